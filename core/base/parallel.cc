@@ -1,0 +1,48 @@
+// core/base/parallel.cc — OpenMP-backed ParallelFor with a thread-local budget.
+#include "core/base/parallel.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <thread>
+
+namespace tessel {
+namespace {
+thread_local int num_threads = 0;  // 0 = not set: use hardware concurrency
+}  // namespace
+
+int HardwareConcurrency() { return std::max(1u, std::thread::hardware_concurrency()); }
+
+int NumThreads() { return num_threads > 0 ? num_threads : HardwareConcurrency(); }
+
+void SetNumThreads(int n) {
+  num_threads = std::max(1, n);
+  omp_set_num_threads(num_threads);  // also bounds Eigen's OpenMP GEMM on this thread
+}
+
+NumThreadsGuard::NumThreadsGuard(int n) : previous_(num_threads) { SetNumThreads(n); }
+NumThreadsGuard::~NumThreadsGuard() {
+  num_threads = previous_;
+  omp_set_num_threads(NumThreads());
+}
+
+void ParallelFor(int64_t begin, int64_t end, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+  const int64_t n = end - begin;
+  if (n <= 0) return;
+  grain = std::max<int64_t>(grain, 1);
+  const int64_t max_tasks = (n + grain - 1) / grain;
+  const int threads = static_cast<int>(std::min<int64_t>(NumThreads(), max_tasks));
+  if (threads <= 1 || omp_in_parallel()) {
+    fn(begin, end);
+    return;
+  }
+  const int64_t per = (n + threads - 1) / threads;
+#pragma omp parallel for num_threads(threads) schedule(static, 1)
+  for (int t = 0; t < threads; ++t) {
+    const int64_t b = begin + t * per;
+    const int64_t e = std::min(end, b + per);
+    if (b < e) fn(b, e);
+  }
+}
+
+}  // namespace tessel

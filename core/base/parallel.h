@@ -1,0 +1,36 @@
+// core/base/parallel.h — intra-op parallelism (OpenMP underneath) with a per-thread thread budget.
+//
+// Invariant: a kernel never uses more threads than NumThreads() of the calling thread. The threads
+// backend sets each rank thread's budget to max(1, cores / ranks in this process) so ranks sharing a
+// process never oversubscribe the machine (DESIGN.md "Threads and cores").
+//
+// Example:
+//   ParallelFor(0, n, 4096, [&](int64_t begin, int64_t end) { for (i = begin; i < end; ++i) y[i] = ...; });
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+namespace tessel {
+
+// Threads a kernel on this thread may use (default: hardware cores).
+int NumThreads();
+// Sets this thread's budget (n >= 1).
+void SetNumThreads(int n);
+int HardwareConcurrency();
+
+class NumThreadsGuard {
+ public:
+  explicit NumThreadsGuard(int n);
+  ~NumThreadsGuard();
+
+ private:
+  int previous_;
+};
+
+// Splits [begin, end) into contiguous ranges of at least `grain` elements and runs fn(range_begin,
+// range_end) on up to NumThreads() threads. Runs inline when the range is small or inside another
+// parallel region.
+void ParallelFor(int64_t begin, int64_t end, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+
+}  // namespace tessel

@@ -1,0 +1,187 @@
+// core/memory/allocator.cc — counting allocator: aligned host memory plus per-device, per-ledger stats.
+#include "core/memory/allocator.h"
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <sstream>
+
+#include "core/base/error.h"
+
+namespace tessel::memory {
+namespace {
+
+constexpr int kMaxCpuSlots = 128;
+constexpr int kMaxCudaSlots = 16;
+constexpr int64_t kAlign = 64;
+
+struct AtomicCounter {
+  std::atomic<int64_t> live{0};
+  std::atomic<int64_t> peak{0};
+  void Add(int64_t n) {
+    const int64_t now = live.fetch_add(n, std::memory_order_relaxed) + n;
+    int64_t p = peak.load(std::memory_order_relaxed);
+    while (now > p && !peak.compare_exchange_weak(p, now, std::memory_order_relaxed)) {
+    }
+  }
+  void Sub(int64_t n) { live.fetch_sub(n, std::memory_order_relaxed); }
+};
+
+struct Slot {
+  std::array<AtomicCounter, kNumLedgers> ledger;
+  AtomicCounter total;
+  std::atomic<int64_t> num_allocs{0};
+  std::atomic<bool> used{false};
+};
+
+std::array<Slot, kMaxCpuSlots>& CpuSlots() {
+  static auto* slots = new std::array<Slot, kMaxCpuSlots>();
+  return *slots;
+}
+std::array<Slot, kMaxCudaSlots>& CudaSlots() {
+  static auto* slots = new std::array<Slot, kMaxCudaSlots>();
+  return *slots;
+}
+
+Slot& SlotFor(Device d) {
+  if (d.is_cpu()) {
+    TESSEL_CHECK(d.index >= 0 && d.index < kMaxCpuSlots, "memory: cpu slot ", d.index, " out of range [0, ",
+                 kMaxCpuSlots, ")");
+    return CpuSlots()[d.index];
+  }
+  TESSEL_CHECK(d.index >= 0 && d.index < kMaxCudaSlots, "memory: cuda device ", d.index, " out of range");
+  return CudaSlots()[d.index];
+}
+
+thread_local Ledger current_ledger = Ledger::kOther;
+
+std::mutex& AllocatorMutex() {
+  static auto* mu = new std::mutex();
+  return *mu;
+}
+DeviceAllocator& CudaAllocator() {
+  static auto* a = new DeviceAllocator();
+  return *a;
+}
+
+}  // namespace
+
+std::string_view LedgerName(Ledger ledger) {
+  switch (ledger) {
+    case Ledger::kParams: return "params";
+    case Ledger::kGrads: return "grads";
+    case Ledger::kOptimState: return "optim";
+    case Ledger::kActivations: return "activations";
+    case Ledger::kCommBuffers: return "comm";
+    case Ledger::kOffloaded: return "offloaded";
+    case Ledger::kOther: return "other";
+  }
+  return "?";
+}
+
+LedgerScope::LedgerScope(Ledger ledger) : previous_(current_ledger) { current_ledger = ledger; }
+LedgerScope::~LedgerScope() { current_ledger = previous_; }
+Ledger CurrentLedger() { return current_ledger; }
+
+Block::Block(void* data, int64_t nbytes, Device device, Ledger ledger)
+    : data_(data), nbytes_(nbytes), device_(device), ledger_(ledger) {
+  Slot& s = SlotFor(device_);
+  s.used.store(true, std::memory_order_relaxed);
+  s.ledger[static_cast<int>(ledger_)].Add(nbytes_);
+  s.total.Add(nbytes_);
+  s.num_allocs.fetch_add(1, std::memory_order_relaxed);
+}
+
+Block::~Block() {
+  Slot& s = SlotFor(device_);
+  s.ledger[static_cast<int>(ledger_)].Sub(nbytes_);
+  s.total.Sub(nbytes_);
+  if (device_.is_cpu()) {
+    std::free(data_);
+  } else if (data_ != nullptr && CudaAllocator().free) {
+    CudaAllocator().free(data_, device_.index);
+  }
+}
+
+void Block::Retag(Ledger ledger) {
+  if (ledger == ledger_) return;
+  Slot& s = SlotFor(device_);
+  s.ledger[static_cast<int>(ledger_)].Sub(nbytes_);
+  s.ledger[static_cast<int>(ledger)].Add(nbytes_);
+  ledger_ = ledger;
+}
+
+std::unique_ptr<Block> Allocate(int64_t nbytes, Device device) {
+  TESSEL_CHECK(nbytes >= 0, "memory::Allocate: negative size ", nbytes);
+  void* data = nullptr;
+  if (device.is_cpu()) {
+    const int64_t rounded = ((nbytes + kAlign - 1) / kAlign) * kAlign;
+    data = std::aligned_alloc(kAlign, rounded == 0 ? kAlign : rounded);
+    TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, data != nullptr, "memory::Allocate: out of host memory (",
+                      nbytes, " bytes requested on ", device, ")\n", Report(device));
+  } else {
+    TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, static_cast<bool>(CudaAllocator().alloc),
+                      "memory::Allocate: no allocator registered for ", device,
+                      " (build with the CUDA backend and run on a GPU machine)");
+    data = nbytes == 0 ? nullptr : CudaAllocator().alloc(nbytes, device.index);
+    TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, nbytes == 0 || data != nullptr,
+                      "memory::Allocate: out of memory on ", device, " (", nbytes, " bytes)\n", Report(device));
+  }
+  return std::make_unique<Block>(data, nbytes, device, current_ledger);
+}
+
+DeviceStats Stats(Device device) {
+  Slot& s = SlotFor(device);
+  DeviceStats out;
+  for (int l = 0; l < kNumLedgers; ++l) {
+    out.ledger[l].live = s.ledger[l].live.load();
+    out.ledger[l].peak = s.ledger[l].peak.load();
+  }
+  out.total.live = s.total.live.load();
+  out.total.peak = s.total.peak.load();
+  out.num_allocs = s.num_allocs.load();
+  return out;
+}
+
+void ResetPeaks(Device device) {
+  Slot& s = SlotFor(device);
+  for (auto& c : s.ledger) c.peak.store(c.live.load());
+  s.total.peak.store(s.total.live.load());
+}
+
+std::string Report(Device device) {
+  const DeviceStats st = Stats(device);
+  std::ostringstream os;
+  char line[160];
+  std::snprintf(line, sizeof(line), "memory ledger %-8s %14s %14s\n", device.ToString().c_str(), "live MiB",
+                "peak MiB");
+  os << line;
+  auto row = [&](std::string_view name, const Counter& c) {
+    std::snprintf(line, sizeof(line), "  %-20.*s %14.3f %14.3f\n", static_cast<int>(name.size()), name.data(),
+                  c.live / 1048576.0, c.peak / 1048576.0);
+    os << line;
+  };
+  for (int l = 0; l < kNumLedgers; ++l) row(LedgerName(static_cast<Ledger>(l)), st.ledger[l]);
+  row("total", st.total);
+  return os.str();
+}
+
+std::string Report() {
+  std::string out;
+  for (int i = 0; i < kMaxCpuSlots; ++i) {
+    if (CpuSlots()[i].used.load()) out += Report(Device::Cpu(i));
+  }
+  for (int i = 0; i < kMaxCudaSlots; ++i) {
+    if (CudaSlots()[i].used.load()) out += Report(Device::Cuda(i));
+  }
+  return out;
+}
+
+void RegisterDeviceAllocator(DeviceType type, DeviceAllocator allocator) {
+  TESSEL_CHECK(type == DeviceType::kCuda, "RegisterDeviceAllocator: only CUDA can be registered");
+  std::lock_guard<std::mutex> lock(AllocatorMutex());
+  CudaAllocator() = std::move(allocator);
+}
+
+}  // namespace tessel::memory

@@ -1,0 +1,70 @@
+#include "core/memory/allocator.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+
+#include "core/base/error.h"
+
+namespace tessel::memory {
+namespace {
+
+// Each test uses its own cpu slot so counts are exact regardless of order.
+TEST(AllocatorTest, LiveAndPeakFollowAllocationsPerLedger) {
+  const Device d = Device::Cpu(100);
+  ResetPeaks(d);
+  const DeviceStats before = Stats(d);
+  {
+    LedgerScope s(Ledger::kParams);
+    auto a = Allocate(1000, d);
+    EXPECT_EQ(Stats(d)[Ledger::kParams].live - before[Ledger::kParams].live, 1000);
+    {
+      LedgerScope s2(Ledger::kOptimState);
+      auto b = Allocate(24, d);
+      EXPECT_EQ(b->ledger(), Ledger::kOptimState);
+      EXPECT_EQ(Stats(d)[Ledger::kOptimState].live, 24);
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(b->data()) % 64, 0u);
+    }
+    EXPECT_EQ(Stats(d)[Ledger::kOptimState].live, 0);
+    EXPECT_EQ(Stats(d)[Ledger::kOptimState].peak, 24);
+    EXPECT_EQ(Stats(d).total.peak, 1024);
+  }
+  EXPECT_EQ(Stats(d).total.live, 0);
+  EXPECT_EQ(Stats(d)[Ledger::kParams].peak, 1000);
+  ResetPeaks(d);
+  EXPECT_EQ(Stats(d)[Ledger::kParams].peak, 0);
+}
+
+TEST(AllocatorTest, RetagMovesBytesBetweenLedgers) {
+  const Device d = Device::Cpu(101);
+  auto a = Allocate(512, d);  // default ledger: other
+  EXPECT_EQ(Stats(d)[Ledger::kOther].live, 512);
+  a->Retag(Ledger::kGrads);
+  EXPECT_EQ(Stats(d)[Ledger::kOther].live, 0);
+  EXPECT_EQ(Stats(d)[Ledger::kGrads].live, 512);
+  EXPECT_EQ(Stats(d)[Ledger::kGrads].peak, 512);
+  EXPECT_EQ(Stats(d).total.live, 512);
+}
+
+TEST(AllocatorTest, ReportNamesEveryLedger) {
+  const Device d = Device::Cpu(102);
+  auto a = Allocate(1 << 20, d);
+  const std::string r = Report(d);
+  for (const char* name : {"params", "grads", "optim", "activations", "comm", "other", "total", "cpu:102"}) {
+    EXPECT_NE(r.find(name), std::string::npos) << name << "\n" << r;
+  }
+  EXPECT_NE(r.find("1.000"), std::string::npos) << r;
+}
+
+TEST(AllocatorTest, CudaWithoutBackendIsUnimplemented) {
+  try {
+    Allocate(16, Device::Cuda(0));
+    FAIL();
+  } catch (const tessel::Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kUnimplemented);
+    EXPECT_NE(std::string(e.what()).find("cuda:0"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace tessel::memory

@@ -1,0 +1,67 @@
+// core/tensor/copy.cc — strided copy with dtype conversion (49 dtype pairs).
+#include "core/tensor/copy.h"
+
+#include <cstring>
+
+#include "core/base/error.h"
+#include "core/base/parallel.h"
+#include "core/tensor/strided_loop.h"
+#include "core/tensor/tensor_impl.h"
+
+namespace tessel {
+namespace {
+
+template <typename D, typename S>
+D Convert(S v) {
+  const auto c = ToCompute(v);
+  if constexpr (std::is_same_v<D, bool>) {
+    return c != 0;
+  } else {
+    return FromCompute<D>(c);
+  }
+}
+
+// Strides of `src` broadcast to `shape` (size-1 or missing leading dims get stride 0).
+Shape BroadcastStrides(const Tensor& src, const Shape& shape) {
+  Shape out(shape.size(), 0);
+  const int64_t lead = static_cast<int64_t>(shape.size()) - src.dim();
+  for (int64_t i = 0; i < src.dim(); ++i) {
+    out[lead + i] = src.size(i) == 1 ? 0 : src.stride(i);
+  }
+  return out;
+}
+
+}  // namespace
+
+void CopyInto(const Tensor& dst, const Tensor& src) {
+  TESSEL_CHECK(!dst.is_distributed() && !src.is_distributed(), "copy_: CopyInto works on local tensors");
+  if (src.sizes() != dst.sizes()) {
+    const Shape b = BroadcastShapes(dst.sizes(), src.sizes(), "copy_");
+    TESSEL_CHECK(b == dst.sizes(), "copy_: source shape ", ShapeStr(src.sizes()),
+                 " cannot be broadcast to destination shape ", ShapeStr(dst.sizes()));
+  }
+  dst.impl()->storage().BumpVersion();
+  const int64_t n = dst.numel();
+  if (n == 0) return;
+  if (src.dtype() == dst.dtype() && src.sizes() == dst.sizes() && src.is_contiguous() && dst.is_contiguous()) {
+    std::memcpy(dst.raw_data(), src.raw_data(), n * ElementSize(dst.dtype()));
+    return;
+  }
+  const Shape src_strides = BroadcastStrides(src, dst.sizes());
+  const Shape& dst_strides = dst.strides();
+  const Shape& sizes = dst.sizes();
+  TESSEL_DISPATCH_ALL_TYPES(dst.dtype(), "copy_", [&] {
+    using D = scalar_t;
+    D* d = static_cast<D*>(dst.raw_data());
+    TESSEL_DISPATCH_ALL_TYPES(src.dtype(), "copy_", [&] {
+      using S = scalar_t;
+      const S* s = static_cast<const S*>(src.raw_data());
+      ParallelFor(0, n, 1 << 15, [&](int64_t b, int64_t e) {
+        ForEachStrided<2>(sizes, {std::span<const int64_t>(dst_strides), std::span<const int64_t>(src_strides)},
+                          [&](const int64_t* off) { d[off[0]] = Convert<D>(s[off[1]]); }, b, e);
+      });
+    });
+  });
+}
+
+}  // namespace tessel

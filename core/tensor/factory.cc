@@ -1,0 +1,74 @@
+// core/tensor/factory.cc — tensor factories.
+#include "core/tensor/factory.h"
+
+#include <cmath>
+
+#include "core/base/error.h"
+#include "core/tensor/copy.h"
+#include "core/tensor/tensor_impl.h"
+
+namespace tessel {
+
+Tensor Empty(std::span<const int64_t> shape, DType dtype, Device device) {
+  for (int64_t s : shape) TESSEL_CHECK(s >= 0, "empty: negative size in shape ", ShapeStr(shape));
+  Shape sizes(shape.begin(), shape.end());
+  Storage storage = Storage::Allocate(NumElements(sizes) * ElementSize(dtype), device);
+  Shape strides = ContiguousStrides(sizes);
+  return MakeDense(std::move(storage), std::move(sizes), std::move(strides), 0, dtype);
+}
+
+void FillInPlace(const Tensor& t, double value) {
+  TESSEL_CHECK(!t.is_distributed(), "fill_: FillInPlace works on local tensors");
+  t.impl()->storage().BumpVersion();
+  if (t.numel() == 0) return;
+  Tensor one = Empty({}, DType::kFloat64, t.device());
+  *one.data_ptr<double>() = value;
+  CopyInto(t, one);
+}
+
+Tensor Full(std::span<const int64_t> shape, double value, DType dtype, Device device) {
+  Tensor t = Empty(shape, dtype, device);
+  FillInPlace(t, value);
+  return t;
+}
+
+Tensor Zeros(std::span<const int64_t> shape, DType dtype, Device device) {
+  Tensor t = Empty(shape, dtype, device);
+  if (t.numel() > 0) std::memset(t.raw_data(), 0, t.numel() * ElementSize(dtype));
+  return t;
+}
+
+Tensor Ones(std::span<const int64_t> shape, DType dtype, Device device) { return Full(shape, 1.0, dtype, device); }
+
+Tensor Scalar(double value, DType dtype, Device device) { return Full(std::span<const int64_t>(), value, dtype, device); }
+
+Tensor Arange(double start, double end, double step, DType dtype, Device device) {
+  TESSEL_CHECK(step != 0, "arange: step must be nonzero");
+  const int64_t n = std::max<int64_t>(0, static_cast<int64_t>(std::ceil((end - start) / step)));
+  Tensor d = Empty({n}, DType::kFloat64, device);
+  double* p = d.data_ptr<double>();
+  for (int64_t i = 0; i < n; ++i) p[i] = start + i * step;
+  if (dtype == DType::kFloat64) return d;
+  Tensor out = Empty({n}, dtype, device);
+  CopyInto(out, d);
+  return out;
+}
+
+Tensor FromBuffer(const void* data, int64_t nbytes, std::span<const int64_t> shape, DType dtype, Device device) {
+  const int64_t want = NumElements(shape) * ElementSize(dtype);
+  TESSEL_CHECK(nbytes == want, "from_buffer: ", nbytes, " bytes given for shape ", ShapeStr(shape), " of ", dtype,
+               " (needs ", want, ")");
+  Tensor t = Empty(shape, dtype, device);
+  if (nbytes > 0) std::memcpy(t.raw_data(), data, nbytes);
+  return t;
+}
+
+Tensor FromDoubles(const std::vector<double>& values, std::span<const int64_t> shape, DType dtype) {
+  Tensor d = FromBuffer(values.data(), static_cast<int64_t>(values.size() * sizeof(double)), shape, DType::kFloat64);
+  if (dtype == DType::kFloat64) return d;
+  Tensor out = Empty(shape, dtype);
+  CopyInto(out, d);
+  return out;
+}
+
+}  // namespace tessel

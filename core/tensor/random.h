@@ -1,0 +1,80 @@
+// core/tensor/random.h — counter-based random numbers (Philox4x32-10) with block-exact generation.
+//
+// Invariant (what DTensor's sharded init relies on): element i (row-major linear index in the *full*
+// tensor) of a random tensor drawn at generator offset `base` depends only on (seed, base + i). So
+// generating any sub-block alone (FillRandomBlock) gives exactly the values of that block in the full
+// tensor, on any rank, in any order. Each Rand/Randn/Randint call advances the generator by numel.
+//
+// Example:
+//   Generator gen(42);
+//   Tensor w = Randn({8, 8}, gen);                        // uses counters [0, 64)
+//   Generator g2(42);
+//   Tensor rows = RandomBlock({8, 8}, {2, 0}, {3, 8}, g2.seed(), 0, Distribution::Normal());
+//   // rows == rows 2..4 of w, bit for bit
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+
+#include "core/tensor/tensor.h"
+
+namespace tessel {
+
+// One Philox4x32-10 block: 4 random 32-bit words for (counter, key).
+std::array<uint32_t, 4> Philox4x32(std::array<uint32_t, 4> counter, std::array<uint32_t, 2> key);
+
+// A seed plus a counter offset. A plain value: pass it by reference to whatever draws from it.
+class Generator {
+ public:
+  explicit Generator(uint64_t seed = 0, uint64_t offset = 0) : seed_(seed), offset_(offset) {}
+  uint64_t seed() const { return seed_; }
+  uint64_t offset() const { return offset_; }
+  void set_offset(uint64_t offset) { offset_ = offset; }
+  // Reserves n counters and returns the first.
+  uint64_t Advance(uint64_t n) {
+    const uint64_t base = offset_;
+    offset_ += n;
+    return base;
+  }
+  friend bool operator==(const Generator& a, const Generator& b) {
+    return a.seed_ == b.seed_ && a.offset_ == b.offset_;
+  }
+
+ private:
+  uint64_t seed_;
+  uint64_t offset_;
+};
+
+struct Distribution {
+  enum class Kind { kUniform, kNormal, kInteger } kind = Kind::kUniform;
+  double a = 0;  // uniform: low; normal: mean; integer: low (inclusive)
+  double b = 1;  // uniform: high; normal: std; integer: high (exclusive)
+  static Distribution Uniform(double low = 0, double high = 1) { return {Kind::kUniform, low, high}; }
+  static Distribution Normal(double mean = 0, double std = 1) { return {Kind::kNormal, mean, std}; }
+  static Distribution Integer(int64_t low, int64_t high) {
+    return {Kind::kInteger, static_cast<double>(low), static_cast<double>(high)};
+  }
+};
+
+Tensor Rand(std::span<const int64_t> shape, Generator& gen, DType dtype = DType::kFloat32);
+Tensor Randn(std::span<const int64_t> shape, Generator& gen, DType dtype = DType::kFloat32);
+Tensor Randint(int64_t low, int64_t high, std::span<const int64_t> shape, Generator& gen,
+               DType dtype = DType::kInt64);
+inline Tensor Rand(std::initializer_list<int64_t> s, Generator& g, DType d = DType::kFloat32) {
+  return Rand(std::span<const int64_t>(s.begin(), s.size()), g, d);
+}
+inline Tensor Randn(std::initializer_list<int64_t> s, Generator& g, DType d = DType::kFloat32) {
+  return Randn(std::span<const int64_t>(s.begin(), s.size()), g, d);
+}
+// Draws a full tensor of `shape` from `dist` at the generator's offset, advancing it by numel.
+Tensor Random(std::span<const int64_t> shape, Generator& gen, Distribution dist, DType dtype);
+// Fills `out` (dense, any strides) with the block of a `full_shape` random tensor that starts at
+// `block_offsets`, as drawn with (seed, base_offset). Does not advance any generator.
+void FillRandomBlock(const Tensor& out, std::span<const int64_t> full_shape, std::span<const int64_t> block_offsets,
+                     uint64_t seed, uint64_t base_offset, Distribution dist);
+Tensor RandomBlock(std::span<const int64_t> full_shape, std::span<const int64_t> block_offsets,
+                   std::span<const int64_t> block_shape, uint64_t seed, uint64_t base_offset, Distribution dist,
+                   DType dtype = DType::kFloat32);
+
+}  // namespace tessel

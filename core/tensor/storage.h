@@ -1,0 +1,46 @@
+// core/tensor/storage.h — refcounted bytes shared by a tensor and all its views.
+//
+// Invariant: a Storage is a cheap handle; copies share the same Block and the same version counter.
+// The version counter is bumped by every in-place write through any view, which lets autograd detect
+// "a tensor saved for backward was modified in place".
+//
+// Example:
+//   Storage s = Storage::Allocate(64, Device::Cpu());
+//   Storage alias = s;   // same bytes; alias.data() == s.data()
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+#include "core/memory/allocator.h"
+#include "core/tensor/device.h"
+
+namespace tessel {
+
+class Storage {
+ public:
+  Storage() = default;
+  // Allocates under the thread's current memory ledger.
+  static Storage Allocate(int64_t nbytes, Device device);
+
+  bool defined() const { return impl_ != nullptr; }
+  void* data() const { return impl_->block->data(); }
+  int64_t nbytes() const { return impl_->block->nbytes(); }
+  Device device() const { return impl_->block->device(); }
+  memory::Ledger ledger() const { return impl_->block->ledger(); }
+  void Retag(memory::Ledger ledger) const { impl_->block->Retag(ledger); }
+  uint32_t version() const { return impl_->version.load(std::memory_order_relaxed); }
+  void BumpVersion() const { impl_->version.fetch_add(1, std::memory_order_relaxed); }
+  bool is_same(const Storage& other) const { return impl_ == other.impl_; }
+  long use_count() const { return impl_.use_count(); }
+
+ private:
+  struct Impl {
+    std::unique_ptr<memory::Block> block;
+    std::atomic<uint32_t> version{0};
+  };
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace tessel

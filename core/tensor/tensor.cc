@@ -1,0 +1,169 @@
+// core/tensor/tensor.cc — TensorImpl and the Tensor handle's accessors.
+#include <cmath>
+#include <sstream>
+
+#include "core/base/error.h"
+#include "core/tensor/copy.h"
+#include "core/tensor/factory.h"
+#include "core/tensor/tensor_impl.h"
+
+namespace tessel {
+
+TensorImpl::TensorImpl(Storage storage, Shape sizes, Shape strides, int64_t storage_offset, DType dtype)
+    : storage_(std::move(storage)),
+      sizes_(std::move(sizes)),
+      strides_(std::move(strides)),
+      storage_offset_(storage_offset),
+      dtype_(dtype),
+      device_(storage_.defined() ? storage_.device() : CurrentDevice()) {
+  TESSEL_INTERNAL_ASSERT(sizes_.size() == strides_.size(), "sizes ", ShapeStr(sizes_), " strides ",
+                         ShapeStr(strides_));
+  RefreshContiguity();
+}
+
+TensorImpl::TensorImpl(Shape sizes, Shape strides, DType dtype, Device device)
+    : sizes_(std::move(sizes)), strides_(std::move(strides)), dtype_(dtype), device_(device) {
+  RefreshContiguity();
+}
+
+TensorImpl::~TensorImpl() = default;
+
+void TensorImpl::RefreshContiguity() {
+  numel_ = NumElements(sizes_);
+  is_contiguous_ = true;
+  int64_t expected = 1;
+  for (int64_t i = dim() - 1; i >= 0; --i) {
+    if (sizes_[i] == 1) continue;
+    if (strides_[i] != expected) {
+      is_contiguous_ = false;
+      break;
+    }
+    expected *= sizes_[i];
+  }
+  if (numel_ == 0) is_contiguous_ = true;
+}
+
+std::shared_ptr<TensorImpl> TensorImpl::ShallowCopyDetached() const {
+  return std::make_shared<TensorImpl>(storage_, sizes_, strides_, storage_offset_, dtype_);
+}
+
+void* TensorImpl::raw_data() const {
+  TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, !is_distributed() && storage_.defined(),
+                    "raw_data: a ", KindName(), " tensor of shape ", ShapeStr(sizes_),
+                    " has no local storage; call ToLocal() on a DTensor first");
+  return static_cast<char*>(storage_.data()) + storage_offset_ * ElementSize(dtype_);
+}
+
+AutogradMeta& TensorImpl::EnsureAutogradMeta() {
+  if (!autograd_meta_) autograd_meta_ = std::make_unique<AutogradMeta>();
+  return *autograd_meta_;
+}
+
+Tensor MakeDense(Storage storage, Shape sizes, Shape strides, int64_t storage_offset, DType dtype) {
+  return Tensor(std::make_shared<TensorImpl>(std::move(storage), std::move(sizes), std::move(strides),
+                                             storage_offset, dtype));
+}
+
+Tensor MakeView(const Tensor& t, Shape sizes, Shape strides, int64_t storage_offset) {
+  TESSEL_INTERNAL_ASSERT(!t.is_distributed(), "MakeView on a distributed tensor");
+  return MakeDense(t.impl()->storage(), std::move(sizes), std::move(strides), storage_offset, t.dtype());
+}
+
+Tensor Detach(const Tensor& t) { return Tensor(t.impl()->ShallowCopyDetached()); }
+
+// ---- Tensor handle -------------------------------------------------------------------------------
+
+namespace {
+const TensorImpl& Impl(const std::shared_ptr<TensorImpl>& p) {
+  TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, p != nullptr, "use of an undefined Tensor");
+  return *p;
+}
+}  // namespace
+
+const Shape& Tensor::sizes() const { return Impl(impl_).sizes(); }
+const Shape& Tensor::strides() const { return Impl(impl_).strides(); }
+int64_t Tensor::size(int64_t d) const { return sizes()[NormalizeDim(d, dim(), "size")]; }
+int64_t Tensor::stride(int64_t d) const { return strides()[NormalizeDim(d, dim(), "stride")]; }
+int64_t Tensor::dim() const { return Impl(impl_).dim(); }
+int64_t Tensor::numel() const { return Impl(impl_).numel(); }
+int64_t Tensor::storage_offset() const { return Impl(impl_).storage_offset(); }
+DType Tensor::dtype() const { return Impl(impl_).dtype(); }
+Device Tensor::device() const { return Impl(impl_).device(); }
+bool Tensor::is_contiguous() const { return Impl(impl_).is_contiguous(); }
+bool Tensor::is_distributed() const { return Impl(impl_).is_distributed(); }
+void* Tensor::raw_data() const { return Impl(impl_).raw_data(); }
+
+void Tensor::CheckDataPtr(DType want) const {
+  TESSEL_CHECK(dtype() == want, "data_ptr: tensor has dtype ", dtype(), " but ", want, " was requested");
+}
+
+double Tensor::ItemDouble() const {
+  TESSEL_CHECK(numel() == 1, "item: expected a tensor with one element, got shape ", ShapeStr(sizes()));
+  return ToDoubleVector()[0];
+}
+
+std::vector<double> Tensor::ToDoubleVector() const {
+  Tensor c = Empty(sizes(), DType::kFloat64, Device::Cpu(device().is_cpu() ? device().index : 0));
+  CopyInto(c, *this);
+  const double* p = c.data_ptr<double>();
+  return std::vector<double>(p, p + c.numel());
+}
+
+bool Tensor::requires_grad() const {
+  const AutogradMeta* m = Impl(impl_).autograd_meta();
+  return m != nullptr && m->requires_grad;
+}
+
+Tensor& Tensor::set_requires_grad(bool requires_grad) {
+  TESSEL_CHECK(!requires_grad || IsFloating(dtype()), "set_requires_grad: only floating tensors can require "
+               "gradients, got ", dtype());
+  AutogradMeta& m = impl_->EnsureAutogradMeta();
+  TESSEL_CHECK(m.grad_fn == nullptr, "set_requires_grad: can only change requires_grad of leaf tensors (this one "
+               "was produced by an op; use Detach() first)");
+  m.requires_grad = requires_grad;
+  return *this;
+}
+
+bool Tensor::is_leaf() const {
+  const AutogradMeta* m = Impl(impl_).autograd_meta();
+  return m == nullptr || m->grad_fn == nullptr;
+}
+
+Tensor Tensor::grad() const {
+  const AutogradMeta* m = Impl(impl_).autograd_meta();
+  return m == nullptr ? Tensor() : m->grad;
+}
+
+void Tensor::set_grad(const Tensor& grad) const {
+  if (grad.defined()) {
+    TESSEL_CHECK(grad.sizes() == sizes(), "set_grad: gradient shape ", ShapeStr(grad.sizes()),
+                 " does not match tensor shape ", ShapeStr(sizes()));
+  }
+  impl_->EnsureAutogradMeta().grad = grad;
+}
+
+const std::shared_ptr<autograd::Node>& Tensor::grad_fn() const {
+  static const std::shared_ptr<autograd::Node> kNone;
+  const AutogradMeta* m = Impl(impl_).autograd_meta();
+  return m == nullptr ? kNone : m->grad_fn;
+}
+
+std::string Tensor::ToString() const {
+  if (!defined()) return "Tensor(undefined)";
+  std::ostringstream os;
+  os << (is_distributed() ? impl_->KindName() : "Tensor") << "(" << dtype() << ", " << ShapeStr(sizes()) << ", "
+     << device();
+  if (requires_grad()) os << ", requires_grad";
+  if (!is_distributed() && numel() <= 16) {
+    os << ", [";
+    const std::vector<double> v = ToDoubleVector();
+    for (size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << v[i];
+    os << "]";
+  }
+  os << ")";
+  return os.str();
+}
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t) { return os << t.ToString(); }
+
+}  // namespace tessel

@@ -1,0 +1,96 @@
+// core/tensor/tensor_impl.h — TensorImpl (what a Tensor handle points to) and its AutogradMeta.
+//
+// Invariant: a dense impl's elements are storage bytes at
+//   storage.data() + (storage_offset + sum_i index_i * strides[i]) * ElementSize(dtype),
+// and every index lies inside the storage. A non-dense impl (dtensor's DTensorImpl) has no storage;
+// its sizes/strides describe the global tensor, and it overrides is_distributed().
+//
+// Example (kernels):
+//   const float* a = static_cast<const float*>(t.impl()->raw_data());
+//   for (int64_t i = 0; i < t.numel(); ++i) ... // only when t.is_contiguous()
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "core/tensor/storage.h"
+#include "core/tensor/tensor.h"
+
+namespace tessel {
+
+namespace autograd {
+class Node;
+}
+
+// Hook on the gradient flowing into a tensor; returning a defined Tensor replaces the gradient.
+using TensorHook = std::function<Tensor(const Tensor& grad)>;
+// Runs after a leaf's .grad has been updated (FSDP reduce-scatters from here).
+using PostAccumulateGradHook = std::function<void(const Tensor& leaf)>;
+
+// Autograd state of one tensor; owned by its TensorImpl, created on first use.
+struct AutogradMeta {
+  bool requires_grad = false;
+  Tensor grad;
+  std::shared_ptr<autograd::Node> grad_fn;  // null for leaves
+  int output_nr = 0;                        // which output of grad_fn this tensor is
+  std::weak_ptr<autograd::Node> grad_accumulator;  // leaves: the one node that accumulates into .grad
+  std::vector<TensorHook> hooks;
+  std::vector<PostAccumulateGradHook> post_accumulate_grad_hooks;
+  bool retains_grad = false;
+};
+
+class TensorImpl {
+ public:
+  // Dense tensor over `storage`.
+  TensorImpl(Storage storage, Shape sizes, Shape strides, int64_t storage_offset, DType dtype);
+  // Storage-less tensor (subclasses such as DTensorImpl).
+  TensorImpl(Shape sizes, Shape strides, DType dtype, Device device);
+  virtual ~TensorImpl();
+  TensorImpl(const TensorImpl&) = delete;
+  TensorImpl& operator=(const TensorImpl&) = delete;
+
+  virtual bool is_distributed() const { return false; }
+  // A new impl with the same data and metadata and no autograd state (Detach()).
+  virtual std::shared_ptr<TensorImpl> ShallowCopyDetached() const;
+  // Human-readable kind, for error messages ("dense", "DTensor").
+  virtual std::string KindName() const { return "dense"; }
+
+  const Shape& sizes() const { return sizes_; }
+  const Shape& strides() const { return strides_; }
+  int64_t dim() const { return static_cast<int64_t>(sizes_.size()); }
+  int64_t numel() const { return numel_; }
+  int64_t storage_offset() const { return storage_offset_; }
+  DType dtype() const { return dtype_; }
+  Device device() const { return device_; }
+  const Storage& storage() const { return storage_; }
+  bool is_contiguous() const { return is_contiguous_; }
+  // REQUIRES: dense. Pointer to element [0, ..., 0].
+  void* raw_data() const;
+
+  AutogradMeta* autograd_meta() const { return autograd_meta_.get(); }
+  AutogradMeta& EnsureAutogradMeta();
+
+ protected:
+  void RefreshContiguity();
+
+ private:
+  Storage storage_;
+  Shape sizes_;
+  Shape strides_;
+  int64_t storage_offset_ = 0;
+  int64_t numel_ = 0;
+  DType dtype_;
+  Device device_;
+  bool is_contiguous_ = true;
+  std::unique_ptr<AutogradMeta> autograd_meta_;
+};
+
+// Builds a dense tensor handle (no autograd state).
+Tensor MakeDense(Storage storage, Shape sizes, Shape strides, int64_t storage_offset, DType dtype);
+// An alias of `t` with new sizes/strides/offset over the same storage (REQUIRES: dense).
+Tensor MakeView(const Tensor& t, Shape sizes, Shape strides, int64_t storage_offset);
+// Same data, no autograd history (shares storage; in-place writes are visible in both).
+Tensor Detach(const Tensor& t);
+
+}  // namespace tessel

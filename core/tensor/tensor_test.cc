@@ -1,0 +1,87 @@
+#include "core/tensor/tensor.h"
+
+#include <gtest/gtest.h>
+
+#include "core/base/error.h"
+#include "core/memory/allocator.h"
+#include "core/tensor/copy.h"
+#include "core/tensor/factory.h"
+#include "core/tensor/tensor_impl.h"
+
+namespace tessel {
+namespace {
+
+TEST(TensorTest, HandleCopiesAreShallow) {
+  Tensor a = Zeros({2, 3});
+  Tensor b = a;
+  b.data_ptr<float>()[4] = 7;
+  EXPECT_EQ(a.ToVector<float>()[4], 7);
+  EXPECT_TRUE(a.is_same(b));
+}
+
+TEST(TensorTest, FactoriesFillValuesAndDtypes) {
+  EXPECT_EQ(Full({2}, 2.5, DType::kBFloat16).ToVector<double>(), (std::vector<double>{2.5, 2.5}));
+  EXPECT_EQ(Arange(0, 10, 3, DType::kInt32).ToVector<int>(), (std::vector<int>{0, 3, 6, 9}));
+  EXPECT_EQ(FromVector<float>({1, 2, 3, 4}, {2, 2}).sizes(), (Shape{2, 2}));
+  EXPECT_EQ(Scalar(3).dim(), 0);
+  EXPECT_EQ(Scalar(3).item<float>(), 3);
+}
+
+TEST(TensorTest, CopyIntoConvertsDtypesAndStrides) {
+  Tensor src = FromVector<float>({1.5f, -2.7f, 3, 4, 5, 6}, {2, 3});
+  // Transposed view of src as [3, 2].
+  Tensor tview = MakeView(src, {3, 2}, {1, 3}, 0);
+  EXPECT_FALSE(tview.is_contiguous());
+  Tensor dst = Empty({3, 2}, DType::kInt64);
+  CopyInto(dst, tview);
+  EXPECT_EQ(dst.ToVector<int64_t>(), (std::vector<int64_t>{1, 4, -2, 5, 3, 6}));
+  Tensor b = Empty({3, 2}, DType::kBool);
+  CopyInto(b, Full({3, 2}, 0.25));
+  EXPECT_EQ(b.ToVector<int>(), (std::vector<int>(6, 1)));
+}
+
+TEST(TensorTest, CopyIntoBroadcastsAndRejectsBadShapes) {
+  Tensor dst = Zeros({2, 3});
+  CopyInto(dst, FromVector<float>({1, 2, 3}, {3}));
+  EXPECT_EQ(dst.ToVector<float>(), (std::vector<float>{1, 2, 3, 1, 2, 3}));
+  try {
+    CopyInto(dst, Zeros({4}));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("copy_"), std::string::npos);
+  }
+}
+
+TEST(TensorTest, AllocationsAreCountedOnTheCurrentDeviceAndLedger) {
+  DeviceGuard g(Device::Cpu(50));
+  const int64_t before = memory::Stats(Device::Cpu(50))[memory::Ledger::kParams].live;
+  {
+    memory::LedgerScope s(memory::Ledger::kParams);
+    Tensor t = Zeros({256});
+    EXPECT_EQ(t.device(), Device::Cpu(50));
+    EXPECT_EQ(memory::Stats(Device::Cpu(50))[memory::Ledger::kParams].live - before, 1024);
+  }
+  EXPECT_EQ(memory::Stats(Device::Cpu(50))[memory::Ledger::kParams].live, before);
+}
+
+TEST(TensorTest, DataPtrChecksDtypeAndItemChecksNumel) {
+  Tensor t = Zeros({2});
+  EXPECT_THROW(t.data_ptr<double>(), Error);
+  EXPECT_THROW(t.item<float>(), Error);
+  EXPECT_THROW(Tensor().sizes(), Error);
+}
+
+TEST(TensorTest, RequiresGradOnlyForFloatingLeaves) {
+  Tensor t = Zeros({2});
+  t.set_requires_grad(true);
+  EXPECT_TRUE(t.requires_grad());
+  EXPECT_TRUE(t.is_leaf());
+  EXPECT_THROW(Zeros({2}, DType::kInt64).set_requires_grad(true), Error);
+  Tensor d = Detach(t);
+  EXPECT_FALSE(d.requires_grad());
+  EXPECT_EQ(d.raw_data(), t.raw_data());
+}
+
+}  // namespace
+}  // namespace tessel

@@ -1,0 +1,1 @@
+proto_library = native.proto_library

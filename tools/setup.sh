@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# tools/setup.sh — installs what tessel needs on a fresh Debian 12 machine, idempotently and quietly.
+# Safe to run many times: it only calls apt when a package is missing.
+set -euo pipefail
+PKGS=(bazel-bootstrap libabsl-dev libeigen3-dev pybind11-dev python3-dev libgtest-dev libgmock-dev
+      libbenchmark-dev python3-numpy python3-pytest libgloo-dev g++)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  echo "setup: installing ${missing[*]}" >&2
+  $SUDO apt-get update -qq >/dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+# Bazel disk cache at an absolute path in $HOME so a fresh clone (CI) reuses compiled objects.
+ws="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cache="${HOME:-/root}/.cache/tessel/bazel-disk"
+mkdir -p "$cache"
+echo "build --disk_cache=$cache" > "$ws/.bazelrc.user"
