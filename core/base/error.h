@@ -76,7 +76,7 @@ namespace detail {
 #define TESSEL_INTERNAL_ASSERT(cond, ...)                                                        \
   do {                                                                                           \
     if (__builtin_expect(!(cond), 0)) {                                                          \
-      ::tessel::detail::ThrowInternal(#cond, __FILE__, __LINE__, ::tessel::Str("" __VA_ARGS__)); \
+      ::tessel::detail::ThrowInternal(#cond, __FILE__, __LINE__, ::tessel::Str("" __VA_OPT__(, ) __VA_ARGS__)); \
     }                                                                                            \
   } while (0)
 

@@ -55,6 +55,14 @@ class TensorImpl {
   virtual std::shared_ptr<TensorImpl> ShallowCopyDetached() const;
   // Human-readable kind, for error messages ("dense", "DTensor").
   virtual std::string KindName() const { return "dense"; }
+  // Version counter of the underlying data (bumped by in-place writes); autograd compares it.
+  virtual uint32_t version() const { return storage_.defined() ? storage_.version() : 0; }
+  // Moves the bytes behind this tensor to another memory ledger (a gradient becoming .grad).
+  virtual void RetagMemory(memory::Ledger ledger) const {
+    if (storage_.defined()) storage_.Retag(ledger);
+  }
+  // True when no other tensor shares these bytes (safe to adopt them as a .grad).
+  virtual bool OwnsDataExclusively() const { return storage_.defined() && storage_.use_count() == 1; }
 
   const Shape& sizes() const { return sizes_; }
   const Shape& strides() const { return strides_; }

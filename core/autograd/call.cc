@@ -1,0 +1,182 @@
+// core/autograd/call.cc — CallOp (dispatch + record) and the nodes it creates.
+#include "core/autograd/call.h"
+
+#include <algorithm>
+
+#include "core/autograd/grad_mode.h"
+#include "core/autograd/node.h"
+#include "core/base/error.h"
+#include "core/dispatch/dispatcher.h"
+
+namespace tessel::autograd {
+namespace {
+
+struct Saved {
+  Tensor tensor;
+  uint32_t version = 0;
+};
+
+// The node of one recorded op call: runs the op's backward formula.
+class OpNode final : public Node {
+ public:
+  OpNode(const OpDef& op, const Attrs& attrs) : op_(op), attrs_(attrs) {}
+  std::string name() const override { return op_.name; }
+
+  void Save(const TensorList& inputs, const TensorList& outputs) {
+    for (const Tensor& t : inputs) {
+      saved_inputs_.push_back(op_.save_inputs && t.defined() ? Saved{t, t.impl()->version()} : Saved{});
+    }
+    for (const Tensor& t : outputs) {
+      saved_outputs_.push_back(op_.save_outputs && t.defined() ? Saved{Detach(t), t.impl()->version()} : Saved{});
+    }
+  }
+
+  TensorList Apply(TensorList grads) override {
+    TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, !released_, "backward through '", op_.name,
+                      "' a second time: its saved tensors were freed; pass retain_graph=true to the first backward");
+    TensorList inputs = Unpack(saved_inputs_, "input");
+    TensorList outputs = Unpack(saved_outputs_, "output");
+    std::vector<char> needs(next_edges.size());
+    for (size_t i = 0; i < next_edges.size(); ++i) needs[i] = next_edges[i].valid();
+    const bool* needs_ptr = reinterpret_cast<const bool*>(needs.data());
+    BackwardContext ctx{attrs_, inputs, outputs, grads, std::span<const bool>(needs_ptr, needs.size())};
+    TensorList out = op_.backward(ctx);
+    TESSEL_INTERNAL_ASSERT(out.size() == next_edges.size(), op_.name, " backward returned ", out.size(),
+                           " gradients for ", next_edges.size(), " inputs");
+    for (size_t i = 0; i < out.size(); ++i) {
+      if (!needs[i]) {
+        out[i] = Tensor();
+      } else if (out[i].defined()) {
+        TESSEL_INTERNAL_ASSERT(out[i].sizes() == input_sizes_[i], op_.name, " backward: gradient ", i, " has shape ",
+                               ShapeStr(out[i].sizes()), " but the input has shape ", ShapeStr(input_sizes_[i]));
+      }
+    }
+    return out;
+  }
+
+  void ReleaseSaved() override {
+    saved_inputs_.clear();
+    saved_outputs_.clear();
+    released_ = true;
+  }
+
+  std::vector<Shape> input_sizes_;
+
+ private:
+  TensorList Unpack(const std::vector<Saved>& saved, const char* what) const {
+    TensorList out;
+    out.reserve(saved.size());
+    for (size_t i = 0; i < saved.size(); ++i) {
+      const Saved& s = saved[i];
+      if (s.tensor.defined()) {
+        TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, s.tensor.impl()->version() == s.version,
+                          "one of the tensors needed for gradient computation has been modified by an in-place "
+                          "operation: ", what, " ", i, " of '", op_.name, "' (shape ", ShapeStr(s.tensor.sizes()),
+                          ") is at version ", s.tensor.impl()->version(), "; expected version ", s.version);
+      }
+      out.push_back(s.tensor);
+    }
+    return out;
+  }
+
+  const OpDef& op_;
+  Attrs attrs_;
+  std::vector<Saved> saved_inputs_;
+  std::vector<Saved> saved_outputs_;
+  bool released_ = false;
+};
+
+class FunctionNode final : public Node {
+ public:
+  FunctionNode(std::string name, std::function<TensorList(const TensorList&)> fn)
+      : name_(std::move(name)), fn_(std::move(fn)) {}
+  std::string name() const override { return name_; }
+  TensorList Apply(TensorList grads) override {
+    TensorList out = fn_(grads);
+    TESSEL_CHECK(out.size() == next_edges.size(), name_, ": backward function returned ", out.size(),
+                 " gradients for ", next_edges.size(), " inputs");
+    return out;
+  }
+
+ private:
+  std::string name_;
+  std::function<TensorList(const TensorList&)> fn_;
+};
+
+void Attach(const std::shared_ptr<Node>& node, Tensor& out, int index, bool differentiable) {
+  node->output_meta.push_back({out.sizes(), out.dtype(), out.device(), out.is_distributed()});
+  node->output_hooks.emplace_back();
+  if (!differentiable || !IsFloating(out.dtype())) return;
+  AutogradMeta& meta = out.impl()->EnsureAutogradMeta();
+  meta.requires_grad = true;
+  meta.grad_fn = node;
+  meta.output_nr = index;
+}
+
+}  // namespace
+
+TensorList CallOp(const OpDef& op, TensorList inputs, const Attrs& attrs) {
+  const bool grad_mode = GradModeEnabled();
+  const bool any_requires =
+      std::any_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return t.defined() && t.requires_grad(); });
+  if (op.is_inplace && grad_mode) {
+    TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, !inputs[0].requires_grad(), op.name,
+                      ": in-place operation on a tensor of shape ", ShapeStr(inputs[0].sizes()),
+                      " that requires grad; use the out-of-place op or run under NoGradGuard");
+  }
+  TensorList outputs;
+  {
+    GradModeGuard off(false);
+    outputs = Dispatch(op, inputs, attrs);
+  }
+  if (op.is_inplace || !grad_mode || !any_requires || !op.backward) return outputs;
+  // Outputs must be fresh handles: a kernel may return an input as-is (e.g. contiguous()).
+  for (Tensor& out : outputs) {
+    for (const Tensor& in : inputs) {
+      if (out.defined() && out.is_same(in)) out = Detach(out);
+    }
+  }
+  auto node = std::make_shared<OpNode>(op, attrs);
+  node->next_edges.reserve(inputs.size());
+  for (const Tensor& in : inputs) {
+    node->next_edges.push_back(GradientEdge(in));
+    node->input_sizes_.push_back(in.defined() ? in.sizes() : Shape());
+  }
+  node->Save(inputs, outputs);
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const bool diff = std::find(op.non_differentiable_outputs.begin(), op.non_differentiable_outputs.end(),
+                                static_cast<int>(i)) == op.non_differentiable_outputs.end();
+    if (outputs[i].defined()) Attach(node, outputs[i], static_cast<int>(i), diff);
+  }
+  return outputs;
+}
+
+Tensor CallOp1(const OpDef& op, TensorList inputs, const Attrs& attrs) {
+  TensorList out = CallOp(op, std::move(inputs), attrs);
+  TESSEL_INTERNAL_ASSERT(!out.empty(), op.name, " returned no outputs");
+  return out[0];
+}
+
+TensorList ApplyBackwardFunction(std::string name, const TensorList& inputs,
+                                 std::function<TensorList(const TensorList& grads)> backward) {
+  const bool any_requires =
+      std::any_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return t.defined() && t.requires_grad(); });
+  if (!GradModeEnabled() || !any_requires) return inputs;
+  auto node = std::make_shared<FunctionNode>(std::move(name), std::move(backward));
+  TensorList outputs;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& in = inputs[i];
+    node->next_edges.push_back(GradientEdge(in));
+    Tensor out = in.defined() && in.requires_grad() ? Detach(in) : in;
+    if (out.defined()) {
+      Attach(node, out, static_cast<int>(i), in.requires_grad());
+    } else {
+      node->output_meta.emplace_back();
+      node->output_hooks.emplace_back();
+    }
+    outputs.push_back(out);
+  }
+  return outputs;
+}
+
+}  // namespace tessel::autograd

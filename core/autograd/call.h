@@ -1,0 +1,31 @@
+// core/autograd/call.h — CallOp: dispatch an op and record it for backward.
+//
+// Invariant: CallOp records a node iff grad mode is on, the op has a backward formula and some input
+// requires grad; then every floating, differentiable output requires grad and points at that node.
+// The dispatch itself runs with grad mode off, so nothing under it (kernels, DTensor redistributes)
+// records history. In-place ops on tensors that require grad are rejected while grad mode is on.
+//
+// Example:
+//   Tensor Add(const Tensor& a, const Tensor& b) { return autograd::CallOp1(kAdd, {a, b}); }
+#pragma once
+
+#include <functional>
+#include <initializer_list>
+#include <string>
+
+#include "core/dispatch/attrs.h"
+#include "core/dispatch/op.h"
+
+namespace tessel::autograd {
+
+TensorList CallOp(const OpDef& op, TensorList inputs, const Attrs& attrs = Attrs());
+// For single-output ops.
+Tensor CallOp1(const OpDef& op, TensorList inputs, const Attrs& attrs = Attrs());
+
+// Identity on `inputs` whose backward runs `backward(grads) -> input grads` (same count). Outputs are
+// new handles aliasing the inputs. Used for module backward hooks and FSDP's pre-backward unshard.
+// Inputs that do not require grad pass through unrecorded; if none requires grad, outputs == inputs.
+TensorList ApplyBackwardFunction(std::string name, const TensorList& inputs,
+                                 std::function<TensorList(const TensorList& grads)> backward);
+
+}  // namespace tessel::autograd

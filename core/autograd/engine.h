@@ -1,0 +1,38 @@
+// core/autograd/engine.h — reverse-mode execution: Backward, tensor hooks, end-of-backward callbacks.
+//
+// Invariant: Backward runs every node reachable from the roots exactly once, after all gradients
+// flowing into it have been summed; each leaf's .grad ends up as the sum of all contributions (added
+// to any existing .grad). Without retain_graph, saved tensors are freed as nodes run and a second
+// backward through the same nodes raises kFailedPrecondition. Higher-order gradients (create_graph)
+// are not supported.
+//
+// Example:
+//   Tensor loss = Mean(Mul(w, x));
+//   Backward(loss);                      // w.grad() now holds dloss/dw
+//   RegisterHook(h, [](const Tensor& g) { return Mul(g, Scalar(2)); });   // scales the gradient of h
+#pragma once
+
+#include <functional>
+
+#include "core/tensor/tensor.h"
+#include "core/tensor/tensor_impl.h"
+
+namespace tessel {
+
+// Backpropagates from `root`. `grad` defaults to ones for a one-element root (error otherwise).
+void Backward(const Tensor& root, const Tensor& grad = Tensor(), bool retain_graph = false);
+void Backward(const TensorList& roots, const TensorList& grads, bool retain_graph = false);
+
+// Gradient hook on `t` (leaf or not). A returned defined tensor replaces the gradient.
+void RegisterHook(const Tensor& t, TensorHook hook);
+// Runs after a leaf's .grad was updated in a backward pass.
+void RegisterPostAccumulateGradHook(const Tensor& leaf, PostAccumulateGradHook hook);
+// Keep the gradient of a non-leaf tensor in .grad (like torch's retain_grad()).
+void RetainGrad(const Tensor& t);
+
+// Queues `fn` to run once the current backward pass has finished all nodes (FSDP's root post-backward).
+// REQUIRES: called from inside a backward pass (a hook or backward formula) on this thread.
+void QueueCallback(std::function<void()> fn);
+bool InBackward();
+
+}  // namespace tessel

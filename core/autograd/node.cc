@@ -1,0 +1,66 @@
+// core/autograd/node.cc — Node sequence numbers, gradient edges and leaf accumulation.
+#include "core/autograd/node.h"
+
+#include <atomic>
+
+#include "core/base/error.h"
+#include "core/dispatch/dispatcher.h"
+#include "core/memory/allocator.h"
+
+namespace tessel::autograd {
+namespace {
+std::atomic<uint64_t> next_sequence_nr{0};
+}  // namespace
+
+Node::Node() : sequence_nr_(next_sequence_nr.fetch_add(1, std::memory_order_relaxed)) {}
+Node::~Node() = default;
+
+AccumulateGrad::AccumulateGrad(Tensor leaf) : leaf_(std::move(leaf)) {
+  sequence_nr_ = std::numeric_limits<uint64_t>::max();  // run as soon as ready
+  output_meta.push_back({leaf_.sizes(), leaf_.dtype(), leaf_.device(), leaf_.is_distributed()});
+  output_hooks.resize(1);
+}
+
+TensorList AccumulateGrad::Apply(TensorList grads) {
+  Tensor g = std::move(grads[0]);
+  AutogradMeta& meta = leaf_.impl()->EnsureAutogradMeta();
+  for (const TensorHook& hook : meta.hooks) {
+    if (!g.defined()) break;
+    Tensor replaced = hook(g);
+    if (replaced.defined()) g = std::move(replaced);
+  }
+  if (g.defined()) {
+    TESSEL_INTERNAL_ASSERT(g.sizes() == leaf_.sizes(), "gradient of shape ", ShapeStr(g.sizes()),
+                           " for a leaf of shape ", ShapeStr(leaf_.sizes()));
+    if (!meta.grad.defined()) {
+      // Adopt the incoming buffer when nothing else references it; otherwise copy it.
+      if (g.impl_ptr().use_count() == 1 && g.impl()->OwnsDataExclusively() && g.dtype() == leaf_.dtype()) {
+        meta.grad = std::move(g);
+      } else {
+        memory::LedgerScope scope(memory::Ledger::kGrads);
+        const Tensor in[] = {g};
+        meta.grad = Dispatch(GetOp("clone"), in, Attrs())[0];
+      }
+      meta.grad.impl()->RetagMemory(memory::Ledger::kGrads);
+    } else {
+      const Tensor inputs[] = {meta.grad, g};
+      Dispatch(GetOp("add_"), inputs, Attrs());
+    }
+  }
+  for (const PostAccumulateGradHook& hook : meta.post_accumulate_grad_hooks) hook(leaf_);
+  return {};
+}
+
+Edge GradientEdge(const Tensor& t) {
+  if (!t.defined() || !t.requires_grad()) return {};
+  AutogradMeta& meta = t.impl()->EnsureAutogradMeta();
+  if (meta.grad_fn) return {meta.grad_fn, meta.output_nr};
+  std::shared_ptr<Node> acc = meta.grad_accumulator.lock();
+  if (!acc) {
+    acc = std::make_shared<AccumulateGrad>(t);
+    meta.grad_accumulator = acc;
+  }
+  return {acc, 0};
+}
+
+}  // namespace tessel::autograd

@@ -1,0 +1,79 @@
+// core/autograd/node.h — backward graph nodes and edges.
+//
+// Invariant: a Node has one next edge per input of the forward call that made it (an invalid edge for
+// inputs that need no gradient) and one gradient slot per forward output. Nodes made later have higher
+// sequence numbers; the engine runs ready nodes highest-sequence first (PyTorch's order), and leaf
+// accumulators before anything else, so post-accumulate-grad hooks fire as early as possible.
+//
+// Example:
+//   std::shared_ptr<Node> fn = y.grad_fn();   // e.g. an OpNode named "matmul"
+//   fn->name();
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor/tensor.h"
+#include "core/tensor/tensor_impl.h"
+
+namespace tessel::autograd {
+
+class Node;
+
+struct Edge {
+  std::shared_ptr<Node> node;
+  int input_nr = 0;  // which gradient slot of `node`
+  bool valid() const { return node != nullptr; }
+};
+
+// Shape/dtype of a forward output, so the engine can give a zero gradient to an output that got none.
+struct OutputMeta {
+  Shape sizes;
+  DType dtype = DType::kFloat32;
+  Device device;
+  bool is_distributed = false;
+};
+
+class Node : public std::enable_shared_from_this<Node> {
+ public:
+  Node();
+  virtual ~Node();
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+
+  virtual std::string name() const = 0;
+  // grads: one per forward output (undefined = zero). Returns one gradient per next edge.
+  virtual TensorList Apply(TensorList grads) = 0;
+  // Frees saved tensors (backward without retain_graph).
+  virtual void ReleaseSaved() {}
+
+  uint64_t sequence_nr() const { return sequence_nr_; }
+  std::vector<Edge> next_edges;
+  std::vector<OutputMeta> output_meta;
+  // Hooks on the gradient of forward output i (non-leaf tensor hooks), run before Apply.
+  std::vector<std::vector<TensorHook>> output_hooks;
+
+ protected:
+  uint64_t sequence_nr_;
+};
+
+// The node that adds incoming gradients into a leaf's .grad and runs its hooks.
+class AccumulateGrad final : public Node {
+ public:
+  explicit AccumulateGrad(Tensor leaf);
+  std::string name() const override { return "AccumulateGrad"; }
+  TensorList Apply(TensorList grads) override;
+  const Tensor& leaf() const { return leaf_; }
+
+ private:
+  Tensor leaf_;
+};
+
+// Edge into the graph for a tensor: its grad_fn output, or its leaf accumulator (created on demand).
+// Invalid edge when the tensor does not require grad.
+Edge GradientEdge(const Tensor& t);
+
+}  // namespace tessel::autograd

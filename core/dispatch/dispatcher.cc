@@ -1,0 +1,67 @@
+// core/dispatch/dispatcher.cc — Dispatch: distributed handler or device kernel.
+#include "core/dispatch/dispatcher.h"
+
+#include <atomic>
+
+#include "core/base/error.h"
+#include "core/tensor/tensor_impl.h"
+
+namespace tessel {
+namespace {
+std::atomic<DistributedHandler> distributed_handler{nullptr};
+}  // namespace
+
+void SetDistributedHandler(DistributedHandler handler) {
+  DistributedHandler expected = nullptr;
+  if (!distributed_handler.compare_exchange_strong(expected, handler)) {
+    TESSEL_INTERNAL_ASSERT(expected == handler, "a second distributed handler was installed");
+  }
+}
+
+std::string DescribeInputs(std::span<const Tensor> inputs) {
+  std::string s;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (i) s += ", ";
+    if (!inputs[i].defined()) {
+      s += "None";
+      continue;
+    }
+    s += ShapeStr(inputs[i].sizes()) + " " + std::string(DTypeName(inputs[i].dtype()));
+    if (inputs[i].is_distributed()) s += " (" + inputs[i].impl()->KindName() + ")";
+  }
+  return s;
+}
+
+TensorList DispatchLocal(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs) {
+  DeviceType type = DeviceType::kCpu;
+  bool found = false;
+  for (const Tensor& t : inputs) {
+    if (!t.defined()) continue;
+    TESSEL_INTERNAL_ASSERT(!t.is_distributed(), op.name, ": DispatchLocal got a distributed input");
+    if (!found) {
+      type = t.device().type;
+      found = true;
+    } else {
+      TESSEL_CHECK(t.device().type == type, op.name, ": expected all tensors on one device type, got ",
+                   DescribeInputs(inputs), " on cpu and cuda");
+    }
+  }
+  if (!found) type = CurrentDevice().type;
+  const Kernel& k = type == DeviceType::kCpu ? op.cpu : op.cuda;
+  TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, static_cast<bool>(k), op.name, ": no ",
+                    (type == DeviceType::kCpu ? "CPU" : "CUDA"), " kernel is registered");
+  return k(inputs, attrs);
+}
+
+TensorList Dispatch(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs) {
+  for (const Tensor& t : inputs) {
+    if (t.defined() && t.is_distributed()) {
+      DistributedHandler h = distributed_handler.load();
+      TESSEL_INTERNAL_ASSERT(h != nullptr, op.name, ": distributed input but no distributed handler is linked");
+      return h(op, inputs, attrs);
+    }
+  }
+  return DispatchLocal(op, inputs, attrs);
+}
+
+}  // namespace tessel

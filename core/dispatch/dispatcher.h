@@ -1,0 +1,32 @@
+// core/dispatch/dispatcher.h — the one dispatcher: routes an op call to the distributed path or a kernel.
+//
+// Invariant: if any input is distributed (TensorImpl::is_distributed), the registered distributed
+// handler (dtensor/) runs the op — propagate sharding, redistribute inputs, run the local op on local
+// shards, wrap outputs; otherwise the kernel of the inputs' device type runs. Dispatch itself records
+// no autograd history (autograd::CallOp sits above it).
+//
+// Example:
+//   TensorList out = Dispatch(GetOp("add"), {a, b}, Attrs());
+#pragma once
+
+#include <span>
+
+#include "core/dispatch/attrs.h"
+#include "core/dispatch/op.h"
+
+namespace tessel {
+
+TensorList Dispatch(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs);
+
+// Runs `op` on local tensors only (the DTensor path calls this on local shards).
+TensorList DispatchLocal(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs);
+
+using DistributedHandler = TensorList (*)(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs);
+// Installed once by dtensor/ at startup; a second, different handler is a bug.
+void SetDistributedHandler(DistributedHandler handler);
+
+// Undefined input tensors are allowed (optional arguments, e.g. a missing bias).
+// Ops name their inputs in errors as "<op>: input <i> ...".
+std::string DescribeInputs(std::span<const Tensor> inputs);  // "[2, 3] float32, [3] float32"
+
+}  // namespace tessel

@@ -1,0 +1,56 @@
+// core/dispatch/op.cc — the op registry.
+#include "core/dispatch/op.h"
+
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "core/base/error.h"
+
+namespace tessel {
+namespace {
+
+struct Registry {
+  std::mutex mu;
+  std::map<std::string, std::unique_ptr<OpDef>, std::less<>> ops;
+};
+Registry& GetRegistry() {
+  static auto* r = new Registry();
+  return *r;
+}
+
+}  // namespace
+
+const OpDef& RegisterOp(OpDef def) {
+  Registry& r = GetRegistry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  TESSEL_INTERNAL_ASSERT(!def.name.empty(), "op without a name");
+  TESSEL_INTERNAL_ASSERT(r.ops.find(def.name) == r.ops.end(), "op '", def.name, "' registered twice");
+  auto owned = std::make_unique<OpDef>(std::move(def));
+  const OpDef& ref = *owned;
+  r.ops.emplace(ref.name, std::move(owned));
+  return ref;
+}
+
+const OpDef* FindOp(std::string_view name) {
+  Registry& r = GetRegistry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  auto it = r.ops.find(name);
+  return it == r.ops.end() ? nullptr : it->second.get();
+}
+
+const OpDef& GetOp(std::string_view name) {
+  const OpDef* op = FindOp(name);
+  TESSEL_INTERNAL_ASSERT(op != nullptr, "op '", name, "' is not registered (is its library linked?)");
+  return *op;
+}
+
+std::vector<const OpDef*> AllOps() {
+  Registry& r = GetRegistry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  std::vector<const OpDef*> out;
+  for (const auto& [name, def] : r.ops) out.push_back(def.get());
+  return out;
+}
+
+}  // namespace tessel

@@ -1,0 +1,59 @@
+// core/dispatch/op.h — OpDef (what an op is: kernels, backward formula, aliasing) and the op registry.
+//
+// Invariant: every tensor op in tessel is one registered OpDef with a unique name, and every call goes
+// through Dispatch() (core/dispatch/dispatcher.h), usually via autograd::CallOp which records history.
+// One op family = one file in core/ops/ that registers its OpDefs plus a file of sharding rules in
+// dtensor/rules/ with the same name (DESIGN.md).
+//
+// Example (in core/ops/<family>.cc):
+//   const OpDef& kNeg = RegisterOp({.name = "neg", .cpu = NegKernel, .backward = NegBackward});
+//   Tensor Neg(const Tensor& x) { return autograd::CallOp1(kNeg, {x}); }
+#pragma once
+
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/dispatch/attrs.h"
+#include "core/tensor/tensor.h"
+
+namespace tessel {
+
+// A kernel computes the outputs of one op call on local (dense) tensors of one device type.
+using Kernel = std::function<TensorList(std::span<const Tensor> inputs, const Attrs& attrs)>;
+
+// What a backward formula sees. Entries of inputs/outputs are undefined unless the OpDef saves them.
+// An undefined grad_outputs[i] means "zero gradient for output i".
+struct BackwardContext {
+  const Attrs& attrs;
+  std::span<const Tensor> inputs;
+  std::span<const Tensor> outputs;
+  std::span<const Tensor> grad_outputs;
+  std::span<const bool> needs_input_grad;
+};
+// Returns one gradient per input (undefined = no gradient). Written with ordinary ops, so it runs
+// distributed when its tensors are DTensors.
+using BackwardFn = std::function<TensorList(const BackwardContext& ctx)>;
+
+struct OpDef {
+  std::string name;
+  Kernel cpu;
+  Kernel cuda;
+  BackwardFn backward;          // null: not differentiable (outputs never require grad)
+  bool save_inputs = true;      // keep inputs for backward
+  bool save_outputs = false;    // keep outputs for backward
+  bool is_view = false;         // output 0 aliases input 0's storage
+  bool is_inplace = false;      // mutates input 0 and returns it as output 0
+  std::vector<int> non_differentiable_outputs;  // e.g. argmax indices, saved statistics
+};
+
+// Registers `def` (name must be new) and returns a reference that stays valid for the process.
+const OpDef& RegisterOp(OpDef def);
+// nullptr when no op has that name.
+const OpDef* FindOp(std::string_view name);
+// Like FindOp, but throws kInternal naming the op.
+const OpDef& GetOp(std::string_view name);
+std::vector<const OpDef*> AllOps();
+
+}  // namespace tessel

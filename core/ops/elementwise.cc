@@ -1,0 +1,285 @@
+// core/ops/elementwise.cc — add/sub/mul/div (broadcasting), scalar forms, add_, clone, *_like,
+// sum_to_size: CPU kernels and backward formulas.
+#include "core/ops/elementwise.h"
+
+#include <cstring>
+
+#include "core/autograd/call.h"
+#include "core/base/error.h"
+#include "core/base/parallel.h"
+#include "core/dispatch/dispatcher.h"
+#include "core/tensor/copy.h"
+#include "core/tensor/factory.h"
+#include "core/tensor/strided_loop.h"
+#include "core/tensor/tensor_impl.h"
+
+namespace tessel {
+namespace {
+
+constexpr int64_t kGrain = 1 << 15;
+
+// Strides of `t` broadcast to `shape` (0 on broadcast dims).
+Shape BroadcastStridesTo(const Tensor& t, const Shape& shape) {
+  Shape out(shape.size(), 0);
+  const int64_t lead = static_cast<int64_t>(shape.size()) - t.dim();
+  for (int64_t i = 0; i < t.dim(); ++i) out[lead + i] = t.size(i) == 1 ? 0 : t.stride(i);
+  return out;
+}
+
+enum class BinOp { kAdd, kSub, kMul, kDiv };
+
+template <BinOp kOp, typename C>
+inline C Apply(C a, C b) {
+  if constexpr (kOp == BinOp::kAdd) return a + b;
+  if constexpr (kOp == BinOp::kSub) return a - b;
+  if constexpr (kOp == BinOp::kMul) return a * b;
+  if constexpr (kOp == BinOp::kDiv) return a / b;
+}
+
+template <BinOp kOp>
+TensorList BinaryKernel(std::span<const Tensor> in, const Attrs&, const char* name) {
+  const Tensor& a = in[0];
+  const Tensor& b = in[1];
+  TESSEL_CHECK(a.dtype() == b.dtype(), name, ": dtype mismatch ", a.dtype(), " vs ", b.dtype(), " (shapes ",
+               ShapeStr(a.sizes()), ", ", ShapeStr(b.sizes()), "); cast one side explicitly");
+  const Shape shape = BroadcastShapes(a.sizes(), b.sizes(), name);
+  Tensor out = Empty(shape, a.dtype(), a.device());
+  const int64_t n = out.numel();
+  if (n == 0) return {out};
+  TESSEL_DISPATCH_ALL_TYPES(a.dtype(), name, [&] {
+    using T = scalar_t;
+    using C = ComputeT<T>;
+    const T* pa = static_cast<const T*>(a.raw_data());
+    const T* pb = static_cast<const T*>(b.raw_data());
+    T* po = static_cast<T*>(out.raw_data());
+    if constexpr (std::is_same_v<T, bool>) {
+      TESSEL_FAIL(ErrorCode::kInvalidArgument, name, ": not supported for bool tensors");
+    } else if (a.sizes() == shape && b.sizes() == shape && a.is_contiguous() && b.is_contiguous()) {
+      ParallelFor(0, n, kGrain, [&](int64_t s, int64_t e) {
+        for (int64_t i = s; i < e; ++i) po[i] = FromCompute<T>(Apply<kOp, C>(ToCompute(pa[i]), ToCompute(pb[i])));
+      });
+    } else if (b.numel() == 1 && a.sizes() == shape && a.is_contiguous()) {
+      const C bv = ToCompute(pb[0]);
+      ParallelFor(0, n, kGrain, [&](int64_t s, int64_t e) {
+        for (int64_t i = s; i < e; ++i) po[i] = FromCompute<T>(Apply<kOp, C>(ToCompute(pa[i]), bv));
+      });
+    } else {
+      const Shape sa = BroadcastStridesTo(a, shape);
+      const Shape sb = BroadcastStridesTo(b, shape);
+      const Shape so = out.strides();
+      ParallelFor(0, n, kGrain, [&](int64_t s, int64_t e) {
+        ForEachStrided<3>(shape, {std::span<const int64_t>(so), std::span<const int64_t>(sa),
+                                  std::span<const int64_t>(sb)},
+                          [&](const int64_t* off) {
+                            po[off[0]] = FromCompute<T>(Apply<kOp, C>(ToCompute(pa[off[1]]), ToCompute(pb[off[2]])));
+                          },
+                          s, e);
+      });
+    }
+  });
+  return {out};
+}
+
+// y = alpha * x + beta, elementwise (scalar ops).
+TensorList AffineKernel(const Tensor& x, double alpha, double beta, const char* name) {
+  Tensor xc = x;
+  if (!x.is_contiguous()) {
+    xc = Empty(x.sizes(), x.dtype(), x.device());
+    CopyInto(xc, x);
+  }
+  Tensor out = Empty(x.sizes(), x.dtype(), x.device());
+  const int64_t n = out.numel();
+  TESSEL_DISPATCH_ALL_TYPES(x.dtype(), name, [&] {
+    using T = scalar_t;
+    using C = ComputeT<T>;
+    if constexpr (std::is_same_v<T, bool>) {
+      TESSEL_FAIL(ErrorCode::kInvalidArgument, name, ": not supported for bool tensors");
+    } else {
+      const T* px = static_cast<const T*>(xc.raw_data());
+      T* po = static_cast<T*>(out.raw_data());
+      const C a = static_cast<C>(alpha);
+      const C b = static_cast<C>(beta);
+      ParallelFor(0, n, kGrain, [&](int64_t s, int64_t e) {
+        for (int64_t i = s; i < e; ++i) po[i] = FromCompute<T>(ToCompute(px[i]) * a + b);
+      });
+    }
+  });
+  return {out};
+}
+
+// dst += alpha * src (src broadcasts to dst).
+TensorList AddInPlaceKernel(std::span<const Tensor> in, const Attrs& attrs) {
+  const Tensor& dst = in[0];
+  const Tensor& src = in[1];
+  const double alpha = attrs.GetDouble("alpha", 1.0);
+  TESSEL_CHECK(dst.dtype() == src.dtype(), "add_: dtype mismatch ", dst.dtype(), " vs ", src.dtype());
+  const Shape b = BroadcastShapes(dst.sizes(), src.sizes(), "add_");
+  TESSEL_CHECK(b == dst.sizes(), "add_: source shape ", ShapeStr(src.sizes()), " does not broadcast to ",
+               ShapeStr(dst.sizes()));
+  dst.impl()->storage().BumpVersion();
+  const int64_t n = dst.numel();
+  if (n == 0) return {dst};
+  TESSEL_DISPATCH_FLOATING_TYPES(dst.dtype(), "add_", [&] {
+    using T = scalar_t;
+    using C = ComputeT<T>;
+    T* pd = static_cast<T*>(dst.raw_data());
+    const T* ps = static_cast<const T*>(src.raw_data());
+    const C a = static_cast<C>(alpha);
+    if (dst.is_contiguous() && src.is_contiguous() && src.sizes() == dst.sizes()) {
+      ParallelFor(0, n, kGrain, [&](int64_t s, int64_t e) {
+        for (int64_t i = s; i < e; ++i) pd[i] = FromCompute<T>(ToCompute(pd[i]) + a * ToCompute(ps[i]));
+      });
+    } else {
+      const Shape ss = BroadcastStridesTo(src, dst.sizes());
+      const Shape& sd = dst.strides();
+      ParallelFor(0, n, kGrain, [&](int64_t s, int64_t e) {
+        ForEachStrided<2>(dst.sizes(), {std::span<const int64_t>(sd), std::span<const int64_t>(ss)},
+                          [&](const int64_t* off) {
+                            pd[off[0]] = FromCompute<T>(ToCompute(pd[off[0]]) + a * ToCompute(ps[off[1]]));
+                          },
+                          s, e);
+      });
+    }
+  });
+  return {dst};
+}
+
+TensorList MulScalarInPlaceKernel(std::span<const Tensor> in, const Attrs& attrs) {
+  const Tensor& dst = in[0];
+  Tensor scaled = AffineKernel(dst, attrs.GetDouble("value"), 0.0, "mul_")[0];
+  CopyInto(dst, scaled);
+  return {dst};
+}
+
+TensorList SumToSizeKernel(std::span<const Tensor> in, const Attrs& attrs) {
+  const Tensor& x = in[0];
+  const std::vector<int64_t>& shape = attrs.GetInts("shape");
+  const Shape check = BroadcastShapes(shape, x.sizes(), "sum_to_size");
+  TESSEL_CHECK(check == x.sizes(), "sum_to_size: shape ", ShapeStr(shape), " does not broadcast to ",
+               ShapeStr(x.sizes()));
+  Tensor acc = Zeros(shape, x.dtype() == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32, x.device());
+  Tensor acc_view = MakeView(acc, acc.sizes(), acc.strides(), 0);
+  const Shape sa = BroadcastStridesTo(acc, x.sizes());
+  const Shape& sx = x.strides();
+  TESSEL_DISPATCH_FLOATING_TYPES(x.dtype(), "sum_to_size", [&] {
+    using T = scalar_t;
+    using C = ComputeT<T>;
+    using A = std::conditional_t<std::is_same_v<C, double>, double, float>;
+    const T* px = static_cast<const T*>(x.raw_data());
+    A* pa = static_cast<A*>(acc.raw_data());
+    ForEachStrided<2>(x.sizes(), {std::span<const int64_t>(sa), std::span<const int64_t>(sx)},
+                      [&](const int64_t* off) { pa[off[0]] += static_cast<A>(ToCompute(px[off[1]])); });
+  });
+  if (acc.dtype() == x.dtype()) return {acc};
+  Tensor out = Empty(shape, x.dtype(), x.device());
+  CopyInto(out, acc);
+  return {out};
+}
+
+TensorList CloneKernel(std::span<const Tensor> in, const Attrs&) {
+  Tensor out = Empty(in[0].sizes(), in[0].dtype(), in[0].device());
+  CopyInto(out, in[0]);
+  return {out};
+}
+
+// ---- backward formulas -------------------------------------------------------------------------
+
+Tensor Reduce(const Tensor& g, const Tensor& like) {
+  return g.sizes() == like.sizes() ? g : SumToSize(g, like.sizes());
+}
+
+TensorList AddBackward(const BackwardContext& c) {
+  const Tensor& g = c.grad_outputs[0];
+  return {c.needs_input_grad[0] ? Reduce(g, c.inputs[0]) : Tensor(),
+          c.needs_input_grad[1] ? Reduce(g, c.inputs[1]) : Tensor()};
+}
+TensorList SubBackward(const BackwardContext& c) {
+  const Tensor& g = c.grad_outputs[0];
+  return {c.needs_input_grad[0] ? Reduce(g, c.inputs[0]) : Tensor(),
+          c.needs_input_grad[1] ? Reduce(MulScalar(g, -1.0), c.inputs[1]) : Tensor()};
+}
+TensorList MulBackward(const BackwardContext& c) {
+  const Tensor& g = c.grad_outputs[0];
+  return {c.needs_input_grad[0] ? Reduce(Mul(g, c.inputs[1]), c.inputs[0]) : Tensor(),
+          c.needs_input_grad[1] ? Reduce(Mul(g, c.inputs[0]), c.inputs[1]) : Tensor()};
+}
+TensorList DivBackward(const BackwardContext& c) {
+  const Tensor& g = c.grad_outputs[0];
+  const Tensor& a = c.inputs[0];
+  const Tensor& b = c.inputs[1];
+  Tensor ga, gb;
+  if (c.needs_input_grad[0]) ga = Reduce(Div(g, b), a);
+  if (c.needs_input_grad[1]) gb = Reduce(MulScalar(Div(Mul(g, a), Mul(b, b)), -1.0), b);
+  return {ga, gb};
+}
+
+const OpDef& kAdd = RegisterOp({.name = "add",
+                                .cpu = [](auto in, auto& a) { return BinaryKernel<BinOp::kAdd>(in, a, "add"); },
+                                .backward = AddBackward});
+const OpDef& kSub = RegisterOp({.name = "sub",
+                                .cpu = [](auto in, auto& a) { return BinaryKernel<BinOp::kSub>(in, a, "sub"); },
+                                .backward = SubBackward});
+const OpDef& kMul = RegisterOp({.name = "mul",
+                                .cpu = [](auto in, auto& a) { return BinaryKernel<BinOp::kMul>(in, a, "mul"); },
+                                .backward = MulBackward});
+const OpDef& kDiv = RegisterOp({.name = "div",
+                                .cpu = [](auto in, auto& a) { return BinaryKernel<BinOp::kDiv>(in, a, "div"); },
+                                .backward = DivBackward});
+const OpDef& kAddScalar = RegisterOp(
+    {.name = "add_scalar",
+     .cpu = [](auto in, auto& a) { return AffineKernel(in[0], 1.0, a.GetDouble("value"), "add_scalar"); },
+     .backward = [](const BackwardContext& c) -> TensorList { return {c.grad_outputs[0]}; },
+     .save_inputs = false});
+const OpDef& kMulScalar = RegisterOp(
+    {.name = "mul_scalar",
+     .cpu = [](auto in, auto& a) { return AffineKernel(in[0], a.GetDouble("value"), 0.0, "mul_scalar"); },
+     .backward = [](const BackwardContext& c) -> TensorList {
+       return {MulScalar(c.grad_outputs[0], c.attrs.GetDouble("value"))};
+     },
+     .save_inputs = false});
+const OpDef& kAddInPlace = RegisterOp({.name = "add_", .cpu = AddInPlaceKernel, .is_inplace = true});
+const OpDef& kMulScalarInPlace = RegisterOp({.name = "mul_", .cpu = MulScalarInPlaceKernel, .is_inplace = true});
+const OpDef& kClone = RegisterOp({.name = "clone",
+                                  .cpu = CloneKernel,
+                                  .backward = [](const BackwardContext& c) -> TensorList { return {c.grad_outputs[0]}; },
+                                  .save_inputs = false});
+const OpDef& kOnesLike = RegisterOp(
+    {.name = "ones_like", .cpu = [](auto in, auto&) -> TensorList { return {Ones(in[0].sizes(), in[0].dtype(), in[0].device())}; }});
+const OpDef& kZerosLike = RegisterOp(
+    {.name = "zeros_like", .cpu = [](auto in, auto&) -> TensorList { return {Zeros(in[0].sizes(), in[0].dtype(), in[0].device())}; }});
+const OpDef& kSumToSize = RegisterOp(
+    {.name = "sum_to_size",
+     .cpu = SumToSizeKernel,
+     .backward = [](const BackwardContext& c) -> TensorList {
+       // Adjoint of a sum over broadcast dims: broadcast the gradient back (materialized).
+       Tensor z = ZerosLike(c.inputs[0]);
+       return {Add(z, c.grad_outputs[0])};
+     }});
+
+}  // namespace
+
+Tensor Add(const Tensor& a, const Tensor& b) { return autograd::CallOp1(kAdd, {a, b}); }
+Tensor Sub(const Tensor& a, const Tensor& b) { return autograd::CallOp1(kSub, {a, b}); }
+Tensor Mul(const Tensor& a, const Tensor& b) { return autograd::CallOp1(kMul, {a, b}); }
+Tensor Div(const Tensor& a, const Tensor& b) { return autograd::CallOp1(kDiv, {a, b}); }
+Tensor AddScalar(const Tensor& a, double value) {
+  return autograd::CallOp1(kAddScalar, {a}, Attrs().Set("value", value));
+}
+Tensor MulScalar(const Tensor& a, double value) {
+  return autograd::CallOp1(kMulScalar, {a}, Attrs().Set("value", value));
+}
+void AddInPlace(const Tensor& dst, const Tensor& src, double alpha) {
+  autograd::CallOp(kAddInPlace, {dst, src}, Attrs().Set("alpha", alpha));
+}
+void MulScalarInPlace(const Tensor& dst, double value) {
+  autograd::CallOp(kMulScalarInPlace, {dst}, Attrs().Set("value", value));
+}
+Tensor Clone(const Tensor& x) { return autograd::CallOp1(kClone, {x}); }
+Tensor OnesLike(const Tensor& x) { return autograd::CallOp1(kOnesLike, {x}); }
+Tensor ZerosLike(const Tensor& x) { return autograd::CallOp1(kZerosLike, {x}); }
+Tensor SumToSize(const Tensor& x, std::span<const int64_t> shape) {
+  if (x.sizes() == Shape(shape.begin(), shape.end())) return x;
+  return autograd::CallOp1(kSumToSize, {x}, Attrs().Set("shape", std::vector<int64_t>(shape.begin(), shape.end())));
+}
+
+}  // namespace tessel

@@ -1,0 +1,158 @@
+#include "core/ops/elementwise.h"
+
+#include <gtest/gtest.h>
+
+#include "core/autograd/engine.h"
+#include "core/autograd/grad_mode.h"
+#include "core/base/error.h"
+#include "core/ops/testing/gradcheck.h"
+#include "core/tensor/factory.h"
+
+namespace tessel {
+namespace {
+
+using testing::ExpectAllClose;
+using testing::ExpectGradcheck;
+using testing::RandDouble;
+
+TEST(ElementwiseTest, BroadcastingMatchesNaiveLoops) {
+  Tensor a = RandDouble({2, 3, 4}, 1);
+  Tensor b = RandDouble({3, 1}, 2);
+  const auto av = a.ToDoubleVector(), bv = b.ToDoubleVector();
+  std::vector<double> add, sub, mul, div;
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j)
+      for (int k = 0; k < 4; ++k) {
+        const double x = av[(i * 3 + j) * 4 + k], y = bv[j];
+        add.push_back(x + y), sub.push_back(x - y), mul.push_back(x * y), div.push_back(x / y);
+      }
+  ExpectAllClose(Add(a, b), add, 0, 0);
+  ExpectAllClose(Sub(a, b), sub, 0, 0);
+  ExpectAllClose(Mul(a, b), mul, 0, 0);
+  ExpectAllClose(Div(a, b), div, 0, 0);
+  ExpectAllClose(a * 2.0 + 1.0, [&] {
+    std::vector<double> v;
+    for (double x : av) v.push_back(x * 2 + 1);
+    return v;
+  }(), 1e-15, 0);
+}
+
+TEST(ElementwiseTest, BFloat16ComputesInFloatAndRoundsOnce) {
+  Tensor a = Full({3}, 1.0, DType::kBFloat16);
+  Tensor b = Full({3}, 0x1.0p-8, DType::kBFloat16);
+  // 1 + 2^-8 is a tie between 1 and 1 + 2^-7 in bf16: rounds to even (1.0).
+  EXPECT_EQ(Add(a, b).ToVector<double>(), (std::vector<double>{1.0, 1.0, 1.0}));
+  EXPECT_EQ(Add(a, b).dtype(), DType::kBFloat16);
+}
+
+TEST(ElementwiseTest, MismatchedShapesAndDtypesRaiseNamedErrors) {
+  try {
+    Add(Zeros({2, 3}), Zeros({4}));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("add: shapes [2, 3] and [4]"), std::string::npos) << e.what();
+  }
+  try {
+    Mul(Zeros({2}), Zeros({2}, DType::kFloat64));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("mul: dtype mismatch float32 vs float64"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ElementwiseTest, BackwardMatchesFiniteDifferences) {
+  auto a = RandDouble({2, 3, 4}, 3);
+  auto b = RandDouble({3, 1}, 4, 0.5, 1.5);
+  ExpectGradcheck([](const TensorList& in) { return Add(in[0], in[1]); }, {a, b});
+  ExpectGradcheck([](const TensorList& in) { return Sub(in[0], in[1]); }, {a, b});
+  ExpectGradcheck([](const TensorList& in) { return Mul(in[0], in[1]); }, {a, b});
+  ExpectGradcheck([](const TensorList& in) { return Div(in[0], in[1]); }, {a, b});
+  ExpectGradcheck([](const TensorList& in) { return MulScalar(AddScalar(in[0], 2.0), -3.0); }, {a});
+  ExpectGradcheck([](const TensorList& in) { return SumToSize(in[0], std::vector<int64_t>{3, 1}); }, {a});
+  ExpectGradcheck([](const TensorList& in) { return Clone(in[0]); }, {a});
+}
+
+TEST(ElementwiseTest, GradAccumulatesAcrossUsesAndBackwardCalls) {
+  Tensor x = FromVector<double>({1, 2, 3}).set_requires_grad(true);
+  Tensor y = Mul(x, x);  // dy/dx = 2x
+  Backward(y, OnesLike(y), /*retain_graph=*/true);
+  EXPECT_EQ(x.grad().ToVector<double>(), (std::vector<double>{2, 4, 6}));
+  Backward(y, OnesLike(y));
+  EXPECT_EQ(x.grad().ToVector<double>(), (std::vector<double>{4, 8, 12}));
+  try {
+    Backward(y, OnesLike(y));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kFailedPrecondition);
+    EXPECT_NE(std::string(e.what()).find("retain_graph"), std::string::npos);
+  }
+}
+
+TEST(ElementwiseTest, NoGradAndDetachRecordNothing) {
+  Tensor x = Ones({2}).set_requires_grad(true);
+  {
+    NoGradGuard g;
+    EXPECT_FALSE(Mul(x, x).requires_grad());
+  }
+  EXPECT_FALSE(Mul(Detach(x), Detach(x)).requires_grad());
+  EXPECT_TRUE(Mul(x, x).requires_grad());
+}
+
+TEST(ElementwiseTest, InPlaceOnSavedTensorIsDetected) {
+  Tensor x = FromVector<double>({1, 2}).set_requires_grad(true);
+  Tensor a = FromVector<double>({3, 4});
+  Tensor y = Mul(x, a);  // saves a
+  AddInPlace(a, Ones({2}, DType::kFloat64));
+  try {
+    Backward(y, OnesLike(y));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kFailedPrecondition);
+    EXPECT_NE(std::string(e.what()).find("modified by an in-place operation"), std::string::npos) << e.what();
+  }
+  try {
+    AddInPlace(x, Ones({2}, DType::kFloat64));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("add_: in-place operation"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ElementwiseTest, HooksSeeAndReplaceGradients) {
+  Tensor x = FromVector<double>({1, 2}).set_requires_grad(true);
+  Tensor h = MulScalar(x, 3.0);
+  std::vector<double> seen;
+  RegisterHook(h, [&](const Tensor& g) {
+    seen = g.ToDoubleVector();
+    return MulScalar(g, 10.0);
+  });
+  int post = 0;
+  RegisterPostAccumulateGradHook(x, [&](const Tensor& leaf) {
+    ++post;
+    EXPECT_EQ(leaf.grad().ToVector<double>(), (std::vector<double>{30, 30}));
+  });
+  RetainGrad(h);
+  Tensor y = MulScalar(h, 1.0);
+  Backward(y, OnesLike(y));
+  EXPECT_EQ(seen, (std::vector<double>{1, 1}));
+  EXPECT_EQ(post, 1);
+  EXPECT_EQ(x.grad().ToVector<double>(), (std::vector<double>{30, 30}));
+}
+
+TEST(ElementwiseTest, QueuedCallbackRunsAfterAllNodes) {
+  Tensor x = FromVector<double>({1}).set_requires_grad(true);
+  Tensor y = MulScalar(x, 2.0);
+  std::vector<std::string> order;
+  RegisterHook(y, [&](const Tensor&) {
+    QueueCallback([&] { order.push_back("callback"); });
+    order.push_back("hook");
+    return Tensor();
+  });
+  RegisterPostAccumulateGradHook(x, [&](const Tensor&) { order.push_back("accumulate"); });
+  Backward(y);
+  EXPECT_EQ(order, (std::vector<std::string>{"hook", "accumulate", "callback"}));
+}
+
+}  // namespace
+}  // namespace tessel

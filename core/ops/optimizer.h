@@ -1,0 +1,31 @@
+// core/ops/optimizer.h — fused, in-place optimizer update kernels (pointwise over a parameter).
+//
+// Invariant: all tensors of one call have the parameter's shape; updates are in place and unrecorded
+// (call under NoGradGuard). Pointwise, so on DTensors each rank updates its own shard.
+//
+// Example:
+//   AdamWStepInPlace(p, g, m, v, {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8,
+//                                  .weight_decay = 0.1, .step = 1});
+#pragma once
+
+#include <cstdint>
+
+#include "core/tensor/tensor.h"
+
+namespace tessel {
+
+struct AdamWHyper {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+  int64_t step = 1;  // 1-based, for bias correction
+};
+void AdamWStepInPlace(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+                      const AdamWHyper& h);
+// SGD with momentum (PyTorch semantics: buf = momentum*buf + (1-dampening)*g; p -= lr*buf).
+void SgdStepInPlace(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, double lr,
+                    double momentum, double dampening, double weight_decay, bool nesterov);
+
+}  // namespace tessel
