@@ -1,0 +1,73 @@
+// comm/process_group.h — ProcessGroup: the collective interface every distributed layer talks through.
+//
+// Invariant: every call returns a Work immediately (the collective may still be running); calls on one
+// group complete in issue order (FIFO per group). All members of a group must issue the same sequence
+// of collectives; a mismatch (different kind, dtype or byte count at the same sequence number) raises
+// kAborted on every rank naming both calls, and a peer that never arrives raises kDeadlineExceeded
+// after the group's timeout naming the missing ranks. Nothing waits forever.
+// Tensors are local dense tensors (handles: the op writes into their storage); semantics follow
+// torch.distributed's *_into_tensor forms: AllGather/ReduceScatter concatenate/split along dim 0.
+//
+// Example:
+//   comm::WorkPtr w = pg->AllReduce(grad, comm::ReduceOp::kAvg);
+//   ... overlap compute ...
+//   w->Wait();                      // rethrows a comm-thread error on this thread
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/work.h"
+#include "core/tensor/tensor.h"
+
+namespace tessel::comm {
+
+enum class ReduceOp { kSum, kAvg, kMax, kMin, kProduct };
+std::string_view ReduceOpName(ReduceOp op);  // "sum", "avg", ...
+
+inline constexpr std::chrono::milliseconds kDefaultTimeout{300'000};
+
+class ProcessGroup {
+ public:
+  virtual ~ProcessGroup() = default;
+
+  virtual int rank() const = 0;  // rank within this group
+  virtual int size() const = 0;
+  // Global (world) rank of each member, in group-rank order.
+  virtual const std::vector<int>& global_ranks() const = 0;
+  virtual std::string backend_name() const = 0;  // "threads", "gloo", "nccl"
+  // A label used by errors and the tracer (DeviceMesh sets the axis name, e.g. "tp").
+  const std::string& name() const { return name_; }
+  void set_name(std::string name) { name_ = std::move(name); }
+  std::chrono::milliseconds timeout() const { return timeout_; }
+  void set_timeout(std::chrono::milliseconds t) { timeout_ = t; }
+
+  // In place on `tensor`. bf16/fp16 reduce in fp32 and round once.
+  virtual WorkPtr AllReduce(const Tensor& tensor, ReduceOp op) = 0;
+  // output has dim 0 = size() * input dim 0 (other dims equal); rank r's input lands in slice r.
+  virtual WorkPtr AllGather(const Tensor& output, const Tensor& input) = 0;
+  // input has dim 0 = size() * output dim 0; rank r receives the reduction of slice r.
+  virtual WorkPtr ReduceScatter(const Tensor& output, const Tensor& input, ReduceOp op) = 0;
+  // Splits along dim 0: input_split_sizes[j] rows go to rank j; output_split_sizes[j] rows come from j.
+  // Empty split lists mean equal splits.
+  virtual WorkPtr AllToAll(const Tensor& output, const Tensor& input, const std::vector<int64_t>& output_split_sizes,
+                           const std::vector<int64_t>& input_split_sizes) = 0;
+  virtual WorkPtr Broadcast(const Tensor& tensor, int root) = 0;
+  virtual WorkPtr Send(const Tensor& tensor, int dst, int tag = 0) = 0;
+  virtual WorkPtr Recv(const Tensor& tensor, int src, int tag = 0) = 0;
+  virtual WorkPtr Barrier() = 0;
+
+  // Collective over this group: every member calls with the same `ranks` (group ranks of this group).
+  // Members get the new group; non-members get nullptr.
+  virtual std::shared_ptr<ProcessGroup> NewGroup(const std::vector<int>& ranks) = 0;
+
+ private:
+  std::string name_ = "world";
+  std::chrono::milliseconds timeout_ = kDefaultTimeout;
+};
+
+using ProcessGroupPtr = std::shared_ptr<ProcessGroup>;
+
+}  // namespace tessel::comm

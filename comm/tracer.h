@@ -1,0 +1,57 @@
+// comm/tracer.h — CommTracer: counts the collectives issued by the calling thread (one rank).
+//
+// Invariant: while a CommTracer is alive on a thread, every collective that thread issues on any
+// ProcessGroup is appended to it (kind, group name, dtype, bytes) at issue time, in issue order.
+// Tracers nest: all active tracers on the thread record. Other threads (other ranks) are unaffected.
+// This is the tool behind tests that assert "this redistribute costs exactly one all_gather" (the role
+// of PyTorch's CommDebugMode).
+//
+// Example:
+//   comm::CommTracer tracer;
+//   Tensor full = dt.FullTensor();
+//   EXPECT_EQ(tracer.Count(comm::CollectiveKind::kAllGather), 1);
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/tensor/dtype.h"
+
+namespace tessel::comm {
+
+enum class CollectiveKind { kAllReduce, kAllGather, kReduceScatter, kAllToAll, kBroadcast, kSend, kRecv, kBarrier };
+std::string_view CollectiveKindName(CollectiveKind kind);  // "all_reduce", "all_gather", ...
+
+struct CollectiveRecord {
+  CollectiveKind kind;
+  std::string group;  // ProcessGroup::name(), e.g. the mesh axis "tp"
+  DType dtype;
+  int64_t bytes;      // bytes this rank contributes (input size)
+};
+
+class CommTracer {
+ public:
+  CommTracer();
+  ~CommTracer();
+  CommTracer(const CommTracer&) = delete;
+  CommTracer& operator=(const CommTracer&) = delete;
+
+  const std::vector<CollectiveRecord>& records() const { return records_; }
+  int Count(CollectiveKind kind) const;
+  int Count(CollectiveKind kind, const std::string& group) const;
+  int Total() const { return static_cast<int>(records_.size()); }
+  int64_t Bytes(CollectiveKind kind) const;
+  // "all_gather(tp) x2, reduce_scatter(dp) x1"
+  std::string Summary() const;
+  void Clear() { records_.clear(); }
+
+  // Called by ProcessGroup implementations when a collective is issued on this thread.
+  static void Record(const CollectiveRecord& record);
+
+ private:
+  std::vector<CollectiveRecord> records_;
+  CommTracer* previous_;
+};
+
+}  // namespace tessel::comm
