@@ -24,8 +24,11 @@ struct AdamWHyper {
 };
 void AdamWStepInPlace(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                       const AdamWHyper& h);
-// SGD with momentum (PyTorch semantics: buf = momentum*buf + (1-dampening)*g; p -= lr*buf).
+// SGD with momentum (PyTorch semantics: buf = momentum*buf + (1-dampening)*g, and buf = g on the first
+// step (`initialize_buffer`); p -= lr*buf, or lr*(g + momentum*buf) with nesterov). An undefined
+// momentum_buffer means plain SGD.
 void SgdStepInPlace(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, double lr,
-                    double momentum, double dampening, double weight_decay, bool nesterov);
+                    double momentum, double dampening, double weight_decay, bool nesterov,
+                    bool initialize_buffer);
 
 }  // namespace tessel

@@ -1,0 +1,50 @@
+// core/nn/layers.cc — Linear, Embedding, LayerNorm, RMSNorm.
+#include "core/nn/layers.h"
+
+#include "core/base/error.h"
+#include "core/ops/embedding.h"
+#include "core/ops/matmul.h"
+#include "core/ops/norm.h"
+#include "core/tensor/factory.h"
+
+namespace tessel::nn {
+
+Linear::Linear(int64_t in_features, int64_t out_features, bool bias, Generator& gen, double init_std, DType dtype)
+    : Module("Linear"), in_(in_features), out_(out_features), has_bias_(bias) {
+  TESSEL_CHECK(in_features > 0 && out_features > 0, "Linear: features must be positive, got in=", in_features,
+               " out=", out_features);
+  RegisterParameter("weight", Random(std::vector<int64_t>{out_, in_}, gen, Distribution::Normal(0, init_std), dtype));
+  if (bias) RegisterParameter("bias", Zeros({out_}, dtype));
+}
+
+TensorList Linear::Forward(const TensorList& in) {
+  return {tessel::Linear(in.at(0), Param("weight"), has_bias_ ? Param("bias") : Tensor())};
+}
+
+Embedding::Embedding(int64_t num_embeddings, int64_t dim, Generator& gen, double init_std, DType dtype)
+    : Module("Embedding") {
+  RegisterParameter("weight",
+                    Random(std::vector<int64_t>{num_embeddings, dim}, gen, Distribution::Normal(0, init_std), dtype));
+}
+
+TensorList Embedding::Forward(const TensorList& in) { return {tessel::Embedding(Param("weight"), in.at(0))}; }
+
+LayerNorm::LayerNorm(int64_t dim, double eps, bool affine, DType dtype)
+    : Module("LayerNorm"), eps_(eps), affine_(affine) {
+  if (affine) {
+    RegisterParameter("weight", Ones({dim}, dtype));
+    RegisterParameter("bias", Zeros({dim}, dtype));
+  }
+}
+
+TensorList LayerNorm::Forward(const TensorList& in) {
+  return {tessel::LayerNorm(in.at(0), affine_ ? Param("weight") : Tensor(), affine_ ? Param("bias") : Tensor(), eps_)};
+}
+
+RMSNorm::RMSNorm(int64_t dim, double eps, DType dtype) : Module("RMSNorm"), eps_(eps) {
+  RegisterParameter("weight", Ones({dim}, dtype));
+}
+
+TensorList RMSNorm::Forward(const TensorList& in) { return {tessel::RmsNorm(in.at(0), Param("weight"), eps_)}; }
+
+}  // namespace tessel::nn

@@ -1,0 +1,59 @@
+// core/nn/layers.h — the basic layers: Linear, Embedding, LayerNorm, RMSNorm.
+//
+// Shape legend: B = batch, T = sequence, C = channels (d_model), V = vocabulary, I/O = in/out features.
+// Invariant: parameter names and shapes are PyTorch's (Linear.weight [O, I], Linear.bias [O],
+// Embedding.weight [V, C], LayerNorm.weight/bias [C], RMSNorm.weight [C]) so state dicts line up.
+// Initialization draws from the Generator passed in (GPT-2 style normal(0, init_std) for weights,
+// zeros for biases, ones for norm weights) so a run is reproducible from its seed.
+//
+// Example:
+//   Generator gen(0);
+//   nn::Linear fc(/*in=*/16, /*out=*/32, /*bias=*/true, gen);
+//   Tensor y_BTO = fc(x_BTI);
+#pragma once
+
+#include "core/nn/module.h"
+#include "core/tensor/random.h"
+
+namespace tessel::nn {
+
+class Linear final : public Module {
+ public:
+  Linear(int64_t in_features, int64_t out_features, bool bias, Generator& gen, double init_std = 0.02,
+         DType dtype = DType::kFloat32);
+  TensorList Forward(const TensorList& inputs) override;  // x [..., I] → [..., O]
+  int64_t in_features() const { return in_; }
+  int64_t out_features() const { return out_; }
+
+ private:
+  int64_t in_, out_;
+  bool has_bias_;
+};
+
+class Embedding final : public Module {
+ public:
+  Embedding(int64_t num_embeddings, int64_t dim, Generator& gen, double init_std = 0.02,
+            DType dtype = DType::kFloat32);
+  TensorList Forward(const TensorList& inputs) override;  // idx int64 [...] → [..., C]
+};
+
+class LayerNorm final : public Module {
+ public:
+  explicit LayerNorm(int64_t dim, double eps = 1e-5, bool affine = true, DType dtype = DType::kFloat32);
+  TensorList Forward(const TensorList& inputs) override;
+
+ private:
+  double eps_;
+  bool affine_;
+};
+
+class RMSNorm final : public Module {
+ public:
+  explicit RMSNorm(int64_t dim, double eps = 1e-6, DType dtype = DType::kFloat32);
+  TensorList Forward(const TensorList& inputs) override;
+
+ private:
+  double eps_;
+};
+
+}  // namespace tessel::nn

@@ -1,0 +1,242 @@
+// core/nn/module.cc — Module bookkeeping, state dicts and hook plumbing.
+#include "core/nn/module.h"
+
+#include <algorithm>
+#include <optional>
+
+#include "core/autograd/call.h"
+#include "core/autograd/grad_mode.h"
+#include "core/base/error.h"
+#include "core/memory/allocator.h"
+#include "core/ops/view.h"
+#include "core/tensor/tensor_impl.h"
+
+namespace tessel::nn {
+
+Module::Module(std::string type_name) : type_name_(std::move(type_name)) {}
+Module::~Module() = default;
+
+void Module::RegisterParameter(const std::string& name, Tensor value) {
+  TESSEL_CHECK(!HasParam(name), type_name_, ": parameter '", name, "' registered twice");
+  TESSEL_CHECK(name.find('.') == std::string::npos, type_name_, ": parameter name '", name, "' contains '.'");
+  if (value.defined()) {
+    if (!value.is_leaf()) value = Detach(value);
+    if (IsFloating(value.dtype())) value.set_requires_grad(true);
+    value.impl()->RetagMemory(memory::Ledger::kParams);
+  }
+  params_.emplace_back(name, std::move(value));
+}
+
+void Module::RegisterBuffer(const std::string& name, Tensor value, bool persistent) {
+  buffers_.emplace_back(name, std::move(value));
+  if (!persistent) non_persistent_.push_back(name);
+}
+
+void Module::AddChild(const std::string& name, std::unique_ptr<Module> child) {
+  for (const auto& [n, c] : children_) TESSEL_CHECK(n != name, type_name_, ": submodule '", name, "' registered twice");
+  children_.emplace_back(name, std::move(child));
+}
+
+bool Module::HasParam(const std::string& name) const {
+  return std::any_of(params_.begin(), params_.end(), [&](const auto& p) { return p.first == name; });
+}
+
+const Tensor& Module::Param(const std::string& name) const {
+  for (const auto& [n, t] : params_) {
+    if (n == name) return t;
+  }
+  std::string names;
+  for (const auto& [n, t] : params_) names += (names.empty() ? "" : ", ") + n;
+  TESSEL_FAIL(ErrorCode::kNotFound, type_name_, " has no parameter '", name, "' (has: ", names, ")");
+}
+
+Module* Module::Submodule(const std::string& fqn) {
+  if (fqn.empty()) return this;
+  const size_t dot = fqn.find('.');
+  const std::string head = fqn.substr(0, dot);
+  for (auto& [n, c] : children_) {
+    if (n == head) return dot == std::string::npos ? c.get() : c->Submodule(fqn.substr(dot + 1));
+  }
+  TESSEL_FAIL(ErrorCode::kNotFound, type_name_, ": no submodule '", head, "' (looking up '", fqn, "')");
+}
+
+void Module::SetParameter(const std::string& fqn, Tensor value, bool allow_new_shape) {
+  const size_t dot = fqn.rfind('.');
+  Module* owner = dot == std::string::npos ? this : Submodule(fqn.substr(0, dot));
+  const std::string local = dot == std::string::npos ? fqn : fqn.substr(dot + 1);
+  for (auto& [n, t] : owner->params_) {
+    if (n != local) continue;
+    if (t.defined() && value.defined() && !allow_new_shape) {
+      TESSEL_CHECK(t.sizes() == value.sizes(), "SetParameter(", fqn, "): shape ", ShapeStr(value.sizes()),
+                   " does not match the current shape ", ShapeStr(t.sizes()));
+    }
+    t = std::move(value);
+    return;
+  }
+  TESSEL_FAIL(ErrorCode::kNotFound, "SetParameter: no parameter '", fqn, "'");
+}
+
+void Module::CollectNamed(const std::string& prefix, bool recurse, bool buffers, bool persistent_only,
+                          StateDict* out) const {
+  const auto& items = buffers ? buffers_ : params_;
+  for (const auto& [n, t] : items) {
+    if (persistent_only && std::find(non_persistent_.begin(), non_persistent_.end(), n) != non_persistent_.end()) {
+      continue;
+    }
+    if (t.defined()) out->emplace_back(prefix + n, t);
+  }
+  if (!recurse) return;
+  for (const auto& [n, c] : children_) c->CollectNamed(prefix + n + ".", true, buffers, persistent_only, out);
+}
+
+StateDict Module::NamedParameters(bool recurse) const {
+  StateDict out;
+  CollectNamed("", recurse, false, false, &out);
+  return out;
+}
+
+StateDict Module::NamedBuffers(bool recurse) const {
+  StateDict out;
+  CollectNamed("", recurse, true, false, &out);
+  return out;
+}
+
+TensorList Module::Parameters(bool recurse) const {
+  TensorList out;
+  for (auto& [n, t] : NamedParameters(recurse)) out.push_back(t);
+  return out;
+}
+
+std::vector<std::pair<std::string, Module*>> Module::NamedModules() {
+  std::vector<std::pair<std::string, Module*>> out{{"", this}};
+  for (auto& [n, c] : children_) {
+    for (auto& [sub, m] : c->NamedModules()) out.emplace_back(sub.empty() ? n : n + "." + sub, m);
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, Module*>> Module::NamedChildren() {
+  std::vector<std::pair<std::string, Module*>> out;
+  for (auto& [n, c] : children_) out.emplace_back(n, c.get());
+  return out;
+}
+
+void Module::Train(bool on) {
+  training_ = on;
+  for (auto& [n, c] : children_) c->Train(on);
+}
+
+StateDict Module::GetStateDict() const {
+  StateDict out;
+  // Per module: parameters, then persistent buffers (torch's order), recursing pre-order.
+  std::function<void(const Module&, const std::string&)> walk = [&](const Module& m, const std::string& prefix) {
+    m.CollectNamed(prefix, false, false, false, &out);
+    m.CollectNamed(prefix, false, true, true, &out);
+    for (const auto& [n, c] : m.children_) walk(*c, prefix + n + ".");
+  };
+  walk(*this, "");
+  return out;
+}
+
+LoadResult Module::LoadStateDict(const StateDict& state, bool strict) {
+  const StateDict own = GetStateDict();
+  LoadResult result;
+  for (const auto& [k, t] : own) {
+    const bool found = std::any_of(state.begin(), state.end(), [&](const auto& s) { return s.first == k; });
+    if (!found) result.missing_keys.push_back(k);
+  }
+  for (const auto& [k, src] : state) {
+    auto it = std::find_if(own.begin(), own.end(), [&](const auto& o) { return o.first == k; });
+    if (it == own.end()) {
+      result.unexpected_keys.push_back(k);
+      continue;
+    }
+    TESSEL_CHECK(it->second.sizes() == src.sizes(), "load_state_dict: size mismatch for ", k,
+                 ": copying a tensor with shape ", ShapeStr(src.sizes()),
+                 " from the state dict, the shape in the current model is ", ShapeStr(it->second.sizes()));
+  }
+  if (strict && (!result.missing_keys.empty() || !result.unexpected_keys.empty())) {
+    auto join = [](const std::vector<std::string>& v) {
+      std::string s;
+      for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+      return s;
+    };
+    TESSEL_FAIL(ErrorCode::kInvalidArgument, "load_state_dict: error(s) in loading state dict for ", type_name_,
+                ": missing keys: [", join(result.missing_keys), "]; unexpected keys: [",
+                join(result.unexpected_keys), "]");
+  }
+  NoGradGuard no_grad;
+  for (const auto& [k, src] : state) {
+    auto it = std::find_if(own.begin(), own.end(), [&](const auto& o) { return o.first == k; });
+    if (it != own.end()) CopyInPlace(it->second, src);
+  }
+  return result;
+}
+
+void Module::ZeroGrad() {
+  for (auto& [n, p] : NamedParameters()) {
+    if (p.grad().defined()) p.set_grad(Tensor());
+  }
+}
+
+int Module::RegisterForwardPreHook(ForwardPreHook hook) {
+  forward_pre_hooks_.emplace_back(next_hook_id_, std::move(hook));
+  return next_hook_id_++;
+}
+int Module::RegisterForwardHook(ForwardHook hook) {
+  forward_hooks_.emplace_back(next_hook_id_, std::move(hook));
+  return next_hook_id_++;
+}
+int Module::RegisterFullBackwardPreHook(BackwardPreHook hook) {
+  backward_pre_hooks_.emplace_back(next_hook_id_, std::move(hook));
+  return next_hook_id_++;
+}
+int Module::RegisterFullBackwardHook(BackwardHook hook) {
+  backward_hooks_.emplace_back(next_hook_id_, std::move(hook));
+  return next_hook_id_++;
+}
+
+void Module::RemoveHook(int id) {
+  auto drop = [id](auto& v) { v.erase(std::remove_if(v.begin(), v.end(), [id](auto& p) { return p.first == id; }), v.end()); };
+  drop(forward_pre_hooks_);
+  drop(forward_hooks_);
+  drop(backward_pre_hooks_);
+  drop(backward_hooks_);
+}
+
+TensorList Module::Call(TensorList inputs) {
+  for (auto& [id, hook] : forward_pre_hooks_) hook(*this, inputs);
+  std::optional<memory::LedgerScope> ledger;
+  if (memory::CurrentLedger() == memory::Ledger::kOther) ledger.emplace(memory::Ledger::kActivations);
+  const bool backward_hooks = GradModeEnabled() && (!backward_pre_hooks_.empty() || !backward_hooks_.empty());
+  // Shared between the two hook nodes of this call: the output gradients, for the backward hook.
+  auto grad_outputs = std::make_shared<TensorList>();
+  const bool any_input_requires_grad =
+      std::any_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return t.defined() && t.requires_grad(); });
+  if (backward_hooks && any_input_requires_grad && !backward_hooks_.empty()) {
+    inputs = autograd::ApplyBackwardFunction("BackwardHookFunction", inputs, [this, grad_outputs](const TensorList& g) {
+      for (auto& [id, hook] : backward_hooks_) hook(*this, g, *grad_outputs);
+      return g;
+    });
+  }
+  TensorList outputs = Forward(inputs);
+  for (auto& [id, hook] : forward_hooks_) hook(*this, inputs, outputs);
+  if (backward_hooks) {
+    outputs = autograd::ApplyBackwardFunction(
+        "BackwardPreHookFunction", outputs, [this, grad_outputs, any_input_requires_grad](const TensorList& g) {
+          *grad_outputs = g;
+          for (auto& [id, hook] : backward_pre_hooks_) hook(*this, g);
+          if (!any_input_requires_grad) {
+            for (auto& [id, hook] : backward_hooks_) hook(*this, TensorList(), g);
+          }
+          return g;
+        });
+  }
+  return outputs;
+}
+
+TensorList ModuleList::Forward(const TensorList&) {
+  TESSEL_FAIL(ErrorCode::kFailedPrecondition, "ModuleList is a container and has no forward; call its items");
+}
+
+}  // namespace tessel::nn

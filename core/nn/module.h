@@ -1,0 +1,140 @@
+// core/nn/module.h — Module: FQN-named parameters, buffers and submodules, train/eval, state dicts,
+// and the four hooks fully_shard needs (forward pre/post, module backward pre/post).
+//
+// Invariant: a module owns its children (unique_ptr) and holds its parameters as Tensor handles in
+// registration order; fully qualified names join the path with dots ("layers.0.attn.wq.weight") in the
+// same order PyTorch's named_parameters() yields. Modules are written for plain tensors only: fsdp/ and
+// tp/ swap parameter handles (SetParameter) and attach hooks; nothing here knows about DTensor.
+//
+// Hook semantics follow torch.nn.Module:
+//   forward pre-hook  (module, inputs&)               before Forward; may rewrite inputs
+//   forward hook      (module, inputs, outputs&)      after Forward; may rewrite outputs
+//   backward pre-hook (module, grad_outputs)          when the gradients w.r.t. the outputs are ready
+//   backward hook     (module, grad_inputs, grad_outputs)  when the gradients w.r.t. the inputs are ready
+//                     (if no input requires grad it fires with empty grad_inputs, like PyTorch)
+//
+// Example:
+//   auto lin = std::make_unique<nn::Linear>(4, 3, /*bias=*/true, gen);
+//   Tensor y = (*lin)(x);
+//   for (auto& [fqn, p] : lin->NamedParameters()) ...;   // "weight", "bias"
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/tensor/tensor.h"
+
+namespace tessel::nn {
+
+class Module;
+using ForwardPreHook = std::function<void(Module&, TensorList& inputs)>;
+using ForwardHook = std::function<void(Module&, const TensorList& inputs, TensorList& outputs)>;
+using BackwardPreHook = std::function<void(Module&, const TensorList& grad_outputs)>;
+using BackwardHook = std::function<void(Module&, const TensorList& grad_inputs, const TensorList& grad_outputs)>;
+
+// FQN → tensor, in registration order.
+using StateDict = std::vector<std::pair<std::string, Tensor>>;
+
+struct LoadResult {
+  std::vector<std::string> missing_keys;
+  std::vector<std::string> unexpected_keys;
+};
+
+class Module {
+ public:
+  explicit Module(std::string type_name);
+  virtual ~Module();
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  // Runs hooks around Forward. Use this (or operator()), never Forward directly.
+  TensorList Call(TensorList inputs);
+  Tensor operator()(const Tensor& x) { return Call({x}).at(0); }
+  virtual TensorList Forward(const TensorList& inputs) = 0;
+
+  const std::string& type_name() const { return type_name_; }
+
+  // --- parameters, buffers, children ---
+  // Registers a parameter: it becomes a leaf that requires grad, counted in the params ledger.
+  void RegisterParameter(const std::string& name, Tensor value);
+  void RegisterBuffer(const std::string& name, Tensor value, bool persistent = true);
+  template <typename M>
+  M* RegisterModule(const std::string& name, std::unique_ptr<M> child) {
+    M* raw = child.get();
+    AddChild(name, std::move(child));
+    return raw;
+  }
+  // This module's own parameter by local name (throws kNotFound listing the names that exist).
+  const Tensor& Param(const std::string& name) const;
+  bool HasParam(const std::string& name) const;
+  // Replaces a parameter handle by FQN (e.g. with a DTensor); shapes may change only through
+  // `allow_new_shape` (fsdp/tp own that decision).
+  void SetParameter(const std::string& fqn, Tensor value, bool allow_new_shape = false);
+  StateDict NamedParameters(bool recurse = true) const;
+  StateDict NamedBuffers(bool recurse = true) const;
+  TensorList Parameters(bool recurse = true) const;
+  // (fqn, module) for this module ("") and every descendant, pre-order.
+  std::vector<std::pair<std::string, Module*>> NamedModules();
+  std::vector<std::pair<std::string, Module*>> NamedChildren();
+  Module* Submodule(const std::string& fqn);  // "" is this module; throws kNotFound
+
+  // --- modes ---
+  void Train(bool on = true);
+  void Eval() { Train(false); }
+  bool training() const { return training_; }
+
+  // --- state dicts ---
+  StateDict GetStateDict() const;  // parameters then persistent buffers, per module, pre-order
+  // Copies values into the existing tensors (dtype conversion allowed, shapes must match). strict:
+  // missing/unexpected keys raise kInvalidArgument listing them; otherwise they are returned.
+  LoadResult LoadStateDict(const StateDict& state, bool strict = true);
+  void ZeroGrad();  // sets every parameter's .grad to undefined (set_to_none semantics)
+
+  // --- hooks --- (each returns an id usable with RemoveHook)
+  int RegisterForwardPreHook(ForwardPreHook hook);
+  int RegisterForwardHook(ForwardHook hook);
+  int RegisterFullBackwardPreHook(BackwardPreHook hook);
+  int RegisterFullBackwardHook(BackwardHook hook);
+  void RemoveHook(int id);
+
+ private:
+  void AddChild(const std::string& name, std::unique_ptr<Module> child);
+  void CollectNamed(const std::string& prefix, bool recurse, bool buffers, bool persistent_only, StateDict* out) const;
+
+  std::string type_name_;
+  bool training_ = true;
+  std::vector<std::pair<std::string, Tensor>> params_;
+  std::vector<std::pair<std::string, Tensor>> buffers_;
+  std::vector<std::string> non_persistent_;
+  std::vector<std::pair<std::string, std::unique_ptr<Module>>> children_;
+  std::vector<std::pair<int, ForwardPreHook>> forward_pre_hooks_;
+  std::vector<std::pair<int, ForwardHook>> forward_hooks_;
+  std::vector<std::pair<int, BackwardPreHook>> backward_pre_hooks_;
+  std::vector<std::pair<int, BackwardHook>> backward_hooks_;
+  int next_hook_id_ = 0;
+};
+
+// A list of modules named "0", "1", ... (torch.nn.ModuleList).
+class ModuleList final : public Module {
+ public:
+  ModuleList() : Module("ModuleList") {}
+  template <typename M>
+  M* Append(std::unique_ptr<M> m) {
+    M* raw = m.get();
+    RegisterModule(std::to_string(items_.size()), std::move(m));
+    items_.push_back(raw);
+    return raw;
+  }
+  Module* at(size_t i) const { return items_.at(i); }
+  size_t size() const { return items_.size(); }
+  TensorList Forward(const TensorList& inputs) override;  // error: ModuleList is not callable
+
+ private:
+  std::vector<Module*> items_;
+};
+
+}  // namespace tessel::nn

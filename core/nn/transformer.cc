@@ -1,0 +1,135 @@
+// core/nn/transformer.cc — MLP, CausalSelfAttention, TransformerBlock, GPT.
+#include "core/nn/transformer.h"
+
+#include "core/base/error.h"
+#include "core/ops/attention.h"
+#include "core/ops/elementwise.h"
+#include "core/ops/loss.h"
+#include "core/ops/matmul.h"
+#include "core/ops/unary.h"
+#include "core/ops/view.h"
+#include "core/tensor/factory.h"
+
+namespace tessel::nn {
+namespace {
+
+std::unique_ptr<Module> MakeNorm(const GPTConfig& cfg) {
+  if (cfg.norm == "rmsnorm") return std::make_unique<RMSNorm>(cfg.d_model, 1e-6, cfg.dtype);
+  TESSEL_CHECK(cfg.norm == "layernorm", "GPTConfig.norm must be 'layernorm' or 'rmsnorm', got '", cfg.norm, "'");
+  return std::make_unique<LayerNorm>(cfg.d_model, 1e-5, true, cfg.dtype);
+}
+
+}  // namespace
+
+int64_t GPTConfig::NumParameters() const {
+  const int64_t C = d_model;
+  const int64_t F = mlp == "swiglu" ? (((8 * C / 3) + 63) / 64) * 64 : 4 * C;
+  const int64_t norm_params = norm == "rmsnorm" ? C : 2 * C;
+  const int64_t attn = 4 * C * C + (bias ? 4 * C : 0);
+  const int64_t mlp_params = mlp == "swiglu" ? 3 * C * F + (bias ? 2 * F + C : 0) : 2 * C * F + (bias ? F + C : 0);
+  const int64_t block = 2 * norm_params + attn + mlp_params;
+  return vocab_size * C + seq_len * C + n_layers * block + norm_params + (tie_embeddings ? 0 : vocab_size * C);
+}
+
+MLP::MLP(int64_t d_model, int64_t hidden, const std::string& activation, bool bias, Generator& gen,
+         double init_std, DType dtype)
+    : Module("MLP"), swiglu_(activation == "swiglu") {
+  TESSEL_CHECK(activation == "gelu" || activation == "swiglu", "MLP: activation must be 'gelu' or 'swiglu', got '",
+               activation, "'");
+  if (swiglu_) {
+    RegisterModule("w1", std::make_unique<Linear>(d_model, hidden, bias, gen, init_std, dtype));
+    RegisterModule("w3", std::make_unique<Linear>(d_model, hidden, bias, gen, init_std, dtype));
+    RegisterModule("w2", std::make_unique<Linear>(hidden, d_model, bias, gen, init_std, dtype));
+  } else {
+    RegisterModule("fc", std::make_unique<Linear>(d_model, hidden, bias, gen, init_std, dtype));
+    RegisterModule("proj", std::make_unique<Linear>(hidden, d_model, bias, gen, init_std, dtype));
+  }
+}
+
+TensorList MLP::Forward(const TensorList& in) {
+  const Tensor& x_BTC = in.at(0);
+  if (swiglu_) {
+    Tensor h_BTF = Mul(Silu((*Submodule("w1"))(x_BTC)), (*Submodule("w3"))(x_BTC));
+    return {(*Submodule("w2"))(h_BTF)};
+  }
+  Tensor h_BTF = Gelu((*Submodule("fc"))(x_BTC), "tanh");
+  return {(*Submodule("proj"))(h_BTF)};
+}
+
+CausalSelfAttention::CausalSelfAttention(int64_t d_model, int64_t n_heads, bool bias, Generator& gen,
+                                         double init_std, DType dtype)
+    : Module("CausalSelfAttention"), n_heads_(n_heads) {
+  TESSEL_CHECK(n_heads > 0 && d_model % n_heads == 0, "CausalSelfAttention: d_model ", d_model,
+               " is not divisible by n_heads ", n_heads);
+  for (const char* name : {"wq", "wk", "wv", "wo"}) {
+    RegisterModule(name, std::make_unique<Linear>(d_model, d_model, bias, gen, init_std, dtype));
+  }
+}
+
+TensorList CausalSelfAttention::Forward(const TensorList& in) {
+  const Tensor& x_BTC = in.at(0);
+  TESSEL_CHECK(x_BTC.dim() == 3, "CausalSelfAttention: expected [B, T, C], got ", ShapeStr(x_BTC.sizes()));
+  const int64_t B = x_BTC.size(0), T = x_BTC.size(1), C = x_BTC.size(2);
+  // Under tensor parallelism wq/wk/wv are column-sharded, so the local width is C / tp: derive the
+  // local head count from the projection's output width rather than from the config.
+  auto heads = [&](const Tensor& t_BTC) {
+    const int64_t local_c = t_BTC.size(2);
+    const int64_t D = C / n_heads_;
+    return Transpose(View(t_BTC, {B, T, local_c / D, D}), 1, 2);  // [B, H, T, D]
+  };
+  Tensor q_BHTD = heads((*Submodule("wq"))(x_BTC));
+  Tensor k_BHTD = heads((*Submodule("wk"))(x_BTC));
+  Tensor v_BHTD = heads((*Submodule("wv"))(x_BTC));
+  Tensor y_BHTD = ScaledDotProductAttention(q_BHTD, k_BHTD, v_BHTD, /*is_causal=*/true);
+  Tensor y_BTC = Reshape(Transpose(y_BHTD, 1, 2), {B, T, -1});
+  return {(*Submodule("wo"))(y_BTC)};
+}
+
+TransformerBlock::TransformerBlock(const GPTConfig& cfg, Generator& gen) : Module("TransformerBlock") {
+  const int64_t hidden = cfg.mlp == "swiglu" ? (((8 * cfg.d_model / 3) + 63) / 64) * 64 : 4 * cfg.d_model;
+  RegisterModule("ln1", MakeNorm(cfg));
+  RegisterModule("attn",
+                 std::make_unique<CausalSelfAttention>(cfg.d_model, cfg.n_heads, cfg.bias, gen, cfg.init_std, cfg.dtype));
+  RegisterModule("ln2", MakeNorm(cfg));
+  RegisterModule("mlp", std::make_unique<MLP>(cfg.d_model, hidden, cfg.mlp, cfg.bias, gen, cfg.init_std, cfg.dtype));
+}
+
+TensorList TransformerBlock::Forward(const TensorList& in) {
+  Tensor x_BTC = in.at(0);
+  x_BTC = Add(x_BTC, (*Submodule("attn"))((*Submodule("ln1"))(x_BTC)));
+  x_BTC = Add(x_BTC, (*Submodule("mlp"))((*Submodule("ln2"))(x_BTC)));
+  return {x_BTC};
+}
+
+GPT::GPT(const GPTConfig& cfg, Generator& gen) : Module("GPT"), cfg_(cfg) {
+  RegisterModule("wte", std::make_unique<Embedding>(cfg.vocab_size, cfg.d_model, gen, cfg.init_std, cfg.dtype));
+  RegisterModule("wpe", std::make_unique<Embedding>(cfg.seq_len, cfg.d_model, gen, cfg.init_std, cfg.dtype));
+  layers_ = RegisterModule("layers", std::make_unique<ModuleList>());
+  for (int64_t i = 0; i < cfg.n_layers; ++i) layers_->Append(std::make_unique<TransformerBlock>(cfg, gen));
+  RegisterModule("ln_f", MakeNorm(cfg));
+  if (!cfg.tie_embeddings) {
+    RegisterModule("lm_head", std::make_unique<Linear>(cfg.d_model, cfg.vocab_size, false, gen, cfg.init_std, cfg.dtype));
+  }
+}
+
+TensorList GPT::Forward(const TensorList& in) {
+  const Tensor& idx_BT = in.at(0);
+  TESSEL_CHECK(idx_BT.dim() == 2 && idx_BT.dtype() == DType::kInt64, "GPT: expected int64 token ids [B, T], got ",
+               ShapeStr(idx_BT.sizes()), " ", idx_BT.dtype());
+  const int64_t T = idx_BT.size(1);
+  TESSEL_CHECK(T <= cfg_.seq_len, "GPT: sequence length ", T, " exceeds seq_len ", cfg_.seq_len);
+  Tensor pos_T = Arange(0, static_cast<double>(T), 1, DType::kInt64, idx_BT.device());
+  Tensor x_BTC = Add((*Submodule("wte"))(idx_BT), (*Submodule("wpe"))(pos_T));
+  for (size_t i = 0; i < layers_->size(); ++i) x_BTC = (*layers_->at(i))(x_BTC);
+  x_BTC = (*Submodule("ln_f"))(x_BTC);
+  if (cfg_.tie_embeddings) return {tessel::Linear(x_BTC, Submodule("wte")->Param("weight"))};
+  return {(*Submodule("lm_head"))(x_BTC)};
+}
+
+Tensor GPT::Loss(const Tensor& idx_BT, const Tensor& targets_BT) {
+  Tensor logits_BTV = (*this)(idx_BT);
+  const int64_t V = logits_BTV.size(-1);
+  return CrossEntropy(Reshape(logits_BTV, {-1, V}), Reshape(targets_BT, {-1}));
+}
+
+}  // namespace tessel::nn

@@ -1,0 +1,146 @@
+// core/optim/optimizer.cc — Optimizer state handling, SGD, AdamW, ClipGradNorm, schedules.
+#include "core/optim/optimizer.h"
+
+#include <cmath>
+
+#include "core/autograd/grad_mode.h"
+#include "core/base/error.h"
+#include "core/memory/allocator.h"
+#include "core/ops/elementwise.h"
+#include "core/ops/optimizer.h"
+#include "core/ops/reduction.h"
+#include "core/ops/view.h"
+
+namespace tessel::optim {
+
+Optimizer::Optimizer(nn::StateDict named_params) : params_(std::move(named_params)) {
+  for (const auto& [fqn, p] : params_) {
+    TESSEL_CHECK(p.defined() && p.requires_grad(), "optimizer: parameter '", fqn, "' does not require grad");
+  }
+}
+
+void Optimizer::ZeroGrad() {
+  for (auto& [fqn, p] : params_) p.set_grad(Tensor());
+}
+
+Tensor& Optimizer::State(const std::string& fqn, const std::string& name, const Tensor& like) {
+  Tensor& t = state_[fqn][name];
+  if (!t.defined()) {
+    memory::LedgerScope scope(memory::Ledger::kOptimState);
+    NoGradGuard no_grad;
+    t = ZerosLike(like);
+  }
+  return t;
+}
+
+OptimizerStateDict Optimizer::GetStateDict() const { return {state_, steps_, Hyper()}; }
+
+void Optimizer::LoadStateDict(const OptimizerStateDict& sd) {
+  for (const auto& [fqn, s] : sd.state) {
+    bool known = false;
+    for (const auto& [name, p] : params_) known = known || name == fqn;
+    TESSEL_CHECK(known, "optimizer load_state_dict: state for unknown parameter '", fqn, "'");
+  }
+  NoGradGuard no_grad;
+  for (const auto& [fqn, s] : sd.state) {
+    const Tensor* param = nullptr;
+    for (const auto& [name, p] : params_) {
+      if (name == fqn) param = &p;
+    }
+    for (const auto& [name, t] : s) {
+      TESSEL_CHECK(t.sizes() == param->sizes(), "optimizer load_state_dict: state '", name, "' of '", fqn,
+                   "' has shape ", ShapeStr(t.sizes()), " but the parameter has shape ", ShapeStr(param->sizes()));
+      CopyInPlace(State(fqn, name, *param), t);
+    }
+  }
+  steps_ = sd.steps;
+  SetHyper(sd.hyper);
+}
+
+SGD::SGD(nn::StateDict named_params, SGDOptions options) : Optimizer(std::move(named_params)), o_(options) {
+  lr_ = o_.lr;
+}
+
+void SGD::Step() {
+  NoGradGuard no_grad;
+  for (auto& [fqn, p] : params_) {
+    const Tensor g = p.grad();
+    if (!g.defined()) continue;
+    const bool first = steps_[fqn]++ == 0;
+    Tensor buf = o_.momentum != 0 ? State(fqn, "momentum_buffer", p) : Tensor();
+    SgdStepInPlace(p, g, buf, lr_, o_.momentum, o_.dampening, o_.weight_decay, o_.nesterov, first);
+  }
+}
+
+std::map<std::string, double> SGD::Hyper() const {
+  return {{"lr", lr_}, {"momentum", o_.momentum}, {"dampening", o_.dampening}, {"weight_decay", o_.weight_decay},
+          {"nesterov", o_.nesterov ? 1.0 : 0.0}};
+}
+
+void SGD::SetHyper(const std::map<std::string, double>& h) {
+  if (h.count("lr")) lr_ = h.at("lr");
+  if (h.count("momentum")) o_.momentum = h.at("momentum");
+  if (h.count("dampening")) o_.dampening = h.at("dampening");
+  if (h.count("weight_decay")) o_.weight_decay = h.at("weight_decay");
+  if (h.count("nesterov")) o_.nesterov = h.at("nesterov") != 0;
+}
+
+AdamW::AdamW(nn::StateDict named_params, AdamWOptions options) : Optimizer(std::move(named_params)), o_(options) {
+  lr_ = o_.lr;
+}
+
+void AdamW::Step() {
+  NoGradGuard no_grad;
+  for (auto& [fqn, p] : params_) {
+    const Tensor g = p.grad();
+    if (!g.defined()) continue;
+    const int64_t step = ++steps_[fqn];
+    Tensor& m = State(fqn, "exp_avg", p);
+    Tensor& v = State(fqn, "exp_avg_sq", p);
+    AdamWStepInPlace(p, g, m, v,
+                     {.lr = lr_, .beta1 = o_.beta1, .beta2 = o_.beta2, .eps = o_.eps,
+                      .weight_decay = o_.weight_decay, .step = step});
+  }
+}
+
+std::map<std::string, double> AdamW::Hyper() const {
+  return {{"lr", lr_}, {"beta1", o_.beta1}, {"beta2", o_.beta2}, {"eps", o_.eps}, {"weight_decay", o_.weight_decay}};
+}
+
+void AdamW::SetHyper(const std::map<std::string, double>& h) {
+  if (h.count("lr")) lr_ = h.at("lr");
+  if (h.count("beta1")) o_.beta1 = h.at("beta1");
+  if (h.count("beta2")) o_.beta2 = h.at("beta2");
+  if (h.count("eps")) o_.eps = h.at("eps");
+  if (h.count("weight_decay")) o_.weight_decay = h.at("weight_decay");
+}
+
+double ClipGradNorm(const TensorList& params, double max_norm) {
+  TESSEL_CHECK(max_norm > 0, "clip_grad_norm: max_norm must be positive, got ", max_norm);
+  NoGradGuard no_grad;
+  double total_sq = 0;
+  for (const Tensor& p : params) {
+    const Tensor g = p.grad();
+    if (!g.defined()) continue;
+    // Sum of squares in the grad's own dtype, then to double (a DTensor grad reduces across ranks here).
+    total_sq += Sum(Mul(g, g)).item<double>();
+  }
+  const double norm = std::sqrt(total_sq);
+  const double coef = max_norm / (norm + 1e-6);
+  if (coef < 1.0) {
+    for (const Tensor& p : params) {
+      if (p.grad().defined()) MulScalarInPlace(p.grad(), coef);
+    }
+  }
+  return norm;
+}
+
+double WarmupCosineSchedule::LrAt(int64_t step) const {
+  if (warmup_steps > 0 && step < warmup_steps) return max_lr * static_cast<double>(step + 1) / warmup_steps;
+  if (step >= total_steps) return min_lr;
+  const double span = std::max<int64_t>(1, total_steps - warmup_steps);
+  const double progress = static_cast<double>(step - warmup_steps) / span;
+  return min_lr + 0.5 * (max_lr - min_lr) * (1.0 + std::cos(M_PI * progress));
+}
+
+}  // namespace tessel::optim

@@ -1,0 +1,114 @@
+// core/optim/optimizer.h — Optimizer base (parameters keyed by FQN), SGD, AdamW, their state dicts,
+// global-norm gradient clipping and the warmup + cosine learning-rate schedule.
+//
+// Invariant: optimizer state is keyed by parameter FQN (never by index), created lazily on the first
+// Step() under the "optim" memory ledger with the parameter's layout (ZerosLike dispatches, so a
+// DTensor parameter gets DTensor state and each rank updates only its shard). Step() skips
+// parameters whose .grad is undefined, like PyTorch.
+//
+// Example:
+//   optim::AdamW opt(model.NamedParameters(), {.lr = 3e-4, .weight_decay = 0.1});
+//   Backward(loss);
+//   double norm = optim::ClipGradNorm(model.Parameters(), 1.0);
+//   opt.set_lr(schedule.LrAt(step));
+//   opt.Step();
+//   opt.ZeroGrad();
+#pragma once
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/nn/module.h"
+
+namespace tessel::optim {
+
+// Per-parameter state tensors plus the step counter; hyperparameters as numbers.
+struct OptimizerStateDict {
+  std::map<std::string, std::map<std::string, Tensor>> state;  // fqn → {"exp_avg": ..., ...}
+  std::map<std::string, int64_t> steps;                         // fqn → step count
+  std::map<std::string, double> hyper;                          // "lr", "beta1", ...
+};
+
+class Optimizer {
+ public:
+  explicit Optimizer(nn::StateDict named_params);
+  virtual ~Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  virtual void Step() = 0;
+  void ZeroGrad();  // set_to_none
+  double lr() const { return lr_; }
+  void set_lr(double lr) { lr_ = lr; }
+  const nn::StateDict& params() const { return params_; }
+
+  virtual OptimizerStateDict GetStateDict() const;
+  // REQUIRES: keys match this optimizer's parameters (kInvalidArgument lists unknown FQNs).
+  virtual void LoadStateDict(const OptimizerStateDict& sd);
+
+ protected:
+  // The state tensor `name` of parameter `fqn`, created as zeros like the parameter on first use.
+  Tensor& State(const std::string& fqn, const std::string& name, const Tensor& like);
+  virtual std::map<std::string, double> Hyper() const = 0;
+  virtual void SetHyper(const std::map<std::string, double>& h) = 0;
+
+  nn::StateDict params_;
+  double lr_ = 1e-3;
+  std::map<std::string, std::map<std::string, Tensor>> state_;
+  std::map<std::string, int64_t> steps_;
+};
+
+struct SGDOptions {
+  double lr = 1e-2;
+  double momentum = 0.0;
+  double dampening = 0.0;
+  double weight_decay = 0.0;
+  bool nesterov = false;
+};
+
+class SGD final : public Optimizer {
+ public:
+  SGD(nn::StateDict named_params, SGDOptions options);
+  void Step() override;
+
+ private:
+  std::map<std::string, double> Hyper() const override;
+  void SetHyper(const std::map<std::string, double>& h) override;
+  SGDOptions o_;
+};
+
+struct AdamWOptions {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 1e-2;
+};
+
+class AdamW final : public Optimizer {
+ public:
+  AdamW(nn::StateDict named_params, AdamWOptions options);
+  void Step() override;
+
+ private:
+  std::map<std::string, double> Hyper() const override;
+  void SetHyper(const std::map<std::string, double>& h) override;
+  AdamWOptions o_;
+};
+
+// Scales every defined .grad in place so their global L2 norm is at most max_norm; returns the
+// norm before clipping (torch.nn.utils.clip_grad_norm_).
+double ClipGradNorm(const TensorList& params, double max_norm);
+
+// Linear warmup from 0 to max_lr over warmup_steps, then cosine decay to min_lr at total_steps.
+struct WarmupCosineSchedule {
+  double max_lr = 1e-3;
+  double min_lr = 1e-4;
+  int64_t warmup_steps = 100;
+  int64_t total_steps = 1000;
+  double LrAt(int64_t step) const;  // step is 0-based
+};
+
+}  // namespace tessel::optim
