@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -26,7 +27,12 @@ class Attrs {
  public:
   Attrs() = default;
   Attrs& Set(std::string_view name, AttrValue value);
-  Attrs& Set(std::string_view name, int value) { return Set(name, AttrValue(static_cast<int64_t>(value))); }
+  // Any integer type is stored as int64_t. NOTE: a template (not `Set(name, int)`) so that a double
+  // argument binds to AttrValue's double alternative instead of converting to int (0.5 → 0).
+  template <typename I, std::enable_if_t<std::is_integral_v<I> && !std::is_same_v<I, bool>, int> = 0>
+  Attrs& Set(std::string_view name, I value) {
+    return Set(name, AttrValue(static_cast<int64_t>(value)));
+  }
   Attrs& Set(std::string_view name, const char* value) { return Set(name, AttrValue(std::string(value))); }
   bool Has(std::string_view name) const;
   bool GetBool(std::string_view name) const;

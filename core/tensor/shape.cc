@@ -66,7 +66,8 @@ bool ComputeViewStrides(std::span<const int64_t> sizes, std::span<const int64_t>
   // Same algorithm as torch's computeStride: walk chunks of old dims that are mutually contiguous.
   new_strides->assign(new_shape.size(), 0);
   const int64_t numel = NumElements(sizes);
-  if (numel == 0) {
+  // A 0-dim input has one element, so every requested dim has size 1 and any strides work.
+  if (numel == 0 || sizes.empty()) {
     *new_strides = ContiguousStrides(new_shape);
     return true;
   }

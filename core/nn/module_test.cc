@@ -1,0 +1,162 @@
+#include "core/nn/module.h"
+
+#include <gtest/gtest.h>
+
+#include "core/autograd/engine.h"
+#include "core/base/error.h"
+#include "core/memory/allocator.h"
+#include "core/nn/layers.h"
+#include "core/nn/transformer.h"
+#include "core/ops/elementwise.h"
+#include "core/ops/reduction.h"
+#include "core/optim/optimizer.h"
+#include "core/tensor/factory.h"
+
+namespace tessel::nn {
+namespace {
+
+// Two linears in a row, to test hook order and naming.
+class TwoLayer final : public Module {
+ public:
+  explicit TwoLayer(Generator& gen) : Module("TwoLayer") {
+    RegisterModule("l1", std::make_unique<Linear>(3, 4, true, gen));
+    RegisterModule("l2", std::make_unique<Linear>(4, 2, false, gen));
+  }
+  TensorList Forward(const TensorList& in) override { return {(*Submodule("l2"))((*Submodule("l1"))(in[0]))}; }
+};
+
+std::vector<std::string> Names(const StateDict& sd) {
+  std::vector<std::string> out;
+  for (const auto& [k, v] : sd) out.push_back(k);
+  return out;
+}
+
+TEST(ModuleTest, NamedParametersUseDottedPathsInRegistrationOrder) {
+  Generator gen(0);
+  TwoLayer m(gen);
+  EXPECT_EQ(Names(m.NamedParameters()), (std::vector<std::string>{"l1.weight", "l1.bias", "l2.weight"}));
+  EXPECT_EQ(m.NamedParameters()[0].second.sizes(), (Shape{4, 3}));
+  EXPECT_TRUE(m.NamedParameters()[0].second.requires_grad());
+  EXPECT_EQ(Names(m.NamedParameters(/*recurse=*/false)).size(), 0u);
+  EXPECT_EQ(m.NamedModules().size(), 3u);
+  EXPECT_EQ(m.NamedModules()[1].first, "l1");
+}
+
+TEST(ModuleTest, GptParameterNamesAndCountMatchTheConfig) {
+  GPTConfig cfg{.vocab_size = 11, .d_model = 8, .n_layers = 2, .n_heads = 2, .seq_len = 5};
+  Generator gen(0);
+  GPT gpt(cfg, gen);
+  const auto names = Names(gpt.NamedParameters());
+  for (const char* want : {"wte.weight", "wpe.weight", "layers.0.ln1.weight", "layers.0.attn.wq.weight",
+                           "layers.1.attn.wo.weight", "layers.1.mlp.fc.weight", "layers.1.mlp.proj.weight",
+                           "ln_f.bias", "lm_head.weight"}) {
+    EXPECT_NE(std::find(names.begin(), names.end(), want), names.end()) << want;
+  }
+  int64_t total = 0;
+  for (const auto& [k, p] : gpt.NamedParameters()) total += p.numel();
+  EXPECT_EQ(total, cfg.NumParameters());
+  GPTConfig tied = cfg;
+  tied.tie_embeddings = true;
+  tied.mlp = "swiglu";
+  tied.norm = "rmsnorm";
+  tied.bias = true;
+  GPT g2(tied, gen);
+  total = 0;
+  for (const auto& [k, p] : g2.NamedParameters()) total += p.numel();
+  EXPECT_EQ(total, tied.NumParameters());
+  const auto names2 = Names(g2.NamedParameters());
+  EXPECT_EQ(std::find(names2.begin(), names2.end(), "lm_head.weight"), names2.end());
+}
+
+TEST(ModuleTest, StateDictRoundTripReproducesOutputs) {
+  Generator g1(1), g2(2);
+  TwoLayer a(g1), b(g2);
+  Tensor x = Randn({5, 3}, g1);
+  EXPECT_NE(a(x).ToDoubleVector(), b(x).ToDoubleVector());
+  const LoadResult r = b.LoadStateDict(a.GetStateDict());
+  EXPECT_TRUE(r.missing_keys.empty() && r.unexpected_keys.empty());
+  EXPECT_EQ(a(x).ToDoubleVector(), b(x).ToDoubleVector());
+}
+
+TEST(ModuleTest, LoadStateDictNamesMissingUnexpectedAndMismatchedKeys) {
+  Generator gen(0);
+  TwoLayer m(gen);
+  StateDict sd = m.GetStateDict();
+  sd.erase(sd.begin());                       // drop l1.weight
+  sd.emplace_back("l3.weight", Zeros({1}));   // unexpected
+  try {
+    m.LoadStateDict(sd);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("missing keys: [l1.weight]"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("unexpected keys: [l3.weight]"), std::string::npos) << e.what();
+  }
+  const LoadResult r = m.LoadStateDict(sd, /*strict=*/false);
+  EXPECT_EQ(r.missing_keys, (std::vector<std::string>{"l1.weight"}));
+  StateDict bad = {{"l1.bias", Zeros({7})}};
+  try {
+    m.LoadStateDict(bad, false);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("size mismatch for l1.bias"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ModuleTest, ForwardHooksCanRewriteInputsAndOutputs) {
+  Generator gen(0);
+  TwoLayer m(gen);
+  Tensor x = Randn({2, 3}, gen);
+  const auto base = m(x).ToDoubleVector();
+  const auto doubled = m(MulScalar(x, 2.0)).ToDoubleVector();
+  int pre = m.RegisterForwardPreHook([](Module&, TensorList& in) { in[0] = MulScalar(in[0], 2.0); });
+  EXPECT_EQ(m(x).ToDoubleVector(), doubled);
+  m.RemoveHook(pre);
+  m.RegisterForwardHook([](Module&, const TensorList&, TensorList& out) { out[0] = MulScalar(out[0], 0.0); });
+  EXPECT_EQ(m(x).ToDoubleVector(), std::vector<double>(base.size(), 0.0));
+}
+
+TEST(ModuleTest, BackwardHooksFireInReverseLayerOrderWithGradients) {
+  Generator gen(0);
+  TwoLayer m(gen);
+  std::vector<std::string> order;
+  for (const char* name : {"l1", "l2"}) {
+    Module* sub = m.Submodule(name);
+    sub->RegisterFullBackwardPreHook([&order, name](Module&, const TensorList& g) {
+      order.push_back(std::string("pre ") + name);
+      EXPECT_TRUE(g[0].defined());
+    });
+    sub->RegisterFullBackwardHook([&order, name](Module&, const TensorList& gin, const TensorList& gout) {
+      order.push_back(std::string("post ") + name);
+      EXPECT_EQ(gout.size(), 1u);
+      if (std::string(name) == "l2") EXPECT_EQ(gin.at(0).sizes(), (Shape{2, 4}));
+    });
+  }
+  Tensor x = Randn({2, 3}, gen);  // does not require grad: l1's backward hook fires with empty grad_inputs
+  Tensor y = Sum(m(x));
+  Backward(y);
+  EXPECT_EQ(order, (std::vector<std::string>{"pre l2", "post l2", "pre l1", "post l1"}));
+}
+
+TEST(ModuleTest, LedgerCountsParamsGradsAndOptimizerStateExactly) {
+  DeviceGuard dg(Device::Cpu(60));
+  const Device d = Device::Cpu(60);
+  Generator gen(0);
+  auto lin = std::make_unique<Linear>(4, 3, true, gen);
+  const int64_t param_bytes = (4 * 3 + 3) * 4;
+  EXPECT_EQ(memory::Stats(d)[memory::Ledger::kParams].live, param_bytes);
+  Tensor x = Randn({2, 4}, gen);
+  Backward(Sum((*lin)(x)));
+  EXPECT_EQ(memory::Stats(d)[memory::Ledger::kGrads].live, param_bytes);
+  optim::AdamW opt(lin->NamedParameters(), {});
+  opt.Step();
+  EXPECT_EQ(memory::Stats(d)[memory::Ledger::kOptimState].live, 2 * param_bytes);
+  opt.ZeroGrad();
+  EXPECT_EQ(memory::Stats(d)[memory::Ledger::kGrads].live, 0);
+  EXPECT_EQ(memory::Stats(d)[memory::Ledger::kGrads].peak, param_bytes);
+  EXPECT_EQ(memory::Stats(d)[memory::Ledger::kActivations].live, 0);
+  EXPECT_GT(memory::Stats(d)[memory::Ledger::kActivations].peak, 0);
+}
+
+}  // namespace
+}  // namespace tessel::nn

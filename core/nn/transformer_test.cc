@@ -1,0 +1,102 @@
+#include "core/nn/transformer.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/autograd/engine.h"
+#include "core/autograd/grad_mode.h"
+#include "core/base/error.h"
+#include "core/ops/reduction.h"
+#include "core/tensor/factory.h"
+#include "core/tensor/tensor_impl.h"
+
+namespace tessel::nn {
+namespace {
+
+GPTConfig Tiny(DType dtype = DType::kFloat64) {
+  return GPTConfig{.vocab_size = 7, .d_model = 8, .n_layers = 1, .n_heads = 2, .seq_len = 4, .dtype = dtype,
+                   .init_std = 0.3};
+}
+
+TEST(TransformerTest, GptLogitsHaveShapeBTVAndInitialLossNearLogV) {
+  GPTConfig cfg{.vocab_size = 32, .d_model = 16, .n_layers = 2, .n_heads = 4, .seq_len = 8};
+  Generator gen(0);
+  GPT gpt(cfg, gen);
+  Tensor idx = Randint(0, 32, std::vector<int64_t>{3, 8}, gen);
+  EXPECT_EQ(gpt(idx).sizes(), (Shape{3, 8, 32}));
+  const double loss = gpt.Loss(idx, idx).item<double>();
+  EXPECT_NEAR(loss, std::log(32.0), 0.1);
+}
+
+TEST(TransformerTest, LogitsAtEarlierPositionsIgnoreLaterTokens) {
+  Generator gen(3);
+  GPT gpt(Tiny(), gen);
+  Tensor a = FromVector<int64_t>({1, 2, 3, 4}, {1, 4});
+  Tensor b = FromVector<int64_t>({1, 2, 6, 0}, {1, 4});
+  const auto la = gpt(a).ToDoubleVector(), lb = gpt(b).ToDoubleVector();
+  for (int i = 0; i < 2 * 7; ++i) EXPECT_EQ(la[i], lb[i]) << i;      // positions 0, 1 identical
+  bool differs = false;
+  for (int i = 2 * 7; i < 4 * 7; ++i) differs = differs || la[i] != lb[i];
+  EXPECT_TRUE(differs);
+}
+
+// Every parameter's gradient of the whole model against central finite differences (float64).
+void CheckGptGradients(const GPTConfig& cfg) {
+  Generator gen(5);
+  GPT gpt(cfg, gen);
+  Tensor idx = FromVector<int64_t>({1, 2, 3, 4, 0, 6, 5, 1}, {2, 4});
+  Tensor tgt = FromVector<int64_t>({2, 3, 4, 5, 6, 5, 1, 0}, {2, 4});
+  Backward(gpt.Loss(idx, tgt));
+  const double eps = 1e-6;
+  for (auto& [fqn, p] : gpt.NamedParameters()) {
+    SCOPED_TRACE(fqn);
+    ASSERT_TRUE(p.grad().defined());
+    const auto g = p.grad().ToDoubleVector();
+    double* data = p.data_ptr<double>();
+    for (int64_t i = 0; i < p.numel(); i += 3) {  // every third element keeps the test fast
+      const double orig = data[i];
+      NoGradGuard ng;
+      data[i] = orig + eps;
+      const double plus = gpt.Loss(idx, tgt).item<double>();
+      data[i] = orig - eps;
+      const double minus = gpt.Loss(idx, tgt).item<double>();
+      data[i] = orig;
+      const double numeric = (plus - minus) / (2 * eps);
+      EXPECT_NEAR(g[i], numeric, 1e-6 + 1e-5 * std::abs(numeric)) << "element " << i;
+    }
+  }
+}
+
+TEST(TransformerTest, GptGradientsMatchFiniteDifferences) { CheckGptGradients(Tiny()); }
+
+TEST(TransformerTest, SwigluRmsnormTiedGptGradientsMatchFiniteDifferences) {
+  GPTConfig cfg = Tiny();
+  cfg.mlp = "swiglu";
+  cfg.norm = "rmsnorm";
+  cfg.tie_embeddings = true;
+  cfg.bias = true;
+  CheckGptGradients(cfg);
+}
+
+TEST(TransformerTest, BadConfigsRaiseNamedErrors) {
+  Generator gen(0);
+  GPTConfig cfg = Tiny();
+  cfg.n_heads = 3;
+  try {
+    GPT g(cfg, gen);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not divisible by n_heads 3"), std::string::npos) << e.what();
+  }
+  GPT ok(Tiny(), gen);
+  try {
+    ok(Zeros({1, 9}, DType::kInt64));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("exceeds seq_len 4"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace tessel::nn

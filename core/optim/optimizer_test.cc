@@ -1,0 +1,105 @@
+#include "core/optim/optimizer.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/base/error.h"
+#include "core/tensor/factory.h"
+
+namespace tessel::optim {
+namespace {
+
+nn::StateDict OneParam(std::vector<double> values, std::vector<double> grad) {
+  Tensor p = FromVector<double>(values).set_requires_grad(true);
+  p.set_grad(FromVector<double>(grad));
+  return {{"w", p}};
+}
+
+TEST(OptimizerTest, SgdMomentumNesterovAndWeightDecayFollowPyTorch) {
+  for (bool nesterov : {false, true}) {
+    SCOPED_TRACE(nesterov);
+    auto params = OneParam({1.0, -2.0}, {0.5, 0.25});
+    SGD opt(params, {.lr = 0.1, .momentum = 0.9, .dampening = 0.0, .weight_decay = 0.01, .nesterov = nesterov});
+    std::vector<double> p{1.0, -2.0}, buf{0, 0};
+    const std::vector<double> g{0.5, 0.25};
+    for (int step = 0; step < 3; ++step) {
+      opt.Step();
+      for (int i = 0; i < 2; ++i) {
+        double d = g[i] + 0.01 * p[i];
+        buf[i] = step == 0 ? d : 0.9 * buf[i] + d;
+        p[i] -= 0.1 * (nesterov ? d + 0.9 * buf[i] : buf[i]);
+      }
+      const auto got = params[0].second.ToDoubleVector();
+      EXPECT_NEAR(got[0], p[0], 1e-14);
+      EXPECT_NEAR(got[1], p[1], 1e-14);
+    }
+  }
+}
+
+TEST(OptimizerTest, AdamWMatchesTheReferenceUpdate) {
+  auto params = OneParam({1.0, -2.0, 0.5}, {0.5, -0.25, 0.0});
+  AdamW opt(params, {.lr = 0.01, .beta1 = 0.9, .beta2 = 0.99, .eps = 1e-8, .weight_decay = 0.1});
+  std::vector<double> p{1.0, -2.0, 0.5}, m(3, 0), v(3, 0);
+  const std::vector<double> g{0.5, -0.25, 0.0};
+  for (int t = 1; t <= 3; ++t) {
+    opt.Step();
+    for (int i = 0; i < 3; ++i) {
+      p[i] *= 1 - 0.01 * 0.1;
+      m[i] = 0.9 * m[i] + 0.1 * g[i];
+      v[i] = 0.99 * v[i] + 0.01 * g[i] * g[i];
+      const double mhat = m[i] / (1 - std::pow(0.9, t));
+      const double vhat = v[i] / (1 - std::pow(0.99, t));
+      p[i] -= 0.01 * mhat / (std::sqrt(vhat) + 1e-8);
+    }
+    const auto got = params[0].second.ToDoubleVector();
+    for (int i = 0; i < 3; ++i) EXPECT_NEAR(got[i], p[i], 1e-12) << "step " << t << " element " << i;
+  }
+}
+
+TEST(OptimizerTest, StateDictRoundTripContinuesIdentically) {
+  auto pa = OneParam({1.0, 2.0}, {0.3, -0.7});
+  AdamW a(pa, {.lr = 0.05});
+  a.Step();
+  a.Step();
+  auto pb = OneParam(pa[0].second.ToDoubleVector(), {0.3, -0.7});
+  AdamW b(pb, {.lr = 0.5});
+  b.LoadStateDict(a.GetStateDict());
+  EXPECT_EQ(b.lr(), 0.05);
+  a.Step();
+  b.Step();
+  EXPECT_EQ(pa[0].second.ToDoubleVector(), pb[0].second.ToDoubleVector());
+  OptimizerStateDict bad = a.GetStateDict();
+  bad.state["nope"] = bad.state["w"];
+  try {
+    b.LoadStateDict(bad);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown parameter 'nope'"), std::string::npos) << e.what();
+  }
+}
+
+TEST(OptimizerTest, ClipGradNormScalesToTheGlobalNorm) {
+  auto p1 = OneParam({0, 0}, {3, 0});
+  auto p2 = OneParam({0}, {4});
+  const double norm = ClipGradNorm({p1[0].second, p2[0].second}, 1.0);
+  EXPECT_DOUBLE_EQ(norm, 5.0);
+  EXPECT_NEAR(p1[0].second.grad().ToDoubleVector()[0], 0.6, 1e-6);
+  EXPECT_NEAR(p2[0].second.grad().ToDoubleVector()[0], 0.8, 1e-6);
+  // Below max_norm nothing changes: the norm of the already-clipped [0.8] is returned, grads kept.
+  EXPECT_NEAR(ClipGradNorm({p2[0].second}, 10.0), 0.8, 1e-6);
+  EXPECT_NEAR(p2[0].second.grad().ToDoubleVector()[0], 0.8, 1e-6);
+}
+
+TEST(OptimizerTest, WarmupCosineScheduleHitsItsLandmarks) {
+  WarmupCosineSchedule s{.max_lr = 1.0, .min_lr = 0.1, .warmup_steps = 10, .total_steps = 110};
+  EXPECT_DOUBLE_EQ(s.LrAt(0), 0.1);
+  EXPECT_DOUBLE_EQ(s.LrAt(9), 1.0);
+  EXPECT_DOUBLE_EQ(s.LrAt(10), 1.0);
+  EXPECT_NEAR(s.LrAt(60), 0.55, 1e-12);
+  EXPECT_DOUBLE_EQ(s.LrAt(110), 0.1);
+  EXPECT_DOUBLE_EQ(s.LrAt(500), 0.1);
+}
+
+}  // namespace
+}  // namespace tessel::optim
