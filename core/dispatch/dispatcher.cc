@@ -2,8 +2,10 @@
 #include "core/dispatch/dispatcher.h"
 
 #include <atomic>
+#include <chrono>
 
 #include "core/base/error.h"
+#include "core/dispatch/profiler.h"
 #include "core/tensor/tensor_impl.h"
 
 namespace tessel {
@@ -50,6 +52,12 @@ TensorList DispatchLocal(const OpDef& op, std::span<const Tensor> inputs, const 
   const Kernel& k = type == DeviceType::kCpu ? op.cpu : op.cuda;
   TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, static_cast<bool>(k), op.name, ": no ",
                     (type == DeviceType::kCpu ? "CPU" : "CUDA"), " kernel is registered");
+  if (OpProfiler* prof = OpProfiler::Current()) {
+    const auto t0 = std::chrono::steady_clock::now();
+    TensorList out = k(inputs, attrs);
+    prof->Add(op.name, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    return out;
+  }
   return k(inputs, attrs);
 }
 

@@ -10,7 +10,8 @@
 
 namespace tessel {
 
-// q [..., T, D], k/v [..., S, D]; scale defaults to 1/sqrt(D). Causal masks j > i (+ S - T offset).
+// q [..., T, D], k [..., S, D], v [..., S, Dv]; scale defaults to 1/sqrt(D). Causal masks key j for
+// query i when j > i (torch's is_causal: ones(T, S).tril(0), top-left aligned even when T != S).
 Tensor ScaledDotProductAttention(const Tensor& q, const Tensor& k, const Tensor& v, bool is_causal = true,
                                  std::optional<double> scale = std::nullopt);
 

@@ -6,16 +6,18 @@
 // distribute; that arrives with fully_shard / parallelize_module and a --nproc flag.
 //
 // Usage: bazel run //examples/gpt:train -- [--steps=300] [--batch=16] [--seq=64] [--d_model=128]
-//        [--layers=4] [--heads=4] [--lr=3e-3] [--seed=1] [--log_every=25]
+//        [--layers=4] [--heads=4] [--lr=3e-3] [--seed=1] [--log_every=25] [--profile_step=N]
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "core/autograd/engine.h"
 #include "core/base/error.h"
 #include "core/base/parallel.h"
+#include "core/dispatch/profiler.h"
 #include "core/memory/allocator.h"
 #include "core/nn/transformer.h"
 #include "core/optim/optimizer.h"
@@ -73,6 +75,9 @@ int Main(int argc, char** argv) {
   int64_t window_steps = 0;
   const int64_t avg_over = std::max<int64_t>(1, std::min<int64_t>(10, steps / 4));
   for (int64_t step = 0; step < steps; ++step) {
+    // --profile_step=N prints a per-op time table for step N (0-based).
+    std::optional<OpProfiler> prof;
+    if (step == static_cast<int64_t>(flags.Get("profile_step", -1))) prof.emplace();
     const auto t0 = std::chrono::steady_clock::now();
     const Batch batch = SampleBatch(text, B, T, step, seed + 17);
     Tensor loss = model.Loss(batch.idx_BT, batch.targets_BT);
@@ -82,6 +87,7 @@ int Main(int argc, char** argv) {
     opt.Step();
     opt.ZeroGrad();
     const double l = loss.item<double>();
+    if (prof) std::printf("%s", prof->Table().c_str());
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (step > 0) total_seconds += dt;  // step 0 includes one-time warmup
     if (step < avg_over) first_loss += l / avg_over;

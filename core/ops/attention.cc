@@ -1,0 +1,319 @@
+// core/ops/attention.cc — scaled_dot_product_attention: fused CPU forward and backward kernels (Eigen
+// GEMMs per head) and the backward formula.
+//
+// Ops registered:
+//   scaled_dot_product_attention(q [..., T, D], k [..., S, D], v [..., S, Dv]) {is_causal, scale}
+//       → out [..., T, Dv] (q's dtype), lse [..., T] (float32; float64 for float64 q; non-differentiable)
+//   scaled_dot_product_attention_backward(grad_out, q, k, v, out, lse) {is_causal, scale}
+//       → grad_q, grad_k, grad_v
+// out = softmax(q·kᵀ·scale + mask)·v with lse[i] = log Σ_j exp(q_i·k_j·scale) over unmasked j, saved so
+// backward rebuilds P = exp(q·kᵀ·scale - lse) without recomputing the softmax statistics.
+//
+// Causal masking follows torch.nn.functional.scaled_dot_product_attention(is_causal=True) exactly:
+// the mask is torch.ones(T, S).tril(diagonal=0), i.e. key j is masked for query i when j > i
+// (top-left alignment, whatever S - T is). Every query row keeps key 0, so no row is fully masked;
+// only S == 0 leaves a row with no keys, and then out is 0 and lse is -inf.
+//
+// Invariant: all arithmetic runs in fp32 (fp64 for float64); the leading dims of q, k, v are equal
+// (no broadcasting) and flatten to B*H independent heads, processed in parallel, one head per task.
+// Inside a head, query rows go in blocks of kBlockQ; under causal masking a block only multiplies
+// against keys [0, last row of the block], so fully masked key blocks are never computed.
+//
+// Example:
+//   Tensor y_BHTD = ScaledDotProductAttention(q_BHTD, k_BHSD, v_BHSD, /*is_causal=*/true);
+#include "core/ops/attention.h"
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "core/autograd/call.h"
+#include "core/base/error.h"
+#include "core/base/parallel.h"
+#include "core/dispatch/dispatcher.h"
+#include "core/tensor/copy.h"
+#include "core/tensor/factory.h"
+#include "core/tensor/tensor_impl.h"
+
+namespace tessel {
+namespace {
+
+constexpr int64_t kBlockQ = 64;             // query rows per score block (scratch: kBlockQ x S per thread)
+constexpr int64_t kMinTaskFlops = 1 << 16;  // heads per parallel task: at least this much work
+
+template <typename C>
+using Mat = Eigen::Matrix<C, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+template <typename C>
+using ConstMap = Eigen::Map<const Mat<C>>;
+template <typename C>
+using MutMap = Eigen::Map<Mat<C>>;
+template <typename C>
+using RowMap = Eigen::Map<Eigen::Array<C, 1, Eigen::Dynamic>>;
+
+DType ComputeDType(DType d) { return d == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32; }
+
+// `t` as a contiguous tensor of `dtype` (no copy when it already is one).
+Tensor AsContiguous(const Tensor& t, DType dtype) {
+  if (t.dtype() == dtype && t.is_contiguous()) return t;
+  Tensor c = Empty(t.sizes(), dtype, t.device());
+  CopyInto(c, t);
+  return c;
+}
+
+// `t` converted to `dtype` (itself when it already has it).
+Tensor CastOutput(const Tensor& t, DType dtype) {
+  if (t.dtype() == dtype) return t;
+  Tensor c = Empty(t.sizes(), dtype, t.device());
+  CopyInto(c, t);
+  return c;
+}
+
+Shape DropLast(const Shape& s, int64_t n) { return Shape(s.begin(), s.end() - n); }
+Shape WithLast(Shape s, int64_t last) {
+  s.back() = last;
+  return s;
+}
+
+struct Dims {
+  int64_t heads = 0;  // product of the leading dims (B*H)
+  int64_t t = 0, s = 0, d = 0, dv = 0;
+};
+
+// Validates q, k, v (in[first..first+2]) and returns the problem sizes.
+Dims CheckQkv(const char* op, std::span<const Tensor> in, int first) {
+  const Tensor& q = in[first];
+  const Tensor& k = in[first + 1];
+  const Tensor& v = in[first + 2];
+  TESSEL_CHECK(q.defined() && k.defined() && v.defined(), op, ": q, k and v are required, got ", DescribeInputs(in));
+  TESSEL_CHECK(q.dim() >= 2 && k.dim() == q.dim() && v.dim() == q.dim(), op,
+               ": expected q [..., T, D], k [..., S, D], v [..., S, Dv] with equal ranks >= 2, got q ",
+               ShapeStr(q.sizes()), ", k ", ShapeStr(k.sizes()), ", v ", ShapeStr(v.sizes()));
+  TESSEL_CHECK(IsFloating(q.dtype()) && k.dtype() == q.dtype() && v.dtype() == q.dtype(), op,
+               ": q, k, v must share one floating dtype, got ", DescribeInputs(in));
+  const Shape lead = DropLast(q.sizes(), 2);
+  TESSEL_CHECK(DropLast(k.sizes(), 2) == lead && DropLast(v.sizes(), 2) == lead, op,
+               ": leading (batch/head) dims differ: q ", ShapeStr(q.sizes()), ", k ", ShapeStr(k.sizes()), ", v ",
+               ShapeStr(v.sizes()));
+  TESSEL_CHECK(k.size(-1) == q.size(-1), op, ": q and k need the same last dim D, got q ", ShapeStr(q.sizes()), ", k ",
+               ShapeStr(k.sizes()));
+  TESSEL_CHECK(v.size(-2) == k.size(-2), op, ": k and v need the same sequence length S, got k ", ShapeStr(k.sizes()),
+               ", v ", ShapeStr(v.sizes()));
+  return {NumElements(lead), q.size(-2), k.size(-2), q.size(-1), v.size(-1)};
+}
+
+// Heads per parallel task, so tiny heads do not pay a thread start each.
+int64_t HeadGrain(const Dims& dm) {
+  const int64_t flops = std::max<int64_t>(1, dm.t * dm.s * (dm.d + dm.dv));
+  return std::max<int64_t>(1, kMinTaskFlops / flops);
+}
+
+// Number of keys a block of query rows [i0, i0 + rows) looks at.
+int64_t KeysForBlock(const Dims& dm, bool causal, int64_t i0, int64_t rows) {
+  return causal ? std::min(dm.s, i0 + rows) : dm.s;
+}
+// Number of keys query row i looks at (within its block's `keys`).
+int64_t KeysForRow(bool causal, int64_t i, int64_t keys) { return causal ? std::min(keys, i + 1) : keys; }
+
+// ---- forward --------------------------------------------------------------------------------------
+
+// One head: o [T, Dv] and lse [T] from q [T, D], k [S, D], v [S, Dv]. `scores` is kBlockQ x S scratch.
+template <typename C>
+void ForwardHead(const C* q, const C* k, const C* v, C* o, C* lse, const Dims& dm, bool causal, C scale,
+                 Mat<C>& scores) {
+  ConstMap<C> Q(q, dm.t, dm.d), K(k, dm.s, dm.d), V(v, dm.s, dm.dv);
+  MutMap<C> O(o, dm.t, dm.dv);
+  for (int64_t i0 = 0; i0 < dm.t; i0 += kBlockQ) {
+    const int64_t rows = std::min(kBlockQ, dm.t - i0);
+    const int64_t keys = KeysForBlock(dm, causal, i0, rows);
+    if (keys == 0) {  // S == 0: nothing to attend to
+      O.middleRows(i0, rows).setZero();
+      std::fill(lse + i0, lse + i0 + rows, -std::numeric_limits<C>::infinity());
+      continue;
+    }
+    auto sc = scores.topLeftCorner(rows, keys);
+    sc.noalias() = Q.middleRows(i0, rows) * K.topRows(keys).transpose();
+    for (int64_t r = 0; r < rows; ++r) {
+      C* p = &sc(r, 0);
+      const int64_t limit = KeysForRow(causal, i0 + r, keys);
+      RowMap<C> row(p, limit);  // vectorized exp (Eigen's packet math)
+      row *= scale;
+      const C m = row.maxCoeff();
+      row = (row - m).exp();
+      const C sum = row.sum();
+      row *= C(1) / sum;
+      std::fill(p + limit, p + keys, C(0));
+      lse[i0 + r] = m + std::log(sum);
+    }
+    O.middleRows(i0, rows).noalias() = sc * V.topRows(keys);
+  }
+}
+
+TensorList ForwardKernel(std::span<const Tensor> in, const Attrs& attrs) {
+  const char* op = "scaled_dot_product_attention";
+  const Dims dm = CheckQkv(op, in, 0);
+  const bool causal = attrs.GetBool("is_causal");
+  const DType ct = ComputeDType(in[0].dtype());
+  const Tensor q = AsContiguous(in[0], ct), k = AsContiguous(in[1], ct), v = AsContiguous(in[2], ct);
+  Tensor out = Empty(WithLast(in[0].sizes(), dm.dv), ct, q.device());
+  Tensor lse = Empty(DropLast(in[0].sizes(), 1), ct, q.device());
+  auto run = [&](auto zero) {
+    using C = decltype(zero);
+    const C scale = static_cast<C>(attrs.GetDouble("scale"));
+    const C* pq = static_cast<const C*>(q.raw_data());
+    const C* pk = static_cast<const C*>(k.raw_data());
+    const C* pv = static_cast<const C*>(v.raw_data());
+    C* po = static_cast<C*>(out.raw_data());
+    C* pl = static_cast<C*>(lse.raw_data());
+    ParallelFor(0, dm.heads, HeadGrain(dm), [&](int64_t h0, int64_t h1) {
+      Mat<C> scores(std::min(kBlockQ, dm.t), dm.s);
+      for (int64_t h = h0; h < h1; ++h) {
+        ForwardHead<C>(pq + h * dm.t * dm.d, pk + h * dm.s * dm.d, pv + h * dm.s * dm.dv, po + h * dm.t * dm.dv,
+                       pl + h * dm.t, dm, causal, scale, scores);
+      }
+    });
+  };
+  if (ct == DType::kFloat64) {
+    run(double{});
+  } else {
+    run(float{});
+  }
+  return {CastOutput(out, in[0].dtype()), lse};
+}
+
+// ---- fused backward -------------------------------------------------------------------------------
+
+// Per-head pointers of the backward pass (compute type, contiguous).
+template <typename C>
+struct HeadGrads {
+  const C *q, *k, *v, *o, *dout, *lse;
+  C *dq, *dk, *dv;
+};
+
+// One head: dq, dk, dv from dout, with P rebuilt from lse. `p` and `dp` are kBlockQ x S scratch.
+template <typename C>
+void BackwardHead(const HeadGrads<C>& g, const Dims& dm, bool causal, C scale, Mat<C>& p, Mat<C>& dp,
+                  std::vector<C>& delta) {
+  ConstMap<C> Q(g.q, dm.t, dm.d), K(g.k, dm.s, dm.d), V(g.v, dm.s, dm.dv);
+  ConstMap<C> O(g.o, dm.t, dm.dv), dO(g.dout, dm.t, dm.dv);
+  MutMap<C> dQ(g.dq, dm.t, dm.d), dK(g.dk, dm.s, dm.d), dV(g.dv, dm.s, dm.dv);
+  dK.setZero();
+  dV.setZero();
+  delta.resize(dm.t);  // delta_i = Σ_c dO[i, c] * O[i, c] = Σ_j P_ij dP_ij
+  for (int64_t i = 0; i < dm.t; ++i) delta[i] = dO.row(i).dot(O.row(i));
+  for (int64_t i0 = 0; i0 < dm.t; i0 += kBlockQ) {
+    const int64_t rows = std::min(kBlockQ, dm.t - i0);
+    const int64_t keys = KeysForBlock(dm, causal, i0, rows);
+    if (keys == 0) {
+      dQ.middleRows(i0, rows).setZero();
+      continue;
+    }
+    auto pb = p.topLeftCorner(rows, keys);
+    auto dpb = dp.topLeftCorner(rows, keys);
+    const auto Qb = Q.middleRows(i0, rows);
+    const auto dOb = dO.middleRows(i0, rows);
+    pb.noalias() = Qb * K.topRows(keys).transpose();
+    dpb.noalias() = dOb * V.topRows(keys).transpose();
+    for (int64_t r = 0; r < rows; ++r) {
+      C* pr = &pb(r, 0);
+      C* dsr = &dpb(r, 0);  // dP becomes dS = P ∘ (dP - delta) · scale in place
+      const int64_t limit = KeysForRow(causal, i0 + r, keys);
+      const C l = g.lse[i0 + r];
+      const C di = delta[i0 + r];
+      RowMap<C> prow(pr, limit), dsrow(dsr, limit);
+      prow = (prow * scale - l).exp();
+      dsrow = prow * (dsrow - di) * scale;
+      std::fill(pr + limit, pr + keys, C(0));
+      std::fill(dsr + limit, dsr + keys, C(0));
+    }
+    dV.topRows(keys).noalias() += pb.transpose() * dOb;
+    dQ.middleRows(i0, rows).noalias() = dpb * K.topRows(keys);
+    dK.topRows(keys).noalias() += dpb.transpose() * Qb;
+  }
+}
+
+// Checks the extra backward inputs (grad_out, out, lse) against q/k/v's sizes.
+void CheckBackwardArgs(const char* op, std::span<const Tensor> in, const Dims& dm) {
+  const Shape out_shape = WithLast(in[1].sizes(), dm.dv);
+  const Shape lse_shape = DropLast(in[1].sizes(), 1);
+  TESSEL_CHECK(in[0].defined() && in[0].sizes() == out_shape && in[0].dtype() == in[1].dtype(), op,
+               ": grad_out must have shape ", ShapeStr(out_shape), " and q's dtype, got ", DescribeInputs(in));
+  TESSEL_CHECK(in[4].defined() && in[4].sizes() == out_shape && in[4].dtype() == in[1].dtype(), op,
+               ": out must have shape ", ShapeStr(out_shape), " and q's dtype, got ", DescribeInputs(in));
+  TESSEL_CHECK(in[5].defined() && in[5].sizes() == lse_shape && in[5].dtype() == ComputeDType(in[1].dtype()), op,
+               ": lse must have shape ", ShapeStr(lse_shape), " and dtype ", ComputeDType(in[1].dtype()), ", got ",
+               DescribeInputs(in));
+}
+
+// in: grad_out, q, k, v, out, lse.
+TensorList BackwardKernel(std::span<const Tensor> in, const Attrs& attrs) {
+  const char* op = "scaled_dot_product_attention_backward";
+  const Dims dm = CheckQkv(op, in, 1);
+  CheckBackwardArgs(op, in, dm);
+  const bool causal = attrs.GetBool("is_causal");
+  const DType dt = in[1].dtype();
+  const DType ct = ComputeDType(dt);
+  TensorList c;  // dout, q, k, v, out, lse as contiguous compute-type tensors
+  for (const Tensor& t : in) c.push_back(AsContiguous(t, ct));
+  Tensor dq = Empty(in[1].sizes(), ct, in[1].device());
+  Tensor dk = Empty(in[2].sizes(), ct, in[1].device());
+  Tensor dv = Empty(in[3].sizes(), ct, in[1].device());
+  auto run = [&](auto zero) {
+    using C = decltype(zero);
+    const C scale = static_cast<C>(attrs.GetDouble("scale"));
+    auto ptr = [&](int i) { return static_cast<const C*>(c[i].raw_data()); };
+    ParallelFor(0, dm.heads, HeadGrain(dm), [&](int64_t h0, int64_t h1) {
+      Mat<C> p(std::min(kBlockQ, dm.t), dm.s), dp(std::min(kBlockQ, dm.t), dm.s);
+      std::vector<C> delta;
+      for (int64_t h = h0; h < h1; ++h) {
+        const int64_t qo = h * dm.t * dm.d, ko = h * dm.s * dm.d, vo = h * dm.s * dm.dv, oo = h * dm.t * dm.dv;
+        HeadGrads<C> g{ptr(1) + qo,
+                       ptr(2) + ko,
+                       ptr(3) + vo,
+                       ptr(4) + oo,
+                       ptr(0) + oo,
+                       ptr(5) + h * dm.t,
+                       static_cast<C*>(dq.raw_data()) + qo,
+                       static_cast<C*>(dk.raw_data()) + ko,
+                       static_cast<C*>(dv.raw_data()) + vo};
+        BackwardHead<C>(g, dm, causal, scale, p, dp, delta);
+      }
+    });
+  };
+  if (ct == DType::kFloat64) {
+    run(double{});
+  } else {
+    run(float{});
+  }
+  return {CastOutput(dq, dt), CastOutput(dk, dt), CastOutput(dv, dt)};
+}
+
+// ---- registration and backward formula ------------------------------------------------------------
+
+const OpDef& kAttentionBackward =
+    RegisterOp({.name = "scaled_dot_product_attention_backward", .cpu = BackwardKernel, .save_inputs = false});
+
+TensorList AttentionBackward(const BackwardContext& c) {
+  const Tensor& g = c.grad_outputs[0];
+  if (!g.defined()) return {Tensor(), Tensor(), Tensor()};
+  return autograd::CallOp(kAttentionBackward, {g, c.inputs[0], c.inputs[1], c.inputs[2], c.outputs[0], c.outputs[1]},
+                          c.attrs);
+}
+
+const OpDef& kAttention = RegisterOp({.name = "scaled_dot_product_attention",
+                                      .cpu = ForwardKernel,
+                                      .backward = AttentionBackward,
+                                      .save_outputs = true,
+                                      .non_differentiable_outputs = {1}});
+
+}  // namespace
+
+Tensor ScaledDotProductAttention(const Tensor& q, const Tensor& k, const Tensor& v, bool is_causal,
+                                 std::optional<double> scale) {
+  const int64_t d = q.defined() && q.dim() >= 1 ? q.size(-1) : 0;
+  const double s = scale ? *scale : (d > 0 ? 1.0 / std::sqrt(static_cast<double>(d)) : 1.0);
+  return autograd::CallOp(kAttention, {q, k, v}, Attrs().Set("is_causal", is_causal).Set("scale", s))[0];
+}
+
+}  // namespace tessel

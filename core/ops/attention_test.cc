@@ -1,0 +1,216 @@
+// core/ops/attention_test.cc — scaled_dot_product_attention against naive double loops (causal and
+// full, T != S, several query blocks), the saved log-sum-exp, finite-difference backward, bf16,
+// empty shapes and error messages.
+#include "core/ops/attention.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/autograd/call.h"
+#include "core/autograd/engine.h"
+#include "core/base/error.h"
+#include "core/ops/elementwise.h"
+#include "core/ops/testing/gradcheck.h"
+#include "core/tensor/copy.h"
+#include "core/tensor/factory.h"
+#include "core/tensor/random.h"
+#include "core/tensor/tensor_impl.h"
+
+namespace tessel {
+namespace {
+
+using testing::ExpectAllClose;
+using testing::ExpectGradcheck;
+using testing::RandDouble;
+
+struct Naive {
+  std::vector<double> out;  // [heads, T, Dv]
+  std::vector<double> lse;  // [heads, T]
+};
+
+// softmax(q·kᵀ·scale + mask)·v per head with plain loops; mask: key j hidden from query i when j > i.
+Naive NaiveAttention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, double scale) {
+  const int64_t t = q.size(-2), s = k.size(-2), d = q.size(-1), dv = v.size(-1);
+  const int64_t heads = q.numel() / std::max<int64_t>(t * d, 1);
+  const auto qv = q.ToDoubleVector(), kv = k.ToDoubleVector(), vv = v.ToDoubleVector();
+  Naive r{std::vector<double>(heads * t * dv, 0.0), std::vector<double>(heads * t, 0.0)};
+  for (int64_t h = 0; h < heads; ++h) {
+    for (int64_t i = 0; i < t; ++i) {
+      std::vector<double> w(s, 0.0);
+      double m = -INFINITY, sum = 0;
+      for (int64_t j = 0; j < s; ++j) {
+        if (causal && j > i) continue;
+        for (int64_t c = 0; c < d; ++c) w[j] += qv[(h * t + i) * d + c] * kv[(h * s + j) * d + c] * scale;
+        m = std::max(m, w[j]);
+      }
+      for (int64_t j = 0; j < s; ++j) {
+        w[j] = causal && j > i ? 0.0 : std::exp(w[j] - m);
+        sum += w[j];
+      }
+      r.lse[h * t + i] = m + std::log(sum);
+      for (int64_t j = 0; j < s; ++j) {
+        for (int64_t c = 0; c < dv; ++c) r.out[(h * t + i) * dv + c] += w[j] / sum * vv[(h * s + j) * dv + c];
+      }
+    }
+  }
+  return r;
+}
+
+Tensor CastTo(const Tensor& t, DType dtype) {
+  Tensor c = Empty(t.sizes(), dtype);
+  CopyInto(c, t);
+  return c;
+}
+
+void ExpectErrorContains(const std::function<void()>& fn, ErrorCode code, const std::string& fragment) {
+  try {
+    fn();
+    FAIL() << "expected an error containing: " << fragment;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), code) << e.what();
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+  }
+}
+
+TEST(AttentionTest, FullAttentionMatchesNaiveLoops) {
+  Tensor q = RandDouble({2, 3, 4, 5}, 1, -2, 2);
+  Tensor k = RandDouble({2, 3, 6, 5}, 2, -2, 2);
+  Tensor v = RandDouble({2, 3, 6, 7}, 3);
+  Tensor y = ScaledDotProductAttention(q, k, v, /*is_causal=*/false);
+  EXPECT_EQ(y.sizes(), (Shape{2, 3, 4, 7}));
+  ExpectAllClose(y, NaiveAttention(q, k, v, false, 1 / std::sqrt(5.0)).out, 1e-13, 1e-12);
+  ExpectAllClose(ScaledDotProductAttention(q, k, v, false, 0.3), NaiveAttention(q, k, v, false, 0.3).out, 1e-13, 1e-12);
+}
+
+TEST(AttentionTest, CausalMasksKeysAfterTheQueryIndexTopLeftAligned) {
+  for (auto [t, s] : {std::pair<int64_t, int64_t>{4, 4}, {4, 6}, {6, 3}}) {
+    SCOPED_TRACE(::testing::Message() << "T=" << t << " S=" << s);
+    Tensor q = RandDouble({3, t, 4}, 4, -2, 2);
+    Tensor k = RandDouble({3, s, 4}, 5, -2, 2);
+    Tensor v = RandDouble({3, s, 2}, 6);
+    ExpectAllClose(ScaledDotProductAttention(q, k, v, true), NaiveAttention(q, k, v, true, 0.5).out, 1e-13, 1e-12);
+  }
+  // Query 0 sees only key 0 whatever S is, so its output is v[0].
+  Tensor q = RandDouble({1, 2, 3}, 7), k = RandDouble({1, 5, 3}, 8), v = RandDouble({1, 5, 2}, 9);
+  const auto y = ScaledDotProductAttention(q, k, v, true).ToDoubleVector();
+  const auto vv = v.ToDoubleVector();
+  EXPECT_DOUBLE_EQ(y[0], vv[0]);
+  EXPECT_DOUBLE_EQ(y[1], vv[1]);
+}
+
+TEST(AttentionTest, SequencesSpanningSeveralQueryBlocksMatchNaiveLoops) {
+  Generator gen(10);
+  Tensor q = Randn({2, 150, 8}, gen), k = Randn({2, 140, 8}, gen), v = Randn({2, 140, 6}, gen);
+  for (bool causal : {false, true}) {
+    SCOPED_TRACE(causal ? "causal" : "full");
+    Tensor y = ScaledDotProductAttention(q, k, v, causal);
+    EXPECT_EQ(y.dtype(), DType::kFloat32);
+    ExpectAllClose(y, NaiveAttention(q, k, v, causal, 1 / std::sqrt(8.0)).out, 2e-6, 1e-5);
+  }
+}
+
+TEST(AttentionTest, TransposedViewsMatchContiguousCopies) {
+  // [B, T, H, D] viewed as [B, H, T, D], as a transformer block produces them.
+  Tensor base = RandDouble({2, 5, 3, 4}, 30);
+  Tensor q = MakeView(base, {2, 3, 5, 4}, {60, 4, 12, 1}, 0);
+  Tensor k = RandDouble({2, 3, 5, 4}, 31), v = RandDouble({2, 3, 5, 4}, 32);
+  ExpectAllClose(ScaledDotProductAttention(q, k, v, true), ScaledDotProductAttention(CastTo(q, DType::kFloat64), k, v),
+                 0, 0);
+}
+
+TEST(AttentionTest, ForwardSavesLogSumExpPerQueryRow) {
+  Tensor q = RandDouble({2, 5, 3}, 11), k = RandDouble({2, 7, 3}, 12), v = RandDouble({2, 7, 3}, 13);
+  const Attrs attrs = Attrs().Set("is_causal", true).Set("scale", 0.7);
+  TensorList out = autograd::CallOp(GetOp("scaled_dot_product_attention"), {q, k, v}, attrs);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[1].sizes(), (Shape{2, 5}));
+  ExpectAllClose(out[1], NaiveAttention(q, k, v, true, 0.7).lse, 1e-13, 1e-13);
+  EXPECT_EQ(GetOp("scaled_dot_product_attention").non_differentiable_outputs, (std::vector<int>{1}));
+  TensorList bf =
+      autograd::CallOp(GetOp("scaled_dot_product_attention"),
+                       {CastTo(q, DType::kBFloat16), CastTo(k, DType::kBFloat16), CastTo(v, DType::kBFloat16)}, attrs);
+  EXPECT_EQ(bf[0].dtype(), DType::kBFloat16);
+  EXPECT_EQ(bf[1].dtype(), DType::kFloat32);
+}
+
+TEST(AttentionTest, BackwardMatchesFiniteDifferences) {
+  Tensor q = RandDouble({2, 4, 3}, 14, -2, 2);
+  Tensor k = RandDouble({2, 5, 3}, 15, -2, 2);
+  Tensor v = RandDouble({2, 5, 2}, 16);
+  for (bool causal : {false, true}) {
+    SCOPED_TRACE(causal ? "causal" : "full");
+    ExpectGradcheck([&](const TensorList& in) { return ScaledDotProductAttention(in[0], in[1], in[2], causal); },
+                    {q, k, v});
+    // T > S.
+    ExpectGradcheck([&](const TensorList& in) { return ScaledDotProductAttention(in[0], in[1], in[2], causal, 0.9); },
+                    {RandDouble({1, 2, 5, 3}, 17), RandDouble({1, 2, 3, 3}, 18), RandDouble({1, 2, 3, 4}, 19)});
+  }
+}
+
+TEST(AttentionTest, BackwardAcrossQueryBlocksMatchesFiniteDifferences) {
+  Tensor q = RandDouble({1, 70, 2}, 20, -2, 2);
+  Tensor k = RandDouble({1, 70, 2}, 21, -2, 2);
+  Tensor v = RandDouble({1, 70, 2}, 22);
+  ExpectGradcheck([](const TensorList& in) { return ScaledDotProductAttention(in[0], in[1], in[2], true); }, {q, k, v});
+}
+
+TEST(AttentionTest, BFloat16ForwardIsCloseToDoubleReference) {
+  Tensor q = CastTo(RandDouble({2, 9, 16}, 23, -2, 2), DType::kBFloat16);
+  Tensor k = CastTo(RandDouble({2, 11, 16}, 24, -2, 2), DType::kBFloat16);
+  Tensor v = CastTo(RandDouble({2, 11, 8}, 25), DType::kBFloat16);
+  Tensor y = ScaledDotProductAttention(q, k, v, true);
+  EXPECT_EQ(y.dtype(), DType::kBFloat16);
+  ExpectAllClose(y, NaiveAttention(q, k, v, true, 0.25).out, 1e-2, 1e-2);
+}
+
+TEST(AttentionTest, GradientsFlowToEveryInputInBFloat16) {
+  Tensor q = CastTo(RandDouble({1, 3, 4}, 26), DType::kBFloat16).set_requires_grad(true);
+  Tensor k = CastTo(RandDouble({1, 3, 4}, 27), DType::kBFloat16).set_requires_grad(true);
+  Tensor v = CastTo(RandDouble({1, 3, 4}, 28), DType::kBFloat16).set_requires_grad(true);
+  Tensor y = ScaledDotProductAttention(q, k, v, false);
+  Backward(y, OnesLike(y));
+  // d(sum y)/dv[j] = Σ_i P_ij, and Σ_j of that is T = 3 in every column.
+  const auto gv = v.grad().ToDoubleVector();
+  for (int c = 0; c < 4; ++c) EXPECT_NEAR(gv[c] + gv[4 + c] + gv[8 + c], 3.0, 2e-2);
+  EXPECT_EQ(q.grad().dtype(), DType::kBFloat16);
+  EXPECT_EQ(k.grad().sizes(), (Shape{1, 3, 4}));
+}
+
+TEST(AttentionTest, EmptyBatchQueriesAndKeysAreHandled) {
+  EXPECT_EQ(ScaledDotProductAttention(Zeros({0, 3, 4}), Zeros({0, 5, 4}), Zeros({0, 5, 2})).sizes(), (Shape{0, 3, 2}));
+  EXPECT_EQ(ScaledDotProductAttention(Zeros({2, 0, 4}), Zeros({2, 5, 4}), Zeros({2, 5, 2})).sizes(), (Shape{2, 0, 2}));
+  ExpectAllClose(ScaledDotProductAttention(Ones({2, 3, 4}), Zeros({2, 0, 4}), Zeros({2, 0, 2}), false),
+                 std::vector<double>(12, 0.0), 0, 0);
+}
+
+TEST(AttentionTest, BadShapesAndDtypesRaiseErrorsNamingTheOp) {
+  ExpectErrorContains([] { ScaledDotProductAttention(Zeros({4}), Zeros({4}), Zeros({4})); },
+                      ErrorCode::kInvalidArgument,
+                      "scaled_dot_product_attention: expected q [..., T, D], k [..., S, D], v [..., S, Dv] with "
+                      "equal ranks >= 2, got q [4], k [4], v [4]");
+  ExpectErrorContains(
+      [] {
+        ScaledDotProductAttention(Zeros({2, 3, 4}), Zeros({2, 5, 8}), Zeros({2, 5, 8}));
+      },
+      ErrorCode::kInvalidArgument,
+      "scaled_dot_product_attention: q and k need the same last dim D, got q [2, 3, 4], k [2, 5, 8]");
+  ExpectErrorContains(
+      [] {
+        ScaledDotProductAttention(Zeros({2, 3, 4}), Zeros({2, 5, 4}), Zeros({2, 6, 4}));
+      },
+      ErrorCode::kInvalidArgument, "k and v need the same sequence length S, got k [2, 5, 4], v [2, 6, 4]");
+  ExpectErrorContains(
+      [] {
+        ScaledDotProductAttention(Zeros({2, 3, 4}), Zeros({3, 5, 4}), Zeros({3, 5, 4}));
+      },
+      ErrorCode::kInvalidArgument, "leading (batch/head) dims differ: q [2, 3, 4], k [3, 5, 4]");
+  ExpectErrorContains(
+      [] {
+        ScaledDotProductAttention(Zeros({3, 4}), Zeros({5, 4}, DType::kFloat64), Zeros({5, 4}));
+      },
+      ErrorCode::kInvalidArgument, "q, k, v must share one floating dtype, got [3, 4] float32, [5, 4] float64");
+}
+
+}  // namespace
+}  // namespace tessel

@@ -1,0 +1,242 @@
+// core/ops/loss.cc — cross_entropy (fused log_softmax + nll over the class dim): CPU kernels and backward.
+//
+// Ops registered:
+//   cross_entropy(logits [N, C] | [C], target int64 [N] | [] | [1]) {ignore_index, reduction}
+//       → loss: [] for "mean"/"sum", target's shape for "none"; logits' dtype
+//   cross_entropy_backward(grad, logits, target) {ignore_index, reduction} → grad_logits
+//       grad_logits[i] = (softmax(logits[i]) - onehot(target[i])) * scale_i, zero rows for ignored
+//       targets; scale_i = grad ("sum"), grad / num_valid ("mean"), grad[i] ("none").
+// Semantics follow torch.nn.functional.cross_entropy: "mean" divides by the number of targets that are
+// not ignore_index, so a batch whose targets are all ignored has a NaN mean loss (and zero gradient).
+//
+// Invariant: every row is computed in fp32 (fp64 for float64 logits) as logsumexp(row) - row[target]
+// with the max subtracted first, so large logits never overflow; rows run in parallel and the
+// reduction over rows is a fixed-order double sum, so the loss is bitwise independent of the thread
+// count. A target outside [0, C) that is not ignore_index raises kOutOfRange before any work.
+//
+// Example:
+//   Tensor loss = CrossEntropy(logits_NV, targets_N);          // scalar, mean over non-ignored targets
+//   Backward(loss);                                            // one cross_entropy_backward call
+#include "core/ops/loss.h"
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "core/autograd/call.h"
+#include "core/base/error.h"
+#include "core/base/parallel.h"
+#include "core/dispatch/dispatcher.h"
+#include "core/tensor/copy.h"
+#include "core/tensor/factory.h"
+#include "core/tensor/tensor_impl.h"
+
+namespace tessel {
+namespace {
+
+constexpr int64_t kGrainElements = 1 << 14;
+
+enum class Reduction { kMean, kSum, kNone };
+
+Reduction ParseReduction(const std::string& s, const char* op) {
+  if (s == "mean") return Reduction::kMean;
+  if (s == "sum") return Reduction::kSum;
+  TESSEL_CHECK(s == "none", op, ": reduction must be \"mean\", \"sum\" or \"none\", got \"", s, "\"");
+  return Reduction::kNone;
+}
+
+Tensor Contiguous(const Tensor& t) {
+  if (t.is_contiguous()) return t;
+  Tensor c = Empty(t.sizes(), t.dtype(), t.device());
+  CopyInto(c, t);
+  return c;
+}
+
+// Problem size of one call, after the shape checks.
+struct Dims {
+  int64_t rows = 0;     // N (1 for 1-D logits)
+  int64_t classes = 0;  // C
+};
+
+// Rows per parallel task.
+int64_t RowGrain(const Dims& d) { return std::max<int64_t>(1, kGrainElements / std::max<int64_t>(d.classes, 1)); }
+
+// Checks logits/target shapes and dtypes and every target value (kOutOfRange when a target is neither
+// in [0, C) nor ignore_index). Serial and before any parallel work, so the error is thrown cleanly.
+Dims CheckArgs(const char* op, std::span<const Tensor> in, const Tensor& logits, const Tensor& target,
+               int64_t ignore_index) {
+  TESSEL_CHECK(logits.defined() && target.defined(), op, ": logits and target are required, got ", DescribeInputs(in));
+  TESSEL_CHECK(IsFloating(logits.dtype()), op, ": logits must be floating, got ", DescribeInputs(in));
+  TESSEL_CHECK(target.dtype() == DType::kInt64, op, ": target must be int64 class indices, got ", DescribeInputs(in));
+  Dims d;
+  if (logits.dim() == 2) {
+    d = {logits.size(0), logits.size(1)};
+    TESSEL_CHECK(target.sizes() == Shape{d.rows}, op, ": logits ", ShapeStr(logits.sizes()), " need target of shape [",
+                 d.rows, "], got ", ShapeStr(target.sizes()));
+  } else {
+    TESSEL_CHECK(logits.dim() == 1, op, ": logits must be [N, C] or [C], got ", ShapeStr(logits.sizes()));
+    d = {1, logits.size(0)};
+    TESSEL_CHECK(target.numel() == 1 && target.dim() <= 1, op, ": logits ", ShapeStr(logits.sizes()),
+                 " need a target of shape [] or [1], got ", ShapeStr(target.sizes()));
+  }
+  const Tensor t = Contiguous(target);
+  const int64_t* pt = static_cast<const int64_t*>(t.raw_data());
+  for (int64_t i = 0; i < d.rows; ++i) {
+    TESSEL_CHECK_CODE(ErrorCode::kOutOfRange, pt[i] == ignore_index || (pt[i] >= 0 && pt[i] < d.classes), op,
+                      ": target ", pt[i], " (at index ", i, ") is out of range for ", d.classes, " classes (logits ",
+                      ShapeStr(logits.sizes()), ", ignore_index ", ignore_index, ")");
+  }
+  return d;
+}
+
+template <typename C>
+using RowArray = Eigen::Array<C, Eigen::Dynamic, 1>;
+
+// A row of compute-type values: the row itself when T is its own compute type, else a converted copy.
+template <typename T>
+Eigen::Map<const RowArray<ComputeT<T>>> LoadRow(const T* src, int64_t n, RowArray<ComputeT<T>>& buf) {
+  using C = ComputeT<T>;
+  if constexpr (std::is_same_v<T, C>) {
+    return Eigen::Map<const RowArray<C>>(src, n);
+  } else {
+    buf.resize(n);
+    for (int64_t i = 0; i < n; ++i) buf[i] = ToCompute(src[i]);
+    return Eigen::Map<const RowArray<C>>(buf.data(), n);
+  }
+}
+
+// log Σ exp(row), max first (vectorized exp; a fixed-order reduction for a given length).
+template <typename C>
+C RowLogSumExp(const Eigen::Map<const RowArray<C>>& row) {
+  if (row.size() == 0) return -std::numeric_limits<C>::infinity();
+  const C m = row.maxCoeff();
+  return m + std::log((row - m).exp().sum());
+}
+
+// ---- forward --------------------------------------------------------------------------------------
+
+template <typename T>
+Tensor ForwardTyped(const Tensor& logits, const Tensor& target, Dims d, int64_t ignore_index, Reduction red) {
+  using C = ComputeT<T>;
+  const T* px = static_cast<const T*>(logits.raw_data());
+  const int64_t* pt = static_cast<const int64_t*>(target.raw_data());
+  std::vector<C> per_row(d.rows, C(0));  // 0 for ignored rows, like torch's reduction="none"
+  ParallelFor(0, d.rows, RowGrain(d), [&](int64_t r0, int64_t r1) {
+    RowArray<C> buf;
+    for (int64_t r = r0; r < r1; ++r) {
+      if (pt[r] == ignore_index) continue;
+      const auto row = LoadRow(px + r * d.classes, d.classes, buf);
+      per_row[r] = RowLogSumExp<C>(row) - row[pt[r]];
+    }
+  });
+  if (red == Reduction::kNone) {
+    Tensor out = Empty(target.sizes(), logits.dtype(), logits.device());
+    T* po = static_cast<T*>(out.raw_data());
+    for (int64_t r = 0; r < d.rows; ++r) po[r] = FromCompute<T>(per_row[r]);
+    return out;
+  }
+  double total = 0;
+  int64_t valid = 0;
+  for (int64_t r = 0; r < d.rows; ++r) {
+    total += static_cast<double>(per_row[r]);
+    valid += pt[r] != ignore_index;
+  }
+  if (red == Reduction::kMean) total /= static_cast<double>(valid);  // 0 / 0 = NaN, like torch
+  return Full(std::span<const int64_t>(), total, logits.dtype(), logits.device());
+}
+
+TensorList ForwardKernel(std::span<const Tensor> in, const Attrs& attrs) {
+  const int64_t ignore_index = attrs.GetInt("ignore_index");
+  const Reduction red = ParseReduction(attrs.GetString("reduction"), "cross_entropy");
+  const Dims d = CheckArgs("cross_entropy", in, in[0], in[1], ignore_index);
+  const Tensor logits = Contiguous(in[0]);
+  const Tensor target = Contiguous(in[1]);
+  Tensor out;
+  TESSEL_DISPATCH_FLOATING_TYPES(logits.dtype(), "cross_entropy",
+                                 [&] { out = ForwardTyped<scalar_t>(logits, target, d, ignore_index, red); });
+  return {out};
+}
+
+// ---- fused backward -------------------------------------------------------------------------------
+
+template <typename T>
+Tensor BackwardTyped(const Tensor& grad, const Tensor& logits, const Tensor& target, Dims d, int64_t ignore_index,
+                     Reduction red) {
+  using C = ComputeT<T>;
+  const T* px = static_cast<const T*>(logits.raw_data());
+  const T* pg = static_cast<const T*>(grad.raw_data());
+  const int64_t* pt = static_cast<const int64_t*>(target.raw_data());
+  C uniform = 0;  // the scale of every valid row for "mean" / "sum"
+  if (red != Reduction::kNone) {
+    int64_t valid = 0;
+    for (int64_t r = 0; r < d.rows; ++r) valid += pt[r] != ignore_index;
+    uniform = static_cast<C>(ToCompute(pg[0]));
+    if (red == Reduction::kMean) uniform /= static_cast<C>(std::max<int64_t>(valid, 1));
+  }
+  Tensor out = Empty(logits.sizes(), logits.dtype(), logits.device());
+  T* po = static_cast<T*>(out.raw_data());
+  ParallelFor(0, d.rows, RowGrain(d), [&](int64_t r0, int64_t r1) {
+    RowArray<C> buf, grad_row;
+    for (int64_t r = r0; r < r1; ++r) {
+      T* orow = po + r * d.classes;
+      if (pt[r] == ignore_index) {
+        std::fill(orow, orow + d.classes, FromCompute<T>(C(0)));
+        continue;
+      }
+      const C scale = red == Reduction::kNone ? static_cast<C>(ToCompute(pg[r])) : uniform;
+      const auto row = LoadRow(px + r * d.classes, d.classes, buf);
+      const C lse = RowLogSumExp<C>(row);
+      if constexpr (std::is_same_v<T, C>) {
+        Eigen::Map<RowArray<C>> out_row(orow, d.classes);
+        out_row = (row - lse).exp() * scale;  // softmax · scale
+        out_row[pt[r]] -= scale;
+      } else {
+        grad_row = (row - lse).exp() * scale;
+        grad_row[pt[r]] -= scale;
+        for (int64_t j = 0; j < d.classes; ++j) orow[j] = FromCompute<T>(grad_row[j]);
+      }
+    }
+  });
+  return out;
+}
+
+TensorList BackwardKernel(std::span<const Tensor> in, const Attrs& attrs) {
+  const char* op = "cross_entropy_backward";
+  const int64_t ignore_index = attrs.GetInt("ignore_index");
+  const Reduction red = ParseReduction(attrs.GetString("reduction"), op);
+  const Dims d = CheckArgs(op, in, in[1], in[2], ignore_index);
+  const Shape want = red == Reduction::kNone ? in[2].sizes() : Shape{};
+  TESSEL_CHECK(in[0].defined() && in[0].sizes() == want && in[0].dtype() == in[1].dtype(), op,
+               ": grad must have shape ", ShapeStr(want), " and the logits' dtype, got ", DescribeInputs(in));
+  const Tensor grad = Contiguous(in[0]);
+  const Tensor logits = Contiguous(in[1]);
+  const Tensor target = Contiguous(in[2]);
+  Tensor out;
+  TESSEL_DISPATCH_FLOATING_TYPES(logits.dtype(), op,
+                                 [&] { out = BackwardTyped<scalar_t>(grad, logits, target, d, ignore_index, red); });
+  return {out};
+}
+
+const OpDef& kCrossEntropyBackward =
+    RegisterOp({.name = "cross_entropy_backward", .cpu = BackwardKernel, .save_inputs = false});
+
+TensorList CrossEntropyBackward(const BackwardContext& c) {
+  const Tensor& g = c.grad_outputs[0];
+  if (!g.defined() || !c.needs_input_grad[0]) return {Tensor(), Tensor()};
+  return {autograd::CallOp1(kCrossEntropyBackward, {g, c.inputs[0], c.inputs[1]}, c.attrs), Tensor()};
+}
+
+const OpDef& kCrossEntropy =
+    RegisterOp({.name = "cross_entropy", .cpu = ForwardKernel, .backward = CrossEntropyBackward});
+
+}  // namespace
+
+Tensor CrossEntropy(const Tensor& logits, const Tensor& target, int64_t ignore_index, const std::string& reduction) {
+  ParseReduction(reduction, "cross_entropy");
+  return autograd::CallOp1(kCrossEntropy, {logits, target},
+                           Attrs().Set("ignore_index", ignore_index).Set("reduction", reduction));
+}
+
+}  // namespace tessel

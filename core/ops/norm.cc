@@ -1,0 +1,332 @@
+// core/ops/norm.cc — layer_norm / rms_norm over the last dim: CPU kernels (forward and fused backward)
+// and the backward formulas.
+//
+// Ops registered (inputs → outputs; undefined inputs are optional arguments):
+//   layer_norm(x, weight?, bias?) {eps}           → y, mean, rstd       (mean/rstd: non-differentiable)
+//   layer_norm_backward(grad_y, x, weight?, mean, rstd) {output_mask[3]} → grad_x, grad_weight, grad_bias
+//   rms_norm(x, weight?) {eps}                    → y, rstd             (rstd: non-differentiable)
+//   rms_norm_backward(grad_y, x, weight?, rstd) {output_mask[2]}       → grad_x, grad_weight
+// Statistics have x's shape with the last dim set to 1 (PyTorch's native_layer_norm layout, so a
+// sharding rule maps Shard(d) of x to Shard(d) of the stats) and dtype float32 (float64 for float64 x).
+// Backward outputs whose output_mask entry is 0 come back undefined.
+//
+// Invariant: all arithmetic runs in fp32 (fp64 for float64 inputs); rows are independent and run in
+// parallel; grad_weight / grad_bias are reduced over a fixed number of row blocks (kReduceBlocks) in a
+// fixed order, so they are bitwise identical whatever the thread count.
+//
+// NOTE: saving the statistics (rather than recomputing them in backward) makes the forward op keep its
+// outputs, y included, alive until backward. y is normally saved anyway by the layer that consumes it
+// (a matmul), so this costs no extra memory in a transformer block and saves one pass over x.
+//
+// Example:
+//   Tensor y_BTC = LayerNorm(x_BTC, w_C, b_C, 1e-5);
+//   Backward(y_BTC, g_BTC);   // runs layer_norm_backward once: x.grad, w.grad, b.grad
+#include "core/ops/norm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "core/autograd/call.h"
+#include "core/base/error.h"
+#include "core/base/parallel.h"
+#include "core/dispatch/dispatcher.h"
+#include "core/tensor/copy.h"
+#include "core/tensor/factory.h"
+#include "core/tensor/tensor_impl.h"
+
+namespace tessel {
+namespace {
+
+constexpr int64_t kRowGrainElements = 1 << 14;  // elements per parallel task, at least
+constexpr int64_t kReduceBlocks = 64;           // row blocks for the grad_weight/grad_bias reduction
+
+// Rows (or blocks) per parallel task when each costs `work` elements.
+int64_t Grain(int64_t work) { return std::max<int64_t>(1, kRowGrainElements / std::max<int64_t>(work, 1)); }
+
+DType StatsDType(DType x) { return x == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32; }
+
+// `t` itself when it is already contiguous, else a contiguous copy.
+Tensor Contiguous(const Tensor& t) {
+  if (!t.defined() || t.is_contiguous()) return t;
+  Tensor c = Empty(t.sizes(), t.dtype(), t.device());
+  CopyInto(c, t);
+  return c;
+}
+
+// A row of compute-type values: the row itself when T is its own compute type, else a converted copy.
+template <typename T>
+const ComputeT<T>* LoadRow(const T* src, int64_t n, std::vector<ComputeT<T>>& buf) {
+  if constexpr (std::is_same_v<T, ComputeT<T>>) {
+    return src;
+  } else {
+    buf.resize(n);
+    for (int64_t i = 0; i < n; ++i) buf[i] = ToCompute(src[i]);
+    return buf.data();
+  }
+}
+
+// Σ f(i) over [0, n) with kLanes independent accumulators, so the compiler vectorizes the reduction
+// without -ffast-math. The summation order depends only on n (never on threads).
+template <typename C, typename F>
+inline C LaneSum(int64_t n, F f) {
+  constexpr int kLanes = 16;
+  C acc[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int k = 0; k < kLanes; ++k) acc[k] += f(i + k);
+  }
+  C s = 0;
+  for (; i < n; ++i) s += f(i);
+  for (int k = 0; k < kLanes; ++k) s += acc[k];
+  return s;
+}
+
+// An optional [C] parameter as compute-type values (empty when undefined).
+template <typename T>
+std::vector<ComputeT<T>> LoadParam(const Tensor& p) {
+  std::vector<ComputeT<T>> v;
+  if (!p.defined()) return v;
+  Tensor c = Contiguous(p);
+  const T* src = static_cast<const T*>(c.raw_data());
+  v.resize(c.numel());
+  for (int64_t i = 0; i < c.numel(); ++i) v[i] = ToCompute(src[i]);
+  return v;
+}
+
+Shape StatsShape(const Tensor& x) {
+  Shape s = x.sizes();
+  s.back() = 1;
+  return s;
+}
+
+// Checks shared by forward and backward: x floating with dim >= 1; params [C] of x's dtype.
+void CheckNormArgs(const char* op, std::span<const Tensor> in, const Tensor& x, std::initializer_list<int> params) {
+  TESSEL_CHECK(x.defined() && x.dim() >= 1, op, ": expected x with at least 1 dim, got ", DescribeInputs(in));
+  TESSEL_CHECK(IsFloating(x.dtype()), op, ": expected a floating dtype, got ", DescribeInputs(in));
+  for (int i : params) {
+    const Tensor& p = in[i];
+    if (!p.defined()) continue;
+    TESSEL_CHECK(p.dim() == 1 && p.size(0) == x.size(-1), op, ": input ", i, " must have shape [", x.size(-1),
+                 "] (the last dim of x ", ShapeStr(x.sizes()), "), got ", ShapeStr(p.sizes()));
+    TESSEL_CHECK(p.dtype() == x.dtype(), op, ": input ", i, " has dtype ", p.dtype(), " but x has ", x.dtype());
+  }
+}
+
+// ---- forward --------------------------------------------------------------------------------------
+
+template <bool kCentered, typename T>
+void NormForwardRows(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& y,
+                     const Tensor& mean, const Tensor& rstd) {
+  using C = ComputeT<T>;
+  const int64_t cols = x.size(-1);
+  const int64_t rows = cols == 0 ? 0 : x.numel() / cols;
+  const std::vector<C> w = LoadParam<T>(weight);
+  const std::vector<C> b = LoadParam<T>(bias);
+  const C* pw = w.empty() ? nullptr : w.data();
+  const C* pb = b.empty() ? nullptr : b.data();
+  const T* px = static_cast<const T*>(x.raw_data());
+  T* py = static_cast<T*>(y.raw_data());
+  C* pmean = kCentered ? static_cast<C*>(mean.raw_data()) : nullptr;
+  C* prstd = static_cast<C*>(rstd.raw_data());
+  const C inv_n = C(1) / static_cast<C>(cols);
+  ParallelFor(0, rows, Grain(cols), [&](int64_t r0, int64_t r1) {
+    std::vector<C> buf;
+    for (int64_t r = r0; r < r1; ++r) {
+      const C* xr = LoadRow(px + r * cols, cols, buf);
+      C mu = 0;
+      if constexpr (kCentered) {
+        mu = LaneSum<C>(cols, [&](int64_t i) { return xr[i]; }) * inv_n;
+        pmean[r] = mu;
+      }
+      const C ss = LaneSum<C>(cols, [&](int64_t i) { return (xr[i] - mu) * (xr[i] - mu); });
+      const C rs = C(1) / std::sqrt(ss * inv_n + static_cast<C>(eps));
+      prstd[r] = rs;
+      T* yr = py + r * cols;
+      if (pw != nullptr && pb != nullptr) {
+        for (int64_t i = 0; i < cols; ++i) yr[i] = FromCompute<T>((xr[i] - mu) * rs * pw[i] + pb[i]);
+      } else {
+        for (int64_t i = 0; i < cols; ++i) {
+          C v = (xr[i] - mu) * rs;
+          if (pw != nullptr) v *= pw[i];
+          if (pb != nullptr) v += pb[i];
+          yr[i] = FromCompute<T>(v);
+        }
+      }
+    }
+  });
+}
+
+// in: layer_norm (x, weight, bias) or rms_norm (x, weight).
+template <bool kCentered>
+TensorList NormForwardKernel(std::span<const Tensor> in, const Attrs& attrs) {
+  const char* op = kCentered ? "layer_norm" : "rms_norm";
+  if (kCentered) {
+    CheckNormArgs(op, in, in[0], {1, 2});
+  } else {
+    CheckNormArgs(op, in, in[0], {1});
+  }
+  const Tensor x = Contiguous(in[0]);
+  const Tensor bias = kCentered ? in[2] : Tensor();
+  Tensor y = Empty(x.sizes(), x.dtype(), x.device());
+  Tensor mean = kCentered ? Empty(StatsShape(x), StatsDType(x.dtype()), x.device()) : Tensor();
+  Tensor rstd = Empty(StatsShape(x), StatsDType(x.dtype()), x.device());
+  const double eps = attrs.GetDouble("eps");
+  TESSEL_DISPATCH_FLOATING_TYPES(x.dtype(), op,
+                                 [&] { NormForwardRows<kCentered, scalar_t>(x, in[1], bias, eps, y, mean, rstd); });
+  if (kCentered) return {y, mean, rstd};
+  return {y, rstd};
+}
+
+// ---- fused backward -------------------------------------------------------------------------------
+
+// Per-row gradients; grad_weight/grad_bias partial sums go to one row of `partial` per row block
+// (partial: [kReduceBlocks, 2 * cols], weight part then bias part).
+template <bool kCentered, typename T>
+void NormBackwardRows(const Tensor& dy, const Tensor& x, const std::vector<ComputeT<T>>& w, const Tensor& mean,
+                      const Tensor& rstd, const Tensor& dx, std::vector<ComputeT<T>>& partial, int64_t num_blocks) {
+  using C = ComputeT<T>;
+  const int64_t cols = x.size(-1);
+  const int64_t rows = cols == 0 ? 0 : x.numel() / cols;
+  const int64_t per_block = (rows + num_blocks - 1) / std::max<int64_t>(num_blocks, 1);
+  const T* px = static_cast<const T*>(x.raw_data());
+  const T* pdy = static_cast<const T*>(dy.raw_data());
+  const C* pmean = kCentered ? static_cast<const C*>(mean.raw_data()) : nullptr;
+  const C* prstd = static_cast<const C*>(rstd.raw_data());
+  T* pdx = dx.defined() ? static_cast<T*>(dx.raw_data()) : nullptr;
+  const bool want_params = !partial.empty();
+  const C* pweight = w.empty() ? nullptr : w.data();
+  const C inv_n = C(1) / static_cast<C>(cols);
+  ParallelFor(0, num_blocks, Grain(per_block * cols), [&](int64_t b0, int64_t b1) {
+    std::vector<C> xbuf, gbuf;
+    for (int64_t blk = b0; blk < b1; ++blk) {
+      C* pacc = want_params ? partial.data() + blk * 2 * cols : nullptr;
+      for (int64_t r = blk * per_block; r < std::min(rows, (blk + 1) * per_block); ++r) {
+        const C* xr = LoadRow(px + r * cols, cols, xbuf);
+        const C* dyr = LoadRow(pdy + r * cols, cols, gbuf);
+        const C mu = kCentered ? pmean[r] : C(0);
+        const C rs = prstd[r];
+        // Σ g and Σ g·x̂ with g = dy·w, x̂ = (x - mean)·rstd.
+        auto g_at = [&](int64_t i) { return pweight == nullptr ? dyr[i] : dyr[i] * pweight[i]; };
+        const C sum_g = kCentered ? LaneSum<C>(cols, g_at) : C(0);
+        const C sum_gx = LaneSum<C>(cols, [&](int64_t i) { return g_at(i) * (xr[i] - mu); }) * rs;
+        if (pdx != nullptr) {
+          const C mg = kCentered ? sum_g * inv_n : C(0);
+          const C mgx = sum_gx * inv_n;
+          T* dxr = pdx + r * cols;
+          for (int64_t i = 0; i < cols; ++i) dxr[i] = FromCompute<T>(rs * (g_at(i) - mg - (xr[i] - mu) * rs * mgx));
+        }
+        if (pacc != nullptr) {
+          for (int64_t i = 0; i < cols; ++i) {
+            pacc[i] += dyr[i] * (xr[i] - mu) * rs;
+            pacc[cols + i] += dyr[i];
+          }
+        }
+      }
+    }
+  });
+}
+
+// Sums the per-block partials in block order into grad_weight (and grad_bias).
+template <typename T>
+void ReduceParamGrads(const std::vector<ComputeT<T>>& partial, int64_t num_blocks, int64_t cols, const Tensor& dw,
+                      const Tensor& db) {
+  using C = ComputeT<T>;
+  T* pdw = dw.defined() ? static_cast<T*>(dw.raw_data()) : nullptr;
+  T* pdb = db.defined() ? static_cast<T*>(db.raw_data()) : nullptr;
+  ParallelFor(0, cols, Grain(num_blocks), [&](int64_t c0, int64_t c1) {
+    for (int64_t i = c0; i < c1; ++i) {
+      C sw = 0, sb = 0;
+      for (int64_t blk = 0; blk < num_blocks; ++blk) {
+        sw += partial[blk * 2 * cols + i];
+        sb += partial[blk * 2 * cols + cols + i];
+      }
+      if (pdw != nullptr) pdw[i] = FromCompute<T>(sw);
+      if (pdb != nullptr) pdb[i] = FromCompute<T>(sb);
+    }
+  });
+}
+
+// in: layer_norm_backward (grad, x, weight, mean, rstd) or rms_norm_backward (grad, x, weight, rstd).
+template <bool kCentered>
+TensorList NormBackwardKernel(std::span<const Tensor> in, const Attrs& attrs) {
+  const char* op = kCentered ? "layer_norm_backward" : "rms_norm_backward";
+  CheckNormArgs(op, in, in[1], {2});
+  TESSEL_CHECK(in[0].defined() && in[0].sizes() == in[1].sizes() && in[0].dtype() == in[1].dtype(), op,
+               ": grad must match x in shape and dtype, got ", DescribeInputs(in));
+  const Tensor& mean = kCentered ? in[3] : Tensor();
+  const Tensor& rstd = kCentered ? in[4] : in[3];
+  const Shape stats = StatsShape(in[1]);
+  TESSEL_CHECK(rstd.defined() && rstd.sizes() == stats && rstd.dtype() == StatsDType(in[1].dtype()) &&
+                   (!kCentered || (mean.defined() && mean.sizes() == stats && mean.dtype() == rstd.dtype())),
+               op, ": statistics must have shape ", ShapeStr(stats), " and dtype ", StatsDType(in[1].dtype()), ", got ",
+               DescribeInputs(in));
+  const std::vector<int64_t>& mask = attrs.GetInts("output_mask");
+  TESSEL_INTERNAL_ASSERT(mask.size() == (kCentered ? 3u : 2u), op, ": output_mask needs one entry per output");
+  const Tensor dy = Contiguous(in[0]);
+  const Tensor x = Contiguous(in[1]);
+  const Tensor& weight = in[2];
+  const int64_t cols = x.size(-1);
+  const int64_t rows = cols == 0 ? 0 : x.numel() / cols;
+  Tensor dx = mask[0] ? Empty(x.sizes(), x.dtype(), x.device()) : Tensor();
+  Tensor dw = mask[1] ? Empty({cols}, x.dtype(), x.device()) : Tensor();
+  Tensor db = kCentered && mask[2] ? Empty({cols}, x.dtype(), x.device()) : Tensor();
+  const int64_t num_blocks = std::min(rows, kReduceBlocks);
+  TESSEL_DISPATCH_FLOATING_TYPES(x.dtype(), op, [&] {
+    using C = ComputeT<scalar_t>;
+    const std::vector<C> w = LoadParam<scalar_t>(weight);
+    std::vector<C> partial(dw.defined() || db.defined() ? num_blocks * 2 * cols : 0, C(0));
+    NormBackwardRows<kCentered, scalar_t>(dy, x, w, Contiguous(mean), Contiguous(rstd), dx, partial, num_blocks);
+    if (dw.defined() || db.defined()) ReduceParamGrads<scalar_t>(partial, num_blocks, cols, dw, db);
+  });
+  if (kCentered) return {dx, dw, db};
+  return {dx, dw};
+}
+
+// ---- registration and backward formulas -----------------------------------------------------------
+
+const OpDef& kLayerNormBackward =
+    RegisterOp({.name = "layer_norm_backward", .cpu = NormBackwardKernel<true>, .save_inputs = false});
+const OpDef& kRmsNormBackward =
+    RegisterOp({.name = "rms_norm_backward", .cpu = NormBackwardKernel<false>, .save_inputs = false});
+
+int64_t Needs(const BackwardContext& c, int i) { return c.inputs[i].defined() && c.needs_input_grad[i] ? 1 : 0; }
+
+TensorList LayerNormBackward(const BackwardContext& c) {
+  const Tensor& g = c.grad_outputs[0];
+  if (!g.defined()) return {Tensor(), Tensor(), Tensor()};
+  const std::vector<int64_t> mask = {Needs(c, 0), Needs(c, 1), Needs(c, 2)};
+  return autograd::CallOp(kLayerNormBackward, {g, c.inputs[0], c.inputs[1], c.outputs[1], c.outputs[2]},
+                          Attrs().Set("output_mask", mask));
+}
+
+TensorList RmsNormBackward(const BackwardContext& c) {
+  const Tensor& g = c.grad_outputs[0];
+  if (!g.defined()) return {Tensor(), Tensor()};
+  const std::vector<int64_t> mask = {Needs(c, 0), Needs(c, 1)};
+  return autograd::CallOp(kRmsNormBackward, {g, c.inputs[0], c.inputs[1], c.outputs[1]},
+                          Attrs().Set("output_mask", mask));
+}
+
+const OpDef& kLayerNorm = RegisterOp({.name = "layer_norm",
+                                      .cpu = NormForwardKernel<true>,
+                                      .backward = LayerNormBackward,
+                                      .save_outputs = true,
+                                      .non_differentiable_outputs = {1, 2}});
+const OpDef& kRmsNorm = RegisterOp({.name = "rms_norm",
+                                    .cpu = NormForwardKernel<false>,
+                                    .backward = RmsNormBackward,
+                                    .save_outputs = true,
+                                    .non_differentiable_outputs = {1}});
+
+}  // namespace
+
+Tensor LayerNorm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
+  return autograd::CallOp(kLayerNorm, {x, weight, bias}, Attrs().Set("eps", eps))[0];
+}
+
+Tensor RmsNorm(const Tensor& x, const Tensor& weight, double eps) {
+  return autograd::CallOp(kRmsNorm, {x, weight}, Attrs().Set("eps", eps))[0];
+}
+
+}  // namespace tessel

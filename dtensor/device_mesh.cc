@@ -1,0 +1,117 @@
+// dtensor/device_mesh.cc — mesh construction (one group per axis), sub-meshes and flattening.
+#include "dtensor/device_mesh.h"
+
+#include <algorithm>
+
+#include "core/base/error.h"
+#include "core/tensor/shape.h"
+
+namespace tessel::dtensor {
+namespace {
+
+// Creates, through `root`, one group per entry of root_topology.GroupsOver(axes) (the same sequence on
+// every rank, as NewGroup requires) and returns the one that contains the calling rank.
+comm::ProcessGroupPtr CreateGroups(const comm::ProcessGroupPtr& root, const MeshTopology& root_topology,
+                                   std::span<const int> axes, const std::string& name) {
+  const std::vector<int>& members = root->global_ranks();
+  comm::ProcessGroupPtr mine;
+  for (const std::vector<int>& global : root_topology.GroupsOver(axes)) {
+    std::vector<int> group_ranks;
+    for (int g : global) {
+      auto it = std::find(members.begin(), members.end(), g);
+      TESSEL_INTERNAL_ASSERT(it != members.end(), "DeviceMesh: rank ", g, " is not in the root group");
+      group_ranks.push_back(static_cast<int>(it - members.begin()));
+    }
+    comm::ProcessGroupPtr g = root->NewGroup(group_ranks);
+    if (g != nullptr) {
+      g->set_name(name);
+      mine = std::move(g);
+    }
+  }
+  TESSEL_INTERNAL_ASSERT(mine != nullptr, "DeviceMesh: rank ", root->global_ranks()[root->rank()],
+                         " is in no group named '", name, "'");
+  return mine;
+}
+
+std::vector<std::string> ToStrings(std::initializer_list<std::string_view> names) {
+  return std::vector<std::string>(names.begin(), names.end());
+}
+
+}  // namespace
+
+DeviceMesh::DeviceMesh(std::shared_ptr<const MeshTopology> topology, int global_rank,
+                       std::vector<comm::ProcessGroupPtr> axis_groups, comm::ProcessGroupPtr root,
+                       std::shared_ptr<const MeshTopology> root_topology)
+    : topology_(std::move(topology)),
+      global_rank_(global_rank),
+      axis_groups_(std::move(axis_groups)),
+      root_(std::move(root)),
+      root_topology_(std::move(root_topology)) {
+  std::optional<std::vector<int64_t>> coord = topology_->CoordinateOf(global_rank_);
+  TESSEL_INTERNAL_ASSERT(coord.has_value(), "DeviceMesh: rank ", global_rank_, " is not in ", topology_->ToString());
+  coordinate_ = std::move(*coord);
+  TESSEL_INTERNAL_ASSERT(static_cast<int>(axis_groups_.size()) == topology_->ndim(), "DeviceMesh: ",
+                         axis_groups_.size(), " groups for ", topology_->ToString());
+}
+
+int64_t DeviceMesh::local_rank(int axis) const {
+  TESSEL_CHECK_CODE(ErrorCode::kOutOfRange, axis >= 0 && axis < ndim(), "DeviceMesh::local_rank: axis ", axis,
+                    " out of range for ", topology_->ShortString());
+  return coordinate_[static_cast<size_t>(axis)];
+}
+
+const comm::ProcessGroupPtr& DeviceMesh::axis_group(int axis) const {
+  TESSEL_CHECK_CODE(ErrorCode::kOutOfRange, axis >= 0 && axis < ndim(), "DeviceMesh::axis_group: axis ", axis,
+                    " out of range for ", topology_->ShortString());
+  return axis_groups_[static_cast<size_t>(axis)];
+}
+
+DeviceMesh DeviceMesh::operator[](std::string_view axis) const { return Slice(std::vector<std::string>{std::string(axis)}); }
+
+DeviceMesh DeviceMesh::operator[](std::initializer_list<std::string_view> axes) const { return Slice(ToStrings(axes)); }
+
+DeviceMesh DeviceMesh::Slice(std::span<const std::string> axes) const {
+  const std::vector<int> idx = topology_->AxesOf(axes);
+  std::vector<comm::ProcessGroupPtr> groups;
+  for (int a : idx) groups.push_back(axis_groups_[static_cast<size_t>(a)]);
+  auto sub = std::make_shared<const MeshTopology>(topology_->Slice(idx, coordinate_));
+  return DeviceMesh(std::move(sub), global_rank_, std::move(groups), root_, root_topology_);
+}
+
+DeviceMesh DeviceMesh::Flatten(std::span<const std::string> axes, std::string name) const {
+  const std::vector<int> idx = topology_->AxesOf(axes);  // validates names against this mesh
+  TESSEL_CHECK(!root_topology_->FindAxis(name).has_value() || (axes.size() == 1 && axes[0] == name),
+               "DeviceMesh::Flatten: name '", name, "' is already an axis of ", root_topology_->ToString());
+  const std::vector<int> root_axes = root_topology_->AxesOf(axes);
+  auto flat = std::make_shared<const MeshTopology>(topology_->Flatten(idx, coordinate_, name));
+  comm::ProcessGroupPtr group = CreateGroups(root_, *root_topology_, root_axes, name);
+  return DeviceMesh(std::move(flat), global_rank_, {std::move(group)}, root_, root_topology_);
+}
+
+DeviceMesh DeviceMesh::Flatten(std::initializer_list<std::string_view> axes, std::string name) const {
+  const std::vector<std::string> names = ToStrings(axes);
+  return Flatten(std::span<const std::string>(names), std::move(name));
+}
+
+std::ostream& operator<<(std::ostream& os, const DeviceMesh& mesh) { return os << mesh.ToString(); }
+
+DeviceMesh InitDeviceMesh(const comm::ProcessGroupPtr& world, std::vector<int64_t> shape,
+                          std::vector<std::string> axis_names) {
+  TESSEL_CHECK(world != nullptr, "InitDeviceMesh: no process group");
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  TESSEL_CHECK(n == world->size(), "InitDeviceMesh: mesh shape ", ShapeStr(shape), " holds ", n,
+               " ranks but the world group '", world->name(), "' has ", world->size(),
+               "; the product of the mesh shape must equal the world size");
+  auto topology =
+      std::make_shared<const MeshTopology>(std::move(shape), std::move(axis_names), world->global_ranks());
+  std::vector<comm::ProcessGroupPtr> groups;
+  for (int a = 0; a < topology->ndim(); ++a) {
+    const int axes[] = {a};
+    groups.push_back(CreateGroups(world, *topology, axes, topology->axis_name(a)));
+  }
+  const int me = world->global_ranks()[static_cast<size_t>(world->rank())];
+  return DeviceMesh(topology, me, std::move(groups), world, topology);
+}
+
+}  // namespace tessel::dtensor

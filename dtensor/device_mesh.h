@@ -1,0 +1,99 @@
+// dtensor/device_mesh.h — DeviceMesh: an N-D grid of global ranks with named axes and one ProcessGroup
+// per axis (the group of the ranks that share every other coordinate), as PyTorch's DeviceMesh.
+//
+// Invariant: a DeviceMesh always contains the calling rank (coordinate() is defined); axis_group(a) has
+// size(a) members ordered by their coordinate on `a` and is named after the axis, so the comm tracer
+// shows "tp"/"dp". The shape/rank logic lives in MeshTopology (mesh_topology.h, testable without
+// groups); a DeviceMesh is a cheap copyable handle (shared topology, shared groups). Creating a mesh
+// or flattening axes is collective: every rank of the root group calls it with the same arguments.
+//
+// Example:
+//   comm::RunRanks(4, [](comm::ProcessGroupPtr world) {
+//     DeviceMesh mesh = InitDeviceMesh(world, {2, 2}, {"dp", "tp"});
+//     mesh.ToString();          // "DeviceMesh(shape=[2, 2], axes=[dp, tp], ranks=[[0, 1], [2, 3]])"
+//     DeviceMesh tp = mesh["tp"];                      // 1-D, ranks {2r, 2r+1}
+//     mesh.axis_group("dp")->AllReduce(grad, comm::ReduceOp::kAvg)->Wait();
+//     DeviceMesh flat = mesh.Flatten({"dp", "tp"}, "dp_tp");   // collective: all ranks call it
+//   });
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <ostream>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "comm/process_group.h"
+#include "dtensor/mesh_topology.h"
+
+namespace tessel::dtensor {
+
+class DeviceMesh {
+ public:
+  // Low level: the mesh `topology` seen from `global_rank`, with one group per axis. `root` and
+  // `root_topology` are the group and mesh InitDeviceMesh started from (Flatten creates groups there).
+  // REQUIRES: global_rank in topology; axis_groups.size() == topology.ndim(); axis names of topology
+  // are axis names of root_topology.
+  DeviceMesh(std::shared_ptr<const MeshTopology> topology, int global_rank,
+             std::vector<comm::ProcessGroupPtr> axis_groups, comm::ProcessGroupPtr root,
+             std::shared_ptr<const MeshTopology> root_topology);
+
+  const MeshTopology& topology() const { return *topology_; }
+  const std::shared_ptr<const MeshTopology>& topology_ptr() const { return topology_; }
+  int ndim() const { return topology_->ndim(); }
+  const std::vector<int64_t>& shape() const { return topology_->shape(); }
+  int64_t size() const { return topology_->numel(); }
+  int64_t size(int axis) const { return topology_->size(axis); }
+  int64_t size(std::string_view axis) const { return topology_->size(topology_->AxisIndex(axis)); }
+  const std::vector<std::string>& axis_names() const { return topology_->axis_names(); }
+
+  int global_rank() const { return global_rank_; }
+  // This rank's coordinate, one entry per axis.
+  const std::vector<int64_t>& coordinate() const { return coordinate_; }
+  // This rank's coordinate on `axis` (= its rank in axis_group(axis)).
+  int64_t local_rank(int axis) const;
+  int64_t local_rank(std::string_view axis) const { return local_rank(topology_->AxisIndex(axis)); }
+  const comm::ProcessGroupPtr& axis_group(int axis) const;
+  const comm::ProcessGroupPtr& axis_group(std::string_view axis) const {
+    return axis_group(topology_->AxisIndex(axis));
+  }
+
+  // Sub-meshes containing this rank: mesh["tp"], mesh[{"dp", "tp"}]. Names must exist and be given in
+  // mesh order (kInvalidArgument otherwise). No communication: the sub-mesh reuses the axis groups.
+  DeviceMesh operator[](std::string_view axis) const;
+  DeviceMesh operator[](std::initializer_list<std::string_view> axes) const;
+  DeviceMesh Slice(std::span<const std::string> axes) const;
+  // A 1-D mesh named `name` over the ranks of this rank's sub-mesh on `axes` (row-major), with its own
+  // group. Collective: every rank of the root group calls Flatten with the same axes and name.
+  DeviceMesh Flatten(std::span<const std::string> axes, std::string name) const;
+  DeviceMesh Flatten(std::initializer_list<std::string_view> axes, std::string name) const;
+
+  // "DeviceMesh(shape=[2, 2], axes=[dp, tp], ranks=[[0, 1], [2, 3]])"
+  std::string ToString() const { return topology_->ToString(); }
+  // Equal when shape, axis names and ranks are equal (PyTorch compares the same, not the groups).
+  friend bool operator==(const DeviceMesh& a, const DeviceMesh& b) {
+    return a.topology_ == b.topology_ || *a.topology_ == *b.topology_;
+  }
+
+ private:
+  std::shared_ptr<const MeshTopology> topology_;
+  int global_rank_;
+  std::vector<int64_t> coordinate_;
+  std::vector<comm::ProcessGroupPtr> axis_groups_;
+  comm::ProcessGroupPtr root_;
+  std::shared_ptr<const MeshTopology> root_topology_;
+};
+
+std::ostream& operator<<(std::ostream& os, const DeviceMesh& mesh);
+
+// Builds a mesh over all members of `world` (row-major in world group-rank order) and creates one group
+// per axis with world->NewGroup. Collective over `world`. Empty `axis_names` means "axis0", "axis1", ...
+// Throws kInvalidArgument when the shape's product differs from world->size(), for duplicate or empty
+// names, or a names/shape length mismatch.
+DeviceMesh InitDeviceMesh(const comm::ProcessGroupPtr& world, std::vector<int64_t> shape,
+                          std::vector<std::string> axis_names = {});
+
+}  // namespace tessel::dtensor

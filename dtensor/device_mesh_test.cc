@@ -1,0 +1,127 @@
+#include "dtensor/device_mesh.h"
+
+#include <gtest/gtest.h>
+
+#include <mutex>
+
+#include "comm/backends/threads.h"
+#include "comm/tracer.h"
+#include "core/base/error.h"
+#include "core/tensor/factory.h"
+
+namespace tessel::dtensor {
+namespace {
+
+comm::RunRanksOptions Fast() { return {.timeout = std::chrono::milliseconds(5000)}; }
+
+void ExpectError(ErrorCode code, const std::string& fragment, const std::function<void()>& fn) {
+  try {
+    fn();
+    ADD_FAILURE() << "expected an error containing '" << fragment << "'";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), code) << e.what();
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+  }
+}
+
+// Sum of the global ranks of the calling rank's group on `axis`, through that axis' group.
+double AxisSum(const DeviceMesh& mesh, std::string_view axis) {
+  Tensor t = Full({1}, mesh.global_rank(), DType::kFloat64);
+  mesh.axis_group(axis)->AllReduce(t, comm::ReduceOp::kSum)->Wait();
+  return t.item<double>();
+}
+
+TEST(DeviceMeshTest, InitDeviceMeshBuildsOneNamedGroupPerAxis) {
+  comm::RunRanks(4, [](comm::ProcessGroupPtr world) {
+    DeviceMesh mesh = InitDeviceMesh(world, {2, 2}, {"dp", "tp"});
+    const int r = world->rank();
+    EXPECT_EQ(mesh.ToString(), "DeviceMesh(shape=[2, 2], axes=[dp, tp], ranks=[[0, 1], [2, 3]])");
+    EXPECT_EQ(mesh.coordinate(), (std::vector<int64_t>{r / 2, r % 2}));
+    EXPECT_EQ(mesh.local_rank("dp"), r / 2);
+    EXPECT_EQ(mesh.local_rank("tp"), r % 2);
+    EXPECT_EQ(mesh.size(), 4);
+    EXPECT_EQ(mesh.size("tp"), 2);
+    EXPECT_EQ(mesh.axis_group("tp")->global_ranks(), (std::vector<int>{r / 2 * 2, r / 2 * 2 + 1}));
+    EXPECT_EQ(mesh.axis_group("dp")->global_ranks(), (std::vector<int>{r % 2, r % 2 + 2}));
+    EXPECT_EQ(mesh.axis_group("tp")->name(), "tp");
+    EXPECT_EQ(mesh.axis_group(0)->name(), "dp");
+    EXPECT_EQ(mesh.axis_group("tp")->rank(), r % 2);
+    comm::CommTracer tracer;
+    EXPECT_EQ(AxisSum(mesh, "tp"), (r / 2 * 2) * 2 + 1);
+    EXPECT_EQ(AxisSum(mesh, "dp"), (r % 2) * 2 + 2);
+    EXPECT_EQ(tracer.Summary(), "all_reduce(tp) x1, all_reduce(dp) x1");
+  }, Fast());
+}
+
+TEST(DeviceMeshTest, SubMeshesReuseTheAxisGroups) {
+  comm::RunRanks(8, [](comm::ProcessGroupPtr world) {
+    DeviceMesh mesh = InitDeviceMesh(world, {2, 2, 2}, {"pp", "dp", "tp"});
+    const int r = world->rank();
+    DeviceMesh tp = mesh["tp"];
+    EXPECT_EQ(tp.ndim(), 1);
+    EXPECT_EQ(tp.topology().ranks(), (std::vector<int>{r / 2 * 2, r / 2 * 2 + 1}));
+    EXPECT_EQ(tp.axis_group(0), mesh.axis_group("tp"));
+    DeviceMesh pp_tp = mesh[{"pp", "tp"}];
+    const int dp = (r / 2) % 2;
+    EXPECT_EQ(pp_tp.topology().ranks(), (std::vector<int>{2 * dp, 2 * dp + 1, 4 + 2 * dp, 5 + 2 * dp}));
+    EXPECT_EQ(pp_tp.coordinate(), (std::vector<int64_t>{r / 4, r % 2}));
+    EXPECT_EQ(pp_tp.axis_group("pp"), mesh.axis_group("pp"));
+    EXPECT_TRUE((mesh[{"pp", "dp", "tp"}] == mesh));
+    EXPECT_FALSE(tp == mesh);
+    EXPECT_EQ(AxisSum(pp_tp, "tp"), (r / 2 * 2) * 2 + 1);
+  }, Fast());
+}
+
+TEST(DeviceMeshTest, FlattenCreatesOneGroupOverTheAxes) {
+  comm::RunRanks(8, [](comm::ProcessGroupPtr world) {
+    DeviceMesh mesh = InitDeviceMesh(world, {2, 2, 2}, {"pp", "dp", "tp"});
+    const int r = world->rank();
+    DeviceMesh flat = mesh.Flatten({"dp", "tp"}, "dp_tp");
+    EXPECT_EQ(flat.ToString(), Str("DeviceMesh(shape=[4], axes=[dp_tp], ranks=[", r / 4 * 4, ", ", r / 4 * 4 + 1,
+                                   ", ", r / 4 * 4 + 2, ", ", r / 4 * 4 + 3, "])"));
+    EXPECT_EQ(flat.local_rank(0), r % 4);
+    EXPECT_EQ(flat.axis_group(0)->name(), "dp_tp");
+    const int base = r / 4 * 4;
+    EXPECT_EQ(AxisSum(flat, "dp_tp"), 4 * base + 6);
+    // Flatten on a sub-mesh: every rank calls it, groups are made over the root mesh.
+    DeviceMesh pp_dp = mesh[{"pp", "dp"}].Flatten({"pp", "dp"}, "pp_dp");
+    EXPECT_EQ(pp_dp.size(), 4);
+    EXPECT_EQ(AxisSum(pp_dp, "pp_dp"), (r % 2) * 4 + 12);
+  }, Fast());
+}
+
+TEST(DeviceMeshTest, ThreeByTwoMeshHasUnevenAxes) {
+  comm::RunRanks(6, [](comm::ProcessGroupPtr world) {
+    DeviceMesh mesh = InitDeviceMesh(world, {3, 2}, {"dp", "tp"});
+    const int r = world->rank();
+    EXPECT_EQ(mesh.axis_group("dp")->size(), 3);
+    EXPECT_EQ(mesh.axis_group("dp")->global_ranks(), (std::vector<int>{r % 2, r % 2 + 2, r % 2 + 4}));
+    EXPECT_EQ(AxisSum(mesh, "dp"), 3 * (r % 2) + 6);
+  }, Fast());
+}
+
+TEST(DeviceMeshTest, BadShapesAndNamesRaiseInvalidArgument) {
+  comm::RunRanks(4, [&](comm::ProcessGroupPtr world) {
+    ExpectError(ErrorCode::kInvalidArgument, "mesh shape [2, 3] holds 6 ranks but the world group 'world' has 4",
+                [&] { InitDeviceMesh(world, {2, 3}, {"dp", "tp"}); });
+    ExpectError(ErrorCode::kInvalidArgument, "duplicate axis name 'dp'",
+                [&] { InitDeviceMesh(world, {2, 2}, {"dp", "dp"}); });
+    DeviceMesh mesh = InitDeviceMesh(world, {2, 2}, {"dp", "tp"});
+    ExpectError(ErrorCode::kInvalidArgument, "unknown axis 'pp'", [&] { mesh["pp"]; });
+    ExpectError(ErrorCode::kInvalidArgument, "must be distinct and in mesh order", [&] { mesh[{"tp", "dp"}]; });
+    ExpectError(ErrorCode::kInvalidArgument, "unknown axis 'cp'", [&] { mesh.axis_group("cp"); });
+    ExpectError(ErrorCode::kInvalidArgument, "name 'tp' is already an axis",
+                [&] { mesh.Flatten({"dp", "tp"}, "tp"); });
+  }, Fast());
+}
+
+TEST(DeviceMeshTest, DefaultAxisNamesAreNumbered) {
+  comm::RunRanks(2, [](comm::ProcessGroupPtr world) {
+    DeviceMesh mesh = InitDeviceMesh(world, {2});
+    EXPECT_EQ(mesh.ToString(), "DeviceMesh(shape=[2], axes=[axis0], ranks=[0, 1])");
+    EXPECT_EQ(mesh.axis_group(0)->name(), "axis0");
+  }, Fast());
+}
+
+}  // namespace
+}  // namespace tessel::dtensor

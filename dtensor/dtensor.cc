@@ -1,0 +1,220 @@
+// dtensor/dtensor.cc — DTensor handle, DistributeTensor, FromLocal (with run_check), ToLocal, FullTensor.
+#include "dtensor/dtensor.h"
+
+#include "core/base/error.h"
+#include "core/tensor/factory.h"
+#include "core/tensor/tensor_impl.h"
+#include "dtensor/dtensor_impl.h"
+#include "dtensor/internal/backward_node.h"
+#include "dtensor/internal/dense.h"
+#include "dtensor/layout.h"
+#include "dtensor/redistribute.h"
+
+namespace tessel::dtensor {
+namespace {
+
+constexpr int64_t kMaxCheckedDims = 16;
+
+// Shard(-1) -> Shard(ndim - 1), like PyTorch's user-facing APIs; out-of-range dims stay for Verify.
+std::vector<Placement> NormalizePlacements(std::vector<Placement> placements, int64_t ndim) {
+  for (Placement& p : placements) {
+    if (Shard* s = std::get_if<Shard>(&p); s != nullptr && s->dim < 0 && s->dim >= -ndim) s->dim += ndim;
+  }
+  return placements;
+}
+
+// Broadcasts `tensor` of global rank `src_rank` to every rank of the mesh: one broadcast per axis, each
+// from the coordinate src_rank has on that axis (after axis a, every rank that agrees with src_rank on
+// the axes after a holds the data).
+Tensor BroadcastOverMesh(const Tensor& tensor, const DeviceMesh& mesh, int src_rank) {
+  std::optional<std::vector<int64_t>> src = mesh.topology().CoordinateOf(src_rank);
+  TESSEL_CHECK(src.has_value(), "DistributeTensor: src_rank ", src_rank, " is not in ", mesh.ToString());
+  Tensor buf = internal::CopyOf(tensor);
+  for (int a = 0; a < mesh.ndim(); ++a) {
+    mesh.axis_group(a)->Broadcast(buf, static_cast<int>((*src)[static_cast<size_t>(a)]))->Wait();
+  }
+  return buf;
+}
+
+Tensor GradToLocal(const Tensor& grad, const DTensorSpec& forward) {
+  const DTensorImpl& g = GetDTensorImpl(grad, "from_local backward");
+  std::vector<Placement> target;
+  for (int a = 0; a < forward.mesh().ndim(); ++a) {
+    target.push_back(GradPlacement(g.spec().placement(a), forward.placement(a)));
+  }
+  DTensorSpec spec(forward.mesh_ptr(), std::move(target), forward.shape(), forward.strides(), grad.dtype(),
+                   forward.shard_order());
+  const Tensor moved = g.spec() == spec ? grad : Redistribute(grad, spec, PlanOptions{.allow_partial_target = true});
+  return Detach(GetDTensorImpl(moved, "from_local backward").local());
+}
+
+// Every rank's [ndim, dtype, sizes...] in mesh (row-major) order: one all_gather per axis, innermost
+// first, so rows end up ordered by flat coordinate.
+std::vector<std::vector<int64_t>> GatherLocalInfo(const Tensor& local, const DeviceMesh& mesh) {
+  TESSEL_CHECK(local.dim() <= kMaxCheckedDims, "FromLocal(run_check): at most ", kMaxCheckedDims,
+               " dims are supported, got ", local.dim());
+  std::vector<int64_t> mine(2 + kMaxCheckedDims, 0);
+  mine[0] = local.dim();
+  mine[1] = static_cast<int64_t>(local.dtype());
+  for (int64_t d = 0; d < local.dim(); ++d) mine[static_cast<size_t>(2 + d)] = local.size(d);
+  Tensor cur = FromVector(mine, {1, 2 + kMaxCheckedDims});
+  for (int a = mesh.ndim() - 1; a >= 0; --a) {
+    Tensor out = Empty({mesh.size(a) * cur.size(0), 2 + kMaxCheckedDims}, DType::kInt64);
+    mesh.axis_group(a)->AllGather(out, cur)->Wait();
+    cur = out;
+  }
+  const std::vector<int64_t> flat = cur.ToVector<int64_t>();
+  std::vector<std::vector<int64_t>> rows;
+  for (size_t r = 0; r < static_cast<size_t>(cur.size(0)); ++r) {
+    rows.emplace_back(flat.begin() + static_cast<int64_t>(r * (2 + kMaxCheckedDims)),
+                      flat.begin() + static_cast<int64_t>((r + 1) * (2 + kMaxCheckedDims)));
+  }
+  return rows;
+}
+
+// Global size of each dim from every rank's local sizes: the sum over the pieces of a sharded dim (the
+// ranks at coordinate 0 on every axis that does not shard it), the common size of an unsharded one.
+Shape DeriveGlobalShape(const std::vector<std::vector<int64_t>>& rows, const MeshTopology& mesh,
+                        const ShardOrder& order, int64_t ndim) {
+  Shape shape(static_cast<size_t>(ndim), 0);
+  for (int64_t flat = 0; flat < mesh.numel(); ++flat) {
+    const std::vector<int64_t> coord = *mesh.CoordinateOf(mesh.ranks()[static_cast<size_t>(flat)]);
+    for (int64_t d = 0; d < ndim; ++d) {
+      const std::vector<int>& axes = order[static_cast<size_t>(d)];
+      bool counts = true;
+      for (int a = 0; a < mesh.ndim(); ++a) {
+        const bool shards_d = std::find(axes.begin(), axes.end(), a) != axes.end();
+        if (!shards_d && coord[static_cast<size_t>(a)] != 0) counts = false;
+      }
+      const int64_t size = rows[static_cast<size_t>(flat)][static_cast<size_t>(2 + d)];
+      if (counts) shape[static_cast<size_t>(d)] = axes.empty() ? size : shape[static_cast<size_t>(d)] + size;
+    }
+  }
+  return shape;
+}
+
+// run_check: derive or confirm the global shape, then hold every rank's local shape against the layout.
+// Every rank sees the same data, so every rank raises the same error.
+Shape CheckLocalShapes(const Tensor& local, const DeviceMesh& mesh, const std::vector<Placement>& placements,
+                       const FromLocalOptions& options) {
+  const std::vector<std::vector<int64_t>> rows = GatherLocalInfo(local, mesh);
+  const MeshTopology& topo = mesh.topology();
+  for (size_t r = 1; r < rows.size(); ++r) {
+    TESSEL_CHECK(rows[r][0] == rows[0][0] && rows[r][1] == rows[0][1], "FromLocal(run_check): rank ",
+                 topo.ranks()[r], " passed a ", rows[r][0], "-d ", DTypeName(static_cast<DType>(rows[r][1])),
+                 " local tensor but rank ", topo.ranks()[0], " passed a ", rows[0][0], "-d ",
+                 DTypeName(static_cast<DType>(rows[0][1])), " one; placements ", PlacementsToString(placements),
+                 " on ", mesh.ToString());
+  }
+  const ShardOrder order = options.shard_order.value_or(DefaultShardOrder(placements, local.dim()));
+  const Shape shape = options.shape.value_or(DeriveGlobalShape(rows, topo, order, local.dim()));
+  DTensorSpec spec(mesh.topology_ptr(), placements, shape, local.dtype(), order);
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const std::vector<int64_t> coord = *topo.CoordinateOf(topo.ranks()[r]);
+    const Shape want = ComputeLocalShape(spec, coord);
+    const Shape got(rows[r].begin() + 2, rows[r].begin() + 2 + local.dim());
+    TESSEL_CHECK(got == want, "FromLocal(run_check): rank ", topo.ranks()[r], " at coordinate ", ShapeStr(coord),
+                 " has local shape ", ShapeStr(got), " but ", spec.ToString(), " needs ", ShapeStr(want),
+                 "; local shapes are inconsistent across ranks");
+  }
+  return shape;
+}
+
+}  // namespace
+
+DTensor::DTensor(Tensor t) : tensor_(std::move(t)) { GetDTensorImpl(tensor_, "DTensor"); }
+
+const DTensorSpec& DTensor::spec() const { return GetDTensorImpl(tensor_, "DTensor::spec").spec(); }
+const DeviceMesh& DTensor::mesh() const { return GetDTensorImpl(tensor_, "DTensor::mesh").mesh(); }
+Shape DTensor::local_shape() const { return GetDTensorImpl(tensor_, "DTensor::local_shape").local().sizes(); }
+
+DTensor DTensor::FromLocal(const Tensor& local, const DeviceMesh& mesh, std::vector<Placement> placements,
+                           const FromLocalOptions& options) {
+  TESSEL_CHECK(local.defined() && !local.is_distributed(), "FromLocal: expected a dense local tensor, got ",
+               local.defined() ? local.impl()->KindName() : "an undefined tensor");
+  placements = NormalizePlacements(std::move(placements), local.dim());
+  Shape shape;
+  if (options.run_check) {
+    shape = CheckLocalShapes(local, mesh, placements, options);
+  } else if (options.shape) {
+    shape = *options.shape;
+  } else {
+    shape = local.sizes();
+    for (size_t a = 0; a < placements.size() && a < static_cast<size_t>(mesh.ndim()); ++a) {
+      const Shard* s = std::get_if<Shard>(&placements[a]);
+      if (s != nullptr && s->dim >= 0 && s->dim < local.dim()) shape[static_cast<size_t>(s->dim)] *= mesh.size(int(a));
+    }
+  }
+  DTensorSpec spec(mesh.topology_ptr(), std::move(placements), shape,
+                   options.stride.value_or(ContiguousStrides(shape)), local.dtype(), options.shard_order);
+  Tensor out = MakeDTensor(local, spec, mesh);
+  internal::RecordBackward("from_local", local, out, [spec](const Tensor& g) { return GradToLocal(g, spec); });
+  return DTensor(std::move(out));
+}
+
+Tensor DTensor::ToLocal(std::optional<std::vector<Placement>> grad_placements) const {
+  const DTensorImpl& d = GetDTensorImpl(tensor_, "ToLocal");
+  Tensor out = Detach(d.local());
+  internal::RecordBackward("to_local", tensor_, out,
+                           [spec = d.spec(), mesh = d.mesh(), gp = std::move(grad_placements)](const Tensor& g) {
+                             std::optional<ShardOrder> order;
+                             if (!gp || *gp == spec.placements()) order = spec.shard_order();
+                             DTensorSpec gs(spec.mesh_ptr(), gp.value_or(spec.placements()), spec.shape(),
+                                            spec.strides(), g.dtype(), order);
+                             return MakeDTensor(g, std::move(gs), mesh);
+                           });
+  return out;
+}
+
+Tensor DTensor::FullTensor() const {
+  std::vector<Placement> replicated(static_cast<size_t>(mesh().ndim()), Replicate{});
+  return Redistribute(mesh(), std::move(replicated)).ToLocal();
+}
+
+DTensor DTensor::Redistribute(const DeviceMesh& mesh, std::vector<Placement> placements,
+                              std::optional<ShardOrder> shard_order) const {
+  TESSEL_CHECK(mesh == this->mesh(), "redistribute: target mesh ", mesh.ToString(), " differs from the tensor's ",
+               this->mesh().ToString(), " (redistributing across meshes is not supported)");
+  DTensorSpec dst = spec().WithPlacements(NormalizePlacements(std::move(placements), shape().size()),
+                                          std::move(shard_order));
+  return DTensor(dtensor::Redistribute(tensor_, dst));
+}
+
+DTensor& DTensor::set_requires_grad(bool requires_grad) {
+  tensor_.set_requires_grad(requires_grad);
+  return *this;
+}
+
+DTensor DTensor::grad() const {
+  Tensor g = tensor_.grad();
+  return g.defined() ? DTensor(std::move(g)) : DTensor();
+}
+
+std::string DTensor::ToString() const {
+  if (!defined()) return "DTensor(undefined)";
+  return Str("DTensor(local=", ShapeStr(local_shape()), ", spec=", spec().ToString(), ")");
+}
+
+std::ostream& operator<<(std::ostream& os, const DTensor& t) { return os << t.ToString(); }
+
+DTensor DistributeTensor(const Tensor& tensor, const DeviceMesh& mesh, std::vector<Placement> placements,
+                         const DistributeOptions& options) {
+  TESSEL_CHECK(tensor.defined() && !tensor.is_distributed(), "DistributeTensor: expected a dense tensor, got ",
+               tensor.defined() ? tensor.impl()->KindName() : "an undefined tensor");
+  placements = NormalizePlacements(std::move(placements), tensor.dim());
+  for (size_t a = 0; a < placements.size(); ++a) {
+    TESSEL_CHECK(!IsPartial(placements[a]), "DistributeTensor: placements ", PlacementsToString(placements),
+                 " places ", ToString(placements[a]), " on mesh axis ", a,
+                 "; a full tensor can only be sharded or replicated (use DTensor::FromLocal for partial values)");
+  }
+  DTensorSpec spec(mesh.topology_ptr(), std::move(placements), tensor.sizes(), tensor.dtype(), options.shard_order);
+  const Tensor full = options.src_rank ? BroadcastOverMesh(tensor, mesh, *options.src_rank) : tensor;
+  Tensor view = full;
+  const std::vector<DimInterval> box = GlobalIntervals(spec, mesh.coordinate());
+  for (size_t d = 0; d < box.size(); ++d) view = internal::Narrow(view, int64_t(d), box[d].offset, box[d].length);
+  DTensor out(MakeDTensor(internal::CopyOf(view), std::move(spec), mesh));
+  if (tensor.requires_grad()) out.set_requires_grad(true);
+  return out;
+}
+
+}  // namespace tessel::dtensor

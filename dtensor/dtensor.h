@@ -1,0 +1,101 @@
+// dtensor/dtensor.h — DTensor: the typed handle of a distributed tensor, and the entry points that make
+// one (DistributeTensor, DTensor::FromLocal) or leave one (ToLocal, FullTensor), as in PyTorch's
+// torch.distributed.tensor.
+//
+// A DTensor is a cheap handle: copying it is a shallow copy of a Tensor whose impl is a DTensorImpl
+// (dtensor_impl.h), and it converts to `const Tensor&`, so ops and autograd take it like any tensor.
+// Invariant: a defined DTensor always wraps a DTensorImpl. Every entry point here is differentiable
+// except DistributeTensor, which (as in PyTorch) makes a new leaf.
+//
+// Example (4 ranks, mesh (dp, tp) = (2, 2)):
+//   DTensor w = DistributeTensor(full_w, mesh, ParsePlacements("R, S(0)"));   // no communication
+//   DTensor r = w.Redistribute(mesh, ParsePlacements("R, R"));               // one all_gather on "tp"
+//   Tensor local = r.ToLocal();                                               // this rank's data
+//   DTensor p = DTensor::FromLocal(partial_sum, mesh, ParsePlacements("P(sum), R"));
+//   Tensor full = p.FullTensor();                                             // one all_reduce on "dp"
+#pragma once
+
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "core/tensor/tensor.h"
+#include "dtensor/device_mesh.h"
+#include "dtensor/dtensor_spec.h"
+#include "dtensor/placement.h"
+#include "dtensor/shard_order.h"
+
+namespace tessel::dtensor {
+
+struct FromLocalOptions {
+  // Global shape and strides. Default shape: local size * number of shards per dim (even sharding, as
+  // PyTorch assumes); with run_check the shape is derived from every rank's local shape instead, so
+  // uneven shards work. Default strides: contiguous.
+  std::optional<Shape> shape;
+  std::optional<Shape> stride;
+  std::optional<ShardOrder> shard_order;
+  // Gather every rank's local shape and dtype (one small all_gather per mesh axis) and raise the same
+  // kInvalidArgument on every rank if they are inconsistent with the placements.
+  bool run_check = false;
+};
+
+struct DistributeOptions {
+  // When set, the tensor of this global rank is broadcast over the mesh first (one broadcast per axis);
+  // otherwise every rank must pass the same full tensor and no communication happens.
+  std::optional<int> src_rank;
+  std::optional<ShardOrder> shard_order;
+};
+
+class DTensor {
+ public:
+  DTensor() = default;
+  // REQUIRES: `t` is a DTensor (kInvalidArgument otherwise).
+  explicit DTensor(Tensor t);
+
+  // Wraps this rank's `local` shard. Differentiable: the gradient of `local` is the gradient's local
+  // shard after redistributing it to `placements` (Partial ones as Replicate).
+  static DTensor FromLocal(const Tensor& local, const DeviceMesh& mesh, std::vector<Placement> placements,
+                           const FromLocalOptions& options = {});
+
+  bool defined() const { return tensor_.defined(); }
+  const Tensor& tensor() const { return tensor_; }
+  operator const Tensor&() const { return tensor_; }  // NOLINT(google-explicit-constructor): a handle view
+
+  const DTensorSpec& spec() const;
+  const std::vector<Placement>& placements() const { return spec().placements(); }
+  const DeviceMesh& mesh() const;
+  const Shape& shape() const { return tensor_.sizes(); }  // global
+  Shape local_shape() const;
+  DType dtype() const { return tensor_.dtype(); }
+
+  // This rank's shard (aliases the DTensor's data). Differentiable: the local gradient becomes a DTensor
+  // with `grad_placements` (default: this tensor's placements).
+  Tensor ToLocal(std::optional<std::vector<Placement>> grad_placements = std::nullopt) const;
+  // The whole global tensor on every rank (Redistribute to all-Replicate, then ToLocal).
+  Tensor FullTensor() const;
+  // REQUIRES: `mesh` is this tensor's mesh. A target Partial raises kInvalidArgument (ops make Partial).
+  DTensor Redistribute(const DeviceMesh& mesh, std::vector<Placement> placements,
+                       std::optional<ShardOrder> shard_order = std::nullopt) const;
+
+  bool requires_grad() const { return tensor_.requires_grad(); }
+  DTensor& set_requires_grad(bool requires_grad);
+  // The accumulated gradient (a DTensor), or an undefined DTensor.
+  DTensor grad() const;
+
+  // "DTensor(local=[4, 8], spec=DTensorSpec(...))"
+  std::string ToString() const;
+
+ private:
+  Tensor tensor_;
+};
+
+std::ostream& operator<<(std::ostream& os, const DTensor& t);
+
+// Shards (or replicates) the full `tensor` that every rank passes: this rank keeps its piece, copied.
+// Partial placements are rejected (kInvalidArgument). The result is a leaf that requires grad iff
+// `tensor` does.
+DTensor DistributeTensor(const Tensor& tensor, const DeviceMesh& mesh, std::vector<Placement> placements,
+                         const DistributeOptions& options = {});
+
+}  // namespace tessel::dtensor

@@ -1,0 +1,48 @@
+// dtensor/dtensor_impl.cc — DTensorImpl and the checked constructor MakeDTensor.
+#include "dtensor/dtensor_impl.h"
+
+#include "core/base/error.h"
+#include "dtensor/layout.h"
+
+namespace tessel::dtensor {
+
+DTensorImpl::DTensorImpl(Tensor local, DTensorSpec spec, DeviceMesh mesh)
+    : TensorImpl(spec.shape(), spec.strides(), spec.dtype(), local.device()),
+      local_(std::move(local)),
+      spec_(std::move(spec)),
+      mesh_(std::move(mesh)) {}
+
+std::shared_ptr<TensorImpl> DTensorImpl::ShallowCopyDetached() const {
+  return std::make_shared<DTensorImpl>(local_, spec_, mesh_);
+}
+
+bool DTensorImpl::OwnsDataExclusively() const {
+  return local_.impl_ptr().use_count() == 1 && local_.impl()->OwnsDataExclusively();
+}
+
+Tensor MakeDTensor(const Tensor& local, DTensorSpec spec, const DeviceMesh& mesh) {
+  TESSEL_CHECK(local.defined() && !local.is_distributed(), "DTensor: the local tensor must be a defined dense tensor",
+               " for ", spec.ToString());
+  TESSEL_CHECK(spec.mesh() == mesh.topology(), "DTensor: spec mesh ", spec.mesh().ToString(),
+               " differs from the mesh ", mesh.ToString());
+  const Shape want = ComputeLocalShape(spec, mesh.coordinate());
+  TESSEL_CHECK(local.sizes() == want && local.dtype() == spec.dtype(), "DTensor: rank ", mesh.global_rank(),
+               " at coordinate ", ShapeStr(mesh.coordinate()), " holds a local tensor of shape ",
+               ShapeStr(local.sizes()), " ", DTypeName(local.dtype()), " but ", spec.ToString(), " needs ",
+               ShapeStr(want), " ", DTypeName(spec.dtype()));
+  return Tensor(std::make_shared<DTensorImpl>(Detach(local), std::move(spec), mesh));
+}
+
+const DTensorImpl* AsDTensorImpl(const Tensor& t) {
+  if (!t.defined() || !t.is_distributed()) return nullptr;
+  return dynamic_cast<const DTensorImpl*>(t.impl());
+}
+
+const DTensorImpl& GetDTensorImpl(const Tensor& t, const char* op) {
+  const DTensorImpl* d = AsDTensorImpl(t);
+  TESSEL_CHECK(d != nullptr, op, ": expected a DTensor, got ",
+               t.defined() ? Str(t.impl()->KindName(), " tensor of shape ", ShapeStr(t.sizes())) : "an undefined tensor");
+  return *d;
+}
+
+}  // namespace tessel::dtensor

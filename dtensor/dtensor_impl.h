@@ -1,0 +1,57 @@
+// dtensor/dtensor_impl.h — DTensorImpl: the TensorImpl of a distributed tensor (its local shard + its
+// DTensorSpec + the DeviceMesh it lives on). Behind a plain `Tensor` handle, `is_distributed()` is true
+// and sizes()/strides() are the *global* ones (DESIGN.md: DTensor is a kind of Tensor).
+//
+// Invariant: local() is a dense tensor with no autograd state, of dtype spec().dtype(), whose shape is
+// ComputeLocalShape(spec(), mesh().coordinate()) (layout.h); spec().mesh() == mesh().topology(). The
+// impl is immutable except through the data of local() (in-place ops bump its version, which is this
+// impl's version too). Autograd state lives on the DTensorImpl, never on the local tensor.
+//
+// Example:
+//   Tensor t = MakeDTensor(local, spec, mesh);         // checks the invariant
+//   const DTensorImpl* d = AsDTensorImpl(t);           // nullptr for a dense tensor
+//   d->local().sizes();                                // this rank's shard shape
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "core/tensor/tensor.h"
+#include "core/tensor/tensor_impl.h"
+#include "dtensor/device_mesh.h"
+#include "dtensor/dtensor_spec.h"
+
+namespace tessel::dtensor {
+
+class DTensorImpl final : public TensorImpl {
+ public:
+  // REQUIRES the file invariant (use MakeDTensor, which checks it and detaches `local`).
+  DTensorImpl(Tensor local, DTensorSpec spec, DeviceMesh mesh);
+
+  bool is_distributed() const override { return true; }
+  std::shared_ptr<TensorImpl> ShallowCopyDetached() const override;
+  std::string KindName() const override { return "DTensor"; }
+  uint32_t version() const override { return local_.impl()->version(); }
+  void RetagMemory(memory::Ledger ledger) const override { local_.impl()->RetagMemory(ledger); }
+  bool OwnsDataExclusively() const override;
+
+  const Tensor& local() const { return local_; }
+  const DTensorSpec& spec() const { return spec_; }
+  const DeviceMesh& mesh() const { return mesh_; }
+
+ private:
+  Tensor local_;
+  DTensorSpec spec_;
+  DeviceMesh mesh_;
+};
+
+// A distributed tensor handle over `local` (detached: the DTensor never shares autograd state with it).
+// Throws kInvalidArgument naming the spec and rank when local's shape or dtype does not match the spec
+// at this rank's coordinate, or when `mesh` is not the spec's mesh.
+Tensor MakeDTensor(const Tensor& local, DTensorSpec spec, const DeviceMesh& mesh);
+// The impl of a distributed tensor, or nullptr for a dense (or undefined) one.
+const DTensorImpl* AsDTensorImpl(const Tensor& t);
+// Like AsDTensorImpl but throws kInvalidArgument naming `op` when `t` is not a DTensor.
+const DTensorImpl& GetDTensorImpl(const Tensor& t, const char* op);
+
+}  // namespace tessel::dtensor

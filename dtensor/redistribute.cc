@@ -1,0 +1,202 @@
+// dtensor/redistribute.cc — one function per step kind, the step loop, and the autograd wiring.
+#include "dtensor/redistribute.h"
+
+#include "core/base/error.h"
+#include "core/memory/allocator.h"
+#include "core/tensor/copy.h"
+#include "core/tensor/factory.h"
+#include "core/tensor/tensor_impl.h"
+#include "dtensor/dtensor_impl.h"
+#include "dtensor/internal/backward_node.h"
+#include "dtensor/internal/dense.h"
+#include "dtensor/layout.h"
+
+namespace tessel::dtensor {
+namespace {
+
+using internal::ContiguousView;
+using internal::CopyOf;
+using internal::MoveToFront;
+using internal::Narrow;
+using internal::WithSize;
+
+// Everything one step needs to know about this rank.
+struct StepContext {
+  const DeviceMesh& mesh;
+  const DTensorSpec& src;
+  const ShardingState& state;  // before the step
+  const RedistributeStep& step;
+  int64_t world() const { return mesh.size(step.axis); }
+  int64_t coord() const { return mesh.coordinate()[static_cast<size_t>(step.axis)]; }
+  const comm::ProcessGroupPtr& group() const { return mesh.axis_group(step.axis); }
+  // Size of `dim` on this rank once `step.axis` (the last axis of dim's order) no longer shards it.
+  int64_t ReleasedExtent(int64_t dim) const {
+    const std::vector<int>& axes = state.order[static_cast<size_t>(dim)];
+    return DimExtent(src.shape()[static_cast<size_t>(dim)], std::span<const int>(axes).first(axes.size() - 1),
+                     mesh.shape(), mesh.coordinate())
+        .length;
+  }
+};
+
+// ---- one function per step kind --------------------------------------------------------------------
+
+Tensor AllGather(const StepContext& c, const Tensor& local) {
+  const int64_t dim = c.step.src_dim, w = c.world();
+  const int64_t extent = c.ReleasedExtent(dim), full = (extent + w - 1) / w;
+  Shape gathered = MoveToFront(local, dim).sizes();
+  gathered[0] = w * full;
+  if (dim == 0 && extent % w == 0 && local.is_contiguous()) {  // even pieces along dim 0: no staging copy
+    Tensor out = Empty(gathered, local.dtype(), local.device());
+    c.group()->AllGather(out, local)->Wait();
+    return out;
+  }
+  Tensor in, out;
+  {
+    memory::LedgerScope scope(memory::Ledger::kCommBuffers);
+    in = local.size(dim) < full ? Zeros(WithSize(gathered, 0, full), local.dtype(), local.device())
+                                : Empty(WithSize(gathered, 0, full), local.dtype(), local.device());
+    out = Empty(gathered, local.dtype(), local.device());
+  }
+  CopyInto(Narrow(in, 0, 0, local.size(dim)), MoveToFront(local, dim));
+  c.group()->AllGather(out, in)->Wait();
+  Tensor result = Empty(WithSize(local.sizes(), dim, extent), local.dtype(), local.device());
+  const Tensor result_front = MoveToFront(result, dim);
+  for (int64_t k = 0; k < w; ++k) {
+    const ChunkPiece p = ChunkPieceOf(extent, w, k);
+    if (p.size > 0) CopyInto(Narrow(result_front, 0, p.offset, p.size), Narrow(out, 0, k * full, p.size));
+  }
+  return result;
+}
+
+Tensor ReduceScatter(const StepContext& c, const Tensor& local) {
+  const int64_t dim = c.step.dst_dim, w = c.world(), extent = local.size(dim);
+  const int64_t full = (extent + w - 1) / w;
+  const ChunkPiece mine = ChunkPieceOf(extent, w, c.coord());
+  const Tensor front = MoveToFront(local, dim);
+  if (dim == 0 && extent % w == 0 && local.is_contiguous()) {  // even pieces along dim 0
+    Tensor out = Empty(WithSize(local.sizes(), 0, full), local.dtype(), local.device());
+    c.group()->ReduceScatter(out, local, c.step.op)->Wait();
+    return out;
+  }
+  Tensor in, out;
+  {
+    memory::LedgerScope scope(memory::Ledger::kCommBuffers);
+    const Shape padded = WithSize(front.sizes(), 0, w * full);
+    in = extent % w != 0 ? Zeros(padded, local.dtype(), local.device()) : Empty(padded, local.dtype(), local.device());
+    out = Empty(WithSize(front.sizes(), 0, full), local.dtype(), local.device());
+  }
+  for (int64_t k = 0; k < w; ++k) {
+    const ChunkPiece p = ChunkPieceOf(extent, w, k);
+    if (p.size > 0) CopyInto(Narrow(in, 0, k * full, p.size), Narrow(front, 0, p.offset, p.size));
+  }
+  c.group()->ReduceScatter(out, in, c.step.op)->Wait();
+  Tensor result = Empty(WithSize(local.sizes(), dim, mine.size), local.dtype(), local.device());
+  CopyInto(MoveToFront(result, dim), Narrow(out, 0, 0, mine.size));
+  return result;
+}
+
+Tensor AllReduce(const StepContext& c, const Tensor& local) {
+  Tensor out = CopyOf(local);  // never write into the source DTensor's local tensor
+  c.group()->AllReduce(out, c.step.op)->Wait();
+  return out;
+}
+
+// Dim i (src_dim) is gathered over the axis while dim j (dst_dim) is cut: peer k gets my piece k of j,
+// and I get peer k's piece of i (its size depends on k when i is uneven). Buffers are flat, so the
+// pieces travel exactly, without padding.
+Tensor AllToAll(const StepContext& c, const Tensor& local) {
+  const int64_t i = c.step.src_dim, j = c.step.dst_dim, w = c.world();
+  const int64_t extent_i = c.ReleasedExtent(i), extent_j = local.size(j);
+  const ChunkPiece mine_j = ChunkPieceOf(extent_j, w, c.coord());
+  const int64_t rest = NumElements(WithSize(WithSize(local.sizes(), i, 1), j, 1));  // dims other than i, j
+  std::vector<int64_t> send_splits, recv_splits;
+  Tensor send, recv;
+  int64_t recv_total = 0;
+  for (int64_t k = 0; k < w; ++k) {
+    send_splits.push_back(ChunkPieceOf(extent_j, w, k).size * local.size(i) * rest);
+    recv_splits.push_back(mine_j.size * ChunkPieceOf(extent_i, w, k).size * rest);
+    recv_total += recv_splits.back();
+  }
+  {
+    memory::LedgerScope scope(memory::Ledger::kCommBuffers);
+    send = Empty({local.numel()}, local.dtype(), local.device());
+    recv = Empty({recv_total}, local.dtype(), local.device());
+  }
+  int64_t offset = 0;
+  for (int64_t k = 0; k < w; ++k) {
+    const ChunkPiece p = ChunkPieceOf(extent_j, w, k);
+    CopyInto(ContiguousView(send, WithSize(local.sizes(), j, p.size), offset), Narrow(local, j, p.offset, p.size));
+    offset += send_splits[static_cast<size_t>(k)];
+  }
+  c.group()->AllToAll(recv, send, recv_splits, send_splits)->Wait();
+  Tensor result = Empty(WithSize(WithSize(local.sizes(), i, extent_i), j, mine_j.size), local.dtype(), local.device());
+  offset = 0;
+  for (int64_t k = 0; k < w; ++k) {
+    const ChunkPiece p = ChunkPieceOf(extent_i, w, k);
+    const Shape block = WithSize(result.sizes(), i, p.size);
+    if (p.size > 0) CopyInto(Narrow(result, i, p.offset, p.size), ContiguousView(recv, block, offset));
+    offset += recv_splits[static_cast<size_t>(k)];
+  }
+  return result;
+}
+
+Tensor LocalChunk(const StepContext& c, const Tensor& local) {
+  const ChunkPiece p = ChunkPieceOf(local.size(c.step.dst_dim), c.world(), c.coord());
+  return CopyOf(Narrow(local, c.step.dst_dim, p.offset, p.size));
+}
+
+// Partial contract #3: sum keeps the value on coordinate 0 and zeros elsewhere (exact); avg, max and
+// min keep the value everywhere.
+Tensor Partition(const StepContext& c, const Tensor& local) {
+  if (c.step.op != comm::ReduceOp::kSum || c.coord() == 0) return local;
+  return Zeros(local.sizes(), local.dtype(), local.device());
+}
+
+Tensor RunStep(const StepContext& c, const Tensor& local) {
+  switch (c.step.kind) {
+    case StepKind::kAllGather: return AllGather(c, local);
+    case StepKind::kReduceScatter: return ReduceScatter(c, local);
+    case StepKind::kAllReduce: return AllReduce(c, local);
+    case StepKind::kAllToAll: return AllToAll(c, local);
+    case StepKind::kLocalChunk: return LocalChunk(c, local);
+    case StepKind::kPartition: return Partition(c, local);
+  }
+  TESSEL_INTERNAL_ASSERT(false, "unknown step kind");
+  return Tensor();
+}
+
+Tensor RedistributeGrad(const Tensor& grad, const DTensorSpec& src) {
+  const DTensorImpl& g = GetDTensorImpl(grad, "redistribute backward");
+  std::vector<Placement> target;
+  for (int a = 0; a < src.mesh().ndim(); ++a) target.push_back(GradPlacement(g.spec().placement(a), src.placement(a)));
+  // Only Partial source axes change (to Replicate), so the source's shard order stays valid.
+  DTensorSpec target_spec(src.mesh_ptr(), std::move(target), src.shape(), src.strides(), grad.dtype(),
+                          src.shard_order());
+  if (g.spec() == target_spec) return grad;
+  return Redistribute(grad, target_spec, PlanOptions{.allow_partial_target = true});
+}
+
+}  // namespace
+
+Tensor ExecuteRedistribute(const Tensor& local, const DTensorSpec& src, const RedistributePlan& plan,
+                           const DeviceMesh& mesh) {
+  Tensor cur = local;
+  ShardingState state = plan.start;
+  for (const RedistributeStep& step : plan.steps) {
+    cur = RunStep(StepContext{mesh, src, state, step}, cur);
+    state = ApplyStep(state, step);
+  }
+  return cur;
+}
+
+Tensor Redistribute(const Tensor& input, const DTensorSpec& dst, const PlanOptions& options) {
+  const DTensorImpl& in = GetDTensorImpl(input, "redistribute");
+  const DTensorSpec& src = in.spec();
+  Tensor local = in.local();
+  if (!(src == dst)) local = ExecuteRedistribute(local, src, PlanRedistribute(src, dst, options), in.mesh());
+  Tensor out = MakeDTensor(local, dst, in.mesh());
+  internal::RecordBackward("redistribute", input, out, [src](const Tensor& g) { return RedistributeGrad(g, src); });
+  return out;
+}
+
+}  // namespace tessel::dtensor

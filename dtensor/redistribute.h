@@ -1,0 +1,32 @@
+// dtensor/redistribute.h — the redistribute executor (runs a planner's steps on this rank's local tensor
+// over the mesh's axis groups) and the differentiable Redistribute op on DTensors.
+//
+// Invariant: ExecuteRedistribute issues exactly the collectives DryRun lists (same kind, group, bytes,
+// order) and returns a new local tensor laid out as the plan's target on this rank; it never writes
+// into the source local tensor. Uneven pieces are padded to the largest piece for all_gather and
+// reduce_scatter and unpadded afterwards (PyTorch's scheme); all_to_all sends exact, unpadded pieces.
+// Redistribute's backward sends the gradient back to GradPlacement(grad, src) on every axis
+// (placement.h Note (e)).
+//
+// Example:
+//   Tensor y = Redistribute(x, x_spec.WithPlacements(ParsePlacements("R")));   // one all_gather
+//   Backward(y_local, g);                                                       // x.grad(): S(0), no comm
+#pragma once
+
+#include "core/tensor/tensor.h"
+#include "dtensor/device_mesh.h"
+#include "dtensor/dtensor_spec.h"
+#include "dtensor/redistribute_planner.h"
+
+namespace tessel::dtensor {
+
+// Runs `plan` (made for `src`) on this rank. REQUIRES: local matches src at mesh.coordinate().
+Tensor ExecuteRedistribute(const Tensor& local, const DTensorSpec& src, const RedistributePlan& plan,
+                           const DeviceMesh& mesh);
+
+// The differentiable op: a DTensor with spec `dst` holding the same global value as the DTensor
+// `input`. Same-spec calls return a new handle over the same local tensor (no communication).
+// Throws kInvalidArgument for illegal transitions (see PlanRedistribute) naming both specs.
+Tensor Redistribute(const Tensor& input, const DTensorSpec& dst, const PlanOptions& options = {});
+
+}  // namespace tessel::dtensor
