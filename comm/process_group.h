@@ -27,6 +27,15 @@ namespace tessel::comm {
 enum class ReduceOp { kSum, kAvg, kMax, kMin, kProduct };
 std::string_view ReduceOpName(ReduceOp op);  // "sum", "avg", ...
 
+// One point-to-point operation of a batch (see ProcessGroup::BatchP2P); `peer` is a group rank.
+struct P2POp {
+  enum class Kind { kSend, kRecv };
+  Kind kind;
+  Tensor tensor;
+  int peer;
+  int tag = 0;
+};
+
 inline constexpr std::chrono::milliseconds kDefaultTimeout{300'000};
 
 class ProcessGroup {
@@ -58,9 +67,15 @@ class ProcessGroup {
   virtual WorkPtr Send(const Tensor& tensor, int dst, int tag = 0) = 0;
   virtual WorkPtr Recv(const Tensor& tensor, int src, int tag = 0) = 0;
   virtual WorkPtr Barrier() = 0;
+  // Posts every op of `ops` at once and completes when all are done (torch's batch_isend_irecv), so
+  // exchanges in both directions between two ranks cannot deadlock. Send/Recv are one-op batches and,
+  // like every call on a group, complete in issue order; a send and a recv match by (peer, tag) in
+  // posting order. The default implementation throws kUnimplemented.
+  virtual WorkPtr BatchP2P(const std::vector<P2POp>& ops);
 
-  // Collective over this group: every member calls with the same `ranks` (group ranks of this group).
-  // Members get the new group; non-members get nullptr.
+  // Collective over this group: every member calls with the same `ranks` (group ranks of this group),
+  // in the same order as its other NewGroup calls. Group rank i of the new group is ranks[i].
+  // Members get the new group (same timeout; name "<name>.<n>" until set_name); non-members get nullptr.
   virtual std::shared_ptr<ProcessGroup> NewGroup(const std::vector<int>& ranks) = 0;
 
  private:

@@ -1,0 +1,519 @@
+// comm/backends/gloo.cc — GlooProcessGroup: header exchange + Gloo collectives on a comm thread.
+#include "comm/backends/gloo.h"
+
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/alltoall.h>
+#include <gloo/alltoallv.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/store.h>
+#include <gloo/transport/tcp/device.h>
+#include <gloo/transport/unbound_buffer.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <optional>
+
+#include "comm/collective.h"
+#include "comm/comm_thread.h"
+#include "comm/reduce.h"
+#include "core/base/error.h"
+#include "core/base/parallel.h"
+#include "core/memory/allocator.h"
+#include "core/tensor/tensor_impl.h"
+
+namespace tessel::comm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+// Slots of our own traffic; Gloo's collectives use prefixes 0x01–0x08 (gloo/types.h).
+uint64_t HeaderSlot(int64_t seq) { return (uint64_t{0x20} << 56) | ((static_cast<uint64_t>(seq) & 0xffffffffu) << 24); }
+uint64_t P2PSlot(int tag) { return (uint64_t{0x21} << 56) | (uint64_t{static_cast<uint32_t>(tag)} << 24); }
+
+milliseconds Remaining(Clock::time_point deadline) {
+  return std::max(milliseconds(1), std::chrono::duration_cast<milliseconds>(deadline - Clock::now()));
+}
+
+// gloo::rendezvous::Store over a comm::Store, with a key prefix per group.
+class GlooStoreAdapter final : public gloo::rendezvous::Store {
+ public:
+  GlooStoreAdapter(comm::Store& store, std::string prefix, milliseconds timeout)
+      : store_(store), prefix_(std::move(prefix)), timeout_(timeout) {}
+  void set(const std::string& key, const std::vector<char>& data) override { store_.Set(prefix_ + key, data); }
+  std::vector<char> get(const std::string& key) override { return store_.Get(prefix_ + key, timeout_); }
+  void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
+  void wait(const std::vector<std::string>& keys, const milliseconds& timeout) override {
+    std::vector<std::string> full;
+    for (const std::string& k : keys) full.push_back(prefix_ + k);
+    store_.Wait(full, timeout.count() > 0 ? timeout : timeout_);
+  }
+
+ private:
+  comm::Store& store_;
+  std::string prefix_;
+  milliseconds timeout_;
+};
+
+// ---- header: [seq, kind, dtype, bytes, root, op, row_bytes, sender, in_splits(W), out_splits(W)] ----
+constexpr int kFixedFields = 8;
+
+std::vector<int64_t> EncodeHeader(const CollectiveDesc& d, int rank, int world) {
+  std::vector<int64_t> h(kFixedFields + 2 * world, 0);
+  h[0] = d.seq, h[1] = static_cast<int64_t>(d.kind), h[2] = static_cast<int64_t>(d.dtype), h[3] = d.bytes;
+  h[4] = d.root, h[5] = d.op ? static_cast<int64_t>(*d.op) : -1, h[6] = d.row_bytes, h[7] = rank;
+  for (size_t j = 0; j < d.input_splits.size(); ++j) h[kFixedFields + j] = d.input_splits[j];
+  for (size_t j = 0; j < d.output_splits.size(); ++j) h[kFixedFields + world + j] = d.output_splits[j];
+  return h;
+}
+
+CollectiveDesc DecodeHeader(const std::vector<int64_t>& h, int world) {
+  CollectiveDesc d;
+  d.seq = h[0], d.kind = static_cast<CollectiveKind>(h[1]), d.dtype = static_cast<DType>(h[2]), d.bytes = h[3];
+  d.root = static_cast<int>(h[4]);
+  if (h[5] >= 0) d.op = static_cast<ReduceOp>(h[5]);
+  d.row_bytes = h[6];
+  if (d.kind == CollectiveKind::kAllToAll) {
+    d.input_splits.assign(h.begin() + kFixedFields, h.begin() + kFixedFields + world);
+    d.output_splits.assign(h.begin() + kFixedFields + world, h.end());
+  }
+  return d;
+}
+
+// Allocates a staging buffer counted in the "comm buffers" ledger.
+std::unique_ptr<memory::Block> Staging(int64_t nbytes, Device device) {
+  memory::LedgerScope scope(memory::Ledger::kCommBuffers);
+  return memory::Allocate(nbytes, device);
+}
+
+// ---- data phase (comm thread, after the headers agreed) --------------------------------------------
+
+void GlooAllReduceRaw(const std::shared_ptr<gloo::Context>& ctx, DType dtype, ReduceOp op, void* data, int64_t n,
+                      uint32_t tag, milliseconds timeout) {
+  gloo::AllreduceOptions opts(ctx);
+  TESSEL_DISPATCH_ALL_TYPES(dtype, "all_reduce", [&] { opts.setOutput(static_cast<scalar_t*>(data), n); });
+  const ReduceOp pairwise = op == ReduceOp::kAvg ? ReduceOp::kSum : op;
+  opts.setReduceFunction([dtype, pairwise](void* c, const void* a, const void* b, size_t count) {
+    const void* inputs[2] = {a, b};
+    ReduceRange(dtype, pairwise, c, inputs, 0, static_cast<int64_t>(count));
+  });
+  opts.setTag(tag);
+  opts.setTimeout(timeout);
+  gloo::allreduce(opts);
+  if (op == ReduceOp::kAvg) DivideInPlace(dtype, data, n, ctx->size);
+}
+
+void GlooAllReduce(const std::shared_ptr<gloo::Context>& ctx, const Tensor& t, ReduceOp op, uint32_t tag,
+                   milliseconds timeout) {
+  const int64_t n = t.numel();
+  if (n == 0) return;
+  const DType dtype = t.dtype();
+  if (dtype != DType::kBFloat16 && dtype != DType::kFloat16) {
+    GlooAllReduceRaw(ctx, dtype, op, t.raw_data(), n, tag, timeout);
+    return;
+  }
+  // 16-bit floats: reduce in fp32 on the wire, round once at the end.
+  auto staging = Staging(n * 4, t.device());
+  float* f = static_cast<float*>(staging->data());
+  ToFloat32(dtype, t.raw_data(), f, n);
+  GlooAllReduceRaw(ctx, DType::kFloat32, op, f, n, tag, timeout);
+  FromFloat32(dtype, f, t.raw_data(), n);
+}
+
+void GlooAllGather(const std::shared_ptr<gloo::Context>& ctx, const Tensor& out, const Tensor& in, uint32_t tag,
+                   milliseconds timeout) {
+  const int64_t bytes = in.numel() * ElementSize(in.dtype());
+  if (bytes == 0) return;
+  gloo::AllgatherOptions opts(ctx);
+  char* out_ptr = static_cast<char*>(out.raw_data());
+  char* in_ptr = static_cast<char*>(in.raw_data());
+  if (in_ptr != out_ptr + ctx->rank * bytes) opts.setInput(in_ptr, bytes);  // else in place
+  opts.setOutput(out_ptr, bytes * ctx->size);
+  opts.setTag(tag);
+  opts.setTimeout(timeout);
+  gloo::allgather(opts);
+}
+
+void GlooReduceScatter(const std::shared_ptr<gloo::Context>& ctx, const Tensor& out, const Tensor& in, ReduceOp op,
+                       uint32_t tag, milliseconds timeout) {
+  const int world = ctx->size;
+  const int64_t slice = out.numel() * ElementSize(out.dtype());
+  if (slice == 0) return;
+  // all_to_all: block j of `staging` is member j's slice for this rank; then reduce in rank order.
+  auto staging = Staging(slice * world, out.device());
+  char* s = static_cast<char*>(staging->data());
+  gloo::AlltoallOptions opts(ctx);
+  opts.setInput(static_cast<char*>(in.raw_data()), slice * world);
+  opts.setOutput(s, slice * world);
+  opts.setTag(tag);
+  opts.setTimeout(timeout);
+  gloo::alltoall(opts);
+  std::vector<const void*> inputs(world);
+  for (int j = 0; j < world; ++j) inputs[j] = s + j * slice;
+  ParallelReduce(out.dtype(), op, out.raw_data(), inputs, out.numel());
+}
+
+void GlooAllToAll(const std::shared_ptr<gloo::Context>& ctx, const Tensor& out, const Tensor& in,
+                  const CollectiveDesc& d, uint32_t tag, milliseconds timeout) {
+  if (in.numel() == 0 && out.numel() == 0) return;
+  std::vector<int64_t> in_bytes, out_bytes;
+  for (int64_t rows : d.input_splits) in_bytes.push_back(rows * d.row_bytes);
+  for (int64_t rows : d.output_splits) out_bytes.push_back(rows * d.row_bytes);
+  gloo::AlltoallvOptions opts(ctx);
+  opts.setInput(static_cast<char*>(in.raw_data()), in_bytes);
+  opts.setOutput(static_cast<char*>(out.raw_data()), out_bytes);
+  opts.setTag(tag);
+  opts.setTimeout(timeout);
+  gloo::alltoallv(opts);
+}
+
+void GlooBroadcast(const std::shared_ptr<gloo::Context>& ctx, const Tensor& t, int root, uint32_t tag,
+                   milliseconds timeout) {
+  const int64_t bytes = t.numel() * ElementSize(t.dtype());
+  if (bytes == 0) return;
+  gloo::BroadcastOptions opts(ctx);
+  opts.setOutput(static_cast<char*>(t.raw_data()), bytes);
+  opts.setRoot(root);
+  opts.setTag(tag);
+  opts.setTimeout(timeout);
+  gloo::broadcast(opts);
+}
+
+void GlooBarrier(const std::shared_ptr<gloo::Context>& ctx, uint32_t tag, milliseconds timeout) {
+  gloo::BarrierOptions opts(ctx);
+  opts.setTag(tag);
+  opts.setTimeout(timeout);
+  gloo::barrier(opts);
+}
+
+std::shared_ptr<gloo::transport::Device> MakeDevice(const GlooOptions& options) {
+  gloo::transport::tcp::attr attr;
+  const std::string& m = options.master_addr;
+  const bool loopback = m == "localhost" || m == "::1" || m.rfind("127.", 0) == 0;
+  if (!options.iface.empty()) {
+    attr.iface = options.iface;
+  } else if (!options.hostname.empty()) {
+    attr.hostname = options.hostname;
+  } else if (loopback) {
+    attr.hostname = "127.0.0.1";
+  }
+  try {
+    return gloo::transport::tcp::CreateDevice(attr);
+  } catch (const std::exception& e) {
+    TESSEL_FAIL(ErrorCode::kFailedPrecondition, "gloo: cannot create the TCP device (iface '", attr.iface,
+                "', hostname '", attr.hostname, "'): ", e.what(), "; set GLOO_SOCKET_IFNAME to a usable interface");
+  }
+}
+
+// ---- the process group --------------------------------------------------------------------------------
+
+class GlooProcessGroup final : public ProcessGroup {
+ public:
+  GlooProcessGroup(std::shared_ptr<comm::Store> store, std::shared_ptr<gloo::transport::Device> device,
+                   std::string prefix, int rank, std::vector<int> global_ranks, int num_threads, milliseconds timeout)
+      : store_(std::move(store)),
+        device_(std::move(device)),
+        prefix_(std::move(prefix)),
+        rank_(rank),
+        global_ranks_(std::move(global_ranks)),
+        num_threads_(num_threads) {
+    set_timeout(timeout);
+    auto context = std::make_shared<gloo::rendezvous::Context>(rank_, size());
+    context->setTimeout(timeout);
+    GlooStoreAdapter adapter(*store_, prefix_, timeout);
+    try {
+      context->connectFullMesh(adapter, device_);
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& e) {
+      TESSEL_FAIL(ErrorCode::kAborted, "gloo: rank ", rank_, " could not connect to its ", size() - 1,
+                  " peers through ", store_->Describe(), ": ", e.what());
+    }
+    context_ = std::move(context);
+    thread_ = std::make_unique<CommThread>(num_threads_, CurrentDevice());
+  }
+  ~GlooProcessGroup() override { thread_.reset(); }
+
+  int rank() const override { return rank_; }
+  int size() const override { return static_cast<int>(global_ranks_.size()); }
+  const std::vector<int>& global_ranks() const override { return global_ranks_; }
+  std::string backend_name() const override { return "gloo"; }
+
+  WorkPtr AllReduce(const Tensor& tensor, ReduceOp op) override {
+    CollectiveDesc d = DescribeAllReduce(tensor, op, DeviceType::kCpu);
+    return Issue(std::move(d), tensor, [=](auto& ctx, uint32_t tag, milliseconds timeout) {
+      GlooAllReduce(ctx, tensor, op, tag, timeout);
+    });
+  }
+  WorkPtr AllGather(const Tensor& output, const Tensor& input) override {
+    CollectiveDesc d = DescribeAllGather(output, input, size(), DeviceType::kCpu);
+    return Issue(std::move(d), output, [=](auto& ctx, uint32_t tag, milliseconds timeout) {
+      GlooAllGather(ctx, output, input, tag, timeout);
+    });
+  }
+  WorkPtr ReduceScatter(const Tensor& output, const Tensor& input, ReduceOp op) override {
+    CollectiveDesc d = DescribeReduceScatter(output, input, op, size(), DeviceType::kCpu);
+    return Issue(std::move(d), output, [=](auto& ctx, uint32_t tag, milliseconds timeout) {
+      GlooReduceScatter(ctx, output, input, op, tag, timeout);
+    });
+  }
+  WorkPtr AllToAll(const Tensor& output, const Tensor& input, const std::vector<int64_t>& output_split_sizes,
+                   const std::vector<int64_t>& input_split_sizes) override {
+    CollectiveDesc d =
+        DescribeAllToAll(output, input, output_split_sizes, input_split_sizes, size(), DeviceType::kCpu);
+    return Issue(d, output, [=](auto& ctx, uint32_t tag, milliseconds timeout) {
+      GlooAllToAll(ctx, output, input, d, tag, timeout);
+    });
+  }
+  WorkPtr Broadcast(const Tensor& tensor, int root) override {
+    CollectiveDesc d = DescribeBroadcast(tensor, root, size(), DeviceType::kCpu);
+    return Issue(std::move(d), tensor, [=](auto& ctx, uint32_t tag, milliseconds timeout) {
+      GlooBroadcast(ctx, tensor, root, tag, timeout);
+    });
+  }
+  WorkPtr Barrier() override {
+    return Issue(CollectiveDesc{}, Tensor(),
+                 [](auto& ctx, uint32_t tag, milliseconds timeout) { GlooBarrier(ctx, tag, timeout); });
+  }
+  WorkPtr Send(const Tensor& tensor, int dst, int tag) override {
+    return BatchP2P({P2POp{P2POp::Kind::kSend, tensor, dst, tag}});
+  }
+  WorkPtr Recv(const Tensor& tensor, int src, int tag) override {
+    return BatchP2P({P2POp{P2POp::Kind::kRecv, tensor, src, tag}});
+  }
+  WorkPtr BatchP2P(const std::vector<P2POp>& ops) override;
+  std::shared_ptr<ProcessGroup> NewGroup(const std::vector<int>& ranks) override;
+
+ private:
+  using Body = std::function<void(const std::shared_ptr<gloo::Context>&, uint32_t tag, milliseconds timeout)>;
+  WorkPtr Issue(CollectiveDesc desc, const Tensor& written, Body body);
+  // Comm thread: fails at once if broken, exchanges headers, runs the body, maps Gloo errors.
+  void RunChecked(const CollectiveDesc& d, const std::string& label, milliseconds timeout, const Body& body);
+  void ExchangeHeaders(const CollectiveDesc& d, const std::string& label, milliseconds timeout);
+  void RunP2P(const std::vector<P2POp>& ops, const std::string& label, milliseconds timeout);
+  [[noreturn]] void Break(ErrorCode code, const std::string& message);
+
+  std::shared_ptr<comm::Store> store_;
+  std::shared_ptr<gloo::transport::Device> device_;
+  std::string prefix_;
+  const int rank_;
+  const std::vector<int> global_ranks_;
+  const int num_threads_;
+  std::shared_ptr<gloo::Context> context_;
+  int64_t next_seq_ = 0;
+  int64_t next_group_id_ = 0;
+  std::optional<std::string> broken_;  // comm thread only
+  std::unique_ptr<CommThread> thread_;
+};
+
+WorkPtr GlooProcessGroup::Issue(CollectiveDesc desc, const Tensor& written, Body body) {
+  desc.seq = next_seq_++;
+  TraceCall(desc, name());
+  if (written.defined()) MarkWritten(written);
+  return thread_->Submit([this, desc = std::move(desc), body = std::move(body), timeout = timeout(),
+                          label = GroupLabel(name(), global_ranks())] { RunChecked(desc, label, timeout, body); });
+}
+
+void GlooProcessGroup::Break(ErrorCode code, const std::string& message) {
+  broken_ = message;
+  TESSEL_FAIL(code, message);
+}
+
+void GlooProcessGroup::RunChecked(const CollectiveDesc& d, const std::string& label, milliseconds timeout,
+                                  const Body& body) {
+  if (broken_) {
+    TESSEL_FAIL(ErrorCode::kAborted, DescribeCall(d, false), " on ", label,
+                " cannot run: the group is unusable after an earlier error: ", *broken_);
+  }
+  ExchangeHeaders(d, label, timeout);
+  try {
+    body(context_, static_cast<uint32_t>(d.seq), timeout);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    Break(ErrorCode::kAborted, Str(DescribeCall(d, false), " on ", label,
+                                   " failed in gloo (a peer process died or the network failed): ", e.what()));
+  }
+}
+
+void GlooProcessGroup::ExchangeHeaders(const CollectiveDesc& d, const std::string& label, milliseconds timeout) {
+  const int world = size();
+  if (world == 1) return;
+  const std::vector<int64_t> mine = EncodeHeader(d, rank_, world);
+  const size_t nbytes = mine.size() * sizeof(int64_t);
+  const uint64_t slot = HeaderSlot(d.seq);
+  std::vector<int> peers;
+  for (int j = 0; j < world; ++j) {
+    if (j != rank_) peers.push_back(j);
+  }
+  std::vector<std::vector<int64_t>> theirs(peers.size(), std::vector<int64_t>(mine.size()));
+  std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> recvs, sends;
+  const auto deadline = Clock::now() + timeout;
+  size_t received = 0;
+  try {
+    // Any-source receives, filled in arrival order: on a timeout the filled ones name who came.
+    for (auto& h : theirs) {
+      recvs.push_back(context_->createUnboundBuffer(h.data(), nbytes));
+      recvs.back()->recv(peers, slot);
+    }
+    for (int p : peers) {
+      sends.push_back(context_->createUnboundBuffer(const_cast<int64_t*>(mine.data()), nbytes));
+      sends.back()->send(p, slot);
+    }
+    for (; received < recvs.size(); ++received) recvs[received]->waitRecv(Remaining(deadline));
+    for (auto& s : sends) s->waitSend(Remaining(deadline));
+  } catch (const std::exception& e) {
+    std::vector<bool> came(world, false);
+    for (size_t k = 0; k < received; ++k) came[theirs[k][7]] = true;
+    std::string missing;
+    for (int p : peers) {
+      if (!came[p]) missing += Str(missing.empty() ? "" : ", ", p, " (global ", global_ranks_[p], ")");
+    }
+    if (Clock::now() >= deadline) {
+      Break(ErrorCode::kDeadlineExceeded, Str(DescribeCall(d, false), " on ", label, " timed out after ",
+                                              timeout.count(), " ms: rank(s) ", missing, " never arrived"));
+    }
+    Break(ErrorCode::kAborted, Str(DescribeCall(d, false), " on ", label, " failed: rank(s) ", missing,
+                                   " did not answer (process died?): ", e.what()));
+  }
+  std::vector<CollectiveDesc> descs(world);
+  descs[rank_] = d;
+  for (const auto& h : theirs) descs[h[7]] = DecodeHeader(h, world);
+  std::vector<const CollectiveDesc*> ptrs;
+  for (const CollectiveDesc& x : descs) ptrs.push_back(&x);
+  if (auto mismatch = FindMismatch(ptrs, label)) TESSEL_FAIL(ErrorCode::kAborted, *mismatch);
+}
+
+WorkPtr GlooProcessGroup::BatchP2P(const std::vector<P2POp>& ops) {
+  CheckP2POps(ops, rank_, size(), DeviceType::kCpu);
+  for (const P2POp& op : ops) {
+    const bool is_send = op.kind == P2POp::Kind::kSend;
+    CommTracer::Record({is_send ? CollectiveKind::kSend : CollectiveKind::kRecv, name(), op.tensor.dtype(),
+                        op.tensor.numel() * ElementSize(op.tensor.dtype())});
+    if (!is_send) MarkWritten(op.tensor);
+  }
+  return thread_->Submit([this, ops, timeout = timeout(), label = GroupLabel(name(), global_ranks())] {
+    RunP2P(ops, label, timeout);
+  });
+}
+
+void GlooProcessGroup::RunP2P(const std::vector<P2POp>& ops, const std::string& label, milliseconds timeout) {
+  if (broken_) TESSEL_FAIL(ErrorCode::kAborted, "p2p on ", label, " cannot run: the group is unusable: ", *broken_);
+  std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> bufs;
+  const auto deadline = Clock::now() + timeout;
+  size_t done = 0;
+  auto name = [&](const P2POp& op) {
+    return Str(op.kind == P2POp::Kind::kSend ? "send to rank " : "recv from rank ", op.peer, " (tag ", op.tag, ", ",
+               op.tensor.numel() * ElementSize(op.tensor.dtype()), " B)");
+  };
+  try {
+    for (const P2POp& op : ops) {  // post everything before waiting: no send/send deadlock
+      const size_t nbytes = op.tensor.numel() * ElementSize(op.tensor.dtype());
+      bufs.push_back(context_->createUnboundBuffer(op.tensor.raw_data(), nbytes));
+      if (op.kind == P2POp::Kind::kSend) {
+        bufs.back()->send(op.peer, P2PSlot(op.tag));
+      } else {
+        bufs.back()->recv(op.peer, P2PSlot(op.tag));
+      }
+    }
+    for (; done < ops.size(); ++done) {
+      if (ops[done].kind == P2POp::Kind::kSend) {
+        bufs[done]->waitSend(Remaining(deadline));
+      } else {
+        bufs[done]->waitRecv(Remaining(deadline));
+      }
+    }
+  } catch (const std::exception& e) {
+    const std::string what = done < ops.size() ? name(ops[done]) : "a p2p op";
+    if (Clock::now() >= deadline) {
+      Break(ErrorCode::kDeadlineExceeded,
+            Str("p2p on ", label, " timed out after ", timeout.count(), " ms: no matching peer call for ", what));
+    }
+    Break(ErrorCode::kAborted, Str("p2p on ", label, " failed at ", what, ": ", e.what()));
+  }
+}
+
+std::shared_ptr<ProcessGroup> GlooProcessGroup::NewGroup(const std::vector<int>& ranks) {
+  TESSEL_CHECK(!ranks.empty(), "new_group: empty rank list on ", GroupLabel(name(), global_ranks()));
+  std::vector<int> globals;
+  std::string rank_list;
+  int my_index = -1;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    const int r = ranks[i];
+    TESSEL_CHECK(r >= 0 && r < size(), "new_group: rank ", r, " is not in ", GroupLabel(name(), global_ranks()));
+    TESSEL_CHECK(std::count(ranks.begin(), ranks.end(), r) == 1, "new_group: rank ", r, " listed twice");
+    globals.push_back(global_ranks_[r]);
+    rank_list += Str(i == 0 ? "" : ",", r);
+    if (r == rank_) my_index = static_cast<int>(i);
+  }
+  const int64_t id = next_group_id_++;  // every member calls NewGroup in the same order
+  if (my_index < 0) return nullptr;
+  auto group = std::make_shared<GlooProcessGroup>(store_, device_, Str(prefix_, "g", id, "[", rank_list, "]/"),
+                                                  my_index, globals, num_threads_, timeout());
+  group->set_name(Str(name(), ".", id));
+  return group;
+}
+
+int EnvInt(const char* name, std::optional<int> fallback) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') {
+    TESSEL_CHECK(fallback.has_value(), "InitProcessGroupFromEnv: ", name,
+                 " is not set; start the processes with tessel-run (comm/launcher) or set RANK, WORLD_SIZE, ",
+                 "MASTER_ADDR, MASTER_PORT like torchrun");
+    return *fallback;
+  }
+  char* end = nullptr;
+  const long x = std::strtol(v, &end, 10);
+  TESSEL_CHECK(end != v && *end == '\0', "InitProcessGroupFromEnv: ", name, "='", v, "' is not an integer");
+  return static_cast<int>(x);
+}
+
+}  // namespace
+
+ProcessGroupPtr NewGlooProcessGroup(std::shared_ptr<Store> store, const std::string& prefix, int rank, int world_size,
+                                    const GlooOptions& options) {
+  TESSEL_CHECK(world_size >= 1 && rank >= 0 && rank < world_size, "gloo: rank ", rank,
+               " is not in a world of size ", world_size);
+  std::vector<int> all(world_size);
+  for (int r = 0; r < world_size; ++r) all[r] = r;
+  const int threads = options.num_threads > 0 ? options.num_threads : NumThreads();
+  return std::make_shared<GlooProcessGroup>(std::move(store), MakeDevice(options), prefix, rank, std::move(all),
+                                            threads, options.timeout);
+}
+
+ProcessGroupPtr InitGlooProcessGroup(int rank, int world_size, const GlooOptions& options) {
+  TESSEL_CHECK(world_size >= 1 && rank >= 0 && rank < world_size, "gloo: rank ", rank,
+               " is not in a world of size ", world_size);
+  std::shared_ptr<Store> store;
+  std::string prefix = "tessel/";
+  if (options.store_dir.empty()) {
+    store = std::make_shared<TcpStore>(options.master_addr, options.master_port, rank == 0, options.timeout);
+  } else {
+    store = std::make_shared<FileStore>(options.store_dir);
+    prefix = Str("tessel/", options.master_port, "/");  // jobs sharing a directory need distinct ports
+  }
+  return NewGlooProcessGroup(std::move(store), prefix, rank, world_size, options);
+}
+
+GlooOptions GlooOptionsFromEnv(int* rank, int* world_size) {
+  GlooOptions options;
+  *rank = EnvInt("RANK", std::nullopt);
+  *world_size = EnvInt("WORLD_SIZE", std::nullopt);
+  if (const char* a = std::getenv("MASTER_ADDR"); a != nullptr && *a != '\0') options.master_addr = a;
+  options.master_port = EnvInt("MASTER_PORT", 29500);
+  if (const char* d = std::getenv("TESSEL_STORE_DIR"); d != nullptr) options.store_dir = d;
+  if (const char* i = std::getenv("GLOO_SOCKET_IFNAME"); i != nullptr) options.iface = i;
+  options.timeout = milliseconds(EnvInt("TESSEL_COMM_TIMEOUT_MS", static_cast<int>(kDefaultTimeout.count())));
+  return options;
+}
+
+ProcessGroupPtr InitProcessGroupFromEnv() {
+  int rank = 0, world_size = 0;
+  const GlooOptions options = GlooOptionsFromEnv(&rank, &world_size);
+  return InitGlooProcessGroup(rank, world_size, options);
+}
+
+}  // namespace tessel::comm

@@ -1,0 +1,222 @@
+// Runs in every process of a tessel-run job (see gloo_test.sh): the gloo backend's collectives,
+// p2p, sub-groups, mismatch and timeout errors, checked against naive expectations. All processes
+// run the same tests in the same order, as collectives require.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+
+#include "comm/backends/gloo.h"
+#include "comm/tracer.h"
+#include "core/base/error.h"
+#include "core/tensor/factory.h"
+
+namespace tessel::comm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+ProcessGroup& World() {
+  static ProcessGroupPtr pg = [] {
+    ProcessGroupPtr p = InitProcessGroupFromEnv();
+    p->set_timeout(milliseconds(20000));
+    return p;
+  }();
+  return *pg;
+}
+
+double Val(int rank, int64_t i, int salt) { return static_cast<double>((rank * 3 + i * 7 + salt) % 5) - 2; }
+
+std::vector<double> Vals(int rank, int64_t n, int salt) {
+  std::vector<double> v(n);
+  for (int64_t i = 0; i < n; ++i) v[i] = Val(rank, i, salt);
+  return v;
+}
+
+template <typename Fn>
+void ExpectError(Fn&& fn, ErrorCode code, std::initializer_list<std::string> fragments) {
+  try {
+    fn();
+    ADD_FAILURE() << "expected " << ErrorCodeName(code);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), code) << e.what();
+    for (const std::string& f : fragments) EXPECT_NE(std::string(e.what()).find(f), std::string::npos) << e.what();
+  }
+}
+
+TEST(GlooTest, AllReduceMatchesNaiveLoopsForEveryOpAndDType) {
+  ProcessGroup& pg = World();
+  const int w = pg.size();
+  for (DType dtype : {DType::kFloat32, DType::kFloat64, DType::kBFloat16, DType::kFloat16, DType::kInt64,
+                      DType::kInt32}) {
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax, ReduceOp::kMin, ReduceOp::kProduct}) {
+      if (op == ReduceOp::kAvg && !IsFloating(dtype)) continue;
+      for (int64_t n : {0, 5, 12}) {
+        SCOPED_TRACE(Str(dtype, " ", ReduceOpName(op), " n=", n));
+        Tensor t = FromDoubles(Vals(pg.rank(), n, 1), Shape{n}, dtype);
+        pg.AllReduce(t, op)->Wait();
+        std::vector<double> want(n);
+        for (int64_t i = 0; i < n; ++i) {
+          double acc = Val(0, i, 1);
+          for (int r = 1; r < w; ++r) {
+            const double x = Val(r, i, 1);
+            acc = op == ReduceOp::kMax ? std::max(acc, x)
+                  : op == ReduceOp::kMin ? std::min(acc, x)
+                  : op == ReduceOp::kProduct ? acc * x
+                                             : acc + x;
+          }
+          if (op == ReduceOp::kAvg) acc = dtype == DType::kFloat64 ? acc / w : static_cast<float>(acc) / w;
+          want[i] = acc;
+        }
+        EXPECT_EQ(t.ToDoubleVector(), FromDoubles(want, Shape{n}, dtype).ToDoubleVector());
+      }
+    }
+  }
+}
+
+TEST(GlooTest, LargeAllReduceSpansManyGlooSegments) {
+  ProcessGroup& pg = World();
+  const int64_t n = 300001;  // > 1 MiB: several segments, not a multiple of anything
+  Tensor t = Full({n}, pg.rank() + 1.0);
+  pg.AllReduce(t, ReduceOp::kSum)->Wait();
+  const double want = pg.size() * (pg.size() + 1) / 2.0;
+  const std::vector<double> got = t.ToDoubleVector();
+  EXPECT_EQ(got.front(), want);
+  EXPECT_EQ(got[n / 2], want);
+  EXPECT_EQ(got.back(), want);
+}
+
+TEST(GlooTest, AllGatherReduceScatterAndBroadcastMatchNaiveLoops) {
+  ProcessGroup& pg = World();
+  const int w = pg.size(), me = pg.rank();
+  for (DType dtype : {DType::kFloat32, DType::kBFloat16, DType::kInt64}) {
+    SCOPED_TRACE(Str(dtype));
+    Tensor out = Zeros({w * 3}, dtype);
+    pg.AllGather(out, FromDoubles(Vals(me, 3, 2), Shape{3}, dtype))->Wait();
+    std::vector<double> gathered;
+    for (int r = 0; r < w; ++r)
+      for (double v : Vals(r, 3, 2)) gathered.push_back(v);
+    EXPECT_EQ(out.ToDoubleVector(), gathered);
+
+    Tensor rs = Zeros({2, 2}, dtype);
+    pg.ReduceScatter(rs, FromDoubles(Vals(me, w * 4, 3), Shape{w * 2, 2}, dtype), ReduceOp::kSum)->Wait();
+    std::vector<double> reduced(4, 0);
+    for (int r = 0; r < w; ++r)
+      for (int64_t i = 0; i < 4; ++i) reduced[i] += Val(r, me * 4 + i, 3);
+    EXPECT_EQ(rs.ToDoubleVector(), reduced);
+
+    Tensor b = FromDoubles(Vals(me, 4, 6), Shape{4}, dtype);
+    pg.Broadcast(b, w - 1)->Wait();
+    EXPECT_EQ(b.ToDoubleVector(), Vals(w - 1, 4, 6));
+  }
+  pg.Barrier()->Wait();
+}
+
+TEST(GlooTest, AllToAllMovesUnevenSplits) {
+  ProcessGroup& pg = World();
+  const int w = pg.size(), me = pg.rank();
+  auto rows = [](int src, int dst) { return static_cast<int64_t>((src + 2 * dst) % 3); };
+  std::vector<int64_t> in_splits, out_splits;
+  int64_t in_rows = 0, out_rows = 0;
+  for (int j = 0; j < w; ++j) {
+    in_splits.push_back(rows(me, j)), out_splits.push_back(rows(j, me));
+    in_rows += rows(me, j), out_rows += rows(j, me);
+  }
+  std::vector<double> in_vals;  // row k of rank r holds 100 r + k, twice
+  for (int64_t k = 0; k < in_rows; ++k) in_vals.push_back(100 * me + k), in_vals.push_back(100 * me + k);
+  Tensor out = Full({out_rows, 2}, -1);
+  pg.AllToAll(out, FromDoubles(in_vals, Shape{in_rows, 2}), out_splits, in_splits)->Wait();
+  std::vector<double> want;
+  for (int j = 0; j < w; ++j) {
+    int64_t first = 0;
+    for (int k = 0; k < me; ++k) first += rows(j, k);
+    for (int64_t k = first; k < first + rows(j, me); ++k) want.push_back(100 * j + k), want.push_back(100 * j + k);
+  }
+  EXPECT_EQ(out.ToDoubleVector(), want);
+}
+
+TEST(GlooTest, BatchedSendRecvRingExchangesBothWays) {
+  ProcessGroup& pg = World();
+  const int w = pg.size(), r = pg.rank();
+  if (w < 2) GTEST_SKIP() << "needs 2 ranks";
+  const int next = (r + 1) % w, prev = (r + w - 1) % w;
+  Tensor from_prev = Zeros({3}), from_next = Zeros({2});
+  pg.BatchP2P({{P2POp::Kind::kSend, Full({3}, r), next, 1},
+               {P2POp::Kind::kSend, Full({2}, 10 * r), prev, 2},
+               {P2POp::Kind::kRecv, from_next, next, 2},
+               {P2POp::Kind::kRecv, from_prev, prev, 1}})
+      ->Wait();
+  EXPECT_EQ(from_prev.ToVector<double>(), (std::vector<double>(3, prev)));
+  EXPECT_EQ(from_next.ToVector<double>(), (std::vector<double>(2, 10 * next)));
+}
+
+TEST(GlooTest, SubgroupsAndTracerSeeOnlyTheirMembers) {
+  ProcessGroup& pg = World();
+  const int w = pg.size(), r = pg.rank();
+  std::vector<int> evens;
+  for (int j = 0; j < w; j += 2) evens.push_back(j);
+  ProcessGroupPtr sub = pg.NewGroup(evens);
+  EXPECT_EQ(sub != nullptr, r % 2 == 0);
+  if (sub) {
+    sub->set_name("dp");
+    CommTracer tracer;
+    Tensor t = Full({2}, r);
+    sub->AllReduce(t, ReduceOp::kSum)->Wait();
+    double want = 0;
+    for (int j : evens) want += j;
+    EXPECT_EQ(t.ToVector<double>(), (std::vector<double>(2, want)));
+    EXPECT_EQ(tracer.Summary(), "all_reduce(dp) x1");
+    EXPECT_EQ(sub->backend_name(), "gloo");
+  }
+  pg.Barrier()->Wait();
+}
+
+TEST(GlooTest, MismatchedCollectivesRaiseTheSameErrorOnEveryProcess) {
+  ProcessGroup& pg = World();
+  if (pg.size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  ExpectError(
+      [&] {
+        if (pg.rank() == 0) {
+          pg.ReduceScatter(Zeros({4}), Zeros({4 * pg.size()}), ReduceOp::kSum)->Wait();
+        } else {
+          pg.AllGather(Zeros({4 * pg.size()}), Zeros({4}))->Wait();
+        }
+      },
+      ErrorCode::kAborted,
+      {Str("rank 1 called all_gather #"), " (16 B) while rank 0 called reduce_scatter #", "collective mismatch"});
+  Tensor t = Ones({3});  // the group is still usable
+  pg.AllReduce(t, ReduceOp::kSum)->Wait();
+  EXPECT_EQ(t.ToVector<double>(), (std::vector<double>(3, pg.size())));
+}
+
+TEST(GlooTest, MissingProcessRaisesDeadlineExceededNamingIt) {
+  ProcessGroup& pg = World();
+  if (pg.size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  std::vector<int> all;
+  for (int j = 0; j < pg.size(); ++j) all.push_back(j);
+  ProcessGroupPtr sub = pg.NewGroup(all);
+  sub->set_timeout(milliseconds(1000));
+  const int last = pg.size() - 1;
+  if (pg.rank() != last) {
+    const auto start = Clock::now();
+    ExpectError([&] { sub->AllReduce(Zeros({4}), ReduceOp::kSum)->Wait(); }, ErrorCode::kDeadlineExceeded,
+                {"timed out after 1000 ms", Str("rank(s) ", last, " (global ", last, ") never arrived")});
+    EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 5.0);
+    ExpectError([&] { sub->Barrier()->Wait(); }, ErrorCode::kAborted, {"unusable"});
+  }
+  pg.Barrier()->Wait();  // the world group is unaffected
+}
+
+TEST(GlooTest, EnvironmentErrorsNameTheVariable) {
+  const std::string saved = std::getenv("MASTER_PORT");
+  setenv("MASTER_PORT", "x", 1);
+  int rank = 0, world = 0;
+  ExpectError([&] { GlooOptionsFromEnv(&rank, &world); }, ErrorCode::kInvalidArgument,
+              {"MASTER_PORT='x' is not an integer"});
+  setenv("MASTER_PORT", saved.c_str(), 1);
+  World().Barrier()->Wait();
+}
+
+}  // namespace
+}  // namespace tessel::comm

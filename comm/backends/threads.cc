@@ -1,0 +1,260 @@
+// comm/backends/threads.cc — ThreadsProcessGroup (one per rank per group) and RunRanks.
+//
+// Data movement (no bounce buffer; each member writes only its own output and reads peers' inputs):
+//   all_gather      member r copies every peer j's input into its output slice j
+//   reduce_scatter  member r reduces slice r of every member's input into its output
+//   all_reduce      phase 0: member r reduces chunk r of all buffers into its own chunk r;
+//                   phase 1: member r copies chunk j from member j, for every j != r
+//   all_to_all      member r copies, from every j, the rows j sends to r into its output
+//   broadcast       every non-root member copies the root's buffer
+// A barrier ends every phase, so buffers are released only after all peers finished reading them.
+#include "comm/backends/threads.h"
+
+#include <algorithm>
+#include <exception>
+#include <numeric>
+#include <utility>
+
+#include "comm/backends/threads_rendezvous.h"
+#include "comm/collective.h"
+#include "comm/comm_thread.h"
+#include "comm/reduce.h"
+#include "core/base/error.h"
+#include "core/base/parallel.h"
+#include "core/tensor/tensor_impl.h"
+
+namespace tessel::comm {
+namespace {
+
+using threads_internal::Executor;
+using threads_internal::GroupRendezvous;
+using threads_internal::RankCall;
+using threads_internal::ThreadsWorld;
+
+// ---- executors (run on each member's comm thread once all members posted) ---------------------------
+
+int64_t ChunkBegin(int64_t n, int world, int r) { return n * r / world; }
+
+void ExecAllReduce(int rank, std::span<const RankCall* const> calls, int phase) {
+  const CollectiveDesc& d = calls[rank]->desc;
+  const int world = static_cast<int>(calls.size());
+  const int64_t elem = ElementSize(d.dtype);
+  const int64_t n = d.bytes / elem;
+  char* out = static_cast<char*>(calls[rank]->output);
+  if (world == 1) return;  // reducing one input is the identity for every op
+  if (phase == 0) {
+    const int64_t begin = ChunkBegin(n, world, rank), end = ChunkBegin(n, world, rank + 1);
+    std::vector<const void*> inputs(world);
+    for (int j = 0; j < world; ++j) inputs[j] = static_cast<const char*>(calls[j]->output) + begin * elem;
+    ParallelReduce(d.dtype, *d.op, out + begin * elem, inputs, end - begin);
+    return;
+  }
+  for (int j = 0; j < world; ++j) {
+    if (j == rank) continue;
+    const int64_t begin = ChunkBegin(n, world, j), end = ChunkBegin(n, world, j + 1);
+    ParallelCopy(out + begin * elem, static_cast<const char*>(calls[j]->output) + begin * elem, (end - begin) * elem);
+  }
+}
+
+void ExecAllGather(int rank, std::span<const RankCall* const> calls, int /*phase*/) {
+  const int64_t bytes = calls[rank]->desc.bytes;
+  char* out = static_cast<char*>(calls[rank]->output);
+  for (size_t j = 0; j < calls.size(); ++j) ParallelCopy(out + j * bytes, calls[j]->input, bytes);
+}
+
+void ExecReduceScatter(int rank, std::span<const RankCall* const> calls, int /*phase*/) {
+  const CollectiveDesc& d = calls[rank]->desc;
+  const int world = static_cast<int>(calls.size());
+  const int64_t slice_bytes = d.bytes / world;
+  std::vector<const void*> inputs(world);
+  for (int j = 0; j < world; ++j) inputs[j] = static_cast<const char*>(calls[j]->input) + rank * slice_bytes;
+  ParallelReduce(d.dtype, *d.op, calls[rank]->output, inputs, slice_bytes / ElementSize(d.dtype));
+}
+
+void ExecAllToAll(int rank, std::span<const RankCall* const> calls, int /*phase*/) {
+  const CollectiveDesc& mine = calls[rank]->desc;
+  const std::vector<int64_t> out_offsets = SplitOffsets(mine.output_splits, mine.row_bytes);
+  char* out = static_cast<char*>(calls[rank]->output);
+  for (size_t j = 0; j < calls.size(); ++j) {
+    const CollectiveDesc& peer = calls[j]->desc;
+    const int64_t in_offset = SplitOffsets(peer.input_splits, peer.row_bytes)[rank];
+    ParallelCopy(out + out_offsets[j], static_cast<const char*>(calls[j]->input) + in_offset,
+                 peer.input_splits[rank] * peer.row_bytes);
+  }
+}
+
+void ExecBroadcast(int rank, std::span<const RankCall* const> calls, int /*phase*/) {
+  const CollectiveDesc& d = calls[rank]->desc;
+  if (rank != d.root) ParallelCopy(calls[rank]->output, calls[d.root]->input, d.bytes);
+}
+
+void ExecBarrier(int, std::span<const RankCall* const>, int) {}
+
+// ---- the per-rank group ---------------------------------------------------------------------------
+
+class ThreadsProcessGroup final : public ProcessGroup {
+ public:
+  ThreadsProcessGroup(std::shared_ptr<GroupRendezvous> rendezvous, int rank, int num_threads)
+      : rendezvous_(std::move(rendezvous)),
+        rank_(rank),
+        num_threads_(num_threads),
+        thread_(std::make_unique<CommThread>(num_threads, CurrentDevice())) {}
+
+  ~ThreadsProcessGroup() override {
+    // An exception unwinding past a group with collectives in flight: fail the world first so the
+    // comm thread's waits end now instead of at the timeout.
+    if (std::uncaught_exceptions() > 0 && thread_->busy()) {
+      rendezvous_->world()->Abort(rendezvous_->global_ranks()[rank_],
+                                  Str("an exception escaped while ", GroupLabel(name(), global_ranks()),
+                                      " had collectives in flight"));
+    }
+    thread_.reset();  // runs (or fails) whatever is queued, then joins
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return rendezvous_->size(); }
+  const std::vector<int>& global_ranks() const override { return rendezvous_->global_ranks(); }
+  std::string backend_name() const override { return "threads"; }
+
+  WorkPtr AllReduce(const Tensor& tensor, ReduceOp op) override {
+    CollectiveDesc d = DescribeAllReduce(tensor, op, DeviceType::kCpu);
+    return Issue(std::move(d), {tensor}, tensor.raw_data(), tensor.raw_data(), 2, &ExecAllReduce);
+  }
+  WorkPtr AllGather(const Tensor& output, const Tensor& input) override {
+    CollectiveDesc d = DescribeAllGather(output, input, size(), DeviceType::kCpu);
+    return Issue(std::move(d), {output, input}, input.raw_data(), output.raw_data(), 1, &ExecAllGather);
+  }
+  WorkPtr ReduceScatter(const Tensor& output, const Tensor& input, ReduceOp op) override {
+    CollectiveDesc d = DescribeReduceScatter(output, input, op, size(), DeviceType::kCpu);
+    return Issue(std::move(d), {output, input}, input.raw_data(), output.raw_data(), 1, &ExecReduceScatter);
+  }
+  WorkPtr AllToAll(const Tensor& output, const Tensor& input, const std::vector<int64_t>& output_split_sizes,
+                   const std::vector<int64_t>& input_split_sizes) override {
+    CollectiveDesc d =
+        DescribeAllToAll(output, input, output_split_sizes, input_split_sizes, size(), DeviceType::kCpu);
+    return Issue(std::move(d), {output, input}, input.raw_data(), output.raw_data(), 1, &ExecAllToAll);
+  }
+  WorkPtr Broadcast(const Tensor& tensor, int root) override {
+    CollectiveDesc d = DescribeBroadcast(tensor, root, size(), DeviceType::kCpu);
+    return Issue(std::move(d), {tensor}, tensor.raw_data(), tensor.raw_data(), 1, &ExecBroadcast);
+  }
+  WorkPtr Barrier() override { return Issue(CollectiveDesc{}, {}, nullptr, nullptr, 1, &ExecBarrier); }
+  WorkPtr Send(const Tensor& tensor, int dst, int tag) override {
+    return BatchP2P({P2POp{P2POp::Kind::kSend, tensor, dst, tag}});
+  }
+  WorkPtr Recv(const Tensor& tensor, int src, int tag) override {
+    return BatchP2P({P2POp{P2POp::Kind::kRecv, tensor, src, tag}});
+  }
+  WorkPtr BatchP2P(const std::vector<P2POp>& ops) override;
+  std::shared_ptr<ProcessGroup> NewGroup(const std::vector<int>& ranks) override;
+
+ private:
+  WorkPtr Issue(CollectiveDesc desc, std::vector<Tensor> tensors, const void* input, void* output, int num_phases,
+                Executor execute);
+  std::shared_ptr<GroupRendezvous> rendezvous_;
+  const int rank_;
+  const int num_threads_;
+  int64_t next_seq_ = 0;
+  int64_t next_group_id_ = 0;
+  std::unique_ptr<CommThread> thread_;  // last: destroyed first, while the members above are alive
+};
+
+WorkPtr ThreadsProcessGroup::Issue(CollectiveDesc desc, std::vector<Tensor> tensors, const void* input, void* output,
+                                   int num_phases, Executor execute) {
+  desc.seq = next_seq_++;
+  TraceCall(desc, name());
+  if (!tensors.empty()) MarkWritten(tensors.front());  // the first tensor is the one written
+  return thread_->Submit([this, desc = std::move(desc), tensors = std::move(tensors), input, output, num_phases, execute,
+                  timeout = timeout(), label = GroupLabel(name(), global_ranks())] {
+    const RankCall call{desc, input, output};
+    rendezvous_->RunCollective(rank_, call, num_phases, execute, timeout, label);
+  });
+}
+
+WorkPtr ThreadsProcessGroup::BatchP2P(const std::vector<P2POp>& ops) {
+  CheckP2POps(ops, rank_, size(), DeviceType::kCpu);
+  for (const P2POp& op : ops) {
+    const bool is_send = op.kind == P2POp::Kind::kSend;
+    CommTracer::Record({is_send ? CollectiveKind::kSend : CollectiveKind::kRecv, name(), op.tensor.dtype(),
+                        op.tensor.numel() * ElementSize(op.tensor.dtype())});
+    if (!is_send) MarkWritten(op.tensor);
+  }
+  return thread_->Submit([this, ops, timeout = timeout(), label = GroupLabel(name(), global_ranks())] {
+    rendezvous_->RunP2P(rank_, ops, timeout, label);
+  });
+}
+
+std::shared_ptr<ProcessGroup> ThreadsProcessGroup::NewGroup(const std::vector<int>& ranks) {
+  TESSEL_CHECK(!ranks.empty(), "new_group: empty rank list on ", GroupLabel(name(), global_ranks()));
+  std::vector<int> globals;
+  std::string rank_list;
+  int my_index = -1;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    const int r = ranks[i];
+    TESSEL_CHECK(r >= 0 && r < size(), "new_group: rank ", r, " is not in ", GroupLabel(name(), global_ranks()));
+    TESSEL_CHECK(std::count(ranks.begin(), ranks.end(), r) == 1, "new_group: rank ", r, " listed twice");
+    globals.push_back(global_ranks()[r]);
+    rank_list += Str(i == 0 ? "" : ",", r);
+    if (r == rank_) my_index = static_cast<int>(i);
+  }
+  const int64_t id = next_group_id_++;  // every member calls NewGroup in the same order
+  if (my_index < 0) return nullptr;
+  const std::string key = Str(rendezvous_->key(), "/", id, "[", rank_list, "]");
+  const auto& world = rendezvous_->world();
+  auto group = std::make_shared<ThreadsProcessGroup>(world->GetOrCreateGroup(world, key, globals), my_index,
+                                                     num_threads_);
+  group->set_name(Str(name(), ".", id));
+  group->set_timeout(timeout());
+  return group;
+}
+
+// ---- RunRanks -------------------------------------------------------------------------------------
+
+void RankMain(int rank, const std::shared_ptr<GroupRendezvous>& world_group, int num_threads,
+              const RunRanksOptions& options, const std::function<void(ProcessGroupPtr)>& fn,
+              std::exception_ptr* error) {
+  DeviceGuard device_guard(Device::Cpu(rank));
+  NumThreadsGuard threads_guard(num_threads);
+  auto pg = std::make_shared<ThreadsProcessGroup>(world_group, rank, num_threads);
+  pg->set_timeout(options.timeout);
+  try {
+    fn(pg);
+  } catch (const std::exception& e) {
+    *error = std::current_exception();
+    world_group->world()->Abort(rank, e.what());
+  } catch (...) {
+    *error = std::current_exception();
+    world_group->world()->Abort(rank, "a non-standard exception");
+  }
+  pg.reset();  // drains this rank's queued collectives (they fail fast if the world aborted)
+}
+
+}  // namespace
+
+void RunRanks(int world_size, const std::function<void(ProcessGroupPtr world)>& fn, const RunRanksOptions& options) {
+  TESSEL_CHECK(world_size >= 1, "RunRanks: world_size must be >= 1, got ", world_size);
+  TESSEL_CHECK(options.timeout.count() > 0, "RunRanks: timeout must be positive, got ", options.timeout.count(), " ms");
+  auto world = std::make_shared<ThreadsWorld>(world_size);
+  std::vector<int> all(world_size);
+  std::iota(all.begin(), all.end(), 0);
+  auto world_group = world->GetOrCreateGroup(world, "world", all);
+  const int num_threads =
+      options.threads_per_rank > 0 ? options.threads_per_rank : std::max(1, HardwareConcurrency() / world_size);
+  std::vector<std::exception_ptr> errors(world_size);
+  std::vector<std::thread> threads;
+  threads.reserve(world_size);
+  for (int r = 0; r < world_size; ++r) {
+    threads.emplace_back(RankMain, r, std::cref(world_group), num_threads, std::cref(options), std::cref(fn),
+                         &errors[r]);
+  }
+  for (std::thread& t : threads) t.join();
+  const int first = world->first_failed_rank();
+  if (first < 0) return;
+  if (errors[first]) std::rethrow_exception(errors[first]);
+  for (const std::exception_ptr& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+  TESSEL_FAIL(ErrorCode::kAborted, world->abort_message());
+}
+
+}  // namespace tessel::comm

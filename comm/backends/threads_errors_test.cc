@@ -1,0 +1,232 @@
+// The threads backend never hangs: mismatched calls, missing peers and failing ranks raise clear
+// errors within seconds; plus sub-groups, point-to-point and argument validation.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include "comm/backends/threads.h"
+#include "core/base/error.h"
+#include "core/tensor/factory.h"
+
+namespace tessel::comm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+// Runs `fn`, expecting a tessel::Error with `code` whose message contains every fragment.
+template <typename Fn>
+void ExpectError(Fn&& fn, ErrorCode code, std::initializer_list<std::string> fragments) {
+  try {
+    fn();
+    ADD_FAILURE() << "expected " << ErrorCodeName(code);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), code) << e.what();
+    for (const std::string& f : fragments) EXPECT_NE(std::string(e.what()).find(f), std::string::npos) << e.what();
+  }
+}
+
+double Seconds(Clock::time_point since) { return std::chrono::duration<double>(Clock::now() - since).count(); }
+
+TEST(ThreadsErrorsTest, MismatchedCollectivesRaiseTheSameErrorNamingBothCallsOnEveryRank) {
+  std::vector<std::string> messages(2);
+  RunRanks(2, [&](ProcessGroupPtr pg) {
+    try {
+      if (pg->rank() == 0) {
+        pg->ReduceScatter(Zeros({1024}), Zeros({2048}), ReduceOp::kSum)->Wait();
+      } else {
+        pg->AllGather(Zeros({2048}), Zeros({1024}))->Wait();
+      }
+      ADD_FAILURE() << "mismatch not detected";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kAborted);
+      messages[pg->rank()] = e.what();
+    }
+    // The group stays usable: both ranks consumed sequence number 0.
+    Tensor t = Ones({3});
+    pg->AllReduce(t, ReduceOp::kSum)->Wait();
+    EXPECT_EQ(t.ToVector<double>(), (std::vector<double>(3, 2)));
+  });
+  EXPECT_EQ(messages[0], messages[1]);
+  EXPECT_NE(messages[0].find("rank 1 called all_gather #0 (4096 B) while rank 0 called reduce_scatter #0 (8192 B)"),
+            std::string::npos)
+      << messages[0];
+}
+
+TEST(ThreadsErrorsTest, DTypeAndRootMismatchesAreNamed) {
+  RunRanks(2, [](ProcessGroupPtr pg) {
+    const DType dtype = pg->rank() == 0 ? DType::kFloat32 : DType::kInt32;
+    ExpectError([&] { pg->AllReduce(Zeros({4}, dtype), ReduceOp::kSum)->Wait(); }, ErrorCode::kAborted,
+                {"rank 1 called all_reduce #0 (16 B, int32, sum) while rank 0 called all_reduce #0 (16 B, float32, sum)"});
+    ExpectError([&] { pg->Broadcast(Zeros({4}), pg->rank())->Wait(); }, ErrorCode::kAborted,
+                {"root 1", "root 0", "broadcast #1"});
+  });
+}
+
+TEST(ThreadsErrorsTest, MissingPeerRaisesDeadlineExceededNamingItWithinSeconds) {
+  RunRanksOptions options;
+  options.timeout = milliseconds(500);
+  const auto start = Clock::now();
+  RunRanks(
+      3,
+      [](ProcessGroupPtr pg) {
+        if (pg->rank() == 1) return;  // skips the collective
+        ExpectError([&] { pg->AllReduce(Zeros({4}), ReduceOp::kSum)->Wait(); }, ErrorCode::kDeadlineExceeded,
+                    {"all_reduce #0", "timed out after 500 ms", "rank(s) 1 (global 1) never arrived"});
+        // The group is unusable afterwards (its sequence numbers no longer line up): fail at once.
+        ExpectError([&] { pg->Barrier()->Wait(); }, ErrorCode::kAborted, {"unusable", "timed out"});
+      },
+      options);
+  EXPECT_LT(Seconds(start), 5.0);
+}
+
+TEST(ThreadsErrorsTest, RankThatThrowsMakesPeersFailFastAndRunRanksRethrowsTheOriginal) {
+  const auto start = Clock::now();
+  std::vector<std::string> peer_errors(3);
+  ExpectError(
+      [&] {
+        RunRanks(3, [&](ProcessGroupPtr pg) {
+          if (pg->rank() == 2) {
+            std::this_thread::sleep_for(milliseconds(50));
+            TESSEL_CHECK(false, "boom from user code");
+          }
+          try {
+            pg->AllReduce(Zeros({4}), ReduceOp::kSum)->Wait();
+          } catch (const Error& e) {
+            EXPECT_EQ(e.code(), ErrorCode::kAborted);
+            peer_errors[pg->rank()] = e.what();
+          }
+        });
+      },
+      ErrorCode::kInvalidArgument, {"boom from user code"});
+  EXPECT_LT(Seconds(start), 5.0);  // the default timeout is 300 s
+  for (int r : {0, 1}) {
+    EXPECT_NE(peer_errors[r].find("rank 2 failed: "), std::string::npos) << peer_errors[r];
+    EXPECT_NE(peer_errors[r].find("boom from user code"), std::string::npos) << peer_errors[r];
+  }
+}
+
+TEST(ThreadsErrorsTest, ExceptionEscapingWithPendingSubgroupWorkStillFailsFast) {
+  const auto start = Clock::now();
+  ExpectError(
+      [&] {
+        RunRanks(2, [&](ProcessGroupPtr pg) {
+          ProcessGroupPtr sub = pg->NewGroup({0, 1});
+          if (pg->rank() == 0) {
+            sub->AllReduce(Zeros({4}), ReduceOp::kSum);  // in flight, never matched
+            throw Error(ErrorCode::kFailedPrecondition, "rank 0 gives up");
+          }
+          std::this_thread::sleep_for(milliseconds(20));
+        });
+      },
+      ErrorCode::kFailedPrecondition, {"rank 0 gives up"});
+  EXPECT_LT(Seconds(start), 5.0);
+}
+
+TEST(ThreadsErrorsTest, SubgroupsReduceOverTheirMembersOnly) {
+  RunRanks(4, [](ProcessGroupPtr pg) {
+    const int r = pg->rank();
+    ProcessGroupPtr even = pg->NewGroup({0, 2});
+    ProcessGroupPtr odd = pg->NewGroup({3, 1});  // group rank 0 is global rank 3
+    ProcessGroupPtr mine = r % 2 == 0 ? even : odd;
+    EXPECT_EQ((r % 2 == 0 ? odd : even), nullptr);
+    ASSERT_NE(mine, nullptr);
+    EXPECT_EQ(mine->size(), 2);
+    if (r % 2 == 1) {
+      EXPECT_EQ(mine->global_ranks(), (std::vector<int>{3, 1}));
+      EXPECT_EQ(mine->rank(), r == 3 ? 0 : 1);
+    }
+    Tensor t = Full({2}, r + 1);
+    mine->AllReduce(t, ReduceOp::kSum)->Wait();
+    EXPECT_EQ(t.ToVector<double>(), (std::vector<double>(2, r % 2 == 0 ? 1 + 3 : 2 + 4)));
+    Tensor g = Zeros({2});
+    mine->AllGather(g, Full({1}, r))->Wait();
+    EXPECT_EQ(g.ToVector<double>(), r % 2 == 0 ? (std::vector<double>{0, 2}) : (std::vector<double>{3, 1}));
+    // A sub-group of a sub-group: only member 1 belongs; the world group still works afterwards.
+    ProcessGroupPtr single = mine->NewGroup({1});
+    EXPECT_EQ(single != nullptr, mine->rank() == 1);
+    if (single) {
+      EXPECT_EQ(single->global_ranks(), (std::vector<int>{r}));
+      Tensor s = Full({2}, 5);
+      single->AllReduce(s, ReduceOp::kAvg)->Wait();
+      EXPECT_EQ(s.ToVector<double>(), (std::vector<double>(2, 5)));
+    }
+    pg->Barrier()->Wait();
+  });
+}
+
+TEST(ThreadsErrorsTest, BatchedSendRecvExchangesInBothDirectionsWithoutDeadlock) {
+  RunRanks(4, [](ProcessGroupPtr pg) {
+    const int r = pg->rank(), w = pg->size();
+    const int next = (r + 1) % w, prev = (r + w - 1) % w;
+    Tensor to_next = Full({3}, r), to_prev = Full({2}, 10 * r);
+    Tensor from_prev = Zeros({3}), from_next = Zeros({2});
+    // Posts in an order that would deadlock with blocking sends; tags tell the two streams apart.
+    pg->BatchP2P({{P2POp::Kind::kSend, to_next, next, 1},
+                  {P2POp::Kind::kSend, to_prev, prev, 2},
+                  {P2POp::Kind::kRecv, from_next, next, 2},
+                  {P2POp::Kind::kRecv, from_prev, prev, 1}})
+        ->Wait();
+    EXPECT_EQ(from_prev.ToVector<double>(), (std::vector<double>(3, prev)));
+    EXPECT_EQ(from_next.ToVector<double>(), (std::vector<double>(2, 10 * next)));
+  });
+}
+
+TEST(ThreadsErrorsTest, SendAndRecvMatchInPostingOrderPerTag) {
+  RunRanks(2, [](ProcessGroupPtr pg) {
+    if (pg->rank() == 0) {
+      pg->Send(Full({2}, 1), 1, 7);
+      pg->Send(Full({2}, 2), 1, 7)->Wait();
+    } else {
+      Tensor a = Zeros({2}), b = Zeros({2});
+      pg->Recv(a, 0, 7);
+      pg->Recv(b, 0, 7)->Wait();
+      EXPECT_EQ(a.ToVector<double>(), (std::vector<double>{1, 1}));
+      EXPECT_EQ(b.ToVector<double>(), (std::vector<double>{2, 2}));
+    }
+  });
+}
+
+TEST(ThreadsErrorsTest, UnmatchedRecvTimesOutAndMismatchedSizesAbort) {
+  RunRanks(2, [](ProcessGroupPtr pg) {
+    if (pg->rank() == 0) {
+      pg->set_timeout(milliseconds(300));
+      ExpectError([&] { pg->Recv(Zeros({2}), 1, 5)->Wait(); }, ErrorCode::kDeadlineExceeded,
+                  {"timed out after 300 ms", "recv from rank 1 (tag 5, 8 B, float32)"});
+      pg->set_timeout(kDefaultTimeout);
+    }
+    pg->Barrier()->Wait();  // a p2p timeout leaves the group usable
+    const WorkPtr w = pg->rank() == 0 ? pg->Send(Zeros({2}), 1) : pg->Recv(Zeros({3}), 0);
+    ExpectError([&] { w->Wait(); }, ErrorCode::kAborted, {"p2p mismatch", "send to rank 1", "recv from rank 0"});
+  });
+}
+
+TEST(ThreadsErrorsTest, AllToAllSplitDisagreementAbortsEveryRank) {
+  RunRanks(2, [](ProcessGroupPtr pg) {
+    // rank 0 claims to send 1 row to rank 1, rank 1 expects 2 rows from rank 0.
+    std::vector<int64_t> in = {1, 1}, out = pg->rank() == 0 ? std::vector<int64_t>{1, 1} : std::vector<int64_t>{2, 0};
+    ExpectError([&] { pg->AllToAll(Zeros({2}), Zeros({2}), out, in)->Wait(); }, ErrorCode::kAborted,
+                {"rank 1 expects 2 rows from rank 0 but rank 0 sends 1 rows to rank 1"});
+  });
+}
+
+TEST(ThreadsErrorsTest, BadArgumentsThrowOnTheCallerBeforeAnyCommunication) {
+  RunRanks(2, [](ProcessGroupPtr pg) {
+    ExpectError([&] { pg->AllGather(Zeros({3}), Zeros({2})); }, ErrorCode::kInvalidArgument,
+                {"all_gather: output shape [3] must be [4] (2 ranks x [2])"});
+    ExpectError([&] { pg->ReduceScatter(Zeros({2}), Zeros({2}, DType::kFloat64), ReduceOp::kSum); },
+                ErrorCode::kInvalidArgument, {"reduce_scatter: output dtype float32 differs from input dtype float64"});
+    ExpectError([&] { pg->AllReduce(Zeros({2}, DType::kInt64), ReduceOp::kAvg); }, ErrorCode::kInvalidArgument,
+                {"all_reduce: avg needs a floating dtype, got int64"});
+    ExpectError([&] { pg->Broadcast(Zeros({2}), 2); }, ErrorCode::kInvalidArgument, {"root 2"});
+    ExpectError([&] { pg->AllToAll(Zeros({3}), Zeros({3}), {}, {}); }, ErrorCode::kInvalidArgument,
+                {"dim 0 (3) must divide by the group size 2"});
+    ExpectError([&] { pg->Send(Zeros({2}), pg->rank()); }, ErrorCode::kInvalidArgument, {"is not another rank"});
+    ExpectError([&] { pg->NewGroup({0, 0}); }, ErrorCode::kInvalidArgument, {"listed twice"});
+    pg->Barrier()->Wait();  // nothing above consumed a sequence number
+  });
+}
+
+}  // namespace
+}  // namespace tessel::comm

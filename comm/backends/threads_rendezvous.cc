@@ -1,0 +1,250 @@
+// comm/backends/threads_rendezvous.cc — GroupRendezvous (collective slots, p2p mailbox) and ThreadsWorld.
+#include "comm/backends/threads_rendezvous.h"
+
+#include <exception>
+#include <utility>
+
+#include "comm/reduce.h"
+#include "core/base/error.h"
+
+namespace tessel::comm::threads_internal {
+
+using Clock = std::chrono::steady_clock;
+
+GroupRendezvous::GroupRendezvous(std::shared_ptr<ThreadsWorld> world, std::string key, std::vector<int> global_ranks)
+    : world_(std::move(world)), key_(std::move(key)), global_ranks_(std::move(global_ranks)) {}
+
+void GroupRendezvous::WakeAll() {
+  std::lock_guard<std::mutex> lock(mu_);
+  cv_.notify_all();
+}
+
+void GroupRendezvous::ThrowIfUnusable(const CollectiveDesc& desc, const std::string& label) {
+  if (world_->aborted()) {
+    TESSEL_FAIL(ErrorCode::kAborted, world_->abort_message(), " (", DescribeCall(desc, false), " on ", label,
+                " was cancelled)");
+  }
+  if (broken_) {
+    TESSEL_FAIL(ErrorCode::kAborted, DescribeCall(desc, false), " on ", label,
+                " cannot run: the group is unusable after an earlier error: ", *broken_);
+  }
+}
+
+void GroupRendezvous::Leave(Slot& slot, int64_t seq) {
+  if (++slot.departed == size()) slots_.erase(seq);
+}
+
+void GroupRendezvous::WaitForArrival(std::unique_lock<std::mutex>& lock, Slot& slot, int rank, const RankCall& call,
+                                     std::chrono::milliseconds timeout, const std::string& label) {
+  const int world = size();
+  const auto deadline = Clock::now() + timeout;
+  cv_.wait_until(lock, deadline,
+                 [&] { return slot.arrived == world || world_->aborted() || slot.timeout_message.has_value(); });
+  if (slot.arrived == world) return;
+  // Not everyone came: withdraw this member's call (nobody may read it after we leave).
+  std::string missing;
+  for (int j = 0; j < world; ++j) {
+    if (slot.calls[j] == nullptr) missing += Str(missing.empty() ? "" : ", ", j, " (global ", global_ranks_[j], ")");
+  }
+  slot.calls[rank] = nullptr;
+  const int64_t seq = call.desc.seq;
+  const bool timed_out_here = !world_->aborted() && !slot.timeout_message;
+  if (timed_out_here) {
+    slot.timeout_message = Str(DescribeCall(call.desc, false), " on ", label, " timed out after ", timeout.count(),
+                               " ms: rank(s) ", missing, " never arrived");
+    broken_ = *slot.timeout_message;
+    cv_.notify_all();
+  }
+  std::optional<std::string> timeout_message = slot.timeout_message;
+  if (--slot.arrived == 0) slots_.erase(seq);
+  if (timeout_message) TESSEL_FAIL(ErrorCode::kDeadlineExceeded, *timeout_message);
+  TESSEL_FAIL(ErrorCode::kAborted, world_->abort_message(), " (while rank ", rank, " waited in ",
+              DescribeCall(call.desc, false), " on ", label, ")");
+}
+
+void GroupRendezvous::RunCollective(int rank, const RankCall& call, int num_phases, Executor execute,
+                                    std::chrono::milliseconds timeout, const std::string& label) {
+  TESSEL_INTERNAL_ASSERT(num_phases >= 1 && num_phases <= 2, "num_phases ", num_phases);
+  const int world = size();
+  const int64_t seq = call.desc.seq;
+  std::unique_lock<std::mutex> lock(mu_);
+  ThrowIfUnusable(call.desc, label);
+  Slot& slot = slots_[seq];
+  if (slot.calls.empty()) slot.calls.assign(world, nullptr);
+  TESSEL_INTERNAL_ASSERT(slot.calls[rank] == nullptr, "rank ", rank, " posted ", DescribeCall(call.desc, false),
+                         " twice on ", label);
+  slot.calls[rank] = &call;
+  if (++slot.arrived == world) {
+    // The last to arrive computes the verdict once; every member reads the same one.
+    std::vector<const CollectiveDesc*> descs(world);
+    for (int j = 0; j < world; ++j) descs[j] = &slot.calls[j]->desc;
+    slot.mismatch = FindMismatch(descs, label);
+    cv_.notify_all();
+  }
+  WaitForArrival(lock, slot, rank, call, timeout, label);
+  if (slot.mismatch) {
+    const std::string message = *slot.mismatch;
+    Leave(slot, seq);
+    TESSEL_FAIL(ErrorCode::kAborted, message);
+  }
+  const std::span<const RankCall* const> calls(slot.calls.data(), world);
+  std::exception_ptr error;
+  for (int phase = 0; phase < num_phases; ++phase) {
+    lock.unlock();
+    try {
+      execute(rank, calls, phase);
+    } catch (...) {
+      if (!error) error = std::current_exception();
+    }
+    lock.lock();
+    // Phase barrier, deliberately without timeout or abort: every member arrived and executes a
+    // bounded copy/reduce, and none may leave while a peer may still read its buffers.
+    if (++slot.phase_done[phase] == world) cv_.notify_all();
+    cv_.wait(lock, [&] { return slot.phase_done[phase] == world; });
+  }
+  Leave(slot, seq);
+  if (error) std::rethrow_exception(error);
+}
+
+// ---- point to point ----------------------------------------------------------------------------------
+
+std::string GroupRendezvous::P2PName(const P2PEntry& e) const {
+  return Str(e.is_send ? "send to rank " : "recv from rank ", e.is_send ? e.dst : e.src, " (tag ", e.tag, ", ", e.bytes,
+             " B, ", e.dtype, ")");
+}
+
+std::shared_ptr<GroupRendezvous::P2PEntry> GroupRendezvous::Post(
+    int rank, const P2POp& op,
+    std::vector<std::pair<std::shared_ptr<P2PEntry>, std::shared_ptr<P2PEntry>>>& pairs) {
+  const bool is_send = op.kind == P2POp::Kind::kSend;
+  auto e = std::make_shared<P2PEntry>();
+  e->is_send = is_send;
+  e->src = is_send ? rank : op.peer;
+  e->dst = is_send ? op.peer : rank;
+  e->tag = op.tag;
+  e->bytes = op.tensor.numel() * ElementSize(op.tensor.dtype());
+  e->dtype = op.tensor.dtype();
+  if (is_send) {
+    e->send_data = op.tensor.raw_data();
+  } else {
+    e->recv_data = op.tensor.raw_data();
+  }
+  const P2PKey key{e->src, e->dst, e->tag};
+  P2PQueue& opposite = is_send ? pending_recvs_ : pending_sends_;
+  auto it = opposite.find(key);
+  if (it != opposite.end() && !it->second.empty()) {
+    std::shared_ptr<P2PEntry> partner = it->second.front();
+    it->second.pop_front();
+    if (it->second.empty()) opposite.erase(it);
+    partner->matched = e->matched = true;
+    pairs.emplace_back(is_send ? e : partner, is_send ? partner : e);
+  } else {
+    (is_send ? pending_sends_ : pending_recvs_)[key].push_back(e);
+  }
+  return e;
+}
+
+void GroupRendezvous::CancelPending(std::unique_lock<std::mutex>& lock,
+                                    const std::vector<std::shared_ptr<P2PEntry>>& mine) {
+  for (const auto& e : mine) {
+    if (e->matched) continue;
+    P2PQueue& queue = e->is_send ? pending_sends_ : pending_recvs_;
+    auto it = queue.find({e->src, e->dst, e->tag});
+    if (it == queue.end()) continue;
+    std::erase(it->second, e);
+    if (it->second.empty()) queue.erase(it);
+  }
+  // A matched entry is being copied by its partner right now (a bounded memcpy): wait for it.
+  cv_.wait(lock, [&] {
+    for (const auto& e : mine) {
+      if (e->matched && !e->done) return false;
+    }
+    return true;
+  });
+}
+
+void GroupRendezvous::RunP2P(int rank, const std::vector<P2POp>& ops, std::chrono::milliseconds timeout,
+                             const std::string& label) {
+  std::vector<std::shared_ptr<P2PEntry>> mine;
+  std::vector<std::pair<std::shared_ptr<P2PEntry>, std::shared_ptr<P2PEntry>>> pairs;  // (send, recv)
+  std::unique_lock<std::mutex> lock(mu_);
+  if (world_->aborted()) TESSEL_FAIL(ErrorCode::kAborted, world_->abort_message(), " (p2p on ", label, " cancelled)");
+  for (const P2POp& op : ops) mine.push_back(Post(rank, op, pairs));
+  lock.unlock();
+  // This member completes the pairs it matched: one direct copy from the sender's buffer.
+  for (auto& [send, recv] : pairs) {
+    if (send->bytes != recv->bytes || send->dtype != recv->dtype) {
+      send->error = recv->error = Str("p2p mismatch on ", label, ": rank ", send->src, " posted ",
+                                      P2PName(*send), " but rank ", recv->dst, " posted ",
+                                      P2PName(*recv));
+    } else {
+      ParallelCopy(recv->recv_data, send->send_data, send->bytes);
+    }
+  }
+  lock.lock();
+  for (auto& [send, recv] : pairs) send->done = recv->done = true;
+  if (!pairs.empty()) cv_.notify_all();
+  auto all_done = [&] {
+    for (const auto& e : mine) {
+      if (!e->done) return false;
+    }
+    return true;
+  };
+  const bool finished = cv_.wait_until(lock, Clock::now() + timeout, [&] { return all_done() || world_->aborted(); });
+  if (!finished || !all_done()) {
+    std::string pending;
+    for (const auto& e : mine) {
+      if (!e->matched) pending += Str(pending.empty() ? "" : "; ", P2PName(*e));
+    }
+    CancelPending(lock, mine);
+    if (world_->aborted()) TESSEL_FAIL(ErrorCode::kAborted, world_->abort_message(), " (p2p on ", label, " cancelled)");
+    TESSEL_FAIL(ErrorCode::kDeadlineExceeded, "p2p on ", label, " timed out after ", timeout.count(),
+                " ms: no matching peer call for ", pending);
+  }
+  for (const auto& e : mine) {
+    if (!e->error.empty()) TESSEL_FAIL(ErrorCode::kAborted, e->error);
+  }
+}
+
+// ---- world ---------------------------------------------------------------------------------------------
+
+void ThreadsWorld::Abort(int global_rank, const std::string& message) {
+  std::vector<std::shared_ptr<GroupRendezvous>> live;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (aborted_.load(std::memory_order_relaxed)) return;  // the first failure wins
+    first_failed_rank_ = global_rank;
+    abort_message_ = Str("rank ", global_rank, " failed: ", message);
+    aborted_.store(true, std::memory_order_release);
+    for (auto& [key, weak] : groups_) {
+      if (auto group = weak.lock()) live.push_back(std::move(group));
+    }
+  }
+  for (auto& group : live) group->WakeAll();
+}
+
+std::string ThreadsWorld::abort_message() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return abort_message_;
+}
+
+int ThreadsWorld::first_failed_rank() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return first_failed_rank_;
+}
+
+std::shared_ptr<GroupRendezvous> ThreadsWorld::GetOrCreateGroup(const std::shared_ptr<ThreadsWorld>& self,
+                                                                const std::string& key,
+                                                                const std::vector<int>& global_ranks) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::weak_ptr<GroupRendezvous>& slot = groups_[key];
+  if (auto existing = slot.lock()) {
+    TESSEL_INTERNAL_ASSERT(existing->global_ranks() == global_ranks, "group key ", key, " reused");
+    return existing;
+  }
+  auto group = std::make_shared<GroupRendezvous>(self, key, global_ranks);
+  slot = group;
+  return group;
+}
+
+}  // namespace tessel::comm::threads_internal

@@ -1,0 +1,133 @@
+// comm/backends/threads_rendezvous.h — the shared state behind the threads backend: one
+// ThreadsWorld per RunRanks (abort flag + group registry) and one GroupRendezvous per group, where
+// each member posts its call and the collective runs once all members posted.
+//
+// Invariant: for sequence number s of a group, RunCollective returns on a member only after (a) all
+// members posted call s and agreed on it, every member executed all phases and passed the completion
+// barrier (so no peer still reads this member's buffers), or (b) it throws — kAborted (descriptors
+// disagree, the world aborted, the group broke earlier) or kDeadlineExceeded (a member did not post
+// within the timeout; the group is then unusable). Executors only read peers' buffers and write their
+// own, and every phase ends with a barrier, so there is no data race.
+//
+// Example (backend side):
+//   RankCall call{desc, in_ptr, out_ptr};
+//   rendezvous->RunCollective(rank, call, /*num_phases=*/1, &ExecAllGather, timeout, label);
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "comm/collective.h"
+#include "comm/process_group.h"
+
+namespace tessel::comm::threads_internal {
+
+// One member's side of a collective: its descriptor and raw buffers (peers read `input` directly).
+struct RankCall {
+  CollectiveDesc desc;
+  const void* input = nullptr;
+  void* output = nullptr;
+};
+
+// Runs phase `phase` of a collective on member `rank`'s comm thread, given every member's call.
+using Executor = void (*)(int rank, std::span<const RankCall* const> calls, int phase);
+
+class ThreadsWorld;
+
+class GroupRendezvous {
+ public:
+  GroupRendezvous(std::shared_ptr<ThreadsWorld> world, std::string key, std::vector<int> global_ranks);
+
+  int size() const { return static_cast<int>(global_ranks_.size()); }
+  const std::vector<int>& global_ranks() const { return global_ranks_; }
+  const std::string& key() const { return key_; }
+  const std::shared_ptr<ThreadsWorld>& world() const { return world_; }
+
+  // See the file comment. `label` names the group in errors.
+  void RunCollective(int rank, const RankCall& call, int num_phases, Executor execute,
+                     std::chrono::milliseconds timeout, const std::string& label);
+  // Posts every op, copies the pairs it completes, and waits until all its ops are done. Throws
+  // kDeadlineExceeded (an op found no partner in time) or kAborted (size/dtype mismatch, world aborted).
+  void RunP2P(int rank, const std::vector<P2POp>& ops, std::chrono::milliseconds timeout, const std::string& label);
+
+  // Wakes every waiter (the world aborted).
+  void WakeAll();
+
+ private:
+  struct Slot {
+    std::vector<const RankCall*> calls;
+    int arrived = 0;
+    std::optional<std::string> mismatch;
+    std::optional<std::string> timeout_message;
+    int phase_done[2] = {0, 0};
+    int departed = 0;
+  };
+  struct P2PEntry {
+    bool is_send = false;
+    int src, dst, tag;
+    const void* send_data = nullptr;
+    void* recv_data = nullptr;
+    int64_t bytes = 0;
+    DType dtype = DType::kFloat32;
+    bool matched = false;
+    bool done = false;
+    std::string error;
+  };
+  using P2PKey = std::tuple<int, int, int>;  // (src, dst, tag)
+  using P2PQueue = std::map<P2PKey, std::deque<std::shared_ptr<P2PEntry>>>;
+
+  void ThrowIfUnusable(const CollectiveDesc& desc, const std::string& label);
+  void WaitForArrival(std::unique_lock<std::mutex>& lock, Slot& slot, int rank, const RankCall& call,
+                      std::chrono::milliseconds timeout, const std::string& label);
+  void Leave(Slot& slot, int64_t seq);
+  std::shared_ptr<P2PEntry> Post(int rank, const P2POp& op,
+                                 std::vector<std::pair<std::shared_ptr<P2PEntry>, std::shared_ptr<P2PEntry>>>& pairs);
+  void CancelPending(std::unique_lock<std::mutex>& lock, const std::vector<std::shared_ptr<P2PEntry>>& mine);
+  std::string P2PName(const P2PEntry& e) const;
+
+  std::shared_ptr<ThreadsWorld> world_;
+  const std::string key_;
+  const std::vector<int> global_ranks_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<int64_t, Slot> slots_;
+  std::optional<std::string> broken_;  // set by a collective timeout: later collectives fail at once
+  P2PQueue pending_sends_;
+  P2PQueue pending_recvs_;
+};
+
+class ThreadsWorld {
+ public:
+  explicit ThreadsWorld(int world_size) : world_size_(world_size) {}
+  int world_size() const { return world_size_; }
+
+  // Records the first failure ("rank 2 failed: <message>") and wakes every group's waiters.
+  void Abort(int global_rank, const std::string& message);
+  bool aborted() const { return aborted_.load(std::memory_order_acquire); }
+  std::string abort_message() const;
+  int first_failed_rank() const;
+
+  // The rendezvous of the group `key`, created by its first member to ask.
+  std::shared_ptr<GroupRendezvous> GetOrCreateGroup(const std::shared_ptr<ThreadsWorld>& self, const std::string& key,
+                                                    const std::vector<int>& global_ranks);
+
+ private:
+  const int world_size_;
+  mutable std::mutex mu_;
+  std::atomic<bool> aborted_{false};
+  std::string abort_message_;
+  int first_failed_rank_ = -1;
+  std::map<std::string, std::weak_ptr<GroupRendezvous>> groups_;
+};
+
+}  // namespace tessel::comm::threads_internal

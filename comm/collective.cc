@@ -1,0 +1,210 @@
+// comm/collective.cc — descriptors, validation and the mismatch verdict shared by all backends.
+#include "comm/collective.h"
+
+#include "core/base/error.h"
+#include "core/tensor/tensor_impl.h"
+
+namespace tessel::comm {
+namespace {
+
+bool SameCall(const CollectiveDesc& a, const CollectiveDesc& b) {
+  const bool both_all_to_all = a.kind == CollectiveKind::kAllToAll && b.kind == CollectiveKind::kAllToAll;
+  return a.kind == b.kind && a.seq == b.seq && a.dtype == b.dtype && a.root == b.root && a.op == b.op &&
+         (both_all_to_all ? a.row_bytes == b.row_bytes : a.bytes == b.bytes);
+}
+
+// Checks that what rank r expects from rank j is what rank j sends to rank r.
+std::optional<std::string> FindSplitMismatch(std::span<const CollectiveDesc* const> descs,
+                                             const std::string& group_label) {
+  const int world = static_cast<int>(descs.size());
+  for (int r = 0; r < world; ++r) {
+    for (int j = 0; j < world; ++j) {
+      const int64_t expected = descs[r]->output_splits[j];
+      const int64_t sent = descs[j]->input_splits[r];
+      if (expected != sent) {
+        return Str("collective mismatch on ", group_label, ": all_to_all #", descs[r]->seq, " rank ", r,
+                   " expects ", expected, " rows from rank ", j, " but rank ", j, " sends ", sent,
+                   " rows to rank ", r);
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+void CheckSameDType(const char* op, const Tensor& output, const Tensor& input) {
+  TESSEL_CHECK(output.dtype() == input.dtype(), op, ": output dtype ", output.dtype(), " differs from input dtype ",
+               input.dtype());
+}
+
+void CheckReduceOp(const char* op, ReduceOp reduce, DType dtype) {
+  TESSEL_CHECK(reduce != ReduceOp::kAvg || IsFloating(dtype), op, ": avg needs a floating dtype, got ", dtype);
+}
+
+// Checks that `big` is `small` stacked `world` times along dim 0 (a 0-d `small` stacks into [world]).
+void CheckStacked(const char* op, const char* big_name, const Tensor& big, const Tensor& small, int world) {
+  Shape want = small.sizes();
+  if (want.empty()) {
+    want = {world};
+  } else {
+    want[0] *= world;
+  }
+  TESSEL_CHECK(big.sizes() == want, op, ": ", big_name, " shape ", ShapeStr(big.sizes()), " must be ", ShapeStr(want),
+               " (", world, " ranks x ", ShapeStr(small.sizes()), ")");
+}
+
+}  // namespace
+
+std::string DescribeCall(const CollectiveDesc& d, bool with_details) {
+  std::string s = Str(CollectiveKindName(d.kind), " #", d.seq, " (", d.bytes, " B");
+  if (with_details) {
+    s += Str(", ", d.dtype);
+    if (d.op) s += Str(", ", ReduceOpName(*d.op));
+    if (d.root >= 0) s += Str(", root ", d.root);
+    if (d.kind == CollectiveKind::kAllToAll) s += Str(", rows of ", d.row_bytes, " B");
+  }
+  return s + ")";
+}
+
+std::optional<std::string> FindMismatch(std::span<const CollectiveDesc* const> descs, const std::string& group_label) {
+  const CollectiveDesc& first = *descs[0];
+  for (size_t j = 1; j < descs.size(); ++j) {
+    const CollectiveDesc& other = *descs[j];
+    if (SameCall(first, other)) continue;
+    // Details only when they tell the calls apart: different kinds already do.
+    const bool details = first.dtype != other.dtype || (first.kind == other.kind && first.bytes == other.bytes);
+    return Str("collective mismatch on ", group_label, ": rank ", j, " called ", DescribeCall(other, details),
+               " while rank 0 called ", DescribeCall(first, details));
+  }
+  if (first.kind == CollectiveKind::kAllToAll) return FindSplitMismatch(descs, group_label);
+  return std::nullopt;
+}
+
+std::string GroupLabel(const std::string& name, std::span<const int> global_ranks) {
+  std::string ranks;
+  for (int r : global_ranks) ranks += Str(ranks.empty() ? "" : ", ", r);
+  return Str("group '", name, "' (global ranks [", ranks, "])");
+}
+
+void CheckCommTensor(const char* op, const Tensor& t, DeviceType device_type) {
+  TESSEL_CHECK(t.defined(), op, ": undefined tensor");
+  TESSEL_CHECK(!t.is_distributed(), op, ": expected a local dense tensor, got a ", t.impl()->KindName(),
+               " (pass its local shard)");
+  TESSEL_CHECK(t.is_contiguous(), op, ": expected a contiguous tensor, got shape ", ShapeStr(t.sizes()), " strides ",
+               ShapeStr(t.strides()));
+  TESSEL_CHECK(t.device().type == device_type, op, ": expected a ", device_type == DeviceType::kCpu ? "cpu" : "cuda",
+               " tensor, got one on ", t.device());
+}
+
+CollectiveDesc DescribeAllReduce(const Tensor& t, ReduceOp op, DeviceType device_type) {
+  CheckCommTensor("all_reduce", t, device_type);
+  CheckReduceOp("all_reduce", op, t.dtype());
+  CollectiveDesc d;
+  d.kind = CollectiveKind::kAllReduce;
+  d.dtype = t.dtype();
+  d.bytes = t.numel() * ElementSize(t.dtype());
+  d.op = op;
+  return d;
+}
+
+CollectiveDesc DescribeAllGather(const Tensor& output, const Tensor& input, int world, DeviceType device_type) {
+  CheckCommTensor("all_gather", output, device_type);
+  CheckCommTensor("all_gather", input, device_type);
+  CheckSameDType("all_gather", output, input);
+  CheckStacked("all_gather", "output", output, input, world);
+  CollectiveDesc d;
+  d.kind = CollectiveKind::kAllGather;
+  d.dtype = input.dtype();
+  d.bytes = input.numel() * ElementSize(input.dtype());
+  return d;
+}
+
+CollectiveDesc DescribeReduceScatter(const Tensor& output, const Tensor& input, ReduceOp op, int world,
+                                     DeviceType device_type) {
+  CheckCommTensor("reduce_scatter", output, device_type);
+  CheckCommTensor("reduce_scatter", input, device_type);
+  CheckSameDType("reduce_scatter", output, input);
+  CheckReduceOp("reduce_scatter", op, input.dtype());
+  CheckStacked("reduce_scatter", "input", input, output, world);
+  CollectiveDesc d;
+  d.kind = CollectiveKind::kReduceScatter;
+  d.dtype = input.dtype();
+  d.bytes = input.numel() * ElementSize(input.dtype());
+  d.op = op;
+  return d;
+}
+
+CollectiveDesc DescribeAllToAll(const Tensor& output, const Tensor& input, std::vector<int64_t> output_splits,
+                                std::vector<int64_t> input_splits, int world, DeviceType device_type) {
+  CheckCommTensor("all_to_all", output, device_type);
+  CheckCommTensor("all_to_all", input, device_type);
+  CheckSameDType("all_to_all", output, input);
+  TESSEL_CHECK(input.dim() >= 1 && output.dim() == input.dim(), "all_to_all: expected input and output of the same ",
+               "rank >= 1, got ", ShapeStr(input.sizes()), " and ", ShapeStr(output.sizes()));
+  TESSEL_CHECK(Shape(input.sizes().begin() + 1, input.sizes().end()) ==
+                   Shape(output.sizes().begin() + 1, output.sizes().end()),
+               "all_to_all: input ", ShapeStr(input.sizes()), " and output ", ShapeStr(output.sizes()),
+               " differ beyond dim 0");
+  auto resolve = [&](std::vector<int64_t>& splits, const Tensor& t, const char* which) {
+    if (splits.empty()) {
+      TESSEL_CHECK(t.size(0) % world == 0, "all_to_all: ", which, " dim 0 (", t.size(0),
+                   ") must divide by the group size ", world, " when no split sizes are given");
+      splits.assign(world, t.size(0) / world);
+    }
+    TESSEL_CHECK(static_cast<int>(splits.size()) == world, "all_to_all: ", which, " split sizes have ", splits.size(),
+                 " entries for a group of size ", world);
+    int64_t total = 0;
+    for (int64_t s : splits) {
+      TESSEL_CHECK(s >= 0, "all_to_all: negative ", which, " split size ", s);
+      total += s;
+    }
+    TESSEL_CHECK(total == t.size(0), "all_to_all: ", which, " split sizes sum to ", total, " but ", which,
+                 " dim 0 is ", t.size(0));
+  };
+  resolve(input_splits, input, "input");
+  resolve(output_splits, output, "output");
+  CollectiveDesc d;
+  d.kind = CollectiveKind::kAllToAll;
+  d.dtype = input.dtype();
+  d.bytes = input.numel() * ElementSize(input.dtype());
+  d.row_bytes = NumElements(std::span<const int64_t>(input.sizes()).subspan(1)) * ElementSize(input.dtype());
+  d.input_splits = std::move(input_splits);
+  d.output_splits = std::move(output_splits);
+  return d;
+}
+
+CollectiveDesc DescribeBroadcast(const Tensor& t, int root, int world, DeviceType device_type) {
+  CheckCommTensor("broadcast", t, device_type);
+  TESSEL_CHECK(root >= 0 && root < world, "broadcast: root ", root, " is not a rank of a group of size ", world);
+  CollectiveDesc d;
+  d.kind = CollectiveKind::kBroadcast;
+  d.dtype = t.dtype();
+  d.bytes = t.numel() * ElementSize(t.dtype());
+  d.root = root;
+  return d;
+}
+
+void CheckP2POps(const std::vector<P2POp>& ops, int rank, int world, DeviceType device_type) {
+  for (const P2POp& op : ops) {
+    const char* name = op.kind == P2POp::Kind::kSend ? "send" : "recv";
+    CheckCommTensor(name, op.tensor, device_type);
+    TESSEL_CHECK(op.peer >= 0 && op.peer < world && op.peer != rank, name, ": peer ", op.peer,
+                 " is not another rank of a group of size ", world, " (this is rank ", rank, ")");
+  }
+}
+
+void TraceCall(const CollectiveDesc& d, const std::string& group) {
+  CommTracer::Record(CollectiveRecord{d.kind, group, d.dtype, d.bytes});
+}
+
+void MarkWritten(const Tensor& t) {
+  const Storage& storage = t.impl()->storage();
+  if (storage.defined()) storage.BumpVersion();
+}
+
+std::vector<int64_t> SplitOffsets(std::span<const int64_t> splits, int64_t row_bytes) {
+  std::vector<int64_t> offsets(splits.size() + 1, 0);
+  for (size_t j = 0; j < splits.size(); ++j) offsets[j + 1] = offsets[j] + splits[j] * row_bytes;
+  return offsets;
+}
+
+}  // namespace tessel::comm

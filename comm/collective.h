@@ -1,0 +1,74 @@
+// comm/collective.h — what every backend shares about one collective call: its descriptor (kind,
+// sequence number, dtype, bytes, root, op, splits), argument validation, and the mismatch verdict.
+//
+// Invariant: FindMismatch is a pure function of the descriptors of all members, so every rank that
+// evaluates it on the same descriptors raises the same message ("rank 1 called all_gather #12 (4096 B)
+// while rank 0 called reduce_scatter #12 (8192 B)"). Validation runs on the caller's thread at issue
+// time and throws kInvalidArgument naming the op, shapes and dtypes.
+//
+// Example:
+//   CollectiveDesc d = DescribeAllGather(output, input, pg.size());   // validates, fills bytes
+//   d.seq = next_seq++;
+//   if (auto msg = FindMismatch(all_descs, "group 'world'")) TESSEL_FAIL(ErrorCode::kAborted, *msg);
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "comm/process_group.h"
+#include "comm/tracer.h"
+#include "core/tensor/tensor.h"
+
+namespace tessel::comm {
+
+struct CollectiveDesc {
+  CollectiveKind kind = CollectiveKind::kBarrier;
+  int64_t seq = 0;
+  DType dtype = DType::kFloat32;
+  int64_t bytes = 0;  // bytes this rank contributes (its input)
+  int root = -1;      // broadcast only
+  std::optional<ReduceOp> op;
+  // all_to_all only: rows per peer and bytes per row (every other field then compares as usual,
+  // except `bytes`, which may differ between ranks).
+  std::vector<int64_t> input_splits;
+  std::vector<int64_t> output_splits;
+  int64_t row_bytes = 0;
+};
+
+// "all_gather #12 (4096 B)"; with_details adds dtype, op and root ("all_reduce #3 (16 B, float32, sum)").
+std::string DescribeCall(const CollectiveDesc& d, bool with_details);
+
+// nullopt when all members agree; else the message every rank raises (code kAborted). `descs` holds
+// one descriptor per group rank; `group_label` names the group ("group 'tp' (global ranks [0, 2])").
+std::optional<std::string> FindMismatch(std::span<const CollectiveDesc* const> descs, const std::string& group_label);
+
+// "group 'tp' (global ranks [0, 2])"
+std::string GroupLabel(const std::string& name, std::span<const int> global_ranks);
+
+// ---- validation (caller's thread; throws kInvalidArgument) ------------------------------------------
+// Every tensor must be a defined, dense, contiguous tensor on a device of `device_type`.
+void CheckCommTensor(const char* op, const Tensor& t, DeviceType device_type);
+
+CollectiveDesc DescribeAllReduce(const Tensor& t, ReduceOp op, DeviceType device_type);
+// output: dim 0 = world * input dim 0 (a 0-d input gathers into a 1-d output of size world).
+CollectiveDesc DescribeAllGather(const Tensor& output, const Tensor& input, int world, DeviceType device_type);
+CollectiveDesc DescribeReduceScatter(const Tensor& output, const Tensor& input, ReduceOp op, int world,
+                                     DeviceType device_type);
+// Resolves empty split lists to equal splits (dim 0 must then divide by world).
+CollectiveDesc DescribeAllToAll(const Tensor& output, const Tensor& input, std::vector<int64_t> output_splits,
+                                std::vector<int64_t> input_splits, int world, DeviceType device_type);
+CollectiveDesc DescribeBroadcast(const Tensor& t, int root, int world, DeviceType device_type);
+void CheckP2POps(const std::vector<P2POp>& ops, int rank, int world, DeviceType device_type);
+
+// Records `d` in the calling thread's tracers (CommTracer) under `group`.
+void TraceCall(const CollectiveDesc& d, const std::string& group);
+// Marks `t` as written in place (bumps its storage's version counter for autograd).
+void MarkWritten(const Tensor& t);
+
+// Byte offsets of each peer's block given split rows: offsets[j] = row_bytes * sum(splits[0..j)).
+std::vector<int64_t> SplitOffsets(std::span<const int64_t> splits, int64_t row_bytes);
+
+}  // namespace tessel::comm

@@ -1,0 +1,35 @@
+// comm/gloo_bench.cc — gloo all_reduce bus bandwidth, 64 MiB of float32 per rank.
+//
+// Run under the launcher:  tessel_run --nproc-per-node 2 --master-port 0 gloo_bench [iters]
+// Rank 0 prints `gloo_allreduce_bus_bw: <v> GB/s` (bus bytes 2 (W-1)/W S per all_reduce, nccl-tests
+// convention; best iteration, since the machine may be shared).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+
+#include "comm/backends/gloo.h"
+#include "core/tensor/factory.h"
+
+int main(int argc, char** argv) {
+  using namespace tessel;
+  const int iters = argc > 1 ? std::atoi(argv[1]) : 5;
+  const int64_t bytes = int64_t{64} << 20;
+  comm::ProcessGroupPtr pg = comm::InitProcessGroupFromEnv();
+  Tensor t = Full({bytes / 4}, 1.0);
+  pg->AllReduce(t, comm::ReduceOp::kSum)->Wait();  // warm-up (connections, page faults)
+  double best = 1e30;
+  for (int i = 0; i < iters; ++i) {
+    pg->Barrier()->Wait();
+    const auto start = std::chrono::steady_clock::now();
+    pg->AllReduce(t, comm::ReduceOp::kSum)->Wait();
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  const int w = pg->size();
+  if (pg->rank() == 0) {
+    std::printf("gloo_allreduce_bus_bw: %.2f GB/s (W=%d, %.1f ms per 64 MiB all_reduce)\n",
+                2.0 * (w - 1) / w * bytes / best / 1e9, w, best * 1e3);
+  }
+  pg->Barrier()->Wait();
+  return 0;
+}

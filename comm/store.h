@@ -1,0 +1,83 @@
+// comm/store.h — rendezvous key-value stores: TcpStore (rank 0 serves at MASTER_ADDR:MASTER_PORT,
+// the role of PyTorch's TCPStore) and FileStore (a directory on a filesystem all ranks share).
+//
+// Invariant: a key, once Set, is visible to every client of the store; Get and Wait block until the
+// key exists or the timeout passes, then throw kDeadlineExceeded naming the key(s) still missing.
+// Nothing waits forever. Add is atomic across all clients (a counter for barriers and ids).
+//
+// Example:
+//   auto store = std::make_shared<TcpStore>("10.0.0.1", 29500, /*is_server=*/rank == 0, seconds(300));
+//   store->Set("nccl/id", id_bytes);                        // rank 0
+//   std::vector<char> id = store->Get("nccl/id", seconds(60));   // every rank
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace tessel::comm {
+
+class Store {
+ public:
+  virtual ~Store() = default;
+  virtual void Set(const std::string& key, const std::vector<char>& value) = 0;
+  // Waits up to `timeout` for `key`.
+  virtual std::vector<char> Get(const std::string& key, std::chrono::milliseconds timeout) = 0;
+  // True when `key` is set (no waiting).
+  virtual bool Check(const std::string& key) = 0;
+  // Adds `delta` to the integer at `key` (absent counts as 0) and returns the new value.
+  virtual int64_t Add(const std::string& key, int64_t delta) = 0;
+  // Waits up to `timeout` until every key is set (polls Check with backoff).
+  void Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout);
+  // Where this store lives, for error messages ("tcp store 10.0.0.1:29500").
+  virtual std::string Describe() const = 0;
+};
+
+class TcpStore final : public Store {
+ public:
+  // `is_server`: this process also serves the store, listening on all interfaces at `port` (0 picks
+  // a free port; see port()). Clients retry connecting to host:port until `timeout`.
+  TcpStore(std::string host, int port, bool is_server, std::chrono::milliseconds timeout);
+  ~TcpStore() override;
+  TcpStore(const TcpStore&) = delete;
+  TcpStore& operator=(const TcpStore&) = delete;
+
+  void Set(const std::string& key, const std::vector<char>& value) override;
+  std::vector<char> Get(const std::string& key, std::chrono::milliseconds timeout) override;
+  bool Check(const std::string& key) override;
+  int64_t Add(const std::string& key, int64_t delta) override;
+  std::string Describe() const override;
+  int port() const { return port_; }
+
+ private:
+  class Server;
+  // One request/reply exchange on the client socket (serialized by mu_); returns the reply status.
+  bool Request(uint8_t op, const std::string& key, const std::vector<char>& value, std::vector<char>* reply);
+
+  std::string host_;
+  int port_;
+  std::unique_ptr<Server> server_;
+  std::mutex mu_;
+  int fd_ = -1;
+};
+
+class FileStore final : public Store {
+ public:
+  // Creates `dir` if needed. Every rank must pass the same directory (shared filesystem).
+  explicit FileStore(std::string dir);
+
+  void Set(const std::string& key, const std::vector<char>& value) override;
+  std::vector<char> Get(const std::string& key, std::chrono::milliseconds timeout) override;
+  bool Check(const std::string& key) override;
+  int64_t Add(const std::string& key, int64_t delta) override;
+  std::string Describe() const override { return "file store " + dir_; }
+
+ private:
+  std::string PathOf(const std::string& key) const;
+  std::string dir_;
+};
+
+}  // namespace tessel::comm

@@ -1,0 +1,83 @@
+// TcpStore and FileStore: set/get/check/add across clients, waiting, and timeouts naming the key.
+#include "comm/store.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "core/base/error.h"
+
+namespace tessel::comm {
+namespace {
+
+using std::chrono::milliseconds;
+
+std::vector<char> Bytes(const std::string& s) { return std::vector<char>(s.begin(), s.end()); }
+
+void ExerciseStore(Store& a, Store& b) {
+  a.Set("alpha", Bytes("one"));
+  EXPECT_TRUE(b.Check("alpha"));
+  EXPECT_FALSE(b.Check("beta"));
+  EXPECT_EQ(b.Get("alpha", milliseconds(100)), Bytes("one"));
+  a.Set("empty", {});
+  EXPECT_TRUE(b.Get("empty", milliseconds(100)).empty());
+  // A Get issued before the Set waits for it.
+  std::thread late([&] {
+    std::this_thread::sleep_for(milliseconds(50));
+    a.Set("late/key", Bytes("there"));
+  });
+  EXPECT_EQ(b.Get("late/key", milliseconds(5000)), Bytes("there"));
+  late.join();
+  EXPECT_EQ(a.Add("counter", 2), 2);
+  EXPECT_EQ(b.Add("counter", 3), 5);
+  try {
+    b.Wait({"alpha", "never"}, milliseconds(50));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kDeadlineExceeded);
+    EXPECT_NE(std::string(e.what()).find("key(s) 'never' not set after 50 ms"), std::string::npos) << e.what();
+  }
+}
+
+TEST(StoreTest, TcpStoreServesSetGetAddAcrossClients) {
+  TcpStore server("127.0.0.1", 0, /*is_server=*/true, milliseconds(5000));
+  ASSERT_GT(server.port(), 0);
+  TcpStore client("127.0.0.1", server.port(), /*is_server=*/false, milliseconds(5000));
+  ExerciseStore(server, client);
+}
+
+TEST(StoreTest, TcpStoreClientWaitsForALateServer) {
+  // Reserve a free port, release it, and start the server after the client began connecting.
+  int port;
+  { port = TcpStore("127.0.0.1", 0, true, milliseconds(1000)).port(); }
+  std::unique_ptr<TcpStore> server;
+  std::thread starter([&] {
+    std::this_thread::sleep_for(milliseconds(100));
+    server = std::make_unique<TcpStore>("127.0.0.1", port, true, milliseconds(5000));
+    server->Set("ready", Bytes("1"));
+  });
+  TcpStore client("127.0.0.1", port, false, milliseconds(5000));
+  EXPECT_EQ(client.Get("ready", milliseconds(5000)), Bytes("1"));
+  starter.join();
+}
+
+TEST(StoreTest, TcpStoreClientWithoutServerTimesOutNamingTheAddress) {
+  int port;
+  { port = TcpStore("127.0.0.1", 0, true, milliseconds(1000)).port(); }
+  try {
+    TcpStore client("127.0.0.1", port, false, milliseconds(200));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kDeadlineExceeded);
+    EXPECT_NE(std::string(e.what()).find(Str("cannot connect to 127.0.0.1:", port)), std::string::npos) << e.what();
+  }
+}
+
+TEST(StoreTest, FileStoreSharesKeysThroughADirectory) {
+  const std::string dir = std::string(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") + "/fs";
+  FileStore a(dir), b(dir);
+  ExerciseStore(a, b);
+}
+
+}  // namespace
+}  // namespace tessel::comm

@@ -1,0 +1,65 @@
+// CommTracer records every call issued on its thread, nests, and ignores other threads (ranks).
+#include "comm/tracer.h"
+
+#include <gtest/gtest.h>
+
+#include "comm/backends/threads.h"
+#include "core/tensor/factory.h"
+
+namespace tessel::comm {
+namespace {
+
+TEST(CommTracerTest, CountsEachCollectiveIssuedOnThisRankWithGroupAndBytes) {
+  RunRanks(2, [](ProcessGroupPtr pg) {
+    ProcessGroupPtr sub = pg->NewGroup({0, 1});
+    sub->set_name("tp");
+    CommTracer outer;
+    Tensor t = Zeros({8});
+    pg->AllReduce(t, ReduceOp::kSum)->Wait();
+    {
+      CommTracer inner;
+      sub->AllGather(Zeros({16}), t)->Wait();
+      sub->AllGather(Zeros({16}, DType::kBFloat16), Zeros({8}, DType::kBFloat16))->Wait();
+      EXPECT_EQ(inner.Total(), 2);
+      EXPECT_EQ(inner.Count(CollectiveKind::kAllGather, "tp"), 2);
+      EXPECT_EQ(inner.Bytes(CollectiveKind::kAllGather), 32 + 16);
+      EXPECT_EQ(inner.records()[1].dtype, DType::kBFloat16);
+    }
+    pg->ReduceScatter(Zeros({4}), t, ReduceOp::kAvg)->Wait();
+    if (pg->rank() == 0) {
+      pg->Send(t, 1)->Wait();
+    } else {
+      pg->Recv(t, 0)->Wait();
+    }
+    pg->Barrier()->Wait();
+    EXPECT_EQ(outer.Total(), 6);
+    EXPECT_EQ(outer.Count(CollectiveKind::kAllReduce), 1);
+    EXPECT_EQ(outer.Count(CollectiveKind::kAllGather), 2);
+    EXPECT_EQ(outer.Count(CollectiveKind::kAllGather, "world"), 0);
+    EXPECT_EQ(outer.Count(pg->rank() == 0 ? CollectiveKind::kSend : CollectiveKind::kRecv), 1);
+    EXPECT_EQ(outer.Bytes(CollectiveKind::kAllReduce), 32);
+    const std::string p2p = pg->rank() == 0 ? "send(world) x1" : "recv(world) x1";
+    EXPECT_EQ(outer.Summary(),
+              "all_reduce(world) x1, all_gather(tp) x2, reduce_scatter(world) x1, " + p2p + ", barrier(world) x1");
+    outer.Clear();
+    EXPECT_EQ(outer.Total(), 0);
+  });
+}
+
+TEST(CommTracerTest, RecordsAtIssueTimeBeforeTheCollectiveCompletes) {
+  RunRanks(2, [](ProcessGroupPtr pg) {
+    CommTracer tracer;
+    WorkPtr w = pg->AllReduce(Zeros({2}), ReduceOp::kMax);
+    EXPECT_EQ(tracer.Count(CollectiveKind::kAllReduce), 1);
+    w->Wait();
+  });
+}
+
+TEST(CommTracerTest, NamesEveryKind) {
+  EXPECT_EQ(CollectiveKindName(CollectiveKind::kAllToAll), "all_to_all");
+  EXPECT_EQ(CollectiveKindName(CollectiveKind::kReduceScatter), "reduce_scatter");
+  EXPECT_EQ(ReduceOpName(ReduceOp::kProduct), "product");
+}
+
+}  // namespace
+}  // namespace tessel::comm

@@ -1,0 +1,170 @@
+#include "core/ops/ternary.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/autograd/engine.h"
+#include "core/base/error.h"
+#include "core/ops/elementwise.h"
+#include "core/ops/testing/gradcheck.h"
+#include "core/tensor/factory.h"
+#include "core/tensor/random.h"
+#include "core/tensor/tensor_impl.h"
+
+namespace tessel {
+namespace {
+
+using testing::ExpectAllClose;
+using testing::ExpectGradcheck;
+using testing::RandDouble;
+
+Tensor Bools(const std::vector<int>& v, std::vector<int64_t> shape) {
+  std::vector<double> d(v.begin(), v.end());
+  return FromDoubles(d, shape, DType::kBool);
+}
+
+void ExpectErrorContains(const std::function<void()>& f, ErrorCode code, const std::string& fragment) {
+  try {
+    f();
+    ADD_FAILURE() << "no error; expected " << fragment;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), code) << e.what();
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+  }
+}
+
+TEST(TernaryTest, WhereBroadcastsAllThreeOperands) {
+  Tensor cond = Bools({1, 0, 1}, {3, 1});
+  for (DType dt : {DType::kFloat64, DType::kBFloat16, DType::kInt64}) {
+    SCOPED_TRACE(::testing::Message() << dt);
+    Tensor a = FromDoubles({1, 2, 3, 4}, std::vector<int64_t>{1, 4}, dt);
+    Tensor b = FromDoubles({-1, -2, -3, -4}, std::vector<int64_t>{4}, dt);
+    Tensor y = Where(cond, a, b);
+    ASSERT_EQ(y.sizes(), (Shape{3, 4}));
+    EXPECT_EQ(y.dtype(), dt);
+    std::vector<double> want;
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 4; ++j) want.push_back(i != 1 ? j + 1 : -(j + 1));
+    EXPECT_EQ(y.ToDoubleVector(), want);
+  }
+}
+
+TEST(TernaryTest, WhereOnTransposedViewsMatchesNaiveLoops) {
+  Tensor a = RandDouble({3, 4}, 1);
+  Tensor b = RandDouble({4, 3}, 2);
+  Tensor at = MakeView(a, {4, 3}, {1, 4}, 0);
+  Tensor cond = Gt(at, b);  // strided comparison, too
+  Tensor y = Where(cond, at, b);
+  const auto av = a.ToDoubleVector(), bv = b.ToDoubleVector(), cv = cond.ToDoubleVector();
+  std::vector<double> want, want_cond;
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 3; ++j) {
+      const double x = av[j * 4 + i], z = bv[i * 3 + j];
+      want_cond.push_back(x > z);
+      want.push_back(x > z ? x : z);
+    }
+  EXPECT_EQ(cv, want_cond);
+  EXPECT_EQ(y.ToDoubleVector(), want);
+}
+
+TEST(TernaryTest, MaskedFillBroadcastsMaskAndInput) {
+  Tensor x = RandDouble({2, 3, 4}, 3);
+  Tensor mask = Bools({0, 1, 0}, {3, 1});
+  const auto xv = x.ToDoubleVector();
+  std::vector<double> want = xv;
+  for (int i = 0; i < 2; ++i)
+    for (int k = 0; k < 4; ++k) want[(i * 3 + 1) * 4 + k] = -INFINITY;
+  ExpectAllClose(MaskedFill(x, mask, -INFINITY), want, 0, 0);
+  // A mask larger than x broadcasts x (torch's out-of-place masked_fill).
+  Tensor row = FromVector<float>({1, 2});
+  Tensor y = MaskedFill(row, Bools({1, 0, 0, 1}, {2, 2}), 9.0);
+  ASSERT_EQ(y.sizes(), (Shape{2, 2}));
+  EXPECT_EQ(y.ToDoubleVector(), (std::vector<double>{9, 2, 1, 9}));
+  Tensor bf = MaskedFill(FromDoubles({1, 2, 3}, std::vector<int64_t>{3}, DType::kBFloat16), Bools({0, 1, 0}, {3}), 0.1);
+  EXPECT_EQ(bf.ToDoubleVector(), (std::vector<double>{1, 0.10009765625, 3}));  // 0.1 rounded to bf16
+  EXPECT_EQ(MaskedFill(FromVector<int64_t>({4, 5}), Bools({1, 0}, {2}), -2.0).ToVector<int64_t>(),
+            (std::vector<int64_t>{-2, 5}));
+}
+
+TEST(TernaryTest, SameShapeOperandsSelectExactValues) {
+  Generator gen(12);
+  Tensor bits = Random(std::vector<int64_t>{4, 37}, gen, Distribution::Integer(0, 2), DType::kInt64);
+  Tensor mask = Gt(bits, Zeros({1}, DType::kInt64));
+  for (DType dt : {DType::kBFloat16, DType::kFloat32, DType::kInt32}) {
+    SCOPED_TRACE(::testing::Message() << dt);
+    Tensor a = Random(std::vector<int64_t>{4, 37}, gen, Distribution::Integer(-50, 50), dt);
+    Tensor b = Random(std::vector<int64_t>{4, 37}, gen, Distribution::Integer(-50, 50), dt);
+    const auto mv = mask.ToDoubleVector(), av = a.ToDoubleVector(), bv = b.ToDoubleVector();
+    std::vector<double> where, filled;
+    for (size_t i = 0; i < mv.size(); ++i) {
+      where.push_back(mv[i] != 0 ? av[i] : bv[i]);
+      filled.push_back(mv[i] != 0 ? 7 : av[i]);
+    }
+    EXPECT_EQ(Where(mask, a, b).ToDoubleVector(), where);
+    EXPECT_EQ(MaskedFill(a, mask, 7.0).ToDoubleVector(), filled);
+  }
+}
+
+TEST(TernaryTest, ComparisonsBroadcastAndGiveBools) {
+  Tensor a = FromVector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor b = FromVector<float>({2, 5, 3});
+  EXPECT_EQ(Eq(a, b).dtype(), DType::kBool);
+  EXPECT_EQ(Eq(a, b).ToVector<int>(), (std::vector<int>{0, 0, 1, 0, 1, 0}));
+  EXPECT_EQ(Lt(a, b).ToVector<int>(), (std::vector<int>{1, 1, 0, 0, 0, 0}));
+  EXPECT_EQ(Gt(a, b).ToVector<int>(), (std::vector<int>{0, 0, 0, 1, 0, 1}));
+  Tensor i = FromVector<int64_t>({-1, 7});
+  EXPECT_EQ(Gt(i, FromVector<int64_t>({0})).ToVector<int>(), (std::vector<int>{0, 1}));
+  Tensor h = FromDoubles({1, 2}, std::vector<int64_t>{2}, DType::kBFloat16);
+  EXPECT_EQ(Lt(h, FromDoubles({1.5}, std::vector<int64_t>{1}, DType::kBFloat16)).ToVector<int>(),
+            (std::vector<int>{1, 0}));
+  const float nan = std::nanf("");
+  EXPECT_EQ(Eq(FromVector<float>({nan}), FromVector<float>({nan})).ToVector<int>(), (std::vector<int>{0}));
+  EXPECT_EQ(Eq(Bools({1, 0}, {2}), Bools({1, 1}, {2})).ToVector<int>(), (std::vector<int>{1, 0}));
+}
+
+TEST(TernaryTest, ComparisonsAndMasksAreNotDifferentiable) {
+  Tensor x = RandDouble({3}, 4).set_requires_grad(true);
+  EXPECT_FALSE(Lt(x, ZerosLike(x)).requires_grad());
+  Tensor y = Where(Gt(x, ZerosLike(x)), x, ZerosLike(x));
+  EXPECT_TRUE(y.requires_grad());
+}
+
+TEST(TernaryTest, BackwardMatchesFiniteDifferences) {
+  Tensor cond = Bools({1, 0, 0, 1, 1, 0, 1, 0, 0, 1, 1, 1}, {3, 4});
+  ExpectGradcheck([](const TensorList& in) { return Where(in[0], in[1], in[2]); },
+                  {cond, RandDouble({3, 4}, 5), RandDouble({4}, 6)});
+  ExpectGradcheck([](const TensorList& in) { return Where(in[0], in[1], in[2]); },
+                  {Bools({1, 0, 1}, {3, 1}), RandDouble({1, 4}, 7), RandDouble({3, 1}, 8)});
+  ExpectGradcheck([](const TensorList& in) { return MaskedFill(in[0], in[1], -7.0); },
+                  {RandDouble({2, 3, 4}, 9), Bools({0, 1, 1, 0}, {4})});
+  ExpectGradcheck([](const TensorList& in) { return MaskedFill(in[0], in[1], 3.0); },
+                  {RandDouble({4}, 10), Bools({0, 1, 1, 0, 1, 0, 0, 0}, {2, 4})});
+}
+
+TEST(TernaryTest, WhereSendsGradientOnlyToTheSelectedSide) {
+  Tensor a = FromVector<double>({1, 2, 3}).set_requires_grad(true);
+  Tensor b = FromVector<double>({4}).set_requires_grad(true);
+  Tensor y = Where(Bools({1, 0, 0}, {3}), a, b);
+  Backward(y, FromVector<double>({10, 20, 30}));
+  EXPECT_EQ(a.grad().ToVector<double>(), (std::vector<double>{10, 0, 0}));
+  EXPECT_EQ(b.grad().ToVector<double>(), (std::vector<double>{50}));
+}
+
+TEST(TernaryTest, MisuseRaisesNamedErrors) {
+  ExpectErrorContains([] { Where(Zeros({2}), Zeros({2}), Zeros({2})); }, ErrorCode::kInvalidArgument,
+                      "where: condition must be a bool tensor, got float32");
+  ExpectErrorContains([] { Where(Bools({1, 0}, {2}), Zeros({2}), Zeros({2}, DType::kFloat64)); },
+                      ErrorCode::kInvalidArgument, "where: dtype mismatch float32 vs float64");
+  ExpectErrorContains([] { Where(Bools({1, 0}, {2}), Zeros({3}), Zeros({3})); }, ErrorCode::kInvalidArgument,
+                      "where: shapes [2] and [3]");
+  ExpectErrorContains([] { MaskedFill(Zeros({2}), Zeros({2}), 1.0); }, ErrorCode::kInvalidArgument,
+                      "masked_fill: mask must be a bool tensor, got float32");
+  ExpectErrorContains([] { MaskedFill(Zeros({2}, DType::kInt64), Bools({1, 0}, {2}), -INFINITY); },
+                      ErrorCode::kInvalidArgument, "masked_fill: value -inf cannot be converted to int64");
+  ExpectErrorContains([] { Lt(Zeros({2}), Zeros({2}, DType::kInt64)); }, ErrorCode::kInvalidArgument,
+                      "lt: dtype mismatch float32 vs int64");
+}
+
+}  // namespace
+}  // namespace tessel

@@ -1,0 +1,229 @@
+#include "core/ops/unary.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+
+#include "core/autograd/call.h"
+#include "core/autograd/engine.h"
+#include "core/base/error.h"
+#include "core/dispatch/op.h"
+#include "core/ops/elementwise.h"
+#include "core/ops/testing/gradcheck.h"
+#include "core/tensor/factory.h"
+#include "core/tensor/random.h"
+#include "core/tensor/tensor_impl.h"
+
+namespace tessel {
+namespace {
+
+using testing::ExpectAllClose;
+using testing::ExpectGradcheck;
+using testing::RandDouble;
+
+Tensor RandOf(std::vector<int64_t> shape, uint64_t seed, DType dtype, double lo = -3, double hi = 3) {
+  Generator gen(seed);
+  return Random(shape, gen, Distribution::Uniform(lo, hi), dtype);
+}
+
+std::vector<double> MapRef(const Tensor& x, const std::function<double(double)>& f) {
+  std::vector<double> v = x.ToDoubleVector();
+  for (double& e : v) e = f(e);
+  return v;
+}
+
+double GeluRef(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
+double GeluTanhRef(double x) {
+  return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+}
+double Sigm(double x) { return 1 / (1 + std::exp(-x)); }
+
+struct Case {
+  const char* name;
+  std::function<Tensor(const Tensor&)> op;
+  std::function<double(double)> ref;
+  double lo, hi;  // input range
+};
+
+std::vector<Case> Cases() {
+  return {
+      {"neg", [](const Tensor& x) { return Neg(x); }, [](double x) { return -x; }, -3, 3},
+      {"exp", [](const Tensor& x) { return Exp(x); }, [](double x) { return std::exp(x); }, -3, 3},
+      {"log", [](const Tensor& x) { return Log(x); }, [](double x) { return std::log(x); }, 0.1, 5},
+      {"sqrt", [](const Tensor& x) { return Sqrt(x); }, [](double x) { return std::sqrt(x); }, 0.1, 5},
+      {"rsqrt", [](const Tensor& x) { return Rsqrt(x); }, [](double x) { return 1 / std::sqrt(x); }, 0.1, 5},
+      {"pow2.5", [](const Tensor& x) { return Pow(x, 2.5); }, [](double x) { return std::pow(x, 2.5); }, 0.1, 3},
+      {"pow2", [](const Tensor& x) { return Pow(x, 2); }, [](double x) { return x * x; }, -3, 3},
+      {"pow3", [](const Tensor& x) { return Pow(x, 3); }, [](double x) { return x * x * x; }, -3, 3},
+      {"pow-1", [](const Tensor& x) { return Pow(x, -1); }, [](double x) { return 1 / x; }, 0.2, 3},
+      {"tanh", [](const Tensor& x) { return Tanh(x); }, [](double x) { return std::tanh(x); }, -3, 3},
+      {"sigmoid", [](const Tensor& x) { return Sigmoid(x); }, Sigm, -6, 6},
+      {"relu", [](const Tensor& x) { return Relu(x); }, [](double x) { return x < 0 ? 0 : x; }, -3, 3},
+      {"gelu", [](const Tensor& x) { return Gelu(x); }, GeluRef, -4, 4},
+      {"gelu_tanh", [](const Tensor& x) { return Gelu(x, "tanh"); }, GeluTanhRef, -4, 4},
+      {"silu", [](const Tensor& x) { return Silu(x); }, [](double x) { return x * Sigm(x); }, -6, 6},
+      {"abs", [](const Tensor& x) { return Abs(x); }, [](double x) { return std::abs(x); }, -3, 3},
+      {"clamp", [](const Tensor& x) { return Clamp(x, -0.5, 1.0); },
+       [](double x) { return std::min(std::max(x, -0.5), 1.0); }, -3, 3},
+      {"clamp_min", [](const Tensor& x) { return Clamp(x, 0.2, std::nullopt); },
+       [](double x) { return std::max(x, 0.2); }, -3, 3},
+      {"clamp_max", [](const Tensor& x) { return Clamp(x, std::nullopt, 0.2); },
+       [](double x) { return std::min(x, 0.2); }, -3, 3},
+  };
+}
+
+TEST(UnaryTest, EveryOpMatchesDoubleReferenceInEveryFloatDtype) {
+  struct Tol {
+    DType dtype;
+    double atol, rtol;
+  };
+  // 16-bit results round once: relative error ≤ 2^-9 (bf16) / 2^-12 (fp16) plus fp32 compute error.
+  for (Tol t : {Tol{DType::kFloat64, 1e-14, 1e-13}, Tol{DType::kFloat32, 1e-6, 2e-6},
+                Tol{DType::kBFloat16, 1e-3, 8e-3}, Tol{DType::kFloat16, 1e-3, 1e-3}}) {
+    for (const Case& c : Cases()) {
+      SCOPED_TRACE(::testing::Message() << c.name << " " << t.dtype);
+      Tensor x = RandOf({5, 67}, 7, t.dtype, c.lo, c.hi);  // 335 elements: a full block and a tail
+      Tensor y = c.op(x);
+      EXPECT_EQ(y.dtype(), t.dtype);
+      EXPECT_EQ(y.sizes(), x.sizes());
+      ExpectAllClose(y, MapRef(x, c.ref), t.atol, t.rtol);
+    }
+  }
+}
+
+TEST(UnaryTest, TransposedViewInputMatchesReference) {
+  Tensor base = RandOf({3, 4}, 11, DType::kFloat32);
+  Tensor xt = MakeView(base, {4, 3}, {1, 4}, 0);  // transpose: not contiguous
+  ASSERT_FALSE(xt.is_contiguous());
+  for (const Case& c : Cases()) {
+    if (c.lo <= 0) {
+      SCOPED_TRACE(c.name);
+      ExpectAllClose(c.op(xt), MapRef(xt, c.ref), 1e-6, 2e-6);
+    }
+  }
+}
+
+TEST(UnaryTest, GeluMatchesPyTorchConstants) {
+  // torch.nn.functional.gelu(torch.tensor([1., -2.], dtype=torch.float64)) and approximate='tanh'.
+  Tensor x = FromVector<double>({1.0, -2.0});
+  ExpectAllClose(Gelu(x), std::vector<double>{0.8413447460685429, -0.04550026389635842}, 1e-15, 1e-14);
+  ExpectAllClose(Gelu(x, "tanh"), std::vector<double>{0.8411919906082768, -0.04540230591222494}, 1e-15, 1e-14);
+}
+
+TEST(UnaryTest, IntegerOpsAreExactAndFloatOnlyOpsReject) {
+  Tensor x = FromVector<int64_t>({-3, -1, 0, 2, 5});
+  EXPECT_EQ(Neg(x).ToVector<int64_t>(), (std::vector<int64_t>{3, 1, 0, -2, -5}));
+  EXPECT_EQ(Abs(x).ToVector<int64_t>(), (std::vector<int64_t>{3, 1, 0, 2, 5}));
+  EXPECT_EQ(Relu(x).ToVector<int64_t>(), (std::vector<int64_t>{0, 0, 0, 2, 5}));
+  EXPECT_EQ(Clamp(x, -1.0, 3.0).ToVector<int64_t>(), (std::vector<int64_t>{-1, -1, 0, 2, 3}));
+  EXPECT_EQ(Clamp(x, std::nullopt, 1.0).ToVector<int64_t>(), (std::vector<int64_t>{-3, -1, 0, 1, 1}));
+  EXPECT_EQ(Neg(x).dtype(), DType::kInt64);
+  Tensor i32 = FromVector<int32_t>({-7, 7});
+  EXPECT_EQ(Abs(i32).ToVector<int32_t>(), (std::vector<int32_t>{7, 7}));
+  try {
+    Exp(x);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("exp: expected a floating dtype, got int64"), std::string::npos) << e.what();
+  }
+  try {
+    Neg(Full({2}, 1.0, DType::kBool));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("neg: not supported for bool tensors"), std::string::npos) << e.what();
+  }
+}
+
+TEST(UnaryTest, BadArgumentsRaiseNamedErrors) {
+  try {
+    Gelu(Zeros({2}), "erf");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("gelu: approximate must be 'none' or 'tanh', got 'erf'"), std::string::npos);
+  }
+  try {
+    Clamp(Zeros({2}), std::nullopt, std::nullopt);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("clamp: at least one of min or max"), std::string::npos);
+  }
+  try {
+    autograd::CallOp1(GetOp("gelu_backward"), {Zeros({2}), Zeros({3})}, Attrs().Set("approximate", "none"));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("gelu_backward: grad and saved tensor must match"), std::string::npos);
+  }
+}
+
+TEST(UnaryTest, SpecialValuesFollowTorch) {
+  const double nan = std::nan(""), inf = INFINITY;
+  Tensor x = FromVector<float>({static_cast<float>(nan), 0.0f, -0.0f, static_cast<float>(-inf)});
+  ExpectAllClose(Relu(x), std::vector<double>{nan, 0, 0, 0}, 0, 0);
+  ExpectAllClose(Clamp(x, -1.0, 1.0), std::vector<double>{nan, 0, 0, -1}, 0, 0);
+  ExpectAllClose(Rsqrt(x), std::vector<double>{nan, inf, -inf, nan}, 0, 0);
+  ExpectAllClose(Exp(x), std::vector<double>{nan, 1, 1, 0}, 0, 0);
+  ExpectAllClose(Sigmoid(FromVector<float>({-200.0f, 200.0f})), std::vector<double>{0, 1}, 0, 0);
+  ExpectAllClose(Silu(FromVector<float>({-200.0f, 200.0f})), std::vector<double>{0, 200}, 0, 0);
+  // min > max gives max everywhere, like torch.clamp.
+  ExpectAllClose(Clamp(FromVector<double>({-5, 0, 5}), 2.0, 1.0), std::vector<double>{1, 1, 1}, 0, 0);
+}
+
+TEST(UnaryTest, BackwardMatchesFiniteDifferences) {
+  Tensor any = RandDouble({3, 5}, 21, -2, 2);
+  Tensor pos = RandDouble({3, 5}, 22, 0.2, 3);
+  for (const Case& c : Cases()) {
+    SCOPED_TRACE(c.name);
+    ExpectGradcheck([&](const TensorList& in) { return c.op(in[0]); }, {c.lo > 0 ? pos : any});
+  }
+  ExpectGradcheck([](const TensorList& in) { return Pow(in[0], 0.0); }, {any});
+  ExpectGradcheck([](const TensorList& in) { return Pow(in[0], 1.0); }, {any});
+  ExpectGradcheck([](const TensorList& in) { return Cast(in[0], DType::kFloat64); }, {any});
+}
+
+TEST(UnaryTest, BackwardAtKinksFollowsTorch) {
+  // relu'(0) = 0; clamp passes the gradient where min <= x <= max (boundaries included); |x|'(0) = 0.
+  Tensor x = FromVector<double>({-1, 0, 0.5, 1, 2}).set_requires_grad(true);
+  Tensor y = Add(Add(Relu(x), Clamp(x, 0.0, 1.0)), Abs(x));
+  Backward(y, OnesLike(y));
+  EXPECT_EQ(x.grad().ToVector<double>(), (std::vector<double>{0 + 0 - 1, 0 + 1 + 0, 1 + 1 + 1, 1 + 1 + 1, 1 + 0 + 1}));
+}
+
+TEST(UnaryTest, CastBackwardReturnsGradientInInputDtype) {
+  Tensor x = FromVector<double>({1.5, -2.25}).set_requires_grad(true);
+  Tensor y = Cast(x, DType::kBFloat16);
+  EXPECT_EQ(y.dtype(), DType::kBFloat16);
+  EXPECT_TRUE(y.requires_grad());
+  Backward(y, FromDoubles({0.5, 3.0}, std::vector<int64_t>{2}, DType::kBFloat16));
+  EXPECT_EQ(x.grad().dtype(), DType::kFloat64);
+  EXPECT_EQ(x.grad().ToVector<double>(), (std::vector<double>{0.5, 3.0}));
+  Tensor i = Cast(x, DType::kInt64);
+  EXPECT_FALSE(i.requires_grad());
+  EXPECT_EQ(i.ToVector<int64_t>(), (std::vector<int64_t>{1, -2}));
+  EXPECT_EQ(Cast(FromVector<float>({0.0f, 2.0f}), DType::kBool).ToVector<int>(), (std::vector<int>{0, 1}));
+}
+
+TEST(UnaryTest, BFloat16BackwardOpsMatchFloat64Formulas) {
+  // The fused backward kernels run in fp32 for 16-bit inputs; compare with the float64 kernels.
+  Tensor x64 = RandDouble({4, 70}, 31, -3, 3);
+  Tensor g64 = RandDouble({4, 70}, 32, -1, 1);
+  Tensor x16 = Cast(x64, DType::kBFloat16), g16 = Cast(g64, DType::kBFloat16);
+  Tensor xr = Cast(x16, DType::kFloat64), gr = Cast(g16, DType::kFloat64);  // the rounded inputs
+  for (const char* op : {"gelu_backward", "silu_backward", "threshold_backward", "abs_backward", "tanh_backward",
+                         "sigmoid_backward"}) {
+    SCOPED_TRACE(op);
+    Attrs a = Attrs().Set("approximate", "tanh");
+    Tensor want = autograd::CallOp1(GetOp(op), {gr, xr}, a);
+    Tensor got = autograd::CallOp1(GetOp(op), {g16, x16}, a);
+    EXPECT_EQ(got.dtype(), DType::kBFloat16);
+    ExpectAllClose(got, want, 2e-2, 8e-3);
+  }
+}
+
+}  // namespace
+}  // namespace tessel
