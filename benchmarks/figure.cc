@@ -1,0 +1,72 @@
+// benchmarks/figure.cc — figure registry, interleaved median timing, report-line formatting.
+#include "benchmarks/figure.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+namespace tessel::bench {
+namespace {
+
+std::vector<std::pair<std::string, std::function<Figure()>>>& Registry() {
+  static auto* registry = new std::vector<std::pair<std::string, std::function<Figure()>>>();
+  return *registry;
+}
+
+double SecondsOf(const std::function<void()>& run) {
+  const auto start = std::chrono::steady_clock::now();
+  run();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+std::string Fixed(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.1f", v);
+  return buf;
+}
+
+}  // namespace
+
+bool RegisterFigure(std::string name, std::function<Figure()> make) {
+  Registry().emplace_back(std::move(name), std::move(make));
+  std::sort(Registry().begin(), Registry().end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  return true;
+}
+
+const std::vector<std::pair<std::string, std::function<Figure()>>>& RegisteredFigures() { return Registry(); }
+
+FigureResult Measure(const Figure& figure, int warmup, int reps) {
+  const bool has_baseline = figure.baseline.has_value();
+  for (int i = 0; i < warmup; ++i) {
+    figure.value.run();
+    if (has_baseline) figure.baseline->run();
+  }
+  std::vector<double> tv, tb;
+  for (int i = 0; i < std::max(reps, 1); ++i) {
+    // Alternate which side goes first so neither always runs on a warmer cache or cooler chip.
+    if (has_baseline && i % 2 == 1) tb.push_back(SecondsOf(figure.baseline->run));
+    tv.push_back(SecondsOf(figure.value.run));
+    if (has_baseline && i % 2 == 0) tb.push_back(SecondsOf(figure.baseline->run));
+  }
+  FigureResult r;
+  r.value = figure.value.work_per_run / Median(tv);
+  if (has_baseline) r.baseline = figure.baseline->work_per_run / Median(tb);
+  return r;
+}
+
+std::string FormatLine(const Figure& figure, const FigureResult& r) {
+  std::string line = figure.name + ": " + Fixed(r.value) + " " + figure.value.unit;
+  if (!figure.baseline) return line;
+  char ratio[32];
+  std::snprintf(ratio, sizeof(ratio), "%.3f", r.value / r.baseline);
+  return line + " vs " + figure.baseline->name + ": " + Fixed(r.baseline) + " " + figure.baseline->unit + " ratio " +
+         ratio;
+}
+
+}  // namespace tessel::bench

@@ -1,0 +1,52 @@
+// benchmarks/figure.h — headline figures for `bazel run //benchmarks:report`: a registry and the
+// runner that measures them.
+//
+// A Figure is a throughput (work per run / seconds per run) optionally compared with a baseline
+// measured in the same process. The runner is a small C++ timer, not Google Benchmark: it runs
+// `warmup` untimed runs of each side, then `reps` timed runs that alternate value and baseline (so a
+// burst of load from another process hits both sides alike), and reports each side's median.
+//
+// Invariant: a line reads `<name>: <value> <unit> vs <baseline>: <value> <unit> ratio <r>` with
+// ratio = value / baseline (higher is better), or `<name>: <value> <unit>` without a baseline.
+//
+// Example (in a benchmark library linked into //benchmarks:report, alwayslink):
+//   const bool kRegistered = RegisterFigure("memcpy_bw", [] {
+//     auto buf = std::make_shared<std::vector<char>>(1 << 28);
+//     return Figure{"memcpy_bw", {"memcpy_bw", "GB/s", 0.268, [buf] { ... }}, std::nullopt};
+//   });
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tessel::bench {
+
+struct Throughput {
+  std::string name;             // "eigen_gemm"
+  std::string unit;             // "GFLOP/s"
+  double work_per_run = 0;      // in the unit's numerator (GFLOP)
+  std::function<void()> run;    // one run of the work; owns its inputs
+};
+
+struct Figure {
+  std::string name;
+  Throughput value;
+  std::optional<Throughput> baseline;
+};
+
+// Registers a figure by name; `make` runs only when the report measures it (inputs allocated then).
+bool RegisterFigure(std::string name, std::function<Figure()> make);
+const std::vector<std::pair<std::string, std::function<Figure()>>>& RegisteredFigures();
+
+struct FigureResult {
+  double value = 0;     // throughput, median over reps
+  double baseline = 0;  // 0 without a baseline
+};
+
+FigureResult Measure(const Figure& figure, int warmup, int reps);
+std::string FormatLine(const Figure& figure, const FigureResult& result);
+
+}  // namespace tessel::bench

@@ -1,0 +1,43 @@
+// benchmarks/report.cc — `bazel run //benchmarks:report`: measures every registered headline figure
+// (benchmarks/figure.h) and prints one line each:
+//   <name>: <value> <unit> vs <baseline>: <value> <unit> ratio <r>
+//
+// Runner: a small C++ timer (figure.h's Measure), not Google Benchmark — 1 warmup run per side, then
+// --reps timed runs (default 5) alternating value and baseline, medians. Threads: NumThreads() of the
+// main thread (all cores). Adding a figure: register it with RegisterFigure in a benchmark library and
+// add that library to this binary's deps; nothing here changes.
+//
+// Example:
+//   bazel run //benchmarks:report                       # all figures
+//   bazel run //benchmarks:report -- --reps=9 --filter=linear
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "benchmarks/figure.h"
+#include "core/base/parallel.h"
+
+int main(int argc, char** argv) {
+  int reps = 5;
+  std::string filter;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg.rfind("--reps=", 0) == 0) {
+      reps = std::atoi(arg.c_str() + 7);
+    } else if (arg.rfind("--filter=", 0) == 0) {
+      filter = arg.substr(9);
+    } else {
+      std::fprintf(stderr, "usage: report [--reps=N] [--filter=SUBSTRING]\n");
+      return 2;
+    }
+  }
+  std::fprintf(stderr, "# %d threads, %d timed reps per side (median)\n", tessel::NumThreads(), reps);
+  for (const auto& [name, make] : tessel::bench::RegisteredFigures()) {
+    if (!filter.empty() && name.find(filter) == std::string::npos) continue;
+    const tessel::bench::Figure figure = make();
+    const tessel::bench::FigureResult result = tessel::bench::Measure(figure, /*warmup=*/1, reps);
+    std::printf("%s\n", tessel::bench::FormatLine(figure, result).c_str());
+    std::fflush(stdout);
+  }
+  return 0;
+}

@@ -1,0 +1,147 @@
+// core/ops/embedding.cc — ops "embedding" (row gather) and "embedding_backward" (deterministic
+// scatter-add into a [V, C] zero table): CPU kernels and backward formulas.
+//
+// NOTE: determinism. embedding_backward parallelizes over column blocks of the table: every thread
+// visits all indices in order for its own columns, so each element's sum has one fixed order however
+// many threads run, and no two threads write the same element (no atomics). 16-bit gradients
+// accumulate in fp32 and round once.
+#include "core/ops/embedding.h"
+
+#include <cstring>
+
+#include "core/autograd/call.h"
+#include "core/base/error.h"
+#include "core/base/parallel.h"
+#include "core/dispatch/dispatcher.h"
+#include "core/tensor/copy.h"
+#include "core/tensor/factory.h"
+#include "core/tensor/tensor_impl.h"
+
+namespace tessel {
+namespace {
+
+constexpr int64_t kGrain = 1 << 15;
+
+Tensor EmbeddingBackward(const Tensor& grad, const Tensor& indices, int64_t num_weights);
+
+Tensor ContiguousCopyIfNeeded(const Tensor& t, DType dtype) {
+  if (t.is_contiguous() && t.dtype() == dtype) return t;
+  Tensor c = Empty(t.sizes(), dtype, t.device());
+  CopyInto(c, t);
+  return c;
+}
+
+// Indices as a contiguous int64 vector-like tensor; every one checked against [0, num_rows).
+Tensor CheckedIndices(const char* name, const Tensor& indices, int64_t num_rows, const Shape& weight_shape) {
+  TESSEL_CHECK(indices.dtype() == DType::kInt64 || indices.dtype() == DType::kInt32, name,
+               ": indices must be int64 or int32, got ", indices.dtype(), " of shape ", ShapeStr(indices.sizes()));
+  Tensor idx = ContiguousCopyIfNeeded(indices, DType::kInt64);
+  const int64_t* p = static_cast<const int64_t*>(idx.raw_data());
+  for (int64_t i = 0; i < idx.numel(); ++i) {
+    TESSEL_CHECK_CODE(ErrorCode::kOutOfRange, p[i] >= 0 && p[i] < num_rows, name, ": index ", p[i],
+                      " (at flat position ", i, " of indices ", ShapeStr(indices.sizes()),
+                      ") is out of range for weight ", ShapeStr(weight_shape), " with ", num_rows,
+                      " rows (valid: 0 <= index < ", num_rows, ")");
+  }
+  return idx;
+}
+
+TensorList EmbeddingKernel(std::span<const Tensor> in, const Attrs&) {
+  const Tensor& weight = in[0];
+  TESSEL_CHECK(weight.dim() == 2, "embedding: weight must be 2-D [num_embeddings, embedding_dim], got ",
+               ShapeStr(weight.sizes()));
+  const int64_t V = weight.size(0), C = weight.size(1);
+  Tensor idx = CheckedIndices("embedding", in[1], V, weight.sizes());
+  Shape out_shape = in[1].sizes();
+  out_shape.push_back(C);
+  Tensor out = Empty(out_shape, weight.dtype(), weight.device());
+  const int64_t n = idx.numel();
+  if (n == 0 || C == 0) return {out};
+  const int64_t* pi = static_cast<const int64_t*>(idx.raw_data());
+  const int64_t esz = ElementSize(weight.dtype());
+  const char* pw = static_cast<const char*>(weight.raw_data());
+  char* po = static_cast<char*>(out.raw_data());
+  const int64_t rs = weight.stride(0) * esz, cs = weight.stride(1) * esz;
+  ParallelFor(0, n, std::max<int64_t>(1, kGrain / C), [&](int64_t s, int64_t e) {
+    for (int64_t i = s; i < e; ++i) {
+      const char* src = pw + pi[i] * rs;
+      char* dst = po + i * C * esz;
+      if (cs == esz) {
+        std::memcpy(dst, src, C * esz);
+      } else {
+        for (int64_t j = 0; j < C; ++j) std::memcpy(dst + j * esz, src + j * cs, esz);
+      }
+    }
+  });
+  return {out};
+}
+
+// table[idx[i], c0:c1] += g[i, c0:c1] for every i in order (A: accumulation type).
+template <typename T, typename A>
+void ScatterAddColumns(const T* g, const int64_t* idx, int64_t n, int64_t C, A* table, int64_t c0, int64_t c1) {
+  for (int64_t i = 0; i < n; ++i) {
+    const T* src = g + i * C;
+    A* dst = table + idx[i] * C;
+    for (int64_t c = c0; c < c1; ++c) dst[c] += static_cast<A>(ToCompute(src[c]));
+  }
+}
+
+TensorList EmbeddingBackwardKernel(std::span<const Tensor> in, const Attrs& attrs) {
+  const Tensor& grad = in[0];
+  const int64_t V = attrs.GetInt("num_weights");
+  TESSEL_CHECK(grad.dim() >= 1, "embedding_backward: grad must have at least 1 dim, got ", ShapeStr(grad.sizes()));
+  const int64_t C = grad.size(grad.dim() - 1);
+  const Shape idx_shape(grad.sizes().begin(), grad.sizes().end() - 1);
+  TESSEL_CHECK(idx_shape == in[1].sizes(), "embedding_backward: grad ", ShapeStr(grad.sizes()),
+               " does not match indices ", ShapeStr(in[1].sizes()), " (expected indices shape + [C])");
+  Tensor idx = CheckedIndices("embedding_backward", in[1], V, Shape{V, C});
+  const DType acc_dtype = grad.dtype() == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
+  Tensor acc = Zeros({V, C}, acc_dtype, grad.device());
+  const int64_t n = idx.numel();
+  if (n > 0 && C > 0) {
+    Tensor g = ContiguousCopyIfNeeded(grad, grad.dtype());
+    const int64_t* pi = static_cast<const int64_t*>(idx.raw_data());
+    // At least 16 columns (a cache line of fp32) and ~kGrain element updates per task.
+    const int64_t grain = std::max<int64_t>(16, kGrain / n);
+    TESSEL_DISPATCH_FLOATING_TYPES(grad.dtype(), "embedding_backward", [&] {
+      using T = scalar_t;
+      using A = std::conditional_t<std::is_same_v<T, double>, double, float>;
+      const T* pg = static_cast<const T*>(g.raw_data());
+      A* pa = static_cast<A*>(acc.raw_data());
+      ParallelFor(0, C, grain, [&](int64_t c0, int64_t c1) { ScatterAddColumns<T, A>(pg, pi, n, C, pa, c0, c1); });
+    });
+  }
+  if (acc.dtype() == grad.dtype()) return {acc};
+  Tensor out = Empty(acc.sizes(), grad.dtype(), grad.device());
+  CopyInto(out, acc);
+  return {out};
+}
+
+const OpDef& kEmbedding = RegisterOp(
+    {.name = "embedding",
+     .cpu = EmbeddingKernel,
+     .backward = [](const BackwardContext& c) -> TensorList {
+       return {EmbeddingBackward(c.grad_outputs[0], c.inputs[1], c.inputs[0].size(0)), Tensor()};
+     }});
+
+// Linear in grad, so its own backward is a gather of the incoming gradient.
+const OpDef& kEmbeddingBackward = RegisterOp(
+    {.name = "embedding_backward",
+     .cpu = EmbeddingBackwardKernel,
+     .backward = [](const BackwardContext& c) -> TensorList {
+       return {Embedding(c.grad_outputs[0], c.inputs[1]), Tensor()};
+     }});
+
+// The gradient of embedding w.r.t. its table (kept out of the public header; DTensor rules name the
+// op "embedding_backward").
+Tensor EmbeddingBackward(const Tensor& grad, const Tensor& indices, int64_t num_weights) {
+  return autograd::CallOp1(kEmbeddingBackward, {grad, indices}, Attrs().Set("num_weights", num_weights));
+}
+
+}  // namespace
+
+Tensor Embedding(const Tensor& weight, const Tensor& indices) {
+  return autograd::CallOp1(kEmbedding, {weight, indices});
+}
+
+}  // namespace tessel

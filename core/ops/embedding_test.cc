@@ -1,0 +1,108 @@
+// core/ops/embedding_test.cc — embedding gather against naive indexing, deterministic scatter-add
+// backward (finite differences and naive loops), out-of-range errors.
+#include "core/ops/embedding.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "core/autograd/engine.h"
+#include "core/base/error.h"
+#include "core/base/parallel.h"
+#include "core/ops/testing/gradcheck.h"
+#include "core/tensor/factory.h"
+#include "core/tensor/random.h"
+#include "core/tensor/tensor_impl.h"
+
+namespace tessel {
+namespace {
+
+using testing::ExpectAllClose;
+using testing::ExpectGradcheck;
+using testing::RandDouble;
+
+// out[i, c] = w[idx[i], c] over flattened indices.
+std::vector<double> NaiveGather(const Tensor& w, const std::vector<int64_t>& idx) {
+  const std::vector<double> wv = w.ToDoubleVector();
+  const int64_t C = w.size(1);
+  std::vector<double> out;
+  for (int64_t i : idx) {
+    for (int64_t c = 0; c < C; ++c) out.push_back(wv[i * C + c]);
+  }
+  return out;
+}
+
+TEST(EmbeddingTest, GathersRowsForAnyIndexShape) {
+  Tensor w = RandDouble({5, 3}, 1);
+  const std::vector<int64_t> idx = {4, 0, 2, 2, 1, 4};
+  Tensor y = Embedding(w, FromVector<int64_t>(idx, {2, 3}));
+  EXPECT_EQ(y.sizes(), (Shape{2, 3, 3}));
+  ExpectAllClose(y, NaiveGather(w, idx), 0, 0);
+  // int32 indices, a 0-d index, and a transposed (strided) table.
+  ExpectAllClose(Embedding(w, FromVector<int32_t>({3, 1})), NaiveGather(w, {3, 1}), 0, 0);
+  Tensor one = Embedding(w, Scalar(2, DType::kInt64));
+  EXPECT_EQ(one.sizes(), (Shape{3}));
+  ExpectAllClose(one, NaiveGather(w, {2}), 0, 0);
+  Tensor wt_base = RandDouble({3, 5}, 2);
+  Tensor wt = MakeView(wt_base, {5, 3}, {1, 5}, 0);
+  ExpectAllClose(Embedding(wt, FromVector<int64_t>({0, 4})), NaiveGather(wt, {0, 4}), 0, 0);
+}
+
+TEST(EmbeddingTest, BackwardMatchesFiniteDifferencesWithRepeatedIndices) {
+  Tensor idx = FromVector<int64_t>({1, 3, 1, 0, 3, 3}, {2, 3});
+  ExpectGradcheck([&](const TensorList& in) { return Embedding(in[0], idx); }, {RandDouble({4, 5}, 3)});
+}
+
+TEST(EmbeddingTest, BackwardScatterAddsInIndexOrderWithAnyThreadCount) {
+  const int64_t V = 7, C = 70, n = 300;
+  Generator gen(4);
+  Tensor idx = Randint(0, V, Shape{n}, gen);
+  Tensor g = Randn({n, C}, gen, DType::kFloat32);
+  const std::vector<int64_t> iv = idx.ToVector<int64_t>();
+  const std::vector<float> gv = g.ToVector<float>();
+  // Reference: float sums in index order (the order the kernel promises), so results match bitwise.
+  std::vector<float> expected(V * C, 0.0f);
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t c = 0; c < C; ++c) expected[iv[i] * C + c] += gv[i * C + c];
+  }
+  for (int threads : {1, 2, 3}) {
+    NumThreadsGuard guard(threads);
+    Tensor w = Zeros({V, C}).set_requires_grad(true);
+    Backward(Embedding(w, idx), g);
+    EXPECT_EQ(w.grad().ToVector<float>(), expected) << threads << " threads";
+  }
+}
+
+TEST(EmbeddingTest, BFloat16BackwardAccumulatesInFloat) {
+  // 300 additions of 1 in bf16 would stall at 256; fp32 accumulation then one rounding gives 300.
+  Tensor w = Zeros({2, 1}, DType::kBFloat16).set_requires_grad(true);
+  Tensor idx = Zeros({300}, DType::kInt64);
+  Backward(Embedding(w, idx), Ones({300, 1}, DType::kBFloat16));
+  EXPECT_EQ(w.grad().ToVector<double>(), (std::vector<double>{300, 0}));
+  EXPECT_EQ(w.grad().dtype(), DType::kBFloat16);
+}
+
+TEST(EmbeddingTest, OutOfRangeIndexRaisesOutOfRangeNamingIndexAndRows) {
+  Tensor w = Zeros({5, 3});
+  for (int64_t bad : {5, -1}) {
+    try {
+      Embedding(w, FromVector<int64_t>({0, bad}));
+      ADD_FAILURE() << "no error for index " << bad;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kOutOfRange);
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find(Str("embedding: index ", bad, " ")), std::string::npos) << msg;
+      EXPECT_NE(msg.find("weight [5, 3] with 5 rows"), std::string::npos) << msg;
+    }
+  }
+  try {
+    Embedding(w, FromVector<double>({0.0}));
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("indices must be int64 or int32, got float64"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace tessel

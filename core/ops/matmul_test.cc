@@ -1,0 +1,262 @@
+// core/ops/matmul_test.cc — matmul/linear values against naive double loops, in-place reads of
+// transposed views, 16-bit rounding, finite-difference backward for every shape case and flag, errors.
+#include "core/ops/matmul.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "core/autograd/call.h"
+#include "core/autograd/engine.h"
+#include "core/base/error.h"
+#include "core/dispatch/op.h"
+#include "core/memory/allocator.h"
+#include "core/ops/elementwise.h"
+#include "core/ops/testing/gradcheck.h"
+#include "core/tensor/factory.h"
+#include "core/tensor/random.h"
+#include "core/tensor/tensor_impl.h"
+
+namespace tessel {
+namespace {
+
+using testing::ExpectAllClose;
+using testing::ExpectGradcheck;
+
+Tensor Rnd(const Shape& shape, uint64_t seed, DType dtype = DType::kFloat64) {
+  Generator gen(seed);
+  return Random(shape, gen, Distribution::Uniform(-1, 1), dtype);
+}
+
+struct Ref {
+  std::vector<double> values;
+  Shape shape;
+};
+
+// torch.matmul(op(a), op(b)) in double loops, where op swaps the last two dims of a >= 2-D operand.
+Ref NaiveMatmul(const Tensor& a, const Tensor& b, bool ta = false, bool tb = false) {
+  const std::vector<double> av = a.ToDoubleVector(), bv = b.ToDoubleVector();
+  Shape as = a.sizes(), bs = b.sizes();
+  Shape sa = ContiguousStrides(as), sb = ContiguousStrides(bs);
+  auto swap_last = [](Shape& s) { std::swap(s[s.size() - 1], s[s.size() - 2]); };
+  if (ta && as.size() >= 2) swap_last(as), swap_last(sa);
+  if (tb && bs.size() >= 2) swap_last(bs), swap_last(sb);
+  const bool a1 = as.size() == 1, b1 = bs.size() == 1;
+  if (a1) as = {1, as[0]}, sa = {0, sa[0]};
+  if (b1) bs = {bs[0], 1}, sb = {sb[0], 0};
+  const size_t ra = as.size(), rb = bs.size();
+  const int64_t M = as[ra - 2], K = as[ra - 1], N = bs[rb - 1];
+  const Shape batch = BroadcastShapes(Shape(as.begin(), as.end() - 2), Shape(bs.begin(), bs.end() - 2), "ref");
+  Ref r;
+  for (int64_t flat = 0; flat < NumElements(batch); ++flat) {
+    int64_t oa = 0, ob = 0, rem = flat;
+    for (int64_t d = static_cast<int64_t>(batch.size()) - 1; d >= 0; --d) {
+      const int64_t i = rem % batch[d];
+      rem /= batch[d];
+      const int64_t da = d - static_cast<int64_t>(batch.size()) + static_cast<int64_t>(ra) - 2;
+      const int64_t db = d - static_cast<int64_t>(batch.size()) + static_cast<int64_t>(rb) - 2;
+      if (da >= 0 && as[da] != 1) oa += i * sa[da];
+      if (db >= 0 && bs[db] != 1) ob += i * sb[db];
+    }
+    for (int64_t m = 0; m < M; ++m) {
+      for (int64_t n = 0; n < N; ++n) {
+        double s = 0;
+        for (int64_t k = 0; k < K; ++k) s += av[oa + m * sa[ra - 2] + k * sa[ra - 1]] * bv[ob + k * sb[rb - 2] + n * sb[rb - 1]];
+        r.values.push_back(s);
+      }
+    }
+  }
+  r.shape = batch;
+  if (!a1) r.shape.push_back(M);
+  if (!b1) r.shape.push_back(N);
+  return r;
+}
+
+// 1-D·1-D, 2-D·2-D, 1-D promoted on either side, batched, broadcast batch dims, folded rows.
+const std::vector<std::pair<Shape, Shape>> kShapeCases = {
+    {{3}, {3}},          {{2, 3}, {3, 4}},       {{3}, {3, 4}},      {{2, 3}, {3}},
+    {{2, 2, 3}, {2, 3, 4}}, {{2, 1, 3, 4}, {5, 4, 2}}, {{4, 2, 3}, {3}}, {{3}, {4, 3, 2}},
+    {{5, 3, 4}, {4, 2}}, {{3, 4}, {5, 4, 2}},    {{1, 3}, {3, 1}},   {{2, 0}, {0, 3}},
+};
+
+Tensor MatmulWithFlags(const Tensor& a, const Tensor& b, bool ta, bool tb) {
+  return autograd::CallOp1(GetOp("matmul"), {a, b}, Attrs().Set("transpose_a", ta).Set("transpose_b", tb));
+}
+
+TEST(MatmulTest, MatchesNaiveLoopsForEveryShapeCase) {
+  for (const auto& [as, bs] : kShapeCases) {
+    SCOPED_TRACE(ShapeStr(as) + " @ " + ShapeStr(bs));
+    for (DType dt : {DType::kFloat64, DType::kFloat32}) {
+      Tensor a = Rnd(as, 1, dt), b = Rnd(bs, 2, dt);
+      const Ref ref = NaiveMatmul(a, b);
+      Tensor y = Matmul(a, b);
+      EXPECT_EQ(y.sizes(), ref.shape);
+      EXPECT_EQ(y.dtype(), dt);
+      ExpectAllClose(y, ref.values, dt == DType::kFloat64 ? 1e-12 : 1e-5, 1e-5);
+    }
+  }
+}
+
+TEST(MatmulTest, LargeBatchedProductsMatchNaiveLoopsOnEveryKernelPath) {
+  const std::vector<std::pair<Shape, Shape>> cases = {
+      {{4, 50, 40}, {40, 30}},            // batch folded into the rows of one GEMM
+      {{64, 8, 8}, {64, 8, 8}},           // many small GEMMs, parallel over the batch
+      {{2, 150, 150}, {2, 150, 150}},     // few large GEMMs, threaded by Eigen
+      {{3, 1, 20, 30}, {4, 30, 10}},      // broadcast batch dims
+  };
+  for (const auto& [as, bs] : cases) {
+    SCOPED_TRACE(ShapeStr(as) + " @ " + ShapeStr(bs));
+    Tensor a = Rnd(as, 3, DType::kFloat32), b = Rnd(bs, 4, DType::kFloat32);
+    ExpectAllClose(Matmul(a, b), NaiveMatmul(a, b).values, 1e-4, 1e-4);
+  }
+}
+
+TEST(MatmulTest, TransposeFlagsMatchNaiveLoopsOnTransposedData) {
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "transpose_a=" << ta << " transpose_b=" << tb);
+      Tensor a = Rnd(ta ? Shape{2, 1, 4, 3} : Shape{2, 1, 3, 4}, 5);
+      Tensor b = Rnd(tb ? Shape{5, 2, 4} : Shape{5, 4, 2}, 6);
+      const Ref ref = NaiveMatmul(a, b, ta, tb);
+      Tensor y = MatmulWithFlags(a, b, ta, tb);
+      EXPECT_EQ(y.sizes(), (Shape{2, 5, 3, 2}));
+      ExpectAllClose(y, ref.values, 1e-12, 1e-12);
+      ExpectGradcheck([&](const TensorList& in) { return MatmulWithFlags(in[0], in[1], ta, tb); }, {a, b});
+    }
+  }
+}
+
+TEST(MatmulTest, ProductsThatBackwardCallsMatchLoopsAndAreDifferentiable) {
+  // sum_batch: Σ_b a[b] @ b, and g^T @ x summed over the batch (grad_w of a 3-D linear).
+  Tensor a = Rnd({3, 2, 4}, 30), b = Rnd({4, 5}, 31);
+  const Attrs sum = Attrs().Set("sum_batch", true);
+  auto summed = [](const Tensor& x, const Tensor& y, const Attrs& at) {
+    return autograd::CallOp1(GetOp("matmul"), {x, y}, at);
+  };
+  std::vector<double> expected(2 * 5, 0.0);
+  const std::vector<double> full = NaiveMatmul(a, b).values;
+  for (size_t i = 0; i < full.size(); ++i) expected[i % expected.size()] += full[i];
+  Tensor y = summed(a, b, sum);
+  EXPECT_EQ(y.sizes(), (Shape{2, 5}));
+  ExpectAllClose(y, expected, 1e-12, 1e-12);
+  ExpectGradcheck([&](const TensorList& in) { return summed(in[0], in[1], sum); }, {a, b});
+  const Attrs gw = Attrs().Set("transpose_a", true).Set("sum_batch", true);
+  ExpectGradcheck([&](const TensorList& in) { return summed(in[0], in[1], gw); }, {Rnd({2, 3, 4}, 32), Rnd({2, 3, 5}, 33)});
+  // Inserted dims: the outer product [4, 1] @ [1, 5] of two vectors.
+  const Attrs outer = Attrs().Set("a_new_dims", std::vector<int64_t>{-1}).Set("b_new_dims", std::vector<int64_t>{-2});
+  Tensor u = Rnd({4}, 34), v = Rnd({5}, 35);
+  EXPECT_EQ(summed(u, v, outer).sizes(), (Shape{4, 5}));
+  ExpectGradcheck([&](const TensorList& in) { return summed(in[0], in[1], outer); }, {u, v});
+}
+
+TEST(MatmulTest, TransposedViewIsReadInPlaceWithoutACopy) {
+  const Device cpu = CurrentDevice();
+  Tensor x = Rnd({64, 512}, 7, DType::kFloat32);
+  Tensor w = Rnd({256, 512}, 8, DType::kFloat32);
+  Tensor wt = MakeView(w, {512, 256}, {1, 512}, 0);  // Transpose(w, 0, 1)
+  const int64_t out_bytes = 64 * 256 * 4;
+  memory::ResetPeaks(cpu);
+  const int64_t live = memory::Stats(cpu).total.live;
+  Tensor y = Matmul(x, wt);
+  EXPECT_EQ(memory::Stats(cpu).total.peak - live, out_bytes) << "the transposed operand was copied";
+  ExpectAllClose(y, NaiveMatmul(x, wt).values, 1e-4, 1e-4);
+
+  // Batched K^T of attention: [B, T, D] viewed as [B, D, T].
+  Tensor q = Rnd({2, 6, 4}, 9), k = Rnd({2, 6, 4}, 10);
+  Tensor kt = MakeView(k, {2, 4, 6}, {24, 1, 4}, 0);
+  ExpectAllClose(Matmul(q, kt), NaiveMatmul(q, kt).values, 1e-12, 1e-12);
+
+  // Neither of the last two strides is 1 (every other row and column): copied, still exact.
+  Tensor big = Rnd({8, 12}, 11);
+  Tensor strided = MakeView(big, {4, 6}, {24, 2}, 1);
+  Tensor v = Rnd({6, 3}, 12);
+  ExpectAllClose(Matmul(strided, v), NaiveMatmul(strided, v).values, 1e-12, 1e-12);
+}
+
+TEST(MatmulTest, BFloat16ComputesInFloatAndRoundsOnce) {
+  for (DType dt : {DType::kBFloat16, DType::kFloat16}) {
+    Tensor a = Rnd({2, 7, 33}, 13, dt), b = Rnd({33, 5}, 14, dt);
+    Tensor y = Matmul(a, b);
+    EXPECT_EQ(y.dtype(), dt);
+    // Reference on the exact 16-bit inputs; one final rounding: relative error <= 2^-8 (bf16).
+    ExpectAllClose(y, NaiveMatmul(a, b).values, 1e-3, dt == DType::kBFloat16 ? 1.0 / 256 : 1.0 / 2048);
+  }
+}
+
+TEST(MatmulTest, BackwardMatchesFiniteDifferencesForEveryShapeCase) {
+  for (const auto& [as, bs] : kShapeCases) {
+    SCOPED_TRACE(ShapeStr(as) + " @ " + ShapeStr(bs));
+    ExpectGradcheck([](const TensorList& in) { return Matmul(in[0], in[1]); }, {Rnd(as, 15), Rnd(bs, 16)});
+  }
+}
+
+TEST(MatmulTest, GradientsOfLargeFloatProductsMatchNaiveLoops) {
+  // x [3, 20, 16] @ w^T: grad_w takes the folded sum-over-batch GEMM, grad_x the folded-rows GEMM.
+  Tensor x = Rnd({3, 20, 16}, 17, DType::kFloat32).set_requires_grad(true);
+  Tensor w = Rnd({8, 16}, 18, DType::kFloat32).set_requires_grad(true);
+  Tensor g = Rnd({3, 20, 8}, 19, DType::kFloat32);
+  Backward(Linear(x, w), g);
+  const Tensor g2 = MakeView(g, {60, 8}, {8, 1}, 0), x2 = MakeView(x, {60, 16}, {16, 1}, 0);
+  ExpectAllClose(w.grad(), NaiveMatmul(g2, x2, /*ta=*/true).values, 1e-4, 1e-4);
+  ExpectAllClose(x.grad(), NaiveMatmul(g, w).values, 1e-4, 1e-4);
+}
+
+std::vector<double> NaiveLinear(const Tensor& x, const Tensor& w, const Tensor& b) {
+  std::vector<double> y = NaiveMatmul(x, w, false, true).values;
+  if (!b.defined()) return y;
+  const std::vector<double> bv = b.ToDoubleVector();
+  for (size_t i = 0; i < y.size(); ++i) y[i] += bv[i % bv.size()];
+  return y;
+}
+
+TEST(LinearTest, MatchesNaiveLoopsWithAndWithoutBias) {
+  Tensor x = Rnd({2, 3, 5}, 20), w = Rnd({4, 5}, 21), b = Rnd({4}, 22);
+  Tensor y = Linear(x, w, b);
+  EXPECT_EQ(y.sizes(), (Shape{2, 3, 4}));
+  ExpectAllClose(y, NaiveLinear(x, w, b), 1e-12, 1e-12);
+  ExpectAllClose(Linear(x, w), NaiveLinear(x, w, Tensor()), 1e-12, 1e-12);
+  Tensor x1 = Rnd({5}, 23);
+  EXPECT_EQ(Linear(x1, w, b).sizes(), (Shape{4}));
+  ExpectAllClose(Linear(x1, w, b), NaiveLinear(x1, w, b), 1e-12, 1e-12);
+  Tensor x16 = Rnd({3, 5}, 24, DType::kBFloat16), w16 = Rnd({4, 5}, 25, DType::kBFloat16);
+  Tensor b16 = Rnd({4}, 26, DType::kBFloat16);
+  ExpectAllClose(Linear(x16, w16, b16), NaiveLinear(x16, w16, b16), 1e-3, 1.0 / 256);
+}
+
+TEST(LinearTest, BackwardMatchesFiniteDifferences) {
+  Tensor w = Rnd({4, 5}, 27), b = Rnd({4}, 28);
+  for (const Shape& xs : {Shape{2, 3, 5}, Shape{3, 5}, Shape{5}}) {
+    SCOPED_TRACE(ShapeStr(xs));
+    Tensor x = Rnd(xs, 29);
+    ExpectGradcheck([](const TensorList& in) { return Linear(in[0], in[1], in[2]); }, {x, w, b});
+    ExpectGradcheck([](const TensorList& in) { return Linear(in[0], in[1]); }, {x, w});
+  }
+}
+
+void ExpectError(const std::function<void()>& f, ErrorCode code, const std::vector<std::string>& fragments) {
+  try {
+    f();
+    ADD_FAILURE() << "no error raised";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), code) << e.what();
+    for (const std::string& s : fragments) EXPECT_NE(std::string(e.what()).find(s), std::string::npos) << e.what();
+  }
+}
+
+TEST(MatmulTest, MismatchedShapesRaiseErrorsNamingBothShapes) {
+  ExpectError([] { Matmul(Zeros({2, 3}), Zeros({4, 5})); }, ErrorCode::kInvalidArgument,
+              {"matmul: inner dimensions do not match", "[2, 3]", "[4, 5]"});
+  ExpectError([] { Matmul(Zeros({2, 2, 3}), Zeros({3, 3, 4})); }, ErrorCode::kInvalidArgument,
+              {"batch dims [2] and [3] do not broadcast", "[2, 2, 3] @ [3, 3, 4]"});
+  ExpectError([] { Matmul(Scalar(1.0), Zeros({3})); }, ErrorCode::kInvalidArgument,
+              {"need at least 1 dim", "[] @ [3]"});
+  ExpectError([] { Matmul(Zeros({2, 3}), Zeros({3, 4}, DType::kFloat64)); }, ErrorCode::kInvalidArgument,
+              {"dtype mismatch float32 vs float64"});
+  ExpectError([] { Linear(Zeros({2, 3}), Zeros({4, 5})); }, ErrorCode::kInvalidArgument,
+              {"linear: input [2, 3] has in_features 3 but weight [4, 5] expects 5"});
+  ExpectError([] { Linear(Zeros({2, 5}), Zeros({4, 5}), Zeros({3})); }, ErrorCode::kInvalidArgument,
+              {"linear: bias [3] does not match weight [4, 5]"});
+}
+
+}  // namespace
+}  // namespace tessel
