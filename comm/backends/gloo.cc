@@ -513,6 +513,9 @@ GlooOptions GlooOptionsFromEnv(int* rank, int* world_size) {
 ProcessGroupPtr InitProcessGroupFromEnv() {
   int rank = 0, world_size = 0;
   const GlooOptions options = GlooOptionsFromEnv(&rank, &world_size);
+  // Processes of one node share its cores (DESIGN.md "Threads and cores"): never oversubscribe.
+  const int local_world = EnvInt("LOCAL_WORLD_SIZE", 1);
+  if (local_world > 1) SetNumThreads(std::max(1, HardwareConcurrency() / local_world));
   return InitGlooProcessGroup(rank, world_size, options);
 }
 

@@ -55,7 +55,8 @@ ProcessGroupPtr NewGlooProcessGroup(std::shared_ptr<Store> store, const std::str
 
 // torchrun-style: RANK, WORLD_SIZE (required), MASTER_ADDR (default 127.0.0.1), MASTER_PORT
 // (default 29500); optional TESSEL_STORE_DIR (FileStore), GLOO_SOCKET_IFNAME, TESSEL_COMM_TIMEOUT_MS.
-// Throws kInvalidArgument naming a missing or malformed variable.
+// Throws kInvalidArgument naming a missing or malformed variable. InitProcessGroupFromEnv also sets
+// the calling thread's intra-op budget to max(1, cores / LOCAL_WORLD_SIZE) when that is > 1.
 GlooOptions GlooOptionsFromEnv(int* rank, int* world_size);
 ProcessGroupPtr InitProcessGroupFromEnv();
 
