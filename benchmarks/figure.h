@@ -25,16 +25,18 @@
 namespace tessel::bench {
 
 struct Throughput {
-  std::string name;             // "eigen_gemm"
-  std::string unit;             // "GFLOP/s"
-  double work_per_run = 0;      // in the unit's numerator (GFLOP)
-  std::function<void()> run;    // one run of the work; owns its inputs
+  std::string name;           // "eigen_gemm"
+  std::string unit;           // "GFLOP/s"
+  double work_per_run = 0;    // in the unit's numerator (GFLOP)
+  std::function<void()> run;  // one run of the work; owns its inputs
 };
 
 struct Figure {
   std::string name;
   Throughput value;
   std::optional<Throughput> baseline;
+  // Optional context printed after the figure's line as "# <text>" (e.g. memory ledger peaks).
+  std::function<std::string()> note;
 };
 
 // Registers a figure by name; `make` runs only when the report measures it (inputs allocated then).

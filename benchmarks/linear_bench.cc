@@ -39,8 +39,16 @@ void BM_EigenGemmFwdBwd(benchmark::State& state) {
 }
 
 // {rows, in_features, out_features}: the GPT-size shape of the issue, and a small one.
-BENCHMARK(BM_LinearFwdBwd)->Args({4096, 1024, 4096})->Args({512, 768, 768})->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_EigenGemmFwdBwd)->Args({4096, 1024, 4096})->Args({512, 768, 768})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_LinearFwdBwd)
+    ->Args({4096, 1024, 4096})
+    ->Args({512, 768, 768})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_EigenGemmFwdBwd)
+    ->Args({4096, 1024, 4096})
+    ->Args({512, 768, 768})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 }  // namespace
 }  // namespace tessel::bench

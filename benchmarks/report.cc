@@ -37,6 +37,7 @@ int main(int argc, char** argv) {
     const tessel::bench::Figure figure = make();
     const tessel::bench::FigureResult result = tessel::bench::Measure(figure, /*warmup=*/1, reps);
     std::printf("%s\n", tessel::bench::FormatLine(figure, result).c_str());
+    if (figure.note) std::printf("# %s\n", figure.note().c_str());
     std::fflush(stdout);
   }
   return 0;

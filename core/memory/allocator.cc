@@ -4,7 +4,9 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <mutex>
+#include <vector>
 #include <sstream>
 
 #include "core/base/error.h"
@@ -15,6 +17,83 @@ namespace {
 constexpr int kMaxCpuSlots = 128;
 constexpr int kMaxCudaSlots = 16;
 constexpr int64_t kAlign = 64;
+
+// [Note: host block cache] Large host blocks (>= kCacheMinBytes) are rounded up to a multiple of
+// kCacheRound and, when freed, kept in a per-size free list instead of going back to glibc, which would
+// munmap them; the next step's allocation of the same size then reuses warm pages instead of
+// first-touch faulting every page (measured ~2 ms per MB on these VMs: 10-20% of a Linear step).
+// Same policy as PyTorch's CUDA caching allocator. The ledger counts live bytes only; cached bytes are
+// reported separately and released when an allocation fails or on EmptyCache().
+constexpr int64_t kCacheMinBytes = int64_t{1} << 20;
+constexpr int64_t kCacheRound = int64_t{1} << 20;
+constexpr int64_t kCacheMaxBytes = int64_t{4} << 30;
+
+class HostBlockCache {
+ public:
+  void* Take(int64_t rounded) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = free_.find(rounded);
+    if (it == free_.end() || it->second.empty()) return nullptr;
+    void* p = it->second.back();
+    it->second.pop_back();
+    cached_bytes_ -= rounded;
+    return p;
+  }
+  // Returns false when the cache is full (the caller frees).
+  bool Put(void* p, int64_t rounded) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (cached_bytes_ + rounded > kCacheMaxBytes) return false;
+    free_[rounded].push_back(p);
+    cached_bytes_ += rounded;
+    return true;
+  }
+  void Clear() {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [size, ptrs] : free_) {
+      for (void* p : ptrs) std::free(p);
+    }
+    free_.clear();
+    cached_bytes_ = 0;
+  }
+  int64_t cached_bytes() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return cached_bytes_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<int64_t, std::vector<void*>> free_;
+  int64_t cached_bytes_ = 0;
+};
+
+HostBlockCache& HostCache() {
+  static auto* cache = new HostBlockCache();
+  return *cache;
+}
+
+int64_t HostRoundedSize(int64_t nbytes) {
+  if (nbytes >= kCacheMinBytes) return ((nbytes + kCacheRound - 1) / kCacheRound) * kCacheRound;
+  const int64_t rounded = ((nbytes + kAlign - 1) / kAlign) * kAlign;
+  return rounded == 0 ? kAlign : rounded;
+}
+
+void* HostAlloc(int64_t nbytes) {
+  const int64_t rounded = HostRoundedSize(nbytes);
+  if (nbytes >= kCacheMinBytes) {
+    if (void* p = HostCache().Take(rounded)) return p;
+  }
+  void* p = std::aligned_alloc(kAlign, rounded);
+  if (p == nullptr) {
+    HostCache().Clear();
+    p = std::aligned_alloc(kAlign, rounded);
+  }
+  return p;
+}
+
+void HostFree(void* p, int64_t nbytes) {
+  if (nbytes >= kCacheMinBytes && HostCache().Put(p, HostRoundedSize(nbytes))) return;
+  std::free(p);
+}
 
 struct AtomicCounter {
   std::atomic<int64_t> live{0};
@@ -98,7 +177,7 @@ Block::~Block() {
   s.ledger[static_cast<int>(ledger_)].Sub(nbytes_);
   s.total.Sub(nbytes_);
   if (device_.is_cpu()) {
-    std::free(data_);
+    HostFree(data_, nbytes_);
   } else if (data_ != nullptr && CudaAllocator().free) {
     CudaAllocator().free(data_, device_.index);
   }
@@ -116,8 +195,7 @@ std::unique_ptr<Block> Allocate(int64_t nbytes, Device device) {
   TESSEL_CHECK(nbytes >= 0, "memory::Allocate: negative size ", nbytes);
   void* data = nullptr;
   if (device.is_cpu()) {
-    const int64_t rounded = ((nbytes + kAlign - 1) / kAlign) * kAlign;
-    data = std::aligned_alloc(kAlign, rounded == 0 ? kAlign : rounded);
+    data = HostAlloc(nbytes);
     TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, data != nullptr, "memory::Allocate: out of host memory (",
                       nbytes, " bytes requested on ", device, ")\n", Report(device));
   } else {
@@ -177,6 +255,9 @@ std::string Report() {
   }
   return out;
 }
+
+int64_t CachedHostBytes() { return HostCache().cached_bytes(); }
+void EmptyCache() { HostCache().Clear(); }
 
 void RegisterDeviceAllocator(DeviceType type, DeviceAllocator allocator) {
   TESSEL_CHECK(type == DeviceType::kCuda, "RegisterDeviceAllocator: only CUDA can be registered");

@@ -91,6 +91,11 @@ void ResetPeaks(Device device);
 std::string Report();
 std::string Report(Device device);
 
+// Bytes of freed large host blocks kept for reuse (see [Note: host block cache] in allocator.cc); not
+// counted in any ledger. EmptyCache() returns them to the system.
+int64_t CachedHostBytes();
+void EmptyCache();
+
 // Backends for non-CPU devices plug in here (the CUDA library registers cudaMalloc/cudaFree).
 struct DeviceAllocator {
   std::function<void*(int64_t nbytes, int index)> alloc;

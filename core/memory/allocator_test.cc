@@ -56,6 +56,23 @@ TEST(AllocatorTest, ReportNamesEveryLedger) {
   EXPECT_NE(r.find("1.000"), std::string::npos) << r;
 }
 
+TEST(AllocatorTest, LargeFreedBlocksAreReusedAndNotCounted) {
+  const Device d = Device::Cpu(103);
+  EmptyCache();
+  void* first = nullptr;
+  {
+    auto a = Allocate(3 << 20, d);
+    first = a->data();
+  }
+  EXPECT_EQ(CachedHostBytes(), 3 << 20);
+  EXPECT_EQ(Stats(d).total.live, 0);
+  auto b = Allocate((3 << 20) - 100, d);  // same 1 MiB size class
+  EXPECT_EQ(b->data(), first);
+  EXPECT_EQ(CachedHostBytes(), 0);
+  EXPECT_EQ(Stats(d).total.live, (3 << 20) - 100);
+  EmptyCache();
+}
+
 TEST(AllocatorTest, CudaWithoutBackendIsUnimplemented) {
   try {
     Allocate(16, Device::Cuda(0));

@@ -117,20 +117,17 @@ TensorList EmbeddingBackwardKernel(std::span<const Tensor> in, const Attrs& attr
   return {out};
 }
 
-const OpDef& kEmbedding = RegisterOp(
-    {.name = "embedding",
-     .cpu = EmbeddingKernel,
-     .backward = [](const BackwardContext& c) -> TensorList {
-       return {EmbeddingBackward(c.grad_outputs[0], c.inputs[1], c.inputs[0].size(0)), Tensor()};
-     }});
+const OpDef& kEmbedding =
+    RegisterOp({.name = "embedding", .cpu = EmbeddingKernel, .backward = [](const BackwardContext& c) -> TensorList {
+                  return {EmbeddingBackward(c.grad_outputs[0], c.inputs[1], c.inputs[0].size(0)), Tensor()};
+                }});
 
 // Linear in grad, so its own backward is a gather of the incoming gradient.
-const OpDef& kEmbeddingBackward = RegisterOp(
-    {.name = "embedding_backward",
-     .cpu = EmbeddingBackwardKernel,
-     .backward = [](const BackwardContext& c) -> TensorList {
-       return {Embedding(c.grad_outputs[0], c.inputs[1]), Tensor()};
-     }});
+const OpDef& kEmbeddingBackward = RegisterOp({.name = "embedding_backward",
+                                              .cpu = EmbeddingBackwardKernel,
+                                              .backward = [](const BackwardContext& c) -> TensorList {
+                                                return {Embedding(c.grad_outputs[0], c.inputs[1]), Tensor()};
+                                              }});
 
 // The gradient of embedding w.r.t. its table (kept out of the public header; DTensor rules name the
 // op "embedding_backward").

@@ -24,19 +24,20 @@ bool IsColMajor(const MatRef& m) {
 }
 
 template <typename T>
-using RowMajorMap = Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>, 0,
-                               Eigen::OuterStride<>>;
+using RowMajorMap =
+    Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>, 0, Eigen::OuterStride<>>;
 template <typename T>
-using ColMajorMap = Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>, 0,
-                               Eigen::OuterStride<>>;
+using ColMajorMap =
+    Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>, 0, Eigen::OuterStride<>>;
 
 // Leading dimension for the chosen order; a size-1 outer dim has no meaningful stride.
 int64_t RowMajorLd(const MatRef& m) { return m.rows == 1 ? std::max<int64_t>(m.cols, 1) : m.row_stride; }
 int64_t ColMajorLd(const MatRef& m) { return m.cols == 1 ? std::max<int64_t>(m.rows, 1) : m.col_stride; }
 
 template <typename T, typename A>
-void GemmWithA(const A& a, const MatRef& b, Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic,
-                                                                      Eigen::RowMajor>, 0, Eigen::OuterStride<>>& c) {
+void GemmWithA(
+    const A& a, const MatRef& b,
+    Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>, 0, Eigen::OuterStride<>>& c) {
   const T* pb = static_cast<const T*>(b.data);
   if (IsRowMajor(b)) {
     RowMajorMap<T> mb(pb, b.rows, b.cols, Eigen::OuterStride<>(RowMajorLd(b)));

@@ -38,7 +38,7 @@ namespace tessel {
 namespace {
 
 // Per-GEMM multiply-adds below which a batch runs one GEMM per thread instead of threading each GEMM.
-constexpr int64_t kSmallGemm = int64_t{1} << 21;  // 128^3
+constexpr int64_t kSmallGemm = int64_t{1} << 21;   // 128^3
 constexpr int64_t kBatchGrain = int64_t{1} << 18;  // multiply-adds per parallel task, at least
 constexpr int64_t kCopyGrain = int64_t{1} << 15;
 
@@ -93,8 +93,8 @@ Attrs ToAttrs(const MatmulSpec& s) {
 
 // "[2, 3] @ [4, 5]", with the non-default flags, for error messages.
 std::string DescribeCall(const Tensor& a, const Tensor& b, const MatmulSpec& s) {
-  std::string text = ShapeStr(a.sizes()) + (s.transpose_a ? "^T" : "") + " @ " + ShapeStr(b.sizes()) +
-                     (s.transpose_b ? "^T" : "");
+  std::string text =
+      ShapeStr(a.sizes()) + (s.transpose_a ? "^T" : "") + " @ " + ShapeStr(b.sizes()) + (s.transpose_b ? "^T" : "");
   if (s.sum_batch) text += " (summed over batch dims)";
   return text;
 }
@@ -124,8 +124,8 @@ Tensor Resolve(const Tensor& t, const std::vector<int64_t>& new_dims, bool trans
 
 MatRef MatOf(const Tensor& t, int64_t offset = 0) {
   const int64_t d = t.dim();
-  return MatRef{static_cast<const char*>(t.raw_data()) + offset * ElementSize(t.dtype()), t.size(d - 2),
-                t.size(d - 1), t.stride(d - 2), t.stride(d - 1)};
+  return MatRef{static_cast<const char*>(t.raw_data()) + offset * ElementSize(t.dtype()), t.size(d - 2), t.size(d - 1),
+                t.stride(d - 2), t.stride(d - 1)};
 }
 
 // A float32/float64 operand Eigen can map in place: converts 16-bit floats and copies a matrix with
@@ -286,15 +286,15 @@ Shape OutputShape(const char* name, const Shape& batch, int64_t M, int64_t N, co
 Tensor MatmulForward(const char* name, const Tensor& a, const Tensor& b, const MatmulSpec& s, const Tensor& bias) {
   TESSEL_CHECK(a.dtype() == b.dtype(), name, ": dtype mismatch ", a.dtype(), " vs ", b.dtype(), " (",
                DescribeCall(a, b, s), "); cast one side explicitly");
-  TESSEL_CHECK(IsFloating(a.dtype()), name, ": expected floating tensors, got ", a.dtype(), " (",
-               DescribeCall(a, b, s), ")");
+  TESSEL_CHECK(IsFloating(a.dtype()), name, ": expected floating tensors, got ", a.dtype(), " (", DescribeCall(a, b, s),
+               ")");
   Tensor A = Resolve(a, s.a_new_dims, s.transpose_a);
   Tensor B = Resolve(b, s.b_new_dims, s.transpose_b);
   TESSEL_CHECK(A.defined() && B.defined(), name, ": both arguments need at least 1 dim, got ", DescribeCall(a, b, s));
   const int64_t M = A.size(A.dim() - 2), K = A.size(A.dim() - 1);
   const int64_t K2 = B.size(B.dim() - 2), N = B.size(B.dim() - 1);
-  TESSEL_CHECK(K == K2, name, ": inner dimensions do not match: ", DescribeCall(a, b, s), " contracts ", K,
-               " with ", K2);
+  TESSEL_CHECK(K == K2, name, ": inner dimensions do not match: ", DescribeCall(a, b, s), " contracts ", K, " with ",
+               K2);
   const Shape ba = BatchShape(A), bb = BatchShape(B);
   Shape batch;
   try {

@@ -61,7 +61,8 @@ Ref NaiveMatmul(const Tensor& a, const Tensor& b, bool ta = false, bool tb = fal
     for (int64_t m = 0; m < M; ++m) {
       for (int64_t n = 0; n < N; ++n) {
         double s = 0;
-        for (int64_t k = 0; k < K; ++k) s += av[oa + m * sa[ra - 2] + k * sa[ra - 1]] * bv[ob + k * sb[rb - 2] + n * sb[rb - 1]];
+        for (int64_t k = 0; k < K; ++k)
+          s += av[oa + m * sa[ra - 2] + k * sa[ra - 1]] * bv[ob + k * sb[rb - 2] + n * sb[rb - 1]];
         r.values.push_back(s);
       }
     }
@@ -74,9 +75,10 @@ Ref NaiveMatmul(const Tensor& a, const Tensor& b, bool ta = false, bool tb = fal
 
 // 1-D·1-D, 2-D·2-D, 1-D promoted on either side, batched, broadcast batch dims, folded rows.
 const std::vector<std::pair<Shape, Shape>> kShapeCases = {
-    {{3}, {3}},          {{2, 3}, {3, 4}},       {{3}, {3, 4}},      {{2, 3}, {3}},
-    {{2, 2, 3}, {2, 3, 4}}, {{2, 1, 3, 4}, {5, 4, 2}}, {{4, 2, 3}, {3}}, {{3}, {4, 3, 2}},
-    {{5, 3, 4}, {4, 2}}, {{3, 4}, {5, 4, 2}},    {{1, 3}, {3, 1}},   {{2, 0}, {0, 3}},
+    {{3}, {3}},          {{2, 3}, {3, 4}},       {{3}, {3, 4}},
+    {{2, 3}, {3}},       {{2, 2, 3}, {2, 3, 4}}, {{2, 1, 3, 4}, {5, 4, 2}},
+    {{4, 2, 3}, {3}},    {{3}, {4, 3, 2}},       {{5, 3, 4}, {4, 2}},
+    {{3, 4}, {5, 4, 2}}, {{1, 3}, {3, 1}},       {{2, 0}, {0, 3}},
 };
 
 Tensor MatmulWithFlags(const Tensor& a, const Tensor& b, bool ta, bool tb) {
@@ -99,10 +101,10 @@ TEST(MatmulTest, MatchesNaiveLoopsForEveryShapeCase) {
 
 TEST(MatmulTest, LargeBatchedProductsMatchNaiveLoopsOnEveryKernelPath) {
   const std::vector<std::pair<Shape, Shape>> cases = {
-      {{4, 50, 40}, {40, 30}},            // batch folded into the rows of one GEMM
-      {{64, 8, 8}, {64, 8, 8}},           // many small GEMMs, parallel over the batch
-      {{2, 150, 150}, {2, 150, 150}},     // few large GEMMs, threaded by Eigen
-      {{3, 1, 20, 30}, {4, 30, 10}},      // broadcast batch dims
+      {{4, 50, 40}, {40, 30}},         // batch folded into the rows of one GEMM
+      {{64, 8, 8}, {64, 8, 8}},        // many small GEMMs, parallel over the batch
+      {{2, 150, 150}, {2, 150, 150}},  // few large GEMMs, threaded by Eigen
+      {{3, 1, 20, 30}, {4, 30, 10}},   // broadcast batch dims
   };
   for (const auto& [as, bs] : cases) {
     SCOPED_TRACE(ShapeStr(as) + " @ " + ShapeStr(bs));
@@ -141,7 +143,8 @@ TEST(MatmulTest, ProductsThatBackwardCallsMatchLoopsAndAreDifferentiable) {
   ExpectAllClose(y, expected, 1e-12, 1e-12);
   ExpectGradcheck([&](const TensorList& in) { return summed(in[0], in[1], sum); }, {a, b});
   const Attrs gw = Attrs().Set("transpose_a", true).Set("sum_batch", true);
-  ExpectGradcheck([&](const TensorList& in) { return summed(in[0], in[1], gw); }, {Rnd({2, 3, 4}, 32), Rnd({2, 3, 5}, 33)});
+  ExpectGradcheck([&](const TensorList& in) { return summed(in[0], in[1], gw); },
+                  {Rnd({2, 3, 4}, 32), Rnd({2, 3, 5}, 33)});
   // Inserted dims: the outer product [4, 1] @ [1, 5] of two vectors.
   const Attrs outer = Attrs().Set("a_new_dims", std::vector<int64_t>{-1}).Set("b_new_dims", std::vector<int64_t>{-2});
   Tensor u = Rnd({4}, 34), v = Rnd({5}, 35);
@@ -244,18 +247,33 @@ void ExpectError(const std::function<void()>& f, ErrorCode code, const std::vect
 }
 
 TEST(MatmulTest, MismatchedShapesRaiseErrorsNamingBothShapes) {
-  ExpectError([] { Matmul(Zeros({2, 3}), Zeros({4, 5})); }, ErrorCode::kInvalidArgument,
-              {"matmul: inner dimensions do not match", "[2, 3]", "[4, 5]"});
-  ExpectError([] { Matmul(Zeros({2, 2, 3}), Zeros({3, 3, 4})); }, ErrorCode::kInvalidArgument,
-              {"batch dims [2] and [3] do not broadcast", "[2, 2, 3] @ [3, 3, 4]"});
+  ExpectError(
+      [] {
+        Matmul(Zeros({2, 3}), Zeros({4, 5}));
+      },
+      ErrorCode::kInvalidArgument, {"matmul: inner dimensions do not match", "[2, 3]", "[4, 5]"});
+  ExpectError(
+      [] {
+        Matmul(Zeros({2, 2, 3}), Zeros({3, 3, 4}));
+      },
+      ErrorCode::kInvalidArgument, {"batch dims [2] and [3] do not broadcast", "[2, 2, 3] @ [3, 3, 4]"});
   ExpectError([] { Matmul(Scalar(1.0), Zeros({3})); }, ErrorCode::kInvalidArgument,
               {"need at least 1 dim", "[] @ [3]"});
-  ExpectError([] { Matmul(Zeros({2, 3}), Zeros({3, 4}, DType::kFloat64)); }, ErrorCode::kInvalidArgument,
-              {"dtype mismatch float32 vs float64"});
-  ExpectError([] { Linear(Zeros({2, 3}), Zeros({4, 5})); }, ErrorCode::kInvalidArgument,
-              {"linear: input [2, 3] has in_features 3 but weight [4, 5] expects 5"});
-  ExpectError([] { Linear(Zeros({2, 5}), Zeros({4, 5}), Zeros({3})); }, ErrorCode::kInvalidArgument,
-              {"linear: bias [3] does not match weight [4, 5]"});
+  ExpectError(
+      [] {
+        Matmul(Zeros({2, 3}), Zeros({3, 4}, DType::kFloat64));
+      },
+      ErrorCode::kInvalidArgument, {"dtype mismatch float32 vs float64"});
+  ExpectError(
+      [] {
+        Linear(Zeros({2, 3}), Zeros({4, 5}));
+      },
+      ErrorCode::kInvalidArgument, {"linear: input [2, 3] has in_features 3 but weight [4, 5] expects 5"});
+  ExpectError(
+      [] {
+        Linear(Zeros({2, 5}), Zeros({4, 5}), Zeros({3}));
+      },
+      ErrorCode::kInvalidArgument, {"linear: bias [3] does not match weight [4, 5]"});
 }
 
 }  // namespace
