@@ -1,6 +1,7 @@
 // core/tensor/copy.cc — strided copy with dtype conversion (49 dtype pairs).
 #include "core/tensor/copy.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/base/error.h"
@@ -31,6 +32,34 @@ Shape BroadcastStrides(const Tensor& src, const Shape& shape) {
   return out;
 }
 
+// Same dtype, unit inner stride on both sides (e.g. materializing a transpose of the outer dims):
+// one memcpy per row of the innermost dim, rows split across threads. Returns false if not applicable.
+bool CopyRowsSameDtype(const Tensor& dst, const Tensor& src, const Shape& src_strides) {
+  const int64_t nd = dst.dim();
+  if (nd == 0 || dst.stride(nd - 1) != 1 || src_strides[nd - 1] != 1) return false;
+  const int64_t inner = dst.size(nd - 1);
+  if (inner < 8) return false;
+  const int64_t rows = dst.numel() / inner;
+  const int64_t esize = ElementSize(dst.dtype());
+  char* d = static_cast<char*>(dst.raw_data());
+  const char* s = static_cast<const char*>(src.raw_data());
+  const Shape& sizes = dst.sizes();
+  const Shape& dstr = dst.strides();
+  ParallelFor(0, rows, std::max<int64_t>(1, 16384 / inner), [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      int64_t rem = r, od = 0, os = 0;
+      for (int64_t k = nd - 2; k >= 0; --k) {
+        const int64_t i = rem % sizes[k];
+        rem /= sizes[k];
+        od += i * dstr[k];
+        os += i * src_strides[k];
+      }
+      std::memcpy(d + od * esize, s + os * esize, inner * esize);
+    }
+  });
+  return true;
+}
+
 }  // namespace
 
 void CopyInto(const Tensor& dst, const Tensor& src) {
@@ -50,6 +79,7 @@ void CopyInto(const Tensor& dst, const Tensor& src) {
   const Shape src_strides = BroadcastStrides(src, dst.sizes());
   const Shape& dst_strides = dst.strides();
   const Shape& sizes = dst.sizes();
+  if (src.dtype() == dst.dtype() && CopyRowsSameDtype(dst, src, src_strides)) return;
   TESSEL_DISPATCH_ALL_TYPES(dst.dtype(), "copy_", [&] {
     using D = scalar_t;
     D* d = static_cast<D*>(dst.raw_data());
