@@ -25,7 +25,7 @@ int main(int argc, char** argv) {
     const tessel::bench::Figure figure = make();
     std::printf("%s\n", tessel::bench::FormatLine(figure, tessel::bench::Measure(figure, 1, reps)).c_str());
   }
-  std::printf("dtensor_dispatch_overhead_us: %.2f us per op (best of %d)\n", tessel::bench::DispatchOverheadMicros(reps),
-              reps);
+  std::printf("dtensor_dispatch_overhead_us: %.2f us per op (best of %d)\n",
+              tessel::bench::DispatchOverheadMicros(reps), reps);
   return 0;
 }

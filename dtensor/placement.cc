@@ -121,7 +121,9 @@ std::ostream& operator<<(std::ostream& os, const Placement& p) { return os << To
 Placement GradPlacement(const Placement& grad, const Placement& forward_src) {
   // A Partial source's gradient stays Replicate (or Shard): turning it back into Partial would only
   // force a reduction later, which is never cheaper (PyTorch's Redistribute.backward does the same).
-  if (IsPartial(forward_src) && !IsPartial(grad)) return Replicate{};
+  // A Partial gradient of another reduce op (e.g. P(sum) into a P(avg) source) must be reduced too:
+  // Partial(op1) -> Partial(op2) is not a legal transition.
+  if (IsPartial(forward_src) && (!IsPartial(grad) || !(grad == forward_src))) return Replicate{};
   return forward_src;
 }
 

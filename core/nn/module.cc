@@ -204,6 +204,20 @@ void Module::RemoveHook(int id) {
   drop(backward_hooks_);
 }
 
+void Module::SetComposableState(const std::string& key, std::unique_ptr<ModuleState> state) {
+  auto it = std::find_if(composable_states_.begin(), composable_states_.end(),
+                         [&](const auto& s) { return s.first == key; });
+  if (it != composable_states_.end()) composable_states_.erase(it);
+  if (state) composable_states_.emplace_back(key, std::move(state));
+}
+
+ModuleState* Module::GetComposableState(const std::string& key) const {
+  for (const auto& [k, s] : composable_states_) {
+    if (k == key) return s.get();
+  }
+  return nullptr;
+}
+
 TensorList Module::Call(TensorList inputs) {
   for (auto& [id, hook] : forward_pre_hooks_) hook(*this, inputs);
   std::optional<memory::LedgerScope> ledger;

@@ -36,6 +36,13 @@ using ForwardHook = std::function<void(Module&, const TensorList& inputs, Tensor
 using BackwardPreHook = std::function<void(Module&, const TensorList& grad_outputs)>;
 using BackwardHook = std::function<void(Module&, const TensorList& grad_inputs, const TensorList& grad_outputs)>;
 
+// State a composable API (fsdp/, tp/) attaches to a module, as PyTorch's _composable_state: owned by the
+// module, found by key; nn/ knows nothing of what is inside.
+class ModuleState {
+ public:
+  virtual ~ModuleState() = default;
+};
+
 // FQN → tensor, in registration order.
 using StateDict = std::vector<std::pair<std::string, Tensor>>;
 
@@ -101,6 +108,10 @@ class Module {
   int RegisterFullBackwardHook(BackwardHook hook);
   void RemoveHook(int id);
 
+  // --- composable API state --- (one per key; a null `state` detaches)
+  void SetComposableState(const std::string& key, std::unique_ptr<ModuleState> state);
+  ModuleState* GetComposableState(const std::string& key) const;  // nullptr when absent
+
  private:
   void AddChild(const std::string& name, std::unique_ptr<Module> child);
   void CollectNamed(const std::string& prefix, bool recurse, bool buffers, bool persistent_only, StateDict* out) const;
@@ -116,6 +127,8 @@ class Module {
   std::vector<std::pair<int, BackwardPreHook>> backward_pre_hooks_;
   std::vector<std::pair<int, BackwardHook>> backward_hooks_;
   int next_hook_id_ = 0;
+  // Last member: destroyed first, while the hooks and children it may refer to still exist.
+  std::vector<std::pair<std::string, std::unique_ptr<ModuleState>>> composable_states_;
 };
 
 // A list of modules named "0", "1", ... (torch.nn.ModuleList).

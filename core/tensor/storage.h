@@ -32,6 +32,13 @@ class Storage {
   void Retag(memory::Ledger ledger) const { impl_->block->Retag(ledger); }
   uint32_t version() const { return impl_->version.load(std::memory_order_relaxed); }
   void BumpVersion() const { impl_->version.fetch_add(1, std::memory_order_relaxed); }
+  // Unsafe (breaks TensorImpl's "every index lies inside the storage" for every tensor over these
+  // bytes until UnsafeAllocateBytes): frees the bytes but keeps the handle, its views and its version,
+  // like PyTorch's storage.resize_(0). fsdp/ frees unsharded parameters this way so tensors that
+  // autograd saved for backward do not pin them, and refills the same storage before backward.
+  void UnsafeFreeBytes() const { impl_->block = memory::Allocate(0, device()); }
+  // Fresh (uninitialized) bytes under the thread's current ledger; views see them. Version unchanged.
+  void UnsafeAllocateBytes(int64_t nbytes) const { impl_->block = memory::Allocate(nbytes, device()); }
   bool is_same(const Storage& other) const { return impl_ == other.impl_; }
   long use_count() const { return impl_.use_count(); }
 

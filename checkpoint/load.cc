@@ -1,0 +1,123 @@
+// checkpoint/load.cc — key checks, per-tensor chunk index, verified resharding reads.
+#include "checkpoint/load.h"
+
+#include "checkpoint/chunk_index.h"
+#include "checkpoint/internal/chunk_reader.h"
+#include "checkpoint/internal/load_engine.h"
+#include "checkpoint/local_shard.h"
+#include "checkpoint/storage.h"
+#include "core/base/error.h"
+
+namespace tessel::checkpoint {
+namespace internal {
+namespace {
+
+std::string KindOf(const Metadata& md, const std::string& key) {
+  if (md.tensors.count(key)) return "tensor";
+  if (md.bytes.count(key)) return "bytes";
+  const ScalarValue& v = md.values.at(key);
+  return v.index() == 0 ? "int64" : v.index() == 1 ? "float64" : "string";
+}
+
+bool InCheckpoint(const Metadata& md, const std::string& key) {
+  return md.tensors.count(key) || md.bytes.count(key) || md.values.count(key);
+}
+
+// "" when the entry can be loaded from the checkpoint, else what differs.
+std::string Mismatch(const Metadata& md, const std::string& key, const StateValue& v) {
+  const std::string have = KindOf(md, key);
+  const std::string want(StateValueKindName(v));
+  if (have != want) return key + ": checkpoint " + have + ", state dict " + want;
+  if (const Tensor* t = std::get_if<Tensor>(&v)) {
+    const TensorMeta& m = md.tensors.at(key);
+    if (m.dtype != t->dtype() || m.shape != t->sizes()) {
+      return Str(key, ": checkpoint ", DTypeName(m.dtype), " ", ShapeStr(m.shape), ", state dict ",
+                 DTypeName(t->dtype()), " ", ShapeStr(t->sizes()));
+    }
+  }
+  return "";
+}
+
+std::string List(const std::vector<std::string>& v, bool quote) {
+  std::string s;
+  for (const std::string& x : v) s += (s.empty() ? "" : "; ") + (quote ? "'" + x + "'" : x);
+  return "[" + s + "]";
+}
+
+LoadResult CheckKeys(const StateDict& sd, const Metadata& md, const LoadOptions& options, const std::string& source) {
+  LoadResult r;
+  for (const auto& [key, v] : sd) {
+    if (!InCheckpoint(md, key)) {
+      r.missing_keys.push_back(key);
+    } else if (std::string m = Mismatch(md, key, v); !m.empty()) {
+      r.mismatched_keys.push_back(m);
+    }
+  }
+  auto unexpected = [&](const std::string& key) {
+    if (!sd.count(key)) r.unexpected_keys.push_back(key);
+  };
+  for (const auto& [key, t] : md.tensors) unexpected(key);
+  for (const auto& [key, b] : md.bytes) unexpected(key);
+  for (const auto& [key, v] : md.values) unexpected(key);
+  if (!options.strict) return r;
+  const std::string all = Str("checkpoint load from '", source, "': ", r.mismatched_keys.size(), " mismatched ",
+                              List(r.mismatched_keys, false), ", ", r.missing_keys.size(), " missing ",
+                              List(r.missing_keys, true), " (in the state dict, not in the checkpoint), ",
+                              r.unexpected_keys.size(), " unexpected ", List(r.unexpected_keys, true),
+                              " (in the checkpoint, not in the state dict). HINT: LoadOptions.strict = false loads "
+                              "the matching keys and reports the rest");
+  TESSEL_CHECK(r.mismatched_keys.empty(), all);
+  TESSEL_CHECK_CODE(ErrorCode::kNotFound, r.missing_keys.empty(), all);
+  TESSEL_CHECK(r.unexpected_keys.empty(), all);
+  return r;
+}
+
+void LoadTensor(const std::string& fqn, const Tensor& t, const TensorMeta& m, ChunkReader& reader, LoadResult& result) {
+  const LocalShard dst = DescribeLocalShard("checkpoint load", fqn, t);
+  if (Volume(dst.box) == 0) return;
+  std::vector<Box> boxes;
+  boxes.reserve(m.chunks.size());
+  for (const ChunkMeta& c : m.chunks) boxes.push_back(c.box);
+  const ChunkIndex index(std::move(boxes));
+  int64_t covered = 0;
+  for (const ReadItem& item : PlanReads(index, dst.box)) {
+    reader.CopyOverlap(fqn, m.dtype, m.chunks[static_cast<size_t>(item.chunk)], item.overlap, dst);
+    covered += Volume(item.overlap);
+    ++result.chunks_read;
+  }
+  TESSEL_CHECK_CODE(ErrorCode::kDataLoss, covered == Volume(dst.box), "checkpoint load: the saved chunks of '", fqn,
+                    "' cover ", covered, " of the ", Volume(dst.box), " elements of this rank's box ",
+                    BoxToString(dst.box), "; the metadata is inconsistent");
+}
+
+}  // namespace
+
+LoadResult LoadFromMetadata(StateDict& state_dict, const Metadata& md, std::vector<std::string> paths,
+                            const LoadOptions& options, const std::string& source) {
+  LoadResult result = CheckKeys(state_dict, md, options, source);
+  ChunkReader reader(md, std::move(paths), options.verify_checksums, options.max_staging_bytes);
+  for (auto& [key, value] : state_dict) {
+    if (!InCheckpoint(md, key) || !Mismatch(md, key, value).empty()) continue;
+    if (const Tensor* t = std::get_if<Tensor>(&value)) {
+      LoadTensor(key, *t, md.tensors.at(key), reader, result);
+    } else if (std::holds_alternative<Bytes>(value)) {
+      value = Bytes{reader.ReadBytes(key, md.bytes.at(key))};
+    } else {
+      std::visit([&](const auto& v) { value = v; }, md.values.at(key));
+    }
+  }
+  result.bytes_read = reader.bytes_read();
+  return result;
+}
+
+}  // namespace internal
+
+LoadResult Load(StateDict& state_dict, const std::string& dir, const LoadOptions& options) {
+  const Metadata md = ReadMetadata(dir);
+  std::vector<std::string> paths;
+  for (const FileMeta& f : md.files) paths.push_back(JoinPath(dir, f.name));
+  return internal::LoadFromMetadata(state_dict, md, std::move(paths), options, dir);
+}
+
+}  // namespace tessel::checkpoint
+// touch

@@ -1,0 +1,214 @@
+// checkpoint/state_dict.cc — model and optimizer state dicts keyed by FQN.
+#include "checkpoint/state_dict.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "checkpoint/box.h"
+#include "checkpoint/local_shard.h"
+#include "core/autograd/grad_mode.h"
+#include "core/base/error.h"
+#include "core/memory/allocator.h"
+#include "core/tensor/copy.h"
+#include "core/tensor/factory.h"
+#include "dtensor/dtensor.h"
+#include "dtensor/dtensor_impl.h"
+
+namespace tessel::checkpoint {
+namespace {
+
+constexpr std::string_view kStatePrefix = "optim.state.";
+constexpr std::string_view kStepPrefix = "optim.step.";
+constexpr std::string_view kHyperPrefix = "optim.hyper.";
+
+bool StartsWith(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
+
+std::string JoinNames(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& n : names) out += (out.empty() ? "'" : ", '") + n + "'";
+  return "[" + out + "]";
+}
+
+// Zeros in `like`'s layout (a DTensor gets a DTensor with the same spec), without DTensor ops.
+Tensor ZerosInLayoutOf(const Tensor& like) {
+  const dtensor::DTensorImpl* d = dtensor::AsDTensorImpl(like);
+  if (d == nullptr) return Zeros(like.sizes(), like.dtype());
+  return dtensor::MakeDTensor(Zeros(d->local().sizes(), like.dtype()), d->spec(), d->mesh());
+}
+
+// Copies `src` into the model tensor `dst` whatever the two layouts are (see SetModelStateDict).
+void CopyIntoModelTensor(const std::string& fqn, const Tensor& dst, const Tensor& src) {
+  TESSEL_CHECK(src.sizes() == dst.sizes(), "set_model_state_dict: '", fqn, "' has shape ", ShapeStr(src.sizes()),
+               " in the state dict but ", ShapeStr(dst.sizes()), " in the model");
+  const dtensor::DTensorImpl* dd = dtensor::AsDTensorImpl(dst);
+  const dtensor::DTensorImpl* sd = dtensor::AsDTensorImpl(src);
+  NoGradGuard no_grad;
+  if (dd == nullptr && sd == nullptr) {
+    CopyInto(dst, src);
+  } else if (dd == nullptr) {
+    CopyInto(dst, dtensor::DTensor(src).FullTensor());
+  } else if (sd == nullptr) {
+    const LocalShard target = DescribeLocalShard("set_model_state_dict", fqn, dst);
+    const LocalShard full = DescribeLocalShard("set_model_state_dict", fqn, src);
+    CopyInto(target.local, LocalRegionView(full, target.box));
+  } else if (sd->spec() == dd->spec()) {
+    CopyInto(dd->local(), sd->local());
+  } else {
+    TESSEL_CHECK(sd->mesh() == dd->mesh(), "set_model_state_dict: '", fqn, "' lives on ", sd->mesh().ToString(),
+                 " in the state dict but on ", dd->mesh().ToString(),
+                 " in the model. HINT: reshard across meshes with Save + Load");
+    const dtensor::DTensor moved =
+        dtensor::DTensor(src).Redistribute(dd->mesh(), dd->spec().placements(), dd->spec().shard_order());
+    CopyInto(dd->local(), GetDTensorImpl(moved, "set_model_state_dict").local());
+  }
+}
+
+const nn::StateDict::value_type* FindParam(const nn::StateDict& params, std::string_view fqn) {
+  for (const auto& entry : params) {
+    if (entry.first == fqn) return &entry;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+StateDict GetModelStateDict(const nn::Module& model, const StateDictOptions& options) {
+  StateDict out;
+  for (const auto& [fqn, t] : model.GetStateDict()) {
+    // Handles, not copies: Load writes straight into the model (no autograd is recorded by Load).
+    out[fqn] = options.full_state_dict && t.is_distributed() ? dtensor::DTensor(t).FullTensor() : t;
+  }
+  return out;
+}
+
+nn::LoadResult SetModelStateDict(nn::Module& model, const StateDict& state, bool strict) {
+  nn::LoadResult result;
+  const nn::StateDict own = model.GetStateDict();
+  for (const auto& [fqn, t] : own) {
+    auto it = state.find(fqn);
+    if (it == state.end() || !std::holds_alternative<Tensor>(it->second)) {
+      result.missing_keys.push_back(fqn);
+      continue;
+    }
+    const Tensor& src = std::get<Tensor>(it->second);
+    if (src.is_same(t)) continue;  // the model's own handle: Load already filled it
+    CopyIntoModelTensor(fqn, t, src);
+  }
+  for (const auto& [key, value] : state) {
+    if (StartsWith(key, kOptimizerKeyPrefix) || !std::holds_alternative<Tensor>(value)) continue;
+    if (FindParam(own, key) == nullptr) result.unexpected_keys.push_back(key);
+  }
+  TESSEL_CHECK(!strict || (result.missing_keys.empty() && result.unexpected_keys.empty()),
+               "set_model_state_dict: missing keys ", JoinNames(result.missing_keys), ", unexpected keys ",
+               JoinNames(result.unexpected_keys), ". HINT: pass strict=false to load a subset");
+  return result;
+}
+
+std::vector<std::string> OptimizerStateNames(const optim::Optimizer& optimizer) {
+  if (dynamic_cast<const optim::AdamW*>(&optimizer) != nullptr) return {"exp_avg", "exp_avg_sq"};
+  const optim::OptimizerStateDict sd = optimizer.GetStateDict();
+  if (dynamic_cast<const optim::SGD*>(&optimizer) != nullptr) {
+    auto it = sd.hyper.find("momentum");
+    return it != sd.hyper.end() && it->second != 0 ? std::vector<std::string>{"momentum_buffer"}
+                                                   : std::vector<std::string>{};
+  }
+  std::vector<std::string> names;  // an unknown optimizer: whatever state it has created so far
+  for (const auto& [fqn, s] : sd.state) {
+    for (const auto& [name, t] : s) {
+      if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+    }
+  }
+  return names;
+}
+
+StateDict GetOptimizerStateDict(const nn::Module& model, const optim::Optimizer& optimizer,
+                                const StateDictOptions& options) {
+  const nn::StateDict model_params = model.NamedParameters();
+  const optim::OptimizerStateDict osd = optimizer.GetStateDict();
+  const std::vector<std::string> names = OptimizerStateNames(optimizer);
+  StateDict out;
+  for (const auto& [fqn, p] : optimizer.params()) {
+    TESSEL_CHECK(FindParam(model_params, fqn) != nullptr, "get_optimizer_state_dict: the optimizer's parameter '", fqn,
+                 "' is not a parameter of the model");
+    for (const std::string& name : names) {
+      Tensor t;
+      auto s = osd.state.find(fqn);
+      if (s != osd.state.end() && s->second.count(name)) t = s->second.at(name);
+      if (!t.defined() && options.init_optimizer_state) {
+        memory::LedgerScope ledger(memory::Ledger::kOptimState);
+        t = ZerosInLayoutOf(p);
+      }
+      if (!t.defined()) continue;
+      if (options.full_state_dict && t.is_distributed()) t = dtensor::DTensor(t).FullTensor();
+      out[std::string(kStatePrefix) + fqn + "." + name] = t;
+    }
+    auto step = osd.steps.find(fqn);
+    out[std::string(kStepPrefix) + fqn] = step == osd.steps.end() ? int64_t{0} : step->second;
+  }
+  for (const auto& [name, v] : osd.hyper) out[std::string(kHyperPrefix) + name] = v;
+  return out;
+}
+
+void SetOptimizerStateDict(const nn::Module& model, optim::Optimizer& optimizer, const StateDict& state) {
+  const nn::StateDict model_params = model.NamedParameters();
+  for (const auto& [fqn, p] : optimizer.params()) {
+    TESSEL_CHECK(FindParam(model_params, fqn) != nullptr, "set_optimizer_state_dict: the optimizer's parameter '",
+                 fqn, "' is not a parameter of the model");
+  }
+  const optim::OptimizerStateDict own = optimizer.GetStateDict();
+  optim::OptimizerStateDict in;
+  in.hyper = own.hyper;
+  for (const auto& [key, value] : state) {
+    if (StartsWith(key, kStatePrefix)) {
+      const std::string rest = key.substr(kStatePrefix.size());
+      const size_t dot = rest.rfind('.');
+      const std::string fqn = dot == std::string::npos ? rest : rest.substr(0, dot);
+      TESSEL_CHECK(dot != std::string::npos && FindParam(optimizer.params(), fqn) != nullptr,
+                   "set_optimizer_state_dict: '", key, "' names no parameter of the optimizer");
+      TESSEL_CHECK(std::holds_alternative<Tensor>(value), "set_optimizer_state_dict: '", key, "' is ",
+                   StateValueKindName(value), ", expected a tensor");
+      const Tensor& t = std::get<Tensor>(value);
+      auto s = own.state.find(fqn);
+      const std::string name = rest.substr(dot + 1);
+      const bool aliased = s != own.state.end() && s->second.count(name) && s->second.at(name).is_same(t);
+      if (!aliased) in.state[fqn][name] = t;
+    } else if (StartsWith(key, kStepPrefix)) {
+      const std::string fqn = key.substr(kStepPrefix.size());
+      TESSEL_CHECK(FindParam(optimizer.params(), fqn) != nullptr && std::holds_alternative<int64_t>(value),
+                   "set_optimizer_state_dict: '", key, "' must be the int64 step of a parameter of the optimizer");
+      in.steps[fqn] = std::get<int64_t>(value);
+    } else if (StartsWith(key, kHyperPrefix)) {
+      TESSEL_CHECK(std::holds_alternative<double>(value), "set_optimizer_state_dict: '", key, "' is ",
+                   StateValueKindName(value), ", expected float64");
+      in.hyper[key.substr(kHyperPrefix.size())] = std::get<double>(value);
+    }
+  }
+  optimizer.LoadStateDict(in);
+}
+
+Bytes GeneratorToBytes(const Generator& gen) {
+  Bytes b;
+  b.data.resize(16);
+  const uint64_t words[2] = {gen.seed(), gen.offset()};
+  for (int i = 0; i < 16; ++i)
+    b.data[static_cast<size_t>(i)] = static_cast<char>((words[i / 8] >> (8 * (i % 8))) & 0xff);
+  return b;
+}
+
+Generator GeneratorFromBytes(const Bytes& bytes) {
+  TESSEL_CHECK(bytes.data.size() == 16, "GeneratorFromBytes: expected 16 bytes (seed, offset), got ",
+               bytes.data.size());
+  uint64_t words[2] = {0, 0};
+  for (int i = 15; i >= 0; --i) {
+    words[i / 8] = (words[i / 8] << 8) | static_cast<unsigned char>(bytes.data[static_cast<size_t>(i)]);
+  }
+  return Generator(words[0], words[1]);
+}
+
+std::string_view StateValueKindName(const StateValue& v) {
+  static constexpr std::string_view kNames[] = {"tensor", "bytes", "int64", "float64", "string"};
+  return kNames[v.index()];
+}
+
+}  // namespace tessel::checkpoint
+// touch

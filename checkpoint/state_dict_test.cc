@@ -1,0 +1,157 @@
+// checkpoint/state_dict_test.cc — model and optimizer state dicts: FQN keys, aliasing, any-layout set,
+// optimizer state created in the parameter's layout without DTensor ops, and a checkpoint round trip.
+#include "checkpoint/state_dict.h"
+
+#include <gtest/gtest.h>
+
+#include "checkpoint/load.h"
+#include "checkpoint/save.h"
+#include "checkpoint/testing/checkpoint_testing.h"
+#include "checkpoint/testing/checkpoint_testing_ranks.h"
+#include "core/base/error.h"
+#include "core/nn/layers.h"
+#include "core/optim/optimizer.h"
+#include "dtensor/dtensor.h"
+#include "dtensor/dtensor_impl.h"
+
+namespace tessel::checkpoint {
+namespace {
+
+using testing::DenseBytes;
+using testing::ExpectLocalMatchesFull;
+using testing::FreshDir;
+using testing::Layout;
+using testing::MakeMesh;
+using testing::Pattern;
+using testing::Place;
+
+template <typename Fn>
+void ExpectError(Fn fn, ErrorCode code, const std::string& fragment) {
+  try {
+    fn();
+    ADD_FAILURE() << "expected an error containing '" << fragment << "'";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), code) << e.what();
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+  }
+}
+
+TEST(StateDictTest, ModelStateDictHoldsTheModelsOwnHandles) {
+  Generator gen(1);
+  nn::Linear lin(4, 3, /*bias=*/true, gen);
+  const StateDict sd = GetModelStateDict(lin);
+  ASSERT_EQ(sd.size(), 2u);
+  EXPECT_TRUE(std::get<Tensor>(sd.at("weight")).is_same(lin.Param("weight")));
+  const std::string dir = FreshDir("model_sd");
+  Save(sd, dir);
+  Generator other(2);
+  nn::Linear fresh(4, 3, true, other);
+  StateDict into = GetModelStateDict(fresh);
+  Load(into, dir);  // fills `fresh` in place
+  EXPECT_EQ(DenseBytes(fresh.Param("weight")), DenseBytes(lin.Param("weight")));
+  EXPECT_EQ(DenseBytes(fresh.Param("bias")), DenseBytes(lin.Param("bias")));
+}
+
+TEST(StateDictTest, SetModelStateDictCopiesFromEveryLayoutIntoADTensorModel) {
+  const Tensor w = Pattern({3, 4}, DType::kFloat32, 5);
+  const Layout rows{2, {2}, "S(0)"}, cols{2, {2}, "S(1)"};
+  comm::RunRanks(
+      2,
+      [&](comm::ProcessGroupPtr world) {
+        const auto mesh = MakeMesh(world, rows);
+        Generator gen(3);
+        nn::Linear lin(4, 3, /*bias=*/false, gen);  // weight [3, 4]
+        Tensor sharded = Place(Zeros({3, 4}), mesh, rows);
+        sharded.set_requires_grad(true);
+        lin.SetParameter("weight", sharded);
+        SetModelStateDict(lin, {{"weight", w}});  // dense full → this rank's rows
+        ExpectLocalMatchesFull(lin.Param("weight"), w, "weight");
+        FillInPlace(dtensor::GetDTensorImpl(lin.Param("weight"), "t").local(), 0.0);
+        SetModelStateDict(lin, {{"weight", Place(w, mesh, cols)}});  // other placements: redistributed
+        ExpectLocalMatchesFull(lin.Param("weight"), w, "weight");
+        nn::Linear dense(4, 3, false, gen);
+        SetModelStateDict(dense, GetModelStateDict(lin));  // DTensor → dense: gathered
+        EXPECT_EQ(DenseBytes(dense.Param("weight")), DenseBytes(w));
+      },
+      testing::TestRanks());
+}
+
+TEST(StateDictTest, SetModelStateDictStrictListsMissingAndUnexpectedKeys) {
+  Generator gen(1);
+  nn::Linear lin(2, 2, true, gen);
+  const StateDict sd{{"weight", Zeros({2, 2})}, {"other", Zeros({1})}, {"optim.step.x", int64_t{1}}};
+  ExpectError([&] { SetModelStateDict(lin, sd); }, ErrorCode::kInvalidArgument,
+              "missing keys ['bias'], unexpected keys ['other']");
+  const nn::LoadResult r = SetModelStateDict(lin, sd, /*strict=*/false);
+  EXPECT_EQ(r.missing_keys, std::vector<std::string>{"bias"});
+}
+
+TEST(StateDictTest, OptimizerStateIsKeyedByFqnAndCreatedInTheParametersLayout) {
+  const Layout rows{2, {2}, "S(0)"};
+  comm::RunRanks(
+      2,
+      [&](comm::ProcessGroupPtr world) {
+        const auto mesh = MakeMesh(world, rows);
+        Generator gen(3);
+        nn::Linear lin(4, 5, /*bias=*/true, gen);
+        Tensor sharded = Place(Pattern({5, 4}, DType::kFloat32, 1), mesh, rows);
+        sharded.set_requires_grad(true);
+        lin.SetParameter("weight", sharded);
+        optim::AdamW opt(lin.NamedParameters(), {.lr = 0.5});
+        const StateDict sd = GetOptimizerStateDict(lin, opt);  // no step yet: zeros, no DTensor ops needed
+        const Tensor& m = std::get<Tensor>(sd.at("optim.state.weight.exp_avg"));
+        ASSERT_TRUE(m.is_distributed());
+        EXPECT_EQ(dtensor::GetDTensorImpl(m, "t").spec(), dtensor::GetDTensorImpl(sharded, "t").spec());
+        EXPECT_EQ(dtensor::GetDTensorImpl(m, "t").local().ToVector<float>(),
+                  std::vector<float>(world->rank() == 0 ? 12 : 8, 0.0f));
+        EXPECT_FALSE(std::get<Tensor>(sd.at("optim.state.bias.exp_avg_sq")).is_distributed());
+        EXPECT_EQ(std::get<int64_t>(sd.at("optim.step.bias")), 0);
+        EXPECT_EQ(std::get<double>(sd.at("optim.hyper.lr")), 0.5);
+        EXPECT_EQ(sd.size(), 2u * 2 + 2 + 5);  // 2 params x {exp_avg, exp_avg_sq}, 2 steps, 5 hyperparameters
+      },
+      testing::TestRanks());
+}
+
+TEST(StateDictTest, OptimizerStateRoundTripsThroughACheckpointIntoAFreshOptimizer) {
+  Generator gen(1);
+  nn::Linear lin(4, 3, true, gen);
+  optim::AdamW opt(lin.NamedParameters(), {.lr = 0.1});
+  for (int s = 0; s < 2; ++s) {
+    for (const auto& [fqn, p] : lin.NamedParameters()) p.set_grad(Pattern(p.sizes(), p.dtype(), 10 + s));
+    opt.Step();
+  }
+  opt.set_lr(0.05);
+  StateDict sd = GetModelStateDict(lin);
+  sd.merge(GetOptimizerStateDict(lin, opt));
+  const std::string dir = FreshDir("optim_sd");
+  Save(sd, dir);
+
+  Generator other(9);
+  nn::Linear lin2(4, 3, true, other);
+  optim::AdamW opt2(lin2.NamedParameters(), {.lr = 0.9});
+  StateDict into = GetModelStateDict(lin2);
+  into.merge(GetOptimizerStateDict(lin2, opt2));
+  Load(into, dir);
+  SetOptimizerStateDict(lin2, opt2, into);
+  const optim::OptimizerStateDict a = opt.GetStateDict(), b = opt2.GetStateDict();
+  EXPECT_EQ(b.steps, a.steps);
+  EXPECT_EQ(opt2.lr(), 0.05);
+  for (const auto& [fqn, s] : a.state) {
+    for (const auto& [name, t] : s) EXPECT_EQ(DenseBytes(b.state.at(fqn).at(name)), DenseBytes(t)) << fqn << name;
+  }
+  ExpectError(
+      [&] {
+        SetOptimizerStateDict(lin2, opt2, {{"optim.state.nope.exp_avg", Zeros({1})}});
+      },
+      ErrorCode::kInvalidArgument, "'optim.state.nope.exp_avg' names no parameter");
+}
+
+TEST(StateDictTest, GeneratorBytesRoundTrip) {
+  const Generator g(0x0123456789abcdefull, 77);
+  EXPECT_EQ(GeneratorFromBytes(GeneratorToBytes(g)), g);
+  ExpectError([] { GeneratorFromBytes(Bytes{"short"}); }, ErrorCode::kInvalidArgument, "expected 16 bytes");
+}
+
+}  // namespace
+}  // namespace tessel::checkpoint
+// touch

@@ -1,0 +1,68 @@
+// dtensor/dispatch.h — the DTensor path of the one dispatcher (DESIGN.md "DTensor is a kind of Tensor"):
+// propagate sharding (rule → candidate strategies → the cheapest), redistribute the inputs that must
+// move, run the local op on local shards, wrap the outputs as DTensors.
+//
+// Linking //dtensor:dtensor installs DispatchDistributed with SetDistributedHandler at static
+// initialization, so Dispatch() routes every call with a DTensor input here.
+//
+// Invariant: for every op call with a DTensor input, every rank of the mesh picks the same strategy
+// (rules and the cost model read global specs only) and so issues the same collectives in the same
+// order; the outputs hold exactly the global values the dense op would compute on the full inputs.
+//
+// Semantics (PyTorch's DTensor dispatch where it is right):
+//   * A dense 0-d input is a replicated scalar; any other dense input next to a DTensor raises
+//     kInvalidArgument naming the op and both kinds (convert it with DistributeTensor first).
+//   * All DTensor inputs must live on one mesh (kInvalidArgument naming both meshes).
+//   * Strategy choice: cheapest by estimated bytes moved, then by number of inputs that change layout,
+//     then by an ordered table of strategy kinds (TieBreakRank in dispatch.cc), then by rule order.
+//   * Inputs move with the redistribute executor, under grad mode off: autograd (above Dispatch) records
+//     the op itself at the DTensor level, and its backward formula runs through this path again.
+//   * In-place ops (add_, mul_, copy_, adamw_step_, sgd_step_) write into input 0's local shard, which
+//     never moves; other inputs move to match it. When no strategy keeps input 0's layout the call
+//     raises kInvalidArgument naming op, shapes, placements, mesh and rank.
+//   * A leaf's gradient keeps the placements its backward formula produced (as in PyTorch); optimizer
+//     steps redistribute the gradient to the parameter's placements (e.g. a Partial gradient of a
+//     replicated parameter is all-reduced there, DDP-style) and require the state to match exactly.
+//
+// Example:
+//   DTensor y = DTensor(Relu(Matmul(x, w)));   // x: [S(0)], w: [R] → y: [S(0)], no communication
+//   ShardingDecision d = PropagateSharding(GetOp("matmul"), TensorList{x, w}, Attrs());
+//   d.ToString();   // "shard: inputs [S(0)], [R] -> outputs [S(0)], 0 B, 0 moved, 2 candidates"
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/dispatch/attrs.h"
+#include "core/dispatch/dispatcher.h"
+#include "core/dispatch/op.h"
+#include "dtensor/redistribute_planner.h"
+#include "dtensor/sharding_rule.h"
+
+namespace tessel::dtensor {
+
+// The handler installed into the dispatcher (core/dispatch/dispatcher.h).
+TensorList DispatchDistributed(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs);
+DistributedHandler DistributedHandlerFn();
+
+// What the handler would do for a call, without doing it (no communication): the chosen strategy's
+// input and output layouts and its estimated cost. Replicate-only ops report all-Replicate layouts.
+struct ShardingDecision {
+  StrategyKind kind = StrategyKind::kReplicate;
+  std::vector<std::optional<ShardingState>> inputs;
+  std::vector<std::optional<ShardingState>> outputs;  // empty for replicate-only ops (decided later)
+  int64_t bytes = 0;         // estimated bytes this rank moves (redistributes + the strategy's own)
+  int num_moved_inputs = 0;  // inputs whose layout changes
+  int num_candidates = 0;
+  bool replicate_only = false;
+  std::string ToString() const;
+};
+ShardingDecision PropagateSharding(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs);
+
+// Estimated bytes this rank sends to move a tensor of spec `src` to layout `dst` (the cost model of
+// strategy choice); nullopt when the transition is illegal (Partial(op1) -> Partial(op2)).
+std::optional<int64_t> RedistributeBytes(const DTensorSpec& src, const ShardingState& dst);
+
+}  // namespace tessel::dtensor

@@ -1,0 +1,36 @@
+// dtensor/random.cc — RandomDTensor: this rank's block of a full counter-based draw.
+#include "dtensor/random.h"
+
+#include "core/base/error.h"
+#include "core/tensor/factory.h"
+#include "dtensor/dtensor_impl.h"
+#include "dtensor/layout.h"
+
+namespace tessel::dtensor {
+
+DTensor RandomDTensor(const Shape& shape, const DeviceMesh& mesh, std::vector<Placement> placements, Generator& gen,
+                      Distribution dist, DType dtype, std::optional<ShardOrder> shard_order) {
+  for (Placement& p : placements) {
+    TESSEL_CHECK(!IsPartial(p), "RandomDTensor: placements ", PlacementsToString(placements), " on ", mesh.ToString(),
+                 " hold a Partial; random tensors can only be sharded or replicated (rank ", mesh.global_rank(), ")");
+    if (Shard* s = std::get_if<Shard>(&p); s != nullptr && s->dim < 0) s->dim += static_cast<int64_t>(shape.size());
+  }
+  DTensorSpec spec(mesh.topology_ptr(), std::move(placements), shape, dtype, std::move(shard_order));
+  const LocalLayout layout = ComputeLocalShapeAndGlobalOffset(spec, mesh.coordinate());
+  const uint64_t base = gen.Advance(static_cast<uint64_t>(spec.numel()));
+  Tensor local = Empty(layout.local_shape, dtype);
+  FillRandomBlock(local, shape, layout.global_offset, gen.seed(), base, dist);
+  return DTensor(MakeDTensor(local, std::move(spec), mesh));
+}
+
+DTensor RandnDTensor(const Shape& shape, const DeviceMesh& mesh, std::vector<Placement> placements, Generator& gen,
+                     DType dtype) {
+  return RandomDTensor(shape, mesh, std::move(placements), gen, Distribution::Normal(), dtype);
+}
+
+DTensor RandDTensor(const Shape& shape, const DeviceMesh& mesh, std::vector<Placement> placements, Generator& gen,
+                    DType dtype) {
+  return RandomDTensor(shape, mesh, std::move(placements), gen, Distribution::Uniform(), dtype);
+}
+
+}  // namespace tessel::dtensor

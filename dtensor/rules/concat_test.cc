@@ -1,0 +1,46 @@
+// Rules of dtensor/rules/concat.cc: cat and stack, sharded == dense.
+#include "core/ops/concat.h"
+
+#include <gtest/gtest.h>
+
+#include "dtensor/testing/rules_testing.h"
+
+namespace tessel::dtensor {
+namespace {
+
+using testing::CommOf;
+using testing::EvenAndUneven;
+using testing::ExpectMatchesDense;
+using testing::OnMesh1D;
+using testing::Values;
+
+TEST(ConcatRulesTest, CatAndStackMatchDenseInEveryLayout) {
+  OnMesh1D(4, [](const DeviceMesh& mesh) {
+    for (int64_t n : EvenAndUneven(4)) {
+      const TensorList full = {Values({n, 3}), Values({n, 2}, DType::kFloat64, 1), Values({n, 3}, DType::kFloat64, 2)};
+      for (const auto& ps : std::vector<std::vector<std::string>>{
+               {"S(0)", "S(0)", "S(0)"}, {"S(0)", "R", "S(1)"}, {"R", "R", "R"}, {"P(sum)", "R", "P(sum)"}}) {
+        SCOPED_TRACE(Str(ps[0], ps[1], ps[2], " n ", n));
+        ExpectMatchesDense(mesh, full, ps, [](const TensorList& in) { return Cat(in, -1); });
+        ExpectMatchesDense(mesh, {full[0], full[2]}, {ps[0], ps[2]}, [](const TensorList& in) { return Cat(in, 0); });
+        ExpectMatchesDense(mesh, {full[0], full[2]}, {ps[0], ps[2]}, [](const TensorList& in) { return Stack(in, 1); });
+      }
+    }
+  });
+}
+
+TEST(ConcatRulesTest, CatAlongAnUnshardedDimNeedsNoCommunication) {
+  OnMesh1D(4, [](const DeviceMesh& mesh) {
+    DTensor q = DistributeTensor(Values({13, 2}), mesh, ParsePlacements("S(0)"));
+    DTensor k = DistributeTensor(Values({13, 3}), mesh, ParsePlacements("S(0)"));
+    DTensor y;
+    EXPECT_EQ(CommOf([&] { y = DTensor(Cat({q, k}, 1)); }), "");
+    EXPECT_EQ(y.placements(), ParsePlacements("S(0)"));
+    EXPECT_EQ(CommOf([&] { y = DTensor(Stack({q, q}, 0)); }), "");
+    EXPECT_EQ(y.placements(), ParsePlacements("S(1)"));
+    EXPECT_EQ(CommOf([&] { y = DTensor(Cat({q, q}, 0)); }), "all_gather(x) x2");  // dim 0 must be whole
+  });
+}
+
+}  // namespace
+}  // namespace tessel::dtensor

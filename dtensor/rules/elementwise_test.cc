@@ -1,0 +1,129 @@
+// Rules of dtensor/rules/elementwise.cc: sharded == dense, forward and backward, even and uneven sizes.
+#include "core/ops/elementwise.h"
+
+#include <gtest/gtest.h>
+
+#include "core/ops/unary.h"
+#include "dtensor/dispatch.h"
+#include "dtensor/testing/rules_testing.h"
+
+namespace tessel::dtensor {
+namespace {
+
+using testing::CommOf;
+using testing::EvenAndUneven;
+using testing::ExpectMatchesDense;
+using testing::OnMesh1D;
+using testing::OnMesh2D;
+using testing::Values;
+
+struct Pair {
+  const char* a;
+  const char* b;
+};
+const std::vector<Pair> kPairs = {{"S(0)", "S(0)"}, {"S(0)", "R"}, {"R", "S(1)"},        {"S(1)", "S(0)"},
+                                  {"P(sum)", "R"},  {"R", "R"},    {"P(sum)", "P(sum)"}, {"P(avg)", "S(0)"}};
+
+TEST(ElementwiseRulesTest, BinaryOpsMatchDenseForEveryLayoutPair) {
+  const std::vector<std::function<Tensor(const TensorList&)>> ops = {
+      [](const TensorList& in) { return Add(in[0], in[1]); },
+      [](const TensorList& in) { return Sub(in[0], in[1]); },
+      [](const TensorList& in) { return Mul(in[0], in[1]); },
+      [](const TensorList& in) { return Div(in[0], AddScalar(Abs(in[1]), 1.0)); },
+  };
+  OnMesh1D(4, [&](const DeviceMesh& mesh) {
+    for (int64_t n : EvenAndUneven(4)) {
+      for (const Pair& p : kPairs) {
+        for (size_t k = 0; k < ops.size(); ++k) {
+          SCOPED_TRACE(Str("op ", k, " n ", n, " ", p.a, " with ", p.b));
+          ExpectMatchesDense(mesh, {Values({n, 3}), Values({n, 3}, DType::kFloat64, 1)}, {p.a, p.b}, ops[k]);
+        }
+      }
+    }
+  });
+}
+
+TEST(ElementwiseRulesTest, BroadcastingMapsShardedDimsOfTheSmallerOperand) {
+  OnMesh2D([](const DeviceMesh& mesh) {
+    for (int64_t n : EvenAndUneven(2)) {
+      auto add = [](const TensorList& in) { return Add(in[0], in[1]); };
+      // [n, 5] + [5]: the bias follows dim 1's sharding, is Replicate for dim 0.
+      DTensor y =
+          ExpectMatchesDense(mesh, {Values({n, 5}), Values({5}, DType::kFloat64, 2)}, {"S(0), S(1)", "R, S(0)"}, add);
+      EXPECT_EQ(y.placements(), ParsePlacements("S(0), S(1)"));
+      // [n, 1] + [1, 5] -> [n, 5]
+      y = ExpectMatchesDense(mesh, {Values({n, 1}), Values({1, 5}, DType::kFloat64, 3)}, {"S(0), R", "R, S(1)"}, add);
+      EXPECT_EQ(y.placements(), ParsePlacements("S(0), R"));
+    }
+  });
+}
+
+TEST(ElementwiseRulesTest, PartialLinearityKeepsPartialWithoutCommunication) {
+  OnMesh1D(4, [](const DeviceMesh& mesh) {
+    const Tensor a_full = Values({6, 2}), b_full = Values({6, 2}, DType::kFloat64, 1);
+    DTensor p = testing::MakeInput(a_full, mesh, ParsePlacements("P(sum)"), false).dt;
+    DTensor q = testing::MakeInput(b_full, mesh, ParsePlacements("P(sum)"), false).dt;
+    DTensor r = DistributeTensor(b_full, mesh, ParsePlacements("R"));
+    DTensor out;
+    EXPECT_EQ(CommOf([&] { out = DTensor(Add(p, q)); }), "");
+    EXPECT_EQ(out.placements(), ParsePlacements("P(sum)"));
+    EXPECT_EQ(CommOf([&] { out = DTensor(Add(p, r)); }), "");  // r partitioned: exact, no comm
+    EXPECT_EQ(out.placements(), ParsePlacements("P(sum)"));
+    testing::ExpectClose(out.FullTensor().ToDoubleVector(), Add(a_full, b_full).ToDoubleVector(), 0, "p + r");
+    EXPECT_EQ(CommOf([&] { out = DTensor(Mul(p, r)); }), "");
+    EXPECT_EQ(out.placements(), ParsePlacements("P(sum)"));
+    EXPECT_EQ(CommOf([&] { out = DTensor(MulScalar(Neg(p), 3.0)); }), "");
+    EXPECT_EQ(out.placements(), ParsePlacements("P(sum)"));
+    EXPECT_EQ(CommOf([&] { out = DTensor(Mul(p, q)); }), "all_reduce(x) x1");          // P * P is not linear
+    EXPECT_EQ(CommOf([&] { out = DTensor(AddScalar(p, 1.0)); }), "all_reduce(x) x1");  // affine: not for sum
+    EXPECT_EQ(out.placements(), ParsePlacements("R"));
+    DTensor m = testing::MakeInput(a_full, mesh, ParsePlacements("P(max)"), false).dt;
+    EXPECT_EQ(CommOf([&] { out = DTensor(AddScalar(m, 1.0)); }), "");  // max(x_i) + 1 = max(x_i + 1)
+    EXPECT_EQ(out.placements(), ParsePlacements("P(max)"));
+    EXPECT_EQ(CommOf([&] { out = DTensor(Neg(m)); }), "");  // -max = min(-x)
+    EXPECT_EQ(out.placements(), ParsePlacements("P(min)"));
+    testing::ExpectClose(out.FullTensor().ToDoubleVector(), Neg(a_full).ToDoubleVector(), 0, "neg");
+  });
+}
+
+TEST(ElementwiseRulesTest, ShardedOperandsOnDifferentDimsMoveOneOperand) {
+  OnMesh1D(4, [](const DeviceMesh& mesh) {
+    DTensor a = DistributeTensor(Values({8, 8}), mesh, ParsePlacements("S(0)"));
+    DTensor b = DistributeTensor(Values({8, 8}), mesh, ParsePlacements("S(1)"));
+    DTensor c;
+    EXPECT_EQ(CommOf([&] { c = DTensor(Add(a, b)); }), "all_to_all(x) x1");
+    EXPECT_EQ(c.placements(), ParsePlacements("S(0)"));
+  });
+}
+
+TEST(ElementwiseRulesTest, CloneKeepsPartialAndLikeOpsReplicateIt) {
+  OnMesh1D(2, [](const DeviceMesh& mesh) {
+    const Tensor full = Values({3, 2});
+    DTensor p = testing::MakeInput(full, mesh, ParsePlacements("P(sum)"), false).dt;
+    DTensor s = DistributeTensor(full, mesh, ParsePlacements("S(1)"));
+    EXPECT_EQ(DTensor(Clone(p)).placements(), ParsePlacements("P(sum)"));
+    testing::ExpectClose(DTensor(Clone(p)).FullTensor().ToDoubleVector(), full.ToDoubleVector(), 0, "clone");
+    const DTensor ones(OnesLike(p)), zeros(ZerosLike(s));
+    EXPECT_EQ(ones.placements(), ParsePlacements("R"));
+    EXPECT_EQ(ones.FullTensor().ToDoubleVector(), std::vector<double>(6, 1.0));
+    EXPECT_EQ(zeros.placements(), ParsePlacements("S(1)"));
+    EXPECT_EQ(zeros.FullTensor().ToDoubleVector(), std::vector<double>(6, 0.0));
+  });
+}
+
+TEST(ElementwiseRulesTest, SumToSizeMakesSummedShardedDimsPartial) {
+  OnMesh1D(4, [](const DeviceMesh& mesh) {
+    for (int64_t n : EvenAndUneven(4)) {
+      auto to_row = [](const TensorList& in) { return SumToSize(in[0], std::vector<int64_t>{1, 5}); };
+      auto to_vec = [](const TensorList& in) { return SumToSize(in[0], std::vector<int64_t>{5}); };
+      auto to_col = [n](const TensorList& in) { return SumToSize(in[0], std::vector<int64_t>{2, n, 1}); };
+      EXPECT_EQ(ExpectMatchesDense(mesh, {Values({n, 5})}, {"S(0)"}, to_row).placements(), ParsePlacements("P(sum)"));
+      EXPECT_EQ(ExpectMatchesDense(mesh, {Values({n, 5})}, {"S(1)"}, to_vec).placements(), ParsePlacements("S(0)"));
+      EXPECT_EQ(ExpectMatchesDense(mesh, {Values({2, n, 5})}, {"S(1)"}, to_col).placements(), ParsePlacements("S(1)"));
+      ExpectMatchesDense(mesh, {Values({n, 5})}, {"P(sum)"}, to_vec);
+    }
+  });
+}
+
+}  // namespace
+}  // namespace tessel::dtensor

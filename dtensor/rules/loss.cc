@@ -1,0 +1,232 @@
+// dtensor/rules/loss.cc — sharding rules for core/ops/loss.cc: cross_entropy(logits [N, C] | [C], target)
+// and cross_entropy_backward(grad, logits, target), including the vocab-sharded (loss parallel) form.
+//
+// Invariant: per mesh axis the loss can
+//   * replicate everything;
+//   * shard the batch (logits S(0), target S(0)): reduction "none" -> S(0); "sum" -> Partial(sum);
+//     "mean" -> Partial(sum) of local sums divided by the GLOBAL number of non-ignored targets (one
+//     all_reduce of a count over the batch axes), so uneven shards and ignore_index stay exact;
+//   * shard the classes (logits S(-1), target Replicate) — loss parallel (PyTorch's
+//     torch.distributed.tensor.parallel.loss_parallel): each rank sees a slice of the vocabulary; the
+//     row max is all-reduced (max), then the sums of exp(x - max) and the target logits (zero on ranks
+//     that do not hold the target's class) travel in ONE all_reduce (sum) of 2N values; the loss is
+//     Replicate on those axes. Backward recomputes log-sum-exp with the same two collectives and
+//     writes softmax - onehot on the local class slice: grad_logits stays S(-1), no gather of logits.
+// Partial logits are reduced first (the loss is not linear).
+//
+// Example (loss parallel on "tp"):
+//   CrossEntropy(logits_S1, target_R);     // [R] scalar: all_reduce(max) + all_reduce(sum), no gather
+//   CrossEntropy(logits_S0, target_S0);    // data parallel: [P(sum)] (+ one count all_reduce for mean)
+#include <cmath>
+#include <limits>
+
+#include "core/base/error.h"
+#include "core/dispatch/dispatcher.h"
+#include "core/tensor/copy.h"
+#include "core/tensor/factory.h"
+#include "dtensor/layout.h"
+#include "dtensor/rules/rule_util.h"
+
+namespace tessel::dtensor::rules {
+namespace {
+
+using comm::ReduceOp;
+
+struct LossAxes {
+  std::vector<int> vocab;  // axes sharding the class dim
+  std::vector<int> batch;  // axes sharding the row dim
+};
+
+LossAxes AxesOf(const ShardingState& logits, int64_t ndim) {
+  LossAxes axes;
+  axes.vocab = AxesSharding(logits, ndim - 1);
+  if (ndim == 2) axes.batch = AxesSharding(logits, 0);
+  return axes;
+}
+
+void AllReduce(const LocalContext& ctx, const std::vector<int>& axes, const Tensor& t, ReduceOp op) {
+  for (int a : axes) ctx.call.mesh.axis_group(a)->AllReduce(t, op)->Wait();
+}
+
+// Number of non-ignored targets over the whole batch (all-reduced over the batch axes).
+double GlobalCount(const LocalContext& ctx, const Tensor& target, const std::vector<int>& batch) {
+  const int64_t ignore = ctx.call.attrs.GetInt("ignore_index");
+  double count = 0;
+  for (double t : target.ToDoubleVector()) count += static_cast<int64_t>(t) != ignore;
+  Tensor c = Full(std::span<const int64_t>(), count, DType::kFloat64, target.device());
+  AllReduce(ctx, batch, c, ReduceOp::kSum);
+  return c.item<double>();
+}
+
+Tensor AsDoubles(const Tensor& t) {
+  Tensor d = Empty(t.sizes(), DType::kFloat64, t.device());
+  CopyInto(d, t);
+  return d;
+}
+
+// Row statistics of a vocab-sharded [n, c] slice: lse[r] over the full vocabulary and, when `target` is
+// given, the target logit (zero for ignored rows). Two all_reduces over the vocab axes.
+struct RowStats {
+  std::vector<double> lse;
+  std::vector<double> target_logit;
+};
+
+RowStats VocabRowStats(const LocalContext& ctx, const Tensor& x, const std::vector<int64_t>& target, int64_t c0,
+                       const std::vector<int>& vocab) {
+  const int64_t n = static_cast<int64_t>(target.size()), c = x.numel() / std::max<int64_t>(n, 1);
+  const double* px = x.data_ptr<double>();
+  Tensor m = Full(Shape{n}, -std::numeric_limits<double>::infinity(), DType::kFloat64, x.device());
+  double* pm = m.data_ptr<double>();
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t j = 0; j < c; ++j) pm[r] = std::max(pm[r], px[r * c + j]);
+  }
+  AllReduce(ctx, vocab, m, ReduceOp::kMax);
+  Tensor sums = Zeros(Shape{2 * n}, DType::kFloat64, x.device());
+  double* ps = sums.data_ptr<double>();
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t j = 0; j < c; ++j) ps[r] += std::exp(px[r * c + j] - pm[r]);
+    const int64_t local = target[static_cast<size_t>(r)] - c0;
+    if (local >= 0 && local < c) ps[n + r] = px[r * c + local];
+  }
+  AllReduce(ctx, vocab, sums, ReduceOp::kSum);
+  RowStats st;
+  for (int64_t r = 0; r < n; ++r) {
+    st.lse.push_back(pm[r] + std::log(ps[r]));
+    st.target_logit.push_back(ps[n + r]);
+  }
+  return st;
+}
+
+int64_t ClassOffset(const LocalContext& ctx, int logits_input) {
+  const ShardingState& s = *ctx.strategy.inputs[static_cast<size_t>(logits_input)];
+  const DTensorSpec& spec = ctx.call.spec(logits_input);
+  return ComputeLocalShapeAndGlobalOffset(spec.shape(), ctx.call.mesh.shape(), s.placements, s.order,
+                                          ctx.call.mesh.coordinate())
+      .global_offset.back();
+}
+
+std::vector<int64_t> Targets(const Tensor& t) { return t.ToVector<int64_t>(); }
+
+TensorList CrossEntropyLocal(const LocalContext& ctx) {
+  const Tensor& logits = ctx.locals[0];
+  const Tensor& target = ctx.locals[1];
+  const LossAxes axes = AxesOf(*ctx.strategy.inputs[0], ctx.call.spec(0).ndim());
+  const std::string& red = ctx.attrs.GetString("reduction");
+  if (axes.vocab.empty()) {  // batch-sharded mean: local sum / global count
+    const Attrs a = Attrs(ctx.attrs).Set("reduction", "sum");
+    const TensorList sum = DispatchLocal(ctx.call.op, ctx.locals, a);
+    const double count = GlobalCount(ctx, target, axes.batch);
+    return DispatchLocal(GetOp("mul_scalar"), sum, Attrs().Set("value", 1.0 / count));
+  }
+  const std::vector<int64_t> t = Targets(target);
+  const int64_t ignore = ctx.attrs.GetInt("ignore_index");
+  const RowStats st = VocabRowStats(ctx, AsDoubles(logits), t, ClassOffset(ctx, 0), axes.vocab);
+  std::vector<double> loss(t.size(), 0.0);
+  double total = 0;
+  for (size_t r = 0; r < t.size(); ++r) {
+    if (t[r] != ignore) loss[r] = st.lse[r] - st.target_logit[r];
+    total += loss[r];
+  }
+  if (red == "none") return {FromDoubles(loss, target.sizes(), logits.dtype())};
+  if (red == "mean") total /= GlobalCount(ctx, target, axes.batch);
+  return {FromDoubles({total}, Shape{}, logits.dtype())};
+}
+
+TensorList CrossEntropyBackwardLocal(const LocalContext& ctx) {
+  const Tensor& grad = ctx.locals[0];
+  const Tensor& logits = ctx.locals[1];
+  const Tensor& target = ctx.locals[2];
+  const LossAxes axes = AxesOf(*ctx.strategy.inputs[1], ctx.call.spec(1).ndim());
+  const std::string& red = ctx.attrs.GetString("reduction");
+  if (axes.vocab.empty()) {  // batch-sharded mean: the "sum" gradient scaled by 1 / global count
+    const double count = std::max(GlobalCount(ctx, target, axes.batch), 1.0);
+    const Tensor g[] = {grad};
+    const Tensor scaled = DispatchLocal(GetOp("mul_scalar"), g, Attrs().Set("value", 1.0 / count))[0];
+    const Tensor in[] = {scaled, logits, target};
+    return DispatchLocal(ctx.call.op, in, Attrs(ctx.attrs).Set("reduction", "sum"));
+  }
+  const std::vector<int64_t> t = Targets(target);
+  const int64_t ignore = ctx.attrs.GetInt("ignore_index"), c0 = ClassOffset(ctx, 1);
+  const Tensor x = AsDoubles(logits);
+  const RowStats st = VocabRowStats(ctx, x, t, c0, axes.vocab);
+  const std::vector<double> g = grad.ToDoubleVector();
+  double uniform = red == "none" ? 0.0 : g[0];
+  if (red == "mean") uniform /= std::max(GlobalCount(ctx, target, axes.batch), 1.0);
+  const int64_t n = static_cast<int64_t>(t.size()), c = x.numel() / std::max<int64_t>(n, 1);
+  std::vector<double> out(static_cast<size_t>(x.numel()), 0.0);
+  const double* px = x.data_ptr<double>();
+  for (int64_t r = 0; r < n; ++r) {
+    if (t[static_cast<size_t>(r)] == ignore) continue;
+    const double scale = red == "none" ? g[static_cast<size_t>(r)] : uniform;
+    for (int64_t j = 0; j < c; ++j) {
+      const double onehot = j + c0 == t[static_cast<size_t>(r)] ? 1.0 : 0.0;
+      out[static_cast<size_t>(r * c + j)] = (std::exp(px[r * c + j] - st.lse[static_cast<size_t>(r)]) - onehot) * scale;
+    }
+  }
+  return {FromDoubles(out, logits.sizes(), logits.dtype())};
+}
+
+// Bytes the loss-parallel collectives move per vocab axis (max of N, sum of 2N doubles), and the count.
+int64_t LossCommBytes(const OpCall& call, const Strategy& s, int logits_input) {
+  const DTensorSpec& logits = call.spec(logits_input);
+  const LossAxes axes = AxesOf(*s.inputs[static_cast<size_t>(logits_input)], logits.ndim());
+  const int64_t rows = logits.ndim() == 2 ? logits.shape()[0] : 1;
+  int64_t bytes = 0;
+  for (int a : axes.vocab) bytes += 2 * 3 * rows * 8 * (call.mesh.size(a) - 1) / call.mesh.size(a);
+  for (int a : axes.batch) bytes += 16 * (call.mesh.size(a) - 1) / call.mesh.size(a);
+  return bytes;
+}
+
+std::vector<Strategy> Finish(const OpCall& call, std::vector<Strategy> out, int logits_input, LocalFn fn) {
+  const bool mean = call.attrs.GetString("reduction") == "mean";
+  for (Strategy& s : out) {
+    const LossAxes axes = AxesOf(*s.inputs[static_cast<size_t>(logits_input)], call.spec(logits_input).ndim());
+    if (!axes.vocab.empty() || (mean && !axes.batch.empty())) {
+      s.local_fn = fn;
+      s.extra_comm_bytes = LossCommBytes(call, s, logits_input);
+    }
+  }
+  return out;
+}
+
+std::vector<Strategy> CrossEntropyRule(const OpCall& call) {
+  const DTensorSpec& logits = call.spec(0);
+  TESSEL_CHECK(logits.ndim() == 1 || logits.ndim() == 2, "cross_entropy: logits must be [N, C] or [C]; call ",
+               DescribeCall(call));
+  const bool none = call.attrs.GetString("reduction") == "none";
+  const Shape out_shape = none ? call.spec(1).shape() : Shape{};
+  const int64_t last = logits.ndim() - 1;
+  const Placement r = Replicate{};
+  std::vector<AxisOption> options = {{{r, r}, {r}, StrategyKind::kReplicate}};
+  if (logits.ndim() == 2 && logits.shape()[0] > 1) {
+    options.push_back({{Shard{0}, Shard{0}},
+                       {none ? Placement(Shard{0}) : Placement(Partial{ReduceOp::kSum})},
+                       none ? StrategyKind::kShard : StrategyKind::kContract});
+  }
+  if (logits.shape()[static_cast<size_t>(last)] > 1) options.push_back({{Shard{last}, r}, {r}, StrategyKind::kMasked});
+  return Finish(call, CombineAxisOptions(call, options, {out_shape}), 0, CrossEntropyLocal);
+}
+
+std::vector<Strategy> CrossEntropyBackwardRule(const OpCall& call) {
+  const DTensorSpec& logits = call.spec(1);
+  const bool none = call.attrs.GetString("reduction") == "none";
+  const int64_t last = logits.ndim() - 1;
+  const Placement r = Replicate{};
+  std::vector<AxisOption> options = {{{r, r, r}, {r}, StrategyKind::kReplicate}};
+  if (logits.ndim() == 2 && logits.shape()[0] > 1) {
+    options.push_back({{none ? Placement(Shard{0}) : r, Shard{0}, Shard{0}}, {Shard{0}}, StrategyKind::kShard});
+  }
+  if (logits.shape()[static_cast<size_t>(last)] > 1) {
+    options.push_back({{r, Shard{last}, r}, {Shard{last}}, StrategyKind::kMasked});
+  }
+  return Finish(call, CombineAxisOptions(call, options, {logits.shape()}), 1, CrossEntropyBackwardLocal);
+}
+
+const bool kRegistered = [] {
+  RegisterShardingRule("cross_entropy", CrossEntropyRule);
+  RegisterShardingRule("cross_entropy_backward", CrossEntropyBackwardRule);
+  return true;
+}();
+
+}  // namespace
+}  // namespace tessel::dtensor::rules

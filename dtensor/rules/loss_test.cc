@@ -1,0 +1,85 @@
+// Rules of dtensor/rules/loss.cc: cross_entropy and its backward, batch-sharded and vocab-sharded (loss
+// parallel), with ignore_index and every reduction.
+#include "core/ops/loss.h"
+
+#include <gtest/gtest.h>
+
+#include "dtensor/testing/rules_testing.h"
+
+namespace tessel::dtensor {
+namespace {
+
+using testing::CommOf;
+using testing::EvenAndUneven;
+using testing::ExpectMatchesDense;
+using testing::OnMesh1D;
+using testing::OnMesh2D;
+using testing::Values;
+
+// Targets in [0, classes) with every 4th one ignored (-100).
+Tensor Targets(int64_t rows, int64_t classes) {
+  std::vector<int64_t> v;
+  for (int64_t i = 0; i < rows; ++i) v.push_back(i % 4 == 3 ? -100 : (i * 7 + 2) % classes);
+  return FromVector(v, Shape{rows});
+}
+
+TEST(LossRulesTest, CrossEntropyMatchesDenseForBatchAndVocabSharding) {
+  OnMesh1D(4, [](const DeviceMesh& mesh) {
+    for (int64_t n : EvenAndUneven(4)) {
+      const Tensor logits = Values({n, n + 2}), target = Targets(n, n + 2);
+      for (const char* red : {"mean", "sum", "none"}) {
+        for (const auto& [pl, pt] : std::vector<std::pair<const char*, const char*>>{
+                 {"S(0)", "S(0)"}, {"S(1)", "R"}, {"R", "R"}, {"P(sum)", "R"}, {"R", "S(0)"}}) {
+          SCOPED_TRACE(Str(red, " ", pl, ", ", pt, " n ", n));
+          ExpectMatchesDense(
+              mesh, {logits, target}, {pl, pt},
+              [red](const TensorList& in) { return CrossEntropy(in[0], in[1], -100, red); }, true, 1e-12);
+        }
+      }
+      ExpectMatchesDense(
+          mesh, {Values({n}), FromVector(std::vector<int64_t>{n - 1}, Shape{})}, {"S(0)", "R"},
+          [](const TensorList& in) { return CrossEntropy(in[0], in[1]); }, true, 1e-12);
+    }
+  });
+}
+
+TEST(LossRulesTest, LossParallelNeverGathersTheLogits) {
+  OnMesh1D(4, [](const DeviceMesh& mesh) {
+    DTensor logits = DistributeTensor(Values({6, 13}), mesh, ParsePlacements("S(1)"));
+    logits.set_requires_grad(true);
+    DTensor target = DistributeTensor(Targets(6, 13), mesh, ParsePlacements("R"));
+    DTensor loss;
+    EXPECT_EQ(CommOf([&] { loss = DTensor(CrossEntropy(logits, target)); }), "all_reduce(x) x2");  // max, then sum
+    EXPECT_EQ(loss.placements(), ParsePlacements("R"));
+    EXPECT_NEAR(loss.ToLocal().item<double>(), CrossEntropy(Values({6, 13}), Targets(6, 13)).item<double>(), 1e-12);
+    EXPECT_EQ(CommOf([&] { Backward(loss); }), "all_reduce(x) x2");
+    EXPECT_EQ(logits.grad().placements(), ParsePlacements("S(1)"));
+  });
+}
+
+TEST(LossRulesTest, TwoDimMeshDataAndLossParallelTogether) {
+  OnMesh2D([](const DeviceMesh& mesh) {
+    for (int64_t n : EvenAndUneven(4)) {
+      const Tensor logits = Values({n, 7}), target = Targets(n, 7);
+      for (const char* red : {"mean", "sum", "none"}) {
+        SCOPED_TRACE(Str(red, " n ", n));
+        ExpectMatchesDense(
+            mesh, {logits, target}, {"S(0), S(1)", "S(0), R"},
+            [red](const TensorList& in) { return CrossEntropy(in[0], in[1], -100, red); }, true, 1e-12);
+      }
+    }
+  });
+}
+
+TEST(LossRulesTest, BadLogitsRankRaisesNamingTheCall) {
+  OnMesh1D(2, [](const DeviceMesh& mesh) {
+    DTensor logits = DistributeTensor(Values({2, 3, 4}), mesh, ParsePlacements("S(2)"));
+    DTensor target = DistributeTensor(Targets(2, 4), mesh, ParsePlacements("R"));
+    testing::ExpectError(ErrorCode::kInvalidArgument,
+                         {"cross_entropy: logits must be [N, C] or [C]", "[2, 3, 4] float64 [S(2)]", "at rank"},
+                         [&] { CrossEntropy(logits, target); });
+  });
+}
+
+}  // namespace
+}  // namespace tessel::dtensor

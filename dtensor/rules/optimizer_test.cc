@@ -1,0 +1,61 @@
+// Rules of dtensor/rules/optimizer.cc: adamw_step_ and sgd_step_ update each shard in place.
+#include "core/ops/optimizer.h"
+
+#include <gtest/gtest.h>
+
+#include "core/autograd/grad_mode.h"
+#include "core/ops/unary.h"
+#include "dtensor/testing/rules_testing.h"
+
+namespace tessel::dtensor {
+namespace {
+
+using testing::CommOf;
+using testing::EvenAndUneven;
+using testing::ExpectError;
+using testing::OnMesh1D;
+using testing::Values;
+
+TEST(OptimizerRulesTest, AdamWAndSgdUpdateEveryShardLikeTheDenseStep) {
+  OnMesh1D(4, [](const DeviceMesh& mesh) {
+    for (int64_t n : EvenAndUneven(4)) {
+      for (const char* p : {"S(0)", "S(1)", "R"}) {
+        SCOPED_TRACE(Str(p, " n ", n));
+        const Tensor p0 = Values({n, 3}), g0 = Values({n, 3}, DType::kFloat64, 1);
+        const Tensor m0 = Values({n, 3}, DType::kFloat64, 2), v0 = Abs(Values({n, 3}, DType::kFloat64, 3));
+        auto dist = [&](const Tensor& t) { return DistributeTensor(t, mesh, ParsePlacements(p)); };
+        auto copy = [](const Tensor& t) { return Add(t, ZerosLike(t)); };
+        const AdamWHyper h{.lr = 0.1, .weight_decay = 0.01, .step = 3};
+        NoGradGuard no_grad;
+        DTensor param = dist(p0), m = dist(m0), v = dist(v0);
+        const Tensor dp = copy(p0), dm = copy(m0), dv = copy(v0);
+        EXPECT_EQ(CommOf([&] { AdamWStepInPlace(param, dist(g0), m, v, h); }), "");
+        AdamWStepInPlace(dp, g0, dm, dv, h);
+        testing::ExpectClose(param.FullTensor().ToDoubleVector(), dp.ToDoubleVector(), 1e-14, "adamw param");
+        testing::ExpectClose(v.FullTensor().ToDoubleVector(), dv.ToDoubleVector(), 1e-14, "adamw exp_avg_sq");
+        DTensor buf = dist(m0);
+        const Tensor dbuf = copy(m0);
+        EXPECT_EQ(CommOf([&] { SgdStepInPlace(param, dist(g0), buf, 0.1, 0.9, 0.1, 0.01, true, false); }), "");
+        SgdStepInPlace(dp, g0, dbuf, 0.1, 0.9, 0.1, 0.01, true, false);
+        testing::ExpectClose(param.FullTensor().ToDoubleVector(), dp.ToDoubleVector(), 1e-14, "sgd param");
+      }
+    }
+  });
+}
+
+TEST(OptimizerRulesTest, GradientMovesToTheParameterLayoutAndPartialParametersAreRejected) {
+  OnMesh1D(4, [](const DeviceMesh& mesh) {
+    NoGradGuard no_grad;
+    DTensor param = DistributeTensor(Values({8}), mesh, ParsePlacements("S(0)"));
+    DTensor g = DistributeTensor(Values({8}, DType::kFloat64, 1), mesh, ParsePlacements("R"));
+    EXPECT_EQ(CommOf([&] { SgdStepInPlace(param, g, Tensor(), 0.1, 0, 0, 0, false, false); }), "");  // local chunk
+    DTensor gp = DTensor::FromLocal(Values({8}), mesh, ParsePlacements("P(sum)"));
+    EXPECT_EQ(CommOf([&] { SgdStepInPlace(param, gp, Tensor(), 0.1, 0, 0, 0, false, false); }), "reduce_scatter(x) x1");
+    DTensor pp = DTensor::FromLocal(Values({8}), mesh, ParsePlacements("P(sum)"));
+    ExpectError(ErrorCode::kInvalidArgument, {"sgd_step_: the parameter is Partial ([P(sum)])", "[8] float64", "rank"},
+                [&] { SgdStepInPlace(pp, g, Tensor(), 0.1, 0, 0, 0, false, false); });
+  });
+}
+
+}  // namespace
+}  // namespace tessel::dtensor

@@ -1,0 +1,86 @@
+// Rules of dtensor/rules/reduction.cc: sum, mean, amax, max, norm and their backward ops.
+#include "core/ops/reduction.h"
+
+#include <gtest/gtest.h>
+
+#include "core/ops/elementwise.h"
+#include "dtensor/testing/rules_testing.h"
+
+namespace tessel::dtensor {
+namespace {
+
+using testing::CommOf;
+using testing::EvenAndUneven;
+using testing::ExpectMatchesDense;
+using testing::OnMesh1D;
+using testing::OnMesh2D;
+using testing::Values;
+
+struct Red {
+  const char* name;
+  std::function<Tensor(const Tensor&)> fn;
+};
+
+const std::vector<Red> kReductions = {
+    {"sum all", [](const Tensor& x) { return Sum(x); }},
+    {"sum 0", [](const Tensor& x) { return Sum(x, {0}); }},
+    {"sum 1 keepdim", [](const Tensor& x) { return Sum(x, {-1}, true); }},
+    {"mean all", [](const Tensor& x) { return Mean(x); }},
+    {"mean 0 keepdim", [](const Tensor& x) { return Mean(x, {0}, true); }},
+    {"mean 1", [](const Tensor& x) { return Mean(x, {1}); }},
+    {"amax 0", [](const Tensor& x) { return Amax(x, {0}); }},
+    {"amax all", [](const Tensor& x) { return Amax(x); }},
+    {"max 0", [](const Tensor& x) { return Max(x, 0).first; }},
+    {"max 1 keepdim", [](const Tensor& x) { return Max(x, 1, true).first; }},
+    {"norm2 all", [](const Tensor& x) { return Norm(x); }},
+    {"norm3 0", [](const Tensor& x) { return Norm(x, 3.0, {0}); }},
+    {"norm1 1", [](const Tensor& x) { return Norm(x, 1.0, {1}); }},
+    {"norminf 0", [](const Tensor& x) { return Norm(x, INFINITY, {0}); }},
+};
+
+TEST(ReductionRulesTest, EveryReductionAndItsBackwardMatchDense) {
+  OnMesh1D(4, [](const DeviceMesh& mesh) {
+    for (int64_t n : EvenAndUneven(4)) {
+      for (const char* p : {"S(0)", "S(1)", "R", "P(sum)"}) {
+        for (const Red& r : kReductions) {
+          SCOPED_TRACE(Str(r.name, " n ", n, " ", p));
+          ExpectMatchesDense(mesh, {Values({n, n + 2})}, {p}, [&r](const TensorList& in) { return r.fn(in[0]); });
+        }
+      }
+    }
+  });
+}
+
+TEST(ReductionRulesTest, ReductionsOnTwoDimMeshesAndNestedShards) {
+  OnMesh2D([](const DeviceMesh& mesh) {
+    for (int64_t n : EvenAndUneven(4)) {
+      for (const char* p : {"S(0), S(1)", "S(0), S(0)", "S(1), P(sum)", "P(avg), S(0)"}) {
+        for (const Red& r : kReductions) {
+          SCOPED_TRACE(Str(r.name, " n ", n, " ", p));
+          ExpectMatchesDense(mesh, {Values({n, 5})}, {p}, [&r](const TensorList& in) { return r.fn(in[0]); });
+        }
+      }
+    }
+  });
+}
+
+TEST(ReductionRulesTest, ShardedReducedDimBecomesPartialWithoutCommunication) {
+  OnMesh1D(4, [](const DeviceMesh& mesh) {
+    DTensor x = DistributeTensor(Values({13, 3}), mesh, ParsePlacements("S(0)"));
+    DTensor y;
+    EXPECT_EQ(CommOf([&] { y = DTensor(Sum(x, {0})); }), "");
+    EXPECT_EQ(y.placements(), ParsePlacements("P(sum)"));
+    EXPECT_EQ(CommOf([&] { y = DTensor(Mean(x, {0})); }), "");  // local sums / 13, exact on 4+4+4+1 rows
+    EXPECT_EQ(y.placements(), ParsePlacements("P(sum)"));
+    EXPECT_EQ(CommOf([&] { y = DTensor(Amax(x, {0})); }), "");
+    EXPECT_EQ(y.placements(), ParsePlacements("P(max)"));
+    EXPECT_EQ(CommOf([&] { y = DTensor(Mean(x, {1})); }), "");
+    EXPECT_EQ(y.placements(), ParsePlacements("S(0)"));
+    EXPECT_EQ(CommOf([&] { y = DTensor(Norm(x)); }), "all_reduce(x) x1");  // one scalar all_reduce
+    EXPECT_EQ(y.placements(), ParsePlacements("R"));
+    EXPECT_EQ(CommOf([&] { y = DTensor(Max(x, 0).first); }), "all_gather(x) x1");  // indices need the whole dim
+  });
+}
+
+}  // namespace
+}  // namespace tessel::dtensor

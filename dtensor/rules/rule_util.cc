@@ -1,0 +1,327 @@
+// dtensor/rules/rule_util.cc — the pointwise strategy generator and its linearity tables.
+#include "dtensor/rules/rule_util.h"
+
+#include <algorithm>
+
+#include "core/base/error.h"
+
+namespace tessel::dtensor::rules {
+namespace {
+
+// Output first, then one entry per input (see Linearity in the header for the letters).
+std::vector<std::string_view> Rows(Linearity lin, const OpCall& call) {
+  switch (lin) {
+    case Linearity::kNone:
+      return {};
+    case Linearity::kUnaryLinear:
+      return {"SS", "AA"};
+    case Linearity::kNeg:
+      return {"SS", "AA", "NX", "XN"};
+    case Linearity::kMonotone:
+      return {"XX", "NN"};
+    case Linearity::kAffine:
+      return {"AA", "XX", "NN"};
+    case Linearity::kCast:
+      if (IsFloating(call.spec(0).dtype()) && IsFloating(call.attrs.GetDType("dtype"))) return {"SS", "AA", "XX", "NN"};
+      return {};
+    // PyTorch's additive rules; "SSS" also covers P(sum) + R by partitioning the Replicate operand
+    // (exact in tessel: the value on axis coordinate 0, zeros elsewhere), which costs no communication.
+    case Linearity::kAdditive:
+      return {"SSS", "AAA", "AAR", "XXR", "NNR", "ARA"};
+    case Linearity::kMul:
+      return {"SSR", "AAR", "SRS", "ARA"};
+    case Linearity::kDiv:
+      return {"SSR", "AAR"};
+    case Linearity::kGradLinear:
+      if (call.num_inputs() == 2) return {"SSR", "AAR"};
+      return {"SSRR", "AARR"};
+    case Linearity::kWhere:
+      return {"SRSS", "ARAA", "XRXX", "NRNN"};
+    case Linearity::kMaskedFill:
+      if (call.attrs.GetDouble("value") == 0.0) return {"SSR", "AAR", "XXR", "NNR"};
+      return {"AAR", "XXR", "NNR"};
+    case Linearity::kAllPartial:
+      return {"SS", "AA", "XX", "NN"};
+    case Linearity::kCopy:
+      return {"SSS", "AAA", "XXX", "NNN"};
+  }
+  return {};
+}
+
+Placement FromLetter(char c) {
+  switch (c) {
+    case 'S':
+      return Partial{comm::ReduceOp::kSum};
+    case 'A':
+      return Partial{comm::ReduceOp::kAvg};
+    case 'X':
+      return Partial{comm::ReduceOp::kMax};
+    case 'N':
+      return Partial{comm::ReduceOp::kMin};
+    default:
+      return Replicate{};
+  }
+}
+
+char LetterOf(const Placement& p) {
+  const Partial* q = std::get_if<Partial>(&p);
+  if (q == nullptr) return 'R';
+  switch (q->reduce_op) {
+    case comm::ReduceOp::kSum:
+      return 'S';
+    case comm::ReduceOp::kAvg:
+      return 'A';
+    case comm::ReduceOp::kMax:
+      return 'X';
+    case comm::ReduceOp::kMin:
+      return 'N';
+    default:
+      return '?';
+  }
+}
+
+// One candidate: every layout decision on every mesh axis follows input `lead`.
+struct Follow {
+  const OpCall& call;
+  const Shape& out_shape;
+  const std::vector<std::string_view>& rows;
+
+  int64_t Lead(int j) const {  // how many dims input j lacks on the left of the output
+    return static_cast<int64_t>(out_shape.size()) - call.spec(j).ndim();
+  }
+
+  Strategy Build(int lead) const {
+    const int n = call.num_inputs(), mesh_ndim = call.mesh_ndim();
+    const int64_t out_nd = static_cast<int64_t>(out_shape.size());
+    std::vector<std::vector<Placement>> in(static_cast<size_t>(n), std::vector<Placement>(mesh_ndim, Replicate{}));
+    std::vector<Placement> out(static_cast<size_t>(mesh_ndim), Replicate{});
+    const ShardingState lead_state = call.state(lead);
+    for (int a = 0; a < mesh_ndim; ++a) {
+      const Placement& p = lead_state.placements[static_cast<size_t>(a)];
+      if (const Shard* s = std::get_if<Shard>(&p)) {
+        const int64_t od = s->dim + Lead(lead);
+        if (call.spec(lead).shape()[static_cast<size_t>(s->dim)] != out_shape[static_cast<size_t>(od)]) continue;
+        out[a] = Shard{od};
+        for (int j = 0; j < n; ++j) {
+          if (!call.defined(j)) continue;
+          const int64_t dj = od - Lead(j);
+          if (dj >= 0 && call.spec(j).shape()[static_cast<size_t>(dj)] == out_shape[static_cast<size_t>(od)]) {
+            in[static_cast<size_t>(j)][a] = Shard{dj};
+          }
+        }
+      } else if (IsPartial(p)) {
+        for (std::string_view row : rows) {
+          if (row[static_cast<size_t>(1 + lead)] != LetterOf(p)) continue;
+          out[a] = FromLetter(row[0]);
+          for (int j = 0; j < n; ++j) in[static_cast<size_t>(j)][a] = FromLetter(row[static_cast<size_t>(1 + j)]);
+          break;
+        }
+      }
+    }
+    Strategy st;
+    // Orders: every sharded output dim keeps the lead input's nesting order of its axes.
+    ShardingState out_state{out, ShardOrder(static_cast<size_t>(out_nd))};
+    for (size_t d = 0; d < lead_state.order.size(); ++d) {
+      for (int a : lead_state.order[d]) {
+        if (IsShard(out[static_cast<size_t>(a)])) {
+          out_state.order[static_cast<size_t>(std::get<Shard>(out[static_cast<size_t>(a)]).dim)].push_back(a);
+        }
+      }
+    }
+    for (int j = 0; j < n; ++j) {
+      if (!call.defined(j)) {
+        st.inputs.emplace_back();
+        continue;
+      }
+      ShardingState sj{in[static_cast<size_t>(j)], ShardOrder(static_cast<size_t>(call.spec(j).ndim()))};
+      for (int64_t od = 0; od < out_nd; ++od) {
+        for (int a : out_state.order[static_cast<size_t>(od)]) {
+          if (IsShardOn(sj.placements[static_cast<size_t>(a)], od - Lead(j))) {
+            sj.order[static_cast<size_t>(od - Lead(j))].push_back(a);
+          }
+        }
+      }
+      st.inputs.emplace_back(std::move(sj));
+    }
+    st.outputs.emplace_back(OutputSpec{std::move(out_state), out_shape, {}});
+    return st;
+  }
+};
+
+bool SameLayouts(const Strategy& a, const Strategy& b) {
+  return a.inputs == b.inputs && a.outputs[0]->state == b.outputs[0]->state;
+}
+
+}  // namespace
+
+Shape BroadcastInputShapes(const OpCall& call) {
+  Shape shape;
+  bool first = true;
+  for (int i = 0; i < call.num_inputs(); ++i) {
+    if (!call.defined(i)) continue;
+    shape = first ? call.spec(i).shape() : BroadcastShapes(shape, call.spec(i).shape(), call.op.name.c_str());
+    first = false;
+  }
+  return shape;
+}
+
+namespace {
+
+// The common case, decided without the candidate machinery (the dispatch overhead budget is a few
+// microseconds): every defined input has input 0's shape and layout, and none is Partial.
+bool AllInputsAgree(const OpCall& call) {
+  if (!call.defined(0)) return false;
+  const DTensorSpec& first = call.spec(0);
+  if (first.has_partial()) return false;
+  for (int i = 1; i < call.num_inputs(); ++i) {
+    if (!call.defined(i)) continue;
+    const DTensorSpec& s = call.spec(i);
+    if (s.shape() != first.shape() || s.placements() != first.placements() || s.shard_order() != first.shard_order()) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+std::vector<Strategy> Pointwise(const OpCall& call, Linearity lin) {
+  if (AllInputsAgree(call)) {
+    std::vector<Strategy> out(1);
+    const ShardingState state = call.state(0);
+    for (int i = 0; i < call.num_inputs(); ++i) {
+      out[0].inputs.push_back(call.defined(i) ? std::optional<ShardingState>(state) : std::nullopt);
+    }
+    out[0].outputs.emplace_back(OutputSpec{state, call.spec(0).shape(), {}});
+    return out;
+  }
+  const Shape out_shape = BroadcastInputShapes(call);
+  if (call.op.is_inplace) {
+    TESSEL_CHECK(out_shape == call.spec(0).shape(), call.op.name, ": the operands broadcast to ", ShapeStr(out_shape),
+                 ", not to the shape of the tensor written in place; call ", DescribeCall(call));
+  }
+  const std::vector<std::string_view> rows = Rows(lin, call);
+  const Follow follow{call, out_shape, rows};
+  std::vector<Strategy> out;
+  const int leads = call.op.is_inplace ? 1 : call.num_inputs();
+  for (int i = 0; i < leads; ++i) {
+    if (!call.defined(i)) continue;
+    Strategy s = follow.Build(i);
+    if (std::none_of(out.begin(), out.end(), [&](const Strategy& t) { return SameLayouts(s, t); })) {
+      out.push_back(std::move(s));
+    }
+  }
+  return out;
+}
+
+std::vector<Strategy> One(std::vector<std::optional<ShardingState>> inputs,
+                          std::vector<std::optional<OutputSpec>> outputs, StrategyKind kind) {
+  std::vector<Strategy> out(1);
+  out[0].inputs = std::move(inputs);
+  out[0].outputs = std::move(outputs);
+  out[0].kind = kind;
+  return out;
+}
+
+namespace {
+
+int KindWeight(StrategyKind k) {
+  switch (k) {
+    case StrategyKind::kMasked:
+      return 5;
+    case StrategyKind::kContract:
+      return 4;
+    case StrategyKind::kPartialLinear:
+      return 3;
+    case StrategyKind::kShard:
+      return 2;
+    case StrategyKind::kFollow:
+      return 1;
+    case StrategyKind::kReplicate:
+      return 0;
+  }
+  return 0;
+}
+
+Strategy AssembleOptions(const OpCall& call, const std::vector<const AxisOption*>& choice,
+                         const std::vector<std::optional<Shape>>& out_shapes) {
+  Strategy s;
+  s.kind = StrategyKind::kReplicate;
+  for (const AxisOption* o : choice) {
+    if (KindWeight(o->kind) > KindWeight(s.kind)) s.kind = o->kind;
+  }
+  for (int i = 0; i < call.num_inputs(); ++i) {
+    if (!call.defined(i)) {
+      s.inputs.emplace_back();
+      continue;
+    }
+    std::vector<Placement> pl;
+    for (const AxisOption* o : choice) pl.push_back(o->inputs[static_cast<size_t>(i)]);
+    ShardingState st = DefaultState(pl, call.spec(i).ndim());
+    if (pl == call.spec(i).placements()) st.order = call.spec(i).shard_order();
+    s.inputs.emplace_back(std::move(st));
+  }
+  for (size_t k = 0; k < out_shapes.size(); ++k) {
+    if (!out_shapes[k]) {
+      s.outputs.emplace_back();
+      continue;
+    }
+    std::vector<Placement> pl;
+    for (const AxisOption* o : choice) pl.push_back(o->outputs[k]);
+    s.outputs.emplace_back(
+        OutputSpec{DefaultState(pl, static_cast<int64_t>(out_shapes[k]->size())), *out_shapes[k], {}});
+  }
+  return s;
+}
+
+}  // namespace
+
+std::vector<Strategy> CombineAxisOptions(const OpCall& call, const std::vector<AxisOption>& options,
+                                         const std::vector<std::optional<Shape>>& out_shapes) {
+  std::vector<std::vector<const AxisOption*>> per_axis(static_cast<size_t>(call.mesh_ndim()));
+  for (int a = 0; a < call.mesh_ndim(); ++a) {
+    for (size_t k = 0; k < options.size(); ++k) {
+      bool keep = k == 0;
+      for (int i = 0; i < call.num_inputs() && !keep; ++i) {
+        if (!call.defined(i)) continue;
+        const Placement& cur = call.spec(i).placement(a);
+        keep = !IsReplicate(cur) && options[k].inputs[static_cast<size_t>(i)] == cur;
+      }
+      if (keep) per_axis[static_cast<size_t>(a)].push_back(&options[k]);
+    }
+  }
+  std::vector<Strategy> out;
+  std::vector<size_t> idx(per_axis.size(), 0);
+  while (true) {
+    std::vector<const AxisOption*> choice;
+    for (size_t a = 0; a < per_axis.size(); ++a) choice.push_back(per_axis[a][idx[a]]);
+    out.push_back(AssembleOptions(call, choice, out_shapes));
+    size_t a = 0;
+    while (a < idx.size() && ++idx[a] == per_axis[a].size()) idx[a++] = 0;
+    if (a == idx.size()) break;
+  }
+  return out;
+}
+
+Attrs LocalShapeAttr(const LocalContext& ctx) {
+  Attrs a = ctx.call.attrs;
+  a.Set("shape", ctx.LocalOutputShape(0));
+  return a;
+}
+
+Attrs LocalInputShapeAttr(const LocalContext& ctx) {
+  Attrs a = ctx.call.attrs;
+  a.Set("input_shape", ctx.LocalOutputShape(0));
+  return a;
+}
+
+std::vector<char> ReducedMask(const std::vector<int64_t>& dims, int64_t ndim, const char* op) {
+  std::vector<char> mask(static_cast<size_t>(ndim), dims.empty() ? 1 : 0);
+  for (int64_t d : dims) {
+    if (ndim == 0) continue;
+    mask[static_cast<size_t>(NormalizeDim(d, ndim, op))] = 1;
+  }
+  return mask;
+}
+
+}  // namespace tessel::dtensor::rules

@@ -1,0 +1,72 @@
+// dtensor/rules/rule_util.h — machinery shared by the rule files: the pointwise strategy generator with
+// its Partial-linearity tables, and local-attr rewriters for attrs that carry global shapes.
+//
+// Invariant: Pointwise() returns one candidate per distinct layout it can follow (each input's current
+// placements mapped through numpy broadcasting), so an op whose inputs already agree needs no
+// communication; a Partial input keeps its Partial only where the op's linearity table has a row for
+// it (PyTorch's _pointwise_ops.py rules, plus exact partition of Replicate inputs into Partial(sum)).
+//
+// Example (dtensor/rules/elementwise.cc):
+//   std::vector<Strategy> AddRule(const OpCall& call) { return Pointwise(call, Linearity::kAdditive); }
+#pragma once
+
+#include <string_view>
+#include <vector>
+
+#include "dtensor/sharding_rule.h"
+
+namespace tessel::dtensor::rules {
+
+// Which Partial layouts an elementwise op preserves. Rows are listed in rule_util.cc as strings, output
+// first then one char per input: S = Partial(sum), A = Partial(avg), X = Partial(max), N = Partial(min),
+// R = Replicate.
+enum class Linearity {
+  kNone,         // P -> R before the op (exp of a partial sum is not a partial of anything)
+  kUnaryLinear,  // f(a + b) = f(a) + f(b): sum, avg                      (mul_scalar)
+  kNeg,          // linear and order-reversing: sum, avg, max <-> min    (neg)
+  kMonotone,     // non-decreasing on the whole domain: max, min         (relu, exp, tanh, sigmoid, clamp)
+  kAffine,       // x + c: avg, max, min                                 (add_scalar)
+  kCast,         // float -> float casts: sum, avg (approximately linear), max, min
+  kAdditive,     // a + b, a - b                                         (add, sub, add_)
+  kMul,          // partial through either factor, the other Replicate   (mul)
+  kDiv,          // partial through the numerator only                   (div)
+  kGradLinear,   // linear in input 0 (the incoming gradient), others R  (*_backward pointwise ops)
+  kWhere,        // where(cond R, a, b): any reduce op through a and b
+  kMaskedFill,   // masked_fill: avg, max, min; sum only for value 0
+  kAllPartial,   // identity-like: every Partial op passes              (clone, contiguous)
+  kCopy,         // copy_(dst, src): src takes dst's layout, any Partial op
+};
+
+// Candidates for an elementwise op whose defined inputs broadcast to one output (all inputs are
+// operands). For in-place ops (call.op.is_inplace) only input 0's layout is followed.
+std::vector<Strategy> Pointwise(const OpCall& call, Linearity lin);
+
+// The broadcast global shape of every defined input; kInvalidArgument naming the op otherwise.
+Shape BroadcastInputShapes(const OpCall& call);
+
+// A single-strategy answer with the given layouts.
+std::vector<Strategy> One(std::vector<std::optional<ShardingState>> inputs,
+                          std::vector<std::optional<OutputSpec>> outputs, StrategyKind kind = StrategyKind::kFollow);
+
+// One choice on one mesh axis for an op with a fixed set of per-axis options (embedding, attention,
+// loss): a placement per input and per output.
+struct AxisOption {
+  std::vector<Placement> inputs;
+  std::vector<Placement> outputs;
+  StrategyKind kind = StrategyKind::kShard;
+};
+// Every combination of per-axis options, each axis pruned to the options some input already matches
+// (a non-Replicate placement equal to its current one) plus options[0], which must be the
+// all-Replicate fallback. Default shard orders. A combination's kind is its most significant option's
+// (masked > contract > partial > shard > replicate). `out_shapes[i]` nullopt: output i is undefined.
+std::vector<Strategy> CombineAxisOptions(const OpCall& call, const std::vector<AxisOption>& options,
+                                         const std::vector<std::optional<Shape>>& out_shapes);
+
+// Local-attr rewriters: the call's attrs with one global-shape attr replaced by output 0's local shape.
+Attrs LocalShapeAttr(const LocalContext& ctx);       // "shape"
+Attrs LocalInputShapeAttr(const LocalContext& ctx);  // "input_shape" (the *_backward view ops)
+
+// Normalized dims of a reduction's "dims" attr (empty = all dims), as a per-dim mask.
+std::vector<char> ReducedMask(const std::vector<int64_t>& dims, int64_t ndim, const char* op);
+
+}  // namespace tessel::dtensor::rules

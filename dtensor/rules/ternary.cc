@@ -1,0 +1,34 @@
+// dtensor/rules/ternary.cc — sharding rules for core/ops/ternary.cc: where, masked_fill, eq, lt, gt.
+//
+// Invariant: all operands (masks included) broadcast to one output and are treated as pointwise operands
+// (rule_util.h Pointwise), so a condition or mask follows the data's sharding. Partial values pass
+// where selection is linear: where(cond R, a, b) keeps any reduce op carried by both branches (a
+// Replicate branch is partitioned); masked_fill keeps avg, max and min (the fill value is the same on
+// every rank) and sum only when it fills zeros. Comparisons are not linear: Partial inputs are reduced.
+//
+// Example:
+//   Where(c_S0, a_S0, b_R);            // [S(0)] everywhere, b chunked locally
+//   MaskedFill(g_Psum, mask_R, 0.0);   // [P(sum)] -> [P(sum)]
+#include "dtensor/rules/rule_util.h"
+
+namespace tessel::dtensor::rules {
+namespace {
+
+template <Linearity kLin>
+std::vector<Strategy> PointwiseRule(const OpCall& call) {
+  return Pointwise(call, kLin);
+}
+
+constexpr RuleTraits kElementwise{.elementwise = true};
+
+const bool kRegistered = [] {
+  RegisterShardingRule("where", PointwiseRule<Linearity::kWhere>, kElementwise);
+  RegisterShardingRule("masked_fill", PointwiseRule<Linearity::kMaskedFill>, kElementwise);
+  RegisterShardingRule("eq", PointwiseRule<Linearity::kNone>, kElementwise);
+  RegisterShardingRule("lt", PointwiseRule<Linearity::kNone>, kElementwise);
+  RegisterShardingRule("gt", PointwiseRule<Linearity::kNone>, kElementwise);
+  return true;
+}();
+
+}  // namespace
+}  // namespace tessel::dtensor::rules

@@ -1,0 +1,51 @@
+// dtensor/rules/unary.cc — sharding rules for core/ops/unary.cc: neg, exp, log, sqrt, rsqrt, pow, tanh,
+// sigmoid, relu, gelu, silu, abs, clamp, cast and the fused backward ops tanh_backward,
+// sigmoid_backward, threshold_backward, gelu_backward, silu_backward, abs_backward, clamp_backward.
+//
+// Invariant: every op here is elementwise, so Shard and Replicate pass through unchanged (no
+// communication). Partial passes only where the op preserves it (PyTorch's _pointwise_ops.py tables):
+// neg is linear (sum, avg) and swaps max <-> min; ops non-decreasing on their whole domain (exp, tanh,
+// sigmoid, relu, clamp) keep max and min; float casts keep all four; the *_backward ops are linear in
+// the incoming gradient (input 0) when the saved tensor is Replicate. Everything else all-reduces a
+// Partial input first.
+//
+// Example:
+//   Gelu(x_S1);           // [S(1)] -> [S(1)], no communication
+//   Exp(p_Psum);          // all_reduce, then exp: [R]
+//   Relu(m_Pmax);         // [P(max)] -> [P(max)]
+#include "dtensor/rules/rule_util.h"
+
+namespace tessel::dtensor::rules {
+namespace {
+
+template <Linearity kLin>
+std::vector<Strategy> PointwiseRule(const OpCall& call) {
+  return Pointwise(call, kLin);
+}
+
+constexpr RuleTraits kElementwise{.elementwise = true};
+
+const bool kRegistered = [] {
+  RegisterShardingRule("neg", PointwiseRule<Linearity::kNeg>, kElementwise);
+  RegisterShardingRule("exp", PointwiseRule<Linearity::kMonotone>, kElementwise);
+  RegisterShardingRule("log", PointwiseRule<Linearity::kNone>, kElementwise);
+  RegisterShardingRule("sqrt", PointwiseRule<Linearity::kNone>, kElementwise);
+  RegisterShardingRule("rsqrt", PointwiseRule<Linearity::kNone>, kElementwise);
+  RegisterShardingRule("pow", PointwiseRule<Linearity::kNone>, kElementwise);
+  RegisterShardingRule("tanh", PointwiseRule<Linearity::kMonotone>, kElementwise);
+  RegisterShardingRule("sigmoid", PointwiseRule<Linearity::kMonotone>, kElementwise);
+  RegisterShardingRule("relu", PointwiseRule<Linearity::kMonotone>, kElementwise);
+  RegisterShardingRule("gelu", PointwiseRule<Linearity::kNone>, kElementwise);
+  RegisterShardingRule("silu", PointwiseRule<Linearity::kNone>, kElementwise);
+  RegisterShardingRule("abs", PointwiseRule<Linearity::kNone>, kElementwise);
+  RegisterShardingRule("clamp", PointwiseRule<Linearity::kMonotone>, kElementwise);
+  RegisterShardingRule("cast", PointwiseRule<Linearity::kCast>, kElementwise);
+  for (const char* op : {"tanh_backward", "sigmoid_backward", "threshold_backward", "gelu_backward", "silu_backward",
+                         "abs_backward", "clamp_backward"}) {
+    RegisterShardingRule(op, PointwiseRule<Linearity::kGradLinear>, kElementwise);
+  }
+  return true;
+}();
+
+}  // namespace
+}  // namespace tessel::dtensor::rules

@@ -1,0 +1,69 @@
+// Rules of dtensor/rules/unary.cc: every unary op and its fused backward op, sharded == dense.
+#include "core/ops/unary.h"
+
+#include <gtest/gtest.h>
+
+#include "core/ops/elementwise.h"
+#include "dtensor/testing/rules_testing.h"
+
+namespace tessel::dtensor {
+namespace {
+
+using testing::CommOf;
+using testing::EvenAndUneven;
+using testing::ExpectMatchesDense;
+using testing::OnMesh1D;
+using testing::Values;
+
+// Each op is applied to positive inputs where its domain needs it (x -> |x| + 0.5).
+const std::vector<std::pair<const char*, std::function<Tensor(const Tensor&)>>> kOps = {
+    {"neg", [](const Tensor& x) { return Neg(x); }},
+    {"exp", [](const Tensor& x) { return Exp(x); }},
+    {"log", [](const Tensor& x) { return Log(AddScalar(Abs(x), 0.5)); }},
+    {"sqrt", [](const Tensor& x) { return Sqrt(AddScalar(Abs(x), 0.5)); }},
+    {"rsqrt", [](const Tensor& x) { return Rsqrt(AddScalar(Abs(x), 0.5)); }},
+    {"pow", [](const Tensor& x) { return Pow(x, 3.0); }},
+    {"tanh", [](const Tensor& x) { return Tanh(x); }},
+    {"sigmoid", [](const Tensor& x) { return Sigmoid(x); }},
+    {"relu", [](const Tensor& x) { return Relu(x); }},
+    {"gelu", [](const Tensor& x) { return Gelu(x); }},
+    {"gelu_tanh", [](const Tensor& x) { return Gelu(x, "tanh"); }},
+    {"silu", [](const Tensor& x) { return Silu(x); }},
+    {"clamp", [](const Tensor& x) { return Clamp(x, -0.5, 0.75); }},
+    {"cast", [](const Tensor& x) { return Cast(Cast(x, DType::kFloat32), DType::kFloat64); }},
+};
+
+TEST(UnaryRulesTest, EveryOpAndItsBackwardMatchDenseOnShardedAndPartialInputs) {
+  OnMesh1D(4, [](const DeviceMesh& mesh) {
+    for (int64_t n : EvenAndUneven(4)) {
+      for (const char* p : {"S(0)", "S(1)", "R", "P(sum)"}) {
+        for (const auto& [name, op] : kOps) {
+          SCOPED_TRACE(Str(name, " n ", n, " ", p));
+          ExpectMatchesDense(
+              mesh, {Values({n, 3})}, {p}, [&op = op](const TensorList& in) { return op(in[0]); }, true,
+              1e-7);  // the float32 cast round trip
+        }
+      }
+    }
+  });
+}
+
+TEST(UnaryRulesTest, ElementwiseOpsKeepShardsAndMonotoneOpsKeepPartialMax) {
+  OnMesh1D(4, [](const DeviceMesh& mesh) {
+    DTensor s = DistributeTensor(Values({7, 3}), mesh, ParsePlacements("S(1)"));
+    DTensor m = testing::MakeInput(Values({7, 3}), mesh, ParsePlacements("P(max)"), false).dt;
+    DTensor p = testing::MakeInput(Values({7, 3}), mesh, ParsePlacements("P(sum)"), false).dt;
+    DTensor y;
+    EXPECT_EQ(CommOf([&] { y = DTensor(Gelu(Exp(s))); }), "");
+    EXPECT_EQ(y.placements(), ParsePlacements("S(1)"));
+    EXPECT_EQ(CommOf([&] { y = DTensor(Relu(Tanh(m))); }), "");
+    EXPECT_EQ(y.placements(), ParsePlacements("P(max)"));
+    testing::ExpectClose(y.FullTensor().ToDoubleVector(), Relu(Tanh(Values({7, 3}))).ToDoubleVector(), 1e-15, "m");
+    EXPECT_EQ(CommOf([&] { y = DTensor(Exp(p)); }), "all_reduce(x) x1");
+    EXPECT_EQ(CommOf([&] { y = DTensor(Cast(p, DType::kFloat32)); }), "");
+    EXPECT_EQ(y.placements(), ParsePlacements("P(sum)"));
+  });
+}
+
+}  // namespace
+}  // namespace tessel::dtensor

@@ -1,0 +1,99 @@
+// fsdp/clip_grad_norm.cc — one-all-reduce global-norm gradient clipping for sharded gradients.
+#include "fsdp/clip_grad_norm.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/autograd/grad_mode.h"
+#include "core/base/error.h"
+#include "core/ops/elementwise.h"
+#include "core/tensor/copy.h"
+#include "core/tensor/factory.h"
+#include "dtensor/dtensor_impl.h"
+#include "fsdp/state.h"
+
+namespace tessel::fsdp {
+namespace {
+
+double SumOfSquares(const Tensor& t) {
+  Tensor c = t;
+  if (!t.is_contiguous()) {
+    c = Empty(t.sizes(), t.dtype(), t.device());
+    CopyInto(c, t);
+  }
+  double total = 0;
+  TESSEL_DISPATCH_FLOATING_TYPES(c.dtype(), "clip_grad_norm", [&] {
+    const scalar_t* data = static_cast<const scalar_t*>(c.raw_data());
+    for (int64_t i = 0; i < c.numel(); ++i) {
+      const double v = static_cast<double>(ToCompute(data[i]));
+      total += v * v;
+    }
+  });
+  return total;
+}
+
+// The local tensor and how many ranks hold a copy of each of its elements.
+std::pair<Tensor, double> LocalAndCopies(const Tensor& grad, int world_size) {
+  const dtensor::DTensorImpl* d = dtensor::AsDTensorImpl(grad);
+  if (d == nullptr) return {grad, static_cast<double>(world_size)};
+  double copies = 1;
+  for (int a = 0; a < d->mesh().ndim(); ++a) {
+    if (!dtensor::IsShard(d->spec().placement(a))) copies *= static_cast<double>(d->mesh().size(a));
+  }
+  TESSEL_CHECK(d->mesh().size() == world_size, "clip_grad_norm: a gradient lives on ", d->mesh().ToString(),
+               " but the norm is reduced over a group of ", world_size, " ranks");
+  return {d->local(), copies};
+}
+
+}  // namespace
+
+double ClipGradNorm(const TensorList& params, double max_norm, const comm::ProcessGroupPtr& world) {
+  TESSEL_CHECK(max_norm > 0, "clip_grad_norm: max_norm must be positive, got ", max_norm);
+  NoGradGuard no_grad;
+  double local_sq = 0;
+  for (const Tensor& p : params) {
+    const Tensor g = p.grad();
+    if (!g.defined()) continue;
+    auto [local, copies] = LocalAndCopies(g, world->size());
+    local_sq += SumOfSquares(local) / copies;
+  }
+  Tensor total = Full({1}, local_sq, DType::kFloat64);
+  world->AllReduce(total, comm::ReduceOp::kSum)->Wait();
+  const double norm = std::sqrt(total.item<double>());
+  const double coef = max_norm / (norm + 1e-6);
+  if (coef < 1.0) {
+    for (const Tensor& p : params) {
+      const Tensor g = p.grad();
+      if (g.defined()) MulScalarInPlace(LocalAndCopies(g, world->size()).first, coef);
+    }
+  }
+  return norm;
+}
+
+double ClipGradNorm(const FSDPModule& root, double max_norm) {
+  FsdpState& state = root.state();
+  CommContext& ctx = state.context();
+  const dtensor::DeviceMesh& mesh = state.mesh_info().mesh;
+  if (!ctx.norm_group) {
+    ctx.norm_group = mesh.ndim() == 1 ? mesh.axis_group(0) : mesh.Flatten(mesh.axis_names(), "fsdp_norm").axis_group(0);
+  }
+  // The sharded parameters of every group (what holds .grad after backward, whatever the modules point
+  // at now), then any parameter no group manages.
+  TensorList params;
+  std::vector<const TensorImpl*> seen;
+  for (auto& [fqn, m] : root.module().NamedModules()) {
+    const FsdpState* s = FsdpState::Of(*m);
+    if (s == nullptr || s->group() == nullptr) continue;
+    for (const FsdpParam* p : s->group()->params()) {
+      params.push_back(p->sharded_param());
+      seen.push_back(p->sharded_param().impl());
+      if (p->unsharded_param().defined()) seen.push_back(p->unsharded_param().impl());
+    }
+  }
+  for (const Tensor& p : root.module().Parameters()) {
+    if (std::find(seen.begin(), seen.end(), p.impl()) == seen.end()) params.push_back(p);
+  }
+  return ClipGradNorm(params, max_norm, ctx.norm_group);
+}
+
+}  // namespace tessel::fsdp

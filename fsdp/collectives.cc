@@ -1,0 +1,92 @@
+// fsdp/collectives.cc — copy-in / all-gather / copy-out and reduce-scatter / all-reduce / view-out.
+#include "fsdp/collectives.h"
+
+#include "core/autograd/grad_mode.h"
+#include "core/base/error.h"
+#include "core/base/parallel.h"
+#include "core/memory/allocator.h"
+#include "core/ops/elementwise.h"
+#include "core/tensor/factory.h"
+#include "core/tensor/tensor_impl.h"
+
+namespace tessel::fsdp {
+
+FlatLayout FlatLayout::Of(std::span<FsdpParam* const> params) {
+  FlatLayout layout;
+  for (const FsdpParam* p : params) {
+    layout.offsets.push_back(layout.shard_numel);
+    layout.shard_numel += p->padded_shard_numel();
+  }
+  return layout;
+}
+
+AllGatherResult IssueAllGather(std::span<FsdpParam* const> params, const FlatLayout& layout, DType dtype,
+                               const comm::ProcessGroupPtr& group) {
+  AllGatherResult r;
+  if (group->size() == 1) return r;  // FinishAllGather copies the shards directly
+  NoGradGuard no_grad;
+  memory::LedgerScope ledger(memory::Ledger::kCommBuffers);
+  const Device device = params.empty() ? CurrentDevice() : params[0]->sharded_param().device();
+  r.input = Empty({layout.shard_numel}, dtype, device);
+  for (size_t i = 0; i < params.size(); ++i) params[i]->CopyShardInto(r.input, layout.offsets[i]);
+  r.output = Empty({group->size() * layout.shard_numel}, dtype, device);
+  r.work = group->AllGather(r.output, r.input);
+  return r;
+}
+
+void FinishAllGather(AllGatherResult& result, std::span<FsdpParam* const> params, const FlatLayout& layout) {
+  if (result.work) result.work->Wait();
+  result.input = Tensor();  // the input is free as soon as the collective is done
+  for (FsdpParam* p : params) p->AllocateUnsharded();
+  if (!result.output.defined()) {
+    for (FsdpParam* p : params) p->CopyShardToUnsharded();
+    return;
+  }
+  // Copy-out, one parameter per task: each writes only its own unsharded bytes.
+  ParallelFor(0, static_cast<int64_t>(params.size()), 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      params[static_cast<size_t>(i)]->CopyOutFrom(result.output, layout.offsets[static_cast<size_t>(i)],
+                                                  layout.shard_numel);
+    }
+  });
+  result = AllGatherResult();
+}
+
+ReduceScatterResult IssueReduceScatter(Tensor flat_input, std::vector<FsdpParam*> params, std::vector<int64_t> offsets,
+                                       int64_t shard_numel, const ReduceSpec& spec) {
+  NoGradGuard no_grad;
+  ReduceScatterResult r;
+  r.params = std::move(params);
+  r.offsets = std::move(offsets);
+  if (spec.divide_factor) MulScalarInPlace(flat_input, 1.0 / *spec.divide_factor);
+  const comm::ReduceOp op = spec.divide_factor ? comm::ReduceOp::kSum : comm::ReduceOp::kAvg;
+  if (spec.shard_group->size() == 1) {
+    r.output = std::move(flat_input);  // one rank: the input already is this rank's block
+    return r;
+  }
+  {
+    memory::LedgerScope ledger(memory::Ledger::kCommBuffers);
+    r.output = Empty({shard_numel}, flat_input.dtype(), flat_input.device());
+  }
+  r.input = std::move(flat_input);
+  r.work = spec.shard_group->ReduceScatter(r.output, r.input, op);
+  return r;
+}
+
+void FinishReduceScatter(ReduceScatterResult& result, const ReduceSpec& spec) {
+  if (result.work) result.work->Wait();
+  result.input = Tensor();
+  if (spec.replicate_group && spec.replicate_group->size() > 1) {
+    const comm::ReduceOp op = spec.divide_factor ? comm::ReduceOp::kSum : comm::ReduceOp::kAvg;
+    spec.replicate_group->AllReduce(result.output, op)->Wait();
+  }
+  bool adopted = false;
+  for (size_t i = 0; i < result.params.size(); ++i) {
+    adopted = result.params[i]->SetShardedGradFrom(result.output, result.offsets[i]) || adopted;
+  }
+  // The sharded .grads that are views of the output keep its block alive: it now holds gradients.
+  if (adopted) result.output.impl()->RetagMemory(memory::Ledger::kGrads);
+  result = ReduceScatterResult();
+}
+
+}  // namespace tessel::fsdp

@@ -1,0 +1,73 @@
+// fsdp/collectives.h — the two collectives of a parameter group: one all-gather of the group's flat
+// shards (copy-in, issue, copy-out) and one reduce-scatter of the group's flat gradients (copy-in,
+// issue, optional HSDP all-reduce, view-out into the sharded .grad). PyTorch's _fsdp_collectives.py.
+//
+// Invariant: a group issues exactly one all-gather per unshard and one reduce-scatter (plus one
+// all-reduce on the replicate axis under HSDP) per gradient reduction, whatever its parameter count;
+// buffer layouts follow [Note: FSDP layout] in fsdp_param.h. Staging buffers are allocated under the
+// comm ledger and freed as soon as the copy-out / view-out is done.
+//
+// Example:
+//   FlatLayout layout = FlatLayout::Of(params);
+//   AllGatherResult ag = IssueAllGather(params, layout, group);   // async
+//   ... compute ...
+//   FinishAllGather(ag, params, layout);                          // wait, copy-out, free
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "comm/process_group.h"
+#include "core/tensor/tensor.h"
+#include "fsdp/fsdp_param.h"
+
+namespace tessel::fsdp {
+
+// Where each parameter's padded shard sits inside one rank's block of the group's flat buffers.
+struct FlatLayout {
+  std::vector<int64_t> offsets;  // per parameter, in elements
+  int64_t shard_numel = 0;       // one rank's block: sum of padded_shard_numel()
+  static FlatLayout Of(std::span<FsdpParam* const> params);
+};
+
+struct AllGatherResult {
+  comm::WorkPtr work;  // null when the shard axis has one rank (no collective)
+  Tensor input;        // [shard_numel], param dtype
+  Tensor output;       // [world * shard_numel], param dtype
+};
+
+// Copy-in of this rank's padded shards (cast to `dtype`) and one async all-gather on `group`.
+AllGatherResult IssueAllGather(std::span<FsdpParam* const> params, const FlatLayout& layout, DType dtype,
+                               const comm::ProcessGroupPtr& group);
+// Waits, allocates the unsharded parameters (params ledger) and copies every rank's rows out; frees the
+// staging buffers. Does not switch the module to the unsharded parameters.
+void FinishAllGather(AllGatherResult& result, std::span<FsdpParam* const> params, const FlatLayout& layout);
+
+struct ReduceScatterResult {
+  comm::WorkPtr work;                // null when the shard axis has one rank
+  Tensor input;                      // [world * shard_numel], reduce dtype
+  Tensor output;                     // [shard_numel], reduce dtype
+  std::vector<FsdpParam*> params;    // the parameters whose rows are reduced
+  std::vector<int64_t> offsets;      // their offsets in one rank's block
+};
+
+// How the group's gradients are combined across ranks: an average over every rank that holds a copy of
+// the shard (shard axis x replicate axis), or a sum divided by `divide_factor` when set.
+struct ReduceSpec {
+  DType dtype = DType::kFloat32;
+  std::optional<double> divide_factor;
+  comm::ProcessGroupPtr shard_group;
+  comm::ProcessGroupPtr replicate_group;  // HSDP only
+};
+
+// Issues one async reduce-scatter of `flat_input` (already in the layout, reduce dtype; divided by the
+// divide factor here when one is set).
+ReduceScatterResult IssueReduceScatter(Tensor flat_input, std::vector<FsdpParam*> params, std::vector<int64_t> offsets,
+                                       int64_t shard_numel, const ReduceSpec& spec);
+// Waits for the reduce-scatter, runs the HSDP all-reduce over the replicate axis, and makes this rank's
+// rows the sharded .grad of every parameter (added to an existing .grad). Frees the staging buffers.
+void FinishReduceScatter(ReduceScatterResult& result, const ReduceSpec& spec);
+
+}  // namespace tessel::fsdp

@@ -1,0 +1,226 @@
+// fsdp/fsdp_param.cc — FsdpParam: sharding one parameter, the unsharded leaf, copy-in/out and gradients.
+#include "fsdp/fsdp_param.h"
+
+#include <cstring>
+
+#include "core/autograd/grad_mode.h"
+#include "core/base/error.h"
+#include "core/memory/allocator.h"
+#include "core/ops/elementwise.h"
+#include "core/tensor/copy.h"
+#include "core/tensor/factory.h"
+#include "core/tensor/tensor_impl.h"
+#include "dtensor/dtensor.h"
+#include "dtensor/dtensor_impl.h"
+#include "dtensor/layout.h"
+
+namespace tessel::fsdp {
+namespace {
+
+using dtensor::DTensorSpec;
+using dtensor::Placement;
+
+// A view of `rows` rows of a tensor shaped like `like` (rows replaced), over `grad`'s strides.
+Tensor RowsOf(const Tensor& t, int64_t start, int64_t rows) {
+  Shape sizes = t.sizes();
+  sizes[0] = rows;
+  return MakeView(t, sizes, t.strides(), t.storage_offset() + start * t.stride(0));
+}
+
+// dst += src, converting src to dst's dtype first when they differ.
+void AddConverted(const Tensor& dst, const Tensor& src) {
+  if (src.dtype() == dst.dtype()) {
+    AddInPlace(dst, src);
+    return;
+  }
+  Tensor tmp = Empty(dst.sizes(), dst.dtype(), dst.device());
+  CopyInto(tmp, src);
+  AddInPlace(dst, tmp);
+}
+
+// The sharded spec: TP's placements on TP's axes, Shard(0) on the FSDP shard axis (appended last to
+// dim 0's shard order, see [Note: FSDP layout]), Replicate on the HSDP replicate axis.
+DTensorSpec ShardedSpec(const Tensor& param, const FsdpMeshInfo& mi) {
+  const dtensor::DeviceMesh& mesh = mi.mesh;
+  std::vector<Placement> placements(static_cast<size_t>(mesh.ndim()), dtensor::Replicate{});
+  dtensor::ShardOrder order(static_cast<size_t>(param.dim()));
+  if (const dtensor::DTensorImpl* d = dtensor::AsDTensorImpl(param)) {
+    const std::vector<std::string>& names = d->mesh().axis_names();
+    std::vector<int> to_full(names.size());
+    for (size_t ta = 0; ta < names.size(); ++ta) {
+      to_full[ta] = mesh.topology().AxisIndex(names[ta]);
+      placements[static_cast<size_t>(to_full[ta])] = d->spec().placement(static_cast<int>(ta));
+    }
+    for (size_t dim = 0; dim < order.size(); ++dim) {
+      for (int ta : d->spec().shard_order()[dim]) order[dim].push_back(to_full[static_cast<size_t>(ta)]);
+    }
+  }
+  placements[static_cast<size_t>(mi.shard_axis)] = dtensor::Shard{0};
+  order[0].push_back(mi.shard_axis);
+  return DTensorSpec(mesh.topology_ptr(), std::move(placements), param.sizes(), param.dtype(), std::move(order));
+}
+
+}  // namespace
+
+FsdpParam::FsdpParam(nn::Module* module, std::vector<std::string> fqns, const Tensor& param,
+                     const FsdpMeshInfo& mesh_info, const MixedPrecisionPolicy& mp)
+    : module_(module),
+      fqns_(std::move(fqns)),
+      original_(param.impl_ptr()),
+      display_fqn_(fqns_.at(0)),
+      mesh_info_(mesh_info),
+      requires_grad_(param.requires_grad()),
+      orig_dtype_(param.dtype()),
+      param_dtype_(IsFloating(param.dtype()) ? mp.param_dtype.value_or(param.dtype()) : param.dtype()),
+      reduce_dtype_(IsFloating(param.dtype()) ? mp.reduce_dtype.value_or(param_dtype_) : param.dtype()) {
+  NoGradGuard no_grad;
+  Tensor local = param;
+  if (const dtensor::DTensorImpl* d = dtensor::AsDTensorImpl(param)) {
+    local = d->local();
+    tp_mesh_ = d->mesh();
+    const DTensorSpec& s = d->spec();
+    tp_spec_.emplace(s.mesh_ptr(), s.placements(), s.shape(), s.strides(), param_dtype_, s.shard_order());
+  }
+  unsharded_shape_ = local.sizes();
+  rows_ = unsharded_shape_.at(0);
+  row_numel_ = NumElements(std::span<const int64_t>(unsharded_shape_).subspan(1));
+  const int64_t world = mesh_info_.shard_size();
+  chunk_rows_ = (rows_ + world - 1) / world;
+  const dtensor::ChunkPiece piece = dtensor::ChunkPieceOf(rows_, world, mesh_info_.shard_rank());
+  local_rows_ = piece.size;
+  {
+    memory::LedgerScope ledger(memory::Ledger::kParams);
+    sharded_storage_ = Zeros({padded_shard_numel()}, orig_dtype_, local.device());
+  }
+  if (local_rows_ > 0) CopyInto(LocalView(sharded_storage_, 0, local_rows_), RowsOf(local, piece.offset, local_rows_));
+  sharded_spec_.emplace(ShardedSpec(param, mesh_info_));
+  sharded_param_ = dtensor::MakeDTensor(LocalView(sharded_storage_, 0, local_rows_), *sharded_spec_, mesh_info_.mesh);
+  if (requires_grad_) sharded_param_.set_requires_grad(true);
+}
+
+Tensor FsdpParam::LocalView(const Tensor& flat, int64_t offset, int64_t rows) const {
+  Shape sizes = unsharded_shape_;
+  sizes[0] = rows;
+  const Shape strides = ContiguousStrides(sizes);
+  return MakeView(flat, sizes, strides, flat.storage_offset() + offset);
+}
+
+void FsdpParam::SetModuleParam(const Tensor& value) {
+  for (const std::string& fqn : fqns_) module_->SetParameter(fqn, value);
+}
+
+void FsdpParam::ToSharded() { SetModuleParam(sharded_param_); }
+
+void FsdpParam::ToUnsharded() {
+  TESSEL_INTERNAL_ASSERT(unsharded_allocated_, "fully_shard: ", display_fqn_, " switched to unsharded before its ",
+                         "all-gather finished");
+  SetModuleParam(unsharded_param_);
+}
+
+void FsdpParam::CopyShardInto(const Tensor& flat_input, int64_t offset) const {
+  CopyInto(MakeView(flat_input, {padded_shard_numel()}, {1}, flat_input.storage_offset() + offset), sharded_storage_);
+}
+
+void FsdpParam::AllocateUnsharded() {
+  if (unsharded_allocated_) return;
+  memory::LedgerScope ledger(memory::Ledger::kParams);
+  const int64_t numel = mesh_info_.shard_size() * padded_shard_numel();
+  if (!unsharded_flat_.defined()) {
+    unsharded_flat_ = Empty({numel}, param_dtype_, sharded_storage_.device());
+    Tensor view = MakeView(unsharded_flat_, unsharded_shape_, ContiguousStrides(unsharded_shape_), 0);
+    unsharded_param_ = tp_spec_ ? dtensor::MakeDTensor(view, *tp_spec_, *tp_mesh_) : view;
+    if (requires_grad_) unsharded_param_.set_requires_grad(true);
+  } else {
+    unsharded_flat_.impl()->storage().UnsafeAllocateBytes(numel * ElementSize(param_dtype_));
+  }
+  unsharded_allocated_ = true;
+}
+
+void FsdpParam::FreeUnsharded() {
+  if (!unsharded_allocated_) return;
+  unsharded_flat_.impl()->storage().UnsafeFreeBytes();
+  unsharded_allocated_ = false;
+}
+
+void FsdpParam::CopyOutFrom(const Tensor& all_gather_output, int64_t offset, int64_t group_shard_numel) {
+  TESSEL_INTERNAL_ASSERT(all_gather_output.dtype() == param_dtype_ && unsharded_allocated_,
+                         "fully_shard copy-out of ", display_fqn_);
+  const int64_t elem = ElementSize(param_dtype_);
+  const int64_t chunk_bytes = padded_shard_numel() * elem;
+  char* dst = static_cast<char*>(unsharded_flat_.raw_data());
+  const char* src = static_cast<const char*>(all_gather_output.raw_data());
+  // NOTE: memcpy, not CopyInto: the copy must not bump the version counter (tensors saved for backward
+  // in an earlier forward refer to these bytes; PyTorch's _unsafe_preserve_version_counter).
+  for (int64_t j = 0; j < mesh_info_.shard_size(); ++j) {
+    std::memcpy(dst + j * chunk_bytes, src + (j * group_shard_numel + offset) * elem, static_cast<size_t>(chunk_bytes));
+  }
+}
+
+void FsdpParam::CopyShardToUnsharded() {
+  TESSEL_INTERNAL_ASSERT(unsharded_allocated_ && mesh_info_.shard_size() == 1, "fully_shard copy of ", display_fqn_);
+  Tensor src = sharded_storage_;
+  if (src.dtype() != param_dtype_) {
+    memory::LedgerScope ledger(memory::Ledger::kCommBuffers);
+    src = Empty(sharded_storage_.sizes(), param_dtype_, sharded_storage_.device());
+    CopyInto(src, sharded_storage_);
+  }
+  std::memcpy(unsharded_flat_.raw_data(), src.raw_data(),
+              static_cast<size_t>(padded_shard_numel() * ElementSize(param_dtype_)));
+}
+
+Tensor FsdpParam::TakeUnshardedGrad() {
+  if (!unsharded_param_.defined()) return Tensor();
+  Tensor g = unsharded_param_.grad();
+  if (!g.defined()) return Tensor();
+  unsharded_param_.set_grad(Tensor());
+  if (!tp_spec_) return g;
+  dtensor::DTensor dg(g);
+  if (!(dg.spec().placements() == tp_spec_->placements() && dg.spec().shard_order() == tp_spec_->shard_order())) {
+    dg = dg.Redistribute(*tp_mesh_, tp_spec_->placements(), tp_spec_->shard_order());
+  }
+  return dtensor::GetDTensorImpl(dg, "fully_shard post-backward").local();
+}
+
+void FsdpParam::FoldGradInto(const Tensor& grad, const Tensor& flat_input, int64_t offset, int64_t group_shard_numel,
+                             bool accumulate) const {
+  TESSEL_INTERNAL_ASSERT(grad.sizes() == unsharded_shape_, "fully_shard: gradient of ", display_fqn_, " has shape ",
+                         ShapeStr(grad.sizes()), ", expected ", ShapeStr(unsharded_shape_));
+  NoGradGuard no_grad;
+  const int64_t world = mesh_info_.shard_size();
+  for (int64_t j = 0; j < world; ++j) {
+    const int64_t rows = dtensor::ChunkPieceOf(rows_, world, j).size;
+    const int64_t base = j * group_shard_numel + offset;
+    if (rows > 0) {
+      const Tensor dst = LocalView(flat_input, base, rows);
+      const Tensor src = RowsOf(grad, j * chunk_rows_, rows);
+      if (accumulate) {
+        AddConverted(dst, src);
+      } else {
+        CopyInto(dst, src);
+      }
+    }
+    const int64_t pad = (chunk_rows_ - rows) * row_numel_;
+    if (!accumulate && pad > 0) FillInPlace(MakeView(flat_input, {pad}, {1}, flat_input.storage_offset() + base + rows * row_numel_), 0.0);
+  }
+}
+
+bool FsdpParam::SetShardedGradFrom(const Tensor& flat_output, int64_t offset) {
+  NoGradGuard no_grad;
+  const Tensor reduced = LocalView(flat_output, offset, local_rows_);
+  const Tensor existing = sharded_param_.grad();
+  if (existing.defined()) {
+    AddConverted(dtensor::GetDTensorImpl(existing, "fully_shard post-backward").local(), reduced);
+    return false;
+  }
+  if (reduced.dtype() != orig_dtype_) {
+    memory::LedgerScope ledger(memory::Ledger::kGrads);
+    Tensor cast = Empty(reduced.sizes(), orig_dtype_, reduced.device());
+    CopyInto(cast, reduced);
+    sharded_param_.set_grad(dtensor::MakeDTensor(cast, *sharded_spec_, mesh_info_.mesh));
+    return false;
+  }
+  sharded_param_.set_grad(dtensor::MakeDTensor(reduced, *sharded_spec_, mesh_info_.mesh));
+  return true;
+}
+
+}  // namespace tessel::fsdp

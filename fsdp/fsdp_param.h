@@ -1,0 +1,143 @@
+// fsdp/fsdp_param.h — FsdpMeshInfo (which mesh axes FSDP shards and replicates over) and FsdpParam: one
+// parameter's sharded-state machine (sharded DTensor <-> unsharded tensor) and its slice of the group's
+// flat all-gather / reduce-scatter buffers.
+//
+// Invariant: the sharded parameter is a leaf DTensor whose local tensor is a view of the first
+// `local_rows` rows of a zero-padded flat storage of exactly padded_shard_numel() elements, so every
+// rank contributes the same number of elements to the group's all-gather (one even collective), and
+// the padding is always zero. The unsharded parameter is one stable leaf tensor for the lifetime of the
+// FsdpParam; resharding frees its bytes (Storage::UnsafeFreeBytes) instead of dropping the handle, so
+// tensors autograd saved in forward see the data again once backward re-all-gathers it.
+//
+// [Note: FSDP layout] (referenced from param_group.h and collectives.h)
+// FSDP shards the *unsharded local* tensor U of a parameter on dim 0 like torch.chunk over the shard
+// axis (W ranks): chunk = ceil(U.size(0) / W) rows, rank j holds rows [j * chunk, min((j+1) * chunk, n)).
+// U is the parameter itself, or for a tensor-parallel DTensor parameter its TP-local tensor (FSDP on
+// top of TP: the sharded spec lists TP's axes first, then the FSDP axis, in dim 0's shard order).
+// Each rank stores chunk * row_numel elements (its rows, then zero rows). In the group's flat buffers a
+// rank's block is the concatenation of its padded shards in parameter order, so the all-gather output
+// is [rank 0 block | rank 1 block | ...] and parameter p's rows of rank j start at
+// j * group_shard_numel + offset(p). Example, W = 2, params a [3, 2] and b [1, 2] (row_numel 2):
+//   chunk(a) = 2, chunk(b) = 1, group_shard_numel = 4 + 2 = 6
+//   rank 0 block: a rows 0-1, b row 0        rank 1 block: a row 2, zero row, b zero row
+//
+// Example:
+//   FsdpParam p(module, {"attn.wq.weight"}, module->Param(...), mesh_info, mp);
+//   p.ToSharded();                        // module now sees the Shard(0) DTensor
+//   p.AllocateUnsharded(); p.CopyOutFrom(all_gather_output, offset, group_numel); p.ToUnsharded();
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "comm/process_group.h"
+#include "core/nn/module.h"
+#include "core/tensor/tensor.h"
+#include "dtensor/device_mesh.h"
+#include "dtensor/dtensor_spec.h"
+#include "fsdp/policies.h"
+
+namespace tessel::fsdp {
+
+// The FullyShard mesh and the axes FSDP uses on it: `shard_axis` shards dim 0, `replicate_axis` (HSDP)
+// holds full copies of the shards; every other axis belongs to tensor parallelism (the parameters'
+// own DTensor meshes).
+struct FsdpMeshInfo {
+  dtensor::DeviceMesh mesh;
+  int shard_axis = 0;
+  std::optional<int> replicate_axis;
+
+  const comm::ProcessGroupPtr& shard_group() const { return mesh.axis_group(shard_axis); }
+  const comm::ProcessGroupPtr& replicate_group() const { return mesh.axis_group(*replicate_axis); }
+  int64_t shard_size() const { return mesh.size(shard_axis); }
+  int64_t shard_rank() const { return mesh.local_rank(shard_axis); }
+  bool is_hsdp() const { return replicate_axis.has_value(); }
+};
+
+class FsdpParam {
+ public:
+  // `module` is the module FullyShard was called on; `fqns` the parameter's names relative to it (more
+  // than one when a tensor is registered twice, e.g. tied weights). Shards `param` (copies this rank's
+  // rows) and leaves the module pointing at the sharded DTensor.
+  // REQUIRES: param contiguous with dim >= 1 (FullyShard checks and names the FQN).
+  FsdpParam(nn::Module* module, std::vector<std::string> fqns, const Tensor& param, const FsdpMeshInfo& mesh_info,
+            const MixedPrecisionPolicy& mp);
+  FsdpParam(const FsdpParam&) = delete;
+  FsdpParam& operator=(const FsdpParam&) = delete;
+
+  const std::string& fqn() const { return display_fqn_; }
+  void set_display_fqn(std::string fqn) { display_fqn_ = std::move(fqn); }
+  const std::vector<std::string>& fqns() const { return fqns_; }
+  // True when `t` is the tensor this parameter was built from (tensors shared across groups are an error).
+  bool WasBuiltFrom(const Tensor& t) const { return !original_.expired() && original_.lock().get() == t.impl(); }
+  const Tensor& sharded_param() const { return sharded_param_; }
+  // Defined once the first unshard created it (its bytes may be freed).
+  const Tensor& unsharded_param() const { return unsharded_param_; }
+  bool requires_grad() const { return requires_grad_; }
+  DType orig_dtype() const { return orig_dtype_; }
+  DType param_dtype() const { return param_dtype_; }
+  DType reduce_dtype() const { return reduce_dtype_; }
+  // Elements this parameter contributes to one rank's block of the flat buffers (chunk * row_numel).
+  int64_t padded_shard_numel() const { return chunk_rows_ * row_numel_; }
+  int64_t local_rows() const { return local_rows_; }
+
+  // Points every FQN of the module at the sharded DTensor / the unsharded tensor.
+  void ToSharded();
+  void ToUnsharded();
+
+  // --- all-gather side ---
+  // Copy-in: this rank's padded shard, cast to the param dtype, into `flat_input` at `offset`.
+  void CopyShardInto(const Tensor& flat_input, int64_t offset) const;
+  // (Re)allocates the unsharded bytes under the params ledger; creates the unsharded leaf the first time.
+  void AllocateUnsharded();
+  void FreeUnsharded();
+  bool unsharded_allocated() const { return unsharded_allocated_; }
+  // Copy-out: every rank's chunk from the all-gather output into the unsharded parameter. Does not bump
+  // the unsharded tensor's version (tensors saved for backward stay valid).
+  void CopyOutFrom(const Tensor& all_gather_output, int64_t offset, int64_t group_shard_numel);
+  // World size 1: the unsharded parameter is the (cast) shard itself.
+  void CopyShardToUnsharded();
+
+  // --- reduce-scatter side ---
+  // The gradient autograd accumulated on the unsharded parameter as a dense local tensor (a TP DTensor
+  // gradient is first redistributed to the parameter's TP placements), or undefined.
+  Tensor TakeUnshardedGrad();
+  // Writes (or adds, when `accumulate`) `grad` in the rank-major layout of [Note: FSDP layout] into the
+  // flat reduce-scatter input; writes zero padding when not accumulating.
+  void FoldGradInto(const Tensor& grad, const Tensor& flat_input, int64_t offset, int64_t group_shard_numel,
+                    bool accumulate) const;
+  // This rank's reduced rows at `offset` of `flat_output` become (or are added to) the sharded .grad, a
+  // Shard(0) DTensor of the original dtype. Returns true when the .grad is a view of flat_output.
+  bool SetShardedGradFrom(const Tensor& flat_output, int64_t offset);
+
+ private:
+  Tensor LocalView(const Tensor& flat, int64_t offset, int64_t rows) const;
+  void SetModuleParam(const Tensor& value);
+
+  nn::Module* module_;
+  std::vector<std::string> fqns_;
+  std::weak_ptr<TensorImpl> original_;
+  std::string display_fqn_;
+  FsdpMeshInfo mesh_info_;
+  bool requires_grad_;
+  DType orig_dtype_, param_dtype_, reduce_dtype_;
+  // U, the tensor FSDP shards (see the note): shape, rows, elements per row, rows per rank.
+  Shape unsharded_shape_;
+  int64_t rows_ = 0, row_numel_ = 1, chunk_rows_ = 0, local_rows_ = 0;
+  // Tensor parallelism underneath (unset for plain parameters): the unsharded parameter is a DTensor
+  // with this spec (dtype = param dtype) on this mesh.
+  std::optional<dtensor::DTensorSpec> tp_spec_;
+  std::optional<dtensor::DeviceMesh> tp_mesh_;
+
+  Tensor sharded_storage_;  // flat [padded_shard_numel], orig dtype, zero padding
+  Tensor sharded_param_;    // leaf DTensor over a view of sharded_storage_
+  std::optional<dtensor::DTensorSpec> sharded_spec_;
+  Tensor unsharded_flat_;   // flat [W * padded_shard_numel], param dtype; bytes freed when resharded
+  Tensor unsharded_param_;  // leaf: a view of unsharded_flat_ (or a TP DTensor over it)
+  bool unsharded_allocated_ = false;
+};
+
+}  // namespace tessel::fsdp

@@ -1,0 +1,125 @@
+// fsdp/fsdp_param_test.cc — FsdpParam and the flat buffers on the example of [Note: FSDP layout]:
+// W = 2, a [3, 2] and b [1, 2]. Values are small integers (exact).
+#include "fsdp/fsdp_param.h"
+
+#include <gtest/gtest.h>
+
+#include "comm/backends/threads.h"
+#include "core/autograd/grad_mode.h"
+#include "core/memory/allocator.h"
+#include "core/tensor/factory.h"
+#include "core/tensor/tensor_impl.h"
+#include "dtensor/dtensor.h"
+#include "fsdp/collectives.h"
+
+namespace tessel::fsdp {
+namespace {
+
+class TwoParams final : public nn::Module {
+ public:
+  TwoParams() : Module("TwoParams") {
+    RegisterParameter("a", FromVector<float>({1, 2, 3, 4, 5, 6}, {3, 2}));
+    RegisterParameter("b", FromVector<float>({7, 8}, {1, 2}));
+  }
+  TensorList Forward(const TensorList& in) override { return in; }
+};
+
+struct Fixture {
+  TwoParams module;
+  std::vector<std::unique_ptr<FsdpParam>> owned;
+  std::vector<FsdpParam*> params;
+  FlatLayout layout;
+  FsdpMeshInfo info;
+
+  explicit Fixture(const dtensor::DeviceMesh& mesh) : info{.mesh = mesh, .shard_axis = 0, .replicate_axis = std::nullopt} {
+    for (const char* name : {"a", "b"}) {
+      owned.push_back(std::make_unique<FsdpParam>(&module, std::vector<std::string>{name}, module.Param(name), info,
+                                                  MixedPrecisionPolicy{}));
+      params.push_back(owned.back().get());
+    }
+    layout = FlatLayout::Of(params);
+  }
+};
+
+void OnTwoRanks(const std::function<void(int rank, Fixture&)>& fn) {
+  comm::RunRanks(2, [&](comm::ProcessGroupPtr world) {
+    Fixture f(dtensor::InitDeviceMesh(world, {2}, {"dp"}));
+    fn(world->rank(), f);
+  });
+}
+
+TEST(FsdpParamTest, FlatLayoutPadsEachParameterToCeilRowsTimesTheWorld) {
+  OnTwoRanks([](int rank, Fixture& f) {
+    EXPECT_EQ(f.params[0]->padded_shard_numel(), 4);  // chunk(a) = 2 rows of 2
+    EXPECT_EQ(f.params[1]->padded_shard_numel(), 2);  // chunk(b) = 1 row
+    EXPECT_EQ(f.layout.offsets, (std::vector<int64_t>{0, 4}));
+    EXPECT_EQ(f.layout.shard_numel, 6);
+    EXPECT_EQ(f.params[0]->local_rows(), rank == 0 ? 2 : 1);
+    EXPECT_EQ(f.params[1]->local_rows(), rank == 0 ? 1 : 0);
+    // The module sees the sharded DTensors once they are installed.
+    for (FsdpParam* p : f.params) p->ToSharded();
+    EXPECT_TRUE(f.module.Param("a").is_distributed());
+    EXPECT_EQ(dtensor::DTensor(f.module.Param("a")).ToLocal().ToVector<float>(),
+              rank == 0 ? std::vector<float>({1, 2, 3, 4}) : std::vector<float>({5, 6}));
+  });
+}
+
+TEST(FsdpParamTest, AllGatherOutputIsRankMajorWithZeroPaddingAndCopyOutRestoresTheParameters) {
+  OnTwoRanks([](int, Fixture& f) {
+    AllGatherResult r = IssueAllGather(f.params, f.layout, DType::kFloat32, f.info.shard_group());
+    r.work->Wait();
+    //                   rank 0 block: a rows 0-1, b row 0 | rank 1 block: a row 2, zero row, b zero row
+    EXPECT_EQ(r.output.ToVector<float>(), (std::vector<float>{1, 2, 3, 4, 7, 8, 5, 6, 0, 0, 0, 0}));
+    FinishAllGather(r, f.params, f.layout);
+    EXPECT_FALSE(r.output.defined());
+    EXPECT_EQ(f.params[0]->unsharded_param().ToVector<float>(), (std::vector<float>{1, 2, 3, 4, 5, 6}));
+    EXPECT_EQ(f.params[1]->unsharded_param().ToVector<float>(), (std::vector<float>{7, 8}));
+    EXPECT_EQ(f.params[0]->unsharded_param().sizes(), (Shape{3, 2}));
+  });
+}
+
+TEST(FsdpParamTest, ReshardFreesTheBytesButKeepsTheHandleAndItsVersion) {
+  OnTwoRanks([](int, Fixture& f) {
+    AllGatherResult r = IssueAllGather(f.params, f.layout, DType::kFloat32, f.info.shard_group());
+    FinishAllGather(r, f.params, f.layout);
+    const Tensor handle = f.params[0]->unsharded_param();
+    const uint32_t version = handle.impl()->version();
+    const int64_t live = memory::Stats(CurrentDevice())[memory::Ledger::kParams].live;
+    for (FsdpParam* p : f.params) p->FreeUnsharded();
+    // a: 2 ranks x 4 padded elements, b: 2 x 2, fp32.
+    EXPECT_EQ(memory::Stats(CurrentDevice())[memory::Ledger::kParams].live, live - (8 + 4) * 4);
+    r = IssueAllGather(f.params, f.layout, DType::kFloat32, f.info.shard_group());
+    FinishAllGather(r, f.params, f.layout);
+    EXPECT_TRUE(f.params[0]->unsharded_param().is_same(handle));
+    EXPECT_EQ(handle.impl()->version(), version);  // tensors saved for backward stay valid
+    EXPECT_EQ(handle.ToVector<float>(), (std::vector<float>{1, 2, 3, 4, 5, 6}));
+  });
+}
+
+TEST(FsdpParamTest, FoldedGradientsAreRankMajorAndTheReduceScatterAveragesThem) {
+  OnTwoRanks([](int rank, Fixture& f) {
+    NoGradGuard no_grad;
+    const float s = rank == 0 ? 1.0f : 3.0f;  // ranks contribute s * g: the average is 2 * g
+    const Tensor ga = FromVector<float>({s * 1, s * 2, s * 3, s * 4, s * 5, s * 6}, {3, 2});
+    const Tensor gb = FromVector<float>({s * 7, s * 8}, {1, 2});
+    Tensor input = Full({12}, -1.0, DType::kFloat32);  // padding must be overwritten with zeros
+    f.params[0]->FoldGradInto(ga, input, 0, 6, /*accumulate=*/false);
+    f.params[1]->FoldGradInto(gb, input, 4, 6, false);
+    EXPECT_EQ(input.ToVector<float>(),
+              (std::vector<float>{s * 1, s * 2, s * 3, s * 4, s * 7, s * 8, s * 5, s * 6, 0, 0, 0, 0}));
+    ReduceSpec spec{.dtype = DType::kFloat32, .divide_factor = std::nullopt, .shard_group = f.info.shard_group(),
+                    .replicate_group = nullptr};
+    ReduceScatterResult r = IssueReduceScatter(input, f.params, f.layout.offsets, 6, spec);
+    FinishReduceScatter(r, spec);
+    const Tensor grad_a = f.params[0]->sharded_param().grad();
+    ASSERT_TRUE(grad_a.is_distributed());
+    EXPECT_EQ(dtensor::DTensor(grad_a).ToLocal().ToVector<float>(),
+              rank == 0 ? std::vector<float>({2, 4, 6, 8}) : std::vector<float>({10, 12}));
+    EXPECT_EQ(dtensor::DTensor(f.params[1]->sharded_param().grad()).ToLocal().ToVector<float>(),
+              rank == 0 ? std::vector<float>({14, 16}) : std::vector<float>{});
+    EXPECT_EQ(grad_a.sizes(), (Shape{3, 2}));
+  });
+}
+
+}  // namespace
+}  // namespace tessel::fsdp

@@ -1,0 +1,222 @@
+// fsdp/fully_shard.cc — FullyShard: validation, managed-parameter discovery, group construction, and the
+// FSDPModule methods.
+#include "fsdp/fully_shard.h"
+
+#include <unordered_map>
+
+#include "core/base/error.h"
+#include "dtensor/dtensor_impl.h"
+#include "fsdp/param_group.h"
+#include "fsdp/state.h"
+
+namespace tessel::fsdp {
+namespace {
+
+// A parameter of the module, with every FQN it is registered under (tied tensors have several).
+struct ManagedParam {
+  Tensor tensor;
+  std::vector<std::string> fqns;
+};
+
+struct Discovery {
+  std::vector<ManagedParam> params;
+  std::vector<std::pair<std::string, nn::Module*>> owners;  // submodules that own managed parameters
+};
+
+std::string Join(const std::string& prefix, const std::string& name) { return prefix.empty() ? name : prefix + "." + name; }
+
+// Parameters of `m` and its descendants, stopping at modules already wrapped by FullyShard.
+void Discover(nn::Module* m, const std::string& prefix, bool is_top, Discovery* out,
+              std::unordered_map<const TensorImpl*, size_t>* index) {
+  if (!is_top && FsdpState::Of(*m) != nullptr) return;
+  bool owns = false;
+  for (auto& [name, t] : m->NamedParameters(/*recurse=*/false)) {
+    const std::string fqn = Join(prefix, name);
+    auto it = index->find(t.impl());
+    if (it != index->end()) {
+      out->params[it->second].fqns.push_back(fqn);
+    } else {
+      index->emplace(t.impl(), out->params.size());
+      out->params.push_back({t, {fqn}});
+    }
+    owns = true;
+  }
+  if (owns) out->owners.emplace_back(prefix, m);
+  for (auto& [name, child] : m->NamedChildren()) Discover(child, Join(prefix, name), false, out, index);
+}
+
+// The FSDP parameters of every FullyShard already applied below `m` (to reject tensors shared with them).
+using NestedParam = std::pair<std::string, const FsdpParam*>;  // FQN relative to the module being wrapped
+
+void NestedParams(nn::Module* m, const std::string& prefix, bool is_top, std::vector<NestedParam>* out) {
+  if (!is_top) {
+    if (FsdpState* s = FsdpState::Of(*m); s != nullptr && s->group() != nullptr) {
+      for (const FsdpParam* p : s->group()->params()) out->emplace_back(Join(prefix, p->fqns()[0]), p);
+    }
+  }
+  for (auto& [name, child] : m->NamedChildren()) NestedParams(child, Join(prefix, name), false, out);
+}
+
+void CheckParam(const ManagedParam& p, const nn::Module& module, const dtensor::DeviceMesh& mesh,
+                const std::vector<NestedParam>& nested) {
+  const std::string& fqn = p.fqns[0];
+  const std::string where = Str("fully_shard(", module.type_name(), "): parameter '", fqn, "'");
+  for (const auto& [nested_fqn, n] : nested) {
+    TESSEL_CHECK(!n->WasBuiltFrom(p.tensor) && !n->sharded_param().is_same(p.tensor), where, " is shared with '",
+                 nested_fqn, "', already managed by a nested fully_shard group; wrap the modules that share it ",
+                 "with one fully_shard call");
+  }
+  TESSEL_CHECK(p.tensor.dim() >= 1, where, " is a scalar (shape []): FSDP shards dim 0 and needs dim >= 1; keep it ",
+               "in a module that is not sharded or give it shape [1]");
+  const dtensor::DTensorImpl* d = dtensor::AsDTensorImpl(p.tensor);
+  const Tensor& local = d != nullptr ? d->local() : p.tensor;
+  TESSEL_CHECK(local.is_contiguous(), where, " is not contiguous (shape ", ShapeStr(local.sizes()), ", strides ",
+               ShapeStr(local.strides()), "); FSDP copies dim-0 rows and needs contiguous parameters");
+  if (d == nullptr) return;
+  bool sub_mesh = true;
+  for (const std::string& axis : d->mesh().axis_names()) sub_mesh = sub_mesh && mesh.topology().FindAxis(axis);
+  if (sub_mesh) sub_mesh = mesh.Slice(d->mesh().axis_names()) == d->mesh();
+  TESSEL_CHECK(sub_mesh, where, " is a DTensor on ", d->mesh().ToString(), ", which is not a sub-mesh of the ",
+               "fully_shard mesh ", mesh.ToString(), " (parameters on different meshes); pass the whole mesh");
+  for (const dtensor::Placement& pl : d->spec().placements()) {
+    TESSEL_CHECK(!dtensor::IsPartial(pl), where, " has a Partial placement ",
+                 dtensor::PlacementsToString(d->spec().placements()), "; parameters must be Shard or Replicate");
+  }
+}
+
+// The FSDP axes: the mesh axes no parameter uses for tensor parallelism.
+FsdpMeshInfo MakeMeshInfo(const std::vector<ManagedParam>& params, const nn::Module& module,
+                          const dtensor::DeviceMesh& mesh) {
+  const ManagedParam* tp_first = nullptr;
+  for (const ManagedParam& p : params) {
+    const dtensor::DTensorImpl* d = dtensor::AsDTensorImpl(p.tensor);
+    if (d == nullptr) continue;
+    if (tp_first == nullptr) {
+      tp_first = &p;
+      continue;
+    }
+    const dtensor::DTensorImpl* f = dtensor::AsDTensorImpl(tp_first->tensor);
+    TESSEL_CHECK(f->mesh() == d->mesh(), "fully_shard(", module.type_name(), "): parameters on different meshes: '",
+                 tp_first->fqns[0], "' is on ", f->mesh().ToString(), " and '", p.fqns[0], "' on ",
+                 d->mesh().ToString());
+  }
+  std::vector<int> free_axes;
+  for (int a = 0; a < mesh.ndim(); ++a) {
+    const std::string& name = mesh.axis_names()[static_cast<size_t>(a)];
+    const auto& tp_axes = tp_first ? dtensor::AsDTensorImpl(tp_first->tensor)->mesh().axis_names()
+                                   : std::vector<std::string>{};
+    if (std::find(tp_axes.begin(), tp_axes.end(), name) == tp_axes.end()) free_axes.push_back(a);
+  }
+  TESSEL_CHECK(free_axes.size() == 1 || free_axes.size() == 2, "fully_shard(", module.type_name(), "): mesh ",
+               mesh.ToString(), " leaves ", free_axes.size(), " axes for FSDP after tensor parallelism",
+               tp_first ? Str(" ('", tp_first->fqns[0], "' is on ",
+                              dtensor::AsDTensorImpl(tp_first->tensor)->mesh().ToString(), ")")
+                        : std::string(),
+               "; need 1 (FSDP) or 2 (HSDP: replicate, shard)");
+  FsdpMeshInfo info{.mesh = mesh, .shard_axis = free_axes.back(), .replicate_axis = std::nullopt};
+  if (free_axes.size() == 2) info.replicate_axis = free_axes[0];
+  return info;
+}
+
+std::vector<nn::Module*> SelectedStates(const FSDPModule& m, bool recurse) {
+  std::vector<nn::Module*> out;
+  if (!recurse) return {&m.module()};
+  for (auto& [fqn, sub] : m.module().NamedModules()) {
+    if (FsdpState::Of(*sub) != nullptr) out.push_back(sub);
+  }
+  return out;
+}
+
+}  // namespace
+
+FSDPModule FullyShard(nn::Module& module, const dtensor::DeviceMesh& mesh, const FullyShardOptions& options) {
+  if (const FsdpState* existing = FsdpState::Of(module)) {
+    std::string names;
+    if (existing->group() != nullptr) {
+      for (const FsdpParam* p : existing->group()->params()) names += (names.empty() ? "" : ", ") + p->fqns()[0];
+    }
+    TESSEL_FAIL(ErrorCode::kInvalidArgument, "fully_shard(", module.type_name(), "): the module is already wrapped ",
+                "by fully_shard (its parameters: [", names, "]); apply fully_shard once per module");
+  }
+  Discovery found;
+  std::unordered_map<const TensorImpl*, size_t> index;
+  Discover(&module, "", true, &found, &index);
+  std::vector<NestedParam> nested;
+  NestedParams(&module, "", true, &nested);
+  for (const ManagedParam& p : found.params) CheckParam(p, module, mesh, nested);
+  FsdpMeshInfo mesh_info = MakeMeshInfo(found.params, module, mesh);
+  std::unique_ptr<ParamGroup> group;
+  if (!found.params.empty()) {
+    std::vector<std::unique_ptr<FsdpParam>> params;
+    for (ManagedParam& p : found.params) {
+      params.push_back(std::make_unique<FsdpParam>(&module, p.fqns, p.tensor, mesh_info, options.mp_policy));
+      p.tensor = Tensor();  // the original (unsharded) parameter is freed unless the caller holds it
+    }
+    group = std::make_unique<ParamGroup>(std::move(params), mesh_info, module.type_name());
+  }
+  auto state = std::make_unique<FsdpState>(&module, mesh_info, options, std::move(group), module.type_name());
+  FsdpState* raw = state.get();
+  raw->RegisterHooks(found.owners);
+  module.SetComposableState(FsdpState::kKey, std::move(state));
+  return FSDPModule(&module, raw);
+}
+
+std::optional<FSDPModule> AsFSDPModule(nn::Module& module) {
+  FsdpState* s = FsdpState::Of(module);
+  if (s == nullptr) return std::nullopt;
+  return FSDPModule(&module, s);
+}
+
+void FSDPModule::Unshard(bool async_op) const {
+  if (ParamGroup* g = state_->group()) {
+    g->Unshard(async_op);
+    if (!async_op) g->WaitForUnshard();
+  }
+}
+
+void FSDPModule::WaitForUnshard() const {
+  if (ParamGroup* g = state_->group()) g->WaitForUnshard();
+}
+
+void FSDPModule::Reshard() const {
+  if (ParamGroup* g = state_->group()) g->Reshard();
+}
+
+bool FSDPModule::is_unsharded() const { return state_->group() != nullptr && state_->group()->is_unsharded(); }
+
+void FSDPModule::SetRequiresGradientSync(bool requires_gradient_sync, bool recurse) const {
+  for (nn::Module* m : SelectedStates(*this, recurse)) {
+    if (ParamGroup* g = FsdpState::Of(*m)->group()) g->requires_gradient_sync = requires_gradient_sync;
+  }
+}
+
+void FSDPModule::SetReshardAfterForward(bool reshard_after_forward, bool recurse) const {
+  for (nn::Module* m : SelectedStates(*this, recurse)) FsdpState::Of(*m)->set_reshard_after_forward(reshard_after_forward);
+}
+
+void FSDPModule::SetReshardAfterBackward(bool reshard_after_backward, bool recurse) const {
+  for (nn::Module* m : SelectedStates(*this, recurse)) {
+    if (ParamGroup* g = FsdpState::Of(*m)->group()) g->reshard_after_backward = reshard_after_backward;
+  }
+}
+
+void FSDPModule::SetModulesToForwardPrefetch(const std::vector<FSDPModule>& modules) const {
+  std::vector<FsdpState*> states;
+  for (const FSDPModule& m : modules) states.push_back(&m.state());
+  state_->set_forward_prefetch(std::move(states));
+}
+
+void FSDPModule::SetModulesToBackwardPrefetch(const std::vector<FSDPModule>& modules) const {
+  std::vector<FsdpState*> states;
+  for (const FSDPModule& m : modules) states.push_back(&m.state());
+  state_->set_backward_prefetch(std::move(states));
+}
+
+void FSDPModule::SetGradientDivideFactor(double factor) const {
+  TESSEL_CHECK(factor > 0, "fully_shard: gradient divide factor must be positive, got ", factor);
+  if (ParamGroup* g = state_->group()) g->gradient_divide_factor = factor;
+}
+
+void FSDPModule::RecordEventsInto(std::vector<std::string>* log) const { state_->context().event_log = log; }
+
+}  // namespace tessel::fsdp

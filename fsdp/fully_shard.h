@@ -1,0 +1,125 @@
+// fsdp/fully_shard.h — FullyShard (PyTorch's fully_shard, FSDP2): per-parameter dim-0 sharding of a
+// module's parameters as DTensors, one all-gather / reduce-scatter per call, mixed precision, prefetch,
+// HSDP, and FSDP on top of tensor-parallel DTensor parameters. FSDPModule is the handle to the methods
+// PyTorch mixes into the module class (unshard, reshard, set_requires_gradient_sync, ...).
+//
+// Invariant: after FullyShard(m, mesh), every parameter of m not managed by a nested FullyShard is a leaf
+// DTensor with the original global shape whose placement on the FSDP shard axis is Shard(0) (torch.chunk
+// of dim 0, trailing ranks may be empty); optimizers step these. During a module's forward (and its
+// backward) the module sees plain unsharded tensors instead, which FSDP all-gathers into and frees.
+// .grad of a sharded parameter is a DTensor with the parameter's placements.
+//
+// Composition order (STYLE 5; PyTorch's "fully_shard should be called bottom-up"):
+//   1. pipeline split first (each stage is its own module tree), then per stage:
+//   2. tensor parallelism (parallelize_module: parameters become DTensors on the "tp" axis),
+//   3. activation checkpointing,
+//   4. FullyShard on each block bottom-up (layers.0, layers.1, ...), the root module last.
+// FullyShard on a parent after its children is what makes the children's parameters separate groups;
+// calling it on a child after its parent, or twice on one module, is an error. Forward must run through
+// the root first (it becomes the root and owns the end-of-backward logic).
+//
+// Meshes: pass the whole mesh the parameters live on. FSDP uses the mesh axes that the parameters do
+// not already use for tensor parallelism: one free axis = FSDP (shard over it), two = HSDP (the first
+// replicates, the second shards; gradients are reduce-scattered on the shard axis, then all-reduced on
+// the replicate axis). FSDP on TP: parameters that are DTensors on mesh["tp"] of a (dp, tp) mesh are
+// sharded over "dp" after "tp" (dim 0's shard order [tp, dp]: "TP shard, then FSDP shard of that");
+// plain parameters of the same group are replicated over "tp" ([S(0), R]).
+//
+// Collectives (asserted with the comm tracer; N blocks each wrapped, plus the root, W >= 2):
+//   forward                        N+1 all-gathers (one per group)
+//   backward                       N+1 reduce-scatters, and all-gathers: N by default (the root keeps its
+//                                  parameters from forward), N+1 when the root reshards after forward
+//                                  too, 0 when no group reshards after forward
+//   HSDP                           plus one all-reduce on the replicate axis per reduce-scatter
+//   gradient sync off              no reduce-scatter; see below
+// Prefetch: the next group's all-gather is issued, async, before the current group computes: in forward
+// the group that followed in the previous forward (or the explicit SetModulesToForwardPrefetch list);
+// in backward the reverse post-forward order, as PyTorch documents: the root's pre-backward issues
+// layers.N-1, whose pre-backward issues layers.N-2 before its own gradients are computed, ...
+//
+// Gradient accumulation (SetRequiresGradientSync(false)): no collective; each rank adds its unsharded
+// gradients into one flat buffer per group laid out like the reduce-scatter input (reduce dtype, grads
+// ledger), and the next synced backward adds its own and reduces that buffer in its one reduce-scatter,
+// so the result is exact. NOTE: this is unsharded-size storage (like PyTorch): summing rank r's shard
+// of every rank's gradient without communication is impossible, so a "sharded" local accumulation can
+// only come from reduce-scattering every micro-step — which is what keeping sync on does (.grad, the
+// sharded DTensor, accumulates in place across synced backwards).
+//
+// Memory ledgers: sharded parameters (padded) and the unsharded parameters FSDP materializes are
+// "params"; gradients (unsharded ones from autograd, sharded .grad, the sync-off buffer) are "grads";
+// the flat all-gather input/output and reduce-scatter input/output staging buffers are "comm".
+//
+// Example (4 ranks of the threads backend):
+//   DeviceMesh mesh = InitDeviceMesh(world, {4}, {"dp"});
+//   for (size_t i = 0; i < gpt.layers().size(); ++i) FullyShard(*gpt.layers().at(i), mesh);
+//   FSDPModule root = FullyShard(gpt, mesh);
+//   optim::AdamW opt(gpt.NamedParameters(), {});       // DTensor shards
+//   Tensor loss = gpt.Loss(idx_BT, targets_BT);        // this rank's slice of the global batch
+//   Backward(loss);                                    // grads reduce-scattered, averaged over ranks
+//   ClipGradNorm(root, 1.0);                           // fsdp/clip_grad_norm.h: one all-reduce
+//   opt.Step();
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/nn/module.h"
+#include "dtensor/device_mesh.h"
+#include "fsdp/policies.h"
+
+namespace tessel::fsdp {
+
+class FsdpState;
+
+// A cheap, non-owning handle to a module FullyShard was applied to (the module owns the FSDP state).
+class FSDPModule {
+ public:
+  FSDPModule(nn::Module* module, FsdpState* state) : module_(module), state_(state) {}
+
+  nn::Module& module() const { return *module_; }
+  FsdpState& state() const { return *state_; }
+
+  // All-gathers this module's parameter group (async_op: only issue it; the next forward or Wait()
+  // finishes it) and points the module at the unsharded parameters. No-op when already unsharded.
+  void Unshard(bool async_op = false) const;
+  // Finishes an Unshard(async_op = true).
+  void WaitForUnshard() const;
+  // Points the module back at the sharded parameters and frees the unsharded ones.
+  void Reshard() const;
+  bool is_unsharded() const;
+
+  // With false, backward accumulates gradients locally instead of reducing them (see the file comment).
+  void SetRequiresGradientSync(bool requires_gradient_sync, bool recurse = true) const;
+  void SetReshardAfterForward(bool reshard_after_forward, bool recurse = true) const;
+  // With false, parameters stay unsharded after backward (saves the next forward's all-gather during
+  // gradient accumulation; do not step the optimizer while unsharded).
+  void SetReshardAfterBackward(bool reshard_after_backward, bool recurse = true) const;
+  // Explicit prefetch targets: their all-gathers are issued in this module's pre-forward / pre-backward
+  // (replacing the implicit one-group prefetch of that pass).
+  void SetModulesToForwardPrefetch(const std::vector<FSDPModule>& modules) const;
+  void SetModulesToBackwardPrefetch(const std::vector<FSDPModule>& modules) const;
+  // Gradients are summed over the ranks and divided by `factor` instead of averaged.
+  void SetGradientDivideFactor(double factor) const;
+  // Debugging / tests: appends "unshard <fqn>", "reshard <fqn>", "post_backward <fqn>" events of this
+  // module's tree (call on the root before its first forward). nullptr stops recording.
+  void RecordEventsInto(std::vector<std::string>* log) const;
+
+ private:
+  nn::Module* module_;
+  FsdpState* state_;
+};
+
+// Shards `module`'s parameters (those not managed by a nested FullyShard) over `mesh` in place and
+// returns the module's handle. Collective over the mesh: every rank calls it in the same order.
+// Errors (kInvalidArgument unless noted), each naming the FQNs: a module wrapped twice; scalar or
+// non-contiguous parameters; DTensor parameters not on a sub-mesh of `mesh` or on different meshes; a
+// parameter shared with a nested group; no free mesh axis (or more than two) for FSDP. At forward time:
+// two roots (kFailedPrecondition), groups on different meshes, and forward on a submodule whose
+// parameters were never materialized (unsharded) by its FSDP module (kFailedPrecondition).
+FSDPModule FullyShard(nn::Module& module, const dtensor::DeviceMesh& mesh, const FullyShardOptions& options = {});
+
+// The handle of a module FullyShard was applied to, or nullopt.
+std::optional<FSDPModule> AsFSDPModule(nn::Module& module);
+
+}  // namespace tessel::fsdp

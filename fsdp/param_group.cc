@@ -1,0 +1,205 @@
+// fsdp/param_group.cc — ParamGroup: unshard/reshard, the forward/backward hooks' group logic, prefetch,
+// gradient reduction and local accumulation.
+#include "fsdp/param_group.h"
+
+#include <algorithm>
+
+#include "core/autograd/grad_mode.h"
+#include "core/base/error.h"
+#include "core/memory/allocator.h"
+#include "core/tensor/factory.h"
+
+namespace tessel::fsdp {
+
+void CommContext::Log(const std::string& kind, const std::string& fqn) const {
+  if (event_log != nullptr) event_log->push_back(kind + " " + (fqn.empty() ? "<root>" : fqn));
+}
+
+ParamGroup::ParamGroup(std::vector<std::unique_ptr<FsdpParam>> params, FsdpMeshInfo mesh_info, std::string fqn)
+    : params_(std::move(params)), mesh_info_(std::move(mesh_info)), fqn_(std::move(fqn)) {
+  TESSEL_INTERNAL_ASSERT(!params_.empty(), "fully_shard: a parameter group needs parameters");
+  for (auto& p : params_) raw_params_.push_back(p.get());
+  layout_ = FlatLayout::Of(raw_params_);
+  param_dtype_ = raw_params_[0]->param_dtype();
+  reduce_dtype_ = raw_params_[0]->reduce_dtype();
+  for (const FsdpParam* p : raw_params_) {
+    TESSEL_CHECK(p->param_dtype() == param_dtype_, "fully_shard: one all-gather needs one dtype, but parameter '",
+                 raw_params_[0]->fqn(), "' is gathered as ", DTypeName(param_dtype_), " and '", p->fqn(), "' as ",
+                 DTypeName(p->param_dtype()), "; wrap them with separate fully_shard calls");
+    TESSEL_CHECK(!p->requires_grad() || p->reduce_dtype() == reduce_dtype_, "fully_shard: one reduce-scatter needs ",
+                 "one dtype, but '", raw_params_[0]->fqn(), "' reduces in ", DTypeName(reduce_dtype_), " and '",
+                 p->fqn(), "' in ", DTypeName(p->reduce_dtype()));
+  }
+  for (FsdpParam* p : raw_params_) p->ToSharded();
+}
+
+ParamGroup::~ParamGroup() {
+  // Never let a collective write into buffers that are about to be freed; errors were already reported
+  // (or will be) on the thread that issued the collective.
+  try {
+    if (pending_unshard_ && pending_unshard_->work) pending_unshard_->work->Wait();
+    if (pending_reduce_ && pending_reduce_->work) pending_reduce_->work->Wait();
+  } catch (const std::exception&) {  // NOLINT(bugprone-empty-catch): destructor must not throw
+  }
+}
+
+void ParamGroup::Unshard(bool /*async_op*/) {
+  if (unsharded_ || pending_unshard_) return;
+  ctx_->Log("unshard", fqn_);
+  pending_unshard_ = IssueAllGather(raw_params_, layout_, param_dtype_, mesh_info_.shard_group());
+}
+
+void ParamGroup::WaitForUnshard() {
+  if (!pending_unshard_) return;
+  FinishAllGather(*pending_unshard_, raw_params_, layout_);
+  pending_unshard_.reset();
+  for (FsdpParam* p : raw_params_) p->ToUnsharded();
+  unsharded_ = true;
+}
+
+void ParamGroup::Reshard() {
+  if (pending_unshard_) {
+    if (pending_unshard_->work) pending_unshard_->work->Wait();
+    pending_unshard_.reset();
+  }
+  if (!unsharded_) return;
+  ctx_->Log("reshard", fqn_);
+  for (FsdpParam* p : raw_params_) {
+    p->ToSharded();
+    p->FreeUnsharded();
+  }
+  unsharded_ = false;
+}
+
+void ParamGroup::PreForward() {
+  training_state_ = TrainingState::kForward;
+  Unshard(false);
+  WaitForUnshard();
+}
+
+void ParamGroup::PostForward() {
+  if (reshard_after_forward) Reshard();
+  // Only a forward that builds a graph is followed by a backward that prefetches in reverse.
+  if (GradModeEnabled()) {
+    post_forward_indices_.push_back(ctx_->post_forward_order.size());
+    ctx_->post_forward_order.push_back(this);
+  }
+  training_state_ = TrainingState::kIdle;
+}
+
+void ParamGroup::PreBackward(bool implicit_prefetch) {
+  if (training_state_ == TrainingState::kPreBackward) return;  // several outputs: once per backward
+  training_state_ = TrainingState::kPreBackward;
+  Unshard(false);
+  WaitForUnshard();
+  if (implicit_prefetch) BackwardPrefetch();
+}
+
+void ParamGroup::BackwardPrefetch() {
+  if (post_forward_indices_.empty()) return;
+  const size_t index = post_forward_indices_.back();
+  post_forward_indices_.pop_back();
+  if (index == 0) return;
+  // The group whose forward ran just before this one runs its backward right after it.
+  ctx_->post_forward_order[index - 1]->Unshard(/*async_op=*/true);
+}
+
+ReduceSpec ParamGroup::MakeReduceSpec() const {
+  ReduceSpec spec{.dtype = reduce_dtype_, .divide_factor = gradient_divide_factor,
+                  .shard_group = mesh_info_.shard_group(), .replicate_group = nullptr};
+  if (mesh_info_.is_hsdp()) spec.replicate_group = mesh_info_.replicate_group();
+  return spec;
+}
+
+void ParamGroup::AccumulateLocally(const std::vector<Tensor>& grads) {
+  if (!accumulated_grads_.defined()) {
+    memory::LedgerScope ledger(memory::Ledger::kGrads);
+    accumulated_grads_ = Zeros({mesh_info_.shard_size() * layout_.shard_numel}, reduce_dtype_,
+                               raw_params_[0]->sharded_param().device());
+    accumulated_has_grad_.assign(raw_params_.size(), false);
+  }
+  for (size_t i = 0; i < raw_params_.size(); ++i) {
+    if (!grads[i].defined()) continue;
+    raw_params_[i]->FoldGradInto(grads[i], accumulated_grads_, layout_.offsets[i], layout_.shard_numel, true);
+    accumulated_has_grad_[i] = true;
+  }
+}
+
+void ParamGroup::PostBackward() {
+  training_state_ = TrainingState::kPostBackward;
+  ctx_->Log("post_backward", fqn_);
+  std::vector<Tensor> grads(raw_params_.size());
+  bool any = false;
+  for (size_t i = 0; i < raw_params_.size(); ++i) {
+    if (raw_params_[i]->requires_grad()) grads[i] = raw_params_[i]->TakeUnshardedGrad();
+    any = any || grads[i].defined();
+  }
+  if (!requires_gradient_sync) {
+    if (any) AccumulateLocally(grads);
+    if (reshard_after_backward) Reshard();
+    return;
+  }
+  // One reduce-scatter in flight per root: finish the previous group's (it overlapped this group's
+  // backward compute) before staging this one, so at most two groups' staging buffers are alive.
+  if (ctx_->pending_reduce != nullptr && ctx_->pending_reduce != this) ctx_->pending_reduce->FinishReduce();
+  FinishReduce();
+  std::vector<bool> has_grad;
+  Tensor input = StageReduceInput(std::move(grads), any, &has_grad);
+  if (reshard_after_backward) Reshard();
+  if (!input.defined()) return;
+  std::vector<FsdpParam*> params;
+  std::vector<int64_t> offsets;
+  for (size_t i = 0; i < raw_params_.size(); ++i) {
+    if (!has_grad[i]) continue;
+    params.push_back(raw_params_[i]);
+    offsets.push_back(layout_.offsets[i]);
+  }
+  pending_reduce_ = IssueReduceScatter(std::move(input), std::move(params), std::move(offsets), layout_.shard_numel,
+                                       MakeReduceSpec());
+  ctx_->pending_reduce = this;
+}
+
+Tensor ParamGroup::StageReduceInput(std::vector<Tensor> grads, bool any, std::vector<bool>* has_grad) {
+  Tensor input;
+  has_grad->assign(raw_params_.size(), false);
+  const bool from_buffer = accumulated_grads_.defined();
+  if (from_buffer) {
+    input = std::move(accumulated_grads_);
+    *has_grad = std::move(accumulated_has_grad_);
+    accumulated_grads_ = Tensor();
+  } else if (any) {
+    memory::LedgerScope ledger(memory::Ledger::kCommBuffers);
+    const Device device = raw_params_[0]->sharded_param().device();
+    const int64_t numel = mesh_info_.shard_size() * layout_.shard_numel;
+    const bool all = std::all_of(grads.begin(), grads.end(), [](const Tensor& g) { return g.defined(); });
+    // Parameters without a gradient must contribute zeros; the others' regions are fully written.
+    input = all ? Empty({numel}, reduce_dtype_, device) : Zeros({numel}, reduce_dtype_, device);
+  }
+  for (size_t i = 0; i < raw_params_.size(); ++i) {
+    if (!grads[i].defined()) continue;
+    raw_params_[i]->FoldGradInto(grads[i], input, layout_.offsets[i], layout_.shard_numel, from_buffer);
+    grads[i] = Tensor();  // each unsharded gradient is free once folded into the flat buffer
+    (*has_grad)[i] = true;
+  }
+  return input;
+}
+
+void ParamGroup::FinishReduce() {
+  if (!pending_reduce_) return;
+  FinishReduceScatter(*pending_reduce_, MakeReduceSpec());
+  pending_reduce_.reset();
+  if (ctx_->pending_reduce == this) ctx_->pending_reduce = nullptr;
+}
+
+void ParamGroup::FinalizeBackward() {
+  FinishReduce();
+  if (pending_unshard_ && !unsharded_) {
+    // A prefetch for a group that did not run backward: wait and drop it.
+    if (pending_unshard_->work) pending_unshard_->work->Wait();
+    pending_unshard_.reset();
+  }
+  post_forward_indices_.clear();
+  training_state_ = TrainingState::kIdle;
+}
+
+}  // namespace tessel::fsdp

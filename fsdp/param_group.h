@@ -1,0 +1,130 @@
+// fsdp/param_group.h — ParamGroup: the parameters of one FullyShard call, moved together with one
+// all-gather and one reduce-scatter; and CommContext, the state all groups under one root share
+// (forward / post-forward orders for prefetching, the in-flight reduce-scatter, the event log).
+//
+// Invariant: a group is either sharded (the module sees Shard(0) DTensors) or unsharded (the module sees
+// the unsharded tensors), never a mix; an issued all-gather is either finished by WaitForUnshard or
+// waited and dropped by Reshard, so no collective outlives the group's buffers. At most one group of a
+// root has a reduce-scatter in flight: a group finishes the previous one before issuing its own.
+//
+// Lifecycle in one training step (PyTorch's FSDPParamGroup):
+//   PreForward:   Unshard (one all-gather, or nothing if a prefetch already issued it), WaitForUnshard
+//   PostForward:  Reshard when reshard_after_forward (frees the unsharded bytes)
+//   PreBackward:  Unshard + wait again if resharded; then prefetch the group that ran before it in
+//                 forward (the reverse post-forward order), so its all-gather overlaps this backward
+//   PostBackward: take the unsharded grads; finish the previous group's reduce-scatter (it overlapped this
+//                 group's backward); fold the grads into one flat buffer in reduce dtype; Reshard when
+//                 reshard_after_backward; issue one reduce-scatter (+ HSDP all-reduce when it finishes)
+//                 — or, with gradient sync off, add them into the local accumulation buffer instead
+//
+// Example:
+//   ParamGroup g(std::move(params), mesh_info, "layers.0");
+//   g.Unshard(/*async_op=*/true);  ...;  g.WaitForUnshard();   // module computes with full weights
+//   g.Reshard();
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fsdp/collectives.h"
+#include "fsdp/fsdp_param.h"
+#include "fsdp/policies.h"
+
+namespace tessel::fsdp {
+
+class ParamGroup;
+class FsdpState;
+
+enum class TrainingState { kIdle, kForward, kPreBackward, kPostBackward };
+
+// Shared by every state and group under one root (PyTorch's FSDPCommContext + FSDPStateContext).
+struct CommContext {
+  FsdpState* root = nullptr;
+  FsdpState* iter_forward_root = nullptr;  // the state whose pre-forward started this forward
+  bool final_callback_queued = false;
+  // Groups in pre-forward order: this forward's, and the previous forward's (implicit forward prefetch).
+  std::vector<ParamGroup*> forward_order;
+  std::vector<ParamGroup*> last_forward_order;
+  // Groups in post-forward order since the last backward, with multiplicity (backward prefetch).
+  std::vector<ParamGroup*> post_forward_order;
+  ParamGroup* pending_reduce = nullptr;  // the group whose reduce-scatter is in flight
+  std::vector<std::string>* event_log = nullptr;
+  comm::ProcessGroupPtr norm_group;  // every rank of the mesh (ClipGradNorm), created on first use
+  void Log(const std::string& kind, const std::string& fqn) const;
+};
+
+class ParamGroup {
+ public:
+  // REQUIRES: params non-empty. Points the module at the sharded parameters.
+  ParamGroup(std::vector<std::unique_ptr<FsdpParam>> params, FsdpMeshInfo mesh_info, std::string fqn);
+  ~ParamGroup();
+  ParamGroup(const ParamGroup&) = delete;
+  ParamGroup& operator=(const ParamGroup&) = delete;
+
+  const std::string& fqn() const { return fqn_; }
+  void set_fqn(std::string fqn) { fqn_ = std::move(fqn); }
+  void set_context(CommContext* ctx) { ctx_ = ctx; }
+  const std::vector<FsdpParam*>& params() const { return raw_params_; }
+  const FsdpMeshInfo& mesh_info() const { return mesh_info_; }
+  // Elements of one rank's block of the flat buffers, and the dtype the all-gather moves.
+  int64_t shard_numel() const { return layout_.shard_numel; }
+  DType param_dtype() const { return param_dtype_; }
+  DType reduce_dtype() const { return reduce_dtype_; }
+  bool is_unsharded() const { return unsharded_; }
+  bool has_pending_unshard() const { return pending_unshard_.has_value(); }
+  TrainingState training_state() const { return training_state_; }
+
+  // Issues the all-gather (no-op when unsharded or already issued). Every issue is async on the comm
+  // thread; `async_op` (PyTorch's name) only documents the caller's intent: a synchronous unshard is
+  // Unshard + WaitForUnshard.
+  void Unshard(bool async_op);
+  // Finishes an issued all-gather: copy-out, module sees the unsharded parameters.
+  void WaitForUnshard();
+  // Module sees the sharded parameters; unsharded bytes freed; an issued all-gather is waited and dropped.
+  void Reshard();
+
+  void PreForward();
+  void PostForward();
+  void PreBackward(bool implicit_prefetch);
+  void PostBackward();
+  // Waits for this group's in-flight reduce-scatter (if any) and writes the sharded .grads.
+  void FinishReduce();
+  // End of a backward: finishes the reduce, drops a mistargeted prefetch, clears per-backward records.
+  void FinalizeBackward();
+
+  // Settings (FSDPModule setters).
+  bool reshard_after_forward = true;
+  bool reshard_after_backward = true;
+  bool requires_gradient_sync = true;
+  std::optional<double> gradient_divide_factor;
+
+ private:
+  void BackwardPrefetch();
+  void AccumulateLocally(const std::vector<Tensor>& grads);
+  // The flat reduce-scatter input with every gradient folded in (the sync-off buffer when there is one);
+  // undefined when there is nothing to reduce. has_grad[i]: parameter i contributes.
+  Tensor StageReduceInput(std::vector<Tensor> grads, bool any, std::vector<bool>* has_grad);
+  ReduceSpec MakeReduceSpec() const;
+
+  std::vector<std::unique_ptr<FsdpParam>> params_;
+  std::vector<FsdpParam*> raw_params_;
+  FsdpMeshInfo mesh_info_;
+  FlatLayout layout_;
+  DType param_dtype_ = DType::kFloat32;
+  DType reduce_dtype_ = DType::kFloat32;
+  std::string fqn_;
+  CommContext* ctx_ = nullptr;
+  TrainingState training_state_ = TrainingState::kIdle;
+  bool unsharded_ = false;
+  std::optional<AllGatherResult> pending_unshard_;
+  std::optional<ReduceScatterResult> pending_reduce_;
+  // Gradient sync off: gradients summed locally in the reduce-scatter layout ([world * shard_numel],
+  // reduce dtype, grads ledger) until the next synced backward reduces them in one collective.
+  Tensor accumulated_grads_;
+  std::vector<bool> accumulated_has_grad_;
+  std::vector<size_t> post_forward_indices_;
+};
+
+}  // namespace tessel::fsdp

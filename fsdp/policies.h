@@ -1,0 +1,48 @@
+// fsdp/policies.h — the options of FullyShard: MixedPrecisionPolicy, CPUOffloadPolicy, FullyShardOptions
+// (PyTorch's MixedPrecisionPolicy / CPUOffloadPolicy / fully_shard keyword arguments, same meanings).
+//
+// Invariant: these are plain values; FullyShard reads them once, when it builds the parameter group, and
+// later changes go through the FSDPModule setters (fully_shard.h).
+//
+// Example:
+//   FullyShardOptions opts{.mp_policy = {.param_dtype = DType::kBFloat16, .reduce_dtype = DType::kFloat32}};
+//   opts.reshard_after_forward = false;              // keep this group unsharded between forward and backward
+//   opts.offload_policy = CPUOffloadPolicy{};        // accepted; a no-op while tensors live on the CPU
+#pragma once
+
+#include <optional>
+
+#include "core/tensor/dtype.h"
+
+namespace tessel::fsdp {
+
+// Mixed precision: the dtypes of the unsharded parameters, of the gradient reduction and of the outputs.
+// Unset = the parameter's own dtype (no cast). The sharded parameters (what the optimizer steps) keep
+// their original dtype.
+struct MixedPrecisionPolicy {
+  // Dtype of the all-gather and of the unsharded parameters the forward/backward compute with.
+  std::optional<DType> param_dtype;
+  // Dtype of the reduce-scatter (and HSDP all-reduce); the sharded .grad is cast back to the original.
+  std::optional<DType> reduce_dtype;
+  // Floating outputs of the module's forward are cast to this dtype (differentiably).
+  std::optional<DType> output_dtype;
+  // Cast floating forward inputs to param_dtype (PyTorch's default).
+  bool cast_forward_inputs = true;
+};
+
+// Keep sharded parameters, gradients and optimizer state in host memory (the "offloaded" ledger) while
+// computing on an accelerator. NOTE: tessel tensors live on the CPU today, so the sharded state already
+// is host memory: the policy is accepted, validated and has no effect (tested as such).
+struct CPUOffloadPolicy {
+  bool pin_memory = true;
+};
+
+struct FullyShardOptions {
+  // Free the unsharded parameters after forward (re-all-gathered in backward). Unset: true, except for
+  // the root module, whose parameters would be all-gathered again right away (PyTorch's default).
+  std::optional<bool> reshard_after_forward;
+  MixedPrecisionPolicy mp_policy;
+  std::optional<CPUOffloadPolicy> offload_policy;
+};
+
+}  // namespace tessel::fsdp

@@ -1,0 +1,201 @@
+// fsdp/state.cc — FsdpState: hooks, lazy root initialization, prefetching and the end-of-backward callback.
+#include "fsdp/state.h"
+
+#include <algorithm>
+
+#include "core/autograd/call.h"
+#include "core/autograd/engine.h"
+#include "core/autograd/grad_mode.h"
+#include "core/base/error.h"
+#include "core/ops/unary.h"
+
+namespace tessel::fsdp {
+namespace {
+
+// Casts the floating tensors of `list` to `dtype` (differentiably); others pass through.
+void CastFloating(TensorList& list, DType dtype) {
+  for (Tensor& t : list) {
+    if (t.defined() && IsFloating(t.dtype()) && t.dtype() != dtype) t = Cast(t, dtype);
+  }
+}
+
+std::string Display(const std::string& fqn) { return fqn.empty() ? "<root>" : fqn; }
+
+}  // namespace
+
+FsdpState::FsdpState(nn::Module* module, FsdpMeshInfo mesh_info, FullyShardOptions options,
+                     std::unique_ptr<ParamGroup> group, std::string type_name)
+    : module_(module),
+      mesh_info_(std::move(mesh_info)),
+      options_(std::move(options)),
+      group_(std::move(group)),
+      fqn_(std::move(type_name)),
+      ctx_(std::make_shared<CommContext>()) {
+  ctx_->root = this;
+  if (group_) {
+    group_->set_context(ctx_.get());
+    group_->reshard_after_forward = options_.reshard_after_forward.value_or(true);
+  }
+}
+
+FsdpState::~FsdpState() = default;
+
+FsdpState* FsdpState::Of(const nn::Module& module) {
+  return static_cast<FsdpState*>(module.GetComposableState(kKey));
+}
+
+void FsdpState::set_reshard_after_forward(bool value) {
+  options_.reshard_after_forward = value;
+  if (group_) group_->reshard_after_forward = value;
+}
+
+void FsdpState::RegisterHooks(const std::vector<std::pair<std::string, nn::Module*>>& param_owners) {
+  module_->RegisterForwardPreHook([this](nn::Module&, TensorList& inputs) { OnPreForward(inputs); });
+  module_->RegisterForwardHook(
+      [this](nn::Module&, const TensorList&, TensorList& outputs) { OnPostForward(outputs); });
+  if (!group_) return;
+  for (const auto& [name, owner] : param_owners) {
+    if (owner == module_) continue;
+    owner->RegisterForwardPreHook([this, name = name](nn::Module& m, TensorList&) {
+      if (group_->is_unsharded()) return;
+      // After lazy init fqn_ is the FSDP module's path from the root: name the submodule from there.
+      const std::string full = is_root_.has_value() && !fqn_.empty() ? fqn_ + "." + name : name;
+      std::string params;
+      for (const auto& [pname, p] : m.NamedParameters(false)) params += (params.empty() ? "" : ", ") + full + "." + pname;
+      TESSEL_FAIL(ErrorCode::kFailedPrecondition, "fully_shard: forward on '", full, "' (", m.type_name(),
+                  ") whose parameters [", params, "] were never materialized: they are sharded because their ",
+                  "fully_shard module '", Display(fqn_), "' did not run its pre-forward. Call that module (its ",
+                  "pre-forward all-gathers them) or Unshard() it first");
+    });
+  }
+}
+
+void FsdpState::LazyInit() {
+  if (is_root_.has_value()) return;
+  is_root_ = true;
+  for (auto& [fqn, m] : module_->NamedModules()) {
+    FsdpState* s = Of(*m);
+    if (s == nullptr) continue;
+    if (s != this) {
+      TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, !s->is_root_.has_value(), "fully_shard: two roots: '",
+                        Display(fqn), "' (", m->type_name(), ") already ran forward ",
+                        s->is_root() ? "as its own root" : "under another root", " before the root module (",
+                        module_->type_name(), ") did; run forward through the root module first");
+      TESSEL_CHECK(s->mesh_info_.mesh == mesh_info_.mesh, "fully_shard: parameters on different meshes: '",
+                   Display(fqn), "' was sharded on ", s->mesh_info_.mesh.ToString(), " but its root (",
+                   module_->type_name(), ") on ", mesh_info_.mesh.ToString());
+      s->is_root_ = false;
+    }
+    s->AdoptIntoRoot(this, fqn);
+    all_states_.push_back(s);
+  }
+  // For the root, do not reshard after forward: backward would all-gather it again right away.
+  if (group_ && !options_.reshard_after_forward.has_value()) group_->reshard_after_forward = false;
+}
+
+void FsdpState::AdoptIntoRoot(FsdpState* root, const std::string& fqn) {
+  fqn_ = fqn;
+  ctx_ = root->ctx_;
+  if (!group_) return;
+  group_->set_context(ctx_.get());
+  group_->set_fqn(fqn);
+  for (FsdpParam* p : group_->params()) p->set_display_fqn(fqn.empty() ? p->fqns()[0] : fqn + "." + p->fqns()[0]);
+}
+
+void FsdpState::OnPreForward(TensorList& inputs) {
+  if (training_state_ == TrainingState::kPreBackward) {
+    // Recomputation inside backward (activation checkpointing): make sure the parameters are there.
+    if (group_) {
+      group_->Unshard(false);
+      group_->WaitForUnshard();
+    }
+    return;
+  }
+  training_state_ = TrainingState::kForward;
+  LazyInit();
+  if (ctx_->iter_forward_root == nullptr) ctx_->iter_forward_root = this;
+  const MixedPrecisionPolicy& mp = options_.mp_policy;
+  if (mp.cast_forward_inputs && mp.param_dtype) CastFloating(inputs, *mp.param_dtype);
+  if (!group_) {
+    ForwardPrefetch();
+    return;
+  }
+  group_->PreForward();
+  ctx_->forward_order.push_back(group_.get());
+  ParamGroup* group = group_.get();
+  inputs = autograd::ApplyBackwardFunction("FsdpPostBackward", inputs, [group](const TensorList& grads) {
+    group->PostBackward();
+    return grads;
+  });
+  ForwardPrefetch();
+}
+
+void FsdpState::ForwardPrefetch() {
+  if (!forward_prefetch_.empty()) {
+    for (FsdpState* s : forward_prefetch_) {
+      if (s->group_) s->group_->Unshard(/*async_op=*/true);
+    }
+    return;
+  }
+  // Implicit: the group that followed this one in the previous forward, if the order still holds.
+  if (!group_) return;
+  const size_t pos = ctx_->forward_order.size() - 1;
+  const std::vector<ParamGroup*>& last = ctx_->last_forward_order;
+  if (pos + 1 < last.size() && last[pos] == group_.get()) last[pos + 1]->Unshard(/*async_op=*/true);
+}
+
+void FsdpState::OnPostForward(TensorList& outputs) {
+  if (training_state_ == TrainingState::kPreBackward) return;
+  if (group_) group_->PostForward();
+  outputs = autograd::ApplyBackwardFunction("FsdpPreBackward", outputs, [this](const TensorList& grads) {
+    OnPreBackward();
+    return grads;
+  });
+  training_state_ = TrainingState::kIdle;
+  if (ctx_->iter_forward_root == this) EndRootForward();
+  if (options_.mp_policy.output_dtype) CastFloating(outputs, *options_.mp_policy.output_dtype);
+}
+
+void FsdpState::EndRootForward() {
+  ctx_->iter_forward_root = nullptr;
+  // Drop prefetches the previous order predicted but this forward never used.
+  for (ParamGroup* g : ctx_->last_forward_order) {
+    if (g->has_pending_unshard() &&
+        std::find(ctx_->forward_order.begin(), ctx_->forward_order.end(), g) == ctx_->forward_order.end()) {
+      g->Reshard();
+    }
+  }
+  ctx_->last_forward_order = std::move(ctx_->forward_order);
+  ctx_->forward_order.clear();
+}
+
+void FsdpState::OnPreBackward() {
+  training_state_ = TrainingState::kPreBackward;
+  if (!ctx_->final_callback_queued) {
+    ctx_->final_callback_queued = true;
+    FsdpState* root = ctx_->root;
+    QueueCallback([root] { root->RootPostBackwardFinal(); });
+  }
+  if (group_) group_->PreBackward(/*implicit_prefetch=*/backward_prefetch_.empty());
+  for (FsdpState* s : backward_prefetch_) {
+    if (s->group_) s->group_->Unshard(/*async_op=*/true);
+  }
+}
+
+void FsdpState::RootPostBackwardFinal() {
+  // Groups whose inputs needed no gradient (the root: token ids) never ran their post-backward node;
+  // for a group that took no part in this backward it only reshards.
+  for (FsdpState* s : all_states_) {
+    if (s->group_ && s->group_->training_state() != TrainingState::kPostBackward) {
+      s->group_->PostBackward();
+    }
+  }
+  for (FsdpState* s : all_states_) {
+    if (s->group_) s->group_->FinalizeBackward();
+    s->training_state_ = TrainingState::kIdle;
+  }
+  ctx_->post_forward_order.clear();
+  ctx_->final_callback_queued = false;
+}
+
+}  // namespace tessel::fsdp

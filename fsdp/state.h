@@ -1,0 +1,83 @@
+// fsdp/state.h — FsdpState: what one FullyShard call attaches to its module (nn::ModuleState): the
+// parameter group, the module hooks that drive it, and, for the root, lazy initialization and the
+// end-of-backward callback (PyTorch's FSDPState).
+//
+// Invariant: the root is the first FSDP module to run forward; at that moment it collects every FSDP
+// state below it (pre-order), makes them share its CommContext, and no state below it may already be a
+// root. Hooks reference the state by raw pointer: the module owns both, so they live and die together.
+//
+// Hook wiring per forward (what makes the collective counts of fully_shard.h exact):
+//   forward pre-hook   lazy init (root), cast inputs (mp), group PreForward (all-gather), wrap the
+//                      inputs in a "post-backward" autograd function, forward prefetch
+//   forward hook       group PostForward (reshard), wrap the outputs in a "pre-backward" autograd
+//                      function, cast outputs (mp); the root's ends the forward (prefetch bookkeeping)
+//   pre-backward       queue the root's end-of-backward callback once, group PreBackward (+ prefetch)
+//   post-backward      group PostBackward (reduce-scatter) once the inputs' gradients are computed
+//   end of backward    post-backward for groups whose inputs needed no gradient (the root), then wait
+//                      for the last reduce-scatter and reset every state
+//
+// Example:
+//   FsdpState* s = FsdpState::Of(module);     // nullptr when FullyShard was not applied
+//   s->group()->Unshard(/*async_op=*/false);
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/nn/module.h"
+#include "fsdp/param_group.h"
+#include "fsdp/policies.h"
+
+namespace tessel::fsdp {
+
+class FsdpState final : public nn::ModuleState {
+ public:
+  static constexpr const char* kKey = "fully_shard";
+
+  // `group` may be null (a module whose parameters are all managed by nested FullyShard calls).
+  FsdpState(nn::Module* module, FsdpMeshInfo mesh_info, FullyShardOptions options, std::unique_ptr<ParamGroup> group,
+            std::string type_name);
+  ~FsdpState() override;
+
+  static FsdpState* Of(const nn::Module& module);
+
+  nn::Module* module() const { return module_; }
+  ParamGroup* group() const { return group_.get(); }
+  const FsdpMeshInfo& mesh_info() const { return mesh_info_; }
+  const std::string& fqn() const { return fqn_; }
+  CommContext& context() { return *ctx_; }
+  bool is_root() const { return is_root_.value_or(false); }
+
+  // Attaches the forward hooks to the module, and to every submodule that owns parameters of this
+  // group a check that they were unsharded (materialized) before it runs.
+  void RegisterHooks(const std::vector<std::pair<std::string, nn::Module*>>& param_owners);
+
+  void set_forward_prefetch(std::vector<FsdpState*> states) { forward_prefetch_ = std::move(states); }
+  void set_backward_prefetch(std::vector<FsdpState*> states) { backward_prefetch_ = std::move(states); }
+  void set_reshard_after_forward(bool value);
+
+ private:
+  void OnPreForward(TensorList& inputs);
+  void OnPostForward(TensorList& outputs);
+  void OnPreBackward();
+  void LazyInit();
+  void AdoptIntoRoot(FsdpState* root, const std::string& fqn);
+  void ForwardPrefetch();
+  void EndRootForward();
+  void RootPostBackwardFinal();
+
+  nn::Module* module_;
+  FsdpMeshInfo mesh_info_;
+  FullyShardOptions options_;
+  std::unique_ptr<ParamGroup> group_;
+  std::string fqn_;  // relative to the root once lazily initialized; the type name before
+  std::optional<bool> is_root_;
+  std::shared_ptr<CommContext> ctx_;  // shared by every state under one root (sharing is the point)
+  std::vector<FsdpState*> all_states_;  // root only: every state of the tree, pre-order, itself first
+  std::vector<FsdpState*> forward_prefetch_;
+  std::vector<FsdpState*> backward_prefetch_;
+  TrainingState training_state_ = TrainingState::kIdle;
+};
+
+}  // namespace tessel::fsdp

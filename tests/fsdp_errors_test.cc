@@ -1,0 +1,138 @@
+// tests/fsdp_errors_test.cc — bad input to FullyShard: each case asserts the ErrorCode and that the
+// message names the offending FQN (STYLE 27).
+#include <gtest/gtest.h>
+
+#include "core/nn/layers.h"
+#include "core/tensor/factory.h"
+#include "core/tensor/random.h"
+#include "tests/fsdp_testing.h"
+
+namespace tessel::fsdp::testing {
+namespace {
+
+// A module with a scalar or a non-contiguous parameter, or sharing a tensor with its child.
+class Odd final : public nn::Module {
+ public:
+  Odd(Generator& gen, const std::string& kind) : Module("Odd") {
+    RegisterModule("lin", std::make_unique<nn::Linear>(4, 3, false, gen));
+    if (kind == "scalar") RegisterParameter("scale", Scalar(1.0));
+    if (kind == "transposed") RegisterParameter("w", Transpose(Randn({3, 4}, gen), 0, 1));
+    if (kind == "shared") RegisterParameter("tied", Submodule("lin")->Param("weight"));
+  }
+  TensorList Forward(const TensorList& in) override { return {(*Submodule("lin"))(in.at(0))}; }
+};
+
+// Runs `fn` on 2 ranks with a 1-D "dp" mesh and expects it to throw `code` with `fragments` in the message.
+void ExpectError(const std::function<void(comm::ProcessGroupPtr, const dtensor::DeviceMesh&)>& fn, ErrorCode code,
+                 const std::vector<std::string>& fragments) {
+  comm::RunRanks(2, [&](comm::ProcessGroupPtr world) {
+    dtensor::DeviceMesh mesh = dtensor::InitDeviceMesh(world, {2}, {"dp"});
+    try {
+      fn(world, mesh);
+      ADD_FAILURE() << "expected an error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), code) << e.what();
+      for (const std::string& f : fragments) EXPECT_NE(std::string(e.what()).find(f), std::string::npos) << e.what();
+    }
+  }, FastRanks());
+}
+
+TEST(FullyShardErrorsTest, ScalarParameterIsRejectedNamingItsFqn) {
+  ExpectError([](comm::ProcessGroupPtr, const dtensor::DeviceMesh& mesh) {
+    Generator gen(0);
+    Odd m(gen, "scalar");
+    FullyShard(m, mesh);
+  }, ErrorCode::kInvalidArgument, {"'scale'", "scalar"});
+}
+
+TEST(FullyShardErrorsTest, NonContiguousParameterIsRejectedNamingItsFqn) {
+  ExpectError([](comm::ProcessGroupPtr, const dtensor::DeviceMesh& mesh) {
+    Generator gen(0);
+    Odd m(gen, "transposed");
+    FullyShard(m, mesh);
+  }, ErrorCode::kInvalidArgument, {"'w'", "not contiguous", "[4, 3]"});
+}
+
+TEST(FullyShardErrorsTest, ModuleWrappedTwiceIsRejected) {
+  ExpectError([](comm::ProcessGroupPtr, const dtensor::DeviceMesh& mesh) {
+    Generator gen(0);
+    nn::Linear lin(4, 3, true, gen);
+    FullyShard(lin, mesh);
+    FullyShard(lin, mesh);
+  }, ErrorCode::kInvalidArgument, {"already wrapped", "weight, bias"});
+}
+
+TEST(FullyShardErrorsTest, TensorSharedWithANestedGroupIsRejected) {
+  ExpectError([](comm::ProcessGroupPtr, const dtensor::DeviceMesh& mesh) {
+    Generator gen(0);
+    Odd m(gen, "shared");
+    FullyShard(*m.Submodule("lin"), mesh);
+    FullyShard(m, mesh);
+  }, ErrorCode::kInvalidArgument, {"'tied'", "'lin.weight'", "shared"});
+}
+
+TEST(FullyShardErrorsTest, TwoRootsAreRejectedNamingTheEarlierRoot) {
+  ExpectError([](comm::ProcessGroupPtr world, const dtensor::DeviceMesh& mesh) {
+    Generator gen(7);
+    nn::GPT gpt(TinyGpt(), gen);
+    WrapGpt(gpt, mesh);
+    (*gpt.layers().at(1))(Randn({2, 3, 16}, gen));  // layers.1 runs forward first: it becomes a root
+    auto [idx, tgt] = GlobalBatch(TinyGpt(), 0, 12);
+    gpt.Loss(RowsFor(idx, world->rank(), 2), RowsFor(tgt, world->rank(), 2));
+  }, ErrorCode::kFailedPrecondition, {"two roots", "'layers.1'"});
+}
+
+TEST(FullyShardErrorsTest, GroupsOnDifferentMeshesAreRejectedNamingTheModule) {
+  ExpectError([](comm::ProcessGroupPtr world, const dtensor::DeviceMesh& mesh) {
+    dtensor::DeviceMesh other = dtensor::InitDeviceMesh(world, {2}, {"fsdp"});
+    Generator gen(7);
+    nn::GPT gpt(TinyGpt(), gen);
+    FullyShard(*gpt.layers().at(0), mesh);
+    FullyShard(*gpt.layers().at(1), other);
+    FullyShard(gpt, mesh);
+    auto [idx, tgt] = GlobalBatch(TinyGpt(), 0, 12);
+    gpt.Loss(RowsFor(idx, world->rank(), 2), RowsFor(tgt, world->rank(), 2));
+  }, ErrorCode::kInvalidArgument, {"different meshes", "'layers.1'"});
+}
+
+TEST(FullyShardErrorsTest, DTensorParameterOffTheMeshIsRejectedNamingItsFqn) {
+  ExpectError([](comm::ProcessGroupPtr world, const dtensor::DeviceMesh& mesh) {
+    dtensor::DeviceMesh tp = dtensor::InitDeviceMesh(world, {2}, {"tp"});
+    Generator gen(0);
+    nn::Linear lin(4, 6, false, gen);
+    lin.SetParameter("weight", dtensor::DistributeTensor(lin.Param("weight"), tp, {dtensor::Shard{0}}));
+    FullyShard(lin, mesh);
+  }, ErrorCode::kInvalidArgument, {"'weight'", "different meshes", "tp"});
+}
+
+TEST(FullyShardErrorsTest, MeshWithoutAFreeAxisIsRejected) {
+  ExpectError([](comm::ProcessGroupPtr, const dtensor::DeviceMesh& mesh) {
+    Generator gen(0);
+    nn::Linear lin(4, 6, false, gen);
+    lin.SetParameter("weight", dtensor::DistributeTensor(lin.Param("weight"), mesh, {dtensor::Shard{0}}));
+    FullyShard(lin, mesh);
+  }, ErrorCode::kInvalidArgument, {"leaves 0 axes", "'weight'"});
+}
+
+TEST(FullyShardErrorsTest, ForwardOnASubmoduleWhoseParametersWereNeverMaterializedIsRejected) {
+  ExpectError([](comm::ProcessGroupPtr world, const dtensor::DeviceMesh& mesh) {
+    Generator gen(7);
+    nn::GPT gpt(TinyGpt(), gen);
+    WrapGpt(gpt, mesh);
+    auto [idx, tgt] = GlobalBatch(TinyGpt(), 0, 12);
+    Backward(gpt.Loss(RowsFor(idx, world->rank(), 2), RowsFor(tgt, world->rank(), 2)));
+    // Bypasses layers.0's pre-forward: attn's Linears still hold their Shard(0) DTensors.
+    (*gpt.layers().at(0)->Submodule("attn"))(Randn({2, 3, 16}, gen));
+  }, ErrorCode::kFailedPrecondition, {"'layers.0.attn.wq'", "[layers.0.attn.wq.weight]", "never materialized", "'layers.0'"});
+}
+
+TEST(FullyShardErrorsTest, NonPositiveGradientDivideFactorIsRejected) {
+  ExpectError([](comm::ProcessGroupPtr, const dtensor::DeviceMesh& mesh) {
+    Generator gen(0);
+    nn::Linear lin(4, 3, true, gen);
+    FullyShard(lin, mesh).SetGradientDivideFactor(0.0);
+  }, ErrorCode::kInvalidArgument, {"divide factor", "0"});
+}
+
+}  // namespace
+}  // namespace tessel::fsdp::testing

@@ -1,0 +1,460 @@
+// tests/fsdp_fully_shard_test.cc — FullyShard mechanics on the threads backend: sharded layout, exact
+// collective counts forward and backward (FSDP and HSDP), prefetch order, Unshard/Reshard, gradient
+// placement and values, gradient accumulation, the divide factor, mixed precision dtypes and clipping.
+#include <gtest/gtest.h>
+
+#include "comm/tracer.h"
+#include "core/optim/optimizer.h"
+#include "dtensor/layout.h"
+#include "fsdp/clip_grad_norm.h"
+#include "tests/fsdp_testing.h"
+
+namespace tessel::fsdp::testing {
+namespace {
+
+using comm::CollectiveKind;
+
+// Three blocks: PyTorch's documented prefetch example uses layers.0 .. layers.2.
+nn::GPTConfig ThreeBlocks() {
+  nn::GPTConfig cfg = TinyGpt();
+  cfg.n_layers = 3;
+  return cfg;
+}
+
+void RunMesh(int world_size, std::vector<int64_t> shape, std::vector<std::string> names,
+             const std::function<void(comm::ProcessGroupPtr, const dtensor::DeviceMesh&)>& fn) {
+  comm::RunRanks(world_size, [&](comm::ProcessGroupPtr world) {
+    dtensor::DeviceMesh mesh = dtensor::InitDeviceMesh(world, shape, names);
+    fn(world, mesh);
+  }, FastRanks());
+}
+
+Tensor LocalLoss(nn::GPT& gpt, const nn::GPTConfig& cfg, int step, int64_t rank, int64_t world) {
+  auto [idx, tgt] = GlobalBatch(cfg, step, 12);
+  return gpt.Loss(RowsFor(idx, rank, world), RowsFor(tgt, rank, world));
+}
+
+// Reference gradients of one-rank training after `micro_steps` backward passes (accumulated).
+std::map<std::string, std::vector<double>> ReferenceGrads(const nn::GPTConfig& cfg, int micro_steps) {
+  Generator gen(7);
+  nn::GPT gpt(cfg, gen);
+  for (int s = 0; s < micro_steps; ++s) {
+    auto [idx, tgt] = GlobalBatch(cfg, s, 12);
+    Backward(gpt.Loss(idx, tgt));
+  }
+  std::map<std::string, std::vector<double>> out;
+  for (auto& [fqn, p] : gpt.NamedParameters()) out[fqn] = p.grad().ToDoubleVector();
+  return out;
+}
+
+// Every sharded .grad is a DTensor with its parameter's placements and the reference's values.
+void ExpectShardedGradsEqual(nn::GPT& gpt, const std::map<std::string, std::vector<double>>& want, double rtol) {
+  for (auto& [fqn, p] : gpt.NamedParameters()) {
+    SCOPED_TRACE(fqn);
+    ASSERT_TRUE(p.is_distributed());
+    const Tensor g = p.grad();
+    ASSERT_TRUE(g.defined() && g.is_distributed());
+    EXPECT_EQ(dtensor::DTensor(g).placements(), dtensor::DTensor(p).placements());
+    EXPECT_LE(RelErr(FullValues(g), want.at(fqn)), rtol);
+  }
+}
+
+TEST(FullyShardTest, ParametersBecomeShardZeroDTensorsWithOriginalGlobalShapes) {
+  Generator gen(7);
+  nn::GPT ref(TinyGpt(), gen);
+  RunMesh(4, {4}, {"dp"}, [&](comm::ProcessGroupPtr world, const dtensor::DeviceMesh& mesh) {
+    Generator g(7);
+    nn::GPT gpt(TinyGpt(), g);
+    WrapGpt(gpt, mesh);
+    for (auto& [fqn, p] : gpt.NamedParameters()) {
+      SCOPED_TRACE(fqn);
+      ASSERT_TRUE(p.is_distributed());
+      dtensor::DTensor d(p);
+      EXPECT_EQ(dtensor::PlacementsToString(d.placements()), "[S(0)]");
+      EXPECT_TRUE(p.requires_grad() && p.is_leaf());
+      Tensor full;
+      for (auto& [rfqn, rp] : ref.NamedParameters()) {
+        if (rfqn == fqn) full = rp;
+      }
+      EXPECT_EQ(p.sizes(), full.sizes());
+      // torch.chunk rows: vocab 37 -> 10, 10, 10, 7; wpe 3 -> 1, 1, 1, 0.
+      const dtensor::ChunkPiece piece = dtensor::ChunkPieceOf(full.size(0), 4, world->rank());
+      EXPECT_EQ(d.local_shape()[0], piece.size);
+      const std::vector<double> all = full.ToDoubleVector();
+      const int64_t row = full.numel() / full.size(0);
+      const std::vector<double> want_local(all.begin() + piece.offset * row,
+                                           all.begin() + (piece.offset + piece.size) * row);
+      EXPECT_EQ(d.ToLocal().ToDoubleVector(), want_local);
+    }
+  });
+}
+
+struct CountCase {
+  std::string name;
+  std::optional<bool> block_reshard;  // unset: default
+  std::optional<bool> root_reshard;
+  int backward_all_gathers;
+};
+
+class CollectiveCountTest : public ::testing::TestWithParam<CountCase> {};
+
+TEST_P(CollectiveCountTest, ForwardAndBackwardIssueTheDocumentedCounts) {
+  const CountCase c = GetParam();
+  const nn::GPTConfig cfg = ThreeBlocks();  // N = 3
+  RunMesh(2, {2}, {"dp"}, [&](comm::ProcessGroupPtr world, const dtensor::DeviceMesh& mesh) {
+    Generator gen(7);
+    nn::GPT gpt(cfg, gen);
+    FullyShardOptions block, root;
+    block.reshard_after_forward = c.block_reshard;
+    root.reshard_after_forward = c.root_reshard;
+    WrapGpt(gpt, mesh, block, root);
+    for (int step = 0; step < 2; ++step) {  // the second step starts from resharded parameters
+      SCOPED_TRACE(step);
+      comm::CommTracer fwd;
+      Tensor loss = LocalLoss(gpt, cfg, step, world->rank(), 2);
+      EXPECT_EQ(fwd.Count(CollectiveKind::kAllGather, "dp"), 4) << fwd.Summary();
+      EXPECT_EQ(fwd.Total(), 4) << fwd.Summary();
+      comm::CommTracer bwd;
+      Backward(loss);
+      EXPECT_EQ(bwd.Count(CollectiveKind::kReduceScatter, "dp"), 4) << bwd.Summary();
+      EXPECT_EQ(bwd.Count(CollectiveKind::kAllGather, "dp"), c.backward_all_gathers) << bwd.Summary();
+      EXPECT_EQ(bwd.Total(), 4 + c.backward_all_gathers) << bwd.Summary();
+      gpt.ZeroGrad();
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Options, CollectiveCountTest,
+    ::testing::Values(CountCase{"DefaultRootKeepsItsParameters", std::nullopt, std::nullopt, 3},
+                      CountCase{"RootReshardsToo", std::nullopt, true, 4},
+                      CountCase{"NothingReshardsAfterForward", false, false, 0}),
+    [](const ::testing::TestParamInfo<CountCase>& info) { return info.param.name; });
+
+TEST(FullyShardTest, OneAllGatherMovesTheGroupsPaddedShards) {
+  const nn::GPTConfig cfg = TinyGpt();
+  RunMesh(4, {4}, {"dp"}, [&](comm::ProcessGroupPtr world, const dtensor::DeviceMesh& mesh) {
+    Generator gen(7);
+    nn::GPT gpt(cfg, gen);
+    FSDPModule root = WrapGpt(gpt, mesh);
+    comm::CommTracer t;
+    root.Unshard();
+    ASSERT_EQ(t.Count(CollectiveKind::kAllGather), 1);
+    // Root group: wte [37, 16], wpe [3, 16], ln_f weight/bias [16], lm_head [37, 16]; ceil(n / 4) rows each.
+    const int64_t padded = (10 + 1 + 10) * 16 + 4 + 4;
+    EXPECT_EQ(t.records()[0].bytes, padded * 4);
+    EXPECT_TRUE(root.is_unsharded());
+    for (auto& [fqn, p] : gpt.NamedParameters()) {
+      EXPECT_EQ(p.is_distributed(), fqn.rfind("layers.", 0) == 0) << fqn;
+    }
+    Generator g2(7);
+    nn::GPT ref(cfg, g2);
+    EXPECT_EQ(gpt.Submodule("wte")->Param("weight").ToDoubleVector(), ref.Submodule("wte")->Param("weight").ToDoubleVector());
+    root.Reshard();
+    EXPECT_FALSE(root.is_unsharded());
+    EXPECT_TRUE(gpt.Submodule("wte")->Param("weight").is_distributed());
+    root.Unshard(/*async_op=*/true);
+    root.WaitForUnshard();
+    EXPECT_EQ(gpt.Submodule("lm_head")->Param("weight").ToDoubleVector(),
+              ref.Submodule("lm_head")->Param("weight").ToDoubleVector());
+    EXPECT_EQ(t.Count(CollectiveKind::kAllGather), 2);
+  });
+}
+
+TEST(FullyShardTest, HsdpReduceScattersOnShardAxisThenAllReducesOnReplicateAxis) {
+  const nn::GPTConfig cfg = ThreeBlocks();
+  RunMesh(4, {2, 2}, {"replicate", "shard"}, [&](comm::ProcessGroupPtr world, const dtensor::DeviceMesh& mesh) {
+    Generator gen(7);
+    nn::GPT gpt(cfg, gen);
+    WrapGpt(gpt, mesh);
+    EXPECT_EQ(dtensor::PlacementsToString(dtensor::DTensor(gpt.NamedParameters()[0].second).placements()), "[R, S(0)]");
+    comm::CommTracer fwd;
+    Tensor loss = LocalLoss(gpt, cfg, 0, world->rank(), 4);
+    EXPECT_EQ(fwd.Count(CollectiveKind::kAllGather, "shard"), 4) << fwd.Summary();
+    EXPECT_EQ(fwd.Total(), 4) << fwd.Summary();
+    comm::CommTracer bwd;
+    Backward(loss);
+    EXPECT_EQ(bwd.Count(CollectiveKind::kReduceScatter, "shard"), 4) << bwd.Summary();
+    EXPECT_EQ(bwd.Count(CollectiveKind::kAllReduce, "replicate"), 4) << bwd.Summary();
+    EXPECT_EQ(bwd.Count(CollectiveKind::kAllGather, "shard"), 3) << bwd.Summary();
+    EXPECT_EQ(bwd.Total(), 11) << bwd.Summary();
+  });
+  // Values: averaged over all four ranks' rows.
+  const auto want = ReferenceGrads(cfg, 1);
+  RunMesh(4, {2, 2}, {"replicate", "shard"}, [&](comm::ProcessGroupPtr world, const dtensor::DeviceMesh& mesh) {
+    Generator gen(7);
+    nn::GPT gpt(cfg, gen);
+    WrapGpt(gpt, mesh);
+    Backward(LocalLoss(gpt, cfg, 0, world->rank(), 4));
+    ExpectShardedGradsEqual(gpt, want, 1e-5);
+  });
+}
+
+// Events of one training step, with "compute layers.i" marking when block i starts computing.
+std::vector<std::vector<std::string>> RecordTwoSteps(const std::function<void(nn::GPT&, FSDPModule&)>& setup) {
+  const nn::GPTConfig cfg = ThreeBlocks();
+  std::vector<std::vector<std::string>> out;
+  RunMesh(2, {2}, {"dp"}, [&](comm::ProcessGroupPtr world, const dtensor::DeviceMesh& mesh) {
+    Generator gen(7);
+    nn::GPT gpt(cfg, gen);
+    FSDPModule root = WrapGpt(gpt, mesh);
+    if (setup) setup(gpt, root);
+    std::vector<std::string> log;
+    root.RecordEventsInto(&log);
+    for (int i = 0; i < 3; ++i) {
+      gpt.layers().at(static_cast<size_t>(i))->Submodule("ln1")->RegisterForwardPreHook(
+          [&log, i](nn::Module&, TensorList&) { log.push_back("compute layers." + std::to_string(i)); });
+    }
+    std::vector<std::vector<std::string>> mine;
+    for (int step = 0; step < 2; ++step) {
+      Tensor loss = LocalLoss(gpt, cfg, step, world->rank(), 2);
+      mine.push_back(log);
+      log.clear();
+      Backward(loss);
+      mine.push_back(log);
+      log.clear();
+      gpt.ZeroGrad();
+    }
+    if (world->rank() == 0) out = mine;
+  });
+  return out;
+}
+
+TEST(FullyShardTest, BackwardPrefetchFollowsPyTorchsDocumentedOrder) {
+  const auto events = RecordTwoSteps(nullptr);
+  const std::vector<std::string> backward = {
+      "unshard layers.2", "unshard layers.1", "post_backward layers.2", "reshard layers.2",
+      "unshard layers.0", "post_backward layers.1", "reshard layers.1", "post_backward layers.0",
+      "reshard layers.0", "post_backward <root>", "reshard <root>"};
+  EXPECT_EQ(events.at(1), backward);
+  EXPECT_EQ(events.at(3), backward);
+}
+
+TEST(FullyShardTest, ForwardPrefetchIssuesTheNextAllGatherBeforeTheCurrentGroupComputes) {
+  const auto events = RecordTwoSteps(nullptr);
+  // First forward: the order is not known yet, so no prefetch.
+  EXPECT_EQ(events.at(0), (std::vector<std::string>{"unshard <root>", "unshard layers.0", "compute layers.0",
+                                                    "reshard layers.0", "unshard layers.1", "compute layers.1",
+                                                    "reshard layers.1", "unshard layers.2", "compute layers.2",
+                                                    "reshard layers.2"}));
+  // Later forwards: block i+1's all-gather is in flight while block i computes.
+  EXPECT_EQ(events.at(2), (std::vector<std::string>{"unshard <root>", "unshard layers.0", "unshard layers.1",
+                                                    "compute layers.0", "reshard layers.0", "unshard layers.2",
+                                                    "compute layers.1", "reshard layers.1", "compute layers.2",
+                                                    "reshard layers.2"}));
+}
+
+TEST(FullyShardTest, ExplicitPrefetchListsReplaceTheImplicitOnes) {
+  const auto events = RecordTwoSteps([](nn::GPT& gpt, FSDPModule& root) {
+    FSDPModule l0 = *AsFSDPModule(*gpt.layers().at(0));
+    FSDPModule l1 = *AsFSDPModule(*gpt.layers().at(1));
+    FSDPModule l2 = *AsFSDPModule(*gpt.layers().at(2));
+    l0.SetModulesToForwardPrefetch({l1, l2});
+    l2.SetModulesToBackwardPrefetch({l1, l0});
+    (void)root;
+  });
+  EXPECT_EQ(events.at(0), (std::vector<std::string>{"unshard <root>", "unshard layers.0", "unshard layers.1",
+                                                    "unshard layers.2", "compute layers.0", "reshard layers.0",
+                                                    "compute layers.1", "reshard layers.1", "compute layers.2",
+                                                    "reshard layers.2"}));
+  EXPECT_EQ(events.at(1), (std::vector<std::string>{"unshard layers.2", "unshard layers.1", "unshard layers.0",
+                                                    "post_backward layers.2", "reshard layers.2",
+                                                    "post_backward layers.1", "reshard layers.1",
+                                                    "post_backward layers.0", "reshard layers.0",
+                                                    "post_backward <root>", "reshard <root>"}));
+}
+
+TEST(FullyShardTest, NoGradForwardGathersEachGroupOnceAndLeavesNoBackwardState) {
+  const nn::GPTConfig cfg = ThreeBlocks();
+  const auto want = ReferenceGrads(cfg, 1);
+  RunMesh(2, {2}, {"dp"}, [&](comm::ProcessGroupPtr world, const dtensor::DeviceMesh& mesh) {
+    Generator gen(7);
+    nn::GPT gpt(cfg, gen);
+    FSDPModule root = WrapGpt(gpt, mesh);
+    {
+      NoGradGuard no_grad;
+      comm::CommTracer t;
+      Tensor loss = LocalLoss(gpt, cfg, 0, world->rank(), 2);
+      EXPECT_FALSE(loss.requires_grad());
+      EXPECT_EQ(t.Count(CollectiveKind::kAllGather), 4) << t.Summary();
+      EXPECT_EQ(t.Total(), 4) << t.Summary();
+    }
+    EXPECT_TRUE(root.is_unsharded());  // the root keeps its parameters after forward, as in training
+    for (size_t i = 0; i < 3; ++i) EXPECT_FALSE(AsFSDPModule(*gpt.layers().at(i))->is_unsharded());
+    // A training step afterwards is unaffected (the root's group is already unsharded: 3 all-gathers).
+    comm::CommTracer t;
+    Backward(LocalLoss(gpt, cfg, 0, world->rank(), 2));
+    EXPECT_EQ(t.Count(CollectiveKind::kAllGather), 3 + 3) << t.Summary();
+    ExpectShardedGradsEqual(gpt, want, 1e-5);
+  });
+}
+
+class GradientWorldTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(GradientWorldTest, GradientsAreShardedDTensorsEqualToOneRankGradients) {
+  const int w = GetParam();
+  const auto want = ReferenceGrads(TinyGpt(), 1);
+  RunMesh(w, {w}, {"dp"}, [&](comm::ProcessGroupPtr world, const dtensor::DeviceMesh& mesh) {
+    Generator gen(7);
+    nn::GPT gpt(TinyGpt(), gen);
+    WrapGpt(gpt, mesh);
+    Backward(LocalLoss(gpt, TinyGpt(), 0, world->rank(), w));
+    ExpectShardedGradsEqual(gpt, want, 1e-5);
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(WorldSizes, GradientWorldTest, ::testing::Values(1, 2, 3, 4));
+
+TEST(FullyShardTest, GradientSyncOffAccumulatesLocallyAndTheNextSyncedStepIsExact) {
+  const auto want = ReferenceGrads(TinyGpt(), 3);
+  RunMesh(2, {2}, {"dp"}, [&](comm::ProcessGroupPtr world, const dtensor::DeviceMesh& mesh) {
+    Generator gen(7);
+    nn::GPT gpt(TinyGpt(), gen);
+    FSDPModule root = WrapGpt(gpt, mesh);
+    root.SetRequiresGradientSync(false);
+    for (int s = 0; s < 2; ++s) {
+      Tensor loss = LocalLoss(gpt, TinyGpt(), s, world->rank(), 2);
+      comm::CommTracer bwd;
+      Backward(loss);
+      EXPECT_EQ(bwd.Count(CollectiveKind::kReduceScatter), 0) << bwd.Summary();
+      for (auto& [fqn, p] : gpt.NamedParameters()) EXPECT_FALSE(p.grad().defined()) << fqn;
+    }
+    root.SetRequiresGradientSync(true);
+    Tensor loss = LocalLoss(gpt, TinyGpt(), 2, world->rank(), 2);
+    comm::CommTracer bwd;
+    Backward(loss);
+    EXPECT_EQ(bwd.Count(CollectiveKind::kReduceScatter), 3) << bwd.Summary();
+    ExpectShardedGradsEqual(gpt, want, 1e-5);
+  });
+}
+
+TEST(FullyShardTest, SyncedMicroStepsAccumulateIntoTheShardedGrad) {
+  const auto want = ReferenceGrads(TinyGpt(), 3);
+  RunMesh(3, {3}, {"dp"}, [&](comm::ProcessGroupPtr world, const dtensor::DeviceMesh& mesh) {
+    Generator gen(7);
+    nn::GPT gpt(TinyGpt(), gen);
+    WrapGpt(gpt, mesh);
+    comm::CommTracer t;
+    for (int s = 0; s < 3; ++s) Backward(LocalLoss(gpt, TinyGpt(), s, world->rank(), 3));
+    EXPECT_EQ(t.Count(CollectiveKind::kReduceScatter), 9) << t.Summary();
+    ExpectShardedGradsEqual(gpt, want, 1e-5);
+  });
+}
+
+TEST(FullyShardTest, NoReshardAfterBackwardKeepsParametersForTheNextForward) {
+  const auto want = ReferenceGrads(TinyGpt(), 2);
+  RunMesh(2, {2}, {"dp"}, [&](comm::ProcessGroupPtr world, const dtensor::DeviceMesh& mesh) {
+    Generator gen(7);
+    nn::GPT gpt(TinyGpt(), gen);
+    FSDPModule root = WrapGpt(gpt, mesh);
+    root.SetRequiresGradientSync(false);
+    root.SetReshardAfterBackward(false);
+    Backward(LocalLoss(gpt, TinyGpt(), 0, world->rank(), 2));
+    EXPECT_TRUE(root.is_unsharded());
+    EXPECT_FALSE(gpt.Submodule("wte")->Param("weight").is_distributed());
+    root.SetRequiresGradientSync(true);
+    root.SetReshardAfterBackward(true);
+    comm::CommTracer fwd;
+    Tensor loss = LocalLoss(gpt, TinyGpt(), 1, world->rank(), 2);
+    // Blocks reshard after forward (default) and were unsharded: no all-gather in this forward.
+    EXPECT_EQ(fwd.Count(CollectiveKind::kAllGather), 0) << fwd.Summary();
+    Backward(loss);
+    EXPECT_FALSE(root.is_unsharded());
+    ExpectShardedGradsEqual(gpt, want, 1e-5);
+  });
+}
+
+TEST(FullyShardTest, GradientDivideFactorSumsOverRanksThenDivides) {
+  auto want = ReferenceGrads(TinyGpt(), 1);
+  for (auto& [fqn, v] : want) {
+    for (double& x : v) x *= 4.0 / 2.0;  // sum over 4 ranks, divided by 2 (instead of averaged)
+  }
+  RunMesh(4, {4}, {"dp"}, [&](comm::ProcessGroupPtr world, const dtensor::DeviceMesh& mesh) {
+    Generator gen(7);
+    nn::GPT gpt(TinyGpt(), gen);
+    WrapGpt(gpt, mesh);
+    for (auto& [fqn, m] : gpt.NamedModules()) {
+      if (auto f = AsFSDPModule(*m)) f->SetGradientDivideFactor(2.0);
+    }
+    Backward(LocalLoss(gpt, TinyGpt(), 0, world->rank(), 4));
+    ExpectShardedGradsEqual(gpt, want, 1e-5);
+  });
+}
+
+class MixedPrecisionTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(MixedPrecisionTest, GathersInParamDtypeAndReducesInReduceDtype) {
+  const int w = GetParam();
+  RunMesh(w, {w}, {"dp"}, [&](comm::ProcessGroupPtr world, const dtensor::DeviceMesh& mesh) {
+    Generator gen(7);
+    nn::GPT gpt(TinyGpt(), gen);
+    FullyShardOptions mp;
+    mp.mp_policy = {.param_dtype = DType::kBFloat16, .reduce_dtype = DType::kFloat32};
+    FullyShardOptions root_mp = mp;
+    root_mp.mp_policy.output_dtype = DType::kFloat32;
+    WrapGpt(gpt, mesh, mp, root_mp);
+    DType seen = DType::kFloat32;
+    gpt.layers().at(0)->Submodule("attn.wq")->RegisterForwardPreHook(
+        [&](nn::Module& m, TensorList&) { seen = m.Param("weight").dtype(); });
+    comm::CommTracer t;
+    Tensor loss = LocalLoss(gpt, TinyGpt(), 0, world->rank(), w);
+    EXPECT_EQ(seen, DType::kBFloat16);
+    EXPECT_EQ(loss.dtype(), DType::kFloat32);
+    Backward(loss);
+    EXPECT_EQ(t.Total(), w == 1 ? 0 : 3 + 3 + 2) << t.Summary();  // W = 1 needs no collective
+    for (const auto& r : t.records()) {
+      const DType want = r.kind == CollectiveKind::kAllGather ? DType::kBFloat16 : DType::kFloat32;
+      EXPECT_EQ(r.dtype, want) << comm::CollectiveKindName(r.kind);
+    }
+    for (auto& [fqn, p] : gpt.NamedParameters()) {
+      EXPECT_EQ(p.dtype(), DType::kFloat32) << fqn;
+      EXPECT_EQ(p.grad().dtype(), DType::kFloat32) << fqn;
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(WorldSizes, MixedPrecisionTest, ::testing::Values(1, 2));
+
+TEST(FullyShardTest, ClipGradNormUsesOneAllReduceAndMatchesOneRank) {
+  Generator gen(7);
+  nn::GPT ref(TinyGpt(), gen);
+  auto [idx, tgt] = GlobalBatch(TinyGpt(), 0, 12);
+  Backward(ref.Loss(idx, tgt));
+  const double want_norm = optim::ClipGradNorm(ref.Parameters(), 0.05);
+  ASSERT_GT(want_norm, 0.05);  // the clip is active
+  std::map<std::string, std::vector<double>> want;
+  for (auto& [fqn, p] : ref.NamedParameters()) want[fqn] = p.grad().ToDoubleVector();
+  RunMesh(3, {3}, {"dp"}, [&](comm::ProcessGroupPtr world, const dtensor::DeviceMesh& mesh) {
+    Generator g(7);
+    nn::GPT gpt(TinyGpt(), g);
+    FSDPModule root = WrapGpt(gpt, mesh);
+    Backward(LocalLoss(gpt, TinyGpt(), 0, world->rank(), 3));
+    comm::CommTracer t;
+    const double norm = ClipGradNorm(root, 0.05);
+    EXPECT_EQ(t.Total(), 1) << t.Summary();
+    EXPECT_EQ(t.Count(CollectiveKind::kAllReduce), 1);
+    EXPECT_NEAR(norm, want_norm, 1e-5 * want_norm);
+    ExpectShardedGradsEqual(gpt, want, 1e-5);
+  });
+}
+
+TEST(FullyShardTest, ClipGradNormCountsReplicatedShardsOnceUnderHsdp) {
+  Generator gen(7);
+  nn::GPT ref(TinyGpt(), gen);
+  auto [idx, tgt] = GlobalBatch(TinyGpt(), 0, 12);
+  Backward(ref.Loss(idx, tgt));
+  const double want_norm = optim::ClipGradNorm(ref.Parameters(), 1e9);
+  RunMesh(4, {2, 2}, {"replicate", "shard"}, [&](comm::ProcessGroupPtr world, const dtensor::DeviceMesh& mesh) {
+    Generator g(7);
+    nn::GPT gpt(TinyGpt(), g);
+    FSDPModule root = WrapGpt(gpt, mesh);
+    Backward(LocalLoss(gpt, TinyGpt(), 0, world->rank(), 4));
+    EXPECT_NEAR(ClipGradNorm(root, 1e9), want_norm, 1e-5 * want_norm);
+    comm::CommTracer t;  // the flattened group exists now: one all-reduce per call
+    EXPECT_NEAR(ClipGradNorm(root, 1e9), want_norm, 1e-5 * want_norm);
+    EXPECT_EQ(t.Total(), 1) << t.Summary();
+  });
+}
+
+}  // namespace
+}  // namespace tessel::fsdp::testing
