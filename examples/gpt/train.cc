@@ -1,12 +1,14 @@
 // examples/gpt/train.cc — the main job: train a byte-level GPT on the generated corpus.
 //
 // What it is: one reference training program (forward, backward, global-norm clipping, AdamW with
-// warmup + cosine LR) printing one progress line per `--log_every` steps — step, loss, LR, tokens/s and
-// the memory ledger's peaks — and a final summary with the loss drop. What it will not do (yet):
-// distribute; that arrives with fully_shard / parallelize_module and a --nproc flag.
+// warmup + cosine LR) printing one progress line per `--log_every` steps — step, loss (averaged over
+// ranks), LR, tokens/s and rank 0's memory ledger peaks — and a final summary with the loss drop and
+// every rank's ledger. By default it trains with fully_shard (each block, then the root) on 4 ranks of
+// the in-process threads backend; each rank takes its rows of the same global batch, so the run is the
+// same training as --nproc=1 (which trains unsharded on one rank).
 //
-// Usage: bazel run //examples/gpt:train -- [--steps=300] [--batch=16] [--seq=64] [--d_model=128]
-//        [--layers=4] [--heads=4] [--lr=3e-3] [--seed=1] [--log_every=25] [--profile_step=N]
+// Usage: bazel run //examples/gpt:train -- [--nproc=4] [--steps=300] [--batch=16] [--seq=64]
+//        [--d_model=128] [--layers=4] [--heads=4] [--lr=3e-3] [--seed=1] [--log_every=25] [--profile_step=N]
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -20,7 +22,13 @@
 #include "core/dispatch/profiler.h"
 #include "core/memory/allocator.h"
 #include "core/nn/transformer.h"
+#include "comm/backends/threads.h"
+#include "core/ops/view.h"
 #include "core/optim/optimizer.h"
+#include "core/tensor/factory.h"
+#include "dtensor/device_mesh.h"
+#include "fsdp/clip_grad_norm.h"
+#include "fsdp/fully_shard.h"
 #include "examples/gpt/corpus.h"
 
 namespace tessel::examples {
@@ -47,31 +55,52 @@ Flags ParseFlags(int argc, char** argv) {
 
 double MiB(int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
 
-int Main(int argc, char** argv) {
-  const Flags flags = ParseFlags(argc, argv);
+// What one rank does. `world` is null for the unsharded single-rank run.
+struct RunResult {
+  double first_loss = 0, last_loss = 0, tokens_per_s = 0, seconds = 0;
+};
+
+RunResult TrainRank(const Flags& flags, const comm::ProcessGroupPtr& world) {
   const int64_t steps = static_cast<int64_t>(flags.Get("steps", 300));
   const int64_t B = static_cast<int64_t>(flags.Get("batch", 16));
   const int64_t T = static_cast<int64_t>(flags.Get("seq", 64));
   const int64_t log_every = static_cast<int64_t>(flags.Get("log_every", 25));
   const uint64_t seed = static_cast<uint64_t>(flags.Get("seed", 1));
+  const int rank = world ? world->rank() : 0;
+  const int nranks = world ? world->size() : 1;
+  TESSEL_CHECK(B % nranks == 0, "train: --batch=", B, " must be divisible by --nproc=", nranks);
+  const int64_t local_b = B / nranks;
   nn::GPTConfig cfg{.vocab_size = 256,
                     .d_model = static_cast<int64_t>(flags.Get("d_model", 128)),
                     .n_layers = static_cast<int64_t>(flags.Get("layers", 4)),
                     .n_heads = static_cast<int64_t>(flags.Get("heads", 4)),
                     .seq_len = T};
   const std::string text = GenerateCorpus(seed, 1 << 20);
-  Generator gen(seed);
+  Generator gen(seed);  // same initial weights on every rank; fully_shard keeps each rank's shard
   nn::GPT model(cfg, gen);
+  std::optional<fsdp::FSDPModule> root;
+  if (world) {
+    const dtensor::DeviceMesh mesh = dtensor::InitDeviceMesh(world, {nranks}, {"dp"});
+    for (size_t i = 0; i < model.layers().size(); ++i) fsdp::FullyShard(*model.layers().at(i), mesh);
+    root = fsdp::FullyShard(model, mesh);
+  }
   optim::AdamW opt(model.NamedParameters(), {.lr = flags.Get("lr", 3e-3), .weight_decay = 0.1});
   const optim::WarmupCosineSchedule schedule{.max_lr = flags.Get("lr", 3e-3),
                                              .min_lr = flags.Get("lr", 3e-3) / 10,
                                              .warmup_steps = std::max<int64_t>(1, steps / 10),
                                              .total_steps = steps};
-  std::printf("tessel GPT: %lld params (d_model %lld, %lld layers, %lld heads, seq %lld, batch %lld), %d threads\n",
-              static_cast<long long>(cfg.NumParameters()), static_cast<long long>(cfg.d_model),
-              static_cast<long long>(cfg.n_layers), static_cast<long long>(cfg.n_heads), static_cast<long long>(T),
-              static_cast<long long>(B), NumThreads());
-  double first_loss = 0, last_loss = 0, window = 0, total_seconds = 0;
+  if (rank == 0) {
+    std::printf("tessel GPT: %lld params (d_model %lld, %lld layers, %lld heads, seq %lld, batch %lld), %s, %d "
+                "threads per rank\n",
+                static_cast<long long>(cfg.NumParameters()), static_cast<long long>(cfg.d_model),
+                static_cast<long long>(cfg.n_layers), static_cast<long long>(cfg.n_heads), static_cast<long long>(T),
+                static_cast<long long>(B),
+                world ? ("fully_shard on " + std::to_string(nranks) + " ranks (threads backend)").c_str()
+                      : "1 rank, unsharded",
+                NumThreads());
+  }
+  RunResult r;
+  double window = 0;
   int64_t window_steps = 0;
   const int64_t avg_over = std::max<int64_t>(1, std::min<int64_t>(10, steps / 4));
   for (int64_t step = 0; step < steps; ++step) {
@@ -80,39 +109,67 @@ int Main(int argc, char** argv) {
     if (step == static_cast<int64_t>(flags.Get("profile_step", -1))) prof.emplace();
     const auto t0 = std::chrono::steady_clock::now();
     const Batch batch = SampleBatch(text, B, T, step, seed + 17);
-    Tensor loss = model.Loss(batch.idx_BT, batch.targets_BT);
+    const Tensor idx = Contiguous(Narrow(batch.idx_BT, 0, rank * local_b, local_b));
+    const Tensor tgt = Contiguous(Narrow(batch.targets_BT, 0, rank * local_b, local_b));
+    Tensor loss = model.Loss(idx, tgt);
     Backward(loss);
-    optim::ClipGradNorm(model.Parameters(), 1.0);
+    if (root) {
+      fsdp::ClipGradNorm(*root, 1.0);
+    } else {
+      optim::ClipGradNorm(model.Parameters(), 1.0);
+    }
     opt.set_lr(schedule.LrAt(step));
     opt.Step();
     opt.ZeroGrad();
-    const double l = loss.item<double>();
-    if (prof) std::printf("%s", prof->Table().c_str());
+    Tensor l = Scalar(loss.item<double>(), DType::kFloat64);
+    if (world) world->AllReduce(l, comm::ReduceOp::kAvg)->Wait();
+    const double lv = l.item<double>();
+    if (prof && rank == 0) std::printf("%s", prof->Table().c_str());
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (step > 0) total_seconds += dt;  // step 0 includes one-time warmup
-    if (step < avg_over) first_loss += l / avg_over;
-    if (step >= steps - avg_over) last_loss += l / avg_over;
-    window += l;
+    if (step > 0) r.seconds += dt;  // step 0 includes one-time warmup
+    if (step < avg_over) r.first_loss += lv / avg_over;
+    if (step >= steps - avg_over) r.last_loss += lv / avg_over;
+    window += lv;
     ++window_steps;
-    if ((step + 1) % log_every == 0 || step + 1 == steps) {
+    if (rank == 0 && ((step + 1) % log_every == 0 || step + 1 == steps)) {
       const memory::DeviceStats st = memory::Stats(CurrentDevice());
       std::printf(
-          "step %5lld/%lld | loss %.4f | lr %.2e | %8.0f tok/s | peak MiB: params %.2f grads %.2f optim %.2f "
-          "activations %.2f total %.2f\n",
+          "step %5lld/%lld | loss %.4f | lr %.2e | %8.0f tok/s | rank 0 peak MiB: params %.2f grads %.2f optim %.2f "
+          "activations %.2f comm %.2f total %.2f\n",
           static_cast<long long>(step + 1), static_cast<long long>(steps), window / window_steps, opt.lr(),
           B * T / dt, MiB(st[memory::Ledger::kParams].peak), MiB(st[memory::Ledger::kGrads].peak),
           MiB(st[memory::Ledger::kOptimState].peak), MiB(st[memory::Ledger::kActivations].peak),
-          MiB(st.total.peak));
+          MiB(st[memory::Ledger::kCommBuffers].peak), MiB(st.total.peak));
       std::fflush(stdout);
+    }
+    if ((step + 1) % log_every == 0) {
       window = 0;
       window_steps = 0;
     }
   }
-  const double tok_s = steps > 1 ? B * T * (steps - 1) / total_seconds : 0.0;
-  std::printf("summary: loss %.4f -> %.4f (mean of first/last %lld steps) | %.0f tokens/s | %.1f s\n", first_loss,
-              last_loss, static_cast<long long>(avg_over), tok_s, total_seconds);
-  std::printf("%s", memory::Report(CurrentDevice()).c_str());
-  return last_loss < first_loss ? 0 : 1;
+  r.tokens_per_s = steps > 1 ? B * T * (steps - 1) / r.seconds : 0.0;
+  return r;
+}
+
+int Main(int argc, char** argv) {
+  const Flags flags = ParseFlags(argc, argv);
+  const int nproc = static_cast<int>(flags.Get("nproc", 4));
+  TESSEL_CHECK(nproc >= 1, "train: --nproc must be >= 1, got ", nproc);
+  RunResult r;
+  if (nproc == 1) {
+    r = TrainRank(flags, nullptr);
+  } else {
+    comm::RunRanks(nproc, [&](comm::ProcessGroupPtr world) {
+      RunResult mine = TrainRank(flags, world);
+      if (world->rank() == 0) r = mine;
+    });
+  }
+  const int64_t steps = static_cast<int64_t>(flags.Get("steps", 300));
+  const int64_t avg_over = std::max<int64_t>(1, std::min<int64_t>(10, steps / 4));
+  std::printf("summary: loss %.4f -> %.4f (mean of first/last %lld steps) | %.0f tokens/s | %.1f s\n", r.first_loss,
+              r.last_loss, static_cast<long long>(avg_over), r.tokens_per_s, r.seconds);
+  std::printf("%s", memory::Report().c_str());  // every rank's ledger (cpu:r is rank r)
+  return r.last_loss < r.first_loss ? 0 : 1;
 }
 
 }  // namespace
