@@ -6,6 +6,10 @@
 // `warmup` untimed runs of each side, then `reps` timed runs that alternate value and baseline (so a
 // burst of load from another process hits both sides alike), and reports each side's median.
 //
+// A figure that is computed rather than timed (e.g. a measured / predicted memory ratio) sets
+// `precomputed`: Measure then calls it once instead of running value / baseline, and the line is
+// formatted as usual from the {value, baseline} it returns (value.run and baseline->run may be empty).
+//
 // Invariant: a line reads `<name>: <value> <unit> vs <baseline>: <value> <unit> ratio <r>` with
 // ratio = value / baseline (higher is better), or `<name>: <value> <unit>` without a baseline.
 //
@@ -37,6 +41,9 @@ struct Figure {
   std::optional<Throughput> baseline;
   // Optional context printed after the figure's line as "# <text>" (e.g. memory ledger peaks).
   std::function<std::string()> note;
+  // Optional: computes {value, baseline} in the units of value / baseline instead of timing the runs
+  // (baseline 0 when the figure has none). Evaluated once per Measure.
+  std::function<std::pair<double, double>()> precomputed;
 };
 
 // Registers a figure by name; `make` runs only when the report measures it (inputs allocated then).

@@ -1,0 +1,298 @@
+// benchmarks/fsdp_workload.cc — the FullyShard headline figures (issue 5):
+//   fsdp_step_vs_unsharded          one W = 2 threads-backend FSDP training step (FullyShard on each
+//                                   block, then the root; AdamW on the DTensor shards), tokens/s of the
+//                                   global batch, against the unsharded one-rank step of the same model
+//                                   and global batch on all cores, in the same run. Target >= 0.9.
+//   fsdp_peak_memory_vs_prediction  measured total ledger peak of a rank over a steady-state step (the
+//                                   third) / the prediction of tests/fsdp_memory_test.cc (the rank with
+//                                   the ratio farthest from 1 is reported). Target 0.9-1.1. A computed,
+//                                   not timed, figure (Figure::precomputed, figure.h).
+//
+// Config: vocab 256, d_model 64, 2 layers, 4 heads, seq 32, global batch 8, fp32 — one step takes a
+// few ms, so a timed run does kStepsPerRun = 16 steps (~0.15 s). The FSDP world is persistent: two rank threads
+// (RunRanks, 1 core each on a 2-core machine) build and wrap the model once, then step on command, so
+// a timed run measures steps, not world start-up or FullyShard.
+//
+// Invariant: both sides of the step figure train identical models (same seed) on the same global batch;
+// rank r of the FSDP world takes rows [r*B/2, (r+1)*B/2).
+//
+// Example:
+//   bazel run //benchmarks:report -- --filter=fsdp
+#include <algorithm>
+#include <cmath>
+#include <condition_variable>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "benchmarks/figure.h"
+#include "comm/backends/threads.h"
+#include "core/autograd/engine.h"
+#include "core/base/error.h"
+#include "core/base/parallel.h"
+#include "core/memory/allocator.h"
+#include "core/nn/transformer.h"
+#include "core/ops/view.h"
+#include "core/optim/optimizer.h"
+#include "core/tensor/factory.h"
+#include "core/tensor/random.h"
+#include "dtensor/device_mesh.h"
+#include "dtensor/layout.h"
+#include "fsdp/fully_shard.h"
+
+namespace tessel::bench {
+namespace {
+
+constexpr int kWorld = 2;
+constexpr int64_t kGlobalBatch = 8;
+constexpr int kStepsPerRun = 16;
+
+nn::GPTConfig BenchGpt() {
+  return nn::GPTConfig{.vocab_size = 256, .d_model = 64, .n_layers = 2, .n_heads = 4, .seq_len = 32};
+}
+
+std::pair<Tensor, Tensor> Batch(const nn::GPTConfig& cfg, int64_t batch) {
+  Generator gen(1234);
+  Tensor idx = Randint(0, cfg.vocab_size, std::vector<int64_t>{batch, cfg.seq_len}, gen);
+  Tensor tgt = Randint(0, cfg.vocab_size, std::vector<int64_t>{batch, cfg.seq_len}, gen);
+  return {idx, tgt};
+}
+
+Tensor RowsFor(const Tensor& global, int64_t rank, int64_t world) {
+  const int64_t rows = global.size(0) / world;
+  return Contiguous(Narrow(global, 0, rank * rows, rows));
+}
+
+std::unique_ptr<optim::AdamW> MakeAdamW(nn::GPT& gpt) {
+  return std::make_unique<optim::AdamW>(gpt.NamedParameters(), optim::AdamWOptions{.lr = 1e-4});
+}
+
+// One rank's model, wrapped bottom-up, its optimizer and its rows of the global batch.
+struct RankModel {
+  std::unique_ptr<nn::GPT> gpt;
+  std::unique_ptr<optim::AdamW> opt;
+  Tensor idx, tgt;
+
+  RankModel(const nn::GPTConfig& cfg, const comm::ProcessGroupPtr& world) {
+    dtensor::DeviceMesh mesh = dtensor::InitDeviceMesh(world, {world->size()}, {"dp"});
+    Generator gen(7);
+    gpt = std::make_unique<nn::GPT>(cfg, gen);
+    for (size_t i = 0; i < gpt->layers().size(); ++i) fsdp::FullyShard(*gpt->layers().at(i), mesh);
+    fsdp::FullyShard(*gpt, mesh);
+    opt = MakeAdamW(*gpt);
+    auto [gi, gt] = Batch(cfg, kGlobalBatch);
+    idx = RowsFor(gi, world->rank(), world->size());
+    tgt = RowsFor(gt, world->rank(), world->size());
+  }
+  void Step() {
+    Backward(gpt->Loss(idx, tgt));
+    opt->Step();
+    opt->ZeroGrad();
+  }
+};
+
+// A persistent W-rank world that runs `steps` FSDP steps per Run() call. Rank errors are rethrown by
+// Run() (the host thread catches what RunRanks throws).
+class FsdpWorld {
+ public:
+  explicit FsdpWorld(const nn::GPTConfig& cfg) {
+    host_ = std::thread([this, cfg] {
+      try {
+        comm::RunRanks(kWorld, [this, &cfg](comm::ProcessGroupPtr world) { RankLoop(cfg, world); },
+                       {.timeout = std::chrono::milliseconds(60000)});
+      } catch (const std::exception& e) {
+        std::lock_guard<std::mutex> lock(mu_);
+        error_ = e.what();
+        cv_.notify_all();
+      }
+    });
+  }
+  ~FsdpWorld() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    host_.join();
+  }
+
+  void Run(int steps) {
+    std::unique_lock<std::mutex> lock(mu_);
+    steps_ = steps;
+    done_ = 0;
+    ++generation_;
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return done_ == kWorld || !error_.empty(); });
+    TESSEL_CHECK(error_.empty(), "fsdp_step_vs_unsharded: a rank failed: ", error_);
+  }
+
+ private:
+  void RankLoop(const nn::GPTConfig& cfg, const comm::ProcessGroupPtr& world) {
+    RankModel model(cfg, world);
+    int64_t seen = 0;
+    while (true) {
+      int steps = 0;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return stop_ || !error_.empty() || generation_ > seen; });
+        if (stop_ || !error_.empty()) return;
+        seen = generation_;
+        steps = steps_;
+      }
+      try {
+        for (int s = 0; s < steps; ++s) model.Step();
+      } catch (const std::exception& e) {
+        std::lock_guard<std::mutex> lock(mu_);
+        error_ = e.what();
+        cv_.notify_all();
+        throw;
+      }
+      std::lock_guard<std::mutex> lock(mu_);
+      ++done_;
+      cv_.notify_all();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int64_t generation_ = 0;
+  int steps_ = 0;
+  int done_ = 0;
+  bool stop_ = false;
+  std::string error_;
+  std::thread host_;
+};
+
+// The unsharded baseline: the same model and global batch, one rank, all cores of the calling thread.
+struct UnshardedStep {
+  std::unique_ptr<nn::GPT> gpt;
+  std::unique_ptr<optim::AdamW> opt;
+  Tensor idx, tgt;
+
+  explicit UnshardedStep(const nn::GPTConfig& cfg) {
+    Generator gen(7);
+    gpt = std::make_unique<nn::GPT>(cfg, gen);
+    opt = MakeAdamW(*gpt);
+    std::tie(idx, tgt) = Batch(cfg, kGlobalBatch);
+  }
+  void Run(int steps) {
+    for (int s = 0; s < steps; ++s) {
+      Backward(gpt->Loss(idx, tgt));
+      opt->Step();
+      opt->ZeroGrad();
+    }
+  }
+};
+
+const bool kStep = RegisterFigure("fsdp_step_vs_unsharded", [] {
+  const nn::GPTConfig cfg = BenchGpt();
+  auto world = std::make_shared<FsdpWorld>(cfg);
+  auto single = std::make_shared<UnshardedStep>(cfg);
+  const double tokens = static_cast<double>(kStepsPerRun * kGlobalBatch * cfg.seq_len);
+  return Figure{"fsdp_step_vs_unsharded",
+                {"fsdp_w2_step", "tokens/s", tokens, [world] { world->Run(kStepsPerRun); }},
+                Throughput{"unsharded_step", "tokens/s", tokens, [single] { single->Run(kStepsPerRun); }}};
+});
+
+// ---- fsdp_peak_memory_vs_prediction ----
+
+// The total-peak prediction of tests/fsdp_memory_test.cc (Predict(...).total; see that file's header
+// for the derivation), for a GPT whose blocks and root are wrapped with the default options, fp32,
+// AdamW, on `world` ranks, rank `rank`. Duplicated because //tests:fsdp_testing is testonly; keep the
+// two in sync.
+//   total = optim + params + activations + (W+1)·max S(block) (W > 1) + head gradients
+int64_t PredictTotalPeak(const nn::GPTConfig& cfg, int64_t world, int64_t rank, int64_t activations) {
+  Generator gen(7);
+  nn::GPT gpt(cfg, gen);
+  int64_t sharded = 0, root_shard = 0, head_grads = 0, optim = 0;
+  std::map<int, int64_t> block_shard;
+  for (auto& [fqn, p] : gpt.NamedParameters()) {
+    const int64_t rows = p.size(0), row = p.numel() / rows;
+    const int64_t padded = (rows + world - 1) / world * row * 4;
+    sharded += padded;
+    optim += 2 * dtensor::ChunkPieceOf(rows, world, rank).size * row * 4;
+    if (fqn.rfind("layers.", 0) == 0) {
+      block_shard[std::stoi(fqn.substr(7, fqn.find('.', 7) - 7))] += padded;
+    } else {
+      root_shard += padded;
+      if (fqn.rfind("lm_head.", 0) == 0 || fqn.rfind("ln_f.", 0) == 0) head_grads += p.numel() * 4;
+    }
+  }
+  int64_t max_block = 0;
+  for (const auto& [g, bytes] : block_shard) max_block = std::max(max_block, bytes);
+  const int64_t params = sharded + world * root_shard + world * max_block;
+  return optim + params + activations + (world > 1 ? (world + 1) * max_block : 0) + head_grads;
+}
+
+// Activations peak of one unsharded step on the local batch (FSDP does not change activations).
+int64_t MeasuredActivations(const nn::GPTConfig& cfg, int64_t local_batch) {
+  int64_t peak = 0;
+  comm::RunRanks(1, [&](comm::ProcessGroupPtr) {
+    Generator gen(7);
+    nn::GPT gpt(cfg, gen);
+    auto [idx, tgt] = Batch(cfg, local_batch);
+    memory::ResetPeaks(CurrentDevice());
+    Backward(gpt.Loss(idx, tgt));
+    peak = memory::Stats(CurrentDevice())[memory::Ledger::kActivations].peak;
+  });
+  return peak;
+}
+
+// Total ledger peak of each rank over the third FSDP step (optimizer state exists, gradients zeroed).
+std::vector<int64_t> MeasuredTotalPeaks(const nn::GPTConfig& cfg) {
+  std::vector<int64_t> out(kWorld);
+  comm::RunRanks(kWorld, [&](comm::ProcessGroupPtr world) {
+    RankModel model(cfg, world);
+    for (int step = 0; step < 3; ++step) {
+      if (step == 2) memory::ResetPeaks(CurrentDevice());
+      model.Step();
+    }
+    out[static_cast<size_t>(world->rank())] = memory::Stats(CurrentDevice()).total.peak;
+  });
+  return out;
+}
+
+struct MemoryResult {
+  std::vector<int64_t> measured, predicted;
+  int worst = 0;  // the rank whose measured / predicted is farthest from 1
+};
+
+const bool kMemory = RegisterFigure("fsdp_peak_memory_vs_prediction", [] {
+  auto result = std::make_shared<MemoryResult>();
+  Figure f{"fsdp_peak_memory_vs_prediction", {"fsdp_w2_peak_per_rank", "MiB", 0, nullptr},
+           Throughput{"predicted", "MiB", 0, nullptr}};
+  f.precomputed = [result] {
+    const nn::GPTConfig cfg = BenchGpt();
+    const int64_t activations = MeasuredActivations(cfg, kGlobalBatch / kWorld);
+    result->measured = MeasuredTotalPeaks(cfg);
+    result->predicted.clear();
+    double worst_dev = -1;
+    for (int r = 0; r < kWorld; ++r) {
+      result->predicted.push_back(PredictTotalPeak(cfg, kWorld, r, activations));
+      const double dev = std::abs(static_cast<double>(result->measured[r]) / result->predicted[r] - 1.0);
+      if (dev > worst_dev) worst_dev = dev, result->worst = r;
+    }
+    return std::pair<double, double>{result->measured[result->worst] / 1048576.0,
+                                     result->predicted[result->worst] / 1048576.0};
+  };
+  f.note = [result] {
+    std::string line = "fsdp peak total per rank (bytes, measured/predicted):";
+    for (size_t r = 0; r < result->measured.size(); ++r) {
+      char buf[128];
+      std::snprintf(buf, sizeof(buf), " rank %zu %lld/%lld (%.3f)", r, static_cast<long long>(result->measured[r]),
+                    static_cast<long long>(result->predicted[r]),
+                    static_cast<double>(result->measured[r]) / static_cast<double>(result->predicted[r]));
+      line += buf;
+    }
+    return line + "; reported: rank " + std::to_string(result->worst);
+  };
+  return f;
+});
+
+}  // namespace
+}  // namespace tessel::bench
