@@ -92,4 +92,3 @@ std::shared_future<SaveResult> AsyncSaver::Save(const StateDict& state_dict, con
 }
 
 }  // namespace tessel::checkpoint
-// touch

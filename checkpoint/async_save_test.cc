@@ -109,4 +109,3 @@ TEST(AsyncSaveTest, PlanningErrorsAreThrownBySaveItself) {
 
 }  // namespace
 }  // namespace tessel::checkpoint
-// touch

@@ -42,4 +42,3 @@ std::string BoxToString(const Box& b) {
 }
 
 }  // namespace tessel::checkpoint
-// touch

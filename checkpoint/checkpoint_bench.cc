@@ -8,7 +8,7 @@
 // compared with each rank pread()-ing the same byte ranges; finally the time AsyncSaver::Save blocks
 // the caller is compared with a synchronous Save. Medians of `--reps` alternating runs.
 // Usage: bazel run -c opt //checkpoint:checkpoint_bench -- [--dir=/dev/shm/x] [--mib=256] [--reps=5] [--fsync=1]
-//        [--verify=1] [--keep=0]
+//        [--verify=1] [--keep=0] [--stages=0]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -25,6 +25,7 @@
 #include "checkpoint/save.h"
 #include "checkpoint/storage.h"
 #include "comm/backends/threads.h"
+#include "core/base/error.h"
 #include "core/tensor/factory.h"
 #include "dtensor/device_mesh.h"
 #include "dtensor/dtensor.h"
@@ -42,7 +43,8 @@ struct Flags {
   int reps = 5;
   bool fsync = true;
   bool verify = true;
-  bool keep = false;  // leave the checkpoint in DIR/ckpt (e.g. for tessel-ckpt inspect)
+  bool keep = false;    // leave the checkpoint in DIR/ckpt (e.g. for tessel-ckpt inspect)
+  bool stages = false;  // print rank 0's time to each SaveStage of the last synchronous save
 };
 
 double Median(std::vector<double> v) {
@@ -59,8 +61,7 @@ StateDict ShardedState(const dtensor::DeviceMesh& mesh, int64_t rows, int world)
   StateDict sd;
   for (int i = 0; i < kTensors; ++i) {
     Tensor local = Full({rows / world, kCols}, 0.25 * (i + 1) + mesh.global_rank());
-    sd["layers." + std::to_string(i) + ".weight"] =
-        dtensor::DTensor::FromLocal(local, mesh, {dtensor::Shard{0}}).tensor();
+    sd[Str("layers.", i, ".weight")] = dtensor::DTensor::FromLocal(local, mesh, {dtensor::Shard{0}}).tensor();
   }
   return sd;
 }
@@ -96,10 +97,19 @@ void MeasureSave(const Flags& flags, Times& t, std::mutex& mu) {
     const dtensor::DeviceMesh mesh = dtensor::InitDeviceMesh(world, {4}, {"dp"});
     const StateDict sd = ShardedState(mesh, Rows(flags), 4);
     AsyncSaver saver(world);
+    std::vector<std::pair<int, double>> stages;  // (stage, seconds since the save began), rank 0
+    double start = 0;
+    SaveOptions opts{.fsync = flags.fsync};
+    if (flags.stages && world->rank() == 0) {
+      opts.on_stage = [&](SaveStage st) { stages.push_back({static_cast<int>(st), Now() - start}); };
+    }
     for (int rep = 0; rep < flags.reps; ++rep) {
-      const double s = Timed(world, [&] { Save(sd, ckpt, world, {.fsync = flags.fsync}); });
-      const double w =
-          Timed(world, [&] { RawWrite(sd, JoinPath(raw, "rank" + std::to_string(world->rank())), flags.fsync); });
+      stages.clear();
+      const double s = Timed(world, [&] {
+        start = Now();
+        Save(sd, ckpt, world, opts);
+      });
+      const double w = Timed(world, [&] { RawWrite(sd, JoinPath(raw, Str("rank", world->rank())), flags.fsync); });
       double stall = 0;
       const double a = Timed(world, [&] {
         auto f = saver.Save(sd, flags.dir + "/async", {.fsync = flags.fsync});
@@ -115,6 +125,7 @@ void MeasureSave(const Flags& flags, Times& t, std::mutex& mu) {
       }
       t.async_stall.push_back(stall);  // every rank's stall; the report takes the median
     }
+    for (const auto& [st, sec] : stages) std::printf("# save stage %d reached at %.4f s\n", st, sec);
   });
 }
 
@@ -168,6 +179,7 @@ int Main(int argc, char** argv) {
     if (a.rfind("--fsync=", 0) == 0) flags.fsync = v != "0";
     if (a.rfind("--verify=", 0) == 0) flags.verify = v != "0";
     if (a.rfind("--keep=", 0) == 0) flags.keep = v != "0";
+    if (a.rfind("--stages=", 0) == 0) flags.stages = v != "0";
   }
   std::filesystem::remove_all(flags.dir);
   MakeDirs(flags.dir);
@@ -190,4 +202,3 @@ int Main(int argc, char** argv) {
 }  // namespace tessel::checkpoint
 
 int main(int argc, char** argv) { return tessel::checkpoint::Main(argc, argv); }
-// touch

@@ -62,4 +62,3 @@ std::optional<uint64_t> ChecksumFromHex(std::string_view hex) {
 }
 
 }  // namespace tessel::checkpoint
-// touch

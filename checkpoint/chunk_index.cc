@@ -61,4 +61,3 @@ std::vector<ReadItem> PlanReads(const ChunkIndex& index, const Box& target) {
 }
 
 }  // namespace tessel::checkpoint
-// touch

@@ -113,4 +113,3 @@ int RunTesselCkpt(const std::vector<std::string>& args, std::ostream& out, std::
 }
 
 }  // namespace tessel::checkpoint
-// touch

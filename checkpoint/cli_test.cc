@@ -99,4 +99,3 @@ TEST(CliTest, ExportWritesASafetensorsFileAndBadUsageExitsTwo) {
 
 }  // namespace
 }  // namespace tessel::checkpoint
-// touch

@@ -104,4 +104,3 @@ LoadResult ImportSafetensors(StateDict& state_dict, const std::string& path, con
 }
 
 }  // namespace tessel::checkpoint
-// touch

@@ -126,4 +126,3 @@ TEST(ExportTest, ImportRefusesDtypesTesselLacks) {
 
 }  // namespace
 }  // namespace tessel::checkpoint
-// touch

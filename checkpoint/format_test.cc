@@ -189,4 +189,3 @@ TEST(MetadataTest, CorruptContentIsDataLossNamingTheProblem) {
 
 }  // namespace
 }  // namespace tessel::checkpoint
-// touch

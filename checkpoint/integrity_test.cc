@@ -2,7 +2,6 @@
 // collective failures and key errors: each is a tessel::Error with the right code naming file and FQN,
 // never a crash and never wrong data.
 #include <gtest/gtest.h>
-
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -145,8 +144,8 @@ std::vector<float> LoadW(const std::string& dir) {
 }
 
 TEST(IntegrityTest, CrashAtAnyStageNeverLeavesALoadableMixOfTwoSaves) {
-  for (SaveStage stage : {SaveStage::kPlanned, SaveStage::kDataWritten, SaveStage::kDataRenamed,
-                          SaveStage::kMetadataWritten}) {
+  for (SaveStage stage :
+       {SaveStage::kPlanned, SaveStage::kDataWritten, SaveStage::kDataRenamed, SaveStage::kMetadataWritten}) {
     SCOPED_TRACE(static_cast<int>(stage));
     const std::string dir = FreshDir("crash");
     SaveTwoRanks(dir, 1.0);  // a complete older checkpoint in the same directory
@@ -284,4 +283,3 @@ TEST(IntegrityTest, KeyProblemsAreListedByFqnAndNonStrictReportsThem) {
 
 }  // namespace
 }  // namespace tessel::checkpoint
-// touch

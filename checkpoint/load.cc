@@ -120,4 +120,3 @@ LoadResult Load(StateDict& state_dict, const std::string& dir, const LoadOptions
 }
 
 }  // namespace tessel::checkpoint
-// touch

@@ -51,4 +51,3 @@ Tensor LocalRegionView(const LocalShard& shard, const Box& region) {
 }
 
 }  // namespace tessel::checkpoint
-// touch

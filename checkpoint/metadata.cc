@@ -227,14 +227,13 @@ Metadata ReadMetadata(const std::string& dir) {
     }
     TESSEL_FAIL(ErrorCode::kNotFound, "checkpoint load: '", dir, "' is not a complete checkpoint: ", kMetadataFileName,
                 " is missing (the save never committed, or was interrupted). HINT: load an earlier checkpoint",
-                prev.empty() ? std::string()
-                             : "; an interrupted save left " + prev + ": renaming it to " +
-                                   std::string(kMetadataFileName) +
-                                   " restores the previous checkpoint if the save died before replacing its data "
-                                   "files (a load verifies that)");
+                prev.empty()
+                    ? std::string()
+                    : "; an interrupted save left " + prev + ": renaming it to " + std::string(kMetadataFileName) +
+                          " restores the previous checkpoint if the save died before replacing its data "
+                          "files (a load verifies that)");
   }
   return ParseMetadata(ReadWholeFile(path), path);
 }
 
 }  // namespace tessel::checkpoint
-// touch

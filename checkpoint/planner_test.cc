@@ -167,4 +167,3 @@ TEST(SavePlanTest, LocalPlanEncodingRoundTrips) {
 
 }  // namespace
 }  // namespace tessel::checkpoint
-// touch

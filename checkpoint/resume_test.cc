@@ -16,6 +16,7 @@
 #include "checkpoint/testing/checkpoint_testing.h"
 #include "checkpoint/testing/checkpoint_testing_ranks.h"
 #include "core/autograd/engine.h"
+#include "core/base/error.h"
 #include "core/nn/transformer.h"
 #include "core/ops/concat.h"
 #include "core/optim/optimizer.h"
@@ -111,7 +112,7 @@ TEST(ResumeTest, SingleRankResumeReproducesTheUninterruptedRunBitwise) {
   EXPECT_TRUE(resumed.Snapshot() == straight.Snapshot());
 }
 
-std::string RngKey(int rank) { return "train.data_rng.rank" + std::to_string(rank); }
+std::string RngKey(int rank) { return Str("train.data_rng.rank", rank); }
 
 // Two data-parallel ranks: an uninterrupted run, and a run saved at kSaveAt and resumed from the
 // checkpoint; done once for the suite, whose tests then read the checkpoint in other layouts.
@@ -197,4 +198,3 @@ TEST_F(DataParallelResumeTest, OneRankContinuesTrainingWithinFp32Tolerance) {
 
 }  // namespace
 }  // namespace tessel::checkpoint
-// touch

@@ -174,4 +174,3 @@ SafetensorsHeader ReadSafetensorsHeader(const File& file) {
 }
 
 }  // namespace tessel::checkpoint
-// touch

@@ -12,4 +12,3 @@ SaveResult Save(const StateDict& state_dict, const std::string& dir, const comm:
 }
 
 }  // namespace tessel::checkpoint
-// touch

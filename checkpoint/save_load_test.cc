@@ -141,8 +141,7 @@ TEST(SaveLoadTest, ReplicatedTensorsAreWrittenOnceAndSpreadOverRanks) {
       4,
       [&](comm::ProcessGroupPtr world) {
         StateDict sd;
-        for (int i = 0; i < 8; ++i)
-          sd["p" + std::to_string(i)] = Pattern({32}, DType::kFloat32, static_cast<uint64_t>(i));
+        for (int i = 0; i < 8; ++i) sd[Str("p", i)] = Pattern({32}, DType::kFloat32, static_cast<uint64_t>(i));
         written[static_cast<size_t>(world->rank())] = Save(sd, dir, world, {.fsync = false}).bytes_written;
       },
       testing::TestRanks());
@@ -179,4 +178,3 @@ TEST(SaveLoadTest, NonTensorEntriesScalarsEmptyAndStridedTensorsRoundTrip) {
 
 }  // namespace
 }  // namespace tessel::checkpoint
-// touch

@@ -207,4 +207,3 @@ LocalSavePlan DecodeLocalPlan(std::string_view text) {
 }
 
 }  // namespace tessel::checkpoint
-// touch

@@ -152,8 +152,8 @@ StateDict GetOptimizerStateDict(const nn::Module& model, const optim::Optimizer&
 void SetOptimizerStateDict(const nn::Module& model, optim::Optimizer& optimizer, const StateDict& state) {
   const nn::StateDict model_params = model.NamedParameters();
   for (const auto& [fqn, p] : optimizer.params()) {
-    TESSEL_CHECK(FindParam(model_params, fqn) != nullptr, "set_optimizer_state_dict: the optimizer's parameter '",
-                 fqn, "' is not a parameter of the model");
+    TESSEL_CHECK(FindParam(model_params, fqn) != nullptr, "set_optimizer_state_dict: the optimizer's parameter '", fqn,
+                 "' is not a parameter of the model");
   }
   const optim::OptimizerStateDict own = optimizer.GetStateDict();
   optim::OptimizerStateDict in;
@@ -211,4 +211,3 @@ std::string_view StateValueKindName(const StateValue& v) {
 }
 
 }  // namespace tessel::checkpoint
-// touch

@@ -154,4 +154,3 @@ TEST(StateDictTest, GeneratorBytesRoundTrip) {
 
 }  // namespace
 }  // namespace tessel::checkpoint
-// touch

@@ -211,4 +211,3 @@ DirLock::~DirLock() {
 }
 
 }  // namespace tessel::checkpoint
-// touch

@@ -8,4 +8,3 @@
 int main(int argc, char** argv) {
   return tessel::checkpoint::RunTesselCkpt(std::vector<std::string>(argv + 1, argv + argc), std::cout, std::cerr);
 }
-// touch

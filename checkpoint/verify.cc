@@ -67,4 +67,3 @@ VerifyReport VerifyCheckpoint(const std::string& dir) {
 }
 
 }  // namespace tessel::checkpoint
-// touch

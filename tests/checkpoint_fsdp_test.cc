@@ -73,27 +73,30 @@ StateDict TrainingState(nn::GPT& gpt, optim::Optimizer& opt, int64_t step) {
 
 TEST(CheckpointFsdpTest, FullyShardResumeOnFourRanksIsBitwise) {
   const std::string dir = FreshDir("ckpt_fsdp_resume");
-  comm::RunRanks(4, [&](comm::ProcessGroupPtr world) {
-    const dtensor::DeviceMesh mesh = dtensor::InitDeviceMesh(world, {4}, {"dp"});
-    Generator g1(7), g2(7), g3(99);
-    nn::GPT straight(TinyGpt(), g1), first(TinyGpt(), g2), resumed(TinyGpt(), g3);
-    for (nn::GPT* m : {&straight, &first, &resumed}) fsdp::testing::WrapGpt(*m, mesh);
-    auto opt_straight = fsdp::testing::MakeOptimizer(fsdp::testing::Opt::kAdamW, straight.NamedParameters());
-    auto opt_first = fsdp::testing::MakeOptimizer(fsdp::testing::Opt::kAdamW, first.NamedParameters());
-    auto opt_resumed = fsdp::testing::MakeOptimizer(fsdp::testing::Opt::kAdamW, resumed.NamedParameters());
-    std::vector<double> losses;
-    for (int s = 0; s < kSteps; ++s) losses.push_back(Step(straight, *opt_straight, s, world));
-    for (int s = 0; s < kSaveAt; ++s) Step(first, *opt_first, s, world);
-    checkpoint::Save(TrainingState(first, *opt_first, kSaveAt), dir, world, {.fsync = false});
+  comm::RunRanks(
+      4,
+      [&](comm::ProcessGroupPtr world) {
+        const dtensor::DeviceMesh mesh = dtensor::InitDeviceMesh(world, {4}, {"dp"});
+        Generator g1(7), g2(7), g3(99);
+        nn::GPT straight(TinyGpt(), g1), first(TinyGpt(), g2), resumed(TinyGpt(), g3);
+        for (nn::GPT* m : {&straight, &first, &resumed}) fsdp::testing::WrapGpt(*m, mesh);
+        auto opt_straight = fsdp::testing::MakeOptimizer(fsdp::testing::Opt::kAdamW, straight.NamedParameters());
+        auto opt_first = fsdp::testing::MakeOptimizer(fsdp::testing::Opt::kAdamW, first.NamedParameters());
+        auto opt_resumed = fsdp::testing::MakeOptimizer(fsdp::testing::Opt::kAdamW, resumed.NamedParameters());
+        std::vector<double> losses;
+        for (int s = 0; s < kSteps; ++s) losses.push_back(Step(straight, *opt_straight, s, world));
+        for (int s = 0; s < kSaveAt; ++s) Step(first, *opt_first, s, world);
+        checkpoint::Save(TrainingState(first, *opt_first, kSaveAt), dir, world, {.fsync = false});
 
-    StateDict sd = TrainingState(resumed, *opt_resumed, 0);  // fresh optimizer: zero state in FSDP layout
-    checkpoint::Load(sd, dir);
-    checkpoint::SetOptimizerStateDict(resumed, *opt_resumed, sd);
-    for (int s = static_cast<int>(std::get<int64_t>(sd.at("train.step"))); s < kSteps; ++s) {
-      EXPECT_EQ(Step(resumed, *opt_resumed, s, world), losses[static_cast<size_t>(s)]) << "step " << s;
-    }
-    EXPECT_TRUE(FullState(resumed, *opt_resumed) == FullState(straight, *opt_straight));
-  }, FastRanks());
+        StateDict sd = TrainingState(resumed, *opt_resumed, 0);  // fresh optimizer: zero state in FSDP layout
+        checkpoint::Load(sd, dir);
+        checkpoint::SetOptimizerStateDict(resumed, *opt_resumed, sd);
+        for (int s = static_cast<int>(std::get<int64_t>(sd.at("train.step"))); s < kSteps; ++s) {
+          EXPECT_EQ(Step(resumed, *opt_resumed, s, world), losses[static_cast<size_t>(s)]) << "step " << s;
+        }
+        EXPECT_TRUE(FullState(resumed, *opt_resumed) == FullState(straight, *opt_straight));
+      },
+      FastRanks());
 }
 
 // Colwise (S(0)) q/k/v/fc, rowwise (S(1)) wo/proj, the rest replicated: a Megatron-style TP layout.
@@ -111,35 +114,42 @@ TEST(CheckpointFsdpTest, FullyShardCheckpointLoadsIntoTensorParallelAndDenseLayo
   const std::string dir = FreshDir("ckpt_fsdp_layouts");
   std::map<std::string, std::vector<double>> saved;
   std::vector<double> continued;  // the FSDP run's losses after the save
-  comm::RunRanks(4, [&](comm::ProcessGroupPtr world) {
-    const dtensor::DeviceMesh mesh = dtensor::InitDeviceMesh(world, {4}, {"dp"});
-    Generator gen(7);
-    nn::GPT gpt(TinyGpt(), gen);
-    fsdp::testing::WrapGpt(gpt, mesh);
-    auto opt = fsdp::testing::MakeOptimizer(fsdp::testing::Opt::kAdamW, gpt.NamedParameters());
-    for (int s = 0; s < kSaveAt; ++s) Step(gpt, *opt, s, world);
-    checkpoint::Save(TrainingState(gpt, *opt, kSaveAt), dir, world, {.fsync = false});
-    auto full = FullState(gpt, *opt);
-    std::vector<double> losses;
-    for (int s = kSaveAt; s < kSteps; ++s) losses.push_back(Step(gpt, *opt, s, world));
-    if (world->rank() == 0) {
-      saved = std::move(full);
-      continued = std::move(losses);
-    }
-  }, FastRanks());
+  comm::RunRanks(
+      4,
+      [&](comm::ProcessGroupPtr world) {
+        const dtensor::DeviceMesh mesh = dtensor::InitDeviceMesh(world, {4}, {"dp"});
+        Generator gen(7);
+        nn::GPT gpt(TinyGpt(), gen);
+        fsdp::testing::WrapGpt(gpt, mesh);
+        auto opt = fsdp::testing::MakeOptimizer(fsdp::testing::Opt::kAdamW, gpt.NamedParameters());
+        for (int s = 0; s < kSaveAt; ++s) Step(gpt, *opt, s, world);
+        checkpoint::Save(TrainingState(gpt, *opt, kSaveAt), dir, world, {.fsync = false});
+        auto full = FullState(gpt, *opt);
+        std::vector<double> losses;
+        for (int s = kSaveAt; s < kSteps; ++s) losses.push_back(Step(gpt, *opt, s, world));
+        if (world->rank() == 0) {
+          saved = std::move(full);
+          continued = std::move(losses);
+        }
+      },
+      FastRanks());
 
-  comm::RunRanks(2, [&](comm::ProcessGroupPtr world) {  // tensor parallel on 2 ranks
-    const dtensor::DeviceMesh mesh = dtensor::InitDeviceMesh(world, {2}, {"tp"});
-    Generator gen(5);
-    nn::GPT shapes(TinyGpt(), gen);
-    auto opt = fsdp::testing::MakeOptimizer(fsdp::testing::Opt::kAdamW, shapes.NamedParameters());
-    StateDict sd = TrainingState(shapes, *opt, 0);
-    for (auto& [key, v] : sd) {
-      if (Tensor* t = std::get_if<Tensor>(&v)) *t = dtensor::DistributeTensor(Zeros(t->sizes()), mesh, {TpPlacement(key)});
-    }
-    checkpoint::Load(sd, dir);  // strict: same keys, other layout
-    for (const auto& [key, values] : saved) EXPECT_EQ(FullValues(std::get<Tensor>(sd.at(key))), values) << key;
-  }, FastRanks());
+  comm::RunRanks(
+      2,
+      [&](comm::ProcessGroupPtr world) {  // tensor parallel on 2 ranks
+        const dtensor::DeviceMesh mesh = dtensor::InitDeviceMesh(world, {2}, {"tp"});
+        Generator gen(5);
+        nn::GPT shapes(TinyGpt(), gen);
+        auto opt = fsdp::testing::MakeOptimizer(fsdp::testing::Opt::kAdamW, shapes.NamedParameters());
+        StateDict sd = TrainingState(shapes, *opt, 0);
+        for (auto& [key, v] : sd) {
+          if (Tensor* t = std::get_if<Tensor>(&v))
+            *t = dtensor::DistributeTensor(Zeros(t->sizes()), mesh, {TpPlacement(key)});
+        }
+        checkpoint::Load(sd, dir);  // strict: same keys, other layout
+        for (const auto& [key, values] : saved) EXPECT_EQ(FullValues(std::get<Tensor>(sd.at(key))), values) << key;
+      },
+      FastRanks());
 
   Generator gen(5);  // one dense rank: load, then train on the whole global batch
   nn::GPT dense(TinyGpt(), gen);

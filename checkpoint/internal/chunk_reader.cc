@@ -216,4 +216,3 @@ void ChunkReader::VerifyRange(const std::string& what, const StoredRange& r) {
 }
 
 }  // namespace tessel::checkpoint::internal
-// touch

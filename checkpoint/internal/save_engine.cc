@@ -64,7 +64,7 @@ void ThrowIfAnyFailed(std::string_view step, const std::vector<std::string>& err
   if (mine) std::rethrow_exception(mine);
   for (size_t r = 0; r < errors.size(); ++r) {
     TESSEL_CHECK_CODE(ErrorCode::kAborted, errors[r].empty(), "checkpoint save: rank ", r, " failed while ", step,
-                      " (this is rank ", rank, "; nothing was committed): ", errors[r]);
+                      " (this is rank ", rank, "; the save did not complete): ", errors[r]);
   }
 }
 
@@ -154,8 +154,8 @@ void RemoveStaleFiles(const std::string& dir, const std::string& save_id, int wo
   const std::string first = DataFileName(0, world_size);
   const std::string ours = first.substr(first.find("-of-"));  // "-of-00004.safetensors"
   for (const std::string& name : ListDir(dir)) {
-    const bool this_save_tmp = name.find(".tmp-" + save_id) != std::string::npos ||
-                               name.find(".prev-" + save_id) != std::string::npos;
+    const bool this_save_tmp =
+        name.find(".tmp-" + save_id) != std::string::npos || name.find(".prev-" + save_id) != std::string::npos;
     const bool this_world =
         name.size() >= ours.size() && name.compare(name.size() - ours.size(), ours.size(), ours) == 0;
     if (IsOurDataOrTemp(name) && !this_save_tmp && !this_world) RemoveFileIfExists(JoinPath(dir, name));
@@ -398,4 +398,3 @@ SaveResult FinishSave(PreparedSave& p, const comm::ProcessGroupPtr& pg) {
 }
 
 }  // namespace tessel::checkpoint::internal
-// touch
