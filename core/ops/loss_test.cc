@@ -16,6 +16,8 @@
 namespace tessel {
 namespace {
 
+using testing::ExpectErrorContains;
+
 using testing::ExpectAllClose;
 using testing::ExpectGradcheck;
 using testing::RandDouble;
@@ -40,16 +42,6 @@ Tensor CastTo(const Tensor& t, DType dtype) {
   Tensor c = Empty(t.sizes(), dtype);
   CopyInto(c, t);
   return c;
-}
-
-void ExpectErrorContains(const std::function<void()>& fn, ErrorCode code, const std::string& fragment) {
-  try {
-    fn();
-    FAIL() << "expected an error containing: " << fragment;
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), code) << e.what();
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
-  }
 }
 
 TEST(LossTest, MeanMatchesNaiveNegativeLogSoftmax) {

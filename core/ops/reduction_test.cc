@@ -18,6 +18,8 @@
 namespace tessel {
 namespace {
 
+using testing::ExpectErrorContains;
+
 using testing::ExpectAllClose;
 using testing::ExpectGradcheck;
 using testing::RandDouble;
@@ -66,16 +68,6 @@ Shape OutShape(const Shape& s, std::vector<int64_t> dims, bool keepdim) {
     if (red[d] && keepdim) out.push_back(1);
   }
   return out;
-}
-
-void ExpectErrorContains(const std::function<void()>& f, ErrorCode code, const std::string& fragment) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected " << fragment;
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), code) << e.what();
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
-  }
 }
 
 const double kInf = std::numeric_limits<double>::infinity();

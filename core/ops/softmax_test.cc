@@ -16,6 +16,8 @@
 namespace tessel {
 namespace {
 
+using testing::ExpectErrorContains;
+
 using testing::ExpectAllClose;
 using testing::ExpectGradcheck;
 using testing::RandDouble;
@@ -47,16 +49,6 @@ std::vector<double> Naive(const Tensor& x, int64_t dim, bool log) {
     }
   }
   return out;
-}
-
-void ExpectErrorContains(const std::function<void()>& f, ErrorCode code, const std::string& fragment) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected " << fragment;
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), code) << e.what();
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
-  }
 }
 
 TEST(SoftmaxTest, MatchesNaiveLoopsAlongEveryDimInEveryFloatDtype) {

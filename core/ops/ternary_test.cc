@@ -15,6 +15,8 @@
 namespace tessel {
 namespace {
 
+using testing::ExpectErrorContains;
+
 using testing::ExpectAllClose;
 using testing::ExpectGradcheck;
 using testing::RandDouble;
@@ -22,16 +24,6 @@ using testing::RandDouble;
 Tensor Bools(const std::vector<int>& v, std::vector<int64_t> shape) {
   std::vector<double> d(v.begin(), v.end());
   return FromDoubles(d, shape, DType::kBool);
-}
-
-void ExpectErrorContains(const std::function<void()>& f, ErrorCode code, const std::string& fragment) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected " << fragment;
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), code) << e.what();
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
-  }
 }
 
 TEST(TernaryTest, WhereBroadcastsAllThreeOperands) {
