@@ -64,8 +64,9 @@ class ProcessGroup {
   virtual WorkPtr AllToAll(const Tensor& output, const Tensor& input, const std::vector<int64_t>& output_split_sizes,
                            const std::vector<int64_t>& input_split_sizes) = 0;
   virtual WorkPtr Broadcast(const Tensor& tensor, int root) = 0;
-  virtual WorkPtr Send(const Tensor& tensor, int dst, int tag = 0) = 0;
-  virtual WorkPtr Recv(const Tensor& tensor, int src, int tag = 0) = 0;
+  // One-op batches of BatchP2P (every backend matches sends and receives there).
+  WorkPtr Send(const Tensor& tensor, int dst, int tag = 0) { return BatchP2P({P2POp{P2POp::Kind::kSend, tensor, dst, tag}}); }
+  WorkPtr Recv(const Tensor& tensor, int src, int tag = 0) { return BatchP2P({P2POp{P2POp::Kind::kRecv, tensor, src, tag}}); }
   virtual WorkPtr Barrier() = 0;
   // Posts every op of `ops` at once and completes when all are done (torch's batch_isend_irecv), so
   // exchanges in both directions between two ranks cannot deadlock. Send/Recv are one-op batches and,

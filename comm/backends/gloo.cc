@@ -278,12 +278,6 @@ class GlooProcessGroup final : public ProcessGroup {
     return Issue(CollectiveDesc{}, Tensor(),
                  [](auto& ctx, uint32_t tag, milliseconds timeout) { GlooBarrier(ctx, tag, timeout); });
   }
-  WorkPtr Send(const Tensor& tensor, int dst, int tag) override {
-    return BatchP2P({P2POp{P2POp::Kind::kSend, tensor, dst, tag}});
-  }
-  WorkPtr Recv(const Tensor& tensor, int src, int tag) override {
-    return BatchP2P({P2POp{P2POp::Kind::kRecv, tensor, src, tag}});
-  }
   WorkPtr BatchP2P(const std::vector<P2POp>& ops) override;
   std::shared_ptr<ProcessGroup> NewGroup(const std::vector<int>& ranks) override;
 

@@ -223,8 +223,6 @@ class NcclProcessGroup final : public ProcessGroup {
       return ncclAllReduce(barrier_buffer(), barrier_buffer(), 1, ncclInt32, ncclSum, c, s);
     });
   }
-  WorkPtr Send(const Tensor& t, int dst, int tag) override { return BatchP2P({{P2POp::Kind::kSend, t, dst, tag}}); }
-  WorkPtr Recv(const Tensor& t, int src, int tag) override { return BatchP2P({{P2POp::Kind::kRecv, t, src, tag}}); }
   WorkPtr BatchP2P(const std::vector<P2POp>& ops) override;
   std::shared_ptr<ProcessGroup> NewGroup(const std::vector<int>& ranks) override;
 

@@ -139,12 +139,6 @@ class ThreadsProcessGroup final : public ProcessGroup {
     return Issue(std::move(d), {tensor}, tensor.raw_data(), tensor.raw_data(), 1, &ExecBroadcast);
   }
   WorkPtr Barrier() override { return Issue(CollectiveDesc{}, {}, nullptr, nullptr, 1, &ExecBarrier); }
-  WorkPtr Send(const Tensor& tensor, int dst, int tag) override {
-    return BatchP2P({P2POp{P2POp::Kind::kSend, tensor, dst, tag}});
-  }
-  WorkPtr Recv(const Tensor& tensor, int src, int tag) override {
-    return BatchP2P({P2POp{P2POp::Kind::kRecv, tensor, src, tag}});
-  }
   WorkPtr BatchP2P(const std::vector<P2POp>& ops) override;
   std::shared_ptr<ProcessGroup> NewGroup(const std::vector<int>& ranks) override;
 
