@@ -2,6 +2,7 @@
 #include "benchmarks/figure.h"
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <cstdio>
 
@@ -25,9 +26,17 @@ double Median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+// About three significant digits without exponents: 11167, 54.8, 6.31, 0.0507.
 std::string Fixed(double v) {
   char buf[64];
-  std::snprintf(buf, sizeof(buf), "%.1f", v);
+  const double a = std::abs(v);
+  if (a >= 100 || a == 0) {
+    std::snprintf(buf, sizeof(buf), "%.0f", v);
+  } else if (a >= 1) {
+    std::snprintf(buf, sizeof(buf), "%.*f", a >= 10 ? 1 : 2, v);
+  } else {
+    std::snprintf(buf, sizeof(buf), "%.3g", v);
+  }
   return buf;
 }
 

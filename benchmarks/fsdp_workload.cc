@@ -205,7 +205,7 @@ const bool kStep = RegisterFigure("fsdp_step_vs_unsharded", [] {
 // for the derivation), for a GPT whose blocks and root are wrapped with the default options, fp32,
 // AdamW, on `world` ranks, rank `rank`. Duplicated because //tests:fsdp_testing is testonly; keep the
 // two in sync.
-//   total = optim + params + activations + (W+1)·max S(block) (W > 1) + head gradients
+//   total = optim + params + activations + W·max S(block) (W > 1) + head gradients
 int64_t PredictTotalPeak(const nn::GPTConfig& cfg, int64_t world, int64_t rank, int64_t activations) {
   Generator gen(7);
   nn::GPT gpt(cfg, gen);
@@ -226,7 +226,7 @@ int64_t PredictTotalPeak(const nn::GPTConfig& cfg, int64_t world, int64_t rank, 
   int64_t max_block = 0;
   for (const auto& [g, bytes] : block_shard) max_block = std::max(max_block, bytes);
   const int64_t params = sharded + world * root_shard + world * max_block;
-  return optim + params + activations + (world > 1 ? (world + 1) * max_block : 0) + head_grads;
+  return optim + params + activations + (world > 1 ? world * max_block : 0) + head_grads;
 }
 
 // Activations peak of one unsharded step on the local batch (FSDP does not change activations).

@@ -8,6 +8,7 @@
 #include "checkpoint/internal/save_engine.h"
 #include "core/base/error.h"
 #include "core/base/parallel.h"
+#include "core/base/stream_copy.h"
 #include "core/memory/allocator.h"
 #include "core/tensor/copy.h"
 #include "core/tensor/factory.h"
@@ -15,7 +16,8 @@
 namespace tessel::checkpoint {
 namespace {
 
-// Copies `src` into `dst` (same shape and dtype; dst contiguous), memcpy in parallel when possible.
+// Copies `src` into `dst` (same shape and dtype; dst contiguous), in parallel with streaming stores
+// when contiguous: the staging copy is read only by the writer thread, later.
 void SnapshotCopy(const Tensor& dst, const Tensor& src) {
   if (!src.is_contiguous()) {
     CopyInto(dst, src);
@@ -27,7 +29,7 @@ void SnapshotCopy(const Tensor& dst, const Tensor& src) {
   constexpr int64_t kGrain = int64_t{4} << 20;
   ParallelFor(0, (n + kGrain - 1) / kGrain, 1, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
-      std::memcpy(d + i * kGrain, s + i * kGrain, static_cast<size_t>(std::min(kGrain, n - i * kGrain)));
+      StreamCopy(d + i * kGrain, s + i * kGrain, std::min(kGrain, n - i * kGrain));
     }
   });
 }

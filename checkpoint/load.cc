@@ -38,9 +38,12 @@ std::string Mismatch(const Metadata& md, const std::string& key, const StateValu
   return "";
 }
 
+// The first kListed keys, then how many more (a model loaded into the wrong config lists hundreds).
 std::string List(const std::vector<std::string>& v, bool quote) {
+  constexpr size_t kListed = 12;
   std::string s;
-  for (const std::string& x : v) s += (s.empty() ? "" : "; ") + (quote ? "'" + x + "'" : x);
+  for (size_t i = 0; i < std::min(v.size(), kListed); ++i) s += (s.empty() ? "" : "; ") + (quote ? "'" + v[i] + "'" : v[i]);
+  if (v.size() > kListed) s += Str("; ... and ", v.size() - kListed, " more");
   return "[" + s + "]";
 }
 

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "comm/backends/threads.h"
+#include "comm/reduce.h"
 #include "core/tensor/factory.h"
 #include "core/tensor/tensor_impl.h"
 
@@ -79,6 +80,20 @@ void BM_MemcpyTwoThreads(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * kBytes / 2);  // bus bytes of the W=2 all_gather
 }
 
+// Diagnostic: the reduction kernel alone on one thread, out = a + b over S/2 floats each (what one
+// rank of the W=2 reduce_scatter computes), reported as the bus bytes of that reduce_scatter.
+void BM_ReduceKernel(benchmark::State& state) {
+  const int64_t n = kBytes / 4 / 2;
+  std::vector<float> a(n, 1.0f), b(n, 2.0f), out(n, 0.0f);
+  const void* inputs[] = {a.data(), b.data()};
+  for (auto _ : state) {
+    ReduceRange(DType::kFloat32, ReduceOp::kSum, out.data(), inputs, 0, n);
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * kBytes / 2);
+}
+
 template <Kind kKind>
 void BM_Collective(benchmark::State& state) {
   for (auto _ : state) state.SetIterationTime(TimeCollective(kKind, kWorld, kBytes, 4));
@@ -90,6 +105,7 @@ void BM_Collective(benchmark::State& state) {
 BENCHMARK(BM_Memcpy)->Name("memcpy_bw")->MinTime(0.5)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_MemcpyTwoThreads)
     ->Name("two_thread_half_memcpy_bus_bw")->UseManualTime()->MinTime(0.5)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ReduceKernel)->Name("reduce_kernel_one_thread_bus_bw")->MinTime(0.5)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Collective<Kind::kAllGather>)
     ->Name("allgather_bus_bw_vs_memcpy")->UseManualTime()->Iterations(5)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Collective<Kind::kAllGatherInPlace>)

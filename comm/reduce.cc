@@ -7,17 +7,17 @@
 #include <cstring>
 #include <type_traits>
 
+#include "core/base/error.h"
+#include "core/base/parallel.h"
+#include "core/base/stream_copy.h"
+
 #ifdef __AVX2__
 #include <immintrin.h>
 #endif
 
-#include "core/base/error.h"
-#include "core/base/parallel.h"
-
 namespace tessel::comm {
 namespace {
 
-constexpr int64_t kBlock = 1024;
 constexpr int64_t kGrain = 1 << 16;  // elements per ParallelFor task
 
 struct SumOp {
@@ -58,32 +58,36 @@ struct MinOp {
 // memory traffic for a 2-input reduction).
 constexpr int64_t kStreamBytes = int64_t{1} << 20;
 
-// Copies `nbytes` from `src` (an L1-resident block) to `dst` with streaming stores where aligned.
-void StreamStore(void* dst_raw, const void* src_raw, int64_t nbytes) {
-  char* dst = static_cast<char*>(dst_raw);
-  const char* src = static_cast<const char*>(src_raw);
-  int64_t i = 0;
+// Stores one full chunk (kChunkBytes, 32-byte aligned destination) with streaming stores.
+constexpr int64_t kChunkBytes = 256;
+
+inline void StreamStoreChunk(void* dst, const void* src) {
 #ifdef __AVX2__
-  const int64_t head = std::min<int64_t>((32 - (reinterpret_cast<uintptr_t>(dst) & 31)) & 31, nbytes);
-  std::memcpy(dst, src, head);
-  for (i = head; i + 32 <= nbytes; i += 32) {
-    _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + i),
-                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i)));
+  if ((reinterpret_cast<uintptr_t>(dst) & 31) == 0) {
+    for (int64_t i = 0; i < kChunkBytes; i += 32) {
+      _mm256_stream_si256(reinterpret_cast<__m256i*>(static_cast<char*>(dst) + i),
+                          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const char*>(src) + i)));
+    }
+    return;
   }
 #endif
-  std::memcpy(dst + i, src + i, nbytes - i);
+  StreamCopyNoFence(dst, src, kChunkBytes);
 }
 
+// Reduces chunk by chunk, each chunk (256 bytes of every input) before the next: all inputs are read
+// as concurrent streams, so the hardware prefetchers run on every one of them. (Reducing 4 KiB of one
+// input at a time, a page, restarts a prefetcher per page and per input: ~1.7x slower on the CI VM.)
 template <typename T, typename Op>
 void ReduceBlocked(void* out_raw, std::span<const void* const> inputs, int64_t begin, int64_t end, bool average) {
   using C = ComputeT<T>;
+  constexpr int64_t kBlock = kChunkBytes / static_cast<int64_t>(sizeof(T));
   T* out = static_cast<T*>(out_raw);
   const int n_in = static_cast<int>(inputs.size());
   const bool stream = (end - begin) * static_cast<int64_t>(sizeof(T)) >= kStreamBytes;
   C acc[kBlock];
   T staged[kBlock];
-  for (int64_t b = begin; b < end; b += kBlock) {
-    const int64_t len = std::min(kBlock, end - b);
+  // One chunk of `len` elements (the full-chunk call passes the constant kBlock: unrolled, vectorized).
+  auto chunk = [&](int64_t b, auto len) {
     const T* in0 = static_cast<const T*>(inputs[0]) + b;
     for (int64_t i = 0; i < len; ++i) acc[i] = ToCompute(in0[i]);
     for (int j = 1; j < n_in; ++j) {
@@ -98,18 +102,91 @@ void ReduceBlocked(void* out_raw, std::span<const void* const> inputs, int64_t b
     }
     if (stream) {
       for (int64_t i = 0; i < len; ++i) staged[i] = FromCompute<T>(acc[i]);
-      StreamStore(out + b, staged, len * static_cast<int64_t>(sizeof(T)));
+      if (len == kBlock) {
+        StreamStoreChunk(out + b, staged);
+      } else {
+        StreamCopyNoFence(out + b, staged, len * static_cast<int64_t>(sizeof(T)));
+      }
     } else {
       for (int64_t i = 0; i < len; ++i) out[b + i] = FromCompute<T>(acc[i]);
     }
-  }
-#ifdef __AVX2__
-  if (stream) _mm_sfence();  // streaming stores are weakly ordered: publish before the phase barrier
-#endif
+  };
+  int64_t b = begin;
+  for (; b + kBlock <= end; b += kBlock) chunk(b, std::integral_constant<int64_t, kBlock>());
+  if (b < end) chunk(b, end - b);
+  if (stream) StreamFence();  // streaming stores are weakly ordered: publish before the phase barrier
 }
+
+#ifdef __AVX2__
+// float32 (gradients, the common case) with explicit AVX2: 32 floats of every input in four registers
+// per step, streamed straight out. ~1.3x the generic kernel's throughput on the CI VM. Same arithmetic,
+// same order (input 0 first), so results are bit-identical to ReduceBlocked<float, Op>.
+struct SumVec {
+  static __m256 Apply(__m256 a, __m256 b) { return _mm256_add_ps(a, b); }
+};
+struct ProductVec {
+  static __m256 Apply(__m256 a, __m256 b) { return _mm256_mul_ps(a, b); }
+};
+struct MaxVec {  // (a != a || a > b) ? a : b, as MaxOp
+  static __m256 Apply(__m256 a, __m256 b) {
+    return _mm256_blendv_ps(b, a, _mm256_or_ps(_mm256_cmp_ps(a, a, _CMP_UNORD_Q), _mm256_cmp_ps(a, b, _CMP_GT_OQ)));
+  }
+};
+struct MinVec {
+  static __m256 Apply(__m256 a, __m256 b) {
+    return _mm256_blendv_ps(b, a, _mm256_or_ps(_mm256_cmp_ps(a, a, _CMP_UNORD_Q), _mm256_cmp_ps(a, b, _CMP_LT_OQ)));
+  }
+};
+
+template <typename Vec, typename Op>
+void ReduceFloat32(void* out_raw, std::span<const void* const> inputs, int64_t begin, int64_t end, bool average) {
+  constexpr int64_t kStep = 32;
+  float* out = static_cast<float*>(out_raw);
+  const int n_in = static_cast<int>(inputs.size());
+  const bool stream = (end - begin) * 4 >= kStreamBytes;
+  int64_t b = begin;
+  if (stream) {  // streaming stores need a 32-byte aligned destination: reduce the head element-wise
+    const uintptr_t addr = reinterpret_cast<uintptr_t>(out + begin);
+    const int64_t head = addr % 4 == 0 ? static_cast<int64_t>(((32 - (addr & 31)) & 31) / 4) : end - begin;
+    ReduceBlocked<float, Op>(out_raw, inputs, begin, begin + head, average);
+    b = begin + head;
+  }
+  const __m256 divisor = _mm256_set1_ps(static_cast<float>(n_in));
+  for (; b + kStep <= end; b += kStep) {
+    const float* in0 = static_cast<const float*>(inputs[0]) + b;
+    __m256 acc[4];
+    for (int k = 0; k < 4; ++k) acc[k] = _mm256_loadu_ps(in0 + 8 * k);
+    for (int j = 1; j < n_in; ++j) {
+      const float* in = static_cast<const float*>(inputs[j]) + b;
+      for (int k = 0; k < 4; ++k) acc[k] = Vec::Apply(acc[k], _mm256_loadu_ps(in + 8 * k));
+    }
+    if (average) {
+      for (int k = 0; k < 4; ++k) acc[k] = _mm256_div_ps(acc[k], divisor);
+    }
+    if (stream) {
+      for (int k = 0; k < 4; ++k) _mm256_stream_ps(out + b + 8 * k, acc[k]);
+    } else {
+      for (int k = 0; k < 4; ++k) _mm256_storeu_ps(out + b + 8 * k, acc[k]);
+    }
+  }
+  if (stream) StreamFence();
+  if (b < end) ReduceBlocked<float, Op>(out_raw, inputs, b, end, average);
+}
+#endif
 
 template <typename T>
 void ReduceTyped(ReduceOp op, void* out, std::span<const void* const> inputs, int64_t begin, int64_t end) {
+#ifdef __AVX2__
+  if constexpr (std::is_same_v<T, float>) {
+    switch (op) {
+      case ReduceOp::kSum: return ReduceFloat32<SumVec, SumOp>(out, inputs, begin, end, false);
+      case ReduceOp::kAvg: return ReduceFloat32<SumVec, SumOp>(out, inputs, begin, end, true);
+      case ReduceOp::kProduct: return ReduceFloat32<ProductVec, ProductOp>(out, inputs, begin, end, false);
+      case ReduceOp::kMax: return ReduceFloat32<MaxVec, MaxOp>(out, inputs, begin, end, false);
+      case ReduceOp::kMin: return ReduceFloat32<MinVec, MinOp>(out, inputs, begin, end, false);
+    }
+  }
+#endif
   switch (op) {
     case ReduceOp::kSum: return ReduceBlocked<T, SumOp>(out, inputs, begin, end, false);
     case ReduceOp::kAvg: return ReduceBlocked<T, SumOp>(out, inputs, begin, end, true);
@@ -165,9 +242,16 @@ void FromFloat32(DType dtype, const float* src, void* dst, int64_t n) {
 void ParallelCopy(void* dst, const void* src, int64_t nbytes) {
   if (nbytes <= 0 || dst == src) return;
   constexpr int64_t kCopyGrain = 1 << 20;
-  ParallelFor(0, nbytes, kCopyGrain, [&](int64_t b, int64_t e) {
-    std::memcpy(static_cast<char*>(dst) + b, static_cast<const char*>(src) + b, e - b);
-  });
+  // Large copies stream (core/base/stream_copy.h): a peer's block is read by the caller later, if at
+  // all, and the copy runs ~1.5x faster than memcpy without the read-for-ownership traffic.
+  if (nbytes >= kStreamCopyMinBytes) {
+    ParallelFor(0, nbytes, kCopyGrain, [&](int64_t b, int64_t e) {
+      StreamCopyNoFence(static_cast<char*>(dst) + b, static_cast<const char*>(src) + b, e - b);
+      StreamFence();
+    });
+    return;
+  }
+  std::memcpy(dst, src, static_cast<size_t>(nbytes));
 }
 
 }  // namespace tessel::comm

@@ -27,9 +27,11 @@ AllGatherResult IssueAllGather(std::span<FsdpParam* const> params, const FlatLay
   NoGradGuard no_grad;
   memory::LedgerScope ledger(memory::Ledger::kCommBuffers);
   const Device device = params.empty() ? CurrentDevice() : params[0]->sharded_param().device();
-  r.input = Empty({layout.shard_numel}, dtype, device);
-  for (size_t i = 0; i < params.size(); ++i) params[i]->CopyShardInto(r.input, layout.offsets[i]);
+  // In place (as FSDP2 does): the input is this rank's block of the output, so the copy-in writes
+  // straight into the gathered buffer and no separate input buffer or self-copy exists.
   r.output = Empty({group->size() * layout.shard_numel}, dtype, device);
+  r.input = MakeView(r.output, {layout.shard_numel}, {1}, group->rank() * layout.shard_numel);
+  for (size_t i = 0; i < params.size(); ++i) params[i]->CopyShardInto(r.input, layout.offsets[i]);
   r.work = group->AllGather(r.output, r.input);
   return r;
 }

@@ -34,11 +34,12 @@ struct FlatLayout {
 
 struct AllGatherResult {
   comm::WorkPtr work;  // null when the shard axis has one rank (no collective)
-  Tensor input;        // [shard_numel], param dtype
+  Tensor input;        // [shard_numel], param dtype: a view of this rank's block of `output`
   Tensor output;       // [world * shard_numel], param dtype
 };
 
-// Copy-in of this rank's padded shards (cast to `dtype`) and one async all-gather on `group`.
+// Copy-in of this rank's padded shards (cast to `dtype`) into its block of the output, and one async
+// in-place all-gather on `group`.
 AllGatherResult IssueAllGather(std::span<FsdpParam* const> params, const FlatLayout& layout, DType dtype,
                                const comm::ProcessGroupPtr& group);
 // Waits, allocates the unsharded parameters (params ledger) and copies every rank's rows out; frees the

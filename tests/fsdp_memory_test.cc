@@ -14,11 +14,11 @@
 //                other blocks' S + the head's gradients (lm_head, ln_f: computed before any block's)
 //   optim      = 2 · Σ local (exp_avg and exp_avg_sq of this rank's shard)
 //   comm       = W = 1: the largest group's reduce-scatter buffer (no all-gather is needed);
-//                W > 1: the prefetched block's all-gather (input + output, (W+1)·S) while the current
-//                block's reduce-scatter is staged ((W+1)·S)
+//                W > 1: the prefetched block's in-place all-gather (W·S: the input is a view of the
+//                output) while the current block's reduce-scatter is staged (input + output, (W+1)·S)
 //   activations: what the same model saves for backward on the same local batch without FSDP (FSDP does
 //                not change activations), measured on one rank
-//   total      = optim + params + activations + (W+1)·max S(block) (W > 1) + head gradients: the peak
+//   total      = optim + params + activations + W·max S(block) (W > 1) + head gradients: the peak
 //                is inside the first block's backward, where the activations peak, the root and that
 //                block are unsharded, the next block's all-gather is in flight and only the head has
 //                gradients. This is the issue's "sharded state + unsharded current and prefetched group
@@ -94,9 +94,9 @@ Ledgers Predict(const nn::GPTConfig& cfg, int64_t world, int64_t rank, int64_t a
   l.params = sharded + world * root_shard + world * max_block;
   l.grads = std::max(all_blocks + root_grads, block_full[0] + all_blocks - block_shard[0] + head_grads);
   l.optim = optim;
-  l.comm = world == 1 ? std::max(max_block, root_shard) : std::max(2 * (world + 1) * max_block, (world + 1) * root_shard);
+  l.comm = world == 1 ? std::max(max_block, root_shard) : std::max((2 * world + 1) * max_block, (world + 1) * root_shard);
   l.activations = activations;
-  l.total = l.optim + l.params + l.activations + (world > 1 ? (world + 1) * max_block : 0) + head_grads;
+  l.total = l.optim + l.params + l.activations + (world > 1 ? world * max_block : 0) + head_grads;
   return l;
 }
 

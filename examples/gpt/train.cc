@@ -7,8 +7,16 @@
 // the in-process threads backend; each rank takes its rows of the same global batch, so the run is the
 // same training as --nproc=1 (which trains unsharded on one rank).
 //
+// Checkpoints (checkpoint/): the run saves model + optimizer + step at the end to
+// <--save>/step_<steps> (default /tmp/tessel_gpt_ckpt; --save=none turns it off), and every
+// --save_every steps with AsyncSaver. Each checkpoint also records an xxh3 fingerprint of every full
+// tensor. --resume=DIR loads one at any --nproc (resharding on load), checks that every full tensor
+// matches its fingerprint bitwise, prints so, and continues from the saved step to --steps. The data
+// position is the step (batches are a function of it) and the model config must match the saved one.
+//
 // Usage: bazel run //examples/gpt:train -- [--nproc=4] [--steps=300] [--batch=16] [--seq=64]
 //        [--d_model=128] [--layers=4] [--heads=4] [--lr=3e-3] [--seed=1] [--log_every=25] [--profile_step=N]
+//        [--save=/tmp/tessel_gpt_ckpt] [--save_every=N] [--resume=/tmp/tessel_gpt_ckpt/step_300]
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -16,6 +24,12 @@
 #include <optional>
 #include <string>
 
+#include "checkpoint/async_save.h"
+#include "checkpoint/checksum.h"
+#include "checkpoint/load.h"
+#include "checkpoint/metadata.h"
+#include "checkpoint/save.h"
+#include "checkpoint/state_dict.h"
 #include "core/autograd/engine.h"
 #include "core/base/error.h"
 #include "core/base/parallel.h"
@@ -40,6 +54,10 @@ struct Flags {
     auto it = values.find(name);
     return it == values.end() ? dflt : std::stod(it->second);
   }
+  std::string GetString(const std::string& name, const std::string& dflt) const {
+    auto it = values.find(name);
+    return it == values.end() ? dflt : it->second;
+  }
 };
 
 Flags ParseFlags(int argc, char** argv) {
@@ -55,9 +73,90 @@ Flags ParseFlags(int argc, char** argv) {
 
 double MiB(int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
 
+// ---- checkpoints ---------------------------------------------------------------------------------
+
+// The model and optimizer tensors as aliases (DTensor shards under fully_shard): Save writes them,
+// Load fills them in place.
+checkpoint::StateDict TrainingState(const nn::Module& model, const optim::Optimizer& opt) {
+  checkpoint::StateDict sd = checkpoint::GetModelStateDict(model);
+  sd.merge(checkpoint::GetOptimizerStateDict(model, opt));
+  return sd;
+}
+
+// xxh3 of every full tensor (model + optimizer state, gathered on every rank: collective).
+std::map<std::string, uint64_t> Fingerprints(const nn::Module& model, const optim::Optimizer& opt) {
+  checkpoint::StateDict full = checkpoint::GetModelStateDict(model, {.full_state_dict = true});
+  full.merge(checkpoint::GetOptimizerStateDict(model, opt, {.full_state_dict = true}));
+  std::map<std::string, uint64_t> sums;
+  for (const auto& [fqn, value] : full) {
+    if (const Tensor* t = std::get_if<Tensor>(&value)) {
+      const Tensor c = Contiguous(*t);
+      sums[fqn] = checkpoint::Checksum(c.raw_data(), c.numel() * ElementSize(c.dtype()));
+    }
+  }
+  return sums;
+}
+
+constexpr const char* kFingerprintPrefix = "train.fingerprint.";
+
+// The state a checkpoint holds: tensors, step, config, saved world size and the fingerprints.
+checkpoint::StateDict CheckpointState(const nn::Module& model, const optim::Optimizer& opt, int64_t step,
+                                      const std::string& config, int nranks) {
+  checkpoint::StateDict sd = TrainingState(model, opt);
+  sd["train.step"] = step;
+  sd["train.config"] = config;
+  sd["train.world_size"] = int64_t{nranks};
+  for (const auto& [fqn, sum] : Fingerprints(model, opt)) sd[kFingerprintPrefix + fqn] = checkpoint::ChecksumToHex(sum);
+  return sd;
+}
+
+// Loads `dir` into the model and optimizer (any saved world size), checks every full tensor against
+// its saved fingerprint and returns the step to continue from.
+int64_t Resume(const std::string& dir, const nn::Module& model, optim::Optimizer& opt, const std::string& config,
+               const comm::ProcessGroupPtr& world, int nranks) {
+  // The config first: loading into a model of another shape would only list mismatched tensors.
+  const checkpoint::Metadata md = checkpoint::ReadMetadata(dir);
+  const auto saved_config = md.values.find("train.config");
+  TESSEL_CHECK(saved_config != md.values.end(), "train: ", dir, " is not a checkpoint of this example (no train.config)");
+  TESSEL_CHECK(saved_config->second == checkpoint::ScalarValue(config), "train: checkpoint ", dir,
+               " was saved by a run with '", std::get_if<std::string>(&saved_config->second) ? std::get<std::string>(saved_config->second) : "?", "'; this run has '",
+               config, "' (pass the same model and batch flags)");
+  checkpoint::StateDict sd = TrainingState(model, opt);
+  std::vector<std::string> tensor_keys;
+  for (const auto& [fqn, v] : sd) {
+    if (std::holds_alternative<Tensor>(v)) tensor_keys.push_back(fqn);
+  }
+  sd["train.step"] = int64_t{0};
+  sd["train.config"] = std::string();
+  sd["train.world_size"] = int64_t{0};
+  for (const std::string& fqn : tensor_keys) sd[kFingerprintPrefix + fqn] = std::string();
+  const checkpoint::LoadResult loaded = checkpoint::Load(sd, dir);
+  checkpoint::SetOptimizerStateDict(model, opt, sd);
+  std::vector<std::string> differ;
+  const std::map<std::string, uint64_t> now = Fingerprints(model, opt);
+  for (const std::string& fqn : tensor_keys) {
+    const auto want = checkpoint::ChecksumFromHex(std::get<std::string>(sd.at(kFingerprintPrefix + fqn)));
+    if (!want || now.at(fqn) != *want) differ.push_back(fqn);
+  }
+  TESSEL_CHECK_CODE(ErrorCode::kDataLoss, differ.empty(), "train: after loading ", dir, ", ", differ.size(),
+                    " full tensors differ from the saved ones, first ", differ.front());
+  const int64_t step = std::get<int64_t>(sd.at("train.step"));
+  Tensor total = Scalar(static_cast<double>(loaded.bytes_read), DType::kFloat64);
+  if (world) world->AllReduce(total, comm::ReduceOp::kSum)->Wait();
+  if (!world || world->rank() == 0) {
+    std::printf("resume: step %lld from %s (saved on %lld ranks, loaded on %d, %.2f MiB read): %zu tensors "
+                "(model + optimizer) match the saved ones bitwise\n",
+                static_cast<long long>(step), dir.c_str(), static_cast<long long>(std::get<int64_t>(sd.at("train.world_size"))),
+                nranks, MiB(static_cast<int64_t>(total.item<double>())), tensor_keys.size());
+    std::fflush(stdout);
+  }
+  return step;
+}
+
 // What one rank does. `world` is null for the unsharded single-rank run.
 struct RunResult {
-  double first_loss = 0, last_loss = 0, tokens_per_s = 0, seconds = 0;
+  double first_loss = 0, last_loss = 0, final_loss = 0, tokens_per_s = 0, seconds = 0;
+  int64_t start = 0, steps_run = 0, avg_over = 1;
 };
 
 RunResult TrainRank(const Flags& flags, const comm::ProcessGroupPtr& world) {
@@ -99,11 +198,20 @@ RunResult TrainRank(const Flags& flags, const comm::ProcessGroupPtr& world) {
                       : "1 rank, unsharded",
                 NumThreads());
   }
+  const std::string config = Str("d_model=", cfg.d_model, " layers=", cfg.n_layers, " heads=", cfg.n_heads, " seq=", T,
+                                  " batch=", B, " seed=", seed);
+  const std::string resume = flags.GetString("resume", "");
+  const int64_t start = resume.empty() ? 0 : Resume(resume, model, opt, config, world, nranks);
+  std::string save_root = flags.GetString("save", "/tmp/tessel_gpt_ckpt");
+  if (save_root == "none") save_root.clear();
+  const int64_t save_every = static_cast<int64_t>(flags.Get("save_every", 0));
+  std::optional<checkpoint::AsyncSaver> saver;
+  if (!save_root.empty() && save_every > 0) saver.emplace(world);
   RunResult r;
   double window = 0;
   int64_t window_steps = 0;
-  const int64_t avg_over = std::max<int64_t>(1, std::min<int64_t>(10, steps / 4));
-  for (int64_t step = 0; step < steps; ++step) {
+  const int64_t avg_over = std::max<int64_t>(1, std::min<int64_t>(10, (steps - start) / 4));
+  for (int64_t step = start; step < steps; ++step) {
     // --profile_step=N prints a per-op time table for step N (0-based).
     std::optional<OpProfiler> prof;
     if (step == static_cast<int64_t>(flags.Get("profile_step", -1))) prof.emplace();
@@ -126,8 +234,8 @@ RunResult TrainRank(const Flags& flags, const comm::ProcessGroupPtr& world) {
     const double lv = l.item<double>();
     if (prof && rank == 0) std::printf("%s", prof->Table().c_str());
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (step > 0) r.seconds += dt;  // step 0 includes one-time warmup
-    if (step < avg_over) r.first_loss += lv / avg_over;
+    if (step > start) r.seconds += dt;  // the first step includes one-time warmup
+    if (step - start < avg_over) r.first_loss += lv / avg_over;
     if (step >= steps - avg_over) r.last_loss += lv / avg_over;
     window += lv;
     ++window_steps;
@@ -146,8 +254,35 @@ RunResult TrainRank(const Flags& flags, const comm::ProcessGroupPtr& world) {
       window = 0;
       window_steps = 0;
     }
+    r.final_loss = lv;
+    if (saver && (step + 1) % save_every == 0 && step + 1 < steps) {
+      // Blocks only for the snapshot; the previous periodic save must have finished first.
+      saver->Save(CheckpointState(model, opt, step + 1, config, nranks), Str(save_root, "/step_", step + 1));
+      if (rank == 0) {
+        std::printf("checkpoint: step %lld saving in the background to %s/step_%lld (stalled %.1f ms)\n",
+                    static_cast<long long>(step + 1), save_root.c_str(), static_cast<long long>(step + 1),
+                    saver->last_stall_seconds() * 1e3);
+      }
+    }
   }
-  r.tokens_per_s = steps > 1 ? B * T * (steps - 1) / r.seconds : 0.0;
+  if (saver) saver->Wait();
+  if (!save_root.empty() && steps > start) {
+    const std::string dir = Str(save_root, "/step_", steps);
+    const auto t0 = std::chrono::steady_clock::now();
+    const checkpoint::SaveResult saved =
+        checkpoint::Save(CheckpointState(model, opt, steps, config, nranks), dir, world);
+    if (rank == 0) {
+      std::printf("checkpoint: step %lld saved to %s (%.2f MiB from %d ranks, %.0f ms); reload with "
+                  "--resume=%s and any --nproc\n",
+                  static_cast<long long>(steps), dir.c_str(), MiB(saved.total_bytes), nranks,
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() * 1e3, dir.c_str());
+    }
+  }
+  const int64_t trained = steps - start;
+  r.start = start;
+  r.steps_run = std::max<int64_t>(0, trained);
+  r.avg_over = avg_over;
+  r.tokens_per_s = trained > 1 ? B * T * (trained - 1) / r.seconds : 0.0;
   return r;
 }
 
@@ -164,12 +299,12 @@ int Main(int argc, char** argv) {
       if (world->rank() == 0) r = mine;
     });
   }
-  const int64_t steps = static_cast<int64_t>(flags.Get("steps", 300));
-  const int64_t avg_over = std::max<int64_t>(1, std::min<int64_t>(10, steps / 4));
-  std::printf("summary: loss %.4f -> %.4f (mean of first/last %lld steps) | %.0f tokens/s | %.1f s\n", r.first_loss,
-              r.last_loss, static_cast<long long>(avg_over), r.tokens_per_s, r.seconds);
+  if (r.steps_run == 0) return 0;  // --resume at or past --steps: loaded and checked only
+  std::printf("summary: loss %.4f -> %.4f (mean of first/last %lld steps) | final loss %.9g | %.0f tokens/s | %.1f s\n",
+              r.first_loss, r.last_loss, static_cast<long long>(r.avg_over), r.final_loss, r.tokens_per_s, r.seconds);
   std::printf("%s", memory::Report().c_str());  // every rank's ledger (cpu:r is rank r)
-  return r.last_loss < r.first_loss ? 0 : 1;
+  // A fresh run must learn; a resumed one may be too short to show it.
+  return r.start > 0 || r.last_loss < r.first_loss ? 0 : 1;
 }
 
 }  // namespace

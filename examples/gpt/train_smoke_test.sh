@@ -1,11 +1,39 @@
 #!/bin/bash
-# Runs a tiny training job; train exits 1 if the loss did not fall, 2 on error.
+# Runs tiny training jobs; train exits 1 if a fresh run's loss did not fall, 2 on error.
+#  1. fully_shard on 2 ranks, an async checkpoint at step 4 and the final one at step 8;
+#  2. resumed from step 4 on 2 ranks: the final loss equals run 1's bit for bit (printed with %.9g);
+#  3. the step-8 checkpoint loaded on 1 and on 4 ranks (resharded): every full tensor matches;
+#  4. the unsharded single-rank path; a resume with another model config is refused.
 set -euo pipefail
-out="$("$1" --nproc=2 --steps=30 --batch=4 --seq=32 --d_model=32 --layers=1 --heads=2 --lr=1e-2 --log_every=10)"
+train="$1"
+ckpt="${TEST_TMPDIR:-$(mktemp -d)}/gpt_ckpt"
+args=(--steps=8 --batch=4 --seq=32 --d_model=32 --layers=1 --heads=2 --lr=1e-2 --log_every=4)
+out="$("$train" --nproc=2 "${args[@]}" --save="$ckpt" --save_every=4)"
 echo "$out"
-grep -q "^summary: loss" <<<"$out"
 grep -q "fully_shard on 2 ranks" <<<"$out"
-# And the unsharded single-rank path.
-single="$("$1" --nproc=1 --steps=12 --batch=2 --seq=16 --d_model=16 --layers=1 --heads=2 --lr=1e-2 --log_every=6)"
+grep -q "checkpoint: step 4 saving in the background to $ckpt/step_4" <<<"$out"
+grep -q "checkpoint: step 8 saved to $ckpt/step_8" <<<"$out"
+final() { grep -o "final loss [0-9.e+-]*" <<<"$1"; }
+want="$(final "$out")"
+
+resumed="$("$train" --nproc=2 "${args[@]}" --resume="$ckpt/step_4" --save=none)"
+echo "$resumed"
+grep -q "resume: step 4 from $ckpt/step_4 (saved on 2 ranks, loaded on 2" <<<"$resumed"
+got="$(final "$resumed")"
+[[ "$got" == "$want" ]] || { echo "resumed run ended with '$got', uninterrupted with '$want'"; exit 1; }
+
+for n in 1 4; do
+  loaded="$("$train" --nproc=$n "${args[@]}" --resume="$ckpt/step_8")"
+  echo "$loaded"
+  grep -q "saved on 2 ranks, loaded on $n, .*: 45 tensors (model + optimizer) match the saved ones bitwise" <<<"$loaded"
+done
+
+if "$train" --nproc=2 --steps=8 --batch=4 --resume="$ckpt/step_4" 2>"${ckpt%/*}/err.txt"; then
+  echo "a resume with another model config must fail"; exit 1
+fi
+grep -q "was saved by a run with 'd_model=32 layers=1" "${ckpt%/*}/err.txt"
+
+single="$("$train" --nproc=1 --steps=12 --batch=2 --seq=16 --d_model=16 --layers=1 --heads=2 --lr=1e-2 --log_every=6 --save=none)"
 echo "$single"
 grep -q "1 rank, unsharded" <<<"$single"
+grep -q "^summary: loss" <<<"$single"
