@@ -1,7 +1,9 @@
 // dtensor/dtensor_impl.cc — DTensorImpl and the checked constructor MakeDTensor.
 #include "dtensor/dtensor_impl.h"
 
+#include "core/autograd/grad_mode.h"
 #include "core/base/error.h"
+#include "dtensor/dtensor.h"
 #include "dtensor/layout.h"
 
 namespace tessel::dtensor {
@@ -14,6 +16,11 @@ DTensorImpl::DTensorImpl(Tensor local, DTensorSpec spec, DeviceMesh mesh)
 
 std::shared_ptr<TensorImpl> DTensorImpl::ShallowCopyDetached() const {
   return std::make_shared<DTensorImpl>(local_, spec_, mesh_);
+}
+
+Tensor DTensorImpl::MaterializeFull(const Tensor& self) const {
+  NoGradGuard no_grad;  // a read: no graph
+  return DTensor(self).FullTensor();
 }
 
 bool DTensorImpl::OwnsDataExclusively() const {

@@ -34,6 +34,7 @@ class DTensorImpl final : public TensorImpl {
   uint32_t version() const override { return local_.impl()->version(); }
   void RetagMemory(memory::Ledger ledger) const override { local_.impl()->RetagMemory(ledger); }
   bool OwnsDataExclusively() const override;
+  Tensor MaterializeFull(const Tensor& self) const override;
 
   const Tensor& local() const { return local_; }
   const DTensorSpec& spec() const { return spec_; }

@@ -2,7 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "core/autograd/engine.h"
+#include "core/ops/elementwise.h"
+#include "core/ops/reduction.h"
+#include "core/optim/optimizer.h"
 #include "core/tensor/tensor_impl.h"
 #include "dtensor/dtensor_impl.h"
 #include "dtensor/testing/dtensor_testing.h"
@@ -160,6 +165,46 @@ TEST(DTensorTest, FullTensorGathersEveryPiece) {
     comm::CommTracer tracer;
     EXPECT_EQ(d.FullTensor().ToDoubleVector(), Iota(8));
     EXPECT_EQ(tracer.Summary(), "all_gather(tp) x1, all_gather(dp) x1");
+  }, testing::FastRanks());
+}
+
+TEST(DTensorTest, ItemAndToDoubleVectorReadTheFullValue) {
+  comm::RunRanks(2, [](comm::ProcessGroupPtr pg) {
+    DeviceMesh mesh = InitDeviceMesh(pg, {2}, {"x"});
+    DTensor d = DistributeTensor(FromDoubles(Iota(5), Shape{5}, DType::kFloat64), mesh, ParsePlacements("S(0)"));
+    comm::CommTracer tracer;
+    EXPECT_EQ(d.tensor().ToDoubleVector(), Iota(5));  // all-gathers the uneven shards
+    // A Partial scalar (the sum of this rank's squares) reads as the reduced value: 0+1+4 + 9+16.
+    const Tensor sq = Sum(Mul(d.tensor(), d.tensor()));
+    ASSERT_TRUE(sq.is_distributed());
+    EXPECT_EQ(sq.item<double>(), 30.0);
+    EXPECT_EQ(tracer.Summary(), "all_gather(x) x1, all_reduce(x) x1");
+  }, testing::FastRanks());
+}
+
+TEST(DTensorTest, ClipGradNormOnDTensorGradsEqualsTheDenseComputation) {
+  // Shard(0) weight (uneven rows) and a Replicate bias: the norm counts each element once.
+  const std::vector<double> w_grad = {3, -1, 2, 0.5, -4, 1, 2};
+  const std::vector<double> b_grad = {1, -2};
+  double dense_sq = 0;
+  for (double g : w_grad) dense_sq += g * g;
+  for (double g : b_grad) dense_sq += g * g;
+  const double dense_norm = std::sqrt(dense_sq), max_norm = 2.0;
+  comm::RunRanks(2, [&](comm::ProcessGroupPtr pg) {
+    DeviceMesh mesh = InitDeviceMesh(pg, {2}, {"x"});
+    DTensor w = DistributeTensor(Zeros({7}, DType::kFloat64), mesh, ParsePlacements("S(0)"));
+    DTensor b = DistributeTensor(Zeros({2}, DType::kFloat64), mesh, ParsePlacements("R"));
+    w.set_requires_grad(true);
+    b.set_requires_grad(true);
+    w.tensor().set_grad(DistributeTensor(FromDoubles(w_grad, Shape{7}, DType::kFloat64), mesh, ParsePlacements("S(0)")).tensor());
+    b.tensor().set_grad(DistributeTensor(FromDoubles(b_grad, Shape{2}, DType::kFloat64), mesh, ParsePlacements("R")).tensor());
+    const double norm = optim::ClipGradNorm({w.tensor(), b.tensor()}, max_norm);
+    EXPECT_NEAR(norm, dense_norm, 1e-12);
+    const double coef = max_norm / (dense_norm + 1e-6);
+    const std::vector<double> got_w = w.tensor().grad().ToDoubleVector();
+    const std::vector<double> got_b = b.tensor().grad().ToDoubleVector();
+    for (size_t i = 0; i < w_grad.size(); ++i) EXPECT_NEAR(got_w[i], w_grad[i] * coef, 1e-12) << i;
+    for (size_t i = 0; i < b_grad.size(); ++i) EXPECT_NEAR(got_b[i], b_grad[i] * coef, 1e-12) << i;
   }, testing::FastRanks());
 }
 

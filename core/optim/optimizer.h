@@ -99,7 +99,9 @@ class AdamW final : public Optimizer {
 };
 
 // Scales every defined .grad in place so their global L2 norm is at most max_norm; returns the
-// norm before clipping (torch.nn.utils.clip_grad_norm_).
+// norm before clipping (torch.nn.utils.clip_grad_norm_). DTensor grads count each element of the full
+// tensor once (a sharded grad's sum of squares is Partial and is reduced when read): collective, one
+// scalar all-reduce per sharded grad. fsdp::ClipGradNorm does one all-reduce for a whole model.
 double ClipGradNorm(const TensorList& params, double max_norm);
 
 // Linear warmup from 0 to max_lr over warmup_steps, then cosine decay to min_lr at total_steps.

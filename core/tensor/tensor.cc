@@ -103,6 +103,7 @@ double Tensor::ItemDouble() const {
 }
 
 std::vector<double> Tensor::ToDoubleVector() const {
+  if (impl_ != nullptr && impl_->is_distributed()) return impl_->MaterializeFull(*this).ToDoubleVector();
   Tensor c = Empty(sizes(), DType::kFloat64, Device::Cpu(device().is_cpu() ? device().index : 0));
   CopyInto(c, *this);
   const double* p = c.data_ptr<double>();

@@ -61,6 +61,10 @@ class TensorImpl {
   virtual void RetagMemory(memory::Ledger ledger) const {
     if (storage_.defined()) storage_.Retag(ledger);
   }
+  // `self` (which holds this impl) as a dense tensor with its full value, for reads such as item()
+  // and ToDoubleVector(). Dense: `self`. DTensor: redistributed to Replicate on every mesh axis
+  // (all-gathers shards, reduces Partial), so it is collective: every rank of the mesh must call it.
+  virtual Tensor MaterializeFull(const Tensor& self) const { return self; }
   // True when no other tensor shares these bytes (safe to adopt them as a .grad).
   virtual bool OwnsDataExclusively() const { return storage_.defined() && storage_.use_count() == 1; }
 
