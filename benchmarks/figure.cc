@@ -5,6 +5,8 @@
 #include <cmath>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 
 namespace tessel::bench {
 namespace {
@@ -51,9 +53,12 @@ bool RegisterFigure(std::string name, std::function<Figure()> make) {
 const std::vector<std::pair<std::string, std::function<Figure()>>>& RegisteredFigures() { return Registry(); }
 
 FigureResult Measure(const Figure& figure, int warmup, int reps) {
+  if (figure.unavailable) {
+    if (std::string why = figure.unavailable(); !why.empty()) return FigureResult{0, 0, why};
+  }
   if (figure.precomputed) {
     const auto [value, baseline] = figure.precomputed();
-    return FigureResult{value, baseline};
+    return FigureResult{value, baseline, ""};
   }
   const bool has_baseline = figure.baseline.has_value();
   for (int i = 0; i < warmup; ++i) {
@@ -74,12 +79,32 @@ FigureResult Measure(const Figure& figure, int warmup, int reps) {
 }
 
 std::string FormatLine(const Figure& figure, const FigureResult& r) {
+  if (!r.skipped.empty()) return figure.name + ": skipped (" + r.skipped + ")";
   std::string line = figure.name + ": " + Fixed(r.value) + " " + figure.value.unit;
   if (!figure.baseline) return line;
   char ratio[32];
   std::snprintf(ratio, sizeof(ratio), "%.3f", r.value / r.baseline);
   return line + " vs " + figure.baseline->name + ": " + Fixed(r.baseline) + " " + figure.baseline->unit + " ratio " +
          ratio;
+}
+
+std::string Runfile(const std::string& path) {
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe");
+  return (std::filesystem::path(self.string() + ".runfiles") / "tessel" / path).string();
+}
+
+std::string RunAndFindLine(const std::string& command, const std::string& key, int* exit_status) {
+  *exit_status = -1;
+  FILE* p = popen((command + " 2>&1").c_str(), "r");
+  if (p == nullptr) return "";
+  std::string found;
+  char line[1024];
+  while (std::fgets(line, sizeof(line), p) != nullptr) {
+    if (found.empty() && std::strstr(line, key.c_str()) != nullptr) found = line;
+  }
+  *exit_status = pclose(p);
+  while (!found.empty() && (found.back() == '\n' || found.back() == '\r')) found.pop_back();
+  return found;
 }
 
 }  // namespace tessel::bench

@@ -44,6 +44,9 @@ struct Figure {
   // Optional: computes {value, baseline} in the units of value / baseline instead of timing the runs
   // (baseline 0 when the figure has none). Evaluated once per Measure.
   std::function<std::pair<double, double>()> precomputed;
+  // Optional: a non-empty reason means the figure cannot be measured here (e.g. an optional external
+  // baseline is not installed); the line then reads `<name>: skipped (<reason>)`.
+  std::function<std::string()> unavailable;
 };
 
 // Registers a figure by name; `make` runs only when the report measures it (inputs allocated then).
@@ -53,9 +56,17 @@ const std::vector<std::pair<std::string, std::function<Figure()>>>& RegisteredFi
 struct FigureResult {
   double value = 0;     // throughput, median over reps
   double baseline = 0;  // 0 without a baseline
+  std::string skipped;  // why it was not measured ("" when it was)
 };
 
 FigureResult Measure(const Figure& figure, int warmup, int reps);
+
+// Helpers for figures that run another program (a multi-process backend, an external baseline).
+// The path of a file in this binary's runfiles tree (workspace "tessel"), e.g. "comm/gloo_bench".
+std::string Runfile(const std::string& path);
+// Runs `command` through the shell (stderr merged into stdout) and returns the first output line that
+// contains `key` ("" if none); *exit_status gets pclose's status (0 on success).
+std::string RunAndFindLine(const std::string& command, const std::string& key, int* exit_status);
 std::string FormatLine(const Figure& figure, const FigureResult& result);
 
 }  // namespace tessel::bench

@@ -2,14 +2,26 @@
 // (forward, backward, AdamW) of the reference GPT config, in tokens per second on all cores.
 //
 // Reference config (issue 2): vocab 256, d_model 256, 4 layers, 8 heads, seq 128, batch 16, fp32,
-// pre-LN, GELU MLP 4x, learned positions, untied head. No in-process baseline exists (PyTorch is not a
-// dependency); docs/PERFORMANCE.md records PyTorch's number for the same config when measured.
-// The memory ledger's peaks for the step are printed as a note line after the figure.
+// pre-LN, GELU MLP 4x, learned positions, untied head. The memory ledger's peaks for the step are
+// printed as a note line after the figure.
+//
+// `gpt_step_vs_pytorch` compares the same step with PyTorch on this machine: benchmarks/pytorch/
+// gpt_step.py (the same model in torch.nn, same threads) run by Debian's /usr/bin/python3. PyTorch is not a
+// dependency of tessel: without it (Debian: apt install python3-torch) the line reads "skipped".
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "benchmarks/figure.h"
 #include "core/autograd/engine.h"
+#include "core/base/error.h"
+#include "core/base/parallel.h"
 #include "core/memory/allocator.h"
 #include "core/nn/transformer.h"
 #include "core/optim/optimizer.h"
@@ -53,6 +65,44 @@ const bool kRegistered = RegisterFigure("gpt_step_tokens_per_s", [] {
                   st[memory::Ledger::kOptimState].peak / 1048576.0,
                   st[memory::Ledger::kActivations].peak / 1048576.0, st.total.peak / 1048576.0);
     return std::string(line);
+  };
+  return f;
+});
+
+double TesselTokensPerS(GptStep& step, int reps, int steps) {
+  for (int i = 0; i < 2; ++i) step.Run();
+  std::vector<double> rates;
+  for (int r = 0; r < reps; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < steps; ++i) step.Run();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    rates.push_back(static_cast<double>(steps * step.batch * step.cfg.seq_len) / s);
+  }
+  std::sort(rates.begin(), rates.end());
+  return rates[rates.size() / 2];
+}
+
+const bool kVsPytorch = RegisterFigure("gpt_step_vs_pytorch", [] {
+  auto torch_line = std::make_shared<std::string>();
+  Figure f{"gpt_step_vs_pytorch", {"tessel_gpt_step", "tokens/s", 0, nullptr},
+           Throughput{"pytorch_gpt_step", "tokens/s", 0, nullptr}};
+  f.unavailable = [] {
+    int status = 0;
+    RunAndFindLine("/usr/bin/python3 -c 'import torch; print(\"torch\", torch.__version__)'", "torch ", &status);
+    return status == 0 ? std::string() : std::string("PyTorch is not installed: apt install python3-torch");
+  };
+  f.precomputed = [torch_line] {
+    GptStep step;
+    const double tessel = TesselTokensPerS(step, 5, 4);
+    int status = 0;
+    *torch_line = RunAndFindLine(Str("/usr/bin/python3 ", Runfile("benchmarks/pytorch/gpt_step.py"), " --threads=", NumThreads()),
+                             "pytorch_gpt_step_tokens_per_s: ", &status);
+    const size_t colon = torch_line->find(": ");
+    const double torch_rate = status == 0 && colon != std::string::npos ? std::atof(torch_line->c_str() + colon + 2) : 0;
+    return std::pair<double, double>{tessel, torch_rate};
+  };
+  f.note = [torch_line] {
+    return torch_line->empty() ? std::string("the PyTorch run printed no result") : *torch_line;
   };
   return f;
 });

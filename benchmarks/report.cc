@@ -12,6 +12,7 @@
 //   bazel run //benchmarks:report -- --reps=9 --filter=linear
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <string>
 
 #include "benchmarks/figure.h"
@@ -32,13 +33,19 @@ int main(int argc, char** argv) {
     }
   }
   std::fprintf(stderr, "# %d threads, %d timed reps per side (median)\n", tessel::NumThreads(), reps);
+  int failed = 0;
   for (const auto& [name, make] : tessel::bench::RegisteredFigures()) {
     if (!filter.empty() && name.find(filter) == std::string::npos) continue;
-    const tessel::bench::Figure figure = make();
-    const tessel::bench::FigureResult result = tessel::bench::Measure(figure, /*warmup=*/1, reps);
-    std::printf("%s\n", tessel::bench::FormatLine(figure, result).c_str());
-    if (figure.note) std::printf("# %s\n", figure.note().c_str());
+    try {
+      const tessel::bench::Figure figure = make();
+      const tessel::bench::FigureResult result = tessel::bench::Measure(figure, /*warmup=*/1, reps);
+      std::printf("%s\n", tessel::bench::FormatLine(figure, result).c_str());
+      if (figure.note && result.skipped.empty()) std::printf("# %s\n", figure.note().c_str());
+    } catch (const std::exception& e) {  // one broken figure must not hide the others
+      std::printf("%s: failed (%s)\n", name.c_str(), e.what());
+      ++failed;
+    }
     std::fflush(stdout);
   }
-  return 0;
+  return failed == 0 ? 0 : 1;
 }

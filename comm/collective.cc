@@ -106,11 +106,19 @@ CollectiveDesc DescribeAllReduce(const Tensor& t, ReduceOp op, DeviceType device
   return d;
 }
 
-CollectiveDesc DescribeAllGather(const Tensor& output, const Tensor& input, int world, DeviceType device_type) {
+CollectiveDesc DescribeAllGather(const Tensor& output, const Tensor& input, int world, int rank,
+                                 DeviceType device_type) {
   CheckCommTensor("all_gather", output, device_type);
   CheckCommTensor("all_gather", input, device_type);
   CheckSameDType("all_gather", output, input);
   CheckStacked("all_gather", "output", output, input, world);
+  const int64_t in_bytes = input.numel() * ElementSize(input.dtype());
+  const char* in = static_cast<const char*>(input.raw_data());
+  const char* out = static_cast<const char*>(output.raw_data());
+  const bool overlap = in_bytes > 0 && in < out + in_bytes * world && out < in + in_bytes;
+  TESSEL_CHECK(!overlap || in == out + in_bytes * rank, "all_gather: the input overlaps the output but is not rank ",
+               rank, "'s block of it (an in-place all_gather takes input = output block ", rank, ", bytes [",
+               in_bytes * rank, ", ", in_bytes * (rank + 1), "); the input starts at byte ", in - out, ")");
   CollectiveDesc d;
   d.kind = CollectiveKind::kAllGather;
   d.dtype = input.dtype();

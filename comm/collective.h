@@ -7,7 +7,7 @@
 // time and throws kInvalidArgument naming the op, shapes and dtypes.
 //
 // Example:
-//   CollectiveDesc d = DescribeAllGather(output, input, pg.size());   // validates, fills bytes
+//   CollectiveDesc d = DescribeAllGather(output, input, pg.size(), pg.rank(), DeviceType::kCpu);   // validates, fills bytes
 //   d.seq = next_seq++;
 //   if (auto msg = FindMismatch(all_descs, "group 'world'")) TESSEL_FAIL(ErrorCode::kAborted, *msg);
 #pragma once
@@ -53,8 +53,10 @@ std::string GroupLabel(const std::string& name, std::span<const int> global_rank
 void CheckCommTensor(const char* op, const Tensor& t, DeviceType device_type);
 
 CollectiveDesc DescribeAllReduce(const Tensor& t, ReduceOp op, DeviceType device_type);
-// output: dim 0 = world * input dim 0 (a 0-d input gathers into a 1-d output of size world).
-CollectiveDesc DescribeAllGather(const Tensor& output, const Tensor& input, int world, DeviceType device_type);
+// output: dim 0 = world * input dim 0 (a 0-d input gathers into a 1-d output of size world). An input
+// whose bytes overlap the output must be exactly this `rank`'s block of it (in-place all_gather).
+CollectiveDesc DescribeAllGather(const Tensor& output, const Tensor& input, int world, int rank,
+                                 DeviceType device_type);
 CollectiveDesc DescribeReduceScatter(const Tensor& output, const Tensor& input, ReduceOp op, int world,
                                      DeviceType device_type);
 // Resolves empty split lists to equal splits (dim 0 must then divide by world).

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "core/tensor/dtype.h"
+
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -77,6 +79,51 @@ TEST(ReduceKernelTest, Float32MatchesTheNaiveLoopBitwiseOnEveryPath) {
     }
   }
   EXPECT_EQ(cases, 5 * 4 * 5 * 3);
+}
+
+// The generic chunked kernel (every dtype but float32), below and above the streaming size, with a
+// tail: fp64 and int32 reduce in their own type, bf16 / fp16 in float32 rounded once at the end.
+template <typename T, typename ToC, typename FromC>
+void ExpectGenericKernelMatches(DType dtype, ReduceOp op, int64_t n, ToC to_c, FromC from_c) {
+  SCOPED_TRACE(testing::Message() << DTypeName(dtype) << " op " << static_cast<int>(op) << " n " << n);
+  constexpr int kInputs = 3;
+  std::vector<std::vector<T>> ins(kInputs, std::vector<T>(static_cast<size_t>(n)));
+  std::vector<const void*> ptrs;
+  for (int j = 0; j < kInputs; ++j) {
+    for (int64_t i = 0; i < n; ++i) ins[j][i] = from_c(static_cast<double>((i * 7 + j * 13) % 61) - 30.0 + 0.25 * j);
+    ptrs.push_back(ins[j].data());
+  }
+  std::vector<T> out(static_cast<size_t>(n) + 1);
+  ReduceRange(dtype, op, out.data() + 1, ptrs, 0, n);  // +1 element: an unaligned destination
+  for (int64_t i = 0; i < n; ++i) {
+    auto acc = to_c(ins[0][i]);
+    for (int j = 1; j < kInputs; ++j) {
+      const auto b = to_c(ins[j][i]);
+      acc = op == ReduceOp::kMax ? (acc > b ? acc : b) : acc + b;
+    }
+    const T want = from_c(acc);
+    if (std::memcmp(&want, &out[i + 1], sizeof(T)) != 0) {
+      ADD_FAILURE() << "element " << i;
+      return;
+    }
+  }
+}
+
+TEST(ReduceKernelTest, OtherDTypesMatchTheNaiveLoopOnBothPaths) {
+  for (int64_t n : {int64_t{37}, int64_t{(1 << 19) + 13}}) {  // 2 MiB of fp32-sized data: streamed
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax}) {
+      ExpectGenericKernelMatches<double>(DType::kFloat64, op, n, [](double v) { return v; },
+                                         [](double v) { return v; });
+      ExpectGenericKernelMatches<int32_t>(DType::kInt32, op, n, [](int32_t v) { return v; },
+                                          [](double v) { return static_cast<int32_t>(std::floor(v)); });
+      ExpectGenericKernelMatches<uint16_t>(
+          DType::kBFloat16, op, n, [](uint16_t v) { return BFloat16BitsToFloat(v); },
+          [](double v) { return FloatToBFloat16Bits(static_cast<float>(v)); });
+      ExpectGenericKernelMatches<uint16_t>(
+          DType::kFloat16, op, n, [](uint16_t v) { return HalfBitsToFloat(v); },
+          [](double v) { return FloatToHalfBits(static_cast<float>(v)); });
+    }
+  }
 }
 
 TEST(ReduceKernelTest, ParallelCopyStreamsLargeCopiesExactly) {

@@ -38,7 +38,7 @@ AllGatherResult IssueAllGather(std::span<FsdpParam* const> params, const FlatLay
 
 void FinishAllGather(AllGatherResult& result, std::span<FsdpParam* const> params, const FlatLayout& layout) {
   if (result.work) result.work->Wait();
-  result.input = Tensor();  // the input is free as soon as the collective is done
+  result.input = Tensor();  // a view of the output: dropping it frees nothing
   for (FsdpParam* p : params) p->AllocateUnsharded();
   if (!result.output.defined()) {
     for (FsdpParam* p : params) p->CopyShardToUnsharded();

@@ -249,7 +249,7 @@ class GlooProcessGroup final : public ProcessGroup {
     });
   }
   WorkPtr AllGather(const Tensor& output, const Tensor& input) override {
-    CollectiveDesc d = DescribeAllGather(output, input, size(), DeviceType::kCpu);
+    CollectiveDesc d = DescribeAllGather(output, input, size(), rank(), DeviceType::kCpu);
     return Issue(std::move(d), output, [=](auto& ctx, uint32_t tag, milliseconds timeout) {
       GlooAllGather(ctx, output, input, tag, timeout);
     });

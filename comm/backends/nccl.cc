@@ -186,7 +186,7 @@ class NcclProcessGroup final : public ProcessGroup {
     });
   }
   WorkPtr AllGather(const Tensor& out, const Tensor& in) override {
-    CollectiveDesc d = DescribeAllGather(out, in, size(), DeviceType::kCuda);
+    CollectiveDesc d = DescribeAllGather(out, in, size(), rank(), DeviceType::kCuda);
     return Enqueue(d, {out, in}, [&](ncclComm_t c, cudaStream_t s) {
       return ncclAllGather(in.raw_data(), out.raw_data(), Count(in), NcclType(in.dtype()), c, s);
     });

@@ -121,7 +121,7 @@ class ThreadsProcessGroup final : public ProcessGroup {
     return Issue(std::move(d), {tensor}, tensor.raw_data(), tensor.raw_data(), 2, &ExecAllReduce);
   }
   WorkPtr AllGather(const Tensor& output, const Tensor& input) override {
-    CollectiveDesc d = DescribeAllGather(output, input, size(), DeviceType::kCpu);
+    CollectiveDesc d = DescribeAllGather(output, input, size(), rank(), DeviceType::kCpu);
     return Issue(std::move(d), {output, input}, input.raw_data(), output.raw_data(), 1, &ExecAllGather);
   }
   WorkPtr ReduceScatter(const Tensor& output, const Tensor& input, ReduceOp op) override {

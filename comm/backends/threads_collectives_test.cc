@@ -245,6 +245,24 @@ TEST(ThreadsCollectivesTest, InPlaceAllGatherAndReduceScatterWork) {
   });
 }
 
+TEST(ThreadsCollectivesTest, AllGatherInputOverlappingTheOutputElsewhereIsRejectedBeforeAnyCopy) {
+  RunRanks(2, [](ProcessGroupPtr pg) {
+    Tensor buf = Zeros({4});
+    // The other rank's block, and a block straddling both: each would be read while being written.
+    for (int64_t offset : {int64_t{2} * (1 - pg->rank()), int64_t{1}}) {
+      try {
+        pg->AllGather(buf, MakeView(buf, {2}, {1}, offset));
+        ADD_FAILURE() << "expected an error for offset " << offset;
+      } catch (const Error& e) {
+        EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+        EXPECT_NE(std::string(e.what()).find(Str("overlaps the output but is not rank ", pg->rank(), "'s block")),
+                  std::string::npos) << e.what();
+      }
+    }
+    pg->Barrier()->Wait();  // the rejected calls were never issued: the group is still in step
+  });
+}
+
 TEST(ThreadsCollectivesTest, RankThreadsGetTheirDeviceAndThreadBudget) {
   RunRanks(2, [](ProcessGroupPtr pg) {
     EXPECT_EQ(CurrentDevice(), Device::Cpu(pg->rank()));

@@ -103,7 +103,11 @@ double Tensor::ItemDouble() const {
 }
 
 std::vector<double> Tensor::ToDoubleVector() const {
-  if (impl_ != nullptr && impl_->is_distributed()) return impl_->MaterializeFull(*this).ToDoubleVector();
+  if (impl_ != nullptr && impl_->is_distributed()) {
+    const Tensor full = impl_->MaterializeFull(*this);
+    TESSEL_INTERNAL_ASSERT(!full.impl()->is_distributed(), impl_->KindName(), " does not implement MaterializeFull");
+    return full.ToDoubleVector();
+  }
   Tensor c = Empty(sizes(), DType::kFloat64, Device::Cpu(device().is_cpu() ? device().index : 0));
   CopyInto(c, *this);
   const double* p = c.data_ptr<double>();

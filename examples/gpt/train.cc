@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <future>
 #include <optional>
 #include <string>
 
@@ -83,14 +84,14 @@ checkpoint::StateDict TrainingState(const nn::Module& model, const optim::Optimi
   return sd;
 }
 
-// xxh3 of every full tensor (model + optimizer state, gathered on every rank: collective).
+// xxh3 of every full tensor (model + optimizer state). Collective: a sharded tensor is gathered, one
+// at a time, so no rank ever holds more than one full tensor beyond its shards.
 std::map<std::string, uint64_t> Fingerprints(const nn::Module& model, const optim::Optimizer& opt) {
-  checkpoint::StateDict full = checkpoint::GetModelStateDict(model, {.full_state_dict = true});
-  full.merge(checkpoint::GetOptimizerStateDict(model, opt, {.full_state_dict = true}));
+  checkpoint::StateDict state = TrainingState(model, opt);
   std::map<std::string, uint64_t> sums;
-  for (const auto& [fqn, value] : full) {
+  for (const auto& [fqn, value] : state) {
     if (const Tensor* t = std::get_if<Tensor>(&value)) {
-      const Tensor c = Contiguous(*t);
+      const Tensor c = Contiguous(t->impl()->MaterializeFull(*t));
       sums[fqn] = checkpoint::Checksum(c.raw_data(), c.numel() * ElementSize(c.dtype()));
     }
   }
@@ -101,10 +102,11 @@ constexpr const char* kFingerprintPrefix = "train.fingerprint.";
 
 // The state a checkpoint holds: tensors, step, config, saved world size and the fingerprints.
 checkpoint::StateDict CheckpointState(const nn::Module& model, const optim::Optimizer& opt, int64_t step,
-                                      const std::string& config, int nranks) {
+                                      const std::string& config, const std::string& schedule, int nranks) {
   checkpoint::StateDict sd = TrainingState(model, opt);
   sd["train.step"] = step;
   sd["train.config"] = config;
+  sd["train.schedule"] = schedule;
   sd["train.world_size"] = int64_t{nranks};
   for (const auto& [fqn, sum] : Fingerprints(model, opt)) sd[kFingerprintPrefix + fqn] = checkpoint::ChecksumToHex(sum);
   return sd;
@@ -113,7 +115,7 @@ checkpoint::StateDict CheckpointState(const nn::Module& model, const optim::Opti
 // Loads `dir` into the model and optimizer (any saved world size), checks every full tensor against
 // its saved fingerprint and returns the step to continue from.
 int64_t Resume(const std::string& dir, const nn::Module& model, optim::Optimizer& opt, const std::string& config,
-               const comm::ProcessGroupPtr& world, int nranks) {
+               const std::string& schedule, const comm::ProcessGroupPtr& world, int nranks) {
   // The config first: loading into a model of another shape would only list mismatched tensors.
   const checkpoint::Metadata md = checkpoint::ReadMetadata(dir);
   const auto saved_config = md.values.find("train.config");
@@ -128,6 +130,7 @@ int64_t Resume(const std::string& dir, const nn::Module& model, optim::Optimizer
   }
   sd["train.step"] = int64_t{0};
   sd["train.config"] = std::string();
+  sd["train.schedule"] = std::string();
   sd["train.world_size"] = int64_t{0};
   for (const std::string& fqn : tensor_keys) sd[kFingerprintPrefix + fqn] = std::string();
   const checkpoint::LoadResult loaded = checkpoint::Load(sd, dir);
@@ -143,6 +146,11 @@ int64_t Resume(const std::string& dir, const nn::Module& model, optim::Optimizer
   const int64_t step = std::get<int64_t>(sd.at("train.step"));
   Tensor total = Scalar(static_cast<double>(loaded.bytes_read), DType::kFloat64);
   if (world) world->AllReduce(total, comm::ReduceOp::kSum)->Wait();
+  const std::string saved_schedule = std::get<std::string>(sd.at("train.schedule"));
+  if ((!world || world->rank() == 0) && saved_schedule != schedule) {
+    std::printf("resume: note: the checkpoint was trained with the LR schedule '%s'; continuing with '%s'\n",
+                saved_schedule.c_str(), schedule.c_str());
+  }
   if (!world || world->rank() == 0) {
     std::printf("resume: step %lld from %s (saved on %lld ranks, loaded on %d, %.2f MiB read): %zu tensors "
                 "(model + optimizer) match the saved ones bitwise\n",
@@ -200,12 +208,18 @@ RunResult TrainRank(const Flags& flags, const comm::ProcessGroupPtr& world) {
   }
   const std::string config = Str("d_model=", cfg.d_model, " layers=", cfg.n_layers, " heads=", cfg.n_heads, " seq=", T,
                                   " batch=", B, " seed=", seed);
+  const std::string schedule_desc = Str("steps=", steps, " lr=", flags.Get("lr", 3e-3), " warmup=", schedule.warmup_steps);
   const std::string resume = flags.GetString("resume", "");
-  const int64_t start = resume.empty() ? 0 : Resume(resume, model, opt, config, world, nranks);
+  const int64_t start = resume.empty() ? 0 : Resume(resume, model, opt, config, schedule_desc, world, nranks);
+  if (start >= steps && rank == 0) {
+    std::printf("resume: nothing to train: the checkpoint is at step %lld and --steps=%lld\n",
+                static_cast<long long>(start), static_cast<long long>(steps));
+  }
   std::string save_root = flags.GetString("save", "/tmp/tessel_gpt_ckpt");
   if (save_root == "none") save_root.clear();
   const int64_t save_every = static_cast<int64_t>(flags.Get("save_every", 0));
   std::optional<checkpoint::AsyncSaver> saver;
+  std::shared_future<checkpoint::SaveResult> periodic;
   if (!save_root.empty() && save_every > 0) saver.emplace(world);
   RunResult r;
   double window = 0;
@@ -256,21 +270,26 @@ RunResult TrainRank(const Flags& flags, const comm::ProcessGroupPtr& world) {
     }
     r.final_loss = lv;
     if (saver && (step + 1) % save_every == 0 && step + 1 < steps) {
-      // Blocks only for the snapshot; the previous periodic save must have finished first.
-      saver->Save(CheckpointState(model, opt, step + 1, config, nranks), Str(save_root, "/step_", step + 1));
+      // The previous periodic save must have succeeded (its error surfaces here, not silently later).
+      if (periodic.valid()) periodic.get();
+      const auto t0 = std::chrono::steady_clock::now();
+      checkpoint::StateDict state = CheckpointState(model, opt, step + 1, config, schedule_desc, nranks);
+      periodic = saver->Save(state, Str(save_root, "/step_", step + 1));
       if (rank == 0) {
-        std::printf("checkpoint: step %lld saving in the background to %s/step_%lld (stalled %.1f ms)\n",
+        std::printf("checkpoint: step %lld saving in the background to %s/step_%lld (training blocked %.1f ms: "
+                    "fingerprints and snapshot)\n",
                     static_cast<long long>(step + 1), save_root.c_str(), static_cast<long long>(step + 1),
-                    saver->last_stall_seconds() * 1e3);
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() * 1e3);
       }
     }
   }
   if (saver) saver->Wait();
+  if (periodic.valid()) periodic.get();
   if (!save_root.empty() && steps > start) {
     const std::string dir = Str(save_root, "/step_", steps);
     const auto t0 = std::chrono::steady_clock::now();
     const checkpoint::SaveResult saved =
-        checkpoint::Save(CheckpointState(model, opt, steps, config, nranks), dir, world);
+        checkpoint::Save(CheckpointState(model, opt, steps, config, schedule_desc, nranks), dir, world);
     if (rank == 0) {
       std::printf("checkpoint: step %lld saved to %s (%.2f MiB from %d ranks, %.0f ms); reload with "
                   "--resume=%s and any --nproc\n",
@@ -300,7 +319,7 @@ int Main(int argc, char** argv) {
     });
   }
   if (r.steps_run == 0) return 0;  // --resume at or past --steps: loaded and checked only
-  std::printf("summary: loss %.4f -> %.4f (mean of first/last %lld steps) | final loss %.9g | %.0f tokens/s | %.1f s\n",
+  std::printf("summary: loss %.4f -> %.4f (mean of first/last %lld steps) | final loss %.17g | %.0f tokens/s | %.1f s\n",
               r.first_loss, r.last_loss, static_cast<long long>(r.avg_over), r.final_loss, r.tokens_per_s, r.seconds);
   std::printf("%s", memory::Report().c_str());  // every rank's ledger (cpu:r is rank r)
   // A fresh run must learn; a resumed one may be too short to show it.
