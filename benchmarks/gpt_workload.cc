@@ -7,7 +7,8 @@
 //
 // `gpt_step_vs_pytorch` compares the same step with PyTorch on this machine: benchmarks/pytorch/
 // gpt_step.py (the same model in torch.nn, same threads) run by Debian's /usr/bin/python3. PyTorch is not a
-// dependency of tessel: without it (Debian: apt install python3-torch) the line reads "skipped".
+// dependency of tessel: without it the line reads "skipped" (Debian: apt install python3-torch
+// libopenblas0-openmp; without OpenBLAS, Debian's torch runs on the reference BLAS, ~30x slower).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -89,7 +90,7 @@ const bool kVsPytorch = RegisterFigure("gpt_step_vs_pytorch", [] {
   f.unavailable = [] {
     int status = 0;
     RunAndFindLine("/usr/bin/python3 -c 'import torch; print(\"torch\", torch.__version__)'", "torch ", &status);
-    return status == 0 ? std::string() : std::string("PyTorch is not installed: apt install python3-torch");
+    return status == 0 ? std::string() : std::string("PyTorch is not installed: apt install python3-torch libopenblas0-openmp");
   };
   f.precomputed = [torch_line] {
     GptStep step;
