@@ -130,7 +130,8 @@ int64_t Resume(const std::string& dir, const nn::Module& model, optim::Optimizer
   }
   sd["train.step"] = int64_t{0};
   sd["train.config"] = std::string();
-  sd["train.schedule"] = std::string();
+  const bool has_schedule = md.values.count("train.schedule") > 0;  // older checkpoints lack it
+  if (has_schedule) sd["train.schedule"] = std::string();
   sd["train.world_size"] = int64_t{0};
   for (const std::string& fqn : tensor_keys) sd[kFingerprintPrefix + fqn] = std::string();
   const checkpoint::LoadResult loaded = checkpoint::Load(sd, dir);
@@ -146,7 +147,7 @@ int64_t Resume(const std::string& dir, const nn::Module& model, optim::Optimizer
   const int64_t step = std::get<int64_t>(sd.at("train.step"));
   Tensor total = Scalar(static_cast<double>(loaded.bytes_read), DType::kFloat64);
   if (world) world->AllReduce(total, comm::ReduceOp::kSum)->Wait();
-  const std::string saved_schedule = std::get<std::string>(sd.at("train.schedule"));
+  const std::string saved_schedule = has_schedule ? std::get<std::string>(sd.at("train.schedule")) : schedule;
   if ((!world || world->rank() == 0) && saved_schedule != schedule) {
     std::printf("resume: note: the checkpoint was trained with the LR schedule '%s'; continuing with '%s'\n",
                 saved_schedule.c_str(), schedule.c_str());
