@@ -4,7 +4,7 @@
 //                                   global batch, against the unsharded one-rank step of the same model
 //                                   and global batch on all cores, in the same run. Target >= 0.9.
 //   fsdp_peak_memory_vs_prediction  measured total ledger peak of a rank over a steady-state step (the
-//                                   third) / the prediction of tests/fsdp_memory_test.cc (the rank with
+//                                   third) / fsdp/memory_plan.h's prediction (the rank with
 //                                   the ratio farthest from 1 is reported). Target 0.9-1.1. A computed,
 //                                   not timed, figure (Figure::precomputed, figure.h).
 //
@@ -44,6 +44,7 @@
 #include "dtensor/device_mesh.h"
 #include "dtensor/layout.h"
 #include "fsdp/fully_shard.h"
+#include "fsdp/memory_plan.h"
 
 namespace tessel::bench {
 namespace {
@@ -201,48 +202,6 @@ const bool kStep = RegisterFigure("fsdp_step_vs_unsharded", [] {
 
 // ---- fsdp_peak_memory_vs_prediction ----
 
-// The total-peak prediction of tests/fsdp_memory_test.cc (Predict(...).total; see that file's header
-// for the derivation), for a GPT whose blocks and root are wrapped with the default options, fp32,
-// AdamW, on `world` ranks, rank `rank`. Duplicated because //tests:fsdp_testing is testonly; keep the
-// two in sync.
-//   total = optim + params + activations + W·max S(block) (W > 1) + head gradients
-int64_t PredictTotalPeak(const nn::GPTConfig& cfg, int64_t world, int64_t rank, int64_t activations) {
-  Generator gen(7);
-  nn::GPT gpt(cfg, gen);
-  int64_t sharded = 0, root_shard = 0, head_grads = 0, optim = 0;
-  std::map<int, int64_t> block_shard;
-  for (auto& [fqn, p] : gpt.NamedParameters()) {
-    const int64_t rows = p.size(0), row = p.numel() / rows;
-    const int64_t padded = (rows + world - 1) / world * row * 4;
-    sharded += padded;
-    optim += 2 * dtensor::ChunkPieceOf(rows, world, rank).size * row * 4;
-    if (fqn.rfind("layers.", 0) == 0) {
-      block_shard[std::stoi(fqn.substr(7, fqn.find('.', 7) - 7))] += padded;
-    } else {
-      root_shard += padded;
-      if (fqn.rfind("lm_head.", 0) == 0 || fqn.rfind("ln_f.", 0) == 0) head_grads += p.numel() * 4;
-    }
-  }
-  int64_t max_block = 0;
-  for (const auto& [g, bytes] : block_shard) max_block = std::max(max_block, bytes);
-  const int64_t params = sharded + world * root_shard + world * max_block;
-  return optim + params + activations + (world > 1 ? world * max_block : 0) + head_grads;
-}
-
-// Activations peak of one unsharded step on the local batch (FSDP does not change activations).
-int64_t MeasuredActivations(const nn::GPTConfig& cfg, int64_t local_batch) {
-  int64_t peak = 0;
-  comm::RunRanks(1, [&](comm::ProcessGroupPtr) {
-    Generator gen(7);
-    nn::GPT gpt(cfg, gen);
-    auto [idx, tgt] = Batch(cfg, local_batch);
-    memory::ResetPeaks(CurrentDevice());
-    Backward(gpt.Loss(idx, tgt));
-    peak = memory::Stats(CurrentDevice())[memory::Ledger::kActivations].peak;
-  });
-  return peak;
-}
-
 // Total ledger peak of each rank over the third FSDP step (optimizer state exists, gradients zeroed).
 std::vector<int64_t> MeasuredTotalPeaks(const nn::GPTConfig& cfg) {
   std::vector<int64_t> out(kWorld);
@@ -268,12 +227,12 @@ const bool kMemory = RegisterFigure("fsdp_peak_memory_vs_prediction", [] {
            Throughput{"predicted", "MiB", 0, nullptr}};
   f.precomputed = [result] {
     const nn::GPTConfig cfg = BenchGpt();
-    const int64_t activations = MeasuredActivations(cfg, kGlobalBatch / kWorld);
+    const int64_t activations = fsdp::MeasureGptActivations(cfg, kGlobalBatch / kWorld);
     result->measured = MeasuredTotalPeaks(cfg);
     result->predicted.clear();
     double worst_dev = -1;
     for (int r = 0; r < kWorld; ++r) {
-      result->predicted.push_back(PredictTotalPeak(cfg, kWorld, r, activations));
+      result->predicted.push_back(fsdp::PlanGptFullyShard(cfg, kWorld, r, activations).total);
       const double dev = std::abs(static_cast<double>(result->measured[r]) / result->predicted[r] - 1.0);
       if (dev > worst_dev) worst_dev = dev, result->worst = r;
     }

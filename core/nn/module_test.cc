@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "core/autograd/engine.h"
 #include "core/base/error.h"
 #include "core/memory/allocator.h"
@@ -40,6 +42,29 @@ TEST(ModuleTest, NamedParametersUseDottedPathsInRegistrationOrder) {
   EXPECT_EQ(Names(m.NamedParameters(/*recurse=*/false)).size(), 0u);
   EXPECT_EQ(m.NamedModules().size(), 3u);
   EXPECT_EQ(m.NamedModules()[1].first, "l1");
+}
+
+TEST(ModuleTest, ParameterShapesNameEveryParameterOfTheBuiltModelWithItsShape) {
+  int variants = 0;
+  for (const char* mlp : {"gelu", "swiglu"}) {
+    for (const char* norm : {"layernorm", "rmsnorm"}) {
+      for (bool bias : {false, true}) {
+        for (bool tie : {false, true}) {
+          GPTConfig cfg{.vocab_size = 13, .d_model = 16, .n_layers = 2, .n_heads = 2, .seq_len = 5,
+                        .mlp = mlp, .norm = norm, .bias = bias, .tie_embeddings = tie};
+          Generator gen(0);
+          GPT gpt(cfg, gen);
+          std::map<std::string, Shape> built, planned;
+          for (const auto& [fqn, p] : gpt.NamedParameters()) built[fqn] = p.sizes();
+          for (const auto& [fqn, shape] : cfg.ParameterShapes()) planned[fqn] = shape;
+          EXPECT_EQ(planned, built) << mlp << " " << norm << " bias " << bias << " tie " << tie;
+          EXPECT_EQ(planned.size(), cfg.ParameterShapes().size()) << "duplicate names";
+          ++variants;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(variants, 16);
 }
 
 TEST(ModuleTest, GptParameterNamesAndCountMatchTheConfig) {

@@ -21,14 +21,44 @@ std::unique_ptr<Module> MakeNorm(const GPTConfig& cfg) {
 
 }  // namespace
 
+int64_t GPTConfig::MlpHidden() const { return mlp == "swiglu" ? (((8 * d_model / 3) + 63) / 64) * 64 : 4 * d_model; }
+
+std::vector<std::pair<std::string, Shape>> GPTConfig::ParameterShapes() const {
+  const int64_t C = d_model, F = MlpHidden();
+  std::vector<std::pair<std::string, Shape>> out;
+  auto norm_params = [&](const std::string& prefix) {
+    out.push_back({prefix + ".weight", {C}});
+    if (norm != "rmsnorm") out.push_back({prefix + ".bias", {C}});
+  };
+  auto linear = [&](const std::string& prefix, int64_t in, int64_t out_features, bool with_bias) {
+    out.push_back({prefix + ".weight", {out_features, in}});
+    if (with_bias) out.push_back({prefix + ".bias", {out_features}});
+  };
+  out.push_back({"wte.weight", {vocab_size, C}});
+  out.push_back({"wpe.weight", {seq_len, C}});
+  for (int64_t i = 0; i < n_layers; ++i) {
+    const std::string l = Str("layers.", i);
+    norm_params(l + ".ln1");
+    for (const char* w : {"wq", "wk", "wv", "wo"}) linear(Str(l, ".attn.", w), C, C, bias);
+    norm_params(l + ".ln2");
+    if (mlp == "swiglu") {
+      linear(l + ".mlp.w1", C, F, bias);
+      linear(l + ".mlp.w3", C, F, bias);
+      linear(l + ".mlp.w2", F, C, bias);
+    } else {
+      linear(l + ".mlp.fc", C, F, bias);
+      linear(l + ".mlp.proj", F, C, bias);
+    }
+  }
+  norm_params("ln_f");
+  if (!tie_embeddings) linear("lm_head", C, vocab_size, false);
+  return out;
+}
+
 int64_t GPTConfig::NumParameters() const {
-  const int64_t C = d_model;
-  const int64_t F = mlp == "swiglu" ? (((8 * C / 3) + 63) / 64) * 64 : 4 * C;
-  const int64_t norm_params = norm == "rmsnorm" ? C : 2 * C;
-  const int64_t attn = 4 * C * C + (bias ? 4 * C : 0);
-  const int64_t mlp_params = mlp == "swiglu" ? 3 * C * F + (bias ? 2 * F + C : 0) : 2 * C * F + (bias ? F + C : 0);
-  const int64_t block = 2 * norm_params + attn + mlp_params;
-  return vocab_size * C + seq_len * C + n_layers * block + norm_params + (tie_embeddings ? 0 : vocab_size * C);
+  int64_t n = 0;
+  for (const auto& [fqn, shape] : ParameterShapes()) n += NumElements(shape);
+  return n;
 }
 
 MLP::MLP(int64_t d_model, int64_t hidden, const std::string& activation, bool bias, Generator& gen,
@@ -86,7 +116,7 @@ TensorList CausalSelfAttention::Forward(const TensorList& in) {
 }
 
 TransformerBlock::TransformerBlock(const GPTConfig& cfg, Generator& gen) : Module("TransformerBlock") {
-  const int64_t hidden = cfg.mlp == "swiglu" ? (((8 * cfg.d_model / 3) + 63) / 64) * 64 : 4 * cfg.d_model;
+  const int64_t hidden = cfg.MlpHidden();
   RegisterModule("ln1", MakeNorm(cfg));
   RegisterModule("attn",
                  std::make_unique<CausalSelfAttention>(cfg.d_model, cfg.n_heads, cfg.bias, gen, cfg.init_std, cfg.dtype));

@@ -17,6 +17,8 @@
 #pragma once
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/nn/layers.h"
 
@@ -35,6 +37,10 @@ struct GPTConfig {
   DType dtype = DType::kFloat32;
   double init_std = 0.02;
   int64_t NumParameters() const;  // exact count for this config (what the ledger test checks)
+  // Every parameter's FQN and shape, as GPT(cfg) names them, computed without building the model
+  // (for planners: a config too large to allocate still has a plan).
+  std::vector<std::pair<std::string, Shape>> ParameterShapes() const;
+  int64_t MlpHidden() const;  // 4C for "gelu"; 8C/3 rounded up to a multiple of 64 for "swiglu"
 };
 
 class MLP final : public Module {

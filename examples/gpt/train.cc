@@ -44,6 +44,7 @@
 #include "dtensor/device_mesh.h"
 #include "fsdp/clip_grad_norm.h"
 #include "fsdp/fully_shard.h"
+#include "fsdp/memory_plan.h"
 #include "examples/gpt/corpus.h"
 
 namespace tessel::examples {
@@ -73,6 +74,14 @@ Flags ParseFlags(int argc, char** argv) {
 }
 
 double MiB(int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
+
+nn::GPTConfig ConfigFrom(const Flags& flags) {
+  return nn::GPTConfig{.vocab_size = 256,
+                       .d_model = static_cast<int64_t>(flags.Get("d_model", 128)),
+                       .n_layers = static_cast<int64_t>(flags.Get("layers", 4)),
+                       .n_heads = static_cast<int64_t>(flags.Get("heads", 4)),
+                       .seq_len = static_cast<int64_t>(flags.Get("seq", 64))};
+}
 
 // ---- checkpoints ---------------------------------------------------------------------------------
 
@@ -168,7 +177,8 @@ struct RunResult {
   int64_t start = 0, steps_run = 0, avg_over = 1;
 };
 
-RunResult TrainRank(const Flags& flags, const comm::ProcessGroupPtr& world) {
+// `activations`: the memory plan's measured activations for the local batch (0: no plan printed).
+RunResult TrainRank(const Flags& flags, const comm::ProcessGroupPtr& world, int64_t activations) {
   const int64_t steps = static_cast<int64_t>(flags.Get("steps", 300));
   const int64_t B = static_cast<int64_t>(flags.Get("batch", 16));
   const int64_t T = static_cast<int64_t>(flags.Get("seq", 64));
@@ -178,11 +188,7 @@ RunResult TrainRank(const Flags& flags, const comm::ProcessGroupPtr& world) {
   const int nranks = world ? world->size() : 1;
   TESSEL_CHECK(B % nranks == 0, "train: --batch=", B, " must be divisible by --nproc=", nranks);
   const int64_t local_b = B / nranks;
-  nn::GPTConfig cfg{.vocab_size = 256,
-                    .d_model = static_cast<int64_t>(flags.Get("d_model", 128)),
-                    .n_layers = static_cast<int64_t>(flags.Get("layers", 4)),
-                    .n_heads = static_cast<int64_t>(flags.Get("heads", 4)),
-                    .seq_len = T};
+  const nn::GPTConfig cfg = ConfigFrom(flags);
   const std::string text = GenerateCorpus(seed, 1 << 20);
   Generator gen(seed);  // same initial weights on every rank; fully_shard keeps each rank's shard
   nn::GPT model(cfg, gen);
@@ -227,6 +233,8 @@ RunResult TrainRank(const Flags& flags, const comm::ProcessGroupPtr& world) {
   int64_t window_steps = 0;
   const int64_t avg_over = std::max<int64_t>(1, std::min<int64_t>(10, (steps - start) / 4));
   for (int64_t step = start; step < steps; ++step) {
+    // The memory plan covers steady-state steps: peaks from the third step on (optimizer state exists).
+    if (step == start + 2) memory::ResetPeaks(CurrentDevice());
     // --profile_step=N prints a per-op time table for step N (0-based).
     std::optional<OpProfiler> prof;
     if (step == static_cast<int64_t>(flags.Get("profile_step", -1))) prof.emplace();
@@ -284,6 +292,13 @@ RunResult TrainRank(const Flags& flags, const comm::ProcessGroupPtr& world) {
       }
     }
   }
+  if (activations > 0 && rank == 0 && steps - start > 2) {
+    // "Which ledger blew up?": this rank's steady-state peaks against fsdp/memory_plan.h's prediction.
+    std::printf("memory: rank 0 steady-state peaks vs the plan (fsdp/memory_plan.h; bazel run //fsdp:plan):\n%s",
+                fsdp::FormatPlanVsMeasured(fsdp::PlanGptFullyShard(cfg, nranks, rank, activations),
+                                           memory::Stats(CurrentDevice()))
+                    .c_str());
+  }
   if (saver) saver->Wait();
   if (periodic.valid()) periodic.get();
   if (!save_root.empty() && steps > start) {
@@ -312,10 +327,13 @@ int Main(int argc, char** argv) {
   TESSEL_CHECK(nproc >= 1, "train: --nproc must be >= 1, got ", nproc);
   RunResult r;
   if (nproc == 1) {
-    r = TrainRank(flags, nullptr);
+    r = TrainRank(flags, nullptr, 0);
   } else {
+    // Measured before the world starts: it runs one unsharded step on a fresh device of its own.
+    const nn::GPTConfig cfg = ConfigFrom(flags);
+    const int64_t activations = fsdp::MeasureGptActivations(cfg, static_cast<int64_t>(flags.Get("batch", 16)) / nproc);
     comm::RunRanks(nproc, [&](comm::ProcessGroupPtr world) {
-      RunResult mine = TrainRank(flags, world);
+      RunResult mine = TrainRank(flags, world, activations);
       if (world->rank() == 0) r = mine;
     });
   }

@@ -1,0 +1,105 @@
+// fsdp/memory_plan.cc — PlanGptFullyShard (the derivation is in the header), the activations
+// measurement, and the tables.
+#include "fsdp/memory_plan.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+
+#include "comm/backends/threads.h"
+#include "core/autograd/engine.h"
+#include "core/base/error.h"
+#include "core/tensor/factory.h"
+#include "core/tensor/random.h"
+#include "dtensor/layout.h"
+
+namespace tessel::fsdp {
+namespace {
+
+// The block index of a parameter FQN, or -1 for the root's own parameters.
+int GroupOf(const std::string& fqn) {
+  if (fqn.rfind("layers.", 0) != 0) return -1;
+  return std::stoi(fqn.substr(7, fqn.find('.', 7) - 7));
+}
+
+std::string Row(const char* name, int64_t predicted, const memory::Counter* measured) {
+  char buf[160];
+  if (measured == nullptr) {
+    std::snprintf(buf, sizeof(buf), "  %-12s %12lld  (%8.2f MiB)\n", name, static_cast<long long>(predicted),
+                  predicted / 1048576.0);
+  } else {
+    std::snprintf(buf, sizeof(buf), "  %-12s %12lld %12lld  %6.3f\n", name, static_cast<long long>(predicted),
+                  static_cast<long long>(measured->peak),
+                  predicted > 0 ? static_cast<double>(measured->peak) / static_cast<double>(predicted) : 0.0);
+  }
+  return buf;
+}
+
+}  // namespace
+
+LedgerPlan PlanGptFullyShard(const nn::GPTConfig& cfg, int64_t world, int64_t rank, int64_t activations) {
+  TESSEL_CHECK(world >= 1 && rank >= 0 && rank < world, "memory plan: rank ", rank, " of world ", world);
+  TESSEL_CHECK(cfg.dtype == DType::kFloat32, "memory plan: only float32 parameters are planned, got ", cfg.dtype);
+  constexpr int64_t kBytes = 4;
+  int64_t sharded = 0, root_shard = 0, root_grads = 0, head_grads = 0, optim = 0;
+  std::map<int, int64_t> block_shard, block_full;  // padded shard bytes and unsharded gradient bytes
+  for (const auto& [fqn, shape] : cfg.ParameterShapes()) {
+    const int64_t rows = shape[0], numel = NumElements(shape), row = numel / rows;
+    const int64_t padded = (rows + world - 1) / world * row * kBytes;
+    sharded += padded;
+    optim += 2 * dtensor::ChunkPieceOf(rows, world, rank).size * row * kBytes;
+    const int g = GroupOf(fqn);
+    if (g < 0) {
+      root_shard += padded;
+      root_grads += numel * kBytes;
+      if (fqn.rfind("lm_head.", 0) == 0 || fqn.rfind("ln_f.", 0) == 0) head_grads += numel * kBytes;
+    } else {
+      block_shard[g] += padded;
+      block_full[g] += numel * kBytes;
+    }
+  }
+  int64_t max_block = 0, all_blocks = 0;
+  for (const auto& [g, bytes] : block_shard) {
+    max_block = std::max(max_block, bytes);
+    all_blocks += bytes;
+  }
+  LedgerPlan l;
+  l.params = sharded + world * root_shard + world * max_block;
+  l.grads = std::max(all_blocks + root_grads, block_full[0] + all_blocks - block_shard[0] + head_grads);
+  l.optim = optim;
+  l.comm = world == 1 ? std::max(max_block, root_shard) : std::max((2 * world + 1) * max_block, (world + 1) * root_shard);
+  l.activations = activations;
+  l.total = l.optim + l.params + l.activations + (world > 1 ? world * max_block : 0) + head_grads;
+  return l;
+}
+
+int64_t MeasureGptActivations(const nn::GPTConfig& cfg, int64_t local_batch) {
+  int64_t peak = 0;
+  comm::RunRanks(1, [&](comm::ProcessGroupPtr) {  // a fresh device: nothing else on its ledger
+    Generator gen(7);
+    nn::GPT gpt(cfg, gen);
+    const Shape shape = {local_batch, cfg.seq_len};
+    const Tensor idx = Randint(0, cfg.vocab_size, shape, gen), tgt = Randint(0, cfg.vocab_size, shape, gen);
+    memory::ResetPeaks(CurrentDevice());
+    Backward(gpt.Loss(idx, tgt));
+    peak = memory::Stats(CurrentDevice())[memory::Ledger::kActivations].peak;
+  });
+  return peak;
+}
+
+std::string FormatPlan(const LedgerPlan& p) {
+  std::string s = "  ledger        predicted B\n";
+  s += Row("params", p.params, nullptr) + Row("grads", p.grads, nullptr) + Row("optim", p.optim, nullptr) +
+       Row("comm", p.comm, nullptr) + Row("activations", p.activations, nullptr) + Row("total", p.total, nullptr);
+  return s;
+}
+
+std::string FormatPlanVsMeasured(const LedgerPlan& p, const memory::DeviceStats& m) {
+  std::string s = "  ledger        predicted B   measured B  measured/predicted\n";
+  s += Row("params", p.params, &m[memory::Ledger::kParams]) + Row("grads", p.grads, &m[memory::Ledger::kGrads]) +
+       Row("optim", p.optim, &m[memory::Ledger::kOptimState]) + Row("comm", p.comm, &m[memory::Ledger::kCommBuffers]) +
+       Row("activations", p.activations, &m[memory::Ledger::kActivations]) + Row("total", p.total, &m.total);
+  return s;
+}
+
+}  // namespace tessel::fsdp
