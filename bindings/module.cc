@@ -12,6 +12,7 @@
 #include <pybind11/stl.h>
 
 #include <cstring>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -21,10 +22,14 @@
 #include "checkpoint/save.h"
 #include "checkpoint/state_dict.h"
 #include "comm/backends/threads.h"
+#include "comm/tracer.h"
 #include "core/autograd/engine.h"
 #include "core/base/error.h"
 #include "core/memory/allocator.h"
 #include "core/nn/transformer.h"
+#include "core/ops/elementwise.h"
+#include "core/ops/matmul.h"
+#include "core/ops/reduction.h"
 #include "core/ops/view.h"
 #include "core/optim/optimizer.h"
 #include "core/tensor/factory.h"
@@ -131,10 +136,53 @@ PYBIND11_MODULE(_C, m) {
         return g.defined() ? std::optional<Tensor>(g) : std::nullopt;
       })
       .def("numpy", &ToArray, "A copy of the full value (a DTensor is gathered: collective)")
+      .def("__add__", [](const Tensor& a, const Tensor& b) { return Add(a, b); }, Release())
+      .def("__mul__", [](const Tensor& a, const Tensor& b) { return Mul(a, b); }, Release())
+      .def("__mul__", [](const Tensor& a, double v) { return MulScalar(a, v); }, Release())
+      .def("__matmul__", [](const Tensor& a, const Tensor& b) { return Matmul(a, b); }, Release())
+      .def("sum", [](const Tensor& t) { return Sum(t); }, Release())
+      // DTensor (torch.distributed.tensor names)
+      .def_property_readonly("placements", [](const Tensor& t) {
+        TESSEL_CHECK(t.is_distributed(), "placements: not a DTensor");
+        return dtensor::DTensor(t).placements();
+      })
+      .def_property_readonly("device_mesh", [](const Tensor& t) {
+        TESSEL_CHECK(t.is_distributed(), "device_mesh: not a DTensor");
+        return dtensor::DTensor(t).mesh();
+      })
+      .def("to_local", [](const Tensor& t) { return dtensor::DTensor(t).ToLocal(); }, Release())
+      .def("full_tensor", [](const Tensor& t) { return dtensor::DTensor(t).FullTensor(); }, Release(),
+           "The whole global tensor on every rank (collective)")
+      .def("redistribute", [](const Tensor& t, const dtensor::DeviceMesh& mesh, std::vector<dtensor::Placement> p) {
+        return dtensor::DTensor(t).Redistribute(mesh, std::move(p)).tensor();
+      }, py::arg("device_mesh"), py::arg("placements"), Release(), "Differentiable; collective over the mesh")
       .def("item", [](const Tensor& t) { return t.item<double>(); }, Release())
       .def("backward", [](const Tensor& t) { Backward(t); }, Release())
       .def("__repr__", &Repr);
   m.def("tensor", &FromArray, py::arg("array"), "A tessel Tensor holding a copy of a numpy array");
+
+  // Placements (torch.distributed.tensor.{Shard, Replicate, Partial}).
+  py::class_<dtensor::Shard>(m, "Shard")
+      .def(py::init([](int64_t dim) { return dtensor::Shard{dim}; }), py::arg("dim"))
+      .def_readonly("dim", &dtensor::Shard::dim)
+      .def("__eq__", [](const dtensor::Shard& a, const dtensor::Shard& b) { return a == b; })
+      .def("__repr__", &dtensor::Shard::ToLongString);
+  py::class_<dtensor::Replicate>(m, "Replicate")
+      .def(py::init<>())
+      .def("__eq__", [](const dtensor::Replicate&, const dtensor::Replicate&) { return true; })
+      .def("__repr__", &dtensor::Replicate::ToLongString);
+  py::class_<dtensor::Partial>(m, "Partial")
+      .def(py::init([](const std::string& op) {
+             static const std::map<std::string, comm::ReduceOp> kOps = {
+                 {"sum", comm::ReduceOp::kSum}, {"avg", comm::ReduceOp::kAvg}, {"max", comm::ReduceOp::kMax},
+                 {"min", comm::ReduceOp::kMin}};
+             auto it = kOps.find(op);
+             TESSEL_CHECK(it != kOps.end(), "Partial: reduce op must be sum, avg, max or min, got '", op, "'");
+             return dtensor::Partial{it->second};
+           }),
+           py::arg("reduce_op") = "sum")
+      .def("__eq__", [](const dtensor::Partial& a, const dtensor::Partial& b) { return a == b; })
+      .def("__repr__", &dtensor::Partial::ToLongString);
 
   py::class_<nn::Module>(m, "Module")
       .def("named_parameters", [](const nn::Module& mod) {
@@ -214,6 +262,36 @@ PYBIND11_MODULE(_C, m) {
                                std::vector<std::string> names) {
     return dtensor::InitDeviceMesh(world, std::move(shape), std::move(names));
   }, py::arg("world"), py::arg("shape"), py::arg("axis_names"), Release());
+
+  m.def("distribute_tensor", [](const Tensor& t, const dtensor::DeviceMesh& mesh, std::vector<dtensor::Placement> p) {
+    return dtensor::DistributeTensor(t, mesh, std::move(p)).tensor();
+  }, py::arg("tensor"), py::arg("device_mesh"), py::arg("placements"), Release(),
+        "This rank's piece of a full tensor (every rank passes the same value; no communication)");
+  m.def("from_local", [](const Tensor& local, const dtensor::DeviceMesh& mesh, std::vector<dtensor::Placement> p) {
+    return dtensor::DTensor::FromLocal(local, mesh, std::move(p)).tensor();
+  }, py::arg("local_tensor"), py::arg("device_mesh"), py::arg("placements"), Release(),
+        "DTensor.from_local: wraps each rank's local piece (even shards assumed, as in PyTorch)");
+
+  // Counts the collectives this rank issues inside `with CommTracer() as t:`; t.summary().
+  struct PyTracer {
+    std::unique_ptr<comm::CommTracer> tracer;
+    std::string last_summary;
+    int last_total = 0;
+  };
+  py::class_<PyTracer>(m, "CommTracer")
+      .def(py::init<>())
+      .def("__enter__", [](PyTracer& t) -> PyTracer& {
+        t.tracer = std::make_unique<comm::CommTracer>();
+        return t;
+      }, py::return_value_policy::reference)
+      .def("__exit__", [](PyTracer& t, py::args) {
+        t.last_summary = t.tracer->Summary();
+        t.last_total = t.tracer->Total();
+        t.tracer.reset();
+      })
+      .def("summary", [](const PyTracer& t) { return t.tracer ? t.tracer->Summary() : t.last_summary; },
+           "\"all_gather(tp) x2, reduce_scatter(dp) x1\"")
+      .def("total", [](const PyTracer& t) { return t.tracer ? t.tracer->Total() : t.last_total; });
 
   py::class_<fsdp::FSDPModule>(m, "FSDPModule");
   m.def("fully_shard", [](nn::Module& module, const dtensor::DeviceMesh& mesh) {

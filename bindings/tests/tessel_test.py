@@ -84,6 +84,39 @@ def test_fully_shard_training_matches_one_rank():
         np.testing.assert_allclose(train_losses(world_size), single, rtol=0, atol=1e-5)
 
 
+def test_dtensor_placements_redistribute_and_ops_follow_torch_semantics():
+    full = np.arange(15, dtype=np.float64).reshape(5, 3)
+    w = np.arange(12, dtype=np.float64).reshape(3, 4) / 7.0
+    out = {}
+
+    def rank_fn(world):
+        mesh = tessel.init_device_mesh(world, [2], ["x"])
+        d = tessel.distribute_tensor(tessel.tensor(full), mesh, [tessel.Shard(0)])
+        assert d.is_distributed and d.shape == [5, 3] and d.placements == [tessel.Shard(0)]
+        local = d.to_local().numpy()
+        # torch.chunk layout: 5 rows over 2 ranks -> 3 and 2.
+        np.testing.assert_array_equal(local, full[:3] if world.rank == 0 else full[3:])
+        with tessel.CommTracer() as tracer:
+            r = d.redistribute(mesh, [tessel.Replicate()])
+        assert tracer.summary() == "all_gather(x) x1"
+        np.testing.assert_array_equal(r.to_local().numpy(), full)
+        # A sharded sum is Partial(sum); reading it reduces across ranks.
+        s = (d * d).sum()
+        assert s.placements == [tessel.Partial("sum")]
+        out.setdefault("sumsq", []).append(s.item())
+        # Replicated x @ column-sharded w: the output is column-sharded, no communication.
+        wd = tessel.distribute_tensor(tessel.tensor(w), mesh, [tessel.Shard(1)])
+        with tessel.CommTracer() as tracer:
+            y = r @ wd
+        assert tracer.total() == 0 and y.placements == [tessel.Shard(1)]
+        out.setdefault("y", []).append(y.numpy())  # .numpy() gathers the full value
+
+    tessel.run_ranks(2, rank_fn)
+    assert out["sumsq"] == [float((full * full).sum())] * 2
+    for y in out["y"]:
+        np.testing.assert_allclose(y, full @ w, rtol=1e-12)
+
+
 def test_errors_arrive_as_the_python_exception_their_code_names():
     model = tessel.GPT(tessel.GPTConfig(**CFG), seed=0)
     idx = tessel.tensor(np.zeros((2, 3), dtype=np.float32))  # GPT wants int64 token ids
@@ -91,6 +124,8 @@ def test_errors_arrive_as_the_python_exception_their_code_names():
         model.loss(idx, idx)
     with pytest.raises(KeyError, match="no_such_checkpoint"):
         tessel.load(model, None, "/nonexistent/no_such_checkpoint")
+    with pytest.raises(ValueError, match="reduce op must be sum, avg, max or min, got 'prod'"):
+        tessel.Partial("prod")
 
 
 def test_a_rank_that_raises_fails_run_ranks_with_its_message():
