@@ -1,6 +1,8 @@
 // bindings/module.cc — the pybind11 module `tessel._C`: thin (DESIGN.md): convert arguments, release
 // the GIL around everything that computes or communicates, translate errors. No logic lives here.
 //
+// Processes: under tessel-run, `init_process_group()` returns this process's gloo world, and the same
+// calls (meshes, fully_shard, checkpoints) run across processes.
 // Threads: `run_ranks(n, fn)` starts n rank threads (threads backend) and calls the Python `fn(world)`
 // on each with the GIL held; every bound call that computes, waits or communicates releases it, so the
 // ranks' C++ work runs in parallel and a rank blocked in a collective never holds the GIL its peers need.
@@ -21,6 +23,7 @@
 #include "checkpoint/load.h"
 #include "checkpoint/save.h"
 #include "checkpoint/state_dict.h"
+#include "comm/backends/gloo.h"
 #include "comm/backends/threads.h"
 #include "comm/tracer.h"
 #include "core/autograd/engine.h"
@@ -254,6 +257,10 @@ PYBIND11_MODULE(_C, m) {
     });
   }, py::arg("world_size"), py::arg("fn"), Release(),
         "Runs fn(world) on world_size in-process ranks (threads backend); rethrows the first failure");
+
+  m.def("init_process_group", []() { return comm::InitProcessGroupFromEnv(); }, Release(),
+        "The gloo world of this process, from RANK / WORLD_SIZE / MASTER_ADDR / MASTER_PORT as set by "
+        "tessel-run (torchrun's variables); collective");
 
   py::class_<dtensor::DeviceMesh>(m, "DeviceMesh")
       .def_property_readonly("shape", [](const dtensor::DeviceMesh& d) { return d.shape(); })

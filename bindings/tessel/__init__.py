@@ -41,6 +41,7 @@ from ._C import (  # noqa: F401
     from_local,
     fully_shard,
     init_device_mesh,
+    init_process_group,
     load,
     memory_report,
     run_ranks,

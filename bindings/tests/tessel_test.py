@@ -1,7 +1,9 @@
 """The Python face: numpy round trips, one-rank training against fully_shard on 2 and 4 ranks (same
 losses to 1e-5, the C++ equivalence guarantee seen from Python), errors as Python exceptions, and a
 checkpoint saved on 4 ranks loaded into 1."""
+import ast
 import os
+import subprocess
 import sys
 
 import numpy as np
@@ -115,6 +117,19 @@ def test_dtensor_placements_redistribute_and_ops_follow_torch_semantics():
     assert out["sumsq"] == [float((full * full).sum())] * 2
     for y in out["y"]:
         np.testing.assert_allclose(y, full @ w, rtol=1e-12)
+
+
+def test_fully_shard_across_two_gloo_processes_under_tessel_run_matches_one_rank():
+    runfiles = os.path.join(os.environ["TEST_SRCDIR"], "tessel")
+    launcher = os.path.join(runfiles, "comm", "tessel_run")
+    script = os.path.join(runfiles, "bindings", "tests", "gloo_train.py")
+    env = dict(os.environ, PYTHONPATH=os.path.join(runfiles, "bindings"))
+    out = subprocess.run([launcher, "--nproc-per-node", "2", "--master-port", "0", sys.executable, script,
+                          str(STEPS)], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    line = next(l for l in out.stdout.splitlines() if "losses:" in l)
+    gloo = ast.literal_eval(line.split("losses:", 1)[1].strip())  # the list rank 0 printed
+    np.testing.assert_allclose(gloo, train_losses(1), rtol=0, atol=1e-5)
 
 
 def test_errors_arrive_as_the_python_exception_their_code_names():
