@@ -24,13 +24,17 @@ CommThread::~CommThread() {
 WorkPtr CommThread::Submit(std::function<void()> body) {
   auto work = std::make_shared<FutureWork>();
   pending_.fetch_add(1);
-  auto task = [this, work, body = std::move(body)] {
+  auto task = [this, work, body = std::move(body)]() mutable {
     std::exception_ptr error;
     try {
       body();
     } catch (...) {
       error = std::current_exception();
     }
+    // Drop what the body captured (the call's tensors) before the waiter wakes: once Wait() returns,
+    // the backend holds no reference, so a buffer the caller drops is freed at once, not whenever this
+    // thread gets to it (memory peaks would otherwise depend on thread timing).
+    body = nullptr;
     pending_.fetch_sub(1);  // before the waiter wakes, so its unwinding sees nothing pending
     if (error) {
       work->MarkFailed(error);

@@ -3,11 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <thread>
 
 #include "comm/backends/threads.h"
+#include "comm/comm_thread.h"
 #include "core/base/error.h"
 #include "core/base/parallel.h"
 #include "core/tensor/factory.h"
@@ -261,6 +263,29 @@ TEST(ThreadsCollectivesTest, AllGatherInputOverlappingTheOutputElsewhereIsReject
     }
     pg->Barrier()->Wait();  // the rejected calls were never issued: the group is still in step
   });
+}
+
+TEST(ThreadsCollectivesTest, WaitReturnsOnlyAfterTheCommThreadDroppedWhatTheCallCaptured) {
+  // Memory peaks must not depend on thread timing: once Wait() returns, the backend must hold no
+  // reference to the call's tensors, so dropping the caller's handles frees them at once (the FSDP
+  // ledger test relies on it). A captured object with a slow destructor makes the order observable.
+  struct SlowToDestroy {
+    explicit SlowToDestroy(std::atomic<bool>* flag) : destroyed(flag) {}
+    std::atomic<bool>* destroyed;
+    ~SlowToDestroy() {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      destroyed->store(true);
+    }
+  };
+  std::atomic<bool> destroyed{false};
+  CommThread thread(1, CurrentDevice());
+  {
+    auto captured = std::make_shared<SlowToDestroy>(&destroyed);
+    WorkPtr work = thread.Submit([captured] {});
+    captured.reset();
+    work->Wait();
+  }
+  EXPECT_TRUE(destroyed.load()) << "Wait() returned while the comm thread still held the call's captures";
 }
 
 TEST(ThreadsCollectivesTest, RankThreadsGetTheirDeviceAndThreadBudget) {
