@@ -20,11 +20,6 @@
 namespace tessel::dtensor::rules {
 namespace {
 
-template <Linearity kLin>
-std::vector<Strategy> PointwiseRule(const OpCall& call) {
-  return Pointwise(call, kLin);
-}
-
 // ones_like / zeros_like: the input is read for its shape only; output in its layout, Partial -> R.
 std::vector<Strategy> LikeRule(const OpCall& call) {
   const ShardingState in = call.state(0);
@@ -58,8 +53,6 @@ std::vector<Strategy> SumToSizeRule(const OpCall& call) {
   s[0].local_attrs = LocalShapeAttr;
   return s;
 }
-
-constexpr RuleTraits kElementwise{.elementwise = true};
 
 const bool kRegistered = [] {
   RegisterShardingRule("add", PointwiseRule<Linearity::kAdditive>, kElementwise);

@@ -40,6 +40,13 @@ enum class Linearity {
 // Candidates for an elementwise op whose defined inputs broadcast to one output (all inputs are
 // operands). For in-place ops (call.op.is_inplace) only input 0's layout is followed.
 std::vector<Strategy> Pointwise(const OpCall& call, Linearity lin);
+// Pointwise as a rule function for RegisterShardingRule, with the traits of elementwise ops:
+//   RegisterShardingRule("neg", PointwiseRule<Linearity::kNeg>, kElementwise);
+template <Linearity kLin>
+std::vector<Strategy> PointwiseRule(const OpCall& call) {
+  return Pointwise(call, kLin);
+}
+inline constexpr RuleTraits kElementwise{.elementwise = true};
 
 // The broadcast global shape of every defined input; kInvalidArgument naming the op otherwise.
 Shape BroadcastInputShapes(const OpCall& call);

@@ -14,13 +14,6 @@
 namespace tessel::dtensor::rules {
 namespace {
 
-template <Linearity kLin>
-std::vector<Strategy> PointwiseRule(const OpCall& call) {
-  return Pointwise(call, kLin);
-}
-
-constexpr RuleTraits kElementwise{.elementwise = true};
-
 const bool kRegistered = [] {
   RegisterShardingRule("where", PointwiseRule<Linearity::kWhere>, kElementwise);
   RegisterShardingRule("masked_fill", PointwiseRule<Linearity::kMaskedFill>, kElementwise);

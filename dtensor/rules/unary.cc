@@ -18,13 +18,6 @@
 namespace tessel::dtensor::rules {
 namespace {
 
-template <Linearity kLin>
-std::vector<Strategy> PointwiseRule(const OpCall& call) {
-  return Pointwise(call, kLin);
-}
-
-constexpr RuleTraits kElementwise{.elementwise = true};
-
 const bool kRegistered = [] {
   RegisterShardingRule("neg", PointwiseRule<Linearity::kNeg>, kElementwise);
   RegisterShardingRule("exp", PointwiseRule<Linearity::kMonotone>, kElementwise);
