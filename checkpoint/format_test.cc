@@ -13,22 +13,14 @@
 #include "checkpoint/storage.h"
 #include "checkpoint/testing/checkpoint_testing.h"
 #include "core/base/error.h"
+#include "core/base/testing/expect_error.h"
 
 namespace tessel::checkpoint {
 namespace {
 
 using testing::FreshDir;
 
-template <typename Fn>
-void ExpectError(Fn fn, ErrorCode code, const std::string& fragment) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an error containing '" << fragment << "'";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), code) << e.what();
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
-  }
-}
+using ::tessel::testing::ExpectErrorContains;
 
 void WriteRaw(const std::string& path, const std::string& bytes) { std::ofstream(path, std::ios::binary) << bytes; }
 
@@ -68,15 +60,15 @@ TEST(StorageTest, ReadPastTheEndIsDataLossNamingTheFile) {
   char buf[8];
   f.ReadAt(1, buf, 4);
   EXPECT_EQ(std::string(buf, 4), "ello");
-  ExpectError([&] { f.ReadAt(2, buf, 8); }, ErrorCode::kDataLoss, "f.bin' is truncated");
-  ExpectError([&] { File::OpenForRead(JoinPath(dir, "missing")); }, ErrorCode::kNotFound, "missing");
+  ExpectErrorContains([&] { f.ReadAt(2, buf, 8); }, ErrorCode::kDataLoss, "f.bin' is truncated");
+  ExpectErrorContains([&] { File::OpenForRead(JoinPath(dir, "missing")); }, ErrorCode::kNotFound, "missing");
 }
 
 TEST(StorageTest, SecondLockOnOneDirectoryIsAbortedAndFreedOnRelease) {
   const std::string dir = FreshDir("storage_lock");
   {
     DirLock held = DirLock::Acquire(dir, "save A");
-    ExpectError([&] { DirLock::Acquire(dir, "save B"); }, ErrorCode::kAborted, "lock held by save A");
+    ExpectErrorContains([&] { DirLock::Acquire(dir, "save B"); }, ErrorCode::kAborted, "lock held by save A");
   }
   DirLock again = DirLock::Acquire(dir, "save C");  // released with the first holder
 }
@@ -111,16 +103,16 @@ TEST(SafetensorsTest, DecoderRejectsGapsBadLengthsAndTruncation) {
   };
   auto read = [](const std::string& p) { ReadSafetensorsHeader(File::OpenForRead(p)); };
   const std::string gap = file_with(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", 8);
-  ExpectError([&] { read(gap); }, ErrorCode::kDataLoss, "tensor 'a' starts at data byte 4");
+  ExpectErrorContains([&] { read(gap); }, ErrorCode::kDataLoss, "tensor 'a' starts at data byte 4");
   const std::string size = file_with(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8);
-  ExpectError([&] { read(size); }, ErrorCode::kDataLoss, "spans 8 bytes but F32 [3] needs 12");
+  ExpectErrorContains([&] { read(size); }, ErrorCode::kDataLoss, "spans 8 bytes but F32 [3] needs 12");
   const std::string trunc = file_with(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", 12);
-  ExpectError([&] { read(trunc); }, ErrorCode::kDataLoss, "is truncated");
+  ExpectErrorContains([&] { read(trunc); }, ErrorCode::kDataLoss, "is truncated");
   const std::string junk = file_with("not json", 0);
-  ExpectError([&] { read(junk); }, ErrorCode::kDataLoss, "not a JSON object");
+  ExpectErrorContains([&] { read(junk); }, ErrorCode::kDataLoss, "not a JSON object");
   const std::string huge = JoinPath(dir, "h.safetensors");
   WriteRaw(huge, std::string("\xff\xff\xff\xff\x00\x00\x00\x00", 8) + "{}");
-  ExpectError([&] { read(huge); }, ErrorCode::kDataLoss, "header length 4294967295 exceeds");
+  ExpectErrorContains([&] { read(huge); }, ErrorCode::kDataLoss, "header length 4294967295 exceeds");
 }
 
 Metadata SmallMetadata() {
@@ -162,29 +154,29 @@ TEST(MetadataTest, JsonRoundTripsEveryFieldExactly) {
 TEST(MetadataTest, OtherVersionIsFailedPreconditionWithHint) {
   std::string text = MetadataToJson(SmallMetadata());
   text.replace(text.find("\"version\": 1"), 12, "\"version\": 99");
-  ExpectError([&] { ParseMetadata(text, "ckpt/metadata.json"); }, ErrorCode::kFailedPrecondition,
+  ExpectErrorContains([&] { ParseMetadata(text, "ckpt/metadata.json"); }, ErrorCode::kFailedPrecondition,
               "has format version 99 but this build reads version 1. HINT");
 }
 
 TEST(MetadataTest, CorruptContentIsDataLossNamingTheProblem) {
   const std::string good = MetadataToJson(SmallMetadata());
-  ExpectError([&] { ParseMetadata(good.substr(0, good.size() / 2), "m.json"); }, ErrorCode::kDataLoss,
+  ExpectErrorContains([&] { ParseMetadata(good.substr(0, good.size() / 2), "m.json"); }, ErrorCode::kDataLoss,
               "not valid JSON");
   std::string magic = good;
   magic.replace(magic.find("tessel-checkpoint"), 17, "other-checkpoint!");
-  ExpectError([&] { ParseMetadata(magic, "m.json"); }, ErrorCode::kDataLoss, "not a tessel checkpoint index");
+  ExpectErrorContains([&] { ParseMetadata(magic, "m.json"); }, ErrorCode::kDataLoss, "not a tessel checkpoint index");
   std::string len = good;
   len.replace(len.find("\"byte_length\": 16"), 17, "\"byte_length\": 12");
-  ExpectError([&] { ParseMetadata(len, "m.json"); }, ErrorCode::kDataLoss, "12 bytes for 4 elements");
+  ExpectErrorContains([&] { ParseMetadata(len, "m.json"); }, ErrorCode::kDataLoss, "12 bytes for 4 elements");
   Metadata bad_box = SmallMetadata();
   bad_box.tensors["w"].chunks[0].box.sizes = {2, 3};
-  ExpectError([&] { ParseMetadata(MetadataToJson(bad_box), "m.json"); }, ErrorCode::kDataLoss,
+  ExpectErrorContains([&] { ParseMetadata(MetadataToJson(bad_box), "m.json"); }, ErrorCode::kDataLoss,
               "chunk [0:2, 0:3] lies outside the shape [4, 2]");
   Metadata bad_file = SmallMetadata();
   bad_file.bytes["rng"].file = 3;
-  ExpectError([&] { ParseMetadata(MetadataToJson(bad_file), "m.json"); }, ErrorCode::kDataLoss,
+  ExpectErrorContains([&] { ParseMetadata(MetadataToJson(bad_file), "m.json"); }, ErrorCode::kDataLoss,
               "bytes 'rng': file index out of range");
-  ExpectError([&] { ReadMetadata(FreshDir("no_meta")); }, ErrorCode::kNotFound, "is not a complete checkpoint");
+  ExpectErrorContains([&] { ReadMetadata(FreshDir("no_meta")); }, ErrorCode::kNotFound, "is not a complete checkpoint");
 }
 
 }  // namespace

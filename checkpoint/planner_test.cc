@@ -7,20 +7,12 @@
 #include "checkpoint/chunk_index.h"
 #include "checkpoint/save_plan.h"
 #include "core/base/error.h"
+#include "core/base/testing/expect_error.h"
 
 namespace tessel::checkpoint {
 namespace {
 
-template <typename Fn>
-void ExpectError(Fn fn, ErrorCode code, const std::string& fragment) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an error containing '" << fragment << "'";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), code) << e.what();
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
-  }
-}
+using ::tessel::testing::ExpectErrorContains;
 
 // A grid of torch.chunk-like boxes over `shape` with `cuts` pieces per dim.
 std::vector<Box> Grid(const Shape& shape, const Shape& cuts) {
@@ -131,23 +123,23 @@ TEST(SavePlanTest, ShardsStayWithTheirOwnerAndEmptyShardsWriteNothing) {
 TEST(SavePlanTest, InconsistentRanksAreRefusedNamingFqnAndRanks) {
   std::vector<LocalSavePlan> shape = Replicated(2, {{"w", 8}});
   shape[1].items[0] = TensorItem("w", {9}, FullBox({9}));
-  ExpectError([&] { PlanGlobalSave(shape); }, ErrorCode::kInvalidArgument,
+  ExpectErrorContains([&] { PlanGlobalSave(shape); }, ErrorCode::kInvalidArgument,
               "'w' on ranks 0 and 1 has global float32 [8] vs float32 [9]");
   std::vector<LocalSavePlan> gap(2);
   gap[0].items.push_back(TensorItem("w", {8}, Box{{0}, {3}}));
   gap[1].rank = 1;
   gap[1].items.push_back(TensorItem("w", {8}, Box{{4}, {4}}));
-  ExpectError([&] { PlanGlobalSave(gap); }, ErrorCode::kInvalidArgument, "cover 7 of the 8 elements");
+  ExpectErrorContains([&] { PlanGlobalSave(gap); }, ErrorCode::kInvalidArgument, "cover 7 of the 8 elements");
   std::vector<LocalSavePlan> overlap = gap;
   overlap[0].items[0] = TensorItem("w", {8}, Box{{0}, {5}});
-  ExpectError([&] { PlanGlobalSave(overlap); }, ErrorCode::kInvalidArgument, "overlap: [0:5] (rank 0) and [4:8]");
+  ExpectErrorContains([&] { PlanGlobalSave(overlap); }, ErrorCode::kInvalidArgument, "overlap: [0:5] (rank 0) and [4:8]");
   std::vector<LocalSavePlan> bytes(2);
   bytes[1].rank = 1;
   for (int r = 0; r < 2; ++r) {
     bytes[static_cast<size_t>(r)].items.push_back(
         WriteItem{.fqn = "rng", .kind = ItemKind::kBytes, .nbytes = 16, .content_hash = static_cast<uint64_t>(r)});
   }
-  ExpectError([&] { PlanGlobalSave(bytes); }, ErrorCode::kInvalidArgument, "per-rank keys (e.g. 'rng.rank1')");
+  ExpectErrorContains([&] { PlanGlobalSave(bytes); }, ErrorCode::kInvalidArgument, "per-rank keys (e.g. 'rng.rank1')");
 }
 
 TEST(SavePlanTest, LocalPlanEncodingRoundTrips) {

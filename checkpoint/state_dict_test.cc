@@ -13,6 +13,7 @@
 #include "core/optim/optimizer.h"
 #include "dtensor/dtensor.h"
 #include "dtensor/dtensor_impl.h"
+#include "core/base/testing/expect_error.h"
 
 namespace tessel::checkpoint {
 namespace {
@@ -25,16 +26,7 @@ using testing::MakeMesh;
 using testing::Pattern;
 using testing::Place;
 
-template <typename Fn>
-void ExpectError(Fn fn, ErrorCode code, const std::string& fragment) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an error containing '" << fragment << "'";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), code) << e.what();
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
-  }
-}
+using ::tessel::testing::ExpectErrorContains;
 
 TEST(StateDictTest, ModelStateDictHoldsTheModelsOwnHandles) {
   Generator gen(1);
@@ -80,7 +72,7 @@ TEST(StateDictTest, SetModelStateDictStrictListsMissingAndUnexpectedKeys) {
   Generator gen(1);
   nn::Linear lin(2, 2, true, gen);
   const StateDict sd{{"weight", Zeros({2, 2})}, {"other", Zeros({1})}, {"optim.step.x", int64_t{1}}};
-  ExpectError([&] { SetModelStateDict(lin, sd); }, ErrorCode::kInvalidArgument,
+  ExpectErrorContains([&] { SetModelStateDict(lin, sd); }, ErrorCode::kInvalidArgument,
               "missing keys ['bias'], unexpected keys ['other']");
   const nn::LoadResult r = SetModelStateDict(lin, sd, /*strict=*/false);
   EXPECT_EQ(r.missing_keys, std::vector<std::string>{"bias"});
@@ -139,7 +131,7 @@ TEST(StateDictTest, OptimizerStateRoundTripsThroughACheckpointIntoAFreshOptimize
   for (const auto& [fqn, s] : a.state) {
     for (const auto& [name, t] : s) EXPECT_EQ(DenseBytes(b.state.at(fqn).at(name)), DenseBytes(t)) << fqn << name;
   }
-  ExpectError(
+  ExpectErrorContains(
       [&] {
         SetOptimizerStateDict(lin2, opt2, {{"optim.state.nope.exp_avg", Zeros({1})}});
       },
@@ -149,7 +141,7 @@ TEST(StateDictTest, OptimizerStateRoundTripsThroughACheckpointIntoAFreshOptimize
 TEST(StateDictTest, GeneratorBytesRoundTrip) {
   const Generator g(0x0123456789abcdefull, 77);
   EXPECT_EQ(GeneratorFromBytes(GeneratorToBytes(g)), g);
-  ExpectError([] { GeneratorFromBytes(Bytes{"short"}); }, ErrorCode::kInvalidArgument, "expected 16 bytes");
+  ExpectErrorContains([] { GeneratorFromBytes(Bytes{"short"}); }, ErrorCode::kInvalidArgument, "expected 16 bytes");
 }
 
 }  // namespace

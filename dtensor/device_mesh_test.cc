@@ -8,20 +8,16 @@
 #include "comm/tracer.h"
 #include "core/base/error.h"
 #include "core/tensor/factory.h"
+#include "core/base/testing/expect_error.h"
 
 namespace tessel::dtensor {
 namespace {
 
 comm::RunRanksOptions Fast() { return {.timeout = std::chrono::milliseconds(5000)}; }
 
+// (code, fragment, fn): the long lambda last. The check itself is core/base/testing/expect_error.h.
 void ExpectError(ErrorCode code, const std::string& fragment, const std::function<void()>& fn) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an error containing '" << fragment << "'";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), code) << e.what();
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
-  }
+  ::tessel::testing::ExpectErrorContains(fn, code, fragment);
 }
 
 // Sum of the global ranks of the calling rank's group on `axis`, through that axis' group.

@@ -3,18 +3,14 @@
 #include <gtest/gtest.h>
 
 #include "core/base/error.h"
+#include "core/base/testing/expect_error.h"
 
 namespace tessel::dtensor {
 namespace {
 
+// (code, fragment, fn): the long lambda last. The check itself is core/base/testing/expect_error.h.
 void ExpectError(ErrorCode code, const std::string& fragment, const std::function<void()>& fn) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an error containing '" << fragment << "'";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), code) << e.what();
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
-  }
+  ::tessel::testing::ExpectErrorContains(fn, code, fragment);
 }
 
 TEST(MeshTopologyTest, ToStringGoldens) {

@@ -6,6 +6,7 @@
 #include "core/tensor/factory.h"
 #include "core/tensor/random.h"
 #include "tests/fsdp_testing.h"
+#include "core/base/testing/expect_error.h"
 
 namespace tessel::fsdp::testing {
 namespace {
@@ -27,13 +28,7 @@ void ExpectError(const std::function<void(comm::ProcessGroupPtr, const dtensor::
                  const std::vector<std::string>& fragments) {
   comm::RunRanks(2, [&](comm::ProcessGroupPtr world) {
     dtensor::DeviceMesh mesh = dtensor::InitDeviceMesh(world, {2}, {"dp"});
-    try {
-      fn(world, mesh);
-      ADD_FAILURE() << "expected an error";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.code(), code) << e.what();
-      for (const std::string& f : fragments) EXPECT_NE(std::string(e.what()).find(f), std::string::npos) << e.what();
-    }
+    ::tessel::testing::ExpectErrorContains([&] { fn(world, mesh); }, code, fragments);
   }, FastRanks());
 }
 

@@ -10,6 +10,7 @@
 #include "comm/tracer.h"
 #include "core/base/error.h"
 #include "core/tensor/factory.h"
+#include "core/base/testing/expect_error.h"
 
 namespace tessel::comm {
 namespace {
@@ -34,16 +35,7 @@ std::vector<double> Vals(int rank, int64_t n, int salt) {
   return v;
 }
 
-template <typename Fn>
-void ExpectError(Fn&& fn, ErrorCode code, std::initializer_list<std::string> fragments) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected " << ErrorCodeName(code);
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), code) << e.what();
-    for (const std::string& f : fragments) EXPECT_NE(std::string(e.what()).find(f), std::string::npos) << e.what();
-  }
-}
+using ::tessel::testing::ExpectErrorContains;
 
 TEST(GlooTest, AllReduceMatchesNaiveLoopsForEveryOpAndDType) {
   ProcessGroup& pg = World();
@@ -175,7 +167,7 @@ TEST(GlooTest, SubgroupsAndTracerSeeOnlyTheirMembers) {
 TEST(GlooTest, MismatchedCollectivesRaiseTheSameErrorOnEveryProcess) {
   ProcessGroup& pg = World();
   if (pg.size() < 2) GTEST_SKIP() << "needs 2 ranks";
-  ExpectError(
+  ExpectErrorContains(
       [&] {
         if (pg.rank() == 0) {
           pg.ReduceScatter(Zeros({4}), Zeros({4 * pg.size()}), ReduceOp::kSum)->Wait();
@@ -200,10 +192,10 @@ TEST(GlooTest, MissingProcessRaisesDeadlineExceededNamingIt) {
   const int last = pg.size() - 1;
   if (pg.rank() != last) {
     const auto start = Clock::now();
-    ExpectError([&] { sub->AllReduce(Zeros({4}), ReduceOp::kSum)->Wait(); }, ErrorCode::kDeadlineExceeded,
+    ExpectErrorContains([&] { sub->AllReduce(Zeros({4}), ReduceOp::kSum)->Wait(); }, ErrorCode::kDeadlineExceeded,
                 {"timed out after 1000 ms", Str("rank(s) ", last, " (global ", last, ") never arrived")});
     EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 5.0);
-    ExpectError([&] { sub->Barrier()->Wait(); }, ErrorCode::kAborted, {"unusable"});
+    ExpectErrorContains([&] { sub->Barrier()->Wait(); }, ErrorCode::kAborted, {"unusable"});
   }
   pg.Barrier()->Wait();  // the world group is unaffected
 }
@@ -212,7 +204,7 @@ TEST(GlooTest, EnvironmentErrorsNameTheVariable) {
   const std::string saved = std::getenv("MASTER_PORT");
   setenv("MASTER_PORT", "x", 1);
   int rank = 0, world = 0;
-  ExpectError([&] { GlooOptionsFromEnv(&rank, &world); }, ErrorCode::kInvalidArgument,
+  ExpectErrorContains([&] { GlooOptionsFromEnv(&rank, &world); }, ErrorCode::kInvalidArgument,
               {"MASTER_PORT='x' is not an integer"});
   setenv("MASTER_PORT", saved.c_str(), 1);
   World().Barrier()->Wait();

@@ -8,6 +8,7 @@
 #include "comm/backends/threads.h"
 #include "core/base/error.h"
 #include "core/tensor/factory.h"
+#include "core/base/testing/expect_error.h"
 
 namespace tessel::comm {
 namespace {
@@ -16,16 +17,7 @@ using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 // Runs `fn`, expecting a tessel::Error with `code` whose message contains every fragment.
-template <typename Fn>
-void ExpectError(Fn&& fn, ErrorCode code, std::initializer_list<std::string> fragments) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected " << ErrorCodeName(code);
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), code) << e.what();
-    for (const std::string& f : fragments) EXPECT_NE(std::string(e.what()).find(f), std::string::npos) << e.what();
-  }
-}
+using ::tessel::testing::ExpectErrorContains;
 
 double Seconds(Clock::time_point since) { return std::chrono::duration<double>(Clock::now() - since).count(); }
 
@@ -57,9 +49,9 @@ TEST(ThreadsErrorsTest, MismatchedCollectivesRaiseTheSameErrorNamingBothCallsOnE
 TEST(ThreadsErrorsTest, DTypeAndRootMismatchesAreNamed) {
   RunRanks(2, [](ProcessGroupPtr pg) {
     const DType dtype = pg->rank() == 0 ? DType::kFloat32 : DType::kInt32;
-    ExpectError([&] { pg->AllReduce(Zeros({4}, dtype), ReduceOp::kSum)->Wait(); }, ErrorCode::kAborted,
+    ExpectErrorContains([&] { pg->AllReduce(Zeros({4}, dtype), ReduceOp::kSum)->Wait(); }, ErrorCode::kAborted,
                 {"rank 1 called all_reduce #0 (16 B, int32, sum) while rank 0 called all_reduce #0 (16 B, float32, sum)"});
-    ExpectError([&] { pg->Broadcast(Zeros({4}), pg->rank())->Wait(); }, ErrorCode::kAborted,
+    ExpectErrorContains([&] { pg->Broadcast(Zeros({4}), pg->rank())->Wait(); }, ErrorCode::kAborted,
                 {"root 1", "root 0", "broadcast #1"});
   });
 }
@@ -72,10 +64,10 @@ TEST(ThreadsErrorsTest, MissingPeerRaisesDeadlineExceededNamingItWithinSeconds) 
       3,
       [](ProcessGroupPtr pg) {
         if (pg->rank() == 1) return;  // skips the collective
-        ExpectError([&] { pg->AllReduce(Zeros({4}), ReduceOp::kSum)->Wait(); }, ErrorCode::kDeadlineExceeded,
+        ExpectErrorContains([&] { pg->AllReduce(Zeros({4}), ReduceOp::kSum)->Wait(); }, ErrorCode::kDeadlineExceeded,
                     {"all_reduce #0", "timed out after 500 ms", "rank(s) 1 (global 1) never arrived"});
         // The group is unusable afterwards (its sequence numbers no longer line up): fail at once.
-        ExpectError([&] { pg->Barrier()->Wait(); }, ErrorCode::kAborted, {"unusable", "timed out"});
+        ExpectErrorContains([&] { pg->Barrier()->Wait(); }, ErrorCode::kAborted, {"unusable", "timed out"});
       },
       options);
   EXPECT_LT(Seconds(start), 5.0);
@@ -84,7 +76,7 @@ TEST(ThreadsErrorsTest, MissingPeerRaisesDeadlineExceededNamingItWithinSeconds) 
 TEST(ThreadsErrorsTest, RankThatThrowsMakesPeersFailFastAndRunRanksRethrowsTheOriginal) {
   const auto start = Clock::now();
   std::vector<std::string> peer_errors(3);
-  ExpectError(
+  ExpectErrorContains(
       [&] {
         RunRanks(3, [&](ProcessGroupPtr pg) {
           if (pg->rank() == 2) {
@@ -109,7 +101,7 @@ TEST(ThreadsErrorsTest, RankThatThrowsMakesPeersFailFastAndRunRanksRethrowsTheOr
 
 TEST(ThreadsErrorsTest, ExceptionEscapingWithPendingSubgroupWorkStillFailsFast) {
   const auto start = Clock::now();
-  ExpectError(
+  ExpectErrorContains(
       [&] {
         RunRanks(2, [&](ProcessGroupPtr pg) {
           ProcessGroupPtr sub = pg->NewGroup({0, 1});
@@ -192,13 +184,13 @@ TEST(ThreadsErrorsTest, UnmatchedRecvTimesOutAndMismatchedSizesAbort) {
   RunRanks(2, [](ProcessGroupPtr pg) {
     if (pg->rank() == 0) {
       pg->set_timeout(milliseconds(300));
-      ExpectError([&] { pg->Recv(Zeros({2}), 1, 5)->Wait(); }, ErrorCode::kDeadlineExceeded,
+      ExpectErrorContains([&] { pg->Recv(Zeros({2}), 1, 5)->Wait(); }, ErrorCode::kDeadlineExceeded,
                   {"timed out after 300 ms", "recv from rank 1 (tag 5, 8 B, float32)"});
       pg->set_timeout(kDefaultTimeout);
     }
     pg->Barrier()->Wait();  // a p2p timeout leaves the group usable
     const WorkPtr w = pg->rank() == 0 ? pg->Send(Zeros({2}), 1) : pg->Recv(Zeros({3}), 0);
-    ExpectError([&] { w->Wait(); }, ErrorCode::kAborted, {"p2p mismatch", "send to rank 1", "recv from rank 0"});
+    ExpectErrorContains([&] { w->Wait(); }, ErrorCode::kAborted, {"p2p mismatch", "send to rank 1", "recv from rank 0"});
   });
 }
 
@@ -206,24 +198,24 @@ TEST(ThreadsErrorsTest, AllToAllSplitDisagreementAbortsEveryRank) {
   RunRanks(2, [](ProcessGroupPtr pg) {
     // rank 0 claims to send 1 row to rank 1, rank 1 expects 2 rows from rank 0.
     std::vector<int64_t> in = {1, 1}, out = pg->rank() == 0 ? std::vector<int64_t>{1, 1} : std::vector<int64_t>{2, 0};
-    ExpectError([&] { pg->AllToAll(Zeros({2}), Zeros({2}), out, in)->Wait(); }, ErrorCode::kAborted,
+    ExpectErrorContains([&] { pg->AllToAll(Zeros({2}), Zeros({2}), out, in)->Wait(); }, ErrorCode::kAborted,
                 {"rank 1 expects 2 rows from rank 0 but rank 0 sends 1 rows to rank 1"});
   });
 }
 
 TEST(ThreadsErrorsTest, BadArgumentsThrowOnTheCallerBeforeAnyCommunication) {
   RunRanks(2, [](ProcessGroupPtr pg) {
-    ExpectError([&] { pg->AllGather(Zeros({3}), Zeros({2})); }, ErrorCode::kInvalidArgument,
+    ExpectErrorContains([&] { pg->AllGather(Zeros({3}), Zeros({2})); }, ErrorCode::kInvalidArgument,
                 {"all_gather: output shape [3] must be [4] (2 ranks x [2])"});
-    ExpectError([&] { pg->ReduceScatter(Zeros({2}), Zeros({2}, DType::kFloat64), ReduceOp::kSum); },
+    ExpectErrorContains([&] { pg->ReduceScatter(Zeros({2}), Zeros({2}, DType::kFloat64), ReduceOp::kSum); },
                 ErrorCode::kInvalidArgument, {"reduce_scatter: output dtype float32 differs from input dtype float64"});
-    ExpectError([&] { pg->AllReduce(Zeros({2}, DType::kInt64), ReduceOp::kAvg); }, ErrorCode::kInvalidArgument,
+    ExpectErrorContains([&] { pg->AllReduce(Zeros({2}, DType::kInt64), ReduceOp::kAvg); }, ErrorCode::kInvalidArgument,
                 {"all_reduce: avg needs a floating dtype, got int64"});
-    ExpectError([&] { pg->Broadcast(Zeros({2}), 2); }, ErrorCode::kInvalidArgument, {"root 2"});
-    ExpectError([&] { pg->AllToAll(Zeros({3}), Zeros({3}), {}, {}); }, ErrorCode::kInvalidArgument,
+    ExpectErrorContains([&] { pg->Broadcast(Zeros({2}), 2); }, ErrorCode::kInvalidArgument, {"root 2"});
+    ExpectErrorContains([&] { pg->AllToAll(Zeros({3}), Zeros({3}), {}, {}); }, ErrorCode::kInvalidArgument,
                 {"dim 0 (3) must divide by the group size 2"});
-    ExpectError([&] { pg->Send(Zeros({2}), pg->rank()); }, ErrorCode::kInvalidArgument, {"is not another rank"});
-    ExpectError([&] { pg->NewGroup({0, 0}); }, ErrorCode::kInvalidArgument, {"listed twice"});
+    ExpectErrorContains([&] { pg->Send(Zeros({2}), pg->rank()); }, ErrorCode::kInvalidArgument, {"is not another rank"});
+    ExpectErrorContains([&] { pg->NewGroup({0, 0}); }, ErrorCode::kInvalidArgument, {"listed twice"});
     pg->Barrier()->Wait();  // nothing above consumed a sequence number
   });
 }

@@ -21,6 +21,7 @@
 #include "core/tensor/factory.h"
 #include "dtensor/layout.h"
 #include "dtensor/redistribute_planner.h"
+#include "core/base/testing/expect_error.h"
 
 namespace tessel::dtensor::testing {
 
@@ -76,15 +77,7 @@ inline std::vector<std::string> PlannedStrings(const std::vector<PlannedCollecti
 }
 
 inline void ExpectError(ErrorCode code, const std::vector<std::string>& fragments, const std::function<void()>& fn) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an error";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), code) << e.what();
-    for (const std::string& f : fragments) {
-      EXPECT_NE(std::string(e.what()).find(f), std::string::npos) << "missing '" << f << "' in: " << e.what();
-    }
-  }
+  ::tessel::testing::ExpectErrorContains(fn, code, fragments);
 }
 
 }  // namespace tessel::dtensor::testing

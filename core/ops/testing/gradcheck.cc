@@ -97,14 +97,4 @@ void ExpectAllClose(const Tensor& actual, const Tensor& expected, double atol, d
   ExpectAllClose(actual, expected.ToDoubleVector(), atol, rtol);
 }
 
-void ExpectErrorContains(const std::function<void()>& fn, ErrorCode code, const std::string& fragment) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error; expected one containing: " << fragment;
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), code) << e.what();
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
-  }
-}
-
 }  // namespace tessel::testing

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "core/base/error.h"
+#include "core/base/testing/expect_error.h"  // ExpectErrorContains
 
 #include "core/tensor/tensor.h"
 
@@ -35,8 +36,5 @@ Tensor RandDouble(std::initializer_list<int64_t> shape, uint64_t seed, double lo
 void ExpectAllClose(const Tensor& actual, const Tensor& expected, double atol = 1e-6, double rtol = 1e-5);
 void ExpectAllClose(const Tensor& actual, const std::vector<double>& expected, double atol = 1e-6,
                     double rtol = 1e-5);
-
-// gtest helper: `fn` must throw a tessel::Error with `code` whose message contains `fragment`.
-void ExpectErrorContains(const std::function<void()>& fn, ErrorCode code, const std::string& fragment);
 
 }  // namespace tessel::testing
