@@ -53,10 +53,9 @@ struct MinOp {
   }
 };
 
-// Ranges at least this large write their output with non-temporal stores: the output is far larger
-// than the caches, and streaming skips the read-for-ownership of every output line (a third less
-// memory traffic for a 2-input reduction).
-constexpr int64_t kStreamBytes = int64_t{1} << 20;
+// Ranges of at least kStreamCopyMinBytes (core/base/stream_copy.h) write their output with
+// non-temporal stores: the output is far larger than the caches, and streaming skips the
+// read-for-ownership of every output line (a third less memory traffic for a 2-input reduction).
 
 // Stores one full chunk (kChunkBytes, 32-byte aligned destination) with streaming stores.
 constexpr int64_t kChunkBytes = 256;
@@ -83,7 +82,7 @@ void ReduceBlocked(void* out_raw, std::span<const void* const> inputs, int64_t b
   constexpr int64_t kBlock = kChunkBytes / static_cast<int64_t>(sizeof(T));
   T* out = static_cast<T*>(out_raw);
   const int n_in = static_cast<int>(inputs.size());
-  const bool stream = (end - begin) * static_cast<int64_t>(sizeof(T)) >= kStreamBytes;
+  const bool stream = (end - begin) * static_cast<int64_t>(sizeof(T)) >= kStreamCopyMinBytes;
   C acc[kBlock];
   T staged[kBlock];
   // One chunk of `len` elements (the full-chunk call passes the constant kBlock: unrolled, vectorized).
@@ -143,7 +142,7 @@ void ReduceFloat32(void* out_raw, std::span<const void* const> inputs, int64_t b
   constexpr int64_t kStep = 32;
   float* out = static_cast<float*>(out_raw);
   const int n_in = static_cast<int>(inputs.size());
-  const bool stream = (end - begin) * 4 >= kStreamBytes;
+  const bool stream = (end - begin) * 4 >= kStreamCopyMinBytes;
   int64_t b = begin;
   if (stream) {  // streaming stores need a 32-byte aligned destination: reduce the head element-wise
     const uintptr_t addr = reinterpret_cast<uintptr_t>(out + begin);
