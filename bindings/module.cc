@@ -101,13 +101,6 @@ std::string Repr(const Tensor& t) {
              t.requires_grad() ? ", requires_grad" : "", ")");
 }
 
-// The model + optimizer state of a training run, as the checkpoint module sees it.
-checkpoint::StateDict TrainingState(const nn::Module& model, const optim::Optimizer* opt) {
-  checkpoint::StateDict sd = checkpoint::GetModelStateDict(model);
-  if (opt != nullptr) sd.merge(checkpoint::GetOptimizerStateDict(model, *opt));
-  return sd;
-}
-
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
@@ -312,11 +305,11 @@ PYBIND11_MODULE(_C, m) {
   // ---- checkpoint ----
   m.def("save", [](const nn::Module& model, const optim::Optimizer* opt, const std::string& dir,
                    const comm::ProcessGroupPtr& world) {
-    checkpoint::Save(TrainingState(model, opt), dir, world);
+    checkpoint::Save(checkpoint::GetStateDict(model, opt), dir, world);
   }, py::arg("model"), py::arg("optimizer"), py::arg("dir"), py::arg("world") = nullptr, Release(),
         "Sharded checkpoint of the model (and optimizer) state; collective over world");
   m.def("load", [](const nn::Module& model, optim::Optimizer* opt, const std::string& dir) {
-    checkpoint::StateDict sd = TrainingState(model, opt);
+    checkpoint::StateDict sd = checkpoint::GetStateDict(model, opt);
     checkpoint::Load(sd, dir);
     if (opt != nullptr) checkpoint::SetOptimizerStateDict(model, *opt, sd);
   }, py::arg("model"), py::arg("optimizer"), py::arg("dir"), Release(),

@@ -121,6 +121,12 @@ std::vector<std::string> OptimizerStateNames(const optim::Optimizer& optimizer) 
   return names;
 }
 
+StateDict GetStateDict(const nn::Module& model, const optim::Optimizer* optimizer, const StateDictOptions& options) {
+  StateDict sd = GetModelStateDict(model, options);
+  if (optimizer != nullptr) sd.merge(GetOptimizerStateDict(model, *optimizer, options));
+  return sd;
+}
+
 StateDict GetOptimizerStateDict(const nn::Module& model, const optim::Optimizer& optimizer,
                                 const StateDictOptions& options) {
   const nn::StateDict model_params = model.NamedParameters();

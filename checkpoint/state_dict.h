@@ -66,6 +66,9 @@ nn::LoadResult SetModelStateDict(nn::Module& model, const StateDict& state, bool
 
 StateDict GetOptimizerStateDict(const nn::Module& model, const optim::Optimizer& optimizer,
                                 const StateDictOptions& options = {});
+// Both of the above in one state dict (torch.distributed.checkpoint.state_dict.get_state_dict); the
+// model's alone when `optimizer` is null.
+StateDict GetStateDict(const nn::Module& model, const optim::Optimizer* optimizer, const StateDictOptions& options = {});
 // Pushes the "optim." entries into `optimizer` (state tensors, step counts, hyperparameters) through
 // Optimizer::LoadStateDict. Tensors that alias the optimizer's own state are not copied (no op runs
 // for them), so after Load into GetOptimizerStateDict's aliases this only sets steps and hyperparameters.

@@ -85,18 +85,10 @@ nn::GPTConfig ConfigFrom(const Flags& flags) {
 
 // ---- checkpoints ---------------------------------------------------------------------------------
 
-// The model and optimizer tensors as aliases (DTensor shards under fully_shard): Save writes them,
-// Load fills them in place.
-checkpoint::StateDict TrainingState(const nn::Module& model, const optim::Optimizer& opt) {
-  checkpoint::StateDict sd = checkpoint::GetModelStateDict(model);
-  sd.merge(checkpoint::GetOptimizerStateDict(model, opt));
-  return sd;
-}
-
 // xxh3 of every full tensor (model + optimizer state). Collective: a sharded tensor is gathered, one
 // at a time, so no rank ever holds more than one full tensor beyond its shards.
 std::map<std::string, uint64_t> Fingerprints(const nn::Module& model, const optim::Optimizer& opt) {
-  checkpoint::StateDict state = TrainingState(model, opt);
+  checkpoint::StateDict state = checkpoint::GetStateDict(model, &opt);
   std::map<std::string, uint64_t> sums;
   for (const auto& [fqn, value] : state) {
     if (const Tensor* t = std::get_if<Tensor>(&value)) {
@@ -112,7 +104,7 @@ constexpr const char* kFingerprintPrefix = "train.fingerprint.";
 // The state a checkpoint holds: tensors, step, config, saved world size and the fingerprints.
 checkpoint::StateDict CheckpointState(const nn::Module& model, const optim::Optimizer& opt, int64_t step,
                                       const std::string& config, const std::string& schedule, int nranks) {
-  checkpoint::StateDict sd = TrainingState(model, opt);
+  checkpoint::StateDict sd = checkpoint::GetStateDict(model, &opt);
   sd["train.step"] = step;
   sd["train.config"] = config;
   sd["train.schedule"] = schedule;
@@ -132,7 +124,7 @@ int64_t Resume(const std::string& dir, const nn::Module& model, optim::Optimizer
   TESSEL_CHECK(saved_config->second == checkpoint::ScalarValue(config), "train: checkpoint ", dir,
                " was saved by a run with '", std::get_if<std::string>(&saved_config->second) ? std::get<std::string>(saved_config->second) : "?", "'; this run has '",
                config, "' (pass the same model and batch flags)");
-  checkpoint::StateDict sd = TrainingState(model, opt);
+  checkpoint::StateDict sd = checkpoint::GetStateDict(model, &opt);
   std::vector<std::string> tensor_keys;
   for (const auto& [fqn, v] : sd) {
     if (std::holds_alternative<Tensor>(v)) tensor_keys.push_back(fqn);
