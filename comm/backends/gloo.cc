@@ -35,7 +35,9 @@ uint64_t HeaderSlot(int64_t seq) { return (uint64_t{0x20} << 56) | ((static_cast
 uint64_t P2PSlot(int tag) { return (uint64_t{0x21} << 56) | (uint64_t{static_cast<uint32_t>(tag)} << 24); }
 
 milliseconds Remaining(Clock::time_point deadline) {
-  return std::max(milliseconds(1), std::chrono::duration_cast<milliseconds>(deadline - Clock::now()));
+  // Rounded up: a gloo wait given the truncated remainder could expire just before `deadline`, and the
+  // caller, finding the deadline not yet passed, would report a timeout as a dead peer (kAborted).
+  return std::max(milliseconds(1), std::chrono::ceil<milliseconds>(deadline - Clock::now()));
 }
 
 // gloo::rendezvous::Store over a comm::Store, with a key prefix per group.
