@@ -1,6 +1,9 @@
 #!/bin/bash
 # Runs gloo_test_worker (a gtest binary) in 1, 2 and 4 processes on loopback through the launcher.
 set -u
+# Every worker process is a gtest binary; left set, they would all write Bazel's XML_OUTPUT_FILE at
+# once and interleave it into a file that does not parse. Bazel writes this test's XML instead.
+unset XML_OUTPUT_FILE GTEST_OUTPUT
 launcher="$1"
 worker="$2"
 for n in 1 2 4; do
