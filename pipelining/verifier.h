@@ -1,0 +1,44 @@
+// pipelining/verifier.h — proves, before anything runs, that a program can run: the checks of PyTorch's
+// `_validate_schedule` for compute-only programs, plus a step-by-step simulation of a lowered program's
+// sends and receives (PyTorch's `_simulate_comms_compute`) that rejects any cycle of waits.
+//
+// Invariant: a program that passes VerifyLoweredProgram completes on the executor when sends are
+// non-blocking and a compute action blocks only on its own RECV: no hang, no action on missing input.
+// A rejected program raises kInvalidArgument whose message starts "pipeline program: rank R, step S: action
+// A ..." for the first bad action (lowest step, then lowest rank) and ends with the program grid.
+//
+// Checks (compute-only):
+//   - the program has `num_ranks` rows; every action's stage is in [0, num_stages), microbatch in [0, m)
+//   - only F / B / I / W appear
+//   - each stage lives on one rank
+//   - per stage and microbatch: F once, then either B once or I once then W once; nothing twice
+//   - every stage has m forwards and m backwards (B, or I and W in equal number)
+// Checks (lowered), in addition, on the program with its comm actions:
+//   - every F of a stage > 0 whose previous stage lives on another rank comes after its RECV_F on the same
+//     rank (every I/B of a non-last stage after its RECV_B), and each RECV has the matching SEND on the
+//     neighbouring stage's rank, after the compute that produced the data
+//   - executing all ranks with blocking RECVs and non-blocking SENDs finishes (no cycle of waits); a stuck
+//     program names each rank's blocked action
+//   - UNSHARD/RESHARD alternate per stage, and every compute on a stage that was ever unsharded runs while
+//     it is unsharded; REDUCE_GRAD comes once, after the stage's last backward
+//
+// Example:
+//   std::vector<int> where = VerifyComputeProgram(prog, /*num_stages=*/4, /*num_microbatches=*/8);
+//   VerifyLoweredProgram(lowered, where, 8);
+#pragma once
+
+#include <span>
+#include <vector>
+
+#include "pipelining/action.h"
+
+namespace tessel::pipelining {
+
+// Verifies a compute-only program and returns the stage → rank map it implies (index = stage).
+std::vector<int> VerifyComputeProgram(const Program& program, int num_stages, int num_microbatches);
+
+// Verifies a lowered program (compute plus SEND/RECV, UNSHARD/RESHARD, REDUCE_GRAD) against `stage_to_rank`.
+// Returns the number of lock-step simulation steps it takes (PyTorch's `_simulate_comms_compute` metric).
+int VerifyLoweredProgram(const Program& program, std::span<const int> stage_to_rank, int num_microbatches);
+
+}  // namespace tessel::pipelining
