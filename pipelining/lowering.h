@@ -12,7 +12,8 @@
 // Example:
 //   Program compute = GenerateSchedule(ScheduleKind::k1F1B, 2, 2, 2);
 //   Program lowered = LowerProgram(compute, StageToRankMap(ScheduleKind::k1F1B, 2, 2), 2, {});
-//   // rank 0 starts 0F0,0SEND_F0,... and ends with 0B1,0REDUCE_GRAD; rank 1 starts 1RECV_F0,1F0,...
+//   // rank 0: 0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1,0REDUCE_GRAD
+//   // rank 1: 1RECV_F0,1F0,1RECV_F1,1B0,1SEND_B0,1F1,1B1,1SEND_B1,1REDUCE_GRAD
 #pragma once
 
 #include <span>

@@ -103,6 +103,15 @@ TEST(LoweringTest, ZeroBubbleCsvMergesLowersAndSimulatesInPyTorchsStepCount) {
   EXPECT_EQ(Steps(SimulateLockstep(lowered, where)), 113u);
 }
 
+TEST(LoweringTest, HeaderExampleLowersOneFOneBOnTwoRanks) {
+  const Program lowered = LowerProgram(GenerateSchedule(ScheduleKind::k1F1B, 2, 2, 2),
+                                       StageToRankMap(ScheduleKind::k1F1B, 2, 2), 2, {});
+  EXPECT_EQ(ToString(lowered[0]), "0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1,0REDUCE_GRAD");
+  EXPECT_EQ(ToString(lowered[1]), "1RECV_F0,1F0,1RECV_F1,1B0,1SEND_B0,1F1,1B1,1SEND_B1,1REDUCE_GRAD");
+  const Program rank3 = GenerateSchedule(ScheduleKind::k1F1B, 4, 4, 8);
+  EXPECT_EQ(ToString(WithoutIdle(rank3[3])).substr(0, 16), "3F0,3B0,3F1,3B1,");
+}
+
 TEST(LoweringTest, LoweringNeverReordersComputeActions) {
   for (ScheduleKind k : AllScheduleKinds()) {
     const int v = (k == ScheduleKind::kGPipe || k == ScheduleKind::k1F1B) ? 1 : 2;
