@@ -42,7 +42,9 @@ RankProgram MergeBackward(const RankProgram& compute);
 // after sF m whose stage+1 lives elsewhere, `sSEND_F m` on this rank and `(s+1)RECV_F m` on the receiver;
 // after sB m / sI m whose stage-1 lives elsewhere, `sSEND_B m` and `(s-1)RECV_B m`. Ranks are advanced in
 // lock step, a receiver's RECV placed when the sender's compute is placed, and a compute action waits until
-// its input was received — the order that makes the program deadlock-free. Boundaries inside one rank (the
+// its input was received — the order that makes the program deadlock-free. Idle slots of `compute` count as
+// lock-step steps (as in PyTorch), so they shape where RECVs land; LowerProgram drops them first, as PyTorch's
+// runtime does. Boundaries inside one rank (the
 // bottom of a V) get no comm actions. Throws kInvalidArgument if the compute program cannot make progress
 // (a malformed schedule), naming each blocked rank and its next action.
 Program AddSendRecv(const Program& compute, std::span<const int> stage_to_rank);

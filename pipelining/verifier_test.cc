@@ -4,8 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include "core/base/testing/expect_error.h"
 #include "pipelining/lowering.h"
+#include "pipelining/schedules.h"
+#include "pipelining/simulator.h"
 
 namespace tessel::pipelining {
 namespace {
@@ -147,6 +151,41 @@ TEST(VerifierTest, EarlyOrRepeatedReduceGradIsRejected) {
 TEST(VerifierTest, BadStageMapIsRejected) {
   ExpectErrorContains([] { VerifyLoweredProgram(P({kRank0, kRank1}), std::vector<int>{0, 2}, 2); }, kBad,
                       "stage_to_rank puts stage 1 on rank 2 but the program has 2 ranks");
+}
+
+// Swapping two neighbouring actions of a valid lowered program either keeps it runnable or breaks it; the
+// verifier must never accept a program the independent event simulation cannot finish, and must accept the
+// unmodified ones. Seeded, so a failure reproduces.
+TEST(VerifierTest, RandomNeighbourSwapsAreAcceptedOnlyWhenTheSimulationFinishes) {
+  std::mt19937 rng(20261201);
+  int accepted = 0, rejected = 0;
+  for (ScheduleKind k : {ScheduleKind::k1F1B, ScheduleKind::kInterleaved1F1B, ScheduleKind::kZBVZeroBubble}) {
+    const int v = k == ScheduleKind::k1F1B ? 1 : 2, p = 3, m = 4;
+    const std::vector<int> where = StageToRankMap(k, p, p * v);
+    const Program lowered = LowerProgram(GenerateSchedule(k, p, p * v, m), where, m, {.fsdp = true});
+    VerifyLoweredProgram(lowered, where, m);
+    for (int trial = 0; trial < 150; ++trial) {
+      Program mutated = lowered;
+      RankProgram& r = mutated[rng() % p];
+      const size_t i = rng() % (r.size() - 1);
+      std::swap(r[i], r[i + 1]);
+      bool ok = true;
+      try {
+        VerifyLoweredProgram(mutated, where, m);
+      } catch (const Error& e) {
+        ASSERT_EQ(e.code(), kBad) << e.what();
+        ok = false;
+      }
+      if (ok) {
+        ++accepted;
+        EXPECT_NO_THROW(Simulate(mutated, where)) << ScheduleName(k) << "\n" << FormatProgram(mutated);
+      } else {
+        ++rejected;
+      }
+    }
+  }
+  EXPECT_GT(accepted, 0);  // some swaps are harmless (two independent sends, ...)
+  EXPECT_GT(rejected, 0);  // and some break the program
 }
 
 }  // namespace
