@@ -127,6 +127,23 @@ TEST(LoweringTest, LoweringNeverReordersComputeActions) {
   }
 }
 
+// As PyTorch's TestSchedulePlan does: the padded compute programs (idle slots kept) lower and simulate.
+TEST(LoweringTest, PaddedSchedulesLowerWithTheirIdleSlotsAndSimulate) {
+  for (ScheduleKind k : AllScheduleKinds()) {
+    for (int p : {2, 4}) {
+      for (int m : {2 * p, 3 * p}) {
+        const int v = (k == ScheduleKind::kGPipe || k == ScheduleKind::k1F1B) ? 1 : 2;
+        SCOPED_TRACE(Str(ScheduleName(k), " p=", p, " m=", m));
+        const std::vector<int> where = StageToRankMap(k, p, p * v);
+        const Program lowered = AddSendRecv(GenerateSchedule(k, p, p * v, m), where);
+        VerifyLoweredProgram(lowered, where, m);
+        const Program grid = SimulateLockstep(lowered, where);  // throws on a cycle of waits
+        for (int r = 0; r < p; ++r) EXPECT_EQ(WithoutIdle(grid[r]), lowered[r]) << "rank " << r;
+      }
+    }
+  }
+}
+
 TEST(LoweringTest, LowerProgramInsertsOneReduceGradAndUnshardPairPerStage) {
   const Program compute = GenerateSchedule(ScheduleKind::kInterleaved1F1B, 2, 4, 4);
   const Program lowered = LowerProgram(compute, StageToRankMap(ScheduleKind::kInterleaved1F1B, 2, 4), 4,
