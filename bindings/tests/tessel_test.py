@@ -178,5 +178,20 @@ def test_checkpoint_saved_on_four_ranks_loads_into_one(tmp_path):
         assert np.array_equal(loaded[k], full[k]), k
 
 
+def test_load_strict_false_reports_the_keys_strict_true_raises(tmp_path):
+    small = tessel.GPT(tessel.GPTConfig(**CFG), seed=1)
+    ckpt = str(tmp_path / "ckpt")
+    tessel.save(small, None, ckpt)
+    bigger = tessel.GPT(tessel.GPTConfig(**dict(CFG, n_layers=3)), seed=2)  # layers.2.* are not in the file
+    with pytest.raises(KeyError, match="layers.2."):
+        tessel.load(bigger, None, ckpt)
+    result = tessel.load(bigger, None, ckpt, strict=False)
+    assert result["missing_keys"] and all(k.startswith("layers.2.") for k in result["missing_keys"])
+    assert result["unexpected_keys"] == []
+    loaded = dict(bigger.named_parameters())
+    for k, v in small.named_parameters():  # the matching keys were loaded
+        assert np.array_equal(loaded[k].numpy(), v.numpy()), k
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
