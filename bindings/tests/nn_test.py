@@ -12,6 +12,7 @@ import pytest
 import tessel
 import tessel.nn as nn
 import tessel.nn.functional as F
+from gpt import PyGPT  # examples/python/gpt.py
 
 
 class MLP(nn.Module):
@@ -173,61 +174,14 @@ def test_bad_forward_and_bad_arguments_raise_python_errors():
         nn.Linear("a", 2)
 
 
-# ---- a GPT written in Python against the C++ GPT ----------------------------------------------------
-
-class Attention(nn.Module):
-    def __init__(self, c, heads):
-        super().__init__()
-        self.heads = heads
-        for name in ("wq", "wk", "wv", "wo"):
-            setattr(self, name, nn.Linear(c, c, bias=False))
-
-    def forward(self, x):
-        B, T, C = x.shape
-        q, k, v = (getattr(self, n)(x).view(B, T, self.heads, C // self.heads).transpose(1, 2) for n in ("wq", "wk", "wv"))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return self.wo(y.transpose(1, 2).reshape(B, T, -1))
-
-
-class FeedForward(nn.Module):
-    def __init__(self, c):
-        super().__init__()
-        self.fc, self.proj = nn.Linear(c, 4 * c, bias=False), nn.Linear(4 * c, c, bias=False)
-
-    def forward(self, x):
-        return self.proj(F.gelu(self.fc(x), approximate="tanh"))
-
-
-class Block(nn.Module):
-    def __init__(self, c, heads):
-        super().__init__()
-        self.ln1, self.attn, self.ln2, self.mlp = nn.LayerNorm(c), Attention(c, heads), nn.LayerNorm(c), FeedForward(c)
-
-    def forward(self, x):
-        x = x + self.attn(self.ln1(x))
-        return x + self.mlp(self.ln2(x))
-
-
-class PyGPT(nn.Module):
-    def __init__(self, vocab, c, layers, heads, seq):
-        super().__init__()
-        self.wte, self.wpe = nn.Embedding(vocab, c), nn.Embedding(seq, c)
-        self.layers = nn.ModuleList([Block(c, heads) for _ in range(layers)])
-        self.ln_f, self.lm_head = nn.LayerNorm(c), nn.Linear(c, vocab, bias=False)
-
-    def forward(self, idx):
-        x = self.wte(idx) + self.wpe(tessel.arange(idx.shape[1]))
-        for block in self.layers:
-            x = block(x)
-        return self.lm_head(self.ln_f(x))
-
+# ---- a GPT written in Python (examples/python/gpt.py) against the C++ GPT ----------------------------
 
 CFG = dict(vocab_size=29, d_model=16, n_layers=2, n_heads=2, seq_len=8)
 
 
 def python_and_cpp_gpt():
     cpp = tessel.GPT(tessel.GPTConfig(**CFG), seed=11)
-    py = PyGPT(CFG["vocab_size"], CFG["d_model"], CFG["n_layers"], CFG["n_heads"], CFG["seq_len"])
+    py = PyGPT(tessel.GPTConfig(**CFG))
     result = py.load_state_dict(cpp.state_dict())  # strict: the Python model has the C++ FQNs exactly
     assert result.missing_keys == [] and result.unexpected_keys == []
     rng = np.random.default_rng(3)
@@ -236,7 +190,7 @@ def python_and_cpp_gpt():
 
 
 def py_loss(model, idx, tgt):
-    return F.cross_entropy(model(idx).view(-1, CFG["vocab_size"]), tgt.view(-1))
+    return model.loss(idx, tgt)
 
 
 def test_python_gpt_matches_the_cpp_gpt_loss_and_every_gradient():
