@@ -33,11 +33,49 @@
 namespace tessel::bindings {
 namespace {
 
+// A collective's Work: waited here unless async_op (then Python gets the handle and waits itself).
+py::object Issue(bool async_op, const std::function<comm::WorkPtr()>& issue) {
+  comm::WorkPtr work = NoGil([&] {
+    comm::WorkPtr w = issue();
+    if (!async_op) w->Wait();
+    return w;
+  });
+  return async_op ? py::cast(work) : py::none();
+}
+
+void BindCollectives(py::class_<comm::ProcessGroup, comm::ProcessGroupPtr>& pg) {
+  using PG = comm::ProcessGroup;
+  pg.def("all_reduce", [](PG& g, const Tensor& t, comm::ReduceOp op, bool async_op) {
+      return Issue(async_op, [&] { return g.AllReduce(t, op); });
+    }, py::arg("tensor"), py::arg("op") = comm::ReduceOp::kSum, py::arg("async_op") = false, "In place")
+      .def("all_gather_into_tensor", [](PG& g, const Tensor& out, const Tensor& in, bool async_op) {
+        return Issue(async_op, [&] { return g.AllGather(out, in); });
+      }, py::arg("output_tensor"), py::arg("input_tensor"), py::arg("async_op") = false)
+      .def("reduce_scatter_tensor", [](PG& g, const Tensor& out, const Tensor& in, comm::ReduceOp op, bool async_op) {
+        return Issue(async_op, [&] { return g.ReduceScatter(out, in, op); });
+      }, py::arg("output"), py::arg("input"), py::arg("op") = comm::ReduceOp::kSum, py::arg("async_op") = false)
+      .def("broadcast", [](PG& g, const Tensor& t, int src, bool async_op) {
+        return Issue(async_op, [&] { return g.Broadcast(t, src); });
+      }, py::arg("tensor"), py::arg("src"), py::arg("async_op") = false)
+      .def("barrier", [](PG& g) { NoGil([&] { g.Barrier()->Wait(); }); });
+}
+
 void BindProcessGroups(py::module_& m) {
-  py::class_<comm::ProcessGroup, comm::ProcessGroupPtr>(m, "ProcessGroup")
-      .def_property_readonly("rank", &comm::ProcessGroup::rank)
+  py::enum_<comm::ReduceOp>(m, "ReduceOp")
+      .value("SUM", comm::ReduceOp::kSum)
+      .value("AVG", comm::ReduceOp::kAvg)
+      .value("MAX", comm::ReduceOp::kMax)
+      .value("MIN", comm::ReduceOp::kMin)
+      .value("PRODUCT", comm::ReduceOp::kProduct);
+  py::class_<comm::Work, comm::WorkPtr>(m, "Work")
+      .def("wait", [](comm::Work& w) { NoGil([&] { w.Wait(); }); })
+      .def("is_completed", [](comm::Work& w) { return NoGil([&] { return w.IsCompleted(); }); });
+  py::class_<comm::ProcessGroup, comm::ProcessGroupPtr> pg(m, "ProcessGroup");
+  pg.def_property_readonly("rank", &comm::ProcessGroup::rank)
       .def_property_readonly("size", &comm::ProcessGroup::size)
-      .def("barrier", [](comm::ProcessGroup& pg) { NoGil([&] { pg.Barrier()->Wait(); }); });
+      .def_property_readonly("name", &comm::ProcessGroup::name)
+      .def_property_readonly("backend", &comm::ProcessGroup::backend_name);
+  BindCollectives(pg);
   m.def("run_ranks", [](int world_size, const std::function<void(comm::ProcessGroupPtr)>& fn) {
     NoGil([&] {
       comm::RunRanks(world_size, [&](comm::ProcessGroupPtr world) {

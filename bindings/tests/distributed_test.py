@@ -131,6 +131,31 @@ def test_process_group_functions_and_device_mesh_follow_torch():
         dist.init_process_group()
 
 
+def test_collectives_on_tensors_follow_torch_distributed():
+    def rank_fn(world):
+        dist.init_process_group()
+        r = dist.get_rank()
+        t = tessel.tensor(np.array([r + 1.0, 10.0 * r]))
+        dist.all_reduce(t)
+        assert t.tolist() == [1 + 2 + 3, 0 + 10 + 20]
+        t = tessel.tensor(np.array([float(r)]))
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        assert t.tolist() == [2.0]
+        out = tessel.zeros(6, dtype=tessel.float64)
+        with tessel.CommTracer() as tracer:
+            work = dist.all_gather_into_tensor(out, tessel.tensor(np.array([r, -r], dtype=np.float64)), async_op=True)
+            work.wait()
+        assert tracer.summary() == "all_gather(world) x1" and out.tolist() == [0, 0, 1, -1, 2, -2]
+        part = tessel.zeros(1, dtype=tessel.float64)
+        dist.reduce_scatter_tensor(part, tessel.tensor(np.arange(3, dtype=np.float64) * (r + 1)))
+        assert part.tolist() == [r * (1 + 2 + 3)]
+        b = tessel.tensor(np.array([float(r)]))
+        dist.broadcast(b, src=2)
+        assert b.tolist() == [2.0]
+
+    tessel.run_ranks(3, rank_fn)
+
+
 def test_optimizers_with_param_groups_equal_the_cpp_optimizers():
     tessel.manual_seed(1)
     a, b = Net(), Net()

@@ -90,5 +90,26 @@ def destroy_process_group(group=None):
 
 
 ProcessGroup = _C.ProcessGroup
+ReduceOp = _C.ReduceOp
+Work = _C.Work
+
+
+def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
+    """In place over the group (default: the default group); async_op returns a Work to wait on."""
+    return (group or _default_group("all_reduce")).all_reduce(tensor, op, async_op)
+
+
+def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=False):
+    return (group or _default_group("all_gather_into_tensor")).all_gather_into_tensor(output_tensor, input_tensor,
+                                                                                     async_op)
+
+
+def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=False):
+    return (group or _default_group("reduce_scatter_tensor")).reduce_scatter_tensor(output, input, op, async_op)
+
+
+def broadcast(tensor, src, group=None, async_op=False):
+    """src: a rank of the group (the default group's ranks are the global ranks)."""
+    return (group or _default_group("broadcast")).broadcast(tensor, src, async_op)
 
 from . import checkpoint, device_mesh, fsdp, tensor  # noqa: E402,F401 (torch.distributed's subpackages)
