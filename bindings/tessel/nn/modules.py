@@ -337,7 +337,27 @@ _C.Linear.extra_repr = lambda self: "in_features=%d, out_features=%d, bias=%s" %
 
 # ---- containers -------------------------------------------------------------------------------------
 
-class ModuleList(Module):
+class _Container(Module):
+    """Children in registration order; len() counts them."""
+
+    def _children(self):
+        return self.__dict__.get("_modules", {})
+
+    def __len__(self):
+        return len(self._children())
+
+
+class _IndexedContainer(_Container):
+    """Children named "0", "1", ...: iterated and indexed (ints, negative ints, slices) in order."""
+
+    def __iter__(self):
+        return iter(list(self._children().values()))
+
+    def __getitem__(self, idx):
+        return list(self._children().values())[idx]
+
+
+class ModuleList(_IndexedContainer):
     """Holds modules named "0", "1", ... (torch.nn.ModuleList); not callable."""
 
     def __init__(self, modules=None):
@@ -354,21 +374,11 @@ class ModuleList(Module):
             self.append(m)
         return self
 
-    def __len__(self):
-        return len(self.__dict__.get("_modules", {}))
-
-    def __iter__(self):
-        return iter(list(self.__dict__.get("_modules", {}).values()))
-
-    def __getitem__(self, idx):
-        items = list(self.__dict__.get("_modules", {}).values())
-        return items[idx]
-
     def forward(self, *args, **kwargs):
         raise NotImplementedError("ModuleList is not callable: iterate over it in the parent's forward")
 
 
-class ModuleDict(Module):
+class ModuleDict(_Container):
     """Holds modules by name (torch.nn.ModuleDict); not callable."""
 
     def __init__(self, modules=None):
@@ -377,58 +387,41 @@ class ModuleDict(Module):
             self.update(modules)
 
     def update(self, modules):
-        items = modules.items() if hasattr(modules, "items") else modules
-        for k, m in items:
-            self[k] = m
+        for k, m in (modules.items() if hasattr(modules, "items") else modules):
+            self.add_module(k, m)
 
-    def __setitem__(self, key, module):
-        self.add_module(key, module)
+    __setitem__ = Module.add_module
 
     def __getitem__(self, key):
-        return self.__dict__.get("_modules", {})[key]
+        return self._children()[key]
 
     def __contains__(self, key):
-        return key in self.__dict__.get("_modules", {})
-
-    def __len__(self):
-        return len(self.__dict__.get("_modules", {}))
+        return key in self._children()
 
     def __iter__(self):
-        return iter(list(self.__dict__.get("_modules", {})))
+        return iter(list(self._children()))
 
     def keys(self):
-        return list(self.__dict__.get("_modules", {}).keys())
+        return list(self._children().keys())
 
     def values(self):
-        return list(self.__dict__.get("_modules", {}).values())
+        return list(self._children().values())
 
     def items(self):
-        return list(self.__dict__.get("_modules", {}).items())
+        return list(self._children().items())
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError("ModuleDict is not callable: index it in the parent's forward")
 
 
-class Sequential(Module):
+class Sequential(_IndexedContainer):
     """Calls its modules in order (torch.nn.Sequential); built from modules or an OrderedDict."""
 
     def __init__(self, *args):
         super().__init__()
-        if len(args) == 1 and isinstance(args[0], collections.OrderedDict):
-            for k, m in args[0].items():
-                self.add_module(k, m)
-        else:
-            for i, m in enumerate(args):
-                self.add_module(str(i), m)
-
-    def __len__(self):
-        return len(self.__dict__.get("_modules", {}))
-
-    def __iter__(self):
-        return iter(list(self.__dict__.get("_modules", {}).values()))
-
-    def __getitem__(self, idx):
-        return list(self.__dict__.get("_modules", {}).values())[idx]
+        items = args[0].items() if len(args) == 1 and isinstance(args[0], collections.OrderedDict) else enumerate(args)
+        for k, m in items:
+            self.add_module(str(k), m)
 
     def forward(self, x):
         for m in self:
