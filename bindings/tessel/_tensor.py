@@ -175,3 +175,19 @@ Tensor.__bool__ = lambda self: builtins.bool(_one_element(self, "booleans"))
 Tensor.__array__ = lambda self, dtype=None: self.numpy() if dtype is None else self.numpy().astype(dtype)
 Tensor.tolist = lambda self: self.numpy().tolist()
 Tensor.type_as = lambda self, other: self.to(other.dtype)
+
+
+def _setitem(self, idx, value):
+    """t[idx] = value: writes through the view t[idx] (not recorded by autograd, so refused on a tensor
+    that requires grad while grad mode is on, as torch refuses in-place ops on such leaves)."""
+    if self.requires_grad and _C.is_grad_enabled():
+        raise RuntimeError("a tensor that requires grad is being used in an in-place assignment "
+                           "(wrap it in `with tessel.no_grad():`)")
+    view = _getitem(self, idx)
+    if isinstance(value, Tensor):
+        view.copy_(value)
+    else:
+        view.fill_(builtins.float(value))
+
+
+Tensor.__setitem__ = _setitem

@@ -73,6 +73,24 @@ def test_basic_indexing_matches_numpy():
         x[::-1]
 
 
+def test_item_assignment_writes_through_views_like_numpy():
+    a = np.arange(12.0).reshape(3, 4)
+    x = t64(a)
+    x[1] = 7
+    a[1] = 7
+    x[:, 2:] = t64(np.full((3, 2), 5.0))
+    a[:, 2:] = 5
+    x[0, ::2] = -1
+    a[0, ::2] = -1
+    np.testing.assert_array_equal(x.numpy(), a)
+    p = tessel.ones(2, requires_grad=True)
+    with pytest.raises(RuntimeError, match="requires grad is being used in an in-place assignment"):
+        p[0] = 3
+    with tessel.no_grad():
+        p[0] = 3
+    assert p.tolist() == [3.0, 1.0]
+
+
 def test_reductions_and_math_match_numpy():
     rng = np.random.default_rng(1)
     a = rng.uniform(0.5, 2.0, size=(3, 4))
