@@ -156,6 +156,33 @@ def test_collectives_on_tensors_follow_torch_distributed():
     tessel.run_ranks(3, rank_fn)
 
 
+def test_bad_distributed_input_raises_python_errors_with_tessels_message():
+    def rank_fn(world):
+        dist.init_process_group()
+        with pytest.raises(ValueError, match=r"\[3\]"):  # the mesh shape's product must be the world size
+            init_device_mesh("cpu", (3,))
+        with pytest.raises(TypeError):
+            fully_shard("not a module")
+        with pytest.raises(TypeError):
+            fully_shard(nn.Linear(2, 2), mesh="dp")
+        with pytest.raises(NotImplementedError, match="shard_placement_fn"):
+            fully_shard(nn.Linear(2, 2), shard_placement_fn=lambda p: Shard(0))
+        mesh = init_device_mesh("cpu", (2,), mesh_dim_names=("dp",))
+        with pytest.raises(ValueError, match=r"S\(3\) on axis .dp. needs 0 <= dim < ndim = 1"):
+            distribute_tensor(tessel.ones(4), mesh, [Shard(3)])
+
+    tessel.run_ranks(2, rank_fn)
+
+    class Forgot(nn.Module):
+        def __init__(self):
+            pass  # no super().__init__()
+
+    with pytest.raises(TypeError, match="__init__"):
+        Forgot()
+    with pytest.raises(TypeError, match="optimizer can only optimize Tensors, got str"):
+        tessel.optim.AdamW(["w"])
+
+
 def test_optimizers_with_param_groups_equal_the_cpp_optimizers():
     tessel.manual_seed(1)
     a, b = Net(), Net()
