@@ -44,6 +44,10 @@ def test_attribute_assignment_registers_parameters_buffers_and_children_in_torch
     assert m.scale.tolist() == [2.0] * 4
     with pytest.raises(AttributeError, match="'MLP' object has no attribute 'nope'"):
         m.nope
+    with pytest.raises(NotImplementedError, match="reassigning buffer 'offset' is not supported"):
+        m.offset = tessel.ones(4)
+    m.offset.copy_(tessel.ones(4))
+    assert m.state_dict()["offset"].tolist() == [1.0] * 4
 
 
 def test_call_runs_forward_with_non_tensor_arguments_and_matches_numpy():

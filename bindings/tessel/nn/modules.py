@@ -100,6 +100,9 @@ def _setattr(self, name, value):
         value.__dict__["_tessel_parent"] = self
     elif isinstance(value, Tensor) and self._has_parameter(name):
         self._set_parameter(name, value)
+    elif isinstance(value, Tensor) and any(n == name for n, _ in self._named_buffers(False)):
+        raise NotImplementedError("%s: reassigning buffer '%s' is not supported; update it in place "
+                                  "(self.%s.copy_(value))" % (type(self).__name__, name, name))
     else:
         object.__setattr__(self, name, value)
 
