@@ -1,35 +1,36 @@
-"""tessel: DTensor-style composable sharding, with PyTorch's concepts and names.
+"""tessel: DTensor-style composable sharding, with PyTorch's concepts, names and package layout.
 
-The package is a thin face over the C++ core (``tessel._C``): every call converts its arguments,
-releases the GIL while C++ computes or communicates, and raises the Python exception that the
-error's code names (ValueError, RuntimeError, TimeoutError, ...), with the same message.
+A torch script ports by changing its imports: ``tessel`` (tensors, creation functions, dtypes, no_grad,
+manual_seed), ``tessel.nn`` (subclassable Module, layers), ``tessel.nn.functional``, ``tessel.optim``,
+``tessel.distributed`` (``device_mesh``, ``tensor``, ``fsdp``, ``checkpoint``). The package is a thin face
+over the C++ core (``tessel._C``): every call converts its arguments, releases the GIL while C++ computes
+or communicates, and raises the Python exception the error's code names (ValueError, RuntimeError,
+TimeoutError, ...) with the same message.
 
-    import numpy as np, tessel
-    cfg = tessel.GPTConfig(vocab_size=256, d_model=64, n_layers=2, n_heads=4, seq_len=32)
+    import tessel, tessel.nn as nn, tessel.nn.functional as F
+    from tessel.distributed.fsdp import fully_shard
 
-    def train(world):                          # runs on every rank (threads backend)
-        mesh = tessel.init_device_mesh(world, [world.size], ["dp"])
-        model = tessel.GPT(cfg, seed=0)
-        for block in model.layers:
-            tessel.fully_shard(block, mesh)
-        root = tessel.fully_shard(model, mesh)
-        opt = tessel.AdamW(model, lr=1e-3)
-        loss = model.loss(tessel.tensor(idx), tessel.tensor(tgt))
-        loss.backward()
-        tessel.clip_grad_norm_fsdp(root, 1.0)
-        opt.step(); opt.zero_grad()
+    def main():                              # the same body runs under tessel_run (gloo processes)
+        tessel.distributed.init_process_group()
+        model = nn.Sequential(nn.Linear(8, 32), nn.GELU(), nn.Linear(32, 8))
+        fully_shard(model)
+        opt = tessel.optim.AdamW(model.parameters(), lr=1e-3)
+        x = tessel.randn(4, 8)
+        loss = (model(x) ** 2).mean()
+        loss.backward(); opt.step(); opt.zero_grad()
 
-    tessel.run_ranks(4, train)
+    tessel.run_ranks(2, lambda world: main())   # 2 rank threads (threads backend)
+
+The original flat API stays: ``tessel.GPT``, ``tessel.AdamW(model)``, ``tessel.fully_shard(block, mesh)``,
+``tessel.init_device_mesh(world, shape, names)``, ``tessel.save`` / ``tessel.load``.
 """
+from . import _C
 from ._C import (  # noqa: F401
-    AdamW,
     CommTracer,
     DeviceMesh,
-    FSDPModule,
     GPT,
     GPTConfig,
-    Module,
-    Optimizer,
+    Generator,
     Partial,
     ProcessGroup,
     Replicate,
@@ -37,16 +38,99 @@ from ._C import (  # noqa: F401
     Tensor,
     clip_grad_norm,
     clip_grad_norm_fsdp,
+    default_generator,
     distribute_tensor,
     from_local,
     fully_shard,
     init_device_mesh,
-    init_process_group,
-    load,
+    is_grad_enabled,
+    manual_seed,
     memory_report,
-    run_ranks,
-    save,
-    tensor,
 )
+from ._dtypes import *  # noqa: F401,F403
+from ._tensor import (  # noqa: F401
+    arange,
+    empty,
+    from_numpy,
+    full,
+    full_like,
+    ones,
+    ones_like,
+    rand,
+    randint,
+    randn,
+    tensor,
+    zeros,
+    zeros_like,
+)
+from . import nn, optim, distributed  # noqa: E402,F401
+from .distributed import run_ranks  # noqa: F401
 
-__all__ = [name for name in dir() if not name.startswith("_")]
+AdamW = _C.AdamW  # the flat API's AdamW(model, lr=...); tessel.optim.AdamW is torch's
+cat = _C._functional.cat
+stack = _C._functional.stack
+where = _C._functional.where
+matmul = _C.Tensor.matmul
+softmax = _C._functional.softmax
+log_softmax = _C._functional.log_softmax
+
+
+def _unary(name):
+    def fn(input):
+        return getattr(input, name)()
+    fn.__name__ = name
+    return fn
+
+
+exp, log, sqrt, rsqrt, tanh, sigmoid, relu, abs = (  # noqa: A001
+    _unary(n) for n in ("exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "abs"))
+
+
+class _GradModeContext:
+    _enabled = None
+
+    def __enter__(self):
+        guard = _C._GradMode(self._enabled)
+        guard.__enter__()
+        self.__dict__.setdefault("_guards", []).append(guard)
+
+    def __exit__(self, *exc):
+        self._guards.pop().__exit__(*exc)
+
+    def __call__(self, fn):
+        def wrapper(*args, **kwargs):
+            with type(self)():
+                return fn(*args, **kwargs)
+        wrapper.__name__, wrapper.__doc__ = fn.__name__, fn.__doc__
+        return wrapper
+
+
+class no_grad(_GradModeContext):
+    """Ops inside record no autograd history (this thread only; each rank thread has its own mode)."""
+    _enabled = False
+
+
+class enable_grad(_GradModeContext):
+    _enabled = True
+
+
+def init_process_group():
+    """The flat API: this thread's world group (gloo under tessel_run), returned."""
+    return distributed._init_world()
+
+
+def _cpp_optimizer(optimizer):
+    if optimizer is None or isinstance(optimizer, _C.Optimizer):
+        return optimizer
+    return optimizer._single("tessel.save/load")
+
+
+def save(model, optimizer, dir, world=None):
+    """Sharded checkpoint of the model (and optimizer) state; collective over world."""
+    _C.save(model, _cpp_optimizer(optimizer), dir, world)
+
+
+def load(model, optimizer, dir, *, strict=True):
+    """Loads a checkpoint saved in any layout or world size into the model (and optimizer), in place.
+    A missing directory is FileNotFoundError; strict=False returns missing / unexpected keys."""
+    return _C.load(model, _cpp_optimizer(optimizer), dir, strict=strict)

@@ -26,7 +26,7 @@ def test_numpy_round_trip_keeps_values_shape_and_dtype():
     for dtype in (np.float32, np.float64, np.int64, np.int32, np.float16, np.bool_):
         a = (np.arange(24).reshape(2, 3, 4) % 5).astype(dtype)
         t = tessel.tensor(a)
-        assert t.shape == [2, 3, 4]
+        assert t.shape == (2, 3, 4)
         back = t.numpy()
         assert back.dtype == a.dtype and np.array_equal(back, a)
     # A non-contiguous view is copied in its logical order.
@@ -94,7 +94,7 @@ def test_dtensor_placements_redistribute_and_ops_follow_torch_semantics():
     def rank_fn(world):
         mesh = tessel.init_device_mesh(world, [2], ["x"])
         d = tessel.distribute_tensor(tessel.tensor(full), mesh, [tessel.Shard(0)])
-        assert d.is_distributed and d.shape == [5, 3] and d.placements == [tessel.Shard(0)]
+        assert d.is_distributed and d.shape == (5, 3) and d.placements == [tessel.Shard(0)]
         local = d.to_local().numpy()
         # torch.chunk layout: 5 rows over 2 ranks -> 3 and 2.
         np.testing.assert_array_equal(local, full[:3] if world.rank == 0 else full[3:])
@@ -137,7 +137,7 @@ def test_errors_arrive_as_the_python_exception_their_code_names():
     idx = tessel.tensor(np.zeros((2, 3), dtype=np.float32))  # GPT wants int64 token ids
     with pytest.raises(ValueError, match=r"GPT: expected int64 token ids \[B, T\], got \[2, 3\] float32"):
         model.loss(idx, idx)
-    with pytest.raises(KeyError, match="no_such_checkpoint"):
+    with pytest.raises(FileNotFoundError, match="no checkpoint directory '/nonexistent/no_such_checkpoint'"):
         tessel.load(model, None, "/nonexistent/no_such_checkpoint")
     with pytest.raises(ValueError, match="reduce op must be sum, avg, max or min, got 'prod'"):
         tessel.Partial("prod")
@@ -164,7 +164,7 @@ def test_checkpoint_saved_on_four_ranks_loads_into_one(tmp_path):
         tessel.fully_shard(model, mesh)
         opt = tessel.AdamW(model, lr=1e-2)
         tessel.save(model, opt, ckpt, world)
-        params = {k: v.numpy() for k, v in model.named_parameters().items()}  # gathers every shard
+        params = {k: v.numpy() for k, v in model.named_parameters()}  # gathers every shard
         if world.rank == 0:
             full.update(params)
 
@@ -172,10 +172,25 @@ def test_checkpoint_saved_on_four_ranks_loads_into_one(tmp_path):
     model = tessel.GPT(cfg, seed=99)  # other initial values: everything must come from the file
     opt = tessel.AdamW(model, lr=1e-2)
     tessel.load(model, opt, ckpt)
-    loaded = {k: v.numpy() for k, v in model.named_parameters().items()}
+    loaded = {k: v.numpy() for k, v in model.named_parameters()}
     assert sorted(loaded) == sorted(full)
     for k in full:
         assert np.array_equal(loaded[k], full[k]), k
+
+
+def test_load_strict_false_reports_the_keys_strict_true_raises(tmp_path):
+    small = tessel.GPT(tessel.GPTConfig(**CFG), seed=1)
+    ckpt = str(tmp_path / "ckpt")
+    tessel.save(small, None, ckpt)
+    bigger = tessel.GPT(tessel.GPTConfig(**dict(CFG, n_layers=3)), seed=2)  # layers.2.* are not in the file
+    with pytest.raises(KeyError, match="layers.2."):
+        tessel.load(bigger, None, ckpt)
+    result = tessel.load(bigger, None, ckpt, strict=False)
+    assert result["missing_keys"] and all(k.startswith("layers.2.") for k in result["missing_keys"])
+    assert result["unexpected_keys"] == []
+    loaded = dict(bigger.named_parameters())
+    for k, v in small.named_parameters():  # the matching keys were loaded
+        assert np.array_equal(loaded[k].numpy(), v.numpy()), k
 
 
 if __name__ == "__main__":

@@ -1,0 +1,45 @@
+// bindings/bind.h — what the pybind11 translation units of tessel._C share: one Bind* function per area
+// (each in its own *_py.cc so no single TU is slow to compile), dtype conversion, and NoGil.
+//
+// Invariant: bindings are thin (STYLE.md 28): convert arguments with the GIL held, then release it inside
+// the lambda (NoGil) around the C++ call; never `call_guard<gil_scoped_release>` on a py::init factory or
+// on a function whose arguments convert implicitly. Errors are translated in one place (errors_py.cc).
+//
+// Example:
+//   m.def("exp", [](const Tensor& x) { return NoGil([&] { return Exp(x); }); });
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+#include <string>
+#include <utility>
+
+#include "core/tensor/dtype.h"
+#include "core/tensor/random.h"
+
+namespace tessel::bindings {
+
+namespace py = pybind11;
+
+// Runs f with the GIL released (the arguments are already converted) and returns its result.
+template <typename F>
+auto NoGil(F&& f) -> decltype(f()) {
+  py::gil_scoped_release release;
+  return std::forward<F>(f)();
+}
+
+// This thread's default generator (torch's default generator; each rank thread has its own, so ranks that
+// seed alike draw alike). tessel.manual_seed reseeds it.
+Generator& DefaultGenerator();
+inline Generator& GenOrDefault(Generator* gen) { return gen != nullptr ? *gen : DefaultGenerator(); }
+
+void BindErrors(py::module_& m);       // errors_py.cc: ErrorCode → Python exception table
+void BindTensor(py::module_& m);       // tensor_py.cc: dtype, Tensor, creation, numpy, grad mode, RNG
+void BindTensorOps(py::module_& m);    // tensor_ops_py.cc: Tensor methods named like torch's
+void BindFunctional(py::module_& m);   // functional_py.cc: torch.nn.functional's names
+void BindModules(py::module_& m);      // nn_py.cc: subclassable Module, layers, GPT
+void BindOptim(py::module_& m);        // optim_py.cc: SGD, AdamW, clipping, schedule
+void BindDistributed(py::module_& m);  // distributed_py.cc: process groups, mesh, DTensor, fsdp
+void BindCheckpoint(py::module_& m);   // checkpoint_py.cc: save / load / state dicts
+
+}  // namespace tessel::bindings

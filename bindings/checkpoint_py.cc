@@ -1,0 +1,86 @@
+// bindings/checkpoint_py.cc — sharded checkpoints (checkpoint/): save and load a model (and optimizer)
+// in any layout and world size, and torch.distributed.checkpoint.state_dict's get/set.
+//
+// Invariant: a missing checkpoint directory is FileNotFoundError naming it (the one filesystem case
+// Python users test for); every other problem is the checkpoint's own tessel::Error (errors_py.cc).
+//
+// Example (Python): _C.save(model, opt, "/tmp/ckpt", world); _C.load(model, opt, "/tmp/ckpt", strict=True)
+#include <pybind11/stl.h>
+
+#include <filesystem>
+#include <string>
+
+#include "bindings/bind.h"
+#include "checkpoint/load.h"
+#include "checkpoint/save.h"
+#include "checkpoint/state_dict.h"
+#include "core/nn/module.h"
+#include "core/optim/optimizer.h"
+
+namespace tessel::bindings {
+namespace {
+
+void RequireDirectory(const std::string& dir) {
+  if (!std::filesystem::is_directory(dir)) {
+    PyErr_SetObject(PyExc_FileNotFoundError,
+                    py::make_tuple(2, "tessel.load: no checkpoint directory '" + dir + "'", dir).ptr());
+    throw py::error_already_set();
+  }
+}
+
+py::dict LoadResultDict(const checkpoint::LoadResult& r) {
+  py::dict d;
+  d["missing_keys"] = r.missing_keys;
+  d["unexpected_keys"] = r.unexpected_keys;
+  d["mismatched_keys"] = r.mismatched_keys;
+  d["bytes_read"] = r.bytes_read;
+  return d;
+}
+
+}  // namespace
+
+void BindCheckpoint(py::module_& m) {
+  m.def("save", [](const nn::Module& model, const optim::Optimizer* opt, const std::string& dir,
+                   const comm::ProcessGroupPtr& world) {
+    NoGil([&] { checkpoint::Save(checkpoint::GetStateDict(model, opt), dir, world); });
+  }, py::arg("model"), py::arg("optimizer"), py::arg("dir"), py::arg("world") = nullptr,
+        "Sharded checkpoint of the model (and optimizer) state; collective over world");
+  m.def("load", [](nn::Module& model, optim::Optimizer* opt, const std::string& dir, bool strict) {
+    RequireDirectory(dir);
+    checkpoint::LoadResult r = NoGil([&] {
+      checkpoint::StateDict sd = checkpoint::GetStateDict(model, opt);
+      checkpoint::LoadResult res = checkpoint::Load(sd, dir, {.strict = strict});
+      if (opt != nullptr) checkpoint::SetOptimizerStateDict(model, *opt, sd);
+      return res;
+    });
+    return LoadResultDict(r);
+  }, py::arg("model"), py::arg("optimizer"), py::arg("dir"), py::kw_only(), py::arg("strict") = true,
+        "Loads a checkpoint saved in any layout or world size into the model (and optimizer), in place. "
+        "strict=False returns the missing / unexpected keys instead of raising");
+
+  // torch.distributed.checkpoint's pieces: state dicts as {fqn: Tensor | bytes | int | float | str}.
+  py::class_<checkpoint::Bytes>(m, "_Bytes")
+      .def(py::init([](py::bytes b) { return checkpoint::Bytes{std::string(b)}; }))
+      .def("__bytes__", [](const checkpoint::Bytes& b) { return py::bytes(b.data); });
+  m.def("_get_state_dict", [](const nn::Module& model, const optim::Optimizer* opt, bool full_state_dict) {
+    return NoGil([&] { return checkpoint::GetStateDict(model, opt, {.full_state_dict = full_state_dict}); });
+  }, py::arg("model"), py::arg("optimizer"), py::arg("full_state_dict") = false);
+  m.def("_set_state_dict", [](nn::Module& model, optim::Optimizer* opt, const checkpoint::StateDict& sd, bool strict) {
+    nn::LoadResult r = NoGil([&] {
+      nn::LoadResult res = checkpoint::SetModelStateDict(model, sd, strict);
+      if (opt != nullptr) checkpoint::SetOptimizerStateDict(model, *opt, sd);
+      return res;
+    });
+    return py::make_tuple(r.missing_keys, r.unexpected_keys);
+  }, py::arg("model"), py::arg("optimizer"), py::arg("state_dict"), py::arg("strict") = true);
+  m.def("_dcp_save", [](const checkpoint::StateDict& sd, const std::string& dir, const comm::ProcessGroupPtr& world) {
+    NoGil([&] { checkpoint::Save(sd, dir, world); });
+  }, py::arg("state_dict"), py::arg("dir"), py::arg("world") = nullptr);
+  m.def("_dcp_load", [](checkpoint::StateDict sd, const std::string& dir, bool strict) {
+    RequireDirectory(dir);
+    checkpoint::LoadResult r = NoGil([&] { return checkpoint::Load(sd, dir, {.strict = strict}); });
+    return py::make_tuple(sd, LoadResultDict(r));  // tensors were filled in place; other values are new
+  }, py::arg("state_dict"), py::arg("dir"), py::arg("strict") = true);
+}
+
+}  // namespace tessel::bindings

@@ -1,0 +1,256 @@
+// bindings/distributed_py.cc — process groups (threads backend through run_ranks, gloo under tessel_run),
+// DeviceMesh, placements and DTensor methods, the comm tracer, and fully_shard with its options and
+// FSDPModule methods (torch.distributed's names).
+//
+// Threads: `run_ranks(n, fn)` starts n rank threads (threads backend) and calls the Python `fn(world)` on
+// each with the GIL held; every bound call that computes, waits or communicates releases it, so the ranks'
+// C++ work runs in parallel and a rank blocked in a collective never holds the GIL its peers need.
+// Invariant: nothing here keeps a process-wide "current group"; the Python package keeps torch's default
+// group per rank thread (tessel/distributed/__init__.py) and passes it in.
+//
+// Example (Python):
+//   def fn(world): mesh = _C.init_device_mesh(world, [world.size], ["dp"]); _C.fully_shard(model, mesh)
+//   _C.run_ranks(2, fn)
+#include <pybind11/functional.h>
+#include <pybind11/stl.h>
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bindings/bind.h"
+#include "comm/backends/gloo.h"
+#include "comm/backends/threads.h"
+#include "comm/tracer.h"
+#include "core/base/error.h"
+#include "dtensor/device_mesh.h"
+#include "dtensor/dtensor.h"
+#include "fsdp/clip_grad_norm.h"
+#include "fsdp/fully_shard.h"
+
+namespace tessel::bindings {
+namespace {
+
+// A collective's Work: waited here unless async_op (then Python gets the handle and waits itself).
+py::object Issue(bool async_op, const std::function<comm::WorkPtr()>& issue) {
+  comm::WorkPtr work = NoGil([&] {
+    comm::WorkPtr w = issue();
+    if (!async_op) w->Wait();
+    return w;
+  });
+  return async_op ? py::cast(work) : py::none();
+}
+
+void BindCollectives(py::class_<comm::ProcessGroup, comm::ProcessGroupPtr>& pg) {
+  using PG = comm::ProcessGroup;
+  pg.def("all_reduce", [](PG& g, const Tensor& t, comm::ReduceOp op, bool async_op) {
+      return Issue(async_op, [&] { return g.AllReduce(t, op); });
+    }, py::arg("tensor"), py::arg("op") = comm::ReduceOp::kSum, py::arg("async_op") = false, "In place")
+      .def("all_gather_into_tensor", [](PG& g, const Tensor& out, const Tensor& in, bool async_op) {
+        return Issue(async_op, [&] { return g.AllGather(out, in); });
+      }, py::arg("output_tensor"), py::arg("input_tensor"), py::arg("async_op") = false)
+      .def("reduce_scatter_tensor", [](PG& g, const Tensor& out, const Tensor& in, comm::ReduceOp op, bool async_op) {
+        return Issue(async_op, [&] { return g.ReduceScatter(out, in, op); });
+      }, py::arg("output"), py::arg("input"), py::arg("op") = comm::ReduceOp::kSum, py::arg("async_op") = false)
+      .def("broadcast", [](PG& g, const Tensor& t, int src, bool async_op) {
+        return Issue(async_op, [&] { return g.Broadcast(t, src); });
+      }, py::arg("tensor"), py::arg("src"), py::arg("async_op") = false)
+      .def("barrier", [](PG& g) { NoGil([&] { g.Barrier()->Wait(); }); });
+}
+
+void BindProcessGroups(py::module_& m) {
+  py::enum_<comm::ReduceOp>(m, "ReduceOp")
+      .value("SUM", comm::ReduceOp::kSum)
+      .value("AVG", comm::ReduceOp::kAvg)
+      .value("MAX", comm::ReduceOp::kMax)
+      .value("MIN", comm::ReduceOp::kMin)
+      .value("PRODUCT", comm::ReduceOp::kProduct);
+  py::class_<comm::Work, comm::WorkPtr>(m, "Work")
+      .def("wait", [](comm::Work& w) { NoGil([&] { w.Wait(); }); })
+      .def("is_completed", [](comm::Work& w) { return NoGil([&] { return w.IsCompleted(); }); });
+  py::class_<comm::ProcessGroup, comm::ProcessGroupPtr> pg(m, "ProcessGroup");
+  pg.def_property_readonly("rank", &comm::ProcessGroup::rank)
+      .def_property_readonly("size", &comm::ProcessGroup::size)
+      .def_property_readonly("name", &comm::ProcessGroup::name)
+      .def_property_readonly("backend", &comm::ProcessGroup::backend_name);
+  BindCollectives(pg);
+  m.def("run_ranks", [](int world_size, const std::function<void(comm::ProcessGroupPtr)>& fn) {
+    NoGil([&] {
+      comm::RunRanks(world_size, [&](comm::ProcessGroupPtr world) {
+        py::gil_scoped_acquire gil;
+        fn(std::move(world));
+      });
+    });
+  }, py::arg("world_size"), py::arg("fn"),
+        "Runs fn(world) on world_size in-process ranks (threads backend); rethrows the first failure");
+  m.def("init_process_group", []() { return NoGil([] { return comm::InitProcessGroupFromEnv(); }); },
+        "The gloo world of this process, from RANK / WORLD_SIZE / MASTER_ADDR / MASTER_PORT as set by "
+        "tessel-run (torchrun's variables); collective");
+}
+
+void BindMesh(py::module_& m) {
+  py::class_<dtensor::DeviceMesh>(m, "DeviceMesh")
+      .def_property_readonly("shape", [](const dtensor::DeviceMesh& d) { return py::tuple(py::cast(d.shape())); })
+      .def_property_readonly("ndim", &dtensor::DeviceMesh::ndim)
+      .def_property_readonly("mesh_dim_names", [](const dtensor::DeviceMesh& d) { return py::tuple(py::cast(d.axis_names())); })
+      .def("size", [](const dtensor::DeviceMesh& d, std::optional<int> axis) { return axis ? d.size(*axis) : d.size(); },
+           py::arg("mesh_dim") = py::none())
+      .def("get_rank", &dtensor::DeviceMesh::global_rank)
+      .def("get_local_rank", [](const dtensor::DeviceMesh& d, std::optional<std::string> axis) {
+        TESSEL_CHECK(axis || d.ndim() == 1, "DeviceMesh.get_local_rank: name the mesh dim of a ", d.ndim(), "-D mesh");
+        return axis ? d.local_rank(*axis) : d.local_rank(0);
+      }, py::arg("mesh_dim") = py::none())
+      .def("get_group", [](const dtensor::DeviceMesh& d, std::optional<std::string> axis) {
+        TESSEL_CHECK(axis || d.ndim() == 1, "DeviceMesh.get_group: name the mesh dim of a ", d.ndim(), "-D mesh");
+        return axis ? d.axis_group(*axis) : d.axis_group(0);
+      }, py::arg("mesh_dim") = py::none())
+      .def("__getitem__", [](const dtensor::DeviceMesh& d, const std::string& axis) { return d[axis]; })
+      .def("__getitem__", [](const dtensor::DeviceMesh& d, const std::vector<std::string>& axes) { return d.Slice(axes); })
+      .def("_flatten", [](const dtensor::DeviceMesh& d, const std::string& name) {
+        return NoGil([&] { return d.Flatten(d.axis_names(), name); });
+      })
+      .def("__eq__", [](const dtensor::DeviceMesh& a, const dtensor::DeviceMesh& b) { return a == b; })
+      .def("__repr__", &dtensor::DeviceMesh::ToString);
+  m.def("init_device_mesh", [](const comm::ProcessGroupPtr& world, std::vector<int64_t> shape,
+                               std::vector<std::string> names) {
+    return NoGil([&] { return dtensor::InitDeviceMesh(world, std::move(shape), std::move(names)); });
+  }, py::arg("world"), py::arg("shape"), py::arg("axis_names"));
+}
+
+void BindPlacements(py::module_& m) {
+  py::class_<dtensor::Shard>(m, "Shard")
+      .def(py::init([](int64_t dim) { return dtensor::Shard{dim}; }), py::arg("dim"))
+      .def_readonly("dim", &dtensor::Shard::dim)
+      .def("__eq__", [](const dtensor::Shard& a, const dtensor::Shard& b) { return a == b; })
+      .def("__repr__", &dtensor::Shard::ToLongString);
+  py::class_<dtensor::Replicate>(m, "Replicate")
+      .def(py::init<>())
+      .def("__eq__", [](const dtensor::Replicate&, const dtensor::Replicate&) { return true; })
+      .def("__repr__", &dtensor::Replicate::ToLongString);
+  py::class_<dtensor::Partial>(m, "Partial")
+      .def(py::init([](const std::string& op) {
+             static const std::map<std::string, comm::ReduceOp> kOps = {
+                 {"sum", comm::ReduceOp::kSum}, {"avg", comm::ReduceOp::kAvg}, {"max", comm::ReduceOp::kMax},
+                 {"min", comm::ReduceOp::kMin}};
+             auto it = kOps.find(op);
+             TESSEL_CHECK(it != kOps.end(), "Partial: reduce op must be sum, avg, max or min, got '", op, "'");
+             return dtensor::Partial{it->second};
+           }),
+           py::arg("reduce_op") = "sum")
+      .def("__eq__", [](const dtensor::Partial& a, const dtensor::Partial& b) { return a == b; })
+      .def("__repr__", &dtensor::Partial::ToLongString);
+}
+
+void BindDTensor(py::module_& m) {
+  auto t = py::reinterpret_borrow<py::class_<Tensor>>(m.attr("Tensor"));
+  t.def_property_readonly("placements", [](const Tensor& x) {
+     TESSEL_CHECK(x.is_distributed(), "placements: not a DTensor");
+     return dtensor::DTensor(x).placements();
+   })
+      .def_property_readonly("device_mesh", [](const Tensor& x) {
+        TESSEL_CHECK(x.is_distributed(), "device_mesh: not a DTensor");
+        return dtensor::DTensor(x).mesh();
+      })
+      .def("to_local", [](const Tensor& x) { return NoGil([&] { return dtensor::DTensor(x).ToLocal(); }); })
+      .def("full_tensor", [](const Tensor& x) { return NoGil([&] { return dtensor::DTensor(x).FullTensor(); }); },
+           "The whole global tensor on every rank (collective)")
+      .def("redistribute", [](const Tensor& x, const dtensor::DeviceMesh& mesh, std::vector<dtensor::Placement> p) {
+        return NoGil([&] { return dtensor::DTensor(x).Redistribute(mesh, std::move(p)).tensor(); });
+      }, py::arg("device_mesh"), py::arg("placements"), "Differentiable; collective over the mesh");
+  m.def("distribute_tensor", [](const Tensor& x, const dtensor::DeviceMesh& mesh, std::vector<dtensor::Placement> p) {
+    return NoGil([&] { return dtensor::DistributeTensor(x, mesh, std::move(p)).tensor(); });
+  }, py::arg("tensor"), py::arg("device_mesh"), py::arg("placements"),
+        "This rank's piece of a full tensor (every rank passes the same value; no communication)");
+  m.def("from_local", [](const Tensor& local, const dtensor::DeviceMesh& mesh, std::vector<dtensor::Placement> p) {
+    return NoGil([&] { return dtensor::DTensor::FromLocal(local, mesh, std::move(p)).tensor(); });
+  }, py::arg("local_tensor"), py::arg("device_mesh"), py::arg("placements"),
+        "DTensor.from_local: wraps each rank's local piece (even shards assumed, as in PyTorch)");
+}
+
+// Counts the collectives this rank issues inside `with CommTracer() as t:`; t.summary().
+struct PyTracer {
+  std::unique_ptr<comm::CommTracer> tracer;
+  std::string last_summary;
+  int last_total = 0;
+};
+
+void BindTracer(py::module_& m) {
+  py::class_<PyTracer>(m, "CommTracer")
+      .def(py::init<>())
+      .def("__enter__", [](PyTracer& t) -> PyTracer& {
+        TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, t.tracer == nullptr, "CommTracer: already entered");
+        t.tracer = std::make_unique<comm::CommTracer>();
+        return t;
+      }, py::return_value_policy::reference)
+      .def("__exit__", [](PyTracer& t, py::args) {
+        TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, t.tracer != nullptr,
+                          "CommTracer.__exit__ without __enter__ (use `with CommTracer() as t:`)");
+        t.last_summary = t.tracer->Summary();
+        t.last_total = t.tracer->Total();
+        t.tracer.reset();
+      })
+      .def("summary", [](const PyTracer& t) { return t.tracer ? t.tracer->Summary() : t.last_summary; },
+           "\"all_gather(tp) x2, reduce_scatter(dp) x1\"")
+      .def("total", [](const PyTracer& t) { return t.tracer ? t.tracer->Total() : t.last_total; });
+}
+
+void BindFsdp(py::module_& m) {
+  py::class_<fsdp::MixedPrecisionPolicy>(m, "MixedPrecisionPolicy")
+      .def(py::init([](std::optional<DType> param_dtype, std::optional<DType> reduce_dtype,
+                       std::optional<DType> output_dtype, bool cast_forward_inputs) {
+             return fsdp::MixedPrecisionPolicy{param_dtype, reduce_dtype, output_dtype, cast_forward_inputs};
+           }),
+           py::arg("param_dtype") = py::none(), py::arg("reduce_dtype") = py::none(),
+           py::arg("output_dtype") = py::none(), py::arg("cast_forward_inputs") = true)
+      .def_readonly("param_dtype", &fsdp::MixedPrecisionPolicy::param_dtype)
+      .def_readonly("reduce_dtype", &fsdp::MixedPrecisionPolicy::reduce_dtype)
+      .def_readonly("output_dtype", &fsdp::MixedPrecisionPolicy::output_dtype)
+      .def_readonly("cast_forward_inputs", &fsdp::MixedPrecisionPolicy::cast_forward_inputs);
+  py::class_<fsdp::CPUOffloadPolicy>(m, "CPUOffloadPolicy")
+      .def(py::init([](bool pin_memory) { return fsdp::CPUOffloadPolicy{pin_memory}; }), py::arg("pin_memory") = true);
+  using F = fsdp::FSDPModule;
+  py::class_<F>(m, "FSDPState", "The handle fully_shard returns in C++ (tessel.distributed.fsdp.FSDPModule wraps it)")
+      .def("unshard", [](const F& f, bool async_op) { NoGil([&] { f.Unshard(async_op); }); }, py::arg("async_op") = false)
+      .def("wait_for_unshard", [](const F& f) { NoGil([&] { f.WaitForUnshard(); }); })
+      .def("reshard", [](const F& f) { NoGil([&] { f.Reshard(); }); })
+      .def("is_unsharded", &F::is_unsharded)
+      .def("set_requires_gradient_sync", &F::SetRequiresGradientSync, py::arg("requires_gradient_sync"),
+           py::arg("recurse") = true)
+      .def("set_reshard_after_forward", &F::SetReshardAfterForward, py::arg("reshard_after_forward"),
+           py::arg("recurse") = true)
+      .def("set_reshard_after_backward", &F::SetReshardAfterBackward, py::arg("reshard_after_backward"),
+           py::arg("recurse") = true)
+      .def("set_modules_to_forward_prefetch", &F::SetModulesToForwardPrefetch, py::arg("modules"))
+      .def("set_modules_to_backward_prefetch", &F::SetModulesToBackwardPrefetch, py::arg("modules"))
+      .def("set_gradient_divide_factor", &F::SetGradientDivideFactor, py::arg("factor"));
+  m.def("fully_shard", [](nn::Module& module, const dtensor::DeviceMesh& mesh, std::optional<bool> reshard_after_forward,
+                          std::optional<fsdp::MixedPrecisionPolicy> mp_policy,
+                          std::optional<fsdp::CPUOffloadPolicy> offload_policy) {
+    fsdp::FullyShardOptions options{reshard_after_forward, mp_policy.value_or(fsdp::MixedPrecisionPolicy{}), offload_policy};
+    return NoGil([&] { return fsdp::FullyShard(module, mesh, options); });
+  }, py::arg("module"), py::arg("mesh"), py::arg("reshard_after_forward") = py::none(), py::arg("mp_policy") = py::none(),
+        py::arg("offload_policy") = py::none(), py::keep_alive<0, 1>(),
+        "FSDP2 fully_shard: shards module's parameters over mesh (wrap blocks first, then the root)");
+  m.def("_fsdp_state", [](nn::Module& module) { return fsdp::AsFSDPModule(module); }, py::keep_alive<0, 1>());
+  m.def("clip_grad_norm_fsdp", [](const F& root, double max_norm) {
+    return NoGil([&] { return fsdp::ClipGradNorm(root, max_norm); });
+  }, py::arg("root"), py::arg("max_norm"));
+  m.def("_clip_grad_norm_sharded", [](const TensorList& params, double max_norm, const comm::ProcessGroupPtr& world) {
+    return NoGil([&] { return fsdp::ClipGradNorm(params, max_norm, world); });
+  }, py::arg("parameters"), py::arg("max_norm"), py::arg("world"), "One all-reduce over world for the whole norm");
+}
+
+}  // namespace
+
+void BindDistributed(py::module_& m) {
+  BindProcessGroups(m);
+  BindMesh(m);
+  BindPlacements(m);
+  BindDTensor(m);
+  BindTracer(m);
+  BindFsdp(m);
+}
+
+}  // namespace tessel::bindings

@@ -1,0 +1,97 @@
+// bindings/functional_py.cc — the functions of tessel.nn.functional (torch.nn.functional's names and
+// argument names), each one core op. Optional tensors (bias, weight) are None or a Tensor.
+//
+// Invariant: an argument torch accepts but tessel's op cannot honour (an attention mask, dropout in
+// attention, a normalized_shape other than the last dim) raises NotImplementedError naming it; it is
+// never silently ignored.
+//
+// Example (Python): y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+#include <pybind11/stl.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bindings/bind.h"
+#include "core/base/error.h"
+#include "core/ops/attention.h"
+#include "core/ops/concat.h"
+#include "core/ops/embedding.h"
+#include "core/ops/loss.h"
+#include "core/ops/matmul.h"
+#include "core/ops/norm.h"
+#include "core/ops/softmax.h"
+#include "core/ops/ternary.h"
+#include "core/ops/unary.h"
+
+namespace tessel::bindings {
+namespace {
+
+Tensor Opt(const std::optional<Tensor>& t) { return t ? *t : Tensor(); }
+
+// torch's normalized_shape: an int or a sequence; tessel normalizes over the last dim only.
+void CheckLastDim(const Tensor& x, const std::vector<int64_t>& normalized_shape, const char* op) {
+  if (normalized_shape.size() != 1) {
+    TESSEL_FAIL(ErrorCode::kUnimplemented, op, ": normalized_shape ", ShapeStr(normalized_shape),
+                " spans more than the last dim (tessel normalizes over the last dim only)");
+  }
+  TESSEL_CHECK(x.dim() >= 1 && x.size(-1) == normalized_shape[0], op, ": normalized_shape ", ShapeStr(normalized_shape),
+               " does not match the last dim of input ", ShapeStr(x.sizes()));
+}
+
+std::vector<int64_t> AsShape(const py::object& s) {
+  if (py::isinstance<py::int_>(s)) return {s.cast<int64_t>()};
+  return s.cast<std::vector<int64_t>>();
+}
+
+}  // namespace
+
+void BindFunctional(py::module_& m) {
+  py::module_ f = m.def_submodule("_functional", "tessel.nn.functional's ops");
+  f.def("linear", [](const Tensor& x, const Tensor& w, std::optional<Tensor> b) {
+    return NoGil([&] { return Linear(x, w, Opt(b)); });
+  }, py::arg("input"), py::arg("weight"), py::arg("bias") = py::none());
+  f.def("gelu", [](const Tensor& x, const std::string& approximate) { return NoGil([&] { return Gelu(x, approximate); }); },
+        py::arg("input"), py::arg("approximate") = "none");
+  f.def("silu", [](const Tensor& x) { return NoGil([&] { return Silu(x); }); }, py::arg("input"));
+  f.def("relu", [](const Tensor& x) { return NoGil([&] { return Relu(x); }); }, py::arg("input"));
+  f.def("tanh", [](const Tensor& x) { return NoGil([&] { return Tanh(x); }); }, py::arg("input"));
+  f.def("sigmoid", [](const Tensor& x) { return NoGil([&] { return Sigmoid(x); }); }, py::arg("input"));
+  f.def("softmax", [](const Tensor& x, int64_t dim) { return NoGil([&] { return Softmax(x, dim); }); },
+        py::arg("input"), py::arg("dim"));
+  f.def("log_softmax", [](const Tensor& x, int64_t dim) { return NoGil([&] { return LogSoftmax(x, dim); }); },
+        py::arg("input"), py::arg("dim"));
+  f.def("layer_norm", [](const Tensor& x, const py::object& shape, std::optional<Tensor> w, std::optional<Tensor> b,
+                         double eps) {
+    CheckLastDim(x, AsShape(shape), "layer_norm");
+    return NoGil([&] { return LayerNorm(x, Opt(w), Opt(b), eps); });
+  }, py::arg("input"), py::arg("normalized_shape"), py::arg("weight") = py::none(), py::arg("bias") = py::none(),
+        py::arg("eps") = 1e-5);
+  f.def("rms_norm", [](const Tensor& x, const py::object& shape, std::optional<Tensor> w, std::optional<double> eps) {
+    CheckLastDim(x, AsShape(shape), "rms_norm");
+    return NoGil([&] { return RmsNorm(x, Opt(w), eps.value_or(1e-6)); });
+  }, py::arg("input"), py::arg("normalized_shape"), py::arg("weight") = py::none(), py::arg("eps") = py::none());
+  f.def("embedding", [](const Tensor& idx, const Tensor& w) { return NoGil([&] { return Embedding(w, idx); }); },
+        py::arg("input"), py::arg("weight"));
+  f.def("cat", [](const TensorList& ts, int64_t dim) { return NoGil([&] { return Cat(ts, dim); }); },
+        py::arg("tensors"), py::arg("dim") = 0);
+  f.def("stack", [](const TensorList& ts, int64_t dim) { return NoGil([&] { return Stack(ts, dim); }); },
+        py::arg("tensors"), py::arg("dim") = 0);
+  f.def("where", [](const Tensor& c, const Tensor& a, const Tensor& b) { return NoGil([&] { return Where(c, a, b); }); },
+        py::arg("condition"), py::arg("input"), py::arg("other"));
+  f.def("cross_entropy", [](const Tensor& logits, const Tensor& target, int64_t ignore_index, const std::string& reduction) {
+    return NoGil([&] { return CrossEntropy(logits, target, ignore_index, reduction); });
+  }, py::arg("input"), py::arg("target"), py::arg("ignore_index") = -100, py::arg("reduction") = "mean");
+  f.def("scaled_dot_product_attention", [](const Tensor& q, const Tensor& k, const Tensor& v,
+                                           const std::optional<Tensor>& attn_mask, double dropout_p, bool is_causal,
+                                           std::optional<double> scale) {
+    TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, !attn_mask,
+                      "scaled_dot_product_attention: attn_mask is not supported (use is_causal=True)");
+    TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, dropout_p == 0.0,
+                      "scaled_dot_product_attention: dropout_p=", dropout_p, " is not supported (tessel has no dropout op)");
+    return NoGil([&] { return ScaledDotProductAttention(q, k, v, is_causal, scale); });
+  }, py::arg("query"), py::arg("key"), py::arg("value"), py::arg("attn_mask") = py::none(), py::arg("dropout_p") = 0.0,
+        py::arg("is_causal") = false, py::arg("scale") = py::none());
+}
+
+}  // namespace tessel::bindings

@@ -1,0 +1,306 @@
+// bindings/nn_py.cc — tessel.nn.Module (subclassable from Python through a trampoline), the C++ layers
+// (Linear, Embedding, LayerNorm, RMSNorm) and the C++ GPT.
+//
+// A Python subclass of tessel.nn.Module *is* an nn::Module (PyModule below): its C++ Forward calls the
+// Python `forward`, so fully_shard and every other primitive that works through nn::Module's parameters,
+// hooks and composable state act on it unchanged. The package (tessel/nn/modules.py) adds torch's
+// attribute registration and methods on top of the primitives bound here.
+//
+// [Note: module ownership across the boundary]
+// nn::Module owns its children by unique_ptr. A module built in Python starts owned by its Python object
+// (pybind11's unique_ptr holder). `_register_module(name, child)` moves that ownership into the C++
+// parent: the holder is released and the Python object becomes a non-owning reference (instance->owned =
+// false, exactly pybind11's state for return_value_policy::reference), so the C++ object is deleted once,
+// by its parent. Lifetimes are then kept by ordinary Python references the garbage collector can see:
+// the parent's `_modules` dict holds the child's Python object (which a Python subclass needs for its
+// `forward`), and the child's `_tessel_parent` holds the parent, so a child the user still holds keeps
+// the tree that owns its C++ memory alive. Modules created by C++ (GPT's blocks) have no Python object
+// until Python asks for one; that object keeps the module it was reached from alive (keep_alive: no
+// cycle, since the C++ parent never refers to it). Invariant: every Python module object either owns its
+// C++ module or keeps alive an object whose C++ module outlives it.
+// NOTE: tessel.nn.Module itself has no py::dynamic_attr: with pybind11 2.10 on Python 3.11 a Python
+// subclass of a dynamic_attr class visits its managed __dict__ twice during garbage collection, which
+// makes every cycle through such a module uncollectable (a leak the lifetime test caught). Python
+// subclasses get their own __dict__ anyway; the C++ layers keep dynamic_attr (they are not subclassed).
+//
+// Example (Python):
+//   class MLP(tessel.nn.Module):
+//       def __init__(self): super().__init__(); self.fc = tessel.nn.Linear(4, 8)
+//       def forward(self, x): return F.gelu(self.fc(x))
+#include <pybind11/functional.h>
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bindings/bind.h"
+#include "core/base/error.h"
+#include "core/nn/layers.h"
+#include "core/nn/module.h"
+#include "core/nn/transformer.h"
+
+namespace tessel::bindings {
+namespace {
+
+using nn::Module;
+
+// The trampoline: a Python subclass's forward, called by Module::Call between the hooks.
+class PyModule final : public Module {
+ public:
+  using Module::Module;
+  TensorList Forward(const TensorList& inputs) override {
+    py::gil_scoped_acquire gil;
+    // `_forward_from_cpp` (tessel/nn/modules.py) rebuilds the Python call's arguments around the
+    // (possibly hook-rewritten) tensors, runs `forward` and flattens its output.
+    py::function fwd = py::get_override(static_cast<const Module*>(this), "_forward_from_cpp");
+    TESSEL_INTERNAL_ASSERT(fwd, type_name(), ": tessel.nn.Module._forward_from_cpp is missing (import tessel.nn)");
+    return fwd(inputs).cast<TensorList>();
+  }
+};
+
+using ModuleClass = py::class_<Module, PyModule, std::unique_ptr<Module>>;
+
+// A Python callable held by C++ hooks: copies share it; the last one drops it with the GIL held.
+std::shared_ptr<py::object> ShareCallable(py::object fn) {
+  return std::shared_ptr<py::object>(new py::object(std::move(fn)), [](py::object* p) {
+    if (!Py_IsInitialized()) {  // interpreter gone: nothing left to release
+      p->release();
+      delete p;
+      return;
+    }
+    py::gil_scoped_acquire gil;
+    delete p;
+  });
+}
+
+py::object AsPython(Module& m) { return py::cast(&m, py::return_value_policy::reference); }
+
+// A module of `owner`'s tree as a Python object: the existing one when Python already has it, else a
+// new non-owning one that keeps `owner` (whose C++ tree holds its memory) alive. See [Note: module
+// ownership across the boundary].
+py::object AsPythonIn(Module& m, const py::handle& owner) {
+  const py::detail::type_info* type = py::detail::get_type_info(typeid(m));
+  if (type == nullptr) type = py::detail::get_type_info(typeid(Module));
+  if (py::handle existing = py::detail::get_object_handle(&m, type)) {
+    return py::reinterpret_borrow<py::object>(existing);
+  }
+  py::object obj = AsPython(m);
+  py::detail::keep_alive_impl(obj, owner);
+  return obj;
+}
+
+// A hook's replacement value: a tuple/list of tensors or a single tensor.
+TensorList AsTensorList(const py::handle& r) {
+  if (py::isinstance<Tensor>(r)) return {r.cast<Tensor>()};
+  return r.cast<TensorList>();
+}
+
+py::object OutputsForPython(const TensorList& outs) {
+  if (outs.size() == 1) return py::cast(outs[0]);
+  return py::tuple(py::cast(outs));
+}
+
+void TakeOwnership(Module& parent, const std::string& name, const py::handle& child) {
+  auto* inst = reinterpret_cast<py::detail::instance*>(child.ptr());
+  py::detail::value_and_holder v_h = inst->get_value_and_holder();
+  Module* raw = child.cast<Module*>();
+  TESSEL_CHECK(raw != &parent, parent.type_name(), ": cannot register a module as its own child '", name, "'");
+  TESSEL_CHECK(inst->owned && v_h.holder_constructed(), parent.type_name(), ": cannot register ", raw->type_name(),
+               " as '", name, "': it already belongs to another module (a tessel module has exactly one parent)");
+  for (const auto& [n, c] : parent.NamedChildren()) {
+    TESSEL_CHECK(n != name, parent.type_name(), ": submodule '", name, "' is already registered");
+  }
+  // Python gives up ownership (see [Note: module ownership across the boundary]); the holder's layout is
+  // one pointer whatever the registered type, so releasing it as unique_ptr<Module> only clears it.
+  v_h.holder<std::unique_ptr<Module>>().release();
+  v_h.set_holder_constructed(false);
+  inst->owned = false;
+  parent.RegisterModule(name, std::unique_ptr<Module>(raw));
+}
+
+py::object Lookup(const py::object& self_obj, const std::string& name) {
+  Module& self = self_obj.cast<Module&>();
+  if (self.HasParam(name)) {
+    const Tensor& p = self.Param(name);
+    return p.defined() ? py::cast(p) : py::none();
+  }
+  for (const auto& [n, t] : self.NamedBuffers(/*recurse=*/false)) {
+    if (n == name) return t.defined() ? py::cast(t) : py::none();
+  }
+  for (const auto& [n, c] : self.NamedChildren()) {
+    if (n == name) return AsPythonIn(*c, self_obj);
+  }
+  return py::none();
+}
+
+py::list Named(const std::vector<std::pair<std::string, Module*>>& mods, const py::handle& owner) {
+  py::list out;
+  for (const auto& [n, mod] : mods) out.append(py::make_tuple(n, AsPythonIn(*mod, owner)));
+  return out;
+}
+
+void BindHooks(ModuleClass& c) {
+  c.def("_register_forward_pre_hook", [](Module& self, py::object fn) {
+    auto f = ShareCallable(std::move(fn));
+    return self.RegisterForwardPreHook([f](Module& m, TensorList& inputs) {
+      py::gil_scoped_acquire gil;
+      py::object r = (*f)(AsPython(m), py::tuple(py::cast(inputs)));
+      if (!r.is_none()) inputs = AsTensorList(r);
+    });
+  });
+  c.def("_register_forward_hook", [](Module& self, py::object fn) {
+    auto f = ShareCallable(std::move(fn));
+    return self.RegisterForwardHook([f](Module& m, const TensorList& inputs, TensorList& outputs) {
+      py::gil_scoped_acquire gil;
+      py::object r = (*f)(AsPython(m), py::tuple(py::cast(inputs)), OutputsForPython(outputs));
+      if (!r.is_none()) outputs = AsTensorList(r);
+    });
+  });
+  c.def("_register_full_backward_pre_hook", [](Module& self, py::object fn) {
+    auto f = ShareCallable(std::move(fn));
+    return self.RegisterFullBackwardPreHook([f](Module& m, const TensorList& grad_outputs) {
+      py::gil_scoped_acquire gil;
+      py::object r = (*f)(AsPython(m), py::tuple(py::cast(grad_outputs)));
+      TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, r.is_none(), m.type_name(),
+                        ": a backward pre-hook cannot replace gradients in tessel (return None)");
+    });
+  });
+  c.def("_register_full_backward_hook", [](Module& self, py::object fn) {
+    auto f = ShareCallable(std::move(fn));
+    return self.RegisterFullBackwardHook([f](Module& m, const TensorList& grad_inputs, const TensorList& grad_outputs) {
+      py::gil_scoped_acquire gil;
+      py::object r = (*f)(AsPython(m), py::tuple(py::cast(grad_inputs)), py::tuple(py::cast(grad_outputs)));
+      TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, r.is_none(), m.type_name(),
+                        ": a backward hook cannot replace gradients in tessel (return None)");
+    });
+  });
+  c.def("_remove_hook", &Module::RemoveHook);
+}
+
+ModuleClass BindModule(py::module_& m) {
+  ModuleClass c(m, "Module",
+                "Base class of every module; subclass it in Python and define forward (torch.nn.Module)");
+  // __init__ by hand so the C++ type_name (used in every error message) is the Python class's name.
+  c.def("__init__", [](py::detail::value_and_holder& v_h) {
+    v_h.value_ptr() = static_cast<Module*>(new PyModule(Py_TYPE(v_h.inst)->tp_name));
+  }, py::detail::is_new_style_constructor());
+  c.def_property_readonly("_type_name", &Module::type_name)
+      .def_property_readonly("_owned_by_python", [](const py::handle& self) {
+        return static_cast<bool>(reinterpret_cast<py::detail::instance*>(self.ptr())->owned);
+      })
+      .def("_register_parameter", [](Module& self, const std::string& name, std::optional<Tensor> t) {
+        self.RegisterParameter(name, t ? *t : Tensor());
+      })
+      .def("_set_parameter", [](Module& self, const std::string& fqn, std::optional<Tensor> t) {
+        self.SetParameter(fqn, t ? *t : Tensor());
+      })
+      .def("_has_parameter", &Module::HasParam)
+      .def("register_buffer", [](Module& self, const std::string& name, std::optional<Tensor> t, bool persistent) {
+        self.RegisterBuffer(name, t ? *t : Tensor(), persistent);
+      }, py::arg("name"), py::arg("tensor"), py::arg("persistent") = true)
+      .def("_register_module", &TakeOwnership)
+      .def("_lookup", &Lookup, "This module's own parameter, buffer or child called `name`, or None")
+      .def("_named_parameters", [](const Module& self, bool recurse) {
+        nn::StateDict out;  // parameters registered as None are not parameters yet (torch skips them)
+        for (auto& [n, t] : self.NamedParameters(recurse)) {
+          if (t.defined()) out.emplace_back(n, t);
+        }
+        return out;
+      })
+      .def("_named_buffers", [](const Module& self, bool recurse) { return self.NamedBuffers(recurse); })
+      .def("_named_modules", [](const py::object& self) { return Named(self.cast<Module&>().NamedModules(), self); })
+      .def("_named_children", [](const py::object& self) { return Named(self.cast<Module&>().NamedChildren(), self); })
+      .def("get_submodule", [](const py::object& self, const std::string& fqn) {
+        return AsPythonIn(*self.cast<Module&>().Submodule(fqn), self);
+      })
+      .def("_call", [](Module& self, TensorList inputs) { return NoGil([&] { return self.Call(std::move(inputs)); }); },
+           "Module::Call: forward pre-hooks, forward, forward hooks (GIL released; forward re-acquires it)")
+      .def_property_readonly("_has_python_forward", [](Module& self) { return dynamic_cast<PyModule*>(&self) != nullptr; })
+      .def("_forward_cpp", [](Module& self, TensorList inputs) { return NoGil([&] { return self.Forward(inputs); }); },
+           "Forward without the hooks (torch's module.forward(x))")
+      .def("_state_dict", &Module::GetStateDict)
+      .def("_load_state_dict", [](Module& self, const nn::StateDict& sd, bool strict) {
+        nn::LoadResult r = NoGil([&] { return self.LoadStateDict(sd, strict); });
+        return py::make_tuple(r.missing_keys, r.unexpected_keys);
+      })
+      .def("_train", &Module::Train)
+      .def_property_readonly("training", &Module::training)
+      .def("_zero_grad", &Module::ZeroGrad);
+  BindHooks(c);
+  return c;
+}
+
+void BindLayers(py::module_& m) {
+  py::class_<nn::Linear, Module, std::unique_ptr<nn::Linear>> lin(m, "Linear", py::dynamic_attr());
+  lin.def(py::init([](int64_t in, int64_t out, bool bias, DType dtype, Generator* gen, double init_std) {
+            return std::make_unique<nn::Linear>(in, out, bias, GenOrDefault(gen), init_std, dtype);
+          }),
+          py::arg("in_features"), py::arg("out_features"), py::arg("bias") = true, py::kw_only(),
+          py::arg("dtype") = DType::kFloat32, py::arg("generator") = nullptr, py::arg("init_std") = 0.02)
+      .def_property_readonly("in_features", &nn::Linear::in_features)
+      .def_property_readonly("out_features", &nn::Linear::out_features);
+  py::class_<nn::Embedding, Module, std::unique_ptr<nn::Embedding>> emb(m, "Embedding", py::dynamic_attr());
+  emb.def(py::init([](int64_t num, int64_t dim, DType dtype, Generator* gen, double init_std) {
+            return std::make_unique<nn::Embedding>(num, dim, GenOrDefault(gen), init_std, dtype);
+          }),
+          py::arg("num_embeddings"), py::arg("embedding_dim"), py::kw_only(), py::arg("dtype") = DType::kFloat32,
+          py::arg("generator") = nullptr, py::arg("init_std") = 0.02);
+  py::class_<nn::LayerNorm, Module, std::unique_ptr<nn::LayerNorm>> ln(m, "LayerNorm", py::dynamic_attr());
+  ln.def(py::init([](int64_t dim, double eps, bool affine, bool bias, DType dtype) {
+           TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, bias || !affine,
+                             "LayerNorm: elementwise_affine=True with bias=False is not supported");
+           return std::make_unique<nn::LayerNorm>(dim, eps, affine, dtype);
+         }),
+         py::arg("normalized_shape"), py::arg("eps") = 1e-5, py::arg("elementwise_affine") = true,
+         py::arg("bias") = true, py::kw_only(), py::arg("dtype") = DType::kFloat32);
+  py::class_<nn::RMSNorm, Module, std::unique_ptr<nn::RMSNorm>> rms(m, "RMSNorm", py::dynamic_attr());
+  rms.def(py::init([](int64_t dim, std::optional<double> eps, DType dtype) {
+            return std::make_unique<nn::RMSNorm>(dim, eps.value_or(1e-6), dtype);
+          }),
+          py::arg("normalized_shape"), py::arg("eps") = py::none(), py::kw_only(), py::arg("dtype") = DType::kFloat32);
+}
+
+void BindGPT(py::module_& m) {
+  py::class_<nn::GPTConfig>(m, "GPTConfig")
+      .def(py::init([](int64_t vocab_size, int64_t d_model, int64_t n_layers, int64_t n_heads, int64_t seq_len,
+                       std::string mlp, std::string norm, bool bias, bool tie_embeddings) {
+             return nn::GPTConfig{.vocab_size = vocab_size, .d_model = d_model, .n_layers = n_layers,
+                                  .n_heads = n_heads, .seq_len = seq_len, .mlp = std::move(mlp),
+                                  .norm = std::move(norm), .bias = bias, .tie_embeddings = tie_embeddings};
+           }),
+           py::arg("vocab_size") = 256, py::arg("d_model") = 256, py::arg("n_layers") = 4, py::arg("n_heads") = 8,
+           py::arg("seq_len") = 128, py::arg("mlp") = "gelu", py::arg("norm") = "layernorm", py::arg("bias") = false,
+           py::arg("tie_embeddings") = false)
+      .def_readonly("vocab_size", &nn::GPTConfig::vocab_size)
+      .def_readonly("d_model", &nn::GPTConfig::d_model)
+      .def_readonly("n_layers", &nn::GPTConfig::n_layers)
+      .def_readonly("n_heads", &nn::GPTConfig::n_heads)
+      .def_readonly("seq_len", &nn::GPTConfig::seq_len)
+      .def("num_parameters", &nn::GPTConfig::NumParameters);
+  py::class_<nn::GPT, Module, std::unique_ptr<nn::GPT>> gpt(m, "GPT", py::dynamic_attr());
+  gpt.def(py::init([](const nn::GPTConfig& cfg, uint64_t seed) {
+             Generator gen(seed);
+             return NoGil([&] { return std::make_unique<nn::GPT>(cfg, gen); });
+           }),
+           py::arg("config"), py::arg("seed") = 0)
+      .def("loss", [](nn::GPT& g, const Tensor& idx, const Tensor& tgt) { return NoGil([&] { return g.Loss(idx, tgt); }); },
+           py::arg("idx"), py::arg("targets"), "Mean cross-entropy of next-token logits; idx, targets: int64 [B, T]")
+      .def_property_readonly("layers", [](const py::object& self) {
+        nn::ModuleList& layers = self.cast<nn::GPT&>().layers();
+        py::list out;
+        for (size_t i = 0; i < layers.size(); ++i) out.append(AsPythonIn(*layers.at(i), self));
+        return out;
+      }, "The transformer blocks (a list; each keeps the model alive)");
+}
+
+}  // namespace
+
+void BindModules(py::module_& m) {
+  BindModule(m);
+  BindLayers(m);
+  BindGPT(m);
+}
+
+}  // namespace tessel::bindings

@@ -1,0 +1,63 @@
+// bindings/optim_py.cc — SGD and AdamW (core/optim) over named parameters, gradient-norm clipping and the
+// warmup + cosine schedule. tessel.optim (Python) gives them torch's signatures and parameter groups.
+//
+// Invariant: optimizer state is keyed by parameter FQN (core/optim/optimizer.h), so the named-parameter
+// constructor is the primary one; `AdamW(model, ...)` names them from the model.
+//
+// Example (Python): opt = _C.AdamW(list(model.named_parameters()), lr=1e-3); opt.step(); opt.zero_grad()
+#include <pybind11/stl.h>
+
+#include <memory>
+
+#include "bindings/bind.h"
+#include "core/nn/module.h"
+#include "core/optim/optimizer.h"
+
+namespace tessel::bindings {
+
+void BindOptim(py::module_& m) {
+  py::class_<optim::Optimizer>(m, "Optimizer")
+      .def("step", [](optim::Optimizer& o) { NoGil([&] { o.Step(); }); })
+      .def("zero_grad", &optim::Optimizer::ZeroGrad)
+      .def_property("lr", &optim::Optimizer::lr, &optim::Optimizer::set_lr)
+      .def_property_readonly("param_names", [](const optim::Optimizer& o) {
+        std::vector<std::string> out;
+        for (const auto& [name, p] : o.params()) out.push_back(name);
+        return out;
+      });
+  auto adamw = [](nn::StateDict params, double lr, double weight_decay, double beta1, double beta2, double eps) {
+    return std::make_unique<optim::AdamW>(
+        std::move(params),
+        optim::AdamWOptions{.lr = lr, .beta1 = beta1, .beta2 = beta2, .eps = eps, .weight_decay = weight_decay});
+  };
+  py::class_<optim::AdamW, optim::Optimizer>(m, "AdamW")
+      .def(py::init([adamw](const nn::Module& model, double lr, double wd, double b1, double b2, double eps) {
+             return adamw(model.NamedParameters(), lr, wd, b1, b2, eps);
+           }),
+           py::arg("model"), py::arg("lr") = 1e-3, py::arg("weight_decay") = 1e-2, py::arg("beta1") = 0.9,
+           py::arg("beta2") = 0.999, py::arg("eps") = 1e-8, py::keep_alive<1, 2>())
+      .def(py::init(adamw), py::arg("named_parameters"), py::arg("lr") = 1e-3, py::arg("weight_decay") = 1e-2,
+           py::arg("beta1") = 0.9, py::arg("beta2") = 0.999, py::arg("eps") = 1e-8);
+  py::class_<optim::SGD, optim::Optimizer>(m, "SGD")
+      .def(py::init([](nn::StateDict params, double lr, double momentum, double dampening, double weight_decay,
+                       bool nesterov) {
+             return std::make_unique<optim::SGD>(
+                 std::move(params), optim::SGDOptions{.lr = lr, .momentum = momentum, .dampening = dampening,
+                                                      .weight_decay = weight_decay, .nesterov = nesterov});
+           }),
+           py::arg("named_parameters"), py::arg("lr") = 1e-2, py::arg("momentum") = 0.0, py::arg("dampening") = 0.0,
+           py::arg("weight_decay") = 0.0, py::arg("nesterov") = false);
+
+  m.def("clip_grad_norm", [](const nn::Module& model, double max_norm) {
+    return NoGil([&] { return optim::ClipGradNorm(model.Parameters(), max_norm); });
+  }, py::arg("model"), py::arg("max_norm"),
+        "Scales gradients so their global L2 norm is at most max_norm; returns the norm before clipping");
+  m.def("_clip_grad_norm", [](const TensorList& params, double max_norm) {
+    return NoGil([&] { return optim::ClipGradNorm(params, max_norm); });
+  }, py::arg("parameters"), py::arg("max_norm"));
+  m.def("_warmup_cosine_lr", [](double max_lr, double min_lr, int64_t warmup_steps, int64_t total_steps, int64_t step) {
+    return optim::WarmupCosineSchedule{max_lr, min_lr, warmup_steps, total_steps}.LrAt(step);
+  }, py::arg("max_lr"), py::arg("min_lr"), py::arg("warmup_steps"), py::arg("total_steps"), py::arg("step"));
+}
+
+}  // namespace tessel::bindings

@@ -1,0 +1,214 @@
+// bindings/tensor_ops_py.cc — tessel.Tensor's methods and operators with torch's names, each one call
+// of a core op (core/ops/*.h). Shapes may be given as varargs or one sequence (x.view(2, 3) or
+// x.view((2, 3))), as in torch. Every op releases the GIL (an op on a DTensor may communicate).
+//
+// Invariant: no op here computes anything itself; scalars become the op's scalar form or a 0-dim tensor of
+// the other operand's dtype (so `x + 1` keeps x's dtype, as torch's type promotion does for Python scalars).
+//
+// Example (Python): y = (x.view(2, -1).transpose(0, 1) * 2 + 1).sum(dim=0, keepdim=True)
+#include <pybind11/stl.h>
+
+#include <optional>
+#include <variant>
+#include <vector>
+
+#include "bindings/bind.h"
+#include "core/base/error.h"
+#include "core/ops/elementwise.h"
+#include "core/ops/matmul.h"
+#include "core/ops/reduction.h"
+#include "core/ops/softmax.h"
+#include "core/ops/ternary.h"
+#include "core/ops/unary.h"
+#include "core/ops/view.h"
+#include "core/tensor/factory.h"
+
+namespace tessel::bindings {
+namespace {
+
+using Tensor = ::tessel::Tensor;
+
+// x.view(2, 3) and x.view((2, 3)) both mean [2, 3].
+std::vector<int64_t> ShapeArgs(const py::args& args, const char* op) {
+  if (args.size() == 1 && !py::isinstance<py::int_>(args[0])) {
+    try {
+      return args[0].cast<std::vector<int64_t>>();
+    } catch (const py::cast_error&) {
+      throw py::type_error(std::string(op) + ": expected ints or one sequence of ints, got " +
+                           py::str(args[0].get_type()).cast<std::string>());
+    }
+  }
+  try {
+    return args.cast<std::vector<int64_t>>();
+  } catch (const py::cast_error&) {
+    throw py::type_error(std::string(op) + ": expected ints or one sequence of ints, got " +
+                         py::repr(args).cast<std::string>());
+  }
+}
+
+std::vector<int64_t> Dims(const std::optional<std::variant<int64_t, std::vector<int64_t>>>& dim) {
+  if (!dim) return {};
+  if (const auto* d = std::get_if<int64_t>(&*dim)) return {*d};
+  return std::get<std::vector<int64_t>>(*dim);
+}
+
+using DimArg = std::optional<std::variant<int64_t, std::vector<int64_t>>>;
+
+Tensor ScalarLike(const Tensor& t, double v) { return Scalar(v, t.dtype()); }
+
+void BindArithmetic(py::class_<Tensor>& c) {
+  c.def("__add__", [](const Tensor& a, const Tensor& b) { return NoGil([&] { return Add(a, b); }); })
+      .def("__add__", [](const Tensor& a, double v) { return NoGil([&] { return AddScalar(a, v); }); })
+      .def("__radd__", [](const Tensor& a, double v) { return NoGil([&] { return AddScalar(a, v); }); })
+      .def("__sub__", [](const Tensor& a, const Tensor& b) { return NoGil([&] { return Sub(a, b); }); })
+      .def("__sub__", [](const Tensor& a, double v) { return NoGil([&] { return AddScalar(a, -v); }); })
+      .def("__rsub__", [](const Tensor& a, double v) { return NoGil([&] { return AddScalar(Neg(a), v); }); })
+      .def("__mul__", [](const Tensor& a, const Tensor& b) { return NoGil([&] { return Mul(a, b); }); })
+      .def("__mul__", [](const Tensor& a, double v) { return NoGil([&] { return MulScalar(a, v); }); })
+      .def("__rmul__", [](const Tensor& a, double v) { return NoGil([&] { return MulScalar(a, v); }); })
+      .def("__truediv__", [](const Tensor& a, const Tensor& b) { return NoGil([&] { return Div(a, b); }); })
+      .def("__truediv__", [](const Tensor& a, double v) { return NoGil([&] { return Div(a, ScalarLike(a, v)); }); })
+      .def("__rtruediv__", [](const Tensor& a, double v) { return NoGil([&] { return Div(ScalarLike(a, v), a); }); })
+      .def("__neg__", [](const Tensor& a) { return NoGil([&] { return Neg(a); }); })
+      .def("__pow__", [](const Tensor& a, double e) { return NoGil([&] { return Pow(a, e); }); })
+      .def("__matmul__", [](const Tensor& a, const Tensor& b) { return NoGil([&] { return Matmul(a, b); }); })
+      .def("__abs__", [](const Tensor& a) { return NoGil([&] { return Abs(a); }); })
+      .def("add", [](const Tensor& a, const Tensor& b) { return NoGil([&] { return Add(a, b); }); })
+      .def("mul", [](const Tensor& a, const Tensor& b) { return NoGil([&] { return Mul(a, b); }); })
+      .def("matmul", [](const Tensor& a, const Tensor& b) { return NoGil([&] { return Matmul(a, b); }); })
+      // In place (not recorded by autograd, like torch's under no_grad): the optimizer-style updates.
+      .def("add_", [](Tensor& a, const Tensor& b, double alpha) -> Tensor& {
+        NoGil([&] { AddInPlace(a, b, alpha); });
+        return a;
+      }, py::arg("other"), py::arg("alpha") = 1.0, py::return_value_policy::reference_internal)
+      .def("mul_", [](Tensor& a, double v) -> Tensor& {
+        NoGil([&] { MulScalarInPlace(a, v); });
+        return a;
+      }, py::return_value_policy::reference_internal)
+      .def("copy_", [](Tensor& a, const Tensor& b) -> Tensor& {
+        NoGil([&] { CopyInPlace(a, b); });
+        return a;
+      }, py::return_value_policy::reference_internal)
+      .def("fill_", [](Tensor& a, double v) -> Tensor& {
+        NoGil([&] { FillInPlace(a, v); });
+        return a;
+      }, py::return_value_policy::reference_internal)
+      .def("zero_", [](Tensor& a) -> Tensor& {
+        NoGil([&] { FillInPlace(a, 0.0); });
+        return a;
+      }, py::return_value_policy::reference_internal);
+}
+
+void BindComparisons(py::class_<Tensor>& c) {
+  // ==, <, > are ops; !=, <=, >= are their negations (x == false).
+  auto not_ = [](const Tensor& b) { return Eq(b, Scalar(0, DType::kBool)); };
+  c.def("__eq__", [](const Tensor& a, const Tensor& b) { return NoGil([&] { return Eq(a, b); }); })
+      .def("__eq__", [](const Tensor& a, double v) { return NoGil([&] { return Eq(a, ScalarLike(a, v)); }); })
+      .def("__ne__", [=](const Tensor& a, const Tensor& b) { return NoGil([&] { return not_(Eq(a, b)); }); })
+      .def("__ne__", [=](const Tensor& a, double v) { return NoGil([&] { return not_(Eq(a, ScalarLike(a, v))); }); })
+      .def("__lt__", [](const Tensor& a, const Tensor& b) { return NoGil([&] { return Lt(a, b); }); })
+      .def("__lt__", [](const Tensor& a, double v) { return NoGil([&] { return Lt(a, ScalarLike(a, v)); }); })
+      .def("__gt__", [](const Tensor& a, const Tensor& b) { return NoGil([&] { return Gt(a, b); }); })
+      .def("__gt__", [](const Tensor& a, double v) { return NoGil([&] { return Gt(a, ScalarLike(a, v)); }); })
+      .def("__le__", [=](const Tensor& a, const Tensor& b) { return NoGil([&] { return not_(Gt(a, b)); }); })
+      .def("__le__", [=](const Tensor& a, double v) { return NoGil([&] { return not_(Gt(a, ScalarLike(a, v))); }); })
+      .def("__ge__", [=](const Tensor& a, const Tensor& b) { return NoGil([&] { return not_(Lt(a, b)); }); })
+      .def("__ge__", [=](const Tensor& a, double v) { return NoGil([&] { return not_(Lt(a, ScalarLike(a, v))); }); })
+      .def("masked_fill", [](const Tensor& x, const Tensor& mask, double v) {
+        return NoGil([&] { return MaskedFill(x, mask, v); });
+      }, py::arg("mask"), py::arg("value"));
+}
+
+void BindViews(py::class_<Tensor>& c) {
+  c.def("view", [](const Tensor& x, py::args s) { auto sh = ShapeArgs(s, "view"); return NoGil([&] { return View(x, sh); }); })
+      .def("reshape", [](const Tensor& x, py::args s) {
+        auto sh = ShapeArgs(s, "reshape");
+        return NoGil([&] { return Reshape(x, sh); });
+      })
+      .def("expand", [](const Tensor& x, py::args s) {
+        auto sh = ShapeArgs(s, "expand");
+        return NoGil([&] { return Expand(x, sh); });
+      })
+      .def("permute", [](const Tensor& x, py::args s) {
+        auto d = ShapeArgs(s, "permute");
+        return NoGil([&] { return Permute(x, d); });
+      })
+      .def("transpose", [](const Tensor& x, int64_t a, int64_t b) { return NoGil([&] { return Transpose(x, a, b); }); },
+           py::arg("dim0"), py::arg("dim1"))
+      .def_property_readonly("T", [](const Tensor& x) { return NoGil([&] { return Transpose(x, 0, 1); }); })
+      .def("contiguous", [](const Tensor& x) { return NoGil([&] { return Contiguous(x); }); })
+      .def("clone", [](const Tensor& x) { return NoGil([&] { return Clone(x); }); })
+      .def("flatten", [](const Tensor& x, int64_t s, int64_t e) { return NoGil([&] { return Flatten(x, s, e); }); },
+           py::arg("start_dim") = 0, py::arg("end_dim") = -1)
+      .def("unsqueeze", [](const Tensor& x, int64_t d) { return NoGil([&] { return Unsqueeze(x, d); }); }, py::arg("dim"))
+      .def("squeeze", [](const Tensor& x, std::optional<int64_t> d) {
+        return NoGil([&] { return d ? Squeeze(x, *d) : Squeeze(x); });
+      }, py::arg("dim") = py::none())
+      .def("narrow", [](const Tensor& x, int64_t d, int64_t s, int64_t n) { return NoGil([&] { return Narrow(x, d, s, n); }); },
+           py::arg("dim"), py::arg("start"), py::arg("length"))
+      .def("select", [](const Tensor& x, int64_t d, int64_t i) { return NoGil([&] { return Select(x, d, i); }); },
+           py::arg("dim"), py::arg("index"))
+      .def("_slice", [](const Tensor& x, int64_t d, int64_t s, int64_t e, int64_t step) {
+        return NoGil([&] { return Slice(x, d, s, e, step); });
+      })
+      .def("chunk", [](const Tensor& x, int64_t n, int64_t d) { return NoGil([&] { return Chunk(x, n, d); }); },
+           py::arg("chunks"), py::arg("dim") = 0)
+      .def("split", [](const Tensor& x, int64_t n, int64_t d) { return NoGil([&] { return Split(x, n, d); }); },
+           py::arg("split_size_or_sections"), py::arg("dim") = 0)
+      .def("split", [](const Tensor& x, std::vector<int64_t> sizes, int64_t d) {
+        return NoGil([&] { return SplitWithSizes(x, sizes, d); });
+      }, py::arg("split_size_or_sections"), py::arg("dim") = 0);
+}
+
+void BindMath(py::class_<Tensor>& c) {
+  c.def("sum", [](const Tensor& x, DimArg dim, bool keep) { auto d = Dims(dim); return NoGil([&] { return Sum(x, d, keep); }); },
+        py::arg("dim") = py::none(), py::arg("keepdim") = false)
+      .def("mean", [](const Tensor& x, DimArg dim, bool keep) { auto d = Dims(dim); return NoGil([&] { return Mean(x, d, keep); }); },
+           py::arg("dim") = py::none(), py::arg("keepdim") = false)
+      .def("amax", [](const Tensor& x, DimArg dim, bool keep) { auto d = Dims(dim); return NoGil([&] { return Amax(x, d, keep); }); },
+           py::arg("dim") = py::none(), py::arg("keepdim") = false)
+      .def("max", [](const Tensor& x) { return NoGil([&] { return Amax(x); }); })
+      .def("max", [](const Tensor& x, int64_t dim, bool keep) {
+        auto [v, i] = NoGil([&] { return Max(x, dim, keep); });
+        return py::make_tuple(v, i);  // torch returns (values, indices)
+      }, py::arg("dim"), py::arg("keepdim") = false)
+      .def("norm", [](const Tensor& x, double p, DimArg dim, bool keep) {
+        auto d = Dims(dim);
+        return NoGil([&] { return Norm(x, p, d, keep); });
+      }, py::arg("p") = 2.0, py::arg("dim") = py::none(), py::arg("keepdim") = false)
+      .def("softmax", [](const Tensor& x, int64_t d) { return NoGil([&] { return Softmax(x, d); }); }, py::arg("dim"))
+      .def("log_softmax", [](const Tensor& x, int64_t d) { return NoGil([&] { return LogSoftmax(x, d); }); }, py::arg("dim"))
+      .def("pow", [](const Tensor& x, double e) { return NoGil([&] { return Pow(x, e); }); }, py::arg("exponent"))
+      .def("clamp", [](const Tensor& x, std::optional<double> lo, std::optional<double> hi) {
+        return NoGil([&] { return Clamp(x, lo, hi); });
+      }, py::arg("min") = py::none(), py::arg("max") = py::none())
+      .def("to", [](const Tensor& x, DType d) { return NoGil([&] { return x.dtype() == d ? x : Cast(x, d); }); },
+           py::arg("dtype"));
+  // One-argument functions: x.exp(), x.tanh(), ...
+  using Fn = Tensor (*)(const Tensor&);
+  const std::pair<const char*, Fn> unary[] = {
+      {"exp", &Exp}, {"log", &Log}, {"sqrt", &Sqrt}, {"rsqrt", &Rsqrt}, {"tanh", &Tanh}, {"sigmoid", &Sigmoid},
+      {"relu", &Relu}, {"silu", &Silu}, {"abs", &Abs}, {"neg", &Neg}};
+  for (const auto& [name, fn] : unary) {
+    c.def(name, [fn = fn](const Tensor& x) { return NoGil([&] { return fn(x); }); });
+  }
+  const std::pair<const char*, DType> casts[] = {{"float", DType::kFloat32}, {"double", DType::kFloat64},
+                                                 {"half", DType::kFloat16}, {"bfloat16", DType::kBFloat16},
+                                                 {"long", DType::kInt64},   {"int", DType::kInt32},
+                                                 {"bool", DType::kBool}};
+  for (const auto& [name, dt] : casts) {
+    c.def(name, [dt = dt](const Tensor& x) { return NoGil([&] { return x.dtype() == dt ? x : Cast(x, dt); }); });
+  }
+}
+
+}  // namespace
+
+void BindTensorOps(py::module_& m) {
+  auto c = py::reinterpret_borrow<py::class_<Tensor>>(m.attr("Tensor"));
+  BindArithmetic(c);
+  BindComparisons(c);
+  BindViews(c);
+  BindMath(c);
+}
+
+}  // namespace tessel::bindings

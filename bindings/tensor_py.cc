@@ -1,0 +1,203 @@
+// bindings/tensor_py.cc — tessel.Tensor's core (shape, dtype, autograd state, numpy round trips), the
+// dtype objects (tessel.float32, ...), creation functions, the RNG Generator and the grad-mode switch.
+//
+// Invariant: numpy data enters by copy into a new dense tensor and leaves by copy (a DTensor is gathered,
+// a collective); an array numpy cannot lay out (too large, unsupported dtype) raises the Python exception
+// (MemoryError, TypeError) before tessel allocates anything, never a crash.
+//
+// Example (Python):
+//   t = tessel._C._from_numpy(np.ones((2, 3), np.float32)); t.shape == (2, 3); t.numpy()
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
+
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "bindings/bind.h"
+#include "core/base/error.h"
+#include "core/autograd/engine.h"
+#include "core/autograd/grad_mode.h"
+#include "core/ops/elementwise.h"
+#include "core/ops/view.h"
+#include "core/tensor/factory.h"
+#include "core/tensor/random.h"
+#include "core/tensor/tensor_impl.h"
+
+namespace tessel::bindings {
+namespace {
+
+DType FromNumpy(const py::dtype& dt) {
+  if (dt.is(py::dtype::of<float>())) return DType::kFloat32;
+  if (dt.is(py::dtype::of<double>())) return DType::kFloat64;
+  if (dt.is(py::dtype::of<int64_t>())) return DType::kInt64;
+  if (dt.is(py::dtype::of<int32_t>())) return DType::kInt32;
+  if (dt.is(py::dtype("float16"))) return DType::kFloat16;
+  if (dt.is(py::dtype::of<bool>())) return DType::kBool;
+  throw py::type_error("tessel.tensor: unsupported numpy dtype " + py::str(static_cast<const py::handle&>(dt)).cast<std::string>() +
+                       " (float32, float64, float16, int64, int32, bool)");
+}
+
+py::dtype ToNumpy(DType d) {
+  switch (d) {
+    case DType::kFloat32: return py::dtype::of<float>();
+    case DType::kFloat64: return py::dtype::of<double>();
+    case DType::kInt64: return py::dtype::of<int64_t>();
+    case DType::kInt32: return py::dtype::of<int32_t>();
+    case DType::kFloat16: return py::dtype("float16");
+    case DType::kBool: return py::dtype::of<bool>();
+    default: break;
+  }
+  throw py::type_error("Tensor.numpy: no numpy dtype for " + std::string(DTypeName(d)) + " (cast it with .float() first)");
+}
+
+// A copy of a numpy array as a dense tensor. The dtype is checked first; numpy makes the C-contiguous
+// copy (np.ascontiguousarray raises MemoryError for an array it cannot allocate, e.g. a broadcast view
+// of 10**12 elements), so tessel only ever copies a buffer that exists.
+Tensor FromArray(const py::array& in) {
+  const DType dtype = FromNumpy(in.dtype());
+  const py::array a = py::module_::import("numpy").attr("ascontiguousarray")(in);
+  const Shape shape(a.shape(), a.shape() + a.ndim());
+  const void* src = a.data();
+  const size_t nbytes = static_cast<size_t>(a.nbytes());
+  return NoGil([&] {
+    Tensor t = Empty(shape, dtype);
+    if (nbytes > 0) std::memcpy(t.raw_data(), src, nbytes);
+    return t;
+  });
+}
+
+// A copy of the full value (a DTensor is gathered: collective) as a numpy array.
+py::array ToArray(const Tensor& t) {
+  TESSEL_CHECK(t.defined(), "Tensor.numpy: undefined tensor");
+  const py::dtype dt = ToNumpy(t.dtype());
+  Tensor dense = NoGil([&] { return Contiguous(t.impl()->MaterializeFull(t)); });
+  py::array out(dt, std::vector<py::ssize_t>(dense.sizes().begin(), dense.sizes().end()));
+  if (out.nbytes() > 0) std::memcpy(out.mutable_data(), dense.raw_data(), static_cast<size_t>(out.nbytes()));
+  return out;
+}
+
+std::string Repr(const Tensor& t) {
+  if (!t.defined()) return "tessel.Tensor(undefined)";
+  return Str("tessel.Tensor(", ShapeStr(t.sizes()), ", ", DTypeName(t.dtype()), t.is_distributed() ? ", DTensor" : "",
+             t.requires_grad() ? ", requires_grad" : "", ")");
+}
+
+void BindDTypes(py::module_& m) {
+  py::enum_<DType> e(m, "dtype");
+  e
+      .value("float32", DType::kFloat32)
+      .value("float64", DType::kFloat64)
+      .value("bfloat16", DType::kBFloat16)
+      .value("float16", DType::kFloat16)
+      .value("int64", DType::kInt64)
+      .value("int32", DType::kInt32)
+      .value("bool", DType::kBool)
+      .def_property_readonly("is_floating_point", &IsFloating)
+      .def_property_readonly("itemsize", &ElementSize);
+  // Replaced, not overloaded (.def would add a sibling overload that enum_'s own repr shadows).
+  auto name = py::cpp_function([](DType d) { return "tessel." + std::string(DTypeName(d)); }, py::is_method(e));
+  e.attr("__repr__") = name;
+  e.attr("__str__") = name;
+}
+
+void BindGenerator(py::module_& m) {
+  py::class_<Generator>(m, "Generator", "Counter-based (Philox) RNG state: a seed and an offset")
+      .def(py::init<uint64_t, uint64_t>(), py::arg("seed") = 0, py::arg("offset") = 0)
+      .def("manual_seed", [](Generator& g, uint64_t seed) -> Generator& {
+        g = Generator(seed);
+        return g;
+      }, py::arg("seed"), py::return_value_policy::reference)
+      .def("initial_seed", &Generator::seed)
+      .def_property("offset", &Generator::offset, &Generator::set_offset);
+}
+
+void BindCreation(py::module_& m) {
+  m.def("_empty", [](std::vector<int64_t> shape, DType dtype) { return NoGil([&] { return Empty(shape, dtype); }); });
+  m.def("_full", [](std::vector<int64_t> shape, double value, DType dtype) {
+    return NoGil([&] { return Full(shape, value, dtype); });
+  });
+  m.def("_arange", [](double start, double end, double step, DType dtype) {
+    return NoGil([&] { return Arange(start, end, step, dtype); });
+  });
+  m.def("_rand", [](std::vector<int64_t> shape, Generator* gen, DType dtype) {
+    return NoGil([&] { return Rand(shape, GenOrDefault(gen), dtype); });
+  });
+  m.def("_randn", [](std::vector<int64_t> shape, Generator* gen, DType dtype) {
+    return NoGil([&] { return Randn(shape, GenOrDefault(gen), dtype); });
+  });
+  m.def("_randint", [](int64_t low, int64_t high, std::vector<int64_t> shape, Generator* gen, DType dtype) {
+    return NoGil([&] { return Randint(low, high, shape, GenOrDefault(gen), dtype); });
+  });
+  m.def("_from_numpy", &FromArray, py::arg("array"), "A tessel Tensor holding a copy of a numpy array");
+  // `with tessel.no_grad():` holds one of these: the thread's grad mode (each rank thread has its own)
+  // is set on __enter__ and restored on __exit__.
+  struct PyGradMode {
+    bool enabled;
+    std::unique_ptr<GradModeGuard> guard;
+  };
+  py::class_<PyGradMode>(m, "_GradMode")
+      .def(py::init([](bool enabled) { return PyGradMode{enabled, nullptr}; }), py::arg("enabled"))
+      .def("__enter__", [](PyGradMode& g) {
+        TESSEL_CHECK(g.guard == nullptr, "grad mode context entered twice");
+        g.guard = std::make_unique<GradModeGuard>(g.enabled);
+      })
+      .def("__exit__", [](PyGradMode& g, py::args) {
+        TESSEL_CHECK(g.guard != nullptr, "grad mode context: __exit__ without __enter__");
+        g.guard.reset();
+      });
+  m.def("is_grad_enabled", &GradModeEnabled);
+}
+
+}  // namespace
+
+Generator& DefaultGenerator() {
+  static thread_local Generator gen(0);
+  return gen;
+}
+
+void BindTensor(py::module_& m) {
+  BindDTypes(m);
+  BindCreation(m);
+  BindGenerator(m);
+  m.def("manual_seed", [](uint64_t seed) -> Generator& {
+    DefaultGenerator() = Generator(seed);
+    return DefaultGenerator();
+  }, py::arg("seed"), py::return_value_policy::reference, "Reseeds this thread's default generator");
+  m.def("default_generator", &DefaultGenerator, py::return_value_policy::reference);
+  py::class_<Tensor>(m, "Tensor", "A cheap handle: copying it shares the data (torch.Tensor's names)")
+      .def(py::init<const Tensor&>(), py::arg("other"))
+      .def_property_readonly("shape", [](const Tensor& t) { return py::tuple(py::cast(t.sizes())); })
+      .def("size", [](const Tensor& t, std::optional<int64_t> dim) -> py::object {
+        if (dim) return py::int_(t.size(*dim));
+        return py::tuple(py::cast(t.sizes()));
+      }, py::arg("dim") = py::none())
+      .def("stride", [](const Tensor& t) { return py::tuple(py::cast(t.strides())); })
+      .def("dim", &Tensor::dim)
+      .def_property_readonly("ndim", &Tensor::dim)
+      .def("numel", &Tensor::numel)
+      .def_property_readonly("dtype", &Tensor::dtype)
+      .def_property_readonly("is_distributed", &Tensor::is_distributed)
+      .def("is_contiguous", &Tensor::is_contiguous)
+      .def_property_readonly("is_leaf", &Tensor::is_leaf)
+      .def_property("requires_grad", &Tensor::requires_grad, [](Tensor& t, bool v) { t.set_requires_grad(v); })
+      .def("requires_grad_", [](Tensor& t, bool v) -> Tensor& { return t.set_requires_grad(v); },
+           py::arg("requires_grad") = true, py::return_value_policy::reference_internal)
+      .def_property("grad", [](const Tensor& t) -> std::optional<Tensor> {
+        Tensor g = t.grad();
+        return g.defined() ? std::optional<Tensor>(g) : std::nullopt;
+      }, [](const Tensor& t, std::optional<Tensor> g) { t.set_grad(g ? *g : Tensor()); })
+      .def("backward", [](const Tensor& t, std::optional<Tensor> gradient, bool retain_graph) {
+        NoGil([&] { Backward(t, gradient ? *gradient : Tensor(), retain_graph); });
+      }, py::arg("gradient") = py::none(), py::arg("retain_graph") = false)
+      .def("detach", [](const Tensor& t) { return Detach(t); })
+      .def("item", [](const Tensor& t) { return NoGil([&] { return t.ItemDouble(); }); },
+           "The value of a one-element tensor as a Python float (a Partial DTensor is reduced: collective)")
+      .def("numpy", &ToArray, "A copy of the full value (a DTensor is gathered: collective)")
+      .def("__repr__", &Repr)
+      .def("__hash__", [](const Tensor& t) { return reinterpret_cast<intptr_t>(t.impl()); })
+      .def("_is_same", &Tensor::is_same, "Both handles point at the same tensor (identity of parameters)");
+}
+
+}  // namespace tessel::bindings

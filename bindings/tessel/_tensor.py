@@ -1,0 +1,193 @@
+"""tessel.Tensor's Python-side conveniences and the creation functions, with torch's signatures.
+
+Every function here only converts Python arguments (varargs shapes, Python scalars, index tuples) and
+calls one bound op of ``tessel._C``; the computing happens in C++ with the GIL released.
+
+    x = tessel.randn(2, 3, requires_grad=True)
+    y = (x[:, 1:] * 2).sum()
+    y.backward(); x.grad.numpy()
+"""
+import builtins
+
+import numpy as np
+
+from . import _C
+from . import _dtypes
+
+Tensor = _C.Tensor
+
+
+def _shape(size):
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        return [builtins.int(s) for s in size[0]]
+    return [builtins.int(s) for s in size]
+
+
+def _finish(t, requires_grad):
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def _dtype_of_scalar(v):
+    if isinstance(v, builtins.bool):
+        return _dtypes.bool
+    if isinstance(v, builtins.int):
+        return _dtypes.int64
+    return _dtypes.float32
+
+
+def empty(*size, dtype=None, requires_grad=False):
+    return _finish(_C._empty(_shape(size), dtype or _dtypes.float32), requires_grad)
+
+
+def zeros(*size, dtype=None, requires_grad=False):
+    return _finish(_C._full(_shape(size), 0.0, dtype or _dtypes.float32), requires_grad)
+
+
+def ones(*size, dtype=None, requires_grad=False):
+    return _finish(_C._full(_shape(size), 1.0, dtype or _dtypes.float32), requires_grad)
+
+
+def full(size, fill_value, *, dtype=None, requires_grad=False):
+    return _finish(_C._full(_shape((size,)), builtins.float(fill_value), dtype or _dtype_of_scalar(fill_value)),
+                   requires_grad)
+
+
+def zeros_like(t, *, dtype=None, requires_grad=False):
+    return zeros(t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
+
+
+def ones_like(t, *, dtype=None, requires_grad=False):
+    return ones(t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
+
+
+def full_like(t, fill_value, *, dtype=None, requires_grad=False):
+    return full(t.shape, fill_value, dtype=dtype or t.dtype, requires_grad=requires_grad)
+
+
+def arange(start, end=None, step=1, *, dtype=None, requires_grad=False):
+    if end is None:
+        start, end = 0, start
+    if dtype is None:
+        ints = all(isinstance(v, builtins.int) for v in (start, end, step))
+        dtype = _dtypes.int64 if ints else _dtypes.float32
+    return _finish(_C._arange(builtins.float(start), builtins.float(end), builtins.float(step), dtype), requires_grad)
+
+
+def rand(*size, generator=None, dtype=None, requires_grad=False):
+    return _finish(_C._rand(_shape(size), generator, dtype or _dtypes.float32), requires_grad)
+
+
+def randn(*size, generator=None, dtype=None, requires_grad=False):
+    return _finish(_C._randn(_shape(size), generator, dtype or _dtypes.float32), requires_grad)
+
+
+def randint(low=0, high=None, size=None, *, generator=None, dtype=None):
+    if size is None:  # randint(high, size)
+        low, high, size = 0, low, high
+    if high is None or size is None:
+        raise TypeError("randint(low=0, high, size): high and size are required")
+    return _C._randint(builtins.int(low), builtins.int(high), _shape((size,)), generator, dtype or _dtypes.int64)
+
+
+def from_numpy(array):
+    """A tessel Tensor holding a copy of the numpy array (tessel owns its memory: its allocator counts
+    every byte in a ledger, so it never aliases numpy's buffer)."""
+    return _C._from_numpy(array)
+
+
+def tensor(data, *, dtype=None, requires_grad=False):
+    """A new tensor from a numpy array, a (nested) list or a Python scalar; Python floats give float32
+    and Python ints int64, as in torch; a numpy array keeps its dtype."""
+    if isinstance(data, Tensor):
+        t = data.detach().clone()
+    else:
+        array = np.asarray(data)
+        if not isinstance(data, np.ndarray) and array.dtype == np.float64:
+            array = array.astype(np.float32)
+        t = _C._from_numpy(array)
+    if dtype is not None:
+        t = t.to(dtype)
+    return _finish(t, requires_grad)
+
+
+def _index_list(t, idx):
+    if not isinstance(idx, tuple):
+        idx = (idx,)
+    named = builtins.sum(1 for i in idx if i is not None and i is not Ellipsis)
+    out = []
+    for i in idx:
+        if i is Ellipsis:
+            out.extend([builtins.slice(None)] * (t.ndim - named))
+        else:
+            out.append(i)
+    return out
+
+
+def _getitem(self, idx):
+    """Basic indexing: ints, slices (step > 0), None and ... (views, like torch's basic indexing)."""
+    out, dim = self, 0
+    for i in _index_list(self, idx):
+        if i is None:
+            out = out.unsqueeze(dim)
+            dim += 1
+        elif isinstance(i, builtins.slice):
+            size = out.shape[dim]
+            start, stop, step = i.indices(size)
+            if step <= 0:
+                raise ValueError("tessel.Tensor: slice step must be positive, got %d" % step)
+            out = out._slice(dim, start, builtins.max(stop, start), step)
+            dim += 1
+        elif isinstance(i, (builtins.int, np.integer)) and not isinstance(i, builtins.bool):
+            size = out.shape[dim]
+            if not -size <= i < size:
+                raise IndexError("index %d is out of bounds for dim %d with size %d" % (i, dim, size))
+            out = out.select(dim, builtins.int(i) % size)
+        else:
+            raise TypeError("tessel.Tensor indices must be int, slice, None or ..., got %s" % type(i).__name__)
+    return out
+
+
+def _len(self):
+    if self.ndim == 0:
+        raise TypeError("len() of a 0-d tensor")
+    return self.shape[0]
+
+
+def _iter(self):
+    return (self.select(0, i) for i in range(_len(self)))
+
+
+def _one_element(self, kind):
+    if self.numel() != 1:
+        raise ValueError("only one element tensors can be converted to Python %s, got shape %s"
+                         % (kind, tuple(self.shape)))
+    return self.item()
+
+
+Tensor.__getitem__ = _getitem
+Tensor.__len__ = _len
+Tensor.__iter__ = _iter
+Tensor.__float__ = lambda self: builtins.float(_one_element(self, "scalars"))
+Tensor.__int__ = lambda self: builtins.int(_one_element(self, "scalars"))
+Tensor.__bool__ = lambda self: builtins.bool(_one_element(self, "booleans"))
+Tensor.__array__ = lambda self, dtype=None: self.numpy() if dtype is None else self.numpy().astype(dtype)
+Tensor.tolist = lambda self: self.numpy().tolist()
+Tensor.type_as = lambda self, other: self.to(other.dtype)
+
+
+def _setitem(self, idx, value):
+    """t[idx] = value: writes through the view t[idx] (not recorded by autograd, so refused on a tensor
+    that requires grad while grad mode is on, as torch refuses in-place ops on such leaves)."""
+    if self.requires_grad and _C.is_grad_enabled():
+        raise RuntimeError("a tensor that requires grad is being used in an in-place assignment "
+                           "(wrap it in `with tessel.no_grad():`)")
+    view = _getitem(self, idx)
+    if isinstance(value, Tensor):
+        view.copy_(value)
+    else:
+        view.fill_(builtins.float(value))
+
+
+Tensor.__setitem__ = _setitem

@@ -1,0 +1,115 @@
+"""tessel.distributed: torch.distributed's process-group functions.
+
+The default process group is per thread: a process under ``tessel_run`` (gloo, torchrun's environment
+variables) has one; each rank thread of ``tessel.run_ranks(n, fn)`` (threads backend) has its own. So the
+same script body runs unchanged as n processes or as n threads.
+
+    import tessel.distributed as dist
+    def main():
+        dist.init_process_group("gloo")
+        print(dist.get_rank(), dist.get_world_size())
+        dist.destroy_process_group()
+    tessel.run_ranks(2, lambda world: main())     # or: tessel_run --nproc-per-node 2 python script.py
+"""
+import os
+import threading
+
+from .. import _C
+
+_local = threading.local()
+
+
+def run_ranks(world_size, fn):
+    """Runs fn(world) on world_size in-process ranks (threads backend); in each rank thread the default
+    process group is that rank's world. Rethrows the first failure."""
+    def rank_fn(world):
+        _local.world, _local.initialized, _local.in_run_ranks = world, False, True
+        try:
+            fn(world)
+        finally:
+            _local.world, _local.initialized, _local.mesh, _local.in_run_ranks = None, False, None, False
+
+    _C.run_ranks(world_size, rank_fn)
+
+
+def _init_world():
+    """This thread's world group: the run_ranks rank's, else the gloo world from tessel_run's environment."""
+    world = getattr(_local, "world", None)
+    if world is None:
+        if "WORLD_SIZE" not in os.environ:
+            raise RuntimeError("init_process_group: no ranks to join: run under tessel_run (it sets RANK, "
+                               "WORLD_SIZE, MASTER_ADDR, MASTER_PORT) or inside tessel.run_ranks(n, fn)")
+        world = _C.init_process_group()
+        _local.world = world
+    _local.initialized = True
+    return world
+
+
+def init_process_group(backend=None, init_method=None, timeout=None, world_size=-1, rank=-1, store=None,
+                       group_name="", pg_options=None, device_id=None):
+    """Joins the default process group (backend: "gloo", "cpu:gloo" or None; threads under run_ranks)."""
+    if backend not in (None, "gloo", "cpu:gloo", "threads"):
+        raise ValueError("init_process_group: backend '%s' is not available from Python (gloo, or threads "
+                         "under tessel.run_ranks)" % backend)
+    world = _init_world()
+    if world_size not in (-1, world.size) or rank not in (-1, world.rank):
+        raise ValueError("init_process_group: world_size=%d rank=%d disagree with the launcher's %d / %d"
+                         % (world_size, rank, world.size, world.rank))
+
+
+def is_initialized():
+    return bool(getattr(_local, "initialized", False))
+
+
+def _default_group(op="this call"):
+    world = getattr(_local, "world", None)
+    if world is None or not is_initialized():
+        raise RuntimeError("%s: the default process group is not initialized (call "
+                           "tessel.distributed.init_process_group() first)" % op)
+    return world
+
+
+def get_rank(group=None):
+    return (group or _default_group("get_rank")).rank
+
+
+def get_world_size(group=None):
+    return (group or _default_group("get_world_size")).size
+
+
+def barrier(group=None, async_op=False, device_ids=None):
+    (group or _default_group("barrier")).barrier()
+
+
+def destroy_process_group(group=None):
+    """Leaves the default group: a gloo world is released; a run_ranks rank keeps its thread's world
+    (the threads backend ends with run_ranks), so init_process_group may be called again."""
+    _local.initialized, _local.mesh = False, None
+    if not getattr(_local, "in_run_ranks", False):
+        _local.world = None
+
+
+ProcessGroup = _C.ProcessGroup
+ReduceOp = _C.ReduceOp
+Work = _C.Work
+
+
+def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
+    """In place over the group (default: the default group); async_op returns a Work to wait on."""
+    return (group or _default_group("all_reduce")).all_reduce(tensor, op, async_op)
+
+
+def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=False):
+    return (group or _default_group("all_gather_into_tensor")).all_gather_into_tensor(output_tensor, input_tensor,
+                                                                                     async_op)
+
+
+def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=False):
+    return (group or _default_group("reduce_scatter_tensor")).reduce_scatter_tensor(output, input, op, async_op)
+
+
+def broadcast(tensor, src, group=None, async_op=False):
+    """src: a rank of the group (the default group's ranks are the global ranks)."""
+    return (group or _default_group("broadcast")).broadcast(tensor, src, async_op)
+
+from . import checkpoint, device_mesh, fsdp, tensor  # noqa: E402,F401 (torch.distributed's subpackages)

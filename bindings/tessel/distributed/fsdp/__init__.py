@@ -1,0 +1,87 @@
+"""tessel.distributed.fsdp: FSDP2's fully_shard, MixedPrecisionPolicy, CPUOffloadPolicy, FSDPModule.
+
+Call fully_shard bottom-up: each block first, the root last (fsdp/fully_shard.h). As in torch, the module
+is returned and becomes an instance of FSDPModule (its class is swapped for a subclass), whose methods
+control unsharding, resharding, gradient sync and prefetching.
+
+    mp = MixedPrecisionPolicy(param_dtype=tessel.bfloat16, reduce_dtype=tessel.float32)
+    for block in model.layers:
+        fully_shard(block, mesh=mesh, mp_policy=mp)
+    fully_shard(model, mesh=mesh, mp_policy=mp)
+"""
+from ... import _C
+from .. import _local, get_world_size
+from ..device_mesh import init_device_mesh
+
+MixedPrecisionPolicy = _C.MixedPrecisionPolicy
+CPUOffloadPolicy = _C.CPUOffloadPolicy
+
+
+def _state(module):
+    st = _C._fsdp_state(module)
+    if st is None:
+        raise RuntimeError("%s is not managed by fully_shard" % type(module).__name__)
+    return st
+
+
+class FSDPModule:
+    """Mixed into a module's class by fully_shard (torch's FSDPModule)."""
+
+    def unshard(self, async_op=False):
+        _state(self).unshard(async_op)
+
+    def reshard(self):
+        _state(self).reshard()
+
+    def set_requires_gradient_sync(self, requires_gradient_sync, *, recurse=True):
+        _state(self).set_requires_gradient_sync(requires_gradient_sync, recurse)
+
+    def set_reshard_after_forward(self, reshard_after_forward, recurse=True):
+        _state(self).set_reshard_after_forward(reshard_after_forward, recurse)
+
+    def set_reshard_after_backward(self, reshard_after_backward, *, recurse=True):
+        _state(self).set_reshard_after_backward(reshard_after_backward, recurse)
+
+    def set_modules_to_forward_prefetch(self, modules):
+        _state(self).set_modules_to_forward_prefetch([_state(m) for m in modules])
+
+    def set_modules_to_backward_prefetch(self, modules):
+        _state(self).set_modules_to_backward_prefetch([_state(m) for m in modules])
+
+    def set_gradient_divide_factor(self, factor):
+        _state(self).set_gradient_divide_factor(factor)
+
+
+_classes = {}
+
+
+def _default_mesh():
+    # One 1-D mesh over the default group per rank thread (creating one is collective).
+    mesh = getattr(_local, "mesh", None)
+    if mesh is None or mesh.size() != get_world_size():
+        mesh = _local.mesh = init_device_mesh("cpu", (get_world_size(),))
+    return mesh
+
+
+def fully_shard(module, *, mesh=None, reshard_after_forward=None, shard_placement_fn=None, mp_policy=None,
+                offload_policy=None, ignored_params=None):
+    """Shards module's parameters over mesh (default: a 1-D mesh over the default process group).
+
+    reshard_after_forward: free the unsharded parameters after forward (default: True, False for the
+    root); mp_policy: MixedPrecisionPolicy; offload_policy: CPUOffloadPolicy. Returns module; a module
+    defined in Python becomes an instance of FSDPModule."""
+    if shard_placement_fn is not None or ignored_params:
+        raise NotImplementedError("fully_shard: shard_placement_fn and ignored_params are not supported")
+    if isinstance(reshard_after_forward, int) and not isinstance(reshard_after_forward, bool):
+        raise NotImplementedError("fully_shard: reshard_after_forward as an int (partial resharding)")
+    _C.fully_shard(module, mesh if mesh is not None else _default_mesh(), reshard_after_forward, mp_policy,
+                   offload_policy)
+    cls = type(module)
+    # NOTE: only Python-defined modules change class: a Python subclass of a C++ layer class (which has
+    # py::dynamic_attr) would leak through pybind11 2.10's double GC visit (bindings/nn_py.cc). C++ layers
+    # keep their class; their FSDP state is reached with _C._fsdp_state.
+    if module._has_python_forward and not issubclass(cls, FSDPModule):
+        if cls not in _classes:
+            _classes[cls] = type("FSDP" + cls.__name__, (FSDPModule, cls), {"__module__": cls.__module__})
+        module.__class__ = _classes[cls]
+    return module

@@ -1,0 +1,35 @@
+"""tessel.nn: modules with torch.nn's names. ``Module`` is subclassable in Python (its C++ side is a
+trampoline over nn::Module, so fully_shard acts on Python modules as on C++ ones); Linear, Embedding,
+LayerNorm and RMSNorm are the C++ layers; containers and activations are Python modules.
+
+    import tessel.nn as nn
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm, self.fc = nn.LayerNorm(16), nn.Linear(16, 16)
+        def forward(self, x):
+            return x + self.fc(self.norm(x))
+"""
+from .. import _C
+from . import functional, utils  # noqa: F401
+from .modules import (  # noqa: F401
+    Dropout,
+    GELU,
+    Identity,
+    Module,
+    ModuleDict,
+    ModuleList,
+    Parameter,
+    ReLU,
+    RemovableHandle,
+    Sequential,
+    SiLU,
+    Tanh,
+)
+
+Linear = _C.Linear
+Embedding = _C.Embedding
+LayerNorm = _C.LayerNorm
+RMSNorm = _C.RMSNorm
+GPT = _C.GPT
+GPTConfig = _C.GPTConfig

@@ -1,0 +1,480 @@
+"""tessel.nn.Module's torch-shaped methods, Parameter, containers and activation modules.
+
+``tessel.nn.Module`` *is* the C++ ``nn::Module`` (``tessel._C.Module``): a Python subclass gets a C++
+trampoline whose Forward calls the Python ``forward``, so ``fully_shard`` and every other primitive act on
+it exactly as on the C++ layers. This file installs torch's attribute registration and methods on that
+class; each method converts and calls one C++ primitive (the bookkeeping lives in core/nn/module.cc).
+
+Calling a module runs ``Module::Call``: forward pre-hooks (e.g. FSDP's all-gather), ``forward``, forward
+hooks. Tensors among the positional arguments pass through the hooks; other arguments (ints, None,
+keyword arguments) go to ``forward`` unchanged.
+
+    class MLP(tessel.nn.Module):
+        def __init__(self, dim):
+            super().__init__()
+            self.fc = tessel.nn.Linear(dim, 4 * dim)       # a child: ownership moves into this module
+            self.scale = tessel.nn.Parameter(tessel.ones(dim))
+        def forward(self, x):
+            return F.gelu(self.fc(x))
+"""
+import collections
+
+from .. import _C
+
+Tensor = _C.Tensor
+Module = _C.Module
+
+_IncompatibleKeys = collections.namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
+
+
+class Parameter(Tensor):
+    """A tensor that a module registers as a parameter when assigned as an attribute (torch.nn.Parameter).
+
+    It shares ``data``'s storage (a handle, not a copy); a non-leaf is detached first."""
+
+    def __init__(self, data=None, requires_grad=True):
+        if data is None:
+            data = _C._empty([0], _C.dtype.float32)
+        Tensor.__init__(self, data if data.is_leaf else data.detach())
+        if data.dtype.is_floating_point:
+            self.requires_grad_(requires_grad)
+
+    def __repr__(self):
+        return "Parameter containing:\n" + Tensor.__repr__(self)
+
+
+def _as_parameter(t, fqn):
+    p = Parameter.__new__(Parameter)
+    Tensor.__init__(p, t)
+    p._fqn = fqn  # the name optimizers key their state by (tessel.optim)
+    return p
+
+
+class RemovableHandle:
+    """Returned by register_*_hook; ``remove()`` detaches the hook."""
+
+    def __init__(self, module, hook_id):
+        self._module, self._id = module, hook_id
+
+    def remove(self):
+        if self._module is not None:
+            self._module._remove_hook(self._id)
+            self._module = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
+def _dict(module):
+    """The module's __dict__ ({} for a module C++ created, which has none)."""
+    try:
+        return object.__getattribute__(module, "__dict__")
+    except AttributeError:
+        return {}
+
+
+def _join(prefix, name):
+    return prefix + "." + name if prefix else name
+
+
+# ---- attribute registration -------------------------------------------------------------------------
+
+def _setattr(self, name, value):
+    if isinstance(value, Parameter) or (value is None and self._has_parameter(name)):
+        if self._has_parameter(name):
+            self._set_parameter(name, value)
+        else:
+            self._register_parameter(name, value)
+    elif isinstance(value, Module):
+        ancestor = self
+        while ancestor is not None:  # a module inside its own subtree would own itself
+            if ancestor is value:
+                raise ValueError("%s: cannot register '%s': the module is an ancestor of %s"
+                                 % (type(self).__name__, name, type(self).__name__))
+            ancestor = _dict(ancestor).get("_tessel_parent")
+        self._register_module(name, value)  # the C++ parent now owns it (see bindings/nn_py.cc)
+        self.__dict__.setdefault("_modules", {})[name] = value
+        value.__dict__["_tessel_parent"] = self
+    elif isinstance(value, Tensor) and self._has_parameter(name):
+        self._set_parameter(name, value)
+    elif isinstance(value, Tensor) and any(n == name for n, _ in self._named_buffers(False)):
+        raise NotImplementedError("%s: reassigning buffer '%s' is not supported; update it in place "
+                                  "(self.%s.copy_(value))" % (type(self).__name__, name, name))
+    else:
+        object.__setattr__(self, name, value)
+
+
+def _getattr(self, name):
+    if name.startswith("__") and name.endswith("__"):
+        raise AttributeError(name)
+    modules = _dict(self).get("_modules")
+    if modules is not None and name in modules:
+        return modules[name]
+    try:
+        found = self._lookup(name)
+    except TypeError:  # before Module.__init__ ran
+        found = None
+    if found is not None:
+        return _as_parameter(found, name) if self._has_parameter(name) else found
+    raise AttributeError("'%s' object has no attribute '%s'" % (type(self).__name__, name))
+
+
+# ---- calling ----------------------------------------------------------------------------------------
+
+def _outputs(outs, kind):
+    if kind == "tensor" or (kind is None and len(outs) == 1):
+        return outs[0]
+    return list(outs) if kind == "list" else tuple(outs)
+
+
+def _call(self, *args, **kwargs):
+    slots = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
+    if not self._has_python_forward:  # a C++ module: its Forward takes tensors
+        if kwargs or len(slots) != len(args):
+            raise TypeError("%s.forward takes tensors only, got (%s)" % (
+                self._type_name, ", ".join(type(a).__name__ for a in args) + (", **kwargs" if kwargs else "")))
+        return _outputs(self._call(list(args)), None)
+    call = [args, kwargs, slots, None]  # the last entry: output kind, set by _forward_from_cpp
+    stack = self.__dict__.setdefault("_tessel_calls", [])
+    stack.append(call)
+    try:
+        outs = self._call([args[i] for i in slots])
+    finally:
+        stack.pop()
+    return _outputs(outs, call[3])
+
+
+def _forward_from_cpp(self, inputs):
+    """Called by the C++ trampoline between the hooks: rebuilds the Python call around the (possibly
+    hook-rewritten) tensors, runs forward and flattens its output to a list of tensors."""
+    stack = self.__dict__.get("_tessel_calls")
+    call = stack[-1] if stack else None
+    if call is None:  # called from C++ (a pipeline stage, a C++ parent): tensors only
+        args, kwargs = list(inputs), {}
+    else:
+        args, kwargs, slots = list(call[0]), call[1], call[2]
+        if len(inputs) != len(slots):
+            raise RuntimeError("%s: a forward pre-hook returned %d tensors for %d tensor arguments"
+                               % (type(self).__name__, len(inputs), len(slots)))
+        for i, t in zip(slots, inputs):
+            args[i] = t
+    out = self.forward(*args, **kwargs)
+    if isinstance(out, Tensor):
+        kind, outs = "tensor", [out]
+    elif isinstance(out, (tuple, list)) and all(isinstance(o, Tensor) for o in out):
+        kind, outs = ("list" if isinstance(out, list) else "tuple"), list(out)
+    else:
+        raise TypeError("%s.forward must return a Tensor or a tuple/list of Tensors (tessel's module hooks "
+                        "act on tensors), got %s" % (type(self).__name__, type(out).__name__))
+    if call is not None:
+        call[3] = kind
+    return outs
+
+
+def _forward(self, *args, **kwargs):
+    if self._has_python_forward:
+        raise NotImplementedError('Module [%s] is missing the required "forward" function' % type(self).__name__)
+    return _outputs(self._forward_cpp(list(args)), None)
+
+
+# ---- torch.nn.Module's methods ----------------------------------------------------------------------
+
+def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
+    seen = set()
+    for name, t in self._named_parameters(recurse):
+        if remove_duplicate:
+            if hash(t) in seen:
+                continue
+            seen.add(hash(t))
+        fqn = _join(prefix, name)
+        yield fqn, _as_parameter(t, fqn)
+
+
+def parameters(self, recurse=True):
+    for _, p in self.named_parameters(recurse=recurse):
+        yield p
+
+
+def named_buffers(self, prefix="", recurse=True, remove_duplicate=True):
+    for name, t in self._named_buffers(recurse):
+        yield _join(prefix, name), t
+
+
+def buffers(self, recurse=True):
+    for _, b in self.named_buffers(recurse=recurse):
+        yield b
+
+
+def named_modules(self, memo=None, prefix="", remove_duplicate=True):
+    for name, m in self._named_modules():
+        yield _join(prefix, name), m
+
+
+def modules(self):
+    for _, m in self.named_modules():
+        yield m
+
+
+def named_children(self):
+    return iter(self._named_children())
+
+
+def children(self):
+    for _, m in self._named_children():
+        yield m
+
+
+def state_dict(self, destination=None, prefix="", keep_vars=False):
+    out = collections.OrderedDict() if destination is None else destination
+    for name, t in self._state_dict():
+        out[prefix + name] = t if keep_vars else t.detach()
+    return out
+
+
+def load_state_dict(self, state_dict, strict=True, assign=False):
+    if assign:
+        raise NotImplementedError("load_state_dict(assign=True): tessel copies into the existing tensors")
+    missing, unexpected = self._load_state_dict(list(state_dict.items()), strict)
+    return _IncompatibleKeys(missing, unexpected)
+
+
+def train(self, mode=True):
+    if not isinstance(mode, bool):
+        raise TypeError("training mode is expected to be boolean, got %s" % type(mode).__name__)
+    self._train(mode)
+    return self
+
+
+def eval(self):
+    return self.train(False)
+
+
+def zero_grad(self, set_to_none=True):
+    if set_to_none:
+        self._zero_grad()
+        return
+    for p in self.parameters():
+        if p.grad is not None:
+            p.grad.zero_()
+
+
+def requires_grad_(self, requires_grad=True):
+    for p in self.parameters():
+        p.requires_grad_(requires_grad)
+    return self
+
+
+def apply(self, fn):
+    for m in self.children():
+        m.apply(fn)
+    fn(self)
+    return self
+
+
+def register_parameter(self, name, param):
+    if param is not None and not isinstance(param, Tensor):
+        raise TypeError("cannot assign '%s' object to parameter '%s' (tessel.nn.Parameter or None required)"
+                        % (type(param).__name__, name))
+    self._register_parameter(name, param)
+
+
+def add_module(self, name, module):
+    if not isinstance(module, Module):
+        raise TypeError("%s is not a tessel.nn.Module subclass" % type(module).__name__)
+    _setattr(self, name, module)
+
+
+def get_parameter(self, target):
+    owner, _, name = target.rpartition(".")
+    module = self.get_submodule(owner)
+    if not module._has_parameter(name):
+        raise AttributeError("%s has no parameter '%s'" % (module._type_name, name))
+    return _as_parameter(module._lookup(name), target)
+
+
+def _hook(register):
+    def method(self, hook, *, prepend=False, with_kwargs=False):
+        if prepend or with_kwargs:
+            raise NotImplementedError("prepend / with_kwargs hooks are not supported by tessel")
+        return RemovableHandle(self, register(self, hook))
+    return method
+
+
+def extra_repr(self):
+    return ""
+
+
+def _repr(self):
+    lines = []
+    for name, child in self.named_children():
+        body = repr(child).replace("\n", "\n  ")
+        lines.append("  (%s): %s" % (name, body))
+    extra = self.extra_repr()
+    name = self._type_name
+    if not lines:
+        return "%s(%s)" % (name, extra)
+    return "%s(%s\n%s\n)" % (name, extra, "\n".join(lines))
+
+
+_METHODS = dict(
+    __setattr__=_setattr, __getattr__=_getattr, __call__=_call, __repr__=_repr, _forward_from_cpp=_forward_from_cpp,
+    forward=_forward, named_parameters=named_parameters, parameters=parameters, named_buffers=named_buffers,
+    buffers=buffers, named_modules=named_modules, modules=modules, named_children=named_children, children=children,
+    state_dict=state_dict, load_state_dict=load_state_dict, train=train, eval=eval, zero_grad=zero_grad,
+    requires_grad_=requires_grad_, apply=apply, register_parameter=register_parameter, add_module=add_module,
+    register_module=add_module, get_parameter=get_parameter, extra_repr=extra_repr,
+    register_forward_pre_hook=_hook(Module._register_forward_pre_hook),
+    register_forward_hook=_hook(Module._register_forward_hook),
+    register_full_backward_pre_hook=_hook(Module._register_full_backward_pre_hook),
+    register_full_backward_hook=_hook(Module._register_full_backward_hook),
+)
+for _name, _fn in _METHODS.items():
+    setattr(Module, _name, _fn)
+
+_C.Linear.extra_repr = lambda self: "in_features=%d, out_features=%d, bias=%s" % (
+    self.in_features, self.out_features, self._has_parameter("bias"))
+
+
+# ---- containers -------------------------------------------------------------------------------------
+
+class _Container(Module):
+    """Children in registration order; len() counts them."""
+
+    def _children(self):
+        return self.__dict__.get("_modules", {})
+
+    def __len__(self):
+        return len(self._children())
+
+
+class _IndexedContainer(_Container):
+    """Children named "0", "1", ...: iterated and indexed (ints, negative ints, slices) in order."""
+
+    def __iter__(self):
+        return iter(list(self._children().values()))
+
+    def __getitem__(self, idx):
+        return list(self._children().values())[idx]
+
+
+class ModuleList(_IndexedContainer):
+    """Holds modules named "0", "1", ... (torch.nn.ModuleList); not callable."""
+
+    def __init__(self, modules=None):
+        super().__init__()
+        if modules is not None:
+            self.extend(modules)
+
+    def append(self, module):
+        self.add_module(str(len(self)), module)
+        return self
+
+    def extend(self, modules):
+        for m in modules:
+            self.append(m)
+        return self
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError("ModuleList is not callable: iterate over it in the parent's forward")
+
+
+class ModuleDict(_Container):
+    """Holds modules by name (torch.nn.ModuleDict); not callable."""
+
+    def __init__(self, modules=None):
+        super().__init__()
+        if modules is not None:
+            self.update(modules)
+
+    def update(self, modules):
+        for k, m in (modules.items() if hasattr(modules, "items") else modules):
+            self.add_module(k, m)
+
+    __setitem__ = Module.add_module
+
+    def __getitem__(self, key):
+        return self._children()[key]
+
+    def __contains__(self, key):
+        return key in self._children()
+
+    def __iter__(self):
+        return iter(list(self._children()))
+
+    def keys(self):
+        return list(self._children().keys())
+
+    def values(self):
+        return list(self._children().values())
+
+    def items(self):
+        return list(self._children().items())
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError("ModuleDict is not callable: index it in the parent's forward")
+
+
+class Sequential(_IndexedContainer):
+    """Calls its modules in order (torch.nn.Sequential); built from modules or an OrderedDict."""
+
+    def __init__(self, *args):
+        super().__init__()
+        items = args[0].items() if len(args) == 1 and isinstance(args[0], collections.OrderedDict) else enumerate(args)
+        for k, m in items:
+            self.add_module(str(k), m)
+
+    def forward(self, x):
+        for m in self:
+            x = m(x)
+        return x
+
+
+# ---- stateless modules ------------------------------------------------------------------------------
+
+class GELU(Module):
+    def __init__(self, approximate="none"):
+        super().__init__()
+        self.approximate = approximate
+
+    def forward(self, x):
+        return _C._functional.gelu(x, self.approximate)
+
+    def extra_repr(self):
+        return "approximate='%s'" % self.approximate
+
+
+class SiLU(Module):
+    def forward(self, x):
+        return _C._functional.silu(x)
+
+
+class ReLU(Module):
+    def forward(self, x):
+        return _C._functional.relu(x)
+
+
+class Tanh(Module):
+    def forward(self, x):
+        return _C._functional.tanh(x)
+
+
+class Identity(Module):
+    def forward(self, x):
+        return x
+
+
+class Dropout(Module):
+    """Dropout with p == 0 only: tessel has no dropout op yet, and a silent no-op for p > 0 would
+    train a different model than the script asks for, so that raises NotImplementedError."""
+
+    def __init__(self, p=0.5, inplace=False):
+        super().__init__()
+        if p != 0:
+            raise NotImplementedError("Dropout(p=%s): tessel has no dropout op; use p=0" % p)
+        self.p = p
+
+    def forward(self, x):
+        return x

@@ -1,0 +1,275 @@
+"""tessel.distributed, tessel.optim and tessel.distributed.checkpoint from Python, laid out like torch:
+fully_shard acts on Python-defined modules with exactly FSDP2's collectives (counted by the comm
+tracer), FSDPModule's methods steer it, clip_grad_norm_ costs one all-reduce, optimizers over parameter
+groups equal the C++ optimizers, and a DCP checkpoint saved on 2 ranks loads into 1."""
+import sys
+
+import numpy as np
+import pytest
+
+import tessel
+import tessel.distributed as dist
+import tessel.distributed.checkpoint as dcp
+import tessel.nn as nn
+import tessel.nn.functional as F
+from tessel.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+from tessel.distributed.device_mesh import init_device_mesh
+from tessel.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
+from tessel.distributed.tensor import DTensor, Replicate, Shard, distribute_tensor
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x):
+        return x + F.gelu(self.fc(x))
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList([Block(), Block()])
+        self.head = nn.Linear(8, 3)
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return self.head(x)
+
+
+def sharded_net():
+    tessel.manual_seed(0)
+    net = Net()
+    for block in net.layers:
+        fully_shard(block)
+    return fully_shard(net)
+
+
+def test_fully_shard_on_a_python_module_issues_exactly_fsdp2s_collectives():
+    summaries = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        net = sharded_net()
+        assert isinstance(net, FSDPModule) and isinstance(net, Net) and isinstance(net.layers[0], FSDPModule)
+        p = next(net.parameters())
+        assert isinstance(p, DTensor) and p.placements == [Shard(0)]
+        opt = tessel.optim.AdamW(net.parameters(), lr=0.1)
+        steps = []
+        for phase, fn in [("forward", lambda: net(tessel.randn(4, 8)).pow(2).mean()), ("backward", None),
+                          ("clip", None), ("step", None)]:
+            with tessel.CommTracer() as t:
+                if phase == "forward":
+                    loss = fn()
+                elif phase == "backward":
+                    loss.backward()
+                elif phase == "clip":
+                    norm = tessel.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+                else:
+                    opt.step()
+                    opt.zero_grad()
+            steps.append(t.summary())
+        summaries[world.rank] = steps
+        assert norm.item() > 0
+        dist.destroy_process_group()
+
+    tessel.run_ranks(2, rank_fn)
+    # 3 groups (2 blocks + root): 3 all-gathers forward; blocks re-gathered in backward (the root keeps its
+    # parameters: reshard_after_forward defaults to False for it), 3 reduce-scatters; clipping: 1 all-reduce.
+    assert summaries[0] == summaries[1] == [
+        "all_gather(axis0) x3", "all_gather(axis0) x2, reduce_scatter(axis0) x3", "all_reduce(world) x1", ""]
+
+
+def test_fsdp_module_methods_control_unshard_and_gradient_sync():
+    def rank_fn(world):
+        dist.init_process_group()
+        net = sharded_net()
+        net.layers[0].unshard()
+        with tessel.CommTracer() as t:
+            net.layers[0].reshard()
+            net.unshard()
+        assert t.summary() == "all_gather(axis0) x1"
+        net.reshard()
+        net.set_requires_gradient_sync(False)
+        with tessel.CommTracer() as t:
+            net(tessel.randn(2, 8)).sum().backward()
+        assert "reduce_scatter" not in t.summary()  # gradients accumulate locally
+        net.set_requires_gradient_sync(True)
+        with tessel.CommTracer() as t:
+            net(tessel.randn(2, 8)).sum().backward()
+        assert "reduce_scatter(axis0) x3" in t.summary()
+
+    tessel.run_ranks(2, rank_fn)
+
+
+def test_process_group_functions_and_device_mesh_follow_torch():
+    seen = {}
+
+    def rank_fn(world):
+        assert not dist.is_initialized()
+        with pytest.raises(RuntimeError, match="get_rank: the default process group is not initialized"):
+            dist.get_rank()
+        dist.init_process_group("gloo")
+        mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
+        assert mesh.shape == (2, 2) and mesh.mesh_dim_names == ("dp", "tp") and mesh["tp"].size() == 2
+        seen[dist.get_rank()] = (dist.get_world_size(), mesh.get_local_rank("dp"), mesh.get_local_rank("tp"))
+        d = distribute_tensor(tessel.arange(8, dtype=tessel.float32), mesh["tp"], [Shard(0)])
+        assert isinstance(d, DTensor) and not isinstance(d.to_local(), DTensor)
+        assert d.to_local().tolist() == [[0, 1, 2, 3], [4, 5, 6, 7]][mesh.get_local_rank("tp")]
+        assert d.redistribute(mesh["tp"], [Replicate()]).to_local().tolist() == list(range(8))
+        dist.barrier()
+        with pytest.raises(NotImplementedError, match="device_type 'cuda'"):
+            init_device_mesh("cuda", (4,))
+        dist.destroy_process_group()
+        assert not dist.is_initialized()
+
+    tessel.run_ranks(4, rank_fn)
+    assert seen == {0: (4, 0, 0), 1: (4, 0, 1), 2: (4, 1, 0), 3: (4, 1, 1)}
+    with pytest.raises(RuntimeError, match="run under tessel_run"):
+        dist.init_process_group()
+
+
+def test_collectives_on_tensors_follow_torch_distributed():
+    def rank_fn(world):
+        dist.init_process_group()
+        r = dist.get_rank()
+        t = tessel.tensor(np.array([r + 1.0, 10.0 * r]))
+        dist.all_reduce(t)
+        assert t.tolist() == [1 + 2 + 3, 0 + 10 + 20]
+        t = tessel.tensor(np.array([float(r)]))
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        assert t.tolist() == [2.0]
+        out = tessel.zeros(6, dtype=tessel.float64)
+        with tessel.CommTracer() as tracer:
+            work = dist.all_gather_into_tensor(out, tessel.tensor(np.array([r, -r], dtype=np.float64)), async_op=True)
+            work.wait()
+        assert tracer.summary() == "all_gather(world) x1" and out.tolist() == [0, 0, 1, -1, 2, -2]
+        part = tessel.zeros(1, dtype=tessel.float64)
+        dist.reduce_scatter_tensor(part, tessel.tensor(np.arange(3, dtype=np.float64) * (r + 1)))
+        assert part.tolist() == [r * (1 + 2 + 3)]
+        b = tessel.tensor(np.array([float(r)]))
+        dist.broadcast(b, src=2)
+        assert b.tolist() == [2.0]
+
+    tessel.run_ranks(3, rank_fn)
+
+
+def test_bad_distributed_input_raises_python_errors_with_tessels_message():
+    def rank_fn(world):
+        dist.init_process_group()
+        with pytest.raises(ValueError, match=r"\[3\]"):  # the mesh shape's product must be the world size
+            init_device_mesh("cpu", (3,))
+        with pytest.raises(TypeError):
+            fully_shard("not a module")
+        with pytest.raises(TypeError):
+            fully_shard(nn.Linear(2, 2), mesh="dp")
+        with pytest.raises(NotImplementedError, match="shard_placement_fn"):
+            fully_shard(nn.Linear(2, 2), shard_placement_fn=lambda p: Shard(0))
+        mesh = init_device_mesh("cpu", (2,), mesh_dim_names=("dp",))
+        with pytest.raises(ValueError, match=r"S\(3\) on axis .dp. needs 0 <= dim < ndim = 1"):
+            distribute_tensor(tessel.ones(4), mesh, [Shard(3)])
+
+    tessel.run_ranks(2, rank_fn)
+
+    class Forgot(nn.Module):
+        def __init__(self):
+            pass  # no super().__init__()
+
+    with pytest.raises(TypeError, match="__init__"):
+        Forgot()
+    with pytest.raises(TypeError, match="optimizer can only optimize Tensors, got str"):
+        tessel.optim.AdamW(["w"])
+
+
+def test_optimizers_with_param_groups_equal_the_cpp_optimizers():
+    tessel.manual_seed(1)
+    a, b = Net(), Net()
+    b.load_state_dict(a.state_dict())
+    x = tessel.randn(4, 8)
+    head = [p for n, p in a.named_parameters() if n.startswith("head")]
+    rest = [p for n, p in a.named_parameters() if not n.startswith("head")]
+    opt_a = tessel.optim.AdamW([{"params": rest}, {"params": head, "lr": 0.0}], lr=0.05, betas=(0.8, 0.9))
+    # The C++ AdamW, one per group, over (fqn, parameter) pairs.
+    opts_b = [tessel._C.AdamW([(n, p) for n, p in b.named_parameters() if n.startswith("head") == is_head],
+                              lr=0.0 if is_head else 0.05, beta1=0.8, beta2=0.9) for is_head in (False, True)]
+    head_before = [p.numpy() for p in head]
+    for _ in range(3):
+        for model, opts in ((a, [opt_a]), (b, opts_b)):
+            model(x).pow(2).mean().backward()
+            for opt in opts:
+                opt.step()
+                opt.zero_grad()
+    for (n, pa), (_, pb) in zip(a.named_parameters(), b.named_parameters()):
+        np.testing.assert_array_equal(pa.numpy(), pb.numpy(), err_msg=n)
+    for before, p in zip(head_before, head):  # lr 0 group: untouched
+        np.testing.assert_array_equal(p.numpy(), before)
+    # SGD with momentum: torch's formula, by hand.
+    w = nn.Parameter(tessel.tensor(np.array([1.0, -2.0])))
+    sgd = tessel.optim.SGD([w], lr=0.1, momentum=0.9)
+    buf, ref = np.zeros(2), np.array([1.0, -2.0])
+    for _ in range(3):
+        (w * w).sum().backward()
+        sgd.step()
+        sgd.zero_grad()
+        buf = 0.9 * buf + 2 * ref if buf.any() else 2 * ref
+        ref = ref - 0.1 * buf
+    np.testing.assert_allclose(w.numpy(), ref, rtol=1e-12)
+    with pytest.raises(ValueError, match="empty parameter list"):
+        tessel.optim.AdamW([])
+    with pytest.raises(TypeError, match="should be an iterable of Tensors or dicts"):
+        tessel.optim.SGD(w)
+
+
+def test_warmup_cosine_scheduler_sets_each_groups_lr():
+    opt = tessel.optim.SGD([nn.Parameter(tessel.ones(1))], lr=2.0)
+    sched = tessel.optim.lr_scheduler.warmup_cosine(opt, warmup_steps=2, total_steps=6, min_lr_ratio=0.1)
+    lrs = [opt.param_groups[0]["lr"]]
+    for _ in range(6):
+        sched.step()
+        lrs.append(sched.get_last_lr()[0])
+    np.testing.assert_allclose(lrs, [2.0 * tessel._C._warmup_cosine_lr(1.0, 0.1, 2, 6, s) for s in range(7)])
+    # Linear warmup reaches the peak at the last warmup step, then cosine down to min_lr_ratio × lr.
+    assert lrs[0] == pytest.approx(1.0) and lrs[1] == pytest.approx(2.0) and lrs[6] == pytest.approx(0.2)
+    assert lrs[2] > lrs[3] > lrs[4] > lrs[5] > lrs[6]
+
+
+def test_dcp_checkpoint_saved_on_two_ranks_loads_into_one(tmp_path):
+    ckpt = str(tmp_path / "dcp")
+    saved = {}
+
+    def save_fn(world):
+        dist.init_process_group()
+        net = sharded_net()
+        opt = tessel.optim.AdamW(net.parameters(), lr=0.1)
+        net(tessel.randn(4, 8)).sum().backward()
+        opt.step()
+        model_sd, optim_sd = get_state_dict(net, opt)
+        assert all(k.startswith("optim.") for k in optim_sd) and "head.weight" in model_sd
+        dcp.save({"model": model_sd, "optim": optim_sd, "step": 7}, checkpoint_id=ckpt)
+        full = {n: p.full_tensor().numpy() for n, p in net.named_parameters()}
+        if world.rank == 0:
+            saved.update(full)
+
+    tessel.run_ranks(2, save_fn)
+    tessel.manual_seed(42)
+    net = Net()  # other values: everything must come from the checkpoint
+    opt = tessel.optim.AdamW(net.parameters(), lr=0.1)
+    model_sd, optim_sd = get_state_dict(net, opt)
+    state = {"model": model_sd, "optim": optim_sd, "step": 0}
+    dcp.load(state, checkpoint_id=ckpt)
+    set_state_dict(net, opt, model_state_dict=state["model"], optim_state_dict=state["optim"])
+    assert state["step"] == 7
+    for n, p in net.named_parameters():
+        np.testing.assert_array_equal(p.numpy(), saved[n], err_msg=n)
+    with pytest.raises(FileNotFoundError, match="no checkpoint directory"):
+        dcp.load(state, checkpoint_id=str(tmp_path / "missing"))
+    with pytest.raises(KeyError, match=r"1 missing \['extra'\]"):  # strict: a key the checkpoint lacks
+        dcp.load({"extra": tessel.ones(1)}, checkpoint_id=ckpt)
+    result = dcp.load({"extra": tessel.ones(1)}, checkpoint_id=ckpt, strict=False)
+    assert result["missing_keys"] == ["extra"] and "model.head.weight" in result["unexpected_keys"]
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

@@ -1,0 +1,245 @@
+"""tessel.nn from Python: a Python subclass of tessel.nn.Module registers parameters, buffers and
+children by attribute assignment, runs hooks around its Python forward, shares the C++ module's state
+dict and modes, and is freed exactly once whoever drops the last reference; a GPT written in Python
+matches the C++ GPT's loss and every gradient, and finite differences."""
+import gc
+import sys
+import weakref
+
+import numpy as np
+import pytest
+
+import tessel
+import tessel.nn as nn
+import tessel.nn.functional as F
+from gpt import PyGPT  # examples/python/gpt.py
+
+
+class MLP(nn.Module):
+    def __init__(self, dim, hidden):
+        super().__init__()
+        self.fc = nn.Linear(dim, hidden)
+        self.proj = nn.Linear(hidden, dim, bias=False)
+        self.scale = nn.Parameter(tessel.ones(dim))
+        self.register_buffer("offset", tessel.zeros(dim))
+        self.hidden = hidden  # a plain attribute
+
+    def forward(self, x, mult=1.0):
+        return self.proj(F.gelu(self.fc(x))) * self.scale * mult + self.offset
+
+
+def test_attribute_assignment_registers_parameters_buffers_and_children_in_torch_order():
+    m = MLP(4, 8)
+    assert [(n, p.shape) for n, p in m.named_parameters()] == [
+        ("scale", (4,)), ("fc.weight", (8, 4)), ("fc.bias", (8,)), ("proj.weight", (4, 8))]
+    assert [n for n, _ in m.named_buffers()] == ["offset"]
+    assert [n for n, _ in m.named_modules()] == ["", "fc", "proj"]
+    assert [n for n, _ in m.named_children()] == ["fc", "proj"] and list(m.children())[0] is m.fc
+    assert list(m.state_dict()) == ["scale", "offset", "fc.weight", "fc.bias", "proj.weight"]
+    assert m.hidden == 8 and isinstance(m.scale, nn.Parameter) and m.scale.requires_grad
+    assert m.get_submodule("fc") is m.fc and m.get_parameter("fc.bias").shape == (8,)
+    assert len(list(m.parameters())) == 4 and m._type_name == "MLP"
+    # Assigning a Parameter to an existing name replaces it (same shape required by the C++ module).
+    m.scale = nn.Parameter(tessel.full((4,), 2.0))
+    assert m.scale.tolist() == [2.0] * 4
+    with pytest.raises(AttributeError, match="'MLP' object has no attribute 'nope'"):
+        m.nope
+    with pytest.raises(NotImplementedError, match="reassigning buffer 'offset' is not supported"):
+        m.offset = tessel.ones(4)
+    m.offset.copy_(tessel.ones(4))
+    assert m.state_dict()["offset"].tolist() == [1.0] * 4
+
+
+def test_call_runs_forward_with_non_tensor_arguments_and_matches_numpy():
+    m = MLP(4, 8)
+    x = tessel.randn(2, 4)
+    y = m(x, 2.0)
+    w1, b1 = m.fc.weight.numpy(), m.fc.bias.numpy()
+    w2 = m.proj.weight.numpy()
+    xa = x.numpy().astype(np.float64)
+    h = xa @ w1.T + b1
+    gelu = 0.5 * h * (1 + np.vectorize(__import__("math").erf)(h / np.sqrt(2)))
+    np.testing.assert_allclose(y.numpy(), (gelu @ w2.T) * 2.0, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(m.forward(x, 2.0).numpy(), y.numpy())
+
+
+def test_hooks_rewrite_inputs_and_outputs_and_handles_remove_them():
+    m = MLP(4, 8)
+    x = tessel.randn(2, 4)
+    base = m(x).numpy()
+    calls = []
+    pre = m.register_forward_pre_hook(lambda mod, args: (args[0] * 0,))
+    post = m.register_forward_hook(lambda mod, args, out: out + 1)
+    bwd = m.register_full_backward_hook(lambda mod, gin, gout: calls.append((len(gin), gout[0].shape)))
+    y = m(x.requires_grad_())
+    np.testing.assert_allclose(y.numpy(), m(tessel.zeros(2, 4)).numpy(), rtol=1e-6)  # hooks still on: consistent
+    y.sum().backward()
+    assert calls and calls[0] == (1, (2, 4))
+    for h in (pre, post, bwd):
+        h.remove()
+    np.testing.assert_allclose(m(x).numpy(), base, rtol=1e-6)
+
+
+def test_child_outlives_its_parent_and_every_module_is_freed_exactly_once():
+    m = MLP(4, 8)
+    parent = weakref.ref(m)
+    fc = m.fc
+    weight = fc.weight.numpy()
+    del m
+    gc.collect()
+    assert parent() is not None  # fc keeps the tree that owns its C++ memory alive
+    np.testing.assert_array_equal(fc.weight.numpy(), weight)
+    assert fc(tessel.ones(1, 4)).shape == (1, 8)
+    del fc
+    gc.collect()
+    assert parent() is None  # and then everything goes
+    # Many trees built and dropped in every order: a double free or use-after-free would crash here.
+    for i in range(200):
+        seq = nn.Sequential(MLP(4, 8), nn.Sequential(nn.Linear(4, 4), MLP(4, 4)))
+        keep = [seq, seq[0], seq[1][1].fc][i % 3]
+        del seq
+        assert keep(tessel.ones(2, 4)).shape == (2, 4)
+        del keep
+    gc.collect()
+
+
+def test_a_module_has_one_parent_and_cannot_contain_itself():
+    lin = nn.Linear(2, 2)
+    a, b = nn.Sequential(lin), nn.Sequential()
+    with pytest.raises(ValueError, match="already belongs to another module"):
+        b.add_module("x", lin)
+    with pytest.raises(ValueError, match="the module is an ancestor of Sequential"):
+        a[0].__class__  # noqa: B018 (a is fine)
+        b.add_module("self", b)
+    outer = nn.Sequential(a)
+    with pytest.raises(ValueError, match="ancestor"):
+        a.add_module("loop", outer)
+    with pytest.raises(ValueError, match="submodule 'fc' is already registered"):
+        m = MLP(2, 2)
+        m.fc = nn.Linear(2, 2)
+
+
+def test_state_dict_round_trip_modes_zero_grad_and_apply():
+    a, b = MLP(4, 8), MLP(4, 8)
+    result = b.load_state_dict(a.state_dict())
+    assert result.missing_keys == [] and result.unexpected_keys == []
+    x = tessel.randn(3, 4)
+    np.testing.assert_array_equal(a(x).numpy(), b(x).numpy())
+    with pytest.raises(ValueError, match="fc.bias"):
+        b.load_state_dict({k: v for k, v in a.state_dict().items() if k != "fc.bias"})
+    missing, unexpected = b.load_state_dict({"extra": tessel.ones(1)}, strict=False)
+    assert "fc.bias" in missing and unexpected == ["extra"]
+    assert b.eval() is b and not b.training and not b.fc.training
+    assert b.train().fc.training
+    b(x).sum().backward()
+    assert all(p.grad is not None for p in b.parameters())
+    b.zero_grad()
+    assert all(p.grad is None for p in b.parameters())
+    seen = []
+    b.apply(lambda mod: seen.append(mod._type_name))
+    assert seen == ["Linear", "Linear", "MLP"]  # children first, like torch
+
+
+def test_containers_follow_torch():
+    seq = nn.Sequential(nn.Linear(3, 5), nn.SiLU(), nn.Linear(5, 2))
+    x = tessel.randn(4, 3)
+    np.testing.assert_allclose(seq(x).numpy(), seq[2](F.silu(seq[0](x))).numpy(), rtol=1e-6)
+    layers = nn.ModuleList([nn.Linear(2, 2) for _ in range(3)])
+    layers.append(nn.GELU())
+    assert len(layers) == 4 and [n for n, _ in layers.named_children()] == ["0", "1", "2", "3"]
+    assert layers[-1] is list(layers)[3]
+    d = nn.ModuleDict({"a": nn.Linear(2, 3)})
+    d["b"] = nn.ReLU()
+    assert list(d) == ["a", "b"] and "a" in d and d["a"].out_features == 3
+    with pytest.raises(NotImplementedError, match="ModuleList is not callable"):
+        layers(x)
+    with pytest.raises(NotImplementedError, match="tessel has no dropout op"):
+        nn.Dropout(0.1)
+    np.testing.assert_array_equal(nn.Dropout(0.0)(x).numpy(), x.numpy())
+
+
+def test_bad_forward_and_bad_arguments_raise_python_errors():
+    class ReturnsDict(nn.Module):
+        def forward(self, x):
+            return {"y": x}
+
+    class NoForward(nn.Module):
+        pass
+
+    with pytest.raises(TypeError, match="ReturnsDict.forward must return a Tensor or a tuple/list of Tensors"):
+        ReturnsDict()(tessel.ones(1))
+    with pytest.raises(NotImplementedError, match='Module \\[NoForward\\] is missing the required "forward"'):
+        NoForward()(tessel.ones(1))
+    with pytest.raises(TypeError, match="Linear.forward takes tensors only"):
+        nn.Linear(2, 2)(tessel.ones(2), 3)
+    with pytest.raises(ValueError, match=r"linear: input \[3\] has in_features 3 but weight \[2, 2\] expects 2"):
+        nn.Linear(2, 2)(tessel.ones(3))
+    with pytest.raises(TypeError):
+        nn.Linear("a", 2)
+
+
+# ---- a GPT written in Python (examples/python/gpt.py) against the C++ GPT ----------------------------
+
+CFG = dict(vocab_size=29, d_model=16, n_layers=2, n_heads=2, seq_len=8)
+
+
+def python_and_cpp_gpt():
+    cpp = tessel.GPT(tessel.GPTConfig(**CFG), seed=11)
+    py = PyGPT(tessel.GPTConfig(**CFG))
+    result = py.load_state_dict(cpp.state_dict())  # strict: the Python model has the C++ FQNs exactly
+    assert result.missing_keys == [] and result.unexpected_keys == []
+    rng = np.random.default_rng(3)
+    idx = rng.integers(0, CFG["vocab_size"], size=(3, CFG["seq_len"]), dtype=np.int64)
+    return py, cpp, tessel.tensor(idx), tessel.tensor(np.roll(idx, -1, axis=1))
+
+
+def py_loss(model, idx, tgt):
+    return model.loss(idx, tgt)
+
+
+def test_python_gpt_matches_the_cpp_gpt_loss_and_every_gradient():
+    py, cpp, idx, tgt = python_and_cpp_gpt()
+    lp, lc = py_loss(py, idx, tgt), cpp.loss(idx, tgt)
+    lp.backward()
+    lc.backward()
+    assert abs(lp.item() - lc.item()) < 1e-6
+    grads_cpp = {n: p.grad.numpy() for n, p in cpp.named_parameters()}
+    grads_py = {n: p.grad.numpy() for n, p in py.named_parameters()}
+    assert list(grads_py) == list(grads_cpp)
+    for n in grads_cpp:
+        np.testing.assert_allclose(grads_py[n], grads_cpp[n], rtol=1e-5, atol=1e-7, err_msg=n)
+
+
+def test_python_gpt_gradients_match_finite_differences():
+    py, _, idx, tgt = python_and_cpp_gpt()
+    sd = {k: v.numpy().astype(np.float64) for k, v in py.state_dict().items()}
+    for k in sd:  # the whole model in float64, so central differences are accurate
+        setattr(py.get_submodule(k.rpartition(".")[0]), k.rpartition(".")[2],
+                nn.Parameter(tessel.tensor(sd[k])))
+    loss = py_loss(py, idx, tgt)
+    loss.backward()
+    rng = np.random.default_rng(4)
+    eps = 1e-6
+    for name in ("wte.weight", "layers.0.attn.wq.weight", "layers.1.mlp.fc.weight", "ln_f.bias"):
+        p = py.get_parameter(name)
+        grad = p.grad.numpy()
+        for _ in range(3):
+            i = tuple(int(rng.integers(0, s)) for s in p.shape)
+            if name == "wte.weight":
+                i = (int(idx.numpy()[0, 0]),) + i[1:]  # a row the batch uses
+            base = p.numpy()
+            vals = []
+            for delta in (eps, -eps):
+                moved = base.copy()
+                moved[i] += delta
+                with tessel.no_grad():
+                    p.copy_(tessel.tensor(moved))
+                    vals.append(py_loss(py, idx, tgt).item())
+            with tessel.no_grad():
+                p.copy_(tessel.tensor(base))
+            fd = (vals[0] - vals[1]) / (2 * eps)
+            assert abs(fd - grad[i]) < 1e-6 + 1e-4 * abs(fd), (name, i, fd, grad[i])
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

@@ -1,0 +1,215 @@
+"""tessel.Tensor from Python: torch's names for the C++ ops, checked against numpy in float64; autograd
+through Python against finite differences; creation functions, dtypes, no_grad and seeding; and the
+inputs that used to crash the interpreter (issue 15) now raise Python exceptions."""
+import sys
+
+import numpy as np
+import pytest
+
+import tessel
+import tessel.nn.functional as F
+
+
+def t64(a):
+    return tessel.tensor(np.asarray(a, dtype=np.float64))
+
+
+def test_arithmetic_with_tensors_and_reflected_scalars_matches_numpy():
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(size=(3, 4)), rng.normal(size=(3, 4)) + 3.0
+    x, y = t64(a), t64(b)
+    cases = {
+        "x+y": (x + y, a + b), "x-y": (x - y, a - b), "x*y": (x * y, a * b), "x/y": (x / y, a / b),
+        "2+x": (2 + x, 2 + a), "2-x": (2 - x, 2 - a), "2*x": (2 * x, 2 * a), "2/y": (2 / y, 2 / b),
+        "x+2": (x + 2, a + 2), "x-2": (x - 2, a - 2), "x/2": (x / 2, a / 2), "-x": (-x, -a),
+        "y**1.5": (y ** 1.5, b ** 1.5), "x@y.T": (x @ y.T, a @ b.T), "abs": (abs(x), np.abs(a)),
+    }
+    for name, (got, want) in cases.items():
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-12, atol=1e-12, err_msg=name)
+    assert (x + 2).dtype == tessel.float64  # a Python scalar keeps the tensor's dtype, as in torch
+
+
+def test_comparisons_give_bool_tensors_equal_to_numpy():
+    a = np.array([[1.0, 2.0, 3.0], [3.0, 2.0, 1.0]])
+    x, y = t64(a), t64(np.full((2, 3), 2.0))
+    for got, want in [(x == y, a == 2), (x != y, a != 2), (x < y, a < 2), (x > y, a > 2), (x <= y, a <= 2),
+                      (x >= y, a >= 2), (x > 1.5, a > 1.5), (x == 3, a == 3)]:
+        assert got.dtype == tessel.bool
+        np.testing.assert_array_equal(got.numpy(), want)
+
+
+def test_views_and_shape_methods_follow_torch():
+    a = np.arange(24, dtype=np.float64).reshape(2, 3, 4)
+    x = t64(a)
+    np.testing.assert_array_equal(x.view(6, 4).numpy(), a.reshape(6, 4))
+    np.testing.assert_array_equal(x.view((4, 6)).numpy(), a.reshape(4, 6))
+    np.testing.assert_array_equal(x.reshape(-1).numpy(), a.reshape(-1))
+    np.testing.assert_array_equal(x.transpose(0, 2).numpy(), a.transpose(2, 1, 0))
+    np.testing.assert_array_equal(x.permute(2, 0, 1).numpy(), a.transpose(2, 0, 1))
+    np.testing.assert_array_equal(x.permute(1, 2, 0).contiguous().numpy(), a.transpose(1, 2, 0))
+    np.testing.assert_array_equal(x.flatten(1).numpy(), a.reshape(2, 12))
+    np.testing.assert_array_equal(x.unsqueeze(1).numpy(), a[:, None])
+    assert x.unsqueeze(0).squeeze(0).shape == (2, 3, 4) and x.unsqueeze(2).squeeze().shape == (2, 3, 4)
+    # split / chunk: torch's sizes (ceil pieces, the last one smaller).
+    assert [p.shape for p in x.split(2, dim=2)] == [(2, 3, 2), (2, 3, 2)]
+    assert [p.shape for p in x.split([1, 3], dim=2)] == [(2, 3, 1), (2, 3, 3)]
+    assert [p.shape[1] for p in x.chunk(2, dim=1)] == [2, 1]
+    np.testing.assert_array_equal(x.chunk(2, dim=1)[1].numpy(), a[:, 2:])
+    assert x.ndim == 3 and x.dim() == 3 and x.numel() == 24 and x.size() == (2, 3, 4) and x.size(1) == 3
+    assert len(x) == 2 and x.tolist() == a.tolist()
+
+
+def test_basic_indexing_matches_numpy():
+    a = np.arange(60, dtype=np.float64).reshape(3, 4, 5)
+    x = t64(a)
+    for idx in [1, -1, (slice(None), 2), (0, slice(1, 3)), (slice(None, None, 2),), (Ellipsis, 1),
+                (None, 1), (1, None, slice(2, 5, 2)), (slice(1, None), Ellipsis, slice(None, 1)), (slice(3, 1),)]:
+        np.testing.assert_array_equal(x[idx].numpy(), a[idx], err_msg=repr(idx))
+    with pytest.raises(IndexError, match="index 3 is out of bounds for dim 0 with size 3"):
+        x[3]
+    with pytest.raises(TypeError, match="indices must be int, slice, None or ..., got str"):
+        x["a"]
+    with pytest.raises(ValueError, match="slice step must be positive"):
+        x[::-1]
+
+
+def test_item_assignment_writes_through_views_like_numpy():
+    a = np.arange(12.0).reshape(3, 4)
+    x = t64(a)
+    x[1] = 7
+    a[1] = 7
+    x[:, 2:] = t64(np.full((3, 2), 5.0))
+    a[:, 2:] = 5
+    x[0, ::2] = -1
+    a[0, ::2] = -1
+    np.testing.assert_array_equal(x.numpy(), a)
+    p = tessel.ones(2, requires_grad=True)
+    with pytest.raises(RuntimeError, match="requires grad is being used in an in-place assignment"):
+        p[0] = 3
+    with tessel.no_grad():
+        p[0] = 3
+    assert p.tolist() == [3.0, 1.0]
+
+
+def test_reductions_and_math_match_numpy():
+    rng = np.random.default_rng(1)
+    a = rng.uniform(0.5, 2.0, size=(3, 4))
+    x = t64(a)
+    np.testing.assert_allclose(x.sum().item(), a.sum(), rtol=1e-12)
+    np.testing.assert_allclose(x.sum(dim=1).numpy(), a.sum(1), rtol=1e-12)
+    np.testing.assert_allclose(x.mean(dim=(0, 1), keepdim=True).numpy(), a.mean(keepdims=True), rtol=1e-12)
+    np.testing.assert_allclose(x.amax(dim=0).numpy(), a.max(0))
+    np.testing.assert_allclose(x.max().item(), a.max())
+    values, indices = x.max(dim=1)
+    np.testing.assert_allclose(values.numpy(), a.max(1))
+    np.testing.assert_array_equal(indices.numpy(), a.argmax(1))
+    for name, fn in [("exp", np.exp), ("log", np.log), ("sqrt", np.sqrt), ("tanh", np.tanh),
+                     ("rsqrt", lambda v: 1 / np.sqrt(v))]:
+        np.testing.assert_allclose(getattr(x, name)().numpy(), fn(a), rtol=1e-12, err_msg=name)
+        np.testing.assert_allclose(getattr(tessel, name)(x).numpy(), fn(a), rtol=1e-12, err_msg=name)
+    np.testing.assert_allclose(x.pow(3).numpy(), a ** 3, rtol=1e-12)
+    np.testing.assert_allclose(F.softmax(x, dim=1).numpy(), np.exp(a) / np.exp(a).sum(1, keepdims=True), rtol=1e-12)
+
+
+def test_backward_through_python_ops_matches_finite_differences():
+    rng = np.random.default_rng(2)
+    a, w = rng.normal(size=(3, 4)), rng.normal(size=(4, 2))
+
+    def loss_of(av):
+        x = t64(av)
+        h = (x @ t64(w)).tanh()
+        return ((h * h).sum(dim=1) / 2 + x[:, 1:3].exp().mean()).sum()
+
+    x = t64(a).requires_grad_()
+    h = (x @ t64(w)).tanh()
+    loss = ((h * h).sum(dim=1) / 2 + x[:, 1:3].exp().mean()).sum()
+    loss.backward()
+    eps, fd = 1e-6, np.zeros_like(a)
+    for i in np.ndindex(a.shape):
+        ap, am = a.copy(), a.copy()
+        ap[i] += eps
+        am[i] -= eps
+        fd[i] = (loss_of(ap).item() - loss_of(am).item()) / (2 * eps)
+    np.testing.assert_allclose(x.grad.numpy(), fd, rtol=1e-6, atol=1e-8)
+    # backward(gradient=) on a non-scalar, and retain_graph for a second pass.
+    y = t64(a).requires_grad_()
+    z = y * 3
+    z.backward(gradient=tessel.ones(3, 4, dtype=tessel.float64), retain_graph=True)
+    z.backward(gradient=tessel.ones(3, 4, dtype=tessel.float64))
+    np.testing.assert_array_equal(y.grad.numpy(), np.full((3, 4), 6.0))
+
+
+def test_creation_functions_dtypes_and_seeding():
+    assert tessel.zeros(2, 3).dtype == tessel.float32 and tessel.zeros((2, 3)).shape == (2, 3)
+    assert tessel.ones(4, dtype=tessel.int64).tolist() == [1, 1, 1, 1]
+    assert tessel.full((2,), 7).dtype == tessel.int64 and tessel.full((2,), 0.5).tolist() == [0.5, 0.5]
+    assert tessel.arange(5).tolist() == [0, 1, 2, 3, 4] and tessel.arange(5).dtype == tessel.int64
+    assert tessel.arange(1, 2, 0.25).tolist() == [1.0, 1.25, 1.5, 1.75]
+    assert tessel.tensor([1.5, 2.5]).dtype == tessel.float32 and tessel.tensor([[1, 2]]).dtype == tessel.int64
+    assert tessel.tensor(np.zeros(2)).dtype == tessel.float64  # numpy's dtype is kept
+    assert tessel.tensor([1.0], requires_grad=True).requires_grad
+    assert repr(tessel.bfloat16) == "tessel.bfloat16" and tessel.long == tessel.int64
+    tessel.manual_seed(7)
+    a = tessel.randn(3, 4).numpy()
+    b = tessel.rand(5).numpy()
+    tessel.manual_seed(7)
+    np.testing.assert_array_equal(tessel.randn(3, 4).numpy(), a)
+    np.testing.assert_array_equal(tessel.rand(5).numpy(), b)
+    assert abs(a.mean()) < 1.5 and 0.0 <= b.min() and b.max() < 1.0
+    g = tessel.Generator().manual_seed(7)
+    np.testing.assert_array_equal(tessel.randn(3, 4, generator=g).numpy(), a)  # same stream as the default
+    r = tessel.randint(3, 9, (1000,)).numpy()
+    assert r.min() == 3 and r.max() == 8 and r.dtype == np.int64
+
+
+def test_no_grad_records_nothing_and_restores_the_mode():
+    x = tessel.ones(2, requires_grad=True)
+    with tessel.no_grad():
+        assert not tessel.is_grad_enabled()
+        y = x * 2
+        with tessel.enable_grad():
+            assert (x * 2).requires_grad
+        assert not tessel.is_grad_enabled()
+    assert tessel.is_grad_enabled() and not y.requires_grad and (x * 2).requires_grad
+
+    @tessel.no_grad()
+    def f():
+        return x * 2
+
+    assert not f().requires_grad and tessel.is_grad_enabled()
+
+
+def test_huge_broadcast_numpy_array_raises_memory_error_instead_of_crashing():
+    # 10**12 float32 elements (4 TB) as a zero-stride view: making it contiguous cannot succeed.
+    with pytest.raises(MemoryError):
+        tessel.tensor(np.broadcast_to(np.float32(0), (10 ** 12,)))
+    with pytest.raises(TypeError, match="unsupported numpy dtype complex64"):
+        tessel.from_numpy(np.broadcast_to(np.complex64(0), (10 ** 12,)))  # dtype checked before any copy
+
+
+def test_comm_tracer_exit_without_enter_raises_instead_of_crashing():
+    with pytest.raises(RuntimeError, match="CommTracer.__exit__ without __enter__"):
+        tessel.CommTracer().__exit__(None, None, None)
+    tracer = tessel.CommTracer()
+    with tracer:
+        with pytest.raises(RuntimeError, match="CommTracer: already entered"):
+            tracer.__enter__()
+    assert tracer.total() == 0
+
+
+def test_bad_arguments_raise_the_exception_torch_would():
+    x = tessel.ones(2, 3)
+    with pytest.raises(TypeError):
+        x + "a"
+    with pytest.raises(TypeError, match="view: expected ints or one sequence of ints"):
+        x.view("a")
+    with pytest.raises(ValueError, match=r"\[2, 3\]"):  # tessel's message names the shapes
+        x @ tessel.ones(2, 3)
+    with pytest.raises(ValueError, match="only one element tensors can be converted"):
+        float(x)
+    with pytest.raises(NotImplementedError, match="attn_mask is not supported"):
+        F.scaled_dot_product_attention(x, x, x, attn_mask=x)
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
