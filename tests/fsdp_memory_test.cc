@@ -1,4 +1,4 @@
-// tests/fsdp_memory_test.cc — the memory ledger of FullyShard training: fsdp/memory_plan.h's
+// tests/fsdp_memory_test.cc — the memory ledger of FullyShard training: planner/memory_plan.h's
 // prediction (derived from the model config and the layout math, [Note: FSDP layout]) held against
 // the allocator's measured per-rank peaks, every ledger, for W = 1, 2, 4.
 #include <gtest/gtest.h>
@@ -6,11 +6,16 @@
 #include <cstdio>
 
 #include "core/memory/allocator.h"
-#include "fsdp/memory_plan.h"
+#include "planner/memory_plan.h"
+#include "planner/planner.h"
 #include "tests/fsdp_testing.h"
 
 namespace tessel::fsdp::testing {
 namespace {
+
+using planner::LedgerPlan;
+using planner::MeasureGptActivations;
+using planner::PlanGptFullyShard;
 
 // vocab 127: wte and lm_head are uneven over W = 2 and 4, so ranks hold different amounts of state.
 nn::GPTConfig MemoryGpt() {
@@ -54,6 +59,12 @@ void ExpectWithin(const char* ledger, int64_t measured, int64_t predicted, doubl
       << ledger;
 }
 
+// fully_shard over one dp_shard axis of `world` ranks, fp32 everything, as Measure runs it.
+planner::Layout FsdpLayout(const nn::GPTConfig& cfg, int world) {
+  return planner::Layout{.dp_shard = world, .zero_stage = 3, .param_dtype = DType::kFloat32,
+                         .reduce_dtype = DType::kFloat32, .global_batch = kLocalBatch * world, .seq_len = cfg.seq_len};
+}
+
 class FsdpMemoryTest : public ::testing::TestWithParam<int> {};
 
 TEST_P(FsdpMemoryTest, MeasuredPeaksMatchThePredictionWithinTenPercent) {
@@ -64,6 +75,11 @@ TEST_P(FsdpMemoryTest, MeasuredPeaksMatchThePredictionWithinTenPercent) {
   for (int r = 0; r < world; ++r) {
     SCOPED_TRACE(r);
     const LedgerPlan want = PlanGptFullyShard(cfg, world, r, activations);
+    // The planner's front door gives this exact plan for plain fully_shard of a GPT config.
+    const planner::RankPlan front = planner::PlanRank(planner::FromGptConfig(cfg), FsdpLayout(cfg, world), r, activations);
+    EXPECT_TRUE(front.exact);
+    EXPECT_EQ(front.ledgers.total, want.total);
+    EXPECT_EQ(front.ledgers.params, want.params);
     const LedgerPlan& got = measured[static_cast<size_t>(r)];
     std::printf("  W=%d rank %d (bytes)\n", world, r);
     ExpectWithin("params", got.params, want.params, 0.10);
