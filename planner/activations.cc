@@ -1,11 +1,39 @@
 // planner/activations.cc — the terms listed in activations.h.
 #include "planner/activations.h"
 
+#include <algorithm>
+
 #include "planner/pipeline.h"
 #include "planner/sharding.h"
 
 namespace tessel::planner {
 namespace {
+
+// fp32 statistics a tessel norm keeps per token: LayerNorm's mean and rstd, RMSNorm's rstd.
+int64_t NormStatBytes(const ModelSpec& m) { return m.rmsnorm ? 4 : 8; }
+
+// Tessel's nn::GPT outside its blocks (see activations.h), per microbatch.
+int64_t TesselExtraBytes(const ModelSpec& m, const Layout& l, int64_t stage) {
+  const int64_t sb = l.seq_len * l.MicroBatchSize(), e = ElementSize(l.param_dtype), h = m.d_model;
+  const int64_t seq_divisor = l.sequence_parallel ? l.tp : 1;
+  int64_t bytes = 0;
+  if (stage == 0) {
+    bytes += 2 * e * sb * h / seq_divisor + 8 * l.seq_len;  // wte's output, block 0's input; positions
+    if (m.learned_positions) bytes += e * l.seq_len * h;    // wpe's output, once per microbatch
+  }
+  if (stage == l.pp - 1) {
+    const int64_t v = ChunkSize(m.vocab_size, l.tp, 0);
+    const int64_t ln_f = e * sb * h / seq_divisor + NormStatBytes(m) * sb;  // ln_f's output and statistics
+    const int64_t cross_entropy = 2 * e * sb * v, head = e * sb * v + e * v * h + e * sb * h;
+    // The last block's backward: ln_f and the head are freed, the MLP's weight gradient and three
+    // activation gradients are live (GELU; SwiGLU's moment stays below the head's where measured).
+    // A tied head's weight gradient stays live (an activation) until the embedding's adds to it.
+    const int64_t tied = m.tie_embeddings ? e * v * h : 0;
+    const int64_t last_block = m.swiglu ? 0 : e * h * m.ffn_hidden / l.tp + 3 * e * sb * h - ln_f + tied;
+    bytes += ln_f + 4 + std::max({cross_entropy, head, last_block});  // + the loss
+  }
+  return bytes;
+}
 
 struct BlockTerms {
   int64_t sequence_region = 0, tp_region = 0, attention_core = 0, block_input = 0;  // bytes, undivided
@@ -19,6 +47,10 @@ BlockTerms Terms(const ModelSpec& m, const Layout& l) {
   t.tp_region = 4 * e * sbh + (m.swiglu ? 4 : 2) * e * s * b * f;
   t.attention_core = m.flash_attention ? 4 * a * s * b : (e + (m.dropout ? 1 + e : 0)) * a * s * s * b;
   t.block_input = e * sbh;
+  if (m.saved == ModelSpec::SavedTensors::kTessel) {
+    t.sequence_region += 2 * e * sbh + 2 * NormStatBytes(m) * s * b;
+    t.tp_region += e * sbh;
+  }
   return t;
 }
 
@@ -41,6 +73,7 @@ int64_t BlockActivationBytes(const ModelSpec& m, const Layout& l) {
 }
 
 int64_t ExtraActivationBytes(const ModelSpec& m, const Layout& l, int64_t stage) {
+  if (m.saved == ModelSpec::SavedTensors::kTessel) return TesselExtraBytes(m, l, stage);
   const int64_t b = l.MicroBatchSize(), s = l.seq_len, e = ElementSize(l.param_dtype);
   const int64_t seq_divisor = l.sequence_parallel ? l.tp : 1;
   int64_t bytes = 0;

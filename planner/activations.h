@@ -16,6 +16,21 @@
 //     their product, 4·e·sbF)
 //   attention core (÷ t): eager: softmax output e·as²b, with dropout its mask as²b and output e·as²b;
 //     flash attention: only the fp32 log-sum-exp, 4·asb
+// Tessel's own saved tensors (ModelSpec::SavedTensors::kTessel, nn::GPT's ops as they are), on top:
+// the residual adds keep both branch outputs (+2·e·sbh, sequence region), the attention keeps its
+// output and the [B, T, C] copy the output projection reads (+e·sbh, tp region), and each norm its
+// fp32 statistics (LayerNorm mean and rstd 8·sb, RMSNorm 4·sb). Outside the blocks: on the first stage
+// wte's output and block 0's input (2·e·sbh), wpe's output (e·s·h per microbatch) and the int64
+// positions (8·s); on the last stage ln_f's output and statistics, the loss (4 B), and the largest of
+// three backward moments: cross-entropy's (the logits and their gradient, 2·e·sbV), the head's (the
+// logits' gradient, its weight gradient — an activation until accumulated into .grad — e·V·h, and
+// its input's gradient e·sbh), and, for a GELU MLP, the last block's (ln_f and the head freed; the
+// MLP's weight gradient e·h·F and three activation gradients 3·e·sbh live; with tied embeddings also
+// the head's weight gradient e·V·h, kept until the embedding's gradient is added to it). SwiGLU's
+// last-block moment is not modeled: it sets the peak only for small vocabularies, where the ledger
+// is under-counted by up to 5% (V 61, h 32; exact at V 256, h 128).
+// activations_measured_test.cc holds this to the allocator's peak to the byte for GELU / SwiGLU,
+// LayerNorm / RMSNorm, batches 1-8 and vocabularies where each moment sets the peak.
 // Checkpointing: selective drops the attention core (recomputed); full keeps only the block input
 // (e·sbh, ÷ t with SP) and adds one block's full set, the working set while it is recomputed.
 // Outside the blocks, per microbatch: the embedding dropout mask (first stage, with dropout) and, on

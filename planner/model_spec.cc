@@ -56,6 +56,8 @@ ModelSpec FromGptConfig(const nn::GPTConfig& cfg) {
   m.rmsnorm = cfg.norm == "rmsnorm";
   m.bias = cfg.bias;
   m.tie_embeddings = cfg.tie_embeddings;
+  m.flash_attention = true;
+  m.saved = ModelSpec::SavedTensors::kTessel;
   m.gpt = cfg;
   return m;
 }
@@ -87,7 +89,9 @@ ModelSpec ModelPreset(const std::string& name) {
     ModelSpec m = FromGptConfig(nn::GPTConfig{.vocab_size = 50257, .d_model = 768, .n_layers = 12, .n_heads = 12,
                                               .seq_len = 1024, .bias = true, .tie_embeddings = true});
     m.name = name;
-    m.dropout = true;
+    m.dropout = true;  // GPT-2 as trained, with the paper's saved tensors (not tessel's nn::GPT)
+    m.flash_attention = false;
+    m.saved = ModelSpec::SavedTensors::kKorthikanti;
     return m;
   }
   if (name == "tessel-gpt") {  // examples/gpt/train.cc's defaults

@@ -36,9 +36,12 @@ struct ModelSpec {
   bool tie_embeddings = false;
   bool learned_positions = true;  // wpe.weight [max_seq_len, h]; false: rotary (no parameter)
   // Activations (planner/activations.h): flash attention saves no [s, s] score matrix; dropout saves
-  // one 1-byte mask per dropout (Korthikanti et al. 2022 count three per layer).
+  // one 1-byte mask per dropout (Korthikanti et al. 2022 count three per layer); `saved` says whose
+  // set of saved tensors to count: the paper's, or exactly what tessel's ops keep (FromGptConfig).
   bool flash_attention = false;
   bool dropout = false;
+  enum class SavedTensors { kKorthikanti, kTessel };
+  SavedTensors saved = SavedTensors::kKorthikanti;
   // Set by FromGptConfig: the config itself, so the FSDP-exact plan (planner/memory_plan.h) applies.
   std::optional<nn::GPTConfig> gpt;
 
@@ -46,7 +49,8 @@ struct ModelSpec {
   int64_t NumParameters() const;
 };
 
-// The spec of nn::GPT(cfg): ffn_hidden = cfg.MlpHidden(), learned positions, no flash attention, no dropout.
+// The spec of nn::GPT(cfg): ffn_hidden = cfg.MlpHidden(), learned positions, no dropout, and tessel's
+// saved tensors (its attention saves only the log-sum-exp, like flash attention).
 ModelSpec FromGptConfig(const nn::GPTConfig& cfg);
 
 // "gpt2-small" (124M, GPT-2's 50257 vocab, tied embeddings, biases, dropout), "llama-7b", "llama-13b"

@@ -9,7 +9,7 @@ tmp="${TEST_TMPDIR:-/tmp}"
 out="$("$plan" --model=gpt --world=2 --vocab=61 --d_model=32 --layers=2 --heads=2 --seq=16 --global_batch=4 --micro_batch=2 \
   --param_dtype=fp32 --reduce_dtype=fp32 --measure_activations --memory_per_rank=1GiB --top=0)"
 echo "$out"
-grep -q "exact fully_shard plan" <<<"$out"
+grep -q "exact fully_shard plan, activations measured" <<<"$out"
 grep -q "^  fits: " <<<"$out"
 read -r _ _ _ t0 t1 <<<"$(grep "^total per rank:" <<<"$out")"
 [[ "$t0" -gt "$t1" ]] || { echo "expected rank 0's total ($t0) above rank 1's ($t1)"; exit 1; }

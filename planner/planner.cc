@@ -63,8 +63,10 @@ RankPlan PlanRank(const ModelSpec& m, const Layout& l, int64_t rank, int64_t mea
   plan.coord = CoordOf(l, rank);
   const int64_t stage = plan.coord.pp;
   const std::vector<LocalParam> params = LocalParams(m, l, plan.coord);
-  if (measured_activations >= 0 && IsExactFsdpCase(m, l)) {
-    plan.ledgers = PlanGptFullyShard(*m.gpt, l.dp_shard, plan.coord.dp_shard, measured_activations);
+  if (IsExactFsdpCase(m, l)) {
+    plan.activations_measured = measured_activations >= 0;
+    const int64_t activations = plan.activations_measured ? measured_activations : ActivationsBytes(m, l, stage);
+    plan.ledgers = PlanGptFullyShard(*m.gpt, l.dp_shard, plan.coord.dp_shard, activations);
     plan.exact = true;
   } else {
     const StateBytes state = DataParallelState(params, l);
@@ -108,7 +110,10 @@ std::string FormatRankPlan(const RankPlan& plan, int64_t budget) {
   char line[200];
   std::string s = Str("rank ", plan.rank, " (pp ", plan.coord.pp, ", dp_replicate ", plan.coord.dp_replicate,
                       ", dp_shard ", plan.coord.dp_shard, ", tp ", plan.coord.tp, "), ",
-                      plan.exact ? "exact fully_shard plan" : "analytic plan", ":\n");
+                      plan.exact ? (plan.activations_measured ? "exact fully_shard plan, activations measured"
+                                                              : "exact fully_shard plan, activations analytic")
+                                 : "analytic plan",
+                      ":\n");
   s += "  ledger               peak B         GiB  of budget\n";
   std::vector<std::pair<const char*, int64_t>> rows = Ledgers(plan.ledgers);
   rows.push_back({"total", plan.ledgers.total});

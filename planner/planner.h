@@ -10,8 +10,10 @@
 // so a primitive's measured ledger replaces its one function. The analytic total is the sum of the
 // ledgers' peaks (an upper bound: they need not peak together). One case is exact instead: a model
 // from FromGptConfig under plain fully_shard (dp_shard = world, zero_stage 3, fp32, no tp / pp /
-// checkpointing) with measured activations goes through PlanGptFullyShard (memory_plan.h), held to
-// the allocator's peaks byte for byte by tests/fsdp_memory_test.cc.
+// checkpointing, one microbatch) goes through PlanGptFullyShard (memory_plan.h), held to the
+// allocator's peaks by tests/fsdp_memory_test.cc, with the caller's measured activations or else the
+// analytic ones of tessel's saved tensors (activations.h; equal to the measurement to the byte,
+// activations_measured_test.cc).
 //
 // Example:
 //   Layout l{.dp_shard = 8, .zero_stage = 3, .global_batch = 8, .seq_len = 4096};
@@ -42,11 +44,12 @@ struct RankPlan {
   LedgerPlan ledgers;
   std::array<int64_t, kNumMeshAxes> axis_bytes{};  // sent by this rank per step, indexed by MeshAxis
   double flops = 0;                                // this rank's FLOPs per step
-  bool exact = false;                              // from PlanGptFullyShard (see above)
+  bool exact = false;                 // from PlanGptFullyShard (see above)
+  bool activations_measured = false;  // exact, with the caller's measured activations
 };
 
 // REQUIRES: Verify(layout, model, layout.WorldSize()) passes (PlanRank calls it). measured_activations
-// >= 0 selects the exact FSDP plan when the case above applies, and is ignored otherwise.
+// >= 0 feeds the exact FSDP plan when the case above applies, and is ignored otherwise.
 RankPlan PlanRank(const ModelSpec& model, const Layout& layout, int64_t rank, int64_t measured_activations = -1);
 // The rank with the largest total (first of equals).
 RankPlan PlanPeakRank(const ModelSpec& model, const Layout& layout, int64_t measured_activations = -1);

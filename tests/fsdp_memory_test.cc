@@ -80,6 +80,11 @@ TEST_P(FsdpMemoryTest, MeasuredPeaksMatchThePredictionWithinTenPercent) {
     EXPECT_TRUE(front.exact);
     EXPECT_EQ(front.ledgers.total, want.total);
     EXPECT_EQ(front.ledgers.params, want.params);
+    // Without the measurement, its analytic activations (tessel's saved tensors) give the same plan.
+    const planner::RankPlan unmeasured = planner::PlanRank(planner::FromGptConfig(cfg), FsdpLayout(cfg, world), r);
+    EXPECT_FALSE(unmeasured.activations_measured);
+    EXPECT_EQ(unmeasured.ledgers.activations, want.activations);
+    EXPECT_EQ(unmeasured.ledgers.total, want.total);
     const LedgerPlan& got = measured[static_cast<size_t>(r)];
     std::printf("  W=%d rank %d (bytes)\n", world, r);
     ExpectWithin("params", got.params, want.params, 0.10);
