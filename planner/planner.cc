@@ -15,7 +15,7 @@ namespace tessel::planner {
 namespace {
 
 bool IsExactFsdpCase(const ModelSpec& m, const Layout& l) {
-  return m.gpt.has_value() && m.gpt->dtype == DType::kFloat32 && l.pp == 1 && l.tp == 1 && l.dp_replicate == 1 &&
+  return m.gpt.has_value() && m.gpt->dtype == DType::kFloat32 && l.pp == 1 && l.tp == 1 &&
          l.zero_stage == 3 && l.ac == ActivationCheckpointing::kNone && l.num_microbatches == 1 &&
          l.param_dtype == DType::kFloat32 && l.reduce_dtype == DType::kFloat32 && l.optim_dtype == DType::kFloat32 &&
          !l.master_weights && l.seq_len == m.gpt->seq_len;

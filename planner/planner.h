@@ -9,8 +9,9 @@
 //   axis bytes             DataParallelAxisBytes, TpAxisBytes, PpAxisBytes
 // so a primitive's measured ledger replaces its one function. The analytic total is the sum of the
 // ledgers' peaks (an upper bound: they need not peak together). One case is exact instead: a model
-// from FromGptConfig under plain fully_shard (dp_shard = world, zero_stage 3, fp32, no tp / pp /
-// checkpointing, one microbatch) goes through PlanGptFullyShard (memory_plan.h), held to the
+// from FromGptConfig under fully_shard or HSDP (zero_stage 3 over dp_shard, any dp_replicate, fp32,
+// no tp / pp / checkpointing, one microbatch) goes through PlanGptFullyShard (memory_plan.h) on the
+// dp_shard axis (HSDP's all-reduce runs in place, so it adds no ledger bytes), held to the
 // allocator's peaks by tests/fsdp_memory_test.cc, with the caller's measured activations or else the
 // analytic ones of tessel's saved tensors (activations.h; equal to the measurement to the byte,
 // activations_measured_test.cc).

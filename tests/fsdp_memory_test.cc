@@ -23,11 +23,14 @@ nn::GPTConfig MemoryGpt() {
 }
 constexpr int64_t kLocalBatch = 2;
 
-// Peaks of rank `rank` over the third training step (optimizer state exists, gradients were zeroed).
-std::vector<LedgerPlan> Measure(const nn::GPTConfig& cfg, int world_size) {
+// Peaks of rank `rank` over the third training step (optimizer state exists, gradients were zeroed),
+// on a 1-D mesh ("dp") or, with `replicate` > 1, an HSDP mesh (dp_replicate, dp_shard).
+std::vector<LedgerPlan> Measure(const nn::GPTConfig& cfg, int world_size, int replicate = 1) {
   std::vector<LedgerPlan> out(static_cast<size_t>(world_size));
   comm::RunRanks(world_size, [&](comm::ProcessGroupPtr world) {
-    dtensor::DeviceMesh mesh = dtensor::InitDeviceMesh(world, {world_size}, {"dp"});
+    dtensor::DeviceMesh mesh = replicate == 1 ? dtensor::InitDeviceMesh(world, {world_size}, {"dp"})
+                                              : dtensor::InitDeviceMesh(world, {replicate, world_size / replicate},
+                                                                        {"dp_replicate", "dp_shard"});
     Generator gen(7);
     auto gpt = std::make_unique<nn::GPT>(cfg, gen);
     WrapGpt(*gpt, mesh);
@@ -97,6 +100,28 @@ TEST_P(FsdpMemoryTest, MeasuredPeaksMatchThePredictionWithinTenPercent) {
 }
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, FsdpMemoryTest, ::testing::Values(1, 2, 4));
+
+// HSDP on (dp_replicate 2, dp_shard 2): every ledger as the plan of the shard axis (W = 2) says, to the
+// byte — the replicate axis's all-reduce runs in place on the reduce-scatter output.
+TEST(FsdpMemoryTest, HsdpTwoByTwoMeasuredLedgersMatchThePlanExactly) {
+  const nn::GPTConfig cfg = MemoryGpt();
+  const std::vector<LedgerPlan> measured = Measure(cfg, 4, /*replicate=*/2);
+  planner::Layout hsdp = FsdpLayout(cfg, 4);
+  hsdp.dp_replicate = 2;
+  hsdp.dp_shard = 2;
+  for (int r = 0; r < 4; ++r) {
+    SCOPED_TRACE(r);
+    const LedgerPlan want = planner::PlanRank(planner::FromGptConfig(cfg), hsdp, r).ledgers;
+    const LedgerPlan& got = measured[static_cast<size_t>(r)];
+    std::printf("  HSDP 2x2 rank %d (bytes)\n", r);
+    ExpectWithin("params", got.params, want.params, 0.0);
+    ExpectWithin("grads", got.grads, want.grads, 0.0);
+    ExpectWithin("optim", got.optim, want.optim, 0.0);
+    ExpectWithin("comm", got.comm, want.comm, 0.0);
+    ExpectWithin("activations", got.activations, want.activations, 0.0);
+    ExpectWithin("total", got.total, want.total, 0.01);  // the plan's total is approximate (as for W = 2)
+  }
+}
 
 TEST(FsdpMemoryTest, ShardedStateShrinksWithTheWorldSize) {
   const nn::GPTConfig cfg = MemoryGpt();
