@@ -118,11 +118,11 @@ void PrintRanked(const ModelSpec& m, int64_t world, const Layout& base, int64_t 
               " across nodes:\n",
               static_cast<long long>(world), fit.size(), hw.peak_flops / 1e12, hw.intra_node_bytes_per_s / 1e9,
               static_cast<long long>(hw.ranks_per_node), hw.inter_node_bytes_per_s / 1e9);
-  std::printf("  %-4s %-52s %9s %9s %9s %9s %9s %9s %7s\n", "#", "layout", "peak GiB", "step s", "compute", "tp",
+  std::printf("  %-4s %-60s %9s %9s %9s %9s %9s %9s %7s\n", "#", "layout", "peak GiB", "step s", "compute", "tp",
               "pp", "dp", "bubble");
   for (size_t i = 0; i < fit.size() && i < static_cast<size_t>(top); ++i) {
     const Candidate& c = fit[i];
-    std::printf("  %-4zu %-52s %9.2f %9.4f %9.4f %9.4f %9.4f %9.4f %7.3f\n", i + 1, c.layout.ToString().c_str(),
+    std::printf("  %-4zu %-60s %9.2f %9.4f %9.4f %9.4f %9.4f %9.4f %7.3f\n", i + 1, c.layout.ToString().c_str(),
                 static_cast<double>(c.peak.ledgers.total) / 1073741824.0, c.step.step_s, c.step.compute_s, c.step.tp_s,
                 c.step.pp_s, c.step.dp_s, c.step.bubble);
   }
@@ -151,11 +151,13 @@ int Main() {
               static_cast<long long>(budget));
   const RankPlan peak = PlanPeakRank(m, layout, activations);
   std::printf("%s", FormatRankPlan(peak, budget).c_str());
-  std::printf("total per rank:");
-  for (int64_t r = 0; r < world; ++r) {
-    std::printf(" %lld", static_cast<long long>(PlanRank(m, layout, r, activations).ledgers.total));
+  if (world <= 16) {
+    std::printf("total per rank:");
+    for (int64_t r = 0; r < world; ++r) {
+      std::printf(" %lld", static_cast<long long>(PlanRank(m, layout, r, activations).ledgers.total));
+    }
+    std::printf("\n");
   }
-  std::printf("\n");
   Layout base = layout;
   base.global_batch = absl::GetFlag(FLAGS_global_batch) > 0 ? layout.global_batch
                                                             : world * absl::GetFlag(FLAGS_micro_batch);

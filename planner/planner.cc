@@ -90,6 +90,7 @@ RankPlan PlanRank(const ModelSpec& m, const Layout& l, int64_t rank, int64_t mea
 RankPlan PlanPeakRank(const ModelSpec& m, const Layout& l, int64_t measured_activations) {
   RankPlan worst = PlanRank(m, l, 0, measured_activations);
   for (int64_t r = 1; r < l.WorldSize(); ++r) {
+    if (CoordOf(l, r).dp_replicate != 0) continue;  // replicas hold what dp_replicate 0 holds
     RankPlan p = PlanRank(m, l, r, measured_activations);
     if (p.ledgers.total > worst.ledgers.total) worst = std::move(p);
   }

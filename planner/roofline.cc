@@ -80,8 +80,11 @@ std::vector<Candidate> RankLayouts(const ModelSpec& m, int64_t world, const Layo
       }
     }
   }
-  std::stable_sort(out.begin(), out.end(),
-                   [](const Candidate& a, const Candidate& b) { return a.step.step_s < b.step.step_s; });
+  // Fastest first; among equally fast layouts, the one with the most memory to spare.
+  std::stable_sort(out.begin(), out.end(), [](const Candidate& a, const Candidate& b) {
+    if (a.step.step_s != b.step.step_s) return a.step.step_s < b.step.step_s;
+    return a.peak.ledgers.total < b.peak.ledgers.total;
+  });
   return out;
 }
 

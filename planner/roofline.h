@@ -48,7 +48,8 @@ struct Candidate {
 // divisors of world, the rest split into dp_replicate × dp_shard, ZeRO 0 when dp_shard == 1 else 1-3,
 // sequence parallelism whenever tp > 1, checkpointing none / selective / full, `base.schedule`, and
 // num_microbatches = global_batch / (dp · micro_batch) — keeping base's dtypes, batch and sequence.
-// Returns those whose peak rank fits `budget_bytes`, fastest estimated step first.
+// Returns those whose peak rank fits `budget_bytes`, fastest estimated step first (ties: the smaller
+// peak first).
 std::vector<Candidate> RankLayouts(const ModelSpec& model, int64_t world, const Layout& base, int64_t micro_batch,
                                    const Hardware& hw, int64_t budget_bytes);
 
