@@ -1,39 +1,28 @@
 // planner/model_spec.cc — ParameterShapes (nn::GPT's FQN scheme) and the presets.
 #include "planner/model_spec.h"
 
+#include <utility>
+
 #include "core/base/error.h"
 
 namespace tessel::planner {
 
+// nn::GPT's own list (one FQN scheme, one place), adjusted where a preset goes beyond nn::GPT: no
+// wpe for rotary positions, and an MLP width other than GPTConfig::MlpHidden() (always > d_model, so
+// inside ".mlp." a dim equal to it is the hidden width).
 std::vector<std::pair<std::string, Shape>> ModelSpec::ParameterShapes() const {
-  const int64_t C = d_model, F = ffn_hidden;
+  nn::GPTConfig cfg{.vocab_size = vocab_size, .d_model = d_model, .n_layers = n_layers, .n_heads = n_heads,
+                    .seq_len = max_seq_len, .mlp = swiglu ? "swiglu" : "gelu", .norm = rmsnorm ? "rmsnorm" : "layernorm",
+                    .bias = bias, .tie_embeddings = tie_embeddings};
+  const int64_t gpt_hidden = cfg.MlpHidden();
   std::vector<std::pair<std::string, Shape>> out;
-  auto norm_params = [&](const std::string& prefix) {
-    out.push_back({prefix + ".weight", {C}});
-    if (!rmsnorm) out.push_back({prefix + ".bias", {C}});
-  };
-  auto linear = [&](const std::string& prefix, int64_t in, int64_t out_features, bool with_bias) {
-    out.push_back({prefix + ".weight", {out_features, in}});
-    if (with_bias) out.push_back({prefix + ".bias", {out_features}});
-  };
-  out.push_back({"wte.weight", {vocab_size, C}});
-  if (learned_positions) out.push_back({"wpe.weight", {max_seq_len, C}});
-  for (int64_t i = 0; i < n_layers; ++i) {
-    const std::string l = Str("layers.", i);
-    norm_params(l + ".ln1");
-    for (const char* w : {"wq", "wk", "wv", "wo"}) linear(Str(l, ".attn.", w), C, C, bias);
-    norm_params(l + ".ln2");
-    if (swiglu) {
-      linear(l + ".mlp.w1", C, F, bias);
-      linear(l + ".mlp.w3", C, F, bias);
-      linear(l + ".mlp.w2", F, C, bias);
-    } else {
-      linear(l + ".mlp.fc", C, F, bias);
-      linear(l + ".mlp.proj", F, C, bias);
+  for (auto [fqn, shape] : cfg.ParameterShapes()) {
+    if (fqn == "wpe.weight" && !learned_positions) continue;
+    if (fqn.find(".mlp.") != std::string::npos) {
+      for (int64_t& dim : shape) dim = dim == gpt_hidden ? ffn_hidden : dim;
     }
+    out.push_back({std::move(fqn), std::move(shape)});
   }
-  norm_params("ln_f");
-  if (!tie_embeddings) linear("lm_head", C, vocab_size, false);
   return out;
 }
 
