@@ -12,7 +12,8 @@ namespace tessel::planner {
 // inside ".mlp." a dim equal to it is the hidden width).
 std::vector<std::pair<std::string, Shape>> ModelSpec::ParameterShapes() const {
   nn::GPTConfig cfg{.vocab_size = vocab_size, .d_model = d_model, .n_layers = n_layers, .n_heads = n_heads,
-                    .seq_len = max_seq_len, .mlp = swiglu ? "swiglu" : "gelu", .norm = rmsnorm ? "rmsnorm" : "layernorm",
+                    .seq_len = max_seq_len, .mlp = swiglu ? "swiglu" : "gelu",
+                    .norm = rmsnorm ? "rmsnorm" : "layernorm",
                     .bias = bias, .tie_embeddings = tie_embeddings};
   const int64_t gpt_hidden = cfg.MlpHidden();
   std::vector<std::pair<std::string, Shape>> out;

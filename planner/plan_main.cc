@@ -19,7 +19,8 @@
 #include "planner/planner.h"
 #include "planner/roofline.h"
 
-ABSL_FLAG(std::string, model, "llama-7b", "preset (gpt2-small, llama-7b, llama-13b, tessel-gpt) or 'gpt' (flags below)");
+ABSL_FLAG(std::string, model, "llama-7b",
+          "preset (gpt2-small, llama-7b, llama-13b, tessel-gpt) or 'gpt' (flags below)");
 ABSL_FLAG(int64_t, vocab, 256, "--model=gpt: vocabulary size");
 ABSL_FLAG(int64_t, d_model, 128, "--model=gpt: hidden size");
 ABSL_FLAG(int64_t, layers, 4, "--model=gpt: transformer blocks");
@@ -27,7 +28,8 @@ ABSL_FLAG(int64_t, heads, 4, "--model=gpt: attention heads");
 ABSL_FLAG(std::string, mlp, "gelu", "--model=gpt: gelu or swiglu");
 ABSL_FLAG(std::string, norm, "layernorm", "--model=gpt: layernorm or rmsnorm");
 ABSL_FLAG(int64_t, world, 8, "ranks");
-ABSL_FLAG(std::string, memory_per_rank, "80GiB", "budget per rank: a number with B, KiB, MiB, GiB, TiB, KB, MB, GB or TB");
+ABSL_FLAG(std::string, memory_per_rank, "80GiB",
+          "budget per rank: a number with B, KiB, MiB, GiB, TiB, KB, MB, GB or TB");
 ABSL_FLAG(int64_t, pp, 1, "pipeline stages");
 ABSL_FLAG(std::string, schedule, "1f1b", "pipeline schedule: gpipe or 1f1b");
 ABSL_FLAG(int64_t, microbatches, 0, "microbatches per step (0: global_batch / (dp * micro_batch))");
@@ -70,7 +72,8 @@ int64_t ParseBytes(const std::string& text) {
   for (const auto& [name, scale] : units) {
     if (unit == name) return static_cast<int64_t>(value * scale);
   }
-  TESSEL_CHECK(false, "plan: --memory_per_rank='", text, "' has unknown unit '", unit, "' (B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)");
+  TESSEL_CHECK(false, "plan: --memory_per_rank='", text, "' has unknown unit '", unit,
+               "' (B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)");
   return 0;
 }
 
@@ -173,7 +176,8 @@ int Main() {
 }  // namespace tessel::planner
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("the ledger planner: per-rank, per-ledger peak bytes of a layout, and the layouts that fit");
+  absl::SetProgramUsageMessage(
+      "the ledger planner: per-rank, per-ledger peak bytes of a layout, and the layouts that fit");
   const std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
   if (rest.size() > 1) {
     std::fprintf(stderr, "plan: unexpected argument '%s' (flags are --name=value)\n", rest[1]);

@@ -119,7 +119,8 @@ std::string FormatRankPlan(const RankPlan& plan, int64_t budget) {
   std::vector<std::pair<const char*, int64_t>> rows = Ledgers(plan.ledgers);
   rows.push_back({"total", plan.ledgers.total});
   for (const auto& [name, bytes] : rows) {
-    std::snprintf(line, sizeof(line), "  %-12s %15lld %11.3f %9.1f%%\n", name, static_cast<long long>(bytes), gib(bytes),
+    std::snprintf(line, sizeof(line), "  %-12s %15lld %11.3f %9.1f%%\n", name, static_cast<long long>(bytes),
+                  gib(bytes),
                   budget > 0 ? 100.0 * static_cast<double>(bytes) / static_cast<double>(budget) : 0.0);
     s += line;
   }
@@ -136,7 +137,8 @@ std::string FormatRankPlan(const RankPlan& plan, int64_t budget) {
     s += over->alone ? Str(over->ledger, " alone exceeds the budget (", over->bytes, " B)\n")
                      : Str("the largest ledger is ", over->ledger, " (", over->bytes, " B)\n");
   } else {
-    std::snprintf(line, sizeof(line), "  fits: total %.3f GiB <= budget %.3f GiB\n", gib(plan.ledgers.total), gib(budget));
+    std::snprintf(line, sizeof(line), "  fits: total %.3f GiB <= budget %.3f GiB\n", gib(plan.ledgers.total),
+                  gib(budget));
     s += line;
   }
   return s;

@@ -57,9 +57,9 @@ std::vector<LocalParam> LocalParams(const ModelSpec& model, const Layout& l, con
   std::vector<LocalParam> out;
   for (auto [fqn, shape] : model.ParameterShapes()) {
     const int block = BlockOf(fqn);
-    if (block < 0 ? !RootOnStage(model, l, fqn, c.pp) : (block < blocks.first || block >= blocks.first + blocks.count)) {
-      continue;
-    }
+    const bool on_stage = block < 0 ? RootOnStage(model, l, fqn, c.pp)
+                                    : block >= blocks.first && block < blocks.first + blocks.count;
+    if (!on_stage) continue;
     const int dim = TpShardedDim(fqn);
     if (dim >= 0) shape[static_cast<size_t>(dim)] = ChunkSize(shape[static_cast<size_t>(dim)], l.tp, c.tp);
     const int64_t numel = NumElements(shape), rows = shape[0], row = rows > 0 ? numel / rows : 0;
