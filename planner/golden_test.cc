@@ -87,6 +87,31 @@ TEST(GoldenTest, Llama7bTp2TimesDp4) {
   EXPECT_EQ(p.axis_bytes[static_cast<int>(MeshAxis::kTp)], 32 * 4 * n + n + 3 * 4 * 4096);
 }
 
+TEST(GoldenTest, Llama7bPipelineOfFourStages) {
+  // pp 4, 8 microbatches of 1 sequence, no data parallelism: 8 blocks per stage; wte on stage 0,
+  // ln_f and lm_head on stage 3. 1F1B keeps p − s microbatches in flight on stage s, so stage 0 holds
+  // 4 × 8 = 32 blocks' activations — the whole model's for one microbatch (Narayanan et al. 2021) —
+  // and stage 3 one microbatch of its 8 blocks plus the head's extras. GPipe keeps all 8 everywhere.
+  const ModelSpec m = ModelPreset("llama-7b");
+  Layout l{.pp = 4, .num_microbatches = 8, .global_batch = 8, .seq_len = 4096};
+  const int64_t block_act = 629'669'888, n = 2 * 4096 * 4096;  // per block; one stage-boundary activation
+  const RankPlan first = PlanRank(m, l, 0), last = PlanRank(m, l, 3), mid = PlanRank(m, l, 1);
+  EXPECT_EQ(first.ledgers.params, 2 * (131'072'000 + 8 * kBlock));
+  EXPECT_EQ(last.ledgers.params, 2 * (8 * kBlock + 4'096 + 131'072'000));
+  EXPECT_EQ(first.ledgers.activations, 4 * 8 * block_act);
+  EXPECT_EQ(mid.ledgers.activations, 3 * 8 * block_act);
+  EXPECT_EQ(last.ledgers.activations, 8 * block_act + 67'108'864 + 786'432'000);
+  // Stage 0 sends each microbatch's activation forward; a middle stage also its gradient backward.
+  EXPECT_EQ(first.axis_bytes[static_cast<int>(MeshAxis::kPp)], 8 * n);
+  EXPECT_EQ(mid.axis_bytes[static_cast<int>(MeshAxis::kPp)], 2 * 8 * n);
+  EXPECT_EQ(first.ledgers.comm, kBucket + n);   // one neighbour's buffer
+  EXPECT_EQ(mid.ledgers.comm, kBucket + 2 * n);
+  // The first stage has the largest total (most activations); PlanPeakRank finds it.
+  EXPECT_EQ(PlanPeakRank(m, l).rank, 0);
+  l.schedule = Schedule::kGPipe;
+  EXPECT_EQ(PlanRank(m, l, 0).ledgers.activations, 8 * 8 * block_act);
+}
+
 TEST(GoldenTest, ZeroPaperMixedPrecisionAdamIs16PsiAndFigure1PerParameterBytes) {
   // fp16 parameters 2Ψ + fp16 gradients 2Ψ + fp32 master weights, momentum and variance 12Ψ = 16Ψ.
   // Figure 1 (Ψ = 7.5B, N_d = 64: 120 GB, 31.4 GB, 16.6 GB, 1.9 GB) is, per parameter, 16,

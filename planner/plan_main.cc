@@ -105,6 +105,7 @@ Layout LayoutFromFlags(const ModelSpec& m, int64_t world) {
   l.optim_dtype = ParseFloatDType(absl::GetFlag(FLAGS_optim_dtype));
   l.master_weights = absl::GetFlag(FLAGS_master_weights);
   const int64_t micro = absl::GetFlag(FLAGS_micro_batch);
+  TESSEL_CHECK(micro >= 1, "plan: --micro_batch must be >= 1, got ", micro);
   l.global_batch = absl::GetFlag(FLAGS_global_batch) > 0 ? absl::GetFlag(FLAGS_global_batch) : l.Dp() * micro;
   l.num_microbatches = absl::GetFlag(FLAGS_microbatches) > 0 ? absl::GetFlag(FLAGS_microbatches)
                                                              : std::max<int64_t>(1, l.global_batch / (l.Dp() * micro));

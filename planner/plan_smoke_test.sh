@@ -31,3 +31,7 @@ if "$plan" --model=nope --top=0 2>"$tmp/err"; then echo "unknown preset must fai
 grep -q "known presets: gpt2-small, llama-7b" "$tmp/err"
 if "$plan" --memory_per_rank=80Gb --top=0 2>"$tmp/err"; then echo "unknown unit must fail"; exit 1; fi
 grep -q "unknown unit 'Gb'" "$tmp/err"
+if "$plan" --micro_batch=0 --top=0 2>"$tmp/err"; then echo "micro_batch 0 must fail"; exit 1; fi
+grep -q "micro_batch must be >= 1, got 0" "$tmp/err"
+if "$plan" --model=llama-7b --world=8 --dp_shard=8 --zero=0 --top=0 2>"$tmp/err"; then echo "zero 0 on dp_shard must fail"; exit 1; fi
+grep -q "zero_stage 0 replicates everything, so dp_shard must be 1" "$tmp/err"
