@@ -1,8 +1,9 @@
-// planner/memory_plan.h — the exact FSDP memory plan (DESIGN.md "Memory ledger"): per-rank, per-ledger peak bytes
-// predicted for a GPT trained with fully_shard, to hold against the allocator's measured peaks and
-// answer "which ledger blew up?". tests/fsdp_memory_test.cc holds it to the measurement for W = 1, 2,
-// 4 (every ledger within 10%, in practice exact); //planner:plan prints it for any config. Moved here from
-// fsdp/ (DESIGN.md: the planner depends on core/ only; fsdp/ never includes it).
+// planner/memory_plan.h — the exact FSDP memory plan (DESIGN.md "Memory ledger"): per-rank, per-ledger
+// peak bytes predicted for a GPT trained with fully_shard, to hold against the allocator's measured
+// peaks and answer "which ledger blew up?". tests/fsdp_memory_test.cc holds it to the measurement for
+// W = 1, 2, 4 and HSDP 2 × 2 (every ledger to the byte, the total within 0.2%); planner::PlanRank uses
+// it for those layouts and //planner:plan prints it. Moved here from fsdp/ (DESIGN.md: the planner
+// depends on core/ only; fsdp/ never includes it).
 //
 // Strategy covered: each transformer block wrapped with FullyShard, then the root; default options
 // (blocks reshard after forward, the root does not); fp32 parameters and gradients; AdamW (two state
