@@ -4,7 +4,7 @@
 //                                   global batch, against the unsharded one-rank step of the same model
 //                                   and global batch on all cores, in the same run. Target >= 0.9.
 //   fsdp_peak_memory_vs_prediction  measured total ledger peak of a rank over a steady-state step (the
-//                                   third) / fsdp/memory_plan.h's prediction (the rank with
+//                                   third) / planner/memory_plan.h's prediction (the rank with
 //                                   the ratio farthest from 1 is reported). Target 0.9-1.1. A computed,
 //                                   not timed, figure (Figure::precomputed, figure.h).
 //
@@ -44,7 +44,7 @@
 #include "dtensor/device_mesh.h"
 #include "dtensor/layout.h"
 #include "fsdp/fully_shard.h"
-#include "fsdp/memory_plan.h"
+#include "planner/memory_plan.h"
 
 namespace tessel::bench {
 namespace {
@@ -227,12 +227,12 @@ const bool kMemory = RegisterFigure("fsdp_peak_memory_vs_prediction", [] {
            Throughput{"predicted", "MiB", 0, nullptr}};
   f.precomputed = [result] {
     const nn::GPTConfig cfg = BenchGpt();
-    const int64_t activations = fsdp::MeasureGptActivations(cfg, kGlobalBatch / kWorld);
+    const int64_t activations = planner::MeasureGptActivations(cfg, kGlobalBatch / kWorld);
     result->measured = MeasuredTotalPeaks(cfg);
     result->predicted.clear();
     double worst_dev = -1;
     for (int r = 0; r < kWorld; ++r) {
-      result->predicted.push_back(fsdp::PlanGptFullyShard(cfg, kWorld, r, activations).total);
+      result->predicted.push_back(planner::PlanGptFullyShard(cfg, kWorld, r, activations).total);
       const double dev = std::abs(static_cast<double>(result->measured[r]) / result->predicted[r] - 1.0);
       if (dev > worst_dev) worst_dev = dev, result->worst = r;
     }

@@ -44,7 +44,7 @@
 #include "dtensor/device_mesh.h"
 #include "fsdp/clip_grad_norm.h"
 #include "fsdp/fully_shard.h"
-#include "fsdp/memory_plan.h"
+#include "planner/memory_plan.h"
 #include "examples/gpt/corpus.h"
 
 namespace tessel::examples {
@@ -285,9 +285,9 @@ RunResult TrainRank(const Flags& flags, const comm::ProcessGroupPtr& world, int6
     }
   }
   if (activations > 0 && rank == 0 && steps - start > 2) {
-    // "Which ledger blew up?": this rank's steady-state peaks against fsdp/memory_plan.h's prediction.
-    std::printf("memory: rank 0 steady-state peaks vs the plan (fsdp/memory_plan.h; bazel run //fsdp:plan):\n%s",
-                fsdp::FormatPlanVsMeasured(fsdp::PlanGptFullyShard(cfg, nranks, rank, activations),
+    // "Which ledger blew up?": this rank's steady-state peaks against planner/memory_plan.h's prediction.
+    std::printf("memory: rank 0 steady-state peaks vs the plan (planner/memory_plan.h; bazel run //planner:plan):\n%s",
+                planner::FormatPlanVsMeasured(planner::PlanGptFullyShard(cfg, nranks, rank, activations),
                                            memory::Stats(CurrentDevice()))
                     .c_str());
   }
@@ -323,7 +323,7 @@ int Main(int argc, char** argv) {
   } else {
     // Measured before the world starts: it runs one unsharded step on a fresh device of its own.
     const nn::GPTConfig cfg = ConfigFrom(flags);
-    const int64_t activations = fsdp::MeasureGptActivations(cfg, static_cast<int64_t>(flags.Get("batch", 16)) / nproc);
+    const int64_t activations = planner::MeasureGptActivations(cfg, static_cast<int64_t>(flags.Get("batch", 16)) / nproc);
     comm::RunRanks(nproc, [&](comm::ProcessGroupPtr world) {
       RunResult mine = TrainRank(flags, world, activations);
       if (world->rank() == 0) r = mine;

@@ -1,19 +1,20 @@
-// fsdp/memory_plan.cc — PlanGptFullyShard (the derivation is in the header), the activations
+// planner/memory_plan.cc — PlanGptFullyShard (the derivation is in the header), the activations
 // measurement, and the tables.
-#include "fsdp/memory_plan.h"
+#include "planner/memory_plan.h"
 
 #include <algorithm>
 #include <cstdio>
+#include <exception>
 #include <map>
+#include <thread>
 
-#include "comm/backends/threads.h"
 #include "core/autograd/engine.h"
 #include "core/base/error.h"
 #include "core/tensor/factory.h"
 #include "core/tensor/random.h"
-#include "dtensor/layout.h"
+#include "planner/layout.h"
 
-namespace tessel::fsdp {
+namespace tessel::planner {
 namespace {
 
 // The block index of a parameter FQN, or -1 for the root's own parameters.
@@ -47,7 +48,7 @@ LedgerPlan PlanGptFullyShard(const nn::GPTConfig& cfg, int64_t world, int64_t ra
     const int64_t rows = shape[0], numel = NumElements(shape), row = numel / rows;
     const int64_t padded = (rows + world - 1) / world * row * kBytes;
     sharded += padded;
-    optim += 2 * dtensor::ChunkPieceOf(rows, world, rank).size * row * kBytes;
+    optim += 2 * ChunkSize(rows, world, rank) * row * kBytes;
     const int g = GroupOf(fqn);
     if (g < 0) {
       root_shard += padded;
@@ -75,15 +76,25 @@ LedgerPlan PlanGptFullyShard(const nn::GPTConfig& cfg, int64_t world, int64_t ra
 
 int64_t MeasureGptActivations(const nn::GPTConfig& cfg, int64_t local_batch) {
   int64_t peak = 0;
-  comm::RunRanks(1, [&](comm::ProcessGroupPtr) {  // a fresh device: nothing else on its ledger
-    Generator gen(7);
-    nn::GPT gpt(cfg, gen);
-    const Shape shape = {local_batch, cfg.seq_len};
-    const Tensor idx = Randint(0, cfg.vocab_size, shape, gen), tgt = Randint(0, cfg.vocab_size, shape, gen);
-    memory::ResetPeaks(CurrentDevice());
-    Backward(gpt.Loss(idx, tgt));
-    peak = memory::Stats(CurrentDevice())[memory::Ledger::kActivations].peak;
+  std::exception_ptr error;
+  // A thread of its own on cpu:0 (default thread budget: every core), as one in-process rank runs it.
+  std::thread worker([&] {
+    try {
+      DeviceGuard device(Device::Cpu(0));
+      Generator gen(7);
+      nn::GPT gpt(cfg, gen);
+      const Shape shape = {local_batch, cfg.seq_len};
+      const Tensor idx = Randint(0, cfg.vocab_size, shape, gen), tgt = Randint(0, cfg.vocab_size, shape, gen);
+      memory::ResetPeaks(CurrentDevice());
+      const int64_t before = memory::Stats(CurrentDevice())[memory::Ledger::kActivations].live;
+      Backward(gpt.Loss(idx, tgt));
+      peak = memory::Stats(CurrentDevice())[memory::Ledger::kActivations].peak - before;
+    } catch (...) {
+      error = std::current_exception();
+    }
   });
+  worker.join();
+  if (error) std::rethrow_exception(error);
   return peak;
 }
 
@@ -102,4 +113,4 @@ std::string FormatPlanVsMeasured(const LedgerPlan& p, const memory::DeviceStats&
   return s;
 }
 
-}  // namespace tessel::fsdp
+}  // namespace tessel::planner

@@ -1,7 +1,9 @@
-// fsdp/memory_plan.h — the memory plan (DESIGN.md "Memory ledger"): per-rank, per-ledger peak bytes
-// predicted for a GPT trained with fully_shard, to hold against the allocator's measured peaks and
-// answer "which ledger blew up?". tests/fsdp_memory_test.cc holds it to the measurement for W = 1, 2,
-// 4 (every ledger within 10%, in practice exact); //fsdp:plan prints it for any config.
+// planner/memory_plan.h — the exact FSDP memory plan (DESIGN.md "Memory ledger"): per-rank, per-ledger
+// peak bytes predicted for a GPT trained with fully_shard, to hold against the allocator's measured
+// peaks and answer "which ledger blew up?". tests/fsdp_memory_test.cc holds it to the measurement for
+// W = 1, 2, 4 and HSDP 2 × 2 (every ledger to the byte, the total within 0.2%); planner::PlanRank uses
+// it for those layouts and //planner:plan prints it. Moved here from fsdp/ (DESIGN.md: the planner
+// depends on core/ only; fsdp/ never includes it).
 //
 // Strategy covered: each transformer block wrapped with FullyShard, then the root; default options
 // (blocks reshard after forward, the root does not); fp32 parameters and gradients; AdamW (two state
@@ -41,7 +43,7 @@
 #include "core/memory/allocator.h"
 #include "core/nn/transformer.h"
 
-namespace tessel::fsdp {
+namespace tessel::planner {
 
 struct LedgerPlan {
   int64_t params = 0, grads = 0, optim = 0, comm = 0, activations = 0, total = 0;
@@ -51,11 +53,12 @@ struct LedgerPlan {
 LedgerPlan PlanGptFullyShard(const nn::GPTConfig& cfg, int64_t world, int64_t rank, int64_t activations);
 
 // Activations-ledger peak of one unsharded forward + backward of `cfg` on `local_batch` sequences of
-// cfg.seq_len tokens, on one in-process rank (runs a step: about the cost of one training step).
+// cfg.seq_len tokens, on a thread of its own bound to cpu:0 (runs a step: about the cost of one training
+// step). REQUIRES: no other thread allocates activations on cpu:0 meanwhile (call it before ranks start).
 int64_t MeasureGptActivations(const nn::GPTConfig& cfg, int64_t local_batch);
 
 // A table, one ledger per line: predicted bytes, and with `measured` the measured peaks and ratios.
 std::string FormatPlan(const LedgerPlan& plan);
 std::string FormatPlanVsMeasured(const LedgerPlan& plan, const memory::DeviceStats& measured);
 
-}  // namespace tessel::fsdp
+}  // namespace tessel::planner

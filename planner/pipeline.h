@@ -1,0 +1,34 @@
+// planner/pipeline.h — the pipeline-parallel terms of the plan: microbatches in flight per stage
+// (the schedule's closed form), the bubble, the p2p buffers and the bytes the pp axis moves.
+//
+// Invariant: the closed forms below are those of the schedules' steady state, for p stages and m
+// microbatches per step: GPipe runs every forward before any backward, so stage s holds m
+// microbatches' activations; 1F1B holds at most p − s on stage s (its warm-up depth), min(p − s, m).
+// Both idle a fraction (p − 1)/(m + p − 1) of the step (the bubble). With pp == 1 the microbatches
+// are gradient accumulation: one in flight.
+//
+// Example:
+//   InFlightMicrobatches(Layout{.pp = 4, .num_microbatches = 8}, /*stage=*/1);   // 3 (1F1B)
+#pragma once
+
+#include <cstdint>
+
+#include "planner/layout.h"
+#include "planner/model_spec.h"
+
+namespace tessel::planner {
+
+int64_t InFlightMicrobatches(const Layout& layout, int64_t stage);
+
+// Step time over bubble-free time: (m + p − 1) / m.
+double BubbleFactor(const Layout& layout);
+
+// One stage-boundary buffer (e·s·b·h, ÷ tp with sequence parallelism) per neighbouring stage: what
+// is received from the previous stage, what is sent to the next.
+int64_t PpCommBufferBytes(const ModelSpec& model, const Layout& layout, int64_t stage);
+
+// Bytes stage `stage` sends over the pp axis per step: each microbatch's activations forward (not the
+// last stage) and their gradients backward (not the first stage).
+int64_t PpAxisBytes(const ModelSpec& model, const Layout& layout, int64_t stage);
+
+}  // namespace tessel::planner

@@ -1,0 +1,27 @@
+// planner/tensor_parallel.cc — the tp comm buffer and traffic of tensor_parallel.h.
+#include "planner/tensor_parallel.h"
+
+#include "planner/pipeline.h"
+#include "planner/sharding.h"
+
+namespace tessel::planner {
+
+int64_t TpCommBufferBytes(const ModelSpec& m, const Layout& l) {
+  if (!l.sequence_parallel) return 0;
+  return ElementSize(l.param_dtype) * l.seq_len * l.MicroBatchSize() * m.d_model;
+}
+
+int64_t TpAxisBytes(const ModelSpec& m, const Layout& l, int64_t stage) {
+  const int64_t t = l.tp;
+  if (t == 1) return 0;
+  const int64_t tokens = l.seq_len * l.MicroBatchSize();
+  const int64_t n = ElementSize(l.param_dtype) * tokens * m.d_model;  // one activation
+  const int64_t all_reduce = 2 * (t - 1) * n / t;
+  const int64_t per_block = (l.ac == ActivationCheckpointing::kFull ? 6 : 4) * all_reduce;
+  int64_t per_microbatch = BlocksOfStage(m, l, stage).count * per_block;
+  if (stage == 0) per_microbatch += all_reduce;
+  if (stage == l.pp - 1) per_microbatch += 3 * 2 * (t - 1) * 4 * tokens / t;
+  return l.num_microbatches * per_microbatch;
+}
+
+}  // namespace tessel::planner

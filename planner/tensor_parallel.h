@@ -1,0 +1,30 @@
+// planner/tensor_parallel.h — the tensor-parallel terms of the plan that are not parameter pieces
+// (those are planner/sharding.h's, the activation splits planner/activations.h's): the comm buffer
+// and the bytes the tp axis moves per step.
+//
+// Invariant (Megatron's f / g operators): each block's forward runs two tp collectives on an
+// activation of N = e·s·b·h bytes (attention output and MLP output: all-reduces, or with sequence
+// parallelism an all-gather before and a reduce-scatter after each parallel region — the same bytes
+// per rank), and its backward two more; a ring all-reduce sends 2·(t − 1)/t·N per rank. Full
+// checkpointing reruns the forward's two. The vocab-parallel embedding all-reduces its output once
+// (first stage); the vocab-parallel loss all-reduces three fp32 values per token (last stage: max,
+// sum of exponentials, target logit).
+//
+// Example:
+//   int64_t sent = TpAxisBytes(model, layout, /*stage=*/0);
+#pragma once
+
+#include <cstdint>
+
+#include "planner/layout.h"
+#include "planner/model_spec.h"
+
+namespace tessel::planner {
+
+// The gathered activation of sequence parallelism (e·s·b·h), one at a time; 0 without SP (the
+// all-reduces run in place on the activation).
+int64_t TpCommBufferBytes(const ModelSpec& model, const Layout& layout);
+
+int64_t TpAxisBytes(const ModelSpec& model, const Layout& layout, int64_t stage);
+
+}  // namespace tessel::planner
