@@ -88,9 +88,9 @@ dtensor::DeviceMesh CheckedTpMesh(nn::Module& module, const dtensor::DeviceMesh&
                                   const ParallelizeOptions& options) {
   const dtensor::DeviceMesh tp = TensorParallelMesh(mesh, options.tp_axis);
   for (auto& [fqn, m] : module.NamedModules()) {
-    TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, !IsFullyShardedModule(*m), "parallelize_module: '",
-                      fqn.empty() ? std::string("the root ") + m->type_name() : fqn,
-                      "' is already fully_shard'ed; apply tensor parallelism first (order: pipeline split -> TP -> "
+    TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, !IsFullyShardedModule(*m), "parallelize_module: ",
+                      fqn.empty() ? std::string("the root module") : "'" + fqn + "'", " (a ", m->type_name(),
+                      ") is already fully_shard'ed; apply tensor parallelism first (order: pipeline split -> TP -> "
                       "activation checkpointing -> fully_shard)");
   }
   return tp;

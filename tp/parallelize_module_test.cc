@@ -123,5 +123,15 @@ TEST(ParallelizeModuleTest, ColwiseInputLayoutsMustMatchADTensorInput) {
   });
 }
 
+TEST(ParallelizeModuleTest, ASequenceDimOutsideTheInputIsAnErrorNamingTheLayout) {
+  RunTp(2, [](const dtensor::DeviceMesh& tp) {
+    nn::LayerNorm norm(8);
+    ParallelizeModule(norm, tp, SequenceParallel{.sequence_dim = 5});
+    Generator gen(0);
+    ExpectErrorContains([&] { norm(Randn({2, 4, 8}, gen)); }, ErrorCode::kInvalidArgument,
+                        {"SequenceParallel on '' (LayerNorm)", "layout S(5) is out of range for a 3-dim tensor"});
+  });
+}
+
 }  // namespace
 }  // namespace tessel::tp::testing
