@@ -4,7 +4,6 @@
 #include <algorithm>
 
 #include "core/base/error.h"
-#include "fsdp/fully_shard.h"
 
 namespace tessel::examples {
 
@@ -68,13 +67,14 @@ void ApplyTensorParallel(nn::GPT& gpt, const dtensor::DeviceMesh& tp_mesh, const
 
 }  // namespace
 
-void ParallelizeGpt(nn::GPT& gpt, const dtensor::DeviceMesh& mesh, const GptParallelism& p) {
+std::optional<fsdp::FSDPModule> ParallelizeGpt(nn::GPT& gpt, const dtensor::DeviceMesh& mesh,
+                                               const GptParallelism& p) {
   const auto& axes = mesh.axis_names();
   const bool has_tp = std::find(axes.begin(), axes.end(), "tp") != axes.end();
   if (has_tp) ApplyTensorParallel(gpt, mesh["tp"], p);
-  if (has_tp && mesh.ndim() == 1) return;  // no axis left for fully_shard
+  if (has_tp && mesh.ndim() == 1) return std::nullopt;  // no axis left for fully_shard
   for (size_t i = 0; i < gpt.layers().size(); ++i) fsdp::FullyShard(*gpt.layers().at(i), mesh);
-  fsdp::FullyShard(gpt, mesh);
+  return fsdp::FullyShard(gpt, mesh);
 }
 
 }  // namespace tessel::examples

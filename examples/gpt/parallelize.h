@@ -24,6 +24,7 @@
 
 #include "core/nn/transformer.h"
 #include "dtensor/device_mesh.h"
+#include "fsdp/fully_shard.h"
 #include "tp/parallelize_module.h"
 
 namespace tessel::examples {
@@ -38,7 +39,9 @@ struct GptParallelism {
 tp::ParallelizePlan GptTensorParallelPlan(const nn::GPTConfig& cfg, const GptParallelism& p);
 
 // Tensor parallelism on mesh axis "tp" (when present), then fully_shard over the other axes (when there
-// are any). REQUIRES: the mesh's axes are among "dp" and "tp" (a 1-D mesh named otherwise is data parallel).
-void ParallelizeGpt(nn::GPT& gpt, const dtensor::DeviceMesh& mesh, const GptParallelism& p);
+// are any; returns the root's FSDPModule then). REQUIRES: the mesh's axes are among "dp" and "tp" (a 1-D
+// mesh named otherwise is data parallel).
+std::optional<fsdp::FSDPModule> ParallelizeGpt(nn::GPT& gpt, const dtensor::DeviceMesh& mesh,
+                                               const GptParallelism& p);
 
 }  // namespace tessel::examples
