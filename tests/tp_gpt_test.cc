@@ -20,20 +20,6 @@ nn::GPTConfig TpGpt(const std::string& mlp = "gelu", const std::string& norm = "
                        .mlp = mlp, .norm = norm, .tie_embeddings = tied};
 }
 
-// Bytes a ring moves per rank for a record (the tracer records each rank's input size): all_reduce
-// 2 (W-1)/W n, all_gather (W-1) n_local, reduce_scatter (W-1)/W n.
-double WireBytes(const comm::CommTracer& t, int64_t world) {
-  const double w = static_cast<double>(world);
-  double total = 0;
-  for (const comm::CollectiveRecord& r : t.records()) {
-    const double b = static_cast<double>(r.bytes);
-    if (r.kind == CollectiveKind::kAllReduce) total += 2 * (w - 1) / w * b;
-    if (r.kind == CollectiveKind::kAllGather) total += (w - 1) * b;
-    if (r.kind == CollectiveKind::kReduceScatter) total += (w - 1) / w * b;
-  }
-  return total;
-}
-
 struct BlockComm {
   std::string forward, backward;
   double wire_bytes = 0;
@@ -62,11 +48,11 @@ BlockComm RunBlock(const nn::GPTConfig& cfg, bool sp, int world) {
       comm::CommTracer fwd;  // closed before backward: tracers nest, an open one would record it too
       y = block(x);
       f = fwd.Summary();
-      fwd_bytes = WireBytes(fwd, world);
+      fwd_bytes = fwd.RingBytes(world);
     }
     comm::CommTracer bwd;
     Backward(Sum(Mul(y, y)));
-    if (pg->rank() == 0) out = {f, bwd.Summary(), fwd_bytes + WireBytes(bwd, world)};
+    if (pg->rank() == 0) out = {f, bwd.Summary(), fwd_bytes + bwd.RingBytes(world)};
   }, FastRanks());
   return out;
 }
