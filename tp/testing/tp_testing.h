@@ -23,6 +23,7 @@
 #include "comm/tracer.h"
 #include "core/autograd/engine.h"
 #include "core/base/testing/expect_error.h"
+#include "core/base/testing/rel_err.h"
 #include "core/ops/view.h"
 #include "core/tensor/factory.h"
 #include "core/tensor/random.h"
@@ -32,6 +33,7 @@
 namespace tessel::tp::testing {
 
 using ::tessel::testing::ExpectErrorContains;
+using ::tessel::testing::RelErr;
 
 inline comm::RunRanksOptions FastRanks() { return {.timeout = std::chrono::milliseconds(60000)}; }
 
@@ -59,17 +61,6 @@ inline Tensor Leaf(const Tensor& t) {
 inline std::vector<double> FullValues(const Tensor& t) {
   if (t.is_distributed()) return dtensor::DTensor(t).FullTensor().ToDoubleVector();
   return t.ToDoubleVector();
-}
-
-// max |a - b| / max(max |b|, tiny).
-inline double RelErr(const std::vector<double>& a, const std::vector<double>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double diff = 0, scale = 1e-30;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    diff = std::max(diff, std::abs(a[i] - b[i]));
-    scale = std::max(scale, std::abs(b[i]));
-  }
-  return diff / scale;
 }
 
 inline std::string PlacementsOf(const Tensor& t) {
