@@ -8,6 +8,7 @@
 
 #include "core/memory/allocator.h"
 #include "core/nn/layers.h"
+#include "core/ops/elementwise.h"
 #include "core/ops/loss.h"
 #include "tp/loss_parallel.h"
 #include "tp/parallelize_module.h"
@@ -123,6 +124,16 @@ TEST_P(LossParallelTest, OutsideTheScopeAPlainTargetNextToShardedLogitsIsRejecte
     ParallelizeModule(head, tp, ColwiseParallel{.output_layouts = dtensor::Shard{-1}, .use_local_output = false});
     ExpectErrorContains([&] { Loss(head, Hidden(), Targets()); }, ErrorCode::kInvalidArgument,
                         {"cross_entropy", "mixed DTensor and dense tensor inputs", "[16]"});
+  });
+}
+
+TEST(LossParallelScopeTest, APlainTensorThatRequiresGradIsStillRejectedInsideTheScope) {
+  RunTp(2, [&](const dtensor::DeviceMesh& tp) {
+    Generator gen(1);
+    const Tensor w = dtensor::DistributeTensor(Randn({4, 6}, gen), tp, {dtensor::Shard{0}});
+    Tensor x = Leaf(Randn({4, 6}, gen));
+    LossParallel loss_parallel;
+    ExpectErrorContains([&] { Add(w, x); }, ErrorCode::kInvalidArgument, {"mixed DTensor and dense tensor inputs"});
   });
 }
 

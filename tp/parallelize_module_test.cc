@@ -123,6 +123,20 @@ TEST(ParallelizeModuleTest, ColwiseInputLayoutsMustMatchADTensorInput) {
   });
 }
 
+TEST(ParallelizeModuleTest, SrcDataRankBroadcastsRankZerosValuesBeforePartitioning) {
+  Generator ref_gen(0);
+  nn::Linear ref(8, 6, true, ref_gen);
+  RunTp(2, [&](const dtensor::DeviceMesh& tp) {
+    Generator gen(static_cast<uint64_t>(tp.local_rank(0)));  // rank 1 starts from other values
+    nn::Linear lin(8, 6, true, gen);
+    comm::CommTracer tracer;
+    ParallelizeModule(lin, tp, ColwiseParallel{}, {.src_data_rank = 0});
+    EXPECT_EQ(tracer.Count(comm::CollectiveKind::kBroadcast), 2) << tracer.Summary();  // weight, bias
+    EXPECT_EQ(FullValues(lin.Param("weight")), ref.Param("weight").ToDoubleVector());
+    EXPECT_EQ(PlacementsOf(lin.Param("weight")), "[S(0)]");
+  });
+}
+
 TEST(ParallelizeModuleTest, ASequenceDimOutsideTheInputIsAnErrorNamingTheLayout) {
   RunTp(2, [](const dtensor::DeviceMesh& tp) {
     nn::LayerNorm norm(8);
