@@ -133,6 +133,48 @@ TEST_P(StyleTest, RowwiseLinearToShardZeroReduceScattersForwardAndAllGathersBack
   });
 }
 
+TEST_P(StyleTest, ColwiseLinearToReplicateAllGathersTheOutputOnce) {
+  const int world = GetParam();
+  const Tensor x_full = InputFor(16);
+  const LinearRef ref = RunLinearRef(16, 15, x_full);  // 15 outputs: uneven pieces are gathered
+  RunTp(world, [&](const dtensor::DeviceMesh& tp) {
+    auto lin = MakeLinear(16, 15);
+    ParallelizeModule(*lin, tp, ColwiseParallel{.output_layouts = Replicate{}, .use_local_output = false});
+    Tensor x = Leaf(x_full);
+    comm::CommTracer fwd;
+    Tensor y = (*lin)(x);
+    EXPECT_EQ(fwd.Summary(), "all_gather(tp) x1");
+    EXPECT_EQ(PlacementsOf(y), "[R]");
+    EXPECT_LE(RelErr(dtensor::DTensor(y).ToLocal().ToDoubleVector(), ref.y), 1e-6);
+    comm::CommTracer bwd;
+    Backward(Sum(dtensor::DTensor(y).ToLocal()));  // a replicated loss
+    EXPECT_EQ(bwd.Summary(), "all_reduce(tp) x1");  // the input gradient; R -> S(-1) backward is local
+    EXPECT_LE(RelErr(x.grad().ToDoubleVector(), ref.dx), 1e-6);
+    EXPECT_LE(RelErr(FullValues(lin->Param("weight").grad()), ref.dw), 1e-6);
+  });
+}
+
+TEST_P(StyleTest, PrepareModuleInputOutputGathersTheInputAndShardsTheOutputLocally) {
+  const int world = GetParam();
+  const Tensor x_full = InputFor(16);
+  const LinearRef ref = RunLinearRef(16, 16, x_full);
+  const Tensor y_ref = FromVector(std::vector<float>(ref.y.begin(), ref.y.end()), {kBatch, 16});
+  RunTp(world, [&](const dtensor::DeviceMesh& tp) {
+    auto lin = MakeLinear(16, 16);
+    ParallelizeModule(*lin, tp, PrepareModuleInputOutput{.input_layouts = {Shard{0}},
+                                                         .desired_input_layouts = {Replicate{}},
+                                                         .use_local_input = true,
+                                                         .output_layouts = {Replicate{}},
+                                                         .desired_output_layouts = {Shard{0}}});
+    const int64_t r = tp.local_rank(0);
+    comm::CommTracer fwd;
+    Tensor y = (*lin)(Leaf(ChunkOf(x_full, 0, r, world)));
+    EXPECT_EQ(fwd.Summary(), "all_gather(tp) x1");
+    EXPECT_FALSE(y.is_distributed());
+    EXPECT_LE(RelErr(y.ToDoubleVector(), ChunkOf(y_ref, 0, r, world).ToDoubleVector()), 1e-6);
+  });
+}
+
 // Norm of `type` on x [20, 8W, 12] (global), sharded on the sequence dim 1.
 void ExpectSequenceParallelNorm(int world, const std::string& type) {
   SCOPED_TRACE(type);
