@@ -111,7 +111,8 @@ double BlockRingBytes(bool sequence_parallel) {
 
 const bool kBytes = RegisterFigure("tp_comm_bytes_vs_megatron", [] {
   auto plain_tp = std::make_shared<double>(0);
-  Figure f{"tp_comm_bytes_vs_megatron", {"tp_sp_block_bytes", "KiB", 0, nullptr},
+  Figure f{"tp_comm_bytes_vs_megatron",
+           {"tp_sp_block_bytes", "KiB", 0, nullptr},
            Throughput{"megatron_closed_form", "KiB", 0, nullptr}};
   f.precomputed = [plain_tp] {
     const nn::GPTConfig cfg = BenchGpt();

@@ -52,7 +52,8 @@ StateDict TrainingState(nn::GPT& gpt, optim::Optimizer& opt) {
 }
 
 // Loads `dir` into a fresh GPT (another seed) laid out by `layout`; returns rank 0's full state.
-FullStateMap LoadInto(const std::string& dir, int world, const std::function<void(nn::GPT&, const comm::ProcessGroupPtr&)>& layout) {
+FullStateMap LoadInto(const std::string& dir, int world,
+                      const std::function<void(nn::GPT&, const comm::ProcessGroupPtr&)>& layout) {
   FullStateMap got;
   std::mutex mu;
   auto body = [&](const comm::ProcessGroupPtr& pg) {
@@ -72,7 +73,8 @@ FullStateMap LoadInto(const std::string& dir, int world, const std::function<voi
   if (world == 1) {
     body(nullptr);
   } else {
-    comm::RunRanks(world, [&](comm::ProcessGroupPtr pg) { body(pg); }, FastRanks());
+    comm::RunRanks(
+        world, [&](comm::ProcessGroupPtr pg) { body(pg); }, FastRanks());
   }
   return got;
 }
@@ -80,27 +82,34 @@ FullStateMap LoadInto(const std::string& dir, int world, const std::function<voi
 TEST(TpCheckpointTest, TwoDimensionalCheckpointLoadsBitwiseIntoOneRankFullyShardAndTensorParallel) {
   const std::string dir = FreshDir("ckpt_tp_2d");
   FullStateMap saved;
-  comm::RunRanks(4, [&](comm::ProcessGroupPtr world) {
-    const dtensor::DeviceMesh mesh = dtensor::InitDeviceMesh(world, {2, 2}, {"dp", "tp"});
-    Generator gen(7);
-    nn::GPT gpt(Cfg(), gen);
-    examples::ParallelizeGpt(gpt, mesh, kSpLp);
-    auto opt = MakeOptimizer(Opt::kAdamW, gpt.NamedParameters());
-    for (int s = 0; s < kSteps; ++s) TpStep(gpt, *opt, Cfg(), s, kBatch, kSpLp, mesh.axis_group("dp"));
-    checkpoint::Save(TrainingState(gpt, *opt), dir, world, {.fsync = false});
-    FullStateMap full = FullState(gpt, *opt);
-    if (world->rank() == 0) saved = std::move(full);
-  }, FastRanks());
+  comm::RunRanks(
+      4,
+      [&](comm::ProcessGroupPtr world) {
+        const dtensor::DeviceMesh mesh = dtensor::InitDeviceMesh(world, {2, 2}, {"dp", "tp"});
+        Generator gen(7);
+        nn::GPT gpt(Cfg(), gen);
+        examples::ParallelizeGpt(gpt, mesh, kSpLp);
+        auto opt = MakeOptimizer(Opt::kAdamW, gpt.NamedParameters());
+        for (int s = 0; s < kSteps; ++s) TpStep(gpt, *opt, Cfg(), s, kBatch, kSpLp, mesh.axis_group("dp"));
+        checkpoint::Save(TrainingState(gpt, *opt), dir, world, {.fsync = false});
+        FullStateMap full = FullState(gpt, *opt);
+        if (world->rank() == 0) saved = std::move(full);
+      },
+      FastRanks());
   ASSERT_FALSE(saved.empty());
   EXPECT_GT(saved.size(), Cfg().ParameterShapes().size());  // optimizer state is in there too
 
   EXPECT_TRUE(LoadInto(dir, 1, nullptr) == saved) << "one dense rank";
-  EXPECT_TRUE(LoadInto(dir, 4, [](nn::GPT& gpt, const comm::ProcessGroupPtr& pg) {
-    WrapGpt(gpt, dtensor::InitDeviceMesh(pg, {4}, {"dp"}));
-  }) == saved) << "fully_shard on 4";
-  EXPECT_TRUE(LoadInto(dir, 2, [](nn::GPT& gpt, const comm::ProcessGroupPtr& pg) {
-    examples::ParallelizeGpt(gpt, dtensor::InitDeviceMesh(pg, {2}, {"tp"}), kSpLp);
-  }) == saved) << "TP on 2";
+  EXPECT_TRUE(LoadInto(dir, 4,
+                       [](nn::GPT& gpt, const comm::ProcessGroupPtr& pg) {
+                         WrapGpt(gpt, dtensor::InitDeviceMesh(pg, {4}, {"dp"}));
+                       }) == saved)
+      << "fully_shard on 4";
+  EXPECT_TRUE(LoadInto(dir, 2,
+                       [](nn::GPT& gpt, const comm::ProcessGroupPtr& pg) {
+                         examples::ParallelizeGpt(gpt, dtensor::InitDeviceMesh(pg, {2}, {"tp"}), kSpLp);
+                       }) == saved)
+      << "TP on 2";
 }
 
 }  // namespace

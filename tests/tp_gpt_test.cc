@@ -16,8 +16,14 @@ using examples::GptParallelism;
 
 // vocab 37: the vocab-parallel embedding and head shard unevenly over 2 and 4; 4 heads for tp = 4.
 nn::GPTConfig TpGpt(const std::string& mlp = "gelu", const std::string& norm = "layernorm", bool tied = false) {
-  return nn::GPTConfig{.vocab_size = 37, .d_model = 16, .n_layers = 2, .n_heads = 4, .seq_len = 4,
-                       .mlp = mlp, .norm = norm, .tie_embeddings = tied};
+  return nn::GPTConfig{.vocab_size = 37,
+                       .d_model = 16,
+                       .n_layers = 2,
+                       .n_heads = 4,
+                       .seq_len = 4,
+                       .mlp = mlp,
+                       .norm = norm,
+                       .tie_embeddings = tied};
 }
 
 struct BlockComm {
@@ -28,32 +34,35 @@ struct BlockComm {
 // One TransformerBlock under the recipe's per-block plan (the "layers.*." entries), on x [2, 8, 16].
 BlockComm RunBlock(const nn::GPTConfig& cfg, bool sp, int world) {
   BlockComm out;
-  comm::RunRanks(world, [&](comm::ProcessGroupPtr pg) {
-    const dtensor::DeviceMesh tp = dtensor::InitDeviceMesh(pg, {world}, {"tp"});
-    Generator gen(3);
-    nn::TransformerBlock block(cfg, gen);
-    tp::ParallelizePlan plan;
-    for (auto& [fqn, style] : examples::GptTensorParallelPlan(cfg, {.sequence_parallel = sp})) {
-      if (fqn.rfind("layers.*.", 0) == 0) plan.emplace_back(fqn.substr(9), style);
-    }
-    tp::ParallelizeModule(block, tp, plan);
-    Generator xg(4);
-    Tensor x_full = Randn({2, 8, cfg.d_model}, xg);
-    Tensor x = sp ? Contiguous(Narrow(x_full, 1, tp.local_rank(0) * (8 / world), 8 / world)) : x_full;
-    x.set_requires_grad(true);
-    Tensor y;
-    std::string f;
-    double fwd_bytes = 0;
-    {
-      comm::CommTracer fwd;  // closed before backward: tracers nest, an open one would record it too
-      y = block(x);
-      f = fwd.Summary();
-      fwd_bytes = fwd.RingBytes(world);
-    }
-    comm::CommTracer bwd;
-    Backward(Sum(Mul(y, y)));
-    if (pg->rank() == 0) out = {f, bwd.Summary(), fwd_bytes + bwd.RingBytes(world)};
-  }, FastRanks());
+  comm::RunRanks(
+      world,
+      [&](comm::ProcessGroupPtr pg) {
+        const dtensor::DeviceMesh tp = dtensor::InitDeviceMesh(pg, {world}, {"tp"});
+        Generator gen(3);
+        nn::TransformerBlock block(cfg, gen);
+        tp::ParallelizePlan plan;
+        for (auto& [fqn, style] : examples::GptTensorParallelPlan(cfg, {.sequence_parallel = sp})) {
+          if (fqn.rfind("layers.*.", 0) == 0) plan.emplace_back(fqn.substr(9), style);
+        }
+        tp::ParallelizeModule(block, tp, plan);
+        Generator xg(4);
+        Tensor x_full = Randn({2, 8, cfg.d_model}, xg);
+        Tensor x = sp ? Contiguous(Narrow(x_full, 1, tp.local_rank(0) * (8 / world), 8 / world)) : x_full;
+        x.set_requires_grad(true);
+        Tensor y;
+        std::string f;
+        double fwd_bytes = 0;
+        {
+          comm::CommTracer fwd;  // closed before backward: tracers nest, an open one would record it too
+          y = block(x);
+          f = fwd.Summary();
+          fwd_bytes = fwd.RingBytes(world);
+        }
+        comm::CommTracer bwd;
+        Backward(Sum(Mul(y, y)));
+        if (pg->rank() == 0) out = {f, bwd.Summary(), fwd_bytes + bwd.RingBytes(world)};
+      },
+      FastRanks());
   return out;
 }
 
@@ -102,17 +111,18 @@ TEST_P(TpEquivalenceTest, TwentyStepsMatchOneRank) {
 TpRun Tp(int w, GptParallelism p = {}) { return {.mesh_shape = {w}, .axis_names = {"tp"}, .parallelism = p}; }
 TpRun TwoD(GptParallelism p) { return {.mesh_shape = {2, 2}, .axis_names = {"dp", "tp"}, .parallelism = p}; }
 
-INSTANTIATE_TEST_SUITE_P(
-    Layouts, TpEquivalenceTest,
-    ::testing::Values(Row{"tp2", TpGpt(), Tp(2)}, Row{"tp4", TpGpt(), Tp(4)},
-                      Row{"tp2_swiglu_rmsnorm_tied", TpGpt("swiglu", "rmsnorm", true), Tp(2)},
-                      Row{"tp2_sp", TpGpt(), Tp(2, {.sequence_parallel = true})},
-                      Row{"tp4_sp_loss_parallel", TpGpt(), Tp(4, {.sequence_parallel = true, .loss_parallel = true})},
-                      Row{"tp2_sp_loss_parallel_tied", TpGpt("swiglu", "rmsnorm", true),
-                          Tp(2, {.sequence_parallel = true, .loss_parallel = true})},
-                      Row{"dp2_tp2", TpGpt(), TwoD({})},
-                      Row{"dp2_tp2_sp_loss_parallel", TpGpt(), TwoD({.sequence_parallel = true, .loss_parallel = true})}),
-    [](const ::testing::TestParamInfo<Row>& info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(Layouts, TpEquivalenceTest,
+                         ::testing::Values(Row{"tp2", TpGpt(), Tp(2)}, Row{"tp4", TpGpt(), Tp(4)},
+                                           Row{"tp2_swiglu_rmsnorm_tied", TpGpt("swiglu", "rmsnorm", true), Tp(2)},
+                                           Row{"tp2_sp", TpGpt(), Tp(2, {.sequence_parallel = true})},
+                                           Row{"tp4_sp_loss_parallel", TpGpt(),
+                                               Tp(4, {.sequence_parallel = true, .loss_parallel = true})},
+                                           Row{"tp2_sp_loss_parallel_tied", TpGpt("swiglu", "rmsnorm", true),
+                                               Tp(2, {.sequence_parallel = true, .loss_parallel = true})},
+                                           Row{"dp2_tp2", TpGpt(), TwoD({})},
+                                           Row{"dp2_tp2_sp_loss_parallel", TpGpt(),
+                                               TwoD({.sequence_parallel = true, .loss_parallel = true})}),
+                         [](const ::testing::TestParamInfo<Row>& info) { return info.param.name; });
 
 }  // namespace
 }  // namespace tessel::fsdp::testing

@@ -62,23 +62,26 @@ inline double TpStep(nn::GPT& gpt, optim::Optimizer& opt, const nn::GPTConfig& c
 inline RunResult TrainTp(const nn::GPTConfig& cfg, int steps, int64_t batch, const TpRun& run) {
   RunResult result;
   std::mutex mu;
-  comm::RunRanks(static_cast<int>(WorldOf(run)), [&](comm::ProcessGroupPtr world) {
-    const dtensor::DeviceMesh mesh = dtensor::InitDeviceMesh(world, run.mesh_shape, run.axis_names);
-    const auto& axes = run.axis_names;
-    const bool has_dp = std::find(axes.begin(), axes.end(), "dp") != axes.end();
-    const comm::ProcessGroupPtr dp = has_dp ? mesh.axis_group("dp") : nullptr;
-    Generator gen(7);
-    nn::GPT gpt(cfg, gen);
-    examples::ParallelizeGpt(gpt, mesh, run.parallelism);
-    std::unique_ptr<optim::Optimizer> opt = MakeOptimizer(run.optimizer, gpt.NamedParameters());
-    RunResult mine;
-    for (int s = 0; s < steps; ++s) mine.losses.push_back(TpStep(gpt, *opt, cfg, s, batch, run.parallelism, dp));
-    mine.params = FullParams(gpt);
-    if (world->rank() == 0) {
-      std::lock_guard<std::mutex> lock(mu);
-      result = std::move(mine);
-    }
-  }, FastRanks());
+  comm::RunRanks(
+      static_cast<int>(WorldOf(run)),
+      [&](comm::ProcessGroupPtr world) {
+        const dtensor::DeviceMesh mesh = dtensor::InitDeviceMesh(world, run.mesh_shape, run.axis_names);
+        const auto& axes = run.axis_names;
+        const bool has_dp = std::find(axes.begin(), axes.end(), "dp") != axes.end();
+        const comm::ProcessGroupPtr dp = has_dp ? mesh.axis_group("dp") : nullptr;
+        Generator gen(7);
+        nn::GPT gpt(cfg, gen);
+        examples::ParallelizeGpt(gpt, mesh, run.parallelism);
+        std::unique_ptr<optim::Optimizer> opt = MakeOptimizer(run.optimizer, gpt.NamedParameters());
+        RunResult mine;
+        for (int s = 0; s < steps; ++s) mine.losses.push_back(TpStep(gpt, *opt, cfg, s, batch, run.parallelism, dp));
+        mine.params = FullParams(gpt);
+        if (world->rank() == 0) {
+          std::lock_guard<std::mutex> lock(mu);
+          result = std::move(mine);
+        }
+      },
+      FastRanks());
   return result;
 }
 

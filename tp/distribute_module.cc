@@ -28,8 +28,8 @@ void DistributeParameter(nn::Module& module, const std::string& name, const Devi
   if (!current.defined()) return;
   if (current.is_distributed()) {
     const dtensor::DTensor d(current);
-    TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, d.mesh() == mesh && d.placements().size() == 1 &&
-                          d.placements()[0] == placement,
+    TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition,
+                      d.mesh() == mesh && d.placements().size() == 1 && d.placements()[0] == placement,
                       "DistributeModule: parameter '", name, "' of a ", module.type_name(), " is already a DTensor ",
                       dtensor::PlacementsToString(d.placements()), " on ", d.mesh().ToString(), "; wanted [",
                       dtensor::ToString(placement), "] on ", mesh.ToString(),
@@ -54,8 +54,8 @@ nn::Module& DistributeModule(nn::Module& module, const DeviceMesh& mesh, const P
   TESSEL_CHECK(mesh.ndim() == 1, "DistributeModule: tensor parallelism takes a 1-D mesh, got ", mesh.ToString(),
                "; pass mesh[\"tp\"]");
   for (auto& [name, m] : module.NamedModules()) {
-    TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, !IsFullyShardedModule(*m), "DistributeModule: submodule '",
-                      name, "' (a ", m->type_name(),
+    TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, !IsFullyShardedModule(*m), "DistributeModule: submodule '", name,
+                      "' (a ", m->type_name(),
                       ") is already fully_shard'ed; apply tensor parallelism before fully_shard (order: pipeline "
                       "split -> TP -> activation checkpointing -> fully_shard)");
   }

@@ -1,6 +1,8 @@
 // tp/loss_parallel_test.cc — LossParallel: cross-entropy on vocab-sharded logits [B, T, V] from a
 // ColwiseParallel head matches the unsharded loss and gradients, moves only the row statistics (never
 // an all_gather, bytes checked exactly), and no rank's activations ledger ever holds the full logits.
+#include "tp/loss_parallel.h"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -10,7 +12,6 @@
 #include "core/nn/layers.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/loss.h"
-#include "tp/loss_parallel.h"
 #include "tp/parallelize_module.h"
 #include "tp/testing/tp_testing.h"
 
@@ -46,18 +47,21 @@ struct Ref {
 // The unsharded head on one rank (its own ledger slot), with the activations peak of forward + backward.
 Ref RunRef() {
   Ref ref;
-  comm::RunRanks(1, [&](comm::ProcessGroupPtr) {
-    Generator gen(10);
-    nn::Linear head(kC, kV, false, gen, 0.5);
-    Tensor x = Leaf(Hidden());
-    memory::ResetPeaks(CurrentDevice());
-    Tensor loss = Loss(head, x, Targets());
-    Backward(loss);
-    ref.activations_peak = memory::Stats(CurrentDevice())[memory::Ledger::kActivations].peak;
-    ref.loss = loss.item<double>();
-    ref.dx = x.grad().ToDoubleVector();
-    ref.dw = head.Param("weight").grad().ToDoubleVector();
-  }, FastRanks());
+  comm::RunRanks(
+      1,
+      [&](comm::ProcessGroupPtr) {
+        Generator gen(10);
+        nn::Linear head(kC, kV, false, gen, 0.5);
+        Tensor x = Leaf(Hidden());
+        memory::ResetPeaks(CurrentDevice());
+        Tensor loss = Loss(head, x, Targets());
+        Backward(loss);
+        ref.activations_peak = memory::Stats(CurrentDevice())[memory::Ledger::kActivations].peak;
+        ref.loss = loss.item<double>();
+        ref.dx = x.grad().ToDoubleVector();
+        ref.dw = head.Param("weight").grad().ToDoubleVector();
+      },
+      FastRanks());
   return ref;
 }
 

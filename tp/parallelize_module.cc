@@ -40,7 +40,8 @@ std::string WhereMatchingStopped(nn::Module& root, const std::vector<std::string
     }
     if (next.empty()) {
       std::string children;
-      for (auto& [name, child] : level.front().second->NamedChildren()) children += (children.empty() ? "" : ", ") + name;
+      for (auto& [name, child] : level.front().second->NamedChildren())
+        children += (children.empty() ? "" : ", ") + name;
       const std::string at = level.front().first.empty() ? "the root" : "'" + level.front().first + "'";
       return Str("no child of ", at, " (a ", level.front().second->type_name(), ") matches '", atom,
                  "'; its children: [", children, "]");
@@ -50,8 +51,8 @@ std::string WhereMatchingStopped(nn::Module& root, const std::vector<std::string
   return "";
 }
 
-void ApplyStyle(const ParallelStyle& style, nn::Module& module, const std::string& fqn,
-                const dtensor::DeviceMesh& mesh, const DistributeModuleOptions& options) {
+void ApplyStyle(const ParallelStyle& style, nn::Module& module, const std::string& fqn, const dtensor::DeviceMesh& mesh,
+                const DistributeModuleOptions& options) {
   std::visit([&](const auto& s) { internal::Apply(s, module, fqn, mesh, options); }, style);
 }
 
@@ -63,8 +64,8 @@ dtensor::DeviceMesh TensorParallelMesh(const dtensor::DeviceMesh& mesh, const st
   const bool has = std::find(names.begin(), names.end(), tp_axis) != names.end();
   std::string axes;
   for (const auto& n : names) axes += (axes.empty() ? "" : ", ") + n;
-  TESSEL_CHECK(has, "parallelize_module: the mesh ", mesh.ToString(), " has no mesh axis '", tp_axis,
-               "' (axes: ", axes, "); pass a 1-D mesh or set ParallelizeOptions.tp_axis");
+  TESSEL_CHECK(has, "parallelize_module: the mesh ", mesh.ToString(), " has no mesh axis '", tp_axis, "' (axes: ", axes,
+               "); pass a 1-D mesh or set ParallelizeOptions.tp_axis");
   return mesh[tp_axis];
 }
 
@@ -88,8 +89,9 @@ dtensor::DeviceMesh CheckedTpMesh(nn::Module& module, const dtensor::DeviceMesh&
                                   const ParallelizeOptions& options) {
   const dtensor::DeviceMesh tp = TensorParallelMesh(mesh, options.tp_axis);
   for (auto& [fqn, m] : module.NamedModules()) {
-    TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, !IsFullyShardedModule(*m), "parallelize_module: ",
-                      fqn.empty() ? std::string("the root module") : "'" + fqn + "'", " (a ", m->type_name(),
+    TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, !IsFullyShardedModule(*m),
+                      "parallelize_module: ", fqn.empty() ? std::string("the root module") : "'" + fqn + "'", " (a ",
+                      m->type_name(),
                       ") is already fully_shard'ed; apply tensor parallelism first (order: pipeline split -> TP -> "
                       "activation checkpointing -> fully_shard)");
   }
@@ -105,7 +107,8 @@ nn::Module& ParallelizeModule(nn::Module& module, const dtensor::DeviceMesh& mes
   // Resolve every pattern before applying any, so a typo leaves the module untouched.
   std::vector<std::vector<std::string>> matches;
   for (const auto& [pattern, style] : plan) {
-    TESSEL_CHECK(!pattern.empty(), "parallelize_module: empty FQN in the plan (pass a ParallelStyle to "
+    TESSEL_CHECK(!pattern.empty(),
+                 "parallelize_module: empty FQN in the plan (pass a ParallelStyle to "
                  "parallelize the module itself)");
     matches.push_back(MatchModules(module, pattern));
     TESSEL_CHECK(!matches.back().empty(), "parallelize_module: plan entry '", pattern, "' (", StyleName(style),

@@ -101,8 +101,7 @@ TEST_P(StyleTest, RowwiseLinearAllReducesForwardOnceAndMovesNothingBackward) {
       comm::CommTracer bwd;
       Backward(Sum(y));
       EXPECT_EQ(bwd.Total(), 0) << bwd.Summary();
-      EXPECT_LE(RelErr(x.grad().ToDoubleVector(), ChunkOf(dx_ref, 1, tp.local_rank(0), world).ToDoubleVector()),
-                1e-6);
+      EXPECT_LE(RelErr(x.grad().ToDoubleVector(), ChunkOf(dx_ref, 1, tp.local_rank(0), world).ToDoubleVector()), 1e-6);
       EXPECT_LE(RelErr(FullValues(lin->Param("weight").grad()), ref.dw), 1e-6);
       EXPECT_LE(RelErr(FullValues(lin->Param("bias").grad()), ref.db), 1e-6);
     });
@@ -147,7 +146,7 @@ TEST_P(StyleTest, ColwiseLinearToReplicateAllGathersTheOutputOnce) {
     EXPECT_EQ(PlacementsOf(y), "[R]");
     EXPECT_LE(RelErr(dtensor::DTensor(y).ToLocal().ToDoubleVector(), ref.y), 1e-6);
     comm::CommTracer bwd;
-    Backward(Sum(dtensor::DTensor(y).ToLocal()));  // a replicated loss
+    Backward(Sum(dtensor::DTensor(y).ToLocal()));   // a replicated loss
     EXPECT_EQ(bwd.Summary(), "all_reduce(tp) x1");  // the input gradient; R -> S(-1) backward is local
     EXPECT_LE(RelErr(x.grad().ToDoubleVector(), ref.dx), 1e-6);
     EXPECT_LE(RelErr(FullValues(lin->Param("weight").grad()), ref.dw), 1e-6);
@@ -161,11 +160,12 @@ TEST_P(StyleTest, PrepareModuleInputOutputGathersTheInputAndShardsTheOutputLocal
   const Tensor y_ref = FromVector(std::vector<float>(ref.y.begin(), ref.y.end()), {kBatch, 16});
   RunTp(world, [&](const dtensor::DeviceMesh& tp) {
     auto lin = MakeLinear(16, 16);
-    ParallelizeModule(*lin, tp, PrepareModuleInputOutput{.input_layouts = {Shard{0}},
-                                                         .desired_input_layouts = {Replicate{}},
-                                                         .use_local_input = true,
-                                                         .output_layouts = {Replicate{}},
-                                                         .desired_output_layouts = {Shard{0}}});
+    ParallelizeModule(*lin, tp,
+                      PrepareModuleInputOutput{.input_layouts = {Shard{0}},
+                                               .desired_input_layouts = {Replicate{}},
+                                               .use_local_input = true,
+                                               .output_layouts = {Replicate{}},
+                                               .desired_output_layouts = {Shard{0}}});
     const int64_t r = tp.local_rank(0);
     comm::CommTracer fwd;
     Tensor y = (*lin)(Leaf(ChunkOf(x_full, 0, r, world)));
@@ -180,8 +180,10 @@ void ExpectSequenceParallelNorm(int world, const std::string& type) {
   SCOPED_TRACE(type);
   auto make = [&]() -> std::unique_ptr<nn::Module> {
     std::unique_ptr<nn::Module> m;
-    if (type == "LayerNorm") m = std::make_unique<nn::LayerNorm>(12);
-    else m = std::make_unique<nn::RMSNorm>(12);
+    if (type == "LayerNorm")
+      m = std::make_unique<nn::LayerNorm>(12);
+    else
+      m = std::make_unique<nn::RMSNorm>(12);
     Generator gen(3);  // non-trivial affine parameters
     for (auto& [name, p] : m->NamedParameters()) m->SetParameter(name, Leaf(Randn({12}, gen)));
     return m;
@@ -229,9 +231,10 @@ TEST_P(StyleTest, PrepareModuleInputShardToReplicateAllGathersOnce) {
   const Tensor dx_ref = FromVector(std::vector<float>(ref.dx.begin(), ref.dx.end()), {kBatch, 16});
   RunTp(world, [&](const dtensor::DeviceMesh& tp) {
     auto lin = MakeLinear(16, 16);
-    ParallelizeModule(*lin, tp, PrepareModuleInput{.input_layouts = {Shard{0}},
-                                                   .desired_input_layouts = {Replicate{}},
-                                                   .use_local_output = true});
+    ParallelizeModule(
+        *lin, tp,
+        PrepareModuleInput{
+            .input_layouts = {Shard{0}}, .desired_input_layouts = {Replicate{}}, .use_local_output = true});
     const int64_t r = tp.local_rank(0);
     Tensor x = Leaf(ChunkOf(x_full, 0, r, world));
     comm::CommTracer fwd;
@@ -240,7 +243,7 @@ TEST_P(StyleTest, PrepareModuleInputShardToReplicateAllGathersOnce) {
     EXPECT_EQ(fwd.Total(), 1) << fwd.Summary();
     EXPECT_LE(RelErr(y.ToDoubleVector(), ref.y), 1e-6);
     comm::CommTracer bwd;
-    Backward(Sum(y));  // a replicated loss: every rank holds the whole of it
+    Backward(Sum(y));                            // a replicated loss: every rank holds the whole of it
     EXPECT_EQ(bwd.Total(), 0) << bwd.Summary();  // Replicate -> Shard backward is a local chunk
     EXPECT_LE(RelErr(x.grad().ToDoubleVector(), ChunkOf(dx_ref, 0, r, world).ToDoubleVector()), 1e-6);
   });
@@ -253,8 +256,8 @@ TEST_P(StyleTest, PrepareModuleOutputReplicateToShardIsALocalChunk) {
   const Tensor y_ref = FromVector(std::vector<float>(ref.y.begin(), ref.y.end()), {kBatch, 16});
   RunTp(world, [&](const dtensor::DeviceMesh& tp) {
     auto lin = MakeLinear(16, 16);
-    ParallelizeModule(*lin, tp, PrepareModuleOutput{.output_layouts = {Replicate{}},
-                                                    .desired_output_layouts = {Shard{0}}});
+    ParallelizeModule(*lin, tp,
+                      PrepareModuleOutput{.output_layouts = {Replicate{}}, .desired_output_layouts = {Shard{0}}});
     comm::CommTracer fwd;
     Tensor y = (*lin)(Leaf(x_full));
     EXPECT_EQ(fwd.Total(), 0) << fwd.Summary();

@@ -32,12 +32,13 @@ tp::ParallelizePlan GptTensorParallelPlan(const nn::GPTConfig& cfg, const GptPar
   }
   const dtensor::Placement logits = lp ? dtensor::Placement(Shard{-1}) : dtensor::Placement(Replicate{});
   if (!cfg.tie_embeddings) {
-    plan.push_back({"lm_head", tp::ColwiseParallel{.input_layouts = stream, .output_layouts = logits,
-                                                   .use_local_output = !lp}});
+    plan.push_back(
+        {"lm_head", tp::ColwiseParallel{.input_layouts = stream, .output_layouts = logits, .use_local_output = !lp}});
   } else {
     // The head reuses wte.weight (vocab-sharded): give it a replicated DTensor input.
-    plan.push_back({"ln_f", tp::PrepareModuleOutput{.output_layouts = {stream}, .desired_output_layouts = {Replicate{}},
-                                                    .use_local_output = false}});
+    plan.push_back(
+        {"ln_f", tp::PrepareModuleOutput{
+                     .output_layouts = {stream}, .desired_output_layouts = {Replicate{}}, .use_local_output = false}});
   }
   return plan;
 }
@@ -48,14 +49,14 @@ void ApplyTensorParallel(nn::GPT& gpt, const dtensor::DeviceMesh& tp_mesh, const
   const int64_t tp = tp_mesh.size();
   for (auto& [fqn, m] : gpt.NamedModules()) {
     const auto* attn = dynamic_cast<const nn::CausalSelfAttention*>(m);
-    TESSEL_CHECK(attn == nullptr || attn->n_heads() % tp == 0, "ParallelizeGpt: '", fqn, "' has n_heads=",
-                 attn ? attn->n_heads() : 0, " (d_model ", gpt.config().d_model,
+    TESSEL_CHECK(attn == nullptr || attn->n_heads() % tp == 0, "ParallelizeGpt: '", fqn,
+                 "' has n_heads=", attn ? attn->n_heads() : 0, " (d_model ", gpt.config().d_model,
                  "), not divisible by the tensor-parallel size ", tp, " of mesh axis '", tp_mesh.axis_names()[0], "'");
   }
   tp::ParallelizeModule(gpt, tp_mesh, GptTensorParallelPlan(gpt.config(), p));
   if (gpt.config().tie_embeddings && !p.loss_parallel) {
-    tp::ParallelizeModule(gpt, tp_mesh, tp::PrepareModuleOutput{.output_layouts = {Shard{-1}},
-                                                                .desired_output_layouts = {Replicate{}}});
+    tp::ParallelizeModule(
+        gpt, tp_mesh, tp::PrepareModuleOutput{.output_layouts = {Shard{-1}}, .desired_output_layouts = {Replicate{}}});
   }
   if (p.sequence_parallel) {
     gpt.RegisterForwardPreHook([tp](nn::Module&, TensorList& in) {
@@ -67,8 +68,7 @@ void ApplyTensorParallel(nn::GPT& gpt, const dtensor::DeviceMesh& tp_mesh, const
 
 }  // namespace
 
-std::optional<fsdp::FSDPModule> ParallelizeGpt(nn::GPT& gpt, const dtensor::DeviceMesh& mesh,
-                                               const GptParallelism& p) {
+std::optional<fsdp::FSDPModule> ParallelizeGpt(nn::GPT& gpt, const dtensor::DeviceMesh& mesh, const GptParallelism& p) {
   const auto& axes = mesh.axis_names();
   const bool has_tp = std::find(axes.begin(), axes.end(), "tp") != axes.end();
   if (has_tp) ApplyTensorParallel(gpt, mesh["tp"], p);

@@ -41,7 +41,6 @@ tp::ParallelizePlan GptTensorParallelPlan(const nn::GPTConfig& cfg, const GptPar
 // Tensor parallelism on mesh axis "tp" (when present), then fully_shard over the other axes (when there
 // are any; returns the root's FSDPModule then). REQUIRES: the mesh's axes are among "dp" and "tp" (a 1-D
 // mesh named otherwise is data parallel).
-std::optional<fsdp::FSDPModule> ParallelizeGpt(nn::GPT& gpt, const dtensor::DeviceMesh& mesh,
-                                               const GptParallelism& p);
+std::optional<fsdp::FSDPModule> ParallelizeGpt(nn::GPT& gpt, const dtensor::DeviceMesh& mesh, const GptParallelism& p);
 
 }  // namespace tessel::examples

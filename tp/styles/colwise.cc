@@ -13,8 +13,8 @@ void Apply(const ColwiseParallel& style, nn::Module& module, const std::string& 
            const DistributeModuleOptions& options) {
   const std::string who = Who("ColwiseParallel", fqn, module);
   const bool linear = module.type_name() == "Linear", embedding = module.type_name() == "Embedding";
-  TESSEL_CHECK(linear || embedding, who, ": ColwiseParallel supports Linear and Embedding, not ",
-               module.type_name());
+  TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, linear || embedding, who,
+                    ": ColwiseParallel supports Linear and Embedding, not ", module.type_name());
   auto partition = [&module, linear, options](const std::string& name, nn::Module& m, const DeviceMesh& mesh) {
     if (&m != &module) return;
     if (linear) {

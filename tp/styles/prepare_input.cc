@@ -12,8 +12,8 @@ void CheckLayouts(const Layouts& layouts, const Layouts& desired, const std::str
   TESSEL_CHECK(layouts.size() == desired.size(), who, ": ", what, "_layouts has ", layouts.size(),
                " entries but desired_", what, "_layouts has ", desired.size());
   for (size_t i = 0; i < layouts.size(); ++i) {
-    TESSEL_CHECK(layouts[i].has_value() || !desired[i].has_value(), who, ": desired_", what, "_layouts[", i,
-                 "] is ", dtensor::ToString(*desired[i]), " but ", what, "_layouts[", i,
+    TESSEL_CHECK(layouts[i].has_value() || !desired[i].has_value(), who, ": desired_", what, "_layouts[", i, "] is ",
+                 dtensor::ToString(*desired[i]), " but ", what, "_layouts[", i,
                  "] is None (declare the layout it arrives in)");
   }
 }

@@ -15,8 +15,8 @@ void Apply(const RowwiseParallel& style, nn::Module& module, const std::string& 
   const std::string who = Who("RowwiseParallel", fqn, module);
   const auto* linear = dynamic_cast<const nn::Linear*>(&module);
   const bool embedding = module.type_name() == "Embedding";
-  TESSEL_CHECK(linear != nullptr || embedding, who, ": RowwiseParallel supports Linear and Embedding, not ",
-               module.type_name());
+  TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, linear != nullptr || embedding, who,
+                    ": RowwiseParallel supports Linear and Embedding, not ", module.type_name());
   auto partition = [&module, linear, options](const std::string&, nn::Module& m, const DeviceMesh& mesh) {
     if (&m != &module) return;
     DistributeParameter(m, "weight", mesh, dtensor::Shard{linear != nullptr ? 1 : 0}, options);

@@ -12,8 +12,8 @@ void Apply(const SequenceParallel& style, nn::Module& module, const std::string&
            const DistributeModuleOptions& options) {
   const std::string who = Who("SequenceParallel", fqn, module);
   const std::string& type = module.type_name();
-  TESSEL_CHECK(type == "LayerNorm" || type == "RMSNorm" || type == "Dropout", who,
-               ": SequenceParallel supports LayerNorm, RMSNorm and Dropout, not ", type);
+  TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, type == "LayerNorm" || type == "RMSNorm" || type == "Dropout", who,
+                    ": SequenceParallel supports LayerNorm, RMSNorm and Dropout, not ", type);
   auto input_fn = [style, who](nn::Module&, TensorList& inputs, const DeviceMesh& mesh) {
     for (Tensor& x : inputs) {
       if (!x.defined() || x.is_distributed()) continue;

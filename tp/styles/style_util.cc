@@ -36,8 +36,8 @@ dtensor::DTensor PrepareInput(const Tensor& x, const Placement& layout, const st
   return d.Redistribute(mesh, {target});
 }
 
-Tensor PrepareOutput(const Tensor& y, const std::optional<Placement>& layout, const Placement& desired,
-                     bool use_local, const DeviceMesh& mesh, const std::string& who) {
+Tensor PrepareOutput(const Tensor& y, const std::optional<Placement>& layout, const Placement& desired, bool use_local,
+                     const DeviceMesh& mesh, const std::string& who) {
   TESSEL_CHECK(y.defined(), who, ": got an undefined output");
   dtensor::DTensor d;
   if (layout.has_value()) {
@@ -81,29 +81,34 @@ const char* Bool(bool b) { return b ? "true" : "false"; }
 std::string ToString(const ParallelStyle& style) {
   const std::string name = StyleName(style);
   if (const auto* c = std::get_if<ColwiseParallel>(&style)) {
-    return Str(name, "(input_layouts=", dtensor::ToString(c->input_layouts), ", output_layouts=",
-               dtensor::ToString(c->output_layouts), ", use_local_output=", Bool(c->use_local_output), ")");
+    return Str(name, "(input_layouts=", dtensor::ToString(c->input_layouts),
+               ", output_layouts=", dtensor::ToString(c->output_layouts),
+               ", use_local_output=", Bool(c->use_local_output), ")");
   }
   if (const auto* r = std::get_if<RowwiseParallel>(&style)) {
-    return Str(name, "(input_layouts=", dtensor::ToString(r->input_layouts), ", output_layouts=",
-               dtensor::ToString(r->output_layouts), ", use_local_output=", Bool(r->use_local_output), ")");
+    return Str(name, "(input_layouts=", dtensor::ToString(r->input_layouts),
+               ", output_layouts=", dtensor::ToString(r->output_layouts),
+               ", use_local_output=", Bool(r->use_local_output), ")");
   }
   if (const auto* s = std::get_if<SequenceParallel>(&style)) {
     return Str(name, "(sequence_dim=", s->sequence_dim, ", use_local_output=", Bool(s->use_local_output), ")");
   }
   if (const auto* i = std::get_if<PrepareModuleInput>(&style)) {
-    return Str(name, "(input_layouts=", LayoutsToString(i->input_layouts), ", desired_input_layouts=",
-               LayoutsToString(i->desired_input_layouts), ", use_local_output=", Bool(i->use_local_output), ")");
+    return Str(name, "(input_layouts=", LayoutsToString(i->input_layouts),
+               ", desired_input_layouts=", LayoutsToString(i->desired_input_layouts),
+               ", use_local_output=", Bool(i->use_local_output), ")");
   }
   if (const auto* o = std::get_if<PrepareModuleOutput>(&style)) {
-    return Str(name, "(output_layouts=", LayoutsToString(o->output_layouts), ", desired_output_layouts=",
-               LayoutsToString(o->desired_output_layouts), ", use_local_output=", Bool(o->use_local_output), ")");
+    return Str(name, "(output_layouts=", LayoutsToString(o->output_layouts),
+               ", desired_output_layouts=", LayoutsToString(o->desired_output_layouts),
+               ", use_local_output=", Bool(o->use_local_output), ")");
   }
   const auto& io = std::get<PrepareModuleInputOutput>(style);
-  return Str(name, "(input_layouts=", LayoutsToString(io.input_layouts), ", desired_input_layouts=",
-             LayoutsToString(io.desired_input_layouts), ", use_local_input=", Bool(io.use_local_input),
-             ", output_layouts=", LayoutsToString(io.output_layouts), ", desired_output_layouts=",
-             LayoutsToString(io.desired_output_layouts), ", use_local_output=", Bool(io.use_local_output), ")");
+  return Str(name, "(input_layouts=", LayoutsToString(io.input_layouts),
+             ", desired_input_layouts=", LayoutsToString(io.desired_input_layouts),
+             ", use_local_input=", Bool(io.use_local_input), ", output_layouts=", LayoutsToString(io.output_layouts),
+             ", desired_output_layouts=", LayoutsToString(io.desired_output_layouts),
+             ", use_local_output=", Bool(io.use_local_output), ")");
 }
 
 }  // namespace tessel::tp

@@ -32,8 +32,8 @@ dtensor::DTensor PrepareInput(const Tensor& x, const Placement& layout, const st
                               const std::optional<Shape>& shape = std::nullopt);
 // `y` (a DTensor, or a plain tensor annotated with `layout`) redistributed to `desired`, then its local
 // shard when `use_local`.
-Tensor PrepareOutput(const Tensor& y, const std::optional<Placement>& layout, const Placement& desired,
-                     bool use_local, const DeviceMesh& mesh, const std::string& who);
+Tensor PrepareOutput(const Tensor& y, const std::optional<Placement>& layout, const Placement& desired, bool use_local,
+                     const DeviceMesh& mesh, const std::string& who);
 
 // Forward pre-hook / forward hook of PrepareModuleInput / PrepareModuleOutput on `module`.
 // REQUIRES: layouts.size() == desired.size(); desired[i] only where layouts[i] (kInvalidArgument).

@@ -39,8 +39,8 @@ inline comm::RunRanksOptions FastRanks() { return {.timeout = std::chrono::milli
 
 // Runs `fn` on `world` ranks with a 1-D mesh named "tp".
 inline void RunTp(int world, const std::function<void(const dtensor::DeviceMesh& tp)>& fn) {
-  comm::RunRanks(world, [&](comm::ProcessGroupPtr pg) { fn(dtensor::InitDeviceMesh(pg, {world}, {"tp"})); },
-                 FastRanks());
+  comm::RunRanks(
+      world, [&](comm::ProcessGroupPtr pg) { fn(dtensor::InitDeviceMesh(pg, {world}, {"tp"})); }, FastRanks());
 }
 
 // Piece `rank` of `full` split on `dim` into `world` torch.chunk pieces (ceil size; trailing may be empty).
