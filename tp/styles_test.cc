@@ -20,20 +20,8 @@ constexpr int64_t kBatch = 8;
 
 struct LinearRef {
   std::vector<double> y, dx, dw, db;
+  Tensor y_BO, dx_BI;  // y and dx as tensors (no autograd history), to cut pieces from
 };
-
-// Unsharded Linear(in, out) on x [8, in], loss = sum(y): output and gradients.
-LinearRef RunLinearRef(int64_t in, int64_t out, const Tensor& x_full) {
-  Generator gen(5);
-  nn::Linear lin(in, out, true, gen, 0.3);
-  Generator bias_gen(6);
-  lin.SetParameter("bias", Leaf(Randn({out}, bias_gen)));
-  Tensor x = Leaf(x_full);
-  Tensor y = lin(x);
-  Backward(Sum(y));
-  return {y.ToDoubleVector(), x.grad().ToDoubleVector(), lin.Param("weight").grad().ToDoubleVector(),
-          lin.Param("bias").grad().ToDoubleVector()};
-}
 
 std::unique_ptr<nn::Linear> MakeLinear(int64_t in, int64_t out) {
   Generator gen(5);
@@ -41,6 +29,20 @@ std::unique_ptr<nn::Linear> MakeLinear(int64_t in, int64_t out) {
   Generator bias_gen(6);
   lin->SetParameter("bias", Leaf(Randn({out}, bias_gen)));
   return lin;
+}
+
+// Unsharded Linear(in, out) on x [8, in], loss = sum(y): output and gradients.
+LinearRef RunLinearRef(int64_t in, int64_t out, const Tensor& x_full) {
+  auto lin = MakeLinear(in, out);
+  Tensor x = Leaf(x_full);
+  Tensor y = (*lin)(x);
+  Backward(Sum(y));
+  return {y.ToDoubleVector(),
+          x.grad().ToDoubleVector(),
+          lin->Param("weight").grad().ToDoubleVector(),
+          lin->Param("bias").grad().ToDoubleVector(),
+          FromVector(y.ToVector<float>(), y.sizes()),
+          FromVector(x.grad().ToVector<float>(), x.sizes())};
 }
 
 Tensor InputFor(int64_t in) {
@@ -56,7 +58,6 @@ TEST_P(StyleTest, ColwiseLinearMovesNothingForwardAndAllReducesTheInputGradOnce)
     SCOPED_TRACE(Str("Linear(16, ", out, ")"));
     const Tensor x_full = InputFor(16);
     const LinearRef ref = RunLinearRef(16, out, x_full);
-    const Tensor y_ref = FromVector(std::vector<float>(ref.y.begin(), ref.y.end()), {kBatch, out});
     RunTp(world, [&](const dtensor::DeviceMesh& tp) {
       auto lin = MakeLinear(16, out);
       ParallelizeModule(*lin, tp, ColwiseParallel{});
@@ -67,7 +68,7 @@ TEST_P(StyleTest, ColwiseLinearMovesNothingForwardAndAllReducesTheInputGradOnce)
       Tensor y = (*lin)(x);
       EXPECT_EQ(fwd.Total(), 0) << fwd.Summary();
       EXPECT_FALSE(y.is_distributed());
-      EXPECT_LE(RelErr(y.ToDoubleVector(), ChunkOf(y_ref, 1, tp.local_rank(0), world).ToDoubleVector()), 1e-6);
+      EXPECT_LE(RelErr(y.ToDoubleVector(), ChunkOf(ref.y_BO, 1, tp.local_rank(0), world).ToDoubleVector()), 1e-6);
       comm::CommTracer bwd;
       Backward(Sum(y));
       EXPECT_EQ(bwd.Count(CollectiveKind::kAllReduce), 1) << bwd.Summary();
@@ -86,7 +87,6 @@ TEST_P(StyleTest, RowwiseLinearAllReducesForwardOnceAndMovesNothingBackward) {
     SCOPED_TRACE(Str("Linear(", in, ", 16)"));
     const Tensor x_full = InputFor(in);
     const LinearRef ref = RunLinearRef(in, 16, x_full);
-    const Tensor dx_ref = FromVector(std::vector<float>(ref.dx.begin(), ref.dx.end()), {kBatch, in});
     RunTp(world, [&](const dtensor::DeviceMesh& tp) {
       auto lin = MakeLinear(in, 16);
       ParallelizeModule(*lin, tp, RowwiseParallel{});
@@ -101,7 +101,8 @@ TEST_P(StyleTest, RowwiseLinearAllReducesForwardOnceAndMovesNothingBackward) {
       comm::CommTracer bwd;
       Backward(Sum(y));
       EXPECT_EQ(bwd.Total(), 0) << bwd.Summary();
-      EXPECT_LE(RelErr(x.grad().ToDoubleVector(), ChunkOf(dx_ref, 1, tp.local_rank(0), world).ToDoubleVector()), 1e-6);
+      EXPECT_LE(RelErr(x.grad().ToDoubleVector(), ChunkOf(ref.dx_BI, 1, tp.local_rank(0), world).ToDoubleVector()),
+                1e-6);
       EXPECT_LE(RelErr(FullValues(lin->Param("weight").grad()), ref.dw), 1e-6);
       EXPECT_LE(RelErr(FullValues(lin->Param("bias").grad()), ref.db), 1e-6);
     });
@@ -112,8 +113,6 @@ TEST_P(StyleTest, RowwiseLinearToShardZeroReduceScattersForwardAndAllGathersBack
   const int world = GetParam();
   const Tensor x_full = InputFor(16);
   const LinearRef ref = RunLinearRef(16, 16, x_full);
-  const Tensor y_ref = FromVector(std::vector<float>(ref.y.begin(), ref.y.end()), {kBatch, 16});
-  const Tensor dx_ref = FromVector(std::vector<float>(ref.dx.begin(), ref.dx.end()), {kBatch, 16});
   RunTp(world, [&](const dtensor::DeviceMesh& tp) {
     auto lin = MakeLinear(16, 16);
     ParallelizeModule(*lin, tp, RowwiseParallel{.output_layouts = Shard{0}});
@@ -123,12 +122,12 @@ TEST_P(StyleTest, RowwiseLinearToShardZeroReduceScattersForwardAndAllGathersBack
     Tensor y = (*lin)(x);
     EXPECT_EQ(fwd.Count(CollectiveKind::kReduceScatter), 1) << fwd.Summary();
     EXPECT_EQ(fwd.Total(), 1) << fwd.Summary();
-    EXPECT_LE(RelErr(y.ToDoubleVector(), ChunkOf(y_ref, 0, r, world).ToDoubleVector()), 1e-6);
+    EXPECT_LE(RelErr(y.ToDoubleVector(), ChunkOf(ref.y_BO, 0, r, world).ToDoubleVector()), 1e-6);
     comm::CommTracer bwd;
     Backward(Sum(y));
     EXPECT_EQ(bwd.Count(CollectiveKind::kAllGather), 1) << bwd.Summary();
     EXPECT_EQ(bwd.Total(), 1) << bwd.Summary();
-    EXPECT_LE(RelErr(x.grad().ToDoubleVector(), ChunkOf(dx_ref, 1, r, world).ToDoubleVector()), 1e-6);
+    EXPECT_LE(RelErr(x.grad().ToDoubleVector(), ChunkOf(ref.dx_BI, 1, r, world).ToDoubleVector()), 1e-6);
   });
 }
 
@@ -157,7 +156,6 @@ TEST_P(StyleTest, PrepareModuleInputOutputGathersTheInputAndShardsTheOutputLocal
   const int world = GetParam();
   const Tensor x_full = InputFor(16);
   const LinearRef ref = RunLinearRef(16, 16, x_full);
-  const Tensor y_ref = FromVector(std::vector<float>(ref.y.begin(), ref.y.end()), {kBatch, 16});
   RunTp(world, [&](const dtensor::DeviceMesh& tp) {
     auto lin = MakeLinear(16, 16);
     ParallelizeModule(*lin, tp,
@@ -171,7 +169,7 @@ TEST_P(StyleTest, PrepareModuleInputOutputGathersTheInputAndShardsTheOutputLocal
     Tensor y = (*lin)(Leaf(ChunkOf(x_full, 0, r, world)));
     EXPECT_EQ(fwd.Summary(), "all_gather(tp) x1");
     EXPECT_FALSE(y.is_distributed());
-    EXPECT_LE(RelErr(y.ToDoubleVector(), ChunkOf(y_ref, 0, r, world).ToDoubleVector()), 1e-6);
+    EXPECT_LE(RelErr(y.ToDoubleVector(), ChunkOf(ref.y_BO, 0, r, world).ToDoubleVector()), 1e-6);
   });
 }
 
@@ -228,7 +226,6 @@ TEST_P(StyleTest, PrepareModuleInputShardToReplicateAllGathersOnce) {
   const int world = GetParam();
   const Tensor x_full = InputFor(16);
   const LinearRef ref = RunLinearRef(16, 16, x_full);
-  const Tensor dx_ref = FromVector(std::vector<float>(ref.dx.begin(), ref.dx.end()), {kBatch, 16});
   RunTp(world, [&](const dtensor::DeviceMesh& tp) {
     auto lin = MakeLinear(16, 16);
     ParallelizeModule(
@@ -245,7 +242,7 @@ TEST_P(StyleTest, PrepareModuleInputShardToReplicateAllGathersOnce) {
     comm::CommTracer bwd;
     Backward(Sum(y));                            // a replicated loss: every rank holds the whole of it
     EXPECT_EQ(bwd.Total(), 0) << bwd.Summary();  // Replicate -> Shard backward is a local chunk
-    EXPECT_LE(RelErr(x.grad().ToDoubleVector(), ChunkOf(dx_ref, 0, r, world).ToDoubleVector()), 1e-6);
+    EXPECT_LE(RelErr(x.grad().ToDoubleVector(), ChunkOf(ref.dx_BI, 0, r, world).ToDoubleVector()), 1e-6);
   });
 }
 
@@ -253,7 +250,6 @@ TEST_P(StyleTest, PrepareModuleOutputReplicateToShardIsALocalChunk) {
   const int world = GetParam();
   const Tensor x_full = InputFor(16);
   const LinearRef ref = RunLinearRef(16, 16, x_full);
-  const Tensor y_ref = FromVector(std::vector<float>(ref.y.begin(), ref.y.end()), {kBatch, 16});
   RunTp(world, [&](const dtensor::DeviceMesh& tp) {
     auto lin = MakeLinear(16, 16);
     ParallelizeModule(*lin, tp,
@@ -261,7 +257,7 @@ TEST_P(StyleTest, PrepareModuleOutputReplicateToShardIsALocalChunk) {
     comm::CommTracer fwd;
     Tensor y = (*lin)(Leaf(x_full));
     EXPECT_EQ(fwd.Total(), 0) << fwd.Summary();
-    EXPECT_LE(RelErr(y.ToDoubleVector(), ChunkOf(y_ref, 0, tp.local_rank(0), world).ToDoubleVector()), 1e-6);
+    EXPECT_LE(RelErr(y.ToDoubleVector(), ChunkOf(ref.y_BO, 0, tp.local_rank(0), world).ToDoubleVector()), 1e-6);
   });
 }
 
