@@ -91,6 +91,37 @@ TEST(TpGptTest, SequenceParallelTradesEachAllReduceForAnAllGatherReduceScatterPa
   }
 }
 
+// The largest all_gather input (bytes) one rank issues in a GPT forward + backward on [2, 4] tokens.
+int64_t LargestAllGather(const nn::GPTConfig& cfg, const GptParallelism& p) {
+  int64_t largest = 0;
+  comm::RunRanks(
+      2,
+      [&](comm::ProcessGroupPtr pg) {
+        Generator gen(7);
+        nn::GPT gpt(cfg, gen);
+        examples::ParallelizeGpt(gpt, dtensor::InitDeviceMesh(pg, {2}, {"tp"}), p);
+        auto [idx, tgt] = GlobalBatch(cfg, 0, 2);
+        comm::CommTracer tracer;
+        std::optional<tp::LossParallel> scope;
+        if (p.loss_parallel) scope.emplace();
+        Backward(gpt.Loss(idx, tgt));
+        for (const comm::CollectiveRecord& r : tracer.records()) {
+          if (r.kind == CollectiveKind::kAllGather && pg->rank() == 0) largest = std::max(largest, r.bytes);
+        }
+      },
+      FastRanks());
+  return largest;
+}
+
+TEST(TpGptTest, LossParallelNeverGathersTheLogits) {
+  const nn::GPTConfig cfg = TpGpt();
+  const int64_t logits_piece = 2 * 4 * 19 * 4;  // [B, T, ceil(37 / 2)] float32 on rank 0
+  // Without loss parallel the head's output is gathered to Replicate: rank 0 sends its logits piece.
+  EXPECT_EQ(LargestAllGather(cfg, {.sequence_parallel = true}), logits_piece);
+  // With it, the largest all_gather is sequence parallelism's [B, T / 2, C] activation piece.
+  EXPECT_EQ(LargestAllGather(cfg, {.sequence_parallel = true, .loss_parallel = true}), 2 * 2 * 16 * 4);
+}
+
 // Linear biases: Colwise shards them, Rowwise adds its replicated bias once to the Partial output.
 nn::GPTConfig WithBias(nn::GPTConfig cfg) {
   cfg.bias = true;
