@@ -9,9 +9,9 @@
 //                                   not timed, figure (Figure::precomputed, figure.h).
 //
 // Config: vocab 256, d_model 64, 2 layers, 4 heads, seq 32, global batch 8, fp32 — one step takes a
-// few ms, so a timed run does kStepsPerRun = 16 steps (~0.15 s). The FSDP world is persistent: two rank threads
-// (RunRanks, 1 core each on a 2-core machine) build and wrap the model once, then step on command, so
-// a timed run measures steps, not world start-up or FullyShard.
+// few ms, so a timed run does kStepsPerRun = 16 steps (~0.15 s). The FSDP world is persistent (RankWorld,
+// rank_world.h): two rank threads (1 core each on a 2-core machine) build and wrap the model once, then
+// step on command, so a timed run measures steps, not world start-up or FullyShard.
 //
 // Invariant: both sides of the step figure train identical models (same seed) on the same global batch;
 // rank r of the FSDP world takes rows [r*B/2, (r+1)*B/2).
@@ -20,17 +20,15 @@
 //   bazel run //benchmarks:report -- --filter=fsdp
 #include <algorithm>
 #include <cmath>
-#include <condition_variable>
 #include <cstdio>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <tuple>
 #include <vector>
 
 #include "benchmarks/figure.h"
+#include "benchmarks/rank_world.h"
 #include "comm/backends/threads.h"
 #include "core/autograd/engine.h"
 #include "core/base/error.h"
@@ -97,78 +95,6 @@ struct RankModel {
   }
 };
 
-// A persistent W-rank world that runs `steps` FSDP steps per Run() call. Rank errors are rethrown by
-// Run() (the host thread catches what RunRanks throws).
-class FsdpWorld {
- public:
-  explicit FsdpWorld(const nn::GPTConfig& cfg) {
-    host_ = std::thread([this, cfg] {
-      try {
-        comm::RunRanks(kWorld, [this, &cfg](comm::ProcessGroupPtr world) { RankLoop(cfg, world); },
-                       {.timeout = std::chrono::milliseconds(60000)});
-      } catch (const std::exception& e) {
-        std::lock_guard<std::mutex> lock(mu_);
-        error_ = e.what();
-        cv_.notify_all();
-      }
-    });
-  }
-  ~FsdpWorld() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    host_.join();
-  }
-
-  void Run(int steps) {
-    std::unique_lock<std::mutex> lock(mu_);
-    steps_ = steps;
-    done_ = 0;
-    ++generation_;
-    cv_.notify_all();
-    cv_.wait(lock, [&] { return done_ == kWorld || !error_.empty(); });
-    TESSEL_CHECK(error_.empty(), "fsdp_step_vs_unsharded: a rank failed: ", error_);
-  }
-
- private:
-  void RankLoop(const nn::GPTConfig& cfg, const comm::ProcessGroupPtr& world) {
-    RankModel model(cfg, world);
-    int64_t seen = 0;
-    while (true) {
-      int steps = 0;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [&] { return stop_ || !error_.empty() || generation_ > seen; });
-        if (stop_ || !error_.empty()) return;
-        seen = generation_;
-        steps = steps_;
-      }
-      try {
-        for (int s = 0; s < steps; ++s) model.Step();
-      } catch (const std::exception& e) {
-        std::lock_guard<std::mutex> lock(mu_);
-        error_ = e.what();
-        cv_.notify_all();
-        throw;
-      }
-      std::lock_guard<std::mutex> lock(mu_);
-      ++done_;
-      cv_.notify_all();
-    }
-  }
-
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int64_t generation_ = 0;
-  int steps_ = 0;
-  int done_ = 0;
-  bool stop_ = false;
-  std::string error_;
-  std::thread host_;
-};
-
 // The unsharded baseline: the same model and global batch, one rank, all cores of the calling thread.
 struct UnshardedStep {
   std::unique_ptr<nn::GPT> gpt;
@@ -192,7 +118,10 @@ struct UnshardedStep {
 
 const bool kStep = RegisterFigure("fsdp_step_vs_unsharded", [] {
   const nn::GPTConfig cfg = BenchGpt();
-  auto world = std::make_shared<FsdpWorld>(cfg);
+  auto world = std::make_shared<RankWorld>(kWorld, [cfg](const comm::ProcessGroupPtr& pg) {
+    auto model = std::make_shared<RankModel>(cfg, pg);
+    return [model] { model->Step(); };
+  });
   auto single = std::make_shared<UnshardedStep>(cfg);
   const double tokens = static_cast<double>(kStepsPerRun * kGlobalBatch * cfg.seq_len);
   return Figure{"fsdp_step_vs_unsharded",

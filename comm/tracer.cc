@@ -53,6 +53,25 @@ int64_t CommTracer::Bytes(CollectiveKind kind) const {
   return n;
 }
 
+double CommTracer::RingBytes(int64_t group_size) const {
+  const double w = static_cast<double>(group_size);
+  double total = 0;
+  for (const CollectiveRecord& r : records_) {
+    const double n = static_cast<double>(r.bytes);
+    switch (r.kind) {
+      case CollectiveKind::kAllReduce: total += 2 * (w - 1) / w * n; break;
+      case CollectiveKind::kAllGather: total += (w - 1) * n; break;
+      case CollectiveKind::kReduceScatter:
+      case CollectiveKind::kAllToAll: total += (w - 1) / w * n; break;
+      case CollectiveKind::kBroadcast:
+      case CollectiveKind::kSend: total += n; break;
+      case CollectiveKind::kRecv:
+      case CollectiveKind::kBarrier: break;
+    }
+  }
+  return total;
+}
+
 std::string CommTracer::Summary() const {
   // Groups by (kind, group) in order of first appearance.
   std::vector<std::pair<std::string, int>> rows;

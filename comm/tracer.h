@@ -42,6 +42,10 @@ class CommTracer {
   int Count(CollectiveKind kind, const std::string& group) const;
   int Total() const { return static_cast<int>(records_.size()); }
   int64_t Bytes(CollectiveKind kind) const;
+  // Bytes each rank sends under the ring algorithms, from the recorded input sizes (groups of
+  // `group_size` ranks): all_reduce 2 (W-1)/W n, all_gather (W-1) n_local, reduce_scatter (W-1)/W n,
+  // all_to_all (W-1)/W n, broadcast n; so an all_reduce costs exactly an all_gather + reduce_scatter pair.
+  double RingBytes(int64_t group_size) const;
   // "all_gather(tp) x2, reduce_scatter(dp) x1"
   std::string Summary() const;
   void Clear() { records_.clear(); }

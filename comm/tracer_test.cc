@@ -46,6 +46,23 @@ TEST(CommTracerTest, CountsEachCollectiveIssuedOnThisRankWithGroupAndBytes) {
   });
 }
 
+TEST(CommTracerTest, RingBytesCountAnAllReduceAsAnAllGatherPlusAReduceScatter) {
+  RunRanks(4, [](ProcessGroupPtr pg) {
+    Tensor full = Zeros({16}), piece = Zeros({4});  // 64 B and 16 B
+    double all_reduce_bytes = 0;
+    {
+      CommTracer all_reduce;
+      pg->AllReduce(full, ReduceOp::kSum)->Wait();
+      all_reduce_bytes = all_reduce.RingBytes(4);
+    }
+    EXPECT_DOUBLE_EQ(all_reduce_bytes, 2.0 * 3 / 4 * 64);  // 96
+    CommTracer pair;
+    pg->ReduceScatter(piece, full, ReduceOp::kSum)->Wait();  // 3/4 * 64 = 48
+    pg->AllGather(full, piece)->Wait();                        // 3 * 16 = 48
+    EXPECT_DOUBLE_EQ(pair.RingBytes(4), all_reduce_bytes);
+  });
+}
+
 TEST(CommTracerTest, RecordsAtIssueTimeBeforeTheCollectiveCompletes) {
   RunRanks(2, [](ProcessGroupPtr pg) {
     CommTracer tracer;

@@ -15,6 +15,8 @@
 namespace tessel::dtensor {
 namespace {
 
+thread_local bool implicit_replication = false;
+
 // [The tie-break table] Among candidates that move the same bytes and the same number of inputs, the
 // kind listed first wins: keep the layout the data already has; then sharded outputs (less memory than
 // replicated ones); then Partial outputs (a reduction is owed later); masked vocab-parallel work; and
@@ -75,13 +77,16 @@ Prepared Prepare(const OpDef& op, std::span<const Tensor> raw) {
                    lead.mesh().global_rank());
       continue;
     }
-    TESSEL_CHECK(t.dim() == 0, op.name, ": got mixed DTensor and dense tensor inputs: input ", first, " is ",
-                 KindOf(raw[first]), " but input ", i, " is ", KindOf(t),
+    TESSEL_CHECK(t.dim() == 0 || (implicit_replication && !t.requires_grad()), op.name,
+                 ": got mixed DTensor and dense tensor inputs: input ", first, " is ", KindOf(raw[first]),
+                 " but input ", i, " is ", KindOf(t),
                  "; convert the dense tensor with DistributeTensor or DTensor::FromLocal first (only 0-d dense "
-                 "tensors are accepted, as replicated scalars), rank ",
+                 "tensors are accepted, as replicated scalars, and under ImplicitReplicationGuard dense tensors "
+                 "that do not require grad), rank ",
                  lead.mesh().global_rank());
     DTensorSpec spec(lead.mesh().topology_ptr(),
-                     std::vector<Placement>(static_cast<size_t>(lead.mesh().ndim()), Replicate{}), Shape{}, t.dtype());
+                     std::vector<Placement>(static_cast<size_t>(lead.mesh().ndim()), Replicate{}), t.sizes(),
+                     t.dtype());
     p.inputs[i] = MakeDTensor(t, std::move(spec), lead.mesh());
   }
   for (size_t i = 0; i < raw.size(); ++i) {
@@ -365,5 +370,11 @@ const bool kInstalled = [] {
   return true;
 }();
 }  // namespace
+
+ImplicitReplicationGuard::ImplicitReplicationGuard() : previous_(implicit_replication) {
+  implicit_replication = true;
+}
+ImplicitReplicationGuard::~ImplicitReplicationGuard() { implicit_replication = previous_; }
+bool ImplicitReplicationEnabled() { return implicit_replication; }
 
 }  // namespace tessel::dtensor

@@ -11,7 +11,8 @@
 //
 // Semantics (PyTorch's DTensor dispatch where it is right):
 //   * A dense 0-d input is a replicated scalar; any other dense input next to a DTensor raises
-//     kInvalidArgument naming the op and both kinds (convert it with DistributeTensor first).
+//     kInvalidArgument naming the op and both kinds (convert it with DistributeTensor first), except
+//     under ImplicitReplicationGuard (below), where one that does not require grad is Replicate.
 //   * All DTensor inputs must live on one mesh (kInvalidArgument naming both meshes).
 //   * Strategy choice: cheapest by estimated bytes moved, then by number of inputs that change layout,
 //     then by an ordered table of strategy kinds (TieBreakRank in dispatch.cc), then by rule order.
@@ -42,6 +43,22 @@
 #include "dtensor/sharding_rule.h"
 
 namespace tessel::dtensor {
+
+// Scoped, per thread: a dense input that does not require grad, next to DTensor inputs, is taken as
+// Replicate on their mesh instead of raising (PyTorch's
+// torch.distributed.tensor.experimental.implicit_replication). Used by tp::LossParallel for the plain
+// targets of a vocab-sharded cross-entropy. Nests.
+class ImplicitReplicationGuard {
+ public:
+  ImplicitReplicationGuard();
+  ~ImplicitReplicationGuard();
+  ImplicitReplicationGuard(const ImplicitReplicationGuard&) = delete;
+  ImplicitReplicationGuard& operator=(const ImplicitReplicationGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+bool ImplicitReplicationEnabled();
 
 // The handler installed into the dispatcher (core/dispatch/dispatcher.h).
 TensorList DispatchDistributed(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs);

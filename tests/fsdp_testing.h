@@ -27,6 +27,7 @@
 #include "core/autograd/grad_mode.h"
 #include "core/memory/allocator.h"
 #include "core/base/error.h"
+#include "core/base/testing/rel_err.h"
 #include "core/nn/transformer.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/view.h"
@@ -162,16 +163,7 @@ inline RunResult TrainFsdp(const nn::GPTConfig& cfg, int steps, int64_t batch, c
   return result;
 }
 
-// max |a - b| / max(max |b|, tiny): a norm-wise relative error.
-inline double RelErr(const std::vector<double>& a, const std::vector<double>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double diff = 0, scale = 1e-30;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    diff = std::max(diff, std::abs(a[i] - b[i]));
-    scale = std::max(scale, std::abs(b[i]));
-  }
-  return diff / scale;
-}
+using ::tessel::testing::RelErr;  // max |a - b| / max(max |b|, tiny)
 
 // Returns the largest parameter error seen.
 inline double ExpectRunsClose(const RunResult& got, const RunResult& want, double rtol, double param_rtol = -1) {

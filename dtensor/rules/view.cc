@@ -9,7 +9,8 @@
 // (Reshape then decides view vs copy exactly as for a dense tensor) and errors name global shapes.
 // view regroups dims: within a group of input dims that becomes a group of output dims, only the
 // group's first (major) dim may stay sharded, and only when its shard count divides both that dim and
-// the output group's major dim (so every rank's flat range is the same before and after); any other
+// the output group's major dim (so every rank's flat range is the same before and after) or the group
+// maps that dim to one output dim of the same size (then even uneven sharding stays); any other
 // sharded dim of the group is gathered first. narrow / select / slice need their dim whole; expand and
 // squeeze need their size-1 dims unsharded. Attrs holding global shapes ("shape", "input_shape") are
 // rewritten to this rank's local shapes. A view whose input must move is a view of the moved copy.
@@ -96,8 +97,12 @@ std::vector<Strategy> ViewRule(const OpCall& call) {
     const int64_t major_in = MajorDim(g.in, x.shape()), major_out = MajorDim(g.out, b);
     for (int64_t d : g.in) {
       const int64_t k = NumShards(in, d, call.mesh);
-      const bool keeps = d == major_in && major_out >= 0 && x.shape()[static_cast<size_t>(d)] % k == 0 &&
-                         b[static_cast<size_t>(major_out)] % k == 0;
+      const int64_t size_in = x.shape()[static_cast<size_t>(d)];
+      // A dim that maps onto one output dim of the same size keeps any sharding, even an uneven one
+      // (Reshape(logits [B, T, V] S(2), {-1, V}) with V % k != 0: the vocab dim is untouched).
+      const bool same_dim = major_out >= 0 && size_in == b[static_cast<size_t>(major_out)];
+      const bool keeps = d == major_in && major_out >= 0 &&
+                         (same_dim || (size_in % k == 0 && b[static_cast<size_t>(major_out)] % k == 0));
       if (k > 1 && !keeps) gather.push_back(d);
       if (keeps) map[static_cast<size_t>(d)] = major_out;
     }

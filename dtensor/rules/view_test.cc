@@ -104,6 +104,10 @@ TEST(ViewRulesTest, DimMappingKeepsShardsWithoutCommunicationWhenTheChunksAlign)
     EXPECT_EQ(y.placements(), ParsePlacements("R"));
     DTensor u = DistributeTensor(Values({5, 6}), mesh, ParsePlacements("S(0)"));
     EXPECT_EQ(CommOf([&] { y = DTensor(Reshape(u, {30})); }), "all_gather(x) x1");  // 5 rows: uneven
+    DTensor v = DistributeTensor(Values({2, 3, 5}), mesh, ParsePlacements("S(2)"));  // 5 columns: uneven
+    EXPECT_EQ(CommOf([&] { y = DTensor(Reshape(v, {-1, 5})); }), "");  // the sharded dim maps onto itself
+    EXPECT_EQ(y.placements(), ParsePlacements("S(1)"));
+    EXPECT_EQ(y.ToLocal().ToDoubleVector(), Reshape(DTensor(v).ToLocal(), {-1, y.local_shape()[1]}).ToDoubleVector());
     EXPECT_EQ(CommOf([&] { y = DTensor(Narrow(x, 1, 2, 3)); }), "");
     EXPECT_EQ(y.placements(), ParsePlacements("S(0)"));
   });

@@ -7,6 +7,10 @@
 // the in-process threads backend; each rank takes its rows of the same global batch, so the run is the
 // same training as --nproc=1 (which trains unsharded on one rank).
 //
+// Tensor parallelism: --tp=N trains with examples/gpt/parallelize.h's recipe (Megatron TP + sequence
+// parallel + loss parallel on N ranks; --sp=0 / --loss_parallel=0 turn those off); --dp_shard=D --tp=N
+// adds fully_shard over a (dp, tp) = (D, N) mesh. The world is then D * N ranks (--nproc is implied).
+//
 // Checkpoints (checkpoint/): the run saves model + optimizer + step at the end to
 // <--save>/step_<steps> (default /tmp/tessel_gpt_ckpt; --save=none turns it off), and every
 // --save_every steps with AsyncSaver. Each checkpoint also records an xxh3 fingerprint of every full
@@ -17,6 +21,7 @@
 // Usage: bazel run //examples/gpt:train -- [--nproc=4] [--steps=300] [--batch=16] [--seq=64]
 //        [--d_model=128] [--layers=4] [--heads=4] [--lr=3e-3] [--seed=1] [--log_every=25] [--profile_step=N]
 //        [--save=/tmp/tessel_gpt_ckpt] [--save_every=N] [--resume=/tmp/tessel_gpt_ckpt/step_300]
+//        [--tp=2 [--dp_shard=2] [--sp=1] [--loss_parallel=1]]
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -42,10 +47,13 @@
 #include "core/optim/optimizer.h"
 #include "core/tensor/factory.h"
 #include "dtensor/device_mesh.h"
+#include "dtensor/dtensor.h"
 #include "fsdp/clip_grad_norm.h"
 #include "fsdp/fully_shard.h"
 #include "planner/memory_plan.h"
 #include "examples/gpt/corpus.h"
+#include "examples/gpt/parallelize.h"
+#include "tp/loss_parallel.h"
 
 namespace tessel::examples {
 namespace {
@@ -163,6 +171,40 @@ int64_t Resume(const std::string& dir, const nn::Module& model, optim::Optimizer
   return step;
 }
 
+// Tensor-parallel layout from --tp / --dp_shard (tp == 1: the default fully_shard-only run).
+struct TpLayout {
+  int64_t tp = 1, dp_shard = 1;
+  examples::GptParallelism parallelism;
+  int64_t world() const { return tp * dp_shard; }
+};
+
+TpLayout TpLayoutFrom(const Flags& flags) {
+  TpLayout l;
+  l.tp = static_cast<int64_t>(flags.Get("tp", 1));
+  l.dp_shard = static_cast<int64_t>(flags.Get("dp_shard", 1));
+  l.parallelism = {.sequence_parallel = flags.Get("sp", 1) != 0, .loss_parallel = flags.Get("loss_parallel", 1) != 0};
+  TESSEL_CHECK(l.tp >= 1 && l.dp_shard >= 1, "train: --tp and --dp_shard must be >= 1");
+  TESSEL_CHECK(l.tp > 1 || l.dp_shard == 1, "train: --dp_shard needs --tp (plain fully_shard runs use --nproc)");
+  return l;
+}
+
+// The model's parallel layout on `world`: TP recipe (with --tp), else fully_shard per block on "dp".
+std::optional<fsdp::FSDPModule> Parallelize(nn::GPT& model, const comm::ProcessGroupPtr& world, const TpLayout& l,
+                                            int64_t* dp_rank, int64_t* dp_size) {
+  if (l.tp == 1) {
+    const dtensor::DeviceMesh mesh = dtensor::InitDeviceMesh(world, {world->size()}, {"dp"});
+    for (size_t i = 0; i < model.layers().size(); ++i) fsdp::FullyShard(*model.layers().at(i), mesh);
+    *dp_rank = world->rank();
+    *dp_size = world->size();
+    return fsdp::FullyShard(model, mesh);
+  }
+  const dtensor::DeviceMesh mesh = l.dp_shard > 1 ? dtensor::InitDeviceMesh(world, {l.dp_shard, l.tp}, {"dp", "tp"})
+                                                  : dtensor::InitDeviceMesh(world, {l.tp}, {"tp"});
+  *dp_rank = l.dp_shard > 1 ? mesh.local_rank("dp") : 0;
+  *dp_size = l.dp_shard;
+  return examples::ParallelizeGpt(model, mesh, l.parallelism);
+}
+
 // What one rank does. `world` is null for the unsharded single-rank run.
 struct RunResult {
   double first_loss = 0, last_loss = 0, final_loss = 0, tokens_per_s = 0, seconds = 0;
@@ -178,18 +220,16 @@ RunResult TrainRank(const Flags& flags, const comm::ProcessGroupPtr& world, int6
   const uint64_t seed = static_cast<uint64_t>(flags.Get("seed", 1));
   const int rank = world ? world->rank() : 0;
   const int nranks = world ? world->size() : 1;
-  TESSEL_CHECK(B % nranks == 0, "train: --batch=", B, " must be divisible by --nproc=", nranks);
-  const int64_t local_b = B / nranks;
+  const TpLayout layout = TpLayoutFrom(flags);
   const nn::GPTConfig cfg = ConfigFrom(flags);
   const std::string text = GenerateCorpus(seed, 1 << 20);
   Generator gen(seed);  // same initial weights on every rank; fully_shard keeps each rank's shard
   nn::GPT model(cfg, gen);
   std::optional<fsdp::FSDPModule> root;
-  if (world) {
-    const dtensor::DeviceMesh mesh = dtensor::InitDeviceMesh(world, {nranks}, {"dp"});
-    for (size_t i = 0; i < model.layers().size(); ++i) fsdp::FullyShard(*model.layers().at(i), mesh);
-    root = fsdp::FullyShard(model, mesh);
-  }
+  int64_t dp_rank = 0, dp_size = 1;  // the rows of the global batch this rank trains on
+  if (world) root = Parallelize(model, world, layout, &dp_rank, &dp_size);
+  TESSEL_CHECK(B % dp_size == 0, "train: --batch=", B, " must be divisible by the data-parallel size ", dp_size);
+  const int64_t local_b = B / dp_size;
   optim::AdamW opt(model.NamedParameters(), {.lr = flags.Get("lr", 3e-3), .weight_decay = 0.1});
   const optim::WarmupCosineSchedule schedule{.max_lr = flags.Get("lr", 3e-3),
                                              .min_lr = flags.Get("lr", 3e-3) / 10,
@@ -201,8 +241,12 @@ RunResult TrainRank(const Flags& flags, const comm::ProcessGroupPtr& world, int6
                 static_cast<long long>(cfg.NumParameters()), static_cast<long long>(cfg.d_model),
                 static_cast<long long>(cfg.n_layers), static_cast<long long>(cfg.n_heads), static_cast<long long>(T),
                 static_cast<long long>(B),
-                world ? ("fully_shard on " + std::to_string(nranks) + " ranks (threads backend)").c_str()
-                      : "1 rank, unsharded",
+                !world ? "1 rank, unsharded"
+                : layout.tp > 1
+                    ? Str("tensor parallel on ", nranks, " ranks (dp_shard ", layout.dp_shard, " x tp ", layout.tp,
+                          layout.parallelism.sequence_parallel ? ", sequence parallel" : "",
+                          layout.parallelism.loss_parallel ? ", loss parallel" : "", ", threads backend)").c_str()
+                    : ("fully_shard on " + std::to_string(nranks) + " ranks (threads backend)").c_str(),
                 NumThreads());
   }
   const std::string config = Str("d_model=", cfg.d_model, " layers=", cfg.n_layers, " heads=", cfg.n_heads, " seq=", T,
@@ -232,10 +276,14 @@ RunResult TrainRank(const Flags& flags, const comm::ProcessGroupPtr& world, int6
     if (step == static_cast<int64_t>(flags.Get("profile_step", -1))) prof.emplace();
     const auto t0 = std::chrono::steady_clock::now();
     const Batch batch = SampleBatch(text, B, T, step, seed + 17);
-    const Tensor idx = Contiguous(Narrow(batch.idx_BT, 0, rank * local_b, local_b));
-    const Tensor tgt = Contiguous(Narrow(batch.targets_BT, 0, rank * local_b, local_b));
+    const Tensor idx = Contiguous(Narrow(batch.idx_BT, 0, dp_rank * local_b, local_b));
+    const Tensor tgt = Contiguous(Narrow(batch.targets_BT, 0, dp_rank * local_b, local_b));
+    std::optional<tp::LossParallel> loss_parallel;  // vocab-sharded logits: the loss inside the scope
+    if (layout.tp > 1 && layout.parallelism.loss_parallel) loss_parallel.emplace();
     Tensor loss = model.Loss(idx, tgt);
     Backward(loss);
+    loss_parallel.reset();
+    if (loss.is_distributed()) loss = dtensor::DTensor(loss).ToLocal();  // Replicate on "tp"
     if (root) {
       fsdp::ClipGradNorm(*root, 1.0);
     } else {
@@ -245,7 +293,7 @@ RunResult TrainRank(const Flags& flags, const comm::ProcessGroupPtr& world, int6
     opt.Step();
     opt.ZeroGrad();
     Tensor l = Scalar(loss.item<double>(), DType::kFloat64);
-    if (world) world->AllReduce(l, comm::ReduceOp::kAvg)->Wait();
+    if (world) world->AllReduce(l, comm::ReduceOp::kAvg)->Wait();  // tp ranks hold the same loss
     const double lv = l.item<double>();
     if (prof && rank == 0) std::printf("%s", prof->Table().c_str());
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -284,7 +332,7 @@ RunResult TrainRank(const Flags& flags, const comm::ProcessGroupPtr& world, int6
       }
     }
   }
-  if (activations > 0 && rank == 0 && steps - start > 2) {
+  if (activations > 0 && layout.tp == 1 && rank == 0 && steps - start > 2) {
     // "Which ledger blew up?": this rank's steady-state peaks against planner/memory_plan.h's prediction.
     std::printf("memory: rank 0 steady-state peaks vs the plan (planner/memory_plan.h; bazel run //planner:plan):\n%s",
                 planner::FormatPlanVsMeasured(planner::PlanGptFullyShard(cfg, nranks, rank, activations),
@@ -315,7 +363,10 @@ RunResult TrainRank(const Flags& flags, const comm::ProcessGroupPtr& world, int6
 
 int Main(int argc, char** argv) {
   const Flags flags = ParseFlags(argc, argv);
-  const int nproc = static_cast<int>(flags.Get("nproc", 4));
+  const TpLayout layout = TpLayoutFrom(flags);
+  const int nproc = static_cast<int>(flags.Get("nproc", layout.tp > 1 ? static_cast<double>(layout.world()) : 4.0));
+  TESSEL_CHECK(layout.tp == 1 || nproc == layout.world(), "train: --nproc=", nproc, " but --dp_shard=",
+               layout.dp_shard, " x --tp=", layout.tp, " needs ", layout.world(), " ranks");
   TESSEL_CHECK(nproc >= 1, "train: --nproc must be >= 1, got ", nproc);
   RunResult r;
   if (nproc == 1) {
@@ -323,7 +374,8 @@ int Main(int argc, char** argv) {
   } else {
     // Measured before the world starts: it runs one unsharded step on a fresh device of its own.
     const nn::GPTConfig cfg = ConfigFrom(flags);
-    const int64_t activations = planner::MeasureGptActivations(cfg, static_cast<int64_t>(flags.Get("batch", 16)) / nproc);
+    const int64_t activations =
+        layout.tp > 1 ? 0 : planner::MeasureGptActivations(cfg, static_cast<int64_t>(flags.Get("batch", 16)) / nproc);
     comm::RunRanks(nproc, [&](comm::ProcessGroupPtr world) {
       RunResult mine = TrainRank(flags, world, activations);
       if (world->rank() == 0) r = mine;

@@ -3,7 +3,9 @@
 #  1. fully_shard on 2 ranks, an async checkpoint at step 4 and the final one at step 8;
 #  2. resumed from step 4 on 2 ranks: the final loss equals run 1's bit for bit (printed with %.17g);
 #  3. the step-8 checkpoint loaded on 1 and on 4 ranks (resharded): every full tensor matches;
-#  4. the unsharded single-rank path; a resume with another model config is refused.
+#  4. the unsharded single-rank path; a resume with another model config is refused;
+#  5. tensor parallel (--tp=2, and --dp_shard=2 --tp=2 with fully_shard): the same final loss as run 1
+#     within 1e-5 relative, and every rank's ledger printed.
 set -euo pipefail
 train="$1"
 ckpt="${TEST_TMPDIR:-$(mktemp -d)}/gpt_ckpt"
@@ -37,3 +39,16 @@ single="$("$train" --nproc=1 --steps=12 --batch=2 --seq=16 --d_model=16 --layers
 echo "$single"
 grep -q "1 rank, unsharded" <<<"$single"
 grep -q "^summary: loss" <<<"$single"
+
+close() {  # close A B: |A - B| <= 1e-5 |B|
+  awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; m = b < 0 ? -b : b; exit !(d <= 1e-5 * m) }'
+}
+for tp_args in "--tp=2" "--dp_shard=2 --tp=2"; do
+  # shellcheck disable=SC2086
+  tp_out="$("$train" $tp_args "${args[@]}" --save=none)"
+  echo "$tp_out"
+  grep -q "tensor parallel on .* ranks (dp_shard .* x tp 2, sequence parallel, loss parallel" <<<"$tp_out"
+  grep -q "memory ledger cpu:1" <<<"$tp_out"
+  got="$(final "$tp_out")"
+  close "${got#final loss }" "${want#final loss }" || { echo "$tp_args ended with '$got', fully_shard with '$want'"; exit 1; }
+done

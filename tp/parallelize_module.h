@@ -1,0 +1,54 @@
+// tp/parallelize_module.h — ParallelizeModule: tensor parallelism on a module tree from a plan of
+// FQN patterns -> ParallelStyle, as torch.distributed.tensor.parallel.parallelize_module.
+//
+// Composition order (DESIGN.md, torchtitan): pipeline split -> tensor parallelism (this) -> activation
+// checkpointing -> fully_shard per block bottom-up, root last. ParallelizeModule on a module any of whose
+// submodules is already fully_shard'ed raises kFailedPrecondition.
+//
+// Invariant: every plan entry matches at least one submodule (kInvalidArgument naming the pattern and
+// what exists where matching stopped), entries apply in plan order, each matched module in pre-order;
+// a pattern is a dotted FQN whose atoms may use '*' (and '?', '[...]') wildcards matched per atom
+// (fnmatch), so "layers.*.attn.wq" matches one module per block and "*" only direct children.
+// The mesh is 1-D, or has an axis named `tp_axis` (the styles run on mesh[tp_axis]).
+//
+// Example (Megatron MLP):
+//   ParallelizeModule(block, mesh, {{"mlp.fc", ColwiseParallel{}}, {"mlp.proj", RowwiseParallel{}}});
+//   // forward: one all_reduce (proj's Partial output); backward: one all_reduce (fc's input gradient)
+//   ParallelizeModule(linear, mesh, ColwiseParallel{});   // one style for the module itself
+#pragma once
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/nn/module.h"
+#include "dtensor/device_mesh.h"
+#include "tp/parallel_style.h"
+
+namespace tessel::tp {
+
+using ParallelizePlan = std::vector<std::pair<std::string, ParallelStyle>>;
+
+struct ParallelizeOptions {
+  // The mesh axis tensor parallelism runs on when the mesh has more than one axis.
+  std::string tp_axis = "tp";
+  // Broadcast parameters from this global rank when partitioning (PyTorch's src_data_rank); by default
+  // every rank holds identical values (same seed) and partitioning communicates nothing.
+  std::optional<int> src_data_rank;
+};
+
+// REQUIRES: `module` and its submodules are not fully_shard'ed; no module takes two partitioning styles.
+nn::Module& ParallelizeModule(nn::Module& module, const dtensor::DeviceMesh& mesh, const ParallelizePlan& plan,
+                              const ParallelizeOptions& options = {});
+nn::Module& ParallelizeModule(nn::Module& module, const dtensor::DeviceMesh& mesh, const ParallelStyle& style,
+                              const ParallelizeOptions& options = {});
+
+// The 1-D tensor-parallel mesh: `mesh` itself when 1-D, else mesh[tp_axis] (kInvalidArgument naming the
+// axis and the mesh's axes when it has none of that name).
+dtensor::DeviceMesh TensorParallelMesh(const dtensor::DeviceMesh& mesh, const std::string& tp_axis);
+
+// FQNs (relative to `root`) of the submodules `pattern` matches, pre-order; empty when none.
+std::vector<std::string> MatchModules(nn::Module& root, const std::string& pattern);
+
+}  // namespace tessel::tp

@@ -1,0 +1,173 @@
+// tp/parallelize_module_test.cc — plan matching (wildcards per FQN atom), the tensor-parallel mesh,
+// style goldens, and bad input: each error's code and the fragments naming FQN, style, shape and axis.
+#include "tp/parallelize_module.h"
+
+#include <gtest/gtest.h>
+
+#include "core/nn/transformer.h"
+#include "tp/testing/tp_testing.h"
+
+namespace tessel::tp::testing {
+namespace {
+
+using dtensor::Replicate;
+using dtensor::Shard;
+
+nn::GPTConfig Tiny() {
+  return nn::GPTConfig{.vocab_size = 11, .d_model = 8, .n_layers = 2, .n_heads = 2, .seq_len = 4};
+}
+
+TEST(ParallelizeModuleTest, PatternsMatchPerAtomWithWildcards) {
+  Generator gen(0);
+  nn::GPT gpt(Tiny(), gen);
+  using V = std::vector<std::string>;
+  EXPECT_EQ(MatchModules(gpt, "layers.*.attn.wq"), (V{"layers.0.attn.wq", "layers.1.attn.wq"}));
+  EXPECT_EQ(MatchModules(gpt, "*"), (V{"wte", "wpe", "layers", "ln_f", "lm_head"}));
+  EXPECT_EQ(MatchModules(gpt, "layers.1.mlp.*"), (V{"layers.1.mlp.fc", "layers.1.mlp.proj"}));
+  EXPECT_EQ(MatchModules(gpt, "layers.*.ln?"), (V{"layers.0.ln1", "layers.0.ln2", "layers.1.ln1", "layers.1.ln2"}));
+  EXPECT_EQ(MatchModules(gpt, "lm_head"), (V{"lm_head"}));
+  EXPECT_TRUE(MatchModules(gpt, "layers.*").size() == 2);
+  EXPECT_TRUE(MatchModules(gpt, "layers.2.attn").empty());
+}
+
+TEST(ParallelizeModuleTest, StylesPrintWithPyTorchNamesAndDefaults) {
+  EXPECT_EQ(ToString(ColwiseParallel{}),
+            "ColwiseParallel(input_layouts=R, output_layouts=S(-1), use_local_output=true)");
+  EXPECT_EQ(ToString(RowwiseParallel{.output_layouts = Shard{1}}),
+            "RowwiseParallel(input_layouts=S(-1), output_layouts=S(1), use_local_output=true)");
+  EXPECT_EQ(ToString(SequenceParallel{}), "SequenceParallel(sequence_dim=1, use_local_output=false)");
+  EXPECT_EQ(ToString(PrepareModuleInput{.input_layouts = {Shard{1}, std::nullopt},
+                                        .desired_input_layouts = {Replicate{}, std::nullopt}}),
+            "PrepareModuleInput(input_layouts=(S(1), None), desired_input_layouts=(R, None), use_local_output=false)");
+  EXPECT_EQ(StyleName(PrepareModuleOutput{}), "PrepareModuleOutput");
+}
+
+TEST(ParallelizeModuleTest, AnUnmatchedPlanEntryIsAnErrorNamingItAndLeavesTheModuleUntouched) {
+  RunTp(2, [](const dtensor::DeviceMesh& tp) {
+    Generator gen(0);
+    nn::GPT gpt(Tiny(), gen);
+    ExpectErrorContains(
+        [&] {
+          ParallelizeModule(gpt, tp,
+                            {{"layers.*.attn.wq", ColwiseParallel{}}, {"layers.*.attn.wz", ColwiseParallel{}}});
+        },
+        ErrorCode::kInvalidArgument,
+        {"plan entry 'layers.*.attn.wz' (ColwiseParallel)", "no child of 'layers.0.attn'", "[wq, wk, wv, wo]"});
+    for (auto& [fqn, p] : gpt.NamedParameters()) EXPECT_FALSE(p.is_distributed()) << fqn;
+  });
+}
+
+TEST(ParallelizeModuleTest, AStyleOnAModuleTypeItDoesNotSupportIsUnimplementedNamingTheModule) {
+  RunTp(2, [](const dtensor::DeviceMesh& tp) {
+    Generator gen(0);
+    nn::GPT gpt(Tiny(), gen);
+    ExpectErrorContains(
+        [&] {
+          ParallelizeModule(gpt, tp, {{"layers.0.ln1", ColwiseParallel{}}});
+        },
+        ErrorCode::kUnimplemented, {"ColwiseParallel on 'layers.0.ln1' (LayerNorm)", "supports Linear and Embedding"});
+    ExpectErrorContains(
+        [&] {
+          ParallelizeModule(gpt, tp, {{"layers.1.attn", RowwiseParallel{}}});
+        },
+        ErrorCode::kUnimplemented, {"RowwiseParallel on 'layers.1.attn' (CausalSelfAttention)"});
+    ExpectErrorContains(
+        [&] {
+          ParallelizeModule(gpt, tp, {{"lm_head", SequenceParallel{}}});
+        },
+        ErrorCode::kUnimplemented, {"SequenceParallel on 'lm_head' (Linear)", "LayerNorm, RMSNorm"});
+  });
+}
+
+TEST(ParallelizeModuleTest, AMeshWithoutTheTensorParallelAxisIsAnErrorNamingIt) {
+  comm::RunRanks(
+      4,
+      [](comm::ProcessGroupPtr world) {
+        dtensor::DeviceMesh mesh = dtensor::InitDeviceMesh(world, {2, 2}, {"dp", "model"});
+        Generator gen(0);
+        nn::Linear lin(8, 6, false, gen);
+        ExpectErrorContains([&] { ParallelizeModule(lin, mesh, ColwiseParallel{}); }, ErrorCode::kInvalidArgument,
+                            {"no mesh axis 'tp'", "(axes: dp, model)"});
+        ParallelizeModule(lin, mesh, ColwiseParallel{}, {.tp_axis = "model"});
+        const dtensor::DTensor w(lin.Param("weight"));
+        EXPECT_EQ(w.mesh().axis_names(), std::vector<std::string>{"model"});
+        EXPECT_EQ(w.local_shape(), (Shape{3, 8}));
+      },
+      FastRanks());
+}
+
+TEST(ParallelizeModuleTest, TwoPartitioningStylesOnOneModuleAreRejected) {
+  RunTp(2, [](const dtensor::DeviceMesh& tp) {
+    Generator gen(0);
+    nn::Linear lin(8, 6, true, gen);
+    ParallelizeModule(lin, tp, ColwiseParallel{});
+    ExpectErrorContains([&] { ParallelizeModule(lin, tp, RowwiseParallel{}); }, ErrorCode::kFailedPrecondition,
+                        {"already distributed"});
+  });
+}
+
+TEST(ParallelizeModuleTest, PrepareModuleInputChecksItsLayoutsAndTheInputsItGets) {
+  RunTp(2, [](const dtensor::DeviceMesh& tp) {
+    Generator gen(0);
+    nn::Linear a(8, 6, false, gen), b(8, 6, false, gen), c(8, 6, false, gen);
+    ExpectErrorContains(
+        [&] {
+          ParallelizeModule(
+              a, tp,
+              PrepareModuleInput{.input_layouts = {Shard{0}}, .desired_input_layouts = {Replicate{}, Replicate{}}});
+        },
+        ErrorCode::kInvalidArgument, {"PrepareModuleInput on '' (Linear)", "input_layouts has 1 entries"});
+    ParallelizeModule(b, tp, PrepareModuleInput{.input_layouts = {Shard{1}}, .desired_input_layouts = {Replicate{}}});
+    const Tensor x = Randn({4, 8}, gen);
+    const Tensor x_dt = dtensor::DistributeTensor(x, tp, {Shard{0}});
+    ExpectErrorContains([&] { b(x_dt); }, ErrorCode::kInvalidArgument,
+                        {"input 0", "DTensor of shape [4, 8] is [S(0)]", "declares [S(1)]", "mesh axis 'tp'"});
+    ParallelizeModule(c, tp,
+                      PrepareModuleInput{.input_layouts = {Shard{0}, Replicate{}},
+                                         .desired_input_layouts = {Replicate{}, std::nullopt}});
+    ExpectErrorContains([&] { c(x); }, ErrorCode::kInvalidArgument,
+                        {"got 1 positional inputs but input_layouts has 2 entries"});
+  });
+}
+
+TEST(ParallelizeModuleTest, ColwiseInputLayoutsMustMatchADTensorInput) {
+  RunTp(2, [](const dtensor::DeviceMesh& tp) {
+    Generator gen(0);
+    nn::Linear lin(8, 6, false, gen);
+    ParallelizeModule(lin, tp, ColwiseParallel{.input_layouts = Shard{1}});
+    const Tensor x_dt = dtensor::DistributeTensor(Randn({4, 8}, gen), tp, {Replicate{}});
+    ExpectErrorContains([&] { lin(x_dt); }, ErrorCode::kInvalidArgument,
+                        {"ColwiseParallel on '' (Linear)", "[4, 8] is [R]", "declares [S(1)]"});
+  });
+}
+
+TEST(ParallelizeModuleTest, SrcDataRankBroadcastsRankZerosValuesBeforePartitioning) {
+  Generator ref_gen(0);
+  nn::Linear ref(8, 6, true, ref_gen);
+  RunTp(2, [&](const dtensor::DeviceMesh& tp) {
+    Generator gen(static_cast<uint64_t>(tp.local_rank(0)));  // rank 1 starts from other values
+    nn::Linear lin(8, 6, true, gen);
+    comm::CommTracer tracer;
+    ParallelizeModule(lin, tp, ColwiseParallel{}, {.src_data_rank = 0});
+    EXPECT_EQ(tracer.Count(comm::CollectiveKind::kBroadcast), 2) << tracer.Summary();  // weight, bias
+    EXPECT_EQ(FullValues(lin.Param("weight")), ref.Param("weight").ToDoubleVector());
+    EXPECT_EQ(PlacementsOf(lin.Param("weight")), "[S(0)]");
+  });
+}
+
+TEST(ParallelizeModuleTest, ASequenceDimOutsideTheInputIsAnErrorNamingTheLayout) {
+  RunTp(2, [](const dtensor::DeviceMesh& tp) {
+    nn::LayerNorm norm(8);
+    ParallelizeModule(norm, tp, SequenceParallel{.sequence_dim = 5});
+    Generator gen(0);
+    ExpectErrorContains(
+        [&] {
+          norm(Randn({2, 4, 8}, gen));
+        },
+        ErrorCode::kInvalidArgument,
+        {"SequenceParallel on '' (LayerNorm)", "layout S(5) is out of range for a 3-dim tensor"});
+  });
+}
+
+}  // namespace
+}  // namespace tessel::tp::testing

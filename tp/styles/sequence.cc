@@ -1,0 +1,32 @@
+// tp/styles/sequence.cc — SequenceParallel on LayerNorm / RMSNorm: the parameters are replicated and the
+// module runs on this rank's slice of the sequence (a plain input is annotated Shard(sequence_dim), a
+// DTensor input is taken as it is), so forward and backward communicate nothing; the parameter
+// gradients are row sums over the local tokens, Partial(sum), reduced once by the optimizer step (or by
+// fully_shard's reduce-scatter).
+#include "core/base/error.h"
+#include "tp/styles/styles.h"
+
+namespace tessel::tp::internal {
+
+void Apply(const SequenceParallel& style, nn::Module& module, const std::string& fqn, const DeviceMesh& mesh,
+           const DistributeModuleOptions& options) {
+  const std::string who = Who("SequenceParallel", fqn, module);
+  const std::string& type = module.type_name();
+  TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, type == "LayerNorm" || type == "RMSNorm" || type == "Dropout", who,
+                    ": SequenceParallel supports LayerNorm, RMSNorm and Dropout, not ", type);
+  auto input_fn = [style, who](nn::Module&, TensorList& inputs, const DeviceMesh& mesh) {
+    for (Tensor& x : inputs) {
+      if (!x.defined() || x.is_distributed()) continue;
+      x = PrepareInput(x, dtensor::Shard{style.sequence_dim}, std::nullopt, mesh, who).tensor();
+    }
+  };
+  auto output_fn = [style](nn::Module&, TensorList& outputs, const DeviceMesh&) {
+    if (!style.use_local_output) return;
+    for (Tensor& y : outputs) {
+      if (y.defined() && y.is_distributed()) y = dtensor::DTensor(y).ToLocal();
+    }
+  };
+  DistributeModule(module, mesh, nullptr, input_fn, output_fn, options);
+}
+
+}  // namespace tessel::tp::internal
