@@ -2,8 +2,8 @@
 // row per rank, one cell per slot in the compact action form ("0F0", "1SEND_B2"), an idle slot as an empty
 // cell. Rows may differ in length.
 //
-// Invariant: ParseCsv(DumpCsv(p)) == p for every program whose rows do not end in idle slots (a trailing
-// empty cell and a missing one read the same; DumpCsv writes trailing idle slots as empty cells).
+// Invariant: ParseCsv(DumpCsv(p)) == p for every program, idle slots included, except that a row made of a
+// single idle slot reads back as an empty row (both are an empty line).
 //
 // Example:
 //   SaveCsv(GenerateSchedule(ScheduleKind::k1F1B, 2, 2, 4), "1f1b.csv");

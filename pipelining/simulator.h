@@ -7,7 +7,8 @@
 //   F(s,m)    needs F(s-1,m), plus `transfer` when stage s-1 lives on another rank
 //   B/I(s,m)  needs F(s,m) and B/I(s+1,m) (plus `transfer` across ranks); the last stage needs only F(s,m)
 //   W(s,m)    needs I(s,m)
-// B costs backward_input + backward_weight. SEND/RECV take no rank time (the transfer is the edge latency);
+// B costs backward_input + backward_weight. SEND/RECV take no rank time: like PyTorch's runtime they post a
+// non-blocking isend/irecv, the compute that needs the data waits for it, and `transfer` is the edge latency.
 // UNSHARD/RESHARD/REDUCE_GRAD cost what `costs` says (0 by default). Idle slots in a compute-only program are
 // ignored: the order of actions, not the padding, defines the schedule.
 //

@@ -14,11 +14,13 @@
 //   - per stage and microbatch: F once, then either B once or I once then W once; nothing twice
 //   - every stage has m forwards and m backwards (B, or I and W in equal number)
 // Checks (lowered), in addition, on the program with its comm actions:
+//   - each stage runs on the rank `stage_to_rank` names
 //   - every F of a stage > 0 whose previous stage lives on another rank comes after its RECV_F on the same
-//     rank (every I/B of a non-last stage after its RECV_B), and each RECV has the matching SEND on the
-//     neighbouring stage's rank, after the compute that produced the data
-//   - executing all ranks with blocking RECVs and non-blocking SENDs finishes (no cycle of waits); a stuck
-//     program names each rank's blocked action
+//     rank (every I/B of a non-last stage after its RECV_B); across one rank (the bottom of a V) after the
+//     neighbour's compute instead; each SEND after the compute that produced its data
+//   - each SEND has exactly one matching RECV on the neighbouring stage's rank, and each RECV one SEND
+//   - executing all ranks with non-blocking SENDs/RECVs, where a compute waits until the SEND of its input
+//     was issued, finishes (no cycle of waits); a stuck program names each rank's blocked action
 //   - UNSHARD/RESHARD alternate per stage, and every compute on a stage that was ever unsharded runs while
 //     it is unsharded; REDUCE_GRAD comes once, after the stage's last backward
 //
@@ -37,8 +39,9 @@ namespace tessel::pipelining {
 // Verifies a compute-only program and returns the stage → rank map it implies (index = stage).
 std::vector<int> VerifyComputeProgram(const Program& program, int num_stages, int num_microbatches);
 
-// Verifies a lowered program (compute plus SEND/RECV, UNSHARD/RESHARD, REDUCE_GRAD) against `stage_to_rank`.
-// Returns the number of lock-step simulation steps it takes (PyTorch's `_simulate_comms_compute` metric).
-int VerifyLoweredProgram(const Program& program, std::span<const int> stage_to_rank, int num_microbatches);
+// Verifies a lowered program (compute plus SEND/RECV, UNSHARD/RESHARD, REDUCE_GRAD) against `stage_to_rank`
+// (index = stage). PyTorch's lock-step step count is SimulateLockstep(program, stage_to_rank).size() of the
+// longest rank (simulator.h).
+void VerifyLoweredProgram(const Program& program, std::span<const int> stage_to_rank, int num_microbatches);
 
 }  // namespace tessel::pipelining
