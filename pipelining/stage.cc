@@ -58,6 +58,8 @@ PipelineStage::PipelineStage(nn::Module& module, int stage_index, int num_stages
                ") needs a loss function");
 }
 
+PipelineStage::~PipelineStage() = default;
+
 int PipelineStage::prev_rank() const {
   TESSEL_INTERNAL_ASSERT(!is_first(), "prev_rank of the first stage");
   return stage_to_rank_[stage_index_ - 1];

@@ -53,6 +53,9 @@ class PipelineStage {
   // last stage (kInvalidArgument otherwise, naming the stage).
   PipelineStage(nn::Module& module, int stage_index, int num_stages, comm::ProcessGroupPtr group,
                 LossFn loss_fn = nullptr, std::vector<int> stage_to_rank = {});
+  ~PipelineStage();
+  PipelineStage(const PipelineStage&) = delete;
+  PipelineStage& operator=(const PipelineStage&) = delete;
 
   int stage_index() const { return stage_index_; }
   int num_stages() const { return num_stages_; }
