@@ -19,6 +19,7 @@ struct PipelineExecutor::Run {
   std::map<std::tuple<int, bool, int>, comm::WorkPtr> recvs;  // (receiving stage, backward, microbatch)
   std::vector<comm::WorkPtr> sends;
   std::vector<int> peak_in_flight;
+  std::vector<int64_t> bytes_per_microbatch;
 };
 
 PipelineExecutor::PipelineExecutor(std::vector<PipelineStage*> stages, RankProgram program, int num_microbatches,
@@ -119,9 +120,13 @@ void PipelineExecutor::RunCompute(const Action& a, Run& run) {
       } else if (!s.is_first()) {
         TakeRecv(run.recvs, a.stage, false, mb, "RECV_F")->Wait();
       }
+      const int64_t before = memory::Stats(CurrentDevice())[memory::Ledger::kActivations].live;
       s.Forward(mb, s.is_first() ? run.inputs.at(mb) : Tensor(), s.is_last() ? run.targets.at(mb) : Tensor());
       const size_t index = std::find(stages_.begin(), stages_.end(), &s) - stages_.begin();
       run.peak_in_flight[index] = std::max(run.peak_in_flight[index], s.num_in_flight());
+      if (mb == 0) {
+        run.bytes_per_microbatch[index] = memory::Stats(CurrentDevice())[memory::Ledger::kActivations].live - before;
+      }
       return;
     }
     case ActionKind::kFullBackward:
@@ -154,13 +159,13 @@ void PipelineExecutor::RunCompute(const Action& a, Run& run) {
   }
 }
 
-StepStats PipelineExecutor::Step(const Tensor& inputs, const Tensor& targets) {
+// Splits the batch, runs the shape handshake once, and resets the stages for a step.
+void PipelineExecutor::StartStep(const Tensor& inputs, const Tensor& targets, Run& run) {
   const int rank = stages_[0]->group().rank();
   const Tensor& rows_from = inputs.defined() ? inputs : targets;
   TESSEL_CHECK(rows_from.defined(), "pipeline rank ", rank, ": Step needs the inputs or the targets (for the "
                "microbatch sizes)");
   const int64_t rows = rows_from.size(0);
-  Run run;
   if (stages_.front()->is_first()) {
     TESSEL_CHECK(inputs.defined(), "pipeline rank ", rank, " holds stage 0 and needs the inputs");
     run.inputs = SplitMicrobatches(inputs, num_microbatches_);
@@ -179,6 +184,13 @@ StepStats PipelineExecutor::Step(const Tensor& inputs, const Tensor& targets) {
   const std::vector<double> weights = MicrobatchLossWeights(rows, num_microbatches_);
   for (PipelineStage* s : stages_) s->PrepareStep(sizes, weights);
   run.peak_in_flight.assign(stages_.size(), 0);
+  run.bytes_per_microbatch.assign(stages_.size(), 0);
+}
+
+StepStats PipelineExecutor::Step(const Tensor& inputs, const Tensor& targets) {
+  const int rank = stages_[0]->group().rank();
+  Run run;
+  StartStep(inputs, targets, run);
   const Device device = CurrentDevice();
   memory::ResetPeaks(device);
   StepStats stats;
@@ -216,6 +228,7 @@ StepStats PipelineExecutor::Step(const Tensor& inputs, const Tensor& targets) {
     if (stages_[i]->is_last()) stats.loss = stages_[i]->StepLoss();
   }
   stats.peak_in_flight = run.peak_in_flight;
+  stats.activation_bytes_per_microbatch = run.bytes_per_microbatch;
   stats.peak_activation_bytes = memory::Stats(device)[memory::Ledger::kActivations].peak;
   return stats;
 }

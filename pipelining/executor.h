@@ -45,14 +45,18 @@ struct ExecutorOptions {
 
 struct StepStats {
   std::optional<double> loss;            // full-batch loss, on the rank holding the last stage
-  std::vector<int> peak_in_flight;       // per local stage (in the order given): max microbatches in flight
+  std::vector<int> peak_in_flight;       // per local stage (increasing stage): max microbatches in flight
+  // Per local stage: growth of the activations ledger across its forward of microbatch 0 (what one
+  // in-flight microbatch holds until its backward).
+  std::vector<int64_t> activation_bytes_per_microbatch;
   int64_t peak_activation_bytes = 0;     // activations ledger peak on this rank during the step
   int64_t activation_bytes_at_start = 0;  // live activations when the step started
 };
 
 class PipelineExecutor {
  public:
-  // `stages`: the PipelineStages this rank holds (distinct stage indices); `program`: this rank's lowered
+  // `stages`: the PipelineStages this rank holds (distinct stage indices, any order; StepStats lists them in
+  // increasing stage order); `program`: this rank's lowered
   // program. REQUIRES: every action names a local stage (kInvalidArgument naming the action otherwise).
   PipelineExecutor(std::vector<PipelineStage*> stages, RankProgram program, int num_microbatches,
                    ExecutorOptions options = {});
@@ -65,6 +69,7 @@ class PipelineExecutor {
   struct Run;
   PipelineStage& StageOf(const Action& a) const;
   PipelineStage& StageAt(int stage) const;
+  void StartStep(const Tensor& inputs, const Tensor& targets, Run& run);
   void RunCompute(const Action& a, Run& run);
 
   std::vector<PipelineStage*> stages_;

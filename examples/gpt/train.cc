@@ -17,6 +17,7 @@
 // Usage: bazel run //examples/gpt:train -- [--nproc=4] [--steps=300] [--batch=16] [--seq=64]
 //        [--d_model=128] [--layers=4] [--heads=4] [--lr=3e-3] [--seed=1] [--log_every=25] [--profile_step=N]
 //        [--save=/tmp/tessel_gpt_ckpt] [--save_every=N] [--resume=/tmp/tessel_gpt_ckpt/step_300]
+//        Pipeline parallel (examples/gpt/pipeline.h): --pp=2 --schedule=1F1B --microbatches=4
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -46,6 +47,7 @@
 #include "fsdp/fully_shard.h"
 #include "fsdp/memory_plan.h"
 #include "examples/gpt/corpus.h"
+#include "examples/gpt/pipeline.h"
 
 namespace tessel::examples {
 namespace {
@@ -315,6 +317,7 @@ RunResult TrainRank(const Flags& flags, const comm::ProcessGroupPtr& world, int6
 
 int Main(int argc, char** argv) {
   const Flags flags = ParseFlags(argc, argv);
+  if (PipelineRequested(flags.values)) return TrainPipelined(flags.values);  // --pp: examples/gpt/pipeline.h
   const int nproc = static_cast<int>(flags.Get("nproc", 4));
   TESSEL_CHECK(nproc >= 1, "train: --nproc must be >= 1, got ", nproc);
   RunResult r;

@@ -3,7 +3,8 @@
 #  1. fully_shard on 2 ranks, an async checkpoint at step 4 and the final one at step 8;
 #  2. resumed from step 4 on 2 ranks: the final loss equals run 1's bit for bit (printed with %.17g);
 #  3. the step-8 checkpoint loaded on 1 and on 4 ranks (resharded): every full tensor matches;
-#  4. the unsharded single-rank path; a resume with another model config is refused.
+#  4. the unsharded single-rank path; a resume with another model config is refused;
+#  5. the pipeline-parallel path (--pp).
 set -euo pipefail
 train="$1"
 ckpt="${TEST_TMPDIR:-$(mktemp -d)}/gpt_ckpt"
@@ -37,3 +38,9 @@ single="$("$train" --nproc=1 --steps=12 --batch=2 --seq=16 --d_model=16 --layers
 echo "$single"
 grep -q "1 rank, unsharded" <<<"$single"
 grep -q "^summary: loss" <<<"$single"
+
+# 5. pipeline parallel (examples/gpt/pipeline.h): 1F1B over 2 pipeline ranks, 2 microbatches.
+piped="$("$train" --pp=2 --schedule=1F1B --microbatches=2 --steps=12 --batch=4 --seq=16 --d_model=16 --layers=2 --heads=2 --lr=1e-2 --log_every=6)"
+echo "$piped"
+grep -q "pipeline: 1F1B on 2 ranks, 2 stages, 2 microbatches" <<<"$piped"
+grep -q "^summary: loss" <<<"$piped"
