@@ -169,6 +169,17 @@ int64_t CountActions(const Program& p, const std::function<bool(const Action&)>&
   return n;
 }
 
+std::string DescribeNextActions(const Program& p, const std::vector<size_t>& next, std::string_view position,
+                                std::string_view why) {
+  std::string out;
+  for (size_t r = 0; r < p.size() && r < next.size(); ++r) {
+    if (next[r] < p[r].size() && p[r][next[r]].has_value()) {
+      out += Str("\n  rank ", r, ", ", position, " ", next[r], ": ", ToString(*p[r][next[r]]), why);
+    }
+  }
+  return out;
+}
+
 std::string FormatProgram(const Program& p, std::optional<int> error_step) {
   size_t num_steps = 0;
   for (const RankProgram& r : p) num_steps = std::max(num_steps, r.size());

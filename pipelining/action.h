@@ -102,6 +102,11 @@ RankProgram WithoutIdle(const RankProgram& r);
 // Number of actions (non-idle slots) satisfying `pred` across the program.
 int64_t CountActions(const Program& p, const std::function<bool(const Action&)>& pred);
 
+// One line "\n  rank R, <position> N: <action><why>" per rank r whose next[r] indexes an action of p[r]: how
+// the passes, the verifier and the simulator name the actions a stuck program is blocked on.
+std::string DescribeNextActions(const Program& p, const std::vector<size_t>& next, std::string_view position,
+                                std::string_view why);
+
 // A step × rank grid ("Step 03: 0F1 1B0 ...") with an optional "<-- ERROR HERE" marker on one step, for
 // error messages and logs (PyTorch's _format_pipeline_order).
 std::string FormatProgram(const Program& p, std::optional<int> error_step = std::nullopt);

@@ -12,7 +12,8 @@
 // Example:
 //   Program compute = GenerateSchedule(ScheduleKind::k1F1B, 2, 2, 2);
 //   Program lowered = LowerProgram(compute, StageToRankMap(ScheduleKind::k1F1B, 2, 2), 2, {});
-//   // rank 0 starts 0F0,0SEND_F0,... and ends with 0B1,0REDUCE_GRAD; rank 1 starts 1RECV_F0,1F0,...
+//   // rank 0: 0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1,0REDUCE_GRAD
+//   // rank 1: 1RECV_F0,1F0,1RECV_F1,1B0,1SEND_B0,1F1,1B1,1SEND_B1,1REDUCE_GRAD
 #pragma once
 
 #include <span>
@@ -41,7 +42,9 @@ RankProgram MergeBackward(const RankProgram& compute);
 // after sF m whose stage+1 lives elsewhere, `sSEND_F m` on this rank and `(s+1)RECV_F m` on the receiver;
 // after sB m / sI m whose stage-1 lives elsewhere, `sSEND_B m` and `(s-1)RECV_B m`. Ranks are advanced in
 // lock step, a receiver's RECV placed when the sender's compute is placed, and a compute action waits until
-// its input was received — the order that makes the program deadlock-free. Boundaries inside one rank (the
+// its input was received — the order that makes the program deadlock-free. Idle slots of `compute` count as
+// lock-step steps (as in PyTorch), so they shape where RECVs land; LowerProgram drops them first, as PyTorch's
+// runtime does. Boundaries inside one rank (the
 // bottom of a V) get no comm actions. Throws kInvalidArgument if the compute program cannot make progress
 // (a malformed schedule), naming each blocked rank and its next action.
 Program AddSendRecv(const Program& compute, std::span<const int> stage_to_rank);

@@ -21,7 +21,7 @@
 //
 // Example:
 //   Program prog = GenerateSchedule(ScheduleKind::k1F1B, /*num_ranks=*/4, /*num_stages=*/4, /*m=*/8);
-//   ToString(prog[3]) == "3F0,3B0,3F1,3B1,...";
+//   ToString(WithoutIdle(prog[3])) == "3F0,3B0,3F1,3B1,...";
 //   std::vector<int> where = StageToRankMap(ScheduleKind::kZBVZeroBubble, 2, 4);   // {0, 1, 1, 0}
 #pragma once
 

@@ -7,7 +7,6 @@
 // rank's program. With non-blocking sends, every RECV then waits only on a SEND placed strictly earlier in the
 // global lock-step order, so no cycle of waits can form.
 #include <set>
-#include <string>
 
 #include "core/base/error.h"
 #include "pipelining/lowering.h"
@@ -80,15 +79,9 @@ class SendRecvLowering {
   }
 
   [[noreturn]] void Stuck(const std::vector<size_t>& next) const {
-    std::string blocked;
-    for (size_t r = 0; r < compute_.size(); ++r) {
-      if (next[r] < compute_[r].size()) {
-        blocked += Str("\n  rank ", r, ", step ", next[r], ": ", ToString(*compute_[r][next[r]]),
-                       " waits for input that no rank produces before it");
-      }
-    }
-    TESSEL_FAIL(ErrorCode::kInvalidArgument, "AddSendRecv: malformed compute program, no rank can progress:", blocked,
-                "\n", FormatProgram(compute_));
+    TESSEL_FAIL(ErrorCode::kInvalidArgument, "AddSendRecv: malformed compute program, no rank can progress:",
+                DescribeNextActions(compute_, next, "step", " waits for input that no rank produces before it"), "\n",
+                FormatProgram(compute_));
   }
 
   const Program& compute_;

@@ -83,14 +83,8 @@ class EventSimulation {
   }
 
   [[noreturn]] void Stuck(const std::vector<size_t>& next) const {
-    std::string blocked;
-    for (size_t r = 0; r < actions_.size(); ++r) {
-      if (next[r] < actions_[r].size()) {
-        blocked += Str("\n  rank ", r, ", action ", next[r], ": ", ToString(*actions_[r][next[r]]),
-                       " waits for an input that is never produced");
-      }
-    }
-    TESSEL_FAIL(ErrorCode::kInvalidArgument, "Simulate: the program cannot finish:", blocked);
+    TESSEL_FAIL(ErrorCode::kInvalidArgument, "Simulate: the program cannot finish:",
+                DescribeNextActions(actions_, next, "action", " waits for an input that is never produced"));
   }
 
   void Summarize(SimulationResult* result) const {
@@ -224,11 +218,8 @@ Program SimulateLockstep(const Program& lowered, std::span<const int> stage_to_r
       ++next[r];
     }
     if (!progress) {
-      std::string blocked;
-      for (size_t r = 0; r < pending.size(); ++r) {
-        if (left(r)) blocked += Str("\n  rank ", r, ", action ", next[r], ": ", ToString(*pending[r][next[r]]));
-      }
-      TESSEL_FAIL(ErrorCode::kInvalidArgument, "SimulateLockstep: no rank can progress (a cycle of waits):", blocked,
+      TESSEL_FAIL(ErrorCode::kInvalidArgument, "SimulateLockstep: no rank can progress (a cycle of waits):",
+                  DescribeNextActions(pending, next, "action", ""),
                   "\n", FormatProgram(grid));
     }
   }

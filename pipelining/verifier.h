@@ -1,6 +1,6 @@
 // pipelining/verifier.h — proves, before anything runs, that a program can run: the checks of PyTorch's
-// `_validate_schedule` for compute-only programs, plus a step-by-step simulation of a lowered program's
-// sends and receives (PyTorch's `_simulate_comms_compute`) that rejects any cycle of waits.
+// `_validate_schedule` for compute-only programs, the pairing and ordering of a lowered program's sends and
+// receives, and a run of every rank as far as its waits allow, which rejects any cycle of waits.
 //
 // Invariant: a program that passes VerifyLoweredProgram completes on the executor when sends are
 // non-blocking and a compute action blocks only on its own RECV: no hang, no action on missing input.
@@ -8,7 +8,7 @@
 // A ..." for the first bad action (lowest step, then lowest rank) and ends with the program grid.
 //
 // Checks (compute-only):
-//   - the program has `num_ranks` rows; every action's stage is in [0, num_stages), microbatch in [0, m)
+//   - every action's stage is in [0, num_stages), its microbatch in [0, m) (present iff the kind has one)
 //   - only F / B / I / W appear
 //   - each stage lives on one rank
 //   - per stage and microbatch: F once, then either B once or I once then W once; nothing twice
