@@ -2,6 +2,7 @@
 #include "pipelining/executor.h"
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <tuple>
 
@@ -20,6 +21,7 @@ struct PipelineExecutor::Run {
   std::vector<comm::WorkPtr> sends;
   std::vector<int> peak_in_flight;
   std::vector<int64_t> bytes_per_microbatch;
+  std::map<ActionKind, std::pair<double, int>> compute_seconds;
 };
 
 PipelineExecutor::PipelineExecutor(std::vector<PipelineStage*> stages, RankProgram program, int num_microbatches,
@@ -210,7 +212,13 @@ StepStats PipelineExecutor::Step(const Tensor& inputs, const Tensor& targets) {
         i = end;
         continue;
       }
+      const auto t0 = std::chrono::steady_clock::now();
       RunCompute(a, run);
+      if (IsCompute(a.kind)) {
+        auto& [seconds, count] = run.compute_seconds[a.kind];
+        seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        ++count;
+      }
     } catch (const Error& e) {
       TESSEL_FAIL(e.code(), "pipeline rank ", rank, ", action ", ToString(a), ": ", e.what());
     }
@@ -229,6 +237,7 @@ StepStats PipelineExecutor::Step(const Tensor& inputs, const Tensor& targets) {
   }
   stats.peak_in_flight = run.peak_in_flight;
   stats.activation_bytes_per_microbatch = run.bytes_per_microbatch;
+  stats.compute_seconds = run.compute_seconds;
   stats.peak_activation_bytes = memory::Stats(device)[memory::Ledger::kActivations].peak;
   return stats;
 }

@@ -31,6 +31,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <vector>
 
@@ -49,6 +50,9 @@ struct StepStats {
   // Per local stage: growth of the activations ledger across its forward of microbatch 0 (what one
   // in-flight microbatch holds until its backward).
   std::vector<int64_t> activation_bytes_per_microbatch;
+  // Wall time of this rank's compute actions by kind (F, B, I, W): total seconds and count, the costs a
+  // simulation of the schedule needs (simulator.h's ActionCosts).
+  std::map<ActionKind, std::pair<double, int>> compute_seconds;
   int64_t peak_activation_bytes = 0;     // activations ledger peak on this rank during the step
   int64_t activation_bytes_at_start = 0;  // live activations when the step started
 };
