@@ -3,62 +3,22 @@
 // in-flight microbatch peaks it measures equal the simulator's.
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <cmath>
-#include <map>
 #include <mutex>
 
 #include "comm/backends/threads.h"
-#include "core/autograd/engine.h"
-#include "core/nn/transformer.h"
-#include "core/optim/optimizer.h"
-#include "core/tensor/random.h"
 #include "pipelining/pipeline_gpt.h"
 #include "pipelining/simulator.h"
+#include "tests/pp_testing.h"
 
 namespace tessel::pipelining {
 namespace {
 
-constexpr int kSteps = 10;
-constexpr int64_t kBatch = 8;
-constexpr uint64_t kSeed = 17;
-constexpr double kLr = 0.2;
-
-nn::GPTConfig Config() {
-  return {.vocab_size = 16, .d_model = 16, .n_layers = 8, .n_heads = 2, .seq_len = 4, .bias = true};
-}
-
-std::pair<Tensor, Tensor> Batch(int step) {
-  Generator g(1000 + step);
-  Tensor idx = Randint(0, 16, std::vector<int64_t>{kBatch, 4}, g);
-  Tensor tgt = Randint(0, 16, std::vector<int64_t>{kBatch, 4}, g);
-  return {idx, tgt};
-}
-
-struct Trained {
-  std::vector<double> losses;
-  std::map<std::string, std::vector<float>> params;
-};
-
-const Trained& Reference() {
-  static const Trained ref = [] {
-    Trained t;
-    Generator gen(kSeed);
-    nn::GPT gpt(Config(), gen);
-    optim::SGD opt(gpt.NamedParameters(), {.lr = kLr});
-    for (int step = 0; step < kSteps; ++step) {
-      auto [idx, tgt] = Batch(step);
-      Tensor loss = gpt.Loss(idx, tgt);
-      t.losses.push_back(loss.item<double>());
-      Backward(loss);
-      opt.Step();
-      opt.ZeroGrad();
-    }
-    for (auto& [fqn, p] : gpt.NamedParameters()) t.params[fqn] = p.ToVector<float>();
-    return t;
-  }();
-  return ref;
-}
+using pp_testing::Batch;
+using pp_testing::Config;
+using pp_testing::kLr;
+using pp_testing::kSeed;
+using pp_testing::kSteps;
+using pp_testing::Trained;
 
 struct Row {
   const char* name;
@@ -97,24 +57,7 @@ TEST_P(PipelineScheduleTest, TrainsTenStepsToTheOneRankLossesAndParameters) {
       EXPECT_TRUE(got.params.emplace(fqn, p.ToVector<float>()).second) << fqn << " on two ranks";
     }
   });
-  const Trained& ref = Reference();
-  ASSERT_EQ(got.losses.size(), ref.losses.size());
-  for (int step = 0; step < kSteps; ++step) {
-    EXPECT_NEAR(got.losses[step], ref.losses[step], 1e-5 * std::abs(ref.losses[step])) << "step " << step;
-  }
-  ASSERT_EQ(got.params.size(), ref.params.size());
-  for (const auto& [fqn, want] : ref.params) {
-    ASSERT_TRUE(got.params.count(fqn)) << fqn;
-    const std::vector<float>& have = got.params.at(fqn);
-    float scale = 0, err = 0;
-    for (size_t i = 0; i < want.size(); ++i) {
-      scale = std::max(scale, std::abs(want[i]));
-      err = std::max(err, std::abs(have[i] - want[i]));
-    }
-    // Relative to the tensor's largest entry; the absolute floor covers the attention key biases, whose
-    // gradient is mathematically zero (softmax ignores a per-query constant) and whose values are rounding.
-    EXPECT_LE(err, 1e-5 * scale + 1e-9) << fqn << ": max |pipelined - one rank| relative to the tensor's max";
-  }
+  pp_testing::ExpectMatchesReference(got.losses, got.params, /*complete=*/true);
 }
 
 std::vector<Row> Rows() {
