@@ -21,6 +21,9 @@
 //      the greedy order one full backward would take, every gradient buffer sums its contributions in the
 //      same order, hence bitwise equality; each formula computes each input gradient independently of the
 //      mask (true of every core/ops formula: matmul, linear, norms, elementwise).
+// Kernels: I and W together dispatch, op by op, the kernels of one full B (a test counts them), except a
+// fused backward kernel that returns the input and the weight gradients from one call (layer_norm_backward):
+// it runs once per half with disjoint output masks, re-reading its saved input (PyTorch does the same).
 // Costs: between I and W the task holds, per kept node, dY and the node's saved tensors (the forward
 // activations its dW needs); everything else of the graph is freed by I. Output hooks run once (in I for
 // on-path nodes); leaf hooks and post-accumulate-grad hooks run in W. Callbacks queued during I run at the

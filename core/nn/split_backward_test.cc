@@ -5,7 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "core/autograd/engine.h"
+#include "core/dispatch/profiler.h"
 #include "core/base/testing/expect_error.h"
 #include "core/nn/transformer.h"
 #include "core/ops/elementwise.h"
@@ -91,6 +94,50 @@ TEST(SplitBackwardTest, InputDefersEachLinearsWeightGradientAndKeepsOneNodePerLi
   BackwardWeight(r.weight_task);
   EXPECT_EQ(r.weight_task.num_deferred_nodes(), 0u);
   for (auto& [fqn, p] : mlp.NamedParameters()) EXPECT_TRUE(p.grad().defined()) << fqn;
+}
+
+// No recomputation: the kernels I and W dispatch together are, op by op, those of one full B, and I alone
+// runs fewer matmuls (dX only). The one exception is by design: a fused backward kernel that produces the
+// input and the weight gradients in one call (layer_norm_backward: dx, dgamma, dbeta) runs once per half,
+// with disjoint output masks (as PyTorch's split backward calls native_layer_norm_backward twice).
+TEST(SplitBackwardTest, InputPlusWeightDispatchExactlyTheKernelsOfOneFullBackward) {
+  const GPTConfig cfg{.vocab_size = 11, .d_model = 16, .n_layers = 1, .n_heads = 2, .seq_len = 8, .bias = true};
+  Generator ga(3), gb(3);
+  TransformerBlock full(cfg, ga), split(cfg, gb);
+  Tensor xa = LeafInput({2, 8, 16}, 4), xb = LeafInput({2, 8, 16}, 4);
+  Tensor la = HalfSquareSum(full(xa)), lb = HalfSquareSum(split(xb));
+  std::map<std::string, OpProfiler::Row> b_rows, i_rows, w_rows;
+  {
+    OpProfiler prof;
+    Backward(la);
+    b_rows = prof.rows();
+  }
+  SplitBackwardResult r;
+  {
+    OpProfiler prof;
+    r = BackwardInput({lb}, {Tensor()}, {xb});
+    i_rows = prof.rows();
+  }
+  {
+    OpProfiler prof;
+    BackwardWeight(r.weight_task);
+    w_rows = prof.rows();
+  }
+  std::map<std::string, int64_t> iw;
+  for (const auto* rows : {&i_rows, &w_rows}) {
+    for (const auto& [op, row] : *rows) iw[op] += row.calls;
+  }
+  std::map<std::string, int64_t> b;
+  for (const auto& [op, row] : b_rows) b[op] = row.calls;
+  ASSERT_EQ(b["layer_norm_backward"], 2);  // ln1, ln2
+  EXPECT_EQ(i_rows["layer_norm_backward"].calls, 2);
+  EXPECT_EQ(w_rows["layer_norm_backward"].calls, 2);
+  b.erase("layer_norm_backward");
+  iw.erase("layer_norm_backward");
+  EXPECT_EQ(iw, b);
+  ASSERT_TRUE(b.count("matmul"));
+  EXPECT_LT(i_rows["matmul"].calls, b["matmul"]);
+  EXPECT_GT(w_rows["matmul"].calls, 0);
 }
 
 TEST(SplitBackwardTest, WholeGptWithoutDifferentiableInputsRunsEverythingInWeight) {
