@@ -91,6 +91,20 @@ std::unordered_set<Node*> InputPath(const std::unordered_map<Node*, std::vector<
   return on_path;
 }
 
+// The accumulator node of each input (which must be a leaf that requires grad) → the input indices.
+std::unordered_map<Node*, std::vector<size_t>> InputTargets(const TensorList& inputs, std::vector<Edge>* edges) {
+  std::unordered_map<Node*, std::vector<size_t>> targets;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& x = inputs[i];
+    TESSEL_CHECK(x.defined() && x.is_leaf() && x.requires_grad(), "BackwardInput: input ", i,
+                 " must be a leaf that requires grad (a stage's received activation), got ",
+                 x.defined() ? (x.is_leaf() ? "a leaf that does not require grad" : "a non-leaf") : "undefined");
+    edges->push_back(autograd::GradientEdge(x));
+    targets[edges->back().node.get()].push_back(i);
+  }
+  return targets;
+}
+
 // Runs on-path node `n` for I: applies the edges into the path now, keeps the others as a W step.
 WeightGradStep RunInputStep(Node* n, TensorList in, const std::unordered_set<Node*>& on_path, TensorList* outs) {
   WeightGradStep step{n->sequence_nr()};
@@ -121,16 +135,8 @@ SplitBackwardResult BackwardInput(const TensorList& roots, const TensorList& gra
   std::vector<Edge> root_edges;
   TensorList root_grads;
   internal::SeedRoots(roots, grads, &root_edges, &root_grads);
-  std::unordered_map<Node*, std::vector<size_t>> targets;
   std::vector<Edge> target_edges;  // keeps accumulators created here alive
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const Tensor& x = inputs[i];
-    TESSEL_CHECK(x.defined() && x.is_leaf() && x.requires_grad(), "BackwardInput: input ", i,
-                 " must be a leaf that requires grad (a stage's received activation), got ",
-                 x.defined() ? (x.is_leaf() ? "a leaf that does not require grad" : "a non-leaf") : "undefined");
-    target_edges.push_back(autograd::GradientEdge(x));
-    targets[target_edges.back().node.get()].push_back(i);
-  }
+  const auto targets = InputTargets(inputs, &target_edges);
   const auto parents = ReachableParents(root_edges);
   const std::unordered_set<Node*> on_path = InputPath(parents, targets);
 
