@@ -24,6 +24,23 @@ struct PipelineExecutor::Run {
   std::map<ActionKind, std::pair<double, int>> compute_seconds;
 };
 
+// Adds the wall time of its scope (the compute of one action, after its receives were waited on) to the
+// step's seconds for `kind`.
+class PipelineExecutor::Timed {
+ public:
+  Timed(Run& run, ActionKind kind) : slot_(run.compute_seconds[kind]), t0_(std::chrono::steady_clock::now()) {}
+  ~Timed() {
+    slot_.first += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+    ++slot_.second;
+  }
+  Timed(const Timed&) = delete;
+  Timed& operator=(const Timed&) = delete;
+
+ private:
+  std::pair<double, int>& slot_;
+  std::chrono::steady_clock::time_point t0_;
+};
+
 PipelineExecutor::PipelineExecutor(std::vector<PipelineStage*> stages, RankProgram program, int num_microbatches,
                                    ExecutorOptions options)
     : stages_(std::move(stages)),
@@ -123,6 +140,7 @@ void PipelineExecutor::RunCompute(const Action& a, Run& run) {
         TakeRecv(run.recvs, a.stage, false, mb, "RECV_F")->Wait();
       }
       const int64_t before = memory::Stats(CurrentDevice())[memory::Ledger::kActivations].live;
+      Timed timed(run, a.kind);
       s.Forward(mb, s.is_first() ? run.inputs.at(mb) : Tensor(), s.is_last() ? run.targets.at(mb) : Tensor());
       const size_t index = std::find(stages_.begin(), stages_.end(), &s) - stages_.begin();
       run.peak_in_flight[index] = std::max(run.peak_in_flight[index], s.num_in_flight());
@@ -138,15 +156,20 @@ void PipelineExecutor::RunCompute(const Action& a, Run& run) {
       } else if (!s.is_last()) {
         TakeRecv(run.recvs, a.stage, true, mb, "RECV_B")->Wait();
       }
-      if (a.kind == ActionKind::kFullBackward) {
-        s.BackwardFull(mb);
-      } else {
-        s.BackwardInput(mb);
+      {
+        Timed timed(run, a.kind);
+        if (a.kind == ActionKind::kFullBackward) {
+          s.BackwardFull(mb);
+        } else {
+          s.BackwardInput(mb);
+        }
       }
       return;
-    case ActionKind::kBackwardWeight:
+    case ActionKind::kBackwardWeight: {
+      Timed timed(run, a.kind);
       s.BackwardWeight(mb);
       return;
+    }
     case ActionKind::kUnshard:
       if (options_.unshard) options_.unshard(a.stage);
       return;
@@ -212,13 +235,7 @@ StepStats PipelineExecutor::Step(const Tensor& inputs, const Tensor& targets) {
         i = end;
         continue;
       }
-      const auto t0 = std::chrono::steady_clock::now();
       RunCompute(a, run);
-      if (IsCompute(a.kind)) {
-        auto& [seconds, count] = run.compute_seconds[a.kind];
-        seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        ++count;
-      }
     } catch (const Error& e) {
       TESSEL_FAIL(e.code(), "pipeline rank ", rank, ", action ", ToString(a), ": ", e.what());
     }

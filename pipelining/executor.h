@@ -50,8 +50,8 @@ struct StepStats {
   // Per local stage: growth of the activations ledger across its forward of microbatch 0 (what one
   // in-flight microbatch holds until its backward).
   std::vector<int64_t> activation_bytes_per_microbatch;
-  // Wall time of this rank's compute actions by kind (F, B, I, W): total seconds and count, the costs a
-  // simulation of the schedule needs (simulator.h's ActionCosts).
+  // Wall time of this rank's compute actions by kind (F, B, I, W), not counting the wait for their
+  // receives: total seconds and count, the costs a simulation of the schedule needs (simulator.h).
   std::map<ActionKind, std::pair<double, int>> compute_seconds;
   int64_t peak_activation_bytes = 0;     // activations ledger peak on this rank during the step
   int64_t activation_bytes_at_start = 0;  // live activations when the step started
@@ -71,6 +71,7 @@ class PipelineExecutor {
 
  private:
   struct Run;
+  class Timed;
   PipelineStage& StageOf(const Action& a) const;
   PipelineStage& StageAt(int stage) const;
   void StartStep(const Tensor& inputs, const Tensor& targets, Run& run);
