@@ -76,6 +76,21 @@ TEST(PipelineErrorsTest, ScheduleShapesThatDoNotFitAreInvalidArgument) {
   });
 }
 
+TEST(PipelineErrorsTest, ProgramActionOnAStageOfAnotherRankIsInvalidArgument) {
+  comm::RunRanks(2, [](comm::ProcessGroupPtr pg) {
+    RankPipeline pp = PipelineGPT(Config(), 1, pg, {.kind = ScheduleKind::kGPipe, .num_microbatches = 2});
+    std::vector<PipelineStage*> stages = {pp.stages[0].get()};
+    const RankProgram wrong = ParseRankProgram(pg->rank() == 0 ? "0F0,1F0" : "1F0,1F1,1B1,1B0");
+    if (pg->rank() == 0) {
+      ExpectErrorContains([&] { PipelineExecutor(stages, wrong, 2); }, ErrorCode::kInvalidArgument,
+                          "action 1F0 names stage 1, which this rank (0) does not hold");
+    } else {
+      ExpectErrorContains([&] { PipelineExecutor(stages, ParseRankProgram("1F2"), 2); }, ErrorCode::kInvalidArgument,
+                          "action 1F2 is outside the 2 microbatches");
+    }
+  });
+}
+
 TEST(PipelineErrorsTest, BatchSmallerThanTheMicrobatchCountIsInvalidArgumentOnEveryRank) {
   comm::RunRanks(2, [](comm::ProcessGroupPtr pg) {
     RankPipeline pp = PipelineGPT(Config(), 1, pg, {.kind = ScheduleKind::kGPipe, .num_microbatches = 4});

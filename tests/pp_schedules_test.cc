@@ -49,6 +49,18 @@ TEST_P(PipelineScheduleTest, TrainsTenStepsToTheOneRankLossesAndParameters) {
         const int s = pp.stages[i]->stage_index();
         EXPECT_EQ(st.peak_in_flight[i], sim.peak_in_flight[s]) << "stage " << s << " step " << step;
       }
+      // Every local stage ran m F and m backwards, each a B or an I then a W; the zero-bubble family splits
+      // (all of them but DualPipeV's, which mixes both), the others never do.
+      const int per_kind = row.num_microbatches * static_cast<int>(pp.stages.size());
+      auto count = [&](ActionKind k) { return st.compute_seconds.count(k) ? st.compute_seconds.at(k).second : 0; };
+      EXPECT_EQ(count(ActionKind::kForward), per_kind);
+      EXPECT_EQ(count(ActionKind::kFullBackward) + count(ActionKind::kBackwardInput), per_kind);
+      EXPECT_EQ(count(ActionKind::kBackwardWeight), count(ActionKind::kBackwardInput));
+      if (!UsesSplitBackward(row.kind)) EXPECT_EQ(count(ActionKind::kBackwardInput), 0);
+      if (row.kind == ScheduleKind::kInterleavedZeroBubble || row.kind == ScheduleKind::kZBVZeroBubble) {
+        EXPECT_EQ(count(ActionKind::kBackwardInput), per_kind);
+      }
+      if (row.kind == ScheduleKind::kDualPipeV) EXPECT_GT(count(ActionKind::kBackwardInput), 0);
       std::lock_guard<std::mutex> lock(mu);
       if (st.loss) got.losses.push_back(*st.loss);
     }
