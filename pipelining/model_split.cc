@@ -71,6 +71,9 @@ std::unique_ptr<nn::Module> PipelineModuleSplit(const std::function<std::unique_
   std::unique_ptr<nn::Module> model = make_model();
   TESSEL_CHECK(model != nullptr, "PipelineModuleSplit: make_model returned null");
   for (const auto& [fqn, s] : owner) model->Submodule(fqn);  // kNotFound for a name that is no module
+  const nn::StateDict own = model->NamedParameters(/*recurse=*/false);
+  TESSEL_CHECK(own.empty(), "PipelineModuleSplit: the root ", model->type_name(), " registers parameter '",
+               own.empty() ? "" : own.front().first, "' itself, which every stage would hold; register it in a child");
   Prune(*model, "", names[stage_index]);
   return model;
 }

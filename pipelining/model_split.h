@@ -37,8 +37,9 @@ using ModuleNamesPerStage = std::vector<std::vector<std::string>>;
 ModuleNamesPerStage GPTStageModuleNames(const nn::GPTConfig& cfg, int num_stages);
 
 // Builds the full model with `make_model` and removes every module stage `stage_index` does not own.
-// Throws kInvalidArgument when the stage lists overlap (naming the FQN and both stages) or stage_index is out
-// of range; kNotFound when a listed FQN names no module.
+// Throws kInvalidArgument when the stage lists overlap (naming the FQN and both stages), stage_index is out
+// of range, or the root module registers parameters itself (every stage would hold them); kNotFound when a
+// listed FQN names no module.
 std::unique_ptr<nn::Module> PipelineModuleSplit(const std::function<std::unique_ptr<nn::Module>()>& make_model,
                                                 const ModuleNamesPerStage& names, int stage_index);
 

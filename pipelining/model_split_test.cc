@@ -104,6 +104,15 @@ TEST(ModelSplitTest, BadSplitsAreRejected) {
                       "stage 1 out of range for 1 stages");
   ExpectErrorContains([&] { GPTStageModuleNames(cfg, 3); }, ErrorCode::kInvalidArgument,
                       "3 stages for a GPT of 2 layers");
+  auto with_root_param = [] {
+    Generator g(0);
+    auto m = std::make_unique<nn::ModuleList>();
+    m->Append(std::make_unique<nn::Linear>(2, 2, false, g));
+    m->RegisterParameter("scale", Randn({2}, g));
+    return std::unique_ptr<nn::Module>(std::move(m));
+  };
+  ExpectErrorContains([&] { PipelineModuleSplit(with_root_param, {{"0"}}, 0); }, ErrorCode::kInvalidArgument,
+                      {"root ModuleList registers parameter 'scale'", "every stage would hold"});
 }
 
 TEST(ModelSplitTest, MiddleStageRejectsTokenIdsWithItsExpectedShape) {
