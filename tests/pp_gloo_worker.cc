@@ -1,4 +1,4 @@
-// tests/pp_gloo_worker.cc — runs in every process of a tessel-run job (pp_gloo_test.sh): the pipeline
+// tests/pp_gloo_worker.cc — runs in every process of a tessel-run job (//tests:pp_gloo_test): the pipeline
 // executor, unchanged, on the multi-process gloo backend. 1F1B, Interleaved1F1B and ZBVZeroBubble train the
 // tiny GPT 10 steps to the one-rank run's losses and parameters (each process checks its own stages
 // against a reference it computes itself).
