@@ -32,12 +32,19 @@ class OpNode final : public Node {
   }
 
   TensorList Apply(TensorList grads) override {
+    std::vector<char> needs(next_edges.size());
+    for (size_t i = 0; i < next_edges.size(); ++i) needs[i] = next_edges[i].valid();
+    const bool* needs_ptr = reinterpret_cast<const bool*>(needs.data());
+    return ApplyMasked(std::move(grads), std::span<const bool>(needs_ptr, needs.size()));
+  }
+
+  TensorList ApplyMasked(TensorList grads, std::span<const bool> mask) override {
     TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, !released_, "backward through '", op_.name,
                       "' a second time: its saved tensors were freed; pass retain_graph=true to the first backward");
     TensorList inputs = Unpack(saved_inputs_, "input");
     TensorList outputs = Unpack(saved_outputs_, "output");
     std::vector<char> needs(next_edges.size());
-    for (size_t i = 0; i < next_edges.size(); ++i) needs[i] = next_edges[i].valid();
+    for (size_t i = 0; i < next_edges.size(); ++i) needs[i] = next_edges[i].valid() && i < mask.size() && mask[i];
     const bool* needs_ptr = reinterpret_cast<const bool*>(needs.data());
     BackwardContext ctx{attrs_, inputs, outputs, grads, std::span<const bool>(needs_ptr, needs.size())};
     TensorList out = op_.backward(ctx);

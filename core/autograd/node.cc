@@ -15,6 +15,14 @@ std::atomic<uint64_t> next_sequence_nr{0};
 Node::Node() : sequence_nr_(next_sequence_nr.fetch_add(1, std::memory_order_relaxed)) {}
 Node::~Node() = default;
 
+TensorList Node::ApplyMasked(TensorList grads, std::span<const bool> needs) {
+  TensorList out = Apply(std::move(grads));
+  for (size_t i = 0; i < out.size() && i < needs.size(); ++i) {
+    if (!needs[i]) out[i] = Tensor();
+  }
+  return out;
+}
+
 AccumulateGrad::AccumulateGrad(Tensor leaf) : leaf_(std::move(leaf)) {
   sequence_nr_ = std::numeric_limits<uint64_t>::max();  // run as soon as ready
   output_meta.push_back({leaf_.sizes(), leaf_.dtype(), leaf_.device(), leaf_.is_distributed()});

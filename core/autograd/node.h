@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,10 @@ class Node : public std::enable_shared_from_this<Node> {
   virtual std::string name() const = 0;
   // grads: one per forward output (undefined = zero). Returns one gradient per next edge.
   virtual TensorList Apply(TensorList grads) = 0;
+  // Apply restricted to the next edges marked in `needs` (one entry per next edge; the split backward's
+  // I and W halves, core/autograd/split_backward.h): the others get undefined gradients and, where the
+  // node can tell its formula (OpNode), are not computed. Default: Apply, then drop the others.
+  virtual TensorList ApplyMasked(TensorList grads, std::span<const bool> needs);
   // Frees saved tensors (backward without retain_graph).
   virtual void ReleaseSaved() {}
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <utility>
 
 #include "core/autograd/call.h"
 #include "core/autograd/grad_mode.h"
@@ -58,6 +59,34 @@ Module* Module::Submodule(const std::string& fqn) {
     if (n == head) return dot == std::string::npos ? c.get() : c->Submodule(fqn.substr(dot + 1));
   }
   TESSEL_FAIL(ErrorCode::kNotFound, type_name_, ": no submodule '", head, "' (looking up '", fqn, "')");
+}
+
+bool Module::HasChild(const std::string& name) const {
+  return std::any_of(children_.begin(), children_.end(), [&](const auto& c) { return c.first == name; });
+}
+
+std::vector<std::pair<std::string, std::unique_ptr<Module>>>::iterator Module::FindChild(const std::string& name) {
+  auto it = std::find_if(children_.begin(), children_.end(), [&](const auto& c) { return c.first == name; });
+  if (it != children_.end()) return it;
+  std::string names;
+  for (const auto& [n, c] : children_) names += (names.empty() ? "" : ", ") + n;
+  TESSEL_FAIL(ErrorCode::kNotFound, type_name_, " has no child '", name, "' (has: ", names, ")");
+}
+
+std::unique_ptr<Module> Module::RemoveChild(const std::string& name) {
+  auto it = FindChild(name);
+  std::unique_ptr<Module> old = std::move(it->second);
+  children_.erase(it);
+  OnChildChanged(name, old.get(), nullptr);
+  return old;
+}
+
+std::unique_ptr<Module> Module::ReplaceChild(const std::string& name, std::unique_ptr<Module> child) {
+  TESSEL_CHECK(child != nullptr, type_name_, ": ReplaceChild('", name, "') with a null module");
+  auto it = FindChild(name);
+  std::unique_ptr<Module> old = std::exchange(it->second, std::move(child));
+  OnChildChanged(name, old.get(), it->second.get());
+  return old;
 }
 
 void Module::SetParameter(const std::string& fqn, Tensor value, bool allow_new_shape) {
@@ -247,6 +276,16 @@ TensorList Module::Call(TensorList inputs) {
         });
   }
   return outputs;
+}
+
+void ModuleList::OnChildChanged(const std::string&, Module* before, Module* now) {
+  auto it = std::find(items_.begin(), items_.end(), before);
+  TESSEL_INTERNAL_ASSERT(it != items_.end(), "ModuleList: changed child is not one of its items");
+  if (now) {
+    *it = now;
+  } else {
+    items_.erase(it);
+  }
 }
 
 TensorList ModuleList::Forward(const TensorList&) {

@@ -88,6 +88,13 @@ class Module {
   std::vector<std::pair<std::string, Module*>> NamedModules();
   std::vector<std::pair<std::string, Module*>> NamedChildren();
   Module* Submodule(const std::string& fqn);  // "" is this module; throws kNotFound
+  bool HasChild(const std::string& name) const;
+  // Removes the direct child `name` and returns it (pipeline splitting deletes the modules a stage does
+  // not own, like torchtitan's pipeline_module_split). The other children keep their names, so FQNs do
+  // not change. Throws kNotFound listing the children.
+  std::unique_ptr<Module> RemoveChild(const std::string& name);
+  // Puts `child` in the place of the direct child `name` (same name and position); returns the old one.
+  std::unique_ptr<Module> ReplaceChild(const std::string& name, std::unique_ptr<Module> child);
 
   // --- modes ---
   void Train(bool on = true);
@@ -112,8 +119,13 @@ class Module {
   void SetComposableState(const std::string& key, std::unique_ptr<ModuleState> state);
   ModuleState* GetComposableState(const std::string& key) const;  // nullptr when absent
 
+ protected:
+  // Called after the child `name` was removed (`now` null) or replaced (`now` the new module).
+  virtual void OnChildChanged(const std::string& /*name*/, Module* /*before*/, Module* /*now*/) {}
+
  private:
   void AddChild(const std::string& name, std::unique_ptr<Module> child);
+  std::vector<std::pair<std::string, std::unique_ptr<Module>>>::iterator FindChild(const std::string& name);
   void CollectNamed(const std::string& prefix, bool recurse, bool buffers, bool persistent_only, StateDict* out) const;
 
   std::string type_name_;
@@ -131,14 +143,16 @@ class Module {
   std::vector<std::pair<std::string, std::unique_ptr<ModuleState>>> composable_states_;
 };
 
-// A list of modules named "0", "1", ... (torch.nn.ModuleList).
+// A list of modules named "0", "1", ... in append order (torch.nn.ModuleList). Removing an item keeps the
+// others' names (a pipeline stage owning layers 2 and 3 holds "2" and "3", like torchtitan's ModuleDict of
+// layers); at(i) and size() count the items present, in order.
 class ModuleList final : public Module {
  public:
   ModuleList() : Module("ModuleList") {}
   template <typename M>
   M* Append(std::unique_ptr<M> m) {
     M* raw = m.get();
-    RegisterModule(std::to_string(items_.size()), std::move(m));
+    RegisterModule(std::to_string(next_index_++), std::move(m));
     items_.push_back(raw);
     return raw;
   }
@@ -146,8 +160,12 @@ class ModuleList final : public Module {
   size_t size() const { return items_.size(); }
   TensorList Forward(const TensorList& inputs) override;  // error: ModuleList is not callable
 
+ protected:
+  void OnChildChanged(const std::string& name, Module* before, Module* now) override;
+
  private:
   std::vector<Module*> items_;
+  size_t next_index_ = 0;
 };
 
 }  // namespace tessel::nn

@@ -143,17 +143,31 @@ GPT::GPT(const GPTConfig& cfg, Generator& gen) : Module("GPT"), cfg_(cfg) {
 }
 
 TensorList GPT::Forward(const TensorList& in) {
-  const Tensor& idx_BT = in.at(0);
-  TESSEL_CHECK(idx_BT.dim() == 2 && idx_BT.dtype() == DType::kInt64, "GPT: expected int64 token ids [B, T], got ",
-               ShapeStr(idx_BT.sizes()), " ", idx_BT.dtype());
-  const int64_t T = idx_BT.size(1);
-  TESSEL_CHECK(T <= cfg_.seq_len, "GPT: sequence length ", T, " exceeds seq_len ", cfg_.seq_len);
-  Tensor pos_T = Arange(0, static_cast<double>(T), 1, DType::kInt64, idx_BT.device());
-  Tensor x_BTC = Add((*Submodule("wte"))(idx_BT), (*Submodule("wpe"))(pos_T));
+  Tensor x_BTC;
+  if (HasChild("wte")) {
+    const Tensor& idx_BT = in.at(0);
+    TESSEL_CHECK(idx_BT.dim() == 2 && idx_BT.dtype() == DType::kInt64, "GPT: expected int64 token ids [B, T], got ",
+                 ShapeStr(idx_BT.sizes()), " ", idx_BT.dtype());
+    const int64_t T = idx_BT.size(1);
+    TESSEL_CHECK(T <= cfg_.seq_len, "GPT: sequence length ", T, " exceeds seq_len ", cfg_.seq_len);
+    Tensor pos_T = Arange(0, static_cast<double>(T), 1, DType::kInt64, idx_BT.device());
+    x_BTC = Add((*Submodule("wte"))(idx_BT), (*Submodule("wpe"))(pos_T));
+  } else {
+    x_BTC = in.at(0);
+    TESSEL_CHECK(x_BTC.dim() == 3 && x_BTC.size(2) == cfg_.d_model && IsFloating(x_BTC.dtype()),
+                 "GPT stage without embeddings: expected hidden states [B, T, ", cfg_.d_model, "], got ",
+                 ShapeStr(x_BTC.sizes()), " ", x_BTC.dtype());
+  }
   for (size_t i = 0; i < layers_->size(); ++i) x_BTC = (*layers_->at(i))(x_BTC);
+  if (!HasChild("ln_f")) return {x_BTC};
   x_BTC = (*Submodule("ln_f"))(x_BTC);
-  if (cfg_.tie_embeddings) return {tessel::Linear(x_BTC, Submodule("wte")->Param("weight"))};
-  return {(*Submodule("lm_head"))(x_BTC)};
+  if (!cfg_.tie_embeddings) {
+    if (!HasChild("lm_head")) return {x_BTC};
+    return {(*Submodule("lm_head"))(x_BTC)};
+  }
+  TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, HasChild("wte"),
+                    "GPT: tied embeddings need wte.weight for the head, but this stage does not hold wte");
+  return {tessel::Linear(x_BTC, Submodule("wte")->Param("weight"))};
 }
 
 Tensor GPT::Loss(const Tensor& idx_BT, const Tensor& targets_BT) {

@@ -8,6 +8,16 @@
 //   ln_f.*, lm_head.weight [V, C] (absent when tie_embeddings: the head reuses wte.weight).
 // Invariant: the model is written for plain tensors only; TP/FSDP attach from outside.
 //
+// [Note: GPT pipeline stages] A pipeline stage is a GPT with children removed (Module::RemoveChild, the
+// way torchtitan's pipeline_module_split deletes what a stage does not own; pipelining/model_split.h does
+// the cutting). Every stage is built from the full model with the same seed, so the parameters it keeps
+// have the full model's FQNs ("layers.2.attn.wq.weight") and initial values. What Forward reads and
+// returns follows from what the stage holds:
+//   wte (and wpe) present → input is int64 token ids [B, T]; otherwise hidden states [B, T, C];
+//   ln_f present → applied; lm_head present (or tied wte) → output logits [B, T, V]; else hidden [B, T, C].
+// Tied embeddings need wte and the head in one module; a stage holding ln_f but no way to the head is
+// rejected at Forward (kFailedPrecondition), and the splitter rejects tied embeddings across stages.
+//
 // Example:
 //   GPTConfig cfg{.vocab_size = 256, .d_model = 64, .n_layers = 2, .n_heads = 4, .seq_len = 32};
 //   Generator gen(0);
@@ -72,8 +82,9 @@ class TransformerBlock final : public Module {
 class GPT final : public Module {
  public:
   GPT(const GPTConfig& cfg, Generator& gen);
-  TensorList Forward(const TensorList& inputs) override;  // idx int64 [B, T] → logits [B, T, V]
-  // Mean cross-entropy of next-token prediction.
+  // idx int64 [B, T] → logits [B, T, V]; a pipeline stage maps as [Note: GPT pipeline stages] says.
+  TensorList Forward(const TensorList& inputs) override;
+  // Mean cross-entropy of next-token prediction (the whole model only).
   Tensor Loss(const Tensor& idx_BT, const Tensor& targets_BT);
   const GPTConfig& config() const { return cfg_; }
   ModuleList& layers() { return *layers_; }

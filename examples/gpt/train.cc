@@ -22,6 +22,7 @@
 //        [--d_model=128] [--layers=4] [--heads=4] [--lr=3e-3] [--seed=1] [--log_every=25] [--profile_step=N]
 //        [--save=/tmp/tessel_gpt_ckpt] [--save_every=N] [--resume=/tmp/tessel_gpt_ckpt/step_300]
 //        [--tp=2 [--dp_shard=2] [--sp=1] [--loss_parallel=1]]
+//        Pipeline parallel (examples/gpt/pipeline.h): --pp=2 --schedule=1F1B --microbatches=4
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -54,6 +55,7 @@
 #include "examples/gpt/corpus.h"
 #include "examples/gpt/parallelize.h"
 #include "tp/loss_parallel.h"
+#include "examples/gpt/pipeline.h"
 
 namespace tessel::examples {
 namespace {
@@ -363,6 +365,7 @@ RunResult TrainRank(const Flags& flags, const comm::ProcessGroupPtr& world, int6
 
 int Main(int argc, char** argv) {
   const Flags flags = ParseFlags(argc, argv);
+  if (PipelineRequested(flags.values)) return TrainPipelined(flags.values);  // --pp: examples/gpt/pipeline.h
   const TpLayout layout = TpLayoutFrom(flags);
   const int nproc = static_cast<int>(flags.Get("nproc", layout.tp > 1 ? static_cast<double>(layout.world()) : 4.0));
   TESSEL_CHECK(layout.tp == 1 || nproc == layout.world(), "train: --nproc=", nproc, " but --dp_shard=",

@@ -6,6 +6,7 @@
 #  4. the unsharded single-rank path; a resume with another model config is refused;
 #  5. tensor parallel (--tp=2, and --dp_shard=2 --tp=2 with fully_shard): the same final loss as run 1
 #     within 1e-5 relative, and every rank's ledger printed.
+#  6. the pipeline-parallel path (--pp).
 set -euo pipefail
 train="$1"
 ckpt="${TEST_TMPDIR:-$(mktemp -d)}/gpt_ckpt"
@@ -52,3 +53,8 @@ for tp_args in "--tp=2" "--dp_shard=2 --tp=2"; do
   got="$(final "$tp_out")"
   close "${got#final loss }" "${want#final loss }" || { echo "$tp_args ended with '$got', fully_shard with '$want'"; exit 1; }
 done
+# 6. pipeline parallel (examples/gpt/pipeline.h): 1F1B over 2 pipeline ranks, 2 microbatches.
+piped="$("$train" --pp=2 --schedule=1F1B --microbatches=2 --steps=12 --batch=4 --seq=16 --d_model=16 --layers=2 --heads=2 --lr=1e-2 --log_every=6)"
+echo "$piped"
+grep -q "pipeline: 1F1B on 2 ranks, 2 stages, 2 microbatches" <<<"$piped"
+grep -q "^summary: loss" <<<"$piped"

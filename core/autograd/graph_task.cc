@@ -1,0 +1,105 @@
+// core/autograd/graph_task.cc — shared backward-pass pieces (see graph_task.h).
+#include "core/autograd/graph_task.h"
+
+#include "core/base/error.h"
+#include "core/dispatch/dispatcher.h"
+#include "core/tensor/factory.h"
+
+namespace tessel::autograd::internal {
+namespace {
+
+thread_local GraphTaskScope* current_task = nullptr;
+
+Tensor ZerosFor(const OutputMeta& m) {
+  if (m.is_distributed || !IsFloating(m.dtype)) return Tensor();
+  return Zeros(m.sizes, m.dtype, m.device);
+}
+
+}  // namespace
+
+Tensor AddGrads(const Tensor& a, const Tensor& b) {
+  const Tensor in[] = {a, b};
+  return Dispatch(GetOp("add"), in, Attrs())[0];
+}
+
+void SeedRoots(const TensorList& roots, const TensorList& grads, std::vector<Edge>* edges, TensorList* seeds) {
+  TESSEL_CHECK(roots.size() == grads.size(), "backward: ", roots.size(), " roots but ", grads.size(), " grads");
+  for (size_t i = 0; i < roots.size(); ++i) {
+    const Tensor& r = roots[i];
+    TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, r.defined() && r.requires_grad(), "backward: root ", i,
+                      " does not require grad and has no grad_fn");
+    Tensor g = grads[i];
+    if (!g.defined()) {
+      TESSEL_CHECK(r.numel() == 1, "backward: grad can be implicitly created only for one-element outputs, got "
+                   "shape ", ShapeStr(r.sizes()));
+      const Tensor in[] = {r};
+      g = Dispatch(GetOp("ones_like"), in, Attrs())[0];
+    }
+    TESSEL_CHECK(g.sizes() == r.sizes(), "backward: grad shape ", ShapeStr(g.sizes()), " != root shape ",
+                 ShapeStr(r.sizes()));
+    edges->push_back(GradientEdge(r));
+    seeds->push_back(std::move(g));
+  }
+}
+
+bool PrepareNodeInputs(Node* n, TensorList& in) {
+  in.resize(n->output_meta.size());
+  bool any = false;
+  // AccumulateGrad runs its leaf's hooks itself.
+  const bool run_hooks = dynamic_cast<AccumulateGrad*>(n) == nullptr;
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (run_hooks && i < n->output_hooks.size()) {
+      for (const TensorHook& hook : n->output_hooks[i]) {
+        if (!in[i].defined()) break;
+        Tensor replaced = hook(in[i]);
+        if (replaced.defined()) in[i] = std::move(replaced);
+      }
+    }
+    any = any || in[i].defined();
+  }
+  if (any) {
+    for (size_t i = 0; i < in.size(); ++i) {
+      if (!in[i].defined()) in[i] = ZerosFor(n->output_meta[i]);
+    }
+  }
+  return any;
+}
+
+void GradBuffers::Add(const Edge& e, Tensor g) {
+  TensorList& buf = buffers_[e.node.get()];
+  if (buf.empty()) buf.resize(e.node->output_meta.size());
+  if (!g.defined()) return;
+  buf[e.input_nr] = buf[e.input_nr].defined() ? AddGrads(buf[e.input_nr], g) : std::move(g);
+}
+
+TensorList GradBuffers::Take(Node* n) {
+  auto it = buffers_.find(n);
+  if (it == buffers_.end()) return {};
+  TensorList out = std::move(it->second);
+  buffers_.erase(it);
+  return out;
+}
+
+GraphTaskScope::GraphTaskScope(const char* what) : no_grad_(false) {
+  TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, current_task == nullptr, what,
+                    ": re-entrant backward is not supported");
+  if (memory::CurrentLedger() == memory::Ledger::kOther) ledger_.emplace(memory::Ledger::kActivations);
+  current_task = this;
+}
+
+GraphTaskScope::~GraphTaskScope() { current_task = nullptr; }
+
+void GraphTaskScope::Finish() {
+  for (size_t i = 0; i < callbacks_.size(); ++i) callbacks_[i]();
+  callbacks_.clear();
+}
+
+void QueueCallbackImpl(std::function<void()> fn) {
+  TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, current_task != nullptr,
+                    "QueueCallback: only valid while a backward pass runs on this thread");
+  current_task->callbacks_.push_back(std::move(fn));
+}
+
+bool InBackwardImpl() { return current_task != nullptr; }
+
+}  // namespace tessel::autograd::internal

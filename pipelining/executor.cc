@@ -1,0 +1,262 @@
+// pipelining/executor.cc — PipelineExecutor: one step of a lowered per-rank program.
+#include "pipelining/executor.h"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <tuple>
+
+#include "core/autograd/grad_mode.h"
+#include "core/base/error.h"
+#include "core/memory/allocator.h"
+#include "core/ops/view.h"
+#include "pipelining/lowering.h"
+#include "pipelining/microbatch.h"
+
+namespace tessel::pipelining {
+
+struct PipelineExecutor::Run {
+  std::vector<Tensor> inputs, targets;
+  std::map<std::tuple<int, bool, int>, comm::WorkPtr> recvs;  // (receiving stage, backward, microbatch)
+  std::vector<comm::WorkPtr> sends;
+  std::vector<int> peak_in_flight;
+  std::vector<int64_t> bytes_per_microbatch;
+  std::map<ActionKind, std::pair<double, int>> compute_seconds;
+};
+
+// Adds the wall time of its scope (the compute of one action, after its receives were waited on) to the
+// step's seconds for `kind`.
+class PipelineExecutor::Timed {
+ public:
+  Timed(Run& run, ActionKind kind) : slot_(run.compute_seconds[kind]), t0_(std::chrono::steady_clock::now()) {}
+  ~Timed() {
+    slot_.first += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+    ++slot_.second;
+  }
+  Timed(const Timed&) = delete;
+  Timed& operator=(const Timed&) = delete;
+
+ private:
+  std::pair<double, int>& slot_;
+  std::chrono::steady_clock::time_point t0_;
+};
+
+PipelineExecutor::PipelineExecutor(std::vector<PipelineStage*> stages, RankProgram program, int num_microbatches,
+                                   ExecutorOptions options)
+    : stages_(std::move(stages)),
+      program_(WithoutIdle(program)),
+      num_microbatches_(num_microbatches),
+      options_(std::move(options)),
+      comm_batches_(CommBatches(program_)) {
+  TESSEL_CHECK(!stages_.empty(), "PipelineExecutor: no stages on this rank");
+  std::sort(stages_.begin(), stages_.end(),
+            [](const PipelineStage* a, const PipelineStage* b) { return a->stage_index() < b->stage_index(); });
+  for (size_t i = 1; i < stages_.size(); ++i) {
+    TESSEL_CHECK(stages_[i]->stage_index() != stages_[i - 1]->stage_index(), "PipelineExecutor: stage ",
+                 stages_[i]->stage_index(), " given twice");
+  }
+  for (const auto& slot : program_) {
+    const Action& a = *slot;
+    const bool local = std::any_of(stages_.begin(), stages_.end(),
+                                   [&](const PipelineStage* s) { return s->stage_index() == a.stage; });
+    TESSEL_CHECK(local, "PipelineExecutor: action ", ToString(a), " names stage ", a.stage,
+                 ", which this rank (", stages_[0]->group().rank(), ") does not hold");
+    TESSEL_CHECK(!a.microbatch || (*a.microbatch >= 0 && *a.microbatch < num_microbatches), "PipelineExecutor: "
+                 "action ", ToString(a), " is outside the ", num_microbatches, " microbatches");
+  }
+}
+
+PipelineStage& PipelineExecutor::StageAt(int stage) const {
+  for (PipelineStage* s : stages_) {
+    if (s->stage_index() == stage) return *s;
+  }
+  TESSEL_INTERNAL_ASSERT(false, "no local stage ", stage);
+  return *stages_[0];
+}
+
+PipelineStage& PipelineExecutor::StageOf(const Action& a) const { return StageAt(a.stage); }
+
+namespace {
+
+comm::WorkPtr TakeRecv(std::map<std::tuple<int, bool, int>, comm::WorkPtr>& recvs, int stage, bool backward, int mb,
+                       const char* recv_name) {
+  auto it = recvs.find({stage, backward, mb});
+  TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, it != recvs.end(), "no ", stage, recv_name, mb,
+                    " was posted before the compute that reads it (a malformed program)");
+  comm::WorkPtr w = std::move(it->second);
+  recvs.erase(it);
+  return w;
+}
+
+void CopyInto(const Tensor& dst, const Tensor& src) {
+  NoGradGuard no_grad;
+  CopyInPlace(dst, src);
+}
+
+// Posts program[begin, end) (all SEND/RECV) as one batch; the receives' keys go to `recv_keys`.
+comm::WorkPtr PostBatch(const RankProgram& program, int begin, int end,
+                               const std::function<PipelineStage&(const Action&)>& stage_of,
+                               std::vector<std::tuple<int, bool, int>>* recv_keys) {
+  std::vector<comm::P2POp> ops;
+  comm::ProcessGroup* group = nullptr;
+  for (int i = begin; i < end; ++i) {
+    const Action& a = *program[i];
+    PipelineStage& st = stage_of(a);
+    group = &st.group();
+    const int mb = *a.microbatch;
+    using K = comm::P2POp::Kind;
+    switch (a.kind) {
+      case ActionKind::kSendF:
+        ops.push_back({K::kSend, st.OutputToSend(mb), st.next_rank(), P2PTag(false, a.stage, mb)});
+        break;
+      case ActionKind::kRecvF:
+        ops.push_back({K::kRecv, st.ActivationRecvBuffer(mb), st.prev_rank(), P2PTag(false, a.stage - 1, mb)});
+        recv_keys->emplace_back(a.stage, false, mb);
+        break;
+      case ActionKind::kSendB:
+        ops.push_back({K::kSend, st.InputGradToSend(mb), st.prev_rank(), P2PTag(true, a.stage, mb)});
+        break;
+      case ActionKind::kRecvB:
+        ops.push_back({K::kRecv, st.GradRecvBuffer(mb), st.next_rank(), P2PTag(true, a.stage + 1, mb)});
+        recv_keys->emplace_back(a.stage, true, mb);
+        break;
+      default:
+        TESSEL_INTERNAL_ASSERT(false, "not a comm action: ", ToString(a));
+    }
+  }
+  return group->BatchP2P(ops);
+}
+
+}  // namespace
+
+void PipelineExecutor::RunCompute(const Action& a, Run& run) {
+  const int mb = a.microbatch.value_or(-1);
+  PipelineStage& s = StageOf(a);
+  switch (a.kind) {
+    case ActionKind::kForward: {
+      if (s.prev_is_local()) {
+        CopyInto(s.ActivationRecvBuffer(mb), StageAt(a.stage - 1).OutputToSend(mb));
+      } else if (!s.is_first()) {
+        TakeRecv(run.recvs, a.stage, false, mb, "RECV_F")->Wait();
+      }
+      const int64_t before = memory::Stats(CurrentDevice())[memory::Ledger::kActivations].live;
+      Timed timed(run, a.kind);
+      s.Forward(mb, s.is_first() ? run.inputs.at(mb) : Tensor(), s.is_last() ? run.targets.at(mb) : Tensor());
+      const size_t index = std::find(stages_.begin(), stages_.end(), &s) - stages_.begin();
+      run.peak_in_flight[index] = std::max(run.peak_in_flight[index], s.num_in_flight());
+      if (mb == 0) {
+        run.bytes_per_microbatch[index] = memory::Stats(CurrentDevice())[memory::Ledger::kActivations].live - before;
+      }
+      return;
+    }
+    case ActionKind::kFullBackward:
+    case ActionKind::kBackwardInput:
+      if (s.next_is_local()) {
+        CopyInto(s.GradRecvBuffer(mb), StageAt(a.stage + 1).InputGradToSend(mb));
+      } else if (!s.is_last()) {
+        TakeRecv(run.recvs, a.stage, true, mb, "RECV_B")->Wait();
+      }
+      {
+        Timed timed(run, a.kind);
+        if (a.kind == ActionKind::kFullBackward) {
+          s.BackwardFull(mb);
+        } else {
+          s.BackwardInput(mb);
+        }
+      }
+      return;
+    case ActionKind::kBackwardWeight: {
+      Timed timed(run, a.kind);
+      s.BackwardWeight(mb);
+      return;
+    }
+    case ActionKind::kUnshard:
+      if (options_.unshard) options_.unshard(a.stage);
+      return;
+    case ActionKind::kReshard:
+      if (options_.reshard) options_.reshard(a.stage);
+      return;
+    case ActionKind::kReduceGrad:
+      if (options_.reduce_grad) options_.reduce_grad(a.stage);
+      return;
+    default:
+      TESSEL_INTERNAL_ASSERT(false, "comm action ", ToString(a), " outside a comm batch");
+  }
+}
+
+// Splits the batch, runs the shape handshake once, and resets the stages for a step.
+void PipelineExecutor::StartStep(const Tensor& inputs, const Tensor& targets, Run& run) {
+  const int rank = stages_[0]->group().rank();
+  const Tensor& rows_from = inputs.defined() ? inputs : targets;
+  TESSEL_CHECK(rows_from.defined(), "pipeline rank ", rank, ": Step needs the inputs or the targets (for the "
+               "microbatch sizes)");
+  const int64_t rows = rows_from.size(0);
+  if (stages_.front()->is_first()) {
+    TESSEL_CHECK(inputs.defined(), "pipeline rank ", rank, " holds stage 0 and needs the inputs");
+    run.inputs = SplitMicrobatches(inputs, num_microbatches_);
+  }
+  if (stages_.back()->is_last()) {
+    TESSEL_CHECK(targets.defined(), "pipeline rank ", rank, " holds the last stage and needs the targets");
+    run.targets = SplitMicrobatches(targets, num_microbatches_);
+  }
+  for (size_t i = 0; i < stages_.size(); ++i) {
+    PipelineStage& s = *stages_[i];
+    if (s.shapes_inferred()) continue;
+    const PipelineStage* local_prev = i > 0 && s.prev_is_local() ? stages_[i - 1] : nullptr;
+    s.InferShapes(s.is_first() ? run.inputs.at(0) : Tensor(), std::nullopt, local_prev);
+  }
+  const std::vector<int64_t> sizes = MicrobatchSizes(rows, num_microbatches_);
+  const std::vector<double> weights = MicrobatchLossWeights(rows, num_microbatches_);
+  for (PipelineStage* s : stages_) s->PrepareStep(sizes, weights);
+  run.peak_in_flight.assign(stages_.size(), 0);
+  run.bytes_per_microbatch.assign(stages_.size(), 0);
+}
+
+StepStats PipelineExecutor::Step(const Tensor& inputs, const Tensor& targets) {
+  const int rank = stages_[0]->group().rank();
+  Run run;
+  StartStep(inputs, targets, run);
+  const Device device = CurrentDevice();
+  memory::ResetPeaks(device);
+  StepStats stats;
+  stats.activation_bytes_at_start = memory::Stats(device)[memory::Ledger::kActivations].live;
+
+  auto stage_of = [this](const Action& a) -> PipelineStage& { return StageOf(a); };
+  size_t next_batch = 0;
+  for (int i = 0; i < static_cast<int>(program_.size());) {
+    const Action& a = *program_[i];
+    try {
+      if (next_batch < comm_batches_.size() && comm_batches_[next_batch].first == i) {
+        const auto [begin, end] = comm_batches_[next_batch++];
+        std::vector<std::tuple<int, bool, int>> keys;
+        comm::WorkPtr w = PostBatch(program_, begin, end, stage_of, &keys);
+        for (const auto& k : keys) run.recvs[k] = w;
+        run.sends.push_back(w);
+        i = end;
+        continue;
+      }
+      RunCompute(a, run);
+    } catch (const Error& e) {
+      TESSEL_FAIL(e.code(), "pipeline rank ", rank, ", action ", ToString(a), ": ", e.what());
+    }
+    ++i;
+  }
+  try {
+    for (const comm::WorkPtr& w : run.sends) w->Wait();
+  } catch (const Error& e) {
+    TESSEL_FAIL(e.code(), "pipeline rank ", rank, ", waiting for the step's sends: ", e.what());
+  }
+  for (size_t i = 0; i < stages_.size(); ++i) {
+    TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, stages_[i]->num_in_flight() == 0, "pipeline rank ", rank,
+                      ": stage ", stages_[i]->stage_index(), " ended the step with ", stages_[i]->num_in_flight(),
+                      " microbatches without backward (the program is incomplete)");
+    if (stages_[i]->is_last()) stats.loss = stages_[i]->StepLoss();
+  }
+  stats.peak_in_flight = run.peak_in_flight;
+  stats.activation_bytes_per_microbatch = run.bytes_per_microbatch;
+  stats.compute_seconds = run.compute_seconds;
+  stats.peak_activation_bytes = memory::Stats(device)[memory::Ledger::kActivations].peak;
+  return stats;
+}
+
+}  // namespace tessel::pipelining

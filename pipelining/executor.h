@@ -1,0 +1,87 @@
+// pipelining/executor.h — PipelineExecutor: runs one rank's lowered program (lowering.h) over its
+// PipelineStages for one training step (PyTorch's _PipelineScheduleRuntime; tessel's own code).
+//
+// How actions run:
+//   F / B / I / W        PipelineStage::Forward / BackwardFull / BackwardInput / BackwardWeight of the
+//                        action's stage and microbatch.
+//   SEND_* / RECV_*      each run of consecutive comm actions (CommBatches) is posted as one
+//                        ProcessGroup::BatchP2P. Sends are not waited on until the end of the step
+//                        (isend); a receive is waited on by the compute action that reads its buffer.
+//                        Tags (P2PTag) name the sending stage, direction and microbatch.
+//   local boundaries     a neighbouring stage on the same rank (bottom of a V) hands its output / input
+//                        gradient over by a copy; the program has no comm action there.
+//   UNSHARD / RESHARD /  the callbacks of ExecutorOptions (fully_shard composes from outside:
+//   REDUCE_GRAD          pipelining/ does not include fsdp/); no-ops when unset.
+// Before the first step every local stage runs the shape handshake (stage.h), in increasing stage order.
+//
+// Errors. Any tessel::Error raised while running an action is rethrown with the same code and the prefix
+// "pipeline rank R, action 1F3: ". On the threads backend the failing rank aborts the world, so every
+// peer blocked in p2p raises at once (kAborted) with its own rank and action and the failing rank's
+// message; on gloo a peer raises kDeadlineExceeded after the group's timeout. Nothing waits forever.
+//
+// Invariant: after Step returns, every microbatch of every local stage has run F and its backward (B, or
+// I and W), every send has completed, and the stages' .grad hold the gradients of the weighted
+// microbatch losses (= the full-batch gradients, microbatch.h).
+//
+// Example:
+//   Program lowered = LowerProgram(GenerateSchedule(kind, p, n, m), StageToRankMap(kind, p, n), m, opts);
+//   PipelineExecutor exec({&stage}, lowered[pg->rank()], m);
+//   StepStats st = exec.Step(idx_BT, targets_BT);     // st.loss on the rank of the last stage
+//   optimizer.Step(); optimizer.ZeroGrad();
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "pipelining/action.h"
+#include "pipelining/stage.h"
+
+namespace tessel::pipelining {
+
+struct ExecutorOptions {
+  std::function<void(int stage)> unshard, reshard, reduce_grad;  // for UNSHARD / RESHARD / REDUCE_GRAD
+};
+
+struct StepStats {
+  std::optional<double> loss;            // full-batch loss, on the rank holding the last stage
+  std::vector<int> peak_in_flight;       // per local stage (increasing stage): max microbatches in flight
+  // Per local stage: growth of the activations ledger across its forward of microbatch 0 (what one
+  // in-flight microbatch holds until its backward).
+  std::vector<int64_t> activation_bytes_per_microbatch;
+  // Wall time of this rank's compute actions by kind (F, B, I, W), not counting the wait for their
+  // receives: total seconds and count, the costs a simulation of the schedule needs (simulator.h).
+  std::map<ActionKind, std::pair<double, int>> compute_seconds;
+  int64_t peak_activation_bytes = 0;     // activations ledger peak on this rank during the step
+  int64_t activation_bytes_at_start = 0;  // live activations when the step started
+};
+
+class PipelineExecutor {
+ public:
+  // `stages`: the PipelineStages this rank holds (distinct stage indices, any order; StepStats lists them in
+  // increasing stage order); `program`: this rank's lowered
+  // program. REQUIRES: every action names a local stage (kInvalidArgument naming the action otherwise).
+  PipelineExecutor(std::vector<PipelineStage*> stages, RankProgram program, int num_microbatches,
+                   ExecutorOptions options = {});
+
+  // One step on `inputs` (the first stage's batch, e.g. token ids [B, T]) and `targets` (the last
+  // stage's); ranks that hold neither may pass undefined tensors. Splits both into microbatches.
+  StepStats Step(const Tensor& inputs, const Tensor& targets);
+
+ private:
+  struct Run;
+  class Timed;
+  PipelineStage& StageOf(const Action& a) const;
+  PipelineStage& StageAt(int stage) const;
+  void StartStep(const Tensor& inputs, const Tensor& targets, Run& run);
+  void RunCompute(const Action& a, Run& run);
+
+  std::vector<PipelineStage*> stages_;
+  RankProgram program_;
+  int num_microbatches_;
+  ExecutorOptions options_;
+  std::vector<std::pair<int, int>> comm_batches_;
+};
+
+}  // namespace tessel::pipelining

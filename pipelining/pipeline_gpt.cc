@@ -1,0 +1,55 @@
+// pipelining/pipeline_gpt.cc — PipelineGPT: split, place, wrap, schedule, lower, execute.
+#include "pipelining/pipeline_gpt.h"
+
+#include "core/base/error.h"
+#include "core/ops/loss.h"
+#include "core/ops/view.h"
+#include "core/tensor/random.h"
+#include "pipelining/model_split.h"
+#include "pipelining/verifier.h"
+
+namespace tessel::pipelining {
+
+Tensor TokenCrossEntropy(const Tensor& logits_BTV, const Tensor& targets_BT) {
+  return CrossEntropy(Reshape(logits_BTV, {-1, logits_BTV.size(-1)}), Reshape(targets_BT, {-1}));
+}
+
+nn::StateDict RankPipeline::NamedParameters() const {
+  nn::StateDict out;
+  for (const auto& m : modules) {
+    for (auto& p : m->NamedParameters()) out.push_back(std::move(p));
+  }
+  return out;
+}
+
+RankPipeline PipelineGPT(const nn::GPTConfig& cfg, uint64_t seed, comm::ProcessGroupPtr pg,
+                         const PipelineGPTOptions& options, LossFn loss_fn) {
+  const int p = pg->size();
+  const int v = options.stages_per_rank > 0 ? options.stages_per_rank
+                : (options.kind == ScheduleKind::kGPipe || options.kind == ScheduleKind::k1F1B) ? 1
+                                                                                                : 2;
+  RankPipeline out;
+  out.num_stages = p * v;
+  const Program compute = GenerateSchedule(options.kind, p, out.num_stages, options.num_microbatches);
+  out.stage_to_rank = StageToRankMap(options.kind, p, out.num_stages);
+  out.lowered = LowerProgram(compute, out.stage_to_rank, options.num_microbatches, options.lower);
+  VerifyLoweredProgram(out.lowered, out.stage_to_rank, options.num_microbatches);
+  const ModuleNamesPerStage names = GPTStageModuleNames(cfg, out.num_stages);
+  auto make = [&] {
+    Generator gen(seed);
+    return std::make_unique<nn::GPT>(cfg, gen);
+  };
+  std::vector<PipelineStage*> raw;
+  for (int s = 0; s < out.num_stages; ++s) {
+    if (out.stage_to_rank[s] != pg->rank()) continue;
+    out.modules.push_back(PipelineModuleSplit(make, names, s));
+    out.stages.push_back(std::make_unique<PipelineStage>(*out.modules.back(), s, out.num_stages, pg,
+                                                         s == out.num_stages - 1 ? loss_fn : nullptr,
+                                                         out.stage_to_rank));
+    raw.push_back(out.stages.back().get());
+  }
+  out.executor = std::make_unique<PipelineExecutor>(raw, out.lowered.at(pg->rank()), options.num_microbatches);
+  return out;
+}
+
+}  // namespace tessel::pipelining

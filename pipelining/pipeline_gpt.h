@@ -1,0 +1,59 @@
+// pipelining/pipeline_gpt.h — the whole pipeline recipe for one rank (torchtitan's pipeline_llm): split
+// the GPT into stages, keep this rank's stages, wrap them in PipelineStages, generate and lower the
+// schedule, and build the executor.
+//
+// Composition order (DESIGN.md): call this first; apply tensor parallelism, activation checkpointing and
+// fully_shard to each of `modules` afterwards (before the first Step), then build the optimizer over
+// NamedParameters().
+//
+// Invariant: the stages of all ranks together hold every parameter of GPT(cfg) exactly once, with its
+// FQN and its initial value for `seed`; stage s lives on rank StageToRankMap(kind, p, n)[s].
+//
+// Example:
+//   RankPipeline pp = PipelineGPT(cfg, /*seed=*/0, pg, {.kind = ScheduleKind::k1F1B, .num_microbatches = 4},
+//                                 TokenCrossEntropy);
+//   optim::AdamW opt(pp.NamedParameters(), {});
+//   StepStats st = pp.executor->Step(idx_BT, targets_BT);
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "comm/process_group.h"
+#include "core/nn/transformer.h"
+#include "pipelining/executor.h"
+#include "pipelining/lowering.h"
+#include "pipelining/schedules.h"
+#include "pipelining/stage.h"
+
+namespace tessel::pipelining {
+
+struct PipelineGPTOptions {
+  ScheduleKind kind = ScheduleKind::k1F1B;
+  int num_microbatches = 1;
+  // Stages per rank; 0 picks 1 for GPipe and 1F1B, 2 for every other schedule (V schedules need 2).
+  int stages_per_rank = 0;
+  LowerOptions lower;
+};
+
+struct RankPipeline {
+  std::vector<int> stage_to_rank;  // index = stage
+  int num_stages = 0;
+  Program lowered;                 // every rank's lowered program (verified)
+  std::vector<std::unique_ptr<nn::Module>> modules;       // this rank's stage modules, increasing stage
+  std::vector<std::unique_ptr<PipelineStage>> stages;     // one per module
+  std::unique_ptr<PipelineExecutor> executor;
+  // Parameters of this rank's stages, full-model FQNs.
+  nn::StateDict NamedParameters() const;
+};
+
+// The mean next-token cross-entropy of logits [B, T, V] against targets [B, T] (GPT::Loss's loss).
+Tensor TokenCrossEntropy(const Tensor& logits_BTV, const Tensor& targets_BT);
+
+// Builds this rank's part. Throws kInvalidArgument when the schedule does not fit (schedules.h's table,
+// e.g. ZBVZeroBubble with 3 stages per rank) or the GPT has fewer layers than stages.
+RankPipeline PipelineGPT(const nn::GPTConfig& cfg, uint64_t seed, comm::ProcessGroupPtr pg,
+                         const PipelineGPTOptions& options, LossFn loss_fn = TokenCrossEntropy);
+
+}  // namespace tessel::pipelining

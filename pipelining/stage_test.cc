@@ -1,0 +1,135 @@
+// pipelining/stage_test.cc — PipelineStage on the threads backend: the shape handshake (one header send per
+// boundary, exact shapes, clear errors naming both stages), reused p2p buffers, and the F/I/W state rules.
+#include "pipelining/stage.h"
+
+#include <gtest/gtest.h>
+
+#include "comm/backends/threads.h"
+#include "comm/tracer.h"
+#include "core/base/testing/expect_error.h"
+#include "core/ops/loss.h"
+#include "core/ops/view.h"
+#include "core/tensor/random.h"
+#include "pipelining/model_split.h"
+
+namespace tessel::pipelining {
+namespace {
+
+using testing::ExpectErrorContains;
+
+nn::GPTConfig Config(int64_t d_model = 16) {
+  return {.vocab_size = 13, .d_model = d_model, .n_layers = 2, .n_heads = 2, .seq_len = 6};
+}
+
+std::unique_ptr<nn::Module> Stage(const nn::GPTConfig& cfg, int num_stages, int index) {
+  return PipelineModuleSplit(
+      [&] {
+        Generator g(1);
+        return std::make_unique<nn::GPT>(cfg, g);
+      },
+      GPTStageModuleNames(cfg, num_stages), index);
+}
+
+Tensor TokenLoss(const Tensor& logits_BTV, const Tensor& targets_BT) {
+  return CrossEntropy(Reshape(logits_BTV, {-1, logits_BTV.size(-1)}), Reshape(targets_BT, {-1}));
+}
+
+Tensor Tokens(int64_t rows, uint64_t seed) {
+  Generator g(seed);
+  return Randint(0, 13, std::vector<int64_t>{rows, 6}, g);
+}
+
+TEST(PipelineStageTest, HandshakeSendsOneHeaderPerBoundaryAndInfersExactShapes) {
+  comm::RunRanks(2, [](comm::ProcessGroupPtr pg) {
+    const nn::GPTConfig cfg = Config();
+    auto module = Stage(cfg, 2, pg->rank());
+    PipelineStage stage(*module, pg->rank(), 2, pg, TokenLoss);
+    comm::CommTracer tracer;
+    stage.InferShapes(pg->rank() == 0 ? Tokens(3, 0) : Tensor());
+    if (pg->rank() == 0) {
+      EXPECT_EQ(tracer.Summary(), "send(world) x1");
+      EXPECT_EQ(stage.output_shape(), (Shape{3, 6, 16}));
+    } else {
+      EXPECT_EQ(tracer.Summary(), "recv(world) x1");
+      EXPECT_EQ(stage.input_shape(), (Shape{3, 6, 16}));
+      EXPECT_EQ(stage.output_shape(), (Shape{3, 6, 13}));
+    }
+  });
+}
+
+TEST(PipelineStageTest, StageThatCannotTakeThePreviousOutputNamesBothStagesAndTheShape) {
+  ExpectErrorContains(
+      [] {
+        comm::RunRanks(2, [](comm::ProcessGroupPtr pg) {
+          // Stage 1 was built for d_model 8 but stage 0 produces d_model 16.
+          auto module = Stage(Config(pg->rank() == 0 ? 16 : 8), 2, pg->rank());
+          PipelineStage stage(*module, pg->rank(), 2, pg, TokenLoss);
+          stage.InferShapes(pg->rank() == 0 ? Tokens(2, 0) : Tensor());
+        });
+      },
+      ErrorCode::kInvalidArgument,
+      {"stage 1 cannot take the output of stage 0 (shape [2, 6, 16] float32)", "expected hidden states [B, T, 8]"});
+}
+
+TEST(PipelineStageTest, DeclaredInputShapeMismatchNamesBothShapes) {
+  ExpectErrorContains(
+      [] {
+        comm::RunRanks(2, [](comm::ProcessGroupPtr pg) {
+          auto module = Stage(Config(), 2, pg->rank());
+          PipelineStage stage(*module, pg->rank(), 2, pg, TokenLoss);
+          stage.InferShapes(pg->rank() == 0 ? Tokens(2, 0) : Tensor(), Shape{2, 6, 8});
+        });
+      },
+      ErrorCode::kInvalidArgument, "stage 0 outputs [2, 6, 16] but stage 1 expects input [2, 6, 8]");
+}
+
+TEST(PipelineStageTest, RecvBuffersAreAllocatedOncePerMicrobatchAndReused) {
+  comm::RunRanks(2, [](comm::ProcessGroupPtr pg) {
+    auto module = Stage(Config(), 2, pg->rank());
+    PipelineStage stage(*module, pg->rank(), 2, pg, TokenLoss);
+    stage.InferShapes(pg->rank() == 0 ? Tokens(3, 0) : Tensor());
+    stage.PrepareStep({3, 2}, {0.6, 0.4});
+    Tensor b = pg->rank() == 0 ? stage.GradRecvBuffer(1) : stage.ActivationRecvBuffer(1);
+    EXPECT_EQ(b.sizes(), (Shape{2, 6, pg->rank() == 0 ? 16 : 16}));  // rows of microbatch 1, dims of the handshake
+    stage.PrepareStep({3, 2}, {0.6, 0.4});
+    Tensor again = pg->rank() == 0 ? stage.GradRecvBuffer(1) : stage.ActivationRecvBuffer(1);
+    EXPECT_EQ(again.raw_data(), b.raw_data());
+  });
+}
+
+TEST(PipelineStageTest, WeightBeforeInputNamesTheStageAndMicrobatch) {
+  comm::RunRanks(1, [](comm::ProcessGroupPtr pg) {
+    auto module = Stage(Config(), 1, 0);
+    PipelineStage stage(*module, 0, 1, pg, TokenLoss);
+    Tensor x = Tokens(4, 2);
+    stage.InferShapes(x);
+    stage.PrepareStep({2, 2}, {0.5, 0.5});
+    stage.Forward(1, Narrow(x, 0, 2, 2), Narrow(x, 0, 2, 2));
+    ExpectErrorContains([&] { stage.BackwardWeight(1); }, ErrorCode::kFailedPrecondition,
+                        {"pipeline stage 0 (rank 0) microbatch 1", "W before I"});
+    ExpectErrorContains([&] { stage.BackwardFull(0); }, ErrorCode::kFailedPrecondition, "B needs a finished F");
+    stage.BackwardInput(1);
+    EXPECT_EQ(stage.num_in_flight(), 1);  // I done, W pending: the activations are still held
+    stage.BackwardWeight(1);
+    EXPECT_EQ(stage.num_in_flight(), 0);
+    stage.Forward(0, Narrow(x, 0, 0, 2), Narrow(x, 0, 0, 2));  // left without backward
+    ExpectErrorContains([&] { stage.PrepareStep({4}, {1.0}); }, ErrorCode::kFailedPrecondition,
+                        {"microbatch 0", "left it without backward"});
+  });
+}
+
+TEST(PipelineStageTest, ConstructorRejectsAStageOfAnotherRankAndALastStageWithoutLoss) {
+  comm::RunRanks(2, [](comm::ProcessGroupPtr pg) {
+    auto module = Stage(Config(), 2, 1);
+    if (pg->rank() == 0) {
+      ExpectErrorContains([&] { PipelineStage(*module, 1, 2, pg, TokenLoss); }, ErrorCode::kInvalidArgument,
+                          "stage 1 belongs to pipeline rank 1, not to this rank 0");
+    } else {
+      ExpectErrorContains([&] { PipelineStage(*module, 1, 2, pg); }, ErrorCode::kInvalidArgument,
+                          "the last stage (1) needs a loss function");
+    }
+  });
+}
+
+}  // namespace
+}  // namespace tessel::pipelining
