@@ -41,5 +41,7 @@ void BindModules(py::module_& m);      // nn_py.cc: subclassable Module, layers,
 void BindOptim(py::module_& m);        // optim_py.cc: SGD, AdamW, clipping, schedule
 void BindDistributed(py::module_& m);  // distributed_py.cc: process groups, mesh, DTensor, fsdp
 void BindCheckpoint(py::module_& m);   // checkpoint_py.cc: save / load / state dicts
+void BindTensorParallel(py::module_& m);  // tp_py.cc: ParallelStyles, parallelize_module, loss_parallel
+void BindPipelining(py::module_& m);   // pipelining_py.cc: schedules, action IR, simulator, GPT pipeline
 
 }  // namespace tessel::bindings

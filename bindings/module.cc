@@ -20,6 +20,8 @@ PYBIND11_MODULE(_C, m) {
   BindOptim(m);
   BindDistributed(m);
   BindCheckpoint(m);
+  BindTensorParallel(m);  // after BindDistributed: styles take its placements and meshes
+  BindPipelining(m);
   m.def("memory_report", []() { return memory::Report(); });
 }
 

@@ -1,7 +1,9 @@
 """Acceptance: torch_port_fsdp.py, an FSDP2 training script written against PyTorch's API (Python
 Transformer blocks, fully_shard per block then the root with a MixedPrecisionPolicy, AdamW, gradient
 clipping, a 10-step loop), runs under tessel after replacing only its import lines, on 2 rank threads
-and on 2 gloo processes under tessel_run, and its losses equal one rank's within 1e-5."""
+and on 2 gloo processes under tessel_run, and its losses equal one rank's within 1e-5. Likewise
+torch_port_tp.py, a tensor-parallel script (parallelize_module with ColwiseParallel / RowwiseParallel on
+a 2-layer MLP, AdamW): every rank's losses equal one rank's."""
 import os
 import re
 import subprocess
@@ -13,7 +15,9 @@ import pytest
 
 import tessel
 
-SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_port_fsdp.py")
+HERE = os.path.dirname(os.path.abspath(__file__))
+SCRIPT = os.path.join(HERE, "torch_port_fsdp.py")
+SCRIPT_TP = os.path.join(HERE, "torch_port_tp.py")
 STEPS = 10
 
 
@@ -28,16 +32,21 @@ def port(source):
     return "\n".join(lines) + "\n"
 
 
-@pytest.fixture(scope="module")
-def ported():
-    with open(SCRIPT) as f:
+def load_ported(script):
+    """The script's ported text (exactly its 6 import lines changed) and the module it defines."""
+    with open(script) as f:
         source = f.read()
     text = port(source)
     changed = [(a, b) for a, b in zip(source.splitlines(), text.splitlines()) if a != b]
     assert len(changed) == 6 and all(re.match(r"(import|from) ", a) for a, _ in changed), changed
-    module = types.ModuleType("torch_port_fsdp_ported")
-    exec(compile(text, SCRIPT + " (ported)", "exec"), module.__dict__)
+    module = types.ModuleType(os.path.basename(script)[:-3] + "_ported")
+    exec(compile(text, script + " (ported)", "exec"), module.__dict__)
     return text, module
+
+
+@pytest.fixture(scope="module")
+def ported():
+    return load_ported(SCRIPT)
 
 
 def threads_losses(module, world_size):
@@ -62,9 +71,10 @@ def test_ported_script_on_two_rank_threads_matches_one_rank(ported, one_rank):
     np.testing.assert_allclose(threads_losses(ported[1], 2), one_rank, rtol=0, atol=1e-5)
 
 
-def test_ported_script_on_two_gloo_processes_matches_one_rank(ported, one_rank, tmp_path):
-    script = tmp_path / "torch_port_fsdp_ported.py"
-    script.write_text(ported[0])
+def gloo_losses(text, tmp_path):
+    """Each process's losses when the ported text runs as 2 gloo processes under tessel_run."""
+    script = tmp_path / "ported.py"
+    script.write_text(text)
     runfiles = os.path.join(os.environ["TEST_SRCDIR"], "tessel")
     env = dict(os.environ, PYTHONPATH=os.path.join(runfiles, "bindings"))
     out = subprocess.run([os.path.join(runfiles, "comm", "tessel_run"), "--nproc-per-node", "2", "--master-port", "0",
@@ -72,7 +82,39 @@ def test_ported_script_on_two_gloo_processes_matches_one_rank(ported, one_rank, 
     assert out.returncode == 0, out.stdout + out.stderr
     rows = [eval(line.split("rank losses:", 1)[1]) for line in out.stdout.splitlines() if "rank losses:" in line]
     assert len(rows) == 2, out.stdout
-    np.testing.assert_allclose(np.mean(rows, axis=0), one_rank, rtol=0, atol=1e-5)
+    return rows
+
+
+def test_ported_script_on_two_gloo_processes_matches_one_rank(ported, one_rank, tmp_path):
+    np.testing.assert_allclose(np.mean(gloo_losses(ported[0], tmp_path), axis=0), one_rank, rtol=0, atol=1e-5)
+
+
+@pytest.fixture(scope="module")
+def ported_tp():
+    return load_ported(SCRIPT_TP)
+
+
+@pytest.fixture(scope="module")
+def one_rank_tp(ported_tp):
+    losses = threads_losses(ported_tp[1], 1)
+    assert losses[-2:].mean() < losses[:2].mean() - 0.05, losses  # it trains
+    return losses
+
+
+def test_ported_tp_script_on_two_rank_threads_matches_one_rank(ported_tp, one_rank_tp):
+    per_rank = {}
+
+    def rank_fn(world):
+        per_rank[world.rank] = ported_tp[1].main(STEPS)
+
+    tessel.run_ranks(2, rank_fn)
+    for rank in (0, 1):  # tensor parallelism: every rank computes the whole batch's loss
+        np.testing.assert_allclose(per_rank[rank], one_rank_tp, rtol=0, atol=1e-5)
+
+
+def test_ported_tp_script_on_two_gloo_processes_matches_one_rank(ported_tp, one_rank_tp, tmp_path):
+    for row in gloo_losses(ported_tp[0], tmp_path):
+        np.testing.assert_allclose(row, one_rank_tp, rtol=0, atol=1e-5)
 
 
 if __name__ == "__main__":

@@ -112,4 +112,4 @@ def broadcast(tensor, src, group=None, async_op=False):
     """src: a rank of the group (the default group's ranks are the global ranks)."""
     return (group or _default_group("broadcast")).broadcast(tensor, src, async_op)
 
-from . import checkpoint, device_mesh, fsdp, tensor  # noqa: E402,F401 (torch.distributed's subpackages)
+from . import checkpoint, device_mesh, fsdp, pipelining, tensor  # noqa: E402,F401 (torch.distributed's subpackages)

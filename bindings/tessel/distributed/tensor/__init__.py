@@ -44,3 +44,5 @@ def distribute_tensor(tensor, device_mesh=None, placements=None, *, src_data_ran
         raise ValueError("distribute_tensor: device_mesh is required")
     placements = list(placements) if placements is not None else [Replicate()] * device_mesh.ndim
     return _C.distribute_tensor(tensor, device_mesh, placements)
+
+from . import parallel  # noqa: E402,F401 (torch.distributed.tensor.parallel)

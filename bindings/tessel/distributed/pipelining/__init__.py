@@ -1,0 +1,131 @@
+"""tessel.distributed.pipelining: torch's pipelining names over pipelining/ (pipelining/README.md).
+
+Runtime: ``PipelineStage(submodule, stage_index, num_stages, device)`` over any module (a Python-defined
+``tessel.nn.Module`` is an ``nn::Module``, so it can be a stage) and the schedules by torch's class names:
+``ScheduleGPipe`` / ``Schedule1F1B`` (one stage per rank), ``ScheduleInterleaved1F1B``, ``ScheduleLoopedBFS``,
+``ScheduleInterleavedZeroBubble``, ``ScheduleZBVZeroBubble``, ``ScheduleDualPipeV`` (a list of stages per
+rank). ``step(x)`` on the first stage's rank, ``step(target=y)`` on the last, ``step()`` elsewhere; the
+batch splits into ``n_microbatches`` along dim 0 and the gradients are the full batch's (torch's
+``scale_grads=True``). Differences from torch: ``loss_fn`` takes (output, target) and must return the
+microbatch's mean loss; ``step`` returns the full-batch loss on the last stage's rank (None elsewhere)
+rather than the merged output, and per-microbatch ``losses`` are not reported.
+
+Schedule IR (pure, no ranks): ``generate_schedule``, ``stage_to_rank_map``, ``lower_program``, the
+verifier, ``parse_action`` / ``format_rank_program`` / CSV, ``simulate`` (makespan, bubble, peak in-flight
+activations) and ``timeline_svg``. ``pipeline_gpt`` builds one rank's part of the C++ GPT pipeline.
+
+    stage = PipelineStage(part, rank, 2, "cpu")
+    schedule = Schedule1F1B(stage, n_microbatches=4, loss_fn=lambda out, y: F.mse_loss(out, y))
+    loss = schedule.step(x) if rank == 0 else schedule.step(target=y)
+"""
+from ... import _C
+from .. import _default_group
+
+__all__ = ["PipelineStage", "ScheduleGPipe", "Schedule1F1B", "ScheduleInterleaved1F1B", "ScheduleLoopedBFS",
+           "ScheduleInterleavedZeroBubble", "ScheduleZBVZeroBubble", "ScheduleDualPipeV", "pipeline_gpt",
+           "generate_schedule", "stage_to_rank_map", "lower_program", "verify_compute_program",
+           "verify_lowered_program", "parse_action", "parse_rank_program", "format_rank_program",
+           "format_program", "dump_csv", "parse_csv", "simulate", "simulate_lockstep", "timeline_svg",
+           "schedule_names"]
+
+Action = _C._Action
+parse_action = _C.parse_action
+parse_rank_program = _C.parse_rank_program
+format_rank_program = _C.format_rank_program
+format_program = _C.format_program
+dump_csv = _C.dump_csv
+parse_csv = _C.parse_csv
+schedule_names = _C.schedule_names
+generate_schedule = _C.generate_schedule
+stage_to_rank_map = _C.stage_to_rank_map
+lower_program = _C.lower_program
+verify_compute_program = _C.verify_compute_program
+verify_lowered_program = _C.verify_lowered_program
+simulate = _C.simulate
+simulate_lockstep = _C.simulate_lockstep
+timeline_svg = _C.timeline_svg
+SimulationResult = _C.SimulationResult
+
+
+class PipelineStage:
+    """One stage module on this rank (torch.distributed.pipelining.PipelineStage). Shapes are inferred
+    from the first step's microbatch 0 (input_args / output_args are not needed and not accepted)."""
+
+    def __init__(self, submodule, stage_index, num_stages, device=None, input_args=None, output_args=None,
+                 group=None, dw_builder=None):
+        if device not in (None, "cpu") and str(device) != "cpu":
+            raise NotImplementedError("PipelineStage: device '%s' is not available from Python (use 'cpu')" % device)
+        if input_args is not None or output_args is not None or dw_builder is not None:
+            raise NotImplementedError("PipelineStage: input_args, output_args and dw_builder are not supported "
+                                      "(tessel infers shapes from the first step and splits backward itself)")
+        self.submod = submodule
+        self.stage_index, self.num_stages = int(stage_index), int(num_stages)
+        self.group = group if group is not None else _default_group("PipelineStage")
+        self.is_first, self.is_last = self.stage_index == 0, self.stage_index == self.num_stages - 1
+        self._c = None  # built by the schedule, which knows the loss and the stage placement
+
+
+class _PipelineSchedule:
+    _name = None            # pipelining's schedule name (schedules.h)
+    _single_stage = False   # torch's PipelineScheduleSingle takes one stage, the Multi ones a list
+
+    def __init__(self, stages, n_microbatches, loss_fn=None, args_chunk_spec=None, kwargs_chunk_spec=None,
+                 output_merge_spec=None, scale_grads=True, **kwargs):
+        cls = type(self).__name__
+        if kwargs or args_chunk_spec is not None or kwargs_chunk_spec is not None or output_merge_spec is not None:
+            raise NotImplementedError("%s: chunk specs and %s are not supported (microbatches split dim 0)"
+                                      % (cls, sorted(kwargs) or "output_merge_spec"))
+        if not scale_grads:
+            raise NotImplementedError("%s: scale_grads=False is not supported (gradients are the full batch's)"
+                                      % cls)
+        if self._single_stage:
+            if not isinstance(stages, PipelineStage):
+                raise TypeError("%s takes one PipelineStage (use a multi-stage schedule for a list)" % cls)
+            stages = [stages]
+        stages = list(stages)
+        if not stages or not all(isinstance(s, PipelineStage) for s in stages):
+            raise TypeError("%s: stages must be PipelineStages, got %r" % (cls, stages))
+        group, n = stages[0].group, stages[0].num_stages
+        where = _C.stage_to_rank_map(self._name, group.size, n)
+        for s in stages:
+            last = s.stage_index == n - 1
+            s._c = _C._PipelineStage(s.submod, s.stage_index, n, group, loss_fn if last else None, where)
+        program = _C.lower_program(_C.generate_schedule(self._name, group.size, n, int(n_microbatches)), where,
+                                   int(n_microbatches))
+        self._stages, self._n_microbatches = stages, int(n_microbatches)
+        self._executor = _C._PipelineExecutor([s._c for s in stages], program[group.rank], int(n_microbatches))
+        self.program, self.stage_to_rank = program, where
+
+    def step(self, *args, target=None, losses=None, **kwargs):
+        """One step's forward and backward over the microbatches; the full-batch loss on the last stage's
+        rank, None elsewhere. Optimizer steps stay the caller's. A rank that holds neither the first nor
+        the last stage (e.g. the middle of a V schedule) passes the batch (any tensor with its rows) so
+        it knows the microbatch sizes."""
+        if len(args) > 1 or kwargs:
+            raise NotImplementedError("%s.step: the first stage takes one tensor input" % type(self).__name__)
+        if losses is not None:
+            raise NotImplementedError("%s.step: per-microbatch losses are not reported; step returns the "
+                                      "full-batch loss on the last stage's rank" % type(self).__name__)
+        return self._executor.step(args[0] if args else None, target)
+
+
+def _schedule(name, torch_name, single):
+    return type(torch_name, (_PipelineSchedule,), {"_name": name, "_single_stage": single,
+                                                   "__doc__": "torch's %s (pipelining's %s)" % (torch_name, name)})
+
+
+ScheduleGPipe = _schedule("GPipe", "ScheduleGPipe", True)
+Schedule1F1B = _schedule("1F1B", "Schedule1F1B", True)
+ScheduleInterleaved1F1B = _schedule("Interleaved1F1B", "ScheduleInterleaved1F1B", False)
+ScheduleLoopedBFS = _schedule("LoopedBFS", "ScheduleLoopedBFS", False)
+ScheduleInterleavedZeroBubble = _schedule("InterleavedZeroBubble", "ScheduleInterleavedZeroBubble", False)
+ScheduleZBVZeroBubble = _schedule("ZBVZeroBubble", "ScheduleZBVZeroBubble", False)
+ScheduleDualPipeV = _schedule("DualPipeV", "ScheduleDualPipeV", False)
+
+
+def pipeline_gpt(config, *, seed=0, schedule="1F1B", n_microbatches=1, stages_per_rank=0, group=None):
+    """This rank's part of the C++ GPT(config, seed) split into stages under ``schedule`` (a pipelining
+    name: "1F1B", "GPipe", "Interleaved1F1B", "ZBVZeroBubble", ...). Returns a RankPipeline:
+    ``step(idx, targets)`` (the loss on the last stage's rank), ``named_parameters()`` for the optimizer."""
+    group = group if group is not None else _default_group("pipeline_gpt")
+    return _C.pipeline_gpt(config, seed, group, schedule, int(n_microbatches), int(stages_per_rank))

@@ -1,0 +1,172 @@
+"""tessel.distributed.pipelining from Python, laid out like torch: the C++ GPT pipeline under 1F1B on 2 rank
+threads trains with one rank's losses; torch's schedule classes run Python-defined stage modules (one and
+two stages per rank, zero-bubble included) with one rank's loss and gradients; the schedule IR parses and
+prints back, lowers, verifies, simulates to the closed-form bubble and draws its timeline; bad shapes raise
+ValueError with pipelining's message."""
+import sys
+
+import numpy as np
+import pytest
+
+import tessel
+import tessel.distributed as dist
+import tessel.nn as nn
+import tessel.nn.functional as F
+from tessel.distributed import pipelining as pp
+
+CFG = dict(vocab_size=32, d_model=16, n_layers=2, n_heads=2, seq_len=8)
+BATCH, STEPS = 4, 4
+
+
+def batches():
+    """The same batch each step: its loss must fall."""
+    tokens = np.random.default_rng(0).integers(0, CFG["vocab_size"], size=(BATCH, CFG["seq_len"] + 1))
+    for _ in range(STEPS):
+        yield tessel.from_numpy(tokens[:, :-1].copy()), tessel.from_numpy(tokens[:, 1:].copy())
+
+
+def test_1f1b_gpt_pipeline_on_two_rank_threads_matches_one_rank():
+    model = tessel.GPT(tessel.GPTConfig(**CFG), seed=0)
+    opt = tessel.optim.AdamW(model.named_parameters(), lr=1e-2)
+    ref = []
+    for idx, tgt in batches():
+        loss = model.loss(idx, tgt)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        ref.append(loss.item())
+    assert ref[-1] < ref[0]  # it trains
+
+    losses = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        part = pp.pipeline_gpt(tessel.GPTConfig(**CFG), seed=0, schedule="1F1B", n_microbatches=4)
+        assert part.stage_to_rank == [0, 1] and part.num_stages == 2
+        opt = tessel.optim.AdamW(part.named_parameters(), lr=1e-2)
+        out = []
+        for idx, tgt in batches():
+            out.append(part.step(idx if world.rank == 0 else None, tgt if world.rank == 1 else None))
+            opt.step()
+            opt.zero_grad()
+        losses[world.rank] = out
+        dist.destroy_process_group()
+
+    tessel.run_ranks(2, rank_fn)
+    assert losses[0] == [None] * STEPS  # the loss lives on the last stage's rank
+    np.testing.assert_allclose(losses[1], ref, rtol=0, atol=1e-5)
+
+
+class Part(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x):
+        return F.tanh(self.fc(x))
+
+
+def mse(out, target):
+    return ((out - target) ** 2).mean()
+
+
+def make_parts(n):
+    tessel.manual_seed(0)
+    return [Part() for _ in range(n)]
+
+
+@pytest.mark.parametrize("schedule,stages_per_rank", [
+    (pp.ScheduleGPipe, 1), (pp.Schedule1F1B, 1), (pp.ScheduleInterleaved1F1B, 2),
+    (pp.ScheduleInterleavedZeroBubble, 2), (pp.ScheduleZBVZeroBubble, 2)])
+def test_torch_schedules_over_python_stage_modules_match_one_rank(schedule, stages_per_rank):
+    rng = np.random.default_rng(3)
+    x_np, y_np = rng.standard_normal((8, 8)).astype(np.float32), rng.standard_normal((8, 8)).astype(np.float32)
+    n = 2 * stages_per_rank
+    parts = make_parts(n)
+    h = tessel.from_numpy(x_np)
+    for part in parts:
+        h = part(h)
+    ref_loss = mse(h, tessel.from_numpy(y_np))
+    ref_loss.backward()
+    ref_grads = [p.fc.weight.grad.numpy() for p in parts]
+
+    got = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        parts = make_parts(n)
+        where = pp.stage_to_rank_map(schedule._name, 2, n)
+        mine = [i for i in range(n) if where[i] == world.rank]
+        stages = [pp.PipelineStage(parts[i], i, n, "cpu") for i in mine]
+        sched = schedule(stages[0] if stages_per_rank == 1 else stages, n_microbatches=4, loss_fn=mse)
+        # A rank with neither end (rank 1 of the V) passes the batch too: it sizes the microbatches.
+        x = tessel.from_numpy(x_np) if 0 in mine or n - 1 not in mine else None
+        loss = sched.step(x, target=tessel.from_numpy(y_np) if n - 1 in mine else None)
+        got[world.rank] = (loss, {i: parts[i].fc.weight.grad.numpy() for i in mine})
+        dist.destroy_process_group()
+
+    tessel.run_ranks(2, rank_fn)
+    losses = [got[r][0] for r in (0, 1) if got[r][0] is not None]
+    assert len(losses) == 1 and losses[0] == pytest.approx(ref_loss.item(), abs=1e-6)
+    grads = {**got[0][1], **got[1][1]}
+    assert sorted(grads) == list(range(n))
+    for i in range(n):
+        np.testing.assert_allclose(grads[i], ref_grads[i], rtol=1e-5, atol=1e-6, err_msg="stage %d" % i)
+
+
+def test_schedule_ir_parses_lowers_verifies_and_simulates_to_the_closed_form_bubble():
+    assert str(pp.parse_action("2SEND_B2")) == "2SEND_B2" and pp.parse_action("1UNSHARD").microbatch is None
+    a = pp.parse_action("0W3")
+    assert (a.stage, a.kind, a.microbatch) == (0, "W", 3)
+    row = pp.parse_rank_program("0F0,0F1,,0B0,0B1")
+    assert row[2] is None and pp.format_rank_program(row) == "0F0,0F1,,0B0,0B1"
+    p, m = 4, 8
+    prog = pp.generate_schedule("1F1B", p, p, m)
+    assert pp.verify_compute_program(prog, p, m) == [0, 1, 2, 3]
+    assert pp.parse_csv(pp.dump_csv(prog)) == prog
+    where = pp.stage_to_rank_map("1F1B", p, p)
+    lowered = pp.lower_program(prog, where, m)
+    pp.verify_lowered_program(lowered, where, m)
+    assert any(a is not None and a.kind == "SEND_F" for a in lowered[0])
+    r = pp.simulate(prog, where)
+    assert r.bubble == pytest.approx((p - 1) / (m + p - 1))  # PipeDream-Flush's bubble, unit costs
+    assert r.makespan == pytest.approx(3 * (m + p - 1))  # F = 1, B = I + W = 2
+    assert r.peak_in_flight == [4, 3, 2, 1]  # 1F1B: p - s on stage s
+    assert pp.simulate(pp.generate_schedule("GPipe", p, p, m), where).peak_in_flight == [m] * p
+    zb = pp.simulate(pp.generate_schedule("InterleavedZeroBubble", p, p, m), where)
+    assert zb.bubble == pytest.approx((p - 1) / (3 * m + p - 1))  # ZB-H1
+    svg = pp.timeline_svg(r, "1F1B p=4 m=8")
+    assert "<svg" in svg and svg.rstrip().endswith("</svg>") and "1F1B p=4 m=8" in svg
+    assert len(r.timeline()) == 2 * p * m
+    assert "ZBVZeroBubble" in pp.schedule_names()
+    assert pp.stage_to_rank_map("ZBVZeroBubble", 2, 4) == [0, 1, 1, 0]
+
+
+def test_bad_schedules_and_actions_raise_value_errors_with_pipelinings_message():
+    with pytest.raises(ValueError, match="ZBVZeroBubble requires exactly 2 stages per rank, got 3"):
+        pp.generate_schedule("ZBVZeroBubble", 2, 6, 4)
+    with pytest.raises(ValueError, match="1X0"):
+        pp.parse_action("1X0")
+    with pytest.raises(ValueError, match="Schedule2F2B"):
+        pp.generate_schedule("Schedule2F2B", 2, 2, 2)
+    broken = pp.generate_schedule("1F1B", 2, 2, 2)
+    broken[1] = [a for a in broken[1] if a is None or a.kind != "B"]
+    with pytest.raises(ValueError, match="pipeline program"):
+        pp.verify_compute_program(broken, 2, 2)
+
+    def rank_fn(world):
+        dist.init_process_group()
+        parts = make_parts(2)
+        with pytest.raises(TypeError, match="takes one PipelineStage"):
+            pp.Schedule1F1B([pp.PipelineStage(parts[world.rank], world.rank, 2)], n_microbatches=2, loss_fn=mse)
+        with pytest.raises(NotImplementedError, match="scale_grads=False"):
+            pp.ScheduleGPipe(pp.PipelineStage(parts[world.rank], world.rank, 2), 2, loss_fn=mse, scale_grads=False)
+        with pytest.raises(ValueError, match="stage"):  # stage 1 does not live on rank 0 (looped placement)
+            pp.Schedule1F1B(pp.PipelineStage(parts[1 - world.rank], 1 - world.rank, 2), 2, loss_fn=mse)
+        dist.destroy_process_group()
+
+    tessel.run_ranks(2, rank_fn)
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

@@ -1,0 +1,296 @@
+"""tessel.distributed.tensor.parallel from Python, laid out like torch: ColwiseParallel / RowwiseParallel
+on nn.Linear cost exactly the collectives tp/ documents (counted by the comm tracer), values and gradients
+on 2 rank threads equal one rank's, a Python-defined attention + MLP block under Megatron TP (wildcard
+plan) matches the same block unsharded, loss_parallel computes cross-entropy on vocab-sharded logits
+without gathering them, and bad plans raise the exception their error code names with tp/'s message."""
+import sys
+
+import numpy as np
+import pytest
+
+import tessel
+import tessel.distributed as dist
+import tessel.nn as nn
+import tessel.nn.functional as F
+from tessel.distributed.device_mesh import init_device_mesh
+from tessel.distributed.tensor import DTensor, Replicate, Shard
+from tessel.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput, PrepareModuleOutput,
+                                                RowwiseParallel, SequenceParallel, loss_parallel,
+                                                parallelize_module)
+
+W = 2
+
+
+def on_ranks(fn, world_size=W):
+    """fn(rank, mesh) on world_size rank threads with a 1-D "tp" mesh; returns {rank: result}."""
+    out = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        mesh = init_device_mesh("cpu", (world_size,), mesh_dim_names=("tp",))
+        out[world.rank] = fn(world.rank, mesh)
+        dist.destroy_process_group()
+
+    tessel.run_ranks(world_size, rank_fn)
+    return out
+
+
+def full(t):
+    return (t.full_tensor() if isinstance(t, DTensor) else t).numpy().astype(np.float64)
+
+
+def inputs(shape, seed=1):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def linear_reference(x_np):
+    """One rank: nn.Linear(8, 6) with seed 0; returns (y, dW, db, dx) for loss = sum(y * y)."""
+    tessel.manual_seed(0)
+    lin = nn.Linear(8, 6)
+    x = tessel.from_numpy(x_np).requires_grad_()
+    y = lin(x)
+    (y * y).sum().backward()
+    return y.numpy(), lin.weight.grad.numpy(), lin.bias.grad.numpy(), x.grad.numpy()
+
+
+def sharded_linear_step(style, x_of_rank):
+    """On 2 ranks: nn.Linear(8, 6) (seed 0) under `style`, input x_of_rank(rank); per rank the forward and
+    backward tracer summaries, y, the full weight and bias gradients and the input's gradient."""
+    def fn(rank, mesh):
+        tessel.manual_seed(0)
+        lin = parallelize_module(nn.Linear(8, 6), mesh, style)
+        x = tessel.from_numpy(x_of_rank(rank)).requires_grad_()
+        with tessel.CommTracer() as fwd:
+            y = lin(x)  # use_local_output=True: a plain tensor
+        with tessel.CommTracer() as bwd:
+            (y * y).sum().backward()
+        placements = (lin.weight.placements, lin.bias.placements)
+        return placements, fwd.summary(), bwd.summary(), y.numpy(), full(lin.weight.grad), full(lin.bias.grad), \
+            x.grad.numpy()
+
+    return on_ranks(fn)
+
+
+@pytest.mark.parametrize("style", ["colwise", "rowwise"])
+def test_colwise_and_rowwise_linear_cost_tps_collectives_and_match_one_rank(style):
+    x_np = inputs((4, 8))
+    y_ref, dw_ref, db_ref, dx_ref = linear_reference(x_np)
+    if style == "colwise":  # input replicated, output = this rank's 3 columns; the input grad all-reduced
+        res = sharded_linear_step(ColwiseParallel(), lambda rank: x_np)
+        want = ([Shard(0)], [Shard(0)]), "", "all_reduce(tp) x1"
+        y_want = lambda rank: y_ref[:, 3 * rank:3 * rank + 3]
+        dx_want = lambda rank: dx_ref
+    else:  # input = this rank's 4 features, output all-reduced
+        res = sharded_linear_step(RowwiseParallel(), lambda rank: x_np[:, 4 * rank:4 * rank + 4].copy())
+        want = ([Shard(1)], [Replicate()]), "all_reduce(tp) x1", ""
+        y_want = lambda rank: y_ref
+        dx_want = lambda rank: dx_ref[:, 4 * rank:4 * rank + 4]
+    for rank, (placements, fwd, bwd, y, dw, db, dx) in res.items():
+        assert (placements, fwd, bwd) == want
+        np.testing.assert_allclose(y, y_want(rank), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(dw, dw_ref, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(db, db_ref, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(dx, dx_want(rank), rtol=1e-5, atol=1e-6)
+
+
+def test_colwise_output_layouts_replicate_all_gathers_the_output():
+    x_np = inputs((4, 8))
+    y_ref = linear_reference(x_np)[0]
+
+    def fn(rank, mesh):
+        tessel.manual_seed(0)
+        lin = parallelize_module(nn.Linear(8, 6), mesh, ColwiseParallel(output_layouts=Replicate()))
+        with tessel.CommTracer() as fwd:
+            y = lin(tessel.from_numpy(x_np))
+        return fwd.summary(), y.numpy()
+
+    for fwd, y in on_ranks(fn).values():
+        assert fwd == "all_gather(tp) x1"
+        np.testing.assert_allclose(y, y_ref, rtol=1e-5, atol=1e-6)
+
+
+class Attention(nn.Module):
+    def __init__(self, dim, n_heads):
+        super().__init__()
+        self.head_dim = dim // n_heads
+        self.wq = nn.Linear(dim, dim, bias=False)
+        self.wk = nn.Linear(dim, dim, bias=False)
+        self.wv = nn.Linear(dim, dim, bias=False)
+        self.wo = nn.Linear(dim, dim, bias=False)
+
+    def forward(self, x):
+        B, T, _ = x.shape
+        # -1 heads: all of them on one rank, this rank's under tensor parallelism (Megatron's local view).
+        q, k, v = (w(x).view(B, T, -1, self.head_dim).transpose(1, 2) for w in (self.wq, self.wk, self.wv))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.wo(y.transpose(1, 2).reshape(B, T, -1))
+
+
+class MLP(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.fc = nn.Linear(dim, 4 * dim)
+        self.proj = nn.Linear(4 * dim, dim)
+
+    def forward(self, x):
+        return self.proj(F.gelu(self.fc(x)))
+
+
+class Block(nn.Module):
+    def __init__(self, dim=16, n_heads=4):
+        super().__init__()
+        self.ln1, self.attn = nn.LayerNorm(dim), Attention(dim, n_heads)
+        self.ln2, self.mlp = nn.LayerNorm(dim), MLP(dim)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln1(x))
+        return x + self.mlp(self.ln2(x))
+
+
+MEGATRON_PLAN = {"attn.w[qkv]": ColwiseParallel(), "attn.wo": RowwiseParallel(),
+                 "mlp.fc": ColwiseParallel(), "mlp.proj": RowwiseParallel()}
+
+
+def block_step(block, x_np):
+    x = tessel.from_numpy(x_np).requires_grad_()
+    with tessel.CommTracer() as fwd:
+        y = block(x)
+    with tessel.CommTracer() as bwd:
+        (y * y).mean().backward()
+    grads = {name: full(p.grad) for name, p in block.named_parameters()}
+    return fwd.summary(), bwd.summary(), y.numpy(), x.grad.numpy(), grads
+
+
+def test_python_attention_mlp_block_under_megatron_tp_matches_one_rank():
+    x_np = inputs((2, 5, 16))
+    tessel.manual_seed(0)
+    _, _, y_ref, dx_ref, grads_ref = block_step(Block(), x_np)
+
+    def fn(rank, mesh):
+        tessel.manual_seed(0)
+        block = parallelize_module(Block(), mesh, MEGATRON_PLAN)
+        assert block.attn.wk.weight.placements == [Shard(0)] and block.mlp.proj.weight.placements == [Shard(1)]
+        return block_step(block, x_np)
+
+    for fwd, bwd, y, dx, grads in on_ranks(fn).values():
+        # Forward: the two Rowwise outputs (Partial -> Replicate). Backward: each Colwise input gradient
+        # (Partial -> Replicate): wq, wk, wv and fc take the same replicated activation separately.
+        assert fwd == "all_reduce(tp) x2" and bwd == "all_reduce(tp) x4", (fwd, bwd)
+        np.testing.assert_allclose(y, y_ref, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(dx, dx_ref, rtol=1e-4, atol=1e-5)
+        assert sorted(grads) == sorted(grads_ref)
+        for name in grads:
+            np.testing.assert_allclose(grads[name], grads_ref[name], rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+def test_sequence_parallel_and_prepare_module_input_move_activations_as_declared():
+    x_np = inputs((2, 4, 16))
+    tessel.manual_seed(0)
+    ln_ref = nn.LayerNorm(16)(tessel.from_numpy(x_np)).numpy()
+
+    def fn(rank, mesh):
+        tessel.manual_seed(0)
+        ln = parallelize_module(nn.LayerNorm(16), mesh, SequenceParallel())
+        shard = tessel.from_numpy(x_np[:, 2 * rank:2 * rank + 2].copy())
+        with tessel.CommTracer() as t:
+            y = ln(shard)  # use_local_output=False: a DTensor Shard(1)
+        assert isinstance(y, DTensor) and y.placements == [Shard(1)] and t.summary() == ""
+        gathered = y.full_tensor().numpy()
+        tessel.manual_seed(0)
+        mlp = parallelize_module(MLP(16), mesh, PrepareModuleInput(input_layouts=Shard(1),
+                                                                   desired_input_layouts=Replicate(),
+                                                                   use_local_output=True))
+        with tessel.CommTracer() as t:
+            z = mlp(shard)  # the whole sequence, gathered once, as a plain tensor
+        assert not isinstance(z, DTensor)
+        return gathered, t.summary(), z.numpy()
+
+    tessel.manual_seed(0)
+    mlp_ref = MLP(16)(tessel.from_numpy(x_np)).numpy()
+    for gathered, summary, z in on_ranks(fn).values():
+        np.testing.assert_allclose(gathered, ln_ref, rtol=1e-5, atol=1e-6)
+        assert summary == "all_gather(tp) x1"
+        np.testing.assert_allclose(z, mlp_ref, rtol=1e-5, atol=1e-6)
+
+
+def test_loss_parallel_matches_one_rank_and_never_gathers_the_logits():
+    # V = 64: with a vocabulary this wide the vocab-sharded loss (2 all-reduces of 3 doubles per row) is
+    # cheaper than gathering the logits, which dtensor's cost model would pick for a tiny vocabulary.
+    x_np, targets = inputs((6, 8)), np.array([0, 63, 3, 35, 2, 47], dtype=np.int64)
+
+    def loss_and_grad(head):
+        x = tessel.from_numpy(x_np)
+        logits = head(x)
+        with loss_parallel():
+            with tessel.CommTracer() as t:
+                loss = F.cross_entropy(logits, tessel.from_numpy(targets))
+                loss.backward()
+        value = loss.full_tensor().item() if isinstance(loss, DTensor) else loss.item()
+        return value, full(head.weight.grad), t.summary()
+
+    tessel.manual_seed(0)
+    loss_ref, dw_ref, _ = loss_and_grad(nn.Linear(8, 64))
+
+    def fn(rank, mesh):
+        tessel.manual_seed(0)
+        head = parallelize_module(nn.Linear(8, 64), mesh,
+                                  ColwiseParallel(output_layouts=Shard(-1), use_local_output=False))
+        return loss_and_grad(head)
+
+    for loss, dw, summary in on_ranks(fn).values():
+        # forward: all_reduce(max) + all_reduce(sum) of the row statistics; backward recomputes them.
+        assert summary == "all_reduce(tp) x4", summary
+        assert loss == pytest.approx(loss_ref, abs=1e-6)
+        np.testing.assert_allclose(dw, dw_ref, rtol=1e-5, atol=1e-6)
+
+
+def test_cross_entropy_on_sharded_logits_outside_loss_parallel_is_a_value_error():
+    def fn(rank, mesh):
+        tessel.manual_seed(0)
+        head = parallelize_module(nn.Linear(8, 10), mesh,
+                                  ColwiseParallel(output_layouts=Shard(-1), use_local_output=False))
+        logits = head(tessel.from_numpy(inputs((3, 8))))
+        with pytest.raises(ValueError, match="cross_entropy"):
+            F.cross_entropy(logits, tessel.from_numpy(np.array([1, 2, 3], dtype=np.int64)))
+
+    on_ranks(fn)
+
+
+def test_bad_plans_raise_the_exception_their_code_names_with_tps_message():
+    def fn(rank, mesh):
+        with pytest.raises(ValueError, match=r"plan entry 'mlp\.nope'"):
+            parallelize_module(Block(), mesh, {"mlp.nope": ColwiseParallel()})
+        with pytest.raises(NotImplementedError, match="ColwiseParallel supports Linear and Embedding, not MLP"):
+            parallelize_module(Block(), mesh, {"mlp": ColwiseParallel()})
+        with pytest.raises(NotImplementedError, match="input_kwarg_layouts is not supported"):
+            PrepareModuleInput(input_kwarg_layouts={"x": Shard(0)}, desired_input_kwarg_layouts={"x": Replicate()})
+        with pytest.raises(TypeError, match=r"plan\['mlp.fc'\] must be a ParallelStyle"):
+            parallelize_module(Block(), mesh, {"mlp.fc": "colwise"})
+        with pytest.raises(ValueError, match="one placement on the 1-D tensor-parallel mesh"):
+            ColwiseParallel(input_layouts=(Replicate(), Replicate()))
+        with pytest.raises(ValueError, match="desired_input_layouts"):
+            parallelize_module(MLP(16), mesh, PrepareModuleInput(input_layouts=(Shard(1), Shard(0)),
+                                                                 desired_input_layouts=Replicate()))
+        with pytest.raises(ValueError, match="no parallelize_plan"):
+            parallelize_module(MLP(16), mesh)
+        mesh2 = init_device_mesh("cpu", (1, W), mesh_dim_names=("dp", "model"))
+        with pytest.raises(ValueError, match="has no mesh axis 'tp'"):
+            parallelize_module(MLP(16), mesh2, {"fc": ColwiseParallel()})
+        parallelize_module(MLP(16), mesh2, {"fc": ColwiseParallel()}, tp_axis="model")  # the named axis works
+
+    on_ranks(fn)
+
+
+def test_styles_keep_torchs_defaults_and_print_like_tp():
+    assert ColwiseParallel() == ColwiseParallel(input_layouts=Replicate(), output_layouts=Shard(-1))
+    assert RowwiseParallel() == RowwiseParallel(input_layouts=Shard(-1), output_layouts=Replicate(),
+                                                use_local_output=True)
+    assert ColwiseParallel() != ColwiseParallel(use_local_output=False)
+    assert repr(RowwiseParallel(output_layouts=Shard(1))).startswith("RowwiseParallel(input_layouts=S(-1), "
+                                                                     "output_layouts=S(1)")
+    assert repr(PrepareModuleOutput(output_layouts=Shard(1), desired_output_layouts=Replicate())).startswith(
+        "PrepareModuleOutput(")
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
