@@ -25,8 +25,11 @@ def batches():
         yield tessel.from_numpy(tokens[:, :-1].copy()), tessel.from_numpy(tokens[:, 1:].copy())
 
 
-def test_1f1b_gpt_pipeline_on_two_rank_threads_matches_one_rank():
-    model = tessel.GPT(tessel.GPTConfig(**CFG), seed=0)
+@pytest.mark.parametrize("schedule,where", [("1F1B", [0, 1]), ("Interleaved1F1B", [0, 1, 0, 1]),
+                                            ("ZBVZeroBubble", [0, 1, 1, 0])])
+def test_gpt_pipeline_on_two_rank_threads_matches_one_rank(schedule, where):
+    cfg = dict(CFG, n_layers=len(where))
+    model = tessel.GPT(tessel.GPTConfig(**cfg), seed=0)
     opt = tessel.optim.AdamW(model.named_parameters(), lr=1e-2)
     ref = []
     for idx, tgt in batches():
@@ -41,20 +44,22 @@ def test_1f1b_gpt_pipeline_on_two_rank_threads_matches_one_rank():
 
     def rank_fn(world):
         dist.init_process_group()
-        part = pp.pipeline_gpt(tessel.GPTConfig(**CFG), seed=0, schedule="1F1B", n_microbatches=4)
-        assert part.stage_to_rank == [0, 1] and part.num_stages == 2
+        part = pp.pipeline_gpt(tessel.GPTConfig(**cfg), seed=0, schedule=schedule, n_microbatches=4)
+        assert part.stage_to_rank == where and part.num_stages == len(where)
+        first, last = world.rank == where[0], world.rank == where[-1]
         opt = tessel.optim.AdamW(part.named_parameters(), lr=1e-2)
         out = []
         for idx, tgt in batches():
-            out.append(part.step(idx if world.rank == 0 else None, tgt if world.rank == 1 else None))
+            # A rank with neither end (rank 1 of the V) passes the tokens too: they size the microbatches.
+            out.append(part.step(idx if first or not last else None, tgt if last else None))
             opt.step()
             opt.zero_grad()
         losses[world.rank] = out
         dist.destroy_process_group()
 
     tessel.run_ranks(2, rank_fn)
-    assert losses[0] == [None] * STEPS  # the loss lives on the last stage's rank
-    np.testing.assert_allclose(losses[1], ref, rtol=0, atol=1e-5)
+    assert losses[1 - where[-1]] == [None] * STEPS  # the loss lives on the last stage's rank
+    np.testing.assert_allclose(losses[where[-1]], ref, rtol=0, atol=1e-5)
 
 
 class Part(nn.Module):

@@ -244,6 +244,66 @@ def test_loss_parallel_matches_one_rank_and_never_gathers_the_logits():
         np.testing.assert_allclose(dw, dw_ref, rtol=1e-5, atol=1e-6)
 
 
+def gpt_plan():
+    """Megatron TP on the C++ GPT (its FQNs) with a vocab-sharded head for loss_parallel, written as a
+    torch user writes a plan (examples/gpt/parallelize.cc's plan without sequence parallelism)."""
+    one_input = PrepareModuleInput(input_layouts=Replicate(), desired_input_layouts=Replicate())
+    return {"wte": RowwiseParallel(input_layouts=Replicate()),
+            "layers.*.attn": one_input, "layers.*.attn.w[qkv]": ColwiseParallel(),
+            "layers.*.attn.wo": RowwiseParallel(),
+            "layers.*.mlp": one_input, "layers.*.mlp.fc": ColwiseParallel(), "layers.*.mlp.proj": RowwiseParallel(),
+            "lm_head": ColwiseParallel(output_layouts=Shard(-1), use_local_output=False)}
+
+
+def test_cpp_gpt_under_a_python_plan_with_loss_parallel_trains_like_one_rank():
+    cfg = dict(vocab_size=64, d_model=16, n_layers=2, n_heads=2, seq_len=8)
+    tokens = np.random.default_rng(5).integers(0, 64, size=(2, 9))
+    idx, tgt = tokens[:, :-1].copy(), tokens[:, 1:].copy()
+
+    def train(model, steps=3):
+        opt = tessel.optim.AdamW(model.parameters(), lr=1e-2)
+        losses, summaries = [], []
+        for _ in range(steps):
+            with loss_parallel():
+                with tessel.CommTracer() as t:
+                    loss = model.loss(tessel.from_numpy(idx), tessel.from_numpy(tgt))
+                loss.backward()
+            opt.step()
+            opt.zero_grad()
+            losses.append(loss.full_tensor().item() if isinstance(loss, DTensor) else loss.item())
+            summaries.append(t.summary())
+        return losses, summaries
+
+    ref, _ = train(tessel.GPT(tessel.GPTConfig(**cfg), seed=0))
+    assert ref[-1] < ref[0]
+
+    def fn(rank, mesh):
+        gpt = parallelize_module(tessel.GPT(tessel.GPTConfig(**cfg), seed=0), mesh, gpt_plan())
+        assert gpt.layers[1].attn.wv.weight.placements == [Shard(0)]
+        return train(gpt)
+
+    for losses, summaries in on_ranks(fn).values():
+        np.testing.assert_allclose(losses, ref, rtol=0, atol=1e-5)
+        # Forward: wte, then wo and proj per block (5 all-reduces of Partial outputs) and the loss's 2
+        # all-reduces of row statistics; the logits are never gathered.
+        assert summaries[0] == "all_reduce(tp) x7", summaries[0]
+
+
+def test_src_data_rank_partitions_rank_zeros_values_when_ranks_differ():
+    tessel.manual_seed(0)
+    w_ref = nn.Linear(8, 6).weight.numpy()
+
+    def fn(rank, mesh):
+        tessel.manual_seed(rank)  # rank 1 draws other values: only src_data_rank makes them agree
+        with tessel.CommTracer() as t:
+            lin = parallelize_module(nn.Linear(8, 6), mesh, ColwiseParallel(), src_data_rank=0)
+        return full(lin.weight), t.summary()
+
+    for w, summary in on_ranks(fn).values():
+        np.testing.assert_allclose(w, w_ref, rtol=0, atol=0)
+        assert summary == "broadcast(tp) x2"  # weight and bias, from rank 0
+
+
 def test_cross_entropy_on_sharded_logits_outside_loss_parallel_is_a_value_error():
     def fn(rank, mesh):
         tessel.manual_seed(0)
