@@ -144,6 +144,8 @@ def test_schedule_ir_parses_lowers_verifies_and_simulates_to_the_closed_form_bub
     assert "<svg" in svg and svg.rstrip().endswith("</svg>") and "1F1B p=4 m=8" in svg
     assert len(r.timeline()) == 2 * p * m
     assert "ZBVZeroBubble" in pp.schedule_names()
+    assert pp.get_schedule_class("zbvzerobubble") is pp.ScheduleZBVZeroBubble
+    assert [pp.get_schedule_class(n)._name for n in pp.schedule_names()] == pp.schedule_names()
     assert pp.stage_to_rank_map("ZBVZeroBubble", 2, 4) == [0, 1, 1, 0]
 
 
@@ -154,6 +156,8 @@ def test_bad_schedules_and_actions_raise_value_errors_with_pipelinings_message()
         pp.parse_action("1X0")
     with pytest.raises(ValueError, match="Schedule2F2B"):
         pp.generate_schedule("Schedule2F2B", 2, 2, 2)
+    with pytest.raises(ValueError, match="Unknown schedule name '2F2B'"):
+        pp.get_schedule_class("2F2B")
     broken = pp.generate_schedule("1F1B", 2, 2, 2)
     broken[1] = [a for a in broken[1] if a is None or a.kind != "B"]
     with pytest.raises(ValueError, match="pipeline program"):

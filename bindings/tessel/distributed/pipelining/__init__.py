@@ -22,7 +22,8 @@ from ... import _C
 from .. import _default_group
 
 __all__ = ["PipelineStage", "ScheduleGPipe", "Schedule1F1B", "ScheduleInterleaved1F1B", "ScheduleLoopedBFS",
-           "ScheduleInterleavedZeroBubble", "ScheduleZBVZeroBubble", "ScheduleDualPipeV", "pipeline_gpt",
+           "ScheduleInterleavedZeroBubble", "ScheduleZBVZeroBubble", "ScheduleDualPipeV", "get_schedule_class",
+           "pipeline_gpt",
            "generate_schedule", "stage_to_rank_map", "lower_program", "verify_compute_program",
            "verify_lowered_program", "parse_action", "parse_rank_program", "format_rank_program",
            "format_program", "dump_csv", "parse_csv", "simulate", "simulate_lockstep", "timeline_svg",
@@ -121,6 +122,19 @@ ScheduleLoopedBFS = _schedule("LoopedBFS", "ScheduleLoopedBFS", False)
 ScheduleInterleavedZeroBubble = _schedule("InterleavedZeroBubble", "ScheduleInterleavedZeroBubble", False)
 ScheduleZBVZeroBubble = _schedule("ZBVZeroBubble", "ScheduleZBVZeroBubble", False)
 ScheduleDualPipeV = _schedule("DualPipeV", "ScheduleDualPipeV", False)
+
+
+_SCHEDULES = {c._name.lower(): c for c in (ScheduleGPipe, Schedule1F1B, ScheduleInterleaved1F1B, ScheduleLoopedBFS,
+                                           ScheduleInterleavedZeroBubble, ScheduleZBVZeroBubble, ScheduleDualPipeV)}
+
+
+def get_schedule_class(schedule_name):
+    """torch's get_schedule_class: "1F1B", "GPipe", "Interleaved1F1B", ... (case-insensitive) -> class."""
+    cls = _SCHEDULES.get(str(schedule_name).lower())
+    if cls is None:
+        raise ValueError("Unknown schedule name '%s'. The valid options are %s"
+                         % (schedule_name, sorted(c._name for c in _SCHEDULES.values())))
+    return cls
 
 
 def pipeline_gpt(config, *, seed=0, schedule="1F1B", n_microbatches=1, stages_per_rank=0, group=None):
