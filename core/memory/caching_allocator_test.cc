@@ -179,6 +179,8 @@ TEST(DeviceLedgerTest, CudaBlocksCountRequestedBytesInTheLedgerAndReturnToTheCac
     EXPECT_EQ(fake.num_malloc, mallocs + 1);
   }
   EXPECT_EQ(fake.UsedBytes(1), 2 * kMiB);
+  EXPECT_EQ(DeviceCacheStats(1).reserved_bytes, 2 * kMiB);
+  EXPECT_EQ(DeviceCacheStats(1).allocated_bytes, 0);
   EmptyCache();
   EXPECT_EQ(fake.UsedBytes(1), 0);
 }

@@ -51,6 +51,12 @@ DeviceBackend* GetDeviceBackend() {
   return in.backend.get();
 }
 
+CachingAllocatorStats DeviceCacheStats(int device) {
+  Installed& in = GetInstalled();
+  std::lock_guard<std::mutex> lock(in.mu);
+  return in.cache ? in.cache->Stats(device) : CachingAllocatorStats{};
+}
+
 DeviceBackend& RequireDeviceBackend(const std::string& what, int device) {
   DeviceBackend* b = GetDeviceBackend();
   TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, b != nullptr, what, ": no GPU backend for cuda:", device,

@@ -64,6 +64,9 @@ class DeviceBackend {
 void InstallDeviceBackend(std::unique_ptr<DeviceBackend> backend);
 // The installed backend, or nullptr.
 DeviceBackend* GetDeviceBackend();
+struct CachingAllocatorStats;
+// The installed caching allocator's counters for `device` (all zero when no backend is installed).
+CachingAllocatorStats DeviceCacheStats(int device);
 // The installed backend; throws kUnimplemented naming `what` and `device` when there is none
 // ("no GPU backend: build with the CUDA toolkit and run on a GPU machine").
 DeviceBackend& RequireDeviceBackend(const std::string& what, int device);
