@@ -49,6 +49,31 @@ const OpDef& kCpuOnly = RegisterOp({
     .cpu = [](std::span<const Tensor> in, const Attrs&) -> TensorList { return {in[0]}; },
 });
 
+// A CUDA kernel library may initialize before or after the op's own file: both orders fill the slot.
+Kernel CountingCudaKernel(int* count) {
+  return [count](std::span<const Tensor> in, const Attrs&) -> TensorList {
+    ++*count;
+    return {in[0]};
+  };
+}
+int early_calls = 0, late_calls = 0;
+const bool kEarly = (SetCudaKernel("test_cuda_set_early", CountingCudaKernel(&early_calls)), true);
+const OpDef& kEarlyOp = RegisterOp({.name = "test_cuda_set_early", .cpu = kCpuOnly.cpu});
+const OpDef& kLateOp = RegisterOp({.name = "test_cuda_set_late", .cpu = kCpuOnly.cpu});
+const bool kLate = (SetCudaKernel("test_cuda_set_late", CountingCudaKernel(&late_calls)), true);
+
+TEST(CudaDispatchTest, SetCudaKernelFillsTheSlotBeforeOrAfterRegistration) {
+  InstallFake();
+  const Tensor g = Zeros({2}, DType::kFloat32, Device::Cuda(0));
+  Dispatch(kEarlyOp, std::vector<Tensor>{g}, Attrs());
+  Dispatch(kLateOp, std::vector<Tensor>{g}, Attrs());
+  EXPECT_EQ(early_calls, 1);
+  EXPECT_EQ(late_calls, 1);
+  ExpectErrorContains([] { SetCudaKernel("test_cuda_set_late", CountingCudaKernel(&late_calls)); },
+                      ErrorCode::kInternal, "has a CUDA kernel twice");
+  (void)kEarly, (void)kLate;
+}
+
 TEST(CudaDispatchTest, CudaTensorsRunTheCudaKernelOnTheirDevice) {
   InstallFake();
   calls = {};
