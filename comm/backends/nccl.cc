@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "comm/collective.h"
+#include "core/memory/cuda_backend.h"
 #include "core/base/error.h"
 
 namespace tessel::comm {
@@ -371,14 +372,7 @@ ncclComm_t InitCommWithDeadline(int world_size, const ncclUniqueId& id, int rank
 
 }  // namespace
 
-int CudaDeviceCount() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    cudaGetLastError();
-    return 0;
-  }
-  return n;
-}
+int CudaDeviceCount() { return memory::CudaDeviceCount(); }
 
 ProcessGroupPtr NewNcclProcessGroup(std::shared_ptr<Store> store, const std::string& prefix, int rank, int world_size,
                                     const NcclOptions& options) {

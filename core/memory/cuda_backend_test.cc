@@ -1,7 +1,7 @@
 // core/memory/cuda_backend_test.cc — the CUDA backend on a real GPU: caching allocator steady state,
 // host<->device round trips (direct and pinned-staged), device-to-device copies, events across
 // streams. Skips when no GPU is visible. Written and compiled without a GPU; not yet run on one.
-#include "core/memory/cuda_backend.h"
+#include "core/memory/testing/gpu_test.h"
 
 #include <gtest/gtest.h>
 
@@ -17,12 +17,7 @@
 namespace tessel::memory {
 namespace {
 
-class CudaBackendTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!InstallCudaBackend()) GTEST_SKIP() << "no CUDA device visible";
-  }
-};
+class CudaBackendTest : public memory::testing::GpuTest {};
 
 TEST_F(CudaBackendTest, RoundTripsSmallAndStagedCopiesExactly) {
   for (int64_t n : {int64_t{7}, (kStagingChunkBytes / 4) * 2 + 12345}) {

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "core/base/testing/expect_error.h"
-#include "core/memory/cuda_backend.h"
+#include "core/memory/testing/gpu_test.h"
 #include "core/ops/elementwise.h"
 #include "core/tensor/factory.h"
 #include "core/tensor/tensor_impl.h"
@@ -15,12 +15,7 @@
 namespace tessel {
 namespace {
 
-class ElementwiseCudaTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!memory::InstallCudaBackend()) GTEST_SKIP() << "no CUDA device visible";
-  }
-};
+class ElementwiseCudaTest : public memory::testing::GpuTest {};
 
 Tensor Values(std::vector<int64_t> shape, double scale, DType dtype) {
   int64_t n = 1;
