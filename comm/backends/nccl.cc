@@ -6,12 +6,14 @@
 #include <nccl.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <thread>
 
 #include "comm/collective.h"
+#include "core/memory/cuda_backend.h"
 #include "core/base/error.h"
 
 namespace tessel::comm {
@@ -333,14 +335,44 @@ int EnvInt(const char* name, int fallback) {
 
 }  // namespace
 
-int CudaDeviceCount() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    cudaGetLastError();
-    return 0;
-  }
-  return n;
+namespace {
+
+// [Note: NCCL init deadline] ncclCommInitRank blocks until every rank of the world joined, and a
+// nonblocking communicator (ncclConfig_t.blocking = 0) would make every later NCCL call return
+// ncclInProgress, which the collectives here do not poll for. So the blocking init runs on a helper
+// thread and the caller waits at most `timeout`: past it, kDeadlineExceeded names the rank, world and
+// device, and the helper thread is abandoned (detached; a late communicator leaks — the job is
+// expected to exit on this error, as with any rendezvous timeout).
+ncclComm_t InitCommWithDeadline(int world_size, const ncclUniqueId& id, int rank, int device, milliseconds timeout) {
+  struct Result {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    ncclResult_t r = ncclSuccess;
+    ncclComm_t comm = nullptr;
+  };
+  auto result = std::make_shared<Result>();
+  std::thread([result, world_size, id, rank, device] {
+    ncclComm_t comm = nullptr;
+    ncclResult_t r = cudaSetDevice(device) == cudaSuccess ? ncclCommInitRank(&comm, world_size, id, rank)
+                                                          : ncclUnhandledCudaError;
+    std::lock_guard<std::mutex> lock(result->mu);
+    result->r = r, result->comm = comm, result->done = true;
+    result->cv.notify_all();
+  }).detach();
+  std::unique_lock<std::mutex> lock(result->mu);
+  const bool done = result->cv.wait_for(lock, timeout, [&] { return result->done; });
+  TESSEL_CHECK_CODE(ErrorCode::kDeadlineExceeded, done, "nccl: communicator creation on rank ", rank, " of ",
+                    world_size, " (cuda:", device, ") did not finish within ", timeout.count(),
+                    " ms: a peer never joined (check that every rank started with the same MASTER_ADDR and ",
+                    "MASTER_PORT, or raise TESSEL_COMM_TIMEOUT_MS)");
+  CheckNccl(result->r, "ncclCommInitRank");
+  return result->comm;
 }
+
+}  // namespace
+
+int CudaDeviceCount() { return memory::CudaDeviceCount(); }
 
 ProcessGroupPtr NewNcclProcessGroup(std::shared_ptr<Store> store, const std::string& prefix, int rank, int world_size,
                                     const NcclOptions& options) {
@@ -363,7 +395,7 @@ ProcessGroupPtr NewNcclProcessGroup(std::shared_ptr<Store> store, const std::str
     std::memcpy(id.internal, bytes.data(), sizeof(id.internal));
   }
   ncclComm_t comm = nullptr;
-  CheckNccl(ncclCommInitRank(&comm, world_size, id, rank), "ncclCommInitRank");
+  comm = InitCommWithDeadline(world_size, id, rank, device, options.timeout);
   std::vector<int> all(world_size);
   for (int r = 0; r < world_size; ++r) all[r] = r;
   auto pg =

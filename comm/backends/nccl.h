@@ -6,7 +6,8 @@
 // dependency), so calls on one group complete in issue order; the returned Work's Wait() blocks the
 // host until the collective finished, and never longer than the group's timeout: past it, or on an
 // asynchronous NCCL error, the communicator is aborted and Wait throws (kDeadlineExceeded /
-// kAborted); the group is then unusable. Tensors are kept alive until their collective completed.
+// kAborted); the group is then unusable. Communicator creation is bounded by the same timeout
+// (kDeadlineExceeded naming rank, world and device; see [Note: NCCL init deadline] in nccl.cc). Tensors are kept alive until their collective completed.
 //
 // Differences from threads/gloo (documented gaps): no cross-rank mismatch check (NCCL has no cheap
 // header channel; a mismatch ends in the timeout); bf16/fp16 reduce in NCCL's native arithmetic

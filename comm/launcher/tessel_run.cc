@@ -1,13 +1,17 @@
 // comm/launcher/tessel_run.cc — `tessel-run`: starts the local ranks of a multi-process job, like torchrun.
 //
-//   tessel-run --nproc-per-node N [--nnodes M --node-rank R --master-addr A --master-port P] prog args...
+//   tessel-run --nproc-per-node N [--nnodes M --node-rank R --master-addr A --master-port P]
+//              [--backend auto|gloo|nccl] prog args...
 //
 // Invariant: each rank runs `prog args...` with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
 // GROUP_RANK (= node rank), MASTER_ADDR, MASTER_PORT set as torchrun sets them; every line it writes
 // to stdout/stderr comes out on the same stream prefixed "[rank r] ". When a rank exits non-zero (or
 // dies of a signal), the launcher terminates the others (SIGTERM, then SIGKILL after 5 s) and exits
 // with that rank's code (128 + signal for a signal). SIGINT/SIGTERM to the launcher are forwarded.
-// `--master-port 0` picks a free port (single node only).
+// `--master-port 0` picks a free port (single node only). `--backend` (default auto: nccl when this
+// node has a visible GPU for every local process, else gloo; rule in comm/backend_choice.h) is
+// exported to every rank as TESSEL_BACKEND. GPUs are counted from /dev/nvidia<N> ($TESSEL_DEV_DIR
+// overrides /dev, for tests) and CUDA_VISIBLE_DEVICES, without loading the CUDA runtime.
 //
 // Multi-node: run one launcher per node with the same --nnodes, --master-addr (node 0's address,
 // reachable from every node) and --master-port, and --node-rank 0..M-1. Rank 0 (on node 0) serves
@@ -35,6 +39,9 @@
 #include <string>
 #include <vector>
 
+#include "comm/backend_choice.h"
+#include "core/base/error.h"
+
 namespace {
 
 struct Args {
@@ -43,6 +50,7 @@ struct Args {
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
+  std::string backend = "auto";  // resolved to gloo or nccl by ResolveBackend
   std::vector<char*> command;
 };
 
@@ -65,7 +73,7 @@ void OnSignal(int sig) { g_signal = sig; }
 [[noreturn]] void Usage(const char* why) {
   std::fprintf(stderr,
                "tessel-run: %s\nusage: tessel-run --nproc-per-node N [--nnodes M --node-rank R --master-addr A "
-               "--master-port P] [--] prog args...\n",
+               "--master-port P] [--backend auto|gloo|nccl] [--] prog args...\n",
                why);
   std::exit(2);
 }
@@ -105,6 +113,8 @@ Args Parse(int argc, char** argv) {
       a.master_addr = value;
     } else if (arg == "--master-port" || arg == "--master_port") {
       a.master_port = ParseInt(arg, value);
+    } else if (arg == "--backend") {
+      a.backend = value;
     } else {
       Usage(("unknown flag " + arg).c_str());
     }
@@ -116,6 +126,17 @@ Args Parse(int argc, char** argv) {
   if (a.node_rank >= a.nnodes) Usage("--node-rank must be < --nnodes");
   if (a.master_port == 0 && a.nnodes > 1) Usage("--master-port 0 (pick a free port) works on a single node only");
   return a;
+}
+
+// Turns --backend into "gloo" or "nccl" (usage error, exit 2, when it cannot work on this node).
+void ResolveBackend(Args& a) {
+  const char* dev = std::getenv("TESSEL_DEV_DIR");
+  const int gpus = tessel::comm::CountVisibleGpus(dev != nullptr ? dev : "/dev", std::getenv("CUDA_VISIBLE_DEVICES"));
+  try {
+    a.backend = tessel::comm::BackendName(tessel::comm::ChooseLauncherBackend(a.backend, gpus, a.nproc_per_node));
+  } catch (const tessel::Error& e) {
+    Usage(e.what());
+  }
 }
 
 // Binds port 0 to learn a free port, then releases it for rank 0's store (a small race, single node).
@@ -180,6 +201,7 @@ void Spawn(Rank& r, const Args& a, int local_rank) {
     ::setenv("GROUP_RANK", std::to_string(a.node_rank).c_str(), 1);
     ::setenv("MASTER_ADDR", a.master_addr.c_str(), 1);
     ::setenv("MASTER_PORT", std::to_string(a.master_port).c_str(), 1);
+    ::setenv("TESSEL_BACKEND", a.backend.c_str(), 1);
     ::execvp(a.command[0], a.command.data());
     std::fprintf(stderr, "tessel-run: cannot execute %s: %s\n", a.command[0], std::strerror(errno));
     std::_Exit(127);
@@ -244,6 +266,7 @@ bool AnyOpen(const std::vector<Rank>& ranks) {
 
 int main(int argc, char** argv) {
   Args args = Parse(argc, argv);
+  ResolveBackend(args);
   if (args.master_port == 0) args.master_port = FreePort();
   struct sigaction sa {};
   sa.sa_handler = OnSignal;

@@ -36,4 +36,23 @@ grep -qx "\[rank 1\] dying" "$out" || fail "missing output of the failed rank"
 # 4. A bad flag is a usage error.
 "$launcher" --bogus 1 true >"$out" 2>&1
 [ $? -eq 2 ] || fail "bad flag should exit 2"
+# 5. Backend choice (comm/backend_choice.h): gloo without GPUs, nccl with a GPU per process, exported
+#    to every rank as TESSEL_BACKEND; --backend=nccl without enough GPUs is a usage error.
+dev="${TEST_TMPDIR:-/tmp}/fake_dev"; mkdir -p "$dev"; : > "$dev/nvidia0"; : > "$dev/nvidia1"; : > "$dev/nvidiactl"
+nodev="${TEST_TMPDIR:-/tmp}/no_gpu_dev"; mkdir -p "$nodev"
+TESSEL_DEV_DIR="$nodev" "$launcher" --nproc-per-node 2 /bin/sh -c 'echo "b $TESSEL_BACKEND"' >"$out" 2>&1 \
+  || fail "auto backend run failed"
+grep -qx "\[rank 1\] b gloo" "$out" || fail "auto without GPUs should be gloo"
+TESSEL_DEV_DIR="$dev" "$launcher" --nproc-per-node 2 /bin/sh -c 'echo "b $TESSEL_BACKEND"' >"$out" 2>&1 \
+  || fail "auto backend run with GPUs failed"
+grep -qx "\[rank 0\] b nccl" "$out" || fail "auto with 2 GPUs for 2 processes should be nccl"
+TESSEL_DEV_DIR="$dev" CUDA_VISIBLE_DEVICES=1 "$launcher" --nproc-per-node 2 --backend gloo /bin/sh -c \
+  'echo "b $TESSEL_BACKEND"' >"$out" 2>&1 || fail "explicit gloo run failed"
+grep -qx "\[rank 1\] b gloo" "$out" || fail "--backend gloo not exported"
+TESSEL_DEV_DIR="$dev" CUDA_VISIBLE_DEVICES=1 "$launcher" --nproc-per-node 2 --backend=nccl true >"$out" 2>&1
+[ $? -eq 2 ] || fail "--backend=nccl with 1 visible GPU for 2 processes should exit 2"
+grep -q "2 processes per node need one GPU each, but 1 are visible" "$out" || fail "no GPU-count message"
+"$launcher" --nproc-per-node 1 --backend mpi true >"$out" 2>&1
+[ $? -eq 2 ] || fail "unknown backend should exit 2"
+grep -q "unknown backend 'mpi'" "$out" || fail "no unknown-backend message"
 echo PASS

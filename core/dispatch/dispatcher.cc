@@ -35,23 +35,25 @@ std::string DescribeInputs(std::span<const Tensor> inputs) {
 }
 
 TensorList DispatchLocal(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs) {
-  DeviceType type = DeviceType::kCpu;
+  Device device = CurrentDevice();
   bool found = false;
   for (const Tensor& t : inputs) {
     if (!t.defined()) continue;
     TESSEL_INTERNAL_ASSERT(!t.is_distributed(), op.name, ": DispatchLocal got a distributed input");
     if (!found) {
-      type = t.device().type;
+      device = t.device();
       found = true;
     } else {
-      TESSEL_CHECK(t.device().type == type, op.name, ": expected all tensors on one device type, got ",
-                   DescribeInputs(inputs), " on cpu and cuda");
+      TESSEL_CHECK(t.device().type == device.type, op.name, ": expected all tensors on one device type, got ",
+                   DescribeInputs(inputs), " on ", device, " and ", t.device());
     }
   }
-  if (!found) type = CurrentDevice().type;
+  const DeviceType type = device.type;
   const Kernel& k = type == DeviceType::kCpu ? op.cpu : op.cuda;
   TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, static_cast<bool>(k), op.name, ": no ",
-                    (type == DeviceType::kCpu ? "CPU" : "CUDA"), " kernel is registered");
+                    (type == DeviceType::kCpu ? "CPU" : "CUDA"), " kernel is registered, so it cannot run on ",
+                    device, " (inputs: ", DescribeInputs(inputs), "; ", (op.cpu ? "it has a CPU kernel" : "no kernel"),
+                    ")");
   if (OpProfiler* prof = OpProfiler::Current()) {
     const auto t0 = std::chrono::steady_clock::now();
     TensorList out = k(inputs, attrs);

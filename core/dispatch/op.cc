@@ -13,6 +13,7 @@ namespace {
 struct Registry {
   std::mutex mu;
   std::map<std::string, std::unique_ptr<OpDef>, std::less<>> ops;
+  std::map<std::string, Kernel, std::less<>> pending_cuda;  // SetCudaKernel before RegisterOp
 };
 Registry& GetRegistry() {
   static auto* r = new Registry();
@@ -26,10 +27,28 @@ const OpDef& RegisterOp(OpDef def) {
   std::lock_guard<std::mutex> lock(r.mu);
   TESSEL_INTERNAL_ASSERT(!def.name.empty(), "op without a name");
   TESSEL_INTERNAL_ASSERT(r.ops.find(def.name) == r.ops.end(), "op '", def.name, "' registered twice");
+  if (auto p = r.pending_cuda.find(def.name); p != r.pending_cuda.end()) {
+    TESSEL_INTERNAL_ASSERT(!def.cuda, "op '", def.name, "' has a CUDA kernel twice");
+    def.cuda = std::move(p->second);
+    r.pending_cuda.erase(p);
+  }
   auto owned = std::make_unique<OpDef>(std::move(def));
   const OpDef& ref = *owned;
   r.ops.emplace(ref.name, std::move(owned));
   return ref;
+}
+
+void SetCudaKernel(std::string_view name, Kernel kernel) {
+  Registry& r = GetRegistry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  if (auto it = r.ops.find(name); it != r.ops.end()) {
+    TESSEL_INTERNAL_ASSERT(!it->second->cuda, "op '", name, "' has a CUDA kernel twice");
+    it->second->cuda = std::move(kernel);
+    return;
+  }
+  TESSEL_INTERNAL_ASSERT(r.pending_cuda.find(name) == r.pending_cuda.end(), "op '", name,
+                         "' has a CUDA kernel twice");
+  r.pending_cuda.emplace(std::string(name), std::move(kernel));
 }
 
 const OpDef* FindOp(std::string_view name) {

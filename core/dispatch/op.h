@@ -56,4 +56,10 @@ const OpDef* FindOp(std::string_view name);
 const OpDef& GetOp(std::string_view name);
 std::vector<const OpDef*> AllOps();
 
+// Fills the cuda slot of op `name` from a CUDA kernel library (core/ops/<family>_cuda.cc, linked only
+// with a toolkit), whichever of the two registers first in static initialization: the kernel waits
+// for RegisterOp if the op is not registered yet. REQUIRES: called during static initialization (before
+// any dispatch); a second CUDA kernel for one op is a tessel bug (kInternal).
+void SetCudaKernel(std::string_view name, Kernel kernel);
+
 }  // namespace tessel

@@ -204,7 +204,10 @@ std::unique_ptr<Block> Allocate(int64_t nbytes, Device device) {
                       " (build with the CUDA backend and run on a GPU machine)");
     data = nbytes == 0 ? nullptr : CudaAllocator().alloc(nbytes, device.index);
     TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, nbytes == 0 || data != nullptr,
-                      "memory::Allocate: out of memory on ", device, " (", nbytes, " bytes)\n", Report(device));
+                      "memory::Allocate: out of memory on ", device, " allocating ", nbytes, " bytes for the '",
+                      LedgerName(current_ledger), "' ledger\n",
+                      CudaAllocator().describe ? CudaAllocator().describe(device.index) + "\n" : std::string(),
+                      Report(device));
   }
   return std::make_unique<Block>(data, nbytes, device, current_ledger);
 }
@@ -257,7 +260,10 @@ std::string Report() {
 }
 
 int64_t CachedHostBytes() { return HostCache().cached_bytes(); }
-void EmptyCache() { HostCache().Clear(); }
+void EmptyCache() {
+  HostCache().Clear();
+  if (CudaAllocator().empty_cache) CudaAllocator().empty_cache();
+}
 
 void RegisterDeviceAllocator(DeviceType type, DeviceAllocator allocator) {
   TESSEL_CHECK(type == DeviceType::kCuda, "RegisterDeviceAllocator: only CUDA can be registered");

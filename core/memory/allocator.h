@@ -92,14 +92,18 @@ std::string Report();
 std::string Report(Device device);
 
 // Bytes of freed large host blocks kept for reuse (see [Note: host block cache] in allocator.cc); not
-// counted in any ledger. EmptyCache() returns them to the system.
+// counted in any ledger. EmptyCache() returns them to the system, and the device allocator's cached
+// blocks to the device.
 int64_t CachedHostBytes();
 void EmptyCache();
 
-// Backends for non-CPU devices plug in here (the CUDA library registers cudaMalloc/cudaFree).
+// Backends for non-CPU devices plug in here: InstallDeviceBackend (device_backend.h) registers a
+// CachingAllocator over the GPU runtime. alloc returns nullptr when the device is out of memory.
 struct DeviceAllocator {
   std::function<void*(int64_t nbytes, int index)> alloc;
   std::function<void(void* ptr, int index)> free;
+  std::function<std::string(int index)> describe;  // optional: one line for out-of-memory messages
+  std::function<void()> empty_cache;               // optional: called by EmptyCache()
 };
 void RegisterDeviceAllocator(DeviceType type, DeviceAllocator allocator);
 

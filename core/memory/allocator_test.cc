@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "core/base/error.h"
+#include "core/base/testing/expect_error.h"
 
 namespace tessel::memory {
 namespace {
@@ -81,6 +82,12 @@ TEST(AllocatorTest, CudaWithoutBackendIsUnimplemented) {
     EXPECT_EQ(e.code(), ErrorCode::kUnimplemented);
     EXPECT_NE(std::string(e.what()).find("cuda:0"), std::string::npos);
   }
+}
+
+// This binary installs no device backend: a CUDA allocation says how to get one.
+TEST(AllocatorTest, CudaAllocationWithoutBackendIsUnimplementedNamingTheDevice) {
+  tessel::testing::ExpectErrorContains([] { Allocate(16, Device::Cuda(3)); }, ErrorCode::kUnimplemented,
+                                       {"no allocator registered for cuda:3", "CUDA"});
 }
 
 }  // namespace

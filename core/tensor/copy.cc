@@ -6,6 +6,7 @@
 
 #include "core/base/error.h"
 #include "core/base/parallel.h"
+#include "core/tensor/device_copy.h"
 #include "core/tensor/strided_loop.h"
 #include "core/tensor/tensor_impl.h"
 
@@ -72,6 +73,10 @@ void CopyInto(const Tensor& dst, const Tensor& src) {
   dst.impl()->storage().BumpVersion();
   const int64_t n = dst.numel();
   if (n == 0) return;
+  if (!dst.device().is_cpu() || !src.device().is_cpu()) {
+    CopyAcrossDevices(dst, src);
+    return;
+  }
   if (src.dtype() == dst.dtype() && src.sizes() == dst.sizes() && src.is_contiguous() && dst.is_contiguous()) {
     std::memcpy(dst.raw_data(), src.raw_data(), n * ElementSize(dst.dtype()));
     return;

@@ -4,6 +4,8 @@
 #include <cmath>
 
 #include "core/base/error.h"
+#include "core/memory/device_backend.h"
+#include "core/memory/stream.h"
 #include "core/tensor/copy.h"
 #include "core/tensor/tensor_impl.h"
 
@@ -21,7 +23,8 @@ void FillInPlace(const Tensor& t, double value) {
   TESSEL_CHECK(!t.is_distributed(), "fill_: FillInPlace works on local tensors");
   t.impl()->storage().BumpVersion();
   if (t.numel() == 0) return;
-  Tensor one = Empty({}, DType::kFloat64, t.device());
+  // The scalar is written on the host; CopyInto broadcasts it (and moves it to the device for CUDA).
+  Tensor one = Empty({}, DType::kFloat64, t.device().is_cpu() ? t.device() : Device::Cpu(0));
   *one.data_ptr<double>() = value;
   CopyInto(t, one);
 }
@@ -34,7 +37,13 @@ Tensor Full(std::span<const int64_t> shape, double value, DType dtype, Device de
 
 Tensor Zeros(std::span<const int64_t> shape, DType dtype, Device device) {
   Tensor t = Empty(shape, dtype, device);
-  if (t.numel() > 0) std::memset(t.raw_data(), 0, t.numel() * ElementSize(dtype));
+  if (t.numel() == 0) return t;
+  if (device.is_cpu()) {
+    std::memset(t.raw_data(), 0, t.numel() * ElementSize(dtype));
+  } else {
+    memory::RequireDeviceBackend("zeros", device.index)
+        .MemsetAsync(t.raw_data(), 0, t.numel() * ElementSize(dtype), device.index, memory::CurrentStream(device));
+  }
   return t;
 }
 
@@ -44,6 +53,7 @@ Tensor Scalar(double value, DType dtype, Device device) { return Full(std::span<
 
 Tensor Arange(double start, double end, double step, DType dtype, Device device) {
   TESSEL_CHECK(step != 0, "arange: step must be nonzero");
+  if (!device.is_cpu()) return Arange(start, end, step, dtype, Device::Cpu(0)).To(device);
   const int64_t n = std::max<int64_t>(0, static_cast<int64_t>(std::ceil((end - start) / step)));
   Tensor d = Empty({n}, DType::kFloat64, device);
   double* p = d.data_ptr<double>();
@@ -58,6 +68,7 @@ Tensor FromBuffer(const void* data, int64_t nbytes, std::span<const int64_t> sha
   const int64_t want = NumElements(shape) * ElementSize(dtype);
   TESSEL_CHECK(nbytes == want, "from_buffer: ", nbytes, " bytes given for shape ", ShapeStr(shape), " of ", dtype,
                " (needs ", want, ")");
+  if (!device.is_cpu()) return FromBuffer(data, nbytes, shape, dtype, Device::Cpu(0)).To(device);
   Tensor t = Empty(shape, dtype, device);
   if (nbytes > 0) std::memcpy(t.raw_data(), data, nbytes);
   return t;

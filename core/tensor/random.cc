@@ -65,7 +65,8 @@ void FillRandomBlock(const Tensor& out, std::span<const int64_t> full_shape, std
   if (dist.kind == Distribution::Kind::kInteger) {
     TESSEL_CHECK(dist.b > dist.a, "randint: empty range [", dist.a, ", ", dist.b, ")");
   }
-  Tensor tmp = Empty(out.sizes(), DType::kFloat64, out.device());
+  // Sampled on the host (same values on every device); CopyInto below moves them to a CUDA `out`.
+  Tensor tmp = Empty(out.sizes(), DType::kFloat64, out.device().is_cpu() ? out.device() : Device::Cpu(0));
   double* p = tmp.data_ptr<double>();
   const Shape full_strides = ContiguousStrides(full_shape);
   int64_t base = 0;

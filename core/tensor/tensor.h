@@ -86,6 +86,11 @@ class Tensor {
   void set_grad(const Tensor& grad) const;
   const std::shared_ptr<autograd::Node>& grad_fn() const;
 
+  // A copy on `device` (this tensor itself when already there), contiguous, same dtype, counted under
+  // the current ledger. Records no autograd history (core/tensor sits below autograd). For CUDA the
+  // copy goes through core/tensor/device_copy.h.
+  Tensor To(Device device) const;
+
   // "Tensor(float32, [2, 3], cpu:0)"; with values for small tensors.
   std::string ToString() const;
 

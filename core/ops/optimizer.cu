@@ -1,0 +1,48 @@
+// core/ops/optimizer.cu — the fused AdamW CUDA kernel (one pass over p, g, m, v; the element math is
+// core/ops/cuda/adamw_math.h, shared with a host test against the CPU kernel). Compiled with nvcc 13 for
+// sm_90a + compute_90 PTX; NOT yet run on a GPU.
+#include <cuda_runtime.h>
+
+#include "core/ops/cuda/bf16.h"
+#include "core/ops/cuda/optimizer_launch.h"
+
+namespace tessel::cuda {
+namespace {
+
+__device__ __forceinline__ float Load(const float* p, int64_t i) { return p[i]; }
+__device__ __forceinline__ float Load(const uint16_t* p, int64_t i) { return Bf16ToFloat(p[i]); }
+__device__ __forceinline__ void Store(float* p, int64_t i, float v) { p[i] = v; }
+__device__ __forceinline__ void Store(uint16_t* p, int64_t i, float v) { p[i] = FloatToBf16(v); }
+
+template <typename T>
+__global__ void AdamWKernel(T* p, const T* g, T* m, T* v, int64_t n, AdamWScalars s) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    float pi = Load(p, i), mi = Load(m, i), vi = Load(v, i);
+    AdamWUpdate(s, Load(g, i), pi, mi, vi);
+    Store(m, i, mi);
+    Store(v, i, vi);
+    Store(p, i, pi);
+  }
+}
+
+}  // namespace
+
+const char* LaunchAdamW(AdamWType type, void* p, const void* g, void* m, void* v, int64_t n, const AdamWScalars& s,
+                        void* stream) {
+  if (n == 0) return "";
+  constexpr int kThreads = 256;
+  const int64_t blocks64 = (n + kThreads - 1) / kThreads;
+  const int blocks = static_cast<int>(blocks64 < 65535 * 8 ? blocks64 : 65535 * 8);
+  cudaStream_t st = static_cast<cudaStream_t>(stream);
+  if (type == AdamWType::kFloat32) {
+    AdamWKernel<float><<<blocks, kThreads, 0, st>>>(static_cast<float*>(p), static_cast<const float*>(g),
+                                                    static_cast<float*>(m), static_cast<float*>(v), n, s);
+  } else {
+    AdamWKernel<uint16_t><<<blocks, kThreads, 0, st>>>(static_cast<uint16_t*>(p), static_cast<const uint16_t*>(g),
+                                                       static_cast<uint16_t*>(m), static_cast<uint16_t*>(v), n, s);
+  }
+  const cudaError_t e = cudaGetLastError();
+  return e == cudaSuccess ? "" : cudaGetErrorString(e);
+}
+
+}  // namespace tessel::cuda

@@ -1,0 +1,33 @@
+// core/tensor/device_copy.h — copies between host and device memory, the device half of CopyInto
+// (copy.h calls CopyAcrossDevices whenever either side is not a CPU tensor) and Tensor::To(device).
+//
+// Invariant: returns only when dst holds src's values and src may be reused by the caller (copies
+// that touch host memory are synchronous with the host, like torch's non_blocking=False; device to
+// device copies are stream-ordered on dst's current stream, after src's current stream if the devices
+// differ). Host<->device copies of at least kPinnedStagingMinBytes go through page-locked staging
+// buffers in kStagingChunkBytes chunks, double-buffered: a buffer is refilled only after the event
+// recorded behind its previous async copy completed. dtype conversion, broadcasting and strided
+// layouts are handled on the host side; on the device side both tensors must be contiguous (strided
+// device layouts need a CUDA copy kernel and fail with kUnimplemented naming the op and devices).
+//
+// Example:
+//   Tensor w_gpu = w.To(Device::Cuda(0));     // host -> device through pinned staging if large
+//   Tensor back = w_gpu.To(Device::Cpu());    // device -> host
+#pragma once
+
+#include <cstdint>
+
+#include "core/tensor/tensor.h"
+
+namespace tessel {
+
+inline constexpr int64_t kPinnedStagingMinBytes = int64_t{1} << 20;
+inline constexpr int64_t kStagingChunkBytes = int64_t{4} << 20;
+
+// REQUIRES: dst.device() or src.device() is not CPU; shapes already checked broadcastable by CopyInto.
+void CopyAcrossDevices(const Tensor& dst, const Tensor& src);
+
+// Bytes of page-locked host memory held by the staging buffers (0 until the first large copy).
+int64_t PinnedStagingBytes();
+
+}  // namespace tessel

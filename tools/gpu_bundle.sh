@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# tools/gpu_bundle.sh — builds a self-contained bundle of tessel's GPU test (and, once written, GPU
+# benchmark) binaries plus one script that runs them on a GPU machine that has no Bazel and no Debian
+# packages (the project's H200 session: nvcc, PyTorch and the CUDA wheels in a Python environment).
+#
+#   bash tools/gpu_bundle.sh [OUT_DIR]        # default OUT_DIR: gpu_bundle/ (git-ignored by name)
+#   # on the GPU machine, from OUT_DIR:  bash run_gpu.sh      (< 8 minutes; exit 0 iff every test passed)
+#
+# What goes in: every cc_test tagged "cuda" (found by bazel query), built with --config=cuda and copied
+# with its runfiles-free binary (they link tessel statically: linkstatic = True), cuda_probe, and in
+# lib/ the shared libraries they need that such a machine may lack (libcudart.so.13 from the toolkit,
+# libstdc++/libgcc_s/libgomp from this Debian). NOT copied: libnccl.so.2 (208 MiB) and libcublasLt
+# (517 MiB) would break the 64 MiB budget; run_gpu.sh takes them from the Python nvidia-* wheels
+# (nvidia.nccl, nvidia.cublas) on that machine. The bundle fails to build if it exceeds 64 MiB.
+# Requires the CUDA toolkit here (nvcc at $CUDA_PATH, default /usr/local/cuda).
+set -euo pipefail
+ws="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+out="${1:-$ws/gpu_bundle}"
+cd "$ws"
+cuda="${CUDA_PATH:-/usr/local/cuda}"
+[ -x "$cuda/bin/nvcc" ] || { echo "gpu_bundle: no nvcc at $cuda/bin/nvcc; the bundle needs the CUDA toolkit" >&2; exit 1; }
+
+mapfile -t tests < <(bazel query 'attr(tags, "\bcuda\b", kind(cc_test, //...))' 2>/dev/null | sort)
+[ "${#tests[@]}" -gt 0 ] || { echo "gpu_bundle: bazel query found no cuda-tagged tests" >&2; exit 1; }
+targets=("${tests[@]}" //core/memory:cuda_probe)
+echo "gpu_bundle: building ${#targets[@]} targets: ${targets[*]}" >&2
+bazel build --config=cuda --jobs="${JOBS:-2}" "${targets[@]}"
+
+rm -rf "$out"
+mkdir -p "$out/bin" "$out/lib"
+for t in "${targets[@]}"; do
+  pkg="${t#//}"; pkg="${pkg%%:*}"; name="${t##*:}"
+  cp "bazel-bin/$pkg/$name" "$out/bin/$name"
+  chmod u+w "$out/bin/$name"
+  if ldd "$out/bin/$name" | grep -q '_solib_'; then
+    echo "gpu_bundle: $t links Bazel-built shared libraries; set linkstatic = True on it" >&2
+    exit 1
+  fi
+done
+printf '%s\n' "${tests[@]##*:}" > "$out/tests.txt"
+cp -L "$cuda/lib64/libcudart.so.13" "$out/lib/"
+for so in libstdc++.so.6 libgcc_s.so.1 libgomp.so.1; do
+  cp -L "$(/usr/bin/g++ -print-file-name="$so")" "$out/lib/$so" 2>/dev/null || cp -L "/lib/x86_64-linux-gnu/$so" "$out/lib/$so"
+done
+cp "$ws/tools/gpu_bundle_run.sh" "$out/run_gpu.sh"
+chmod +x "$out/run_gpu.sh"
+{
+  echo "tessel GPU bundle"
+  echo "commit: $(git rev-parse HEAD)$(git diff --quiet || echo ' (with uncommitted changes)')"
+  echo "built: $(date -u +%Y-%m-%dT%H:%MZ) on $(uname -n), nvcc: $("$cuda/bin/nvcc" --version | tail -n 2 | head -n 1)"
+  echo "gencode: sm_90a SASS + compute_90 PTX"
+} > "$out/BUNDLE_INFO.txt"
+size_kib=$(du -sk "$out" | cut -f1)
+echo "gpu_bundle: $out is $((size_kib / 1024)) MiB (${#tests[@]} tests)" >&2
+[ "$size_kib" -lt $((64 * 1024)) ] || { echo "gpu_bundle: bundle over 64 MiB" >&2; exit 1; }

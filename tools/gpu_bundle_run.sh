@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# run_gpu.sh (copied into the bundle by tools/gpu_bundle.sh) — runs every tessel GPU test of the
+# bundle, then the GPU figures, on a machine with a GPU, a CUDA 13-capable driver and Python with the
+# nvidia-nccl / nvidia-cublas wheels (where libnccl.so.2 and libcublasLt come from). Under 8 minutes:
+# each test has a 120 s limit and the whole run a 420 s budget (tests not started by then are reported
+# as NOT RUN). Prints one line per test (PASS / FAIL / SKIP / NOT RUN) and a summary; exit 0 iff
+# every test passed (a skip counts as a failure here: this script exists to run on a GPU).
+set -u
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+start=$(date +%s)
+budget=420
+py="${PYTHON:-python3}"
+
+# Shared libraries from the Python CUDA wheels (namespace packages: nvidia.nccl, nvidia.cublas, ...).
+wheel_libs="$("$py" - <<'EOF' 2>/dev/null
+import importlib, os
+dirs = []
+for mod in ("nvidia.nccl", "nvidia.cublas", "nvidia.cuda_runtime", "nvidia.cu13", "nvidia.cu12"):
+    try:
+        m = importlib.import_module(mod)
+    except Exception:
+        continue
+    for p in getattr(m, "__path__", []):
+        for sub in ("lib", "lib64"):
+            d = os.path.join(p, sub)
+            if os.path.isdir(d):
+                dirs.append(d)
+print(":".join(dirs))
+EOF
+)"
+libpath="$here/lib${wheel_libs:+:$wheel_libs}"
+echo "run_gpu: $(head -n 2 "$here/BUNDLE_INFO.txt" | tr '\n' ' ')"
+echo "run_gpu: wheel library dirs: ${wheel_libs:-none found}"
+for so in libnccl.so.2 libcublasLt.so.13; do
+  found=""
+  IFS=: read -ra dirs <<< "$libpath"
+  for d in "${dirs[@]}"; do [ -e "$d/$so" ] && found="$d/$so"; done
+  echo "run_gpu: $so: ${found:-MISSING (tests that need it will fail to load)}"
+done
+# Only tessel's binaries get the bundled libstdc++/libcudart first on the path (not python/torch).
+run_bin() { LD_LIBRARY_PATH="$libpath${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" timeout "$1" "${@:2}"; }
+
+run_bin 30 "$here/bin/cuda_probe" || echo "run_gpu: cuda_probe found no usable GPU (see its line above)"
+
+pass=0; fail=0; skip=0; notrun=0
+while read -r t; do
+  [ -n "$t" ] || continue
+  if [ $(( $(date +%s) - start )) -ge $budget ]; then echo "NOT RUN  $t (time budget)"; notrun=$((notrun + 1)); continue; fi
+  log="$(mktemp)"
+  run_bin 120 "$here/bin/$t" --gtest_brief=0 >"$log" 2>&1
+  rc=$?
+  if [ $rc -ne 0 ]; then
+    echo "FAIL     $t (exit $rc)"; tail -n 40 "$log" | sed 's/^/    /'; fail=$((fail + 1))
+  elif grep -q '\[  SKIPPED \]' "$log"; then
+    echo "SKIP     $t: $(grep -m1 -A1 'Skipped' "$log" | tail -n 1)"; skip=$((skip + 1))
+  else
+    echo "PASS     $t ($(grep -c '\[       OK \]' "$log") cases)"; pass=$((pass + 1))
+  fi
+  rm -f "$log"
+done < "$here/tests.txt"
+
+# Figures (docs/PERFORMANCE.md rows). Each is a benchmark binary in bin/ when it exists.
+for fig in gpu_gemm_bf16_vs_cublas gpu_attention_vs_torch_sdpa gpu_gpt2_124m_mfu; do
+  if [ -x "$here/bin/$fig" ]; then
+    run_bin 120 "$here/bin/$fig" || echo "figure $fig: FAILED (exit $?)"
+  else
+    echo "figure $fig: NOT IN THIS BUNDLE (the CUDA kernels it measures are not written yet)"
+  fi
+done
+
+echo "run_gpu: $pass passed, $fail failed, $skip skipped, $notrun not run, $(( $(date +%s) - start )) s"
+[ $fail -eq 0 ] && [ $skip -eq 0 ] && [ $notrun -eq 0 ]
