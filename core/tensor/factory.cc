@@ -12,7 +12,7 @@ namespace tessel {
 Tensor Empty(std::span<const int64_t> shape, DType dtype, Device device) {
   for (int64_t s : shape) TESSEL_CHECK(s >= 0, "empty: negative size in shape ", ShapeStr(shape));
   Shape sizes(shape.begin(), shape.end());
-  Storage storage = Storage::Allocate(NumElements(sizes) * ElementSize(dtype), device);
+  Storage storage = Storage::Allocate(NumBytes(sizes, ElementSize(dtype)), device);  // overflow-checked
   Shape strides = ContiguousStrides(sizes);
   return MakeDense(std::move(storage), std::move(sizes), std::move(strides), 0, dtype);
 }
@@ -44,7 +44,10 @@ Tensor Scalar(double value, DType dtype, Device device) { return Full(std::span<
 
 Tensor Arange(double start, double end, double step, DType dtype, Device device) {
   TESSEL_CHECK(step != 0, "arange: step must be nonzero");
-  const int64_t n = std::max<int64_t>(0, static_cast<int64_t>(std::ceil((end - start) / step)));
+  const double count = std::ceil((end - start) / step);
+  TESSEL_CHECK(std::isfinite(count) && count < 9.2e18, "arange: [", start, ", ", end, ") with step ", step,
+               " has ", count, " elements (more than 2^63-1, or not a number)");
+  const int64_t n = std::max<int64_t>(0, static_cast<int64_t>(count));
   Tensor d = Empty({n}, DType::kFloat64, device);
   double* p = d.data_ptr<double>();
   for (int64_t i = 0; i < n; ++i) p[i] = start + i * step;
@@ -55,7 +58,7 @@ Tensor Arange(double start, double end, double step, DType dtype, Device device)
 }
 
 Tensor FromBuffer(const void* data, int64_t nbytes, std::span<const int64_t> shape, DType dtype, Device device) {
-  const int64_t want = NumElements(shape) * ElementSize(dtype);
+  const int64_t want = NumBytes(shape, ElementSize(dtype));
   TESSEL_CHECK(nbytes == want, "from_buffer: ", nbytes, " bytes given for shape ", ShapeStr(shape), " of ", dtype,
                " (needs ", want, ")");
   Tensor t = Empty(shape, dtype, device);

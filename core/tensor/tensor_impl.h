@@ -87,6 +87,10 @@ class TensorImpl {
   void RefreshContiguity();
 
  private:
+  // Dense impls: every element offset is computed without overflow and lies inside the storage
+  // (the invariant above); kInvalidArgument naming shape, strides and offset otherwise.
+  void CheckExtent() const;
+
   Storage storage_;
   Shape sizes_;
   Shape strides_;
