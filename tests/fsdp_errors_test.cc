@@ -129,5 +129,40 @@ TEST(FullyShardErrorsTest, NonPositiveGradientDivideFactorIsRejected) {
   }, ErrorCode::kInvalidArgument, {"divide factor", "0"});
 }
 
+TEST(FullyShardErrorsTest, OptimizerCreatedBeforeFullyShardRaisesOnStepNamingTheFqns) {
+  ExpectError([](comm::ProcessGroupPtr world, const dtensor::DeviceMesh& mesh) {
+    Generator gen(7);
+    nn::GPT gpt(TinyGpt(), gen);
+    optim::AdamW early(gpt.NamedParameters(), {.lr = 1e-2});  // holds the dense handles fully_shard replaces
+    WrapGpt(gpt, mesh);
+    optim::AdamW late(gpt.NamedParameters(), {.lr = 1e-2});
+    auto [idx, tgt] = GlobalBatch(TinyGpt(), 0, 12);
+    Backward(gpt.Loss(RowsFor(idx, world->rank(), 2), RowsFor(tgt, world->rank(), 2)));
+    late.Step();  // the sharded parameters are the module's: no error, even after forward/backward swaps
+    early.Step();
+  }, ErrorCode::kFailedPrecondition, {"AdamW.step", "are no longer the module's", "'wte.weight'", "more"});
+}
+
+TEST(FullyShardAxesTest, TwoFreeAxesWithoutNamesAreAmbiguousAndTheNamedAxisIsTheShardAxis) {
+  comm::RunRanks(4, [&](comm::ProcessGroupPtr world) {
+    const dtensor::DeviceMesh mesh = dtensor::InitDeviceMesh(world, {2, 2}, {"dp", "tp"});
+    Generator gen(0);
+    nn::Linear ambiguous(4, 6, false, gen);
+    ::tessel::testing::ExpectErrorContains([&] { FullyShard(ambiguous, mesh); }, ErrorCode::kInvalidArgument,
+                                           {"two axes", "('dp', 'tp')", ".shard_axis = \"dp\""});
+    nn::Linear lin(4, 6, false, gen);
+    FullyShard(lin, mesh, {.shard_axis = "dp"});
+    const dtensor::DTensor w(lin.Param("weight"));
+    EXPECT_EQ(dtensor::PlacementsToString(w.placements()), "[S(0), R]");  // sharded over dp, replicated over tp
+    EXPECT_EQ(w.local_shape(), (Shape{3, 4}));
+    nn::Linear hsdp(4, 6, false, gen);
+    FullyShard(hsdp, mesh, {.shard_axis = "tp", .replicate_axis = "dp"});
+    EXPECT_EQ(dtensor::PlacementsToString(dtensor::DTensor(hsdp.Param("weight")).placements()), "[R, S(0)]");
+    nn::Linear bad(4, 6, false, gen);
+    ::tessel::testing::ExpectErrorContains([&] { FullyShard(bad, mesh, {.shard_axis = "pp"}); },
+                                           ErrorCode::kInvalidArgument, "shard_axis 'pp' is not an axis of");
+  }, FastRanks());
+}
+
 }  // namespace
 }  // namespace tessel::fsdp::testing
