@@ -59,10 +59,19 @@ int64_t Fingerprint(const Tensor& tensor) {
   return static_cast<int64_t>(h);
 }
 
+// The source's coordinate: src_data_rank's, or all zeros.
+std::vector<int64_t> SourceCoordinate(const DeviceMesh& mesh, std::optional<int> src_data_rank) {
+  if (!src_data_rank) return std::vector<int64_t>(static_cast<size_t>(mesh.ndim()), 0);
+  std::optional<std::vector<int64_t>> c = mesh.topology().CoordinateOf(*src_data_rank);
+  TESSEL_CHECK(c.has_value(), "DistributeTensor: src_data_rank ", *src_data_rank, " is not in ", mesh.ToString());
+  return *c;
+}
+
 // Checked mode: every rank's fingerprint, gathered over the mesh (innermost axis first, so the result is
-// in flat-coordinate order), compared with src_data_rank's; the same error on every rank.
+// in flat-coordinate order), compared with the source's; the same error on every rank.
 void CheckReplicasAgree(const Tensor& tensor, const DeviceMesh& mesh, const std::vector<Placement>& placements,
-                        int src_data_rank) {
+                        std::optional<int> src_data_rank) {
+  const std::vector<int64_t> src = SourceCoordinate(mesh, src_data_rank);
   Tensor cur = FromVector<int64_t>({Fingerprint(tensor)}, {1});
   for (int a = mesh.ndim() - 1; a >= 0; --a) {
     Tensor out = Empty({mesh.size(a) * cur.size(0)}, DType::kInt64);
@@ -71,28 +80,28 @@ void CheckReplicasAgree(const Tensor& tensor, const DeviceMesh& mesh, const std:
   }
   const std::vector<int64_t> prints = cur.ToVector<int64_t>();
   const std::vector<int>& ranks = mesh.topology().ranks();
-  const auto src = std::find(ranks.begin(), ranks.end(), src_data_rank);
-  TESSEL_CHECK(src != ranks.end(), "DistributeTensor: src_data_rank ", src_data_rank, " is not in ", mesh.ToString());
-  const int64_t want = prints[static_cast<size_t>(src - ranks.begin())];
+  int64_t flat = 0;  // row-major index of the source's coordinate
+  for (int a = 0; a < mesh.ndim(); ++a) flat = flat * mesh.size(a) + src[static_cast<size_t>(a)];
+  const int64_t want = prints[static_cast<size_t>(flat)];
   std::string differ;
   for (size_t i = 0; i < prints.size(); ++i) {
     if (prints[i] != want) differ += Str(differ.empty() ? "" : ", ", ranks[i]);
   }
   TESSEL_CHECK(differ.empty(), "DistributeTensor(check): the tensor of shape ", ShapeStr(tensor.sizes()),
                " placed as ", PlacementsToString(placements), " on ", mesh.ToString(), " differs on rank(s) [",
-               differ, "] from rank ", src_data_rank, "'s (fingerprints differ); every rank must pass the same ",
+               differ, "] from rank ", ranks[static_cast<size_t>(flat)],
+               "'s (fingerprints differ); every rank must pass the same ",
                "tensor. HINT: draw it from a Generator with the same seed on every rank, or use the default ",
                "ReplicaSource::kBroadcast");
 }
 
-// kBroadcast: this rank's piece over each Replicate axis from src_data_rank's coordinate there.
+// kBroadcast: this rank's piece over each Replicate axis from the source's coordinate there.
 void BroadcastReplicas(const Tensor& piece, const DeviceMesh& mesh, const std::vector<Placement>& placements,
-                       int src_data_rank) {
-  std::optional<std::vector<int64_t>> src = mesh.topology().CoordinateOf(src_data_rank);
-  TESSEL_CHECK(src.has_value(), "DistributeTensor: src_data_rank ", src_data_rank, " is not in ", mesh.ToString());
+                       std::optional<int> src_data_rank) {
+  const std::vector<int64_t> src = SourceCoordinate(mesh, src_data_rank);
   for (int a = 0; a < mesh.ndim(); ++a) {
     if (!IsReplicate(placements[static_cast<size_t>(a)]) || mesh.size(a) == 1) continue;
-    mesh.axis_group(a)->Broadcast(piece, static_cast<int>((*src)[static_cast<size_t>(a)]))->Wait();
+    mesh.axis_group(a)->Broadcast(piece, static_cast<int>(src[static_cast<size_t>(a)]))->Wait();
   }
 }
 

@@ -52,12 +52,14 @@ struct DistributeOptions {
   // axis), so every placement takes its values; `replicas` then has nothing left to do.
   std::optional<int> src_rank;
   // kBroadcast: after slicing its Shard pieces from its own tensor, each rank's piece is broadcast over
-  // each Replicate axis of size > 1 from the coordinate src_data_rank has there (one broadcast per such
-  // axis). kCheck: one 8-byte all_gather per mesh axis of a fingerprint (dtype, shape, bytes) of the
-  // full tensor; every rank raises the same kInvalidArgument naming the ranks whose tensor differs
-  // from src_data_rank's. Shard-only placements: no communication in any mode.
+  // each Replicate axis of size > 1 from the source's coordinate there (one broadcast per such axis).
+  // kCheck: one 8-byte all_gather per mesh axis of a fingerprint (dtype, shape, bytes) of the full
+  // tensor; every rank raises the same kInvalidArgument naming the ranks whose tensor differs from the
+  // source's. Shard-only placements: no communication in any mode.
   ReplicaSource replicas = ReplicaSource::kBroadcast;
-  int src_data_rank = 0;
+  // The source: this global rank of the mesh; unset, coordinate 0 on every axis (PyTorch's default
+  // src_data_rank=0 is group rank 0 on each mesh dimension, so a sub-mesh works too).
+  std::optional<int> src_data_rank;
   std::optional<ShardOrder> shard_order;
 };
 
