@@ -141,7 +141,7 @@ FsdpMeshInfo MakeMeshInfo(const std::vector<ManagedParam>& params, const nn::Mod
                mesh.ToString(), " leaves ", free_axes.size(), " axes for FSDP after tensor parallelism", tp_note,
                "; need 1 (FSDP) or 2 (HSDP: replicate, shard), or name them in FullyShardOptions");
   FsdpMeshInfo info{.mesh = mesh, .shard_axis = free_axes.back(), .replicate_axis = std::nullopt};
-  if (free_axes.size() == 1) return info;
+  if (free_axes.size() == 1 || params.empty()) return info;  // no parameters: nothing is sharded either way
   // Two free axes: HSDP only when the names say so, never by position alone (a (dp, tp) mesh with no TP
   // parameters once made FSDP shard over "tp" and replicate over "dp", silently).
   const std::string& rep = mesh.axis_names()[static_cast<size_t>(free_axes[0])];
