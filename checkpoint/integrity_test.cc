@@ -165,20 +165,39 @@ TEST(IntegrityTest, CrashAtAnyStageNeverLeavesALoadableMixOfTwoSaves) {
     const std::string dir = FreshDir("crash");
     SaveTwoRanks(dir, 1.0);  // a complete older checkpoint in the same directory
     CrashDuringSave(dir, stage);
-    StateDict sd = DenseTarget();
-    ExpectErrorContains([&] { Load(sd, dir); }, ErrorCode::kNotFound, {"is not a complete checkpoint", "metadata.json.prev-"});
-    if (stage == SaveStage::kPlanned || stage == SaveStage::kDataWritten) {  // old data untouched: recoverable
-      for (const std::string& name : ListDir(dir)) {
-        if (name.rfind("metadata.json.prev-", 0) == 0) RenameFile(JoinPath(dir, name), JoinPath(dir, "metadata.json"));
-      }
+    bool left_temporaries = false;
+    for (const std::string& name : ListDir(dir)) left_temporaries |= name.find(".tmp-") != std::string::npos;
+    if (stage == SaveStage::kPlanned || stage == SaveStage::kDataWritten) {
+      // Old data untouched: the load itself restores the moved-aside index (no manual rename).
       EXPECT_EQ(LoadW(dir), std::vector<float>(128, 1.0f));
+    } else {
+      StateDict sd = DenseTarget();
+      ExpectErrorContains([&] { Load(sd, dir); }, ErrorCode::kNotFound,
+                          {"is not a complete checkpoint", "metadata.json.prev-"});
     }
+    // Either way the load removed the dead writer's temporaries (the lock was free).
+    if (stage == SaveStage::kDataWritten) EXPECT_TRUE(left_temporaries);
+    for (const std::string& name : ListDir(dir)) EXPECT_EQ(name.find(".tmp-"), std::string::npos) << name;
     SaveTwoRanks(dir, 3.0);  // the next save cleans up and commits
     EXPECT_EQ(LoadW(dir), std::vector<float>(128, 3.0f));
     for (const std::string& name : ListDir(dir)) {
       EXPECT_TRUE(name.find(".tmp-") == std::string::npos && name.find(".prev-") == std::string::npos) << name;
     }
   }
+}
+
+TEST(IntegrityTest, LoadLeavesTheFilesOfALiveWriterAlone) {
+  const std::string dir = FreshDir("live_writer");
+  SaveTwoRanks(dir, 1.0);
+  const std::string tmp = JoinPath(dir, DataFileName(0, 2) + ".tmp-0123456789abcdef");
+  std::ofstream(tmp) << "partial";
+  {
+    DirLock writer = DirLock::Acquire(dir, "save 0123456789abcdef (pid 1)");  // a save in progress
+    EXPECT_EQ(LoadW(dir), std::vector<float>(128, 1.0f));
+    EXPECT_TRUE(PathExists(tmp));
+  }
+  EXPECT_EQ(LoadW(dir), std::vector<float>(128, 1.0f));  // the writer is gone: its temporary goes
+  EXPECT_FALSE(PathExists(tmp));
 }
 
 TEST(IntegrityTest, AFailedSaveLeavesThePreviousCheckpointLoadable) {
