@@ -231,5 +231,27 @@ TEST(MetadataTest, ChunksMustTileTheirTensorExactly) {
   EXPECT_EQ(parse_v1(SmallMetadata()).tensors.at("w").chunks.size(), 2u);
 }
 
+// Found by checkpoint/fuzz/safetensors_header_fuzzer.cc: sizes above INT64_MAX or whose product overflows
+// were a kInvalidArgument from the shape arithmetic instead of kDataLoss naming the file.
+TEST(SafetensorsTest, HugeShapesAndOffsetsAreDataLossNotShapeErrors) {
+  auto image = [](const std::string& json) {
+    std::string h = json + std::string((8 - json.size() % 8) % 8, ' ');
+    std::string out(8, '\0');
+    for (int i = 0; i < 8; ++i) out[static_cast<size_t>(i)] = static_cast<char>((h.size() >> (8 * i)) & 0xff);
+    return out + h;
+  };
+  ExpectErrorContains([&] { ParseSafetensorsHeader(image(R"({"a":{"dtype":"F32","shape":[9223372036854775808],)"
+                                                         R"("data_offsets":[0,0]}})"), "m.safetensors"); },
+                      ErrorCode::kDataLoss, {"'m.safetensors'", "tensor 'a' has a bad shape"});
+  ExpectErrorContains([&] { ParseSafetensorsHeader(image(R"({"a":{"dtype":"F32","shape":[4294967296,4294967296],)"
+                                                         R"("data_offsets":[0,0]}})"), "m.safetensors"); },
+                      ErrorCode::kDataLoss, {"tensor 'a'", "overflows int64"});
+  ExpectErrorContains([&] { ParseSafetensorsHeader(image(R"({"a":{"dtype":"F32","shape":[1],)"
+                                                         R"("data_offsets":[18446744073709551615,4]}})"), "m.safetensors"); },
+                      ErrorCode::kDataLoss, "bad data_offsets");
+  EXPECT_EQ(ParseSafetensorsHeader(image(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})") + "abcd",
+                                   "ok.safetensors").entries.size(), 1u);
+}
+
 }  // namespace
 }  // namespace tessel::checkpoint

@@ -63,6 +63,12 @@ Tensor FromBuffer(const void* data, int64_t nbytes, std::span<const int64_t> sha
                " (needs ", want, ")");
   Tensor t = Empty(shape, dtype, device);
   if (nbytes > 0) std::memcpy(t.raw_data(), data, nbytes);
+  if (dtype == DType::kBool) {
+    // Only 0 and 1 are valid bool bytes (reading any other is undefined behaviour; found by
+    // core/tensor/fuzz/tensor_factory_fuzzer.cc): nonzero means true, as in numpy and torch.
+    auto* b = static_cast<unsigned char*>(t.raw_data());
+    for (int64_t i = 0; i < nbytes; ++i) b[i] = b[i] != 0;
+  }
   return t;
 }
 

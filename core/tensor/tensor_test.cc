@@ -109,5 +109,14 @@ TEST(TensorOverflowTest, ViewOutsideItsStorageIsRejected) {
   EXPECT_EQ(MakeView(t, {2}, {2}, 1).numel(), 2);  // elements 1 and 3: inside
 }
 
+// Found by core/tensor/fuzz/tensor_factory_fuzzer.cc (UBSan: "load of value 255 ... for type bool").
+TEST(TensorOverflowTest, FromBufferNormalizesBoolBytes) {
+  const unsigned char raw[4] = {0, 1, 255, 2};
+  Tensor t = FromBuffer(raw, 4, std::vector<int64_t>{4}, DType::kBool);
+  const auto* b = static_cast<const unsigned char*>(t.raw_data());
+  EXPECT_EQ((std::vector<int>{b[0], b[1], b[2], b[3]}), (std::vector<int>{0, 1, 1, 1}));
+  EXPECT_EQ(t.ToDoubleVector(), (std::vector<double>{0, 1, 1, 1}));
+}
+
 }  // namespace
 }  // namespace tessel
