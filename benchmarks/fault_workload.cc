@@ -4,7 +4,6 @@
 // 5. Gloo: 2 processes on loopback under tessel_run (//comm:gloo_fault_probe), the last one exits.
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -43,17 +42,9 @@ double ThreadsFaultDetectSeconds() {
 }
 
 double GlooFaultDetectSeconds() {
-  int status = 0;
-  const std::string line =
-      RunAndFindLine(Runfile("comm/tessel_run") + " --nproc-per-node 2 --master-port 0 --exit-grace-s 60 " +
-                         Runfile("comm/gloo_fault_probe"),
-                     "fault_detect_s: ", &status);
-  const size_t at = line.find("fault_detect_s: ");
-  if (status != 0 || at == std::string::npos) {
-    throw std::runtime_error("gloo_fault_probe under tessel_run exited with status " + std::to_string(status) +
-                             (line.empty() ? std::string(" and printed no result") : ": " + line));
-  }
-  return std::atof(line.c_str() + at + 16);
+  return RunAndReadNumber(Runfile("comm/tessel_run") + " --nproc-per-node 2 --master-port 0 --exit-grace-s 60 " +
+                              Runfile("comm/gloo_fault_probe"),
+                          "fault_detect_s: ", "gloo_fault_probe under tessel_run");
 }
 
 Figure Latency(const std::string& name, std::function<double()> measure, std::string note) {
