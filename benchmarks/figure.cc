@@ -5,8 +5,10 @@
 #include <cmath>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <stdexcept>
 
 namespace tessel::bench {
 namespace {
@@ -105,6 +107,17 @@ std::string RunAndFindLine(const std::string& command, const std::string& key, i
   *exit_status = pclose(p);
   while (!found.empty() && (found.back() == '\n' || found.back() == '\r')) found.pop_back();
   return found;
+}
+
+double RunAndReadNumber(const std::string& command, const std::string& key, const std::string& what) {
+  int status = 0;
+  const std::string line = RunAndFindLine(command, key, &status);
+  const size_t at = line.find(key);
+  if (status != 0 || at == std::string::npos) {
+    throw std::runtime_error(what + " exited with status " + std::to_string(status) +
+                             (line.empty() ? std::string(" and printed no result") : ": " + line));
+  }
+  return std::atof(line.c_str() + at + key.size());
 }
 
 }  // namespace tessel::bench

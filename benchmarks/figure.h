@@ -67,6 +67,9 @@ std::string Runfile(const std::string& path);
 // Runs `command` through the shell (stderr merged into stdout) and returns the first output line that
 // contains `key` ("" if none); *exit_status gets pclose's status (0 on success).
 std::string RunAndFindLine(const std::string& command, const std::string& key, int* exit_status);
+// The number after `key` on that line; throws std::runtime_error naming `what` when the command failed
+// or printed no such line.
+double RunAndReadNumber(const std::string& command, const std::string& key, const std::string& what);
 std::string FormatLine(const Figure& figure, const FigureResult& result);
 
 }  // namespace tessel::bench

@@ -20,16 +20,9 @@ constexpr int64_t kBytes = int64_t{64} << 20;
 
 // GB/s printed by rank 0 of gloo_bench (throws when the run failed).
 double RunGlooBench() {
-  int status = 0;
-  const std::string line = RunAndFindLine(Runfile("comm/tessel_run") + " --nproc-per-node 2 --master-port 0 " +
-                                              Runfile("comm/gloo_bench") + " 5",
-                                          "gloo_allreduce_bus_bw: ", &status);
-  const size_t at = line.find("gloo_allreduce_bus_bw: ");
-  if (status != 0 || at == std::string::npos) {
-    throw std::runtime_error("gloo_bench under tessel_run exited with status " + std::to_string(status) +
-                             (line.empty() ? std::string(" and printed no result") : ": " + line));
-  }
-  return std::atof(line.c_str() + at + 23);
+  return RunAndReadNumber(Runfile("comm/tessel_run") + " --nproc-per-node 2 --master-port 0 " +
+                              Runfile("comm/gloo_bench") + " 5",
+                          "gloo_allreduce_bus_bw: ", "gloo_bench under tessel_run");
 }
 
 double MemcpyGbs() {

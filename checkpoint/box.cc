@@ -25,7 +25,10 @@ std::optional<Box> Intersect(const Box& a, const Box& b) {
 bool Contains(const Box& outer, const Box& inner) {
   if (outer.offsets.size() != inner.offsets.size()) return false;
   for (size_t d = 0; d < outer.offsets.size(); ++d) {
-    if (inner.offsets[d] < outer.offsets[d] || inner.offsets[d] + inner.sizes[d] > outer.offsets[d] + outer.sizes[d]) {
+    // Written so that no sum overflows: inner's values may come from a corrupt file.
+    const int64_t outer_end = outer.offsets[d] + outer.sizes[d];
+    if (inner.offsets[d] < outer.offsets[d] || inner.offsets[d] > outer_end ||
+        inner.sizes[d] > outer_end - inner.offsets[d]) {
       return false;
     }
   }

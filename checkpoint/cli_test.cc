@@ -97,5 +97,24 @@ TEST(CliTest, ExportWritesASafetensorsFileAndBadUsageExitsTwo) {
   EXPECT_NE(missing.err.find("is not a complete checkpoint"), std::string::npos) << missing.err;
 }
 
+TEST(CliTest, ExportRefusesAnOutputInsideACheckpointDirectory) {
+  const std::string dir = SaveExample("cli_export_inside");
+  const std::string index = ReadWholeFile(JoinPath(dir, kMetadataFileName));
+  for (const std::string& target : {JoinPath(dir, std::string(kMetadataFileName)), JoinPath(dir, "m.safetensors"),
+                                    JoinPath(JoinPath(dir, "sub"), "m.safetensors")}) {
+    SCOPED_TRACE(target);
+    const Output o = RunCli({"export", dir, target});
+    EXPECT_EQ(o.rc, 1);
+    EXPECT_NE(o.err.find("is inside the checkpoint directory"), std::string::npos) << o.err;
+  }
+  // Another checkpoint's directory is refused too.
+  const std::string other = SaveExample("cli_export_other");
+  const Output o = RunCli({"export", dir, JoinPath(other, "m.safetensors")});
+  EXPECT_EQ(o.rc, 1);
+  EXPECT_NE(o.err.find("has a metadata.json"), std::string::npos) << o.err;
+  EXPECT_EQ(ReadWholeFile(JoinPath(dir, kMetadataFileName)), index);  // untouched
+  EXPECT_EQ(RunCli({"verify", dir}).rc, 0);
+}
+
 }  // namespace
 }  // namespace tessel::checkpoint

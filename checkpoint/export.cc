@@ -53,9 +53,30 @@ Metadata DescribeSafetensors(const std::string& path, const SafetensorsHeader& h
   return md;
 }
 
+// The output must not land inside the checkpoint being read (it could replace metadata.json or a data
+// file; `export CKPT CKPT/metadata.json` once destroyed the index) nor in any other checkpoint directory.
+void CheckOutputOutsideCheckpoints(const std::string& dir, const std::string& out_path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path ckpt = fs::weakly_canonical(fs::path(dir), ec);
+  const fs::path out = fs::weakly_canonical(fs::path(out_path), ec);
+  const fs::path parent = out.parent_path();
+  bool inside = false;
+  for (fs::path p = parent; !p.empty(); p = p.parent_path()) {
+    inside = inside || p == ckpt;
+    if (p == p.parent_path()) break;
+  }
+  TESSEL_CHECK(!inside, "checkpoint export: the output '", out_path, "' is inside the checkpoint directory '", dir,
+               "' it reads; writing there could overwrite the checkpoint. HINT: choose a path outside it");
+  TESSEL_CHECK(!fs::exists(parent / std::string(kMetadataFileName), ec), "checkpoint export: the output '", out_path,
+               "' is inside the checkpoint directory '", parent.string(), "' (it has a ", kMetadataFileName,
+               "); writing there could overwrite that checkpoint. HINT: choose a path outside it");
+}
+
 }  // namespace
 
 ExportResult ExportToSafetensors(const std::string& dir, const std::string& out_path, bool verify_checksums) {
+  CheckOutputOutsideCheckpoints(dir, out_path);
   const Metadata md = ReadMetadata(dir);
   std::vector<std::string> paths;
   for (const FileMeta& f : md.files) paths.push_back(JoinPath(dir, f.name));

@@ -29,6 +29,8 @@ struct ExportResult {
   int64_t num_skipped_bytes_entries = 0;
 };
 
+// kInvalidArgument (before reading anything) when out_path lies inside `dir` or inside any directory that
+// holds a metadata.json: the export must never overwrite a checkpoint.
 ExportResult ExportToSafetensors(const std::string& dir, const std::string& out_path, bool verify_checksums = true);
 
 // Tensors by name (any tessel dtype), U8 tensors into Bytes entries. A requested tensor whose dtype

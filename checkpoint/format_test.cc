@@ -124,7 +124,8 @@ Metadata SmallMetadata() {
   m.tensors["w"] = TensorMeta{DType::kFloat32,
                               {4, 2},
                               "(dp=2) [S(0)]",
-                              {ChunkMeta{Box{{0, 0}, {2, 2}}, StoredRange{0, "w[0:2, 0:2]", 64, 16, {1, 2}}}}};
+                              {ChunkMeta{Box{{0, 0}, {2, 2}}, StoredRange{0, "w[0:2, 0:2]", 64, 16, {1, 2}}},
+                               ChunkMeta{Box{{2, 0}, {2, 2}}, StoredRange{0, "w[2:4, 0:2]", 96, 16, {3, 4}}}}};
   m.bytes["rng"] = StoredRange{0, "rng", 80, 3, {7}};
   m.values["step"] = int64_t{5};
   m.values["lr"] = 0.1;
@@ -153,9 +154,9 @@ TEST(MetadataTest, JsonRoundTripsEveryFieldExactly) {
 
 TEST(MetadataTest, OtherVersionIsFailedPreconditionWithHint) {
   std::string text = MetadataToJson(SmallMetadata());
-  text.replace(text.find("\"version\": 1"), 12, "\"version\": 99");
+  text.replace(text.find("\"version\": 2"), 12, "\"version\": 99");
   ExpectErrorContains([&] { ParseMetadata(text, "ckpt/metadata.json"); }, ErrorCode::kFailedPrecondition,
-              "has format version 99 but this build reads version 1. HINT");
+              "has format version 99 but this build reads versions 1 to 2. HINT");
 }
 
 TEST(MetadataTest, CorruptContentIsDataLossNamingTheProblem) {
@@ -177,6 +178,79 @@ TEST(MetadataTest, CorruptContentIsDataLossNamingTheProblem) {
   ExpectErrorContains([&] { ParseMetadata(MetadataToJson(bad_file), "m.json"); }, ErrorCode::kDataLoss,
               "bytes 'rng': file index out of range");
   ExpectErrorContains([&] { ReadMetadata(FreshDir("no_meta")); }, ErrorCode::kNotFound, "is not a complete checkpoint");
+}
+
+// Replaces the first `from` after `anchor` in `text` by `to`.
+std::string Edit(std::string text, const std::string& anchor, const std::string& from, const std::string& to) {
+  const size_t at = text.find(from, text.find(anchor));
+  EXPECT_NE(at, std::string::npos) << from;
+  return text.replace(at, from.size(), to);
+}
+
+TEST(MetadataTest, IndexChecksumCatchesAnEditTheStructuralChecksAccept) {
+  const std::string good = MetadataToJson(SmallMetadata());
+  ASSERT_NE(good.find("\"index_checksum\": \""), std::string::npos) << good;
+  // A changed step value and a renamed entry are structurally valid: only the checksum sees them.
+  ExpectErrorContains([&] { ParseMetadata(Edit(good, "\"step\"", "5", "6"), "ckpt/metadata.json"); },
+                      ErrorCode::kDataLoss, {"ckpt/metadata.json", "index checksum mismatch"});
+  ExpectErrorContains([&] { ParseMetadata(Edit(good, "\"entry\"", "w[0:2", "w[0:3"), "m.json"); },
+                      ErrorCode::kDataLoss, "index checksum mismatch");
+  // A version-2 index without its checksum is corrupt; a version-1 index (written before it) loads.
+  std::string no_sum = good.substr(0, good.find(",\n \"index_checksum\"")) + "\n}\n";
+  ExpectErrorContains([&] { ParseMetadata(no_sum, "m.json"); }, ErrorCode::kDataLoss, "has no 'index_checksum'");
+  const Metadata v1 = ParseMetadata(Edit(no_sum, "\"version\"", "2", "1"), "m.json");
+  EXPECT_EQ(v1.version, 1);
+  EXPECT_EQ(v1.tensors.at("w").chunks.size(), 2u);
+}
+
+TEST(MetadataTest, ChunksMustTileTheirTensorExactly) {
+  auto parse_v1 = [](Metadata m) {  // version 1: no index checksum, so only the tiling checks can catch it
+    std::string text = MetadataToJson(m);
+    text = text.substr(0, text.find(",\n \"index_checksum\"")) + "\n}\n";
+    text.replace(text.find("\"version\": 2"), 12, "\"version\": 1");
+    return ParseMetadata(text, "ckpt/metadata.json");
+  };
+  Metadata overlap = SmallMetadata();
+  overlap.tensors["w"].chunks[1].box.offsets = {1, 0};  // rows 1-2 instead of 2-3
+  ExpectErrorContains([&] { parse_v1(overlap); }, ErrorCode::kDataLoss,
+                      {"ckpt/metadata.json", "tensor 'w' chunk [1:3, 0:2] (in data-00000-of-00002.safetensors) "
+                                             "overlaps chunk [0:2, 0:2]"});
+  Metadata gap = SmallMetadata();
+  gap.tensors["w"].chunks.pop_back();
+  ExpectErrorContains([&] { parse_v1(gap); }, ErrorCode::kDataLoss,
+                      {"tensor 'w' of shape [4, 2]: its 1 chunks cover 4 of 8 elements (a gap)"});
+  Metadata out = SmallMetadata();
+  out.tensors["w"].chunks[1].box.offsets = {3, 0};
+  ExpectErrorContains([&] { parse_v1(out); }, ErrorCode::kDataLoss, "chunk [3:5, 0:2] lies outside the shape [4, 2]");
+  Metadata shape = SmallMetadata();
+  shape.tensors["w"].shape = {5, 2};  // a hand-edited shape: the chunks no longer cover it
+  ExpectErrorContains([&] { parse_v1(shape); }, ErrorCode::kDataLoss, "cover 8 of 10 elements");
+  Metadata huge = SmallMetadata();
+  huge.tensors["w"].shape = {int64_t{1} << 62, 8};
+  ExpectErrorContains([&] { parse_v1(huge); }, ErrorCode::kDataLoss, {"tensor 'w' shape", "overflows int64"});
+  EXPECT_EQ(parse_v1(SmallMetadata()).tensors.at("w").chunks.size(), 2u);
+}
+
+// Found by checkpoint/fuzz/safetensors_header_fuzzer.cc: sizes above INT64_MAX or whose product overflows
+// were a kInvalidArgument from the shape arithmetic instead of kDataLoss naming the file.
+TEST(SafetensorsTest, HugeShapesAndOffsetsAreDataLossNotShapeErrors) {
+  auto image = [](const std::string& json) {
+    std::string h = json + std::string((8 - json.size() % 8) % 8, ' ');
+    std::string out(8, '\0');
+    for (int i = 0; i < 8; ++i) out[static_cast<size_t>(i)] = static_cast<char>((h.size() >> (8 * i)) & 0xff);
+    return out + h;
+  };
+  ExpectErrorContains([&] { ParseSafetensorsHeader(image(R"({"a":{"dtype":"F32","shape":[9223372036854775808],)"
+                                                         R"("data_offsets":[0,0]}})"), "m.safetensors"); },
+                      ErrorCode::kDataLoss, {"'m.safetensors'", "tensor 'a' has a bad shape"});
+  ExpectErrorContains([&] { ParseSafetensorsHeader(image(R"({"a":{"dtype":"F32","shape":[4294967296,4294967296],)"
+                                                         R"("data_offsets":[0,0]}})"), "m.safetensors"); },
+                      ErrorCode::kDataLoss, {"tensor 'a'", "overflows int64"});
+  ExpectErrorContains([&] { ParseSafetensorsHeader(image(R"({"a":{"dtype":"F32","shape":[1],)"
+                                                         R"("data_offsets":[18446744073709551615,4]}})"), "m.safetensors"); },
+                      ErrorCode::kDataLoss, "bad data_offsets");
+  EXPECT_EQ(ParseSafetensorsHeader(image(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})") + "abcd",
+                                   "ok.safetensors").entries.size(), 1u);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "checkpoint/metadata.h"
 #include "checkpoint/save.h"
 #include "checkpoint/storage.h"
+#include "checkpoint/verify.h"
 #include "checkpoint/testing/checkpoint_testing.h"
 #include "checkpoint/testing/checkpoint_testing_ranks.h"
 #include "core/base/error.h"
@@ -103,11 +104,33 @@ TEST(IntegrityTest, MetadataOfAnotherVersionIsFailedPrecondition) {
   SaveTwoRanks(dir, 1.0);
   const std::string path = JoinPath(dir, kMetadataFileName);
   std::string text = ReadWholeFile(path);
-  text.replace(text.find("\"version\": 1"), 12, "\"version\": 2");
+  text.replace(text.find("\"version\": 2"), 12, "\"version\": 3");
   std::ofstream(path, std::ios::trunc) << text;
   StateDict sd = DenseTarget();
   ExpectErrorContains([&] { Load(sd, dir); }, ErrorCode::kFailedPrecondition,
-              {"metadata.json", "format version 2", "reads version 1", "HINT"});
+              {"metadata.json", "format version 3", "reads versions 1 to 2", "HINT"});
+}
+
+TEST(IntegrityTest, OneBitEditOfTheIndexFailsVerifyAndLoad) {
+  const std::string dir = FreshDir("index_bit");
+  SaveTwoRanks(dir, 1.0);
+  const std::string path = JoinPath(dir, kMetadataFileName);
+  const std::string good = ReadWholeFile(path);
+  // "offsets": [0, 0] → [1, 0] on rank 0's chunk of w: one bit, still inside the shape (rows 1-4 now
+  // overlap rank 1's chunk and row 0 is not covered; the old checks loaded shifted rows).
+  std::string text = good;
+  const size_t at = text.find("0,", text.find("\"offsets\"", text.find("\"w\": {")));
+  ASSERT_NE(at, std::string::npos) << good;
+  text[at] = '1';
+  std::ofstream(path, std::ios::trunc) << text;
+  StateDict sd = DenseTarget();
+  ExpectErrorContains([&] { Load(sd, dir); }, ErrorCode::kDataLoss, {"metadata.json", "is corrupt"});
+  const VerifyReport r = VerifyCheckpoint(dir);
+  ASSERT_EQ(r.problems.size(), 1u);
+  EXPECT_NE(r.problems[0].find("is corrupt"), std::string::npos) << r.problems[0];
+  std::ofstream(path, std::ios::trunc) << good;
+  Load(sd, dir);  // the original index loads again
+  EXPECT_EQ(std::get<Tensor>(sd["w"]).ToVector<float>(), std::vector<float>(128, 1.0f));
 }
 
 // A real crash: a child process runs a 2-rank save of 2.0 and _exit()s when a rank reaches `stage`
@@ -142,20 +165,39 @@ TEST(IntegrityTest, CrashAtAnyStageNeverLeavesALoadableMixOfTwoSaves) {
     const std::string dir = FreshDir("crash");
     SaveTwoRanks(dir, 1.0);  // a complete older checkpoint in the same directory
     CrashDuringSave(dir, stage);
-    StateDict sd = DenseTarget();
-    ExpectErrorContains([&] { Load(sd, dir); }, ErrorCode::kNotFound, {"is not a complete checkpoint", "metadata.json.prev-"});
-    if (stage == SaveStage::kPlanned || stage == SaveStage::kDataWritten) {  // old data untouched: recoverable
-      for (const std::string& name : ListDir(dir)) {
-        if (name.rfind("metadata.json.prev-", 0) == 0) RenameFile(JoinPath(dir, name), JoinPath(dir, "metadata.json"));
-      }
+    bool left_temporaries = false;
+    for (const std::string& name : ListDir(dir)) left_temporaries |= name.find(".tmp-") != std::string::npos;
+    if (stage == SaveStage::kPlanned || stage == SaveStage::kDataWritten) {
+      // Old data untouched: the load itself restores the moved-aside index (no manual rename).
       EXPECT_EQ(LoadW(dir), std::vector<float>(128, 1.0f));
+    } else {
+      StateDict sd = DenseTarget();
+      ExpectErrorContains([&] { Load(sd, dir); }, ErrorCode::kNotFound,
+                          {"is not a complete checkpoint", "metadata.json.prev-"});
     }
+    // Either way the load removed the dead writer's temporaries (the lock was free).
+    if (stage == SaveStage::kDataWritten) EXPECT_TRUE(left_temporaries);
+    for (const std::string& name : ListDir(dir)) EXPECT_EQ(name.find(".tmp-"), std::string::npos) << name;
     SaveTwoRanks(dir, 3.0);  // the next save cleans up and commits
     EXPECT_EQ(LoadW(dir), std::vector<float>(128, 3.0f));
     for (const std::string& name : ListDir(dir)) {
       EXPECT_TRUE(name.find(".tmp-") == std::string::npos && name.find(".prev-") == std::string::npos) << name;
     }
   }
+}
+
+TEST(IntegrityTest, LoadLeavesTheFilesOfALiveWriterAlone) {
+  const std::string dir = FreshDir("live_writer");
+  SaveTwoRanks(dir, 1.0);
+  const std::string tmp = JoinPath(dir, DataFileName(0, 2) + ".tmp-0123456789abcdef");
+  std::ofstream(tmp) << "partial";
+  {
+    DirLock writer = DirLock::Acquire(dir, "save 0123456789abcdef (pid 1)");  // a save in progress
+    EXPECT_EQ(LoadW(dir), std::vector<float>(128, 1.0f));
+    EXPECT_TRUE(PathExists(tmp));
+  }
+  EXPECT_EQ(LoadW(dir), std::vector<float>(128, 1.0f));  // the writer is gone: its temporary goes
+  EXPECT_FALSE(PathExists(tmp));
 }
 
 TEST(IntegrityTest, AFailedSaveLeavesThePreviousCheckpointLoadable) {

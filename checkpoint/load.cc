@@ -1,6 +1,13 @@
 // checkpoint/load.cc — key checks, per-tensor chunk index, verified resharding reads.
 #include "checkpoint/load.h"
 
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <optional>
+#include <thread>
+
 #include "checkpoint/chunk_index.h"
 #include "checkpoint/internal/chunk_reader.h"
 #include "checkpoint/internal/load_engine.h"
@@ -113,9 +120,62 @@ LoadResult LoadFromMetadata(StateDict& state_dict, const Metadata& md, std::vect
   return result;
 }
 
+// [Note: load-time recovery] A save moves metadata.json aside (metadata.json.prev-<id>) before it
+// replaces any data file, and leaves <file>.tmp-<id> temporaries until it commits. A writer that died
+// leaves both behind. When no live writer holds the directory lock, a load removes the temporaries, and
+// restores the moved-aside index if every data file it names is still that save's (so the save died
+// before replacing one): the previous checkpoint loads without a manual rename.
+namespace {
+
+bool RestoreMovedAsideIndex(const std::string& dir) {
+  const std::string meta = JoinPath(dir, kMetadataFileName);
+  for (const std::string& name : ListDir(dir)) {
+    if (name.rfind(std::string(kMetadataFileName) + ".prev-", 0) != 0) continue;
+    try {
+      const Metadata prev = ParseMetadata(ReadWholeFile(JoinPath(dir, name)), JoinPath(dir, name));
+      std::vector<std::string> paths;
+      for (const FileMeta& f : prev.files) paths.push_back(JoinPath(dir, f.name));
+      ChunkReader reader(prev, paths, /*verify=*/false, int64_t{1} << 20);
+      for (size_t i = 0; i < paths.size(); ++i) reader.CheckFile(static_cast<int>(i));  // exists, size, save id
+    } catch (const Error&) {
+      continue;  // its data files were replaced (or it is damaged): not restorable
+    }
+    RenameFile(JoinPath(dir, name), meta);
+    SyncDir(dir);
+    return true;
+  }
+  return false;
+}
+
+void CleanUpAfterDeadWriters(const std::string& dir) {
+  const std::string meta = JoinPath(dir, kMetadataFileName);
+  std::vector<std::string> stale;
+  for (const std::string& name : ListDir(dir)) {
+    const bool prev = name.rfind(std::string(kMetadataFileName) + ".prev-", 0) == 0;
+    if (name.find(".tmp-") != std::string::npos || prev) stale.push_back(name);
+  }
+  if (stale.empty() && PathExists(meta)) return;  // the common case: no lock, no write
+  std::optional<DirLock> lock = DirLock::TryAcquire(dir, Str("load (pid ", ::getpid(), ")"));
+  if (!lock) {
+    // A save or another rank's load holds it; the latter may be restoring the index right now.
+    for (int i = 0; i < 100 && !PathExists(meta); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    return;
+  }
+  if (!PathExists(meta)) RestoreMovedAsideIndex(dir);
+  for (const std::string& name : ListDir(dir)) {
+    const bool prev = name.rfind(std::string(kMetadataFileName) + ".prev-", 0) == 0;
+    // With the lock free no writer is alive: its temporaries are garbage, and so is a moved-aside index
+    // once an index is in place (the save that moved it committed, or it was restored above).
+    if (name.find(".tmp-") != std::string::npos || (prev && PathExists(meta))) RemoveFileIfExists(JoinPath(dir, name));
+  }
+}
+
+}  // namespace
+
 }  // namespace internal
 
 LoadResult Load(StateDict& state_dict, const std::string& dir, const LoadOptions& options) {
+  if (std::filesystem::is_directory(dir)) internal::CleanUpAfterDeadWriters(dir);
   const Metadata md = ReadMetadata(dir);
   std::vector<std::string> paths;
   for (const FileMeta& f : md.files) paths.push_back(JoinPath(dir, f.name));

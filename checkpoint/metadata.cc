@@ -1,6 +1,7 @@
 // checkpoint/metadata.cc — metadata.json encoding and validating decoding (nlohmann::json).
 #include "checkpoint/metadata.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -68,9 +69,9 @@ struct Reader {
 
 StoredRange ParseRange(const Reader& r, const Json& j, const std::string& what, const Metadata& m) {
   StoredRange out;
-  out.file = static_cast<int>(r.Int(j, "file", what));
-  if (out.file < 0 || out.file >= static_cast<int>(m.files.size()))
-    Corrupt(r.source, what + ": file index out of range");
+  const int64_t file = r.Int(j, "file", what);  // range-checked before narrowing to int
+  if (file < 0 || file >= static_cast<int64_t>(m.files.size())) Corrupt(r.source, what + ": file index out of range");
+  out.file = static_cast<int>(file);
   out.entry = r.String(j, "entry", what);
   out.byte_offset = r.Int(j, "byte_offset", what);
   out.byte_length = r.Int(j, "byte_length", what);
@@ -89,6 +90,39 @@ StoredRange ParseRange(const Reader& r, const Json& j, const std::string& what, 
   return out;
 }
 
+// Byte count of a box read from the file: an overflowing shape is corruption, not bad caller input.
+int64_t CheckedBytes(const Reader& r, const Shape& sizes, DType dtype, const std::string& what) {
+  try {
+    return NumBytes(sizes, ElementSize(dtype));
+  } catch (const Error& e) {
+    Corrupt(r.source, Str(what, ": ", e.what()));
+  }
+}
+
+// The chunks of a tensor must tile its shape exactly: each inside the bounds (checked by the caller),
+// no two overlapping, and their volumes summing to the element count (with no overlap, that rules out
+// gaps). A one-bit change of an offset or a hand-edited shape breaks one of these.
+void CheckChunksTile(const Reader& r, const std::string& fqn, const TensorMeta& t, const Metadata& m) {
+  auto name = [&](const ChunkMeta& c) {
+    return Str("chunk ", BoxToString(c.box), " (in ", m.files[static_cast<size_t>(c.where.file)].name, ")");
+  };
+  int64_t covered = 0;
+  for (size_t i = 0; i < t.chunks.size(); ++i) {
+    const ChunkMeta& a = t.chunks[i];
+    for (size_t k = 0; k < i; ++k) {
+      if (Intersect(a.box, t.chunks[k].box)) {
+        Corrupt(r.source, Str("tensor '", fqn, "' ", name(a), " overlaps ", name(t.chunks[k])));
+      }
+    }
+    covered += Volume(a.box);  // no overflow: disjoint boxes inside a shape whose count fits in int64
+  }
+  const int64_t total = NumElements(t.shape);
+  if (covered != total) {
+    Corrupt(r.source, Str("tensor '", fqn, "' of shape ", ShapeStr(t.shape), ": its ", t.chunks.size(),
+                          " chunks cover ", covered, " of ", total, " elements (a gap)"));
+  }
+}
+
 TensorMeta ParseTensor(const Reader& r, const std::string& fqn, const Json& j, const Metadata& m) {
   const std::string what = "tensor '" + fqn + "'";
   TensorMeta t;
@@ -96,6 +130,7 @@ TensorMeta ParseTensor(const Reader& r, const std::string& fqn, const Json& j, c
   if (!dtype) Corrupt(r.source, what + ": unknown dtype");
   t.dtype = *dtype;
   t.shape = r.Ints(j, "shape", what);
+  CheckedBytes(r, t.shape, t.dtype, what + " shape " + ShapeStr(t.shape));
   t.layout = j.contains("layout") && j["layout"].is_string() ? j["layout"].get<std::string>() : "";
   const Json& chunks = r.At(j, "chunks", what);
   if (!chunks.is_array()) Corrupt(r.source, what + ": chunks is not an array");
@@ -109,11 +144,12 @@ TensorMeta ParseTensor(const Reader& r, const std::string& fqn, const Json& j, c
       Corrupt(r.source, cwhat + " lies outside the shape " + ShapeStr(t.shape));
     }
     chunk.where = ParseRange(r, c, cwhat, m);
-    if (chunk.where.byte_length != Volume(chunk.box) * ElementSize(t.dtype)) {
+    if (chunk.where.byte_length != CheckedBytes(r, chunk.box.sizes, t.dtype, cwhat)) {
       Corrupt(r.source, Str(cwhat, ": ", chunk.where.byte_length, " bytes for ", Volume(chunk.box), " elements"));
     }
     t.chunks.push_back(std::move(chunk));
   }
+  CheckChunksTile(r, fqn, t, m);
   return t;
 }
 
@@ -130,25 +166,45 @@ ScalarValue ParseValue(const Reader& r, const std::string& fqn, const Json& j) {
   Corrupt(r.source, what + ": unknown type '" + type + "'");
 }
 
+// The index's own checksum: XXH3-64 of the canonical text (this writer's dump of the JSON without the
+// "index_checksum" key). Any edit of a value, even one the structural checks accept, changes it.
+std::string CanonicalText(const Json& j) { return j.dump(1) + "\n"; }
+
+void CheckIndexChecksum(const Reader& r, const Json& j) {
+  const std::string stored = r.String(j, "index_checksum", "the header");
+  Json body = j;
+  body.erase("index_checksum");
+  const std::string actual = ChecksumToHex(Checksum(CanonicalText(body).data(),
+                                                    static_cast<int64_t>(CanonicalText(body).size())));
+  if (stored != actual) {
+    Corrupt(r.source, Str("index checksum mismatch (stored ", stored, ", computed ", actual,
+                          "): the index was edited or damaged after it was written"));
+  }
+}
+
 void ParseHeader(const Reader& r, const Json& j, Metadata& m) {
   if (!j.is_object() || !j.contains("magic") || j["magic"] != kMetadataMagic) {
     TESSEL_FAIL(ErrorCode::kDataLoss, "checkpoint metadata '", r.source, "' is not a tessel checkpoint index (magic '",
                 kMetadataMagic, "' missing)");
   }
-  m.version = static_cast<int>(r.Int(j, "version", "the header"));
-  TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, m.version == kFormatVersion, "checkpoint metadata '", r.source,
-                    "' has format version ", m.version, " but this build reads version ", kFormatVersion,
+  const int64_t version = r.Int(j, "version", "the header");
+  m.version = static_cast<int>(std::clamp<int64_t>(version, -1, 1 << 20));
+  TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, version >= 1 && version <= kFormatVersion, "checkpoint metadata '",
+                    r.source, "' has format version ", version, " but this build reads versions 1 to ", kFormatVersion,
                     ". HINT: load it with the tessel release that wrote it (or a newer one), or convert it with "
                     "`tessel-ckpt export DIR out.safetensors` there");
   m.save_id = r.String(j, "save_id", "the header");
-  m.world_size = static_cast<int>(r.Int(j, "world_size", "the header"));
+  const int64_t world_size = r.Int(j, "world_size", "the header");
+  if (world_size < 1 || world_size > (1 << 24)) Corrupt(r.source, Str("world_size ", world_size, " is out of range"));
+  m.world_size = static_cast<int>(world_size);
   const Json& cs = r.At(j, "checksum", "the header");
   if (r.String(cs, "algorithm", "checksum") != "xxh3-64") Corrupt(r.source, "unknown checksum algorithm");
   m.checksum_block_bytes = r.Int(cs, "block_bytes", "checksum");
   if (m.checksum_block_bytes <= 0) Corrupt(r.source, "checksum block_bytes must be positive");
   for (const Json& f : r.At(j, "files", "the header")) {
-    m.files.push_back(
-        {r.String(f, "name", "a file"), static_cast<int>(r.Int(f, "rank", "a file")), r.Int(f, "size", "a file")});
+    const int64_t rank = r.Int(f, "rank", "a file");
+    if (rank < 0 || rank >= m.world_size) Corrupt(r.source, Str("a file's rank ", rank, " is out of range"));
+    m.files.push_back({r.String(f, "name", "a file"), static_cast<int>(rank), r.Int(f, "size", "a file")});
   }
 }
 
@@ -191,7 +247,7 @@ std::string MetadataToJson(const Metadata& m) {
   Json values = Json::object();
   for (const auto& [fqn, v] : m.values) values[fqn] = ValueToJson(v);
   Json j{{"magic", kMetadataMagic},
-         {"version", m.version},
+         {"version", kFormatVersion},
          {"save_id", m.save_id},
          {"world_size", m.world_size},
          {"checksum", Json{{"algorithm", "xxh3-64"}, {"block_bytes", m.checksum_block_bytes}}},
@@ -199,7 +255,9 @@ std::string MetadataToJson(const Metadata& m) {
          {"tensors", tensors},
          {"bytes", bytes},
          {"values", values}};
-  return j.dump(1) + "\n";
+  const std::string body = CanonicalText(j);
+  j["index_checksum"] = ChecksumToHex(Checksum(body.data(), static_cast<int64_t>(body.size())));
+  return CanonicalText(j);
 }
 
 Metadata ParseMetadata(std::string_view text, const std::string& source) {
@@ -213,6 +271,9 @@ Metadata ParseMetadata(std::string_view text, const std::string& source) {
     m.bytes[fqn] = ParseRange(r, b, "bytes '" + fqn + "'", m);
   }
   for (const auto& [fqn, v] : r.At(j, "values", "the header").items()) m.values[fqn] = ParseValue(r, fqn, v);
+  // Last, so a structural defect is reported by what it breaks; this catches every edit that stays
+  // structurally valid (a chunk offset 16 → 17 that still tiles, a renamed entry, a changed value).
+  if (m.version >= 2) CheckIndexChecksum(r, j);  // version 1 indexes predate it: structural checks only
   return m;
 }
 

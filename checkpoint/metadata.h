@@ -2,7 +2,7 @@
 // lives, and its checksums. The data files are safetensors; this file makes the set reshardable.
 //
 // Format (JSON, language-neutral; any reader can resolve every chunk to a byte range of a file):
-//   {"magic": "tessel-checkpoint", "version": 1, "save_id": "<hex>", "world_size": W,
+//   {"magic": "tessel-checkpoint", "version": 2, "save_id": "<hex>", "world_size": W,
 //    "checksum": {"algorithm": "xxh3-64", "block_bytes": B},
 //    "files": [{"name": "data-00000-of-00004.safetensors", "rank": 0, "size": <bytes>}, ...],
 //    "tensors": {"<fqn>": {"dtype": "float32", "shape": [8, 16], "layout": "(dp=4) [S(0)]",
@@ -10,14 +10,19 @@
 //                            "byte_offset": 256, "byte_length": 128, "checksums": ["<16 hex>", ...]}]}},
 //    "bytes":  {"<fqn>": {"file": 0, "entry": "<fqn>", "byte_offset": ..., "byte_length": ..., "checksums": [...]}},
 //    "values": {"<fqn>": {"type": "int64", "value": 5} | {"type": "float64", "value": 0.1,
-//                         "bits": "3fb999999999999a"} | {"type": "string", "value": "..."}}}
+//                         "bits": "3fb999999999999a"} | {"type": "string", "value": "..."}},
+//    "index_checksum": "<16 hex>"}
 // byte_offset is absolute in the file; checksum k covers chunk bytes [k*B, min((k+1)*B, byte_length)).
 // Floats are restored from "bits" (exact, and NaN/Inf survive); "value" is for humans.
+// index_checksum is XXH3-64 of this writer's canonical dump (1-space indent, trailing newline) of the
+// object without that key: the index protects itself as the block checksums protect the data.
 //
-// Invariant: a Metadata returned by ParseMetadata is internally consistent (file indices in range, chunk
-// boxes inside the shape, byte lengths = volume * element size, one checksum per block) and of this
-// build's version. Errors: a missing metadata.json is kNotFound ("not a complete checkpoint"), a wrong
-// magic or malformed content kDataLoss, another format version kFailedPrecondition with a hint.
+// Invariant: a Metadata returned by ParseMetadata is internally consistent (index checksum matches
+// (version >= 2), file indices in range, chunk boxes inside the shape, the chunks of each tensor tile it
+// exactly: no overlap, no gap; byte lengths = volume * element size, one checksum per block; no count
+// overflows int64) and of a version this build reads (1 or 2). Errors: a missing metadata.json is
+// kNotFound ("not a complete checkpoint"), a wrong magic or malformed content kDataLoss naming the file,
+// tensor and chunk, another format version kFailedPrecondition with a hint.
 //
 // Example:
 //   Metadata m = ReadMetadata(dir);
@@ -40,7 +45,8 @@ namespace tessel::checkpoint {
 
 inline constexpr std::string_view kMetadataFileName = "metadata.json";
 inline constexpr std::string_view kMetadataMagic = "tessel-checkpoint";
-inline constexpr int kFormatVersion = 1;
+// Version 2 adds "index_checksum"; version 1 indexes (without it) still load.
+inline constexpr int kFormatVersion = 2;
 
 // Where a run of bytes lives: a safetensors entry of a data file, and its block checksums.
 struct StoredRange {

@@ -40,16 +40,25 @@ SafetensorsEntry ParseEntry(const std::string& path, const std::string& name, co
   }
   e.dtype = dt.get<std::string>();
   if (!shape.is_array()) Corrupt(path, "tensor '" + name + "' has a non-array shape");
+  // Values above INT64_MAX would turn negative in int64: corrupt, like any other impossible size.
+  auto fits = [](const nlohmann::json& x) {
+    return x.is_number_unsigned() && x.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX);
+  };
   for (const auto& s : shape) {
-    if (!s.is_number_unsigned()) Corrupt(path, "tensor '" + name + "' has a bad shape " + shape.dump());
+    if (!fits(s)) Corrupt(path, "tensor '" + name + "' has a bad shape " + shape.dump());
     e.shape.push_back(s.get<int64_t>());
   }
-  if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned()) {
+  if (!off.is_array() || off.size() != 2 || !fits(off[0]) || !fits(off[1])) {
     Corrupt(path, "tensor '" + name + "' has bad data_offsets " + off.dump());
   }
   e.begin = off[0].get<int64_t>();
   e.end = off[1].get<int64_t>();
-  const int64_t want = NumElements(e.shape) * *SafetensorsElementSize(e.dtype);
+  int64_t want = 0;
+  try {
+    want = NumBytes(e.shape, *SafetensorsElementSize(e.dtype));
+  } catch (const Error& err) {
+    Corrupt(path, Str("tensor '", name, "': ", err.what()));
+  }
   if (e.end < e.begin || e.end - e.begin != want) {
     Corrupt(path, Str("tensor '", name, "' spans ", e.end - e.begin, " bytes but ", e.dtype, " ", ShapeStr(e.shape),
                       " needs ", want));
@@ -138,21 +147,20 @@ std::string EncodeSafetensorsHeader(std::vector<SafetensorsEntry>& entries,
   return out + header;
 }
 
-SafetensorsHeader ReadSafetensorsHeader(const File& file) {
-  const std::string& path = file.path();
-  SafetensorsHeader h;
-  h.file_size = file.Size();
-  if (h.file_size < 8) Corrupt(path, Str("the file has ", h.file_size, " bytes, fewer than the 8-byte length"));
-  unsigned char len_bytes[8];
-  file.ReadAt(0, len_bytes, 8);
+namespace {
+
+// The header length from the first 8 bytes (little-endian), checked against the file size.
+int64_t HeaderLength(const std::string& path, const unsigned char* len_bytes, int64_t file_size) {
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | len_bytes[i];
-  if (n > static_cast<uint64_t>(std::min(kMaxHeaderBytes, h.file_size - 8))) {
-    Corrupt(path, Str("header length ", n, " exceeds the file (", h.file_size, " bytes) or the 100 MB limit"));
+  if (n > static_cast<uint64_t>(std::min(kMaxHeaderBytes, file_size - 8))) {
+    Corrupt(path, Str("header length ", n, " exceeds the file (", file_size, " bytes) or the 100 MB limit"));
   }
-  std::string text(n, '\0');
-  file.ReadAt(8, text.data(), static_cast<int64_t>(n));
-  h.data_start = 8 + static_cast<int64_t>(n);
+  return static_cast<int64_t>(n);
+}
+
+// Decodes the JSON header `text`; h.file_size and h.data_start are set.
+void DecodeHeader(const std::string& path, const std::string& text, SafetensorsHeader& h) {
   nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) Corrupt(path, "the header is not a JSON object");
   for (const auto& [key, value] : j.items()) {
@@ -170,6 +178,32 @@ SafetensorsHeader ReadSafetensorsHeader(const File& file) {
     return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
   });
   CheckTiling(path, h.entries, h.file_size - h.data_start);
+}
+
+}  // namespace
+
+SafetensorsHeader ReadSafetensorsHeader(const File& file) {
+  const std::string& path = file.path();
+  SafetensorsHeader h;
+  h.file_size = file.Size();
+  if (h.file_size < 8) Corrupt(path, Str("the file has ", h.file_size, " bytes, fewer than the 8-byte length"));
+  unsigned char len_bytes[8];
+  file.ReadAt(0, len_bytes, 8);
+  const int64_t n = HeaderLength(path, len_bytes, h.file_size);
+  std::string text(static_cast<size_t>(n), '\0');
+  file.ReadAt(8, text.data(), n);
+  h.data_start = 8 + n;
+  DecodeHeader(path, text, h);
+  return h;
+}
+
+SafetensorsHeader ParseSafetensorsHeader(std::string_view file_bytes, const std::string& path) {
+  SafetensorsHeader h;
+  h.file_size = static_cast<int64_t>(file_bytes.size());
+  if (h.file_size < 8) Corrupt(path, Str("the file has ", h.file_size, " bytes, fewer than the 8-byte length"));
+  const int64_t n = HeaderLength(path, reinterpret_cast<const unsigned char*>(file_bytes.data()), h.file_size);
+  h.data_start = 8 + n;
+  DecodeHeader(path, std::string(file_bytes.substr(8, static_cast<size_t>(n))), h);
   return h;
 }
 

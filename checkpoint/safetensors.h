@@ -63,5 +63,7 @@ std::string EncodeSafetensorsHeader(std::vector<SafetensorsEntry>& entries,
                                     const std::map<std::string, std::string>& metadata);
 // Parses and validates the prefix of `file` (kDataLoss naming `file.path()` on any defect).
 SafetensorsHeader ReadSafetensorsHeader(const File& file);
+// The same decoding from an in-memory image of a whole file (tests, the fuzz target); `path` names it.
+SafetensorsHeader ParseSafetensorsHeader(std::string_view file_bytes, const std::string& path);
 
 }  // namespace tessel::checkpoint

@@ -195,6 +195,20 @@ DirLock DirLock::Acquire(const std::string& dir, std::string_view holder) {
   return DirLock(fd);
 }
 
+std::optional<DirLock> DirLock::TryAcquire(const std::string& dir, std::string_view holder) {
+  const std::string path = JoinPath(dir, kLockFileName);
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return std::nullopt;
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    ::close(fd);
+    return std::nullopt;
+  }
+  if (::ftruncate(fd, 0) == 0) {
+    [[maybe_unused]] const ssize_t w = ::pwrite(fd, holder.data(), holder.size(), 0);
+  }
+  return DirLock(fd);
+}
+
 DirLock::DirLock(DirLock&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
 
 DirLock& DirLock::operator=(DirLock&& other) noexcept {

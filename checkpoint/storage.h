@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -74,6 +75,9 @@ void WriteFileAtomically(const std::string& path, std::string_view content, std:
 class DirLock {
  public:
   static DirLock Acquire(const std::string& dir, std::string_view holder);
+  // Like Acquire, but nullopt (never an error) when the lock is held or the lock file cannot be
+  // created (a read-only checkpoint): for a loader's optional cleanup.
+  static std::optional<DirLock> TryAcquire(const std::string& dir, std::string_view holder);
   DirLock(DirLock&& other) noexcept;
   DirLock& operator=(DirLock&& other) noexcept;
   DirLock(const DirLock&) = delete;

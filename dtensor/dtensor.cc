@@ -1,6 +1,9 @@
 // dtensor/dtensor.cc — DTensor handle, DistributeTensor, FromLocal (with run_check), ToLocal, FullTensor.
 #include "dtensor/dtensor.h"
 
+#include <algorithm>
+#include <cstring>
+
 #include "core/base/error.h"
 #include "core/tensor/factory.h"
 #include "core/tensor/tensor_impl.h"
@@ -34,6 +37,72 @@ Tensor BroadcastOverMesh(const Tensor& tensor, const DeviceMesh& mesh, int src_r
     mesh.axis_group(a)->Broadcast(buf, static_cast<int>((*src)[static_cast<size_t>(a)]))->Wait();
   }
   return buf;
+}
+
+// 64-bit fingerprint of dtype, shape and bytes (splitmix64-style mixing of 8-byte words).
+int64_t Fingerprint(const Tensor& tensor) {
+  const Tensor t = tensor.is_contiguous() ? tensor : internal::CopyOf(tensor);
+  auto mix = [](uint64_t h, uint64_t v) {
+    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
+    return (h ^ (h >> 27)) * 0x94d049bb133111ebull;
+  };
+  uint64_t h = mix(0, static_cast<uint64_t>(t.dtype()));
+  for (int64_t s : t.sizes()) h = mix(h, static_cast<uint64_t>(s));
+  const int64_t n = t.numel() * ElementSize(t.dtype());
+  const auto* p = static_cast<const unsigned char*>(n > 0 ? t.raw_data() : nullptr);
+  for (int64_t i = 0; i < n; i += 8) {
+    uint64_t w = 0;
+    std::memcpy(&w, p + i, static_cast<size_t>(std::min<int64_t>(8, n - i)));
+    h = mix(h, w);
+  }
+  return static_cast<int64_t>(h);
+}
+
+// The source's coordinate: src_data_rank's, or all zeros.
+std::vector<int64_t> SourceCoordinate(const DeviceMesh& mesh, std::optional<int> src_data_rank) {
+  if (!src_data_rank) return std::vector<int64_t>(static_cast<size_t>(mesh.ndim()), 0);
+  std::optional<std::vector<int64_t>> c = mesh.topology().CoordinateOf(*src_data_rank);
+  TESSEL_CHECK(c.has_value(), "DistributeTensor: src_data_rank ", *src_data_rank, " is not in ", mesh.ToString());
+  return *c;
+}
+
+// Checked mode: every rank's fingerprint, gathered over the mesh (innermost axis first, so the result is
+// in flat-coordinate order), compared with the source's; the same error on every rank.
+void CheckReplicasAgree(const Tensor& tensor, const DeviceMesh& mesh, const std::vector<Placement>& placements,
+                        std::optional<int> src_data_rank) {
+  const std::vector<int64_t> src = SourceCoordinate(mesh, src_data_rank);
+  Tensor cur = FromVector<int64_t>({Fingerprint(tensor)}, {1});
+  for (int a = mesh.ndim() - 1; a >= 0; --a) {
+    Tensor out = Empty({mesh.size(a) * cur.size(0)}, DType::kInt64);
+    mesh.axis_group(a)->AllGather(out, cur)->Wait();
+    cur = out;
+  }
+  const std::vector<int64_t> prints = cur.ToVector<int64_t>();
+  const std::vector<int>& ranks = mesh.topology().ranks();
+  int64_t flat = 0;  // row-major index of the source's coordinate
+  for (int a = 0; a < mesh.ndim(); ++a) flat = flat * mesh.size(a) + src[static_cast<size_t>(a)];
+  const int64_t want = prints[static_cast<size_t>(flat)];
+  std::string differ;
+  for (size_t i = 0; i < prints.size(); ++i) {
+    if (prints[i] != want) differ += Str(differ.empty() ? "" : ", ", ranks[i]);
+  }
+  TESSEL_CHECK(differ.empty(), "DistributeTensor(check): the tensor of shape ", ShapeStr(tensor.sizes()),
+               " placed as ", PlacementsToString(placements), " on ", mesh.ToString(), " differs on rank(s) [",
+               differ, "] from rank ", ranks[static_cast<size_t>(flat)],
+               "'s (fingerprints differ); every rank must pass the same ",
+               "tensor. HINT: draw it from a Generator with the same seed on every rank, or use the default ",
+               "ReplicaSource::kBroadcast");
+}
+
+// kBroadcast: this rank's piece over each Replicate axis from the source's coordinate there.
+void BroadcastReplicas(const Tensor& piece, const DeviceMesh& mesh, const std::vector<Placement>& placements,
+                       std::optional<int> src_data_rank) {
+  const std::vector<int64_t> src = SourceCoordinate(mesh, src_data_rank);
+  for (int a = 0; a < mesh.ndim(); ++a) {
+    if (!IsReplicate(placements[static_cast<size_t>(a)]) || mesh.size(a) == 1) continue;
+    mesh.axis_group(a)->Broadcast(piece, static_cast<int>(src[static_cast<size_t>(a)]))->Wait();
+  }
 }
 
 Tensor GradToLocal(const Tensor& grad, const DTensorSpec& forward) {
@@ -207,12 +276,20 @@ DTensor DistributeTensor(const Tensor& tensor, const DeviceMesh& mesh, std::vect
                  " places ", ToString(placements[a]), " on mesh axis ", a,
                  "; a full tensor can only be sharded or replicated (use DTensor::FromLocal for partial values)");
   }
+  const std::vector<Placement> placed = placements;
   DTensorSpec spec(mesh.topology_ptr(), std::move(placements), tensor.sizes(), tensor.dtype(), options.shard_order);
+  if (!options.src_rank && options.replicas == ReplicaSource::kCheck) {
+    CheckReplicasAgree(tensor, mesh, placed, options.src_data_rank);
+  }
   const Tensor full = options.src_rank ? BroadcastOverMesh(tensor, mesh, *options.src_rank) : tensor;
   Tensor view = full;
   const std::vector<DimInterval> box = GlobalIntervals(spec, mesh.coordinate());
   for (size_t d = 0; d < box.size(); ++d) view = internal::Narrow(view, int64_t(d), box[d].offset, box[d].length);
-  DTensor out(MakeDTensor(internal::CopyOf(view), std::move(spec), mesh));
+  const Tensor piece = internal::CopyOf(view);
+  if (!options.src_rank && options.replicas == ReplicaSource::kBroadcast) {
+    BroadcastReplicas(piece, mesh, placed, options.src_data_rank);
+  }
+  DTensor out(MakeDTensor(piece, std::move(spec), mesh));
   if (tensor.requires_grad()) out.set_requires_grad(true);
   return out;
 }

@@ -8,7 +8,7 @@
 // except DistributeTensor, which (as in PyTorch) makes a new leaf.
 //
 // Example (4 ranks, mesh (dp, tp) = (2, 2)):
-//   DTensor w = DistributeTensor(full_w, mesh, ParsePlacements("R, S(0)"));   // no communication
+//   DTensor w = DistributeTensor(full_w, mesh, ParsePlacements("R, S(0)"));   // one broadcast on "dp"
 //   DTensor r = w.Redistribute(mesh, ParsePlacements("R, R"));               // one all_gather on "tp"
 //   Tensor local = r.ToLocal();                                               // this rank's data
 //   DTensor p = DTensor::FromLocal(partial_sum, mesh, ParsePlacements("P(sum), R"));
@@ -40,10 +40,26 @@ struct FromLocalOptions {
   bool run_check = false;
 };
 
+// How DistributeTensor makes the replicas of a Replicate axis equal (PyTorch's src_data_rank).
+enum class ReplicaSource {
+  kBroadcast,  // default (PyTorch's src_data_rank=0): the replicas take src_data_rank's values
+  kCheck,      // compare a fingerprint of every rank's tensor, raise if any differ; no data moves
+  kLocal,      // trust the caller: each rank keeps its own values (PyTorch's src_data_rank=None)
+};
+
 struct DistributeOptions {
-  // When set, the tensor of this global rank is broadcast over the mesh first (one broadcast per axis);
-  // otherwise every rank must pass the same full tensor and no communication happens.
+  // When set, the whole tensor of this global rank is broadcast over the mesh first (one broadcast per
+  // axis), so every placement takes its values; `replicas` then has nothing left to do.
   std::optional<int> src_rank;
+  // kBroadcast: after slicing its Shard pieces from its own tensor, each rank's piece is broadcast over
+  // each Replicate axis of size > 1 from the source's coordinate there (one broadcast per such axis).
+  // kCheck: one 8-byte all_gather per mesh axis of a fingerprint (dtype, shape, bytes) of the full
+  // tensor; every rank raises the same kInvalidArgument naming the ranks whose tensor differs from the
+  // source's. Shard-only placements: no communication in any mode.
+  ReplicaSource replicas = ReplicaSource::kBroadcast;
+  // The source: this global rank of the mesh; unset, coordinate 0 on every axis (PyTorch's default
+  // src_data_rank=0 is group rank 0 on each mesh dimension, so a sub-mesh works too).
+  std::optional<int> src_data_rank;
   std::optional<ShardOrder> shard_order;
 };
 
@@ -93,8 +109,10 @@ class DTensor {
 std::ostream& operator<<(std::ostream& os, const DTensor& t);
 
 // Shards (or replicates) the full `tensor` that every rank passes: this rank keeps its piece, copied.
-// Partial placements are rejected (kInvalidArgument). The result is a leaf that requires grad iff
-// `tensor` does.
+// Replicate axes take src_data_rank's values by default (one broadcast per Replicate axis; see
+// DistributeOptions), so ranks whose tensors differ (a shared Generator raced, a rank-dependent init)
+// still get equal replicas, as in PyTorch. Partial placements are rejected (kInvalidArgument). The
+// result is a leaf that requires grad iff `tensor` does.
 DTensor DistributeTensor(const Tensor& tensor, const DeviceMesh& mesh, std::vector<Placement> placements,
                          const DistributeOptions& options = {});
 

@@ -82,6 +82,45 @@ TEST(DTensorTest, SourceRankIsBroadcastOverTheMesh) {
   }, testing::FastRanks());
 }
 
+TEST(DTensorTest, DistributeTensorReplicasTakeSrcDataRanksValuesByDefault) {
+  comm::RunRanks(4, [](comm::ProcessGroupPtr pg) {
+    DeviceMesh mesh = InitDeviceMesh(pg, {2, 2}, {"dp", "tp"});
+    // Every rank passes a different tensor (what a raced, shared Generator gives).
+    Tensor full = FromDoubles(std::vector<double>(8, 10.0 * pg->rank()), Shape{8}, DType::kFloat64);
+    comm::CommTracer tracer;
+    DTensor r = DistributeTensor(full, mesh, ParsePlacements("R, R"));
+    EXPECT_EQ(tracer.Summary(), "broadcast(dp) x1, broadcast(tp) x1");
+    EXPECT_EQ(r.ToLocal().ToDoubleVector(), std::vector<double>(8, 0.0));  // rank 0's values everywhere
+    // Sharded over tp, replicated over dp: the tp pieces come from the dp coordinate of src_data_rank 3.
+    comm::CommTracer one;
+    DTensor s = DistributeTensor(full, mesh, ParsePlacements("R, S(0)"), {.src_data_rank = 3});
+    EXPECT_EQ(one.Summary(), "broadcast(dp) x1");
+    EXPECT_EQ(s.ToLocal().ToDoubleVector(), std::vector<double>(4, 10.0 * (2 + mesh.local_rank("tp"))));
+    // kLocal: PyTorch's src_data_rank=None, no communication, each rank keeps its own values.
+    comm::CommTracer none;
+    DTensor own = DistributeTensor(full, mesh, ParsePlacements("R, R"), {.replicas = ReplicaSource::kLocal});
+    EXPECT_EQ(none.Total(), 0);
+    EXPECT_EQ(own.ToLocal().ToDoubleVector(), std::vector<double>(8, 10.0 * pg->rank()));
+  }, testing::FastRanks());
+}
+
+TEST(DTensorTest, DistributeTensorCheckedModeNamesTheRanksWhoseTensorDiffers) {
+  comm::RunRanks(4, [](comm::ProcessGroupPtr pg) {
+    DeviceMesh mesh = InitDeviceMesh(pg, {2, 2}, {"dp", "tp"});
+    Tensor same = FromDoubles(Iota(6), Shape{2, 3}, DType::kFloat32);
+    comm::CommTracer tracer;
+    DTensor ok = DistributeTensor(same, mesh, ParsePlacements("R, S(1)"), {.replicas = ReplicaSource::kCheck});
+    EXPECT_EQ(tracer.Summary(), "all_gather(tp) x1, all_gather(dp) x1");  // 8 bytes each, no data moved
+    EXPECT_EQ(ok.ToLocal().sizes(), (Shape{2, mesh.local_rank("tp") == 0 ? 2 : 1}));
+    std::vector<double> v = Iota(6);
+    if (pg->rank() == 1 || pg->rank() == 2) v[5] += 1e-3;  // one element differs on ranks 1 and 2
+    ExpectError(ErrorCode::kInvalidArgument, {"differs on rank(s) [1, 2] from rank 0's", "[2, 3]", "same seed"}, [&] {
+      DistributeTensor(FromDoubles(v, Shape{2, 3}, DType::kFloat32), mesh, ParsePlacements("R, R"),
+                       {.replicas = ReplicaSource::kCheck});
+    });
+  }, testing::FastRanks());
+}
+
 TEST(DTensorTest, DistributeTensorRejectsPartialAndBadPlacements) {
   comm::RunRanks(2, [](comm::ProcessGroupPtr pg) {
     DeviceMesh mesh = InitDeviceMesh(pg, {2}, {"x"});

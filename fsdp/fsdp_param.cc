@@ -106,7 +106,10 @@ Tensor FsdpParam::LocalView(const Tensor& flat, int64_t offset, int64_t rows) co
 }
 
 void FsdpParam::SetModuleParam(const Tensor& value) {
-  for (const std::string& fqn : fqns_) module_->SetParameter(fqn, value);
+  // The first swap retires the user's original handle (an optimizer built before fully_shard then raises
+  // on Step); later swaps toggle between this parameter's own sharded and unsharded handles.
+  for (const std::string& fqn : fqns_) module_->SetParameter(fqn, value, false, /*retire_old=*/!swapped_in_);
+  swapped_in_ = true;
 }
 
 void FsdpParam::ToSharded() { SetModuleParam(sharded_param_); }

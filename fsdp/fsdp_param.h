@@ -138,6 +138,7 @@ class FsdpParam {
   Tensor unsharded_flat_;   // flat [W * padded_shard_numel], param dtype; bytes freed when resharded
   Tensor unsharded_param_;  // leaf: a view of unsharded_flat_ (or a TP DTensor over it)
   bool unsharded_allocated_ = false;
+  bool swapped_in_ = false;  // the module's original handle has been replaced by this FsdpParam's
 };
 
 }  // namespace tessel::fsdp

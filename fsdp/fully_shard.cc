@@ -2,6 +2,7 @@
 // FSDPModule methods.
 #include "fsdp/fully_shard.h"
 
+#include <algorithm>
 #include <unordered_map>
 
 #include "core/base/error.h"
@@ -84,9 +85,19 @@ void CheckParam(const ManagedParam& p, const nn::Module& module, const dtensor::
   }
 }
 
-// The FSDP axes: the mesh axes no parameter uses for tensor parallelism.
+// Index of the axis `name` of `mesh`, or kInvalidArgument listing the axes.
+int AxisIndex(const dtensor::DeviceMesh& mesh, const std::string& name, const nn::Module& module, const char* what) {
+  const auto& names = mesh.axis_names();
+  const auto it = std::find(names.begin(), names.end(), name);
+  TESSEL_CHECK(it != names.end(), "fully_shard(", module.type_name(), "): ", what, " '", name, "' is not an axis of ",
+               mesh.ToString());
+  return static_cast<int>(it - names.begin());
+}
+
+// The FSDP axes: the ones named in the options, else the mesh axes no parameter uses for tensor
+// parallelism (one: FSDP; two: HSDP, only when their names say which replicates and which shards).
 FsdpMeshInfo MakeMeshInfo(const std::vector<ManagedParam>& params, const nn::Module& module,
-                          const dtensor::DeviceMesh& mesh) {
+                          const dtensor::DeviceMesh& mesh, const FullyShardOptions& options) {
   const ManagedParam* tp_first = nullptr;
   for (const ManagedParam& p : params) {
     const dtensor::DTensorImpl* d = dtensor::AsDTensorImpl(p.tensor);
@@ -100,21 +111,48 @@ FsdpMeshInfo MakeMeshInfo(const std::vector<ManagedParam>& params, const nn::Mod
                  tp_first->fqns[0], "' is on ", f->mesh().ToString(), " and '", p.fqns[0], "' on ",
                  d->mesh().ToString());
   }
+  const auto& tp_axes = tp_first ? dtensor::AsDTensorImpl(tp_first->tensor)->mesh().axis_names()
+                                 : std::vector<std::string>{};
+  const std::string tp_note = tp_first ? Str(" ('", tp_first->fqns[0], "' is on ",
+                                             dtensor::AsDTensorImpl(tp_first->tensor)->mesh().ToString(), ")")
+                                       : std::string();
+  auto check_free = [&](const std::string& name, const char* what) {
+    const int a = AxisIndex(mesh, name, module, what);
+    TESSEL_CHECK(std::find(tp_axes.begin(), tp_axes.end(), name) == tp_axes.end(), "fully_shard(",
+                 module.type_name(), "): ", what, " '", name, "' is used by tensor parallelism", tp_note);
+    return a;
+  };
+  if (options.shard_axis) {
+    FsdpMeshInfo info{.mesh = mesh, .shard_axis = check_free(*options.shard_axis, "shard_axis"),
+                      .replicate_axis = std::nullopt};
+    if (options.replicate_axis) info.replicate_axis = check_free(*options.replicate_axis, "replicate_axis");
+    TESSEL_CHECK(info.replicate_axis != info.shard_axis, "fully_shard(", module.type_name(),
+                 "): shard_axis and replicate_axis are both '", *options.shard_axis, "'");
+    return info;
+  }
+  TESSEL_CHECK(!options.replicate_axis, "fully_shard(", module.type_name(),
+               "): replicate_axis is set but shard_axis is not; name both for HSDP");
   std::vector<int> free_axes;
   for (int a = 0; a < mesh.ndim(); ++a) {
     const std::string& name = mesh.axis_names()[static_cast<size_t>(a)];
-    const auto& tp_axes = tp_first ? dtensor::AsDTensorImpl(tp_first->tensor)->mesh().axis_names()
-                                   : std::vector<std::string>{};
     if (std::find(tp_axes.begin(), tp_axes.end(), name) == tp_axes.end()) free_axes.push_back(a);
   }
   TESSEL_CHECK(free_axes.size() == 1 || free_axes.size() == 2, "fully_shard(", module.type_name(), "): mesh ",
-               mesh.ToString(), " leaves ", free_axes.size(), " axes for FSDP after tensor parallelism",
-               tp_first ? Str(" ('", tp_first->fqns[0], "' is on ",
-                              dtensor::AsDTensorImpl(tp_first->tensor)->mesh().ToString(), ")")
-                        : std::string(),
-               "; need 1 (FSDP) or 2 (HSDP: replicate, shard)");
+               mesh.ToString(), " leaves ", free_axes.size(), " axes for FSDP after tensor parallelism", tp_note,
+               "; need 1 (FSDP) or 2 (HSDP: replicate, shard), or name them in FullyShardOptions");
   FsdpMeshInfo info{.mesh = mesh, .shard_axis = free_axes.back(), .replicate_axis = std::nullopt};
-  if (free_axes.size() == 2) info.replicate_axis = free_axes[0];
+  if (free_axes.size() == 1 || params.empty()) return info;  // no parameters: nothing is sharded either way
+  // Two free axes: HSDP only when the names say so, never by position alone (a (dp, tp) mesh with no TP
+  // parameters once made FSDP shard over "tp" and replicate over "dp", silently).
+  const std::string& rep = mesh.axis_names()[static_cast<size_t>(free_axes[0])];
+  const std::string& shard = mesh.axis_names()[static_cast<size_t>(free_axes[1])];
+  TESSEL_CHECK(rep.find("replicate") != std::string::npos && shard.find("shard") != std::string::npos,
+               "fully_shard(", module.type_name(), "): mesh ", mesh.ToString(), " has two axes no parameter uses ",
+               "for tensor parallelism ('", rep, "', '", shard, "'), and their names do not say which one FSDP ",
+               "shards over. HINT: FullyShardOptions{.shard_axis = \"", rep, "\"} shards over '", rep,
+               "' (and treats '", shard, "' like a TP axis), {.shard_axis = \"", shard, "\", .replicate_axis = \"", rep,
+               "\"} is HSDP; or name the axes like \"dp_replicate\" and \"dp_shard\"");
+  info.replicate_axis = free_axes[0];
   return info;
 }
 
@@ -144,7 +182,7 @@ FSDPModule FullyShard(nn::Module& module, const dtensor::DeviceMesh& mesh, const
   std::vector<NestedParam> nested;
   NestedParams(&module, "", true, &nested);
   for (const ManagedParam& p : found.params) CheckParam(p, module, mesh, nested);
-  FsdpMeshInfo mesh_info = MakeMeshInfo(found.params, module, mesh);
+  FsdpMeshInfo mesh_info = MakeMeshInfo(found.params, module, mesh, options);
   std::unique_ptr<ParamGroup> group;
   if (!found.params.empty()) {
     std::vector<std::unique_ptr<FsdpParam>> params;

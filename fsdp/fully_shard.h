@@ -18,10 +18,14 @@
 // calling it on a child after its parent, or twice on one module, is an error. Forward must run through
 // the root first (it becomes the root and owns the end-of-backward logic).
 //
-// Meshes: pass the whole mesh the parameters live on. FSDP uses the mesh axes that the parameters do
-// not already use for tensor parallelism: one free axis = FSDP (shard over it), two = HSDP (the first
-// replicates, the second shards; gradients are reduce-scattered on the shard axis, then all-reduced on
-// the replicate axis). FSDP on TP: parameters that are DTensors on mesh["tp"] of a (dp, tp) mesh are
+// Meshes: pass the whole mesh the parameters live on. The axes FSDP uses are the ones the user names
+// (FullyShardOptions::shard_axis, and replicate_axis for HSDP: gradients are reduce-scattered on the
+// shard axis, then all-reduced on the replicate axis; any other axis is treated like a TP axis, where
+// plain parameters are replicated). Unnamed, the rule is: the mesh axes the parameters do not already
+// use for tensor parallelism; one free axis = FSDP over it; two = HSDP only when their names say which
+// is which ("...replicate..." first, "...shard..." second, e.g. dp_replicate, dp_shard), otherwise
+// kInvalidArgument asking to name them: a (dp, tp) mesh with no TP parameters is ambiguous, and FSDP
+// once sharded it over "tp" silently. FSDP on TP: parameters that are DTensors on mesh["tp"] of a (dp, tp) mesh are
 // sharded over "dp" after "tp" (dim 0's shard order [tp, dp]: "TP shard, then FSDP shard of that");
 // plain parameters of the same group are replicated over "tp" ([S(0), R]).
 //

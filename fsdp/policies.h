@@ -11,6 +11,7 @@
 #pragma once
 
 #include <optional>
+#include <string>
 
 #include "core/tensor/dtype.h"
 
@@ -41,6 +42,11 @@ struct FullyShardOptions {
   // Free the unsharded parameters after forward (re-all-gathered in backward). Unset: true, except for
   // the root module, whose parameters would be all-gathered again right away (PyTorch's default).
   std::optional<bool> reshard_after_forward;
+  // The mesh axes FSDP uses, by name (fully_shard.h, "Meshes"). shard_axis: dim 0 is sharded over it;
+  // replicate_axis (HSDP): gradients are all-reduced over it. Axes named by neither are treated like
+  // tensor-parallel axes: plain parameters are replicated there and their gradients not reduced there.
+  std::optional<std::string> shard_axis;
+  std::optional<std::string> replicate_axis;
   MixedPrecisionPolicy mp_policy;
   std::optional<CPUOffloadPolicy> offload_policy;
 };

@@ -2,6 +2,7 @@
 // message names the offending FQN (STYLE 27).
 #include <gtest/gtest.h>
 
+#include "comm/tracer.h"
 #include "core/nn/layers.h"
 #include "core/tensor/factory.h"
 #include "core/tensor/random.h"
@@ -127,6 +128,71 @@ TEST(FullyShardErrorsTest, NonPositiveGradientDivideFactorIsRejected) {
     nn::Linear lin(4, 3, true, gen);
     FullyShard(lin, mesh).SetGradientDivideFactor(0.0);
   }, ErrorCode::kInvalidArgument, {"divide factor", "0"});
+}
+
+TEST(FullyShardErrorsTest, OptimizerCreatedBeforeFullyShardRaisesOnStepNamingTheFqns) {
+  ExpectError([](comm::ProcessGroupPtr world, const dtensor::DeviceMesh& mesh) {
+    Generator gen(7);
+    nn::GPT gpt(TinyGpt(), gen);
+    optim::AdamW early(gpt.NamedParameters(), {.lr = 1e-2});  // holds the dense handles fully_shard replaces
+    WrapGpt(gpt, mesh);
+    optim::AdamW late(gpt.NamedParameters(), {.lr = 1e-2});
+    auto [idx, tgt] = GlobalBatch(TinyGpt(), 0, 12);
+    Backward(gpt.Loss(RowsFor(idx, world->rank(), 2), RowsFor(tgt, world->rank(), 2)));
+    late.Step();  // the sharded parameters are the module's: no error, even after forward/backward swaps
+    early.Step();
+  }, ErrorCode::kFailedPrecondition, {"AdamW.step", "are no longer the module's", "'wte.weight'", "more"});
+}
+
+TEST(FullyShardAxesTest, TwoFreeAxesWithoutNamesAreAmbiguousAndTheNamedAxisIsTheShardAxis) {
+  comm::RunRanks(4, [&](comm::ProcessGroupPtr world) {
+    const dtensor::DeviceMesh mesh = dtensor::InitDeviceMesh(world, {2, 2}, {"dp", "tp"});
+    Generator gen(0);
+    nn::Linear ambiguous(4, 6, false, gen);
+    ::tessel::testing::ExpectErrorContains([&] { FullyShard(ambiguous, mesh); }, ErrorCode::kInvalidArgument,
+                                           {"two axes", "('dp', 'tp')", ".shard_axis = \"dp\""});
+    nn::Linear lin(4, 6, false, gen);
+    FullyShard(lin, mesh, {.shard_axis = "dp"});
+    const dtensor::DTensor w(lin.Param("weight"));
+    EXPECT_EQ(dtensor::PlacementsToString(w.placements()), "[S(0), R]");  // sharded over dp, replicated over tp
+    EXPECT_EQ(w.local_shape(), (Shape{3, 4}));
+    nn::Linear hsdp(4, 6, false, gen);
+    FullyShard(hsdp, mesh, {.shard_axis = "tp", .replicate_axis = "dp"});
+    EXPECT_EQ(dtensor::PlacementsToString(dtensor::DTensor(hsdp.Param("weight")).placements()), "[R, S(0)]");
+    nn::Linear bad(4, 6, false, gen);
+    ::tessel::testing::ExpectErrorContains([&] { FullyShard(bad, mesh, {.shard_axis = "pp"}); },
+                                           ErrorCode::kInvalidArgument, "shard_axis 'pp' is not an axis of");
+  }, FastRanks());
+}
+
+// The README's C++ distributed snippet, fixed: one Generator per rank (same seed), the FSDP axis named
+// on the (dp, tp) mesh, the optimizer built after fully_shard. Its old form (one Generator shared by the
+// rank threads) now fails loudly instead of giving the dp replicas different weights.
+TEST(FullyShardAxesTest, ReadmeDistributedSnippetStartsEveryReplicaFromTheSameWeights) {
+  Generator ref_gen(0);
+  nn::GPT ref(TinyGpt(), ref_gen);
+  const auto want = FullParams(ref);
+  Generator shared(0);
+  Randn({1}, shared);  // the main thread owns it, as in the README's first snippet
+  comm::RunRanks(4, [&](comm::ProcessGroupPtr world) {
+    ::tessel::testing::ExpectErrorContains([&] { nn::GPT racy(TinyGpt(), shared); }, ErrorCode::kFailedPrecondition,
+                                           "used from two threads at once");
+    const dtensor::DeviceMesh mesh = dtensor::InitDeviceMesh(world, {2, 2}, {"dp", "tp"});
+    Generator gen(/*seed=*/0);
+    nn::GPT model(TinyGpt(), gen);
+    const FullyShardOptions opts{.shard_axis = "dp"};
+    for (size_t i = 0; i < model.layers().size(); ++i) FullyShard(*model.layers().at(i), mesh, opts);
+    FullyShard(model, mesh, opts);
+    optim::AdamW opt(model.NamedParameters(), {.lr = 3e-3});
+    EXPECT_EQ(FullParams(model), want);  // bitwise: every rank holds the single-process initial weights
+    auto [idx, tgt] = GlobalBatch(TinyGpt(), 0, 4);
+    const int64_t dp = mesh.local_rank("dp");
+    comm::CommTracer tracer;
+    Backward(model.Loss(RowsFor(idx, dp, 2), RowsFor(tgt, dp, 2)));
+    EXPECT_EQ(tracer.Count(comm::CollectiveKind::kReduceScatter, "dp"), static_cast<int>(model.layers().size()) + 1)
+        << tracer.Summary();
+    opt.Step();
+  }, FastRanks());
 }
 
 }  // namespace

@@ -2,7 +2,8 @@
 // tessel checkpoints with the official `safetensors` and `xxhash` Python packages (no tessel code on
 // that side):
 //   interop_driver save DIR     4 ranks, mesh 2x2 ("dp", "tp"), save a state dict of known values in
-//                               several layouts and dtypes to DIR, then export DIR/full.safetensors
+//                               several layouts and dtypes to DIR, then export DIR.full.safetensors
+//                               (beside DIR: an export never writes into a checkpoint directory)
 //   interop_driver import FILE  2 ranks, import FILE (written by the Python package) into sharded
 //                               tensors and check every local value; prints "import OK" or exits 1
 // The values are the functions below; the Python test computes the same ones with numpy.
@@ -59,7 +60,7 @@ int SaveMode(const std::string& dir) {
     sd["step"] = int64_t{42};
     checkpoint::Save(sd, dir, world);
   });
-  ExportToSafetensors(dir, dir + "/full.safetensors");
+  ExportToSafetensors(dir, dir + ".full.safetensors");
   std::printf("save OK\n");
   return 0;
 }

@@ -8,7 +8,7 @@
      tensor;
    - every 1 MiB block checksum equals xxhash.xxh3_64 of the file's bytes;
    - each fully replicated tensor is stored exactly once across the files.
-   The exported full.safetensors holds the full tensors and the small values as metadata.
+   The exported CKPT.full.safetensors (beside the checkpoint directory) holds the full tensors and the small values as metadata.
 2. safetensors.numpy.save_file writes a file; interop_driver imports it into 2-rank sharded tensors
    and checks every local value.
 
@@ -81,7 +81,7 @@ for fqn, tm in md["tensors"].items():
         chunks_checked += 1
     check(np.all(covered == 1), f"{fqn}: every element saved exactly once (replicas deduplicated)")
 check(md["values"]["step"]["value"] == 42, "small value 'step'")
-full = safetensors.numpy.load_file(os.path.join(ckpt, "full.safetensors"))
+full = safetensors.numpy.load_file(ckpt + ".full.safetensors")
 check(sorted(full) == sorted(EXPECTED), "exported keys")
 for fqn, want in EXPECTED.items():
     check(full[fqn].dtype == want.dtype and np.array_equal(full[fqn], want), f"exported {fqn}")

@@ -289,6 +289,12 @@ class GlooProcessGroup final : public ProcessGroup {
   // Comm thread: fails at once if broken, exchanges headers, runs the body, maps Gloo errors.
   void RunChecked(const CollectiveDesc& d, const std::string& label, milliseconds timeout, const Body& body);
   void ExchangeHeaders(const CollectiveDesc& d, const std::string& label, milliseconds timeout);
+  // Throws (breaking the group) when any peer's header operation failed: kDeadlineExceeded naming the
+  // peers that never came, or kAborted naming the peers whose connection closed.
+  void ReportExchangeFailure(const CollectiveDesc& d, const std::string& label, milliseconds timeout,
+                             Clock::time_point deadline, const std::vector<int>& peers,
+                             const std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>>& recvs,
+                             std::vector<bool> came, const std::vector<std::string>& failed);
   void RunP2P(const std::vector<P2POp>& ops, const std::string& label, milliseconds timeout);
   [[noreturn]] void Break(ErrorCode code, const std::string& message);
 
@@ -345,42 +351,74 @@ void GlooProcessGroup::ExchangeHeaders(const CollectiveDesc& d, const std::strin
   for (int j = 0; j < world; ++j) {
     if (j != rank_) peers.push_back(j);
   }
-  std::vector<std::vector<int64_t>> theirs(peers.size(), std::vector<int64_t>(mine.size()));
-  std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> recvs, sends;
+  const size_t n = peers.size();
+  std::vector<std::vector<int64_t>> theirs(n, std::vector<int64_t>(mine.size()));
+  std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> recvs(n), sends(n);
+  std::vector<std::string> failed(n);  // per peer: why its operation failed ("" = fine so far)
+  std::vector<bool> came(n, false);
   const auto deadline = Clock::now() + timeout;
-  size_t received = 0;
-  try {
-    // Any-source receives, filled in arrival order: on a timeout the filled ones name who came.
-    for (auto& h : theirs) {
-      recvs.push_back(context_->createUnboundBuffer(h.data(), nbytes));
-      recvs.back()->recv(peers, slot);
+  // One receive per peer (not any-source): Gloo fails the pending operations of a pair whose connection
+  // closes, so a peer that exited or died is reported at once. Every operation is posted and waited on
+  // its own, so a dead peer never stops this rank from completing its exchange with the live ones (which
+  // then detect the dead peer themselves and name it, instead of timing out on this rank).
+  auto attempt = [&](size_t k, const auto& op) {
+    if (!failed[k].empty()) return;
+    try {
+      op();
+    } catch (const std::exception& e) {
+      failed[k] = e.what();
     }
-    for (int p : peers) {
-      sends.push_back(context_->createUnboundBuffer(const_cast<int64_t*>(mine.data()), nbytes));
-      sends.back()->send(p, slot);
-    }
-    for (; received < recvs.size(); ++received) recvs[received]->waitRecv(Remaining(deadline));
-    for (auto& s : sends) s->waitSend(Remaining(deadline));
-  } catch (const std::exception& e) {
-    std::vector<bool> came(world, false);
-    for (size_t k = 0; k < received; ++k) came[theirs[k][7]] = true;
-    std::string missing;
-    for (int p : peers) {
-      if (!came[p]) missing += Str(missing.empty() ? "" : ", ", p, " (global ", global_ranks_[p], ")");
-    }
-    if (Clock::now() >= deadline) {
-      Break(ErrorCode::kDeadlineExceeded, Str(DescribeCall(d, false), " on ", label, " timed out after ",
-                                              timeout.count(), " ms: rank(s) ", missing, " never arrived"));
-    }
-    Break(ErrorCode::kAborted, Str(DescribeCall(d, false), " on ", label, " failed: rank(s) ", missing,
-                                   " did not answer (process died?): ", e.what()));
+  };
+  for (size_t k = 0; k < n; ++k) {
+    attempt(k, [&] {
+      recvs[k] = context_->createUnboundBuffer(theirs[k].data(), nbytes);
+      recvs[k]->recv(peers[k], slot);
+    });
   }
+  for (size_t k = 0; k < n; ++k) {
+    attempt(k, [&] {
+      sends[k] = context_->createUnboundBuffer(const_cast<int64_t*>(mine.data()), nbytes);
+      sends[k]->send(peers[k], slot);
+    });
+  }
+  for (size_t k = 0; k < n; ++k) attempt(k, [&] { came[k] = recvs[k]->waitRecv(Remaining(deadline)); });
+  for (size_t k = 0; k < n; ++k) attempt(k, [&] { sends[k]->waitSend(Remaining(deadline)); });
+  ReportExchangeFailure(d, label, timeout, deadline, peers, recvs, came, failed);
   std::vector<CollectiveDesc> descs(world);
   descs[rank_] = d;
   for (const auto& h : theirs) descs[h[7]] = DecodeHeader(h, world);
   std::vector<const CollectiveDesc*> ptrs;
   for (const CollectiveDesc& x : descs) ptrs.push_back(&x);
   if (auto mismatch = FindMismatch(ptrs, label)) TESSEL_FAIL(ErrorCode::kAborted, *mismatch);
+}
+
+void GlooProcessGroup::ReportExchangeFailure(const CollectiveDesc& d, const std::string& label, milliseconds timeout,
+                                             Clock::time_point deadline, const std::vector<int>& peers,
+                                             const std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>>& recvs,
+                                             std::vector<bool> came, const std::vector<std::string>& failed) {
+  std::string closed, first_error;
+  for (size_t k = 0; k < peers.size(); ++k) {
+    if (failed[k].empty()) continue;
+    if (first_error.empty()) first_error = failed[k];
+    closed += Str(closed.empty() ? "" : ", ", peers[k], " (global ", global_ranks_[peers[k]], ")");
+  }
+  if (closed.empty()) return;
+  if (Clock::now() >= deadline) {
+    // After a timeout Gloo fails every pending buffer, but a completed receive still returns at once:
+    // that tells the peers that came from those that did not.
+    std::string missing;
+    for (size_t k = 0; k < peers.size(); ++k) {
+      try {
+        came[k] = came[k] || (recvs[k] != nullptr && recvs[k]->waitRecv(milliseconds(1)));
+      } catch (const std::exception&) {
+      }
+      if (!came[k]) missing += Str(missing.empty() ? "" : ", ", peers[k], " (global ", global_ranks_[peers[k]], ")");
+    }
+    Break(ErrorCode::kDeadlineExceeded, Str(DescribeCall(d, false), " on ", label, " timed out after ", timeout.count(),
+                                            " ms: rank(s) ", missing, " never arrived"));
+  }
+  Break(ErrorCode::kAborted, Str(DescribeCall(d, false), " on ", label, " failed: the connection to rank(s) ", closed,
+                                 " closed (the process exited or died): ", first_error));
 }
 
 WorkPtr GlooProcessGroup::BatchP2P(const std::vector<P2POp>& ops) {

@@ -210,5 +210,20 @@ TEST(GlooTest, EnvironmentErrorsNameTheVariable) {
   World().Barrier()->Wait();
 }
 
+// Last test of the file (gtest keeps definition order): the last rank's process exits with code 0
+// in the middle of the job, and the others' next collective, a barrier, fails at once naming it
+// instead of waiting out the 20 s timeout (gloo_test.sh gives the launcher a long --exit-grace-s).
+TEST(GlooTest, PeerProcessThatExitedFailsTheNextBarrierAtOnceNamingIt) {
+  ProcessGroup& pg = World();
+  if (pg.size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  const int last = pg.size() - 1;
+  pg.Barrier()->Wait();
+  if (pg.rank() == last) std::_Exit(0);  // no destructor, no goodbye: like a crash after a clean step
+  const auto start = Clock::now();
+  ExpectErrorContains([&] { pg.Barrier()->Wait(); }, ErrorCode::kAborted,
+                      {"barrier #", Str("the connection to rank(s) ", last, " (global ", last, ") closed")});
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 15.0);  // the timeout is 20 s
+}
+
 }  // namespace
 }  // namespace tessel::comm

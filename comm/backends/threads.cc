@@ -221,6 +221,8 @@ void RankMain(int rank, const std::shared_ptr<GroupRendezvous>& world_group, int
     world_group->world()->Abort(rank, "a non-standard exception");
   }
   pg.reset();  // drains this rank's queued collectives (they fail fast if the world aborted)
+  // From now on this rank will never post again: peers still waiting for it fail at once, naming it.
+  world_group->world()->MarkExited(rank);
 }
 
 }  // namespace

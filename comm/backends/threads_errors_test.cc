@@ -2,6 +2,7 @@
 // errors within seconds; plus sub-groups, point-to-point and argument validation.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <thread>
 
@@ -60,17 +61,49 @@ TEST(ThreadsErrorsTest, MissingPeerRaisesDeadlineExceededNamingItWithinSeconds) 
   RunRanksOptions options;
   options.timeout = milliseconds(500);
   const auto start = Clock::now();
+  std::atomic<int> done{0};
   RunRanks(
       3,
-      [](ProcessGroupPtr pg) {
-        if (pg->rank() == 1) return;  // skips the collective
+      [&](ProcessGroupPtr pg) {
+        if (pg->rank() == 1) {  // skips the collective but stays alive (a rank that returned fails peers at once)
+          while (done.load() < 2) std::this_thread::sleep_for(milliseconds(5));
+          return;
+        }
         ExpectErrorContains([&] { pg->AllReduce(Zeros({4}), ReduceOp::kSum)->Wait(); }, ErrorCode::kDeadlineExceeded,
                     {"all_reduce #0", "timed out after 500 ms", "rank(s) 1 (global 1) never arrived"});
         // The group is unusable afterwards (its sequence numbers no longer line up): fail at once.
         ExpectErrorContains([&] { pg->Barrier()->Wait(); }, ErrorCode::kAborted, {"unusable", "timed out"});
+        ++done;
       },
       options);
   EXPECT_LT(Seconds(start), 5.0);
+}
+
+// The default timeout (300 s) stays in force: only the detection of a returned rank can make these fast,
+// and a regression shows up as kDeadlineExceeded after the timeout rather than as a flaky time bound.
+TEST(ThreadsErrorsTest, PeerThatReturnedFromRunRanksFailsWaitersAtOnceNamingIt) {
+  RunRanks(3, [](ProcessGroupPtr pg) {
+    if (pg->rank() == 1) return;  // returns without the barrier
+    ExpectErrorContains([&] { pg->Barrier()->Wait(); }, ErrorCode::kAborted,
+                        {"barrier #0", "rank(s) 1 (global 1) already returned from RunRanks"});
+  });
+  RunRanks(2, [](ProcessGroupPtr pg) {
+    if (pg->rank() == 1) return;
+    ExpectErrorContains([&] { pg->Recv(Zeros({2}), 1, 7)->Wait(); }, ErrorCode::kAborted,
+                        {"recv from rank 1 (tag 7", "already returned from RunRanks"});
+  });
+}
+
+TEST(ThreadsErrorsTest, GroupUsedAfterRunRanksFailsAtOnceNamingTheRanksThatLeft) {
+  ProcessGroupPtr kept;
+  RunRanks(2, [&](ProcessGroupPtr pg) {
+    if (pg->rank() == 0) kept = pg;
+  });
+  ASSERT_NE(kept, nullptr);
+  const auto start = Clock::now();
+  ExpectErrorContains([&] { kept->AllReduce(Zeros({4}), ReduceOp::kSum)->Wait(); }, ErrorCode::kAborted,
+                      {"all_reduce #0", "rank(s) 1 (global 1) already returned"});
+  EXPECT_LT(Seconds(start), 60.0);  // generous: the failure mode is the 300 s timeout
 }
 
 TEST(ThreadsErrorsTest, RankThatThrowsMakesPeersFailFastAndRunRanksRethrowsTheOriginal) {

@@ -30,6 +30,16 @@ void GroupRendezvous::ThrowIfUnusable(const CollectiveDesc& desc, const std::str
   }
 }
 
+std::string GroupRendezvous::ExitedMissing(const Slot& slot) const {
+  std::string out;
+  for (int j = 0; j < size(); ++j) {
+    if (slot.calls[j] == nullptr && world_->exited(global_ranks_[j])) {
+      out += Str(out.empty() ? "" : ", ", j, " (global ", global_ranks_[j], ")");
+    }
+  }
+  return out;
+}
+
 void GroupRendezvous::Leave(Slot& slot, int64_t seq) {
   if (++slot.departed == size()) slots_.erase(seq);
 }
@@ -38,9 +48,19 @@ void GroupRendezvous::WaitForArrival(std::unique_lock<std::mutex>& lock, Slot& s
                                      std::chrono::milliseconds timeout, const std::string& label) {
   const int world = size();
   const auto deadline = Clock::now() + timeout;
-  cv_.wait_until(lock, deadline,
-                 [&] { return slot.arrived == world || world_->aborted() || slot.timeout_message.has_value(); });
+  std::string exited;
+  cv_.wait_until(lock, deadline, [&] {
+    if (slot.arrived == world || world_->aborted() || slot.timeout_message.has_value()) return true;
+    exited = ExitedMissing(slot);
+    return !exited.empty();
+  });
   if (slot.arrived == world) return;
+  if (!world_->aborted() && !slot.timeout_message && !exited.empty()) {
+    slot.calls[rank] = nullptr;
+    if (--slot.arrived == 0) slots_.erase(call.desc.seq);
+    TESSEL_FAIL(ErrorCode::kAborted, DescribeCall(call.desc, false), " on ", label, " cannot complete: rank(s) ",
+                exited, " already returned from RunRanks (or stopped) and will never call it");
+  }
   // Not everyone came: withdraw this member's call (nobody may read it after we leave).
   std::string missing;
   for (int j = 0; j < world; ++j) {
@@ -190,7 +210,21 @@ void GroupRendezvous::RunP2P(int rank, const std::vector<P2POp>& ops, std::chron
     }
     return true;
   };
-  const bool finished = cv_.wait_until(lock, Clock::now() + timeout, [&] { return all_done() || world_->aborted(); });
+  // An unmatched op whose peer's function already returned can never match.
+  std::string gone;
+  auto peer_gone = [&] {
+    for (const auto& e : mine) {
+      const int peer = e->is_send ? e->dst : e->src;
+      if (!e->matched && world_->exited(global_ranks_[static_cast<size_t>(peer)])) {
+        gone = Str(P2PName(*e), ": rank ", peer, " (global ", global_ranks_[static_cast<size_t>(peer)],
+                   ") already returned from RunRanks (or stopped)");
+        return true;
+      }
+    }
+    return false;
+  };
+  const bool finished = cv_.wait_until(lock, Clock::now() + timeout,
+                                       [&] { return all_done() || world_->aborted() || peer_gone(); });
   if (!finished || !all_done()) {
     std::string pending;
     for (const auto& e : mine) {
@@ -198,6 +232,7 @@ void GroupRendezvous::RunP2P(int rank, const std::vector<P2POp>& ops, std::chron
     }
     CancelPending(lock, mine);
     if (world_->aborted()) TESSEL_FAIL(ErrorCode::kAborted, world_->abort_message(), " (p2p on ", label, " cancelled)");
+    if (!gone.empty()) TESSEL_FAIL(ErrorCode::kAborted, "p2p on ", label, " cannot complete: ", gone);
     TESSEL_FAIL(ErrorCode::kDeadlineExceeded, "p2p on ", label, " timed out after ", timeout.count(),
                 " ms: no matching peer call for ", pending);
   }
@@ -209,13 +244,33 @@ void GroupRendezvous::RunP2P(int rank, const std::vector<P2POp>& ops, std::chron
 // ---- world ---------------------------------------------------------------------------------------------
 
 void ThreadsWorld::Abort(int global_rank, const std::string& message) {
-  std::vector<std::shared_ptr<GroupRendezvous>> live;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (aborted_.load(std::memory_order_relaxed)) return;  // the first failure wins
     first_failed_rank_ = global_rank;
     abort_message_ = Str("rank ", global_rank, " failed: ", message);
     aborted_.store(true, std::memory_order_release);
+  }
+  WakeAllGroups();
+}
+
+void ThreadsWorld::MarkExited(int global_rank) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    exited_.at(static_cast<size_t>(global_rank)) = true;
+  }
+  WakeAllGroups();
+}
+
+bool ThreadsWorld::exited(int global_rank) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return exited_.at(static_cast<size_t>(global_rank));
+}
+
+void ThreadsWorld::WakeAllGroups() {
+  std::vector<std::shared_ptr<GroupRendezvous>> live;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
     for (auto& [key, weak] : groups_) {
       if (auto group = weak.lock()) live.push_back(std::move(group));
     }

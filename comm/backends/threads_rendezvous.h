@@ -90,6 +90,9 @@ class GroupRendezvous {
   void WaitForArrival(std::unique_lock<std::mutex>& lock, Slot& slot, int rank, const RankCall& call,
                       std::chrono::milliseconds timeout, const std::string& label);
   void Leave(Slot& slot, int64_t seq);
+  // Members (group ranks, with their global ranks) that have not posted to `slot` and whose rank
+  // function already returned; empty when none.
+  std::string ExitedMissing(const Slot& slot) const;
   std::shared_ptr<P2PEntry> Post(int rank, const P2POp& op,
                                  std::vector<std::pair<std::shared_ptr<P2PEntry>, std::shared_ptr<P2PEntry>>>& pairs);
   void CancelPending(std::unique_lock<std::mutex>& lock, const std::vector<std::shared_ptr<P2PEntry>>& mine);
@@ -113,6 +116,11 @@ class ThreadsWorld {
 
   // Records the first failure ("rank 2 failed: <message>") and wakes every group's waiters.
   void Abort(int global_rank, const std::string& message);
+  // Records that a rank's function returned (its queued collectives drained) and wakes every group's
+  // waiters: a collective or p2p op still waiting for that rank fails at once naming it, instead of
+  // waiting out the timeout.
+  void MarkExited(int global_rank);
+  bool exited(int global_rank) const;
   bool aborted() const { return aborted_.load(std::memory_order_acquire); }
   std::string abort_message() const;
   int first_failed_rank() const;
@@ -122,9 +130,12 @@ class ThreadsWorld {
                                                     const std::vector<int>& global_ranks);
 
  private:
+  void WakeAllGroups();
+
   const int world_size_;
   mutable std::mutex mu_;
   std::atomic<bool> aborted_{false};
+  std::vector<bool> exited_ = std::vector<bool>(static_cast<size_t>(world_size_), false);
   std::string abort_message_;
   int first_failed_rank_ = -1;
   std::map<std::string, std::weak_ptr<GroupRendezvous>> groups_;

@@ -7,8 +7,13 @@
 // GROUP_RANK (= node rank), MASTER_ADDR, MASTER_PORT set as torchrun sets them; every line it writes
 // to stdout/stderr comes out on the same stream prefixed "[rank r] ". When a rank exits non-zero (or
 // dies of a signal), the launcher terminates the others (SIGTERM, then SIGKILL after 5 s) and exits
-// with that rank's code (128 + signal for a signal). SIGINT/SIGTERM to the launcher are forwarded.
-// `--master-port 0` picks a free port (single node only). `--backend` (default auto: nccl when this
+// with that rank's code (128 + signal for a signal). A rank that exits with code 0 while others still
+// run ends the job too, after a short grace for the usual skew of a clean shutdown (--exit-grace-s,
+// default 2): peers waiting for it would otherwise wait out the comm timeout (the comm layer also fails
+// their collectives at once when its connection closes); the launcher then exits 1. A job whose ranks
+// legitimately finish far apart (rank 0 writes a report alone) passes a larger --exit-grace-s.
+// SIGINT/SIGTERM to the launcher are forwarded. `--master-port 0` picks a free port (single node only).
+// `--backend` (default auto: nccl when this
 // node has a visible GPU for every local process, else gloo; rule in comm/backend_choice.h) is
 // exported to every rank as TESSEL_BACKEND. GPUs are counted from /dev/nvidia<N> ($TESSEL_DEV_DIR
 // overrides /dev, for tests) and CUDA_VISIBLE_DEVICES, without loading the CUDA runtime.
@@ -16,7 +21,9 @@
 // Multi-node: run one launcher per node with the same --nnodes, --master-addr (node 0's address,
 // reachable from every node) and --master-port, and --node-rank 0..M-1. Rank 0 (on node 0) serves
 // the rendezvous store at MASTER_ADDR:MASTER_PORT. Set GLOO_SOCKET_IFNAME if the hostname does not
-// resolve to the interface the nodes share.
+// resolve to the interface the nodes share. A launcher with --node-rank > 0 first waits until something
+// accepts connections at MASTER_ADDR:MASTER_PORT, saying so, and gives up with exit code 3 at a stated
+// deadline (--rendezvous-timeout-s, default 300).
 //
 // Slurm (one launcher per node: `srun --ntasks-per-node=1`; one command line, wrapped here):
 //   head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1)
@@ -25,6 +32,7 @@
 // (or skip the launcher: `srun --ntasks-per-node=N` and export RANK=$SLURM_PROCID,
 //  WORLD_SIZE=$SLURM_NTASKS, LOCAL_RANK=$SLURM_LOCALID, MASTER_ADDR=$head, MASTER_PORT=29500).
 #include <fcntl.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -36,6 +44,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <string>
 #include <vector>
 
@@ -51,6 +60,8 @@ struct Args {
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   std::string backend = "auto";  // resolved to gloo or nccl by ResolveBackend
+  int exit_grace_s = 2;
+  int rendezvous_timeout_s = 300;
   std::vector<char*> command;
 };
 
@@ -73,7 +84,7 @@ void OnSignal(int sig) { g_signal = sig; }
 [[noreturn]] void Usage(const char* why) {
   std::fprintf(stderr,
                "tessel-run: %s\nusage: tessel-run --nproc-per-node N [--nnodes M --node-rank R --master-addr A "
-               "--master-port P] [--backend auto|gloo|nccl] [--] prog args...\n",
+               "--master-port P --rendezvous-timeout-s T] [--exit-grace-s G] [--backend auto|gloo|nccl] [--] prog args...\n",
                why);
   std::exit(2);
 }
@@ -115,6 +126,10 @@ Args Parse(int argc, char** argv) {
       a.master_port = ParseInt(arg, value);
     } else if (arg == "--backend") {
       a.backend = value;
+    } else if (arg == "--exit-grace-s") {
+      a.exit_grace_s = ParseInt(arg, value);
+    } else if (arg == "--rendezvous-timeout-s") {
+      a.rendezvous_timeout_s = ParseInt(arg, value);
     } else {
       Usage(("unknown flag " + arg).c_str());
     }
@@ -153,6 +168,63 @@ int FreePort() {
   }
   ::close(fd);
   return ntohs(addr.sin_port);
+}
+
+bool TryConnect(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0) return false;
+  bool ok = false;
+  for (addrinfo* a = res; a != nullptr && !ok; a = a->ai_next) {
+    const int fd = ::socket(a->ai_family, a->ai_socktype, a->ai_protocol);
+    if (fd < 0) continue;
+    ok = ::connect(fd, a->ai_addr, a->ai_addrlen) == 0;  // the store closes a connection that sends nothing
+    ::close(fd);
+  }
+  ::freeaddrinfo(res);
+  return ok;
+}
+
+std::string UtcAfter(int seconds) {
+  const std::time_t t = std::time(nullptr) + seconds;
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%H:%M:%S UTC", std::gmtime(&t));
+  return buf;
+}
+
+// Node rank > 0: waits, saying so, until node 0's rank 0 serves the rendezvous store; exits 3 at the
+// stated deadline (or on SIGINT/SIGTERM) instead of letting every rank wait silently.
+void WaitForRendezvous(const Args& a) {
+  const std::string where = a.master_addr + ":" + std::to_string(a.master_port);
+  std::fprintf(stderr,
+               "[tessel-run] node %d of %d: waiting for the rendezvous at %s (rank 0 on node 0) until %s "
+               "(%d s, --rendezvous-timeout-s)\n",
+               a.node_rank, a.nnodes, where.c_str(), UtcAfter(a.rendezvous_timeout_s).c_str(), a.rendezvous_timeout_s);
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  const auto deadline = start + std::chrono::seconds(a.rendezvous_timeout_s);
+  auto next_note = start + std::chrono::seconds(30);
+  while (!TryConnect(a.master_addr, a.master_port)) {
+    if (g_signal != 0) std::exit(128 + g_signal);
+    if (Clock::now() >= deadline) {
+      std::fprintf(stderr,
+                   "[tessel-run] node %d: gave up after %d s: nothing accepted a connection at %s. Is node 0's "
+                   "launcher running with --master-addr %s --master-port %d, and is that address reachable from "
+                   "here?\n",
+                   a.node_rank, a.rendezvous_timeout_s, where.c_str(), a.master_addr.c_str(), a.master_port);
+      std::exit(3);
+    }
+    if (Clock::now() >= next_note) {
+      const long waited = std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - start).count();
+      std::fprintf(stderr, "[tessel-run] node %d: still waiting for %s (%ld s of %d s)\n", a.node_rank, where.c_str(),
+                   waited, a.rendezvous_timeout_s);
+      next_note += std::chrono::seconds(30);
+    }
+    ::poll(nullptr, 0, 200);
+  }
+  std::fprintf(stderr, "[tessel-run] node %d: the rendezvous at %s answered\n", a.node_rank, where.c_str());
 }
 
 void WriteAll(int fd, const std::string& s) {
@@ -272,6 +344,7 @@ int main(int argc, char** argv) {
   sa.sa_handler = OnSignal;
   ::sigaction(SIGINT, &sa, nullptr);
   ::sigaction(SIGTERM, &sa, nullptr);
+  if (args.node_rank > 0) WaitForRendezvous(args);
   std::vector<Rank> ranks(args.nproc_per_node);
   for (int lr = 0; lr < args.nproc_per_node; ++lr) {
     ranks[lr].rank = args.node_rank * args.nproc_per_node + lr;
@@ -281,8 +354,10 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   bool terminating = false;
   Clock::time_point kill_at{};
+  int early_rank = -1;  // a rank that exited 0 while others ran
+  Clock::time_point early_deadline{};
   while (AnyOpen(ranks)) {
-    Pump(ranks, 100);
+    Pump(ranks, 50);
     int status = 0;
     pid_t pid;
     while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
@@ -293,8 +368,24 @@ int main(int argc, char** argv) {
         if (code != 0 && !terminating) {
           std::fprintf(stderr, "[tessel-run] rank %d exited with code %d; terminating the other ranks\n", r.rank, code);
           exit_code = code;
+        } else if (code == 0 && early_rank < 0) {
+          early_rank = r.rank;
+          early_deadline = Clock::now() + std::chrono::seconds(args.exit_grace_s);
         }
       }
+    }
+    bool others_run = false;
+    for (const Rank& r : ranks) others_run = others_run || r.running;
+    if (!terminating && exit_code == 0 && early_rank >= 0 && others_run && Clock::now() >= early_deadline) {
+      std::string still;
+      for (const Rank& r : ranks) {
+        if (r.running) still += (still.empty() ? "" : ", ") + std::to_string(r.rank);
+      }
+      std::fprintf(stderr,
+                   "[tessel-run] rank %d exited with code 0 but rank(s) %s still run %d s later (they may be waiting "
+                   "for it); terminating them (--exit-grace-s sets the grace)\n",
+                   early_rank, still.c_str(), args.exit_grace_s);
+      exit_code = 1;
     }
     if (!terminating && (exit_code != 0 || g_signal != 0)) {
       if (g_signal != 0 && exit_code == 0) exit_code = 128 + g_signal;

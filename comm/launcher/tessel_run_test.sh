@@ -18,10 +18,21 @@ for r in 0 1 2; do
   grep -qx "\[rank $r\] no newline $r" "$out" || fail "missing unterminated line of rank $r"
 done
 
-# 2. Multi-node numbering: node 1 of 2 with 2 procs per node holds global ranks 2 and 3.
-"$launcher" --nproc-per-node 2 --nnodes 2 --node-rank 1 --master-addr 10.1.2.3 --master-port 1234 /bin/sh -c \
+# 2. Multi-node numbering: node 1 of 2 with 2 procs per node holds global ranks 2 and 3. A node > 0 first
+# waits for something to listen at the master address: a stand-in for node 0's store.
+portfile="${TEST_TMPDIR:-/tmp}/listener_port"
+rm -f "$portfile"
+/usr/bin/python3 -c 'import socket,sys,time
+s=socket.socket(); s.bind(("127.0.0.1",0)); s.listen(16)
+open(sys.argv[1],"w").write(str(s.getsockname()[1])); time.sleep(60)' "$portfile" &
+listener=$!
+for _ in $(seq 100); do [ -s "$portfile" ] && break; sleep 0.1; done
+port=$(cat "$portfile")
+"$launcher" --nproc-per-node 2 --nnodes 2 --node-rank 1 --master-addr 127.0.0.1 --master-port "$port" /bin/sh -c \
   'echo "n $RANK $WORLD_SIZE $LOCAL_RANK $GROUP_RANK $MASTER_ADDR $MASTER_PORT"' >"$out" 2>&1 || fail "multi-node run failed"
-grep -qx "\[rank 3\] n 3 4 1 1 10.1.2.3 1234" "$out" || fail "wrong multi-node variables"
+kill "$listener" 2>/dev/null
+grep -qx "\[rank 3\] n 3 4 1 1 127.0.0.1 $port" "$out" || fail "wrong multi-node variables"
+grep -q "waiting for the rendezvous at 127.0.0.1:$port" "$out" || fail "no waiting notice"
 
 # 3. Failure: rank 1 exits 7 while the others would sleep for a minute; all must be gone quickly.
 start=$(date +%s)
@@ -32,6 +43,28 @@ elapsed=$(( $(date +%s) - start ))
 [ $elapsed -lt 10 ] || fail "took ${elapsed}s: the other ranks were not killed"
 grep -q "rank 1 exited with code 7" "$out" || fail "no failure notice"
 grep -qx "\[rank 1\] dying" "$out" || fail "missing output of the failed rank"
+
+# 3b. A rank that exits 0 while the others still run (they might wait for it forever) ends the job after
+# the grace, with exit 1; ranks finishing together (case 1) are unaffected.
+start=$(date +%s)
+"$launcher" --nproc-per-node 3 --exit-grace-s 1 /bin/sh -c 'if [ "$RANK" = 2 ]; then exit 0; fi; sleep 60' >"$out" 2>&1
+rc=$?
+elapsed=$(( $(date +%s) - start ))
+[ $rc -eq 1 ] || fail "expected exit 1 after an early clean exit, got $rc"
+[ $elapsed -lt 30 ] || fail "took ${elapsed}s: the job was not ended after rank 2 left"
+grep -q "rank 2 exited with code 0 but rank(s) 0, 1 still run 1 s later" "$out" || fail "no early-exit notice"
+
+# 3c. Node 1 with no node 0: it says where it waits and gives up (exit 3) at the stated deadline.
+start=$(date +%s)
+"$launcher" --nproc-per-node 1 --nnodes 2 --node-rank 1 --master-addr 127.0.0.1 --master-port 1 \
+  --rendezvous-timeout-s 1 /bin/true >"$out" 2>&1
+rc=$?
+elapsed=$(( $(date +%s) - start ))
+[ $rc -eq 3 ] || fail "expected exit 3 with no node 0, got $rc"
+[ $elapsed -lt 30 ] || fail "took ${elapsed}s to give up"
+grep -q "waiting for the rendezvous at 127.0.0.1:1 (rank 0 on node 0) until .* (1 s, --rendezvous-timeout-s)" "$out" \
+  || fail "no waiting notice with its deadline"
+grep -q "gave up after 1 s: nothing accepted a connection at 127.0.0.1:1" "$out" || fail "no give-up notice"
 
 # 4. A bad flag is a usage error.
 "$launcher" --bogus 1 true >"$out" 2>&1

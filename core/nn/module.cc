@@ -89,7 +89,7 @@ std::unique_ptr<Module> Module::ReplaceChild(const std::string& name, std::uniqu
   return old;
 }
 
-void Module::SetParameter(const std::string& fqn, Tensor value, bool allow_new_shape) {
+void Module::SetParameter(const std::string& fqn, Tensor value, bool allow_new_shape, bool retire_old) {
   const size_t dot = fqn.rfind('.');
   Module* owner = dot == std::string::npos ? this : Submodule(fqn.substr(0, dot));
   const std::string local = dot == std::string::npos ? fqn : fqn.substr(dot + 1);
@@ -99,6 +99,10 @@ void Module::SetParameter(const std::string& fqn, Tensor value, bool allow_new_s
       TESSEL_CHECK(t.sizes() == value.sizes(), "SetParameter(", fqn, "): shape ", ShapeStr(value.sizes()),
                    " does not match the current shape ", ShapeStr(t.sizes()));
     }
+    if (retire_old && t.defined() && !(value.defined() && value.impl() == t.impl())) {
+      t.impl()->set_replaced_parameter(true);
+    }
+    if (value.defined()) value.impl()->set_replaced_parameter(false);
     t = std::move(value);
     return;
   }

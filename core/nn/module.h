@@ -79,8 +79,10 @@ class Module {
   const Tensor& Param(const std::string& name) const;
   bool HasParam(const std::string& name) const;
   // Replaces a parameter handle by FQN (e.g. with a DTensor); shapes may change only through
-  // `allow_new_shape` (fsdp/tp own that decision).
-  void SetParameter(const std::string& fqn, Tensor value, bool allow_new_shape = false);
+  // `allow_new_shape` (fsdp/tp own that decision). `retire_old` marks the replaced handle
+  // (TensorImpl::replaced_parameter) so an optimizer still holding it raises on Step; fsdp/ passes false
+  // when it toggles between the sharded and unsharded handles of one parameter it already owns.
+  void SetParameter(const std::string& fqn, Tensor value, bool allow_new_shape = false, bool retire_old = true);
   StateDict NamedParameters(bool recurse = true) const;
   StateDict NamedBuffers(bool recurse = true) const;
   TensorList Parameters(bool recurse = true) const;

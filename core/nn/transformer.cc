@@ -21,7 +21,24 @@ std::unique_ptr<Module> MakeNorm(const GPTConfig& cfg) {
 
 }  // namespace
 
-int64_t GPTConfig::MlpHidden() const { return mlp == "swiglu" ? (((8 * d_model / 3) + 63) / 64) * 64 : 4 * d_model; }
+int64_t GPTConfig::MlpHidden() const {
+  if (mlp != "swiglu") return CheckedMul(4, d_model, "GPTConfig: MLP hidden width 4 * d_model");
+  return ((CheckedMul(8, d_model, "GPTConfig: SwiGLU hidden width 8 * d_model") / 3 + 63) / 64) * 64;
+}
+
+void GPTConfig::Validate() const {
+  for (const auto& [name, v] : {std::pair<const char*, int64_t>{"vocab_size", vocab_size}, {"d_model", d_model},
+                                {"n_layers", n_layers}, {"n_heads", n_heads}, {"seq_len", seq_len}}) {
+    TESSEL_CHECK(v > 0 || (v == 0 && std::string_view(name) == "n_layers"), "GPTConfig: ", name,
+                 " must be positive, got ", v);
+  }
+  // Element and byte counts of every parameter, and of all of them together, must fit in int64:
+  // ParameterShapes checks each shape, the sum is checked here.
+  int64_t bytes = 0;
+  for (const auto& [fqn, shape] : ParameterShapes()) {
+    bytes = CheckedAdd(bytes, NumBytes(shape, ElementSize(dtype)), "GPTConfig: total parameter bytes");
+  }
+}
 
 std::vector<std::pair<std::string, Shape>> GPTConfig::ParameterShapes() const {
   const int64_t C = d_model, F = MlpHidden();
@@ -52,12 +69,20 @@ std::vector<std::pair<std::string, Shape>> GPTConfig::ParameterShapes() const {
   }
   norm_params("ln_f");
   if (!tie_embeddings) linear("lm_head", C, vocab_size, false);
+  for (const auto& [fqn, shape] : out) {
+    try {
+      NumBytes(shape, ElementSize(dtype));
+    } catch (const Error& e) {
+      TESSEL_FAIL(ErrorCode::kInvalidArgument, "GPTConfig: parameter '", fqn, "' of shape ", ShapeStr(shape),
+                  " is too large: ", e.what());
+    }
+  }
   return out;
 }
 
 int64_t GPTConfig::NumParameters() const {
   int64_t n = 0;
-  for (const auto& [fqn, shape] : ParameterShapes()) n += NumElements(shape);
+  for (const auto& [fqn, shape] : ParameterShapes()) n = CheckedAdd(n, NumElements(shape), "GPTConfig.NumParameters");
   return n;
 }
 
@@ -132,6 +157,7 @@ TensorList TransformerBlock::Forward(const TensorList& in) {
 }
 
 GPT::GPT(const GPTConfig& cfg, Generator& gen) : Module("GPT"), cfg_(cfg) {
+  cfg.Validate();  // before any allocation: a config whose sizes overflow raises here
   RegisterModule("wte", std::make_unique<Embedding>(cfg.vocab_size, cfg.d_model, gen, cfg.init_std, cfg.dtype));
   RegisterModule("wpe", std::make_unique<Embedding>(cfg.seq_len, cfg.d_model, gen, cfg.init_std, cfg.dtype));
   layers_ = RegisterModule("layers", std::make_unique<ModuleList>());

@@ -46,10 +46,15 @@ struct GPTConfig {
   bool tie_embeddings = false;
   DType dtype = DType::kFloat32;
   double init_std = 0.02;
-  int64_t NumParameters() const;  // exact count for this config (what the ledger test checks)
+  // Exact count for this config (what the ledger test checks); kInvalidArgument if it overflows int64.
+  int64_t NumParameters() const;
   // Every parameter's FQN and shape, as GPT(cfg) names them, computed without building the model
-  // (for planners: a config too large to allocate still has a plan).
+  // (for planners: a config too large to allocate still has a plan). kInvalidArgument naming the FQN
+  // and shape when a parameter's element or byte count overflows int64.
   std::vector<std::pair<std::string, Shape>> ParameterShapes() const;
+  // Sizes positive and every count (per parameter and in total, elements and bytes) inside int64;
+  // GPT's constructor calls it before allocating anything.
+  void Validate() const;
   int64_t MlpHidden() const;  // 4C for "gelu"; 8C/3 rounded up to a multiple of 64 for "swiglu"
 };
 

@@ -7,6 +7,7 @@
 #include "core/autograd/engine.h"
 #include "core/autograd/grad_mode.h"
 #include "core/base/error.h"
+#include "core/base/testing/expect_error.h"
 #include "core/ops/reduction.h"
 #include "core/tensor/factory.h"
 #include "core/tensor/tensor_impl.h"
@@ -96,6 +97,28 @@ TEST(TransformerTest, BadConfigsRaiseNamedErrors) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("exceeds seq_len 4"), std::string::npos) << e.what();
   }
+}
+
+TEST(GPTConfigTest, HugeVocabRaisesInsteadOfWrapping) {
+  GPTConfig cfg{.vocab_size = (int64_t{1} << 62) + 1, .d_model = 256, .n_layers = 1, .n_heads = 8, .seq_len = 8};
+  testing::ExpectErrorContains([&] { cfg.NumParameters(); }, ErrorCode::kInvalidArgument,
+                               {"'wte.weight'", "[4611686018427387905, 256]", "overflows int64"});
+  testing::ExpectErrorContains([&] { cfg.ParameterShapes(); }, ErrorCode::kInvalidArgument, "'wte.weight'");
+  const int64_t before = memory::Stats(Device::Cpu()).total.live;
+  Generator gen(0);
+  testing::ExpectErrorContains([&] { GPT model(cfg, gen); }, ErrorCode::kInvalidArgument, "'wte.weight'");
+  EXPECT_EQ(memory::Stats(Device::Cpu()).total.live, before);  // raised before allocating anything
+}
+
+TEST(GPTConfigTest, TotalBytesOverflowAndNonPositiveSizesRaise) {
+  // Each parameter fits (wte and lm_head are 2^62 bytes each), their sum does not.
+  GPTConfig cfg{.vocab_size = int64_t{1} << 57, .d_model = 8, .n_layers = 1, .n_heads = 2, .seq_len = 8};
+  EXPECT_EQ(cfg.ParameterShapes().front().second, (Shape{int64_t{1} << 57, 8}));
+  Generator gen(0);
+  testing::ExpectErrorContains([&] { cfg.Validate(); }, ErrorCode::kInvalidArgument, "overflows int64");
+  GPTConfig bad{.vocab_size = 8, .d_model = 8, .n_layers = 1, .n_heads = 2, .seq_len = -4};
+  testing::ExpectErrorContains([&] { GPT model(bad, gen); }, ErrorCode::kInvalidArgument,
+                               "seq_len must be positive, got -4");
 }
 
 }  // namespace

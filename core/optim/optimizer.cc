@@ -10,6 +10,7 @@
 #include "core/ops/optimizer.h"
 #include "core/ops/reduction.h"
 #include "core/ops/view.h"
+#include "core/tensor/tensor_impl.h"
 
 namespace tessel::optim {
 
@@ -18,6 +19,25 @@ Optimizer::Optimizer(nn::StateDict named_params) : params_(std::move(named_param
     TESSEL_CHECK(p.defined() && p.requires_grad(), "optimizer: parameter '", fqn, "' does not require grad");
   }
 }
+
+void Optimizer::CheckParamsAreCurrent(const char* name) const {
+  std::string stale;
+  int64_t n = 0;
+  for (const auto& [fqn, p] : params_) {
+    if (!p.impl()->replaced_parameter()) continue;
+    if (n++ < 8) stale += Str(stale.empty() ? "" : ", ", "'", fqn, "'");
+  }
+  if (n > 8) stale += Str(" and ", n - 8, " more");
+  TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, n == 0, name, ".step: ", n, " of its ", params_.size(),
+                    " parameters are no longer the module's (", stale, "): fully_shard, parallelize_module or ",
+                    "SetParameter replaced them after this optimizer was created, so stepping would train ",
+                    "nothing; create the optimizer afterwards from model.NamedParameters()");
+}
+
+namespace {
+void CheckLr(double lr) { TESSEL_CHECK(lr >= 0.0, "Invalid learning rate: ", lr); }
+void CheckWeightDecay(double wd) { TESSEL_CHECK(wd >= 0.0, "Invalid weight_decay value: ", wd); }
+}  // namespace
 
 void Optimizer::ZeroGrad() {
   for (auto& [fqn, p] : params_) p.set_grad(Tensor());
@@ -58,10 +78,18 @@ void Optimizer::LoadStateDict(const OptimizerStateDict& sd) {
 }
 
 SGD::SGD(nn::StateDict named_params, SGDOptions options) : Optimizer(std::move(named_params)), o_(options) {
+  // torch.optim.SGD's checks and wording (`not 0.0 <= x` also rejects nan).
+  CheckLr(o_.lr);
+  TESSEL_CHECK(o_.momentum >= 0.0, "Invalid momentum value: ", o_.momentum);
+  CheckWeightDecay(o_.weight_decay);
+  TESSEL_CHECK(!o_.nesterov || (o_.momentum > 0 && o_.dampening == 0),
+               "Nesterov momentum requires a momentum and zero dampening");
   lr_ = o_.lr;
 }
 
 void SGD::Step() {
+  CheckParamsAreCurrent("SGD");
+  CheckLr(lr_);
   NoGradGuard no_grad;
   for (auto& [fqn, p] : params_) {
     const Tensor g = p.grad();
@@ -86,10 +114,18 @@ void SGD::SetHyper(const std::map<std::string, double>& h) {
 }
 
 AdamW::AdamW(nn::StateDict named_params, AdamWOptions options) : Optimizer(std::move(named_params)), o_(options) {
+  // torch.optim.AdamW's checks and wording (`not 0.0 <= x` also rejects nan).
+  CheckLr(o_.lr);
+  TESSEL_CHECK(o_.eps >= 0.0, "Invalid epsilon value: ", o_.eps);
+  TESSEL_CHECK(o_.beta1 >= 0.0 && o_.beta1 < 1.0, "Invalid beta parameter at index 0: ", o_.beta1);
+  TESSEL_CHECK(o_.beta2 >= 0.0 && o_.beta2 < 1.0, "Invalid beta parameter at index 1: ", o_.beta2);
+  CheckWeightDecay(o_.weight_decay);
   lr_ = o_.lr;
 }
 
 void AdamW::Step() {
+  CheckParamsAreCurrent("AdamW");
+  CheckLr(lr_);
   NoGradGuard no_grad;
   for (auto& [fqn, p] : params_) {
     const Tensor g = p.grad();

@@ -6,6 +6,15 @@
 // DTensor parameter gets DTensor state and each rank updates only its shard). Step() skips
 // parameters whose .grad is undefined, like PyTorch.
 //
+// Options are validated like torch.optim (same wording: "Invalid learning rate: -1", "Invalid beta
+// parameter at index 0: 2", ...) → kInvalidArgument; a nan fails every check, as in torch.
+//
+// An optimizer created before fully_shard / parallelize_module holds handles the module no longer reads.
+// NOTE: Step() raises kFailedPrecondition naming those FQNs rather than following the swap: the
+// optimizer has no module (it is built from an FQN → tensor list), its state would have the old layout
+// (dense where the new parameter is a DTensor shard), and PyTorch also requires building the optimizer
+// after fully_shard; following would hide a wrong construction order behind a silent state reset.
+//
 // Example:
 //   optim::AdamW opt(model.NamedParameters(), {.lr = 3e-4, .weight_decay = 0.1});
 //   Backward(loss);
@@ -51,6 +60,8 @@ class Optimizer {
  protected:
   // The state tensor `name` of parameter `fqn`, created as zeros like the parameter on first use.
   Tensor& State(const std::string& fqn, const std::string& name, const Tensor& like);
+  // kFailedPrecondition naming the FQNs whose handles nn::Module::SetParameter has replaced.
+  void CheckParamsAreCurrent(const char* optimizer_name) const;
   virtual std::map<std::string, double> Hyper() const = 0;
   virtual void SetHyper(const std::map<std::string, double>& h) = 0;
 

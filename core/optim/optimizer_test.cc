@@ -5,6 +5,11 @@
 #include <cmath>
 
 #include "core/base/error.h"
+#include "core/base/testing/expect_error.h"
+#include "core/nn/layers.h"
+#include "core/ops/elementwise.h"
+#include "core/tensor/random.h"
+#include "core/tensor/tensor_impl.h"
 #include "core/tensor/factory.h"
 
 namespace tessel::optim {
@@ -99,6 +104,57 @@ TEST(OptimizerTest, WarmupCosineScheduleHitsItsLandmarks) {
   EXPECT_NEAR(s.LrAt(60), 0.55, 1e-12);
   EXPECT_DOUBLE_EQ(s.LrAt(110), 0.1);
   EXPECT_DOUBLE_EQ(s.LrAt(500), 0.1);
+}
+
+using testing::ExpectErrorContains;
+
+TEST(OptimizerOptionsTest, AdamWRejectsWhatTorchRejectsWithTorchsWording) {
+  const double nan = std::nan("");
+  auto make = [](AdamWOptions o) { return [o] { AdamW opt(OneParam({1.0}, {1.0}), o); }; };
+  ExpectErrorContains(make({.lr = -1}), ErrorCode::kInvalidArgument, "Invalid learning rate: -1");
+  ExpectErrorContains(make({.lr = nan}), ErrorCode::kInvalidArgument, "Invalid learning rate: nan");
+  ExpectErrorContains(make({.beta1 = 2}), ErrorCode::kInvalidArgument, "Invalid beta parameter at index 0: 2");
+  ExpectErrorContains(make({.beta1 = nan}), ErrorCode::kInvalidArgument, "Invalid beta parameter at index 0: nan");
+  ExpectErrorContains(make({.beta2 = 1.0}), ErrorCode::kInvalidArgument, "Invalid beta parameter at index 1: 1");
+  ExpectErrorContains(make({.eps = -1e-8}), ErrorCode::kInvalidArgument, "Invalid epsilon value: -1e-08");
+  ExpectErrorContains(make({.weight_decay = -0.1}), ErrorCode::kInvalidArgument, "Invalid weight_decay value: -0.1");
+  // Boundary values torch accepts.
+  AdamW ok(OneParam({1.0}, {1.0}), {.lr = 0, .beta1 = 0, .beta2 = 0, .eps = 0, .weight_decay = 0});
+  // A learning rate set later is checked when it is used.
+  ok.set_lr(nan);
+  ExpectErrorContains([&] { ok.Step(); }, ErrorCode::kInvalidArgument, "Invalid learning rate: nan");
+}
+
+TEST(OptimizerOptionsTest, SgdRejectsWhatTorchRejectsWithTorchsWording) {
+  auto make = [](SGDOptions o) { return [o] { SGD opt(OneParam({1.0}, {1.0}), o); }; };
+  ExpectErrorContains(make({.lr = -0.5}), ErrorCode::kInvalidArgument, "Invalid learning rate: -0.5");
+  ExpectErrorContains(make({.momentum = -1}), ErrorCode::kInvalidArgument, "Invalid momentum value: -1");
+  ExpectErrorContains(make({.weight_decay = std::nan("")}), ErrorCode::kInvalidArgument,
+                      "Invalid weight_decay value: nan");
+  ExpectErrorContains(make({.momentum = 0, .nesterov = true}), ErrorCode::kInvalidArgument,
+                      "Nesterov momentum requires a momentum and zero dampening");
+}
+
+TEST(OptimizerSwapTest, StepRaisesNamingParametersTheModuleNoLongerHolds) {
+  Generator gen(0);
+  nn::Linear lin(3, 2, /*bias=*/true, gen);
+  AdamW adam(lin.NamedParameters(), {});
+  SGD sgd(lin.NamedParameters(), {.lr = 0.1});
+  // What fully_shard / parallelize_module do: the module now holds a different handle for "weight".
+  lin.SetParameter("weight", Detach(lin.Param("weight")).set_requires_grad(true));
+  for (const auto& [fqn, p] : adam.params()) p.set_grad(OnesLike(p));
+  ExpectErrorContains([&] { adam.Step(); }, ErrorCode::kFailedPrecondition,
+                      {"AdamW.step: 1 of its 2 parameters are no longer the module's ('weight')", "afterwards"});
+  ExpectErrorContains([&] { sgd.Step(); }, ErrorCode::kFailedPrecondition, "SGD.step: 1 of its 2");
+  // An optimizer over the module's current parameters steps, and its update reaches the module.
+  SGD fresh(lin.NamedParameters(), {.lr = 0.5});
+  const double before = lin.Param("weight").ToDoubleVector()[0];
+  lin.Param("weight").set_grad(OnesLike(lin.Param("weight")));
+  fresh.Step();
+  EXPECT_FLOAT_EQ(lin.Param("weight").ToDoubleVector()[0], static_cast<float>(before - 0.5));  // float32 step
+  // Installing the original handle again makes it current again.
+  lin.SetParameter("weight", adam.params()[0].second);
+  adam.Step();
 }
 
 }  // namespace

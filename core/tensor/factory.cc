@@ -14,7 +14,7 @@ namespace tessel {
 Tensor Empty(std::span<const int64_t> shape, DType dtype, Device device) {
   for (int64_t s : shape) TESSEL_CHECK(s >= 0, "empty: negative size in shape ", ShapeStr(shape));
   Shape sizes(shape.begin(), shape.end());
-  Storage storage = Storage::Allocate(NumElements(sizes) * ElementSize(dtype), device);
+  Storage storage = Storage::Allocate(NumBytes(sizes, ElementSize(dtype)), device);  // overflow-checked
   Shape strides = ContiguousStrides(sizes);
   return MakeDense(std::move(storage), std::move(sizes), std::move(strides), 0, dtype);
 }
@@ -54,7 +54,10 @@ Tensor Scalar(double value, DType dtype, Device device) { return Full(std::span<
 Tensor Arange(double start, double end, double step, DType dtype, Device device) {
   TESSEL_CHECK(step != 0, "arange: step must be nonzero");
   if (!device.is_cpu()) return Arange(start, end, step, dtype, Device::Cpu(0)).To(device);
-  const int64_t n = std::max<int64_t>(0, static_cast<int64_t>(std::ceil((end - start) / step)));
+  const double count = std::ceil((end - start) / step);
+  TESSEL_CHECK(std::isfinite(count) && count < 9.2e18, "arange: [", start, ", ", end, ") with step ", step,
+               " has ", count, " elements (more than 2^63-1, or not a number)");
+  const int64_t n = std::max<int64_t>(0, static_cast<int64_t>(count));
   Tensor d = Empty({n}, DType::kFloat64, device);
   double* p = d.data_ptr<double>();
   for (int64_t i = 0; i < n; ++i) p[i] = start + i * step;
@@ -65,12 +68,18 @@ Tensor Arange(double start, double end, double step, DType dtype, Device device)
 }
 
 Tensor FromBuffer(const void* data, int64_t nbytes, std::span<const int64_t> shape, DType dtype, Device device) {
-  const int64_t want = NumElements(shape) * ElementSize(dtype);
+  const int64_t want = NumBytes(shape, ElementSize(dtype));
   TESSEL_CHECK(nbytes == want, "from_buffer: ", nbytes, " bytes given for shape ", ShapeStr(shape), " of ", dtype,
                " (needs ", want, ")");
   if (!device.is_cpu()) return FromBuffer(data, nbytes, shape, dtype, Device::Cpu(0)).To(device);
   Tensor t = Empty(shape, dtype, device);
   if (nbytes > 0) std::memcpy(t.raw_data(), data, nbytes);
+  if (dtype == DType::kBool) {
+    // Only 0 and 1 are valid bool bytes (reading any other is undefined behaviour; found by
+    // core/tensor/fuzz/tensor_factory_fuzzer.cc): nonzero means true, as in numpy and torch.
+    auto* b = static_cast<unsigned char*>(t.raw_data());
+    for (int64_t i = 0; i < nbytes; ++i) b[i] = b[i] != 0;
+  }
   return t;
 }
 

@@ -43,7 +43,8 @@ Tensor Scalar(double value, DType dtype = DType::kFloat32, Device device = Curre
 Tensor Arange(double start, double end, double step = 1, DType dtype = DType::kInt64,
               Device device = CurrentDevice());
 inline Tensor Arange(int64_t end, DType dtype = DType::kInt64) { return Arange(0, static_cast<double>(end), 1, dtype); }
-// Copies `nbytes` of raw `data` (interpreted as `dtype`, row-major) into a new tensor of `shape`.
+// Copies `nbytes` of raw `data` (interpreted as `dtype`, row-major) into a new tensor of `shape`; bool
+// bytes other than 0 become 1. kInvalidArgument when nbytes does not match or the size overflows.
 Tensor FromBuffer(const void* data, int64_t nbytes, std::span<const int64_t> shape, DType dtype,
                   Device device = CurrentDevice());
 template <typename T>

@@ -2,6 +2,8 @@
 #include "core/tensor/random.h"
 
 #include <cmath>
+#include <mutex>
+#include <set>
 
 #include "core/base/error.h"
 #include "core/base/parallel.h"
@@ -12,6 +14,36 @@
 
 namespace tessel {
 namespace {
+
+// [Note: Generator thread ownership] Threads get ids 1, 2, ... on first use; the ids of running threads
+// are kept in a set (a thread_local's destructor removes its id at thread exit), consulted only when a
+// generator changes hands.
+std::mutex g_live_mu;
+std::set<uint64_t>& LiveThreads() {
+  static auto* live = new std::set<uint64_t>();  // never destroyed: threads may exit after static teardown
+  return *live;
+}
+struct ThreadIdentity {
+  uint64_t id;
+  ThreadIdentity() {
+    static std::atomic<uint64_t> next{1};
+    id = next.fetch_add(1);
+    std::lock_guard<std::mutex> lock(g_live_mu);
+    LiveThreads().insert(id);
+  }
+  ~ThreadIdentity() {
+    std::lock_guard<std::mutex> lock(g_live_mu);
+    LiveThreads().erase(id);
+  }
+};
+uint64_t ThisThreadId() {
+  thread_local ThreadIdentity identity;
+  return identity.id;
+}
+bool ThreadIsLive(uint64_t id) {
+  std::lock_guard<std::mutex> lock(g_live_mu);
+  return LiveThreads().count(id) > 0;
+}
 
 constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u, kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
 
@@ -89,6 +121,19 @@ Tensor RandomBlock(std::span<const int64_t> full_shape, std::span<const int64_t>
   Tensor out = Empty(block_shape, dtype);
   FillRandomBlock(out, full_shape, block_offsets, seed, base_offset, dist);
   return out;
+}
+
+void Generator::CheckThread() {
+  const uint64_t me = ThisThreadId();
+  uint64_t owner = owner_.load(std::memory_order_acquire);
+  while (owner != me) {
+    TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, owner == 0 || !ThreadIsLive(owner), "Generator(seed=", seed_,
+                      ") is used from two threads at once (it belongs to a thread that is still running): ranks ",
+                      "sharing one generator race on its offset and start from different values. HINT: give each ",
+                      "rank (thread) its own Generator with the same seed, e.g. `Generator gen(seed);` inside the ",
+                      "rank function");
+    if (owner_.compare_exchange_weak(owner, me, std::memory_order_acq_rel)) return;
+  }
 }
 
 Tensor Random(std::span<const int64_t> shape, Generator& gen, Distribution dist, DType dtype) {

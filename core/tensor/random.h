@@ -14,6 +14,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <span>
 
@@ -25,14 +26,30 @@ namespace tessel {
 std::array<uint32_t, 4> Philox4x32(std::array<uint32_t, 4> counter, std::array<uint32_t, 2> key);
 
 // A seed plus a counter offset. A plain value: pass it by reference to whatever draws from it.
+//
+// One thread at a time: the first thread that draws owns the generator; a draw from another thread
+// while the owner still runs raises kFailedPrecondition (rank threads sharing one generator would race
+// on the offset and start their replicas from different weights, silently). Ownership passes to a new
+// thread once the owner has exited; a copy is unowned, so "one copy per rank, same seed" is the fix.
 class Generator {
  public:
   explicit Generator(uint64_t seed = 0, uint64_t offset = 0) : seed_(seed), offset_(offset) {}
+  Generator(const Generator& other) : seed_(other.seed_), offset_(other.offset_) {}
+  Generator& operator=(const Generator& other) {
+    seed_ = other.seed_;
+    offset_ = other.offset_;
+    owner_.store(0, std::memory_order_relaxed);
+    return *this;
+  }
   uint64_t seed() const { return seed_; }
   uint64_t offset() const { return offset_; }
-  void set_offset(uint64_t offset) { offset_ = offset; }
+  void set_offset(uint64_t offset) {
+    CheckThread();
+    offset_ = offset;
+  }
   // Reserves n counters and returns the first.
   uint64_t Advance(uint64_t n) {
+    CheckThread();
     const uint64_t base = offset_;
     offset_ += n;
     return base;
@@ -42,8 +59,12 @@ class Generator {
   }
 
  private:
+  // Fast path: the caller already owns it (one relaxed load and a thread_local read).
+  void CheckThread();
+
   uint64_t seed_;
   uint64_t offset_;
+  std::atomic<uint64_t> owner_{0};  // id of the owning thread (0: none); see CheckThread
 };
 
 struct Distribution {

@@ -3,7 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <future>
+#include <thread>
 
+#include "core/base/testing/expect_error.h"
 #include "core/tensor/factory.h"
 
 namespace tessel {
@@ -73,6 +76,29 @@ TEST(RandomTest, MomentsAndRangesAreRight) {
   EXPECT_NEAR(su / u.size(), 0.5, 0.01);
   EXPECT_NEAR(sn / n.size(), 0.0, 0.03);
   EXPECT_NEAR(sn2 / n.size(), 1.0, 0.04);
+}
+
+TEST(GeneratorThreadTest, DrawFromASecondThreadWhileTheOwnerRunsIsFailedPrecondition) {
+  Generator gen(42);
+  std::promise<void> drawn, release;
+  std::thread owner([&] {
+    Randn({4}, gen);  // this thread now owns gen and keeps running until released
+    drawn.set_value();
+    release.get_future().wait();
+  });
+  drawn.get_future().wait();
+  const uint64_t offset = gen.offset();
+  testing::ExpectErrorContains([&] { Randn({4}, gen); }, ErrorCode::kFailedPrecondition,
+                               {"Generator(seed=42) is used from two threads at once", "its own Generator"});
+  EXPECT_EQ(gen.offset(), offset);  // the refused draw reserved nothing
+  // A copy is unowned: one copy per thread is the fix.
+  Generator mine = gen;
+  EXPECT_EQ(Randn({4}, mine).ToVector<float>().size(), 4u);
+  release.set_value();
+  owner.join();
+  // Once the owner has exited, the generator passes to the next thread that draws.
+  Tensor after = Randn({4}, gen);
+  EXPECT_EQ(gen.offset(), offset + 4);
 }
 
 }  // namespace

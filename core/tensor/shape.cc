@@ -16,10 +16,38 @@ std::string ShapeStr(std::span<const int64_t> shape) {
   return s + "]";
 }
 
+int64_t CheckedMul(int64_t a, int64_t b, const char* what) {
+  int64_t r = 0;
+  TESSEL_CHECK(!__builtin_mul_overflow(a, b, &r), what, ": ", a, " * ", b, " overflows int64");
+  return r;
+}
+
+int64_t CheckedAdd(int64_t a, int64_t b, const char* what) {
+  int64_t r = 0;
+  TESSEL_CHECK(!__builtin_add_overflow(a, b, &r), what, ": ", a, " + ", b, " overflows int64");
+  return r;
+}
+
 int64_t NumElements(std::span<const int64_t> shape) {
   int64_t n = 1;
-  for (int64_t s : shape) n *= s;
+  bool overflow = false;
+  for (int64_t s : shape) {
+    TESSEL_CHECK(s >= 0, "shape ", ShapeStr(shape), " has a negative size ", s);
+    overflow = __builtin_mul_overflow(n, s, &n) || overflow;
+  }
+  // A zero anywhere makes the count 0 even if a partial product overflowed first.
+  for (int64_t s : shape) {
+    if (s == 0) return 0;
+  }
+  TESSEL_CHECK(!overflow, "shape ", ShapeStr(shape), " has more than 2^63-1 elements (the element count overflows int64)");
   return n;
+}
+
+int64_t NumBytes(std::span<const int64_t> shape, int64_t element_size) {
+  int64_t bytes = 0;
+  TESSEL_CHECK(!__builtin_mul_overflow(NumElements(shape), element_size, &bytes), "shape ", ShapeStr(shape), " of ",
+               element_size, "-byte elements needs more than 2^63-1 bytes (the byte count overflows int64)");
+  return bytes;
 }
 
 Shape ContiguousStrides(std::span<const int64_t> shape) {
@@ -27,7 +55,8 @@ Shape ContiguousStrides(std::span<const int64_t> shape) {
   int64_t s = 1;
   for (int64_t i = static_cast<int64_t>(shape.size()) - 1; i >= 0; --i) {
     strides[i] = s;
-    s *= std::max<int64_t>(shape[i], 1);
+    TESSEL_CHECK(!__builtin_mul_overflow(s, std::max<int64_t>(shape[i], 1), &s), "shape ", ShapeStr(shape),
+                 ": the contiguous strides overflow int64");
   }
   return strides;
 }
@@ -97,16 +126,17 @@ bool ComputeViewStrides(std::span<const int64_t> sizes, std::span<const int64_t>
 Shape InferShape(std::span<const int64_t> requested, int64_t numel, const char* op) {
   Shape out(requested.begin(), requested.end());
   int64_t infer = -1;
-  int64_t known = 1;
+  Shape known_dims;
   for (size_t i = 0; i < out.size(); ++i) {
     if (out[i] == -1) {
       TESSEL_CHECK(infer < 0, op, ": only one dimension can be inferred in ", ShapeStr(requested));
       infer = static_cast<int64_t>(i);
     } else {
       TESSEL_CHECK(out[i] >= 0, op, ": invalid size ", out[i], " in shape ", ShapeStr(requested));
-      known *= out[i];
+      known_dims.push_back(out[i]);
     }
   }
+  const int64_t known = NumElements(known_dims);  // overflow-checked
   if (infer >= 0) {
     TESSEL_CHECK(known != 0 && numel % known == 0, op, ": shape ", ShapeStr(requested),
                  " is invalid for input of size ", numel);

@@ -1,7 +1,10 @@
 // core/tensor/shape.h — shape/stride arithmetic shared by tensors, views and kernels (no data).
 //
 // Invariant: these are pure functions of integer vectors; every "dim" argument may be negative
-// (Python-style) and is normalized by NormalizeDim, which throws kOutOfRange naming the op.
+// (Python-style) and is normalized by NormalizeDim, which throws kOutOfRange naming the op. Every size
+// computation (element count, byte count, strides) is overflow-checked: a product past INT64_MAX throws
+// kInvalidArgument naming the shape instead of wrapping (a wrapped count once backed a parameter of
+// 2^62+1 rows with 0 bytes).
 //
 // Example:
 //   Shape s = BroadcastShapes({4, 1, 3}, {5, 1}, "add");     // {4, 5, 3}
@@ -18,7 +21,15 @@ namespace tessel {
 using Shape = std::vector<int64_t>;
 
 std::string ShapeStr(std::span<const int64_t> shape);  // "[4, 5, 3]"
+// Product of the sizes. REQUIRES: sizes >= 0 (kInvalidArgument otherwise); kInvalidArgument naming the
+// shape when the product does not fit in int64.
 int64_t NumElements(std::span<const int64_t> shape);
+// NumElements(shape) * element_size, overflow-checked the same way (the bytes a contiguous tensor needs).
+int64_t NumBytes(std::span<const int64_t> shape, int64_t element_size);
+// a * b and a + b for sizes and offsets; kInvalidArgument "<what>: ... overflows int64" on overflow.
+int64_t CheckedMul(int64_t a, int64_t b, const char* what);
+int64_t CheckedAdd(int64_t a, int64_t b, const char* what);
+// Row-major strides (a size-0 dim counts as 1, like torch); overflow-checked like NumElements.
 Shape ContiguousStrides(std::span<const int64_t> shape);
 int64_t NormalizeDim(int64_t dim, int64_t ndim, const char* op);
 // Broadcasts two shapes numpy-style; throws kInvalidArgument naming `op` and both shapes.

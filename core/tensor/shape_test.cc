@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "core/base/error.h"
+#include "core/base/testing/expect_error.h"
 
 namespace tessel {
 namespace {
@@ -53,6 +54,35 @@ TEST(ShapeTest, InferShapeResolvesMinusOne) {
   EXPECT_EQ(InferShape(Shape{-1, 4}, 12, "view"), (Shape{3, 4}));
   EXPECT_THROW(InferShape(Shape{-1, 5}, 12, "view"), Error);
   EXPECT_THROW(InferShape(Shape{-1, -1}, 12, "view"), Error);
+}
+
+constexpr int64_t kTwo62 = int64_t{1} << 62;
+
+TEST(ShapeTest, NumElementsRaisesNamingTheShapeInsteadOfWrapping) {
+  // (2^62 + 1) * 256 wraps to 256 in int64 arithmetic.
+  testing::ExpectErrorContains([] { NumElements(Shape{kTwo62 + 1, 256}); }, ErrorCode::kInvalidArgument,
+                               {"shape [4611686018427387905, 256]", "overflows int64"});
+  EXPECT_EQ(NumElements(Shape{kTwo62, 1}), kTwo62);
+  // A zero anywhere is 0 elements, even after a partial product that would overflow.
+  EXPECT_EQ(NumElements(Shape{kTwo62, 4, 0}), 0);
+  testing::ExpectErrorContains([] { NumElements(Shape{2, -3}); }, ErrorCode::kInvalidArgument, "negative size -3");
+}
+
+TEST(ShapeTest, NumBytesAndStridesAreOverflowChecked) {
+  EXPECT_EQ(NumBytes(Shape{3, 5}, 4), 60);
+  testing::ExpectErrorContains([] { NumBytes(Shape{kTwo62}, 4); }, ErrorCode::kInvalidArgument,
+                               {"shape [4611686018427387904]", "4-byte elements", "overflows int64"});
+  // numel is 0, yet the strides of the non-empty dims would still wrap.
+  testing::ExpectErrorContains([] { ContiguousStrides(Shape{0, kTwo62, 4}); }, ErrorCode::kInvalidArgument,
+                               {"[0, 4611686018427387904, 4]", "strides overflow"});
+  EXPECT_EQ(ContiguousStrides(Shape{0, 2, 3}), (Shape{6, 3, 1}));
+  testing::ExpectErrorContains([] { CheckedAdd(INT64_MAX, 1, "offset"); }, ErrorCode::kInvalidArgument,
+                               "offset: 9223372036854775807 + 1 overflows int64");
+}
+
+TEST(ShapeTest, InferShapeRejectsOverflowingRequest) {
+  testing::ExpectErrorContains([] { InferShape(Shape{kTwo62, 8, -1}, 16, "view"); }, ErrorCode::kInvalidArgument,
+                               "overflows int64");
 }
 
 }  // namespace

@@ -19,6 +19,7 @@ TensorImpl::TensorImpl(Storage storage, Shape sizes, Shape strides, int64_t stor
   TESSEL_INTERNAL_ASSERT(sizes_.size() == strides_.size(), "sizes ", ShapeStr(sizes_), " strides ",
                          ShapeStr(strides_));
   RefreshContiguity();
+  CheckExtent();
 }
 
 TensorImpl::TensorImpl(Shape sizes, Shape strides, DType dtype, Device device)
@@ -27,6 +28,24 @@ TensorImpl::TensorImpl(Shape sizes, Shape strides, DType dtype, Device device)
 }
 
 TensorImpl::~TensorImpl() = default;
+
+void TensorImpl::CheckExtent() const {
+  if (numel_ == 0) return;
+  // Element offsets span [lo, hi] relative to storage_offset; computed with checked arithmetic so a
+  // huge shape or stride is an error naming the shape, never a wrapped (small) extent.
+  int64_t lo = storage_offset_, hi = storage_offset_;
+  for (int64_t i = 0; i < dim(); ++i) {
+    const int64_t reach = CheckedMul(sizes_[i] - 1, strides_[i], "tensor view: offset of the last element");
+    (reach < 0 ? lo : hi) = CheckedAdd(reach < 0 ? lo : hi, reach, "tensor view: offset of the last element");
+  }
+  const int64_t es = ElementSize(dtype_);
+  const int64_t end = CheckedMul(CheckedAdd(hi, 1, "tensor view: end offset"), es, "tensor view: end byte");
+  // A storage whose bytes were freed (Storage::UnsafeFreeBytes, fsdp/) has 0 bytes and is refilled later.
+  const int64_t nbytes = storage_.defined() ? storage_.nbytes() : 0;
+  TESSEL_CHECK(lo >= 0 && (nbytes == 0 || end <= nbytes), "tensor view: shape ", ShapeStr(sizes_), " strides ",
+               ShapeStr(strides_), " at offset ", storage_offset_, " reaches elements [", lo, ", ", hi,
+               "] outside a storage of ", nbytes, " bytes of ", dtype_);
+}
 
 void TensorImpl::RefreshContiguity() {
   numel_ = NumElements(sizes_);

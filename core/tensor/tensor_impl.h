@@ -83,10 +83,20 @@ class TensorImpl {
   AutogradMeta* autograd_meta() const { return autograd_meta_.get(); }
   AutogradMeta& EnsureAutogradMeta();
 
+  // Set by nn::Module::SetParameter on the handle it replaces (fully_shard, parallelize_module, a user
+  // swap) and cleared on the handle it installs: an optimizer holding a replaced handle would update a
+  // tensor the module no longer reads, so Optimizer::Step raises on it (core/optim/optimizer.h).
+  bool replaced_parameter() const { return replaced_parameter_; }
+  void set_replaced_parameter(bool replaced) { replaced_parameter_ = replaced; }
+
  protected:
   void RefreshContiguity();
 
  private:
+  // Dense impls: every element offset is computed without overflow and lies inside the storage
+  // (the invariant above); kInvalidArgument naming shape, strides and offset otherwise.
+  void CheckExtent() const;
+
   Storage storage_;
   Shape sizes_;
   Shape strides_;
@@ -95,6 +105,7 @@ class TensorImpl {
   DType dtype_;
   Device device_;
   bool is_contiguous_ = true;
+  bool replaced_parameter_ = false;
   std::unique_ptr<AutogradMeta> autograd_meta_;
 };
 

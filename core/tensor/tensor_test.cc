@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "core/base/error.h"
+#include "core/base/testing/expect_error.h"
 #include "core/memory/allocator.h"
 #include "core/tensor/copy.h"
 #include "core/tensor/factory.h"
@@ -81,6 +82,40 @@ TEST(TensorTest, RequiresGradOnlyForFloatingLeaves) {
   Tensor d = Detach(t);
   EXPECT_FALSE(d.requires_grad());
   EXPECT_EQ(d.raw_data(), t.raw_data());
+}
+
+TEST(TensorOverflowTest, EmptyOfAnOverflowingShapeRaisesBeforeAllocating) {
+  const int64_t before = memory::Stats(Device::Cpu()).total.live;
+  testing::ExpectErrorContains([] { Empty({(int64_t{1} << 62) + 1, 256}); }, ErrorCode::kInvalidArgument,
+                               {"[4611686018427387905, 256]", "overflows int64"});
+  // Fits in elements, not in bytes (2^62 float32 = 2^64 bytes).
+  testing::ExpectErrorContains([] { Zeros({int64_t{1} << 62}); }, ErrorCode::kInvalidArgument, "4-byte elements");
+  EXPECT_EQ(memory::Stats(Device::Cpu()).total.live, before);
+}
+
+TEST(TensorOverflowTest, FromBufferAndArangeRejectOverflowingSizes) {
+  float x = 0;
+  testing::ExpectErrorContains([&] { FromBuffer(&x, 4, std::vector<int64_t>{int64_t{1} << 62, 8}, DType::kFloat32); },
+                               ErrorCode::kInvalidArgument, "overflows int64");
+  testing::ExpectErrorContains([] { Arange(0, 1e300, 1); }, ErrorCode::kInvalidArgument, "arange:");
+}
+
+TEST(TensorOverflowTest, ViewOutsideItsStorageIsRejected) {
+  Tensor t = Zeros({4});
+  testing::ExpectErrorContains([&] { MakeView(t, {3}, {2}, 0); }, ErrorCode::kInvalidArgument,
+                               {"shape [3] strides [2]", "outside a storage of 16 bytes"});
+  testing::ExpectErrorContains([&] { MakeView(t, {2, int64_t{1} << 62}, {int64_t{1} << 62, 2}, 0); },
+                               ErrorCode::kInvalidArgument, "overflows int64");
+  EXPECT_EQ(MakeView(t, {2}, {2}, 1).numel(), 2);  // elements 1 and 3: inside
+}
+
+// Found by core/tensor/fuzz/tensor_factory_fuzzer.cc (UBSan: "load of value 255 ... for type bool").
+TEST(TensorOverflowTest, FromBufferNormalizesBoolBytes) {
+  const unsigned char raw[4] = {0, 1, 255, 2};
+  Tensor t = FromBuffer(raw, 4, std::vector<int64_t>{4}, DType::kBool);
+  const auto* b = static_cast<const unsigned char*>(t.raw_data());
+  EXPECT_EQ((std::vector<int>{b[0], b[1], b[2], b[3]}), (std::vector<int>{0, 1, 1, 1}));
+  EXPECT_EQ(t.ToDoubleVector(), (std::vector<double>{0, 1, 1, 1}));
 }
 
 }  // namespace

@@ -27,15 +27,16 @@ TEST(OptimizerRulesTest, AdamWAndSgdUpdateEveryShardLikeTheDenseStep) {
         auto copy = [](const Tensor& t) { return Add(t, ZerosLike(t)); };
         const AdamWHyper h{.lr = 0.1, .weight_decay = 0.01, .step = 3};
         NoGradGuard no_grad;
-        DTensor param = dist(p0), m = dist(m0), v = dist(v0);
+        // Distributed before CommOf: a Replicate DistributeTensor broadcasts from rank 0 (src_data_rank).
+        DTensor param = dist(p0), m = dist(m0), v = dist(v0), g = dist(g0);
         const Tensor dp = copy(p0), dm = copy(m0), dv = copy(v0);
-        EXPECT_EQ(CommOf([&] { AdamWStepInPlace(param, dist(g0), m, v, h); }), "");
+        EXPECT_EQ(CommOf([&] { AdamWStepInPlace(param, g, m, v, h); }), "");
         AdamWStepInPlace(dp, g0, dm, dv, h);
         testing::ExpectClose(param.FullTensor().ToDoubleVector(), dp.ToDoubleVector(), 1e-14, "adamw param");
         testing::ExpectClose(v.FullTensor().ToDoubleVector(), dv.ToDoubleVector(), 1e-14, "adamw exp_avg_sq");
         DTensor buf = dist(m0);
         const Tensor dbuf = copy(m0);
-        EXPECT_EQ(CommOf([&] { SgdStepInPlace(param, dist(g0), buf, 0.1, 0.9, 0.1, 0.01, true, false); }), "");
+        EXPECT_EQ(CommOf([&] { SgdStepInPlace(param, g, buf, 0.1, 0.9, 0.1, 0.01, true, false); }), "");
         SgdStepInPlace(dp, g0, dbuf, 0.1, 0.9, 0.1, 0.01, true, false);
         testing::ExpectClose(param.FullTensor().ToDoubleVector(), dp.ToDoubleVector(), 1e-14, "sgd param");
       }
