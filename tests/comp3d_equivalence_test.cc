@@ -2,7 +2,8 @@
 // rank: 8 threads-backend ranks as (pp 2, dp_shard 2, tp 2), (pp 2, dp_shard 4), (dp_replicate 2, dp_shard 2,
 // tp 2) and 4 ranks as (pp 2, tp 2), for 1F1B and Interleaved1F1B; 10 SGD steps give the one-rank losses
 // (1e-5 relative per step) and final parameters; pipelined stages under fully_shard reduce-scatter once
-// per FSDP group per step (not per microbatch) and all-gather once per group per step (comm tracer).
+// per FSDP group per step (not per microbatch) and all-gather once per group per step (comm tracer), and
+// every group is resharded when the step ends.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -57,6 +58,14 @@ void TrainRank(const Layout& layout, const comm::ProcessGroupPtr& world, Result&
       std::lock_guard<std::mutex> lock(result.mu);
       result.failures.push_back("rank " + std::to_string(world->rank()) + " step " + std::to_string(step) + ": " +
                                 tracer.Summary());
+    }
+    for (const auto& part : model.fsdp) {
+      for (const fsdp::FSDPModule& g : part) {
+        if (!g.is_unsharded()) continue;
+        std::lock_guard<std::mutex> lock(result.mu);
+        result.failures.push_back("rank " + std::to_string(world->rank()) + ": a group is still unsharded after step " +
+                                  std::to_string(step));
+      }
     }
     if (loss) losses.push_back(*loss);
     opt.Step();

@@ -77,6 +77,26 @@ nn::StateDict ParallelGpt::NamedParameters() const {
   return out;
 }
 
+checkpoint::StateDict ParallelGpt::GetStateDict(const std::vector<optim::Optimizer*>& optimizers) const {
+  TESSEL_CHECK(optimizers.size() == parts.size(), "ParallelGpt::GetStateDict: ", optimizers.size(),
+               " optimizers for ", parts.size(), " model parts (one per part)");
+  checkpoint::StateDict out;
+  for (size_t i = 0; i < parts.size(); ++i) out.merge(checkpoint::GetStateDict(*parts[i], optimizers[i]));
+  return out;
+}
+
+void ParallelGpt::SetOptimizerStateDict(const std::vector<optim::Optimizer*>& optimizers,
+                                        const checkpoint::StateDict& sd) const {
+  TESSEL_CHECK(optimizers.size() == parts.size(), "ParallelGpt::SetOptimizerStateDict: ", optimizers.size(),
+               " optimizers for ", parts.size(), " model parts (one per part)");
+  for (size_t i = 0; i < parts.size(); ++i) {
+    // Only this part's keys: SetOptimizerStateDict requires every named parameter to be the part's.
+    checkpoint::StateDict own;
+    for (const auto& [key, value] : checkpoint::GetStateDict(*parts[i], optimizers[i])) own[key] = sd.at(key);
+    checkpoint::SetOptimizerStateDict(*parts[i], *optimizers[i], own);
+  }
+}
+
 std::optional<double> ParallelGpt::ForwardBackward(const Tensor& idx_BT, const Tensor& targets_BT) {
   const int64_t dp = mesh->dims().dp_size(), rows = idx_BT.size(0);
   TESSEL_CHECK(rows % dp == 0, "ParallelGpt: the global batch has ", rows, " rows of idx ", ShapeStr(idx_BT.sizes()),

@@ -31,7 +31,9 @@
 #include <optional>
 #include <vector>
 
+#include "checkpoint/state_dict.h"
 #include "core/nn/transformer.h"
+#include "core/optim/optimizer.h"
 #include "examples/gpt/parallel_dims.h"
 #include "examples/gpt/parallelize.h"
 #include "fsdp/fully_shard.h"
@@ -60,6 +62,15 @@ struct ParallelGpt {
   // microbatches). Returns the global-batch mean loss on the ranks that compute it (pp == 1: every rank;
   // pp > 1: the last stage's ranks), after one all-reduce over the data-parallel ranks.
   std::optional<double> ForwardBackward(const Tensor& idx_BT, const Tensor& targets_BT);
+
+  // Checkpoints. `optimizers[i]` steps parts[i] (one optimizer per part: the checkpoint accessors map an
+  // optimizer to one module). The state dict aliases this rank's parameters and optimizer state under
+  // full-model FQNs, which do not depend on the layout, so checkpoint::Save of it from any layout loads
+  // into any other (checkpoint::Load fills the aliases in place; with pp > 1 each rank holds some FQNs
+  // only: load with strict = false and require no missing keys). REQUIRES: optimizers.size() == parts.size().
+  checkpoint::StateDict GetStateDict(const std::vector<optim::Optimizer*>& optimizers) const;
+  // Pushes the loaded optimizer entries (steps, hyperparameters) into `optimizers`.
+  void SetOptimizerStateDict(const std::vector<optim::Optimizer*>& optimizers, const checkpoint::StateDict& sd) const;
 };
 
 // Builds this rank's part of the GPT (collective over the mesh's world). REQUIRES: `mesh` outlives the
