@@ -22,13 +22,15 @@
 //        [--d_model=128] [--layers=4] [--heads=4] [--lr=3e-3] [--seed=1] [--log_every=25] [--profile_step=N]
 //        [--save=/tmp/tessel_gpt_ckpt] [--save_every=N] [--resume=/tmp/tessel_gpt_ckpt/step_300]
 //        [--tp=2 [--dp_shard=2] [--sp=1] [--loss_parallel=1]]
-//        Pipeline parallel (examples/gpt/pipeline.h): --pp=2 --schedule=1F1B --microbatches=4
+//        3-D (examples/gpt/pipeline.h): --pp=2 [--dp_replicate=R] [--dp_shard=D] [--tp=T] --schedule=1F1B
+//        --microbatches=4. Unknown flags are errors.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <future>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "checkpoint/async_save.h"
@@ -73,12 +75,18 @@ struct Flags {
 };
 
 Flags ParseFlags(int argc, char** argv) {
+  static const std::set<std::string> kKnown = {
+      "nproc", "steps", "batch", "seq", "d_model", "layers", "heads", "lr", "seed", "log_every", "profile_step",
+      "save", "save_every", "resume", "tp", "dp_shard", "dp_replicate", "sp", "loss_parallel", "pp", "schedule",
+      "microbatches", "stages_per_rank"};
   Flags f;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     TESSEL_CHECK(a.rfind("--", 0) == 0 && a.find('=') != std::string::npos, "train: expected --name=value, got '", a,
                  "'");
-    f.values[a.substr(2, a.find('=') - 2)] = a.substr(a.find('=') + 1);
+    const std::string name = a.substr(2, a.find('=') - 2);
+    TESSEL_CHECK(kKnown.count(name), "train: unknown flag --", name, " (see the usage in examples/gpt/train.cc)");
+    f.values[name] = a.substr(a.find('=') + 1);
   }
   return f;
 }
