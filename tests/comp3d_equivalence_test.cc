@@ -16,6 +16,7 @@
 #include "core/base/testing/expect_error.h"
 #include "dtensor/dtensor.h"
 #include "examples/gpt/parallel_gpt.h"
+#include "core/tensor/factory.h"
 #include "tests/pp_testing.h"
 
 namespace tessel::examples {
@@ -101,7 +102,8 @@ TEST_P(Comp3dEquivalenceTest, TenStepsMatchOneRankWithOneReductionPerGroupPerSte
 // 8 layers. One stage per rank (1F1B): 4 blocks + a root holding wte/wpe or ln_f/lm_head = 5 groups per
 // rank. Interleaved1F1B (2 stages per rank, 2 blocks each): stages {0, 2} or {1, 3}, one root with
 // parameters among them = 5 groups. No pipeline (HSDP): 8 blocks + the root = 9 groups, all-gathered
-// in forward and again in backward except the root (which keeps its parameters): 17.
+// in forward and again in backward except the root (which keeps its parameters): 17. HSDP adds one
+// all-reduce on "dp_replicate" per reduce-scatter.
 INSTANTIATE_TEST_SUITE_P(
     Layouts, Comp3dEquivalenceTest,
     ::testing::Values(Layout{{.pp = 2, .dp_shard = 2, .tp = 2}, ScheduleKind::k1F1B, 5, 5, 0},
@@ -109,6 +111,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Layout{{.pp = 2, .dp_shard = 4}, ScheduleKind::k1F1B, 5, 5, 0},
                       Layout{{.pp = 2, .dp_shard = 4}, ScheduleKind::kInterleaved1F1B, 5, 5, 0},
                       Layout{{.dp_replicate = 2, .dp_shard = 2, .tp = 2}, ScheduleKind::k1F1B, 9, 17, 9},
+                      Layout{{.pp = 2, .dp_replicate = 2, .dp_shard = 2}, ScheduleKind::k1F1B, 5, 5, 5},
                       Layout{{.pp = 2, .tp = 2}, ScheduleKind::k1F1B, 0, 0, 0},
                       Layout{{.pp = 2, .tp = 2}, ScheduleKind::kInterleaved1F1B, 0, 0, 0}));
 
@@ -141,6 +144,27 @@ TEST(ParallelMeshTest, DropsSizeOneAxesAndHandsEachPrimitiveItsSubMesh) {
     EXPECT_EQ(pm.pp_group(), nullptr);
     EXPECT_EQ(pm.dp_group()->size(), 4);
     EXPECT_EQ(pm.dp_rank(), world->rank() / 2);  // (dp_replicate, dp_shard) flattened row-major
+  });
+}
+
+TEST(ParallelGptTest, BatchNotDivisibleByDataParallelSizeIsRefused) {
+  comm::RunRanks(4, [](comm::ProcessGroupPtr world) {
+    const ParallelMesh pm = ParallelMesh::Build(world, {.pp = 2, .dp_shard = 2});
+    ParallelGpt model = BuildParallelGpt(ppt::Config(), 0, pm, {.num_microbatches = 1});
+    const Tensor idx = Zeros({3, 4}, DType::kInt64);
+    ExpectErrorContains([&] { model.ForwardBackward(idx, idx); }, ErrorCode::kInvalidArgument,
+                        {"3 rows of idx [3, 4]", "not divisible by the data-parallel size 2", "pp 2 x dp_replicate 1"});
+  });
+}
+
+TEST(ParallelGptTest, OneOptimizerPerPartIsRequired) {
+  comm::RunRanks(2, [](comm::ProcessGroupPtr world) {
+    const ParallelMesh pm = ParallelMesh::Build(world, {.pp = 2});
+    ParallelGpt model = BuildParallelGpt(ppt::Config(), 0, pm, {.schedule = ScheduleKind::kInterleaved1F1B});
+    ASSERT_EQ(model.parts.size(), 2u);  // 4 stages on 2 ranks
+    optim::SGD opt(model.NamedParameters(), {.lr = 0.1});
+    ExpectErrorContains([&] { model.GetStateDict({&opt}); }, ErrorCode::kInvalidArgument,
+                        "1 optimizers for 2 model parts");
   });
 }
 
