@@ -328,6 +328,27 @@ TEST(FullyShardTest, GradientSyncOffAccumulatesLocallyAndTheNextSyncedStepIsExac
   });
 }
 
+// FSDPModule::ReduceGrad: pipelining's REDUCE_GRAD (examples/gpt/parallel_gpt.h wires it).
+TEST(FullyShardTest, ReduceGradReducesWhatSyncOffAccumulatedWithoutAnotherBackward) {
+  const auto want = ReferenceGrads(TinyGpt(), 3);
+  RunMesh(2, {2}, {"dp"}, [&](comm::ProcessGroupPtr world, const dtensor::DeviceMesh& mesh) {
+    Generator gen(7);
+    nn::GPT gpt(TinyGpt(), gen);
+    FSDPModule root = WrapGpt(gpt, mesh);
+    root.SetRequiresGradientSync(false);
+    for (int s = 0; s < 3; ++s) Backward(LocalLoss(gpt, TinyGpt(), s, world->rank(), 2));
+    comm::CommTracer reduce;
+    root.ReduceGrad();
+    EXPECT_EQ(reduce.Count(CollectiveKind::kReduceScatter), 3) << reduce.Summary();  // one per group
+    EXPECT_EQ(reduce.Total(), 3) << reduce.Summary();
+    ExpectShardedGradsEqual(gpt, want, 1e-5);
+    comm::CommTracer again;
+    root.ReduceGrad();  // nothing accumulated since: no collective, grads unchanged
+    EXPECT_EQ(again.Total(), 0) << again.Summary();
+    ExpectShardedGradsEqual(gpt, want, 1e-5);
+  });
+}
+
 TEST(FullyShardTest, SyncedMicroStepsAccumulateIntoTheShardedGrad) {
   const auto want = ReferenceGrads(TinyGpt(), 3);
   RunMesh(3, {3}, {"dp"}, [&](comm::ProcessGroupPtr world, const dtensor::DeviceMesh& mesh) {
