@@ -36,7 +36,7 @@ struct ParallelDims {
 
   int64_t world_size() const { return pp * dp_replicate * dp_shard * tp; }
   int64_t dp_size() const { return dp_replicate * dp_shard; }
-  // "pp 2 × dp_replicate 1 × dp_shard 2 × tp 2".
+  // "pp 2 x dp_replicate 1 x dp_shard 2 x tp 2".
   std::string ToString() const;
   // Throws kInvalidArgument naming the axis: a size < 1, dp_replicate > 1 without dp_shard > 1, or a
   // product different from `world_size`.

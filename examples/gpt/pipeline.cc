@@ -37,7 +37,7 @@ struct PipelineFlags {
 PipelineFlags Parse(const std::map<std::string, std::string>& f) {
   auto get = [&](const char* name, double dflt) { return f.count(name) ? std::stod(f.at(name)) : dflt; };
   PipelineFlags p;
-  p.dims = {.pp = static_cast<int64_t>(get("pp", 2)), .dp_replicate = static_cast<int64_t>(get("dp_replicate", 1)),
+  p.dims = {.pp = static_cast<int64_t>(get("pp", 1)), .dp_replicate = static_cast<int64_t>(get("dp_replicate", 1)),
             .dp_shard = static_cast<int64_t>(get("dp_shard", 1)), .tp = static_cast<int64_t>(get("tp", 1))};
   p.microbatches = static_cast<int>(get("microbatches", 4));
   p.stages_per_rank = static_cast<int>(get("stages_per_rank", 0));
@@ -99,7 +99,7 @@ std::string PlanVsMeasured(const PipelineFlags& f, int rank) {
   }
   planner::Layout l{.pp = f.dims.pp, .schedule = kind == pipelining::ScheduleKind::kGPipe ? planner::Schedule::kGPipe
                                                                                           : planner::Schedule::k1F1B,
-                    .num_microbatches = f.microbatches, .dp_replicate = f.dims.dp_replicate,
+                    .num_microbatches = f.dims.pp > 1 ? f.microbatches : 1, .dp_replicate = f.dims.dp_replicate,
                     .dp_shard = f.dims.dp_shard, .zero_stage = f.dims.dp_shard > 1 ? 3 : 0, .tp = f.dims.tp,
                     .param_dtype = DType::kFloat32, .reduce_dtype = DType::kFloat32, .global_batch = f.batch,
                     .seq_len = f.seq};
@@ -126,6 +126,11 @@ void TrainRank(const PipelineFlags& f, const comm::ProcessGroupPtr& world, Losse
                                        {.schedule = pipelining::ParseScheduleKind(f.schedule),
                                         .num_microbatches = f.microbatches, .stages_per_rank = f.stages_per_rank});
   if (world->rank() == 0 && model.pipeline) PrintPlan(f, *model.pipeline);
+  if (world->rank() == 0 && !model.pipeline) {
+    std::printf("tessel GPT: %lld params, layout %s (%lld ranks, threads backend), no pipeline\n",
+                static_cast<long long>(f.cfg.NumParameters()), f.dims.ToString().c_str(),
+                static_cast<long long>(f.dims.world_size()));
+  }
   const nn::StateDict params = model.NamedParameters();
   std::vector<std::unique_ptr<optim::AdamW>> optimizers;  // one per model part (checkpoint accessors' rule)
   for (nn::GPT* part : model.parts) {
