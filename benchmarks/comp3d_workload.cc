@@ -36,7 +36,9 @@ namespace {
 constexpr int64_t kGlobalBatch = 8;
 constexpr int kStepsPerRun = 4;
 
-nn::GPTConfig Gpt3d() { return nn::GPTConfig{.vocab_size = 256, .d_model = 64, .n_layers = 4, .n_heads = 4, .seq_len = 32}; }
+nn::GPTConfig Gpt3d() {
+  return nn::GPTConfig{.vocab_size = 256, .d_model = 64, .n_layers = 4, .n_heads = 4, .seq_len = 32};
+}
 
 // One rank's part of the 3-D model (or, with `world` null, the whole unsharded GPT), its optimizers and
 // the global batch.

@@ -164,7 +164,7 @@ TEST(ParallelGptTest, OneOptimizerPerPartIsRequired) {
     ASSERT_EQ(model.parts.size(), 2u);  // 4 stages on 2 ranks
     optim::SGD opt(model.NamedParameters(), {.lr = 0.1});
     ExpectErrorContains([&] { model.GetStateDict({&opt}); }, ErrorCode::kInvalidArgument,
-                        "1 optimizers for 2 model parts");
+                        "1 optimizers for 2 model parts (one per part)");
   });
 }
 

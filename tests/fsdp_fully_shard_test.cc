@@ -328,19 +328,21 @@ TEST(FullyShardTest, GradientSyncOffAccumulatesLocallyAndTheNextSyncedStepIsExac
   });
 }
 
-// FSDPModule::ReduceGrad: pipelining's REDUCE_GRAD (examples/gpt/parallel_gpt.h wires it).
+// FSDPModule::ReduceGrad: pipelining's REDUCE_GRAD (examples/gpt/parallel_gpt.h wires it). HSDP on 2 x 2.
 TEST(FullyShardTest, ReduceGradReducesWhatSyncOffAccumulatedWithoutAnotherBackward) {
-  const auto want = ReferenceGrads(TinyGpt(), 3);
-  RunMesh(2, {2}, {"dp"}, [&](comm::ProcessGroupPtr world, const dtensor::DeviceMesh& mesh) {
+  const auto want = ReferenceGrads(TinyGpt(), 2);
+  RunMesh(4, {2, 2}, {"replicate", "shard"}, [&](comm::ProcessGroupPtr world, const dtensor::DeviceMesh& mesh) {
     Generator gen(7);
     nn::GPT gpt(TinyGpt(), gen);
     FSDPModule root = WrapGpt(gpt, mesh);
     root.SetRequiresGradientSync(false);
-    for (int s = 0; s < 3; ++s) Backward(LocalLoss(gpt, TinyGpt(), s, world->rank(), 2));
+    Backward(LocalLoss(gpt, TinyGpt(), 0, world->rank(), 4));
+    Backward(LocalLoss(gpt, TinyGpt(), 1, world->rank(), 4));
     comm::CommTracer reduce;
     root.ReduceGrad();
-    EXPECT_EQ(reduce.Count(CollectiveKind::kReduceScatter), 3) << reduce.Summary();  // one per group
-    EXPECT_EQ(reduce.Total(), 3) << reduce.Summary();
+    EXPECT_EQ(reduce.Count(CollectiveKind::kReduceScatter, "shard"), 3) << reduce.Summary();  // one per group
+    EXPECT_EQ(reduce.Count(CollectiveKind::kAllReduce, "replicate"), 3) << reduce.Summary();
+    EXPECT_EQ(reduce.Total(), 6) << reduce.Summary();
     ExpectShardedGradsEqual(gpt, want, 1e-5);
     comm::CommTracer again;
     root.ReduceGrad();  // nothing accumulated since: no collective, grads unchanged

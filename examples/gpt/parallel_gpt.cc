@@ -77,17 +77,18 @@ nn::StateDict ParallelGpt::NamedParameters() const {
   return out;
 }
 
-checkpoint::StateDict ParallelGpt::GetStateDict(const std::vector<optim::Optimizer*>& optimizers) const {
-  TESSEL_CHECK(optimizers.size() == parts.size(), "ParallelGpt::GetStateDict: ", optimizers.size(),
-               " optimizers for ", parts.size(), " model parts (one per part)");
+checkpoint::StateDict GetPartsStateDict(const std::vector<const nn::Module*>& parts,
+                                        const std::vector<optim::Optimizer*>& optimizers) {
+  TESSEL_CHECK(optimizers.size() == parts.size(), "GetPartsStateDict: ", optimizers.size(), " optimizers for ",
+               parts.size(), " model parts (one per part)");
   checkpoint::StateDict out;
   for (size_t i = 0; i < parts.size(); ++i) out.merge(checkpoint::GetStateDict(*parts[i], optimizers[i]));
   return out;
 }
 
-void ParallelGpt::SetOptimizerStateDict(const std::vector<optim::Optimizer*>& optimizers,
-                                        const checkpoint::StateDict& sd) const {
-  TESSEL_CHECK(optimizers.size() == parts.size(), "ParallelGpt::SetOptimizerStateDict: ", optimizers.size(),
+void SetPartsOptimizerStateDict(const std::vector<const nn::Module*>& parts,
+                                const std::vector<optim::Optimizer*>& optimizers, const checkpoint::StateDict& sd) {
+  TESSEL_CHECK(optimizers.size() == parts.size(), "SetPartsOptimizerStateDict: ", optimizers.size(),
                " optimizers for ", parts.size(), " model parts (one per part)");
   for (size_t i = 0; i < parts.size(); ++i) {
     // Only this part's keys: SetOptimizerStateDict requires every named parameter to be the part's.
@@ -95,6 +96,17 @@ void ParallelGpt::SetOptimizerStateDict(const std::vector<optim::Optimizer*>& op
     for (const auto& [key, value] : checkpoint::GetStateDict(*parts[i], optimizers[i])) own[key] = sd.at(key);
     checkpoint::SetOptimizerStateDict(*parts[i], *optimizers[i], own);
   }
+}
+
+std::vector<const nn::Module*> ParallelGpt::Modules() const { return {parts.begin(), parts.end()}; }
+
+checkpoint::StateDict ParallelGpt::GetStateDict(const std::vector<optim::Optimizer*>& optimizers) const {
+  return GetPartsStateDict(Modules(), optimizers);
+}
+
+void ParallelGpt::SetOptimizerStateDict(const std::vector<optim::Optimizer*>& optimizers,
+                                        const checkpoint::StateDict& sd) const {
+  SetPartsOptimizerStateDict(Modules(), optimizers, sd);
 }
 
 std::optional<double> ParallelGpt::ForwardBackward(const Tensor& idx_BT, const Tensor& targets_BT) {

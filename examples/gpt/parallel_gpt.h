@@ -71,7 +71,14 @@ struct ParallelGpt {
   checkpoint::StateDict GetStateDict(const std::vector<optim::Optimizer*>& optimizers) const;
   // Pushes the loaded optimizer entries (steps, hyperparameters) into `optimizers`.
   void SetOptimizerStateDict(const std::vector<optim::Optimizer*>& optimizers, const checkpoint::StateDict& sd) const;
+  std::vector<const nn::Module*> Modules() const;  // `parts` as modules
 };
+
+// The same for any model parts (`optimizers[i]` steps `parts[i]`; kInvalidArgument on a count mismatch).
+checkpoint::StateDict GetPartsStateDict(const std::vector<const nn::Module*>& parts,
+                                        const std::vector<optim::Optimizer*>& optimizers);
+void SetPartsOptimizerStateDict(const std::vector<const nn::Module*>& parts,
+                                const std::vector<optim::Optimizer*>& optimizers, const checkpoint::StateDict& sd);
 
 // Builds this rank's part of the GPT (collective over the mesh's world). REQUIRES: `mesh` outlives the
 // result. Throws kInvalidArgument for loss_parallel with pp > 1, a global batch whose rows do not divide

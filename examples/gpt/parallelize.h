@@ -4,8 +4,8 @@
 //
 // Composition order (DESIGN.md): pipeline split -> tensor parallelism -> activation checkpointing ->
 // fully_shard per block bottom-up, root last. ParallelizeGptPart is that rule for one model part;
-// examples/gpt/parallel_gpt.h applies it to each pipeline stage. It lives in examples/ because it composes tp/ and fsdp/,
-// which never include each other.
+// examples/gpt/parallel_gpt.h applies it to each pipeline stage. It lives in examples/ because it composes
+// tp/ and fsdp/, which never include each other.
 //
 // Invariant: the parallel model computes the same function as the unsharded GPT (same parameters, same
 // global batch): per block 2 all_reduces forward and 2 backward (attention and MLP), or with sequence

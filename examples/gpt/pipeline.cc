@@ -15,7 +15,9 @@
 #include "core/optim/optimizer.h"
 #include "core/tensor/factory.h"
 #include "examples/gpt/corpus.h"
+#include "checkpoint/save.h"
 #include "examples/gpt/parallel_gpt.h"
+#include "examples/gpt/train_checkpoint.h"
 #include "pipelining/pipeline_gpt.h"
 #include "pipelining/simulator.h"
 #include "planner/memory_plan.h"
@@ -32,6 +34,7 @@ struct PipelineFlags {
   double lr = 3e-3;
   uint64_t seed = 1;
   nn::GPTConfig cfg;
+  std::string save, resume;  // --save=DIR (final checkpoint in DIR/step_<steps>; default none), --resume=DIR
 };
 
 PipelineFlags Parse(const std::map<std::string, std::string>& f) {
@@ -54,8 +57,10 @@ PipelineFlags Parse(const std::map<std::string, std::string>& f) {
                         .n_heads = static_cast<int64_t>(get("heads", 4)),
                         .seq_len = p.seq};
   p.dims.Validate(p.dims.world_size());  // each axis >= 1, named
-  TESSEL_CHECK(!f.count("resume") && (!f.count("save") || f.at("save") == "none"),
-               "train: --save/--resume are not supported with --pp (pass --save=none)");
+  p.save = f.count("save") && f.at("save") != "none" ? f.at("save") : "";
+  p.resume = f.count("resume") ? f.at("resume") : "";
+  TESSEL_CHECK(!f.count("save_every"), "train: --save_every is not supported with --pp / --dp_replicate (the final "
+               "checkpoint is: --save=DIR)");
   return p;
 }
 
@@ -76,7 +81,14 @@ void ClipGlobalGradNorm(const nn::StateDict& params, const comm::ProcessGroupPtr
   }
 }
 
-void PrintPlan(const PipelineFlags& f, const pipelining::RankPipeline& pp) {
+void PrintHeader(const PipelineFlags& f, const ParallelGpt& model) {
+  if (!model.pipeline) {
+    std::printf("tessel GPT: %lld params, layout %s (%lld ranks, threads backend), no pipeline\n",
+                static_cast<long long>(f.cfg.NumParameters()), f.dims.ToString().c_str(),
+                static_cast<long long>(f.dims.world_size()));
+    return;
+  }
+  const pipelining::RankPipeline& pp = *model.pipeline;
   const pipelining::SimulationResult sim = pipelining::Simulate(pp.lowered, pp.stage_to_rank);
   std::printf("tessel GPT: %lld params (d_model %lld, %lld layers, seq %lld, batch %lld), layout %s (%lld ranks, "
               "threads backend), pipeline: %s on %lld ranks, %d stages, %d microbatches; simulated bubble (unit "
@@ -114,10 +126,42 @@ std::string PlanVsMeasured(const PipelineFlags& f, int rank) {
 
 struct Losses {
   double first = 0, last = 0, final = 0, seconds = 0;
-  int64_t avg_over = 1;
+  int64_t avg_over = 1, start = 0;
   std::map<int, std::string> plans;  // by rank
   std::mutex mu;
 };
+
+// The main job's checkpoint identity (train_checkpoint.h): the same strings as the other modes, so a
+// checkpoint moves between them.
+std::string ConfigString(const PipelineFlags& f) {
+  return Str("d_model=", f.cfg.d_model, " layers=", f.cfg.n_layers, " heads=", f.cfg.n_heads, " seq=", f.seq,
+             " batch=", f.batch, " seed=", f.seed);
+}
+
+void SaveFinal(const PipelineFlags& f, const ParallelGpt& model, const std::vector<optim::Optimizer*>& opts,
+               const std::string& schedule, const comm::ProcessGroupPtr& world) {
+  const std::string dir = Str(f.save, "/step_", f.steps);
+  const int nranks = world->size();
+  const checkpoint::SaveResult saved = checkpoint::Save(
+      CheckpointState(model.Modules(), opts, f.steps, ConfigString(f), schedule, nranks), dir, world);
+  if (world->rank() == 0) {
+    std::printf("checkpoint: step %lld saved to %s (%.2f MiB from %d ranks, layout %s); reload with --resume=%s "
+                "and any layout\n",
+                static_cast<long long>(f.steps), dir.c_str(), saved.total_bytes / 1048576.0, nranks,
+                f.dims.ToString().c_str(), dir.c_str());
+  }
+}
+
+void PrintProgress(const PipelineFlags& f, int64_t step, double loss, double lr, double tokens_per_s, int rank) {
+  const memory::DeviceStats ms = memory::Stats(CurrentDevice());
+  auto mib = [&](memory::Ledger l) { return ms[l].peak / 1048576.0; };
+  std::printf("step %5lld/%lld | loss %.4f | lr %.2e | %8.0f tok/s | rank %d (last stage) peak MiB: params %.2f "
+              "grads %.2f optim %.2f activations %.2f comm %.2f\n",
+              static_cast<long long>(step + 1), static_cast<long long>(f.steps), loss, lr, tokens_per_s, rank,
+              mib(memory::Ledger::kParams), mib(memory::Ledger::kGrads), mib(memory::Ledger::kOptimState),
+              mib(memory::Ledger::kActivations), mib(memory::Ledger::kCommBuffers));
+  std::fflush(stdout);
+}
 
 // One rank's training loop; the first rank of the last stage fills `out`'s losses.
 void TrainRank(const PipelineFlags& f, const comm::ProcessGroupPtr& world, Losses* out) {
@@ -125,27 +169,28 @@ void TrainRank(const PipelineFlags& f, const comm::ProcessGroupPtr& world, Losse
   ParallelGpt model = BuildParallelGpt(f.cfg, f.seed, mesh,
                                        {.schedule = pipelining::ParseScheduleKind(f.schedule),
                                         .num_microbatches = f.microbatches, .stages_per_rank = f.stages_per_rank});
-  if (world->rank() == 0 && model.pipeline) PrintPlan(f, *model.pipeline);
-  if (world->rank() == 0 && !model.pipeline) {
-    std::printf("tessel GPT: %lld params, layout %s (%lld ranks, threads backend), no pipeline\n",
-                static_cast<long long>(f.cfg.NumParameters()), f.dims.ToString().c_str(),
-                static_cast<long long>(f.dims.world_size()));
-  }
+  if (world->rank() == 0) PrintHeader(f, model);
   const nn::StateDict params = model.NamedParameters();
   std::vector<std::unique_ptr<optim::AdamW>> optimizers;  // one per model part (checkpoint accessors' rule)
+  std::vector<optim::Optimizer*> opts;
   for (nn::GPT* part : model.parts) {
     optimizers.push_back(std::make_unique<optim::AdamW>(part->NamedParameters(),
                                                         optim::AdamWOptions{.lr = f.lr, .weight_decay = 0.1}));
+    opts.push_back(optimizers.back().get());
   }
   const optim::WarmupCosineSchedule schedule{
       .max_lr = f.lr, .min_lr = f.lr / 10, .warmup_steps = std::max<int64_t>(1, f.steps / 10), .total_steps = f.steps};
+  const std::string schedule_desc = Str("steps=", f.steps, " lr=", f.lr, " warmup=", schedule.warmup_steps);
+  const int64_t start = f.resume.empty() ? 0
+                        : Resume(f.resume, model.Modules(), opts, ConfigString(f), schedule_desc, world,
+                                 world->size(), /*partial=*/true);
   const std::string text = GenerateCorpus(f.seed, 1 << 20);
   const bool reporter = world->rank() == (f.dims.pp - 1) * (f.dims.world_size() / f.dims.pp);
   Losses& r = *out;
-  const int64_t avg_over = std::max<int64_t>(1, std::min<int64_t>(10, f.steps / 4));
+  const int64_t avg_over = std::max<int64_t>(1, std::min<int64_t>(10, (f.steps - start) / 4));
   double window = 0, seconds = 0, first = 0, last = 0, final_loss = 0;
-  for (int64_t step = 0; step < f.steps; ++step) {
-    if (step == 2) memory::ResetPeaks(CurrentDevice());  // steady state: optimizer state exists
+  for (int64_t step = start; step < f.steps; ++step) {
+    if (step == start + 2) memory::ResetPeaks(CurrentDevice());  // steady state: optimizer state exists
     const auto t0 = std::chrono::steady_clock::now();
     const Batch batch = SampleBatch(text, f.batch, f.seq, step, f.seed + 17);
     const std::optional<double> loss = model.ForwardBackward(batch.idx_BT, batch.targets_BT);
@@ -156,29 +201,23 @@ void TrainRank(const PipelineFlags& f, const comm::ProcessGroupPtr& world, Losse
       opt->ZeroGrad();
     }
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (step > 0) seconds += dt;
+    if (step > start) seconds += dt;
     if (!reporter) continue;
     const double lv = *loss;
-    if (step < avg_over) first += lv / avg_over;
+    if (step - start < avg_over) first += lv / avg_over;
     if (step >= f.steps - avg_over) last += lv / avg_over;
     final_loss = lv;
     window += lv;
     if ((step + 1) % f.log_every == 0 || step + 1 == f.steps) {
       const int64_t n = (step + 1) % f.log_every == 0 ? f.log_every : (step + 1) % f.log_every;
-      const memory::DeviceStats ms = memory::Stats(CurrentDevice());
-      std::printf("step %5lld/%lld | loss %.4f | lr %.2e | %8.0f tok/s | rank %d (last stage) peak MiB: params %.2f "
-                  "grads %.2f optim %.2f activations %.2f comm %.2f\n",
-                  static_cast<long long>(step + 1), static_cast<long long>(f.steps), window / n,
-                  optimizers[0]->lr(), f.batch * f.seq / dt, world->rank(),
-                  ms[memory::Ledger::kParams].peak / 1048576.0, ms[memory::Ledger::kGrads].peak / 1048576.0,
-                  ms[memory::Ledger::kOptimState].peak / 1048576.0,
-                  ms[memory::Ledger::kActivations].peak / 1048576.0, ms[memory::Ledger::kCommBuffers].peak / 1048576.0);
-      std::fflush(stdout);
+      PrintProgress(f, step, window / n, opts[0]->lr(), f.batch * f.seq / dt, world->rank());
       window = 0;
     }
   }
+  if (!f.save.empty() && f.steps > start) SaveFinal(f, model, opts, schedule_desc, world);
   std::lock_guard<std::mutex> lock(r.mu);
-  if (f.steps > 2) r.plans[world->rank()] = PlanVsMeasured(f, world->rank());
+  r.start = start;
+  if (f.steps - start > 2) r.plans[world->rank()] = PlanVsMeasured(f, world->rank());
   if (!reporter) return;
   r.first = first;
   r.last = last;
@@ -197,13 +236,14 @@ int TrainPipelined(const std::map<std::string, std::string>& flags) {
   const PipelineFlags f = Parse(flags);
   Losses r;
   comm::RunRanks(static_cast<int>(f.dims.world_size()), [&](comm::ProcessGroupPtr world) { TrainRank(f, world, &r); });
-  const double tokens_per_s = f.steps > 1 ? f.batch * f.seq * (f.steps - 1) / r.seconds : 0.0;
+  if (r.start >= f.steps) return 0;  // --resume at or past --steps: loaded and checked only
+  const double tokens_per_s = f.steps - r.start > 1 ? f.batch * f.seq * (f.steps - r.start - 1) / r.seconds : 0.0;
   std::printf("summary: loss %.4f -> %.4f (mean of first/last %lld steps) | final loss %.17g | %.0f tokens/s | "
               "%.1f s\n",
               r.first, r.last, static_cast<long long>(r.avg_over), r.final, tokens_per_s, r.seconds);
   std::printf("%s", memory::Report().c_str());  // every rank's ledger (cpu:r is rank r)
   for (const auto& [rank, text] : r.plans) std::printf("%s", text.c_str());
-  return r.last < r.first ? 0 : 1;
+  return r.start > 0 || r.last < r.first ? 0 : 1;  // a resumed run may be too short to show learning
 }
 
 }  // namespace tessel::examples

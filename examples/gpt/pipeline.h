@@ -5,9 +5,10 @@
 // --nproc=1 run's. At the end it prints every rank's memory ledger and, for GPipe and 1F1B, each rank's
 // steady-state peaks against planner/'s plan for the layout.
 //
-// What it leaves out: checkpoints in the main job (--save/--resume are refused here; ParallelGpt's
-// GetStateDict saves and loads across layouts, tests/comp3d_checkpoint_test.cc), sequence and loss
-// parallelism (plain tensor parallelism inside the stages).
+// Checkpoints (train_checkpoint.h): --save=DIR writes the final one to DIR/step_<steps> (no --save_every in
+// this mode); --resume=DIR loads one saved by any mode and layout and checks every full tensor bitwise.
+//
+// What it leaves out: sequence and loss parallelism (plain tensor parallelism inside the stages).
 //
 // Example:
 //   bazel run //examples/gpt:train -- --pp=2 --dp_shard=2 --tp=2 --schedule=1F1B --microbatches=4 --steps=100
