@@ -1,6 +1,7 @@
 // tests/comp3d_equivalence_test.cc — the GPT under 3-D layouts (examples/gpt/parallel_gpt.h) trains like one
 // rank: 8 threads-backend ranks as (pp 2, dp_shard 2, tp 2), (pp 2, dp_shard 4), (dp_replicate 2, dp_shard 2,
-// tp 2) and 4 ranks as (pp 2, tp 2), for 1F1B and Interleaved1F1B; 10 SGD steps give the one-rank losses
+// tp 2), (pp 2, dp_replicate 2, dp_shard 2) and 4 ranks as (pp 2, tp 2), for 1F1B and Interleaved1F1B, and
+// (pp 2, dp_shard 2, tp 2) with sequence parallelism inside the stages; 10 SGD steps give the one-rank losses
 // (1e-5 relative per step) and final parameters; pipelined stages under fully_shard reduce-scatter once
 // per FSDP group per step (not per microbatch) and all-gather once per group per step (comm tracer), and
 // every group is resharded when the step ends.
@@ -33,6 +34,7 @@ struct Layout {
   // Expected collectives of one step on every rank: reduce-scatters and all-gathers on "dp_shard",
   // all-reduces on "dp_replicate" (HSDP).
   int reduce_scatters, all_gathers, replicate_all_reduces;
+  bool sequence_parallel = false;
 };
 
 struct Result {
@@ -44,8 +46,9 @@ struct Result {
 
 void TrainRank(const Layout& layout, const comm::ProcessGroupPtr& world, Result& result) {
   const ParallelMesh mesh = ParallelMesh::Build(world, layout.dims);
-  ParallelGpt model = BuildParallelGpt(ppt::Config(), ppt::kSeed, mesh, {.schedule = layout.schedule,
-                                                                         .num_microbatches = 2});
+  ParallelGpt model = BuildParallelGpt(ppt::Config(), ppt::kSeed, mesh,
+                                       {.tp = {.sequence_parallel = layout.sequence_parallel},
+                                        .schedule = layout.schedule, .num_microbatches = 2});
   optim::SGD opt(model.NamedParameters(), {.lr = ppt::kLr});
   std::vector<double> losses;
   for (int step = 0; step < ppt::kSteps; ++step) {
@@ -113,7 +116,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Layout{{.dp_replicate = 2, .dp_shard = 2, .tp = 2}, ScheduleKind::k1F1B, 9, 17, 9},
                       Layout{{.pp = 2, .dp_replicate = 2, .dp_shard = 2}, ScheduleKind::k1F1B, 5, 5, 5},
                       Layout{{.pp = 2, .tp = 2}, ScheduleKind::k1F1B, 0, 0, 0},
-                      Layout{{.pp = 2, .tp = 2}, ScheduleKind::kInterleaved1F1B, 0, 0, 0}));
+                      Layout{{.pp = 2, .tp = 2}, ScheduleKind::kInterleaved1F1B, 0, 0, 0},
+                      Layout{{.pp = 2, .dp_shard = 2, .tp = 2}, ScheduleKind::k1F1B, 5, 5, 0, /*sp=*/true}));
 
 TEST(ParallelDimsTest, ProductDifferentFromWorldNamesTheLayout) {
   ExpectErrorContains([] { ParallelDims{.pp = 2, .dp_shard = 2, .tp = 2}.Validate(4); }, ErrorCode::kInvalidArgument,

@@ -42,7 +42,9 @@
 namespace tessel::examples {
 
 struct ParallelGptOptions {
-  GptParallelism tp;  // loss_parallel needs pp == 1 (a pipeline's last stage takes plain logits)
+  // sequence_parallel works inside stages (the stage boundary is then the sequence-sharded local piece);
+  // loss_parallel needs pp == 1 (a pipeline's last stage takes plain logits).
+  GptParallelism tp;
   BlockHook activation_checkpointing;
   pipelining::ScheduleKind schedule = pipelining::ScheduleKind::k1F1B;
   int num_microbatches = 1;

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <mutex>
+#include <tuple>
 
 #include "comm/backends/threads.h"
 #include "core/autograd/grad_mode.h"
@@ -29,6 +30,7 @@ namespace {
 struct PipelineFlags {
   ParallelDims dims;
   int microbatches = 4, stages_per_rank = 0;
+  bool sp = false;  // --sp=1: sequence parallelism inside the stages (needs --tp > 1)
   std::string schedule = "1F1B";
   int64_t steps = 300, batch = 16, seq = 64, log_every = 25;
   double lr = 3e-3;
@@ -43,6 +45,9 @@ PipelineFlags Parse(const std::map<std::string, std::string>& f) {
   p.dims = {.pp = static_cast<int64_t>(get("pp", 1)), .dp_replicate = static_cast<int64_t>(get("dp_replicate", 1)),
             .dp_shard = static_cast<int64_t>(get("dp_shard", 1)), .tp = static_cast<int64_t>(get("tp", 1))};
   p.microbatches = static_cast<int>(get("microbatches", 4));
+  p.sp = get("sp", 0) != 0;
+  TESSEL_CHECK(!p.sp || p.dims.tp > 1, "train: --sp=1 needs --tp > 1");
+  TESSEL_CHECK(get("loss_parallel", 0) == 0, "train: --loss_parallel=1 is not supported with --pp / --dp_replicate");
   p.stages_per_rank = static_cast<int>(get("stages_per_rank", 0));
   p.schedule = f.count("schedule") ? f.at("schedule") : "1F1B";
   p.steps = static_cast<int64_t>(get("steps", 300));
@@ -113,6 +118,7 @@ std::string PlanVsMeasured(const PipelineFlags& f, int rank) {
                                                                                           : planner::Schedule::k1F1B,
                     .num_microbatches = f.dims.pp > 1 ? f.microbatches : 1, .dp_replicate = f.dims.dp_replicate,
                     .dp_shard = f.dims.dp_shard, .zero_stage = f.dims.dp_shard > 1 ? 3 : 0, .tp = f.dims.tp,
+                    .sequence_parallel = f.sp,
                     .param_dtype = DType::kFloat32, .reduce_dtype = DType::kFloat32, .global_batch = f.batch,
                     .seq_len = f.seq};
   try {
@@ -167,7 +173,8 @@ void PrintProgress(const PipelineFlags& f, int64_t step, double loss, double lr,
 void TrainRank(const PipelineFlags& f, const comm::ProcessGroupPtr& world, Losses* out) {
   const ParallelMesh mesh = ParallelMesh::Build(world, f.dims);
   ParallelGpt model = BuildParallelGpt(f.cfg, f.seed, mesh,
-                                       {.schedule = pipelining::ParseScheduleKind(f.schedule),
+                                       {.tp = {.sequence_parallel = f.sp},
+                                        .schedule = pipelining::ParseScheduleKind(f.schedule),
                                         .num_microbatches = f.microbatches, .stages_per_rank = f.stages_per_rank});
   if (world->rank() == 0) PrintHeader(f, model);
   const nn::StateDict params = model.NamedParameters();
@@ -219,11 +226,7 @@ void TrainRank(const PipelineFlags& f, const comm::ProcessGroupPtr& world, Losse
   r.start = start;
   if (f.steps - start > 2) r.plans[world->rank()] = PlanVsMeasured(f, world->rank());
   if (!reporter) return;
-  r.first = first;
-  r.last = last;
-  r.final = final_loss;
-  r.seconds = seconds;
-  r.avg_over = avg_over;
+  std::tie(r.first, r.last, r.final, r.seconds, r.avg_over) = std::tie(first, last, final_loss, seconds, avg_over);
 }
 
 }  // namespace

@@ -8,7 +8,8 @@
 // Checkpoints (train_checkpoint.h): --save=DIR writes the final one to DIR/step_<steps> (no --save_every in
 // this mode); --resume=DIR loads one saved by any mode and layout and checks every full tensor bitwise.
 //
-// What it leaves out: sequence and loss parallelism (plain tensor parallelism inside the stages).
+// --sp=1 adds sequence parallelism inside the stages (default off here); --loss_parallel=1 is refused (the
+// last stage's loss takes plain logits).
 //
 // Example:
 //   bazel run //examples/gpt:train -- --pp=2 --dp_shard=2 --tp=2 --schedule=1F1B --microbatches=4 --steps=100
