@@ -228,6 +228,22 @@ void FSDPModule::SetRequiresGradientSync(bool requires_gradient_sync, bool recur
   }
 }
 
+void FSDPModule::ReduceGrad(bool recurse) const {
+  std::vector<ParamGroup*> groups;
+  for (nn::Module* m : SelectedStates(*this, recurse)) {
+    if (ParamGroup* g = FsdpState::Of(*m)->group()) groups.push_back(g);
+  }
+  for (ParamGroup* g : groups) {
+    const bool sync = g->requires_gradient_sync, reshard = g->reshard_after_backward;
+    g->requires_gradient_sync = true;
+    g->reshard_after_backward = false;
+    g->PostBackward();  // no new unsharded gradients: reduces the sync-off buffer, if any
+    g->requires_gradient_sync = sync;
+    g->reshard_after_backward = reshard;
+  }
+  for (ParamGroup* g : groups) g->FinalizeBackward();
+}
+
 void FSDPModule::SetReshardAfterForward(bool reshard_after_forward, bool recurse) const {
   for (nn::Module* m : SelectedStates(*this, recurse)) FsdpState::Of(*m)->set_reshard_after_forward(reshard_after_forward);
 }

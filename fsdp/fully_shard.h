@@ -95,6 +95,11 @@ class FSDPModule {
 
   // With false, backward accumulates gradients locally instead of reducing them (see the file comment).
   void SetRequiresGradientSync(bool requires_gradient_sync, bool recurse = true) const;
+  // Reduces what backwards accumulated with gradient sync off, now, without another backward: one
+  // reduce-scatter per group that has gradients (+ the HSDP all-reduce), finished before returning, into
+  // the sharded .grad (PyTorch pipelining's REDUCE_GRAD / perform_reduce_grad). Leaves the sync setting
+  // and the unsharded state as they are. No-op for groups with nothing accumulated.
+  void ReduceGrad(bool recurse = true) const;
   void SetReshardAfterForward(bool reshard_after_forward, bool recurse = true) const;
   // With false, parameters stay unsharded after backward (saves the next forward's all-gather during
   // gradient accumulation; do not step the optimizer while unsharded).

@@ -328,6 +328,29 @@ TEST(FullyShardTest, GradientSyncOffAccumulatesLocallyAndTheNextSyncedStepIsExac
   });
 }
 
+// FSDPModule::ReduceGrad: pipelining's REDUCE_GRAD (examples/gpt/parallel_gpt.h wires it). HSDP on 2 x 2.
+TEST(FullyShardTest, ReduceGradReducesWhatSyncOffAccumulatedWithoutAnotherBackward) {
+  const auto want = ReferenceGrads(TinyGpt(), 2);
+  RunMesh(4, {2, 2}, {"replicate", "shard"}, [&](comm::ProcessGroupPtr world, const dtensor::DeviceMesh& mesh) {
+    Generator gen(7);
+    nn::GPT gpt(TinyGpt(), gen);
+    FSDPModule root = WrapGpt(gpt, mesh);
+    root.SetRequiresGradientSync(false);
+    Backward(LocalLoss(gpt, TinyGpt(), 0, world->rank(), 4));
+    Backward(LocalLoss(gpt, TinyGpt(), 1, world->rank(), 4));
+    comm::CommTracer reduce;
+    root.ReduceGrad();
+    EXPECT_EQ(reduce.Count(CollectiveKind::kReduceScatter, "shard"), 3) << reduce.Summary();  // one per group
+    EXPECT_EQ(reduce.Count(CollectiveKind::kAllReduce, "replicate"), 3) << reduce.Summary();
+    EXPECT_EQ(reduce.Total(), 6) << reduce.Summary();
+    ExpectShardedGradsEqual(gpt, want, 1e-5);
+    comm::CommTracer again;
+    root.ReduceGrad();  // nothing accumulated since: no collective, grads unchanged
+    EXPECT_EQ(again.Total(), 0) << again.Summary();
+    ExpectShardedGradsEqual(gpt, want, 1e-5);
+  });
+}
+
 TEST(FullyShardTest, SyncedMicroStepsAccumulateIntoTheShardedGrad) {
   const auto want = ReferenceGrads(TinyGpt(), 3);
   RunMesh(3, {3}, {"dp"}, [&](comm::ProcessGroupPtr world, const dtensor::DeviceMesh& mesh) {

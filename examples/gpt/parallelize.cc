@@ -53,7 +53,12 @@ void ApplyTensorParallel(nn::GPT& gpt, const dtensor::DeviceMesh& tp_mesh, const
                  "' has n_heads=", attn ? attn->n_heads() : 0, " (d_model ", gpt.config().d_model,
                  "), not divisible by the tensor-parallel size ", tp, " of mesh axis '", tp_mesh.axis_names()[0], "'");
   }
-  tp::ParallelizeModule(gpt, tp_mesh, GptTensorParallelPlan(gpt.config(), p));
+  // A pipeline stage holds only some of the GPT's modules: keep the plan entries that match one of them.
+  tp::ParallelizePlan plan;
+  for (auto& entry : GptTensorParallelPlan(gpt.config(), p)) {
+    if (!tp::MatchModules(gpt, entry.first).empty()) plan.push_back(std::move(entry));
+  }
+  tp::ParallelizeModule(gpt, tp_mesh, plan);
   if (gpt.config().tie_embeddings && !p.loss_parallel) {
     tp::ParallelizeModule(
         gpt, tp_mesh, tp::PrepareModuleOutput{.output_layouts = {Shard{-1}}, .desired_output_layouts = {Replicate{}}});
@@ -68,13 +73,25 @@ void ApplyTensorParallel(nn::GPT& gpt, const dtensor::DeviceMesh& tp_mesh, const
 
 }  // namespace
 
-std::optional<fsdp::FSDPModule> ParallelizeGpt(nn::GPT& gpt, const dtensor::DeviceMesh& mesh, const GptParallelism& p) {
+std::vector<fsdp::FSDPModule> ParallelizeGptPart(nn::GPT& gpt, const dtensor::DeviceMesh& mesh, const GptParallelism& p,
+                                                const BlockHook& activation_checkpointing) {
   const auto& axes = mesh.axis_names();
   const bool has_tp = std::find(axes.begin(), axes.end(), "tp") != axes.end();
   if (has_tp) ApplyTensorParallel(gpt, mesh["tp"], p);
-  if (has_tp && mesh.ndim() == 1) return std::nullopt;  // no axis left for fully_shard
-  for (size_t i = 0; i < gpt.layers().size(); ++i) fsdp::FullyShard(*gpt.layers().at(i), mesh);
-  return fsdp::FullyShard(gpt, mesh);
+  if (activation_checkpointing) {
+    for (size_t i = 0; i < gpt.layers().size(); ++i) activation_checkpointing(*gpt.layers().at(i));
+  }
+  std::vector<fsdp::FSDPModule> out;
+  if (has_tp && mesh.ndim() == 1) return out;  // no axis left for fully_shard
+  for (size_t i = 0; i < gpt.layers().size(); ++i) out.push_back(fsdp::FullyShard(*gpt.layers().at(i), mesh));
+  out.push_back(fsdp::FullyShard(gpt, mesh));
+  return out;
+}
+
+std::optional<fsdp::FSDPModule> ParallelizeGpt(nn::GPT& gpt, const dtensor::DeviceMesh& mesh, const GptParallelism& p) {
+  std::vector<fsdp::FSDPModule> groups = ParallelizeGptPart(gpt, mesh, p);
+  if (groups.empty()) return std::nullopt;
+  return groups.back();
 }
 
 }  // namespace tessel::examples

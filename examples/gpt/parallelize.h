@@ -3,9 +3,9 @@
 // the "tp" axis, then fully_shard per block bottom-up over the rest of a (dp, tp) mesh, root last.
 //
 // Composition order (DESIGN.md): pipeline split -> tensor parallelism -> activation checkpointing ->
-// fully_shard per block bottom-up, root last. (tessel has no activation checkpointing yet; a pipeline
-// split would call ParallelizeGpt per stage.) It lives in examples/ because it composes tp/ and fsdp/,
-// which never include each other.
+// fully_shard per block bottom-up, root last. ParallelizeGptPart is that rule for one model part;
+// examples/gpt/parallel_gpt.h applies it to each pipeline stage. It lives in examples/ because it composes
+// tp/ and fsdp/, which never include each other.
 //
 // Invariant: the parallel model computes the same function as the unsharded GPT (same parameters, same
 // global batch): per block 2 all_reduces forward and 2 backward (attention and MLP), or with sequence
@@ -20,7 +20,9 @@
 //   { tp::LossParallel scope; Backward(gpt.Loss(idx_BT, targets_BT)); }   // this dp rank's rows
 #pragma once
 
+#include <functional>
 #include <optional>
+#include <vector>
 
 #include "core/nn/transformer.h"
 #include "dtensor/device_mesh.h"
@@ -37,6 +39,17 @@ struct GptParallelism {
 
 // The Megatron plan for the GPT's submodules (what ParallelizeGpt applies on the tp axis).
 tp::ParallelizePlan GptTensorParallelPlan(const nn::GPTConfig& cfg, const GptParallelism& p);
+
+// Applied to each transformer block between tensor parallelism and fully_shard (the activation
+// checkpointing slot of the composition order).
+using BlockHook = std::function<void(nn::Module& block)>;
+
+// The per-part rule, for the whole GPT or one pipeline stage of it (only the plan entries that match a
+// module of `gpt` apply): tensor parallelism on axis "tp" (when present) -> `activation_checkpointing` per
+// block -> fully_shard per block bottom-up, root last, over the whole mesh (when an axis is left free).
+// Returns the FSDP handles, blocks in order and the root last; empty without fully_shard.
+std::vector<fsdp::FSDPModule> ParallelizeGptPart(nn::GPT& gpt, const dtensor::DeviceMesh& mesh, const GptParallelism& p,
+                                                const BlockHook& activation_checkpointing = {});
 
 // Tensor parallelism on mesh axis "tp" (when present), then fully_shard over the other axes (when there
 // are any; returns the root's FSDPModule then). REQUIRES: the mesh's axes are among "dp" and "tp" (a 1-D

@@ -11,7 +11,7 @@
 // parallel + loss parallel on N ranks; --sp=0 / --loss_parallel=0 turn those off); --dp_shard=D --tp=N
 // adds fully_shard over a (dp, tp) = (D, N) mesh. The world is then D * N ranks (--nproc is implied).
 //
-// Checkpoints (checkpoint/): the run saves model + optimizer + step at the end to
+// Checkpoints (checkpoint/, examples/gpt/train_checkpoint.h): the run saves model + optimizer + step at the end to
 // <--save>/step_<steps> (default /tmp/tessel_gpt_ckpt; --save=none turns it off), and every
 // --save_every steps with AsyncSaver. Each checkpoint also records an xxh3 fingerprint of every full
 // tensor. --resume=DIR loads one at any --nproc (resharding on load), checks that every full tensor
@@ -22,13 +22,15 @@
 //        [--d_model=128] [--layers=4] [--heads=4] [--lr=3e-3] [--seed=1] [--log_every=25] [--profile_step=N]
 //        [--save=/tmp/tessel_gpt_ckpt] [--save_every=N] [--resume=/tmp/tessel_gpt_ckpt/step_300]
 //        [--tp=2 [--dp_shard=2] [--sp=1] [--loss_parallel=1]]
-//        Pipeline parallel (examples/gpt/pipeline.h): --pp=2 --schedule=1F1B --microbatches=4
+//        3-D (examples/gpt/pipeline.h): --pp=2 [--dp_replicate=R] [--dp_shard=D] [--tp=T] --schedule=1F1B
+//        --microbatches=4. Unknown flags are errors.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <future>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "checkpoint/async_save.h"
@@ -56,6 +58,7 @@
 #include "examples/gpt/parallelize.h"
 #include "tp/loss_parallel.h"
 #include "examples/gpt/pipeline.h"
+#include "examples/gpt/train_checkpoint.h"
 
 namespace tessel::examples {
 namespace {
@@ -73,12 +76,18 @@ struct Flags {
 };
 
 Flags ParseFlags(int argc, char** argv) {
+  static const std::set<std::string> kKnown = {
+      "nproc", "steps", "batch", "seq", "d_model", "layers", "heads", "lr", "seed", "log_every", "profile_step",
+      "save", "save_every", "resume", "tp", "dp_shard", "dp_replicate", "sp", "loss_parallel", "pp", "schedule",
+      "microbatches", "stages_per_rank"};
   Flags f;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     TESSEL_CHECK(a.rfind("--", 0) == 0 && a.find('=') != std::string::npos, "train: expected --name=value, got '", a,
                  "'");
-    f.values[a.substr(2, a.find('=') - 2)] = a.substr(a.find('=') + 1);
+    const std::string name = a.substr(2, a.find('=') - 2);
+    TESSEL_CHECK(kKnown.count(name), "train: unknown flag --", name, " (see the usage in examples/gpt/train.cc)");
+    f.values[name] = a.substr(a.find('=') + 1);
   }
   return f;
 }
@@ -91,86 +100,6 @@ nn::GPTConfig ConfigFrom(const Flags& flags) {
                        .n_layers = static_cast<int64_t>(flags.Get("layers", 4)),
                        .n_heads = static_cast<int64_t>(flags.Get("heads", 4)),
                        .seq_len = static_cast<int64_t>(flags.Get("seq", 64))};
-}
-
-// ---- checkpoints ---------------------------------------------------------------------------------
-
-// xxh3 of every full tensor (model + optimizer state). Collective: a sharded tensor is gathered, one
-// at a time, so no rank ever holds more than one full tensor beyond its shards.
-std::map<std::string, uint64_t> Fingerprints(const nn::Module& model, const optim::Optimizer& opt) {
-  checkpoint::StateDict state = checkpoint::GetStateDict(model, &opt);
-  std::map<std::string, uint64_t> sums;
-  for (const auto& [fqn, value] : state) {
-    if (const Tensor* t = std::get_if<Tensor>(&value)) {
-      const Tensor c = Contiguous(t->impl()->MaterializeFull(*t));
-      sums[fqn] = checkpoint::Checksum(c.raw_data(), c.numel() * ElementSize(c.dtype()));
-    }
-  }
-  return sums;
-}
-
-constexpr const char* kFingerprintPrefix = "train.fingerprint.";
-
-// The state a checkpoint holds: tensors, step, config, saved world size and the fingerprints.
-checkpoint::StateDict CheckpointState(const nn::Module& model, const optim::Optimizer& opt, int64_t step,
-                                      const std::string& config, const std::string& schedule, int nranks) {
-  checkpoint::StateDict sd = checkpoint::GetStateDict(model, &opt);
-  sd["train.step"] = step;
-  sd["train.config"] = config;
-  sd["train.schedule"] = schedule;
-  sd["train.world_size"] = int64_t{nranks};
-  for (const auto& [fqn, sum] : Fingerprints(model, opt)) sd[kFingerprintPrefix + fqn] = checkpoint::ChecksumToHex(sum);
-  return sd;
-}
-
-// Loads `dir` into the model and optimizer (any saved world size), checks every full tensor against
-// its saved fingerprint and returns the step to continue from.
-int64_t Resume(const std::string& dir, const nn::Module& model, optim::Optimizer& opt, const std::string& config,
-               const std::string& schedule, const comm::ProcessGroupPtr& world, int nranks) {
-  // The config first: loading into a model of another shape would only list mismatched tensors.
-  const checkpoint::Metadata md = checkpoint::ReadMetadata(dir);
-  const auto saved_config = md.values.find("train.config");
-  TESSEL_CHECK(saved_config != md.values.end(), "train: ", dir, " is not a checkpoint of this example (no train.config)");
-  TESSEL_CHECK(saved_config->second == checkpoint::ScalarValue(config), "train: checkpoint ", dir,
-               " was saved by a run with '", std::get_if<std::string>(&saved_config->second) ? std::get<std::string>(saved_config->second) : "?", "'; this run has '",
-               config, "' (pass the same model and batch flags)");
-  checkpoint::StateDict sd = checkpoint::GetStateDict(model, &opt);
-  std::vector<std::string> tensor_keys;
-  for (const auto& [fqn, v] : sd) {
-    if (std::holds_alternative<Tensor>(v)) tensor_keys.push_back(fqn);
-  }
-  sd["train.step"] = int64_t{0};
-  sd["train.config"] = std::string();
-  const bool has_schedule = md.values.count("train.schedule") > 0;  // older checkpoints lack it
-  if (has_schedule) sd["train.schedule"] = std::string();
-  sd["train.world_size"] = int64_t{0};
-  for (const std::string& fqn : tensor_keys) sd[kFingerprintPrefix + fqn] = std::string();
-  const checkpoint::LoadResult loaded = checkpoint::Load(sd, dir);
-  checkpoint::SetOptimizerStateDict(model, opt, sd);
-  std::vector<std::string> differ;
-  const std::map<std::string, uint64_t> now = Fingerprints(model, opt);
-  for (const std::string& fqn : tensor_keys) {
-    const auto want = checkpoint::ChecksumFromHex(std::get<std::string>(sd.at(kFingerprintPrefix + fqn)));
-    if (!want || now.at(fqn) != *want) differ.push_back(fqn);
-  }
-  TESSEL_CHECK_CODE(ErrorCode::kDataLoss, differ.empty(), "train: after loading ", dir, ", ", differ.size(),
-                    " full tensors differ from the saved ones, first ", differ.front());
-  const int64_t step = std::get<int64_t>(sd.at("train.step"));
-  Tensor total = Scalar(static_cast<double>(loaded.bytes_read), DType::kFloat64);
-  if (world) world->AllReduce(total, comm::ReduceOp::kSum)->Wait();
-  const std::string saved_schedule = has_schedule ? std::get<std::string>(sd.at("train.schedule")) : schedule;
-  if ((!world || world->rank() == 0) && saved_schedule != schedule) {
-    std::printf("resume: note: the checkpoint was trained with the LR schedule '%s'; continuing with '%s'\n",
-                saved_schedule.c_str(), schedule.c_str());
-  }
-  if (!world || world->rank() == 0) {
-    std::printf("resume: step %lld from %s (saved on %lld ranks, loaded on %d, %.2f MiB read): %zu tensors "
-                "(model + optimizer) match the saved ones bitwise\n",
-                static_cast<long long>(step), dir.c_str(), static_cast<long long>(std::get<int64_t>(sd.at("train.world_size"))),
-                nranks, MiB(static_cast<int64_t>(total.item<double>())), tensor_keys.size());
-    std::fflush(stdout);
-  }
-  return step;
 }
 
 // Tensor-parallel layout from --tp / --dp_shard (tp == 1: the default fully_shard-only run).
@@ -255,7 +184,7 @@ RunResult TrainRank(const Flags& flags, const comm::ProcessGroupPtr& world, int6
                                   " batch=", B, " seed=", seed);
   const std::string schedule_desc = Str("steps=", steps, " lr=", flags.Get("lr", 3e-3), " warmup=", schedule.warmup_steps);
   const std::string resume = flags.GetString("resume", "");
-  const int64_t start = resume.empty() ? 0 : Resume(resume, model, opt, config, schedule_desc, world, nranks);
+  const int64_t start = resume.empty() ? 0 : Resume(resume, {&model}, {&opt}, config, schedule_desc, world, nranks);
   if (start >= steps && rank == 0) {
     std::printf("resume: nothing to train: the checkpoint is at step %lld and --steps=%lld\n",
                 static_cast<long long>(start), static_cast<long long>(steps));
@@ -324,7 +253,7 @@ RunResult TrainRank(const Flags& flags, const comm::ProcessGroupPtr& world, int6
       // The previous periodic save must have succeeded (its error surfaces here, not silently later).
       if (periodic.valid()) periodic.get();
       const auto t0 = std::chrono::steady_clock::now();
-      checkpoint::StateDict state = CheckpointState(model, opt, step + 1, config, schedule_desc, nranks);
+      checkpoint::StateDict state = CheckpointState({&model}, {&opt}, step + 1, config, schedule_desc, nranks);
       periodic = saver->Save(state, Str(save_root, "/step_", step + 1));
       if (rank == 0) {
         std::printf("checkpoint: step %lld saving in the background to %s/step_%lld (training blocked %.1f ms: "
@@ -347,7 +276,7 @@ RunResult TrainRank(const Flags& flags, const comm::ProcessGroupPtr& world, int6
     const std::string dir = Str(save_root, "/step_", steps);
     const auto t0 = std::chrono::steady_clock::now();
     const checkpoint::SaveResult saved =
-        checkpoint::Save(CheckpointState(model, opt, steps, config, schedule_desc, nranks), dir, world);
+        checkpoint::Save(CheckpointState({&model}, {&opt}, steps, config, schedule_desc, nranks), dir, world);
     if (rank == 0) {
       std::printf("checkpoint: step %lld saved to %s (%.2f MiB from %d ranks, %.0f ms); reload with "
                   "--resume=%s and any --nproc\n",

@@ -6,7 +6,9 @@
 #  4. the unsharded single-rank path; a resume with another model config is refused;
 #  5. tensor parallel (--tp=2, and --dp_shard=2 --tp=2 with fully_shard): the same final loss as run 1
 #     within 1e-5 relative, and every rank's ledger printed.
-#  6. the pipeline-parallel path (--pp).
+#  6. the pipeline-parallel path (--pp);
+#  7. the 3-D path (--pp --dp_shard --tp) against run 6; its checkpoint loaded by --nproc=2 and by
+#     (pp 2, tp 2); an unknown flag is refused.
 set -euo pipefail
 train="$1"
 ckpt="${TEST_TMPDIR:-$(mktemp -d)}/gpt_ckpt"
@@ -58,3 +60,25 @@ piped="$("$train" --pp=2 --schedule=1F1B --microbatches=2 --steps=12 --batch=4 -
 echo "$piped"
 grep -q "pipeline: 1F1B on 2 ranks, 2 stages, 2 microbatches" <<<"$piped"
 grep -q "^summary: loss" <<<"$piped"
+# 7. 3-D (examples/gpt/parallel_gpt.h): pp 2 x dp_shard 2 x tp 2 on 8 ranks trains like run 6 (same global
+#    batch) within 1e-5 relative, prints all 8 ledgers and each rank's peaks against the planner's plan.
+args3d=(--steps=12 --batch=4 --seq=16 --d_model=16 --layers=2 --heads=2 --lr=1e-2 --log_every=6)
+three_d="$("$train" --pp=2 --dp_shard=2 --tp=2 --schedule=1F1B --microbatches=2 "${args3d[@]}" --save="$ckpt/3d")"
+echo "$three_d"
+grep -q "layout pp 2 x dp_replicate 1 x dp_shard 2 x tp 2 (8 ranks" <<<"$three_d"
+grep -q "memory ledger cpu:7" <<<"$three_d"
+grep -q "rank 7 steady-state peaks vs the plan (pp2(1f1b,m2) dp_replicate1 dp_shard2 zero3 tp2" <<<"$three_d"
+got="$(final "$three_d")"
+want_pp="$(final "$piped")"
+close "${got#final loss }" "${want_pp#final loss }" || { echo "3-D ended with '$got', --pp=2 with '$want_pp'"; exit 1; }
+grep -q "checkpoint: step 12 saved to $ckpt/3d/step_12 (.* from 8 ranks" <<<"$three_d"
+# The 3-D checkpoint loads into the fully_shard mode and into (pp 2, tp 2), every full tensor bitwise.
+loaded="$("$train" --nproc=2 "${args3d[@]}" --resume="$ckpt/3d/step_12" --save=none)"
+echo "$loaded"
+grep -q "saved on 8 ranks, loaded on 2, .*: 75 tensors (model + optimizer) match the saved ones bitwise" <<<"$loaded"
+loaded="$("$train" --pp=2 --tp=2 --microbatches=2 "${args3d[@]}" --resume="$ckpt/3d/step_12")"
+echo "$loaded"
+grep -q "saved on 8 ranks, loaded on 4, .* match the saved ones bitwise" <<<"$loaded"
+# Unknown flags are errors.
+if "$train" --pp=2 --bogus=1 2>"${ckpt%/*}/err.txt"; then echo "an unknown flag must fail"; exit 1; fi
+grep -q "unknown flag --bogus" "${ckpt%/*}/err.txt"
