@@ -128,6 +128,35 @@ TEST(ReplicateTest, EachBucketIsOneCollectivePerBackwardAndOneAllGatherPerZeroSt
   }
 }
 
+// Overlap: lm_head.weight is the first gradient backward accumulates (leaf accumulators run first) and,
+// registered last, it is bucket 0 on its own with a 1-byte cap: its all-reduce is issued right there,
+// inside backward, before any other gradient exists.
+TEST(ReplicateTest, TheFirstReadyBucketIsIssuedInsideBackwardBeforeTheOtherGradients) {
+  const nn::GPTConfig cfg = TinyGpt();
+  comm::RunRanks(2, [&](comm::ProcessGroupPtr world) {
+    dtensor::DeviceMesh mesh = dtensor::InitDeviceMesh(world, {2}, {"dp"});
+    Generator gen(7);
+    nn::GPT gpt(cfg, gen);
+    ReplicateModule ddp = Replicate(gpt, mesh, {.bucket_cap_bytes = 1});
+    ASSERT_EQ(ddp.BucketFqns().front(), std::vector<std::string>{"lm_head.weight"});
+    auto tracer = std::make_unique<comm::CommTracer>();
+    int issued_at_hook = -1, grads_at_hook = -1;
+    bool in_backward = false;
+    RegisterPostAccumulateGradHook(gpt.Submodule("lm_head")->Param("weight"), [&](const Tensor&) {
+      issued_at_hook = tracer->Count(CollectiveKind::kAllReduce, "dp");
+      in_backward = InBackward();
+      grads_at_hook = 0;
+      for (auto& [fqn, p] : gpt.NamedParameters()) grads_at_hook += p.grad().defined() ? 1 : 0;
+    });
+    auto [idx, tgt] = GlobalBatch(cfg, 0, kBatch);
+    Backward(gpt.Loss(RowsFor(idx, world->rank(), 2), RowsFor(tgt, world->rank(), 2)));
+    EXPECT_TRUE(in_backward);
+    EXPECT_EQ(issued_at_hook, 1);
+    EXPECT_EQ(grads_at_hook, 1);
+    EXPECT_EQ(tracer->Count(CollectiveKind::kAllReduce, "dp"), ddp.num_buckets());
+  }, FastRanks());
+}
+
 // Two unsynced micro-steps then one synced: no collective until the synced one, and the gradient is the
 // average over ranks of the sum of the three micro-steps (one rank's accumulated gradient on all rows).
 TEST(ReplicateTest, GradientSyncOffAccumulatesLocallyAndTheNextSyncedBackwardReducesTheSum) {
