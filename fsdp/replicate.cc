@@ -22,12 +22,12 @@ constexpr const char* kKey = "replicate";
 struct BucketParam {
   std::string fqn;
   Tensor param;
-  int64_t row = 1;         // elements per dim-0 row
-  int64_t rows = 1;        // dim-0 size
-  int64_t full_offset = 0;    // in the all-reduce buffer (whole parameters, back to back)
-  int64_t block_offset = 0;   // in one rank's block of the reduce-scatter / all-gather buffers
-  int64_t padded_rows = 0;    // ceil(rows / n)
-  Tensor piece;               // ZeRO: leaf view of this rank's rows (empty piece: undefined)
+  int64_t row = 1;           // elements per dim-0 row
+  int64_t rows = 1;          // dim-0 size
+  int64_t full_offset = 0;   // in the all-reduce buffer (whole parameters, back to back)
+  int64_t block_offset = 0;  // in one rank's block of the reduce-scatter / all-gather buffers
+  int64_t padded_rows = 0;   // ceil(rows / n)
+  Tensor piece;              // ZeRO: leaf view of this rank's rows (empty piece: undefined)
   bool ready = false;
 };
 
@@ -130,9 +130,11 @@ void ReplicateState::Broadcast() {
       memory::LedgerScope comm(memory::Ledger::kCommBuffers);
       flat = Zeros({b.full_numel}, b.params[0].param.dtype());
     }
-    for (const BucketParam& p : b.params) CopyInto(Slice(flat, p.full_offset, p.param.numel(), p.param.sizes()), p.param);
+    for (const BucketParam& p : b.params)
+      CopyInto(Slice(flat, p.full_offset, p.param.numel(), p.param.sizes()), p.param);
     group_->Broadcast(flat, 0)->Wait();
-    for (const BucketParam& p : b.params) CopyInto(p.param, Slice(flat, p.full_offset, p.param.numel(), p.param.sizes()));
+    for (const BucketParam& p : b.params)
+      CopyInto(p.param, Slice(flat, p.full_offset, p.param.numel(), p.param.sizes()));
   }
 }
 
@@ -161,7 +163,8 @@ void ReplicateState::Issue(size_t index) {
   if (options_.zero_stage < 2) {
     b.input = Zeros({b.full_numel}, dtype);
     for (const BucketParam& p : b.params) {
-      if (p.param.grad().defined()) CopyInto(Slice(b.input, p.full_offset, p.param.numel(), p.param.sizes()), p.param.grad());
+      if (p.param.grad().defined())
+        CopyInto(Slice(b.input, p.full_offset, p.param.numel(), p.param.sizes()), p.param.grad());
     }
     b.work = group_->AllReduce(b.input, comm::ReduceOp::kAvg);
   } else {
@@ -294,8 +297,8 @@ ReplicateModule Replicate(nn::Module& module, const dtensor::DeviceMesh& mesh, c
                options.zero_stage, " (stage 3 is fully_shard)");
   TESSEL_CHECK(options.bucket_cap_bytes >= 1, "Replicate: bucket_cap_bytes must be >= 1, got ",
                options.bucket_cap_bytes);
-  TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, module.GetComposableState(kKey) == nullptr, "Replicate: ",
-                    module.type_name(), " is already replicated");
+  TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, module.GetComposableState(kKey) == nullptr,
+                    "Replicate: ", module.type_name(), " is already replicated");
   TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, module.GetComposableState("fully_shard") == nullptr,
                     "Replicate: ", module.type_name(), " is already fully_shard'ed");
   auto state = std::make_unique<ReplicateState>(&module, mesh.axis_group(0), options);

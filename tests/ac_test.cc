@@ -25,28 +25,32 @@ std::vector<std::vector<float>> FsdpGrads(const std::string& ac, int rank_to_ret
   nn::GPTConfig cfg = TinyGpt();
   cfg.n_layers = 3;  // N = 3 blocks + root
   std::vector<std::vector<float>> out;
-  comm::RunRanks(2, [&](comm::ProcessGroupPtr world) {
-    dtensor::DeviceMesh mesh = dtensor::InitDeviceMesh(world, {2}, {"dp"});
-    Generator gen(7);
-    nn::GPT gpt(cfg, gen);
-    // The documented order: checkpointing, then fully_shard per block bottom-up, root last.
-    for (size_t i = 0; i < gpt.layers().size(); ++i) nn::ApplyActivationCheckpointing(*gpt.layers().at(i), ac);
-    WrapGpt(gpt, mesh);
-    for (int step = 0; step < 2; ++step) {
-      auto [idx, tgt] = GlobalBatch(cfg, step, 4);
-      comm::CommTracer fwd;
-      Tensor loss = gpt.Loss(RowsFor(idx, world->rank(), 2), RowsFor(tgt, world->rank(), 2));
-      EXPECT_EQ(fwd.Count(CollectiveKind::kAllGather, "dp"), 4) << fwd.Summary();
-      EXPECT_EQ(fwd.Total(), 4) << fwd.Summary();
-      comm::CommTracer bwd;
-      Backward(loss);
-      EXPECT_EQ(bwd.Count(CollectiveKind::kAllGather, "dp"), 3) << ac << ": " << bwd.Summary();
-      EXPECT_EQ(bwd.Count(CollectiveKind::kReduceScatter, "dp"), 4) << bwd.Summary();
-      EXPECT_EQ(bwd.Total(), 7) << bwd.Summary();
-    }
-    if (world->rank() != rank_to_return) return;
-    for (auto& [fqn, p] : gpt.NamedParameters()) out.push_back(dtensor::DTensor(p.grad()).ToLocal().ToVector<float>());
-  }, FastRanks());
+  comm::RunRanks(
+      2,
+      [&](comm::ProcessGroupPtr world) {
+        dtensor::DeviceMesh mesh = dtensor::InitDeviceMesh(world, {2}, {"dp"});
+        Generator gen(7);
+        nn::GPT gpt(cfg, gen);
+        // The documented order: checkpointing, then fully_shard per block bottom-up, root last.
+        for (size_t i = 0; i < gpt.layers().size(); ++i) nn::ApplyActivationCheckpointing(*gpt.layers().at(i), ac);
+        WrapGpt(gpt, mesh);
+        for (int step = 0; step < 2; ++step) {
+          auto [idx, tgt] = GlobalBatch(cfg, step, 4);
+          comm::CommTracer fwd;
+          Tensor loss = gpt.Loss(RowsFor(idx, world->rank(), 2), RowsFor(tgt, world->rank(), 2));
+          EXPECT_EQ(fwd.Count(CollectiveKind::kAllGather, "dp"), 4) << fwd.Summary();
+          EXPECT_EQ(fwd.Total(), 4) << fwd.Summary();
+          comm::CommTracer bwd;
+          Backward(loss);
+          EXPECT_EQ(bwd.Count(CollectiveKind::kAllGather, "dp"), 3) << ac << ": " << bwd.Summary();
+          EXPECT_EQ(bwd.Count(CollectiveKind::kReduceScatter, "dp"), 4) << bwd.Summary();
+          EXPECT_EQ(bwd.Total(), 7) << bwd.Summary();
+        }
+        if (world->rank() != rank_to_return) return;
+        for (auto& [fqn, p] : gpt.NamedParameters())
+          out.push_back(dtensor::DTensor(p.grad()).ToLocal().ToVector<float>());
+      },
+      FastRanks());
   return out;
 }
 
@@ -75,16 +79,18 @@ planner::ActivationCheckpointing PlannerAc(const std::string& ac) {
 TEST(ActivationCheckpointingTest, ActivationsPeakDropsToThePlannersPrediction) {
   const std::vector<nn::GPTConfig> configs = {
       {.vocab_size = 61, .d_model = 64, .n_layers = 4, .n_heads = 4, .seq_len = 32},
-      {.vocab_size = 64, .d_model = 64, .n_layers = 4, .n_heads = 4, .seq_len = 32, .mlp = "swiglu",
-       .norm = "rmsnorm"},
+      {.vocab_size = 64, .d_model = 64, .n_layers = 4, .n_heads = 4, .seq_len = 32, .mlp = "swiglu", .norm = "rmsnorm"},
   };
   for (const nn::GPTConfig& cfg : configs) {
     for (int64_t batch : {2, 4}) {
       int64_t none = 0;
       for (const char* ac : {"none", "selective", "full"}) {
         SCOPED_TRACE(::testing::Message() << cfg.mlp << " b " << batch << " ac " << ac);
-        const planner::Layout l{.ac = PlannerAc(ac), .param_dtype = DType::kFloat32,
-                                .reduce_dtype = DType::kFloat32, .global_batch = batch, .seq_len = cfg.seq_len};
+        const planner::Layout l{.ac = PlannerAc(ac),
+                                .param_dtype = DType::kFloat32,
+                                .reduce_dtype = DType::kFloat32,
+                                .global_batch = batch,
+                                .seq_len = cfg.seq_len};
         const double planned = static_cast<double>(planner::ActivationsBytes(planner::FromGptConfig(cfg), l, 0));
         const int64_t measured = planner::MeasureGptActivations(cfg, batch, ac);
         if (std::string(ac) == "none") none = measured;
@@ -113,23 +119,26 @@ std::pair<std::vector<std::vector<float>>, int> TpGrads(const std::string& ac) {
   const nn::GPTConfig cfg = TinyGpt();
   std::vector<std::vector<float>> grads;
   int backward_all_reduces = -1;
-  comm::RunRanks(2, [&](comm::ProcessGroupPtr world) {
-    dtensor::DeviceMesh mesh = dtensor::InitDeviceMesh(world, {2}, {"tp"});
-    Generator gen(7);
-    nn::GPT gpt(cfg, gen);
-    examples::ParallelizeGpt(gpt, mesh, {});
-    for (size_t i = 0; i < gpt.layers().size(); ++i) nn::ApplyActivationCheckpointing(*gpt.layers().at(i), ac);
-    auto [idx, tgt] = GlobalBatch(cfg, 0, 4);
-    Tensor loss = gpt.Loss(idx, tgt);
-    comm::CommTracer bwd;
-    Backward(loss);
-    if (world->rank() != 0) return;
-    backward_all_reduces = bwd.Count(CollectiveKind::kAllReduce, "tp");
-    for (auto& [fqn, p] : gpt.NamedParameters()) {
-      grads.push_back(p.grad().is_distributed() ? dtensor::DTensor(p.grad()).ToLocal().ToVector<float>()
-                                                : p.grad().ToVector<float>());
-    }
-  }, FastRanks());
+  comm::RunRanks(
+      2,
+      [&](comm::ProcessGroupPtr world) {
+        dtensor::DeviceMesh mesh = dtensor::InitDeviceMesh(world, {2}, {"tp"});
+        Generator gen(7);
+        nn::GPT gpt(cfg, gen);
+        examples::ParallelizeGpt(gpt, mesh, {});
+        for (size_t i = 0; i < gpt.layers().size(); ++i) nn::ApplyActivationCheckpointing(*gpt.layers().at(i), ac);
+        auto [idx, tgt] = GlobalBatch(cfg, 0, 4);
+        Tensor loss = gpt.Loss(idx, tgt);
+        comm::CommTracer bwd;
+        Backward(loss);
+        if (world->rank() != 0) return;
+        backward_all_reduces = bwd.Count(CollectiveKind::kAllReduce, "tp");
+        for (auto& [fqn, p] : gpt.NamedParameters()) {
+          grads.push_back(p.grad().is_distributed() ? dtensor::DTensor(p.grad()).ToLocal().ToVector<float>()
+                                                    : p.grad().ToVector<float>());
+        }
+      },
+      FastRanks());
   return {grads, backward_all_reduces};
 }
 

@@ -54,7 +54,7 @@ class Frame : public std::enable_shared_from_this<Frame> {
   std::vector<bool> input_requires_grad_;
   int64_t num_saved_ = 0;
   std::deque<std::pair<std::string, TensorList>> kept_;  // selective: op name, outputs, in call order
-  TensorList recomputed_;                                 // by save index; emptied as handed out
+  TensorList recomputed_;                                // by save index; emptied as handed out
   int64_t handed_out_ = 0;
   bool recomputed_valid_ = false;
 };
@@ -108,8 +108,8 @@ void Frame::Recompute() {
   recomputed_.assign(num_saved_, Tensor());
   int64_t next = 0;
   PackFn collect = [this, &next](const Tensor& t) -> UnpackFn {
-    TESSEL_CHECK_CODE(ErrorCode::kInternal, next < num_saved_, "Checkpoint recompute saved more than the ",
-                      num_saved_, " tensors the forward saved; the checkpointed function is not deterministic");
+    TESSEL_CHECK_CODE(ErrorCode::kInternal, next < num_saved_, "Checkpoint recompute saved more than the ", num_saved_,
+                      " tensors the forward saved; the checkpointed function is not deterministic");
     recomputed_[next++] = Detach(t);
     return [] { return Tensor(); };
   };

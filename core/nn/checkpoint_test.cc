@@ -1,10 +1,11 @@
 // core/nn/checkpoint_test.cc — activation checkpointing: bitwise-equal gradients on GPT blocks (full,
 // selective, GEMM-keeping), recompute counts, RNG replay, retained graphs, and its errors.
+#include "core/autograd/checkpoint.h"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
 
-#include "core/autograd/checkpoint.h"
 #include "core/autograd/engine.h"
 #include "core/autograd/grad_mode.h"
 #include "core/base/testing/expect_error.h"
@@ -52,8 +53,15 @@ void ExpectBitwiseEqual(const Grads& a, const Grads& b) {
 TEST(CheckpointTest, GptBlocksGiveBitwiseTheSameGradientsUnderEveryPolicy) {
   const std::vector<GPTConfig> configs = {
       {.vocab_size = 31, .d_model = 16, .n_layers = 2, .n_heads = 2, .seq_len = 8},
-      {.vocab_size = 29, .d_model = 16, .n_layers = 3, .n_heads = 4, .seq_len = 8, .mlp = "swiglu",
-       .norm = "rmsnorm", .bias = true, .tie_embeddings = true},
+      {.vocab_size = 29,
+       .d_model = 16,
+       .n_layers = 3,
+       .n_heads = 4,
+       .seq_len = 8,
+       .mlp = "swiglu",
+       .norm = "rmsnorm",
+       .bias = true,
+       .tie_embeddings = true},
   };
   for (const GPTConfig& cfg : configs) {
     const Grads reference = GptGrads(cfg, "none");
@@ -177,8 +185,13 @@ TEST(CheckpointTest, UnderNoGradTheFunctionRunsOnceAndNothingIsRecorded) {
   Tensor w = Randn({5}, gen).set_requires_grad(true);
   int runs = 0;
   NoGradGuard ng;
-  Tensor y = autograd::Checkpoint([&](const TensorList& in) -> TensorList { ++runs; return {Mul(in.at(0), w)}; },
-                                  {Randn({5}, gen)}).at(0);
+  Tensor y = autograd::Checkpoint(
+                 [&](const TensorList& in) -> TensorList {
+                   ++runs;
+                   return {Mul(in.at(0), w)};
+                 },
+                 {Randn({5}, gen)})
+                 .at(0);
   EXPECT_EQ(runs, 1);
   EXPECT_FALSE(y.requires_grad());
 }

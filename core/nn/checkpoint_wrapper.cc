@@ -15,8 +15,8 @@ CheckpointWrapper* CheckpointWrapper::Of(const Module& module) {
 Module& ApplyActivationCheckpointing(Module& module, autograd::CheckpointOptions options) {
   TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, CheckpointWrapper::Of(module) == nullptr,
                     "ApplyActivationCheckpointing: ", module.type_name(), " is already checkpointed");
-  TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, !module.has_forward_wrapper(), "ApplyActivationCheckpointing: ",
-                    module.type_name(), " already has a forward wrapper");
+  TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, !module.has_forward_wrapper(),
+                    "ApplyActivationCheckpointing: ", module.type_name(), " already has a forward wrapper");
   auto state = std::make_unique<CheckpointWrapper>(std::move(options));
   const CheckpointWrapper* raw = state.get();
   module.SetComposableState(CheckpointWrapper::kKey, std::move(state));
@@ -30,8 +30,8 @@ autograd::CheckpointOptions CheckpointOptionsFor(const std::string& policy) {
   if (policy == "full") return {};
   if (policy == "selective") return {.save_outputs = autograd::RecomputeOnly({"scaled_dot_product_attention"})};
   if (policy == "gemm") return {.save_outputs = autograd::SaveOutputsOf({"linear", "matmul"})};
-  TESSEL_FAIL(ErrorCode::kInvalidArgument, "activation checkpointing policy must be 'full', 'selective' or 'gemm', got '",
-               policy, "'");
+  TESSEL_FAIL(ErrorCode::kInvalidArgument,
+              "activation checkpointing policy must be 'full', 'selective' or 'gemm', got '", policy, "'");
 }
 
 Module& ApplyActivationCheckpointing(Module& module, const std::string& policy) {

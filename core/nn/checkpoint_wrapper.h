@@ -19,7 +19,8 @@
 //
 // Example (torchtitan's order: TP, then checkpointing, then fully_shard per block):
 //   for (size_t i = 0; i < gpt.layers().size(); ++i) ApplyActivationCheckpointing(*gpt.layers().at(i), "full");
-//   ApplyActivationCheckpointing(block, autograd::CheckpointOptions{.save_outputs = autograd::SaveOutputsOf({"linear"})});
+//   ApplyActivationCheckpointing(block, autograd::CheckpointOptions{.save_outputs =
+//   autograd::SaveOutputsOf({"linear"})});
 #pragma once
 
 #include <string>
