@@ -15,7 +15,9 @@
 // waits for them, copies the averaged values back into .grad (in place) and frees the buffers, after
 // finishing at most two buckets in flight (issuing bucket k first finishes bucket k-2, so the comm
 // ledger holds at most two buckets). A parameter that got no gradient in a backward contributes zeros
-// (every rank still issues every bucket: nothing hangs) and ends with the averaged .grad.
+// (every rank still issues every bucket: nothing hangs) and ends with the averaged .grad. The end of
+// backward is detected from the first gradient: a backward in which no parameter of the module gets a
+// gradient on some rank issues nothing there (the peers then fail with the comm timeout, no hang).
 //
 // Collectives per backward (asserted with the comm tracer), B buckets, n ranks:
 //   zero_stage 0, 1   B all-reduces (average)                    .grad: the full average on every rank

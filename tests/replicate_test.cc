@@ -9,6 +9,7 @@
 
 #include "comm/tracer.h"
 #include "core/base/testing/expect_error.h"
+#include "core/ops/reduction.h"
 #include "planner/data_parallel.h"
 #include "planner/model_spec.h"
 #include "tests/fsdp_testing.h"
@@ -273,6 +274,43 @@ TEST(ReplicateTest, LedgersOfEachZeroStageAgainstThePlanner) {
   }
 }
 
+// Two parameters; `use_second` decides per rank whether the second takes part (a data-dependent branch).
+class TwoWeights final : public nn::Module {
+ public:
+  TwoWeights(bool use_second, std::vector<int64_t> second_shape = {3}) : Module("TwoWeights"), use_second_(use_second) {
+    RegisterParameter("w1", FromVector<float>({1, 2, 3}, {3}));
+    RegisterParameter("w2", Full(second_shape, 0.5));
+  }
+  TensorList Forward(const TensorList& in) override {
+    Tensor y = Mul(in.at(0), Param("w1"));
+    return {use_second_ ? Mul(y, Param("w2")) : y};
+  }
+
+ private:
+  bool use_second_;
+};
+
+// Rank 0 uses w2, rank 1 does not: both still issue every bucket (no hang), and w2.grad is rank 0's
+// gradient averaged with rank 1's zeros on both ranks.
+TEST(ReplicateTest, AParameterUnusedOnOneRankContributesZerosAndNothingHangs) {
+  comm::RunRanks(
+      2,
+      [&](comm::ProcessGroupPtr world) {
+        dtensor::DeviceMesh mesh = dtensor::InitDeviceMesh(world, {2}, {"dp"});
+        TwoWeights m(/*use_second=*/world->rank() == 0);
+        ReplicateModule ddp = Replicate(m, mesh, {.bucket_cap_bytes = 1});
+        ASSERT_EQ(ddp.num_buckets(), 2);
+        comm::CommTracer t;
+        Backward(Sum(m(FromVector<float>({4, 5, 6}, {3}))));
+        EXPECT_EQ(t.Count(CollectiveKind::kAllReduce, "dp"), 2) << t.Summary();
+        // d/dw2 sum(x * w1 * w2) = x * w1 = {4, 10, 18} on rank 0; averaged with zeros.
+        EXPECT_EQ(m.Param("w2").grad().ToVector<float>(), (std::vector<float>{2, 5, 9}));
+        // d/dw1 = x * w2 = {2, 2.5, 3} on rank 0, x = {4, 5, 6} on rank 1; averaged.
+        EXPECT_EQ(m.Param("w1").grad().ToVector<float>(), (std::vector<float>{3, 3.75, 4.5}));
+      },
+      FastRanks());
+}
+
 TEST(ReplicateTest, BadMeshesStagesAndDoubleApplicationAreRejected) {
   comm::RunRanks(
       4,
@@ -293,6 +331,11 @@ TEST(ReplicateTest, BadMeshesStagesAndDoubleApplicationAreRejected) {
         nn::GPT sharded(TinyGpt(), g2);
         FullyShard(sharded, mesh);
         ExpectErrorContains([&] { Replicate(sharded, mesh); }, ErrorCode::kFailedPrecondition, "already fully_shard");
+        TwoWeights scalar(true, {});
+        ExpectErrorContains([&] { Replicate(scalar, mesh, {.zero_stage = 1}); }, ErrorCode::kInvalidArgument,
+                            {"'w2' is a scalar", "ZeRO shards dim 0"});
+        ExpectErrorContains([&] { Replicate(*gpt.Submodule("layers"), mesh, {.bucket_cap_bytes = 0}); },
+                            ErrorCode::kInvalidArgument, "bucket_cap_bytes must be >= 1");
       },
       FastRanks());
 }
