@@ -274,6 +274,50 @@ TEST(ReplicateTest, LedgersOfEachZeroStageAgainstThePlanner) {
   }
 }
 
+// ZeRO-2's grads peak follows the bucket size: with buckets of about one block (the planner's
+// assumption) each bucket's full gradients move into the comm staging when it is issued, so at most one
+// incomplete bucket's full gradients are ever in the grads ledger. Measured: 0.69 of the plan (shard +
+// one block): the rank's pieces are created only when each bucket finishes, after the full gradients of
+// the earlier buckets are gone, so the peak is the shard plus a fraction of a block.
+TEST(ReplicateTest, ZeroTwoWithBlockSizedBucketsHoldsFewerFullGradients) {
+  nn::GPTConfig cfg = TinyGpt();
+  cfg.n_layers = 4;
+  comm::RunRanks(
+      2,
+      [&](comm::ProcessGroupPtr world) {
+        dtensor::DeviceMesh mesh = dtensor::InitDeviceMesh(world, {2}, {"dp"});
+        Generator gen(7);
+        nn::GPT gpt(cfg, gen);
+        int64_t block_bytes = 0, all_bytes = 0;
+        for (auto& [fqn, p] : gpt.NamedParameters()) {
+          all_bytes += p.numel() * 4;
+          if (fqn.rfind("layers.0.", 0) == 0) block_bytes += p.numel() * 4;
+        }
+        ReplicateModule ddp = Replicate(gpt, mesh, {.bucket_cap_bytes = block_bytes, .zero_stage = 2});
+        memory::ResetPeaks(CurrentDevice());
+        auto [idx, tgt] = GlobalBatch(cfg, 0, kBatch);
+        Backward(gpt.Loss(RowsFor(idx, world->rank(), 2), RowsFor(tgt, world->rank(), 2)));
+        const int64_t grads = memory::Stats(CurrentDevice())[memory::Ledger::kGrads].peak;
+        const planner::Layout l{.dp_shard = 2,
+                                .zero_stage = 2,
+                                .param_dtype = DType::kFloat32,
+                                .reduce_dtype = DType::kFloat32,
+                                .global_batch = kBatch,
+                                .seq_len = cfg.seq_len};
+        const int64_t plan =
+            planner::DataParallelState(
+                planner::LocalParams(planner::FromGptConfig(cfg), l, planner::CoordOf(l, world->rank())), l)
+                .grads;
+        std::printf("zero 2, %ld buckets of <= %ld B, rank %d: grads peak %ld, one bucket %ld, plan %ld (ratio %.3f)\n",
+                    ddp.num_buckets(), block_bytes, world->rank(), grads, all_bytes, plan,
+                    static_cast<double>(grads) / plan);
+        EXPECT_GE(ddp.num_buckets(), cfg.n_layers);
+        EXPECT_LT(grads, all_bytes);
+        EXPECT_LE(grads, plan);
+      },
+      FastRanks());
+}
+
 // Two parameters; `use_second` decides per rank whether the second takes part (a data-dependent branch).
 class TwoWeights final : public nn::Module {
  public:
