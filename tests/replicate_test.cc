@@ -24,6 +24,21 @@ constexpr int64_t kBatch = 12;
 
 std::unique_ptr<optim::Optimizer> MakeInner(Opt kind, nn::StateDict pieces) { return MakeOptimizer(kind, pieces); }
 
+// Runs `fn` on 2 ranks of a "dp" mesh, each with the GPT of `cfg` (seed 7) under Replicate(options).
+void OnTwoRanks(const nn::GPTConfig& cfg, const ReplicateOptions& options,
+                const std::function<void(comm::ProcessGroupPtr, nn::GPT&, ReplicateModule&)>& fn) {
+  comm::RunRanks(
+      2,
+      [&](comm::ProcessGroupPtr world) {
+        dtensor::DeviceMesh mesh = dtensor::InitDeviceMesh(world, {2}, {"dp"});
+        Generator gen(7);
+        nn::GPT gpt(cfg, gen);
+        ReplicateModule ddp = Replicate(gpt, mesh, options);
+        fn(world, gpt, ddp);
+      },
+      FastRanks());
+}
+
 // Training on `world` ranks under Replicate(zero_stage); losses are the global mean.
 RunResult TrainReplicated(const nn::GPTConfig& cfg, int steps, int world_size, int zero_stage, Opt kind,
                           int64_t bucket_cap = 25 << 20) {
@@ -143,31 +158,24 @@ TEST(ReplicateTest, EachBucketIsOneCollectivePerBackwardAndOneAllGatherPerZeroSt
 // inside backward, before any other gradient exists.
 TEST(ReplicateTest, TheFirstReadyBucketIsIssuedInsideBackwardBeforeTheOtherGradients) {
   const nn::GPTConfig cfg = TinyGpt();
-  comm::RunRanks(
-      2,
-      [&](comm::ProcessGroupPtr world) {
-        dtensor::DeviceMesh mesh = dtensor::InitDeviceMesh(world, {2}, {"dp"});
-        Generator gen(7);
-        nn::GPT gpt(cfg, gen);
-        ReplicateModule ddp = Replicate(gpt, mesh, {.bucket_cap_bytes = 1});
-        ASSERT_EQ(ddp.BucketFqns().front(), std::vector<std::string>{"lm_head.weight"});
-        auto tracer = std::make_unique<comm::CommTracer>();
-        int issued_at_hook = -1, grads_at_hook = -1;
-        bool in_backward = false;
-        RegisterPostAccumulateGradHook(gpt.Submodule("lm_head")->Param("weight"), [&](const Tensor&) {
-          issued_at_hook = tracer->Count(CollectiveKind::kAllReduce, "dp");
-          in_backward = InBackward();
-          grads_at_hook = 0;
-          for (auto& [fqn, p] : gpt.NamedParameters()) grads_at_hook += p.grad().defined() ? 1 : 0;
-        });
-        auto [idx, tgt] = GlobalBatch(cfg, 0, kBatch);
-        Backward(gpt.Loss(RowsFor(idx, world->rank(), 2), RowsFor(tgt, world->rank(), 2)));
-        EXPECT_TRUE(in_backward);
-        EXPECT_EQ(issued_at_hook, 1);
-        EXPECT_EQ(grads_at_hook, 1);
-        EXPECT_EQ(tracer->Count(CollectiveKind::kAllReduce, "dp"), ddp.num_buckets());
-      },
-      FastRanks());
+  OnTwoRanks(cfg, {.bucket_cap_bytes = 1}, [&](comm::ProcessGroupPtr world, nn::GPT& gpt, ReplicateModule& ddp) {
+    ASSERT_EQ(ddp.BucketFqns().front(), std::vector<std::string>{"lm_head.weight"});
+    auto tracer = std::make_unique<comm::CommTracer>();
+    int issued_at_hook = -1, grads_at_hook = -1;
+    bool in_backward = false;
+    RegisterPostAccumulateGradHook(gpt.Submodule("lm_head")->Param("weight"), [&](const Tensor&) {
+      issued_at_hook = tracer->Count(CollectiveKind::kAllReduce, "dp");
+      in_backward = InBackward();
+      grads_at_hook = 0;
+      for (auto& [fqn, p] : gpt.NamedParameters()) grads_at_hook += p.grad().defined() ? 1 : 0;
+    });
+    auto [idx, tgt] = GlobalBatch(cfg, 0, kBatch);
+    Backward(gpt.Loss(RowsFor(idx, world->rank(), 2), RowsFor(tgt, world->rank(), 2)));
+    EXPECT_TRUE(in_backward);
+    EXPECT_EQ(issued_at_hook, 1);
+    EXPECT_EQ(grads_at_hook, 1);
+    EXPECT_EQ(tracer->Count(CollectiveKind::kAllReduce, "dp"), ddp.num_buckets());
+  });
 }
 
 // Two unsynced micro-steps then one synced: no collective until the synced one, and the gradient is the
@@ -180,28 +188,21 @@ TEST(ReplicateTest, GradientSyncOffAccumulatesLocallyAndTheNextSyncedBackwardRed
     auto [idx, tgt] = GlobalBatch(cfg, s, kBatch);
     Backward(ref.Loss(idx, tgt));
   }
-  comm::RunRanks(
-      2,
-      [&](comm::ProcessGroupPtr world) {
-        dtensor::DeviceMesh mesh = dtensor::InitDeviceMesh(world, {2}, {"dp"});
-        Generator g(7);
-        nn::GPT gpt(cfg, g);
-        ReplicateModule ddp = Replicate(gpt, mesh, {.bucket_cap_bytes = 4096});
-        for (int s = 0; s < 3; ++s) {
-          ddp.SetRequiresGradientSync(s == 2);
-          auto [idx, tgt] = GlobalBatch(cfg, s, kBatch);
-          comm::CommTracer t;
-          Backward(gpt.Loss(RowsFor(idx, world->rank(), 2), RowsFor(tgt, world->rank(), 2)));
-          EXPECT_EQ(t.Total(), s == 2 ? ddp.num_buckets() : 0) << t.Summary();
-        }
-        nn::StateDict want = ref.NamedParameters();
-        nn::StateDict got = gpt.NamedParameters();
-        for (size_t i = 0; i < got.size(); ++i) {
-          SCOPED_TRACE(got[i].first);
-          EXPECT_LE(RelErr(got[i].second.grad().ToDoubleVector(), want[i].second.grad().ToDoubleVector()), 1e-5);
-        }
-      },
-      FastRanks());
+  OnTwoRanks(cfg, {.bucket_cap_bytes = 4096}, [&](comm::ProcessGroupPtr world, nn::GPT& gpt, ReplicateModule& ddp) {
+    for (int s = 0; s < 3; ++s) {
+      ddp.SetRequiresGradientSync(s == 2);
+      auto [idx, tgt] = GlobalBatch(cfg, s, kBatch);
+      comm::CommTracer t;
+      Backward(gpt.Loss(RowsFor(idx, world->rank(), 2), RowsFor(tgt, world->rank(), 2)));
+      EXPECT_EQ(t.Total(), s == 2 ? ddp.num_buckets() : 0) << t.Summary();
+    }
+    nn::StateDict want = ref.NamedParameters();
+    nn::StateDict got = gpt.NamedParameters();
+    for (size_t i = 0; i < got.size(); ++i) {
+      SCOPED_TRACE(got[i].first);
+      EXPECT_LE(RelErr(got[i].second.grad().ToDoubleVector(), want[i].second.grad().ToDoubleVector()), 1e-5);
+    }
+  });
 }
 
 // Peaks of each ledger over one step (forward, backward, optimizer step) on rank `rank` of `world`,
@@ -210,67 +211,61 @@ TEST(ReplicateTest, LedgersOfEachZeroStageAgainstThePlanner) {
   const nn::GPTConfig cfg = TinyGpt();
   const int world_size = 2;
   for (int stage : {0, 1, 2}) {
-    comm::RunRanks(
-        world_size,
-        [&](comm::ProcessGroupPtr world) {
-          dtensor::DeviceMesh mesh = dtensor::InitDeviceMesh(world, {world_size}, {"dp"});
-          Generator gen(7);
-          nn::GPT gpt(cfg, gen);
-          ReplicateModule ddp = Replicate(gpt, mesh, {.zero_stage = stage});
-          std::unique_ptr<optim::Optimizer> plain;
-          std::unique_ptr<ZeroOptimizer> zero;
-          if (stage == 0) {
-            plain = MakeOptimizer(Opt::kAdamW, gpt.NamedParameters());
-          } else {
-            zero = std::make_unique<ZeroOptimizer>(ddp, [](nn::StateDict p) { return MakeInner(Opt::kAdamW, p); });
-          }
-          memory::ResetPeaks(CurrentDevice());
-          auto [idx, tgt] = GlobalBatch(cfg, 0, kBatch);
-          Backward(gpt.Loss(RowsFor(idx, world->rank(), world_size), RowsFor(tgt, world->rank(), world_size)));
-          if (zero)
-            zero->Step();
-          else
-            plain->Step();
-          const memory::DeviceStats m = memory::Stats(CurrentDevice());
-          const planner::Layout l{.dp_shard = world_size,
-                                  .zero_stage = stage,
-                                  .param_dtype = DType::kFloat32,
-                                  .reduce_dtype = DType::kFloat32,
-                                  .global_batch = kBatch,
-                                  .seq_len = cfg.seq_len};
-          const planner::StateBytes plan = planner::DataParallelState(
-              planner::LocalParams(planner::FromGptConfig(cfg), l, planner::CoordOf(l, world->rank())), l);
-          std::printf("zero %d rank %d  params %ld/%ld grads %ld/%ld optim %ld/%ld comm %ld/%ld (measured/planned)\n",
-                      stage, world->rank(), m[memory::Ledger::kParams].peak, plan.params,
-                      m[memory::Ledger::kGrads].peak, plan.grads, m[memory::Ledger::kOptimState].peak, plan.optim,
-                      m[memory::Ledger::kCommBuffers].peak, plan.comm);
-          // Exact against the plan: params (whole parameters), optim (AdamW's two moments of this rank's
-          // torch.chunk rows at stages 1-2), and at stages 0-1 grads (whole .grad) and, at stage 0, comm (one
-          // 25 MiB bucket holds this model: g·P). Where the plan is not exact, the measurement equals the
-          // derivation here (one bucket, n ranks, S = one rank's padded block of the bucket):
-          //   stage 1-2 comm: the post-step all-gather's n·S (plan: g·P; uneven rows pad, measured +0.6%)
-          //   stage 2 comm:   the reduce-scatter's staging (n + 1)·S (plan: g·P; +51%)
-          //   stage 2 grads:  g·P, every full gradient of the one bucket alive before its reduce-scatter
-          //                   (plan: the shard plus one block's full gradients; +8.8% / +9.5% here)
-          int64_t s_block = 0, p_all = 0;
-          for (auto& [fqn, p] : gpt.NamedParameters()) {
-            const int64_t rows = p.size(0);
-            s_block += (rows + world_size - 1) / world_size * (p.numel() / rows) * 4;
-            p_all += p.numel() * 4;
-          }
-          EXPECT_EQ(m[memory::Ledger::kParams].peak, plan.params);
-          EXPECT_EQ(m[memory::Ledger::kOptimState].peak, plan.optim);
-          EXPECT_EQ(plan.comm, p_all);
-          EXPECT_EQ(m[memory::Ledger::kGrads].peak, p_all);
-          if (stage < 2) {
-            EXPECT_EQ(plan.grads, p_all);
-          } else {
-            EXPECT_LT(plan.grads, p_all);
-          }
-          const int64_t comm = stage == 0 ? p_all : stage == 1 ? world_size * s_block : (world_size + 1) * s_block;
-          EXPECT_EQ(m[memory::Ledger::kCommBuffers].peak, comm);
-        },
-        FastRanks());
+    OnTwoRanks(cfg, {.zero_stage = stage}, [&](comm::ProcessGroupPtr world, nn::GPT& gpt, ReplicateModule& ddp) {
+      std::unique_ptr<optim::Optimizer> plain;
+      std::unique_ptr<ZeroOptimizer> zero;
+      if (stage == 0) {
+        plain = MakeOptimizer(Opt::kAdamW, gpt.NamedParameters());
+      } else {
+        zero = std::make_unique<ZeroOptimizer>(ddp, [](nn::StateDict p) { return MakeInner(Opt::kAdamW, p); });
+      }
+      memory::ResetPeaks(CurrentDevice());
+      auto [idx, tgt] = GlobalBatch(cfg, 0, kBatch);
+      Backward(gpt.Loss(RowsFor(idx, world->rank(), world_size), RowsFor(tgt, world->rank(), world_size)));
+      if (zero) {
+        zero->Step();
+      } else {
+        plain->Step();
+      }
+      const memory::DeviceStats m = memory::Stats(CurrentDevice());
+      const planner::Layout l{.dp_shard = world_size,
+                              .zero_stage = stage,
+                              .param_dtype = DType::kFloat32,
+                              .reduce_dtype = DType::kFloat32,
+                              .global_batch = kBatch,
+                              .seq_len = cfg.seq_len};
+      const planner::StateBytes plan = planner::DataParallelState(
+          planner::LocalParams(planner::FromGptConfig(cfg), l, planner::CoordOf(l, world->rank())), l);
+      std::printf("zero %d rank %d  params %ld/%ld grads %ld/%ld optim %ld/%ld comm %ld/%ld (measured/planned)\n",
+                  stage, world->rank(), m[memory::Ledger::kParams].peak, plan.params, m[memory::Ledger::kGrads].peak,
+                  plan.grads, m[memory::Ledger::kOptimState].peak, plan.optim, m[memory::Ledger::kCommBuffers].peak,
+                  plan.comm);
+      // Exact against the plan: params (whole parameters), optim (AdamW's two moments of this rank's
+      // torch.chunk rows at stages 1-2), and at stages 0-1 grads (whole .grad) and, at stage 0, comm (one
+      // 25 MiB bucket holds this model: g·P). Where the plan is not exact, the measurement equals the
+      // derivation here (one bucket, n ranks, S = one rank's padded block of the bucket):
+      //   stage 1-2 comm: the post-step all-gather's n·S (plan: g·P; uneven rows pad, measured +0.6%)
+      //   stage 2 comm:   the reduce-scatter's staging (n + 1)·S (plan: g·P; +51%)
+      //   stage 2 grads:  g·P, every full gradient of the one bucket alive before its reduce-scatter
+      //                   (plan: the shard plus one block's full gradients; +8.8% / +9.5% here)
+      int64_t s_block = 0, p_all = 0;
+      for (auto& [fqn, p] : gpt.NamedParameters()) {
+        const int64_t rows = p.size(0);
+        s_block += (rows + world_size - 1) / world_size * (p.numel() / rows) * 4;
+        p_all += p.numel() * 4;
+      }
+      EXPECT_EQ(m[memory::Ledger::kParams].peak, plan.params);
+      EXPECT_EQ(m[memory::Ledger::kOptimState].peak, plan.optim);
+      EXPECT_EQ(plan.comm, p_all);
+      EXPECT_EQ(m[memory::Ledger::kGrads].peak, p_all);
+      if (stage < 2) {
+        EXPECT_EQ(plan.grads, p_all);
+      } else {
+        EXPECT_LT(plan.grads, p_all);
+      }
+      const int64_t comm = stage == 0 ? p_all : stage == 1 ? world_size * s_block : (world_size + 1) * s_block;
+      EXPECT_EQ(m[memory::Ledger::kCommBuffers].peak, comm);
+    });
   }
 }
 
