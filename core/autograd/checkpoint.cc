@@ -100,9 +100,17 @@ void Frame::Recompute() {
     if (input_requires_grad_[i]) t.set_requires_grad(true);
     inputs.push_back(t);
   }
-  std::vector<Generator> rng_now;
+  // The generators run from their state at the first forward, and get their current state back
+  // afterwards, also when the rerun throws.
+  struct RestoreGenerators {
+    const std::vector<Generator*>& generators;
+    std::vector<Generator> now;
+    ~RestoreGenerators() {
+      for (size_t i = 0; i < now.size(); ++i) *generators[i] = now[i];
+    }
+  } restore{options_.generators, {}};
   for (size_t i = 0; i < rng_at_forward_.size(); ++i) {
-    rng_now.push_back(*options_.generators[i]);
+    restore.now.push_back(*options_.generators[i]);
     *options_.generators[i] = rng_at_forward_[i];
   }
   recomputed_.assign(num_saved_, Tensor());
@@ -120,7 +128,6 @@ void Frame::Recompute() {
     SavedTensorHooksGuard guard(std::move(collect), cache ? &*cache : nullptr);
     fn_(inputs);
   }
-  for (size_t i = 0; i < rng_now.size(); ++i) *options_.generators[i] = rng_now[i];
   TESSEL_CHECK_CODE(ErrorCode::kInternal, next == num_saved_, "Checkpoint recompute saved ", next,
                     " tensors but the forward saved ", num_saved_,
                     "; the checkpointed function is not deterministic (list its Generators in CheckpointOptions)");
