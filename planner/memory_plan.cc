@@ -10,6 +10,7 @@
 
 #include "core/autograd/engine.h"
 #include "core/base/error.h"
+#include "core/nn/checkpoint_wrapper.h"
 #include "core/tensor/factory.h"
 #include "core/tensor/random.h"
 #include "planner/layout.h"
@@ -74,7 +75,7 @@ LedgerPlan PlanGptFullyShard(const nn::GPTConfig& cfg, int64_t world, int64_t ra
   return l;
 }
 
-int64_t MeasureGptActivations(const nn::GPTConfig& cfg, int64_t local_batch) {
+int64_t MeasureGptActivations(const nn::GPTConfig& cfg, int64_t local_batch, const std::string& ac) {
   int64_t peak = 0;
   std::exception_ptr error;
   // A thread of its own on cpu:0 (default thread budget: every core), as one in-process rank runs it.
@@ -83,6 +84,7 @@ int64_t MeasureGptActivations(const nn::GPTConfig& cfg, int64_t local_batch) {
       DeviceGuard device(Device::Cpu(0));
       Generator gen(7);
       nn::GPT gpt(cfg, gen);
+      for (size_t i = 0; i < gpt.layers().size(); ++i) nn::ApplyActivationCheckpointing(*gpt.layers().at(i), ac);
       const Shape shape = {local_batch, cfg.seq_len};
       const Tensor idx = Randint(0, cfg.vocab_size, shape, gen), tgt = Randint(0, cfg.vocab_size, shape, gen);
       memory::ResetPeaks(CurrentDevice());

@@ -55,7 +55,8 @@ LedgerPlan PlanGptFullyShard(const nn::GPTConfig& cfg, int64_t world, int64_t ra
 // Activations-ledger peak of one unsharded forward + backward of `cfg` on `local_batch` sequences of
 // cfg.seq_len tokens, on a thread of its own bound to cpu:0 (runs a step: about the cost of one training
 // step). REQUIRES: no other thread allocates activations on cpu:0 meanwhile (call it before ranks start).
-int64_t MeasureGptActivations(const nn::GPTConfig& cfg, int64_t local_batch);
+// `ac` checkpoints every block first (core/nn/checkpoint_wrapper.h: "none", "full", "selective", "gemm").
+int64_t MeasureGptActivations(const nn::GPTConfig& cfg, int64_t local_batch, const std::string& ac = "none");
 
 // A table, one ledger per line: predicted bytes, and with `measured` the measured peaks and ratios.
 std::string FormatPlan(const LedgerPlan& plan);

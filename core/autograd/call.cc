@@ -5,16 +5,24 @@
 
 #include "core/autograd/grad_mode.h"
 #include "core/autograd/node.h"
+#include "core/autograd/saved_tensor_hooks.h"
 #include "core/base/error.h"
 #include "core/dispatch/dispatcher.h"
 
 namespace tessel::autograd {
 namespace {
 
+// A saved tensor, or (under saved-tensor hooks) only the function that gives it back.
 struct Saved {
   Tensor tensor;
   uint32_t version = 0;
+  UnpackFn unpack;
 };
+
+Saved MakeSaved(const Tensor& t, const PackFn* pack) {
+  if (pack != nullptr) return Saved{Tensor(), 0, (*pack)(t)};
+  return Saved{t, t.impl()->version(), nullptr};
+}
 
 // The node of one recorded op call: runs the op's backward formula.
 class OpNode final : public Node {
@@ -23,11 +31,12 @@ class OpNode final : public Node {
   std::string name() const override { return op_.name; }
 
   void Save(const TensorList& inputs, const TensorList& outputs) {
+    const PackFn* pack = internal::CurrentPackHook();
     for (const Tensor& t : inputs) {
-      saved_inputs_.push_back(op_.save_inputs && t.defined() ? Saved{t, t.impl()->version()} : Saved{});
+      saved_inputs_.push_back(op_.save_inputs && t.defined() ? MakeSaved(t, pack) : Saved{});
     }
     for (const Tensor& t : outputs) {
-      saved_outputs_.push_back(op_.save_outputs && t.defined() ? Saved{Detach(t), t.impl()->version()} : Saved{});
+      saved_outputs_.push_back(op_.save_outputs && t.defined() ? MakeSaved(Detach(t), pack) : Saved{});
     }
   }
 
@@ -75,6 +84,10 @@ class OpNode final : public Node {
     out.reserve(saved.size());
     for (size_t i = 0; i < saved.size(); ++i) {
       const Saved& s = saved[i];
+      if (s.unpack) {
+        out.push_back(s.unpack());
+        continue;
+      }
       if (s.tensor.defined()) {
         TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, s.tensor.impl()->version() == s.version,
                           "one of the tensors needed for gradient computation has been modified by an in-place "
@@ -132,9 +145,14 @@ TensorList CallOp(const OpDef& op, TensorList inputs, const Attrs& attrs) {
                       " that requires grad; use the out-of-place op or run under NoGradGuard");
   }
   TensorList outputs;
-  {
+  OpInterceptor* interceptor = internal::CurrentInterceptor();
+  std::optional<TensorList> replaced = interceptor != nullptr ? interceptor->Replace(op) : std::nullopt;
+  if (replaced) {
+    outputs = std::move(*replaced);
+  } else {
     GradModeGuard off(false);
     outputs = Dispatch(op, inputs, attrs);
+    if (interceptor != nullptr) interceptor->Observe(op, outputs);
   }
   if (op.is_inplace || !grad_mode || !any_requires || !op.backward) return outputs;
   // Outputs must be fresh handles: a kernel may return an input as-is (e.g. contiguous()).

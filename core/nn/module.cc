@@ -266,7 +266,9 @@ TensorList Module::Call(TensorList inputs) {
       return g;
     });
   }
-  TensorList outputs = Forward(inputs);
+  TensorList outputs = forward_wrapper_
+                           ? forward_wrapper_(inputs, [this](const TensorList& in) { return Forward(in); })
+                           : Forward(inputs);
   for (auto& [id, hook] : forward_hooks_) hook(*this, inputs, outputs);
   if (backward_hooks) {
     outputs = autograd::ApplyBackwardFunction(

@@ -35,6 +35,9 @@ using ForwardPreHook = std::function<void(Module&, TensorList& inputs)>;
 using ForwardHook = std::function<void(Module&, const TensorList& inputs, TensorList& outputs)>;
 using BackwardPreHook = std::function<void(Module&, const TensorList& grad_outputs)>;
 using BackwardHook = std::function<void(Module&, const TensorList& grad_inputs, const TensorList& grad_outputs)>;
+// Runs in Call in place of Forward (given Forward as `forward`), inside the forward pre-hooks and hooks.
+using ForwardFn = std::function<TensorList(const TensorList& inputs)>;
+using ForwardWrapper = std::function<TensorList(const TensorList& inputs, const ForwardFn& forward)>;
 
 // State a composable API (fsdp/, tp/) attaches to a module, as PyTorch's _composable_state: owned by the
 // module, found by key; nn/ knows nothing of what is inside.
@@ -116,6 +119,11 @@ class Module {
   int RegisterFullBackwardPreHook(BackwardPreHook hook);
   int RegisterFullBackwardHook(BackwardHook hook);
   void RemoveHook(int id);
+  // One per module (activation checkpointing, core/nn/checkpoint_wrapper.h); null removes it. Call runs
+  // pre-hooks, then wrapper(inputs, Forward), then forward hooks, so hooks of this module (fully_shard's)
+  // stay outside the wrapper while those of its children run inside.
+  void SetForwardWrapper(ForwardWrapper wrapper) { forward_wrapper_ = std::move(wrapper); }
+  bool has_forward_wrapper() const { return forward_wrapper_ != nullptr; }
 
   // --- composable API state --- (one per key; a null `state` detaches)
   void SetComposableState(const std::string& key, std::unique_ptr<ModuleState> state);
@@ -141,6 +149,7 @@ class Module {
   std::vector<std::pair<int, BackwardPreHook>> backward_pre_hooks_;
   std::vector<std::pair<int, BackwardHook>> backward_hooks_;
   int next_hook_id_ = 0;
+  ForwardWrapper forward_wrapper_;
   // Last member: destroyed first, while the hooks and children it may refer to still exist.
   std::vector<std::pair<std::string, std::unique_ptr<ModuleState>>> composable_states_;
 };

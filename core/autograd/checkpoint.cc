@@ -1,0 +1,167 @@
+// core/autograd/checkpoint.cc — the checkpoint frame: pack by index, recompute on first unpack.
+#include "core/autograd/checkpoint.h"
+
+#include <algorithm>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <utility>
+
+#include "core/autograd/grad_mode.h"
+#include "core/autograd/saved_tensor_hooks.h"
+#include "core/base/error.h"
+#include "core/tensor/tensor_impl.h"
+
+namespace tessel::autograd {
+namespace {
+
+bool Named(const std::vector<std::string>& names, const OpDef& op) {
+  return std::find(names.begin(), names.end(), op.name) != names.end();
+}
+
+// One Checkpoint call: what the forward kept and what the rerun recomputed.
+class Frame : public std::enable_shared_from_this<Frame> {
+ public:
+  Frame(CheckpointFunction fn, CheckpointOptions options) : fn_(std::move(fn)), options_(std::move(options)) {
+    for (Generator* g : options_.generators) {
+      TESSEL_CHECK(g != nullptr, "Checkpoint: CheckpointOptions::generators holds a null Generator");
+      rng_at_forward_.push_back(*g);
+    }
+  }
+
+  TensorList Forward(const TensorList& inputs);
+  Tensor Unpack(int64_t index);
+
+ private:
+  // Selective policy during the first forward (Observe caches) and the rerun (Replace serves).
+  class Cache final : public OpInterceptor {
+   public:
+    Cache(Frame* frame, bool replay) : frame_(frame), replay_(replay) {}
+    std::optional<TensorList> Replace(const OpDef& op) override;
+    void Observe(const OpDef& op, const TensorList& outputs) override;
+
+   private:
+    Frame* frame_;
+    bool replay_;
+  };
+
+  void Recompute();
+
+  CheckpointFunction fn_;
+  CheckpointOptions options_;
+  std::vector<Generator> rng_at_forward_;
+  TensorList inputs_;  // detached handles of the inputs: the one thing full checkpointing keeps
+  std::vector<bool> input_requires_grad_;
+  int64_t num_saved_ = 0;
+  std::deque<std::pair<std::string, TensorList>> kept_;  // selective: op name, outputs, in call order
+  TensorList recomputed_;                                // by save index; emptied as handed out
+  int64_t handed_out_ = 0;
+  bool recomputed_valid_ = false;
+};
+
+std::optional<TensorList> Frame::Cache::Replace(const OpDef& op) {
+  if (!replay_ || !frame_->options_.save_outputs(op)) return std::nullopt;
+  TESSEL_CHECK_CODE(ErrorCode::kInternal, !frame_->kept_.empty() && frame_->kept_.front().first == op.name,
+                    "Checkpoint recompute: the rerun called '", op.name, "' where the forward kept ",
+                    frame_->kept_.empty() ? std::string("nothing more") : "'" + frame_->kept_.front().first + "'",
+                    "; the checkpointed function is not deterministic in the ops it calls");
+  TensorList out = std::move(frame_->kept_.front().second);
+  frame_->kept_.pop_front();
+  return out;
+}
+
+void Frame::Cache::Observe(const OpDef& op, const TensorList& outputs) {
+  if (replay_ || !frame_->options_.save_outputs(op)) return;
+  TensorList kept;
+  for (const Tensor& t : outputs) kept.push_back(t.defined() ? Detach(t) : Tensor());
+  frame_->kept_.emplace_back(op.name, std::move(kept));
+}
+
+TensorList Frame::Forward(const TensorList& inputs) {
+  for (const Tensor& t : inputs) {
+    inputs_.push_back(t.defined() ? Detach(t) : Tensor());
+    input_requires_grad_.push_back(t.defined() && t.requires_grad());
+  }
+  std::shared_ptr<Frame> self = shared_from_this();
+  PackFn pack = [this, self](const Tensor&) -> UnpackFn {
+    const int64_t index = num_saved_++;
+    return [self, index] { return self->Unpack(index); };
+  };
+  std::optional<Cache> cache;
+  if (options_.save_outputs) cache.emplace(this, /*replay=*/false);
+  SavedTensorHooksGuard guard(std::move(pack), cache ? &*cache : nullptr);
+  return fn_(inputs);
+}
+
+void Frame::Recompute() {
+  TensorList inputs;
+  for (size_t i = 0; i < inputs_.size(); ++i) {
+    Tensor t = inputs_[i].defined() ? Detach(inputs_[i]) : Tensor();
+    if (input_requires_grad_[i]) t.set_requires_grad(true);
+    inputs.push_back(t);
+  }
+  // The generators run from their state at the first forward, and get their current state back
+  // afterwards, also when the rerun throws.
+  struct RestoreGenerators {
+    const std::vector<Generator*>& generators;
+    std::vector<Generator> now;
+    ~RestoreGenerators() {
+      for (size_t i = 0; i < now.size(); ++i) *generators[i] = now[i];
+    }
+  } restore{options_.generators, {}};
+  for (size_t i = 0; i < rng_at_forward_.size(); ++i) {
+    restore.now.push_back(*options_.generators[i]);
+    *options_.generators[i] = rng_at_forward_[i];
+  }
+  recomputed_.assign(num_saved_, Tensor());
+  int64_t next = 0;
+  PackFn collect = [this, &next](const Tensor& t) -> UnpackFn {
+    TESSEL_CHECK_CODE(ErrorCode::kInternal, next < num_saved_, "Checkpoint recompute saved more than the ", num_saved_,
+                      " tensors the forward saved; the checkpointed function is not deterministic");
+    recomputed_[next++] = Detach(t);
+    return [] { return Tensor(); };
+  };
+  std::optional<Cache> cache;
+  if (options_.save_outputs) cache.emplace(this, /*replay=*/true);
+  {
+    GradModeGuard on(true);
+    SavedTensorHooksGuard guard(std::move(collect), cache ? &*cache : nullptr);
+    fn_(inputs);
+  }
+  TESSEL_CHECK_CODE(ErrorCode::kInternal, next == num_saved_, "Checkpoint recompute saved ", next,
+                    " tensors but the forward saved ", num_saved_,
+                    "; the checkpointed function is not deterministic (list its Generators in CheckpointOptions)");
+  handed_out_ = 0;
+  recomputed_valid_ = true;
+}
+
+Tensor Frame::Unpack(int64_t index) {
+  // Undefined while valid: handed out before in this round (a split backward unpacks twice): redo.
+  if (!recomputed_valid_ || !recomputed_[index].defined()) Recompute();
+  Tensor t = std::move(recomputed_[index]);
+  recomputed_[index] = Tensor();
+  if (++handed_out_ == num_saved_) {  // the whole region's backward has run: a retained graph recomputes anew
+    recomputed_valid_ = false;
+    recomputed_.clear();
+  }
+  return t;
+}
+
+}  // namespace
+
+CheckpointPolicy SaveOutputsOf(std::vector<std::string> op_names) {
+  return [names = std::move(op_names)](const OpDef& op) { return Named(names, op); };
+}
+
+CheckpointPolicy RecomputeOnly(std::vector<std::string> op_names) {
+  return [names = std::move(op_names)](const OpDef& op) { return !Named(names, op); };
+}
+
+TensorList Checkpoint(CheckpointFunction fn, const TensorList& inputs, CheckpointOptions options) {
+  TESSEL_CHECK(fn != nullptr, "Checkpoint: the function to checkpoint is empty");
+  if (!GradModeEnabled()) return fn(inputs);  // nothing is saved without grad mode: nothing to drop
+  auto frame = std::make_shared<Frame>(std::move(fn), std::move(options));
+  return frame->Forward(inputs);
+}
+
+}  // namespace tessel::autograd

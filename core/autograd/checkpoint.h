@@ -1,0 +1,69 @@
+// core/autograd/checkpoint.h — activation checkpointing: run a function now keeping (almost) nothing
+// for backward, and recompute what backward needs when it first needs it.
+//
+// [Note: activation checkpointing] Non-reentrant, like torch.utils.checkpoint(use_reentrant=False).
+// Checkpoint(fn, inputs) runs fn once with grad mode on, so the graph is recorded as usual and connects
+// to the inputs and to every parameter fn reads; but under saved-tensor hooks (saved_tensor_hooks.h)
+// each tensor a node would save is replaced by its index k in save order, and only the inputs (their
+// handles, no copy) are kept. When backward first unpacks some k, the frame reruns fn on the inputs
+// (detached, same requires_grad) with grad mode on, collecting what the rerun saves by the same
+// indices, and hands out the k-th; each recomputed tensor is dropped from the frame once handed out, so
+// the block's working set shrinks as its backward proceeds, exactly as without checkpointing. The
+// rerun's own graph is thrown away: gradients flow through the first forward's nodes, the recomputed
+// tensors only fill in their saved values. Grad mode is on during the rerun but the engine is not
+// re-entered, so hooks that fire during it (fully_shard's pre-forward, which sees its pre-backward
+// state and only makes sure the parameters are unsharded) behave as in torch.
+//
+// Determinism: the rerun must save the same tensors in the same order (checked: kInternal naming the
+// counts otherwise), and gives bitwise the same values when fn is a function of its inputs,
+// parameters and the Generators listed in CheckpointOptions::generators, whose states are set back to
+// their values at the first forward for the rerun and restored afterwards (torch's preserve_rng_state).
+//
+// Selective (CheckpointOptions::save_outputs): the outputs of the ops the policy names are kept from
+// the forward (a handle each, sharing the forward's storage); the rerun takes them from that cache, in
+// call order, instead of dispatching those ops, and recomputes everything else. Full checkpointing is
+// the null policy.
+//
+// Invariant: a checkpointed fn gives bitwise the same outputs and gradients as fn itself; memory held
+// between forward and backward is the inputs plus, under a selective policy, the kept outputs.
+//
+// Limits: a node whose backward is split (zero-bubble I then W) unpacks twice; the second unpack
+// recomputes the region again (correct, slower). Nested Checkpoint calls work (each region has its own
+// frame; the outer rerun makes a new inner one).
+//
+// Example:
+//   TensorList y = Checkpoint([&](const TensorList& in) { return block.Call(in); }, {x});
+//   CheckpointOptions sel{.save_outputs = SaveOutputsOf({"linear", "matmul"})};
+//   TensorList z = Checkpoint([&](const TensorList& in) { return block.Call(in); }, {x}, sel);
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/dispatch/op.h"
+#include "core/tensor/random.h"
+
+namespace tessel::autograd {
+
+// True for the ops whose outputs a selective checkpoint keeps from the forward (the rest recompute).
+using CheckpointPolicy = std::function<bool(const OpDef& op)>;
+
+// Keeps the outputs of the named ops, e.g. the GEMMs {"linear", "matmul"}.
+CheckpointPolicy SaveOutputsOf(std::vector<std::string> op_names);
+// Keeps every op's outputs but the named ones': {"scaled_dot_product_attention"} is Korthikanti et
+// al.'s selective recompute (planner/'s ActivationCheckpointing::kSelective).
+CheckpointPolicy RecomputeOnly(std::vector<std::string> op_names);
+
+struct CheckpointOptions {
+  CheckpointPolicy save_outputs;       // null: full checkpointing
+  std::vector<Generator*> generators;  // replayed by the recompute; must outlive the backward
+};
+
+using CheckpointFunction = std::function<TensorList(const TensorList& inputs)>;
+
+// Runs fn(inputs) as [Note: activation checkpointing] describes. fn is kept (copied) until the graph
+// is freed; whatever it captures must live that long.
+TensorList Checkpoint(CheckpointFunction fn, const TensorList& inputs, CheckpointOptions options = {});
+
+}  // namespace tessel::autograd

@@ -1,0 +1,236 @@
+// core/nn/checkpoint_test.cc — activation checkpointing: bitwise-equal gradients on GPT blocks (full,
+// selective, GEMM-keeping), recompute counts, RNG replay, retained graphs, and its errors.
+#include "core/autograd/checkpoint.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "core/autograd/engine.h"
+#include "core/autograd/grad_mode.h"
+#include "core/autograd/split_backward.h"
+#include "core/base/testing/expect_error.h"
+#include "core/nn/checkpoint_wrapper.h"
+#include "core/nn/transformer.h"
+#include "core/ops/elementwise.h"
+#include "core/ops/reduction.h"
+#include "core/ops/ternary.h"
+#include "core/ops/unary.h"
+#include "core/tensor/factory.h"
+#include "core/tensor/random.h"
+
+namespace tessel::nn {
+namespace {
+
+using testing::ExpectErrorContains;
+using Grads = std::vector<std::pair<std::string, std::vector<float>>>;
+
+// Gradients of every parameter after one backward of the GPT loss, with `policy` on every block.
+Grads GptGrads(const GPTConfig& cfg, const std::string& policy) {
+  Generator gen(11);
+  GPT gpt(cfg, gen);
+  for (size_t i = 0; i < gpt.layers().size(); ++i) ApplyActivationCheckpointing(*gpt.layers().at(i), policy);
+  Tensor idx = Randint(0, cfg.vocab_size, std::vector<int64_t>{2, cfg.seq_len}, gen);
+  Tensor tgt = Randint(0, cfg.vocab_size, std::vector<int64_t>{2, cfg.seq_len}, gen);
+  Backward(gpt.Loss(idx, tgt));
+  Grads out;
+  for (auto& [fqn, p] : gpt.NamedParameters()) {
+    EXPECT_TRUE(p.grad().defined()) << fqn;
+    out.emplace_back(fqn, p.grad().ToVector<float>());
+  }
+  return out;
+}
+
+void ExpectBitwiseEqual(const Grads& a, const Grads& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    SCOPED_TRACE(a[i].first);
+    ASSERT_EQ(a[i].first, b[i].first);
+    ASSERT_EQ(a[i].second.size(), b[i].second.size());
+    EXPECT_EQ(std::memcmp(a[i].second.data(), b[i].second.data(), a[i].second.size() * sizeof(float)), 0);
+  }
+}
+
+TEST(CheckpointTest, GptBlocksGiveBitwiseTheSameGradientsUnderEveryPolicy) {
+  const std::vector<GPTConfig> configs = {
+      {.vocab_size = 31, .d_model = 16, .n_layers = 2, .n_heads = 2, .seq_len = 8},
+      {.vocab_size = 29,
+       .d_model = 16,
+       .n_layers = 3,
+       .n_heads = 4,
+       .seq_len = 8,
+       .mlp = "swiglu",
+       .norm = "rmsnorm",
+       .bias = true,
+       .tie_embeddings = true},
+  };
+  for (const GPTConfig& cfg : configs) {
+    const Grads reference = GptGrads(cfg, "none");
+    for (const char* policy : {"full", "selective", "gemm"}) {
+      SCOPED_TRACE(::testing::Message() << cfg.mlp << " " << policy);
+      ExpectBitwiseEqual(reference, GptGrads(cfg, policy));
+    }
+  }
+}
+
+// A block's children run forward twice per step under checkpointing (forward + recompute), once
+// without; under "gemm" the recompute takes the linears' outputs from the cache instead of running them.
+TEST(CheckpointTest, RecomputeRunsTheBlockAgainInsideBackwardAndSelectiveSkipsKeptOps) {
+  for (const char* policy : {"none", "full", "gemm"}) {
+    SCOPED_TRACE(policy);
+    GPTConfig cfg{.vocab_size = 17, .d_model = 8, .n_layers = 1, .n_heads = 2, .seq_len = 4};
+    Generator gen(2);
+    GPT gpt(cfg, gen);
+    Module& block = *gpt.layers().at(0);
+    ApplyActivationCheckpointing(block, policy);
+    int mlp_calls = 0, in_backward_calls = 0;
+    block.Submodule("mlp")->RegisterForwardPreHook([&](Module&, TensorList&) {
+      ++mlp_calls;
+      in_backward_calls += InBackward() ? 1 : 0;
+    });
+    Tensor idx = Randint(0, 17, std::vector<int64_t>{1, 4}, gen);
+    Tensor loss = gpt.Loss(idx, idx);
+    EXPECT_EQ(mlp_calls, 1);
+    Backward(loss);
+    const int expected = std::string(policy) == "none" ? 1 : 2;
+    EXPECT_EQ(mlp_calls, expected);
+    EXPECT_EQ(in_backward_calls, expected - 1);
+  }
+}
+
+// A dropout-like block drawing from a Generator: listed in the options, the recompute replays the same
+// mask (bitwise equal gradients) and the generator ends where it would have without checkpointing.
+class NoisyBlock final : public Module {
+ public:
+  NoisyBlock(Generator& noise, Generator& init) : Module("NoisyBlock"), noise_(noise) {
+    RegisterParameter("w", Randn({6}, init));
+  }
+  TensorList Forward(const TensorList& in) override {
+    Tensor keep = Gt(Rand({3, 6}, noise_), Full({}, 0.3));
+    return {Mul(Where(keep, Tanh(Mul(in.at(0), Param("w"))), Zeros({3, 6})), Full({}, 1 / 0.7))};
+  }
+
+ private:
+  Generator& noise_;
+};
+
+std::pair<std::vector<float>, Generator> NoisyGrads(bool checkpoint) {
+  Generator init(1), noise(99);
+  NoisyBlock block(noise, init);
+  if (checkpoint) ApplyActivationCheckpointing(block, autograd::CheckpointOptions{.generators = {&noise}});
+  Tensor x = Randn({3, 6}, init);
+  Tensor y = block(x);
+  noise.Advance(5);  // draws after the block: the recompute must not disturb them
+  Backward(Sum(y));
+  return {block.Param("w").grad().ToVector<float>(), noise};
+}
+
+TEST(CheckpointTest, ListedGeneratorsAreReplayedBitwiseAndRestoredAfterTheRecompute) {
+  auto [plain, noise_plain] = NoisyGrads(false);
+  auto [ckpt, noise_ckpt] = NoisyGrads(true);
+  ASSERT_EQ(plain.size(), ckpt.size());
+  EXPECT_EQ(std::memcmp(plain.data(), ckpt.data(), plain.size() * sizeof(float)), 0);
+  EXPECT_TRUE(noise_plain == noise_ckpt);
+  EXPECT_EQ(noise_ckpt.offset(), noise_plain.offset());
+}
+
+TEST(CheckpointTest, RetainedGraphRecomputesForASecondBackward) {
+  Generator gen(4);
+  Tensor w = Randn({5}, gen).set_requires_grad(true);
+  Tensor x = Randn({5}, gen);
+  int runs = 0;
+  auto fn = [&](const TensorList& in) -> TensorList {
+    ++runs;
+    return {Tanh(Mul(in.at(0), w))};
+  };
+  Tensor y = Sum(autograd::Checkpoint(fn, {x}).at(0));
+  Backward(y, Tensor(), /*retain_graph=*/true);
+  const std::vector<float> once = w.grad().ToVector<float>();
+  Backward(y);
+  EXPECT_EQ(runs, 3);  // forward, then one recompute per backward
+  const std::vector<float> twice = w.grad().ToVector<float>();
+  for (size_t i = 0; i < once.size(); ++i) EXPECT_EQ(twice[i], once[i] + once[i]) << i;
+}
+
+// Zero-bubble's split backward (I now, W later) through a checkpointed block: the input gradient and
+// every .grad bitwise equal to one plain backward without checkpointing; the block reruns once per half
+// (W's nodes unpack their saved tensors again, see [Note: activation checkpointing]'s limits).
+struct SplitRun {
+  std::vector<float> input_grad;
+  Grads grads;
+  int block_runs = 0;
+};
+
+SplitRun SplitBackwardThroughBlock(bool checkpoint) {
+  GPTConfig cfg{.vocab_size = 5, .d_model = 8, .n_layers = 1, .n_heads = 2, .seq_len = 4};
+  Generator gen(3);
+  TransformerBlock block(cfg, gen);
+  SplitRun run;
+  if (checkpoint) ApplyActivationCheckpointing(block, "full");
+  block.Submodule("mlp")->RegisterForwardPreHook([&](Module&, TensorList&) { ++run.block_runs; });
+  Tensor x = Randn({2, 4, 8}, gen).set_requires_grad(true);
+  Tensor loss = Sum(Tanh(block(x)));
+  SplitBackwardResult r = BackwardInput({loss}, {Tensor()}, {x});
+  run.input_grad = r.input_grads.at(0).ToVector<float>();
+  BackwardWeight(r.weight_task);
+  for (auto& [fqn, p] : block.NamedParameters()) run.grads.emplace_back(fqn, p.grad().ToVector<float>());
+  return run;
+}
+
+TEST(CheckpointTest, SplitBackwardThroughACheckpointedBlockIsBitwiseEqualAndRecomputesPerHalf) {
+  const SplitRun plain = SplitBackwardThroughBlock(false);
+  const SplitRun ckpt = SplitBackwardThroughBlock(true);
+  ASSERT_EQ(plain.input_grad.size(), ckpt.input_grad.size());
+  EXPECT_EQ(std::memcmp(plain.input_grad.data(), ckpt.input_grad.data(), plain.input_grad.size() * sizeof(float)), 0);
+  ExpectBitwiseEqual(plain.grads, ckpt.grads);
+  EXPECT_EQ(plain.block_runs, 1);
+  EXPECT_EQ(ckpt.block_runs, 3);  // forward, the recompute for I, the recompute for W
+}
+
+TEST(CheckpointTest, AFunctionThatSavesDifferentlyOnRecomputeIsAnInternalErrorNamingTheCounts) {
+  Generator gen(4);
+  Tensor w = Randn({5}, gen).set_requires_grad(true);
+  int runs = 0;
+  auto fn = [&](const TensorList& in) -> TensorList {
+    Tensor h = Mul(in.at(0), w);
+    if (runs++ == 0) h = Tanh(h);  // the recompute skips an op that saved a tensor
+    return {h};
+  };
+  Tensor y = Sum(autograd::Checkpoint(fn, {Randn({5}, gen)}).at(0));
+  ExpectErrorContains([&] { Backward(y); }, ErrorCode::kInternal, {"recompute saved", "not deterministic"});
+}
+
+TEST(CheckpointTest, BadPoliciesAndDoubleApplicationAreRejected) {
+  GPTConfig cfg{.vocab_size = 5, .d_model = 8, .n_layers = 1, .n_heads = 2, .seq_len = 4};
+  Generator gen(0);
+  GPT gpt(cfg, gen);
+  Module& block = *gpt.layers().at(0);
+  ExpectErrorContains([&] { ApplyActivationCheckpointing(block, "everything"); }, ErrorCode::kInvalidArgument,
+                      {"'full', 'selective' or 'gemm'", "'everything'"});
+  checkpoint_wrapper(block);
+  ASSERT_NE(CheckpointWrapper::Of(block), nullptr);
+  ExpectErrorContains([&] { ApplyActivationCheckpointing(block, "full"); }, ErrorCode::kFailedPrecondition,
+                      {"TransformerBlock", "already checkpointed"});
+  RemoveActivationCheckpointing(block);
+  EXPECT_EQ(CheckpointWrapper::Of(block), nullptr);
+  EXPECT_FALSE(block.has_forward_wrapper());
+}
+
+TEST(CheckpointTest, UnderNoGradTheFunctionRunsOnceAndNothingIsRecorded) {
+  Generator gen(4);
+  Tensor w = Randn({5}, gen).set_requires_grad(true);
+  int runs = 0;
+  NoGradGuard ng;
+  Tensor y = autograd::Checkpoint(
+                 [&](const TensorList& in) -> TensorList {
+                   ++runs;
+                   return {Mul(in.at(0), w)};
+                 },
+                 {Randn({5}, gen)})
+                 .at(0);
+  EXPECT_EQ(runs, 1);
+  EXPECT_FALSE(y.requires_grad());
+}
+
+}  // namespace
+}  // namespace tessel::nn

@@ -1,0 +1,338 @@
+// fsdp/replicate.cc — Replicate's buckets, hooks and reductions, and ZeroOptimizer's step.
+#include "fsdp/replicate.h"
+
+#include <utility>
+
+#include "core/autograd/engine.h"
+#include "core/autograd/grad_mode.h"
+#include "core/base/error.h"
+#include "core/memory/allocator.h"
+#include "core/ops/elementwise.h"
+#include "core/ops/view.h"
+#include "core/tensor/copy.h"
+#include "core/tensor/factory.h"
+#include "core/tensor/tensor_impl.h"
+#include "dtensor/layout.h"
+
+namespace tessel::fsdp {
+namespace {
+
+constexpr const char* kKey = "replicate";
+
+struct BucketParam {
+  std::string fqn;
+  Tensor param;
+  int64_t row = 1;           // elements per dim-0 row
+  int64_t rows = 1;          // dim-0 size
+  int64_t full_offset = 0;   // in the all-reduce buffer (whole parameters, back to back)
+  int64_t block_offset = 0;  // in one rank's block of the reduce-scatter / all-gather buffers
+  int64_t padded_rows = 0;   // ceil(rows / n)
+  Tensor piece;              // ZeRO: leaf view of this rank's rows (empty piece: undefined)
+  bool ready = false;
+};
+
+struct Bucket {
+  std::vector<BucketParam> params;
+  int64_t full_numel = 0;   // all-reduce buffer
+  int64_t block_numel = 0;  // one rank's block (ZeRO)
+  int ready_count = 0;
+  bool issued = false;
+  comm::WorkPtr work;
+  Tensor input, output;  // staging buffers (comm ledger) while issued
+};
+
+// A view of `numel` elements of flat `buf` at `offset`, shaped `shape`.
+Tensor Slice(const Tensor& buf, int64_t offset, int64_t numel, const Shape& shape) {
+  return View(Narrow(buf, 0, offset, numel), std::vector<int64_t>(shape.begin(), shape.end()));
+}
+
+Shape RowsShape(const Tensor& p, int64_t rows) {
+  Shape s = p.sizes();
+  s[0] = rows;
+  return s;
+}
+
+}  // namespace
+
+class ReplicateState final : public nn::ModuleState {
+ public:
+  ReplicateState(nn::Module* module, comm::ProcessGroupPtr group, ReplicateOptions options);
+  void OnGradReady(size_t bucket, size_t index);
+  void EndOfBackward();
+  void AllGatherParameters();  // ZeRO step: every rank's updated rows into every rank's parameters
+  nn::StateDict Pieces() const;
+  void SetPieceGradsFromFull();  // stage 1: the pieces' grads are views of the averaged .grad
+
+  nn::Module* module_;
+  comm::ProcessGroupPtr group_;
+  ReplicateOptions options_;
+  std::vector<Bucket> buckets_;
+  bool sync_ = true;
+
+ private:
+  void Broadcast();
+  void Issue(size_t b);
+  void Finish(size_t b);
+  void CopyOut(Bucket& bucket);
+  int64_t n() const { return group_->size(); }
+  int64_t me() const { return group_->rank(); }
+
+  size_t next_to_issue_ = 0;
+  bool callback_queued_ = false;
+};
+
+ReplicateState::ReplicateState(nn::Module* module, comm::ProcessGroupPtr group, ReplicateOptions options)
+    : module_(module), group_(std::move(group)), options_(options) {
+  nn::StateDict params = module->NamedParameters();
+  TESSEL_CHECK(!params.empty(), "Replicate: ", module->type_name(), " has no parameters");
+  buckets_.emplace_back();
+  int64_t bytes = 0;
+  for (auto it = params.rbegin(); it != params.rend(); ++it) {  // reverse registration order
+    const auto& [fqn, p] = *it;
+    TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, !p.is_distributed(), "Replicate: parameter '", fqn,
+                      "' is a DTensor; Replicate keeps plain replicated parameters (use fully_shard for DTensors)");
+    TESSEL_CHECK(options_.zero_stage == 0 || p.dim() > 0, "Replicate(zero_stage=", options_.zero_stage,
+                 "): parameter '", fqn, "' is a scalar; ZeRO shards dim 0");
+    const int64_t nbytes = p.numel() * ElementSize(p.dtype());
+    if (bytes > 0 && bytes + nbytes > options_.bucket_cap_bytes) {
+      buckets_.emplace_back();
+      bytes = 0;
+    }
+    bytes += nbytes;
+    Bucket& b = buckets_.back();
+    BucketParam bp{.fqn = fqn, .param = p};
+    bp.rows = p.dim() > 0 ? p.size(0) : 1;
+    bp.row = bp.rows > 0 ? p.numel() / bp.rows : 0;
+    bp.full_offset = b.full_numel;
+    bp.padded_rows = (bp.rows + n() - 1) / n();
+    bp.block_offset = b.block_numel;
+    b.full_numel += p.numel();
+    b.block_numel += bp.padded_rows * bp.row;
+    if (options_.zero_stage > 0) {
+      const dtensor::ChunkPiece piece = dtensor::ChunkPieceOf(bp.rows, n(), me());
+      if (piece.size > 0) bp.piece = Detach(Narrow(Detach(p), 0, piece.offset, piece.size)).set_requires_grad(true);
+    }
+    b.params.push_back(std::move(bp));
+  }
+  Broadcast();
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    for (size_t i = 0; i < buckets_[b].params.size(); ++i) {
+      RegisterPostAccumulateGradHook(buckets_[b].params[i].param, [this, b, i](const Tensor&) { OnGradReady(b, i); });
+    }
+  }
+}
+
+void ReplicateState::Broadcast() {
+  NoGradGuard no_grad;
+  for (Bucket& b : buckets_) {
+    Tensor flat;
+    {
+      memory::LedgerScope comm(memory::Ledger::kCommBuffers);
+      flat = Zeros({b.full_numel}, b.params[0].param.dtype());
+    }
+    for (const BucketParam& p : b.params)
+      CopyInto(Slice(flat, p.full_offset, p.param.numel(), p.param.sizes()), p.param);
+    group_->Broadcast(flat, 0)->Wait();
+    for (const BucketParam& p : b.params)
+      CopyInto(p.param, Slice(flat, p.full_offset, p.param.numel(), p.param.sizes()));
+  }
+}
+
+void ReplicateState::OnGradReady(size_t b, size_t i) {
+  if (!sync_) return;
+  if (!callback_queued_) {
+    callback_queued_ = true;
+    QueueCallback([this] { EndOfBackward(); });
+  }
+  BucketParam& p = buckets_[b].params[i];
+  if (p.ready) return;
+  p.ready = true;
+  ++buckets_[b].ready_count;
+  while (next_to_issue_ < buckets_.size() &&
+         buckets_[next_to_issue_].ready_count == static_cast<int>(buckets_[next_to_issue_].params.size())) {
+    Issue(next_to_issue_++);
+  }
+}
+
+void ReplicateState::Issue(size_t index) {
+  if (index >= 2 && buckets_[index - 2].issued) Finish(index - 2);  // at most two buckets in flight
+  NoGradGuard no_grad;
+  Bucket& b = buckets_[index];
+  const DType dtype = b.params[0].param.dtype();
+  memory::LedgerScope comm(memory::Ledger::kCommBuffers);
+  if (options_.zero_stage < 2) {
+    b.input = Zeros({b.full_numel}, dtype);
+    for (const BucketParam& p : b.params) {
+      if (p.param.grad().defined())
+        CopyInto(Slice(b.input, p.full_offset, p.param.numel(), p.param.sizes()), p.param.grad());
+    }
+    b.work = group_->AllReduce(b.input, comm::ReduceOp::kAvg);
+  } else {
+    b.input = Zeros({n() * b.block_numel}, dtype);
+    b.output = Zeros({b.block_numel}, dtype);
+    for (BucketParam& p : b.params) {
+      const Tensor g = p.param.grad();
+      if (!g.defined()) continue;
+      for (int64_t k = 0; k < n(); ++k) {
+        const dtensor::ChunkPiece piece = dtensor::ChunkPieceOf(p.rows, n(), k);
+        if (piece.size == 0) continue;
+        CopyInto(Slice(b.input, k * b.block_numel + p.block_offset, piece.size * p.row, RowsShape(g, piece.size)),
+                 Narrow(g, 0, piece.offset, piece.size));
+      }
+      p.param.set_grad(Tensor());  // the full gradient is freed: only the rank's rows stay (ZeRO-2)
+    }
+    b.work = group_->ReduceScatter(b.output, b.input, comm::ReduceOp::kAvg);
+  }
+  b.issued = true;
+}
+
+void ReplicateState::Finish(size_t index) {
+  Bucket& b = buckets_[index];
+  b.work->Wait();
+  CopyOut(b);
+  b.work = nullptr;
+  b.input = Tensor();
+  b.output = Tensor();
+  b.issued = false;
+}
+
+void ReplicateState::CopyOut(Bucket& b) {
+  NoGradGuard no_grad;
+  memory::LedgerScope grads(memory::Ledger::kGrads);
+  for (BucketParam& p : b.params) {
+    if (options_.zero_stage < 2) {
+      const Tensor avg = Slice(b.input, p.full_offset, p.param.numel(), p.param.sizes());
+      if (p.param.grad().defined()) {
+        CopyInto(p.param.grad(), avg);
+      } else {
+        p.param.set_grad(Clone(avg));
+      }
+      continue;
+    }
+    if (!p.piece.defined()) continue;
+    const Tensor mine = Slice(b.output, p.block_offset, p.piece.numel(), p.piece.sizes());
+    if (p.piece.grad().defined()) {
+      AddInPlace(p.piece.grad(), mine);
+    } else {
+      p.piece.set_grad(Clone(mine));
+    }
+  }
+}
+
+void ReplicateState::EndOfBackward() {
+  // Parameters without a gradient this backward contribute zeros: every rank issues every bucket.
+  while (next_to_issue_ < buckets_.size()) Issue(next_to_issue_++);
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    if (buckets_[b].issued) Finish(b);
+    buckets_[b].ready_count = 0;
+    for (BucketParam& p : buckets_[b].params) p.ready = false;
+  }
+  next_to_issue_ = 0;
+  callback_queued_ = false;
+}
+
+nn::StateDict ReplicateState::Pieces() const {
+  nn::StateDict out;
+  for (const Bucket& b : buckets_) {
+    for (const BucketParam& p : b.params) {
+      if (p.piece.defined()) out.emplace_back(p.fqn, p.piece);
+    }
+  }
+  return out;
+}
+
+void ReplicateState::SetPieceGradsFromFull() {
+  NoGradGuard no_grad;
+  for (Bucket& b : buckets_) {
+    for (BucketParam& p : b.params) {
+      if (!p.piece.defined() || !p.param.grad().defined()) continue;
+      const dtensor::ChunkPiece piece = dtensor::ChunkPieceOf(p.rows, n(), me());
+      p.piece.set_grad(Detach(Narrow(p.param.grad(), 0, piece.offset, piece.size)));
+    }
+  }
+}
+
+void ReplicateState::AllGatherParameters() {
+  NoGradGuard no_grad;
+  for (Bucket& b : buckets_) {
+    const DType dtype = b.params[0].param.dtype();
+    Tensor input, output;
+    {
+      memory::LedgerScope comm(memory::Ledger::kCommBuffers);
+      output = Zeros({n() * b.block_numel}, dtype);
+      input = Narrow(output, 0, me() * b.block_numel, b.block_numel);
+    }
+    for (const BucketParam& p : b.params) {
+      if (p.piece.defined()) CopyInto(Slice(input, p.block_offset, p.piece.numel(), p.piece.sizes()), p.piece);
+    }
+    group_->AllGather(output, input)->Wait();
+    for (const BucketParam& p : b.params) {
+      for (int64_t k = 0; k < n(); ++k) {
+        const dtensor::ChunkPiece piece = dtensor::ChunkPieceOf(p.rows, n(), k);
+        if (piece.size == 0 || k == me()) continue;
+        CopyInto(Narrow(p.param, 0, piece.offset, piece.size),
+                 Slice(output, k * b.block_numel + p.block_offset, piece.size * p.row, RowsShape(p.param, piece.size)));
+      }
+    }
+  }
+}
+
+nn::Module& ReplicateModule::module() const { return *state_->module_; }
+const ReplicateOptions& ReplicateModule::options() const { return state_->options_; }
+int64_t ReplicateModule::num_buckets() const { return static_cast<int64_t>(state_->buckets_.size()); }
+void ReplicateModule::SetRequiresGradientSync(bool sync) const { state_->sync_ = sync; }
+
+std::vector<std::vector<std::string>> ReplicateModule::BucketFqns() const {
+  std::vector<std::vector<std::string>> out;
+  for (const Bucket& b : state_->buckets_) {
+    out.emplace_back();
+    for (const BucketParam& p : b.params) out.back().push_back(p.fqn);
+  }
+  return out;
+}
+
+ReplicateModule Replicate(nn::Module& module, const dtensor::DeviceMesh& mesh, const ReplicateOptions& options) {
+  TESSEL_CHECK(mesh.ndim() == 1, "Replicate: expected a 1-D mesh, got ", mesh.ndim(), " axes; pass the dp sub-mesh");
+  TESSEL_CHECK(options.zero_stage >= 0 && options.zero_stage <= 2, "Replicate: zero_stage must be 0, 1 or 2, got ",
+               options.zero_stage, " (stage 3 is fully_shard)");
+  TESSEL_CHECK(options.bucket_cap_bytes >= 1, "Replicate: bucket_cap_bytes must be >= 1, got ",
+               options.bucket_cap_bytes);
+  TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, module.GetComposableState(kKey) == nullptr,
+                    "Replicate: ", module.type_name(), " is already replicated");
+  TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, module.GetComposableState("fully_shard") == nullptr,
+                    "Replicate: ", module.type_name(), " is already fully_shard'ed");
+  auto state = std::make_unique<ReplicateState>(&module, mesh.axis_group(0), options);
+  ReplicateState* raw = state.get();
+  module.SetComposableState(kKey, std::move(state));
+  return ReplicateModule(raw);
+}
+
+std::optional<ReplicateModule> AsReplicateModule(nn::Module& module) {
+  auto* state = dynamic_cast<ReplicateState*>(module.GetComposableState(kKey));
+  if (state == nullptr) return std::nullopt;
+  return ReplicateModule(state);
+}
+
+ZeroOptimizer::ZeroOptimizer(ReplicateModule replicated, const Factory& make) : state_(&replicated.state()) {
+  TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, state_->options_.zero_stage >= 1,
+                    "ZeroOptimizer: the module was replicated with zero_stage 0; pass ReplicateOptions{.zero_stage = 1 "
+                    "or 2}, or use a plain optimizer");
+  pieces_ = state_->Pieces();
+  inner_ = make(pieces_);
+  TESSEL_CHECK(inner_ != nullptr, "ZeroOptimizer: the factory returned no optimizer");
+}
+
+ZeroOptimizer::~ZeroOptimizer() = default;
+
+void ZeroOptimizer::Step() {
+  if (state_->options_.zero_stage == 1) state_->SetPieceGradsFromFull();
+  inner_->Step();
+  state_->AllGatherParameters();
+}
+
+void ZeroOptimizer::ZeroGrad() {
+  inner_->ZeroGrad();
+  state_->module_->ZeroGrad();
+}
+
+}  // namespace tessel::fsdp
