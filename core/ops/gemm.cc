@@ -1,6 +1,6 @@
 // core/ops/gemm.cc — Gemm on OpenBLAS (runtime CPU dispatch), split over tessel's threads here.
 //
-// Why OpenBLAS (Debian 12's libopenblas-serial-dev 0.3.21, DYNAMIC_ARCH). Measured on this machine
+// Why OpenBLAS (Debian 12's libopenblas-pthread-dev 0.3.21, DYNAMIC_ARCH). Measured on this machine
 // kind (Intel Xeon with AVX-512 and AMX, 2 vCPUs, other builds running, so ranges), sgemm GFLOP/s on
 // one thread, interleaved in one process:
 //   shape (M×N×K)          OpenBLAS   oneDNN 2.6   BLIS 0.9   Eigen (-march=x86-64-v3)
@@ -11,12 +11,14 @@
 // oneDNN, within ~5% on large shapes, has no float64 GEMM, needs OpenCL's loader and runs its own
 // OpenMP team per call. OpenBLAS covers float32 and float64 with one strided, transposable interface.
 //
-// NOTE: threads. We link the serial variant (third_party/system/openblas.BUILD), which never starts a
-// thread, and split a large GEMM ourselves into NumThreads() independent row or column panels
-// (ParallelFor; never along K). So the per-rank budget of core/base/parallel.h is the only scheduler:
-// several ranks in one process, or a GEMM inside a parallel kernel, cannot oversubscribe the cores,
-// and no BLAS thread pool spins against tessel's OpenMP team. Each panel is one single-threaded
-// sgemm over the full K, so every output element is summed in the same order on every run.
+// NOTE: threads. OpenBLAS's own pool is set to one thread (SingleThreadedBlas), so each call runs on
+// the calling thread, and we split a large GEMM ourselves into NumThreads() independent row or column
+// panels (ParallelFor; never along K). So the per-rank budget of core/base/parallel.h is the only
+// scheduler: several ranks in one process, or a GEMM inside a parallel kernel, cannot oversubscribe
+// the cores, and no BLAS thread pool spins against tessel's OpenMP team. Each panel is one sgemm over
+// the full K, so every output element is summed in the same order on every run. We link the pthread
+// build, not the serial one: Debian builds the serial library without USE_LOCKING, and concurrent
+// calls then corrupt each other (third_party/system/openblas.BUILD; GemmTest.ConcurrentCallers...).
 #include "core/ops/gemm.h"
 
 #include <cblas.h>
@@ -65,6 +67,15 @@ const char* At(const BlasOperand& op, int64_t row, int64_t col, int64_t esz) {
   return op.data + offset * esz;
 }
 
+// Sets OpenBLAS's pool to one thread, once per process, before the first GEMM.
+void SingleThreadedBlas() {
+  static const bool kOnce = [] {
+    openblas_set_num_threads(1);
+    return true;
+  }();
+  (void)kOnce;
+}
+
 // One single-threaded BLAS call: c [m, n] (+)= a [m, k] · b [k, n].
 void BlasCall(DType dtype, const BlasOperand& a, const BlasOperand& b, char* c, int64_t ldc, int64_t m, int64_t n,
               int64_t k, bool accumulate) {
@@ -99,8 +110,10 @@ void ZeroRows(void* c, int64_t ldc, int64_t m, int64_t n, int64_t esz) {
 bool GemmCanRead(const MatRef& m) { return IsRowMajor(m) || IsColMajor(m); }
 
 std::string GemmBackend() {
+  SingleThreadedBlas();
   const char* core = openblas_get_corename();
-  return std::string("OpenBLAS (serial, ") + (core ? core : "unknown") + " kernels)";
+  return std::string("OpenBLAS (") + (core ? core : "unknown") + " kernels, " +
+         std::to_string(openblas_get_num_threads()) + " BLAS thread per call)";
 }
 
 void Gemm(DType dtype, const MatRef& a, const MatRef& b, void* c, int64_t ldc, bool accumulate) {
@@ -116,6 +129,7 @@ void Gemm(DType dtype, const MatRef& a, const MatRef& b, void* c, int64_t ldc, b
     if (!accumulate) ZeroRows(c, ldc, m, n, esz);
     return;
   }
+  SingleThreadedBlas();
   const BlasOperand ba = ToBlas(a), bb = ToBlas(b);
   TESSEL_CHECK(std::max({m, n, k, ba.ld, bb.ld, ldc}) <= INT_MAX, "gemm: [", m, ", ", k, "] @ [", k, ", ", n,
                "] has a dim or leading dim above the BLAS's 32-bit index range");

@@ -42,7 +42,7 @@ bool GemmCanRead(const MatRef& m);
 // REQUIRES: dtype float32 or float64; GemmCanRead(a) && GemmCanRead(b); a.cols == b.rows.
 void Gemm(DType dtype, const MatRef& a, const MatRef& b, void* c, int64_t ldc, bool accumulate);
 
-// The GEMM library and the kernels it chose for this CPU, e.g. "OpenBLAS (serial, SkylakeX kernels)".
+// The GEMM library and the kernels it chose for this CPU, e.g. "OpenBLAS (SkylakeX kernels, 1 BLAS thread per call)".
 std::string GemmBackend();
 
 }  // namespace tessel
