@@ -21,7 +21,6 @@
 // calls then corrupt each other (third_party/system/openblas.BUILD; GemmTest.ConcurrentCallers...).
 #include "core/ops/gemm.h"
 
-#include <cblas.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -32,14 +31,33 @@
 #include "core/base/error.h"
 #include "core/base/parallel.h"
 
+// The CBLAS functions we call (OpenBLAS's cblas.h declares them with enum parameters, passed as int).
+// Declared here rather than included so the BLAS headers never become inputs of other compile actions
+// (third_party/system/openblas.BUILD).
+extern "C" {
+void cblas_sgemm(int order, int trans_a, int trans_b, int m, int n, int k, float alpha, const float* a, int lda,
+                 const float* b, int ldb, float beta, float* c, int ldc);
+void cblas_dgemm(int order, int trans_a, int trans_b, int m, int n, int k, double alpha, const double* a, int lda,
+                 const double* b, int ldb, double beta, double* c, int ldc);
+void openblas_set_num_threads(int num_threads);
+int openblas_get_num_threads(void);
+char* openblas_get_corename(void);
+}
+
 namespace tessel {
 namespace {
+
+// CBLAS enum values (cblas.h: CblasRowMajor, CblasNoTrans, CblasTrans).
+constexpr int kRowMajor = 101;
+enum BlasTrans : int { kNoTrans = 111, kTrans = 112 };
 
 // A GEMM is split over threads only with at least this many multiply-adds per thread (an OpenMP team
 // wake-up costs a few microseconds; this is ~10 µs of work at 100 GFLOP/s).
 constexpr int64_t kMinMacsPerThread = int64_t{1} << 19;
 // Panels are multiples of this many rows/columns (the microkernels' register-tile widths divide it).
 constexpr int64_t kPanelAlign = 32;
+// Elements of the operand every panel reads (and packs) below which a GEMM gets two panels per thread.
+constexpr int64_t kSmallSharedOperand = int64_t{1} << 20;
 
 bool IsRowMajor(const MatRef& m) {
   return (m.col_stride == 1 || m.cols == 1) && (m.rows == 1 || m.row_stride >= m.cols);
@@ -51,19 +69,19 @@ bool IsColMajor(const MatRef& m) {
 // One operand as BLAS sees it in row-major order: transposed or not, with its leading dimension.
 struct BlasOperand {
   const char* data;
-  CBLAS_TRANSPOSE trans;
+  BlasTrans trans;
   int64_t ld;
 };
 
 BlasOperand ToBlas(const MatRef& m) {
   const char* p = static_cast<const char*>(m.data);
-  if (IsRowMajor(m)) return {p, CblasNoTrans, m.rows == 1 ? std::max<int64_t>(m.cols, 1) : m.row_stride};
-  return {p, CblasTrans, m.cols == 1 ? std::max<int64_t>(m.rows, 1) : m.col_stride};
+  if (IsRowMajor(m)) return {p, kNoTrans, m.rows == 1 ? std::max<int64_t>(m.cols, 1) : m.row_stride};
+  return {p, kTrans, m.cols == 1 ? std::max<int64_t>(m.rows, 1) : m.col_stride};
 }
 
 // The address of element (row, col) of an operand given as stored (before any transpose).
 const char* At(const BlasOperand& op, int64_t row, int64_t col, int64_t esz) {
-  const int64_t offset = op.trans == CblasNoTrans ? row * op.ld + col : col * op.ld + row;
+  const int64_t offset = op.trans == kNoTrans ? row * op.ld + col : col * op.ld + row;
   return op.data + offset * esz;
 }
 
@@ -82,11 +100,11 @@ void BlasCall(DType dtype, const BlasOperand& a, const BlasOperand& b, char* c, 
   const int im = static_cast<int>(m), in = static_cast<int>(n), ik = static_cast<int>(k);
   const int lda = static_cast<int>(a.ld), ldb = static_cast<int>(b.ld), ildc = static_cast<int>(ldc);
   if (dtype == DType::kFloat32) {
-    cblas_sgemm(CblasRowMajor, a.trans, b.trans, im, in, ik, 1.0f, reinterpret_cast<const float*>(a.data), lda,
+    cblas_sgemm(kRowMajor, a.trans, b.trans, im, in, ik, 1.0f, reinterpret_cast<const float*>(a.data), lda,
                 reinterpret_cast<const float*>(b.data), ldb, accumulate ? 1.0f : 0.0f, reinterpret_cast<float*>(c),
                 ildc);
   } else {
-    cblas_dgemm(CblasRowMajor, a.trans, b.trans, im, in, ik, 1.0, reinterpret_cast<const double*>(a.data), lda,
+    cblas_dgemm(kRowMajor, a.trans, b.trans, im, in, ik, 1.0, reinterpret_cast<const double*>(a.data), lda,
                 reinterpret_cast<const double*>(b.data), ldb, accumulate ? 1.0 : 0.0, reinterpret_cast<double*>(c),
                 ildc);
   }
@@ -136,14 +154,19 @@ void Gemm(DType dtype, const MatRef& a, const MatRef& b, void* c, int64_t ldc, b
   char* pc = static_cast<char*>(c);
   const int threads = SplitThreads(m, n, k);
   if (threads == 1) return BlasCall(dtype, ba, bb, pc, ldc, m, n, k, accumulate);
-  // Split the larger output dim into `threads` aligned panels; each panel reads all of the other operand.
+  // Split the larger output dim into aligned panels; each panel reads all of the other operand. Two
+  // panels per thread when that operand is small enough to pack twice (ParallelFor hands panels out
+  // dynamically, so a thread descheduled by other load holds up at most one panel).
   const bool split_rows = m >= n;
   const int64_t extent = split_rows ? m : n;
-  const int64_t panel = (extent / threads + kPanelAlign - 1) / kPanelAlign * kPanelAlign;
-  ParallelFor(0, threads, 1, [&](int64_t t0, int64_t t1) {
+  const int64_t shared = k * (split_rows ? n : m);
+  const int64_t panels = threads * (shared <= kSmallSharedOperand && extent >= 2 * threads * kPanelAlign ? 2 : 1);
+  const int64_t panel = (extent / panels + kPanelAlign - 1) / kPanelAlign * kPanelAlign;
+  const NumThreadsGuard budget(threads);  // at most `threads` of the caller's budget work on this GEMM
+  ParallelFor(0, panels, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t begin = std::min(extent, t * panel);
-      const int64_t end = t == threads - 1 ? extent : std::min(extent, begin + panel);
+      const int64_t end = t == panels - 1 ? extent : std::min(extent, begin + panel);
       if (begin >= end) continue;
       if (split_rows) {
         BlasOperand sa = ba;
