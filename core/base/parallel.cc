@@ -1,4 +1,12 @@
 // core/base/parallel.cc — OpenMP-backed ParallelFor with a thread-local budget.
+//
+// NOTE: load. On a machine shared with other work, one thread of a team may be descheduled for a
+// whole time slice. With one static range per thread the team then waits that long at the join, so
+// 1 rank × 2 threads ran slower than 2 ranks × 1 thread (docs/PERFORMANCE.md). ParallelFor therefore
+// cuts the range into up to kChunksPerThread chunks per thread, handed out first come first served
+// (schedule(dynamic)): a running thread takes the chunks of a descheduled one, and the join waits for
+// at most one chunk. Chunks are still contiguous ranges of >= grain elements, so kernels that index
+// partial results by range (not by thread) stay deterministic.
 #include "core/base/parallel.h"
 
 #include <omp.h>
@@ -10,6 +18,7 @@
 namespace tessel {
 namespace {
 thread_local int num_threads = 0;  // 0 = not set: use hardware concurrency
+constexpr int64_t kChunksPerThread = 4;
 }  // namespace
 
 int HardwareConcurrency() { return std::max(1u, std::thread::hardware_concurrency()); }
@@ -37,11 +46,11 @@ void ParallelFor(int64_t begin, int64_t end, int64_t grain, const std::function<
     fn(begin, end);
     return;
   }
-  const int64_t per = (n + threads - 1) / threads;
 #if defined(__SANITIZE_THREAD__)
   // ThreadSanitizer cannot see libgomp's (uninstrumented) barriers and reports every hand-off of data
   // through an OpenMP team as a race. Under TSan the same split runs on std::threads, whose start and
   // join it does see, so races inside `fn` are still found and the team's hand-offs are not reported.
+  const int64_t per = (n + threads - 1) / threads;
   std::vector<std::thread> workers;
   for (int t = 1; t < threads; ++t) {
     const int64_t b = begin + t * per;
@@ -51,10 +60,12 @@ void ParallelFor(int64_t begin, int64_t end, int64_t grain, const std::function<
   fn(begin, std::min(end, begin + per));
   for (std::thread& w : workers) w.join();
 #else
-#pragma omp parallel for num_threads(threads) schedule(static, 1)
-  for (int t = 0; t < threads; ++t) {
-    const int64_t b = begin + t * per;
-    const int64_t e = std::min(end, b + per);
+  const int64_t chunks = std::min<int64_t>(max_tasks, threads * kChunksPerThread);
+  const int64_t chunk = (n + chunks - 1) / chunks;
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t b = begin + c * chunk;
+    const int64_t e = std::min(end, b + chunk);
     if (b < e) fn(b, e);
   }
 #endif
