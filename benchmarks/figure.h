@@ -67,6 +67,11 @@ std::string Runfile(const std::string& path);
 // Runs `command` through the shell (stderr merged into stdout) and returns the first output line that
 // contains `key` ("" if none); *exit_status gets pclose's status (0 on success).
 std::string RunAndFindLine(const std::string& command, const std::string& key, int* exit_status);
+// The Python that runs the PyTorch baselines: $TESSEL_TORCH_PYTHON when set (e.g. the wrapper that
+// tools/dev/install_torch.sh writes), else /usr/bin/python3.
+std::string TorchPython();
+// "" when TorchPython() imports torch, else why not (with the install hint).
+std::string TorchUnavailableReason();
 std::string FormatLine(const Figure& figure, const FigureResult& result);
 
 }  // namespace tessel::bench
