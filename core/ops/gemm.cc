@@ -7,13 +7,13 @@
 //   2048×2048×2048         174–177    178–191      112–114    100–104
 //   GPT step (2048×768×256, 2048×256×1024, 768×256×2048 …)  155–170  158–195  103–116  87–105
 // OpenBLAS picks its kernels when the library loads (SkylakeX here, Haswell/Zen on AVX2-only CPUs), so
-// one x86-64-v3 build reaches each machine's vector width; Debian's BLIS is built for AVX2 only, and
+// one x86-64-v3 build reaches each machine's vector width; Debian's BLIS ran at AVX2 speed here, and
 // oneDNN, within ~5% on large shapes, has no float64 GEMM, needs OpenCL's loader and runs its own
 // OpenMP team per call. OpenBLAS covers float32 and float64 with one strided, transposable interface.
 //
 // NOTE: threads. OpenBLAS's own pool is set to one thread (SingleThreadedBlas), so each call runs on
-// the calling thread, and we split a large GEMM ourselves into NumThreads() independent row or column
-// panels (ParallelFor; never along K). So the per-rank budget of core/base/parallel.h is the only
+// the calling thread, and we split a large GEMM ourselves into one or two independent row or column
+// panels per thread of NumThreads() (ParallelFor; never along K). So the per-rank budget of core/base/parallel.h is the only
 // scheduler: several ranks in one process, or a GEMM inside a parallel kernel, cannot oversubscribe
 // the cores, and no BLAS thread pool spins against tessel's OpenMP team. Each panel is one sgemm over
 // the full K, so every output element is summed in the same order on every run. We link the pthread
