@@ -15,7 +15,7 @@
 // the calling thread, and we split a large GEMM ourselves into one or two independent row or column
 // panels per thread of NumThreads() (ParallelFor; never along K). So the per-rank budget of core/base/parallel.h is the only
 // scheduler: several ranks in one process, or a GEMM inside a parallel kernel, cannot oversubscribe
-// the cores, and no BLAS thread pool spins against tessel's OpenMP team. Each panel is one sgemm over
+// the cores, and no BLAS thread pool spins against tessel's own workers. Each panel is one sgemm over
 // the full K, so every output element is summed in the same order on every run. We link the pthread
 // build, not the serial one: Debian builds the serial library without USE_LOCKING, and concurrent
 // calls then corrupt each other (third_party/system/openblas.BUILD; GemmTest.ConcurrentCallers...).
@@ -51,8 +51,8 @@ namespace {
 constexpr int kRowMajor = 101;
 enum BlasTrans : int { kNoTrans = 111, kTrans = 112 };
 
-// A GEMM is split over threads only with at least this many multiply-adds per thread (an OpenMP team
-// wake-up costs a few microseconds; this is ~10 µs of work at 100 GFLOP/s).
+// A GEMM is split over threads only with at least this many multiply-adds per thread (waking a pool
+// worker costs a few microseconds; this is ~10 µs of work at 100 GFLOP/s).
 constexpr int64_t kMinMacsPerThread = int64_t{1} << 19;
 // Panels are multiples of this many rows/columns (the microkernels' register-tile widths divide it).
 constexpr int64_t kPanelAlign = 32;

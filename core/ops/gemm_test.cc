@@ -143,7 +143,7 @@ TEST(GemmTest, ConcurrentCallersEachGetTheExactSequentialProduct) {
   const std::vector<float> want = product();
   std::atomic<int> wrong{0};
   const NumThreadsGuard two(2);
-  for (int round = 0; round < 1000; ++round) {  // an OpenMP team starts both calls at the same moment
+  for (int round = 0; round < 1000; ++round) {  // ParallelFor starts both calls at about the same moment
     ParallelFor(0, 2, 1, [&](int64_t, int64_t) {
       if (product() != want) ++wrong;
     });
