@@ -120,4 +120,17 @@ double RunAndReadNumber(const std::string& command, const std::string& key, cons
   return std::atof(line.c_str() + at + key.size());
 }
 
+std::string TorchPython() {
+  const char* env = std::getenv("TESSEL_TORCH_PYTHON");
+  return env != nullptr && *env != '\0' ? std::string(env) : std::string("/usr/bin/python3");
+}
+
+std::string TorchUnavailableReason() {
+  int status = 0;
+  RunAndFindLine(TorchPython() + " -c 'import torch; print(\"torch\", torch.__version__)'", "torch ", &status);
+  if (status == 0) return "";
+  return "PyTorch does not import in " + TorchPython() +
+         " (bash tools/dev/install_torch.sh, then export TESSEL_TORCH_PYTHON as it prints)";
+}
+
 }  // namespace tessel::bench

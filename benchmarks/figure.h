@@ -70,6 +70,11 @@ std::string RunAndFindLine(const std::string& command, const std::string& key, i
 // The number after `key` on that line; throws std::runtime_error naming `what` when the command failed
 // or printed no such line.
 double RunAndReadNumber(const std::string& command, const std::string& key, const std::string& what);
+// The Python that runs the PyTorch baselines: $TESSEL_TORCH_PYTHON when set (e.g. the wrapper that
+// tools/dev/install_torch.sh writes), else /usr/bin/python3.
+std::string TorchPython();
+// "" when TorchPython() imports torch, else why not (with the install hint).
+std::string TorchUnavailableReason();
 std::string FormatLine(const Figure& figure, const FigureResult& result);
 
 }  // namespace tessel::bench

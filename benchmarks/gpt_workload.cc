@@ -6,9 +6,9 @@
 // printed as a note line after the figure.
 //
 // `gpt_step_vs_pytorch` compares the same step with PyTorch on this machine: benchmarks/pytorch/
-// gpt_step.py (the same model in torch.nn, same threads) run by Debian's /usr/bin/python3. PyTorch is not a
-// dependency of tessel: without it the line reads "skipped" (Debian: apt install python3-torch
-// libopenblas0-openmp; without OpenBLAS, Debian's torch runs on the reference BLAS, ~30x slower).
+// gpt_step.py (the same model in torch.nn, same threads) run by $TESSEL_TORCH_PYTHON (figure.h's
+// TorchPython; tools/dev/install_torch.sh installs PyPI's PyTorch, with MKL and oneDNN, privately),
+// else /usr/bin/python3. PyTorch is not a dependency of tessel: without it the line reads "skipped".
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -87,16 +87,12 @@ const bool kVsPytorch = RegisterFigure("gpt_step_vs_pytorch", [] {
   auto torch_line = std::make_shared<std::string>();
   Figure f{"gpt_step_vs_pytorch", {"tessel_gpt_step", "tokens/s", 0, nullptr},
            Throughput{"pytorch_gpt_step", "tokens/s", 0, nullptr}};
-  f.unavailable = [] {
-    int status = 0;
-    RunAndFindLine("/usr/bin/python3 -c 'import torch; print(\"torch\", torch.__version__)'", "torch ", &status);
-    return status == 0 ? std::string() : std::string("PyTorch is not installed: apt install python3-torch libopenblas0-openmp");
-  };
+  f.unavailable = [] { return TorchUnavailableReason(); };
   f.precomputed = [torch_line] {
     GptStep step;
     const double tessel = TesselTokensPerS(step, 5, 4);
     int status = 0;
-    *torch_line = RunAndFindLine(Str("/usr/bin/python3 ", Runfile("benchmarks/pytorch/gpt_step.py"), " --threads=", NumThreads()),
+    *torch_line = RunAndFindLine(Str(TorchPython(), " ", Runfile("benchmarks/pytorch/gpt_step.py"), " --threads=", NumThreads()),
                              "pytorch_gpt_step_tokens_per_s: ", &status);
     const size_t colon = torch_line->find(": ");
     const double torch_rate = status == 0 && colon != std::string::npos ? std::atof(torch_line->c_str() + colon + 2) : 0;

@@ -4,12 +4,14 @@
 //
 // Runner: a small C++ timer (figure.h's Measure), not Google Benchmark — 1 warmup run per side, then
 // --reps timed runs (default 5) alternating value and baseline, medians. Threads: NumThreads() of the
-// main thread (all cores). Adding a figure: register it with RegisterFigure in a benchmark library and
-// add that library to this binary's deps; nothing here changes.
+// main thread (all cores, or --threads=N; the PyTorch baselines get the same number). Adding a figure:
+// register it with RegisterFigure in a benchmark library and add that library to this binary's deps;
+// nothing here changes.
 //
 // Example:
 //   bazel run //benchmarks:report                       # all figures
 //   bazel run //benchmarks:report -- --reps=9 --filter=linear
+//   bazel run //benchmarks:report -- --threads=1 --filter=pytorch   # both sides on one thread
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -27,8 +29,10 @@ int main(int argc, char** argv) {
       reps = std::atoi(arg.c_str() + 7);
     } else if (arg.rfind("--filter=", 0) == 0) {
       filter = arg.substr(9);
+    } else if (arg.rfind("--threads=", 0) == 0) {
+      tessel::SetNumThreads(std::atoi(arg.c_str() + 10));  // the main thread's budget (default: all cores)
     } else {
-      std::fprintf(stderr, "usage: report [--reps=N] [--filter=SUBSTRING]\n");
+      std::fprintf(stderr, "usage: report [--reps=N] [--filter=SUBSTRING] [--threads=N]\n");
       return 2;
     }
   }

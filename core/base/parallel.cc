@@ -1,15 +1,131 @@
-// core/base/parallel.cc — OpenMP-backed ParallelFor with a thread-local budget.
+// core/base/parallel.cc — ParallelFor on a small process-wide worker pool, with a thread-local budget.
+//
+// NOTE: load. On a machine shared with other work a thread may wait a whole time slice to run. An
+// OpenMP team ends in a barrier that every member must reach, so one descheduled member stalled every
+// op for milliseconds: 1 rank × 2 threads ran up to 15–20× slower than 2 ranks × 1 thread on a small
+// model (docs/PERFORMANCE.md). Here the caller cuts [begin, end) into up to kChunksPerThread chunks
+// per thread and claims chunks itself; up to NumThreads() - 1 pool workers claim chunks too, first
+// come first served. The call returns when every chunk is done, so it waits for a worker only while
+// that worker runs a chunk it claimed; a worker that wakes late finds nothing left and is not waited
+// for. Chunks are contiguous ranges of >= grain elements (the last may be shorter), so kernels that
+// index partial results by range, not by thread, stay deterministic.
+//
+// Nesting: while a thread runs a chunk its budget is 1, so a ParallelFor or a GEMM inside `fn` runs
+// inline. The pool's threads are std::threads with std::mutex / condition_variable hand-offs, which
+// ThreadSanitizer sees (libgomp's barriers it does not). An exception thrown by `fn` in any chunk is
+// rethrown to the caller once every chunk has finished (the others still run).
 #include "core/base/parallel.h"
 
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <mutex>
 #include <thread>
 #include <vector>
 
 namespace tessel {
 namespace {
+
 thread_local int num_threads = 0;  // 0 = not set: use hardware concurrency
+constexpr int64_t kChunksPerThread = 4;
+
+// One ParallelFor call: chunks are claimed through `next`; the caller waits for `done` == chunks.
+struct Job {
+  const std::function<void(int64_t, int64_t)>* fn = nullptr;
+  int64_t begin = 0, end = 0, chunk = 0, chunks = 0;
+  std::atomic<int64_t> next{0};
+  std::atomic<int64_t> done{0};
+  std::atomic<int> helper_slots{0};  // workers that may still join (the budget less the caller)
+  std::mutex mu;
+  std::condition_variable finished;
+  std::exception_ptr error;  // the first exception a chunk threw (guarded by mu); rethrown by the caller
+
+  // Runs chunks until none is left; returns after the chunk that completed the job, if any.
+  void RunChunks() {
+    const int saved = num_threads;
+    num_threads = 1;  // nested ParallelFor / GEMM calls run inline
+    int64_t completed = 0;
+    for (int64_t c = next.fetch_add(1); c < chunks; c = next.fetch_add(1)) {
+      const int64_t b = begin + c * chunk;
+      try {
+        (*fn)(b, std::min(end, b + chunk));
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!error) error = std::current_exception();
+      }
+      ++completed;
+    }
+    num_threads = saved;
+    if (completed > 0 && done.fetch_add(completed) + completed == chunks) {
+      std::lock_guard<std::mutex> lock(mu);
+      finished.notify_all();
+    }
+  }
+};
+
+class Pool {
+ public:
+  static Pool& Get() {
+    static Pool* pool = new Pool(HardwareConcurrency() - 1);  // never destroyed: workers outlive exit
+    return *pool;
+  }
+  int workers() const { return static_cast<int>(threads_.size()); }
+
+  // Offers `job` to up to `helpers` workers.
+  void Offer(const std::shared_ptr<Job>& job, int helpers) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      jobs_.push_back(job);
+    }
+    if (helpers >= workers()) {
+      wake_.notify_all();
+    } else {
+      for (int i = 0; i < helpers; ++i) wake_.notify_one();
+    }
+  }
+
+ private:
+  explicit Pool(int n) {
+    for (int i = 0; i < n; ++i) threads_.emplace_back([this] { WorkerLoop(); });
+    for (std::thread& t : threads_) t.detach();
+  }
+
+  // The oldest job that still takes helpers (finished or full jobs are dropped); nullptr if none.
+  std::shared_ptr<Job> TakeLocked() {
+    while (!jobs_.empty()) {
+      std::shared_ptr<Job> job = jobs_.front();
+      if (job->next.load() < job->chunks && job->helper_slots.fetch_sub(1) > 0) {
+        if (job->helper_slots.load() <= 0) jobs_.pop_front();
+        return job;
+      }
+      jobs_.pop_front();
+    }
+    return nullptr;
+  }
+
+  void WorkerLoop() {
+    omp_set_num_threads(1);  // any OpenMP code inside a chunk stays on this thread
+    for (;;) {
+      std::shared_ptr<Job> job;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        wake_.wait(lock, [&] { return (job = TakeLocked()) != nullptr; });
+      }
+      job->RunChunks();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable wake_;
+  std::deque<std::shared_ptr<Job>> jobs_;
+  std::vector<std::thread> threads_;
+};
+
 }  // namespace
 
 int HardwareConcurrency() { return std::max(1u, std::thread::hardware_concurrency()); }
@@ -18,7 +134,7 @@ int NumThreads() { return num_threads > 0 ? num_threads : HardwareConcurrency();
 
 void SetNumThreads(int n) {
   num_threads = std::max(1, n);
-  omp_set_num_threads(num_threads);  // also bounds Eigen's OpenMP GEMM on this thread
+  omp_set_num_threads(num_threads);  // also bounds any OpenMP code (Eigen) on this thread
 }
 
 NumThreadsGuard::NumThreadsGuard(int n) : previous_(num_threads) { SetNumThreads(n); }
@@ -32,32 +148,25 @@ void ParallelFor(int64_t begin, int64_t end, int64_t grain, const std::function<
   if (n <= 0) return;
   grain = std::max<int64_t>(grain, 1);
   const int64_t max_tasks = (n + grain - 1) / grain;
-  const int threads = static_cast<int>(std::min<int64_t>(NumThreads(), max_tasks));
+  Pool& pool = Pool::Get();
+  const int threads = static_cast<int>(std::min<int64_t>({NumThreads(), max_tasks, pool.workers() + 1}));
   if (threads <= 1 || omp_in_parallel()) {
     fn(begin, end);
     return;
   }
-  const int64_t per = (n + threads - 1) / threads;
-#if defined(__SANITIZE_THREAD__)
-  // ThreadSanitizer cannot see libgomp's (uninstrumented) barriers and reports every hand-off of data
-  // through an OpenMP team as a race. Under TSan the same split runs on std::threads, whose start and
-  // join it does see, so races inside `fn` are still found and the team's hand-offs are not reported.
-  std::vector<std::thread> workers;
-  for (int t = 1; t < threads; ++t) {
-    const int64_t b = begin + t * per;
-    const int64_t e = std::min(end, b + per);
-    if (b < e) workers.emplace_back([&fn, b, e] { fn(b, e); });
-  }
-  fn(begin, std::min(end, begin + per));
-  for (std::thread& w : workers) w.join();
-#else
-#pragma omp parallel for num_threads(threads) schedule(static, 1)
-  for (int t = 0; t < threads; ++t) {
-    const int64_t b = begin + t * per;
-    const int64_t e = std::min(end, b + per);
-    if (b < e) fn(b, e);
-  }
-#endif
+  auto job = std::make_shared<Job>();
+  job->fn = &fn;
+  job->begin = begin;
+  job->end = end;
+  job->chunks = std::min<int64_t>(max_tasks, threads * kChunksPerThread);
+  job->chunk = (n + job->chunks - 1) / job->chunks;
+  job->chunks = (n + job->chunk - 1) / job->chunk;  // no empty trailing chunk
+  job->helper_slots = threads - 1;
+  pool.Offer(job, threads - 1);
+  job->RunChunks();
+  std::unique_lock<std::mutex> lock(job->mu);
+  job->finished.wait(lock, [&] { return job->done.load() == job->chunks; });
+  if (job->error) std::rethrow_exception(job->error);
 }
 
 }  // namespace tessel

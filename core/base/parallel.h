@@ -1,4 +1,5 @@
-// core/base/parallel.h — intra-op parallelism (OpenMP underneath) with a per-thread thread budget.
+// core/base/parallel.h — intra-op parallelism (a small process-wide worker pool, parallel.cc) with a
+// per-thread thread budget.
 //
 // Invariant: a kernel never uses more threads than NumThreads() of the calling thread. The threads
 // backend sets each rank thread's budget to max(1, cores / ranks in this process) so ranks sharing a
@@ -29,8 +30,9 @@ class NumThreadsGuard {
 };
 
 // Splits [begin, end) into contiguous ranges of at least `grain` elements and runs fn(range_begin,
-// range_end) on up to NumThreads() threads. Runs inline when the range is small or inside another
-// parallel region.
+// range_end) on up to NumThreads() threads (the caller and pool workers, ranges handed out first come
+// first served). Runs inline when the range is small or inside another ParallelFor (there NumThreads()
+// is 1). Returns when every range is done; an exception from fn is rethrown then.
 void ParallelFor(int64_t begin, int64_t end, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
 }  // namespace tessel

@@ -1,5 +1,5 @@
-// core/ops/attention.cc — scaled_dot_product_attention: fused CPU forward and backward kernels (Eigen
-// GEMMs per head) and the backward formula.
+// core/ops/attention.cc — scaled_dot_product_attention: fused, blocked CPU forward and backward
+// kernels (FlashAttention-2's schedule on BLAS block GEMMs, core/ops/gemm.h) and the backward formula.
 //
 // Ops registered:
 //   scaled_dot_product_attention(q [..., T, D], k [..., S, D], v [..., S, Dv]) {is_causal, scale}
@@ -14,10 +14,14 @@
 // (top-left alignment, whatever S - T is). Every query row keeps key 0, so no row is fully masked;
 // only S == 0 leaves a row with no keys, and then out is 0 and lse is -inf.
 //
-// Invariant: all arithmetic runs in fp32 (fp64 for float64); the leading dims of q, k, v are equal
-// (no broadcasting) and flatten to B*H independent heads, processed in parallel, one head per task.
-// Inside a head, query rows go in blocks of kBlockQ; under causal masking a block only multiplies
-// against keys [0, last row of the block], so fully masked key blocks are never computed.
+// Invariant: nothing larger than one kBlockQ × kBlockK score block is ever materialized, whatever T
+// and S are. Forward: per block of query rows, key blocks stream through an online softmax (running
+// max and sum per row; the output rows are rescaled when the max grows) and are finalized once.
+// Backward: per (query block, key block) pair, P and dP are rebuilt from lse and accumulated into dQ,
+// dK, dV. Under causal masking key blocks past a query block's last row are never computed. All
+// arithmetic runs in fp32 (fp64 for float64); the leading dims of q, k, v are equal (no broadcasting)
+// and flatten to B*H independent heads, processed in parallel, one head per task; a head's block GEMMs
+// and reductions run single-threaded in a fixed order, so results do not depend on the thread count.
 //
 // Example:
 //   Tensor y_BHTD = ScaledDotProductAttention(q_BHTD, k_BHSD, v_BHSD, /*is_causal=*/true);
@@ -33,6 +37,7 @@
 #include "core/base/error.h"
 #include "core/base/parallel.h"
 #include "core/dispatch/dispatcher.h"
+#include "core/ops/gemm.h"
 #include "core/tensor/copy.h"
 #include "core/tensor/factory.h"
 #include "core/tensor/tensor_impl.h"
@@ -40,15 +45,10 @@
 namespace tessel {
 namespace {
 
-constexpr int64_t kBlockQ = 64;             // query rows per score block (scratch: kBlockQ x S per thread)
+constexpr int64_t kBlockQ = 64;             // query rows per score block
+constexpr int64_t kBlockK = 128;            // keys per score block (scratch: kBlockQ x kBlockK per thread)
 constexpr int64_t kMinTaskFlops = 1 << 16;  // heads per parallel task: at least this much work
 
-template <typename C>
-using Mat = Eigen::Matrix<C, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-template <typename C>
-using ConstMap = Eigen::Map<const Mat<C>>;
-template <typename C>
-using MutMap = Eigen::Map<Mat<C>>;
 template <typename C>
 using RowMap = Eigen::Map<Eigen::Array<C, 1, Eigen::Dynamic>>;
 
@@ -113,40 +113,87 @@ int64_t HeadGrain(const Dims& dm) {
 int64_t KeysForBlock(const Dims& dm, bool causal, int64_t i0, int64_t rows) {
   return causal ? std::min(dm.s, i0 + rows) : dm.s;
 }
-// Number of keys query row i looks at (within its block's `keys`).
-int64_t KeysForRow(bool causal, int64_t i, int64_t keys) { return causal ? std::min(keys, i + 1) : keys; }
+
+// ---- blocks -----------------------------------------------------------------------------------------
+
+// A row-major block of `rows` rows of a head's [*, cols] matrix starting at row r0 (a MatRef view).
+template <typename C>
+MatRef RowsOf(const C* base, int64_t r0, int64_t rows, int64_t cols) {
+  return MatRef{base + r0 * cols, rows, cols, cols, 1};
+}
+// The transpose of RowsOf (a [cols, rows] view of the same memory).
+template <typename C>
+MatRef RowsOfT(const C* base, int64_t r0, int64_t rows, int64_t cols) {
+  return MatRef{base + r0 * cols, cols, rows, 1, cols};
+}
+// Score-block scratch, aligned so every row (kBlockK elements) starts on a vector boundary: Eigen's
+// packet exp and sum then never peel a scalar prologue, whose position would depend on where the heap
+// put the buffer (and so the bits on which thread ran the head).
+template <typename C>
+using Scratch = std::vector<C, Eigen::aligned_allocator<C>>;
+
+template <typename C>
+constexpr DType DTypeOf() {
+  return sizeof(C) == 4 ? DType::kFloat32 : DType::kFloat64;
+}
+
+// Keys of key block [j0, j0 + cols) that query row i sees (0 when the whole block is masked).
+int64_t VisibleKeys(bool causal, int64_t i, int64_t j0, int64_t cols) {
+  return causal ? std::clamp<int64_t>(i + 1 - j0, 0, cols) : cols;
+}
 
 // ---- forward --------------------------------------------------------------------------------------
 
-// One head: o [T, Dv] and lse [T] from q [T, D], k [S, D], v [S, Dv]. `scores` is kBlockQ x S scratch.
+// Online-softmax state of one query block: running max m, running sum l per row.
+template <typename C>
+struct RowStats {
+  std::vector<C> m, l;
+};
+
+// Folds one score block (rows × cols, row stride kBlockK, already q·kᵀ) into the running statistics:
+// scores become P = exp(s·scale - m_new) in place (0 where masked) and the rows of O (leading dim dv)
+// are rescaled by exp(m_old - m_new).
+template <typename C>
+void OnlineSoftmaxBlock(C* sc, int64_t rows, int64_t cols, int64_t i0, int64_t j0, bool causal, C scale,
+                        RowStats<C>& st, C* o, int64_t dv) {
+  for (int64_t r = 0; r < rows; ++r) {
+    C* p = sc + r * kBlockK;
+    const int64_t limit = VisibleKeys(causal, i0 + r, j0, cols);
+    std::fill(p + limit, p + cols, C(0));
+    if (limit == 0) continue;
+    RowMap<C> row(p, limit);  // vectorized exp (Eigen's packet math)
+    row *= scale;
+    const C m_new = std::max(st.m[r], row.maxCoeff());
+    row = (row - m_new).exp();
+    const C alpha = std::exp(st.m[r] - m_new);  // 0 on the first visible block (m = -inf)
+    st.l[r] = st.l[r] * alpha + row.sum();
+    st.m[r] = m_new;
+    if (alpha != C(1)) RowMap<C>(o + r * dv, dv) *= alpha;
+  }
+}
+
+// One head: o [T, Dv] and lse [T] from q [T, D], k [S, D], v [S, Dv]. `sc` is kBlockQ × kBlockK scratch.
 template <typename C>
 void ForwardHead(const C* q, const C* k, const C* v, C* o, C* lse, const Dims& dm, bool causal, C scale,
-                 Mat<C>& scores) {
-  ConstMap<C> Q(q, dm.t, dm.d), K(k, dm.s, dm.d), V(v, dm.s, dm.dv);
-  MutMap<C> O(o, dm.t, dm.dv);
+                 Scratch<C>& sc) {
+  RowStats<C> st;
   for (int64_t i0 = 0; i0 < dm.t; i0 += kBlockQ) {
     const int64_t rows = std::min(kBlockQ, dm.t - i0);
     const int64_t keys = KeysForBlock(dm, causal, i0, rows);
-    if (keys == 0) {  // S == 0: nothing to attend to
-      O.middleRows(i0, rows).setZero();
-      std::fill(lse + i0, lse + i0 + rows, -std::numeric_limits<C>::infinity());
-      continue;
+    C* ob = o + i0 * dm.dv;
+    std::fill(ob, ob + rows * dm.dv, C(0));
+    st.m.assign(rows, -std::numeric_limits<C>::infinity());
+    st.l.assign(rows, C(0));
+    for (int64_t j0 = 0; j0 < keys; j0 += kBlockK) {
+      const int64_t cols = std::min(kBlockK, keys - j0);
+      Gemm(DTypeOf<C>(), RowsOf(q, i0, rows, dm.d), RowsOfT(k, j0, cols, dm.d), sc.data(), kBlockK, false);
+      OnlineSoftmaxBlock<C>(sc.data(), rows, cols, i0, j0, causal, scale, st, ob, dm.dv);
+      Gemm(DTypeOf<C>(), MatRef{sc.data(), rows, cols, kBlockK, 1}, RowsOf(v, j0, cols, dm.dv), ob, dm.dv, true);
     }
-    auto sc = scores.topLeftCorner(rows, keys);
-    sc.noalias() = Q.middleRows(i0, rows) * K.topRows(keys).transpose();
-    for (int64_t r = 0; r < rows; ++r) {
-      C* p = &sc(r, 0);
-      const int64_t limit = KeysForRow(causal, i0 + r, keys);
-      RowMap<C> row(p, limit);  // vectorized exp (Eigen's packet math)
-      row *= scale;
-      const C m = row.maxCoeff();
-      row = (row - m).exp();
-      const C sum = row.sum();
-      row *= C(1) / sum;
-      std::fill(p + limit, p + keys, C(0));
-      lse[i0 + r] = m + std::log(sum);
+    for (int64_t r = 0; r < rows; ++r) {  // S == 0 leaves l = 0: out 0, lse -inf
+      if (st.l[r] > C(0)) RowMap<C>(ob + r * dm.dv, dm.dv) *= C(1) / st.l[r];
+      lse[i0 + r] = st.m[r] + std::log(st.l[r]);
     }
-    O.middleRows(i0, rows).noalias() = sc * V.topRows(keys);
   }
 }
 
@@ -167,10 +214,11 @@ TensorList ForwardKernel(std::span<const Tensor> in, const Attrs& attrs) {
     C* po = static_cast<C*>(out.raw_data());
     C* pl = static_cast<C*>(lse.raw_data());
     ParallelFor(0, dm.heads, HeadGrain(dm), [&](int64_t h0, int64_t h1) {
-      Mat<C> scores(std::min(kBlockQ, dm.t), dm.s);
+      const NumThreadsGuard one_thread(1);  // block GEMMs stay single-threaded even when this runs inline
+      Scratch<C> sc(kBlockQ * kBlockK);
       for (int64_t h = h0; h < h1; ++h) {
         ForwardHead<C>(pq + h * dm.t * dm.d, pk + h * dm.s * dm.d, pv + h * dm.s * dm.dv, po + h * dm.t * dm.dv,
-                       pl + h * dm.t, dm, causal, scale, scores);
+                       pl + h * dm.t, dm, causal, scale, sc);
       }
     });
   };
@@ -191,45 +239,57 @@ struct HeadGrads {
   C *dq, *dk, *dv;
 };
 
-// One head: dq, dk, dv from dout, with P rebuilt from lse. `p` and `dp` are kBlockQ x S scratch.
+// Per-thread scratch of the backward pass: P and dP blocks (kBlockQ × kBlockK) and delta [T].
 template <typename C>
-void BackwardHead(const HeadGrads<C>& g, const Dims& dm, bool causal, C scale, Mat<C>& p, Mat<C>& dp,
-                  std::vector<C>& delta) {
-  ConstMap<C> Q(g.q, dm.t, dm.d), K(g.k, dm.s, dm.d), V(g.v, dm.s, dm.dv);
-  ConstMap<C> O(g.o, dm.t, dm.dv), dO(g.dout, dm.t, dm.dv);
-  MutMap<C> dQ(g.dq, dm.t, dm.d), dK(g.dk, dm.s, dm.d), dV(g.dv, dm.s, dm.dv);
-  dK.setZero();
-  dV.setZero();
-  delta.resize(dm.t);  // delta_i = Σ_c dO[i, c] * O[i, c] = Σ_j P_ij dP_ij
-  for (int64_t i = 0; i < dm.t; ++i) delta[i] = dO.row(i).dot(O.row(i));
+struct BackwardScratch {
+  Scratch<C> p = Scratch<C>(kBlockQ * kBlockK);
+  Scratch<C> dp = Scratch<C>(kBlockQ * kBlockK);
+  std::vector<C> delta;
+};
+
+// P = exp(s·scale - lse) and dS = P ∘ (dP - delta)·scale in place for one (query, key) block pair.
+template <typename C>
+void SoftmaxGradBlock(C* p, C* dp, int64_t rows, int64_t cols, int64_t i0, int64_t j0, bool causal, C scale,
+                      const C* lse, const C* delta) {
+  for (int64_t r = 0; r < rows; ++r) {
+    C* pr = p + r * kBlockK;
+    C* dsr = dp + r * kBlockK;
+    const int64_t limit = VisibleKeys(causal, i0 + r, j0, cols);
+    RowMap<C> prow(pr, limit), dsrow(dsr, limit);
+    prow = (prow * scale - lse[i0 + r]).exp();
+    dsrow = prow * (dsrow - delta[i0 + r]) * scale;
+    std::fill(pr + limit, pr + cols, C(0));
+    std::fill(dsr + limit, dsr + cols, C(0));
+  }
+}
+
+// One head: dq, dk, dv from dout, with P rebuilt block by block from lse (FlashAttention-2's backward).
+template <typename C>
+void BackwardHead(const HeadGrads<C>& g, const Dims& dm, bool causal, C scale, BackwardScratch<C>& s) {
+  constexpr DType dt = DTypeOf<C>();
+  std::fill(g.dq, g.dq + dm.t * dm.d, C(0));
+  std::fill(g.dk, g.dk + dm.s * dm.d, C(0));
+  std::fill(g.dv, g.dv + dm.s * dm.dv, C(0));
+  s.delta.resize(dm.t);  // delta_i = Σ_c dO[i, c] * O[i, c] = Σ_j P_ij dP_ij
+  for (int64_t i = 0; i < dm.t; ++i) {
+    C acc = 0;
+    for (int64_t c = 0; c < dm.dv; ++c) acc += g.dout[i * dm.dv + c] * g.o[i * dm.dv + c];
+    s.delta[i] = acc;
+  }
   for (int64_t i0 = 0; i0 < dm.t; i0 += kBlockQ) {
     const int64_t rows = std::min(kBlockQ, dm.t - i0);
     const int64_t keys = KeysForBlock(dm, causal, i0, rows);
-    if (keys == 0) {
-      dQ.middleRows(i0, rows).setZero();
-      continue;
+    for (int64_t j0 = 0; j0 < keys; j0 += kBlockK) {
+      const int64_t cols = std::min(kBlockK, keys - j0);
+      const MatRef pbt{s.p.data(), cols, rows, 1, kBlockK};
+      const MatRef dsb{s.dp.data(), rows, cols, kBlockK, 1}, dsbt{s.dp.data(), cols, rows, 1, kBlockK};
+      Gemm(dt, RowsOf(g.q, i0, rows, dm.d), RowsOfT(g.k, j0, cols, dm.d), s.p.data(), kBlockK, false);
+      Gemm(dt, RowsOf(g.dout, i0, rows, dm.dv), RowsOfT(g.v, j0, cols, dm.dv), s.dp.data(), kBlockK, false);
+      SoftmaxGradBlock<C>(s.p.data(), s.dp.data(), rows, cols, i0, j0, causal, scale, g.lse, s.delta.data());
+      Gemm(dt, pbt, RowsOf(g.dout, i0, rows, dm.dv), g.dv + j0 * dm.dv, dm.dv, true);  // dV += Pᵀ dO
+      Gemm(dt, dsb, RowsOf(g.k, j0, cols, dm.d), g.dq + i0 * dm.d, dm.d, true);       // dQ += dS K
+      Gemm(dt, dsbt, RowsOf(g.q, i0, rows, dm.d), g.dk + j0 * dm.d, dm.d, true);      // dK += dSᵀ Q
     }
-    auto pb = p.topLeftCorner(rows, keys);
-    auto dpb = dp.topLeftCorner(rows, keys);
-    const auto Qb = Q.middleRows(i0, rows);
-    const auto dOb = dO.middleRows(i0, rows);
-    pb.noalias() = Qb * K.topRows(keys).transpose();
-    dpb.noalias() = dOb * V.topRows(keys).transpose();
-    for (int64_t r = 0; r < rows; ++r) {
-      C* pr = &pb(r, 0);
-      C* dsr = &dpb(r, 0);  // dP becomes dS = P ∘ (dP - delta) · scale in place
-      const int64_t limit = KeysForRow(causal, i0 + r, keys);
-      const C l = g.lse[i0 + r];
-      const C di = delta[i0 + r];
-      RowMap<C> prow(pr, limit), dsrow(dsr, limit);
-      prow = (prow * scale - l).exp();
-      dsrow = prow * (dsrow - di) * scale;
-      std::fill(pr + limit, pr + keys, C(0));
-      std::fill(dsr + limit, dsr + keys, C(0));
-    }
-    dV.topRows(keys).noalias() += pb.transpose() * dOb;
-    dQ.middleRows(i0, rows).noalias() = dpb * K.topRows(keys);
-    dK.topRows(keys).noalias() += dpb.transpose() * Qb;
   }
 }
 
@@ -264,8 +324,8 @@ TensorList BackwardKernel(std::span<const Tensor> in, const Attrs& attrs) {
     const C scale = static_cast<C>(attrs.GetDouble("scale"));
     auto ptr = [&](int i) { return static_cast<const C*>(c[i].raw_data()); };
     ParallelFor(0, dm.heads, HeadGrain(dm), [&](int64_t h0, int64_t h1) {
-      Mat<C> p(std::min(kBlockQ, dm.t), dm.s), dp(std::min(kBlockQ, dm.t), dm.s);
-      std::vector<C> delta;
+      const NumThreadsGuard one_thread(1);
+      BackwardScratch<C> scratch;
       for (int64_t h = h0; h < h1; ++h) {
         const int64_t qo = h * dm.t * dm.d, ko = h * dm.s * dm.d, vo = h * dm.s * dm.dv, oo = h * dm.t * dm.dv;
         HeadGrads<C> g{ptr(1) + qo,
@@ -277,7 +337,7 @@ TensorList BackwardKernel(std::span<const Tensor> in, const Attrs& attrs) {
                        static_cast<C*>(dq.raw_data()) + qo,
                        static_cast<C*>(dk.raw_data()) + ko,
                        static_cast<C*>(dv.raw_data()) + vo};
-        BackwardHead<C>(g, dm, causal, scale, p, dp, delta);
+        BackwardHead<C>(g, dm, causal, scale, scratch);
       }
     });
   };

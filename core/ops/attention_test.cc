@@ -1,15 +1,18 @@
 // core/ops/attention_test.cc — scaled_dot_product_attention against naive double loops (causal and
-// full, T != S, several query blocks), the saved log-sum-exp, finite-difference backward, bf16,
-// empty shapes and error messages.
+// full, T != S, several query and key blocks of the online softmax), the saved log-sum-exp, backward
+// against finite differences and against the naive double-loop gradients, thread-count independence,
+// bf16, empty shapes and error messages.
 #include "core/ops/attention.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "core/autograd/call.h"
 #include "core/autograd/engine.h"
 #include "core/base/error.h"
+#include "core/base/parallel.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/testing/gradcheck.h"
 #include "core/tensor/copy.h"
@@ -59,6 +62,42 @@ Naive NaiveAttention(const Tensor& q, const Tensor& k, const Tensor& v, bool cau
   return r;
 }
 
+// Gradients of Σ (out ∘ g) by the textbook formulas in double loops: P from NaiveAttention's lse,
+// dV = Pᵀ g, dP = g Vᵀ, dS = P ∘ (dP - rowsum(P ∘ dP)), dQ = dS K·scale, dK = dSᵀ Q·scale.
+struct NaiveGrads {
+  std::vector<double> dq, dk, dv;
+};
+NaiveGrads NaiveAttentionBackward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, bool causal,
+                                  double scale) {
+  const int64_t t = q.size(-2), s = k.size(-2), d = q.size(-1), dv = v.size(-1);
+  const int64_t heads = q.numel() / (t * d);
+  const auto qv = q.ToDoubleVector(), kv = k.ToDoubleVector(), vv = v.ToDoubleVector(), gv = g.ToDoubleVector();
+  const Naive fwd = NaiveAttention(q, k, v, causal, scale);
+  NaiveGrads r{std::vector<double>(qv.size()), std::vector<double>(kv.size()), std::vector<double>(vv.size())};
+  for (int64_t h = 0; h < heads; ++h) {
+    for (int64_t i = 0; i < t; ++i) {
+      std::vector<double> p(s, 0.0), dp(s, 0.0);
+      double rowsum = 0;
+      for (int64_t j = 0; j < s && !(causal && j > i); ++j) {
+        double dot = 0;
+        for (int64_t c = 0; c < d; ++c) dot += qv[(h * t + i) * d + c] * kv[(h * s + j) * d + c];
+        p[j] = std::exp(dot * scale - fwd.lse[h * t + i]);
+        for (int64_t c = 0; c < dv; ++c) dp[j] += gv[(h * t + i) * dv + c] * vv[(h * s + j) * dv + c];
+        rowsum += p[j] * dp[j];
+      }
+      for (int64_t j = 0; j < s && !(causal && j > i); ++j) {
+        const double ds = p[j] * (dp[j] - rowsum) * scale;
+        for (int64_t c = 0; c < dv; ++c) r.dv[(h * s + j) * dv + c] += p[j] * gv[(h * t + i) * dv + c];
+        for (int64_t c = 0; c < d; ++c) {
+          r.dq[(h * t + i) * d + c] += ds * kv[(h * s + j) * d + c];
+          r.dk[(h * s + j) * d + c] += ds * qv[(h * t + i) * d + c];
+        }
+      }
+    }
+  }
+  return r;
+}
+
 Tensor CastTo(const Tensor& t, DType dtype) {
   Tensor c = Empty(t.sizes(), dtype);
   CopyInto(c, t);
@@ -99,6 +138,71 @@ TEST(AttentionTest, SequencesSpanningSeveralQueryBlocksMatchNaiveLoops) {
     Tensor y = ScaledDotProductAttention(q, k, v, causal);
     EXPECT_EQ(y.dtype(), DType::kFloat32);
     ExpectAllClose(y, NaiveAttention(q, k, v, causal, 1 / std::sqrt(8.0)).out, 2e-6, 1e-5);
+  }
+}
+
+TEST(AttentionTest, KeyBlocksOfTheOnlineSoftmaxMatchNaiveLoops) {
+  // S = 300 streams through three key blocks; T = 200 spans four query blocks.
+  for (DType dtype : {DType::kFloat32, DType::kFloat64}) {
+    Tensor q = CastTo(RandDouble({2, 200, 8}, 40, -2, 2), dtype);
+    Tensor k = CastTo(RandDouble({2, 300, 8}, 41, -2, 2), dtype);
+    Tensor v = CastTo(RandDouble({2, 300, 6}, 42), dtype);
+    for (bool causal : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << DTypeName(dtype) << (causal ? " causal" : " full"));
+      const double tol = dtype == DType::kFloat32 ? 2e-6 : 1e-13;
+      const Attrs attrs = Attrs().Set("is_causal", causal).Set("scale", 0.6);
+      TensorList out = autograd::CallOp(GetOp("scaled_dot_product_attention"), {q, k, v}, attrs);
+      const Naive want = NaiveAttention(q, k, v, causal, 0.6);
+      ExpectAllClose(out[0], want.out, tol, 10 * tol);
+      ExpectAllClose(out[1], want.lse, tol, 10 * tol);
+    }
+  }
+}
+
+TEST(AttentionTest, Float32BackwardAcrossBlocksMatchesNaiveDoubleGradients) {
+  Generator gen(43);
+  Tensor q = Randn({2, 150, 8}, gen), k = Randn({2, 270, 8}, gen), v = Randn({2, 270, 4}, gen);
+  Tensor g = Randn({2, 150, 4}, gen);
+  for (bool causal : {false, true}) {
+    SCOPED_TRACE(causal ? "causal" : "full");
+    TensorList grads = autograd::CallOp(
+        GetOp("scaled_dot_product_attention_backward"),
+        {g, q, k, v, ScaledDotProductAttention(q, k, v, causal, 0.4),
+         autograd::CallOp(GetOp("scaled_dot_product_attention"), {q, k, v},
+                          Attrs().Set("is_causal", causal).Set("scale", 0.4))[1]},
+        Attrs().Set("is_causal", causal).Set("scale", 0.4));
+    const NaiveGrads want = NaiveAttentionBackward(q, k, v, g, causal, 0.4);
+    ExpectAllClose(grads[0], want.dq, 1e-5, 1e-4);
+    ExpectAllClose(grads[1], want.dk, 1e-5, 1e-4);
+    ExpectAllClose(grads[2], want.dv, 1e-5, 1e-4);
+  }
+}
+
+TEST(AttentionTest, BackwardAcrossKeyBlocksMatchesFiniteDifferences) {
+  Tensor q = RandDouble({1, 66, 2}, 44, -2, 2);
+  Tensor k = RandDouble({1, 135, 2}, 45, -2, 2);  // two key blocks
+  Tensor v = RandDouble({1, 135, 2}, 46);
+  for (bool causal : {false, true}) {
+    SCOPED_TRACE(causal ? "causal" : "full");
+    ExpectGradcheck([&](const TensorList& in) { return ScaledDotProductAttention(in[0], in[1], in[2], causal); },
+                    {q, k, v});
+  }
+}
+
+TEST(AttentionTest, ResultsAreBitwiseIndependentOfThreadCount) {
+  Generator gen(47);
+  Tensor q = Randn({3, 2, 140, 16}, gen), k = Randn({3, 2, 140, 16}, gen), v = Randn({3, 2, 140, 16}, gen);
+  auto run = [&](int threads) {
+    NumThreadsGuard guard(threads);
+    Tensor qq = Detach(q), kk = Detach(k), vv = Detach(v);
+    for (Tensor* t : {&qq, &kk, &vv}) t->set_requires_grad(true);
+    Tensor y = ScaledDotProductAttention(qq, kk, vv, true);
+    Backward(y, OnesLike(y));
+    return std::vector<Tensor>{y, qq.grad(), kk.grad(), vv.grad()};
+  };
+  const std::vector<Tensor> one = run(1), two = run(2);
+  for (size_t i = 0; i < one.size(); ++i) {
+    EXPECT_EQ(std::memcmp(one[i].raw_data(), two[i].raw_data(), one[i].numel() * sizeof(float)), 0) << "tensor " << i;
   }
 }
 

@@ -1,4 +1,4 @@
-// core/ops/matmul.cc — ops "matmul" and "linear": CPU kernels on Eigen GEMM (core/ops/gemm.h) and
+// core/ops/matmul.cc — ops "matmul" and "linear": CPU kernels on the BLAS GEMM (core/ops/gemm.h) and
 // backward formulas that are themselves "matmul" calls.
 //
 // [Note: matmul attrs] One op, "matmul", covers torch.matmul and every product its backward needs, so
@@ -12,7 +12,7 @@
 // The kernel folds batch dims into one GEMM where the strides allow: rows of a 3-D x against a 2-D
 // weight (x @ w^T is one [B*T, in] GEMM), and the batch into the contraction for sum_batch (grad_w =
 // g^T @ x is one [out, B*T] · [B*T, in] GEMM). Otherwise it loops over the batch, in parallel when
-// the matrices are small, else leaving the threads to Eigen's GEMM.
+// the matrices are small, else leaving the threads to Gemm (which splits each product over them).
 //
 // [Note: matmul backward] In the promoted frame A' [.., M, K], B' [.., K, N], G' [.., M, N]:
 // dA' = G' B'^T and dB' = A'^T G'. Undoing an operand's transpose flag transposes its gradient, and
@@ -128,7 +128,7 @@ MatRef MatOf(const Tensor& t, int64_t offset = 0) {
                 t.stride(d - 2), t.stride(d - 1)};
 }
 
-// A float32/float64 operand Eigen can map in place: converts 16-bit floats and copies a matrix with
+// A float32/float64 operand the BLAS can read in place: converts 16-bit floats and copies a matrix with
 // neither of its last two strides equal to 1; anything else passes through untouched.
 Tensor PrepareOperand(const Tensor& t, DType compute) {
   if (t.dtype() == compute && GemmCanRead(MatOf(t))) return t;
@@ -244,7 +244,7 @@ void BatchedGemm(const Tensor& A, const Tensor& B, const Shape& batch, bool sum_
   if (mnk <= kSmallGemm || nb >= 4 * NumThreads()) {
     ParallelFor(0, nb, std::max<int64_t>(1, kBatchGrain / mnk), run);
   } else {
-    run(0, nb);  // few large GEMMs: Eigen threads each one
+    run(0, nb);  // few large GEMMs: Gemm threads each one
   }
 }
 

@@ -1,4 +1,4 @@
-// core/ops/matmul.h — matmul (batched, broadcasting, torch.matmul rules) and linear, on Eigen GEMM.
+// core/ops/matmul.h — matmul (batched, broadcasting, torch.matmul rules) and linear, on the BLAS GEMM.
 //
 // Invariant: transposed/strided operands are read in place when their inner stride is 1 (no copy);
 // 16-bit floats are converted to fp32 for the GEMM and rounded back once.

@@ -104,7 +104,7 @@ TEST(MatmulTest, LargeBatchedProductsMatchNaiveLoopsOnEveryKernelPath) {
   const std::vector<std::pair<Shape, Shape>> cases = {
       {{4, 50, 40}, {40, 30}},         // batch folded into the rows of one GEMM
       {{64, 8, 8}, {64, 8, 8}},        // many small GEMMs, parallel over the batch
-      {{2, 150, 150}, {2, 150, 150}},  // few large GEMMs, threaded by Eigen
+      {{2, 150, 150}, {2, 150, 150}},  // few large GEMMs, each split over threads by Gemm
       {{3, 1, 20, 30}, {4, 30, 10}},   // broadcast batch dims
   };
   for (const auto& [as, bs] : cases) {

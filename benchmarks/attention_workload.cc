@@ -1,0 +1,83 @@
+// benchmarks/attention_workload.cc — the `attention_vs_gemm_flops` headline figure: the fused causal
+// attention's forward + backward (core/ops/attention.cc, through autograd) in useful GFLOP/s against
+// the machine's GEMM peak measured in the same run (the BLAS behind core/ops/gemm.h, 2048³ float32).
+//
+// Shape: the reference GPT step's attention, q/k/v [16·8 heads, 128, 32] float32, causal. Useful flops
+// count only unmasked (query, key) pairs, P = T(T+1)/2 per head, and the six products of the textbook
+// algorithm, each 2·P·D flops (D = Dv): forward q·kᵀ and P·v, backward dV, dP, dQ and dK. The
+// backward's recomputation of q·kᵀ is not counted.
+// The note line repeats the measurement for a longer sequence (T = 1024, D = 64, 8 heads), where the
+// per-score softmax work weighs less against the products.
+//
+// Invariant: both sides run on the calling thread's NumThreads() budget (target >= 0.6, issue 16).
+//
+// Example:
+//   bazel run //benchmarks:report -- --filter=attention
+#include <algorithm>
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "benchmarks/figure.h"
+#include "benchmarks/gemm_peak_workload.h"
+#include "core/autograd/engine.h"
+#include "core/base/error.h"
+#include "core/ops/attention.h"
+#include "core/tensor/factory.h"
+#include "core/tensor/random.h"
+
+namespace tessel::bench {
+namespace {
+
+struct AttentionShape {
+  int64_t batch_heads, t, d;
+  double Gflop() const {
+    const double pairs = static_cast<double>(t) * static_cast<double>(t + 1) / 2.0;
+    return static_cast<double>(batch_heads) * 6.0 * 2.0 * pairs * static_cast<double>(d) / 1e9;
+  }
+};
+
+std::function<void()> MakeFusedAttentionFwdBwd(const AttentionShape& s) {
+  Generator gen(3);
+  auto make = [&] {
+    Tensor t = Randn({s.batch_heads, s.t, s.d}, gen);
+    t.set_requires_grad(true);
+    return t;
+  };
+  Tensor q = make(), k = make(), v = make();
+  Tensor g = Randn({s.batch_heads, s.t, s.d}, gen);
+  return [q, k, v, g] {
+    for (Tensor t : {q, k, v}) t.set_grad(Tensor());
+    Backward(ScaledDotProductAttention(q, k, v, /*is_causal=*/true), g);
+  };
+}
+
+// GFLOP/s of `run` (work `gflop`): median of 5 timed runs after one warm-up.
+double Rate(const std::function<void()>& run, double gflop) {
+  run();
+  std::vector<double> rates;
+  for (int i = 0; i < 5; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    run();
+    rates.push_back(gflop / std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(rates.begin(), rates.end());
+  return rates[2];
+}
+
+const bool kRegistered = RegisterFigure("attention_vs_gemm_flops", [] {
+  const AttentionShape s{16 * 8, 128, 32};
+  constexpr int64_t kPeakN = 2048;
+  Figure f{"attention_vs_gemm_flops",
+           {"fused_causal_attention_fwd_bwd", "GFLOP/s", s.Gflop(), MakeFusedAttentionFwdBwd(s)},
+           Throughput{"blas_sgemm_2048", "GFLOP/s", SquareGemmGflop(kPeakN), MakeBlasSquareSgemm(kPeakN)}};
+  f.note = [] {
+    const AttentionShape long_seq{8, 1024, 64};
+    const double rate = Rate(MakeFusedAttentionFwdBwd(long_seq), long_seq.Gflop());
+    return Str("fused causal attention fwd+bwd at [8, 1024, 64]: ", static_cast<int64_t>(rate), " GFLOP/s");
+  };
+  return f;
+});
+
+}  // namespace
+}  // namespace tessel::bench

@@ -1,0 +1,104 @@
+// core/base/parallel_test.cc — ParallelFor: every index once in contiguous ranges of >= grain, the
+// thread budget, nested calls inline, exceptions rethrown after all ranges, many concurrent callers.
+#include "core/base/parallel.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace tessel {
+namespace {
+
+TEST(ParallelForTest, VisitsEveryIndexOnceInContiguousRangesOfAtLeastGrain) {
+  for (int threads : {1, 2, 4}) {
+    const NumThreadsGuard guard(threads);
+    for (int64_t n : {1, 7, 100, 1001}) {
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+      std::mutex mu;
+      std::vector<std::pair<int64_t, int64_t>> ranges;
+      ParallelFor(5, 5 + n, 10, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) ++hits[static_cast<size_t>(i - 5)];
+        std::lock_guard<std::mutex> lock(mu);
+        ranges.emplace_back(b, e);
+      });
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1) << "index " << i;
+      std::sort(ranges.begin(), ranges.end());
+      for (size_t r = 0; r + 1 < ranges.size(); ++r) {
+        EXPECT_EQ(ranges[r].second, ranges[r + 1].first);
+        EXPECT_GE(ranges[r].second - ranges[r].first, 10) << "only the last range may be shorter than grain";
+      }
+    }
+  }
+}
+
+TEST(ParallelForTest, OneThreadBudgetRunsEverythingInlineOnTheCaller) {
+  const NumThreadsGuard guard(1);
+  int calls = 0;
+  const std::thread::id self = std::this_thread::get_id();
+  ParallelFor(0, 1 << 20, 1, [&](int64_t b, int64_t e) {
+    ++calls;
+    EXPECT_EQ(std::this_thread::get_id(), self);
+    EXPECT_EQ(b, 0);
+    EXPECT_EQ(e, 1 << 20);
+  });
+  EXPECT_EQ(calls, 1);
+}
+
+TEST(ParallelForTest, NestedCallsRunInlineWithABudgetOfOne) {
+  const NumThreadsGuard guard(2);
+  std::atomic<int64_t> sum{0};
+  std::atomic<int> inner_budget_above_one{0};
+  ParallelFor(0, 64, 1, [&](int64_t b, int64_t e) {
+    if (NumThreads() != 1) ++inner_budget_above_one;
+    for (int64_t i = b; i < e; ++i) {
+      ParallelFor(0, 100, 1, [&](int64_t ib, int64_t ie) { sum += ie - ib; });
+    }
+  });
+  EXPECT_EQ(sum.load(), 64 * 100);
+  EXPECT_EQ(inner_budget_above_one.load(), 0);
+  EXPECT_EQ(NumThreads(), 2) << "the caller's budget is restored";
+}
+
+TEST(ParallelForTest, AnExceptionInOneRangeIsRethrownAfterEveryRangeRan) {
+  const NumThreadsGuard guard(2);
+  std::atomic<int64_t> visited{0};
+  try {
+    ParallelFor(0, 1000, 10, [&](int64_t b, int64_t e) {
+      visited += e - b;
+      if (b <= 500 && 500 < e) throw std::runtime_error("range holding 500");
+    });
+    ADD_FAILURE() << "no exception";
+  } catch (const std::runtime_error& err) {
+    EXPECT_STREQ(err.what(), "range holding 500");
+  }
+  EXPECT_EQ(visited.load(), 1000);
+  EXPECT_EQ(NumThreads(), 2);
+}
+
+TEST(ParallelForTest, ConcurrentCallersFromRankThreadsEachGetTheirOwnResult) {
+  std::vector<std::thread> ranks;
+  std::vector<int64_t> sums(4, 0);
+  for (int r = 0; r < 4; ++r) {
+    ranks.emplace_back([r, &sums] {
+      const NumThreadsGuard guard(2);
+      for (int rep = 0; rep < 200; ++rep) {
+        std::atomic<int64_t> sum{0};
+        ParallelFor(0, 1000, 16, [&](int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; ++i) sum += i * (r + 1);
+        });
+        sums[static_cast<size_t>(r)] += sum.load();
+      }
+    });
+  }
+  for (std::thread& t : ranks) t.join();
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(sums[static_cast<size_t>(r)], 200 * 499500 * (r + 1)) << "rank " << r;
+}
+
+}  // namespace
+}  // namespace tessel

@@ -1,0 +1,162 @@
+// core/ops/gemm_test.cc — Gemm against a naive double loop for every operand layout (row-major,
+// column-major, padded leading dims, size-1 dims), accumulate, K = 0, both split directions on 1–3
+// threads, float64, run-to-run bit equality, concurrent callers, and the BLAS kernels named for this CPU.
+#include "core/ops/gemm.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "core/base/parallel.h"
+
+namespace tessel {
+namespace {
+
+// A matrix stored row- or column-major with `pad` extra elements per leading dimension.
+template <typename T>
+struct Stored {
+  std::vector<T> buf;
+  MatRef ref;
+  T at(int64_t i, int64_t j) const {
+    return buf[static_cast<size_t>(i * ref.row_stride + j * ref.col_stride)];
+  }
+};
+
+template <typename T>
+Stored<T> Make(int64_t rows, int64_t cols, bool col_major, int64_t pad, uint32_t seed) {
+  Stored<T> s;
+  const int64_t ld = (col_major ? rows : cols) + pad;
+  s.buf.resize(static_cast<size_t>(std::max<int64_t>(1, ld * (col_major ? cols : rows))));
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<double> u(-1, 1);
+  for (T& x : s.buf) x = static_cast<T>(u(gen));
+  s.ref = col_major ? MatRef{s.buf.data(), rows, cols, 1, ld} : MatRef{s.buf.data(), rows, cols, ld, 1};
+  return s;
+}
+
+// c (row-major, ldc) against sum_k a(i, k) b(k, j) in double (+ c0 when accumulating).
+template <typename T>
+void ExpectProduct(const Stored<T>& a, const Stored<T>& b, const std::vector<T>& c, const std::vector<T>& c0,
+                   int64_t ldc, bool accumulate, double tol) {
+  const int64_t m = a.ref.rows, k = a.ref.cols, n = b.ref.cols;
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double want = accumulate ? static_cast<double>(c0[static_cast<size_t>(i * ldc + j)]) : 0.0;
+      for (int64_t p = 0; p < k; ++p) want += static_cast<double>(a.at(i, p)) * static_cast<double>(b.at(p, j));
+      ASSERT_NEAR(c[static_cast<size_t>(i * ldc + j)], want, tol * (1 + std::sqrt(static_cast<double>(k))))
+          << "at (" << i << ", " << j << ") of [" << m << ", " << k << "] @ [" << k << ", " << n << "]";
+    }
+  }
+}
+
+struct Case {
+  int64_t m, n, k;
+  bool a_col, b_col;
+  int64_t pad;
+  bool accumulate;
+  int threads;
+};
+
+template <typename T>
+void CheckCase(const Case& cs, double tol) {
+  SCOPED_TRACE(::testing::Message() << "m=" << cs.m << " n=" << cs.n << " k=" << cs.k << " a_col=" << cs.a_col
+                                    << " b_col=" << cs.b_col << " pad=" << cs.pad << " acc=" << cs.accumulate
+                                    << " threads=" << cs.threads);
+  NumThreadsGuard guard(cs.threads);
+  const Stored<T> a = Make<T>(cs.m, cs.k, cs.a_col, cs.pad, 1);
+  const Stored<T> b = Make<T>(cs.k, cs.n, cs.b_col, cs.pad, 2);
+  const int64_t ldc = cs.n + cs.pad;
+  std::vector<T> c0(static_cast<size_t>(std::max<int64_t>(1, cs.m * ldc)));
+  std::mt19937 gen(3);
+  for (T& x : c0) x = static_cast<T>(std::uniform_real_distribution<double>(-1, 1)(gen));
+  std::vector<T> c = c0;
+  Gemm(sizeof(T) == 4 ? DType::kFloat32 : DType::kFloat64, a.ref, b.ref, c.data(), ldc, cs.accumulate);
+  ExpectProduct(a, b, c, c0, ldc, cs.accumulate, tol);
+  // The padding between rows of c is never written.
+  for (int64_t i = 0; i < cs.m; ++i) {
+    for (int64_t j = cs.n; j < ldc; ++j) ASSERT_EQ(c[i * ldc + j], c0[i * ldc + j]) << "padding (" << i << ", " << j << ")";
+  }
+}
+
+TEST(GemmTest, EveryOperandLayoutMatchesTheNaiveLoop) {
+  for (bool a_col : {false, true}) {
+    for (bool b_col : {false, true}) {
+      for (int64_t pad : {0, 3}) {
+        for (bool acc : {false, true}) {
+          CheckCase<float>({7, 5, 9, a_col, b_col, pad, acc, 1}, 1e-5);
+          CheckCase<double>({7, 5, 9, a_col, b_col, pad, acc, 1}, 1e-12);
+        }
+      }
+    }
+  }
+}
+
+TEST(GemmTest, SizeOneDimsAndEmptyContractionAreHandled) {
+  for (bool acc : {false, true}) {
+    CheckCase<float>({1, 6, 4, false, true, 0, acc, 1}, 1e-5);   // one output row
+    CheckCase<float>({6, 1, 4, true, false, 0, acc, 1}, 1e-5);   // one output column
+    CheckCase<float>({5, 6, 1, true, true, 0, acc, 1}, 1e-5);    // outer product
+    CheckCase<float>({5, 6, 0, false, false, 2, acc, 1}, 1e-5);  // K = 0: c = 0, or c unchanged
+  }
+}
+
+TEST(GemmTest, SplitsOverThreadsAlongRowsAndColumnsAndStillMatch) {
+  // Large enough to split: rows split when m >= n, columns otherwise; odd sizes leave ragged panels.
+  for (int threads : {2, 3}) {
+    for (bool acc : {false, true}) {
+      CheckCase<float>({301, 67, 131, false, true, 1, acc, threads}, 1e-5);  // rows
+      CheckCase<float>({45, 333, 129, true, false, 0, acc, threads}, 1e-5);  // columns
+      CheckCase<double>({200, 170, 100, true, true, 2, acc, threads}, 1e-12);
+    }
+  }
+}
+
+TEST(GemmTest, RepeatedRunsAreBitwiseEqualAndThreadCountsAgree) {
+  const Stored<float> a = Make<float>(256, 192, false, 0, 4), b = Make<float>(192, 320, true, 0, 5);
+  auto run = [&](int threads) {
+    NumThreadsGuard guard(threads);
+    std::vector<float> c(256 * 320);
+    Gemm(DType::kFloat32, a.ref, b.ref, c.data(), 320, false);
+    return c;
+  };
+  const std::vector<float> first = run(2);
+  const std::vector<float> again = run(2);
+  EXPECT_EQ(std::memcmp(first.data(), again.data(), first.size() * sizeof(float)), 0);
+  const std::vector<float> one = run(1);
+  for (size_t i = 0; i < one.size(); ++i) ASSERT_NEAR(one[i], first[i], 1e-4) << i;
+}
+
+TEST(GemmTest, ConcurrentCallersEachGetTheExactSequentialProduct) {
+  // Rank threads and parallel kernels call Gemm at once; a BLAS without locking corrupts its shared
+  // buffers then (Debian's serial OpenBLAS: ~1% of such products came out wrong).
+  const Stored<float> a = Make<float>(160, 160, false, 0, 6), b = Make<float>(160, 160, false, 0, 7);
+  auto product = [&] {
+    const NumThreadsGuard one(1);
+    std::vector<float> c(160 * 160);
+    Gemm(DType::kFloat32, a.ref, b.ref, c.data(), 160, false);
+    return c;
+  };
+  const std::vector<float> want = product();
+  std::atomic<int> wrong{0};
+  const NumThreadsGuard two(2);
+  for (int round = 0; round < 1000; ++round) {  // ParallelFor starts both calls at about the same moment
+    ParallelFor(0, 2, 1, [&](int64_t, int64_t) {
+      if (product() != want) ++wrong;
+    });
+  }
+  EXPECT_EQ(wrong.load(), 0) << "of 2000 concurrent products";
+}
+
+TEST(GemmTest, BackendNamesOpenBlasItsKernelsAndOneBlasThread) {
+  const std::string backend = GemmBackend();
+  EXPECT_EQ(backend.rfind("OpenBLAS (", 0), 0u) << backend;
+  EXPECT_EQ(backend.find("unknown"), std::string::npos) << backend;
+  EXPECT_NE(backend.find(", 1 BLAS thread per call)"), std::string::npos) << backend;
+}
+
+}  // namespace
+}  // namespace tessel
