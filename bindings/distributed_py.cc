@@ -228,7 +228,9 @@ void BindFsdp(py::module_& m) {
   m.def("fully_shard", [](nn::Module& module, const dtensor::DeviceMesh& mesh, std::optional<bool> reshard_after_forward,
                           std::optional<fsdp::MixedPrecisionPolicy> mp_policy,
                           std::optional<fsdp::CPUOffloadPolicy> offload_policy) {
-    fsdp::FullyShardOptions options{reshard_after_forward, mp_policy.value_or(fsdp::MixedPrecisionPolicy{}), offload_policy};
+    const fsdp::FullyShardOptions options{.reshard_after_forward = reshard_after_forward,
+                                          .mp_policy = mp_policy.value_or(fsdp::MixedPrecisionPolicy{}),
+                                          .offload_policy = offload_policy};
     return NoGil([&] { return fsdp::FullyShard(module, mesh, options); });
   }, py::arg("module"), py::arg("mesh"), py::arg("reshard_after_forward") = py::none(), py::arg("mp_policy") = py::none(),
         py::arg("offload_policy") = py::none(), py::keep_alive<0, 1>(),

@@ -93,6 +93,37 @@ DeviceMesh DeviceMesh::Flatten(std::initializer_list<std::string_view> axes, std
   return Flatten(std::span<const std::string>(names), std::move(name));
 }
 
+DeviceMesh DeviceMesh::Join(const DeviceMesh& other) const {
+  TESSEL_CHECK(SharesRootWith(other), "DeviceMesh::Join: ", ToString(), " and ", other.ToString(),
+               " come from different root meshes (",
+               root_topology_->ToString(), " vs ", other.root_topology_->ToString(), ")");
+  std::vector<comm::ProcessGroupPtr> by_root_axis(static_cast<size_t>(root_topology_->ndim()));
+  for (const DeviceMesh* m : {this, &other}) {
+    for (int a = 0; a < m->ndim(); ++a) {
+      const std::string& name = m->topology().axis_name(a);
+      const std::optional<int> root_axis = root_topology_->FindAxis(name);
+      TESSEL_CHECK(root_axis.has_value(), "DeviceMesh::Join: axis '", name, "' of ", m->ToString(),
+                   " is not an axis of the root mesh ", root_topology_->ToString(), " (a flattened axis cannot join)");
+      comm::ProcessGroupPtr& slot = by_root_axis[static_cast<size_t>(*root_axis)];
+      TESSEL_CHECK(slot == nullptr, "DeviceMesh::Join: axis '", name, "' is in both ", ToString(), " and ",
+                   other.ToString());
+      slot = m->axis_group(a);
+    }
+  }
+  std::vector<int> axes;
+  std::vector<comm::ProcessGroupPtr> groups;
+  for (size_t a = 0; a < by_root_axis.size(); ++a) {
+    if (by_root_axis[a] == nullptr) continue;
+    axes.push_back(static_cast<int>(a));
+    groups.push_back(by_root_axis[a]);
+  }
+  const std::optional<std::vector<int64_t>> root_coordinate = root_topology_->CoordinateOf(global_rank_);
+  TESSEL_INTERNAL_ASSERT(root_coordinate.has_value(), "DeviceMesh::Join: rank ", global_rank_, " is not in ",
+                         root_topology_->ToString());
+  auto joint = std::make_shared<const MeshTopology>(root_topology_->Slice(axes, *root_coordinate));
+  return DeviceMesh(std::move(joint), global_rank_, std::move(groups), root_, root_topology_);
+}
+
 std::ostream& operator<<(std::ostream& os, const DeviceMesh& mesh) { return os << mesh.ToString(); }
 
 DeviceMesh InitDeviceMesh(const comm::ProcessGroupPtr& world, std::vector<int64_t> shape,

@@ -71,6 +71,16 @@ class DeviceMesh {
   DeviceMesh Flatten(std::span<const std::string> axes, std::string name) const;
   DeviceMesh Flatten(std::initializer_list<std::string_view> axes, std::string name) const;
 
+  // The sub-mesh of the root mesh over this mesh's axes and `other`'s, in root axis order, reusing both
+  // meshes' groups (no communication): mesh["dp"].Join(mesh["tp"]) == mesh[{"dp", "tp"}]. This is how
+  // fully_shard(mesh["dp"]) composes with parameters tensor parallelism placed on mesh["tp"], as in PyTorch.
+  // REQUIRES: both come from the same InitDeviceMesh and share no axis (kInvalidArgument otherwise).
+  DeviceMesh Join(const DeviceMesh& other) const;
+  // Whether both meshes come from the same InitDeviceMesh (what Join requires).
+  bool SharesRootWith(const DeviceMesh& other) const {
+    return root_topology_ == other.root_topology_ || *root_topology_ == *other.root_topology_;
+  }
+
   // "DeviceMesh(shape=[2, 2], axes=[dp, tp], ranks=[[0, 1], [2, 3]])"
   std::string ToString() const { return topology_->ToString(); }
   // Equal when shape, axis names and ranks are equal (PyTorch compares the same, not the groups).

@@ -58,6 +58,34 @@ void NestedParams(nn::Module* m, const std::string& prefix, bool is_top, std::ve
   for (auto& [name, child] : m->NamedChildren()) NestedParams(child, Join(prefix, name), false, out);
 }
 
+// The mesh of the first DTensor parameter that shares no axis with `mesh` (a TP mesh beside the FSDP one).
+std::optional<dtensor::DeviceMesh> DisjointParamMesh(const std::vector<ManagedParam>& params,
+                                                     const dtensor::DeviceMesh& mesh) {
+  for (const ManagedParam& p : params) {
+    const dtensor::DTensorImpl* d = dtensor::AsDTensorImpl(p.tensor);
+    if (d == nullptr) continue;
+    bool shares = false;
+    for (const std::string& axis : d->mesh().axis_names()) shares = shares || mesh.topology().FindAxis(axis);
+    if (!shares && d->mesh().SharesRootWith(mesh)) return d->mesh();  // else CheckParam names the mismatch
+  }
+  return std::nullopt;
+}
+
+// The joint mesh a nested fully_shard built from `mesh` and a TP mesh (DisjointParamMesh), if any: the root
+// of such blocks uses it too, so every group reduces and clips over the same axes.
+std::optional<dtensor::DeviceMesh> JointMeshOfNestedGroups(nn::Module& module, const dtensor::DeviceMesh& mesh) {
+  for (auto& [fqn, m] : module.NamedModules()) {
+    const FsdpState* s = m == &module ? nullptr : FsdpState::Of(*m);
+    if (s == nullptr) continue;
+    const dtensor::DeviceMesh& nested = s->mesh_info().mesh;
+    if (nested.ndim() <= mesh.ndim()) continue;
+    bool contains = true;
+    for (const std::string& axis : mesh.axis_names()) contains = contains && nested.topology().FindAxis(axis);
+    if (contains && nested.Slice(mesh.axis_names()) == mesh) return nested;
+  }
+  return std::nullopt;
+}
+
 void CheckParam(const ManagedParam& p, const nn::Module& module, const dtensor::DeviceMesh& mesh,
                 const std::vector<NestedParam>& nested) {
   const std::string& fqn = p.fqns[0];
@@ -181,18 +209,32 @@ FSDPModule FullyShard(nn::Module& module, const dtensor::DeviceMesh& mesh, const
   Discover(&module, "", true, &found, &index);
   std::vector<NestedParam> nested;
   NestedParams(&module, "", true, &nested);
-  for (const ManagedParam& p : found.params) CheckParam(p, module, mesh, nested);
-  FsdpMeshInfo mesh_info = MakeMeshInfo(found.params, module, mesh, options);
+  // PyTorch's 2-D form, fully_shard(module, mesh["dp"]) over parameters that tensor parallelism placed on
+  // mesh["tp"] of the same root mesh: FSDP works on the joint mesh and shards over the caller's axes.
+  dtensor::DeviceMesh fsdp_mesh = mesh;
+  FullyShardOptions opts = options;
+  std::optional<dtensor::DeviceMesh> joint;
+  if (std::optional<dtensor::DeviceMesh> tp_mesh = DisjointParamMesh(found.params, mesh)) joint = mesh.Join(*tp_mesh);
+  if (!joint) joint = JointMeshOfNestedGroups(module, mesh);  // a root over such blocks joins their mesh
+  if (joint) {
+    fsdp_mesh = *joint;
+    if (!opts.shard_axis && !opts.replicate_axis && mesh.ndim() <= 2) {
+      opts.shard_axis = mesh.axis_names().back();
+      if (mesh.ndim() == 2) opts.replicate_axis = mesh.axis_names().front();
+    }
+  }
+  for (const ManagedParam& p : found.params) CheckParam(p, module, fsdp_mesh, nested);
+  FsdpMeshInfo mesh_info = MakeMeshInfo(found.params, module, fsdp_mesh, opts);
   std::unique_ptr<ParamGroup> group;
   if (!found.params.empty()) {
     std::vector<std::unique_ptr<FsdpParam>> params;
     for (ManagedParam& p : found.params) {
-      params.push_back(std::make_unique<FsdpParam>(&module, p.fqns, p.tensor, mesh_info, options.mp_policy));
+      params.push_back(std::make_unique<FsdpParam>(&module, p.fqns, p.tensor, mesh_info, opts.mp_policy));
       p.tensor = Tensor();  // the original (unsharded) parameter is freed unless the caller holds it
     }
     group = std::make_unique<ParamGroup>(std::move(params), mesh_info, module.type_name());
   }
-  auto state = std::make_unique<FsdpState>(&module, mesh_info, options, std::move(group), module.type_name());
+  auto state = std::make_unique<FsdpState>(&module, mesh_info, opts, std::move(group), module.type_name());
   FsdpState* raw = state.get();
   raw->RegisterHooks(found.owners);
   module.SetComposableState(FsdpState::kKey, std::move(state));

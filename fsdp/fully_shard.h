@@ -18,7 +18,9 @@
 // calling it on a child after its parent, or twice on one module, is an error. Forward must run through
 // the root first (it becomes the root and owns the end-of-backward logic).
 //
-// Meshes: pass the whole mesh the parameters live on. The axes FSDP uses are the ones the user names
+// Meshes: pass the whole mesh the parameters live on, or (PyTorch's 2-D form) the data-parallel sub-mesh
+// mesh["dp"] when tensor parallelism placed them on mesh["tp"] of the same root mesh: FSDP then joins the
+// two (DeviceMesh::Join) and shards over the axes passed, and a root over such blocks joins the same way. The axes FSDP uses are the ones the user names
 // (FullyShardOptions::shard_axis, and replicate_axis for HSDP: gradients are reduce-scattered on the
 // shard axis, then all-reduced on the replicate axis; any other axis is treated like a TP axis, where
 // plain parameters are replicated). Unnamed, the rule is: the mesh axes the parameters do not already

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "comm/tracer.h"
+#include "core/base/testing/expect_error.h"
 #include "core/nn/layers.h"
 #include "core/ops/reduction.h"
 #include "core/ops/unary.h"
@@ -163,6 +164,45 @@ TEST(FsdpOnTpTest, TrainingMatchesOneRankAndCountsCollectivesPerAxis) {
     }
     const auto got = FullValuesOf(m);
     for (const auto& [fqn, values] : want) EXPECT_LE(RelErr(got.at(fqn), values), 1e-5) << fqn;
+  }, FastRanks());
+}
+
+// PyTorch's 2-D form: fully_shard(module, mesh["dp"]) over parameters placed on mesh["tp"]. FSDP joins the two
+// sub-meshes (DeviceMesh::Join) and lays parameters out exactly as FullyShard(module, mesh, {shard_axis: dp}).
+TEST(FsdpOnTpTest, DpSubmeshOverTpParametersJoinsIntoTheWholeMeshLayout) {
+  Generator gen(3);
+  TpMlp ref(gen);
+  Tensor ref_loss = MlpLoss(ref, GlobalInput(0), std::nullopt);
+  comm::RunRanks(4, [&](comm::ProcessGroupPtr world) {
+    dtensor::DeviceMesh mesh = dtensor::InitDeviceMesh(world, {2, 2}, {"dp", "tp"});
+    EXPECT_EQ(mesh["dp"].Join(mesh["tp"]), mesh);
+    EXPECT_EQ(mesh["tp"].Join(mesh["dp"]), mesh);  // root axis order, whatever the call order
+    ::tessel::testing::ExpectErrorContains([&] { (void)mesh["tp"].Join(mesh); }, ErrorCode::kInvalidArgument,
+                                           "axis 'tp' is in both");
+    Generator g(3);
+    TpMlp m(g);
+    ParallelizeByHand(m, mesh["tp"]);
+    FullyShard(*m.Submodule("fc"), mesh["dp"]);
+    FullyShard(*m.Submodule("proj"), mesh["dp"]);
+    FullyShard(m, mesh["dp"]);
+    const std::map<std::string, std::string> want = {{"fc.weight", "[S(0), S(0)] {0: [1, 0]}"},
+                                                     {"fc.bias", "[S(0), S(0)] {0: [1, 0]}"},
+                                                     {"proj.weight", "[S(0), S(1)] {0: [0], 1: [1]}"},
+                                                     {"proj.bias", "[S(0), R] {0: [0]}"}};
+    for (auto& [fqn, p] : m.NamedParameters()) {
+      SCOPED_TRACE(fqn);
+      const dtensor::DTensorSpec& spec = dtensor::DTensor(p).spec();
+      EXPECT_EQ(spec.mesh(), mesh.topology());
+      EXPECT_EQ(dtensor::PlacementsToString(spec.placements()) + " " + dtensor::ShardOrderToString(spec.shard_order()),
+                want.at(fqn));
+    }
+    comm::CommTracer tracer;
+    Tensor loss = MlpLoss(m, RowsFor(GlobalInput(0), mesh.local_rank("dp"), 2), mesh["tp"]);
+    Backward(loss);
+    EXPECT_EQ(tracer.Count(CollectiveKind::kReduceScatter, "dp"), 2) << tracer.Summary();
+    Tensor l = Full({1}, dtensor::DTensor(loss).FullTensor().item<double>(), DType::kFloat64);
+    mesh.axis_group("dp")->AllReduce(l, comm::ReduceOp::kAvg)->Wait();
+    EXPECT_NEAR(l.item<double>(), ref_loss.item<double>(), 1e-6 * std::abs(ref_loss.item<double>()));
   }, FastRanks());
 }
 

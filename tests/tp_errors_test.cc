@@ -22,7 +22,7 @@ TEST(TpErrorsTest, TensorParallelismAfterFullyShardIsRejectedNamingTheModule) {
         const dtensor::DeviceMesh mesh = dtensor::InitDeviceMesh(world, {2, 2}, {"dp", "tp"});
         Generator gen(7);
         nn::GPT gpt(Gpt(16, 4), gen);
-        FullyShard(*gpt.layers().at(1), mesh);
+        FullyShard(*gpt.layers().at(1), mesh, {.shard_axis = "dp"});
         ExpectErrorContains(
             [&] { examples::ParallelizeGpt(gpt, mesh, {}); }, ErrorCode::kFailedPrecondition,
             {"'layers.1' (a TransformerBlock) is already fully_shard'ed", "apply tensor parallelism first"});

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "core/base/error.h"
+#include "core/nn/checkpoint_wrapper.h"
 
 namespace tessel::examples {
 
@@ -78,8 +79,12 @@ std::vector<fsdp::FSDPModule> ParallelizeGptPart(nn::GPT& gpt, const dtensor::De
   const auto& axes = mesh.axis_names();
   const bool has_tp = std::find(axes.begin(), axes.end(), "tp") != axes.end();
   if (has_tp) ApplyTensorParallel(gpt, mesh["tp"], p);
-  if (activation_checkpointing) {
-    for (size_t i = 0; i < gpt.layers().size(); ++i) activation_checkpointing(*gpt.layers().at(i));
+  for (size_t i = 0; i < gpt.layers().size(); ++i) {
+    if (activation_checkpointing) {
+      activation_checkpointing(*gpt.layers().at(i));
+    } else if (p.activation_checkpointing != "none") {
+      nn::ApplyActivationCheckpointing(*gpt.layers().at(i), p.activation_checkpointing);
+    }
   }
   std::vector<fsdp::FSDPModule> out;
   if (has_tp && mesh.ndim() == 1) return out;  // no axis left for fully_shard

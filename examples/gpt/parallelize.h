@@ -22,6 +22,7 @@
 
 #include <functional>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "core/nn/transformer.h"
@@ -35,6 +36,9 @@ struct GptParallelism {
   bool sequence_parallel = false;
   // Leave the logits vocab-sharded [B, T, V] S(-1); compute the loss inside tp::LossParallel.
   bool loss_parallel = false;
+  // Activation checkpointing per block, between TP and fully_shard: "none", "full", "selective" (recompute
+  // the attention core) or "gemm" (keep the GEMM outputs); core/nn/checkpoint_wrapper.h.
+  std::string activation_checkpointing = "none";
 };
 
 // The Megatron plan for the GPT's submodules (what ParallelizeGpt applies on the tp axis).

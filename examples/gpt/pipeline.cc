@@ -31,6 +31,7 @@ struct PipelineFlags {
   ParallelDims dims;
   int microbatches = 4, stages_per_rank = 0;
   bool sp = false;  // --sp=1: sequence parallelism inside the stages (needs --tp > 1)
+  std::string ac = "none";  // --ac: activation checkpointing per block (core/nn/checkpoint_wrapper.h)
   std::string schedule = "1F1B";
   int64_t steps = 300, batch = 16, seq = 64, log_every = 25;
   double lr = 3e-3;
@@ -50,6 +51,7 @@ PipelineFlags Parse(const std::map<std::string, std::string>& f) {
   TESSEL_CHECK(get("loss_parallel", 0) == 0, "train: --loss_parallel=1 is not supported with --pp / --dp_replicate");
   p.stages_per_rank = static_cast<int>(get("stages_per_rank", 0));
   p.schedule = f.count("schedule") ? f.at("schedule") : "1F1B";
+  p.ac = f.count("ac") ? f.at("ac") : "none";
   p.steps = static_cast<int64_t>(get("steps", 300));
   p.batch = static_cast<int64_t>(get("batch", 16));
   p.seq = static_cast<int64_t>(get("seq", 64));
@@ -173,7 +175,7 @@ void PrintProgress(const PipelineFlags& f, int64_t step, double loss, double lr,
 void TrainRank(const PipelineFlags& f, const comm::ProcessGroupPtr& world, Losses* out) {
   const ParallelMesh mesh = ParallelMesh::Build(world, f.dims);
   ParallelGpt model = BuildParallelGpt(f.cfg, f.seed, mesh,
-                                       {.tp = {.sequence_parallel = f.sp},
+                                       {.tp = {.sequence_parallel = f.sp, .activation_checkpointing = f.ac},
                                         .schedule = pipelining::ParseScheduleKind(f.schedule),
                                         .num_microbatches = f.microbatches, .stages_per_rank = f.stages_per_rank});
   if (world->rank() == 0) PrintHeader(f, model);

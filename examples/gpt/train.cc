@@ -21,7 +21,7 @@
 // Usage: bazel run //examples/gpt:train -- [--nproc=4] [--steps=300] [--batch=16] [--seq=64]
 //        [--d_model=128] [--layers=4] [--heads=4] [--lr=3e-3] [--seed=1] [--log_every=25] [--profile_step=N]
 //        [--save=/tmp/tessel_gpt_ckpt] [--save_every=N] [--resume=/tmp/tessel_gpt_ckpt/step_300]
-//        [--tp=2 [--dp_shard=2] [--sp=1] [--loss_parallel=1]]
+//        [--tp=2 [--dp_shard=2] [--sp=1] [--loss_parallel=1]] [--ac=none|full|selective|gemm]
 //        3-D (examples/gpt/pipeline.h): --pp=2 [--dp_replicate=R] [--dp_shard=D] [--tp=T] --schedule=1F1B
 //        --microbatches=4. Unknown flags are errors.
 #include <chrono>
@@ -44,6 +44,7 @@
 #include "core/base/parallel.h"
 #include "core/dispatch/profiler.h"
 #include "core/memory/allocator.h"
+#include "core/nn/checkpoint_wrapper.h"
 #include "core/nn/transformer.h"
 #include "comm/backends/threads.h"
 #include "core/ops/view.h"
@@ -79,7 +80,7 @@ Flags ParseFlags(int argc, char** argv) {
   static const std::set<std::string> kKnown = {
       "nproc", "steps", "batch", "seq", "d_model", "layers", "heads", "lr", "seed", "log_every", "profile_step",
       "save", "save_every", "resume", "tp", "dp_shard", "dp_replicate", "sp", "loss_parallel", "pp", "schedule",
-      "microbatches", "stages_per_rank"};
+      "microbatches", "stages_per_rank", "ac"};
   Flags f;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -113,7 +114,9 @@ TpLayout TpLayoutFrom(const Flags& flags) {
   TpLayout l;
   l.tp = static_cast<int64_t>(flags.Get("tp", 1));
   l.dp_shard = static_cast<int64_t>(flags.Get("dp_shard", 1));
-  l.parallelism = {.sequence_parallel = flags.Get("sp", 1) != 0, .loss_parallel = flags.Get("loss_parallel", 1) != 0};
+  l.parallelism = {.sequence_parallel = flags.Get("sp", 1) != 0,
+                   .loss_parallel = flags.Get("loss_parallel", 1) != 0,
+                   .activation_checkpointing = flags.values.count("ac") ? flags.values.at("ac") : "none"};
   TESSEL_CHECK(l.tp >= 1 && l.dp_shard >= 1, "train: --tp and --dp_shard must be >= 1");
   TESSEL_CHECK(l.tp > 1 || l.dp_shard == 1, "train: --dp_shard needs --tp (plain fully_shard runs use --nproc)");
   return l;
@@ -124,7 +127,12 @@ std::optional<fsdp::FSDPModule> Parallelize(nn::GPT& model, const comm::ProcessG
                                             int64_t* dp_rank, int64_t* dp_size) {
   if (l.tp == 1) {
     const dtensor::DeviceMesh mesh = dtensor::InitDeviceMesh(world, {world->size()}, {"dp"});
-    for (size_t i = 0; i < model.layers().size(); ++i) fsdp::FullyShard(*model.layers().at(i), mesh);
+    for (size_t i = 0; i < model.layers().size(); ++i) {
+      if (l.parallelism.activation_checkpointing != "none") {
+        nn::ApplyActivationCheckpointing(*model.layers().at(i), l.parallelism.activation_checkpointing);
+      }
+      fsdp::FullyShard(*model.layers().at(i), mesh);
+    }
     *dp_rank = world->rank();
     *dp_size = world->size();
     return fsdp::FullyShard(model, mesh);
@@ -158,7 +166,13 @@ RunResult TrainRank(const Flags& flags, const comm::ProcessGroupPtr& world, int6
   nn::GPT model(cfg, gen);
   std::optional<fsdp::FSDPModule> root;
   int64_t dp_rank = 0, dp_size = 1;  // the rows of the global batch this rank trains on
-  if (world) root = Parallelize(model, world, layout, &dp_rank, &dp_size);
+  if (world) {
+    root = Parallelize(model, world, layout, &dp_rank, &dp_size);
+  } else if (layout.parallelism.activation_checkpointing != "none") {
+    for (size_t i = 0; i < model.layers().size(); ++i) {
+      nn::ApplyActivationCheckpointing(*model.layers().at(i), layout.parallelism.activation_checkpointing);
+    }
+  }
   TESSEL_CHECK(B % dp_size == 0, "train: --batch=", B, " must be divisible by the data-parallel size ", dp_size);
   const int64_t local_b = B / dp_size;
   optim::AdamW opt(model.NamedParameters(), {.lr = flags.Get("lr", 3e-3), .weight_decay = 0.1});
@@ -307,7 +321,9 @@ int Main(int argc, char** argv) {
     // Measured before the world starts: it runs one unsharded step on a fresh device of its own.
     const nn::GPTConfig cfg = ConfigFrom(flags);
     const int64_t activations =
-        layout.tp > 1 ? 0 : planner::MeasureGptActivations(cfg, static_cast<int64_t>(flags.Get("batch", 16)) / nproc);
+        layout.tp > 1 ? 0
+                      : planner::MeasureGptActivations(cfg, static_cast<int64_t>(flags.Get("batch", 16)) / nproc,
+                                                       layout.parallelism.activation_checkpointing);
     comm::RunRanks(nproc, [&](comm::ProcessGroupPtr world) {
       RunResult mine = TrainRank(flags, world, activations);
       if (world->rank() == 0) r = mine;

@@ -1,7 +1,8 @@
 #!/bin/bash
 # Runs tiny training jobs; train exits 1 if a fresh run's loss did not fall, 2 on error.
 #  1. fully_shard on 2 ranks, an async checkpoint at step 4 and the final one at step 8;
-#  2. resumed from step 4 on 2 ranks: the final loss equals run 1's bit for bit (printed with %.17g);
+#  2. resumed from step 4 on 2 ranks, and runs with --ac=full / --ac=selective: the final loss equals
+#     run 1's bit for bit (printed with %.17g);
 #  3. the step-8 checkpoint loaded on 1 and on 4 ranks (resharded): every full tensor matches;
 #  4. the unsharded single-rank path; a resume with another model config is refused;
 #  5. tensor parallel (--tp=2, and --dp_shard=2 --tp=2 with fully_shard): the same final loss as run 1
@@ -26,6 +27,13 @@ echo "$resumed"
 grep -q "resume: step 4 from $ckpt/step_4 (saved on 2 ranks, loaded on 2" <<<"$resumed"
 got="$(final "$resumed")"
 [[ "$got" == "$want" ]] || { echo "resumed run ended with '$got', uninterrupted with '$want'"; exit 1; }
+
+# Activation checkpointing recomputes bitwise (core/autograd/checkpoint.h): the same final loss, to the bit.
+for ac in full selective; do
+  ac_out="$("$train" --nproc=2 "${args[@]}" --save=none --ac=$ac)"
+  got="$(final "$ac_out")"
+  [[ "$got" == "$want" ]] || { echo "--ac=$ac ended with '$got', without checkpointing '$want'"; exit 1; }
+done
 
 for n in 1 4; do
   loaded="$("$train" --nproc=$n "${args[@]}" --resume="$ckpt/step_8")"
