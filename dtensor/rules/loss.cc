@@ -178,6 +178,16 @@ int64_t LossCommBytes(const OpCall& call, const Strategy& s, int logits_input) {
 }
 
 std::vector<Strategy> Finish(const OpCall& call, std::vector<Strategy> out, int logits_input, LocalFn fn) {
+  // Logits that are already vocab-sharded are never gathered, whatever the byte count says: avoiding a full
+  // [N, V] on every rank is what loss parallelism is for (PyTorch's loss_parallel never gathers), and for a
+  // tiny vocabulary the gather moves fewer bytes than the two all-reduces, so the cost model alone would.
+  const int64_t ndim = call.spec(logits_input).ndim();
+  const std::vector<int> sharded_now = AxesSharding(call.state(logits_input), ndim - 1);
+  if (!sharded_now.empty()) {
+    std::erase_if(out, [&](const Strategy& s) {
+      return AxesSharding(*s.inputs[static_cast<size_t>(logits_input)], ndim - 1) != sharded_now;
+    });
+  }
   const bool mean = call.attrs.GetString("reduction") == "mean";
   for (Strategy& s : out) {
     const LossAxes axes = AxesOf(*s.inputs[static_cast<size_t>(logits_input)], call.spec(logits_input).ndim());

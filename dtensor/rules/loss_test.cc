@@ -57,6 +57,21 @@ TEST(LossRulesTest, LossParallelNeverGathersTheLogits) {
   });
 }
 
+// 4 classes on 2 ranks: gathering the [6, 4] logits would move fewer bytes (48 per rank) than the two
+// all-reduces (144), yet vocab-sharded logits are never gathered (PyTorch's loss_parallel never does).
+TEST(LossRulesTest, LossParallelNeverGathersEvenATinyVocabulary) {
+  OnMesh1D(2, [](const DeviceMesh& mesh) {
+    DTensor logits = DistributeTensor(Values({6, 4}), mesh, ParsePlacements("S(1)"));
+    logits.set_requires_grad(true);
+    DTensor target = DistributeTensor(Targets(6, 4), mesh, ParsePlacements("R"));
+    DTensor loss;
+    EXPECT_EQ(CommOf([&] { loss = DTensor(CrossEntropy(logits, target)); }), "all_reduce(x) x2");
+    EXPECT_NEAR(loss.ToLocal().item<double>(), CrossEntropy(Values({6, 4}), Targets(6, 4)).item<double>(), 1e-12);
+    EXPECT_EQ(CommOf([&] { Backward(loss); }), "all_reduce(x) x2");
+    EXPECT_EQ(logits.grad().placements(), ParsePlacements("S(1)"));
+  });
+}
+
 TEST(LossRulesTest, TwoDimMeshDataAndLossParallelTogether) {
   OnMesh2D([](const DeviceMesh& mesh) {
     for (int64_t n : EvenAndUneven(4)) {
