@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 
+#include "comm/backend_choice.h"
 #include "core/base/testing/expect_error.h"
 
 namespace tessel::comm {
@@ -14,6 +15,9 @@ namespace {
 using testing::ExpectErrorContains;
 
 TEST(InitProcessGroupTest, NcclWithHostTensorsIsRejectedBeforeAnyRendezvous) {
+  // The rule InitProcessGroupForDevice applies (comm/backend_choice.h): the environment names the backend.
+  EXPECT_EQ(ChooseRankBackend("gloo", Device::Cpu(0)), Backend::kGloo);
+  EXPECT_EQ(ChooseRankBackend(nullptr, Device::Cpu(0)), Backend::kGloo);
   ::setenv("TESSEL_BACKEND", "nccl", 1);
   ExpectErrorContains([] { InitProcessGroupForDevice(Device::Cpu(0)); }, ErrorCode::kInvalidArgument,
                       {"TESSEL_BACKEND=nccl", "cpu:0"});
