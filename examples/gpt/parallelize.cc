@@ -74,17 +74,20 @@ void ApplyTensorParallel(nn::GPT& gpt, const dtensor::DeviceMesh& tp_mesh, const
 
 }  // namespace
 
+void CheckpointEachBlock(nn::GPT& gpt, const std::string& policy) {
+  if (policy == "none") return;
+  for (size_t i = 0; i < gpt.layers().size(); ++i) nn::ApplyActivationCheckpointing(*gpt.layers().at(i), policy);
+}
+
 std::vector<fsdp::FSDPModule> ParallelizeGptPart(nn::GPT& gpt, const dtensor::DeviceMesh& mesh, const GptParallelism& p,
                                                 const BlockHook& activation_checkpointing) {
   const auto& axes = mesh.axis_names();
   const bool has_tp = std::find(axes.begin(), axes.end(), "tp") != axes.end();
   if (has_tp) ApplyTensorParallel(gpt, mesh["tp"], p);
-  for (size_t i = 0; i < gpt.layers().size(); ++i) {
-    if (activation_checkpointing) {
-      activation_checkpointing(*gpt.layers().at(i));
-    } else if (p.activation_checkpointing != "none") {
-      nn::ApplyActivationCheckpointing(*gpt.layers().at(i), p.activation_checkpointing);
-    }
+  if (activation_checkpointing) {
+    for (size_t i = 0; i < gpt.layers().size(); ++i) activation_checkpointing(*gpt.layers().at(i));
+  } else {
+    CheckpointEachBlock(gpt, p.activation_checkpointing);
   }
   std::vector<fsdp::FSDPModule> out;
   if (has_tp && mesh.ndim() == 1) return out;  // no axis left for fully_shard

@@ -41,6 +41,9 @@ struct GptParallelism {
   std::string activation_checkpointing = "none";
 };
 
+// Activation checkpointing `policy` ("none" does nothing) on each transformer block of `gpt`.
+void CheckpointEachBlock(nn::GPT& gpt, const std::string& policy);
+
 // The Megatron plan for the GPT's submodules (what ParallelizeGpt applies on the tp axis).
 tp::ParallelizePlan GptTensorParallelPlan(const nn::GPTConfig& cfg, const GptParallelism& p);
 

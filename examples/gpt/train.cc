@@ -44,7 +44,6 @@
 #include "core/base/parallel.h"
 #include "core/dispatch/profiler.h"
 #include "core/memory/allocator.h"
-#include "core/nn/checkpoint_wrapper.h"
 #include "core/nn/transformer.h"
 #include "comm/backends/threads.h"
 #include "core/ops/view.h"
@@ -127,12 +126,8 @@ std::optional<fsdp::FSDPModule> Parallelize(nn::GPT& model, const comm::ProcessG
                                             int64_t* dp_rank, int64_t* dp_size) {
   if (l.tp == 1) {
     const dtensor::DeviceMesh mesh = dtensor::InitDeviceMesh(world, {world->size()}, {"dp"});
-    for (size_t i = 0; i < model.layers().size(); ++i) {
-      if (l.parallelism.activation_checkpointing != "none") {
-        nn::ApplyActivationCheckpointing(*model.layers().at(i), l.parallelism.activation_checkpointing);
-      }
-      fsdp::FullyShard(*model.layers().at(i), mesh);
-    }
+    examples::CheckpointEachBlock(model, l.parallelism.activation_checkpointing);
+    for (size_t i = 0; i < model.layers().size(); ++i) fsdp::FullyShard(*model.layers().at(i), mesh);
     *dp_rank = world->rank();
     *dp_size = world->size();
     return fsdp::FullyShard(model, mesh);
@@ -168,10 +163,8 @@ RunResult TrainRank(const Flags& flags, const comm::ProcessGroupPtr& world, int6
   int64_t dp_rank = 0, dp_size = 1;  // the rows of the global batch this rank trains on
   if (world) {
     root = Parallelize(model, world, layout, &dp_rank, &dp_size);
-  } else if (layout.parallelism.activation_checkpointing != "none") {
-    for (size_t i = 0; i < model.layers().size(); ++i) {
-      nn::ApplyActivationCheckpointing(*model.layers().at(i), layout.parallelism.activation_checkpointing);
-    }
+  } else {
+    examples::CheckpointEachBlock(model, layout.parallelism.activation_checkpointing);
   }
   TESSEL_CHECK(B % dp_size == 0, "train: --batch=", B, " must be divisible by the data-parallel size ", dp_size);
   const int64_t local_b = B / dp_size;
