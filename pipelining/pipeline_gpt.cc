@@ -10,10 +10,6 @@
 
 namespace tessel::pipelining {
 
-Tensor TokenCrossEntropy(const Tensor& logits_BTV, const Tensor& targets_BT) {
-  return CrossEntropy(Reshape(logits_BTV, {-1, logits_BTV.size(-1)}), Reshape(targets_BT, {-1}));
-}
-
 nn::StateDict RankPipeline::NamedParameters() const {
   nn::StateDict out;
   for (const auto& m : modules) {

@@ -11,7 +11,7 @@
 //
 // Example:
 //   RankPipeline pp = PipelineGPT(cfg, /*seed=*/0, pg, {.kind = ScheduleKind::k1F1B, .num_microbatches = 4},
-//                                 TokenCrossEntropy);
+//                                 nn::TokenCrossEntropy);
 //   optim::AdamW opt(pp.NamedParameters(), {});
 //   StepStats st = pp.executor->Step(idx_BT, targets_BT);
 #pragma once
@@ -48,12 +48,9 @@ struct RankPipeline {
   nn::StateDict NamedParameters() const;
 };
 
-// The mean next-token cross-entropy of logits [B, T, V] against targets [B, T] (GPT::Loss's loss).
-Tensor TokenCrossEntropy(const Tensor& logits_BTV, const Tensor& targets_BT);
-
 // Builds this rank's part. Throws kInvalidArgument when the schedule does not fit (schedules.h's table,
 // e.g. ZBVZeroBubble with 3 stages per rank) or the GPT has fewer layers than stages.
 RankPipeline PipelineGPT(const nn::GPTConfig& cfg, uint64_t seed, comm::ProcessGroupPtr pg,
-                         const PipelineGPTOptions& options, LossFn loss_fn = TokenCrossEntropy);
+                         const PipelineGPTOptions& options, LossFn loss_fn = nn::TokenCrossEntropy);
 
 }  // namespace tessel::pipelining

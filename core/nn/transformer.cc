@@ -196,10 +196,10 @@ TensorList GPT::Forward(const TensorList& in) {
   return {tessel::Linear(x_BTC, Submodule("wte")->Param("weight"))};
 }
 
-Tensor GPT::Loss(const Tensor& idx_BT, const Tensor& targets_BT) {
-  Tensor logits_BTV = (*this)(idx_BT);
-  const int64_t V = logits_BTV.size(-1);
-  return CrossEntropy(Reshape(logits_BTV, {-1, V}), Reshape(targets_BT, {-1}));
+Tensor TokenCrossEntropy(const Tensor& logits_BTV, const Tensor& targets_BT) {
+  return CrossEntropy(Reshape(logits_BTV, {-1, logits_BTV.size(-1)}), Reshape(targets_BT, {-1}));
 }
+
+Tensor GPT::Loss(const Tensor& idx_BT, const Tensor& targets_BT) { return TokenCrossEntropy((*this)(idx_BT), targets_BT); }
 
 }  // namespace tessel::nn

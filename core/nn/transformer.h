@@ -84,6 +84,10 @@ class TransformerBlock final : public Module {
   TensorList Forward(const TensorList& inputs) override;  // x + attn(ln1(x)), then + mlp(ln2(.))
 };
 
+// Mean cross-entropy of next-token prediction: logits [B, T, V] against targets [B, T] (what GPT::Loss and
+// the pipeline's last stage compute).
+Tensor TokenCrossEntropy(const Tensor& logits_BTV, const Tensor& targets_BT);
+
 class GPT final : public Module {
  public:
   GPT(const GPTConfig& cfg, Generator& gen);
