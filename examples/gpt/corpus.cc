@@ -2,6 +2,8 @@
 #include "examples/gpt/corpus.h"
 
 #include <array>
+#include <fstream>
+#include <sstream>
 #include <vector>
 
 #include "core/base/error.h"
@@ -83,6 +85,17 @@ std::string GenerateCorpus(uint64_t seed, int64_t num_bytes) {
   }
   out.resize(num_bytes);
   return out;
+}
+
+std::string LoadCorpus(const std::string& path, uint64_t seed) {
+  if (path.empty()) return GenerateCorpus(seed, 1 << 20);
+  std::ifstream in(path, std::ios::binary);
+  TESSEL_CHECK(in.good(), "train: --data=", path, " cannot be read");
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  std::string text = bytes.str();
+  TESSEL_CHECK(!text.empty(), "train: --data=", path, " is empty");
+  return text;
 }
 
 Batch SampleBatch(const std::string& text, int64_t batch, int64_t seq, int64_t step, uint64_t seed) {

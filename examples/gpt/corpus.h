@@ -18,6 +18,11 @@ namespace tessel::examples {
 
 std::string GenerateCorpus(uint64_t seed, int64_t num_bytes);
 
+// The main job's text: the bytes of the file at `path` (--data=FILE: any text, byte-level), or the
+// generated corpus of 1 MiB when `path` is empty. Throws kInvalidArgument naming the file when it cannot
+// be read or is empty (SampleBatch then checks it is longer than a sequence).
+std::string LoadCorpus(const std::string& path, uint64_t seed);
+
 struct Batch {
   Tensor idx_BT;      // int64 [B, T]: bytes at positions p .. p+T-1
   Tensor targets_BT;  // int64 [B, T]: bytes at positions p+1 .. p+T

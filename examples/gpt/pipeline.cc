@@ -37,6 +37,7 @@ struct PipelineFlags {
   double lr = 3e-3;
   uint64_t seed = 1;
   nn::GPTConfig cfg;
+  std::string data;          // --data=FILE (examples/gpt/corpus.h's LoadCorpus; default: the generated corpus)
   std::string save, resume;  // --save=DIR (final checkpoint in DIR/step_<steps>; default none), --resume=DIR
 };
 
@@ -66,6 +67,7 @@ PipelineFlags Parse(const std::map<std::string, std::string>& f) {
   p.dims.Validate(p.dims.world_size());  // each axis >= 1, named
   p.save = f.count("save") && f.at("save") != "none" ? f.at("save") : "";
   p.resume = f.count("resume") ? f.at("resume") : "";
+  p.data = f.count("data") ? f.at("data") : "";
   TESSEL_CHECK(!f.count("save_every"), "train: --save_every is not supported with --pp / --dp_replicate (the final "
                "checkpoint is: --save=DIR)");
   return p;
@@ -193,7 +195,7 @@ void TrainRank(const PipelineFlags& f, const comm::ProcessGroupPtr& world, Losse
   const int64_t start = f.resume.empty() ? 0
                         : Resume(f.resume, model.Modules(), opts, ConfigString(f), schedule_desc, world,
                                  world->size(), /*partial=*/true);
-  const std::string text = GenerateCorpus(f.seed, 1 << 20);
+  const std::string text = LoadCorpus(f.data, f.seed);
   const bool reporter = world->rank() == (f.dims.pp - 1) * (f.dims.world_size() / f.dims.pp);
   Losses& r = *out;
   const int64_t avg_over = std::max<int64_t>(1, std::min<int64_t>(10, (f.steps - start) / 4));

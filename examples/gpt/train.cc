@@ -23,16 +23,23 @@
 //        [--save=/tmp/tessel_gpt_ckpt] [--save_every=N] [--resume=/tmp/tessel_gpt_ckpt/step_300]
 //        [--tp=2 [--dp_shard=2] [--sp=1] [--loss_parallel=1]] [--ac=none|full|selective|gemm]
 //        3-D (examples/gpt/pipeline.h): --pp=2 [--dp_replicate=R] [--dp_shard=D] [--tp=T] --schedule=1F1B
-//        --microbatches=4. Unknown flags are errors.
+//        --microbatches=4. [--data=FILE] trains on any text file, byte-level (default: the generated corpus).
+//        Flags are absl flags (--help lists them; unknown flags are errors). [--config=FILE] reads a TOML file
+//        whose keys are flag names in any tables (examples/gpt/train_3d.toml; examples/gpt/flag_config.h);
+//        flags on the command line override it.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <future>
 #include <optional>
-#include <set>
 #include <string>
+#include <string_view>
+#include <vector>
 
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
 #include "checkpoint/async_save.h"
 #include "checkpoint/checksum.h"
 #include "checkpoint/load.h"
@@ -55,16 +62,54 @@
 #include "fsdp/fully_shard.h"
 #include "planner/memory_plan.h"
 #include "examples/gpt/corpus.h"
+#include "examples/gpt/flag_config.h"
 #include "examples/gpt/parallelize.h"
 #include "tp/loss_parallel.h"
 #include "examples/gpt/pipeline.h"
 #include "examples/gpt/train_checkpoint.h"
 
+// The job's flags; their defaults are the job's (some depend on the mode: see each help text).
+ABSL_FLAG(std::optional<int>, nproc, std::nullopt, "ranks of the fully_shard mode (default 4; --tp: dp_shard x tp)");
+ABSL_FLAG(std::optional<int64_t>, steps, std::nullopt, "training steps (default 300)");
+ABSL_FLAG(std::optional<int64_t>, batch, std::nullopt, "global batch in sequences (default 16)");
+ABSL_FLAG(std::optional<int64_t>, seq, std::nullopt, "sequence length (default 64)");
+ABSL_FLAG(std::optional<int64_t>, d_model, std::nullopt, "hidden size (default 128)");
+ABSL_FLAG(std::optional<int64_t>, layers, std::nullopt, "transformer blocks (default 4)");
+ABSL_FLAG(std::optional<int64_t>, heads, std::nullopt, "attention heads (default 4)");
+ABSL_FLAG(std::optional<double>, lr, std::nullopt, "peak learning rate (default 3e-3)");
+ABSL_FLAG(std::optional<int64_t>, seed, std::nullopt, "seed of the weights, the corpus and the batches (default 1)");
+ABSL_FLAG(std::optional<int64_t>, log_every, std::nullopt, "steps per progress line (default 25)");
+ABSL_FLAG(std::optional<int64_t>, profile_step, std::nullopt, "print a per-op time table for this step (0-based)");
+ABSL_FLAG(std::optional<std::string>, save, std::nullopt,
+          "final checkpoint root, none: off (default /tmp/tessel_gpt_ckpt; with --pp / --dp_replicate: none)");
+ABSL_FLAG(std::optional<int64_t>, save_every, std::nullopt, "background checkpoint every N steps (default 0: off)");
+ABSL_FLAG(std::optional<std::string>, resume, std::nullopt, "checkpoint directory to resume from");
+ABSL_FLAG(std::optional<int64_t>, tp, std::nullopt, "tensor-parallel ranks (default 1)");
+ABSL_FLAG(std::optional<int64_t>, dp_shard, std::nullopt, "fully_shard ranks next to --tp / in 3-D (default 1)");
+ABSL_FLAG(std::optional<int64_t>, dp_replicate, std::nullopt, "replicating data-parallel ranks (3-D mode; default 1)");
+ABSL_FLAG(std::optional<int>, sp, std::nullopt, "sequence parallelism, 0 or 1 (default 1 with --tp, 0 in 3-D)");
+ABSL_FLAG(std::optional<int>, loss_parallel, std::nullopt, "loss parallel with --tp, 0 or 1 (default 1)");
+ABSL_FLAG(std::optional<int64_t>, pp, std::nullopt, "pipeline ranks: selects the 3-D mode (default 1)");
+ABSL_FLAG(std::optional<std::string>, schedule, std::nullopt, "pipeline schedule (default 1F1B)");
+ABSL_FLAG(std::optional<int>, microbatches, std::nullopt, "microbatches per step (3-D mode; default 4)");
+ABSL_FLAG(std::optional<int>, stages_per_rank, std::nullopt, "pipeline stages per rank (default 0: the schedule's)");
+ABSL_FLAG(std::optional<std::string>, ac, std::nullopt, "activation checkpointing: none|full|selective|gemm");
+ABSL_FLAG(std::optional<std::string>, data, std::nullopt,
+          "train on this text file, byte-level (default: the generated corpus, examples/gpt/corpus.h)");
+ABSL_FLAG(std::optional<std::string>, config, std::nullopt,
+          "TOML config (keys are flag names, any tables; flags on the command line override it)");
+
 namespace tessel::examples {
 namespace {
 
+// Every flag of the job (absl, std::optional: "holds a value" means given; the defaults stay in code).
+constexpr std::string_view kTrainFlags[] = {
+    "nproc", "steps", "batch", "seq", "d_model", "layers", "heads", "lr", "seed", "log_every", "profile_step",
+    "save", "save_every", "resume", "tp", "dp_shard", "dp_replicate", "sp", "loss_parallel", "pp", "schedule",
+    "microbatches", "stages_per_rank", "ac", "data"};
+
 struct Flags {
-  std::map<std::string, std::string> values;
+  std::map<std::string, std::string> values;  // the flags given (command line or --config), as text
   double Get(const std::string& name, double dflt) const {
     auto it = values.find(name);
     return it == values.end() ? dflt : std::stod(it->second);
@@ -75,21 +120,18 @@ struct Flags {
   }
 };
 
+// absl parses the command line (unknown flags are errors), then --config fills the flags it did not give.
 Flags ParseFlags(int argc, char** argv) {
-  static const std::set<std::string> kKnown = {
-      "nproc", "steps", "batch", "seq", "d_model", "layers", "heads", "lr", "seed", "log_every", "profile_step",
-      "save", "save_every", "resume", "tp", "dp_shard", "dp_replicate", "sp", "loss_parallel", "pp", "schedule",
-      "microbatches", "stages_per_rank", "ac"};
-  Flags f;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    TESSEL_CHECK(a.rfind("--", 0) == 0 && a.find('=') != std::string::npos, "train: expected --name=value, got '", a,
-                 "'");
-    const std::string name = a.substr(2, a.find('=') - 2);
-    TESSEL_CHECK(kKnown.count(name), "train: unknown flag --", name, " (see the usage in examples/gpt/train.cc)");
-    f.values[name] = a.substr(a.find('=') + 1);
+  absl::SetProgramUsageMessage("the tessel GPT main job (usage: examples/gpt/train.cc)");
+  const std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
+  TESSEL_CHECK(rest.size() == 1, "train: unexpected argument '", rest.size() > 1 ? rest[1] : "",
+               "' (flags are --name=value)");
+  if (const std::optional<std::string> config = absl::GetFlag(FLAGS_config)) {
+    ApplyTomlConfig(FromWorkingDirectory(*config), kTrainFlags);
   }
-  return f;
+  Flags flags{FlagValues(kTrainFlags)};
+  if (flags.values.count("data")) flags.values["data"] = FromWorkingDirectory(flags.values["data"]);
+  return flags;
 }
 
 double MiB(int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
@@ -156,7 +198,7 @@ RunResult TrainRank(const Flags& flags, const comm::ProcessGroupPtr& world, int6
   const int nranks = world ? world->size() : 1;
   const TpLayout layout = TpLayoutFrom(flags);
   const nn::GPTConfig cfg = ConfigFrom(flags);
-  const std::string text = GenerateCorpus(seed, 1 << 20);
+  const std::string text = LoadCorpus(flags.GetString("data", ""), seed);
   Generator gen(seed);  // same initial weights on every rank; fully_shard keeps each rank's shard
   nn::GPT model(cfg, gen);
   std::optional<fsdp::FSDPModule> root;

@@ -10,8 +10,12 @@
 #  6. the pipeline-parallel path (--pp);
 #  7. the 3-D path (--pp --dp_shard --tp) against run 6; its checkpoint loaded by --nproc=2 and by
 #     (pp 2, tp 2); an unknown flag is refused.
+#  8. --config=examples/gpt/train_3d.toml (the same flags as run 7) trains to run 7's final loss bit for bit;
+#     a flag on the command line overrides the config; an unknown config key is refused, named.
+#  9. --data=FILE trains on a text file byte-level (the loss falls); a missing file is refused, named.
 set -euo pipefail
 train="$1"
+config="$2"
 ckpt="${TEST_TMPDIR:-$(mktemp -d)}/gpt_ckpt"
 args=(--steps=8 --batch=4 --seq=32 --d_model=32 --layers=1 --heads=2 --lr=1e-2 --log_every=4)
 out="$("$train" --nproc=2 "${args[@]}" --save="$ckpt" --save_every=4)"
@@ -89,4 +93,22 @@ echo "$loaded"
 grep -q "saved on 8 ranks, loaded on 4, .* match the saved ones bitwise" <<<"$loaded"
 # Unknown flags are errors.
 if "$train" --pp=2 --bogus=1 2>"${ckpt%/*}/err.txt"; then echo "an unknown flag must fail"; exit 1; fi
-grep -q "unknown flag --bogus" "${ckpt%/*}/err.txt"
+grep -q "Unknown command line flag 'bogus'" "${ckpt%/*}/err.txt"
+# 8. The TOML config: the same run as 7 (it sets save = "none"), then a command-line override.
+configured="$("$train" --config="$config")"
+echo "$configured"
+grep -q "layout pp 2 x dp_replicate 1 x dp_shard 2 x tp 2 (8 ranks" <<<"$configured"
+[[ "$(final "$configured")" == "$got" ]] || { echo "--config ended with '$(final "$configured")', run 7 with '$got'"; exit 1; }
+overridden="$("$train" --config="$config" --steps=6 --tp=1)"
+grep -q "^step     6/6 " <<<"$overridden"
+grep -q "layout pp 2 x dp_replicate 1 x dp_shard 2 x tp 1 (4 ranks" <<<"$overridden"
+printf '[model]\nd_model = 16\n[training]\nbogus_key = 3\n' >"${ckpt%/*}/bad.toml"
+if "$train" --config="${ckpt%/*}/bad.toml" 2>"${ckpt%/*}/err.txt"; then echo "an unknown config key must fail"; exit 1; fi
+grep -q "unknown key 'bogus_key' (line 4" "${ckpt%/*}/err.txt"
+# 9. --data=FILE: byte-level training on any text (here this script); a missing file is named.
+data_out="$("$train" --nproc=1 --steps=12 --batch=2 --seq=16 --d_model=16 --layers=1 --heads=2 --lr=1e-2 --log_every=6 --save=none --data="$0")"
+echo "$data_out"
+grep -q "^summary: loss" <<<"$data_out"
+[[ "$(final "$data_out")" != "$(final "$single")" ]] || { echo "--data trained on the generated corpus"; exit 1; }
+if "$train" --nproc=1 --steps=2 --data=/nonexistent/text.txt 2>"${ckpt%/*}/err.txt"; then echo "a missing --data must fail"; exit 1; fi
+grep -q "train: --data=/nonexistent/text.txt cannot be read" "${ckpt%/*}/err.txt"
