@@ -12,7 +12,7 @@ namespace {
 // fp32 statistics a tessel norm keeps per token: LayerNorm's mean and rstd, RMSNorm's rstd.
 int64_t NormStatBytes(const ModelSpec& m) { return m.rmsnorm ? 4 : 8; }
 
-// Tessel's nn::GPT outside its blocks (see activations.h), per microbatch.
+// Tessel's nn::GPT outside its blocks (see activations.h), saved per microbatch.
 int64_t TesselExtraBytes(const ModelSpec& m, const Layout& l, int64_t stage) {
   const int64_t sb = l.seq_len * l.MicroBatchSize(), e = ElementSize(l.param_dtype), h = m.d_model;
   const int64_t seq_divisor = l.sequence_parallel ? l.tp : 1;
@@ -21,18 +21,37 @@ int64_t TesselExtraBytes(const ModelSpec& m, const Layout& l, int64_t stage) {
     bytes += 2 * e * sb * h / seq_divisor + 8 * l.seq_len;  // wte's output, block 0's input; positions
     if (m.learned_positions) bytes += e * l.seq_len * h;    // wpe's output, once per microbatch
   }
-  if (stage == l.pp - 1) {
-    const int64_t v = ChunkSize(m.vocab_size, l.tp, 0);
-    const int64_t ln_f = e * sb * h / seq_divisor + NormStatBytes(m) * sb;  // ln_f's output and statistics
-    const int64_t cross_entropy = 2 * e * sb * v, head = e * sb * v + e * v * h + e * sb * h;
-    // The last block's backward: ln_f and the head are freed, the MLP's weight gradient and three
-    // activation gradients are live (GELU; SwiGLU's moment stays below the head's where measured).
-    // A tied head's weight gradient stays live (an activation) until the embedding's adds to it.
-    const int64_t tied = m.tie_embeddings ? e * v * h : 0;
-    const int64_t last_block = m.swiglu ? 0 : e * h * m.ffn_hidden / l.tp + 3 * e * sb * h - ln_f + tied;
-    bytes += ln_f + 4 + std::max({cross_entropy, head, last_block});  // + the loss
-  }
+  if (stage == l.pp - 1) bytes += e * sb * h / seq_divisor + NormStatBytes(m) * sb + 4;  // ln_f's output, stats; loss
   return bytes;
+}
+
+// Tessel's nn::GPT: transients of one microbatch's backward (see activations.h). A GELU block's: the
+// MLP's weight gradient (an activation until accumulated into .grad) and three activation gradients
+// (SwiGLU's moment stays below the head's where measured).
+int64_t TesselBlockMomentBytes(const ModelSpec& m, const Layout& l) {
+  const int64_t sb = l.seq_len * l.MicroBatchSize(), e = ElementSize(l.param_dtype), h = m.d_model;
+  return m.swiglu ? 0 : e * h * m.ffn_hidden / l.tp + 3 * e * sb * h;
+}
+
+// The last block's backward on the last stage: ln_f and the head are freed; a tied head's weight
+// gradient stays live (an activation) until the embedding's adds to it.
+int64_t TesselLastBlockMomentBytes(const ModelSpec& m, const Layout& l) {
+  if (m.swiglu) return 0;
+  const int64_t sb = l.seq_len * l.MicroBatchSize(), e = ElementSize(l.param_dtype), h = m.d_model;
+  const int64_t ln_f = e * sb * h / (l.sequence_parallel ? l.tp : 1) + NormStatBytes(m) * sb;
+  const int64_t tied = m.tie_embeddings ? e * ChunkSize(m.vocab_size, l.tp, 0) * h : 0;
+  return TesselBlockMomentBytes(m, l) - ln_f + tied;
+}
+
+// The largest transient of one microbatch's backward on the stage, once per stage whatever the
+// microbatches in flight: the block's on the other stages of a pipeline; on the last, the largest of
+// cross-entropy's, the head's and the last block's.
+int64_t TesselBackwardMomentBytes(const ModelSpec& m, const Layout& l, int64_t stage) {
+  if (stage < l.pp - 1) return TesselBlockMomentBytes(m, l);
+  const int64_t sb = l.seq_len * l.MicroBatchSize(), e = ElementSize(l.param_dtype), h = m.d_model;
+  const int64_t v = ChunkSize(m.vocab_size, l.tp, 0);
+  const int64_t cross_entropy = 2 * e * sb * v, head = e * sb * v + e * v * h + e * sb * h;
+  return std::max({cross_entropy, head, TesselLastBlockMomentBytes(m, l)});
 }
 
 struct BlockTerms {
@@ -89,8 +108,25 @@ int64_t ActivationsBytes(const ModelSpec& m, const Layout& l, int64_t stage) {
   const int64_t in_flight = InFlightMicrobatches(l, stage);
   const int64_t blocks = BlocksOfStage(m, l, stage).count;
   int64_t bytes = in_flight * (blocks * BlockActivationBytes(m, l) + ExtraActivationBytes(m, l, stage));
-  if (l.ac == ActivationCheckpointing::kFull && blocks > 0) bytes += Divided(Terms(m, l), l, /*core=*/true);
-  return bytes;
+  const int64_t working_set = l.ac == ActivationCheckpointing::kFull && blocks > 0 ? Divided(Terms(m, l), l, true) : 0;
+  if (m.saved != ModelSpec::SavedTensors::kTessel) return bytes + working_set;
+  // Tessel's GPT: the moment of one microbatch's backward, or under full checkpointing the block being
+  // recomputed (its full set) with that block's backward transient — three activation gradients, or on
+  // the last stage the last block's moment — whichever is larger (cross-entropy's and the head's
+  // moments end before any block is recomputed).
+  const int64_t e = ElementSize(l.param_dtype), sb = l.seq_len * l.MicroBatchSize();
+  int64_t moment = TesselBackwardMomentBytes(m, l, stage);
+  if (working_set > 0) {
+    // (SwiGLU's last-block moment is not modeled: there the whole stage moment is added, an upper bound.)
+    const int64_t block_grads = stage < l.pp - 1 ? 3 * e * sb * m.d_model / (l.sequence_parallel ? l.tp : 1)
+                                : m.swiglu   ? moment
+                                             : TesselLastBlockMomentBytes(m, l);
+    moment = std::max(moment, working_set + block_grads);
+  }
+  // The last stage's other microbatches in flight (GPipe) keep the logits the loss saved (e·sbV each);
+  // the moment's microbatch is already counted in it.
+  if (stage == l.pp - 1) bytes += (in_flight - 1) * e * sb * ChunkSize(m.vocab_size, l.tp, 0);
+  return bytes + moment;
 }
 
 }  // namespace tessel::planner

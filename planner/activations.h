@@ -28,11 +28,17 @@
 // MLP's weight gradient e·h·F and three activation gradients 3·e·sbh live; with tied embeddings also
 // the head's weight gradient e·V·h, kept until the embedding's gradient is added to it). SwiGLU's
 // last-block moment is not modeled: it sets the peak only for small vocabularies, where the ledger
-// is under-counted by up to 5% (V 61, h 32; exact at V 256, h 128).
+// is under-counted by up to 5% (V 61, h 32; exact at V 256, h 128). A backward moment is a transient
+// of one microbatch: it is counted once per stage, not per microbatch in flight; on the other stages
+// of a pipeline it is the GELU block's own (its MLP weight gradient e·h·F/t and three activation
+// gradients 3·e·sbh: tests/planner_grid_test.cc holds it to measurement). With several microbatches in
+// flight on the last stage (GPipe) each other one keeps the logits its loss saved (e·sbV).
 // activations_measured_test.cc holds this to the allocator's peak to the byte for GELU / SwiGLU,
 // LayerNorm / RMSNorm, batches 1-8 and vocabularies where each moment sets the peak.
 // Checkpointing: selective drops the attention core (recomputed); full keeps only the block input
-// (e·sbh, ÷ t with SP) and adds one block's full set, the working set while it is recomputed.
+// (e·sbh, ÷ t with SP) and adds one block's full set, the working set while it is recomputed (for
+// tessel's GPT with the recomputed block's backward transient — three activation gradients 3·e·sbh,
+// on the last stage the last block's moment — in place of the backward moment when larger).
 // Outside the blocks, per microbatch: the embedding dropout mask (first stage, with dropout) and, on
 // the last stage, ln_f's and the head's inputs (2·e·sbh, sequence region) plus the logits (e·sbV)
 // and the loss's fp32 softmax (4·sbV), both ÷ t (vocab-parallel head).
@@ -51,11 +57,13 @@ namespace tessel::planner {
 // One block, one microbatch, one tp rank, under `layout`'s tp, sp and checkpointing.
 int64_t BlockActivationBytes(const ModelSpec& model, const Layout& layout);
 
-// Bytes stage `stage` saves per microbatch outside its blocks (embedding mask, final norm, head, loss).
+// Bytes stage `stage` saves per microbatch outside its blocks (embedding mask, final norm, head, loss;
+// not the backward moment).
 int64_t ExtraActivationBytes(const ModelSpec& model, const Layout& layout, int64_t stage);
 
 // The ledger's peak on a rank of stage `stage`: microbatches in flight (planner/pipeline.h) times
-// (its blocks + extras), plus the recompute working set under full checkpointing.
+// (its blocks + extras), plus (tessel's GPT) the backward moment once, plus the recompute working set
+// under full checkpointing.
 int64_t ActivationsBytes(const ModelSpec& model, const Layout& layout, int64_t stage);
 
 }  // namespace tessel::planner

@@ -12,6 +12,7 @@ struct Sums {
   int64_t tp = 0, shard = 0, padded = 0;      // all parameters
   int64_t root_padded = 0, root_tp = 0;       // the root's own
   int64_t max_block_padded = 0, max_block_tp = 0;
+  bool root_runs_first = false;  // the root holds ln_f (the last stage): its backward runs before the blocks'
 };
 
 Sums Sum(const std::vector<LocalParam>& params) {
@@ -22,6 +23,7 @@ Sums Sum(const std::vector<LocalParam>& params) {
     s.shard += p.shard_numel;
     s.padded += p.padded_numel;
     if (p.block < 0) {
+      s.root_runs_first = s.root_runs_first || p.fqn.rfind("ln_f.", 0) == 0;
       s.root_padded += p.padded_numel;
       s.root_tp += p.tp_numel;
     } else {
@@ -34,6 +36,31 @@ Sums Sum(const std::vector<LocalParam>& params) {
     s.max_block_tp = std::max(s.max_block_tp, sizes.second);
   }
   return s;
+}
+
+// `pieces` torch.chunk pieces (rows padded to ceil(rows / n)) of one gradient bucket (fsdp/replicate.h):
+// the whole model while it fits one bucket, else a full bucket (its padding not counted).
+int64_t BucketPieces(const Sums& s, int64_t element_size, int64_t n, int64_t pieces) {
+  if (element_size * s.tp <= kGradBucketBytes) return element_size * pieces * s.padded;
+  return kGradBucketBytes * pieces / n;
+}
+
+// fully_shard under a pipeline schedule (examples/gpt/parallel_gpt.h): every group is unsharded for the
+// whole step (UNSHARD, no reshard between microbatches), so params hold the padded shards and the full
+// padded groups. With gradient sync off, each group's post-backward adds its parameters' .grad into an
+// unsharded accumulation buffer and frees them; REDUCE_GRAD reduce-scatters those buffers in place
+// into the sharded gradients. The grads peak is in the last microbatch's backward: every accumulation
+// buffer (the stage's full parameters) plus the .grad still to be accumulated — the root's stay alive
+// until the root's post-backward at the end of the backward, so on the stage with the head (it runs
+// first) they overlap the largest block's, elsewhere the root's come last. comm: the largest group's
+// all-gather output (n·S); the reduce-scatter reads the accumulation buffer and writes only the shard.
+StateBytes PipelinedFullyShard(const Sums& s, const Layout& l, int64_t p, int64_t g, StateBytes b) {
+  const int64_t n = l.dp_shard;
+  b.params = p * (n + 1) * s.padded;
+  const int64_t pending = s.root_runs_first ? s.root_tp + s.max_block_tp : std::max(s.root_tp, s.max_block_tp);
+  b.grads = g * (s.tp + pending);
+  b.comm = p * n * std::max(s.max_block_padded, s.root_padded);
+  return b;
 }
 
 }  // namespace
@@ -50,14 +77,20 @@ StateBytes DataParallelState(const std::vector<LocalParam>& params, const Layout
     case 1:
       b.params = p * s.tp;
       b.grads = g * s.tp;
-      b.comm = std::min(kGradBucketBytes, g * s.tp);
+      b.comm = l.Dp() > 1 ? std::min(kGradBucketBytes, g * s.tp) : 0;  // no bucket without data parallelism
+      // ZeRO-1's all-gather of the updated rows: n padded pieces of the bucket.
+      if (l.zero_stage == 1 && n > 1) b.comm = std::max(b.comm, BucketPieces(s, p, n, n));
       break;
     case 2:
       b.params = p * s.tp;
-      b.grads = g * (s.shard + s.max_block_tp);
-      b.comm = std::min(kGradBucketBytes, g * s.tp);
+      // The unsharded gradients of the bucket being filled (all of them while one bucket holds the
+      // model), beside the rank's pieces of the buckets already reduced.
+      b.grads = g * s.tp <= kGradBucketBytes ? g * s.tp : g * s.shard + kGradBucketBytes;
+      // The reduce-scatter's staging: the bucket's n padded pieces in, the rank's piece out.
+      b.comm = BucketPieces(s, g, n, n + 1);
       break;
     default:
+      if (l.pp > 1) return PipelinedFullyShard(s, l, p, g, b);
       // As fully_shard stores them: padded shards, the root and the current block unsharded.
       b.params = p * (s.padded + n * s.root_padded + n * s.max_block_padded);
       b.grads = g * (s.padded - s.root_padded + std::max(s.root_tp, s.max_block_tp));

@@ -27,7 +27,11 @@ double BubbleFactor(const Layout& l) {
 int64_t PpCommBufferBytes(const ModelSpec& m, const Layout& l, int64_t stage) {
   if (l.pp == 1) return 0;
   const int64_t neighbours = (stage > 0 ? 1 : 0) + (stage < l.pp - 1 ? 1 : 0);
-  return neighbours * BoundaryBytes(m, l);
+  return neighbours * l.num_microbatches * BoundaryBytes(m, l);
+}
+
+int64_t PpInputGradBytes(const ModelSpec& m, const Layout& l, int64_t stage) {
+  return l.pp > 1 && stage > 0 ? BoundaryBytes(m, l) : 0;
 }
 
 int64_t PpAxisBytes(const ModelSpec& m, const Layout& l, int64_t stage) {

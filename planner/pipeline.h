@@ -1,5 +1,6 @@
 // planner/pipeline.h — the pipeline-parallel terms of the plan: microbatches in flight per stage
-// (the schedule's closed form), the bubble, the p2p buffers and the bytes the pp axis moves.
+// (the schedule's closed form), the bubble, the p2p buffers, the held input gradients and the bytes the
+// pp axis moves.
 //
 // Invariant: the closed forms below are those of the schedules' steady state, for p stages and m
 // microbatches per step: GPipe runs every forward before any backward, so stage s holds m
@@ -23,9 +24,15 @@ int64_t InFlightMicrobatches(const Layout& layout, int64_t stage);
 // Step time over bubble-free time: (m + p − 1) / m.
 double BubbleFactor(const Layout& layout);
 
-// One stage-boundary buffer (e·s·b·h, ÷ tp with sequence parallelism) per neighbouring stage: what
-// is received from the previous stage, what is sent to the next.
+// The stage's receive buffers: one per microbatch of the step (e·s·b·h each, ÷ tp with sequence
+// parallelism) per neighbouring stage — activations from the previous stage, gradients from the next —
+// kept across steps (pipelining/stage.h's p2p buffers, like torch's per-microbatch recv buffers).
 int64_t PpCommBufferBytes(const ModelSpec& model, const Layout& layout, int64_t stage);
+
+// One microbatch's gradient of the stage input (e·s·b·h, ÷ tp with SP; 0 on the first stage): the stage
+// keeps each microbatch's (it is the SEND_B buffer) until the next step, in the grads ledger (autograd
+// accumulates it into the input leaf's .grad).
+int64_t PpInputGradBytes(const ModelSpec& model, const Layout& layout, int64_t stage);
 
 // Bytes stage `stage` sends over the pp axis per step: each microbatch's activations forward (not the
 // last stage) and their gradients backward (not the first stage).

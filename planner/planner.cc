@@ -72,7 +72,11 @@ RankPlan PlanRank(const ModelSpec& m, const Layout& l, int64_t rank, int64_t mea
     const StateBytes state = DataParallelState(params, l);
     LedgerPlan& p = plan.ledgers;
     p.params = state.params;
-    p.grads = state.grads;
+    // The input gradients the stage keeps (pipeline.h): every microbatch's, except that the grads peak of
+    // pipelined fully_shard is in the last microbatch's backward, before its input gradient exists.
+    const bool pipelined_fsdp = l.pp > 1 && l.zero_stage == 3;
+    p.grads = state.grads + (pipelined_fsdp ? l.num_microbatches - 1 : l.num_microbatches) *
+                                PpInputGradBytes(m, l, stage);
     p.optim = state.optim;
     p.activations = ActivationsBytes(m, l, stage);
     p.comm = state.comm + TpCommBufferBytes(m, l) + PpCommBufferBytes(m, l, stage);

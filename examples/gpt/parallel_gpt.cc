@@ -47,9 +47,13 @@ ParallelGpt BuildParallelGpt(const nn::GPTConfig& cfg, uint64_t seed, const Para
     out.parts.push_back(out.whole.get());
   }
   for (nn::GPT* part : out.parts) {  // 2. per part: TP -> activation checkpointing -> fully_shard
-    out.fsdp.push_back(mesh.spmd_mesh() ? ParallelizeGptPart(*part, *mesh.spmd_mesh(), options.tp,
-                                                             options.activation_checkpointing)
-                                        : std::vector<fsdp::FSDPModule>{});
+    if (mesh.spmd_mesh()) {
+      out.fsdp.push_back(ParallelizeGptPart(*part, *mesh.spmd_mesh(), options.tp, options.activation_checkpointing));
+      continue;
+    }
+    // No tp / dp axis (pp alone, or one rank): checkpointing is the only step left.
+    CheckpointBlocks(*part, options.tp.activation_checkpointing, options.activation_checkpointing);
+    out.fsdp.emplace_back();
   }
   if (!out.pipeline || !sharded) return out;
   // 3. The schedule's FSDP actions: gather once per step, accumulate locally, one reduction per group.

@@ -79,16 +79,17 @@ void CheckpointEachBlock(nn::GPT& gpt, const std::string& policy) {
   for (size_t i = 0; i < gpt.layers().size(); ++i) nn::ApplyActivationCheckpointing(*gpt.layers().at(i), policy);
 }
 
+void CheckpointBlocks(nn::GPT& gpt, const std::string& policy, const BlockHook& hook) {
+  if (!hook) return CheckpointEachBlock(gpt, policy);
+  for (size_t i = 0; i < gpt.layers().size(); ++i) hook(*gpt.layers().at(i));
+}
+
 std::vector<fsdp::FSDPModule> ParallelizeGptPart(nn::GPT& gpt, const dtensor::DeviceMesh& mesh, const GptParallelism& p,
                                                 const BlockHook& activation_checkpointing) {
   const auto& axes = mesh.axis_names();
   const bool has_tp = std::find(axes.begin(), axes.end(), "tp") != axes.end();
   if (has_tp) ApplyTensorParallel(gpt, mesh["tp"], p);
-  if (activation_checkpointing) {
-    for (size_t i = 0; i < gpt.layers().size(); ++i) activation_checkpointing(*gpt.layers().at(i));
-  } else {
-    CheckpointEachBlock(gpt, p.activation_checkpointing);
-  }
+  CheckpointBlocks(gpt, p.activation_checkpointing, activation_checkpointing);
   std::vector<fsdp::FSDPModule> out;
   if (has_tp && mesh.ndim() == 1) return out;  // no axis left for fully_shard
   for (size_t i = 0; i < gpt.layers().size(); ++i) out.push_back(fsdp::FullyShard(*gpt.layers().at(i), mesh));

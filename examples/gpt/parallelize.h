@@ -51,6 +51,9 @@ tp::ParallelizePlan GptTensorParallelPlan(const nn::GPTConfig& cfg, const GptPar
 // checkpointing slot of the composition order).
 using BlockHook = std::function<void(nn::Module& block)>;
 
+// The checkpointing slot itself: `hook` on each block when set, else `policy` (CheckpointEachBlock).
+void CheckpointBlocks(nn::GPT& gpt, const std::string& policy, const BlockHook& hook);
+
 // The per-part rule, for the whole GPT or one pipeline stage of it (only the plan entries that match a
 // module of `gpt` apply): tensor parallelism on axis "tp" (when present) -> `activation_checkpointing` per
 // block -> fully_shard per block bottom-up, root last, over the whole mesh (when an axis is left free).
