@@ -184,4 +184,27 @@ std::string FormatLayoutCheck(const LayoutCheck& c) {
   return s;
 }
 
+nn::GPTConfig PlannerGridGpt() {
+  return nn::GPTConfig{.vocab_size = 256, .d_model = 16, .n_layers = 4, .n_heads = 2, .seq_len = 16};
+}
+
+std::vector<GridLayout> PlannerGrid() {
+  using pipelining::ScheduleKind;
+  return {
+      {"pp2_1f1b_m2", {.dims = {.pp = 2}, .microbatches = 2}},
+      {"pp2_gpipe_m4", {.dims = {.pp = 2}, .schedule = ScheduleKind::kGPipe, .microbatches = 4}},
+      {"pp4_1f1b_m4", {.dims = {.pp = 4}, .microbatches = 4}},
+      {"pp2_ac_full", {.dims = {.pp = 2}, .microbatches = 2, .ac = "full"}},
+      {"pp2_dp_shard2", {.dims = {.pp = 2, .dp_shard = 2}, .microbatches = 2}},
+      {"pp2_dp_shard2_gpipe_selective",
+       {.dims = {.pp = 2, .dp_shard = 2}, .schedule = ScheduleKind::kGPipe, .microbatches = 2, .ac = "selective"}},
+      {"pp2_hsdp2x2", {.dims = {.pp = 2, .dp_replicate = 2, .dp_shard = 2}, .microbatches = 2}},
+      {"fsdp4", {.dims = {.dp_shard = 4}}},
+      {"hsdp2x2_ac_full", {.dims = {.dp_replicate = 2, .dp_shard = 2}, .ac = "full"}},
+      {"ddp2", {.dims = {.dp_shard = 2}, .zero_stage = 0}},
+      {"zero1_2", {.dims = {.dp_shard = 2}, .zero_stage = 1}},
+      {"zero2_2", {.dims = {.dp_shard = 2}, .zero_stage = 2}},
+  };
+}
+
 }  // namespace tessel::examples
