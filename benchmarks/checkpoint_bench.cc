@@ -5,36 +5,39 @@
 #include <cstdio>
 #include <filesystem>
 #include <string>
+#include <vector>
 
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
 #include "benchmarks/checkpoint_workload.h"
 
+using Options = tessel::bench::CheckpointBenchOptions;
+ABSL_FLAG(std::string, dir, "", "parent of a fresh scratch directory (default: the system temp directory)");
+ABSL_FLAG(int64_t, mib, Options{}.mib, "state dict size, MiB");
+ABSL_FLAG(int, reps, Options{}.reps, "timed repetitions (median)");
+ABSL_FLAG(bool, fsync, Options{}.fsync, "Save's durability (the raw baseline fsyncs too)");
+ABSL_FLAG(bool, verify, Options{}.verify, "Load verifies checksums");
+ABSL_FLAG(bool, cold, Options{}.cold, "drop the checkpoint files' page cache before each timed load / raw read");
+ABSL_FLAG(bool, keep, Options{}.keep, "leave the checkpoint in DIR/ckpt");
+ABSL_FLAG(bool, stages, Options{}.stages, "print rank 0's time to each SaveStage of the last synchronous save");
+
 int main(int argc, char** argv) {
-  tessel::bench::CheckpointBenchOptions o;
-  o.dir = std::filesystem::temp_directory_path().string();
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    const std::string v = a.substr(a.find('=') + 1);
-    if (a.rfind("--dir=", 0) == 0) {
-      o.dir = v;
-    } else if (a.rfind("--mib=", 0) == 0) {
-      o.mib = std::stoll(v);
-    } else if (a.rfind("--reps=", 0) == 0) {
-      o.reps = std::stoi(v);
-    } else if (a.rfind("--fsync=", 0) == 0) {
-      o.fsync = v != "0";
-    } else if (a.rfind("--verify=", 0) == 0) {
-      o.verify = v != "0";
-    } else if (a.rfind("--cold=", 0) == 0) {
-      o.cold = v != "0";
-    } else if (a.rfind("--keep=", 0) == 0) {
-      o.keep = v != "0";
-    } else if (a.rfind("--stages=", 0) == 0) {
-      o.stages = v != "0";
-    } else {
-      std::fprintf(stderr, "checkpoint_bench: unknown flag '%s'\n", a.c_str());
-      return 2;
-    }
+  absl::SetProgramUsageMessage("checkpoint_bench: the checkpoint figures of //benchmarks:report with flags");
+  const std::vector<char*> rest = absl::ParseCommandLine(argc, argv);  // unknown flags are errors
+  if (rest.size() > 1) {
+    std::fprintf(stderr, "checkpoint_bench: unexpected argument '%s'\n", rest[1]);
+    return 2;
   }
+  Options o;
+  o.dir = absl::GetFlag(FLAGS_dir).empty() ? std::filesystem::temp_directory_path().string() : absl::GetFlag(FLAGS_dir);
+  o.mib = absl::GetFlag(FLAGS_mib);
+  o.reps = absl::GetFlag(FLAGS_reps);
+  o.fsync = absl::GetFlag(FLAGS_fsync);
+  o.verify = absl::GetFlag(FLAGS_verify);
+  o.cold = absl::GetFlag(FLAGS_cold);
+  o.keep = absl::GetFlag(FLAGS_keep);
+  o.stages = absl::GetFlag(FLAGS_stages);
   const tessel::bench::CheckpointTimes t = tessel::bench::MeasureCheckpointIo(o);
   std::printf("# %.0f MiB state dict, W=4 [S(0)] save, W=2 [S(0)] load, in %s (%s%s), fsync %d, cold loads %d, "
               "median of %d\n",

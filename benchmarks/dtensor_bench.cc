@@ -4,22 +4,25 @@
 // Example:
 //   bazel run //benchmarks:dtensor_bench -- --reps=9
 #include <cstdio>
-#include <cstdlib>
 #include <string>
+#include <vector>
 
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
 #include "benchmarks/dtensor_workload.h"
 #include "benchmarks/figure.h"
 
+ABSL_FLAG(int, reps, 5, "timed runs per side (median; best of for the dispatch overhead)");
+
 int main(int argc, char** argv) {
-  int reps = 5;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg.rfind("--reps=", 0) != 0) {
-      std::fprintf(stderr, "usage: dtensor_bench [--reps=N]\n");
-      return 2;
-    }
-    reps = std::atoi(arg.c_str() + 7);
+  absl::SetProgramUsageMessage("dtensor_bench [--reps=N]: the DTensor figures and the dispatch overhead in us");
+  const std::vector<char*> rest = absl::ParseCommandLine(argc, argv);  // unknown flags are errors
+  if (rest.size() > 1) {
+    std::fprintf(stderr, "usage: dtensor_bench [--reps=N]\n");
+    return 2;
   }
+  const int reps = absl::GetFlag(FLAGS_reps);
   for (const auto& [name, make] : tessel::bench::RegisteredFigures()) {
     if (name != "redistribute_vs_collective" && name != "dtensor_dispatch_overhead_us") continue;
     const tessel::bench::Figure figure = make();

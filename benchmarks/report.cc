@@ -13,29 +13,30 @@
 //   bazel run //benchmarks:report -- --reps=9 --filter=linear
 //   bazel run //benchmarks:report -- --threads=1 --filter=pytorch   # both sides on one thread
 #include <cstdio>
-#include <cstdlib>
 #include <exception>
 #include <string>
+#include <vector>
 
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
 #include "benchmarks/figure.h"
 #include "core/base/parallel.h"
 
+ABSL_FLAG(int, reps, 5, "timed runs per side (median)");
+ABSL_FLAG(std::string, filter, "", "only the figures whose name contains this substring");
+ABSL_FLAG(int, threads, 0, "the main thread's thread budget (0: all cores)");
+
 int main(int argc, char** argv) {
-  int reps = 5;
-  std::string filter;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg.rfind("--reps=", 0) == 0) {
-      reps = std::atoi(arg.c_str() + 7);
-    } else if (arg.rfind("--filter=", 0) == 0) {
-      filter = arg.substr(9);
-    } else if (arg.rfind("--threads=", 0) == 0) {
-      tessel::SetNumThreads(std::atoi(arg.c_str() + 10));  // the main thread's budget (default: all cores)
-    } else {
-      std::fprintf(stderr, "usage: report [--reps=N] [--filter=SUBSTRING] [--threads=N]\n");
-      return 2;
-    }
+  absl::SetProgramUsageMessage("report [--reps=N] [--filter=SUBSTRING] [--threads=N]: the headline figures");
+  const std::vector<char*> rest = absl::ParseCommandLine(argc, argv);  // unknown flags are errors
+  if (rest.size() > 1) {
+    std::fprintf(stderr, "usage: report [--reps=N] [--filter=SUBSTRING] [--threads=N]\n");
+    return 2;
   }
+  const int reps = absl::GetFlag(FLAGS_reps);
+  const std::string filter = absl::GetFlag(FLAGS_filter);
+  if (absl::GetFlag(FLAGS_threads) > 0) tessel::SetNumThreads(absl::GetFlag(FLAGS_threads));
   std::fprintf(stderr, "# %d threads, %d timed reps per side (median)\n", tessel::NumThreads(), reps);
   int failed = 0;
   for (const auto& [name, make] : tessel::bench::RegisteredFigures()) {

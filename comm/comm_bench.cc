@@ -149,7 +149,8 @@ class RatioReporter : public benchmark::ConsoleReporter {
 }  // namespace tessel::comm
 
 int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
+  benchmark::Initialize(&argc, argv);  // Google Benchmark owns this binary's flags (--benchmark_*)
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;  // unknown flags are errors
   tessel::comm::RatioReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   reporter.PrintRatios();

@@ -1,19 +1,32 @@
 // comm/gloo_bench.cc — gloo all_reduce bus bandwidth, 64 MiB of float32 per rank.
 //
-// Run under the launcher:  tessel_run --nproc-per-node 2 --master-port 0 gloo_bench [iters]
+// Run under the launcher:  tessel_run --nproc-per-node 2 --master-port 0 gloo_bench [--iters=N | N]
+// (absl flags; the positional iteration count of earlier versions still works; unknown flags are errors).
 // Rank 0 prints `gloo_allreduce_bus_bw: <v> GB/s` (bus bytes 2 (W-1)/W S per all_reduce, nccl-tests
 // convention; best iteration, since the machine may be shared).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <vector>
 
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
 #include "comm/backends/gloo.h"
 #include "core/tensor/factory.h"
 
+ABSL_FLAG(int, iters, 5, "timed all_reduces (the best is reported)");
+
 int main(int argc, char** argv) {
   using namespace tessel;
-  const int iters = argc > 1 ? std::atoi(argv[1]) : 5;
+  absl::SetProgramUsageMessage("gloo_bench [--iters=N | N]: gloo all_reduce bus bandwidth (run under tessel_run)");
+  const std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
+  if (rest.size() > 2) {
+    std::fprintf(stderr, "gloo_bench: unexpected argument '%s'\n", rest[2]);
+    return 2;
+  }
+  const int iters = rest.size() == 2 ? std::atoi(rest[1]) : absl::GetFlag(FLAGS_iters);
   const int64_t bytes = int64_t{64} << 20;
   comm::ProcessGroupPtr pg = comm::InitProcessGroupFromEnv();
   Tensor t = Full({bytes / 4}, 1.0);

@@ -9,13 +9,21 @@
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
+#include <vector>
 
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
 #include "comm/backends/gloo.h"
 #include "core/base/error.h"
 #include "core/tensor/factory.h"
 
-int main() {
+int main(int argc, char** argv) {
   using namespace tessel;
+  absl::SetProgramUsageMessage("gloo_fault_probe (no arguments; run under tessel_run): gloo's fault detection time");
+  if (absl::ParseCommandLine(argc, argv).size() > 1) {  // --help works; unknown flags are errors
+    std::fprintf(stderr, "gloo_fault_probe: takes no arguments\n");
+    return 2;
+  }
   using SysClock = std::chrono::system_clock;
   auto now_s = [] { return std::chrono::duration<double>(SysClock::now().time_since_epoch()).count(); };
   comm::ProcessGroupPtr pg = comm::InitProcessGroupFromEnv();

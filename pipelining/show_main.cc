@@ -5,14 +5,18 @@
 //        [--stages_per_rank=V (default 2 for ZBV, DualPipeV, Interleaved1F1B, LoopedBFS; else 1)]
 //        [--forward=1 --backward_input=1 --backward_weight=1 --transfer=0] [--fsdp=1] [--grid=1]
 //        [--csv=compute.csv] [--lowered_csv=lowered.csv]
-// Flags are --name=value, as the other tessel binaries (fsdp/plan_main.cc, examples/gpt/train.cc); relative
+// Flags are absl flags, as the other tessel binaries (--help lists them; unknown flags are errors); relative
 // paths are taken from the directory `bazel run` was started in.
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <map>
+#include <optional>
 #include <string>
+#include <vector>
 
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
 #include "core/base/error.h"
 #include "pipelining/lowering.h"
 #include "pipelining/schedule_csv.h"
@@ -20,6 +24,21 @@
 #include "pipelining/simulator.h"
 #include "pipelining/timeline_svg.h"
 #include "pipelining/verifier.h"
+
+ABSL_FLAG(std::string, schedule, "1F1B", "schedule name (GPipe, 1F1B, Interleaved1F1B, LoopedBFS, ZBVZeroBubble, ...)");
+ABSL_FLAG(int, pp, 4, "pipeline ranks");
+ABSL_FLAG(int, microbatches, 8, "microbatches per step");
+ABSL_FLAG(std::optional<int>, stages_per_rank, std::nullopt,
+          "stages per rank (default 2 for ZBV, DualPipeV, Interleaved1F1B, LoopedBFS; else 1)");
+ABSL_FLAG(double, forward, 1, "simulated cost of F");
+ABSL_FLAG(double, backward_input, 1, "simulated cost of I (and of B = I + W)");
+ABSL_FLAG(double, backward_weight, 1, "simulated cost of W");
+ABSL_FLAG(double, transfer, 0, "simulated cost of one p2p transfer");
+ABSL_FLAG(bool, fsdp, false, "lower with the FSDP actions (UNSHARD / RESHARD / REDUCE_GRAD)");
+ABSL_FLAG(bool, grid, false, "print the compute program as a grid");
+ABSL_FLAG(std::string, out, "", "write the SVG timeline to this path");
+ABSL_FLAG(std::string, csv, "", "write the compute program as PyTorch-layout CSV");
+ABSL_FLAG(std::string, lowered_csv, "", "write the lowered program as PyTorch-layout CSV");
 
 namespace {
 
@@ -49,28 +68,28 @@ void PrintSummary(const SimulationResult& r) {
   std::printf("\n");
 }
 
-int Run(const std::map<std::string, std::string>& f) {
-  auto str = [&](const char* k, const char* d) { return f.count(k) ? f.at(k) : std::string(d); };
-  auto num = [&](const char* k, double d) { return f.count(k) ? std::stod(f.at(k)) : d; };
-  const ScheduleKind kind = ParseScheduleKind(str("schedule", "1F1B"));
-  const int p = static_cast<int>(num("pp", 4)), m = static_cast<int>(num("microbatches", 8));
-  const int v = static_cast<int>(num("stages_per_rank", DefaultStagesPerRank(kind)));
+int Run() {
+  const ScheduleKind kind = ParseScheduleKind(absl::GetFlag(FLAGS_schedule));
+  const int p = absl::GetFlag(FLAGS_pp), m = absl::GetFlag(FLAGS_microbatches);
+  const int v = absl::GetFlag(FLAGS_stages_per_rank).value_or(DefaultStagesPerRank(kind));
   const Program compute = GenerateSchedule(kind, p, p * v, m);
   const std::vector<int> where = VerifyComputeProgram(compute, p * v, m);
-  const Program lowered = LowerProgram(compute, where, m, {.fsdp = num("fsdp", 0) != 0});
+  const Program lowered = LowerProgram(compute, where, m, {.fsdp = absl::GetFlag(FLAGS_fsdp)});
   VerifyLoweredProgram(lowered, where, m);
-  const ActionCosts costs{.forward = num("forward", 1), .backward_input = num("backward_input", 1),
-                          .backward_weight = num("backward_weight", 1), .transfer = num("transfer", 0)};
+  const ActionCosts costs{.forward = absl::GetFlag(FLAGS_forward),
+                          .backward_input = absl::GetFlag(FLAGS_backward_input),
+                          .backward_weight = absl::GetFlag(FLAGS_backward_weight),
+                          .transfer = absl::GetFlag(FLAGS_transfer)};
   const SimulationResult r = Simulate(lowered, where, costs);
   std::printf("schedule %s: %d ranks, %d stages (%d per rank), %d microbatches; costs F=%g I=%g W=%g transfer=%g\n",
               std::string(ScheduleName(kind)).c_str(), p, p * v, v, m, costs.forward, costs.backward_input,
               costs.backward_weight, costs.transfer);
   PrintSummary(r);
-  if (num("grid", 0) != 0) std::printf("%s", FormatProgram(compute).c_str());
-  if (f.count("csv")) SaveCsv(compute, UserPath(f.at("csv")));
-  if (f.count("lowered_csv")) SaveCsv(lowered, UserPath(f.at("lowered_csv")));
-  if (f.count("out")) {
-    const std::string path = UserPath(f.at("out"));
+  if (absl::GetFlag(FLAGS_grid)) std::printf("%s", FormatProgram(compute).c_str());
+  if (!absl::GetFlag(FLAGS_csv).empty()) SaveCsv(compute, UserPath(absl::GetFlag(FLAGS_csv)));
+  if (!absl::GetFlag(FLAGS_lowered_csv).empty()) SaveCsv(lowered, UserPath(absl::GetFlag(FLAGS_lowered_csv)));
+  if (!absl::GetFlag(FLAGS_out).empty()) {
+    const std::string path = UserPath(absl::GetFlag(FLAGS_out));
     std::ofstream out(path, std::ios::binary | std::ios::trunc);
     TESSEL_CHECK_CODE(ErrorCode::kNotFound, out.good(), "show: cannot open '", path, "' for writing");
     out << TimelineSvg(r, Str(ScheduleName(kind), "  pp=", p, "  stages=", p * v, "  microbatches=", m));
@@ -82,23 +101,16 @@ int Run(const std::map<std::string, std::string>& f) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::map<std::string, std::string> flags;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    const size_t eq = a.find('=');
-    if (a.rfind("--", 0) != 0 || eq == std::string::npos) {
-      std::fprintf(stderr, "show: expected --name=value, got '%s'\n", a.c_str());
-      return 2;
-    }
-    flags[a.substr(2, eq - 2)] = a.substr(eq + 1);
+  absl::SetProgramUsageMessage("generate, lower, verify and simulate a pipeline schedule");
+  const std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
+  if (rest.size() > 1) {
+    std::fprintf(stderr, "show: unexpected argument '%s' (flags are --name=value)\n", rest[1]);
+    return 2;
   }
   try {
-    return Run(flags);
+    return Run();
   } catch (const tessel::Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {  // std::stod on a non-number
-    std::fprintf(stderr, "error: bad flag value (%s)\n", e.what());
     return 2;
   }
 }

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
 #include "checkpoint/export.h"
 #include "checkpoint/save.h"
 #include "comm/backends/threads.h"
@@ -98,18 +100,20 @@ int ImportMode(const std::string& path) {
 }  // namespace tessel::checkpoint
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
+  absl::SetProgramUsageMessage("interop_driver save DIR | import FILE");
+  const std::vector<char*> args = absl::ParseCommandLine(argc, argv);  // unknown --flags are errors
+  if (args.size() != 3) {
     std::fprintf(stderr, "usage: interop_driver save DIR | import FILE\n");
     return 2;
   }
   try {
-    const std::string mode = argv[1];
-    if (mode == "save") return tessel::checkpoint::SaveMode(argv[2]);
-    if (mode == "import") return tessel::checkpoint::ImportMode(argv[2]);
+    const std::string mode = args[1];
+    if (mode == "save") return tessel::checkpoint::SaveMode(args[2]);
+    if (mode == "import") return tessel::checkpoint::ImportMode(args[2]);
   } catch (const tessel::Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;
   }
-  std::fprintf(stderr, "unknown mode %s\n", argv[1]);
+  std::fprintf(stderr, "unknown mode %s\n", args[1]);
   return 2;
 }

@@ -122,7 +122,8 @@ std::string PlanVsMeasured(const PipelineFlags& f, int rank) {
                                                                                           : planner::Schedule::k1F1B,
                     .num_microbatches = f.dims.pp > 1 ? f.microbatches : 1, .dp_replicate = f.dims.dp_replicate,
                     .dp_shard = f.dims.dp_shard, .zero_stage = f.dims.dp_shard > 1 ? 3 : 0, .tp = f.dims.tp,
-                    .sequence_parallel = f.sp,
+                    .sequence_parallel = f.sp, .ac = f.ac == "none" ? planner::ActivationCheckpointing::kNone
+                                                                    : planner::ParseAc(f.ac),
                     .param_dtype = DType::kFloat32, .reduce_dtype = DType::kFloat32, .global_batch = f.batch,
                     .seq_len = f.seq};
   try {
