@@ -53,10 +53,17 @@ int64_t CommTracer::Bytes(CollectiveKind kind) const {
   return n;
 }
 
-double CommTracer::RingBytes(int64_t group_size) const {
+double CommTracer::RingBytes(int64_t group_size) const { return RingBytesOf(group_size, nullptr); }
+
+double CommTracer::RingBytes(int64_t group_size, const std::string& group) const {
+  return RingBytesOf(group_size, &group);
+}
+
+double CommTracer::RingBytesOf(int64_t group_size, const std::string* group) const {
   const double w = static_cast<double>(group_size);
   double total = 0;
   for (const CollectiveRecord& r : records_) {
+    if (group != nullptr && r.group != *group) continue;
     const double n = static_cast<double>(r.bytes);
     switch (r.kind) {
       case CollectiveKind::kAllReduce: total += 2 * (w - 1) / w * n; break;

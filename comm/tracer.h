@@ -46,6 +46,8 @@ class CommTracer {
   // `group_size` ranks): all_reduce 2 (W-1)/W n, all_gather (W-1) n_local, reduce_scatter (W-1)/W n,
   // all_to_all (W-1)/W n, broadcast n; so an all_reduce costs exactly an all_gather + reduce_scatter pair.
   double RingBytes(int64_t group_size) const;
+  // The same over the collectives of one group (by name, e.g. the mesh axis "dp_shard") only.
+  double RingBytes(int64_t group_size, const std::string& group) const;
   // "all_gather(tp) x2, reduce_scatter(dp) x1"
   std::string Summary() const;
   void Clear() { records_.clear(); }
@@ -54,6 +56,8 @@ class CommTracer {
   static void Record(const CollectiveRecord& record);
 
  private:
+  double RingBytesOf(int64_t group_size, const std::string* group) const;  // group null: every record
+
   std::vector<CollectiveRecord> records_;
   CommTracer* previous_;
 };

@@ -60,6 +60,16 @@ TEST(CommTracerTest, RingBytesCountAnAllReduceAsAnAllGatherPlusAReduceScatter) {
     pg->ReduceScatter(piece, full, ReduceOp::kSum)->Wait();  // 3/4 * 64 = 48
     pg->AllGather(full, piece)->Wait();                        // 3 * 16 = 48
     EXPECT_DOUBLE_EQ(pair.RingBytes(4), all_reduce_bytes);
+    // Per group: only the named group's collectives count.
+    auto low = pg->NewGroup({0, 1}), high = pg->NewGroup({2, 3});  // every rank makes both, in order
+    const std::shared_ptr<ProcessGroup>& half = low ? low : high;
+    half->set_name("half");
+    CommTracer mixed;
+    pg->AllReduce(full, ReduceOp::kSum)->Wait();   // world: 2 * 3/4 * 64 = 96
+    half->AllReduce(full, ReduceOp::kSum)->Wait();  // half: 2 * 1/2 * 64 = 64
+    EXPECT_DOUBLE_EQ(mixed.RingBytes(2, "half"), 64.0);
+    EXPECT_DOUBLE_EQ(mixed.RingBytes(4, pg->name()), 96.0);
+    EXPECT_DOUBLE_EQ(mixed.RingBytes(2, "no such group"), 0.0);
   });
 }
 

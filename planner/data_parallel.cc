@@ -107,7 +107,9 @@ DpAxisBytes DataParallelAxisBytes(const std::vector<LocalParam>& params, const L
   const int64_t p = ElementSize(l.param_dtype), g = ElementSize(l.reduce_dtype);
   const int64_t n = l.dp_shard, r = l.dp_replicate, m = l.num_microbatches;
   DpAxisBytes out;
-  if (l.zero_stage == 3) {
+  if (l.zero_stage == 3 && l.pp > 1) {
+    out.dp_shard = (n - 1) * (p + g) * s.padded;  // a pipeline's UNSHARD and REDUCE_GRAD: once per step
+  } else if (l.zero_stage == 3) {
     const int64_t block_padded = s.padded - s.root_padded;
     out.dp_shard = (n - 1) * (p * m * (2 * block_padded + s.root_padded) + g * s.padded);
   } else if (l.zero_stage >= 1) {

@@ -48,7 +48,8 @@ StateBytes DataParallelState(const std::vector<LocalParam>& params, const Layout
 // sends (n − 1) shards, an all-reduce of N bytes 2·(n − 1)/n·N):
 //   dp_shard, stage 3: every microbatch all-gathers the blocks twice (forward, and backward after the
 //     reshard) and the root once; the gradients are reduce-scattered once per step (3Ψ in the ZeRO
-//     paper's terms). Stages 1-2: one reduce-scatter of the gradients and one all-gather of the
+//     paper's terms). Under a pipeline (pp > 1) every group is all-gathered once per step (UNSHARD)
+//     and reduce-scattered once (REDUCE_GRAD): 2Ψ. Stages 1-2: one reduce-scatter of the gradients and one all-gather of the
 //     updated parameters (2Ψ, the same as DDP's all-reduce).
 //   dp_replicate: an all-reduce of the (dp_shard-reduced) gradient shard (all of P at stage 0).
 struct DpAxisBytes {

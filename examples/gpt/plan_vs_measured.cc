@@ -6,8 +6,10 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <optional>
 
 #include "comm/backends/threads.h"
+#include "comm/tracer.h"
 #include "core/autograd/engine.h"
 #include "core/base/error.h"
 #include "core/memory/allocator.h"
@@ -25,14 +27,35 @@ namespace {
 
 constexpr uint64_t kSeed = 5;
 
-planner::LedgerPlan Measured() {
+bool UsesReplicate(const CheckedLayout& l) { return l.zero_stage < 3 && l.dims.dp_size() > 1; }
+
+struct Measurement {
+  planner::LedgerPlan ledgers;
+  std::array<int64_t, planner::kNumMeshAxes> axis_bytes{};
+};
+
+// The ledger peaks, and the ring bytes per mesh axis of the traced step (the groups are named after
+// their axis; Replicate's one-axis mesh "dp" is DDP's dp_replicate, ZeRO-1/2's dp_shard).
+Measurement Measured(const comm::CommTracer& tracer, const CheckedLayout& l) {
   const memory::DeviceStats s = memory::Stats(CurrentDevice());
-  return {.params = s[memory::Ledger::kParams].peak,
-          .grads = s[memory::Ledger::kGrads].peak,
-          .optim = s[memory::Ledger::kOptimState].peak,
-          .comm = s[memory::Ledger::kCommBuffers].peak,
-          .activations = s[memory::Ledger::kActivations].peak,
-          .total = s.total.peak};
+  Measurement m;
+  m.ledgers = {.params = s[memory::Ledger::kParams].peak,
+               .grads = s[memory::Ledger::kGrads].peak,
+               .optim = s[memory::Ledger::kOptimState].peak,
+               .comm = s[memory::Ledger::kCommBuffers].peak,
+               .activations = s[memory::Ledger::kActivations].peak,
+               .total = s.total.peak};
+  auto axis = [&](planner::MeshAxis a, const std::string& group, int64_t size) {
+    m.axis_bytes[static_cast<int>(a)] += static_cast<int64_t>(std::llround(tracer.RingBytes(size, group)));
+  };
+  axis(planner::MeshAxis::kPp, "pp", l.dims.pp);
+  axis(planner::MeshAxis::kDpReplicate, "dp_replicate", l.dims.dp_replicate);
+  axis(planner::MeshAxis::kDpShard, "dp_shard", l.dims.dp_shard);
+  axis(planner::MeshAxis::kTp, "tp", l.dims.tp);
+  if (UsesReplicate(l)) {
+    axis(l.zero_stage == 0 ? planner::MeshAxis::kDpReplicate : planner::MeshAxis::kDpShard, "dp", l.dims.dp_size());
+  }
+  return m;
 }
 
 std::unique_ptr<optim::Optimizer> AdamW(nn::StateDict params) {
@@ -40,7 +63,7 @@ std::unique_ptr<optim::Optimizer> AdamW(nn::StateDict params) {
 }
 
 // The recipe (parallel_gpt.h): fully_shard over dp_shard, TP, pipeline; two steps, peaks of the second.
-planner::LedgerPlan TrainRecipe(const nn::GPTConfig& cfg, const CheckedLayout& l, const std::string& text,
+Measurement TrainRecipe(const nn::GPTConfig& cfg, const CheckedLayout& l, const std::string& text,
                                 int64_t global_batch, const comm::ProcessGroupPtr& world) {
   const ParallelMesh mesh = ParallelMesh::Build(world, l.dims);
   ParallelGpt model = BuildParallelGpt(cfg, kSeed, mesh,
@@ -49,8 +72,10 @@ planner::LedgerPlan TrainRecipe(const nn::GPTConfig& cfg, const CheckedLayout& l
                                         .schedule = l.schedule, .num_microbatches = l.microbatches});
   std::vector<std::unique_ptr<optim::Optimizer>> optimizers;
   for (nn::GPT* part : model.parts) optimizers.push_back(AdamW(part->NamedParameters()));
+  std::optional<comm::CommTracer> tracer;
   for (int64_t step = 0; step < 2; ++step) {
     if (step == 1) memory::ResetPeaks(CurrentDevice());
+    if (step == 1) tracer.emplace();
     const Batch batch = SampleBatch(text, global_batch, cfg.seq_len, step, kSeed);
     model.ForwardBackward(batch.idx_BT, batch.targets_BT);
     for (auto& opt : optimizers) {
@@ -58,11 +83,11 @@ planner::LedgerPlan TrainRecipe(const nn::GPTConfig& cfg, const CheckedLayout& l
       opt->ZeroGrad();
     }
   }
-  return Measured();
+  return Measured(*tracer, l);
 }
 
 // DDP / ZeRO-1 / ZeRO-2 (fsdp/replicate.h) over every rank; two steps, peaks of the second.
-planner::LedgerPlan TrainReplicate(const nn::GPTConfig& cfg, const CheckedLayout& l, const std::string& text,
+Measurement TrainReplicate(const nn::GPTConfig& cfg, const CheckedLayout& l, const std::string& text,
                                    int64_t global_batch, const comm::ProcessGroupPtr& world) {
   const dtensor::DeviceMesh mesh = dtensor::InitDeviceMesh(world, {world->size()}, {"dp"});
   Generator gen(kSeed);
@@ -76,8 +101,10 @@ planner::LedgerPlan TrainReplicate(const nn::GPTConfig& cfg, const CheckedLayout
     zero = std::make_unique<fsdp::ZeroOptimizer>(ddp, AdamW);
   }
   const int64_t rows = global_batch / world->size(), start = world->rank() * rows;
+  std::optional<comm::CommTracer> tracer;
   for (int64_t step = 0; step < 2; ++step) {
     if (step == 1) memory::ResetPeaks(CurrentDevice());
+    if (step == 1) tracer.emplace();
     const Batch batch = SampleBatch(text, global_batch, cfg.seq_len, step, kSeed);
     Backward(gpt.Loss(Contiguous(Narrow(batch.idx_BT, 0, start, rows)),
                       Contiguous(Narrow(batch.targets_BT, 0, start, rows))));
@@ -89,10 +116,8 @@ planner::LedgerPlan TrainReplicate(const nn::GPTConfig& cfg, const CheckedLayout
       plain->ZeroGrad();
     }
   }
-  return Measured();
+  return Measured(*tracer, l);
 }
-
-bool UsesReplicate(const CheckedLayout& l) { return l.zero_stage < 3 && l.dims.dp_size() > 1; }
 
 }  // namespace
 
@@ -139,10 +164,11 @@ LayoutCheck CheckLayout(const nn::GPTConfig& cfg, const CheckedLayout& layout, i
   LayoutCheck out{.layout = layout, .ranks = std::vector<RankLedgers>(layout.dims.world_size())};
   std::mutex mu;
   comm::RunRanks(static_cast<int>(layout.dims.world_size()), [&](comm::ProcessGroupPtr world) {
-    const planner::LedgerPlan measured = UsesReplicate(layout) ? TrainReplicate(cfg, layout, text, global_batch, world)
-                                                               : TrainRecipe(cfg, layout, text, global_batch, world);
+    const Measurement measured = UsesReplicate(layout) ? TrainReplicate(cfg, layout, text, global_batch, world)
+                                                       : TrainRecipe(cfg, layout, text, global_batch, world);
+    const planner::RankPlan plan = planner::PlanRank(model, pl, world->rank());
     std::lock_guard<std::mutex> lock(mu);
-    out.ranks[world->rank()] = {world->rank(), planner::PlanRank(model, pl, world->rank()).ledgers, measured};
+    out.ranks[world->rank()] = {world->rank(), plan.ledgers, measured.ledgers, plan.axis_bytes, measured.axis_bytes};
   });
   double worst_distance = 0;
   for (const RankLedgers& r : out.ranks) {
@@ -178,6 +204,11 @@ std::string FormatLayoutCheck(const LayoutCheck& c) {
       std::snprintf(line, sizeof line, " %s %lld/%lld (%.3f)", name, static_cast<long long>(planned),
                     static_cast<long long>(measured), LedgerRatio(planned, measured));
       s += line;
+    }
+    s += "\n    bytes sent planned/measured:";
+    for (int a = 0; a < planner::kNumMeshAxes; ++a) {
+      s += Str(" ", planner::MeshAxisName(static_cast<planner::MeshAxis>(a)), " ", r.planned_axis_bytes[a], "/",
+               r.measured_axis_bytes[a]);
     }
     s += "\n";
   }

@@ -8,7 +8,7 @@
 // with data parallelism is fsdp/replicate.h's Replicate + ZeroOptimizer over all the ranks (pp = tp = 1;
 // the planner's DDP is dp_replicate, ZeRO-1/2 act on dp_shard).
 //
-// Invariant: the measured peaks are those of the second step (the first creates the optimizer state;
+// Invariant: the measured peaks (and axis bytes) are those of the second step (the first creates the optimizer state;
 // peaks are reset between the two), the steady state the planner plans; the optimizer is AdamW (two fp32
 // moments per parameter), everything fp32.
 //
@@ -18,6 +18,7 @@
 //   c.worst_ratio;                          // the ratio farthest from 1 over every rank and ledger
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -27,6 +28,7 @@
 #include "pipelining/schedules.h"
 #include "planner/layout.h"
 #include "planner/memory_plan.h"
+#include "planner/planner.h"
 
 namespace tessel::examples {
 
@@ -46,6 +48,9 @@ struct CheckedLayout {
 struct RankLedgers {
   int rank = 0;
   planner::LedgerPlan planned, measured;  // measured.total: the allocator's total peak
+  // Bytes this rank sends per step on each mesh axis (indexed by planner::MeshAxis): the plan's, and the
+  // ring bytes of the collectives the comm tracer saw in the second step (sends on "pp").
+  std::array<int64_t, planner::kNumMeshAxes> planned_axis_bytes{}, measured_axis_bytes{};
 };
 
 struct LayoutCheck {
