@@ -120,10 +120,12 @@ void BlasCall(DType dtype, const BlasOperand& a, const BlasOperand& b, char* c, 
 }
 
 // Threads for an m × n × k GEMM: the budget, bounded by the work and by the split dimension's panels.
-int SplitThreads(int64_t m, int64_t n, int64_t k) {
+// bf16 products split only their rows (split_extent = m): oneDNN's AMX kernel wants a dense output,
+// and a column panel of c is not (gemm_dnnl.cc).
+int SplitThreads(int64_t m, int64_t n, int64_t k, int64_t split_extent) {
   if (NumThreads() <= 1 || omp_in_parallel()) return 1;
   const int64_t macs = m * n * k;
-  const int64_t panels = (std::max(m, n) + kPanelAlign - 1) / kPanelAlign;
+  const int64_t panels = (split_extent + kPanelAlign - 1) / kPanelAlign;
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({NumThreads(), macs / kMinMacsPerThread, panels})));
 }
 
@@ -173,7 +175,7 @@ std::string Bf16GemmBackend() {
   if (force_bf16_fallback.load()) return "fp32 fallback (forced for testing)";
   if (!DnnlHasFastBf16()) return "fp32 fallback (oneDNN ISA " + DnnlIsa() + " has no AMX-BF16)";
   const std::string impl = DnnlBf16Impl();
-  return "oneDNN (ISA " + DnnlIsa() + (impl.empty() ? "" : ", kernel " + impl) + ")";
+  return "oneDNN (ISA " + DnnlIsa() + (impl.empty() ? "" : ", kernels " + impl) + ")";
 }
 
 void SetBf16GemmFallbackForTesting(bool force) { force_bf16_fallback.store(force); }
@@ -207,12 +209,12 @@ void Gemm(DType dtype, const MatRef& a, const MatRef& b, void* c, int64_t ldc, b
   TESSEL_CHECK(std::max({m, n, k, ba.ld, bb.ld, ldc}) <= INT_MAX, "gemm: [", m, ", ", k, "] @ [", k, ", ", n,
                "] has a dim or leading dim above the BLAS's 32-bit index range");
   char* pc = static_cast<char*>(c);
-  const int threads = SplitThreads(m, n, k);
+  const bool split_rows = m >= n || dtype == DType::kBFloat16;
+  const int threads = SplitThreads(m, n, k, split_rows ? m : n);
   if (threads == 1) return PanelCall(dtype, ba, bb, pc, ldc, m, n, k, accumulate);
   // Split the larger output dim into aligned panels; each panel reads all of the other operand. Two
   // panels per thread when that operand is small enough to pack twice (ParallelFor hands panels out
   // dynamically, so a thread descheduled by other load holds up at most one panel).
-  const bool split_rows = m >= n;
   const int64_t extent = split_rows ? m : n;
   const int64_t shared = k * (split_rows ? n : m);
   const int64_t panels = threads * (shared <= kSmallSharedOperand && extent >= 2 * threads * kPanelAlign ? 2 : 1);

@@ -55,7 +55,7 @@ std::string GemmBackend();
 // and widen them to float32 themselves otherwise (cheaper than a widening per Gemm call).
 bool Bf16GemmIsNative();
 
-// How bf16 GEMMs run here, e.g. "oneDNN 2.6.3 (ISA avx512_core_amx, kernel brg:avx512_core_amx_bf16)"
+// How bf16 GEMMs run here, e.g. "oneDNN (ISA avx512_core_amx, kernels brg:avx512_core_amx_bf16 ×12)"
 // or "fp32 fallback (oneDNN ISA avx2 has no AMX-BF16)".
 std::string Bf16GemmBackend();
 

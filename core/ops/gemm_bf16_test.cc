@@ -16,6 +16,7 @@
 
 #include "core/base/parallel.h"
 #include "core/ops/gemm.h"
+#include "core/ops/gemm_dnnl.h"
 #include "core/tensor/dtype.h"
 
 namespace tessel {
@@ -104,7 +105,32 @@ class FallbackGuard {
 TEST(GemmBf16Test, NativePathMatchesDoubleLoopsOnEveryLayout) {
   if (!Bf16GemmIsNative()) GTEST_SKIP() << "no native bf16 GEMM here: " << Bf16GemmBackend();
   RunCases();
-  EXPECT_NE(Bf16GemmBackend().find("kernel "), std::string::npos) << Bf16GemmBackend();
+}
+
+TEST(GemmBf16Test, LargeProductsOfEveryLayoutRunOnTheAmxKernel) {
+  if (!Bf16GemmIsNative()) GTEST_SKIP() << "no native bf16 GEMM here: " << Bf16GemmBackend();
+  // Padded operands, column-major row panels and a padded c would each send oneDNN 2.6 to its generic
+  // gemm:jit kernel; gemm_dnnl.cc compacts them, so every shape cached here is an AMX one.
+  DnnlBf16ClearCacheForTesting();
+  uint32_t seed = 100;
+  for (int threads : {1, 2}) {
+    const NumThreadsGuard guard(threads);
+    for (const auto& [m, n] : {std::pair<int64_t, int64_t>{160, 96}, {96, 160}}) {
+      for (int layout = 0; layout < 8; ++layout) {
+        const bool a_col = layout & 1, b_col = layout & 2;
+        const int64_t pad = layout & 4 ? 3 : 0, k = 128;
+        SCOPED_TRACE(testing::Message() << m << "x" << n << " layout " << layout << " threads " << threads);
+        const Bf16Mat a = Make(m, k, a_col, pad, seed++), b = Make(k, n, b_col, pad, seed++);
+        std::vector<float> c(static_cast<size_t>(m * (n + pad)), 1.0f);
+        const std::vector<float> c0 = c;
+        Gemm(DType::kBFloat16, a.ref, b.ref, c.data(), n + pad, layout == 5);
+        ExpectProduct(a, b, c, c0, n + pad, layout == 5);
+      }
+    }
+  }
+  const std::string impl = DnnlBf16Impl();
+  EXPECT_EQ(impl.rfind("brg:avx512_core_amx_bf16 ×", 0), 0u) << impl;
+  EXPECT_EQ(impl.find(", "), std::string::npos) << "one kernel for every shape: " << impl;
 }
 
 TEST(GemmBf16Test, ForcedFallbackMatchesDoubleLoopsOnEveryLayout) {

@@ -3,7 +3,7 @@
 //
 // Defines DnnlIsa (the ISA oneDNN dispatches to here), DnnlHasFastBf16 (worth using over converting to
 // fp32 and calling OpenBLAS's sgemm), DnnlBf16Gemm (one single-threaded product) and DnnlBf16Impl (the
-// kernel oneDNN chose last, e.g. "brg:avx512_core_amx_bf16").
+// kernels oneDNN chose for the cached shapes, e.g. "brg:avx512_core_amx_bf16 ×12").
 //
 // Invariant: DnnlBf16Gemm runs on the calling thread only (its OpenMP team is 1 thread while it runs),
 // so gemm.cc's own panel split over tessel's thread budget stays the only parallelism. Primitives are
@@ -36,7 +36,11 @@ bool DnnlHasFastBf16();
 // oneDNN has no kernel for this case (the caller then takes the fp32 path).
 bool DnnlBf16Gemm(const MatRef& a, const MatRef& b, float* c, int64_t ldc, bool accumulate);
 
-// The implementation oneDNN chose for the most recently created bf16 primitive ("" before the first).
+// The implementations oneDNN chose for the cached primitives with their shape counts, e.g.
+// "brg:avx512_core_amx_bf16 ×12" ("" before the first product).
 std::string DnnlBf16Impl();
+
+// Test-only: empties the primitive cache (so DnnlBf16Impl then describes only later products).
+void DnnlBf16ClearCacheForTesting();
 
 }  // namespace tessel
