@@ -24,6 +24,8 @@
 //        [--tp=2 [--dp_shard=2] [--sp=1] [--loss_parallel=1]] [--ac=none|full|selective|gemm]
 //        3-D (examples/gpt/pipeline.h): --pp=2 [--dp_replicate=R] [--dp_shard=D] [--tp=T] --schedule=1F1B
 //        --microbatches=4. Unknown flags are errors.
+//        --mixed_precision=bf16 (fully_shard layout; --nproc=1 then runs one fully_shard rank): bf16
+//        parameters/activations for compute, fp32 master weights, reduce and logits (MixedPrecisionPolicy).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -45,6 +47,7 @@
 #include "core/dispatch/profiler.h"
 #include "core/memory/allocator.h"
 #include "core/nn/transformer.h"
+#include "core/ops/gemm.h"
 #include "comm/backends/threads.h"
 #include "core/ops/view.h"
 #include "core/optim/optimizer.h"
@@ -79,7 +82,7 @@ Flags ParseFlags(int argc, char** argv) {
   static const std::set<std::string> kKnown = {
       "nproc", "steps", "batch", "seq", "d_model", "layers", "heads", "lr", "seed", "log_every", "profile_step",
       "save", "save_every", "resume", "tp", "dp_shard", "dp_replicate", "sp", "loss_parallel", "pp", "schedule",
-      "microbatches", "stages_per_rank", "ac"};
+      "microbatches", "stages_per_rank", "ac", "mixed_precision"};
   Flags f;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -106,6 +109,7 @@ nn::GPTConfig ConfigFrom(const Flags& flags) {
 struct TpLayout {
   int64_t tp = 1, dp_shard = 1;
   examples::GptParallelism parallelism;
+  bool bf16 = false;  // --mixed_precision=bf16
   int64_t world() const { return tp * dp_shard; }
 };
 
@@ -118,6 +122,10 @@ TpLayout TpLayoutFrom(const Flags& flags) {
                    .activation_checkpointing = flags.values.count("ac") ? flags.values.at("ac") : "none"};
   TESSEL_CHECK(l.tp >= 1 && l.dp_shard >= 1, "train: --tp and --dp_shard must be >= 1");
   TESSEL_CHECK(l.tp > 1 || l.dp_shard == 1, "train: --dp_shard needs --tp (plain fully_shard runs use --nproc)");
+  const std::string mp = flags.GetString("mixed_precision", "none");
+  TESSEL_CHECK(mp == "none" || mp == "bf16", "train: --mixed_precision must be none or bf16, got '", mp, "'");
+  l.bf16 = mp == "bf16";
+  TESSEL_CHECK(!l.bf16 || l.tp == 1, "train: --mixed_precision=bf16 runs in the fully_shard layout only (no --tp)");
   return l;
 }
 
@@ -127,10 +135,16 @@ std::optional<fsdp::FSDPModule> Parallelize(nn::GPT& model, const comm::ProcessG
   if (l.tp == 1) {
     const dtensor::DeviceMesh mesh = dtensor::InitDeviceMesh(world, {world->size()}, {"dp"});
     examples::CheckpointEachBlock(model, l.parallelism.activation_checkpointing);
-    for (size_t i = 0; i < model.layers().size(); ++i) fsdp::FullyShard(*model.layers().at(i), mesh);
+    fsdp::FullyShardOptions block, root;
+    if (l.bf16) {  // bf16 compute; fp32 master weights, gradient reduction and logits for the loss
+      block.mp_policy = {.param_dtype = DType::kBFloat16, .reduce_dtype = DType::kFloat32};
+      root.mp_policy = block.mp_policy;
+      root.mp_policy.output_dtype = DType::kFloat32;
+    }
+    for (size_t i = 0; i < model.layers().size(); ++i) fsdp::FullyShard(*model.layers().at(i), mesh, block);
     *dp_rank = world->rank();
     *dp_size = world->size();
-    return fsdp::FullyShard(model, mesh);
+    return fsdp::FullyShard(model, mesh, root);
   }
   const dtensor::DeviceMesh mesh = l.dp_shard > 1 ? dtensor::InitDeviceMesh(world, {l.dp_shard, l.tp}, {"dp", "tp"})
                                                   : dtensor::InitDeviceMesh(world, {l.tp}, {"tp"});
@@ -186,6 +200,7 @@ RunResult TrainRank(const Flags& flags, const comm::ProcessGroupPtr& world, int6
                           layout.parallelism.loss_parallel ? ", loss parallel" : "", ", threads backend)").c_str()
                     : ("fully_shard on " + std::to_string(nranks) + " ranks (threads backend)").c_str(),
                 NumThreads());
+    if (layout.bf16) std::printf("bf16 mixed precision; bf16 GEMMs: %s\n", Bf16GemmBackend().c_str());
   }
   const std::string config = Str("d_model=", cfg.d_model, " layers=", cfg.n_layers, " heads=", cfg.n_heads, " seq=", T,
                                   " batch=", B, " seed=", seed);
@@ -301,6 +316,8 @@ RunResult TrainRank(const Flags& flags, const comm::ProcessGroupPtr& world, int6
 
 int Main(int argc, char** argv) {
   const Flags flags = ParseFlags(argc, argv);
+  TESSEL_CHECK(!flags.values.count("mixed_precision") || !PipelineRequested(flags.values),
+               "train: --mixed_precision is not supported with --pp");
   if (PipelineRequested(flags.values)) return TrainPipelined(flags.values);  // --pp: examples/gpt/pipeline.h
   const TpLayout layout = TpLayoutFrom(flags);
   const int nproc = static_cast<int>(flags.Get("nproc", layout.tp > 1 ? static_cast<double>(layout.world()) : 4.0));
@@ -308,13 +325,13 @@ int Main(int argc, char** argv) {
                layout.dp_shard, " x --tp=", layout.tp, " needs ", layout.world(), " ranks");
   TESSEL_CHECK(nproc >= 1, "train: --nproc must be >= 1, got ", nproc);
   RunResult r;
-  if (nproc == 1) {
+  if (nproc == 1 && !layout.bf16) {
     r = TrainRank(flags, nullptr, 0);
   } else {
     // Measured before the world starts: it runs one unsharded step on a fresh device of its own.
     const nn::GPTConfig cfg = ConfigFrom(flags);
     const int64_t activations =
-        layout.tp > 1 ? 0
+        layout.tp > 1 || layout.bf16 ? 0  // the plan models fp32 activations
                       : planner::MeasureGptActivations(cfg, static_cast<int64_t>(flags.Get("batch", 16)) / nproc,
                                                        layout.parallelism.activation_checkpointing);
     comm::RunRanks(nproc, [&](comm::ProcessGroupPtr world) {
