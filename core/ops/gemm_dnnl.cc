@@ -27,6 +27,8 @@
 #include <tuple>
 #include <vector>
 
+#include "core/base/error.h"
+
 namespace tessel {
 namespace {
 
@@ -171,8 +173,13 @@ bool DnnlBf16Gemm(const MatRef& a_in, const MatRef& b_in, float* c, int64_t ldc,
   const dnnl::memory mb(p->b, Engine(), const_cast<void*>(b.data));
   const dnnl::memory mc(p->c, Engine(), c);
   const dnnl::memory ms(p->scratch, Engine(), scratch.data());
-  p->matmul.execute(*stream, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}, {DNNL_ARG_SCRATCHPAD, ms}});
-  stream->wait();
+  try {
+    p->matmul.execute(*stream, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}, {DNNL_ARG_SCRATCHPAD, ms}});
+    stream->wait();
+  } catch (const dnnl::error& e) {  // a created primitive should not fail: report it as a tessel bug
+    TESSEL_FAIL(ErrorCode::kInternal, "gemm: oneDNN bf16 matmul [", m, ", ", a.cols, "] @ [", a.cols, ", ", n,
+                "] (", p->impl, ") failed: ", e.what());
+  }
   return true;
 }
 
