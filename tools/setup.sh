@@ -4,7 +4,7 @@
 set -euo pipefail
 PKGS=(bazel-bootstrap libabsl-dev libeigen3-dev pybind11-dev python3-dev libgtest-dev libgmock-dev
       libbenchmark-dev python3-numpy python3-pytest python3-pip libgloo-dev g++ nlohmann-json3-dev libxxhash-dev
-      libopenblas-pthread-dev libtomlplusplus-dev)
+      libopenblas-pthread-dev libdnnl-dev libtomlplusplus-dev)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -19,17 +19,26 @@
 // the full K, so every output element is summed in the same order on every run. We link the pthread
 // build, not the serial one: Debian builds the serial library without USE_LOCKING, and concurrent
 // calls then corrupt each other (third_party/system/openblas.BUILD; GemmTest.ConcurrentCallers...).
+//
+// bfloat16 (bf16 operands, fp32 product): oneDNN's matmul (gemm_dnnl.h) where the CPU has AMX-BF16,
+// called per panel exactly like sgemm above, single-threaded; elsewhere (AVX2-only or AVX512 without
+// AMX, where oneDNN's bf16 kernels measured slower than sgemm) the operands are widened to fp32 and
+// take the float32 path. float32 stays on OpenBLAS: oneDNN's sgemm was within ~5% of it (table above)
+// and has no float64.
 #include "core/ops/gemm.h"
 
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "core/base/error.h"
 #include "core/base/parallel.h"
+#include "core/ops/gemm_dnnl.h"
 
 // The CBLAS functions we call (OpenBLAS's cblas.h declares them with enum parameters, passed as int).
 // Declared here rather than included so the BLAS headers never become inputs of other compile actions
@@ -111,10 +120,12 @@ void BlasCall(DType dtype, const BlasOperand& a, const BlasOperand& b, char* c, 
 }
 
 // Threads for an m × n × k GEMM: the budget, bounded by the work and by the split dimension's panels.
-int SplitThreads(int64_t m, int64_t n, int64_t k) {
+// bf16 products split only their rows (split_extent = m): oneDNN's AMX kernel wants a dense output,
+// and a column panel of c is not (gemm_dnnl.cc).
+int SplitThreads(int64_t m, int64_t n, int64_t k, int64_t split_extent) {
   if (NumThreads() <= 1 || omp_in_parallel()) return 1;
   const int64_t macs = m * n * k;
-  const int64_t panels = (std::max(m, n) + kPanelAlign - 1) / kPanelAlign;
+  const int64_t panels = (split_extent + kPanelAlign - 1) / kPanelAlign;
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({NumThreads(), macs / kMinMacsPerThread, panels})));
 }
 
@@ -123,7 +134,51 @@ void ZeroRows(void* c, int64_t ldc, int64_t m, int64_t n, int64_t esz) {
   for (int64_t i = 0; i < m; ++i) std::memset(p + i * ldc * esz, 0, static_cast<size_t>(n * esz));
 }
 
+std::atomic<bool> force_bf16_fallback{false};
+
+// The operand as a MatRef of rows × cols (strides from its BLAS layout; ld already normalized).
+MatRef ToMat(const BlasOperand& op, int64_t rows, int64_t cols) {
+  if (op.trans == kNoTrans) return MatRef{op.data, rows, cols, op.ld, 1};
+  return MatRef{op.data, rows, cols, 1, op.ld};
+}
+
+// A bf16 matrix widened to a row-major fp32 copy.
+std::vector<float> WidenBf16(const MatRef& m) {
+  std::vector<float> out(static_cast<size_t>(m.rows * m.cols));
+  const auto* p = static_cast<const uint16_t*>(m.data);
+  for (int64_t i = 0; i < m.rows; ++i) {
+    for (int64_t j = 0; j < m.cols; ++j) out[i * m.cols + j] = BFloat16BitsToFloat(p[i * m.row_stride + j * m.col_stride]);
+  }
+  return out;
+}
+
+// The fallback: c (fp32) (+)= widen(a) · widen(b) through the float32 path.
+void Bf16ViaFloat32(const MatRef& a, const MatRef& b, void* c, int64_t ldc, bool accumulate) {
+  const std::vector<float> wa = WidenBf16(a), wb = WidenBf16(b);
+  Gemm(DType::kFloat32, MatRef{wa.data(), a.rows, a.cols, a.cols, 1}, MatRef{wb.data(), b.rows, b.cols, b.cols, 1}, c,
+       ldc, accumulate);
+}
+
+// One single-threaded product of any supported dtype: c [m, n] (+)= a [m, k] · b [k, n].
+void PanelCall(DType dtype, const BlasOperand& a, const BlasOperand& b, char* c, int64_t ldc, int64_t m, int64_t n,
+               int64_t k, bool accumulate) {
+  if (dtype != DType::kBFloat16) return BlasCall(dtype, a, b, c, ldc, m, n, k, accumulate);
+  const MatRef ma = ToMat(a, m, k), mb = ToMat(b, k, n);
+  if (!DnnlBf16Gemm(ma, mb, reinterpret_cast<float*>(c), ldc, accumulate)) Bf16ViaFloat32(ma, mb, c, ldc, accumulate);
+}
+
 }  // namespace
+
+bool Bf16GemmIsNative() { return DnnlHasFastBf16() && !force_bf16_fallback.load(); }
+
+std::string Bf16GemmBackend() {
+  if (force_bf16_fallback.load()) return "fp32 fallback (forced for testing)";
+  if (!DnnlHasFastBf16()) return "fp32 fallback (oneDNN ISA " + DnnlIsa() + " has no AMX-BF16)";
+  const std::string impl = DnnlBf16Impl();
+  return "oneDNN (ISA " + DnnlIsa() + (impl.empty() ? "" : ", kernels " + impl) + ")";
+}
+
+void SetBf16GemmFallbackForTesting(bool force) { force_bf16_fallback.store(force); }
 
 bool GemmCanRead(const MatRef& m) { return IsRowMajor(m) || IsColMajor(m); }
 
@@ -137,27 +192,29 @@ std::string GemmBackend() {
 void Gemm(DType dtype, const MatRef& a, const MatRef& b, void* c, int64_t ldc, bool accumulate) {
   TESSEL_INTERNAL_ASSERT(a.cols == b.rows, "gemm: inner dims ", a.cols, " vs ", b.rows);
   TESSEL_INTERNAL_ASSERT(GemmCanRead(a) && GemmCanRead(b), "gemm: operand needs a copy first");
-  TESSEL_INTERNAL_ASSERT(dtype == DType::kFloat32 || dtype == DType::kFloat64, "gemm: dtype ", DTypeName(dtype),
-                         " (convert 16-bit floats to float32 first)");
+  TESSEL_INTERNAL_ASSERT(dtype == DType::kFloat32 || dtype == DType::kFloat64 || dtype == DType::kBFloat16,
+                         "gemm: dtype ", DTypeName(dtype), " (convert float16 to float32 first)");
   const int64_t m = a.rows, n = b.cols, k = a.cols;
   if (m == 0 || n == 0) return;
-  const int64_t esz = ElementSize(dtype);
+  const int64_t esz = ElementSize(dtype);                             // operands
+  const int64_t esz_c = dtype == DType::kBFloat16 ? 4 : esz;          // product (bf16 → float32)
   ldc = m == 1 ? std::max(ldc, n) : ldc;  // BLAS asks ldc >= n even when the row stride is never used
   if (k == 0) {
-    if (!accumulate) ZeroRows(c, ldc, m, n, esz);
+    if (!accumulate) ZeroRows(c, ldc, m, n, esz_c);
     return;
   }
+  if (dtype == DType::kBFloat16 && !Bf16GemmIsNative()) return Bf16ViaFloat32(a, b, c, ldc, accumulate);
   SingleThreadedBlas();
   const BlasOperand ba = ToBlas(a), bb = ToBlas(b);
   TESSEL_CHECK(std::max({m, n, k, ba.ld, bb.ld, ldc}) <= INT_MAX, "gemm: [", m, ", ", k, "] @ [", k, ", ", n,
                "] has a dim or leading dim above the BLAS's 32-bit index range");
   char* pc = static_cast<char*>(c);
-  const int threads = SplitThreads(m, n, k);
-  if (threads == 1) return BlasCall(dtype, ba, bb, pc, ldc, m, n, k, accumulate);
+  const bool split_rows = m >= n || dtype == DType::kBFloat16;
+  const int threads = SplitThreads(m, n, k, split_rows ? m : n);
+  if (threads == 1) return PanelCall(dtype, ba, bb, pc, ldc, m, n, k, accumulate);
   // Split the larger output dim into aligned panels; each panel reads all of the other operand. Two
   // panels per thread when that operand is small enough to pack twice (ParallelFor hands panels out
   // dynamically, so a thread descheduled by other load holds up at most one panel).
-  const bool split_rows = m >= n;
   const int64_t extent = split_rows ? m : n;
   const int64_t shared = k * (split_rows ? n : m);
   const int64_t panels = threads * (shared <= kSmallSharedOperand && extent >= 2 * threads * kPanelAlign ? 2 : 1);
@@ -171,11 +228,11 @@ void Gemm(DType dtype, const MatRef& a, const MatRef& b, void* c, int64_t ldc, b
       if (split_rows) {
         BlasOperand sa = ba;
         sa.data = At(ba, begin, 0, esz);
-        BlasCall(dtype, sa, bb, pc + begin * ldc * esz, ldc, end - begin, n, k, accumulate);
+        PanelCall(dtype, sa, bb, pc + begin * ldc * esz_c, ldc, end - begin, n, k, accumulate);
       } else {
         BlasOperand sb = bb;
         sb.data = At(bb, 0, begin, esz);
-        BlasCall(dtype, ba, sb, pc + begin * esz, ldc, m, end - begin, k, accumulate);
+        PanelCall(dtype, ba, sb, pc + begin * esz_c, ldc, m, end - begin, k, accumulate);
       }
     }
   });

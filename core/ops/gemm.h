@@ -1,9 +1,11 @@
 // core/ops/gemm.h — internal to core/ops: one strided GEMM, C (+)= A · B, on OpenBLAS with runtime CPU
-// dispatch (gemm.cc says why that BLAS and how it is threaded).
+// dispatch for float32/float64 and on oneDNN (AMX) for bfloat16 (gemm.cc says why those libraries and
+// how they are threaded).
 //
 // Defines MatRef (a strided 2-D matrix over raw memory), GemmCanRead (can the BLAS read it without a
-// copy), Gemm (float32/float64) and GemmBackend (which kernels run on this CPU). The BLAS header stays
-// inside gemm.cc.
+// copy), Gemm (float32/float64, and bfloat16 operands into a float32 product), GemmBackend and
+// Bf16GemmBackend (which kernels run on this CPU), Bf16GemmIsNative and a test-only switch that forces
+// the bf16 fallback. The libraries' headers stay inside gemm.cc / gemm_dnnl.cc.
 //
 // Invariant: Gemm reads both operands in place — a row-major or a column-major matrix with any leading
 // dimension, which covers a transposed view of a contiguous weight — and never copies them; callers
@@ -39,10 +41,25 @@ struct MatRef {
 bool GemmCanRead(const MatRef& m);
 
 // c (row-major, leading dimension ldc) = a · b, or c += a · b when accumulate.
-// REQUIRES: dtype float32 or float64; GemmCanRead(a) && GemmCanRead(b); a.cols == b.rows.
+// dtype float32 or float64: a, b and c hold that type. dtype bfloat16: a and b hold bf16 and c is
+// float32; products are exact in fp32 and summed in fp32 (oneDNN when Bf16GemmIsNative(), else the
+// operands are widened to fp32 and go through the float32 path).
+// REQUIRES: GemmCanRead(a) && GemmCanRead(b); a.cols == b.rows.
 void Gemm(DType dtype, const MatRef& a, const MatRef& b, void* c, int64_t ldc, bool accumulate);
 
 // The GEMM library and the kernels it chose for this CPU, e.g. "OpenBLAS (SkylakeX kernels, 1 BLAS thread per call)".
 std::string GemmBackend();
+
+// True when bf16 GEMMs run on native bf16 kernels (oneDNN with AMX-BF16 on this CPU) and the test-only
+// fallback switch is off. Callers holding bf16 tensors pass them to Gemm as they are when this holds,
+// and widen them to float32 themselves otherwise (cheaper than a widening per Gemm call).
+bool Bf16GemmIsNative();
+
+// How bf16 GEMMs run here, e.g. "oneDNN (ISA avx512_core_amx, kernels brg:avx512_core_amx_bf16 ×12)"
+// or "fp32 fallback (oneDNN ISA avx2 has no AMX-BF16)".
+std::string Bf16GemmBackend();
+
+// Test-only: while true, bf16 GEMMs take the fp32 fallback on any CPU (so tests cover both paths).
+void SetBf16GemmFallbackForTesting(bool force);
 
 }  // namespace tessel

@@ -128,13 +128,21 @@ MatRef MatOf(const Tensor& t, int64_t offset = 0) {
                 t.stride(d - 2), t.stride(d - 1)};
 }
 
-// A float32/float64 operand the BLAS can read in place: converts 16-bit floats and copies a matrix with
-// neither of its last two strides equal to 1; anything else passes through untouched.
-Tensor PrepareOperand(const Tensor& t, DType compute) {
-  if (t.dtype() == compute && GemmCanRead(MatOf(t))) return t;
-  Tensor c = Empty(t.sizes(), compute, t.device());
+// An operand of dtype `operand` Gemm can read in place: converts 16-bit floats (to float32 unless they
+// stay bf16) and copies a matrix with neither of its last two strides equal to 1; anything else passes
+// through untouched.
+Tensor PrepareOperand(const Tensor& t, DType operand) {
+  if (t.dtype() == operand && GemmCanRead(MatOf(t))) return t;
+  Tensor c = Empty(t.sizes(), operand, t.device());
   CopyInto(c, t);
   return c;
+}
+
+// The dtype Gemm reads the operands in: bf16 stays bf16 where the CPU has native bf16 GEMMs; other
+// 16-bit floats are widened to float32 (products and sums are float32 either way).
+DType OperandDType(DType dtype) {
+  if (dtype == DType::kFloat64) return DType::kFloat64;
+  return dtype == DType::kBFloat16 && Bf16GemmIsNative() ? DType::kBFloat16 : DType::kFloat32;
 }
 
 Shape BatchShape(const Tensor& t) { return Shape(t.sizes().begin(), t.sizes().end() - 2); }
@@ -194,17 +202,19 @@ void BatchOffsets(const Shape& batch, const Shape& sa, const Shape& sb, std::vec
 }
 
 // out (contiguous [batch..., M, N], or [M, N] with sum_batch) (+)= A @ B over the broadcast batch.
-// REQUIRES: A, B, out share a float32/float64 dtype and GemmCanRead(MatOf(A)), GemmCanRead(MatOf(B)).
+// REQUIRES: A, B share a dtype (float32/float64, or bfloat16 with a float32 out), out has the float one,
+// and GemmCanRead(MatOf(A)), GemmCanRead(MatOf(B)).
 void BatchedGemm(const Tensor& A, const Tensor& B, const Shape& batch, bool sum_batch, const Tensor& out,
                  bool accumulate) {
-  const DType dt = out.dtype();
+  const DType dt = A.dtype();  // Gemm's dtype: the operands'
   const MatRef ma = MatOf(A), mb = MatOf(B);
   const int64_t M = ma.rows, K = ma.cols, N = mb.cols;
   const int64_t nb = NumElements(batch);
   char* pc = static_cast<char*>(out.raw_data());
-  const int64_t esz = ElementSize(dt);
+  const int64_t esz = ElementSize(dt);                // operand elements
+  const int64_t esz_c = ElementSize(out.dtype());     // product elements
   if (nb == 0 || M * N == 0) {
-    if (!accumulate && out.numel() > 0) std::memset(pc, 0, out.numel() * esz);
+    if (!accumulate && out.numel() > 0) std::memset(pc, 0, out.numel() * esz_c);
     return;
   }
   if (nb == 1) return Gemm(dt, ma, mb, pc, N, accumulate);
@@ -239,7 +249,7 @@ void BatchedGemm(const Tensor& A, const Tensor& B, const Shape& batch, bool sum_
   }
   const int64_t mnk = M * N * std::max<int64_t>(K, 1);
   auto run = [&](int64_t s, int64_t e) {
-    for (int64_t i = s; i < e; ++i) Gemm(dt, at(ma, oa[i]), at(mb, ob[i]), pc + i * M * N * esz, N, accumulate);
+    for (int64_t i = s; i < e; ++i) Gemm(dt, at(ma, oa[i]), at(mb, ob[i]), pc + i * M * N * esz_c, N, accumulate);
   };
   if (mnk <= kSmallGemm || nb >= 4 * NumThreads()) {
     ParallelFor(0, nb, std::max<int64_t>(1, kBatchGrain / mnk), run);
@@ -305,8 +315,8 @@ Tensor MatmulForward(const char* name, const Tensor& a, const Tensor& b, const M
   }
   const Shape out_shape = OutputShape(name, batch, M, N, s);
   const DType compute = a.dtype() == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
-  A = PrepareOperand(A, compute);
-  B = PrepareOperand(B, compute);
+  A = PrepareOperand(A, OperandDType(a.dtype()));
+  B = PrepareOperand(B, OperandDType(a.dtype()));
   Tensor out = Empty(out_shape, a.dtype(), a.device());
   Tensor acc = compute == a.dtype() ? out : Empty(out_shape, compute, a.device());
   if (bias.defined()) FillRowsWithBias(acc, bias);

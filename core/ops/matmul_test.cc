@@ -12,6 +12,7 @@
 #include "core/dispatch/op.h"
 #include "core/memory/allocator.h"
 #include "core/ops/elementwise.h"
+#include "core/ops/gemm.h"
 #include "core/ops/testing/gradcheck.h"
 #include "core/tensor/factory.h"
 #include "core/tensor/random.h"
@@ -211,6 +212,50 @@ std::vector<double> NaiveLinear(const Tensor& x, const Tensor& w, const Tensor& 
   const std::vector<double> bv = b.ToDoubleVector();
   for (size_t i = 0; i < y.size(); ++i) y[i] += bv[i % bv.size()];
   return y;
+}
+
+// bf16 on both GEMM paths (native oneDNN where the CPU has AMX-BF16, and the forced fp32 fallback),
+// against double loops on the same bf16 values. Products are exact in fp32 and summed in fp32, then
+// rounded once to bf16: |y - ref| <= 2^-8 |ref| (output rounding) + 2 (K + 1) 2^-24 K (fp32 sums of
+// K products of magnitude <= 1).
+void ExpectBf16Matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
+  const Ref ref = NaiveMatmul(a, b, ta, tb);
+  const int64_t k = ta ? a.size(a.dim() - 2) : a.size(a.dim() - 1);
+  Tensor y = MatmulWithFlags(a, b, ta, tb);
+  EXPECT_EQ(y.dtype(), DType::kBFloat16);
+  EXPECT_EQ(y.sizes(), ref.shape);
+  ExpectAllClose(y, ref.values, 2.0 * (k + 1) * k / (1 << 24), 1.0 / 256);
+}
+
+TEST(MatmulTest, BFloat16MatchesDoubleLoopsOnNativeAndFallbackPaths) {
+  for (bool fallback : {false, true}) {
+    SetBf16GemmFallbackForTesting(fallback);
+    SCOPED_TRACE(Bf16GemmBackend());
+    for (const auto& [as, bs] : kShapeCases) {
+      SCOPED_TRACE(ShapeStr(as) + " @ " + ShapeStr(bs));
+      ExpectBf16Matmul(Rnd(as, 40, DType::kBFloat16), Rnd(bs, 41, DType::kBFloat16), false, false);
+    }
+    for (bool ta : {false, true}) {
+      for (bool tb : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << "transpose_a=" << ta << " transpose_b=" << tb);
+        // Odd sizes, large enough that Gemm splits the product over threads.
+        Tensor a = Rnd(ta ? Shape{2, 97, 131} : Shape{2, 131, 97}, 42, DType::kBFloat16);
+        Tensor b = Rnd(tb ? Shape{2, 67, 97} : Shape{2, 97, 67}, 43, DType::kBFloat16);
+        ExpectBf16Matmul(a, b, ta, tb);
+      }
+    }
+    // A linear with bias and its weight gradient (g^T @ x summed over the batch: bf16 read transposed).
+    Tensor x = Rnd({3, 40, 72}, 44, DType::kBFloat16).set_requires_grad(true);
+    Tensor w = Rnd({56, 72}, 45, DType::kBFloat16).set_requires_grad(true);
+    Tensor bias = Rnd({56}, 46, DType::kBFloat16);
+    ExpectAllClose(Linear(x, w, bias), NaiveLinear(x, w, bias), 2.0 * 73 * 73 / (1 << 24), 1.0 / 256);
+    Tensor g = Rnd({3, 40, 56}, 47, DType::kBFloat16);
+    Backward(Linear(x, w), g);
+    const Tensor g2 = MakeView(g, {120, 56}, {56, 1}, 0), x2 = MakeView(x, {120, 72}, {72, 1}, 0);
+    ExpectAllClose(w.grad(), NaiveMatmul(g2, x2, /*ta=*/true).values, 2.0 * 121 * 120 / (1 << 24), 1.0 / 256);
+    ExpectAllClose(x.grad(), NaiveMatmul(g, w).values, 2.0 * 57 * 56 / (1 << 24), 1.0 / 256);
+  }
+  SetBf16GemmFallbackForTesting(false);
 }
 
 TEST(LinearTest, MatchesNaiveLoopsWithAndWithoutBias) {

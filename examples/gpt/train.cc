@@ -27,6 +27,8 @@
 //        Flags are absl flags (--help lists them; unknown flags are errors). [--config=FILE] reads a TOML file
 //        whose keys are flag names in any tables (examples/gpt/train_3d.toml; examples/gpt/flag_config.h);
 //        flags on the command line override it.
+//        --mixed_precision=bf16 (fully_shard layout; --nproc=1 then runs one fully_shard rank): bf16
+//        parameters/activations for compute, fp32 master weights, reduce and logits (MixedPrecisionPolicy).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -52,6 +54,7 @@
 #include "core/dispatch/profiler.h"
 #include "core/memory/allocator.h"
 #include "core/nn/transformer.h"
+#include "core/ops/gemm.h"
 #include "comm/backends/threads.h"
 #include "core/ops/view.h"
 #include "core/optim/optimizer.h"
@@ -94,6 +97,8 @@ ABSL_FLAG(std::optional<std::string>, schedule, std::nullopt, "pipeline schedule
 ABSL_FLAG(std::optional<int>, microbatches, std::nullopt, "microbatches per step (3-D mode; default 4)");
 ABSL_FLAG(std::optional<int>, stages_per_rank, std::nullopt, "pipeline stages per rank (default 0: the schedule's)");
 ABSL_FLAG(std::optional<std::string>, ac, std::nullopt, "activation checkpointing: none|full|selective|gemm");
+ABSL_FLAG(std::optional<std::string>, mixed_precision, std::nullopt,
+          "none or bf16: bf16 compute, fp32 master weights, reduce and logits (fully_shard layout; default none)");
 ABSL_FLAG(std::optional<std::string>, data, std::nullopt,
           "train on this text file, byte-level (default: the generated corpus, examples/gpt/corpus.h)");
 ABSL_FLAG(std::optional<std::string>, config, std::nullopt,
@@ -106,7 +111,7 @@ namespace {
 constexpr std::string_view kTrainFlags[] = {
     "nproc", "steps", "batch", "seq", "d_model", "layers", "heads", "lr", "seed", "log_every", "profile_step",
     "save", "save_every", "resume", "tp", "dp_shard", "dp_replicate", "sp", "loss_parallel", "pp", "schedule",
-    "microbatches", "stages_per_rank", "ac", "data"};
+    "microbatches", "stages_per_rank", "ac", "mixed_precision", "data"};
 
 struct Flags {
   std::map<std::string, std::string> values;  // the flags given (command line or --config), as text
@@ -148,6 +153,7 @@ nn::GPTConfig ConfigFrom(const Flags& flags) {
 struct TpLayout {
   int64_t tp = 1, dp_shard = 1;
   examples::GptParallelism parallelism;
+  bool bf16 = false;  // --mixed_precision=bf16
   int64_t world() const { return tp * dp_shard; }
 };
 
@@ -160,6 +166,10 @@ TpLayout TpLayoutFrom(const Flags& flags) {
                    .activation_checkpointing = flags.values.count("ac") ? flags.values.at("ac") : "none"};
   TESSEL_CHECK(l.tp >= 1 && l.dp_shard >= 1, "train: --tp and --dp_shard must be >= 1");
   TESSEL_CHECK(l.tp > 1 || l.dp_shard == 1, "train: --dp_shard needs --tp (plain fully_shard runs use --nproc)");
+  const std::string mp = flags.GetString("mixed_precision", "none");
+  TESSEL_CHECK(mp == "none" || mp == "bf16", "train: --mixed_precision must be none or bf16, got '", mp, "'");
+  l.bf16 = mp == "bf16";
+  TESSEL_CHECK(!l.bf16 || l.tp == 1, "train: --mixed_precision=bf16 runs in the fully_shard layout only (no --tp)");
   return l;
 }
 
@@ -169,10 +179,16 @@ std::optional<fsdp::FSDPModule> Parallelize(nn::GPT& model, const comm::ProcessG
   if (l.tp == 1) {
     const dtensor::DeviceMesh mesh = dtensor::InitDeviceMesh(world, {world->size()}, {"dp"});
     examples::CheckpointEachBlock(model, l.parallelism.activation_checkpointing);
-    for (size_t i = 0; i < model.layers().size(); ++i) fsdp::FullyShard(*model.layers().at(i), mesh);
+    fsdp::FullyShardOptions block, root;
+    if (l.bf16) {  // bf16 compute; fp32 master weights, gradient reduction and logits for the loss
+      block.mp_policy = {.param_dtype = DType::kBFloat16, .reduce_dtype = DType::kFloat32};
+      root.mp_policy = block.mp_policy;
+      root.mp_policy.output_dtype = DType::kFloat32;
+    }
+    for (size_t i = 0; i < model.layers().size(); ++i) fsdp::FullyShard(*model.layers().at(i), mesh, block);
     *dp_rank = world->rank();
     *dp_size = world->size();
-    return fsdp::FullyShard(model, mesh);
+    return fsdp::FullyShard(model, mesh, root);
   }
   const dtensor::DeviceMesh mesh = l.dp_shard > 1 ? dtensor::InitDeviceMesh(world, {l.dp_shard, l.tp}, {"dp", "tp"})
                                                   : dtensor::InitDeviceMesh(world, {l.tp}, {"tp"});
@@ -228,6 +244,7 @@ RunResult TrainRank(const Flags& flags, const comm::ProcessGroupPtr& world, int6
                           layout.parallelism.loss_parallel ? ", loss parallel" : "", ", threads backend)").c_str()
                     : ("fully_shard on " + std::to_string(nranks) + " ranks (threads backend)").c_str(),
                 NumThreads());
+    if (layout.bf16) std::printf("bf16 mixed precision; bf16 GEMMs: %s\n", Bf16GemmBackend().c_str());
   }
   const std::string config = Str("d_model=", cfg.d_model, " layers=", cfg.n_layers, " heads=", cfg.n_heads, " seq=", T,
                                   " batch=", B, " seed=", seed);
@@ -343,6 +360,8 @@ RunResult TrainRank(const Flags& flags, const comm::ProcessGroupPtr& world, int6
 
 int Main(int argc, char** argv) {
   const Flags flags = ParseFlags(argc, argv);
+  TESSEL_CHECK(!flags.values.count("mixed_precision") || !PipelineRequested(flags.values),
+               "train: --mixed_precision is not supported with --pp");
   if (PipelineRequested(flags.values)) return TrainPipelined(flags.values);  // --pp: examples/gpt/pipeline.h
   const TpLayout layout = TpLayoutFrom(flags);
   const int nproc = static_cast<int>(flags.Get("nproc", layout.tp > 1 ? static_cast<double>(layout.world()) : 4.0));
@@ -350,13 +369,13 @@ int Main(int argc, char** argv) {
                layout.dp_shard, " x --tp=", layout.tp, " needs ", layout.world(), " ranks");
   TESSEL_CHECK(nproc >= 1, "train: --nproc must be >= 1, got ", nproc);
   RunResult r;
-  if (nproc == 1) {
+  if (nproc == 1 && !layout.bf16) {
     r = TrainRank(flags, nullptr, 0);
   } else {
     // Measured before the world starts: it runs one unsharded step on a fresh device of its own.
     const nn::GPTConfig cfg = ConfigFrom(flags);
     const int64_t activations =
-        layout.tp > 1 ? 0
+        layout.tp > 1 || layout.bf16 ? 0  // the plan models fp32 activations
                       : planner::MeasureGptActivations(cfg, static_cast<int64_t>(flags.Get("batch", 16)) / nproc,
                                                        layout.parallelism.activation_checkpointing);
     comm::RunRanks(nproc, [&](comm::ProcessGroupPtr world) {

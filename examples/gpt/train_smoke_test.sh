@@ -4,7 +4,8 @@
 #  2. resumed from step 4 on 2 ranks, and runs with --ac=full / --ac=selective: the final loss equals
 #     run 1's bit for bit (printed with %.17g);
 #  3. the step-8 checkpoint loaded on 1 and on 4 ranks (resharded): every full tensor matches;
-#  4. the unsharded single-rank path; a resume with another model config is refused;
+#  4. the unsharded single-rank path; a resume with another model config is refused; bf16 mixed
+#     precision on 1 and 2 ranks;
 #  5. tensor parallel (--tp=2, and --dp_shard=2 --tp=2 with fully_shard): the same final loss as run 1
 #     within 1e-5 relative, and every rank's ledger printed.
 #  6. the pipeline-parallel path (--pp);
@@ -54,6 +55,13 @@ single="$("$train" --nproc=1 --steps=12 --batch=2 --seq=16 --d_model=16 --layers
 echo "$single"
 grep -q "1 rank, unsharded" <<<"$single"
 grep -q "^summary: loss" <<<"$single"
+
+# bf16 mixed precision (fully_shard's MixedPrecisionPolicy) on 1 and 2 ranks: it must learn (exit 0).
+for n in 1 2; do
+  bf16="$("$train" --nproc=$n "${args[@]}" --save=none --mixed_precision=bf16)"
+  grep -q "fully_shard on $n ranks" <<<"$bf16"
+  grep -q "^bf16 mixed precision; bf16 GEMMs: " <<<"$bf16"
+done
 
 close() {  # close A B: |A - B| <= 1e-5 |B|
   awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; m = b < 0 ? -b : b; exit !(d <= 1e-5 * m) }'

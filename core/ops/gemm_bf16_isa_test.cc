@@ -1,0 +1,37 @@
+// core/ops/gemm_bf16_isa_test.cc — what an AVX2-only CPU (a CI machine) sees, on any CPU: with oneDNN's
+// ISA capped at AVX2 (ONEDNN_MAX_CPU_ISA, read once when oneDNN first runs, so set before any Gemm),
+// bf16 GEMMs report the fp32 fallback and still compute the exact-product, fp32-summed result.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "core/ops/gemm.h"
+#include "core/tensor/dtype.h"
+
+namespace tessel {
+namespace {
+
+TEST(GemmBf16IsaTest, AvxTwoCapTakesTheFallbackAndStaysCorrect) {
+  ASSERT_EQ(setenv("ONEDNN_MAX_CPU_ISA", "AVX2", 1), 0);
+  EXPECT_FALSE(Bf16GemmIsNative());
+  EXPECT_EQ(Bf16GemmBackend(), "fp32 fallback (oneDNN ISA avx2 has no AMX-BF16)");
+  // a [3, 5] row-major, b [5, 2] column-major, values exact in bf16 (small integers / 4).
+  std::vector<uint16_t> a(15), b(10);
+  for (int i = 0; i < 15; ++i) a[i] = FloatToBFloat16Bits(static_cast<float>(i - 7) / 4);
+  for (int i = 0; i < 10; ++i) b[i] = FloatToBFloat16Bits(static_cast<float>(3 - i) / 4);
+  std::vector<float> c(6, 1.0f);
+  Gemm(DType::kBFloat16, MatRef{a.data(), 3, 5, 5, 1}, MatRef{b.data(), 5, 2, 1, 5}, c.data(), 2, true);
+  for (int i = 0; i < 3; ++i) {
+    for (int j = 0; j < 2; ++j) {
+      double want = 1;
+      for (int p = 0; p < 5; ++p) want += (static_cast<double>(i * 5 + p - 7) / 4) * (static_cast<double>(3 - (j * 5 + p)) / 4);
+      EXPECT_EQ(c[i * 2 + j], want) << i << ", " << j;  // small dyadic values: every sum is exact
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tessel

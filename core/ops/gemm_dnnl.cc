@@ -1,0 +1,204 @@
+// core/ops/gemm_dnnl.cc — DnnlBf16Gemm on oneDNN 2.6's matmul primitive, with a primitive cache.
+//
+// NOTE: AMX. oneDNN 2.6.3 enables AMX by default and requests the Linux tile-data permission itself,
+// so ONEDNN_MAX_CPU_ISA is not set (measured on an Intel Xeon, family 6 model 143/167: the matmul
+// picks "brg:avx512_core_amx_bf16" with no environment). A user may still cap the ISA with that
+// variable (bf16 then falls back to the fp32 path when AMX is excluded: gemm_bf16_isa_test).
+//
+// NOTE: dense operands. oneDNN 2.6's AMX matmul (brgemm) takes operands and output only when they are
+// dense (leading dimension equal to the inner extent; operands in either orientation); a padded one —
+// a row panel of a transposed operand, a column panel, a strided view, a padded c — silently goes to
+// the generic "gemm:jit" bf16 kernel, measured 2–3x slower here. Such an operand is compacted into a
+// per-thread buffer first, one memcpy per line: O(rows · cols) against the product's O(m · n · k); a
+// padded c is computed in a dense buffer and copied out (gemm.cc never splits bf16 by columns).
+//
+// NOTE: threads. Debian builds oneDNN on OpenMP; each call runs with the calling thread's OpenMP
+// budget set to 1 (restored afterwards), so no libgomp team spins against tessel's worker pool and
+// gemm.cc splits large products over tessel's threads as it does for OpenBLAS.
+#include "core/ops/gemm_dnnl.h"
+
+#include <omp.h>
+
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <tuple>
+#include <vector>
+
+#include "core/base/error.h"
+
+namespace tessel {
+namespace {
+
+using Dims = dnnl::memory::dims;
+using DT = dnnl::memory::data_type;
+
+// Caps the calling thread's OpenMP team at one thread while in scope.
+class OneOmpThread {
+ public:
+  OneOmpThread() : saved_(omp_get_max_threads()) { omp_set_num_threads(1); }
+  ~OneOmpThread() { omp_set_num_threads(saved_); }
+
+ private:
+  int saved_;
+};
+
+const dnnl::engine& Engine() {
+  static const dnnl::engine kEngine(dnnl::engine::kind::cpu, 0);
+  return kEngine;
+}
+
+// m, n, k, a's strides, b's strides, ldc, accumulate.
+using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool>;
+
+struct Primitive {
+  dnnl::matmul matmul;
+  dnnl::memory::desc a, b, c, scratch;
+  std::string impl;  // e.g. "brg:avx512_core_amx_bf16"
+};
+
+// At most this many shapes are cached; a full cache is emptied (training uses a few dozen shapes).
+constexpr size_t kMaxCached = 4096;
+
+struct Cache {
+  std::mutex mu;
+  std::map<Key, std::shared_ptr<const Primitive>> entries;  // nullptr: oneDNN has no kernel for the key
+};
+
+Cache& TheCache() {
+  static Cache* cache = new Cache();  // leaked: primitives may be used while statics are destroyed
+  return *cache;
+}
+
+std::shared_ptr<const Primitive> Create(const MatRef& a, const MatRef& b, int64_t ldc, bool accumulate) {
+  auto p = std::make_shared<Primitive>();
+  p->a = dnnl::memory::desc(Dims{a.rows, a.cols}, DT::bf16, Dims{a.row_stride, a.col_stride});
+  p->b = dnnl::memory::desc(Dims{b.rows, b.cols}, DT::bf16, Dims{b.row_stride, b.col_stride});
+  p->c = dnnl::memory::desc(Dims{a.rows, b.cols}, DT::f32, Dims{ldc, 1});
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  if (accumulate) {
+    dnnl::post_ops ops;
+    ops.append_sum(1.0f);
+    attr.set_post_ops(ops);
+  }
+  try {
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(p->a, p->b, p->c), attr, Engine());
+    p->impl = pd.impl_info_str();
+    p->scratch = pd.scratchpad_desc();
+    p->matmul = dnnl::matmul(pd);
+  } catch (const dnnl::error&) {
+    return nullptr;  // no implementation for this case on this CPU
+  }
+  return p;
+}
+
+std::shared_ptr<const Primitive> Lookup(const MatRef& a, const MatRef& b, int64_t ldc, bool accumulate) {
+  const Key key{a.rows, b.cols, a.cols, a.row_stride, a.col_stride, b.row_stride, b.col_stride, ldc, accumulate};
+  Cache& cache = TheCache();
+  {
+    std::lock_guard<std::mutex> lock(cache.mu);
+    auto it = cache.entries.find(key);
+    if (it != cache.entries.end()) return it->second;
+  }
+  std::shared_ptr<const Primitive> p = Create(a, b, ldc, accumulate);  // outside the lock
+  std::lock_guard<std::mutex> lock(cache.mu);
+  if (cache.entries.size() >= kMaxCached) cache.entries.clear();
+  return cache.entries.emplace(key, p).first->second;
+}
+
+// The operand itself when dense, else a dense copy in `buf` (same orientation). m is row-major
+// (col_stride 1) or column-major (row_stride 1), as gemm.cc passes it.
+MatRef Dense(const MatRef& m, std::vector<uint16_t>& buf) {
+  const bool row_major = m.col_stride == 1;
+  const int64_t lines = row_major ? m.rows : m.cols, extent = row_major ? m.cols : m.rows;
+  const int64_t ld = row_major ? m.row_stride : m.col_stride;
+  const MatRef dense = row_major ? MatRef{m.data, m.rows, m.cols, m.cols, 1} : MatRef{m.data, m.rows, m.cols, 1, m.rows};
+  if (ld == extent || lines == 1) return dense;
+  buf.resize(static_cast<size_t>(lines * extent));
+  const auto* src = static_cast<const uint16_t*>(m.data);
+  for (int64_t i = 0; i < lines; ++i) std::memcpy(buf.data() + i * extent, src + i * ld, extent * sizeof(uint16_t));
+  MatRef out = dense;
+  out.data = buf.data();
+  return out;
+}
+
+}  // namespace
+
+std::string DnnlIsa() {
+  switch (dnnl::get_effective_cpu_isa()) {
+    case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
+    case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core: return "avx512_core";
+    case dnnl::cpu_isa::avx2_vnni: return "avx2_vnni";
+    case dnnl::cpu_isa::avx2: return "avx2";
+    case dnnl::cpu_isa::avx: return "avx";
+    case dnnl::cpu_isa::sse41: return "sse41";
+    default: return "other";
+  }
+}
+
+bool DnnlHasFastBf16() {
+  static const bool kFast = [] {
+    const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+    const auto amx = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_amx);
+    return (isa & amx) == amx;
+  }();
+  return kFast;
+}
+
+bool DnnlBf16Gemm(const MatRef& a_in, const MatRef& b_in, float* c, int64_t ldc, bool accumulate) {
+  const OneOmpThread one_thread;
+  thread_local std::vector<uint16_t> a_buf, b_buf;
+  const MatRef a = Dense(a_in, a_buf), b = Dense(b_in, b_buf);
+  const int64_t m = a.rows, n = b.cols;
+  if (ldc != n && m > 1) {  // a padded c: compute into a dense one
+    thread_local std::vector<float> c_buf;
+    c_buf.resize(static_cast<size_t>(m * n));
+    for (int64_t i = 0; accumulate && i < m; ++i) std::memcpy(c_buf.data() + i * n, c + i * ldc, n * sizeof(float));
+    if (!DnnlBf16Gemm(a, b, c_buf.data(), n, accumulate)) return false;
+    for (int64_t i = 0; i < m; ++i) std::memcpy(c + i * ldc, c_buf.data() + i * n, n * sizeof(float));
+    return true;
+  }
+  const std::shared_ptr<const Primitive> p = Lookup(a, b, n, accumulate);
+  if (!p) return false;
+  thread_local std::unique_ptr<dnnl::stream> stream;
+  thread_local std::vector<char> scratch;
+  if (!stream) stream = std::make_unique<dnnl::stream>(Engine());
+  if (scratch.size() < p->scratch.get_size()) scratch.resize(p->scratch.get_size());
+  const dnnl::memory ma(p->a, Engine(), const_cast<void*>(a.data));
+  const dnnl::memory mb(p->b, Engine(), const_cast<void*>(b.data));
+  const dnnl::memory mc(p->c, Engine(), c);
+  const dnnl::memory ms(p->scratch, Engine(), scratch.data());
+  try {
+    p->matmul.execute(*stream, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}, {DNNL_ARG_SCRATCHPAD, ms}});
+    stream->wait();
+  } catch (const dnnl::error& e) {  // a created primitive should not fail: report it as a tessel bug
+    TESSEL_FAIL(ErrorCode::kInternal, "gemm: oneDNN bf16 matmul [", m, ", ", a.cols, "] @ [", a.cols, ", ", n,
+                "] (", p->impl, ") failed: ", e.what());
+  }
+  return true;
+}
+
+void DnnlBf16ClearCacheForTesting() {
+  Cache& cache = TheCache();
+  std::lock_guard<std::mutex> lock(cache.mu);
+  cache.entries.clear();
+}
+
+std::string DnnlBf16Impl() {
+  std::map<std::string, int> shapes;
+  {
+    Cache& cache = TheCache();
+    std::lock_guard<std::mutex> lock(cache.mu);
+    for (const auto& [key, p] : cache.entries) ++shapes[p ? p->impl : "none"];
+  }
+  std::string out;
+  for (const auto& [impl, n] : shapes) out += (out.empty() ? "" : ", ") + impl + " ×" + std::to_string(n);
+  return out;
+}
+
+}  // namespace tessel

@@ -1,0 +1,46 @@
+// core/ops/gemm_dnnl.h — internal to core/ops/gemm.cc: bf16 × bf16 → fp32 GEMMs on oneDNN's matmul
+// primitive (Debian's libdnnl 2.6, whose JIT picks AMX or AVX512-BF16 kernels at run time).
+//
+// Defines DnnlIsa (the ISA oneDNN dispatches to here), DnnlHasFastBf16 (worth using over converting to
+// fp32 and calling OpenBLAS's sgemm), DnnlBf16Gemm (one single-threaded product) and DnnlBf16Impl (the
+// kernels oneDNN chose for the cached shapes, e.g. "brg:avx512_core_amx_bf16 ×12").
+//
+// Invariant: DnnlBf16Gemm runs on the calling thread only (its OpenMP team is 1 thread while it runs),
+// so gemm.cc's own panel split over tessel's thread budget stays the only parallelism. Primitives are
+// created once per (shape, layout, accumulate) key and shared by every thread; each call passes its own
+// scratchpad, so concurrent callers never share buffers. The sum over K accumulates in fp32.
+//
+// Example (a row-major [m, k], b = w^T for a row-major bf16 w [n, k], c row-major fp32 [m, n]):
+//   if (DnnlHasFastBf16())
+//     ok = DnnlBf16Gemm(MatRef{pa, m, k, k, 1}, MatRef{pw, k, n, 1, k}, pc, n, /*accumulate=*/false);
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/ops/gemm.h"
+
+namespace tessel {
+
+// oneDNN's effective ISA on this CPU, e.g. "avx512_core_amx", "avx2".
+std::string DnnlIsa();
+
+// True when the effective ISA has AMX-BF16 tiles. Measured on an Intel Xeon with AMX (1 thread,
+// 2048³): AMX bf16 650–740 GFLOP/s against OpenBLAS sgemm's ~175; with the ISA capped at
+// AVX512_CORE_BF16 (no AMX) oneDNN ran 108 and at AVX512_CORE (bf16 emulated) 29, both slower than
+// converting to fp32 for sgemm, so those CPUs take the fp32 path.
+bool DnnlHasFastBf16();
+
+// c [a.rows, b.cols] (row-major fp32, leading dimension ldc) = a · b, or += when accumulate; a and b
+// hold bf16 and are row- or column-major (GemmCanRead). Returns false, having written nothing, when
+// oneDNN has no kernel for this case (the caller then takes the fp32 path).
+bool DnnlBf16Gemm(const MatRef& a, const MatRef& b, float* c, int64_t ldc, bool accumulate);
+
+// The implementations oneDNN chose for the cached primitives with their shape counts, e.g.
+// "brg:avx512_core_amx_bf16 ×12" ("" before the first product).
+std::string DnnlBf16Impl();
+
+// Test-only: empties the primitive cache (so DnnlBf16Impl then describes only later products).
+void DnnlBf16ClearCacheForTesting();
+
+}  // namespace tessel
