@@ -3,15 +3,17 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 
 namespace tessel::planner {
 namespace {
 
 // Element sums over the rank's parameters: everything, and per block / root.
 struct Sums {
-  int64_t tp = 0, shard = 0, padded = 0;      // all parameters
-  int64_t root_padded = 0, root_tp = 0;       // the root's own
+  int64_t tp = 0, shard = 0, padded = 0, grad = 0;     // all parameters
+  int64_t root_padded = 0, root_grad = 0, head_grad = 0;  // the root's own; lm_head + ln_f
   int64_t max_block_padded = 0, max_block_tp = 0;
+  int64_t first_block_padded = 0, first_block_grad = 0;  // the stage's first block
 };
 
 Sums Sum(const std::vector<LocalParam>& params) {
@@ -21,9 +23,11 @@ Sums Sum(const std::vector<LocalParam>& params) {
     s.tp += p.tp_numel;
     s.shard += p.shard_numel;
     s.padded += p.padded_numel;
+    s.grad += p.grad_numel;
     if (p.block < 0) {
       s.root_padded += p.padded_numel;
-      s.root_tp += p.tp_numel;
+      s.root_grad += p.grad_numel;
+      if (p.fqn.rfind("lm_head.", 0) == 0 || p.fqn.rfind("ln_f.", 0) == 0) s.head_grad += p.grad_numel;
     } else {
       blocks[p.block].first += p.padded_numel;
       blocks[p.block].second += p.tp_numel;
@@ -33,6 +37,7 @@ Sums Sum(const std::vector<LocalParam>& params) {
     s.max_block_padded = std::max(s.max_block_padded, sizes.first);
     s.max_block_tp = std::max(s.max_block_tp, sizes.second);
   }
+  if (!blocks.empty()) std::tie(s.first_block_padded, s.first_block_grad) = blocks.begin()->second;
   return s;
 }
 
@@ -45,22 +50,28 @@ StateBytes DataParallelState(const std::vector<LocalParam>& params, const Layout
   const int64_t n = l.dp_shard;
   StateBytes b;
   b.optim = o * (l.zero_stage >= 1 ? s.shard : s.tp);
+  // Without a data-parallel axis no gradient is reduced, so there is no bucket.
+  const int64_t bucket = l.Dp() > 1 ? std::min(kGradBucketBytes, g * s.grad) : 0;
   switch (l.zero_stage) {
     case 0:
     case 1:
       b.params = p * s.tp;
-      b.grads = g * s.tp;
-      b.comm = std::min(kGradBucketBytes, g * s.tp);
+      b.grads = g * s.grad;
+      b.comm = bucket;
       break;
     case 2:
       b.params = p * s.tp;
       b.grads = g * (s.shard + s.max_block_tp);
-      b.comm = std::min(kGradBucketBytes, g * s.tp);
+      b.comm = bucket;
       break;
     default:
       // As fully_shard stores them: padded shards, the root and the current block unsharded.
       b.params = p * (s.padded + n * s.root_padded + n * s.max_block_padded);
-      b.grads = g * (s.padded - s.root_padded + std::max(s.root_tp, s.max_block_tp));
+      // The larger of memory_plan.h's two moments: the end of backward (the blocks' sharded gradients
+      // and the root's unsharded ones) and the first block's post-backward (its unsharded gradients, the
+      // other blocks' shards and the head's, computed before any block's).
+      b.grads = g * std::max(s.padded - s.root_padded + s.root_grad,
+                             s.first_block_grad + s.padded - s.root_padded - s.first_block_padded + s.head_grad);
       b.comm = n == 1 ? g * std::max(s.max_block_padded, s.root_padded)
                       : std::max(p * n * s.max_block_padded + g * (n + 1) * s.max_block_padded,
                                  g * (n + 1) * s.root_padded);

@@ -1,6 +1,7 @@
 // planner/planner.cc — PlanRank's composition (see planner.h), FLOPs and the budget verdict.
 #include "planner/planner.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <utility>
 #include <vector>
@@ -75,7 +76,9 @@ RankPlan PlanRank(const ModelSpec& m, const Layout& l, int64_t rank, int64_t mea
     p.grads = state.grads;
     p.optim = state.optim;
     p.activations = ActivationsBytes(m, l, stage);
-    p.comm = state.comm + TpCommBufferBytes(m, l) + PpCommBufferBytes(m, l, stage);
+    // The data-parallel buffers peak in backward, the tp staging buffers one collective at a time
+    // (the logits' gather at the end of forward): the larger one (tests/tp_memory_test.cc).
+    p.comm = std::max(state.comm, TpCommBufferBytes(m, l, stage)) + PpCommBufferBytes(m, l, stage);
     p.total = p.params + p.grads + p.optim + p.activations + p.comm;
   }
   const DpAxisBytes dp = DataParallelAxisBytes(params, l);

@@ -21,9 +21,12 @@
 
 namespace tessel::planner {
 
-// The gathered activation of sequence parallelism (e·s·b·h), one at a time; 0 without SP (the
-// all-reduces run in place on the activation).
-int64_t TpCommBufferBytes(const ModelSpec& model, const Layout& layout);
+// The largest tp staging buffer live at once (dtensor/redistribute.cc stages a gather or scatter along
+// a dim other than 0: the padded local piece and the gathered whole, (t + 1)·ceil(n / t) rows): with
+// sequence parallelism the activation's all-gather / reduce-scatter along the sequence (e·(t + 1)·
+// ceil(s / t)·b·h), and on the last stage without loss parallelism the logits' all-gather along the
+// vocabulary (e·(t + 1)·ceil(V / t)·b·s). 0 with t = 1; plain TP's all-reduces copy into activations.
+int64_t TpCommBufferBytes(const ModelSpec& model, const Layout& layout, int64_t stage);
 
 int64_t TpAxisBytes(const ModelSpec& model, const Layout& layout, int64_t stage);
 
