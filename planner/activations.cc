@@ -23,7 +23,9 @@ int64_t TesselExtraBytes(const ModelSpec& m, const Layout& l, int64_t stage) {
   }
   if (stage == l.pp - 1) {
     const int64_t v = ChunkSize(m.vocab_size, l.tp, 0);
-    const int64_t ln_f = e * sb * h / seq_divisor + NormStatBytes(m) * sb;  // ln_f's output and statistics
+    // ln_f's output and statistics; under SP the head also keeps its all-gathered input.
+    const int64_t gathered_input = l.sequence_parallel && l.tp > 1 ? e * sb * h : 0;
+    const int64_t ln_f = e * sb * h / seq_divisor + NormStatBytes(m) * sb + gathered_input;
     const int64_t cross_entropy = 2 * e * sb * v, head = e * sb * v + e * v * h + e * sb * h;
     // The last block's backward: ln_f and the head are freed, the MLP's weight gradient and three
     // activation gradients are live (GELU; SwiGLU's moment stays below the head's where measured).
@@ -37,6 +39,10 @@ int64_t TesselExtraBytes(const ModelSpec& m, const Layout& l, int64_t stage) {
 
 struct BlockTerms {
   int64_t sequence_region = 0, tp_region = 0, attention_core = 0, block_input = 0;  // bytes, undivided
+  // The part of sequence_region that tessel keeps all-gathered under SP (whole, not ÷ t): the QKV and
+  // MLP inputs, which the column-parallel linears save after PrepareModuleInput's all-gather
+  // (Megatron instead saves the shard and gathers again in backward).
+  int64_t sp_gathered = 0;
 };
 
 BlockTerms Terms(const ModelSpec& m, const Layout& l) {
@@ -50,6 +56,7 @@ BlockTerms Terms(const ModelSpec& m, const Layout& l) {
   if (m.saved == ModelSpec::SavedTensors::kTessel) {
     t.sequence_region += 2 * e * sbh + 2 * NormStatBytes(m) * s * b;
     t.tp_region += e * sbh;
+    t.sp_gathered = 2 * e * sbh;
   }
   return t;
 }
@@ -57,7 +64,9 @@ BlockTerms Terms(const ModelSpec& m, const Layout& l) {
 // The full (un-checkpointed) block on one tp rank; `core` says whether the attention core is kept.
 int64_t Divided(const BlockTerms& t, const Layout& l, bool core) {
   const int64_t seq_divisor = l.sequence_parallel ? l.tp : 1;
-  return t.sequence_region / seq_divisor + t.tp_region / l.tp + (core ? t.attention_core / l.tp : 0);
+  const int64_t gathered = l.sequence_parallel ? t.sp_gathered : 0;
+  return (t.sequence_region - gathered) / seq_divisor + gathered + t.tp_region / l.tp +
+         (core ? t.attention_core / l.tp : 0);
 }
 
 }  // namespace

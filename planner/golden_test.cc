@@ -73,8 +73,8 @@ TEST(GoldenTest, Llama7bTp2TimesDp4) {
   // Ψ_t = (Ψ − 266,240)/2 + 266,240 = 3,369,340,928. Activations halve exactly under SP:
   // 20,149,436,416/2 + 67,108,864/2 + 786,432,000/2 = 10,501,488,640 (with the vocab-parallel loss).
   // grads: wte's gradient is the whole table (embedding_backward has no masked form), 32000·4096/2
-  // more. comm: the larger of the bucket and SP's staged all-gather along the sequence, (t + 1)
-  // pieces of s/t·b·h bf16: 3·2048·4096·2 = 50,331,648.
+  // more. comm: the bucket plus SP's staged all-gather along the sequence (live beside it in
+  // backward), (t + 1) pieces of s/t·b·h bf16: 3·2048·4096·2 = 50,331,648.
   const int64_t psi_t = (kPsi - 266'240) / 2 + 266'240;
   const int64_t wte_rest = 32'000 * 4'096 / 2, sp_staged = 3 * 2'048 * 4'096 * 2;
   const Layout l{.dp_shard = 4, .zero_stage = 1, .tp = 2, .sequence_parallel = true, .loss_parallel = true,
@@ -84,8 +84,8 @@ TEST(GoldenTest, Llama7bTp2TimesDp4) {
   EXPECT_EQ(p.ledgers.grads, 2 * (psi_t + wte_rest));
   EXPECT_EQ(p.ledgers.optim, 8 * psi_t / 4);
   EXPECT_EQ(p.ledgers.activations, kActivations / 2);
-  EXPECT_EQ(p.ledgers.comm, sp_staged);
-  EXPECT_EQ(p.ledgers.total, 6 * psi_t + 2 * wte_rest + kActivations / 2 + sp_staged);  // 30.9 GB
+  EXPECT_EQ(p.ledgers.comm, kBucket + sp_staged);
+  EXPECT_EQ(p.ledgers.total, 6 * psi_t + 2 * wte_rest + kActivations / 2 + kBucket + sp_staged);  // 30.9 GB
   // tp traffic: per block four all-reduce-equivalents of N = 2·4096·4096 B, each 2·(t − 1)/t·N = N per
   // rank; the embedding's one; the loss's three fp32 values per token: 3·2·(1/2)·4·4096.
   const int64_t n = 2 * 4096 * 4096;

@@ -25,11 +25,10 @@ struct Case {
   const char* name;
   int64_t dp_shard, tp;
   bool sp;
-  // The analytic activations (planner/activations.h, Korthikanti's terms) are within 5% for plain TP.
-  // Known gaps, held here so they cannot grow: under SP tessel saves the all-gathered inputs of the
-  // column-parallel linears (QKV, MLP, head: not ÷ t, unlike Megatron, which re-gathers in backward),
-  // measured 1.17x the plan; under (dp_shard, tp) the head's weight gradient leaves the activations
-  // ledger before the peak, measured 0.94x.
+  // The analytic activations (planner/activations.h, Korthikanti's terms plus tessel's saved tensors)
+  // are within 5% for plain TP. Known gaps, held here so they cannot grow: under SP the plan misses
+  // backward-time gradient moments (measured 1.087x the plan); under (dp_shard, tp) the head's
+  // weight gradient leaves the activations ledger before the peak (measured 0.943x).
   double activations_tolerance;
 };
 
@@ -98,7 +97,7 @@ TEST_P(TpMemoryTest, EveryLedgerOfEveryRankMatchesThePlan) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, TpMemoryTest,
-                         ::testing::Values(Case{"tp2", 1, 2, false, 0.05}, Case{"tp2_sp", 1, 2, true, 0.18},
+                         ::testing::Values(Case{"tp2", 1, 2, false, 0.05}, Case{"tp2_sp", 1, 2, true, 0.10},
                                            Case{"dp2_tp2", 2, 2, false, 0.06}),
                          [](const ::testing::TestParamInfo<Case>& info) { return std::string(info.param.name); });
 
