@@ -57,24 +57,9 @@ std::vector<LedgerPlan> Measure(const Case& c, const nn::GPTConfig& cfg) {
       opt->Step();
       opt->ZeroGrad();
     }
-    const memory::DeviceStats s = memory::Stats(d);
-    LedgerPlan& m = out[static_cast<size_t>(world->rank())];
-    m.params = s[memory::Ledger::kParams].peak;
-    m.grads = s[memory::Ledger::kGrads].peak;
-    m.optim = s[memory::Ledger::kOptimState].peak;
-    m.comm = s[memory::Ledger::kCommBuffers].peak;
-    m.activations = s[memory::Ledger::kActivations].peak;
-    m.total = s.total.peak;
+    out[static_cast<size_t>(world->rank())] = planner::MeasuredPeaks(memory::Stats(d));
   }, FastRanks());
   return out;
-}
-
-void ExpectWithin(const char* ledger, int64_t measured, int64_t predicted, double tol) {
-  std::printf("    %-12s measured %9lld  planned %9lld  ratio %.3f\n", ledger, static_cast<long long>(measured),
-              static_cast<long long>(predicted),
-              predicted ? static_cast<double>(measured) / static_cast<double>(predicted) : 0.0);
-  EXPECT_NEAR(static_cast<double>(measured), static_cast<double>(predicted), tol * static_cast<double>(predicted))
-      << ledger;
 }
 
 class TpMemoryTest : public ::testing::TestWithParam<Case> {};
@@ -88,11 +73,11 @@ TEST_P(TpMemoryTest, EveryLedgerOfEveryRankMatchesThePlan) {
     const LedgerPlan want = planner::PlanRank(planner::FromGptConfig(cfg), LayoutOf(c, cfg), r).ledgers;
     const LedgerPlan& got = measured[static_cast<size_t>(r)];
     std::printf("  %s rank %d (bytes)\n", c.name, r);
-    ExpectWithin("params", got.params, want.params, 0.0);
-    ExpectWithin("grads", got.grads, want.grads, 0.0);
-    ExpectWithin("optim", got.optim, want.optim, 0.0);
-    ExpectWithin("comm", got.comm, want.comm, 0.0);
-    ExpectWithin("activations", got.activations, want.activations, c.activations_tolerance);
+    ExpectLedgerNear("params", got.params, want.params, 0.0);
+    ExpectLedgerNear("grads", got.grads, want.grads, 0.0);
+    ExpectLedgerNear("optim", got.optim, want.optim, 0.0);
+    ExpectLedgerNear("comm", got.comm, want.comm, 0.0);
+    ExpectLedgerNear("activations", got.activations, want.activations, c.activations_tolerance);
   }
 }
 
