@@ -22,7 +22,8 @@ int64_t TesselExtraBytes(const ModelSpec& m, const Layout& l, int64_t stage) {
     if (m.learned_positions) bytes += e * l.seq_len * h;    // wpe's output, once per microbatch
   }
   if (stage == l.pp - 1) {
-    const int64_t v = ChunkSize(m.vocab_size, l.tp, 0);
+    // Without loss parallelism the head's vocab-sharded output is all-gathered: the loss sees whole logits.
+    const int64_t v = l.loss_parallel ? ChunkSize(m.vocab_size, l.tp, 0) : m.vocab_size;
     // ln_f's output and statistics; under SP the head also keeps its all-gathered input.
     const int64_t gathered_input = l.sequence_parallel && l.tp > 1 ? e * sb * h : 0;
     const int64_t ln_f = e * sb * h / seq_divisor + NormStatBytes(m) * sb + gathered_input;

@@ -28,7 +28,10 @@
 // MLP's weight gradient e·h·F and three activation gradients 3·e·sbh live; with tied embeddings also
 // the head's weight gradient e·V·h, kept until the embedding's gradient is added to it). SwiGLU's
 // last-block moment is not modeled: it sets the peak only for small vocabularies, where the ledger
-// is under-counted by up to 5% (V 61, h 32; exact at V 256, h 128).
+// is under-counted by up to 5% (V 61, h 32; exact at V 256, h 128). Under TP, V is the rank's vocab
+// piece with loss parallelism and the whole vocabulary without (the logits are all-gathered); under
+// SP the QKV and MLP inputs are kept all-gathered (whole, not ÷ t: the column-parallel linears save
+// PrepareModuleInput's gathered tensor), and so is the head's input (tests/tp_memory_test.cc).
 // activations_measured_test.cc holds this to the allocator's peak to the byte for GELU / SwiGLU,
 // LayerNorm / RMSNorm, batches 1-8 and vocabularies where each moment sets the peak.
 // Checkpointing: selective drops the attention core (recomputed); full keeps only the block input
