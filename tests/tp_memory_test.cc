@@ -29,7 +29,9 @@ struct Case {
   // tensors) are within 5% for TP and TP + SP here (measured 0.970 and 1.030 of the plan). Known gap,
   // held here so it cannot grow: under (dp_shard, tp) the plan's cross-entropy moment is not where
   // fully_shard's peak is (measured 0.916). Under SP the plan also misses one whole [B, T, C] per
-  // block (the measured per-block slope is e·sbh above the plan's), which this 2-block model hides.
+  // block (the measured per-block slope is e·sbh above the plan's; not a saved tensor — the tensors
+  // saved for backward match the plan: the 3 gathered ones whole, the other 9 halved), which this
+  // 2-block model hides.
   double activations_tolerance;
 };
 
