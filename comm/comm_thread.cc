@@ -1,4 +1,4 @@
-// comm/comm_thread.cc — CommThread.
+// comm/comm_thread.cc — CommThread: its queue (shared with the Works it returned) and the worker loop.
 #include "comm/comm_thread.h"
 
 #include <exception>
@@ -9,22 +9,119 @@
 
 namespace tessel::comm {
 
+class CommThread::Queue {
+ public:
+  Queue(int num_threads, Device device) : num_threads_(num_threads), device_(device) {}
+
+  int64_t Push(std::function<void()> run) {
+    int64_t id;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      id = next_id_++;
+      tasks_.push_back(Task{id, std::move(run)});
+    }
+    cv_.notify_all();
+    return id;
+  }
+
+  // The worker: runs tasks as they come until stopped and drained.
+  void Loop() {
+    DeviceGuard device_guard(device_);
+    NumThreadsGuard threads_guard(num_threads_);
+    std::unique_lock<std::mutex> lock(mu_);
+    while (true) {
+      cv_.wait(lock, [&] { return !running_ && (stopping_ || !tasks_.empty()); });
+      if (tasks_.empty()) return;  // stopping and drained
+      RunFront(lock);
+    }
+  }
+
+  // A waiter: runs the queued tasks up to and including `id` on the calling thread (taking turns with
+  // the worker); returns once task `id` is no longer queued (done, or running on another thread).
+  void RunUpTo(int64_t id) {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (true) {
+      cv_.wait(lock, [&] { return !running_ || tasks_.empty() || tasks_.front().id > id; });
+      if (tasks_.empty() || tasks_.front().id > id) return;
+      DeviceGuard device_guard(device_);
+      NumThreadsGuard threads_guard(num_threads_);
+      RunFront(lock);
+    }
+  }
+
+  void Stop() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  struct Task {
+    int64_t id;
+    std::function<void()> run;
+  };
+
+  // REQUIRES: `lock` held, a task queued, none running. Runs the oldest task without the lock.
+  void RunFront(std::unique_lock<std::mutex>& lock) {
+    std::function<void()> run = std::move(tasks_.front().run);
+    tasks_.pop_front();
+    running_ = true;
+    lock.unlock();
+    run();  // never throws: Submit's wrapper catches
+    run = nullptr;
+    lock.lock();
+    running_ = false;
+    cv_.notify_all();
+  }
+
+  const int num_threads_;
+  const Device device_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Task> tasks_;
+  int64_t next_id_ = 0;
+  bool running_ = false;  // a task is running (on the worker or on a waiter)
+  bool stopping_ = false;
+};
+
+namespace {
+
+// The Work of a queued task: waiting for it first runs it (and what is queued before it) on the
+// waiter's thread when no other thread is running a task.
+class QueuedWork final : public FutureWork {
+ public:
+  explicit QueuedWork(std::shared_ptr<CommThread::Queue> queue) : queue_(std::move(queue)) {}
+  void set_id(int64_t id) { id_ = id; }
+  void Wait() override {
+    if (!IsCompleted()) queue_->RunUpTo(id_);
+    FutureWork::Wait();
+  }
+
+ private:
+  const std::shared_ptr<CommThread::Queue> queue_;
+  int64_t id_ = -1;
+};
+
+}  // namespace
+
 CommThread::CommThread(int num_threads, Device device)
-    : thread_([this, num_threads, device] { Loop(num_threads, device); }) {}
+    : queue_(std::make_shared<Queue>(num_threads, device)),
+      pending_(std::make_shared<std::atomic<int>>(0)),
+      thread_([queue = queue_] { queue->Loop(); }) {}
 
 CommThread::~CommThread() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stopping_ = true;
-  }
-  cv_.notify_all();
+  queue_->Stop();
   thread_.join();
 }
 
 WorkPtr CommThread::Submit(std::function<void()> body) {
-  auto work = std::make_shared<FutureWork>();
-  pending_.fetch_add(1);
-  auto task = [this, work, body = std::move(body)]() mutable {
+  auto work = std::make_shared<QueuedWork>(queue_);
+  pending_->fetch_add(1);
+  // The task holds the Work weakly: a Work dropped unwaited does not keep itself alive through the
+  // queue it refers to.
+  auto task = [pending = pending_, weak = std::weak_ptr<QueuedWork>(work), body = std::move(body)]() mutable {
     std::exception_ptr error;
     try {
       body();
@@ -35,35 +132,17 @@ WorkPtr CommThread::Submit(std::function<void()> body) {
     // the backend holds no reference, so a buffer the caller drops is freed at once, not whenever this
     // thread gets to it (memory peaks would otherwise depend on thread timing).
     body = nullptr;
-    pending_.fetch_sub(1);  // before the waiter wakes, so its unwinding sees nothing pending
+    pending->fetch_sub(1);  // before the waiter wakes, so its unwinding sees nothing pending
+    const std::shared_ptr<QueuedWork> w = weak.lock();
+    if (!w) return;
     if (error) {
-      work->MarkFailed(error);
+      w->MarkFailed(error);
     } else {
-      work->MarkCompleted();
+      w->MarkCompleted();
     }
   };
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    queue_.push_back(std::move(task));
-  }
-  cv_.notify_one();
+  work->set_id(queue_->Push(std::move(task)));
   return work;
-}
-
-void CommThread::Loop(int num_threads, Device device) {
-  DeviceGuard device_guard(device);
-  NumThreadsGuard threads_guard(num_threads);
-  while (true) {
-    std::function<void()> task;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stopping and drained
-      task = std::move(queue_.front());
-      queue_.pop_front();
-    }
-    task();
-  }
 }
 
 }  // namespace tessel::comm

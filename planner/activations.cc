@@ -12,6 +12,19 @@ namespace {
 // fp32 statistics a tessel norm keeps per token: LayerNorm's mean and rstd, RMSNorm's rstd.
 int64_t NormStatBytes(const ModelSpec& m) { return m.rmsnorm ? 4 : 8; }
 
+// The vocabulary the loss sees per rank: the rank's piece under loss parallelism; without it the head's
+// vocab-sharded output is all-gathered and the loss sees whole logits.
+int64_t LossVocab(const ModelSpec& m, const Layout& l) {
+  return l.loss_parallel ? ChunkSize(m.vocab_size, l.tp, 0) : m.vocab_size;
+}
+
+// ln_f's output and statistics; under SP the head also keeps its all-gathered input.
+int64_t LnFBytes(const ModelSpec& m, const Layout& l) {
+  const int64_t sb = l.seq_len * l.MicroBatchSize(), e = ElementSize(l.param_dtype), h = m.d_model;
+  const bool sp = l.sequence_parallel && l.tp > 1;
+  return e * sb * h / (sp ? l.tp : 1) + NormStatBytes(m) * sb + (sp ? e * sb * h : 0);
+}
+
 // Tessel's nn::GPT outside its blocks (see activations.h), saved per microbatch.
 int64_t TesselExtraBytes(const ModelSpec& m, const Layout& l, int64_t stage) {
   const int64_t sb = l.seq_len * l.MicroBatchSize(), e = ElementSize(l.param_dtype), h = m.d_model;
@@ -21,7 +34,7 @@ int64_t TesselExtraBytes(const ModelSpec& m, const Layout& l, int64_t stage) {
     bytes += 2 * e * sb * h / seq_divisor + 8 * l.seq_len;  // wte's output, block 0's input; positions
     if (m.learned_positions) bytes += e * l.seq_len * h;    // wpe's output, once per microbatch
   }
-  if (stage == l.pp - 1) bytes += e * sb * h / seq_divisor + NormStatBytes(m) * sb + 4;  // ln_f's output, stats; loss
+  if (stage == l.pp - 1) bytes += LnFBytes(m, l) + 4;  // ln_f's output and statistics; the loss
   return bytes;
 }
 
@@ -37,10 +50,8 @@ int64_t TesselBlockMomentBytes(const ModelSpec& m, const Layout& l) {
 // gradient stays live (an activation) until the embedding's adds to it.
 int64_t TesselLastBlockMomentBytes(const ModelSpec& m, const Layout& l) {
   if (m.swiglu) return 0;
-  const int64_t sb = l.seq_len * l.MicroBatchSize(), e = ElementSize(l.param_dtype), h = m.d_model;
-  const int64_t ln_f = e * sb * h / (l.sequence_parallel ? l.tp : 1) + NormStatBytes(m) * sb;
-  const int64_t tied = m.tie_embeddings ? e * ChunkSize(m.vocab_size, l.tp, 0) * h : 0;
-  return TesselBlockMomentBytes(m, l) - ln_f + tied;
+  const int64_t tied = m.tie_embeddings ? ElementSize(l.param_dtype) * LossVocab(m, l) * m.d_model : 0;
+  return TesselBlockMomentBytes(m, l) - LnFBytes(m, l) + tied;
 }
 
 // The largest transient of one microbatch's backward on the stage, once per stage whatever the
@@ -49,13 +60,17 @@ int64_t TesselLastBlockMomentBytes(const ModelSpec& m, const Layout& l) {
 int64_t TesselBackwardMomentBytes(const ModelSpec& m, const Layout& l, int64_t stage) {
   if (stage < l.pp - 1) return TesselBlockMomentBytes(m, l);
   const int64_t sb = l.seq_len * l.MicroBatchSize(), e = ElementSize(l.param_dtype), h = m.d_model;
-  const int64_t v = ChunkSize(m.vocab_size, l.tp, 0);
+  const int64_t v = LossVocab(m, l);
   const int64_t cross_entropy = 2 * e * sb * v, head = e * sb * v + e * v * h + e * sb * h;
   return std::max({cross_entropy, head, TesselLastBlockMomentBytes(m, l)});
 }
 
 struct BlockTerms {
   int64_t sequence_region = 0, tp_region = 0, attention_core = 0, block_input = 0;  // bytes, undivided
+  // The part of sequence_region that tessel keeps all-gathered under SP (whole, not ÷ t): the QKV and
+  // MLP inputs, which the column-parallel linears save after PrepareModuleInput's all-gather
+  // (Megatron instead saves the shard and gathers again in backward).
+  int64_t sp_gathered = 0;
 };
 
 BlockTerms Terms(const ModelSpec& m, const Layout& l) {
@@ -69,6 +84,7 @@ BlockTerms Terms(const ModelSpec& m, const Layout& l) {
   if (m.saved == ModelSpec::SavedTensors::kTessel) {
     t.sequence_region += 2 * e * sbh + 2 * NormStatBytes(m) * s * b;
     t.tp_region += e * sbh;
+    t.sp_gathered = 2 * e * sbh;
   }
   return t;
 }
@@ -76,7 +92,9 @@ BlockTerms Terms(const ModelSpec& m, const Layout& l) {
 // The full (un-checkpointed) block on one tp rank; `core` says whether the attention core is kept.
 int64_t Divided(const BlockTerms& t, const Layout& l, bool core) {
   const int64_t seq_divisor = l.sequence_parallel ? l.tp : 1;
-  return t.sequence_region / seq_divisor + t.tp_region / l.tp + (core ? t.attention_core / l.tp : 0);
+  const int64_t gathered = l.sequence_parallel ? t.sp_gathered : 0;
+  return (t.sequence_region - gathered) / seq_divisor + gathered + t.tp_region / l.tp +
+         (core ? t.attention_core / l.tp : 0);
 }
 
 }  // namespace
@@ -125,7 +143,7 @@ int64_t ActivationsBytes(const ModelSpec& m, const Layout& l, int64_t stage) {
   }
   // The last stage's other microbatches in flight (GPipe) keep the logits the loss saved (e·sbV each);
   // the moment's microbatch is already counted in it.
-  if (stage == l.pp - 1) bytes += (in_flight - 1) * e * sb * ChunkSize(m.vocab_size, l.tp, 0);
+  if (stage == l.pp - 1) bytes += (in_flight - 1) * e * sb * LossVocab(m, l);
   return bytes + moment;
 }
 

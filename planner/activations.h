@@ -33,6 +33,10 @@
 // of a pipeline it is the GELU block's own (its MLP weight gradient e·h·F/t and three activation
 // gradients 3·e·sbh: tests/planner_grid_test.cc holds it to measurement). With several microbatches in
 // flight on the last stage (GPipe) each other one keeps the logits its loss saved (e·sbV).
+// Under TP, V is the rank's vocab piece with loss parallelism and the whole vocabulary without (the
+// logits are all-gathered); under SP the QKV and MLP inputs are kept all-gathered (whole, not ÷ t: the
+// column-parallel linears save PrepareModuleInput's gathered tensor), and so is the head's input
+// (tests/tp_memory_test.cc).
 // activations_measured_test.cc holds this to the allocator's peak to the byte for GELU / SwiGLU,
 // LayerNorm / RMSNorm, batches 1-8 and vocabularies where each moment sets the peak.
 // Checkpointing: selective drops the attention core (recomputed); full keeps only the block input

@@ -3,15 +3,17 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 
 namespace tessel::planner {
 namespace {
 
 // Element sums over the rank's parameters: everything, and per block / root.
 struct Sums {
-  int64_t tp = 0, shard = 0, padded = 0;      // all parameters
-  int64_t root_padded = 0, root_tp = 0;       // the root's own
+  int64_t tp = 0, shard = 0, padded = 0, grad = 0;     // all parameters
+  int64_t root_padded = 0, root_grad = 0, head_grad = 0;  // the root's own; lm_head + ln_f
   int64_t max_block_padded = 0, max_block_tp = 0;
+  int64_t first_block_padded = 0, first_block_grad = 0;  // the stage's first block
   bool root_runs_first = false;  // the root holds ln_f (the last stage): its backward runs before the blocks'
 };
 
@@ -22,10 +24,12 @@ Sums Sum(const std::vector<LocalParam>& params) {
     s.tp += p.tp_numel;
     s.shard += p.shard_numel;
     s.padded += p.padded_numel;
+    s.grad += p.grad_numel;
     if (p.block < 0) {
       s.root_runs_first = s.root_runs_first || p.fqn.rfind("ln_f.", 0) == 0;
       s.root_padded += p.padded_numel;
-      s.root_tp += p.tp_numel;
+      s.root_grad += p.grad_numel;
+      if (p.fqn.rfind("lm_head.", 0) == 0 || p.fqn.rfind("ln_f.", 0) == 0) s.head_grad += p.grad_numel;
     } else {
       blocks[p.block].first += p.padded_numel;
       blocks[p.block].second += p.tp_numel;
@@ -35,6 +39,7 @@ Sums Sum(const std::vector<LocalParam>& params) {
     s.max_block_padded = std::max(s.max_block_padded, sizes.first);
     s.max_block_tp = std::max(s.max_block_tp, sizes.second);
   }
+  if (!blocks.empty()) std::tie(s.first_block_padded, s.first_block_grad) = blocks.begin()->second;
   return s;
 }
 
@@ -57,8 +62,8 @@ int64_t BucketPieces(const Sums& s, int64_t element_size, int64_t n, int64_t pie
 StateBytes PipelinedFullyShard(const Sums& s, const Layout& l, int64_t p, int64_t g, StateBytes b) {
   const int64_t n = l.dp_shard;
   b.params = p * (n + 1) * s.padded;
-  const int64_t pending = s.root_runs_first ? s.root_tp + s.max_block_tp : std::max(s.root_tp, s.max_block_tp);
-  b.grads = g * (s.tp + pending);
+  const int64_t pending = s.root_runs_first ? s.root_grad + s.max_block_tp : std::max(s.root_grad, s.max_block_tp);
+  b.grads = g * (s.tp + pending);  // accumulation buffers: the tp-local unsharded size
   b.comm = p * n * std::max(s.max_block_padded, s.root_padded);
   return b;
 }
@@ -72,12 +77,14 @@ StateBytes DataParallelState(const std::vector<LocalParam>& params, const Layout
   const int64_t n = l.dp_shard;
   StateBytes b;
   b.optim = o * (l.zero_stage >= 1 ? s.shard : s.tp);
+  // Without a data-parallel axis no gradient is reduced, so there is no bucket.
+  const int64_t bucket = l.Dp() > 1 ? std::min(kGradBucketBytes, g * s.grad) : 0;
   switch (l.zero_stage) {
     case 0:
     case 1:
       b.params = p * s.tp;
-      b.grads = g * s.tp;
-      b.comm = l.Dp() > 1 ? std::min(kGradBucketBytes, g * s.tp) : 0;  // no bucket without data parallelism
+      b.grads = g * s.grad;
+      b.comm = bucket;
       // ZeRO-1's all-gather of the updated rows: n padded pieces of the bucket.
       if (l.zero_stage == 1 && n > 1) b.comm = std::max(b.comm, BucketPieces(s, p, n, n));
       break;
@@ -85,7 +92,7 @@ StateBytes DataParallelState(const std::vector<LocalParam>& params, const Layout
       b.params = p * s.tp;
       // The unsharded gradients of the bucket being filled (all of them while one bucket holds the
       // model), beside the rank's pieces of the buckets already reduced.
-      b.grads = g * s.tp <= kGradBucketBytes ? g * s.tp : g * s.shard + kGradBucketBytes;
+      b.grads = g * s.grad <= kGradBucketBytes ? g * s.grad : g * s.shard + kGradBucketBytes;
       // The reduce-scatter's staging: the bucket's n padded pieces in, the rank's piece out.
       b.comm = BucketPieces(s, g, n, n + 1);
       break;
@@ -93,7 +100,11 @@ StateBytes DataParallelState(const std::vector<LocalParam>& params, const Layout
       if (l.pp > 1) return PipelinedFullyShard(s, l, p, g, b);
       // As fully_shard stores them: padded shards, the root and the current block unsharded.
       b.params = p * (s.padded + n * s.root_padded + n * s.max_block_padded);
-      b.grads = g * (s.padded - s.root_padded + std::max(s.root_tp, s.max_block_tp));
+      // The larger of memory_plan.h's two moments: the end of backward (the blocks' sharded gradients
+      // and the root's unsharded ones) and the first block's post-backward (its unsharded gradients, the
+      // other blocks' shards and the head's, computed before any block's).
+      b.grads = g * std::max(s.padded - s.root_padded + s.root_grad,
+                             s.first_block_grad + s.padded - s.root_padded - s.first_block_padded + s.head_grad);
       b.comm = n == 1 ? g * std::max(s.max_block_padded, s.root_padded)
                       : std::max(p * n * s.max_block_padded + g * (n + 1) * s.max_block_padded,
                                  g * (n + 1) * s.root_padded);

@@ -16,6 +16,7 @@ constexpr int64_t kPsi = 6'738'415'616;
 // Root parameters (wte + lm_head 2·32000·4096, ln_f 4096) and one block, per model_spec_test.cc.
 constexpr int64_t kRoot = 262'148'096;
 constexpr int64_t kBlock = 202'383'360;
+constexpr int64_t kHead = 131'072'000 + 4'096;  // lm_head and ln_f, whose gradients come first
 // Activations, derived in activations_test.cc: per block (16·4096 + 8·11008)·4096 + 4·32·4096 =
 // 629,669,888, times 32 = 20,149,436,416; the last stage adds ln_f's and lm_head's bf16 inputs
 // 2·2·4096·4096 = 67,108,864 and bf16 logits + the fp32 softmax (2 + 4)·4096·32000 = 786,432,000.
@@ -32,7 +33,7 @@ TEST(GoldenTest, Llama7bUnshardedIs12PsiOfStatePlusActivationsAbout105GB) {
   EXPECT_EQ(p.ledgers.grads, 2 * kPsi);   // 13.5 GB
   EXPECT_EQ(p.ledgers.optim, 8 * kPsi);   // 53.9 GB (56): two fp32 moments, no master weights
   EXPECT_EQ(p.ledgers.activations, kActivations);
-  EXPECT_EQ(p.ledgers.comm, 0);  // one rank: no data parallelism, so no DDP gradient bucket
+  EXPECT_EQ(p.ledgers.comm, 0);  // one rank: no gradient is reduced, so no bucket
   EXPECT_EQ(p.ledgers.total, 12 * kPsi + kActivations);  // 101.9 GB
   EXPECT_NEAR(static_cast<double>(p.ledgers.total), 105e9, 0.05 * 105e9);  // the textbook's 105 (Ψ ≈ 7e9)
 }
@@ -50,37 +51,41 @@ TEST(GoldenTest, Llama7bZero1OnEightIsAbout55GB) {
 
 TEST(GoldenTest, Llama7bZero3OnEightIsAbout10GBPlusActivations) {
   // Sharded state 12Ψ/8 = 10.1 GB. On top, as fully_shard runs: the root (kRoot) and the current
-  // block (kBlock) unsharded in bf16; the gradients of the unsharded root (larger than a block's)
-  // before their reduce-scatter; the prefetched block's bf16 all-gather (8·kBlock/8·2) and the
-  // reduce-scatter staging (9·kBlock/8·2) in comm.
+  // block (kBlock) unsharded in bf16; gradients at block 0's post-backward (memory_plan.h: its
+  // unsharded gradients, the other blocks' shards and the head's, before any reduce-scatter of the
+  // root; larger here than the end of backward's root gradients); the prefetched block's bf16
+  // all-gather (8·kBlock/8·2) and the reduce-scatter staging (9·kBlock/8·2) in comm.
   const RankPlan p = PlanRank(ModelPreset("llama-7b"), Llama(8, 3), 5);
   EXPECT_EQ(p.ledgers.optim, kPsi);
   EXPECT_EQ(p.ledgers.params, 2 * (kPsi / 8 + kRoot + kBlock));
-  EXPECT_EQ(p.ledgers.grads, 2 * (kPsi / 8 - kRoot / 8 + kRoot));
+  EXPECT_EQ(p.ledgers.grads, 2 * (kBlock + (kPsi - kRoot) / 8 - kBlock / 8 + kHead));
   EXPECT_EQ(p.ledgers.comm, 2 * kBlock + 2 * 9 * kBlock / 8);
   EXPECT_EQ(p.ledgers.activations, kActivations);
   const int64_t sharded_state = 12 * kPsi / 8;  // 10,107,623,424
   EXPECT_NEAR(static_cast<double>(sharded_state), 10e9, 0.02 * 10e9);
   EXPECT_EQ(p.ledgers.params + p.ledgers.grads + p.ledgers.optim,
-            sharded_state + 2 * (kRoot + kBlock) + 2 * (kRoot - kRoot / 8));
+            sharded_state + 2 * (kRoot + kBlock) + 2 * (kBlock - kBlock / 8 + kHead - kRoot / 8));
 }
 
 TEST(GoldenTest, Llama7bTp2TimesDp4) {
   // TP 2 + SP, ZeRO-1 over dp_shard 4, global batch 4 (one microbatch of 1 per dp rank). Each tp rank
   // holds half of every matrix and of the vocabulary, and all of the 32·2 + 1 RMSNorms (266,240):
   // Ψ_t = (Ψ − 266,240)/2 + 266,240 = 3,369,340,928. Activations halve exactly under SP:
-  // 20,149,436,416/2 + 67,108,864/2 + 786,432,000/2 = 10,501,488,640. comm: the bucket plus SP's
-  // gathered activation 2·4096·4096.
+  // 20,149,436,416/2 + 67,108,864/2 + 786,432,000/2 = 10,501,488,640 (with the vocab-parallel loss).
+  // grads: wte's gradient is the whole table (embedding_backward has no masked form), 32000·4096/2
+  // more. comm: the bucket plus SP's staged all-gather along the sequence (live beside it in
+  // backward), (t + 1) pieces of s/t·b·h bf16: 3·2048·4096·2 = 50,331,648.
   const int64_t psi_t = (kPsi - 266'240) / 2 + 266'240;
-  const Layout l{.dp_shard = 4, .zero_stage = 1, .tp = 2, .sequence_parallel = true, .global_batch = 4,
-                 .seq_len = 4096};
+  const int64_t wte_rest = 32'000 * 4'096 / 2, sp_staged = 3 * 2'048 * 4'096 * 2;
+  const Layout l{.dp_shard = 4, .zero_stage = 1, .tp = 2, .sequence_parallel = true, .loss_parallel = true,
+                 .global_batch = 4, .seq_len = 4096};
   const RankPlan p = PlanRank(ModelPreset("llama-7b"), l, 1);
   EXPECT_EQ(p.ledgers.params, 2 * psi_t);
-  EXPECT_EQ(p.ledgers.grads, 2 * psi_t);
+  EXPECT_EQ(p.ledgers.grads, 2 * (psi_t + wte_rest));
   EXPECT_EQ(p.ledgers.optim, 8 * psi_t / 4);
   EXPECT_EQ(p.ledgers.activations, kActivations / 2);
-  EXPECT_EQ(p.ledgers.comm, kBucket + 2 * 4096 * 4096);
-  EXPECT_EQ(p.ledgers.total, 6 * psi_t + kActivations / 2 + kBucket + 2 * 4096 * 4096);  // 30.8 GB
+  EXPECT_EQ(p.ledgers.comm, kBucket + sp_staged);
+  EXPECT_EQ(p.ledgers.total, 6 * psi_t + 2 * wte_rest + kActivations / 2 + kBucket + sp_staged);  // 30.9 GB
   // tp traffic: per block four all-reduce-equivalents of N = 2·4096·4096 B, each 2·(t − 1)/t·N = N per
   // rank; the embedding's one; the loss's three fp32 values per token: 3·2·(1/2)·4·4096.
   const int64_t n = 2 * 4096 * 4096;
@@ -121,7 +126,7 @@ TEST(GoldenTest, ZeroPaperMixedPrecisionAdamIs16PsiAndFigure1PerParameterBytes) 
   // Figure 1 (Ψ = 7.5B, N_d = 64: 120 GB, 31.4 GB, 16.6 GB, 1.9 GB) is, per parameter, 16,
   // 2 + 2 + 12/64, 2 + (2 + 12)/64, 16/64 bytes. Here with LLaMA-7B's Ψ (dims divide by 64), plus
   // the transient pieces data_parallel.h documents (stage 2: one bucket's unsharded gradients; stage
-  // 3: root and block unsharded, the root's gradients).
+  // 3: root and block unsharded, block 0's unsharded gradients with the head's).
   const ModelSpec m = ModelPreset("llama-7b");
   auto state = [&](int64_t n, int zero) {
     const Layout l{.dp_shard = n, .zero_stage = zero, .param_dtype = DType::kFloat16,
@@ -132,7 +137,7 @@ TEST(GoldenTest, ZeroPaperMixedPrecisionAdamIs16PsiAndFigure1PerParameterBytes) 
   EXPECT_EQ(state(1, 0), 16 * kPsi);
   EXPECT_EQ(state(64, 1), 2 * kPsi + 2 * kPsi + 12 * kPsi / 64);
   EXPECT_EQ(state(64, 2), 2 * kPsi + 2 * kPsi / 64 + kBucket + 12 * kPsi / 64);
-  EXPECT_EQ(state(64, 3), 16 * kPsi / 64 + 2 * (kRoot + kBlock) + 2 * (kRoot - kRoot / 64));
+  EXPECT_EQ(state(64, 3), 16 * kPsi / 64 + 2 * (kRoot + kBlock) + 2 * (kBlock - kBlock / 64 + kHead - kRoot / 64));
 }
 
 TEST(GoldenTest, ZeroPaperCommunicationVolumes) {

@@ -13,6 +13,7 @@ std::string Layout::ToString() const {
   if (pp > 1 || num_microbatches > 1) s += Str("(", ScheduleName(schedule), ",m", num_microbatches, ")");
   s += Str(" dp_replicate", dp_replicate, " dp_shard", dp_shard, " zero", zero_stage, " tp", tp);
   if (sequence_parallel) s += "+sp";
+  if (loss_parallel) s += "+lp";
   return s + Str(" ac=", AcName(ac));
 }
 

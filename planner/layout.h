@@ -43,6 +43,7 @@ struct Layout {
   int zero_stage = 0;
   int64_t tp = 1;
   bool sequence_parallel = false;
+  bool loss_parallel = false;  // vocab-sharded logits into the loss (tp::LossParallel); else all-gathered
   ActivationCheckpointing ac = ActivationCheckpointing::kNone;
   DType param_dtype = DType::kBFloat16;
   DType reduce_dtype = DType::kBFloat16;

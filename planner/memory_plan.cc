@@ -100,6 +100,17 @@ int64_t MeasureGptActivations(const nn::GPTConfig& cfg, int64_t local_batch, con
   return peak;
 }
 
+LedgerPlan MeasuredPeaks(const memory::DeviceStats& s) {
+  LedgerPlan m;
+  m.params = s[memory::Ledger::kParams].peak;
+  m.grads = s[memory::Ledger::kGrads].peak;
+  m.optim = s[memory::Ledger::kOptimState].peak;
+  m.comm = s[memory::Ledger::kCommBuffers].peak;
+  m.activations = s[memory::Ledger::kActivations].peak;
+  m.total = s.total.peak;
+  return m;
+}
+
 std::string FormatPlan(const LedgerPlan& p) {
   std::string s = "  ledger        predicted B\n";
   s += Row("params", p.params, nullptr) + Row("grads", p.grads, nullptr) + Row("optim", p.optim, nullptr) +

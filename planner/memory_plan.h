@@ -58,6 +58,9 @@ LedgerPlan PlanGptFullyShard(const nn::GPTConfig& cfg, int64_t world, int64_t ra
 // `ac` checkpoints every block first (core/nn/checkpoint_wrapper.h: "none", "full", "selective", "gemm").
 int64_t MeasureGptActivations(const nn::GPTConfig& cfg, int64_t local_batch, const std::string& ac = "none");
 
+// The allocator's peaks of `stats` (one device) as a LedgerPlan, to compare with a plan field by field.
+LedgerPlan MeasuredPeaks(const memory::DeviceStats& stats);
+
 // A table, one ledger per line: predicted bytes, and with `measured` the measured peaks and ratios.
 std::string FormatPlan(const LedgerPlan& plan);
 std::string FormatPlanVsMeasured(const LedgerPlan& plan, const memory::DeviceStats& measured);

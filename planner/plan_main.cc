@@ -38,6 +38,7 @@ ABSL_FLAG(int64_t, dp_shard, 0, "sharding data-parallel ranks (0: world / (pp * 
 ABSL_FLAG(int32_t, zero, -1, "ZeRO stage over dp_shard, 0-3 (-1: 3 when dp_shard > 1, else 0)");
 ABSL_FLAG(int64_t, tp, 1, "tensor-parallel ranks");
 ABSL_FLAG(bool, sp, false, "sequence parallelism (needs tp > 1)");
+ABSL_FLAG(bool, loss_parallel, false, "vocab-sharded logits into the loss (else the head's output is all-gathered)");
 ABSL_FLAG(std::string, ac, "none", "activation checkpointing: none, selective or full");
 ABSL_FLAG(std::string, param_dtype, "bf16", "parameter (and activation) dtype");
 ABSL_FLAG(std::string, reduce_dtype, "bf16", "gradient and gradient-reduction dtype");
@@ -99,6 +100,7 @@ Layout LayoutFromFlags(const ModelSpec& m, int64_t world) {
                                                    : std::max<int64_t>(1, world / (l.pp * l.dp_replicate * l.tp));
   l.zero_stage = absl::GetFlag(FLAGS_zero) >= 0 ? absl::GetFlag(FLAGS_zero) : (l.dp_shard > 1 ? 3 : 0);
   l.sequence_parallel = absl::GetFlag(FLAGS_sp);
+  l.loss_parallel = absl::GetFlag(FLAGS_loss_parallel);
   l.ac = ParseAc(absl::GetFlag(FLAGS_ac));
   l.param_dtype = ParseFloatDType(absl::GetFlag(FLAGS_param_dtype));
   l.reduce_dtype = ParseFloatDType(absl::GetFlag(FLAGS_reduce_dtype));

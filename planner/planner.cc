@@ -1,6 +1,7 @@
 // planner/planner.cc — PlanRank's composition (see planner.h), FLOPs and the budget verdict.
 #include "planner/planner.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <utility>
 #include <vector>
@@ -79,7 +80,10 @@ RankPlan PlanRank(const ModelSpec& m, const Layout& l, int64_t rank, int64_t mea
                                 PpInputGradBytes(m, l, stage);
     p.optim = state.optim;
     p.activations = ActivationsBytes(m, l, stage);
-    p.comm = state.comm + TpCommBufferBytes(m, l) + PpCommBufferBytes(m, l, stage);
+    // The data-parallel buffers peak in backward, with SP's sequence staging beside them; the logits'
+    // gather comes alone at the end of forward (tests/tp_memory_test.cc, the main job's --tp modes).
+    const TpCommBuffers tp = TpCommBufferBytes(m, l, stage);
+    p.comm = std::max(state.comm + tp.sequence, tp.logits) + PpCommBufferBytes(m, l, stage);
     p.total = p.params + p.grads + p.optim + p.activations + p.comm;
   }
   const DpAxisBytes dp = DataParallelAxisBytes(params, l);
@@ -89,6 +93,16 @@ RankPlan PlanRank(const ModelSpec& m, const Layout& l, int64_t rank, int64_t mea
   plan.axis_bytes[static_cast<int>(MeshAxis::kTp)] = TpAxisBytes(m, l, stage);
   plan.flops = StepFlops(m, l, stage);
   return plan;
+}
+
+std::string RankPlanVsMeasured(const ModelSpec& m, const Layout& l, int64_t rank, const memory::DeviceStats& measured) {
+  try {
+    const RankPlan plan = PlanRank(m, l, rank);
+    return Str("rank ", rank, " steady-state peaks vs the plan (", l.ToString(), "):\n",
+               FormatPlanVsMeasured(plan.ledgers, measured));
+  } catch (const Error& e) {
+    return Str("rank ", rank, ": no plan: ", e.what(), "\n");
+  }
 }
 
 RankPlan PlanPeakRank(const ModelSpec& m, const Layout& l, int64_t measured_activations) {

@@ -52,6 +52,11 @@ struct RankPlan {
 // REQUIRES: Verify(layout, model, layout.WorldSize()) passes (PlanRank calls it). measured_activations
 // >= 0 feeds the exact FSDP plan when the case above applies, and is ignored otherwise.
 RankPlan PlanRank(const ModelSpec& model, const Layout& layout, int64_t rank, int64_t measured_activations = -1);
+// "Which ledger blew up?" for one rank of a running job: "rank R steady-state peaks vs the plan
+// (<layout>):" and FormatPlanVsMeasured's table of PlanRank(model, layout, rank) against `measured`
+// (the rank's memory::Stats), or "rank R: no plan: <why>" when the layout does not verify.
+std::string RankPlanVsMeasured(const ModelSpec& model, const Layout& layout, int64_t rank,
+                               const memory::DeviceStats& measured);
 // The rank with the largest total (first of equals).
 RankPlan PlanPeakRank(const ModelSpec& model, const Layout& layout, int64_t measured_activations = -1);
 

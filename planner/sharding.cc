@@ -12,7 +12,8 @@ bool EndsWith(const std::string& s, const std::string& suffix) {
 bool Contains(const std::string& s, const char* part) { return s.find(part) != std::string::npos; }
 
 // The dim of `fqn` that tensor parallelism shards, or -1 when it is replicated over tp.
-int TpShardedDim(const std::string& fqn) {
+int TpShardedDim(const std::string& fqn, bool sequence_parallel) {
+  if (fqn == "wpe.weight") return sequence_parallel ? 0 : -1;  // rows = positions: each rank its T/tp
   const bool bias = EndsWith(fqn, ".bias");
   for (const char* col : {".attn.wq.", ".attn.wk.", ".attn.wv.", ".mlp.fc.", ".mlp.w1.", ".mlp.w3."}) {
     if (Contains(fqn, col)) return 0;
@@ -60,18 +61,24 @@ std::vector<LocalParam> LocalParams(const ModelSpec& model, const Layout& l, con
     const bool on_stage = block < 0 ? RootOnStage(model, l, fqn, c.pp)
                                     : block >= blocks.first && block < blocks.first + blocks.count;
     if (!on_stage) continue;
-    const int dim = TpShardedDim(fqn);
+    const int dim = TpShardedDim(fqn, l.sequence_parallel);
+    const int64_t full_numel = NumElements(shape);
     if (dim >= 0) shape[static_cast<size_t>(dim)] = ChunkSize(shape[static_cast<size_t>(dim)], l.tp, c.tp);
     const int64_t numel = NumElements(shape), rows = shape[0], row = rows > 0 ? numel / rows : 0;
     LocalParam p;
     p.fqn = fqn;
     p.block = block;
-    p.tp_numel = numel;
-    p.shard_numel = ChunkSize(rows, l.dp_shard, c.dp_shard) * row;
-    p.padded_numel = (rows + l.dp_shard - 1) / l.dp_shard * row;
     // wte is a lookup, except as the tied head of the last stage.
     p.is_matmul_weight = shape.size() == 2 && fqn != "wpe.weight" &&
                          (fqn != "wte.weight" || (model.tie_embeddings && c.pp == l.pp - 1));
+    p.tp_numel = numel;
+    // A row-sharded lookup table (wte, and wpe under SP) gets its gradient from embedding_backward,
+    // which has no masked form: the whole table's gradient is computed and the rank's rows are a view
+    // of it, so the whole buffer stays live as the gradient.
+    const bool lookup = fqn == "wpe.weight" || (fqn == "wte.weight" && !p.is_matmul_weight);
+    p.grad_numel = lookup && dim == 0 && l.tp > 1 ? full_numel : numel;
+    p.shard_numel = ChunkSize(rows, l.dp_shard, c.dp_shard) * row;
+    p.padded_numel = (rows + l.dp_shard - 1) / l.dp_shard * row;
     out.push_back(std::move(p));
   }
   return out;

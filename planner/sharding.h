@@ -8,7 +8,8 @@
 //
 // Rules (Megatron / torchtitan's LLaMA plan): attention wq, wk, wv and MLP fc / w1 / w3 are column-
 // parallel (dim 0 of the weight and its bias), wo and proj / w2 row-parallel (dim 1; their biases
-// replicated); wte and lm_head vocab-parallel (dim 0); wpe and norms replicated. Stage s of pp holds
+// replicated); wte and lm_head vocab-parallel (dim 0); wpe row-parallel (dim 0, positions) under
+// sequence parallelism, else replicated; norms replicated. Stage s of pp holds
 // blocks [s·L/pp, (s+1)·L/pp); wte and wpe live on the first stage, ln_f and lm_head on the last
 // (a tied head on pp > 1 keeps a copy of wte on the last stage).
 //
@@ -36,6 +37,8 @@ struct LocalParam {
   std::string fqn;
   int block = -1;             // transformer block index, -1 for the root (embeddings, ln_f, lm_head)
   int64_t tp_numel = 0;       // elements of this rank's tensor-parallel piece
+  int64_t grad_numel = 0;     // elements of its gradient buffer: tp_numel, or the whole table for a
+                              // row-sharded lookup (wte; wpe under SP): embedding_backward is unmasked
   int64_t shard_numel = 0;    // elements of its dp_shard piece (dim 0 chunked over dp_shard)
   int64_t padded_numel = 0;   // ceil(rows / dp_shard) · row: what an all-gather moves per rank
   bool is_matmul_weight = false;  // a 2-D weight used in a GEMM (not wte / wpe lookups)

@@ -1,14 +1,22 @@
 // planner/tensor_parallel.cc — the tp comm buffer and traffic of tensor_parallel.h.
 #include "planner/tensor_parallel.h"
 
+
 #include "planner/pipeline.h"
 #include "planner/sharding.h"
 
 namespace tessel::planner {
 
-int64_t TpCommBufferBytes(const ModelSpec& m, const Layout& l) {
-  if (!l.sequence_parallel) return 0;
-  return ElementSize(l.param_dtype) * l.seq_len * l.MicroBatchSize() * m.d_model;
+TpCommBuffers TpCommBufferBytes(const ModelSpec& m, const Layout& l, int64_t stage) {
+  const int64_t t = l.tp;
+  if (t == 1) return {};
+  const int64_t e = ElementSize(l.param_dtype), b = l.MicroBatchSize();
+  // A gather or scatter along a dim other than 0 is staged: (t + 1) pieces of ceil(extent / t) rows.
+  auto staged = [t](int64_t extent, int64_t rest) { return (t + 1) * ((extent + t - 1) / t) * rest; };
+  TpCommBuffers out;
+  if (l.sequence_parallel) out.sequence = e * staged(l.seq_len, b * m.d_model);
+  if (!l.loss_parallel && stage == l.pp - 1) out.logits = e * staged(m.vocab_size, b * l.seq_len);
+  return out;
 }
 
 int64_t TpAxisBytes(const ModelSpec& m, const Layout& l, int64_t stage) {

@@ -43,24 +43,11 @@ std::vector<LedgerPlan> Measure(const nn::GPTConfig& cfg, int world_size, int re
       opt->Step();
       opt->ZeroGrad();
     }
-    const memory::DeviceStats s = memory::Stats(d);
-    LedgerPlan& m = out[static_cast<size_t>(world->rank())];
-    m.params = s[memory::Ledger::kParams].peak;
-    m.grads = s[memory::Ledger::kGrads].peak;
-    m.optim = s[memory::Ledger::kOptimState].peak;
-    m.comm = s[memory::Ledger::kCommBuffers].peak;
-    m.activations = s[memory::Ledger::kActivations].peak;
-    m.total = s.total.peak;
+    out[static_cast<size_t>(world->rank())] = planner::MeasuredPeaks(memory::Stats(d));
   }, FastRanks());
   return out;
 }
 
-void ExpectWithin(const char* ledger, int64_t measured, int64_t predicted, double tol) {
-  std::printf("    %-12s measured %9lld  predicted %9lld  ratio %.3f\n", ledger, static_cast<long long>(measured),
-              static_cast<long long>(predicted), static_cast<double>(measured) / static_cast<double>(predicted));
-  EXPECT_NEAR(static_cast<double>(measured), static_cast<double>(predicted), tol * static_cast<double>(predicted))
-      << ledger;
-}
 
 // fully_shard over one dp_shard axis of `world` ranks, fp32 everything, as Measure runs it.
 planner::Layout FsdpLayout(const nn::GPTConfig& cfg, int world) {
@@ -90,12 +77,12 @@ TEST_P(FsdpMemoryTest, MeasuredPeaksMatchThePredictionWithinTenPercent) {
     EXPECT_EQ(unmeasured.ledgers.total, want.total);
     const LedgerPlan& got = measured[static_cast<size_t>(r)];
     std::printf("  W=%d rank %d (bytes)\n", world, r);
-    ExpectWithin("params", got.params, want.params, 0.10);
-    ExpectWithin("grads", got.grads, want.grads, 0.10);
-    ExpectWithin("optim", got.optim, want.optim, 0.10);
-    ExpectWithin("comm", got.comm, want.comm, 0.10);
-    ExpectWithin("activations", got.activations, want.activations, 0.10);
-    ExpectWithin("total", got.total, want.total, 0.10);
+    ExpectLedgerNear("params", got.params, want.params, 0.10);
+    ExpectLedgerNear("grads", got.grads, want.grads, 0.10);
+    ExpectLedgerNear("optim", got.optim, want.optim, 0.10);
+    ExpectLedgerNear("comm", got.comm, want.comm, 0.10);
+    ExpectLedgerNear("activations", got.activations, want.activations, 0.10);
+    ExpectLedgerNear("total", got.total, want.total, 0.10);
   }
 }
 
@@ -114,12 +101,12 @@ TEST(FsdpMemoryTest, HsdpTwoByTwoMeasuredLedgersMatchThePlanExactly) {
     const LedgerPlan want = planner::PlanRank(planner::FromGptConfig(cfg), hsdp, r).ledgers;
     const LedgerPlan& got = measured[static_cast<size_t>(r)];
     std::printf("  HSDP 2x2 rank %d (bytes)\n", r);
-    ExpectWithin("params", got.params, want.params, 0.0);
-    ExpectWithin("grads", got.grads, want.grads, 0.0);
-    ExpectWithin("optim", got.optim, want.optim, 0.0);
-    ExpectWithin("comm", got.comm, want.comm, 0.0);
-    ExpectWithin("activations", got.activations, want.activations, 0.0);
-    ExpectWithin("total", got.total, want.total, 0.01);  // the plan's total is approximate (as for W = 2)
+    ExpectLedgerNear("params", got.params, want.params, 0.0);
+    ExpectLedgerNear("grads", got.grads, want.grads, 0.0);
+    ExpectLedgerNear("optim", got.optim, want.optim, 0.0);
+    ExpectLedgerNear("comm", got.comm, want.comm, 0.0);
+    ExpectLedgerNear("activations", got.activations, want.activations, 0.0);
+    ExpectLedgerNear("total", got.total, want.total, 0.01);  // the plan's total is approximate (as for W = 2)
   }
 }
 

@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <functional>
 #include <map>
 #include <memory>
@@ -183,6 +184,16 @@ inline double ExpectRunsClose(const RunResult& got, const RunResult& want, doubl
     worst = std::max(worst, err);
   }
   return worst;
+}
+
+// One ledger's measured peak against its plan: prints both and the ratio, and expects them within
+// `tol` of the plan (0: to the byte).
+inline void ExpectLedgerNear(const char* ledger, int64_t measured, int64_t planned, double tol) {
+  std::printf("    %-12s measured %9lld  planned %9lld  ratio %.3f\n", ledger, static_cast<long long>(measured),
+              static_cast<long long>(planned),
+              planned != 0 ? static_cast<double>(measured) / static_cast<double>(planned) : 0.0);
+  EXPECT_NEAR(static_cast<double>(measured), static_cast<double>(planned), tol * static_cast<double>(planned))
+      << ledger;
 }
 
 }  // namespace tessel::fsdp::testing

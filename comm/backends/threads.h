@@ -4,7 +4,8 @@
 // DeviceGuard(Device::Cpu(r)) so the memory ledger is per rank, and an intra-op thread budget of
 // max(1, cores / world_size)), joins them all, and rethrows the first failure. A rank that throws
 // aborts the group so peers blocked in collectives fail fast instead of waiting for the timeout.
-// Collectives move data directly between the ranks' buffers (no bounce buffer).
+// Collectives move data directly between the ranks' buffers (no bounce buffer), except small all_reduce /
+// all_gather / reduce_scatter, which stage one copy of each input to save the completion barrier.
 //
 // Example:
 //   comm::RunRanks(4, [](comm::ProcessGroupPtr pg) {

@@ -12,6 +12,7 @@
 #include "comm/comm_thread.h"
 #include "core/base/error.h"
 #include "core/base/parallel.h"
+#include "core/tensor/copy.h"
 #include "core/tensor/factory.h"
 #include "core/tensor/tensor_impl.h"
 
@@ -193,9 +194,10 @@ TEST(ThreadsCollectivesTest, EveryCollectiveMatchesNaiveLoopsForWorldSizesOneToE
 }
 
 TEST(ThreadsCollectivesTest, LargeAllReduceSplitsChunksAcrossRanksAndAgreesBitwise) {
-  // 100003 elements: chunk boundaries do not align with the block size or the world size.
+  // 200003 elements (above the staged size, so chunked): chunk boundaries do not align with the block
+  // size or the world size.
   RunRanks(3, [](ProcessGroupPtr pg) {
-    const int64_t n = 100003;
+    const int64_t n = 200003;
     std::vector<double> v(n);
     for (int64_t i = 0; i < n; ++i) v[i] = std::sin(0.001 * i + pg->rank());
     Tensor t = FromDoubles(v, Shape{n}, DType::kBFloat16);
@@ -207,6 +209,44 @@ TEST(ThreadsCollectivesTest, LargeAllReduceSplitsChunksAcrossRanksAndAgreesBitwi
       EXPECT_EQ(got[i], BFloat16BitsToFloat(FloatToBFloat16Bits(acc))) << i;
     }
   });
+}
+
+TEST(ThreadsCollectivesTest, StagedAndDirectCollectivesBothSumInRankOrder) {
+  // 1000 floats run staged (one copy of each input, no completion barrier); 70001 floats (280 KB, over
+  // the 256 KiB staged limit) run directly. Both must give every rank the float sum in rank order,
+  // bit for bit, including in place (all_reduce) and with the input aliasing the output.
+  auto value = [](int64_t i, int r) { return static_cast<float>(std::sin(0.01 * i + 0.7 * r)); };
+  for (const int64_t n : {int64_t{1000}, int64_t{70001}}) {
+    RunRanks(3, [&](ProcessGroupPtr pg) {
+      const int r = pg->rank();
+      std::vector<double> mine(n);
+      for (int64_t i = 0; i < n; ++i) mine[i] = value(i, r);
+      Tensor ar = FromDoubles(mine, Shape{n});
+      pg->AllReduce(ar, ReduceOp::kSum)->Wait();
+      Tensor gathered = Zeros({3 * n});
+      Tensor slot = MakeView(gathered, {n}, {1}, r * n);
+      CopyInto(slot, FromDoubles(mine, Shape{n}));
+      pg->AllGather(gathered, slot)->Wait();  // the input is this rank's slice of the output
+      Tensor scattered = Zeros({n / 3});
+      pg->ReduceScatter(scattered, FromDoubles(std::vector<double>(mine.begin(), mine.begin() + n / 3 * 3),
+                                               Shape{n / 3 * 3}), ReduceOp::kSum)->Wait();
+      const std::vector<double> got_ar = ar.ToDoubleVector(), got_ag = gathered.ToDoubleVector();
+      const std::vector<double> got_rs = scattered.ToDoubleVector();
+      int bad = 0;
+      for (int64_t i = 0; i < n && bad < 3; ++i) {
+        const float want = (value(i, 0) + value(i, 1)) + value(i, 2);
+        if (got_ar[i] != want) ++bad, ADD_FAILURE() << "n=" << n << " all_reduce[" << i << "] " << got_ar[i];
+        for (int j = 0; j < 3; ++j) {
+          if (got_ag[j * n + i] != value(i, j)) ++bad, ADD_FAILURE() << "n=" << n << " all_gather " << j << "," << i;
+        }
+      }
+      for (int64_t i = 0; i < n / 3 && bad < 3; ++i) {
+        const int64_t k = r * (n / 3) + i;
+        const float want = (value(k, 0) + value(k, 1)) + value(k, 2);
+        if (got_rs[i] != want) ++bad, ADD_FAILURE() << "n=" << n << " reduce_scatter[" << i << "] " << got_rs[i];
+      }
+    });
+  }
 }
 
 TEST(ThreadsCollectivesTest, LargeOutputsTakeTheStreamingStorePathAndStayExact) {

@@ -1,6 +1,8 @@
 // comm/backends/threads_rendezvous.cc — GroupRendezvous (collective slots, p2p mailbox) and ThreadsWorld.
 #include "comm/backends/threads_rendezvous.h"
 
+#include <algorithm>
+#include <cstring>
 #include <exception>
 #include <utility>
 
@@ -83,8 +85,16 @@ void GroupRendezvous::WaitForArrival(std::unique_lock<std::mutex>& lock, Slot& s
 }
 
 void GroupRendezvous::RunCollective(int rank, const RankCall& call, int num_phases, Executor execute,
-                                    std::chrono::milliseconds timeout, const std::string& label) {
+                                    std::chrono::milliseconds timeout, const std::string& label, int64_t staged_bytes) {
   TESSEL_INTERNAL_ASSERT(num_phases >= 1 && num_phases <= 2, "num_phases ", num_phases);
+  const bool staged = staged_bytes >= 0;
+  TESSEL_INTERNAL_ASSERT(!staged || num_phases == 1, "staged collectives run one phase, got ", num_phases);
+  std::unique_ptr<StagedCall> own;
+  if (staged) {  // copy outside the lock
+    own = std::make_unique<StagedCall>(StagedCall{call, std::unique_ptr<char[]>(new char[std::max<int64_t>(staged_bytes, 1)])});
+    if (staged_bytes > 0) std::memcpy(own->data.get(), call.input, static_cast<size_t>(staged_bytes));
+    own->call.input = own->data.get();
+  }
   const int world = size();
   const int64_t seq = call.desc.seq;
   std::unique_lock<std::mutex> lock(mu_);
@@ -93,7 +103,13 @@ void GroupRendezvous::RunCollective(int rank, const RankCall& call, int num_phas
   if (slot.calls.empty()) slot.calls.assign(world, nullptr);
   TESSEL_INTERNAL_ASSERT(slot.calls[rank] == nullptr, "rank ", rank, " posted ", DescribeCall(call.desc, false),
                          " twice on ", label);
-  slot.calls[rank] = &call;
+  if (staged) {
+    if (slot.staged.empty()) slot.staged.resize(world);
+    slot.calls[rank] = &own->call;
+    slot.staged[rank] = std::move(own);
+  } else {
+    slot.calls[rank] = &call;
+  }
   if (++slot.arrived == world) {
     // The last to arrive computes the verdict once; every member reads the same one.
     std::vector<const CollectiveDesc*> descs(world);
@@ -117,6 +133,7 @@ void GroupRendezvous::RunCollective(int rank, const RankCall& call, int num_phas
       if (!error) error = std::current_exception();
     }
     lock.lock();
+    if (staged) break;  // peers read only the slot's copies, which live until the last member leaves
     // Phase barrier, deliberately without timeout or abort: every member arrived and executes a
     // bounded copy/reduce, and none may leave while a peer may still read its buffers.
     if (++slot.phase_done[phase] == world) cv_.notify_all();

@@ -4,10 +4,12 @@
 //
 // Invariant: for sequence number s of a group, RunCollective returns on a member only after (a) all
 // members posted call s and agreed on it, every member executed all phases and passed the completion
-// barrier (so no peer still reads this member's buffers), or (b) it throws — kAborted (descriptors
-// disagree, the world aborted, the group broke earlier) or kDeadlineExceeded (a member did not post
-// within the timeout; the group is then unusable). Executors only read peers' buffers and write their
-// own, and every phase ends with a barrier, so there is no data race.
+// barrier (so no peer still reads this member's buffers) — in staged mode it executed its one phase
+// on the slot's copies of the inputs and leaves without a barrier — or (b) it throws — kAborted
+// (descriptors disagree, the world aborted, the group broke earlier) or kDeadlineExceeded (a member
+// did not post within the timeout; the group is then unusable). Executors only read peers' buffers
+// (or the slot's copies) and write their own, and every direct phase ends with a barrier, so there
+// is no data race.
 //
 // Example (backend side):
 //   RankCall call{desc, in_ptr, out_ptr};
@@ -53,9 +55,13 @@ class GroupRendezvous {
   const std::string& key() const { return key_; }
   const std::shared_ptr<ThreadsWorld>& world() const { return world_; }
 
-  // See the file comment. `label` names the group in errors.
+  // See the file comment. `label` names the group in errors. `staged_bytes` >= 0: staged mode (small
+  // messages): this member first copies `staged_bytes` of its input into the slot, and every member's
+  // executor reads only those copies (calls[j]->input), so after the one phase it leaves at once — no
+  // phase barrier, one synchronization per collective instead of two or three. REQUIRES then
+  // num_phases == 1 and an executor that reads no peer's `output`.
   void RunCollective(int rank, const RankCall& call, int num_phases, Executor execute,
-                     std::chrono::milliseconds timeout, const std::string& label);
+                     std::chrono::milliseconds timeout, const std::string& label, int64_t staged_bytes = -1);
   // Posts every op, copies the pairs it completes, and waits until all its ops are done. Throws
   // kDeadlineExceeded (an op found no partner in time) or kAborted (size/dtype mismatch, world aborted).
   void RunP2P(int rank, const std::vector<P2POp>& ops, std::chrono::milliseconds timeout, const std::string& label);
@@ -64,8 +70,14 @@ class GroupRendezvous {
   void WakeAll();
 
  private:
+  // A member's call in staged mode, owned by the slot: peers may read it after the member left.
+  struct StagedCall {
+    RankCall call;
+    std::unique_ptr<char[]> data;
+  };
   struct Slot {
     std::vector<const RankCall*> calls;
+    std::vector<std::unique_ptr<StagedCall>> staged;  // staged mode only
     int arrived = 0;
     std::optional<std::string> mismatch;
     std::optional<std::string> timeout_message;

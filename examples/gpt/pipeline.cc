@@ -126,13 +126,7 @@ std::string PlanVsMeasured(const PipelineFlags& f, int rank) {
                                                                     : planner::ParseAc(f.ac),
                     .param_dtype = DType::kFloat32, .reduce_dtype = DType::kFloat32, .global_batch = f.batch,
                     .seq_len = f.seq};
-  try {
-    const planner::RankPlan plan = planner::PlanRank(planner::FromGptConfig(f.cfg), l, rank);
-    return Str("rank ", rank, " steady-state peaks vs the plan (", l.ToString(), "):\n",
-               planner::FormatPlanVsMeasured(plan.ledgers, memory::Stats(CurrentDevice())));
-  } catch (const Error& e) {
-    return Str("rank ", rank, ": no plan: ", e.what(), "\n");
-  }
+  return planner::RankPlanVsMeasured(planner::FromGptConfig(f.cfg), l, rank, memory::Stats(CurrentDevice()));
 }
 
 struct Losses {

@@ -64,6 +64,7 @@
 #include "fsdp/clip_grad_norm.h"
 #include "fsdp/fully_shard.h"
 #include "planner/memory_plan.h"
+#include "planner/planner.h"
 #include "examples/gpt/corpus.h"
 #include "examples/gpt/flag_config.h"
 #include "examples/gpt/parallelize.h"
@@ -195,6 +196,31 @@ std::optional<fsdp::FSDPModule> Parallelize(nn::GPT& model, const comm::ProcessG
   *dp_rank = l.dp_shard > 1 ? mesh.local_rank("dp") : 0;
   *dp_size = l.dp_shard;
   return examples::ParallelizeGpt(model, mesh, l.parallelism);
+}
+
+// --tp (and --dp_shard --tp): each rank's steady-state ledger peaks against planner/'s plan for the
+// layout, the 3-D mode's table (planner::RankPlanVsMeasured), printed rank by rank. Collective: every
+// rank calls it.
+void PrintTpPlanVsMeasured(const TpLayout& layout, const nn::GPTConfig& cfg, int64_t batch,
+                           const comm::ProcessGroupPtr& world) {
+  const memory::DeviceStats measured = memory::Stats(CurrentDevice());
+  std::string text;
+  try {
+    const planner::Layout l{.dp_shard = layout.dp_shard, .zero_stage = layout.dp_shard > 1 ? 3 : 0, .tp = layout.tp,
+                            .sequence_parallel = layout.parallelism.sequence_parallel,
+                            .loss_parallel = layout.parallelism.loss_parallel,
+                            .ac = planner::ParseAc(layout.parallelism.activation_checkpointing),
+                            .param_dtype = DType::kFloat32, .reduce_dtype = DType::kFloat32,
+                            .global_batch = batch, .seq_len = cfg.seq_len};
+    text = planner::RankPlanVsMeasured(planner::FromGptConfig(cfg), l, world->rank(), measured);
+  } catch (const Error& e) {
+    text = Str("rank ", world->rank(), ": no plan: ", e.what(), "\n");
+  }
+  for (int r = 0; r < world->size(); ++r) {
+    if (r == world->rank()) std::printf("%s", text.c_str());
+    std::fflush(stdout);
+    world->Barrier()->Wait();
+  }
 }
 
 // What one rank does. `world` is null for the unsharded single-rank run.
@@ -336,6 +362,7 @@ RunResult TrainRank(const Flags& flags, const comm::ProcessGroupPtr& world, int6
                                            memory::Stats(CurrentDevice()))
                     .c_str());
   }
+  if (world && layout.tp > 1 && steps - start > 2) PrintTpPlanVsMeasured(layout, cfg, B, world);
   if (saver) saver->Wait();
   if (periodic.valid()) periodic.get();
   if (!save_root.empty() && steps > start) {

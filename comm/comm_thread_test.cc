@@ -1,0 +1,91 @@
+// CommThread: FIFO order and no overlap whoever runs a task (the worker or a waiter, caller-runs), the
+// device and thread budget every task sees, errors through the Work, and drain-on-destruction.
+#include "comm/comm_thread.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "core/base/error.h"
+#include "core/base/parallel.h"
+#include "core/base/testing/expect_error.h"
+
+namespace tessel::comm {
+namespace {
+
+TEST(CommThreadTest, TasksRunInSubmitOrderWithoutOverlapWhileTwoThreadsWaitOutOfOrder) {
+  constexpr int kTasks = 400;
+  CommThread thread(1, Device::Cpu(0));
+  std::atomic<int> running{0};
+  std::atomic<int> overlaps{0};
+  std::mutex mu;
+  std::vector<int> order;
+  std::vector<WorkPtr> works;
+  for (int i = 0; i < kTasks; ++i) {
+    works.push_back(thread.Submit([&, i] {
+      if (running.fetch_add(1) != 0) overlaps.fetch_add(1);
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        order.push_back(i);
+      }
+      running.fetch_sub(1);
+    }));
+  }
+  // Two waiters from the back and the middle: whoever runs a task, the order stays the submit order.
+  std::thread back([&] {
+    for (int i = kTasks - 1; i >= 0; i -= 7) works[i]->Wait();
+  });
+  for (int i = kTasks / 2; i < kTasks; i += 3) works[i]->Wait();
+  back.join();
+  for (const WorkPtr& w : works) w->Wait();
+  EXPECT_EQ(overlaps.load(), 0);
+  ASSERT_EQ(order.size(), static_cast<size_t>(kTasks));
+  for (int i = 0; i < kTasks; ++i) EXPECT_EQ(order[i], i) << "position " << i;
+}
+
+TEST(CommThreadTest, EveryTaskSeesTheThreadsDeviceAndBudgetAndTheWaiterGetsItsOwnBack) {
+  CommThread thread(3, Device::Cpu(2));
+  DeviceGuard waiter_device(Device::Cpu(5));
+  NumThreadsGuard waiter_budget(7);
+  for (int i = 0; i < 50; ++i) {
+    Device seen_device = Device::Cpu(0);
+    int seen_threads = 0;
+    thread.Submit([&] {
+      seen_device = CurrentDevice();
+      seen_threads = NumThreads();
+    })->Wait();
+    EXPECT_EQ(seen_device, Device::Cpu(2));
+    EXPECT_EQ(seen_threads, 3);
+    EXPECT_EQ(CurrentDevice(), Device::Cpu(5));
+    EXPECT_EQ(NumThreads(), 7);
+  }
+}
+
+TEST(CommThreadTest, AnErrorReachesOnlyItsOwnWorkAndLaterTasksStillRun) {
+  CommThread thread(1, Device::Cpu(0));
+  WorkPtr failing = thread.Submit([] { TESSEL_FAIL(ErrorCode::kAborted, "peer 3 vanished"); });
+  int ran = 0;
+  WorkPtr next = thread.Submit([&] { ++ran; });
+  next->Wait();
+  EXPECT_EQ(ran, 1);
+  EXPECT_TRUE(failing->IsCompleted());
+  testing::ExpectErrorContains([&] { failing->Wait(); }, ErrorCode::kAborted, "peer 3 vanished");
+}
+
+TEST(CommThreadTest, DestructionRunsEveryQueuedTaskEvenIfNobodyWaits) {
+  std::atomic<int> ran{0};
+  std::vector<WorkPtr> works;
+  {
+    CommThread thread(1, Device::Cpu(0));
+    for (int i = 0; i < 100; ++i) works.push_back(thread.Submit([&] { ran.fetch_add(1); }));
+    EXPECT_TRUE(thread.busy() || ran.load() == 100);
+  }
+  EXPECT_EQ(ran.load(), 100);
+  for (const WorkPtr& w : works) EXPECT_TRUE(w->IsCompleted());
+}
+
+}  // namespace
+}  // namespace tessel::comm
