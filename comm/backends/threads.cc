@@ -11,6 +11,7 @@
 #include "comm/backends/threads.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <exception>
 #include <numeric>
 #include <utility>
@@ -251,6 +252,23 @@ void RunRanks(int world_size, const std::function<void(ProcessGroupPtr world)>& 
     if (e) std::rethrow_exception(e);
   }
   TESSEL_FAIL(ErrorCode::kAborted, world->abort_message());
+}
+
+int RunRanksWithRestarts(int world_size, int max_restarts,
+                         const std::function<void(ProcessGroupPtr world, int attempt)>& fn,
+                         const RunRanksOptions& options) {
+  TESSEL_CHECK(max_restarts >= 0, "RunRanksWithRestarts: max_restarts must be >= 0, got ", max_restarts);
+  for (int attempt = 0;; ++attempt) {
+    try {
+      RunRanks(world_size, [&](ProcessGroupPtr world) { fn(std::move(world), attempt); }, options);
+      return attempt;
+    } catch (const Error& e) {
+      if (attempt >= max_restarts) throw;
+      std::printf("restarting all %d ranks after attempt %d failed (restart %d of %d): %s\n", world_size, attempt,
+                  attempt + 1, max_restarts, e.what());
+      std::fflush(stdout);
+    }
+  }
 }
 
 }  // namespace tessel::comm

@@ -28,4 +28,13 @@ struct RunRanksOptions {
 void RunRanks(int world_size, const std::function<void(ProcessGroupPtr world)>& fn,
               const RunRanksOptions& options = {});
 
+// The in-process form of `tessel-run --max-restarts` (torchrun's semantics): runs RunRanks(world_size, ...)
+// and, when it fails, runs every rank again on a fresh world, up to `max_restarts` times; `fn` gets the
+// attempt (0 first) and resumes from its own checkpoints. Each restart is announced on stdout ("restarting
+// all N ranks after attempt A failed: <error>"); the last attempt's error is rethrown. Returns the number
+// of restarts used.
+int RunRanksWithRestarts(int world_size, int max_restarts,
+                         const std::function<void(ProcessGroupPtr world, int attempt)>& fn,
+                         const RunRanksOptions& options = {});
+
 }  // namespace tessel::comm

@@ -254,5 +254,40 @@ TEST(ThreadsErrorsTest, BadArgumentsThrowOnTheCallerBeforeAnyCommunication) {
   });
 }
 
+// --max-restarts in process: a rank that throws in attempt 0 (its peers blocked in a collective fail fast)
+// makes every rank run again on a fresh world; attempt 1 succeeds and sees a working all_reduce.
+TEST(ThreadsErrorsTest, RunRanksWithRestartsRunsEveryRankAgainAfterOneRankFails) {
+  std::atomic<int> calls{0};
+  std::vector<double> sums(4, -1);
+  const auto start = Clock::now();
+  const int restarts = RunRanksWithRestarts(4, 2, [&](ProcessGroupPtr pg, int attempt) {
+    ++calls;
+    if (attempt == 0 && pg->rank() == 2) TESSEL_FAIL(ErrorCode::kInternal, "injected fault");
+    Tensor t = Full({1}, pg->rank() + 1);
+    pg->AllReduce(t, ReduceOp::kSum)->Wait();
+    sums[pg->rank()] = t.item<double>();
+  });
+  EXPECT_EQ(restarts, 1);
+  EXPECT_EQ(calls.load(), 8);  // 4 ranks x 2 attempts
+  EXPECT_EQ(sums, std::vector<double>(4, 1 + 2 + 3 + 4));
+  EXPECT_LT(Seconds(start), 30.0) << "the peers of the failed rank waited for the timeout";
+}
+
+TEST(ThreadsErrorsTest, RunRanksWithRestartsRethrowsTheLastAttemptsErrorWhenOutOfRestarts) {
+  int attempts_seen = 0;
+  ExpectErrorContains(
+      [&] {
+        RunRanksWithRestarts(2, 1, [&](ProcessGroupPtr pg, int attempt) {
+          if (pg->rank() == 0) attempts_seen = attempt + 1;
+          if (pg->rank() == 1) TESSEL_FAIL(ErrorCode::kDataLoss, "fault in attempt ", attempt);
+          pg->Barrier()->Wait();
+        });
+      },
+      ErrorCode::kDataLoss, {"fault in attempt 1"});
+  EXPECT_EQ(attempts_seen, 2);
+  ExpectErrorContains([] { RunRanksWithRestarts(2, -1, [](ProcessGroupPtr, int) {}); }, ErrorCode::kInvalidArgument,
+                      {"max_restarts must be >= 0, got -1"});
+}
+
 }  // namespace
 }  // namespace tessel::comm
