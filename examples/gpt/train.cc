@@ -17,13 +17,18 @@
 // tensor. --resume=DIR loads one at any --nproc (resharding on load), checks that every full tensor
 // matches its fingerprint bitwise, prints so, and continues from the saved step to --steps. The data
 // position is the step (batches are a function of it) and the model config must match the saved one.
+// A dead rank costs nothing (issue 15): with --save=DIR --save_every=K (and no --resume) a run starts from the
+// newest complete DIR/step_N (torchtitan's auto-resume; an interrupted save is skipped), and the checkpoint
+// also holds the data cursor, the layout and every rank's RNG state. --max_restarts=N reruns every rank when
+// one fails (threads backend); under `tessel-run --nproc-per-node N --max-restarts M` each process is one rank
+// (gloo) and the launcher restarts them. Either way the final checkpoint is bitwise an uninterrupted run's.
 //
 // Usage: bazel run //examples/gpt:train -- [--nproc=4] [--steps=300] [--batch=16] [--seq=64]
 //        [--d_model=128] [--layers=4] [--heads=4] [--lr=3e-3] [--seed=1] [--log_every=25] [--profile_step=N]
 //        [--save=/tmp/tessel_gpt_ckpt] [--save_every=N] [--resume=/tmp/tessel_gpt_ckpt/step_300]
 //        [--tp=2 [--dp_shard=2] [--sp=1] [--loss_parallel=1]] [--ac=none|full|selective|gemm]
 //        3-D (examples/gpt/pipeline.h): --pp=2 [--dp_replicate=R] [--dp_shard=D] [--tp=T] --schedule=1F1B
-//        --microbatches=4. Unknown flags are errors.
+//        --microbatches=4. [--max_restarts=N]. Unknown flags are errors.
 #include <signal.h>
 #include <unistd.h>
 
