@@ -91,6 +91,32 @@ void ExecBroadcast(int rank, std::span<const RankCall* const> calls, int /*phase
 
 void ExecBarrier(int, std::span<const RankCall* const>, int) {}
 
+// ---- deadlock detection: a Work whose Wait() tells the world what its caller is blocked on ----------
+
+class BlockedWaitWork final : public Work {
+ public:
+  BlockedWaitWork(WorkPtr inner, std::shared_ptr<ThreadsWorld> world, int global_rank, ThreadsWorld::BlockedWait wait)
+      : inner_(std::move(inner)), world_(std::move(world)), global_rank_(global_rank), wait_(std::move(wait)) {}
+  void Wait() override {
+    if (inner_->IsCompleted()) return inner_->Wait();
+    const int64_t handle = world_->BeginBlockedWait(global_rank_, wait_);
+    try {
+      inner_->Wait();
+    } catch (...) {
+      world_->EndBlockedWait(handle);
+      throw;
+    }
+    world_->EndBlockedWait(handle);
+  }
+  bool IsCompleted() override { return inner_->IsCompleted(); }
+
+ private:
+  WorkPtr inner_;
+  std::shared_ptr<ThreadsWorld> world_;
+  const int global_rank_;
+  const ThreadsWorld::BlockedWait wait_;
+};
+
 // ---- the per-rank group ---------------------------------------------------------------------------
 
 class ThreadsProcessGroup final : public ProcessGroup {
@@ -99,7 +125,9 @@ class ThreadsProcessGroup final : public ProcessGroup {
       : rendezvous_(std::move(rendezvous)),
         rank_(rank),
         num_threads_(num_threads),
-        thread_(std::make_unique<CommThread>(num_threads, CurrentDevice())) {}
+        thread_(std::make_unique<CommThread>(num_threads, CurrentDevice())) {
+    rendezvous_->world()->NoteIssued(global_ranks()[rank_], rendezvous_->key(), -1);  // this thread issues on it
+  }
 
   ~ThreadsProcessGroup() override {
     // An exception unwinding past a group with collectives in flight: fail the world first so the
@@ -159,11 +187,16 @@ WorkPtr ThreadsProcessGroup::Issue(CollectiveDesc desc, std::vector<Tensor> tens
   desc.seq = next_seq_++;
   TraceCall(desc, name());
   if (!tensors.empty()) MarkWritten(tensors.front());  // the first tensor is the one written
-  return thread_->Submit([this, desc = std::move(desc), tensors = std::move(tensors), input, output, num_phases, execute,
-                  timeout = timeout(), label = GroupLabel(name(), global_ranks())] {
+  const std::string label = GroupLabel(name(), global_ranks());
+  const auto& world = rendezvous_->world();
+  world->NoteIssued(global_ranks()[rank_], rendezvous_->key(), desc.seq);
+  ThreadsWorld::BlockedWait wait{rendezvous_->key(), desc.seq, DescribeCall(desc, true), label, global_ranks()};
+  WorkPtr work = thread_->Submit([this, desc = std::move(desc), tensors = std::move(tensors), input, output, num_phases,
+                                  execute, timeout = timeout(), label] {
     const RankCall call{desc, input, output};
     rendezvous_->RunCollective(rank_, call, num_phases, execute, timeout, label);
   });
+  return std::make_shared<BlockedWaitWork>(std::move(work), world, global_ranks()[rank_], std::move(wait));
 }
 
 WorkPtr ThreadsProcessGroup::BatchP2P(const std::vector<P2POp>& ops) {

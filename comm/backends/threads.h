@@ -5,6 +5,10 @@
 // max(1, cores / world_size)), joins them all, and rethrows the first failure. A rank that throws
 // aborts the group so peers blocked in collectives fail fast instead of waiting for the timeout.
 // Collectives move data directly between the ranks' buffers (no bounce buffer).
+// Collectives issued on different groups in different orders (rank 0 waits on a sub-group while rank 1
+// waits on the world) are a certain deadlock once every rank involved is blocked in Work::Wait: it is
+// detected then and every rank waiting in those calls raises kAborted naming each call, group and rank
+// (threads_rendezvous.h), instead of waiting out the timeout.
 //
 // Example:
 //   comm::RunRanks(4, [](comm::ProcessGroupPtr pg) {

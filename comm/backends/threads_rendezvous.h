@@ -9,6 +9,16 @@
 // within the timeout; the group is then unusable). Executors only read peers' buffers and write their
 // own, and every phase ends with a barrier, so there is no data race.
 //
+// Deadlock detection (collectives issued on different groups in different orders): ThreadsWorld knows,
+// per rank thread, the collective its caller is blocked on in Work::Wait (BeginBlockedWait) and, per
+// (rank, group), how many calls were issued and by which thread. Thread T of rank A blocked on call s of
+// group G waits for every member B of G that has not issued call s yet, i.e. for B's thread that issues
+// on G. When those waits form a cycle of blocked threads, none of them can ever issue what the next one
+// needs: a certain deadlock. The cycle can only close when a thread blocks, so BeginBlockedWait checks
+// then; it records one verdict naming every call, group and rank of the cycle, and every member waiting
+// in those calls raises it (kAborted) at once instead of waiting out the timeout. Assumes a rank issues
+// the calls of one group from one thread at a time (PyTorch's ordering rule makes that the normal case).
+//
 // Example (backend side):
 //   RankCall call{desc, in_ptr, out_ptr};
 //   rendezvous->RunCollective(rank, call, /*num_phases=*/1, &ExecAllGather, timeout, label);
@@ -24,6 +34,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -125,12 +136,36 @@ class ThreadsWorld {
   std::string abort_message() const;
   int first_failed_rank() const;
 
+  // Deadlock detection (file comment). NoteIssued: the calling thread of `global_rank` issued call
+  // `seq` of group `key` (or created its handle of the group: seq -1).
+  struct BlockedWait {
+    std::string key;           // the group
+    int64_t seq = 0;           // the call the caller waits for
+    std::string call;          // DescribeCall of it
+    std::string label;         // GroupLabel of the group
+    std::vector<int> members;  // the group's global ranks
+  };
+  void NoteIssued(int global_rank, const std::string& key, int64_t seq);
+  // The calling thread of `global_rank` is about to block on `wait`; returns a handle for EndBlockedWait.
+  // Finds a cycle it closes, records its verdict and wakes every group.
+  int64_t BeginBlockedWait(int global_rank, BlockedWait wait);
+  void EndBlockedWait(int64_t handle);
+  // The verdict for call `seq` of group `key` when it is part of a detected deadlock.
+  std::optional<std::string> deadlock(const std::string& key, int64_t seq) const;
+
   // The rendezvous of the group `key`, created by its first member to ask.
   std::shared_ptr<GroupRendezvous> GetOrCreateGroup(const std::shared_ptr<ThreadsWorld>& self, const std::string& key,
                                                     const std::vector<int>& global_ranks);
 
  private:
   void WakeAllGroups();
+  using Node = std::pair<int, std::thread::id>;  // a rank's thread
+  struct Issuer {
+    std::thread::id thread;
+    int64_t issued = 0;  // calls issued so far
+  };
+  // Under mu_: the cycle of blocked threads through `start`, as the message naming it (empty: none).
+  std::string FindCycle(const Node& start, std::vector<std::pair<std::string, int64_t>>* calls) const;
 
   const int world_size_;
   mutable std::mutex mu_;
@@ -139,6 +174,10 @@ class ThreadsWorld {
   std::string abort_message_;
   int first_failed_rank_ = -1;
   std::map<std::string, std::weak_ptr<GroupRendezvous>> groups_;
+  std::map<std::pair<int, std::string>, Issuer> issuers_;         // (global rank, group key)
+  std::map<int64_t, std::pair<Node, BlockedWait>> blocked_;       // by handle
+  int64_t next_handle_ = 0;
+  std::map<std::pair<std::string, int64_t>, std::string> deadlocks_;  // (group key, seq) -> verdict
 };
 
 }  // namespace tessel::comm::threads_internal
