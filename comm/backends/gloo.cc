@@ -7,6 +7,7 @@
 #include <gloo/alltoallv.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
+#include <gloo/common/error.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
@@ -438,13 +439,14 @@ void GlooProcessGroup::RunP2P(const std::vector<P2POp>& ops, const std::string& 
   if (broken_) TESSEL_FAIL(ErrorCode::kAborted, "p2p on ", label, " cannot run: the group is unusable: ", *broken_);
   std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> bufs;
   const auto deadline = Clock::now() + timeout;
-  size_t done = 0;
+  size_t current = 0;  // the op being posted, then the one being waited on
   auto name = [&](const P2POp& op) {
-    return Str(op.kind == P2POp::Kind::kSend ? "send to rank " : "recv from rank ", op.peer, " (tag ", op.tag, ", ",
-               op.tensor.numel() * ElementSize(op.tensor.dtype()), " B)");
+    return Str(op.kind == P2POp::Kind::kSend ? "send to rank " : "recv from rank ", op.peer, " (global ",
+               global_ranks_[op.peer], ", tag ", op.tag, ", ", op.tensor.numel() * ElementSize(op.tensor.dtype()), " B)");
   };
   try {
-    for (const P2POp& op : ops) {  // post everything before waiting: no send/send deadlock
+    for (; current < ops.size(); ++current) {  // post everything before waiting: no send/send deadlock
+      const P2POp& op = ops[current];
       const size_t nbytes = op.tensor.numel() * ElementSize(op.tensor.dtype());
       bufs.push_back(context_->createUnboundBuffer(op.tensor.raw_data(), nbytes));
       if (op.kind == P2POp::Kind::kSend) {
@@ -453,18 +455,26 @@ void GlooProcessGroup::RunP2P(const std::vector<P2POp>& ops, const std::string& 
         bufs.back()->recv(op.peer, P2PSlot(op.tag));
       }
     }
-    for (; done < ops.size(); ++done) {
-      if (ops[done].kind == P2POp::Kind::kSend) {
-        bufs[done]->waitSend(Remaining(deadline));
+    for (current = 0; current < ops.size(); ++current) {
+      if (ops[current].kind == P2POp::Kind::kSend) {
+        bufs[current]->waitSend(Remaining(deadline));
       } else {
-        bufs[done]->waitRecv(Remaining(deadline));
+        bufs[current]->waitRecv(Remaining(deadline));
       }
     }
   } catch (const std::exception& e) {
-    const std::string what = done < ops.size() ? name(ops[done]) : "a p2p op";
+    const std::string what = current < ops.size() ? name(ops[current]) : "a p2p op";
     if (Clock::now() >= deadline) {
       Break(ErrorCode::kDeadlineExceeded,
             Str("p2p on ", label, " timed out after ", timeout.count(), " ms: no matching peer call for ", what));
+    }
+    if (dynamic_cast<const gloo::IoException*>(&e) != nullptr && current < ops.size()) {
+      // Gloo fails a pair's pending operations when its connection closes: as in the collectives, say so
+      // (at once, not at the timeout) and name the peer.
+      const int peer = ops[current].peer;
+      Break(ErrorCode::kAborted, Str("p2p on ", label, " failed at ", what, ": the connection to rank ", peer,
+                                     " (global ", global_ranks_[peer], ") closed (the process exited or died): ",
+                                     e.what()));
     }
     Break(ErrorCode::kAborted, Str("p2p on ", label, " failed at ", what, ": ", e.what()));
   }

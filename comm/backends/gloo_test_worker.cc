@@ -211,18 +211,27 @@ TEST(GlooTest, EnvironmentErrorsNameTheVariable) {
 }
 
 // Last test of the file (gtest keeps definition order): the last rank's process exits with code 0
-// in the middle of the job, and the others' next collective, a barrier, fails at once naming it
-// instead of waiting out the 20 s timeout (gloo_test.sh gives the launcher a long --exit-grace-s).
+// in the middle of the job, and the others' next collective, a barrier, and a receive from it fail at
+// once naming it instead of waiting out the 20 s timeout (gloo_test.sh gives the launcher a long --exit-grace-s).
 TEST(GlooTest, PeerProcessThatExitedFailsTheNextBarrierAtOnceNamingIt) {
   ProcessGroup& pg = World();
   if (pg.size() < 2) GTEST_SKIP() << "needs 2 ranks";
   const int last = pg.size() - 1;
+  std::vector<int> all;
+  for (int j = 0; j < pg.size(); ++j) all.push_back(j);
+  ProcessGroupPtr p2p = pg.NewGroup(all);  // p2p gets a group of its own: the barrier's failure breaks the world
   pg.Barrier()->Wait();
   if (pg.rank() == last) std::_Exit(0);  // no destructor, no goodbye: like a crash after a clean step
   const auto start = Clock::now();
   ExpectErrorContains([&] { pg.Barrier()->Wait(); }, ErrorCode::kAborted,
                       {"barrier #", Str("the connection to rank(s) ", last, " (global ", last, ") closed")});
   EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 15.0);  // the timeout is 20 s
+  // Point to point too (the pipeline's sends and receives): a receive from the dead rank fails at once.
+  const auto p2p_start = Clock::now();
+  ExpectErrorContains([&] { p2p->Recv(Zeros({4}), last, 9)->Wait(); }, ErrorCode::kAborted,
+                      {Str("recv from rank ", last, " (global ", last, ", tag 9, 16 B)"),
+                       Str("the connection to rank ", last, " (global ", last, ") closed (the process exited or died)")});
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - p2p_start).count(), 15.0);
 }
 
 }  // namespace
