@@ -359,8 +359,23 @@ std::optional<RunResult> TrainLaunched(const Flags& flags) {
   return r;
 }
 
+// --max_restarts restarts the threads-backend job; a tessel-run rank is restarted by the launcher, and the
+// pipeline mode does not resume by itself yet: refuse what would be silently ignored.
+void CheckRestartFlags(const Flags& flags) {
+  const bool launched = std::getenv("WORLD_SIZE") != nullptr;
+  TESSEL_CHECK(!launched || !PipelineRequested(flags.values), "train: --pp / --dp_replicate run on the threads "
+               "backend in one process; under tessel-run (WORLD_SIZE is set) use the fully_shard or --tp modes");
+  TESSEL_CHECK(!flags.values.count("max_restarts") || !launched, "train: --max_restarts restarts the threads "
+               "backend's ranks; under tessel-run pass --max-restarts to the launcher instead");
+  TESSEL_CHECK(!flags.values.count("max_restarts") || !PipelineRequested(flags.values),
+               "train: --max_restarts is not supported with --pp / --dp_replicate (they do not resume by themselves)");
+  TESSEL_CHECK(flags.Get("max_restarts", 0) >= 0, "train: --max_restarts must be >= 0, got ",
+               flags.GetString("max_restarts", ""));
+}
+
 int Main(int argc, char** argv) {
   const Flags flags = ParseFlags(argc, argv);
+  CheckRestartFlags(flags);
   if (PipelineRequested(flags.values)) return TrainPipelined(flags.values);  // --pp: examples/gpt/pipeline.h
   const TpLayout layout = TpLayoutFrom(flags);
   const int nproc = static_cast<int>(flags.Get("nproc", layout.tp > 1 ? static_cast<double>(layout.world()) : 4.0));

@@ -6,7 +6,7 @@
 #  (a) 2 gloo processes under tessel-run --max-restarts=1; rank 1 SIGKILLs itself (kill -9) at step S;
 #  (b) 4 threads-backend ranks with --max_restarts=1; rank R throws at step S; the job function is rerun;
 #  (c) an incomplete save (no metadata.json: a crash before the commit) is skipped on resume;
-#  (d) without restarts the fault ends the job with its error.
+#  (d) without restarts the fault ends the job with its error; restart flags that would be ignored are refused.
 # S (and R) are random; the test prints them, and FAULT_STEP / FAULT_RANK fix them to replay a failure.
 set -euo pipefail
 train="$1"
@@ -81,4 +81,9 @@ if TESSEL_TEST_FAULT_STEP=3 TESSEL_TEST_FAULT_RANK=0 "$train" --nproc=2 "${args[
   fail "a fault without restarts must fail the job"
 fi
 grep -q "error: train: rank 0: fault injected at step 3" "$tmp/err.txt" || fail "the error does not name the fault"
+# Restart flags that would be silently ignored are refused.
+if "$train" --pp=2 --max_restarts=1 --steps=2 2>"$tmp/err.txt"; then fail "--pp with --max_restarts must fail"; fi
+grep -q "max_restarts is not supported with --pp" "$tmp/err.txt" || fail "no --pp restart message"
+if WORLD_SIZE=2 "$train" --max_restarts=1 2>"$tmp/err.txt"; then fail "--max_restarts under tessel-run must fail"; fi
+grep -q "under tessel-run pass --max-restarts to the launcher instead" "$tmp/err.txt" || fail "no launcher hint"
 echo PASS
