@@ -91,32 +91,6 @@ void ExecBroadcast(int rank, std::span<const RankCall* const> calls, int /*phase
 
 void ExecBarrier(int, std::span<const RankCall* const>, int) {}
 
-// ---- deadlock detection: a Work whose Wait() tells the world what its caller is blocked on ----------
-
-class BlockedWaitWork final : public Work {
- public:
-  BlockedWaitWork(WorkPtr inner, std::shared_ptr<ThreadsWorld> world, int global_rank, ThreadsWorld::BlockedWait wait)
-      : inner_(std::move(inner)), world_(std::move(world)), global_rank_(global_rank), wait_(std::move(wait)) {}
-  void Wait() override {
-    if (inner_->IsCompleted()) return inner_->Wait();
-    const int64_t handle = world_->BeginBlockedWait(global_rank_, wait_);
-    try {
-      inner_->Wait();
-    } catch (...) {
-      world_->EndBlockedWait(handle);
-      throw;
-    }
-    world_->EndBlockedWait(handle);
-  }
-  bool IsCompleted() override { return inner_->IsCompleted(); }
-
- private:
-  WorkPtr inner_;
-  std::shared_ptr<ThreadsWorld> world_;
-  const int global_rank_;
-  const ThreadsWorld::BlockedWait wait_;
-};
-
 // ---- the per-rank group ---------------------------------------------------------------------------
 
 class ThreadsProcessGroup final : public ProcessGroup {
@@ -190,13 +164,16 @@ WorkPtr ThreadsProcessGroup::Issue(CollectiveDesc desc, std::vector<Tensor> tens
   const std::string label = GroupLabel(name(), global_ranks());
   const auto& world = rendezvous_->world();
   world->NoteIssued(global_ranks()[rank_], rendezvous_->key(), desc.seq);
-  ThreadsWorld::BlockedWait wait{rendezvous_->key(), desc.seq, DescribeCall(desc, true), label, global_ranks()};
+  BlockedCall wait{.rank = global_ranks()[rank_], .key = rendezvous_->key(), .seq = desc.seq,
+                   .call = DescribeCall(desc, true), .label = label, .members = global_ranks()};
   WorkPtr work = thread_->Submit([this, desc = std::move(desc), tensors = std::move(tensors), input, output, num_phases,
                                   execute, timeout = timeout(), label] {
     const RankCall call{desc, input, output};
     rendezvous_->RunCollective(rank_, call, num_phases, execute, timeout, label);
   });
-  return std::make_shared<BlockedWaitWork>(std::move(work), world, global_ranks()[rank_], std::move(wait));
+  return TrackBlockingWait(
+      std::move(work), [world, wait = std::move(wait)] { return world->BeginBlockedWait(wait); },
+      [world](int64_t handle) { world->EndBlockedWait(handle); });
 }
 
 WorkPtr ThreadsProcessGroup::BatchP2P(const std::vector<P2POp>& ops) {

@@ -3,8 +3,6 @@
 
 #include <algorithm>
 #include <exception>
-#include <functional>
-#include <set>
 #include <utility>
 
 #include "comm/reduce.h"
@@ -304,24 +302,25 @@ int ThreadsWorld::first_failed_rank() const {
 
 void ThreadsWorld::NoteIssued(int global_rank, const std::string& key, int64_t seq) {
   std::lock_guard<std::mutex> lock(mu_);
-  Issuer& issuer = issuers_[{global_rank, key}];
-  issuer.thread = std::this_thread::get_id();
-  issuer.issued = std::max(issuer.issued, seq + 1);
+  IssueState& state = issued_[{global_rank, key}];
+  state.thread = ThisThreadId();
+  state.issued = std::max(state.issued, seq + 1);
 }
 
-int64_t ThreadsWorld::BeginBlockedWait(int global_rank, BlockedWait wait) {
-  bool found = false;
+int64_t ThreadsWorld::BeginBlockedWait(BlockedCall wait) {
+  wait.thread = ThisThreadId();
+  std::optional<Deadlock> found;
   int64_t handle;
   {
     std::lock_guard<std::mutex> lock(mu_);
     handle = next_handle_++;
-    const Node me{global_rank, std::this_thread::get_id()};
-    blocked_.emplace(handle, std::make_pair(me, std::move(wait)));
-    std::vector<std::pair<std::string, int64_t>> calls;
-    const std::string verdict = FindCycle(me, &calls);
-    if (!verdict.empty()) {
-      for (const auto& call : calls) deadlocks_.emplace(call, verdict);
-      found = true;
+    const int rank = wait.rank;
+    blocked_.emplace(handle, std::move(wait));
+    std::vector<BlockedCall> all;
+    for (const auto& [h, b] : blocked_) all.push_back(b);
+    found = FindDeadlock(all, issued_, rank, ThisThreadId());
+    if (found) {
+      for (const auto& call : found->calls) deadlocks_.emplace(call, found->message);
     }
   }
   if (found) WakeAllGroups();
@@ -338,46 +337,6 @@ std::optional<std::string> ThreadsWorld::deadlock(const std::string& key, int64_
   const auto it = deadlocks_.find({key, seq});
   if (it == deadlocks_.end()) return std::nullopt;
   return it->second;
-}
-
-std::string ThreadsWorld::FindCycle(const Node& start, std::vector<std::pair<std::string, int64_t>>* calls) const {
-  std::map<Node, const BlockedWait*> waiting;
-  for (const auto& [handle, entry] : blocked_) waiting[entry.first] = &entry.second;
-  struct Step {
-    int rank;
-    const BlockedWait* wait;
-    int waits_for;
-  };
-  std::vector<Step> path;
-  std::set<Node> visited = {start};
-  // Depth-first along "blocked thread -> the thread that must issue what it waits for", back to `start`.
-  std::function<bool(const Node&)> reaches_start = [&](const Node& n) {
-    const BlockedWait& w = *waiting.at(n);
-    for (int member : w.members) {
-      const auto issuer = issuers_.find({member, w.key});
-      if (member == n.first || issuer == issuers_.end() || issuer->second.issued > w.seq) continue;
-      const Node next{member, issuer->second.thread};
-      path.push_back({n.first, &w, member});
-      if (next == start) return true;
-      if (waiting.count(next) && visited.insert(next).second && reaches_start(next)) return true;
-      path.pop_back();
-    }
-    return false;
-  };
-  if (!reaches_start(start)) return "";
-  // Named from the lowest rank on, so every rank (whichever closed the cycle) reads the same verdict.
-  std::rotate(path.begin(),
-              std::min_element(path.begin(), path.end(), [](const Step& a, const Step& b) { return a.rank < b.rank; }),
-              path.end());
-  std::string out = "deadlock: ";
-  for (const Step& step : path) {
-    out += Str(&step == &path.front() ? "" : "; ", "rank ", step.rank, " waits in ", step.wait->call, " on ",
-               step.wait->label, " for rank ", step.waits_for, ", which has not issued it");
-    calls->emplace_back(step.wait->key, step.wait->seq);
-  }
-  return out + ". Every one of them is blocked waiting for the next, so none can ever issue what the other needs: "
-               "ranks issued collectives on different groups in different orders (issue them in the same order on "
-               "every rank)";
 }
 
 std::shared_ptr<GroupRendezvous> ThreadsWorld::GetOrCreateGroup(const std::shared_ptr<ThreadsWorld>& self,

@@ -11,13 +11,10 @@
 //
 // Deadlock detection (collectives issued on different groups in different orders): ThreadsWorld knows,
 // per rank thread, the collective its caller is blocked on in Work::Wait (BeginBlockedWait) and, per
-// (rank, group), how many calls were issued and by which thread. Thread T of rank A blocked on call s of
-// group G waits for every member B of G that has not issued call s yet, i.e. for B's thread that issues
-// on G. When those waits form a cycle of blocked threads, none of them can ever issue what the next one
-// needs: a certain deadlock. The cycle can only close when a thread blocks, so BeginBlockedWait checks
-// then; it records one verdict naming every call, group and rank of the cycle, and every member waiting
-// in those calls raises it (kAborted) at once instead of waiting out the timeout. Assumes a rank issues
-// the calls of one group from one thread at a time (PyTorch's ordering rule makes that the normal case).
+// (rank, group), how many calls were issued and by which thread: the wait-for graph of comm/wait_graph.h.
+// A cycle can only close when a thread blocks, so BeginBlockedWait looks for one then; it records the
+// verdict for every call of the cycle, and every member waiting in those calls raises it (kAborted) at
+// once instead of waiting out the timeout.
 //
 // Example (backend side):
 //   RankCall call{desc, in_ptr, out_ptr};
@@ -34,12 +31,12 @@
 #include <optional>
 #include <span>
 #include <string>
-#include <thread>
 #include <tuple>
 #include <vector>
 
 #include "comm/collective.h"
 #include "comm/process_group.h"
+#include "comm/wait_graph.h"
 
 namespace tessel::comm::threads_internal {
 
@@ -138,17 +135,10 @@ class ThreadsWorld {
 
   // Deadlock detection (file comment). NoteIssued: the calling thread of `global_rank` issued call
   // `seq` of group `key` (or created its handle of the group: seq -1).
-  struct BlockedWait {
-    std::string key;           // the group
-    int64_t seq = 0;           // the call the caller waits for
-    std::string call;          // DescribeCall of it
-    std::string label;         // GroupLabel of the group
-    std::vector<int> members;  // the group's global ranks
-  };
   void NoteIssued(int global_rank, const std::string& key, int64_t seq);
-  // The calling thread of `global_rank` is about to block on `wait`; returns a handle for EndBlockedWait.
-  // Finds a cycle it closes, records its verdict and wakes every group.
-  int64_t BeginBlockedWait(int global_rank, BlockedWait wait);
+  // The calling thread is about to block on `wait` (rank and thread filled in here); returns a handle
+  // for EndBlockedWait. Finds a cycle it closes, records its verdict and wakes every group.
+  int64_t BeginBlockedWait(BlockedCall wait);
   void EndBlockedWait(int64_t handle);
   // The verdict for call `seq` of group `key` when it is part of a detected deadlock.
   std::optional<std::string> deadlock(const std::string& key, int64_t seq) const;
@@ -159,13 +149,6 @@ class ThreadsWorld {
 
  private:
   void WakeAllGroups();
-  using Node = std::pair<int, std::thread::id>;  // a rank's thread
-  struct Issuer {
-    std::thread::id thread;
-    int64_t issued = 0;  // calls issued so far
-  };
-  // Under mu_: the cycle of blocked threads through `start`, as the message naming it (empty: none).
-  std::string FindCycle(const Node& start, std::vector<std::pair<std::string, int64_t>>* calls) const;
 
   const int world_size_;
   mutable std::mutex mu_;
@@ -174,8 +157,8 @@ class ThreadsWorld {
   std::string abort_message_;
   int first_failed_rank_ = -1;
   std::map<std::string, std::weak_ptr<GroupRendezvous>> groups_;
-  std::map<std::pair<int, std::string>, Issuer> issuers_;         // (global rank, group key)
-  std::map<int64_t, std::pair<Node, BlockedWait>> blocked_;       // by handle
+  IssueMap issued_;
+  std::map<int64_t, BlockedCall> blocked_;  // by handle
   int64_t next_handle_ = 0;
   std::map<std::pair<std::string, int64_t>, std::string> deadlocks_;  // (group key, seq) -> verdict
 };
