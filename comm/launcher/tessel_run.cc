@@ -61,6 +61,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/reflection.h"
+#include "absl/flags/usage.h"
 #include "comm/backend_choice.h"
 #include "core/base/error.h"
 
@@ -137,6 +138,7 @@ int SplitAtProgram(int argc, char** argv, std::vector<std::string>* flags) {
     if (arg.size() < 3 || arg.rfind("--", 0) != 0) break;
     flags->push_back(NormalizeFlag(arg));
     const std::string name = flags->back().substr(2, flags->back().find('=') - 2);
+    if (name == "help" || name == "helpfull" || name == "helpshort" || name == "version") continue;  // absl's own
     const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
     if (flag == nullptr) Usage("unknown flag --" + name);
     if (arg.find('=') != std::string::npos || flag->IsOfType<bool>()) continue;
@@ -151,6 +153,8 @@ Args Parse(int argc, char** argv) {
   const int program = SplitAtProgram(argc, argv, &flags);
   std::vector<char*> absl_argv = {argv[0]};
   for (std::string& f : flags) absl_argv.push_back(f.data());
+  absl::SetProgramUsageMessage("starts the local ranks of a job, like torchrun: tessel-run --nproc-per-node N "
+                               "[--max-restarts N] ... prog args... (comm/launcher/tessel_run.cc)");
   absl::ParseCommandLine(static_cast<int>(absl_argv.size()), absl_argv.data());
   Args a;
   for (const auto& [v, flag] : {std::pair{&a.nproc_per_node, &FLAGS_nproc_per_node}, {&a.nnodes, &FLAGS_nnodes},

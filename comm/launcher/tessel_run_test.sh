@@ -70,6 +70,8 @@ grep -q "gave up after 1 s: nothing accepted a connection at 127.0.0.1:1" "$out"
 "$launcher" --bogus 1 true >"$out" 2>&1
 [ $? -eq 2 ] || fail "bad flag should exit 2"
 grep -q "unknown flag --bogus" "$out" || fail "no unknown-flag message"
+"$launcher" --help >"$out" 2>&1
+grep -q -- "--max_restarts (restart all local ranks up to N times" "$out" || fail "--help does not list --max_restarts"
 "$launcher" --nproc_per_node=2 --max-restarts 0 /bin/sh -c 'echo "u $WORLD_SIZE"' >"$out" 2>&1 || fail "'_' spelling failed"
 grep -qx "\[rank 1\] u 2" "$out" || fail "--nproc_per_node=2 not honoured"
 "$launcher" --nproc-per-node 1 --max-restarts=-1 true >"$out" 2>&1
