@@ -7,6 +7,7 @@
 #include <chrono>
 
 #include "comm/backends/gloo.h"
+#include "core/base/error.h"
 #include "pipelining/pipeline_gpt.h"
 #include "tests/pp_testing.h"
 
@@ -45,6 +46,35 @@ void TrainAndCompare(ScheduleKind kind) {
 TEST(PipelineGlooTest, OneFOneBTrainsToTheOneRankRun) { TrainAndCompare(ScheduleKind::k1F1B); }
 TEST(PipelineGlooTest, Interleaved1F1BTrainsToTheOneRankRun) { TrainAndCompare(ScheduleKind::kInterleaved1F1B); }
 TEST(PipelineGlooTest, ZBVZeroBubbleTrainsToTheOneRankRun) { TrainAndCompare(ScheduleKind::kZBVZeroBubble); }
+
+// Last test of the file (gtest keeps definition order; gloo_test.sh gives the launcher a long --exit-grace-s):
+// the last stage's process dies between steps (no destructor, like kill -9 after a step), and every other
+// rank's next pipeline step fails at once (kAborted naming the action and the closed connection: p2p on gloo
+// reports a closed peer as the collectives do), instead of waiting out the 30 s group timeout.
+TEST(PipelineGlooTest, StageProcessThatDiedFailsTheOtherRanksNextStepAtOnce) {
+  comm::ProcessGroupPtr pg = World();
+  if (pg->size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  RankPipeline pp = PipelineGPT(pp_testing::Config(), pp_testing::kSeed, pg,
+                                {.kind = ScheduleKind::k1F1B, .num_microbatches = 2 * pg->size()});
+  auto [idx, tgt] = pp_testing::Batch(0);
+  pp.executor->Step(idx, tgt);
+  pg->Barrier()->Wait();
+  const int last = pg->size() - 1;
+  if (pg->rank() == last) std::_Exit(0);
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    pp.executor->Step(idx, tgt);
+    ADD_FAILURE() << "the step completed without the last stage";
+  } catch (const tessel::Error& e) {
+    // The last stage's neighbour names it; ranks further up name the neighbour that failed and exited.
+    const std::string closed = pg->rank() == last - 1 ? Str("the connection to rank ", last, " (global ", last, ") closed")
+                                                      : std::string("closed (the process exited or died)");
+    EXPECT_EQ(e.code(), tessel::ErrorCode::kAborted) << e.what();
+    EXPECT_NE(std::string(e.what()).find(Str("pipeline rank ", pg->rank(), ", action ")), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(closed), std::string::npos) << e.what();
+  }
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 10.0);
+}
 
 }  // namespace
 }  // namespace tessel::pipelining

@@ -7,6 +7,7 @@
 #include <gloo/alltoallv.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
+#include <gloo/common/error.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
@@ -16,6 +17,7 @@
 #include <cstdlib>
 #include <optional>
 
+#include "comm/backends/gloo_wait_monitor.h"
 #include "comm/collective.h"
 #include "comm/comm_thread.h"
 #include "comm/reduce.h"
@@ -215,9 +217,11 @@ std::shared_ptr<gloo::transport::Device> MakeDevice(const GlooOptions& options) 
 class GlooProcessGroup final : public ProcessGroup {
  public:
   GlooProcessGroup(std::shared_ptr<comm::Store> store, std::shared_ptr<gloo::transport::Device> device,
-                   std::string prefix, int rank, std::vector<int> global_ranks, int num_threads, milliseconds timeout)
+                   std::string prefix, int rank, std::vector<int> global_ranks, int num_threads, milliseconds timeout,
+                   std::shared_ptr<gloo_internal::WaitMonitor> monitor)
       : store_(std::move(store)),
         device_(std::move(device)),
+        monitor_(std::move(monitor)),
         prefix_(std::move(prefix)),
         rank_(rank),
         global_ranks_(std::move(global_ranks)),
@@ -235,6 +239,7 @@ class GlooProcessGroup final : public ProcessGroup {
                   " peers through ", store_->Describe(), ": ", e.what());
     }
     context_ = std::move(context);
+    monitor_->NoteIssued(prefix_, -1);  // this thread issues on the group
     thread_ = std::make_unique<CommThread>(num_threads_, CurrentDevice());
   }
   ~GlooProcessGroup() override { thread_.reset(); }
@@ -300,6 +305,7 @@ class GlooProcessGroup final : public ProcessGroup {
 
   std::shared_ptr<comm::Store> store_;
   std::shared_ptr<gloo::transport::Device> device_;
+  std::shared_ptr<gloo_internal::WaitMonitor> monitor_;  // one per process: deadlocks across groups
   std::string prefix_;
   const int rank_;
   const std::vector<int> global_ranks_;
@@ -315,8 +321,16 @@ WorkPtr GlooProcessGroup::Issue(CollectiveDesc desc, const Tensor& written, Body
   desc.seq = next_seq_++;
   TraceCall(desc, name());
   if (written.defined()) MarkWritten(written);
-  return thread_->Submit([this, desc = std::move(desc), body = std::move(body), timeout = timeout(),
-                          label = GroupLabel(name(), global_ranks())] { RunChecked(desc, label, timeout, body); });
+  const std::string label = GroupLabel(name(), global_ranks());
+  monitor_->NoteIssued(prefix_, desc.seq);
+  BlockedCall wait{.key = prefix_, .seq = desc.seq, .call = DescribeCall(desc, true), .label = label,
+                   .members = global_ranks_};
+  WorkPtr work = thread_->Submit([this, desc = std::move(desc), body = std::move(body), timeout = timeout(), label] {
+    RunChecked(desc, label, timeout, body);
+  });
+  return TrackBlockingWait(
+      std::move(work), [m = monitor_, wait = std::move(wait)] { return m->BeginBlockedWait(wait); },
+      [m = monitor_](int64_t handle) { m->EndBlockedWait(handle); });
 }
 
 void GlooProcessGroup::Break(ErrorCode code, const std::string& message) {
@@ -361,6 +375,14 @@ void GlooProcessGroup::ExchangeHeaders(const CollectiveDesc& d, const std::strin
   // closes, so a peer that exited or died is reported at once. Every operation is posted and waited on
   // its own, so a dead peer never stops this rank from completing its exchange with the live ones (which
   // then detect the dead peer themselves and name it, instead of timing out on this rank).
+  // A deadlock verdict (gloo_wait_monitor.h) aborts these waits; the guard unregisters before they go.
+  std::vector<gloo::transport::UnboundBuffer*> raw;
+  struct Unregister {
+    gloo_internal::WaitMonitor& monitor;
+    const std::string& key;
+    int64_t seq;
+    ~Unregister() { monitor.EndExchange(key, seq); }
+  } unregister{*monitor_, prefix_, d.seq};
   auto attempt = [&](size_t k, const auto& op) {
     if (!failed[k].empty()) return;
     try {
@@ -381,8 +403,15 @@ void GlooProcessGroup::ExchangeHeaders(const CollectiveDesc& d, const std::strin
       sends[k]->send(peers[k], slot);
     });
   }
+  for (const auto* list : {&recvs, &sends}) {
+    for (const auto& b : *list) {
+      if (b != nullptr) raw.push_back(b.get());
+    }
+  }
+  monitor_->BeginExchange(prefix_, d.seq, raw);
   for (size_t k = 0; k < n; ++k) attempt(k, [&] { came[k] = recvs[k]->waitRecv(Remaining(deadline)); });
   for (size_t k = 0; k < n; ++k) attempt(k, [&] { sends[k]->waitSend(Remaining(deadline)); });
+  if (auto verdict = monitor_->deadlock(prefix_, d.seq)) Break(ErrorCode::kAborted, *verdict);
   ReportExchangeFailure(d, label, timeout, deadline, peers, recvs, came, failed);
   std::vector<CollectiveDesc> descs(world);
   descs[rank_] = d;
@@ -438,13 +467,14 @@ void GlooProcessGroup::RunP2P(const std::vector<P2POp>& ops, const std::string& 
   if (broken_) TESSEL_FAIL(ErrorCode::kAborted, "p2p on ", label, " cannot run: the group is unusable: ", *broken_);
   std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> bufs;
   const auto deadline = Clock::now() + timeout;
-  size_t done = 0;
+  size_t current = 0;  // the op being posted, then the one being waited on
   auto name = [&](const P2POp& op) {
-    return Str(op.kind == P2POp::Kind::kSend ? "send to rank " : "recv from rank ", op.peer, " (tag ", op.tag, ", ",
-               op.tensor.numel() * ElementSize(op.tensor.dtype()), " B)");
+    return Str(op.kind == P2POp::Kind::kSend ? "send to rank " : "recv from rank ", op.peer, " (global ",
+               global_ranks_[op.peer], ", tag ", op.tag, ", ", op.tensor.numel() * ElementSize(op.tensor.dtype()), " B)");
   };
   try {
-    for (const P2POp& op : ops) {  // post everything before waiting: no send/send deadlock
+    for (; current < ops.size(); ++current) {  // post everything before waiting: no send/send deadlock
+      const P2POp& op = ops[current];
       const size_t nbytes = op.tensor.numel() * ElementSize(op.tensor.dtype());
       bufs.push_back(context_->createUnboundBuffer(op.tensor.raw_data(), nbytes));
       if (op.kind == P2POp::Kind::kSend) {
@@ -453,18 +483,26 @@ void GlooProcessGroup::RunP2P(const std::vector<P2POp>& ops, const std::string& 
         bufs.back()->recv(op.peer, P2PSlot(op.tag));
       }
     }
-    for (; done < ops.size(); ++done) {
-      if (ops[done].kind == P2POp::Kind::kSend) {
-        bufs[done]->waitSend(Remaining(deadline));
+    for (current = 0; current < ops.size(); ++current) {
+      if (ops[current].kind == P2POp::Kind::kSend) {
+        bufs[current]->waitSend(Remaining(deadline));
       } else {
-        bufs[done]->waitRecv(Remaining(deadline));
+        bufs[current]->waitRecv(Remaining(deadline));
       }
     }
   } catch (const std::exception& e) {
-    const std::string what = done < ops.size() ? name(ops[done]) : "a p2p op";
+    const std::string what = current < ops.size() ? name(ops[current]) : "a p2p op";
     if (Clock::now() >= deadline) {
       Break(ErrorCode::kDeadlineExceeded,
             Str("p2p on ", label, " timed out after ", timeout.count(), " ms: no matching peer call for ", what));
+    }
+    if (dynamic_cast<const gloo::IoException*>(&e) != nullptr && current < ops.size()) {
+      // Gloo fails a pair's pending operations when its connection closes: as in the collectives, say so
+      // (at once, not at the timeout) and name the peer.
+      const int peer = ops[current].peer;
+      Break(ErrorCode::kAborted, Str("p2p on ", label, " failed at ", what, ": the connection to rank ", peer,
+                                     " (global ", global_ranks_[peer], ") closed (the process exited or died): ",
+                                     e.what()));
     }
     Break(ErrorCode::kAborted, Str("p2p on ", label, " failed at ", what, ": ", e.what()));
   }
@@ -486,7 +524,7 @@ std::shared_ptr<ProcessGroup> GlooProcessGroup::NewGroup(const std::vector<int>&
   const int64_t id = next_group_id_++;  // every member calls NewGroup in the same order
   if (my_index < 0) return nullptr;
   auto group = std::make_shared<GlooProcessGroup>(store_, device_, Str(prefix_, "g", id, "[", rank_list, "]/"),
-                                                  my_index, globals, num_threads_, timeout());
+                                                  my_index, globals, num_threads_, timeout(), monitor_);
   group->set_name(Str(name(), ".", id));
   return group;
 }
@@ -514,8 +552,9 @@ ProcessGroupPtr NewGlooProcessGroup(std::shared_ptr<Store> store, const std::str
   std::vector<int> all(world_size);
   for (int r = 0; r < world_size; ++r) all[r] = r;
   const int threads = options.num_threads > 0 ? options.num_threads : NumThreads();
+  auto monitor = std::make_shared<gloo_internal::WaitMonitor>(store, prefix, rank, world_size);
   return std::make_shared<GlooProcessGroup>(std::move(store), MakeDevice(options), prefix, rank, std::move(all),
-                                            threads, options.timeout);
+                                            threads, options.timeout, std::move(monitor));
 }
 
 ProcessGroupPtr InitGlooProcessGroup(int rank, int world_size, const GlooOptions& options) {

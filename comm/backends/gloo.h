@@ -8,6 +8,10 @@
 // kDeadlineExceeded naming it. After a timeout or a transport error the group is unusable (Gloo
 // closes its connections) and later calls fail at once with kAborted.
 //
+// Collectives issued on different groups in different orders (rank 0 blocked on a sub-group while rank 1
+// is blocked on the world) are detected across processes through the store within about a second and
+// raised as kAborted on every rank involved, naming each call, group and rank (gloo_wait_monitor.h).
+//
 // Cost of the header: one extra round of 2·(W−1) messages of (8 + 2W)·8 bytes per collective, i.e.
 // one loopback/network latency (~50–100 µs on loopback); negligible against the 64 MiB collectives
 // of FSDP, visible on tiny ones.

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <thread>
 
 #include "comm/backends/gloo.h"
 #include "comm/tracer.h"
@@ -196,8 +197,41 @@ TEST(GlooTest, MissingProcessRaisesDeadlineExceededNamingIt) {
                 {"timed out after 1000 ms", Str("rank(s) ", last, " (global ", last, ") never arrived")});
     EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 5.0);
     ExpectErrorContains([&] { sub->Barrier()->Wait(); }, ErrorCode::kAborted, {"unusable"});
+  } else {
+    // Busy elsewhere, not blocked in a collective (waiting in the world barrier at once would be a
+    // deadlock across groups, reported as such before the timeout: the next test).
+    std::this_thread::sleep_for(milliseconds(1500));
   }
   pg.Barrier()->Wait();  // the world group is unaffected
+}
+
+// Rank 0 all-reduces on group A while every other rank all-reduces on group B (both span all ranks): a
+// certain deadlock. Every rank raises kAborted naming both calls and groups, within seconds (the groups'
+// timeout is 20 s): the processes' monitors compare snapshots through the store (gloo_wait_monitor.h).
+TEST(GlooTest, CollectivesOnDifferentGroupsRaiseADeadlockOnEveryProcessWellBeforeTheTimeout) {
+  ProcessGroup& pg = World();
+  if (pg.size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  std::vector<int> all;
+  for (int j = 0; j < pg.size(); ++j) all.push_back(j);
+  ProcessGroupPtr a = pg.NewGroup(all), b = pg.NewGroup(all);  // fresh groups: the deadlock breaks them
+  const auto start = Clock::now();
+  const std::string a_label = Str("on group '", a->name(), "'"), b_label = Str("on group '", b->name(), "'");
+  ExpectErrorContains([&] { (pg.rank() == 0 ? a : b)->AllReduce(Ones({4}), ReduceOp::kSum)->Wait(); },
+                      ErrorCode::kAborted,
+                      {"deadlock: rank 0 waits in all_reduce #0 (16 B, float32, sum) " + a_label,
+                       "waits in all_reduce #0 (16 B, float32, sum) " + b_label, "for rank 0, which has not issued it",
+                       "issued collectives on different groups in different orders"});
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 10.0);
+  // Async calls on the two groups in opposite orders are no deadlock: both complete.
+  ProcessGroupPtr c = pg.NewGroup(all), e = pg.NewGroup(all);
+  Tensor x = Ones({4}), y = Full({4}, 2);
+  WorkPtr first = pg.rank() == 0 ? c->AllReduce(x, ReduceOp::kSum) : e->AllReduce(y, ReduceOp::kSum);
+  WorkPtr second = pg.rank() == 0 ? e->AllReduce(y, ReduceOp::kSum) : c->AllReduce(x, ReduceOp::kSum);
+  first->Wait();
+  second->Wait();
+  EXPECT_EQ(x.ToVector<double>(), std::vector<double>(4, pg.size()));
+  EXPECT_EQ(y.ToVector<double>(), std::vector<double>(4, 2 * pg.size()));
+  pg.Barrier()->Wait();
 }
 
 TEST(GlooTest, EnvironmentErrorsNameTheVariable) {
@@ -211,18 +245,27 @@ TEST(GlooTest, EnvironmentErrorsNameTheVariable) {
 }
 
 // Last test of the file (gtest keeps definition order): the last rank's process exits with code 0
-// in the middle of the job, and the others' next collective, a barrier, fails at once naming it
-// instead of waiting out the 20 s timeout (gloo_test.sh gives the launcher a long --exit-grace-s).
+// in the middle of the job, and the others' next collective, a barrier, and a receive from it fail at
+// once naming it instead of waiting out the 20 s timeout (gloo_test.sh gives the launcher a long --exit-grace-s).
 TEST(GlooTest, PeerProcessThatExitedFailsTheNextBarrierAtOnceNamingIt) {
   ProcessGroup& pg = World();
   if (pg.size() < 2) GTEST_SKIP() << "needs 2 ranks";
   const int last = pg.size() - 1;
+  std::vector<int> all;
+  for (int j = 0; j < pg.size(); ++j) all.push_back(j);
+  ProcessGroupPtr p2p = pg.NewGroup(all);  // p2p gets a group of its own: the barrier's failure breaks the world
   pg.Barrier()->Wait();
   if (pg.rank() == last) std::_Exit(0);  // no destructor, no goodbye: like a crash after a clean step
   const auto start = Clock::now();
   ExpectErrorContains([&] { pg.Barrier()->Wait(); }, ErrorCode::kAborted,
                       {"barrier #", Str("the connection to rank(s) ", last, " (global ", last, ") closed")});
   EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 15.0);  // the timeout is 20 s
+  // Point to point too (the pipeline's sends and receives): a receive from the dead rank fails at once.
+  const auto p2p_start = Clock::now();
+  ExpectErrorContains([&] { p2p->Recv(Zeros({4}), last, 9)->Wait(); }, ErrorCode::kAborted,
+                      {Str("recv from rank ", last, " (global ", last, ", tag 9, 16 B)"),
+                       Str("the connection to rank ", last, " (global ", last, ") closed (the process exited or died)")});
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - p2p_start).count(), 15.0);
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "comm/backends/threads.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <exception>
 #include <numeric>
 #include <utility>
@@ -115,7 +116,9 @@ class ThreadsProcessGroup final : public ProcessGroup {
       : rendezvous_(std::move(rendezvous)),
         rank_(rank),
         num_threads_(num_threads),
-        thread_(std::make_unique<CommThread>(num_threads, CurrentDevice())) {}
+        thread_(std::make_unique<CommThread>(num_threads, CurrentDevice())) {
+    rendezvous_->world()->NoteIssued(global_ranks()[rank_], rendezvous_->key(), -1);  // this thread issues on it
+  }
 
   ~ThreadsProcessGroup() override {
     // An exception unwinding past a group with collectives in flight: fail the world first so the
@@ -184,11 +187,19 @@ WorkPtr ThreadsProcessGroup::Issue(CollectiveDesc desc, std::vector<Tensor> tens
   desc.seq = next_seq_++;
   TraceCall(desc, name());
   if (!tensors.empty()) MarkWritten(tensors.front());  // the first tensor is the one written
-  return thread_->Submit([this, desc = std::move(desc), tensors = std::move(tensors), input, output, num_phases, execute,
-                          staged_bytes, timeout = timeout(), label = GroupLabel(name(), global_ranks())] {
+  const std::string label = GroupLabel(name(), global_ranks());
+  const auto& world = rendezvous_->world();
+  world->NoteIssued(global_ranks()[rank_], rendezvous_->key(), desc.seq);
+  BlockedCall wait{.rank = global_ranks()[rank_], .key = rendezvous_->key(), .seq = desc.seq,
+                   .call = DescribeCall(desc, true), .label = label, .members = global_ranks()};
+  WorkPtr work = thread_->Submit([this, desc = std::move(desc), tensors = std::move(tensors), input, output, num_phases,
+                                  execute, staged_bytes, timeout = timeout(), label] {
     const RankCall call{desc, input, output};
     rendezvous_->RunCollective(rank_, call, num_phases, execute, timeout, label, staged_bytes);
   });
+  return TrackBlockingWait(
+      std::move(work), [world, wait = std::move(wait)] { return world->BeginBlockedWait(wait); },
+      [world](int64_t handle) { world->EndBlockedWait(handle); });
 }
 
 WorkPtr ThreadsProcessGroup::BatchP2P(const std::vector<P2POp>& ops) {
@@ -277,6 +288,23 @@ void RunRanks(int world_size, const std::function<void(ProcessGroupPtr world)>& 
     if (e) std::rethrow_exception(e);
   }
   TESSEL_FAIL(ErrorCode::kAborted, world->abort_message());
+}
+
+int RunRanksWithRestarts(int world_size, int max_restarts,
+                         const std::function<void(ProcessGroupPtr world, int attempt)>& fn,
+                         const RunRanksOptions& options) {
+  TESSEL_CHECK(max_restarts >= 0, "RunRanksWithRestarts: max_restarts must be >= 0, got ", max_restarts);
+  for (int attempt = 0;; ++attempt) {
+    try {
+      RunRanks(world_size, [&](ProcessGroupPtr world) { fn(std::move(world), attempt); }, options);
+      return attempt;
+    } catch (const Error& e) {
+      if (attempt >= max_restarts) throw;
+      std::printf("restarting all %d ranks after attempt %d failed (restart %d of %d): %s\n", world_size, attempt,
+                  attempt + 1, max_restarts, e.what());
+      std::fflush(stdout);
+    }
+  }
 }
 
 }  // namespace tessel::comm

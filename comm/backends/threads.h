@@ -6,6 +6,10 @@
 // aborts the group so peers blocked in collectives fail fast instead of waiting for the timeout.
 // Collectives move data directly between the ranks' buffers (no bounce buffer), except small all_reduce /
 // all_gather / reduce_scatter, which stage one copy of each input to save the completion barrier.
+// Collectives issued on different groups in different orders (rank 0 waits on a sub-group while rank 1
+// waits on the world) are a certain deadlock once every rank involved is blocked in Work::Wait: it is
+// detected then and every rank waiting in those calls raises kAborted naming each call, group and rank
+// (threads_rendezvous.h), instead of waiting out the timeout.
 //
 // Example:
 //   comm::RunRanks(4, [](comm::ProcessGroupPtr pg) {
@@ -28,5 +32,14 @@ struct RunRanksOptions {
 
 void RunRanks(int world_size, const std::function<void(ProcessGroupPtr world)>& fn,
               const RunRanksOptions& options = {});
+
+// The in-process form of `tessel-run --max-restarts` (torchrun's semantics): runs RunRanks(world_size, ...)
+// and, when it fails, runs every rank again on a fresh world, up to `max_restarts` times; `fn` gets the
+// attempt (0 first) and resumes from its own checkpoints. Each restart is announced on stdout ("restarting
+// all N ranks after attempt A failed: <error>"); the last attempt's error is rethrown. Returns the number
+// of restarts used.
+int RunRanksWithRestarts(int world_size, int max_restarts,
+                         const std::function<void(ProcessGroupPtr world, int attempt)>& fn,
+                         const RunRanksOptions& options = {});
 
 }  // namespace tessel::comm

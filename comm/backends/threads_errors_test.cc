@@ -255,5 +255,123 @@ TEST(ThreadsErrorsTest, BadArgumentsThrowOnTheCallerBeforeAnyCommunication) {
   });
 }
 
+// --max-restarts in process: a rank that throws in attempt 0 (its peers blocked in a collective fail fast)
+// makes every rank run again on a fresh world; attempt 1 succeeds and sees a working all_reduce.
+TEST(ThreadsErrorsTest, RunRanksWithRestartsRunsEveryRankAgainAfterOneRankFails) {
+  std::atomic<int> calls{0};
+  std::vector<double> sums(4, -1);
+  const auto start = Clock::now();
+  const int restarts = RunRanksWithRestarts(4, 2, [&](ProcessGroupPtr pg, int attempt) {
+    ++calls;
+    if (attempt == 0 && pg->rank() == 2) TESSEL_FAIL(ErrorCode::kInternal, "injected fault");
+    Tensor t = Full({1}, pg->rank() + 1);
+    pg->AllReduce(t, ReduceOp::kSum)->Wait();
+    sums[pg->rank()] = t.item<double>();
+  });
+  EXPECT_EQ(restarts, 1);
+  EXPECT_EQ(calls.load(), 8);  // 4 ranks x 2 attempts
+  EXPECT_EQ(sums, std::vector<double>(4, 1 + 2 + 3 + 4));
+  EXPECT_LT(Seconds(start), 30.0) << "the peers of the failed rank waited for the timeout";
+}
+
+TEST(ThreadsErrorsTest, RunRanksWithRestartsRethrowsTheLastAttemptsErrorWhenOutOfRestarts) {
+  int attempts_seen = 0;
+  ExpectErrorContains(
+      [&] {
+        RunRanksWithRestarts(2, 1, [&](ProcessGroupPtr pg, int attempt) {
+          if (pg->rank() == 0) attempts_seen = attempt + 1;
+          if (pg->rank() == 1) TESSEL_FAIL(ErrorCode::kDataLoss, "fault in attempt ", attempt);
+          pg->Barrier()->Wait();
+        });
+      },
+      ErrorCode::kDataLoss, {"fault in attempt 1"});
+  EXPECT_EQ(attempts_seen, 2);
+  ExpectErrorContains([] { RunRanksWithRestarts(2, -1, [](ProcessGroupPtr, int) {}); }, ErrorCode::kInvalidArgument,
+                      {"max_restarts must be >= 0, got -1"});
+}
+
+// Rank 0 all-reduces on a sub-group while rank 1 all-reduces on the world: each waits for a call the other
+// will never issue. Both raise the same kAborted naming both calls, groups and ranks, long before the timeout.
+TEST(ThreadsErrorsTest, CollectivesOnDifferentGroupsRaiseADeadlockOnBothRanksWellBeforeTheTimeout) {
+  std::vector<std::string> messages(2);
+  std::vector<double> seconds(2);
+  RunRanksOptions options;
+  options.timeout = std::chrono::seconds(120);
+  RunRanks(2, [&](ProcessGroupPtr pg) {
+    ProcessGroupPtr sub = pg->NewGroup({0, 1});
+    const auto start = Clock::now();
+    try {
+      (pg->rank() == 0 ? sub : pg)->AllReduce(Ones({4}), ReduceOp::kSum)->Wait();
+      ADD_FAILURE() << "deadlock not detected";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kAborted);
+      messages[pg->rank()] = e.what();
+    }
+    seconds[pg->rank()] = Seconds(start);
+  }, options);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_LT(seconds[r], 10.0) << "rank " << r << " waited for the timeout";
+    for (const char* fragment :
+         {"deadlock: ", "rank 0 waits in all_reduce #0 (16 B, float32, sum) on group 'world.0' (global ranks [0, 1]) "
+                        "for rank 1, which has not issued it",
+          "rank 1 waits in all_reduce #0 (16 B, float32, sum) on group 'world' (global ranks [0, 1]) for rank 0",
+          "issued collectives on different groups in different orders"}) {
+      EXPECT_NE(messages[r].find(fragment), std::string::npos) << "rank " << r << ": " << messages[r];
+    }
+  }
+}
+
+// 4 ranks, a (2, 2) mesh's row group {0, 1}: rank 0 on the row, ranks 1-3 on the world. Every rank waiting in
+// one of the two calls raises (ranks 2 and 3 too), and the groups refuse later calls instead of hanging.
+TEST(ThreadsErrorsTest, ADeadlockBetweenASubGroupAndTheWorldFailsEveryRankWaitingInEitherCall) {
+  std::vector<std::string> messages(4);
+  std::vector<std::string> later(4);
+  RunRanksOptions options;
+  options.timeout = std::chrono::seconds(120);
+  const auto start = Clock::now();
+  RunRanks(4, [&](ProcessGroupPtr pg) {
+    ProcessGroupPtr row = pg->NewGroup({0, 1});
+    pg->NewGroup({2, 3});
+    try {
+      (pg->rank() == 0 ? row : pg)->AllGather(Zeros({4 * (pg->rank() == 0 ? 2 : 4)}), Ones({4}))->Wait();
+      ADD_FAILURE() << "deadlock not detected";
+    } catch (const Error& e) {
+      messages[pg->rank()] = Str(static_cast<int>(e.code()), " ", e.what());
+    }
+    try {
+      pg->Barrier()->Wait();
+    } catch (const Error& e) {
+      later[pg->rank()] = e.what();
+    }
+  }, options);
+  EXPECT_LT(Seconds(start), 10.0);
+  for (int r = 0; r < 4; ++r) {
+    // Ranks 2 and 3 may post after the verdict: then the broken group refuses the call, naming the deadlock.
+    EXPECT_EQ(messages[r].rfind(Str(static_cast<int>(ErrorCode::kAborted), " "), 0), 0u) << messages[r];
+    EXPECT_NE(messages[r].find("deadlock: "), std::string::npos) << messages[r];
+    EXPECT_NE(messages[r].find("rank 0 waits in all_gather #0 (16 B, float32) on group 'world.0' (global ranks [0, 1])"),
+              std::string::npos) << messages[r];
+    EXPECT_NE(messages[r].find("on group 'world' (global ranks [0, 1, 2, 3]) for rank 0"), std::string::npos)
+        << messages[r];
+    // (rank 0's barrier is call #0 of the world, the deadlocked call itself: it gets the verdict directly.)
+    EXPECT_NE(later[r].find("deadlock: rank 0 waits in all_gather #0"), std::string::npos) << later[r];
+  }
+}
+
+// Not a deadlock: each rank issues both calls (asynchronously, in opposite orders) before waiting, so each
+// group's call is issued by every member; both complete with the right sums.
+TEST(ThreadsErrorsTest, AsyncCallsOnTwoGroupsInOppositeOrdersCompleteWithoutADeadlockError) {
+  RunRanks(2, [&](ProcessGroupPtr pg) {
+    ProcessGroupPtr sub = pg->NewGroup({0, 1});
+    Tensor a = Full({4}, pg->rank() + 1), b = Full({4}, 10 * (pg->rank() + 1));
+    WorkPtr first = pg->rank() == 0 ? sub->AllReduce(a, ReduceOp::kSum) : pg->AllReduce(b, ReduceOp::kSum);
+    WorkPtr second = pg->rank() == 0 ? pg->AllReduce(b, ReduceOp::kSum) : sub->AllReduce(a, ReduceOp::kSum);
+    first->Wait();
+    second->Wait();
+    EXPECT_EQ(a.ToVector<double>(), std::vector<double>(4, 3));
+    EXPECT_EQ(b.ToVector<double>(), std::vector<double>(4, 30));
+  });
+}
+
 }  // namespace
 }  // namespace tessel::comm

@@ -51,12 +51,21 @@ void GroupRendezvous::WaitForArrival(std::unique_lock<std::mutex>& lock, Slot& s
   const int world = size();
   const auto deadline = Clock::now() + timeout;
   std::string exited;
+  std::optional<std::string> deadlock;
   cv_.wait_until(lock, deadline, [&] {
     if (slot.arrived == world || world_->aborted() || slot.timeout_message.has_value()) return true;
+    deadlock = world_->deadlock(key_, call.desc.seq);
+    if (deadlock) return true;
     exited = ExitedMissing(slot);
     return !exited.empty();
   });
   if (slot.arrived == world) return;
+  if (deadlock && !world_->aborted() && !slot.timeout_message) {
+    slot.calls[rank] = nullptr;
+    if (--slot.arrived == 0) slots_.erase(call.desc.seq);
+    broken_ = *deadlock;  // the members disagree on what call s is: the group cannot be used again
+    TESSEL_FAIL(ErrorCode::kAborted, *deadlock);
+  }
   if (!world_->aborted() && !slot.timeout_message && !exited.empty()) {
     slot.calls[rank] = nullptr;
     if (--slot.arrived == 0) slots_.erase(call.desc.seq);
@@ -303,6 +312,47 @@ std::string ThreadsWorld::abort_message() const {
 int ThreadsWorld::first_failed_rank() const {
   std::lock_guard<std::mutex> lock(mu_);
   return first_failed_rank_;
+}
+
+// ---- deadlock detection ---------------------------------------------------------------------------
+
+void ThreadsWorld::NoteIssued(int global_rank, const std::string& key, int64_t seq) {
+  std::lock_guard<std::mutex> lock(mu_);
+  IssueState& state = issued_[{global_rank, key}];
+  state.thread = ThisThreadId();
+  state.issued = std::max(state.issued, seq + 1);
+}
+
+int64_t ThreadsWorld::BeginBlockedWait(BlockedCall wait) {
+  wait.thread = ThisThreadId();
+  std::optional<Deadlock> found;
+  int64_t handle;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    handle = next_handle_++;
+    const int rank = wait.rank;
+    blocked_.emplace(handle, std::move(wait));
+    std::vector<BlockedCall> all;
+    for (const auto& [h, b] : blocked_) all.push_back(b);
+    found = FindDeadlock(all, issued_, rank, ThisThreadId());
+    if (found) {
+      for (const auto& call : found->calls) deadlocks_.emplace(call, found->message);
+    }
+  }
+  if (found) WakeAllGroups();
+  return handle;
+}
+
+void ThreadsWorld::EndBlockedWait(int64_t handle) {
+  std::lock_guard<std::mutex> lock(mu_);
+  blocked_.erase(handle);
+}
+
+std::optional<std::string> ThreadsWorld::deadlock(const std::string& key, int64_t seq) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto it = deadlocks_.find({key, seq});
+  if (it == deadlocks_.end()) return std::nullopt;
+  return it->second;
 }
 
 std::shared_ptr<GroupRendezvous> ThreadsWorld::GetOrCreateGroup(const std::shared_ptr<ThreadsWorld>& self,

@@ -11,6 +11,13 @@
 // (or the slot's copies) and write their own, and every direct phase ends with a barrier, so there
 // is no data race.
 //
+// Deadlock detection (collectives issued on different groups in different orders): ThreadsWorld knows,
+// per rank thread, the collective its caller is blocked on in Work::Wait (BeginBlockedWait) and, per
+// (rank, group), how many calls were issued and by which thread: the wait-for graph of comm/wait_graph.h.
+// A cycle can only close when a thread blocks, so BeginBlockedWait looks for one then; it records the
+// verdict for every call of the cycle, and every member waiting in those calls raises it (kAborted) at
+// once instead of waiting out the timeout.
+//
 // Example (backend side):
 //   RankCall call{desc, in_ptr, out_ptr};
 //   rendezvous->RunCollective(rank, call, /*num_phases=*/1, &ExecAllGather, timeout, label);
@@ -31,6 +38,7 @@
 
 #include "comm/collective.h"
 #include "comm/process_group.h"
+#include "comm/wait_graph.h"
 
 namespace tessel::comm::threads_internal {
 
@@ -137,6 +145,16 @@ class ThreadsWorld {
   std::string abort_message() const;
   int first_failed_rank() const;
 
+  // Deadlock detection (file comment). NoteIssued: the calling thread of `global_rank` issued call
+  // `seq` of group `key` (or created its handle of the group: seq -1).
+  void NoteIssued(int global_rank, const std::string& key, int64_t seq);
+  // The calling thread is about to block on `wait` (rank and thread filled in here); returns a handle
+  // for EndBlockedWait. Finds a cycle it closes, records its verdict and wakes every group.
+  int64_t BeginBlockedWait(BlockedCall wait);
+  void EndBlockedWait(int64_t handle);
+  // The verdict for call `seq` of group `key` when it is part of a detected deadlock.
+  std::optional<std::string> deadlock(const std::string& key, int64_t seq) const;
+
   // The rendezvous of the group `key`, created by its first member to ask.
   std::shared_ptr<GroupRendezvous> GetOrCreateGroup(const std::shared_ptr<ThreadsWorld>& self, const std::string& key,
                                                     const std::vector<int>& global_ranks);
@@ -151,6 +169,10 @@ class ThreadsWorld {
   std::string abort_message_;
   int first_failed_rank_ = -1;
   std::map<std::string, std::weak_ptr<GroupRendezvous>> groups_;
+  IssueMap issued_;
+  std::map<int64_t, BlockedCall> blocked_;  // by handle
+  int64_t next_handle_ = 0;
+  std::map<std::pair<std::string, int64_t>, std::string> deadlocks_;  // (group key, seq) -> verdict
 };
 
 }  // namespace tessel::comm::threads_internal

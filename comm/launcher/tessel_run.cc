@@ -1,7 +1,11 @@
 // comm/launcher/tessel_run.cc — `tessel-run`: starts the local ranks of a multi-process job, like torchrun.
 //
 //   tessel-run --nproc-per-node N [--nnodes M --node-rank R --master-addr A --master-port P]
-//              [--backend auto|gloo|nccl] prog args...
+//              [--max-restarts N] [--backend auto|gloo|nccl] prog args...
+//
+// Flags are absl flags spelled torchrun's way (--nproc-per-node or --nproc_per_node, `--flag value` or
+// `--flag=value`); they end at the first argument that is not a flag (or at `--`): the rest is the program and
+// its arguments. An unknown flag is a usage error (exit 2).
 //
 // Invariant: each rank runs `prog args...` with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
 // GROUP_RANK (= node rank), MASTER_ADDR, MASTER_PORT set as torchrun sets them; every line it writes
@@ -12,6 +16,12 @@
 // default 2): peers waiting for it would otherwise wait out the comm timeout (the comm layer also fails
 // their collectives at once when its connection closes); the launcher then exits 1. A job whose ranks
 // legitimately finish far apart (rank 0 writes a report alone) passes a larger --exit-grace-s.
+// --max-restarts N (torchrun's name and semantics): when an attempt fails (any exit code other than 0, once
+// the others are stopped as above), the launcher prints "[tessel-run] attempt A failed with exit code C;
+// restarting ..." and starts every local rank again, up to N times; it exits with the last attempt's code.
+// Each rank sees TESSEL_RESTART_COUNT (0 for the first attempt), like torchrun's TORCHELASTIC_RESTART_COUNT.
+// The program resumes itself (examples/gpt/train.cc: from the newest complete checkpoint). Single node only:
+// a node restarting alone could not rejoin peers that did not restart. A signal to the launcher never restarts.
 // SIGINT/SIGTERM to the launcher are forwarded. `--master-port 0` picks a free port (single node only).
 // `--backend` (default auto: nccl when this
 // node has a visible GPU for every local process, else gloo; rule in comm/backend_choice.h) is
@@ -48,8 +58,22 @@
 #include <string>
 #include <vector>
 
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
+#include "absl/flags/usage.h"
 #include "comm/backend_choice.h"
 #include "core/base/error.h"
+
+ABSL_FLAG(int, nproc_per_node, 1, "processes (ranks) to start on this node");
+ABSL_FLAG(int, nnodes, 1, "nodes in the job (one launcher per node)");
+ABSL_FLAG(int, node_rank, 0, "this node's index, 0..nnodes-1");
+ABSL_FLAG(std::string, master_addr, "127.0.0.1", "node 0's address (rank 0 serves the rendezvous store there)");
+ABSL_FLAG(int, master_port, 29500, "the rendezvous port (0: a free one, single node only)");
+ABSL_FLAG(std::string, backend, "auto", "auto, gloo or nccl (exported as TESSEL_BACKEND)");
+ABSL_FLAG(int, exit_grace_s, 2, "how long ranks may still run after one exited with code 0");
+ABSL_FLAG(int, rendezvous_timeout_s, 300, "node rank > 0: how long to wait for node 0's rendezvous");
+ABSL_FLAG(int, max_restarts, 0, "restart all local ranks up to N times when one fails (torchrun's --max-restarts)");
 
 namespace {
 
@@ -59,9 +83,11 @@ struct Args {
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
+  bool pick_port = false;  // --master-port 0: a fresh free port for every attempt
   std::string backend = "auto";  // resolved to gloo or nccl by ResolveBackend
   int exit_grace_s = 2;
   int rendezvous_timeout_s = 300;
+  int max_restarts = 0;
   std::vector<char*> command;
 };
 
@@ -81,65 +107,76 @@ struct Rank {
 volatile sig_atomic_t g_signal = 0;
 void OnSignal(int sig) { g_signal = sig; }
 
-[[noreturn]] void Usage(const char* why) {
+[[noreturn]] void Usage(const std::string& why) {
   std::fprintf(stderr,
                "tessel-run: %s\nusage: tessel-run --nproc-per-node N [--nnodes M --node-rank R --master-addr A "
-               "--master-port P --rendezvous-timeout-s T] [--exit-grace-s G] [--backend auto|gloo|nccl] [--] prog args...\n",
-               why);
+               "--master-port P --rendezvous-timeout-s T] [--exit-grace-s G] [--max-restarts N] "
+               "[--backend auto|gloo|nccl] [--] prog args...\n(flags take '-' or '_' between words; --helpfull "
+               "lists them)\n",
+               why.c_str());
   std::exit(2);
 }
 
-int ParseInt(const std::string& flag, const std::string& v) {
-  char* end = nullptr;
-  const long x = std::strtol(v.c_str(), &end, 10);
-  if (v.empty() || *end != '\0' || x < 0) Usage((flag + " needs a non-negative integer, got '" + v + "'").c_str());
-  return static_cast<int>(x);
+// "--nproc-per-node=4" -> "--nproc_per_node=4": torchrun spells its flags both ways; absl names are identifiers.
+std::string NormalizeFlag(const std::string& arg) {
+  std::string out = arg;
+  const size_t stop = std::min(out.find('='), out.size());
+  for (size_t i = 2; i < stop; ++i) {
+    if (out[i] == '-') out[i] = '_';
+  }
+  return out;
+}
+
+// Splits argv at the program: the launcher's flags (normalized, checked against the registered absl flags so an
+// unknown one is a usage error, exit 2) go to absl, the first argument that is not a flag or a flag's value (or
+// everything after "--") is the command. Flags after the program belong to the program.
+int SplitAtProgram(int argc, char** argv, std::vector<std::string>* flags) {
+  int i = 1;
+  for (; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--") return i + 1;
+    if (arg.size() < 3 || arg.rfind("--", 0) != 0) break;
+    flags->push_back(NormalizeFlag(arg));
+    const std::string name = flags->back().substr(2, flags->back().find('=') - 2);
+    if (name == "help" || name == "helpfull" || name == "helpshort" || name == "version") continue;  // absl's own
+    const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    if (flag == nullptr) Usage("unknown flag --" + name);
+    if (arg.find('=') != std::string::npos || flag->IsOfType<bool>()) continue;
+    if (i + 1 >= argc) Usage(arg + " needs a value");
+    flags->push_back(argv[++i]);
+  }
+  return i;
 }
 
 Args Parse(int argc, char** argv) {
+  std::vector<std::string> flags;
+  const int program = SplitAtProgram(argc, argv, &flags);
+  std::vector<char*> absl_argv = {argv[0]};
+  for (std::string& f : flags) absl_argv.push_back(f.data());
+  absl::SetProgramUsageMessage("starts the local ranks of a job, like torchrun: tessel-run --nproc-per-node N "
+                               "[--max-restarts N] ... prog args... (comm/launcher/tessel_run.cc)");
+  absl::ParseCommandLine(static_cast<int>(absl_argv.size()), absl_argv.data());
   Args a;
-  int i = 1;
-  for (; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg == "--") {
-      ++i;
-      break;
-    }
-    if (arg.rfind("--", 0) != 0) break;
-    std::string value;
-    const size_t eq = arg.find('=');
-    if (eq != std::string::npos) {
-      value = arg.substr(eq + 1), arg = arg.substr(0, eq);
-    } else {
-      if (i + 1 >= argc) Usage((arg + " needs a value").c_str());
-      value = argv[++i];
-    }
-    if (arg == "--nproc-per-node" || arg == "--nproc_per_node") {
-      a.nproc_per_node = ParseInt(arg, value);
-    } else if (arg == "--nnodes") {
-      a.nnodes = ParseInt(arg, value);
-    } else if (arg == "--node-rank" || arg == "--node_rank") {
-      a.node_rank = ParseInt(arg, value);
-    } else if (arg == "--master-addr" || arg == "--master_addr") {
-      a.master_addr = value;
-    } else if (arg == "--master-port" || arg == "--master_port") {
-      a.master_port = ParseInt(arg, value);
-    } else if (arg == "--backend") {
-      a.backend = value;
-    } else if (arg == "--exit-grace-s") {
-      a.exit_grace_s = ParseInt(arg, value);
-    } else if (arg == "--rendezvous-timeout-s") {
-      a.rendezvous_timeout_s = ParseInt(arg, value);
-    } else {
-      Usage(("unknown flag " + arg).c_str());
-    }
+  for (const auto& [v, flag] : {std::pair{&a.nproc_per_node, &FLAGS_nproc_per_node}, {&a.nnodes, &FLAGS_nnodes},
+                                {&a.node_rank, &FLAGS_node_rank}, {&a.master_port, &FLAGS_master_port},
+                                {&a.exit_grace_s, &FLAGS_exit_grace_s},
+                                {&a.rendezvous_timeout_s, &FLAGS_rendezvous_timeout_s},
+                                {&a.max_restarts, &FLAGS_max_restarts}}) {
+    *v = absl::GetFlag(*flag);
+    if (*v < 0) Usage("--" + std::string(absl::GetFlagReflectionHandle(*flag).Name()) + " must be >= 0");
   }
-  for (; i < argc; ++i) a.command.push_back(argv[i]);
+  a.master_addr = absl::GetFlag(FLAGS_master_addr);
+  a.backend = absl::GetFlag(FLAGS_backend);
+  for (int i = program; i < argc; ++i) a.command.push_back(argv[i]);
   a.command.push_back(nullptr);
   if (a.command.size() == 1) Usage("no program given");
   if (a.nproc_per_node < 1 || a.nnodes < 1) Usage("--nproc-per-node and --nnodes must be >= 1");
   if (a.node_rank >= a.nnodes) Usage("--node-rank must be < --nnodes");
   if (a.master_port == 0 && a.nnodes > 1) Usage("--master-port 0 (pick a free port) works on a single node only");
+  if (a.max_restarts > 0 && a.nnodes > 1) {
+    Usage("--max-restarts needs --nnodes 1: a node that restarts alone cannot rejoin peers that did not");
+  }
+  a.pick_port = a.master_port == 0;
   return a;
 }
 
@@ -150,7 +187,7 @@ void ResolveBackend(Args& a) {
   try {
     a.backend = tessel::comm::BackendName(tessel::comm::ChooseLauncherBackend(a.backend, gpus, a.nproc_per_node));
   } catch (const tessel::Error& e) {
-    Usage(e.what());
+    Usage(std::string(e.what()));
   }
 }
 
@@ -334,17 +371,32 @@ bool AnyOpen(const std::vector<Rank>& ranks) {
   return false;
 }
 
-}  // namespace
+// Reaps exited ranks: records the first failure in `exit_code` (a non-zero code, or 128 + signal) and the
+// first rank that exited 0 while others may still need it.
+void Reap(std::vector<Rank>& ranks, bool terminating, int* exit_code, int* early_rank,
+          std::chrono::steady_clock::time_point* early_deadline, int grace_s) {
+  int status = 0;
+  pid_t pid;
+  while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
+    for (Rank& r : ranks) {
+      if (r.pid != pid) continue;
+      r.running = false;
+      const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      if (code != 0 && !terminating && *exit_code == 0) {
+        std::fprintf(stderr, "[tessel-run] rank %d exited with code %d; terminating the other ranks\n", r.rank, code);
+        *exit_code = code;
+      } else if (code == 0 && *early_rank < 0) {
+        *early_rank = r.rank;
+        *early_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(grace_s);
+      }
+    }
+  }
+}
 
-int main(int argc, char** argv) {
-  Args args = Parse(argc, argv);
-  ResolveBackend(args);
-  if (args.master_port == 0) args.master_port = FreePort();
-  struct sigaction sa {};
-  sa.sa_handler = OnSignal;
-  ::sigaction(SIGINT, &sa, nullptr);
-  ::sigaction(SIGTERM, &sa, nullptr);
-  if (args.node_rank > 0) WaitForRendezvous(args);
+// One attempt: starts every local rank (TESSEL_RESTART_COUNT = `attempt`), forwards their output, and returns
+// the job's exit code once every rank is gone.
+int RunAttempt(const Args& args, int attempt) {
+  ::setenv("TESSEL_RESTART_COUNT", std::to_string(attempt).c_str(), 1);
   std::vector<Rank> ranks(args.nproc_per_node);
   for (int lr = 0; lr < args.nproc_per_node; ++lr) {
     ranks[lr].rank = args.node_rank * args.nproc_per_node + lr;
@@ -358,29 +410,12 @@ int main(int argc, char** argv) {
   Clock::time_point early_deadline{};
   while (AnyOpen(ranks)) {
     Pump(ranks, 50);
-    int status = 0;
-    pid_t pid;
-    while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
-      for (Rank& r : ranks) {
-        if (r.pid != pid) continue;
-        r.running = false;
-        const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-        if (code != 0 && !terminating) {
-          std::fprintf(stderr, "[tessel-run] rank %d exited with code %d; terminating the other ranks\n", r.rank, code);
-          exit_code = code;
-        } else if (code == 0 && early_rank < 0) {
-          early_rank = r.rank;
-          early_deadline = Clock::now() + std::chrono::seconds(args.exit_grace_s);
-        }
-      }
+    Reap(ranks, terminating, &exit_code, &early_rank, &early_deadline, args.exit_grace_s);
+    std::string still;
+    for (const Rank& r : ranks) {
+      if (r.running) still += (still.empty() ? "" : ", ") + std::to_string(r.rank);
     }
-    bool others_run = false;
-    for (const Rank& r : ranks) others_run = others_run || r.running;
-    if (!terminating && exit_code == 0 && early_rank >= 0 && others_run && Clock::now() >= early_deadline) {
-      std::string still;
-      for (const Rank& r : ranks) {
-        if (r.running) still += (still.empty() ? "" : ", ") + std::to_string(r.rank);
-      }
+    if (!terminating && exit_code == 0 && early_rank >= 0 && !still.empty() && Clock::now() >= early_deadline) {
       std::fprintf(stderr,
                    "[tessel-run] rank %d exited with code 0 but rank(s) %s still run %d s later (they may be waiting "
                    "for it); terminating them (--exit-grace-s sets the grace)\n",
@@ -396,4 +431,25 @@ int main(int argc, char** argv) {
     if (terminating && Clock::now() >= kill_at) SignalAll(ranks, SIGKILL);
   }
   return exit_code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args args = Parse(argc, argv);
+  ResolveBackend(args);
+  struct sigaction sa {};
+  sa.sa_handler = OnSignal;
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  if (args.node_rank > 0) WaitForRendezvous(args);
+  for (int attempt = 0;; ++attempt) {
+    if (args.pick_port) args.master_port = FreePort();
+    const int code = RunAttempt(args, attempt);
+    if (code == 0 || g_signal != 0 || attempt >= args.max_restarts) return code;
+    std::fprintf(stderr,
+                 "[tessel-run] attempt %d failed with exit code %d; restarting all %d local ranks (restart %d of "
+                 "--max-restarts %d)\n",
+                 attempt, code, args.nproc_per_node, attempt + 1, args.max_restarts);
+  }
 }

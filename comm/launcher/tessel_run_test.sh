@@ -66,9 +66,40 @@ grep -q "waiting for the rendezvous at 127.0.0.1:1 (rank 0 on node 0) until .* (
   || fail "no waiting notice with its deadline"
 grep -q "gave up after 1 s: nothing accepted a connection at 127.0.0.1:1" "$out" || fail "no give-up notice"
 
-# 4. A bad flag is a usage error.
+# 4. A bad flag is a usage error (absl flags; torchrun's '-' spelling and absl's '_' both work).
 "$launcher" --bogus 1 true >"$out" 2>&1
 [ $? -eq 2 ] || fail "bad flag should exit 2"
+grep -q "unknown flag --bogus" "$out" || fail "no unknown-flag message"
+"$launcher" --help >"$out" 2>&1
+grep -q -- "--max_restarts (restart all local ranks up to N times" "$out" || fail "--help does not list --max_restarts"
+"$launcher" --nproc_per_node=2 --max-restarts 0 /bin/sh -c 'echo "u $WORLD_SIZE"' >"$out" 2>&1 || fail "'_' spelling failed"
+grep -qx "\[rank 1\] u 2" "$out" || fail "--nproc_per_node=2 not honoured"
+"$launcher" --nproc-per-node 1 --max-restarts=-1 true >"$out" 2>&1
+[ $? -eq 2 ] || fail "a negative --max-restarts should exit 2"
+"$launcher" --nproc-per-node 1 --nnodes 2 --max-restarts 1 true >"$out" 2>&1
+[ $? -eq 2 ] || fail "--max-restarts with --nnodes 2 should exit 2"
+grep -q "max-restarts needs --nnodes 1" "$out" || fail "no multi-node restart message"
+
+# 4b. --max-restarts: rank 1 fails in attempts 0 and 1 (TESSEL_RESTART_COUNT) while rank 0 sleeps; the launcher
+# stops rank 0, restarts both, and the third attempt succeeds. Each restart is printed.
+prog='echo "attempt $TESSEL_RESTART_COUNT"; if [ "$RANK" = 1 ] && [ "$TESSEL_RESTART_COUNT" -lt 2 ]; then exit 5; fi
+[ "$RANK" = 0 ] && [ "$TESSEL_RESTART_COUNT" -lt 2 ] && sleep 60; exit 0'
+start=$(date +%s)
+"$launcher" --nproc-per-node 2 --max-restarts 2 /bin/sh -c "$prog" >"$out" 2>&1
+rc=$?
+elapsed=$(( $(date +%s) - start ))
+[ $rc -eq 0 ] || fail "expected exit 0 after two restarts, got $rc"
+[ $elapsed -lt 30 ] || fail "took ${elapsed}s: rank 0 was not stopped before a restart"
+for a in 0 1; do
+  grep -q "attempt $a failed with exit code 5; restarting all 2 local ranks (restart $((a + 1)) of --max-restarts 2)" \
+    "$out" || fail "no restart notice after attempt $a"
+done
+[ "$(grep -c "^\[rank 0\] attempt [012]$" "$out")" -eq 3 ] || fail "rank 0 did not run three attempts"
+# Out of restarts: the exit code of the last attempt (here attempt 1 fails with 5 again).
+"$launcher" --nproc-per-node 2 --max-restarts 1 /bin/sh -c "$prog" >"$out" 2>&1
+rc=$?
+[ $rc -eq 5 ] || fail "expected the last attempt's exit code 5, got $rc"
+[ "$(grep -c "restarting all 2 local ranks" "$out")" -eq 1 ] || fail "expected exactly one restart"
 # 5. Backend choice (comm/backend_choice.h): gloo without GPUs, nccl with a GPU per process, exported
 #    to every rank as TESSEL_BACKEND; --backend=nccl without enough GPUs is a usage error.
 dev="${TEST_TMPDIR:-/tmp}/fake_dev"; mkdir -p "$dev"; : > "$dev/nvidia0"; : > "$dev/nvidia1"; : > "$dev/nvidiactl"

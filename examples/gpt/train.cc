@@ -17,6 +17,11 @@
 // tensor. --resume=DIR loads one at any --nproc (resharding on load), checks that every full tensor
 // matches its fingerprint bitwise, prints so, and continues from the saved step to --steps. The data
 // position is the step (batches are a function of it) and the model config must match the saved one.
+// A dead rank costs nothing (issue 15): with --save=DIR --save_every=K (and no --resume) a run starts from the
+// newest complete DIR/step_N (torchtitan's auto-resume; an interrupted save is skipped), and the checkpoint
+// also holds the data cursor, the layout and every rank's RNG state. --max_restarts=N reruns every rank when
+// one fails (threads backend); under `tessel-run --nproc-per-node N --max-restarts M` each process is one rank
+// (gloo) and the launcher restarts them. Either way the final checkpoint is bitwise an uninterrupted run's.
 //
 // Usage: bazel run //examples/gpt:train -- [--nproc=4] [--steps=300] [--batch=16] [--seq=64]
 //        [--d_model=128] [--layers=4] [--heads=4] [--lr=3e-3] [--seed=1] [--log_every=25] [--profile_step=N]
@@ -29,6 +34,11 @@
 //        flags on the command line override it.
 //        --mixed_precision=bf16 (fully_shard layout; --nproc=1 then runs one fully_shard rank): bf16
 //        parameters/activations for compute, fp32 master weights, reduce and logits (MixedPrecisionPolicy).
+//        [--max_restarts=N] restarts the threads-backend job when a rank fails; it resumes from the newest
+//        complete checkpoint under --save (with --save_every). Under tessel-run each process is one gloo rank.
+#include <signal.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -56,6 +66,7 @@
 #include "core/nn/transformer.h"
 #include "core/ops/gemm.h"
 #include "comm/backends/threads.h"
+#include "comm/init_process_group.h"
 #include "core/ops/view.h"
 #include "core/optim/optimizer.h"
 #include "core/tensor/factory.h"
@@ -102,6 +113,8 @@ ABSL_FLAG(std::optional<std::string>, mixed_precision, std::nullopt,
           "none or bf16: bf16 compute, fp32 master weights, reduce and logits (fully_shard layout; default none)");
 ABSL_FLAG(std::optional<std::string>, data, std::nullopt,
           "train on this text file, byte-level (default: the generated corpus, examples/gpt/corpus.h)");
+ABSL_FLAG(std::optional<int>, max_restarts, std::nullopt,
+          "threads backend: restart the job up to N times when a rank fails, resuming (default 0)");
 ABSL_FLAG(std::optional<std::string>, config, std::nullopt,
           "TOML config (keys are flag names, any tables; flags on the command line override it)");
 
@@ -112,7 +125,7 @@ namespace {
 constexpr std::string_view kTrainFlags[] = {
     "nproc", "steps", "batch", "seq", "d_model", "layers", "heads", "lr", "seed", "log_every", "profile_step",
     "save", "save_every", "resume", "tp", "dp_shard", "dp_replicate", "sp", "loss_parallel", "pp", "schedule",
-    "microbatches", "stages_per_rank", "ac", "mixed_precision", "data"};
+    "microbatches", "stages_per_rank", "ac", "mixed_precision", "data", "max_restarts"};
 
 struct Flags {
   std::map<std::string, std::string> values;  // the flags given (command line or --config), as text
@@ -223,6 +236,37 @@ void PrintTpPlanVsMeasured(const TpLayout& layout, const nn::GPTConfig& cfg, int
   }
 }
 
+// Which attempt of a restarted job this is (issue 15): 0 first; `own_process`: a rank process of tessel-run.
+struct Attempt {
+  int index = 0;
+  bool own_process = false;
+};
+
+// Test hook for the restart tests: TESSEL_TEST_FAULT_STEP=S (TESSEL_TEST_FAULT_RANK=R, default 1) makes rank R
+// fail at the start of step S, in the first attempt only. A tessel-run rank process SIGKILLs itself (kill -9:
+// no unwinding, no flush); a threads-backend rank throws kAborted.
+void MaybeInjectFault(int64_t step, int rank, const Attempt& attempt) {
+  const char* at = std::getenv("TESSEL_TEST_FAULT_STEP");
+  const char* who = std::getenv("TESSEL_TEST_FAULT_RANK");
+  if (at == nullptr || attempt.index != 0 || step != std::atoll(at) || rank != (who ? std::atoi(who) : 1)) return;
+  std::printf("train: rank %d: fault injected at step %lld (TESSEL_TEST_FAULT_STEP)\n", rank,
+              static_cast<long long>(step));
+  std::fflush(stdout);
+  if (attempt.own_process) ::kill(::getpid(), SIGKILL);
+  TESSEL_FAIL(ErrorCode::kAborted, "train: rank ", rank, ": fault injected at step ", step, " (TESSEL_TEST_FAULT_STEP)");
+}
+
+// The checkpoint to start from: --resume=DIR, else (torchtitan's auto-resume) with --save=ROOT and --save_every=K
+// the newest complete ROOT/step_N (incomplete saves skipped), else none ("").
+std::string ResumeDir(const Flags& flags, int rank) {
+  const std::string explicit_dir = flags.GetString("resume", "");
+  const std::string root = flags.GetString("save", "/tmp/tessel_gpt_ckpt");
+  if (!explicit_dir.empty() || root == "none" || flags.Get("save_every", 0) <= 0) return explicit_dir;
+  const std::optional<std::string> newest = NewestCompleteCheckpoint(root, rank == 0);
+  if (rank == 0 && newest) std::printf("resume: newest complete checkpoint under %s is %s\n", root.c_str(), newest->c_str());
+  return newest.value_or("");
+}
+
 // What one rank does. `world` is null for the unsharded single-rank run.
 struct RunResult {
   double first_loss = 0, last_loss = 0, final_loss = 0, tokens_per_s = 0, seconds = 0;
@@ -230,7 +274,8 @@ struct RunResult {
 };
 
 // `activations`: the memory plan's measured activations for the local batch (0: no plan printed).
-RunResult TrainRank(const Flags& flags, const comm::ProcessGroupPtr& world, int64_t activations) {
+RunResult TrainRank(const Flags& flags, const comm::ProcessGroupPtr& world, int64_t activations,
+                    const Attempt& attempt = {}) {
   const int64_t steps = static_cast<int64_t>(flags.Get("steps", 300));
   const int64_t B = static_cast<int64_t>(flags.Get("batch", 16));
   const int64_t T = static_cast<int64_t>(flags.Get("seq", 64));
@@ -267,16 +312,21 @@ RunResult TrainRank(const Flags& flags, const comm::ProcessGroupPtr& world, int6
                 : layout.tp > 1
                     ? Str("tensor parallel on ", nranks, " ranks (dp_shard ", layout.dp_shard, " x tp ", layout.tp,
                           layout.parallelism.sequence_parallel ? ", sequence parallel" : "",
-                          layout.parallelism.loss_parallel ? ", loss parallel" : "", ", threads backend)").c_str()
-                    : ("fully_shard on " + std::to_string(nranks) + " ranks (threads backend)").c_str(),
+                          layout.parallelism.loss_parallel ? ", loss parallel" : "", ", ", world->backend_name(),
+                          " backend)").c_str()
+                    : Str("fully_shard on ", nranks, " ranks (", world->backend_name(), " backend)").c_str(),
                 NumThreads());
     if (layout.bf16) std::printf("bf16 mixed precision; bf16 GEMMs: %s\n", Bf16GemmBackend().c_str());
   }
   const std::string config = Str("d_model=", cfg.d_model, " layers=", cfg.n_layers, " heads=", cfg.n_heads, " seq=", T,
                                   " batch=", B, " seed=", seed);
   const std::string schedule_desc = Str("steps=", steps, " lr=", flags.Get("lr", 3e-3), " warmup=", schedule.warmup_steps);
-  const std::string resume = flags.GetString("resume", "");
-  const int64_t start = resume.empty() ? 0 : Resume(resume, {&model}, {&opt}, config, schedule_desc, world, nranks);
+  RunState run{.gen = &gen, .layout = !world           ? "1 rank, unsharded"
+                                     : layout.tp > 1 ? Str("dp_shard ", layout.dp_shard, " x tp ", layout.tp)
+                                                     : Str("fully_shard dp ", nranks)};
+  const std::string resume = ResumeDir(flags, rank);
+  const int64_t start =
+      resume.empty() ? 0 : Resume(resume, {&model}, {&opt}, config, schedule_desc, world, nranks, false, &run);
   if (start >= steps && rank == 0) {
     std::printf("resume: nothing to train: the checkpoint is at step %lld and --steps=%lld\n",
                 static_cast<long long>(start), static_cast<long long>(steps));
@@ -297,6 +347,7 @@ RunResult TrainRank(const Flags& flags, const comm::ProcessGroupPtr& world, int6
     // --profile_step=N prints a per-op time table for step N (0-based).
     std::optional<OpProfiler> prof;
     if (step == static_cast<int64_t>(flags.Get("profile_step", -1))) prof.emplace();
+    MaybeInjectFault(step, rank, attempt);
     const auto t0 = std::chrono::steady_clock::now();
     const Batch batch = SampleBatch(text, B, T, step, seed + 17);
     const Tensor idx = Contiguous(Narrow(batch.idx_BT, 0, dp_rank * local_b, local_b));
@@ -345,7 +396,7 @@ RunResult TrainRank(const Flags& flags, const comm::ProcessGroupPtr& world, int6
       // The previous periodic save must have succeeded (its error surfaces here, not silently later).
       if (periodic.valid()) periodic.get();
       const auto t0 = std::chrono::steady_clock::now();
-      checkpoint::StateDict state = CheckpointState({&model}, {&opt}, step + 1, config, schedule_desc, nranks);
+      checkpoint::StateDict state = CheckpointState({&model}, {&opt}, step + 1, config, schedule_desc, nranks, world, &run);
       periodic = saver->Save(state, Str(save_root, "/step_", step + 1));
       if (rank == 0) {
         std::printf("checkpoint: step %lld saving in the background to %s/step_%lld (training blocked %.1f ms: "
@@ -369,7 +420,8 @@ RunResult TrainRank(const Flags& flags, const comm::ProcessGroupPtr& world, int6
     const std::string dir = Str(save_root, "/step_", steps);
     const auto t0 = std::chrono::steady_clock::now();
     const checkpoint::SaveResult saved =
-        checkpoint::Save(CheckpointState({&model}, {&opt}, steps, config, schedule_desc, nranks), dir, world);
+        checkpoint::Save(CheckpointState({&model}, {&opt}, steps, config, schedule_desc, nranks, world, &run), dir,
+                         world);
     if (rank == 0) {
       std::printf("checkpoint: step %lld saved to %s (%.2f MiB from %d ranks, %.0f ms); reload with "
                   "--resume=%s and any --nproc\n",
@@ -385,10 +437,37 @@ RunResult TrainRank(const Flags& flags, const comm::ProcessGroupPtr& world, int6
   return r;
 }
 
+// Under tessel-run (WORLD_SIZE set): this process is one rank of the launcher's job, on the launcher's backend
+// (gloo on CPU); tessel-run --max-restarts restarts it, and it resumes like any run. Returns rank 0's result.
+std::optional<RunResult> TrainLaunched(const Flags& flags) {
+  const comm::ProcessGroupPtr world = comm::InitProcessGroupForDevice(Device::Cpu());
+  TESSEL_CHECK(!flags.values.count("nproc") || flags.Get("nproc", 0) == world->size(), "train: --nproc=",
+               flags.GetString("nproc", ""), " but tessel-run started ", world->size(), " ranks (WORLD_SIZE)");
+  const char* restart = std::getenv("TESSEL_RESTART_COUNT");
+  const RunResult r = TrainRank(flags, world, 0, {.index = restart ? std::atoi(restart) : 0, .own_process = true});
+  if (world->rank() != 0) return std::nullopt;
+  return r;
+}
+
+// --max_restarts restarts the threads-backend job; a tessel-run rank is restarted by the launcher, and the
+// pipeline mode does not resume by itself yet: refuse what would be silently ignored.
+void CheckRestartFlags(const Flags& flags) {
+  const bool launched = std::getenv("WORLD_SIZE") != nullptr;
+  TESSEL_CHECK(!launched || !PipelineRequested(flags.values), "train: --pp / --dp_replicate run on the threads "
+               "backend in one process; under tessel-run (WORLD_SIZE is set) use the fully_shard or --tp modes");
+  TESSEL_CHECK(!flags.values.count("max_restarts") || !launched, "train: --max_restarts restarts the threads "
+               "backend's ranks; under tessel-run pass --max-restarts to the launcher instead");
+  TESSEL_CHECK(!flags.values.count("max_restarts") || !PipelineRequested(flags.values),
+               "train: --max_restarts is not supported with --pp / --dp_replicate (they do not resume by themselves)");
+  TESSEL_CHECK(flags.Get("max_restarts", 0) >= 0, "train: --max_restarts must be >= 0, got ",
+               flags.GetString("max_restarts", ""));
+}
+
 int Main(int argc, char** argv) {
   const Flags flags = ParseFlags(argc, argv);
   TESSEL_CHECK(!flags.values.count("mixed_precision") || !PipelineRequested(flags.values),
                "train: --mixed_precision is not supported with --pp");
+  CheckRestartFlags(flags);
   if (PipelineRequested(flags.values)) return TrainPipelined(flags.values);  // --pp: examples/gpt/pipeline.h
   const TpLayout layout = TpLayoutFrom(flags);
   const int nproc = static_cast<int>(flags.Get("nproc", layout.tp > 1 ? static_cast<double>(layout.world()) : 4.0));
@@ -396,7 +475,11 @@ int Main(int argc, char** argv) {
                layout.dp_shard, " x --tp=", layout.tp, " needs ", layout.world(), " ranks");
   TESSEL_CHECK(nproc >= 1, "train: --nproc must be >= 1, got ", nproc);
   RunResult r;
-  if (nproc == 1 && !layout.bf16) {
+  if (std::getenv("WORLD_SIZE") != nullptr) {  // a rank process under tessel-run
+    const std::optional<RunResult> mine = TrainLaunched(flags);
+    if (!mine) return 0;  // rank 0 prints the summary
+    r = *mine;
+  } else if (nproc == 1 && !layout.bf16) {
     r = TrainRank(flags, nullptr, 0);
   } else {
     // Measured before the world starts: it runs one unsharded step on a fresh device of its own.
@@ -405,10 +488,12 @@ int Main(int argc, char** argv) {
         layout.tp > 1 || layout.bf16 ? 0  // the plan models fp32 activations
                       : planner::MeasureGptActivations(cfg, static_cast<int64_t>(flags.Get("batch", 16)) / nproc,
                                                        layout.parallelism.activation_checkpointing);
-    comm::RunRanks(nproc, [&](comm::ProcessGroupPtr world) {
-      RunResult mine = TrainRank(flags, world, activations);
-      if (world->rank() == 0) r = mine;
-    });
+    // --max_restarts=N: a failed rank restarts the whole job function, which resumes (comm/backends/threads.h).
+    comm::RunRanksWithRestarts(nproc, static_cast<int>(flags.Get("max_restarts", 0)),
+                               [&](comm::ProcessGroupPtr world, int attempt) {
+                                 RunResult mine = TrainRank(flags, world, activations, {.index = attempt});
+                                 if (world->rank() == 0) r = mine;
+                               });
   }
   if (r.steps_run == 0) return 0;  // --resume at or past --steps: loaded and checked only
   std::printf("summary: loss %.4f -> %.4f (mean of first/last %lld steps) | final loss %.17g | %.0f tokens/s | %.1f s\n",

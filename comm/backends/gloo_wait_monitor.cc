@@ -1,0 +1,171 @@
+// comm/backends/gloo_wait_monitor.cc — WaitMonitor: snapshots of blocked callers in the store, the cycle
+// search of comm/wait_graph.h over all of them, and the verdicts (see the header).
+#include "comm/backends/gloo_wait_monitor.h"
+
+#include <sstream>
+
+#include "core/base/error.h"
+
+namespace tessel::comm::gloo_internal {
+namespace {
+
+constexpr std::chrono::milliseconds kStoreTimeout{5000};
+
+std::vector<char> Bytes(const std::string& s) { return std::vector<char>(s.begin(), s.end()); }
+std::string Text(const std::vector<char>& v) { return std::string(v.begin(), v.end()); }
+
+// Snapshot lines: "I\t<key>\t<thread>\t<issued>" and "B\t<thread>\t<key>\t<seq>\t<call>\t<label>\t<m,m,...>".
+void Parse(const std::string& text, int rank, std::vector<BlockedCall>* blocked, IssueMap* issued) {
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    std::vector<std::string> f;
+    std::istringstream fields(line);
+    for (std::string x; std::getline(fields, x, '\t');) f.push_back(x);
+    if (f.size() == 4 && f[0] == "I") {
+      (*issued)[{rank, f[1]}] = {std::stoull(f[2]), std::stoll(f[3])};
+    } else if (f.size() == 7 && f[0] == "B") {
+      BlockedCall b{.rank = rank, .thread = std::stoull(f[1]), .key = f[2], .seq = std::stoll(f[3]), .call = f[4],
+                    .label = f[5]};
+      std::istringstream members(f[6]);
+      for (std::string m; std::getline(members, m, ',');) b.members.push_back(std::stoi(m));
+      blocked->push_back(std::move(b));
+    }
+  }
+}
+
+}  // namespace
+
+WaitMonitor::WaitMonitor(std::shared_ptr<Store> store, std::string prefix, int global_rank, int world_size)
+    : store_(std::move(store)), prefix_(std::move(prefix)), rank_(global_rank), world_size_(world_size) {
+  thread_ = std::thread([this] { Run(); });
+}
+
+WaitMonitor::~WaitMonitor() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void WaitMonitor::NoteIssued(const std::string& key, int64_t seq) {
+  std::lock_guard<std::mutex> lock(mu_);
+  IssueState& state = issued_[{rank_, key}];
+  state.thread = ThisThreadId();
+  state.issued = std::max(state.issued, seq + 1);
+}
+
+int64_t WaitMonitor::BeginBlockedWait(BlockedCall wait) {
+  wait.rank = rank_;
+  wait.thread = ThisThreadId();
+  std::lock_guard<std::mutex> lock(mu_);
+  blocked_.emplace(next_handle_, std::make_pair(std::move(wait), Clock::now()));
+  return next_handle_++;
+}
+
+void WaitMonitor::EndBlockedWait(int64_t handle) {
+  std::lock_guard<std::mutex> lock(mu_);
+  blocked_.erase(handle);
+}
+
+void WaitMonitor::BeginExchange(const std::string& key, int64_t seq,
+                                std::vector<gloo::transport::UnboundBuffer*> buffers) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& registered = exchanges_[{key, seq}] = std::move(buffers);
+  if (verdicts_.count({key, seq})) {
+    for (gloo::transport::UnboundBuffer* b : registered) b->abortWaitRecv(), b->abortWaitSend();
+  }
+}
+
+void WaitMonitor::EndExchange(const std::string& key, int64_t seq) {
+  std::lock_guard<std::mutex> lock(mu_);
+  exchanges_.erase({key, seq});
+}
+
+std::optional<std::string> WaitMonitor::deadlock(const std::string& key, int64_t seq) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto it = verdicts_.find({key, seq});
+  if (it == verdicts_.end()) return std::nullopt;
+  return it->second;
+}
+
+void WaitMonitor::Record(const std::pair<std::string, int64_t>& call, const std::string& verdict) {
+  verdicts_.emplace(call, verdict);
+  const auto it = exchanges_.find(call);
+  if (it == exchanges_.end()) return;
+  for (gloo::transport::UnboundBuffer* b : it->second) b->abortWaitRecv(), b->abortWaitSend();
+}
+
+std::string WaitMonitor::Snapshot() const {
+  std::string out;
+  for (const auto& [where, state] : issued_) out += Str("I\t", where.second, "\t", state.thread, "\t", state.issued, "\n");
+  for (const auto& [handle, entry] : blocked_) {
+    const BlockedCall& b = entry.first;
+    std::string members;
+    for (int m : b.members) members += Str(members.empty() ? "" : ",", m);
+    out += Str("B\t", b.thread, "\t", b.key, "\t", b.seq, "\t", b.call, "\t", b.label, "\t", members, "\n");
+  }
+  return out;
+}
+
+void WaitMonitor::Run() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    cv_.wait_for(lock, kPeriod, [&] { return stop_; });
+    if (stop_) break;
+    try {
+      Round(lock);
+    } catch (const std::exception&) {
+      // Detection is best effort: a store that is gone (shutdown) leaves the group timeout in charge.
+      if (!lock.owns_lock()) lock.lock();
+    }
+  }
+}
+
+void WaitMonitor::Round(std::unique_lock<std::mutex>& lock) {
+  std::vector<BlockedCall> mine;
+  bool long_wait = false;
+  for (const auto& [handle, entry] : blocked_) {
+    mine.push_back(entry.first);
+    long_wait = long_wait || Clock::now() - entry.second >= kQuiet;
+  }
+  const std::string wait_key = Str(prefix_, "wait/", rank_);
+  if (!long_wait) {
+    if (published_.empty() || !mine.empty()) return;
+    published_.clear();  // nothing blocked any more: withdraw the snapshot peers might still read
+    lock.unlock();
+    store_->Set(wait_key, Bytes("\n"));
+    lock.lock();
+    return;
+  }
+  const std::string snapshot = Snapshot();
+  const bool publish = snapshot != published_;
+  published_ = snapshot;
+  IssueMap issued = issued_;
+  lock.unlock();
+  if (publish) store_->Set(wait_key, Bytes(snapshot));
+  std::vector<std::pair<std::pair<std::string, int64_t>, std::string>> found;
+  for (const BlockedCall& b : mine) {  // a verdict another rank found for one of my calls
+    const std::string key = Str(prefix_, "deadlock/", b.key, "/", b.seq);
+    if (store_->Check(key)) found.push_back({{b.key, b.seq}, Text(store_->Get(key, kStoreTimeout))});
+  }
+  std::vector<BlockedCall> all = mine;
+  for (int r = 0; r < world_size_ && found.empty(); ++r) {
+    const std::string key = Str(prefix_, "wait/", r);
+    if (r != rank_ && store_->Check(key)) Parse(Text(store_->Get(key, kStoreTimeout)), r, &all, &issued);
+  }
+  for (size_t i = 0; i < mine.size() && found.empty(); ++i) {
+    const std::optional<Deadlock> d = FindDeadlock(all, issued, rank_, mine[i].thread);
+    if (!d) continue;
+    for (const auto& call : d->calls) {
+      const std::string key = Str(prefix_, "deadlock/", call.first, "/", call.second);
+      if (!store_->Check(key)) store_->Set(key, Bytes(d->message));
+      found.push_back({call, d->message});
+    }
+  }
+  lock.lock();
+  for (const auto& [call, verdict] : found) Record(call, verdict);
+}
+
+}  // namespace tessel::comm::gloo_internal

@@ -1,0 +1,82 @@
+// comm/backends/gloo_wait_monitor.h — WaitMonitor: deadlock detection for the gloo backend across
+// processes (collectives issued on different groups in different orders), through the rendezvous store.
+//
+// Invariant: a rank raises a deadlock only for a cycle of comm/wait_graph.h that runs through one of its
+// own callers blocked right now. Each process keeps its callers' blocked calls and the calls it issued per
+// group; once a caller has waited kQuiet, its monitor thread publishes that snapshot to the store
+// ("<prefix>wait/<rank>"), reads the peers' snapshots and looks for a cycle. A peer's snapshot may be older
+// than its state, but a peer blocked on a call that waits for a frozen caller stays blocked, so a cycle that
+// closes on a caller blocked now is a certain deadlock. The verdict goes to the store
+// ("<prefix>deadlock/<group>/<seq>") for every call of the cycle, so every rank waiting in those calls raises
+// it even if the rank that found it has moved on; the waiting header exchanges are aborted at once
+// (kAborted with the verdict, the group broken). Cost: nothing until a wait lasts kQuiet; then a few store
+// round trips per rank every kPeriod while it lasts.
+//
+// Example (gloo.cc):
+//   monitor->NoteIssued(prefix, seq);                              // the user thread issued call seq
+//   monitor->BeginExchange(prefix, seq, {recv.get(), send.get()});  // the comm thread waits for headers
+//   if (auto verdict = monitor->deadlock(prefix, seq)) Break(ErrorCode::kAborted, *verdict);
+#pragma once
+
+#include <gloo/transport/unbound_buffer.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "comm/store.h"
+#include "comm/wait_graph.h"
+
+namespace tessel::comm::gloo_internal {
+
+class WaitMonitor {
+ public:
+  static constexpr std::chrono::milliseconds kQuiet{300};
+  static constexpr std::chrono::milliseconds kPeriod{200};
+
+  WaitMonitor(std::shared_ptr<Store> store, std::string prefix, int global_rank, int world_size);
+  ~WaitMonitor();
+  WaitMonitor(const WaitMonitor&) = delete;
+  WaitMonitor& operator=(const WaitMonitor&) = delete;
+
+  // The calling thread issued call `seq` of group `key` (seq -1: it made its handle of the group).
+  void NoteIssued(const std::string& key, int64_t seq);
+  // The calling thread blocks in Wait on `wait` (rank and thread filled in here) until EndBlockedWait.
+  int64_t BeginBlockedWait(BlockedCall wait);
+  void EndBlockedWait(int64_t handle);
+  // The comm thread waits in the header exchange of call `seq` of group `key`: a verdict aborts `buffers`.
+  void BeginExchange(const std::string& key, int64_t seq, std::vector<gloo::transport::UnboundBuffer*> buffers);
+  void EndExchange(const std::string& key, int64_t seq);
+  std::optional<std::string> deadlock(const std::string& key, int64_t seq);
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  void Run();
+  void Round(std::unique_lock<std::mutex>& lock);
+  std::string Snapshot() const;
+  // Records `verdict` for (key, seq) and aborts its exchange, if any. Under mu_.
+  void Record(const std::pair<std::string, int64_t>& call, const std::string& verdict);
+
+  std::shared_ptr<Store> store_;
+  const std::string prefix_;
+  const int rank_;
+  const int world_size_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  IssueMap issued_;  // this rank's entries only
+  std::map<int64_t, std::pair<BlockedCall, Clock::time_point>> blocked_;
+  int64_t next_handle_ = 0;
+  std::map<std::pair<std::string, int64_t>, std::vector<gloo::transport::UnboundBuffer*>> exchanges_;
+  std::map<std::pair<std::string, int64_t>, std::string> verdicts_;
+  std::string published_;  // the snapshot last written to the store ("" = none)
+  std::thread thread_;     // last: started once everything above exists
+};
+
+}  // namespace tessel::comm::gloo_internal

@@ -1,0 +1,89 @@
+// comm/wait_graph.cc — FindDeadlock: depth-first search of the wait-for graph (see wait_graph.h).
+#include "comm/wait_graph.h"
+
+#include <algorithm>
+#include <functional>
+#include <set>
+#include <thread>
+
+#include "core/base/error.h"
+
+namespace tessel::comm {
+
+uint64_t ThisThreadId() { return std::hash<std::thread::id>{}(std::this_thread::get_id()); }
+
+namespace {
+
+class TrackedWork final : public Work {
+ public:
+  TrackedWork(WorkPtr inner, std::function<int64_t()> begin, std::function<void(int64_t)> end)
+      : inner_(std::move(inner)), begin_(std::move(begin)), end_(std::move(end)) {}
+  void Wait() override {
+    if (inner_->IsCompleted()) return inner_->Wait();
+    const int64_t handle = begin_();
+    try {
+      inner_->Wait();
+    } catch (...) {
+      end_(handle);
+      throw;
+    }
+    end_(handle);
+  }
+  bool IsCompleted() override { return inner_->IsCompleted(); }
+
+ private:
+  WorkPtr inner_;
+  std::function<int64_t()> begin_;
+  std::function<void(int64_t)> end_;
+};
+
+}  // namespace
+
+WorkPtr TrackBlockingWait(WorkPtr inner, std::function<int64_t()> begin, std::function<void(int64_t)> end) {
+  return std::make_shared<TrackedWork>(std::move(inner), std::move(begin), std::move(end));
+}
+
+std::optional<Deadlock> FindDeadlock(std::span<const BlockedCall> blocked, const IssueMap& issued, int start_rank,
+                                     uint64_t start_thread) {
+  using Node = std::pair<int, uint64_t>;
+  std::map<Node, const BlockedCall*> waiting;
+  for (const BlockedCall& b : blocked) waiting[{b.rank, b.thread}] = &b;
+  const Node start{start_rank, start_thread};
+  if (!waiting.count(start)) return std::nullopt;
+  struct Step {
+    const BlockedCall* wait;
+    int waits_for;
+  };
+  std::vector<Step> path;
+  std::set<Node> visited = {start};
+  // Along "blocked thread -> the thread that must issue what it waits for", back to `start`.
+  std::function<bool(const Node&)> reaches_start = [&](const Node& n) {
+    const BlockedCall& w = *waiting.at(n);
+    for (int member : w.members) {
+      const auto it = issued.find({member, w.key});
+      if (member == n.first || it == issued.end() || it->second.issued > w.seq) continue;
+      const Node next{member, it->second.thread};
+      path.push_back({&w, member});
+      if (next == start) return true;
+      if (waiting.count(next) && visited.insert(next).second && reaches_start(next)) return true;
+      path.pop_back();
+    }
+    return false;
+  };
+  if (!reaches_start(start)) return std::nullopt;
+  std::rotate(path.begin(), std::min_element(path.begin(), path.end(), [](const Step& a, const Step& b) {
+                return a.wait->rank < b.wait->rank;
+              }), path.end());
+  Deadlock d{.message = "deadlock: "};
+  for (const Step& step : path) {
+    d.message += Str(&step == &path.front() ? "" : "; ", "rank ", step.wait->rank, " waits in ", step.wait->call,
+                     " on ", step.wait->label, " for rank ", step.waits_for, ", which has not issued it");
+    d.calls.emplace_back(step.wait->key, step.wait->seq);
+  }
+  d.message += ". Every one of them is blocked waiting for the next, so none can ever issue what the other needs: "
+               "ranks issued collectives on different groups in different orders (issue them in the same order on "
+               "every rank)";
+  return d;
+}
+
+}  // namespace tessel::comm
