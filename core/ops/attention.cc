@@ -1,5 +1,7 @@
 // core/ops/attention.cc — scaled_dot_product_attention: fused, blocked CPU forward and backward
-// kernels (FlashAttention-2's schedule on BLAS block GEMMs, core/ops/gemm.h) and the backward formula.
+// kernels and the backward formula: float32 (and bf16, computed in float32) runs the per-ISA register-tiled
+// head kernels of core/ops/attention_kernels.h; float64 runs FlashAttention-2's schedule on BLAS block GEMMs
+// (core/ops/gemm.h) below.
 //
 // Ops registered:
 //   scaled_dot_product_attention(q [..., T, D], k [..., S, D], v [..., S, Dv]) {is_causal, scale}
@@ -30,6 +32,7 @@
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <vector>
 
@@ -37,6 +40,7 @@
 #include "core/base/error.h"
 #include "core/base/parallel.h"
 #include "core/dispatch/dispatcher.h"
+#include "core/ops/attention_kernels.h"
 #include "core/ops/gemm.h"
 #include "core/tensor/copy.h"
 #include "core/tensor/factory.h"
@@ -197,6 +201,56 @@ void ForwardHead(const C* q, const C* k, const C* v, C* o, C* lse, const Dims& d
   }
 }
 
+// ---- float32: the per-ISA head kernels (core/ops/attention_kernels.h) ------------------------------
+
+AttentionHeadDims HeadDims(const Dims& dm) { return {dm.t, dm.s, dm.d, dm.dv}; }
+
+// Runs fn(head, scratch) for every head on the worker pool, one scratch buffer per task.
+void ForEachHead(const Dims& dm, const std::function<void(int64_t, float*)>& fn) {
+  const int64_t scratch_floats = ActiveAttentionKernels().scratch_floats(HeadDims(dm));
+  ParallelFor(0, dm.heads, HeadGrain(dm), [&](int64_t h0, int64_t h1) {
+    Scratch<float> scratch(scratch_floats);
+    for (int64_t h = h0; h < h1; ++h) fn(h, scratch.data());
+  });
+}
+
+void ForwardFloat(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out, Tensor& lse, const Dims& dm,
+                  bool causal, float scale) {
+  const AttentionKernels& kern = ActiveAttentionKernels();
+  const AttentionHeadDims hd = HeadDims(dm);
+  ForEachHead(dm, [&](int64_t h, float* scratch) {
+    AttentionHeadPtrs p;
+    p.q = static_cast<const float*>(q.raw_data()) + h * dm.t * dm.d;
+    p.k = static_cast<const float*>(k.raw_data()) + h * dm.s * dm.d;
+    p.v = static_cast<const float*>(v.raw_data()) + h * dm.s * dm.dv;
+    p.o = static_cast<float*>(out.raw_data()) + h * dm.t * dm.dv;
+    p.lse = static_cast<float*>(lse.raw_data()) + h * dm.t;
+    kern.forward(p, hd, causal, scale, scratch);
+  });
+}
+
+// c: dout, q, k, v, out, lse (contiguous float32).
+void BackwardFloat(const TensorList& c, Tensor& dq, Tensor& dk, Tensor& dv, const Dims& dm, bool causal,
+                   float scale) {
+  const AttentionKernels& kern = ActiveAttentionKernels();
+  const AttentionHeadDims hd = HeadDims(dm);
+  auto in = [&](int i) { return static_cast<const float*>(c[i].raw_data()); };
+  ForEachHead(dm, [&](int64_t h, float* scratch) {
+    const int64_t qo = h * dm.t * dm.d, ko = h * dm.s * dm.d, vo = h * dm.s * dm.dv, oo = h * dm.t * dm.dv;
+    AttentionHeadPtrs p;
+    p.q = in(1) + qo, p.k = in(2) + ko, p.v = in(3) + vo;
+    p.saved_o = in(4) + oo;
+    p.saved_lse = in(5) + h * dm.t;
+    p.dout = in(0) + oo;
+    p.dq = static_cast<float*>(dq.raw_data()) + qo;
+    p.dk = static_cast<float*>(dk.raw_data()) + ko;
+    p.dv = static_cast<float*>(dv.raw_data()) + vo;
+    kern.backward(p, hd, causal, scale, scratch);
+  });
+}
+
+// ---- kernels ----------------------------------------------------------------------------------------
+
 TensorList ForwardKernel(std::span<const Tensor> in, const Attrs& attrs) {
   const char* op = "scaled_dot_product_attention";
   const Dims dm = CheckQkv(op, in, 0);
@@ -225,7 +279,7 @@ TensorList ForwardKernel(std::span<const Tensor> in, const Attrs& attrs) {
   if (ct == DType::kFloat64) {
     run(double{});
   } else {
-    run(float{});
+    ForwardFloat(q, k, v, out, lse, dm, causal, static_cast<float>(attrs.GetDouble("scale")));
   }
   return {CastOutput(out, in[0].dtype()), lse};
 }
@@ -344,7 +398,7 @@ TensorList BackwardKernel(std::span<const Tensor> in, const Attrs& attrs) {
   if (ct == DType::kFloat64) {
     run(double{});
   } else {
-    run(float{});
+    BackwardFloat(c, dq, dk, dv, dm, causal, static_cast<float>(attrs.GetDouble("scale")));
   }
   return {CastOutput(dq, dt), CastOutput(dk, dt), CastOutput(dv, dt)};
 }

@@ -1,7 +1,9 @@
 // core/ops/attention_test.cc — scaled_dot_product_attention against naive double loops (causal and
 // full, T != S, several query and key blocks of the online softmax), the saved log-sum-exp, backward
 // against finite differences and against the naive double-loop gradients, thread-count independence,
-// bf16, empty shapes and error messages.
+// bf16, empty shapes and error messages; the float32 kernels on each vector ISA this CPU runs (AVX2
+// always, forced by ForceAttentionIsaForTesting; AVX-512 where present) with head dims 8/32/64 and
+// sequence lengths that are not multiples of the register tile, panel or key block.
 #include "core/ops/attention.h"
 
 #include <gtest/gtest.h>
@@ -13,6 +15,7 @@
 #include "core/autograd/engine.h"
 #include "core/base/error.h"
 #include "core/base/parallel.h"
+#include "core/ops/attention_kernels.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/testing/gradcheck.h"
 #include "core/tensor/copy.h"
@@ -278,6 +281,64 @@ TEST(AttentionTest, EmptyBatchQueriesAndKeysAreHandled) {
   EXPECT_EQ(ScaledDotProductAttention(Zeros({2, 0, 4}), Zeros({2, 5, 4}), Zeros({2, 5, 2})).sizes(), (Shape{2, 0, 2}));
   ExpectAllClose(ScaledDotProductAttention(Ones({2, 3, 4}), Zeros({2, 0, 4}), Zeros({2, 0, 2}), false),
                  std::vector<double>(12, 0.0), 0, 0);
+}
+
+// Pins the float32 kernel variant for one scope (test-only switch of core/ops/attention_kernels.h).
+class ScopedIsa {
+ public:
+  explicit ScopedIsa(AttentionIsa isa) { ForceAttentionIsaForTesting(isa); }
+  ~ScopedIsa() { ForceAttentionIsaForTesting(AttentionIsa::kAuto); }
+};
+
+std::vector<AttentionIsa> IsasOfThisCpu() {
+  std::vector<AttentionIsa> isas{AttentionIsa::kAvx2};
+  if (CpuHasAvx512()) isas.push_back(AttentionIsa::kAvx512);
+  return isas;
+}
+
+struct HeadShape {
+  int64_t t, s, d, dv;
+};
+
+TEST(AttentionTest, Float32KernelsOfEachIsaMatchNaiveDoubleValuesAndGradients) {
+  // Head dims 8/32/64 (and an odd 17/40); T, S off every tile (6/12 rows), panel and key-block size.
+  const std::vector<HeadShape> shapes{{37, 37, 8, 8}, {131, 131, 32, 32}, {77, 200, 64, 40}, {150, 90, 32, 17}};
+  for (AttentionIsa isa : IsasOfThisCpu()) {
+    const ScopedIsa pin(isa);
+    const std::string name = ActiveAttentionKernels().isa;
+    EXPECT_EQ(name, isa == AttentionIsa::kAvx2 ? "avx2" : "avx512");
+    for (const HeadShape& hs : shapes) {
+      for (bool causal : {true, false}) {
+        SCOPED_TRACE(::testing::Message() << name << " T=" << hs.t << " S=" << hs.s << " D=" << hs.d << " Dv=" << hs.dv
+                                          << (causal ? " causal" : " full"));
+        Generator gen(hs.t + hs.d);
+        Tensor q = Randn({2, hs.t, hs.d}, gen), k = Randn({2, hs.s, hs.d}, gen), v = Randn({2, hs.s, hs.dv}, gen);
+        Tensor g = Randn({2, hs.t, hs.dv}, gen);
+        const Attrs attrs = Attrs().Set("is_causal", causal).Set("scale", 0.3);
+        TensorList out = autograd::CallOp(GetOp("scaled_dot_product_attention"), {q, k, v}, attrs);
+        const Naive want = NaiveAttention(q, k, v, causal, 0.3);
+        ExpectAllClose(out[0], want.out, 2e-6, 1e-5);
+        ExpectAllClose(out[1], want.lse, 2e-6, 1e-5);
+        TensorList grads =
+            autograd::CallOp(GetOp("scaled_dot_product_attention_backward"), {g, q, k, v, out[0], out[1]}, attrs);
+        const NaiveGrads wg = NaiveAttentionBackward(q, k, v, g, causal, 0.3);
+        ExpectAllClose(grads[0], wg.dq, 1e-5, 1e-4);
+        ExpectAllClose(grads[1], wg.dk, 1e-5, 1e-4);
+        ExpectAllClose(grads[2], wg.dv, 1e-5, 1e-4);
+      }
+    }
+  }
+}
+
+TEST(AttentionTest, ForcingAvx512NeedsTheCpuToHaveIt) {
+  if (CpuHasAvx512()) {
+    const ScopedIsa pin(AttentionIsa::kAvx512);
+    EXPECT_STREQ(ActiveAttentionKernels().isa, "avx512");
+  } else {
+    ExpectErrorContains([] { ForceAttentionIsaForTesting(AttentionIsa::kAvx512); }, ErrorCode::kFailedPrecondition,
+                        "this CPU has no AVX-512F");
+    EXPECT_STREQ(ActiveAttentionKernels().isa, "avx2");
+  }
 }
 
 TEST(AttentionTest, BadShapesAndDtypesRaiseErrorsNamingTheOp) {
