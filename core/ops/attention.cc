@@ -205,6 +205,55 @@ void ForwardHead(const C* q, const C* k, const C* v, C* o, C* lse, const Dims& d
 
 AttentionHeadDims HeadDims(const Dims& dm) { return {dm.t, dm.s, dm.d, dm.dv}; }
 
+// `t` itself when the head kernels can read it in place (float32, last dim contiguous: a [B, H, T, D]
+// view of [B, T, H, D] memory qualifies), else a contiguous float32 copy.
+Tensor ReadableFloat(const Tensor& t) {
+  if (t.dtype() == DType::kFloat32 && (t.size(-1) <= 1 || t.stride(-1) == 1)) return t;
+  return AsContiguous(t, DType::kFloat32);
+}
+
+// Rows of every head of `t` [..., rows, width]: element offsets of the heads (the leading dims, row-major
+// order) and the row stride.
+struct HeadRows {
+  std::vector<int64_t> offset;
+  int64_t ld = 0;
+};
+HeadRows RowsOfHeads(const Tensor& t) {
+  const int64_t lead = t.dim() - 2;
+  HeadRows r;
+  r.ld = t.size(-2) <= 1 ? t.size(-1) : t.stride(-2);
+  std::vector<int64_t> index(lead, 0);
+  const int64_t heads = NumElements(DropLast(t.sizes(), 2));
+  r.offset.reserve(heads);
+  for (int64_t h = 0; h < heads; ++h) {
+    int64_t off = 0;
+    for (int64_t i = 0; i < lead; ++i) off += index[i] * t.stride(i);
+    r.offset.push_back(off);
+    for (int64_t i = lead - 1; i >= 0 && ++index[i] == t.size(i); --i) index[i] = 0;
+  }
+  return r;
+}
+
+// A new float32 tensor of `like`'s sizes laid out in like's memory order when like is a dense
+// permutation of its dims (a [B, H, T, D] view of [B, T, H, D] memory), so that the caller's transpose
+// back to [B, T, H, D] is contiguous and needs no copy; else contiguous.
+Tensor EmptyInLayoutOf(const Tensor& like) {
+  const int64_t n = like.dim();
+  std::vector<int64_t> order(n);
+  for (int64_t i = 0; i < n; ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return like.stride(a) > like.stride(b); });
+  Shape strides(n);
+  int64_t running = 1;
+  for (int64_t i = n - 1; i >= 0; --i) {
+    strides[order[i]] = running;
+    running *= like.size(order[i]);
+  }
+  if (like.numel() == 0 || like.is_contiguous() || strides != like.strides()) {
+    return Empty(like.sizes(), DType::kFloat32, like.device());
+  }
+  return MakeView(Empty({like.numel()}, DType::kFloat32, like.device()), like.sizes(), strides, 0);
+}
+
 // Runs fn(head, scratch) for every head on the worker pool, one scratch buffer per task.
 void ForEachHead(const Dims& dm, const std::function<void(int64_t, float*)>& fn) {
   const int64_t scratch_floats = ActiveAttentionKernels().scratch_floats(HeadDims(dm));
@@ -214,39 +263,46 @@ void ForEachHead(const Dims& dm, const std::function<void(int64_t, float*)>& fn)
   });
 }
 
-void ForwardFloat(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out, Tensor& lse, const Dims& dm,
-                  bool causal, float scale) {
+const float* In(const Tensor& t) { return static_cast<const float*>(t.raw_data()); }
+float* Mut(const Tensor& t) { return static_cast<float*>(t.raw_data()); }
+
+// in: q, k, v (any floating dtype); returns out (q's dtype), lse (float32).
+TensorList ForwardFloat(std::span<const Tensor> in, const Dims& dm, bool causal, float scale) {
+  const Tensor q = ReadableFloat(in[0]), k = ReadableFloat(in[1]), v = ReadableFloat(in[2]);
+  Tensor out = dm.dv == dm.d ? EmptyInLayoutOf(q) : Empty(WithLast(q.sizes(), dm.dv), DType::kFloat32, q.device());
+  Tensor lse = Empty(DropLast(q.sizes(), 1), DType::kFloat32, q.device());
+  const HeadRows hq = RowsOfHeads(q), hk = RowsOfHeads(k), hv = RowsOfHeads(v), ho = RowsOfHeads(out);
   const AttentionKernels& kern = ActiveAttentionKernels();
-  const AttentionHeadDims hd = HeadDims(dm);
   ForEachHead(dm, [&](int64_t h, float* scratch) {
     AttentionHeadPtrs p;
-    p.q = static_cast<const float*>(q.raw_data()) + h * dm.t * dm.d;
-    p.k = static_cast<const float*>(k.raw_data()) + h * dm.s * dm.d;
-    p.v = static_cast<const float*>(v.raw_data()) + h * dm.s * dm.dv;
-    p.o = static_cast<float*>(out.raw_data()) + h * dm.t * dm.dv;
-    p.lse = static_cast<float*>(lse.raw_data()) + h * dm.t;
-    kern.forward(p, hd, causal, scale, scratch);
+    p.q = In(q) + hq.offset[h], p.k = In(k) + hk.offset[h], p.v = In(v) + hv.offset[h];
+    p.o = Mut(out) + ho.offset[h], p.lse = Mut(lse) + h * dm.t;
+    p.q_ld = hq.ld, p.k_ld = hk.ld, p.v_ld = hv.ld, p.o_ld = ho.ld;
+    kern.forward(p, HeadDims(dm), causal, scale, scratch);
   });
+  return {CastOutput(out, in[0].dtype()), lse};
 }
 
-// c: dout, q, k, v, out, lse (contiguous float32).
-void BackwardFloat(const TensorList& c, Tensor& dq, Tensor& dk, Tensor& dv, const Dims& dm, bool causal,
-                   float scale) {
+// in: grad_out, q, k, v, out, lse; returns dq, dk, dv in q's dtype.
+TensorList BackwardFloat(std::span<const Tensor> in, const Dims& dm, bool causal, float scale) {
+  TensorList c;  // dout, q, k, v, out, lse readable in place
+  for (const Tensor& t : in) c.push_back(ReadableFloat(t));
+  const Tensor lse = AsContiguous(c[5], DType::kFloat32);
+  Tensor dq = EmptyInLayoutOf(c[1]), dk = EmptyInLayoutOf(c[2]), dv = EmptyInLayoutOf(c[3]);
+  const HeadRows hg = RowsOfHeads(c[0]), hq = RowsOfHeads(c[1]), hk = RowsOfHeads(c[2]), hv = RowsOfHeads(c[3]);
+  const HeadRows ho = RowsOfHeads(c[4]), hdq = RowsOfHeads(dq), hdk = RowsOfHeads(dk), hdv = RowsOfHeads(dv);
   const AttentionKernels& kern = ActiveAttentionKernels();
-  const AttentionHeadDims hd = HeadDims(dm);
-  auto in = [&](int i) { return static_cast<const float*>(c[i].raw_data()); };
   ForEachHead(dm, [&](int64_t h, float* scratch) {
-    const int64_t qo = h * dm.t * dm.d, ko = h * dm.s * dm.d, vo = h * dm.s * dm.dv, oo = h * dm.t * dm.dv;
     AttentionHeadPtrs p;
-    p.q = in(1) + qo, p.k = in(2) + ko, p.v = in(3) + vo;
-    p.saved_o = in(4) + oo;
-    p.saved_lse = in(5) + h * dm.t;
-    p.dout = in(0) + oo;
-    p.dq = static_cast<float*>(dq.raw_data()) + qo;
-    p.dk = static_cast<float*>(dk.raw_data()) + ko;
-    p.dv = static_cast<float*>(dv.raw_data()) + vo;
-    kern.backward(p, hd, causal, scale, scratch);
+    p.q = In(c[1]) + hq.offset[h], p.k = In(c[2]) + hk.offset[h], p.v = In(c[3]) + hv.offset[h];
+    p.saved_o = In(c[4]) + ho.offset[h], p.saved_lse = In(lse) + h * dm.t, p.dout = In(c[0]) + hg.offset[h];
+    p.dq = Mut(dq) + hdq.offset[h], p.dk = Mut(dk) + hdk.offset[h], p.dv = Mut(dv) + hdv.offset[h];
+    p.q_ld = hq.ld, p.k_ld = hk.ld, p.v_ld = hv.ld, p.o_ld = ho.ld, p.dout_ld = hg.ld;
+    p.dq_ld = hdq.ld, p.dk_ld = hdk.ld, p.dv_ld = hdv.ld;
+    kern.backward(p, HeadDims(dm), causal, scale, scratch);
   });
+  const DType dt = in[1].dtype();
+  return {CastOutput(dq, dt), CastOutput(dk, dt), CastOutput(dv, dt)};
 }
 
 // ---- kernels ----------------------------------------------------------------------------------------
@@ -256,6 +312,7 @@ TensorList ForwardKernel(std::span<const Tensor> in, const Attrs& attrs) {
   const Dims dm = CheckQkv(op, in, 0);
   const bool causal = attrs.GetBool("is_causal");
   const DType ct = ComputeDType(in[0].dtype());
+  if (ct == DType::kFloat32) return ForwardFloat(in, dm, causal, static_cast<float>(attrs.GetDouble("scale")));
   const Tensor q = AsContiguous(in[0], ct), k = AsContiguous(in[1], ct), v = AsContiguous(in[2], ct);
   Tensor out = Empty(WithLast(in[0].sizes(), dm.dv), ct, q.device());
   Tensor lse = Empty(DropLast(in[0].sizes(), 1), ct, q.device());
@@ -276,11 +333,7 @@ TensorList ForwardKernel(std::span<const Tensor> in, const Attrs& attrs) {
       }
     });
   };
-  if (ct == DType::kFloat64) {
-    run(double{});
-  } else {
-    ForwardFloat(q, k, v, out, lse, dm, causal, static_cast<float>(attrs.GetDouble("scale")));
-  }
+  run(double{});
   return {CastOutput(out, in[0].dtype()), lse};
 }
 
@@ -368,6 +421,7 @@ TensorList BackwardKernel(std::span<const Tensor> in, const Attrs& attrs) {
   const bool causal = attrs.GetBool("is_causal");
   const DType dt = in[1].dtype();
   const DType ct = ComputeDType(dt);
+  if (ct == DType::kFloat32) return BackwardFloat(in, dm, causal, static_cast<float>(attrs.GetDouble("scale")));
   TensorList c;  // dout, q, k, v, out, lse as contiguous compute-type tensors
   for (const Tensor& t : in) c.push_back(AsContiguous(t, ct));
   Tensor dq = Empty(in[1].sizes(), ct, in[1].device());
@@ -395,11 +449,7 @@ TensorList BackwardKernel(std::span<const Tensor> in, const Attrs& attrs) {
       }
     });
   };
-  if (ct == DType::kFloat64) {
-    run(double{});
-  } else {
-    BackwardFloat(c, dq, dk, dv, dm, causal, static_cast<float>(attrs.GetDouble("scale")));
-  }
+  run(double{});
   return {CastOutput(dq, dt), CastOutput(dk, dt), CastOutput(dv, dt)};
 }
 

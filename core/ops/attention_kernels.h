@@ -27,7 +27,7 @@ struct AttentionHeadDims {
   int64_t t = 0, s = 0, d = 0, dv = 0;  // queries, keys, q/k width, v width
 };
 
-// One head's tensors, contiguous row-major: q [T, D], k [S, D], v [S, Dv], o [T, Dv], lse [T];
+// One head's tensors, row-major with the last dim contiguous (rows may be strided, *_ld below): q [T, D], k [S, D], v [S, Dv], o [T, Dv], lse [T];
 // backward reads saved_o, saved_lse (forward's o, lse) and dout [T, Dv] and writes dq [T, D], dk [S, D],
 // dv [S, Dv].
 struct AttentionHeadPtrs {
@@ -36,6 +36,8 @@ struct AttentionHeadPtrs {
   float* lse = nullptr;
   const float *saved_o = nullptr, *saved_lse = nullptr, *dout = nullptr;  // backward inputs
   float *dq = nullptr, *dk = nullptr, *dv = nullptr;
+  // Row strides in elements (0: rows packed at the width): o_ld is o's in forward, saved_o's in backward.
+  int64_t q_ld = 0, k_ld = 0, v_ld = 0, o_ld = 0, dout_ld = 0, dq_ld = 0, dk_ld = 0, dv_ld = 0;
 };
 
 struct AttentionKernels {

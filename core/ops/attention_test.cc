@@ -18,6 +18,7 @@
 #include "core/ops/attention_kernels.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/testing/gradcheck.h"
+#include "core/ops/view.h"
 #include "core/tensor/copy.h"
 #include "core/tensor/factory.h"
 #include "core/tensor/random.h"
@@ -216,6 +217,31 @@ TEST(AttentionTest, TransposedViewsMatchContiguousCopies) {
   Tensor k = RandDouble({2, 3, 5, 4}, 31), v = RandDouble({2, 3, 5, 4}, 32);
   ExpectAllClose(ScaledDotProductAttention(q, k, v, true), ScaledDotProductAttention(CastTo(q, DType::kFloat64), k, v),
                  0, 0);
+}
+
+TEST(AttentionTest, Float32HeadViewsOfTokenMajorMemoryAreReadInPlaceAndGradientsKeepTheirLayout) {
+  // q, k, v as a transformer block makes them: [B, T, H, D] memory viewed as [B, H, T, D].
+  Generator gen(50);
+  auto heads_view = [&](int64_t t) { return Transpose(Randn({2, t, 3, 32}, gen), 1, 2); };
+  Tensor q = heads_view(19), k = heads_view(19), v = heads_view(19), g = heads_view(19);
+  ASSERT_FALSE(q.is_contiguous());
+  auto run = [&](const Tensor& qq, const Tensor& kk, const Tensor& vv, const Tensor& gg) {
+    Tensor a = Detach(qq), b = Detach(kk), c = Detach(vv);
+    for (Tensor* t : {&a, &b, &c}) t->set_requires_grad(true);
+    Tensor y = ScaledDotProductAttention(a, b, c, true);
+    Backward(y, gg);
+    return std::vector<Tensor>{y, a.grad(), b.grad(), c.grad()};
+  };
+  const std::vector<Tensor> strided = run(q, k, v, g);
+  const std::vector<Tensor> packed = run(Contiguous(q), Contiguous(k), Contiguous(v), Contiguous(g));
+  for (size_t i = 0; i < strided.size(); ++i) {
+    SCOPED_TRACE(::testing::Message() << "tensor " << i);
+    // Same kernel, same arithmetic: bit-identical to the packed inputs' results.
+    ExpectAllClose(strided[i], packed[i], 0, 0);
+    // Written in the inputs' [B, T, H, D] memory order, so the block's transpose back is free.
+    EXPECT_TRUE(Transpose(strided[i], 1, 2).is_contiguous());
+  }
+  ExpectAllClose(strided[0], NaiveAttention(q, k, v, true, 1 / std::sqrt(32.0)).out, 2e-6, 1e-5);
 }
 
 TEST(AttentionTest, ForwardSavesLogSumExpPerQueryRow) {
