@@ -66,10 +66,30 @@ Tensor AsContiguous(const Tensor& t, DType dtype) {
   return c;
 }
 
-// `t` converted to `dtype` (itself when it already has it).
+// A new tensor of `like`'s sizes laid out in like's memory order when like is a dense permutation of
+// its dims (a [B, H, T, D] view of [B, T, H, D] memory), so that the caller's transpose back to
+// [B, T, H, D] is contiguous and needs no copy; else contiguous.
+Tensor EmptyInLayoutOf(const Tensor& like, DType dtype = DType::kFloat32) {
+  const int64_t n = like.dim();
+  std::vector<int64_t> order(n);
+  for (int64_t i = 0; i < n; ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return like.stride(a) > like.stride(b); });
+  Shape strides(n);
+  int64_t running = 1;
+  for (int64_t i = n - 1; i >= 0; --i) {
+    strides[order[i]] = running;
+    running *= like.size(order[i]);
+  }
+  if (like.numel() == 0 || like.is_contiguous() || strides != like.strides()) {
+    return Empty(like.sizes(), dtype, like.device());
+  }
+  return MakeView(Empty({like.numel()}, dtype, like.device()), like.sizes(), strides, 0);
+}
+
+// `t` converted to `dtype` in t's memory order (itself when it already has the dtype).
 Tensor CastOutput(const Tensor& t, DType dtype) {
   if (t.dtype() == dtype) return t;
-  Tensor c = Empty(t.sizes(), dtype, t.device());
+  Tensor c = EmptyInLayoutOf(t, dtype);
   CopyInto(c, t);
   return c;
 }
@@ -232,26 +252,6 @@ HeadRows RowsOfHeads(const Tensor& t) {
     for (int64_t i = lead - 1; i >= 0 && ++index[i] == t.size(i); --i) index[i] = 0;
   }
   return r;
-}
-
-// A new float32 tensor of `like`'s sizes laid out in like's memory order when like is a dense
-// permutation of its dims (a [B, H, T, D] view of [B, T, H, D] memory), so that the caller's transpose
-// back to [B, T, H, D] is contiguous and needs no copy; else contiguous.
-Tensor EmptyInLayoutOf(const Tensor& like) {
-  const int64_t n = like.dim();
-  std::vector<int64_t> order(n);
-  for (int64_t i = 0; i < n; ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return like.stride(a) > like.stride(b); });
-  Shape strides(n);
-  int64_t running = 1;
-  for (int64_t i = n - 1; i >= 0; --i) {
-    strides[order[i]] = running;
-    running *= like.size(order[i]);
-  }
-  if (like.numel() == 0 || like.is_contiguous() || strides != like.strides()) {
-    return Empty(like.sizes(), DType::kFloat32, like.device());
-  }
-  return MakeView(Empty({like.numel()}, DType::kFloat32, like.device()), like.sizes(), strides, 0);
 }
 
 // Runs fn(head, scratch) for every head on the worker pool, one scratch buffer per task.
