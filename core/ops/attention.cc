@@ -34,6 +34,8 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <memory>
+#include <new>
 #include <vector>
 
 #include "core/autograd/call.h"
@@ -258,8 +260,12 @@ HeadRows RowsOfHeads(const Tensor& t) {
 void ForEachHead(const Dims& dm, const std::function<void(int64_t, float*)>& fn) {
   const int64_t scratch_floats = ActiveAttentionKernels().scratch_floats(HeadDims(dm));
   ParallelFor(0, dm.heads, HeadGrain(dm), [&](int64_t h0, int64_t h1) {
-    Scratch<float> scratch(scratch_floats);
-    for (int64_t h = h0; h < h1; ++h) fn(h, scratch.data());
+    // Uninitialized (the kernels write before they read), 64-byte aligned; throws std::bad_alloc as Empty does.
+    constexpr std::align_val_t kAlign{64};
+    auto release = [](float* p) { ::operator delete[](p, kAlign); };
+    const std::unique_ptr<float, decltype(release)> scratch(
+        static_cast<float*>(::operator new[](std::max<int64_t>(scratch_floats, 1) * sizeof(float), kAlign)), release);
+    for (int64_t h = h0; h < h1; ++h) fn(h, scratch.get());
   });
 }
 
