@@ -16,8 +16,12 @@
 // (top-left alignment, whatever S - T is). Every query row keeps key 0, so no row is fully masked;
 // only S == 0 leaves a row with no keys, and then out is 0 and lse is -inf.
 //
-// Invariant: nothing larger than one kBlockQ × kBlockK score block is ever materialized, whatever T
-// and S are. Forward: per block of query rows, key blocks stream through an online softmax (running
+// Layout (float32): q, k, v, grad_out and out are read in place when their last dim is contiguous (the
+// [B, H, T, D] view of a block's [B, T, H, D] projections needs no copy), and out, grad_q, grad_k,
+// grad_v are written in their inputs' memory order, so the block's transpose back to [B, T, C] is free.
+//
+// Invariant: nothing larger than one score block (kBlockQ × kBlockK here, a query panel × 128 keys in
+// attention_kernels.inc) is ever materialized, whatever T and S are. Forward: per block of query rows, key blocks stream through an online softmax (running
 // max and sum per row; the output rows are rescaled when the max grows) and are finalized once.
 // Backward: per (query block, key block) pair, P and dP are rebuilt from lse and accumulated into dQ,
 // dK, dV. Under causal masking key blocks past a query block's last row are never computed. All

@@ -356,6 +356,34 @@ TEST(AttentionTest, Float32KernelsOfEachIsaMatchNaiveDoubleValuesAndGradients) {
   }
 }
 
+TEST(AttentionTest, Float32KeysNoQuerySeesGetZeroGradients) {
+  // Causal with S > T leaves keys T..S-1 unseen; T == 0 leaves every key unseen. Their dK, dV rows get
+  // no panel's write, so the kernels must zero them (the outputs start as uninitialized memory).
+  for (AttentionIsa isa : IsasOfThisCpu()) {
+    const ScopedIsa pin(isa);
+    for (int64_t t : {0, 5}) {
+      SCOPED_TRACE(::testing::Message() << ActiveAttentionKernels().isa << " T=" << t);
+      Generator gen(60 + t);
+      Tensor q = Randn({3, t, 8}, gen), k = Randn({3, 40, 8}, gen), v = Randn({3, 40, 8}, gen), g = Randn({3, t, 8}, gen);
+      const Attrs attrs = Attrs().Set("is_causal", true).Set("scale", 0.5);
+      TensorList out = autograd::CallOp(GetOp("scaled_dot_product_attention"), {q, k, v}, attrs);
+      TensorList grads =
+          autograd::CallOp(GetOp("scaled_dot_product_attention_backward"), {g, q, k, v, out[0], out[1]}, attrs);
+      if (t > 0) {  // (the naive loops need T > 0)
+        const NaiveGrads want = NaiveAttentionBackward(q, k, v, g, true, 0.5);
+        ExpectAllClose(grads[1], want.dk, 1e-5, 1e-4);
+        ExpectAllClose(grads[2], want.dv, 1e-5, 1e-4);
+      } else {
+        ExpectAllClose(grads[1], std::vector<double>(3 * 40 * 8, 0.0), 0, 0);
+      }
+      const auto dv = grads[2].ToDoubleVector();
+      for (int64_t h = 0; h < 3; ++h) {
+        for (int64_t j = t; j < 40; ++j) EXPECT_EQ(dv[(h * 40 + j) * 8], 0.0) << "head " << h << " key " << j;
+      }
+    }
+  }
+}
+
 TEST(AttentionTest, ForcingAvx512NeedsTheCpuToHaveIt) {
   if (CpuHasAvx512()) {
     const ScopedIsa pin(AttentionIsa::kAvx512);
