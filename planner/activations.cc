@@ -49,6 +49,7 @@ BlockTerms Terms(const ModelSpec& m, const Layout& l) {
   t.block_input = e * sbh;
   if (m.saved == ModelSpec::SavedTensors::kTessel) {
     t.sequence_region += 2 * e * sbh + 2 * NormStatBytes(m) * s * b;
+    t.tp_region += e * sbh;
   }
   return t;
 }

@@ -17,9 +17,9 @@
 //   attention core (÷ t): eager: softmax output e·as²b, with dropout its mask as²b and output e·as²b;
 //     flash attention: only the fp32 log-sum-exp, 4·asb
 // Tessel's own saved tensors (ModelSpec::SavedTensors::kTessel, nn::GPT's ops as they are), on top:
-// the residual adds keep both branch outputs (+2·e·sbh, sequence region), and each norm its
-// fp32 statistics (LayerNorm mean and rstd 8·sb, RMSNorm 4·sb); the attention writes its output in
-// [B, T, H, D] memory, so the output projection's input is that same tensor, not a copy. Outside the blocks: on the first stage
+// the residual adds keep both branch outputs (+2·e·sbh, sequence region), the attention keeps its
+// output and the [B, T, C] copy the output projection reads (+e·sbh, tp region), and each norm its
+// fp32 statistics (LayerNorm mean and rstd 8·sb, RMSNorm 4·sb). Outside the blocks: on the first stage
 // wte's output and block 0's input (2·e·sbh), wpe's output (e·s·h per microbatch) and the int64
 // positions (8·s); on the last stage ln_f's output and statistics, the loss (4 B), and the largest of
 // three backward moments: cross-entropy's (the logits and their gradient, 2·e·sbV), the head's (the
@@ -28,7 +28,7 @@
 // MLP's weight gradient e·h·F and three activation gradients 3·e·sbh live; with tied embeddings also
 // the head's weight gradient e·V·h, kept until the embedding's gradient is added to it). SwiGLU's
 // last-block moment is not modeled: it sets the peak only for small vocabularies, where the ledger
-// is under-counted by up to 6% (V 61, h 32; exact at V 256, h 128).
+// is under-counted by up to 5% (V 61, h 32; exact at V 256, h 128).
 // activations_measured_test.cc holds this to the allocator's peak to the byte for GELU / SwiGLU,
 // LayerNorm / RMSNorm, batches 1-8 and vocabularies where each moment sets the peak.
 // Checkpointing: selective drops the attention core (recomputed); full keeps only the block input

@@ -37,9 +37,8 @@ namespace tessel::planner {
 namespace {
 
 // The one moment activations.h leaves out: SwiGLU's last block with a small vocabulary. The ledger
-// under-counts there, by at most 6% (5.2% at batch 1 since the attention output is no longer copied
-// for the output projection, which shrank every other moment), and never over-counts.
-TEST(ActivationsMeasuredTest, SwiGluWithASmallVocabularyIsUnderCountedByAtMostSixPercent) {
+// under-counts there, by at most 5%, and never over-counts.
+TEST(ActivationsMeasuredTest, SwiGluWithASmallVocabularyIsUnderCountedByAtMostFivePercent) {
   const nn::GPTConfig cfg{.vocab_size = 61, .d_model = 32, .n_layers = 2, .n_heads = 2, .seq_len = 16,
                           .mlp = "swiglu", .norm = "rmsnorm"};
   for (int64_t batch : {1, 2, 4, 8}) {
@@ -49,7 +48,7 @@ TEST(ActivationsMeasuredTest, SwiGluWithASmallVocabularyIsUnderCountedByAtMostSi
     const double analytic = static_cast<double>(ActivationsBytes(FromGptConfig(cfg), l, 0));
     const double measured = static_cast<double>(MeasureGptActivations(cfg, batch));
     EXPECT_GE(measured, analytic);
-    EXPECT_LE(measured, 1.06 * analytic);
+    EXPECT_LE(measured, 1.05 * analytic);
   }
 }
 

@@ -17,8 +17,9 @@
 // only S == 0 leaves a row with no keys, and then out is 0 and lse is -inf.
 //
 // Layout (float32): q, k, v, grad_out and out are read in place when their last dim is contiguous (the
-// [B, H, T, D] view of a block's [B, T, H, D] projections needs no copy), and out, grad_q, grad_k,
-// grad_v are written in their inputs' memory order, so the block's transpose back to [B, T, C] is free.
+// [B, H, T, D] view of a block's [B, T, H, D] projections needs no copy), and grad_q, grad_k, grad_v
+// are written in their inputs' memory order, so the block's transpose back to [B, T, C] is free; out is
+// contiguous (see ForwardFloat).
 //
 // Invariant: nothing larger than one score block (kBlockQ × kBlockK here, a query panel × 128 keys in
 // attention_kernels.inc) is ever materialized, whatever T and S are. Forward: per block of query rows, key blocks stream through an online softmax (running
@@ -279,7 +280,10 @@ float* Mut(const Tensor& t) { return static_cast<float*>(t.raw_data()); }
 // in: q, k, v (any floating dtype); returns out (q's dtype), lse (float32).
 TensorList ForwardFloat(std::span<const Tensor> in, const Dims& dm, bool causal, float scale) {
   const Tensor q = ReadableFloat(in[0]), k = ReadableFloat(in[1]), v = ReadableFloat(in[2]);
-  Tensor out = dm.dv == dm.d ? EmptyInLayoutOf(q) : Empty(WithLast(q.sizes(), dm.dv), DType::kFloat32, q.device());
+  // out stays contiguous [..., T, Dv]: the block's output projection then reads a separate [B, T, C]
+  // copy, which is what selective activation checkpointing drops (core/nn/checkpoint_wrapper.h); an
+  // out in q's memory order would be that copy itself and leave selective nothing to drop.
+  Tensor out = Empty(WithLast(q.sizes(), dm.dv), DType::kFloat32, q.device());
   Tensor lse = Empty(DropLast(q.sizes(), 1), DType::kFloat32, q.device());
   const HeadRows hq = RowsOfHeads(q), hk = RowsOfHeads(k), hv = RowsOfHeads(v), ho = RowsOfHeads(out);
   const AttentionKernels& kern = ActiveAttentionKernels();
