@@ -1,5 +1,6 @@
 // benchmarks/attention_bench.cc — Google Benchmark suite for the fused causal attention (forward, and
-// forward + backward through autograd) and the BLAS sgemm peak, on one thread by default.
+// forward + backward through autograd; also on the AVX2 kernels) and the BLAS sgemm peak, on one thread by
+// default.
 //
 // Counters are useful GFLOP per second of this thread's CPU time (not wall time), so the suite stays
 // meaningful on a machine shared with other work; compare rows, never absolute times. Useful flops: see
@@ -14,6 +15,7 @@
 #include "core/autograd/engine.h"
 #include "core/base/parallel.h"
 #include "core/ops/attention.h"
+#include "core/ops/attention_kernels.h"
 #include "core/ops/gemm.h"
 #include "core/tensor/factory.h"
 #include "core/tensor/random.h"
@@ -40,6 +42,13 @@ void BM_AttentionFwdBwd(benchmark::State& state) {
   state.counters["GFLOP"] = benchmark::Counter(PairsGflop(state, 6) * state.iterations(), benchmark::Counter::kIsRate);
 }
 
+// The same on the AVX2 kernels (what an AVX2-only CPU runs), forced on an AVX-512 machine.
+void BM_AttentionFwdBwdAvx2(benchmark::State& state) {
+  ForceAttentionIsaForTesting(AttentionIsa::kAvx2);
+  BM_AttentionFwdBwd(state);
+  ForceAttentionIsaForTesting(AttentionIsa::kAuto);
+}
+
 void BM_AttentionFwd(benchmark::State& state) {
   NumThreadsGuard threads(static_cast<int>(state.range(3)));
   Generator gen(1);
@@ -59,6 +68,7 @@ void BM_Sgemm(benchmark::State& state) {
 }
 
 BENCHMARK(BM_AttentionFwdBwd)->Args({128, 128, 32, 1})->Args({8, 1024, 64, 1})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_AttentionFwdBwdAvx2)->Args({128, 128, 32, 1})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_AttentionFwd)->Args({128, 128, 32, 1})->Args({8, 1024, 64, 1})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Sgemm)->Args({1024, 1})->Args({2048, 1})->Unit(benchmark::kMillisecond);
 

@@ -9,6 +9,7 @@ Timing: `--warmup` untimed steps, then the median over `--reps` runs of `--steps
 
 Prints:  pytorch_gpt_step_tokens_per_s: <v> tokens/s (torch <version>, <n> threads)
 Usage:   python3 benchmarks/pytorch/gpt_step.py [--threads=N] [--reps=5] [--steps=4] [--warmup=2]
+         --profile=N prints torch.profiler's per-op table (self CPU time) over N steps instead.
 Needs:   PyTorch (Debian: apt install python3-torch).
 """
 import argparse
@@ -71,6 +72,7 @@ def main():
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--profile", type=int, default=0)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -85,6 +87,12 @@ def main():
 
     for _ in range(args.warmup):
         step()
+    if args.profile:
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            for _ in range(args.profile):
+                step()
+        print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=30))
+        return
     rates = []
     for _ in range(args.reps):
         t0 = time.perf_counter()

@@ -1,5 +1,7 @@
 // core/ops/attention.cc — scaled_dot_product_attention: fused, blocked CPU forward and backward
-// kernels (FlashAttention-2's schedule on BLAS block GEMMs, core/ops/gemm.h) and the backward formula.
+// kernels and the backward formula: float32 (and bf16, computed in float32) runs the per-ISA register-tiled
+// head kernels of core/ops/attention_kernels.h; float64 runs FlashAttention-2's schedule on BLAS block GEMMs
+// (core/ops/gemm.h) below.
 //
 // Ops registered:
 //   scaled_dot_product_attention(q [..., T, D], k [..., S, D], v [..., S, Dv]) {is_causal, scale}
@@ -14,8 +16,13 @@
 // (top-left alignment, whatever S - T is). Every query row keeps key 0, so no row is fully masked;
 // only S == 0 leaves a row with no keys, and then out is 0 and lse is -inf.
 //
-// Invariant: nothing larger than one kBlockQ × kBlockK score block is ever materialized, whatever T
-// and S are. Forward: per block of query rows, key blocks stream through an online softmax (running
+// Layout (float32): q, k, v, grad_out and out are read in place when their last dim is contiguous (the
+// [B, H, T, D] view of a block's [B, T, H, D] projections needs no copy), and grad_q, grad_k, grad_v
+// are written in their inputs' memory order, so the block's transpose back to [B, T, C] is free; out is
+// contiguous (see ForwardFloat).
+//
+// Invariant: nothing larger than one score block (kBlockQ × kBlockK here, a query panel × 128 keys in
+// attention_kernels.inc) is ever materialized, whatever T and S are. Forward: per block of query rows, key blocks stream through an online softmax (running
 // max and sum per row; the output rows are rescaled when the max grows) and are finalized once.
 // Backward: per (query block, key block) pair, P and dP are rebuilt from lse and accumulated into dQ,
 // dK, dV. Under causal masking key blocks past a query block's last row are never computed. All
@@ -30,13 +37,17 @@
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
+#include <memory>
+#include <new>
 #include <vector>
 
 #include "core/autograd/call.h"
 #include "core/base/error.h"
 #include "core/base/parallel.h"
 #include "core/dispatch/dispatcher.h"
+#include "core/ops/attention_kernels.h"
 #include "core/ops/gemm.h"
 #include "core/tensor/copy.h"
 #include "core/tensor/factory.h"
@@ -62,10 +73,30 @@ Tensor AsContiguous(const Tensor& t, DType dtype) {
   return c;
 }
 
-// `t` converted to `dtype` (itself when it already has it).
+// A new tensor of `like`'s sizes laid out in like's memory order when like is a dense permutation of
+// its dims (a [B, H, T, D] view of [B, T, H, D] memory), so that the caller's transpose back to
+// [B, T, H, D] is contiguous and needs no copy; else contiguous.
+Tensor EmptyInLayoutOf(const Tensor& like, DType dtype = DType::kFloat32) {
+  const int64_t n = like.dim();
+  std::vector<int64_t> order(n);
+  for (int64_t i = 0; i < n; ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return like.stride(a) > like.stride(b); });
+  Shape strides(n);
+  int64_t running = 1;
+  for (int64_t i = n - 1; i >= 0; --i) {
+    strides[order[i]] = running;
+    running *= like.size(order[i]);
+  }
+  if (like.numel() == 0 || like.is_contiguous() || strides != like.strides()) {
+    return Empty(like.sizes(), dtype, like.device());
+  }
+  return MakeView(Empty({like.numel()}, dtype, like.device()), like.sizes(), strides, 0);
+}
+
+// `t` converted to `dtype` in t's memory order (itself when it already has the dtype).
 Tensor CastOutput(const Tensor& t, DType dtype) {
   if (t.dtype() == dtype) return t;
-  Tensor c = Empty(t.sizes(), dtype, t.device());
+  Tensor c = EmptyInLayoutOf(t, dtype);
   CopyInto(c, t);
   return c;
 }
@@ -197,11 +228,105 @@ void ForwardHead(const C* q, const C* k, const C* v, C* o, C* lse, const Dims& d
   }
 }
 
+// ---- float32: the per-ISA head kernels (core/ops/attention_kernels.h) ------------------------------
+
+AttentionHeadDims HeadDims(const Dims& dm) { return {dm.t, dm.s, dm.d, dm.dv}; }
+
+// `t` itself when the head kernels can read it in place (float32, last dim contiguous: a [B, H, T, D]
+// view of [B, T, H, D] memory qualifies), else a contiguous float32 copy.
+Tensor ReadableFloat(const Tensor& t) {
+  if (t.dtype() == DType::kFloat32 && (t.size(-1) <= 1 || t.stride(-1) == 1)) return t;
+  return AsContiguous(t, DType::kFloat32);
+}
+
+// Rows of every head of `t` [..., rows, width]: element offsets of the heads (the leading dims, row-major
+// order) and the row stride.
+struct HeadRows {
+  std::vector<int64_t> offset;
+  int64_t ld = 0;
+};
+HeadRows RowsOfHeads(const Tensor& t) {
+  const int64_t lead = t.dim() - 2;
+  HeadRows r;
+  r.ld = t.size(-2) <= 1 ? t.size(-1) : t.stride(-2);
+  std::vector<int64_t> index(lead, 0);
+  const int64_t heads = NumElements(DropLast(t.sizes(), 2));
+  r.offset.reserve(heads);
+  for (int64_t h = 0; h < heads; ++h) {
+    int64_t off = 0;
+    for (int64_t i = 0; i < lead; ++i) off += index[i] * t.stride(i);
+    r.offset.push_back(off);
+    for (int64_t i = lead - 1; i >= 0 && ++index[i] == t.size(i); --i) index[i] = 0;
+  }
+  return r;
+}
+
+// Runs fn(head, scratch) for every head on the worker pool, one scratch buffer per task.
+void ForEachHead(const Dims& dm, const std::function<void(int64_t, float*)>& fn) {
+  const int64_t scratch_floats = ActiveAttentionKernels().scratch_floats(HeadDims(dm));
+  ParallelFor(0, dm.heads, HeadGrain(dm), [&](int64_t h0, int64_t h1) {
+    // Uninitialized (the kernels write before they read), 64-byte aligned; throws std::bad_alloc as Empty does.
+    constexpr std::align_val_t kAlign{64};
+    auto release = [](float* p) { ::operator delete[](p, kAlign); };
+    const std::unique_ptr<float, decltype(release)> scratch(
+        static_cast<float*>(::operator new[](std::max<int64_t>(scratch_floats, 1) * sizeof(float), kAlign)), release);
+    for (int64_t h = h0; h < h1; ++h) fn(h, scratch.get());
+  });
+}
+
+const float* In(const Tensor& t) { return static_cast<const float*>(t.raw_data()); }
+float* Mut(const Tensor& t) { return static_cast<float*>(t.raw_data()); }
+
+// in: q, k, v (any floating dtype); returns out (q's dtype), lse (float32).
+TensorList ForwardFloat(std::span<const Tensor> in, const Dims& dm, bool causal, float scale) {
+  const Tensor q = ReadableFloat(in[0]), k = ReadableFloat(in[1]), v = ReadableFloat(in[2]);
+  // out stays contiguous [..., T, Dv]: the block's output projection then reads a separate [B, T, C]
+  // copy, which is what selective activation checkpointing drops (core/nn/checkpoint_wrapper.h); an
+  // out in q's memory order would be that copy itself and leave selective nothing to drop.
+  Tensor out = Empty(WithLast(q.sizes(), dm.dv), DType::kFloat32, q.device());
+  Tensor lse = Empty(DropLast(q.sizes(), 1), DType::kFloat32, q.device());
+  const HeadRows hq = RowsOfHeads(q), hk = RowsOfHeads(k), hv = RowsOfHeads(v), ho = RowsOfHeads(out);
+  const AttentionKernels& kern = ActiveAttentionKernels();
+  ForEachHead(dm, [&](int64_t h, float* scratch) {
+    AttentionHeadPtrs p;
+    p.q = In(q) + hq.offset[h], p.k = In(k) + hk.offset[h], p.v = In(v) + hv.offset[h];
+    p.o = Mut(out) + ho.offset[h], p.lse = Mut(lse) + h * dm.t;
+    p.q_ld = hq.ld, p.k_ld = hk.ld, p.v_ld = hv.ld, p.o_ld = ho.ld;
+    kern.forward(p, HeadDims(dm), causal, scale, scratch);
+  });
+  return {CastOutput(out, in[0].dtype()), lse};
+}
+
+// in: grad_out, q, k, v, out, lse; returns dq, dk, dv in q's dtype.
+TensorList BackwardFloat(std::span<const Tensor> in, const Dims& dm, bool causal, float scale) {
+  TensorList c;  // dout, q, k, v, out, lse readable in place
+  for (const Tensor& t : in) c.push_back(ReadableFloat(t));
+  const Tensor lse = AsContiguous(c[5], DType::kFloat32);
+  Tensor dq = EmptyInLayoutOf(c[1]), dk = EmptyInLayoutOf(c[2]), dv = EmptyInLayoutOf(c[3]);
+  const HeadRows hg = RowsOfHeads(c[0]), hq = RowsOfHeads(c[1]), hk = RowsOfHeads(c[2]), hv = RowsOfHeads(c[3]);
+  const HeadRows ho = RowsOfHeads(c[4]), hdq = RowsOfHeads(dq), hdk = RowsOfHeads(dk), hdv = RowsOfHeads(dv);
+  const AttentionKernels& kern = ActiveAttentionKernels();
+  ForEachHead(dm, [&](int64_t h, float* scratch) {
+    AttentionHeadPtrs p;
+    p.q = In(c[1]) + hq.offset[h], p.k = In(c[2]) + hk.offset[h], p.v = In(c[3]) + hv.offset[h];
+    p.saved_o = In(c[4]) + ho.offset[h], p.saved_lse = In(lse) + h * dm.t, p.dout = In(c[0]) + hg.offset[h];
+    p.dq = Mut(dq) + hdq.offset[h], p.dk = Mut(dk) + hdk.offset[h], p.dv = Mut(dv) + hdv.offset[h];
+    p.q_ld = hq.ld, p.k_ld = hk.ld, p.v_ld = hv.ld, p.o_ld = ho.ld, p.dout_ld = hg.ld;
+    p.dq_ld = hdq.ld, p.dk_ld = hdk.ld, p.dv_ld = hdv.ld;
+    kern.backward(p, HeadDims(dm), causal, scale, scratch);
+  });
+  const DType dt = in[1].dtype();
+  return {CastOutput(dq, dt), CastOutput(dk, dt), CastOutput(dv, dt)};
+}
+
+// ---- kernels ----------------------------------------------------------------------------------------
+
 TensorList ForwardKernel(std::span<const Tensor> in, const Attrs& attrs) {
   const char* op = "scaled_dot_product_attention";
   const Dims dm = CheckQkv(op, in, 0);
   const bool causal = attrs.GetBool("is_causal");
   const DType ct = ComputeDType(in[0].dtype());
+  if (ct == DType::kFloat32) return ForwardFloat(in, dm, causal, static_cast<float>(attrs.GetDouble("scale")));
   const Tensor q = AsContiguous(in[0], ct), k = AsContiguous(in[1], ct), v = AsContiguous(in[2], ct);
   Tensor out = Empty(WithLast(in[0].sizes(), dm.dv), ct, q.device());
   Tensor lse = Empty(DropLast(in[0].sizes(), 1), ct, q.device());
@@ -222,11 +347,7 @@ TensorList ForwardKernel(std::span<const Tensor> in, const Attrs& attrs) {
       }
     });
   };
-  if (ct == DType::kFloat64) {
-    run(double{});
-  } else {
-    run(float{});
-  }
+  run(double{});
   return {CastOutput(out, in[0].dtype()), lse};
 }
 
@@ -314,6 +435,7 @@ TensorList BackwardKernel(std::span<const Tensor> in, const Attrs& attrs) {
   const bool causal = attrs.GetBool("is_causal");
   const DType dt = in[1].dtype();
   const DType ct = ComputeDType(dt);
+  if (ct == DType::kFloat32) return BackwardFloat(in, dm, causal, static_cast<float>(attrs.GetDouble("scale")));
   TensorList c;  // dout, q, k, v, out, lse as contiguous compute-type tensors
   for (const Tensor& t : in) c.push_back(AsContiguous(t, ct));
   Tensor dq = Empty(in[1].sizes(), ct, in[1].device());
@@ -341,11 +463,7 @@ TensorList BackwardKernel(std::span<const Tensor> in, const Attrs& attrs) {
       }
     });
   };
-  if (ct == DType::kFloat64) {
-    run(double{});
-  } else {
-    run(float{});
-  }
+  run(double{});
   return {CastOutput(dq, dt), CastOutput(dk, dt), CastOutput(dv, dt)};
 }
 

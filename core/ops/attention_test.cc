@@ -1,7 +1,9 @@
 // core/ops/attention_test.cc — scaled_dot_product_attention against naive double loops (causal and
 // full, T != S, several query and key blocks of the online softmax), the saved log-sum-exp, backward
 // against finite differences and against the naive double-loop gradients, thread-count independence,
-// bf16, empty shapes and error messages.
+// bf16, empty shapes and error messages; the float32 kernels on each vector ISA this CPU runs (AVX2
+// always, forced by ForceAttentionIsaForTesting; AVX-512 where present) with head dims 8/32/64 and
+// sequence lengths that are not multiples of the register tile, panel or key block.
 #include "core/ops/attention.h"
 
 #include <gtest/gtest.h>
@@ -13,8 +15,10 @@
 #include "core/autograd/engine.h"
 #include "core/base/error.h"
 #include "core/base/parallel.h"
+#include "core/ops/attention_kernels.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/testing/gradcheck.h"
+#include "core/ops/view.h"
 #include "core/tensor/copy.h"
 #include "core/tensor/factory.h"
 #include "core/tensor/random.h"
@@ -215,6 +219,32 @@ TEST(AttentionTest, TransposedViewsMatchContiguousCopies) {
                  0, 0);
 }
 
+TEST(AttentionTest, Float32HeadViewsOfTokenMajorMemoryAreReadInPlaceAndGradientsKeepTheirLayout) {
+  // q, k, v as a transformer block makes them: [B, T, H, D] memory viewed as [B, H, T, D].
+  Generator gen(50);
+  auto heads_view = [&](int64_t t) { return Transpose(Randn({2, t, 3, 32}, gen), 1, 2); };
+  Tensor q = heads_view(19), k = heads_view(19), v = heads_view(19), g = heads_view(19);
+  ASSERT_FALSE(q.is_contiguous());
+  auto run = [&](const Tensor& qq, const Tensor& kk, const Tensor& vv, const Tensor& gg) {
+    Tensor a = Detach(qq), b = Detach(kk), c = Detach(vv);
+    for (Tensor* t : {&a, &b, &c}) t->set_requires_grad(true);
+    Tensor y = ScaledDotProductAttention(a, b, c, true);
+    Backward(y, gg);
+    return std::vector<Tensor>{y, a.grad(), b.grad(), c.grad()};
+  };
+  const std::vector<Tensor> strided = run(q, k, v, g);
+  const std::vector<Tensor> packed = run(Contiguous(q), Contiguous(k), Contiguous(v), Contiguous(g));
+  for (size_t i = 0; i < strided.size(); ++i) {
+    SCOPED_TRACE(::testing::Message() << "tensor " << i);
+    // Same kernel, same arithmetic: bit-identical to the packed inputs' results.
+    ExpectAllClose(strided[i], packed[i], 0, 0);
+    // Gradients are written in the inputs' [B, T, H, D] memory order, so the block's transpose back is
+    // free; the output stays contiguous [B, H, T, D].
+    EXPECT_TRUE(i == 0 ? strided[i].is_contiguous() : Transpose(strided[i], 1, 2).is_contiguous());
+  }
+  ExpectAllClose(strided[0], NaiveAttention(q, k, v, true, 1 / std::sqrt(32.0)).out, 2e-6, 1e-5);
+}
+
 TEST(AttentionTest, ForwardSavesLogSumExpPerQueryRow) {
   Tensor q = RandDouble({2, 5, 3}, 11), k = RandDouble({2, 7, 3}, 12), v = RandDouble({2, 7, 3}, 13);
   const Attrs attrs = Attrs().Set("is_causal", true).Set("scale", 0.7);
@@ -278,6 +308,92 @@ TEST(AttentionTest, EmptyBatchQueriesAndKeysAreHandled) {
   EXPECT_EQ(ScaledDotProductAttention(Zeros({2, 0, 4}), Zeros({2, 5, 4}), Zeros({2, 5, 2})).sizes(), (Shape{2, 0, 2}));
   ExpectAllClose(ScaledDotProductAttention(Ones({2, 3, 4}), Zeros({2, 0, 4}), Zeros({2, 0, 2}), false),
                  std::vector<double>(12, 0.0), 0, 0);
+}
+
+// Pins the float32 kernel variant for one scope (test-only switch of core/ops/attention_kernels.h).
+class ScopedIsa {
+ public:
+  explicit ScopedIsa(AttentionIsa isa) { ForceAttentionIsaForTesting(isa); }
+  ~ScopedIsa() { ForceAttentionIsaForTesting(AttentionIsa::kAuto); }
+};
+
+std::vector<AttentionIsa> IsasOfThisCpu() {
+  std::vector<AttentionIsa> isas{AttentionIsa::kAvx2};
+  if (CpuHasAvx512()) isas.push_back(AttentionIsa::kAvx512);
+  return isas;
+}
+
+struct HeadShape {
+  int64_t t, s, d, dv;
+};
+
+TEST(AttentionTest, Float32KernelsOfEachIsaMatchNaiveDoubleValuesAndGradients) {
+  // Head dims 8/32/64 (and an odd 17/40); T, S off every tile (6/12 rows), panel and key-block size.
+  const std::vector<HeadShape> shapes{{37, 37, 8, 8}, {131, 131, 32, 32}, {77, 200, 64, 40}, {150, 90, 32, 17}};
+  for (AttentionIsa isa : IsasOfThisCpu()) {
+    const ScopedIsa pin(isa);
+    const std::string name = ActiveAttentionKernels().isa;
+    EXPECT_EQ(name, isa == AttentionIsa::kAvx2 ? "avx2" : "avx512");
+    for (const HeadShape& hs : shapes) {
+      for (bool causal : {true, false}) {
+        SCOPED_TRACE(::testing::Message() << name << " T=" << hs.t << " S=" << hs.s << " D=" << hs.d << " Dv=" << hs.dv
+                                          << (causal ? " causal" : " full"));
+        Generator gen(hs.t + hs.d);
+        Tensor q = Randn({2, hs.t, hs.d}, gen), k = Randn({2, hs.s, hs.d}, gen), v = Randn({2, hs.s, hs.dv}, gen);
+        Tensor g = Randn({2, hs.t, hs.dv}, gen);
+        const Attrs attrs = Attrs().Set("is_causal", causal).Set("scale", 0.3);
+        TensorList out = autograd::CallOp(GetOp("scaled_dot_product_attention"), {q, k, v}, attrs);
+        const Naive want = NaiveAttention(q, k, v, causal, 0.3);
+        ExpectAllClose(out[0], want.out, 2e-6, 1e-5);
+        ExpectAllClose(out[1], want.lse, 2e-6, 1e-5);
+        TensorList grads =
+            autograd::CallOp(GetOp("scaled_dot_product_attention_backward"), {g, q, k, v, out[0], out[1]}, attrs);
+        const NaiveGrads wg = NaiveAttentionBackward(q, k, v, g, causal, 0.3);
+        ExpectAllClose(grads[0], wg.dq, 1e-5, 1e-4);
+        ExpectAllClose(grads[1], wg.dk, 1e-5, 1e-4);
+        ExpectAllClose(grads[2], wg.dv, 1e-5, 1e-4);
+      }
+    }
+  }
+}
+
+TEST(AttentionTest, Float32KeysNoQuerySeesGetZeroGradients) {
+  // Causal with S > T leaves keys T..S-1 unseen; T == 0 leaves every key unseen. Their dK, dV rows get
+  // no panel's write, so the kernels must zero them (the outputs start as uninitialized memory).
+  for (AttentionIsa isa : IsasOfThisCpu()) {
+    const ScopedIsa pin(isa);
+    for (int64_t t : {0, 5}) {
+      SCOPED_TRACE(::testing::Message() << ActiveAttentionKernels().isa << " T=" << t);
+      Generator gen(60 + t);
+      Tensor q = Randn({3, t, 8}, gen), k = Randn({3, 40, 8}, gen), v = Randn({3, 40, 8}, gen), g = Randn({3, t, 8}, gen);
+      const Attrs attrs = Attrs().Set("is_causal", true).Set("scale", 0.5);
+      TensorList out = autograd::CallOp(GetOp("scaled_dot_product_attention"), {q, k, v}, attrs);
+      TensorList grads =
+          autograd::CallOp(GetOp("scaled_dot_product_attention_backward"), {g, q, k, v, out[0], out[1]}, attrs);
+      if (t > 0) {  // (the naive loops need T > 0)
+        const NaiveGrads want = NaiveAttentionBackward(q, k, v, g, true, 0.5);
+        ExpectAllClose(grads[1], want.dk, 1e-5, 1e-4);
+        ExpectAllClose(grads[2], want.dv, 1e-5, 1e-4);
+      } else {
+        ExpectAllClose(grads[1], std::vector<double>(3 * 40 * 8, 0.0), 0, 0);
+      }
+      const auto dv = grads[2].ToDoubleVector();
+      for (int64_t h = 0; h < 3; ++h) {
+        for (int64_t j = t; j < 40; ++j) EXPECT_EQ(dv[(h * 40 + j) * 8], 0.0) << "head " << h << " key " << j;
+      }
+    }
+  }
+}
+
+TEST(AttentionTest, ForcingAvx512NeedsTheCpuToHaveIt) {
+  if (CpuHasAvx512()) {
+    const ScopedIsa pin(AttentionIsa::kAvx512);
+    EXPECT_STREQ(ActiveAttentionKernels().isa, "avx512");
+  } else {
+    ExpectErrorContains([] { ForceAttentionIsaForTesting(AttentionIsa::kAvx512); }, ErrorCode::kFailedPrecondition,
+                        "this CPU has no AVX-512F");
+    EXPECT_STREQ(ActiveAttentionKernels().isa, "avx2");
+  }
 }
 
 TEST(AttentionTest, BadShapesAndDtypesRaiseErrorsNamingTheOp) {
