@@ -244,11 +244,15 @@ struct Attempt {
 
 // Test hook for the restart tests: TESSEL_TEST_FAULT_STEP=S (TESSEL_TEST_FAULT_RANK=R, default 1) makes rank R
 // fail at the start of step S, in the first attempt only. A tessel-run rank process SIGKILLs itself (kill -9:
-// no unwinding, no flush); a threads-backend rank throws kAborted.
-void MaybeInjectFault(int64_t step, int rank, const Attempt& attempt) {
+// no unwinding, no flush); a threads-backend rank throws kAborted. The fault waits for this rank's periodic
+// save in flight to commit, so a test knows which checkpoint the restart resumes from whatever the load (an
+// interrupted save is a separate case: train_restart_test.sh (c)).
+void MaybeInjectFault(int64_t step, int rank, const Attempt& attempt,
+                      const std::shared_future<checkpoint::SaveResult>& in_flight) {
   const char* at = std::getenv("TESSEL_TEST_FAULT_STEP");
   const char* who = std::getenv("TESSEL_TEST_FAULT_RANK");
   if (at == nullptr || attempt.index != 0 || step != std::atoll(at) || rank != (who ? std::atoi(who) : 1)) return;
+  if (in_flight.valid()) in_flight.wait();
   std::printf("train: rank %d: fault injected at step %lld (TESSEL_TEST_FAULT_STEP)\n", rank,
               static_cast<long long>(step));
   std::fflush(stdout);
@@ -347,7 +351,7 @@ RunResult TrainRank(const Flags& flags, const comm::ProcessGroupPtr& world, int6
     // --profile_step=N prints a per-op time table for step N (0-based).
     std::optional<OpProfiler> prof;
     if (step == static_cast<int64_t>(flags.Get("profile_step", -1))) prof.emplace();
-    MaybeInjectFault(step, rank, attempt);
+    MaybeInjectFault(step, rank, attempt, periodic);
     const auto t0 = std::chrono::steady_clock::now();
     const Batch batch = SampleBatch(text, B, T, step, seed + 17);
     const Tensor idx = Contiguous(Narrow(batch.idx_BT, 0, dp_rank * local_b, local_b));
