@@ -1,0 +1,38 @@
+// core/ops/cuda/row_kernels_launch.h — plain C++ entry points of core/ops/softmax.cu and core/ops/norm.cu
+// (no CUDA types, so g++ code calls them): softmax / log_softmax and their backward over lanes of a
+// contiguous tensor, layer_norm / rms_norm over rows and their fused backward.
+//
+// Invariant: every pointer is device memory of one device, tensors contiguous, elements float32 or
+// bfloat16 (ElemType), statistics float32; the work is enqueued on `stream` (a cudaStream_t, null = the
+// default stream) and is asynchronous. Each entry returns the launch error, "" on success. The math is
+// cuda/softmax_math.h and cuda/norm_math.h (host-tested against the CPU kernels). Compiled for sm_90a +
+// compute_90 PTX; NOT yet run on a GPU: no device was available when it was written.
+//
+// Example:
+//   cuda::LaunchSoftmax(false, cuda::ElemType::kFloat32, x, y, cuda::Lanes::Of(sizes, dim), stream);
+#pragma once
+
+#include <cstdint>
+
+#include "core/ops/cuda/elementwise_launch.h"
+#include "core/ops/cuda/row_reduce.h"
+
+namespace tessel::cuda {
+
+const char* LaunchSoftmax(bool log, ElemType type, const void* x, void* y, const Lanes& lanes, void* stream);
+const char* LaunchSoftmaxBackward(bool log, ElemType type, const void* grad, const void* y, void* dx,
+                                  const Lanes& lanes, void* stream);
+
+// x [rows, cols]; w, b: [cols] or null; mean: [rows] or null (rms_norm); rstd: [rows].
+const char* LaunchNormForward(ElemType type, const void* x, const void* w, const void* b, void* y, float* mean,
+                              float* rstd, int64_t rows, int64_t cols, float eps, void* stream);
+
+// dx (may be null) from dy, x, w (or null), mean (null: rms_norm), rstd. When dw or db is wanted,
+// `partial` is scratch of NormParamScratchFloats(rows, cols) floats and dw / db (either may be null)
+// receive the column sums.
+int64_t NormParamScratchFloats(int64_t rows, int64_t cols);
+const char* LaunchNormBackward(ElemType type, const void* dy, const void* x, const void* w, const float* mean,
+                               const float* rstd, void* dx, void* dw, void* db, float* partial, int64_t rows,
+                               int64_t cols, void* stream);
+
+}  // namespace tessel::cuda
