@@ -16,9 +16,6 @@ namespace {
 
 constexpr int kColumnThreads = 256;
 
-struct Identity {
-  __device__ float operator()(float v) const { return v; }
-};
 struct SquaredDeviation {
   float mean;
   __device__ float operator()(float v) const { return (v - mean) * (v - mean); }
@@ -32,7 +29,7 @@ __global__ void NormForwardKernel(const T* x, const T* w, const T* b, T* y, floa
     const T* xr = x + r * cols;
     float mu = 0.0f;
     if (mean != nullptr)
-      mu = NormMean(BlockMerge(slots, RowSumPartial(xr, cols, threadIdx.x, blockDim.x, Identity{})).sum, cols);
+      mu = NormMean(BlockMerge(slots, RowSumPartial(xr, cols, threadIdx.x, blockDim.x, IdentityValue{})).sum, cols);
     const SumAcc ss = BlockMerge(slots, RowSumPartial(xr, cols, threadIdx.x, blockDim.x, SquaredDeviation{mu}));
     const float rs = NormRstd(ss.sum, cols, eps);
     if (threadIdx.x == 0) {

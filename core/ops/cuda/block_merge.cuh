@@ -29,6 +29,11 @@ __device__ Acc BlockMerge(Acc* slots, Acc mine) {
   return r;
 }
 
+// f(v) = v, for RowSumPartial.
+struct IdentityValue {
+  __device__ float operator()(float v) const { return v; }
+};
+
 // Blocks for `lanes` block-per-lane work items (grid-stride beyond 2^20).
 inline int LaneBlocks(int64_t lanes) {
   constexpr int64_t kMax = int64_t{1} << 20;

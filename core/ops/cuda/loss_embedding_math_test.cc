@@ -58,10 +58,9 @@ std::vector<float> EmulateRowLosses(const Tensor& logits, const std::vector<int6
 }
 
 float EmulateReduce(const std::vector<float>& loss, float divisor) {
+  const int64_t n = static_cast<int64_t>(loss.size());
   const SumAcc s = EmulateBlockReduce<SumAcc>(kMaxRowThreads, [&](int t) {
-    SumAcc acc = SumAcc::Identity();
-    for (size_t i = t; i < loss.size(); i += kMaxRowThreads) acc.sum += loss[i];
-    return acc;
+    return RowSumPartial(loss.data(), n, t, kMaxRowThreads, [](float v) { return v; });
   });
   return s.sum / divisor;
 }

@@ -36,14 +36,6 @@ struct NormParamBlocks {
   }
 };
 
-// Σ f(value) over one thread's elements t, t + T, ... of a row.
-template <typename T, typename F>
-TESSEL_HOST_DEVICE inline SumAcc RowSumPartial(const T* row, int64_t cols, int t, int threads, F f) {
-  SumAcc acc = SumAcc::Identity();
-  for (int64_t i = t; i < cols; i += threads) acc.sum += f(LoadF(row, i));
-  return acc;
-}
-
 TESSEL_HOST_DEVICE inline float NormMean(float sum, int64_t cols) { return sum * (1.0f / static_cast<float>(cols)); }
 
 TESSEL_HOST_DEVICE inline float NormRstd(float sum_sq, int64_t cols, float eps) {

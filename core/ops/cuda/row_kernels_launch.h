@@ -1,12 +1,15 @@
-// core/ops/cuda/row_kernels_launch.h — plain C++ entry points of core/ops/softmax.cu and core/ops/norm.cu
-// (no CUDA types, so g++ code calls them): softmax / log_softmax and their backward over lanes of a
-// contiguous tensor, layer_norm / rms_norm over rows and their fused backward.
+// core/ops/cuda/row_kernels_launch.h — plain C++ entry points of core/ops/softmax.cu, norm.cu, loss.cu
+// and embedding.cu (no CUDA types, so g++ code calls them): softmax / log_softmax and their backward over
+// lanes of a contiguous tensor, layer_norm / rms_norm over rows and their fused backward, cross_entropy
+// with a fused log-softmax and its backward, the embedding gather and its deterministic scatter-add.
 //
 // Invariant: every pointer is device memory of one device, tensors contiguous, elements float32 or
 // bfloat16 (ElemType), statistics float32; the work is enqueued on `stream` (a cudaStream_t, null = the
 // default stream) and is asynchronous. Each entry returns the launch error, "" on success. The math is
 // cuda/softmax_math.h and cuda/norm_math.h (host-tested against the CPU kernels). Compiled for sm_90a +
 // compute_90 PTX; NOT yet run on a GPU: no device was available when it was written.
+//
+// The math is also cuda/loss_math.h and cuda/embedding_math.h.
 //
 // Example:
 //   cuda::LaunchSoftmax(false, cuda::ElemType::kFloat32, x, y, cuda::Lanes::Of(sizes, dim), stream);
@@ -34,5 +37,25 @@ int64_t NormParamScratchFloats(int64_t rows, int64_t cols);
 const char* LaunchNormBackward(ElemType type, const void* dy, const void* x, const void* w, const float* mean,
                                const float* rstd, void* dx, void* dw, void* db, float* partial, int64_t rows,
                                int64_t cols, void* stream);
+
+// logits [rows, classes], target int64 [rows] (every entry in range or ignore_index: checked by the
+// caller); loss_rows: float scratch [rows]. out: the per-row losses ([rows], x's type) when !reduce,
+// else one element Σ loss_rows / divisor.
+const char* LaunchCrossEntropy(ElemType type, const void* logits, const int64_t* target, int64_t ignore_index,
+                               float* loss_rows, void* out, bool reduce, float divisor, int64_t rows, int64_t classes,
+                               void* stream);
+// grad: [rows] (per_row) or one element divided by `divisor`.
+const char* LaunchCrossEntropyBackward(ElemType type, const void* grad, bool per_row, float divisor, const void* logits,
+                                       const int64_t* target, int64_t ignore_index, void* dx, int64_t rows,
+                                       int64_t classes, void* stream);
+
+// out[i, :] = weight[idx[i], :] for n indices (in range: checked by the caller), rows of `cols`.
+const char* LaunchEmbedding(ElemType type, const void* weight, const int64_t* idx, void* out, int64_t n, int64_t cols,
+                            void* stream);
+// table (zeroed by the caller) row rows[u] = Σ grad rows positions[offsets[u] .. offsets[u + 1]) in order
+// (cuda/embedding_math.h's RowGroups, uploaded).
+const char* LaunchEmbeddingBackward(ElemType type, const void* grad, const int64_t* rows, const int64_t* offsets,
+                                    const int64_t* positions, int64_t num_groups, void* table, int64_t cols,
+                                    void* stream);
 
 }  // namespace tessel::cuda

@@ -97,6 +97,14 @@ struct MaxSumAcc {
   }
 };
 
+// Σ f(value) over one thread's elements t, t + T, ... of a row.
+template <typename T, typename F>
+TESSEL_HOST_DEVICE inline SumAcc RowSumPartial(const T* row, int64_t cols, int t, int threads, F f) {
+  SumAcc acc = SumAcc::Identity();
+  for (int64_t i = t; i < cols; i += threads) acc.sum += f(LoadF(row, i));
+  return acc;
+}
+
 // One step of the block's tree reduction (run for s = T/2, ..., 1 with a barrier after each).
 template <typename Acc>
 TESSEL_HOST_DEVICE inline void TreeStep(Acc* acc, int t, int s) {
