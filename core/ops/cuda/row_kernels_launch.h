@@ -1,7 +1,8 @@
 // core/ops/cuda/row_kernels_launch.h — plain C++ entry points of core/ops/softmax.cu, norm.cu, loss.cu
-// and embedding.cu (no CUDA types, so g++ code calls them): softmax / log_softmax and their backward over
+// embedding.cu and reduction.cu (no CUDA types, so g++ code calls them): softmax / log_softmax and their backward over
 // lanes of a contiguous tensor, layer_norm / rms_norm over rows and their fused backward, cross_entropy
-// with a fused log-softmax and its backward, the embedding gather and its deterministic scatter-add.
+// with a fused log-softmax and its backward, the embedding gather and its deterministic scatter-add,
+// sum / mean over dims of a strided tensor and sum_backward's scaled broadcast.
 //
 // Invariant: every pointer is device memory of one device, tensors contiguous, elements float32 or
 // bfloat16 (ElemType), statistics float32; the work is enqueued on `stream` (a cudaStream_t, null = the
@@ -18,6 +19,7 @@
 #include <cstdint>
 
 #include "core/ops/cuda/elementwise_launch.h"
+#include "core/ops/cuda/reduce_plan.h"
 #include "core/ops/cuda/row_reduce.h"
 
 namespace tessel::cuda {
@@ -57,5 +59,11 @@ const char* LaunchEmbedding(ElemType type, const void* weight, const int64_t* id
 const char* LaunchEmbeddingBackward(ElemType type, const void* grad, const int64_t* rows, const int64_t* offsets,
                                     const int64_t* positions, int64_t num_groups, void* table, int64_t cols,
                                     void* stream);
+
+// out[o] = scale * Σ x over output o's reduced elements (cuda/reduce_plan.h), out contiguous.
+const char* LaunchSum(ElemType type, const void* x, void* out, const ReducePlan& plan, float scale, void* stream);
+// out[off0(i)] = g[off1(i)] * scale for i < n (sum_backward: calc = {out strides, ReducedGradStrides}).
+const char* LaunchBroadcastScale(ElemType type, const void* g, void* out, const OffsetCalculator<2>& calc, int64_t n,
+                                 float scale, void* stream);
 
 }  // namespace tessel::cuda
