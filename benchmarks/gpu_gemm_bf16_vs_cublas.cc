@@ -89,9 +89,8 @@ BareGemm Prepare(cublasLtHandle_t h, const cuda::LtPlan& p, const void* our_a, c
 }
 
 cuda::LtPlan PlanOf(const Tensor& a, bool ta, const Tensor& b, bool tb, bool sum_batch) {
-  Shape as = a.sizes(), ast = a.strides(), bs = b.sizes(), bst = b.strides();
-  if (ta) std::swap(as[0], as[1]), std::swap(ast[0], ast[1]);
-  if (tb) std::swap(bs[0], bs[1]), std::swap(bst[0], bst[1]);
+  const auto [as, ast] = cuda::ResolvedOperand(a.sizes(), a.strides(), ta);
+  const auto [bs, bst] = cuda::ResolvedOperand(b.sizes(), b.strides(), tb);
   return *cuda::PlanMatmul(as, ast, bs, bst, sum_batch);
 }
 

@@ -131,15 +131,6 @@ void LtMatmul(const char* op, Device device, DType dtype, const cuda::LtPlan& p,
           "cublasLtMatmul");
 }
 
-std::pair<Shape, Shape> ResolvedView(const Tensor& t, bool transpose) {
-  Shape sz = t.sizes(), st = t.strides();
-  if (transpose) {
-    std::swap(sz[sz.size() - 1], sz[sz.size() - 2]);
-    std::swap(st[st.size() - 1], st[st.size() - 2]);
-  }
-  return {sz, st};
-}
-
 // op(a) · op(b) (+ bias) as one planned cuBLASLt call. REQUIRES: a, b of >= 2 dims.
 Tensor PlannedProduct(const char* op, const Tensor& a, bool ta, const Tensor& b, bool tb, bool sum_batch,
                       const Tensor& bias) {
@@ -147,8 +138,8 @@ Tensor PlannedProduct(const char* op, const Tensor& a, bool ta, const Tensor& b,
                " and ", b.dtype(), " on ", b.device());
   TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, a.dtype() == DType::kFloat32 || a.dtype() == DType::kBFloat16, op,
                     ": the CUDA kernel supports float32 and bfloat16, got ", a.dtype(), " on ", a.device());
-  const auto [as, ast] = ResolvedView(a, ta);
-  const auto [bs, bst] = ResolvedView(b, tb);
+  const auto [as, ast] = cuda::ResolvedOperand(a.sizes(), a.strides(), ta);
+  const auto [bs, bst] = cuda::ResolvedOperand(b.sizes(), b.strides(), tb);
   TESSEL_CHECK(as.back() == bs[bs.size() - 2], op, ": inner dimensions do not match: ", ShapeStr(as), " @ ",
                ShapeStr(bs));
   const std::optional<cuda::LtPlan> plan = cuda::PlanMatmul(as, ast, bs, bst, sum_batch);

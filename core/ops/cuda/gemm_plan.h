@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <utility>
 #include <vector>
 
 namespace tessel::cuda {
@@ -63,6 +64,19 @@ inline std::optional<int64_t> CollapsedStride(std::span<const int64_t> sizes, st
     span = strides[i] * sizes[i];
   }
   return stride;
+}
+
+// An operand's sizes and strides as the product reads it: the last two dims swapped when `transpose`
+// (matmul's transpose_a / transpose_b, a view). REQUIRES: at least 2 dims.
+inline std::pair<std::vector<int64_t>, std::vector<int64_t>> ResolvedOperand(std::span<const int64_t> sizes,
+                                                                             std::span<const int64_t> strides,
+                                                                             bool transpose) {
+  std::vector<int64_t> sz(sizes.begin(), sizes.end()), st(strides.begin(), strides.end());
+  if (transpose) {
+    std::swap(sz[sz.size() - 1], sz[sz.size() - 2]);
+    std::swap(st[st.size() - 1], st[st.size() - 2]);
+  }
+  return {sz, st};
 }
 
 // A [batch..., M, K] and B [batch'..., K, N] (already transposed as the op asks; batch dims broadcast only

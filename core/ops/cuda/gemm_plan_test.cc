@@ -48,19 +48,9 @@ std::vector<double> ReferenceLt(const LtPlan& p, const float* lt_a, const float*
   return d;
 }
 
-// The resolved operand: last two dims swapped when the op transposes it (a view, as matmul.cc does).
-std::pair<Shape, Shape> Resolved(const Tensor& t, bool transpose) {
-  Shape sz = t.sizes(), st = t.strides();
-  if (transpose) {
-    std::swap(sz[sz.size() - 1], sz[sz.size() - 2]);
-    std::swap(st[st.size() - 1], st[st.size() - 2]);
-  }
-  return {sz, st};
-}
-
 void CheckLikeCpu(const Tensor& a, const Tensor& b, bool ta, bool tb, bool sum_batch) {
-  const auto [as, ast] = Resolved(a, ta);
-  const auto [bs, bst] = Resolved(b, tb);
+  const auto [as, ast] = ResolvedOperand(a.sizes(), a.strides(), ta);
+  const auto [bs, bst] = ResolvedOperand(b.sizes(), b.strides(), tb);
   const std::optional<LtPlan> p = PlanMatmul(as, ast, bs, bst, sum_batch);
   ASSERT_TRUE(p.has_value());
   const std::vector<double> got =
@@ -76,7 +66,7 @@ TEST(GemmPlanTest, LinearForwardDgradAndWgradMatchCpuMatmul) {
   CheckLikeCpu(x, w, false, true, false);   // y = x · wᵀ, batch folded into rows: one GEMM
   CheckLikeCpu(g, w, false, false, false);  // dgrad g · w
   CheckLikeCpu(g, x, true, false, true);    // wgrad Σ_b g[b]ᵀ · x[b] = [out, B*T] · [B*T, in]
-  const auto [gs, gst] = Resolved(g, true);
+  const auto [gs, gst] = ResolvedOperand(g.sizes(), g.strides(), true);
   EXPECT_EQ(PlanMatmul(gs, gst, x.sizes(), x.strides(), true)->k, 6);                  // the batch went into K
   EXPECT_EQ(PlanMatmul(x.sizes(), x.strides(), w.sizes(), w.strides(), false)->n, 6);  // ... into M
 }

@@ -14,17 +14,14 @@
 #include "core/ops/cuda/loss_math.h"
 #include "core/ops/cuda/softmax_math.h"
 #include "core/ops/loss.h"
+#include "core/ops/cuda/testing/wave.h"
 #include "core/tensor/factory.h"
 
 namespace tessel::cuda {
 namespace {
 
 Tensor Values(const std::vector<int64_t>& shape, DType dtype, int seed) {
-  int64_t n = 1;
-  for (int64_t s : shape) n *= s;
-  std::vector<double> v(n);
-  for (int64_t i = 0; i < n; ++i) v[i] = 3.0 * std::sin(0.731 * i + seed) + 0.5 * std::cos(1.37 * i * seed);
-  return FromDoubles(v, shape, dtype);
+  return testing::Wave(shape, dtype, seed, 3.0);
 }
 
 template <typename T>

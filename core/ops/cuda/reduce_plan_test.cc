@@ -11,6 +11,7 @@
 
 #include "core/dispatch/dispatcher.h"
 #include "core/ops/reduction.h"
+#include "core/ops/cuda/testing/wave.h"
 #include "core/tensor/factory.h"
 #include "core/tensor/tensor_impl.h"
 
@@ -18,11 +19,7 @@ namespace tessel::cuda {
 namespace {
 
 Tensor Values(const std::vector<int64_t>& shape, DType dtype, int seed) {
-  int64_t n = 1;
-  for (int64_t s : shape) n *= s;
-  std::vector<double> v(n);
-  for (int64_t i = 0; i < n; ++i) v[i] = 3.0 * std::sin(0.731 * i + seed) + 0.5 * std::cos(1.37 * i * seed);
-  return FromDoubles(v, shape, dtype);
+  return testing::Wave(shape, dtype, seed, 3.0);
 }
 
 std::vector<char> Reduced(int64_t ndim, const std::vector<int64_t>& dims) {
