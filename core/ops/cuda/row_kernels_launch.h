@@ -1,8 +1,9 @@
 // core/ops/cuda/row_kernels_launch.h — plain C++ entry points of core/ops/softmax.cu, norm.cu, loss.cu
-// embedding.cu and reduction.cu (no CUDA types, so g++ code calls them): softmax / log_softmax and their backward over
-// lanes of a contiguous tensor, layer_norm / rms_norm over rows and their fused backward, cross_entropy
+// embedding.cu, reduction.cu and attention.cu (no CUDA types, so g++ code calls them): softmax / log_softmax and their
+// backward over lanes of a contiguous tensor, layer_norm / rms_norm over rows and their fused backward, cross_entropy
 // with a fused log-softmax and its backward, the embedding gather and its deterministic scatter-add,
-// sum / mean over dims of a strided tensor and sum_backward's scaled broadcast.
+// sum / mean over dims of a strided tensor and sum_backward's scaled broadcast, and the flash-style
+// attention forward.
 //
 // Invariant: every pointer is device memory of one device, tensors contiguous, elements float32 or
 // bfloat16 (ElemType), statistics float32; the work is enqueued on `stream` (a cudaStream_t, null = the
@@ -19,6 +20,7 @@
 #include <cstdint>
 
 #include "core/ops/cuda/elementwise_launch.h"
+#include "core/ops/cuda/flash_math.h"
 #include "core/ops/cuda/reduce_plan.h"
 #include "core/ops/cuda/row_reduce.h"
 
@@ -65,5 +67,12 @@ const char* LaunchSum(ElemType type, const void* x, void* out, const ReducePlan&
 // out[off0(i)] = g[off1(i)] * scale for i < n (sum_backward: calc = {out strides, ReducedGradStrides}).
 const char* LaunchBroadcastScale(ElemType type, const void* g, void* out, const OffsetCalculator<2>& calc, int64_t n,
                                  float scale, void* stream);
+
+// Flash-style attention forward over bh heads of contiguous q [bh, t, d], k [bh, s, d], v [bh, s, dv]
+// (d, dv <= kMaxHeadDim; bh <= 65535): out [bh, t, dv] in q's type, lse [bh, t] float32
+// (cuda/flash_math.h).
+const char* LaunchFlashForward(ElemType type, const void* q, const void* k, const void* v, void* out, float* lse,
+                               int64_t bh, int64_t t, int64_t s, int64_t d, int64_t dv, float scale, bool causal,
+                               void* stream);
 
 }  // namespace tessel::cuda
