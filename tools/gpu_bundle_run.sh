@@ -63,8 +63,8 @@ done < "$here/tests.txt"
 
 # Figures (docs/PERFORMANCE.md rows): a binary in bin/ when its pieces exist, else what is missing.
 missing_gpu_gemm_bf16_vs_cublas="benchmarks:gpu_gemm_bf16_vs_cublas not built into this bundle"
-missing_gpu_attention_vs_torch_sdpa="the flash-style forward kernel exists (core/ops/attention.cu, untuned CUDA-core FMAs) but there is no backward kernel, no benchmark binary and no torch SDPA script timing both in one run"
-missing_gpu_gpt2_124m_mfu="CUDA kernels still missing for the attention backward, unary ops other than gelu, ternary ops, cat/stack and amax/max reductions, so examples/gpt cannot train on CUDA tensors; no benchmark binary and no PyTorch eager reference script yet"
+missing_gpu_attention_vs_torch_sdpa="the flash-style forward and backward kernels exist (core/ops/attention.cu, untuned CUDA-core FMAs, expected far below SDPA) but no benchmark binary and no torch SDPA script time both in one run"
+missing_gpu_gpt2_124m_mfu="CUDA kernels still missing for unary ops other than gelu, ternary ops, cat/stack and amax/max reductions, so examples/gpt cannot train on CUDA tensors; no benchmark binary and no PyTorch eager reference script yet"
 for fig in gpu_gemm_bf16_vs_cublas gpu_attention_vs_torch_sdpa gpu_gpt2_124m_mfu; do
   if [ -x "$here/bin/$fig" ]; then
     if [ $(( $(date +%s) - start )) -ge $total_budget ]; then echo "figure $fig: NOT RUN (time budget)"; continue; fi

@@ -1,7 +1,7 @@
-// core/ops/attention_cuda_test.cc — the flash-style CUDA attention forward equals the CPU
-// scaled_dot_product_attention (out: float32 1e-5, bfloat16 one bf16 ulp; lse 1e-5) causal and not, for
-// T != S and a GPT-2 head shape; a head dim over 128 fails with kUnimplemented naming the op.
-// Skips without a GPU. Written and compiled without a GPU; NOT yet run on one.
+// core/ops/attention_cuda_test.cc — the flash-style CUDA attention forward and backward equal the CPU
+// scaled_dot_product_attention and its backward (out, dq, dk, dv: float32 1e-5, bfloat16 one bf16 ulp;
+// lse 1e-5) causal and not, for T != S and a GPT-2 head shape; a head dim over 128 fails with kUnimplemented naming the
+// op. Skips without a GPU. Written and compiled without a GPU; NOT yet run on one.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -42,11 +42,18 @@ void Check(DType dtype, std::vector<int64_t> lead, int64_t t, int64_t s, int64_t
   const TensorList want = Dispatch(op, std::vector<Tensor>{q, k, v}, attrs);
   const TensorList got = Dispatch(op, std::vector<Tensor>{q.To(gpu), k.To(gpu), v.To(gpu)}, attrs);
   EXPECT_EQ(got[0].device(), gpu);
-  ExpectClose(got[0], want[0], dtype == DType::kBFloat16 ? 1.0 / 128 : 1e-5);
+  const double rel = dtype == DType::kBFloat16 ? 1.0 / 128 : 1e-5;
+  ExpectClose(got[0], want[0], rel);
   ExpectClose(got[1], want[1], 1e-5);
+  const Tensor dout = cuda::testing::Wave(shape(t, d), dtype, 4, 1.0);
+  const OpDef& bw = GetOp("scaled_dot_product_attention_backward");
+  const TensorList want_g = Dispatch(bw, std::vector<Tensor>{dout, q, k, v, want[0], want[1]}, attrs);
+  const TensorList got_g =
+      Dispatch(bw, std::vector<Tensor>{dout.To(gpu), q.To(gpu), k.To(gpu), v.To(gpu), got[0], got[1]}, attrs);
+  for (int i = 0; i < 3; ++i) ExpectClose(got_g[i], want_g[i], rel);
 }
 
-TEST_F(AttentionCudaTest, FlashForwardEqualsCpuCausalAndNot) {
+TEST_F(AttentionCudaTest, FlashForwardAndBackwardEqualCpuCausalAndNot) {
   for (bool causal : {false, true}) {
     Check(DType::kFloat32, {2, 3}, 37, 37, 16, causal);
     Check(DType::kFloat32, {2}, 70, 100, 32, causal);        // T < S, two query tiles, four key tiles

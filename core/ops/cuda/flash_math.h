@@ -55,6 +55,26 @@ TESSEL_HOST_DEVICE inline void FlashFinish(const FlashState& st, const float* ac
   *lse = st.m + logf(st.l);
 }
 
+// ---- backward (recomputes P from lse; no score matrix either) ----------------------------------------
+//   D_i = dO_i · O_i;  P_ij = exp(s_ij - lse_i);  dS_ij = P_ij (dO_i · v_j - D_i)
+//   dQ_i = scale Σ_j dS_ij k_j (keys ascending);  dK_j = scale Σ_i dS_ij q_i, dV_j = Σ_i P_ij dO_i
+//   (queries ascending), over the pairs the forward attended to (FlashKeyEnd / FlashQueryBegin).
+
+// Σ a_c b_c in fp32 over n elements (D_i = dO_i · O_i, and dO_i · v_j with v_j widened).
+template <typename A, typename B>
+TESSEL_HOST_DEVICE inline float FlashDot(const A* a, const B* b, int64_t n) {
+  float s = 0.0f;
+  for (int64_t c = 0; c < n; ++c) s += LoadF(a, c) * LoadF(b, c);
+  return s;
+}
+
+TESSEL_HOST_DEVICE inline float FlashProb(float s, float lse) { return expf(s - lse); }
+
+TESSEL_HOST_DEVICE inline float FlashDScore(float p, float do_dot_v, float d_i) { return p * (do_dot_v - d_i); }
+
+// First query row that attends to key j: 0, or j under is_causal (top-left mask).
+TESSEL_HOST_DEVICE inline int64_t FlashQueryBegin(int64_t j, bool causal) { return causal ? j : 0; }
+
 // Keys query row i attends to: [0, s) or, causal, [0, min(s, i + 1)).
 TESSEL_HOST_DEVICE inline int64_t FlashKeyEnd(int64_t i, int64_t s, bool causal) {
   return causal ? (i + 1 < s ? i + 1 : s) : s;

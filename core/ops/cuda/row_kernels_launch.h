@@ -74,5 +74,11 @@ const char* LaunchBroadcastScale(ElemType type, const void* g, void* out, const 
 const char* LaunchFlashForward(ElemType type, const void* q, const void* k, const void* v, void* out, float* lse,
                                int64_t bh, int64_t t, int64_t s, int64_t d, int64_t dv, float scale, bool causal,
                                void* stream);
+// Its backward from the saved out and lse: dq [bh, t, d], dk [bh, s, d], dv_out [bh, s, dv] in q's type;
+// dd: float scratch [bh, t] (D_i = dO_i · O_i).
+const char* LaunchFlashBackward(ElemType type, const void* dout, const void* q, const void* k, const void* v,
+                                const void* out, const float* lse, void* dq, void* dk, void* dv_out, float* dd,
+                                int64_t bh, int64_t t, int64_t s, int64_t d, int64_t dv, float scale, bool causal,
+                                void* stream);
 
 }  // namespace tessel::cuda
