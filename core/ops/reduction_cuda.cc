@@ -1,5 +1,6 @@
 // core/ops/reduction_cuda.cc — the CUDA kernels of "sum", "mean" and "sum_backward" (core/ops/reduction.cu)
-// behind reduction.cc's schema {dims, keepdim[, shape, scale]}; the backward formulas stay reduction.cc's
+// behind reduction.cc's schema {dims, keepdim[, shape, scale]}, and of elementwise.cc's "sum_to_size"
+// {shape} (the same kernel over the broadcast dims); the backward formulas stay reduction.cc's
 // (ordinary op calls that dispatch here for CUDA tensors). Linked only with a CUDA toolkit
 // (//core/ops:reduction_cuda). amax, max and norm have no CUDA kernel yet: on CUDA tensors they fail with
 // the dispatcher's error naming the op.
@@ -64,6 +65,24 @@ TensorList SumCudaKernel(std::span<const Tensor> in, const Attrs& a) {
   return {out};
 }
 
+// sum_to_size (elementwise.cc's op: a broadcast's adjoint) as a sum over the dims `shape` broadcast.
+TensorList SumToSizeCudaKernel(std::span<const Tensor> in, const Attrs& a) {
+  const char* op = "sum_to_size";
+  const Tensor& x = in[0];
+  const std::vector<int64_t>& shape = a.GetInts("shape");
+  TESSEL_CHECK(BroadcastShapes(shape, x.sizes(), op) == x.sizes(), op, ": shape ", ShapeStr(shape),
+               " does not broadcast to ", ShapeStr(x.sizes()));
+  const cuda::ElemType type = FloatType(x, op);
+  const cuda::ReducePlan plan =
+      cuda::ReducePlan::Make(x.sizes(), x.strides(), cuda::SumToSizeReduced(x.sizes(), shape));
+  TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, plan.ok(), op, ": input ", ShapeStr(x.sizes()), " has more than ",
+                    cuda::kMaxDims, " non-mergeable dims on one side of the reduction");
+  Tensor out = Empty(shape, x.dtype(), x.device());
+  cuda::CheckLaunch(cuda::LaunchSum(type, x.raw_data(), out.raw_data(), plan, 1.0f, memory::CurrentStream(x.device())),
+                    op, x.device());
+  return {out};
+}
+
 TensorList SumBackwardCudaKernel(std::span<const Tensor> in, const Attrs& a) {
   const char* op = "sum_backward";
   const Tensor& g = in[0];
@@ -90,6 +109,7 @@ const bool kRegistered = [] {
   SetCudaKernel("sum", SumCudaKernel<false>);
   SetCudaKernel("mean", SumCudaKernel<true>);
   SetCudaKernel("sum_backward", SumBackwardCudaKernel);
+  SetCudaKernel("sum_to_size", SumToSizeCudaKernel);
   return true;
 }();
 

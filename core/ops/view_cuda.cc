@@ -2,7 +2,8 @@
 // (core/ops/view.cu) as CopyInto's device kernel (SetDeviceStridedCopy, core/tensor/device_copy.h), and
 // fills the cuda slots of the view ops with their CPU kernels, which only build views and call CopyInto
 // (device-aware): view, narrow, select, slice, transpose, permute, expand, unsqueeze, squeeze,
-// contiguous, copy_ and the narrow / select / slice backward scatters. "cat" / "stack" copy with host
+// contiguous, copy_ and the narrow / select / slice backward scatters; likewise ones_like / zeros_like
+// (device factories). "cat" / "stack" copy with host
 // memcpy and stay without a CUDA kernel. Linked only with a CUDA toolkit (//core/ops:view_cuda).
 //
 // Invariant: a strided device copy is one kernel launch on dst's current stream, bytes as they are (the
@@ -34,8 +35,9 @@ void CudaStridedCopy(const Tensor& dst, const Tensor& src) {
 
 const bool kRegistered = [] {
   SetDeviceStridedCopy(CudaStridedCopy);
-  for (const char* name : {"view", "narrow", "select", "slice", "transpose", "permute", "expand", "unsqueeze",
-                           "squeeze", "contiguous", "copy_", "narrow_backward", "select_backward", "slice_backward"}) {
+  for (const char* name :
+       {"view", "narrow", "select", "slice", "transpose", "permute", "expand", "unsqueeze", "squeeze", "contiguous",
+        "copy_", "narrow_backward", "select_backward", "slice_backward", "ones_like", "zeros_like"}) {
     const std::string op = name;  // the CPU kernel, looked up at call time (registration order is free)
     SetCudaKernel(op, [op](std::span<const Tensor> in, const Attrs& a) { return GetOp(op).cpu(in, a); });
   }

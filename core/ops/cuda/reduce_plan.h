@@ -45,6 +45,15 @@ struct ReducePlan {
   bool ok() const { return outer.ndim >= 0 && inner.ndim >= 0; }
 };
 
+// sum_to_size's reduced dims: x's leading dims beyond `shape`'s rank, and dims where `shape` has 1 and x
+// does not. REQUIRES: shape broadcasts to x_sizes. The plan's outputs are then `shape` in row-major order.
+inline std::vector<char> SumToSizeReduced(std::span<const int64_t> x_sizes, std::span<const int64_t> shape) {
+  const size_t lead = x_sizes.size() - shape.size();
+  std::vector<char> r(x_sizes.size(), 1);
+  for (size_t d = lead; d < x_sizes.size(); ++d) r[d] = shape[d - lead] == 1 && x_sizes[d] != 1;
+  return r;
+}
+
 // sum_backward's read side: strides that read the reduced-shape gradient (strides g_strides, keepdim or
 // not) at every index of the input shape (0 along reduced dims: the broadcast).
 inline std::vector<int64_t> ReducedGradStrides(std::span<const int64_t> g_strides, std::span<const char> reduced,

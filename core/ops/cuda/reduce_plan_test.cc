@@ -7,11 +7,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "core/dispatch/dispatcher.h"
-#include "core/ops/reduction.h"
 #include "core/ops/cuda/testing/wave.h"
+#include "core/ops/elementwise.h"
+#include "core/ops/reduction.h"
 #include "core/tensor/factory.h"
 #include "core/tensor/tensor_impl.h"
 
@@ -99,6 +101,28 @@ TEST(ReducePlanTest, SumBackwardBroadcastStridesReproduceCpuOp) {
       got[off[0]] = pg[off[1]] * 0.5f;
     }
     EXPECT_EQ(got, want.ToDoubleVector()) << keepdim;
+  }
+}
+
+TEST(ReducePlanTest, SumToSizeReducedDimsReproduceCpuSumToSize) {
+  for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
+    const Tensor x = Values({4, 70, 6}, dtype, 1);
+    for (const std::vector<int64_t>& shape : std::vector<std::vector<int64_t>>{{6}, {70, 1}, {4, 1, 6}, {1, 70, 6}}) {
+      SCOPED_TRACE(::testing::PrintToString(shape) + " " + std::string(DTypeName(dtype)));
+      const ReducePlan p = ReducePlan::Make(x.sizes(), x.strides(), SumToSizeReduced(x.sizes(), shape));
+      const int threads = BlockThreads(p.inner_n);
+      std::vector<double> got(p.num_out);
+      for (int64_t o = 0; o < p.num_out; ++o) {
+        const float sum = EmulateBlockReduce<SumAcc>(threads, [&](int t) {
+                            if (dtype == DType::kFloat32) {
+                              return ReducePartial(static_cast<const float*>(x.raw_data()), p, o, t, threads);
+                            }
+                            return ReducePartial(static_cast<const uint16_t*>(x.raw_data()), p, o, t, threads);
+                          }).sum;
+        got[o] = dtype == DType::kBFloat16 ? Bf16ToFloat(FloatToBf16(sum)) : sum;
+      }
+      ExpectClose(got, SumToSize(x, shape));
+    }
   }
 }
 
