@@ -46,7 +46,8 @@ for so in libstdc++.so.6 libgcc_s.so.1 libgomp.so.1; do
   cp -L "$(/usr/bin/g++ -print-file-name="$so")" "$out/lib/$so" 2>/dev/null || cp -L "/lib/x86_64-linux-gnu/$so" "$out/lib/$so"
 done
 cp "$ws/tools/gpu_bundle_run.sh" "$out/run_gpu.sh"
-cp "$ws/benchmarks/pytorch/gpt2_124m_eager_cuda.py" "$out/"  # the PyTorch side of gpu_gpt2_124m_mfu
+# The PyTorch sides of gpu_gpt2_124m_mfu and gpu_attention_vs_torch_sdpa.
+cp "$ws/benchmarks/pytorch/gpt2_124m_eager_cuda.py" "$ws/benchmarks/pytorch/sdpa_cuda.py" "$out/"
 chmod +x "$out/run_gpu.sh"
 {
   echo "tessel GPU bundle"
