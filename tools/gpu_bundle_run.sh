@@ -66,40 +66,40 @@ done < "$here/tests.txt"
 missing_gpu_gemm_bf16_vs_cublas="benchmarks:gpu_gemm_bf16_vs_cublas not built into this bundle"
 missing_gpu_attention_vs_torch_sdpa="benchmarks:gpu_attention_vs_torch_sdpa not built into this bundle"
 missing_gpu_gpt2_124m_mfu="benchmarks:gpu_gpt2_124m_mfu not built into this bundle"
+# Runs a figure's PyTorch side ($2) and prints figure $3 = awk expression $6 of tessel's value (line $4 of
+# $1) as `a` and PyTorch's (line $5) as `b`; $7 describes it.
+pytorch_side() {
+  local plog ours theirs
+  plog="$(mktemp)"
+  timeout 60 "$py" "$here/$2" >"$plog" 2>&1 || echo "pytorch side $2: FAILED (exit $?)"
+  cat "$plog"
+  ours=$(awk -v k="$4" '$1 == k {print $2}' "$1")
+  theirs=$(awk -v k="$5" '$1 == k {print $2}' "$plog")
+  if [ -n "$ours" ] && [ -n "$theirs" ]; then
+    awk -v a="$ours" -v b="$theirs" -v name="$3" -v what="$7" "BEGIN { printf \"figure %s %.3f (%s)\\n\", name, $6, what }"
+  fi
+  rm -f "$plog"
+}
+
 for fig in gpu_gemm_bf16_vs_cublas gpu_attention_vs_torch_sdpa gpu_gpt2_124m_mfu; do
-  if [ -x "$here/bin/$fig" ]; then
-    if [ $(( $(date +%s) - start )) -ge $total_budget ]; then echo "figure $fig: NOT RUN (time budget)"; continue; fi
-    flog="$(mktemp)"
-    run_bin 60 "$here/bin/$fig" >"$flog" 2>&1 || echo "figure $fig: FAILED (exit $?)"
-    cat "$flog"
-    if [ "$fig" = gpu_attention_vs_torch_sdpa ] && [ -f "$here/sdpa_cuda.py" ]; then
-      plog="$(mktemp)"
-      timeout 60 "$py" "$here/sdpa_cuda.py" >"$plog" 2>&1 || echo "pytorch sdpa: FAILED (exit $?)"
-      cat "$plog"
-      ours=$(awk '/^tessel_attention_fwd_bwd_ms/ {print $2}' "$flog")
-      theirs=$(awk '/^pytorch_sdpa_fwd_bwd_ms/ {print $2}' "$plog")
-      if [ -n "$ours" ] && [ -n "$theirs" ]; then
-        awk -v a="$ours" -v b="$theirs" 'BEGIN { printf "figure gpu_attention_vs_torch_sdpa %.3f (SDPA ms / tessel ms, fwd+bwd; target >= 0.8)\n", b / a }'
-      fi
-      rm -f "$plog"
-    fi
-    if [ "$fig" = gpu_gpt2_124m_mfu ] && [ -f "$here/gpt2_124m_eager_cuda.py" ]; then
-      # Same session, same GPU: PyTorch eager on the same model; the ratio is the figure's second half.
-      plog="$(mktemp)"
-      timeout 60 "$py" "$here/gpt2_124m_eager_cuda.py" >"$plog" 2>&1 || echo "pytorch eager: FAILED (exit $?)"
-      cat "$plog"
-      ours=$(awk '/^tessel_gpt2_124m_tokens_per_s/ {print $2}' "$flog")
-      theirs=$(awk '/^pytorch_gpt2_124m_tokens_per_s/ {print $2}' "$plog")
-      if [ -n "$ours" ] && [ -n "$theirs" ]; then
-        awk -v a="$ours" -v b="$theirs" 'BEGIN { printf "figure gpu_gpt2_124m_vs_pytorch_eager %.3f (tessel / PyTorch eager tokens/s; target > 1)\n", a / b }'
-      fi
-      rm -f "$plog"
-    fi
-    rm -f "$flog"
-  else
+  if [ ! -x "$here/bin/$fig" ]; then
     var="missing_$fig"
     echo "figure $fig: NOT IN THIS BUNDLE: ${!var}"
+    continue
   fi
+  if [ $(( $(date +%s) - start )) -ge $total_budget ]; then echo "figure $fig: NOT RUN (time budget)"; continue; fi
+  flog="$(mktemp)"
+  run_bin 60 "$here/bin/$fig" >"$flog" 2>&1 || echo "figure $fig: FAILED (exit $?)"
+  cat "$flog"
+  case "$fig" in
+    gpu_attention_vs_torch_sdpa)
+      pytorch_side "$flog" sdpa_cuda.py gpu_attention_vs_torch_sdpa tessel_attention_fwd_bwd_ms \
+        pytorch_sdpa_fwd_bwd_ms "b / a" "SDPA ms / tessel ms, fwd+bwd; target >= 0.8" ;;
+    gpu_gpt2_124m_mfu)
+      pytorch_side "$flog" gpt2_124m_eager_cuda.py gpu_gpt2_124m_vs_pytorch_eager tessel_gpt2_124m_tokens_per_s \
+        pytorch_gpt2_124m_tokens_per_s "a / b" "tessel / PyTorch eager tokens/s; target > 1" ;;
+  esac
+  rm -f "$flog"
 done
 
 echo "run_gpu: $pass passed, $fail failed, $skip skipped, $notrun not run, $(( $(date +%s) - start )) s"
