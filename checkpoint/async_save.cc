@@ -16,10 +16,11 @@
 namespace tessel::checkpoint {
 namespace {
 
-// Copies `src` into `dst` (same shape and dtype; dst contiguous), in parallel with streaming stores
-// when contiguous: the staging copy is read only by the writer thread, later.
+// Copies `src` into `dst` (same shape and dtype; dst contiguous host memory), in parallel with streaming
+// stores when src is contiguous host memory: the staging copy is read only by the writer thread, later.
+// A device src goes through CopyInto (device-aware, pinned staging).
 void SnapshotCopy(const Tensor& dst, const Tensor& src) {
-  if (!src.is_contiguous()) {
+  if (!src.is_contiguous() || !src.device().is_cpu()) {
     CopyInto(dst, src);
     return;
   }

@@ -32,8 +32,8 @@ std::string JoinNames(const std::vector<std::string>& names) {
 // Zeros in `like`'s layout (a DTensor gets a DTensor with the same spec), without DTensor ops.
 Tensor ZerosInLayoutOf(const Tensor& like) {
   const dtensor::DTensorImpl* d = dtensor::AsDTensorImpl(like);
-  if (d == nullptr) return Zeros(like.sizes(), like.dtype());
-  return dtensor::MakeDTensor(Zeros(d->local().sizes(), like.dtype()), d->spec(), d->mesh());
+  if (d == nullptr) return Zeros(like.sizes(), like.dtype(), like.device());
+  return dtensor::MakeDTensor(Zeros(d->local().sizes(), like.dtype(), d->local().device()), d->spec(), d->mesh());
 }
 
 // Copies `src` into the model tensor `dst` whatever the two layouts are (see SetModelStateDict).

@@ -8,6 +8,7 @@
 #include "core/memory/allocator.h"
 #include "core/ops/elementwise.h"
 #include "core/tensor/copy.h"
+#include "core/tensor/device_copy.h"
 #include "core/tensor/factory.h"
 #include "core/tensor/tensor_impl.h"
 #include "dtensor/dtensor.h"
@@ -145,17 +146,33 @@ void FsdpParam::FreeUnsharded() {
   unsharded_allocated_ = false;
 }
 
+namespace {
+
+// n elements from src (at element offset src_off of its storage view) to dst (likewise) without touching
+// either version counter: memcpy on the host, the device-aware copy (stream-ordered, no host round trip)
+// when either side is a device tensor.
+void CopyElementsPreservingVersion(const Tensor& dst, int64_t dst_off, const Tensor& src, int64_t src_off, int64_t n) {
+  if (n == 0) return;
+  if (dst.device().is_cpu() && src.device().is_cpu()) {
+    const int64_t es = ElementSize(dst.dtype());
+    std::memcpy(static_cast<char*>(dst.raw_data()) + dst_off * es,
+                static_cast<const char*>(src.raw_data()) + src_off * es, static_cast<size_t>(n * es));
+    return;
+  }
+  CopyAcrossDevices(MakeView(dst, {n}, {1}, dst.storage_offset() + dst_off),
+                    MakeView(src, {n}, {1}, src.storage_offset() + src_off));
+}
+
+}  // namespace
+
 void FsdpParam::CopyOutFrom(const Tensor& all_gather_output, int64_t offset, int64_t group_shard_numel) {
   TESSEL_INTERNAL_ASSERT(all_gather_output.dtype() == param_dtype_ && unsharded_allocated_,
                          "fully_shard copy-out of ", display_fqn_);
-  const int64_t elem = ElementSize(param_dtype_);
-  const int64_t chunk_bytes = padded_shard_numel() * elem;
-  char* dst = static_cast<char*>(unsharded_flat_.raw_data());
-  const char* src = static_cast<const char*>(all_gather_output.raw_data());
-  // NOTE: memcpy, not CopyInto: the copy must not bump the version counter (tensors saved for backward
-  // in an earlier forward refer to these bytes; PyTorch's _unsafe_preserve_version_counter).
+  const int64_t chunk = padded_shard_numel();
+  // NOTE: not CopyInto: the copy must not bump the version counter (tensors saved for backward in an
+  // earlier forward refer to these bytes; PyTorch's _unsafe_preserve_version_counter).
   for (int64_t j = 0; j < mesh_info_.shard_size(); ++j) {
-    std::memcpy(dst + j * chunk_bytes, src + (j * group_shard_numel + offset) * elem, static_cast<size_t>(chunk_bytes));
+    CopyElementsPreservingVersion(unsharded_flat_, j * chunk, all_gather_output, j * group_shard_numel + offset, chunk);
   }
 }
 
@@ -167,8 +184,7 @@ void FsdpParam::CopyShardToUnsharded() {
     src = Empty(sharded_storage_.sizes(), param_dtype_, sharded_storage_.device());
     CopyInto(src, sharded_storage_);
   }
-  std::memcpy(unsharded_flat_.raw_data(), src.raw_data(),
-              static_cast<size_t>(padded_shard_numel() * ElementSize(param_dtype_)));
+  CopyElementsPreservingVersion(unsharded_flat_, 0, src, 0, padded_shard_numel());
 }
 
 Tensor FsdpParam::TakeUnshardedGrad() {

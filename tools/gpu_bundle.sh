@@ -6,8 +6,9 @@
 #   bash tools/gpu_bundle.sh [OUT_DIR]        # default OUT_DIR: gpu_bundle/ (git-ignored by name)
 #   # on the GPU machine, from OUT_DIR:  bash run_gpu.sh      (< 8 minutes; exit 0 iff every test passed)
 #
-# What goes in: every cc_test tagged "cuda" (found by bazel query), built with --config=cuda and copied
-# with its runfiles-free binary (they link tessel statically: linkstatic = True), cuda_probe, and in
+# What goes in: every cc_test tagged "cuda" and every figure binary tagged "cuda_figure" (found by bazel
+# query), built with --config=cuda and copied as runfiles-free binaries (they link tessel statically:
+# linkstatic = True), cuda_probe, and in
 # lib/ the shared libraries they need that such a machine may lack (libcudart.so.13 from the toolkit,
 # libstdc++/libgcc_s/libgomp from this Debian). NOT copied: libnccl.so.2 (208 MiB) and libcublasLt
 # (517 MiB) would break the 64 MiB budget; run_gpu.sh takes them from the Python nvidia-* wheels
@@ -22,7 +23,8 @@ cuda="${CUDA_PATH:-/usr/local/cuda}"
 
 mapfile -t tests < <(bazel query 'attr(tags, "\bcuda\b", kind(cc_test, //...))' 2>/dev/null | sort)
 [ "${#tests[@]}" -gt 0 ] || { echo "gpu_bundle: bazel query found no cuda-tagged tests" >&2; exit 1; }
-targets=("${tests[@]}" //core/memory:cuda_probe)
+mapfile -t figures < <(bazel query 'attr(tags, "\bcuda_figure\b", kind(cc_binary, //...))' 2>/dev/null | sort)
+targets=("${tests[@]}" "${figures[@]}" //core/memory:cuda_probe)
 echo "gpu_bundle: building ${#targets[@]} targets: ${targets[*]}" >&2
 bazel build --config=cuda --jobs="${JOBS:-2}" "${targets[@]}"
 
@@ -38,11 +40,14 @@ for t in "${targets[@]}"; do
   fi
 done
 printf '%s\n' "${tests[@]##*:}" > "$out/tests.txt"
+printf '%s\n' "${figures[@]##*:}" > "$out/figures.txt"
 cp -L "$cuda/lib64/libcudart.so.13" "$out/lib/"
 for so in libstdc++.so.6 libgcc_s.so.1 libgomp.so.1; do
   cp -L "$(/usr/bin/g++ -print-file-name="$so")" "$out/lib/$so" 2>/dev/null || cp -L "/lib/x86_64-linux-gnu/$so" "$out/lib/$so"
 done
 cp "$ws/tools/gpu_bundle_run.sh" "$out/run_gpu.sh"
+# The PyTorch sides of gpu_gpt2_124m_mfu and gpu_attention_vs_torch_sdpa.
+cp "$ws/benchmarks/pytorch/gpt2_124m_eager_cuda.py" "$ws/benchmarks/pytorch/sdpa_cuda.py" "$out/"
 chmod +x "$out/run_gpu.sh"
 {
   echo "tessel GPU bundle"
@@ -51,5 +56,5 @@ chmod +x "$out/run_gpu.sh"
   echo "gencode: sm_90a SASS + compute_90 PTX"
 } > "$out/BUNDLE_INFO.txt"
 size_kib=$(du -sk "$out" | cut -f1)
-echo "gpu_bundle: $out is $((size_kib / 1024)) MiB (${#tests[@]} tests)" >&2
+echo "gpu_bundle: $out is $((size_kib / 1024)) MiB (${#tests[@]} tests, ${#figures[@]} figures)" >&2
 [ "$size_kib" -lt $((64 * 1024)) ] || { echo "gpu_bundle: bundle over 64 MiB" >&2; exit 1; }

@@ -149,7 +149,9 @@ void ChunkReader::CopySlab(const std::string& what, DType dtype, const ChunkMeta
   const int64_t first = LinearIndex(rel.offsets, cst);
   const int64_t last = LinearIndex(last_idx, cst);
   const Tensor view = LocalRegionView(dst, slab);
-  if (last - first + 1 == Volume(slab) && view.is_contiguous()) {  // one run on both sides: no staging
+  // One run on both sides and host memory: no staging. A device destination always stages on the host
+  // and lands with CopyInto (device-aware: pinned staging for large copies).
+  if (last - first + 1 == Volume(slab) && view.is_contiguous() && view.device().is_cpu()) {
     ReadRange(what, c.where, first * es, (last + 1) * es, static_cast<char*>(view.raw_data()));
     view.impl()->storage().BumpVersion();
     return;

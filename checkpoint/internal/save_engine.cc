@@ -166,11 +166,12 @@ void Stage(const PreparedSave& p, SaveStage s) {
   if (p.options.on_stage) p.options.on_stage(s);
 }
 
-// Bytes of one data item, contiguous (a staged copy for a non-contiguous local tensor).
+// Bytes of one data item, contiguous host memory (a staged copy for a non-contiguous or device local
+// tensor: CopyInto brings device tensors over through pinned staging, core/tensor/device_copy.h).
 std::pair<const void*, int64_t> ItemBytes(const SaveEntry& e, Tensor* staging) {
   if (e.kind == ItemKind::kBytes) return {e.bytes.data(), static_cast<int64_t>(e.bytes.size())};
   Tensor t = e.shard.local;
-  if (!t.is_contiguous()) {
+  if (!t.is_contiguous() || !t.device().is_cpu()) {
     memory::LedgerScope ledger(memory::Ledger::kOther);
     *staging = Empty(t.sizes(), t.dtype());
     CopyInto(*staging, t);

@@ -1,25 +1,28 @@
-// core/ops/matmul_cuda.cc — the CUDA kernel of `linear` (y = x · wᵀ + b) on cuBLASLt, with the bias
-// fused as the GEMM epilogue; cuBLASLt handles cached per device and workspaces per (device, stream).
-// Linked only with a CUDA toolkit (//core/ops:matmul_cuda).
+// core/ops/matmul_cuda.cc — the CUDA kernels of `linear` (y = x · wᵀ + b, the bias fused as the GEMM
+// epilogue) and `matmul` (the products linear's and matmul's backward issue: dgrad g · w, wgrad gᵀ · x
+// summed over the batch, batched and transposed products) on cuBLASLt; cuBLASLt handles cached per device
+// and workspaces per (device, stream). Linked only with a CUDA toolkit (//core/ops:matmul_cuda).
 //
 // Invariant: for float32 (exact fp32 compute, no TF32) and bfloat16 (fp32 accumulation, one rounding)
-// inputs on one CUDA device, with x contiguous ([..., in] folded to [M, in]) and w contiguous
-// [out, in], the result is x · wᵀ + b computed by one cublasLtMatmul on the current stream; anything
-// else fails with kUnimplemented naming the op, shapes, dtype and device. `matmul` has no CUDA kernel
-// yet, so linear's backward (which calls matmul) fails on CUDA tensors with the dispatcher's clear
-// error. Compiled here; NOT yet run on a GPU.
+// operands on one CUDA device, each product is ONE cublasLtMatmul on the current stream, reading the
+// operands in place as cuda/gemm_plan.h plans them (host-tested against the CPU matmul); products it
+// cannot plan (broadcast batch dims, operands without a unit stride, 1-d operands, matmul's new or
+// squeezed dims) fail with kUnimplemented naming the op, shapes, dtype and device. Compiled here; NOT yet
+// run on a GPU.
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <utility>
 
 #include "core/base/error.h"
 #include "core/dispatch/op.h"
 #include "core/memory/allocator.h"
 #include "core/memory/stream.h"
+#include "core/ops/cuda/gemm_plan.h"
 #include "core/tensor/factory.h"
 
 namespace tessel {
@@ -28,8 +31,8 @@ namespace {
 constexpr int64_t kWorkspaceBytes = int64_t{32} << 20;  // what PyTorch gives cuBLASLt on Hopper
 
 void CheckLt(cublasStatus_t s, const char* what) {
-  TESSEL_CHECK_CODE(ErrorCode::kInternal, s == CUBLAS_STATUS_SUCCESS, "linear: ", what, " failed with cuBLAS status ",
-                    static_cast<int>(s));
+  TESSEL_CHECK_CODE(ErrorCode::kInternal, s == CUBLAS_STATUS_SUCCESS, "linear/matmul: ", what,
+                    " failed with cuBLAS status ", static_cast<int>(s));
 }
 
 // [Note: cuBLASLt handles and workspaces] One handle per device (cuBLASLt handles are thread-safe and
@@ -77,16 +80,24 @@ struct PrefDel {
   void operator()(cublasLtMatmulPreferenceOpaque_t* p) const { cublasLtMatmulPreferenceDestroy(p); }
 };
 
-// In cuBLASLt's column-major terms: Y_cm [out × M] = op_T(W_cm [in × out]) · X_cm [in × M] (+ bias per
-// row of Y_cm), which is row-major y [M, out] = x [M, in] · wᵀ (+ b).
-void LtLinear(Device device, DType dtype, const void* x, const void* w, const void* bias, void* y, int64_t m,
-              int64_t in, int64_t out) {
+void SetLayoutBatch(cublasLtMatrixLayoutOpaque_t* l, int64_t batch, int64_t stride) {
+  if (batch == 1) return;
+  const int32_t count = static_cast<int32_t>(batch);
+  CheckLt(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)), "BATCH");
+  CheckLt(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)),
+          "BATCH_OFFSET");
+}
+
+// D = op(A) op(B) (+ bias per row of D) as planned; lt_a is our B's data, lt_b our A's (gemm_plan.h).
+void LtMatmul(const char* op, Device device, DType dtype, const cuda::LtPlan& p, const void* lt_a, const void* lt_b,
+              void* d, const void* bias) {
   void* stream = memory::CurrentStream(device);
   auto [handle, workspace] = HandleAndWorkspace(device, stream);
   const cudaDataType_t t = dtype == DType::kFloat32 ? CUDA_R_32F : CUDA_R_16BF;
   LtPtr<cublasLtMatmulDescOpaque_t, DescDel> desc;
   CheckLt(cublasLtMatmulDescCreate(&desc.p, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
-  const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
+  const cublasOperation_t trans_a = p.a.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t trans_b = p.b.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
   CheckLt(cublasLtMatmulDescSetAttribute(desc.p, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof(trans_a)), "TRANSA");
   CheckLt(cublasLtMatmulDescSetAttribute(desc.p, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof(trans_b)), "TRANSB");
   if (bias != nullptr) {
@@ -96,9 +107,12 @@ void LtLinear(Device device, DType dtype, const void* x, const void* w, const vo
     CheckLt(cublasLtMatmulDescSetAttribute(desc.p, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &t, sizeof(t)), "BIAS_TYPE");
   }
   LtPtr<cublasLtMatrixLayoutOpaque_t, LayoutDel> la, lb, lc;
-  CheckLt(cublasLtMatrixLayoutCreate(&la.p, t, in, out, in), "layout W");  // W row-major [out, in]
-  CheckLt(cublasLtMatrixLayoutCreate(&lb.p, t, in, m, in), "layout X");    // X row-major [M, in]
-  CheckLt(cublasLtMatrixLayoutCreate(&lc.p, t, out, m, out), "layout Y");  // Y row-major [M, out]
+  CheckLt(cublasLtMatrixLayoutCreate(&la.p, t, p.a.rows, p.a.cols, p.a.ld), "layout A");
+  CheckLt(cublasLtMatrixLayoutCreate(&lb.p, t, p.b.rows, p.b.cols, p.b.ld), "layout B");
+  CheckLt(cublasLtMatrixLayoutCreate(&lc.p, t, p.m, p.n, p.m), "layout D");
+  SetLayoutBatch(la.p, p.batch, p.stride_a);
+  SetLayoutBatch(lb.p, p.batch, p.stride_b);
+  SetLayoutBatch(lc.p, p.batch, p.stride_c);
   LtPtr<cublasLtMatmulPreferenceOpaque_t, PrefDel> pref;
   CheckLt(cublasLtMatmulPreferenceCreate(&pref.p), "cublasLtMatmulPreferenceCreate");
   const uint64_t ws_bytes = kWorkspaceBytes;
@@ -109,40 +123,75 @@ void LtLinear(Device device, DType dtype, const void* x, const void* w, const vo
   int found = 0;
   CheckLt(cublasLtMatmulAlgoGetHeuristic(handle, desc.p, la.p, lb.p, lc.p, lc.p, pref.p, 1, &heuristic, &found),
           "cublasLtMatmulAlgoGetHeuristic");
-  TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, found > 0, "linear: cuBLASLt has no algorithm for [", m, ", ", in,
-                    "] x [", out, ", ", in, "]^T in ", dtype, " on ", device);
+  TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, found > 0, op, ": cuBLASLt has no algorithm for m ", p.m, ", n ", p.n,
+                    ", k ", p.k, " (batch ", p.batch, ") in ", dtype, " on ", device);
   const float alpha = 1.0f, beta = 0.0f;
-  CheckLt(cublasLtMatmul(handle, desc.p, &alpha, w, la.p, x, lb.p, &beta, y, lc.p, y, lc.p, &heuristic.algo,
+  CheckLt(cublasLtMatmul(handle, desc.p, &alpha, lt_a, la.p, lt_b, lb.p, &beta, d, lc.p, d, lc.p, &heuristic.algo,
                          workspace, kWorkspaceBytes, static_cast<cudaStream_t>(stream)),
           "cublasLtMatmul");
+}
+
+// op(a) · op(b) (+ bias) as one planned cuBLASLt call. REQUIRES: a, b of >= 2 dims.
+Tensor PlannedProduct(const char* op, const Tensor& a, bool ta, const Tensor& b, bool tb, bool sum_batch,
+                      const Tensor& bias) {
+  TESSEL_CHECK(a.dtype() == b.dtype() && a.device() == b.device(), op, ": operands are ", a.dtype(), " on ", a.device(),
+               " and ", b.dtype(), " on ", b.device());
+  TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, a.dtype() == DType::kFloat32 || a.dtype() == DType::kBFloat16, op,
+                    ": the CUDA kernel supports float32 and bfloat16, got ", a.dtype(), " on ", a.device());
+  const auto [as, ast] = cuda::ResolvedOperand(a.sizes(), a.strides(), ta);
+  const auto [bs, bst] = cuda::ResolvedOperand(b.sizes(), b.strides(), tb);
+  TESSEL_CHECK(as.back() == bs[bs.size() - 2], op, ": inner dimensions do not match: ", ShapeStr(as), " @ ",
+               ShapeStr(bs));
+  const std::optional<cuda::LtPlan> plan = cuda::PlanMatmul(as, ast, bs, bst, sum_batch);
+  TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, plan.has_value(), op, ": the CUDA kernel needs ", ShapeStr(as),
+                    " (strides ", ShapeStr(ast), ") @ ", ShapeStr(bs), " (strides ", ShapeStr(bst),
+                    ") as one cuBLASLt matmul (equal or absent batch dims, a unit stride per operand); ", a.dtype(),
+                    " on ", a.device());
+  Shape out_shape = sum_batch ? Shape{} : Shape(as.begin(), as.end() - 2);
+  out_shape.push_back(as[as.size() - 2]);
+  out_shape.push_back(bs.back());
+  Tensor out = Empty(out_shape, a.dtype(), a.device());
+  if (out.numel() == 0) return out;
+  TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, plan->k > 0, op, ": an empty contraction is not supported on ",
+                    a.device());
+  LtMatmul(op, a.device(), a.dtype(), *plan, b.raw_data(), a.raw_data(), out.raw_data(),
+           bias.defined() ? bias.raw_data() : nullptr);
+  return out;
 }
 
 TensorList LinearCudaKernel(std::span<const Tensor> in, const Attrs&) {
   const Tensor& x = in[0];
   const Tensor& w = in[1];
   const Tensor bias = in.size() > 2 ? in[2] : Tensor();
-  TESSEL_CHECK(w.dim() == 2 && x.dim() >= 1 && x.size(x.dim() - 1) == w.size(1), "linear: input ",
-               ShapeStr(x.sizes()), " does not match weight ", ShapeStr(w.sizes()));
-  TESSEL_CHECK(x.dtype() == w.dtype() && (!bias.defined() || bias.dtype() == x.dtype()),
-               "linear: dtypes differ (input ", x.dtype(), ", weight ", w.dtype(), ")");
-  TESSEL_CHECK_CODE(ErrorCode::kUnimplemented,
-                    (x.dtype() == DType::kFloat32 || x.dtype() == DType::kBFloat16) && x.is_contiguous() &&
-                        w.is_contiguous() && (!bias.defined() || (bias.dim() == 1 && bias.is_contiguous())),
-                    "linear: the CUDA kernel needs float32 or bfloat16 contiguous input and weight, got input ",
-                    ShapeStr(x.sizes()), " weight ", ShapeStr(w.sizes()), " ", x.dtype(), " on ", x.device());
-  const int64_t k = w.size(1), n = w.size(0);
-  TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, k > 0, "linear: in_features 0 is not supported on ", x.device());
-  const int64_t m = x.numel() / k;
-  Shape out_shape(x.sizes().begin(), x.sizes().end() - 1);
-  out_shape.push_back(n);
-  Tensor y = Empty(out_shape, x.dtype(), x.device());
-  if (y.numel() == 0) return {y};
-  LtLinear(x.device(), x.dtype(), x.raw_data(), w.raw_data(), bias.defined() ? bias.raw_data() : nullptr,
-           y.raw_data(), m, k, n);
-  return {y};
+  TESSEL_CHECK(w.dim() == 2 && x.dim() >= 2 && x.size(x.dim() - 1) == w.size(1), "linear: input ", ShapeStr(x.sizes()),
+               " does not match weight ", ShapeStr(w.sizes()), " (the CUDA kernel takes inputs of >= 2 dims)");
+  TESSEL_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == w.size(0) && bias.dtype() == x.dtype()),
+               "linear: bias ", ShapeStr(bias.sizes()), " does not match weight ", ShapeStr(w.sizes()));
+  TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, !bias.defined() || bias.is_contiguous(),
+                    "linear: the CUDA kernel needs a contiguous bias on ", x.device());
+  return {PlannedProduct("linear", x, false, w, true, false, bias)};
 }
 
-const bool kRegistered = (SetCudaKernel("linear", LinearCudaKernel), true);
+TensorList MatmulCudaKernel(std::span<const Tensor> in, const Attrs& attrs) {
+  const Tensor& a = in[0];
+  const Tensor& b = in[1];
+  for (const char* name : {"a_new_dims", "b_new_dims", "squeeze_dims"}) {
+    TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, !attrs.Has(name) || attrs.GetInts(name).empty(),
+                      "matmul: the CUDA kernel does not take attr ", name, " (operands ", ShapeStr(a.sizes()), " @ ",
+                      ShapeStr(b.sizes()), " on ", a.device(), ")");
+  }
+  TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, a.dim() >= 2 && b.dim() >= 2,
+                    "matmul: the CUDA kernel needs operands of >= 2 dims, got ", ShapeStr(a.sizes()), " @ ",
+                    ShapeStr(b.sizes()), " on ", a.device());
+  return {PlannedProduct("matmul", a, attrs.GetBool("transpose_a", false), b, attrs.GetBool("transpose_b", false),
+                         attrs.GetBool("sum_batch", false), Tensor())};
+}
+
+const bool kRegistered = [] {
+  SetCudaKernel("linear", LinearCudaKernel);
+  SetCudaKernel("matmul", MatmulCudaKernel);
+  return true;
+}();
 
 }  // namespace
 }  // namespace tessel

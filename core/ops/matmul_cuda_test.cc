@@ -1,13 +1,15 @@
-// core/ops/matmul_cuda_test.cc — linear on cuBLASLt equals the CPU linear (fp32: 1e-5 relative, the
-// summation order differs; bf16: one bf16 ulp of the output scale), with and without the fused bias,
-// for a 3-D input; the workspace is counted in the "other" ledger; unsupported layouts fail naming the
-// op and device. Skips without a GPU. Written and compiled without a GPU; not yet run on one.
+// core/ops/matmul_cuda_test.cc — linear and matmul on cuBLASLt equal the CPU ops (fp32: 1e-5 relative,
+// the summation order differs; bf16: one bf16 ulp of the output scale): linear with and without the fused
+// bias for a 3-D input and a transposed weight, and the backward products (dgrad, wgrad summed over the
+// batch, batched, q · kᵀ); the workspace is counted in the "other" ledger; a weight with no unit stride
+// fails naming the op and device. Skips without a GPU. Written and compiled without a GPU; not yet run on one.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <vector>
 
 #include "core/base/testing/expect_error.h"
+#include "core/dispatch/dispatcher.h"
 #include "core/memory/allocator.h"
 #include "core/memory/testing/gpu_test.h"
 #include "core/ops/matmul.h"
@@ -46,12 +48,39 @@ TEST_F(MatmulCudaTest, LinearWithFusedBiasEqualsCpu) {
   EXPECT_GE(memory::Stats(gpu)[memory::Ledger::kOther].live, int64_t{32} << 20);  // the stream's workspace
 }
 
-TEST_F(MatmulCudaTest, StridedWeightFailsNamingOpAndDevice) {
+TEST_F(MatmulCudaTest, BackwardProductsEqualCpu) {
   const Device gpu = Device::Cuda(0);
-  const Tensor w = Values({48, 24}, 0.5, DType::kFloat32).To(gpu);
+  for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
+    SCOPED_TRACE(DTypeName(dtype));
+    const double rel = dtype == DType::kFloat32 ? 1e-5 : 1.0 / 128;
+    const Tensor x = Values({2, 5, 48}, 1.0, dtype), w = Values({24, 48}, 0.5, dtype),
+                 g = Values({2, 5, 24}, 2.0, dtype);
+    const OpDef& mm = GetOp("matmul");
+    auto both = [&](const Tensor& a, const Tensor& b, const Attrs& attrs) {
+      ExpectClose(Dispatch(mm, std::vector<Tensor>{a.To(gpu), b.To(gpu)}, attrs)[0].ToDoubleVector(),
+                  Dispatch(mm, std::vector<Tensor>{a, b}, attrs)[0].ToDoubleVector(), rel);
+    };
+    both(g, w, Attrs());                                                        // dgrad: g · w
+    both(g, x, Attrs().Set("transpose_a", true).Set("sum_batch", true));        // wgrad: Σ gᵀ · x
+    both(x, Values({2, 48, 7}, 1.0, dtype), Attrs());                           // batched
+    both(x, Values({2, 7, 48}, 1.0, dtype), Attrs().Set("transpose_b", true));  // q · kᵀ
+  }
+}
+
+TEST_F(MatmulCudaTest, TransposedWeightWorksAndAStridedOneFailsNamingOpAndDevice) {
+  const Device gpu = Device::Cuda(0);
+  const Tensor w = Values({48, 24}, 0.5, DType::kFloat32);
+  const Tensor gw = w.To(gpu);
   const Tensor wt = MakeDense(w.impl()->storage(), {24, 48}, {1, 24}, 0, DType::kFloat32);
-  testing::ExpectErrorContains([&] { Linear(Values({5, 48}, 1.0, DType::kFloat32).To(gpu), wt); },
-                               ErrorCode::kUnimplemented, {"linear: the CUDA kernel needs", "cuda:0"});
+  const Tensor gwt = MakeDense(gw.impl()->storage(), {24, 48}, {1, 24}, 0, DType::kFloat32);  // unit row stride
+  const Tensor x = Values({5, 48}, 1.0, DType::kFloat32);
+  ExpectClose(Linear(x.To(gpu), gwt).ToDoubleVector(), Linear(x, wt).ToDoubleVector(), 1e-5);
+  const Tensor strided = MakeDense(gw.impl()->storage(), {12, 12}, {48, 2}, 0, DType::kFloat32);  // no unit stride
+  testing::ExpectErrorContains(
+      [&] {
+        Linear(Values({5, 12}, 1.0, DType::kFloat32).To(gpu), strided);
+      },
+      ErrorCode::kUnimplemented, {"linear: the CUDA kernel needs", "cuda:0"});
 }
 
 }  // namespace

@@ -124,9 +124,44 @@ Tensor HostStaged(const Tensor& src, const Shape& sizes, DType dtype) {
   return tmp;
 }
 
+DeviceStridedCopy& StridedCopyHook() {
+  static DeviceStridedCopy fn = nullptr;
+  return fn;
+}
+
+// With a strided-copy kernel installed: the strided cases of CopyAcrossDevices through a contiguous device
+// temporary (or directly, on one device). Returns false when the copy is not one of them.
+bool TryStridedDeviceCopy(const Tensor& dst, const Tensor& src) {
+  const DeviceStridedCopy fn = StridedCopyHook();
+  if (fn == nullptr) return false;
+  const bool dst_dev = !dst.device().is_cpu(), src_dev = !src.device().is_cpu();
+  if (dst_dev && src_dev) {
+    if (dst.device() != src.device() || dst.dtype() != src.dtype()) return false;
+    if (src.sizes() == dst.sizes() && src.is_contiguous() && dst.is_contiguous()) return false;  // a memcpy
+    fn(dst, src);
+    return true;
+  }
+  if (src_dev && (!src.is_contiguous() || src.sizes() != dst.sizes())) {  // device -> host: densify first
+    Tensor tmp = Empty(dst.sizes(), src.dtype(), src.device());
+    fn(tmp, src);
+    CopyAcrossDevices(dst, tmp);
+    return true;
+  }
+  if (dst_dev && !dst.is_contiguous()) {  // host -> strided device: land contiguous, then scatter
+    Tensor tmp = Empty(dst.sizes(), dst.dtype(), dst.device());
+    CopyAcrossDevices(tmp, src);
+    fn(dst, tmp);
+    return true;
+  }
+  return false;
+}
+
 }  // namespace
 
+void SetDeviceStridedCopy(DeviceStridedCopy fn) { StridedCopyHook() = fn; }
+
 void CopyAcrossDevices(const Tensor& dst, const Tensor& src) {
+  if (TryStridedDeviceCopy(dst, src)) return;
   const int64_t nbytes = dst.numel() * ElementSize(dst.dtype());
   const bool same_layout = src.sizes() == dst.sizes() && src.dtype() == dst.dtype() && src.is_contiguous();
   if (src.device().is_cpu()) {  // host -> device

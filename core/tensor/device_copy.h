@@ -30,4 +30,12 @@ void CopyAcrossDevices(const Tensor& dst, const Tensor& src);
 // Bytes of page-locked host memory held by the staging buffers (0 until the first large copy).
 int64_t PinnedStagingBytes();
 
+// A device-side copy dst = src for tensors of one device and dtype, dst of any strides and src of any
+// strides broadcasting to dst's shape, enqueued on dst's current stream. A device kernel library installs
+// it at static initialization (the CUDA one: //core/ops:view_cuda); with one installed, CopyAcrossDevices
+// also copies strided tensors between host and device through a contiguous device temporary. Without one
+// those copies fail with kUnimplemented as described above.
+using DeviceStridedCopy = void (*)(const Tensor& dst, const Tensor& src);
+void SetDeviceStridedCopy(DeviceStridedCopy fn);
+
 }  // namespace tessel

@@ -1,0 +1,37 @@
+// core/ops/cuda/kernel_checks.h — the checks every row-kernel CUDA op (softmax_cuda.cc, norm_cuda.cc)
+// makes before a launch, and the launch-error check after it, so their errors read the same.
+//
+// Invariant: CudaRowType accepts a contiguous float32 or bfloat16 tensor on `device` and returns its
+// ElemType; anything else raises kUnimplemented (dtype, layout) or kInvalidArgument (device) naming the
+// op, the tensor's shape, dtype and device. CheckLaunch raises kInternal with the CUDA error string.
+//
+// Example:
+//   const cuda::ElemType type = cuda::CudaRowType(x, x.device(), "softmax", "input");
+//   cuda::CheckLaunch(cuda::LaunchSoftmax(...), "softmax", x.device());
+#pragma once
+
+#include <string>
+
+#include "core/base/error.h"
+#include "core/ops/cuda/elementwise_launch.h"
+#include "core/tensor/shape.h"
+#include "core/tensor/tensor.h"
+
+namespace tessel::cuda {
+
+inline ElemType CudaRowType(const Tensor& t, Device device, const char* op, const char* what) {
+  TESSEL_CHECK(t.device() == device, op, ": ", what, " is on ", t.device(), " but the op runs on ", device);
+  TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, t.dtype() == DType::kFloat32 || t.dtype() == DType::kBFloat16, op,
+                    ": the CUDA kernel supports float32 and bfloat16, got ", what, " ", ShapeStr(t.sizes()), " ",
+                    t.dtype(), " on ", device);
+  TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, t.is_contiguous(), op, ": the CUDA kernel needs a contiguous ", what,
+                    ", got ", ShapeStr(t.sizes()), " with strides ", ShapeStr(t.strides()), " on ", device,
+                    " (no CUDA strided-copy kernel yet)");
+  return t.dtype() == DType::kFloat32 ? ElemType::kFloat32 : ElemType::kBFloat16;
+}
+
+inline void CheckLaunch(const std::string& err, const char* op, Device device) {
+  TESSEL_CHECK_CODE(ErrorCode::kInternal, err.empty(), op, ": CUDA launch failed on ", device, ": ", err);
+}
+
+}  // namespace tessel::cuda

@@ -1,0 +1,83 @@
+// core/ops/cuda/reduce_plan.h — the index math of tessel's CUDA sum / mean kernels (core/ops/reduction.cu):
+// which input elements fold into each output element, for any strides, shared with a host test that runs
+// the kernel's order against the CPU ops "sum", "mean" and "sum_backward" (core/ops/reduction.cc).
+//
+// Invariant: output element o (row-major over the kept dims — the output's order with or without keepdim)
+// reads input offsets outer(o) + inner(r) for r < inner_n, where outer walks the kept dims and inner the
+// reduced dims with the input's own strides (so strided inputs need no copy). The kernel gives each
+// output a block; thread t folds r = t, t + T, ... (ReducePartial) and the block tree-merges
+// (cuda/row_reduce.h); the result is sum * scale in fp32 (scale 1 for sum, 1 / inner_n for mean, the CPU
+// kernel's Finish), rounded once.
+//
+// Example:
+//   const ReducePlan p = ReducePlan::Make(x.sizes(), x.strides(), reduced);
+//   // block o: BlockMerge(slots, ReducePartial(px, p, o, threadIdx.x, blockDim.x)).sum * scale
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/ops/cuda/offset_calculator.h"
+#include "core/ops/cuda/row_reduce.h"
+
+namespace tessel::cuda {
+
+struct ReducePlan {
+  OffsetCalculator<1> outer, inner;
+  int64_t num_out, inner_n;
+
+  // reduced[d] != 0 for every reduced dim. ok() is false when either side has more than kMaxDims
+  // non-mergeable dims.
+  static ReducePlan Make(std::span<const int64_t> sizes, std::span<const int64_t> strides,
+                         std::span<const char> reduced) {
+    std::vector<int64_t> kept_sizes, kept_strides, red_sizes, red_strides;
+    ReducePlan p{{}, {}, 1, 1};
+    for (size_t d = 0; d < sizes.size(); ++d) {
+      (reduced[d] ? red_sizes : kept_sizes).push_back(sizes[d]);
+      (reduced[d] ? red_strides : kept_strides).push_back(strides[d]);
+      (reduced[d] ? p.inner_n : p.num_out) *= sizes[d];
+    }
+    p.outer = OffsetCalculator<1>::Make(kept_sizes, {std::span<const int64_t>(kept_strides)});
+    p.inner = OffsetCalculator<1>::Make(red_sizes, {std::span<const int64_t>(red_strides)});
+    return p;
+  }
+  bool ok() const { return outer.ndim >= 0 && inner.ndim >= 0; }
+};
+
+// sum_to_size's reduced dims: x's leading dims beyond `shape`'s rank, and dims where `shape` has 1 and x
+// does not. REQUIRES: shape broadcasts to x_sizes. The plan's outputs are then `shape` in row-major order.
+inline std::vector<char> SumToSizeReduced(std::span<const int64_t> x_sizes, std::span<const int64_t> shape) {
+  const size_t lead = x_sizes.size() - shape.size();
+  std::vector<char> r(x_sizes.size(), 1);
+  for (size_t d = lead; d < x_sizes.size(); ++d) r[d] = shape[d - lead] == 1 && x_sizes[d] != 1;
+  return r;
+}
+
+// sum_backward's read side: strides that read the reduced-shape gradient (strides g_strides, keepdim or
+// not) at every index of the input shape (0 along reduced dims: the broadcast).
+inline std::vector<int64_t> ReducedGradStrides(std::span<const int64_t> g_strides, std::span<const char> reduced,
+                                               bool keepdim) {
+  std::vector<int64_t> s(reduced.size(), 0);
+  size_t j = 0;
+  for (size_t d = 0; d < reduced.size(); ++d) {
+    if (!reduced[d]) s[d] = g_strides[j];
+    if (!reduced[d] || keepdim) ++j;
+  }
+  return s;
+}
+
+template <typename T>
+TESSEL_HOST_DEVICE inline SumAcc ReducePartial(const T* x, const ReducePlan& p, int64_t o, int t, int threads) {
+  int64_t base = 0;
+  p.outer.Get(o, &base);
+  SumAcc acc = SumAcc::Identity();
+  for (int64_t r = t; r < p.inner_n; r += threads) {
+    int64_t off = 0;
+    p.inner.Get(r, &off);
+    acc.sum += LoadF(x, base + off);
+  }
+  return acc;
+}
+
+}  // namespace tessel::cuda

@@ -1,0 +1,66 @@
+// core/ops/reduction.cu — CUDA kernels of sum / mean over dims (one block per output element, threads over
+// its reduced elements read with the input's strides, fp32 tree sum, times scale) and of sum_backward (the
+// gradient broadcast over the reduced dims, times scale; grid-stride over the input shape). float32 and
+// bfloat16. The index math is cuda/reduce_plan.h, run on the host by core/ops/cuda/reduce_plan_test.cc
+// against the CPU kernels; checks stay in reduction_cuda.cc. Reducing a non-innermost dim reads strided,
+// uncoalesced memory: correct, not tuned. Compiled with nvcc 13 for sm_90a + compute_90 PTX; NOT yet run
+// on a GPU.
+#include <cuda_runtime.h>
+
+#include "core/ops/cuda/block_merge.cuh"
+#include "core/ops/cuda/reduce_plan.h"
+#include "core/ops/cuda/row_kernels_launch.h"
+
+namespace tessel::cuda {
+namespace {
+
+template <typename T>
+__global__ void SumKernel(const T* x, T* out, ReducePlan p, float scale) {
+  __shared__ SumAcc slots[kMaxRowThreads];
+  for (int64_t o = blockIdx.x; o < p.num_out; o += gridDim.x) {
+    const SumAcc s = BlockMerge(slots, ReducePartial(x, p, o, threadIdx.x, blockDim.x));
+    if (threadIdx.x == 0) StoreF(out, o, s.sum * scale);
+  }
+}
+
+template <typename T>
+__global__ void BroadcastScaleKernel(const T* g, T* out, OffsetCalculator<2> calc, int64_t n, float scale) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    int64_t off[2];
+    calc.Get(i, off);
+    StoreF(out, off[0], LoadF(g, off[1]) * scale);
+  }
+}
+
+}  // namespace
+
+const char* LaunchSum(ElemType type, const void* x, void* out, const ReducePlan& plan, float scale, void* stream) {
+  if (plan.num_out == 0) return "";
+  cudaStream_t s = static_cast<cudaStream_t>(stream);
+  const int blocks = LaneBlocks(plan.num_out), threads = BlockThreads(plan.inner_n);
+  if (type == ElemType::kFloat32) {
+    SumKernel<float><<<blocks, threads, 0, s>>>(static_cast<const float*>(x), static_cast<float*>(out), plan, scale);
+  } else {
+    SumKernel<uint16_t>
+        <<<blocks, threads, 0, s>>>(static_cast<const uint16_t*>(x), static_cast<uint16_t*>(out), plan, scale);
+  }
+  return LastLaunchError();
+}
+
+const char* LaunchBroadcastScale(ElemType type, const void* g, void* out, const OffsetCalculator<2>& calc, int64_t n,
+                                 float scale, void* stream) {
+  if (n == 0) return "";
+  cudaStream_t s = static_cast<cudaStream_t>(stream);
+  constexpr int kThreads = 256;
+  const int blocks = LaneBlocks((n + kThreads - 1) / kThreads);
+  if (type == ElemType::kFloat32) {
+    BroadcastScaleKernel<float>
+        <<<blocks, kThreads, 0, s>>>(static_cast<const float*>(g), static_cast<float*>(out), calc, n, scale);
+  } else {
+    BroadcastScaleKernel<uint16_t>
+        <<<blocks, kThreads, 0, s>>>(static_cast<const uint16_t*>(g), static_cast<uint16_t*>(out), calc, n, scale);
+  }
+  return LastLaunchError();
+}
+
+}  // namespace tessel::cuda

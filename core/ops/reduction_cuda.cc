@@ -1,0 +1,117 @@
+// core/ops/reduction_cuda.cc — the CUDA kernels of "sum", "mean" and "sum_backward" (core/ops/reduction.cu)
+// behind reduction.cc's schema {dims, keepdim[, shape, scale]}, and of elementwise.cc's "sum_to_size"
+// {shape} (the same kernel over the broadcast dims); the backward formulas stay reduction.cc's
+// (ordinary op calls that dispatch here for CUDA tensors). Linked only with a CUDA toolkit
+// (//core/ops:reduction_cuda). amax, max and norm have no CUDA kernel yet: on CUDA tensors they fail with
+// the dispatcher's error naming the op.
+//
+// Invariant: for float32 / bfloat16 CUDA tensors of any strides, results equal the CPU kernel's to fp32
+// rounding (one rounding per stored bf16); integer and float64 inputs fail with kUnimplemented naming the
+// op, shape, dtype and device. Compiled here; NOT yet run on a GPU.
+#include <vector>
+
+#include "core/dispatch/op.h"
+#include "core/memory/stream.h"
+#include "core/ops/cuda/kernel_checks.h"
+#include "core/ops/cuda/row_kernels_launch.h"
+#include "core/tensor/factory.h"
+
+namespace tessel {
+namespace {
+
+struct Reduced {
+  std::vector<char> flags;  // per input dim
+  Shape out_shape;
+};
+
+// torch's dims semantics (as reduction.cc's MakePlan): empty dims = all, negative dims wrap, no repeats.
+Reduced ReducedDims(const Shape& sizes, const std::vector<int64_t>& dims, bool keepdim, const char* op) {
+  const int64_t nd = static_cast<int64_t>(sizes.size());
+  Reduced r{std::vector<char>(nd, dims.empty() ? 1 : 0), {}};
+  for (int64_t d : dims) {
+    const int64_t k = NormalizeDim(d, nd, op);
+    if (nd == 0) continue;
+    TESSEL_CHECK(!r.flags[k], op, ": dim ", k, " appears multiple times in the list of dims ", ShapeStr(dims),
+                 " (input shape ", ShapeStr(sizes), ")");
+    r.flags[k] = 1;
+  }
+  for (int64_t d = 0; d < nd; ++d) {
+    if (!r.flags[d] || keepdim) r.out_shape.push_back(r.flags[d] ? 1 : sizes[d]);
+  }
+  return r;
+}
+
+// x's dtype must be float32 / bfloat16; strided layouts are fine (the plan reads them).
+cuda::ElemType FloatType(const Tensor& x, const char* op) {
+  TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, x.dtype() == DType::kFloat32 || x.dtype() == DType::kBFloat16, op,
+                    ": the CUDA kernel supports float32 and bfloat16, got input ", ShapeStr(x.sizes()), " ", x.dtype(),
+                    " on ", x.device());
+  return x.dtype() == DType::kFloat32 ? cuda::ElemType::kFloat32 : cuda::ElemType::kBFloat16;
+}
+
+template <bool kMean>
+TensorList SumCudaKernel(std::span<const Tensor> in, const Attrs& a) {
+  const char* op = kMean ? "mean" : "sum";
+  const Tensor& x = in[0];
+  const cuda::ElemType type = FloatType(x, op);
+  const Reduced r = ReducedDims(x.sizes(), a.GetInts("dims"), a.GetBool("keepdim"), op);
+  const cuda::ReducePlan plan = cuda::ReducePlan::Make(x.sizes(), x.strides(), r.flags);
+  TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, plan.ok(), op, ": input ", ShapeStr(x.sizes()), " has more than ",
+                    cuda::kMaxDims, " non-mergeable dims on one side of the reduction");
+  Tensor out = Empty(r.out_shape, x.dtype(), x.device());
+  const float scale = kMean ? static_cast<float>(1.0 / static_cast<double>(plan.inner_n)) : 1.0f;
+  cuda::CheckLaunch(cuda::LaunchSum(type, x.raw_data(), out.raw_data(), plan, scale, memory::CurrentStream(x.device())),
+                    op, x.device());
+  return {out};
+}
+
+// sum_to_size (elementwise.cc's op: a broadcast's adjoint) as a sum over the dims `shape` broadcast.
+TensorList SumToSizeCudaKernel(std::span<const Tensor> in, const Attrs& a) {
+  const char* op = "sum_to_size";
+  const Tensor& x = in[0];
+  const std::vector<int64_t>& shape = a.GetInts("shape");
+  TESSEL_CHECK(BroadcastShapes(shape, x.sizes(), op) == x.sizes(), op, ": shape ", ShapeStr(shape),
+               " does not broadcast to ", ShapeStr(x.sizes()));
+  const cuda::ElemType type = FloatType(x, op);
+  const cuda::ReducePlan plan =
+      cuda::ReducePlan::Make(x.sizes(), x.strides(), cuda::SumToSizeReduced(x.sizes(), shape));
+  TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, plan.ok(), op, ": input ", ShapeStr(x.sizes()), " has more than ",
+                    cuda::kMaxDims, " non-mergeable dims on one side of the reduction");
+  Tensor out = Empty(shape, x.dtype(), x.device());
+  cuda::CheckLaunch(cuda::LaunchSum(type, x.raw_data(), out.raw_data(), plan, 1.0f, memory::CurrentStream(x.device())),
+                    op, x.device());
+  return {out};
+}
+
+TensorList SumBackwardCudaKernel(std::span<const Tensor> in, const Attrs& a) {
+  const char* op = "sum_backward";
+  const Tensor& g = in[0];
+  const Shape& shape = a.GetInts("shape");
+  const bool keepdim = a.GetBool("keepdim");
+  const Reduced r = ReducedDims(shape, a.GetInts("dims"), keepdim, op);
+  TESSEL_CHECK(g.sizes() == r.out_shape, op, ": grad shape ", ShapeStr(g.sizes()), " does not match ",
+               ShapeStr(r.out_shape), ", the reduction of ", ShapeStr(shape));
+  const cuda::ElemType type = FloatType(g, op);
+  Tensor out = Empty(shape, g.dtype(), g.device());
+  const std::vector<int64_t> gs = cuda::ReducedGradStrides(g.strides(), r.flags, keepdim);
+  const auto calc =
+      cuda::OffsetCalculator<2>::Make(shape, {std::span<const int64_t>(out.strides()), std::span<const int64_t>(gs)});
+  TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, calc.ndim >= 0, op, ": shape ", ShapeStr(shape), " has more than ",
+                    cuda::kMaxDims, " non-mergeable dims");
+  cuda::CheckLaunch(
+      cuda::LaunchBroadcastScale(type, g.raw_data(), out.raw_data(), calc, out.numel(),
+                                 static_cast<float>(a.GetDouble("scale", 1.0)), memory::CurrentStream(g.device())),
+      op, g.device());
+  return {out};
+}
+
+const bool kRegistered = [] {
+  SetCudaKernel("sum", SumCudaKernel<false>);
+  SetCudaKernel("mean", SumCudaKernel<true>);
+  SetCudaKernel("sum_backward", SumBackwardCudaKernel);
+  SetCudaKernel("sum_to_size", SumToSizeCudaKernel);
+  return true;
+}();
+
+}  // namespace
+}  // namespace tessel

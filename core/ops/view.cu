@@ -1,0 +1,54 @@
+// core/ops/view.cu — the CUDA strided copy (grid-stride over dst's elements, offsets from the shared
+// OffsetCalculator) that CopyInto uses for strided and broadcast CUDA tensors, so contiguous(), copy_
+// into views and the view ops' backward scatters run on the device. Compiled with nvcc 13 for sm_90a +
+// compute_90 PTX; NOT yet run on a GPU.
+#include <cuda_runtime.h>
+
+#include "core/ops/cuda/block_merge.cuh"
+#include "core/ops/cuda/copy_launch.h"
+
+namespace tessel::cuda {
+namespace {
+
+template <typename W>
+__global__ void StridedCopyKernel(W* dst, const W* src, OffsetCalculator<2> calc, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    int64_t off[2];
+    calc.Get(i, off);
+    dst[off[0]] = src[off[1]];
+  }
+}
+
+template <typename W>
+void Launch(void* dst, const void* src, const OffsetCalculator<2>& calc, int64_t n, cudaStream_t s) {
+  constexpr int kThreads = 256;
+  StridedCopyKernel<W><<<LaneBlocks((n + kThreads - 1) / kThreads), kThreads, 0, s>>>(
+      static_cast<W*>(dst), static_cast<const W*>(src), calc, n);
+}
+
+}  // namespace
+
+const char* LaunchStridedCopy(int64_t element_bytes, void* dst, const void* src, const OffsetCalculator<2>& calc,
+                              int64_t n, void* stream) {
+  if (n == 0) return "";
+  cudaStream_t s = static_cast<cudaStream_t>(stream);
+  switch (element_bytes) {
+    case 1:
+      Launch<uint8_t>(dst, src, calc, n, s);
+      break;
+    case 2:
+      Launch<uint16_t>(dst, src, calc, n, s);
+      break;
+    case 4:
+      Launch<uint32_t>(dst, src, calc, n, s);
+      break;
+    case 8:
+      Launch<uint64_t>(dst, src, calc, n, s);
+      break;
+    default:
+      return "unsupported element size";
+  }
+  return LastLaunchError();
+}
+
+}  // namespace tessel::cuda

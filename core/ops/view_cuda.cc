@@ -1,0 +1,48 @@
+// core/ops/view_cuda.cc — CUDA tensors for the view family: installs the CUDA strided copy
+// (core/ops/view.cu) as CopyInto's device kernel (SetDeviceStridedCopy, core/tensor/device_copy.h), and
+// fills the cuda slots of the view ops with their CPU kernels, which only build views and call CopyInto
+// (device-aware): view, narrow, select, slice, transpose, permute, expand, unsqueeze, squeeze,
+// contiguous, copy_ and the narrow / select / slice backward scatters; likewise ones_like / zeros_like
+// (device factories). "cat" / "stack" copy with host
+// memcpy and stay without a CUDA kernel. Linked only with a CUDA toolkit (//core/ops:view_cuda).
+//
+// Invariant: a strided device copy is one kernel launch on dst's current stream, bytes as they are (the
+// caller's dtypes match: device_copy.cc converts dtypes on the host). Compiled here; NOT yet run on a GPU.
+#include <string>
+#include <vector>
+
+#include "core/dispatch/op.h"
+#include "core/memory/stream.h"
+#include "core/ops/cuda/copy_launch.h"
+#include "core/ops/cuda/kernel_checks.h"
+#include "core/tensor/device_copy.h"
+
+namespace tessel {
+namespace {
+
+void CudaStridedCopy(const Tensor& dst, const Tensor& src) {
+  Shape ss(dst.dim(), 0);  // src's strides broadcast to dst's shape
+  const int64_t lead = dst.dim() - src.dim();
+  for (int64_t i = 0; i < src.dim(); ++i) ss[lead + i] = src.size(i) == 1 ? 0 : src.stride(i);
+  const auto calc = cuda::OffsetCalculator<2>::Make(
+      dst.sizes(), {std::span<const int64_t>(dst.strides()), std::span<const int64_t>(ss)});
+  TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, calc.ndim >= 0, "copy_: ", ShapeStr(dst.sizes()), " has more than ",
+                    cuda::kMaxDims, " non-mergeable dims for the CUDA copy kernel on ", dst.device());
+  cuda::CheckLaunch(cuda::LaunchStridedCopy(ElementSize(dst.dtype()), dst.raw_data(), src.raw_data(), calc, dst.numel(),
+                                            memory::CurrentStream(dst.device())),
+                    "copy_", dst.device());
+}
+
+const bool kRegistered = [] {
+  SetDeviceStridedCopy(CudaStridedCopy);
+  for (const char* name :
+       {"view", "narrow", "select", "slice", "transpose", "permute", "expand", "unsqueeze", "squeeze", "contiguous",
+        "copy_", "narrow_backward", "select_backward", "slice_backward", "ones_like", "zeros_like"}) {
+    const std::string op = name;  // the CPU kernel, looked up at call time (registration order is free)
+    SetCudaKernel(op, [op](std::span<const Tensor> in, const Attrs& a) { return GetOp(op).cpu(in, a); });
+  }
+  return true;
+}();
+
+}  // namespace
+}  // namespace tessel
