@@ -98,7 +98,9 @@ BlockTerms Terms(const ModelSpec& m, const Layout& l) {
   t.block_input = e * sbh;
   if (m.saved == ModelSpec::SavedTensors::kTessel) {
     t.sequence_region += 2 * e * sbh + 2 * NormStatBytes(m) * s * b;
-    t.tp_region += e * sbh;
+    // The output projection reads a [B, T, C] copy of the attention's [B, H, T, D] output, unless the
+    // rank runs one head (then the transpose is already contiguous and the reshape is a view).
+    if (a / l.tp > 1) t.tp_region += e * sbh;
     t.sp_gathered = 2 * e * sbh;
   }
   return t;

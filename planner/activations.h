@@ -18,7 +18,8 @@
 //     flash attention: only the fp32 log-sum-exp, 4·asb
 // Tessel's own saved tensors (ModelSpec::SavedTensors::kTessel, nn::GPT's ops as they are), on top:
 // the residual adds keep both branch outputs (+2·e·sbh, sequence region), the attention keeps its
-// output and the [B, T, C] copy the output projection reads (+e·sbh, tp region), and each norm its
+// output and the [B, T, C] copy the output projection reads (+e·sbh, tp region; none when the rank runs
+// one head: the reshape is then a view), and each norm its
 // fp32 statistics (LayerNorm mean and rstd 8·sb, RMSNorm 4·sb; a norm keeps its statistics, not its
 // output). Outside the blocks: on the first stage wte's output and block 0's input (2·e·sbh), wpe's
 // output (e·s·h per microbatch, ÷ t with SP) and the int64 positions (8·s); on the last stage the
