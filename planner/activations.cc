@@ -18,11 +18,16 @@ int64_t LossVocab(const ModelSpec& m, const Layout& l) {
   return l.loss_parallel ? ChunkSize(m.vocab_size, l.tp, 0) : m.vocab_size;
 }
 
-// ln_f's output and statistics; under SP the head also keeps its all-gathered input.
+// The vocabulary of the head's own output piece: the rank's vocab shard under TP (column-parallel head),
+// whatever the loss sees.
+int64_t HeadVocab(const ModelSpec& m, const Layout& l) { return ChunkSize(m.vocab_size, l.tp, 0); }
+
+// The head's input (ln_f's output, or under SP its all-gathered copy: the norm keeps only its
+// statistics) and ln_f's statistics (on the sequence shard under SP).
 int64_t LnFBytes(const ModelSpec& m, const Layout& l) {
   const int64_t sb = l.seq_len * l.MicroBatchSize(), e = ElementSize(l.param_dtype), h = m.d_model;
   const bool sp = l.sequence_parallel && l.tp > 1;
-  return e * sb * h / (sp ? l.tp : 1) + NormStatBytes(m) * sb + (sp ? e * sb * h : 0);
+  return e * sb * h + NormStatBytes(m) * sb / (sp ? l.tp : 1);
 }
 
 // Tessel's nn::GPT outside its blocks (see activations.h), saved per microbatch.
@@ -32,25 +37,32 @@ int64_t TesselExtraBytes(const ModelSpec& m, const Layout& l, int64_t stage) {
   int64_t bytes = 0;
   if (stage == 0) {
     bytes += 2 * e * sb * h / seq_divisor + 8 * l.seq_len;  // wte's output, block 0's input; positions
-    if (m.learned_positions) bytes += e * l.seq_len * h;    // wpe's output, once per microbatch
+    if (m.learned_positions) bytes += e * l.seq_len * h / seq_divisor;  // wpe's output, once per microbatch
   }
   if (stage == l.pp - 1) bytes += LnFBytes(m, l) + 4;  // ln_f's output and statistics; the loss
   return bytes;
 }
 
-// Tessel's nn::GPT: transients of one microbatch's backward (see activations.h). A GELU block's: the
-// MLP's weight gradient (an activation until accumulated into .grad) and three activation gradients
-// (SwiGLU's moment stays below the head's where measured).
+// Tessel's nn::GPT: transients of one microbatch's backward (see activations.h). A GELU block's, in its
+// MLP's output projection: the weight gradient (an activation until accumulated into .grad), the GELU
+// output's gradient, and the gradient flowing in (the residual stream's, on the sequence shard under SP,
+// plus under SP its all-gathered copy), less the MLP's output and the block's output, which the residual
+// add's backward has freed (at tp 1 and F = 4h: e·hF + 3·e·sbh). SwiGLU's moment stays below the head's
+// where measured.
 int64_t TesselBlockMomentBytes(const ModelSpec& m, const Layout& l) {
+  if (m.swiglu) return 0;
   const int64_t sb = l.seq_len * l.MicroBatchSize(), e = ElementSize(l.param_dtype), h = m.d_model;
-  return m.swiglu ? 0 : e * h * m.ffn_hidden / l.tp + 3 * e * sb * h;
+  const bool sp = l.sequence_parallel && l.tp > 1;
+  const int64_t sbh_seq = e * sb * h / (sp ? l.tp : 1), f_local = m.ffn_hidden / l.tp;
+  const int64_t grad_in = sbh_seq + (sp ? e * sb * h : 0);
+  return e * h * f_local + e * sb * f_local + grad_in - 2 * sbh_seq;
 }
 
 // The last block's backward on the last stage: ln_f and the head are freed; a tied head's weight
 // gradient stays live (an activation) until the embedding's adds to it.
 int64_t TesselLastBlockMomentBytes(const ModelSpec& m, const Layout& l) {
   if (m.swiglu) return 0;
-  const int64_t tied = m.tie_embeddings ? ElementSize(l.param_dtype) * LossVocab(m, l) * m.d_model : 0;
+  const int64_t tied = m.tie_embeddings ? ElementSize(l.param_dtype) * HeadVocab(m, l) * m.d_model : 0;
   return TesselBlockMomentBytes(m, l) - LnFBytes(m, l) + tied;
 }
 
@@ -60,8 +72,11 @@ int64_t TesselLastBlockMomentBytes(const ModelSpec& m, const Layout& l) {
 int64_t TesselBackwardMomentBytes(const ModelSpec& m, const Layout& l, int64_t stage) {
   if (stage < l.pp - 1) return TesselBlockMomentBytes(m, l);
   const int64_t sb = l.seq_len * l.MicroBatchSize(), e = ElementSize(l.param_dtype), h = m.d_model;
-  const int64_t v = LossVocab(m, l);
-  const int64_t cross_entropy = 2 * e * sb * v, head = e * sb * v + e * v * h + e * sb * h;
+  const int64_t v = LossVocab(m, l), head_v = HeadVocab(m, l);
+  // Loss parallel: plus the float64 buffer the vocab-sharded loss streams its rows through (64 at a time:
+  // dtensor/rules/loss.cc).
+  const int64_t row_buffer = l.loss_parallel && l.tp > 1 ? 8 * std::min<int64_t>(64, sb) * v : 0;
+  const int64_t cross_entropy = 2 * e * sb * v + row_buffer, head = e * sb * head_v + e * head_v * h + e * sb * h;
   return std::max({cross_entropy, head, TesselLastBlockMomentBytes(m, l)});
 }
 
@@ -83,7 +98,9 @@ BlockTerms Terms(const ModelSpec& m, const Layout& l) {
   t.block_input = e * sbh;
   if (m.saved == ModelSpec::SavedTensors::kTessel) {
     t.sequence_region += 2 * e * sbh + 2 * NormStatBytes(m) * s * b;
-    t.tp_region += e * sbh;
+    // The output projection reads a [B, T, C] copy of the attention's [B, H, T, D] output, unless the
+    // rank runs one head (then the transpose is already contiguous and the reshape is a view).
+    if (a / l.tp > 1) t.tp_region += e * sbh;
     t.sp_gathered = 2 * e * sbh;
   }
   return t;

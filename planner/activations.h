@@ -18,25 +18,32 @@
 //     flash attention: only the fp32 log-sum-exp, 4·asb
 // Tessel's own saved tensors (ModelSpec::SavedTensors::kTessel, nn::GPT's ops as they are), on top:
 // the residual adds keep both branch outputs (+2·e·sbh, sequence region), the attention keeps its
-// output and the [B, T, C] copy the output projection reads (+e·sbh, tp region), and each norm its
-// fp32 statistics (LayerNorm mean and rstd 8·sb, RMSNorm 4·sb). Outside the blocks: on the first stage
-// wte's output and block 0's input (2·e·sbh), wpe's output (e·s·h per microbatch) and the int64
-// positions (8·s); on the last stage ln_f's output and statistics, the loss (4 B), and the largest of
-// three backward moments: cross-entropy's (the logits and their gradient, 2·e·sbV), the head's (the
-// logits' gradient, its weight gradient — an activation until accumulated into .grad — e·V·h, and
-// its input's gradient e·sbh), and, for a GELU MLP, the last block's (ln_f and the head freed; the
-// MLP's weight gradient e·h·F and three activation gradients 3·e·sbh live; with tied embeddings also
-// the head's weight gradient e·V·h, kept until the embedding's gradient is added to it). SwiGLU's
+// output and the [B, T, C] copy the output projection reads (+e·sbh, tp region; none when the rank runs
+// one head: the reshape is then a view), and each norm its
+// fp32 statistics (LayerNorm mean and rstd 8·sb, RMSNorm 4·sb; a norm keeps its statistics, not its
+// output). Outside the blocks: on the first stage wte's output and block 0's input (2·e·sbh), wpe's
+// output (e·s·h per microbatch, ÷ t with SP) and the int64 positions (8·s); on the last stage the
+// head's input (ln_f's output; under SP its all-gathered copy, whole) and ln_f's statistics, the loss
+// (4 B), and the largest of three backward moments: cross-entropy's (the logits and their gradient,
+// 2·e·sbV; under loss parallelism plus the float64 buffer of min(64, sb) rows it streams them through),
+// the head's (on the rank's vocab piece V/t: the logits' gradient, its weight gradient — an
+// activation until accumulated into .grad — e·V·h/t, and its input's gradient e·sbh), and, for a GELU
+// MLP, the last block's (ln_f and the head freed; in the MLP's output projection the weight gradient
+// e·h·F/t, the GELU output's gradient e·sbF/t and the incoming gradient e·sbh/d — under SP plus its
+// all-gathered copy e·sbh — live, the MLP's and the block's outputs freed, −2·e·sbh/d, where d = t
+// with SP, else 1: at t = 1, e·h·F + 3·e·sbh; with tied embeddings also the head's weight gradient
+// e·V·h/t, kept until the embedding's gradient is added to it). SwiGLU's
 // last-block moment is not modeled: it sets the peak only for small vocabularies, where the ledger
 // is under-counted by up to 5% (V 61, h 32; exact at V 256, h 128). A backward moment is a transient
 // of one microbatch: it is counted once per stage, not per microbatch in flight; on the other stages
-// of a pipeline it is the GELU block's own (its MLP weight gradient e·h·F/t and three activation
-// gradients 3·e·sbh: tests/planner_grid_test.cc holds it to measurement). With several microbatches in
+// of a pipeline it is the GELU block's own (the same terms, ln_f's not subtracted:
+// tests/planner_grid_test.cc holds it to measurement). With several microbatches in
 // flight on the last stage (GPipe) each other one keeps the logits its loss saved (e·sbV).
-// Under TP, V is the rank's vocab piece with loss parallelism and the whole vocabulary without (the
-// logits are all-gathered); under SP the QKV and MLP inputs are kept all-gathered (whole, not ÷ t: the
-// column-parallel linears save PrepareModuleInput's gathered tensor), and so is the head's input
-// (tests/tp_memory_test.cc).
+// Under TP, the loss's V is the rank's vocab piece with loss parallelism and the whole vocabulary
+// without (the logits are all-gathered); under SP the QKV and MLP inputs are kept all-gathered (whole,
+// not ÷ t: the column-parallel linears save PrepareModuleInput's gathered tensor), and so is the head's
+// input, while the norms' sequence-sharded outputs are not kept (tests/tp_memory_test.cc holds TP, TP +
+// SP and FSDP × TP to the byte).
 // activations_measured_test.cc holds this to the allocator's peak to the byte for GELU / SwiGLU,
 // LayerNorm / RMSNorm, batches 1-8 and vocabularies where each moment sets the peak.
 // Checkpointing: selective drops the attention core (recomputed); full keeps only the block input

@@ -12,6 +12,10 @@ namespace {
 struct Sums {
   int64_t tp = 0, shard = 0, padded = 0, grad = 0;     // all parameters
   int64_t root_padded = 0, root_grad = 0, head_grad = 0;  // the root's own; lm_head + ln_f
+  // Gradients a post-backward frees before it finishes the previous group's reduce-scatter: the root's
+  // whole-table lookup gradients whose rank's rows are a view (TP) and its Partial ones (SP); the first
+  // block's Partial ones.
+  int64_t root_freed_grad = 0, first_block_partial = 0;
   int64_t max_block_padded = 0, max_block_tp = 0;
   int64_t first_block_padded = 0, first_block_grad = 0;  // the stage's first block
   bool root_runs_first = false;  // the root holds ln_f (the last stage): its backward runs before the blocks'
@@ -19,7 +23,7 @@ struct Sums {
 
 Sums Sum(const std::vector<LocalParam>& params) {
   Sums s;
-  std::map<int, std::pair<int64_t, int64_t>> blocks;  // block → (padded, tp)
+  std::map<int, std::tuple<int64_t, int64_t, int64_t>> blocks;  // block → (padded, tp, Partial grads)
   for (const LocalParam& p : params) {
     s.tp += p.tp_numel;
     s.shard += p.shard_numel;
@@ -29,17 +33,21 @@ Sums Sum(const std::vector<LocalParam>& params) {
       s.root_runs_first = s.root_runs_first || p.fqn.rfind("ln_f.", 0) == 0;
       s.root_padded += p.padded_numel;
       s.root_grad += p.grad_numel;
+      if (p.grad_numel > p.tp_numel || p.partial_grad) s.root_freed_grad += p.grad_numel;
       if (p.fqn.rfind("lm_head.", 0) == 0 || p.fqn.rfind("ln_f.", 0) == 0) s.head_grad += p.grad_numel;
     } else {
-      blocks[p.block].first += p.padded_numel;
-      blocks[p.block].second += p.tp_numel;
+      std::get<0>(blocks[p.block]) += p.padded_numel;
+      std::get<1>(blocks[p.block]) += p.tp_numel;
+      if (p.partial_grad) std::get<2>(blocks[p.block]) += p.grad_numel;
     }
   }
   for (const auto& [block, sizes] : blocks) {
-    s.max_block_padded = std::max(s.max_block_padded, sizes.first);
-    s.max_block_tp = std::max(s.max_block_tp, sizes.second);
+    s.max_block_padded = std::max(s.max_block_padded, std::get<0>(sizes));
+    s.max_block_tp = std::max(s.max_block_tp, std::get<1>(sizes));
   }
-  if (!blocks.empty()) std::tie(s.first_block_padded, s.first_block_grad) = blocks.begin()->second;
+  if (!blocks.empty()) {
+    std::tie(s.first_block_padded, s.first_block_grad, s.first_block_partial) = blocks.begin()->second;
+  }
   return s;
 }
 
@@ -102,9 +110,18 @@ StateBytes DataParallelState(const std::vector<LocalParam>& params, const Layout
       b.params = p * (s.padded + n * s.root_padded + n * s.max_block_padded);
       // The larger of memory_plan.h's two moments: the end of backward (the blocks' sharded gradients
       // and the root's unsharded ones) and the first block's post-backward (its unsharded gradients, the
-      // other blocks' shards and the head's, computed before any block's).
-      b.grads = g * std::max(s.padded - s.root_padded + s.root_grad,
-                             s.first_block_grad + s.padded - s.root_padded - s.first_block_padded + s.head_grad);
+      // other blocks' shards and the head's, computed before any block's). A post-backward finishes the
+      // previous group's reduce-scatter after taking its own gradients, which frees those it converts
+      // first (Sums::root_freed_grad, first_block_partial); at the end of backward the first block's is
+      // still pending, so there the moment is the larger of before and after its shard arrives.
+      const int64_t blocks_shards = s.padded - s.root_padded;
+      const int64_t end = s.root_freed_grad == 0
+                              ? blocks_shards + s.root_grad
+                              : std::max(blocks_shards - s.first_block_padded + s.root_grad,
+                                         blocks_shards + s.root_grad - s.root_freed_grad);
+      const int64_t first_block =
+          s.first_block_grad - s.first_block_partial + blocks_shards - s.first_block_padded + s.head_grad;
+      b.grads = g * std::max(end, first_block);
       b.comm = n == 1 ? g * std::max(s.max_block_padded, s.root_padded)
                       : std::max(p * n * s.max_block_padded + g * (n + 1) * s.max_block_padded,
                                  g * (n + 1) * s.root_padded);

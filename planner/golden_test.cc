@@ -87,9 +87,11 @@ TEST(GoldenTest, Llama7bTp2TimesDp4) {
   EXPECT_EQ(p.ledgers.comm, kBucket + sp_staged);
   EXPECT_EQ(p.ledgers.total, 6 * psi_t + 2 * wte_rest + kActivations / 2 + kBucket + sp_staged);  // 30.9 GB
   // tp traffic: per block four all-reduce-equivalents of N = 2·4096·4096 B, each 2·(t − 1)/t·N = N per
-  // rank; the embedding's one; the loss's three fp32 values per token: 3·2·(1/2)·4·4096.
+  // rank; the embedding's one and the head's input gradient's one; the loss's three fp32 values per
+  // token: 3·2·(1/2)·4·4096; SP's all-reduce of the 65 RMSNorms' Partial weight gradients, 4096 bf16
+  // each: 65·2·(1/2)·2·4096.
   const int64_t n = 2 * 4096 * 4096;
-  EXPECT_EQ(p.axis_bytes[static_cast<int>(MeshAxis::kTp)], 32 * 4 * n + n + 3 * 4 * 4096);
+  EXPECT_EQ(p.axis_bytes[static_cast<int>(MeshAxis::kTp)], 32 * 4 * n + 2 * n + 3 * 4 * 4096 + 65 * 2 * 4096);
 }
 
 TEST(GoldenTest, Llama7bPipelineOfFourStages) {

@@ -77,6 +77,7 @@ std::vector<LocalParam> LocalParams(const ModelSpec& model, const Layout& l, con
     // of it, so the whole buffer stays live as the gradient.
     const bool lookup = fqn == "wpe.weight" || (fqn == "wte.weight" && !p.is_matmul_weight);
     p.grad_numel = lookup && dim == 0 && l.tp > 1 ? full_numel : numel;
+    p.partial_grad = l.sequence_parallel && l.tp > 1 && dim < 0;
     p.shard_numel = ChunkSize(rows, l.dp_shard, c.dp_shard) * row;
     p.padded_numel = (rows + l.dp_shard - 1) / l.dp_shard * row;
     out.push_back(std::move(p));

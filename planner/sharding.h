@@ -42,6 +42,9 @@ struct LocalParam {
   int64_t shard_numel = 0;    // elements of its dp_shard piece (dim 0 chunked over dp_shard)
   int64_t padded_numel = 0;   // ceil(rows / dp_shard) · row: what an all-gather moves per rank
   bool is_matmul_weight = false;  // a 2-D weight used in a GEMM (not wte / wpe lookups)
+  // SP: replicated over tp and used on the sequence shard (norms, row-parallel biases): its gradient
+  // comes out Partial, so fully_shard's post-backward reduces it into a new buffer and frees it first.
+  bool partial_grad = false;
 };
 
 // This rank's parameters. The dp_shard pieces are those of zero_stage >= 1 (with zero_stage 0

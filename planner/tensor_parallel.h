@@ -7,8 +7,11 @@
 // parallelism an all-gather before and a reduce-scatter after each parallel region — the same bytes
 // per rank), and its backward two more; a ring all-reduce sends 2·(t − 1)/t·N per rank. Full
 // checkpointing reruns the forward's two. The vocab-parallel embedding all-reduces its output once
-// (first stage); the vocab-parallel loss all-reduces three fp32 values per token (last stage: max,
-// sum of exponentials, target logit).
+// (first stage; under SP also wpe's [T, C] output reduce-scattered and its gradient all-gathered); the
+// column-parallel head all-reduces its input's gradient (last stage); the vocab-parallel loss
+// all-reduces three fp32 values per token (max, sum of exponentials, target logit), and without loss
+// parallelism the vocab-sharded logits are all-gathered instead. Under SP the norms' Partial weight
+// gradients are all-reduced once per step. tests/planner_grid_test.cc holds this to the comm tracer.
 //
 // Example:
 //   int64_t sent = TpAxisBytes(model, layout, /*stage=*/0);

@@ -35,8 +35,12 @@ class OpNode final : public Node {
     for (const Tensor& t : inputs) {
       saved_inputs_.push_back(op_.save_inputs && t.defined() ? MakeSaved(t, pack) : Saved{});
     }
-    for (const Tensor& t : outputs) {
-      saved_outputs_.push_back(op_.save_outputs && t.defined() ? MakeSaved(Detach(t), pack) : Saved{});
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      const Tensor& t = outputs[i];
+      const bool keep = op_.save_outputs && t.defined() &&
+                        (op_.saved_outputs.empty() || std::find(op_.saved_outputs.begin(), op_.saved_outputs.end(),
+                                                                static_cast<int>(i)) != op_.saved_outputs.end());
+      saved_outputs_.push_back(keep ? MakeSaved(Detach(t), pack) : Saved{});
     }
   }
 

@@ -43,6 +43,8 @@ struct OpDef {
   BackwardFn backward;          // null: not differentiable (outputs never require grad)
   bool save_inputs = true;      // keep inputs for backward
   bool save_outputs = false;    // keep outputs for backward
+  // With save_outputs: keep only these outputs (empty: all). LayerNorm keeps its statistics, not y.
+  std::vector<int> saved_outputs;
   bool is_view = false;         // output 0 aliases input 0's storage
   bool is_inplace = false;      // mutates input 0 and returns it as output 0
   std::vector<int> non_differentiable_outputs;  // e.g. argmax indices, saved statistics

@@ -14,9 +14,10 @@
 // parallel; grad_weight / grad_bias are reduced over a fixed number of row blocks (kReduceBlocks) in a
 // fixed order, so they are bitwise identical whatever the thread count.
 //
-// NOTE: saving the statistics (rather than recomputing them in backward) makes the forward op keep its
-// outputs, y included, alive until backward. y is normally saved anyway by the layer that consumes it
-// (a matmul), so this costs no extra memory in a transformer block and saves one pass over x.
+// NOTE: the forward op saves its statistics (rather than recomputing them in backward, one pass over x
+// saved) but not y (OpDef::saved_outputs), like PyTorch's native_layer_norm: y is kept only by the op
+// that consumes it. Under sequence parallelism that op is an all-gather whose backward needs nothing,
+// so saving y would keep one [B, T/tp, C] per norm alive until backward for nothing.
 //
 // Example:
 //   Tensor y_BTC = LayerNorm(x_BTC, w_C, b_C, 1e-5);
@@ -312,11 +313,13 @@ const OpDef& kLayerNorm = RegisterOp({.name = "layer_norm",
                                       .cpu = NormForwardKernel<true>,
                                       .backward = LayerNormBackward,
                                       .save_outputs = true,
+                                      .saved_outputs = {1, 2},
                                       .non_differentiable_outputs = {1, 2}});
 const OpDef& kRmsNorm = RegisterOp({.name = "rms_norm",
                                     .cpu = NormForwardKernel<false>,
                                     .backward = RmsNormBackward,
                                     .save_outputs = true,
+                                    .saved_outputs = {1},
                                     .non_differentiable_outputs = {1}});
 
 }  // namespace

@@ -17,6 +17,7 @@
 // Example (loss parallel on "tp"):
 //   CrossEntropy(logits_S1, target_R);     // [R] scalar: all_reduce(max) + all_reduce(sum), no gather
 //   CrossEntropy(logits_S0, target_S0);    // data parallel: [P(sum)] (+ one count all_reduce for mean)
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -24,6 +25,7 @@
 #include "core/dispatch/dispatcher.h"
 #include "core/tensor/copy.h"
 #include "core/tensor/factory.h"
+#include "core/tensor/tensor_impl.h"
 #include "dtensor/layout.h"
 #include "dtensor/rules/rule_util.h"
 
@@ -58,10 +60,26 @@ double GlobalCount(const LocalContext& ctx, const Tensor& target, const std::vec
   return c.item<double>();
 }
 
-Tensor AsDoubles(const Tensor& t) {
-  Tensor d = Empty(t.sizes(), DType::kFloat64, t.device());
-  CopyInto(d, t);
-  return d;
+// [Note: loss-parallel memory] The vocab-sharded loss streams the local logits through a float64 buffer of
+// kChunkRows rows instead of converting them whole: backward's only [n, c] allocation is the gradient,
+// in the logits' dtype, so its transient is the one planner/activations.h counts (logits + gradient).
+constexpr int64_t kChunkRows = 64;
+
+// Rows [r0, r0 + rows) of `x` viewed as [n, c] (contiguous), converted into the float64 `buf` (allocated by
+// the first call, min(kChunkRows, n) rows).
+double* RowsAsDoubles(const Tensor& x, int64_t c, int64_t r0, int64_t rows, Tensor& buf) {
+  if (!buf.defined()) buf = Empty(Shape{rows, c}, DType::kFloat64, x.device());  // the first chunk is the largest
+  const Tensor dst = MakeView(buf, Shape{rows, c}, Shape{c, 1}, 0);
+  CopyInto(dst, MakeView(x, Shape{rows, c}, Shape{c, 1}, x.storage_offset() + r0 * c));
+  return buf.data_ptr<double>();
+}
+
+// `x` itself when contiguous, else a contiguous copy in its dtype.
+Tensor ContiguousRows(const Tensor& x) {
+  if (x.is_contiguous()) return x;
+  Tensor c = Empty(x.sizes(), x.dtype(), x.device());
+  CopyInto(c, x);
+  return c;
 }
 
 // Row statistics of a vocab-sharded [n, c] slice: lse[r] over the full vocabulary and, when `target` is
@@ -74,19 +92,27 @@ struct RowStats {
 RowStats VocabRowStats(const LocalContext& ctx, const Tensor& x, const std::vector<int64_t>& target, int64_t c0,
                        const std::vector<int>& vocab) {
   const int64_t n = static_cast<int64_t>(target.size()), c = x.numel() / std::max<int64_t>(n, 1);
-  const double* px = x.data_ptr<double>();
+  Tensor buf;
   Tensor m = Full(Shape{n}, -std::numeric_limits<double>::infinity(), DType::kFloat64, x.device());
   double* pm = m.data_ptr<double>();
-  for (int64_t r = 0; r < n; ++r) {
-    for (int64_t j = 0; j < c; ++j) pm[r] = std::max(pm[r], px[r * c + j]);
+  for (int64_t r0 = 0; r0 < n; r0 += kChunkRows) {
+    const int64_t rows = std::min(kChunkRows, n - r0);
+    const double* px = RowsAsDoubles(x, c, r0, rows, buf);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t j = 0; j < c; ++j) pm[r0 + r] = std::max(pm[r0 + r], px[r * c + j]);
+    }
   }
   AllReduce(ctx, vocab, m, ReduceOp::kMax);
   Tensor sums = Zeros(Shape{2 * n}, DType::kFloat64, x.device());
   double* ps = sums.data_ptr<double>();
-  for (int64_t r = 0; r < n; ++r) {
-    for (int64_t j = 0; j < c; ++j) ps[r] += std::exp(px[r * c + j] - pm[r]);
-    const int64_t local = target[static_cast<size_t>(r)] - c0;
-    if (local >= 0 && local < c) ps[n + r] = px[r * c + local];
+  for (int64_t r0 = 0; r0 < n; r0 += kChunkRows) {
+    const int64_t rows = std::min(kChunkRows, n - r0);
+    const double* px = RowsAsDoubles(x, c, r0, rows, buf);
+    for (int64_t r = r0; r < r0 + rows; ++r) {
+      for (int64_t j = 0; j < c; ++j) ps[r] += std::exp(px[(r - r0) * c + j] - pm[r]);
+      const int64_t local = target[static_cast<size_t>(r)] - c0;
+      if (local >= 0 && local < c) ps[n + r] = px[(r - r0) * c + local];
+    }
   }
   AllReduce(ctx, vocab, sums, ReduceOp::kSum);
   RowStats st;
@@ -120,7 +146,7 @@ TensorList CrossEntropyLocal(const LocalContext& ctx) {
   }
   const std::vector<int64_t> t = Targets(target);
   const int64_t ignore = ctx.attrs.GetInt("ignore_index");
-  const RowStats st = VocabRowStats(ctx, AsDoubles(logits), t, ClassOffset(ctx, 0), axes.vocab);
+  const RowStats st = VocabRowStats(ctx, ContiguousRows(logits), t, ClassOffset(ctx, 0), axes.vocab);
   std::vector<double> loss(t.size(), 0.0);
   double total = 0;
   for (size_t r = 0; r < t.size(); ++r) {
@@ -147,23 +173,32 @@ TensorList CrossEntropyBackwardLocal(const LocalContext& ctx) {
   }
   const std::vector<int64_t> t = Targets(target);
   const int64_t ignore = ctx.attrs.GetInt("ignore_index"), c0 = ClassOffset(ctx, 1);
-  const Tensor x = AsDoubles(logits);
+  const Tensor x = ContiguousRows(logits);
   const RowStats st = VocabRowStats(ctx, x, t, c0, axes.vocab);
   const std::vector<double> g = grad.ToDoubleVector();
   double uniform = red == "none" ? 0.0 : g[0];
   if (red == "mean") uniform /= std::max(GlobalCount(ctx, target, axes.batch), 1.0);
   const int64_t n = static_cast<int64_t>(t.size()), c = x.numel() / std::max<int64_t>(n, 1);
-  std::vector<double> out(static_cast<size_t>(x.numel()), 0.0);
-  const double* px = x.data_ptr<double>();
-  for (int64_t r = 0; r < n; ++r) {
-    if (t[static_cast<size_t>(r)] == ignore) continue;
-    const double scale = red == "none" ? g[static_cast<size_t>(r)] : uniform;
-    for (int64_t j = 0; j < c; ++j) {
-      const double onehot = j + c0 == t[static_cast<size_t>(r)] ? 1.0 : 0.0;
-      out[static_cast<size_t>(r * c + j)] = (std::exp(px[r * c + j] - st.lse[static_cast<size_t>(r)]) - onehot) * scale;
+  Tensor out = Empty(logits.sizes(), logits.dtype(), logits.device()), buf;
+  for (int64_t r0 = 0; r0 < n; r0 += kChunkRows) {
+    const int64_t rows = std::min(kChunkRows, n - r0);
+    double* px = RowsAsDoubles(x, c, r0, rows, buf);  // overwritten with the gradient
+    for (int64_t r = r0; r < r0 + rows; ++r) {
+      double* row = px + (r - r0) * c;
+      const int64_t target_r = t[static_cast<size_t>(r)];
+      if (target_r == ignore) {
+        std::fill(row, row + c, 0.0);
+        continue;
+      }
+      const double scale = red == "none" ? g[static_cast<size_t>(r)] : uniform;
+      for (int64_t j = 0; j < c; ++j) {
+        const double onehot = j + c0 == target_r ? 1.0 : 0.0;
+        row[j] = (std::exp(row[j] - st.lse[static_cast<size_t>(r)]) - onehot) * scale;
+      }
     }
+    CopyInto(MakeView(out, Shape{rows, c}, Shape{c, 1}, r0 * c), MakeView(buf, Shape{rows, c}, Shape{c, 1}, 0));
   }
-  return {FromDoubles(out, logits.sizes(), logits.dtype())};
+  return {out};
 }
 
 // Bytes the loss-parallel collectives move per vocab axis (max of N, sum of 2N doubles), and the count.

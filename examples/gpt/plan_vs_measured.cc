@@ -235,6 +235,12 @@ std::vector<GridLayout> PlannerGrid() {
       {"ddp2", {.dims = {.dp_shard = 2}, .zero_stage = 0}},
       {"zero1_2", {.dims = {.dp_shard = 2}, .zero_stage = 1}},
       {"zero2_2", {.dims = {.dp_shard = 2}, .zero_stage = 2}},
+      {"tp2", {.dims = {.tp = 2}}},
+      {"tp2_sp", {.dims = {.tp = 2}, .sequence_parallel = true}},
+      {"dp_shard2_tp2", {.dims = {.dp_shard = 2, .tp = 2}}},
+      {"dp_shard2_tp2_sp", {.dims = {.dp_shard = 2, .tp = 2}, .sequence_parallel = true}},
+      {"pp2_tp2", {.dims = {.pp = 2, .tp = 2}, .microbatches = 2}},
+      {"pp2_dp_shard2_tp2", {.dims = {.pp = 2, .dp_shard = 2, .tp = 2}, .microbatches = 2}},
   };
 }
 

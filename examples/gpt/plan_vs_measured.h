@@ -70,10 +70,12 @@ double LedgerRatio(int64_t planned, int64_t measured);
 // One line per rank and ledger: planned B, measured B, ratio; then the worst.
 std::string FormatLayoutCheck(const LayoutCheck& check);
 
-// The grid tests/planner_grid_test.cc and //benchmarks:report's planner_vs_measured_worst run: 12
+// The grid tests/planner_grid_test.cc and //benchmarks:report's planner_vs_measured_worst run: 18
 // layouts of at most 8 ranks — pipelines (1F1B, GPipe; pp 2 and 4; 2-4 microbatches; full and selective
 // checkpointing; under fully_shard and HSDP), fully_shard, HSDP with full checkpointing, DDP, ZeRO-1,
-// ZeRO-2 — on a GPT of d_model 16, 4 layers, seq 16 and a global batch of 8 sequences.
+// ZeRO-2, and tensor parallelism (tp 2, with and without sequence parallelism, under fully_shard, under a
+// pipeline, and pp 2 x dp_shard 2 x tp 2) — on a GPT of d_model 16, 4 layers, seq 16 and a global batch
+// of 8 sequences.
 struct GridLayout {
   std::string name;  // "pp2_1f1b_m2"
   CheckedLayout layout;
