@@ -1,21 +1,25 @@
-// core/ops/gemm.cc — Gemm on OpenBLAS (runtime CPU dispatch), split over tessel's threads here.
+// core/ops/gemm.cc — Gemm on oneDNN's sgemm (float32) and OpenBLAS (float64), split over tessel's threads here.
 //
-// Why OpenBLAS (Debian 12's libopenblas-pthread-dev 0.3.21, DYNAMIC_ARCH). Measured on this machine
-// kind (Intel Xeon with AVX-512 and AMX, 2 vCPUs, other builds running, so ranges), sgemm GFLOP/s on
-// one thread, interleaved in one process:
+// Why these libraries. Measured on this machine kind (Intel Xeon with AVX-512 and AMX, 2 vCPUs, other
+// builds running, so ranges), sgemm GFLOP/s on one thread, interleaved in one process:
 //   shape (M×N×K)          OpenBLAS   oneDNN 2.6   BLIS 0.9   Eigen (-march=x86-64-v3)
 //   2048×2048×2048         174–177    178–191      112–114    100–104
 //   GPT step (2048×768×256, 2048×256×1024, 768×256×2048 …)  155–170  158–195  103–116  87–105
-// OpenBLAS picks its kernels when the library loads (SkylakeX here, Haswell/Zen on AVX2-only CPUs), so
-// one x86-64-v3 build reaches each machine's vector width; Debian's BLIS ran at AVX2 speed here, and
-// oneDNN, within ~5% on large shapes, has no float64 GEMM, needs OpenCL's loader and runs its own
-// OpenMP team per call. OpenBLAS covers float32 and float64 with one strided, transposable interface.
+// Remeasured on a quiet machine (issue 16, 1 thread, the reference GPT step's shapes): oneDNN's
+// dnnl_sgemm 197–209 against OpenBLAS 167–186 on six of seven shapes (152 vs 171 on the seventh), and
+// the whole step ran ~9% faster on it. Part of OpenBLAS's gap is structural: for beta = 0 it first
+// zeroes c (sgemm_beta → memset, ~3.6% of the step) and its kernel then accumulates into c, where
+// oneDNN's kernels store the first product. So float32 runs on dnnl_sgemm. float64 stays on OpenBLAS
+// (oneDNN has no float64 GEMM); OpenBLAS picks its kernels when the library loads (SkylakeX here,
+// Haswell/Zen on AVX2-only CPUs), and oneDNN's JIT picks its ISA at run time, so one x86-64-v3 build
+// reaches each machine's vector width either way.
 //
-// NOTE: threads. OpenBLAS's own pool is set to one thread (SingleThreadedBlas), so each call runs on
-// the calling thread, and we split a large GEMM ourselves into one or two independent row or column
+// NOTE: threads. OpenBLAS's own pool is set to one thread (SingleThreadedBlas), and each oneDNN call
+// runs with the calling thread's OpenMP team capped at one (gemm_dnnl.cc), so each call runs on the
+// calling thread, and we split a large GEMM ourselves into one or two independent row or column
 // panels per thread of NumThreads() (ParallelFor; never along K). So the per-rank budget of core/base/parallel.h is the only
 // scheduler: several ranks in one process, or a GEMM inside a parallel kernel, cannot oversubscribe
-// the cores, and no BLAS thread pool spins against tessel's own workers. Each panel is one sgemm over
+// the cores, and no BLAS thread pool spins against tessel's own workers. Each panel is one GEMM over
 // the full K, so every output element is summed in the same order on every run. We link the pthread
 // build, not the serial one: Debian builds the serial library without USE_LOCKING, and concurrent
 // calls then corrupt each other (third_party/system/openblas.BUILD; GemmTest.ConcurrentCallers...).
@@ -23,8 +27,7 @@
 // bfloat16 (bf16 operands, fp32 product): oneDNN's matmul (gemm_dnnl.h) where the CPU has AMX-BF16,
 // called per panel exactly like sgemm above, single-threaded; elsewhere (AVX2-only or AVX512 without
 // AMX, where oneDNN's bf16 kernels measured slower than sgemm) the operands are widened to fp32 and
-// take the float32 path. float32 stays on OpenBLAS: oneDNN's sgemm was within ~5% of it (table above)
-// and has no float64.
+// take the float32 path.
 #include "core/ops/gemm.h"
 
 #include <omp.h>
@@ -103,11 +106,18 @@ void SingleThreadedBlas() {
   (void)kOnce;
 }
 
+// Test-only (SetFloat32GemmOnOpenBlasForTesting): float32 products on OpenBLAS instead of oneDNN.
+std::atomic<bool> force_float32_openblas{false};
+
 // One single-threaded BLAS call: c [m, n] (+)= a [m, k] · b [k, n].
 void BlasCall(DType dtype, const BlasOperand& a, const BlasOperand& b, char* c, int64_t ldc, int64_t m, int64_t n,
               int64_t k, bool accumulate) {
   const int im = static_cast<int>(m), in = static_cast<int>(n), ik = static_cast<int>(k);
   const int lda = static_cast<int>(a.ld), ldb = static_cast<int>(b.ld), ildc = static_cast<int>(ldc);
+  if (dtype == DType::kFloat32 && !force_float32_openblas.load(std::memory_order_relaxed)) {
+    return DnnlSgemm(a.trans == kTrans, b.trans == kTrans, m, n, k, reinterpret_cast<const float*>(a.data), a.ld,
+                     reinterpret_cast<const float*>(b.data), b.ld, reinterpret_cast<float*>(c), ldc, accumulate);
+  }
   if (dtype == DType::kFloat32) {
     cblas_sgemm(kRowMajor, a.trans, b.trans, im, in, ik, 1.0f, reinterpret_cast<const float*>(a.data), lda,
                 reinterpret_cast<const float*>(b.data), ldb, accumulate ? 1.0f : 0.0f, reinterpret_cast<float*>(c),
@@ -185,9 +195,15 @@ bool GemmCanRead(const MatRef& m) { return IsRowMajor(m) || IsColMajor(m); }
 std::string GemmBackend() {
   SingleThreadedBlas();
   const char* core = openblas_get_corename();
-  return std::string("OpenBLAS (") + (core ? core : "unknown") + " kernels, " +
-         std::to_string(openblas_get_num_threads()) + " BLAS thread per call)";
+  const std::string openblas = std::string("OpenBLAS (") + (core ? core : "unknown") + " kernels, " +
+                               std::to_string(openblas_get_num_threads()) + " BLAS thread per call)";
+  const std::string float32 = force_float32_openblas.load()
+                                  ? "OpenBLAS (forced for testing)"
+                                  : "oneDNN sgemm (ISA " + DnnlIsa() + ", 1 thread per call)";
+  return "float32: " + float32 + "; float64: " + openblas;
 }
+
+void SetFloat32GemmOnOpenBlasForTesting(bool force) { force_float32_openblas.store(force); }
 
 void Gemm(DType dtype, const MatRef& a, const MatRef& b, void* c, int64_t ldc, bool accumulate) {
   TESSEL_INTERNAL_ASSERT(a.cols == b.rows, "gemm: inner dims ", a.cols, " vs ", b.rows);

@@ -1,11 +1,11 @@
-// core/ops/gemm.h — internal to core/ops: one strided GEMM, C (+)= A · B, on OpenBLAS with runtime CPU
-// dispatch for float32/float64 and on oneDNN (AMX) for bfloat16 (gemm.cc says why those libraries and
-// how they are threaded).
+// core/ops/gemm.h — internal to core/ops: one strided GEMM, C (+)= A · B, on oneDNN's sgemm for float32,
+// OpenBLAS for float64 (both with runtime CPU dispatch) and oneDNN (AMX) for bfloat16 (gemm.cc says why
+// those libraries and how they are threaded).
 //
 // Defines MatRef (a strided 2-D matrix over raw memory), GemmCanRead (can the BLAS read it without a
 // copy), Gemm (float32/float64, and bfloat16 operands into a float32 product), GemmBackend and
-// Bf16GemmBackend (which kernels run on this CPU), Bf16GemmIsNative and a test-only switch that forces
-// the bf16 fallback. The libraries' headers stay inside gemm.cc / gemm_dnnl.cc.
+// Bf16GemmBackend (which kernels run on this CPU), Bf16GemmIsNative and test-only switches that force
+// the bf16 fallback and float32 onto OpenBLAS. The libraries' headers stay inside gemm.cc / gemm_dnnl.cc.
 //
 // Invariant: Gemm reads both operands in place — a row-major or a column-major matrix with any leading
 // dimension, which covers a transposed view of a contiguous weight — and never copies them; callers
@@ -47,8 +47,12 @@ bool GemmCanRead(const MatRef& m);
 // REQUIRES: GemmCanRead(a) && GemmCanRead(b); a.cols == b.rows.
 void Gemm(DType dtype, const MatRef& a, const MatRef& b, void* c, int64_t ldc, bool accumulate);
 
-// The GEMM library and the kernels it chose for this CPU, e.g. "OpenBLAS (SkylakeX kernels, 1 BLAS thread per call)".
+// The GEMM libraries and the kernels they chose for this CPU, e.g. "float32: oneDNN sgemm (ISA
+// avx512_core_amx, 1 thread per call); float64: OpenBLAS (SkylakeX kernels, 1 BLAS thread per call)".
 std::string GemmBackend();
+
+// Test-only: while true, float32 GEMMs run on OpenBLAS's sgemm instead of oneDNN's (so tests compare both).
+void SetFloat32GemmOnOpenBlasForTesting(bool force);
 
 // True when bf16 GEMMs run on native bf16 kernels (oneDNN with AMX-BF16 on this CPU) and the test-only
 // fallback switch is off. Callers holding bf16 tensors pass them to Gemm as they are when this holds,

@@ -1,4 +1,5 @@
-// core/ops/gemm_dnnl.cc — DnnlBf16Gemm on oneDNN 2.6's matmul primitive, with a primitive cache.
+// core/ops/gemm_dnnl.cc — DnnlBf16Gemm on oneDNN 2.6's matmul primitive, with a primitive cache, and
+// DnnlSgemm on its dnnl_sgemm (no primitive to cache: the function JITs its kernels once per process).
 //
 // NOTE: AMX. oneDNN 2.6.3 enables AMX by default and requests the Linux tile-data permission itself,
 // so ONEDNN_MAX_CPU_ISA is not set (measured on an Intel Xeon, family 6 model 143/167: the matmul
@@ -187,6 +188,15 @@ void DnnlBf16ClearCacheForTesting() {
   Cache& cache = TheCache();
   std::lock_guard<std::mutex> lock(cache.mu);
   cache.entries.clear();
+}
+
+void DnnlSgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+               const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate) {
+  const OneOmpThread one_thread;
+  const dnnl_status_t st = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, 1.0f, a, lda, b, ldb,
+                                      accumulate ? 1.0f : 0.0f, c, ldc);
+  TESSEL_INTERNAL_ASSERT(st == dnnl_success, "gemm: oneDNN sgemm [", m, ", ", k, "] @ [", k, ", ", n,
+                         "] failed with status ", static_cast<int>(st));
 }
 
 std::string DnnlBf16Impl() {

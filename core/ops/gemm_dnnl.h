@@ -1,11 +1,13 @@
 // core/ops/gemm_dnnl.h — internal to core/ops/gemm.cc: bf16 × bf16 → fp32 GEMMs on oneDNN's matmul
-// primitive (Debian's libdnnl 2.6, whose JIT picks AMX or AVX512-BF16 kernels at run time).
+// primitive (Debian's libdnnl 2.6, whose JIT picks AMX or AVX512-BF16 kernels at run time), and fp32
+// GEMMs on oneDNN's dnnl_sgemm.
 //
 // Defines DnnlIsa (the ISA oneDNN dispatches to here), DnnlHasFastBf16 (worth using over converting to
-// fp32 and calling OpenBLAS's sgemm), DnnlBf16Gemm (one single-threaded product) and DnnlBf16Impl (the
-// kernels oneDNN chose for the cached shapes, e.g. "brg:avx512_core_amx_bf16 ×12").
+// fp32 and calling OpenBLAS's sgemm), DnnlBf16Gemm (one single-threaded product), DnnlBf16Impl (the
+// kernels oneDNN chose for the cached shapes, e.g. "brg:avx512_core_amx_bf16 ×12") and DnnlSgemm (one
+// single-threaded fp32 product).
 //
-// Invariant: DnnlBf16Gemm runs on the calling thread only (its OpenMP team is 1 thread while it runs),
+// Invariant: DnnlBf16Gemm and DnnlSgemm run on the calling thread only (its OpenMP team is 1 thread while it runs),
 // so gemm.cc's own panel split over tessel's thread budget stays the only parallelism. Primitives are
 // created once per (shape, layout, accumulate) key and shared by every thread; each call passes its own
 // scratchpad, so concurrent callers never share buffers. The sum over K accumulates in fp32.
@@ -35,6 +37,12 @@ bool DnnlHasFastBf16();
 // hold bf16 and are row- or column-major (GemmCanRead). Returns false, having written nothing, when
 // oneDNN has no kernel for this case (the caller then takes the fp32 path).
 bool DnnlBf16Gemm(const MatRef& a, const MatRef& b, float* c, int64_t ldc, bool accumulate);
+
+// c [m, n] (row-major fp32, leading dimension ldc) = op(a) · op(b), or += when accumulate, on oneDNN's
+// fp32 GEMM (dnnl_sgemm) on the calling thread only. a and b are row-major as cblas_sgemm(CblasRowMajor)
+// sees them: op(x) = x, or its transpose when trans_x; lda/ldb their leading dimensions.
+void DnnlSgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+               const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate);
 
 // The implementations oneDNN chose for the cached primitives with their shape counts, e.g.
 // "brg:avx512_core_amx_bf16 ×12" ("" before the first product).

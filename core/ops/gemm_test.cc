@@ -1,6 +1,7 @@
 // core/ops/gemm_test.cc — Gemm against a naive double loop for every operand layout (row-major,
 // column-major, padded leading dims, size-1 dims), accumulate, K = 0, both split directions on 1–3
-// threads, float64, run-to-run bit equality, concurrent callers, and the BLAS kernels named for this CPU.
+// threads, float64, run-to-run bit equality, concurrent callers, the BLAS kernels named for this CPU, and
+// float32 on both of its backends (oneDNN by default, OpenBLAS behind a test switch).
 #include "core/ops/gemm.h"
 
 #include <gtest/gtest.h>
@@ -9,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/base/parallel.h"
@@ -151,11 +153,46 @@ TEST(GemmTest, ConcurrentCallersEachGetTheExactSequentialProduct) {
   EXPECT_EQ(wrong.load(), 0) << "of 2000 concurrent products";
 }
 
-TEST(GemmTest, BackendNamesOpenBlasItsKernelsAndOneBlasThread) {
+TEST(GemmTest, BackendNamesOneDnnForFloat32AndOpenBlasForFloat64) {
   const std::string backend = GemmBackend();
-  EXPECT_EQ(backend.rfind("OpenBLAS (", 0), 0u) << backend;
+  EXPECT_EQ(backend.rfind("float32: oneDNN sgemm (ISA ", 0), 0u) << backend;
+  EXPECT_NE(backend.find(", 1 thread per call); float64: OpenBLAS ("), std::string::npos) << backend;
   EXPECT_EQ(backend.find("unknown"), std::string::npos) << backend;
   EXPECT_NE(backend.find(", 1 BLAS thread per call)"), std::string::npos) << backend;
+}
+
+// Holds float32 GEMMs on OpenBLAS while alive.
+class Float32OnOpenBlas {
+ public:
+  Float32OnOpenBlas() { SetFloat32GemmOnOpenBlasForTesting(true); }
+  ~Float32OnOpenBlas() { SetFloat32GemmOnOpenBlasForTesting(false); }
+};
+
+TEST(GemmTest, Float32OnOpenBlasStillMatchesTheNaiveLoop) {
+  const Float32OnOpenBlas on_openblas;
+  EXPECT_EQ(GemmBackend().rfind("float32: OpenBLAS (forced for testing); float64: OpenBLAS (", 0), 0u);
+  for (bool a_col : {false, true}) {
+    for (bool b_col : {false, true}) {
+      for (bool acc : {false, true}) {
+        CheckCase<float>({7, 5, 9, a_col, b_col, 3, acc, 1}, 1e-5);
+        CheckCase<float>({301, 67, 131, a_col, b_col, 1, acc, 2}, 1e-5);
+      }
+    }
+  }
+}
+
+TEST(GemmTest, Float32NeverReadsCWhenNotAccumulating) {
+  // A fresh output holds whatever the allocator left: NaNs there must not leak into c = a · b (a BLAS
+  // that computed 0 · c would propagate them). Both float32 backends, split over two threads.
+  const Stored<float> a = Make<float>(96, 80, false, 0, 6), b = Make<float>(80, 72, true, 0, 7);
+  for (bool openblas : {false, true}) {
+    SetFloat32GemmOnOpenBlasForTesting(openblas);
+    NumThreadsGuard guard(2);
+    std::vector<float> c(96 * 72, std::nanf("")), c0(c.size(), 0.0f);
+    Gemm(DType::kFloat32, a.ref, b.ref, c.data(), 72, false);
+    SetFloat32GemmOnOpenBlasForTesting(false);
+    ExpectProduct(a, b, c, c0, 72, false, 1e-5);
+  }
 }
 
 }  // namespace
