@@ -7,10 +7,11 @@
 // kernels oneDNN chose for the cached shapes, e.g. "brg:avx512_core_amx_bf16 ×12") and DnnlSgemm (one
 // single-threaded fp32 product).
 //
-// Invariant: DnnlBf16Gemm and DnnlSgemm run on the calling thread only (its OpenMP team is 1 thread while it runs),
-// so gemm.cc's own panel split over tessel's thread budget stays the only parallelism. Primitives are
-// created once per (shape, layout, accumulate) key and shared by every thread; each call passes its own
-// scratchpad, so concurrent callers never share buffers. The sum over K accumulates in fp32.
+// Invariant: DnnlBf16Gemm and DnnlSgemm run on the calling thread only (its OpenMP team is 1 thread
+// while they run), so gemm.cc's own panel split over tessel's thread budget stays the only
+// parallelism. bf16 primitives are created once per (shape, layout, accumulate) key and shared by every
+// thread; each call passes its own scratchpad, so concurrent callers never share buffers. The sum over
+// K accumulates in fp32.
 //
 // Example (a row-major [m, k], b = w^T for a row-major bf16 w [n, k], c row-major fp32 [m, n]):
 //   if (DnnlHasFastBf16())
