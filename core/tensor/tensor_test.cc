@@ -68,9 +68,10 @@ TEST(TensorTest, AllocationsAreCountedOnTheCurrentDeviceAndLedger) {
 
 TEST(TensorTest, DataPtrChecksDtypeAndItemChecksNumel) {
   Tensor t = Zeros({2});
-  EXPECT_THROW(t.data_ptr<double>(), Error);
-  EXPECT_THROW(t.item<float>(), Error);
-  EXPECT_THROW(Tensor().sizes(), Error);
+  using testing::ExpectErrorContains;
+  ExpectErrorContains([&] { t.data_ptr<double>(); }, ErrorCode::kInvalidArgument, {"data_ptr", "float64"});
+  ExpectErrorContains([&] { t.item<float>(); }, ErrorCode::kInvalidArgument, {"item", "[2]"});
+  ExpectErrorContains([&] { (void)Tensor().sizes(); }, ErrorCode::kFailedPrecondition, "undefined Tensor");
 }
 
 TEST(TensorTest, RequiresGradOnlyForFloatingLeaves) {
