@@ -9,7 +9,6 @@
 // (vocab 8, d_model 32) and the last GELU block's (vocab 8, d_model 128).
 #include <gtest/gtest.h>
 
-#include <cstdio>
 #include <optional>
 
 #include "core/memory/allocator.h"
@@ -81,12 +80,12 @@ TEST_P(TpMemoryTest, EveryLedgerOfEveryRankMatchesThePlan) {
     SCOPED_TRACE(r);
     const LedgerPlan want = planner::PlanRank(planner::FromGptConfig(c.cfg), LayoutOf(c), r).ledgers;
     const LedgerPlan& got = measured[static_cast<size_t>(r)];
-    std::printf("  %s rank %d (bytes)\n", c.name, r);
-    ExpectLedgerNear("params", got.params, want.params, 0.0);
-    ExpectLedgerNear("grads", got.grads, want.grads, 0.0);
-    ExpectLedgerNear("optim", got.optim, want.optim, 0.0);
-    ExpectLedgerNear("comm", got.comm, want.comm, 0.0);
-    ExpectLedgerNear("activations", got.activations, want.activations, 0.0);
+    // Every ledger is exact (bytes).
+    EXPECT_EQ(got.params, want.params) << c.name;
+    EXPECT_EQ(got.grads, want.grads) << c.name;
+    EXPECT_EQ(got.optim, want.optim) << c.name;
+    EXPECT_EQ(got.comm, want.comm) << c.name;
+    EXPECT_EQ(got.activations, want.activations) << c.name;
   }
 }
 
