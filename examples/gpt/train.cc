@@ -260,12 +260,18 @@ void MaybeInjectFault(int64_t step, int rank, const Attempt& attempt,
   TESSEL_FAIL(ErrorCode::kAborted, "train: rank ", rank, ": fault injected at step ", step, " (TESSEL_TEST_FAULT_STEP)");
 }
 
+// Where checkpoints go: --save (default /tmp/tessel_gpt_ckpt); "" for --save=none.
+std::string SaveRoot(const Flags& flags) {
+  const std::string root = flags.GetString("save", "/tmp/tessel_gpt_ckpt");
+  return root == "none" ? "" : root;
+}
+
 // The checkpoint to start from: --resume=DIR, else (torchtitan's auto-resume) with --save=ROOT and --save_every=K
 // the newest complete ROOT/step_N (incomplete saves skipped), else none ("").
 std::string ResumeDir(const Flags& flags, int rank) {
   const std::string explicit_dir = flags.GetString("resume", "");
-  const std::string root = flags.GetString("save", "/tmp/tessel_gpt_ckpt");
-  if (!explicit_dir.empty() || root == "none" || flags.Get("save_every", 0) <= 0) return explicit_dir;
+  const std::string root = SaveRoot(flags);
+  if (!explicit_dir.empty() || root.empty() || flags.Get("save_every", 0) <= 0) return explicit_dir;
   const std::optional<std::string> newest = NewestCompleteCheckpoint(root, rank == 0);
   if (rank == 0 && newest) std::printf("resume: newest complete checkpoint under %s is %s\n", root.c_str(), newest->c_str());
   return newest.value_or("");
@@ -335,8 +341,7 @@ RunResult TrainRank(const Flags& flags, const comm::ProcessGroupPtr& world, int6
     std::printf("resume: nothing to train: the checkpoint is at step %lld and --steps=%lld\n",
                 static_cast<long long>(start), static_cast<long long>(steps));
   }
-  std::string save_root = flags.GetString("save", "/tmp/tessel_gpt_ckpt");
-  if (save_root == "none") save_root.clear();
+  const std::string save_root = SaveRoot(flags);
   const int64_t save_every = static_cast<int64_t>(flags.Get("save_every", 0));
   std::optional<checkpoint::AsyncSaver> saver;
   std::shared_future<checkpoint::SaveResult> periodic;
