@@ -14,12 +14,29 @@
 // inline. The pool's threads are std::threads with std::mutex / condition_variable hand-offs, which
 // ThreadSanitizer sees (libgomp's barriers it does not). An exception thrown by `fn` in any chunk is
 // rethrown to the caller once every chunk has finished (the others still run).
+//
+// Spinning: a step issues thousands of ParallelFor calls a few microseconds apart, and a futex wake-up
+// on a VM costs tens of microseconds, so 1 rank × 2 threads used to lose ~6% of a GPT step to 2 ranks ×
+// 1 thread (issue 16). A worker that finishes a job therefore polls the queue for up to kSpin before it
+// sleeps on the condition variable, and a caller only signals it when it sleeps; a caller whose last
+// chunk is still running on a worker polls for up to kSpin before it sleeps too. Both bounds are short
+// (OpenMP's default KMP_BLOCKTIME spins for 200 ms), so a loaded machine loses at most kSpin of CPU
+// per idle period, and a worker never spins while its thread budget gives it nothing to do: ranks with a
+// budget of 1 never offer work.
 #include "core/base/parallel.h"
 
 #include <omp.h>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define TESSEL_CPU_RELAX() _mm_pause()
+#else
+#define TESSEL_CPU_RELAX() std::atomic_signal_fence(std::memory_order_seq_cst)
+#endif
+
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <exception>
@@ -33,6 +50,18 @@ namespace {
 
 thread_local int num_threads = 0;  // 0 = not set: use hardware concurrency
 constexpr int64_t kChunksPerThread = 4;
+constexpr std::chrono::microseconds kSpin{200};
+
+// Polls `ready` (with a pause between polls) until it returns true or kSpin has passed; returns its last value.
+template <typename Ready>
+bool SpinUntil(const Ready& ready) {
+  const auto deadline = std::chrono::steady_clock::now() + kSpin;
+  for (int i = 1;; ++i) {
+    if (ready()) return true;
+    TESSEL_CPU_RELAX();
+    if (i % 64 == 0 && std::chrono::steady_clock::now() >= deadline) return ready();
+  }
+}
 
 // One ParallelFor call: chunks are claimed through `next`; the caller waits for `done` == chunks.
 struct Job {
@@ -78,14 +107,19 @@ class Pool {
 
   // Offers `job` to up to `helpers` workers.
   void Offer(const std::shared_ptr<Job>& job, int helpers) {
+    int sleeping;
     {
       std::lock_guard<std::mutex> lock(mu_);
       jobs_.push_back(job);
+      queued_.store(static_cast<int64_t>(jobs_.size()), std::memory_order_release);
+      sleeping = sleeping_;
     }
+    // Spinning workers see `queued_`; only sleepers need the (costly) futex wake-up.
+    if (sleeping == 0) return;
     if (helpers >= workers()) {
       wake_.notify_all();
     } else {
-      for (int i = 0; i < helpers; ++i) wake_.notify_one();
+      for (int i = 0; i < std::min(helpers, sleeping); ++i) wake_.notify_one();
     }
   }
 
@@ -101,10 +135,12 @@ class Pool {
       std::shared_ptr<Job> job = jobs_.front();
       if (job->next.load() < job->chunks && job->helper_slots.fetch_sub(1) > 0) {
         if (job->helper_slots.load() <= 0) jobs_.pop_front();
+        queued_.store(static_cast<int64_t>(jobs_.size()), std::memory_order_release);
         return job;
       }
       jobs_.pop_front();
     }
+    queued_.store(0, std::memory_order_release);
     return nullptr;
   }
 
@@ -112,15 +148,23 @@ class Pool {
     omp_set_num_threads(1);  // any OpenMP code inside a chunk stays on this thread
     for (;;) {
       std::shared_ptr<Job> job;
-      {
+      if (SpinUntil([&] { return queued_.load(std::memory_order_acquire) > 0; })) {
+        std::lock_guard<std::mutex> lock(mu_);
+        job = TakeLocked();
+      }
+      if (job == nullptr) {
         std::unique_lock<std::mutex> lock(mu_);
+        ++sleeping_;
         wake_.wait(lock, [&] { return (job = TakeLocked()) != nullptr; });
+        --sleeping_;
       }
       job->RunChunks();
     }
   }
 
   std::mutex mu_;
+  int sleeping_ = 0;                 // workers blocked on wake_ (guarded by mu_)
+  std::atomic<int64_t> queued_{0};  // jobs_.size(), readable without mu_ by spinning workers
   std::condition_variable wake_;
   std::deque<std::shared_ptr<Job>> jobs_;
   std::vector<std::thread> threads_;
@@ -164,8 +208,12 @@ void ParallelFor(int64_t begin, int64_t end, int64_t grain, const std::function<
   job->helper_slots = threads - 1;
   pool.Offer(job, threads - 1);
   job->RunChunks();
-  std::unique_lock<std::mutex> lock(job->mu);
-  job->finished.wait(lock, [&] { return job->done.load() == job->chunks; });
+  // A worker still runs its last chunk (a bounded piece of this call's work): poll before sleeping.
+  if (!SpinUntil([&] { return job->done.load(std::memory_order_acquire) == job->chunks; })) {
+    std::unique_lock<std::mutex> lock(job->mu);
+    job->finished.wait(lock, [&] { return job->done.load() == job->chunks; });
+  }
+  std::lock_guard<std::mutex> lock(job->mu);  // orders `error` (written under mu) before the read
   if (job->error) std::rethrow_exception(job->error);
 }
 
