@@ -28,6 +28,7 @@
 #include "core/base/parallel.h"
 #include "core/dispatch/dispatcher.h"
 #include "core/ops/elementwise.h"
+#include "core/ops/pointwise_kernels.h"
 #include "core/tensor/copy.h"
 #include "core/tensor/factory.h"
 #include "core/tensor/tensor_impl.h"
@@ -65,6 +66,10 @@ constexpr double kSqrtHalf = 0.7071067811865476;
 // y[0, n) = op(x[0, n)) on compute-type values (x may alias y).
 template <U kOp, typename C>
 void ApplyBlock(const C* xp, C* yp, int64_t n, const UParams& p) {
+  if constexpr (std::is_same_v<C, float> && (kOp == U::kGelu || kOp == U::kGeluTanh)) {
+    ActivePointwiseKernels().gelu(xp, yp, n, kOp == U::kGeluTanh);  // compute-bound: per-ISA vector code
+    return;
+  }
   ConstArrayMap<C> x(xp, n);
   ArrayMap<C> y(yp, n);
   if constexpr (kOp == U::kNeg) {
@@ -200,6 +205,10 @@ enum class B { kTanh, kSigmoid, kThreshold, kGelu, kGeluTanh, kSilu, kAbs, kClam
 // d[0, n) = f(g, t) on compute-type values, n ≤ kBlock.
 template <B kOp, typename C>
 void ApplyBackwardBlock(const C* gp, const C* tp, C* dp, int64_t n, const UParams& p) {
+  if constexpr (std::is_same_v<C, float> && (kOp == B::kGelu || kOp == B::kGeluTanh)) {
+    ActivePointwiseKernels().gelu_backward(gp, tp, dp, n, kOp == B::kGeluTanh);
+    return;
+  }
   ConstArrayMap<C> g(gp, n);
   ConstArrayMap<C> t(tp, n);
   ArrayMap<C> d(dp, n);

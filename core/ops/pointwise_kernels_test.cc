@@ -1,0 +1,133 @@
+// Tests of the per-ISA float32 pointwise kernels (pointwise_kernels.h) against double-precision
+// formulas, on lengths that are not multiples of either vector width, and through the gelu ops.
+#include "core/ops/pointwise_kernels.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "core/autograd/engine.h"
+#include "core/base/testing/expect_error.h"
+#include "core/ops/attention_kernels.h"
+#include "core/ops/unary.h"
+#include "core/tensor/factory.h"
+
+namespace tessel {
+namespace {
+
+constexpr double kBeta = 0.7978845608028654;  // sqrt(2 / pi)
+constexpr double kKappa = 0.044715;
+
+double GeluRef(double x, bool tanh_form) {
+  if (tanh_form) return 0.5 * x * (1 + std::tanh(kBeta * (x + kKappa * x * x * x)));
+  return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+}
+
+double GeluGradRef(double x, bool tanh_form) {
+  if (tanh_form) {
+    const double th = std::tanh(kBeta * (x + kKappa * x * x * x));
+    return 0.5 * (1 + th) + 0.5 * x * (1 - th * th) * kBeta * (1 + 3 * kKappa * x * x);
+  }
+  return 0.5 * (1 + std::erf(x / std::sqrt(2.0))) + x * std::exp(-0.5 * x * x) / std::sqrt(2 * M_PI);
+}
+
+// Inputs spanning both branches of every approximation: 0, the tanh form's tiny-argument branch,
+// erf's ±4 clamp, tanh's ±8 clamp and large arguments where GELU is x or 0.
+std::vector<float> Inputs(int64_t n) {
+  std::vector<float> x(static_cast<size_t>(n));
+  const float specials[] = {0.0f, 1e-5f, -3e-4f, 4.0f, -4.0f, 8.5f, -8.5f, 30.0f, -30.0f};
+  for (int64_t i = 0; i < n; ++i) {
+    x[static_cast<size_t>(i)] = i < 9 ? specials[i] : -10.0f + 20.0f * static_cast<float>(i) / static_cast<float>(n);
+  }
+  return x;
+}
+
+std::vector<const PointwiseKernels*> Variants() {
+  std::vector<const PointwiseKernels*> v{&Avx2PointwiseKernels()};
+  if (CpuHasAvx512()) v.push_back(&Avx512PointwiseKernels());
+  return v;
+}
+
+class PointwiseKernelsTest : public ::testing::TestWithParam<bool> {};  // tanh form?
+
+TEST_P(PointwiseKernelsTest, GeluMatchesTheDoubleFormulaOnEveryIsaAndTail) {
+  const bool tanh_form = GetParam();
+  for (const PointwiseKernels* k : Variants()) {
+    for (int64_t n : {1, 7, 9, 16, 33, 1001}) {
+      const std::vector<float> x = Inputs(n);
+      std::vector<float> y(x.size(), -1.0f);
+      k->gelu(x.data(), y.data(), n, tanh_form);
+      for (int64_t i = 0; i < n; ++i) {
+        const double ref = GeluRef(x[i], tanh_form);
+        EXPECT_NEAR(y[i], ref, 2e-6 + 2e-6 * std::abs(ref)) << k->isa << " n " << n << " x " << x[i];
+      }
+    }
+  }
+}
+
+TEST_P(PointwiseKernelsTest, GeluBackwardIsGradTimesTheDoubleDerivative) {
+  const bool tanh_form = GetParam();
+  for (const PointwiseKernels* k : Variants()) {
+    const int64_t n = 45;
+    const std::vector<float> x = Inputs(n);
+    std::vector<float> g(x.size()), d(x.size());
+    for (int64_t i = 0; i < n; ++i) g[i] = 0.5f + 0.25f * static_cast<float>(i % 5);
+    k->gelu_backward(g.data(), x.data(), d.data(), n, tanh_form);
+    for (int64_t i = 0; i < n; ++i) {
+      const double ref = g[i] * GeluGradRef(x[i], tanh_form);
+      EXPECT_NEAR(d[i], ref, 3e-6 + 3e-6 * std::abs(ref)) << k->isa << " x " << x[i];
+    }
+  }
+}
+
+TEST_P(PointwiseKernelsTest, NanStaysNanAndOutputMayAliasInput) {
+  const bool tanh_form = GetParam();
+  for (const PointwiseKernels* k : Variants()) {
+    std::vector<float> x = Inputs(19);
+    x[11] = std::numeric_limits<float>::quiet_NaN();
+    std::vector<float> expected(x.size());
+    k->gelu(x.data(), expected.data(), 19, tanh_form);
+    k->gelu(x.data(), x.data(), 19, tanh_form);  // in place
+    EXPECT_TRUE(std::isnan(x[11])) << k->isa;
+    for (size_t i = 0; i < x.size(); ++i) {
+      if (i != 11) EXPECT_EQ(x[i], expected[i]) << k->isa << " i " << i;
+    }
+  }
+}
+
+TEST_P(PointwiseKernelsTest, GeluOpsOnFloatTensorsMatchTheDoubleFormula) {
+  const bool tanh_form = GetParam();
+  const std::vector<float> x = Inputs(37);
+  Tensor t = FromVector(x, {37});
+  t.set_requires_grad(true);
+  const Tensor out = Gelu(t, tanh_form ? "tanh" : "none");
+  Backward(out, Ones({37}));  // d = gelu'(x)
+  const std::vector<double> y = out.ToDoubleVector();
+  const std::vector<double> d = t.grad().ToDoubleVector();
+  for (size_t i = 0; i < x.size(); ++i) {
+    EXPECT_NEAR(y[i], GeluRef(x[i], tanh_form), 2e-6 + 2e-6 * std::abs(GeluRef(x[i], tanh_form))) << x[i];
+    EXPECT_NEAR(d[i], GeluGradRef(x[i], tanh_form), 3e-6 + 3e-6 * std::abs(GeluGradRef(x[i], tanh_form))) << x[i];
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Forms, PointwiseKernelsTest, ::testing::Values(true, false),
+                         [](const auto& info) { return info.param ? "Tanh" : "Erf"; });
+
+TEST(PointwiseIsaTest, ForcingPicksTheVariantAndAvx512NeedsTheCpu) {
+  ForcePointwiseIsaForTesting(PointwiseIsa::kAvx2);
+  EXPECT_STREQ(ActivePointwiseKernels().isa, "avx2");
+  if (CpuHasAvx512()) {
+    ForcePointwiseIsaForTesting(PointwiseIsa::kAvx512);
+    EXPECT_STREQ(ActivePointwiseKernels().isa, "avx512");
+  } else {
+    testing::ExpectErrorContains([] { ForcePointwiseIsaForTesting(PointwiseIsa::kAvx512); },
+                                 ErrorCode::kFailedPrecondition, "no AVX-512F");
+  }
+  ForcePointwiseIsaForTesting(PointwiseIsa::kAuto);
+  EXPECT_STREQ(ActivePointwiseKernels().isa, CpuHasAvx512() ? "avx512" : "avx2");
+}
+
+}  // namespace
+}  // namespace tessel
