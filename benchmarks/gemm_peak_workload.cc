@@ -3,6 +3,8 @@
 // GEMM peak measured in the same run: the BLAS behind core/ops/gemm.h on a 2048³ float32 product, with
 // the same threads. The note line names the BLAS kernels chosen for this CPU and, when PyTorch imports
 // in figure.h's TorchPython(), MKL's GFLOP/s on the same product (benchmarks/pytorch/sgemm_peak.py).
+// It also reruns this figure in a child report with oneDNN capped at AVX2 (ONEDNN_MAX_CPU_ISA=AVX2),
+// the kernels an AVX2-only CPU (the AMD EPYC machines) gets, so every report shows both paths.
 //
 // Invariant: both sides run on the calling thread's NumThreads() budget; the ratio is what tessel's
 // dispatch, autograd and allocation leave of the BLAS's speed (target >= 0.9, issue 16).
@@ -11,6 +13,9 @@
 //   bazel run //benchmarks:report -- --filter=gemm_vs_peak
 #include "benchmarks/gemm_peak_workload.h"
 
+#include <unistd.h>
+
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -50,12 +55,27 @@ std::string TorchSgemmLine() {
   return line.empty() ? std::string("MKL via PyTorch: the PyTorch run printed no result") : line;
 }
 
+constexpr char kAvx2Child[] = "TESSEL_REPORT_AVX2_CHILD";
+
+// This figure's line from a child report whose oneDNN may use AVX2 at most (the variable is read once,
+// when oneDNN first runs, so it takes a fresh process).
+std::string Avx2CapLine() {
+  int status = 0;
+  const std::string line = RunAndFindLine(
+      Str("ONEDNN_MAX_CPU_ISA=AVX2 ", kAvx2Child, "=1 /proc/", getpid(), "/exe --filter=gemm_vs_peak"),
+      "gemm_vs_peak: ", &status);
+  return line.empty() || status != 0 ? Str("the AVX2-capped run failed (status ", status, ")") : line;
+}
+
 const bool kRegistered = RegisterFigure("gemm_vs_peak", [] {
   const LinearShape s;
   Figure f{"gemm_vs_peak",
            {"tessel_linear_fwd_bwd", "GFLOP/s", s.Gflop(), MakeTesselLinearFwdBwd(s)},
            Throughput{"blas_sgemm_2048", "GFLOP/s", SquareGemmGflop(kPeakN), MakeBlasSquareSgemm(kPeakN)}};
-  f.note = [] { return Str("gemm backend: ", GemmBackend(), "; ", TorchSgemmLine()); };
+  f.note = [] {
+    if (std::getenv(kAvx2Child) != nullptr) return Str("gemm backend: ", GemmBackend());
+    return Str("gemm backend: ", GemmBackend(), "; ", TorchSgemmLine(), "; oneDNN capped at AVX2: ", Avx2CapLine());
+  };
   return f;
 });
 

@@ -81,7 +81,7 @@ RunResult TrainReplicated(const nn::GPTConfig& cfg, int steps, int world_size, i
   return result;
 }
 
-TEST(ReplicateTest, EveryZeroStageMatchesOneRankWithinOneInAHundredThousand) {
+TEST(ReplicateTest, EveryZeroStageMatchesOneRankWithinFloat32SummationNoise) {
   const nn::GPTConfig cfg = TinyGpt();
   for (Opt kind : {Opt::kSgd, Opt::kAdamW}) {
     const RunResult ref = TrainReference(cfg, 3, kBatch, kind);
@@ -91,9 +91,13 @@ TEST(ReplicateTest, EveryZeroStageMatchesOneRankWithinOneInAHundredThousand) {
         // A small cap: several buckets, so bucket boundaries are exercised too.
         // AdamW normalizes each update by sqrt(v), so a parameter whose gradient is tiny moves by ~lr whatever
         // the gradient's last bits: the fp32 difference between W local GEMMs + an all-reduce and one
-        // full-batch GEMM (OpenBLAS kernels sum K in another order) shows up at ~1.2e-5 in 3 steps on W=4.
+        // full-batch GEMM (the kernels sum K in another order) reaches the attention projections, whose
+        // gradients are near zero at init. How far depends on every kernel's last bits, not on ZeRO:
+        // 1.2e-5 in 3 steps on W=4 with Eigen's GELU, 4.7e-5 with the per-ISA GELU kernels
+        // (core/ops/pointwise_kernels.h); SGD stays within 1e-5. A sharding bug (a wrong
+        // shard offset, a skipped or doubled step) moves parameters by ~lr = 1e-2, three orders above.
         ExpectRunsClose(TrainReplicated(cfg, 3, world, stage, kind, /*bucket_cap=*/4096), ref,
-                        kind == Opt::kAdamW ? 2e-5 : 1e-5);
+                        kind == Opt::kAdamW ? 1e-4 : 1e-5);
       }
     }
   }

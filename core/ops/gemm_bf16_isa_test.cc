@@ -1,6 +1,7 @@
 // core/ops/gemm_bf16_isa_test.cc — what an AVX2-only CPU (a CI machine) sees, on any CPU: with oneDNN's
 // ISA capped at AVX2 (ONEDNN_MAX_CPU_ISA, read once when oneDNN first runs, so set before any Gemm),
-// bf16 GEMMs report the fp32 fallback and still compute the exact-product, fp32-summed result.
+// bf16 GEMMs report the fp32 fallback and still compute the exact-product, fp32-summed result, and
+// fp32 GEMMs run oneDNN's AVX2 sgemm kernels and match a double-precision loop.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -29,6 +30,26 @@ TEST(GemmBf16IsaTest, AvxTwoCapTakesTheFallbackAndStaysCorrect) {
       double want = 1;
       for (int p = 0; p < 5; ++p) want += (static_cast<double>(i * 5 + p - 7) / 4) * (static_cast<double>(3 - (j * 5 + p)) / 4);
       EXPECT_EQ(c[i * 2 + j], want) << i << ", " << j;  // small dyadic values: every sum is exact
+    }
+  }
+}
+
+TEST(GemmBf16IsaTest, AvxTwoCapRunsTheAvx2SgemmWithFloat32Accuracy) {
+  ASSERT_EQ(setenv("ONEDNN_MAX_CPU_ISA", "AVX2", 1), 0);
+  EXPECT_NE(GemmBackend().find("float32: oneDNN sgemm (ISA avx2,"), std::string::npos) << GemmBackend();
+  // Sizes that fill no kernel block exactly; a [m, k] row-major, b [k, n] column-major, c accumulated.
+  const int64_t m = 37, k = 29, n = 41;
+  std::vector<float> a(m * k), b(k * n), c(m * n);
+  for (int64_t i = 0; i < m * k; ++i) a[i] = std::sin(0.37 * static_cast<double>(i));
+  for (int64_t i = 0; i < k * n; ++i) b[i] = std::cos(0.23 * static_cast<double>(i));
+  for (int64_t i = 0; i < m * n; ++i) c[i] = 0.5f * static_cast<float>(i % 3);
+  const std::vector<float> c0 = c;
+  Gemm(DType::kFloat32, MatRef{a.data(), m, k, k, 1}, MatRef{b.data(), k, n, 1, k}, c.data(), n, true);
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double want = c0[i * n + j];
+      for (int64_t p = 0; p < k; ++p) want += static_cast<double>(a[i * k + p]) * b[j * k + p];
+      EXPECT_NEAR(c[i * n + j], want, 1e-5 * (1 + std::abs(want))) << i << ", " << j;
     }
   }
 }

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -78,6 +79,28 @@ TEST_P(PointwiseKernelsTest, GeluBackwardIsGradTimesTheDoubleDerivative) {
     for (int64_t i = 0; i < n; ++i) {
       const double ref = g[i] * GeluGradRef(x[i], tanh_form);
       EXPECT_NEAR(d[i], ref, 3e-6 + 3e-6 * std::abs(ref)) << k->isa << " x " << x[i];
+    }
+  }
+}
+
+// Sharded and unsharded runs split a tensor at different offsets (ParallelFor chunks, batch shards):
+// every element must come out bitwise the same whether it lands in a full vector or in a tail.
+TEST_P(PointwiseKernelsTest, ResultsDoNotDependOnWhereTheRangeIsSplit) {
+  const bool tanh_form = GetParam();
+  for (const PointwiseKernels* k : Variants()) {
+    const int64_t n = 301;
+    const std::vector<float> x = Inputs(n);
+    std::vector<float> whole(x.size()), pieces(x.size()), g(x.size(), 0.75f), dwhole(x.size()), dpieces(x.size());
+    k->gelu(x.data(), whole.data(), n, tanh_form);
+    k->gelu_backward(g.data(), x.data(), dwhole.data(), n, tanh_form);
+    for (int64_t s = 0, len = 1; s < n; s += len, len = len % 23 + 3) {
+      const int64_t m = std::min(len, n - s);
+      k->gelu(x.data() + s, pieces.data() + s, m, tanh_form);
+      k->gelu_backward(g.data() + s, x.data() + s, dpieces.data() + s, m, tanh_form);
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      EXPECT_EQ(pieces[i], whole[i]) << k->isa << " i " << i << " x " << x[i];
+      EXPECT_EQ(dpieces[i], dwhole[i]) << k->isa << " i " << i << " x " << x[i];
     }
   }
 }
