@@ -213,8 +213,14 @@ void ParallelFor(int64_t begin, int64_t end, int64_t grain, const std::function<
     std::unique_lock<std::mutex> lock(job->mu);
     job->finished.wait(lock, [&] { return job->done.load() == job->chunks; });
   }
-  std::lock_guard<std::mutex> lock(job->mu);  // orders `error` (written under mu) before the read
-  if (job->error) std::rethrow_exception(job->error);
+  std::exception_ptr error;
+  {
+    std::lock_guard<std::mutex> lock(job->mu);  // orders `error` (written under mu) before the read
+    // Moved out: a worker may drop the last reference to `job`, and the exception must be released on
+    // this thread, which rethrows it (ThreadSanitizer cannot see libstdc++'s exception refcount).
+    error = std::move(job->error);
+  }
+  if (error) std::rethrow_exception(error);
 }
 
 }  // namespace tessel

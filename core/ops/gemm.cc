@@ -70,6 +70,11 @@ constexpr int64_t kMinMacsPerThread = int64_t{1} << 19;
 constexpr int64_t kPanelAlign = 32;
 // Elements of the operand every panel reads (and packs) below which a GEMM gets two panels per thread.
 constexpr int64_t kSmallSharedOperand = int64_t{1} << 20;
+// ...and the multiply-adds per thread above which it does: below, each call's fixed cost (packing the
+// shared operand, the library's entry) outweighs the balance a second panel buys. Each panel is one
+// library call, and the small model of threads_vs_ranks (issue 16) ran its 1–4 M-MAC GEMMs up to 1.5×
+// slower on 4 panels than on 2.
+constexpr int64_t kTwoPanelMinMacsPerThread = int64_t{1} << 23;
 
 bool IsRowMajor(const MatRef& m) {
   return (m.col_stride == 1 || m.cols == 1) && (m.rows == 1 || m.row_stride >= m.cols);
@@ -233,7 +238,9 @@ void Gemm(DType dtype, const MatRef& a, const MatRef& b, void* c, int64_t ldc, b
   // dynamically, so a thread descheduled by other load holds up at most one panel).
   const int64_t extent = split_rows ? m : n;
   const int64_t shared = k * (split_rows ? n : m);
-  const int64_t panels = threads * (shared <= kSmallSharedOperand && extent >= 2 * threads * kPanelAlign ? 2 : 1);
+  const bool two_per_thread = shared <= kSmallSharedOperand && extent >= 2 * threads * kPanelAlign &&
+                              m * n * k / threads >= kTwoPanelMinMacsPerThread;
+  const int64_t panels = threads * (two_per_thread ? 2 : 1);
   const int64_t panel = (extent / panels + kPanelAlign - 1) / kPanelAlign * kPanelAlign;
   const NumThreadsGuard budget(threads);  // at most `threads` of the caller's budget work on this GEMM
   ParallelFor(0, panels, 1, [&](int64_t t0, int64_t t1) {
