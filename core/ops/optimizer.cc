@@ -1,10 +1,14 @@
-// core/ops/optimizer.cc — fused AdamW and SGD update kernels ("adamw_step_", "sgd_step_").
+// core/ops/optimizer.cc — fused AdamW and SGD update kernels ("adamw_step_", "sgd_step_") and the
+// multi-tensor AdamW ("adamw_step_foreach_": every parameter of a step in one parallel pass, like
+// PyTorch's fused/foreach AdamW; plain tensors only, DTensor parameters take adamw_step_).
 //
 // NOTE: both are registered as in-place pointwise ops so the dispatcher can run them on DTensor
 // parameters (each rank updates its own shard; dtensor/rules/optimizer.cc requires equal placements).
 #include "core/ops/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "core/autograd/call.h"
 #include "core/base/error.h"
@@ -23,47 +27,85 @@ void CheckSameLayout(const char* op, std::span<const Tensor> in) {
   TESSEL_CHECK(in[0].is_contiguous(), op, ": parameter must be contiguous");
 }
 
-TensorList AdamWKernel(std::span<const Tensor> in, const Attrs& a) {
-  CheckSameLayout("adamw_step_", in);
-  const Tensor& p = in[0];
-  const Tensor& g = in[1];
-  const Tensor& m = in[2];
-  const Tensor& v = in[3];
-  TESSEL_CHECK(m.dtype() == DType::kFloat32 || m.dtype() == DType::kFloat64 || m.dtype() == p.dtype(),
-               "adamw_step_: optimizer state dtype ", m.dtype());
+// Per-tensor AdamW coefficients in the compute type (bias corrections folded in).
+struct AdamWCoeffs {
+  double b1, b2, eps, decay, step_size, bc2_sqrt;
+};
+
+AdamWCoeffs CoeffsFor(const Attrs& a, int64_t step) {
   const double lr = a.GetDouble("lr"), b1 = a.GetDouble("beta1"), b2 = a.GetDouble("beta2");
-  const double eps = a.GetDouble("eps"), wd = a.GetDouble("weight_decay");
-  const int64_t step = a.GetInt("step");
   TESSEL_CHECK(step >= 1, "adamw_step_: step must be >= 1, got ", step);
   const double bc1 = 1.0 - std::pow(b1, static_cast<double>(step));
   const double bc2 = 1.0 - std::pow(b2, static_cast<double>(step));
-  const double step_size = lr / bc1;
-  const double bc2_sqrt = std::sqrt(bc2);
+  return {b1, b2, a.GetDouble("eps"), 1.0 - lr * a.GetDouble("weight_decay"), lr / bc1, std::sqrt(bc2)};
+}
+
+// Checks one (param, grad, exp_avg, exp_avg_sq) group and marks the written tensors as modified.
+void PrepareAdamWGroup(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v) {
+  const Tensor group[] = {p, g, m, v};
+  CheckSameLayout("adamw_step_", group);
+  TESSEL_CHECK(m.dtype() == p.dtype() && v.dtype() == p.dtype(), "adamw_step_: state dtype ", m.dtype(),
+               " must match the parameter dtype ", p.dtype());
+  TESSEL_CHECK(g.dtype() == p.dtype(), "adamw_step_: gradient dtype ", g.dtype(), " must match the parameter dtype ",
+               p.dtype(), " (shape ", ShapeStr(p.sizes()), ")");
   for (const Tensor& t : {p, m, v}) t.impl()->storage().BumpVersion();
+}
+
+// Elements [s, e) of one group: the whole update in one pass (read p, g, m, v; write p, m, v).
+void AdamWRange(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v, const AdamWCoeffs& k, int64_t s,
+                int64_t e) {
   TESSEL_DISPATCH_FLOATING_TYPES(p.dtype(), "adamw_step_", [&] {
     using T = scalar_t;
     using C = ComputeT<T>;
     T* pp = static_cast<T*>(p.raw_data());
     const T* pg = static_cast<const T*>(g.raw_data());
-    TESSEL_CHECK(m.dtype() == p.dtype() && v.dtype() == p.dtype(), "adamw_step_: state dtype ", m.dtype(),
-                 " must match the parameter dtype ", p.dtype());
     T* pm = static_cast<T*>(m.raw_data());
     T* pv = static_cast<T*>(v.raw_data());
-    const C cb1 = static_cast<C>(b1), cb2 = static_cast<C>(b2), ceps = static_cast<C>(eps);
-    const C decay = static_cast<C>(1.0 - lr * wd), ss = static_cast<C>(step_size), bcs = static_cast<C>(bc2_sqrt);
-    ParallelFor(0, p.numel(), 1 << 14, [&](int64_t s, int64_t e) {
-      for (int64_t i = s; i < e; ++i) {
-        const C grad = ToCompute(pg[i]);
-        const C mi = cb1 * ToCompute(pm[i]) + (1 - cb1) * grad;
-        const C vi = cb2 * ToCompute(pv[i]) + (1 - cb2) * grad * grad;
-        pm[i] = FromCompute<T>(mi);
-        pv[i] = FromCompute<T>(vi);
-        const C denom = std::sqrt(vi) / bcs + ceps;
-        pp[i] = FromCompute<T>(ToCompute(pp[i]) * decay - ss * mi / denom);
-      }
-    });
+    const C cb1 = static_cast<C>(k.b1), cb2 = static_cast<C>(k.b2), ceps = static_cast<C>(k.eps);
+    const C decay = static_cast<C>(k.decay), ss = static_cast<C>(k.step_size), bcs = static_cast<C>(k.bc2_sqrt);
+    for (int64_t i = s; i < e; ++i) {
+      const C grad = ToCompute(pg[i]);
+      const C mi = cb1 * ToCompute(pm[i]) + (1 - cb1) * grad;
+      const C vi = cb2 * ToCompute(pv[i]) + (1 - cb2) * grad * grad;
+      pm[i] = FromCompute<T>(mi);
+      pv[i] = FromCompute<T>(vi);
+      const C denom = std::sqrt(vi) / bcs + ceps;
+      pp[i] = FromCompute<T>(ToCompute(pp[i]) * decay - ss * mi / denom);
+    }
   });
-  return {p};
+}
+
+constexpr int64_t kAdamWGrain = 1 << 14;
+
+TensorList AdamWKernel(std::span<const Tensor> in, const Attrs& a) {
+  PrepareAdamWGroup(in[0], in[1], in[2], in[3]);
+  const AdamWCoeffs k = CoeffsFor(a, a.GetInt("step"));
+  ParallelFor(0, in[0].numel(), kAdamWGrain, [&](int64_t s, int64_t e) { AdamWRange(in[0], in[1], in[2], in[3], k, s, e); });
+  return {in[0]};
+}
+
+// inputs: params[0, n), grads[n, 2n), exp_avgs[2n, 3n), exp_avg_sqs[3n, 4n); attr "steps" (one per
+// group). One ParallelFor over the concatenated elements, so small parameters share the threads too.
+TensorList AdamWForeachKernel(std::span<const Tensor> in, const Attrs& a) {
+  const std::vector<int64_t>& steps = a.GetInts("steps");
+  const size_t n = steps.size();
+  TESSEL_CHECK(in.size() == 4 * n, "adamw_step_foreach_: expected 4 x ", n, " tensors (params, grads, exp_avgs, ",
+               "exp_avg_sqs), got ", in.size());
+  std::vector<AdamWCoeffs> coeffs;
+  std::vector<int64_t> starts{0};  // starts[i]: first element of group i in the concatenation
+  for (size_t i = 0; i < n; ++i) {
+    PrepareAdamWGroup(in[i], in[n + i], in[2 * n + i], in[3 * n + i]);
+    coeffs.push_back(CoeffsFor(a, steps[i]));
+    starts.push_back(starts.back() + in[i].numel());
+  }
+  ParallelFor(0, starts.back(), kAdamWGrain, [&](int64_t s, int64_t e) {
+    size_t i = static_cast<size_t>(std::upper_bound(starts.begin(), starts.end(), s) - starts.begin()) - 1;
+    for (; i < n && starts[i] < e; ++i) {
+      const int64_t b = std::max(s, starts[i]) - starts[i], f = std::min(e, starts[i + 1]) - starts[i];
+      if (b < f) AdamWRange(in[i], in[n + i], in[2 * n + i], in[3 * n + i], coeffs[i], b, f);
+    }
+  });
+  return TensorList(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(n));
 }
 
 TensorList SgdKernel(std::span<const Tensor> in, const Attrs& a) {
@@ -99,19 +141,37 @@ TensorList SgdKernel(std::span<const Tensor> in, const Attrs& a) {
 
 const OpDef& kAdamW = RegisterOp({.name = "adamw_step_", .cpu = AdamWKernel, .is_inplace = true});
 const OpDef& kSgd = RegisterOp({.name = "sgd_step_", .cpu = SgdKernel, .is_inplace = true});
+const OpDef& kAdamWForeach =
+    RegisterOp({.name = "adamw_step_foreach_", .cpu = AdamWForeachKernel, .is_inplace = true});
+
+// The hyperparameters every AdamW op reads (the step or steps are set by the caller).
+Attrs AdamWAttrs(const AdamWHyper& h) {
+  return Attrs()
+      .Set("lr", h.lr)
+      .Set("beta1", h.beta1)
+      .Set("beta2", h.beta2)
+      .Set("eps", h.eps)
+      .Set("weight_decay", h.weight_decay);
+}
 
 }  // namespace
 
 void AdamWStepInPlace(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                       const AdamWHyper& h) {
-  autograd::CallOp(kAdamW, {param, grad, exp_avg, exp_avg_sq},
-                   Attrs()
-                       .Set("lr", h.lr)
-                       .Set("beta1", h.beta1)
-                       .Set("beta2", h.beta2)
-                       .Set("eps", h.eps)
-                       .Set("weight_decay", h.weight_decay)
-                       .Set("step", h.step));
+  autograd::CallOp(kAdamW, {param, grad, exp_avg, exp_avg_sq}, AdamWAttrs(h).Set("step", h.step));
+}
+
+void AdamWStepForeachInPlace(std::span<const Tensor> params, std::span<const Tensor> grads,
+                             std::span<const Tensor> exp_avgs, std::span<const Tensor> exp_avg_sqs,
+                             std::span<const int64_t> steps, const AdamWHyper& h) {
+  const size_t n = params.size();
+  TESSEL_CHECK(grads.size() == n && exp_avgs.size() == n && exp_avg_sqs.size() == n && steps.size() == n,
+               "adamw_step_foreach_: ", n, " params but ", grads.size(), " grads, ", exp_avgs.size(), " exp_avgs, ",
+               exp_avg_sqs.size(), " exp_avg_sqs and ", steps.size(), " steps");
+  if (n == 0) return;
+  TensorList in;
+  for (std::span<const Tensor> list : {params, grads, exp_avgs, exp_avg_sqs}) in.insert(in.end(), list.begin(), list.end());
+  autograd::CallOp(kAdamWForeach, in, AdamWAttrs(h).Set("steps", std::vector<int64_t>(steps.begin(), steps.end())));
 }
 
 void SgdStepInPlace(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, double lr,

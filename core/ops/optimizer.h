@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "core/tensor/tensor.h"
 
@@ -24,6 +25,13 @@ struct AdamWHyper {
 };
 void AdamWStepInPlace(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                       const AdamWHyper& h);
+// The same update for many parameters in one call: element for element what AdamWStepInPlace does on
+// each (h.step is ignored: group i uses steps[i]), with every element of every group split over the
+// thread budget at once, so a model's many small parameters (biases, norms) do not run one thread at
+// a time. All spans have one entry per group. For plain (non-distributed) tensors.
+void AdamWStepForeachInPlace(std::span<const Tensor> params, std::span<const Tensor> grads,
+                             std::span<const Tensor> exp_avgs, std::span<const Tensor> exp_avg_sqs,
+                             std::span<const int64_t> steps, const AdamWHyper& h);
 // SGD with momentum (PyTorch semantics: buf = momentum*buf + (1-dampening)*g, and buf = g on the first
 // step (`initialize_buffer`); p -= lr*buf, or lr*(g + momentum*buf) with nesterov). An undefined
 // momentum_buffer means plain SGD.

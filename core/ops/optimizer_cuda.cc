@@ -1,4 +1,5 @@
-// core/ops/optimizer_cuda.cc — the CUDA kernel of "adamw_step_" (fused AdamW, core/ops/optimizer.cu):
+// core/ops/optimizer_cuda.cc — the CUDA kernels of "adamw_step_" (fused AdamW, core/ops/optimizer.cu)
+// and "adamw_step_foreach_" (the same, group by group):
 // the CPU kernel's checks, then one launch on the parameter's current stream. Linked only with a CUDA
 // toolkit (//core/ops:optimizer_cuda). Compiled here; NOT yet run on a GPU.
 //
@@ -6,6 +7,7 @@
 // device and a contiguous layout; anything else fails with kUnimplemented / kInvalidArgument naming the
 // op, dtype and device.
 #include <string>
+#include <vector>
 
 #include "core/base/error.h"
 #include "core/dispatch/op.h"
@@ -40,7 +42,24 @@ TensorList AdamWCudaKernel(std::span<const Tensor> in, const Attrs& a) {
   return {p};
 }
 
-const bool kRegistered = (SetCudaKernel("adamw_step_", AdamWCudaKernel), true);
+// "adamw_step_foreach_" (core/ops/optimizer.cc's layout: params, grads, exp_avgs, exp_avg_sqs, attr
+// "steps"): one launch per group on its parameter's stream (a multi-tensor launch is not written yet).
+TensorList AdamWForeachCudaKernel(std::span<const Tensor> in, const Attrs& a) {
+  const std::vector<int64_t>& steps = a.GetInts("steps");
+  const size_t n = steps.size();
+  TESSEL_CHECK(in.size() == 4 * n, "adamw_step_foreach_: expected 4 x ", n, " tensors, got ", in.size());
+  TensorList out;
+  for (size_t i = 0; i < n; ++i) {
+    const Tensor group[] = {in[i], in[n + i], in[2 * n + i], in[3 * n + i]};
+    Attrs one = a;
+    one.Set("step", steps[i]);
+    out.push_back(AdamWCudaKernel(group, one).at(0));
+  }
+  return out;
+}
+
+const bool kRegistered = (SetCudaKernel("adamw_step_", AdamWCudaKernel),
+                          SetCudaKernel("adamw_step_foreach_", AdamWForeachCudaKernel), true);
 
 }  // namespace
 }  // namespace tessel

@@ -127,16 +127,27 @@ void AdamW::Step() {
   CheckParamsAreCurrent("AdamW");
   CheckLr(lr_);
   NoGradGuard no_grad;
+  const AdamWHyper hyper{.lr = lr_, .beta1 = o_.beta1, .beta2 = o_.beta2, .eps = o_.eps,
+                         .weight_decay = o_.weight_decay};
+  // Plain tensors update in one multi-tensor call (on the CPU one parallel pass over every parameter);
+  // distributed ones one by one, through their sharding rule.
+  TensorList ps, gs, ms, vs;
+  std::vector<int64_t> steps;
   for (auto& [fqn, p] : params_) {
     const Tensor g = p.grad();
     if (!g.defined()) continue;
     const int64_t step = ++steps_[fqn];
     Tensor& m = State(fqn, "exp_avg", p);
     Tensor& v = State(fqn, "exp_avg_sq", p);
-    AdamWStepInPlace(p, g, m, v,
-                     {.lr = lr_, .beta1 = o_.beta1, .beta2 = o_.beta2, .eps = o_.eps,
-                      .weight_decay = o_.weight_decay, .step = step});
+    if (p.is_distributed() || g.is_distributed()) {
+      AdamWHyper h = hyper;
+      h.step = step;
+      AdamWStepInPlace(p, g, m, v, h);
+      continue;
+    }
+    ps.push_back(p), gs.push_back(g), ms.push_back(m), vs.push_back(v), steps.push_back(step);
   }
+  AdamWStepForeachInPlace(ps, gs, ms, vs, steps, hyper);
 }
 
 std::map<std::string, double> AdamW::Hyper() const {

@@ -8,6 +8,8 @@
 #include "core/base/testing/expect_error.h"
 #include "core/nn/layers.h"
 #include "core/ops/elementwise.h"
+#include "core/ops/optimizer.h"
+#include "core/ops/unary.h"
 #include "core/tensor/random.h"
 #include "core/tensor/tensor_impl.h"
 #include "core/tensor/factory.h"
@@ -60,6 +62,50 @@ TEST(OptimizerTest, AdamWMatchesTheReferenceUpdate) {
     const auto got = params[0].second.ToDoubleVector();
     for (int i = 0; i < 3; ++i) EXPECT_NEAR(got[i], p[i], 1e-12) << "step " << t << " element " << i;
   }
+}
+
+// The multi-tensor update is element for element the per-parameter one: groups of sizes that cut
+// ParallelFor's chunks mid-tensor, each at its own step, in both float dtypes.
+TEST(OptimizerTest, ForeachAdamWEqualsThePerParameterUpdateBitwise) {
+  for (DType dtype : {DType::kFloat32, DType::kFloat64}) {
+    SCOPED_TRACE(DTypeName(dtype));
+    Generator gen(5);
+    const std::vector<int64_t> sizes{1, 17, 40000, 3, 20000};
+    const std::vector<int64_t> steps{1, 4, 2, 7, 3};
+    TensorList p1, p2, g, m1, m2, v1, v2;
+    for (int64_t n : sizes) {
+      p1.push_back(Randn({n}, gen, dtype));
+      p2.push_back(Clone(p1.back()));
+      g.push_back(Randn({n}, gen, dtype));
+      m1.push_back(Randn({n}, gen, dtype));
+      m2.push_back(Clone(m1.back()));
+      v1.push_back(Abs(Randn({n}, gen, dtype)));
+      v2.push_back(Clone(v1.back()));
+    }
+    const AdamWHyper h{.lr = 0.01, .beta1 = 0.9, .beta2 = 0.99, .eps = 1e-8, .weight_decay = 0.1};
+    AdamWStepForeachInPlace(p1, g, m1, v1, steps, h);
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      AdamWHyper hi = h;
+      hi.step = steps[i];
+      AdamWStepInPlace(p2[i], g[i], m2[i], v2[i], hi);
+      EXPECT_EQ(p1[i].ToDoubleVector(), p2[i].ToDoubleVector()) << "group " << i;
+      EXPECT_EQ(m1[i].ToDoubleVector(), m2[i].ToDoubleVector()) << "group " << i;
+      EXPECT_EQ(v1[i].ToDoubleVector(), v2[i].ToDoubleVector()) << "group " << i;
+    }
+    EXPECT_NE(p1[2].ToDoubleVector(), Randn({40000}, gen, dtype).ToDoubleVector());  // it moved something
+  }
+}
+
+TEST(OptimizerTest, ForeachAdamWRejectsRaggedListsAndAMismatchedGradient) {
+  Generator gen(1);
+  const Tensor p = Randn({4}, gen), g = Randn({4}, gen), m = Zeros({4}), v = Zeros({4});
+  const std::vector<int64_t> one{1};
+  const TensorList ps{p}, gs{g}, none{};
+  testing::ExpectErrorContains([&] { AdamWStepForeachInPlace(ps, gs, none, none, one, AdamWHyper{}); },
+                               ErrorCode::kInvalidArgument, "1 params but 1 grads, 0 exp_avgs");
+  const TensorList g64{Randn({4}, gen, DType::kFloat64)}, ms{m}, vs{v};
+  testing::ExpectErrorContains([&] { AdamWStepForeachInPlace(ps, g64, ms, vs, one, AdamWHyper{}); },
+                               ErrorCode::kInvalidArgument, "gradient dtype float64 must match the parameter dtype float32");
 }
 
 TEST(OptimizerTest, StateDictRoundTripContinuesIdentically) {

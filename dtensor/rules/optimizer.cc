@@ -1,5 +1,6 @@
 // dtensor/rules/optimizer.cc — sharding rules for core/ops/optimizer.cc: adamw_step_(param, grad,
-// exp_avg, exp_avg_sq) and sgd_step_(param, grad, momentum_buffer?).
+// exp_avg, exp_avg_sq), sgd_step_(param, grad, momentum_buffer?) and adamw_step_foreach_ (many
+// adamw_step_ groups in one call, each ruled alone).
 //
 // Invariant: the update is pointwise, so every rank updates its own shard in place — the parameter
 // never moves. The optimizer state must have exactly the parameter's layout (it was created from it;
@@ -19,36 +20,54 @@
 namespace tessel::dtensor::rules {
 namespace {
 
-std::vector<Strategy> OptimizerRule(const OpCall& call) {
-  const DTensorSpec& param = call.spec(0);
-  const ShardingState p = call.state(0);
+// Sets s.inputs[p_index + k·stride] for one update group whose tensors sit at inputs p_index,
+// p_index + stride, ... (`group` of them: param, grad, state...) and adds the parameter's output spec.
+void AddGroup(const OpCall& call, int p_index, int stride, int group, Strategy& s) {
+  const DTensorSpec& param = call.spec(p_index);
+  const ShardingState p = call.state(p_index);
   TESSEL_CHECK(!HasPartial(p), call.op.name, ": the parameter is Partial (", PlacementsToString(param.placements()),
                "); reduce it to Replicate or Shard before the update; call ", DescribeCall(call));
-  Strategy s;
-  s.inputs.push_back(p);
-  for (int i = 1; i < call.num_inputs(); ++i) {
-    if (!call.defined(i)) {
-      s.inputs.emplace_back();
-      continue;
-    }
+  s.inputs[static_cast<size_t>(p_index)] = p;
+  for (int k = 1; k < group; ++k) {
+    const int i = p_index + k * stride;
+    if (!call.defined(i)) continue;
     TESSEL_CHECK(call.spec(i).shape() == param.shape(), call.op.name, ": input ", i, " has shape ",
                  ShapeStr(call.spec(i).shape()), " but the parameter has ", ShapeStr(param.shape()), "; call ",
                  DescribeCall(call));
-    if (i >= 2) {
+    if (k >= 2) {
       TESSEL_CHECK(call.state(i) == p, call.op.name, ": optimizer state input ", i, " has placements ",
                    PlacementsToString(call.spec(i).placements()), " but the parameter has ",
                    PlacementsToString(param.placements()),
                    " (declared vs required); create the state with the parameter's layout; call ", DescribeCall(call));
     }
-    s.inputs.push_back(p);
+    s.inputs[static_cast<size_t>(i)] = p;
   }
   s.outputs.push_back(OutputSpec{p, param.shape(), param.strides()});
+}
+
+// adamw_step_ / sgd_step_: one group (param, grad, state...).
+std::vector<Strategy> OptimizerRule(const OpCall& call) {
+  Strategy s;
+  s.inputs.resize(static_cast<size_t>(call.num_inputs()));
+  AddGroup(call, 0, 1, call.num_inputs(), s);
+  return {s};
+}
+
+// adamw_step_foreach_: params [0, n), grads [n, 2n), exp_avgs [2n, 3n), exp_avg_sqs [3n, 4n); each
+// group is ruled as adamw_step_ rules its one group.
+std::vector<Strategy> ForeachOptimizerRule(const OpCall& call) {
+  TESSEL_CHECK(call.num_inputs() % 4 == 0, call.op.name, ": expected 4 x n inputs, got ", call.num_inputs());
+  const int n = call.num_inputs() / 4;
+  Strategy s;
+  s.inputs.resize(static_cast<size_t>(call.num_inputs()));
+  for (int g = 0; g < n; ++g) AddGroup(call, g, n, 4, s);
   return {s};
 }
 
 const bool kRegistered = [] {
   RegisterShardingRule("adamw_step_", OptimizerRule);
   RegisterShardingRule("sgd_step_", OptimizerRule);
+  RegisterShardingRule("adamw_step_foreach_", ForeachOptimizerRule);
   return true;
 }();
 

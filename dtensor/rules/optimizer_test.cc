@@ -1,4 +1,5 @@
-// Rules of dtensor/rules/optimizer.cc: adamw_step_ and sgd_step_ update each shard in place.
+// Rules of dtensor/rules/optimizer.cc: adamw_step_, sgd_step_ and adamw_step_foreach_ update each shard
+// in place.
 #include "core/ops/optimizer.h"
 
 #include <gtest/gtest.h>
@@ -55,6 +56,42 @@ TEST(OptimizerRulesTest, GradientMovesToTheParameterLayoutAndPartialParametersAr
     DTensor pp = DTensor::FromLocal(Values({8}), mesh, ParsePlacements("P(sum)"));
     ExpectError(ErrorCode::kInvalidArgument, {"sgd_step_: the parameter is Partial ([P(sum)])", "[8] float64", "rank"},
                 [&] { SgdStepInPlace(pp, g, Tensor(), 0.1, 0, 0, 0, false, false); });
+  });
+}
+
+
+TEST(OptimizerRulesTest, ForeachAdamWRulesEachGroupAloneAndMatchesTheDenseUpdate) {
+  OnMesh1D(4, [](const DeviceMesh& mesh) {
+    NoGradGuard no_grad;
+    // Two groups with different layouts; group 1's gradient is Partial(sum) (one reduce_scatter).
+    const Tensor p0 = Values({8, 3}), p1 = Values({5});
+    const Tensor m0 = Values({8, 3}, DType::kFloat64, 2), v0 = Abs(Values({8, 3}, DType::kFloat64, 3));
+    const Tensor m1 = Values({5}, DType::kFloat64, 4), v1 = Abs(Values({5}, DType::kFloat64, 5));
+    const Tensor g0 = Values({8, 3}, DType::kFloat64, 1), g1 = Values({5}, DType::kFloat64, 6);
+    auto dist = [&](const Tensor& t, const char* pl) { return DistributeTensor(t, mesh, ParsePlacements(pl)); };
+    auto copy = [](const Tensor& t) { return Add(t, ZerosLike(t)); };
+    const TensorList params{dist(p0, "S(1)"), dist(p1, "S(0)")};
+    const TensorList ms{dist(m0, "S(1)"), dist(m1, "S(0)")}, vs{dist(v0, "S(1)"), dist(v1, "S(0)")};
+    // A Partial(sum) gradient whose sum is g1: rank 0 holds g1, the others zeros.
+    const Tensor g1_local = mesh.global_rank() == 0 ? g1 : ZerosLike(g1);
+    const TensorList gs{dist(g0, "S(1)"), DTensor::FromLocal(g1_local, mesh, ParsePlacements("P(sum)"))};
+    const std::vector<int64_t> steps{2, 5};
+    const AdamWHyper h{.lr = 0.1, .weight_decay = 0.01};
+    EXPECT_EQ(CommOf([&] { AdamWStepForeachInPlace(params, gs, ms, vs, steps, h); }), "reduce_scatter(x) x1");
+    const TensorList dps{copy(p0), copy(p1)}, dms{copy(m0), copy(m1)}, dvs{copy(v0), copy(v1)}, dgs{g0, g1};
+    for (size_t i = 0; i < 2; ++i) {
+      AdamWHyper hi = h;
+      hi.step = steps[i];
+      AdamWStepInPlace(dps[i], dgs[i], dms[i], dvs[i], hi);
+      testing::ExpectClose(DTensor(params[i]).FullTensor().ToDoubleVector(), dps[i].ToDoubleVector(), 1e-14,
+                           Str("foreach param ", i));
+      testing::ExpectClose(DTensor(vs[i]).FullTensor().ToDoubleVector(), dvs[i].ToDoubleVector(), 1e-14,
+                           Str("foreach exp_avg_sq ", i));
+    }
+    const TensorList bad_ms{dist(m0, "R"), ms[1]};
+    ExpectError(ErrorCode::kInvalidArgument,
+                {"adamw_step_foreach_: optimizer state input 4 has placements [R] but the parameter has [S(1)]", "rank"},
+                [&] { AdamWStepForeachInPlace(params, gs, bad_ms, vs, steps, h); });
   });
 }
 
