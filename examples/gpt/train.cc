@@ -25,6 +25,7 @@
 //
 // Usage: bazel run //examples/gpt:train -- [--nproc=4] [--steps=300] [--batch=16] [--seq=64]
 //        [--d_model=128] [--layers=4] [--heads=4] [--lr=3e-3] [--seed=1] [--log_every=25] [--profile_step=N]
+//        [--threads=N] (intra-op threads per rank; default: cores / ranks in this process)
 //        [--save=/tmp/tessel_gpt_ckpt] [--save_every=N] [--resume=/tmp/tessel_gpt_ckpt/step_300]
 //        [--tp=2 [--dp_shard=2] [--sp=1] [--loss_parallel=1]] [--ac=none|full|selective|gemm]
 //        3-D (examples/gpt/pipeline.h): --pp=2 [--dp_replicate=R] [--dp_shard=D] [--tp=T] --schedule=1F1B
@@ -95,6 +96,8 @@ ABSL_FLAG(std::optional<double>, lr, std::nullopt, "peak learning rate (default 
 ABSL_FLAG(std::optional<int64_t>, seed, std::nullopt, "seed of the weights, the corpus and the batches (default 1)");
 ABSL_FLAG(std::optional<int64_t>, log_every, std::nullopt, "steps per progress line (default 25)");
 ABSL_FLAG(std::optional<int64_t>, profile_step, std::nullopt, "print a per-op time table for this step (0-based)");
+ABSL_FLAG(std::optional<int>, threads, std::nullopt,
+          "intra-op threads per rank (default: cores / ranks in this process, at least 1)");
 ABSL_FLAG(std::optional<std::string>, save, std::nullopt,
           "final checkpoint root, none: off (default /tmp/tessel_gpt_ckpt; with --pp / --dp_replicate: none)");
 ABSL_FLAG(std::optional<int64_t>, save_every, std::nullopt, "background checkpoint every N steps (default 0: off)");
@@ -123,7 +126,7 @@ namespace {
 
 // Every flag of the job (absl, std::optional: "holds a value" means given; the defaults stay in code).
 constexpr std::string_view kTrainFlags[] = {
-    "nproc", "steps", "batch", "seq", "d_model", "layers", "heads", "lr", "seed", "log_every", "profile_step",
+    "nproc", "steps", "batch", "seq", "d_model", "layers", "heads", "lr", "seed", "log_every", "profile_step", "threads",
     "save", "save_every", "resume", "tp", "dp_shard", "dp_replicate", "sp", "loss_parallel", "pp", "schedule",
     "microbatches", "stages_per_rank", "ac", "mixed_precision", "data", "max_restarts"};
 
@@ -453,6 +456,8 @@ std::optional<RunResult> TrainLaunched(const Flags& flags) {
   TESSEL_CHECK(!flags.values.count("nproc") || flags.Get("nproc", 0) == world->size(), "train: --nproc=",
                flags.GetString("nproc", ""), " but tessel-run started ", world->size(), " ranks (WORLD_SIZE)");
   const char* restart = std::getenv("TESSEL_RESTART_COUNT");
+  const int threads = static_cast<int>(flags.Get("threads", 0));
+  const NumThreadsGuard budget(threads > 0 ? threads : NumThreads());
   const RunResult r = TrainRank(flags, world, 0, {.index = restart ? std::atoi(restart) : 0, .own_process = true});
   if (world->rank() != 0) return std::nullopt;
   return r;
@@ -468,6 +473,9 @@ void CheckRestartFlags(const Flags& flags) {
                "backend's ranks; under tessel-run pass --max-restarts to the launcher instead");
   TESSEL_CHECK(!flags.values.count("max_restarts") || !PipelineRequested(flags.values),
                "train: --max_restarts is not supported with --pp / --dp_replicate (they do not resume by themselves)");
+  TESSEL_CHECK(!flags.values.count("threads") || !PipelineRequested(flags.values),
+               "train: --threads is not supported with --pp / --dp_replicate yet (the 3-D mode splits the cores "
+               "evenly over its ranks)");
   TESSEL_CHECK(flags.Get("max_restarts", 0) >= 0, "train: --max_restarts must be >= 0, got ",
                flags.GetString("max_restarts", ""));
 }
@@ -483,12 +491,16 @@ int Main(int argc, char** argv) {
   TESSEL_CHECK(layout.tp == 1 || nproc == layout.world(), "train: --nproc=", nproc, " but --dp_shard=",
                layout.dp_shard, " x --tp=", layout.tp, " needs ", layout.world(), " ranks");
   TESSEL_CHECK(nproc >= 1, "train: --nproc must be >= 1, got ", nproc);
+  const int threads = static_cast<int>(flags.Get("threads", 0));  // 0: the backend's default
+  TESSEL_CHECK(!flags.values.count("threads") || threads >= 1, "train: --threads must be >= 1, got ",
+               flags.GetString("threads", ""));
   RunResult r;
   if (std::getenv("WORLD_SIZE") != nullptr) {  // a rank process under tessel-run
     const std::optional<RunResult> mine = TrainLaunched(flags);
     if (!mine) return 0;  // rank 0 prints the summary
     r = *mine;
   } else if (nproc == 1 && !layout.bf16) {
+    const NumThreadsGuard budget(threads > 0 ? threads : NumThreads());
     r = TrainRank(flags, nullptr, 0);
   } else {
     // Measured before the world starts: it runs one unsharded step on a fresh device of its own.
@@ -502,7 +514,8 @@ int Main(int argc, char** argv) {
                                [&](comm::ProcessGroupPtr world, int attempt) {
                                  RunResult mine = TrainRank(flags, world, activations, {.index = attempt});
                                  if (world->rank() == 0) r = mine;
-                               });
+                               },
+                               {.threads_per_rank = threads});
   }
   if (r.steps_run == 0) return 0;  // --resume at or past --steps: loaded and checked only
   std::printf("summary: loss %.4f -> %.4f (mean of first/last %lld steps) | final loss %.17g | %.0f tokens/s | %.1f s\n",

@@ -4,8 +4,8 @@
 #  2. resumed from step 4 on 2 ranks, and runs with --ac=full / --ac=selective: the final loss equals
 #     run 1's bit for bit (printed with %.17g);
 #  3. the step-8 checkpoint loaded on 1 and on 4 ranks (resharded): every full tensor matches;
-#  4. the unsharded single-rank path; a resume with another model config is refused; bf16 mixed
-#     precision on 1 and 2 ranks;
+#  4. the unsharded single-rank path; --threads; a resume with another model config is refused; bf16
+#     mixed precision on 1 and 2 ranks;
 #  5. tensor parallel (--tp=2, and --dp_shard=2 --tp=2 with fully_shard): the same final loss as run 1
 #     within 1e-5 relative, and every rank's ledger printed.
 #  6. the pipeline-parallel path (--pp);
@@ -55,6 +55,15 @@ single="$("$train" --nproc=1 --steps=12 --batch=2 --seq=16 --d_model=16 --layers
 echo "$single"
 grep -q "1 rank, unsharded" <<<"$single"
 grep -q "^summary: loss" <<<"$single"
+# --threads sets the intra-op budget per rank (unsharded and threads-backend ranks); 0 is refused, named.
+one_thread="$("$train" --nproc=1 --threads=1 --steps=2 --batch=2 --seq=16 --d_model=16 --layers=1 --heads=2 --save=none)"
+grep -q "1 rank, unsharded, 1 threads per rank" <<<"$one_thread"
+ranks_threads="$("$train" --nproc=2 --threads=1 "${args[@]}" --save=none)"
+grep -q "fully_shard on 2 ranks (threads backend), 1 threads per rank" <<<"$ranks_threads"
+if "$train" --nproc=1 --threads=0 --steps=2 --save=none 2>"${ckpt%/*}/err.txt"; then
+  echo "--threads=0 must fail"; exit 1
+fi
+grep -q "train: --threads must be >= 1, got 0" "${ckpt%/*}/err.txt"
 
 # bf16 mixed precision (fully_shard's MixedPrecisionPolicy) on 1 and 2 ranks: it must learn (exit 0).
 for n in 1 2; do
