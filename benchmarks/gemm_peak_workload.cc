@@ -62,9 +62,10 @@ constexpr char kAvx2Child[] = "TESSEL_REPORT_AVX2_CHILD";
 std::string Avx2CapLine() {
   int status = 0;
   const std::string line = RunAndFindLine(
-      Str("ONEDNN_MAX_CPU_ISA=AVX2 ", kAvx2Child, "=1 /proc/", getpid(), "/exe --filter=gemm_vs_peak"),
+      Str("ONEDNN_MAX_CPU_ISA=AVX2 ", kAvx2Child, "=1 /proc/", getpid(), "/exe --filter=gemm_vs_peak --threads=",
+          NumThreads()),
       "gemm_vs_peak: ", &status);
-  return line.empty() || status != 0 ? Str("the AVX2-capped run failed (status ", status, ")") : line;
+  return line.empty() || status != 0 ? Str("the AVX2-capped run failed (wait status ", status, ")") : line;
 }
 
 const bool kRegistered = RegisterFigure("gemm_vs_peak", [] {

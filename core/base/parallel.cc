@@ -21,8 +21,8 @@
 // sleeps on the condition variable, and a caller only signals it when it sleeps; a caller whose last
 // chunk is still running on a worker polls for up to kSpin before it sleeps too. Both bounds are short
 // (OpenMP's default KMP_BLOCKTIME spins for 200 ms), so a loaded machine loses at most kSpin of CPU
-// per idle period, and a worker never spins while its thread budget gives it nothing to do: ranks with a
-// budget of 1 never offer work.
+// per worker per idle period. Workers spin only after running a job, so a process whose ranks all
+// have a budget of 1 (the threads backend with one rank per core) never wakes them and they stay asleep.
 #include "core/base/parallel.h"
 
 #include <omp.h>

@@ -2,15 +2,19 @@
 // multi-tensor AdamW ("adamw_step_foreach_": every parameter of a step in one parallel pass, like
 // PyTorch's fused/foreach AdamW; plain tensors only, DTensor parameters take adamw_step_).
 //
-// NOTE: both are registered as in-place pointwise ops so the dispatcher can run them on DTensor
+// NOTE: all are registered as in-place pointwise ops so the dispatcher can run them on DTensor
 // parameters (each rank updates its own shard; dtensor/rules/optimizer.cc requires equal placements).
+// is_inplace names input 0 only: the foreach op writes every param and state, so
+// AdamWStepForeachInPlace checks each parameter itself.
 #include "core/ops/optimizer.h"
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <vector>
 
 #include "core/autograd/call.h"
+#include "core/autograd/grad_mode.h"
 #include "core/base/error.h"
 #include "core/base/parallel.h"
 #include "core/tensor/tensor_impl.h"
@@ -40,14 +44,17 @@ AdamWCoeffs CoeffsFor(const Attrs& a, int64_t step) {
   return {b1, b2, a.GetDouble("eps"), 1.0 - lr * a.GetDouble("weight_decay"), lr / bc1, std::sqrt(bc2)};
 }
 
-// Checks one (param, grad, exp_avg, exp_avg_sq) group and marks the written tensors as modified.
-void PrepareAdamWGroup(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v) {
+// Checks one (param, grad, exp_avg, exp_avg_sq) group.
+void CheckAdamWGroup(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v) {
   const Tensor group[] = {p, g, m, v};
   CheckSameLayout("adamw_step_", group);
   TESSEL_CHECK(m.dtype() == p.dtype() && v.dtype() == p.dtype(), "adamw_step_: state dtype ", m.dtype(),
                " must match the parameter dtype ", p.dtype());
   TESSEL_CHECK(g.dtype() == p.dtype(), "adamw_step_: gradient dtype ", g.dtype(), " must match the parameter dtype ",
                p.dtype(), " (shape ", ShapeStr(p.sizes()), ")");
+}
+
+void BumpWritten(const Tensor& p, const Tensor& m, const Tensor& v) {
   for (const Tensor& t : {p, m, v}) t.impl()->storage().BumpVersion();
 }
 
@@ -78,10 +85,27 @@ void AdamWRange(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor&
 constexpr int64_t kAdamWGrain = 1 << 14;
 
 TensorList AdamWKernel(std::span<const Tensor> in, const Attrs& a) {
-  PrepareAdamWGroup(in[0], in[1], in[2], in[3]);
+  CheckAdamWGroup(in[0], in[1], in[2], in[3]);
   const AdamWCoeffs k = CoeffsFor(a, a.GetInt("step"));
-  ParallelFor(0, in[0].numel(), kAdamWGrain, [&](int64_t s, int64_t e) { AdamWRange(in[0], in[1], in[2], in[3], k, s, e); });
+  BumpWritten(in[0], in[2], in[3]);
+  ParallelFor(0, in[0].numel(), kAdamWGrain,
+              [&](int64_t s, int64_t e) { AdamWRange(in[0], in[1], in[2], in[3], k, s, e); });
   return {in[0]};
+}
+
+// The written tensors (params, exp_avgs, exp_avg_sqs) must not share storage: one pass updates every
+// group at once, so a parameter listed twice would be written by two threads at the same time.
+void CheckNoSharedWrites(std::span<const Tensor> in, size_t n) {
+  std::map<const void*, size_t> owner;
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t list : {size_t{0}, size_t{2}, size_t{3}}) {
+      const Tensor& t = in[list * n + i];
+      if (t.numel() == 0) continue;
+      const auto [it, fresh] = owner.emplace(t.raw_data(), i);
+      TESSEL_CHECK(fresh, "adamw_step_foreach_: groups ", it->second, " and ", i, " write the same storage (shape ",
+                   ShapeStr(t.sizes()), "); a parameter or its state is listed twice");
+    }
+  }
 }
 
 // inputs: params[0, n), grads[n, 2n), exp_avgs[2n, 3n), exp_avg_sqs[3n, 4n); attr "steps" (one per
@@ -93,11 +117,13 @@ TensorList AdamWForeachKernel(std::span<const Tensor> in, const Attrs& a) {
                "exp_avg_sqs), got ", in.size());
   std::vector<AdamWCoeffs> coeffs;
   std::vector<int64_t> starts{0};  // starts[i]: first element of group i in the concatenation
-  for (size_t i = 0; i < n; ++i) {
-    PrepareAdamWGroup(in[i], in[n + i], in[2 * n + i], in[3 * n + i]);
+  for (size_t i = 0; i < n; ++i) {  // every check before any write: a bad group updates nothing
+    CheckAdamWGroup(in[i], in[n + i], in[2 * n + i], in[3 * n + i]);
     coeffs.push_back(CoeffsFor(a, steps[i]));
     starts.push_back(starts.back() + in[i].numel());
   }
+  CheckNoSharedWrites(in, n);
+  for (size_t i = 0; i < n; ++i) BumpWritten(in[i], in[2 * n + i], in[3 * n + i]);
   ParallelFor(0, starts.back(), kAdamWGrain, [&](int64_t s, int64_t e) {
     size_t i = static_cast<size_t>(std::upper_bound(starts.begin(), starts.end(), s) - starts.begin()) - 1;
     for (; i < n && starts[i] < e; ++i) {
@@ -169,6 +195,12 @@ void AdamWStepForeachInPlace(std::span<const Tensor> params, std::span<const Ten
                "adamw_step_foreach_: ", n, " params but ", grads.size(), " grads, ", exp_avgs.size(), " exp_avgs, ",
                exp_avg_sqs.size(), " exp_avg_sqs and ", steps.size(), " steps");
   if (n == 0) return;
+  if (GradModeEnabled()) {  // CallOp checks input 0 only (is_inplace); every parameter is written
+    for (const Tensor& p : params) {
+      TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, !p.requires_grad(), "adamw_step_foreach_: in-place update of ",
+                        "a parameter of shape ", ShapeStr(p.sizes()), " that requires grad; run under NoGradGuard");
+    }
+  }
   TensorList in;
   for (std::span<const Tensor> list : {params, grads, exp_avgs, exp_avg_sqs}) in.insert(in.end(), list.begin(), list.end());
   autograd::CallOp(kAdamWForeach, in, AdamWAttrs(h).Set("steps", std::vector<int64_t>(steps.begin(), steps.end())));

@@ -2,6 +2,8 @@
 #include "core/optim/optimizer.h"
 
 #include <cmath>
+#include <map>
+#include <utility>
 
 #include "core/autograd/grad_mode.h"
 #include "core/base/error.h"
@@ -129,10 +131,13 @@ void AdamW::Step() {
   NoGradGuard no_grad;
   const AdamWHyper hyper{.lr = lr_, .beta1 = o_.beta1, .beta2 = o_.beta2, .eps = o_.eps,
                          .weight_decay = o_.weight_decay};
-  // Plain tensors update in one multi-tensor call (on the CPU one parallel pass over every parameter);
-  // distributed ones one by one, through their sharding rule.
-  TensorList ps, gs, ms, vs;
-  std::vector<int64_t> steps;
+  // Plain tensors update in one multi-tensor call per device (on the CPU one parallel pass over every
+  // parameter); distributed ones one by one, through their sharding rule.
+  struct Lists {
+    TensorList ps, gs, ms, vs;
+    std::vector<int64_t> steps;
+  };
+  std::map<std::pair<int, int>, Lists> by_device;  // (device type, index) → its parameters
   for (auto& [fqn, p] : params_) {
     const Tensor g = p.grad();
     if (!g.defined()) continue;
@@ -145,9 +150,14 @@ void AdamW::Step() {
       AdamWStepInPlace(p, g, m, v, h);
       continue;
     }
-    ps.push_back(p), gs.push_back(g), ms.push_back(m), vs.push_back(v), steps.push_back(step);
+    Lists& l = by_device[{static_cast<int>(p.device().type), p.device().index}];
+    l.ps.push_back(p);
+    l.gs.push_back(g);
+    l.ms.push_back(m);
+    l.vs.push_back(v);
+    l.steps.push_back(step);
   }
-  AdamWStepForeachInPlace(ps, gs, ms, vs, steps, hyper);
+  for (const auto& [device, l] : by_device) AdamWStepForeachInPlace(l.ps, l.gs, l.ms, l.vs, l.steps, hyper);
 }
 
 std::map<std::string, double> AdamW::Hyper() const {

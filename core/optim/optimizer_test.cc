@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/base/error.h"
+#include "core/base/parallel.h"
 #include "core/base/testing/expect_error.h"
 #include "core/nn/layers.h"
 #include "core/ops/elementwise.h"
@@ -70,8 +71,9 @@ TEST(OptimizerTest, ForeachAdamWEqualsThePerParameterUpdateBitwise) {
   for (DType dtype : {DType::kFloat32, DType::kFloat64}) {
     SCOPED_TRACE(DTypeName(dtype));
     Generator gen(5);
-    const std::vector<int64_t> sizes{1, 17, 40000, 3, 20000};
-    const std::vector<int64_t> steps{1, 4, 2, 7, 3};
+    const NumThreadsGuard two(2);  // chunks then start inside tensors and span several
+    const std::vector<int64_t> sizes{1, 17, 40000, 0, 3, 20000};
+    const std::vector<int64_t> steps{1, 4, 2, 1, 7, 3};
     TensorList p1, p2, g, m1, m2, v1, v2;
     for (int64_t n : sizes) {
       p1.push_back(Randn({n}, gen, dtype));
@@ -83,6 +85,7 @@ TEST(OptimizerTest, ForeachAdamWEqualsThePerParameterUpdateBitwise) {
       v2.push_back(Clone(v1.back()));
     }
     const AdamWHyper h{.lr = 0.01, .beta1 = 0.9, .beta2 = 0.99, .eps = 1e-8, .weight_decay = 0.1};
+    const std::vector<double> before = p1[2].ToDoubleVector();
     AdamWStepForeachInPlace(p1, g, m1, v1, steps, h);
     for (size_t i = 0; i < sizes.size(); ++i) {
       AdamWHyper hi = h;
@@ -92,7 +95,7 @@ TEST(OptimizerTest, ForeachAdamWEqualsThePerParameterUpdateBitwise) {
       EXPECT_EQ(m1[i].ToDoubleVector(), m2[i].ToDoubleVector()) << "group " << i;
       EXPECT_EQ(v1[i].ToDoubleVector(), v2[i].ToDoubleVector()) << "group " << i;
     }
-    EXPECT_NE(p1[2].ToDoubleVector(), Randn({40000}, gen, dtype).ToDoubleVector());  // it moved something
+    EXPECT_NE(p1[2].ToDoubleVector(), before);  // the update happened
   }
 }
 
@@ -106,6 +109,25 @@ TEST(OptimizerTest, ForeachAdamWRejectsRaggedListsAndAMismatchedGradient) {
   const TensorList g64{Randn({4}, gen, DType::kFloat64)}, ms{m}, vs{v};
   testing::ExpectErrorContains([&] { AdamWStepForeachInPlace(ps, g64, ms, vs, one, AdamWHyper{}); },
                                ErrorCode::kInvalidArgument, "gradient dtype float64 must match the parameter dtype float32");
+}
+
+// One pass writes every group at once: a parameter listed twice would race, so it is refused and nothing
+// is written; a parameter that requires grad is refused outside NoGradGuard, whichever position it has.
+TEST(OptimizerTest, ForeachAdamWRefusesAParameterListedTwiceAndGradRequiringParameters) {
+  Generator gen(2);
+  const Tensor p = Randn({4}, gen), g = Randn({4}, gen);
+  const TensorList ps{p, p}, gs{g, g}, ms{Zeros({4}), Zeros({4})}, vs{Zeros({4}), Zeros({4})};
+  const std::vector<double> before = p.ToDoubleVector();
+  const std::vector<int64_t> steps{1, 1};
+  testing::ExpectErrorContains([&] { AdamWStepForeachInPlace(ps, gs, ms, vs, steps, AdamWHyper{}); },
+                               ErrorCode::kInvalidArgument, "groups 0 and 1 write the same storage (shape [4])");
+  EXPECT_EQ(p.ToDoubleVector(), before);
+  Tensor leaf = Randn({4}, gen);
+  leaf.set_requires_grad(true);
+  const TensorList second_requires{Randn({4}, gen), leaf};
+  testing::ExpectErrorContains(
+      [&] { AdamWStepForeachInPlace(second_requires, gs, ms, vs, steps, AdamWHyper{}); },
+      ErrorCode::kFailedPrecondition, "adamw_step_foreach_: in-place update of a parameter of shape [4] that requires grad");
 }
 
 TEST(OptimizerTest, StateDictRoundTripContinuesIdentically) {

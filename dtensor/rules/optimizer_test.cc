@@ -59,7 +59,6 @@ TEST(OptimizerRulesTest, GradientMovesToTheParameterLayoutAndPartialParametersAr
   });
 }
 
-
 TEST(OptimizerRulesTest, ForeachAdamWRulesEachGroupAloneAndMatchesTheDenseUpdate) {
   OnMesh1D(4, [](const DeviceMesh& mesh) {
     NoGradGuard no_grad;
@@ -85,6 +84,8 @@ TEST(OptimizerRulesTest, ForeachAdamWRulesEachGroupAloneAndMatchesTheDenseUpdate
       AdamWStepInPlace(dps[i], dgs[i], dms[i], dvs[i], hi);
       testing::ExpectClose(DTensor(params[i]).FullTensor().ToDoubleVector(), dps[i].ToDoubleVector(), 1e-14,
                            Str("foreach param ", i));
+      testing::ExpectClose(DTensor(ms[i]).FullTensor().ToDoubleVector(), dms[i].ToDoubleVector(), 1e-14,
+                           Str("foreach exp_avg ", i));
       testing::ExpectClose(DTensor(vs[i]).FullTensor().ToDoubleVector(), dvs[i].ToDoubleVector(), 1e-14,
                            Str("foreach exp_avg_sq ", i));
     }
