@@ -8,6 +8,7 @@
 
 #include "comm/reduce.h"
 #include "core/base/error.h"
+#include "core/base/spin.h"
 
 namespace tessel::comm::threads_internal {
 
@@ -52,6 +53,10 @@ void GroupRendezvous::WaitForArrival(std::unique_lock<std::mutex>& lock, Slot& s
   const auto deadline = Clock::now() + timeout;
   std::string exited;
   std::optional<std::string> deadlock;
+  // Peers usually arrive within microseconds (core/base/spin.h): poll before the checked, blocking wait.
+  SpinUnderLock(
+      lock, [&] { return slot.arrived == world || world_->aborted() || slot.timeout_message.has_value(); },
+      kHandOffSpin);
   cv_.wait_until(lock, deadline, [&] {
     if (slot.arrived == world || world_->aborted() || slot.timeout_message.has_value()) return true;
     deadlock = world_->deadlock(key_, call.desc.seq);
@@ -146,6 +151,7 @@ void GroupRendezvous::RunCollective(int rank, const RankCall& call, int num_phas
     // Phase barrier, deliberately without timeout or abort: every member arrived and executes a
     // bounded copy/reduce, and none may leave while a peer may still read its buffers.
     if (++slot.phase_done[phase] == world) cv_.notify_all();
+    SpinUnderLock(lock, [&] { return slot.phase_done[phase] == world; }, kHandOffSpin);
     cv_.wait(lock, [&] { return slot.phase_done[phase] == world; });
   }
   Leave(slot, seq);
@@ -249,6 +255,7 @@ void GroupRendezvous::RunP2P(int rank, const std::vector<P2POp>& ops, std::chron
     }
     return false;
   };
+  SpinUnderLock(lock, [&] { return all_done() || world_->aborted(); }, kHandOffSpin);
   const bool finished = cv_.wait_until(lock, Clock::now() + timeout,
                                        [&] { return all_done() || world_->aborted() || peer_gone(); });
   if (!finished || !all_done()) {

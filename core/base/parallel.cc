@@ -17,22 +17,15 @@
 //
 // Spinning: a step issues thousands of ParallelFor calls a few microseconds apart, and a futex wake-up
 // on a VM costs tens of microseconds, so 1 rank × 2 threads used to lose ~6% of a GPT step to 2 ranks ×
-// 1 thread (issue 16). A worker that finishes a job therefore polls the queue for up to kSpin before it
+// 1 thread (issue 16). A worker that finishes a job therefore polls the queue for up to kHandOffSpin (core/base/spin.h) before it
 // sleeps on the condition variable, and a caller only signals it when it sleeps; a caller whose last
-// chunk is still running on a worker polls for up to kSpin before it sleeps too. Both bounds are short
-// (OpenMP's default KMP_BLOCKTIME spins for 200 ms), so a loaded machine loses at most kSpin of CPU
+// chunk is still running on a worker polls for as long before it sleeps too. Both bounds are short
+// (OpenMP's default KMP_BLOCKTIME spins for 200 ms), so a loaded machine loses at most that much CPU
 // per worker per idle period. Workers spin only after running a job, so a process whose ranks all
 // have a budget of 1 (the threads backend with one rank per core) never wakes them and they stay asleep.
 #include "core/base/parallel.h"
 
 #include <omp.h>
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define TESSEL_CPU_RELAX() _mm_pause()
-#else
-#define TESSEL_CPU_RELAX() std::atomic_signal_fence(std::memory_order_seq_cst)
-#endif
 
 #include <algorithm>
 #include <atomic>
@@ -45,24 +38,13 @@
 #include <thread>
 #include <vector>
 
+#include "core/base/spin.h"
+
 namespace tessel {
 namespace {
 
 thread_local int num_threads = 0;  // 0 = not set: use hardware concurrency
 constexpr int64_t kChunksPerThread = 4;
-constexpr std::chrono::microseconds kSpin{200};
-
-// Polls `ready` (with a pause between polls) until it returns true or kSpin has passed; returns its last value.
-template <typename Ready>
-bool SpinUntil(const Ready& ready) {
-  const auto deadline = std::chrono::steady_clock::now() + kSpin;
-  for (int i = 1;; ++i) {
-    if (ready()) return true;
-    TESSEL_CPU_RELAX();
-    if (i % 64 == 0 && std::chrono::steady_clock::now() >= deadline) return ready();
-  }
-}
-
 // One ParallelFor call: chunks are claimed through `next`; the caller waits for `done` == chunks.
 struct Job {
   const std::function<void(int64_t, int64_t)>* fn = nullptr;
@@ -148,7 +130,7 @@ class Pool {
     omp_set_num_threads(1);  // any OpenMP code inside a chunk stays on this thread
     for (;;) {
       std::shared_ptr<Job> job;
-      if (SpinUntil([&] { return queued_.load(std::memory_order_acquire) > 0; })) {
+      if (SpinUntil([&] { return queued_.load(std::memory_order_acquire) > 0; }, kHandOffSpin)) {
         std::lock_guard<std::mutex> lock(mu_);
         job = TakeLocked();
       }
@@ -209,7 +191,7 @@ void ParallelFor(int64_t begin, int64_t end, int64_t grain, const std::function<
   pool.Offer(job, threads - 1);
   job->RunChunks();
   // A worker still runs its last chunk (a bounded piece of this call's work): poll before sleeping.
-  if (!SpinUntil([&] { return job->done.load(std::memory_order_acquire) == job->chunks; })) {
+  if (!SpinUntil([&] { return job->done.load(std::memory_order_acquire) == job->chunks; }, kHandOffSpin)) {
     std::unique_lock<std::mutex> lock(job->mu);
     job->finished.wait(lock, [&] { return job->done.load() == job->chunks; });
   }
