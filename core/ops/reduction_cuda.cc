@@ -1,13 +1,15 @@
 // core/ops/reduction_cuda.cc — the CUDA kernels of "sum", "mean" and "sum_backward" (core/ops/reduction.cu)
 // behind reduction.cc's schema {dims, keepdim[, shape, scale]}, and of elementwise.cc's "sum_to_size"
 // {shape} (the same kernel over the broadcast dims); the backward formulas stay reduction.cc's
-// (ordinary op calls that dispatch here for CUDA tensors). Linked only with a CUDA toolkit
-// (//core/ops:reduction_cuda). amax, max and norm have no CUDA kernel yet: on CUDA tensors they fail with
-// the dispatcher's error naming the op.
+// (ordinary op calls that dispatch here for CUDA tensors), and of "amax" and "norm" (p = 1, 2, inf; other
+// p fail with kUnimplemented). Linked only with a CUDA toolkit (//core/ops:reduction_cuda). "max" (values
+// and indices) has no CUDA kernel yet: on CUDA tensors it fails with the dispatcher's error naming the op.
+// amax's backward uses eq, which has no CUDA kernel yet either.
 //
 // Invariant: for float32 / bfloat16 CUDA tensors of any strides, results equal the CPU kernel's to fp32
 // rounding (one rounding per stored bf16); integer and float64 inputs fail with kUnimplemented naming the
 // op, shape, dtype and device. Compiled here; NOT yet run on a GPU.
+#include <cmath>
 #include <vector>
 
 #include "core/dispatch/op.h"
@@ -83,6 +85,37 @@ TensorList SumToSizeCudaKernel(std::span<const Tensor> in, const Attrs& a) {
   return {out};
 }
 
+// amax (kAmax) or norm (p = 1, 2, inf) over {dims, keepdim}; the CPU kernel's checks and messages.
+TensorList MappedReduce(const Tensor& x, const Attrs& a, cuda::ReduceKind kind, const char* op) {
+  const cuda::ElemType type = FloatType(x, op);
+  const std::vector<int64_t>& dims = a.GetInts("dims");
+  const Reduced r = ReducedDims(x.sizes(), dims, a.GetBool("keepdim"), op);
+  const cuda::ReducePlan plan = cuda::ReducePlan::Make(x.sizes(), x.strides(), r.flags);
+  TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, plan.ok(), op, ": input ", ShapeStr(x.sizes()), " has more than ",
+                    cuda::kMaxDims, " non-mergeable dims on one side of the reduction");
+  TESSEL_CHECK(kind != cuda::ReduceKind::kAmax || plan.inner_n > 0 || plan.num_out == 0, op,
+               ": cannot reduce over a zero-size dim (input ", ShapeStr(x.sizes()), ", dims ", ShapeStr(dims),
+               "): the reduction has no identity");
+  Tensor out = Empty(r.out_shape, x.dtype(), x.device());
+  cuda::CheckLaunch(
+      cuda::LaunchMappedReduce(type, kind, x.raw_data(), out.raw_data(), plan, memory::CurrentStream(x.device())), op,
+      x.device());
+  return {out};
+}
+
+TensorList AmaxCudaKernel(std::span<const Tensor> in, const Attrs& a) {
+  return MappedReduce(in[0], a, cuda::ReduceKind::kAmax, "amax");
+}
+
+TensorList NormCudaKernel(std::span<const Tensor> in, const Attrs& a) {
+  const double p = a.GetDouble("p");
+  TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, p == 1 || p == 2 || std::isinf(p), "norm: the CUDA kernel supports ",
+                    "p = 1, 2 and inf, got p = ", p, " for input ", ShapeStr(in[0].sizes()), " on ", in[0].device());
+  const cuda::ReduceKind kind =
+      p == 1 ? cuda::ReduceKind::kNorm1 : p == 2 ? cuda::ReduceKind::kNorm2 : cuda::ReduceKind::kNormInf;
+  return MappedReduce(in[0], a, kind, "norm");
+}
+
 TensorList SumBackwardCudaKernel(std::span<const Tensor> in, const Attrs& a) {
   const char* op = "sum_backward";
   const Tensor& g = in[0];
@@ -110,6 +143,8 @@ const bool kRegistered = [] {
   SetCudaKernel("mean", SumCudaKernel<true>);
   SetCudaKernel("sum_backward", SumBackwardCudaKernel);
   SetCudaKernel("sum_to_size", SumToSizeCudaKernel);
+  SetCudaKernel("amax", AmaxCudaKernel);
+  SetCudaKernel("norm", NormCudaKernel);
   return true;
 }();
 

@@ -1,10 +1,12 @@
 // core/ops/reduction_cuda_test.cc — sum / mean over dims and sum_backward on a GPU equal the CPU kernels
 // (float32 1e-5 relative, bfloat16 one bf16 ulp) for every dims subset, keepdim, a transposed input and a
-// GPT-2 sized [B*T, C] column sum; int64 input fails with kUnimplemented naming the op.
+// GPT-2 sized [B*T, C] column sum; amax (bitwise) and norm p = 1, 2, inf for every dims subset, NaN
+// propagation; int64 input and norm p = 3 fail with kUnimplemented naming the op.
 // Skips without a GPU. Written and compiled without a GPU; NOT yet run on one.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "core/base/testing/expect_error.h"
@@ -66,6 +68,30 @@ TEST_F(ReductionCudaTest, IntegerSumFailsNamingTheOp) {
   const Tensor x = Zeros({2, 3}, DType::kInt64, Device::Cuda(0));
   testing::ExpectErrorContains([&] { Sum(x, {1}); }, ErrorCode::kUnimplemented,
                                "sum: the CUDA kernel supports float32 and bfloat16, got input [2, 3] int64 on cuda:0");
+}
+
+TEST_F(ReductionCudaTest, AmaxAndNormsEqualCpuForEveryDimsSubsetAndPropagateNan) {
+  const std::vector<std::vector<int64_t>> all = {{0}, {1}, {2}, {0, 1}, {0, 2}, {1, 2}, {}, {-1}};
+  for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
+    const Tensor x = Values({4, 70, 6}, dtype, 1);
+    const Tensor gx = x.To(Device::Cuda(0));
+    for (const auto& dims : all) {
+      SCOPED_TRACE(std::string(DTypeName(dtype)) + " " + ::testing::PrintToString(dims));
+      EXPECT_EQ(Amax(gx, dims).To(Device::Cpu()).ToDoubleVector(), Amax(x, dims).ToDoubleVector());
+      EXPECT_EQ(Norm(gx, INFINITY, dims, true).To(Device::Cpu()).ToDoubleVector(),
+                Norm(x, INFINITY, dims, true).ToDoubleVector());
+      ExpectClose(Norm(gx, 1.0, dims), Norm(x, 1.0, dims));
+      ExpectClose(Norm(gx, 2.0, dims), Norm(x, 2.0, dims));
+    }
+  }
+  const Tensor n = FromVector<float>({1, NAN, 3, 4, 5, 6}, {2, 3}).To(Device::Cuda(0));
+  const std::vector<double> m = Amax(n, {1}).To(Device::Cpu()).ToDoubleVector();
+  EXPECT_TRUE(std::isnan(m[0]));
+  EXPECT_EQ(m[1], 6.0);
+  testing::ExpectErrorContains([&] { Norm(n, 3.0); }, ErrorCode::kUnimplemented,
+                               "norm: the CUDA kernel supports p = 1, 2 and inf, got p = 3");
+  testing::ExpectErrorContains([&] { Amax(Zeros({2, 0}, DType::kFloat32, Device::Cuda(0)), {1}); },
+                               ErrorCode::kInvalidArgument, "amax: cannot reduce over a zero-size dim");
 }
 
 }  // namespace

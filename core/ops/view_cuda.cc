@@ -3,8 +3,8 @@
 // fills the cuda slots of the view ops with their CPU kernels, which only build views and call CopyInto
 // (device-aware): view, narrow, select, slice, transpose, permute, expand, unsqueeze, squeeze,
 // contiguous, copy_ and the narrow / select / slice backward scatters; likewise ones_like / zeros_like
-// (device factories). "cat" / "stack" copy with host
-// memcpy and stay without a CUDA kernel. Linked only with a CUDA toolkit (//core/ops:view_cuda).
+// (device factories). "cat" / "stack" are filled by core/ops/concat_cuda.cc (their CPU kernels copy
+// through CopyInto on devices). Linked only with a CUDA toolkit (//core/ops:view_cuda).
 //
 // Invariant: a strided device copy is one kernel launch on dst's current stream, bytes as they are (the
 // caller's dtypes match: device_copy.cc converts dtypes on the host). Compiled here; NOT yet run on a GPU.

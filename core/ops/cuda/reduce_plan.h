@@ -1,4 +1,5 @@
-// core/ops/cuda/reduce_plan.h — the index math of tessel's CUDA sum / mean kernels (core/ops/reduction.cu):
+// core/ops/cuda/reduce_plan.h — the index math of tessel's CUDA sum / mean / amax / norm kernels
+// (core/ops/reduction.cu):
 // which input elements fold into each output element, for any strides, shared with a host test that runs
 // the kernel's order against the CPU ops "sum", "mean" and "sum_backward" (core/ops/reduction.cc).
 //
@@ -65,6 +66,41 @@ inline std::vector<int64_t> ReducedGradStrides(std::span<const int64_t> g_stride
     if (!reduced[d] || keepdim) ++j;
   }
   return s;
+}
+
+// The reductions beyond sum / mean (amax and norm with p = 1, 2, inf): which accumulator, what each
+// element contributes, and the finish. REQUIRES for Finish: the accumulator type IsMax(kind) names.
+enum class ReduceKind : uint8_t { kAmax, kNorm1, kNorm2, kNormInf };
+
+TESSEL_HOST_DEVICE inline bool IsMax(ReduceKind k) { return k == ReduceKind::kAmax || k == ReduceKind::kNormInf; }
+
+TESSEL_HOST_DEVICE inline float MapElement(ReduceKind k, float v) {
+  if (k == ReduceKind::kNorm2) return v * v;
+  if (k == ReduceKind::kNorm1 || k == ReduceKind::kNormInf) return fabsf(v);
+  return v;
+}
+
+TESSEL_HOST_DEVICE inline float Finish(ReduceKind k, const SumAcc& a) {
+  return k == ReduceKind::kNorm2 ? sqrtf(a.sum) : a.sum;
+}
+// The inf-norm of nothing is 0 (the CPU's identity for it), amax of nothing never runs (an error).
+TESSEL_HOST_DEVICE inline float Finish(ReduceKind k, const MaxAcc& a) {
+  return k == ReduceKind::kNormInf && a.max == -INFINITY ? 0.0f : a.max;
+}
+
+// Thread t's fold of output o's elements r = t, t + threads, ... (Acc: SumAcc or MaxAcc).
+template <typename Acc, typename T>
+TESSEL_HOST_DEVICE inline Acc ReduceMappedPartial(const T* x, const ReducePlan& p, int64_t o, int t, int threads,
+                                                  ReduceKind kind) {
+  int64_t base = 0;
+  p.outer.Get(o, &base);
+  Acc acc = Acc::Identity();
+  for (int64_t r = t; r < p.inner_n; r += threads) {
+    int64_t off = 0;
+    p.inner.Get(r, &off);
+    acc.Push(MapElement(kind, LoadF(x, base + off)));
+  }
+  return acc;
 }
 
 template <typename T>

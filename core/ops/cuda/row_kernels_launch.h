@@ -64,6 +64,9 @@ const char* LaunchEmbeddingBackward(ElemType type, const void* grad, const int64
 
 // out[o] = scale * Σ x over output o's reduced elements (cuda/reduce_plan.h), out contiguous.
 const char* LaunchSum(ElemType type, const void* x, void* out, const ReducePlan& plan, float scale, void* stream);
+// amax / norm (p = 1, 2, inf) over the plan's reduced elements (cuda/reduce_plan.h: ReduceKind).
+const char* LaunchMappedReduce(ElemType type, ReduceKind kind, const void* x, void* out, const ReducePlan& plan,
+                               void* stream);
 // out[off0(i)] = g[off1(i)] * scale for i < n (sum_backward: calc = {out strides, ReducedGradStrides}).
 const char* LaunchBroadcastScale(ElemType type, const void* g, void* out, const OffsetCalculator<2>& calc, int64_t n,
                                  float scale, void* stream);
