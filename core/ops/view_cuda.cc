@@ -3,7 +3,8 @@
 // fills the cuda slots of the view ops with their CPU kernels, which only build views and call CopyInto
 // (device-aware): view, narrow, select, slice, transpose, permute, expand, unsqueeze, squeeze,
 // contiguous, copy_ and the narrow / select / slice backward scatters; likewise ones_like / zeros_like
-// (device factories). "cat" / "stack" are filled by core/ops/concat_cuda.cc (their CPU kernels copy
+// (device factories), and cast / clone (an output plus CopyInto; the copy converts float32 <-> bfloat16
+// on the device). "cat" / "stack" are filled by core/ops/concat_cuda.cc (their CPU kernels copy
 // through CopyInto on devices). Linked only with a CUDA toolkit (//core/ops:view_cuda).
 //
 // Invariant: a strided device copy is one kernel launch on dst's current stream, bytes as they are (the
@@ -20,6 +21,8 @@
 namespace tessel {
 namespace {
 
+bool IsFloatOrBf16(DType t) { return t == DType::kFloat32 || t == DType::kBFloat16; }
+
 void CudaStridedCopy(const Tensor& dst, const Tensor& src) {
   Shape ss(dst.dim(), 0);  // src's strides broadcast to dst's shape
   const int64_t lead = dst.dim() - src.dim();
@@ -28,8 +31,18 @@ void CudaStridedCopy(const Tensor& dst, const Tensor& src) {
       dst.sizes(), {std::span<const int64_t>(dst.strides()), std::span<const int64_t>(ss)});
   TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, calc.ndim >= 0, "copy_: ", ShapeStr(dst.sizes()), " has more than ",
                     cuda::kMaxDims, " non-mergeable dims for the CUDA copy kernel on ", dst.device());
-  cuda::CheckLaunch(cuda::LaunchStridedCopy(ElementSize(dst.dtype()), dst.raw_data(), src.raw_data(), calc, dst.numel(),
-                                            memory::CurrentStream(dst.device())),
+  void* stream = memory::CurrentStream(dst.device());
+  if (dst.dtype() == src.dtype()) {
+    cuda::CheckLaunch(
+        cuda::LaunchStridedCopy(ElementSize(dst.dtype()), dst.raw_data(), src.raw_data(), calc, dst.numel(), stream),
+        "copy_", dst.device());
+    return;
+  }
+  TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, IsFloatOrBf16(dst.dtype()) && IsFloatOrBf16(src.dtype()),
+                    "copy_: the CUDA copy kernel converts float32 <-> bfloat16 only, got ", src.dtype(), " to ",
+                    dst.dtype(), " (shape ", ShapeStr(dst.sizes()), ") on ", dst.device());
+  cuda::CheckLaunch(cuda::LaunchConvertCopy(dst.dtype() == DType::kBFloat16, src.dtype() == DType::kBFloat16,
+                                            dst.raw_data(), src.raw_data(), calc, dst.numel(), stream),
                     "copy_", dst.device());
 }
 
@@ -37,7 +50,7 @@ const bool kRegistered = [] {
   SetDeviceStridedCopy(CudaStridedCopy);
   for (const char* name :
        {"view", "narrow", "select", "slice", "transpose", "permute", "expand", "unsqueeze", "squeeze", "contiguous",
-        "copy_", "narrow_backward", "select_backward", "slice_backward", "ones_like", "zeros_like"}) {
+        "copy_", "narrow_backward", "select_backward", "slice_backward", "ones_like", "zeros_like", "cast", "clone"}) {
     const std::string op = name;  // the CPU kernel, looked up at call time (registration order is free)
     SetCudaKernel(op, [op](std::span<const Tensor> in, const Attrs& a) { return GetOp(op).cpu(in, a); });
   }
