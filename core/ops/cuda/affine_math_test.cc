@@ -1,0 +1,116 @@
+// core/ops/cuda/affine_math_test.cc — the CUDA scalar / in-place elementwise kernel (cuda/affine_math.h
+// over an OffsetCalculator<3>, the order of core/ops/elementwise_scalar.cu), run on the host with the
+// parameters elementwise_scalar_cuda.cc passes, equals the CPU ops bit for bit: add_scalar and
+// mul_scalar of a transposed input, mul_ in place on a strided view (and -0 * v giving +0 like the CPU),
+// add_ with alpha and a broadcast source; float32 and bfloat16.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/ops/cuda/affine_math.h"
+#include "core/ops/cuda/offset_calculator.h"
+#include "core/ops/cuda/row_reduce.h"
+#include "core/ops/cuda/testing/wave.h"
+#include "core/ops/elementwise.h"
+#include "core/tensor/copy.h"
+#include "core/tensor/factory.h"
+#include "core/tensor/tensor_impl.h"
+
+namespace tessel::cuda {
+namespace {
+
+Shape StridesAt(const Tensor& src, const Shape& shape) {
+  Shape out(shape.size(), 0);
+  const int64_t lead = static_cast<int64_t>(shape.size()) - src.dim();
+  for (int64_t i = 0; i < src.dim(); ++i) out[lead + i] = src.size(i) == 1 ? 0 : src.stride(i);
+  return out;
+}
+
+// The kernel's loop: out[off0] = Affine(a[off1], b[off2]) for every index of out's shape.
+template <typename T>
+void EmulateT(const Tensor& out, const Tensor& a, const Tensor& b, const AffineParams& p) {
+  const Shape sa = StridesAt(a, out.sizes()), sb = b.defined() ? StridesAt(b, out.sizes()) : Shape(out.dim(), 0);
+  const auto calc = OffsetCalculator<3>::Make(
+      out.sizes(),
+      {std::span<const int64_t>(out.strides()), std::span<const int64_t>(sa), std::span<const int64_t>(sb)});
+  ASSERT_GE(calc.ndim, 0);
+  T* po = static_cast<T*>(out.raw_data());
+  const T* pa = static_cast<const T*>(a.raw_data());
+  const T* pb = static_cast<const T*>(b.defined() ? b.raw_data() : a.raw_data());
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    int64_t off[3];
+    calc.Get(i, off);
+    StoreF(po, off[0], Affine(LoadF(pa, off[1]), p.has_b ? LoadF(pb, off[2]) : 0.0f, p));
+  }
+}
+
+void Emulate(const Tensor& out, const Tensor& a, const Tensor& b, const AffineParams& p) {
+  if (out.dtype() == DType::kFloat32) {
+    EmulateT<float>(out, a, b, p);
+  } else {
+    EmulateT<uint16_t>(out, a, b, p);
+  }
+}
+
+// Raw bytes in row-major order (bitwise comparisons, so -0 and +0 differ).
+std::vector<uint8_t> Bytes(const Tensor& t) {
+  Tensor c = Empty(t.sizes(), t.dtype(), Device::Cpu());
+  CopyInto(c, t);
+  std::vector<uint8_t> v(c.numel() * ElementSize(c.dtype()));
+  std::memcpy(v.data(), c.raw_data(), v.size());
+  return v;
+}
+
+Tensor Transposed(const Tensor& base) { return MakeView(base, {base.size(1), base.size(0)}, {1, base.size(1)}, 0); }
+
+TEST(AffineMathTest, ScalarOpsOfATransposedInputMatchCpuBitwise) {
+  for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
+    SCOPED_TRACE(DTypeName(dtype));
+    const Tensor x = Transposed(testing::Wave({5, 6}, dtype, 1));
+    for (double v : {0.37, -2.5, 1e-3}) {
+      Tensor out = Empty(x.sizes(), dtype, Device::Cpu());
+      Emulate(out, x, Tensor(), {1.0f, 0.0f, static_cast<float>(v), false, true});  // add_scalar
+      EXPECT_EQ(Bytes(out), Bytes(AddScalar(x, v))) << v;
+      Emulate(out, x, Tensor(), {static_cast<float>(v), 0.0f, 0.0f, false, true});  // mul_scalar
+      EXPECT_EQ(Bytes(out), Bytes(MulScalar(x, v))) << v;
+    }
+  }
+}
+
+TEST(AffineMathTest, InPlaceMulOnAStridedViewMatchesCpuIncludingNegativeZero) {
+  for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
+    SCOPED_TRACE(DTypeName(dtype));
+    std::vector<double> v = testing::Wave({4, 6}, dtype, 2).ToDoubleVector();
+    v[0] = 0.0;  // 0 * -3 = -0, plus the CPU's + 0 = +0
+    const Tensor gpu_base = FromDoubles(v, std::vector<int64_t>{4, 6}, dtype);
+    const Tensor cpu_base = FromDoubles(v, std::vector<int64_t>{4, 6}, dtype);
+    const Tensor view = MakeView(gpu_base, {4, 3}, {6, 2}, 0);  // every other column
+    Emulate(view, view, Tensor(), {-3.0f, 0.0f, 0.0f, false, true});
+    MulScalarInPlace(MakeView(cpu_base, {4, 3}, {6, 2}, 0), -3.0);
+    EXPECT_EQ(Bytes(gpu_base), Bytes(cpu_base));
+    EXPECT_FALSE(std::signbit(gpu_base.ToDoubleVector()[0]));
+  }
+}
+
+TEST(AffineMathTest, InPlaceAddWithAlphaAndABroadcastSourceMatchesCpuBitwise) {
+  for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
+    SCOPED_TRACE(DTypeName(dtype));
+    const Tensor init = testing::Wave({3, 5}, dtype, 3);
+    for (const Tensor& src : {testing::Wave({3, 5}, dtype, 4), testing::Wave({5}, dtype, 5),
+                              Transposed(testing::Wave({5, 3}, dtype, 6))}) {
+      for (double alpha : {1.0, -0.75}) {
+        Tensor gpu = Empty({3, 5}, dtype, Device::Cpu()), cpu = Empty({3, 5}, dtype, Device::Cpu());
+        CopyInto(gpu, init);
+        CopyInto(cpu, init);
+        Emulate(gpu, gpu, src, {1.0f, static_cast<float>(alpha), 0.0f, true, false});
+        AddInPlace(cpu, src, alpha);
+        EXPECT_EQ(Bytes(gpu), Bytes(cpu)) << ShapeStr(src.sizes()) << " alpha " << alpha;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tessel::cuda
