@@ -7,6 +7,7 @@
 // written (then shrink the list). Needs the CUDA toolkit to link; runs without a GPU.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <set>
 #include <string>
 
@@ -65,6 +66,7 @@ TEST(FsdpCudaCoverageTest, EveryOpOfAMixedPrecisionFullyShardStepButTheListedOne
   for (const std::string& name : used) {
     if (!GetOp(name).cuda) missing.insert(name);
   }
+  std::printf("ops of the step: %s\n", ::testing::PrintToString(used).c_str());
   EXPECT_GT(used.size(), 10u);
   for (const char* op : {"cast", "add_", "mul_", "adamw_step_"}) EXPECT_TRUE(used.count(op)) << op;
   EXPECT_EQ(missing, kMissing) << "ops of the step: " << ::testing::PrintToString(used);
