@@ -10,6 +10,7 @@
 // kUnimplemented naming the op, dtype and device; add_'s checks and messages are the CPU kernel's.
 // Compiled here; NOT yet run on a GPU.
 #include <string>
+#include <vector>
 
 #include "core/base/error.h"
 #include "core/dispatch/op.h"
@@ -30,18 +31,12 @@ cuda::ElemType FloatType(const Tensor& t, const char* op) {
   return t.dtype() == DType::kFloat32 ? cuda::ElemType::kFloat32 : cuda::ElemType::kBFloat16;
 }
 
-// src's strides read at dst's shape (0 along broadcast dims).
-Shape StridesAt(const Tensor& src, const Shape& shape) {
-  Shape out(shape.size(), 0);
-  const int64_t lead = static_cast<int64_t>(shape.size()) - src.dim();
-  for (int64_t i = 0; i < src.dim(); ++i) out[lead + i] = src.size(i) == 1 ? 0 : src.stride(i);
-  return out;
-}
-
 // out = Affine(a, b) over out's shape; b may be undefined (then p.has_b is false).
 void Run(const Tensor& out, const Tensor& a, const Tensor& b, const cuda::AffineParams& p, const char* op) {
   const cuda::ElemType type = FloatType(a, op);
-  const Shape sa = StridesAt(a, out.sizes()), sb = b.defined() ? StridesAt(b, out.sizes()) : Shape(out.dim(), 0);
+  const std::vector<int64_t> sa = cuda::BroadcastStrides(a.sizes(), a.strides(), out.sizes());
+  const std::vector<int64_t> sb = b.defined() ? cuda::BroadcastStrides(b.sizes(), b.strides(), out.sizes())
+                                              : std::vector<int64_t>(out.dim(), 0);
   const auto calc = cuda::OffsetCalculator<3>::Make(
       out.sizes(),
       {std::span<const int64_t>(out.strides()), std::span<const int64_t>(sa), std::span<const int64_t>(sb)});

@@ -24,9 +24,7 @@ namespace {
 bool IsFloatOrBf16(DType t) { return t == DType::kFloat32 || t == DType::kBFloat16; }
 
 void CudaStridedCopy(const Tensor& dst, const Tensor& src) {
-  Shape ss(dst.dim(), 0);  // src's strides broadcast to dst's shape
-  const int64_t lead = dst.dim() - src.dim();
-  for (int64_t i = 0; i < src.dim(); ++i) ss[lead + i] = src.size(i) == 1 ? 0 : src.stride(i);
+  const std::vector<int64_t> ss = cuda::BroadcastStrides(src.sizes(), src.strides(), dst.sizes());
   const auto calc = cuda::OffsetCalculator<2>::Make(
       dst.sizes(), {std::span<const int64_t>(dst.strides()), std::span<const int64_t>(ss)});
   TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, calc.ndim >= 0, "copy_: ", ShapeStr(dst.sizes()), " has more than ",

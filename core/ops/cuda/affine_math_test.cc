@@ -21,17 +21,12 @@
 namespace tessel::cuda {
 namespace {
 
-Shape StridesAt(const Tensor& src, const Shape& shape) {
-  Shape out(shape.size(), 0);
-  const int64_t lead = static_cast<int64_t>(shape.size()) - src.dim();
-  for (int64_t i = 0; i < src.dim(); ++i) out[lead + i] = src.size(i) == 1 ? 0 : src.stride(i);
-  return out;
-}
-
 // The kernel's loop: out[off0] = Affine(a[off1], b[off2]) for every index of out's shape.
 template <typename T>
 void EmulateT(const Tensor& out, const Tensor& a, const Tensor& b, const AffineParams& p) {
-  const Shape sa = StridesAt(a, out.sizes()), sb = b.defined() ? StridesAt(b, out.sizes()) : Shape(out.dim(), 0);
+  const std::vector<int64_t> sa = BroadcastStrides(a.sizes(), a.strides(), out.sizes());
+  const std::vector<int64_t> sb =
+      b.defined() ? BroadcastStrides(b.sizes(), b.strides(), out.sizes()) : std::vector<int64_t>(out.dim(), 0);
   const auto calc = OffsetCalculator<3>::Make(
       out.sizes(),
       {std::span<const int64_t>(out.strides()), std::span<const int64_t>(sa), std::span<const int64_t>(sb)});

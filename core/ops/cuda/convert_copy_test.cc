@@ -22,9 +22,7 @@ namespace {
 // The kernel's walk: dst[calc(i)] = src[calc(i)] for i < dst.numel().
 template <typename TOut, typename TIn>
 void Emulate(const Tensor& dst, const Tensor& src) {
-  Shape ss(dst.dim(), 0);
-  const int64_t lead = dst.dim() - src.dim();
-  for (int64_t i = 0; i < src.dim(); ++i) ss[lead + i] = src.size(i) == 1 ? 0 : src.stride(i);
+  const std::vector<int64_t> ss = BroadcastStrides(src.sizes(), src.strides(), dst.sizes());
   const auto calc =
       OffsetCalculator<2>::Make(dst.sizes(), {std::span<const int64_t>(dst.strides()), std::span<const int64_t>(ss)});
   ASSERT_GE(calc.ndim, 0);

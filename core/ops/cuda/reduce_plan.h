@@ -68,9 +68,9 @@ inline std::vector<int64_t> ReducedGradStrides(std::span<const int64_t> g_stride
   return s;
 }
 
-// The reductions beyond sum / mean (amax and norm with p = 1, 2, inf): which accumulator, what each
-// element contributes, and the finish. REQUIRES for Finish: the accumulator type IsMax(kind) names.
-enum class ReduceKind : uint8_t { kAmax, kNorm1, kNorm2, kNormInf };
+// The reductions (sum, amax and norm with p = 1, 2, inf; mean is a scaled sum): which accumulator, what
+// each element contributes, and the finish. REQUIRES for Finish: the accumulator type IsMax(kind) names.
+enum class ReduceKind : uint8_t { kSum, kAmax, kNorm1, kNorm2, kNormInf };
 
 TESSEL_HOST_DEVICE inline bool IsMax(ReduceKind k) { return k == ReduceKind::kAmax || k == ReduceKind::kNormInf; }
 
@@ -103,17 +103,10 @@ TESSEL_HOST_DEVICE inline Acc ReduceMappedPartial(const T* x, const ReducePlan& 
   return acc;
 }
 
+// sum / mean: the plain sum of thread t's elements.
 template <typename T>
 TESSEL_HOST_DEVICE inline SumAcc ReducePartial(const T* x, const ReducePlan& p, int64_t o, int t, int threads) {
-  int64_t base = 0;
-  p.outer.Get(o, &base);
-  SumAcc acc = SumAcc::Identity();
-  for (int64_t r = t; r < p.inner_n; r += threads) {
-    int64_t off = 0;
-    p.inner.Get(r, &off);
-    acc.sum += LoadF(x, base + off);
-  }
-  return acc;
+  return ReduceMappedPartial<SumAcc>(x, p, o, t, threads, ReduceKind::kSum);
 }
 
 }  // namespace tessel::cuda
