@@ -4,7 +4,6 @@
 // (ordinary op calls that dispatch here for CUDA tensors), and of "amax" and "norm" (p = 1, 2, inf; other
 // p fail with kUnimplemented). Linked only with a CUDA toolkit (//core/ops:reduction_cuda). "max" (values
 // and indices) has no CUDA kernel yet: on CUDA tensors it fails with the dispatcher's error naming the op.
-// amax's backward uses eq, which has no CUDA kernel yet either.
 //
 // Invariant: for float32 / bfloat16 CUDA tensors of any strides, results equal the CPU kernel's to fp32
 // rounding (one rounding per stored bf16); integer and float64 inputs fail with kUnimplemented naming the

@@ -5,6 +5,8 @@
 // compute_90 PTX; NOT yet run on a GPU.
 #include <cuda_runtime.h>
 
+#include <type_traits>
+
 #include "core/ops/cuda/block_merge.cuh"
 #include "core/ops/cuda/convert_math.h"
 #include "core/ops/cuda/copy_launch.h"
@@ -42,19 +44,32 @@ void LaunchConvert(void* dst, const void* src, const OffsetCalculator<2>& calc, 
       static_cast<TOut*>(dst), static_cast<const TIn*>(src), calc, n);
 }
 
+template <typename TOut>
+bool LaunchFrom(ConvertType src_type, void* dst, const void* src, const OffsetCalculator<2>& calc, int64_t n,
+                cudaStream_t s) {
+  if (src_type == ConvertType::kFloat32) {
+    if constexpr (std::is_same_v<TOut, float>) return false;
+    else LaunchConvert<TOut, float>(dst, src, calc, n, s);
+  } else if (src_type == ConvertType::kBFloat16) {
+    if constexpr (std::is_same_v<TOut, uint16_t>) return false;
+    else LaunchConvert<TOut, uint16_t>(dst, src, calc, n, s);
+  } else {
+    if constexpr (std::is_same_v<TOut, uint8_t>) return false;
+    else LaunchConvert<TOut, uint8_t>(dst, src, calc, n, s);
+  }
+  return true;
+}
+
 }  // namespace
 
-const char* LaunchConvertCopy(bool dst_bf16, bool src_bf16, void* dst, const void* src,
+const char* LaunchConvertCopy(ConvertType dst_type, ConvertType src_type, void* dst, const void* src,
                               const OffsetCalculator<2>& calc, int64_t n, void* stream) {
   if (n == 0) return "";
   cudaStream_t s = static_cast<cudaStream_t>(stream);
-  if (dst_bf16 && !src_bf16) {
-    LaunchConvert<uint16_t, float>(dst, src, calc, n, s);
-  } else if (!dst_bf16 && src_bf16) {
-    LaunchConvert<float, uint16_t>(dst, src, calc, n, s);
-  } else {
-    return "LaunchConvertCopy: the two sides have one dtype (use LaunchStridedCopy)";
-  }
+  const bool launched = dst_type == ConvertType::kFloat32    ? LaunchFrom<float>(src_type, dst, src, calc, n, s)
+                        : dst_type == ConvertType::kBFloat16 ? LaunchFrom<uint16_t>(src_type, dst, src, calc, n, s)
+                                                             : LaunchFrom<uint8_t>(src_type, dst, src, calc, n, s);
+  if (!launched) return "LaunchConvertCopy: the two sides have one dtype (use LaunchStridedCopy)";
   return LastLaunchError();
 }
 

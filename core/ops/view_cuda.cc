@@ -3,12 +3,13 @@
 // fills the cuda slots of the view ops with their CPU kernels, which only build views and call CopyInto
 // (device-aware): view, narrow, select, slice, transpose, permute, expand, unsqueeze, squeeze,
 // contiguous, copy_ and the narrow / select / slice backward scatters; likewise ones_like / zeros_like
-// (device factories), and cast / clone (an output plus CopyInto; the copy converts float32 <-> bfloat16
-// on the device). "cat" / "stack" are filled by core/ops/concat_cuda.cc (their CPU kernels copy
+// (device factories), and cast / clone (an output plus CopyInto; the copy converts between float32,
+// bfloat16 and bool on the device). "cat" / "stack" are filled by core/ops/concat_cuda.cc (their CPU kernels copy
 // through CopyInto on devices). Linked only with a CUDA toolkit (//core/ops:view_cuda).
 //
 // Invariant: a strided device copy is one kernel launch on dst's current stream, bytes as they are (the
 // caller's dtypes match: device_copy.cc converts dtypes on the host). Compiled here; NOT yet run on a GPU.
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,7 +22,13 @@
 namespace tessel {
 namespace {
 
-bool IsFloatOrBf16(DType t) { return t == DType::kFloat32 || t == DType::kBFloat16; }
+// The dtypes the device conversion handles, or nullopt.
+std::optional<cuda::ConvertType> ConvertTypeOf(DType t) {
+  if (t == DType::kFloat32) return cuda::ConvertType::kFloat32;
+  if (t == DType::kBFloat16) return cuda::ConvertType::kBFloat16;
+  if (t == DType::kBool) return cuda::ConvertType::kBool;
+  return std::nullopt;
+}
 
 void CudaStridedCopy(const Tensor& dst, const Tensor& src) {
   const std::vector<int64_t> ss = cuda::BroadcastStrides(src.sizes(), src.strides(), dst.sizes());
@@ -36,12 +43,13 @@ void CudaStridedCopy(const Tensor& dst, const Tensor& src) {
         "copy_", dst.device());
     return;
   }
-  TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, IsFloatOrBf16(dst.dtype()) && IsFloatOrBf16(src.dtype()),
-                    "copy_: the CUDA copy kernel converts float32 <-> bfloat16 only, got ", src.dtype(), " to ",
-                    dst.dtype(), " (shape ", ShapeStr(dst.sizes()), ") on ", dst.device());
-  cuda::CheckLaunch(cuda::LaunchConvertCopy(dst.dtype() == DType::kBFloat16, src.dtype() == DType::kBFloat16,
-                                            dst.raw_data(), src.raw_data(), calc, dst.numel(), stream),
-                    "copy_", dst.device());
+  const auto dt = ConvertTypeOf(dst.dtype()), st = ConvertTypeOf(src.dtype());
+  TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, dt && st,
+                    "copy_: the CUDA copy kernel converts between float32, bfloat16 and bool only, got ", src.dtype(),
+                    " to ", dst.dtype(), " (shape ", ShapeStr(dst.sizes()), ") on ", dst.device());
+  cuda::CheckLaunch(
+      cuda::LaunchConvertCopy(*dt, *st, dst.raw_data(), src.raw_data(), calc, dst.numel(), stream), "copy_",
+      dst.device());
 }
 
 const bool kRegistered = [] {

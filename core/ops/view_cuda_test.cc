@@ -12,6 +12,7 @@
 #include "core/memory/testing/gpu_test.h"
 #include "core/ops/cuda/testing/wave.h"
 #include "core/ops/elementwise.h"
+#include "core/ops/ternary.h"
 #include "core/ops/unary.h"
 #include "core/ops/view.h"
 #include "core/tensor/copy.h"
@@ -72,7 +73,12 @@ TEST_F(ViewCudaTest, CastAndConvertingCopiesOnTheDeviceEqualCpuBitwise) {
   EXPECT_EQ(c.To(Device::Cpu()).ToDoubleVector(), x.ToDoubleVector());
   const Tensor ints = Zeros({3}, DType::kInt64, gpu);
   testing::ExpectErrorContains([&] { CopyInto(Transpose(Zeros({3, 1}, DType::kFloat32, gpu), 0, 1), ints); },
-                               ErrorCode::kUnimplemented, "converts float32 <-> bfloat16 only, got int64 to float32");
+                               ErrorCode::kUnimplemented,
+                               "converts between float32, bfloat16 and bool only, got int64 to float32");
+  const Tensor mask = Gt(x, Zeros({1}, DType::kFloat32));
+  EXPECT_EQ(Cast(mask.To(gpu), DType::kFloat32).To(Device::Cpu()).ToDoubleVector(),
+            Cast(mask, DType::kFloat32).ToDoubleVector());
+  EXPECT_EQ(Cast(g, DType::kBool).To(Device::Cpu()).ToDoubleVector(), Cast(x, DType::kBool).ToDoubleVector());
 }
 
 }  // namespace

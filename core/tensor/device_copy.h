@@ -34,8 +34,9 @@ int64_t PinnedStagingBytes();
 
 // A device-side copy dst = src for tensors of one device, dst of any strides and src of any strides
 // broadcasting to dst's shape, enqueued on dst's current stream; when the dtypes differ it converts (the
-// CUDA one: float32 <-> bfloat16, else kUnimplemented naming both dtypes). A device kernel library installs
-// it at static initialization (the CUDA one: //core/ops:view_cuda); with one installed, CopyAcrossDevices
+// CUDA one: between float32, bfloat16 and bool, else kUnimplemented naming both dtypes). A device kernel
+// library installs it at static initialization (the CUDA one: //core/ops:view_cuda); with one installed,
+// CopyAcrossDevices
 // also copies strided tensors between host and device through a contiguous device temporary. Without one
 // those copies fail with kUnimplemented as described above.
 using DeviceStridedCopy = void (*)(const Tensor& dst, const Tensor& src);

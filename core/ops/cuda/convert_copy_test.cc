@@ -2,7 +2,7 @@
 // ConvertAt over an OffsetCalculator<2>), run on the host in the kernel's index order, equals the CPU
 // CopyInto bit for bit: float32 -> bfloat16 into a transposed destination, bfloat16 -> float32 from a
 // transposed and from a broadcast source, with values at rounding ties, NaN, infinities and
-// subnormals.
+// subnormals; float32 -> bool (NaN and -0: the CPU's truth) and bool -> float32 / bfloat16.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -35,6 +35,13 @@ Tensor Dense(const Tensor& t) {  // same dtype, row-major layout
   Tensor c = Empty(t.sizes(), t.dtype(), Device::Cpu());
   CopyInto(c, t);
   return c;
+}
+
+std::vector<uint8_t> Bits8(const Tensor& t) {  // every byte, row-major
+  const Tensor c = Dense(t);
+  std::vector<uint8_t> v(c.numel() * ElementSize(c.dtype()));
+  std::memcpy(v.data(), c.raw_data(), v.size());
+  return v;
 }
 
 std::vector<uint16_t> Bits16(const Tensor& t) {
@@ -82,6 +89,30 @@ TEST(ConvertCopyTest, Bfloat16ToFloat32FromTransposedAndBroadcastSourcesMatchesC
   Emulate<float, uint16_t>(got, row);
   CopyInto(want, row);
   EXPECT_EQ(Bits32(got), Bits32(want));
+}
+
+TEST(ConvertCopyTest, BoolToAndFromFloatsMatchesCpuBitwise) {
+  std::vector<float> v = testing::Wave({3, 4}, DType::kFloat32, 4).ToVector<float>();
+  v[0] = 0.0f;
+  v[1] = -0.0f;
+  v[2] = std::numeric_limits<float>::quiet_NaN();  // converts to true
+  const Tensor f = FromVector<float>(v, {3, 4});
+  Tensor got_b = Empty({3, 4}, DType::kBool, Device::Cpu()), want_b = Empty({3, 4}, DType::kBool, Device::Cpu());
+  Emulate<uint8_t, float>(got_b, f);
+  CopyInto(want_b, f);
+  EXPECT_EQ(Bits8(got_b), Bits8(want_b));
+  const Tensor mask = Transposed(want_b);  // [4, 3], strided
+  for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
+    Tensor got = Empty({4, 3}, dtype, Device::Cpu()), want = Empty({4, 3}, dtype, Device::Cpu());
+    if (dtype == DType::kFloat32) {
+      Emulate<float, uint8_t>(got, mask);
+    } else {
+      Emulate<uint16_t, uint8_t>(got, mask);
+    }
+    CopyInto(want, mask);
+    EXPECT_EQ(got.ToDoubleVector(), want.ToDoubleVector()) << DTypeName(dtype);
+    EXPECT_EQ(Bits8(got), Bits8(want)) << DTypeName(dtype);
+  }
 }
 
 }  // namespace

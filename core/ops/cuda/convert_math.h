@@ -1,5 +1,5 @@
 // core/ops/cuda/convert_math.h — one element of the CUDA dtype-converting strided copy (core/ops/view.cu,
-// LaunchConvertCopy): float32 <-> bfloat16 through the row kernels' LoadF / StoreF, shared with a host test
+// LaunchConvertCopy): between float32, bfloat16 and bool through LoadF / StoreF, shared with a host test
 // (convert_copy_test.cc) that runs it over strided layouts against the CPU CopyInto.
 //
 // Invariant: dst[off0] = src[off1] converted with tessel's CPU rounding (cuda/bf16.h: nearest, ties to
@@ -16,6 +16,13 @@
 #include "core/ops/cuda/row_reduce.h"
 
 namespace tessel::cuda {
+
+// bool as its byte (0 / 1), for casts to and from bool: true is 1, and a value converts to true when it
+// is not zero (NaN included), as the CPU's conversion does.
+TESSEL_HOST_DEVICE inline float LoadF(const uint8_t* p, int64_t i) { return p[i] != 0 ? 1.0f : 0.0f; }
+TESSEL_HOST_DEVICE inline void StoreF(uint8_t* p, int64_t i, float v) { p[i] = v != 0.0f ? 1 : 0; }
+
+enum class ConvertType : uint8_t { kFloat32, kBFloat16, kBool };
 
 template <typename TOut, typename TIn>
 TESSEL_HOST_DEVICE inline void ConvertAt(TOut* dst, const TIn* src, const OffsetCalculator<2>& calc, int64_t i) {
