@@ -2,7 +2,8 @@
 // GPU): along dim 0 (and any dim with outer size 1) each input is one device-to-device copy into its
 // contiguous slab, no host round trip, values equal the CPU op; along an inner dim the slab is strided
 // and needs the CUDA strided copy kernel, so on the fake backend it fails with kUnimplemented naming the
-// devices (on a GPU, concat_cuda_test covers every dim); inputs on two devices fail naming both.
+// devices (on a GPU, concat_cuda_test.cc in extra_ops_cuda_test covers every dim); inputs on two devices
+// fail naming both.
 #include <gtest/gtest.h>
 
 #include <memory>
