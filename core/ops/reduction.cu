@@ -47,6 +47,28 @@ void LaunchMapped(ElemType type, ReduceKind kind, const void* x, void* out, cons
 }
 
 template <typename T>
+__global__ void ArgMaxKernel(const T* x, T* values, int64_t* indices, ReducePlan p) {
+  __shared__ ArgMaxAcc slots[kMaxRowThreads];
+  for (int64_t o = blockIdx.x; o < p.num_out; o += gridDim.x) {
+    const ArgMaxAcc r = BlockMerge(slots, ArgMaxPartial(x, p, o, threadIdx.x, blockDim.x));
+    if (threadIdx.x == 0) {
+      StoreF(values, o, r.value);
+      indices[o] = r.index;
+    }
+  }
+}
+
+template <typename T>
+__global__ void ArgMaxScatterKernel(const T* g, const int64_t* idx, T* out, OffsetCalculator<3> calc, int64_t n,
+                                    int64_t dim_stride) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    int64_t off[3];
+    calc.Get(i, off);
+    out[off[0] + idx[off[2]] * dim_stride] = g[off[1]];
+  }
+}
+
+template <typename T>
 __global__ void BroadcastScaleKernel(const T* g, T* out, OffsetCalculator<2> calc, int64_t n, float scale) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
     int64_t off[2];
@@ -78,6 +100,37 @@ const char* LaunchMappedReduce(ElemType type, ReduceKind kind, const void* x, vo
     LaunchMapped<MaxAcc>(type, kind, x, out, plan, s);
   } else {
     LaunchMapped<SumAcc>(type, kind, x, out, plan, s);
+  }
+  return LastLaunchError();
+}
+
+const char* LaunchArgMax(ElemType type, const void* x, void* values, int64_t* indices, const ReducePlan& plan,
+                         void* stream) {
+  if (plan.num_out == 0) return "";
+  cudaStream_t s = static_cast<cudaStream_t>(stream);
+  const int blocks = LaneBlocks(plan.num_out), threads = BlockThreads(plan.inner_n);
+  if (type == ElemType::kFloat32) {
+    ArgMaxKernel<float><<<blocks, threads, 0, s>>>(static_cast<const float*>(x), static_cast<float*>(values), indices,
+                                                   plan);
+  } else {
+    ArgMaxKernel<uint16_t><<<blocks, threads, 0, s>>>(static_cast<const uint16_t*>(x), static_cast<uint16_t*>(values),
+                                                      indices, plan);
+  }
+  return LastLaunchError();
+}
+
+const char* LaunchArgMaxScatter(ElemType type, const void* g, const int64_t* idx, void* out,
+                                const OffsetCalculator<3>& calc, int64_t n, int64_t dim_stride, void* stream) {
+  if (n == 0) return "";
+  cudaStream_t s = static_cast<cudaStream_t>(stream);
+  constexpr int kThreads = 256;
+  const int blocks = LaneBlocks((n + kThreads - 1) / kThreads);
+  if (type == ElemType::kFloat32) {
+    ArgMaxScatterKernel<float><<<blocks, kThreads, 0, s>>>(static_cast<const float*>(g), idx, static_cast<float*>(out),
+                                                           calc, n, dim_stride);
+  } else {
+    ArgMaxScatterKernel<uint16_t><<<blocks, kThreads, 0, s>>>(static_cast<const uint16_t*>(g), idx,
+                                                              static_cast<uint16_t*>(out), calc, n, dim_stride);
   }
   return LastLaunchError();
 }

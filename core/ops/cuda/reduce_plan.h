@@ -15,6 +15,7 @@
 //   // block o: BlockMerge(slots, ReducePartial(px, p, o, threadIdx.x, blockDim.x)).sum * scale
 #pragma once
 
+#include <climits>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -99,6 +100,35 @@ TESSEL_HOST_DEVICE inline Acc ReduceMappedPartial(const T* x, const ReducePlan& 
     int64_t off = 0;
     p.inner.Get(r, &off);
     acc.Push(MapElement(kind, LoadF(x, base + off)));
+  }
+  return acc;
+}
+
+// max along one dim: the maximum and the index of its first occurrence (a NaN beats every number, the
+// first NaN wins), the CPU kernel's choice; any merge order gives it, so results are bitwise the CPU's.
+struct ArgMaxAcc {
+  float value;
+  int64_t index;
+  TESSEL_HOST_DEVICE static ArgMaxAcc Identity() { return {-INFINITY, INT64_MAX}; }
+  TESSEL_HOST_DEVICE void Push(float v, int64_t i) {
+    const bool v_nan = v != v, mine_nan = value != value;
+    const bool better = v_nan || mine_nan ? v_nan && (!mine_nan || i < index) : v > value || (v == value && i < index);
+    if (better) value = v, index = i;
+  }
+  TESSEL_HOST_DEVICE void Merge(const ArgMaxAcc& o) { Push(o.value, o.index); }
+};
+
+// Thread t's fold for output o of a plan reducing exactly one dim (the reduced index r is the position
+// along that dim).
+template <typename T>
+TESSEL_HOST_DEVICE inline ArgMaxAcc ArgMaxPartial(const T* x, const ReducePlan& p, int64_t o, int t, int threads) {
+  int64_t base = 0;
+  p.outer.Get(o, &base);
+  ArgMaxAcc acc = ArgMaxAcc::Identity();
+  for (int64_t r = t; r < p.inner_n; r += threads) {
+    int64_t off = 0;
+    p.inner.Get(r, &off);
+    acc.Push(LoadF(x, base + off), r);
   }
   return acc;
 }
