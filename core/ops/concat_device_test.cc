@@ -21,15 +21,7 @@ namespace {
 using memory::CopyKind;
 using memory::testing::FakeDeviceBackend;
 
-FakeDeviceBackend& Fake() {
-  static FakeDeviceBackend* fake = [] {
-    auto f = std::make_unique<FakeDeviceBackend>(2, int64_t{64} << 20);
-    FakeDeviceBackend* raw = f.get();
-    memory::InstallDeviceBackend(std::move(f));
-    return raw;
-  }();
-  return *fake;
-}
+FakeDeviceBackend& Fake() { return memory::testing::InstallFakeDeviceBackendOnce(2, int64_t{64} << 20); }
 
 const Device kGpu = Device::Cuda(0);
 

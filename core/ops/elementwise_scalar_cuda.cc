@@ -24,16 +24,9 @@
 namespace tessel {
 namespace {
 
-cuda::ElemType FloatType(const Tensor& t, const char* op) {
-  TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, t.dtype() == DType::kFloat32 || t.dtype() == DType::kBFloat16, op,
-                    ": the CUDA kernel supports float32 and bfloat16, got ", ShapeStr(t.sizes()), " ", t.dtype(),
-                    " on ", t.device());
-  return t.dtype() == DType::kFloat32 ? cuda::ElemType::kFloat32 : cuda::ElemType::kBFloat16;
-}
-
 // out = Affine(a, b) over out's shape; b may be undefined (then p.has_b is false).
 void Run(const Tensor& out, const Tensor& a, const Tensor& b, const cuda::AffineParams& p, const char* op) {
-  const cuda::ElemType type = FloatType(a, op);
+  const cuda::ElemType type = cuda::CudaFloatType(a, op);
   const std::vector<int64_t> sa = cuda::BroadcastStrides(a.sizes(), a.strides(), out.sizes());
   const std::vector<int64_t> sb = b.defined() ? cuda::BroadcastStrides(b.sizes(), b.strides(), out.sizes())
                                               : std::vector<int64_t>(out.dim(), 0);
@@ -58,7 +51,7 @@ Kernel ScalarKernel(const char* op, bool scale) {
 
 TensorList MulInPlaceCudaKernel(std::span<const Tensor> in, const Attrs& a) {
   const Tensor& dst = in[0];
-  FloatType(dst, "mul_");
+  cuda::CudaFloatType(dst, "mul_");
   dst.impl()->storage().BumpVersion();
   Run(dst, dst, Tensor(), {static_cast<float>(a.GetDouble("value")), 0.0f, 0.0f, false, true}, "mul_");
   return {dst};
@@ -72,7 +65,7 @@ TensorList AddInPlaceCudaKernel(std::span<const Tensor> in, const Attrs& attrs) 
   const Shape b = BroadcastShapes(dst.sizes(), src.sizes(), "add_");
   TESSEL_CHECK(b == dst.sizes(), "add_: source shape ", ShapeStr(src.sizes()), " does not broadcast to ",
                ShapeStr(dst.sizes()));
-  FloatType(dst, "add_");
+  cuda::CudaFloatType(dst, "add_");
   dst.impl()->storage().BumpVersion();
   Run(dst, dst, src, {1.0f, static_cast<float>(attrs.GetDouble("alpha", 1.0)), 0.0f, true, false}, "add_");
   return {dst};

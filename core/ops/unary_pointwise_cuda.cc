@@ -24,13 +24,6 @@
 namespace tessel {
 namespace {
 
-cuda::ElemType FloatType(const Tensor& t, const char* op) {
-  TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, t.dtype() == DType::kFloat32 || t.dtype() == DType::kBFloat16, op,
-                    ": the CUDA kernel supports float32 and bfloat16, got ", ShapeStr(t.sizes()), " ", t.dtype(),
-                    " on ", t.device());
-  return t.dtype() == DType::kFloat32 ? cuda::ElemType::kFloat32 : cuda::ElemType::kBFloat16;
-}
-
 Tensor Contig(const Tensor& x) {
   if (x.is_contiguous()) return x;
   Tensor c = Empty(x.sizes(), x.dtype(), x.device());
@@ -51,7 +44,7 @@ Kernel PointwiseCuda(cuda::PointwiseOp op, const char* name) {
       TESSEL_CHECK(a.Has("min") || a.Has("max"), "clamp: at least one of min or max must be given (input shape ",
                    ShapeStr(in[0].sizes()), ")");
     }
-    const cuda::ElemType type = FloatType(in[0], name);
+    const cuda::ElemType type = cuda::CudaFloatType(in[0], name);
     const Tensor x = Contig(in[0]);
     Tensor y = Empty(x.sizes(), x.dtype(), x.device());
     cuda::CheckLaunch(cuda::LaunchPointwise(op, type, x.raw_data(), y.raw_data(), x.numel(), ParamsFrom(a),
@@ -67,7 +60,7 @@ Kernel PointwiseGradCuda(cuda::PointwiseGradOp op, const char* name) {
                  ": grad and saved tensor must match, got ", DescribeInputs(in));
     TESSEL_CHECK(in[0].device() == in[1].device(), name, ": grad on ", in[0].device(), ", saved tensor on ",
                  in[1].device());
-    const cuda::ElemType type = FloatType(in[1], name);
+    const cuda::ElemType type = cuda::CudaFloatType(in[1], name);
     const Tensor g = Contig(in[0]), t = Contig(in[1]);
     Tensor d = Empty(t.sizes(), t.dtype(), t.device());
     cuda::PointwiseParams p = ParamsFrom(a);

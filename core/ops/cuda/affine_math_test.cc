@@ -49,15 +49,7 @@ void Emulate(const Tensor& out, const Tensor& a, const Tensor& b, const AffinePa
   }
 }
 
-// Raw bytes in row-major order (bitwise comparisons, so -0 and +0 differ).
-std::vector<uint8_t> Bytes(const Tensor& t) {
-  Tensor c = Empty(t.sizes(), t.dtype(), Device::Cpu());
-  CopyInto(c, t);
-  std::vector<uint8_t> v(c.numel() * ElementSize(c.dtype()));
-  std::memcpy(v.data(), c.raw_data(), v.size());
-  return v;
-}
-
+// A [a, b] tensor's storage viewed as [b, a].
 Tensor Transposed(const Tensor& base) { return MakeView(base, {base.size(1), base.size(0)}, {1, base.size(1)}, 0); }
 
 TEST(AffineMathTest, ScalarOpsOfATransposedInputMatchCpuBitwise) {
@@ -67,9 +59,9 @@ TEST(AffineMathTest, ScalarOpsOfATransposedInputMatchCpuBitwise) {
     for (double v : {0.37, -2.5, 1e-3}) {
       Tensor out = Empty(x.sizes(), dtype, Device::Cpu());
       Emulate(out, x, Tensor(), {1.0f, 0.0f, static_cast<float>(v), false, true});  // add_scalar
-      EXPECT_EQ(Bytes(out), Bytes(AddScalar(x, v))) << v;
+      EXPECT_EQ(testing::RawBytes(out), testing::RawBytes(AddScalar(x, v))) << v;
       Emulate(out, x, Tensor(), {static_cast<float>(v), 0.0f, 0.0f, false, true});  // mul_scalar
-      EXPECT_EQ(Bytes(out), Bytes(MulScalar(x, v))) << v;
+      EXPECT_EQ(testing::RawBytes(out), testing::RawBytes(MulScalar(x, v))) << v;
     }
   }
 }
@@ -84,7 +76,7 @@ TEST(AffineMathTest, InPlaceMulOnAStridedViewMatchesCpuIncludingNegativeZero) {
     const Tensor view = MakeView(gpu_base, {4, 3}, {6, 2}, 0);  // every other column
     Emulate(view, view, Tensor(), {-3.0f, 0.0f, 0.0f, false, true});
     MulScalarInPlace(MakeView(cpu_base, {4, 3}, {6, 2}, 0), -3.0);
-    EXPECT_EQ(Bytes(gpu_base), Bytes(cpu_base));
+    EXPECT_EQ(testing::RawBytes(gpu_base), testing::RawBytes(cpu_base));
     EXPECT_FALSE(std::signbit(gpu_base.ToDoubleVector()[0]));
   }
 }
@@ -101,7 +93,7 @@ TEST(AffineMathTest, InPlaceAddWithAlphaAndABroadcastSourceMatchesCpuBitwise) {
         CopyInto(cpu, init);
         Emulate(gpu, gpu, src, {1.0f, static_cast<float>(alpha), 0.0f, true, false});
         AddInPlace(cpu, src, alpha);
-        EXPECT_EQ(Bytes(gpu), Bytes(cpu)) << ShapeStr(src.sizes()) << " alpha " << alpha;
+        EXPECT_EQ(testing::RawBytes(gpu), testing::RawBytes(cpu)) << ShapeStr(src.sizes()) << " alpha " << alpha;
       }
     }
   }

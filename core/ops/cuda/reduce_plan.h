@@ -89,19 +89,33 @@ TESSEL_HOST_DEVICE inline float Finish(ReduceKind k, const MaxAcc& a) {
   return k == ReduceKind::kNormInf && a.max == -INFINITY ? 0.0f : a.max;
 }
 
-// Thread t's fold of output o's elements r = t, t + threads, ... (Acc: SumAcc or MaxAcc).
-template <typename Acc, typename T>
-TESSEL_HOST_DEVICE inline Acc ReduceMappedPartial(const T* x, const ReducePlan& p, int64_t o, int t, int threads,
-                                                  ReduceKind kind) {
+// Thread t's fold of output o's elements r = t, t + threads, ...: fold(acc, value, r) for each.
+template <typename Acc, typename T, typename Fold>
+TESSEL_HOST_DEVICE inline Acc FoldReduced(const T* x, const ReducePlan& p, int64_t o, int t, int threads, Fold fold) {
   int64_t base = 0;
   p.outer.Get(o, &base);
   Acc acc = Acc::Identity();
   for (int64_t r = t; r < p.inner_n; r += threads) {
     int64_t off = 0;
     p.inner.Get(r, &off);
-    acc.Push(MapElement(kind, LoadF(x, base + off)));
+    fold(acc, LoadF(x, base + off), r);
   }
   return acc;
+}
+
+// Folds MapElement(kind, value) into a SumAcc or MaxAcc.
+struct MappedFold {
+  ReduceKind kind;
+  template <typename Acc>
+  TESSEL_HOST_DEVICE void operator()(Acc& acc, float v, int64_t) const {
+    acc.Push(MapElement(kind, v));
+  }
+};
+
+template <typename Acc, typename T>
+TESSEL_HOST_DEVICE inline Acc ReduceMappedPartial(const T* x, const ReducePlan& p, int64_t o, int t, int threads,
+                                                  ReduceKind kind) {
+  return FoldReduced<Acc>(x, p, o, t, threads, MappedFold{kind});
 }
 
 // max along one dim: the maximum and the index of its first occurrence (a NaN beats every number, the
@@ -118,19 +132,16 @@ struct ArgMaxAcc {
   TESSEL_HOST_DEVICE void Merge(const ArgMaxAcc& o) { Push(o.value, o.index); }
 };
 
+// Folds (value, position along the reduced dim) into an ArgMaxAcc.
+struct ArgMaxFold {
+  TESSEL_HOST_DEVICE void operator()(ArgMaxAcc& acc, float v, int64_t r) const { acc.Push(v, r); }
+};
+
 // Thread t's fold for output o of a plan reducing exactly one dim (the reduced index r is the position
 // along that dim).
 template <typename T>
 TESSEL_HOST_DEVICE inline ArgMaxAcc ArgMaxPartial(const T* x, const ReducePlan& p, int64_t o, int t, int threads) {
-  int64_t base = 0;
-  p.outer.Get(o, &base);
-  ArgMaxAcc acc = ArgMaxAcc::Identity();
-  for (int64_t r = t; r < p.inner_n; r += threads) {
-    int64_t off = 0;
-    p.inner.Get(r, &off);
-    acc.Push(LoadF(x, base + off), r);
-  }
-  return acc;
+  return FoldReduced<ArgMaxAcc>(x, p, o, t, threads, ArgMaxFold{});
 }
 
 // sum / mean: the plain sum of thread t's elements.

@@ -26,14 +26,6 @@ namespace {
 
 std::vector<int64_t> At(const Tensor& t, const Shape& shape) { return BroadcastStrides(t.sizes(), t.strides(), shape); }
 
-std::vector<uint8_t> Bytes(const Tensor& t) {
-  Tensor c = Empty(t.sizes(), t.dtype(), Device::Cpu());
-  CopyInto(c, t);
-  std::vector<uint8_t> v(c.numel() * ElementSize(c.dtype()));
-  std::memcpy(v.data(), c.raw_data(), v.size());
-  return v;
-}
-
 // a [4, 5] (transposed storage) and b [5] broadcast, with NaN and ties.
 std::pair<Tensor, Tensor> Operands(DType dtype) {
   std::vector<double> va = testing::Wave({5, 4}, DType::kFloat32, 1).ToDoubleVector();
@@ -74,9 +66,9 @@ TEST(TernaryMathTest, ComparisonsMatchCpuForFloatBfloat16AndInt64) {
   for (DType dtype : {DType::kFloat32, DType::kBFloat16, DType::kInt64}) {
     SCOPED_TRACE(DTypeName(dtype));
     const auto [a, b] = Operands(dtype);
-    EXPECT_EQ(Bytes(Compare(CompareOp::kEq, a, b)), Bytes(Eq(a, b)));
-    EXPECT_EQ(Bytes(Compare(CompareOp::kLt, a, b)), Bytes(Lt(a, b)));
-    EXPECT_EQ(Bytes(Compare(CompareOp::kGt, a, b)), Bytes(Gt(a, b)));
+    EXPECT_EQ(testing::RawBytes(Compare(CompareOp::kEq, a, b)), testing::RawBytes(Eq(a, b)));
+    EXPECT_EQ(testing::RawBytes(Compare(CompareOp::kLt, a, b)), testing::RawBytes(Lt(a, b)));
+    EXPECT_EQ(testing::RawBytes(Compare(CompareOp::kGt, a, b)), testing::RawBytes(Gt(a, b)));
   }
 }
 
@@ -109,7 +101,7 @@ TEST(TernaryMathTest, WhereMovesBitsOfEveryElementSizeLikeTheCpu) {
       case 4: got = EmulateWhere<uint32_t>(cond, at, b); break;
       default: got = EmulateWhere<uint64_t>(cond, at, b); break;
     }
-    EXPECT_EQ(Bytes(got), Bytes(Where(cond, at, b)));
+    EXPECT_EQ(testing::RawBytes(got), testing::RawBytes(Where(cond, at, b)));
   }
 }
 
@@ -136,11 +128,11 @@ Tensor EmulateMaskedFill(const Tensor& x, const Tensor& mask, double value) {
 TEST(TernaryMathTest, MaskedFillWritesTheCpuConvertedValueBits) {
   const Tensor mask = Gt(testing::Wave({1, 5}, DType::kFloat32, 6), Zeros({1}, DType::kFloat32, Device::Cpu()));
   const Tensor xb = MakeView(testing::Wave({5, 4}, DType::kBFloat16, 7), {4, 5}, {1, 4}, 0);
-  EXPECT_EQ(Bytes(EmulateMaskedFill<uint16_t>(xb, mask, -INFINITY)), Bytes(MaskedFill(xb, mask, -INFINITY)));
+  EXPECT_EQ(testing::RawBytes(EmulateMaskedFill<uint16_t>(xb, mask, -INFINITY)), testing::RawBytes(MaskedFill(xb, mask, -INFINITY)));
   const Tensor xf = testing::Wave({4, 5}, DType::kFloat32, 8);
-  EXPECT_EQ(Bytes(EmulateMaskedFill<uint32_t>(xf, mask, 0.1)), Bytes(MaskedFill(xf, mask, 0.1)));
+  EXPECT_EQ(testing::RawBytes(EmulateMaskedFill<uint32_t>(xf, mask, 0.1)), testing::RawBytes(MaskedFill(xf, mask, 0.1)));
   const Tensor xi = Cast(testing::Wave({4, 5}, DType::kFloat32, 9), DType::kInt64);
-  EXPECT_EQ(Bytes(EmulateMaskedFill<uint64_t>(xi, mask, -7.0)), Bytes(MaskedFill(xi, mask, -7.0)));
+  EXPECT_EQ(testing::RawBytes(EmulateMaskedFill<uint64_t>(xi, mask, -7.0)), testing::RawBytes(MaskedFill(xi, mask, -7.0)));
 }
 
 }  // namespace
