@@ -2,7 +2,9 @@
 //
 // Invariant: Wait() returns once the collective finished on this rank and its output tensors hold
 // the result, or rethrows (on the caller's thread) the tessel::Error raised on the comm thread.
-// Waiting twice is fine; the second wait returns (or rethrows) immediately.
+// Waiting twice is fine; the second wait returns (or rethrows) immediately. BlockStream(stream) orders
+// the collective before later work on a device stream instead of blocking the host where the backend
+// can (NCCL); backends that run on the host just Wait().
 //
 // Example:
 //   WorkPtr w = pg->AllGather(out, in);
@@ -19,6 +21,9 @@ class Work {
   virtual ~Work() = default;
   virtual void Wait() = 0;
   virtual bool IsCompleted() = 0;
+  // Work queued on `stream` (a memory::StreamHandle of the collective's device) after this call runs
+  // after the collective, without blocking the host where the backend can; default: Wait().
+  virtual void BlockStream(void* /*stream*/) { Wait(); }
 };
 
 using WorkPtr = std::shared_ptr<Work>;

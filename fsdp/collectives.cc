@@ -5,6 +5,7 @@
 #include "core/base/error.h"
 #include "core/base/parallel.h"
 #include "core/memory/allocator.h"
+#include "core/memory/stream.h"
 #include "core/ops/elementwise.h"
 #include "core/tensor/factory.h"
 #include "core/tensor/tensor_impl.h"
@@ -21,7 +22,7 @@ FlatLayout FlatLayout::Of(std::span<FsdpParam* const> params) {
 }
 
 AllGatherResult IssueAllGather(std::span<FsdpParam* const> params, const FlatLayout& layout, DType dtype,
-                               const comm::ProcessGroupPtr& group) {
+                               const comm::ProcessGroupPtr& group, CommStreams* streams) {
   AllGatherResult r;
   if (group->size() == 1) return r;  // FinishAllGather copies the shards directly
   NoGradGuard no_grad;
@@ -29,19 +30,39 @@ AllGatherResult IssueAllGather(std::span<FsdpParam* const> params, const FlatLay
   const Device device = params.empty() ? CurrentDevice() : params[0]->sharded_param().device();
   // In place (as FSDP2 does): the input is this rank's block of the output, so the copy-in writes
   // straight into the gathered buffer and no separate input buffer or self-copy exists.
-  r.output = Empty({group->size() * layout.shard_numel}, dtype, device);
-  r.input = MakeView(r.output, {layout.shard_numel}, {1}, group->rank() * layout.shard_numel);
-  for (size_t i = 0; i < params.size(); ++i) params[i]->CopyShardInto(r.input, layout.offsets[i]);
-  r.work = group->AllGather(r.output, r.input);
+  auto copy_in = [&] {
+    r.output = Empty({group->size() * layout.shard_numel}, dtype, device);
+    r.input = MakeView(r.output, {layout.shard_numel}, {1}, group->rank() * layout.shard_numel);
+    for (size_t i = 0; i < params.size(); ++i) params[i]->CopyShardInto(r.input, layout.offsets[i]);
+  };
+  if (streams == nullptr) {
+    copy_in();
+    r.work = group->AllGather(r.output, r.input);
+    return r;
+  }
+  r.gathered = streams->IssueAllGather(copy_in, [&] { return r.work = group->AllGather(r.output, r.input); });
   return r;
 }
 
-void FinishAllGather(AllGatherResult& result, std::span<FsdpParam* const> params, const FlatLayout& layout) {
-  if (result.work) result.work->Wait();
+void FinishAllGather(AllGatherResult& result, std::span<FsdpParam* const> params, const FlatLayout& layout,
+                     CommStreams* streams, bool defer_release) {
+  if (streams != nullptr && result.gathered) {
+    if (defer_release) streams->FlushHeldAllGather();  // the previous group's output (PyTorch's order)
+    streams->ComputeWaitFor(*result.gathered);
+  } else if (result.work) {
+    result.work->Wait();
+  }
   result.input = Tensor();  // a view of the output: dropping it frees nothing
   for (FsdpParam* p : params) p->AllocateUnsharded();
   if (!result.output.defined()) {
     for (FsdpParam* p : params) p->CopyShardToUnsharded();
+    return;
+  }
+  if (streams != nullptr) {
+    // Device copies are enqueued on the thread's current (compute) stream: one thread issues them all.
+    for (size_t i = 0; i < params.size(); ++i) params[i]->CopyOutFrom(result.output, layout.offsets[i], layout.shard_numel);
+    streams->ReleaseAfterCopyOut(std::move(result.output), defer_release);
+    result = AllGatherResult();
     return;
   }
   // Copy-out, one parameter per task: each writes only its own unsharded bytes.
@@ -54,33 +75,56 @@ void FinishAllGather(AllGatherResult& result, std::span<FsdpParam* const> params
   result = AllGatherResult();
 }
 
+void DropAllGather(AllGatherResult& result, CommStreams* streams) {
+  if (streams != nullptr && result.gathered) {
+    result.input = Tensor();
+    streams->DropAllGather(std::move(result.output), *result.gathered);
+  } else if (result.work) {
+    result.work->Wait();
+  }
+  result = AllGatherResult();
+}
+
 ReduceScatterResult IssueReduceScatter(Tensor flat_input, std::vector<FsdpParam*> params, std::vector<int64_t> offsets,
-                                       int64_t shard_numel, const ReduceSpec& spec) {
+                                       int64_t shard_numel, const ReduceSpec& spec, CommStreams* streams) {
   NoGradGuard no_grad;
   ReduceScatterResult r;
   r.params = std::move(params);
   r.offsets = std::move(offsets);
-  if (spec.divide_factor) MulScalarInPlace(flat_input, 1.0 / *spec.divide_factor);
   const comm::ReduceOp op = spec.divide_factor ? comm::ReduceOp::kSum : comm::ReduceOp::kAvg;
-  if (spec.shard_group->size() == 1) {
-    r.output = std::move(flat_input);  // one rank: the input already is this rank's block
-    return r;
+  auto reduce = [&]() -> comm::WorkPtr {
+    if (spec.divide_factor) MulScalarInPlace(flat_input, 1.0 / *spec.divide_factor);
+    if (spec.shard_group->size() == 1) {
+      r.output = std::move(flat_input);  // one rank: the input already is this rank's block
+      return nullptr;
+    }
+    {
+      memory::LedgerScope ledger(memory::Ledger::kCommBuffers);
+      r.output = Empty({shard_numel}, flat_input.dtype(), flat_input.device());
+    }
+    r.input = std::move(flat_input);
+    return r.work = spec.shard_group->ReduceScatter(r.output, r.input, op);
+  };
+  if (streams == nullptr) {
+    reduce();
+  } else {
+    r.reduced = streams->IssueReduceScatter(reduce);
   }
-  {
-    memory::LedgerScope ledger(memory::Ledger::kCommBuffers);
-    r.output = Empty({shard_numel}, flat_input.dtype(), flat_input.device());
-  }
-  r.input = std::move(flat_input);
-  r.work = spec.shard_group->ReduceScatter(r.output, r.input, op);
   return r;
 }
 
-void FinishReduceScatter(ReduceScatterResult& result, const ReduceSpec& spec) {
-  if (result.work) result.work->Wait();
-  result.input = Tensor();
+namespace {
+
+// The HSDP all-reduce and the view-out into the sharded .grads.
+void PostReduce(ReduceScatterResult& result, const ReduceSpec& spec, bool on_stream) {
   if (spec.replicate_group && spec.replicate_group->size() > 1) {
     const comm::ReduceOp op = spec.divide_factor ? comm::ReduceOp::kSum : comm::ReduceOp::kAvg;
-    spec.replicate_group->AllReduce(result.output, op)->Wait();
+    comm::WorkPtr work = spec.replicate_group->AllReduce(result.output, op);
+    if (on_stream) {
+      work->BlockStream(memory::CurrentStream(result.output.device()));
+    } else {
+      work->Wait();
+    }
   }
   bool adopted = false;
   for (size_t i = 0; i < result.params.size(); ++i) {
@@ -88,7 +132,22 @@ void FinishReduceScatter(ReduceScatterResult& result, const ReduceSpec& spec) {
   }
   // The sharded .grads that are views of the output keep its block alive: it now holds gradients.
   if (adopted) result.output.impl()->RetagMemory(memory::Ledger::kGrads);
+}
+
+}  // namespace
+
+EventPtr FinishReduceScatter(ReduceScatterResult& result, const ReduceSpec& spec, CommStreams* streams) {
+  EventPtr post_reduce;
+  if (streams != nullptr && result.reduced) {
+    post_reduce = streams->FinishReduceScatter(std::move(result.input), *result.reduced,
+                                               [&] { PostReduce(result, spec, /*on_stream=*/true); });
+  } else {
+    if (result.work) result.work->Wait();
+    result.input = Tensor();
+    PostReduce(result, spec, /*on_stream=*/false);
+  }
   result = ReduceScatterResult();
+  return post_reduce;
 }
 
 }  // namespace tessel::fsdp

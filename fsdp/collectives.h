@@ -21,6 +21,7 @@
 
 #include "comm/process_group.h"
 #include "core/tensor/tensor.h"
+#include "fsdp/comm_streams.h"
 #include "fsdp/fsdp_param.h"
 
 namespace tessel::fsdp {
@@ -36,15 +37,23 @@ struct AllGatherResult {
   comm::WorkPtr work;  // null when the shard axis has one rank (no collective)
   Tensor input;        // [shard_numel], param dtype: a view of this rank's block of `output`
   Tensor output;       // [world * shard_numel], param dtype
+  EventPtr gathered;   // device tensors (CommStreams): the all-gather stream's event behind the collective
 };
 
 // Copy-in of this rank's padded shards (cast to `dtype`) into its block of the output, and one async
-// in-place all-gather on `group`.
+// in-place all-gather on `group`. With `streams` (CUDA tensors) the copy-in and the collective run on
+// its copy-in and all-gather streams (comm_streams.h); null: host tensors, today's path.
 AllGatherResult IssueAllGather(std::span<FsdpParam* const> params, const FlatLayout& layout, DType dtype,
-                               const comm::ProcessGroupPtr& group);
+                               const comm::ProcessGroupPtr& group, CommStreams* streams = nullptr);
 // Waits, allocates the unsharded parameters (params ledger) and copies every rank's rows out; frees the
-// staging buffers. Does not switch the module to the unsharded parameters.
-void FinishAllGather(AllGatherResult& result, std::span<FsdpParam* const> params, const FlatLayout& layout);
+// staging buffers. Does not switch the module to the unsharded parameters. With `streams`: the compute
+// stream waits for the all-gather event (no host wait), the copy-out runs on it, and the output is
+// released behind the copy-out event, deferred to the next group's call when `defer_release` (forward).
+void FinishAllGather(AllGatherResult& result, std::span<FsdpParam* const> params, const FlatLayout& layout,
+                     CommStreams* streams = nullptr, bool defer_release = false);
+// Drops an issued all-gather nobody copies out: host: waits for it; device: releases its buffer after
+// the all-gather streams wait for its event.
+void DropAllGather(AllGatherResult& result, CommStreams* streams);
 
 struct ReduceScatterResult {
   comm::WorkPtr work;                // null when the shard axis has one rank
@@ -52,6 +61,7 @@ struct ReduceScatterResult {
   Tensor output;                     // [shard_numel], reduce dtype
   std::vector<FsdpParam*> params;    // the parameters whose rows are reduced
   std::vector<int64_t> offsets;      // their offsets in one rank's block
+  EventPtr reduced;                  // device tensors: the reduce-scatter stream's event behind it
 };
 
 // How the group's gradients are combined across ranks: an average over every rank that holds a copy of
@@ -65,10 +75,16 @@ struct ReduceSpec {
 
 // Issues one async reduce-scatter of `flat_input` (already in the layout, reduce dtype; divided by the
 // divide factor here when one is set).
+// With `streams` the division and the collective run on its reduce-scatter stream after it waited for
+// the compute stream (which folded the gradients into `flat_input`).
 ReduceScatterResult IssueReduceScatter(Tensor flat_input, std::vector<FsdpParam*> params, std::vector<int64_t> offsets,
-                                       int64_t shard_numel, const ReduceSpec& spec);
+                                       int64_t shard_numel, const ReduceSpec& spec, CommStreams* streams = nullptr);
 // Waits for the reduce-scatter, runs the HSDP all-reduce over the replicate axis, and makes this rank's
 // rows the sharded .grad of every parameter (added to an existing .grad). Frees the staging buffers.
-void FinishReduceScatter(ReduceScatterResult& result, const ReduceSpec& spec);
+// With `streams` nothing waits on the host: the input is released after the compute stream waits for
+// the reduce-scatter event, the all-reduce and view-out run on the reduce-scatter stream, and the
+// returned post-reduce event is what the compute stream must wait for before reading .grad (null on
+// the host path).
+EventPtr FinishReduceScatter(ReduceScatterResult& result, const ReduceSpec& spec, CommStreams* streams = nullptr);
 
 }  // namespace tessel::fsdp

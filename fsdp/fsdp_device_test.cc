@@ -21,15 +21,7 @@ namespace {
 using memory::CopyKind;
 using memory::testing::FakeDeviceBackend;
 
-FakeDeviceBackend& Fake() {
-  static FakeDeviceBackend* fake = [] {
-    auto f = std::make_unique<FakeDeviceBackend>(1, int64_t{64} << 20);
-    FakeDeviceBackend* raw = f.get();
-    memory::InstallDeviceBackend(std::move(f));
-    return raw;
-  }();
-  return *fake;
-}
+FakeDeviceBackend& Fake() { return memory::testing::InstallFakeDeviceBackendOnce(); }
 
 class OneParam final : public nn::Module {
  public:

@@ -55,6 +55,12 @@
 // "params"; gradients (unsharded ones from autograd, sharded .grad, the sync-off buffer) are "grads";
 // the flat all-gather input/output and reduce-scatter input/output staging buffers are "comm".
 //
+// CUDA parameters (NCCL): copy-in, all-gather and reduce-scatter run on the root's comm streams, ordered
+// by events as in PyTorch's FSDP2, with no record_stream and no host wait (fsdp/comm_streams.h; the
+// order is tested on the CPU with the fake device backend, the GPU path is compiled and not yet run).
+// With every all-gather output alive until the next group's copy-out in forward, forward holds at most
+// one extra group's all-gather buffer. CPU parameters keep the host path unchanged.
+//
 // Example (4 ranks of the threads backend):
 //   DeviceMesh mesh = InitDeviceMesh(world, {4}, {"dp"});
 //   for (size_t i = 0; i < gpt.layers().size(); ++i) FullyShard(*gpt.layers().at(i), mesh);

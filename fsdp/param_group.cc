@@ -15,6 +15,19 @@ void CommContext::Log(const std::string& kind, const std::string& fqn) const {
   if (event_log != nullptr) event_log->push_back(kind + " " + (fqn.empty() ? "<root>" : fqn));
 }
 
+CommStreams* CommContext::StreamsFor(Device device) {
+  if (!device.is_cuda()) return nullptr;
+  if (!streams) {
+    streams = std::make_unique<CommStreams>(device);
+    streams->AllGatherStreamsWaitForCompute();
+  }
+  TESSEL_CHECK(streams->device() == device, "fully_shard: one root's parameters live on ", streams->device(),
+               " and ", device, "; a root moves its parameters on one device");
+  return streams.get();
+}
+
+CommStreams* ParamGroup::streams() { return ctx_->StreamsFor(raw_params_[0]->sharded_param().device()); }
+
 ParamGroup::ParamGroup(std::vector<std::unique_ptr<FsdpParam>> params, FsdpMeshInfo mesh_info, std::string fqn)
     : params_(std::move(params)), mesh_info_(std::move(mesh_info)), fqn_(std::move(fqn)) {
   TESSEL_INTERNAL_ASSERT(!params_.empty(), "fully_shard: a parameter group needs parameters");
@@ -46,12 +59,15 @@ ParamGroup::~ParamGroup() {
 void ParamGroup::Unshard(bool /*async_op*/) {
   if (unsharded_ || pending_unshard_) return;
   ctx_->Log("unshard", fqn_);
-  pending_unshard_ = IssueAllGather(raw_params_, layout_, param_dtype_, mesh_info_.shard_group());
+  pending_unshard_ = IssueAllGather(raw_params_, layout_, param_dtype_, mesh_info_.shard_group(), streams());
 }
 
 void ParamGroup::WaitForUnshard() {
   if (!pending_unshard_) return;
-  FinishAllGather(*pending_unshard_, raw_params_, layout_);
+  // Device tensors in forward: the output is released at the next group's copy-out (PyTorch's
+  // AllGatherState), so that group's copy-in does not wait for this copy-out.
+  FinishAllGather(*pending_unshard_, raw_params_, layout_, streams(),
+                  /*defer_release=*/training_state_ == TrainingState::kForward);
   pending_unshard_.reset();
   for (FsdpParam* p : raw_params_) p->ToUnsharded();
   unsharded_ = true;
@@ -59,7 +75,7 @@ void ParamGroup::WaitForUnshard() {
 
 void ParamGroup::Reshard() {
   if (pending_unshard_) {
-    if (pending_unshard_->work) pending_unshard_->work->Wait();
+    DropAllGather(*pending_unshard_, streams());
     pending_unshard_.reset();
   }
   if (!unsharded_) return;
@@ -155,7 +171,7 @@ void ParamGroup::PostBackward() {
     offsets.push_back(layout_.offsets[i]);
   }
   pending_reduce_ = IssueReduceScatter(std::move(input), std::move(params), std::move(offsets), layout_.shard_numel,
-                                       MakeReduceSpec());
+                                       MakeReduceSpec(), streams());
   ctx_->pending_reduce = this;
 }
 
@@ -186,18 +202,24 @@ Tensor ParamGroup::StageReduceInput(std::vector<Tensor> grads, bool any, std::ve
 
 void ParamGroup::FinishReduce() {
   if (!pending_reduce_) return;
-  FinishReduceScatter(*pending_reduce_, MakeReduceSpec());
+  if (EventPtr e = FinishReduceScatter(*pending_reduce_, MakeReduceSpec(), streams())) post_reduce_event_ = e;
   pending_reduce_.reset();
   if (ctx_->pending_reduce == this) ctx_->pending_reduce = nullptr;
 }
 
 void ParamGroup::FinalizeBackward() {
   FinishReduce();
+  if (post_reduce_event_) {
+    // The optimizer reads .grad on the compute stream.
+    streams()->ComputeWaitFor(*post_reduce_event_);
+    post_reduce_event_.reset();
+  }
   if (pending_unshard_ && !unsharded_) {
     // A prefetch for a group that did not run backward: wait and drop it.
-    if (pending_unshard_->work) pending_unshard_->work->Wait();
+    DropAllGather(*pending_unshard_, streams());
     pending_unshard_.reset();
   }
+  if (ctx_->streams) ctx_->streams->FlushHeldAllGather();
   post_forward_indices_.clear();
   training_state_ = TrainingState::kIdle;
 }

@@ -52,7 +52,13 @@ struct CommContext {
   ParamGroup* pending_reduce = nullptr;  // the group whose reduce-scatter is in flight
   std::vector<std::string>* event_log = nullptr;
   comm::ProcessGroupPtr norm_group;  // every rank of the mesh (ClipGradNorm), created on first use
+  // The comm streams of the root's device (comm_streams.h): created by the first group that moves CUDA
+  // tensors; never for CPU tensors, whose path stays host-synchronous.
+  std::unique_ptr<CommStreams> streams;
   void Log(const std::string& kind, const std::string& fqn) const;
+  // `streams` for a CUDA `device` (created on first use, its streams then wait for the compute
+  // stream); nullptr for a CPU device.
+  CommStreams* StreamsFor(Device device);
 };
 
 class ParamGroup {
@@ -125,6 +131,10 @@ class ParamGroup {
   Tensor accumulated_grads_;
   std::vector<bool> accumulated_has_grad_;
   std::vector<size_t> post_forward_indices_;
+  // Device tensors: the event behind this group's last view-out into .grad (the compute stream waits
+  // for it at the end of backward; PyTorch's _post_reduce_event).
+  EventPtr post_reduce_event_;
+  CommStreams* streams();
 };
 
 }  // namespace tessel::fsdp

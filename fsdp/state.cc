@@ -113,7 +113,11 @@ void FsdpState::OnPreForward(TensorList& inputs) {
   }
   training_state_ = TrainingState::kForward;
   LazyInit();
-  if (ctx_->iter_forward_root == nullptr) ctx_->iter_forward_root = this;
+  if (ctx_->iter_forward_root == nullptr) {
+    ctx_->iter_forward_root = this;
+    // Device tensors: this forward's all-gathers read shards the optimizer wrote on the compute stream.
+    if (ctx_->streams) ctx_->streams->AllGatherStreamsWaitForCompute();
+  }
   const MixedPrecisionPolicy& mp = options_.mp_policy;
   if (mp.cast_forward_inputs && mp.param_dtype) CastFloating(inputs, *mp.param_dtype);
   if (!group_) {
@@ -158,6 +162,7 @@ void FsdpState::OnPostForward(TensorList& outputs) {
 
 void FsdpState::EndRootForward() {
   ctx_->iter_forward_root = nullptr;
+  if (ctx_->streams) ctx_->streams->FlushHeldAllGather();  // hold no all-gather buffer past forward
   // Drop prefetches the previous order predicted but this forward never used.
   for (ParamGroup* g : ctx_->last_forward_order) {
     if (g->has_pending_unshard() &&

@@ -14,6 +14,7 @@
 
 #include "comm/collective.h"
 #include "core/memory/cuda_backend.h"
+#include "core/memory/stream.h"
 #include "core/base/error.h"
 
 namespace tessel::comm {
@@ -110,6 +111,11 @@ class NcclWork final : public Work {
         timeout_(timeout) {}
 
   bool IsCompleted() override { return cudaEventQuery(done_.get()) != cudaErrorNotReady; }
+  // Stream-ordered, no host wait (fully_shard's comm streams). The tensors stay alive through the
+  // group's in-flight list; a timeout or NCCL error surfaces at the next Wait() on this group.
+  void BlockStream(void* stream) override {
+    CheckCuda(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), done_.get(), 0), "cudaStreamWaitEvent");
+  }
 
   void Wait() override {
     while (true) {
@@ -260,9 +266,11 @@ WorkPtr NcclProcessGroup::Enqueue(CollectiveDesc desc, std::vector<Tensor> tenso
   }
   const std::string what = Str(DescribeCall(desc, false), " on ", GroupLabel(name(), global_ranks()));
   CheckCuda(cudaSetDevice(state_->device()), "cudaSetDevice");
-  // Order after the work already queued on the default stream, which produced the inputs.
+  // Order after the work already queued on the caller's current stream (the default stream unless a
+  // memory::StreamGuard says otherwise, e.g. fully_shard's all-gather stream), which produced the inputs.
   CudaEventPtr ready = MakeEvent();
-  CheckCuda(cudaEventRecord(ready.get(), nullptr), "cudaEventRecord");
+  const auto current = static_cast<cudaStream_t>(memory::CurrentStream(Device::Cuda(state_->device())));
+  CheckCuda(cudaEventRecord(ready.get(), current), "cudaEventRecord");
   CheckCuda(cudaStreamWaitEvent(state_->stream(), ready.get(), 0), "cudaStreamWaitEvent");
   CheckNccl(launch(state_->comm(what), state_->stream()), what.c_str());
   CudaEventPtr done = MakeEvent();

@@ -91,7 +91,9 @@ void CatInto(const Tensor& out, std::span<const Tensor> in, int64_t dim) {
   int64_t offset = 0;  // along dim
   for (const Tensor& t : in) {
     const int64_t len = t.size(dim);
-    if (t.numel() > 0 && t.is_contiguous()) {
+    // Device outputs take the CopyInto path for every input (a stream-ordered device copy per input;
+    // core/ops/concat_cuda.cc): the memcpy rows below are host memory.
+    if (t.numel() > 0 && t.is_contiguous() && out.device().is_cpu()) {
       const int64_t row = len * inner * esize;
       const char* src = static_cast<const char*>(t.raw_data());
       char* dst = base + offset * inner * esize;

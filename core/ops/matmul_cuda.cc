@@ -1,7 +1,8 @@
 // core/ops/matmul_cuda.cc — the CUDA kernels of `linear` (y = x · wᵀ + b, the bias fused as the GEMM
 // epilogue) and `matmul` (the products linear's and matmul's backward issue: dgrad g · w, wgrad gᵀ · x
-// summed over the batch, batched and transposed products) on cuBLASLt; cuBLASLt handles cached per device
-// and workspaces per (device, stream). Linked only with a CUDA toolkit (//core/ops:matmul_cuda).
+// summed over the batch, batched and transposed products) on cuBLASLt; cuBLASLt handles cached per device,
+// workspaces per (device, stream), descriptors, layouts and the heuristic's algorithm per GemmKey
+// (cuda/gemm_cache.h). Linked only with a CUDA toolkit (//core/ops:matmul_cuda).
 //
 // Invariant: for float32 (exact fp32 compute, no TF32) and bfloat16 (fp32 accumulation, one rounding)
 // operands on one CUDA device, each product is ONE cublasLtMatmul on the current stream, reading the
@@ -22,6 +23,7 @@
 #include "core/dispatch/op.h"
 #include "core/memory/allocator.h"
 #include "core/memory/stream.h"
+#include "core/ops/cuda/gemm_cache.h"
 #include "core/ops/cuda/gemm_plan.h"
 #include "core/tensor/factory.h"
 
@@ -88,46 +90,85 @@ void SetLayoutBatch(cublasLtMatrixLayoutOpaque_t* l, int64_t batch, int64_t stri
           "BATCH_OFFSET");
 }
 
-// D = op(A) op(B) (+ bias per row of D) as planned; lt_a is our B's data, lt_b our A's (gemm_plan.h).
-void LtMatmul(const char* op, Device device, DType dtype, const cuda::LtPlan& p, const void* lt_a, const void* lt_b,
-              void* d, const void* bias) {
-  void* stream = memory::CurrentStream(device);
-  auto [handle, workspace] = HandleAndWorkspace(device, stream);
-  const cudaDataType_t t = dtype == DType::kFloat32 ? CUDA_R_32F : CUDA_R_16BF;
+// [Note: cuBLASLt plan cache] A product's descriptor, layouts and heuristic algorithm depend only on
+// GemmKey (cuda/gemm_cache.h), so they are built once per key and reused: a training step issues the
+// same few dozen shapes every step, and after the first step no descriptor, layout or heuristic call
+// happens. The bias pointer is the one per-call descriptor attribute; it is set under the entry's lock
+// right before the (asynchronous, host-returning) cublasLtMatmul that reads it.
+struct LtEntry {
+  std::mutex mu;
   LtPtr<cublasLtMatmulDescOpaque_t, DescDel> desc;
-  CheckLt(cublasLtMatmulDescCreate(&desc.p, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
+  LtPtr<cublasLtMatrixLayoutOpaque_t, LayoutDel> la, lb, lc;
+  cublasLtMatmulAlgo_t algo{};
+};
+
+constexpr size_t kPlanCacheCapacity = 512;
+
+cuda::GemmPlanCache<LtEntry>& PlanCache() {
+  static auto* cache = new cuda::GemmPlanCache<LtEntry>(kPlanCacheCapacity);  // never destroyed (see handles)
+  return *cache;
+}
+
+std::shared_ptr<LtEntry> BuildEntry(const char* op, cublasLtHandle_t handle, Device device, DType dtype,
+                                    const cuda::GemmKey& key) {
+  const cuda::LtPlan& p = key.plan;
+  auto e = std::make_shared<LtEntry>();
+  const cudaDataType_t t = dtype == DType::kFloat32 ? CUDA_R_32F : CUDA_R_16BF;
+  CheckLt(cublasLtMatmulDescCreate(&e->desc.p, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
   const cublasOperation_t trans_a = p.a.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t trans_b = p.b.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
-  CheckLt(cublasLtMatmulDescSetAttribute(desc.p, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof(trans_a)), "TRANSA");
-  CheckLt(cublasLtMatmulDescSetAttribute(desc.p, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof(trans_b)), "TRANSB");
-  if (bias != nullptr) {
+  CheckLt(cublasLtMatmulDescSetAttribute(e->desc.p, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof(trans_a)), "TRANSA");
+  CheckLt(cublasLtMatmulDescSetAttribute(e->desc.p, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof(trans_b)), "TRANSB");
+  if (key.epilogue == cuda::GemmEpilogue::kBias) {
     const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
-    CheckLt(cublasLtMatmulDescSetAttribute(desc.p, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)), "EPILOGUE");
-    CheckLt(cublasLtMatmulDescSetAttribute(desc.p, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)), "BIAS");
-    CheckLt(cublasLtMatmulDescSetAttribute(desc.p, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &t, sizeof(t)), "BIAS_TYPE");
+    CheckLt(cublasLtMatmulDescSetAttribute(e->desc.p, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)), "EPILOGUE");
+    CheckLt(cublasLtMatmulDescSetAttribute(e->desc.p, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &t, sizeof(t)), "BIAS_TYPE");
   }
-  LtPtr<cublasLtMatrixLayoutOpaque_t, LayoutDel> la, lb, lc;
-  CheckLt(cublasLtMatrixLayoutCreate(&la.p, t, p.a.rows, p.a.cols, p.a.ld), "layout A");
-  CheckLt(cublasLtMatrixLayoutCreate(&lb.p, t, p.b.rows, p.b.cols, p.b.ld), "layout B");
-  CheckLt(cublasLtMatrixLayoutCreate(&lc.p, t, p.m, p.n, p.m), "layout D");
-  SetLayoutBatch(la.p, p.batch, p.stride_a);
-  SetLayoutBatch(lb.p, p.batch, p.stride_b);
-  SetLayoutBatch(lc.p, p.batch, p.stride_c);
+  CheckLt(cublasLtMatrixLayoutCreate(&e->la.p, t, p.a.rows, p.a.cols, p.a.ld), "layout A");
+  CheckLt(cublasLtMatrixLayoutCreate(&e->lb.p, t, p.b.rows, p.b.cols, p.b.ld), "layout B");
+  CheckLt(cublasLtMatrixLayoutCreate(&e->lc.p, t, p.m, p.n, p.m), "layout D");
+  SetLayoutBatch(e->la.p, p.batch, p.stride_a);
+  SetLayoutBatch(e->lb.p, p.batch, p.stride_b);
+  SetLayoutBatch(e->lc.p, p.batch, p.stride_c);
   LtPtr<cublasLtMatmulPreferenceOpaque_t, PrefDel> pref;
   CheckLt(cublasLtMatmulPreferenceCreate(&pref.p), "cublasLtMatmulPreferenceCreate");
   const uint64_t ws_bytes = kWorkspaceBytes;
   CheckLt(cublasLtMatmulPreferenceSetAttribute(pref.p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes,
                                                sizeof(ws_bytes)),
           "MAX_WORKSPACE_BYTES");
+  const uint32_t align = static_cast<uint32_t>(key.alignment);
+  for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
+    CheckLt(cublasLtMatmulPreferenceSetAttribute(pref.p, attr, &align, sizeof(align)), "MIN_ALIGNMENT");
+  }
   cublasLtMatmulHeuristicResult_t heuristic{};
   int found = 0;
-  CheckLt(cublasLtMatmulAlgoGetHeuristic(handle, desc.p, la.p, lb.p, lc.p, lc.p, pref.p, 1, &heuristic, &found),
+  CheckLt(cublasLtMatmulAlgoGetHeuristic(handle, e->desc.p, e->la.p, e->lb.p, e->lc.p, e->lc.p, pref.p, 1, &heuristic,
+                                         &found),
           "cublasLtMatmulAlgoGetHeuristic");
   TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, found > 0, op, ": cuBLASLt has no algorithm for m ", p.m, ", n ", p.n,
                     ", k ", p.k, " (batch ", p.batch, ") in ", dtype, " on ", device);
+  e->algo = heuristic.algo;
+  return e;
+}
+
+// D = op(A) op(B) (+ bias per row of D) as planned; lt_a is our B's data, lt_b our A's (gemm_plan.h).
+void LtMatmul(const char* op, Device device, DType dtype, const cuda::LtPlan& p, const void* lt_a, const void* lt_b,
+              void* d, const void* bias) {
+  void* stream = memory::CurrentStream(device);
+  auto [handle, workspace] = HandleAndWorkspace(device, stream);
+  const cuda::GemmKey key = cuda::GemmKey::Of(
+      p, device.index, stream, static_cast<int>(dtype),
+      bias != nullptr ? cuda::GemmEpilogue::kBias : cuda::GemmEpilogue::kNone, cuda::PointerAlignment({lt_a, lt_b, d, bias}));
+  std::shared_ptr<LtEntry> e =
+      PlanCache().FindOrCreate(key, [&, h = handle] { return BuildEntry(op, h, device, dtype, key); });
+  std::lock_guard<std::mutex> lock(e->mu);
+  if (bias != nullptr) {
+    CheckLt(cublasLtMatmulDescSetAttribute(e->desc.p, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)), "BIAS");
+  }
   const float alpha = 1.0f, beta = 0.0f;
-  CheckLt(cublasLtMatmul(handle, desc.p, &alpha, lt_a, la.p, lt_b, lb.p, &beta, d, lc.p, d, lc.p, &heuristic.algo,
-                         workspace, kWorkspaceBytes, static_cast<cudaStream_t>(stream)),
+  CheckLt(cublasLtMatmul(handle, e->desc.p, &alpha, lt_a, e->la.p, lt_b, e->lb.p, &beta, d, e->lc.p, d, e->lc.p,
+                         &e->algo, workspace, kWorkspaceBytes, static_cast<cudaStream_t>(stream)),
           "cublasLtMatmul");
 }
 
@@ -194,4 +235,9 @@ const bool kRegistered = [] {
 }();
 
 }  // namespace
+
+namespace cuda {
+GemmCacheStats LtPlanCacheStats() { return PlanCache().Stats(); }
+}  // namespace cuda
+
 }  // namespace tessel

@@ -2,7 +2,8 @@
 // the summation order differs; bf16: one bf16 ulp of the output scale): linear with and without the fused
 // bias for a 3-D input and a transposed weight, and the backward products (dgrad, wgrad summed over the
 // batch, batched, q · kᵀ); the workspace is counted in the "other" ledger; a weight with no unit stride
-// fails naming the op and device. Skips without a GPU. Written and compiled without a GPU; not yet run on one.
+// fails naming the op and device; a repeated product hits the plan cache and uses its own bias. Skips
+// without a GPU. Written and compiled without a GPU; not yet run on one.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,6 +13,7 @@
 #include "core/dispatch/dispatcher.h"
 #include "core/memory/allocator.h"
 #include "core/memory/testing/gpu_test.h"
+#include "core/ops/cuda/gemm_cache.h"
 #include "core/ops/matmul.h"
 #include "core/tensor/factory.h"
 #include "core/tensor/tensor_impl.h"
@@ -81,6 +83,23 @@ TEST_F(MatmulCudaTest, TransposedWeightWorksAndAStridedOneFailsNamingOpAndDevice
         Linear(Values({5, 12}, 1.0, DType::kFloat32).To(gpu), strided);
       },
       ErrorCode::kUnimplemented, {"linear: the CUDA kernel needs", "cuda:0"});
+}
+
+// The cuBLASLt plan cache (cuda/gemm_cache.h): the same product again is a hit (no descriptor, layout or
+// heuristic call), and a cached bias-epilogue plan reads the new call's bias pointer.
+TEST_F(MatmulCudaTest, RepeatedLinearReusesTheCachedPlanWithEachCallsBias) {
+  const Device gpu = Device::Cuda(0);
+  const Tensor x = Values({2, 5, 48}, 1.0, DType::kFloat32), w = Values({24, 48}, 0.5, DType::kFloat32);
+  const Tensor b1 = Values({24}, 2.0, DType::kFloat32), b2 = Values({24}, -3.0, DType::kFloat32);
+  const Tensor xg = x.To(gpu), wg = w.To(gpu), b1g = b1.To(gpu), b2g = b2.To(gpu);
+  Linear(xg, wg, b1g);  // builds the plan (or finds one an earlier test built)
+  const cuda::GemmCacheStats before = cuda::LtPlanCacheStats();
+  for (int i = 0; i < 4; ++i) Linear(xg, wg, b1g);
+  const Tensor y2 = Linear(xg, wg, b2g);
+  const cuda::GemmCacheStats after = cuda::LtPlanCacheStats();
+  EXPECT_EQ(after.hits - before.hits, 5);
+  EXPECT_EQ(after.misses, before.misses);
+  ExpectClose(y2.ToDoubleVector(), Linear(x, w, b2).ToDoubleVector(), 1e-5);
 }
 
 }  // namespace

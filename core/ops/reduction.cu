@@ -1,5 +1,7 @@
 // core/ops/reduction.cu — CUDA kernels of sum / mean over dims (one block per output element, threads over
-// its reduced elements read with the input's strides, fp32 tree sum, times scale) and of sum_backward (the
+// its reduced elements read with the input's strides, fp32 tree sum, times scale), of amax and norm
+// (p = 1, 2, inf; the same scheme with a NaN-propagating max or a sum of |x| / x², cuda/reduce_plan.h)
+// and of sum_backward (the
 // gradient broadcast over the reduced dims, times scale; grid-stride over the input shape). float32 and
 // bfloat16. The index math is cuda/reduce_plan.h, run on the host by core/ops/cuda/reduce_plan_test.cc
 // against the CPU kernels; checks stay in reduction_cuda.cc. Reducing a non-innermost dim reads strided,
@@ -23,6 +25,49 @@ __global__ void SumKernel(const T* x, T* out, ReducePlan p, float scale) {
   }
 }
 
+template <typename Acc, typename T>
+__global__ void MappedReduceKernel(const T* x, T* out, ReducePlan p, ReduceKind kind) {
+  __shared__ Acc slots[kMaxRowThreads];
+  for (int64_t o = blockIdx.x; o < p.num_out; o += gridDim.x) {
+    const Acc r = BlockMerge(slots, ReduceMappedPartial<Acc>(x, p, o, threadIdx.x, blockDim.x, kind));
+    if (threadIdx.x == 0) StoreF(out, o, Finish(kind, r));
+  }
+}
+
+template <typename Acc>
+void LaunchMapped(ElemType type, ReduceKind kind, const void* x, void* out, const ReducePlan& plan, cudaStream_t s) {
+  const int blocks = LaneBlocks(plan.num_out), threads = BlockThreads(plan.inner_n);
+  if (type == ElemType::kFloat32) {
+    MappedReduceKernel<Acc, float>
+        <<<blocks, threads, 0, s>>>(static_cast<const float*>(x), static_cast<float*>(out), plan, kind);
+  } else {
+    MappedReduceKernel<Acc, uint16_t>
+        <<<blocks, threads, 0, s>>>(static_cast<const uint16_t*>(x), static_cast<uint16_t*>(out), plan, kind);
+  }
+}
+
+template <typename T>
+__global__ void ArgMaxKernel(const T* x, T* values, int64_t* indices, ReducePlan p) {
+  __shared__ ArgMaxAcc slots[kMaxRowThreads];
+  for (int64_t o = blockIdx.x; o < p.num_out; o += gridDim.x) {
+    const ArgMaxAcc r = BlockMerge(slots, ArgMaxPartial(x, p, o, threadIdx.x, blockDim.x));
+    if (threadIdx.x == 0) {
+      StoreF(values, o, r.value);
+      indices[o] = r.index;
+    }
+  }
+}
+
+template <typename T>
+__global__ void ArgMaxScatterKernel(const T* g, const int64_t* idx, T* out, OffsetCalculator<3> calc, int64_t n,
+                                    int64_t dim_stride) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    int64_t off[3];
+    calc.Get(i, off);
+    out[off[0] + idx[off[2]] * dim_stride] = g[off[1]];
+  }
+}
+
 template <typename T>
 __global__ void BroadcastScaleKernel(const T* g, T* out, OffsetCalculator<2> calc, int64_t n, float scale) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
@@ -43,6 +88,49 @@ const char* LaunchSum(ElemType type, const void* x, void* out, const ReducePlan&
   } else {
     SumKernel<uint16_t>
         <<<blocks, threads, 0, s>>>(static_cast<const uint16_t*>(x), static_cast<uint16_t*>(out), plan, scale);
+  }
+  return LastLaunchError();
+}
+
+const char* LaunchMappedReduce(ElemType type, ReduceKind kind, const void* x, void* out, const ReducePlan& plan,
+                               void* stream) {
+  if (plan.num_out == 0) return "";
+  cudaStream_t s = static_cast<cudaStream_t>(stream);
+  if (IsMax(kind)) {
+    LaunchMapped<MaxAcc>(type, kind, x, out, plan, s);
+  } else {
+    LaunchMapped<SumAcc>(type, kind, x, out, plan, s);
+  }
+  return LastLaunchError();
+}
+
+const char* LaunchArgMax(ElemType type, const void* x, void* values, int64_t* indices, const ReducePlan& plan,
+                         void* stream) {
+  if (plan.num_out == 0) return "";
+  cudaStream_t s = static_cast<cudaStream_t>(stream);
+  const int blocks = LaneBlocks(plan.num_out), threads = BlockThreads(plan.inner_n);
+  if (type == ElemType::kFloat32) {
+    ArgMaxKernel<float><<<blocks, threads, 0, s>>>(static_cast<const float*>(x), static_cast<float*>(values), indices,
+                                                   plan);
+  } else {
+    ArgMaxKernel<uint16_t><<<blocks, threads, 0, s>>>(static_cast<const uint16_t*>(x), static_cast<uint16_t*>(values),
+                                                      indices, plan);
+  }
+  return LastLaunchError();
+}
+
+const char* LaunchArgMaxScatter(ElemType type, const void* g, const int64_t* idx, void* out,
+                                const OffsetCalculator<3>& calc, int64_t n, int64_t dim_stride, void* stream) {
+  if (n == 0) return "";
+  cudaStream_t s = static_cast<cudaStream_t>(stream);
+  constexpr int kThreads = 256;
+  const int blocks = LaneBlocks((n + kThreads - 1) / kThreads);
+  if (type == ElemType::kFloat32) {
+    ArgMaxScatterKernel<float><<<blocks, kThreads, 0, s>>>(static_cast<const float*>(g), idx, static_cast<float*>(out),
+                                                           calc, n, dim_stride);
+  } else {
+    ArgMaxScatterKernel<uint16_t><<<blocks, kThreads, 0, s>>>(static_cast<const uint16_t*>(g), idx,
+                                                              static_cast<uint16_t*>(out), calc, n, dim_stride);
   }
   return LastLaunchError();
 }

@@ -1,12 +1,16 @@
 // core/ops/reduction_cuda_test.cc — sum / mean over dims and sum_backward on a GPU equal the CPU kernels
 // (float32 1e-5 relative, bfloat16 one bf16 ulp) for every dims subset, keepdim, a transposed input and a
-// GPT-2 sized [B*T, C] column sum; int64 input fails with kUnimplemented naming the op.
+// GPT-2 sized [B*T, C] column sum; amax (bitwise) and norm p = 1, 2, inf for every dims subset, NaN
+// propagation; max along each dim (values, first indices) and its backward; int64 input and norm p = 3
+// fail with kUnimplemented naming the op.
 // Skips without a GPU. Written and compiled without a GPU; NOT yet run on one.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
 #include <vector>
 
+#include "core/autograd/engine.h"
 #include "core/base/testing/expect_error.h"
 #include "core/dispatch/dispatcher.h"
 #include "core/memory/testing/gpu_test.h"
@@ -66,6 +70,49 @@ TEST_F(ReductionCudaTest, IntegerSumFailsNamingTheOp) {
   const Tensor x = Zeros({2, 3}, DType::kInt64, Device::Cuda(0));
   testing::ExpectErrorContains([&] { Sum(x, {1}); }, ErrorCode::kUnimplemented,
                                "sum: the CUDA kernel supports float32 and bfloat16, got input [2, 3] int64 on cuda:0");
+}
+
+TEST_F(ReductionCudaTest, AmaxAndNormsEqualCpuForEveryDimsSubsetAndPropagateNan) {
+  const std::vector<std::vector<int64_t>> all = {{0}, {1}, {2}, {0, 1}, {0, 2}, {1, 2}, {}, {-1}};
+  for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
+    const Tensor x = Values({4, 70, 6}, dtype, 1);
+    const Tensor gx = x.To(Device::Cuda(0));
+    for (const auto& dims : all) {
+      SCOPED_TRACE(std::string(DTypeName(dtype)) + " " + ::testing::PrintToString(dims));
+      EXPECT_EQ(Amax(gx, dims).To(Device::Cpu()).ToDoubleVector(), Amax(x, dims).ToDoubleVector());
+      EXPECT_EQ(Norm(gx, INFINITY, dims, true).To(Device::Cpu()).ToDoubleVector(),
+                Norm(x, INFINITY, dims, true).ToDoubleVector());
+      ExpectClose(Norm(gx, 1.0, dims), Norm(x, 1.0, dims));
+      ExpectClose(Norm(gx, 2.0, dims), Norm(x, 2.0, dims));
+    }
+  }
+  const Tensor n = FromVector<float>({1, NAN, 3, 4, 5, 6}, {2, 3}).To(Device::Cuda(0));
+  const std::vector<double> m = Amax(n, {1}).To(Device::Cpu()).ToDoubleVector();
+  EXPECT_TRUE(std::isnan(m[0]));
+  EXPECT_EQ(m[1], 6.0);
+  testing::ExpectErrorContains([&] { Norm(n, 3.0); }, ErrorCode::kUnimplemented,
+                               "norm: the CUDA kernel supports p = 1, 2 and inf, got p = 3");
+  testing::ExpectErrorContains([&] { Amax(Zeros({2, 0}, DType::kFloat32, Device::Cuda(0)), {1}); },
+                               ErrorCode::kInvalidArgument, "amax: cannot reduce over a zero-size dim");
+}
+
+TEST_F(ReductionCudaTest, MaxValuesIndicesAndBackwardEqualCpu) {
+  for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
+    const Tensor x = Values({4, 70, 6}, dtype, 1);
+    for (int64_t dim : {0, 1, 2}) {
+      SCOPED_TRACE(std::string(DTypeName(dtype)) + " dim " + std::to_string(dim));
+      const auto [v, i] = Max(x, dim, /*keepdim=*/dim == 1);
+      const auto [gv, gi] = Max(x.To(Device::Cuda(0)), dim, dim == 1);
+      EXPECT_EQ(gv.To(Device::Cpu()).ToDoubleVector(), v.ToDoubleVector());
+      EXPECT_EQ(gi.To(Device::Cpu()).ToVector<int64_t>(), i.ToVector<int64_t>());
+    }
+  }
+  Tensor x = Values({5, 9}, DType::kFloat32, 2), gx = x.To(Device::Cuda(0));
+  x.set_requires_grad(true);
+  gx.set_requires_grad(true);
+  Backward(Sum(Max(x, 1).first));
+  Backward(Sum(Max(gx, 1).first));
+  EXPECT_EQ(gx.grad().To(Device::Cpu()).ToDoubleVector(), x.grad().ToDoubleVector());
 }
 
 }  // namespace

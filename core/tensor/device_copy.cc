@@ -136,8 +136,10 @@ bool TryStridedDeviceCopy(const Tensor& dst, const Tensor& src) {
   if (fn == nullptr) return false;
   const bool dst_dev = !dst.device().is_cpu(), src_dev = !src.device().is_cpu();
   if (dst_dev && src_dev) {
-    if (dst.device() != src.device() || dst.dtype() != src.dtype()) return false;
-    if (src.sizes() == dst.sizes() && src.is_contiguous() && dst.is_contiguous()) return false;  // a memcpy
+    if (dst.device() != src.device()) return false;
+    const bool memcpy = dst.dtype() == src.dtype() && src.sizes() == dst.sizes() && src.is_contiguous() &&
+                        dst.is_contiguous();
+    if (memcpy) return false;
     fn(dst, src);
     return true;
   }

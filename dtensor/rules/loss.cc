@@ -123,6 +123,14 @@ RowStats VocabRowStats(const LocalContext& ctx, const Tensor& x, const std::vect
   return st;
 }
 
+// The vocab-sharded loss computes its row statistics and gradient on the host (float64 loops over the
+// local logits); device logits fail here, before any host access to device memory.
+void CheckHostLogits(const Tensor& logits, const char* op) {
+  TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, logits.device().is_cpu(), op,
+                    ": the vocab-sharded (loss parallel) form runs on the host; logits ", ShapeStr(logits.sizes()),
+                    " on ", logits.device(), " are not supported yet (turn loss parallel off for device tensors)");
+}
+
 int64_t ClassOffset(const LocalContext& ctx, int logits_input) {
   const ShardingState& s = *ctx.strategy.inputs[static_cast<size_t>(logits_input)];
   const DTensorSpec& spec = ctx.call.spec(logits_input);
@@ -144,6 +152,7 @@ TensorList CrossEntropyLocal(const LocalContext& ctx) {
     const double count = GlobalCount(ctx, target, axes.batch);
     return DispatchLocal(GetOp("mul_scalar"), sum, Attrs().Set("value", 1.0 / count));
   }
+  CheckHostLogits(logits, "cross_entropy");
   const std::vector<int64_t> t = Targets(target);
   const int64_t ignore = ctx.attrs.GetInt("ignore_index");
   const RowStats st = VocabRowStats(ctx, ContiguousRows(logits), t, ClassOffset(ctx, 0), axes.vocab);
@@ -171,6 +180,7 @@ TensorList CrossEntropyBackwardLocal(const LocalContext& ctx) {
     const Tensor in[] = {scaled, logits, target};
     return DispatchLocal(ctx.call.op, in, Attrs(ctx.attrs).Set("reduction", "sum"));
   }
+  CheckHostLogits(logits, "cross_entropy_backward");
   const std::vector<int64_t> t = Targets(target);
   const int64_t ignore = ctx.attrs.GetInt("ignore_index"), c0 = ClassOffset(ctx, 1);
   const Tensor x = ContiguousRows(logits);

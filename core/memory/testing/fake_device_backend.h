@@ -182,4 +182,16 @@ class FakeDeviceBackend : public DeviceBackend {
   std::vector<std::unique_ptr<FakeEvent>> events_;
 };
 
+// The process's fake backend, installed by the first call (InstallDeviceBackend is once per process;
+// later calls return the same backend whatever their arguments).
+inline FakeDeviceBackend& InstallFakeDeviceBackendOnce(int num_devices = 1, int64_t capacity = int64_t{64} << 20) {
+  static FakeDeviceBackend* fake = [&] {
+    auto f = std::make_unique<FakeDeviceBackend>(num_devices, capacity);
+    FakeDeviceBackend* raw = f.get();
+    InstallDeviceBackend(std::move(f));
+    return raw;
+  }();
+  return *fake;
+}
+
 }  // namespace tessel::memory::testing

@@ -3,7 +3,8 @@
 //
 // Invariant: for linear index i < n of dst's shape, dst[off0] = src[off1] with the offsets of `calc`
 // ({dst strides, src strides broadcast to dst's shape}, cuda/offset_calculator.h, host-tested); bytes are
-// copied as they are (no dtype conversion); enqueued on `stream`. Returns the launch error, "" on
+// copied as they are, or converted between float32, bfloat16 and bool (LaunchConvertCopy); enqueued on
+// `stream`. Returns the launch error, "" on
 // success. Compiled for sm_90a + compute_90 PTX; NOT yet run on a GPU.
 //
 // Example:
@@ -12,11 +13,16 @@
 
 #include <cstdint>
 
+#include "core/ops/cuda/convert_math.h"
 #include "core/ops/cuda/offset_calculator.h"
 
 namespace tessel::cuda {
 
 const char* LaunchStridedCopy(int64_t element_bytes, void* dst, const void* src, const OffsetCalculator<2>& calc,
                               int64_t n, void* stream);
+// The same walk converting between float32, bfloat16 and bool (cuda/convert_math.h: ConvertAt).
+// REQUIRES: dst_type != src_type.
+const char* LaunchConvertCopy(ConvertType dst_type, ConvertType src_type, void* dst, const void* src,
+                              const OffsetCalculator<2>& calc, int64_t n, void* stream);
 
 }  // namespace tessel::cuda

@@ -30,6 +30,15 @@ inline ElemType CudaRowType(const Tensor& t, Device device, const char* op, cons
   return t.dtype() == DType::kFloat32 ? ElemType::kFloat32 : ElemType::kBFloat16;
 }
 
+// A float32 / bfloat16 tensor of any layout (the pointwise and reduction kernels read strides); anything
+// else raises kUnimplemented naming the op, shape, dtype and device.
+inline ElemType CudaFloatType(const Tensor& t, const char* op) {
+  TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, t.dtype() == DType::kFloat32 || t.dtype() == DType::kBFloat16, op,
+                    ": the CUDA kernel supports float32 and bfloat16, got ", ShapeStr(t.sizes()), " ", t.dtype(),
+                    " on ", t.device());
+  return t.dtype() == DType::kFloat32 ? ElemType::kFloat32 : ElemType::kBFloat16;
+}
+
 inline void CheckLaunch(const std::string& err, const char* op, Device device) {
   TESSEL_CHECK_CODE(ErrorCode::kInternal, err.empty(), op, ": CUDA launch failed on ", device, ": ", err);
 }

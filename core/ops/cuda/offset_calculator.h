@@ -15,12 +15,23 @@
 #include <array>
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "core/ops/cuda/host_device.h"
 
 namespace tessel::cuda {
 
 inline constexpr int kMaxDims = 12;
+
+// The strides that read a tensor of `sizes` / `strides` at every index of the broadcast `shape` (0 along
+// leading and size-1 broadcast dims): the second span of an OffsetCalculator for broadcast operands.
+inline std::vector<int64_t> BroadcastStrides(std::span<const int64_t> sizes, std::span<const int64_t> strides,
+                                             std::span<const int64_t> shape) {
+  std::vector<int64_t> out(shape.size(), 0);
+  const size_t lead = shape.size() - sizes.size();
+  for (size_t i = 0; i < sizes.size(); ++i) out[lead + i] = sizes[i] == 1 ? 0 : strides[i];
+  return out;
+}
 
 template <int N>
 struct OffsetCalculator {

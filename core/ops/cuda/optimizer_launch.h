@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "core/ops/cuda/adamw_math.h"
+#include "core/ops/cuda/sgd_math.h"
 
 namespace tessel::cuda {
 
@@ -17,5 +18,7 @@ enum class AdamWType : int { kFloat32, kBFloat16 };
 // Returns the launch error, empty on success.
 const char* LaunchAdamW(AdamWType type, void* p, const void* g, void* m, void* v, int64_t n, const AdamWScalars& s,
                         void* stream);
+// buf: the momentum buffer, or null (no momentum buffer).
+const char* LaunchSgd(AdamWType type, void* p, const void* g, void* buf, int64_t n, const SgdScalars& s, void* stream);
 
 }  // namespace tessel::cuda

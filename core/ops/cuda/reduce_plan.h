@@ -1,4 +1,5 @@
-// core/ops/cuda/reduce_plan.h — the index math of tessel's CUDA sum / mean kernels (core/ops/reduction.cu):
+// core/ops/cuda/reduce_plan.h — the index math of tessel's CUDA sum / mean / amax / norm kernels
+// (core/ops/reduction.cu):
 // which input elements fold into each output element, for any strides, shared with a host test that runs
 // the kernel's order against the CPU ops "sum", "mean" and "sum_backward" (core/ops/reduction.cc).
 //
@@ -14,6 +15,7 @@
 //   // block o: BlockMerge(slots, ReducePartial(px, p, o, threadIdx.x, blockDim.x)).sum * scale
 #pragma once
 
+#include <climits>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -67,17 +69,85 @@ inline std::vector<int64_t> ReducedGradStrides(std::span<const int64_t> g_stride
   return s;
 }
 
-template <typename T>
-TESSEL_HOST_DEVICE inline SumAcc ReducePartial(const T* x, const ReducePlan& p, int64_t o, int t, int threads) {
+// The reductions (sum, amax and norm with p = 1, 2, inf; mean is a scaled sum): which accumulator, what
+// each element contributes, and the finish. REQUIRES for Finish: the accumulator type IsMax(kind) names.
+enum class ReduceKind : uint8_t { kSum, kAmax, kNorm1, kNorm2, kNormInf };
+
+TESSEL_HOST_DEVICE inline bool IsMax(ReduceKind k) { return k == ReduceKind::kAmax || k == ReduceKind::kNormInf; }
+
+TESSEL_HOST_DEVICE inline float MapElement(ReduceKind k, float v) {
+  if (k == ReduceKind::kNorm2) return v * v;
+  if (k == ReduceKind::kNorm1 || k == ReduceKind::kNormInf) return fabsf(v);
+  return v;
+}
+
+TESSEL_HOST_DEVICE inline float Finish(ReduceKind k, const SumAcc& a) {
+  return k == ReduceKind::kNorm2 ? sqrtf(a.sum) : a.sum;
+}
+// The inf-norm of nothing is 0 (the CPU's identity for it), amax of nothing never runs (an error).
+TESSEL_HOST_DEVICE inline float Finish(ReduceKind k, const MaxAcc& a) {
+  return k == ReduceKind::kNormInf && a.max == -INFINITY ? 0.0f : a.max;
+}
+
+// Thread t's fold of output o's elements r = t, t + threads, ...: fold(acc, value, r) for each.
+template <typename Acc, typename T, typename Fold>
+TESSEL_HOST_DEVICE inline Acc FoldReduced(const T* x, const ReducePlan& p, int64_t o, int t, int threads, Fold fold) {
   int64_t base = 0;
   p.outer.Get(o, &base);
-  SumAcc acc = SumAcc::Identity();
+  Acc acc = Acc::Identity();
   for (int64_t r = t; r < p.inner_n; r += threads) {
     int64_t off = 0;
     p.inner.Get(r, &off);
-    acc.sum += LoadF(x, base + off);
+    fold(acc, LoadF(x, base + off), r);
   }
   return acc;
+}
+
+// Folds MapElement(kind, value) into a SumAcc or MaxAcc.
+struct MappedFold {
+  ReduceKind kind;
+  template <typename Acc>
+  TESSEL_HOST_DEVICE void operator()(Acc& acc, float v, int64_t) const {
+    acc.Push(MapElement(kind, v));
+  }
+};
+
+template <typename Acc, typename T>
+TESSEL_HOST_DEVICE inline Acc ReduceMappedPartial(const T* x, const ReducePlan& p, int64_t o, int t, int threads,
+                                                  ReduceKind kind) {
+  return FoldReduced<Acc>(x, p, o, t, threads, MappedFold{kind});
+}
+
+// max along one dim: the maximum and the index of its first occurrence (a NaN beats every number, the
+// first NaN wins), the CPU kernel's choice; any merge order gives it, so results are bitwise the CPU's.
+struct ArgMaxAcc {
+  float value;
+  int64_t index;
+  TESSEL_HOST_DEVICE static ArgMaxAcc Identity() { return {-INFINITY, INT64_MAX}; }
+  TESSEL_HOST_DEVICE void Push(float v, int64_t i) {
+    const bool v_nan = v != v, mine_nan = value != value;
+    const bool better = v_nan || mine_nan ? v_nan && (!mine_nan || i < index) : v > value || (v == value && i < index);
+    if (better) value = v, index = i;
+  }
+  TESSEL_HOST_DEVICE void Merge(const ArgMaxAcc& o) { Push(o.value, o.index); }
+};
+
+// Folds (value, position along the reduced dim) into an ArgMaxAcc.
+struct ArgMaxFold {
+  TESSEL_HOST_DEVICE void operator()(ArgMaxAcc& acc, float v, int64_t r) const { acc.Push(v, r); }
+};
+
+// Thread t's fold for output o of a plan reducing exactly one dim (the reduced index r is the position
+// along that dim).
+template <typename T>
+TESSEL_HOST_DEVICE inline ArgMaxAcc ArgMaxPartial(const T* x, const ReducePlan& p, int64_t o, int t, int threads) {
+  return FoldReduced<ArgMaxAcc>(x, p, o, t, threads, ArgMaxFold{});
+}
+
+// sum / mean: the plain sum of thread t's elements.
+template <typename T>
+TESSEL_HOST_DEVICE inline SumAcc ReducePartial(const T* x, const ReducePlan& p, int64_t o, int t, int threads) {
+  return ReduceMappedPartial<SumAcc>(x, p, o, t, threads, ReduceKind::kSum);
 }
 
 }  // namespace tessel::cuda

@@ -64,6 +64,16 @@ const char* LaunchEmbeddingBackward(ElemType type, const void* grad, const int64
 
 // out[o] = scale * Σ x over output o's reduced elements (cuda/reduce_plan.h), out contiguous.
 const char* LaunchSum(ElemType type, const void* x, void* out, const ReducePlan& plan, float scale, void* stream);
+// max along one dim: values (x's dtype) and int64 indices of the first maximum (cuda/reduce_plan.h).
+const char* LaunchArgMax(ElemType type, const void* x, void* values, int64_t* indices, const ReducePlan& plan,
+                         void* stream);
+// max_backward: out[o + idx * dim_stride] = g for every kept position (out zero-filled by the caller);
+// calc walks the kept shape with {out, g, idx} strides.
+const char* LaunchArgMaxScatter(ElemType type, const void* g, const int64_t* idx, void* out,
+                                const OffsetCalculator<3>& calc, int64_t n, int64_t dim_stride, void* stream);
+// amax / norm (p = 1, 2, inf) over the plan's reduced elements (cuda/reduce_plan.h: ReduceKind).
+const char* LaunchMappedReduce(ElemType type, ReduceKind kind, const void* x, void* out, const ReducePlan& plan,
+                               void* stream);
 // out[off0(i)] = g[off1(i)] * scale for i < n (sum_backward: calc = {out strides, ReducedGradStrides}).
 const char* LaunchBroadcastScale(ElemType type, const void* g, void* out, const OffsetCalculator<2>& calc, int64_t n,
                                  float scale, void* stream);

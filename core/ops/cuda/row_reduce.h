@@ -59,7 +59,17 @@ TESSEL_HOST_DEVICE inline void StoreF(uint16_t* p, int64_t i, float v) { p[i] = 
 struct SumAcc {
   float sum;
   TESSEL_HOST_DEVICE static SumAcc Identity() { return {0.0f}; }
+  TESSEL_HOST_DEVICE void Push(float v) { sum += v; }
   TESSEL_HOST_DEVICE void Merge(const SumAcc& o) { sum += o.sum; }
+};
+
+// Maximum that propagates NaN (the CPU reductions' Combine: a NaN anywhere makes the result NaN).
+// Exact, so any order gives the CPU's value (up to the sign of a zero maximum among +0 / -0 ties).
+struct MaxAcc {
+  float max;
+  TESSEL_HOST_DEVICE static MaxAcc Identity() { return {-INFINITY}; }
+  TESSEL_HOST_DEVICE void Push(float v) { max = (max != max || v <= max) ? max : v; }
+  TESSEL_HOST_DEVICE void Merge(const MaxAcc& o) { Push(o.max); }
 };
 
 struct SumPairAcc {

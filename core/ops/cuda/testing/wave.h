@@ -9,9 +9,11 @@
 #pragma once
 
 #include <cmath>
+#include <cstring>
 #include <cstdint>
 #include <vector>
 
+#include "core/tensor/copy.h"
 #include "core/tensor/factory.h"
 
 namespace tessel::cuda::testing {
@@ -22,6 +24,15 @@ inline Tensor Wave(const std::vector<int64_t>& shape, DType dtype, int seed, dou
   std::vector<double> v(n);
   for (int64_t i = 0; i < n; ++i) v[i] = amplitude * std::sin(0.731 * i + seed) + 0.5 * std::cos(1.37 * i * seed);
   return FromDoubles(v, shape, dtype);
+}
+
+// t's elements as raw bytes in row-major order (bitwise comparisons: -0 and +0 differ, NaN payloads count).
+inline std::vector<uint8_t> RawBytes(const Tensor& t) {
+  Tensor c = Empty(t.sizes(), t.dtype(), Device::Cpu());
+  CopyInto(c, t);
+  std::vector<uint8_t> v(static_cast<size_t>(c.numel() * ElementSize(c.dtype())));
+  std::memcpy(v.data(), c.raw_data(), v.size());
+  return v;
 }
 
 }  // namespace tessel::cuda::testing
