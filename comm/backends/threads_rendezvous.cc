@@ -8,11 +8,16 @@
 
 #include "comm/reduce.h"
 #include "core/base/error.h"
+#include "core/base/parallel.h"
 #include "core/base/spin.h"
 
 namespace tessel::comm::threads_internal {
 
 using Clock = std::chrono::steady_clock;
+
+ThreadsWorld::ThreadsWorld(int world_size)
+    : world_size_(world_size),
+      spin_(world_size <= HardwareConcurrency() ? kHandOffSpin : std::chrono::microseconds(0)) {}
 
 GroupRendezvous::GroupRendezvous(std::shared_ptr<ThreadsWorld> world, std::string key, std::vector<int> global_ranks)
     : world_(std::move(world)), key_(std::move(key)), global_ranks_(std::move(global_ranks)) {}
@@ -56,7 +61,7 @@ void GroupRendezvous::WaitForArrival(std::unique_lock<std::mutex>& lock, Slot& s
   // Peers usually arrive within microseconds (core/base/spin.h): poll before the checked, blocking wait.
   SpinUnderLock(
       lock, [&] { return slot.arrived == world || world_->aborted() || slot.timeout_message.has_value(); },
-      kHandOffSpin);
+      world_->spin());
   cv_.wait_until(lock, deadline, [&] {
     if (slot.arrived == world || world_->aborted() || slot.timeout_message.has_value()) return true;
     deadlock = world_->deadlock(key_, call.desc.seq);
@@ -151,7 +156,7 @@ void GroupRendezvous::RunCollective(int rank, const RankCall& call, int num_phas
     // Phase barrier, deliberately without timeout or abort: every member arrived and executes a
     // bounded copy/reduce, and none may leave while a peer may still read its buffers.
     if (++slot.phase_done[phase] == world) cv_.notify_all();
-    SpinUnderLock(lock, [&] { return slot.phase_done[phase] == world; }, kHandOffSpin);
+    SpinUnderLock(lock, [&] { return slot.phase_done[phase] == world; }, world_->spin());
     cv_.wait(lock, [&] { return slot.phase_done[phase] == world; });
   }
   Leave(slot, seq);
@@ -255,7 +260,7 @@ void GroupRendezvous::RunP2P(int rank, const std::vector<P2POp>& ops, std::chron
     }
     return false;
   };
-  SpinUnderLock(lock, [&] { return all_done() || world_->aborted(); }, kHandOffSpin);
+  SpinUnderLock(lock, [&] { return all_done() || world_->aborted(); }, world_->spin());
   const bool finished = cv_.wait_until(lock, Clock::now() + timeout,
                                        [&] { return all_done() || world_->aborted() || peer_gone(); });
   if (!finished || !all_done()) {

@@ -131,8 +131,11 @@ class GroupRendezvous {
 
 class ThreadsWorld {
  public:
-  explicit ThreadsWorld(int world_size) : world_size_(world_size) {}
+  explicit ThreadsWorld(int world_size);
   int world_size() const { return world_size_; }
+  // Rendezvous waits poll briefly before blocking (core/base/spin.h) only when every rank thread has a
+  // core: with more ranks than cores a spinning waiter would take the core its peer needs to arrive.
+  std::chrono::microseconds spin() const { return spin_; }
 
   // Records the first failure ("rank 2 failed: <message>") and wakes every group's waiters.
   void Abort(int global_rank, const std::string& message);
@@ -163,6 +166,7 @@ class ThreadsWorld {
   void WakeAllGroups();
 
   const int world_size_;
+  const std::chrono::microseconds spin_;
   mutable std::mutex mu_;
   std::atomic<bool> aborted_{false};
   std::vector<bool> exited_ = std::vector<bool>(static_cast<size_t>(world_size_), false);

@@ -36,6 +36,7 @@ inline void CpuRelax() {
 // Polls `ready` until it returns true or `budget` has passed; returns its last value.
 template <typename Ready>
 bool SpinUntil(const Ready& ready, std::chrono::microseconds budget) {
+  if (budget.count() <= 0) return ready();
   const auto deadline = std::chrono::steady_clock::now() + budget;
   for (int i = 1;; ++i) {
     if (ready()) return true;
@@ -48,6 +49,7 @@ bool SpinUntil(const Ready& ready, std::chrono::microseconds budget) {
 // between polls so the threads that change the state can take it. Held on entry and on return.
 template <typename Ready>
 bool SpinUnderLock(std::unique_lock<std::mutex>& lock, const Ready& ready, std::chrono::microseconds budget) {
+  if (budget.count() <= 0) return ready();
   const auto deadline = std::chrono::steady_clock::now() + budget;
   for (int i = 1;; ++i) {
     if (ready()) return true;
