@@ -1,6 +1,7 @@
 // core/ops/unary_cuda.cc — the CUDA kernels of "gelu" and "gelu_backward" (core/ops/unary.cu) behind
 // unary.cc's schema {approximate: "none" | "tanh"}; gelu's backward formula stays unary.cc's (it calls
-// gelu_backward, which dispatches here for CUDA tensors). The other unary ops have no CUDA kernel yet.
+// gelu_backward, which dispatches here for CUDA tensors). The other unary ops and their backward ops are in
+// unary_pointwise_cuda.cc.
 // Linked only with a CUDA toolkit (//core/ops:unary_cuda).
 //
 // Invariant: for contiguous float32 / bfloat16 CUDA tensors the result equals the CPU kernel's to fp32
