@@ -6,6 +6,8 @@
 #include <pybind11/stl.h>
 
 #include "bindings/bind.h"
+#include "core/base/error.h"
+#include "core/base/parallel.h"
 #include "core/memory/allocator.h"
 
 namespace tessel::bindings {
@@ -23,6 +25,13 @@ PYBIND11_MODULE(_C, m) {
   BindTensorParallel(m);  // after BindDistributed: styles take its placements and meshes
   BindPipelining(m);
   m.def("memory_report", []() { return memory::Report(); });
+  // torch.set_num_threads / get_num_threads: the calling thread's intra-op budget (core/base/parallel.h;
+  // per thread, so each rank thread of run_ranks keeps its own).
+  m.def("set_num_threads", [](int n) {
+    TESSEL_CHECK(n >= 1, "set_num_threads: expected a positive integer, got ", n);
+    SetNumThreads(n);
+  });
+  m.def("get_num_threads", []() { return NumThreads(); });
 }
 
 }  // namespace tessel::bindings

@@ -136,6 +136,10 @@ void BindViews(py::class_<Tensor>& c) {
       .def("transpose", [](const Tensor& x, int64_t a, int64_t b) { return NoGil([&] { return Transpose(x, a, b); }); },
            py::arg("dim0"), py::arg("dim1"))
       .def_property_readonly("T", [](const Tensor& x) { return NoGil([&] { return Transpose(x, 0, 1); }); })
+      .def("t", [](const Tensor& x) {  // torch.Tensor.t: <= 2-D; 0-D and 1-D come back as they are
+        TESSEL_CHECK(x.dim() <= 2, "t() expects a tensor with <= 2 dimensions, but self is ", x.dim(), "D");
+        return x.dim() < 2 ? x : NoGil([&] { return Transpose(x, 0, 1); });
+      })
       .def("contiguous", [](const Tensor& x) { return NoGil([&] { return Contiguous(x); }); })
       .def("clone", [](const Tensor& x) { return NoGil([&] { return Clone(x); }); })
       .def("flatten", [](const Tensor& x, int64_t s, int64_t e) { return NoGil([&] { return Flatten(x, s, e); }); },

@@ -42,10 +42,12 @@ from ._C import (  # noqa: F401
     distribute_tensor,
     from_local,
     fully_shard,
+    get_num_threads,
     init_device_mesh,
     is_grad_enabled,
     manual_seed,
     memory_report,
+    set_num_threads,
 )
 from ._dtypes import *  # noqa: F401,F403
 from ._tensor import (  # noqa: F401

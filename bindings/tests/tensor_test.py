@@ -211,5 +211,29 @@ def test_bad_arguments_raise_the_exception_torch_would():
         F.scaled_dot_product_attention(x, x, x, attn_mask=x)
 
 
+def test_set_num_threads_sets_this_threads_budget_like_torch():
+    before = tessel.get_num_threads()
+    try:
+        tessel.set_num_threads(1)
+        assert tessel.get_num_threads() == 1
+        x = tessel.randn(300, 200)
+        want = (x @ x.t()).numpy()  # one thread
+        tessel.set_num_threads(3)
+        assert tessel.get_num_threads() == 3
+        np.testing.assert_allclose((x @ x.t()).numpy(), want, rtol=1e-6, atol=1e-5)
+        with pytest.raises(ValueError, match="set_num_threads: expected a positive integer, got 0"):
+            tessel.set_num_threads(0)
+    finally:
+        tessel.set_num_threads(before)
+
+
+def test_t_transposes_at_most_two_dims_like_torch():
+    x = tessel.randn(3, 2)
+    np.testing.assert_array_equal(x.t().numpy(), x.numpy().T)
+    assert x.t().shape == (2, 3) and tessel.ones(4).t().shape == (4,)
+    with pytest.raises(ValueError, match="t\\(\\) expects a tensor with <= 2 dimensions, but self is 3D"):
+        tessel.ones(2, 3, 4).t()
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
