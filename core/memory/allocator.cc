@@ -18,14 +18,20 @@ constexpr int kMaxCpuSlots = 128;
 constexpr int kMaxCudaSlots = 16;
 constexpr int64_t kAlign = 64;
 
-// [Note: host block cache] Large host blocks (>= kCacheMinBytes) are rounded up to a multiple of
-// kCacheRound and, when freed, kept in a per-size free list instead of going back to glibc, which would
+// [Note: host block cache] Large host blocks (>= kCacheMinBytes) are rounded up to a size class and,
+// when freed, kept in a per-size free list instead of going back to glibc, which would
 // munmap them; the next step's allocation of the same size then reuses warm pages instead of
 // first-touch faulting every page (measured ~2 ms per MB on these VMs: 10-20% of a Linear step).
 // Same policy as PyTorch's CUDA caching allocator. The ledger counts live bytes only; cached bytes are
 // reported separately and released when an allocation fails or on EmptyCache().
-constexpr int64_t kCacheMinBytes = int64_t{1} << 20;
-constexpr int64_t kCacheRound = int64_t{1} << 20;
+// Blocks from kCacheMinBytes up are cached: rounded to kSmallCacheRound below kLargeCacheMin (glibc
+// maps blocks from 128 KiB up on their own pages and, trimming the heap, often refaults smaller ones;
+// the small model of threads_vs_ranks spent ~4% of its CPU time first-touching them) and to
+// kLargeCacheRound above.
+constexpr int64_t kCacheMinBytes = int64_t{64} << 10;
+constexpr int64_t kSmallCacheRound = int64_t{64} << 10;
+constexpr int64_t kLargeCacheMin = int64_t{1} << 20;
+constexpr int64_t kLargeCacheRound = int64_t{1} << 20;
 constexpr int64_t kCacheMaxBytes = int64_t{4} << 30;
 
 class HostBlockCache {
@@ -72,7 +78,10 @@ HostBlockCache& HostCache() {
 }
 
 int64_t HostRoundedSize(int64_t nbytes) {
-  if (nbytes >= kCacheMinBytes) return ((nbytes + kCacheRound - 1) / kCacheRound) * kCacheRound;
+  if (nbytes >= kCacheMinBytes) {
+    const int64_t round = nbytes >= kLargeCacheMin ? kLargeCacheRound : kSmallCacheRound;
+    return ((nbytes + round - 1) / round) * round;
+  }
   const int64_t rounded = ((nbytes + kAlign - 1) / kAlign) * kAlign;
   return rounded == 0 ? kAlign : rounded;
 }

@@ -74,6 +74,23 @@ TEST(AllocatorTest, LargeFreedBlocksAreReusedAndNotCounted) {
   EmptyCache();
 }
 
+TEST(AllocatorTest, MidSizeBlocksAreCachedIn64KiBClassesAndSmallOnesAreNot) {
+  const Device d = Device::Cpu(104);
+  EmptyCache();
+  void* first = nullptr;
+  {
+    auto a = Allocate(200 << 10, d);  // 200 KiB: the 256 KiB class
+    first = a->data();
+    auto small = Allocate(60 << 10, d);  // below 64 KiB: straight to glibc
+  }
+  EXPECT_EQ(CachedHostBytes(), 256 << 10);
+  auto b = Allocate((192 << 10) + 1, d);  // same class
+  EXPECT_EQ(b->data(), first);
+  EXPECT_EQ(CachedHostBytes(), 0);
+  EXPECT_EQ(Stats(d).total.live, (192 << 10) + 1);
+  EmptyCache();
+}
+
 TEST(AllocatorTest, CudaWithoutBackendIsUnimplemented) {
   try {
     Allocate(16, Device::Cuda(0));
