@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "core/autograd/call.h"
 #include "core/autograd/engine.h"
@@ -414,6 +415,20 @@ TEST(AttentionTest, Float32KeysNoQuerySeesGetZeroGradients) {
         for (int64_t j = t; j < 40; ++j) EXPECT_EQ(dv[(h * 40 + j) * 8], 0.0) << "head " << h << " key " << j;
       }
     }
+  }
+}
+
+TEST(AttentionTest, Float32RowsWithoutKeysGetZeroOutputAndMinusInfinityLse) {
+  // S == 0: the online softmax folds no block, so l stays 0 and lse = (m + log2 l)·ln2 = -inf.
+  for (AttentionIsa isa : IsasOfThisCpu()) {
+    const ScopedIsa pin(isa);
+    SCOPED_TRACE(ActiveAttentionKernels().isa);
+    const Attrs attrs = Attrs().Set("is_causal", false).Set("scale", 0.5);
+    TensorList out = autograd::CallOp(GetOp("scaled_dot_product_attention"), {Ones({2, 19, 4}), Zeros({2, 0, 4}),
+                                                                              Zeros({2, 0, 3})},
+                                      attrs);
+    ExpectAllClose(out[0], std::vector<double>(2 * 19 * 3, 0.0), 0, 0);
+    for (double x : out[1].ToDoubleVector()) EXPECT_EQ(x, -std::numeric_limits<double>::infinity());
   }
 }
 
