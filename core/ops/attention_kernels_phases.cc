@@ -53,8 +53,9 @@ constexpr bool kIsProduct[16] = {false, true, false, true, false, false, true, t
 
 int main(int argc, char** argv) {
   using namespace tessel;
-  if (!__builtin_cpu_supports("avx512f")) {
-    std::printf("skipped: this CPU has no AVX-512F\n");
+  if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512vl") ||
+      !__builtin_cpu_supports("avx512dq") || !__builtin_cpu_supports("avx512bw")) {
+    std::printf("skipped: this CPU has no AVX-512F with VL, DQ and BW\n");
     return 0;
   }
   const int64_t heads = argc > 1 ? std::atoi(argv[1]) : 64, t = argc > 2 ? std::atoi(argv[2]) : 128;
