@@ -1,7 +1,8 @@
 // core/ops/attention_kernels.cc — run-time choice between the AVX2 and AVX-512 attention head kernels.
 //
-// Invariant: ActiveAttentionKernels() returns the AVX-512 variant only when cpuid reports AVX-512F and
-// the OS saves the zmm state (__builtin_cpu_supports checks both), so one binary runs on AVX2-only CPUs.
+// Invariant: ActiveAttentionKernels() returns the AVX-512 variant only when cpuid reports AVX-512F, VL,
+// DQ and BW (the flags that variant is compiled with) and the OS saves the zmm state
+// (__builtin_cpu_supports checks both), so one binary runs on AVX2-only CPUs.
 //
 // Example: ActiveAttentionKernels().isa  // "avx512" on a Xeon with AVX-512, "avx2" on an AVX2-only EPYC
 #include "core/ops/attention_kernels.h"
@@ -21,14 +22,16 @@ std::atomic<AttentionIsa> forced_isa{AttentionIsa::kAuto};
 bool CpuHasAvx512() {
   static const bool has = [] {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") != 0;
+    // Every extension attention_kernels_avx512 is compiled with (core/ops/BUILD.bazel).
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+           __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw");
   }();
   return has;
 }
 
 void ForceAttentionIsaForTesting(AttentionIsa isa) {
   TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, isa != AttentionIsa::kAvx512 || CpuHasAvx512(),
-                    "ForceAttentionIsaForTesting: this CPU has no AVX-512F");
+                    "ForceAttentionIsaForTesting: this CPU has no AVX-512F (with VL, DQ and BW)");
   forced_isa.store(isa);
 }
 

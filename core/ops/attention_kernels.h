@@ -55,7 +55,8 @@ struct AttentionKernels {
 const AttentionKernels& Avx2AttentionKernels();
 const AttentionKernels& Avx512AttentionKernels();
 
-// True when the CPU and the OS support the AVX-512F registers the avx512 variant uses.
+// True when the CPU has AVX-512F, VL, DQ and BW (what the avx512 variant is compiled for) and the OS
+// saves the zmm registers.
 bool CpuHasAvx512();
 
 enum class AttentionIsa { kAuto, kAvx2, kAvx512 };

@@ -8,9 +8,13 @@
 // Example: const AttentionKernels& k = Avx512AttentionKernels();
 #include "core/ops/attention_kernels.h"
 
+#include <immintrin.h>  // always_inline intrinsics only: nothing a linker could share with the AVX2 copy
+
 #define TESSEL_ATTN_W 16
 #define TESSEL_ATTN_MR 12
 #define TESSEL_ATTN_NAME "avx512"
+// 2^n scaling in Exp2, with underflow to 0 (the merge form: no undefined source operand).
+#define TESSEL_ATTN_SCALEF(p, n) _mm512_mask_scalef_ps((p), static_cast<__mmask16>(-1), (p), (n))
 #include "core/ops/attention_kernels.inc"
 
 namespace tessel {

@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "core/autograd/call.h"
 #include "core/autograd/engine.h"
@@ -357,6 +358,38 @@ TEST(AttentionTest, Float32KernelsOfEachIsaMatchNaiveDoubleValuesAndGradients) {
   }
 }
 
+TEST(AttentionTest, Float32KernelsKeepWideScoreRangesAndNegativeScalesExact) {
+  // scale 40 spreads the scores over hundreds of units: most exponents fall below 2^-127, where the
+  // AVX2 Exp2 clamps to exactly 0 and the AVX-512 one underflows through vscalefps; neither may give
+  // NaN or inf, and the dominant keys must carry the result. A negative scale makes the row maximum
+  // of x·scale the minimum of x (GroupMax takes that branch; a wrong max would overflow 2^x here).
+  // Two key blocks.
+  for (AttentionIsa isa : IsasOfThisCpu()) {
+    const ScopedIsa pin(isa);
+    for (double scale : {40.0, -40.0}) {
+      for (bool causal : {true, false}) {
+        SCOPED_TRACE(::testing::Message() << ActiveAttentionKernels().isa << " scale " << scale
+                                          << (causal ? " causal" : " full"));
+        Generator gen(70);
+        Tensor q = Randn({2, 45, 8}, gen), k = Randn({2, 140, 8}, gen), v = Randn({2, 140, 5}, gen);
+        Tensor g = Randn({2, 45, 5}, gen);
+        const Attrs attrs = Attrs().Set("is_causal", causal).Set("scale", scale);
+        TensorList out = autograd::CallOp(GetOp("scaled_dot_product_attention"), {q, k, v}, attrs);
+        const Naive want = NaiveAttention(q, k, v, causal, scale);
+        ExpectAllClose(out[0], want.out, 1e-5, 1e-4);
+        ExpectAllClose(out[1], want.lse, 1e-5, 1e-5);
+        TensorList grads =
+            autograd::CallOp(GetOp("scaled_dot_product_attention_backward"), {g, q, k, v, out[0], out[1]}, attrs);
+        const NaiveGrads wg = NaiveAttentionBackward(q, k, v, g, causal, scale);
+        // dq, dk scale with |scale| = 40 and products of nearly one-hot rows: relative 1e-4 of that size.
+        ExpectAllClose(grads[0], wg.dq, 2e-3, 1e-4);
+        ExpectAllClose(grads[1], wg.dk, 2e-3, 1e-4);
+        ExpectAllClose(grads[2], wg.dv, 1e-5, 1e-4);
+      }
+    }
+  }
+}
+
 TEST(AttentionTest, Float32KeysNoQuerySeesGetZeroGradients) {
   // Causal with S > T leaves keys T..S-1 unseen; T == 0 leaves every key unseen. Their dK, dV rows get
   // no panel's write, so the kernels must zero them (the outputs start as uninitialized memory).
@@ -382,6 +415,20 @@ TEST(AttentionTest, Float32KeysNoQuerySeesGetZeroGradients) {
         for (int64_t j = t; j < 40; ++j) EXPECT_EQ(dv[(h * 40 + j) * 8], 0.0) << "head " << h << " key " << j;
       }
     }
+  }
+}
+
+TEST(AttentionTest, Float32RowsWithoutKeysGetZeroOutputAndMinusInfinityLse) {
+  // S == 0: the online softmax folds no block, so l stays 0 and lse = (m + log2 l)·ln2 = -inf.
+  for (AttentionIsa isa : IsasOfThisCpu()) {
+    const ScopedIsa pin(isa);
+    SCOPED_TRACE(ActiveAttentionKernels().isa);
+    const Attrs attrs = Attrs().Set("is_causal", false).Set("scale", 0.5);
+    TensorList out = autograd::CallOp(GetOp("scaled_dot_product_attention"), {Ones({2, 19, 4}), Zeros({2, 0, 4}),
+                                                                              Zeros({2, 0, 3})},
+                                      attrs);
+    ExpectAllClose(out[0], std::vector<double>(2 * 19 * 3, 0.0), 0, 0);
+    for (double x : out[1].ToDoubleVector()) EXPECT_EQ(x, -std::numeric_limits<double>::infinity());
   }
 }
 

@@ -1,0 +1,117 @@
+// core/ops/attention_kernels_phases.cc — a timing harness (not a test, not part of the library): the
+// AVX-512 float32 attention head kernels of attention_kernels.inc, compiled here with the
+// TESSEL_ATTN_PHASE hook defined, timed phase by phase (packing, each product, the softmax work) on one
+// thread over H heads of [T, D] (defaults: 64 heads, T 128, D 32, causal; half the benchmark figure's
+// attention_vs_gemm_flops heads, what one of its two threads runs). Each phase's time is its minimum
+// over the timed iterations (a machine shared with other work preempts some of them); products print
+// their useful GFLOP/s (unmasked pairs only, as the figure counts them).
+//
+// Invariant: measures the very code the library runs (the same .inc and copts), only with the hook.
+//
+// Example:
+//   bazel run //core/ops:attention_kernels_phases -- 64 128 32
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <vector>
+
+#include "core/ops/attention_kernels.h"
+
+namespace {
+uint64_t phase_mark = 0;
+uint64_t phase_ticks[16];
+inline uint64_t Now() { return __builtin_ia32_rdtsc(); }
+inline void Mark(int phase) {
+  const uint64_t now = Now();
+  phase_ticks[phase] += now - phase_mark;
+  phase_mark = now;
+}
+}  // namespace
+
+#include <immintrin.h>
+
+#define TESSEL_ATTN_W 16
+#define TESSEL_ATTN_MR 12
+#define TESSEL_ATTN_NAME "avx512"
+#define TESSEL_ATTN_SCALEF(p, n) _mm512_mask_scalef_ps((p), static_cast<__mmask16>(-1), (p), (n))
+#define TESSEL_ATTN_PHASE(n) Mark(n)
+#include "core/ops/attention_kernels.inc"
+
+namespace {
+
+constexpr const char* kPhaseNames[16] = {
+    "fwd pack kT",   "fwd q.kT",    "fwd softmax", "fwd P.v",     "fwd finalize", "bwd pack kT vT",
+    "bwd q.kT",      "bwd dO.vT",   "bwd exp, dS", "bwd PT.dO",   "bwd dS.K",     "bwd dST.Q",
+    "bwd unpack",    "bwd delta",   "bwd loop",    nullptr};
+constexpr bool kIsProduct[16] = {false, true, false, true, false, false, true, true,
+                                 false, true, true,  true,  false, false, false, false};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace tessel;
+  if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512vl") ||
+      !__builtin_cpu_supports("avx512dq") || !__builtin_cpu_supports("avx512bw")) {
+    std::printf("skipped: this CPU has no AVX-512F with VL, DQ and BW\n");
+    return 0;
+  }
+  const int64_t heads = argc > 1 ? std::atoi(argv[1]) : 64, t = argc > 2 ? std::atoi(argv[2]) : 128;
+  const int64_t d = argc > 3 ? std::atoi(argv[3]) : 32, iters = argc > 4 ? std::atoi(argv[4]) : 40;
+  const AttentionHeadDims dm{t, t, d, d};
+  std::mt19937 rng(1);
+  std::normal_distribution<float> normal;
+  auto randn = [&](int64_t n) {
+    std::vector<float> v(n);
+    for (float& x : v) x = normal(rng);
+    return v;
+  };
+  const int64_t n = heads * t * d;
+  const std::vector<float> q = randn(n), k = randn(n), v = randn(n), g = randn(n);
+  std::vector<float> o(n), lse(heads * t), dq(n), dk(n), dv(n);
+  std::vector<float> scratch_buf(ScratchFloats(dm) + 16);
+  float* scratch = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(scratch_buf.data()) + 63) & ~uintptr_t{63});
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  auto head = [&](int64_t h) {
+    AttentionHeadPtrs p;
+    const int64_t off = h * t * d;
+    p.q = &q[off], p.k = &k[off], p.v = &v[off], p.o = &o[off], p.lse = &lse[h * t];
+    p.saved_o = &o[off], p.saved_lse = &lse[h * t], p.dout = &g[off];
+    p.dq = &dq[off], p.dk = &dk[off], p.dv = &dv[off];
+    return p;
+  };
+  double best_total = 1e300, best[16];
+  std::fill(best, best + 16, 1e300);
+  const auto wall0 = std::chrono::steady_clock::now();
+  const uint64_t tsc0 = Now();
+  for (int64_t it = 0; it < iters; ++it) {
+    std::fill(phase_ticks, phase_ticks + 16, 0);
+    const uint64_t start = Now();
+    for (int64_t h = 0; h < heads; ++h) {
+      phase_mark = Now();
+      Forward(head(h), dm, /*causal=*/true, scale, scratch);
+    }
+    for (int64_t h = 0; h < heads; ++h) {
+      phase_mark = Now();
+      Backward(head(h), dm, /*causal=*/true, scale, scratch);
+    }
+    best_total = std::min(best_total, static_cast<double>(Now() - start));
+    for (int i = 0; i < 16; ++i) best[i] = std::min(best[i], static_cast<double>(phase_ticks[i]));
+  }
+  const double hz = (Now() - tsc0) / std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  const double pairs = static_cast<double>(heads) * t * (t + 1) / 2;
+  const double total_s = best_total / hz;
+  std::printf("%lld heads [%lld, %lld] causal, 1 thread: best fwd+bwd %.3f ms, %.1f useful GFLOP/s\n",
+              static_cast<long long>(heads), static_cast<long long>(t), static_cast<long long>(d), total_s * 1e3,
+              12 * pairs * d / total_s / 1e9);
+  for (int i = 0; i < 16; ++i) {
+    if (kPhaseNames[i] == nullptr) continue;
+    const double s = best[i] / hz;
+    std::printf("  %-16s %7.3f ms %5.1f%%", kPhaseNames[i], s * 1e3, 100 * s / total_s);
+    if (kIsProduct[i]) std::printf("  %6.1f useful GFLOP/s", 2 * pairs * d / s / 1e9);
+    std::printf("\n");
+  }
+  return 0;
+}
