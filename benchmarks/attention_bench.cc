@@ -16,6 +16,7 @@
 #include "core/base/parallel.h"
 #include "core/ops/attention.h"
 #include "core/ops/attention_kernels.h"
+#include "core/ops/vector_isa.h"
 #include "core/ops/gemm.h"
 #include "core/tensor/factory.h"
 #include "core/tensor/random.h"
@@ -44,9 +45,9 @@ void BM_AttentionFwdBwd(benchmark::State& state) {
 
 // The same on the AVX2 kernels (what an AVX2-only CPU runs), forced on an AVX-512 machine.
 void BM_AttentionFwdBwdAvx2(benchmark::State& state) {
-  ForceAttentionIsaForTesting(AttentionIsa::kAvx2);
+  ForceVectorIsaForTesting(VectorIsa::kAvx2);
   BM_AttentionFwdBwd(state);
-  ForceAttentionIsaForTesting(AttentionIsa::kAuto);
+  ForceVectorIsaForTesting(VectorIsa::kAuto);
 }
 
 void BM_AttentionFwd(benchmark::State& state) {

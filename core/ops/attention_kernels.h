@@ -3,9 +3,8 @@
 //
 // Defines AttentionHeadDims, AttentionKernels (forward and backward of one head, plus the scratch
 // each needs), the two compiled variants (AVX2 + FMA, the build's x86-64-v3 baseline; AVX-512F) and
-// ActiveAttentionKernels(), which picks AVX-512 when cpuid reports it and the OS saves its registers.
-// ForceAttentionIsaForTesting lets a test run the AVX2 path on an AVX-512 machine, so CI on either
-// machine kind covers both.
+// ActiveAttentionKernels(), which picks the variant ActiveVectorIsa() names (core/ops/vector_isa.h:
+// cpuid, or ForceVectorIsaForTesting, so CI on either machine kind covers both).
 //
 // Invariant: the binary stays portable. Only attention_kernels_avx512.cc is compiled with AVX-512
 // flags; its code lives in an ISA-named namespace with internal linkage (no inline function or
@@ -55,16 +54,7 @@ struct AttentionKernels {
 const AttentionKernels& Avx2AttentionKernels();
 const AttentionKernels& Avx512AttentionKernels();
 
-// True when the CPU has AVX-512F, VL, DQ and BW (what the avx512 variant is compiled for) and the OS
-// saves the zmm registers.
-bool CpuHasAvx512();
-
-enum class AttentionIsa { kAuto, kAvx2, kAvx512 };
-// Test-only: pins the variant ActiveAttentionKernels() returns (kAuto restores cpuid's choice).
-// Forcing kAvx512 on a CPU without it throws kFailedPrecondition.
-void ForceAttentionIsaForTesting(AttentionIsa isa);
-
-// The variant for this CPU (or the one a test forced).
+// The variant ActiveVectorIsa() names (core/ops/vector_isa.h).
 const AttentionKernels& ActiveAttentionKernels();
 
 }  // namespace tessel

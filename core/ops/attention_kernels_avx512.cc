@@ -1,7 +1,7 @@
 // core/ops/attention_kernels_avx512.cc — the AVX-512F variant of the float32 attention head kernels
 // (16 floats per vector, 12 × 32 register tiles: 24 accumulators of the 32 zmm registers). The only
 // file of core/ops built with -mavx512f (core/ops/BUILD.bazel); reached only after
-// CpuHasAvx512() (attention_kernels.cc).
+// CpuHasAvx512() (core/ops/vector_isa.h).
 //
 // Invariant: see core/ops/attention_kernels.inc (internal linkage, no shared inline code).
 //

@@ -2,7 +2,7 @@
 // full, T != S, several query and key blocks of the online softmax), the saved log-sum-exp, backward
 // against finite differences and against the naive double-loop gradients, thread-count independence,
 // bf16, empty shapes and error messages; the float32 kernels on each vector ISA this CPU runs (AVX2
-// always, forced by ForceAttentionIsaForTesting; AVX-512 where present) with head dims 8/32/64 and
+// always, forced by ForceVectorIsaForTesting; AVX-512 where present) with head dims 8/32/64 and
 // sequence lengths that are not multiples of the register tile, panel or key block.
 #include "core/ops/attention.h"
 
@@ -17,6 +17,7 @@
 #include "core/base/error.h"
 #include "core/base/parallel.h"
 #include "core/ops/attention_kernels.h"
+#include "core/ops/vector_isa.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/testing/gradcheck.h"
 #include "core/ops/view.h"
@@ -314,13 +315,13 @@ TEST(AttentionTest, EmptyBatchQueriesAndKeysAreHandled) {
 // Pins the float32 kernel variant for one scope (test-only switch of core/ops/attention_kernels.h).
 class ScopedIsa {
  public:
-  explicit ScopedIsa(AttentionIsa isa) { ForceAttentionIsaForTesting(isa); }
-  ~ScopedIsa() { ForceAttentionIsaForTesting(AttentionIsa::kAuto); }
+  explicit ScopedIsa(VectorIsa isa) { ForceVectorIsaForTesting(isa); }
+  ~ScopedIsa() { ForceVectorIsaForTesting(VectorIsa::kAuto); }
 };
 
-std::vector<AttentionIsa> IsasOfThisCpu() {
-  std::vector<AttentionIsa> isas{AttentionIsa::kAvx2};
-  if (CpuHasAvx512()) isas.push_back(AttentionIsa::kAvx512);
+std::vector<VectorIsa> IsasOfThisCpu() {
+  std::vector<VectorIsa> isas{VectorIsa::kAvx2};
+  if (CpuHasAvx512()) isas.push_back(VectorIsa::kAvx512);
   return isas;
 }
 
@@ -331,10 +332,10 @@ struct HeadShape {
 TEST(AttentionTest, Float32KernelsOfEachIsaMatchNaiveDoubleValuesAndGradients) {
   // Head dims 8/32/64 (and an odd 17/40); T, S off every tile (6/12 rows), panel and key-block size.
   const std::vector<HeadShape> shapes{{37, 37, 8, 8}, {131, 131, 32, 32}, {77, 200, 64, 40}, {150, 90, 32, 17}};
-  for (AttentionIsa isa : IsasOfThisCpu()) {
+  for (VectorIsa isa : IsasOfThisCpu()) {
     const ScopedIsa pin(isa);
     const std::string name = ActiveAttentionKernels().isa;
-    EXPECT_EQ(name, isa == AttentionIsa::kAvx2 ? "avx2" : "avx512");
+    EXPECT_EQ(name, isa == VectorIsa::kAvx2 ? "avx2" : "avx512");
     for (const HeadShape& hs : shapes) {
       for (bool causal : {true, false}) {
         SCOPED_TRACE(::testing::Message() << name << " T=" << hs.t << " S=" << hs.s << " D=" << hs.d << " Dv=" << hs.dv
@@ -364,7 +365,7 @@ TEST(AttentionTest, Float32KernelsKeepWideScoreRangesAndNegativeScalesExact) {
   // NaN or inf, and the dominant keys must carry the result. A negative scale makes the row maximum
   // of x·scale the minimum of x (GroupMax takes that branch; a wrong max would overflow 2^x here).
   // Two key blocks.
-  for (AttentionIsa isa : IsasOfThisCpu()) {
+  for (VectorIsa isa : IsasOfThisCpu()) {
     const ScopedIsa pin(isa);
     for (double scale : {40.0, -40.0}) {
       for (bool causal : {true, false}) {
@@ -393,7 +394,7 @@ TEST(AttentionTest, Float32KernelsKeepWideScoreRangesAndNegativeScalesExact) {
 TEST(AttentionTest, Float32KeysNoQuerySeesGetZeroGradients) {
   // Causal with S > T leaves keys T..S-1 unseen; T == 0 leaves every key unseen. Their dK, dV rows get
   // no panel's write, so the kernels must zero them (the outputs start as uninitialized memory).
-  for (AttentionIsa isa : IsasOfThisCpu()) {
+  for (VectorIsa isa : IsasOfThisCpu()) {
     const ScopedIsa pin(isa);
     for (int64_t t : {0, 5}) {
       SCOPED_TRACE(::testing::Message() << ActiveAttentionKernels().isa << " T=" << t);
@@ -420,7 +421,7 @@ TEST(AttentionTest, Float32KeysNoQuerySeesGetZeroGradients) {
 
 TEST(AttentionTest, Float32RowsWithoutKeysGetZeroOutputAndMinusInfinityLse) {
   // S == 0: the online softmax folds no block, so l stays 0 and lse = (m + log2 l)·ln2 = -inf.
-  for (AttentionIsa isa : IsasOfThisCpu()) {
+  for (VectorIsa isa : IsasOfThisCpu()) {
     const ScopedIsa pin(isa);
     SCOPED_TRACE(ActiveAttentionKernels().isa);
     const Attrs attrs = Attrs().Set("is_causal", false).Set("scale", 0.5);
@@ -434,10 +435,10 @@ TEST(AttentionTest, Float32RowsWithoutKeysGetZeroOutputAndMinusInfinityLse) {
 
 TEST(AttentionTest, ForcingAvx512NeedsTheCpuToHaveIt) {
   if (CpuHasAvx512()) {
-    const ScopedIsa pin(AttentionIsa::kAvx512);
+    const ScopedIsa pin(VectorIsa::kAvx512);
     EXPECT_STREQ(ActiveAttentionKernels().isa, "avx512");
   } else {
-    ExpectErrorContains([] { ForceAttentionIsaForTesting(AttentionIsa::kAvx512); }, ErrorCode::kFailedPrecondition,
+    ExpectErrorContains([] { ForceVectorIsaForTesting(VectorIsa::kAvx512); }, ErrorCode::kFailedPrecondition,
                         "this CPU has no AVX-512F");
     EXPECT_STREQ(ActiveAttentionKernels().isa, "avx2");
   }

@@ -12,7 +12,7 @@
 //
 // Invariant: the binary stays portable: only pointwise_kernels_avx512.cc is built with AVX-512 flags,
 // its code has internal linkage and is reached only through ActivePointwiseKernels() after the cpuid
-// check. Results do not depend on how a caller splits the range (every element is computed alone).
+// check (core/ops/vector_isa.h). Results do not depend on how a caller splits the range (every element is computed alone).
 //
 // Example:
 //   ActivePointwiseKernels().gelu(x, y, n, /*tanh_form=*/true);
@@ -34,12 +34,7 @@ struct PointwiseKernels {
 const PointwiseKernels& Avx2PointwiseKernels();
 const PointwiseKernels& Avx512PointwiseKernels();
 
-enum class PointwiseIsa { kAuto, kAvx2, kAvx512 };
-// Test-only: pins the variant ActivePointwiseKernels() returns (kAuto restores cpuid's choice).
-// Forcing kAvx512 on a CPU without AVX-512F throws kFailedPrecondition.
-void ForcePointwiseIsaForTesting(PointwiseIsa isa);
-
-// The variant for this CPU (or the one a test forced).
+// The variant ActiveVectorIsa() names (core/ops/vector_isa.h; tests force one there).
 const PointwiseKernels& ActivePointwiseKernels();
 
 }  // namespace tessel

@@ -12,7 +12,7 @@
 
 #include "core/autograd/engine.h"
 #include "core/base/testing/expect_error.h"
-#include "core/ops/attention_kernels.h"
+#include "core/ops/vector_isa.h"
 #include "core/ops/unary.h"
 #include "core/tensor/factory.h"
 
@@ -147,16 +147,16 @@ INSTANTIATE_TEST_SUITE_P(Forms, PointwiseKernelsTest, ::testing::Values(true, fa
                          [](const auto& info) { return info.param ? "Tanh" : "Erf"; });
 
 TEST(PointwiseIsaTest, ForcingPicksTheVariantAndAvx512NeedsTheCpu) {
-  ForcePointwiseIsaForTesting(PointwiseIsa::kAvx2);
+  ForceVectorIsaForTesting(VectorIsa::kAvx2);
   EXPECT_STREQ(ActivePointwiseKernels().isa, "avx2");
   if (CpuHasAvx512()) {
-    ForcePointwiseIsaForTesting(PointwiseIsa::kAvx512);
+    ForceVectorIsaForTesting(VectorIsa::kAvx512);
     EXPECT_STREQ(ActivePointwiseKernels().isa, "avx512");
   } else {
-    testing::ExpectErrorContains([] { ForcePointwiseIsaForTesting(PointwiseIsa::kAvx512); },
+    testing::ExpectErrorContains([] { ForceVectorIsaForTesting(VectorIsa::kAvx512); },
                                  ErrorCode::kFailedPrecondition, "no AVX-512F");
   }
-  ForcePointwiseIsaForTesting(PointwiseIsa::kAuto);
+  ForceVectorIsaForTesting(VectorIsa::kAuto);
   EXPECT_STREQ(ActivePointwiseKernels().isa, CpuHasAvx512() ? "avx512" : "avx2");
 }
 
