@@ -20,7 +20,7 @@ class CommThread::Queue {
       id = next_id_++;
       tasks_.push_back(Task{id, std::move(run)});
     }
-    cv_.notify_all();
+    task_cv_.notify_one();  // the worker (waiters wait for a running task to end, not for new ones)
     return id;
   }
 
@@ -30,7 +30,7 @@ class CommThread::Queue {
     NumThreadsGuard threads_guard(num_threads_);
     std::unique_lock<std::mutex> lock(mu_);
     while (true) {
-      cv_.wait(lock, [&] { return !running_ && (stopping_ || !tasks_.empty()); });
+      task_cv_.wait(lock, [&] { return !running_ && (stopping_ || !tasks_.empty()); });
       if (tasks_.empty()) return;  // stopping and drained
       RunFront(lock);
     }
@@ -41,7 +41,7 @@ class CommThread::Queue {
   void RunUpTo(int64_t id) {
     std::unique_lock<std::mutex> lock(mu_);
     while (true) {
-      cv_.wait(lock, [&] { return !running_ || tasks_.empty() || tasks_.front().id > id; });
+      idle_cv_.wait(lock, [&] { return !running_ || tasks_.empty() || tasks_.front().id > id; });
       if (tasks_.empty() || tasks_.front().id > id) return;
       DeviceGuard device_guard(device_);
       NumThreadsGuard threads_guard(num_threads_);
@@ -54,7 +54,7 @@ class CommThread::Queue {
       std::lock_guard<std::mutex> lock(mu_);
       stopping_ = true;
     }
-    cv_.notify_all();
+    task_cv_.notify_all();
   }
 
  private:
@@ -73,13 +73,17 @@ class CommThread::Queue {
     run = nullptr;
     lock.lock();
     running_ = false;
-    cv_.notify_all();
+    idle_cv_.notify_all();
+    // The worker sleeps until a task is queued and none runs: wake it only if one is (a waiter that ran
+    // its own collective leaves the queue empty, and a wake-up then would only cost the worker's core).
+    if (!tasks_.empty() || stopping_) task_cv_.notify_one();
   }
 
   const int num_threads_;
   const Device device_;
   std::mutex mu_;
-  std::condition_variable cv_;
+  std::condition_variable task_cv_;  // the worker: a task queued (and none running), or stopping
+  std::condition_variable idle_cv_;  // waiters: the running task ended
   std::deque<Task> tasks_;
   int64_t next_id_ = 0;
   bool running_ = false;  // a task is running (on the worker or on a waiter)
