@@ -24,7 +24,7 @@ GroupRendezvous::GroupRendezvous(std::shared_ptr<ThreadsWorld> world, std::strin
 
 void GroupRendezvous::WakeAll() {
   std::lock_guard<std::mutex> lock(mu_);
-  cv_.notify_all();
+  NotifyLocked();
 }
 
 void GroupRendezvous::ThrowIfUnusable(const CollectiveDesc& desc, const std::string& label) {
@@ -60,7 +60,7 @@ void GroupRendezvous::WaitForArrival(std::unique_lock<std::mutex>& lock, Slot& s
   std::optional<std::string> deadlock;
   // Peers usually arrive within microseconds (core/base/spin.h): poll before the checked, blocking wait.
   SpinUnderLock(
-      lock, [&] { return slot.arrived == world || world_->aborted() || slot.timeout_message.has_value(); },
+      lock, [&] { return slot.arrived == world || world_->aborted() || slot.timeout_message.has_value(); }, changes_,
       world_->spin());
   cv_.wait_until(lock, deadline, [&] {
     if (slot.arrived == world || world_->aborted() || slot.timeout_message.has_value()) return true;
@@ -94,7 +94,7 @@ void GroupRendezvous::WaitForArrival(std::unique_lock<std::mutex>& lock, Slot& s
     slot.timeout_message = Str(DescribeCall(call.desc, false), " on ", label, " timed out after ", timeout.count(),
                                " ms: rank(s) ", missing, " never arrived");
     broken_ = *slot.timeout_message;
-    cv_.notify_all();
+    NotifyLocked();
   }
   std::optional<std::string> timeout_message = slot.timeout_message;
   if (--slot.arrived == 0) slots_.erase(seq);
@@ -134,7 +134,7 @@ void GroupRendezvous::RunCollective(int rank, const RankCall& call, int num_phas
     std::vector<const CollectiveDesc*> descs(world);
     for (int j = 0; j < world; ++j) descs[j] = &slot.calls[j]->desc;
     slot.mismatch = FindMismatch(descs, label);
-    cv_.notify_all();
+    NotifyLocked();
   }
   WaitForArrival(lock, slot, rank, call, timeout, label);
   if (slot.mismatch) {
@@ -155,8 +155,8 @@ void GroupRendezvous::RunCollective(int rank, const RankCall& call, int num_phas
     if (staged) break;  // peers read only the slot's copies, which live until the last member leaves
     // Phase barrier, deliberately without timeout or abort: every member arrived and executes a
     // bounded copy/reduce, and none may leave while a peer may still read its buffers.
-    if (++slot.phase_done[phase] == world) cv_.notify_all();
-    SpinUnderLock(lock, [&] { return slot.phase_done[phase] == world; }, world_->spin());
+    if (++slot.phase_done[phase] == world) NotifyLocked();
+    SpinUnderLock(lock, [&] { return slot.phase_done[phase] == world; }, changes_, world_->spin());
     cv_.wait(lock, [&] { return slot.phase_done[phase] == world; });
   }
   Leave(slot, seq);
@@ -240,7 +240,7 @@ void GroupRendezvous::RunP2P(int rank, const std::vector<P2POp>& ops, std::chron
   }
   lock.lock();
   for (auto& [send, recv] : pairs) send->done = recv->done = true;
-  if (!pairs.empty()) cv_.notify_all();
+  if (!pairs.empty()) NotifyLocked();
   auto all_done = [&] {
     for (const auto& e : mine) {
       if (!e->done) return false;
@@ -260,7 +260,7 @@ void GroupRendezvous::RunP2P(int rank, const std::vector<P2POp>& ops, std::chron
     }
     return false;
   };
-  SpinUnderLock(lock, [&] { return all_done() || world_->aborted(); }, world_->spin());
+  SpinUnderLock(lock, [&] { return all_done() || world_->aborted(); }, changes_, world_->spin());
   const bool finished = cv_.wait_until(lock, Clock::now() + timeout,
                                        [&] { return all_done() || world_->aborted() || peer_gone(); });
   if (!finished || !all_done()) {

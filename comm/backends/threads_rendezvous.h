@@ -123,6 +123,13 @@ class GroupRendezvous {
   const std::vector<int> global_ranks_;
   std::mutex mu_;
   std::condition_variable cv_;
+  // Bumped (under mu_) with every notify of cv_: spinning waiters poll it without the lock (spin.h).
+  std::atomic<uint64_t> changes_{0};
+  // REQUIRES: mu_ held. Wakes every waiter, spinning or blocked.
+  void NotifyLocked() {
+    changes_.fetch_add(1, std::memory_order_release);
+    cv_.notify_all();
+  }
   std::map<int64_t, Slot> slots_;
   std::optional<std::string> broken_;  // set by a collective timeout: later collectives fail at once
   P2PQueue pending_sends_;

@@ -8,11 +8,12 @@
 //
 // Example:
 //   if (!SpinUntil([&] { return done.load(std::memory_order_acquire); }, kHandOffSpin)) cv.wait(lock, ...);
-//   SpinUnderLock(lock, [&] { return slot.arrived == world; }, kHandOffSpin);  // then cv.wait_until(...)
+//   SpinUnderLock(lock, [&] { return slot.arrived == world; }, changes_, kHandOffSpin);  // then cv.wait_until
 #pragma once
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <mutex>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -45,19 +46,24 @@ bool SpinUntil(const Ready& ready, std::chrono::microseconds budget) {
   }
 }
 
-// The same for state guarded by `lock`'s mutex: `ready` runs with the lock held, which is released
-// between polls so the threads that change the state can take it. Held on entry and on return.
+// The same for state guarded by `lock`'s mutex, whose writers bump `changes` (release) on every change a
+// waiter may care about: `ready` runs with the lock held; between checks the lock is released and this
+// thread polls only `changes`, so it never makes a writer block on the mutex (polling by re-locking
+// would). Held on entry and on return.
 template <typename Ready>
-bool SpinUnderLock(std::unique_lock<std::mutex>& lock, const Ready& ready, std::chrono::microseconds budget) {
+bool SpinUnderLock(std::unique_lock<std::mutex>& lock, const Ready& ready, const std::atomic<uint64_t>& changes,
+                   std::chrono::microseconds budget) {
   if (budget.count() <= 0) return ready();
   const auto deadline = std::chrono::steady_clock::now() + budget;
-  for (int i = 1;; ++i) {
-    if (ready()) return true;
+  while (!ready()) {
+    const auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return false;
+    const uint64_t seen = changes.load(std::memory_order_acquire);
     lock.unlock();
-    for (int k = 0; k < 16; ++k) CpuRelax();
+    SpinUntil([&] { return changes.load(std::memory_order_acquire) != seen; }, left);
     lock.lock();
-    if (i % 8 == 0 && std::chrono::steady_clock::now() >= deadline) return ready();
   }
+  return true;
 }
 
 }  // namespace tessel
