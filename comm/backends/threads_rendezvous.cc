@@ -260,7 +260,8 @@ void GroupRendezvous::RunP2P(int rank, const std::vector<P2POp>& ops, std::chron
     }
     return false;
   };
-  SpinUnderLock(lock, [&] { return all_done() || world_->aborted(); }, changes_, world_->spin());
+  // No spin here: pipeline sends/receives run on the comm thread while the rank thread computes on the same
+  // core, and polling for the peer took that core (pp_1f1b_step_vs_unsharded 0.77 -> 0.66 with it).
   const bool finished = cv_.wait_until(lock, Clock::now() + timeout,
                                        [&] { return all_done() || world_->aborted() || peer_gone(); });
   if (!finished || !all_done()) {
