@@ -43,6 +43,25 @@ WorkPtr TrackBlockingWait(WorkPtr inner, std::function<int64_t()> begin, std::fu
   return std::make_shared<TrackedWork>(std::move(inner), std::move(begin), std::move(end));
 }
 
+namespace {
+
+// The thread of `member` when the blocked call `w` (of rank `self`) waits for it: `member` has not issued
+// call w.seq of w's group yet. nullopt: no wait-for edge.
+std::optional<uint64_t> WaitsFor(const BlockedCall& w, int self, int member, const IssueMap& issued) {
+  const auto it = issued.find({member, w.key});
+  if (member == self || it == issued.end() || it->second.issued > w.seq) return std::nullopt;
+  return it->second.thread;
+}
+
+}  // namespace
+
+bool WaitsOnAPeer(const BlockedCall& w, const IssueMap& issued) {
+  for (int member : w.members) {
+    if (WaitsFor(w, w.rank, member, issued)) return true;
+  }
+  return false;
+}
+
 std::optional<Deadlock> FindDeadlock(std::span<const BlockedCall> blocked, const IssueMap& issued, int start_rank,
                                      uint64_t start_thread) {
   using Node = std::pair<int, uint64_t>;
@@ -60,9 +79,9 @@ std::optional<Deadlock> FindDeadlock(std::span<const BlockedCall> blocked, const
   std::function<bool(const Node&)> reaches_start = [&](const Node& n) {
     const BlockedCall& w = *waiting.at(n);
     for (int member : w.members) {
-      const auto it = issued.find({member, w.key});
-      if (member == n.first || it == issued.end() || it->second.issued > w.seq) continue;
-      const Node next{member, it->second.thread};
+      const std::optional<uint64_t> thread = WaitsFor(w, n.first, member, issued);
+      if (!thread) continue;
+      const Node next{member, *thread};
       path.push_back({&w, member});
       if (next == start) return true;
       if (waiting.count(next) && visited.insert(next).second && reaches_start(next)) return true;

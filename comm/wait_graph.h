@@ -56,6 +56,12 @@ struct Deadlock {
 std::optional<Deadlock> FindDeadlock(std::span<const BlockedCall> blocked, const IssueMap& issued, int start_rank,
                                      uint64_t start_thread);
 
+// Whether the blocked call `w` waits for any peer (a member that has not issued its call yet): without such
+// an edge `w` cannot be on a cycle, so FindDeadlock from it finds nothing. The backends check this first;
+// it costs a few map lookups, where FindDeadlock copies the blocked set (most waits have no edge: every
+// member already issued the call).
+bool WaitsOnAPeer(const BlockedCall& w, const IssueMap& issued);
+
 // A thread id as the graph's (and the gloo snapshots') number.
 uint64_t ThisThreadId();
 

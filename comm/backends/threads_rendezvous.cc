@@ -344,10 +344,12 @@ int64_t ThreadsWorld::BeginBlockedWait(BlockedCall wait) {
     std::lock_guard<std::mutex> lock(mu_);
     handle = next_handle_++;
     const int rank = wait.rank;
-    blocked_.emplace(handle, std::move(wait));
-    std::vector<BlockedCall> all;
-    for (const auto& [h, b] : blocked_) all.push_back(b);
-    found = FindDeadlock(all, issued_, rank, ThisThreadId());
+    const BlockedCall& mine = blocked_.emplace(handle, std::move(wait)).first->second;
+    if (WaitsOnAPeer(mine, issued_)) {  // else it cannot close a cycle (wait_graph.h)
+      std::vector<BlockedCall> all;
+      for (const auto& [h, b] : blocked_) all.push_back(b);
+      found = FindDeadlock(all, issued_, rank, ThisThreadId());
+    }
     if (found) {
       for (const auto& call : found->calls) deadlocks_.emplace(call, found->message);
     }
