@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -85,6 +86,31 @@ TEST(CommThreadTest, DestructionRunsEveryQueuedTaskEvenIfNobodyWaits) {
   }
   EXPECT_EQ(ran.load(), 100);
   for (const WorkPtr& w : works) EXPECT_TRUE(w->IsCompleted());
+}
+
+// Tasks queued behind one a waiter runs still reach the worker: nobody waits for B and C, yet they run
+// (the worker is woken when the waiter's task ends and the queue is not empty).
+TEST(CommThreadTest, TasksQueuedBehindACallerRunTaskRunWithoutAnyoneWaiting) {
+  CommThread thread(1, Device::Cpu(0));
+  std::atomic<bool> release{false};
+  std::atomic<int> ran{0};
+  // The worker runs X, which blocks, so A, B and C queue up behind it.
+  WorkPtr x = thread.Submit([&] {
+    while (!release.load()) std::this_thread::yield();
+  });
+  WorkPtr a = thread.Submit([&] { ran.fetch_add(1); });
+  WorkPtr b = thread.Submit([&] { ran.fetch_add(10); });
+  WorkPtr c = thread.Submit([&] { ran.fetch_add(100); });
+  std::thread waiter([&] { a->Wait(); });  // once X ends, A may run on this waiter
+  release.store(true);
+  waiter.join();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!(b->IsCompleted() && c->IsCompleted()) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_TRUE(b->IsCompleted());
+  EXPECT_TRUE(c->IsCompleted());
+  EXPECT_EQ(ran.load(), 111);
 }
 
 }  // namespace

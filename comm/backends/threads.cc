@@ -267,12 +267,12 @@ void RankMain(int rank, const std::shared_ptr<GroupRendezvous>& world_group, int
 void RunRanks(int world_size, const std::function<void(ProcessGroupPtr world)>& fn, const RunRanksOptions& options) {
   TESSEL_CHECK(world_size >= 1, "RunRanks: world_size must be >= 1, got ", world_size);
   TESSEL_CHECK(options.timeout.count() > 0, "RunRanks: timeout must be positive, got ", options.timeout.count(), " ms");
-  auto world = std::make_shared<ThreadsWorld>(world_size);
+  const int num_threads =
+      options.threads_per_rank > 0 ? options.threads_per_rank : std::max(1, HardwareConcurrency() / world_size);
+  auto world = std::make_shared<ThreadsWorld>(world_size, num_threads);
   std::vector<int> all(world_size);
   std::iota(all.begin(), all.end(), 0);
   auto world_group = world->GetOrCreateGroup(world, "world", all);
-  const int num_threads =
-      options.threads_per_rank > 0 ? options.threads_per_rank : std::max(1, HardwareConcurrency() / world_size);
   std::vector<std::exception_ptr> errors(world_size);
   std::vector<std::thread> threads;
   threads.reserve(world_size);

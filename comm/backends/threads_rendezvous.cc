@@ -15,9 +15,10 @@ namespace tessel::comm::threads_internal {
 
 using Clock = std::chrono::steady_clock;
 
-ThreadsWorld::ThreadsWorld(int world_size)
+ThreadsWorld::ThreadsWorld(int world_size, int threads_per_rank)
     : world_size_(world_size),
-      spin_(world_size <= HardwareConcurrency() ? kHandOffSpin : std::chrono::microseconds(0)) {}
+      spin_(world_size * std::max(threads_per_rank, 1) <= HardwareConcurrency() ? kHandOffSpin
+                                                                               : std::chrono::microseconds(0)) {}
 
 GroupRendezvous::GroupRendezvous(std::shared_ptr<ThreadsWorld> world, std::string key, std::vector<int> global_ranks)
     : world_(std::move(world)), key_(std::move(key)), global_ranks_(std::move(global_ranks)) {}

@@ -138,7 +138,8 @@ class GroupRendezvous {
 
 class ThreadsWorld {
  public:
-  explicit ThreadsWorld(int world_size);
+  // `threads_per_rank`: each rank thread's intra-op budget (waiters spin only if every thread has a core).
+  ThreadsWorld(int world_size, int threads_per_rank);
   int world_size() const { return world_size_; }
   // Rendezvous waits poll briefly before blocking (core/base/spin.h) only when every rank thread has a
   // core: with more ranks than cores a spinning waiter would take the core its peer needs to arrive.

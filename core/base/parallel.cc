@@ -21,8 +21,8 @@
 // sleeps on the condition variable, and a caller only signals it when it sleeps; a caller whose last
 // chunk is still running on a worker polls for as long before it sleeps too. Both bounds are short
 // (OpenMP's default KMP_BLOCKTIME spins for 200 ms), so a loaded machine loses at most that much CPU
-// per worker per idle period. Workers spin only after running a job, so a process whose ranks all
-// have a budget of 1 (the threads backend with one rank per core) never wakes them and they stay asleep.
+// per worker per idle period. Workers spin only at start-up and after running a job, so a process whose
+// ranks all have a budget of 1 (the threads backend with one rank per core) never wakes them again.
 #include "core/base/parallel.h"
 
 #include <omp.h>

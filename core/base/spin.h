@@ -6,6 +6,9 @@
 // into a cache-line transfer; past the budget the caller blocks as before, so an idle thread costs at
 // most `budget` of CPU per wait (OpenMP's default KMP_BLOCKTIME spins for 200 ms).
 //
+// Invariant: header-only and ISA-neutral; do not include it in a -mavx512* translation unit (CpuRelax and
+// the templates are shared inline definitions the linker may pick from any one of them).
+//
 // Example:
 //   if (!SpinUntil([&] { return done.load(std::memory_order_acquire); }, kHandOffSpin)) cv.wait(lock, ...);
 //   SpinUnderLock(lock, [&] { return slot.arrived == world; }, changes_, kHandOffSpin);  // then cv.wait_until
@@ -61,7 +64,15 @@ bool SpinUnderLock(std::unique_lock<std::mutex>& lock, const Ready& ready, const
     const uint64_t seen = changes.load(std::memory_order_acquire);
     lock.unlock();
     SpinUntil([&] { return changes.load(std::memory_order_acquire) != seen; }, left);
-    lock.lock();
+    // The writer bumps `changes` while it still holds the mutex: poll try_lock for a while rather than
+    // sleeping in the kernel on it (which would cost the writer a futex wake-up when it unlocks).
+    for (int i = 0; !lock.try_lock(); ++i) {
+      if (i == 4096) {
+        lock.lock();
+        break;
+      }
+      CpuRelax();
+    }
   }
   return true;
 }

@@ -24,10 +24,11 @@ constexpr int64_t kAlign = 64;
 // first-touch faulting every page (measured ~2 ms per MB on these VMs: 10-20% of a Linear step).
 // Same policy as PyTorch's CUDA caching allocator. The ledger counts live bytes only; cached bytes are
 // reported separately and released when an allocation fails or on EmptyCache().
-// Blocks from kCacheMinBytes up are cached: rounded to kSmallCacheRound below kLargeCacheMin (glibc
-// maps blocks from 128 KiB up on their own pages and, trimming the heap, often refaults smaller ones;
-// the small model of threads_vs_ranks spent ~4% of its CPU time first-touching them) and to
-// kLargeCacheRound above.
+// Blocks from kCacheMinBytes up are cached: rounded to kSmallCacheRound below kLargeCacheMin and to
+// kLargeCacheRound above. glibc maps large blocks on their own pages (from 128 KiB at first; the threshold
+// then follows the sizes freed) and trims the heap, so such blocks were refaulted every step: the small
+// model of threads_vs_ranks spent ~4% of its CPU time first-touching pages. The price: a block just above
+// a class boundary holds up to one class more (64 KiB + 1 B takes 128 KiB), which the ledger does not count.
 constexpr int64_t kCacheMinBytes = int64_t{64} << 10;
 constexpr int64_t kSmallCacheRound = int64_t{64} << 10;
 constexpr int64_t kLargeCacheMin = int64_t{1} << 20;

@@ -10,7 +10,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
+#include <cstdint>
+#include <tuple>
 #include <vector>
 
 #include "core/autograd/call.h"
@@ -93,18 +94,34 @@ TensorList AdamWKernel(std::span<const Tensor> in, const Attrs& a) {
   return {in[0]};
 }
 
-// The written tensors (params, exp_avgs, exp_avg_sqs) must not share storage: one pass updates every
-// group at once, so a parameter listed twice would be written by two threads at the same time.
-void CheckNoSharedWrites(std::span<const Tensor> in, size_t n) {
-  std::map<const void*, size_t> owner;
+// The written tensors (params, exp_avgs, exp_avg_sqs) must not overlap: one pass updates every group at
+// once, so a parameter listed twice (or two views of one buffer that overlap) would be written by two
+// threads at the same time. Each is contiguous, so its bytes are one range of its storage.
+void CheckNoOverlappingWrites(std::span<const Tensor> in, size_t n) {
+  struct Range {
+    uintptr_t storage;
+    int64_t begin, end;
+    size_t group;
+  };
+  std::vector<Range> ranges;
   for (size_t i = 0; i < n; ++i) {
     for (size_t list : {size_t{0}, size_t{2}, size_t{3}}) {
       const Tensor& t = in[list * n + i];
       if (t.numel() == 0) continue;
-      const auto [it, fresh] = owner.emplace(t.raw_data(), i);
-      TESSEL_CHECK(fresh, "adamw_step_foreach_: groups ", it->second, " and ", i, " write the same storage (shape ",
-                   ShapeStr(t.sizes()), "); a parameter or its state is listed twice");
+      const int64_t esz = ElementSize(t.dtype());
+      const auto storage = reinterpret_cast<uintptr_t>(t.impl()->storage().data());
+      ranges.push_back({storage, t.storage_offset() * esz, (t.storage_offset() + t.numel()) * esz, i});
     }
+  }
+  std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) {
+    return std::tie(a.storage, a.begin) < std::tie(b.storage, b.begin);
+  });
+  for (size_t k = 1; k < ranges.size(); ++k) {
+    const Range& a = ranges[k - 1];
+    const Range& b = ranges[k];
+    TESSEL_CHECK(a.storage != b.storage || b.begin >= a.end, "adamw_step_foreach_: groups ", std::min(a.group, b.group),
+                 " and ", std::max(a.group, b.group), " write overlapping memory (a parameter, or its optimizer ",
+                 "state, listed twice or aliased)");
   }
 }
 
@@ -122,7 +139,7 @@ TensorList AdamWForeachKernel(std::span<const Tensor> in, const Attrs& a) {
     coeffs.push_back(CoeffsFor(a, steps[i]));
     starts.push_back(starts.back() + in[i].numel());
   }
-  CheckNoSharedWrites(in, n);
+  CheckNoOverlappingWrites(in, n);
   for (size_t i = 0; i < n; ++i) BumpWritten(in[i], in[2 * n + i], in[3 * n + i]);
   ParallelFor(0, starts.back(), kAdamWGrain, [&](int64_t s, int64_t e) {
     size_t i = static_cast<size_t>(std::upper_bound(starts.begin(), starts.end(), s) - starts.begin()) - 1;

@@ -1,6 +1,6 @@
 // core/ops/pointwise_kernels_avx512.cc — the AVX-512F variant of the float32 pointwise kernels (16 floats
 // per vector). The only pointwise file built with -mavx512f (core/ops/BUILD.bazel); reached only after
-// the cpuid check in pointwise_kernels.cc.
+// the cpuid check in vector_isa.cc.
 //
 // Invariant: see core/ops/pointwise_kernels.inc (internal linkage, no shared inline code).
 //

@@ -51,7 +51,7 @@ std::vector<const PointwiseKernels*> Variants() {
   if (CpuHasAvx512()) {
     v.push_back(&Avx512PointwiseKernels());
   } else {
-    std::printf("this CPU has no AVX-512F: only the avx2 variant is tested here\n");
+    std::printf("this CPU lacks AVX-512 F, VL, DQ or BW: only the avx2 variant is tested here\n");
   }
   return v;
 }

@@ -120,8 +120,21 @@ TEST(OptimizerTest, ForeachAdamWRefusesAParameterListedTwiceAndGradRequiringPara
   const std::vector<double> before = p.ToDoubleVector();
   const std::vector<int64_t> steps{1, 1};
   testing::ExpectErrorContains([&] { AdamWStepForeachInPlace(ps, gs, ms, vs, steps, AdamWHyper{}); },
-                               ErrorCode::kInvalidArgument, "groups 0 and 1 write the same storage (shape [4])");
+                               ErrorCode::kInvalidArgument, "groups 0 and 1 write overlapping memory");
   EXPECT_EQ(p.ToDoubleVector(), before);
+  // Two overlapping views of one buffer ([0, 4) and [2, 6)) are refused as well.
+  const Tensor buffer = Randn({6}, gen);
+  const TensorList views{MakeView(buffer, {4}, {1}, 0), MakeView(buffer, {4}, {1}, 2)};
+  testing::ExpectErrorContains([&] { AdamWStepForeachInPlace(views, gs, ms, vs, steps, AdamWHyper{}); },
+                               ErrorCode::kInvalidArgument, "groups 0 and 1 write overlapping memory");
+  // A bad later group writes nothing in the earlier ones either (every check runs before any write).
+  const Tensor p0 = Randn({4}, gen);
+  const std::vector<double> p0_before = p0.ToDoubleVector();
+  const TensorList bad_second{p0, Randn({5}, gen)}, g_bad{g, Randn({4}, gen)};
+  const TensorList m_bad{Zeros({4}), Zeros({5})}, v_bad{Zeros({4}), Zeros({5})};
+  testing::ExpectErrorContains([&] { AdamWStepForeachInPlace(bad_second, g_bad, m_bad, v_bad, steps, AdamWHyper{}); },
+                               ErrorCode::kInvalidArgument, "adamw_step_: tensor 1 has shape [4]");
+  EXPECT_EQ(p0.ToDoubleVector(), p0_before);
   Tensor leaf = Randn({4}, gen);
   leaf.set_requires_grad(true);
   const TensorList second_requires{Randn({4}, gen), leaf};
