@@ -20,6 +20,9 @@ TEST(LossDeviceTest, LossParallelOnDeviceLogitsFailsNamingTheDevice) {
     const Tensor target = FromVector(std::vector<int64_t>{0, 4, 2}, Shape{3}).To(Device::Cuda(0));
     DTensor l = DistributeTensor(logits, mesh, ParsePlacements("S(1)"));
     DTensor t = DistributeTensor(target, mesh, ParsePlacements("R"));
+    // The premise: the shards really live on the (fake) device, so the host loop would read device memory.
+    ASSERT_EQ(l.ToLocal().device(), Device::Cuda(0));
+    ASSERT_EQ(t.ToLocal().device(), Device::Cuda(0));
     tessel::testing::ExpectErrorContains(
         [&] { CrossEntropy(l, t); }, ErrorCode::kUnimplemented,
         "cross_entropy: the vocab-sharded (loss parallel) form runs on the host; logits [3, 5] on cuda:0");
