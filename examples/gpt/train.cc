@@ -456,8 +456,6 @@ std::optional<RunResult> TrainLaunched(const Flags& flags) {
   TESSEL_CHECK(!flags.values.count("nproc") || flags.Get("nproc", 0) == world->size(), "train: --nproc=",
                flags.GetString("nproc", ""), " but tessel-run started ", world->size(), " ranks (WORLD_SIZE)");
   const char* restart = std::getenv("TESSEL_RESTART_COUNT");
-  const int threads = static_cast<int>(flags.Get("threads", 0));
-  const NumThreadsGuard budget(threads > 0 ? threads : NumThreads());
   const RunResult r = TrainRank(flags, world, 0, {.index = restart ? std::atoi(restart) : 0, .own_process = true});
   if (world->rank() != 0) return std::nullopt;
   return r;
@@ -494,13 +492,15 @@ int Main(int argc, char** argv) {
   const int threads = static_cast<int>(flags.Get("threads", 0));  // 0: the backend's default
   TESSEL_CHECK(!flags.values.count("threads") || threads >= 1, "train: --threads must be >= 1, got ",
                flags.GetString("threads", ""));
+  // This thread's budget (the unsharded rank, a tessel-run rank); threads-backend ranks get theirs from
+  // RunRanks' threads_per_rank below.
+  const NumThreadsGuard budget(threads > 0 ? threads : NumThreads());
   RunResult r;
   if (std::getenv("WORLD_SIZE") != nullptr) {  // a rank process under tessel-run
     const std::optional<RunResult> mine = TrainLaunched(flags);
     if (!mine) return 0;  // rank 0 prints the summary
     r = *mine;
   } else if (nproc == 1 && !layout.bf16) {
-    const NumThreadsGuard budget(threads > 0 ? threads : NumThreads());
     r = TrainRank(flags, nullptr, 0);
   } else {
     // Measured before the world starts: it runs one unsharded step on a fresh device of its own.
