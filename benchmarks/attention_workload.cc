@@ -15,10 +15,7 @@
 //
 // Example:
 //   bazel run //benchmarks:report -- --filter=attention
-#include <algorithm>
-#include <chrono>
 #include <string>
-#include <vector>
 
 #include "benchmarks/figure.h"
 #include "benchmarks/gemm_peak_workload.h"
@@ -54,19 +51,6 @@ std::function<void()> MakeFusedAttentionFwdBwd(const AttentionShape& s) {
   };
 }
 
-// GFLOP/s of `run` (work `gflop`): median of 5 timed runs after one warm-up.
-double Rate(const std::function<void()>& run, double gflop) {
-  run();
-  std::vector<double> rates;
-  for (int i = 0; i < 5; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    run();
-    rates.push_back(gflop / std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  std::sort(rates.begin(), rates.end());
-  return rates[2];
-}
-
 const bool kRegistered = RegisterFigure("attention_vs_gemm_flops", [] {
   const AttentionShape s{16 * 8, 128, 32};
   constexpr int64_t kPeakN = 2048;
@@ -75,8 +59,8 @@ const bool kRegistered = RegisterFigure("attention_vs_gemm_flops", [] {
            Throughput{"blas_sgemm_2048", "GFLOP/s", SquareGemmGflop(kPeakN), MakeBlasSquareSgemm(kPeakN)}};
   f.note = [] {
     const AttentionShape wide{16 * 8, 128, 64}, long_seq{8, 1024, 64};
-    const double wide_rate = Rate(MakeFusedAttentionFwdBwd(wide), wide.Gflop());
-    const double long_rate = Rate(MakeFusedAttentionFwdBwd(long_seq), long_seq.Gflop());
+    const double wide_rate = MeasureThroughput({"wide", "GFLOP/s", wide.Gflop(), MakeFusedAttentionFwdBwd(wide)}, 1, 5);
+    const double long_rate = MeasureThroughput({"long", "GFLOP/s", long_seq.Gflop(), MakeFusedAttentionFwdBwd(long_seq)}, 1, 5);
     return Str("fused causal attention fwd+bwd at [128, 128, 64]: ", static_cast<int64_t>(wide_rate),
                " GFLOP/s\n# fused causal attention fwd+bwd at [8, 1024, 64]: ", static_cast<int64_t>(long_rate),
                " GFLOP/s");

@@ -80,6 +80,10 @@ FigureResult Measure(const Figure& figure, int warmup, int reps) {
   return r;
 }
 
+double MeasureThroughput(const Throughput& t, int warmup, int reps) {
+  return Measure(Figure{t.name, t, std::nullopt}, warmup, reps).value;
+}
+
 std::string FormatLine(const Figure& figure, const FigureResult& r) {
   if (!r.skipped.empty()) return figure.name + ": skipped (" + r.skipped + ")";
   std::string line = figure.name + ": " + Fixed(r.value) + " " + figure.value.unit;

@@ -60,6 +60,9 @@ struct FigureResult {
 };
 
 FigureResult Measure(const Figure& figure, int warmup, int reps);
+// One side alone, as Measure times it: `t`'s median throughput over `reps` runs after `warmup` (for note
+// lines that measure a second shape or configuration).
+double MeasureThroughput(const Throughput& t, int warmup, int reps);
 
 // Helpers for figures that run another program (a multi-process backend, an external baseline).
 // The path of a file in this binary's runfiles tree (workspace "tessel"), e.g. "comm/gloo_bench".

@@ -14,7 +14,6 @@
 // Example:
 //   bazel run //benchmarks:report -- --filter=threads_vs_ranks
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <functional>
 #include <memory>
@@ -94,19 +93,6 @@ double TokensPerRun(const Config& c) {
   return static_cast<double>(c.steps_per_run * c.batch * c.gpt.seq_len);
 }
 
-// Median tokens/s of 5 timed runs (after one warm-up) of `run`.
-double MedianRate(const std::function<void()>& run, double tokens) {
-  run();
-  std::vector<double> rates;
-  for (int i = 0; i < 5; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    run();
-    rates.push_back(tokens / std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  std::sort(rates.begin(), rates.end());
-  return rates[2];
-}
-
 // The one-rank side: `c`'s whole batch on Width(c) threads.
 std::function<void()> OneRankRun(const Config& c) {
   auto trainer = std::make_shared<Trainer>(c, 0, c.batch);
@@ -128,8 +114,8 @@ const bool kRegistered = RegisterFigure("threads_vs_ranks", [] {
     const int cores = Width(kSmall);
     auto world = RanksWorld(kSmall);
     const double tokens = TokensPerRun(kSmall);
-    const double t = MedianRate(OneRankRun(kSmall), tokens);
-    const double r = MedianRate([world] { world->Run(1); }, tokens);
+    const double t = MeasureThroughput({"one_rank", "tokens/s", tokens, OneRankRun(kSmall)}, 1, 5);
+    const double r = MeasureThroughput({"ranks", "tokens/s", tokens, [world] { world->Run(1); }}, 1, 5);
     char ratio[32];
     std::snprintf(ratio, sizeof(ratio), "%.3f", t / r);
     return Str("small model (d_model 64, 2 layers, seq 32, batch 8): 1 rank x ", cores, " threads ",

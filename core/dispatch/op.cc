@@ -72,4 +72,12 @@ std::vector<const OpDef*> AllOps() {
   return out;
 }
 
+std::set<std::string> OpsWithoutCudaKernel(const std::set<std::string>& names) {
+  std::set<std::string> out;
+  for (const std::string& name : names) {
+    if (!GetOp(name).cuda) out.insert(name);
+  }
+  return out;
+}
+
 }  // namespace tessel

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <functional>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -57,6 +58,8 @@ const OpDef* FindOp(std::string_view name);
 // Like FindOp, but throws kInternal naming the op.
 const OpDef& GetOp(std::string_view name);
 std::vector<const OpDef*> AllOps();
+// The ops among `names` that have no CUDA kernel (GetOp: each name must be registered).
+std::set<std::string> OpsWithoutCudaKernel(const std::set<std::string>& names);
 
 // Fills the cuda slot of op `name` from a CUDA kernel library (core/ops/<family>_cuda.cc, linked only
 // with a toolkit), whichever of the two registers first in static initialization: the kernel waits
