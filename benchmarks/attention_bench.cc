@@ -68,7 +68,7 @@ void BM_Sgemm(benchmark::State& state) {
   state.counters["GFLOP"] = benchmark::Counter(2.0 * n * n * n / 1e9 * state.iterations(), benchmark::Counter::kIsRate);
 }
 
-BENCHMARK(BM_AttentionFwdBwd)->Args({128, 128, 32, 1})->Args({8, 1024, 64, 1})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_AttentionFwdBwd)->Args({128, 128, 32, 1})->Args({128, 128, 32, 2})->Args({8, 1024, 64, 1})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_AttentionFwdBwdAvx2)->Args({128, 128, 32, 1})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_AttentionFwd)->Args({128, 128, 32, 1})->Args({8, 1024, 64, 1})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Sgemm)->Args({1024, 1})->Args({2048, 1})->Unit(benchmark::kMillisecond);
