@@ -1,6 +1,7 @@
 // comm/comm_thread.cc — CommThread: its queue (shared with the Works it returned) and the worker loop.
 #include "comm/comm_thread.h"
 
+#include <algorithm>
 #include <exception>
 #include <utility>
 
@@ -13,15 +14,27 @@ class CommThread::Queue {
  public:
   Queue(int num_threads, Device device) : num_threads_(num_threads), device_(device) {}
 
-  int64_t Push(std::function<void()> run) {
+  // wake_worker false: the caller will Wait() for the task at once (SubmitForImmediateWait).
+  int64_t Push(std::function<void()> run, bool wake_worker) {
     int64_t id;
     {
       std::lock_guard<std::mutex> lock(mu_);
       id = next_id_++;
       tasks_.push_back(Task{id, std::move(run)});
     }
-    task_cv_.notify_one();  // the worker (waiters wait for a running task to end, not for new ones)
+    if (wake_worker) task_cv_.notify_one();  // the worker (waiters wait for a running task to end, not for new ones)
     return id;
+  }
+
+  // Wakes the worker when a task is queued and none runs (a task pushed without a wake-up that its
+  // caller did not wait for).
+  void WakeIfQueued() {
+    bool queued;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      queued = !tasks_.empty() && !running_;
+    }
+    if (queued) task_cv_.notify_one();
   }
 
   // The worker: runs tasks as they come until stopped and drained.
@@ -30,7 +43,11 @@ class CommThread::Queue {
     NumThreadsGuard threads_guard(num_threads_);
     std::unique_lock<std::mutex> lock(mu_);
     while (true) {
-      task_cv_.wait(lock, [&] { return !running_ && (stopping_ || !tasks_.empty()); });
+      while (running_ || (!stopping_ && tasks_.empty())) {
+        worker_asleep_ = true;
+        task_cv_.wait(lock);
+        worker_asleep_ = false;
+      }
       if (tasks_.empty()) return;  // stopping and drained
       RunFront(lock);
     }
@@ -47,6 +64,11 @@ class CommThread::Queue {
       NumThreadsGuard threads_guard(num_threads_);
       RunFront(lock);
     }
+  }
+
+  bool WorkerAsleep() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return worker_asleep_;
   }
 
   void Stop() {
@@ -88,9 +110,17 @@ class CommThread::Queue {
   int64_t next_id_ = 0;
   bool running_ = false;  // a task is running (on the worker or on a waiter)
   bool stopping_ = false;
+  bool worker_asleep_ = false;  // the worker waits on task_cv_ (the lock released)
 };
 
 namespace {
+
+// This thread's SubmitForImmediateWait scopes: their depth and the queues it pushed to without a wake-up.
+struct ImmediateWaitScopes {
+  int depth = 0;
+  std::vector<std::shared_ptr<CommThread::Queue>> queues;
+};
+thread_local ImmediateWaitScopes immediate_wait;
 
 // The Work of a queued task: waiting for it first runs it (and what is queued before it) on the
 // waiter's thread when no other thread is running a task.
@@ -145,8 +175,24 @@ WorkPtr CommThread::Submit(std::function<void()> body) {
       w->MarkCompleted();
     }
   };
-  work->set_id(queue_->Push(std::move(task)));
+  const bool defer = immediate_wait.depth > 0;
+  if (defer) {
+    std::vector<std::shared_ptr<Queue>>& queues = immediate_wait.queues;
+    if (std::find(queues.begin(), queues.end(), queue_) == queues.end()) queues.push_back(queue_);
+  }
+  work->set_id(queue_->Push(std::move(task), /*wake_worker=*/!defer));
   return work;
+}
+
+bool CommThread::WorkerAsleepForTesting() const { return queue_->WorkerAsleep(); }
+
+SubmitForImmediateWait::SubmitForImmediateWait() { ++immediate_wait.depth; }
+
+SubmitForImmediateWait::~SubmitForImmediateWait() {
+  if (--immediate_wait.depth > 0) return;
+  std::vector<std::shared_ptr<CommThread::Queue>> queues = std::move(immediate_wait.queues);
+  immediate_wait.queues.clear();
+  for (const std::shared_ptr<CommThread::Queue>& q : queues) q->WakeIfQueued();
 }
 
 }  // namespace tessel::comm

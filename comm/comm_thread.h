@@ -11,9 +11,21 @@
 // thread hand-offs (wake the worker, then wake the waiter) on top of the rendezvous with the peers;
 // issued and waited for later (FSDP's prefetch), it still overlaps with the caller's compute.
 //
+// A caller that waits for its Work at once can also spare the first hand-off: inside a
+// SubmitForImmediateWait scope, Submit queues without waking the worker (a futex wake-up that, on a
+// machine with as many busy rank threads as cores, also preempts a peer rank's compute), and the Wait()
+// that follows runs the task itself. If the worker is busy with an earlier task it picks the new one up
+// as it finishes (it re-checks the queue before sleeping), so the order is unchanged. The scope's end
+// wakes the worker of every queue still holding a task queued so (the caller threw before its Wait):
+// a collective the peers wait for never sits unrun.
+//
 // Example:
 //   CommThread thread(/*num_threads=*/1, Device::Cpu(rank));
 //   WorkPtr work = thread.Submit([=] { RunAllReduce(); });   // errors land in the Work
+//   {
+//     SubmitForImmediateWait scope;
+//     thread.Submit([=] { RunAllGather(); })->Wait();       // runs on this thread, worker left asleep
+//   }
 #pragma once
 
 #include <atomic>
@@ -24,6 +36,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "comm/work.h"
 #include "core/tensor/device.h"
@@ -42,6 +55,8 @@ class CommThread {
   WorkPtr Submit(std::function<void()> body);
   // True while a submitted body is queued or running.
   bool busy() const { return pending_->load() > 0; }
+  // Test-only: the worker is blocked waiting for a task (a Submit now must wake it to be run by it).
+  bool WorkerAsleepForTesting() const;
 
   // The queue shared by the worker and the waiters (comm_thread.cc; it outlives this object while a
   // Work refers to it).
@@ -51,6 +66,17 @@ class CommThread {
   std::shared_ptr<Queue> queue_;
   std::shared_ptr<std::atomic<int>> pending_;
   std::thread thread_;
+};
+
+// While alive, Submit calls made by this thread do not wake the worker (see the header comment); the
+// thread must Wait() for those Works before the scope ends (the destructor wakes the worker of any queue
+// still holding one). Scopes nest.
+class SubmitForImmediateWait {
+ public:
+  SubmitForImmediateWait();
+  ~SubmitForImmediateWait();
+  SubmitForImmediateWait(const SubmitForImmediateWait&) = delete;
+  SubmitForImmediateWait& operator=(const SubmitForImmediateWait&) = delete;
 };
 
 }  // namespace tessel::comm

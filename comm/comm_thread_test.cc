@@ -113,5 +113,90 @@ TEST(CommThreadTest, TasksQueuedBehindACallerRunTaskRunWithoutAnyoneWaiting) {
   EXPECT_EQ(ran.load(), 111);
 }
 
+// Polls until the worker is blocked waiting for a task (it starts, and finishes a task, awake).
+void WaitForWorkerAsleep(const CommThread& thread) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!thread.WorkerAsleepForTesting() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_TRUE(thread.WorkerAsleepForTesting());
+}
+
+// Polls until `w` completes or 10 s pass.
+bool CompletesWithinTenSeconds(const WorkPtr& w) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!w->IsCompleted() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return w->IsCompleted();
+}
+
+// Inside the scope the idle worker is not woken: 50 ms later the task has not run, and Wait() runs it on
+// the waiter. The control (no scope) shows that the worker, woken, runs the same task by itself.
+TEST(CommThreadTest, InsideAnImmediateWaitScopeTheWaiterRunsItsTaskAndTheIdleWorkerStaysAsleep) {
+  CommThread thread(1, Device::Cpu(0));
+  std::thread::id ran_on;
+  auto record = [&] { ran_on = std::this_thread::get_id(); };
+  WaitForWorkerAsleep(thread);
+  {
+    SubmitForImmediateWait scope;
+    WorkPtr w = thread.Submit(record);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_FALSE(w->IsCompleted());
+    EXPECT_TRUE(thread.busy());  // queued, not run
+    w->Wait();
+  }
+  EXPECT_EQ(ran_on, std::this_thread::get_id());
+
+  WorkPtr control = thread.Submit(record);
+  ASSERT_TRUE(CompletesWithinTenSeconds(control));
+  EXPECT_NE(ran_on, std::this_thread::get_id());
+}
+
+// A caller that leaves the scope without waiting (it threw, say) does not strand its task: the scope's
+// end wakes the worker, which runs it and what was queued after it.
+TEST(CommThreadTest, LeavingAnImmediateWaitScopeWithoutWaitingWakesTheWorker) {
+  CommThread thread(1, Device::Cpu(0));
+  std::atomic<int> ran{0};
+  WorkPtr a, b;
+  WaitForWorkerAsleep(thread);
+  {
+    SubmitForImmediateWait outer;
+    {
+      SubmitForImmediateWait inner;  // nested: only the outermost scope's end wakes
+      a = thread.Submit([&] { ran.fetch_add(1); });
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_FALSE(a->IsCompleted());
+    b = thread.Submit([&] { ran.fetch_add(10); });
+  }
+  EXPECT_TRUE(CompletesWithinTenSeconds(a));
+  EXPECT_TRUE(CompletesWithinTenSeconds(b));
+  EXPECT_EQ(ran.load(), 11);
+}
+
+// A worker busy with an earlier task picks up a task queued without a wake-up as soon as it finishes,
+// in order, even if the caller has not waited yet.
+TEST(CommThreadTest, ABusyWorkerRunsTasksQueuedInAnImmediateWaitScopeInOrder) {
+  CommThread thread(1, Device::Cpu(0));
+  std::atomic<bool> release{false};
+  std::mutex mu;
+  std::vector<int> order;
+  WorkPtr x = thread.Submit([&] {
+    while (!release.load()) std::this_thread::yield();
+    std::lock_guard<std::mutex> lock(mu);
+    order.push_back(0);
+  });
+  SubmitForImmediateWait scope;
+  WorkPtr a = thread.Submit([&] {
+    std::lock_guard<std::mutex> lock(mu);
+    order.push_back(1);
+  });
+  release.store(true);
+  EXPECT_TRUE(CompletesWithinTenSeconds(a));  // nobody waited: the worker ran it after X
+  a->Wait();
+  EXPECT_EQ(order, (std::vector<int>{0, 1}));
+}
+
 }  // namespace
 }  // namespace tessel::comm

@@ -1,6 +1,7 @@
 // dtensor/redistribute.cc — one function per step kind, the step loop, and the autograd wiring.
 #include "dtensor/redistribute.h"
 
+#include "comm/comm_thread.h"
 #include "core/base/error.h"
 #include "core/memory/allocator.h"
 #include "core/tensor/copy.h"
@@ -182,6 +183,7 @@ Tensor ExecuteRedistribute(const Tensor& local, const DTensorSpec& src, const Re
                            const DeviceMesh& mesh) {
   Tensor cur = local;
   ShardingState state = plan.start;
+  comm::SubmitForImmediateWait waited_at_once;  // every step waits for its collective before the next
   for (const RedistributeStep& step : plan.steps) {
     cur = RunStep(StepContext{mesh, src, state, step}, cur);
     state = ApplyStep(state, step);
