@@ -21,7 +21,10 @@
 #include <cmath>
 #include <limits>
 
+#include <Eigen/Core>
+
 #include "core/base/error.h"
+#include "core/base/parallel.h"
 #include "core/dispatch/dispatcher.h"
 #include "core/tensor/copy.h"
 #include "core/tensor/factory.h"
@@ -60,19 +63,33 @@ double GlobalCount(const LocalContext& ctx, const Tensor& target, const std::vec
   return c.item<double>();
 }
 
-// [Note: loss-parallel memory] The vocab-sharded loss streams the local logits through a float64 buffer of
-// kChunkRows rows instead of converting them whole: backward's only [n, c] allocation is the gradient,
-// in the logits' dtype, so its transient is the one planner/activations.h counts (logits + gradient).
-constexpr int64_t kChunkRows = 64;
+// [Note: loss-parallel memory] The vocab-sharded loss reads the local logits in place (16-bit rows are
+// widened one row at a time into a per-task buffer): backward's only [n, c] allocation is the gradient, in
+// the logits' dtype, so its transient is the one planner/activations.h counts (logits + gradient).
+//
+// Arithmetic: the same as the unsharded kernel (core/ops/loss.cc) per local slice — the logits' compute type
+// (float32 for float32/16-bit, float64 for float64) and Eigen's vectorized exp, rows in parallel on the
+// calling thread's budget; only the per-row statistics that cross ranks (max, Σ exp, the target logit) are
+// combined in float64.
 
-// Rows [r0, r0 + rows) of `x` viewed as [n, c] (contiguous), converted into the float64 `buf` (allocated by
-// the first call, min(kChunkRows, n) rows).
-double* RowsAsDoubles(const Tensor& x, int64_t c, int64_t r0, int64_t rows, Tensor& buf) {
-  if (!buf.defined()) buf = Empty(Shape{rows, c}, DType::kFloat64, x.device());  // the first chunk is the largest
-  const Tensor dst = MakeView(buf, Shape{rows, c}, Shape{c, 1}, 0);
-  CopyInto(dst, MakeView(x, Shape{rows, c}, Shape{c, 1}, x.storage_offset() + r0 * c));
-  return buf.data_ptr<double>();
+template <typename C>
+using RowArray = Eigen::Array<C, Eigen::Dynamic, 1>;
+
+// Row r of a contiguous [n, c] T matrix as compute-type values (a widened copy in `buf` for 16-bit T).
+template <typename T>
+Eigen::Map<const RowArray<ComputeT<T>>> LocalRow(const T* x, int64_t c, int64_t r, RowArray<ComputeT<T>>& buf) {
+  using C = ComputeT<T>;
+  if constexpr (std::is_same_v<T, C>) {
+    return Eigen::Map<const RowArray<C>>(x + r * c, c);
+  } else {
+    buf.resize(c);
+    for (int64_t j = 0; j < c; ++j) buf[j] = ToCompute(x[r * c + j]);
+    return Eigen::Map<const RowArray<C>>(buf.data(), c);
+  }
 }
+
+// Rows per parallel task: about 32 Ki logits.
+int64_t RowGrain(int64_t c) { return std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(c, 1)); }
 
 // `x` itself when contiguous, else a contiguous copy in its dtype.
 Tensor ContiguousRows(const Tensor& x) {
@@ -89,38 +106,84 @@ struct RowStats {
   std::vector<double> target_logit;
 };
 
+// Local pass 1 (pm: row maxima, -inf for an empty slice) and pass 2 (ps[r]: Σ exp(x - m[r]); ps[n + r]: the
+// target logit when this slice holds the target's class) over the contiguous [n, c] slice x.
+template <typename T>
+void LocalRowMax(const T* x, int64_t n, int64_t c, double* pm) {
+  if (c == 0) return;
+  ParallelFor(0, n, RowGrain(c), [&](int64_t r0, int64_t r1) {
+    RowArray<ComputeT<T>> buf;
+    for (int64_t r = r0; r < r1; ++r) pm[r] = static_cast<double>(LocalRow(x, c, r, buf).maxCoeff());
+  });
+}
+template <typename T>
+void LocalRowSums(const T* x, int64_t n, int64_t c, const double* pm, const std::vector<int64_t>& target, int64_t c0,
+                  double* ps) {
+  using C = ComputeT<T>;
+  if (c == 0) return;
+  ParallelFor(0, n, RowGrain(c), [&](int64_t r0, int64_t r1) {
+    RowArray<C> buf;
+    for (int64_t r = r0; r < r1; ++r) {
+      const auto row = LocalRow(x, c, r, buf);
+      ps[r] = static_cast<double>((row - static_cast<C>(pm[r])).exp().sum());
+      const int64_t local = target[static_cast<size_t>(r)] - c0;
+      if (local >= 0 && local < c) ps[n + r] = static_cast<double>(row[local]);
+    }
+  });
+}
+
 RowStats VocabRowStats(const LocalContext& ctx, const Tensor& x, const std::vector<int64_t>& target, int64_t c0,
                        const std::vector<int>& vocab) {
   const int64_t n = static_cast<int64_t>(target.size()), c = x.numel() / std::max<int64_t>(n, 1);
-  Tensor buf;
   Tensor m = Full(Shape{n}, -std::numeric_limits<double>::infinity(), DType::kFloat64, x.device());
-  double* pm = m.data_ptr<double>();
-  for (int64_t r0 = 0; r0 < n; r0 += kChunkRows) {
-    const int64_t rows = std::min(kChunkRows, n - r0);
-    const double* px = RowsAsDoubles(x, c, r0, rows, buf);
-    for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t j = 0; j < c; ++j) pm[r0 + r] = std::max(pm[r0 + r], px[r * c + j]);
-    }
-  }
+  TESSEL_DISPATCH_FLOATING_TYPES(x.dtype(), "cross_entropy",
+                                 [&] { LocalRowMax(x.data_ptr<scalar_t>(), n, c, m.data_ptr<double>()); });
   AllReduce(ctx, vocab, m, ReduceOp::kMax);
   Tensor sums = Zeros(Shape{2 * n}, DType::kFloat64, x.device());
-  double* ps = sums.data_ptr<double>();
-  for (int64_t r0 = 0; r0 < n; r0 += kChunkRows) {
-    const int64_t rows = std::min(kChunkRows, n - r0);
-    const double* px = RowsAsDoubles(x, c, r0, rows, buf);
-    for (int64_t r = r0; r < r0 + rows; ++r) {
-      for (int64_t j = 0; j < c; ++j) ps[r] += std::exp(px[(r - r0) * c + j] - pm[r]);
-      const int64_t local = target[static_cast<size_t>(r)] - c0;
-      if (local >= 0 && local < c) ps[n + r] = px[(r - r0) * c + local];
-    }
-  }
+  TESSEL_DISPATCH_FLOATING_TYPES(x.dtype(), "cross_entropy", [&] {
+    LocalRowSums(x.data_ptr<scalar_t>(), n, c, m.data_ptr<double>(), target, c0, sums.data_ptr<double>());
+  });
   AllReduce(ctx, vocab, sums, ReduceOp::kSum);
+  const double* pm = m.data_ptr<double>();
+  const double* ps = sums.data_ptr<double>();
   RowStats st;
   for (int64_t r = 0; r < n; ++r) {
     st.lse.push_back(pm[r] + std::log(ps[r]));
     st.target_logit.push_back(ps[n + r]);
   }
   return st;
+}
+
+// grad rows of the local slice: (softmax - onehot) · scale[r], 0 for ignored rows.
+template <typename T>
+void LocalSoftmaxGrad(const T* x, T* out, int64_t n, int64_t c, int64_t c0, const std::vector<int64_t>& target,
+                      int64_t ignore, const RowStats& st, const std::vector<double>& scale) {
+  using C = ComputeT<T>;
+  if (c == 0) return;
+  ParallelFor(0, n, RowGrain(c), [&](int64_t r0, int64_t r1) {
+    RowArray<C> buf, grad;
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t target_r = target[static_cast<size_t>(r)];
+      T* orow = out + r * c;
+      if (target_r == ignore) {
+        std::fill(orow, orow + c, FromCompute<T>(C(0)));
+        continue;
+      }
+      const C s = static_cast<C>(scale[static_cast<size_t>(r)]);
+      const C lse = static_cast<C>(st.lse[static_cast<size_t>(r)]);
+      const auto row = LocalRow(x, c, r, buf);
+      const int64_t local = target_r - c0;
+      if constexpr (std::is_same_v<T, C>) {
+        Eigen::Map<RowArray<C>> o(orow, c);
+        o = (row - lse).exp() * s;
+        if (local >= 0 && local < c) o[local] -= s;
+      } else {
+        grad = (row - lse).exp() * s;
+        if (local >= 0 && local < c) grad[local] -= s;
+        for (int64_t j = 0; j < c; ++j) orow[j] = FromCompute<T>(grad[j]);
+      }
+    }
+  });
 }
 
 // The vocab-sharded loss computes its row statistics and gradient on the host (float64 loops over the
@@ -189,25 +252,12 @@ TensorList CrossEntropyBackwardLocal(const LocalContext& ctx) {
   double uniform = red == "none" ? 0.0 : g[0];
   if (red == "mean") uniform /= std::max(GlobalCount(ctx, target, axes.batch), 1.0);
   const int64_t n = static_cast<int64_t>(t.size()), c = x.numel() / std::max<int64_t>(n, 1);
-  Tensor out = Empty(logits.sizes(), logits.dtype(), logits.device()), buf;
-  for (int64_t r0 = 0; r0 < n; r0 += kChunkRows) {
-    const int64_t rows = std::min(kChunkRows, n - r0);
-    double* px = RowsAsDoubles(x, c, r0, rows, buf);  // overwritten with the gradient
-    for (int64_t r = r0; r < r0 + rows; ++r) {
-      double* row = px + (r - r0) * c;
-      const int64_t target_r = t[static_cast<size_t>(r)];
-      if (target_r == ignore) {
-        std::fill(row, row + c, 0.0);
-        continue;
-      }
-      const double scale = red == "none" ? g[static_cast<size_t>(r)] : uniform;
-      for (int64_t j = 0; j < c; ++j) {
-        const double onehot = j + c0 == target_r ? 1.0 : 0.0;
-        row[j] = (std::exp(row[j] - st.lse[static_cast<size_t>(r)]) - onehot) * scale;
-      }
-    }
-    CopyInto(MakeView(out, Shape{rows, c}, Shape{c, 1}, r0 * c), MakeView(buf, Shape{rows, c}, Shape{c, 1}, 0));
-  }
+  std::vector<double> scale(t.size(), uniform);
+  if (red == "none") scale = g;
+  Tensor out = Empty(logits.sizes(), logits.dtype(), logits.device());
+  TESSEL_DISPATCH_FLOATING_TYPES(x.dtype(), "cross_entropy_backward", [&] {
+    LocalSoftmaxGrad(x.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), n, c, c0, t, ignore, st, scale);
+  });
   return {out};
 }
 
