@@ -9,6 +9,7 @@
 #include "core/ops/elementwise.h"
 #include "core/tensor/copy.h"
 #include "core/tensor/factory.h"
+#include "dtensor/dtensor.h"
 #include "dtensor/dtensor_impl.h"
 #include "fsdp/state.h"
 
@@ -38,6 +39,8 @@ std::pair<Tensor, double> LocalAndCopies(const Tensor& grad, int world_size) {
   if (d == nullptr) return {grad, static_cast<double>(world_size)};
   double copies = 1;
   for (int a = 0; a < d->mesh().ndim(); ++a) {
+    TESSEL_INTERNAL_ASSERT(!dtensor::IsPartial(d->spec().placement(a)), "clip_grad_norm: Partial gradient ",
+                           d->spec().ToString(), " left unreduced");
     if (!dtensor::IsShard(d->spec().placement(a))) copies *= static_cast<double>(d->mesh().size(a));
   }
   TESSEL_CHECK(d->mesh().size() == world_size, "clip_grad_norm: a gradient lives on ", d->mesh().ToString(),
@@ -45,11 +48,32 @@ std::pair<Tensor, double> LocalAndCopies(const Tensor& grad, int world_size) {
   return {d->local(), copies};
 }
 
+// A Partial gradient's local values are summands, not elements (squaring them is not the norm): such a
+// gradient (a Replicate parameter fed by sequence-sharded activations, e.g. a norm weight under sequence
+// parallelism) is reduced to Replicate on its Partial axes and stored back as the parameter's .grad — the
+// all-reduce the optimizer step would otherwise run on it, moved here.
+void ReducePartialGrads(const TensorList& params) {
+  for (const Tensor& p : params) {
+    const Tensor g = p.grad();
+    const dtensor::DTensorImpl* d = g.defined() ? dtensor::AsDTensorImpl(g) : nullptr;
+    if (d == nullptr) continue;
+    std::vector<dtensor::Placement> placements = d->spec().placements();
+    bool partial = false;
+    for (dtensor::Placement& pl : placements) {
+      if (!dtensor::IsPartial(pl)) continue;
+      pl = dtensor::Replicate{};
+      partial = true;
+    }
+    if (partial) Tensor(p).set_grad(dtensor::DTensor(g).Redistribute(d->mesh(), placements).tensor());
+  }
+}
+
 }  // namespace
 
 double ClipGradNorm(const TensorList& params, double max_norm, const comm::ProcessGroupPtr& world) {
   TESSEL_CHECK(max_norm > 0, "clip_grad_norm: max_norm must be positive, got ", max_norm);
   NoGradGuard no_grad;
+  ReducePartialGrads(params);
   double local_sq = 0;
   for (const Tensor& p : params) {
     const Tensor g = p.grad();

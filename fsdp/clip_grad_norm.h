@@ -1,4 +1,4 @@
-// fsdp/clip_grad_norm.h — ClipGradNorm over sharded (DTensor) gradients with exactly one all-reduce.
+// fsdp/clip_grad_norm.h — ClipGradNorm over sharded (DTensor) gradients with one all-reduce for the norm.
 //
 // Invariant: the norm returned is the L2 norm of the *global* gradients (every element counted once,
 // whatever its placements), identical on every rank, computed from the local shards in float64 with
@@ -19,7 +19,10 @@ namespace tessel::fsdp {
 // Scales every defined .grad of `params` in place so their global L2 norm is at most `max_norm` and
 // returns the norm before clipping (torch.nn.utils.clip_grad_norm_, eps 1e-6). A DTensor gradient
 // counts its local shard once per copy (divided by the sizes of the mesh axes it is not sharded over);
-// a plain gradient is taken as replicated on every rank of `world`.
+// a plain gradient is taken as replicated on every rank of `world`. Works for any DTensor gradients on
+// one mesh (tensor parallel too: train.cc's TP mode calls it with the world group). A Partial gradient
+// is first reduced to Replicate and stored back as the .grad (one all-reduce each: the one the optimizer
+// step would run on it); then one all-reduce of the sum of squares.
 // REQUIRES: `world` spans exactly the ranks of the gradients' meshes; every rank calls it.
 double ClipGradNorm(const TensorList& params, double max_norm, const comm::ProcessGroupPtr& world);
 

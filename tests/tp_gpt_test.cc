@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 
 #include "comm/tracer.h"
+#include "core/optim/optimizer.h"
+#include "dtensor/dtensor.h"
+#include "fsdp/clip_grad_norm.h"
 #include "core/ops/reduction.h"
 #include "tests/tp_gpt_testing.h"
 
@@ -120,6 +123,52 @@ TEST(TpGptTest, LossParallelNeverGathersTheLogits) {
   EXPECT_EQ(LargestAllGather(cfg, {.sequence_parallel = true}), logits_piece);
   // With it, the largest all_gather is sequence parallelism's [B, T / 2, C] activation piece.
   EXPECT_EQ(LargestAllGather(cfg, {.sequence_parallel = true, .loss_parallel = true}), 2 * 2 * 16 * 4);
+}
+
+// fsdp::ClipGradNorm over TP (+ SP, loss parallel) DTensor gradients: the one-rank norm and clipped
+// gradients with one all-reduce for the norm, plus one per Partial gradient (the norm weights fed by
+// sequence-sharded activations), which it reduces and stores back as Replicate so the optimizer step has
+// nothing left to reduce. optim::ClipGradNorm pays one all-reduce per parameter instead.
+TEST(TpGptTest, ClipGradNormOverTpGradientsReducesOnceAndMatchesOneRank) {
+  const nn::GPTConfig cfg = TpGpt();
+  constexpr int64_t kBatch = 4;
+  Generator gen(7);
+  nn::GPT ref(cfg, gen);
+  auto [idx, tgt] = GlobalBatch(cfg, 0, kBatch);
+  Backward(ref.Loss(idx, tgt));
+  const double want_norm = optim::ClipGradNorm(ref.Parameters(), 0.05);
+  ASSERT_GT(want_norm, 0.05);  // the clip is active
+  std::map<std::string, std::vector<double>> want;
+  for (auto& [fqn, p] : ref.NamedParameters()) want[fqn] = p.grad().ToDoubleVector();
+  comm::RunRanks(
+      2,
+      [&](comm::ProcessGroupPtr world) {
+        const dtensor::DeviceMesh mesh = dtensor::InitDeviceMesh(world, {2}, {"tp"});
+        Generator g(7);
+        nn::GPT gpt(cfg, g);
+        examples::ParallelizeGpt(gpt, mesh, {.sequence_parallel = true, .loss_parallel = true});
+        {
+          tp::LossParallel loss_parallel;
+          Backward(gpt.Loss(idx, tgt));
+        }
+        int64_t partial = 0;
+        for (const Tensor& p : gpt.Parameters()) {
+          const dtensor::DTensor grad(p.grad());
+          partial += dtensor::IsPartial(grad.placements()[0]);
+        }
+        EXPECT_EQ(partial, 2 * cfg.n_layers * 2 + 2);  // ln1, ln2 (weight, bias) per block; ln_f
+        comm::CommTracer t;
+        const double norm = ClipGradNorm(gpt.Parameters(), 0.05, world);
+        EXPECT_EQ(t.Count(comm::CollectiveKind::kAllReduce), partial + 1) << t.Summary();
+        EXPECT_EQ(t.Total(), partial + 1) << t.Summary();
+        EXPECT_NEAR(norm, want_norm, 1e-5 * want_norm);
+        for (auto& [fqn, param] : gpt.NamedParameters()) {
+          SCOPED_TRACE(fqn);
+          EXPECT_FALSE(dtensor::IsPartial(dtensor::DTensor(param.grad()).placements()[0]));
+          EXPECT_LE(RelErr(FullValues(param.grad()), want.at(fqn)), 1e-4);
+        }
+      },
+      FastRanks());
 }
 
 // Linear biases: Colwise shards them, Rowwise adds its replicated bias once to the Partial output.
