@@ -31,6 +31,7 @@ class DTensorImpl final : public TensorImpl {
   bool is_distributed() const override { return true; }
   std::shared_ptr<TensorImpl> ShallowCopyDetached() const override;
   std::string KindName() const override { return "DTensor"; }
+  std::string ForeachGroupKey() const override { return mesh_.ToString(); }
   uint32_t version() const override { return local_.impl()->version(); }
   void RetagMemory(memory::Ledger ledger) const override { local_.impl()->RetagMemory(ledger); }
   bool OwnsDataExclusively() const override;

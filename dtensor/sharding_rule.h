@@ -95,6 +95,10 @@ struct Strategy {
   LocalFn local_fn = nullptr;          // null: DispatchLocal(op, local inputs, local attrs)
   int64_t extra_comm_bytes = 0;        // bytes local_fn's own collectives move (cost model)
   std::vector<int64_t> aux;            // small data for local_fn / local_attrs (e.g. mesh axes)
+  // Inputs whose whole move is one all_reduce go in flat buckets, one collective per (mesh axis, reduce
+  // op, dtype, device) instead of one per input: a multi-tensor op's Partial gradients (PyTorch's DDP
+  // buckets / coalesced collectives). Same values; fewer rendezvous.
+  bool coalesce_all_reduces = false;
 };
 
 // What local_attrs / local_fn see once the inputs have been redistributed.

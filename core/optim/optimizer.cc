@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <map>
+#include <tuple>
 #include <utility>
 
 #include "core/autograd/grad_mode.h"
@@ -131,33 +132,28 @@ void AdamW::Step() {
   NoGradGuard no_grad;
   const AdamWHyper hyper{.lr = lr_, .beta1 = o_.beta1, .beta2 = o_.beta2, .eps = o_.eps,
                          .weight_decay = o_.weight_decay};
-  // Plain tensors update in one multi-tensor call per device (on the CPU one parallel pass over every
-  // parameter); distributed ones one by one, through their sharding rule.
+  // One multi-tensor call per device and foreach group (on the CPU one parallel pass over every
+  // parameter): plain tensors group by device; DTensors by device and mesh (their sharding rule rules
+  // each parameter's update alone and redistributes its gradient to the parameter's layout).
   struct Lists {
     TensorList ps, gs, ms, vs;
     std::vector<int64_t> steps;
   };
-  std::map<std::pair<int, int>, Lists> by_device;  // (device type, index) → its parameters
+  std::map<std::tuple<int, int, std::string>, Lists> groups;  // (device type, index, foreach key)
   for (auto& [fqn, p] : params_) {
     const Tensor g = p.grad();
     if (!g.defined()) continue;
     const int64_t step = ++steps_[fqn];
     Tensor& m = State(fqn, "exp_avg", p);
     Tensor& v = State(fqn, "exp_avg_sq", p);
-    if (p.is_distributed() || g.is_distributed()) {
-      AdamWHyper h = hyper;
-      h.step = step;
-      AdamWStepInPlace(p, g, m, v, h);
-      continue;
-    }
-    Lists& l = by_device[{static_cast<int>(p.device().type), p.device().index}];
+    Lists& l = groups[{static_cast<int>(p.device().type), p.device().index, p.impl()->ForeachGroupKey()}];
     l.ps.push_back(p);
     l.gs.push_back(g);
     l.ms.push_back(m);
     l.vs.push_back(v);
     l.steps.push_back(step);
   }
-  for (const auto& [device, l] : by_device) AdamWStepForeachInPlace(l.ps, l.gs, l.ms, l.vs, l.steps, hyper);
+  for (const auto& [key, l] : groups) AdamWStepForeachInPlace(l.ps, l.gs, l.ms, l.vs, l.steps, hyper);
 }
 
 std::map<std::string, double> AdamW::Hyper() const {

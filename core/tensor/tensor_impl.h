@@ -65,6 +65,10 @@ class TensorImpl {
   // and ToDoubleVector(). Dense: `self`. DTensor: redistributed to Replicate on every mesh axis
   // (all-gathers shards, reduces Partial), so it is collective: every rank of the mesh must call it.
   virtual Tensor MaterializeFull(const Tensor& self) const { return self; }
+  // Tensors whose keys are equal may go to one multi-tensor (foreach) op together, beside grouping by
+  // device and dtype: "" for a dense tensor; a DTensor names its mesh (the dispatcher requires one mesh
+  // per op call).
+  virtual std::string ForeachGroupKey() const { return ""; }
   // True when no other tensor shares these bytes (safe to adopt them as a .grad).
   virtual bool OwnsDataExclusively() const { return storage_.defined() && storage_.use_count() == 1; }
 

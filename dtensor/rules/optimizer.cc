@@ -1,6 +1,6 @@
 // dtensor/rules/optimizer.cc — sharding rules for core/ops/optimizer.cc: adamw_step_(param, grad,
 // exp_avg, exp_avg_sq), sgd_step_(param, grad, momentum_buffer?) and adamw_step_foreach_ (many
-// adamw_step_ groups in one call, each ruled alone).
+// adamw_step_ groups in one call, each ruled alone; the gradients that need an all_reduce share one).
 //
 // Invariant: the update is pointwise, so every rank updates its own shard in place — the parameter
 // never moves. The optimizer state must have exactly the parameter's layout (it was created from it;
@@ -61,6 +61,7 @@ std::vector<Strategy> ForeachOptimizerRule(const OpCall& call) {
   Strategy s;
   s.inputs.resize(static_cast<size_t>(call.num_inputs()));
   for (int g = 0; g < n; ++g) AddGroup(call, g, n, 4, s);
+  s.coalesce_all_reduces = true;  // every Partial gradient of a replicated parameter in one all_reduce
   return {s};
 }
 

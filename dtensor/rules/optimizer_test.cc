@@ -96,5 +96,53 @@ TEST(OptimizerRulesTest, ForeachAdamWRulesEachGroupAloneAndMatchesTheDenseUpdate
   });
 }
 
+// Replicated parameters with Partial(sum) gradients (norm weights under sequence parallelism): the foreach
+// update reduces every such gradient of one dtype in ONE all_reduce (a flat bucket), a float32 one in a
+// second; a Partial gradient of a sharded parameter keeps its own reduce_scatter. The values are the
+// per-parameter updates' exactly, and the gradients' own local tensors are left unwritten.
+TEST(OptimizerRulesTest, ForeachAdamWReducesAllPartialGradientsOfReplicatedParamsInOneAllReduce) {
+  OnMesh1D(4, [](const DeviceMesh& mesh) {
+    NoGradGuard no_grad;
+    const std::vector<Shape> shapes{{6}, {2, 3}, {5}, {8}, {3}};
+    const std::vector<DType> dtypes{DType::kFloat64, DType::kFloat64, DType::kFloat64, DType::kFloat64,
+                                    DType::kFloat32};
+    const std::vector<const char*> param_pl{"R", "R", "R", "S(0)", "R"};
+    TensorList params, gs, ms, vs, dps, dgs, dms, dvs, g_locals;
+    auto copy = [](const Tensor& t) { return Add(t, ZerosLike(t)); };
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      const int64_t salt = static_cast<int64_t>(10 * i);
+      const Tensor p = Values(shapes[i], dtypes[i], salt), m = Values(shapes[i], dtypes[i], salt + 1);
+      const Tensor v = Abs(Values(shapes[i], dtypes[i], salt + 2));
+      // Rank r holds (r + 1) · g / 10: the Partial sum is g.
+      const Tensor g = Values(shapes[i], dtypes[i], salt + 3);
+      const Tensor local = MulScalar(g, (mesh.global_rank() + 1) / 10.0);
+      g_locals.push_back(local);
+      params.push_back(DistributeTensor(p, mesh, ParsePlacements(param_pl[i])));
+      ms.push_back(DistributeTensor(m, mesh, ParsePlacements(param_pl[i])));
+      vs.push_back(DistributeTensor(v, mesh, ParsePlacements(param_pl[i])));
+      gs.push_back(DTensor::FromLocal(local, mesh, ParsePlacements("P(sum)")));
+      dps.push_back(copy(p)), dms.push_back(copy(m)), dvs.push_back(copy(v));
+      dgs.push_back(MulScalar(g, (1 + 2 + 3 + 4) / 10.0));
+    }
+    std::vector<double> before;
+    for (const Tensor& l : g_locals) before.push_back(l.ToDoubleVector()[0]);
+    const std::vector<int64_t> steps{1, 2, 3, 4, 5};
+    const AdamWHyper h{.lr = 0.1, .weight_decay = 0.01};
+    EXPECT_EQ(CommOf([&] { AdamWStepForeachInPlace(params, gs, ms, vs, steps, h); }),
+              "reduce_scatter(x) x1, all_reduce(x) x2");
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      AdamWHyper hi = h;
+      hi.step = steps[i];
+      AdamWStepInPlace(dps[i], dgs[i], dms[i], dvs[i], hi);
+      const double tol = dtypes[i] == DType::kFloat64 ? 1e-13 : 1e-6;
+      testing::ExpectClose(DTensor(params[i]).FullTensor().ToDoubleVector(), dps[i].ToDoubleVector(), tol,
+                           Str("param ", i));
+      testing::ExpectClose(DTensor(vs[i]).FullTensor().ToDoubleVector(), dvs[i].ToDoubleVector(), tol,
+                           Str("exp_avg_sq ", i));
+      EXPECT_EQ(g_locals[i].ToDoubleVector()[0], before[i]) << "gradient " << i << "'s local was written";
+    }
+  });
+}
+
 }  // namespace
 }  // namespace tessel::dtensor
