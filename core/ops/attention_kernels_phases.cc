@@ -37,6 +37,7 @@ inline void Mark(int phase) {
 #define TESSEL_ATTN_MR 12
 #define TESSEL_ATTN_NAME "avx512"
 #define TESSEL_ATTN_SCALEF(p, n) _mm512_mask_scalef_ps((p), static_cast<__mmask16>(-1), (p), (n))
+#define TESSEL_ATTN_ROUND(y) _mm512_roundscale_ps((y), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
 #define TESSEL_ATTN_PHASE(n) Mark(n)
 #include "core/ops/attention_kernels.inc"
 
