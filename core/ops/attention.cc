@@ -262,10 +262,11 @@ HeadRows RowsOfHeads(const Tensor& t) {
 }
 
 // Head-kernel scratch of at least `floats` floats, 64-byte aligned and uninitialized (the kernels write
-// before they read). Buffers up to kKeptScratchBytes stay with the thread for its next call: allocating
-// them per call cost the pool worker ~30 page faults per fwd+bwd (its arena returns freed tops to the
-// kernel), 1-2% of the figure's step. Throws std::bad_alloc as Empty does.
-constexpr int64_t kKeptScratchBytes = int64_t{8} << 20;
+// before they read). Buffers up to kKeptScratchBytes (heads of T = S = 1024, D = 64 fit) stay with the
+// thread for its next call: allocating them per call cost the pool worker ~30 page faults per fwd+bwd
+// (its arena returns freed tops to the kernel), 1-2% of the figure's step. Larger ones live for the
+// call. Throws std::bad_alloc as Empty does.
+constexpr int64_t kKeptScratchBytes = int64_t{4} << 20;
 class ScratchBuffer {
  public:
   explicit ScratchBuffer(int64_t floats) {

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -430,6 +431,71 @@ TEST(AttentionTest, Float32RowsWithoutKeysGetZeroOutputAndMinusInfinityLse) {
                                       attrs);
     ExpectAllClose(out[0], std::vector<double>(2 * 19 * 3, 0.0), 0, 0);
     for (double x : out[1].ToDoubleVector()) EXPECT_EQ(x, -std::numeric_limits<double>::infinity());
+  }
+}
+
+TEST(AttentionTest, Float32KernelsGiveTheSameBitsWhetherOrNotTheyPrefetchTheNextHead) {
+  // AttentionHeadPtrs::next only prefetches: with it set (strided rows, odd sizes, several panels and
+  // key blocks) every output and gradient keeps its bits.
+  constexpr int64_t kHeads = 3, kT = 70, kS = 150, kD = 20, kDv = 12, kLd = 40;  // rows kLd floats apart
+  Generator gen(90);
+  auto rows = [&](int64_t n) {
+    Tensor t = Randn({kHeads * n * kLd}, gen);
+    const float* data = static_cast<const float*>(t.raw_data());
+    return std::vector<float>(data, data + t.numel());
+  };
+  const std::vector<float> q = rows(kT), k = rows(kS), v = rows(kS), g = rows(kT);
+  for (VectorIsa isa : IsasOfThisCpu()) {
+    const ScopedIsa pin(isa);
+    const AttentionKernels& kern = ActiveAttentionKernels();
+    for (bool causal : {true, false}) {
+      SCOPED_TRACE(::testing::Message() << kern.isa << (causal ? " causal" : " full"));
+      const AttentionHeadDims dm{kT, kS, kD, kDv};
+      std::vector<float> scratch(kern.scratch_floats(dm) + 16);
+      float* s = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(scratch.data()) + 63) & ~uintptr_t{63});
+      auto run = [&](bool prefetch) {
+        std::vector<float> out(kHeads * (kT + kS + kS + kT) * kLd, 0.0f), lse(kHeads * kT);
+        float *o = out.data(), *dq = o + kHeads * kT * kLd, *dk = dq + kHeads * kT * kLd, *dv = dk + kHeads * kS * kLd;
+        std::vector<AttentionHeadPtrs> p(kHeads);
+        for (int64_t h = 0; h < kHeads; ++h) {
+          p[h].q = q.data() + h * kT * kLd, p[h].k = k.data() + h * kS * kLd, p[h].v = v.data() + h * kS * kLd;
+          p[h].o = o + h * kT * kLd, p[h].lse = lse.data() + h * kT, p[h].saved_o = p[h].o;
+          p[h].saved_lse = p[h].lse, p[h].dout = g.data() + h * kT * kLd;
+          p[h].dq = dq + h * kT * kLd, p[h].dk = dk + h * kS * kLd, p[h].dv = dv + h * kS * kLd;
+          p[h].q_ld = p[h].k_ld = p[h].v_ld = p[h].o_ld = p[h].dout_ld = p[h].dq_ld = p[h].dk_ld = p[h].dv_ld = kLd;
+        }
+        for (int64_t h = 0; h + 1 < kHeads && prefetch; ++h) p[h].next = &p[h + 1];
+        for (int64_t h = 0; h < kHeads; ++h) kern.forward(p[h], dm, causal, 0.4f, s);
+        for (int64_t h = 0; h < kHeads; ++h) kern.backward(p[h], dm, causal, 0.4f, s);
+        out.insert(out.end(), lse.begin(), lse.end());
+        return out;
+      };
+      const std::vector<float> with = run(true), without = run(false);
+      ASSERT_EQ(with.size(), without.size());
+      EXPECT_EQ(std::memcmp(with.data(), without.data(), with.size() * sizeof(float)), 0);
+      EXPECT_NE(std::count(with.begin(), with.end(), 0.0f), static_cast<std::ptrdiff_t>(with.size()));
+    }
+  }
+}
+
+TEST(AttentionTest, Float32HeadsWithScratchBeyondTheThreadsKeptBufferMatchTheFloat64Path) {
+  // T = S = 4096 needs ~5 MB of head scratch, more than a thread keeps between calls (4 MB): it is
+  // allocated for the call. Checked against the float64 path (BLAS blocks) on the same inputs.
+  Generator gen(91);
+  Tensor q = Randn({1, 4096, 8}, gen), k = Randn({1, 4096, 8}, gen), v = Randn({1, 4096, 8}, gen);
+  Tensor g = Randn({1, 4096, 8}, gen);
+  const Attrs attrs = Attrs().Set("is_causal", true).Set("scale", 0.35);
+  auto run = [&](DType dtype) {
+    TensorList in{CastTo(q, dtype), CastTo(k, dtype), CastTo(v, dtype)};
+    TensorList out = autograd::CallOp(GetOp("scaled_dot_product_attention"), in, attrs);
+    TensorList grads = autograd::CallOp(GetOp("scaled_dot_product_attention_backward"),
+                                        {CastTo(g, dtype), in[0], in[1], in[2], out[0], out[1]}, attrs);
+    return TensorList{out[0], out[1], grads[0], grads[1], grads[2]};
+  };
+  const TensorList got = run(DType::kFloat32), want = run(DType::kFloat64);
+  for (int i = 0; i < 5; ++i) {
+    SCOPED_TRACE(i);
+    ExpectAllClose(CastTo(got[i], DType::kFloat64), want[i], 2e-5, 1e-4);
   }
 }
 
