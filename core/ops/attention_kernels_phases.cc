@@ -4,7 +4,9 @@
 // thread over H heads of [T, D] (defaults: 64 heads, T 128, D 32, causal; half the benchmark figure's
 // attention_vs_gemm_flops heads, what one of its two threads runs). Each phase's time is its minimum
 // over the timed iterations (a machine shared with other work preempts some of them); products print
-// their useful GFLOP/s (unmasked pairs only, as the figure counts them).
+// their useful GFLOP/s (unmasked pairs only, as the figure counts them). Arguments: heads, T, D,
+// iterations, prefetch (1: each head names the next, as the library does; 0: none; 2: alternate per
+// iteration and print both bests, an A/B on a machine whose speed drifts with the other work on it).
 //
 // Invariant: measures the very code the library runs (the same .inc and copts), only with the hook.
 //
