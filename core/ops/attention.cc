@@ -261,16 +261,62 @@ HeadRows RowsOfHeads(const Tensor& t) {
   return r;
 }
 
-// Runs fn(head, scratch) for every head on the worker pool, one scratch buffer per task.
-void ForEachHead(const Dims& dm, const std::function<void(int64_t, float*)>& fn) {
+// Head-kernel scratch of at least `floats` floats, 64-byte aligned and uninitialized (the kernels write
+// before they read). Buffers up to kKeptScratchBytes (heads of T = S = 1024, D = 64 fit) stay with the
+// thread for its next call: allocating them per call cost the pool worker ~30 page faults per fwd+bwd
+// (its arena returns freed tops to the kernel), 1-2% of the figure's step. Larger ones live for the
+// call. Throws std::bad_alloc as Empty does.
+constexpr int64_t kKeptScratchBytes = int64_t{4} << 20;
+class ScratchBuffer {
+ public:
+  explicit ScratchBuffer(int64_t floats) {
+    static thread_local Owned kept;
+    const int64_t bytes = std::max<int64_t>(floats, 1) * static_cast<int64_t>(sizeof(float));
+    if (bytes > kKeptScratchBytes) {
+      own_.Reset(bytes);
+      data_ = own_.p;
+      return;
+    }
+    if (kept.bytes < bytes) kept.Reset(bytes);
+    data_ = kept.p;
+  }
+  float* data() const { return data_; }
+
+ private:
+  struct Owned {
+    float* p = nullptr;
+    int64_t bytes = 0;
+    void Reset(int64_t n) {
+      Free();
+      p = static_cast<float*>(::operator new[](n, kAlign));
+      bytes = n;
+    }
+    void Free() {
+      if (p != nullptr) ::operator delete[](p, kAlign);
+      p = nullptr, bytes = 0;
+    }
+    ~Owned() { Free(); }
+  };
+  static constexpr std::align_val_t kAlign{64};
+  Owned own_;
+  float* data_ = nullptr;
+};
+
+// Runs run(ptrs(h), scratch) for every head h on the worker pool, one scratch buffer per task; each
+// head's ptrs name the next head of the same task (AttentionHeadPtrs::next), whose operands the
+// kernels prefetch while computing this one.
+void ForEachHead(const Dims& dm, const std::function<AttentionHeadPtrs(int64_t)>& ptrs,
+                 const std::function<void(const AttentionHeadPtrs&, float*)>& run) {
   const int64_t scratch_floats = ActiveAttentionKernels().scratch_floats(HeadDims(dm));
   ParallelFor(0, dm.heads, HeadGrain(dm), [&](int64_t h0, int64_t h1) {
-    // Uninitialized (the kernels write before they read), 64-byte aligned; throws std::bad_alloc as Empty does.
-    constexpr std::align_val_t kAlign{64};
-    auto release = [](float* p) { ::operator delete[](p, kAlign); };
-    const std::unique_ptr<float, decltype(release)> scratch(
-        static_cast<float*>(::operator new[](std::max<int64_t>(scratch_floats, 1) * sizeof(float), kAlign)), release);
-    for (int64_t h = h0; h < h1; ++h) fn(h, scratch.get());
+    const ScratchBuffer scratch(scratch_floats);
+    AttentionHeadPtrs head = ptrs(h0), next;
+    for (int64_t h = h0; h < h1; ++h) {
+      head.next = nullptr;
+      if (h + 1 < h1) next = ptrs(h + 1), head.next = &next;
+      run(head, scratch.data());
+      head = next;
+    }
   });
 }
 
@@ -287,11 +333,14 @@ TensorList ForwardFloat(std::span<const Tensor> in, const Dims& dm, bool causal,
   Tensor lse = Empty(DropLast(q.sizes(), 1), DType::kFloat32, q.device());
   const HeadRows hq = RowsOfHeads(q), hk = RowsOfHeads(k), hv = RowsOfHeads(v), ho = RowsOfHeads(out);
   const AttentionKernels& kern = ActiveAttentionKernels();
-  ForEachHead(dm, [&](int64_t h, float* scratch) {
+  auto ptrs = [&](int64_t h) {
     AttentionHeadPtrs p;
     p.q = In(q) + hq.offset[h], p.k = In(k) + hk.offset[h], p.v = In(v) + hv.offset[h];
     p.o = Mut(out) + ho.offset[h], p.lse = Mut(lse) + h * dm.t;
     p.q_ld = hq.ld, p.k_ld = hk.ld, p.v_ld = hv.ld, p.o_ld = ho.ld;
+    return p;
+  };
+  ForEachHead(dm, ptrs, [&](const AttentionHeadPtrs& p, float* scratch) {
     kern.forward(p, HeadDims(dm), causal, scale, scratch);
   });
   return {CastOutput(out, in[0].dtype()), lse};
@@ -306,13 +355,16 @@ TensorList BackwardFloat(std::span<const Tensor> in, const Dims& dm, bool causal
   const HeadRows hg = RowsOfHeads(c[0]), hq = RowsOfHeads(c[1]), hk = RowsOfHeads(c[2]), hv = RowsOfHeads(c[3]);
   const HeadRows ho = RowsOfHeads(c[4]), hdq = RowsOfHeads(dq), hdk = RowsOfHeads(dk), hdv = RowsOfHeads(dv);
   const AttentionKernels& kern = ActiveAttentionKernels();
-  ForEachHead(dm, [&](int64_t h, float* scratch) {
+  auto ptrs = [&](int64_t h) {
     AttentionHeadPtrs p;
     p.q = In(c[1]) + hq.offset[h], p.k = In(c[2]) + hk.offset[h], p.v = In(c[3]) + hv.offset[h];
     p.saved_o = In(c[4]) + ho.offset[h], p.saved_lse = In(lse) + h * dm.t, p.dout = In(c[0]) + hg.offset[h];
     p.dq = Mut(dq) + hdq.offset[h], p.dk = Mut(dk) + hdk.offset[h], p.dv = Mut(dv) + hdv.offset[h];
     p.q_ld = hq.ld, p.k_ld = hk.ld, p.v_ld = hv.ld, p.o_ld = ho.ld, p.dout_ld = hg.ld;
     p.dq_ld = hdq.ld, p.dk_ld = hdk.ld, p.dv_ld = hdv.ld;
+    return p;
+  };
+  ForEachHead(dm, ptrs, [&](const AttentionHeadPtrs& p, float* scratch) {
     kern.backward(p, HeadDims(dm), causal, scale, scratch);
   });
   const DType dt = in[1].dtype();

@@ -37,6 +37,9 @@ struct AttentionHeadPtrs {
   float *dq = nullptr, *dk = nullptr, *dv = nullptr;
   // Row strides in elements (0: rows packed at the width): o_ld is o's in forward, saved_o's in backward.
   int64_t q_ld = 0, k_ld = 0, v_ld = 0, o_ld = 0, dout_ld = 0, dq_ld = 0, dk_ld = 0, dv_ld = 0;
+  // The head this thread computes next (same dims), or null: its operands are prefetched into L2 a few
+  // cache lines at a time while this head computes (prefetches only; results do not depend on it).
+  const AttentionHeadPtrs* next = nullptr;
 };
 
 struct AttentionKernels {

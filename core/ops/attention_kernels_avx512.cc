@@ -15,6 +15,7 @@
 #define TESSEL_ATTN_NAME "avx512"
 // 2^n scaling in Exp2, with underflow to 0 (the merge form: no undefined source operand).
 #define TESSEL_ATTN_SCALEF(p, n) _mm512_mask_scalef_ps((p), static_cast<__mmask16>(-1), (p), (n))
+#define TESSEL_ATTN_ROUND(y) _mm512_roundscale_ps((y), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
 #include "core/ops/attention_kernels.inc"
 
 namespace tessel {

@@ -4,7 +4,9 @@
 // thread over H heads of [T, D] (defaults: 64 heads, T 128, D 32, causal; half the benchmark figure's
 // attention_vs_gemm_flops heads, what one of its two threads runs). Each phase's time is its minimum
 // over the timed iterations (a machine shared with other work preempts some of them); products print
-// their useful GFLOP/s (unmasked pairs only, as the figure counts them).
+// their useful GFLOP/s (unmasked pairs only, as the figure counts them). Arguments: heads, T, D,
+// iterations, prefetch (1: each head names the next, as the library does; 0: none; 2: alternate per
+// iteration and print both bests, an A/B on a machine whose speed drifts with the other work on it).
 //
 // Invariant: measures the very code the library runs (the same .inc and copts), only with the hook.
 //
@@ -37,6 +39,7 @@ inline void Mark(int phase) {
 #define TESSEL_ATTN_MR 12
 #define TESSEL_ATTN_NAME "avx512"
 #define TESSEL_ATTN_SCALEF(p, n) _mm512_mask_scalef_ps((p), static_cast<__mmask16>(-1), (p), (n))
+#define TESSEL_ATTN_ROUND(y) _mm512_roundscale_ps((y), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
 #define TESSEL_ATTN_PHASE(n) Mark(n)
 #include "core/ops/attention_kernels.inc"
 
@@ -60,6 +63,9 @@ int main(int argc, char** argv) {
   }
   const int64_t heads = argc > 1 ? std::atoi(argv[1]) : 64, t = argc > 2 ? std::atoi(argv[2]) : 128;
   const int64_t d = argc > 3 ? std::atoi(argv[3]) : 32, iters = argc > 4 ? std::atoi(argv[4]) : 40;
+  // 1: AttentionHeadPtrs::next set (the library's way), 0: not, 2: alternate per iteration (an A/B
+  // comparison on a machine whose speed drifts with other work; prints both bests).
+  const int prefetch_mode = argc > 5 ? std::atoi(argv[5]) : 1;
   const AttentionHeadDims dm{t, t, d, d};
   std::mt19937 rng(1);
   std::normal_distribution<float> normal;
@@ -77,27 +83,30 @@ int main(int argc, char** argv) {
   auto head = [&](int64_t h) {
     AttentionHeadPtrs p;
     const int64_t off = h * t * d;
-    p.q = &q[off], p.k = &k[off], p.v = &v[off], p.o = &o[off], p.lse = &lse[h * t];
-    p.saved_o = &o[off], p.saved_lse = &lse[h * t], p.dout = &g[off];
-    p.dq = &dq[off], p.dk = &dk[off], p.dv = &dv[off];
+    p.q = q.data() + off, p.k = k.data() + off, p.v = v.data() + off, p.o = o.data() + off;
+    p.lse = lse.data() + h * t, p.saved_o = o.data() + off, p.saved_lse = lse.data() + h * t;
+    p.dout = g.data() + off, p.dq = dq.data() + off, p.dk = dk.data() + off, p.dv = dv.data() + off;
     return p;
   };
-  double best_total = 1e300, best[16];
+  double best_total = 1e300, best[16], best_by_mode[2] = {1e300, 1e300};
   std::fill(best, best + 16, 1e300);
   const auto wall0 = std::chrono::steady_clock::now();
   const uint64_t tsc0 = Now();
   for (int64_t it = 0; it < iters; ++it) {
     std::fill(phase_ticks, phase_ticks + 16, 0);
+    const bool prefetch = prefetch_mode == 2 ? it % 2 == 1 : prefetch_mode == 1;
     const uint64_t start = Now();
-    for (int64_t h = 0; h < heads; ++h) {
-      phase_mark = Now();
-      Forward(head(h), dm, /*causal=*/true, scale, scratch);
-    }
-    for (int64_t h = 0; h < heads; ++h) {
-      phase_mark = Now();
-      Backward(head(h), dm, /*causal=*/true, scale, scratch);
+    for (int pass = 0; pass < 2; ++pass) {
+      for (int64_t h = 0; h < heads; ++h) {
+        AttentionHeadPtrs p = head(h);
+        const AttentionHeadPtrs next = head(h + 1);
+        if (prefetch && h + 1 < heads) p.next = &next;
+        phase_mark = Now();
+        (pass == 0 ? Forward : Backward)(p, dm, /*causal=*/true, scale, scratch);
+      }
     }
     best_total = std::min(best_total, static_cast<double>(Now() - start));
+    best_by_mode[prefetch] = std::min(best_by_mode[prefetch], static_cast<double>(Now() - start));
     for (int i = 0; i < 16; ++i) best[i] = std::min(best[i], static_cast<double>(phase_ticks[i]));
   }
   const double hz = (Now() - tsc0) / std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
@@ -106,6 +115,10 @@ int main(int argc, char** argv) {
   std::printf("%lld heads [%lld, %lld] causal, 1 thread: best fwd+bwd %.3f ms, %.1f useful GFLOP/s\n",
               static_cast<long long>(heads), static_cast<long long>(t), static_cast<long long>(d), total_s * 1e3,
               12 * pairs * d / total_s / 1e9);
+  if (prefetch_mode == 2) {
+    std::printf("  A/B: best with next-head prefetch %.3f ms, without %.3f ms\n", best_by_mode[1] / hz * 1e3,
+                best_by_mode[0] / hz * 1e3);
+  }
   for (int i = 0; i < 16; ++i) {
     if (kPhaseNames[i] == nullptr) continue;
     const double s = best[i] / hz;

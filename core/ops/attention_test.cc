@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -430,6 +431,84 @@ TEST(AttentionTest, Float32RowsWithoutKeysGetZeroOutputAndMinusInfinityLse) {
                                       attrs);
     ExpectAllClose(out[0], std::vector<double>(2 * 19 * 3, 0.0), 0, 0);
     for (double x : out[1].ToDoubleVector()) EXPECT_EQ(x, -std::numeric_limits<double>::infinity());
+  }
+}
+
+struct PrefetchCase {
+  int64_t t, s, d, dv, ld;  // rows ld floats apart
+};
+
+// Outputs, lse and gradients of `heads` heads run one after another through the active kernels, each
+// head naming the next (AttentionHeadPtrs::next) when `prefetch`.
+std::vector<float> RunHeadsInOrder(const PrefetchCase& c, int64_t heads, bool causal, bool prefetch,
+                                   const std::vector<float>& q, const std::vector<float>& k,
+                                   const std::vector<float>& v, const std::vector<float>& g) {
+  const AttentionKernels& kern = ActiveAttentionKernels();
+  const AttentionHeadDims dm{c.t, c.s, c.d, c.dv};
+  std::vector<float> scratch(kern.scratch_floats(dm) + 16);
+  float* s = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(scratch.data()) + 63) & ~uintptr_t{63});
+  std::vector<float> out(heads * (c.t + c.t + c.s + c.s) * c.ld, 0.0f), lse(heads * c.t);
+  float *o = out.data(), *dq = o + heads * c.t * c.ld, *dk = dq + heads * c.t * c.ld, *dv = dk + heads * c.s * c.ld;
+  std::vector<AttentionHeadPtrs> p(heads);
+  for (int64_t h = 0; h < heads; ++h) {
+    p[h].q = q.data() + h * c.t * c.ld, p[h].k = k.data() + h * c.s * c.ld, p[h].v = v.data() + h * c.s * c.ld;
+    p[h].o = o + h * c.t * c.ld, p[h].lse = lse.data() + h * c.t, p[h].saved_o = p[h].o;
+    p[h].saved_lse = p[h].lse, p[h].dout = g.data() + h * c.t * c.ld;
+    p[h].dq = dq + h * c.t * c.ld, p[h].dk = dk + h * c.s * c.ld, p[h].dv = dv + h * c.s * c.ld;
+    p[h].q_ld = p[h].k_ld = p[h].v_ld = p[h].o_ld = p[h].dout_ld = p[h].dq_ld = p[h].dk_ld = p[h].dv_ld = c.ld;
+  }
+  for (int64_t h = 0; h + 1 < heads && prefetch; ++h) p[h].next = &p[h + 1];
+  for (int64_t h = 0; h < heads; ++h) kern.forward(p[h], dm, causal, 0.4f, s);
+  for (int64_t h = 0; h < heads; ++h) kern.backward(p[h], dm, causal, 0.4f, s);
+  out.insert(out.end(), lse.begin(), lse.end());
+  return out;
+}
+
+TEST(AttentionTest, Float32KernelsGiveTheSameBitsWhetherOrNotTheyPrefetchTheNextHead) {
+  // AttentionHeadPtrs::next only prefetches: with it set (strided rows, odd sizes, several panels and
+  // key blocks; and heads too large to prefetch, over 256 KB of operands) every output keeps its bits.
+  constexpr int64_t kHeads = 3;
+  for (const PrefetchCase& c : {PrefetchCase{70, 150, 20, 12, 40}, PrefetchCase{300, 400, 64, 64, 64}}) {
+    Generator gen(90);
+    auto rows = [&](int64_t n) {
+      Tensor t = Randn({kHeads * n * c.ld}, gen);
+      const float* data = static_cast<const float*>(t.raw_data());
+      return std::vector<float>(data, data + t.numel());
+    };
+    const std::vector<float> q = rows(c.t), k = rows(c.s), v = rows(c.s), g = rows(c.t);
+    for (VectorIsa isa : IsasOfThisCpu()) {
+      const ScopedIsa pin(isa);
+      for (bool causal : {true, false}) {
+        SCOPED_TRACE(::testing::Message() << ActiveAttentionKernels().isa << " T=" << c.t << " S=" << c.s
+                                          << (causal ? " causal" : " full"));
+        const std::vector<float> with = RunHeadsInOrder(c, kHeads, causal, true, q, k, v, g);
+        const std::vector<float> without = RunHeadsInOrder(c, kHeads, causal, false, q, k, v, g);
+        ASSERT_EQ(with.size(), without.size());
+        EXPECT_EQ(std::memcmp(with.data(), without.data(), with.size() * sizeof(float)), 0);
+        EXPECT_NE(std::count(with.begin(), with.end(), 0.0f), static_cast<std::ptrdiff_t>(with.size()));
+      }
+    }
+  }
+}
+
+TEST(AttentionTest, Float32HeadsWithScratchBeyondTheThreadsKeptBufferMatchTheFloat64Path) {
+  // T = S = 4096 needs ~5 MB of head scratch, more than a thread keeps between calls (4 MB): it is
+  // allocated for the call. Checked against the float64 path (BLAS blocks) on the same inputs.
+  Generator gen(91);
+  Tensor q = Randn({1, 4096, 8}, gen), k = Randn({1, 4096, 8}, gen), v = Randn({1, 4096, 8}, gen);
+  Tensor g = Randn({1, 4096, 8}, gen);
+  const Attrs attrs = Attrs().Set("is_causal", true).Set("scale", 0.35);
+  auto run = [&](DType dtype) {
+    TensorList in{CastTo(q, dtype), CastTo(k, dtype), CastTo(v, dtype)};
+    TensorList out = autograd::CallOp(GetOp("scaled_dot_product_attention"), in, attrs);
+    TensorList grads = autograd::CallOp(GetOp("scaled_dot_product_attention_backward"),
+                                        {CastTo(g, dtype), in[0], in[1], in[2], out[0], out[1]}, attrs);
+    return TensorList{out[0], out[1], grads[0], grads[1], grads[2]};
+  };
+  const TensorList got = run(DType::kFloat32), want = run(DType::kFloat64);
+  for (int i = 0; i < 5; ++i) {
+    SCOPED_TRACE(i);
+    ExpectAllClose(CastTo(got[i], DType::kFloat64), want[i], 2e-5, 1e-4);
   }
 }
 
