@@ -7,6 +7,15 @@
 // float32 only: float64 and 16-bit inputs run linear's kernel and then gelu's (the same values; those
 // dtypes are not where the step spends its time).
 //
+// [Note: linear_gelu's two nodes] LinearGelu records two autograd nodes, as linear + gelu did, though
+// one kernel computes both values: linear_gelu(x, w, b) → [out, pre] (backward: linear's formulas from
+// the gradient of pre; out non-differentiable) and gelu_precomputed(out, pre) → out (no computation;
+// backward: gelu_backward(grad, pre)). One node with the whole backward would evaluate gelu_backward
+// twice under a split backward (core/autograd/split_backward.h: the I half needs grad_pre for grad_x,
+// the W half again for grad_w); with two nodes the gelu node runs once, in I, and linear_gelu's node
+// splits like linear's. Memory is the unfused pair's: pre is saved once (by gelu_precomputed), x and w
+// by linear_gelu.
+//
 // NOTE: the bias gradient is linear's (a sum_to_size of grad_pre), not fused into the gelu_backward
 // pass: a fused (grad_pre, grad_bias) op would need its own sharding rule for the Partial bias gradient,
 // and the sum is one cheap read of grad_pre.
@@ -23,6 +32,7 @@ namespace tessel {
 namespace {
 
 constexpr char kOp[] = "linear_gelu";
+constexpr char kPrecomputed[] = "gelu_precomputed";
 
 bool TanhForm(const Attrs& attrs) {
   const std::string& approximate = attrs.GetString("approximate");
@@ -56,26 +66,41 @@ TensorList LinearGeluKernel(std::span<const Tensor> in, const Attrs& attrs) {
   return {out, pre};
 }
 
+// linear_gelu's own node: the gradient reaching pre (from gelu_precomputed's node) through linear's
+// formulas. out is non-differentiable here: its gradient enters through gelu_precomputed.
 TensorList LinearGeluBackward(const BackwardContext& c) {
-  const Tensor& g = c.grad_outputs[0];
-  if (!g.defined()) return {Tensor(), Tensor(), Tensor()};
-  static const OpDef& gelu_backward = GetOp("gelu_backward");
-  const Tensor grad_pre = autograd::CallOp1(gelu_backward, {g, c.outputs[1]}, c.attrs);
-  return LinearInputGrads(c.inputs[0], c.inputs[1], c.inputs.size() > 2 && c.inputs[2].defined(), grad_pre,
+  return LinearInputGrads(c.inputs[0], c.inputs[1], c.inputs.size() > 2 && c.inputs[2].defined(), c.grad_outputs[1],
                           c.needs_input_grad);
+}
+
+// gelu_precomputed(out, pre) → out: gelu whose value linear_gelu already computed; backward is gelu's
+// (grad_pre = gelu_backward(grad, pre)), a node of its own (see the file comment).
+TensorList GeluPrecomputedKernel(std::span<const Tensor> in, const Attrs& attrs) {
+  TanhForm(attrs);
+  TESSEL_CHECK(in[0].sizes() == in[1].sizes() && in[0].dtype() == in[1].dtype(), kPrecomputed,
+               ": activation and pre-activation must match, got ", ShapeStr(in[0].sizes()), " ", in[0].dtype(),
+               " and ", ShapeStr(in[1].sizes()), " ", in[1].dtype());
+  return {in[0]};
+}
+
+TensorList GeluPrecomputedBackward(const BackwardContext& c) {
+  static const OpDef& gelu_backward = GetOp("gelu_backward");
+  return {Tensor(), autograd::CallOp1(gelu_backward, {c.grad_outputs[0], c.inputs[1]}, c.attrs)};
 }
 
 const OpDef& kLinearGelu = RegisterOp({.name = kOp,
                                        .cpu = LinearGeluKernel,
                                        .backward = LinearGeluBackward,
-                                       .save_outputs = true,
-                                       .saved_outputs = {1},
-                                       .non_differentiable_outputs = {1}});
+                                       .non_differentiable_outputs = {0}});
+const OpDef& kGeluPrecomputed =
+    RegisterOp({.name = kPrecomputed, .cpu = GeluPrecomputedKernel, .backward = GeluPrecomputedBackward});
 
 }  // namespace
 
 Tensor LinearGelu(const Tensor& x, const Tensor& weight, const Tensor& bias, const std::string& approximate) {
-  return autograd::CallOp(kLinearGelu, {x, weight, bias}, Attrs().Set("approximate", approximate))[0];
+  const Attrs attrs = Attrs().Set("approximate", approximate);
+  const TensorList out_pre = autograd::CallOp(kLinearGelu, {x, weight, bias}, attrs);
+  return autograd::CallOp1(kGeluPrecomputed, {out_pre[0], out_pre[1]}, attrs);
 }
 
 }  // namespace tessel

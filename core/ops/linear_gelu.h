@@ -1,10 +1,11 @@
 // core/ops/linear_gelu.h — the fused op "linear_gelu": gelu(x · wᵀ + b) in one pass over the product.
 //
-// Op: linear_gelu(x [..., in], weight [out, in], bias [out]?) {approximate: "tanh" | "none"}
-//       → out [..., out] = gelu(pre), pre [..., out] = x · weightᵀ + bias (non-differentiable, saved for
-//         backward like attention's lse).
-// Backward: grad_pre = gelu_backward(grad_out, pre), then linear's formulas (grad_x = grad_pre · w,
-// grad_w = grad_preᵀ · x, grad_b = Σ grad_pre over the leading dims).
+// Ops (core/ops/linear_gelu.cc, [Note: linear_gelu's two nodes]):
+//   linear_gelu(x [..., in], weight [out, in], bias [out]?) {approximate: "tanh" | "none"}
+//       → out [..., out] = gelu(pre) (non-differentiable here), pre [..., out] = x · weightᵀ + bias;
+//         backward: linear's formulas from grad_pre.
+//   gelu_precomputed(out, pre) {approximate} → out as it is; backward: grad_pre = gelu_backward(grad, pre).
+// LinearGelu chains the two, so gradients flow as through Gelu(Linear(x, w, b)).
 //
 // Invariant: out and pre equal Gelu(Linear(x, w, b), approximate) and Linear(x, w, b) bit for bit on
 // every dtype (float32 computes the same GEMM and the same per-ISA GELU kernel, only in the GEMM's

@@ -1,6 +1,6 @@
 // core/ops/linear_gelu_cuda.cc — the CUDA kernel of "linear_gelu" (core/ops/linear_gelu.h): linear's
 // CUDA kernel (one cuBLASLt matmul with the bias epilogue, matmul_cuda.cc) and then gelu's (unary_cuda.cc),
-// returning {gelu(pre), pre}. Linked only with a CUDA toolkit (//core/ops:linear_gelu_cuda).
+// returning {gelu(pre), pre}; and of "gelu_precomputed" (returns its input). Linked only with a CUDA toolkit (//core/ops:linear_gelu_cuda).
 //
 // Invariant: the outputs equal the unfused Gelu(Linear(x, w, b)) on the device bit for bit (the same two
 // kernels run); errors are those kernels' (kUnimplemented naming the op, shapes, dtype and device).
@@ -25,8 +25,18 @@ TensorList LinearGeluCudaKernel(std::span<const Tensor> in, const Attrs& attrs) 
   return {out, pre};
 }
 
+// gelu_precomputed(out, pre) → out: nothing to compute on any device (linear_gelu.cc).
+TensorList GeluPrecomputedCudaKernel(std::span<const Tensor> in, const Attrs&) {
+  TESSEL_CHECK(in[0].sizes() == in[1].sizes() && in[0].dtype() == in[1].dtype() && in[0].device() == in[1].device(),
+               "gelu_precomputed: activation and pre-activation must match, got ", ShapeStr(in[0].sizes()), " ",
+               in[0].dtype(), " on ", in[0].device(), " and ", ShapeStr(in[1].sizes()), " ", in[1].dtype(), " on ",
+               in[1].device());
+  return {in[0]};
+}
+
 const bool kRegistered = [] {
   SetCudaKernel("linear_gelu", LinearGeluCudaKernel);
+  SetCudaKernel("gelu_precomputed", GeluPrecomputedCudaKernel);
   return true;
 }();
 

@@ -13,6 +13,7 @@
 
 #include "core/autograd/call.h"
 #include "core/autograd/engine.h"
+#include "core/autograd/node.h"
 #include "core/base/parallel.h"
 #include "core/base/testing/expect_error.h"
 #include "core/dispatch/op.h"
@@ -164,11 +165,24 @@ TEST(LinearGeluTest, GradientsMatchFiniteDifferencesAndTheUnfusedComposition) {
   }
 }
 
-TEST(LinearGeluTest, PreActivationIsSavedButNotDifferentiable) {
+// [Note: linear_gelu's two nodes]: the raw op's gradient enters through pre; LinearGelu's output hangs
+// off a gelu_precomputed node whose one edge leads to linear_gelu's node, as gelu's led to linear's.
+TEST(LinearGeluTest, LinearGeluRecordsALinearGeluNodeUnderAGeluPrecomputedNode) {
   const Tensor x = Rnd({3, 5}, 20).set_requires_grad(true), w = Rnd({4, 5}, 21);
   const TensorList r = Call(x, w, Tensor(), "tanh");
-  EXPECT_TRUE(r[0].requires_grad());
-  EXPECT_FALSE(r[1].requires_grad());
+  EXPECT_FALSE(r[0].requires_grad());
+  EXPECT_TRUE(r[1].requires_grad());
+  const Tensor y = LinearGelu(x, w, Tensor(), "tanh");
+  ASSERT_NE(y.grad_fn(), nullptr);
+  EXPECT_EQ(y.grad_fn()->name(), "gelu_precomputed");
+  ASSERT_EQ(y.grad_fn()->next_edges.size(), 2u);
+  EXPECT_EQ(y.grad_fn()->next_edges[0].node, nullptr);  // out: no gradient of its own
+  ASSERT_NE(y.grad_fn()->next_edges[1].node, nullptr);
+  EXPECT_EQ(y.grad_fn()->next_edges[1].node->name(), "linear_gelu");
+  const Attrs tanh = Attrs().Set("approximate", "tanh");
+  ExpectErrorContains([&] { autograd::CallOp1(GetOp("gelu_precomputed"), {r[0], Zeros({3, 5})}, tanh); },
+                      ErrorCode::kInvalidArgument,
+                      {"gelu_precomputed: activation and pre-activation must match, got [3, 4] float32 and [3, 5]"});
 }
 
 TEST(LinearGeluTest, BadArgumentsRaiseErrorsNamingTheOpAndShapes) {

@@ -1,5 +1,5 @@
-// dtensor/rules/linear_gelu.cc — sharding rule for core/ops/linear_gelu.cc: linear_gelu(x, w, b?) →
-// [out = gelu(pre), pre = x · wᵀ + b].
+// dtensor/rules/linear_gelu.cc — sharding rules for core/ops/linear_gelu.cc: linear_gelu(x, w, b?) →
+// [out = gelu(pre), pre = x · wᵀ + b], and gelu_precomputed(out, pre) → out (pointwise).
 //
 // Invariant: a candidate is linear's (dtensor/rules/matmul.cc) whose output is Shard or Replicate on
 // every mesh axis, with pre taking out's layout. gelu is pointwise, so it commutes with Shard and
@@ -31,7 +31,13 @@ std::vector<Strategy> LinearGeluRule(const OpCall& call) {
   return kept;
 }
 
-const bool kRegistered = RegisterShardingRule("linear_gelu", LinearGeluRule);
+const bool kRegistered = [] {
+  RegisterShardingRule("linear_gelu", LinearGeluRule);
+  // gelu_precomputed(out, pre) → out: pointwise on two tensors of one layout (linear_gelu's outputs);
+  // a Partial input (never produced by linear_gelu) would be reduced first, as for gelu.
+  RegisterShardingRule("gelu_precomputed", PointwiseRule<Linearity::kNone>, kElementwise);
+  return true;
+}();
 
 }  // namespace
 }  // namespace tessel::dtensor::rules
