@@ -32,8 +32,12 @@ class OpNode final : public Node {
 
   void Save(const TensorList& inputs, const TensorList& outputs) {
     const PackFn* pack = internal::CurrentPackHook();
-    for (const Tensor& t : inputs) {
-      saved_inputs_.push_back(op_.save_inputs && t.defined() ? MakeSaved(t, pack) : Saved{});
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const Tensor& t = inputs[i];
+      const bool keep = op_.save_inputs && t.defined() &&
+                        (op_.saved_inputs.empty() || std::find(op_.saved_inputs.begin(), op_.saved_inputs.end(),
+                                                               static_cast<int>(i)) != op_.saved_inputs.end());
+      saved_inputs_.push_back(keep ? MakeSaved(t, pack) : Saved{});
     }
     for (size_t i = 0; i < outputs.size(); ++i) {
       const Tensor& t = outputs[i];
