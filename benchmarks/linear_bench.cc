@@ -48,21 +48,15 @@ BENCHMARK(BM_LinearFwdBwd)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 // range(3): 1 = forward + backward, 0 = forward only.
-void BM_MlpFcFused(benchmark::State& state) {
+void RunMlpFc(benchmark::State& state, bool fused) {
   const LinearShape s = ShapeOf(state);
-  auto run = MakeTesselMlpFcFwdBwd(s, /*fused=*/true, state.range(3) != 0);
+  auto run = MakeTesselMlpFcFwdBwd(s, fused, state.range(3) != 0);
   run();
   for (auto _ : state) run();
   SetGflops(state, s);
 }
-
-void BM_MlpFcUnfused(benchmark::State& state) {
-  const LinearShape s = ShapeOf(state);
-  auto run = MakeTesselMlpFcFwdBwd(s, /*fused=*/false, state.range(3) != 0);
-  run();
-  for (auto _ : state) run();
-  SetGflops(state, s);
-}
+void BM_MlpFcFused(benchmark::State& state) { RunMlpFc(state, /*fused=*/true); }
+void BM_MlpFcUnfused(benchmark::State& state) { RunMlpFc(state, /*fused=*/false); }
 
 // The reference GPT step's MLP fc: batch 16 × seq 128 rows, d_model 256 → 4 · 256.
 BENCHMARK(BM_MlpFcFused)
