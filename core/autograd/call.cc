@@ -132,7 +132,7 @@ class FunctionNode final : public Node {
 };
 
 void Attach(const std::shared_ptr<Node>& node, Tensor& out, int index, bool differentiable) {
-  node->output_meta.push_back({out.sizes(), out.dtype(), out.device(), out.is_distributed()});
+  node->output_meta.push_back({out.sizes(), out.dtype(), out.device(), out.is_distributed(), differentiable});
   node->output_hooks.emplace_back();
   if (!differentiable || !IsFloating(out.dtype())) return;
   AutogradMeta& meta = out.impl()->EnsureAutogradMeta();

@@ -17,6 +17,7 @@
 #include "core/base/parallel.h"
 #include "core/base/testing/expect_error.h"
 #include "core/dispatch/op.h"
+#include "core/memory/allocator.h"
 #include "core/ops/matmul.h"
 #include "core/ops/testing/gradcheck.h"
 #include "core/ops/unary.h"
@@ -183,6 +184,24 @@ TEST(LinearGeluTest, LinearGeluRecordsALinearGeluNodeUnderAGeluPrecomputedNode) 
   ExpectErrorContains([&] { autograd::CallOp1(GetOp("gelu_precomputed"), {r[0], Zeros({3, 5})}, tanh); },
                       ErrorCode::kInvalidArgument,
                       {"gelu_precomputed: activation and pre-activation must match, got [3, 4] float32 and [3, 5]"});
+}
+
+// The engine hands linear_gelu's node no zero-filled gradient for its non-differentiable output (out):
+// the fused backward's activations peak is the unfused one's, to the byte.
+TEST(LinearGeluTest, BackwardPeakEqualsTheUnfusedOneWithNoZeroGradientForOut) {
+  auto backward_peak = [](bool fused) {
+    const Tensor x = Rnd({64, 32}, 22).set_requires_grad(true), w = Rnd({96, 32}, 23).set_requires_grad(true);
+    const Tensor g = Rnd({64, 96}, 24);
+    const Tensor y = fused ? LinearGelu(x, w, Tensor(), "tanh") : Gelu(Linear(x, w), "tanh");
+    const Device cpu = CurrentDevice();
+    memory::ResetPeaks(cpu);
+    const int64_t live = memory::Stats(cpu).total.live;
+    Backward(y, g);
+    return memory::Stats(cpu).total.peak - live;
+  };
+  const int64_t fused = backward_peak(true), unfused = backward_peak(false);
+  EXPECT_GE(unfused, 64 * 96 * 4);  // grad_pre [64, 96] float32 is live at the peak
+  EXPECT_EQ(fused, unfused);
 }
 
 TEST(LinearGeluTest, BadArgumentsRaiseErrorsNamingTheOpAndShapes) {
