@@ -1,4 +1,5 @@
-// core/ops/linear_gelu.cc — op "linear_gelu" (linear_gelu.h): CPU kernel, backward formula.
+// core/ops/linear_gelu.cc — ops "linear_gelu" and "gelu_precomputed" (linear_gelu.h): CPU kernels,
+// backward formulas.
 //
 // Why fused: in the GPT MLP, linear's output [B, T, 4C] was written by the GEMM, then read and written
 // again by a separate gelu pass (another hand-off to the thread pool). Here each thread applies GELU to
@@ -34,9 +35,9 @@ namespace {
 constexpr char kOp[] = "linear_gelu";
 constexpr char kPrecomputed[] = "gelu_precomputed";
 
-bool TanhForm(const Attrs& attrs) {
+bool TanhForm(const Attrs& attrs, const char* op) {
   const std::string& approximate = attrs.GetString("approximate");
-  TESSEL_CHECK(approximate == "none" || approximate == "tanh", kOp, ": approximate must be 'none' or 'tanh', got '",
+  TESSEL_CHECK(approximate == "none" || approximate == "tanh", op, ": approximate must be 'none' or 'tanh', got '",
                approximate, "'");
   return approximate == "tanh";
 }
@@ -46,7 +47,7 @@ TensorList LinearGeluKernel(std::span<const Tensor> in, const Attrs& attrs) {
   const Tensor& x = in[0];
   const Tensor& w = in[1];
   const Tensor bias = in.size() > 2 ? in[2] : Tensor();
-  const bool tanh_form = TanhForm(attrs);
+  const bool tanh_form = TanhForm(attrs, kOp);
   CheckLinearArgs(kOp, x, w, bias);
   if (x.dtype() != DType::kFloat32) {
     Tensor pre = LinearForward(kOp, x, w, bias);
@@ -76,7 +77,7 @@ TensorList LinearGeluBackward(const BackwardContext& c) {
 // gelu_precomputed(out, pre) → out: gelu whose value linear_gelu already computed; backward is gelu's
 // (grad_pre = gelu_backward(grad, pre)), a node of its own (see the file comment).
 TensorList GeluPrecomputedKernel(std::span<const Tensor> in, const Attrs& attrs) {
-  TanhForm(attrs);
+  TanhForm(attrs, kPrecomputed);
   TESSEL_CHECK(in[0].sizes() == in[1].sizes() && in[0].dtype() == in[1].dtype(), kPrecomputed,
                ": activation and pre-activation must match, got ", ShapeStr(in[0].sizes()), " ", in[0].dtype(),
                " and ", ShapeStr(in[1].sizes()), " ", in[1].dtype());
