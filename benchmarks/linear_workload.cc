@@ -12,8 +12,11 @@
 
 #include "benchmarks/figure.h"
 #include "core/autograd/engine.h"
+#include "core/autograd/grad_mode.h"
 #include "core/base/parallel.h"
+#include "core/ops/linear_gelu.h"
 #include "core/ops/matmul.h"
+#include "core/ops/unary.h"
 #include "core/tensor/factory.h"
 #include "core/tensor/random.h"
 
@@ -30,6 +33,28 @@ std::function<void()> MakeTesselLinearFwdBwd(const LinearShape& s) {
     x.set_grad(Tensor());
     w.set_grad(Tensor());
     Backward(Linear(x, w), g);  // grad_x and grad_w
+  };
+}
+
+namespace {
+Tensor benchmark_sink;  // keeps the forward-only result alive until the next run, as a step would
+}  // namespace
+
+std::function<void()> MakeTesselMlpFcFwdBwd(const LinearShape& s, bool fused, bool backward) {
+  Generator gen(1);
+  Tensor x = Randn({s.rows, s.in_features}, gen);
+  Tensor w = Randn({s.out_features, s.in_features}, gen);
+  Tensor b = Randn({s.out_features}, gen);
+  for (Tensor* t : {&x, &w, &b}) t->set_requires_grad(true);
+  Tensor g = Randn({s.rows, s.out_features}, gen);
+  return [x, w, b, g, fused, backward] {
+    if (!backward) {
+      NoGradGuard no_grad;
+      benchmark_sink = fused ? LinearGelu(x, w, b, "tanh") : Gelu(Linear(x, w, b), "tanh");
+      return;
+    }
+    for (Tensor t : {x, w, b}) t.set_grad(Tensor());
+    Backward(fused ? LinearGelu(x, w, b, "tanh") : Gelu(Linear(x, w, b), "tanh"), g);
   };
 }
 

@@ -27,6 +27,11 @@ struct LinearShape {
 
 // Each returns a closure that runs one forward + backward and owns its inputs.
 std::function<void()> MakeTesselLinearFwdBwd(const LinearShape& shape);
+// The GPT MLP's first projection with its activation, h = gelu(x · wᵀ + b) ("tanh"), forward + backward
+// (grad_x, grad_w, grad_b): fused = one linear_gelu (GELU in the GEMM epilogue), else Linear then Gelu.
+// The same three GEMMs as above plus the bias and GELU passes.
+// With backward false: the forward alone, under NoGradGuard.
+std::function<void()> MakeTesselMlpFcFwdBwd(const LinearShape& shape, bool fused, bool backward = true);
 std::function<void()> MakeEigenGemmFwdBwd(const LinearShape& shape);
 
 }  // namespace tessel::bench

@@ -32,8 +32,12 @@ class OpNode final : public Node {
 
   void Save(const TensorList& inputs, const TensorList& outputs) {
     const PackFn* pack = internal::CurrentPackHook();
-    for (const Tensor& t : inputs) {
-      saved_inputs_.push_back(op_.save_inputs && t.defined() ? MakeSaved(t, pack) : Saved{});
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const Tensor& t = inputs[i];
+      const bool keep = op_.save_inputs && t.defined() &&
+                        (op_.saved_inputs.empty() || std::find(op_.saved_inputs.begin(), op_.saved_inputs.end(),
+                                                               static_cast<int>(i)) != op_.saved_inputs.end());
+      saved_inputs_.push_back(keep ? MakeSaved(t, pack) : Saved{});
     }
     for (size_t i = 0; i < outputs.size(); ++i) {
       const Tensor& t = outputs[i];
@@ -128,7 +132,7 @@ class FunctionNode final : public Node {
 };
 
 void Attach(const std::shared_ptr<Node>& node, Tensor& out, int index, bool differentiable) {
-  node->output_meta.push_back({out.sizes(), out.dtype(), out.device(), out.is_distributed()});
+  node->output_meta.push_back({out.sizes(), out.dtype(), out.device(), out.is_distributed(), differentiable});
   node->output_hooks.emplace_back();
   if (!differentiable || !IsFloating(out.dtype())) return;
   AutogradMeta& meta = out.impl()->EnsureAutogradMeta();

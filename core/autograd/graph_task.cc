@@ -59,7 +59,7 @@ bool PrepareNodeInputs(Node* n, TensorList& in) {
   }
   if (any) {
     for (size_t i = 0; i < in.size(); ++i) {
-      if (!in[i].defined()) in[i] = ZerosFor(n->output_meta[i]);
+      if (!in[i].defined() && n->output_meta[i].differentiable) in[i] = ZerosFor(n->output_meta[i]);
     }
   }
   return any;

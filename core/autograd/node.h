@@ -36,6 +36,9 @@ struct OutputMeta {
   DType dtype = DType::kFloat32;
   Device device;
   bool is_distributed = false;
+  // False for an output the op lists in non_differentiable_outputs: no gradient can reach it, so the
+  // engine leaves its grad undefined instead of materializing zeros (its formula never reads it).
+  bool differentiable = true;
 };
 
 class Node : public std::enable_shared_from_this<Node> {

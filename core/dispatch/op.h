@@ -43,6 +43,8 @@ struct OpDef {
   Kernel cuda;
   BackwardFn backward;          // null: not differentiable (outputs never require grad)
   bool save_inputs = true;      // keep inputs for backward
+  // With save_inputs: keep only these inputs (empty: all). gelu_precomputed keeps pre, not its output's input.
+  std::vector<int> saved_inputs;
   bool save_outputs = false;    // keep outputs for backward
   // With save_outputs: keep only these outputs (empty: all). LayerNorm keeps its statistics, not y.
   std::vector<int> saved_outputs;

@@ -29,7 +29,7 @@ Module& ApplyActivationCheckpointing(Module& module, autograd::CheckpointOptions
 autograd::CheckpointOptions CheckpointOptionsFor(const std::string& policy) {
   if (policy == "full") return {};
   if (policy == "selective") return {.save_outputs = autograd::RecomputeOnly({"scaled_dot_product_attention"})};
-  if (policy == "gemm") return {.save_outputs = autograd::SaveOutputsOf({"linear", "matmul"})};
+  if (policy == "gemm") return {.save_outputs = autograd::SaveOutputsOf({"linear", "linear_gelu", "matmul"})};
   TESSEL_FAIL(ErrorCode::kInvalidArgument,
               "activation checkpointing policy must be 'full', 'selective' or 'gemm', got '", policy, "'");
 }

@@ -46,7 +46,9 @@ class CheckpointWrapper final : public ModuleState {
 Module& ApplyActivationCheckpointing(Module& module, autograd::CheckpointOptions options = {});
 // By name, as the main job's --ac flag spells it: "full" (inputs only), "selective" (Korthikanti et
 // al.: only the attention core is recomputed; planner/'s kSelective), "gemm" (keep the outputs of
-// linear / matmul, recompute the rest). kInvalidArgument on other names ("none" applies nothing).
+// linear / linear_gelu / matmul, recompute the rest; linear_gelu keeps both its outputs, gelu(pre) and
+// pre, so the GELU MLP keeps one [B, T, 4C] tensor more than a separate linear + gelu did, and
+// recomputes no GEMM). kInvalidArgument on other names ("none" applies nothing).
 Module& ApplyActivationCheckpointing(Module& module, const std::string& policy);
 // checkpoint_wrapper(module): full checkpointing.
 inline Module& checkpoint_wrapper(Module& module) { return ApplyActivationCheckpointing(module); }

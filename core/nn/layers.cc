@@ -3,6 +3,7 @@
 
 #include "core/base/error.h"
 #include "core/ops/embedding.h"
+#include "core/ops/linear_gelu.h"
 #include "core/ops/matmul.h"
 #include "core/ops/norm.h"
 #include "core/tensor/factory.h"
@@ -18,7 +19,15 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool bias, Generator& 
 }
 
 TensorList Linear::Forward(const TensorList& in) {
-  return {tessel::Linear(in.at(0), Param("weight"), has_bias_ ? Param("bias") : Tensor())};
+  const Tensor bias = has_bias_ ? Param("bias") : Tensor();
+  if (!fused_gelu_.empty()) return {tessel::LinearGelu(in.at(0), Param("weight"), bias, fused_gelu_)};
+  return {tessel::Linear(in.at(0), Param("weight"), bias)};
+}
+
+void Linear::set_fused_gelu(const std::string& approximate) {
+  TESSEL_CHECK(approximate.empty() || approximate == "tanh" || approximate == "none",
+               "Linear.set_fused_gelu: approximate must be 'tanh', 'none' or '' (off), got '", approximate, "'");
+  fused_gelu_ = approximate;
 }
 
 Embedding::Embedding(int64_t num_embeddings, int64_t dim, Generator& gen, double init_std, DType dtype)

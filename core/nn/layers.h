@@ -10,7 +10,10 @@
 //   Generator gen(0);
 //   nn::Linear fc(/*in=*/16, /*out=*/32, /*bias=*/true, gen);
 //   Tensor y_BTO = fc(x_BTI);
+//   fc.set_fused_gelu("tanh");      // from now on fc(x) = gelu(x · wᵀ + b), one fused op
 #pragma once
+
+#include <string>
 
 #include "core/nn/module.h"
 #include "core/tensor/random.h"
@@ -24,10 +27,18 @@ class Linear final : public Module {
   TensorList Forward(const TensorList& inputs) override;  // x [..., I] → [..., O]
   int64_t in_features() const { return in_; }
   int64_t out_features() const { return out_; }
+  // GELU fused into this layer's forward: Forward returns gelu(x · wᵀ + b) through the op linear_gelu
+  // (core/ops/linear_gelu.h: GELU in the GEMM's epilogue) instead of x · wᵀ + b. approximate "tanh" or
+  // "none"; "" (the default) turns it off. Parameters, names and hooks stay as they are, so fully_shard,
+  // parallelize_module (ColwiseParallel: gelu is pointwise on its Shard(-1) output) and checkpoints see
+  // the same Linear; the owner (MLP) applies no GELU of its own afterwards.
+  void set_fused_gelu(const std::string& approximate);
+  const std::string& fused_gelu() const { return fused_gelu_; }
 
  private:
   int64_t in_, out_;
   bool has_bias_;
+  std::string fused_gelu_;
 };
 
 class Embedding final : public Module {

@@ -96,7 +96,11 @@ MLP::MLP(int64_t d_model, int64_t hidden, const std::string& activation, bool bi
     RegisterModule("w3", std::make_unique<Linear>(d_model, hidden, bias, gen, init_std, dtype));
     RegisterModule("w2", std::make_unique<Linear>(hidden, d_model, bias, gen, init_std, dtype));
   } else {
-    RegisterModule("fc", std::make_unique<Linear>(d_model, hidden, bias, gen, init_std, dtype));
+    // fc applies the GELU itself (one linear_gelu op, GELU in the GEMM epilogue), as its own forward, so
+    // hooks on fc (FSDP, TP) wrap the fused op exactly as they wrapped the linear.
+    auto fc = std::make_unique<Linear>(d_model, hidden, bias, gen, init_std, dtype);
+    fc->set_fused_gelu("tanh");
+    RegisterModule("fc", std::move(fc));
     RegisterModule("proj", std::make_unique<Linear>(hidden, d_model, bias, gen, init_std, dtype));
   }
 }
@@ -107,7 +111,7 @@ TensorList MLP::Forward(const TensorList& in) {
     Tensor h_BTF = Mul(Silu((*Submodule("w1"))(x_BTC)), (*Submodule("w3"))(x_BTC));
     return {(*Submodule("w2"))(h_BTF)};
   }
-  Tensor h_BTF = Gelu((*Submodule("fc"))(x_BTC), "tanh");
+  Tensor h_BTF = (*Submodule("fc"))(x_BTC);  // gelu(fc(x)), fused (see the constructor)
   return {(*Submodule("proj"))(h_BTF)};
 }
 

@@ -8,7 +8,10 @@
 #include "core/autograd/grad_mode.h"
 #include "core/base/error.h"
 #include "core/base/testing/expect_error.h"
+#include "core/nn/layers.h"
+#include "core/ops/matmul.h"
 #include "core/ops/reduction.h"
+#include "core/ops/unary.h"
 #include "core/tensor/factory.h"
 #include "core/tensor/tensor_impl.h"
 
@@ -78,6 +81,43 @@ TEST(TransformerTest, SwigluRmsnormTiedGptGradientsMatchFiniteDifferences) {
   cfg.tie_embeddings = true;
   cfg.bias = true;
   CheckGptGradients(cfg);
+}
+
+// The GELU MLP runs fc as one linear_gelu op (fc's own forward, so its hooks wrap it), keeps the module
+// tree and parameter names, and gives the unfused proj(gelu(fc(x))) bit for bit, gradients included.
+TEST(TransformerTest, GeluMlpFusesGeluIntoFcAndEqualsTheUnfusedMlpBitForBit) {
+  Generator gen(5);
+  MLP mlp(16, 64, "gelu", /*bias=*/true, gen, 0.3, DType::kFloat32);
+  std::vector<std::string> names;
+  for (const auto& [fqn, p] : mlp.NamedParameters()) names.push_back(fqn);
+  EXPECT_EQ(names, (std::vector<std::string>{"fc.weight", "fc.bias", "proj.weight", "proj.bias"}));
+  auto* fc = dynamic_cast<Linear*>(mlp.Submodule("fc"));
+  ASSERT_NE(fc, nullptr);
+  EXPECT_EQ(fc->fused_gelu(), "tanh");
+  Tensor fc_out;
+  int fc_calls = 0;
+  fc->RegisterForwardHook([&](Module&, const TensorList&, TensorList& out) {
+    ++fc_calls;
+    fc_out = out.at(0);
+  });
+  const Tensor x = Randn({3, 5, 16}, gen).set_requires_grad(true);
+  const Tensor y = mlp(x);
+  EXPECT_EQ(fc_calls, 1);
+  const Tensor w1 = Detach(fc->Param("weight")).set_requires_grad(true), b1 = Detach(fc->Param("bias"));
+  const Tensor w2 = Detach(mlp.Submodule("proj")->Param("weight")), b2 = Detach(mlp.Submodule("proj")->Param("bias"));
+  const Tensor x2 = Detach(x).set_requires_grad(true);
+  const Tensor h = Gelu(tessel::Linear(x2, w1, b1), "tanh");
+  const Tensor want = tessel::Linear(h, w2, b2);
+  auto bits = [](const Tensor& t) { return t.ToDoubleVector(); };
+  EXPECT_EQ(bits(fc_out), bits(h));  // the hook sees the activation: fc's output is gelu(x · wᵀ + b)
+  EXPECT_EQ(bits(y), bits(want));
+  const Tensor g = Randn(y.sizes(), gen);
+  Backward(y, g);
+  Backward(want, g);
+  EXPECT_EQ(bits(x.grad()), bits(x2.grad()));
+  EXPECT_EQ(bits(fc->Param("weight").grad()), bits(w1.grad()));
+  testing::ExpectErrorContains([&] { fc->set_fused_gelu("relu"); }, ErrorCode::kInvalidArgument,
+                      {"Linear.set_fused_gelu: approximate must be 'tanh', 'none' or '' (off), got 'relu'"});
 }
 
 TEST(TransformerTest, BadConfigsRaiseNamedErrors) {

@@ -24,6 +24,12 @@
 // build, not the serial one: Debian builds the serial library without USE_LOCKING, and concurrent
 // calls then corrupt each other (third_party/system/openblas.BUILD; GemmTest.ConcurrentCallers...).
 //
+// NOTE: epilogues (gemm.h, [Note: GEMM epilogue]). Every dtype runs the epilogue per panel on the thread
+// that computed it, right after the panel's library call: float32 and float64 through the same panel
+// loop, native bf16 likewise (its product is fp32), and the bf16 fallback through the float32 path it
+// widens into. Splitting a panel further for the epilogue's sake would repack the shared operand per
+// piece (oneDNN packs it on every call), so panels stay as the thread split makes them.
+//
 // bfloat16 (bf16 operands, fp32 product): oneDNN's matmul (gemm_dnnl.h) where the CPU has AMX-BF16,
 // called per panel exactly like sgemm above, single-threaded; elsewhere (AVX2-only or AVX512 without
 // AMX, where oneDNN's bf16 kernels measured slower than sgemm) the operands are widened to fp32 and
@@ -167,11 +173,12 @@ std::vector<float> WidenBf16(const MatRef& m) {
   return out;
 }
 
-// The fallback: c (fp32) (+)= widen(a) · widen(b) through the float32 path.
-void Bf16ViaFloat32(const MatRef& a, const MatRef& b, void* c, int64_t ldc, bool accumulate) {
+// The fallback: c (fp32) (+)= widen(a) · widen(b) through the float32 path (which runs the epilogue).
+void Bf16ViaFloat32(const MatRef& a, const MatRef& b, void* c, int64_t ldc, bool accumulate,
+                    const GemmEpilogue& epilogue) {
   const std::vector<float> wa = WidenBf16(a), wb = WidenBf16(b);
-  Gemm(DType::kFloat32, MatRef{wa.data(), a.rows, a.cols, a.cols, 1}, MatRef{wb.data(), b.rows, b.cols, b.cols, 1}, c,
-       ldc, accumulate);
+  const MatRef fa{wa.data(), a.rows, a.cols, a.cols, 1}, fb{wb.data(), b.rows, b.cols, b.cols, 1};
+  Gemm(DType::kFloat32, fa, fb, c, ldc, accumulate, epilogue);
 }
 
 // One single-threaded product of any supported dtype: c [m, n] (+)= a [m, k] · b [k, n].
@@ -179,7 +186,9 @@ void PanelCall(DType dtype, const BlasOperand& a, const BlasOperand& b, char* c,
                int64_t k, bool accumulate) {
   if (dtype != DType::kBFloat16) return BlasCall(dtype, a, b, c, ldc, m, n, k, accumulate);
   const MatRef ma = ToMat(a, m, k), mb = ToMat(b, k, n);
-  if (!DnnlBf16Gemm(ma, mb, reinterpret_cast<float*>(c), ldc, accumulate)) Bf16ViaFloat32(ma, mb, c, ldc, accumulate);
+  if (!DnnlBf16Gemm(ma, mb, reinterpret_cast<float*>(c), ldc, accumulate)) {
+    Bf16ViaFloat32(ma, mb, c, ldc, accumulate, nullptr);
+  }
 }
 
 }  // namespace
@@ -210,7 +219,8 @@ std::string GemmBackend() {
 
 void SetFloat32GemmOnOpenBlasForTesting(bool force) { force_float32_openblas.store(force); }
 
-void Gemm(DType dtype, const MatRef& a, const MatRef& b, void* c, int64_t ldc, bool accumulate) {
+void Gemm(DType dtype, const MatRef& a, const MatRef& b, void* c, int64_t ldc, bool accumulate,
+          const GemmEpilogue& epilogue) {
   TESSEL_INTERNAL_ASSERT(a.cols == b.rows, "gemm: inner dims ", a.cols, " vs ", b.rows);
   TESSEL_INTERNAL_ASSERT(GemmCanRead(a) && GemmCanRead(b), "gemm: operand needs a copy first");
   TESSEL_INTERNAL_ASSERT(dtype == DType::kFloat32 || dtype == DType::kFloat64 || dtype == DType::kBFloat16,
@@ -222,9 +232,10 @@ void Gemm(DType dtype, const MatRef& a, const MatRef& b, void* c, int64_t ldc, b
   ldc = m == 1 ? std::max(ldc, n) : ldc;  // BLAS asks ldc >= n even when the row stride is never used
   if (k == 0) {
     if (!accumulate) ZeroRows(c, ldc, m, n, esz_c);
+    if (epilogue) epilogue(0, m, 0, n);
     return;
   }
-  if (dtype == DType::kBFloat16 && !Bf16GemmIsNative()) return Bf16ViaFloat32(a, b, c, ldc, accumulate);
+  if (dtype == DType::kBFloat16 && !Bf16GemmIsNative()) return Bf16ViaFloat32(a, b, c, ldc, accumulate, epilogue);
   SingleThreadedBlas();
   const BlasOperand ba = ToBlas(a), bb = ToBlas(b);
   TESSEL_CHECK(std::max({m, n, k, ba.ld, bb.ld, ldc}) <= INT_MAX, "gemm: [", m, ", ", k, "] @ [", k, ", ", n,
@@ -232,7 +243,11 @@ void Gemm(DType dtype, const MatRef& a, const MatRef& b, void* c, int64_t ldc, b
   char* pc = static_cast<char*>(c);
   const bool split_rows = m >= n || dtype == DType::kBFloat16;
   const int threads = SplitThreads(m, n, k, split_rows ? m : n);
-  if (threads == 1) return PanelCall(dtype, ba, bb, pc, ldc, m, n, k, accumulate);
+  if (threads == 1) {
+    PanelCall(dtype, ba, bb, pc, ldc, m, n, k, accumulate);
+    if (epilogue) epilogue(0, m, 0, n);
+    return;
+  }
   // Split the larger output dim into aligned panels; each panel reads all of the other operand. Two
   // panels per thread when that operand is small enough to pack twice (ParallelFor hands panels out
   // dynamically, so a thread descheduled by other load holds up at most one panel).
@@ -252,10 +267,12 @@ void Gemm(DType dtype, const MatRef& a, const MatRef& b, void* c, int64_t ldc, b
         BlasOperand sa = ba;
         sa.data = At(ba, begin, 0, esz);
         PanelCall(dtype, sa, bb, pc + begin * ldc * esz_c, ldc, end - begin, n, k, accumulate);
+        if (epilogue) epilogue(begin, end, 0, n);  // the panel is still in this core's cache
       } else {
         BlasOperand sb = bb;
         sb.data = At(bb, 0, begin, esz);
         PanelCall(dtype, ba, sb, pc + begin * esz_c, ldc, m, end - begin, k, accumulate);
+        if (epilogue) epilogue(0, m, begin, end);
       }
     }
   });

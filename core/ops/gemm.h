@@ -3,7 +3,8 @@
 // those libraries and how they are threaded).
 //
 // Defines MatRef (a strided 2-D matrix over raw memory), GemmCanRead (can the BLAS read it without a
-// copy), Gemm (float32/float64, and bfloat16 operands into a float32 product), GemmBackend and
+// copy), GemmEpilogue (work run on each output panel as soon as it is computed), Gemm (float32/float64,
+// and bfloat16 operands into a float32 product), GemmBackend and
 // Bf16GemmBackend (which kernels run on this CPU), Bf16GemmIsNative and test-only switches that force
 // the bf16 fallback and float32 onto OpenBLAS. The libraries' headers stay inside gemm.cc / gemm_dnnl.cc.
 //
@@ -12,7 +13,8 @@
 // copy only matrices for which GemmCanRead is false (neither of the last two strides is 1). It uses at
 // most NumThreads() threads of the calling thread (core/base/parallel.h), and runs single-threaded
 // inside a parallel region (a kernel that parallelizes over a batch of small GEMMs). Each output
-// element's sum over K runs in one fixed order, so repeated runs agree bit for bit.
+// element's sum over K runs in one fixed order, so repeated runs agree bit for bit. An epilogue sees
+// each output element exactly once, after its sum is final.
 //
 // Example (c is row-major [M, N]):
 //   MatRef a{pa, M, K, /*row_stride=*/K, /*col_stride=*/1};
@@ -21,6 +23,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "core/tensor/dtype.h"
@@ -40,12 +43,21 @@ struct MatRef {
 // dimension that does not overlap rows/columns; size-1 dims accept any stride.
 bool GemmCanRead(const MatRef& m);
 
-// c (row-major, leading dimension ldc) = a · b, or c += a · b when accumulate.
+// [Note: GEMM epilogue] Work on the product that should run while it is still in cache (linear's bias,
+// linear_gelu's activation): Gemm calls it once per output panel [row_begin, row_end) × [col_begin,
+// col_end) of c, right after that panel's product, on the thread that computed it. The panels partition
+// c, so each element is seen once; calls for different panels may run concurrently. Paths that do not
+// split c (one thread, an empty contraction, the bf16 → fp32 fallback) make one call for all of c.
+using GemmEpilogue = std::function<void(int64_t row_begin, int64_t row_end, int64_t col_begin, int64_t col_end)>;
+
+// c (row-major, leading dimension ldc) = a · b, or c += a · b when accumulate; then `epilogue` (if set)
+// on every panel of c.
 // dtype float32 or float64: a, b and c hold that type. dtype bfloat16: a and b hold bf16 and c is
 // float32; products are exact in fp32 and summed in fp32 (oneDNN when Bf16GemmIsNative(), else the
 // operands are widened to fp32 and go through the float32 path).
 // REQUIRES: GemmCanRead(a) && GemmCanRead(b); a.cols == b.rows.
-void Gemm(DType dtype, const MatRef& a, const MatRef& b, void* c, int64_t ldc, bool accumulate);
+void Gemm(DType dtype, const MatRef& a, const MatRef& b, void* c, int64_t ldc, bool accumulate,
+          const GemmEpilogue& epilogue = nullptr);
 
 // The GEMM libraries and the kernels they chose for this CPU, e.g. "float32: oneDNN sgemm (ISA
 // avx512_core_amx, 1 thread per call); float64: OpenBLAS (SkylakeX kernels, 1 BLAS thread per call)".

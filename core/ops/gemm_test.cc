@@ -1,7 +1,8 @@
 // core/ops/gemm_test.cc — Gemm against a naive double loop for every operand layout (row-major,
 // column-major, padded leading dims, size-1 dims), accumulate, K = 0, both split directions on 1–3
-// threads, float64, run-to-run bit equality, concurrent callers, the BLAS kernels named for this CPU, and
-// float32 on both of its backends (oneDNN by default, OpenBLAS behind a test switch).
+// threads, float64, run-to-run bit equality, concurrent callers, the BLAS kernels named for this CPU,
+// float32 on both of its backends (oneDNN by default, OpenBLAS behind a test switch), and the per-panel
+// epilogue (every element seen exactly once, with its final value, one call per panel).
 #include "core/ops/gemm.h"
 
 #include <gtest/gtest.h>
@@ -193,6 +194,68 @@ TEST(GemmTest, Float32NeverReadsCWhenNotAccumulating) {
     SetFloat32GemmOnOpenBlasForTesting(false);
     ExpectProduct(a, b, c, c0, 72, false, 1e-5);
   }
+}
+
+// Runs Gemm with an epilogue that records, per element, how often it was visited and the value it held
+// then; returns the number of epilogue calls.
+template <typename T>
+int RunWithEpilogue(const Case& cs, std::vector<T>& c, std::vector<int>& visits, std::vector<T>& seen) {
+  NumThreadsGuard guard(cs.threads);
+  const Stored<T> a = Make<T>(cs.m, cs.k, cs.a_col, cs.pad, 1);
+  const Stored<T> b = Make<T>(cs.k, cs.n, cs.b_col, cs.pad, 2);
+  const int64_t ldc = cs.n;
+  c.assign(static_cast<size_t>(std::max<int64_t>(1, cs.m * ldc)), T(0.5));
+  visits.assign(c.size(), 0);
+  seen.assign(c.size(), T(0));
+  std::atomic<int> calls{0};
+  std::vector<std::atomic<int>> counts(c.size());
+  Gemm(sizeof(T) == 4 ? DType::kFloat32 : DType::kFloat64, a.ref, b.ref, c.data(), ldc, cs.accumulate,
+       [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+         ++calls;
+         for (int64_t i = r0; i < r1; ++i) {
+           for (int64_t j = c0; j < c1; ++j) {
+             ++counts[static_cast<size_t>(i * ldc + j)];
+             seen[static_cast<size_t>(i * ldc + j)] = c[static_cast<size_t>(i * ldc + j)];
+           }
+         }
+       });
+  for (size_t i = 0; i < c.size(); ++i) visits[i] = counts[i].load();
+  return calls.load();
+}
+
+TEST(GemmTest, EpilogueSeesEveryElementOnceWithItsFinalValueOncePerPanel) {
+  struct EpilogueCase {
+    Case cs;
+    int calls;  // panels: one per thread here (too little work per thread for two)
+  };
+  const EpilogueCase cases[] = {
+      {{301, 67, 131, false, true, 0, false, 1}, 1},  // one thread: one call for all of c
+      {{301, 67, 131, false, true, 0, false, 2}, 2},  // row panels
+      {{301, 67, 131, true, true, 0, true, 3}, 3},    // row panels, accumulating
+      {{45, 333, 129, true, false, 0, false, 2}, 2},  // column panels
+      {{5, 6, 0, false, false, 0, false, 2}, 1},      // K = 0: zeroed, then one call
+  };
+  for (const EpilogueCase& e : cases) {
+    const Case& cs = e.cs;
+    SCOPED_TRACE(::testing::Message() << "m=" << cs.m << " n=" << cs.n << " k=" << cs.k << " threads=" << cs.threads);
+    std::vector<float> c, seen, plain(static_cast<size_t>(std::max<int64_t>(1, cs.m * cs.n)), 0.5f);
+    std::vector<int> visits;
+    EXPECT_EQ(RunWithEpilogue(cs, c, visits, seen), e.calls);
+    {
+      NumThreadsGuard guard(cs.threads);
+      const Stored<float> a = Make<float>(cs.m, cs.k, cs.a_col, 0, 1), b = Make<float>(cs.k, cs.n, cs.b_col, 0, 2);
+      Gemm(DType::kFloat32, a.ref, b.ref, plain.data(), cs.n, cs.accumulate);
+    }
+    for (size_t i = 0; i < static_cast<size_t>(cs.m * cs.n); ++i) {
+      ASSERT_EQ(visits[i], 1) << "element " << i;
+      ASSERT_EQ(seen[i], c[i]) << "element " << i << " changed after its epilogue";
+      ASSERT_EQ(c[i], plain[i]) << "element " << i << " differs from the product without an epilogue";
+    }
+  }
+  std::vector<double> c, seen;
+  std::vector<int> visits;
+  EXPECT_EQ(RunWithEpilogue<double>({200, 170, 100, true, true, 0, false, 2}, c, visits, seen), 2);
+  for (size_t i = 0; i < c.size(); ++i) ASSERT_TRUE(visits[i] == 1 && seen[i] == c[i]) << "float64 element " << i;
 }
 
 }  // namespace

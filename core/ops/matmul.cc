@@ -13,6 +13,9 @@
 // weight (x @ w^T is one [B*T, in] GEMM), and the batch into the contraction for sum_batch (grad_w =
 // g^T @ x is one [out, B*T] · [B*T, in] GEMM). Otherwise it loops over the batch, in parallel when
 // the matrices are small, else leaving the threads to Gemm (which splits each product over them).
+// linear's bias is added by the GEMM's epilogue (gemm.h, [Note: GEMM epilogue]) to each output panel
+// right after the thread computed it, not by a fill pass before a beta = 1 GEMM; linear_gelu
+// (linear_gelu.cc, through linear_forward.h) chains its activation onto the same epilogue.
 //
 // [Note: matmul backward] In the promoted frame A' [.., M, K], B' [.., K, N], G' [.., M, N]:
 // dA' = G' B'^T and dB' = A'^T G'. Undoing an operand's transpose flag transposes its gradient, and
@@ -30,6 +33,7 @@
 #include "core/dispatch/dispatcher.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/gemm.h"
+#include "core/ops/linear_forward.h"
 #include "core/tensor/copy.h"
 #include "core/tensor/factory.h"
 #include "core/tensor/tensor_impl.h"
@@ -40,7 +44,9 @@ namespace {
 // Per-GEMM multiply-adds below which a batch runs one GEMM per thread instead of threading each GEMM.
 constexpr int64_t kSmallGemm = int64_t{1} << 21;   // 128^3
 constexpr int64_t kBatchGrain = int64_t{1} << 18;  // multiply-adds per parallel task, at least
-constexpr int64_t kCopyGrain = int64_t{1} << 15;
+// Elements of a panel the bias epilogue handles before running the caller's epilogue on them (16 KiB
+// of float32: both passes over a chunk stay in L1).
+constexpr int64_t kEpilogueChunk = int64_t{1} << 12;
 
 struct MatmulSpec {
   std::vector<int64_t> a_new_dims;
@@ -202,10 +208,12 @@ void BatchOffsets(const Shape& batch, const Shape& sa, const Shape& sb, std::vec
 }
 
 // out (contiguous [batch..., M, N], or [M, N] with sum_batch) (+)= A @ B over the broadcast batch.
+// `epilogue` sees out as [batch * M, N] rows (gemm.h, [Note: GEMM epilogue]).
 // REQUIRES: A, B share a dtype (float32/float64, or bfloat16 with a float32 out), out has the float one,
-// and GemmCanRead(MatOf(A)), GemmCanRead(MatOf(B)).
+// and GemmCanRead(MatOf(A)), GemmCanRead(MatOf(B)); no epilogue with sum_batch.
 void BatchedGemm(const Tensor& A, const Tensor& B, const Shape& batch, bool sum_batch, const Tensor& out,
-                 bool accumulate) {
+                 bool accumulate, const GemmEpilogue& epilogue = nullptr) {
+  TESSEL_INTERNAL_ASSERT(!(sum_batch && epilogue), "matmul: an epilogue on a batch-summed product");
   const DType dt = A.dtype();  // Gemm's dtype: the operands'
   const MatRef ma = MatOf(A), mb = MatOf(B);
   const int64_t M = ma.rows, K = ma.cols, N = mb.cols;
@@ -217,13 +225,13 @@ void BatchedGemm(const Tensor& A, const Tensor& B, const Shape& batch, bool sum_
     if (!accumulate && out.numel() > 0) std::memset(pc, 0, out.numel() * esz_c);
     return;
   }
-  if (nb == 1) return Gemm(dt, ma, mb, pc, N, accumulate);
+  if (nb == 1) return Gemm(dt, ma, mb, pc, N, accumulate, epilogue);
   const Shape sa = BatchStrides(A, batch), sb = BatchStrides(B, batch);
   if (!sum_batch && std::all_of(sb.begin(), sb.end(), [](int64_t s) { return s == 0; })) {
     // B is shared by the whole batch: fold A's batch dims into its rows when they line up.
     if (std::optional<int64_t> rs = Collapse(Append(batch, M), Append(sa, ma.row_stride))) {
       const MatRef fa{ma.data, nb * M, K, *rs, ma.col_stride};
-      if (GemmCanRead(fa)) return Gemm(dt, fa, mb, pc, N, accumulate);
+      if (GemmCanRead(fa)) return Gemm(dt, fa, mb, pc, N, accumulate, epilogue);
     }
   }
   if (sum_batch) {
@@ -249,7 +257,13 @@ void BatchedGemm(const Tensor& A, const Tensor& B, const Shape& batch, bool sum_
   }
   const int64_t mnk = M * N * std::max<int64_t>(K, 1);
   auto run = [&](int64_t s, int64_t e) {
-    for (int64_t i = s; i < e; ++i) Gemm(dt, at(ma, oa[i]), at(mb, ob[i]), pc + i * M * N * esz_c, N, accumulate);
+    for (int64_t i = s; i < e; ++i) {
+      GemmEpilogue shifted;  // product i holds rows [i * M, (i + 1) * M) of out
+      if (epilogue) {
+        shifted = [&, i](int64_t r0, int64_t r1, int64_t c0, int64_t c1) { epilogue(i * M + r0, i * M + r1, c0, c1); };
+      }
+      Gemm(dt, at(ma, oa[i]), at(mb, ob[i]), pc + i * M * N * esz_c, N, accumulate, shifted);
+    }
   };
   if (mnk <= kSmallGemm || nb >= 4 * NumThreads()) {
     ParallelFor(0, nb, std::max<int64_t>(1, kBatchGrain / mnk), run);
@@ -258,22 +272,35 @@ void BatchedGemm(const Tensor& A, const Tensor& B, const Shape& batch, bool sum_
   }
 }
 
-// Writes bias (1-D [N]) into every row of the contiguous `acc` [..., N], converting its dtype.
-void FillRowsWithBias(const Tensor& acc, const Tensor& bias) {
-  const int64_t n = bias.numel();
-  if (n == 0 || acc.numel() == 0) return;
+// acc[r, c0:c1] += b[c0:c1] for r in [r0, r1); acc contiguous [.., n].
+template <typename T>
+void AddRows(const Tensor& acc, const Tensor& b, int64_t n, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+  T* p = static_cast<T*>(acc.raw_data());
+  const T* pb = static_cast<const T*>(b.raw_data());
+  for (int64_t r = r0; r < r1; ++r) {
+    for (int64_t j = c0; j < c1; ++j) p[r * n + j] += pb[j];
+  }
+}
+
+// The epilogue of a product `acc` (contiguous [rows, N], compute dtype): adds bias ([N], any floating
+// dtype) to each row, then runs `after`, a few rows at a time so the rows are still in L1 for `after`.
+GemmEpilogue BiasEpilogue(const Tensor& acc, const Tensor& bias, const LinearEpilogue& after) {
+  if (!bias.defined() && !after) return nullptr;
   Tensor b = bias;
-  if (b.dtype() != acc.dtype() || !b.is_contiguous()) {
+  if (b.defined() && (b.dtype() != acc.dtype() || !b.is_contiguous())) {
     b = Empty(bias.sizes(), acc.dtype(), bias.device());
     CopyInto(b, bias);
   }
-  const int64_t rows = acc.numel() / n;
-  const int64_t row_bytes = n * ElementSize(acc.dtype());
-  char* p = static_cast<char*>(acc.raw_data());
-  const char* pb = static_cast<const char*>(b.raw_data());
-  ParallelFor(0, rows, std::max<int64_t>(1, kCopyGrain / n), [&](int64_t s, int64_t e) {
-    for (int64_t r = s; r < e; ++r) std::memcpy(p + r * row_bytes, pb, row_bytes);
-  });
+  const int64_t n = acc.size(acc.dim() - 1);
+  return [acc, b, after, n](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+    const int64_t chunk = std::max<int64_t>(1, kEpilogueChunk / std::max<int64_t>(1, c1 - c0));
+    for (int64_t s = r0; s < r1; s += chunk) {
+      const int64_t e = std::min(r1, s + chunk);
+      if (b.defined() && acc.dtype() == DType::kFloat32) AddRows<float>(acc, b, n, s, e, c0, c1);
+      if (b.defined() && acc.dtype() == DType::kFloat64) AddRows<double>(acc, b, n, s, e, c0, c1);
+      if (after) after(acc, s, e, c0, c1);
+    }
+  };
 }
 
 // Output shape: [batch..., M, N] (or [M, N] with sum_batch) less the squeezed size-1 dims.
@@ -292,8 +319,10 @@ Shape OutputShape(const char* name, const Shape& batch, int64_t M, int64_t N, co
   return out;
 }
 
-// The whole forward of "matmul" and "linear": bias (optional, [N]) is added to every output row.
-Tensor MatmulForward(const char* name, const Tensor& a, const Tensor& b, const MatmulSpec& s, const Tensor& bias) {
+// The whole forward of "matmul" and "linear": bias (optional, [N]) is added to every output row and
+// `after` runs on the compute-type product, both as the GEMM's epilogue.
+Tensor MatmulForward(const char* name, const Tensor& a, const Tensor& b, const MatmulSpec& s, const Tensor& bias,
+                     const LinearEpilogue& after = nullptr) {
   TESSEL_CHECK(a.dtype() == b.dtype(), name, ": dtype mismatch ", a.dtype(), " vs ", b.dtype(), " (",
                DescribeCall(a, b, s), "); cast one side explicitly");
   TESSEL_CHECK(IsFloating(a.dtype()), name, ": expected floating tensors, got ", a.dtype(), " (", DescribeCall(a, b, s),
@@ -319,8 +348,7 @@ Tensor MatmulForward(const char* name, const Tensor& a, const Tensor& b, const M
   B = PrepareOperand(B, OperandDType(a.dtype()));
   Tensor out = Empty(out_shape, a.dtype(), a.device());
   Tensor acc = compute == a.dtype() ? out : Empty(out_shape, compute, a.device());
-  if (bias.defined()) FillRowsWithBias(acc, bias);
-  BatchedGemm(A, B, batch, s.sum_batch, acc, bias.defined());
+  BatchedGemm(A, B, batch, s.sum_batch, acc, /*accumulate=*/false, BiasEpilogue(acc, bias, after));
   if (!acc.is_same(out)) CopyInto(out, acc);  // 16-bit: round once
   return out;
 }
@@ -330,23 +358,9 @@ TensorList MatmulKernel(std::span<const Tensor> in, const Attrs& attrs) {
 }
 
 TensorList LinearKernel(std::span<const Tensor> in, const Attrs&) {
-  const Tensor& x = in[0];
-  const Tensor& w = in[1];
   const Tensor bias = in.size() > 2 ? in[2] : Tensor();
-  TESSEL_CHECK(w.dim() == 2, "linear: weight must be 2-D [out_features, in_features], got ", ShapeStr(w.sizes()));
-  TESSEL_CHECK(x.dim() >= 1 && x.size(x.dim() - 1) == w.size(1), "linear: input ", ShapeStr(x.sizes()),
-               " has in_features ", (x.dim() >= 1 ? x.size(x.dim() - 1) : 0), " but weight ", ShapeStr(w.sizes()),
-               " expects ", w.size(1));
-  if (bias.defined()) {
-    TESSEL_CHECK(bias.dim() == 1 && bias.size(0) == w.size(0), "linear: bias ", ShapeStr(bias.sizes()),
-                 " does not match weight ", ShapeStr(w.sizes()), " (expected [", w.size(0), "])");
-    TESSEL_CHECK(bias.dtype() == x.dtype(), "linear: bias dtype ", bias.dtype(), " differs from input dtype ",
-                 x.dtype());
-  }
-  MatmulSpec s;
-  s.transpose_b = true;
-  if (x.dim() == 1) s.a_new_dims = s.squeeze_dims = {-2};
-  return {MatmulForward("linear", x, w, s, bias)};
+  CheckLinearArgs("linear", in[0], in[1], bias);
+  return {LinearForward("linear", in[0], in[1], bias)};
 }
 
 // ---- backward formulas -------------------------------------------------------------------------
@@ -421,24 +435,7 @@ TensorList MatmulBackward(const BackwardContext& c) {
 }
 
 TensorList LinearBackward(const BackwardContext& c) {
-  const Tensor& x = c.inputs[0];
-  const Tensor& w = c.inputs[1];
-  const Tensor& g = c.grad_outputs[0];  // [..., out]
-  Tensor gx, gw, gb;
-  if (c.needs_input_grad[0]) gx = Matmul(g, w);  // [..., out] @ [out, in]
-  if (c.needs_input_grad[1]) {
-    MatmulSpec q;
-    if (x.dim() == 1) {  // outer product g ⊗ x
-      q.a_new_dims = {-1};
-      q.b_new_dims = {-2};
-    } else {  // g^T @ x, the batch folded into the contraction
-      q.transpose_a = true;
-      q.sum_batch = true;
-    }
-    gw = CallMatmul(g, x, q);
-  }
-  if (c.inputs.size() > 2 && c.needs_input_grad[2]) gb = SumToSize(g, std::vector<int64_t>{w.size(0)});
-  return {gx, gw, gb};
+  return LinearInputGrads(c.inputs[0], c.inputs[1], c.inputs.size() > 2, c.grad_outputs[0], c.needs_input_grad);
 }
 
 const OpDef& kMatmul = RegisterOp({.name = "matmul", .cpu = MatmulKernel, .backward = MatmulBackward});
@@ -452,6 +449,46 @@ Tensor Matmul(const Tensor& a, const Tensor& b) { return autograd::CallOp1(kMatm
 
 Tensor Linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   return autograd::CallOp1(kLinear, {x, weight, bias});
+}
+
+void CheckLinearArgs(const char* op, const Tensor& x, const Tensor& w, const Tensor& bias) {
+  TESSEL_CHECK(w.dim() == 2, op, ": weight must be 2-D [out_features, in_features], got ", ShapeStr(w.sizes()));
+  TESSEL_CHECK(x.dim() >= 1 && x.size(x.dim() - 1) == w.size(1), op, ": input ", ShapeStr(x.sizes()),
+               " has in_features ", (x.dim() >= 1 ? x.size(x.dim() - 1) : 0), " but weight ", ShapeStr(w.sizes()),
+               " expects ", w.size(1));
+  if (bias.defined()) {
+    TESSEL_CHECK(bias.dim() == 1 && bias.size(0) == w.size(0), op, ": bias ", ShapeStr(bias.sizes()),
+                 " does not match weight ", ShapeStr(w.sizes()), " (expected [", w.size(0), "])");
+    TESSEL_CHECK(bias.dtype() == x.dtype(), op, ": bias dtype ", bias.dtype(), " differs from input dtype ", x.dtype());
+  }
+}
+
+Tensor LinearForward(const char* op, const Tensor& x, const Tensor& w, const Tensor& bias,
+                     const LinearEpilogue& after) {
+  MatmulSpec s;
+  s.transpose_b = true;
+  if (x.dim() == 1) s.a_new_dims = s.squeeze_dims = {-2};
+  return MatmulForward(op, x, w, s, bias, after);
+}
+
+TensorList LinearInputGrads(const Tensor& x, const Tensor& w, bool has_bias, const Tensor& g,
+                            std::span<const bool> needs) {
+  Tensor gx, gw, gb;  // g: [..., out]
+  if (!g.defined()) return {gx, gw, gb};
+  if (needs[0]) gx = Matmul(g, w);  // [..., out] @ [out, in]
+  if (needs[1]) {
+    MatmulSpec q;
+    if (x.dim() == 1) {  // outer product g ⊗ x
+      q.a_new_dims = {-1};
+      q.b_new_dims = {-2};
+    } else {  // g^T @ x, the batch folded into the contraction
+      q.transpose_a = true;
+      q.sum_batch = true;
+    }
+    gw = CallMatmul(g, x, q);
+  }
+  if (has_bias && needs.size() > 2 && needs[2]) gb = SumToSize(g, std::vector<int64_t>{w.size(0)});
+  return {gx, gw, gb};
 }
 
 }  // namespace tessel

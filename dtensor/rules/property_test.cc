@@ -11,6 +11,7 @@
 
 #include "core/ops/concat.h"
 #include "core/ops/elementwise.h"
+#include "core/ops/linear_gelu.h"
 #include "core/ops/matmul.h"
 #include "core/ops/reduction.h"
 #include "core/ops/softmax.h"
@@ -133,6 +134,10 @@ Case MatmulCase(Rng& r) {
   const int64_t m = r.Int(1, 7), k = r.Int(1, 7), n = r.Int(1, 7);
   Shape a = {m, k};
   if (r.Coin(0.4)) a.insert(a.begin(), r.Int(1, 4));
+  if (r.Coin(0.3)) {  // the fused MLP projection: x [.., m, k] · wᵀ [k, n] + b [n], then GELU
+    return {"linear_gelu", {Values(a), Values({n, k}, DType::kFloat64, 2), Values({n}, DType::kFloat64, 5)},
+            [](const TensorList& x) { return LinearGelu(x[0], x[1], x[2], "tanh"); }};
+  }
   return {"matmul", {Values(a), Values({k, n}, DType::kFloat64, 2)}, [](const TensorList& x) {
             return Matmul(x[0], x[1]);
           }};
