@@ -5,11 +5,14 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <map>
 
 #include "core/autograd/engine.h"
 #include "core/autograd/grad_mode.h"
 #include "core/autograd/split_backward.h"
 #include "core/base/testing/expect_error.h"
+#include "core/dispatch/profiler.h"
+#include "core/memory/allocator.h"
 #include "core/nn/checkpoint_wrapper.h"
 #include "core/nn/transformer.h"
 #include "core/ops/elementwise.h"
@@ -96,6 +99,55 @@ TEST(CheckpointTest, RecomputeRunsTheBlockAgainInsideBackwardAndSelectiveSkipsKe
     EXPECT_EQ(mlp_calls, expected);
     EXPECT_EQ(in_backward_calls, expected - 1);
   }
+}
+
+// Ops dispatched and the activation ledger's peak over one GPT step (forward + backward) with `policy`
+// on every block; by_options: the policy's CheckpointOptions applied directly (the fused op then runs
+// inside the region too).
+struct StepRecord {
+  std::map<std::string, int64_t> calls;
+  int64_t activation_peak = 0;
+};
+constexpr int64_t kLayers = 3;
+StepRecord RecordStep(const std::string& policy, bool by_options = false) {
+  const GPTConfig cfg{.vocab_size = 31, .d_model = 16, .n_layers = kLayers, .n_heads = 2, .seq_len = 8};
+  Generator gen(11);
+  GPT gpt(cfg, gen);
+  for (size_t i = 0; i < gpt.layers().size(); ++i) {
+    if (by_options) {
+      ApplyActivationCheckpointing(*gpt.layers().at(i), CheckpointOptionsFor(policy));
+    } else {
+      ApplyActivationCheckpointing(*gpt.layers().at(i), policy);
+    }
+  }
+  Tensor idx = Randint(0, cfg.vocab_size, std::vector<int64_t>{2, cfg.seq_len}, gen);
+  const Device d = Device::Cpu(0);
+  memory::ResetPeaks(d);
+  const int64_t live_before = memory::Stats(d)[memory::Ledger::kActivations].live;
+  StepRecord r;
+  {
+    OpProfiler prof;
+    Backward(gpt.Loss(idx, idx));
+    for (const auto& [op, row] : prof.rows()) r.calls[op] = row.calls;
+  }
+  r.activation_peak = memory::Stats(d)[memory::Ledger::kActivations].peak - live_before;
+  return r;
+}
+
+// Under "gemm" the fused MLP runs as linear + gelu inside the checkpointed region: linear's output (the
+// pre-activation) is kept, gelu is recomputed and no GEMM is (as many linears as without checkpointing).
+// With the fused op inside the region instead, both its [B, T, 4C] outputs are kept: the step's peak (in
+// the last block's backward) holds one such tensor more for each earlier block, [2, 8, 64] float32 each.
+TEST(CheckpointTest, TheGemmPolicyKeepsTheMlpPreActivationOnlyAndRecomputesNoGemm) {
+  const StepRecord none = RecordStep("none"), gemm = RecordStep("gemm");
+  const StepRecord gemm_fused = RecordStep("gemm", /*by_options=*/true);
+  EXPECT_EQ(none.calls.at("linear_gelu"), kLayers);
+  EXPECT_EQ(gemm.calls.count("linear_gelu"), 0u);
+  EXPECT_EQ(gemm.calls.at("linear"), none.calls.at("linear") + none.calls.at("linear_gelu"));
+  EXPECT_EQ(gemm.calls.at("gelu"), 2 * kLayers);  // forward and recompute
+  EXPECT_EQ(gemm_fused.calls.at("linear_gelu"), kLayers);  // kept, not recomputed
+  EXPECT_EQ(gemm_fused.activation_peak - gemm.activation_peak, (kLayers - 1) * (2 * 8 * 64) * 4);
+  EXPECT_LT(gemm.activation_peak, none.activation_peak);
 }
 
 // A dropout-like block drawing from a Generator: listed in the options, the recompute replays the same

@@ -33,12 +33,17 @@ namespace tessel::nn {
 class CheckpointWrapper final : public ModuleState {
  public:
   static constexpr const char* kKey = "checkpoint_wrapper";
-  explicit CheckpointWrapper(autograd::CheckpointOptions options) : options_(std::move(options)) {}
+  // unfuse_linear_gelu: the forward (and its recompute) runs under UnfusedLinearGeluScope
+  // (core/ops/linear_gelu.h), as the "gemm" policy needs.
+  explicit CheckpointWrapper(autograd::CheckpointOptions options, bool unfuse_linear_gelu = false)
+      : options_(std::move(options)), unfuse_linear_gelu_(unfuse_linear_gelu) {}
   static CheckpointWrapper* Of(const Module& module);  // nullptr when not applied
   const autograd::CheckpointOptions& options() const { return options_; }
+  bool unfuse_linear_gelu() const { return unfuse_linear_gelu_; }
 
  private:
   autograd::CheckpointOptions options_;
+  bool unfuse_linear_gelu_;
 };
 
 // Applies checkpointing to `module` (kFailedPrecondition if already applied, or if the module already
@@ -46,9 +51,9 @@ class CheckpointWrapper final : public ModuleState {
 Module& ApplyActivationCheckpointing(Module& module, autograd::CheckpointOptions options = {});
 // By name, as the main job's --ac flag spells it: "full" (inputs only), "selective" (Korthikanti et
 // al.: only the attention core is recomputed; planner/'s kSelective), "gemm" (keep the outputs of
-// linear / linear_gelu / matmul, recompute the rest; linear_gelu keeps both its outputs, gelu(pre) and
-// pre, so the GELU MLP keeps one [B, T, 4C] tensor more than a separate linear + gelu did, and
-// recomputes no GEMM). kInvalidArgument on other names ("none" applies nothing).
+// linear / matmul, recompute the rest; inside the region the GELU MLP's fused linear_gelu runs as
+// linear then gelu, so only the pre-activation is kept and gelu is recomputed, as before the fusion).
+// kInvalidArgument on other names ("none" applies nothing).
 Module& ApplyActivationCheckpointing(Module& module, const std::string& policy);
 // checkpoint_wrapper(module): full checkpointing.
 inline Module& checkpoint_wrapper(Module& module) { return ApplyActivationCheckpointing(module); }

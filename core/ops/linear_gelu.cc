@@ -26,7 +26,9 @@
 #include "core/base/error.h"
 #include "core/dispatch/dispatcher.h"
 #include "core/ops/linear_forward.h"
+#include "core/ops/matmul.h"
 #include "core/ops/pointwise_kernels.h"
+#include "core/ops/unary.h"
 #include "core/tensor/factory.h"
 
 namespace tessel {
@@ -98,9 +100,15 @@ const OpDef& kLinearGelu = RegisterOp({.name = kOp,
 const OpDef& kGeluPrecomputed = RegisterOp(
     {.name = kPrecomputed, .cpu = GeluPrecomputedKernel, .backward = GeluPrecomputedBackward, .saved_inputs = {1}});
 
+thread_local int unfused_scopes = 0;
+
 }  // namespace
 
+UnfusedLinearGeluScope::UnfusedLinearGeluScope() { ++unfused_scopes; }
+UnfusedLinearGeluScope::~UnfusedLinearGeluScope() { --unfused_scopes; }
+
 Tensor LinearGelu(const Tensor& x, const Tensor& weight, const Tensor& bias, const std::string& approximate) {
+  if (unfused_scopes > 0) return Gelu(Linear(x, weight, bias), approximate);
   const Attrs attrs = Attrs().Set("approximate", approximate);
   const TensorList out_pre = autograd::CallOp(kLinearGelu, {x, weight, bias}, attrs);
   return autograd::CallOp1(kGeluPrecomputed, {out_pre[0], out_pre[1]}, attrs);

@@ -25,4 +25,16 @@ namespace tessel {
 // gelu(x · weightᵀ + bias); bias may be undefined; approximate "tanh" or "none" (as Gelu).
 Tensor LinearGelu(const Tensor& x, const Tensor& weight, const Tensor& bias, const std::string& approximate);
 
+// While alive on this thread, LinearGelu runs as Linear then Gelu (two ops, the same values bit for bit).
+// For activation checkpointing that keeps GEMM outputs and recomputes pointwise ops (core/nn's "gemm"
+// policy): the fused op's outputs are both [..., out], so keeping them would hold gelu(pre) as well, while
+// linear's output alone lets the recompute rebuild gelu(pre) without a GEMM. Scopes nest.
+class UnfusedLinearGeluScope {
+ public:
+  UnfusedLinearGeluScope();
+  ~UnfusedLinearGeluScope();
+  UnfusedLinearGeluScope(const UnfusedLinearGeluScope&) = delete;
+  UnfusedLinearGeluScope& operator=(const UnfusedLinearGeluScope&) = delete;
+};
+
 }  // namespace tessel
