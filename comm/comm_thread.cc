@@ -122,6 +122,20 @@ struct ImmediateWaitScopes {
 };
 thread_local ImmediateWaitScopes immediate_wait;
 
+// Before this thread blocks on a Work of `keep`, the other queues it deferred wake-ups on get their worker
+// woken: a caller that submits on group A and then waits on group B first must not leave A's task unrun.
+void WakeOtherDeferredQueues(const CommThread::Queue* keep) {
+  std::vector<std::shared_ptr<CommThread::Queue>>& queues = immediate_wait.queues;
+  for (auto it = queues.begin(); it != queues.end();) {
+    if (it->get() == keep) {
+      ++it;
+      continue;
+    }
+    (*it)->WakeIfQueued();
+    it = queues.erase(it);
+  }
+}
+
 // The Work of a queued task: waiting for it first runs it (and what is queued before it) on the
 // waiter's thread when no other thread is running a task.
 class QueuedWork final : public FutureWork {
@@ -129,7 +143,10 @@ class QueuedWork final : public FutureWork {
   explicit QueuedWork(std::shared_ptr<CommThread::Queue> queue) : queue_(std::move(queue)) {}
   void set_id(int64_t id) { id_ = id; }
   void Wait() override {
-    if (!IsCompleted()) queue_->RunUpTo(id_);
+    if (!IsCompleted()) {
+      WakeOtherDeferredQueues(queue_.get());
+      queue_->RunUpTo(id_);
+    }
     FutureWork::Wait();
   }
 

@@ -16,8 +16,8 @@
 // machine with as many busy rank threads as cores, also preempts a peer rank's compute), and the Wait()
 // that follows runs the task itself. If the worker is busy with an earlier task it picks the new one up
 // as it finishes (it re-checks the queue before sleeping), so the order is unchanged. The scope's end
-// wakes the worker of every queue still holding a task queued so (the caller threw before its Wait):
-// a collective the peers wait for never sits unrun.
+// wakes the worker of every queue still holding a task queued so (the caller threw before its Wait), and
+// so does a Wait() on another queue's Work: a collective the peers wait for never sits unrun.
 //
 // Example:
 //   CommThread thread(/*num_threads=*/1, Device::Cpu(rank));

@@ -198,5 +198,24 @@ TEST(CommThreadTest, ABusyWorkerRunsTasksQueuedInAnImmediateWaitScopeInOrder) {
   EXPECT_EQ(order, (std::vector<int>{0, 1}));
 }
 
+// Inside a scope a caller submits on thread A, then waits on thread B's Work first, whose task needs A's
+// to have run (peers blocked in A's collective would): the Wait on B wakes A's worker, so both finish.
+TEST(CommThreadTest, WaitingOnAnotherQueueInsideAnImmediateWaitScopeWakesTheFirstQueuesWorker) {
+  CommThread a(1, Device::Cpu(0)), b(1, Device::Cpu(0));
+  WaitForWorkerAsleep(a);
+  std::atomic<bool> a_ran{false};
+  bool b_saw_a = false;
+  SubmitForImmediateWait scope;
+  WorkPtr wa = a.Submit([&] { a_ran.store(true); });
+  WorkPtr wb = b.Submit([&] {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!a_ran.load() && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+    b_saw_a = a_ran.load();
+  });
+  wb->Wait();
+  EXPECT_TRUE(b_saw_a);
+  wa->Wait();
+}
+
 }  // namespace
 }  // namespace tessel::comm

@@ -4,18 +4,11 @@
 
 #include <algorithm>
 #include <limits>
-#include <map>
-#include <string>
 #include <tuple>
-#include <utility>
 
-#include "comm/comm_thread.h"
 #include "core/base/error.h"
 #include "core/dispatch/dispatcher.h"
-#include "core/tensor/copy.h"
-#include "core/tensor/factory.h"
 #include "dtensor/dtensor_impl.h"
-#include "dtensor/internal/dense.h"
 #include "dtensor/layout.h"
 #include "dtensor/redistribute.h"
 
@@ -168,57 +161,11 @@ Tensor MoveInput(const OpCall& call, int i, const ShardingState& want) {
   return ExecuteRedistribute(d.local(), spec, plan, call.mesh);
 }
 
-// The inputs `ids` (each moved by one all_reduce `step`) reduced together in one flat buffer; each local
-// becomes a fresh contiguous tensor of its own shape (the DTensors' locals are never written).
-void AllReduceBucket(const OpCall& call, const std::vector<int>& ids, const RedistributeStep& step, TensorList& locals) {
-  const Tensor& first = AsDTensorImpl(call.inputs[static_cast<size_t>(ids[0])])->local();
-  int64_t total = 0;
-  for (int i : ids) total += AsDTensorImpl(call.inputs[static_cast<size_t>(i)])->local().numel();
-  Tensor flat = Empty({total}, first.dtype(), first.device());
-  int64_t at = 0;
-  for (int i : ids) {
-    const Tensor& local = AsDTensorImpl(call.inputs[static_cast<size_t>(i)])->local();
-    Tensor piece = internal::ContiguousView(flat, local.sizes(), at);
-    CopyInto(piece, local);
-    locals[static_cast<size_t>(i)] = piece;
-    at += local.numel();
-  }
-  comm::SubmitForImmediateWait waited_at_once;
-  call.mesh.axis_group(step.axis)->AllReduce(flat, step.op)->Wait();
-}
-
 TensorList MoveInputs(const OpCall& call, const Strategy& s) {
+  if (s.coalesce_all_reduces) return ExecuteRedistributesCoalesced(call.inputs, s.inputs, call.mesh);
   TensorList locals(static_cast<size_t>(call.num_inputs()));
-  // (axis, reduce op, dtype, device) -> the inputs whose move is that one all_reduce.
-  std::map<std::tuple<int, int, int, std::string>, std::pair<RedistributeStep, std::vector<int>>> buckets;
   for (int i = 0; i < call.num_inputs(); ++i) {
-    if (!call.defined(i)) continue;
-    const ShardingState& want = *s.inputs[static_cast<size_t>(i)];
-    if (s.coalesce_all_reduces) {
-      const DTensorImpl& d = *AsDTensorImpl(call.inputs[static_cast<size_t>(i)]);
-      const DTensorSpec& spec = d.spec();
-      if (!(spec.placements() == want.placements && spec.shard_order() == want.order)) {
-        const RedistributePlan plan = PlanRedistribute(call.mesh.shape(), spec.ndim(), StateOf(spec), want,
-                                                       PlanOptions{.allow_partial_target = true});
-        if (plan.steps.size() == 1 && plan.steps[0].kind == StepKind::kAllReduce) {
-          const RedistributeStep& step = plan.steps[0];
-          auto& bucket = buckets[{step.axis, static_cast<int>(step.op), static_cast<int>(d.local().dtype()),
-                                  d.local().device().ToString()}];
-          bucket.first = step;
-          bucket.second.push_back(i);
-          continue;
-        }
-      }
-    }
-    locals[static_cast<size_t>(i)] = MoveInput(call, i, want);
-  }
-  for (const auto& [key, bucket] : buckets) {
-    if (bucket.second.size() == 1) {
-      const int i = bucket.second[0];
-      locals[static_cast<size_t>(i)] = MoveInput(call, i, *s.inputs[static_cast<size_t>(i)]);
-    } else {
-      AllReduceBucket(call, bucket.second, bucket.first, locals);
-    }
+    if (call.defined(i)) locals[static_cast<size_t>(i)] = MoveInput(call, i, *s.inputs[static_cast<size_t>(i)]);
   }
   return locals;
 }

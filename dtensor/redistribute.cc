@@ -1,6 +1,11 @@
 // dtensor/redistribute.cc — one function per step kind, the step loop, and the autograd wiring.
 #include "dtensor/redistribute.h"
 
+#include <map>
+#include <string>
+#include <tuple>
+#include <utility>
+
 #include "comm/comm_thread.h"
 #include "core/base/error.h"
 #include "core/memory/allocator.h"
@@ -189,6 +194,53 @@ Tensor ExecuteRedistribute(const Tensor& local, const DTensorSpec& src, const Re
     state = ApplyStep(state, step);
   }
   return cur;
+}
+
+TensorList ExecuteRedistributesCoalesced(std::span<const Tensor> dtensors,
+                                         std::span<const std::optional<ShardingState>> wants, const DeviceMesh& mesh) {
+  TESSEL_INTERNAL_ASSERT(dtensors.size() == wants.size(), "ExecuteRedistributesCoalesced: ", dtensors.size(),
+                         " tensors but ", wants.size(), " targets");
+  TensorList locals(dtensors.size());
+  // (axis, reduce op, dtype, device) -> the step and the inputs whose move is that one all_reduce.
+  std::map<std::tuple<int, int, int, std::string>, std::pair<RedistributeStep, std::vector<size_t>>> buckets;
+  comm::SubmitForImmediateWait waited_at_once;
+  for (size_t i = 0; i < dtensors.size(); ++i) {
+    if (!dtensors[i].defined() || !wants[i].has_value()) continue;
+    const DTensorImpl& d = GetDTensorImpl(dtensors[i], "redistribute");
+    const DTensorSpec& spec = d.spec();
+    const ShardingState& want = *wants[i];
+    if (spec.placements() == want.placements && spec.shard_order() == want.order) {
+      locals[i] = d.local();
+      continue;
+    }
+    const RedistributePlan plan =
+        PlanRedistribute(mesh.shape(), spec.ndim(), StateOf(spec), want, PlanOptions{.allow_partial_target = true});
+    if (plan.steps.size() == 1 && plan.steps[0].kind == StepKind::kAllReduce) {
+      const RedistributeStep& step = plan.steps[0];
+      auto& bucket = buckets[{step.axis, static_cast<int>(step.op), static_cast<int>(d.local().dtype()),
+                              d.local().device().ToString()}];
+      bucket.first = step;
+      bucket.second.push_back(i);
+      continue;
+    }
+    locals[i] = ExecuteRedistribute(d.local(), spec, plan, mesh);
+  }
+  for (const auto& [key, bucket] : buckets) {
+    const auto& [step, ids] = bucket;
+    int64_t total = 0;
+    for (size_t i : ids) total += AsDTensorImpl(dtensors[i])->local().numel();
+    const Tensor& first = AsDTensorImpl(dtensors[ids[0]])->local();
+    Tensor flat = Empty({total}, first.dtype(), first.device());
+    int64_t at = 0;
+    for (size_t i : ids) {
+      const Tensor& local = AsDTensorImpl(dtensors[i])->local();
+      locals[i] = ContiguousView(flat, local.sizes(), at);
+      CopyInto(locals[i], local);
+      at += local.numel();
+    }
+    mesh.axis_group(step.axis)->AllReduce(flat, step.op)->Wait();
+  }
+  return locals;
 }
 
 Tensor Redistribute(const Tensor& input, const DTensorSpec& dst, const PlanOptions& options) {

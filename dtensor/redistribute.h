@@ -13,6 +13,9 @@
 //   Backward(y_local, g);                                                       // x.grad(): S(0), no comm
 #pragma once
 
+#include <optional>
+#include <span>
+
 #include "core/tensor/tensor.h"
 #include "dtensor/device_mesh.h"
 #include "dtensor/dtensor_spec.h"
@@ -23,6 +26,15 @@ namespace tessel::dtensor {
 // Runs `plan` (made for `src`) on this rank. REQUIRES: local matches src at mesh.coordinate().
 Tensor ExecuteRedistribute(const Tensor& local, const DTensorSpec& src, const RedistributePlan& plan,
                            const DeviceMesh& mesh);
+
+// Moves several DTensors (on `mesh`) to their `wants` (nullopt or an undefined tensor: left undefined),
+// returning the new local tensors in order, like ExecuteRedistribute on each; except that the tensors
+// whose whole move is one all_reduce on the same (mesh axis, reduce op, dtype, device) share one flat
+// all_reduce — coalesced, as PyTorch's DDP buckets: one collective per bucket instead of one per tensor.
+// The other moves run first, in input order, then the buckets in key order: the same sequence on every
+// rank (plans depend on global specs only). Never writes the inputs' local tensors.
+TensorList ExecuteRedistributesCoalesced(std::span<const Tensor> dtensors,
+                                         std::span<const std::optional<ShardingState>> wants, const DeviceMesh& mesh);
 
 // The differentiable op: a DTensor with spec `dst` holding the same global value as the DTensor
 // `input`. Same-spec calls return a new handle over the same local tensor (no communication).

@@ -3,13 +3,18 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "core/autograd/grad_mode.h"
 #include "core/base/error.h"
 #include "core/ops/elementwise.h"
 #include "core/tensor/copy.h"
 #include "core/tensor/factory.h"
-#include "dtensor/dtensor.h"
+#include "core/memory/allocator.h"
+#include "dtensor/redistribute.h"
 #include "dtensor/dtensor_impl.h"
 #include "fsdp/state.h"
 
@@ -50,21 +55,47 @@ std::pair<Tensor, double> LocalAndCopies(const Tensor& grad, int world_size) {
 
 // A Partial gradient's local values are summands, not elements (squaring them is not the norm): such a
 // gradient (a Replicate parameter fed by sequence-sharded activations, e.g. a norm weight under sequence
-// parallelism) is reduced to Replicate on its Partial axes and stored back as the parameter's .grad — the
-// all-reduce the optimizer step would otherwise run on it, moved here.
+// parallelism) is moved to its parameter's layout (Replicate on a Partial axis where the parameter is not
+// a DTensor of the same mesh) and stored back as the .grad, on the grads ledger: the reduction the
+// optimizer step would otherwise run, moved here. Per mesh, the all_reduces share flat buckets (one per
+// axis, op and dtype: dtensor/redistribute.h), as the foreach optimizer's would.
 void ReducePartialGrads(const TensorList& params) {
+  struct Group {
+    const dtensor::DeviceMesh* mesh = nullptr;
+    TensorList params, grads;
+    std::vector<std::optional<dtensor::ShardingState>> wants;
+  };
+  std::map<std::string, Group> groups;  // by mesh
   for (const Tensor& p : params) {
     const Tensor g = p.grad();
     const dtensor::DTensorImpl* d = g.defined() ? dtensor::AsDTensorImpl(g) : nullptr;
     if (d == nullptr) continue;
-    std::vector<dtensor::Placement> placements = d->spec().placements();
-    bool partial = false;
-    for (dtensor::Placement& pl : placements) {
-      if (!dtensor::IsPartial(pl)) continue;
-      pl = dtensor::Replicate{};
-      partial = true;
+    const std::vector<dtensor::Placement>& placements = d->spec().placements();
+    if (std::none_of(placements.begin(), placements.end(), dtensor::IsPartial)) continue;
+    const dtensor::DTensorImpl* pd = dtensor::AsDTensorImpl(p);
+    dtensor::ShardingState want = dtensor::StateOf(d->spec());
+    if (pd != nullptr && pd->mesh() == d->mesh()) {
+      want = dtensor::StateOf(pd->spec());
+    } else {
+      for (dtensor::Placement& pl : want.placements) {
+        if (dtensor::IsPartial(pl)) pl = dtensor::Replicate{};
+      }
     }
-    if (partial) Tensor(p).set_grad(dtensor::DTensor(g).Redistribute(d->mesh(), placements).tensor());
+    Group& group = groups[d->mesh().ToString()];
+    group.mesh = &d->mesh();
+    group.params.push_back(p);
+    group.grads.push_back(g);
+    group.wants.push_back(std::move(want));
+  }
+  memory::LedgerScope grads_ledger(memory::Ledger::kGrads);
+  for (auto& [key, group] : groups) {
+    const TensorList locals = dtensor::ExecuteRedistributesCoalesced(group.grads, group.wants, *group.mesh);
+    for (size_t i = 0; i < locals.size(); ++i) {
+      const dtensor::DTensorSpec& src = dtensor::AsDTensorImpl(group.grads[i])->spec();
+      dtensor::DTensorSpec dst(src.mesh_ptr(), group.wants[i]->placements, src.shape(), src.dtype(),
+                               group.wants[i]->order);
+      Tensor(group.params[i]).set_grad(dtensor::MakeDTensor(locals[i], std::move(dst), *group.mesh));
+    }
   }
 }
 

@@ -73,10 +73,8 @@ int64_t TesselBackwardMomentBytes(const ModelSpec& m, const Layout& l, int64_t s
   if (stage < l.pp - 1) return TesselBlockMomentBytes(m, l);
   const int64_t sb = l.seq_len * l.MicroBatchSize(), e = ElementSize(l.param_dtype), h = m.d_model;
   const int64_t v = LossVocab(m, l), head_v = HeadVocab(m, l);
-  // Loss parallel: plus the float64 buffer the vocab-sharded loss streams its rows through (64 at a time:
-  // dtensor/rules/loss.cc).
-  const int64_t row_buffer = l.loss_parallel && l.tp > 1 ? 8 * std::min<int64_t>(64, sb) * v : 0;
-  const int64_t cross_entropy = 2 * e * sb * v + row_buffer, head = e * sb * head_v + e * head_v * h + e * sb * h;
+  // Loss parallel adds nothing: the vocab-sharded loss reads its logits in place (dtensor/rules/loss.cc).
+  const int64_t cross_entropy = 2 * e * sb * v, head = e * sb * head_v + e * head_v * h + e * sb * h;
   return std::max({cross_entropy, head, TesselLastBlockMomentBytes(m, l)});
 }
 

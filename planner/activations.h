@@ -25,7 +25,7 @@
 // output (e·s·h per microbatch, ÷ t with SP) and the int64 positions (8·s); on the last stage the
 // head's input (ln_f's output; under SP its all-gathered copy, whole) and ln_f's statistics, the loss
 // (4 B), and the largest of three backward moments: cross-entropy's (the logits and their gradient,
-// 2·e·sbV; under loss parallelism plus the float64 buffer of min(64, sb) rows it streams them through),
+// 2·e·sbV, on the rank's vocab piece under loss parallelism, which reads the logits in place),
 // the head's (on the rank's vocab piece V/t: the logits' gradient, its weight gradient — an
 // activation until accumulated into .grad — e·V·h/t, and its input's gradient e·sbh), and, for a GELU
 // MLP, the last block's (ln_f and the head freed; in the MLP's output projection the weight gradient

@@ -46,7 +46,7 @@ TEST(FsdpEquivalenceTest, AdamWOnShardsMatchesOneRank) {
 }
 
 TEST(FsdpEquivalenceTest, CoreOptimizersStepTheShardedDTensorParametersDirectly) {
-  // No alias shim: optim::AdamW runs adamw_step_ on the DTensor parameters (each rank its shard).
+  // No alias shim: optim::AdamW runs adamw_step_foreach_ on the DTensor parameters (each rank its shards).
   static const RunResult ref = TrainReference(TinyGpt(), 3, kBatch, Opt::kAdamW);
   std::vector<double> losses;
   comm::RunRanks(2, [&](comm::ProcessGroupPtr world) {

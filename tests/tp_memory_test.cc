@@ -5,7 +5,8 @@
 // — and each rank's steady-state peak of every ledger (the third step: optimizer state exists, gradients
 // were zeroed) against planner::PlanRank: params, grads, optimizer state, comm buffers and activations
 // all to the byte. Vocabularies and widths are chosen so that each backward moment of
-// planner/activations.h sets the activations peak somewhere: cross-entropy's (vocab 128), the head's
+// planner/activations.h sets the activations peak somewhere: cross-entropy's (vocab 128; vocab 512 with
+// d_model 32 under loss parallelism, where the vocab-sharded loss's own transients decide), the head's
 // (vocab 8, d_model 32) and the last GELU block's (vocab 8, d_model 128).
 #include <gtest/gtest.h>
 
@@ -95,6 +96,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"tp2_sp", 1, 2, true, false, MemoryGpt(128, 64)},
                       Case{"dp2_tp2", 2, 2, false, false, MemoryGpt(128, 64)},
                       Case{"dp2_tp2_sp_loss_parallel", 2, 2, true, true, MemoryGpt(128, 64)},
+                      Case{"tp2_sp_loss_parallel_cross_entropy_moment", 1, 2, true, true, MemoryGpt(512, 32)},
                       Case{"tp2_head_moment", 1, 2, false, false, MemoryGpt(8, 32)},
                       Case{"tp2_sp_head_moment", 1, 2, true, false, MemoryGpt(8, 32)},
                       Case{"tp2_block_moment", 1, 2, false, false, MemoryGpt(8, 128)},

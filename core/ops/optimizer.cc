@@ -1,6 +1,7 @@
 // core/ops/optimizer.cc — fused AdamW and SGD update kernels ("adamw_step_", "sgd_step_") and the
 // multi-tensor AdamW ("adamw_step_foreach_": every parameter of a step in one parallel pass, like
-// PyTorch's fused/foreach AdamW; plain tensors only, DTensor parameters take adamw_step_).
+// PyTorch's fused/foreach AdamW; on DTensors, one call per mesh, each group ruled alone with its
+// gradients' all_reduces coalesced: dtensor/rules/optimizer.cc).
 //
 // NOTE: all are registered as in-place pointwise ops so the dispatcher can run them on DTensor
 // parameters (each rank updates its own shard; dtensor/rules/optimizer.cc requires equal placements).

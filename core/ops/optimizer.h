@@ -28,7 +28,8 @@ void AdamWStepInPlace(const Tensor& param, const Tensor& grad, const Tensor& exp
 // The same update for many parameters in one call: element for element what AdamWStepInPlace does on
 // each (h.step is ignored: group i uses steps[i]), with every element of every group split over the
 // thread budget at once, so a model's many small parameters (biases, norms) do not run one thread at
-// a time. All spans have one entry per group. For plain (non-distributed) tensors.
+// a time. All spans have one entry per group. Plain tensors, or DTensors of one mesh (optim::AdamW
+// groups them so).
 void AdamWStepForeachInPlace(std::span<const Tensor> params, std::span<const Tensor> grads,
                              std::span<const Tensor> exp_avgs, std::span<const Tensor> exp_avg_sqs,
                              std::span<const int64_t> steps, const AdamWHyper& h);

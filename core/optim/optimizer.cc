@@ -138,12 +138,13 @@ void AdamW::Step() {
   struct Lists {
     TensorList ps, gs, ms, vs;
     std::vector<int64_t> steps;
+    std::vector<std::string> fqns;
   };
   std::map<std::tuple<int, int, std::string>, Lists> groups;  // (device type, index, foreach key)
   for (auto& [fqn, p] : params_) {
     const Tensor g = p.grad();
     if (!g.defined()) continue;
-    const int64_t step = ++steps_[fqn];
+    const int64_t step = steps_[fqn] + 1;  // counted once its group's update has run
     Tensor& m = State(fqn, "exp_avg", p);
     Tensor& v = State(fqn, "exp_avg_sq", p);
     Lists& l = groups[{static_cast<int>(p.device().type), p.device().index, p.impl()->ForeachGroupKey()}];
@@ -152,8 +153,12 @@ void AdamW::Step() {
     l.ms.push_back(m);
     l.vs.push_back(v);
     l.steps.push_back(step);
+    l.fqns.push_back(fqn);
   }
-  for (const auto& [key, l] : groups) AdamWStepForeachInPlace(l.ps, l.gs, l.ms, l.vs, l.steps, hyper);
+  for (const auto& [key, l] : groups) {
+    AdamWStepForeachInPlace(l.ps, l.gs, l.ms, l.vs, l.steps, hyper);  // writes nothing if it throws
+    for (const std::string& fqn : l.fqns) ++steps_[fqn];
+  }
 }
 
 std::map<std::string, double> AdamW::Hyper() const {

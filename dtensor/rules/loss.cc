@@ -186,7 +186,7 @@ void LocalSoftmaxGrad(const T* x, T* out, int64_t n, int64_t c, int64_t c0, cons
   });
 }
 
-// The vocab-sharded loss computes its row statistics and gradient on the host (float64 loops over the
+// The vocab-sharded loss computes its row statistics and gradient on the host (Eigen loops over the
 // local logits); device logits fail here, before any host access to device memory.
 void CheckHostLogits(const Tensor& logits, const char* op) {
   TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, logits.device().is_cpu(), op,

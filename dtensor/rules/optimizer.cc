@@ -25,7 +25,9 @@ namespace {
 void AddGroup(const OpCall& call, int p_index, int stride, int group, Strategy& s) {
   const DTensorSpec& param = call.spec(p_index);
   const ShardingState p = call.state(p_index);
-  TESSEL_CHECK(!HasPartial(p), call.op.name, ": the parameter is Partial (", PlacementsToString(param.placements()),
+  TESSEL_CHECK(!HasPartial(p), call.op.name, ": the parameter",
+               stride > 1 ? Str(" of group ", p_index, " (", ShapeStr(param.shape()), ")") : std::string(),
+               " is Partial (", PlacementsToString(param.placements()),
                "); reduce it to Replicate or Shard before the update; call ", DescribeCall(call));
   s.inputs[static_cast<size_t>(p_index)] = p;
   for (int k = 1; k < group; ++k) {

@@ -372,7 +372,8 @@ RunResult TrainRank(const Flags& flags, const comm::ProcessGroupPtr& world, int6
     if (loss.is_distributed()) loss = dtensor::DTensor(loss).ToLocal();  // Replicate on "tp"
     if (root) {
       fsdp::ClipGradNorm(*root, 1.0);
-    } else if (world) {  // tensor parallel alone: one all-reduce for every DTensor gradient
+    } else if (world) {  // tensor parallel alone: one all-reduce for the norm of every DTensor gradient, one
+                         // bucket for the Partial ones (norm weights under sequence parallelism)
       fsdp::ClipGradNorm(model.Parameters(), 1.0, world);
     } else {
       optim::ClipGradNorm(model.Parameters(), 1.0);
