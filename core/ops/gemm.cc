@@ -79,8 +79,11 @@ constexpr int64_t kSmallSharedOperand = int64_t{1} << 20;
 // ...and the multiply-adds per thread above which it does: below, each call's fixed cost (packing the
 // shared operand, the library's entry) outweighs the balance a second panel buys. Each panel is one
 // library call, and the small model of threads_vs_ranks (issue 16) ran its 1–4 M-MAC GEMMs up to 1.5×
-// slower on 4 panels than on 2.
-constexpr int64_t kTwoPanelMinMacsPerThread = int64_t{1} << 23;
+// slower on 4 panels than on 2; the reference step's 50–270 M-MAC ones ran 3–8% slower on 4 (interleaved
+// runs on the 2-vCPU Xeon, e.g. its MLP projection's input gradient [2048, 256] · [256, 1024] 2.99 vs
+// 2.78 ms; threads_vs_ranks 0.937–0.954 vs 0.960–0.972). So only GEMMs of 0.5 G multiply-adds per
+// thread and up (2048³ and larger) take a second panel.
+constexpr int64_t kTwoPanelMinMacsPerThread = int64_t{1} << 29;
 
 bool IsRowMajor(const MatRef& m) {
   return (m.col_stride == 1 || m.cols == 1) && (m.rows == 1 || m.row_stride >= m.cols);
