@@ -74,12 +74,9 @@ void ReducePartialGrads(const TensorList& params) {
     if (std::none_of(placements.begin(), placements.end(), dtensor::IsPartial)) continue;
     const dtensor::DTensorImpl* pd = dtensor::AsDTensorImpl(p);
     dtensor::ShardingState want = dtensor::StateOf(d->spec());
-    if (pd != nullptr && pd->mesh() == d->mesh()) {
-      want = dtensor::StateOf(pd->spec());
-    } else {
-      for (dtensor::Placement& pl : want.placements) {
-        if (dtensor::IsPartial(pl)) pl = dtensor::Replicate{};
-      }
+    if (pd != nullptr && pd->mesh() == d->mesh()) want = dtensor::StateOf(pd->spec());
+    for (dtensor::Placement& pl : want.placements) {  // (a Partial parameter's gradient is reduced whole)
+      if (dtensor::IsPartial(pl)) pl = dtensor::Replicate{};
     }
     Group& group = groups[d->mesh().ToString()];
     group.mesh = &d->mesh();

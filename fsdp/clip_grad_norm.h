@@ -21,8 +21,10 @@ namespace tessel::fsdp {
 // counts its local shard once per copy (divided by the sizes of the mesh axes it is not sharded over);
 // a plain gradient is taken as replicated on every rank of `world`. Works for any DTensor gradients on
 // one mesh (tensor parallel too: train.cc's TP mode calls it with the world group). A Partial gradient
-// is first reduced to Replicate and stored back as the .grad (one all-reduce each: the one the optimizer
-// step would run on it); then one all-reduce of the sum of squares.
+// is first moved to its parameter's layout (Replicate where the parameter is Partial or not a DTensor of
+// that mesh) and stored back as the .grad, on the grads ledger — the reduction the optimizer step would
+// run on it; all-reduces share one flat bucket per (axis, op, dtype) — then one all-reduce of the sum of
+// squares.
 // REQUIRES: `world` spans exactly the ranks of the gradients' meshes; every rank calls it.
 double ClipGradNorm(const TensorList& params, double max_norm, const comm::ProcessGroupPtr& world);
 

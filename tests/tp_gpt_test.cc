@@ -4,8 +4,11 @@
 // (2, 2) — each 20 SGD steps against one rank, losses and final parameters within 1e-5 relative.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "comm/tracer.h"
 #include "core/optim/optimizer.h"
+#include "core/base/testing/expect_error.h"
 #include "core/memory/allocator.h"
 #include "dtensor/dtensor.h"
 #include "fsdp/clip_grad_norm.h"
@@ -171,6 +174,81 @@ TEST(TpGptTest, ClipGradNormOverTpGradientsUsesTwoAllReducesAndMatchesOneRank) {
           EXPECT_FALSE(dtensor::IsPartial(dtensor::DTensor(param.grad()).placements()[0]));
           EXPECT_LE(RelErr(FullValues(param.grad()), want.at(fqn)), 1e-4);
         }
+      },
+      FastRanks());
+}
+
+// Gradients whose parameter is sharded (reduce-scattered into the parameter's layout) or itself Partial
+// (reduced whole): values, placements, and the collectives (one reduce_scatter, one bucketed all-reduce,
+// the norm's all-reduce).
+TEST(TpGptTest, ClipGradNormMovesPartialGradientsToTheirParametersLayout) {
+  comm::RunRanks(
+      2,
+      [&](comm::ProcessGroupPtr world) {
+        const dtensor::DeviceMesh mesh = dtensor::InitDeviceMesh(world, {2}, {"tp"});
+        const int64_t r = world->rank();
+        auto partial = [&](const Shape& shape, double scale) {  // rank r holds (r + 1) · scale · (i + 1)
+          std::vector<double> v;
+          for (int64_t i = 0; i < NumElements(shape); ++i) v.push_back((r + 1) * scale * (i + 1));
+          const dtensor::DTensorSpec spec(mesh.topology_ptr(), dtensor::ParsePlacements("P(sum)"), shape,
+                                          DType::kFloat32);
+          return dtensor::MakeDTensor(FromDoubles(v, shape, DType::kFloat32), spec, mesh);
+        };
+        Tensor sharded = dtensor::DistributeTensor(Zeros({4, 3}), mesh, dtensor::ParsePlacements("S(0)")).tensor();
+        Tensor partial_param = partial({5}, 0.0);
+        for (Tensor* p : {&sharded, &partial_param}) p->set_requires_grad(true);
+        sharded.set_grad(partial({4, 3}, 0.5));
+        partial_param.set_grad(partial({5}, 0.25));
+        comm::CommTracer t;
+        const double norm = ClipGradNorm({sharded, partial_param}, 1e9, world);
+        EXPECT_EQ(t.Summary(), "reduce_scatter(tp) x1, all_reduce(tp) x1, all_reduce(world) x1");
+        const dtensor::DTensor gs(sharded.grad()), gp(partial_param.grad());
+        EXPECT_EQ(gs.placements(), dtensor::ParsePlacements("S(0)"));
+        EXPECT_EQ(gp.placements(), dtensor::ParsePlacements("R"));
+        double sq = 0;
+        const std::vector<double> full_s = gs.FullTensor().ToDoubleVector(), full_p = gp.FullTensor().ToDoubleVector();
+        for (size_t i = 0; i < full_s.size(); ++i) {
+          EXPECT_DOUBLE_EQ(full_s[i], 3 * 0.5 * static_cast<double>(i + 1)) << i;  // (1 + 2) · 0.5 · (i + 1)
+          sq += full_s[i] * full_s[i];
+        }
+        for (size_t i = 0; i < full_p.size(); ++i) {
+          EXPECT_DOUBLE_EQ(full_p[i], 3 * 0.25 * static_cast<double>(i + 1)) << i;
+          sq += full_p[i] * full_p[i];
+        }
+        EXPECT_NEAR(norm, std::sqrt(sq), 1e-6 * std::sqrt(sq));
+      },
+      FastRanks());
+}
+
+// An AdamW step whose DTensor group throws (a Partial parameter) updates nothing and advances no step
+// counter: after the bad gradient is dropped, the good parameter's first update uses step 1 exactly as a
+// fresh optimizer's does. The error names the group.
+TEST(TpGptTest, AFailedAdamWStepOnDTensorsAdvancesNoStepCounter) {
+  comm::RunRanks(
+      2,
+      [&](comm::ProcessGroupPtr world) {
+        const dtensor::DeviceMesh mesh = dtensor::InitDeviceMesh(world, {2}, {"tp"});
+        auto make_good = [&] {
+          Tensor p = dtensor::DistributeTensor(Full({6}, 1.0), mesh, dtensor::ParsePlacements("R")).tensor();
+          p.set_requires_grad(true);
+          p.set_grad(dtensor::DistributeTensor(Full({6}, 0.5), mesh, dtensor::ParsePlacements("R")).tensor());
+          return p;
+        };
+        Tensor good = make_good(), fresh = make_good();
+        const dtensor::DTensorSpec partial(mesh.topology_ptr(), dtensor::ParsePlacements("P(sum)"), Shape{3},
+                                           DType::kFloat32);
+        Tensor bad = dtensor::MakeDTensor(Zeros({3}), partial, mesh);
+        bad.set_requires_grad(true);
+        bad.set_grad(dtensor::MakeDTensor(Zeros({3}), partial, mesh));
+        optim::AdamW opt({{"a", good}, {"b", bad}}, {.lr = 0.1});
+        ::tessel::testing::ExpectErrorContains([&] { opt.Step(); }, ErrorCode::kInvalidArgument,
+                                               {"adamw_step_foreach_: the parameter of group 1 ([3]) is Partial"});
+        EXPECT_EQ(dtensor::DTensor(good).ToLocal().ToDoubleVector()[0], 1.0);  // nothing written
+        bad.set_grad(Tensor());
+        opt.Step();
+        optim::AdamW reference({{"a", fresh}}, {.lr = 0.1});
+        reference.Step();
+        EXPECT_EQ(dtensor::DTensor(good).ToLocal().ToDoubleVector(), dtensor::DTensor(fresh).ToLocal().ToDoubleVector());
       },
       FastRanks());
 }

@@ -57,10 +57,15 @@ class Frame : public std::enable_shared_from_this<Frame> {
   TensorList recomputed_;                                // by save index; emptied as handed out
   int64_t handed_out_ = 0;
   bool recomputed_valid_ = false;
+  bool kept_served_ = false;  // a rerun has taken the kept outputs (selective policies)
 };
 
 std::optional<TensorList> Frame::Cache::Replace(const OpDef& op) {
   if (!replay_ || !frame_->options_.save_outputs(op)) return std::nullopt;
+  // A second rerun (a split backward's weight half, a retained graph's next backward) finds the kept
+  // outputs handed to the first one: it computes those ops again (same inputs, same kernels, same
+  // values) rather than keep them alive until the frame dies.
+  if (frame_->kept_served_) return std::nullopt;
   TESSEL_CHECK_CODE(ErrorCode::kInternal, !frame_->kept_.empty() && frame_->kept_.front().first == op.name,
                     "Checkpoint recompute: the rerun called '", op.name, "' where the forward kept ",
                     frame_->kept_.empty() ? std::string("nothing more") : "'" + frame_->kept_.front().first + "'",
@@ -131,6 +136,7 @@ void Frame::Recompute() {
   TESSEL_CHECK_CODE(ErrorCode::kInternal, next == num_saved_, "Checkpoint recompute saved ", next,
                     " tensors but the forward saved ", num_saved_,
                     "; the checkpointed function is not deterministic (list its Generators in CheckpointOptions)");
+  kept_served_ = true;
   handed_out_ = 0;
   recomputed_valid_ = true;
 }

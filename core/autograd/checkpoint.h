@@ -28,7 +28,8 @@
 // between forward and backward is the inputs plus, under a selective policy, the kept outputs.
 //
 // Limits: a node whose backward is split (zero-bubble I then W) unpacks twice; the second unpack
-// recomputes the region again (correct, slower). Nested Checkpoint calls work (each region has its own
+// recomputes the region again (correct, slower), and so does a retained graph's next backward; under a
+// selective policy those later reruns compute the kept ops again too (the first rerun took their outputs). Nested Checkpoint calls work (each region has its own
 // frame; the outer rerun makes a new inner one).
 //
 // Example:

@@ -195,13 +195,20 @@ TEST(CheckpointTest, RetainedGraphRecomputesForASecondBackward) {
     ++runs;
     return {Tanh(Mul(in.at(0), w))};
   };
-  Tensor y = Sum(autograd::Checkpoint(fn, {x}).at(0));
-  Backward(y, Tensor(), /*retain_graph=*/true);
-  const std::vector<float> once = w.grad().ToVector<float>();
-  Backward(y);
-  EXPECT_EQ(runs, 3);  // forward, then one recompute per backward
-  const std::vector<float> twice = w.grad().ToVector<float>();
-  for (size_t i = 0; i < once.size(); ++i) EXPECT_EQ(twice[i], once[i] + once[i]) << i;
+  for (const bool selective : {false, true}) {
+    SCOPED_TRACE(selective ? "mul kept" : "full");
+    runs = 0;
+    w.set_grad(Tensor());
+    autograd::CheckpointOptions options;
+    if (selective) options.save_outputs = autograd::SaveOutputsOf({"mul"});
+    Tensor y = Sum(autograd::Checkpoint(fn, {x}, options).at(0));
+    Backward(y, Tensor(), /*retain_graph=*/true);
+    const std::vector<float> once = w.grad().ToVector<float>();
+    Backward(y);
+    EXPECT_EQ(runs, 3);  // forward, then one recompute per backward
+    const std::vector<float> twice = w.grad().ToVector<float>();
+    for (size_t i = 0; i < once.size(); ++i) EXPECT_EQ(twice[i], once[i] + once[i]) << i;
+  }
 }
 
 // Zero-bubble's split backward (I now, W later) through a checkpointed block: the input gradient and
@@ -213,12 +220,12 @@ struct SplitRun {
   int block_runs = 0;
 };
 
-SplitRun SplitBackwardThroughBlock(bool checkpoint) {
+SplitRun SplitBackwardThroughBlock(const std::string& policy) {
   GPTConfig cfg{.vocab_size = 5, .d_model = 8, .n_layers = 1, .n_heads = 2, .seq_len = 4};
   Generator gen(3);
   TransformerBlock block(cfg, gen);
   SplitRun run;
-  if (checkpoint) ApplyActivationCheckpointing(block, "full");
+  ApplyActivationCheckpointing(block, policy);
   block.Submodule("mlp")->RegisterForwardPreHook([&](Module&, TensorList&) { ++run.block_runs; });
   Tensor x = Randn({2, 4, 8}, gen).set_requires_grad(true);
   Tensor loss = Sum(Tanh(block(x)));
@@ -229,14 +236,20 @@ SplitRun SplitBackwardThroughBlock(bool checkpoint) {
   return run;
 }
 
+// Under every policy, selective ones included: the weight half's rerun computes again the ops whose
+// outputs the first rerun took from the forward's cache.
 TEST(CheckpointTest, SplitBackwardThroughACheckpointedBlockIsBitwiseEqualAndRecomputesPerHalf) {
-  const SplitRun plain = SplitBackwardThroughBlock(false);
-  const SplitRun ckpt = SplitBackwardThroughBlock(true);
-  ASSERT_EQ(plain.input_grad.size(), ckpt.input_grad.size());
-  EXPECT_EQ(std::memcmp(plain.input_grad.data(), ckpt.input_grad.data(), plain.input_grad.size() * sizeof(float)), 0);
-  ExpectBitwiseEqual(plain.grads, ckpt.grads);
+  const SplitRun plain = SplitBackwardThroughBlock("none");
   EXPECT_EQ(plain.block_runs, 1);
-  EXPECT_EQ(ckpt.block_runs, 3);  // forward, the recompute for I, the recompute for W
+  for (const char* policy : {"full", "selective", "gemm"}) {
+    SCOPED_TRACE(policy);
+    const SplitRun ckpt = SplitBackwardThroughBlock(policy);
+    ASSERT_EQ(plain.input_grad.size(), ckpt.input_grad.size());
+    EXPECT_EQ(std::memcmp(plain.input_grad.data(), ckpt.input_grad.data(), plain.input_grad.size() * sizeof(float)),
+              0);
+    ExpectBitwiseEqual(plain.grads, ckpt.grads);
+    EXPECT_EQ(ckpt.block_runs, 3);  // forward, the recompute for I, the recompute for W
+  }
 }
 
 TEST(CheckpointTest, AFunctionThatSavesDifferentlyOnRecomputeIsAnInternalErrorNamingTheCounts) {

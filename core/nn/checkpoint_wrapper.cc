@@ -4,6 +4,7 @@
 #include <memory>
 #include <utility>
 
+#include "core/autograd/grad_mode.h"
 #include "core/base/error.h"
 #include "core/ops/linear_gelu.h"
 
@@ -24,7 +25,8 @@ Module& Apply(Module& module, autograd::CheckpointOptions options, bool unfuse_l
   const CheckpointWrapper* raw = state.get();
   module.SetComposableState(CheckpointWrapper::kKey, std::move(state));
   module.SetForwardWrapper([raw](const TensorList& inputs, const ForwardFn& forward) {
-    if (!raw->unfuse_linear_gelu()) return autograd::Checkpoint(forward, inputs, raw->options());
+    // Without grad mode (evaluation) nothing is kept or recomputed: the fused op runs.
+    if (!raw->unfuse_linear_gelu() || !GradModeEnabled()) return autograd::Checkpoint(forward, inputs, raw->options());
     // The recompute calls this function again: both passes run the same (unfused) ops.
     return autograd::Checkpoint(
         [forward](const TensorList& in) {

@@ -82,7 +82,8 @@ constexpr int64_t kSmallSharedOperand = int64_t{1} << 20;
 // slower on 4 panels than on 2; the reference step's 50–270 M-MAC ones ran 3–8% slower on 4 (interleaved
 // runs on the 2-vCPU Xeon, e.g. its MLP projection's input gradient [2048, 256] · [256, 1024] 2.99 vs
 // 2.78 ms; threads_vs_ranks 0.937–0.954 vs 0.960–0.972). So only GEMMs of 0.5 G multiply-adds per
-// thread and up (2048³ and larger) take a second panel.
+// thread and up whose shared operand is small (tall and skinny: 1024³ on 2 threads qualifies, 2048³
+// does not) take a second panel.
 constexpr int64_t kTwoPanelMinMacsPerThread = int64_t{1} << 29;
 
 bool IsRowMajor(const MatRef& m) {

@@ -97,9 +97,10 @@ void SGD::Step() {
   for (auto& [fqn, p] : params_) {
     const Tensor g = p.grad();
     if (!g.defined()) continue;
-    const bool first = steps_[fqn]++ == 0;
+    const bool first = steps_[fqn] == 0;
     Tensor buf = o_.momentum != 0 ? State(fqn, "momentum_buffer", p) : Tensor();
     SgdStepInPlace(p, g, buf, lr_, o_.momentum, o_.dampening, o_.weight_decay, o_.nesterov, first);
+    ++steps_[fqn];  // after the update: a step that threw leaves the buffer to be initialized again
   }
 }
 
