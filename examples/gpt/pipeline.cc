@@ -191,7 +191,16 @@ void TrainRank(const PipelineFlags& f, const comm::ProcessGroupPtr& world, Losse
                         : Resume(f.resume, model.Modules(), opts, ConfigString(f), schedule_desc, world,
                                  world->size(), /*partial=*/true);
   const std::string text = LoadCorpus(f.data, f.seed);
-  const bool reporter = world->rank() == (f.dims.pp - 1) * (f.dims.world_size() / f.dims.pp);
+  // The reporter is the first rank of the pp coordinate that holds the last stage: the last coordinate
+  // for a looped schedule, coordinate 0 for a V schedule (ZBV), whose last stage comes back to rank 0.
+  bool holds_last_stage = !model.pipeline.has_value();
+  if (model.pipeline) {
+    for (const auto& stage : model.pipeline->stages) {
+      holds_last_stage |= stage->stage_index() == stage->num_stages() - 1;
+    }
+  }
+  const bool reporter =
+      holds_last_stage && world->rank() == mesh.pp_group()->rank() * (f.dims.world_size() / f.dims.pp);
   Losses& r = *out;
   const int64_t avg_over = std::max<int64_t>(1, std::min<int64_t>(10, (f.steps - start) / 4));
   double window = 0, seconds = 0, first = 0, last = 0, final_loss = 0;
@@ -209,6 +218,7 @@ void TrainRank(const PipelineFlags& f, const comm::ProcessGroupPtr& world, Losse
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (step > start) seconds += dt;
     if (!reporter) continue;
+    TESSEL_INTERNAL_ASSERT(loss.has_value(), "train: rank ", world->rank(), " holds the last stage but got no loss");
     const double lv = *loss;
     if (step - start < avg_over) first += lv / avg_over;
     if (step >= f.steps - avg_over) last += lv / avg_over;

@@ -89,6 +89,15 @@ piped="$("$train" --pp=2 --schedule=1F1B --microbatches=2 --steps=12 --batch=4 -
 echo "$piped"
 grep -q "pipeline: 1F1B on 2 ranks, 2 stages, 2 microbatches" <<<"$piped"
 grep -q "^summary: loss" <<<"$piped"
+#    A V schedule (ZBV: the last stage is back on pipeline rank 0) reports its loss from that rank: the
+#    same training as 1F1B (the same microbatches and math), so the same final loss within 1e-5.
+args_v=(--pp=2 --microbatches=2 --steps=8 --batch=4 --seq=16 --d_model=16 --layers=4 --heads=2 --lr=1e-2 --log_every=4)
+zbv="$("$train" "${args_v[@]}" --schedule=ZBVZeroBubble)"
+echo "$zbv"
+one_f_one_b="$("$train" "${args_v[@]}" --schedule=1F1B)"
+got="$(final "$zbv")"
+want_pp="$(final "$one_f_one_b")"
+close "${got#final loss }" "${want_pp#final loss }" || { echo "ZBV ended with '$got', 1F1B with '$want_pp'"; exit 1; }
 # 7. 3-D (examples/gpt/parallel_gpt.h): pp 2 x dp_shard 2 x tp 2 on 8 ranks trains like run 6 (same global
 #    batch) within 1e-5 relative, prints all 8 ledgers and each rank's peaks against the planner's plan.
 args3d=(--steps=12 --batch=4 --seq=16 --d_model=16 --layers=2 --heads=2 --lr=1e-2 --log_every=6)
