@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <exception>
 #include <utility>
+#include <vector>
 
 #include "comm/future_work.h"
 #include "core/base/parallel.h"

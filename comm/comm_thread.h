@@ -36,7 +36,6 @@
 #include <memory>
 #include <mutex>
 #include <thread>
-#include <vector>
 
 #include "comm/work.h"
 #include "core/tensor/device.h"

@@ -154,11 +154,8 @@ Choice Choose(const OpCall& call, const std::vector<Strategy>& candidates) {
 
 Tensor MoveInput(const OpCall& call, int i, const ShardingState& want) {
   const DTensorImpl& d = *AsDTensorImpl(call.inputs[static_cast<size_t>(i)]);
-  const DTensorSpec& spec = d.spec();
-  if (spec.placements() == want.placements && spec.shard_order() == want.order) return d.local();
-  const RedistributePlan plan =
-      PlanRedistribute(call.mesh.shape(), spec.ndim(), StateOf(spec), want, PlanOptions{.allow_partial_target = true});
-  return ExecuteRedistribute(d.local(), spec, plan, call.mesh);
+  const std::optional<RedistributePlan> plan = PlanMove(d.spec(), want, call.mesh);
+  return plan ? ExecuteRedistribute(d.local(), d.spec(), *plan, call.mesh) : d.local();
 }
 
 TensorList MoveInputs(const OpCall& call, const Strategy& s) {

@@ -47,6 +47,7 @@ MeshTopology::MeshTopology(std::vector<int64_t> shape, std::vector<std::string> 
       axis_names_(axis_names.empty() ? DefaultNames(shape_.size()) : std::move(axis_names)),
       ranks_(std::move(ranks)) {
   Verify();
+  text_ = Format();
 }
 
 MeshTopology MeshTopology::Iota(std::vector<int64_t> shape, std::vector<std::string> axis_names) {
@@ -215,7 +216,7 @@ MeshTopology MeshTopology::Flatten(std::span<const int> axes, std::span<const in
   return MeshTopology({s.numel()}, {std::move(name)}, s.ranks());
 }
 
-std::string MeshTopology::ToString() const {
+std::string MeshTopology::Format() const {
   std::string s = Str("DeviceMesh(shape=", ShapeStr(shape_), ", axes=", NamesStr(axis_names_), ", ranks=");
   NestedRanks(s, shape_, ranks_, 0, 0, numel());
   return s + ")";

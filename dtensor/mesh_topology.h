@@ -62,8 +62,9 @@ class MeshTopology {
   // mesh order (PyTorch requires the same).
   std::vector<int> AxesOf(std::span<const std::string> names) const;
 
-  // "DeviceMesh(shape=[2, 2], axes=[dp, tp], ranks=[[0, 1], [2, 3]])"
-  std::string ToString() const;
+  // "DeviceMesh(shape=[2, 2], axes=[dp, tp], ranks=[[0, 1], [2, 3]])" (formatted once, at construction:
+  // it names the mesh in every error and keys AdamW's per-mesh groups each step)
+  const std::string& ToString() const { return text_; }
   // "(dp=2, tp=2)"
   std::string ShortString() const;
 
@@ -77,10 +78,12 @@ class MeshTopology {
   // the shape; ranks distinct and >= 0.
   void Verify() const;
   int64_t Stride(int axis) const;
+  std::string Format() const;
 
   std::vector<int64_t> shape_;
   std::vector<std::string> axis_names_;
   std::vector<int> ranks_;
+  std::string text_;  // Format(), kept
 };
 
 std::ostream& operator<<(std::ostream& os, const MeshTopology& t);

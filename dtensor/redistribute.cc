@@ -196,47 +196,49 @@ Tensor ExecuteRedistribute(const Tensor& local, const DTensorSpec& src, const Re
   return cur;
 }
 
+std::optional<RedistributePlan> PlanMove(const DTensorSpec& spec, const ShardingState& want, const DeviceMesh& mesh) {
+  if (spec.placements() == want.placements && spec.shard_order() == want.order) return std::nullopt;
+  return PlanRedistribute(mesh.shape(), spec.ndim(), StateOf(spec), want, PlanOptions{.allow_partial_target = true});
+}
+
 TensorList ExecuteRedistributesCoalesced(std::span<const Tensor> dtensors,
                                          std::span<const std::optional<ShardingState>> wants, const DeviceMesh& mesh) {
   TESSEL_INTERNAL_ASSERT(dtensors.size() == wants.size(), "ExecuteRedistributesCoalesced: ", dtensors.size(),
                          " tensors but ", wants.size(), " targets");
   TensorList locals(dtensors.size());
-  // (axis, reduce op, dtype, device) -> the step and the inputs whose move is that one all_reduce.
-  std::map<std::tuple<int, int, int, std::string>, std::pair<RedistributeStep, std::vector<size_t>>> buckets;
+  // (axis, reduce op, dtype, device type, device index) -> the step and the inputs whose move is that one
+  // all_reduce (with their local tensors).
+  using BucketKey = std::tuple<int, int, int, int, int>;
+  std::map<BucketKey, std::pair<RedistributeStep, std::vector<std::pair<size_t, const Tensor*>>>> buckets;
   comm::SubmitForImmediateWait waited_at_once;
   for (size_t i = 0; i < dtensors.size(); ++i) {
     if (!dtensors[i].defined() || !wants[i].has_value()) continue;
     const DTensorImpl& d = GetDTensorImpl(dtensors[i], "redistribute");
-    const DTensorSpec& spec = d.spec();
-    const ShardingState& want = *wants[i];
-    if (spec.placements() == want.placements && spec.shard_order() == want.order) {
-      locals[i] = d.local();
-      continue;
-    }
-    const RedistributePlan plan =
-        PlanRedistribute(mesh.shape(), spec.ndim(), StateOf(spec), want, PlanOptions{.allow_partial_target = true});
-    if (plan.steps.size() == 1 && plan.steps[0].kind == StepKind::kAllReduce) {
-      const RedistributeStep& step = plan.steps[0];
-      auto& bucket = buckets[{step.axis, static_cast<int>(step.op), static_cast<int>(d.local().dtype()),
-                              d.local().device().ToString()}];
+    const Tensor& local = d.local();
+    const std::optional<RedistributePlan> plan = PlanMove(d.spec(), *wants[i], mesh);
+    if (!plan) {
+      locals[i] = local;
+    } else if (plan->steps.size() == 1 && plan->steps[0].kind == StepKind::kAllReduce) {
+      const RedistributeStep& step = plan->steps[0];
+      auto& bucket = buckets[{step.axis, static_cast<int>(step.op), static_cast<int>(local.dtype()),
+                              static_cast<int>(local.device().type), local.device().index}];
       bucket.first = step;
-      bucket.second.push_back(i);
-      continue;
+      bucket.second.emplace_back(i, &local);
+    } else {
+      locals[i] = ExecuteRedistribute(local, d.spec(), *plan, mesh);
     }
-    locals[i] = ExecuteRedistribute(d.local(), spec, plan, mesh);
   }
   for (const auto& [key, bucket] : buckets) {
-    const auto& [step, ids] = bucket;
+    const auto& [step, members] = bucket;
     int64_t total = 0;
-    for (size_t i : ids) total += AsDTensorImpl(dtensors[i])->local().numel();
-    const Tensor& first = AsDTensorImpl(dtensors[ids[0]])->local();
+    for (const auto& [i, local] : members) total += local->numel();
+    const Tensor& first = *members[0].second;
     Tensor flat = Empty({total}, first.dtype(), first.device());
     int64_t at = 0;
-    for (size_t i : ids) {
-      const Tensor& local = AsDTensorImpl(dtensors[i])->local();
-      locals[i] = ContiguousView(flat, local.sizes(), at);
-      CopyInto(locals[i], local);
-      at += local.numel();
+    for (const auto& [i, local] : members) {
+      locals[i] = ContiguousView(flat, local->sizes(), at);
+      CopyInto(locals[i], *local);
+      at += local->numel();
     }
     mesh.axis_group(step.axis)->AllReduce(flat, step.op)->Wait();
   }

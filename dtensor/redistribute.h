@@ -27,6 +27,10 @@ namespace tessel::dtensor {
 Tensor ExecuteRedistribute(const Tensor& local, const DTensorSpec& src, const RedistributePlan& plan,
                            const DeviceMesh& mesh);
 
+// The plan moving a DTensor of `spec` (on `mesh`) to `want` (Partial targets allowed, as sharding rules
+// ask for them), or nullopt when it already has that layout.
+std::optional<RedistributePlan> PlanMove(const DTensorSpec& spec, const ShardingState& want, const DeviceMesh& mesh);
+
 // Moves several DTensors (on `mesh`) to their `wants` (nullopt or an undefined tensor: left undefined),
 // returning the new local tensors in order, like ExecuteRedistribute on each; except that the tensors
 // whose whole move is one all_reduce on the same (mesh axis, reduce op, dtype, device) share one flat

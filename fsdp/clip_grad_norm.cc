@@ -10,12 +10,13 @@
 
 #include "core/autograd/grad_mode.h"
 #include "core/base/error.h"
+#include "core/memory/allocator.h"
 #include "core/ops/elementwise.h"
 #include "core/tensor/copy.h"
 #include "core/tensor/factory.h"
-#include "core/memory/allocator.h"
-#include "dtensor/redistribute.h"
 #include "dtensor/dtensor_impl.h"
+#include "dtensor/redistribute.h"
+#include "dtensor/sharding_rule.h"
 #include "fsdp/state.h"
 
 namespace tessel::fsdp {
@@ -73,11 +74,9 @@ void ReducePartialGrads(const TensorList& params) {
     const std::vector<dtensor::Placement>& placements = d->spec().placements();
     if (std::none_of(placements.begin(), placements.end(), dtensor::IsPartial)) continue;
     const dtensor::DTensorImpl* pd = dtensor::AsDTensorImpl(p);
-    dtensor::ShardingState want = dtensor::StateOf(d->spec());
-    if (pd != nullptr && pd->mesh() == d->mesh()) want = dtensor::StateOf(pd->spec());
-    for (dtensor::Placement& pl : want.placements) {  // (a Partial parameter's gradient is reduced whole)
-      if (dtensor::IsPartial(pl)) pl = dtensor::Replicate{};
-    }
+    const dtensor::DTensorSpec& layout = pd != nullptr && pd->mesh() == d->mesh() ? pd->spec() : d->spec();
+    // (a Partial parameter's gradient is reduced whole)
+    dtensor::ShardingState want = dtensor::PartialToReplicate(dtensor::StateOf(layout));
     Group& group = groups[d->mesh().ToString()];
     group.mesh = &d->mesh();
     group.params.push_back(p);

@@ -12,6 +12,11 @@
 namespace tessel::autograd {
 namespace {
 
+// True when index i appears in an OpDef's index list (saved_inputs, saved_outputs, non_differentiable_outputs).
+bool Listed(const std::vector<int>& indices, size_t i) {
+  return std::find(indices.begin(), indices.end(), static_cast<int>(i)) != indices.end();
+}
+
 // A saved tensor, or (under saved-tensor hooks) only the function that gives it back.
 struct Saved {
   Tensor tensor;
@@ -34,16 +39,13 @@ class OpNode final : public Node {
     const PackFn* pack = internal::CurrentPackHook();
     for (size_t i = 0; i < inputs.size(); ++i) {
       const Tensor& t = inputs[i];
-      const bool keep = op_.save_inputs && t.defined() &&
-                        (op_.saved_inputs.empty() || std::find(op_.saved_inputs.begin(), op_.saved_inputs.end(),
-                                                               static_cast<int>(i)) != op_.saved_inputs.end());
+      const bool keep = op_.save_inputs && t.defined() && (op_.saved_inputs.empty() || Listed(op_.saved_inputs, i));
       saved_inputs_.push_back(keep ? MakeSaved(t, pack) : Saved{});
     }
     for (size_t i = 0; i < outputs.size(); ++i) {
       const Tensor& t = outputs[i];
-      const bool keep = op_.save_outputs && t.defined() &&
-                        (op_.saved_outputs.empty() || std::find(op_.saved_outputs.begin(), op_.saved_outputs.end(),
-                                                                static_cast<int>(i)) != op_.saved_outputs.end());
+      const bool keep =
+          op_.save_outputs && t.defined() && (op_.saved_outputs.empty() || Listed(op_.saved_outputs, i));
       saved_outputs_.push_back(keep ? MakeSaved(Detach(t), pack) : Saved{});
     }
   }
@@ -177,8 +179,7 @@ TensorList CallOp(const OpDef& op, TensorList inputs, const Attrs& attrs) {
   }
   node->Save(inputs, outputs);
   for (size_t i = 0; i < outputs.size(); ++i) {
-    const bool diff = std::find(op.non_differentiable_outputs.begin(), op.non_differentiable_outputs.end(),
-                                static_cast<int>(i)) == op.non_differentiable_outputs.end();
+    const bool diff = !Listed(op.non_differentiable_outputs, i);
     if (outputs[i].defined()) Attach(node, outputs[i], static_cast<int>(i), diff);
   }
   return outputs;

@@ -21,12 +21,14 @@ Module& Apply(Module& module, autograd::CheckpointOptions options, bool unfuse_l
                     "ApplyActivationCheckpointing: ", module.type_name(), " is already checkpointed");
   TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, !module.has_forward_wrapper(),
                     "ApplyActivationCheckpointing: ", module.type_name(), " already has a forward wrapper");
-  auto state = std::make_unique<CheckpointWrapper>(std::move(options), unfuse_linear_gelu);
+  auto state = std::make_unique<CheckpointWrapper>(std::move(options));
   const CheckpointWrapper* raw = state.get();
   module.SetComposableState(CheckpointWrapper::kKey, std::move(state));
-  module.SetForwardWrapper([raw](const TensorList& inputs, const ForwardFn& forward) {
+  // unfuse_linear_gelu: the forward (and its recompute) runs under UnfusedLinearGeluScope
+  // (core/ops/linear_gelu.h), as the "gemm" policy needs.
+  module.SetForwardWrapper([raw, unfuse_linear_gelu](const TensorList& inputs, const ForwardFn& forward) {
     // Without grad mode (evaluation) nothing is kept or recomputed: the fused op runs.
-    if (!raw->unfuse_linear_gelu() || !GradModeEnabled()) return autograd::Checkpoint(forward, inputs, raw->options());
+    if (!unfuse_linear_gelu || !GradModeEnabled()) return autograd::Checkpoint(forward, inputs, raw->options());
     // The recompute calls this function again: both passes run the same (unfused) ops.
     return autograd::Checkpoint(
         [forward](const TensorList& in) {

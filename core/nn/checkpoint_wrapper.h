@@ -33,17 +33,12 @@ namespace tessel::nn {
 class CheckpointWrapper final : public ModuleState {
  public:
   static constexpr const char* kKey = "checkpoint_wrapper";
-  // unfuse_linear_gelu: the forward (and its recompute) runs under UnfusedLinearGeluScope
-  // (core/ops/linear_gelu.h), as the "gemm" policy needs.
-  explicit CheckpointWrapper(autograd::CheckpointOptions options, bool unfuse_linear_gelu = false)
-      : options_(std::move(options)), unfuse_linear_gelu_(unfuse_linear_gelu) {}
+  explicit CheckpointWrapper(autograd::CheckpointOptions options) : options_(std::move(options)) {}
   static CheckpointWrapper* Of(const Module& module);  // nullptr when not applied
   const autograd::CheckpointOptions& options() const { return options_; }
-  bool unfuse_linear_gelu() const { return unfuse_linear_gelu_; }
 
  private:
   autograd::CheckpointOptions options_;
-  bool unfuse_linear_gelu_;
 };
 
 // Applies checkpointing to `module` (kFailedPrecondition if already applied, or if the module already

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/ops/attention_kernels.h"
+#include "core/ops/vector_isa.h"
 
 namespace {
 uint64_t phase_mark = 0;
@@ -56,8 +57,7 @@ constexpr bool kIsProduct[16] = {false, true, false, true, false, false, true, t
 
 int main(int argc, char** argv) {
   using namespace tessel;
-  if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512vl") ||
-      !__builtin_cpu_supports("avx512dq") || !__builtin_cpu_supports("avx512bw")) {
+  if (!CpuHasAvx512()) {
     std::printf("skipped: this CPU has no AVX-512F with VL, DQ and BW\n");
     return 0;
   }

@@ -35,9 +35,8 @@ Tensor LinearForward(const char* op, const Tensor& x, const Tensor& weight, cons
                      const LinearEpilogue& after = nullptr);
 
 // (grad_x, grad_weight, grad_bias) of y = x · weightᵀ + bias given grad_y, as "matmul" and "sum_to_size"
-// calls (so they run distributed on DTensors); an entry is undefined where needs[i] is false or, for the
-// bias, where has_bias is false.
-TensorList LinearInputGrads(const Tensor& x, const Tensor& weight, bool has_bias, const Tensor& grad_y,
-                            std::span<const bool> needs);
+// calls (so they run distributed on DTensors); an entry is undefined where needs[i] is false (needs[2]
+// holds only for a defined bias that requires grad).
+TensorList LinearInputGrads(const Tensor& x, const Tensor& weight, const Tensor& grad_y, std::span<const bool> needs);
 
 }  // namespace tessel

@@ -53,7 +53,8 @@ TensorList LinearGeluKernel(std::span<const Tensor> in, const Attrs& attrs) {
   CheckLinearArgs(kOp, x, w, bias);
   if (x.dtype() != DType::kFloat32) {
     Tensor pre = LinearForward(kOp, x, w, bias);
-    return {GetOp("gelu").cpu(std::vector<Tensor>{pre}, attrs)[0], pre};
+    static const OpDef& gelu = GetOp("gelu");
+    return {gelu.cpu(std::vector<Tensor>{pre}, attrs)[0], pre};
   }
   Shape out_shape(x.sizes().begin(), x.sizes().end() - 1);
   out_shape.push_back(w.size(0));
@@ -72,8 +73,7 @@ TensorList LinearGeluKernel(std::span<const Tensor> in, const Attrs& attrs) {
 // linear_gelu's own node: the gradient reaching pre (from gelu_precomputed's node) through linear's
 // formulas. out is non-differentiable here: its gradient enters through gelu_precomputed.
 TensorList LinearGeluBackward(const BackwardContext& c) {
-  return LinearInputGrads(c.inputs[0], c.inputs[1], c.inputs.size() > 2 && c.inputs[2].defined(), c.grad_outputs[1],
-                          c.needs_input_grad);
+  return LinearInputGrads(c.inputs[0], c.inputs[1], c.grad_outputs[1], c.needs_input_grad);
 }
 
 // gelu_precomputed(out, pre) → out: gelu whose value linear_gelu already computed; backward is gelu's

@@ -29,6 +29,7 @@
 #include "core/base/error.h"
 #include "core/base/parallel.h"
 #include "core/dispatch/dispatcher.h"
+#include "core/ops/loss_rows.h"
 #include "core/tensor/copy.h"
 #include "core/tensor/factory.h"
 #include "core/tensor/tensor_impl.h"
@@ -89,22 +90,6 @@ Dims CheckArgs(const char* op, std::span<const Tensor> in, const Tensor& logits,
                       ShapeStr(logits.sizes()), ", ignore_index ", ignore_index, ")");
   }
   return d;
-}
-
-template <typename C>
-using RowArray = Eigen::Array<C, Eigen::Dynamic, 1>;
-
-// A row of compute-type values: the row itself when T is its own compute type, else a converted copy.
-template <typename T>
-Eigen::Map<const RowArray<ComputeT<T>>> LoadRow(const T* src, int64_t n, RowArray<ComputeT<T>>& buf) {
-  using C = ComputeT<T>;
-  if constexpr (std::is_same_v<T, C>) {
-    return Eigen::Map<const RowArray<C>>(src, n);
-  } else {
-    buf.resize(n);
-    for (int64_t i = 0; i < n; ++i) buf[i] = ToCompute(src[i]);
-    return Eigen::Map<const RowArray<C>>(buf.data(), n);
-  }
 }
 
 // log Σ exp(row), max first (vectorized exp; a fixed-order reduction for a given length).

@@ -435,7 +435,7 @@ TensorList MatmulBackward(const BackwardContext& c) {
 }
 
 TensorList LinearBackward(const BackwardContext& c) {
-  return LinearInputGrads(c.inputs[0], c.inputs[1], c.inputs.size() > 2, c.grad_outputs[0], c.needs_input_grad);
+  return LinearInputGrads(c.inputs[0], c.inputs[1], c.grad_outputs[0], c.needs_input_grad);
 }
 
 const OpDef& kMatmul = RegisterOp({.name = "matmul", .cpu = MatmulKernel, .backward = MatmulBackward});
@@ -471,7 +471,7 @@ Tensor LinearForward(const char* op, const Tensor& x, const Tensor& w, const Ten
   return MatmulForward(op, x, w, s, bias, after);
 }
 
-TensorList LinearInputGrads(const Tensor& x, const Tensor& w, bool has_bias, const Tensor& g,
+TensorList LinearInputGrads(const Tensor& x, const Tensor& w, const Tensor& g,
                             std::span<const bool> needs) {
   Tensor gx, gw, gb;  // g: [..., out]
   if (!g.defined()) return {gx, gw, gb};
@@ -487,7 +487,7 @@ TensorList LinearInputGrads(const Tensor& x, const Tensor& w, bool has_bias, con
     }
     gw = CallMatmul(g, x, q);
   }
-  if (has_bias && needs.size() > 2 && needs[2]) gb = SumToSize(g, std::vector<int64_t>{w.size(0)});
+  if (needs.size() > 2 && needs[2]) gb = SumToSize(g, std::vector<int64_t>{w.size(0)});  // only with a bias
   return {gx, gw, gb};
 }
 

@@ -61,8 +61,7 @@ const char* LaunchAdamW(AdamWType type, void* p, const void* g, void* m, void* v
                         void* stream) {
   if (n == 0) return "";
   constexpr int kThreads = 256;
-  const int64_t blocks64 = (n + kThreads - 1) / kThreads;
-  const int blocks = static_cast<int>(blocks64 < 65535 * 8 ? blocks64 : 65535 * 8);
+  const int blocks = Blocks(n, kThreads);
   cudaStream_t st = static_cast<cudaStream_t>(stream);
   if (type == AdamWType::kFloat32) {
     AdamWKernel<float><<<blocks, kThreads, 0, st>>>(static_cast<float*>(p), static_cast<const float*>(g),

@@ -49,9 +49,9 @@ TensorList AdamWForeachCudaKernel(std::span<const Tensor> in, const Attrs& a) {
   const size_t n = steps.size();
   TESSEL_CHECK(in.size() == 4 * n, "adamw_step_foreach_: expected 4 x ", n, " tensors, got ", in.size());
   TensorList out;
+  Attrs one = a;  // copied once: Set overwrites "step" per group
   for (size_t i = 0; i < n; ++i) {
     const Tensor group[] = {in[i], in[n + i], in[2 * n + i], in[3 * n + i]};
-    Attrs one = a;
     one.Set("step", steps[i]);
     out.push_back(AdamWCudaKernel(group, one).at(0));
   }

@@ -7,8 +7,8 @@
 // bfloat16 and bool on the device). "cat" / "stack" are filled by core/ops/concat_cuda.cc (their CPU kernels copy
 // through CopyInto on devices). Linked only with a CUDA toolkit (//core/ops:view_cuda).
 //
-// Invariant: a strided device copy is one kernel launch on dst's current stream, bytes as they are (the
-// caller's dtypes match: device_copy.cc converts dtypes on the host). Compiled here; NOT yet run on a GPU.
+// Invariant: a strided device copy is one kernel launch on dst's current stream, converting between
+// float32, bfloat16 and bool on the device when the dtypes differ. Compiled here; NOT yet run on a GPU.
 #include <optional>
 #include <string>
 #include <vector>

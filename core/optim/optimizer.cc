@@ -139,13 +139,14 @@ void AdamW::Step() {
   struct Lists {
     TensorList ps, gs, ms, vs;
     std::vector<int64_t> steps;
-    std::vector<std::string> fqns;
+    std::vector<int64_t*> counters;  // steps_ entries, advanced once the group's update has run
   };
   std::map<std::tuple<int, int, std::string>, Lists> groups;  // (device type, index, foreach key)
   for (auto& [fqn, p] : params_) {
     const Tensor g = p.grad();
     if (!g.defined()) continue;
-    const int64_t step = steps_[fqn] + 1;  // counted once its group's update has run
+    int64_t& count = steps_[fqn];
+    const int64_t step = count + 1;
     Tensor& m = State(fqn, "exp_avg", p);
     Tensor& v = State(fqn, "exp_avg_sq", p);
     Lists& l = groups[{static_cast<int>(p.device().type), p.device().index, p.impl()->ForeachGroupKey()}];
@@ -154,11 +155,11 @@ void AdamW::Step() {
     l.ms.push_back(m);
     l.vs.push_back(v);
     l.steps.push_back(step);
-    l.fqns.push_back(fqn);
+    l.counters.push_back(&count);
   }
   for (const auto& [key, l] : groups) {
     AdamWStepForeachInPlace(l.ps, l.gs, l.ms, l.vs, l.steps, hyper);  // writes nothing if it throws
-    for (const std::string& fqn : l.fqns) ++steps_[fqn];
+    for (int64_t* c : l.counters) ++*c;
   }
 }
 

@@ -26,9 +26,9 @@
 #include "core/base/error.h"
 #include "core/base/parallel.h"
 #include "core/dispatch/dispatcher.h"
+#include "core/ops/loss_rows.h"
 #include "core/tensor/copy.h"
 #include "core/tensor/factory.h"
-#include "core/tensor/tensor_impl.h"
 #include "dtensor/layout.h"
 #include "dtensor/rules/rule_util.h"
 
@@ -72,22 +72,6 @@ double GlobalCount(const LocalContext& ctx, const Tensor& target, const std::vec
 // calling thread's budget; only the per-row statistics that cross ranks (max, Σ exp, the target logit) are
 // combined in float64.
 
-template <typename C>
-using RowArray = Eigen::Array<C, Eigen::Dynamic, 1>;
-
-// Row r of a contiguous [n, c] T matrix as compute-type values (a widened copy in `buf` for 16-bit T).
-template <typename T>
-Eigen::Map<const RowArray<ComputeT<T>>> LocalRow(const T* x, int64_t c, int64_t r, RowArray<ComputeT<T>>& buf) {
-  using C = ComputeT<T>;
-  if constexpr (std::is_same_v<T, C>) {
-    return Eigen::Map<const RowArray<C>>(x + r * c, c);
-  } else {
-    buf.resize(c);
-    for (int64_t j = 0; j < c; ++j) buf[j] = ToCompute(x[r * c + j]);
-    return Eigen::Map<const RowArray<C>>(buf.data(), c);
-  }
-}
-
 // Rows per parallel task: about 32 Ki logits.
 int64_t RowGrain(int64_t c) { return std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(c, 1)); }
 
@@ -113,7 +97,7 @@ void LocalRowMax(const T* x, int64_t n, int64_t c, double* pm) {
   if (c == 0) return;
   ParallelFor(0, n, RowGrain(c), [&](int64_t r0, int64_t r1) {
     RowArray<ComputeT<T>> buf;
-    for (int64_t r = r0; r < r1; ++r) pm[r] = static_cast<double>(LocalRow(x, c, r, buf).maxCoeff());
+    for (int64_t r = r0; r < r1; ++r) pm[r] = static_cast<double>(LoadRow(x + r * c, c, buf).maxCoeff());
   });
 }
 template <typename T>
@@ -124,7 +108,7 @@ void LocalRowSums(const T* x, int64_t n, int64_t c, const double* pm, const std:
   ParallelFor(0, n, RowGrain(c), [&](int64_t r0, int64_t r1) {
     RowArray<C> buf;
     for (int64_t r = r0; r < r1; ++r) {
-      const auto row = LocalRow(x, c, r, buf);
+      const auto row = LoadRow(x + r * c, c, buf);
       ps[r] = static_cast<double>((row - static_cast<C>(pm[r])).exp().sum());
       const int64_t local = target[static_cast<size_t>(r)] - c0;
       if (local >= 0 && local < c) ps[n + r] = static_cast<double>(row[local]);
@@ -171,7 +155,7 @@ void LocalSoftmaxGrad(const T* x, T* out, int64_t n, int64_t c, int64_t c0, cons
       }
       const C s = static_cast<C>(scale[static_cast<size_t>(r)]);
       const C lse = static_cast<C>(st.lse[static_cast<size_t>(r)]);
-      const auto row = LocalRow(x, c, r, buf);
+      const auto row = LoadRow(x + r * c, c, buf);
       const int64_t local = target_r - c0;
       if constexpr (std::is_same_v<T, C>) {
         Eigen::Map<RowArray<C>> o(orow, c);
@@ -252,8 +236,7 @@ TensorList CrossEntropyBackwardLocal(const LocalContext& ctx) {
   double uniform = red == "none" ? 0.0 : g[0];
   if (red == "mean") uniform /= std::max(GlobalCount(ctx, target, axes.batch), 1.0);
   const int64_t n = static_cast<int64_t>(t.size()), c = x.numel() / std::max<int64_t>(n, 1);
-  std::vector<double> scale(t.size(), uniform);
-  if (red == "none") scale = g;
+  const std::vector<double> scale = red == "none" ? g : std::vector<double>(t.size(), uniform);
   Tensor out = Empty(logits.sizes(), logits.dtype(), logits.device());
   TESSEL_DISPATCH_FLOATING_TYPES(x.dtype(), "cross_entropy_backward", [&] {
     LocalSoftmaxGrad(x.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), n, c, c0, t, ignore, st, scale);

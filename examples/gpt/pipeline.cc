@@ -1,6 +1,7 @@
 // examples/gpt/pipeline.cc — the main job's --pp mode (see pipeline.h).
 #include "examples/gpt/pipeline.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -193,12 +194,9 @@ void TrainRank(const PipelineFlags& f, const comm::ProcessGroupPtr& world, Losse
   const std::string text = LoadCorpus(f.data, f.seed);
   // The reporter is the first rank of the pp coordinate that holds the last stage: the last coordinate
   // for a looped schedule, coordinate 0 for a V schedule (ZBV), whose last stage comes back to rank 0.
-  bool holds_last_stage = !model.pipeline.has_value();
-  if (model.pipeline) {
-    for (const auto& stage : model.pipeline->stages) {
-      holds_last_stage |= stage->stage_index() == stage->num_stages() - 1;
-    }
-  }
+  const bool holds_last_stage =
+      !model.pipeline || std::any_of(model.pipeline->stages.begin(), model.pipeline->stages.end(),
+                                     [](const auto& stage) { return stage->is_last(); });
   const bool reporter =
       holds_last_stage && world->rank() == mesh.pp_group()->rank() * (f.dims.world_size() / f.dims.pp);
   Losses& r = *out;

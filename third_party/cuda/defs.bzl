@@ -53,3 +53,8 @@ def cuda_library(name, srcs, hdrs = [], deps = [], hdr_srcs = [], nvcc_flags = [
 def cuda_test(name, tags = [], **kwargs):
     """A cc_test that needs the toolkit to build; at run time it GTEST_SKIPs when no GPU is visible."""
     native.cc_test(name = name, tags = tags + ["cuda"], target_compatible_with = CUDA_COMPATIBLE, **kwargs)
+
+def cuda_host_test(name, tags = [], **kwargs):
+    """A cuda_test that needs the toolkit to link but no GPU to run: it runs where it is built (here, CI)
+    and tools/gpu_bundle.sh leaves it out of the GPU bundle (the "cuda_host" tag)."""
+    cuda_test(name = name, tags = tags + ["cuda_host"], **kwargs)

@@ -1,0 +1,37 @@
+// core/ops/loss_rows.h — internal to the loss kernels (core/ops/loss.cc and the vocab-sharded loss in
+// dtensor/rules/loss.cc): one row of logits as an Eigen array in the compute type, so both compute
+// log-sum-exp and softmax rows with the same vectorized Eigen expressions.
+//
+// Invariant: header-only; a float32/float64 row is mapped in place, a 16-bit row widened into `buf`.
+//
+// Example:
+//   RowArray<float> buf;
+//   const auto row = LoadRow(logits_bf16 + r * classes, classes, buf);   // widened to float32
+//   const float m = row.maxCoeff();
+#pragma once
+
+#include <Eigen/Core>
+#include <cstdint>
+#include <type_traits>
+
+#include "core/tensor/dtype.h"
+
+namespace tessel {
+
+template <typename C>
+using RowArray = Eigen::Array<C, Eigen::Dynamic, 1>;
+
+// A row of compute-type values: the row itself when T is its own compute type, else a converted copy.
+template <typename T>
+Eigen::Map<const RowArray<ComputeT<T>>> LoadRow(const T* src, int64_t n, RowArray<ComputeT<T>>& buf) {
+  using C = ComputeT<T>;
+  if constexpr (std::is_same_v<T, C>) {
+    return Eigen::Map<const RowArray<C>>(src, n);
+  } else {
+    buf.resize(n);
+    for (int64_t i = 0; i < n; ++i) buf[i] = ToCompute(src[i]);
+    return Eigen::Map<const RowArray<C>>(buf.data(), n);
+  }
+}
+
+}  // namespace tessel
