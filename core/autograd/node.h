@@ -36,8 +36,9 @@ struct OutputMeta {
   DType dtype = DType::kFloat32;
   Device device;
   bool is_distributed = false;
-  // False for an output the op lists in non_differentiable_outputs: no gradient can reach it, so the
-  // engine leaves its grad undefined instead of materializing zeros (its formula never reads it).
+  // False for an output the op lists in non_differentiable_outputs, and for an output of a backward
+  // function (module hooks, FSDP boundaries) whose input does not require grad: no gradient can reach
+  // it, so the engine leaves its grad undefined instead of materializing zeros (PyTorch passes None).
   bool differentiable = true;
 };
 
