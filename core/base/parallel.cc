@@ -4,10 +4,10 @@
 // OpenMP team ends in a barrier that every member must reach, so one descheduled member stalled every
 // op for milliseconds: 1 rank × 2 threads ran up to 15–20× slower than 2 ranks × 1 thread on a small
 // model (docs/PERFORMANCE.md). Here the caller cuts [begin, end) into up to kChunksPerThread chunks
-// per thread and claims chunks itself; up to NumThreads() - 1 pool workers claim chunks too, first
-// come first served. The call returns when every chunk is done, so it waits for a worker only while
-// that worker runs a chunk it claimed; a worker that wakes late finds nothing left and is not waited
-// for. Chunks are contiguous ranges of >= grain elements (the last may be shorter), so kernels that
+// per thread and claims chunks itself; up to NumThreads() - 1 pool workers claim chunks too, each
+// from its own segment first and then from the others' (Job: work stealing keeps locality). The call
+// returns when every chunk is done, so it waits for a worker only while that worker runs a chunk it
+// claimed; a worker that wakes late finds its segment taken and is not waited for. Chunks are contiguous ranges of >= grain elements (the last may be shorter), so kernels that
 // index partial results by range, not by thread, stay deterministic.
 //
 // Nesting: while a thread runs a chunk its budget is 1, so a ParallelFor or a GEMM inside `fn` runs
@@ -45,23 +45,73 @@ namespace {
 
 thread_local int num_threads = 0;  // 0 = not set: use hardware concurrency
 constexpr int64_t kChunksPerThread = 4;
-// One ParallelFor call: chunks are claimed through `next`; the caller waits for `done` == chunks.
+// One ParallelFor call. The chunks are cut into one contiguous segment per participating thread: the
+// caller's is segment 0, pool worker w's is segment w + 1. A thread claims its own segment's chunks from
+// the front and, when that is empty, takes other segments' chunks from the back (work stealing), so on
+// an evenly loaded machine thread t runs the t-th slice of every call. Row-parallel ops and row-panel
+// GEMMs then keep each row range on one core from op to op, the way one rank per core keeps its own
+// batch, instead of fetching half their input from the other core's cache (issue 16's threads_vs_ranks).
 struct Job {
   const std::function<void(int64_t, int64_t)>* fn = nullptr;
   int64_t begin = 0, end = 0, chunk = 0, chunks = 0;
-  std::atomic<int64_t> next{0};
+  int segments = 1;
+  // Segment s's unclaimed chunks [front, back), packed as front << 32 | back.
+  std::unique_ptr<std::atomic<uint64_t>[]> unclaimed;
   std::atomic<int64_t> done{0};
   std::atomic<int> helper_slots{0};  // workers that may still join (the budget less the caller)
   std::mutex mu;
   std::condition_variable finished;
   std::exception_ptr error;  // the first exception a chunk threw (guarded by mu); rethrown by the caller
 
+  void Init(int threads) {
+    segments = threads;
+    unclaimed = std::make_unique<std::atomic<uint64_t>[]>(segments);
+    for (int s = 0; s < segments; ++s) {
+      const uint64_t front = static_cast<uint64_t>(chunks * s / segments);
+      const uint64_t back = static_cast<uint64_t>(chunks * (s + 1) / segments);
+      unclaimed[s].store(front << 32 | back, std::memory_order_relaxed);
+    }
+  }
+  bool HasUnclaimed() const {
+    for (int s = 0; s < segments; ++s) {
+      const uint64_t v = unclaimed[s].load(std::memory_order_relaxed);
+      if ((v >> 32) < (v & 0xffffffffu)) return true;
+    }
+    return false;
+  }
+  // Claims segment s's first (own) or last (stolen) unclaimed chunk; -1 when it has none.
+  int64_t ClaimFrom(int s, bool own) {
+    uint64_t v = unclaimed[s].load(std::memory_order_relaxed);
+    for (;;) {
+      const uint64_t front = v >> 32, back = v & 0xffffffffu;
+      if (front >= back) return -1;
+      const uint64_t next = own ? (front + 1) << 32 | back : front << 32 | (back - 1);
+      if (unclaimed[s].compare_exchange_weak(v, next, std::memory_order_relaxed)) {
+        return static_cast<int64_t>(own ? front : back - 1);
+      }
+    }
+  }
+  // `home` is this thread's segment, or -1 (a worker beyond the job's width) to steal only.
+  int64_t Claim(int home) {
+    if (home >= 0) {
+      const int64_t c = ClaimFrom(home, /*own=*/true);
+      if (c >= 0) return c;
+    }
+    for (int i = 1; i <= segments; ++i) {
+      const int s = (std::max(home, 0) + i) % segments;
+      if (s == home) continue;
+      const int64_t c = ClaimFrom(s, /*own=*/false);
+      if (c >= 0) return c;
+    }
+    return -1;
+  }
+
   // Runs chunks until none is left; returns after the chunk that completed the job, if any.
-  void RunChunks() {
+  void RunChunks(int home) {
     const int saved = num_threads;
     num_threads = 1;  // nested ParallelFor / GEMM calls run inline
     int64_t completed = 0;
-    for (int64_t c = next.fetch_add(1); c < chunks; c = next.fetch_add(1)) {
+    for (int64_t c = Claim(home); c >= 0; c = Claim(home)) {
       const int64_t b = begin + c * chunk;
       try {
         (*fn)(b, std::min(end, b + chunk));
@@ -107,7 +157,7 @@ class Pool {
 
  private:
   explicit Pool(int n) {
-    for (int i = 0; i < n; ++i) threads_.emplace_back([this] { WorkerLoop(); });
+    for (int i = 0; i < n; ++i) threads_.emplace_back([this, i] { WorkerLoop(i); });
     for (std::thread& t : threads_) t.detach();
   }
 
@@ -115,7 +165,7 @@ class Pool {
   std::shared_ptr<Job> TakeLocked() {
     while (!jobs_.empty()) {
       std::shared_ptr<Job> job = jobs_.front();
-      if (job->next.load() < job->chunks && job->helper_slots.fetch_sub(1) > 0) {
+      if (job->HasUnclaimed() && job->helper_slots.fetch_sub(1) > 0) {
         if (job->helper_slots.load() <= 0) jobs_.pop_front();
         queued_.store(static_cast<int64_t>(jobs_.size()), std::memory_order_release);
         return job;
@@ -126,7 +176,7 @@ class Pool {
     return nullptr;
   }
 
-  void WorkerLoop() {
+  void WorkerLoop(int index) {
     omp_set_num_threads(1);  // any OpenMP code inside a chunk stays on this thread
     for (;;) {
       std::shared_ptr<Job> job;
@@ -140,7 +190,7 @@ class Pool {
         wake_.wait(lock, [&] { return (job = TakeLocked()) != nullptr; });
         --sleeping_;
       }
-      job->RunChunks();
+      job->RunChunks(index + 1 < job->segments ? index + 1 : -1);
     }
   }
 
@@ -187,9 +237,10 @@ void ParallelFor(int64_t begin, int64_t end, int64_t grain, const std::function<
   job->chunks = std::min<int64_t>(max_tasks, threads * kChunksPerThread);
   job->chunk = (n + job->chunks - 1) / job->chunks;
   job->chunks = (n + job->chunk - 1) / job->chunk;  // no empty trailing chunk
+  job->Init(threads);
   job->helper_slots = threads - 1;
   pool.Offer(job, threads - 1);
-  job->RunChunks();
+  job->RunChunks(/*home=*/0);
   // A worker still runs its last chunk (a bounded piece of this call's work): poll before sleeping.
   if (!SpinUntil([&] { return job->done.load(std::memory_order_acquire) == job->chunks; }, kHandOffSpin)) {
     std::unique_lock<std::mutex> lock(job->mu);

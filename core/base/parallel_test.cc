@@ -1,11 +1,13 @@
 // core/base/parallel_test.cc — ParallelFor: every index once in contiguous ranges of >= grain, the
-// thread budget, nested calls inline, exceptions rethrown after all ranges, many concurrent callers.
+// thread budget, each thread's own slice first (locality), nested calls inline, exceptions rethrown after
+// all ranges, many concurrent callers.
 #include "core/base/parallel.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <stdexcept>
 #include <thread>
@@ -35,6 +37,35 @@ TEST(ParallelForTest, VisitsEveryIndexOnceInContiguousRangesOfAtLeastGrain) {
       }
     }
   }
+}
+
+TEST(ParallelForTest, EachThreadStartsOnItsOwnSliceAndStealsTheRest) {
+  if (HardwareConcurrency() < 2) GTEST_SKIP() << "needs a pool worker (one core here)";
+  // 8 chunks of 100 on 2 threads: the caller's slice is chunks 0-3, the worker's 4-7. The caller holds
+  // its first chunk until the worker has started one, so both first claims are observed.
+  const NumThreadsGuard guard(2);
+  const std::thread::id caller = std::this_thread::get_id();
+  std::mutex mu;
+  std::vector<std::pair<int64_t, int64_t>> caller_ranges, worker_ranges;
+  std::atomic<bool> worker_started{false};
+  ParallelFor(0, 800, 1, [&](int64_t b, int64_t e) {
+    const bool on_caller = std::this_thread::get_id() == caller;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      (on_caller ? caller_ranges : worker_ranges).emplace_back(b, e);
+    }
+    if (!on_caller) worker_started = true;
+    if (on_caller && b == 0) {
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (!worker_started && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+    }
+  });
+  ASSERT_TRUE(worker_started.load()) << "no pool worker joined within 10 s";
+  ASSERT_FALSE(caller_ranges.empty());
+  EXPECT_EQ(caller_ranges.front(), std::make_pair(int64_t{0}, int64_t{100}));
+  EXPECT_EQ(worker_ranges.front(), std::make_pair(int64_t{400}, int64_t{500}));
+  for (const auto& [b, e] : worker_ranges) EXPECT_EQ(e - b, 100);
+  EXPECT_EQ(caller_ranges.size() + worker_ranges.size(), 8u);
 }
 
 TEST(ParallelForTest, OneThreadBudgetRunsEverythingInlineOnTheCaller) {

@@ -17,18 +17,31 @@
 // NOTE: threads. OpenBLAS's own pool is set to one thread (SingleThreadedBlas), and each oneDNN call
 // runs with the calling thread's OpenMP team capped at one (gemm_dnnl.cc), so each call runs on the
 // calling thread, and we split a large GEMM ourselves into one or two independent row or column
-// panels per thread of NumThreads() (ParallelFor; never along K). So the per-rank budget of core/base/parallel.h is the only
-// scheduler: several ranks in one process, or a GEMM inside a parallel kernel, cannot oversubscribe
-// the cores, and no BLAS thread pool spins against tessel's own workers. Each panel is one GEMM over
-// the full K, so every output element is summed in the same order on every run. We link the pthread
+// panels per thread of NumThreads() (ParallelFor), or, for a weight gradient, along K (below). So the
+// per-rank budget of core/base/parallel.h is the only scheduler: several ranks in one process, or a GEMM
+// inside a parallel kernel, cannot oversubscribe the cores, and no BLAS thread pool spins against
+// tessel's own workers. The split depends only on the shape and the thread count, so every output
+// element is summed in the same order on every run with the same budget. We link the pthread
 // build, not the serial one: Debian builds the serial library without USE_LOCKING, and concurrent
 // calls then corrupt each other (third_party/system/openblas.BUILD; GemmTest.ConcurrentCallers...).
+//
+// NOTE: K split. When the contraction is the longest dim by far (K >= 2·max(M, N): a weight gradient
+// dW = dYᵀ·X, whose K is the batch's tokens), thread t multiplies the t-th slice of K into its own
+// partial product (slice 0 straight into c) and the partials are then added into c row range by row
+// range. Each thread then reads only its slice of both operands, the rows of dY and X that the same
+// thread produced in the ops before (ParallelFor gives thread t the t-th slice of every call), the way
+// one rank per core computes its own batch's gradient and the ranks add them. Split by output panels,
+// each thread instead read all tokens of the shared operand, half of them from the other core's cache:
+// in the reference GPT step (issue 16, threads_vs_ranks) its weight-gradient GEMMs ran 11–13% slower
+// on 1 rank × 2 threads than on 2 ranks × 1 thread, and 1.5–5% slower split along K. The partials cost
+// (threads - 1)·M·N elements of scratch (capped by kKSplitScratchBytes) and one pass that adds them.
 //
 // NOTE: epilogues (gemm.h, [Note: GEMM epilogue]). Every dtype runs the epilogue per panel on the thread
 // that computed it, right after the panel's library call: float32 and float64 through the same panel
 // loop, native bf16 likewise (its product is fp32), and the bf16 fallback through the float32 path it
 // widens into. Splitting a panel further for the epilogue's sake would repack the shared operand per
-// piece (oneDNN packs it on every call), so panels stay as the thread split makes them.
+// piece (oneDNN packs it on every call), so panels stay as the thread split makes them. A K split runs
+// the epilogue on each row range right after that range's partials were added.
 //
 // bfloat16 (bf16 operands, fp32 product): oneDNN's matmul (gemm_dnnl.h) where the CPU has AMX-BF16,
 // called per panel exactly like sgemm above, single-threaded; elsewhere (AVX2-only or AVX512 without
@@ -42,6 +55,7 @@
 #include <atomic>
 #include <climits>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -85,6 +99,11 @@ constexpr int64_t kSmallSharedOperand = int64_t{1} << 20;
 // thread and up whose shared operand is small (tall and skinny: 1024³ on 2 threads qualifies, 2048³
 // does not) take a second panel.
 constexpr int64_t kTwoPanelMinMacsPerThread = int64_t{1} << 29;
+
+// The K split (NOTE above) takes K slices at least this deep (the kernels' K blocking)...
+constexpr int64_t kMinKSplitDepth = 128;
+// ...and at most this much scratch for the partial products of threads 1..T-1.
+constexpr int64_t kKSplitScratchBytes = int64_t{32} << 20;
 
 bool IsRowMajor(const MatRef& m) {
   return (m.col_stride == 1 || m.cols == 1) && (m.rows == 1 || m.row_stride >= m.cols);
@@ -152,6 +171,26 @@ int SplitThreads(int64_t m, int64_t n, int64_t k, int64_t split_extent) {
   const int64_t macs = m * n * k;
   const int64_t panels = (split_extent + kPanelAlign - 1) / kPanelAlign;
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({NumThreads(), macs / kMinMacsPerThread, panels})));
+}
+
+// Threads for splitting an m × n × k GEMM along K (NOTE: K split), or 1 when it should not be.
+int KSplitThreads(int64_t m, int64_t n, int64_t k, int64_t esz_c) {
+  if (NumThreads() <= 1 || omp_in_parallel() || k < 2 * std::max(m, n)) return 1;
+  const int64_t by_scratch = 1 + kKSplitScratchBytes / (m * n * esz_c);
+  return static_cast<int>(std::max<int64_t>(
+      1, std::min<int64_t>({NumThreads(), m * n * k / kMinMacsPerThread, k / kMinKSplitDepth, by_scratch})));
+}
+
+// c[r0, r1) += the partials' rows [r0, r1) (each partial row-major [m, n]).
+template <typename T>
+void AddPartialRows(const T* partials, int count, int64_t mn, int64_t n, T* c, int64_t ldc, int64_t r0, int64_t r1) {
+  for (int64_t i = r0; i < r1; ++i) {
+    T* row = c + i * ldc;
+    for (int p = 0; p < count; ++p) {
+      const T* src = partials + p * mn + i * n;
+      for (int64_t j = 0; j < n; ++j) row[j] += src[j];
+    }
+  }
 }
 
 void ZeroRows(void* c, int64_t ldc, int64_t m, int64_t n, int64_t esz) {
@@ -245,6 +284,35 @@ void Gemm(DType dtype, const MatRef& a, const MatRef& b, void* c, int64_t ldc, b
   TESSEL_CHECK(std::max({m, n, k, ba.ld, bb.ld, ldc}) <= INT_MAX, "gemm: [", m, ", ", k, "] @ [", k, ", ", n,
                "] has a dim or leading dim above the BLAS's 32-bit index range");
   char* pc = static_cast<char*>(c);
+  if (const int kt = KSplitThreads(m, n, k, esz_c); kt > 1) {
+    const int64_t mn = m * n;
+    std::unique_ptr<char[]> scratch(new char[static_cast<size_t>((kt - 1) * mn * esz_c)]);  // written whole
+    const NumThreadsGuard budget(kt);
+    ParallelFor(0, kt, 1, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t kb = k * t / kt, ke = k * (t + 1) / kt;
+        BlasOperand sa = ba, sb = bb;
+        sa.data = At(ba, 0, kb, esz);
+        sb.data = At(bb, kb, 0, esz);
+        if (t == 0) {
+          PanelCall(dtype, sa, sb, pc, ldc, m, n, ke - kb, accumulate);
+        } else {
+          PanelCall(dtype, sa, sb, scratch.get() + (t - 1) * mn * esz_c, n, m, n, ke - kb, /*accumulate=*/false);
+        }
+      }
+    });
+    ParallelFor(0, m, std::max<int64_t>(1, 4096 / n), [&](int64_t r0, int64_t r1) {
+      if (esz_c == 8) {
+        AddPartialRows(reinterpret_cast<const double*>(scratch.get()), kt - 1, mn, n, reinterpret_cast<double*>(pc),
+                       ldc, r0, r1);
+      } else {
+        AddPartialRows(reinterpret_cast<const float*>(scratch.get()), kt - 1, mn, n, reinterpret_cast<float*>(pc), ldc,
+                       r0, r1);
+      }
+      if (epilogue) epilogue(r0, r1, 0, n);
+    });
+    return;
+  }
   const bool split_rows = m >= n || dtype == DType::kBFloat16;
   const int threads = SplitThreads(m, n, k, split_rows ? m : n);
   if (threads == 1) {

@@ -13,7 +13,9 @@
 // copy only matrices for which GemmCanRead is false (neither of the last two strides is 1). It uses at
 // most NumThreads() threads of the calling thread (core/base/parallel.h), and runs single-threaded
 // inside a parallel region (a kernel that parallelizes over a batch of small GEMMs). Each output
-// element's sum over K runs in one fixed order, so repeated runs agree bit for bit. An epilogue sees
+// element's sum over K runs in an order fixed by the shapes and the thread budget, so repeated runs
+// with the same budget agree bit for bit (a GEMM whose K is at least twice its other dims is summed in
+// per-thread slices, so other budgets round differently there). An epilogue sees
 // each output element exactly once, after its sum is final.
 //
 // Example (c is row-major [M, N]):
@@ -47,7 +49,9 @@ bool GemmCanRead(const MatRef& m);
 // linear_gelu's activation): Gemm calls it once per output panel [row_begin, row_end) × [col_begin,
 // col_end) of c, right after that panel's product, on the thread that computed it. The panels partition
 // c, so each element is seen once; calls for different panels may run concurrently. Paths that do not
-// split c (one thread, an empty contraction, the bf16 → fp32 fallback) make one call for all of c.
+// split c (one thread, an empty contraction, the bf16 → fp32 fallback) make one call for all of c; a
+// GEMM split along K (gemm.cc, NOTE: K split) calls it per row range once that range's partial
+// products are summed, on the thread that summed them.
 using GemmEpilogue = std::function<void(int64_t row_begin, int64_t row_end, int64_t col_begin, int64_t col_end)>;
 
 // c (row-major, leading dimension ldc) = a · b, or c += a · b when accumulate; then `epilogue` (if set)

@@ -1,8 +1,9 @@
 // core/ops/gemm_test.cc — Gemm against a naive double loop for every operand layout (row-major,
 // column-major, padded leading dims, size-1 dims), accumulate, K = 0, both split directions on 1–3
 // threads, float64, run-to-run bit equality, concurrent callers, the BLAS kernels named for this CPU,
-// float32 on both of its backends (oneDNN by default, OpenBLAS behind a test switch), and the per-panel
-// epilogue (every element seen exactly once, with its final value, one call per panel).
+// float32 on both of its backends (oneDNN by default, OpenBLAS behind a test switch), the per-panel
+// epilogue (every element seen exactly once, with its final value, one call per panel), and the split
+// along K of weight-gradient shapes (the sum of per-slice products, in slice order).
 #include "core/ops/gemm.h"
 
 #include <gtest/gtest.h>
@@ -115,6 +116,49 @@ TEST(GemmTest, SplitsOverThreadsAlongRowsAndColumnsAndStillMatch) {
       CheckCase<float>({45, 333, 129, true, false, 0, acc, threads}, 1e-5);  // columns
       CheckCase<double>({200, 170, 100, true, true, 2, acc, threads}, 1e-12);
     }
+  }
+}
+
+TEST(GemmTest, LongContractionsSplitAlongKAndStillMatch) {
+  // K >= 2·max(M, N) (a weight gradient, K = tokens): split along K on 2 and 3 threads.
+  for (int threads : {2, 3}) {
+    for (bool a_col : {false, true}) {
+      for (bool acc : {false, true}) {
+        CheckCase<float>({70, 45, 800, a_col, !a_col, 1, acc, threads}, 1e-5);
+        CheckCase<double>({45, 70, 700, a_col, a_col, 0, acc, threads}, 1e-12);
+      }
+    }
+  }
+}
+
+TEST(GemmTest, KSplitSumsTheSlicesProductsInSliceOrder) {
+  // c = (c0 + A[:, s0]·B[s0, :]) + A[:, s1]·B[s1, :] (+ ...), each slice product single-threaded: the
+  // split is deterministic, and this exact order is what a budget of `threads` computes.
+  const int64_t m = 64, n = 48, k = 900;
+  const Stored<float> a = Make<float>(m, k, /*col_major=*/true, 0, 8), b = Make<float>(k, n, false, 0, 9);
+  std::vector<float> c0(m * n);
+  std::mt19937 gen(10);
+  for (float& x : c0) x = std::uniform_real_distribution<float>(-1, 1)(gen);
+  for (int threads : {2, 3}) {
+    SCOPED_TRACE(::testing::Message() << "threads=" << threads);
+    std::vector<float> want = c0;
+    {
+      const NumThreadsGuard one(1);
+      for (int t = 0; t < threads; ++t) {
+        const int64_t kb = k * t / threads, ke = k * (t + 1) / threads;
+        const MatRef sa{a.buf.data() + kb * m, m, ke - kb, 1, m};  // columns [kb, ke) of column-major a
+        const MatRef sb{b.buf.data() + kb * n, ke - kb, n, n, 1};  // rows [kb, ke) of row-major b
+        std::vector<float> partial(m * n, 0.0f);
+        Gemm(DType::kFloat32, sa, sb, t == 0 ? want.data() : partial.data(), n, /*accumulate=*/t == 0);
+        if (t > 0) {
+          for (int64_t i = 0; i < m * n; ++i) want[i] += partial[i];
+        }
+      }
+    }
+    std::vector<float> got = c0;
+    const NumThreadsGuard guard(threads);
+    Gemm(DType::kFloat32, a.ref, b.ref, got.data(), n, /*accumulate=*/true);
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0);
   }
 }
 
@@ -234,6 +278,7 @@ TEST(GemmTest, EpilogueSeesEveryElementOnceWithItsFinalValueOncePerPanel) {
       {{301, 67, 131, true, true, 0, true, 3}, 3},    // row panels, accumulating
       {{45, 333, 129, true, false, 0, false, 2}, 2},  // column panels
       {{5, 6, 0, false, false, 0, false, 2}, 1},      // K = 0: zeroed, then one call
+      {{200, 40, 800, true, false, 0, true, 2}, 2},   // split along K: one call per summed row range
   };
   for (const EpilogueCase& e : cases) {
     const Case& cs = e.cs;
