@@ -7,8 +7,9 @@
 // per thread and claims chunks itself; up to NumThreads() - 1 pool workers claim chunks too, each
 // from its own segment first and then from the others' (Job: work stealing keeps locality). The call
 // returns when every chunk is done, so it waits for a worker only while that worker runs a chunk it
-// claimed; a worker that wakes late finds its segment taken and is not waited for. Chunks are contiguous ranges of >= grain elements (the last may be shorter), so kernels that
-// index partial results by range, not by thread, stay deterministic.
+// claimed; a worker that wakes late finds its segment taken and is not waited for. Chunks are
+// contiguous ranges of >= grain elements (the last may be shorter), so kernels that index partial
+// results by range, not by thread, stay deterministic.
 //
 // Nesting: while a thread runs a chunk its budget is 1, so a ParallelFor or a GEMM inside `fn` runs
 // inline. The pool's threads are std::threads with std::mutex / condition_variable hand-offs, which
@@ -17,11 +18,11 @@
 //
 // Spinning: a step issues thousands of ParallelFor calls a few microseconds apart, and a futex wake-up
 // on a VM costs tens of microseconds, so 1 rank × 2 threads used to lose ~6% of a GPT step to 2 ranks ×
-// 1 thread (issue 16). A worker that finishes a job therefore polls the queue for up to kHandOffSpin (core/base/spin.h) before it
-// sleeps on the condition variable, and a caller only signals it when it sleeps; a caller whose last
-// chunk is still running on a worker polls for as long before it sleeps too. Both bounds are short
-// (OpenMP's default KMP_BLOCKTIME spins for 200 ms), so a loaded machine loses at most that much CPU
-// per worker per idle period. Workers spin only at start-up and after running a job, so a process whose
+// 1 thread (issue 16). A worker that finishes a job therefore polls the queue for up to kHandOffSpin
+// (core/base/spin.h) before it sleeps on the condition variable, and a caller only signals it when it
+// sleeps; a caller whose last chunk is still running on a worker polls for as long before it sleeps
+// too. Both bounds are short (OpenMP's default KMP_BLOCKTIME spins for 200 ms), so a loaded machine
+// loses at most that much CPU per worker per idle period. Workers spin only at start-up and after running a job, so a process whose
 // ranks all have a budget of 1 (the threads backend with one rank per core) never wakes them again.
 #include "core/base/parallel.h"
 
@@ -46,17 +47,21 @@ namespace {
 thread_local int num_threads = 0;  // 0 = not set: use hardware concurrency
 constexpr int64_t kChunksPerThread = 4;
 // One ParallelFor call. The chunks are cut into one contiguous segment per participating thread: the
-// caller's is segment 0, pool worker w's is segment w + 1. A thread claims its own segment's chunks from
-// the front and, when that is empty, takes other segments' chunks from the back (work stealing), so on
-// an evenly loaded machine thread t runs the t-th slice of every call. Row-parallel ops and row-panel
-// GEMMs then keep each row range on one core from op to op, the way one rank per core keeps its own
-// batch, instead of fetching half their input from the other core's cache (issue 16's threads_vs_ranks).
+// caller owns segment 0; a pool worker that joins owns segment w + 1 (w: its pool index) if that exists
+// and is free, else the first free one, else none. A thread claims its own segment's chunks from the
+// front and, when that is empty, takes other segments' chunks from the back (work stealing). With one
+// caller whose budget is every core (one rank per process, the common case), every worker joins every
+// call and thread t runs the t-th slice of each: row-parallel ops and row-panel GEMMs keep each row
+// range on one core from op to op, the way one rank per core keeps its own batch, instead of fetching
+// half their input from the other core's cache (issue 16's threads_vs_ranks). Otherwise slices move
+// between workers from call to call; results do not depend on which thread ran a chunk.
 struct Job {
   const std::function<void(int64_t, int64_t)>* fn = nullptr;
   int64_t begin = 0, end = 0, chunk = 0, chunks = 0;
   int segments = 1;
   // Segment s's unclaimed chunks [front, back), packed as front << 32 | back.
   std::unique_ptr<std::atomic<uint64_t>[]> unclaimed;
+  std::unique_ptr<std::atomic<bool>[]> owned;  // segment s has a thread that claims it front first
   std::atomic<int64_t> done{0};
   std::atomic<int> helper_slots{0};  // workers that may still join (the budget less the caller)
   std::mutex mu;
@@ -66,6 +71,8 @@ struct Job {
   void Init(int threads) {
     segments = threads;
     unclaimed = std::make_unique<std::atomic<uint64_t>[]>(segments);
+    owned = std::make_unique<std::atomic<bool>[]>(segments);
+    owned[0].store(true, std::memory_order_relaxed);  // the caller's
     for (int s = 0; s < segments; ++s) {
       const uint64_t front = static_cast<uint64_t>(chunks * s / segments);
       const uint64_t back = static_cast<uint64_t>(chunks * (s + 1) / segments);
@@ -91,7 +98,16 @@ struct Job {
       }
     }
   }
-  // `home` is this thread's segment, or -1 (a worker beyond the job's width) to steal only.
+  // The segment a joining worker owns: `preferred` if it exists and is free, else the first free one;
+  // -1 (steal only) when every segment has an owner.
+  int Adopt(int preferred) {
+    if (preferred < segments && !owned[preferred].exchange(true)) return preferred;
+    for (int s = 1; s < segments; ++s) {
+      if (!owned[s].exchange(true)) return s;
+    }
+    return -1;
+  }
+  // `home` is this thread's segment, or -1 to steal only.
   int64_t Claim(int home) {
     if (home >= 0) {
       const int64_t c = ClaimFrom(home, /*own=*/true);
@@ -190,7 +206,7 @@ class Pool {
         wake_.wait(lock, [&] { return (job = TakeLocked()) != nullptr; });
         --sleeping_;
       }
-      job->RunChunks(index + 1 < job->segments ? index + 1 : -1);
+      job->RunChunks(job->Adopt(index + 1));
     }
   }
 

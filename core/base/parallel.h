@@ -30,9 +30,10 @@ class NumThreadsGuard {
 };
 
 // Splits [begin, end) into contiguous ranges of at least `grain` elements and runs fn(range_begin,
-// range_end) on up to NumThreads() threads (the caller and pool workers; on an evenly loaded machine
-// thread t runs about the t-th slice of [begin, end), and idle threads steal what is left). Runs inline when the range is small or inside another ParallelFor (there NumThreads()
-// is 1). Returns when every range is done; an exception from fn is rethrown then.
+// range_end) on up to NumThreads() threads (the caller and pool workers; each starts on a slice of its
+// own — the caller on the first — and steals from the others when done). Runs inline when the range is
+// small or inside another ParallelFor (there NumThreads() is 1). Returns when every range is done; an
+// exception from fn is rethrown then.
 void ParallelFor(int64_t begin, int64_t end, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
 }  // namespace tessel

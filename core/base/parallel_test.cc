@@ -41,23 +41,25 @@ TEST(ParallelForTest, VisitsEveryIndexOnceInContiguousRangesOfAtLeastGrain) {
 
 TEST(ParallelForTest, EachThreadStartsOnItsOwnSliceAndStealsTheRest) {
   if (HardwareConcurrency() < 2) GTEST_SKIP() << "needs a pool worker (one core here)";
-  // 8 chunks of 100 on 2 threads: the caller's slice is chunks 0-3, the worker's 4-7. The caller holds
-  // its first chunk until the worker has started one, so both first claims are observed.
+  // 8 chunks of 100 on 2 threads: the caller's slice is chunks 0-3, the worker's 4-7. Each thread holds
+  // its first chunk until the other has started one (else one thread may run everything before the
+  // other arrives), so both first claims are observed.
   const NumThreadsGuard guard(2);
   const std::thread::id caller = std::this_thread::get_id();
   std::mutex mu;
   std::vector<std::pair<int64_t, int64_t>> caller_ranges, worker_ranges;
-  std::atomic<bool> worker_started{false};
+  std::atomic<bool> caller_started{false}, worker_started{false};
   ParallelFor(0, 800, 1, [&](int64_t b, int64_t e) {
     const bool on_caller = std::this_thread::get_id() == caller;
     {
       std::lock_guard<std::mutex> lock(mu);
       (on_caller ? caller_ranges : worker_ranges).emplace_back(b, e);
     }
-    if (!on_caller) worker_started = true;
-    if (on_caller && b == 0) {
+    std::atomic<bool>& mine = on_caller ? caller_started : worker_started;
+    const std::atomic<bool>& other = on_caller ? worker_started : caller_started;
+    if (!mine.exchange(true)) {
       const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-      while (!worker_started && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+      while (!other && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
     }
   });
   ASSERT_TRUE(worker_started.load()) << "no pool worker joined within 10 s";

@@ -27,14 +27,16 @@
 //
 // NOTE: K split. When the contraction is the longest dim by far (K >= 2·max(M, N): a weight gradient
 // dW = dYᵀ·X, whose K is the batch's tokens), thread t multiplies the t-th slice of K into its own
-// partial product (slice 0 straight into c) and the partials are then added into c row range by row
-// range. Each thread then reads only its slice of both operands, the rows of dY and X that the same
-// thread produced in the ops before (ParallelFor gives thread t the t-th slice of every call), the way
-// one rank per core computes its own batch's gradient and the ranks add them. Split by output panels,
-// each thread instead read all tokens of the shared operand, half of them from the other core's cache:
-// in the reference GPT step (issue 16, threads_vs_ranks) its weight-gradient GEMMs ran 11–13% slower
-// on 1 rank × 2 threads than on 2 ranks × 1 thread, and 1.5–5% slower split along K. The partials cost
-// (threads - 1)·M·N elements of scratch (capped by kKSplitScratchBytes) and one pass that adds them.
+// partial product (slice 0 straight into c) and the partials are then added into c, row range t by
+// thread t. Each thread then reads only its slice of both operands, the rows of dY and X that the same
+// thread produced in the ops before (with one rank using every core, ParallelFor starts thread t on the
+// t-th slice of every call), the way one rank per core computes its own batch's gradient and the ranks
+// add them. Split by output panels, each thread instead read all tokens of the shared operand, half of
+// them from the other core's cache: in the reference GPT step (issue 16, threads_vs_ranks) its
+// weight-gradient GEMMs ran 11–13% slower on 1 rank × 2 threads than on 2 ranks × 1 thread, and 1.5–5%
+// slower split along K. The partials cost (threads - 1)·M·N elements of scratch (capped by
+// kKSplitScratchBytes) and one pass that adds them; the sum order is fixed by the slice index, not by
+// which thread ran a slice.
 //
 // NOTE: epilogues (gemm.h, [Note: GEMM epilogue]). Every dtype runs the epilogue per panel on the thread
 // that computed it, right after the panel's library call: float32 and float64 through the same panel
@@ -234,6 +236,45 @@ void PanelCall(DType dtype, const BlasOperand& a, const BlasOperand& b, char* c,
   }
 }
 
+// c (+)= a · b split along K into kt slices (NOTE: K split): slice t's product goes into c (t = 0) or
+// partial t - 1, then row range t of c (rows [m·t/kt, m·(t+1)/kt)) gets the partials added and its
+// epilogue, so the epilogue calls depend only on the shape and kt.
+void KSplitGemm(DType dtype, const BlasOperand& ba, const BlasOperand& bb, char* pc, int64_t ldc, int64_t m,
+                int64_t n, int64_t k, bool accumulate, const GemmEpilogue& epilogue, int kt) {
+  const int64_t esz = ElementSize(dtype);
+  const int64_t esz_c = dtype == DType::kBFloat16 ? 4 : esz;
+  const int64_t mn = m * n;
+  std::unique_ptr<char[]> scratch(new char[static_cast<size_t>((kt - 1) * mn * esz_c)]);  // written whole
+  const NumThreadsGuard budget(kt);
+  ParallelFor(0, kt, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t kb = k * t / kt, ke = k * (t + 1) / kt;
+      BlasOperand sa = ba, sb = bb;
+      sa.data = At(ba, 0, kb, esz);
+      sb.data = At(bb, kb, 0, esz);
+      if (t == 0) {
+        PanelCall(dtype, sa, sb, pc, ldc, m, n, ke - kb, accumulate);
+      } else {
+        PanelCall(dtype, sa, sb, scratch.get() + (t - 1) * mn * esz_c, n, m, n, ke - kb, /*accumulate=*/false);
+      }
+    }
+  });
+  ParallelFor(0, kt, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t r0 = m * t / kt, r1 = m * (t + 1) / kt;
+      if (r0 == r1) continue;
+      if (esz_c == 8) {
+        AddPartialRows(reinterpret_cast<const double*>(scratch.get()), kt - 1, mn, n, reinterpret_cast<double*>(pc),
+                       ldc, r0, r1);
+      } else {
+        AddPartialRows(reinterpret_cast<const float*>(scratch.get()), kt - 1, mn, n, reinterpret_cast<float*>(pc), ldc,
+                       r0, r1);
+      }
+      if (epilogue) epilogue(r0, r1, 0, n);
+    }
+  });
+}
+
 }  // namespace
 
 bool Bf16GemmIsNative() { return DnnlHasFastBf16() && !force_bf16_fallback.load(); }
@@ -285,33 +326,7 @@ void Gemm(DType dtype, const MatRef& a, const MatRef& b, void* c, int64_t ldc, b
                "] has a dim or leading dim above the BLAS's 32-bit index range");
   char* pc = static_cast<char*>(c);
   if (const int kt = KSplitThreads(m, n, k, esz_c); kt > 1) {
-    const int64_t mn = m * n;
-    std::unique_ptr<char[]> scratch(new char[static_cast<size_t>((kt - 1) * mn * esz_c)]);  // written whole
-    const NumThreadsGuard budget(kt);
-    ParallelFor(0, kt, 1, [&](int64_t t0, int64_t t1) {
-      for (int64_t t = t0; t < t1; ++t) {
-        const int64_t kb = k * t / kt, ke = k * (t + 1) / kt;
-        BlasOperand sa = ba, sb = bb;
-        sa.data = At(ba, 0, kb, esz);
-        sb.data = At(bb, kb, 0, esz);
-        if (t == 0) {
-          PanelCall(dtype, sa, sb, pc, ldc, m, n, ke - kb, accumulate);
-        } else {
-          PanelCall(dtype, sa, sb, scratch.get() + (t - 1) * mn * esz_c, n, m, n, ke - kb, /*accumulate=*/false);
-        }
-      }
-    });
-    ParallelFor(0, m, std::max<int64_t>(1, 4096 / n), [&](int64_t r0, int64_t r1) {
-      if (esz_c == 8) {
-        AddPartialRows(reinterpret_cast<const double*>(scratch.get()), kt - 1, mn, n, reinterpret_cast<double*>(pc),
-                       ldc, r0, r1);
-      } else {
-        AddPartialRows(reinterpret_cast<const float*>(scratch.get()), kt - 1, mn, n, reinterpret_cast<float*>(pc), ldc,
-                       r0, r1);
-      }
-      if (epilogue) epilogue(r0, r1, 0, n);
-    });
-    return;
+    return KSplitGemm(dtype, ba, bb, pc, ldc, m, n, k, accumulate, epilogue, kt);
   }
   const bool split_rows = m >= n || dtype == DType::kBFloat16;
   const int threads = SplitThreads(m, n, k, split_rows ? m : n);

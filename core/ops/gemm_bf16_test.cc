@@ -1,7 +1,7 @@
 // core/ops/gemm_bf16_test.cc — Gemm with bf16 operands (fp32 product) against a double loop on the same
 // bf16 values, on the native oneDNN path (where this CPU has AMX-BF16) and on the forced fp32 fallback
 // (any CPU): odd shapes, row-/column-major operands with padded leading dims, accumulate, K = 0, the
-// thread split, concurrent callers, and the backend names.
+// thread split (output panels, and along K), concurrent callers, and the backend names.
 //
 // Tolerance: bf16 × bf16 products are exact in fp32, so the only error is fp32 summation over K:
 // |c - ref| <= 2 K u Σ_p |a_ip b_pj| (+ u |c0| when accumulating), u = 2^-24 (twice the classic
@@ -70,6 +70,8 @@ struct Case {
 const std::vector<Case> kCases = {
     {1, 1, 1, 0},     {37, 5, 3, 1},    {3, 129, 67, 2 | 4 | 8}, {65, 1, 31, 1 | 2 | 4},  {1, 77, 129, 2 | 8},
     {130, 70, 300, 2}, {257, 300, 96, 1 | 4 | 8}, {96, 520, 64, 1 | 2}, {17, 33, 0, 0},
+    // K >= 2·max(M, N): split along K on 2 and 3 threads (gemm.cc, NOTE: K split).
+    {60, 40, 600, 1 | 4 | 8}, {1, 90, 12000, 2 | 8},
 };
 
 // Runs one case; the padding columns of c are never written.

@@ -126,6 +126,8 @@ TEST(GemmTest, LongContractionsSplitAlongKAndStillMatch) {
       for (bool acc : {false, true}) {
         CheckCase<float>({70, 45, 800, a_col, !a_col, 1, acc, threads}, 1e-5);
         CheckCase<double>({45, 70, 700, a_col, a_col, 0, acc, threads}, 1e-12);
+        CheckCase<float>({1, 100, 12000, a_col, a_col, 2, acc, threads}, 1e-5);  // one output row
+        CheckCase<float>({100, 1, 12000, !a_col, a_col, 0, acc, threads}, 1e-5);  // one output column
       }
     }
   }
