@@ -58,10 +58,15 @@ constexpr int64_t kChunksPerThread = 4;
 struct Job {
   const std::function<void(int64_t, int64_t)>* fn = nullptr;
   int64_t begin = 0, end = 0, chunk = 0, chunks = 0;
+  struct Segment {
+    std::atomic<uint64_t> unclaimed{0};  // chunks [front, back) not yet claimed, as front << 32 | back
+    std::atomic<bool> owned{false};      // a thread claims this segment front first
+  };
+  static constexpr int kInlineSegments = 8;  // no allocation for budgets up to 8 (small ops are µs)
   int segments = 1;
-  // Segment s's unclaimed chunks [front, back), packed as front << 32 | back.
-  std::unique_ptr<std::atomic<uint64_t>[]> unclaimed;
-  std::unique_ptr<std::atomic<bool>[]> owned;  // segment s has a thread that claims it front first
+  Segment inline_segments[kInlineSegments];
+  std::unique_ptr<Segment[]> heap_segments;
+  Segment* seg = inline_segments;
   std::atomic<int64_t> done{0};
   std::atomic<int> helper_slots{0};  // workers that may still join (the budget less the caller)
   std::mutex mu;
@@ -70,30 +75,32 @@ struct Job {
 
   void Init(int threads) {
     segments = threads;
-    unclaimed = std::make_unique<std::atomic<uint64_t>[]>(segments);
-    owned = std::make_unique<std::atomic<bool>[]>(segments);
-    owned[0].store(true, std::memory_order_relaxed);  // the caller's
+    if (segments > kInlineSegments) {
+      heap_segments = std::make_unique<Segment[]>(segments);
+      seg = heap_segments.get();
+    }
+    seg[0].owned.store(true, std::memory_order_relaxed);  // the caller's
     for (int s = 0; s < segments; ++s) {
       const uint64_t front = static_cast<uint64_t>(chunks * s / segments);
       const uint64_t back = static_cast<uint64_t>(chunks * (s + 1) / segments);
-      unclaimed[s].store(front << 32 | back, std::memory_order_relaxed);
+      seg[s].unclaimed.store(front << 32 | back, std::memory_order_relaxed);
     }
   }
   bool HasUnclaimed() const {
     for (int s = 0; s < segments; ++s) {
-      const uint64_t v = unclaimed[s].load(std::memory_order_relaxed);
+      const uint64_t v = seg[s].unclaimed.load(std::memory_order_relaxed);
       if ((v >> 32) < (v & 0xffffffffu)) return true;
     }
     return false;
   }
   // Claims segment s's first (own) or last (stolen) unclaimed chunk; -1 when it has none.
   int64_t ClaimFrom(int s, bool own) {
-    uint64_t v = unclaimed[s].load(std::memory_order_relaxed);
+    uint64_t v = seg[s].unclaimed.load(std::memory_order_relaxed);
     for (;;) {
       const uint64_t front = v >> 32, back = v & 0xffffffffu;
       if (front >= back) return -1;
       const uint64_t next = own ? (front + 1) << 32 | back : front << 32 | (back - 1);
-      if (unclaimed[s].compare_exchange_weak(v, next, std::memory_order_relaxed)) {
+      if (seg[s].unclaimed.compare_exchange_weak(v, next, std::memory_order_relaxed)) {
         return static_cast<int64_t>(own ? front : back - 1);
       }
     }
@@ -101,9 +108,9 @@ struct Job {
   // The segment a joining worker owns: `preferred` if it exists and is free, else the first free one;
   // -1 (steal only) when every segment has an owner.
   int Adopt(int preferred) {
-    if (preferred < segments && !owned[preferred].exchange(true)) return preferred;
+    if (preferred < segments && !seg[preferred].owned.exchange(true)) return preferred;
     for (int s = 1; s < segments; ++s) {
-      if (!owned[s].exchange(true)) return s;
+      if (!seg[s].owned.exchange(true)) return s;
     }
     return -1;
   }
