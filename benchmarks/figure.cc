@@ -76,7 +76,10 @@ FigureResult Measure(const Figure& figure, int warmup, int reps) {
   }
   FigureResult r;
   r.value = figure.value.work_per_run / Median(tv);
-  if (has_baseline) r.baseline = figure.baseline->work_per_run / Median(tb);
+  if (has_baseline) {
+    r.baseline = figure.baseline->work_per_run /
+                 (figure.baseline_is_peak ? *std::min_element(tb.begin(), tb.end()) : Median(tb));
+  }
   return r;
 }
 

@@ -4,7 +4,8 @@
 // A Figure is a throughput (work per run / seconds per run) optionally compared with a baseline
 // measured in the same process. The runner is a small C++ timer, not Google Benchmark: it runs
 // `warmup` untimed runs of each side, then `reps` timed runs that alternate value and baseline (so a
-// burst of load from another process hits both sides alike), and reports each side's median.
+// burst of load from another process hits both sides alike), and reports each side's median (a peak
+// baseline: its best run, Figure::baseline_is_peak).
 //
 // A figure that is computed rather than timed (e.g. a measured / predicted memory ratio) sets
 // `precomputed`: Measure then calls it once instead of running value / baseline, and the line is
@@ -44,6 +45,10 @@ struct Figure {
   // Optional: computes {value, baseline} in the units of value / baseline instead of timing the runs
   // (baseline 0 when the figure has none). Evaluated once per Measure.
   std::function<std::pair<double, double>()> precomputed;
+  // The baseline is a peak (the machine's best GEMM rate): report its fastest timed run, not its
+  // median, so a burst of load from another process during the baseline's runs cannot lower the peak
+  // and inflate the ratio (the value side keeps its median: the ratio errs low, never high).
+  bool baseline_is_peak = false;
   // Optional: a non-empty reason means the figure cannot be measured here (e.g. an optional external
   // baseline is not installed); the line then reads `<name>: skipped (<reason>)`.
   std::function<std::string()> unavailable;
