@@ -56,6 +56,20 @@ Tensor AllGather(const StepContext& c, const Tensor& local) {
     c.group()->AllGather(out, local)->Wait();
     return out;
   }
+  if (extent % w == 0 && local.is_contiguous()) {
+    // Even pieces along another dim: gather the pieces as they are (piece k is rows [k·n0, (k+1)·n0) of
+    // `out`, n0 = local.size(0)), then one strided copy puts each at k·full along `dim`.
+    Tensor out;
+    {
+      memory::LedgerScope scope(memory::Ledger::kCommBuffers);
+      out = Empty(WithSize(local.sizes(), 0, w * local.size(0)), local.dtype(), local.device());
+    }
+    c.group()->AllGather(out, local)->Wait();
+    Tensor result = Empty(WithSize(local.sizes(), dim, extent), local.dtype(), local.device());
+    const int64_t n0 = local.size(0);
+    for (int64_t k = 0; k < w; ++k) CopyInto(Narrow(result, dim, k * full, full), Narrow(out, 0, k * n0, n0));
+    return result;
+  }
   Tensor in, out;
   {
     memory::LedgerScope scope(memory::Ledger::kCommBuffers);
@@ -83,6 +97,20 @@ Tensor ReduceScatter(const StepContext& c, const Tensor& local) {
     Tensor out = Empty(WithSize(local.sizes(), 0, full), local.dtype(), local.device());
     c.group()->ReduceScatter(out, local, c.step.op)->Wait();
     return out;
+  }
+  if (extent % w == 0) {
+    // Even pieces along another dim: stage piece k of `dim` as rows [k·n0, (k+1)·n0) of `in` (n0 =
+    // local.size(0)); the collective then writes this rank's reduced piece straight into the result.
+    Tensor in;
+    {
+      memory::LedgerScope scope(memory::Ledger::kCommBuffers);
+      in = Empty(WithSize(WithSize(local.sizes(), dim, full), 0, w * local.size(0)), local.dtype(), local.device());
+    }
+    const int64_t n0 = local.size(0);
+    for (int64_t k = 0; k < w; ++k) CopyInto(Narrow(in, 0, k * n0, n0), Narrow(local, dim, k * full, full));
+    Tensor result = Empty(WithSize(local.sizes(), dim, full), local.dtype(), local.device());
+    c.group()->ReduceScatter(result, in, c.step.op)->Wait();
+    return result;
   }
   Tensor in, out;
   {

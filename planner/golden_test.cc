@@ -74,9 +74,9 @@ TEST(GoldenTest, Llama7bTp2TimesDp4) {
   // 20,149,436,416/2 + 67,108,864/2 + 786,432,000/2 = 10,501,488,640 (with the vocab-parallel loss).
   // grads: wte's gradient is the whole table (embedding_backward has no masked form), 32000·4096/2
   // more. comm: the bucket plus SP's staged all-gather along the sequence (live beside it in
-  // backward), (t + 1) pieces of s/t·b·h bf16: 3·2048·4096·2 = 50,331,648.
+  // backward), t pieces of s/t·b·h bf16 (t divides s): 2·2048·4096·2 = 33,554,432.
   const int64_t psi_t = (kPsi - 266'240) / 2 + 266'240;
-  const int64_t wte_rest = 32'000 * 4'096 / 2, sp_staged = 3 * 2'048 * 4'096 * 2;
+  const int64_t wte_rest = 32'000 * 4'096 / 2, sp_staged = 2 * 2'048 * 4'096 * 2;
   const Layout l{.dp_shard = 4, .zero_stage = 1, .tp = 2, .sequence_parallel = true, .loss_parallel = true,
                  .global_batch = 4, .seq_len = 4096};
   const RankPlan p = PlanRank(ModelPreset("llama-7b"), l, 1);

@@ -11,8 +11,11 @@ TpCommBuffers TpCommBufferBytes(const ModelSpec& m, const Layout& l, int64_t sta
   const int64_t t = l.tp;
   if (t == 1) return {};
   const int64_t e = ElementSize(l.param_dtype), b = l.MicroBatchSize();
-  // A gather or scatter along a dim other than 0 is staged: (t + 1) pieces of ceil(extent / t) rows.
-  auto staged = [t](int64_t extent, int64_t rest) { return (t + 1) * ((extent + t - 1) / t) * rest; };
+  // A gather or scatter along a dim other than 0 is staged: t pieces of extent / t rows when t divides
+  // the extent, else (t + 1) padded pieces of ceil(extent / t) rows.
+  auto staged = [t](int64_t extent, int64_t rest) {
+    return (extent % t == 0 ? t : t + 1) * ((extent + t - 1) / t) * rest;
+  };
   TpCommBuffers out;
   if (l.sequence_parallel) out.sequence = e * staged(l.seq_len, b * m.d_model);
   if (!l.loss_parallel && stage == l.pp - 1) out.logits = e * staged(m.vocab_size, b * l.seq_len);

@@ -25,11 +25,12 @@
 namespace tessel::planner {
 
 // The tp staging buffers (dtensor/redistribute.cc stages a gather or scatter along a dim other than 0:
-// the padded local piece and the gathered whole, (t + 1)·ceil(n / t) rows), one collective at a time.
+// the gathered whole or the scattered input, t·(n / t) rows when t divides n; else also the padded
+// local piece, (t + 1)·ceil(n / t) rows), one collective at a time.
 // `sequence`: with sequence parallelism, an activation's all-gather / reduce-scatter along the sequence
-// (e·(t + 1)·ceil(s / t)·b·h), live in the blocks' backward next to fully_shard's buffers; `logits`: on
-// the last stage without loss parallelism, the logits' all-gather along the vocabulary (e·(t + 1)·
-// ceil(V / t)·b·s), at the end of forward, when fully_shard stages no reduce-scatter. All 0 with t = 1;
+// (e·s·b·h when t divides s), live in the blocks' backward next to fully_shard's buffers; `logits`: on
+// the last stage without loss parallelism, the logits' all-gather along the vocabulary (e·V·b·s when t
+// divides V), at the end of forward, when fully_shard stages no reduce-scatter. All 0 with t = 1;
 // plain TP's all-reduces copy into activations.
 struct TpCommBuffers {
   int64_t sequence = 0, logits = 0;
