@@ -46,8 +46,9 @@ struct Figure {
   // (baseline 0 when the figure has none). Evaluated once per Measure.
   std::function<std::pair<double, double>()> precomputed;
   // The baseline is a peak (the machine's best GEMM rate): report its fastest timed run, not its
-  // median, so a burst of load from another process during the baseline's runs cannot lower the peak
-  // and inflate the ratio (the value side keeps its median: the ratio errs low, never high).
+  // median, so a burst of load from another process during some of the baseline's runs cannot lower
+  // the peak and inflate the ratio (the value side keeps its median, so the ratio errs low unless every
+  // one of the peak's runs was slowed).
   bool baseline_is_peak = false;
   // Optional: a non-empty reason means the figure cannot be measured here (e.g. an optional external
   // baseline is not installed); the line then reads `<name>: skipped (<reason>)`.

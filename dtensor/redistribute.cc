@@ -56,15 +56,19 @@ Tensor AllGather(const StepContext& c, const Tensor& local) {
     c.group()->AllGather(out, local)->Wait();
     return out;
   }
-  if (extent % w == 0 && local.is_contiguous()) {
-    // Even pieces along another dim: gather the pieces as they are (piece k is rows [k·n0, (k+1)·n0) of
-    // `out`, n0 = local.size(0)), then one strided copy puts each at k·full along `dim`.
-    Tensor out;
+  if (dim != 0 && extent % w == 0) {
+    // Even pieces along another dim: gather the pieces in their own layout (piece k is rows [k·n0,
+    // (k+1)·n0) of `out`, n0 = local.size(0)), then one strided copy puts each at k·full along `dim`.
+    // Every rank of the group takes this path (the extent is common to them), so the wire layout never
+    // depends on a rank's strides; a strided local is made contiguous first (the planner assumes the
+    // contiguous pieces of a model's activations: t pieces of comm buffer, not t + 1).
+    Tensor out, piece = local;
     {
       memory::LedgerScope scope(memory::Ledger::kCommBuffers);
+      if (!local.is_contiguous()) piece = CopyOf(local);
       out = Empty(WithSize(local.sizes(), 0, w * local.size(0)), local.dtype(), local.device());
     }
-    c.group()->AllGather(out, local)->Wait();
+    c.group()->AllGather(out, piece)->Wait();
     Tensor result = Empty(WithSize(local.sizes(), dim, extent), local.dtype(), local.device());
     const int64_t n0 = local.size(0);
     for (int64_t k = 0; k < w; ++k) CopyInto(Narrow(result, dim, k * full, full), Narrow(out, 0, k * n0, n0));
@@ -98,7 +102,7 @@ Tensor ReduceScatter(const StepContext& c, const Tensor& local) {
     c.group()->ReduceScatter(out, local, c.step.op)->Wait();
     return out;
   }
-  if (extent % w == 0) {
+  if (dim != 0 && extent % w == 0) {
     // Even pieces along another dim: stage piece k of `dim` as rows [k·n0, (k+1)·n0) of `in` (n0 =
     // local.size(0)); the collective then writes this rank's reduced piece straight into the result.
     Tensor in;

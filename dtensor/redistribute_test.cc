@@ -5,6 +5,7 @@
 #include <random>
 
 #include "core/autograd/engine.h"
+#include "core/ops/view.h"
 #include "dtensor/dtensor.h"
 #include "dtensor/dtensor_impl.h"
 #include "dtensor/testing/dtensor_testing.h"
@@ -165,6 +166,45 @@ TEST(RedistributeTest, UnsupportedTransitionsRaiseNamingSpecs) {
     DeviceMesh other = InitDeviceMesh(pg, {2}, {"y"});
     testing::ExpectError(ErrorCode::kInvalidArgument, {"differs from the tensor's", "axes=[y]"},
                          [&] { r.Redistribute(other, ParsePlacements("S(0)")); });
+  }, testing::FastRanks());
+}
+
+TEST(RedistributeTest, StridedLocalsGatherAndScatterAlongEveryDim) {
+  // Each rank's local is the transpose of a contiguous [4, 6] leaf: local_r[a][b] = (r + 1)·(6b + a), a
+  // strided [6, 4]. Reduce-scatters along dim 0 and dim 1 and an all-gather along dim 1 must read it in
+  // its own strides (the dim-0 collectives take a contiguous local as it is, the others stage it).
+  comm::RunRanks(2, [&](comm::ProcessGroupPtr pg) {
+    DeviceMesh mesh = InitDeviceMesh(pg, {2}, {"x"});
+    const int r = pg->rank();
+    std::vector<double> leaf_values(24);
+    for (int i = 0; i < 4; ++i) {
+      for (int j = 0; j < 6; ++j) leaf_values[i * 6 + j] = (r + 1) * (6 * i + j);
+    }
+    const Tensor local = Transpose(FromDoubles(leaf_values, std::vector<int64_t>{4, 6}, DType::kFloat64), 0, 1);
+    ASSERT_FALSE(local.is_contiguous());
+    const DTensor partial = DTensor::FromLocal(local, mesh, {Partial{}}, {.shape = Shape{6, 4}});
+    for (int64_t dim : {0, 1}) {
+      SCOPED_TRACE(Str("P(sum) -> S(", dim, ")"));
+      comm::CommTracer tracer;
+      const Tensor got = partial.Redistribute(mesh, {Shard{dim}}).ToLocal();
+      EXPECT_EQ(tracer.Summary(), "reduce_scatter(x) x1");
+      std::vector<double> want;  // rows (dim 0) or columns (dim 1) [3r, 3r + 3) / [2r, 2r + 2) of 3·(6b + a)
+      for (int a = 0; a < 6; ++a) {
+        for (int b = 0; b < 4; ++b) {
+          if ((dim == 0 && a / 3 == r) || (dim == 1 && b / 2 == r)) want.push_back(3.0 * (6 * b + a));
+        }
+      }
+      EXPECT_EQ(got.ToDoubleVector(), want);
+    }
+    const DTensor sharded = DTensor::FromLocal(local, mesh, {Shard{1}}, {.shape = Shape{6, 8}});
+    comm::CommTracer tracer;
+    const Tensor full = sharded.Redistribute(mesh, {Replicate{}}).ToLocal();
+    EXPECT_EQ(tracer.Summary(), "all_gather(x) x1");
+    std::vector<double> want;  // column c comes from rank c / 4's column c % 4
+    for (int a = 0; a < 6; ++a) {
+      for (int c = 0; c < 8; ++c) want.push_back((c / 4 + 1) * (6 * (c % 4) + a));
+    }
+    EXPECT_EQ(full.ToDoubleVector(), want);
   }, testing::FastRanks());
 }
 
