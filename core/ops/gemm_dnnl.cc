@@ -66,6 +66,12 @@ constexpr size_t kMaxCached = 4096;
 struct Cache {
   std::mutex mu;
   std::map<Key, std::shared_ptr<const Primitive>> entries;  // nullptr: oneDNN has no kernel for the key
+  // Held while a primitive is created (lookups of cached keys take only `mu`). Threads that miss the
+  // same key at once (a GEMM split along K gives its threads equal shapes) then create it once: the
+  // second finds the first's entry. Concurrent creation of one primitive is legal in oneDNN, but it
+  // JITs the kernel twice, and its lock-free primitive cache (not instrumented) reads as a data race
+  // to ThreadSanitizer.
+  std::mutex create_mu;
 };
 
 Cache& TheCache() {
@@ -104,7 +110,13 @@ std::shared_ptr<const Primitive> Lookup(const MatRef& a, const MatRef& b, int64_
     auto it = cache.entries.find(key);
     if (it != cache.entries.end()) return it->second;
   }
-  std::shared_ptr<const Primitive> p = Create(a, b, ldc, accumulate);  // outside the lock
+  std::lock_guard<std::mutex> creating(cache.create_mu);
+  {
+    std::lock_guard<std::mutex> lock(cache.mu);  // another thread may have created it meanwhile
+    auto it = cache.entries.find(key);
+    if (it != cache.entries.end()) return it->second;
+  }
+  std::shared_ptr<const Primitive> p = Create(a, b, ldc, accumulate);  // outside `mu`
   std::lock_guard<std::mutex> lock(cache.mu);
   if (cache.entries.size() >= kMaxCached) cache.entries.clear();
   return cache.entries.emplace(key, p).first->second;
