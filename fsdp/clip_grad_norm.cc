@@ -28,14 +28,28 @@ double SumOfSquares(const Tensor& t) {
     c = Empty(t.sizes(), t.dtype(), t.device());
     CopyInto(c, t);
   }
-  double total = 0;
+  // kLanes independent partial sums (element i into lane i % kLanes, then the lanes in order): the
+  // compiler vectorizes them, where one running sum waits on each add's latency (3% of a TP step's
+  // samples at d_model 64). The order is fixed, so the norm is the same on every run.
+  constexpr int kLanes = 8;
+  double lanes[kLanes] = {};
+  const int64_t n = c.numel();
   TESSEL_DISPATCH_FLOATING_TYPES(c.dtype(), "clip_grad_norm", [&] {
     const scalar_t* data = static_cast<const scalar_t*>(c.raw_data());
-    for (int64_t i = 0; i < c.numel(); ++i) {
+    int64_t i = 0;
+    for (; i + kLanes <= n; i += kLanes) {
+      for (int l = 0; l < kLanes; ++l) {
+        const double v = static_cast<double>(ToCompute(data[i + l]));
+        lanes[l] += v * v;
+      }
+    }
+    for (; i < n; ++i) {
       const double v = static_cast<double>(ToCompute(data[i]));
-      total += v * v;
+      lanes[i % kLanes] += v * v;
     }
   });
+  double total = 0;
+  for (double lane : lanes) total += lane;
   return total;
 }
 
