@@ -21,6 +21,7 @@
 #include "core/base/error.h"
 #include "core/base/parallel.h"
 #include "core/dispatch/dispatcher.h"
+#include "core/ops/exact_math.h"
 #include "core/tensor/copy.h"
 #include "core/tensor/factory.h"
 #include "core/tensor/tensor_impl.h"
@@ -45,7 +46,7 @@ void SoftmaxLane(const C* xp, C* yp, int64_t n) {
     const C lse = std::log((x - mx).exp().sum());
     y = (x - mx) - lse;
   } else {
-    y = (x - mx).exp();
+    ExpInto(xp, mx, yp, n);  // masked (-inf) entries get exactly 0 (exact_math.h)
     y *= C(1) / y.sum();
   }
 }
@@ -57,7 +58,9 @@ void SoftmaxBackwardLane(const C* gp, const C* yp, C* dp, int64_t n) {
   ConstArrayMap<C> y(yp, n);
   ArrayMap<C> d(dp, n);
   if constexpr (kLog) {
-    d = g - y.exp() * g.sum();
+    const C g_sum = g.sum();
+    ExpInto(yp, C(0), dp, n);  // softmax from log_softmax: exactly 0 where y is -inf
+    d = g - d * g_sum;
   } else {
     d = y * (g - (g * y).sum());
   }

@@ -95,6 +95,28 @@ TEST(SoftmaxTest, IsStableForLargeAndMaskedInputs) {
   EXPECT_EQ(Softmax(Zeros({0, 3}), 1).sizes(), (Shape{0, 3}));
 }
 
+TEST(SoftmaxTest, MaskedEntriesOfLongRowsAreExactlyZero) {
+  // A 64-wide row runs Eigen's vector exp, which gave 2.9e-39 for exp(-inf) instead of 0.
+  for (DType dtype : {DType::kFloat32, DType::kFloat64, DType::kBFloat16}) {
+    SCOPED_TRACE(DTypeName(dtype));
+    std::vector<double> x(64);
+    for (int i = 0; i < 64; ++i) x[i] = i % 3 == 0 ? -INFINITY : 0.1 * i;
+    const Tensor t = FromDoubles(x, std::vector<int64_t>{64}, dtype);
+    const std::vector<double> y = Softmax(t, 0).ToDoubleVector();
+    for (int i = 0; i < 64; i += 3) EXPECT_EQ(y[i], 0.0) << "masked entry " << i;
+    // log_softmax's backward: d = g - softmax · sum(g), and softmax is exactly 0 where the output is -inf.
+    Tensor leaf = FromDoubles(x, std::vector<int64_t>{64}, dtype);
+    leaf.set_requires_grad(true);
+    std::vector<double> g(64);
+    for (int i = 0; i < 64; ++i) g[i] = 0.5 + 0.01 * i;
+    Backward(LogSoftmax(leaf, 0), FromDoubles(g, std::vector<int64_t>{64}, dtype));
+    const std::vector<double> d = leaf.grad().ToDoubleVector();
+    for (int i = 0; i < 64; i += 3) {
+      EXPECT_EQ(d[i], FromDoubles({g[i]}, std::vector<int64_t>{1}, dtype).ToDoubleVector()[0]) << "masked entry " << i;
+    }
+  }
+}
+
 TEST(SoftmaxTest, BackwardMatchesFiniteDifferences) {
   Tensor x = RandDouble({3, 4, 5}, 4, -2, 2);
   for (int64_t dim : {-1, 0, 1}) {

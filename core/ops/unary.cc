@@ -28,6 +28,7 @@
 #include "core/base/parallel.h"
 #include "core/dispatch/dispatcher.h"
 #include "core/ops/elementwise.h"
+#include "core/ops/exact_math.h"
 #include "core/ops/pointwise_kernels.h"
 #include "core/tensor/copy.h"
 #include "core/tensor/factory.h"
@@ -86,13 +87,13 @@ void ApplyBlock(const C* xp, C* yp, int64_t n, const UParams& p) {
       yp[i] = v > hi ? hi : v;
     }
   } else if constexpr (kOp == U::kExp) {
-    y = x.exp();
+    ExpInto(xp, C(0), yp, n);  // exact below the smallest normal result and at -inf (exact_math.h)
   } else if constexpr (kOp == U::kLog) {
     y = x.log();
   } else if constexpr (kOp == U::kSqrt) {
-    y = x.sqrt();
+    SqrtInto(xp, yp, n, /*inverse=*/false);  // exact at +inf (exact_math.h)
   } else if constexpr (kOp == U::kRsqrt) {
-    y = x.sqrt().inverse();
+    SqrtInto(xp, yp, n, /*inverse=*/true);
   } else if constexpr (kOp == U::kPow) {
     const C e = static_cast<C>(p.exponent);
     if (e == C(2)) {
@@ -100,7 +101,7 @@ void ApplyBlock(const C* xp, C* yp, int64_t n, const UParams& p) {
     } else if (e == C(3)) {
       y = x.cube();
     } else if (e == C(0.5)) {
-      y = x.sqrt();
+      SqrtInto(xp, yp, n, /*inverse=*/false);
     } else if (e == C(1)) {
       y = x;
     } else {

@@ -174,6 +174,46 @@ TEST(UnaryTest, SpecialValuesFollowTorch) {
   ExpectAllClose(Clamp(FromVector<double>({-5, 0, 5}), 2.0, 1.0), std::vector<double>{1, 1, 1}, 0, 0);
 }
 
+TEST(UnaryTest, SpecialValuesFollowTorchInVectorizedBlocks) {
+  // 64 elements run Eigen's vector code (the 4-element cases above hit its scalar tail). Its packet exp
+  // clamps the argument, so exp(-inf) read 2.9e-39 (5.6e-309 in float64) and exp(-100) 2.9e-39, and its
+  // fast float sqrt gave NaN at +inf; one special element among ordinary ones must not disturb them.
+  const double inf = INFINITY;
+  for (DType dtype : {DType::kFloat32, DType::kFloat64, DType::kBFloat16}) {
+    SCOPED_TRACE(DTypeName(dtype));
+    // The reference in the dtype's compute type (float for float32 and bf16), rounded to the dtype.
+    auto ref = [&](double (*f)(double), double x) {
+      const double v = dtype == DType::kFloat64 ? f(x) : static_cast<double>(static_cast<float>(f(static_cast<float>(x))));
+      return FromDoubles({v}, std::vector<int64_t>{1}, dtype).ToDoubleVector()[0];
+    };
+    auto exp = [](double x) { return std::exp(x); };
+    auto sqrt = [](double x) { return std::sqrt(x); };
+    for (double special : {-inf, -100.0, -800.0}) {
+      std::vector<double> x(64), want(64);
+      for (int i = 0; i < 64; ++i) x[i] = i == 5 ? special : -2.0 + i / 16.0;
+      for (int i = 0; i < 64; ++i) want[i] = ref(exp, x[i]);
+      // float64's exp(-100) is a normal number, computed by Eigen's vector code within an ulp or two.
+      const double tol = dtype == DType::kFloat64 ? 1e-14 * want[5] : 0.0;
+      EXPECT_NEAR(Exp(FromDoubles(x, std::vector<int64_t>{64}, dtype)).ToDoubleVector()[5], want[5], tol)
+          << "exp(" << special << ")";
+      ExpectAllClose(Exp(FromDoubles(x, std::vector<int64_t>{64}, dtype)), want, 0, dtype == DType::kBFloat16 ? 8e-3 : 1e-6);
+      for (double v : Exp(FromDoubles(std::vector<double>(64, special), std::vector<int64_t>{64}, dtype)).ToDoubleVector()) {
+        ASSERT_NEAR(v, want[5], tol) << "exp(" << special << ") in a block of 64";
+      }
+    }
+    std::vector<double> x(64);
+    for (int i = 0; i < 64; ++i) x[i] = i == 9 ? inf : 0.25 + i;
+    const Tensor t = FromDoubles(x, std::vector<int64_t>{64}, dtype);
+    EXPECT_EQ(Sqrt(t).ToDoubleVector()[9], inf);
+    EXPECT_EQ(Rsqrt(t).ToDoubleVector()[9], 0.0);
+    EXPECT_EQ(Pow(t, 0.5).ToDoubleVector()[9], inf);
+    EXPECT_NEAR(Sqrt(t).ToDoubleVector()[10], ref(sqrt, x[10]), 1e-2);
+    const Tensor all_inf = FromDoubles(std::vector<double>(64, inf), std::vector<int64_t>{64}, dtype);
+    EXPECT_EQ(Sqrt(all_inf).ToDoubleVector(), std::vector<double>(64, inf));
+    EXPECT_EQ(Rsqrt(all_inf).ToDoubleVector(), std::vector<double>(64, 0.0));
+  }
+}
+
 TEST(UnaryTest, BackwardMatchesFiniteDifferences) {
   Tensor any = RandDouble({3, 5}, 21, -2, 2);
   Tensor pos = RandDouble({3, 5}, 22, 0.2, 3);
