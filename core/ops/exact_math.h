@@ -1,15 +1,21 @@
-// core/ops/exact_math.h — internal to core/ops: Eigen 3.4's vectorized exp and sqrt with exact special
-// values.
+// core/ops/exact_math.h — internal to core/ops: Eigen 3.4's vectorized exp, sqrt and log with exact
+// special and subnormal values.
 //
-// Why: Eigen's packet exp clamps its argument (float: to about -88.38; double: about -709.4), so below the
-// log of the smallest normal number (-87.34 float, -708.40 double) it returns about 2.9e-39 (5.6e-309)
-// instead of the subnormal or 0 that std::exp and torch.exp return. That includes -inf, where a softmax
-// mask expects exactly 0. Its fast float sqrt (x · rsqrt(x) on AVX-512) returns NaN for +inf. These
-// helpers run Eigen's vector code and then recompute the elements with such an argument with <cmath>
-// (one vectorized comparison finds whether any exist, so common blocks pay a compare per element).
+// Why: Eigen's packet functions are fast but wrong at the edges, and only in whole packets (a block's
+// scalar tail is right, so a result depended on the element's position):
+//   - exp clamps its argument (float: to about -88.72; double: about -709.78), so below the log of the
+//     smallest normal number (-87.34 float, -708.40 double) it returned about 2.9e-39 (5.6e-309) instead
+//     of the subnormal or 0 that std::exp and torch.exp return, also for -inf, where a softmax mask
+//     expects exactly 0;
+//   - the fast float sqrt (AVX2: x · rsqrt(x)) returns NaN for +inf and 0 for subnormals and -0.0
+//     (so rsqrt gave +inf there);
+//   - log raises a subnormal argument to the smallest normal (float log(1e-40) read -87.34, not -92.1).
+// These helpers run Eigen's vector code block by block, then recompute the affected elements with
+// <cmath>. Whether a block has any is an OR-reduction of branch-free comparisons that the compiler
+// vectorizes (Eigen's any() is a scalar loop with an early exit).
 //
-// Invariant: y may alias x; results equal Eigen's where no special argument occurs, and std::exp /
-// std::sqrt's elsewhere in the block.
+// Invariant: y may alias x (then a 2048-element block with an affected element is computed wholly with
+// <cmath>); elsewhere results equal Eigen's.
 //
 // Example:
 //   ExpInto(x, /*offset=*/row_max, y, n);  // y = exp(x - row_max)
@@ -24,49 +30,87 @@
 
 namespace tessel {
 
-// The log of the smallest normal C: below it Eigen's exp is wrong.
+// The log of the smallest normal C (rounded up): below it Eigen's exp is wrong.
 template <typename C>
 inline constexpr C kExpNormalFloor = std::is_same_v<C, float> ? C(-87.3365) : C(-708.396);
+
+namespace exact_math_internal {
+
+// Elements per pass: the comparison, Eigen's code and the fix-up read the block while it is in L1.
+constexpr int64_t kBlock = 2048;
+
+// True when affected(x[i]) holds for some i. No early exit and a branch-free predicate, so the loop
+// vectorizes (Eigen's any() is a scalar loop with an early exit).
+template <typename C, typename Affected>
+bool Any(const C* x, int64_t n, Affected affected) {
+  int found = 0;
+  for (int64_t i = 0; i < n; ++i) found |= static_cast<int>(affected(x[i]));
+  return found != 0;
+}
+
+// y = eigen(x) with every element where affected(x) recomputed by exact(x).
+template <typename C, typename Eig, typename Affected, typename Exact>
+void Fixed(const C* x, C* y, int64_t n, Eig eigen, Affected affected, Exact exact) {
+  static_assert(std::is_floating_point_v<C>);
+  for (int64_t b = 0; b < n; b += kBlock) {
+    const int64_t m = n - b < kBlock ? n - b : kBlock;
+    const C* xb = x + b;
+    C* yb = y + b;
+    const bool any = Any(xb, m, affected);
+    if (any && xb == yb) {  // in place: the arguments would be gone before the fix-up
+      for (int64_t i = 0; i < m; ++i) yb[i] = exact(xb[i]);
+      continue;
+    }
+    Eigen::Map<const Eigen::Array<C, Eigen::Dynamic, 1>> xa(xb, m);
+    Eigen::Map<Eigen::Array<C, Eigen::Dynamic, 1>> ya(yb, m);
+    eigen(xa, ya);
+    if (!any) continue;
+    for (int64_t i = 0; i < m; ++i) {
+      if (affected(xb[i])) yb[i] = exact(xb[i]);
+    }
+  }
+}
+
+}  // namespace exact_math_internal
 
 // y[0, n) = exp(x[0, n) - offset).
 template <typename C>
 void ExpInto(const C* x, C offset, C* y, int64_t n) {
-  static_assert(std::is_floating_point_v<C>);
-  Eigen::Map<const Eigen::Array<C, Eigen::Dynamic, 1>> xa(x, n);
-  Eigen::Map<Eigen::Array<C, Eigen::Dynamic, 1>> ya(y, n);
-  const bool underflows = (xa - offset < kExpNormalFloor<C>).any();
-  if (underflows && x == y) {  // in place: the arguments would be gone before the fix-up
-    for (int64_t i = 0; i < n; ++i) y[i] = std::exp(x[i] - offset);
-    return;
-  }
-  ya = (xa - offset).exp();
-  if (!underflows) return;
-  for (int64_t i = 0; i < n; ++i) {
-    if (x[i] - offset < kExpNormalFloor<C>) y[i] = std::exp(x[i] - offset);
-  }
+  // x < threshold ⇔ x - offset below the floor, up to rounding (where Eigen is still right: it clamps
+  // only at -88.72).
+  const C threshold = kExpNormalFloor<C> + offset;
+  exact_math_internal::Fixed(
+      x, y, n, [offset](const auto& xa, auto& ya) { ya = (xa - offset).exp(); },
+      [threshold](C v) { return v < threshold; }, [offset](C v) { return std::exp(v - offset); });
 }
 
 // y[0, n) = sqrt(x[0, n)), or 1 / sqrt(x[0, n)) when `inverse`.
 template <typename C>
 void SqrtInto(const C* x, C* y, int64_t n, bool inverse) {
-  static_assert(std::is_floating_point_v<C>);
-  Eigen::Map<const Eigen::Array<C, Eigen::Dynamic, 1>> xa(x, n);
-  Eigen::Map<Eigen::Array<C, Eigen::Dynamic, 1>> ya(y, n);
-  const C inf = std::numeric_limits<C>::infinity();
-  const bool has_inf = (xa == inf).any();
-  if (has_inf && x == y) {  // in place
-    for (int64_t i = 0; i < n; ++i) y[i] = inverse ? C(1) / std::sqrt(x[i]) : std::sqrt(x[i]);
-    return;
-  }
+  // float: +inf, and [-0, smallest normal) where the fast sqrt flushes; double's sqrt is exact.
+  const auto affected = [](C v) {  // branch-free (bitwise operators), so Any vectorizes
+    if constexpr (std::is_same_v<C, float>) {
+      return (v == std::numeric_limits<C>::infinity()) | ((v >= C(0)) & (v < std::numeric_limits<C>::min()));
+    } else {
+      return v == std::numeric_limits<C>::infinity();
+    }
+  };
   if (inverse) {
-    ya = xa.sqrt().inverse();
+    exact_math_internal::Fixed(
+        x, y, n, [](const auto& xa, auto& ya) { ya = xa.sqrt().inverse(); }, affected,
+        [](C v) { return C(1) / std::sqrt(v); });
   } else {
-    ya = xa.sqrt();
+    exact_math_internal::Fixed(
+        x, y, n, [](const auto& xa, auto& ya) { ya = xa.sqrt(); }, affected, [](C v) { return std::sqrt(v); });
   }
-  if (!has_inf) return;
-  for (int64_t i = 0; i < n; ++i) {
-    if (x[i] == inf) y[i] = inverse ? C(0) : inf;
-  }
+}
+
+// y[0, n) = log(x[0, n)).
+template <typename C>
+void LogInto(const C* x, C* y, int64_t n) {
+  exact_math_internal::Fixed(
+      x, y, n, [](const auto& xa, auto& ya) { ya = xa.log(); },
+      [](C v) { return (v > C(0)) & (v < std::numeric_limits<C>::min()); }, [](C v) { return std::log(v); });
 }
 
 }  // namespace tessel

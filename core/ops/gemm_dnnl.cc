@@ -68,9 +68,8 @@ struct Cache {
   std::map<Key, std::shared_ptr<const Primitive>> entries;  // nullptr: oneDNN has no kernel for the key
   // Held while a primitive is created (lookups of cached keys take only `mu`). Threads that miss the
   // same key at once (a GEMM split along K gives its threads equal shapes) then create it once: the
-  // second finds the first's entry. Concurrent creation of one primitive is legal in oneDNN, but it
-  // JITs the kernel twice, and its lock-free primitive cache (not instrumented) reads as a data race
-  // to ThreadSanitizer.
+  // second finds the first's entry. Concurrent creation of one primitive is legal in oneDNN, but its
+  // primitive cache (not instrumented) then reads as a data race to ThreadSanitizer.
   std::mutex create_mu;
 };
 

@@ -89,7 +89,7 @@ void ApplyBlock(const C* xp, C* yp, int64_t n, const UParams& p) {
   } else if constexpr (kOp == U::kExp) {
     ExpInto(xp, C(0), yp, n);  // exact below the smallest normal result and at -inf (exact_math.h)
   } else if constexpr (kOp == U::kLog) {
-    y = x.log();
+    LogInto(xp, yp, n);  // exact for subnormal arguments (exact_math.h)
   } else if constexpr (kOp == U::kSqrt) {
     SqrtInto(xp, yp, n, /*inverse=*/false);  // exact at +inf (exact_math.h)
   } else if constexpr (kOp == U::kRsqrt) {
@@ -148,12 +148,12 @@ Tensor UnaryImpl(const Tensor& x_in, const UParams& p, const char* name) {
         if constexpr (std::is_same_v<T, C>) {
           ApplyBlock<kOp, C>(px + s, po + s, e - s, p);
         } else {
-          C buf[kBlock];
+          C buf[kBlock], res[kBlock];  // separate: exact_math.h's fix-ups need the arguments
           for (int64_t b = s; b < e; b += kBlock) {
             const int64_t m = std::min(kBlock, e - b);
             for (int64_t i = 0; i < m; ++i) buf[i] = ToCompute(px[b + i]);
-            ApplyBlock<kOp, C>(buf, buf, m, p);
-            for (int64_t i = 0; i < m; ++i) po[b + i] = FromCompute<T>(buf[i]);
+            ApplyBlock<kOp, C>(buf, res, m, p);
+            for (int64_t i = 0; i < m; ++i) po[b + i] = FromCompute<T>(res[i]);
           }
         }
       });
