@@ -81,11 +81,17 @@ grep -qx "\[rank 1\] u 2" "$out" || fail "--nproc_per_node=2 not honoured"
 grep -q "max-restarts needs --nnodes 1" "$out" || fail "no multi-node restart message"
 
 # 4b. --max-restarts: rank 1 fails in attempts 0 and 1 (TESSEL_RESTART_COUNT) while rank 0 sleeps; the launcher
-# stops rank 0, restarts both, and the third attempt succeeds. Each restart is printed.
-prog='echo "attempt $TESSEL_RESTART_COUNT"; if [ "$RANK" = 1 ] && [ "$TESSEL_RESTART_COUNT" -lt 2 ]; then exit 5; fi
+# stops rank 0, restarts both, and the third attempt succeeds. Each restart is printed. Rank 1 fails only once
+# rank 0 has printed its attempt (a marker file, waited for up to 10 s): else a slow start of rank 0 (a
+# sanitizer build, a loaded machine) is stopped before it prints, and the count below reads 2.
+mark=$(mktemp -d "${TEST_TMPDIR:-/tmp}/mark.XXXXXX")
+prog='echo "attempt $TESSEL_RESTART_COUNT"; [ "$RANK" = 0 ] && touch "$MARK/$TESSEL_RESTART_COUNT"
+if [ "$RANK" = 1 ] && [ "$TESSEL_RESTART_COUNT" -lt 2 ]; then
+  i=0; while [ ! -e "$MARK/$TESSEL_RESTART_COUNT" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done; exit 5
+fi
 [ "$RANK" = 0 ] && [ "$TESSEL_RESTART_COUNT" -lt 2 ] && sleep 60; exit 0'
 start=$(date +%s)
-"$launcher" --nproc-per-node 2 --max-restarts 2 /bin/sh -c "$prog" >"$out" 2>&1
+MARK="$mark" "$launcher" --nproc-per-node 2 --max-restarts 2 /bin/sh -c "$prog" >"$out" 2>&1
 rc=$?
 elapsed=$(( $(date +%s) - start ))
 [ $rc -eq 0 ] || fail "expected exit 0 after two restarts, got $rc"
@@ -96,7 +102,8 @@ for a in 0 1; do
 done
 [ "$(grep -c "^\[rank 0\] attempt [012]$" "$out")" -eq 3 ] || fail "rank 0 did not run three attempts"
 # Out of restarts: the exit code of the last attempt (here attempt 1 fails with 5 again).
-"$launcher" --nproc-per-node 2 --max-restarts 1 /bin/sh -c "$prog" >"$out" 2>&1
+mark=$(mktemp -d "${TEST_TMPDIR:-/tmp}/mark.XXXXXX")
+MARK="$mark" "$launcher" --nproc-per-node 2 --max-restarts 1 /bin/sh -c "$prog" >"$out" 2>&1
 rc=$?
 [ $rc -eq 5 ] || fail "expected the last attempt's exit code 5, got $rc"
 [ "$(grep -c "restarting all 2 local ranks" "$out")" -eq 1 ] || fail "expected exactly one restart"
