@@ -29,7 +29,6 @@
 #include "core/base/error.h"
 #include "core/base/parallel.h"
 #include "core/dispatch/dispatcher.h"
-#include "core/ops/exact_math.h"
 #include "core/ops/loss_rows.h"
 #include "core/tensor/copy.h"
 #include "core/tensor/factory.h"
@@ -174,19 +173,7 @@ Tensor BackwardTyped(const Tensor& grad, const Tensor& logits, const Tensor& tar
       const C scale = red == Reduction::kNone ? static_cast<C>(ToCompute(pg[r])) : uniform;
       const auto row = LoadRow(px + r * d.classes, d.classes, buf);
       const C lse = RowLogSumExp<C>(row);
-      // softmax · scale; exactly 0 at -inf (masked) logits, as in torch (exact_math.h)
-      if constexpr (std::is_same_v<T, C>) {
-        Eigen::Map<RowArray<C>> out_row(orow, d.classes);
-        ExpInto(row.data(), lse, orow, d.classes);
-        out_row *= scale;
-        out_row[pt[r]] -= scale;
-      } else {
-        grad_row.resize(d.classes);
-        ExpInto(row.data(), lse, grad_row.data(), d.classes);
-        grad_row *= scale;
-        grad_row[pt[r]] -= scale;
-        for (int64_t j = 0; j < d.classes; ++j) orow[j] = FromCompute<T>(grad_row[j]);
-      }
+      SoftmaxGradRow(row, lse, scale, pt[r], orow, grad_row);
     }
   });
   return out;

@@ -26,7 +26,6 @@
 #include "core/base/error.h"
 #include "core/base/parallel.h"
 #include "core/dispatch/dispatcher.h"
-#include "core/ops/exact_math.h"
 #include "core/ops/loss_rows.h"
 #include "core/tensor/copy.h"
 #include "core/tensor/factory.h"
@@ -157,20 +156,7 @@ void LocalSoftmaxGrad(const T* x, T* out, int64_t n, int64_t c, int64_t c0, cons
       const C s = static_cast<C>(scale[static_cast<size_t>(r)]);
       const C lse = static_cast<C>(st.lse[static_cast<size_t>(r)]);
       const auto row = LoadRow(x + r * c, c, buf);
-      const int64_t local = target_r - c0;
-      // exactly 0 at -inf (masked) logits, as in torch (core/ops/exact_math.h)
-      if constexpr (std::is_same_v<T, C>) {
-        Eigen::Map<RowArray<C>> o(orow, c);
-        ExpInto(row.data(), lse, orow, c);
-        o *= s;
-        if (local >= 0 && local < c) o[local] -= s;
-      } else {
-        grad.resize(c);
-        ExpInto(row.data(), lse, grad.data(), c);
-        grad *= s;
-        if (local >= 0 && local < c) grad[local] -= s;
-        for (int64_t j = 0; j < c; ++j) orow[j] = FromCompute<T>(grad[j]);
-      }
+      SoftmaxGradRow(row, lse, s, target_r - c0, orow, grad);
     }
   });
 }
