@@ -49,10 +49,8 @@ struct StepContext {
 Tensor AllGather(const StepContext& c, const Tensor& local) {
   const int64_t dim = c.step.src_dim, w = c.world();
   const int64_t extent = c.ReleasedExtent(dim), full = (extent + w - 1) / w;
-  Shape gathered = MoveToFront(local, dim).sizes();
-  gathered[0] = w * full;
   if (dim == 0 && extent % w == 0 && local.is_contiguous()) {  // even pieces along dim 0: no staging copy
-    Tensor out = Empty(gathered, local.dtype(), local.device());
+    Tensor out = Empty(WithSize(local.sizes(), 0, w * full), local.dtype(), local.device());
     c.group()->AllGather(out, local)->Wait();
     return out;
   }
@@ -74,6 +72,8 @@ Tensor AllGather(const StepContext& c, const Tensor& local) {
     for (int64_t k = 0; k < w; ++k) CopyInto(Narrow(result, dim, k * full, full), Narrow(out, 0, k * n0, n0));
     return result;
   }
+  // Uneven pieces, or a strided local along dim 0: stage the padded piece dim-first, gather, copy out.
+  const Shape gathered = WithSize(MoveToFront(local, dim).sizes(), 0, w * full);
   Tensor in, out;
   {
     memory::LedgerScope scope(memory::Ledger::kCommBuffers);
@@ -95,8 +95,6 @@ Tensor AllGather(const StepContext& c, const Tensor& local) {
 Tensor ReduceScatter(const StepContext& c, const Tensor& local) {
   const int64_t dim = c.step.dst_dim, w = c.world(), extent = local.size(dim);
   const int64_t full = (extent + w - 1) / w;
-  const ChunkPiece mine = ChunkPieceOf(extent, w, c.coord());
-  const Tensor front = MoveToFront(local, dim);
   if (dim == 0 && extent % w == 0 && local.is_contiguous()) {  // even pieces along dim 0
     Tensor out = Empty(WithSize(local.sizes(), 0, full), local.dtype(), local.device());
     c.group()->ReduceScatter(out, local, c.step.op)->Wait();
@@ -116,6 +114,9 @@ Tensor ReduceScatter(const StepContext& c, const Tensor& local) {
     c.group()->ReduceScatter(result, in, c.step.op)->Wait();
     return result;
   }
+  // Uneven pieces, or a strided local along dim 0: stage the padded pieces dim-first, scatter, copy out.
+  const ChunkPiece mine = ChunkPieceOf(extent, w, c.coord());
+  const Tensor front = MoveToFront(local, dim);
   Tensor in, out;
   {
     memory::LedgerScope scope(memory::Ledger::kCommBuffers);

@@ -175,6 +175,9 @@ int SplitThreads(int64_t m, int64_t n, int64_t k, int64_t split_extent) {
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({NumThreads(), macs / kMinMacsPerThread, panels})));
 }
 
+// Bytes per element of the product c: float32 for bf16 operands, else the operands' type.
+int64_t ProductElementSize(DType dtype) { return dtype == DType::kBFloat16 ? 4 : ElementSize(dtype); }
+
 // Threads for splitting an m × n × k GEMM along K (NOTE: K split), or 1 when it should not be.
 int KSplitThreads(int64_t m, int64_t n, int64_t k, int64_t esz_c) {
   if (NumThreads() <= 1 || omp_in_parallel() || k < 2 * std::max(m, n)) return 1;
@@ -241,8 +244,7 @@ void PanelCall(DType dtype, const BlasOperand& a, const BlasOperand& b, char* c,
 // epilogue, so the epilogue calls depend only on the shape and kt.
 void KSplitGemm(DType dtype, const BlasOperand& ba, const BlasOperand& bb, char* pc, int64_t ldc, int64_t m,
                 int64_t n, int64_t k, bool accumulate, const GemmEpilogue& epilogue, int kt) {
-  const int64_t esz = ElementSize(dtype);
-  const int64_t esz_c = dtype == DType::kBFloat16 ? 4 : esz;
+  const int64_t esz = ElementSize(dtype), esz_c = ProductElementSize(dtype);
   const int64_t mn = m * n;
   std::unique_ptr<char[]> scratch(new char[static_cast<size_t>((kt - 1) * mn * esz_c)]);  // written whole
   const NumThreadsGuard budget(kt);
@@ -312,7 +314,7 @@ void Gemm(DType dtype, const MatRef& a, const MatRef& b, void* c, int64_t ldc, b
   const int64_t m = a.rows, n = b.cols, k = a.cols;
   if (m == 0 || n == 0) return;
   const int64_t esz = ElementSize(dtype);                             // operands
-  const int64_t esz_c = dtype == DType::kBFloat16 ? 4 : esz;          // product (bf16 → float32)
+  const int64_t esz_c = ProductElementSize(dtype);                   // product (bf16 → float32)
   ldc = m == 1 ? std::max(ldc, n) : ldc;  // BLAS asks ldc >= n even when the row stride is never used
   if (k == 0) {
     if (!accumulate) ZeroRows(c, ldc, m, n, esz_c);
