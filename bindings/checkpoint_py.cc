@@ -32,7 +32,6 @@ py::dict LoadResultDict(const checkpoint::LoadResult& r) {
   py::dict d;
   d["missing_keys"] = r.missing_keys;
   d["unexpected_keys"] = r.unexpected_keys;
-  d["mismatched_keys"] = r.mismatched_keys;
   d["bytes_read"] = r.bytes_read;
   return d;
 }
@@ -78,7 +77,11 @@ void BindCheckpoint(py::module_& m) {
   }, py::arg("state_dict"), py::arg("dir"), py::arg("world") = nullptr);
   m.def("_dcp_load", [](checkpoint::StateDict sd, const std::string& dir, bool strict) {
     RequireDirectory(dir);
-    checkpoint::LoadResult r = NoGil([&] { return checkpoint::Load(sd, dir, {.strict = strict}); });
+    // DCP's semantics: the checkpoint may hold more than the state dict (a model-only state dict from a
+    // training checkpoint); strict covers missing keys only.
+    checkpoint::LoadResult r = NoGil([&] {
+      return checkpoint::Load(sd, dir, {.strict = strict, .allow_unexpected_keys = true});
+    });
     return py::make_tuple(sd, LoadResultDict(r));  // tensors were filled in place; other values are new
   }, py::arg("state_dict"), py::arg("dir"), py::arg("strict") = true);
 }

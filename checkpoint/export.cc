@@ -114,8 +114,9 @@ LoadResult ImportSafetensors(StateDict& state_dict, const std::string& path, con
     const std::string name = u.substr(0, u.rfind(" ("));
     TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, !state_dict.count(name), "safetensors import from '", path,
                       "': tensor ", u, " has a dtype tessel does not support");
-    TESSEL_CHECK(!options.strict, "safetensors import from '", path, "': unexpected tensor ", u,
-                 " (not in the state dict). HINT: LoadOptions.strict = false skips it");
+    TESSEL_CHECK(!options.strict || options.allow_unexpected_keys, "safetensors import from '", path,
+                 "': unexpected tensor ", u,
+                 " (not in the state dict). HINT: LoadOptions.strict = false or allow_unexpected_keys skips it");
   }
   LoadOptions opts = options;
   opts.verify_checksums = false;  // safetensors carries no checksums

@@ -312,11 +312,66 @@ TEST(IntegrityTest, KeyProblemsAreListedByFqnAndNonStrictReportsThem) {
   ExpectErrorContains([&] { Load(shape, dir); }, ErrorCode::kInvalidArgument,
               {"w: checkpoint float32 [8, 16], state dict float32 [8, 4]",
                "b: checkpoint float32 [16], state dict float64 [16]"});
-  StateDict lenient{{"w", Zeros({8, 16})}, {"b", int64_t{0}}, {"extra", Zeros({1})}};
+  StateDict lenient{{"w", Zeros({8, 16})}, {"extra", Zeros({1})}};
   const LoadResult r = Load(lenient, dir, {.strict = false});
   EXPECT_EQ(r.missing_keys, std::vector<std::string>{"extra"});
-  EXPECT_EQ(r.mismatched_keys, std::vector<std::string>{"b: checkpoint tensor, state dict int64"});
+  EXPECT_EQ(r.unexpected_keys, std::vector<std::string>{"b"});
   EXPECT_EQ(std::get<Tensor>(lenient["w"]).ToVector<float>(), std::vector<float>(128, 1.0f));
+  EXPECT_EQ(std::get<Tensor>(lenient["extra"]).ToVector<float>(), std::vector<float>{0.0f});  // left as it was
+}
+
+// strict = false relaxes missing and unexpected keys only: a mismatched entry still fails the load (torch's
+// load_state_dict(strict=False) and DCP raise on a size mismatch too), so a model built with the wrong
+// config never trains on from its initial values.
+TEST(IntegrityTest, MismatchedEntriesFailEvenWhenNotStrict) {
+  const std::string dir = FreshDir("mismatch_lenient");
+  SaveTwoRanks(dir, 1.0);
+  StateDict shape{{"w", Zeros({8, 4})}};
+  ExpectErrorContains([&] { Load(shape, dir, {.strict = false}); }, ErrorCode::kInvalidArgument,
+                      {"1 mismatched [w: checkpoint float32 [8, 16], state dict float32 [8, 4]]",
+                       "a mismatched entry is never skipped"});
+  StateDict kind{{"w", Zeros({8, 16})}, {"b", int64_t{0}}};
+  ExpectErrorContains([&] { Load(kind, dir, {.strict = false, .allow_unexpected_keys = true}); },
+                      ErrorCode::kInvalidArgument, {"b: checkpoint tensor, state dict int64"});
+}
+
+// DCP's load: the state dict may name a subset of the checkpoint (a model-only state dict from a training
+// checkpoint); keys it names still have to be there.
+TEST(IntegrityTest, AllowUnexpectedKeysLoadsASubsetAndStillRequiresEveryKeyItNames) {
+  const std::string dir = FreshDir("subset");
+  SaveTwoRanks(dir, 1.0);
+  StateDict subset{{"w", Zeros({8, 16})}};
+  const LoadResult r = Load(subset, dir, {.allow_unexpected_keys = true});
+  EXPECT_EQ(r.unexpected_keys, std::vector<std::string>{"b"});
+  EXPECT_EQ(std::get<Tensor>(subset["w"]).ToVector<float>(), std::vector<float>(128, 1.0f));
+  StateDict missing{{"w", Zeros({8, 16})}, {"extra", Zeros({1})}};
+  ExpectErrorContains([&] { Load(missing, dir, {.allow_unexpected_keys = true}); }, ErrorCode::kNotFound,
+                      {"1 missing ['extra']"});
+}
+
+// Keys and string values go into JSON (the plan exchange, metadata.json): text that is not UTF-8 is a
+// clear error on every rank before the directory is touched, and the previous checkpoint stays loadable.
+TEST(IntegrityTest, TextThatIsNotUtf8IsInvalidArgumentAndKeepsThePreviousCheckpoint) {
+  const std::string dir = FreshDir("utf8");
+  SaveTwoRanks(dir, 1.0);
+  StateDict bad_value{{"w", Full({8, 16}, 2.0)}, {"tok", std::string("a\x80" "b")}};
+  ExpectErrorContains([&] { Save(bad_value, dir, nullptr, {.fsync = false}); }, ErrorCode::kInvalidArgument,
+                      {"the string value of 'tok' (\"a\\x80b\") is not valid UTF-8", "checkpoint::Bytes"});
+  StateDict bad_key{{"w", Full({8, 16}, 2.0)}, {std::string("k\xff"), int64_t{1}}};
+  ExpectErrorContains([&] { Save(bad_key, dir, nullptr, {.fsync = false}); }, ErrorCode::kInvalidArgument,
+                      {"the key 'k\\xff' is not valid UTF-8"});
+  EXPECT_TRUE(PathExists(JoinPath(dir, kMetadataFileName)));
+  EXPECT_EQ(LoadW(dir), std::vector<float>(128, 1.0f));
+  comm::RunRanks(
+      2,
+      [&](comm::ProcessGroupPtr world) {  // only rank 1 holds the bad value: rank 0 aborts, no hang
+        StateDict sd{{"b", Zeros({4})}};
+        if (world->rank() == 1) sd["tok"] = std::string("\xc3");
+        ExpectErrorContains([&] { Save(sd, dir, world, {.fsync = false}); },
+                            world->rank() == 1 ? ErrorCode::kInvalidArgument : ErrorCode::kAborted, "'tok'");
+      },
+      testing::TestRanks());
+  EXPECT_EQ(LoadW(dir), std::vector<float>(128, 1.0f));
 }
 
 }  // namespace

@@ -56,11 +56,12 @@ std::string List(const std::vector<std::string>& v, bool quote) {
 
 LoadResult CheckKeys(const StateDict& sd, const Metadata& md, const LoadOptions& options, const std::string& source) {
   LoadResult r;
+  std::vector<std::string> mismatched;
   for (const auto& [key, v] : sd) {
     if (!InCheckpoint(md, key)) {
       r.missing_keys.push_back(key);
     } else if (std::string m = Mismatch(md, key, v); !m.empty()) {
-      r.mismatched_keys.push_back(m);
+      mismatched.push_back(m);
     }
   }
   auto unexpected = [&](const std::string& key) {
@@ -69,16 +70,23 @@ LoadResult CheckKeys(const StateDict& sd, const Metadata& md, const LoadOptions&
   for (const auto& [key, t] : md.tensors) unexpected(key);
   for (const auto& [key, b] : md.bytes) unexpected(key);
   for (const auto& [key, v] : md.values) unexpected(key);
-  if (!options.strict) return r;
-  const std::string all = Str("checkpoint load from '", source, "': ", r.mismatched_keys.size(), " mismatched ",
-                              List(r.mismatched_keys, false), ", ", r.missing_keys.size(), " missing ",
+  const bool unexpected_ok = !options.strict || options.allow_unexpected_keys;
+  if (mismatched.empty() && (!options.strict || r.missing_keys.empty()) && (unexpected_ok || r.unexpected_keys.empty())) {
+    return r;
+  }
+  const std::string all = Str("checkpoint load from '", source, "': ", mismatched.size(), " mismatched ",
+                              List(mismatched, false), ", ", r.missing_keys.size(), " missing ",
                               List(r.missing_keys, true), " (in the state dict, not in the checkpoint), ",
                               r.unexpected_keys.size(), " unexpected ", List(r.unexpected_keys, true),
-                              " (in the checkpoint, not in the state dict). HINT: LoadOptions.strict = false loads "
-                              "the matching keys and reports the rest");
-  TESSEL_CHECK(r.mismatched_keys.empty(), all);
-  TESSEL_CHECK_CODE(ErrorCode::kNotFound, r.missing_keys.empty(), all);
-  TESSEL_CHECK(r.unexpected_keys.empty(), all);
+                              " (in the checkpoint, not in the state dict). HINT: ",
+                              mismatched.empty() ? "LoadOptions.strict = false loads the matching keys and reports "
+                                                   "the rest; allow_unexpected_keys accepts a checkpoint with more "
+                                                   "keys than the state dict"
+                                                 : "a mismatched entry is never skipped: fix the model's config or "
+                                                   "drop the key from the state dict");
+  TESSEL_CHECK(mismatched.empty(), all);
+  TESSEL_CHECK_CODE(ErrorCode::kNotFound, !options.strict || r.missing_keys.empty(), all);
+  TESSEL_CHECK(unexpected_ok || r.unexpected_keys.empty(), all);
   return r;
 }
 

@@ -8,9 +8,12 @@
 // a per-tensor ChunkIndex, never a scan of every chunk), verifies them, and copies straight into the
 // destination when the overlap is contiguous on both sides. Load needs no collective.
 //
-// Errors: key problems are listed by FQN — shape/dtype/kind mismatches (kInvalidArgument), then
-// missing keys (kNotFound), then unexpected keys (kInvalidArgument); `strict = false` reports them in
-// the result instead and loads the rest. Storage problems follow chunk_reader.h: kNotFound for a
+// Errors: key problems are listed by FQN — shape/dtype/kind mismatches (kInvalidArgument, always: a
+// mismatched entry is never skipped, as torch's load_state_dict and DCP raise on a size mismatch
+// whatever their strictness), then missing keys (kNotFound), then unexpected keys (kInvalidArgument);
+// `strict = false` reports missing and unexpected keys in the result instead and loads the rest, and
+// `allow_unexpected_keys` accepts a checkpoint that holds more than the state dict (DCP's load: a
+// model-only state dict from a training checkpoint, one pipeline stage's keys from the whole model's). Storage problems follow chunk_reader.h: kNotFound for a
 // missing file, kDataLoss for corruption, kFailedPrecondition for another format version. On an error
 // the contents of the state dict are unspecified (never silently wrong: the error is the answer).
 //
@@ -32,6 +35,9 @@ namespace tessel::checkpoint {
 
 struct LoadOptions {
   bool strict = true;
+  // Keys of the checkpoint that the state dict lacks are reported (LoadResult::unexpected_keys), not an
+  // error, even when strict (torch.distributed.checkpoint.load's semantics).
+  bool allow_unexpected_keys = false;
   // Verify block checksums of everything read. Off: read exactly the needed runs (no block rounding).
   bool verify_checksums = true;
   // Bound of the staging buffer of one strided copy (a slab of an overlap).
@@ -41,7 +47,6 @@ struct LoadOptions {
 struct LoadResult {
   std::vector<std::string> missing_keys;     // in the state dict, not in the checkpoint
   std::vector<std::string> unexpected_keys;  // in the checkpoint, not in the state dict
-  std::vector<std::string> mismatched_keys;  // "fqn: checkpoint float32 [8, 8], state dict float32 [8, 4]"
   int64_t bytes_read = 0;                    // by this rank
   int64_t chunks_read = 0;                   // (chunk, target) overlaps copied by this rank
 };

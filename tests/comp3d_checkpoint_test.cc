@@ -96,7 +96,6 @@ void LoadInto(const Layout& layout, const std::string& dir, Snapshot& loaded) {
     checkpoint::StateDict sd = run->model.GetStateDict(run->optimizers);
     const checkpoint::LoadResult r = checkpoint::Load(sd, dir, {.strict = false});
     EXPECT_TRUE(r.missing_keys.empty()) << r.missing_keys.front();
-    EXPECT_TRUE(r.mismatched_keys.empty()) << r.mismatched_keys.front();
     run->model.SetOptimizerStateDict(run->optimizers, sd);
     Record(run->model.GetStateDict(run->optimizers), loaded);
   });

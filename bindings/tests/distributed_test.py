@@ -247,7 +247,7 @@ def test_dcp_checkpoint_saved_on_two_ranks_loads_into_one(tmp_path):
         opt.step()
         model_sd, optim_sd = get_state_dict(net, opt)
         assert all(k.startswith("optim.") for k in optim_sd) and "head.weight" in model_sd
-        dcp.save({"model": model_sd, "optim": optim_sd, "step": 7}, checkpoint_id=ckpt)
+        dcp.save({"model": model_sd, "optim": optim_sd, "step": 7, "rng": b"\x80\x01rng"}, checkpoint_id=ckpt)
         full = {n: p.full_tensor().numpy() for n, p in net.named_parameters()}
         if world.rank == 0:
             saved.update(full)
@@ -257,10 +257,11 @@ def test_dcp_checkpoint_saved_on_two_ranks_loads_into_one(tmp_path):
     net = Net()  # other values: everything must come from the checkpoint
     opt = tessel.optim.AdamW(net.parameters(), lr=0.1)
     model_sd, optim_sd = get_state_dict(net, opt)
-    state = {"model": model_sd, "optim": optim_sd, "step": 0}
+    state = {"model": model_sd, "optim": optim_sd, "step": 0, "rng": b""}
     dcp.load(state, checkpoint_id=ckpt)
     set_state_dict(net, opt, model_state_dict=state["model"], optim_state_dict=state["optim"])
     assert state["step"] == 7
+    assert isinstance(state["rng"], bytes) and state["rng"] == b"\x80\x01rng"  # bytes stay bytes (DCP)
     for n, p in net.named_parameters():
         np.testing.assert_array_equal(p.numpy(), saved[n], err_msg=n)
     with pytest.raises(FileNotFoundError, match="no checkpoint directory"):
@@ -269,6 +270,13 @@ def test_dcp_checkpoint_saved_on_two_ranks_loads_into_one(tmp_path):
         dcp.load({"extra": tessel.ones(1)}, checkpoint_id=ckpt)
     result = dcp.load({"extra": tessel.ones(1)}, checkpoint_id=ckpt, strict=False)
     assert result["missing_keys"] == ["extra"] and "model.head.weight" in result["unexpected_keys"]
+    # As in DCP: a state dict may name a subset of the checkpoint (the model only) ...
+    only_model = {"model": {"head.weight": tessel.zeros(*net.head.weight.shape)}}
+    dcp.load(only_model, checkpoint_id=ckpt)
+    np.testing.assert_array_equal(only_model["model"]["head.weight"].numpy(), saved["head.weight"])
+    # ... and a shape mismatch raises whatever strict says, never leaving the old values in place.
+    with pytest.raises(ValueError, match=r"1 mismatched \[model.head.weight: checkpoint float32"):
+        dcp.load({"model": {"head.weight": tessel.zeros(1)}}, checkpoint_id=ckpt, strict=False)
 
 
 if __name__ == "__main__":

@@ -81,9 +81,40 @@ uint64_t HashValue(const ScalarValue& v) {
   return Checksum(s.data(), static_cast<int64_t>(s.size()));
 }
 
+// `s` with bytes outside printable ASCII as \xNN, for an error message about text that may not be UTF-8.
+std::string Escaped(const std::string& s) {
+  std::string out;
+  for (const unsigned char c : s) {
+    if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      constexpr char kHex[] = "0123456789abcdef";
+      out += {'\\', 'x', kHex[c >> 4], kHex[c & 15]};
+    }
+  }
+  return out;
+}
+
+// Keys and string values travel in JSON (the plan exchange, metadata.json), whose encoder throws on
+// invalid UTF-8 (nlohmann's type_error 316, which names neither the key nor the rank). Checked here,
+// with the same encoder, while every rank can still report the error through the plan exchange and
+// before the coordinator touches the directory.
+void CheckUtf8(const std::string& fqn, const std::string& text, bool is_key) {
+  try {
+    (void)nlohmann::json(text).dump();
+  } catch (const nlohmann::json::type_error&) {
+    TESSEL_FAIL(ErrorCode::kInvalidArgument, "checkpoint save: ",
+                is_key ? Str("the key '", Escaped(fqn), "' is")
+                       : Str("the string value of '", Escaped(fqn), "' (\"", Escaped(text), "\") is"),
+                " not valid UTF-8. HINT: store binary data as checkpoint::Bytes (Python: a bytes value)");
+  }
+}
+
 void Normalize(const StateDict& sd, int rank, std::vector<SaveEntry>* entries, LocalSavePlan* plan) {
   plan->rank = rank;
   for (const auto& [fqn, value] : sd) {
+    CheckUtf8(fqn, fqn, /*is_key=*/true);
+    if (const std::string* text = std::get_if<std::string>(&value)) CheckUtf8(fqn, *text, /*is_key=*/false);
     SaveEntry e{fqn, ItemKind::kTensor, {}, {}, int64_t{0}};
     WriteItem it{.fqn = fqn};
     if (const Tensor* t = std::get_if<Tensor>(&value)) {
