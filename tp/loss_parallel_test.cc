@@ -127,6 +127,28 @@ TEST(LossParallelMaskTest, MaskedLogitsGetExactlyZeroGradientOnEveryShard) {
   });
 }
 
+// Targets are checked as the unsharded loss checks them: a target no rank owns (a pad id equal to V, -1
+// with ignore_index -100) would otherwise count as a logit of 0 and drop the gradient's -1 on every
+// rank, and a target of another length would read the rows at the wrong stride; both used to return a
+// finite loss.
+TEST(LossParallelTargetsTest, OutOfRangeTargetsAndWrongLengthsFailOnEveryRankAsUnsharded) {
+  RunTp(2, [&](const dtensor::DeviceMesh& tp) {
+    Generator gen(3);
+    const Tensor logits = dtensor::DistributeTensor(Randn({4, kV}, gen), tp, {dtensor::Shard{1}});
+    LossParallel loss_parallel;
+    ExpectErrorContains([&] { CrossEntropy(logits, FromVector<int64_t>({0, kV, 2, 3})); }, ErrorCode::kOutOfRange,
+                        {"cross_entropy: target 509 (at local index 1) is out of range for 509 classes"});
+    ExpectErrorContains([&] { CrossEntropy(logits, FromVector<int64_t>({0, -1, 2, 3})); }, ErrorCode::kOutOfRange,
+                        {"target -1", "ignore_index -100"});
+    ExpectErrorContains([&] { CrossEntropy(logits, FromVector<int64_t>({0, 1, 2})); }, ErrorCode::kInvalidArgument,
+                        {"logits [4, 509] need target of shape [4], got [3]"});
+    // ignore_index itself stays allowed, and the loss then equals the unsharded one over the other rows.
+    const Tensor t = FromVector<int64_t>({0, -100, 508, 3});
+    const double sharded = dtensor::DTensor(CrossEntropy(logits, t)).ToLocal().item<double>();
+    EXPECT_NEAR(sharded, CrossEntropy(dtensor::DTensor(logits).FullTensor(), t).item<double>(), 1e-6);
+  });
+}
+
 // No rank ever holds the full logits: every activation of the loss is a function of the local vocabulary
 // slice, so the activations peak halves from W = 2 to W = 4. A full [B, T, V] float32 tensor (F bytes)
 // allocated on a rank would add F to both peaks, and (F + p2 / 2) / (F + p2) > 0.6 whenever p2 < 4F.

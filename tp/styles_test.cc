@@ -324,6 +324,21 @@ TEST_P(StyleTest, RowwiseEmbeddingIsVocabParallelWithOnePartialReduction) {
   }
 }
 
+// An id outside [0, V) is an error in the vocab-parallel forward as in the dense one: no rank owns it, so
+// the masked lookup used to zero it on every rank and return a zero row (the backward raised, eval did not).
+TEST_P(StyleTest, RowwiseEmbeddingRejectsIdsNoRankOwnsInTheForward) {
+  RunTp(GetParam(), [&](const dtensor::DeviceMesh& tp) {
+    Generator gen(8);
+    nn::Embedding emb(10, 8, gen, 1.0);
+    ParallelizeModule(emb, tp, RowwiseParallel{.input_layouts = Replicate{}});
+    for (int64_t bad : {int64_t{10}, int64_t{-1}}) {
+      ExpectErrorContains([&] { emb(FromVector<int64_t>({3, bad, 0})); }, ErrorCode::kOutOfRange,
+                          {Str("embedding: index ", bad, " (at flat position 1 of indices [3])"),
+                           "weight [10, 8] with 10 rows"});
+    }
+  });
+}
+
 INSTANTIATE_TEST_SUITE_P(World, StyleTest, ::testing::Values(2, 4),
                          [](const ::testing::TestParamInfo<int>& info) { return Str("W", info.param); });
 

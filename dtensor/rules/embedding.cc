@@ -30,7 +30,9 @@ namespace {
 
 using comm::ReduceOp;
 
-// Lookup on this rank's rows [offset, offset + rows): other ids read row 0 and are zeroed after.
+// Lookup on this rank's rows [offset, offset + rows): other ids read row 0 and are zeroed after. Every
+// id is first checked against the global [0, num_embeddings), as the dense kernel checks it: an id no
+// rank owns would otherwise be zeroed on every rank and read as a zero row, silently.
 TensorList MaskedEmbedding(const LocalContext& ctx) {
   const Tensor& w = ctx.locals[0];
   const ShardingState& ws = *ctx.strategy.inputs[0];
@@ -43,7 +45,12 @@ TensorList MaskedEmbedding(const LocalContext& ctx) {
   CopyInto(ids, ctx.locals[1]);
   int64_t* p = ids.data_ptr<int64_t>();
   std::vector<int64_t> masked;
+  const int64_t num_rows = wspec.shape()[0];
   for (int64_t i = 0; i < ids.numel(); ++i) {
+    TESSEL_CHECK_CODE(ErrorCode::kOutOfRange, p[i] >= 0 && p[i] < num_rows, "embedding: index ", p[i],
+                      " (at flat position ", i, " of indices ", ShapeStr(ids.sizes()), ") is out of range for weight ",
+                      ShapeStr(wspec.shape()), " with ", num_rows, " rows (valid: 0 <= index < ", num_rows,
+                      "), sharded over the vocabulary on rank ", ctx.call.mesh.global_rank());
     const int64_t local = p[i] - offset;
     const bool mine = local >= 0 && local < rows;
     p[i] = mine ? local : 0;

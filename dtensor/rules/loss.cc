@@ -177,7 +177,38 @@ int64_t ClassOffset(const LocalContext& ctx, int logits_input) {
       .global_offset.back();
 }
 
-std::vector<int64_t> Targets(const Tensor& t) { return t.ToVector<int64_t>(); }
+// The global shapes and dtypes the dense kernel checks (core/ops/loss.cc's CheckArgs), checked in the
+// rule so every rank raises the same error before any collective: rows are read at the local logits'
+// width, so a target of another length would be read with the wrong stride, not out of bounds.
+void CheckTargetSpec(const OpCall& call, const char* op, int logits_input, int target_input) {
+  const DTensorSpec& logits = call.spec(logits_input);
+  const DTensorSpec& target = call.spec(target_input);
+  TESSEL_CHECK(target.dtype() == DType::kInt64, op, ": target must be int64 class indices; call ", DescribeCall(call));
+  if (logits.ndim() == 2) {
+    TESSEL_CHECK(target.shape() == Shape{logits.shape()[0]}, op, ": logits ", ShapeStr(logits.shape()),
+                 " need target of shape [", logits.shape()[0], "], got ", ShapeStr(target.shape()), "; call ",
+                 DescribeCall(call));
+  } else {
+    TESSEL_CHECK(target.ndim() <= 1 && NumElements(target.shape()) == 1, op, ": logits ", ShapeStr(logits.shape()),
+                 " need a target of shape [] or [1], got ", ShapeStr(target.shape()), "; call ", DescribeCall(call));
+  }
+}
+
+// This rank's targets, each in [0, C) of the global class count or ignore_index, as the dense kernel
+// requires (kOutOfRange). Sharded over the vocabulary a target no rank owns would otherwise count as a
+// logit of 0 in the loss and drop the -1 from the gradient on every rank: a wrong objective, silently.
+std::vector<int64_t> Targets(const LocalContext& ctx, const char* op, int logits_input, const Tensor& target) {
+  const std::vector<int64_t> t = target.ToVector<int64_t>();
+  const int64_t classes = ctx.call.spec(logits_input).shape().back();
+  const int64_t ignore = ctx.attrs.GetInt("ignore_index");
+  for (size_t i = 0; i < t.size(); ++i) {
+    TESSEL_CHECK_CODE(ErrorCode::kOutOfRange, t[i] == ignore || (t[i] >= 0 && t[i] < classes), op, ": target ",
+                      t[i], " (at local index ", i, ") is out of range for ", classes, " classes (logits ",
+                      ShapeStr(ctx.call.spec(logits_input).shape()), " sharded over the vocabulary, ignore_index ",
+                      ignore, ", rank ", ctx.call.mesh.global_rank(), ")");
+  }
+  return t;
+}
 
 TensorList CrossEntropyLocal(const LocalContext& ctx) {
   const Tensor& logits = ctx.locals[0];
@@ -191,7 +222,7 @@ TensorList CrossEntropyLocal(const LocalContext& ctx) {
     return DispatchLocal(GetOp("mul_scalar"), sum, Attrs().Set("value", 1.0 / count));
   }
   CheckHostLogits(logits, "cross_entropy");
-  const std::vector<int64_t> t = Targets(target);
+  const std::vector<int64_t> t = Targets(ctx, "cross_entropy", 0, target);
   const int64_t ignore = ctx.attrs.GetInt("ignore_index");
   const RowStats st = VocabRowStats(ctx, ContiguousRows(logits), t, ClassOffset(ctx, 0), axes.vocab);
   std::vector<double> loss(t.size(), 0.0);
@@ -219,7 +250,7 @@ TensorList CrossEntropyBackwardLocal(const LocalContext& ctx) {
     return DispatchLocal(ctx.call.op, in, Attrs(ctx.attrs).Set("reduction", "sum"));
   }
   CheckHostLogits(logits, "cross_entropy_backward");
-  const std::vector<int64_t> t = Targets(target);
+  const std::vector<int64_t> t = Targets(ctx, "cross_entropy_backward", 1, target);
   const int64_t ignore = ctx.attrs.GetInt("ignore_index"), c0 = ClassOffset(ctx, 1);
   const Tensor x = ContiguousRows(logits);
   const RowStats st = VocabRowStats(ctx, x, t, c0, axes.vocab);
@@ -272,6 +303,7 @@ std::vector<Strategy> CrossEntropyRule(const OpCall& call) {
   const DTensorSpec& logits = call.spec(0);
   TESSEL_CHECK(logits.ndim() == 1 || logits.ndim() == 2, "cross_entropy: logits must be [N, C] or [C]; call ",
                DescribeCall(call));
+  CheckTargetSpec(call, "cross_entropy", 0, 1);
   const bool none = call.attrs.GetString("reduction") == "none";
   const Shape out_shape = none ? call.spec(1).shape() : Shape{};
   const int64_t last = logits.ndim() - 1;
@@ -288,6 +320,7 @@ std::vector<Strategy> CrossEntropyRule(const OpCall& call) {
 
 std::vector<Strategy> CrossEntropyBackwardRule(const OpCall& call) {
   const DTensorSpec& logits = call.spec(1);
+  CheckTargetSpec(call, "cross_entropy_backward", 1, 2);
   const bool none = call.attrs.GetString("reduction") == "none";
   const int64_t last = logits.ndim() - 1;
   const Placement r = Replicate{};
