@@ -70,7 +70,6 @@ FsdpParam::FsdpParam(nn::Module* module, std::vector<std::string> fqns, const Te
       original_(param.impl_ptr()),
       display_fqn_(fqns_.at(0)),
       mesh_info_(mesh_info),
-      requires_grad_(param.requires_grad()),
       orig_dtype_(param.dtype()),
       param_dtype_(IsFloating(param.dtype()) ? mp.param_dtype.value_or(param.dtype()) : param.dtype()),
       reduce_dtype_(IsFloating(param.dtype()) ? mp.reduce_dtype.value_or(param_dtype_) : param.dtype()) {
@@ -96,7 +95,7 @@ FsdpParam::FsdpParam(nn::Module* module, std::vector<std::string> fqns, const Te
   if (local_rows_ > 0) CopyInto(LocalView(sharded_storage_, 0, local_rows_), RowsOf(local, piece.offset, local_rows_));
   sharded_spec_.emplace(ShardedSpec(param, mesh_info_));
   sharded_param_ = dtensor::MakeDTensor(LocalView(sharded_storage_, 0, local_rows_), *sharded_spec_, mesh_info_.mesh);
-  if (requires_grad_) sharded_param_.set_requires_grad(true);
+  if (param.requires_grad()) sharded_param_.set_requires_grad(true);
 }
 
 Tensor FsdpParam::LocalView(const Tensor& flat, int64_t offset, int64_t rows) const {
@@ -118,6 +117,10 @@ void FsdpParam::ToSharded() { SetModuleParam(sharded_param_); }
 void FsdpParam::ToUnsharded() {
   TESSEL_INTERNAL_ASSERT(unsharded_allocated_, "fully_shard: ", display_fqn_, " switched to unsharded before its ",
                          "all-gather finished");
+  // The user freezes or unfreezes the parameter they hold, the sharded one, possibly after fully_shard:
+  // the unsharded handle the forward computes with follows it on every unshard (PyTorch's
+  // set_requires_grad_if_needed in to_unsharded).
+  if (unsharded_param_.requires_grad() != requires_grad()) unsharded_param_.set_requires_grad(requires_grad());
   SetModuleParam(unsharded_param_);
 }
 
@@ -133,7 +136,7 @@ void FsdpParam::AllocateUnsharded() {
     unsharded_flat_ = Empty({numel}, param_dtype_, sharded_storage_.device());
     Tensor view = MakeView(unsharded_flat_, unsharded_shape_, ContiguousStrides(unsharded_shape_), 0);
     unsharded_param_ = tp_spec_ ? dtensor::MakeDTensor(view, *tp_spec_, *tp_mesh_) : view;
-    if (requires_grad_) unsharded_param_.set_requires_grad(true);
+    if (requires_grad()) unsharded_param_.set_requires_grad(true);
   } else {
     unsharded_flat_.impl()->storage().UnsafeAllocateBytes(numel * ElementSize(param_dtype_));
   }

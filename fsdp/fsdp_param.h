@@ -76,7 +76,8 @@ class FsdpParam {
   const Tensor& sharded_param() const { return sharded_param_; }
   // Defined once the first unshard created it (its bytes may be freed).
   const Tensor& unsharded_param() const { return unsharded_param_; }
-  bool requires_grad() const { return requires_grad_; }
+  // Live: the sharded parameter's flag, which the user may change after fully_shard (freezing, unfreezing).
+  bool requires_grad() const { return sharded_param_.requires_grad(); }
   DType orig_dtype() const { return orig_dtype_; }
   DType param_dtype() const { return param_dtype_; }
   DType reduce_dtype() const { return reduce_dtype_; }
@@ -122,7 +123,6 @@ class FsdpParam {
   std::weak_ptr<TensorImpl> original_;
   std::string display_fqn_;
   FsdpMeshInfo mesh_info_;
-  bool requires_grad_;
   DType orig_dtype_, param_dtype_, reduce_dtype_;
   // U, the tensor FSDP shards (see the note): shape, rows, elements per row, rows per rank.
   Shape unsharded_shape_;

@@ -54,6 +54,19 @@ void FsdpState::RegisterHooks(const std::vector<std::pair<std::string, nn::Modul
   module_->RegisterForwardHook(
       [this](nn::Module&, const TensorList&, TensorList& outputs) { OnPostForward(outputs); });
   if (!group_) return;
+  // A state dict taken or loaded while the group is unsharded (the root after a no-grad forward keeps its
+  // parameters gathered: no backward follows to reshard them; or after Unshard()) would read the unsharded
+  // plain tensors, in the param dtype, and a load would write into buffers the next reshard drops. As in
+  // PyTorch (FSDPParamGroup's state-dict pre-hooks), every module owning this group's parameters points
+  // back at the sharded ones first. Outside forward and backward only: a state dict taken from a hook
+  // inside them sees the parameters as they are.
+  for (const auto& [name, owner] : param_owners) {
+    owner->RegisterStateDictPreHook([this](nn::Module&) {
+      if (training_state_ == TrainingState::kIdle && group_->training_state() != TrainingState::kPostBackward) {
+        group_->Reshard();
+      }
+    });
+  }
   for (const auto& [name, owner] : param_owners) {
     if (owner == module_) continue;
     owner->RegisterForwardPreHook([this, name = name](nn::Module& m, TensorList&) {

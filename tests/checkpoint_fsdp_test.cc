@@ -13,6 +13,8 @@
 #include "checkpoint/load.h"
 #include "checkpoint/save.h"
 #include "checkpoint/state_dict.h"
+#include "core/autograd/grad_mode.h"
+#include "core/ops/elementwise.h"
 #include "tests/fsdp_testing.h"
 
 namespace tessel {
@@ -95,6 +97,65 @@ TEST(CheckpointFsdpTest, FullyShardResumeOnFourRanksIsBitwise) {
           EXPECT_EQ(Step(resumed, *opt_resumed, s, world), losses[static_cast<size_t>(s)]) << "step " << s;
         }
         EXPECT_TRUE(FullState(resumed, *opt_resumed) == FullState(straight, *opt_straight));
+      },
+      FastRanks());
+}
+
+// After a no-grad forward (evaluation) the root keeps its parameters gathered, as no backward follows to
+// reshard them. A state dict taken then read those unsharded plain tensors, in bf16 under mixed precision,
+// and a load wrote into buffers the next reshard dropped. The state-dict pre-hooks point the module back
+// at its fp32 Shard(0) parameters first, as PyTorch's do.
+TEST(CheckpointFsdpTest, StateDictAfterANoGradForwardIsTheShardedFp32State) {
+  comm::RunRanks(
+      2,
+      [&](comm::ProcessGroupPtr world) {
+        const dtensor::DeviceMesh mesh = dtensor::InitDeviceMesh(world, {2}, {"dp"});
+        Generator gen(7);
+        nn::GPT gpt(TinyGpt(), gen);
+        const fsdp::FullyShardOptions bf16{.mp_policy = {.param_dtype = DType::kBFloat16}};
+        fsdp::testing::WrapGpt(gpt, mesh, bf16, bf16);
+        auto opt = fsdp::testing::MakeOptimizer(fsdp::testing::Opt::kAdamW, gpt.NamedParameters());
+        Step(gpt, *opt, 0, world);
+        const auto wte = [&] {
+          for (const auto& [fqn, p] : gpt.NamedParameters()) {
+            if (fqn == "wte.weight") return p;
+          }
+          return Tensor();
+        };
+        ASSERT_TRUE(wte().is_distributed());  // resharded after backward
+        const std::vector<double> before = FullValues(wte());
+        auto [idx, tgt] = GlobalBatch(TinyGpt(), 1, kBatch);
+        const auto forward = [&] { return gpt.Loss(RowsFor(idx, world->rank(), 2), RowsFor(tgt, world->rank(), 2)); };
+        {
+          NoGradGuard eval;
+          forward();
+        }
+        ASSERT_FALSE(wte().is_distributed());  // the root stays gathered, in bf16
+        StateDict sd = checkpoint::GetModelStateDict(gpt);
+        for (const auto& [fqn, v] : sd) {
+          const Tensor& t = std::get<Tensor>(v);
+          EXPECT_TRUE(t.is_distributed()) << fqn;
+          EXPECT_EQ(t.dtype(), DType::kFloat32) << fqn;
+        }
+        EXPECT_EQ(FullValues(std::get<Tensor>(sd.at("wte.weight"))), before);
+        // A load after another eval forward lands in the sharded parameters the optimizer steps, and the
+        // next forward gathers the loaded values.
+        nn::StateDict halves;
+        for (const auto& [fqn, v] : sd) halves.emplace_back(fqn, MulScalar(std::get<Tensor>(v), 0.5));
+        {
+          NoGradGuard eval;
+          forward();
+        }
+        ASSERT_FALSE(wte().is_distributed());
+        gpt.LoadStateDict(halves);
+        std::vector<double> want = before;
+        for (double& x : want) x *= 0.5;
+        EXPECT_EQ(FullValues(wte()), want);
+        forward();
+        const std::vector<double> gathered = FullValues(wte());  // bf16: within its rounding of the loaded values
+        ASSERT_EQ(gathered.size(), want.size());
+        for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(gathered[i], want[i], std::abs(want[i]) / 256) << i;
+        EXPECT_EQ(FullValues(std::get<Tensor>(checkpoint::GetModelStateDict(gpt).at("wte.weight"))), want);
       },
       FastRanks());
 }

@@ -70,6 +70,48 @@ TEST(FsdpEquivalenceTest, CoreOptimizersStepTheShardedDTensorParametersDirectly)
   }, FastRanks());
 }
 
+// requires_grad is read live from the sharded parameter the user holds: freezing a weight after fully_shard
+// leaves its .grad undefined (it used to be computed, reduced and written), and unfreezing one that was
+// frozen before fully_shard gives it a gradient (it used to stay without one), both as on one rank.
+TEST(FsdpEquivalenceTest, FreezingOrUnfreezingAfterFullyShardMatchesOneRank) {
+  const auto named = [](nn::Module& m, const std::string& fqn) {
+    for (const auto& [name, p] : m.NamedParameters()) {
+      if (name == fqn) return p;
+    }
+    return Tensor();
+  };
+  const std::string frozen = "layers.0.attn.wq.weight", thawed = "layers.1.mlp.fc.weight";
+  std::map<std::string, std::vector<double>> ref_grads;
+  {
+    Generator gen(7);
+    nn::GPT gpt(TinyGpt(), gen);
+    named(gpt, frozen).set_requires_grad(false);
+    auto [idx, tgt] = GlobalBatch(TinyGpt(), 0, kBatch);
+    Backward(gpt.Loss(idx, tgt));
+    for (const auto& [fqn, p] : gpt.NamedParameters()) {
+      if (p.grad().defined()) ref_grads[fqn] = p.grad().ToDoubleVector();
+    }
+  }
+  ASSERT_EQ(ref_grads.count(frozen), 0u);
+  ASSERT_EQ(ref_grads.count(thawed), 1u);
+  comm::RunRanks(2, [&](comm::ProcessGroupPtr world) {
+    dtensor::DeviceMesh mesh = dtensor::InitDeviceMesh(world, {2}, {"dp"});
+    Generator gen(7);
+    nn::GPT gpt(TinyGpt(), gen);
+    named(gpt, thawed).set_requires_grad(false);  // frozen before fully_shard, unfrozen after
+    WrapGpt(gpt, mesh);
+    named(gpt, frozen).set_requires_grad(false);
+    named(gpt, thawed).set_requires_grad(true);
+    auto [idx, tgt] = GlobalBatch(TinyGpt(), 0, kBatch);
+    Backward(gpt.Loss(RowsFor(idx, world->rank(), 2), RowsFor(tgt, world->rank(), 2)));
+    for (const auto& [fqn, p] : gpt.NamedParameters()) {
+      const auto want = ref_grads.find(fqn);
+      ASSERT_EQ(p.grad().defined(), want != ref_grads.end()) << fqn;
+      if (p.grad().defined()) EXPECT_LE(RelErr(FullValues(p.grad()), want->second), 1e-5) << fqn;
+    }
+  }, FastRanks());
+}
+
 TEST(FsdpEquivalenceTest, TiedEmbeddingsShareOneShardedParameter) {
   nn::GPTConfig cfg = TinyGpt();
   cfg.tie_embeddings = true;  // lm_head reuses wte.weight: one FsdpParam, gradients from both uses

@@ -163,6 +163,8 @@ StateDict Module::GetStateDict() const {
   StateDict out;
   // Per module: parameters, then persistent buffers (torch's order), recursing pre-order.
   std::function<void(const Module&, const std::string&)> walk = [&](const Module& m, const std::string& prefix) {
+    // Hooks change how the module holds its tensors (fully_shard reshards), not what the caller owns.
+    for (const auto& [id, hook] : m.state_dict_pre_hooks_) hook(const_cast<Module&>(m));
     m.CollectNamed(prefix, false, false, false, &out);
     m.CollectNamed(prefix, false, true, true, &out);
     for (const auto& [n, c] : m.children_) walk(*c, prefix + n + ".");
@@ -229,12 +231,18 @@ int Module::RegisterFullBackwardHook(BackwardHook hook) {
   return next_hook_id_++;
 }
 
+int Module::RegisterStateDictPreHook(StateDictPreHook hook) {
+  state_dict_pre_hooks_.emplace_back(next_hook_id_, std::move(hook));
+  return next_hook_id_++;
+}
+
 void Module::RemoveHook(int id) {
   auto drop = [id](auto& v) { v.erase(std::remove_if(v.begin(), v.end(), [id](auto& p) { return p.first == id; }), v.end()); };
   drop(forward_pre_hooks_);
   drop(forward_hooks_);
   drop(backward_pre_hooks_);
   drop(backward_hooks_);
+  drop(state_dict_pre_hooks_);
 }
 
 void Module::SetComposableState(const std::string& key, std::unique_ptr<ModuleState> state) {

@@ -35,6 +35,10 @@ using ForwardPreHook = std::function<void(Module&, TensorList& inputs)>;
 using ForwardHook = std::function<void(Module&, const TensorList& inputs, TensorList& outputs)>;
 using BackwardPreHook = std::function<void(Module&, const TensorList& grad_outputs)>;
 using BackwardHook = std::function<void(Module&, const TensorList& grad_inputs, const TensorList& grad_outputs)>;
+// Runs before GetStateDict collects this module's tensors (and so before LoadStateDict copies into them),
+// on every module the walk visits (torch's register_state_dict_pre_hook and load pre-hook in one):
+// fully_shard points the module back at its sharded parameters here.
+using StateDictPreHook = std::function<void(Module&)>;
 // Runs in Call in place of Forward (given Forward as `forward`), inside the forward pre-hooks and hooks.
 using ForwardFn = std::function<TensorList(const TensorList& inputs)>;
 using ForwardWrapper = std::function<TensorList(const TensorList& inputs, const ForwardFn& forward)>;
@@ -107,7 +111,9 @@ class Module {
   bool training() const { return training_; }
 
   // --- state dicts ---
-  StateDict GetStateDict() const;  // parameters then persistent buffers, per module, pre-order
+  // Parameters then persistent buffers, per module, pre-order; each module's state-dict pre-hooks run
+  // first (they may swap parameter handles: the state dict reads the module as the hooks leave it).
+  StateDict GetStateDict() const;
   // Copies values into the existing tensors (dtype conversion allowed, shapes must match). strict:
   // missing/unexpected keys raise kInvalidArgument listing them; otherwise they are returned.
   LoadResult LoadStateDict(const StateDict& state, bool strict = true);
@@ -118,6 +124,7 @@ class Module {
   int RegisterForwardHook(ForwardHook hook);
   int RegisterFullBackwardPreHook(BackwardPreHook hook);
   int RegisterFullBackwardHook(BackwardHook hook);
+  int RegisterStateDictPreHook(StateDictPreHook hook);
   void RemoveHook(int id);
   // One per module (activation checkpointing, core/nn/checkpoint_wrapper.h); null removes it. Call runs
   // pre-hooks, then wrapper(inputs, Forward), then forward hooks, so hooks of this module (fully_shard's)
@@ -148,6 +155,7 @@ class Module {
   std::vector<std::pair<int, ForwardHook>> forward_hooks_;
   std::vector<std::pair<int, BackwardPreHook>> backward_pre_hooks_;
   std::vector<std::pair<int, BackwardHook>> backward_hooks_;
+  std::vector<std::pair<int, StateDictPreHook>> state_dict_pre_hooks_;
   int next_hook_id_ = 0;
   ForwardWrapper forward_wrapper_;
   // Last member: destroyed first, while the hooks and children it may refer to still exist.
