@@ -1,7 +1,10 @@
 // fsdp/fsdp_param.cc — FsdpParam: sharding one parameter, the unsharded leaf, copy-in/out and gradients.
 #include "fsdp/fsdp_param.h"
 
+#include <algorithm>
 #include <cstring>
+#include <mutex>
+#include <vector>
 
 #include "core/autograd/grad_mode.h"
 #include "core/base/error.h"
@@ -63,6 +66,20 @@ DTensorSpec ShardedSpec(const Tensor& param, const FsdpMeshInfo& mi) {
 
 }  // namespace
 
+namespace {
+
+// Every live FsdpParam of the process (ranks may be threads: one lock for all).
+struct Registry {
+  std::mutex mu;
+  std::vector<const FsdpParam*> params;
+};
+Registry& Live() {
+  static auto* r = new Registry();  // never destroyed: parameters may outlive static destruction
+  return *r;
+}
+
+}  // namespace
+
 FsdpParam::FsdpParam(nn::Module* module, std::vector<std::string> fqns, const Tensor& param,
                      const FsdpMeshInfo& mesh_info, const MixedPrecisionPolicy& mp)
     : module_(module),
@@ -96,6 +113,9 @@ FsdpParam::FsdpParam(nn::Module* module, std::vector<std::string> fqns, const Te
   sharded_spec_.emplace(ShardedSpec(param, mesh_info_));
   sharded_param_ = dtensor::MakeDTensor(LocalView(sharded_storage_, 0, local_rows_), *sharded_spec_, mesh_info_.mesh);
   if (param.requires_grad()) sharded_param_.set_requires_grad(true);
+  Registry& r = Live();
+  std::lock_guard<std::mutex> lock(r.mu);
+  r.params.push_back(this);
 }
 
 Tensor FsdpParam::LocalView(const Tensor& flat, int64_t offset, int64_t rows) const {
@@ -103,6 +123,24 @@ Tensor FsdpParam::LocalView(const Tensor& flat, int64_t offset, int64_t rows) co
   sizes[0] = rows;
   const Shape strides = ContiguousStrides(sizes);
   return MakeView(flat, sizes, strides, flat.storage_offset() + offset);
+}
+
+FsdpParam::~FsdpParam() {
+  Registry& r = Live();
+  std::lock_guard<std::mutex> lock(r.mu);
+  std::erase(r.params, this);
+}
+
+const FsdpParam* FsdpParam::FindOwnerOf(const Tensor& t, std::string* module_type) {
+  Registry& r = Live();
+  std::lock_guard<std::mutex> lock(r.mu);
+  for (const FsdpParam* p : r.params) {
+    if (p->WasBuiltFrom(t) || p->sharded_param().is_same(t)) {
+      if (module_type != nullptr) *module_type = p->module_->type_name();
+      return p;
+    }
+  }
+  return nullptr;
 }
 
 void FsdpParam::SetModuleParam(const Tensor& value) {

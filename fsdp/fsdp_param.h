@@ -65,8 +65,15 @@ class FsdpParam {
   // REQUIRES: param contiguous with dim >= 1 (FullyShard checks and names the FQN).
   FsdpParam(nn::Module* module, std::vector<std::string> fqns, const Tensor& param, const FsdpMeshInfo& mesh_info,
             const MixedPrecisionPolicy& mp);
+  ~FsdpParam();
   FsdpParam(const FsdpParam&) = delete;
   FsdpParam& operator=(const FsdpParam&) = delete;
+
+  // The live FsdpParam (of any fully_shard group of this process) that was built from `t` or whose sharded
+  // parameter `t` is, with the type of the module it belongs to; null when none. A tensor shared between
+  // two groups that neither nests the other (ALBERT-style weights shared by sibling layers) would become
+  // two independent shards, each stepped with its own module's gradient only: FullyShard rejects it.
+  static const FsdpParam* FindOwnerOf(const Tensor& t, std::string* module_type);
 
   const std::string& fqn() const { return display_fqn_; }
   void set_display_fqn(std::string fqn) { display_fqn_ = std::move(fqn); }

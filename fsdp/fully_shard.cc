@@ -95,6 +95,13 @@ void CheckParam(const ManagedParam& p, const nn::Module& module, const dtensor::
                  nested_fqn, "', already managed by a nested fully_shard group; wrap the modules that share it ",
                  "with one fully_shard call");
   }
+  std::string other_type;
+  if (const FsdpParam* other = FsdpParam::FindOwnerOf(p.tensor, &other_type)) {
+    TESSEL_FAIL(ErrorCode::kInvalidArgument, where, " is shared with '", other->fqn(), "' of another fully_shard ",
+                "group (", other_type, ", not nested in this one): each group would shard its own copy and step it ",
+                "with its own module's gradient only, untying them. Wrap a module that contains both with one ",
+                "fully_shard call");
+  }
   TESSEL_CHECK(p.tensor.dim() >= 1, where, " is a scalar (shape []): FSDP shards dim 0 and needs dim >= 1; keep it ",
                "in a module that is not sharded or give it shape [1]");
   const dtensor::DTensorImpl* d = dtensor::AsDTensorImpl(p.tensor);

@@ -64,6 +64,28 @@ PipelineExecutor::PipelineExecutor(std::vector<PipelineStage*> stages, RankProgr
     TESSEL_CHECK(!a.microbatch || (*a.microbatch >= 0 && *a.microbatch < num_microbatches), "PipelineExecutor: "
                  "action ", ToString(a), " is outside the ", num_microbatches, " microbatches");
   }
+  // Every local stage runs every microbatch exactly once forward and once backward (B, or I and W). A
+  // program lowered for fewer microbatches than the executor splits the batch into would otherwise train
+  // on part of the batch with the full batch's loss weights, and finish without an error.
+  for (const PipelineStage* s : stages_) {
+    std::vector<int> f(static_cast<size_t>(num_microbatches)), b(f.size()), in(f.size()), w(f.size());
+    for (const auto& slot : program_) {
+      const Action& a = *slot;
+      if (a.stage != s->stage_index() || !a.microbatch) continue;
+      const size_t mb = static_cast<size_t>(*a.microbatch);
+      if (a.kind == ActionKind::kForward) ++f[mb];
+      if (a.kind == ActionKind::kFullBackward) ++b[mb];
+      if (a.kind == ActionKind::kBackwardInput) ++in[mb];
+      if (a.kind == ActionKind::kBackwardWeight) ++w[mb];
+    }
+    for (size_t mb = 0; mb < f.size(); ++mb) {
+      const bool ok = f[mb] == 1 && ((b[mb] == 1 && in[mb] == 0 && w[mb] == 0) || (b[mb] == 0 && in[mb] == 1 && w[mb] == 1));
+      TESSEL_CHECK(ok, "PipelineExecutor: stage ", s->stage_index(), " runs microbatch ", mb, " ", f[mb], "x forward, ",
+                   b[mb], "x B, ", in[mb], "x I and ", w[mb], "x W in this rank's program, but every one of the ",
+                   num_microbatches, " microbatches needs one F and one B (or one I and one W). HINT: lower the ",
+                   "schedule for the same number of microbatches the executor is given");
+    }
+  }
 }
 
 PipelineStage& PipelineExecutor::StageAt(int stage) const {

@@ -67,6 +67,32 @@ TEST(FullyShardErrorsTest, TensorSharedWithANestedGroupIsRejected) {
   }, ErrorCode::kInvalidArgument, {"'tied'", "'lin.weight'", "shared"});
 }
 
+// A module holding one parameter registered by another module.
+class Shared final : public nn::Module {
+ public:
+  explicit Shared(const Tensor& w) : Module("Shared") { RegisterParameter("w", w); }
+  TensorList Forward(const TensorList& in) override { return in; }
+};
+
+// Sibling groups (neither nests the other) sharing a tensor, ALBERT-style: each would shard its own copy and
+// step it with its own module's gradient, silently untying the weights (they stay tied on one rank).
+TEST(FullyShardErrorsTest, TensorSharedBetweenSiblingGroupsIsRejected) {
+  ExpectError([](comm::ProcessGroupPtr, const dtensor::DeviceMesh& mesh) {
+    Generator gen(0);
+    nn::Linear a(4, 4, false, gen);
+    Shared b(a.Param("weight"));
+    FullyShard(a, mesh);
+    FullyShard(b, mesh);
+  }, ErrorCode::kInvalidArgument, {"fully_shard(Shared): parameter 'w' is shared with 'weight' of another fully_shard group (Linear"});
+  ExpectError([](comm::ProcessGroupPtr, const dtensor::DeviceMesh& mesh) {  // shared after a was wrapped
+    Generator gen(0);
+    nn::Linear a(4, 4, false, gen);
+    FullyShard(a, mesh);
+    Shared b(a.Param("weight"));
+    FullyShard(b, mesh);
+  }, ErrorCode::kInvalidArgument, {"parameter 'w' is shared with 'weight'"});
+}
+
 TEST(FullyShardErrorsTest, TwoRootsAreRejectedNamingTheEarlierRoot) {
   ExpectError([](comm::ProcessGroupPtr world, const dtensor::DeviceMesh& mesh) {
     Generator gen(7);

@@ -91,6 +91,23 @@ TEST(PipelineErrorsTest, ProgramActionOnAStageOfAnotherRankIsInvalidArgument) {
   });
 }
 
+// A program lowered for 2 microbatches given to an executor that splits the batch into 4 ran microbatches 0
+// and 1 only, weighted 1/4 each: half the batch's gradient and loss, with no error.
+TEST(PipelineErrorsTest, ProgramThatSkipsOrRepeatsAMicrobatchIsInvalidArgument) {
+  comm::RunRanks(2, [](comm::ProcessGroupPtr pg) {
+    RankPipeline pp = PipelineGPT(Config(), 1, pg, {.kind = ScheduleKind::kGPipe, .num_microbatches = 2});
+    std::vector<PipelineStage*> stages = {pp.stages[0].get()};
+    const int s = pg->rank();
+    const std::string two = Str(s, "F0,", s, "F1,", s, "B1,", s, "B0");
+    ExpectErrorContains([&] { PipelineExecutor(stages, ParseRankProgram(two), 4); }, ErrorCode::kInvalidArgument,
+                        {Str("stage ", s, " runs microbatch 2 0x forward, 0x B"), "every one of the 4 microbatches"});
+    const std::string twice = Str(s, "F0,", s, "F1,", s, "B1,", s, "B0,", s, "B0");
+    ExpectErrorContains([&] { PipelineExecutor(stages, ParseRankProgram(twice), 2); }, ErrorCode::kInvalidArgument,
+                        {"runs microbatch 0 1x forward, 2x B"});
+    PipelineExecutor ok(stages, ParseRankProgram(two), 2);  // the matching count is accepted
+  });
+}
+
 TEST(PipelineErrorsTest, BatchSmallerThanTheMicrobatchCountIsInvalidArgumentOnEveryRank) {
   comm::RunRanks(2, [](comm::ProcessGroupPtr pg) {
     RankPipeline pp = PipelineGPT(Config(), 1, pg, {.kind = ScheduleKind::kGPipe, .num_microbatches = 4});
