@@ -158,6 +158,28 @@ std::vector<float> LoadW(const std::string& dir) {
   return std::get<Tensor>(sd["w"]).ToVector<float>();
 }
 
+// Editing "version" down to 1 (whose indexes carry no checksum) does not switch the index checksum off, so
+// an edit that still tiles, or a negative file size that would skip the truncation check, is still caught.
+TEST(IntegrityTest, DowngradingTheVersionDoesNotSkipTheIndexChecksum) {
+  const std::string dir = FreshDir("index_downgrade");
+  SaveTwoRanks(dir, 1.0);
+  const std::string path = JoinPath(dir, kMetadataFileName);
+  const std::string good = ReadWholeFile(path);
+  std::string text = good;
+  text.replace(text.find("\"version\": 2"), 12, "\"version\": 1");
+  std::ofstream(path, std::ios::trunc) << text;
+  StateDict sd = DenseTarget();
+  ExpectErrorContains([&] { Load(sd, dir); }, ErrorCode::kDataLoss, {"metadata.json", "index checksum mismatch"});
+  text = good;
+  const size_t size_at = text.find("\"size\": ");
+  ASSERT_NE(size_at, std::string::npos) << good;
+  text.replace(size_at, text.find_first_of(",\n}", size_at) - size_at, "\"size\": -1");
+  std::ofstream(path, std::ios::trunc) << text;
+  ExpectErrorContains([&] { Load(sd, dir); }, ErrorCode::kDataLoss, {"has size -1"});
+  std::ofstream(path, std::ios::trunc) << good;
+  Load(sd, dir);
+}
+
 TEST(IntegrityTest, CrashAtAnyStageNeverLeavesALoadableMixOfTwoSaves) {
   for (SaveStage stage :
        {SaveStage::kPlanned, SaveStage::kDataWritten, SaveStage::kDataRenamed, SaveStage::kMetadataWritten}) {

@@ -204,7 +204,9 @@ void ParseHeader(const Reader& r, const Json& j, Metadata& m) {
   for (const Json& f : r.At(j, "files", "the header")) {
     const int64_t rank = r.Int(f, "rank", "a file");
     if (rank < 0 || rank >= m.world_size) Corrupt(r.source, Str("a file's rank ", rank, " is out of range"));
-    m.files.push_back({r.String(f, "name", "a file"), static_cast<int>(rank), r.Int(f, "size", "a file")});
+    const int64_t size = r.Int(f, "size", "a file");
+    if (size < 0) Corrupt(r.source, Str("data file '", r.String(f, "name", "a file"), "' has size ", size));
+    m.files.push_back({r.String(f, "name", "a file"), static_cast<int>(rank), size});
   }
 }
 
@@ -273,7 +275,9 @@ Metadata ParseMetadata(std::string_view text, const std::string& source) {
   for (const auto& [fqn, v] : r.At(j, "values", "the header").items()) m.values[fqn] = ParseValue(r, fqn, v);
   // Last, so a structural defect is reported by what it breaks; this catches every edit that stays
   // structurally valid (a chunk offset 16 → 17 that still tiles, a renamed entry, a changed value).
-  if (m.version >= 2) CheckIndexChecksum(r, j);  // version 1 indexes predate it: structural checks only
+  // Version 1 indexes predate it (structural checks only); a checksum that is present is always checked,
+  // so editing "version" to 1 does not switch the check off.
+  if (m.version >= 2 || j.contains("index_checksum")) CheckIndexChecksum(r, j);
   return m;
 }
 
