@@ -228,7 +228,12 @@ void PipelineExecutor::StartStep(const Tensor& inputs, const Tensor& targets, Ru
     s.InferShapes(s.is_first() ? run.inputs.at(0) : Tensor(), std::nullopt, local_prev);
   }
   const std::vector<int64_t> sizes = MicrobatchSizes(rows, num_microbatches_);
-  const std::vector<double> weights = MicrobatchLossWeights(rows, num_microbatches_);
+  std::vector<double> weights = MicrobatchLossWeights(rows, num_microbatches_);
+  if (options_.loss_denominator && stages_.back()->is_last()) {
+    std::vector<int64_t> counts;
+    for (const Tensor& t : run.targets) counts.push_back(options_.loss_denominator(t));
+    weights = MicrobatchLossWeightsFromCounts(counts, weights);
+  }
   for (PipelineStage* s : stages_) s->PrepareStep(sizes, weights);
   run.peak_in_flight.assign(stages_.size(), 0);
   run.bytes_per_microbatch.assign(stages_.size(), 0);

@@ -42,6 +42,12 @@ namespace tessel::pipelining {
 
 struct ExecutorOptions {
   std::function<void(int stage)> unshard, reshard, reduce_grad;  // for UNSHARD / RESHARD / REDUCE_GRAD
+  // What the loss averages over in one microbatch's targets, used on the rank holding the last stage to
+  // weight the microbatch losses (microbatch.h: weight_i = count_i / Σ count). Null: the rows (a mean over
+  // dim 0). A mean over the targets that are not ignored (cross-entropy with ignore_index) needs their
+  // count: with rows as weights, masked targets unevenly spread over microbatches gave another loss than
+  // the full batch's, and a microbatch whose targets were all masked a NaN (0/0) in every gradient.
+  std::function<int64_t(const Tensor& targets)> loss_denominator;
 };
 
 struct StepStats {

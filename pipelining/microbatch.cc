@@ -28,6 +28,24 @@ std::vector<Tensor> SplitMicrobatches(const Tensor& batch, int num_microbatches)
   return out;
 }
 
+std::vector<double> MicrobatchLossWeightsFromCounts(const std::vector<int64_t>& counts, std::vector<double> fallback) {
+  int64_t total = 0;
+  for (int64_t c : counts) {
+    TESSEL_CHECK(c >= 0, "pipeline loss weights: a microbatch's loss denominator must be >= 0, got ", c);
+    total += c;
+  }
+  if (total == 0) return fallback;
+  std::vector<double> w;
+  for (int64_t c : counts) w.push_back(static_cast<double>(c) / static_cast<double>(total));
+  return w;
+}
+
+int64_t CountNotIgnored(const Tensor& targets, int64_t ignore_index) {
+  int64_t n = 0;
+  for (int64_t t : Contiguous(targets).ToVector<int64_t>()) n += t != ignore_index;
+  return n;
+}
+
 std::vector<double> MicrobatchLossWeights(int64_t rows, int num_microbatches) {
   std::vector<double> w;
   for (int64_t r : MicrobatchSizes(rows, num_microbatches)) w.push_back(static_cast<double>(r) / rows);

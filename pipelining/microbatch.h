@@ -11,6 +11,9 @@
 //   Σ_i weight_i · mean_loss(microbatch_i) = mean_loss(batch)
 // and the gradients of the weighted microbatch losses, accumulated in .grad, are the full-batch
 // gradients (in exact arithmetic; fp32 agrees to rounding, the equivalence tests allow 1e-5 relative).
+// A loss that averages over a data-dependent count (cross-entropy over the targets that are not
+// ignore_index) takes weight_i = count_i / Σ count instead (MicrobatchLossWeightsFromCounts), which makes
+// the same identity hold for it; PipelineGPT does this by default.
 //
 // Example:
 //   std::vector<Tensor> mbs = SplitMicrobatches(idx_BT, 4);      // 10 rows → 3, 3, 2, 2
@@ -33,6 +36,16 @@ std::vector<Tensor> SplitMicrobatches(const Tensor& batch, int num_microbatches)
 
 // rows_i / rows for each microbatch.
 std::vector<double> MicrobatchLossWeights(int64_t rows, int num_microbatches);
+
+// count_i / Σ count for a loss that is a mean over count_i elements of microbatch i (the targets that are
+// not ignored): Σ_i weight_i · mean_i = Σ_i sum_i / Σ count, the full batch's mean. A microbatch with
+// count 0 gets weight 0 (the stage then backpropagates zeros instead of its 0/0 mean); when every count
+// is 0 the full-batch mean is 0/0 too, and `fallback` (the row weights) is returned so the step's loss is
+// that NaN, as on one rank. REQUIRES: counts >= 0 (kInvalidArgument).
+std::vector<double> MicrobatchLossWeightsFromCounts(const std::vector<int64_t>& counts, std::vector<double> fallback);
+
+// Targets that are not ignore_index: the denominator of cross-entropy's mean (ExecutorOptions::loss_denominator).
+int64_t CountNotIgnored(const Tensor& targets, int64_t ignore_index = -100);
 
 // Concatenates microbatch outputs back along dim 0 (torch's merge_chunks for tensors).
 Tensor MergeMicrobatches(const std::vector<Tensor>& microbatches);

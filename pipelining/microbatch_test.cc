@@ -78,5 +78,15 @@ TEST(MicrobatchTest, WeightedMicrobatchLossesGiveTheFullBatchLossAndGradients) {
   }
 }
 
+TEST(MicrobatchTest, CountWeightsFollowTheLossDenominatorsAndFallBackWhenAllAreZero) {
+  const std::vector<double> w = MicrobatchLossWeightsFromCounts({0, 5, 3, 8}, {0.25, 0.25, 0.25, 0.25});
+  EXPECT_EQ(w, (std::vector<double>{0.0, 5.0 / 16, 3.0 / 16, 8.0 / 16}));
+  EXPECT_EQ(MicrobatchLossWeightsFromCounts({0, 0}, {0.5, 0.5}), (std::vector<double>{0.5, 0.5}));
+  ExpectErrorContains([] { MicrobatchLossWeightsFromCounts({2, -1}, {0.5, 0.5}); }, ErrorCode::kInvalidArgument,
+                      "loss denominator must be >= 0, got -1");
+  EXPECT_EQ(CountNotIgnored(FromVector<int64_t>({3, -100, 0, -100, 7})), 3);
+  EXPECT_EQ(CountNotIgnored(FromVector<int64_t>({3, -1, 0}), -1), 2);
+}
+
 }  // namespace
 }  // namespace tessel::pipelining

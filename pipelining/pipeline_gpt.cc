@@ -44,7 +44,8 @@ RankPipeline PipelineGPT(const nn::GPTConfig& cfg, uint64_t seed, comm::ProcessG
                                                          out.stage_to_rank));
     raw.push_back(out.stages.back().get());
   }
-  out.executor = std::make_unique<PipelineExecutor>(raw, out.lowered.at(pg->rank()), options.num_microbatches);
+  out.executor = std::make_unique<PipelineExecutor>(raw, out.lowered.at(pg->rank()), options.num_microbatches,
+                                                    ExecutorOptions{.loss_denominator = options.loss_denominator});
   return out;
 }
 

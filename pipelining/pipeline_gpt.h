@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -24,6 +25,7 @@
 #include "core/nn/transformer.h"
 #include "pipelining/executor.h"
 #include "pipelining/lowering.h"
+#include "pipelining/microbatch.h"
 #include "pipelining/schedules.h"
 #include "pipelining/stage.h"
 
@@ -35,6 +37,10 @@ struct PipelineGPTOptions {
   // Stages per rank; 0 picks 1 for GPipe and 1F1B, 2 for every other schedule (V schedules need 2).
   int stages_per_rank = 0;
   LowerOptions lower;
+  // The loss's denominator per microbatch (ExecutorOptions::loss_denominator). The default matches the
+  // default loss, nn::TokenCrossEntropy: targets other than -100 (cross-entropy's ignore_index); for
+  // unmasked targets it gives the row weights.
+  std::function<int64_t(const Tensor& targets)> loss_denominator = [](const Tensor& t) { return CountNotIgnored(t); };
 };
 
 struct RankPipeline {

@@ -8,6 +8,7 @@
 #include "core/base/error.h"
 #include "core/memory/allocator.h"
 #include "core/ops/elementwise.h"
+#include "core/ops/reduction.h"
 #include "core/tensor/factory.h"
 #include "core/tensor/tensor_impl.h"
 
@@ -214,7 +215,9 @@ void PipelineStage::Forward(int mb, const Tensor& input, const Tensor& target) {
   TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, out.sizes() == want, Where(mb), ": output shape ",
                     ShapeStr(out.sizes()), " differs from the handshake's ", ShapeStr(want));
   if (is_last()) {
-    s.loss = MulScalar(loss_fn_(out, target), weights_[mb]);
+    // Weight 0 (microbatch.h: none of its targets count) backpropagates zeros: its own loss is a 0/0 mean,
+    // and NaN · 0 would still be NaN.
+    s.loss = weights_[mb] == 0.0 ? MulScalar(Sum(out), 0.0) : MulScalar(loss_fn_(out, target), weights_[mb]);
     s.loss_value = s.loss.item<double>();
   } else {
     s.output = out;

@@ -6,6 +6,8 @@
 #include <mutex>
 
 #include "comm/backends/threads.h"
+#include "core/ops/view.h"
+#include "core/tensor/factory.h"
 #include "pipelining/pipeline_gpt.h"
 #include "pipelining/simulator.h"
 #include "tests/pp_testing.h"
@@ -70,6 +72,46 @@ TEST_P(PipelineScheduleTest, TrainsTenStepsToTheOneRankLossesAndParameters) {
     }
   });
   pp_testing::ExpectMatchesReference(got.losses, got.params, /*complete=*/true);
+}
+
+// Masked targets (cross-entropy's ignore_index -100, as in padded data) spread unevenly over microbatches,
+// one microbatch wholly masked: the step's loss and gradients equal the full batch's. With row weights the
+// loss differed (a mean of microbatch means) and the wholly masked microbatch's 0/0 mean made every
+// gradient NaN.
+TEST(PipelineMaskedTargetsTest, UnevenlyMaskedMicrobatchesMatchTheFullBatch) {
+  auto [idx, tgt] = Batch(0);
+  std::vector<int64_t> t = tgt.ToVector<int64_t>();  // [8, 4]: rows 0-1 are microbatch 0 of 4
+  for (int i = 0; i < 8; ++i) t[static_cast<size_t>(i)] = -100;        // microbatch 0: every target masked
+  for (int i = 8; i < 11; ++i) t[static_cast<size_t>(i)] = -100;       // microbatch 1: 3 of its 8
+  const Tensor masked = Reshape(FromVector<int64_t>(t), {pp_testing::kBatch, 4});
+  Generator gen(kSeed);
+  nn::GPT ref(Config(), gen);
+  Tensor ref_loss = ref.Loss(idx, masked);
+  Backward(ref_loss);
+  std::map<std::string, std::vector<double>> ref_grads;
+  for (const auto& [fqn, p] : ref.NamedParameters()) ref_grads[fqn] = p.grad().ToDoubleVector();
+  std::mutex mu;
+  std::map<std::string, std::vector<double>> grads;
+  double loss = 0;
+  comm::RunRanks(2, [&](comm::ProcessGroupPtr pg) {
+    RankPipeline pp = PipelineGPT(Config(), kSeed, pg, {.kind = ScheduleKind::k1F1B, .num_microbatches = 4});
+    const StepStats st = pp.executor->Step(idx, masked);
+    std::lock_guard<std::mutex> lock(mu);
+    if (st.loss) loss = *st.loss;
+    for (auto& [fqn, p] : pp.NamedParameters()) grads[fqn] = p.grad().ToDoubleVector();
+  });
+  EXPECT_NEAR(loss, ref_loss.item<double>(), 1e-6 * ref_loss.item<double>());
+  ASSERT_EQ(grads.size(), ref_grads.size());
+  for (const auto& [fqn, want] : ref_grads) {
+    double scale = 0, err = 0;
+    const std::vector<double>& have = grads.at(fqn);
+    for (size_t i = 0; i < want.size(); ++i) {
+      ASSERT_TRUE(std::isfinite(have[i])) << fqn;
+      scale = std::max(scale, std::abs(want[i]));
+      err = std::max(err, std::abs(have[i] - want[i]));
+    }
+    EXPECT_LE(err, 1e-5 * scale + 1e-9) << fqn;
+  }
 }
 
 std::vector<Row> Rows() {

@@ -39,7 +39,16 @@ void DistributeParameter(nn::Module& module, const std::string& name, const Devi
   NoGradGuard no_grad;
   memory::LedgerScope ledger(memory::Ledger::kParams);
   dtensor::DistributeOptions opts;
-  opts.src_rank = options.src_data_rank;
+  if (options.src_data_rank) {
+    // PyTorch's src_data_rank is a rank of the tensor-parallel group (mesh_scatter / mesh_broadcast's
+    // group_src), so 0 names each TP group's first rank on a (dp, tp) mesh; DistributeTensor takes a
+    // global rank.
+    const std::vector<int>& ranks = mesh.topology().ranks();
+    TESSEL_CHECK(*options.src_data_rank >= 0 && *options.src_data_rank < static_cast<int>(ranks.size()),
+                 "DistributeModule: src_data_rank ", *options.src_data_rank, " is not a rank of the ", ranks.size(),
+                 "-rank tensor-parallel mesh ", mesh.ToString(), " (it counts within the group, as in PyTorch)");
+    opts.src_rank = ranks[static_cast<size_t>(*options.src_data_rank)];
+  }
   dtensor::DTensor d = dtensor::DistributeTensor(current, mesh, {placement}, opts);
   if (current.requires_grad()) d.set_requires_grad(true);
   module.SetParameter(name, d.tensor());

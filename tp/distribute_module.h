@@ -41,8 +41,9 @@ using InputFn = std::function<void(nn::Module& module, TensorList& inputs, const
 using OutputFn = std::function<void(nn::Module& module, TensorList& outputs, const DeviceMesh& mesh)>;
 
 struct DistributeModuleOptions {
-  // When set, plain parameters are replicated by broadcasting this global rank's values (PyTorch's
-  // src_data_rank); by default every rank already holds identical values (same seed) and nothing moves.
+  // When set, plain parameters take this rank's values, broadcast over the group first (PyTorch's
+  // src_data_rank: a rank within `mesh`, which is 1-D, not a global rank); by default each rank cuts its Shard pieces from its own
+  // values and Replicate parameters are broadcast from the mesh's first rank.
   std::optional<int> src_data_rank;
 };
 

@@ -33,8 +33,11 @@ using ParallelizePlan = std::vector<std::pair<std::string, ParallelStyle>>;
 struct ParallelizeOptions {
   // The mesh axis tensor parallelism runs on when the mesh has more than one axis.
   std::string tp_axis = "tp";
-  // Broadcast parameters from this global rank when partitioning (PyTorch's src_data_rank); by default
-  // every rank holds identical values (same seed) and partitioning communicates nothing.
+  // Partition the parameters of this rank of the tensor-parallel group (PyTorch's src_data_rank: a group
+  // rank, so 0 is each TP group's first rank on a (dp, tp) mesh): its whole tensor is broadcast over the
+  // group first. Unset (PyTorch's default is 0): each rank cuts its Shard pieces from its own values, and
+  // Replicate parameters (row-parallel biases, sequence-parallel norms) still take the group's first rank's
+  // values by one broadcast each, so ranks must start from the same values (the same seed).
   std::optional<int> src_data_rank;
 };
 

@@ -155,6 +155,25 @@ TEST(ParallelizeModuleTest, SrcDataRankBroadcastsRankZerosValuesBeforePartitioni
   });
 }
 
+// src_data_rank counts within the tensor-parallel group, as in PyTorch: on a (dp 2, tp 2) mesh, 0 is each
+// TP group's first rank (global ranks 0 and 2). As a global rank it made ranks 2 and 3 raise "src_rank 0 is
+// not in mesh".
+TEST(ParallelizeModuleTest, SrcDataRankIsARankOfTheTensorParallelGroupOnA2DMesh) {
+  comm::RunRanks(4, [](comm::ProcessGroupPtr world) {
+    const dtensor::DeviceMesh mesh = dtensor::InitDeviceMesh(world, {2, 2}, {"dp", "tp"});
+    Generator gen(static_cast<uint64_t>(world->rank()));  // every rank starts from other values
+    nn::Linear lin(8, 6, true, gen);
+    ParallelizeModule(lin, mesh["tp"], ColwiseParallel{}, {.src_data_rank = 0});
+    Generator first_gen(static_cast<uint64_t>(2 * mesh.local_rank("dp")));  // this TP group's rank 0
+    nn::Linear first(8, 6, true, first_gen);
+    EXPECT_EQ(FullValues(lin.Param("weight")), first.Param("weight").ToDoubleVector());
+    EXPECT_EQ(FullValues(lin.Param("bias")), first.Param("bias").ToDoubleVector());
+    nn::Linear other(8, 6, true, gen);
+    ExpectErrorContains([&] { ParallelizeModule(other, mesh["tp"], ColwiseParallel{}, {.src_data_rank = 2}); },
+                        ErrorCode::kInvalidArgument, {"src_data_rank 2 is not a rank of the 2-rank tensor-parallel mesh"});
+  }, FastRanks());
+}
+
 TEST(ParallelizeModuleTest, ASequenceDimOutsideTheInputIsAnErrorNamingTheLayout) {
   RunTp(2, [](const dtensor::DeviceMesh& tp) {
     nn::LayerNorm norm(8);
