@@ -126,13 +126,23 @@ CollectiveDesc DescribeAllGather(const Tensor& output, const Tensor& input, int 
   return d;
 }
 
-CollectiveDesc DescribeReduceScatter(const Tensor& output, const Tensor& input, ReduceOp op, int world,
+CollectiveDesc DescribeReduceScatter(const Tensor& output, const Tensor& input, ReduceOp op, int world, int rank,
                                      DeviceType device_type) {
   CheckCommTensor("reduce_scatter", output, device_type);
   CheckCommTensor("reduce_scatter", input, device_type);
   CheckSameDType("reduce_scatter", output, input);
   CheckReduceOp("reduce_scatter", op, input.dtype());
   CheckStacked("reduce_scatter", "input", input, output, world);
+  // As all_gather's: an output inside the input must be this rank's own block (the in-place form NCCL
+  // defines). Elsewhere, peers read that block as their input while this rank writes its result there (the
+  // threads backend's direct path gave 4 where the sum was 3, with no error).
+  const int64_t out_bytes = output.numel() * ElementSize(output.dtype());
+  const char* in = static_cast<const char*>(input.raw_data());
+  const char* out = static_cast<const char*>(output.raw_data());
+  const bool overlap = out_bytes > 0 && out < in + out_bytes * world && in < out + out_bytes;
+  TESSEL_CHECK(!overlap || out == in + out_bytes * rank, "reduce_scatter: the output overlaps the input but is not rank ",
+               rank, "'s block of it (an in-place reduce_scatter takes output = input block ", rank, ", bytes [",
+               out_bytes * rank, ", ", out_bytes * (rank + 1), "); the output starts at byte ", out - in, ")");
   CollectiveDesc d;
   d.kind = CollectiveKind::kReduceScatter;
   d.dtype = input.dtype();

@@ -57,7 +57,8 @@ CollectiveDesc DescribeAllReduce(const Tensor& t, ReduceOp op, DeviceType device
 // whose bytes overlap the output must be exactly this `rank`'s block of it (in-place all_gather).
 CollectiveDesc DescribeAllGather(const Tensor& output, const Tensor& input, int world, int rank,
                                  DeviceType device_type);
-CollectiveDesc DescribeReduceScatter(const Tensor& output, const Tensor& input, ReduceOp op, int world,
+// Likewise an output whose bytes overlap the input must be exactly `rank`'s block of it.
+CollectiveDesc DescribeReduceScatter(const Tensor& output, const Tensor& input, ReduceOp op, int world, int rank,
                                      DeviceType device_type);
 // Resolves empty split lists to equal splits (dim 0 must then divide by world).
 CollectiveDesc DescribeAllToAll(const Tensor& output, const Tensor& input, std::vector<int64_t> output_splits,

@@ -162,13 +162,19 @@ void GlooReduceScatter(const std::shared_ptr<gloo::Context>& ctx, const Tensor& 
 
 void GlooAllToAll(const std::shared_ptr<gloo::Context>& ctx, const Tensor& out, const Tensor& in,
                   const CollectiveDesc& d, uint32_t tag, milliseconds timeout) {
-  if (in.numel() == 0 && out.numel() == 0) return;
+  // No early return for an empty input and output: the splits differ between ranks, and gloo's alltoallv
+  // posts a (zero-byte) message to and from every peer whatever the sizes, so a rank with no rows that
+  // skipped the call left its peers waiting for those messages until the timeout (an idle expert rank of a
+  // MoE all_to_all). It calls alltoallv like every other rank, on a dummy byte when it has no data.
   std::vector<int64_t> in_bytes, out_bytes;
   for (int64_t rows : d.input_splits) in_bytes.push_back(rows * d.row_bytes);
   for (int64_t rows : d.output_splits) out_bytes.push_back(rows * d.row_bytes);
+  char dummy_in = 0, dummy_out = 0;
+  char* in_ptr = in.numel() > 0 ? static_cast<char*>(in.raw_data()) : &dummy_in;
+  char* out_ptr = out.numel() > 0 ? static_cast<char*>(out.raw_data()) : &dummy_out;
   gloo::AlltoallvOptions opts(ctx);
-  opts.setInput(static_cast<char*>(in.raw_data()), in_bytes);
-  opts.setOutput(static_cast<char*>(out.raw_data()), out_bytes);
+  opts.setInput(in_ptr, in_bytes);
+  opts.setOutput(out_ptr, out_bytes);
   opts.setTag(tag);
   opts.setTimeout(timeout);
   gloo::alltoallv(opts);
@@ -262,7 +268,7 @@ class GlooProcessGroup final : public ProcessGroup {
     });
   }
   WorkPtr ReduceScatter(const Tensor& output, const Tensor& input, ReduceOp op) override {
-    CollectiveDesc d = DescribeReduceScatter(output, input, op, size(), DeviceType::kCpu);
+    CollectiveDesc d = DescribeReduceScatter(output, input, op, size(), rank(), DeviceType::kCpu);
     return Issue(std::move(d), output, [=](auto& ctx, uint32_t tag, milliseconds timeout) {
       GlooReduceScatter(ctx, output, input, op, tag, timeout);
     });

@@ -129,6 +129,33 @@ TEST(GlooTest, AllToAllMovesUnevenSplits) {
   EXPECT_EQ(out.ToDoubleVector(), want);
 }
 
+// The last rank sends and receives nothing (an idle MoE rank); the others swap rows. It used to return
+// without calling gloo, and its peers waited for its zero-byte messages until the timeout.
+TEST(GlooTest, AllToAllWithAnIdleRankFinishesAtOnce) {
+  ProcessGroup& pg = World();
+  const int w = pg.size(), me = pg.rank();
+  if (w < 2) GTEST_SKIP() << "needs 2 ranks";
+  auto rows = [w](int src, int dst) { return src == w - 1 || dst == w - 1 ? int64_t{0} : int64_t{1}; };
+  std::vector<int64_t> in_splits, out_splits;
+  int64_t in_rows = 0, out_rows = 0;
+  for (int j = 0; j < w; ++j) {
+    in_splits.push_back(rows(me, j)), out_splits.push_back(rows(j, me));
+    in_rows += rows(me, j), out_rows += rows(j, me);
+  }
+  std::vector<double> in_vals;  // row k of rank r holds 10 r + k
+  for (int64_t k = 0; k < in_rows; ++k) in_vals.push_back(10 * me + k);
+  Tensor out = Full({out_rows, 1}, -1);
+  const auto start = Clock::now();
+  pg.AllToAll(out, FromDoubles(in_vals, Shape{in_rows, 1}), out_splits, in_splits)->Wait();
+  EXPECT_LT(Clock::now() - start, milliseconds(5000));
+  std::vector<double> want;  // from rank j: its row number `me` (it sends one row to each active rank)
+  for (int j = 0; j < w; ++j) {
+    if (rows(j, me) == 1) want.push_back(10 * j + me);
+  }
+  EXPECT_EQ(out.ToDoubleVector(), want);
+  pg.Barrier()->Wait();
+}
+
 TEST(GlooTest, BatchedSendRecvRingExchangesBothWays) {
   ProcessGroup& pg = World();
   const int w = pg.size(), r = pg.rank();

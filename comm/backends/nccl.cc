@@ -200,7 +200,7 @@ class NcclProcessGroup final : public ProcessGroup {
     });
   }
   WorkPtr ReduceScatter(const Tensor& out, const Tensor& in, ReduceOp op) override {
-    CollectiveDesc d = DescribeReduceScatter(out, in, op, size(), DeviceType::kCuda);
+    CollectiveDesc d = DescribeReduceScatter(out, in, op, size(), rank(), DeviceType::kCuda);
     return Enqueue(d, {out, in}, [&](ncclComm_t c, cudaStream_t s) {
       return ncclReduceScatter(in.raw_data(), out.raw_data(), Count(out), NcclType(in.dtype()), NcclOp(op, in.dtype()),
                                c, s);

@@ -150,7 +150,7 @@ class ThreadsProcessGroup final : public ProcessGroup {
     return Issue(std::move(d), {output, input}, input.raw_data(), output.raw_data(), 1, &ExecAllGather, staged);
   }
   WorkPtr ReduceScatter(const Tensor& output, const Tensor& input, ReduceOp op) override {
-    CollectiveDesc d = DescribeReduceScatter(output, input, op, size(), DeviceType::kCpu);
+    CollectiveDesc d = DescribeReduceScatter(output, input, op, size(), rank(), DeviceType::kCpu);
     const int64_t staged = Staged(d.bytes) ? d.bytes : -1;
     return Issue(std::move(d), {output, input}, input.raw_data(), output.raw_data(), 1, &ExecReduceScatter, staged);
   }

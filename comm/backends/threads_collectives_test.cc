@@ -305,6 +305,27 @@ TEST(ThreadsCollectivesTest, AllGatherInputOverlappingTheOutputElsewhereIsReject
   });
 }
 
+// The same for reduce_scatter: an output inside the input other than this rank's block is written while a
+// peer reads it (with inputs over 256 KiB, on the direct path, rank 0 read 4 where the sum was 3).
+TEST(ThreadsCollectivesTest, ReduceScatterOutputOverlappingTheInputElsewhereIsRejectedBeforeAnyCopy) {
+  RunRanks(2, [](ProcessGroupPtr pg) {
+    for (int64_t n : {int64_t{2}, int64_t{1} << 18}) {
+      Tensor in = Full({2 * n}, pg->rank() + 1);
+      for (int64_t offset : {n * (1 - pg->rank()), n / 2}) {
+        try {
+          pg->ReduceScatter(MakeView(in, {n}, {1}, offset), in, ReduceOp::kSum);
+          ADD_FAILURE() << "expected an error for offset " << offset;
+        } catch (const Error& e) {
+          EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+          EXPECT_NE(std::string(e.what()).find(Str("overlaps the input but is not rank ", pg->rank(), "'s block")),
+                    std::string::npos) << e.what();
+        }
+      }
+    }
+    pg->Barrier()->Wait();
+  });
+}
+
 TEST(ThreadsCollectivesTest, WaitReturnsOnlyAfterTheCommThreadDroppedWhatTheCallCaptured) {
   // Memory peaks must not depend on thread timing: once Wait() returns, the backend must hold no
   // reference to the call's tensors, so dropping the caller's handles frees them at once (the FSDP
