@@ -64,5 +64,18 @@ TEST(EmbeddingRulesTest, TwoDimMeshVocabAndBatchShardingMatchDense) {
   });
 }
 
+// Ids sharded [S(0), S(0)] with tp before dp (the order fully_shard over tensor parallelism gives): the
+// rule used to keep that order for the lookup but label the output with the default one, so rows of
+// ranks (0, 1) and (1, 0) came back swapped.
+TEST(EmbeddingRulesTest, IdsInANonDefaultShardOrderMatchDense) {
+  OnMesh2D([](const DeviceMesh& mesh) {
+    const int64_t v = 11;
+    const Tensor table = Values({v, 3}), ids = Ids({8}, v);
+    const DTensor w = DistributeTensor(table, mesh, ParsePlacements("R, R"));
+    const DTensor i = DistributeTensor(ids, mesh, ParsePlacements("S(0), S(0)"), {.shard_order = ShardOrder{{1, 0}}});
+    EXPECT_EQ(DTensor(Embedding(w, i)).FullTensor().ToDoubleVector(), Embedding(table, ids).ToDoubleVector());
+  });
+}
+
 }  // namespace
 }  // namespace tessel::dtensor

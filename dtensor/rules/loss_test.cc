@@ -117,5 +117,29 @@ TEST(LossRulesTest, BadLogitsRankRaisesNamingTheCall) {
   });
 }
 
+// Logits and targets sharded over both axes along the rows in a non-default order (tp before dp), the
+// targets also in the default one: rows used to meet other rows' targets, or come back permuted.
+TEST(LossRulesTest, RowsInANonDefaultShardOrderMatchDense) {
+  OnMesh2D([](const DeviceMesh& mesh) {
+    const Tensor logits = Values({8, 5});
+    std::vector<int64_t> t;
+    for (int64_t i = 0; i < 8; ++i) t.push_back((i * 3 + 1) % 5);
+    const Tensor target = FromVector(t);
+    const ShardOrder tp_first{{1, 0}, {}};
+    const DTensor dl = DistributeTensor(logits, mesh, ParsePlacements("S(0), S(0)"), {.shard_order = tp_first});
+    for (bool same_order : {true, false}) {
+      SCOPED_TRACE(same_order ? "targets tp before dp" : "targets dp before tp");
+      const DTensor dt = DistributeTensor(target, mesh, ParsePlacements("S(0), S(0)"),
+                                          {.shard_order = same_order ? std::optional<ShardOrder>(ShardOrder{{1, 0}})
+                                                                     : std::nullopt});
+      const std::vector<double> got =
+          DTensor(CrossEntropy(dl, dt, -100, "none")).FullTensor().ToDoubleVector();
+      const std::vector<double> want = CrossEntropy(logits, target, -100, "none").ToDoubleVector();
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t k = 0; k < want.size(); ++k) EXPECT_NEAR(got[k], want[k], 1e-9) << k;
+    }
+  });
+}
+
 }  // namespace
 }  // namespace tessel::dtensor

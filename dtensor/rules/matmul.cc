@@ -191,24 +191,47 @@ Strategy Assemble(const OpCall& call, const Product& p, const std::vector<const 
            : shard   ? StrategyKind::kShard
                      : StrategyKind::kReplicate;
   ShardingState out_state = DefaultState(out, static_cast<int64_t>(p.out_shape.size()));
+  std::vector<ShardingState> states(static_cast<size_t>(call.num_inputs()));
+  std::vector<bool> kept(states.size(), false);
+  for (int i = 0; i < call.num_inputs(); ++i) {
+    if (!call.defined(i)) continue;
+    std::vector<Placement> pl;
+    for (const Option* o : choice) pl.push_back(o->operands[static_cast<size_t>(i)]);
+    states[static_cast<size_t>(i)] = DefaultState(pl, call.spec(i).ndim());
+    kept[static_cast<size_t>(i)] = pl == call.spec(i).placements();
+  }
+  // One shard order per label, on every operand that carries it and on the output: the order of the
+  // first operand that keeps its placements (it then moves nothing). Operands chunked in different
+  // orders along a shared label would multiply mismatched blocks (a contracted K: a wrong Partial sum).
+  for (const Label& l : p.labels) {
+    const std::vector<int>* chosen = nullptr;
+    for (int i = 0; i < call.num_inputs() && chosen == nullptr; ++i) {
+      const int64_t d = l.operand_dims[static_cast<size_t>(i)];
+      if (d < 0 || !kept[static_cast<size_t>(i)]) continue;
+      const std::vector<int>& cur = call.spec(i).shard_order()[static_cast<size_t>(d)];
+      if (!cur.empty()) chosen = &cur;
+    }
+    if (chosen == nullptr) continue;
+    const auto same_axes = [&](const std::vector<int>& order) {
+      return std::is_permutation(order.begin(), order.end(), chosen->begin(), chosen->end());
+    };
+    for (int i = 0; i < call.num_inputs(); ++i) {
+      const int64_t d = l.operand_dims[static_cast<size_t>(i)];
+      if (d < 0 || !call.defined(i)) continue;
+      std::vector<int>& order = states[static_cast<size_t>(i)].order[static_cast<size_t>(d)];
+      if (same_axes(order)) order = *chosen;
+    }
+    if (l.out_dim >= 0) {
+      std::vector<int>& order = out_state.order[static_cast<size_t>(l.out_dim)];
+      if (same_axes(order)) order = *chosen;
+    }
+  }
   for (int i = 0; i < call.num_inputs(); ++i) {
     if (!call.defined(i)) {
       s.inputs.emplace_back();
-      continue;
+    } else {
+      s.inputs.emplace_back(std::move(states[static_cast<size_t>(i)]));
     }
-    std::vector<Placement> pl;
-    for (const Option* o : choice) pl.push_back(o->operands[static_cast<size_t>(i)]);
-    ShardingState st = DefaultState(pl, call.spec(i).ndim());
-    if (pl == call.spec(i).placements()) {
-      st.order = call.spec(i).shard_order();
-      for (const Label& l : p.labels) {
-        const int64_t d = l.operand_dims[static_cast<size_t>(i)];
-        if (d >= 0 && l.out_dim >= 0 && !st.order[static_cast<size_t>(d)].empty()) {
-          out_state.order[static_cast<size_t>(l.out_dim)] = st.order[static_cast<size_t>(d)];
-        }
-      }
-    }
-    s.inputs.emplace_back(std::move(st));
   }
   s.outputs.emplace_back(OutputSpec{std::move(out_state), p.out_shape, {}});
   return s;

@@ -138,5 +138,26 @@ TEST(MatmulRulesTest, MismatchedShapesRaiseNamingGlobalShapesPlacementsMeshAndRa
   });
 }
 
+// K sharded over both axes in different orders on the two operands ([S(1), S(1)] ordered tp before dp
+// on a, the default dp before tp on b): neither was moved and each rank multiplied mismatched K blocks,
+// so the Partial sum was wrong. Also a non-default order on a batch dim kept by the output.
+TEST(MatmulRulesTest, OperandsInDifferentShardOrdersMatchDense) {
+  OnMesh2D([](const DeviceMesh& mesh) {
+    const Tensor a = Values({4, 8}), b = Values({8, 3});
+    const DTensor da = DistributeTensor(a, mesh, ParsePlacements("S(1), S(1)"), {.shard_order = ShardOrder{{}, {1, 0}}});
+    const DTensor db = DistributeTensor(b, mesh, ParsePlacements("S(0), S(0)"));
+    const std::vector<double> got = DTensor(Matmul(da, db)).FullTensor().ToDoubleVector();
+    const std::vector<double> want = Matmul(a, b).ToDoubleVector();
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t k = 0; k < want.size(); ++k) EXPECT_NEAR(got[k], want[k], 1e-9) << k;
+    const Tensor rows = Values({8, 4});
+    const DTensor dr = DistributeTensor(rows, mesh, ParsePlacements("S(0), S(0)"), {.shard_order = ShardOrder{{1, 0}, {}}});
+    const DTensor dw = DistributeTensor(Values({4, 3}), mesh, ParsePlacements("R, R"));
+    const std::vector<double> got_rows = DTensor(Matmul(dr, dw)).FullTensor().ToDoubleVector();
+    const std::vector<double> want_rows = Matmul(rows, Values({4, 3})).ToDoubleVector();
+    for (size_t k = 0; k < want_rows.size(); ++k) EXPECT_NEAR(got_rows[k], want_rows[k], 1e-9) << k;
+  });
+}
+
 }  // namespace
 }  // namespace tessel::dtensor

@@ -257,9 +257,12 @@ Strategy AssembleOptions(const OpCall& call, const std::vector<const AxisOption*
     }
     std::vector<Placement> pl;
     for (const AxisOption* o : choice) pl.push_back(o->inputs[static_cast<size_t>(i)]);
-    ShardingState st = DefaultState(pl, call.spec(i).ndim());
-    if (pl == call.spec(i).placements()) st.order = call.spec(i).shard_order();
-    s.inputs.emplace_back(std::move(st));
+    // Inputs and outputs in the default shard order: an axis option says which mesh axis shards which dim,
+    // not how an input dim maps to an output dim, so a kept non-default order (fully_shard over tensor
+    // parallelism gives [S(0), S(0)] ordered tp before dp) could be neither matched between inputs nor
+    // carried to the output, whose blocks then landed in other ranks' places (embedding, attention and
+    // cross-entropy returned permuted rows). An input in another order is moved to the default one.
+    s.inputs.emplace_back(DefaultState(pl, call.spec(i).ndim()));
   }
   for (size_t k = 0; k < out_shapes.size(); ++k) {
     if (!out_shapes[k]) {
