@@ -73,6 +73,8 @@ void BindProcessGroups(py::module_& m) {
   py::class_<comm::ProcessGroup, comm::ProcessGroupPtr> pg(m, "ProcessGroup");
   pg.def_property_readonly("rank", &comm::ProcessGroup::rank)
       .def_property_readonly("size", &comm::ProcessGroup::size)
+      .def_property_readonly("global_ranks", &comm::ProcessGroup::global_ranks,
+                             "Global (world) rank of each member, in group-rank order")
       .def_property_readonly("name", &comm::ProcessGroup::name)
       .def_property_readonly("backend", &comm::ProcessGroup::backend_name);
   BindCollectives(pg);
@@ -159,10 +161,25 @@ void BindDTensor(py::module_& m) {
       .def("redistribute", [](const Tensor& x, const dtensor::DeviceMesh& mesh, std::vector<dtensor::Placement> p) {
         return NoGil([&] { return dtensor::DTensor(x).Redistribute(mesh, std::move(p)).tensor(); });
       }, py::arg("device_mesh"), py::arg("placements"), "Differentiable; collective over the mesh");
-  m.def("distribute_tensor", [](const Tensor& x, const dtensor::DeviceMesh& mesh, std::vector<dtensor::Placement> p) {
-    return NoGil([&] { return dtensor::DistributeTensor(x, mesh, std::move(p)).tensor(); });
-  }, py::arg("tensor"), py::arg("device_mesh"), py::arg("placements"),
-        "This rank's piece of a full tensor (every rank passes the same value; no communication)");
+  m.def("distribute_tensor", [](const Tensor& x, const dtensor::DeviceMesh& mesh, std::vector<dtensor::Placement> p,
+                                std::optional<int> src_data_rank) {
+    dtensor::DistributeOptions options;
+    if (src_data_rank) {
+      // torch: group rank src_data_rank on every mesh dim scatters / broadcasts its tensor, i.e. the rank at
+      // coordinate (k, ..., k) is the source (a whole-tensor broadcast here, then each rank slices).
+      const int k = *src_data_rank;
+      for (int a = 0; a < mesh.ndim(); ++a) {
+        TESSEL_CHECK(k >= 0 && k < mesh.size(a), "distribute_tensor: src_data_rank ", k, " is not a rank of mesh dim ",
+                     a, " (size ", mesh.size(a), ") of ", mesh.ToString());
+      }
+      options.src_rank = mesh.topology().RankAt(std::vector<int64_t>(static_cast<size_t>(mesh.ndim()), k));
+    } else {
+      options.replicas = dtensor::ReplicaSource::kLocal;  // torch's None: each rank's own values, no communication
+    }
+    return NoGil([&] { return dtensor::DistributeTensor(x, mesh, std::move(p), options).tensor(); });
+  }, py::arg("tensor"), py::arg("device_mesh"), py::arg("placements"), py::arg("src_data_rank") = 0,
+        "This rank's piece of a full tensor: the tensor of src_data_rank (a rank on every mesh dim, torch's "
+        "default 0) is broadcast first; None: every rank's own value, no communication");
   m.def("from_local", [](const Tensor& local, const dtensor::DeviceMesh& mesh, std::vector<dtensor::Placement> p) {
     return NoGil([&] { return dtensor::DTensor::FromLocal(local, mesh, std::move(p)).tensor(); });
   }, py::arg("local_tensor"), py::arg("device_mesh"), py::arg("placements"),

@@ -20,6 +20,8 @@ void BindOptim(py::module_& m) {
       .def("step", [](optim::Optimizer& o) { NoGil([&] { o.Step(); }); })
       .def("zero_grad", &optim::Optimizer::ZeroGrad)
       .def_property("lr", &optim::Optimizer::lr, &optim::Optimizer::set_lr)
+      .def_property("hyper", &optim::Optimizer::Hyper, &optim::Optimizer::SetHyper,
+                    "The hyperparameters by name (lr, beta1, beta2, eps, weight_decay / momentum, dampening, ...)")
       .def_property_readonly("param_names", [](const optim::Optimizer& o) {
         std::vector<std::string> out;
         for (const auto& [name, p] : o.params()) out.push_back(name);

@@ -8,6 +8,7 @@
 // Example (Python): y = (x.view(2, -1).transpose(0, 1) * 2 + 1).sum(dim=0, keepdim=True)
 #include <pybind11/stl.h>
 
+#include <functional>
 #include <optional>
 #include <variant>
 #include <vector>
@@ -56,19 +57,42 @@ using DimArg = std::optional<std::variant<int64_t, std::vector<int64_t>>>;
 
 Tensor ScalarLike(const Tensor& t, double v) { return Scalar(v, t.dtype()); }
 
+// torch's promotion with a Python scalar: a float scalar takes an integer or bool tensor to the default
+// float dtype (float32), an int scalar keeps the tensor's dtype; true division is always floating. Without
+// it int_tensor + 1.5 truncated the scalar ([1, 2] + 1.5 gave [2, 3]), int / int truncated the quotient,
+// and int / 0 killed the process with SIGFPE.
+Tensor Floating(const Tensor& a) { return IsFloating(a.dtype()) ? a : Cast(a, DType::kFloat32); }
+
 void BindArithmetic(py::class_<Tensor>& c) {
+  // Overloads are tried in order: Tensor, then a Python int (py::int_ also takes bool, as torch's int
+  // promotion does), then a Python float.
   c.def("__add__", [](const Tensor& a, const Tensor& b) { return NoGil([&] { return Add(a, b); }); })
-      .def("__add__", [](const Tensor& a, double v) { return NoGil([&] { return AddScalar(a, v); }); })
-      .def("__radd__", [](const Tensor& a, double v) { return NoGil([&] { return AddScalar(a, v); }); })
+      .def("__add__", [](const Tensor& a, py::int_ v) { const double x = v.cast<double>(); return NoGil([&] { return AddScalar(a, x); }); })
+      .def("__add__", [](const Tensor& a, double v) { return NoGil([&] { return AddScalar(Floating(a), v); }); })
+      .def("__radd__", [](const Tensor& a, py::int_ v) { const double x = v.cast<double>(); return NoGil([&] { return AddScalar(a, x); }); })
+      .def("__radd__", [](const Tensor& a, double v) { return NoGil([&] { return AddScalar(Floating(a), v); }); })
       .def("__sub__", [](const Tensor& a, const Tensor& b) { return NoGil([&] { return Sub(a, b); }); })
-      .def("__sub__", [](const Tensor& a, double v) { return NoGil([&] { return AddScalar(a, -v); }); })
-      .def("__rsub__", [](const Tensor& a, double v) { return NoGil([&] { return AddScalar(Neg(a), v); }); })
+      .def("__sub__", [](const Tensor& a, py::int_ v) { const double x = v.cast<double>(); return NoGil([&] { return AddScalar(a, -x); }); })
+      .def("__sub__", [](const Tensor& a, double v) { return NoGil([&] { return AddScalar(Floating(a), -v); }); })
+      .def("__rsub__", [](const Tensor& a, py::int_ v) { const double x = v.cast<double>(); return NoGil([&] { return AddScalar(Neg(a), x); }); })
+      .def("__rsub__", [](const Tensor& a, double v) { return NoGil([&] { return AddScalar(Neg(Floating(a)), v); }); })
       .def("__mul__", [](const Tensor& a, const Tensor& b) { return NoGil([&] { return Mul(a, b); }); })
-      .def("__mul__", [](const Tensor& a, double v) { return NoGil([&] { return MulScalar(a, v); }); })
-      .def("__rmul__", [](const Tensor& a, double v) { return NoGil([&] { return MulScalar(a, v); }); })
-      .def("__truediv__", [](const Tensor& a, const Tensor& b) { return NoGil([&] { return Div(a, b); }); })
-      .def("__truediv__", [](const Tensor& a, double v) { return NoGil([&] { return Div(a, ScalarLike(a, v)); }); })
-      .def("__rtruediv__", [](const Tensor& a, double v) { return NoGil([&] { return Div(ScalarLike(a, v), a); }); })
+      .def("__mul__", [](const Tensor& a, py::int_ v) { const double x = v.cast<double>(); return NoGil([&] { return MulScalar(a, x); }); })
+      .def("__mul__", [](const Tensor& a, double v) { return NoGil([&] { return MulScalar(Floating(a), v); }); })
+      .def("__rmul__", [](const Tensor& a, py::int_ v) { const double x = v.cast<double>(); return NoGil([&] { return MulScalar(a, x); }); })
+      .def("__rmul__", [](const Tensor& a, double v) { return NoGil([&] { return MulScalar(Floating(a), v); }); })
+      .def("__truediv__", [](const Tensor& a, const Tensor& b) {
+        return NoGil([&] {
+          const bool ints = !IsFloating(a.dtype()) && !IsFloating(b.dtype());
+          return ints ? Div(Floating(a), Floating(b)) : Div(a, b);
+        });
+      })
+      .def("__truediv__", [](const Tensor& a, double v) {
+        return NoGil([&] { const Tensor f = Floating(a); return Div(f, ScalarLike(f, v)); });
+      })
+      .def("__rtruediv__", [](const Tensor& a, double v) {
+        return NoGil([&] { const Tensor f = Floating(a); return Div(ScalarLike(f, v), f); });
+      })
       .def("__neg__", [](const Tensor& a) { return NoGil([&] { return Neg(a); }); })
       .def("__pow__", [](const Tensor& a, double e) { return NoGil([&] { return Pow(a, e); }); })
       .def("__matmul__", [](const Tensor& a, const Tensor& b) { return NoGil([&] { return Matmul(a, b); }); })
@@ -100,21 +124,45 @@ void BindArithmetic(py::class_<Tensor>& c) {
 }
 
 void BindComparisons(py::class_<Tensor>& c) {
-  // ==, <, > are ops; !=, <=, >= are their negations (x == false).
+  // ==, <, > are ops; != is not(==) (true for NaN, as in torch); <= and >= are < or ==, > or == (false for
+  // NaN; not(>) read true). A float scalar compares an integer tensor as float32 (torch's promotion:
+  // int_tensor == 1.5 is all false, < 1.5 true for 1).
   auto not_ = [](const Tensor& b) { return Eq(b, Scalar(0, DType::kBool)); };
+  auto either_or_equal = [](const Tensor& strict, const Tensor& a, const Tensor& b) {
+    return Where(strict, Scalar(1, DType::kBool), Eq(a, b));
+  };
+  // The scalar as a 0-d tensor of `a`'s dtype, or of float32 with `a` promoted when the scalar is a float.
+  auto operands = [](const Tensor& a, const py::object& v) -> std::pair<Tensor, Tensor> {
+    if (PyFloat_Check(v.ptr()) && !IsFloating(a.dtype())) {
+      return {Cast(a, DType::kFloat32), Scalar(v.cast<double>(), DType::kFloat32)};
+    }
+    return {a, ScalarLike(a, v.cast<double>())};
+  };
+  // Python and numpy ints (anything with __index__) and floats.
+  const auto scalar = [](const py::object& v) { return PyFloat_Check(v.ptr()) || PyIndex_Check(v.ptr()); };
   c.def("__eq__", [](const Tensor& a, const Tensor& b) { return NoGil([&] { return Eq(a, b); }); })
-      .def("__eq__", [](const Tensor& a, double v) { return NoGil([&] { return Eq(a, ScalarLike(a, v)); }); })
       .def("__ne__", [=](const Tensor& a, const Tensor& b) { return NoGil([&] { return not_(Eq(a, b)); }); })
-      .def("__ne__", [=](const Tensor& a, double v) { return NoGil([&] { return not_(Eq(a, ScalarLike(a, v))); }); })
       .def("__lt__", [](const Tensor& a, const Tensor& b) { return NoGil([&] { return Lt(a, b); }); })
-      .def("__lt__", [](const Tensor& a, double v) { return NoGil([&] { return Lt(a, ScalarLike(a, v)); }); })
       .def("__gt__", [](const Tensor& a, const Tensor& b) { return NoGil([&] { return Gt(a, b); }); })
-      .def("__gt__", [](const Tensor& a, double v) { return NoGil([&] { return Gt(a, ScalarLike(a, v)); }); })
-      .def("__le__", [=](const Tensor& a, const Tensor& b) { return NoGil([&] { return not_(Gt(a, b)); }); })
-      .def("__le__", [=](const Tensor& a, double v) { return NoGil([&] { return not_(Gt(a, ScalarLike(a, v))); }); })
-      .def("__ge__", [=](const Tensor& a, const Tensor& b) { return NoGil([&] { return not_(Lt(a, b)); }); })
-      .def("__ge__", [=](const Tensor& a, double v) { return NoGil([&] { return not_(Lt(a, ScalarLike(a, v))); }); })
-      .def("masked_fill", [](const Tensor& x, const Tensor& mask, double v) {
+      .def("__le__", [=](const Tensor& a, const Tensor& b) { return NoGil([&] { return either_or_equal(Lt(a, b), a, b); }); })
+      .def("__ge__", [=](const Tensor& a, const Tensor& b) { return NoGil([&] { return either_or_equal(Gt(a, b), a, b); }); });
+  using Cmp = std::function<Tensor(const Tensor&, const Tensor&)>;
+  const std::vector<std::pair<const char*, Cmp>> with_scalar = {
+      {"__eq__", [](const Tensor& a, const Tensor& b) { return Eq(a, b); }},
+      {"__ne__", [=](const Tensor& a, const Tensor& b) { return not_(Eq(a, b)); }},
+      {"__lt__", [](const Tensor& a, const Tensor& b) { return Lt(a, b); }},
+      {"__gt__", [](const Tensor& a, const Tensor& b) { return Gt(a, b); }},
+      {"__le__", [=](const Tensor& a, const Tensor& b) { return either_or_equal(Lt(a, b), a, b); }},
+      {"__ge__", [=](const Tensor& a, const Tensor& b) { return either_or_equal(Gt(a, b), a, b); }}};
+  for (const auto& [name, cmp] : with_scalar) {
+    // Anything but a tensor or a number: NotImplemented, so Python falls back (t == None is False, as torch).
+    c.def(name, [=, cmp = cmp](const Tensor& a, const py::object& v) -> py::object {
+      if (!scalar(v)) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+      const auto [x, y] = operands(a, v);
+      return py::cast(NoGil([&] { return cmp(x, y); }));
+    }, py::is_operator());
+  }
+  c.def("masked_fill", [](const Tensor& x, const Tensor& mask, double v) {
         return NoGil([&] { return MaskedFill(x, mask, v); });
       }, py::arg("mask"), py::arg("value"));
 }

@@ -58,7 +58,9 @@ py::dtype ToNumpy(DType d) {
 Tensor FromArray(const py::array& in) {
   const DType dtype = FromNumpy(in.dtype());
   const py::array a = py::module_::import("numpy").attr("ascontiguousarray")(in);
-  const Shape shape(a.shape(), a.shape() + a.ndim());
+  // The input's shape: ascontiguousarray returns at least 1-D, which made tessel.tensor(1.0) shape [1]
+  // instead of torch's [] (and changed the shapes of everything broadcast against it).
+  const Shape shape(in.shape(), in.shape() + in.ndim());
   const void* src = a.data();
   const size_t nbytes = static_cast<size_t>(a.nbytes());
   return NoGil([&] {

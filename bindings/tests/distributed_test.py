@@ -156,6 +156,44 @@ def test_collectives_on_tensors_follow_torch_distributed():
     tessel.run_ranks(3, rank_fn)
 
 
+def test_broadcast_src_is_a_global_rank_on_a_subgroup_as_in_torch():
+    def rank_fn(world):
+        dist.init_process_group()
+        mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
+        dp = mesh.get_group("dp")  # global ranks {0, 2} or {1, 3}
+        r = dist.get_rank()
+        assert list(dp.global_ranks) == [r % 2, r % 2 + 2]
+        t = tessel.tensor(np.array([float(r)]))
+        dist.broadcast(t, src=r % 2 + 2, group=dp)  # the group's second member, by its global rank
+        assert t.tolist() == [float(r % 2 + 2)]
+        t = tessel.tensor(np.array([float(r)]))
+        dist.broadcast(t, group_src=0, group=dp)
+        assert t.tolist() == [float(r % 2)]
+        assert dist.get_global_rank(dp, 1) == r % 2 + 2 and dist.get_group_rank(dp, r) == r // 2
+        with pytest.raises(ValueError, match="not part of the group"):
+            dist.broadcast(t, src=(r + 1) % 2, group=dp)  # a rank of the other dp group
+        with pytest.raises(ValueError, match="exactly one of src"):
+            dist.broadcast(t, src=0, group_src=0)
+
+    tessel.run_ranks(4, rank_fn)
+
+
+def test_distribute_tensor_takes_src_data_rank_values_as_torch():
+    def rank_fn(world):
+        dist.init_process_group()
+        mesh = init_device_mesh("cpu", (2,), mesh_dim_names=("tp",))
+        r = dist.get_rank()
+        mine = tessel.full((4,), float(r))
+        assert distribute_tensor(mine, mesh, [Shard(0)]).full_tensor().tolist() == [0.0] * 4  # default 0
+        assert distribute_tensor(mine, mesh, [Shard(0)], src_data_rank=1).full_tensor().tolist() == [1.0] * 4
+        own = distribute_tensor(mine, mesh, [Shard(0)], src_data_rank=None)  # each rank's own rows
+        assert own.full_tensor().tolist() == [0.0, 0.0, 1.0, 1.0]
+        with pytest.raises(ValueError, match="src_data_rank 2 is not a rank of mesh dim 0"):
+            distribute_tensor(mine, mesh, [Shard(0)], src_data_rank=2)
+
+    tessel.run_ranks(2, rank_fn)
+
+
 def test_bad_distributed_input_raises_python_errors_with_tessels_message():
     def rank_fn(world):
         dist.init_process_group()

@@ -50,6 +50,35 @@ def test_attribute_assignment_registers_parameters_buffers_and_children_in_torch
     assert m.state_dict()["offset"].tolist() == [1.0] * 4
 
 
+def test_assigning_a_plain_tensor_to_a_parameter_raises_type_error_as_torch():
+    lin = nn.Linear(3, 2)
+    with pytest.raises(TypeError, match="cannot assign 'Tensor' as parameter 'weight'"):
+        lin.weight = tessel.zeros(2, 3)  # used to register it frozen (requires_grad False), silently
+    lin.weight = nn.Parameter(tessel.zeros(2, 3))
+    assert lin.weight.requires_grad and lin.weight.numpy().sum() == 0
+
+
+def test_optimizer_reads_every_param_group_hyperparameter_at_each_step():
+    # torch reads param_groups at every step: edits to weight_decay, betas, momentum... take effect.
+    def one_step(edit):
+        p = nn.Parameter(tessel.tensor(np.array([1.0, -2.0], dtype=np.float32)))
+        opt = tessel.optim.AdamW([p], lr=0.1, weight_decay=0.0)
+        edit(opt.param_groups[0])
+        p.grad = tessel.tensor(np.array([0.5, 0.5], dtype=np.float32))
+        opt.step()
+        return p.numpy()
+    plain = one_step(lambda g: None)
+    decayed = one_step(lambda g: g.update(weight_decay=1.0))
+    np.testing.assert_allclose(decayed, plain - 0.1 * 1.0 * np.array([1.0, -2.0]), rtol=1e-6)  # decoupled decay
+    q = nn.Parameter(tessel.tensor(np.array([1.0], dtype=np.float32)))
+    sgd = tessel.optim.SGD([q], lr=1.0)
+    sgd.param_groups[0]["momentum"] = 0.5
+    for _ in range(2):
+        q.grad = tessel.tensor(np.array([1.0], dtype=np.float32))
+        sgd.step()
+    np.testing.assert_allclose(q.numpy(), [1.0 - 1.0 - 1.5])  # buf: 1, then 0.5 + 1
+
+
 def test_call_runs_forward_with_non_tensor_arguments_and_matches_numpy():
     m = MLP(4, 8)
     x = tessel.randn(2, 4)

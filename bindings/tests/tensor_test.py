@@ -29,6 +29,33 @@ def test_arithmetic_with_tensors_and_reflected_scalars_matches_numpy():
     assert (x + 2).dtype == tessel.float64  # a Python scalar keeps the tensor's dtype, as in torch
 
 
+def test_python_scalars_promote_integer_tensors_as_torch_does():
+    i = tessel.tensor([1, 2, 3])
+    assert i.dtype == tessel.int64
+    # an int scalar keeps int64; a float scalar, and true division, give float32 (torch's default dtype)
+    assert (i + 1).dtype == tessel.int64 and (i + 1).tolist() == [2, 3, 4]
+    for got, want in [(i + 1.5, [2.5, 3.5, 4.5]), (1.5 + i, [2.5, 3.5, 4.5]), (i * 0.5, [0.5, 1.0, 1.5]),
+                      (i - 0.5, [0.5, 1.5, 2.5]), (0.5 - i, [-0.5, -1.5, -2.5]), (i / 2, [0.5, 1.0, 1.5]),
+                      (i / i, [1.0, 1.0, 1.0]), (3 / i, [3.0, 1.5, 1.0]), (i / 0.5, [2.0, 4.0, 6.0])]:
+        assert got.dtype == tessel.float32
+        np.testing.assert_allclose(got.numpy(), want)
+    np.testing.assert_array_equal((i / tessel.tensor([0, 1, 2])).numpy(), [np.inf, 2.0, 1.5])  # was SIGFPE
+    np.testing.assert_array_equal((i == 1.5).numpy(), [False, False, False])
+    np.testing.assert_array_equal((i < 1.5).numpy(), [True, False, False])
+    np.testing.assert_array_equal((i >= 2).numpy(), [False, True, True])
+
+
+def test_nan_compares_false_except_ne_and_scalars_keep_shape_zero_d():
+    x = tessel.tensor([float("nan"), 1.0])
+    for got in [x <= 1.0, x >= 1.0, x < 1.0, x > 1.0, x == x, x <= x, x >= x]:
+        assert got.tolist()[0] is False
+    assert (x != x).tolist() == [True, False]
+    assert tessel.tensor(1.0).shape == () and tessel.tensor(3).shape == ()
+    assert tessel.from_numpy(np.array(2.5)).shape == ()
+    assert tessel.tensor([tessel.tensor(1.0), tessel.tensor(2.0)]).shape == (2,)
+    assert (x == None) is False and (x != None) is True  # noqa: E711 (torch: False / True, no error)
+
+
 def test_comparisons_give_bool_tensors_equal_to_numpy():
     a = np.array([[1.0, 2.0, 3.0], [3.0, 2.0, 1.0]])
     x, y = t64(a), t64(np.full((2, 3), 2.0))

@@ -57,13 +57,16 @@ class Optimizer {
   // REQUIRES: keys match this optimizer's parameters (kInvalidArgument lists unknown FQNs).
   virtual void LoadStateDict(const OptimizerStateDict& sd);
 
+  // The hyperparameters by name ("lr", "beta1", "weight_decay", ...), as the state dict holds them; the
+  // Python face sets a parameter group's values before every step (torch reads param_groups each step).
+  virtual std::map<std::string, double> Hyper() const = 0;
+  virtual void SetHyper(const std::map<std::string, double>& h) = 0;
+
  protected:
   // The state tensor `name` of parameter `fqn`, created as zeros like the parameter on first use.
   Tensor& State(const std::string& fqn, const std::string& name, const Tensor& like);
   // kFailedPrecondition naming the FQNs whose handles nn::Module::SetParameter has replaced.
   void CheckParamsAreCurrent(const char* optimizer_name) const;
-  virtual std::map<std::string, double> Hyper() const = 0;
-  virtual void SetHyper(const std::map<std::string, double>& h) = 0;
 
   nn::StateDict params_;
   double lr_ = 1e-3;

@@ -108,8 +108,27 @@ def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=F
     return (group or _default_group("reduce_scatter_tensor")).reduce_scatter_tensor(output, input, op, async_op)
 
 
-def broadcast(tensor, src, group=None, async_op=False):
-    """src: a rank of the group (the default group's ranks are the global ranks)."""
-    return (group or _default_group("broadcast")).broadcast(tensor, src, async_op)
+def get_global_rank(group, group_rank):
+    """The global rank of `group`'s member `group_rank` (torch.distributed.get_global_rank)."""
+    ranks = group.global_ranks
+    if not 0 <= group_rank < len(ranks):
+        raise ValueError("group rank %d is not in the group (size %d)" % (group_rank, len(ranks)))
+    return ranks[group_rank]
+
+
+def get_group_rank(group, global_rank):
+    """`global_rank`'s rank within `group` (torch.distributed.get_group_rank)."""
+    ranks = list(group.global_ranks)
+    if global_rank not in ranks:
+        raise ValueError("global rank %d is not part of the group (global ranks %s)" % (global_rank, ranks))
+    return ranks.index(global_rank)
+
+
+def broadcast(tensor, src=None, group=None, async_op=False, group_src=None):
+    """As torch: src is a global rank (on any group); group_src a rank within the group."""
+    g = group or _default_group("broadcast")
+    if (src is None) == (group_src is None):
+        raise ValueError("broadcast: pass exactly one of src (a global rank) and group_src (a rank of the group)")
+    return g.broadcast(tensor, get_group_rank(g, src) if group_src is None else group_src, async_op)
 
 from . import checkpoint, device_mesh, fsdp, pipelining, tensor  # noqa: E402,F401 (torch.distributed's subpackages)

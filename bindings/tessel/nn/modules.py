@@ -99,6 +99,9 @@ def _setattr(self, name, value):
         self.__dict__.setdefault("_modules", {})[name] = value
         value.__dict__["_tessel_parent"] = self
     elif isinstance(value, Tensor) and self._has_parameter(name):
+        if not isinstance(value, Parameter):  # torch: TypeError; tessel used to store it, frozen, silently
+            raise TypeError("cannot assign '%s' as parameter '%s' (torch.nn.Parameter or None expected)"
+                            % (type(value).__name__, name))
         self._set_parameter(name, value)
     elif isinstance(value, Tensor) and any(n == name for n, _ in self._named_buffers(False)):
         raise NotImplementedError("%s: reassigning buffer '%s' is not supported; update it in place "

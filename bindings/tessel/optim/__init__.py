@@ -2,8 +2,9 @@
 parameter groups (dicts with "params" and per-group options).
 
 Each parameter group is one C++ optimizer (core/optim), whose state is keyed by the parameter's FQN, so a
-checkpoint of the optimizer reshards like the model's. ``param_groups[i]["lr"]`` is read at every step,
-so torch-style LR schedulers work.
+checkpoint of the optimizer reshards like the model's. Every hyperparameter of ``param_groups[i]`` (lr,
+weight_decay, betas, eps, momentum, ...) is read at every step, as in torch, so LR schedulers and
+hand-edited groups work.
 
     opt = tessel.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1)
     loss.backward(); opt.step(); opt.zero_grad()
@@ -64,7 +65,7 @@ class Optimizer:
     def step(self, closure=None):
         loss = closure() if closure is not None else None
         for group, opt in zip(self.param_groups, self._optimizers):
-            opt.lr = float(group["lr"])
+            opt.hyper = self._hyper(group)
             opt.step()
         return loss
 
@@ -95,6 +96,12 @@ class AdamW(Optimizer):
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay))
 
     @staticmethod
+    def _hyper(g):
+        b1, b2 = g["betas"]
+        return {"lr": float(g["lr"]), "beta1": float(b1), "beta2": float(b2), "eps": float(g["eps"]),
+                "weight_decay": float(g["weight_decay"])}
+
+    @staticmethod
     def _make(named, g):
         b1, b2 = g["betas"]
         return _C.AdamW(named, lr=float(g["lr"]), weight_decay=float(g["weight_decay"]), beta1=float(b1),
@@ -110,6 +117,11 @@ class SGD(Optimizer):
             raise ValueError("Invalid learning rate: %s" % lr)
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
                                       nesterov=nesterov))
+
+    @staticmethod
+    def _hyper(g):
+        return {"lr": float(g["lr"]), "momentum": float(g["momentum"]), "dampening": float(g["dampening"]),
+                "weight_decay": float(g["weight_decay"]), "nesterov": float(bool(g["nesterov"]))}
 
     @staticmethod
     def _make(named, g):

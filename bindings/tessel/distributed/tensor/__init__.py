@@ -43,6 +43,6 @@ def distribute_tensor(tensor, device_mesh=None, placements=None, *, src_data_ran
     if device_mesh is None:
         raise ValueError("distribute_tensor: device_mesh is required")
     placements = list(placements) if placements is not None else [Replicate()] * device_mesh.ndim
-    return _C.distribute_tensor(tensor, device_mesh, placements)
+    return _C.distribute_tensor(tensor, device_mesh, placements, src_data_rank)
 
 from . import parallel  # noqa: E402,F401 (torch.distributed.tensor.parallel)
