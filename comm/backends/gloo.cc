@@ -1,6 +1,10 @@
 // comm/backends/gloo.cc — GlooProcessGroup: header exchange + Gloo collectives on a comm thread.
 #include "comm/backends/gloo.h"
 
+#include <signal.h>
+
+#include <csignal>
+
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
 #include <gloo/alltoall.h>
@@ -35,6 +39,8 @@ using std::chrono::milliseconds;
 // Slots of our own traffic; Gloo's collectives use prefixes 0x01–0x08 (gloo/types.h).
 uint64_t HeaderSlot(int64_t seq) { return (uint64_t{0x20} << 56) | ((static_cast<uint64_t>(seq) & 0xffffffffu) << 24); }
 uint64_t P2PSlot(int tag) { return (uint64_t{0x21} << 56) | (uint64_t{static_cast<uint32_t>(tag)} << 24); }
+// The slot of a send's descriptor (its bytes and dtype), which travels ahead of the payload.
+uint64_t P2PDescSlot(int tag) { return (uint64_t{0x22} << 56) | (uint64_t{static_cast<uint32_t>(tag)} << 24); }
 
 milliseconds Remaining(Clock::time_point deadline) {
   // Rounded up: a gloo wait given the truncated remainder could expire just before `deadline`, and the
@@ -308,6 +314,9 @@ class GlooProcessGroup final : public ProcessGroup {
                              std::vector<bool> came, const std::vector<std::string>& failed);
   void RunP2P(const std::vector<P2POp>& ops, const std::string& label, milliseconds timeout);
   [[noreturn]] void Break(ErrorCode code, const std::string& message);
+  [[noreturn]] void FailP2P(const std::exception& e, const std::vector<P2POp>& ops, size_t current,
+                            const std::string& label, milliseconds timeout, Clock::time_point deadline);
+  std::string P2PName(const P2POp& op) const;
 
   std::shared_ptr<comm::Store> store_;
   std::shared_ptr<gloo::transport::Device> device_;
@@ -474,44 +483,88 @@ void GlooProcessGroup::RunP2P(const std::vector<P2POp>& ops, const std::string& 
   std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> bufs;
   const auto deadline = Clock::now() + timeout;
   size_t current = 0;  // the op being posted, then the one being waited on
-  auto name = [&](const P2POp& op) {
-    return Str(op.kind == P2POp::Kind::kSend ? "send to rank " : "recv from rank ", op.peer, " (global ",
-               global_ranks_[op.peer], ", tag ", op.tag, ", ", op.tensor.numel() * ElementSize(op.tensor.dtype()), " B)");
+  // Each send is preceded by a descriptor (bytes, dtype) on a slot of its own; each receive reads the
+  // descriptor before it posts its buffer, and raises kAborted "p2p mismatch" on a difference, after taking
+  // the sender's payload into scratch so the pair's stream stays in step (the group stays usable). Gloo
+  // itself compares nothing: a shorter send left the tail of the receive stale, another dtype was read bit
+  // for bit, and a longer send aborted the receiving process inside gloo. Sends stay eager (they complete
+  // without the receiver, as the pipeline's schedules rely on), so only the receiving side raises; the
+  // threads backend, which matches both sides in one place, raises on both.
+  struct Desc {
+    int64_t bytes = 0, dtype = 0;
+    bool operator==(const Desc&) const = default;
   };
+  std::vector<Desc> mine(ops.size()), theirs(ops.size());
+  std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> desc_bufs(ops.size());
+  std::vector<std::vector<char>> scratch(ops.size());
+  std::string mismatch;
   try {
-    for (; current < ops.size(); ++current) {  // post everything before waiting: no send/send deadlock
+    for (current = 0; current < ops.size(); ++current) {  // post everything before waiting: no send/send deadlock
       const P2POp& op = ops[current];
-      const size_t nbytes = op.tensor.numel() * ElementSize(op.tensor.dtype());
-      bufs.push_back(context_->createUnboundBuffer(op.tensor.raw_data(), nbytes));
+      mine[current] = {op.tensor.numel() * ElementSize(op.tensor.dtype()), static_cast<int64_t>(op.tensor.dtype())};
       if (op.kind == P2POp::Kind::kSend) {
+        desc_bufs[current] = context_->createUnboundBuffer(&mine[current], sizeof(Desc));
+        desc_bufs[current]->send(op.peer, P2PDescSlot(op.tag));
+        bufs.push_back(context_->createUnboundBuffer(op.tensor.raw_data(), static_cast<size_t>(mine[current].bytes)));
         bufs.back()->send(op.peer, P2PSlot(op.tag));
       } else {
-        bufs.back()->recv(op.peer, P2PSlot(op.tag));
+        desc_bufs[current] = context_->createUnboundBuffer(&theirs[current], sizeof(Desc));
+        desc_bufs[current]->recv(op.peer, P2PDescSlot(op.tag));
+        bufs.emplace_back();  // posted once the descriptor is in
       }
     }
     for (current = 0; current < ops.size(); ++current) {
+      const P2POp& op = ops[current];
+      if (op.kind == P2POp::Kind::kSend) continue;
+      desc_bufs[current]->waitRecv(Remaining(deadline));
+      void* into = op.tensor.raw_data();
+      if (!(theirs[current] == mine[current])) {
+        if (mismatch.empty()) {
+          mismatch = Str("p2p mismatch on ", label, ": rank ", op.peer, " posted send to rank ", rank_, " (tag ", op.tag,
+                         ", ", theirs[current].bytes, " B) ", DTypeName(static_cast<DType>(theirs[current].dtype)),
+                         " but rank ", rank_, " posted ", P2PName(op), " ", DTypeName(op.tensor.dtype()));
+        }
+        scratch[current].resize(static_cast<size_t>(std::max<int64_t>(theirs[current].bytes, 1)));
+        into = scratch[current].data();
+      }
+      bufs[current] = context_->createUnboundBuffer(into, static_cast<size_t>(theirs[current].bytes));
+      bufs[current]->recv(op.peer, P2PSlot(op.tag));
+    }
+    for (current = 0; current < ops.size(); ++current) {
       if (ops[current].kind == P2POp::Kind::kSend) {
+        desc_bufs[current]->waitSend(Remaining(deadline));
         bufs[current]->waitSend(Remaining(deadline));
       } else {
         bufs[current]->waitRecv(Remaining(deadline));
       }
     }
   } catch (const std::exception& e) {
-    const std::string what = current < ops.size() ? name(ops[current]) : "a p2p op";
-    if (Clock::now() >= deadline) {
-      Break(ErrorCode::kDeadlineExceeded,
-            Str("p2p on ", label, " timed out after ", timeout.count(), " ms: no matching peer call for ", what));
-    }
-    if (dynamic_cast<const gloo::IoException*>(&e) != nullptr && current < ops.size()) {
-      // Gloo fails a pair's pending operations when its connection closes: as in the collectives, say so
-      // (at once, not at the timeout) and name the peer.
-      const int peer = ops[current].peer;
-      Break(ErrorCode::kAborted, Str("p2p on ", label, " failed at ", what, ": the connection to rank ", peer,
-                                     " (global ", global_ranks_[peer], ") closed (the process exited or died): ",
-                                     e.what()));
-    }
-    Break(ErrorCode::kAborted, Str("p2p on ", label, " failed at ", what, ": ", e.what()));
+    FailP2P(e, ops, current, label, timeout, deadline);
   }
+  if (!mismatch.empty()) TESSEL_FAIL(ErrorCode::kAborted, mismatch);
+}
+
+void GlooProcessGroup::FailP2P(const std::exception& e, const std::vector<P2POp>& ops, size_t current,
+                               const std::string& label, milliseconds timeout, Clock::time_point deadline) {
+  const std::string what = current < ops.size() ? P2PName(ops[current]) : "a p2p op";
+  if (Clock::now() >= deadline) {
+    Break(ErrorCode::kDeadlineExceeded,
+          Str("p2p on ", label, " timed out after ", timeout.count(), " ms: no matching peer call for ", what));
+  }
+  if (dynamic_cast<const gloo::IoException*>(&e) != nullptr && current < ops.size()) {
+    // Gloo fails a pair's pending operations when its connection closes: as in the collectives, say so
+    // (at once, not at the timeout) and name the peer.
+    const int peer = ops[current].peer;
+    Break(ErrorCode::kAborted, Str("p2p on ", label, " failed at ", what, ": the connection to rank ", peer,
+                                   " (global ", global_ranks_[peer], ") closed (the process exited or died): ",
+                                   e.what()));
+  }
+  Break(ErrorCode::kAborted, Str("p2p on ", label, " failed at ", what, ": ", e.what()));
+}
+
+std::string GlooProcessGroup::P2PName(const P2POp& op) const {
+  return Str(op.kind == P2POp::Kind::kSend ? "send to rank " : "recv from rank ", op.peer, " (global ",
+             global_ranks_[op.peer], ", tag ", op.tag, ", ", op.tensor.numel() * ElementSize(op.tensor.dtype()), " B)");
 }
 
 std::shared_ptr<ProcessGroup> GlooProcessGroup::NewGroup(const std::vector<int>& ranks) {
@@ -549,12 +602,23 @@ int EnvInt(const char* name, std::optional<int> fallback) {
   return static_cast<int>(x);
 }
 
+// Gloo's TCP transport writes without MSG_NOSIGNAL, so a write to a peer process that has exited raises
+// SIGPIPE, whose default action killed this process (exit code 141) instead of failing the op with the
+// "connection to rank N closed" error: a flaky death of the survivors when a rank crashed mid-barrier, and
+// a certain one for a send to it. SIGPIPE is ignored (Python, and so PyTorch, does the same at start-up)
+// unless the application installed its own handler; the write then fails with EPIPE.
+void IgnoreSigpipeUnlessHandled() {
+  struct sigaction current {};
+  if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) std::signal(SIGPIPE, SIG_IGN);
+}
+
 }  // namespace
 
 ProcessGroupPtr NewGlooProcessGroup(std::shared_ptr<Store> store, const std::string& prefix, int rank, int world_size,
                                     const GlooOptions& options) {
   TESSEL_CHECK(world_size >= 1 && rank >= 0 && rank < world_size, "gloo: rank ", rank,
                " is not in a world of size ", world_size);
+  IgnoreSigpipeUnlessHandled();
   std::vector<int> all(world_size);
   for (int r = 0; r < world_size; ++r) all[r] = r;
   const int threads = options.num_threads > 0 ? options.num_threads : NumThreads();

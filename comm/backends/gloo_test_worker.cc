@@ -171,6 +171,37 @@ TEST(GlooTest, BatchedSendRecvRingExchangesBothWays) {
   EXPECT_EQ(from_next.ToVector<double>(), (std::vector<double>(2, 10 * next)));
 }
 
+// Gloo compares nothing itself: a shorter send left the receive's tail stale, another dtype was read bit
+// for bit, and a longer send aborted the receiving process inside gloo. The receiver now raises the threads
+// backend's "p2p mismatch" (sends stay eager, so the sender completes), and the group stays usable.
+TEST(GlooTest, SendRecvSizeOrDtypeMismatchIsAbortedOnTheReceiver) {
+  ProcessGroup& pg = World();
+  const int w = pg.size(), r = pg.rank();
+  if (w < 2) GTEST_SKIP() << "needs 2 ranks";
+  if (r < 2) {
+    const int peer = 1 - r;
+    struct Case {
+      Tensor send, recv;
+      const char* what;
+    };
+    for (const Case& c : {Case{Full({2}, 7.0), Full({4}, -1.0), "(tag 0, 8 B) float32"},
+                          Case{Full({8}, 7.0), Full({4}, -1.0), "(tag 0, 32 B) float32"},
+                          Case{Full({4}, 7.0), Full({4}, -1.0, DType::kInt32), "(tag 0, 16 B) float32"}}) {
+      if (r == 0) {
+        pg.Send(c.send, peer)->Wait();
+      } else {
+        ExpectErrorContains([&] { pg.Recv(c.recv, peer)->Wait(); }, ErrorCode::kAborted,
+                            {"p2p mismatch", Str("rank 0 posted send to rank 1 ", c.what), "rank 1 posted recv from rank 0"});
+        EXPECT_EQ(c.recv.ToVector<double>(), std::vector<double>(4, -1.0));  // untouched
+      }
+    }
+    Tensor ok = Full({3}, -1.0);
+    (r == 0 ? pg.Send(Full({3}, 5.0), peer) : pg.Recv(ok, peer))->Wait();  // still usable, still in step
+    if (r == 1) EXPECT_EQ(ok.ToVector<double>(), std::vector<double>(3, 5.0));
+  }
+  pg.Barrier()->Wait();
+}
+
 TEST(GlooTest, SubgroupsAndTracerSeeOnlyTheirMembers) {
   ProcessGroup& pg = World();
   const int w = pg.size(), r = pg.rank();
