@@ -3,6 +3,8 @@
 #include "core/ops/elementwise.h"
 
 #include <cstring>
+#include <limits>
+#include <type_traits>
 
 #include "core/autograd/call.h"
 #include "core/base/error.h"
@@ -54,6 +56,39 @@ TensorList BinaryKernel(std::span<const Tensor> in, const Attrs&, const char* na
     T* po = static_cast<T*>(out.raw_data());
     if constexpr (std::is_same_v<T, bool>) {
       TESSEL_FAIL(ErrorCode::kInvalidArgument, name, ": not supported for bool tensors");
+    } else {
+      if constexpr (kOp == BinOp::kDiv && std::is_integral_v<T>) {
+        // An integer division by zero (or of the minimum by -1) traps (SIGFPE) and killed the process:
+        // checked first, serially, so it is an error instead (torch raises for integer division by zero).
+        const auto dense = [](const Tensor& t) {
+          if (t.is_contiguous()) return t;
+          Tensor c = Empty(t.sizes(), t.dtype(), t.device());
+          CopyInto(c, t);
+          return c;
+        };
+        const Tensor bc = dense(b);
+        const T* q = static_cast<const T*>(bc.raw_data());
+        for (int64_t i = 0; i < bc.numel(); ++i) {
+          TESSEL_CHECK(ToCompute(q[i]) != C(0), name, ": integer division by zero (divisor ", DTypeName(b.dtype()), " ",
+                       ShapeStr(b.sizes()), " is 0 at flat index ", i, "; dividend ", ShapeStr(a.sizes()),
+                       "). HINT: cast to a floating dtype for IEEE division");
+        }
+        if (std::is_signed_v<C>) {
+          bool neg_one = false;
+          for (int64_t i = 0; i < bc.numel() && !neg_one; ++i) neg_one = ToCompute(q[i]) == C(-1);
+          if (neg_one) {
+            const Tensor ac = dense(a);
+            const T* p = static_cast<const T*>(ac.raw_data());
+            for (int64_t i = 0; i < ac.numel(); ++i) {
+              TESSEL_CHECK(ToCompute(p[i]) != std::numeric_limits<C>::lowest(), name, ": integer overflow: the minimum ",
+                           DTypeName(a.dtype()), " divided by -1 (dividend ", ShapeStr(a.sizes()), " at flat index ",
+                           i, ")");
+            }
+          }
+        }
+      }
+    }
+    if constexpr (std::is_same_v<T, bool>) {
     } else if (a.sizes() == shape && b.sizes() == shape && a.is_contiguous() && b.is_contiguous()) {
       ParallelFor(0, n, kGrain, [&](int64_t s, int64_t e) {
         for (int64_t i = s; i < e; ++i) po[i] = FromCompute<T>(Apply<kOp, C>(ToCompute(pa[i]), ToCompute(pb[i])));

@@ -5,6 +5,7 @@
 #include "core/autograd/engine.h"
 #include "core/autograd/grad_mode.h"
 #include "core/base/error.h"
+#include "core/base/testing/expect_error.h"
 #include "core/ops/testing/gradcheck.h"
 #include "core/tensor/factory.h"
 
@@ -59,6 +60,19 @@ TEST(ElementwiseTest, MismatchedShapesAndDtypesRaiseNamedErrors) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("mul: dtype mismatch float32 vs float64"), std::string::npos) << e.what();
   }
+}
+
+// Integer division by zero, and of the minimum by -1, trap (SIGFPE): they used to kill the process.
+TEST(ElementwiseTest, IntegerDivisionByZeroOrOverflowIsAnErrorNotACrash) {
+  const Tensor a = FromVector<int64_t>({7, -7, 3});
+  EXPECT_EQ(Div(a, FromVector<int64_t>({2, 2, -1})).ToVector<int64_t>(), (std::vector<int64_t>{3, -3, -3}));
+  ::tessel::testing::ExpectErrorContains([&] { Div(a, FromVector<int64_t>({1, 0, 1})); }, ErrorCode::kInvalidArgument,
+                                         {"div: integer division by zero", "is 0 at flat index 1"});
+  ::tessel::testing::ExpectErrorContains([&] { Div(FromVector<int32_t>({5, 6}), Scalar(0, DType::kInt32)); },
+                                         ErrorCode::kInvalidArgument, {"integer division by zero"});
+  ::tessel::testing::ExpectErrorContains(
+      [&] { Div(FromVector<int64_t>({std::numeric_limits<int64_t>::min()}), FromVector<int64_t>({-1})); },
+      ErrorCode::kInvalidArgument, {"integer overflow: the minimum int64 divided by -1"});
 }
 
 TEST(ElementwiseTest, BackwardMatchesFiniteDifferences) {
