@@ -94,7 +94,11 @@ ReplicateState::ReplicateState(nn::Module* module, comm::ProcessGroupPtr group, 
     TESSEL_CHECK(options_.zero_stage == 0 || p.dim() > 0, "Replicate(zero_stage=", options_.zero_stage,
                  "): parameter '", fqn, "' is a scalar; ZeRO shards dim 0");
     const int64_t nbytes = p.numel() * ElementSize(p.dtype());
-    if (bytes > 0 && bytes + nbytes > options_.bucket_cap_bytes) {
+    // A bucket is one flat buffer of its first parameter's dtype: a parameter of another dtype starts a new
+    // one (as DDP buckets per dtype). Mixed, fp32 values were rounded through bf16 by the initial broadcast,
+    // on every rank, and their gradients all-reduced in bf16.
+    const bool other_dtype = !buckets_.back().params.empty() && buckets_.back().params[0].param.dtype() != p.dtype();
+    if ((bytes > 0 && bytes + nbytes > options_.bucket_cap_bytes) || other_dtype) {
       buckets_.emplace_back();
       bytes = 0;
     }

@@ -5,11 +5,13 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 
 #include "comm/tracer.h"
 #include "core/base/testing/expect_error.h"
 #include "core/ops/reduction.h"
+#include "core/ops/unary.h"
 #include "planner/data_parallel.h"
 #include "planner/model_spec.h"
 #include "tests/fsdp_testing.h"
@@ -347,6 +349,36 @@ TEST(ReplicateTest, AParameterUnusedOnOneRankContributesZerosAndNothingHangs) {
         EXPECT_EQ(m.Param("w2").grad().ToVector<float>(), (std::vector<float>{2, 5, 9}));
         // d/dw1 = x * w2 = {2, 2.5, 3} on rank 0, x = {4, 5, 6} on rank 1; averaged.
         EXPECT_EQ(m.Param("w1").grad().ToVector<float>(), (std::vector<float>{3, 3.75, 4.5}));
+      },
+      FastRanks());
+}
+
+// An fp32 parameter next to a bf16 one: each dtype gets its own bucket, so neither the initial broadcast
+// nor the gradient all-reduce rounds the fp32 values through bf16 (1 + 2^-12 read 1.0 after Replicate).
+class MixedDtypes final : public nn::Module {
+ public:
+  MixedDtypes() : Module("MixedDtypes") {
+    RegisterParameter("scale", Full({2}, 1.0 + std::ldexp(1.0, -12)));
+    RegisterParameter("w", Full({2}, 0.5, DType::kBFloat16));
+  }
+  TensorList Forward(const TensorList& in) override {
+    return {Add(Mul(in.at(0), Param("scale")), Cast(Param("w"), DType::kFloat32))};
+  }
+};
+
+TEST(ReplicateTest, ParametersOfAnotherDtypeGetTheirOwnBucket) {
+  comm::RunRanks(
+      2,
+      [&](comm::ProcessGroupPtr world) {
+        dtensor::DeviceMesh mesh = dtensor::InitDeviceMesh(world, {2}, {"dp"});
+        MixedDtypes m;
+        ReplicateModule ddp = Replicate(m, mesh);
+        EXPECT_EQ(ddp.num_buckets(), 2);
+        EXPECT_EQ(m.Param("scale").ToVector<double>(), std::vector<double>(2, 1.0 + std::ldexp(1.0, -12)));
+        const float x = world->rank() == 0 ? 1.0f + std::ldexp(1.0f, -11) : 1.0f;  // differs below bf16's ulp
+        Backward(Sum(m(Full({2}, x))));
+        EXPECT_EQ(m.Param("scale").grad().dtype(), DType::kFloat32);
+        EXPECT_EQ(m.Param("scale").grad().ToVector<double>(), std::vector<double>(2, 1.0 + std::ldexp(1.0, -12)));
       },
       FastRanks());
 }
