@@ -37,8 +37,9 @@ Tensor ZerosInLayoutOf(const Tensor& like) {
 }
 
 // Copies `src` into the model tensor `dst` whatever the two layouts are (see SetModelStateDict).
-void CopyIntoModelTensor(const std::string& fqn, const Tensor& dst, const Tensor& src) {
-  TESSEL_CHECK(src.sizes() == dst.sizes(), "set_model_state_dict: '", fqn, "' has shape ", ShapeStr(src.sizes()),
+void CopyIntoModelTensor(const std::string& fqn, const Tensor& dst, const Tensor& src,
+                         const char* op = "set_model_state_dict") {
+  TESSEL_CHECK(src.sizes() == dst.sizes(), op, ": '", fqn, "' has shape ", ShapeStr(src.sizes()),
                " in the state dict but ", ShapeStr(dst.sizes()), " in the model");
   const dtensor::DTensorImpl* dd = dtensor::AsDTensorImpl(dst);
   const dtensor::DTensorImpl* sd = dtensor::AsDTensorImpl(src);
@@ -177,7 +178,22 @@ void SetOptimizerStateDict(const nn::Module& model, optim::Optimizer& optimizer,
       auto s = own.state.find(fqn);
       const std::string name = rest.substr(dot + 1);
       const bool aliased = s != own.state.end() && s->second.count(name) && s->second.at(name).is_same(t);
-      if (!aliased) in.state[fqn][name] = t;
+      if (aliased) continue;
+      // State in another layout than the parameter's (a full state dict of a fully_shard / TP model, or a
+      // sharded one for a dense model) is first put into the parameter's layout, as the model's tensors
+      // are: the optimizer's ops would otherwise mix a DTensor parameter with dense state ("mixed DTensor
+      // and dense tensor inputs", naming neither the key nor the parameter). torch accepts full states.
+      const Tensor& param = FindParam(optimizer.params(), fqn)->second;
+      const dtensor::DTensorImpl* pd = dtensor::AsDTensorImpl(param);
+      const dtensor::DTensorImpl* td = dtensor::AsDTensorImpl(t);
+      const bool same_layout = (pd == nullptr && td == nullptr) || (pd != nullptr && td != nullptr && pd->spec() == td->spec());
+      if (same_layout) {
+        in.state[fqn][name] = t;
+      } else {
+        Tensor placed = ZerosInLayoutOf(param);
+        CopyIntoModelTensor(key, placed, t, "set_optimizer_state_dict");
+        in.state[fqn][name] = placed;
+      }
     } else if (StartsWith(key, kStepPrefix)) {
       const std::string fqn = key.substr(kStepPrefix.size());
       TESSEL_CHECK(FindParam(optimizer.params(), fqn) != nullptr && std::holds_alternative<int64_t>(value),

@@ -138,6 +138,52 @@ TEST(StateDictTest, OptimizerStateRoundTripsThroughACheckpointIntoAFreshOptimize
       ErrorCode::kInvalidArgument, "'optim.state.nope.exp_avg' names no parameter");
 }
 
+// A full (dense) optimizer state dict of a sharded model loads into a fresh optimizer, as torch's
+// set_optimizer_state_dict accepts: the dense state is put into each parameter's layout first. It used to
+// fail inside the optimizer with "mixed DTensor and dense tensor inputs", naming neither key nor parameter.
+TEST(StateDictTest, FullOptimizerStateLoadsIntoShardedParameters) {
+  const Layout rows{2, {2}, "S(0)"};
+  comm::RunRanks(
+      2,
+      [&](comm::ProcessGroupPtr world) {
+        const auto mesh = MakeMesh(world, rows);
+        auto build = [&](Generator& gen) {
+          auto lin = std::make_unique<nn::Linear>(4, 5, /*bias=*/true, gen);
+          Tensor sharded = Place(Pattern({5, 4}, DType::kFloat32, 1), mesh, rows);
+          sharded.set_requires_grad(true);
+          lin->SetParameter("weight", sharded);
+          return lin;
+        };
+        Generator g1(3), g2(3);
+        auto lin = build(g1);
+        optim::AdamW opt(lin->NamedParameters(), {.lr = 0.1});
+        for (int s = 0; s < 2; ++s) {
+          for (const auto& [fqn, p] : lin->NamedParameters()) {
+            const Tensor g = Pattern(p.sizes(), p.dtype(), 20 + s);
+            p.set_grad(p.is_distributed() ? Place(g, mesh, rows) : g);
+          }
+          opt.Step();
+        }
+        const StateDict full = GetOptimizerStateDict(*lin, opt, {.full_state_dict = true});
+        ASSERT_FALSE(std::get<Tensor>(full.at("optim.state.weight.exp_avg")).is_distributed());
+        auto fresh = build(g2);
+        optim::AdamW opt2(fresh->NamedParameters(), {.lr = 0.1});
+        SetOptimizerStateDict(*fresh, opt2, full);
+        const optim::OptimizerStateDict a = opt.GetStateDict(), b = opt2.GetStateDict();
+        EXPECT_EQ(b.steps, a.steps);
+        for (const auto& [fqn, s] : a.state) {
+          for (const auto& [name, t] : s) {
+            const Tensor& got = b.state.at(fqn).at(name);
+            EXPECT_EQ(got.is_distributed(), t.is_distributed()) << fqn << name;
+            EXPECT_EQ(DenseBytes(got.is_distributed() ? dtensor::DTensor(got).FullTensor() : got),
+                      DenseBytes(t.is_distributed() ? dtensor::DTensor(t).FullTensor() : t))
+                << fqn << name;
+          }
+        }
+      },
+      testing::TestRanks());
+}
+
 TEST(StateDictTest, GeneratorBytesRoundTrip) {
   const Generator g(0x0123456789abcdefull, 77);
   EXPECT_EQ(GeneratorFromBytes(GeneratorToBytes(g)), g);
