@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "bindings/bind.h"
+#include "core/autograd/grad_mode.h"
 #include "core/base/error.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/matmul.h"
@@ -62,6 +63,15 @@ Tensor ScalarLike(const Tensor& t, double v) { return Scalar(v, t.dtype()); }
 // it int_tensor + 1.5 truncated the scalar ([1, 2] + 1.5 gave [2, 3]), int / int truncated the quotient,
 // and int / 0 killed the process with SIGFPE.
 Tensor Floating(const Tensor& a) { return IsFloating(a.dtype()) ? a : Cast(a, DType::kFloat32); }
+
+// fill_ and zero_ write directly (FillInPlace is no op): on a tensor that requires grad, with grad mode on,
+// the tensor kept its old graph (y = x * 2; y.fill_(0) still gave x a gradient of 2 per use), silently.
+// torch raises for a leaf and records it otherwise; tessel records no in-place op, so it raises for both.
+void CheckFillable(const Tensor& a, const char* op) {
+  TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, !GradModeEnabled() || !a.requires_grad(), op,
+                    ": in-place operation on a tensor of shape ", ShapeStr(a.sizes()), " that requires grad (",
+                    "autograd records no in-place op); run it under no_grad() or build the value out of place");
+}
 
 void BindArithmetic(py::class_<Tensor>& c) {
   // Overloads are tried in order: Tensor, then a Python int (py::int_ also takes bool, as torch's int
@@ -114,10 +124,12 @@ void BindArithmetic(py::class_<Tensor>& c) {
         return a;
       }, py::return_value_policy::reference_internal)
       .def("fill_", [](Tensor& a, double v) -> Tensor& {
+        CheckFillable(a, "fill_");
         NoGil([&] { FillInPlace(a, v); });
         return a;
       }, py::return_value_policy::reference_internal)
       .def("zero_", [](Tensor& a) -> Tensor& {
+        CheckFillable(a, "zero_");
         NoGil([&] { FillInPlace(a, 0.0); });
         return a;
       }, py::return_value_policy::reference_internal);

@@ -21,6 +21,7 @@
 #include "core/autograd/grad_mode.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/view.h"
+#include "core/tensor/copy.h"
 #include "core/tensor/factory.h"
 #include "core/tensor/random.h"
 #include "core/tensor/tensor_impl.h"
@@ -194,8 +195,20 @@ void BindTensor(py::module_& m) {
         NoGil([&] { Backward(t, gradient ? *gradient : Tensor(), retain_graph); });
       }, py::arg("gradient") = py::none(), py::arg("retain_graph") = false)
       .def("detach", [](const Tensor& t) { return Detach(t); })
-      .def("item", [](const Tensor& t) { return NoGil([&] { return t.ItemDouble(); }); },
-           "The value of a one-element tensor as a Python float (a Partial DTensor is reduced: collective)")
+      .def("item", [](const Tensor& t) -> py::object {
+        // A Python number of the tensor's kind, as torch: int for integer dtypes (exact for every int64; a
+        // float lost precision above 2^53 and broke lst[t.argmax().item()]), bool for bool.
+        TESSEL_CHECK(t.numel() == 1, "item: expected a tensor with one element, got shape ", ShapeStr(t.sizes()));
+        if (t.dtype() == DType::kInt64 || t.dtype() == DType::kInt32) {
+          const Tensor full = NoGil([&] { return t.is_distributed() ? t.impl()->MaterializeFull(t) : t; });
+          Tensor c = Empty({1}, DType::kInt64);
+          CopyInto(c, Reshape(full, {1}));
+          return py::int_(c.data_ptr<int64_t>()[0]);
+        }
+        const double v = NoGil([&] { return t.ItemDouble(); });
+        if (t.dtype() == DType::kBool) return py::bool_(v != 0);
+        return py::float_(v);
+      }, "The value of a one-element tensor as a Python number (a Partial DTensor is reduced: collective)")
       .def("numpy", &ToArray, "A copy of the full value (a DTensor is gathered: collective)")
       .def("__repr__", &Repr)
       .def("__hash__", [](const Tensor& t) { return reinterpret_cast<intptr_t>(t.impl()); })

@@ -79,6 +79,29 @@ def test_optimizer_reads_every_param_group_hyperparameter_at_each_step():
     np.testing.assert_allclose(q.numpy(), [1.0 - 1.0 - 1.5])  # buf: 1, then 0.5 + 1
 
 
+def test_optimizers_take_parameters_from_several_modules_and_frozen_ones_as_torch():
+    a, b = nn.Linear(2, 2), nn.Linear(2, 2)
+    opt = tessel.optim.SGD([a.weight, b.weight], lr=0.1)  # both named 'weight' locally: used to raise
+    opt2 = tessel.optim.AdamW([{"params": a.parameters()}, {"params": b.parameters(), "lr": 0.0}])
+    with pytest.raises(ValueError, match="more than one parameter group"):
+        tessel.optim.SGD([a.weight, a.weight], lr=0.1)  # the same tensor twice is still an error
+    b.bias.requires_grad_(False)  # frozen: accepted and skipped while its grad is None (torch)
+    frozen = tessel.optim.AdamW(b.parameters(), lr=0.1)
+    (b(tessel.ones(1, 2)).sum() + a(tessel.ones(1, 2)).sum()).backward()
+    before = b.bias.numpy().copy()
+    for o in (opt, opt2, frozen):
+        o.step()
+    np.testing.assert_array_equal(b.bias.numpy(), before)
+
+
+def test_item_returns_the_python_number_of_the_dtype():
+    big = tessel.tensor(2 ** 53 + 1)
+    assert type(big.item()) is int and big.item() == 2 ** 53 + 1  # exact, as torch (a float rounded it)
+    assert ["a", "b", "c"][tessel.tensor(2, dtype=tessel.int32).item()] == "c"
+    assert tessel.tensor(True).item() is True and tessel.tensor(False).item() is False
+    assert type(tessel.tensor([1.5]).sum().item()) is float
+
+
 def test_call_runs_forward_with_non_tensor_arguments_and_matches_numpy():
     m = MLP(4, 8)
     x = tessel.randn(2, 4)

@@ -56,6 +56,22 @@ def test_nan_compares_false_except_ne_and_scalars_keep_shape_zero_d():
     assert (x == None) is False and (x != None) is True  # noqa: E711 (torch: False / True, no error)
 
 
+def test_in_place_ops_that_would_drop_the_graph_raise_instead():
+    w = tessel.ones(3, requires_grad=True)
+    out = tessel.zeros(2, 3)
+    with pytest.raises(RuntimeError, match="which requires grad: in-place ops are not recorded"):
+        out[0] = w * 2.0  # torch records it; tessel used to copy the values and lose w's gradient
+    x = tessel.ones(3, requires_grad=True)
+    y = x * 2.0
+    for op in (lambda: y.fill_(0.0), lambda: y.zero_()):
+        with pytest.raises(RuntimeError, match="that requires grad"):
+            op()  # used to leave y's graph: x.grad read 6 where torch gives 0
+    with tessel.no_grad():
+        out[0] = w * 2.0  # outside autograd both are fine
+        y.zero_()
+    assert out.tolist()[0] == [2.0, 2.0, 2.0] and y.tolist() == [0.0, 0.0, 0.0]
+
+
 def test_comparisons_give_bool_tensors_equal_to_numpy():
     a = np.array([[1.0, 2.0, 3.0], [3.0, 2.0, 1.0]])
     x, y = t64(a), t64(np.full((2, 3), 2.0))

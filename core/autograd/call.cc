@@ -153,6 +153,16 @@ TensorList CallOp(const OpDef& op, TensorList inputs, const Attrs& attrs) {
     TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, !inputs[0].requires_grad(), op.name,
                       ": in-place operation on a tensor of shape ", ShapeStr(inputs[0].sizes()),
                       " that requires grad; use the out-of-place op or run under NoGradGuard");
+    // Autograd records no in-place op, so a source that requires grad would be copied without its graph:
+    // out[0] = w * 2 left out not requiring grad and w's gradient missing that use, silently (torch
+    // records it). An error instead, as for the destination above.
+    for (size_t i = 1; i < inputs.size(); ++i) {
+      TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, !inputs[i].defined() || !inputs[i].requires_grad(), op.name,
+                        ": in-place operation into a tensor of shape ", ShapeStr(inputs[0].sizes()), " from input ",
+                        i, " of shape ", ShapeStr(inputs[i].sizes()), ", which requires grad: in-place ops are not "
+                        "recorded by autograd, so its gradient would be lost. Build the result out of place (cat, "
+                        "stack, where, index ops) or detach() the input if no gradient should flow");
+    }
   }
   TensorList outputs;
   OpInterceptor* interceptor = internal::CurrentInterceptor();

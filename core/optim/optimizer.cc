@@ -19,7 +19,9 @@ namespace tessel::optim {
 
 Optimizer::Optimizer(nn::StateDict named_params) : params_(std::move(named_params)) {
   for (const auto& [fqn, p] : params_) {
-    TESSEL_CHECK(p.defined() && p.requires_grad(), "optimizer: parameter '", fqn, "' does not require grad");
+    // A frozen parameter (requires_grad false) is accepted and skipped while its grad is undefined, as in
+    // torch: optimizers are routinely built over model.parameters() with part of the model frozen.
+    TESSEL_CHECK(p.defined(), "optimizer: parameter '", fqn, "' is an undefined tensor");
   }
 }
 

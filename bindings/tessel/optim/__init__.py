@@ -35,16 +35,24 @@ def _param_groups(params):
         raise ValueError("optimizer got an empty parameter list")
     if not isinstance(groups[0], dict):
         groups = [{"params": groups}]
-    seen = set()
+    seen = set()  # tensor identities: the same parameter reached twice (hash is the tensor's identity)
+    names = set()
     out = []
     for gi, g in enumerate(groups):
         g = dict(g)
         ps = g["params"]
-        g["params"] = _named([ps] if isinstance(ps, _C.Tensor) else list(ps), gi)
-        for name, _ in g["params"]:
-            if name in seen:
+        named = []
+        for i, (name, p) in enumerate(_named([ps] if isinstance(ps, _C.Tensor) else list(ps), gi)):
+            if hash(p) in seen:
                 raise ValueError("some parameters appear in more than one parameter group ('%s')" % name)
-            seen.add(name)
+            seen.add(hash(p))
+            # Names key the optimizer's state (checkpoints): parameters reached through attributes of
+            # different modules share local names ('weight'), so a repeated name takes its position instead.
+            if name in names:
+                name = "param_groups.%d.%d" % (gi, i)
+            names.add(name)
+            named.append((name, p))
+        g["params"] = named
         out.append(g)
     return out
 
