@@ -113,7 +113,7 @@ void BindMesh(py::module_& m) {
       .def("_flatten", [](const dtensor::DeviceMesh& d, const std::string& name) {
         return NoGil([&] { return d.Flatten(d.axis_names(), name); });
       })
-      .def("__eq__", [](const dtensor::DeviceMesh& a, const dtensor::DeviceMesh& b) { return a == b; })
+      .def("__eq__", [](const dtensor::DeviceMesh& a, const dtensor::DeviceMesh& b) { return a == b; }, py::is_operator())
       .def("__repr__", &dtensor::DeviceMesh::ToString);
   m.def("init_device_mesh", [](const comm::ProcessGroupPtr& world, std::vector<int64_t> shape,
                                std::vector<std::string> names) {
@@ -125,11 +125,15 @@ void BindPlacements(py::module_& m) {
   py::class_<dtensor::Shard>(m, "Shard")
       .def(py::init([](int64_t dim) { return dtensor::Shard{dim}; }), py::arg("dim"))
       .def_readonly("dim", &dtensor::Shard::dim)
-      .def("__eq__", [](const dtensor::Shard& a, const dtensor::Shard& b) { return a == b; })
+      // py::is_operator: another type compares unequal (NotImplemented), as torch's Shard(0) == Replicate();
+      // hashable like torch's placements (sets, dict keys).
+      .def("__eq__", [](const dtensor::Shard& a, const dtensor::Shard& b) { return a == b; }, py::is_operator())
+      .def("__hash__", [](const dtensor::Shard& a) { return py::hash(py::make_tuple("Shard", a.dim)); })
       .def("__repr__", &dtensor::Shard::ToLongString);
   py::class_<dtensor::Replicate>(m, "Replicate")
       .def(py::init<>())
-      .def("__eq__", [](const dtensor::Replicate&, const dtensor::Replicate&) { return true; })
+      .def("__eq__", [](const dtensor::Replicate&, const dtensor::Replicate&) { return true; }, py::is_operator())
+      .def("__hash__", [](const dtensor::Replicate&) { return py::hash(py::str("Replicate")); })
       .def("__repr__", &dtensor::Replicate::ToLongString);
   py::class_<dtensor::Partial>(m, "Partial")
       .def(py::init([](const std::string& op) {
@@ -141,7 +145,10 @@ void BindPlacements(py::module_& m) {
              return dtensor::Partial{it->second};
            }),
            py::arg("reduce_op") = "sum")
-      .def("__eq__", [](const dtensor::Partial& a, const dtensor::Partial& b) { return a == b; })
+      .def("__eq__", [](const dtensor::Partial& a, const dtensor::Partial& b) { return a == b; }, py::is_operator())
+      .def("__hash__", [](const dtensor::Partial& a) {
+        return py::hash(py::make_tuple("Partial", static_cast<int>(a.reduce_op)));
+      })
       .def("__repr__", &dtensor::Partial::ToLongString);
 }
 
@@ -158,9 +165,17 @@ void BindDTensor(py::module_& m) {
       .def("to_local", [](const Tensor& x) { return NoGil([&] { return dtensor::DTensor(x).ToLocal(); }); })
       .def("full_tensor", [](const Tensor& x) { return NoGil([&] { return dtensor::DTensor(x).FullTensor(); }); },
            "The whole global tensor on every rank (collective)")
-      .def("redistribute", [](const Tensor& x, const dtensor::DeviceMesh& mesh, std::vector<dtensor::Placement> p) {
-        return NoGil([&] { return dtensor::DTensor(x).Redistribute(mesh, std::move(p)).tensor(); });
-      }, py::arg("device_mesh"), py::arg("placements"), "Differentiable; collective over the mesh");
+      .def("redistribute", [](const Tensor& x, std::optional<dtensor::DeviceMesh> mesh,
+                              std::optional<std::vector<dtensor::Placement>> p, bool async_op) {
+        (void)async_op;  // accepted for torch's signature; the redistribute completes before returning
+        const dtensor::DTensor d(x);
+        return NoGil([&] {
+          return d.Redistribute(mesh ? *mesh : d.mesh(), p ? std::move(*p) : d.placements()).tensor();
+        });
+      }, py::arg("device_mesh") = py::none(), py::arg("placements") = py::none(), py::kw_only(),
+         py::arg("async_op") = false,
+         "Differentiable; collective over the mesh. As torch: device_mesh defaults to the tensor's own, placements "
+         "to its current ones");
   m.def("distribute_tensor", [](const Tensor& x, const dtensor::DeviceMesh& mesh, std::vector<dtensor::Placement> p,
                                 std::optional<int> src_data_rank) {
     dtensor::DistributeOptions options;

@@ -202,6 +202,9 @@ ModuleClass BindModule(py::module_& m) {
       }, py::arg("name"), py::arg("tensor"), py::arg("persistent") = true)
       .def("_register_module", &TakeOwnership)
       .def("_lookup", &Lookup, "This module's own parameter, buffer or child called `name`, or None")
+      .def("_registered", [](const Module& self, const std::string& name) {
+        return self.HasParam(name) || self.HasBuffer(name);
+      }, "Whether `name` is a parameter or buffer of this module, registered as None included")
       .def("_named_parameters", [](const Module& self, bool recurse) {
         nn::StateDict out;  // parameters registered as None are not parameters yet (torch skips them)
         for (auto& [n, t] : self.NamedParameters(recurse)) {
@@ -240,7 +243,13 @@ void BindLayers(py::module_& m) {
           py::arg("in_features"), py::arg("out_features"), py::arg("bias") = true, py::kw_only(),
           py::arg("dtype") = DType::kFloat32, py::arg("generator") = nullptr, py::arg("init_std") = 0.02)
       .def_property_readonly("in_features", &nn::Linear::in_features)
-      .def_property_readonly("out_features", &nn::Linear::out_features);
+      .def_property_readonly("out_features", &nn::Linear::out_features)
+      // torch's Linear(bias=False).bias is None (code tests `if self.bias is not None`); the C++ Linear
+      // registers no bias then. With one, the Parameter the attribute lookup gives (named for optimizers).
+      .def_property_readonly("bias", [](const nn::Linear& self) -> py::object {
+        if (!self.HasParam("bias")) return py::none();
+        return py::module_::import("tessel.nn.modules").attr("_as_parameter")(self.Param("bias"), "bias");
+      });
   py::class_<nn::Embedding, Module, std::unique_ptr<nn::Embedding>> emb(m, "Embedding", py::dynamic_attr());
   emb.def(py::init([](int64_t num, int64_t dim, DType dtype, Generator* gen, double init_std) {
             return std::make_unique<nn::Embedding>(num, dim, GenOrDefault(gen), init_std, dtype);

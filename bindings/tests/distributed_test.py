@@ -194,6 +194,18 @@ def test_distribute_tensor_takes_src_data_rank_values_as_torch():
     tessel.run_ranks(2, rank_fn)
 
 
+def test_redistribute_defaults_to_the_tensors_own_mesh_as_torch():
+    def rank_fn(world):
+        dist.init_process_group()
+        mesh = init_device_mesh("cpu", (2,), mesh_dim_names=("dp",))
+        d = distribute_tensor(tessel.arange(4, dtype=tessel.float32), mesh, [Shard(0)])
+        r = d.redistribute(placements=[Replicate()])  # used to require device_mesh
+        assert r.placements == [Replicate()] and r.to_local().tolist() == [0.0, 1.0, 2.0, 3.0]
+        assert d.redistribute().placements == [Shard(0)]
+
+    tessel.run_ranks(2, rank_fn)
+
+
 def test_bad_distributed_input_raises_python_errors_with_tessels_message():
     def rank_fn(world):
         dist.init_process_group()

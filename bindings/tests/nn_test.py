@@ -94,6 +94,20 @@ def test_optimizers_take_parameters_from_several_modules_and_frozen_ones_as_torc
     np.testing.assert_array_equal(b.bias.numpy(), before)
 
 
+def test_parameters_and_buffers_registered_as_none_read_none_and_placements_compare_across_types():
+    lin = nn.Linear(3, 2, bias=False)
+    assert lin.bias is None  # used to raise AttributeError
+    m = nn.Module()
+    m.register_buffer("b", None)
+    m.register_parameter("p", None)
+    assert m.b is None and m.p is None
+    with pytest.raises(AttributeError):
+        m.missing
+    from tessel.distributed.tensor import Partial, Replicate, Shard
+    assert (Shard(0) == Replicate()) is False and Shard(0) != Replicate() and Shard(1) == Shard(1)
+    assert Shard(0) in [Replicate(), Shard(0)] and len({Shard(0), Shard(0), Replicate(), Partial()}) == 3
+
+
 def test_item_returns_the_python_number_of_the_dtype():
     big = tessel.tensor(2 ** 53 + 1)
     assert type(big.item()) is int and big.item() == 2 ** 53 + 1  # exact, as torch (a float rounded it)

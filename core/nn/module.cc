@@ -38,6 +38,10 @@ void Module::AddChild(const std::string& name, std::unique_ptr<Module> child) {
   children_.emplace_back(name, std::move(child));
 }
 
+bool Module::HasBuffer(const std::string& name) const {
+  return std::any_of(buffers_.begin(), buffers_.end(), [&](const auto& b) { return b.first == name; });
+}
+
 bool Module::HasParam(const std::string& name) const {
   return std::any_of(params_.begin(), params_.end(), [&](const auto& p) { return p.first == name; });
 }

@@ -85,6 +85,7 @@ class Module {
   // This module's own parameter by local name (throws kNotFound listing the names that exist).
   const Tensor& Param(const std::string& name) const;
   bool HasParam(const std::string& name) const;
+  bool HasBuffer(const std::string& name) const;  // registered, as None (undefined) included
   // Replaces a parameter handle by FQN (e.g. with a DTensor); shapes may change only through
   // `allow_new_shape` (fsdp/tp own that decision). `retire_old` marks the replaced handle
   // (TensorImpl::replaced_parameter) so an optimizer still holding it raises on Step; fsdp/ passes false

@@ -122,6 +122,11 @@ def _getattr(self, name):
         found = None
     if found is not None:
         return _as_parameter(found, name) if self._has_parameter(name) else found
+    try:
+        if self._registered(name):  # register_parameter("bias", None), Linear(bias=False).bias: None, as torch
+            return None
+    except TypeError:  # before Module.__init__ ran
+        pass
     raise AttributeError("'%s' object has no attribute '%s'" % (type(self).__name__, name))
 
 
