@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "core/nn/transformer.h"
+#include "core/ops/matmul.h"
 #include "tp/testing/tp_testing.h"
 
 namespace tessel::tp::testing {
@@ -117,11 +118,17 @@ TEST(ParallelizeModuleTest, PrepareModuleInputChecksItsLayoutsAndTheInputsItGets
               PrepareModuleInput{.input_layouts = {Shard{0}}, .desired_input_layouts = {Replicate{}, Replicate{}}});
         },
         ErrorCode::kInvalidArgument, {"PrepareModuleInput on '' (Linear)", "input_layouts has 1 entries"});
-    ParallelizeModule(b, tp, PrepareModuleInput{.input_layouts = {Shard{1}}, .desired_input_layouts = {Replicate{}}});
+    ParallelizeModule(b, tp,
+                      PrepareModuleInput{.input_layouts = {Shard{1}}, .desired_input_layouts = {Replicate{}},
+                                         .use_local_output = true});
     const Tensor x = Randn({4, 8}, gen);
+    // A DTensor input brings its own layout (S(0), not the declared S(1)) and is moved to the desired R, as
+    // in torch: one all_gather, and b computes on the full x.
     const Tensor x_dt = dtensor::DistributeTensor(x, tp, {Shard{0}});
-    ExpectErrorContains([&] { b(x_dt); }, ErrorCode::kInvalidArgument,
-                        {"input 0", "DTensor of shape [4, 8] is [S(0)]", "declares [S(1)]", "mesh axis 'tp'"});
+    comm::CommTracer tracer;
+    const Tensor y = b(x_dt);
+    EXPECT_EQ(tracer.Count(comm::CollectiveKind::kAllGather), 1) << tracer.Summary();
+    EXPECT_LE(RelErr(y.ToDoubleVector(), Matmul(x, Transpose(b.Param("weight"), 0, 1)).ToDoubleVector()), 1e-6);
     ParallelizeModule(c, tp,
                       PrepareModuleInput{.input_layouts = {Shard{0}, Replicate{}},
                                          .desired_input_layouts = {Replicate{}, std::nullopt}});
@@ -130,14 +137,21 @@ TEST(ParallelizeModuleTest, PrepareModuleInputChecksItsLayoutsAndTheInputsItGets
   });
 }
 
-TEST(ParallelizeModuleTest, ColwiseInputLayoutsMustMatchADTensorInput) {
+// torch's styles take a DTensor input in its own layout and move it to the one the module needs: Colwise
+// after a SequenceParallel norm's Shard(1) output (the declared input layout is Replicate) all-gathers the
+// sequence once and matches the dense linear.
+TEST(ParallelizeModuleTest, ColwiseTakesADTensorInputInAnotherLayoutAsTorchDoes) {
   RunTp(2, [](const dtensor::DeviceMesh& tp) {
     Generator gen(0);
     nn::Linear lin(8, 6, false, gen);
-    ParallelizeModule(lin, tp, ColwiseParallel{.input_layouts = Shard{1}});
-    const Tensor x_dt = dtensor::DistributeTensor(Randn({4, 8}, gen), tp, {Replicate{}});
-    ExpectErrorContains([&] { lin(x_dt); }, ErrorCode::kInvalidArgument,
-                        {"ColwiseParallel on '' (Linear)", "[4, 8] is [R]", "declares [S(1)]"});
+    const Tensor w = Detach(lin.Param("weight"));
+    ParallelizeModule(lin, tp, ColwiseParallel{.use_local_output = false});
+    const Tensor x = Randn({2, 4, 8}, gen);
+    const Tensor x_dt = dtensor::DistributeTensor(x, tp, {Shard{1}});
+    comm::CommTracer tracer;
+    const Tensor y = lin(x_dt);
+    EXPECT_EQ(tracer.Count(comm::CollectiveKind::kAllGather), 1) << tracer.Summary();
+    EXPECT_LE(RelErr(FullValues(y), Matmul(x, Transpose(w, 0, 1)).ToDoubleVector()), 1e-6);
   });
 }
 

@@ -1,6 +1,6 @@
 // tp/styles/sequence.cc — SequenceParallel on LayerNorm / RMSNorm: the parameters are replicated and the
 // module runs on this rank's slice of the sequence (a plain input is annotated Shard(sequence_dim), a
-// DTensor input is taken as it is), so forward and backward communicate nothing; the parameter
+// DTensor input is moved there), so forward and backward communicate nothing; the parameter
 // gradients are row sums over the local tokens, Partial(sum), reduced once by the optimizer step (or by
 // fully_shard's reduce-scatter).
 #include "core/base/error.h"
@@ -14,9 +14,11 @@ void Apply(const SequenceParallel& style, nn::Module& module, const std::string&
   const std::string& type = module.type_name();
   TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, type == "LayerNorm" || type == "RMSNorm" || type == "Dropout", who,
                     ": SequenceParallel supports LayerNorm, RMSNorm and Dropout, not ", type);
+  // A plain input is annotated Shard(sequence_dim); a DTensor input in another layout is moved to it (as
+  // torch's SequenceParallel does), so the norm's weight gradient is the Partial row sum the style promises.
   auto input_fn = [style, who](nn::Module&, TensorList& inputs, const DeviceMesh& mesh) {
     for (Tensor& x : inputs) {
-      if (!x.defined() || x.is_distributed()) continue;
+      if (!x.defined()) continue;
       x = PrepareInput(x, dtensor::Shard{style.sequence_dim}, std::nullopt, mesh, who).tensor();
     }
   };

@@ -19,12 +19,15 @@ dtensor::DTensor PrepareInput(const Tensor& x, const Placement& layout, const st
   const Placement want = Normalize(layout, x.dim(), who);
   dtensor::DTensor d;
   if (x.is_distributed()) {
+    // As torch's styles: the declared layout annotates plain tensors only; a DTensor input brings its own
+    // and is moved to the layout the module needs (desired, else declared). It used to be an error when
+    // the two differed, so ColwiseParallel() right after a SequenceParallel norm's Shard(1) output raised.
     d = dtensor::DTensor(x);
     TESSEL_CHECK(d.mesh() == mesh, who, ": the input DTensor lives on ", d.mesh().ToString(),
                  ", not on the tensor-parallel mesh ", mesh.ToString());
-    TESSEL_CHECK(d.placements().size() == 1 && d.placements()[0] == want, who, ": the input DTensor of shape ",
-                 ShapeStr(d.shape()), " is ", dtensor::PlacementsToString(d.placements()), " but the style declares [",
-                 dtensor::ToString(want), "] on mesh axis '", mesh.axis_names()[0], "'");
+    const Placement target = desired.has_value() ? Normalize(*desired, x.dim(), who) : want;
+    if (d.placements()[0] != target) d = d.Redistribute(mesh, {target});
+    return d;
   } else {
     dtensor::FromLocalOptions opts;
     opts.shape = shape;
