@@ -119,14 +119,20 @@ std::string PlanVsMeasured(const PipelineFlags& f, int rank) {
   if (kind != pipelining::ScheduleKind::k1F1B && kind != pipelining::ScheduleKind::kGPipe) {
     return Str("rank ", rank, ": no plan (planner/ models GPipe and 1F1B, not ", f.schedule, ")\n");
   }
+  // Policies the planner does not model (--ac=gemm) mean "no plan", after the run, not an error that
+  // threw away the finished run's summary (exit 2).
+  planner::ActivationCheckpointing ac = planner::ActivationCheckpointing::kNone;
+  try {
+    if (f.ac != "none") ac = planner::ParseAc(f.ac);
+  } catch (const Error& e) {
+    return Str("rank ", rank, ": no plan (", e.what(), ")\n");
+  }
   planner::Layout l{.pp = f.dims.pp, .schedule = kind == pipelining::ScheduleKind::kGPipe ? planner::Schedule::kGPipe
                                                                                           : planner::Schedule::k1F1B,
                     .num_microbatches = f.dims.pp > 1 ? f.microbatches : 1, .dp_replicate = f.dims.dp_replicate,
                     .dp_shard = f.dims.dp_shard, .zero_stage = f.dims.dp_shard > 1 ? 3 : 0, .tp = f.dims.tp,
-                    .sequence_parallel = f.sp, .ac = f.ac == "none" ? planner::ActivationCheckpointing::kNone
-                                                                    : planner::ParseAc(f.ac),
-                    .param_dtype = DType::kFloat32, .reduce_dtype = DType::kFloat32, .global_batch = f.batch,
-                    .seq_len = f.seq};
+                    .sequence_parallel = f.sp, .ac = ac, .param_dtype = DType::kFloat32,
+                    .reduce_dtype = DType::kFloat32, .global_batch = f.batch, .seq_len = f.seq};
   return planner::RankPlanVsMeasured(planner::FromGptConfig(f.cfg), l, rank, memory::Stats(CurrentDevice()));
 }
 
@@ -197,8 +203,9 @@ void TrainRank(const PipelineFlags& f, const comm::ProcessGroupPtr& world, Losse
   const bool holds_last_stage =
       !model.pipeline || std::any_of(model.pipeline->stages.begin(), model.pipeline->stages.end(),
                                      [](const auto& stage) { return stage->is_last(); });
-  const bool reporter =
-      holds_last_stage && world->rank() == mesh.pp_group()->rank() * (f.dims.world_size() / f.dims.pp);
+  // pp == 1 (HSDP or FSDP through the 3-D path) has no pipeline group: the reporter is rank 0.
+  const int pp_coordinate = mesh.pp_group() != nullptr ? mesh.pp_group()->rank() : 0;
+  const bool reporter = holds_last_stage && world->rank() == pp_coordinate * (f.dims.world_size() / f.dims.pp);
   Losses& r = *out;
   const int64_t avg_over = std::max<int64_t>(1, std::min<int64_t>(10, (f.steps - start) / 4));
   double window = 0, seconds = 0, first = 0, last = 0, final_loss = 0;

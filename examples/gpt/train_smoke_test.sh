@@ -98,6 +98,15 @@ one_f_one_b="$("$train" "${args_v[@]}" --schedule=1F1B)"
 got="$(final "$zbv")"
 want_pp="$(final "$one_f_one_b")"
 close "${got#final loss }" "${want_pp#final loss }" || { echo "ZBV ended with '$got', 1F1B with '$want_pp'"; exit 1; }
+#    The 3-D path without a pipeline (HSDP: --dp_replicate with --dp_shard, no --pp) has no pipeline group;
+#    its reporter dereferenced the missing group (a segfault). And a checkpointing policy the planner does
+#    not model (--ac=gemm) prints "no plan" after the run instead of failing it (exit 2).
+hsdp="$("$train" --dp_replicate=2 --dp_shard=2 --steps=4 --batch=4 --seq=16 --d_model=16 --layers=2 --heads=2 --lr=1e-2 --log_every=2)"
+echo "$hsdp"
+grep -q "^summary: loss" <<<"$hsdp"
+gemm="$("$train" --pp=2 --ac=gemm --microbatches=2 --steps=4 --batch=4 --seq=16 --d_model=16 --layers=2 --heads=2 --lr=1e-2 --log_every=2)"
+grep -q "^summary: loss" <<<"$gemm"
+grep -q "no plan (planner: activation checkpointing must be" <<<"$gemm"
 # 7. 3-D (examples/gpt/parallel_gpt.h): pp 2 x dp_shard 2 x tp 2 on 8 ranks trains like run 6 (same global
 #    batch) within 1e-5 relative, prints all 8 ledgers and each rank's peaks against the planner's plan.
 args3d=(--steps=12 --batch=4 --seq=16 --d_model=16 --layers=2 --heads=2 --lr=1e-2 --log_every=6)
