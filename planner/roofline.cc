@@ -43,6 +43,34 @@ StepEstimate EstimateStep(const RankPlan& plan, const Layout& l, const Hardware&
   return e;
 }
 
+// Checkpointing policies, each with and without sequence parallelism when tp > 1: a sequence that tp does
+// not divide rules SP out, and plain TP was then never tried.
+std::vector<std::pair<ActivationCheckpointing, bool>> AcAndSp(int64_t tp) {
+  std::vector<std::pair<ActivationCheckpointing, bool>> out;
+  for (ActivationCheckpointing ac :
+       {ActivationCheckpointing::kNone, ActivationCheckpointing::kSelective, ActivationCheckpointing::kFull}) {
+    if (tp > 1) out.emplace_back(ac, true);
+    out.emplace_back(ac, false);
+  }
+  return out;
+}
+
+// The step of the slowest rank. A pipeline step is set by its slowest stage, usually the last (it runs the
+// lm_head), not by the rank with the most memory (stage 0 under 1F1B, which holds the most microbatches):
+// ranking layouts by the memory peak rank's FLOPs put a pp4 layout first at 0.0062 s whose last stage
+// needs 0.0152 s.
+StepEstimate SlowestStep(const ModelSpec& m, const Layout& l, const Hardware& hw) {
+  StepEstimate worst;
+  bool any = false;
+  for (int64_t r = 0; r < l.WorldSize(); ++r) {
+    if (CoordOf(l, r).dp_replicate != 0) continue;  // replicas run what dp_replicate 0 runs
+    const StepEstimate e = EstimateStep(PlanRank(m, l, r), l, hw);
+    if (!any || e.step_s > worst.step_s) worst = e;
+    any = true;
+  }
+  return worst;
+}
+
 std::vector<Candidate> RankLayouts(const ModelSpec& m, int64_t world, const Layout& base, int64_t micro_batch,
                                    const Hardware& hw, int64_t budget) {
   TESSEL_CHECK(world >= 1 && micro_batch >= 1, "planner: RankLayouts needs world >= 1 and micro_batch >= 1, got ",
@@ -55,15 +83,14 @@ std::vector<Candidate> RankLayouts(const ModelSpec& m, int64_t world, const Layo
       if (base.global_batch % (dp * micro_batch) != 0) continue;
       for (int64_t dp_shard : Divisors(dp)) {
         for (int zero = dp_shard == 1 ? 0 : 1; zero <= (dp_shard == 1 ? 0 : 3); ++zero) {
-          for (ActivationCheckpointing ac : {ActivationCheckpointing::kNone, ActivationCheckpointing::kSelective,
-                                             ActivationCheckpointing::kFull}) {
+          for (const auto [ac, sp] : AcAndSp(tp)) {
             Layout l = base;
             l.pp = pp;
             l.tp = tp;
             l.dp_shard = dp_shard;
             l.dp_replicate = dp / dp_shard;
             l.zero_stage = zero;
-            l.sequence_parallel = tp > 1;
+            l.sequence_parallel = sp;
             l.ac = ac;
             l.num_microbatches = base.global_batch / (dp * micro_batch);
             try {
@@ -73,7 +100,7 @@ std::vector<Candidate> RankLayouts(const ModelSpec& m, int64_t world, const Layo
             }
             RankPlan peak = PlanPeakRank(m, l);
             if (peak.ledgers.total > budget) continue;
-            const StepEstimate step = EstimateStep(peak, l, hw);
+            const StepEstimate step = SlowestStep(m, l, hw);
             out.push_back({l, std::move(peak), step});
           }
         }

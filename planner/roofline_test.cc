@@ -60,5 +60,53 @@ TEST(RooflineTest, SearchReturnsExactlyTheFittingLayoutsFastestFirst) {
   EXPECT_EQ(listed(pp8), PlanPeakRank(m, pp8).ledgers.total <= budget);
 }
 
+// Sequence parallelism needs tp to divide the sequence; when it does not, plain tensor parallelism is
+// still a layout (the search only tried tp > 1 with SP, so tp 8 over a 100-token sequence never appeared).
+TEST(RooflineTest, SearchTriesTensorParallelismWithoutSequenceParallelism) {
+  const ModelSpec m = FromGptConfig({.vocab_size = 50257, .d_model = 1024, .n_layers = 8, .n_heads = 16,
+                                     .seq_len = 100});
+  const Layout base{.global_batch = 8, .seq_len = 100};
+  Hardware hw;
+  hw.ranks_per_node = 8;
+  const std::vector<Candidate> fit = RankLayouts(m, 8, base, /*micro_batch=*/1, hw, int64_t{1} << 40);
+  bool tp8 = false, tp2_both = false, tp2_sp = false, tp2_plain = false;
+  for (const Candidate& c : fit) {
+    if (c.layout.tp == 8) {
+      tp8 = true;
+      EXPECT_FALSE(c.layout.sequence_parallel) << c.layout.ToString();  // 100 % 8 != 0
+    }
+    if (c.layout.tp == 2) (c.layout.sequence_parallel ? tp2_sp : tp2_plain) = true;
+  }
+  tp2_both = tp2_sp && tp2_plain;
+  EXPECT_TRUE(tp8);
+  EXPECT_TRUE(tp2_both);  // where both verify, both are candidates
+}
+
+// The search ranks a layout by its slowest rank's step: for GPT-2 small over 4 pipeline stages that is the
+// last stage (it runs the lm_head), not stage 0, which holds the most activations under 1F1B and used to
+// set the estimate (pp4 then ranked first at less than half its real step time).
+TEST(RooflineTest, StepOfALayoutIsItsSlowestRanks) {
+  const ModelSpec m = FromGptConfig({.vocab_size = 50257, .d_model = 768, .n_layers = 12, .n_heads = 12,
+                                     .seq_len = 1024});
+  const Layout base{.global_batch = 32, .seq_len = 1024};
+  const Hardware hw;
+  const std::vector<Candidate> fit = RankLayouts(m, 4, base, /*micro_batch=*/2, hw, int64_t{1} << 40);
+  bool saw_pp4 = false;
+  for (const Candidate& c : fit) {
+    double slowest = 0;
+    for (int64_t r = 0; r < c.layout.WorldSize(); ++r) {
+      slowest = std::max(slowest, EstimateStep(PlanRank(m, c.layout, r), c.layout, hw).step_s);
+    }
+    EXPECT_DOUBLE_EQ(c.step.step_s, slowest) << c.layout.ToString();
+    if (c.layout.pp == 4) {
+      saw_pp4 = true;
+      EXPECT_GT(c.step.step_s, 2 * EstimateStep(PlanRank(m, c.layout, 0), c.layout, hw).step_s) << c.layout.ToString();
+    }
+  }
+  EXPECT_TRUE(saw_pp4);
+  ASSERT_FALSE(fit.empty());
+  EXPECT_NE(fit[0].layout.pp, 4) << fit[0].layout.ToString();
+}
+
 }  // namespace
 }  // namespace tessel::planner
