@@ -35,6 +35,14 @@ void Verify(const Layout& l, const ModelSpec& m, int64_t world) {
   TESSEL_CHECK(m.n_heads % l.tp == 0, where, "n_heads ", m.n_heads, " is not divisible by tp ", l.tp);
   TESSEL_CHECK(m.ffn_hidden % l.tp == 0, where, "ffn_hidden ", m.ffn_hidden, " is not divisible by tp ", l.tp);
   TESSEL_CHECK(m.n_layers % l.pp == 0, where, "n_layers ", m.n_layers, " is not divisible by pp ", l.pp);
+  // What the job cannot run is not a layout (the search ranked gpt2-small at pp 2 first, which
+  // pipelining/model_split.cc refuses): a tied embedding would live on two stages, and loss parallelism is
+  // not composed with a pipeline (examples/gpt/parallel_gpt.cc).
+  TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, !m.tie_embeddings || l.pp == 1, where,
+                    "tied embeddings (wte = lm_head) with pp > 1: the weight would live on two stages, which tessel's "
+                    "pipelining does not synchronize");
+  TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, !l.loss_parallel || l.pp == 1, where,
+                    "loss_parallel with pp > 1 is not supported by the pipelined GPT");
   TESSEL_CHECK(!l.sequence_parallel || l.tp > 1, where, "sequence_parallel needs tp > 1");
   TESSEL_CHECK(!l.sequence_parallel || l.seq_len % l.tp == 0, where, "seq_len ", l.seq_len,
                " is not divisible by tp ", l.tp, " (sequence_parallel shards the sequence)");

@@ -49,6 +49,12 @@ TEST(LayoutTest, VerifyNamesTheFieldThatIsWrong) {
   ModelSpec gpt2 = ModelPreset("gpt2-small");
   ExpectErrorContains([&] { Verify(Layout{.seq_len = 2048}, gpt2, 1); }, ErrorCode::kInvalidArgument,
                       "seq_len 2048 exceeds the model's learned positions (max_seq_len 1024)");
+  // What the job cannot run is no layout: a tied embedding over pipeline stages, loss parallelism under a pipeline.
+  ExpectErrorContains([&] { Verify(Layout{.pp = 2, .num_microbatches = 2, .global_batch = 2}, gpt2, 2); },
+                      ErrorCode::kUnimplemented, "tied embeddings (wte = lm_head) with pp > 1");
+  ExpectErrorContains(
+      [&] { Verify(Layout{.pp = 2, .num_microbatches = 2, .tp = 2, .loss_parallel = true, .global_batch = 2}, m, 4); },
+      ErrorCode::kUnimplemented, "loss_parallel with pp > 1");
 }
 
 TEST(LayoutTest, ToStringShowsEveryAxis) {
