@@ -125,8 +125,10 @@ double ClipGradNorm(const TensorList& params, double max_norm, const comm::Proce
   Tensor total = Full({1}, local_sq, DType::kFloat64);
   world->AllReduce(total, comm::ReduceOp::kSum)->Wait();
   const double norm = std::sqrt(total.item<double>());
+  // torch's clamp(coef, max=1): a NaN norm (a NaN gradient anywhere) makes every gradient NaN rather than
+  // leaving the finite ones to step, as a comparison 'coef < 1' did.
   const double coef = max_norm / (norm + 1e-6);
-  if (coef < 1.0) {
+  if (std::isnan(coef) || coef < 1.0) {
     for (const Tensor& p : params) {
       const Tensor g = p.grad();
       if (g.defined()) MulScalarInPlace(LocalAndCopies(g, world->size()).first, coef);

@@ -37,6 +37,10 @@ void SeedRoots(const TensorList& roots, const TensorList& grads, std::vector<Edg
     }
     TESSEL_CHECK(g.sizes() == r.sizes(), "backward: grad shape ", ShapeStr(g.sizes()), " != root shape ",
                  ShapeStr(r.sizes()));
+    if (g.dtype() != r.dtype()) {  // torch casts the seed to the root's dtype
+      const Tensor in[] = {g};
+      g = Dispatch(GetOp("cast"), in, Attrs().Set("dtype", r.dtype()).Set("src_dtype", g.dtype()))[0];
+    }
     edges->push_back(GradientEdge(r));
     seeds->push_back(std::move(g));
   }

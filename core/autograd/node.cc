@@ -40,14 +40,23 @@ TensorList AccumulateGrad::Apply(TensorList grads) {
   if (g.defined()) {
     TESSEL_INTERNAL_ASSERT(g.sizes() == leaf_.sizes(), "gradient of shape ", ShapeStr(g.sizes()),
                            " for a leaf of shape ", ShapeStr(leaf_.sizes()));
+    // .grad has the leaf's dtype (torch casts an incoming gradient: a bf16 seed gave a bf16 .grad, which
+    // the optimizers then read as float32) and, for a contiguous leaf, contiguous strides (a gradient
+    // through w.t() arrived transposed and the optimizers refused it).
+    if (g.dtype() != leaf_.dtype()) {
+      memory::LedgerScope scope(memory::Ledger::kGrads);
+      const Tensor in[] = {g};
+      g = Dispatch(GetOp("cast"), in, Attrs().Set("dtype", leaf_.dtype()).Set("src_dtype", g.dtype()))[0];
+    }
     if (!meta.grad.defined()) {
       // Adopt the incoming buffer when nothing else references it; otherwise copy it.
-      if (g.impl_ptr().use_count() == 1 && g.impl()->OwnsDataExclusively() && g.dtype() == leaf_.dtype()) {
+      const bool layout_ok = g.is_contiguous() || !leaf_.is_contiguous();
+      if (g.impl_ptr().use_count() == 1 && g.impl()->OwnsDataExclusively() && layout_ok) {
         meta.grad = std::move(g);
       } else {
         memory::LedgerScope scope(memory::Ledger::kGrads);
         const Tensor in[] = {g};
-        meta.grad = Dispatch(GetOp("clone"), in, Attrs())[0];
+        meta.grad = Dispatch(GetOp("clone"), in, Attrs())[0];  // contiguous
       }
       meta.grad.impl()->RetagMemory(memory::Ledger::kGrads);
     } else {

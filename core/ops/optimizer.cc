@@ -157,6 +157,13 @@ TensorList SgdKernel(std::span<const Tensor> in, const Attrs& a) {
   CheckSameLayout("sgd_step_", has_buf ? in : in.first(2));
   const Tensor& p = in[0];
   const Tensor& g = in[1];
+  // The kernel reads every tensor as the parameter's dtype: another dtype stepped with garbage, or read
+  // past the end of a narrower buffer (a float16 grad of a float32 parameter: SIGSEGV).
+  for (size_t i = 1; i < (has_buf ? 3u : 2u); ++i) {
+    TESSEL_CHECK(in[i].dtype() == p.dtype(), "sgd_step_: ", i == 1 ? "gradient" : "momentum buffer", " dtype ",
+                 DTypeName(in[i].dtype()), " differs from the parameter's ", DTypeName(p.dtype()), " (shape ",
+                 ShapeStr(p.sizes()), ")");
+  }
   const double lr = a.GetDouble("lr"), mom = a.GetDouble("momentum"), damp = a.GetDouble("dampening");
   const double wd = a.GetDouble("weight_decay");
   const bool nesterov = a.GetBool("nesterov");

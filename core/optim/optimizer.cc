@@ -12,6 +12,7 @@
 #include "core/ops/elementwise.h"
 #include "core/ops/optimizer.h"
 #include "core/ops/reduction.h"
+#include "core/ops/unary.h"
 #include "core/ops/view.h"
 #include "core/tensor/tensor_impl.h"
 
@@ -184,12 +185,16 @@ double ClipGradNorm(const TensorList& params, double max_norm) {
   for (const Tensor& p : params) {
     const Tensor g = p.grad();
     if (!g.defined()) continue;
-    // Sum of squares in the grad's own dtype, then to double (a DTensor grad reduces across ranks here).
-    total_sq += Sum(Mul(g, g)).item<double>();
+    // Sum of squares in float32 at least (a DTensor grad reduces across ranks here): in float16 the squares
+    // of 4096 gradients of 300 overflowed to inf and every gradient was zeroed (torch: norm 19200), and
+    // bf16 rounded the sum (19211.9).
+    const Tensor w = g.dtype() == DType::kFloat16 || g.dtype() == DType::kBFloat16 ? Cast(g, DType::kFloat32) : g;
+    total_sq += Sum(Mul(w, w)).item<double>();
   }
   const double norm = std::sqrt(total_sq);
+  // torch's clamp(coef, max=1): a NaN norm makes every gradient NaN instead of leaving the finite ones to step.
   const double coef = max_norm / (norm + 1e-6);
-  if (coef < 1.0) {
+  if (std::isnan(coef) || coef < 1.0) {
     for (const Tensor& p : params) {
       if (p.grad().defined()) MulScalarInPlace(p.grad(), coef);
     }

@@ -4,6 +4,11 @@
 
 #include <cmath>
 
+#include "core/autograd/engine.h"
+#include "core/autograd/grad_mode.h"
+#include "core/ops/matmul.h"
+#include "core/ops/reduction.h"
+#include "core/ops/view.h"
 #include "core/base/error.h"
 #include "core/base/parallel.h"
 #include "core/base/testing/expect_error.h"
@@ -175,6 +180,52 @@ TEST(OptimizerTest, ClipGradNormScalesToTheGlobalNorm) {
   // Below max_norm nothing changes: the norm of the already-clipped [0.8] is returned, grads kept.
   EXPECT_NEAR(ClipGradNorm({p2[0].second}, 10.0), 0.8, 1e-6);
   EXPECT_NEAR(p2[0].second.grad().ToDoubleVector()[0], 0.8, 1e-6);
+}
+
+// float16 gradients: the sum of squares is taken in float32 (4096 gradients of 300 overflowed float16 to
+// inf and every gradient was zeroed; torch gives 19200). A NaN gradient makes every gradient NaN, as torch's
+// clamp(coef, max=1) does, instead of leaving the finite ones unclipped.
+TEST(OptimizerTest, ClipGradNormOfHalfGradientsAndNaNFollowTorch) {
+  Tensor p = Zeros({4096}, DType::kFloat16).set_requires_grad(true);
+  p.set_grad(Full({4096}, 300.0, DType::kFloat16));
+  EXPECT_NEAR(ClipGradNorm({p}, 1.0), 19200.0, 1e-3);
+  EXPECT_NEAR(p.grad().ToDoubleVector()[0], 300.0 / 19200.0, 1e-5);
+  auto a = OneParam({0, 0}, {NAN, 5});
+  auto b = OneParam({0, 0}, {3, 4});
+  EXPECT_TRUE(std::isnan(ClipGradNorm({a[0].second, b[0].second}, 1.0)));
+  for (double g : b[0].second.grad().ToDoubleVector()) EXPECT_TRUE(std::isnan(g));
+}
+
+// .grad carries the parameter's dtype: assigning another is an error (torch's), a backward seed or an
+// incoming gradient of another dtype is cast, and SGD checks the dtypes it reads (a float64 .grad stepped a
+// float32 parameter with garbage, a float16 one read past its end).
+TEST(OptimizerTest, GradientsOfAnotherDtypeAreCastOrRejectedNeverMisread) {
+  Tensor p = Zeros({4}).set_requires_grad(true);
+  ::tessel::testing::ExpectErrorContains([&] { p.set_grad(Full({4}, 0.5, DType::kFloat64)); },
+                                         ErrorCode::kInvalidArgument,
+                                         "set_grad: gradient dtype float64 does not match the tensor's float32");
+  Backward(MulScalar(p, 2.0), Ones({4}, DType::kBFloat16));
+  EXPECT_EQ(p.grad().dtype(), DType::kFloat32);
+  SGD sgd({{"p", p}}, {.lr = 1.0});
+  sgd.Step();
+  EXPECT_EQ(p.ToDoubleVector(), std::vector<double>(4, -2.0));
+  NoGradGuard no_grad;
+  ::tessel::testing::ExpectErrorContains(
+      [&] { SgdStepInPlace(p, Full({4}, 1.0, DType::kFloat64), Tensor(), 1.0, 0.0, 0.0, 0.0, false, true); },
+      ErrorCode::kInvalidArgument, "sgd_step_: gradient dtype float64 differs from the parameter's float32");
+}
+
+// A gradient that arrives non-contiguous (through w.t()) is stored contiguous, as torch's layout contract
+// does, so the optimizers (which need contiguous gradients) step it.
+TEST(OptimizerTest, AGradientThroughATransposeIsStoredContiguousAndSteps) {
+  Generator gen(4);
+  Tensor w = Randn({3, 4}, gen).set_requires_grad(true);
+  const Tensor x = Randn({2, 4}, gen);
+  Backward(Sum(Matmul(x, Transpose(w, 0, 1))));
+  EXPECT_TRUE(w.grad().is_contiguous());
+  AdamW opt({{"w", w}}, {.lr = 0.1});
+  opt.Step();  // used to raise "tensor 1 must be contiguous"
+  EXPECT_EQ(w.ToDoubleVector().size(), 12u);
 }
 
 TEST(OptimizerTest, WarmupCosineScheduleHitsItsLandmarks) {

@@ -162,6 +162,10 @@ void Tensor::set_grad(const Tensor& grad) const {
   if (grad.defined()) {
     TESSEL_CHECK(grad.sizes() == sizes(), "set_grad: gradient shape ", ShapeStr(grad.sizes()),
                  " does not match tensor shape ", ShapeStr(sizes()));
+    // As torch ("assigned grad has data of a different type"): an optimizer reads .grad as the
+    // parameter's dtype, so a float64 or bf16 .grad on a float32 parameter stepped it with garbage.
+    TESSEL_CHECK(grad.dtype() == dtype(), "set_grad: gradient dtype ", DTypeName(grad.dtype()),
+                 " does not match the tensor's ", DTypeName(dtype()), " (shape ", ShapeStr(sizes()), ")");
   }
   impl_->EnsureAutogradMeta().grad = grad;
 }
