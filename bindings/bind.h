@@ -32,6 +32,15 @@ auto NoGil(F&& f) -> decltype(f()) {
 // seed alike draw alike). tessel.manual_seed reseeds it.
 Generator& DefaultGenerator();
 inline Generator& GenOrDefault(Generator* gen) { return gen != nullptr ? *gen : DefaultGenerator(); }
+// torch.finfo(dtype).eps: RMSNorm's default eps (eps=None) in torch.
+inline double MachineEpsilon(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat64: return 2.220446049250313e-16;
+    case DType::kBFloat16: return 0.0078125;
+    case DType::kFloat16: return 0.0009765625;
+    default: return 1.1920928955078125e-07;
+  }
+}
 
 void BindErrors(py::module_& m);       // errors_py.cc: ErrorCode → Python exception table
 void BindTensor(py::module_& m);       // tensor_py.cc: dtype, Tensor, creation, numpy, grad mode, RNG

@@ -69,7 +69,7 @@ void BindFunctional(py::module_& m) {
         py::arg("eps") = 1e-5);
   f.def("rms_norm", [](const Tensor& x, const py::object& shape, std::optional<Tensor> w, std::optional<double> eps) {
     CheckLastDim(x, AsShape(shape), "rms_norm");
-    return NoGil([&] { return RmsNorm(x, Opt(w), eps.value_or(1e-6)); });
+    return NoGil([&] { return RmsNorm(x, Opt(w), eps.value_or(MachineEpsilon(x.dtype()))); });
   }, py::arg("input"), py::arg("normalized_shape"), py::arg("weight") = py::none(), py::arg("eps") = py::none());
   f.def("embedding", [](const Tensor& idx, const Tensor& w) { return NoGil([&] { return Embedding(w, idx); }); },
         py::arg("input"), py::arg("weight"));

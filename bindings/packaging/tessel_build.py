@@ -52,7 +52,7 @@ def _files(extension):
 
 def _metadata():
     return ("Metadata-Version: 2.1\nName: %s\nVersion: %s\nSummary: DTensor-style composable sharding with "
-            "PyTorch's names (C++ core, Python face)\nRequires-Python: >=3.11\nRequires-Dist: numpy\n"
+            "PyTorch's names (C++ core, Python face)\nRequires-Python: >=3.11\nRequires-Dist: numpy<2\n"
             % (NAME, VERSION))
 
 

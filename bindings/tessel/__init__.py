@@ -24,6 +24,16 @@ TimeoutError, ...) with the same message.
 The original flat API stays: ``tessel.GPT``, ``tessel.AdamW(model)``, ``tessel.fully_shard(block, mesh)``,
 ``tessel.init_device_mesh(world, shape, names)``, ``tessel.save`` / ``tessel.load``.
 """
+import numpy as _np
+
+# The extension is built with Debian 12's pybind11 2.10, whose numpy interop predates numpy 2's ABI: with
+# numpy 2 installed, arrays converted both ways read garbage without an error (tensor([1., 2.]) * ...
+# returned wrong values). The wheel pins numpy<2; refuse to import under numpy 2 rather than compute
+# silently wrong values.
+if int(_np.__version__.split(".")[0]) >= 2:
+    raise ImportError("tessel is built against numpy 1.x (pybind11 2.10) and numpy %s is installed, whose array "
+                      "ABI it cannot read; install numpy<2 (pip install 'numpy<2')" % _np.__version__)
+
 from . import _C
 from ._C import (  # noqa: F401
     CommTracer,

@@ -108,6 +108,17 @@ def test_parameters_and_buffers_registered_as_none_read_none_and_placements_comp
     assert Shard(0) in [Replicate(), Shard(0)] and len({Shard(0), Shard(0), Replicate(), Partial()}) == 3
 
 
+def test_rms_norm_default_eps_is_the_dtypes_machine_epsilon_as_torch():
+    x = np.random.default_rng(0).normal(size=(2, 8)) * 1e-3  # where eps is not negligible
+    eps = np.finfo(np.float32).eps
+    want = x / np.sqrt((x ** 2).mean(-1, keepdims=True) + eps)  # torch: eps=None -> finfo(dtype).eps
+    xt = tessel.tensor(x.astype(np.float32))
+    np.testing.assert_allclose(nn.RMSNorm(8)(xt).numpy(), want, rtol=1e-4)
+    np.testing.assert_allclose(F.rms_norm(xt, (8,)).numpy(), want, rtol=1e-4)
+    np.testing.assert_allclose(F.rms_norm(xt, (8,), eps=1e-6).numpy(), x / np.sqrt((x ** 2).mean(-1, keepdims=True) + 1e-6),
+                               rtol=1e-4)
+
+
 def test_item_returns_the_python_number_of_the_dtype():
     big = tessel.tensor(2 ** 53 + 1)
     assert type(big.item()) is int and big.item() == 2 ** 53 + 1  # exact, as torch (a float rounded it)

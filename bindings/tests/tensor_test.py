@@ -29,6 +29,13 @@ def test_arithmetic_with_tensors_and_reflected_scalars_matches_numpy():
     assert (x + 2).dtype == tessel.float64  # a Python scalar keeps the tensor's dtype, as in torch
 
 
+def test_import_refuses_numpy_2_whose_abi_the_extension_cannot_read():
+    import subprocess
+    code = "import numpy; numpy.__version__ = '2.1.0'\ntry:\n    import tessel\nexcept ImportError as e:\n    print(e)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(__import__("os").environ))
+    assert "install numpy<2" in out.stdout, out.stdout + out.stderr
+
+
 def test_python_scalars_promote_integer_tensors_as_torch_does():
     i = tessel.tensor([1, 2, 3])
     assert i.dtype == tessel.int64
