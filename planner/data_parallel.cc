@@ -51,11 +51,40 @@ Sums Sum(const std::vector<LocalParam>& params) {
   return s;
 }
 
-// `pieces` torch.chunk pieces (rows padded to ceil(rows / n)) of one gradient bucket (fsdp/replicate.h):
-// the whole model while it fits one bucket, else a full bucket (its padding not counted).
-int64_t BucketPieces(const Sums& s, int64_t element_size, int64_t n, int64_t pieces) {
-  if (element_size * s.tp <= kGradBucketBytes) return element_size * pieces * s.padded;
-  return kGradBucketBytes * pieces / n;
+// The gradient buckets exactly as fsdp/replicate.cc builds them: parameters in reverse registration
+// order, a new bucket once the next parameter would pass the cap (a parameter is never split, so one
+// larger than the cap is a bucket of its own). `full` sums the elements, `block` the torch.chunk pieces
+// padded to ceil(rows / n) rows (one rank's block of the ZeRO staging).
+struct Bucket {
+  int64_t full = 0, block = 0;
+};
+std::vector<Bucket> Buckets(const std::vector<LocalParam>& params, int64_t element_size, int64_t cap) {
+  std::vector<Bucket> out(1);
+  int64_t bytes = 0;
+  for (auto it = params.rbegin(); it != params.rend(); ++it) {
+    const int64_t nbytes = element_size * it->tp_numel;
+    if (bytes > 0 && bytes + nbytes > cap) {
+      out.emplace_back();
+      bytes = 0;
+    }
+    bytes += nbytes;
+    out.back().full += it->tp_numel;
+    out.back().block += it->padded_numel;
+  }
+  return out;
+}
+
+// The most elements of `field` alive at once with two buckets in flight (Replicate issues bucket k after
+// finishing bucket k - 2): the largest sum of two consecutive buckets' (one bucket: itself).
+int64_t TwoInFlight(const std::vector<Bucket>& b, int64_t Bucket::*field) {
+  int64_t most = b.empty() ? 0 : b[0].*field;
+  for (size_t k = 1; k < b.size(); ++k) most = std::max(most, b[k].*field + b[k - 1].*field);
+  return most;
+}
+int64_t Largest(const std::vector<Bucket>& b, int64_t Bucket::*field) {
+  int64_t most = 0;
+  for (const Bucket& x : b) most = std::max(most, x.*field);
+  return most;
 }
 
 // fully_shard under a pipeline schedule (examples/gpt/parallel_gpt.h): every group is unsharded for the
@@ -85,24 +114,27 @@ StateBytes DataParallelState(const std::vector<LocalParam>& params, const Layout
   const int64_t n = l.dp_shard;
   StateBytes b;
   b.optim = o * (l.zero_stage >= 1 ? s.shard : s.tp);
-  // Without a data-parallel axis no gradient is reduced, so there is no bucket.
-  const int64_t bucket = l.Dp() > 1 ? std::min(kGradBucketBytes, g * s.grad) : 0;
+  // Without a data-parallel axis no gradient is reduced, so there is no bucket. The buckets follow the
+  // parameters (a 262 MB lm_head of llama-7b in bf16 is a bucket of its own, two in flight), not one
+  // bucket of at most the cap: that under-predicted the comm of real-sized models about tenfold.
+  const std::vector<Bucket> buckets = Buckets(params, p, l.grad_bucket_bytes);
   switch (l.zero_stage) {
     case 0:
     case 1:
       b.params = p * s.tp;
       b.grads = g * s.grad;
-      b.comm = bucket;
-      // ZeRO-1's all-gather of the updated rows: n padded pieces of the bucket.
-      if (l.zero_stage == 1 && n > 1) b.comm = std::max(b.comm, BucketPieces(s, p, n, n));
+      b.comm = l.Dp() > 1 ? g * TwoInFlight(buckets, &Bucket::full) : 0;  // each bucket's all-reduce buffer
+      // ZeRO-1's all-gather of the updated rows after the step, bucket by bucket: n padded pieces.
+      if (l.zero_stage == 1 && n > 1) b.comm = std::max(b.comm, p * n * Largest(buckets, &Bucket::block));
       break;
     case 2:
       b.params = p * s.tp;
       // The unsharded gradients of the bucket being filled (all of them while one bucket holds the
-      // model), beside the rank's pieces of the buckets already reduced.
-      b.grads = g * s.grad <= kGradBucketBytes ? g * s.grad : g * s.shard + kGradBucketBytes;
-      // The reduce-scatter's staging: the bucket's n padded pieces in, the rank's piece out.
-      b.comm = BucketPieces(s, g, n, n + 1);
+      // model), beside the rank's pieces of the buckets already reduced (an upper bound with several).
+      b.grads = buckets.size() == 1 ? g * s.grad : g * (s.shard + Largest(buckets, &Bucket::full));
+      // The reduce-scatter's staging of two buckets in flight (n padded pieces in, the rank's piece out),
+      // or the post-step all-gather of one bucket's n pieces.
+      b.comm = std::max(g * (n + 1) * TwoInFlight(buckets, &Bucket::block), p * n * Largest(buckets, &Bucket::block));
       break;
     default:
       if (l.pp > 1) return PipelinedFullyShard(s, l, p, g, b);

@@ -11,11 +11,13 @@
 //   stage 3:  params p·P/n    grads g·P/n    optim (2o + 4·master)·P/n
 // (P/n is this rank's torch.chunk piece of each parameter's dim 0; fully_shard stores stage 3's
 // parameters and gradients padded to ceil(rows / n) rows) — the ZeRO paper's Figure 1 — plus
-// the transient full-size pieces each stage needs. Stages 0-2 reduce in gradient buckets of
-// kGradBucketBytes (fsdp/replicate.h; none without data parallelism): stage 0-1 comm one bucket, stage 1
-// also the all-gather of the updated rows (n padded pieces of a bucket), stage 2 the unsharded
-// gradients of the bucket being filled (grads) and the reduce-scatter staging, n + 1 padded pieces of
-// a bucket (comm). Stage 3: the root and the current block unsharded (params), one block's unsharded
+// the transient full-size pieces each stage needs. Stages 0-2 reduce in gradient buckets built as
+// fsdp/replicate.cc builds them (Layout::grad_bucket_bytes, reverse registration order, a parameter never
+// split; none without data parallelism), two in flight: stage 0-1 comm the largest two consecutive
+// buckets, stage 1 also the all-gather of the updated rows (n padded pieces of the largest bucket),
+// stage 2 the unsharded gradients of the largest bucket beside the rank's pieces (grads; exact with one
+// bucket, an upper bound with more) and the reduce-scatter staging of two buckets, n + 1 padded pieces
+// each (comm). Stage 3: the root and the current block unsharded (params), one block's unsharded
 // gradients, and in comm the prefetched block's all-gather (n·S) and the reduce-scatter staging
 // ((n + 1)·S), S the largest block's padded shard. Stage 3 under a pipeline (pp > 1: every group
 // unsharded for the step, gradients accumulated unsharded and reduce-scattered once by REDUCE_GRAD):

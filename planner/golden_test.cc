@@ -21,7 +21,10 @@ constexpr int64_t kHead = 131'072'000 + 4'096;  // lm_head and ln_f, whose gradi
 // 629,669,888, times 32 = 20,149,436,416; the last stage adds ln_f's and lm_head's bf16 inputs
 // 2·2·4096·4096 = 67,108,864 and bf16 logits + the fp32 softmax (2 + 4)·4096·32000 = 786,432,000.
 constexpr int64_t kActivations = 20'149'436'416 + 67'108'864 + 786'432'000;  // 21,002,977,280 ≈ 21 GB
-constexpr int64_t kBucket = 25 * 1024 * 1024;  // DDP's gradient bucket, the comm ledger of stages 0-2 with dp > 1
+// Stages 0-2 reduce gradients in Replicate's buckets (25 MiB cap, reverse registration order, a parameter
+// never split), two in flight. LLaMA-7B's lm_head (32000·4096, 262 MB in bf16) is a bucket of its own and
+// the final norm (4096) the next: the comm ledger holds both, (32000·4096 + 4096)·2 bytes.
+constexpr int64_t kHeadBucketPair = (32'000LL * 4'096 + 4'096) * 2;
 
 Layout Llama(int64_t dp_shard, int zero) {
   return Layout{.dp_shard = dp_shard, .zero_stage = zero, .global_batch = dp_shard, .seq_len = 4096};
@@ -45,7 +48,8 @@ TEST(GoldenTest, Llama7bZero1OnEightIsAbout55GB) {
   EXPECT_EQ(p.ledgers.params, 2 * kPsi);
   EXPECT_EQ(p.ledgers.grads, 2 * kPsi);
   EXPECT_EQ(p.ledgers.optim, kPsi);
-  EXPECT_EQ(p.ledgers.total, 5 * kPsi + kActivations + kBucket);
+  EXPECT_EQ(p.ledgers.comm, kHeadBucketPair);  // above ZeRO-1's post-step all-gather, 8·4000·4096·2
+  EXPECT_EQ(p.ledgers.total, 5 * kPsi + kActivations + kHeadBucketPair);
   EXPECT_NEAR(static_cast<double>(p.ledgers.total), 55e9, 0.05 * 55e9);
 }
 
@@ -73,10 +77,13 @@ TEST(GoldenTest, Llama7bTp2TimesDp4) {
   // Ψ_t = (Ψ − 266,240)/2 + 266,240 = 3,369,340,928. Activations halve exactly under SP:
   // 20,149,436,416/2 + 67,108,864/2 + 786,432,000/2 = 10,501,488,640 (with the vocab-parallel loss).
   // grads: wte's gradient is the whole table (embedding_backward has no masked form), 32000·4096/2
-  // more. comm: the bucket plus SP's staged all-gather along the sequence (live beside it in
-  // backward), t pieces of s/t·b·h bf16 (t divides s): 2·2048·4096·2 = 33,554,432.
+  // more. comm: two gradient buckets in flight, the largest pair being wte's half table (16000·4096) with
+  // the bucket before it in reverse order (block 0's attention norm and half wq, 4096 + 4096·4096/2), plus
+  // SP's staged all-gather along the sequence (live beside it in backward), t pieces of s/t·b·h bf16 (t
+  // divides s): 2·2048·4096·2 = 33,554,432.
   const int64_t psi_t = (kPsi - 266'240) / 2 + 266'240;
   const int64_t wte_rest = 32'000 * 4'096 / 2, sp_staged = 2 * 2'048 * 4'096 * 2;
+  const int64_t kBucket = (16'000LL * 4'096 + 4'096 + 4'096LL * 4'096 / 2) * 2;
   const Layout l{.dp_shard = 4, .zero_stage = 1, .tp = 2, .sequence_parallel = true, .loss_parallel = true,
                  .global_batch = 4, .seq_len = 4096};
   const RankPlan p = PlanRank(ModelPreset("llama-7b"), l, 1);
@@ -138,7 +145,8 @@ TEST(GoldenTest, ZeroPaperMixedPrecisionAdamIs16PsiAndFigure1PerParameterBytes) 
   };
   EXPECT_EQ(state(1, 0), 16 * kPsi);
   EXPECT_EQ(state(64, 1), 2 * kPsi + 2 * kPsi + 12 * kPsi / 64);
-  EXPECT_EQ(state(64, 2), 2 * kPsi + 2 * kPsi / 64 + kBucket + 12 * kPsi / 64);
+  // Stage 2's transient: the largest bucket's unsharded gradients (the lm_head's, a bucket of its own).
+  EXPECT_EQ(state(64, 2), 2 * kPsi + 2 * kPsi / 64 + 2 * 32'000LL * 4'096 + 12 * kPsi / 64);
   EXPECT_EQ(state(64, 3), 16 * kPsi / 64 + 2 * (kRoot + kBlock) + 2 * (kBlock - kBlock / 64 + kHead - kRoot / 64));
 }
 

@@ -51,6 +51,9 @@ struct Layout {
   bool master_weights = false;
   int64_t global_batch = 8;  // sequences per step over all dp ranks
   int64_t seq_len = 4096;
+  // ZeRO stages 0-2 (fsdp/replicate.h): the gradient bucket cap, ReplicateOptions::bucket_cap_bytes (torch
+  // DDP's bucket_cap_mb = 25 by default).
+  int64_t grad_bucket_bytes = 25 * 1024 * 1024;
 
   int64_t WorldSize() const { return pp * dp_replicate * dp_shard * tp; }
   int64_t Dp() const { return dp_replicate * dp_shard; }

@@ -101,7 +101,9 @@ void RetainGrad(const Tensor& t) {
   if (meta.retains_grad) return;
   meta.retains_grad = true;
   std::weak_ptr<TensorImpl> weak = t.impl_ptr();
-  RegisterHook(t, [weak](const Tensor& g) {
+  auto& hooks = meta.grad_fn->retain_hooks;
+  if (hooks.size() <= static_cast<size_t>(meta.output_nr)) hooks.resize(meta.output_nr + 1);
+  hooks[meta.output_nr].push_back([weak](const Tensor& g) {
     if (auto impl = weak.lock()) {
       AutogradMeta& m = impl->EnsureAutogradMeta();
       const Tensor in[] = {g};

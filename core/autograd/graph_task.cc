@@ -59,6 +59,9 @@ bool PrepareNodeInputs(Node* n, TensorList& in) {
         if (replaced.defined()) in[i] = std::move(replaced);
       }
     }
+    if (run_hooks && i < n->retain_hooks.size() && in[i].defined()) {
+      for (const TensorHook& hook : n->retain_hooks[i]) hook(in[i]);
+    }
     any = any || in[i].defined();
   }
   if (any) {

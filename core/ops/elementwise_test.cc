@@ -154,6 +154,18 @@ TEST(ElementwiseTest, HooksSeeAndReplaceGradients) {
   EXPECT_EQ(x.grad().ToVector<double>(), (std::vector<double>{30, 30}));
 }
 
+// The retained .grad is the gradient as every hook left it, whatever the registration order (torch runs the
+// retain-grad hook last since 2.0): it used to record the gradient before a later doubling hook.
+TEST(ElementwiseTest, RetainedGradSeesTheGradientAfterEveryHook) {
+  Tensor x = FromVector<double>({1, 2}).set_requires_grad(true);
+  Tensor y = MulScalar(x, 3.0);
+  RetainGrad(y);
+  RegisterHook(y, [](const Tensor& g) { return MulScalar(g, 2.0); });
+  Backward(y, OnesLike(y));
+  EXPECT_EQ(y.grad().ToVector<double>(), (std::vector<double>{2, 2}));
+  EXPECT_EQ(x.grad().ToVector<double>(), (std::vector<double>{6, 6}));
+}
+
 TEST(ElementwiseTest, QueuedCallbackRunsAfterAllNodes) {
   Tensor x = FromVector<double>({1}).set_requires_grad(true);
   Tensor y = MulScalar(x, 2.0);
