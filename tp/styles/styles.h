@@ -2,9 +2,9 @@
 // output conversions the styles share (PyTorch's _prepare_input_fn / _prepare_output_fn).
 //
 // Invariant: every hook a style registers names the module's FQN and style in its errors; an input that is
-// already a DTensor must carry the declared layout (kInvalidArgument otherwise) and is never re-annotated;
-// a plain input becomes a DTensor with the declared layout (DTensor::FromLocal, no communication), and
-// only the redistribute to the desired layout communicates.
+// already a DTensor is never re-annotated but redistributed to the desired layout, or else the declared one
+// (torch's styles); a plain input becomes a DTensor with the declared layout (DTensor::FromLocal, no
+// communication), and only the redistribute to the desired layout communicates.
 //
 // Example (what ColwiseParallel's pre-hook does):
 //   inputs[0] = PrepareInput(inputs[0], Replicate{}, Replicate{}, mesh, "ColwiseParallel on 'fc'");

@@ -132,9 +132,10 @@ def parallelize_module(module, device_mesh=None, parallelize_plan=None, *, src_d
 
     device_mesh: 1-D, or with a mesh dim named ``tp_axis``; None takes a 1-D mesh over the default
     process group. parallelize_plan: a ParallelStyle, or a dict {FQN pattern: ParallelStyle}. Every
-    pattern must match a submodule (ValueError naming it). src_data_rank: None (tessel's default: every
-    rank already holds the same values, e.g. the same seed; nothing is communicated) or a rank whose
-    parameters are broadcast, as torch's src_data_rank."""
+    pattern must match a submodule (ValueError naming it). src_data_rank: None (tessel's default, torch's is
+    0: each rank cuts its Shard pieces from its own values, so ranks start from the same seed; Replicate
+    parameters take the TP group's rank-0 values) or k, a rank of the tensor-parallel group whose whole
+    parameters are broadcast over the group first (torch's group_src semantics)."""
     if device_mesh is None:
         from ...fsdp import _default_mesh
         device_mesh = _default_mesh()
