@@ -32,6 +32,7 @@
 //
 // Example:
 //   Tensor y_BHTD = ScaledDotProductAttention(q_BHTD, k_BHSD, v_BHSD, /*is_causal=*/true);
+#include "core/ops/exact_math.h"
 #include "core/ops/attention.h"
 
 #include <Eigen/Core>
@@ -195,7 +196,11 @@ void OnlineSoftmaxBlock(C* sc, int64_t rows, int64_t cols, int64_t i0, int64_t j
     RowMap<C> row(p, limit);  // vectorized exp (Eigen's packet math)
     row *= scale;
     const C m_new = std::max(st.m[r], row.maxCoeff());
-    row = (row - m_new).exp();
+    if (m_new == -std::numeric_limits<C>::infinity()) {  // every visible score so far is -inf: P = 0 (not
+      std::fill(p, p + limit, C(0));                      // exp(-inf - -inf) = NaN); l stays 0, m -inf
+      continue;
+    }
+    ExpInto(p, m_new, p, limit);  // exact 0 at -inf scores (Eigen's packet exp reads 5.6e-309 there)
     const C alpha = std::exp(st.m[r] - m_new);  // 0 on the first visible block (m = -inf)
     st.l[r] = st.l[r] * alpha + row.sum();
     st.m[r] = m_new;
@@ -235,7 +240,11 @@ AttentionHeadDims HeadDims(const Dims& dm) { return {dm.t, dm.s, dm.d, dm.dv}; }
 // `t` itself when the head kernels can read it in place (float32, last dim contiguous: a [B, H, T, D]
 // view of [B, T, H, D] memory qualifies), else a contiguous float32 copy.
 Tensor ReadableFloat(const Tensor& t) {
-  if (t.dtype() == DType::kFloat32 && (t.size(-1) <= 1 || t.stride(-1) == 1)) return t;
+  // Rows must not overlap either: an input expanded along its rows (stride(-2) == 0) was read at a row
+  // stride of the width, past the end of its one stored row (garbage, or a segfault).
+  const bool last_contiguous = t.size(-1) <= 1 || t.stride(-1) == 1;
+  const bool rows_apart = t.dim() < 2 || t.size(-2) <= 1 || t.stride(-2) >= t.size(-1);
+  if (t.dtype() == DType::kFloat32 && last_contiguous && rows_apart) return t;
   return AsContiguous(t, DType::kFloat32);
 }
 
@@ -427,9 +436,11 @@ void SoftmaxGradBlock(C* p, C* dp, int64_t rows, int64_t cols, int64_t i0, int64
   for (int64_t r = 0; r < rows; ++r) {
     C* pr = p + r * kBlockK;
     C* dsr = dp + r * kBlockK;
-    const int64_t limit = VisibleKeys(causal, i0 + r, j0, cols);
+    // A row whose scores are all -inf (lse -inf) has P = 0 and so dS = 0 (exp(s - lse) would be NaN).
+    const int64_t limit = lse[i0 + r] == -std::numeric_limits<C>::infinity() ? 0 : VisibleKeys(causal, i0 + r, j0, cols);
     RowMap<C> prow(pr, limit), dsrow(dsr, limit);
-    prow = (prow * scale - lse[i0 + r]).exp();
+    prow *= scale;
+    ExpInto(pr, lse[i0 + r], pr, limit);  // exact 0 at -inf scores
     dsrow = prow * (dsrow - delta[i0 + r]) * scale;
     std::fill(pr + limit, pr + cols, C(0));
     std::fill(dsr + limit, dsr + cols, C(0));

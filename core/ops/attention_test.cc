@@ -21,6 +21,7 @@
 #include "core/ops/vector_isa.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/testing/gradcheck.h"
+#include "core/ops/unary.h"
 #include "core/ops/view.h"
 #include "core/tensor/copy.h"
 #include "core/tensor/factory.h"
@@ -510,6 +511,66 @@ TEST(AttentionTest, Float32HeadsWithScratchBeyondTheThreadsKeptBufferMatchTheFlo
     SCOPED_TRACE(i);
     ExpectAllClose(CastTo(got[i], DType::kFloat64), want[i], 2e-5, 1e-4);
   }
+}
+
+// Keys whose scores are all -inf filling the first 128-key block (the online softmax's first block): the
+// running max was -inf and exp(-inf - -inf) = NaN poisoned the row for good; torch gives the softmax over
+// the finite keys. A row whose keys are all -inf gives 0 and lse -inf, with zero gradients.
+TEST(AttentionTest, AFirstKeyBlockOfMinusInfinityScoresIsSkippedNotNaN) {
+  for (DType dtype : {DType::kFloat32, DType::kFloat64}) {
+    for (VectorIsa isa : IsasOfThisCpu()) {
+      const ScopedIsa pin(isa);
+      SCOPED_TRACE(::testing::Message() << DTypeName(dtype) << " " << ActiveAttentionKernels().isa);
+      Generator gen(5);
+      const int64_t masked = 128, live = 10;
+      const Tensor q = Cast(Ones({1, 3, 4}), dtype);  // q > 0, so q·(-inf) keys score -inf
+      Tensor k = Cast(Randn({1, masked + live, 4}, gen), dtype);
+      CopyInto(Narrow(k, 1, 0, masked), Full({1, masked, 4}, -INFINITY, dtype));
+      const Tensor v = Cast(Randn({1, masked + live, 8}, gen), dtype), g = Cast(Randn({1, 3, 8}, gen), dtype);
+      const Attrs attrs = Attrs().Set("is_causal", false).Set("scale", 0.5);
+      TensorList out = autograd::CallOp(GetOp("scaled_dot_product_attention"), {q, k, v}, attrs);
+      const Tensor k_live = Contiguous(Narrow(k, 1, masked, live)), v_live = Contiguous(Narrow(v, 1, masked, live));
+      const Naive want = NaiveAttention(q, k_live, v_live, false, 0.5);
+      ExpectAllClose(out[0], want.out, 1e-6, 1e-5);
+      TensorList grads =
+          autograd::CallOp(GetOp("scaled_dot_product_attention_backward"), {g, q, k, v, out[0], out[1]}, attrs);
+      // dv and the live keys' dk as over the finite keys alone (dq is NaN: dS·k meets 0·(-inf), as in torch).
+      const NaiveGrads wg = NaiveAttentionBackward(q, k_live, v_live, g, false, 0.5);
+      ExpectAllClose(Contiguous(Narrow(grads[1], 1, masked, live)), wg.dk, 1e-5, 1e-4);
+      ExpectAllClose(Contiguous(Narrow(grads[2], 1, masked, live)), wg.dv, 1e-5, 1e-4);
+      for (double x : Narrow(grads[2], 1, 0, masked).ToDoubleVector()) EXPECT_EQ(x, 0.0);
+      // Every key -inf: output 0, lse -inf, zero dk and dv.
+      const Tensor k_dead = Full({1, masked, 4}, -INFINITY, dtype), v_dead = Cast(Randn({1, masked, 8}, gen), dtype);
+      TensorList dead = autograd::CallOp(GetOp("scaled_dot_product_attention"), {q, k_dead, v_dead}, attrs);
+      for (double x : dead[0].ToDoubleVector()) EXPECT_EQ(x, 0.0);
+      for (double x : dead[1].ToDoubleVector()) EXPECT_EQ(x, -INFINITY);
+      TensorList dead_grads = autograd::CallOp(GetOp("scaled_dot_product_attention_backward"),
+                                               {g, q, k_dead, v_dead, dead[0], dead[1]}, attrs);
+      for (const Tensor& t : {dead_grads[1], dead_grads[2]}) {
+        for (double x : t.ToDoubleVector()) EXPECT_EQ(x, 0.0);
+      }
+    }
+  }
+}
+
+// An input expanded along its rows (stride 0, one stored row) was read at a row stride of the width,
+// past its end: garbage, or a segfault for long sequences. It is copied first now.
+TEST(AttentionTest, InputsExpandedAlongTheirRowsMatchTheirContiguousCopies) {
+  Generator gen(9);
+  const Tensor q = Randn({1, 2, 20, 16}, gen);
+  const Tensor k1 = Randn({1, 2, 1, 16}, gen), v1 = Randn({1, 2, 1, 16}, gen), g1 = Randn({1, 2, 1, 16}, gen);
+  const Tensor k = Expand(k1, {1, 2, 20, 16}), v = Expand(v1, {1, 2, 20, 16}), g = Expand(g1, {1, 2, 20, 16});
+  ASSERT_EQ(k.stride(2), 0);
+  const Attrs attrs = Attrs().Set("is_causal", true).Set("scale", 0.25);
+  const TensorList got = autograd::CallOp(GetOp("scaled_dot_product_attention"), {q, k, v}, attrs);
+  const TensorList want =
+      autograd::CallOp(GetOp("scaled_dot_product_attention"), {q, Contiguous(k), Contiguous(v)}, attrs);
+  EXPECT_EQ(got[0].ToDoubleVector(), want[0].ToDoubleVector());
+  const TensorList gg = autograd::CallOp(GetOp("scaled_dot_product_attention_backward"), {g, q, k, v, got[0], got[1]},
+                                         attrs);
+  const TensorList gw = autograd::CallOp(GetOp("scaled_dot_product_attention_backward"),
+                                         {Contiguous(g), q, Contiguous(k), Contiguous(v), want[0], want[1]}, attrs);
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(gg[i].ToDoubleVector(), gw[i].ToDoubleVector()) << i;
 }
 
 TEST(AttentionTest, ForcingAvx512NeedsTheCpuToHaveIt) {
