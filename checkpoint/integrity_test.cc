@@ -222,6 +222,32 @@ TEST(IntegrityTest, LoadLeavesTheFilesOfALiveWriterAlone) {
   EXPECT_FALSE(PathExists(tmp));
 }
 
+// A load that finds the index moved aside while another process holds the lock (a peer rank restoring it
+// from a shared file system, slowly) waits for the index or the lock instead of 2 s: it used to throw
+// kNotFound while the restoring rank loaded, and the job split at its next collective.
+TEST(IntegrityTest, ALoadWaitsForAPeersRestoreOfAMovedAsideIndex) {
+  const std::string dir = FreshDir("slow_restore");
+  SaveTwoRanks(dir, 1.0);
+  const std::string id = ReadMetadata(dir).save_id;
+  std::filesystem::rename(JoinPath(dir, kMetadataFileName), JoinPath(dir, std::string(kMetadataFileName) + ".prev-" + id));
+  std::atomic<bool> locked{false};
+  std::thread peer([&] {
+    DirLock held = DirLock::Acquire(dir, "load (pid 2)");  // a peer that takes 2.5 s to restore
+    locked = true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  });
+  while (!locked) std::this_thread::yield();
+  std::vector<float> got;
+  try {
+    got = LoadW(dir);  // restored here once the peer let go
+  } catch (const Error& e) {
+    ADD_FAILURE() << e.what();
+  }
+  peer.join();
+  EXPECT_EQ(got, std::vector<float>(128, 1.0f));
+  EXPECT_TRUE(PathExists(JoinPath(dir, kMetadataFileName)));
+}
+
 TEST(IntegrityTest, AFailedSaveLeavesThePreviousCheckpointLoadable) {
   const std::string dir = FreshDir("failed_save");
   SaveTwoRanks(dir, 1.0);

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <optional>
@@ -135,6 +136,10 @@ LoadResult LoadFromMetadata(StateDict& state_dict, const Metadata& md, std::vect
 // before replacing one): the previous checkpoint loads without a manual rename.
 namespace {
 
+// How long a load waits for another process's recovery (or a save) to put metadata.json in place.
+// (Only when a moved-aside index exists to restore: an incomplete checkpoint without one fails at once.)
+constexpr std::chrono::seconds kRecoveryWait{60};
+
 bool RestoreMovedAsideIndex(const std::string& dir) {
   const std::string meta = JoinPath(dir, kMetadataFileName);
   for (const std::string& name : ListDir(dir)) {
@@ -164,11 +169,21 @@ void CleanUpAfterDeadWriters(const std::string& dir) {
   }
   if (stale.empty() && PathExists(meta)) return;  // the common case: no lock, no write
   std::optional<DirLock> lock = DirLock::TryAcquire(dir, Str("load (pid ", ::getpid(), ")"));
-  if (!lock) {
-    // A save or another rank's load holds it; the latter may be restoring the index right now.
-    for (int i = 0; i < 100 && !PathExists(meta); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    return;
+  const bool restorable = std::any_of(stale.begin(), stale.end(), [](const std::string& name) {
+    return name.rfind(std::string(kMetadataFileName) + ".prev-", 0) == 0;
+  });
+  if (!lock && !PathExists(meta) && restorable) {
+    // A save or another rank's load holds it; the latter may be restoring the index right now, which reads
+    // every data file's header (seconds on a shared file system). Wait for the index, or for the lock, and
+    // restore it here if the holder let go without one. A fixed 2 s wait left slow peers failing with
+    // kNotFound while the restoring rank loaded, and the job split at its next collective.
+    const auto deadline = std::chrono::steady_clock::now() + kRecoveryWait;
+    while (!lock && !PathExists(meta) && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      lock = DirLock::TryAcquire(dir, Str("load (pid ", ::getpid(), ")"));
+    }
   }
+  if (!lock) return;
   if (!PathExists(meta)) RestoreMovedAsideIndex(dir);
   for (const std::string& name : ListDir(dir)) {
     const bool prev = name.rfind(std::string(kMetadataFileName) + ".prev-", 0) == 0;
