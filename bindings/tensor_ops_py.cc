@@ -24,6 +24,7 @@
 #include "core/ops/unary.h"
 #include "core/ops/view.h"
 #include "core/tensor/factory.h"
+#include "dtensor/dtensor.h"
 
 namespace tessel::bindings {
 namespace {
@@ -71,6 +72,20 @@ void CheckFillable(const Tensor& a, const char* op) {
   TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, !GradModeEnabled() || !a.requires_grad(), op,
                     ": in-place operation on a tensor of shape ", ShapeStr(a.sizes()), " that requires grad (",
                     "autograd records no in-place op); run it under no_grad() or build the value out of place");
+}
+
+// fill_ / zero_ of a DTensor fills every rank's local piece, which is the filled global tensor for Shard
+// and Replicate placements (zero_grad(set_to_none=False) and p.zero_() under fully_shard raised "works on
+// local tensors"); a Partial one would sum W copies of the value, so it is refused.
+void FillAnyInPlace(const Tensor& a, double v, const char* op) {
+  if (!a.is_distributed()) return FillInPlace(a, v);
+  const dtensor::DTensor d(a);
+  for (const dtensor::Placement& p : d.placements()) {
+    TESSEL_CHECK(!dtensor::IsPartial(p), op, ": the DTensor of shape ", ShapeStr(a.sizes()), " is ",
+                 dtensor::PlacementsToString(d.placements()), "; filling a Partial DTensor would sum a copy of the "
+                 "value per rank. Redistribute it to Replicate or Shard first");
+  }
+  FillInPlace(d.ToLocal(), v);
 }
 
 void BindArithmetic(py::class_<Tensor>& c) {
@@ -125,12 +140,12 @@ void BindArithmetic(py::class_<Tensor>& c) {
       }, py::return_value_policy::reference_internal)
       .def("fill_", [](Tensor& a, double v) -> Tensor& {
         CheckFillable(a, "fill_");
-        NoGil([&] { FillInPlace(a, v); });
+        NoGil([&] { FillAnyInPlace(a, v, "fill_"); });
         return a;
       }, py::return_value_policy::reference_internal)
       .def("zero_", [](Tensor& a) -> Tensor& {
         CheckFillable(a, "zero_");
-        NoGil([&] { FillInPlace(a, 0.0); });
+        NoGil([&] { FillAnyInPlace(a, 0.0, "zero_"); });
         return a;
       }, py::return_value_policy::reference_internal);
 }

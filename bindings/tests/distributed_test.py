@@ -15,7 +15,7 @@ import tessel.nn.functional as F
 from tessel.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 from tessel.distributed.device_mesh import init_device_mesh
 from tessel.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
-from tessel.distributed.tensor import DTensor, Replicate, Shard, distribute_tensor
+from tessel.distributed.tensor import DTensor, Partial, Replicate, Shard, distribute_tensor
 
 
 class Block(nn.Module):
@@ -190,6 +190,26 @@ def test_distribute_tensor_takes_src_data_rank_values_as_torch():
         assert own.full_tensor().tolist() == [0.0, 0.0, 1.0, 1.0]
         with pytest.raises(ValueError, match="src_data_rank 2 is not a rank of mesh dim 0"):
             distribute_tensor(mine, mesh, [Shard(0)], src_data_rank=2)
+
+    tessel.run_ranks(2, rank_fn)
+
+
+def test_zero_grad_without_set_to_none_and_fill_work_on_sharded_parameters():
+    def rank_fn(world):
+        dist.init_process_group()
+        net = sharded_net()
+        opt = tessel.optim.SGD(net.parameters(), lr=0.1)
+        net(tessel.randn(4, 8)).sum().backward()
+        opt.zero_grad(set_to_none=False)  # used to raise "FillInPlace works on local tensors"
+        for p in net.parameters():
+            assert p.grad is not None and p.grad.full_tensor().abs().sum().item() == 0.0
+        with tessel.no_grad():
+            net.head.weight.fill_(0.5)
+        assert net.head.weight.full_tensor().numpy().tolist() == [[0.5] * 8] * 3
+        mesh = init_device_mesh("cpu", (2,), mesh_dim_names=("dp",))
+        partial = DTensor.from_local(tessel.ones(2), mesh, [Partial()])
+        with pytest.raises(ValueError, match="filling a Partial DTensor"):
+            partial.zero_()
 
     tessel.run_ranks(2, rank_fn)
 
