@@ -11,6 +11,7 @@
 
 #include "core/base/error.h"
 #include "pipelining/dependencies.h"
+#include "pipelining/lowering.h"
 
 namespace tessel::pipelining {
 namespace {
@@ -163,6 +164,113 @@ void CheckNoWaitCycle(const Program& p, std::span<const int> stage_to_rank, bool
     for (const Action& d : producers) waits += Str(waits.empty() ? "" : " or ", ToString(d));
     RejectAt(p, Where{static_cast<int>(r), static_cast<int>(next[r])}, a,
              Str("waits for ", waits, ", which can never run before it (a cycle of waits, or it is missing)"));
+  }
+}
+
+// The executor's comm model (executor.cc, comm/): each run of consecutive SEND/RECV actions on a rank is
+// one batch, posted when the rank's program reaches it and run by the rank's comm thread after every earlier
+// batch; a batch completes once the peer op of each of its ops has been posted by the peer's comm thread
+// (the threads backend matches a send with its receive; a gloo receive needs its send). A compute action that
+// consumes a receive waits for that receive's batch. CheckNoWaitCycle treats every SEND and RECV as
+// independent, which accepted programs whose early RECV batch waits on a SEND queued behind it on the same
+// rank: they passed and then timed out in the executor. Rejects a program that cannot finish under this model.
+void CheckCommBatchesFinish(const Program& p, std::span<const int> stage_to_rank) {
+  const size_t n = p.size();
+  const int num_stages = static_cast<int>(stage_to_rank.size());
+  std::vector<RankProgram> prog(n);
+  std::vector<std::vector<std::pair<int, int>>> batches(n);
+  std::map<Action, std::pair<size_t, size_t>> batch_of;  // comm action -> (rank, batch)
+  for (size_t r = 0; r < n; ++r) {
+    for (const auto& slot : p[r]) {
+      if (slot.has_value()) prog[r].push_back(slot);
+    }
+    batches[r] = CommBatches(prog[r]);
+    for (size_t b = 0; b < batches[r].size(); ++b) {
+      for (int i = batches[r][b].first; i < batches[r][b].second; ++i) batch_of[*prog[r][i]] = {r, b};
+    }
+  }
+  auto peer_op = [](const Action& a) -> Action {
+    switch (a.kind) {
+      case ActionKind::kSendF: return {a.stage + 1, ActionKind::kRecvF, a.microbatch};
+      case ActionKind::kRecvF: return {a.stage - 1, ActionKind::kSendF, a.microbatch};
+      case ActionKind::kSendB: return {a.stage - 1, ActionKind::kRecvB, a.microbatch};
+      default: return {a.stage + 1, ActionKind::kSendB, a.microbatch};  // kRecvB
+    }
+  };
+  std::vector<size_t> pc(n, 0), posted(n, 0), completed(n, 0);
+  std::set<Action> done;
+  auto received = [&](size_t r, const Action& recv) {
+    auto it = batch_of.find(recv);
+    return it != batch_of.end() && it->second.first == r && it->second.second < completed[r];
+  };
+  // What compute action `a` on rank r still waits for (nullopt: it can run).
+  auto compute_blocker = [&](size_t r, const Action& a) -> std::optional<Action> {
+    for (const auto& alternatives : DataDependencies(a, num_stages)) {
+      bool ok = false;
+      for (const Action& d : alternatives) {
+        if (static_cast<size_t>(stage_to_rank[d.stage]) == r) {
+          ok = ok || done.count(d) > 0;
+        } else {
+          const Action recv{a.stage, d.stage < a.stage ? ActionKind::kRecvF : ActionKind::kRecvB, a.microbatch};
+          ok = ok || received(r, recv);
+        }
+      }
+      if (!ok) {
+        const Action& d = alternatives.front();
+        if (static_cast<size_t>(stage_to_rank[d.stage]) == r) return d;
+        return Action{a.stage, d.stage < a.stage ? ActionKind::kRecvF : ActionKind::kRecvB, a.microbatch};
+      }
+    }
+    return std::nullopt;
+  };
+  // The op of rank r's head batch whose peer op has not been posted yet (nullopt: the batch completes).
+  auto batch_blocker = [&](size_t r) -> std::optional<Action> {
+    const auto [begin, end] = batches[r][completed[r]];
+    for (int i = begin; i < end; ++i) {
+      const Action peer = peer_op(*prog[r][i]);
+      auto it = batch_of.find(peer);
+      if (it == batch_of.end()) return peer;
+      const auto [pr, pb] = it->second;
+      if (!(pb < posted[pr] && pb <= completed[pr])) return peer;
+    }
+    return std::nullopt;
+  };
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (size_t r = 0; r < n; ++r) {
+      while (pc[r] < prog[r].size()) {
+        const Action& a = *prog[r][pc[r]];
+        if (IsComm(a.kind)) {
+          pc[r] = static_cast<size_t>(batches[r][posted[r]++].second);  // posting never blocks
+        } else if (!compute_blocker(r, a).has_value()) {
+          done.insert(a);
+          ++pc[r];
+        } else {
+          break;
+        }
+        progress = true;
+      }
+      while (completed[r] < posted[r] && !batch_blocker(r).has_value()) {
+        ++completed[r];
+        progress = true;
+      }
+    }
+  }
+  for (size_t r = 0; r < n; ++r) {
+    if (completed[r] < posted[r]) {
+      const auto [begin, end] = batches[r][completed[r]];
+      std::string ops;
+      for (int i = begin; i < end; ++i) ops += Str(ops.empty() ? "" : ",", ToString(*prog[r][i]));
+      TESSEL_FAIL(ErrorCode::kInvalidArgument, "pipeline program: rank ", r, "'s comm batch [", ops, "] waits for ",
+                  ToString(*batch_blocker(r)), ", which its rank never posts while this batch is pending (the ",
+                  "executor runs a rank's comm batches in order): a cycle of waits that would end in a timeout");
+    }
+    if (pc[r] < prog[r].size()) {
+      const Action& a = *prog[r][pc[r]];
+      TESSEL_FAIL(ErrorCode::kInvalidArgument, "pipeline program: rank ", r, "'s ", ToString(a), " waits for ",
+                  ToString(*compute_blocker(r, a)), ", which can never complete before it under the executor's ",
+                  "in-order comm batches: a cycle of waits that would end in a timeout");
+    }
   }
 }
 
@@ -342,6 +450,7 @@ void VerifyLoweredProgram(const Program& program, std::span<const int> stage_to_
   ForEachStepMajor(program, [&](Where w, const Action& a) { checker.Check(w, a); });
   checker.Finish();
   CheckNoWaitCycle(program, stage_to_rank, /*lowered=*/true);
+  CheckCommBatchesFinish(program, stage_to_rank);
 }
 
 }  // namespace tessel::pipelining

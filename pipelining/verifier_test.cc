@@ -80,6 +80,17 @@ const std::vector<int> kTwoStages = {0, 1};
 
 TEST(VerifierTest, LoweredProgramFromPyTorchPasses) { VerifyLoweredProgram(P({kRank0, kRank1}), kTwoStages, 2); }
 
+// Every SEND and RECV matched, and no cycle among single actions: but the executor posts each run of comm
+// actions as one batch and runs a rank's batches in order, so rank 0's early RECV_B0 batch waits for rank 1's
+// B0, which needs SEND_F0, queued behind that same RECV: the executor timed out after 300 s where the
+// verifier passed it.
+TEST(VerifierTest, ARecvBatchQueuedBeforeTheSendItWaitsOnIsRejected) {
+  ExpectErrorContains([] { VerifyLoweredProgram(P({"0F0,0RECV_B0,0F1,0SEND_F0,0SEND_F1,0B0,0RECV_B1,0B1",
+                                                   "1RECV_F0,1F0,1B0,1SEND_B0,1RECV_F1,1F1,1B1,1SEND_B1"}),
+                                                kTwoStages, 2); },
+                      kBad, {"comm batch [0RECV_B0] waits for 1SEND_B0", "executor runs a rank's comm batches in order"});
+}
+
 TEST(VerifierTest, ComputeBeforeItsRecvIsRejected) {
   ExpectErrorContains([] { VerifyLoweredProgram(P({kRank0, "1F0,1RECV_F0,1RECV_F1,1B0,1SEND_B0,1F1,1B1,1SEND_B1"}),
                                                 kTwoStages, 2); },
