@@ -104,6 +104,18 @@ TEST(UnaryTest, TransposedViewInputMatchesReference) {
   }
 }
 
+// The erf GELU's gradient for |x| > 13.2 is the cdf, exactly 1 or 0 in float32 (torch gives 0 at -1e36):
+// the vector exp clamps at -87 and x·e^-87 grew with |x| (-6.6e-3 at x = -1e36). A whole vector of them,
+// so the vector kernel (not the scalar tail) runs.
+TEST(UnaryTest, GeluGradientOfHugeInputsIsTheCdf) {
+  std::vector<double> xs(32, -1e36);
+  xs[1] = -3e38, xs[2] = -1e35, xs[3] = -20.0, xs[4] = 1e36, xs[5] = 20.0;
+  Tensor x = FromDoubles(xs, std::vector<int64_t>{32}, DType::kFloat32).set_requires_grad(true);
+  Backward(Gelu(x), Ones(std::vector<int64_t>{32}));
+  const std::vector<double> g = x.grad().ToDoubleVector();
+  for (size_t i = 0; i < g.size(); ++i) EXPECT_EQ(g[i], i == 4 || i == 5 ? 1.0 : 0.0) << i;
+}
+
 TEST(UnaryTest, GeluMatchesPyTorchConstants) {
   // torch.nn.functional.gelu(torch.tensor([1., -2.], dtype=torch.float64)) and approximate='tanh'.
   Tensor x = FromVector<double>({1.0, -2.0});
