@@ -63,21 +63,32 @@ std::shared_future<SaveResult> AsyncSaver::Save(const StateDict& state_dict, con
   auto prepared = std::make_shared<internal::PreparedSave>(internal::PrepareSave(state_dict, dir, group_, options));
   std::vector<bool> mine(prepared->entries.size(), false);
   for (int i : prepared->global.writes[static_cast<size_t>(prepared->rank)]) mine[static_cast<size_t>(i)] = true;
-  for (size_t i = 0; i < prepared->entries.size(); ++i) {
-    internal::SaveEntry& e = prepared->entries[i];
-    if (e.kind != ItemKind::kTensor) continue;
-    if (!mine[i]) {
-      e.shard.local = Tensor();  // another rank writes it: no copy, no reference kept
-      continue;
+  // The snapshot (a staging allocation that doubles this rank's footprint, the copies) can fail on one rank
+  // (out of memory): every rank learns it before any worker starts. It used to throw on that rank only,
+  // after PrepareSave had moved metadata.json aside, while the others' workers waited in FinishSave's
+  // first exchange until the timeout.
+  std::exception_ptr snapshot_error;
+  try {
+    for (size_t i = 0; i < prepared->entries.size(); ++i) {
+      internal::SaveEntry& e = prepared->entries[i];
+      if (e.kind != ItemKind::kTensor) continue;
+      if (!mine[i]) {
+        e.shard.local = Tensor();  // another rank writes it: no copy, no reference kept
+        continue;
+      }
+      Tensor& buf = staging_[e.fqn];
+      if (!buf.defined() || buf.sizes() != e.shard.local.sizes() || buf.dtype() != e.shard.local.dtype()) {
+        memory::LedgerScope ledger(memory::Ledger::kOther);
+        buf = Empty(e.shard.local.sizes(), e.shard.local.dtype());
+      }
+      SnapshotCopy(buf, e.shard.local);
+      e.shard.local = buf;
     }
-    Tensor& buf = staging_[e.fqn];
-    if (!buf.defined() || buf.sizes() != e.shard.local.sizes() || buf.dtype() != e.shard.local.dtype()) {
-      memory::LedgerScope ledger(memory::Ledger::kOther);
-      buf = Empty(e.shard.local.sizes(), e.shard.local.dtype());
-    }
-    SnapshotCopy(buf, e.shard.local);
-    e.shard.local = buf;
+    if (options.on_stage) options.on_stage(SaveStage::kSnapshotted);
+  } catch (...) {
+    snapshot_error = std::current_exception();
   }
+  internal::AgreeBeforeWriting(*prepared, group_, snapshot_error);
   std::promise<SaveResult> promise;
   pending_ = promise.get_future().share();
   const Device device = CurrentDevice();

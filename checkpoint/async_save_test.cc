@@ -8,9 +8,12 @@
 #include <thread>
 
 #include "checkpoint/load.h"
+#include "checkpoint/metadata.h"
+#include "checkpoint/storage.h"
 #include "checkpoint/testing/checkpoint_testing.h"
 #include "checkpoint/testing/checkpoint_testing_ranks.h"
 #include "core/base/error.h"
+#include "core/base/testing/expect_error.h"
 #include "dtensor/dtensor_impl.h"
 
 namespace tessel::checkpoint {
@@ -92,6 +95,40 @@ TEST(AsyncSaveTest, WriterErrorsSurfaceOnTheFutureOfEveryRank) {
       testing::TestRanks());
   StateDict back{{"b", Zeros({64})}, {"c", Zeros({64})}};
   Load(back, dir);
+}
+
+// A snapshot that fails on one rank (out of memory for its staging) fails Save on every rank at once, with
+// the previous checkpoint still loadable; it used to throw on that rank only while the others' workers
+// waited for it until the timeout, with metadata.json moved aside.
+TEST(AsyncSaveTest, ASnapshotFailureOnOneRankFailsSaveOnEveryRankAndKeepsThePreviousCheckpoint) {
+  const std::string dir = FreshDir("async_snapshot_error");
+  comm::RunRanks(
+      2,
+      [&](comm::ProcessGroupPtr world) {
+        AsyncSaver saver(world);
+        StateDict sd{{"b", Full({64}, 1.0)}, {"c", Full({64}, 1.0)}};
+        saver.Save(sd, dir, {.fsync = false}).get();
+        SaveOptions failing{.fsync = false};
+        failing.on_stage = [rank = world->rank()](SaveStage s) {
+          if (s == SaveStage::kSnapshotted && rank == 1) TESSEL_FAIL(ErrorCode::kFailedPrecondition, "staging: out of memory");
+        };
+        StateDict twos{{"b", Full({64}, 2.0)}, {"c", Full({64}, 2.0)}};
+        ::tessel::testing::ExpectErrorContains(
+            [&] { saver.Save(twos, dir, failing); },
+            world->rank() == 1 ? ErrorCode::kFailedPrecondition : ErrorCode::kAborted,
+            {"staging: out of memory"});
+        world->Barrier()->Wait();
+        EXPECT_TRUE(PathExists(JoinPath(dir, kMetadataFileName)));  // the previous index was put back
+        StateDict ones{{"b", Zeros({64})}, {"c", Zeros({64})}};
+        Load(ones, dir);
+        EXPECT_EQ(std::get<Tensor>(ones["b"]).ToVector<float>(), std::vector<float>(64, 1.0f));
+        world->Barrier()->Wait();
+        EXPECT_EQ(saver.Save(twos, dir, {.fsync = false}).get().total_bytes, 512);  // the saver still works
+      },
+      testing::TestRanks());
+  StateDict back{{"b", Zeros({64})}, {"c", Zeros({64})}};
+  Load(back, dir);
+  EXPECT_EQ(std::get<Tensor>(back["b"]).ToVector<float>(), std::vector<float>(64, 2.0f));
 }
 
 TEST(AsyncSaveTest, PlanningErrorsAreThrownBySaveItself) {

@@ -44,6 +44,7 @@ namespace tessel::checkpoint {
 // The commit steps, in order (SaveOptions::on_stage).
 enum class SaveStage {
   kPlanned,          // plans exchanged; the old metadata.json moved aside
+  kSnapshotted,      // AsyncSaver only: this rank's tensors copied into its staging buffers
   kDataWritten,      // this rank's data file written (and fsynced) under its temporary name
   kDataRenamed,      // every rank wrote its file; this rank's file renamed to its final name
   kMetadataWritten,  // coordinator only: metadata written under its temporary name

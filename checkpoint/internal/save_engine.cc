@@ -396,6 +396,24 @@ PreparedSave PrepareSave(const StateDict& state_dict, const std::string& dir, co
   return p;
 }
 
+void AgreeBeforeWriting(PreparedSave& p, const comm::ProcessGroupPtr& pg, std::exception_ptr mine) {
+  std::string my_error;
+  if (mine) {
+    try {
+      std::rethrow_exception(mine);
+    } catch (const std::exception& e) {
+      my_error = e.what();
+    } catch (...) {
+      my_error = "unknown exception";
+    }
+  }
+  const std::vector<std::string> errors = AllGatherStrings(pg, my_error);
+  if (std::all_of(errors.begin(), errors.end(), [](const std::string& e) { return e.empty(); })) return;
+  if (p.rank == 0 && p.lock) RestorePrevious(p.dir, p.save_id);
+  p.lock.reset();
+  ThrowIfAnyFailed("staging its snapshot", errors, p.rank, mine);
+}
+
 SaveResult FinishSave(PreparedSave& p, const comm::ProcessGroupPtr& pg) {
   RankWriteResult mine;
   std::exception_ptr err;

@@ -44,6 +44,12 @@ PreparedSave PrepareSave(const StateDict& state_dict, const std::string& dir, co
 // Collective over `pg`. Consumes `p` (releases the lock at the end).
 SaveResult FinishSave(PreparedSave& p, const comm::ProcessGroupPtr& pg);
 
+// Collective over `pg`: every rank reports whether its part between PrepareSave and FinishSave (the async
+// saver's snapshot) succeeded (`mine`: its exception, or null). If any failed, the coordinator restores the
+// previous metadata.json, the lock is released, and every rank throws (the failing rank its own error, the
+// others kAborted naming it); else returns.
+void AgreeBeforeWriting(PreparedSave& p, const comm::ProcessGroupPtr& pg, std::exception_ptr mine);
+
 // Every rank's string, in rank order (two all_gathers: lengths, then padded payloads).
 std::vector<std::string> AllGatherStrings(const comm::ProcessGroupPtr& pg, const std::string& mine);
 
