@@ -210,9 +210,6 @@ void PipelineExecutor::RunCompute(const Action& a, Run& run) {
 void PipelineExecutor::StartStep(const Tensor& inputs, const Tensor& targets, Run& run) {
   const int rank = stages_[0]->group().rank();
   const Tensor& rows_from = inputs.defined() ? inputs : targets;
-  TESSEL_CHECK(rows_from.defined(), "pipeline rank ", rank, ": Step needs the inputs or the targets (for the "
-               "microbatch sizes)");
-  const int64_t rows = rows_from.size(0);
   if (stages_.front()->is_first()) {
     TESSEL_CHECK(inputs.defined(), "pipeline rank ", rank, " holds stage 0 and needs the inputs");
     run.inputs = SplitMicrobatches(inputs, num_microbatches_);
@@ -227,14 +224,28 @@ void PipelineExecutor::StartStep(const Tensor& inputs, const Tensor& targets, Ru
     const PipelineStage* local_prev = i > 0 && s.prev_is_local() ? stages_[i - 1] : nullptr;
     s.InferShapes(s.is_first() ? run.inputs.at(0) : Tensor(), std::nullopt, local_prev);
   }
-  const std::vector<int64_t> sizes = MicrobatchSizes(rows, num_microbatches_);
-  std::vector<double> weights = MicrobatchLossWeights(rows, num_microbatches_);
+  std::vector<int64_t> sizes;
+  std::vector<double> weights;
+  if (rows_from.defined()) {
+    sizes = MicrobatchSizes(rows_from.size(0), num_microbatches_);
+    weights = MicrobatchLossWeights(rows_from.size(0), num_microbatches_);
+  } else if (!last_sizes_.empty()) {
+    // A middle rank called with no batch (torch's step() there): the last step's microbatch sizes.
+    sizes = last_sizes_;
+  } else {
+    // ... and at the first step, microbatch 0's rows from the shape handshake for every microbatch (what
+    // torch's stages assume). A batch that does not split evenly then fails the first receive of a
+    // smaller microbatch as a p2p mismatch naming both sides; pass the batch on such ranks.
+    sizes.assign(static_cast<size_t>(num_microbatches_), stages_.front()->input_shape().at(0));
+  }
+  if (weights.empty()) weights.assign(sizes.size(), 1.0 / static_cast<double>(sizes.size()));  // unused off the last stage
   if (options_.loss_denominator && stages_.back()->is_last()) {
     std::vector<int64_t> counts;
     for (const Tensor& t : run.targets) counts.push_back(options_.loss_denominator(t));
     weights = MicrobatchLossWeightsFromCounts(counts, weights);
   }
   for (PipelineStage* s : stages_) s->PrepareStep(sizes, weights);
+  last_sizes_ = sizes;
   run.peak_in_flight.assign(stages_.size(), 0);
   run.bytes_per_microbatch.assign(stages_.size(), 0);
 }

@@ -72,7 +72,11 @@ class PipelineExecutor {
                    ExecutorOptions options = {});
 
   // One step on `inputs` (the first stage's batch, e.g. token ids [B, T]) and `targets` (the last
-  // stage's); ranks that hold neither may pass undefined tensors. Splits both into microbatches.
+  // stage's); ranks that hold neither may pass either (only its rows are read) or neither, as torch's
+  // step() with no arguments: the microbatch sizes are then the last step's, or at the first step
+  // microbatch 0's rows (the shape handshake) for each microbatch; a batch that does not split evenly
+  // there fails the first receive of a smaller microbatch (a p2p mismatch naming both sides).
+  // Splits both into microbatches.
   StepStats Step(const Tensor& inputs, const Tensor& targets);
 
  private:
@@ -88,6 +92,7 @@ class PipelineExecutor {
   int num_microbatches_;
   ExecutorOptions options_;
   std::vector<std::pair<int, int>> comm_batches_;
+  std::vector<int64_t> last_sizes_;  // the last step's microbatch rows (for a middle rank's Step with no batch)
 };
 
 }  // namespace tessel::pipelining

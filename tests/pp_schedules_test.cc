@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "comm/backends/threads.h"
+#include "core/base/error.h"
 #include "core/ops/view.h"
 #include "core/tensor/factory.h"
 #include "pipelining/pipeline_gpt.h"
@@ -112,6 +113,64 @@ TEST(PipelineMaskedTargetsTest, UnevenlyMaskedMicrobatchesMatchTheFullBatch) {
     }
     EXPECT_LE(err, 1e-5 * scale + 1e-9) << fqn;
   }
+}
+
+// torch's middle ranks call step() with no arguments. Ranks 1 and 2 of a 4-rank 1F1B hold neither the
+// first nor the last stage and pass no batch: with 4 even microbatches from the first step on (sizes from
+// the shape handshake), and with 3 uneven ones (3, 3, 2 rows) once a first step gave them the batch (the
+// last step's sizes). Both train to the one-rank losses and parameters.
+TEST(PipelineMiddleRanksTest, StepWithoutTheBatchOnMiddleRanksMatchesOneRank) {
+  for (const int m : {4, 3}) {
+    SCOPED_TRACE(m);
+    Trained got;
+    std::mutex mu;
+    comm::RunRanks(4, [&](comm::ProcessGroupPtr pg) {
+      RankPipeline pp = PipelineGPT(Config(), kSeed, pg, {.kind = ScheduleKind::k1F1B, .num_microbatches = m});
+      const bool middle = pg->rank() == 1 || pg->rank() == 2;
+      optim::SGD opt(pp.NamedParameters(), {.lr = kLr});
+      for (int step = 0; step < kSteps; ++step) {
+        auto [idx, tgt] = Batch(step);
+        const bool bare = middle && (m == 4 || step > 0);
+        const StepStats st = bare ? pp.executor->Step(Tensor(), Tensor()) : pp.executor->Step(idx, tgt);
+        opt.Step();
+        opt.ZeroGrad();
+        std::lock_guard<std::mutex> lock(mu);
+        if (st.loss) got.losses.push_back(*st.loss);
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      for (auto& [fqn, p] : pp.NamedParameters()) got.params.emplace(fqn, p.ToVector<float>());
+    });
+    pp_testing::ExpectMatchesReference(got.losses, got.params, /*complete=*/true);
+  }
+}
+
+// The first step of an uneven split (8 rows in 3 microbatches: 3, 3, 2) with no batch on a middle rank:
+// it assumes microbatch 0's 3 rows for all three, and the receive of the 2-row microbatch fails as a p2p
+// mismatch naming both sides, on the middle rank and its sender, instead of training on wrong rows.
+TEST(PipelineMiddleRanksTest, UnevenFirstStepWithoutTheBatchIsAP2PMismatch) {
+  std::mutex mu;
+  std::string middle_error;
+  try {
+    comm::RunRanks(4, [&](comm::ProcessGroupPtr pg) {
+      RankPipeline pp = PipelineGPT(Config(), kSeed, pg, {.kind = ScheduleKind::kGPipe, .num_microbatches = 3});
+      auto [idx, tgt] = Batch(0);
+      if (pg->rank() != 1) {
+        pp.executor->Step(idx, tgt);
+        return;
+      }
+      try {
+        pp.executor->Step(Tensor(), Tensor());
+      } catch (const Error& e) {
+        std::lock_guard<std::mutex> lock(mu);
+        middle_error = e.what();
+        throw;  // aborts the world: the other ranks fail at once
+      }
+    });
+    ADD_FAILURE() << "the step succeeded";
+  } catch (const Error&) {
+  }
+  EXPECT_NE(middle_error.find("p2p mismatch"), std::string::npos) << middle_error;
+  EXPECT_NE(middle_error.find("pipeline rank 1, action"), std::string::npos) << middle_error;
 }
 
 std::vector<Row> Rows() {

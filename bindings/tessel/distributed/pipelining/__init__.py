@@ -100,8 +100,9 @@ class _PipelineSchedule:
     def step(self, *args, target=None, losses=None, **kwargs):
         """One step's forward and backward over the microbatches; the full-batch loss on the last stage's
         rank, None elsewhere. Optimizer steps stay the caller's. A rank that holds neither the first nor
-        the last stage (e.g. the middle of a V schedule) passes the batch (any tensor with its rows) so
-        it knows the microbatch sizes."""
+        the last stage may call step() with no arguments, as in torch: it takes the last step's microbatch
+        sizes, or at the first step microbatch 0's rows for every microbatch; a batch that does not split
+        evenly into n_microbatches needs the batch there too at the first step (else a p2p mismatch)."""
         if len(args) > 1 or kwargs:
             raise NotImplementedError("%s.step: the first stage takes one tensor input" % type(self).__name__)
         if losses is not None:
