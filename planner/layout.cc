@@ -34,7 +34,8 @@ void Verify(const Layout& l, const ModelSpec& m, int64_t world) {
                " (got ", l.dp_shard, "); use dp_replicate for plain data parallelism");
   TESSEL_CHECK(m.n_heads % l.tp == 0, where, "n_heads ", m.n_heads, " is not divisible by tp ", l.tp);
   TESSEL_CHECK(m.ffn_hidden % l.tp == 0, where, "ffn_hidden ", m.ffn_hidden, " is not divisible by tp ", l.tp);
-  TESSEL_CHECK(m.n_layers % l.pp == 0, where, "n_layers ", m.n_layers, " is not divisible by pp ", l.pp);
+  TESSEL_CHECK(l.pp <= m.n_layers, where, "pp ", l.pp, " exceeds n_layers ", m.n_layers,
+               " (every pipeline stage needs a block)");
   // What the job cannot run is not a layout (the search ranked gpt2-small at pp 2 first, which
   // pipelining/model_split.cc refuses): a tied embedding would live on two stages, and loss parallelism is
   // not composed with a pipeline (examples/gpt/parallel_gpt.cc).

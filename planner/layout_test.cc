@@ -18,6 +18,7 @@ TEST(LayoutTest, VerifyAcceptsTheTextbookLayouts) {
   Verify(Layout{.dp_shard = 8, .zero_stage = 1}, Llama(), 8);
   Verify(Layout{.dp_shard = 4, .zero_stage = 3, .tp = 2, .sequence_parallel = true}, Llama(), 8);
   Verify(Layout{.pp = 4, .num_microbatches = 8, .dp_replicate = 2, .global_batch = 16}, Llama(), 8);
+  Verify(Layout{.pp = 3, .num_microbatches = 3, .global_batch = 3}, Llama(), 3);  // 32 layers: 11 + 11 + 10
 }
 
 TEST(LayoutTest, VerifyNamesTheFieldThatIsWrong) {
@@ -32,7 +33,7 @@ TEST(LayoutTest, VerifyNamesTheFieldThatIsWrong) {
       {Layout{.zero_stage = 4}, 1, "zero_stage must be 0, 1, 2 or 3, got 4"},
       {Layout{.dp_shard = 2}, 2, "zero_stage 0 replicates everything, so dp_shard must be 1"},
       {Layout{.dp_shard = 2, .zero_stage = 1, .tp = 3}, 6, "n_heads 32 is not divisible by tp 3"},
-      {Layout{.pp = 3, .num_microbatches = 3, .global_batch = 3}, 3, "n_layers 32 is not divisible by pp 3"},
+      {Layout{.pp = 33, .num_microbatches = 33, .global_batch = 33}, 33, "pp 33 exceeds n_layers 32"},
       {Layout{.sequence_parallel = true}, 1, "sequence_parallel needs tp > 1"},
       {Layout{.num_microbatches = 3, .dp_replicate = 4, .global_batch = 8}, 4,
        "global_batch 8 is not divisible by dp_replicate*dp_shard*num_microbatches = 12"},

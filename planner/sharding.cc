@@ -1,4 +1,5 @@
 // planner/sharding.cc — CoordOf, LocalParams, BlocksOfStage (rules in the header).
+#include <algorithm>
 #include "planner/sharding.h"
 
 #include "core/base/error.h"
@@ -49,8 +50,9 @@ MeshCoord CoordOf(const Layout& l, int64_t rank) {
 }
 
 StageBlocks BlocksOfStage(const ModelSpec& model, const Layout& layout, int64_t stage) {
-  const int64_t per = model.n_layers / layout.pp;
-  return {stage * per, per};
+  // pipelining/model_split.cc's split: earlier stages take one block of the remainder each.
+  const int64_t base = model.n_layers / layout.pp, extra = model.n_layers % layout.pp;
+  return {stage * base + std::min(stage, extra), base + (stage < extra ? 1 : 0)};
 }
 
 std::vector<LocalParam> LocalParams(const ModelSpec& model, const Layout& l, const MeshCoord& c) {

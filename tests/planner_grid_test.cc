@@ -18,8 +18,8 @@ namespace {
 
 // The bar is 5% for every ledger; the state ledgers and comm are exact on every layout here, and
 // activations within 0.2% (measured: the loss's 4-byte scalar, selective recompute's 256 B).
-void ExpectLedgersMatchThePlan(const GridLayout& g) {
-  const LayoutCheck check = CheckLayout(PlannerGridGpt(), g.layout, kPlannerGridBatch);
+void ExpectLedgersMatchThePlan(const GridLayout& g, const nn::GPTConfig& gpt = PlannerGridGpt()) {
+  const LayoutCheck check = CheckLayout(gpt, g.layout, kPlannerGridBatch);
   std::printf("%s: %s", g.name.c_str(), FormatLayoutCheck(check).c_str());
   for (const RankLedgers& r : check.ranks) {
     SCOPED_TRACE(Str(g.name, " rank ", r.rank));
@@ -80,6 +80,20 @@ TEST(PlannerGrid, TensorParallelLayoutsEveryLedgerMatchesThePlanOnEveryRank) {
   for (const GridLayout& g : PlannerGrid()) {
     if (g.layout.dims.tp > 1) ExpectLedgersMatchThePlan(g);
   }
+}
+
+// Layers that do not divide evenly over the stages: earlier stages take one more each (5 = 3 + 2, 6 = 2 + 2
+// + 1 + 1), as pipelining/model_split.cc splits them; every ledger of every rank still matches.
+TEST(PlannerGrid, UnevenLayerSplitsEveryLedgerMatchesThePlanOnEveryRank) {
+  nn::GPTConfig five = PlannerGridGpt(), six = PlannerGridGpt();
+  five.n_layers = 5;
+  six.n_layers = 6;
+  ExpectLedgersMatchThePlan({"pp2_1f1b_m2_5_layers", {.dims = {.pp = 2}, .microbatches = 2}}, five);
+  ExpectLedgersMatchThePlan({"pp2_dp_shard2_gpipe_5_layers",
+                             {.dims = {.pp = 2, .dp_shard = 2}, .schedule = pipelining::ScheduleKind::kGPipe,
+                              .microbatches = 2}},
+                            five);
+  ExpectLedgersMatchThePlan({"pp4_1f1b_m4_6_layers", {.dims = {.pp = 4}, .microbatches = 4}}, six);
 }
 
 // A layout the planner does not plan is refused by name, before any rank starts.
