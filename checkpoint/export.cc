@@ -89,19 +89,24 @@ ExportResult ExportToSafetensors(const std::string& dir, const std::string& out_
   for (const auto& [fqn, v] : md.values) meta["tessel.value." + fqn] = ScalarValueToString(v);
   const std::string prefix = EncodeSafetensorsHeader(entries, meta);
   const std::string tmp = out_path + ".tmp-export";
-  File out = File::Create(tmp);
-  out.Write(prefix.data(), static_cast<int64_t>(prefix.size()));
   ExportResult result;
-  for (const auto& [fqn, t] : md.tensors) {
-    const Tensor full = AssembleFull(fqn, t, reader);  // the only full tensor alive
-    const int64_t n = full.numel() * ElementSize(full.dtype());
-    out.Write(full.raw_data(), n);
-    ++result.num_tensors;
-    result.tensor_bytes += n;
+  try {
+    File out = File::Create(tmp);
+    out.Write(prefix.data(), static_cast<int64_t>(prefix.size()));
+    for (const auto& [fqn, t] : md.tensors) {
+      const Tensor full = AssembleFull(fqn, t, reader);  // the only full tensor alive
+      const int64_t n = full.numel() * ElementSize(full.dtype());
+      out.Write(full.raw_data(), n);
+      ++result.num_tensors;
+      result.tensor_bytes += n;
+    }
+    out.Sync();
+    out.Close();
+    RenameFile(tmp, out_path);
+  } catch (...) {
+    RemoveFileIfExists(tmp);  // a failed export (bad chunk, full disk, OUT a directory) leaves no partial file
+    throw;
   }
-  out.Sync();
-  out.Close();
-  RenameFile(tmp, out_path);
   result.num_skipped_bytes_entries = static_cast<int64_t>(md.bytes.size());
   return result;
 }

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 
 #include "checkpoint/metadata.h"
@@ -69,6 +70,23 @@ TEST(ExportTest, ExportWritesEveryTensorWholeUnderItsFqn) {
     EXPECT_EQ(e->dtype, SafetensorsDTypeName(t.dtype()));
     EXPECT_EQ(FileBytes(out, h.data_start + e->begin, e->nbytes()), DenseBytes(t)) << fqn;
   }
+}
+
+// A failed export (here a truncated data file) raises and leaves neither OUT nor its temporary file.
+TEST(ExportTest, AFailedExportLeavesNoPartialFile) {
+  const std::string dir = SaveSharded("export_bad_src");
+  const Metadata md = ReadMetadata(dir);
+  const std::string data = JoinPath(dir, md.files.back().name);
+  std::filesystem::resize_file(data, 8);
+  const std::string out = JoinPath(FreshDir("export_bad_out"), "model.safetensors");
+  try {
+    ExportToSafetensors(dir, out);
+    ADD_FAILURE() << "the export succeeded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(md.files.back().name), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(PathExists(out));
+  EXPECT_FALSE(PathExists(out + ".tmp-export"));
 }
 
 TEST(ExportTest, ImportFillsAnyLayoutReadingOnlyEachRanksBox) {

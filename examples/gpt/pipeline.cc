@@ -66,6 +66,11 @@ PipelineFlags Parse(const std::map<std::string, std::string>& f) {
                         .n_heads = static_cast<int64_t>(get("heads", 4)),
                         .seq_len = p.seq};
   p.dims.Validate(p.dims.world_size());  // each axis >= 1, named
+  // torchtitan infers dp_shard from the world size; here the axes set the world, so a different --nproc
+  // would silently run on another number of ranks.
+  TESSEL_CHECK(!f.count("nproc") || static_cast<int64_t>(get("nproc", 0)) == p.dims.world_size(), "train: --nproc=",
+               f.count("nproc") ? f.at("nproc") : "", " but ", p.dims.ToString(), " needs ", p.dims.world_size(),
+               " ranks (pp x dp_replicate x dp_shard x tp; set --dp_shard to fill the world)");
   p.save = f.count("save") && f.at("save") != "none" ? f.at("save") : "";
   p.resume = f.count("resume") ? f.at("resume") : "";
   p.data = f.count("data") ? f.at("data") : "";

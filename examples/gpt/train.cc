@@ -48,6 +48,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -269,13 +270,30 @@ std::string SaveRoot(const Flags& flags) {
   return root == "none" ? "" : root;
 }
 
+// train.step of a complete checkpoint (-1 when it has none or cannot be read).
+int64_t CheckpointStep(const std::string& dir) {
+  try {
+    const checkpoint::Metadata md = checkpoint::ReadMetadata(dir);
+    auto it = md.values.find("train.step");
+    return it != md.values.end() && std::holds_alternative<int64_t>(it->second) ? std::get<int64_t>(it->second) : -1;
+  } catch (const Error&) {
+    return -1;
+  }
+}
+
 // The checkpoint to start from: --resume=DIR, else (torchtitan's auto-resume) with --save=ROOT and --save_every=K
-// the newest complete ROOT/step_N (incomplete saves skipped), else none ("").
-std::string ResumeDir(const Flags& flags, int rank) {
+// the newest complete ROOT/step_N (incomplete saves skipped), else none (""). A restart (attempt > 0) of a
+// job started from --resume=DIR takes its own newest periodic checkpoint when that is further on, as
+// torchtitan uses its initial load path only while the save folder has nothing newer.
+std::string ResumeDir(const Flags& flags, int rank, int attempt) {
   const std::string explicit_dir = flags.GetString("resume", "");
   const std::string root = SaveRoot(flags);
-  if (!explicit_dir.empty() || root.empty() || flags.Get("save_every", 0) <= 0) return explicit_dir;
+  if (root.empty() || flags.Get("save_every", 0) <= 0) return explicit_dir;
+  if (!explicit_dir.empty() && attempt == 0) return explicit_dir;
   const std::optional<std::string> newest = NewestCompleteCheckpoint(root, rank == 0);
+  if (!explicit_dir.empty() && (!newest || CheckpointStep(*newest) <= CheckpointStep(explicit_dir))) {
+    return explicit_dir;
+  }
   if (rank == 0 && newest) std::printf("resume: newest complete checkpoint under %s is %s\n", root.c_str(), newest->c_str());
   return newest.value_or("");
 }
@@ -337,7 +355,7 @@ RunResult TrainRank(const Flags& flags, const comm::ProcessGroupPtr& world, int6
   RunState run{.gen = &gen, .layout = !world           ? "1 rank, unsharded"
                                      : layout.tp > 1 ? Str("dp_shard ", layout.dp_shard, " x tp ", layout.tp)
                                                      : Str("fully_shard dp ", nranks)};
-  const std::string resume = ResumeDir(flags, rank);
+  const std::string resume = ResumeDir(flags, rank, attempt.index);
   const int64_t start =
       resume.empty() ? 0 : Resume(resume, {&model}, {&opt}, config, schedule_desc, world, nranks, false, &run);
   if (start >= steps && rank == 0) {
@@ -481,10 +499,30 @@ void CheckRestartFlags(const Flags& flags) {
                flags.GetString("max_restarts", ""));
 }
 
+// Counts every mode reads, checked before any work (--log_every=0 divided by zero after the first step,
+// --batch=0 failed inside the activation measurement), and flags a mode would silently ignore.
+void CheckCommonFlags(const Flags& flags) {
+  for (const char* name : {"steps", "batch", "seq", "log_every", "d_model", "layers", "heads"}) {
+    TESSEL_CHECK(!flags.values.count(name) || flags.Get(name, 1) >= 1, "train: --", name, " must be >= 1, got ",
+                 flags.GetString(name, ""));
+  }
+  TESSEL_CHECK(flags.Get("save_every", 0) >= 0, "train: --save_every must be >= 0, got ",
+               flags.GetString("save_every", ""));
+  const bool pipelined = PipelineRequested(flags.values);
+  for (const char* name : {"schedule", "microbatches", "stages_per_rank"}) {
+    TESSEL_CHECK(pipelined || !flags.values.count(name), "train: --", name,
+                 " applies to the pipelined / HSDP mode only (--pp or --dp_replicate); without them it would be "
+                 "ignored");
+  }
+  TESSEL_CHECK(!pipelined || !flags.values.count("profile_step"),
+               "train: --profile_step is not supported with --pp / --dp_replicate (it would be ignored)");
+  TESSEL_CHECK(!flags.values.count("mixed_precision") || !pipelined,
+               "train: --mixed_precision is not supported with --pp");
+}
+
 int Main(int argc, char** argv) {
   const Flags flags = ParseFlags(argc, argv);
-  TESSEL_CHECK(!flags.values.count("mixed_precision") || !PipelineRequested(flags.values),
-               "train: --mixed_precision is not supported with --pp");
+  CheckCommonFlags(flags);
   CheckRestartFlags(flags);
   if (PipelineRequested(flags.values)) return TrainPipelined(flags.values);  // --pp: examples/gpt/pipeline.h
   const TpLayout layout = TpLayoutFrom(flags);
@@ -506,6 +544,9 @@ int Main(int argc, char** argv) {
   } else if (nproc == 1 && !layout.bf16) {
     r = TrainRank(flags, nullptr, 0);
   } else {
+    const int64_t dp = layout.tp > 1 ? layout.dp_shard : nproc;
+    TESSEL_CHECK(static_cast<int64_t>(flags.Get("batch", 16)) % dp == 0, "train: --batch=",
+                 static_cast<int64_t>(flags.Get("batch", 16)), " must be divisible by the data-parallel size ", dp);
     // Measured before the world starts: it runs one unsharded step on a fresh device of its own.
     const nn::GPTConfig cfg = ConfigFrom(flags);
     const int64_t activations =

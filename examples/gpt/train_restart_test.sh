@@ -76,6 +76,15 @@ grep -q "resume: step 5 from $tmp/partial/step_5 (saved on 4 ranks, loaded on 4"
   || fail "did not resume from step_5"
 same_final "$tmp/threads_ref" "$tmp/partial" || fail "(c) the run resumed past a partial save ended elsewhere"
 
+# (e) A job started from --resume=DIR that saves periodically restarts from its own newer step_10, not from
+# DIR again (torchtitan uses its initial load path only while the save folder has nothing newer).
+TESSEL_TEST_FAULT_STEP=11 TESSEL_TEST_FAULT_RANK=1 "$train" --nproc=4 "${args[@]}" --max_restarts=1 \
+  --resume="$tmp/threads_ref/step_5" --save="$tmp/explicit" >"$tmp/explicit.txt" 2>&1 \
+  || { cat "$tmp/explicit.txt"; fail "(e) the restarted run failed"; }
+grep -q "resume: newest complete checkpoint under $tmp/explicit is $tmp/explicit/step_10$" "$tmp/explicit.txt" \
+  || { cat "$tmp/explicit.txt"; fail "(e) the restart did not take the job's own step_10"; }
+same_final "$tmp/threads_ref" "$tmp/explicit" || fail "(e) the restarted run ended elsewhere"
+
 # (d) No --max_restarts: the injected fault is the job's error (exit 2).
 if TESSEL_TEST_FAULT_STEP=3 TESSEL_TEST_FAULT_RANK=0 "$train" --nproc=2 "${args[@]}" --save=none 2>"$tmp/err.txt"; then
   fail "a fault without restarts must fail the job"

@@ -129,6 +129,22 @@ grep -q "saved on 8 ranks, loaded on 4, .* match the saved ones bitwise" <<<"$lo
 # Unknown flags are errors.
 if "$train" --pp=2 --bogus=1 2>"${ckpt%/*}/err.txt"; then echo "an unknown flag must fail"; exit 1; fi
 grep -q "Unknown command line flag 'bogus'" "${ckpt%/*}/err.txt"
+# Bad counts and flags a mode would ignore are errors before any work (exit 2), never a crash.
+refused() {  # refused FRAGMENT FLAGS...
+  local fragment="$1" rc=0
+  shift
+  "$train" --save=none "$@" >/dev/null 2>"${ckpt%/*}/err.txt" || rc=$?
+  [[ $rc == 2 ]] || { echo "train $* exited $rc, not 2"; cat "${ckpt%/*}/err.txt"; exit 1; }
+  grep -qF -- "$fragment" "${ckpt%/*}/err.txt" || { echo "train $*: no '$fragment' in:"; cat "${ckpt%/*}/err.txt"; exit 1; }
+}
+refused "--log_every must be >= 1, got 0" --nproc=2 --log_every=0
+refused "--log_every must be >= 1, got 0" --pp=2 --log_every=0
+refused "--steps must be >= 1, got 0" --steps=0
+refused "--batch must be >= 1, got 0" --nproc=1 --batch=0
+refused "--batch=2 must be divisible by the data-parallel size 4" --nproc=4 --batch=2
+refused "--microbatches applies to the pipelined / HSDP mode only" --nproc=2 --microbatches=3
+refused "--profile_step is not supported with --pp" --pp=2 --profile_step=1
+refused "--nproc=8 but pp 2 x dp_replicate 1 x dp_shard 1 x tp 2 needs 4 ranks" --nproc=8 --pp=2 --tp=2
 # 8. The TOML config: the same run as 7 (it sets save = "none"), then a command-line override.
 configured="$("$train" --config="$config")"
 echo "$configured"
