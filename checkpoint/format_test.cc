@@ -62,6 +62,8 @@ TEST(StorageTest, ReadPastTheEndIsDataLossNamingTheFile) {
   EXPECT_EQ(std::string(buf, 4), "ello");
   ExpectErrorContains([&] { f.ReadAt(2, buf, 8); }, ErrorCode::kDataLoss, "f.bin' is truncated");
   ExpectErrorContains([&] { File::OpenForRead(JoinPath(dir, "missing")); }, ErrorCode::kNotFound, "missing");
+  // A directory where a data file belongs: named as such, not as a 4096-byte truncated file.
+  ExpectErrorContains([&] { File::OpenForRead(dir); }, ErrorCode::kDataLoss, "' is a directory, not a file");
 }
 
 TEST(StorageTest, SecondLockOnOneDirectoryIsAbortedAndFreedOnRelease) {

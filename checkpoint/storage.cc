@@ -29,7 +29,12 @@ std::string ErrnoText(int err) { return std::error_code(err, std::generic_catego
 File File::OpenForRead(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) ThrowOsError("open", path, errno);
-  return File(fd, path);
+  File f(fd, path);
+  struct stat st {};
+  // open(O_RDONLY) succeeds on a directory; its reads would then report a size and "truncated".
+  TESSEL_CHECK_CODE(ErrorCode::kDataLoss, ::fstat(fd, &st) != 0 || !S_ISDIR(st.st_mode), "checkpoint storage: '",
+                    path, "' is a directory, not a file");
+  return f;
 }
 
 File File::Create(const std::string& path) {

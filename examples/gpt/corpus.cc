@@ -2,6 +2,7 @@
 #include "examples/gpt/corpus.h"
 
 #include <array>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <vector>
@@ -89,6 +90,8 @@ std::string GenerateCorpus(uint64_t seed, int64_t num_bytes) {
 
 std::string LoadCorpus(const std::string& path, uint64_t seed) {
   if (path.empty()) return GenerateCorpus(seed, 1 << 20);
+  std::error_code ec;
+  TESSEL_CHECK(!std::filesystem::is_directory(path, ec), "train: --data=", path, " is a directory, not a text file");
   std::ifstream in(path, std::ios::binary);
   TESSEL_CHECK(in.good(), "train: --data=", path, " cannot be read");
   std::ostringstream bytes;

@@ -144,6 +144,7 @@ refused "--batch must be >= 1, got 0" --nproc=1 --batch=0
 refused "--batch=2 must be divisible by the data-parallel size 4" --nproc=4 --batch=2
 refused "--microbatches applies to the pipelined / HSDP mode only" --nproc=2 --microbatches=3
 refused "--profile_step is not supported with --pp" --pp=2 --profile_step=1
+refused "is a directory, not a text file" --nproc=1 --data="${ckpt%/*}"
 refused "--nproc=8 but pp 2 x dp_replicate 1 x dp_shard 1 x tp 2 needs 4 ranks" --nproc=8 --pp=2 --tp=2
 # 8. The TOML config: the same run as 7 (it sets save = "none"), then a command-line override.
 configured="$("$train" --config="$config")"
