@@ -154,12 +154,16 @@ void BindPlacements(py::module_& m) {
 
 void BindDTensor(py::module_& m) {
   auto t = py::reinterpret_borrow<py::class_<Tensor>>(m.attr("Tensor"));
+  // A tuple, as torch's (compared with tuples, usable as a dict key); on a dense tensor an AttributeError,
+  // so hasattr(x, "placements") and getattr(x, "device_mesh", None) work as with torch.Tensor.
   t.def_property_readonly("placements", [](const Tensor& x) {
-     TESSEL_CHECK(x.is_distributed(), "placements: not a DTensor");
-     return dtensor::DTensor(x).placements();
+     if (!x.is_distributed()) throw py::attribute_error("'Tensor' object has no attribute 'placements' (not a DTensor)");
+     return py::tuple(py::cast(dtensor::DTensor(x).placements()));
    })
       .def_property_readonly("device_mesh", [](const Tensor& x) {
-        TESSEL_CHECK(x.is_distributed(), "device_mesh: not a DTensor");
+        if (!x.is_distributed()) {
+          throw py::attribute_error("'Tensor' object has no attribute 'device_mesh' (not a DTensor)");
+        }
         return dtensor::DTensor(x).mesh();
       })
       .def("to_local", [](const Tensor& x) { return NoGil([&] { return dtensor::DTensor(x).ToLocal(); }); })

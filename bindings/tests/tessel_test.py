@@ -94,7 +94,11 @@ def test_dtensor_placements_redistribute_and_ops_follow_torch_semantics():
     def rank_fn(world):
         mesh = tessel.init_device_mesh(world, [2], ["x"])
         d = tessel.distribute_tensor(tessel.tensor(full), mesh, [tessel.Shard(0)])
-        assert d.is_distributed and d.shape == (5, 3) and d.placements == [tessel.Shard(0)]
+        assert d.is_distributed and d.shape == (5, 3) and d.placements == (tessel.Shard(0),)
+        assert {d.placements: "key"}[(tessel.Shard(0),)] == "key"  # a tuple, hashable, as torch's
+        dense = tessel.ones(2)
+        assert not hasattr(dense, "placements") and getattr(dense, "device_mesh", None) is None
+        assert hasattr(d, "device_mesh") and d.device_mesh.ndim == 1
         local = d.to_local().numpy()
         # torch.chunk layout: 5 rows over 2 ranks -> 3 and 2.
         np.testing.assert_array_equal(local, full[:3] if world.rank == 0 else full[3:])
@@ -104,13 +108,13 @@ def test_dtensor_placements_redistribute_and_ops_follow_torch_semantics():
         np.testing.assert_array_equal(r.to_local().numpy(), full)
         # A sharded sum is Partial(sum); reading it reduces across ranks.
         s = (d * d).sum()
-        assert s.placements == [tessel.Partial("sum")]
+        assert s.placements == (tessel.Partial("sum"),)
         out.setdefault("sumsq", []).append(s.item())
         # Replicated x @ column-sharded w: the output is column-sharded, no communication.
         wd = tessel.distribute_tensor(tessel.tensor(w), mesh, [tessel.Shard(1)])
         with tessel.CommTracer() as tracer:
             y = r @ wd
-        assert tracer.total() == 0 and y.placements == [tessel.Shard(1)]
+        assert tracer.total() == 0 and y.placements == (tessel.Shard(1),)
         out.setdefault("y", []).append(y.numpy())  # .numpy() gathers the full value
 
     tessel.run_ranks(2, rank_fn)

@@ -77,12 +77,12 @@ def test_colwise_and_rowwise_linear_cost_tps_collectives_and_match_one_rank(styl
     y_ref, dw_ref, db_ref, dx_ref = linear_reference(x_np)
     if style == "colwise":  # input replicated, output = this rank's 3 columns; the input grad all-reduced
         res = sharded_linear_step(ColwiseParallel(), lambda rank: x_np)
-        want = ([Shard(0)], [Shard(0)]), "", "all_reduce(tp) x1"
+        want = ((Shard(0),), (Shard(0),)), "", "all_reduce(tp) x1"
         y_want = lambda rank: y_ref[:, 3 * rank:3 * rank + 3]
         dx_want = lambda rank: dx_ref
     else:  # input = this rank's 4 features, output all-reduced
         res = sharded_linear_step(RowwiseParallel(), lambda rank: x_np[:, 4 * rank:4 * rank + 4].copy())
-        want = ([Shard(1)], [Replicate()]), "all_reduce(tp) x1", ""
+        want = ((Shard(1),), (Replicate(),)), "all_reduce(tp) x1", ""
         y_want = lambda rank: y_ref
         dx_want = lambda rank: dx_ref[:, 4 * rank:4 * rank + 4]
     for rank, (placements, fwd, bwd, y, dw, db, dx) in res.items():
@@ -169,7 +169,7 @@ def test_python_attention_mlp_block_under_megatron_tp_matches_one_rank():
     def fn(rank, mesh):
         tessel.manual_seed(0)
         block = parallelize_module(Block(), mesh, MEGATRON_PLAN)
-        assert block.attn.wk.weight.placements == [Shard(0)] and block.mlp.proj.weight.placements == [Shard(1)]
+        assert block.attn.wk.weight.placements == (Shard(0),) and block.mlp.proj.weight.placements == (Shard(1),)
         return block_step(block, x_np)
 
     for fwd, bwd, y, dx, grads in on_ranks(fn).values():
@@ -194,7 +194,7 @@ def test_sequence_parallel_and_prepare_module_input_move_activations_as_declared
         shard = tessel.from_numpy(x_np[:, 2 * rank:2 * rank + 2].copy())
         with tessel.CommTracer() as t:
             y = ln(shard)  # use_local_output=False: a DTensor Shard(1)
-        assert isinstance(y, DTensor) and y.placements == [Shard(1)] and t.summary() == ""
+        assert isinstance(y, DTensor) and y.placements == (Shard(1),) and t.summary() == ""
         gathered = y.full_tensor().numpy()
         tessel.manual_seed(0)
         mlp = parallelize_module(MLP(16), mesh, PrepareModuleInput(input_layouts=Shard(1),
@@ -278,7 +278,7 @@ def test_cpp_gpt_under_a_python_plan_with_loss_parallel_trains_like_one_rank():
 
     def fn(rank, mesh):
         gpt = parallelize_module(tessel.GPT(tessel.GPTConfig(**cfg), seed=0), mesh, gpt_plan())
-        assert gpt.layers[1].attn.wv.weight.placements == [Shard(0)]
+        assert gpt.layers[1].attn.wv.weight.placements == (Shard(0),)
         return train(gpt)
 
     for losses, summaries in on_ranks(fn).values():
@@ -286,6 +286,41 @@ def test_cpp_gpt_under_a_python_plan_with_loss_parallel_trains_like_one_rank():
         # Forward: wte, then wo and proj per block (5 all-reduces of Partial outputs) and the loss's 2
         # all-reduces of row statistics; the logits are never gathered.
         assert summaries[0] == "all_reduce(tp) x7", summaries[0]
+
+
+def test_clip_grad_norm_of_tp_on_a_sub_mesh_reduces_over_the_tp_group_and_returns_a_dtensor():
+    # A 2 x 2 (dp, tp) mesh with tensor parallelism on mesh["tp"] only (replicas of one model, same batch):
+    # torch reduces each DTensor's norm over its own mesh, so the norm is one rank's, with one all-reduce
+    # on the tp group; it used to raise (the default group has 4 ranks).
+    x_np, y_np = inputs((3, 8)), np.array([0, 5, 2])
+
+    def model():
+        tessel.manual_seed(0)
+        return nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 6))
+
+    ref = model()
+    F.cross_entropy(ref(tessel.from_numpy(x_np)), tessel.from_numpy(y_np)).backward()
+    want = tessel.nn.utils.clip_grad_norm_(ref.parameters(), 0.1).item()
+    want_grad = ref[0].weight.grad.numpy()
+    out = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
+        m = parallelize_module(model(), mesh["tp"], {"0": ColwiseParallel(), "2": RowwiseParallel()})
+        F.cross_entropy(m(tessel.from_numpy(x_np)), tessel.from_numpy(y_np)).backward()
+        with tessel.CommTracer() as t:
+            n = tessel.nn.utils.clip_grad_norm_(m.parameters(), 0.1)
+        assert isinstance(n, DTensor) and n.placements == (Replicate(),)
+        out[world.rank] = (t.summary(), n.full_tensor().item(), full(m[0].weight.grad))
+        dist.destroy_process_group()
+
+    tessel.run_ranks(4, rank_fn)
+    for rank in range(4):
+        summary, norm, grad = out[rank]
+        assert summary == "all_reduce(tp) x1"
+        assert norm == pytest.approx(want, rel=1e-6)
+        np.testing.assert_allclose(grad, want_grad, rtol=1e-5, atol=1e-7)
 
 
 def test_src_data_rank_partitions_rank_zeros_values_when_ranks_differ():

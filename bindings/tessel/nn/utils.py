@@ -1,24 +1,52 @@
 """tessel.nn.utils: clip_grad_norm_ (torch.nn.utils.clip_grad_norm_).
 
 Sharded (DTensor) gradients, e.g. under fully_shard, are clipped with exactly one all-reduce of one
-number over the default process group; plain gradients need no communication.
+number over the group spanning their mesh (the default group when they live on several meshes); plain
+gradients need no communication.
 
     total_norm = tessel.nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)
 """
 from .. import _C
 
+_FLAT_GROUPS = {}  # (axis names, shape) -> the flattened mesh's group; Flatten is collective, so create once
+
+
+def _norm_mesh_and_group(params):
+    """The mesh the sharded gradients live on and a group spanning it (torch reduces each DTensor's norm
+    over its own mesh: tensor parallel on mesh["tp"] sums over the tp group only), or (None, the default
+    group) when they live on several meshes."""
+    meshes = []
+    for p in params:
+        if p.is_distributed and not any(p.device_mesh == m for m in meshes):
+            meshes.append(p.device_mesh)
+    if len(meshes) != 1:
+        from ..distributed import _default_group
+        return None, _default_group("clip_grad_norm_")
+    mesh = meshes[0]
+    if mesh.ndim == 1:
+        return mesh, mesh.get_group()
+    key = (tuple(mesh.mesh_dim_names), tuple(mesh.shape))
+    if key not in _FLAT_GROUPS:
+        _FLAT_GROUPS[key] = mesh._flatten("clip_grad_norm_" + "_".join(key[0])).get_group()
+    return mesh, _FLAT_GROUPS[key]
+
 
 def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False, foreach=None):
     """Scales the gradients in place so their global L2 norm is at most max_norm; returns the norm
-    before clipping as a 0-d float64 tensor."""
+    before clipping as a 0-d float64 tensor (a Replicate DTensor on the gradients' mesh when they are
+    DTensors, as torch's)."""
     if float(norm_type) != 2.0:
         raise NotImplementedError("clip_grad_norm_: norm_type=%s (tessel clips the L2 norm)" % norm_type)
     params = [parameters] if isinstance(parameters, _C.Tensor) else list(parameters)
+    mesh = None
     if any(p.is_distributed for p in params):
-        from ..distributed import _default_group
-        norm = _C._clip_grad_norm_sharded(params, float(max_norm), _default_group("clip_grad_norm_"))
+        mesh, group = _norm_mesh_and_group(params)
+        norm = _C._clip_grad_norm_sharded(params, float(max_norm), group)
     else:
         norm = _C._clip_grad_norm(params, float(max_norm))
     if error_if_nonfinite and not abs(norm) < float("inf"):
         raise RuntimeError("clip_grad_norm_: the total norm of the gradients is non-finite (%s)" % norm)
-    return _C._full([], norm, _C.dtype.float64)
+    out = _C._full([], norm, _C.dtype.float64)
+    if mesh is not None:
+        out = _C.from_local(out, mesh, [_C.Replicate()] * mesh.ndim)
+    return out
