@@ -64,6 +64,14 @@ void BindCheckpoint(py::module_& m) {
   m.def("_get_state_dict", [](const nn::Module& model, const optim::Optimizer* opt, bool full_state_dict) {
     return NoGil([&] { return checkpoint::GetStateDict(model, opt, {.full_state_dict = full_state_dict}); });
   }, py::arg("model"), py::arg("optimizer"), py::arg("full_state_dict") = false);
+  // One C++ optimizer's entries (optim.state.*, optim.step.*, optim.hyper.*): a Python optimizer with several
+  // parameter groups holds one C++ optimizer per group and merges them (tessel/optim/__init__.py).
+  m.def("_get_optimizer_state_dict", [](const nn::Module& model, const optim::Optimizer& opt, bool full_state_dict) {
+    return NoGil([&] { return checkpoint::GetOptimizerStateDict(model, opt, {.full_state_dict = full_state_dict}); });
+  }, py::arg("model"), py::arg("optimizer"), py::arg("full_state_dict") = false);
+  m.def("_set_optimizer_state_dict", [](const nn::Module& model, optim::Optimizer& opt, const checkpoint::StateDict& sd) {
+    NoGil([&] { checkpoint::SetOptimizerStateDict(model, opt, sd); });
+  }, py::arg("model"), py::arg("optimizer"), py::arg("state_dict"));
   m.def("_set_state_dict", [](nn::Module& model, optim::Optimizer* opt, const checkpoint::StateDict& sd, bool strict) {
     nn::LoadResult r = NoGil([&] {
       nn::LoadResult res = checkpoint::SetModelStateDict(model, sd, strict);
@@ -75,15 +83,15 @@ void BindCheckpoint(py::module_& m) {
   m.def("_dcp_save", [](const checkpoint::StateDict& sd, const std::string& dir, const comm::ProcessGroupPtr& world) {
     NoGil([&] { checkpoint::Save(sd, dir, world); });
   }, py::arg("state_dict"), py::arg("dir"), py::arg("world") = nullptr);
-  m.def("_dcp_load", [](checkpoint::StateDict sd, const std::string& dir, bool strict) {
+  m.def("_dcp_load", [](checkpoint::StateDict sd, const std::string& dir, bool strict, bool allow_unexpected_keys) {
     RequireDirectory(dir);
     // DCP's semantics: the checkpoint may hold more than the state dict (a model-only state dict from a
-    // training checkpoint); strict covers missing keys only.
+    // training checkpoint); strict covers missing keys only. tessel.load passes false (as _C.load).
     checkpoint::LoadResult r = NoGil([&] {
-      return checkpoint::Load(sd, dir, {.strict = strict, .allow_unexpected_keys = true});
+      return checkpoint::Load(sd, dir, {.strict = strict, .allow_unexpected_keys = allow_unexpected_keys});
     });
     return py::make_tuple(sd, LoadResultDict(r));  // tensors were filled in place; other values are new
-  }, py::arg("state_dict"), py::arg("dir"), py::arg("strict") = true);
+  }, py::arg("state_dict"), py::arg("dir"), py::arg("strict") = true, py::arg("allow_unexpected_keys") = true);
 }
 
 }  // namespace tessel::bindings

@@ -131,18 +131,25 @@ def init_process_group():
     return distributed._init_world()
 
 
-def _cpp_optimizer(optimizer):
-    if optimizer is None or isinstance(optimizer, _C.Optimizer):
-        return optimizer
-    return optimizer._single("tessel.save/load")
-
-
 def save(model, optimizer, dir, world=None):
-    """Sharded checkpoint of the model (and optimizer) state; collective over world."""
-    _C.save(model, _cpp_optimizer(optimizer), dir, world)
+    """Sharded checkpoint of the model (and optimizer) state; collective over world (default: the default
+    process group once init_process_group ran)."""
+    if world is None and distributed.is_initialized():
+        world = distributed._default_group("tessel.save")
+    if optimizer is None or isinstance(optimizer, _C.Optimizer):
+        return _C.save(model, optimizer, dir, world)
+    sd = _C._get_state_dict(model, None)
+    sd.update(optimizer._get_checkpoint_state(model))  # every parameter group's state
+    _C._dcp_save(sd, dir, world)
 
 
 def load(model, optimizer, dir, *, strict=True):
     """Loads a checkpoint saved in any layout or world size into the model (and optimizer), in place.
     A missing directory is FileNotFoundError; strict=False returns missing / unexpected keys."""
-    return _C.load(model, _cpp_optimizer(optimizer), dir, strict=strict)
+    if optimizer is None or isinstance(optimizer, _C.Optimizer):
+        return _C.load(model, optimizer, dir, strict=strict)
+    sd = _C._get_state_dict(model, None)
+    sd.update(optimizer._get_checkpoint_state(model))
+    sd, result = _C._dcp_load(sd, dir, strict, allow_unexpected_keys=False)
+    optimizer._set_checkpoint_state(model, {k: v for k, v in sd.items() if k.startswith("optim.")})
+    return result

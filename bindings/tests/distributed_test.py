@@ -305,6 +305,58 @@ def test_warmup_cosine_scheduler_sets_each_groups_lr():
     assert lrs[2] > lrs[3] > lrs[4] > lrs[5] > lrs[6]
 
 
+def two_group_adamw(net, lr_decay, lr_no_decay):
+    """torch's usual decay / no-decay split (weights / biases), each group with its own lr."""
+    named = list(net.named_parameters())
+    return tessel.optim.AdamW([{"params": [p for n, p in named if n.endswith("weight")], "weight_decay": 0.1},
+                               {"params": [p for n, p in named if n.endswith("bias")], "weight_decay": 0.0,
+                                "lr": lr_no_decay}], lr=lr_decay)
+
+
+def test_an_optimizer_with_two_parameter_groups_checkpoints_and_resumes_exactly(tmp_path):
+    # Saved on 2 fully_shard ranks after 2 steps (through get_state_dict + dcp.save and through tessel.save),
+    # loaded into fresh optimizers with other learning rates: the next 2 steps' losses equal the
+    # uninterrupted run's, and param_groups hold the saved hyperparameters again (torch's load_state_dict).
+    batches = [tessel.from_numpy(np.random.default_rng(s).standard_normal((4, 8)).astype(np.float32))
+               for s in range(4)]
+    got = {}
+
+    def run(world, resume, how):
+        dist.init_process_group()
+        net = sharded_net()
+        opt = two_group_adamw(net, 0.5, 0.5) if resume else two_group_adamw(net, 0.05, 0.02)
+        ckpt = str(tmp_path / how)
+        if resume:
+            if how == "dcp":
+                model_sd, optim_sd = get_state_dict(net, opt)
+                assert "optim.hyper.lr" in optim_sd and "optim.hyper.group1.lr" in optim_sd
+                dcp.load({"model": model_sd, "optim": optim_sd}, checkpoint_id=ckpt)
+                set_state_dict(net, opt, model_state_dict=model_sd, optim_state_dict=optim_sd)
+            else:
+                tessel.load(net, opt, ckpt)
+            assert [g["lr"] for g in opt.param_groups] == [0.05, 0.02]
+            assert [g["weight_decay"] for g in opt.param_groups] == [0.1, 0.0]
+        losses = []
+        for step in range(2, 4) if resume else range(4):
+            if step == 2 and not resume:
+                model_sd, optim_sd = get_state_dict(net, opt)
+                dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=str(tmp_path / "dcp"))
+                tessel.save(net, opt, str(tmp_path / "flat"))
+            loss = net(batches[step]).pow(2).mean()
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            losses.append(loss.item())
+        got[(resume, how, world.rank)] = losses[-2:]
+        dist.destroy_process_group()
+
+    tessel.run_ranks(2, lambda world: run(world, False, "ref"))
+    for how in ("dcp", "flat"):
+        tessel.run_ranks(2, lambda world: run(world, True, how))
+        for rank in range(2):
+            assert got[(True, how, rank)] == got[(False, "ref", rank)], how
+
+
 def test_dcp_checkpoint_saved_on_two_ranks_loads_into_one(tmp_path):
     ckpt = str(tmp_path / "dcp")
     saved = {}

@@ -2,9 +2,11 @@
 parameter groups (dicts with "params" and per-group options).
 
 Each parameter group is one C++ optimizer (core/optim), whose state is keyed by the parameter's FQN, so a
-checkpoint of the optimizer reshards like the model's. Every hyperparameter of ``param_groups[i]`` (lr,
-weight_decay, betas, eps, momentum, ...) is read at every step, as in torch, so LR schedulers and
-hand-edited groups work.
+checkpoint of the optimizer reshards like the model's; with several groups their entries are merged
+(per-parameter state by FQN, group i's hyperparameters under "optim.hyper.group<i>." for i > 0) and a load
+restores each group's hyperparameters into ``param_groups``, as torch's load_state_dict does. Every
+hyperparameter of ``param_groups[i]`` (lr, weight_decay, betas, eps, momentum, ...) is read at every step,
+as in torch, so LR schedulers and hand-edited groups work.
 
     opt = tessel.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1)
     loss.backward(); opt.step(); opt.zero_grad()
@@ -64,11 +66,14 @@ class Optimizer:
         self.defaults = defaults
         self.param_groups = []
         self._optimizers = []
+        self._names = []  # per group: its parameters' FQNs (the keys of their checkpoint state)
         for g in _param_groups(params):
             group = dict(defaults, **g)
             self._optimizers.append(self._make(group["params"], group))
+            self._names.append({name for name, _ in group["params"]})
             group["params"] = [p for _, p in group["params"]]
             self.param_groups.append(group)
+        self._all_names = set().union(*self._names)
 
     def step(self, closure=None):
         loss = closure() if closure is not None else None
@@ -86,12 +91,42 @@ class Optimizer:
                     if p.grad is not None:
                         p.grad.zero_()
 
-    def _single(self, what):
-        """The C++ optimizer of a one-group optimizer (checkpoints key one optimizer's state by FQN)."""
-        if len(self._optimizers) != 1:
-            raise NotImplementedError("%s: optimizers with %d parameter groups are not supported"
-                                      % (what, len(self._optimizers)))
-        return self._optimizers[0]
+    # ---- checkpoints (tessel.distributed.checkpoint.state_dict, tessel.save / tessel.load) ----
+
+    def _hyper_prefix(self, i):
+        return "optim.hyper." if i == 0 else "optim.hyper.group%d." % i
+
+    def _get_checkpoint_state(self, model, full_state_dict=False):
+        """Every group's optimizer entries, merged; group i > 0's hyperparameters renamed."""
+        out = {}
+        for i, opt in enumerate(self._optimizers):
+            opt.hyper = self._hyper(self.param_groups[i])  # the state dict records the group's current values
+            for k, v in _C._get_optimizer_state_dict(model, opt, full_state_dict).items():
+                if k.startswith("optim.hyper."):
+                    k = self._hyper_prefix(i) + k[len("optim.hyper."):]
+                out[k] = v
+        return out
+
+    def _set_checkpoint_state(self, model, state_dict):
+        """Loads each group's entries (by its parameters' FQNs) and its hyperparameters into param_groups."""
+        for i, opt in enumerate(self._optimizers):
+            names, prefix, part = self._names[i], self._hyper_prefix(i), {}
+            for k, v in state_dict.items():
+                if k.startswith("optim.state."):
+                    if k[len("optim.state."):].rsplit(".", 1)[0] in names:
+                        part[k] = v
+                elif k.startswith("optim.step."):
+                    if k[len("optim.step."):] in names:
+                        part[k] = v
+                elif k.startswith(prefix) and "." not in k[len(prefix):]:
+                    part["optim.hyper." + k[len(prefix):]] = v
+            _C._set_optimizer_state_dict(model, opt, part)
+            self._load_hyper(self.param_groups[i], opt.hyper)
+        unknown = [k for k in state_dict if k.startswith(("optim.state.", "optim.step."))
+                   and (k[len("optim.state."):].rsplit(".", 1)[0] if k.startswith("optim.state.")
+                        else k[len("optim.step."):]) not in self._all_names]
+        if unknown:
+            raise ValueError("set_optimizer_state_dict: '%s' names no parameter of the optimizer" % unknown[0])
 
 
 class AdamW(Optimizer):
@@ -108,6 +143,10 @@ class AdamW(Optimizer):
         b1, b2 = g["betas"]
         return {"lr": float(g["lr"]), "beta1": float(b1), "beta2": float(b2), "eps": float(g["eps"]),
                 "weight_decay": float(g["weight_decay"])}
+
+    @staticmethod
+    def _load_hyper(g, h):
+        g.update(lr=h["lr"], betas=(h["beta1"], h["beta2"]), eps=h["eps"], weight_decay=h["weight_decay"])
 
     @staticmethod
     def _make(named, g):
@@ -130,6 +169,11 @@ class SGD(Optimizer):
     def _hyper(g):
         return {"lr": float(g["lr"]), "momentum": float(g["momentum"]), "dampening": float(g["dampening"]),
                 "weight_decay": float(g["weight_decay"]), "nesterov": float(bool(g["nesterov"]))}
+
+    @staticmethod
+    def _load_hyper(g, h):
+        g.update(lr=h["lr"], momentum=h["momentum"], dampening=h["dampening"], weight_decay=h["weight_decay"],
+                 nesterov=bool(h["nesterov"]))
 
     @staticmethod
     def _make(named, g):

@@ -20,16 +20,12 @@ class StateDictOptions:
     strict: bool = True
 
 
-def _cpp_optimizer(optimizers):
-    if optimizers is None:
-        return None
+def _one_optimizer(optimizers):
     if isinstance(optimizers, (list, tuple)):
         if len(optimizers) != 1:
             raise NotImplementedError("state dicts of %d optimizers (tessel supports one)" % len(optimizers))
         optimizers = optimizers[0]
-    if isinstance(optimizers, _C.Optimizer):
-        return optimizers
-    return optimizers._single("get_state_dict")
+    return optimizers
 
 
 def _split(sd):
@@ -40,7 +36,12 @@ def _split(sd):
 
 def get_state_dict(model, optimizers, *, submodules=None, options=None):
     options = options or StateDictOptions()
-    return _split(_C._get_state_dict(model, _cpp_optimizer(optimizers), options.full_state_dict))
+    opt = _one_optimizer(optimizers)
+    if opt is None or isinstance(opt, _C.Optimizer):
+        return _split(_C._get_state_dict(model, opt, options.full_state_dict))
+    # A tessel.optim optimizer: one C++ optimizer per parameter group, merged.
+    return (_split(_C._get_state_dict(model, None, options.full_state_dict))[0],
+            opt._get_checkpoint_state(model, options.full_state_dict))
 
 
 def get_model_state_dict(model, *, submodules=None, options=None):
@@ -53,9 +54,13 @@ def get_optimizer_state_dict(model, optimizers, *, submodules=None, options=None
 
 def set_state_dict(model, optimizers, *, model_state_dict, optim_state_dict, options=None):
     options = options or StateDictOptions()
-    merged = dict(model_state_dict)
-    merged.update(optim_state_dict or {})
-    missing, unexpected = _C._set_state_dict(model, _cpp_optimizer(optimizers), merged, options.strict)
+    opt = _one_optimizer(optimizers)
+    if opt is None or isinstance(opt, _C.Optimizer):
+        merged = dict(model_state_dict)
+        merged.update(optim_state_dict or {})
+        return _C._set_state_dict(model, opt, merged, options.strict)
+    missing, unexpected = _C._set_state_dict(model, None, dict(model_state_dict), options.strict)
+    opt._set_checkpoint_state(model, dict(optim_state_dict or {}))
     return missing, unexpected
 
 
