@@ -75,7 +75,7 @@ from ._tensor import (  # noqa: F401
     zeros,
     zeros_like,
 )
-from . import nn, optim, distributed  # noqa: E402,F401
+from . import nn, optim, distributed, multiprocessing  # noqa: E402,F401
 from .distributed import run_ranks  # noqa: F401
 
 AdamW = _C.AdamW  # the flat API's AdamW(model, lr=...); tessel.optim.AdamW is torch's

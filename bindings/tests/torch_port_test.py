@@ -117,5 +117,36 @@ def test_ported_tp_script_on_two_gloo_processes_matches_one_rank(ported_tp, one_
         np.testing.assert_allclose(row, one_rank_tp, rtol=0, atol=1e-5)
 
 
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_ported_mp_spawn_script_runs_its_gloo_ranks_and_reports_a_failing_one(tmp_path):
+    # torch's tutorial launch: mp.spawn + init_process_group("gloo", rank=, world_size=) with MASTER_ADDR /
+    # MASTER_PORT; only the 3 import lines change. Rank 1 raising ends the job with an exception naming it.
+    with open(os.path.join(HERE, "torch_port_spawn.py")) as f:
+        source = f.read()
+    text = port(source)
+    assert sum(a != b for a, b in zip(source.splitlines(), text.splitlines())) == 3
+    script = tmp_path / "ported_spawn.py"
+    script.write_text(text)
+    runfiles = os.path.join(os.environ["TEST_SRCDIR"], "tessel")
+    env = dict(os.environ, PYTHONPATH=os.path.join(runfiles, "bindings"))
+    for key in ("RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(key, None)
+    out = subprocess.run([sys.executable, str(script), "2", str(free_port())], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert sorted(out.stdout.splitlines()) == ["rank 0 of 2: [3.0, 3.0, 3.0]", "rank 1 of 2: [3.0, 3.0, 3.0]"]
+    out = subprocess.run([sys.executable, str(script), "2", str(free_port())], env=dict(env, FAIL_RANK="1"),
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0
+    assert "ProcessRaisedException" in out.stderr and "Process 1 terminated with the following error" in out.stderr
+    assert "ValueError: rank 1 fails on purpose" in out.stderr
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

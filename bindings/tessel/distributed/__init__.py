@@ -32,13 +32,33 @@ def run_ranks(world_size, fn):
     _C.run_ranks(world_size, rank_fn)
 
 
+def _rendezvous_env(init_method, world_size, rank):
+    """torch's explicit rendezvous (mp.spawn scripts): rank= and world_size= (and init_method
+    "tcp://host:port" or "env://") fill the environment tessel_run would have set."""
+    if "WORLD_SIZE" in os.environ or rank < 0 or world_size < 1:
+        return
+    if init_method not in (None, "env://"):
+        if not init_method.startswith("tcp://") or ":" not in init_method[len("tcp://"):]:
+            raise ValueError("init_process_group: init_method '%s' is not supported (tcp://host:port or "
+                             "env://)" % init_method)
+        host, port = init_method[len("tcp://"):].rsplit(":", 1)
+        os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = host, port
+    if "MASTER_ADDR" not in os.environ or "MASTER_PORT" not in os.environ:
+        raise ValueError("init_process_group: rank=%d world_size=%d need MASTER_ADDR and MASTER_PORT in the "
+                         "environment (or init_method='tcp://host:port'), as torch's env:// does"
+                         % (rank, world_size))
+    os.environ["RANK"], os.environ["WORLD_SIZE"] = str(rank), str(world_size)
+    os.environ.setdefault("LOCAL_WORLD_SIZE", str(world_size))  # one node: split the cores over the ranks
+
+
 def _init_world():
     """This thread's world group: the run_ranks rank's, else the gloo world from tessel_run's environment."""
     world = getattr(_local, "world", None)
     if world is None:
         if "WORLD_SIZE" not in os.environ:
             raise RuntimeError("init_process_group: no ranks to join: run under tessel_run (it sets RANK, "
-                               "WORLD_SIZE, MASTER_ADDR, MASTER_PORT) or inside tessel.run_ranks(n, fn)")
+                               "WORLD_SIZE, MASTER_ADDR, MASTER_PORT), inside tessel.run_ranks(n, fn), or pass "
+                               "rank= and world_size= (tessel.multiprocessing.spawn, as torch's mp.spawn)")
         world = _C.init_process_group()
         _local.world = world
     _local.initialized = True
@@ -51,6 +71,8 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
     if backend not in (None, "gloo", "cpu:gloo", "threads"):
         raise ValueError("init_process_group: backend '%s' is not available from Python (gloo, or threads "
                          "under tessel.run_ranks)" % backend)
+    if getattr(_local, "world", None) is None:
+        _rendezvous_env(init_method, world_size, rank)
     world = _init_world()
     if world_size not in (-1, world.size) or rank not in (-1, world.rank):
         raise ValueError("init_process_group: world_size=%d rank=%d disagree with the launcher's %d / %d"
