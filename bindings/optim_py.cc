@@ -7,6 +7,7 @@
 // Example (Python): opt = _C.AdamW(list(model.named_parameters()), lr=1e-3); opt.step(); opt.zero_grad()
 #include <pybind11/stl.h>
 
+#include <map>
 #include <memory>
 
 #include "bindings/bind.h"
@@ -22,6 +23,14 @@ void BindOptim(py::module_& m) {
       .def_property("lr", &optim::Optimizer::lr, &optim::Optimizer::set_lr)
       .def_property("hyper", &optim::Optimizer::Hyper, &optim::Optimizer::SetHyper,
                     "The hyperparameters by name (lr, beta1, beta2, eps, weight_decay / momentum, dampening, ...)")
+      .def("_get_state", [](const optim::Optimizer& o) {
+        const optim::OptimizerStateDict sd = o.GetStateDict();
+        return py::make_tuple(sd.state, sd.steps, sd.hyper);
+      }, "(per-parameter state by FQN, steps by FQN, hyperparameters): aliases of the live state tensors")
+      .def("_load_state", [](optim::Optimizer& o, std::map<std::string, std::map<std::string, Tensor>> state,
+                             std::map<std::string, int64_t> steps, std::map<std::string, double> hyper) {
+        NoGil([&] { o.LoadStateDict({.state = std::move(state), .steps = std::move(steps), .hyper = std::move(hyper)}); });
+      }, py::arg("state"), py::arg("steps"), py::arg("hyper"))
       .def_property_readonly("param_names", [](const optim::Optimizer& o) {
         std::vector<std::string> out;
         for (const auto& [name, p] : o.params()) out.push_back(name);

@@ -30,12 +30,19 @@ namespace tessel::bindings {
 namespace {
 
 DType FromNumpy(const py::dtype& dt) {
-  if (dt.is(py::dtype::of<float>())) return DType::kFloat32;
-  if (dt.is(py::dtype::of<double>())) return DType::kFloat64;
-  if (dt.is(py::dtype::of<int64_t>())) return DType::kInt64;
-  if (dt.is(py::dtype::of<int32_t>())) return DType::kInt32;
-  if (dt.is(py::dtype("float16"))) return DType::kFloat16;
-  if (dt.is(py::dtype::of<bool>())) return DType::kBool;
+  // By kind and size, not identity: an unpickled or np.load'ed array's dtype is an equal but distinct
+  // object. Byte order must be native ('=' or '|'; '<' is native here: x86-64 is little-endian).
+  const char order = dt.byteorder();
+  if (order == '=' || order == '|' || order == '<') {
+    const char kind = dt.kind();
+    const py::ssize_t size = dt.itemsize();
+    if (kind == 'f' && size == 4) return DType::kFloat32;
+    if (kind == 'f' && size == 8) return DType::kFloat64;
+    if (kind == 'f' && size == 2) return DType::kFloat16;
+    if (kind == 'i' && size == 8) return DType::kInt64;
+    if (kind == 'i' && size == 4) return DType::kInt32;
+    if (kind == 'b' && size == 1) return DType::kBool;
+  }
   throw py::type_error("tessel.tensor: unsupported numpy dtype " + py::str(static_cast<const py::handle&>(dt)).cast<std::string>() +
                        " (float32, float64, float16, int64, int32, bool)");
 }

@@ -24,6 +24,8 @@ TimeoutError, ...) with the same message.
 The original flat API stays: ``tessel.GPT``, ``tessel.AdamW(model)``, ``tessel.fully_shard(block, mesh)``,
 ``tessel.init_device_mesh(world, shape, names)``, ``tessel.save`` / ``tessel.load``.
 """
+import os
+
 import numpy as _np
 
 # The extension is built with Debian 12's pybind11 2.10, whose numpy interop predates numpy 2's ABI: with
@@ -75,6 +77,7 @@ from ._tensor import (  # noqa: F401
     zeros,
     zeros_like,
 )
+from . import _compat, _serialization  # noqa: E402,F401  (Tensor.argmax, max(dim).values, add_(scalar), normal_, .data, ...)
 from . import nn, optim, distributed, multiprocessing  # noqa: E402,F401
 from .distributed import run_ranks  # noqa: F401
 
@@ -131,9 +134,22 @@ def init_process_group():
     return distributed._init_world()
 
 
-def save(model, optimizer, dir, world=None):
+def _is_file_target(f):
+    return isinstance(f, (str, bytes, os.PathLike)) or hasattr(f, "write") or hasattr(f, "read")
+
+
+def save(model, optimizer=None, dir=None, world=None, **kwargs):
     """Sharded checkpoint of the model (and optimizer) state; collective over world (default: the default
-    process group once init_process_group ran)."""
+    process group once init_process_group ran).
+
+    torch.save(obj, f) also works: save(obj, f) with obj not a Module (a state dict, a dict of them, a
+    dense tensor) pickles it to the path or file f (dense tensors as numpy arrays); tessel.load(f) reads it.
+    DTensors are refused there: a sharded checkpoint is tessel.distributed.checkpoint's (DCP's)."""
+    if dir is None and not isinstance(model, _C.Module) and _is_file_target(optimizer):
+        return _serialization.save(model, optimizer, **kwargs)
+    if dir is None:
+        raise TypeError("save(model, optimizer, dir): dir (the checkpoint directory) is required; "
+                        "torch.save(obj, f) is save(obj, f) with obj a state dict")
     if world is None and distributed.is_initialized():
         world = distributed._default_group("tessel.save")
     if optimizer is None or isinstance(optimizer, _C.Optimizer):
@@ -143,9 +159,17 @@ def save(model, optimizer, dir, world=None):
     _C._dcp_save(sd, dir, world)
 
 
-def load(model, optimizer, dir, *, strict=True):
+def load(model, optimizer=None, dir=None, *, strict=True, **kwargs):
     """Loads a checkpoint saved in any layout or world size into the model (and optimizer), in place.
-    A missing directory is FileNotFoundError; strict=False returns missing / unexpected keys."""
+    A missing directory is FileNotFoundError; strict=False returns missing / unexpected keys.
+
+    torch.load(f) also works: load(f) returns what save(obj, f) pickled (map_location and weights_only are
+    accepted; tensors load on the CPU)."""
+    if dir is None and optimizer is None and _is_file_target(model):
+        return _serialization.load(model, **kwargs)
+    if dir is None:
+        raise TypeError("load(model, optimizer, dir): dir (the checkpoint directory) is required; "
+                        "torch.load(f) is load(f)")
     if optimizer is None or isinstance(optimizer, _C.Optimizer):
         return _C.load(model, optimizer, dir, strict=strict)
     sd = _C._get_state_dict(model, None)

@@ -3,6 +3,7 @@ children by attribute assignment, runs hooks around its Python forward, shares t
 dict and modes, and is freed exactly once whoever drops the last reference; a GPT written in Python
 matches the C++ GPT's loss and every gradient, and finite differences."""
 import gc
+import io
 import sys
 import weakref
 
@@ -316,6 +317,102 @@ def test_python_gpt_gradients_match_finite_differences():
                 p.copy_(tessel.tensor(base))
             fd = (vals[0] - vals[1]) / (2 * eps)
             assert abs(fd - grad[i]) < 1e-6 + 1e-4 * abs(fd), (name, i, fd, grad[i])
+
+
+def test_torch_idioms_argmax_max_values_in_place_scalars_data_and_losses():
+    x_np = np.array([[1.0, 5.0, 2.0], [7.0, 0.0, 7.0]], np.float32)
+    x = tessel.from_numpy(x_np)
+    assert x.argmax().item() == 3 and x.argmax(dim=1).tolist() == [1, 0]  # first index on ties, as torch
+    assert x.argmin(dim=1).tolist() == [0, 1] and x.min().item() == 0.0
+    m = x.max(dim=1)
+    assert m.values.tolist() == [5.0, 7.0] and m.indices.tolist() == [1, 0]
+    assert x.min(dim=0, keepdim=True).values.tolist() == [[1.0, 0.0, 2.0]]
+    b = nn.Parameter(tessel.ones(3))
+    with pytest.raises(RuntimeError, match="in-place operation"):
+        b.add_(1.0)
+    with tessel.no_grad():
+        b.add_(2.0).sub_(0.5, alpha=2.0).div_(4.0).mul_(3.0)
+        b.lerp_(tessel.zeros(3), 0.25)
+    np.testing.assert_allclose(b.numpy(), [1.5 * 0.75] * 3)
+    assert not b.data.requires_grad
+    b.data = tessel.full((3,), 4.0)  # copies into the same parameter
+    assert b.requires_grad and b.tolist() == [4.0, 4.0, 4.0]
+    y = tessel.tensor([1, 2])
+    lse = np.log(np.exp(x_np).sum(1))
+    want = np.mean(lse - x_np[[0, 1], [1, 2]])
+    assert nn.CrossEntropyLoss()(x, y).item() == pytest.approx(want, rel=1e-6)
+    assert nn.CrossEntropyLoss(ignore_index=2)(x, y).item() == pytest.approx(lse[0] - 5.0, rel=1e-6)
+    assert nn.MSELoss()(x, tessel.ones(2, 3)).item() == pytest.approx(((x_np - 1) ** 2).mean(), rel=1e-6)
+    assert nn.MSELoss(reduction="sum")(x, tessel.ones(2, 3)).item() == pytest.approx(((x_np - 1) ** 2).sum())
+
+
+def test_nn_init_draws_tessels_stream_with_torchs_bounds():
+    w = nn.Parameter(tessel.zeros(6, 4))
+    tessel.manual_seed(3)
+    nn.init.normal_(w, mean=1.0, std=0.02)
+    tessel.manual_seed(3)
+    np.testing.assert_allclose(w.numpy(), tessel.randn(6, 4).numpy() * 0.02 + 1.0, rtol=1e-6)
+    tessel.manual_seed(4)
+    nn.init.xavier_uniform_(w)  # a = sqrt(6 / (fan_in + fan_out)) = sqrt(6 / 10)
+    tessel.manual_seed(4)
+    a = np.sqrt(0.6)
+    np.testing.assert_allclose(w.numpy(), tessel.rand(6, 4).numpy() * 2 * a - a, rtol=1e-5, atol=1e-7)
+    nn.init.kaiming_uniform_(w, a=np.sqrt(5))  # torch's Linear default: bound 1 / sqrt(fan_in) = 0.5
+    assert np.abs(w.numpy()).max() <= 0.5 and np.abs(w.numpy()).max() > 0.3
+    nn.init.trunc_normal_(w, std=1.0, a=-0.3, b=0.3)
+    assert np.abs(w.numpy()).max() <= 0.3 and w.numpy().std() > 0.1
+    nn.init.zeros_(w)
+    assert not w.numpy().any() and w.requires_grad
+
+
+def test_torch_save_and_load_of_state_dicts_resume_training_exactly(tmp_path):
+    # torch.save({"model": m.state_dict(), "optim": opt.state_dict()}, f) / torch.load(f) with two
+    # parameter groups: the resumed run's losses equal the uninterrupted one's, and the loaded optimizer
+    # holds the saved options (the fresh one was built with another lr).
+    batches = [tessel.from_numpy(np.random.default_rng(s).standard_normal((4, 8)).astype(np.float32))
+               for s in range(4)]
+
+    def build(lr):
+        tessel.manual_seed(0)
+        model = MLP(8, 16)
+        named = list(model.named_parameters())
+        opt = tessel.optim.AdamW([{"params": [p for n, p in named if n.endswith("weight")]},
+                                  {"params": [p for n, p in named if not n.endswith("weight")], "lr": lr / 2,
+                                   "weight_decay": 0.0}], lr=lr)
+        return model, opt
+
+    def train(model, opt, steps):
+        losses = []
+        for s in steps:
+            loss = model(batches[s]).pow(2).mean()
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            losses.append(loss.item())
+        return losses
+
+    model, opt = build(0.05)
+    train(model, opt, range(2))
+    path = str(tmp_path / "ckpt.pt")
+    tessel.save({"model": model.state_dict(), "optim": opt.state_dict(), "step": 2}, path)
+    want = train(model, opt, range(2, 4))
+    model, opt = build(0.9)
+    ck = tessel.load(path, map_location="cpu", weights_only=True)
+    model.load_state_dict(ck["model"])
+    opt.load_state_dict(ck["optim"])
+    assert ck["step"] == 2 and [g["lr"] for g in opt.param_groups] == [0.05, 0.025]
+    assert sorted(ck["optim"]["state"][0]) == ["exp_avg", "exp_avg_sq", "step"]
+    assert train(model, opt, range(2, 4)) == want
+
+
+def test_pickling_a_dtensor_is_refused_naming_dcp():
+    def rank_fn(world):
+        mesh = tessel.init_device_mesh(world, [2], ["x"])
+        d = tessel.distribute_tensor(tessel.ones(4), mesh, [tessel.Shard(0)])
+        with pytest.raises(TypeError, match="tessel.distributed.checkpoint"):
+            tessel.save({"w": d}, io.BytesIO())
+
+    tessel.run_ranks(2, rank_fn)
 
 
 if __name__ == "__main__":

@@ -11,11 +11,13 @@ LayerNorm and RMSNorm are the C++ layers; containers and activations are Python 
             return x + self.fc(self.norm(x))
 """
 from .. import _C
-from . import functional, utils  # noqa: F401
+from . import functional, init, utils  # noqa: F401
 from .modules import (  # noqa: F401
+    CrossEntropyLoss,
     Dropout,
     GELU,
     Identity,
+    MSELoss,
     Module,
     ModuleDict,
     ModuleList,

@@ -26,3 +26,17 @@ def dropout(input, p=0.5, training=True, inplace=False):
     if p == 0 or not training:
         return input
     raise NotImplementedError("dropout(p=%s, training=True): tessel has no dropout op" % p)
+
+
+def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    """Mean (or sum, or none) of the squared differences."""
+    if size_average is not None or reduce is not None:
+        raise NotImplementedError("mse_loss: size_average and reduce are deprecated in torch; use reduction=")
+    sq = (input - target).pow(2.0)
+    if reduction == "mean":
+        return sq.mean()
+    if reduction == "sum":
+        return sq.sum()
+    if reduction == "none":
+        return sq
+    raise ValueError("%s is not a valid value for reduction" % reduction)

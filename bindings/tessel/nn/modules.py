@@ -486,3 +486,32 @@ class Dropout(Module):
 
     def forward(self, x):
         return x
+
+
+class CrossEntropyLoss(Module):
+    """torch.nn.CrossEntropyLoss over class indices: logits [N, C] (or [C]), targets [N] (int64)."""
+
+    def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean",
+                 label_smoothing=0.0):
+        super().__init__()
+        if weight is not None or size_average is not None or reduce is not None or label_smoothing != 0.0:
+            raise NotImplementedError("CrossEntropyLoss: weight, label_smoothing and the deprecated size_average / "
+                                      "reduce are not supported")
+        self.ignore_index, self.reduction = int(ignore_index), reduction
+
+    def forward(self, input, target):
+        return _C._functional.cross_entropy(input, target, ignore_index=self.ignore_index, reduction=self.reduction)
+
+
+class MSELoss(Module):
+    """torch.nn.MSELoss: the mean (sum, none) of (input - target)²."""
+
+    def __init__(self, size_average=None, reduce=None, reduction="mean"):
+        super().__init__()
+        if size_average is not None or reduce is not None:
+            raise NotImplementedError("MSELoss: size_average and reduce are deprecated in torch; use reduction=")
+        self.reduction = reduction
+
+    def forward(self, input, target):
+        from .functional import mse_loss
+        return mse_loss(input, target, reduction=self.reduction)

@@ -67,10 +67,12 @@ class Optimizer:
         self.param_groups = []
         self._optimizers = []
         self._names = []  # per group: its parameters' FQNs (the keys of their checkpoint state)
+        self._ordered = []  # the same, in the group's parameter order (state_dict's integer ids)
         for g in _param_groups(params):
             group = dict(defaults, **g)
             self._optimizers.append(self._make(group["params"], group))
             self._names.append({name for name, _ in group["params"]})
+            self._ordered.append([name for name, _ in group["params"]])
             group["params"] = [p for _, p in group["params"]]
             self.param_groups.append(group)
         self._all_names = set().union(*self._names)
@@ -90,6 +92,48 @@ class Optimizer:
                 for p in group["params"]:
                     if p.grad is not None:
                         p.grad.zero_()
+
+    # ---- torch's state_dict: {"state": {id: {...}}, "param_groups": [{..., "params": [ids]}]} ----
+
+    def state_dict(self):
+        """torch's layout: parameters numbered across the groups in order; each one's state ("step" and the
+        optimizer's buffers, aliases of the live tensors) and each group's options with its ids."""
+        state, groups, index = {}, [], 0
+        for group, opt, names in zip(self.param_groups, self._optimizers, self._ordered):
+            buffers, steps, _ = opt._get_state()
+            ids = []
+            for name in names:
+                entry = dict(buffers.get(name, {}))
+                if entry or steps.get(name, 0):
+                    entry["step"] = _C._full([], float(steps.get(name, 0)), _C.dtype.float32)
+                    state[index] = entry
+                ids.append(index)
+                index += 1
+            groups.append(dict({k: v for k, v in group.items() if k != "params"}, params=ids))
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict):
+        """Loads torch's layout (from state_dict()): per-parameter state by id and each group's options."""
+        groups = state_dict["param_groups"]
+        if len(groups) != len(self.param_groups):
+            raise ValueError("loaded state dict has a different number of parameter groups (%d, the optimizer has "
+                             "%d)" % (len(groups), len(self.param_groups)))
+        for i, (saved, names) in enumerate(zip(groups, self._ordered)):
+            if len(saved["params"]) != len(names):
+                raise ValueError("loaded state dict contains a parameter group that doesn't match the size of "
+                                 "optimizer's group %d (%d vs %d parameters)" % (i, len(saved["params"]), len(names)))
+        for group, opt, saved, names in zip(self.param_groups, self._optimizers, groups, self._ordered):
+            buffers, steps = {}, {}
+            for pid, name in zip(saved["params"], names):
+                entry = state_dict["state"].get(pid, state_dict["state"].get(str(pid)))
+                if entry is None:
+                    continue
+                entry = dict(entry)
+                step = entry.pop("step", 0)
+                steps[name] = int(step.item() if isinstance(step, _C.Tensor) else step)
+                buffers[name] = entry
+            group.update({k: v for k, v in saved.items() if k != "params"})
+            opt._load_state(buffers, steps, self._hyper(group))
 
     # ---- checkpoints (tessel.distributed.checkpoint.state_dict, tessel.save / tessel.load) ----
 
