@@ -125,8 +125,43 @@ def _index_list(t, idx):
     return out
 
 
+def _gather_rows(self, rows):
+    """self[rows] for an int64 numpy array of row indices (any shape): rows of dim 0 through the embedding
+    op, so the gradient flows back (scattered and summed into the rows, as torch's index backward)."""
+    n = self.shape[0]
+    if rows.size and (rows.min() < -n or rows.max() >= n):
+        bad = rows[(rows < -n) | (rows >= n)].reshape(-1)[0]
+        raise IndexError("index %d is out of bounds for dimension 0 with size %d" % (bad, n))
+    rows = np.where(rows < 0, rows + n, rows).astype(np.int64)
+    rest = tuple(self.shape[1:])
+    table = self.reshape(n, -1) if rest else self.reshape(n, 1)
+    out = _C._functional.embedding(_C._from_numpy(rows), table)
+    return out.reshape(*(tuple(rows.shape) + rest))
+
+
+def _advanced_index(self, idx):
+    """torch's advanced indexing with one index along dim 0: an integer tensor / array / list (gather),
+    or a boolean mask over the leading dims (the selected rows, in order)."""
+    arr = idx.numpy() if isinstance(idx, Tensor) else np.asarray(idx)
+    if self.ndim == 0:
+        raise IndexError("too many indices for a 0-d tensor")
+    if arr.dtype == np.bool_:
+        k = arr.ndim
+        if tuple(arr.shape) != tuple(self.shape[:k]):
+            raise IndexError("the shape of the mask %s does not match the shape of the indexed tensor %s"
+                             % (tuple(arr.shape), tuple(self.shape)))
+        flat = self.reshape(-1, *self.shape[k:]) if k > 1 else self
+        return _gather_rows(flat, np.flatnonzero(arr.reshape(-1)))
+    if not np.issubdtype(arr.dtype, np.integer):
+        raise IndexError("tensors used as indices must be long, int or bool tensors, got %s" % arr.dtype)
+    return _gather_rows(self, arr.astype(np.int64))
+
+
 def _getitem(self, idx):
-    """Basic indexing: ints, slices (step > 0), None and ... (views, like torch's basic indexing)."""
+    """Basic indexing: ints, slices (step > 0), None and ... (views, like torch's basic indexing); and one
+    integer or boolean tensor (or list / numpy array) index along dim 0 (a copy, with a gradient)."""
+    if isinstance(idx, (Tensor, list, np.ndarray)):
+        return _advanced_index(self, idx)
     out, dim = self, 0
     for i in _index_list(self, idx):
         if i is None:

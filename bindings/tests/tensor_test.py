@@ -285,5 +285,26 @@ def test_t_transposes_at_most_two_dims_like_torch():
         tessel.ones(2, 3, 4).t()
 
 
+def test_advanced_indexing_with_an_integer_or_boolean_tensor_gathers_rows_with_their_gradient():
+    x_np = np.arange(12, dtype=np.float32).reshape(4, 3)
+    x = tessel.tensor(x_np, requires_grad=True)
+    idx = [3, 0, -1, 3]
+    y = x[tessel.tensor(idx)]
+    np.testing.assert_array_equal(y.numpy(), x_np[idx])
+    (y * tessel.from_numpy(np.arange(12, dtype=np.float32).reshape(4, 3))).sum().backward()
+    want = np.zeros_like(x_np)
+    np.add.at(want, idx, np.arange(12, dtype=np.float32).reshape(4, 3))  # repeated rows sum, as torch
+    np.testing.assert_array_equal(x.grad.numpy(), want)
+    d = x.detach()
+    np.testing.assert_array_equal(d[d > 7].numpy(), x_np[x_np > 7])  # a full mask: the selected elements
+    np.testing.assert_array_equal(d[tessel.tensor([True, False, True, False])].numpy(), x_np[[0, 2]])
+    v = tessel.arange(5)
+    assert v[tessel.tensor([[0, 1], [4, 2]])].tolist() == [[0, 1], [4, 2]] and v[[1, 2]].tolist() == [1, 2]
+    with pytest.raises(IndexError, match="index 4 is out of bounds for dimension 0 with size 4"):
+        x[tessel.tensor([4])]
+    with pytest.raises(IndexError, match="must be long, int or bool"):
+        x[tessel.tensor([0.5])]
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
