@@ -114,6 +114,23 @@ def _data_set(self, value):
     self.detach().copy_(value.detach())
 
 
+def _mm(self, other):
+    """torch.mm: 2-D @ 2-D only."""
+    if self.ndim != 2 or other.ndim != 2:
+        raise RuntimeError("mm: expected 2-D tensors, got %d-D and %d-D (matmul broadcasts)" % (self.ndim, other.ndim))
+    return self @ other
+
+
+def _bmm(self, other):
+    """torch.bmm: [b, n, m] @ [b, m, p] only."""
+    if self.ndim != 3 or other.ndim != 3 or self.shape[0] != other.shape[0]:
+        raise RuntimeError("bmm: expected 3-D tensors with the same batch, got shapes %s and %s"
+                           % (tuple(self.shape), tuple(other.shape)))
+    return self @ other
+
+
+Tensor.mm = _mm
+Tensor.bmm = _bmm
 Tensor.max = _max
 Tensor.min = _min
 Tensor.argmax = _argmax
@@ -126,3 +143,17 @@ Tensor.lerp_ = _lerp_
 Tensor.normal_ = _normal_
 Tensor.uniform_ = _uniform_
 Tensor.data = property(_data_get, _data_set)
+
+
+# torch's function forms of the methods: tessel.sum(x, dim) == x.sum(dim), ...
+FUNCTION_FORMS = ("sum", "mean", "mm", "bmm", "transpose", "reshape", "max", "min", "argmax", "argmin", "clamp",
+                  "flatten", "permute", "unsqueeze", "squeeze", "chunk", "split", "norm", "pow", "amax", "neg",
+                  "masked_fill", "narrow", "select", "detach", "clone")
+
+
+def _function_form(name):
+    def fn(input, *args, **kwargs):
+        return getattr(input, name)(*args, **kwargs)
+    fn.__name__ = name
+    fn.__doc__ = "torch.%s(input, ...): input.%s(...)" % (name, name)
+    return fn

@@ -306,5 +306,20 @@ def test_advanced_indexing_with_an_integer_or_boolean_tensor_gathers_rows_with_t
         x[tessel.tensor([0.5])]
 
 
+def test_mm_bmm_and_torchs_function_forms():
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    b = np.arange(12, dtype=np.float32).reshape(3, 4)
+    np.testing.assert_array_equal(tessel.mm(tessel.from_numpy(a), tessel.from_numpy(b)).numpy(), a @ b)
+    np.testing.assert_array_equal(tessel.from_numpy(a).mm(tessel.from_numpy(b)).numpy(), a @ b)
+    x, y = np.ones((2, 2, 3), np.float32), np.ones((2, 3, 5), np.float32)
+    np.testing.assert_array_equal(tessel.bmm(tessel.from_numpy(x), tessel.from_numpy(y)).numpy(), x @ y)
+    with pytest.raises(RuntimeError, match="mm: expected 2-D tensors"):
+        tessel.mm(tessel.from_numpy(x), tessel.from_numpy(y))
+    t = tessel.from_numpy(a)
+    assert tessel.sum(t, 1).tolist() == [3.0, 12.0] and tessel.mean(t).item() == 2.5
+    assert tessel.transpose(t, 0, 1).shape == (3, 2) and tessel.argmax(t).item() == 5
+    assert tessel.max(t, dim=0).values.tolist() == [3.0, 4.0, 5.0]
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
