@@ -12,6 +12,7 @@
 //   def fn(world): mesh = _C.init_device_mesh(world, [world.size], ["dp"]); _C.fully_shard(model, mesh)
 //   _C.run_ranks(2, fn)
 #include <pybind11/functional.h>
+#include <pybind11/chrono.h>
 #include <pybind11/stl.h>
 
 #include <map>
@@ -76,7 +77,9 @@ void BindProcessGroups(py::module_& m) {
       .def_property_readonly("global_ranks", &comm::ProcessGroup::global_ranks,
                              "Global (world) rank of each member, in group-rank order")
       .def_property_readonly("name", &comm::ProcessGroup::name)
-      .def_property_readonly("backend", &comm::ProcessGroup::backend_name);
+      .def_property_readonly("backend", &comm::ProcessGroup::backend_name)
+      .def_property("timeout", &comm::ProcessGroup::timeout, &comm::ProcessGroup::set_timeout,
+                    "Each call's deadline (a datetime.timedelta); groups created from this one inherit it");
   BindCollectives(pg);
   m.def("run_ranks", [](int world_size, const std::function<void(comm::ProcessGroupPtr)>& fn) {
     NoGil([&] {

@@ -305,6 +305,29 @@ def test_warmup_cosine_scheduler_sets_each_groups_lr():
     assert lrs[2] > lrs[3] > lrs[4] > lrs[5] > lrs[6]
 
 
+def test_init_process_group_timeout_is_each_calls_deadline():
+    # torch's init_process_group(timeout=): rank 1 comes 2 s late to an all_reduce; rank 0 raises
+    # TimeoutError after about the 0.3 s given (it used to be ignored: the 300 s default applied).
+    import datetime
+    import time
+    waited = {}
+
+    def rank_fn(world):
+        dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=0.3))
+        assert world.timeout == datetime.timedelta(seconds=0.3)
+        t = tessel.ones(2)
+        if world.rank == 1:
+            time.sleep(2.0)
+            return
+        start = time.monotonic()
+        with pytest.raises(TimeoutError, match="never arrived|timed out"):
+            dist.all_reduce(t)
+        waited[0] = time.monotonic() - start
+
+    tessel.run_ranks(2, rank_fn)
+    assert 0.25 < waited[0] < 1.5
+
+
 def two_group_adamw(net, lr_decay, lr_no_decay):
     """torch's usual decay / no-decay split (weights / biases), each group with its own lr."""
     named = list(net.named_parameters())

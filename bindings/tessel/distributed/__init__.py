@@ -73,7 +73,11 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
                          "under tessel.run_ranks)" % backend)
     if getattr(_local, "world", None) is None:
         _rendezvous_env(init_method, world_size, rank)
+        if timeout is not None and "WORLD_SIZE" in os.environ:  # the gloo rendezvous waits this long too
+            os.environ["TESSEL_COMM_TIMEOUT_MS"] = str(max(1, int(timeout.total_seconds() * 1000)))
     world = _init_world()
+    if timeout is not None:
+        world.timeout = timeout  # every call of the default group, and of groups made from it
     if world_size not in (-1, world.size) or rank not in (-1, world.rank):
         raise ValueError("init_process_group: world_size=%d rank=%d disagree with the launcher's %d / %d"
                          % (world_size, rank, world.size, world.rank))
