@@ -1,7 +1,13 @@
 // comm/process_group.cc — ReduceOp names and the default (unsupported) BatchP2P.
 #include "comm/process_group.h"
 
+#include <cstdint>
+#include <vector>
+
+#include "comm/collective.h"
+#include "comm/tracer.h"
 #include "core/base/error.h"
+#include "core/tensor/factory.h"
 
 namespace tessel::comm {
 
@@ -18,6 +24,37 @@ std::string_view ReduceOpName(ReduceOp op) {
 
 WorkPtr ProcessGroup::BatchP2P(const std::vector<P2POp>& /*ops*/) {
   TESSEL_FAIL(ErrorCode::kUnimplemented, "batch_p2p: the ", backend_name(), " backend does not implement it");
+}
+
+void AgreeOnNewGroup(ProcessGroup& parent, int64_t id, const std::vector<int>& ranks) {
+  const int world = parent.size();
+  if (world == 1) return;
+  uint64_t hash = 1469598103934665603ull;  // FNV-1a over the list
+  for (int r : ranks) hash = (hash ^ static_cast<uint64_t>(r)) * 1099511628211ull;
+  constexpr int64_t kFields = 5;
+  const std::vector<int64_t> mine{id, static_cast<int64_t>(ranks.size()), static_cast<int64_t>(hash >> 1),
+                                  ranks.empty() ? -1 : ranks.front(), ranks.empty() ? -1 : ranks.back()};
+  Tensor all = Empty({world * kFields}, DType::kInt64);
+  try {
+    CommTracerPause pause;
+    parent.AllGather(all, FromVector<int64_t>(mine))->Wait();
+  } catch (const Error& e) {
+    TESSEL_FAIL(e.code(), "new_group #", id, " on ", GroupLabel(parent.name(), parent.global_ranks()),
+                ": the members' agreement exchange failed: ", e.what());
+  }
+  const std::vector<int64_t> v = all.ToVector<int64_t>();
+  auto describe = [&](int r) {
+    const int64_t* f = v.data() + r * kFields;
+    return Str("rank ", r, " (global ", parent.global_ranks()[static_cast<size_t>(r)], ") is at its new_group #", f[0],
+               " with ", f[1], " ranks [", f[3], ", ..., ", f[4], "]");
+  };
+  for (int r = 0; r < world; ++r) {
+    const int64_t* f = v.data() + r * kFields;
+    if (f[0] == mine[0] && f[1] == mine[1] && f[2] == mine[2]) continue;
+    TESSEL_FAIL(ErrorCode::kInvalidArgument, "new_group on ", GroupLabel(parent.name(), parent.global_ranks()),
+                ": the ranks disagree: ", describe(parent.rank()), " but ", describe(r),
+                ". Every rank of the group must call new_group with the same rank list, in the same order");
+  }
 }
 
 }  // namespace tessel::comm

@@ -86,4 +86,12 @@ class ProcessGroup {
 
 using ProcessGroupPtr = std::shared_ptr<ProcessGroup>;
 
+// For NewGroup implementations (CPU backends): one untraced all_gather on `parent` of each rank's
+// (id, size, hash, first, last) of the rank list it passed to its id-th NewGroup. Every parent rank calls
+// NewGroup, so this completes or fails at once: a dead peer is reported by the all_gather (naming it)
+// instead of the new group's rendezvous waiting out the timeout, and ranks that create groups in another
+// order or with other lists raise kInvalidArgument naming both calls, instead of each timing out in a
+// collective on a group the other never joined.
+void AgreeOnNewGroup(ProcessGroup& parent, int64_t id, const std::vector<int>& ranks);
+
 }  // namespace tessel::comm

@@ -33,6 +33,9 @@ CommTracer::~CommTracer() {
   top_tracer = previous_;
 }
 
+CommTracerPause::CommTracerPause() : saved_(top_tracer) { top_tracer = nullptr; }
+CommTracerPause::~CommTracerPause() { top_tracer = saved_; }
+
 int CommTracer::Count(CollectiveKind kind) const {
   int n = 0;
   for (const CollectiveRecord& r : records_) n += r.kind == kind;

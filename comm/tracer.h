@@ -62,4 +62,17 @@ class CommTracer {
   CommTracer* previous_;
 };
 
+// While alive, collectives this thread issues are not recorded by any tracer: the backends' own
+// bookkeeping (new_group's agreement exchange) is not a collective of the user's program.
+class CommTracerPause {
+ public:
+  CommTracerPause();
+  ~CommTracerPause();
+  CommTracerPause(const CommTracerPause&) = delete;
+  CommTracerPause& operator=(const CommTracerPause&) = delete;
+
+ private:
+  CommTracer* saved_;
+};
+
 }  // namespace tessel::comm

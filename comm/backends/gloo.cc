@@ -580,7 +580,8 @@ std::shared_ptr<ProcessGroup> GlooProcessGroup::NewGroup(const std::vector<int>&
     rank_list += Str(i == 0 ? "" : ",", r);
     if (r == rank_) my_index = static_cast<int>(i);
   }
-  const int64_t id = next_group_id_++;  // every member calls NewGroup in the same order
+  const int64_t id = next_group_id_++;  // every member calls NewGroup in the same order (checked here)
+  AgreeOnNewGroup(*this, id, ranks);
   if (my_index < 0) return nullptr;
   auto group = std::make_shared<GlooProcessGroup>(store_, device_, Str(prefix_, "g", id, "[", rank_list, "]/"),
                                                   my_index, globals, num_threads_, timeout(), monitor_);

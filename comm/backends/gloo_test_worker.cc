@@ -312,8 +312,15 @@ TEST(GlooTest, PeerProcessThatExitedFailsTheNextBarrierAtOnceNamingIt) {
   std::vector<int> all;
   for (int j = 0; j < pg.size(); ++j) all.push_back(j);
   ProcessGroupPtr p2p = pg.NewGroup(all);  // p2p gets a group of its own: the barrier's failure breaks the world
+  ProcessGroupPtr spare = pg.NewGroup(all);  // and new_group after the death (a mesh built after a failure)
   pg.Barrier()->Wait();
   if (pg.rank() == last) std::_Exit(0);  // no destructor, no goodbye: like a crash after a clean step
+  // new_group's agreement exchange names the dead rank at once (its store rendezvous waited the timeout).
+  const auto group_start = Clock::now();
+  ExpectErrorContains([&] { spare->NewGroup(all); }, ErrorCode::kAborted,
+                      {"new_group #0 on group '", "agreement exchange failed",
+                       Str("the connection to rank(s) ", last, " (global ", last, ") closed")});
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - group_start).count(), 15.0);
   const auto start = Clock::now();
   ExpectErrorContains([&] { pg.Barrier()->Wait(); }, ErrorCode::kAborted,
                       {"barrier #", Str("the connection to rank(s) ", last, " (global ", last, ") closed")});

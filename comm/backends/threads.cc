@@ -228,7 +228,8 @@ std::shared_ptr<ProcessGroup> ThreadsProcessGroup::NewGroup(const std::vector<in
     rank_list += Str(i == 0 ? "" : ",", r);
     if (r == rank_) my_index = static_cast<int>(i);
   }
-  const int64_t id = next_group_id_++;  // every member calls NewGroup in the same order
+  const int64_t id = next_group_id_++;  // every member calls NewGroup in the same order (checked here)
+  AgreeOnNewGroup(*this, id, ranks);
   if (my_index < 0) return nullptr;
   const std::string key = Str(rendezvous_->key(), "/", id, "[", rank_list, "]");
   const auto& world = rendezvous_->world();

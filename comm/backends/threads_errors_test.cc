@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "comm/backends/threads.h"
+#include "comm/tracer.h"
 #include "core/base/error.h"
 #include "core/tensor/factory.h"
 #include "core/base/testing/expect_error.h"
@@ -292,6 +293,42 @@ TEST(ThreadsErrorsTest, RunRanksWithRestartsRethrowsTheLastAttemptsErrorWhenOutO
 
 // Rank 0 all-reduces on a sub-group while rank 1 all-reduces on the world: each waits for a call the other
 // will never issue. Both raise the same kAborted naming both calls, groups and ranks, long before the timeout.
+// Ranks that create groups in different orders (or with different lists) raise at the new_group itself,
+// naming both calls, instead of each timing out in a collective on a group the other never joined.
+TEST(ThreadsErrorsTest, NewGroupsCreatedInDifferentOrdersRaiseAtOnceNamingBothCalls) {
+  std::vector<std::string> messages(2);
+  RunRanksOptions options;
+  options.timeout = std::chrono::seconds(120);
+  const auto start = Clock::now();
+  RunRanks(3, [&](ProcessGroupPtr pg) {
+    try {
+      if (pg->rank() == 0) {
+        pg->NewGroup({0, 1});
+      } else {
+        pg->NewGroup({1, 2});
+      }
+      ADD_FAILURE() << "rank " << pg->rank() << ": the disagreement was not detected";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+      if (pg->rank() < 2) messages[static_cast<size_t>(pg->rank())] = e.what();
+    }
+  }, options);
+  EXPECT_LT(Seconds(start), 10.0);
+  for (const std::string& m : messages) {
+    for (const char* fragment : {"new_group on group 'world' (global ranks [0, 1, 2]): the ranks disagree",
+                                 "is at its new_group #0 with 2 ranks [0, ..., 1]",
+                                 "is at its new_group #0 with 2 ranks [1, ..., 2]"}) {
+      EXPECT_NE(m.find(fragment), std::string::npos) << m;
+    }
+  }
+  // The tracer does not count the agreement: it is not a collective of the program.
+  RunRanks(2, [&](ProcessGroupPtr pg) {
+    CommTracer tracer;
+    ProcessGroupPtr sub = pg->NewGroup({0, 1});
+    EXPECT_EQ(tracer.Total(), 0) << tracer.Summary();
+  });
+}
+
 TEST(ThreadsErrorsTest, CollectivesOnDifferentGroupsRaiseADeadlockOnBothRanksWellBeforeTheTimeout) {
   std::vector<std::string> messages(2);
   std::vector<double> seconds(2);
@@ -314,7 +351,8 @@ TEST(ThreadsErrorsTest, CollectivesOnDifferentGroupsRaiseADeadlockOnBothRanksWel
     for (const char* fragment :
          {"deadlock: ", "rank 0 waits in all_reduce #0 (16 B, float32, sum) on group 'world.0' (global ranks [0, 1]) "
                         "for rank 1, which has not issued it",
-          "rank 1 waits in all_reduce #0 (16 B, float32, sum) on group 'world' (global ranks [0, 1]) for rank 0",
+          // #1: the world's call #0 was new_group's agreement exchange (comm/process_group.h).
+          "rank 1 waits in all_reduce #1 (16 B, float32, sum) on group 'world' (global ranks [0, 1]) for rank 0",
           "issued collectives on different groups in different orders"}) {
       EXPECT_NE(messages[r].find(fragment), std::string::npos) << "rank " << r << ": " << messages[r];
     }

@@ -133,6 +133,18 @@ std::vector<double> Tensor::ToDoubleVector() const {
   return std::vector<double>(p, p + c.numel());
 }
 
+std::vector<int64_t> Tensor::ToInt64Vector() const {
+  if (impl_ != nullptr && impl_->is_distributed()) {
+    const Tensor full = impl_->MaterializeFull(*this);
+    TESSEL_INTERNAL_ASSERT(!full.impl()->is_distributed(), impl_->KindName(), " does not implement MaterializeFull");
+    return full.ToInt64Vector();
+  }
+  Tensor c = Empty(sizes(), DType::kInt64, Device::Cpu(device().is_cpu() ? device().index : 0));
+  CopyInto(c, *this);
+  const int64_t* p = c.data_ptr<int64_t>();
+  return std::vector<int64_t>(p, p + c.numel());
+}
+
 bool Tensor::requires_grad() const {
   const AutogradMeta* m = Impl(impl_).autograd_meta();
   return m != nullptr && m->requires_grad;

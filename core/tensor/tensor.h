@@ -19,6 +19,7 @@
 #include <memory>
 #include <ostream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/tensor/device.h"
@@ -71,10 +72,16 @@ class Tensor {
   // All values in row-major order, converted to T (copies; works for any strides and dtype).
   template <typename T>
   std::vector<T> ToVector() const {
-    std::vector<double> v = ToDoubleVector();
-    return std::vector<T>(v.begin(), v.end());
+    if constexpr (std::is_integral_v<T>) {  // exact for every int64 (a double holds 53 bits)
+      std::vector<int64_t> v = ToInt64Vector();
+      return std::vector<T>(v.begin(), v.end());
+    } else {
+      std::vector<double> v = ToDoubleVector();
+      return std::vector<T>(v.begin(), v.end());
+    }
   }
   std::vector<double> ToDoubleVector() const;
+  std::vector<int64_t> ToInt64Vector() const;
 
   // Autograd state (core/autograd gives it meaning).
   bool requires_grad() const;

@@ -41,6 +41,14 @@ TEST(TensorTest, CopyIntoConvertsDtypesAndStrides) {
   EXPECT_EQ(b.ToVector<int>(), (std::vector<int>(6, 1)));
 }
 
+// Integers above 2^53 read back exactly (they went through doubles: 2^62 + 1 read 2^62).
+TEST(TensorTest, ToVectorOfIntegersIsExactForEveryInt64) {
+  const std::vector<int64_t> big{(int64_t{1} << 62) + 1, -((int64_t{1} << 62) + 3), 5563223723724791344};
+  EXPECT_EQ(FromVector<int64_t>(big).ToVector<int64_t>(), big);
+  EXPECT_EQ(FromVector<int32_t>({2147483647, -7}).ToVector<int32_t>(), (std::vector<int32_t>{2147483647, -7}));
+  EXPECT_EQ(FromVector<float>({1.5f, -2.0f}).ToVector<float>(), (std::vector<float>{1.5f, -2.0f}));
+}
+
 TEST(TensorTest, CopyIntoBroadcastsAndRejectsBadShapes) {
   Tensor dst = Zeros({2, 3});
   CopyInto(dst, FromVector<float>({1, 2, 3}, {3}));
