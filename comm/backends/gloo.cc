@@ -314,6 +314,7 @@ class GlooProcessGroup final : public ProcessGroup {
                              std::vector<bool> came, const std::vector<std::string>& failed);
   void RunP2P(const std::vector<P2POp>& ops, const std::string& label, milliseconds timeout);
   [[noreturn]] void Break(ErrorCode code, const std::string& message);
+  std::string VerdictKey(int64_t seq) const { return Str(prefix_, "timeout/", seq); }
   [[noreturn]] void FailP2P(const std::exception& e, const std::vector<P2POp>& ops, size_t current,
                             const std::string& label, milliseconds timeout, Clock::time_point deadline);
   std::string P2PName(const P2POp& op) const;
@@ -458,8 +459,30 @@ void GlooProcessGroup::ReportExchangeFailure(const CollectiveDesc& d, const std:
       }
       if (!came[k]) missing += Str(missing.empty() ? "" : ", ", peers[k], " (global ", global_ranks_[peers[k]], ")");
     }
-    Break(ErrorCode::kDeadlineExceeded, Str(DescribeCall(d, false), " on ", label, " timed out after ", timeout.count(),
-                                            " ms: rank(s) ", missing, " never arrived"));
+    const std::string verdict = Str(DescribeCall(d, false), " on ", label, " timed out after ", timeout.count(),
+                                    " ms on rank ", rank_, " (global ", global_ranks_[rank_], "): rank(s) ", missing,
+                                    " never arrived");
+    // For the late ranks: Gloo closes the pairs of a timed-out wait, so a rank arriving afterwards sees a
+    // closed connection and would report this live rank as exited or died (a read-only review's finding).
+    try {
+      store_->Set(VerdictKey(d.seq), std::vector<char>(verdict.begin(), verdict.end()));
+    } catch (const std::exception&) {  // best effort: the store's host may be the one that is gone
+    }
+    Break(ErrorCode::kDeadlineExceeded, verdict);
+  }
+  // A peer that timed out waiting for this rank left its verdict in the store before closing.
+  std::string verdict;
+  try {
+    if (store_->Check(VerdictKey(d.seq))) {
+      const std::vector<char> v = store_->Get(VerdictKey(d.seq), milliseconds(1000));
+      verdict.assign(v.begin(), v.end());
+    }
+  } catch (const std::exception&) {
+  }
+  if (!verdict.empty()) {
+    Break(ErrorCode::kDeadlineExceeded, Str(DescribeCall(d, false), " on ", label, " came too late: rank(s) ", closed,
+                                            " gave up waiting for this rank and closed the connection (", verdict,
+                                            ")"));
   }
   Break(ErrorCode::kAborted, Str(DescribeCall(d, false), " on ", label, " failed: the connection to rank(s) ", closed,
                                  " closed (the process exited or died): ", first_error));

@@ -259,6 +259,11 @@ TEST(GlooTest, MissingProcessRaisesDeadlineExceededNamingIt) {
     // Busy elsewhere, not blocked in a collective (waiting in the world barrier at once would be a
     // deadlock across groups, reported as such before the timeout: the next test).
     std::this_thread::sleep_for(milliseconds(1500));
+    // Then late: the peers gave up and Gloo closed their pairs; the verdict they left in the store says
+    // so (it read "the process exited or died" for live peers).
+    ExpectErrorContains([&] { sub->AllReduce(Zeros({4}), ReduceOp::kSum)->Wait(); }, ErrorCode::kDeadlineExceeded,
+                        {"came too late", "gave up waiting for this rank and closed the connection",
+                         Str("never arrived")});
   }
   pg.Barrier()->Wait();  // the world group is unaffected
 }
