@@ -366,6 +366,13 @@ void GlooProcessGroup::RunChecked(const CollectiveDesc& d, const std::string& la
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
+    // Gloo's own deadline (a peer stuck, or dead while its data was in flight, comm/README.md) is a
+    // timeout: kDeadlineExceeded (Python's TimeoutError), not kAborted.
+    if (std::string_view(e.what()).find("Timed out") != std::string_view::npos) {
+      Break(ErrorCode::kDeadlineExceeded, Str(DescribeCall(d, false), " on ", label, " timed out after ",
+                                              timeout.count(), " ms inside gloo (a peer is stuck, or died while the "
+                                              "data was in flight): ", e.what()));
+    }
     Break(ErrorCode::kAborted, Str(DescribeCall(d, false), " on ", label,
                                    " failed in gloo (a peer process died or the network failed): ", e.what()));
   }
@@ -572,7 +579,9 @@ void GlooProcessGroup::FailP2P(const std::exception& e, const std::vector<P2POp>
   const std::string what = current < ops.size() ? P2PName(ops[current]) : "a p2p op";
   if (Clock::now() >= deadline) {
     Break(ErrorCode::kDeadlineExceeded,
-          Str("p2p on ", label, " timed out after ", timeout.count(), " ms: no matching peer call for ", what));
+          Str("p2p on ", label, " timed out after ", timeout.count(), " ms: ", what,
+              " did not complete (the peer never posted the matching call, is stuck, or died while the data was in "
+              "flight)"));
   }
   if (dynamic_cast<const gloo::IoException*>(&e) != nullptr && current < ops.size()) {
     // Gloo fails a pair's pending operations when its connection closes: as in the collectives, say so
