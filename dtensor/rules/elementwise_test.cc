@@ -21,8 +21,9 @@ struct Pair {
   const char* a;
   const char* b;
 };
-const std::vector<Pair> kPairs = {{"S(0)", "S(0)"}, {"S(0)", "R"}, {"R", "S(1)"},        {"S(1)", "S(0)"},
-                                  {"P(sum)", "R"},  {"R", "R"},    {"P(sum)", "P(sum)"}, {"P(avg)", "S(0)"}};
+const std::vector<Pair> kPairs = {{"S(0)", "S(0)"},     {"S(0)", "R"},        {"R", "S(1)"},        {"S(1)", "S(0)"},
+                                  {"P(sum)", "R"},      {"R", "R"},           {"P(sum)", "P(sum)"}, {"P(avg)", "S(0)"},
+                                  {"P(avg)", "P(sum)"}, {"P(sum)", "P(avg)"}, {"P(max)", "P(avg)"}};
 
 TEST(ElementwiseRulesTest, BinaryOpsMatchDenseForEveryLayoutPair) {
   const std::vector<std::function<Tensor(const TensorList&)>> ops = {
@@ -83,6 +84,23 @@ TEST(ElementwiseRulesTest, PartialLinearityKeepsPartialWithoutCommunication) {
     EXPECT_EQ(CommOf([&] { out = DTensor(Neg(m)); }), "");  // -max = min(-x)
     EXPECT_EQ(out.placements(), ParsePlacements("P(min)"));
     testing::ExpectClose(out.FullTensor().ToDoubleVector(), Neg(a_full).ToDoubleVector(), 0, "neg");
+  });
+}
+
+// Partial operands of different ops (torch: P(avg) + P(sum) is P(avg)): the lead keeps its op, the other
+// operand is all-reduced; this raised "no legal sharding strategy" (every row asked for one op).
+TEST(ElementwiseRulesTest, PartialsOfDifferentOpsReplicateTheOtherOperand) {
+  OnMesh1D(4, [](const DeviceMesh& mesh) {
+    const Tensor a_full = Values({6, 2}), b_full = Values({6, 2}, DType::kFloat64, 1);
+    DTensor avg = testing::MakeInput(a_full, mesh, ParsePlacements("P(avg)"), false).dt;
+    DTensor sum = testing::MakeInput(b_full, mesh, ParsePlacements("P(sum)"), false).dt;
+    DTensor out;
+    EXPECT_EQ(CommOf([&] { out = DTensor(Add(avg, sum)); }), "all_reduce(x) x1");
+    EXPECT_EQ(out.placements(), ParsePlacements("P(avg)"));
+    testing::ExpectClose(out.FullTensor().ToDoubleVector(), Add(a_full, b_full).ToDoubleVector(), 1e-6, "avg + sum");
+    EXPECT_EQ(CommOf([&] { out = DTensor(Sub(sum, avg)); }), "all_reduce(x) x1");  // P(sum) has no "SSR" row
+    EXPECT_EQ(out.placements(), ParsePlacements("P(avg)"));
+    testing::ExpectClose(out.FullTensor().ToDoubleVector(), Sub(b_full, a_full).ToDoubleVector(), 1e-6, "sum - avg");
   });
 }
 

@@ -110,11 +110,29 @@ struct Follow {
           }
         }
       } else if (IsPartial(p)) {
-        for (std::string_view row : rows) {
-          if (row[static_cast<size_t>(1 + lead)] != LetterOf(p)) continue;
-          out[a] = FromLetter(row[0]);
-          for (int j = 0; j < n; ++j) in[static_cast<size_t>(j)][a] = FromLetter(row[static_cast<size_t>(1 + j)]);
-          break;
+        // The first row for the lead's op whose other Partial inputs keep their op or become Replicate (a
+        // pending reduction cannot change its op: P(avg) + P(sum) takes "AAR", all-reducing the P(sum)
+        // operand, where "AAA" alone left no legal candidate); else the first row for the lead's op.
+        auto reachable = [&](std::string_view row) {
+          for (int j = 0; j < n; ++j) {
+            if (j == lead || !call.defined(j)) continue;
+            const Placement q = call.spec(j).placement(a);
+            const char want = row[static_cast<size_t>(1 + j)];
+            if (IsPartial(q) && want != 'R' && want != LetterOf(q)) return false;
+          }
+          return true;
+        };
+        std::string_view chosen;
+        for (int pass = 0; pass < 2 && chosen.empty(); ++pass) {
+          for (std::string_view row : rows) {
+            if (row[static_cast<size_t>(1 + lead)] != LetterOf(p) || (pass == 0 && !reachable(row))) continue;
+            chosen = row;
+            break;
+          }
+        }
+        if (!chosen.empty()) {
+          out[a] = FromLetter(chosen[0]);
+          for (int j = 0; j < n; ++j) in[static_cast<size_t>(j)][a] = FromLetter(chosen[static_cast<size_t>(1 + j)]);
         }
       }
     }
