@@ -258,12 +258,17 @@ void BindLayers(py::module_& m) {
           py::arg("generator") = nullptr, py::arg("init_std") = 0.02);
   py::class_<nn::LayerNorm, Module, std::unique_ptr<nn::LayerNorm>> ln(m, "LayerNorm", py::dynamic_attr());
   ln.def(py::init([](int64_t dim, double eps, bool affine, bool bias, DType dtype) {
-           TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, bias || !affine,
-                             "LayerNorm: elementwise_affine=True with bias=False is not supported");
-           return std::make_unique<nn::LayerNorm>(dim, eps, affine, dtype);
+           return std::make_unique<nn::LayerNorm>(dim, eps, affine, dtype, bias);
          }),
          py::arg("normalized_shape"), py::arg("eps") = 1e-5, py::arg("elementwise_affine") = true,
          py::arg("bias") = true, py::kw_only(), py::arg("dtype") = DType::kFloat32);
+  // As Linear's: None without one (bias=False or elementwise_affine=False), as torch's.
+  for (const char* name : {"weight", "bias"}) {
+    ln.def_property_readonly(name, [name](const nn::LayerNorm& self) -> py::object {
+      if (!self.HasParam(name)) return py::none();
+      return py::module_::import("tessel.nn.modules").attr("_as_parameter")(self.Param(name), name);
+    });
+  }
   py::class_<nn::RMSNorm, Module, std::unique_ptr<nn::RMSNorm>> rms(m, "RMSNorm", py::dynamic_attr());
   rms.def(py::init([](int64_t dim, std::optional<double> eps, DType dtype) {
             // torch: eps=None is finfo(dtype).eps (1.2e-7 in float32), not 1e-6: 38% apart on small inputs.

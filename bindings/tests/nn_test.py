@@ -346,6 +346,21 @@ def test_torch_idioms_argmax_max_values_in_place_scalars_data_and_losses():
     assert nn.MSELoss(reduction="sum")(x, tessel.ones(2, 3)).item() == pytest.approx(((x_np - 1) ** 2).sum())
 
 
+def test_layer_norm_without_bias_matches_numpy_and_has_no_bias_parameter():
+    x_np = np.random.default_rng(0).standard_normal((3, 5)).astype(np.float32)
+    ln = nn.LayerNorm(5, bias=False)
+    assert ln.bias is None and [n for n, _ in ln.named_parameters()] == ["weight"]
+    with tessel.no_grad():
+        ln.weight.copy_(tessel.from_numpy(np.arange(1, 6, dtype=np.float32)))
+    x = tessel.from_numpy(x_np).requires_grad_()
+    y = ln(x)
+    norm = (x_np - x_np.mean(1, keepdims=True)) / np.sqrt(x_np.var(1, keepdims=True) + 1e-5)
+    np.testing.assert_allclose(y.numpy(), norm * np.arange(1, 6), rtol=1e-5, atol=1e-5)
+    y.sum().backward()
+    np.testing.assert_allclose(ln.weight.grad.numpy(), norm.sum(0), rtol=1e-5, atol=1e-5)
+    assert nn.LayerNorm(5, elementwise_affine=False).weight is None
+
+
 def test_nn_init_draws_tessels_stream_with_torchs_bounds():
     w = nn.Parameter(tessel.zeros(6, 4))
     tessel.manual_seed(3)

@@ -38,16 +38,14 @@ Embedding::Embedding(int64_t num_embeddings, int64_t dim, Generator& gen, double
 
 TensorList Embedding::Forward(const TensorList& in) { return {tessel::Embedding(Param("weight"), in.at(0))}; }
 
-LayerNorm::LayerNorm(int64_t dim, double eps, bool affine, DType dtype)
-    : Module("LayerNorm"), eps_(eps), affine_(affine) {
-  if (affine) {
-    RegisterParameter("weight", Ones({dim}, dtype));
-    RegisterParameter("bias", Zeros({dim}, dtype));
-  }
+LayerNorm::LayerNorm(int64_t dim, double eps, bool affine, DType dtype, bool bias)
+    : Module("LayerNorm"), eps_(eps), affine_(affine), bias_(affine && bias) {
+  if (affine) RegisterParameter("weight", Ones({dim}, dtype));
+  if (bias_) RegisterParameter("bias", Zeros({dim}, dtype));
 }
 
 TensorList LayerNorm::Forward(const TensorList& in) {
-  return {tessel::LayerNorm(in.at(0), affine_ ? Param("weight") : Tensor(), affine_ ? Param("bias") : Tensor(), eps_)};
+  return {tessel::LayerNorm(in.at(0), affine_ ? Param("weight") : Tensor(), bias_ ? Param("bias") : Tensor(), eps_)};
 }
 
 RMSNorm::RMSNorm(int64_t dim, double eps, DType dtype) : Module("RMSNorm"), eps_(eps) {

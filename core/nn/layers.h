@@ -50,12 +50,14 @@ class Embedding final : public Module {
 
 class LayerNorm final : public Module {
  public:
-  explicit LayerNorm(int64_t dim, double eps = 1e-5, bool affine = true, DType dtype = DType::kFloat32);
+  // `bias` false (torch's LayerNorm(bias=False)): a weight only.
+  explicit LayerNorm(int64_t dim, double eps = 1e-5, bool affine = true, DType dtype = DType::kFloat32,
+                     bool bias = true);
   TensorList Forward(const TensorList& inputs) override;
 
  private:
   double eps_;
-  bool affine_;
+  bool affine_, bias_;
 };
 
 class RMSNorm final : public Module {
