@@ -13,6 +13,7 @@
 #include "bindings/bind.h"
 #include "checkpoint/load.h"
 #include "checkpoint/save.h"
+#include "checkpoint/metadata.h"
 #include "checkpoint/state_dict.h"
 #include "core/nn/module.h"
 #include "core/optim/optimizer.h"
@@ -83,6 +84,18 @@ void BindCheckpoint(py::module_& m) {
   m.def("_dcp_save", [](const checkpoint::StateDict& sd, const std::string& dir, const comm::ProcessGroupPtr& world) {
     NoGil([&] { checkpoint::Save(sd, dir, world); });
   }, py::arg("state_dict"), py::arg("dir"), py::arg("world") = nullptr);
+  // The kind of every non-tensor entry of DIR ("bytes", "int64", "float64", "string"): DCP's load takes such
+  // values from the checkpoint whatever the state dict held (tessel/distributed/checkpoint/__init__.py).
+  m.def("_dcp_value_kinds", [](const std::string& dir) {
+    RequireDirectory(dir);
+    const checkpoint::Metadata md = NoGil([&] { return checkpoint::ReadMetadata(dir); });
+    std::map<std::string, std::string> kinds;
+    for (const auto& [key, range] : md.bytes) kinds[key] = "bytes";
+    for (const auto& [key, v] : md.values) {
+      kinds[key] = std::holds_alternative<int64_t>(v) ? "int64" : std::holds_alternative<double>(v) ? "float64" : "string";
+    }
+    return kinds;
+  }, py::arg("dir"));
   m.def("_dcp_load", [](checkpoint::StateDict sd, const std::string& dir, bool strict, bool allow_unexpected_keys) {
     RequireDirectory(dir);
     // DCP's semantics: the checkpoint may hold more than the state dict (a model-only state dict from a

@@ -380,6 +380,35 @@ def test_an_optimizer_with_two_parameter_groups_checkpoints_and_resumes_exactly(
             assert got[(True, how, rank)] == got[(False, "ref", rank)], how
 
 
+def test_dcp_keeps_bools_big_ints_lists_none_and_rng_states_and_refuses_colliding_keys(tmp_path):
+    rng = np.random.default_rng(5)
+    rng.standard_normal(3)
+    state = {"flag": True, "off": False, "big": 2 ** 64 - 1, "neg": -2 ** 63 - 1, "groups": [{"lr": 0.1}, (1, 2)],
+             "none": None, "rng": rng.bit_generator.state, "n": 7, "w": tessel.ones(2)}
+    want_draws = rng.standard_normal(3)
+    dcp.save(state, checkpoint_id=str(tmp_path / "values"))
+    fresh = np.random.default_rng(0)
+    back = {"flag": False, "off": True, "big": 0, "neg": 0, "groups": [], "none": 1, "rng": fresh.bit_generator.state,
+            "n": 0, "w": tessel.zeros(2)}
+    dcp.load(back, checkpoint_id=str(tmp_path / "values"))
+    assert back["flag"] is True and back["off"] is False and back["n"] == 7
+    assert back["big"] == 2 ** 64 - 1 and back["neg"] == -2 ** 63 - 1  # were rounded through float64
+    assert back["groups"] == [{"lr": 0.1}, (1, 2)] and back["none"] is None and back["w"].tolist() == [1.0, 1.0]
+    fresh.bit_generator.state = back["rng"]
+    np.testing.assert_array_equal(fresh.standard_normal(3), want_draws)
+    # A key the checkpoint lacks keeps its value under strict=False (it was rewritten: True became 1).
+    extra = {"flag": False, "absent": True}
+    dcp.load(extra, checkpoint_id=str(tmp_path / "values"), strict=False)
+    assert extra == {"flag": True, "absent": True} and extra["absent"] is True
+    with pytest.raises(ValueError, match="duplicated flatten key layers.0.w"):
+        dcp.save({"layers.0": {"w": tessel.ones(2)}, "layers": {"0": {"w": tessel.ones(2)}}},
+                 checkpoint_id=str(tmp_path / "collide"))
+    with pytest.raises(ValueError, match="duplicated flatten key a.0"):
+        dcp.save({"a": {0: 1, "0": 2}}, checkpoint_id=str(tmp_path / "collide2"))
+    with pytest.raises(TypeError, match="'fn' is a function"):
+        dcp.save({"fn": lambda: 0}, checkpoint_id=str(tmp_path / "unpicklable"))
+
+
 def test_dcp_checkpoint_saved_on_two_ranks_loads_into_one(tmp_path):
     ckpt = str(tmp_path / "dcp")
     saved = {}
