@@ -244,7 +244,9 @@ TensorList DivBackward(const BackwardContext& c) {
   const Tensor& b = c.inputs[1];
   Tensor ga, gb;
   if (c.needs_input_grad[0]) ga = Reduce(Div(g, b), a);
-  if (c.needs_input_grad[1]) gb = Reduce(MulScalar(Div(Mul(g, a), Mul(b, b)), -1.0), b);
+  // d(a/b)/db = -(a/b)/b, as torch: -(g·a)/(b·b) overflowed or underflowed in b·b (fp16 divisors > 256 gave
+  // 0, float32 a = b = 1e-30 gave -inf).
+  if (c.needs_input_grad[1]) gb = Reduce(MulScalar(Div(Mul(g, Div(a, b)), b), -1.0), b);
   return {ga, gb};
 }
 

@@ -6,6 +6,8 @@
 #include "core/autograd/grad_mode.h"
 #include "core/base/error.h"
 #include "core/base/testing/expect_error.h"
+#include "core/ops/reduction.h"
+#include "core/ops/unary.h"
 #include "core/ops/testing/gradcheck.h"
 #include "core/tensor/factory.h"
 
@@ -85,6 +87,23 @@ TEST(ElementwiseTest, BackwardMatchesFiniteDifferences) {
   ExpectGradcheck([](const TensorList& in) { return MulScalar(AddScalar(in[0], 2.0), -3.0); }, {a});
   ExpectGradcheck([](const TensorList& in) { return SumToSize(in[0], std::vector<int64_t>{3, 1}); }, {a});
   ExpectGradcheck([](const TensorList& in) { return Clone(in[0]); }, {a});
+}
+
+// d(a/b)/db = -(a/b)/b: the old -(g·a)/(b·b) overflowed or underflowed in b·b (fp16 b = 300 gave 0,
+// float32 a = b = 1e-30 gave -inf; torch's -2.2e-5 and -1e30).
+TEST(ElementwiseTest, DivisionGradientOfTheDivisorAvoidsSquaringIt) {
+  Tensor a = FromVector<float>({2.0f, 1e-30f, 1e30f});
+  Tensor b = FromVector<float>({300.0f, 1e-30f, 1e30f});
+  b.set_requires_grad(true);
+  Backward(Sum(Div(a, b)));
+  const std::vector<double> g = b.grad().ToDoubleVector();
+  EXPECT_NEAR(g[0], -2.0 / 90000.0, 1e-6 * 2.0 / 90000.0);
+  EXPECT_NEAR(g[1], -1e30, 1e-6 * 1e30);
+  EXPECT_NEAR(g[2], -1e-30, 1e-6 * 1e-30);
+  Tensor h = Cast(FromVector<float>({300.0f}), DType::kFloat16);
+  h.set_requires_grad(true);
+  Backward(Sum(Div(Cast(FromVector<float>({2.0f}), DType::kFloat16), h)));
+  EXPECT_NEAR(h.grad().ToDoubleVector()[0], -2.0 / 90000.0, 2e-3 * 2.0 / 90000.0);  // 0 before
 }
 
 TEST(ElementwiseTest, GradAccumulatesAcrossUsesAndBackwardCalls) {

@@ -87,10 +87,12 @@ void ExpInto(const C* x, C offset, C* y, int64_t n) {
 // y[0, n) = sqrt(x[0, n)), or 1 / sqrt(x[0, n)) when `inverse`.
 template <typename C>
 void SqrtInto(const C* x, C* y, int64_t n, bool inverse) {
-  // float: +inf, and [-0, smallest normal) where the fast sqrt flushes; double's sqrt is exact.
+  // float: +inf, and (-smallest normal, smallest normal) where the fast sqrt flushes (a negative subnormal
+  // read as -0: sqrt inf / rsqrt 0 instead of NaN); double's sqrt is exact.
   const auto affected = [](C v) {  // branch-free (bitwise operators), so Any vectorizes
     if constexpr (std::is_same_v<C, float>) {
-      return (v == std::numeric_limits<C>::infinity()) | ((v >= C(0)) & (v < std::numeric_limits<C>::min()));
+      return (v == std::numeric_limits<C>::infinity()) | ((v > -std::numeric_limits<C>::min()) &
+                                                          (v < std::numeric_limits<C>::min()));
     } else {
       return v == std::numeric_limits<C>::infinity();
     }

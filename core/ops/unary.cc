@@ -222,9 +222,10 @@ void ApplyBackwardBlock(const C* gp, const C* tp, C* dp, int64_t n, const UParam
     for (int64_t i = 0; i < n; ++i) dp[i] = tp[i] <= th ? C(0) : gp[i];
   } else if constexpr (kOp == B::kAbs) {  // grad * sgn(x)
     for (int64_t i = 0; i < n; ++i) dp[i] = gp[i] * static_cast<C>((tp[i] > C(0)) - (tp[i] < C(0)));
-  } else if constexpr (kOp == B::kClamp) {  // passes where lo <= x <= hi
+  } else if constexpr (kOp == B::kClamp) {  // torch 2.15 (scalar bounds): passes where lo < x < hi; 0 at a bound
     const C lo = static_cast<C>(p.lo), hi = static_cast<C>(p.hi);
-    for (int64_t i = 0; i < n; ++i) dp[i] = (tp[i] >= lo && tp[i] <= hi) ? gp[i] : C(0);
+    const bool has_lo = !std::isinf(p.lo), has_hi = !std::isinf(p.hi);
+    for (int64_t i = 0; i < n; ++i) dp[i] = ((!has_lo || tp[i] > lo) && (!has_hi || tp[i] < hi)) ? gp[i] : C(0);
   } else if constexpr (kOp == B::kSilu) {
     BlockArray<C> s = (C(1) + (-t).exp()).inverse();
     d = g * s * (C(1) + t * (C(1) - s));

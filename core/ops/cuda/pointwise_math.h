@@ -65,7 +65,8 @@ TESSEL_HOST_DEVICE inline float ApplyPointwiseGrad(PointwiseGradOp op, float g, 
     case PointwiseGradOp::kSigmoid: return g * t * (1.0f - t);
     case PointwiseGradOp::kThreshold: return t <= p.lo ? 0.0f : g;
     case PointwiseGradOp::kAbs: return g * static_cast<float>((t > 0.0f) - (t < 0.0f));
-    case PointwiseGradOp::kClamp: return (t >= p.lo && t <= p.hi) ? g : 0.0f;
+    case PointwiseGradOp::kClamp:  // torch 2.15: 0 at a bound; an absent bound is +-inf and passes
+      return ((p.lo == -HUGE_VALF || t > p.lo) && (p.hi == HUGE_VALF || t < p.hi)) ? g : 0.0f;
     case PointwiseGradOp::kSilu: {
       const float s = 1.0f / (1.0f + expf(-t));
       return g * s * (1.0f + t * (1.0f - s));
