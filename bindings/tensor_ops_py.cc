@@ -159,11 +159,21 @@ void BindComparisons(py::class_<Tensor>& c) {
     return Where(strict, Scalar(1, DType::kBool), Eq(a, b));
   };
   // The scalar as a 0-d tensor of `a`'s dtype, or of float32 with `a` promoted when the scalar is a float.
+  // A bool tensor against an int scalar compares as int64 (torch: tensor([True]) == 2 is False; the scalar
+  // was cast to bool first), and an int64 scalar is taken exactly (through a double, 2^62 == 2^62 + 1).
   auto operands = [](const Tensor& a, const py::object& v) -> std::pair<Tensor, Tensor> {
     if (PyFloat_Check(v.ptr()) && !IsFloating(a.dtype())) {
       return {Cast(a, DType::kFloat32), Scalar(v.cast<double>(), DType::kFloat32)};
     }
-    return {a, ScalarLike(a, v.cast<double>())};
+    const bool is_int = PyLong_Check(v.ptr()) && !PyBool_Check(v.ptr());
+    const Tensor x = is_int && a.dtype() == DType::kBool ? Cast(a, DType::kInt64) : a;
+    if (is_int && x.dtype() == DType::kInt64) {
+      const Device d = CurrentDevice();  // where ScalarLike puts its scalars
+      Tensor s = Empty({}, DType::kInt64, d.is_cpu() ? d : Device::Cpu());
+      s.data_ptr<int64_t>()[0] = v.cast<int64_t>();
+      return {x, d.is_cpu() ? s : s.To(d)};
+    }
+    return {x, ScalarLike(x, v.cast<double>())};
   };
   // Python and numpy ints (anything with __index__) and floats.
   const auto scalar = [](const py::object& v) { return PyFloat_Check(v.ptr()) || PyIndex_Check(v.ptr()); };

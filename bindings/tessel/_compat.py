@@ -18,6 +18,22 @@ _max_cpp = Tensor.max
 values_indices = collections.namedtuple("max", ["values", "indices"])
 
 
+def _inplace_operator(name, method, out_of_place):
+    """a += b: in place, as torch, where that loses nothing; where autograd must see it (grad mode on and
+    either operand requiring grad: `h += residual` in a forward) the out-of-place result, which autograd
+    records (a leaf that requires grad raises, as torch)."""
+    def op(self, other):
+        tracked = _C.is_grad_enabled() and (self.requires_grad or (isinstance(other, Tensor) and other.requires_grad))
+        if tracked:
+            if self.requires_grad and self.is_leaf:
+                raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation "
+                                   "(%s; wrap it in `with tessel.no_grad():`)" % name)
+            return out_of_place(self, other)
+        return method(self, other)
+    op.__name__ = name
+    return op
+
+
 def _max(self, dim=None, keepdim=False):
     """max() over everything, or (values, indices) along dim (torch.return_types.max)."""
     if dim is None:
@@ -26,22 +42,30 @@ def _max(self, dim=None, keepdim=False):
     return values_indices(v, i)
 
 
+def _flipped(self):
+    """An order-reversing map that cannot overflow: -x for floats, -1 - x (= ~x) for integers (-x of the
+    most negative int64 is itself, which made min() skip it)."""
+    return -self if self.dtype.is_floating_point else (-1) - self
+
+
 def _min(self, dim=None, keepdim=False):
     if dim is None:
-        return -_max_cpp(-self)
-    v, i = _max_cpp(-self, dim, keepdim)
-    return values_indices(-v, i)
+        return _flipped(_max_cpp(_flipped(self)))
+    v, i = _max_cpp(_flipped(self), dim, keepdim)
+    return values_indices(_flipped(v), i)
 
 
 def _argmax(self, dim=None, keepdim=False):
-    """Index of the largest entry (the first on ties, as torch); dim=None: into the flattened tensor."""
+    """Index of the largest entry (the first on ties, as torch); dim=None: into the flattened tensor
+    (keepdim=True: shaped [1, ..., 1])."""
     if dim is None:
-        return _max_cpp(self.reshape(-1), 0, False)[1]
+        i = _max_cpp(self.reshape(-1), 0, False)[1]
+        return i.reshape(*([1] * self.ndim)) if keepdim else i
     return _max_cpp(self, dim, keepdim)[1]
 
 
 def _argmin(self, dim=None, keepdim=False):
-    return _argmax(-self, dim, keepdim)
+    return _argmax(_flipped(self), dim, keepdim)
 
 
 def _in_place(self, value, name):
@@ -55,26 +79,42 @@ def _in_place(self, value, name):
 _add_cpp, _mul_cpp = Tensor.add_, Tensor.mul_
 
 
-def _add_(self, other, alpha=1.0):
+def _add_(self, other, alpha=1):
+    _check_int_target(self, other, "add_")
     if isinstance(other, Tensor):
         return _add_cpp(self, other, alpha=builtins.float(alpha))
-    return _in_place(self, self + builtins.float(other) * builtins.float(alpha), "add_")
+    scaled = other * alpha if isinstance(other, builtins.int) and isinstance(alpha, builtins.int) else \
+        builtins.float(other) * builtins.float(alpha)
+    return _in_place(self, self + scaled, "add_")
 
 
-def _sub_(self, other, alpha=1.0):
-    return _add_(self, other, -builtins.float(alpha))
+def _sub_(self, other, alpha=1):
+    return _add_(self, other, -alpha)
+
+
+def _check_int_target(self, other, name):
+    """torch: an integer tensor cannot take a float result in place ("result type Float can't be cast to
+    the desired output type Long")."""
+    if not self.dtype.is_floating_point and (isinstance(other, builtins.float) or (
+            isinstance(other, Tensor) and other.dtype.is_floating_point)):
+        raise RuntimeError("%s: result type Float can't be cast to the desired output type %s"
+                           % (name, str(self.dtype).rsplit(".", 1)[-1]))
 
 
 def _mul_(self, other):
+    _check_int_target(self, other, "mul_")
     if isinstance(other, Tensor):
         return _in_place(self, self * other, "mul_")
+    if not self.dtype.is_floating_point:
+        return _in_place(self, self * builtins.int(other), "mul_")
     return _mul_cpp(self, builtins.float(other))
 
 
 def _div_(self, other):
-    if isinstance(other, Tensor):
-        return _in_place(self, self / other, "div_")
-    return _mul_cpp(self, 1.0 / builtins.float(other))
+    if not self.dtype.is_floating_point:  # true division of an integer tensor is a float
+        raise RuntimeError("div_: result type Float can't be cast to the desired output type %s"
+                           % str(self.dtype).rsplit(".", 1)[-1])
+    return _in_place(self, self / other, "div_")  # x / 0 is inf, as torch (no Python ZeroDivisionError)
 
 
 def _lerp_(self, end, weight):
@@ -129,6 +169,39 @@ def _bmm(self, other):
     return self @ other
 
 
+def _T(self):
+    """torch's .T: the tensor itself below 2-D, the transpose in 2-D, all dims reversed above (deprecated
+    in torch for ndim > 2 but still what it computes)."""
+    if self.ndim < 2:
+        return self
+    return self.permute(*range(self.ndim - 1, -1, -1))
+
+
+def _mT(self):
+    if self.ndim < 2:
+        raise RuntimeError("tensor.mT is only supported on matrices or batches of matrices. Got %d-D tensor."
+                           % self.ndim)
+    return self.transpose(-2, -1)
+
+
+_clamp_cpp = Tensor.clamp
+
+
+def _clamp(self, min=None, max=None):
+    """An integer tensor with a non-integral float bound computes in float32, as torch promotes."""
+    if not self.dtype.is_floating_point and any(isinstance(b, builtins.float) and not b.is_integer()
+                                                for b in (min, max)):
+        self = self.float()
+    return _clamp_cpp(self, min, max)
+
+
+Tensor.T = property(_T)
+Tensor.mT = property(_mT)
+Tensor.clamp = _clamp
+Tensor.__iadd__ = _inplace_operator("__iadd__", lambda a, b: _add_(a, b), lambda a, b: a + b)
+Tensor.__isub__ = _inplace_operator("__isub__", lambda a, b: _sub_(a, b), lambda a, b: a - b)
+Tensor.__imul__ = _inplace_operator("__imul__", lambda a, b: _mul_(a, b), lambda a, b: a * b)
+Tensor.__itruediv__ = _inplace_operator("__itruediv__", lambda a, b: _div_(a, b), lambda a, b: a / b)
 Tensor.mm = _mm
 Tensor.bmm = _bmm
 Tensor.max = _max

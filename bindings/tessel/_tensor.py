@@ -50,8 +50,11 @@ def ones(*size, dtype=None, requires_grad=False):
 
 
 def full(size, fill_value, *, dtype=None, requires_grad=False):
-    return _finish(_C._full(_shape((size,)), builtins.float(fill_value), dtype or _dtype_of_scalar(fill_value)),
-                   requires_grad)
+    dtype = dtype or _dtype_of_scalar(fill_value)
+    if dtype == _dtypes.int64 and isinstance(fill_value, builtins.int) and builtins.abs(fill_value) > 2 ** 53:
+        # exact beyond 2^53 (the C++ fill takes a double)
+        return _finish(_C._from_numpy(np.full(_shape((size,)), fill_value, dtype=np.int64)), requires_grad)
+    return _finish(_C._full(_shape((size,)), builtins.float(fill_value), dtype), requires_grad)
 
 
 def zeros_like(t, *, dtype=None, requires_grad=False):
@@ -69,9 +72,11 @@ def full_like(t, fill_value, *, dtype=None, requires_grad=False):
 def arange(start, end=None, step=1, *, dtype=None, requires_grad=False):
     if end is None:
         start, end = 0, start
+    ints = all(isinstance(v, builtins.int) for v in (start, end, step))
     if dtype is None:
-        ints = all(isinstance(v, builtins.int) for v in (start, end, step))
         dtype = _dtypes.int64 if ints else _dtypes.float32
+    if ints and dtype == _dtypes.int64 and builtins.max(builtins.abs(start), builtins.abs(end)) > 2 ** 53:
+        return _finish(_C._from_numpy(np.arange(start, end, step, dtype=np.int64)), requires_grad)
     return _finish(_C._arange(builtins.float(start), builtins.float(end), builtins.float(step), dtype), requires_grad)
 
 
@@ -104,8 +109,8 @@ def tensor(data, *, dtype=None, requires_grad=False):
         t = data.detach().clone()
     else:
         array = np.asarray(data)
-        if not isinstance(data, np.ndarray) and array.dtype == np.float64:
-            array = array.astype(np.float32)
+        if not isinstance(data, np.ndarray) and array.dtype == np.float64 and dtype is None:
+            array = array.astype(np.float32)  # Python floats default to float32, as torch (not via float32 if asked)
         t = _C._from_numpy(array)
     if dtype is not None:
         t = t.to(dtype)
@@ -143,6 +148,8 @@ def _advanced_index(self, idx):
     """torch's advanced indexing with one index along dim 0: an integer tensor / array / list (gather),
     or a boolean mask over the leading dims (the selected rows, in order)."""
     arr = idx.numpy() if isinstance(idx, Tensor) else np.asarray(idx)
+    if arr.size == 0 and not isinstance(idx, Tensor):
+        arr = arr.astype(np.int64)  # x[[]]: no rows (numpy reads [] as float64)
     if self.ndim == 0:
         raise IndexError("too many indices for a 0-d tensor")
     if arr.dtype == np.bool_:
@@ -160,6 +167,8 @@ def _advanced_index(self, idx):
 def _getitem(self, idx):
     """Basic indexing: ints, slices (step > 0), None and ... (views, like torch's basic indexing); and one
     integer or boolean tensor (or list / numpy array) index along dim 0 (a copy, with a gradient)."""
+    if isinstance(idx, Tensor) and idx.ndim == 0 and not idx.dtype.is_floating_point and idx.dtype != _dtypes.bool:
+        idx = idx.item()  # a 0-d integer tensor is a plain index (a view), as in torch
     if isinstance(idx, (Tensor, list, np.ndarray)):
         return _advanced_index(self, idx)
     out, dim = self, 0
@@ -212,12 +221,57 @@ Tensor.tolist = lambda self: self.numpy().tolist()
 Tensor.type_as = lambda self, other: self.to(other.dtype)
 
 
+def _rows_of(self, idx):
+    """(k, positions): the index along the first k dims as flat row positions (an int index: k = 1)."""
+    arr = idx.numpy() if isinstance(idx, Tensor) else np.asarray(idx)
+    if arr.size == 0 and not isinstance(idx, Tensor):
+        arr = arr.astype(np.int64)
+    if arr.dtype == np.bool_:
+        if tuple(arr.shape) != tuple(self.shape[:arr.ndim]):
+            raise IndexError("the shape of the mask %s does not match the shape of the indexed tensor %s"
+                             % (tuple(arr.shape), tuple(self.shape)))
+        return arr.ndim, np.flatnonzero(arr.reshape(-1))
+    if not np.issubdtype(arr.dtype, np.integer):
+        raise IndexError("tensors used as indices must be long, int or bool tensors, got %s" % arr.dtype)
+    n = self.shape[0]
+    rows = arr.reshape(-1).astype(np.int64)
+    if rows.size and (rows.min() < -n or rows.max() >= n):
+        raise IndexError("index %d is out of bounds for dimension 0 with size %d"
+                         % (rows[(rows < -n) | (rows >= n)][0], n))
+    return 1, np.where(rows < 0, rows + n, rows)
+
+
+def _advanced_setitem(self, idx, value):
+    """t[int_tensor] = v, t[mask] = v: a scalar through one masked_fill of the rows; a tensor row by row."""
+    k, rows = _rows_of(self, idx)
+    lead = self.shape[:k]
+    count = 1
+    for d in lead:
+        count *= d
+    if not isinstance(value, Tensor):
+        mask = np.zeros(count, dtype=np.bool_)
+        mask[rows] = True
+        m = _C._from_numpy(mask.reshape(tuple(lead) + (1,) * (self.ndim - k))).expand(*self.shape)
+        self.copy_(self.masked_fill(m, builtins.float(value)))
+        return
+    flat = self if k == 1 else self.view(count, *self.shape[k:])  # a view: writes land in self
+    rows_value = value.reshape(rows.size, *self.shape[k:]) if value.numel() == rows.size * (
+        flat[0].numel() if count else 0) else None
+    for j, r in enumerate(rows.tolist()):
+        flat.select(0, r).copy_(rows_value.select(0, j) if rows_value is not None else value)
+
+
 def _setitem(self, idx, value):
     """t[idx] = value: writes through the view t[idx] (not recorded by autograd, so refused on a tensor
-    that requires grad while grad mode is on, as torch refuses in-place ops on such leaves)."""
+    that requires grad while grad mode is on, as torch refuses in-place ops on such leaves); an integer or
+    boolean tensor index along dim 0 writes the selected rows."""
     if self.requires_grad and _C.is_grad_enabled():
         raise RuntimeError("a tensor that requires grad is being used in an in-place assignment "
                            "(wrap it in `with tessel.no_grad():`)")
+    if isinstance(idx, Tensor) and idx.ndim == 0 and not idx.dtype.is_floating_point and idx.dtype != _dtypes.bool:
+        idx = idx.item()
+    if isinstance(idx, (Tensor, list, np.ndarray)):
+        return _advanced_setitem(self, idx, value)
     view = _getitem(self, idx)
     if isinstance(value, Tensor):
         view.copy_(value)

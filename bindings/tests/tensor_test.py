@@ -306,6 +306,78 @@ def test_advanced_indexing_with_an_integer_or_boolean_tensor_gathers_rows_with_t
         x[tessel.tensor([0.5])]
 
 
+def test_setitem_with_tensor_indices_writes_the_selected_rows():
+    x = tessel.tensor([1.0, 2.0, 3.0])
+    x[x > 1.5] = 0
+    assert x.tolist() == [1.0, 0.0, 0.0]
+    y = tessel.tensor([1.0, 2.0, 3.0])
+    y[tessel.tensor([0, 2])] = 5
+    assert y.tolist() == [5.0, 2.0, 5.0]
+    y[tessel.tensor(1)] = 7  # a 0-d integer tensor is a plain index
+    assert y.tolist() == [5.0, 7.0, 5.0]
+    z = tessel.zeros(3, 2)
+    z[[2, 0]] = tessel.tensor([[1.0, 2.0], [3.0, 4.0]])
+    assert z.tolist() == [[3.0, 4.0], [0.0, 0.0], [1.0, 2.0]]
+    m = tessel.from_numpy(np.arange(6, dtype=np.float32).reshape(2, 3))
+    m[m > 3] = -1  # a mask over every dim
+    assert m.tolist() == [[0.0, 1.0, 2.0], [3.0, -1.0, -1.0]]
+    assert tessel.arange(4)[[]].shape == (0,)
+
+
+def test_augmented_assignment_is_in_place_unless_autograd_must_record_it():
+    b = tessel.zeros(3)
+    v = b[1:]
+    v += 1  # in place: the base sees it
+    assert b.tolist() == [0.0, 1.0, 1.0]
+    lin = tessel.nn.Linear(2, 2)
+    lin(tessel.ones(1, 2)).sum().backward()
+    before = lin.weight.numpy().copy()
+    with tessel.no_grad():
+        for p in lin.parameters():
+            p -= 0.5 * p.grad  # the hand-written SGD step: it rebound p and changed nothing
+    np.testing.assert_allclose(lin.weight.numpy(), before - 0.5 * lin.weight.grad.numpy(), rtol=1e-6)
+    w = tessel.ones(2, requires_grad=True)
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        w += 1
+    h = w * 2
+    h += w  # in a forward: recorded by autograd (out of place), so the gradient is right
+    h.sum().backward()
+    assert w.grad.tolist() == [3.0, 3.0]
+    acc = tessel.zeros(2)
+    acc += w * w  # a tensor needing no grad takes a term that does: autograd records it too
+    acc.sum().backward()
+    assert w.grad.tolist() == [5.0, 5.0]
+
+
+def test_integer_and_bool_semantics_follow_torch():
+    assert (tessel.tensor([True, False]) == 2).tolist() == [False, False]
+    assert (tessel.tensor([True, False]) < 3).tolist() == [True, True]
+    with pytest.raises(RuntimeError, match="can't be cast to the desired output type"):
+        tessel.tensor([3, 4]).div_(2)
+    with pytest.raises(RuntimeError, match="can't be cast to the desired output type"):
+        tessel.tensor([3, 4]).mul_(2.5)
+    assert tessel.tensor([-3, 3]).clamp(-1.5, 1.5).tolist() == [-1.5, 1.5]
+    big = 2 ** 62
+    assert (tessel.tensor([big]) == big + 1).tolist() == [False]
+    assert tessel.full((1,), 2 ** 53 + 1).tolist() == [2 ** 53 + 1]
+    assert tessel.arange(2 ** 53, 2 ** 53 + 3).tolist() == [2 ** 53, 2 ** 53 + 1, 2 ** 53 + 2]
+    lo = tessel.tensor([-2 ** 63, 5])
+    assert lo.min().item() == -2 ** 63 and lo.argmin().item() == 0
+    assert tessel.tensor([[1.0, 4.0], [2.0, 3.0]]).argmax(keepdim=True).tolist() == [[1]]
+    assert tessel.tensor([0.1], dtype=tessel.float64).item() == 0.1  # not through float32
+    assert tessel.tensor([1.0, 2.0]).div_(0).tolist() == [float("inf")] * 2
+    assert tessel.ones(2, 3, 4).T.shape == (4, 3, 2) and tessel.ones(3).T.shape == (3,)
+    assert tessel.ones(5, 2, 3).mT.shape == (5, 3, 2)
+
+
+def test_rms_norm_default_eps_is_the_compute_types_in_bf16_and_fp16():
+    x = tessel.full((1, 4), 0.01)
+    want = F.rms_norm(x, (4,)).tolist()
+    for dtype in (tessel.bfloat16, tessel.float16):
+        got = F.rms_norm(x.to(dtype), (4,)).float().tolist()
+        np.testing.assert_allclose(got, want, rtol=1e-2)  # bf16's own eps (7.8e-3) gave 0.112 for 1.0
+
+
 def test_mm_bmm_and_torchs_function_forms():
     a = np.arange(6, dtype=np.float32).reshape(2, 3)
     b = np.arange(12, dtype=np.float32).reshape(3, 4)
