@@ -141,6 +141,13 @@ py::list Named(const std::vector<std::pair<std::string, Module*>>& mods, const p
   return out;
 }
 
+// Gradients for a Python hook: None where undefined (an output nobody used), as torch passes.
+py::tuple GradsForPython(const TensorList& grads) {
+  py::tuple out(grads.size());
+  for (size_t i = 0; i < grads.size(); ++i) out[i] = grads[i].defined() ? py::cast(grads[i]) : py::none();
+  return out;
+}
+
 void BindHooks(ModuleClass& c) {
   c.def("_register_forward_pre_hook", [](Module& self, py::object fn) {
     auto f = ShareCallable(std::move(fn));
@@ -162,7 +169,7 @@ void BindHooks(ModuleClass& c) {
     auto f = ShareCallable(std::move(fn));
     return self.RegisterFullBackwardPreHook([f](Module& m, const TensorList& grad_outputs) {
       py::gil_scoped_acquire gil;
-      py::object r = (*f)(AsPython(m), py::tuple(py::cast(grad_outputs)));
+      py::object r = (*f)(AsPython(m), GradsForPython(grad_outputs));
       TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, r.is_none(), m.type_name(),
                         ": a backward pre-hook cannot replace gradients in tessel (return None)");
     });
@@ -171,7 +178,7 @@ void BindHooks(ModuleClass& c) {
     auto f = ShareCallable(std::move(fn));
     return self.RegisterFullBackwardHook([f](Module& m, const TensorList& grad_inputs, const TensorList& grad_outputs) {
       py::gil_scoped_acquire gil;
-      py::object r = (*f)(AsPython(m), py::tuple(py::cast(grad_inputs)), py::tuple(py::cast(grad_outputs)));
+      py::object r = (*f)(AsPython(m), GradsForPython(grad_inputs), GradsForPython(grad_outputs));
       TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, r.is_none(), m.type_name(),
                         ": a backward hook cannot replace gradients in tessel (return None)");
     });

@@ -82,6 +82,53 @@ def test_fully_shard_on_a_python_module_issues_exactly_fsdp2s_collectives():
         "all_gather(axis0) x3", "all_gather(axis0) x2, reduce_scatter(axis0) x3", "all_reduce(axis0) x1", ""]
 
 
+class TwoHeads(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(8, 3), nn.Linear(8, 3)
+
+    def forward(self, x):
+        return self.a(x), self.b(x)
+
+
+class UsesOneHead(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.heads, self.out = TwoHeads(), nn.Linear(3, 2)
+
+    def forward(self, x):
+        p, _ = self.heads(x)  # the second output is unused
+        return self.out(p.tanh())
+
+
+def test_a_wrapped_modules_unused_output_leaves_its_parameters_without_grad():
+    # torch: .grad is None for parameters behind an output the loss never used, so AdamW skips them. The
+    # FSDP boundary node materialized a zero gradient for that output: zero grads, and weight decay moved
+    # the parameters.
+    got = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        tessel.manual_seed(0)
+        m = UsesOneHead()
+        fully_shard(m.heads)
+        fully_shard(m)
+        before = m.heads.b.bias.full_tensor().numpy().copy()
+        opt = tessel.optim.AdamW(m.parameters(), lr=0.1, weight_decay=0.5)
+        for _ in range(3):
+            m(tessel.randn(4, 8)).pow(2).mean().backward()
+            assert m.heads.b.weight.grad is None and m.heads.b.bias.grad is None
+            assert m.heads.a.weight.grad is not None
+            opt.step()
+            opt.zero_grad()
+        got[world.rank] = (before, m.heads.b.bias.full_tensor().numpy())
+        dist.destroy_process_group()
+
+    tessel.run_ranks(2, rank_fn)
+    for before, after in got.values():
+        np.testing.assert_array_equal(after, before)
+
+
 def test_fsdp_module_methods_control_unshard_and_gradient_sync():
     def rank_fn(world):
         dist.init_process_group()

@@ -119,7 +119,9 @@ class OpNode final : public Node {
 class FunctionNode final : public Node {
  public:
   FunctionNode(std::string name, std::function<TensorList(const TensorList&)> fn)
-      : name_(std::move(name)), fn_(std::move(fn)) {}
+      : name_(std::move(name)), fn_(std::move(fn)) {
+    materialize_grads = false;  // identity: an unused output's undefined gradient passes through
+  }
   std::string name() const override { return name_; }
   TensorList Apply(TensorList grads) override {
     TensorList out = fn_(grads);

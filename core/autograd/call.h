@@ -25,6 +25,8 @@ Tensor CallOp1(const OpDef& op, TensorList inputs, const Attrs& attrs = Attrs())
 // Identity on `inputs` whose backward runs `backward(grads) -> input grads` (same count). Outputs are
 // new handles aliasing the inputs. Used for module backward hooks and FSDP's pre-backward unshard.
 // Inputs that do not require grad pass through unrecorded; if none requires grad, outputs == inputs.
+// Gradients are not materialized: `backward` sees an undefined gradient for an output nobody used and
+// should pass it on undefined (the tensors behind it then get none, as in torch).
 TensorList ApplyBackwardFunction(std::string name, const TensorList& inputs,
                                  std::function<TensorList(const TensorList& grads)> backward);
 

@@ -64,7 +64,7 @@ bool PrepareNodeInputs(Node* n, TensorList& in) {
     }
     any = any || in[i].defined();
   }
-  if (any) {
+  if (any && n->materialize_grads) {
     for (size_t i = 0; i < in.size(); ++i) {
       if (!in[i].defined() && n->output_meta[i].differentiable) in[i] = ZerosFor(n->output_meta[i]);
     }

@@ -67,6 +67,11 @@ class Node : public std::enable_shared_from_this<Node> {
   // RetainGrad's, per output: run after every output hook, so .grad is the gradient as the hooks left
   // it (torch runs the retain-grad hook last whatever the registration order, since 2.0).
   std::vector<std::vector<TensorHook>> retain_hooks;
+  // The engine fills the undefined gradients of a node some of whose outputs got one with zeros, so
+  // formulas need not test. A pass-through node (module hooks, FSDP boundaries: ApplyBackwardFunction)
+  // sets it false, as torch's ctx.set_materialize_grads(False): an output nobody used keeps an undefined
+  // gradient, and the parameters behind it get no .grad (not zeros, which weight decay then applied).
+  bool materialize_grads = true;
 
  protected:
   uint64_t sequence_nr_;
