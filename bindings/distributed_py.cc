@@ -29,6 +29,7 @@
 #include "dtensor/device_mesh.h"
 #include "dtensor/dtensor.h"
 #include "fsdp/clip_grad_norm.h"
+#include "fsdp/state.h"
 #include "fsdp/fully_shard.h"
 
 namespace tessel::bindings {
@@ -263,16 +264,26 @@ void BindFsdp(py::module_& m) {
            py::arg("recurse") = true)
       .def("set_modules_to_forward_prefetch", &F::SetModulesToForwardPrefetch, py::arg("modules"))
       .def("set_modules_to_backward_prefetch", &F::SetModulesToBackwardPrefetch, py::arg("modules"))
-      .def("set_gradient_divide_factor", &F::SetGradientDivideFactor, py::arg("factor"));
+      .def("set_gradient_divide_factor", &F::SetGradientDivideFactor, py::arg("factor"))
+      // The dtype forward inputs are cast to (MixedPrecisionPolicy's param_dtype with cast_forward_inputs), or
+      // None: Python casts keyword-argument tensors with it, which the C++ hooks do not see.
+      .def_property_readonly("forward_input_cast_dtype", [](const F& f) -> std::optional<DType> {
+        const fsdp::MixedPrecisionPolicy& mp = f.state().options().mp_policy;
+        return mp.cast_forward_inputs ? mp.param_dtype : std::nullopt;
+      });
   m.def("fully_shard", [](nn::Module& module, const dtensor::DeviceMesh& mesh, std::optional<bool> reshard_after_forward,
                           std::optional<fsdp::MixedPrecisionPolicy> mp_policy,
-                          std::optional<fsdp::CPUOffloadPolicy> offload_policy) {
+                          std::optional<fsdp::CPUOffloadPolicy> offload_policy, std::optional<std::string> shard_axis,
+                          std::optional<std::string> replicate_axis) {
     const fsdp::FullyShardOptions options{.reshard_after_forward = reshard_after_forward,
+                                          .shard_axis = std::move(shard_axis),
+                                          .replicate_axis = std::move(replicate_axis),
                                           .mp_policy = mp_policy.value_or(fsdp::MixedPrecisionPolicy{}),
                                           .offload_policy = offload_policy};
     return NoGil([&] { return fsdp::FullyShard(module, mesh, options); });
   }, py::arg("module"), py::arg("mesh"), py::arg("reshard_after_forward") = py::none(), py::arg("mp_policy") = py::none(),
-        py::arg("offload_policy") = py::none(), py::keep_alive<0, 1>(),
+        py::arg("offload_policy") = py::none(), py::arg("shard_axis") = py::none(),
+        py::arg("replicate_axis") = py::none(), py::keep_alive<0, 1>(),
         "FSDP2 fully_shard: shards module's parameters over mesh (wrap blocks first, then the root)");
   m.def("_fsdp_state", [](nn::Module& module) { return fsdp::AsFSDPModule(module); }, py::keep_alive<0, 1>());
   m.def("clip_grad_norm_fsdp", [](const F& root, double max_norm) {

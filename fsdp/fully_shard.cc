@@ -184,9 +184,10 @@ FsdpMeshInfo MakeMeshInfo(const std::vector<ManagedParam>& params, const nn::Mod
   TESSEL_CHECK(rep.find("replicate") != std::string::npos && shard.find("shard") != std::string::npos,
                "fully_shard(", module.type_name(), "): mesh ", mesh.ToString(), " has two axes no parameter uses ",
                "for tensor parallelism ('", rep, "', '", shard, "'), and their names do not say which one FSDP ",
-               "shards over. HINT: FullyShardOptions{.shard_axis = \"", rep, "\"} shards over '", rep,
-               "' (and treats '", shard, "' like a TP axis), {.shard_axis = \"", shard, "\", .replicate_axis = \"", rep,
-               "\"} is HSDP; or name the axes like \"dp_replicate\" and \"dp_shard\"");
+               "shards over. HINT: shard_axis=\"", shard, "\", replicate_axis=\"", rep, "\" is HSDP (torch's reading ",
+               "of a 2-D mesh; FullyShardOptions in C++, keywords of fully_shard in Python), shard_axis=\"", rep,
+               "\" alone shards over '", rep, "' and treats '", shard, "' like a TP axis; or name the axes like ",
+               "\"dp_replicate\" and \"dp_shard\"");
   info.replicate_axis = free_axes[0];
   return info;
 }

@@ -45,6 +45,7 @@ class FsdpState final : public nn::ModuleState {
   nn::Module* module() const { return module_; }
   ParamGroup* group() const { return group_.get(); }
   const FsdpMeshInfo& mesh_info() const { return mesh_info_; }
+  const FullyShardOptions& options() const { return options_; }
   const std::string& fqn() const { return fqn_; }
   CommContext& context() { return *ctx_; }
   bool is_root() const { return is_root_.value_or(false); }

@@ -129,6 +129,57 @@ def test_a_wrapped_modules_unused_output_leaves_its_parameters_without_grad():
         np.testing.assert_array_equal(after, before)
 
 
+def test_fsdp_porting_details_handles_kwargs_casts_layers_lists_and_hsdp_axis_names():
+    def rank_fn(world):
+        dist.init_process_group()
+        net = sharded_net()
+        h = net.layers[0].unshard(async_op=True)  # torch's UnshardHandle
+        h.wait()
+        net.layers[0].reshard()
+        lin = nn.Linear(4, 4)
+        fully_shard(lin)  # a C++ layer keeps its class but gets FSDPModule's methods
+        lin.set_requires_gradient_sync(False)
+        lin.set_requires_gradient_sync(True)
+        with pytest.raises(NotImplementedError, match="list of modules"):
+            fully_shard([nn.Linear(2, 2), nn.Linear(2, 2)])
+
+        class KwOnly(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+
+            def forward(self, *, x):
+                return self.fc(x)
+
+        k = KwOnly()
+        fully_shard(k, mp_policy=MixedPrecisionPolicy(param_dtype=tessel.bfloat16))
+        assert k(x=tessel.randn(2, 4)).dtype == tessel.bfloat16  # the keyword input was cast, as torch
+        mesh = init_device_mesh("cpu", (1, 2), mesh_dim_names=("ddp", "fsdp"))
+        with pytest.raises(ValueError, match='shard_axis="fsdp", replicate_axis="ddp" is HSDP'):
+            fully_shard(nn.Linear(4, 4), mesh=mesh)
+        h2 = fully_shard(nn.Linear(4, 4), mesh=mesh, shard_axis="fsdp", replicate_axis="ddp")
+        assert h2.weight.placements == (Replicate(), Shard(0))
+        dist.destroy_process_group()
+
+    tessel.run_ranks(2, rank_fn)
+
+
+def test_clip_grad_norm_error_if_nonfinite_leaves_the_gradients_untouched():
+    lin = nn.Linear(3, 1)
+    lin(tessel.ones(1, 3)).sum().backward()
+    with tessel.no_grad():
+        lin.bias.grad.fill_(float("inf"))
+    before = lin.weight.grad.numpy().copy()
+    with pytest.raises(RuntimeError, match="non-finite"):
+        tessel.nn.utils.clip_grad_norm_(lin.parameters(), 0.1, error_if_nonfinite=True)
+    np.testing.assert_array_equal(lin.weight.grad.numpy(), before)  # zeroed before the raise, before
+    with tessel.no_grad():
+        lin.bias.grad.fill_(0.0)
+    norm = tessel.nn.utils.clip_grad_norm_(lin.parameters(), 0.1, error_if_nonfinite=True).item()
+    np.testing.assert_allclose(norm, np.sqrt((before ** 2).sum()), rtol=1e-6)
+    np.testing.assert_allclose(lin.weight.grad.numpy(), before * 0.1 / (norm + 1e-6), rtol=1e-6)
+
+
 def test_fsdp_module_methods_control_unshard_and_gradient_sync():
     def rank_fn(world):
         dist.init_process_group()

@@ -39,13 +39,19 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
         raise NotImplementedError("clip_grad_norm_: norm_type=%s (tessel clips the L2 norm)" % norm_type)
     params = [parameters] if isinstance(parameters, _C.Tensor) else list(parameters)
     mesh = None
+    if error_if_nonfinite:
+        # Measured first, with the gradients untouched when it raises (as torch; the clip below multiplies
+        # them by a NaN coefficient for a non-finite norm). A DTensor's squared sum reduces over its mesh.
+        with _C._GradMode(False):
+            total = sum((p.grad.double() * p.grad.double()).sum().item() for p in params if p.grad is not None)
+        if not abs(total) < float("inf"):
+            raise RuntimeError("clip_grad_norm_: the total norm of order 2.0 for gradients from `parameters` is "
+                               "non-finite, so it cannot be clipped; the gradients are left as they were")
     if any(p.is_distributed for p in params):
         mesh, group = _norm_mesh_and_group(params)
         norm = _C._clip_grad_norm_sharded(params, float(max_norm), group)
     else:
         norm = _C._clip_grad_norm(params, float(max_norm))
-    if error_if_nonfinite and not abs(norm) < float("inf"):
-        raise RuntimeError("clip_grad_norm_: the total norm of the gradients is non-finite (%s)" % norm)
     out = _C._full([], norm, _C.dtype.float64)
     if mesh is not None:
         out = _C.from_local(out, mesh, [_C.Replicate()] * mesh.ndim)

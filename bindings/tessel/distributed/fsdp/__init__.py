@@ -28,7 +28,11 @@ class FSDPModule:
     """Mixed into a module's class by fully_shard (torch's FSDPModule)."""
 
     def unshard(self, async_op=False):
-        _state(self).unshard(async_op)
+        """All-gathers the parameters; with async_op=True returns a handle whose wait() blocks until done
+        (torch's UnshardHandle)."""
+        st = _state(self)
+        st.unshard(async_op)
+        return _UnshardHandle(st) if async_op else None
 
     def reshard(self):
         _state(self).reshard()
@@ -52,6 +56,15 @@ class FSDPModule:
         _state(self).set_gradient_divide_factor(factor)
 
 
+class _UnshardHandle:
+    def __init__(self, state):
+        self._state = state
+
+    def wait(self):
+        self._state.wait_for_unshard()
+
+
+_METHODS = [name for name, v in vars(FSDPModule).items() if callable(v) and not name.startswith("_")]
 _classes = {}
 
 
@@ -64,18 +77,23 @@ def _default_mesh():
 
 
 def fully_shard(module, *, mesh=None, reshard_after_forward=None, shard_placement_fn=None, mp_policy=None,
-                offload_policy=None, ignored_params=None):
+                offload_policy=None, ignored_params=None, shard_axis=None, replicate_axis=None):
     """Shards module's parameters over mesh (default: a 1-D mesh over the default process group).
 
     reshard_after_forward: free the unsharded parameters after forward (default: True, False for the
-    root); mp_policy: MixedPrecisionPolicy; offload_policy: CPUOffloadPolicy. Returns module; a module
-    defined in Python becomes an instance of FSDPModule."""
+    root); mp_policy: MixedPrecisionPolicy; offload_policy: CPUOffloadPolicy. shard_axis / replicate_axis
+    (tessel's): the mesh dims FSDP shards over / all-reduces over (HSDP), when their names do not say so
+    ("dp_shard", "dp_replicate"). Returns module; a module defined in Python becomes an instance of
+    FSDPModule; a C++ layer (nn.Linear, ...) keeps its class and gets FSDPModule's methods."""
+    if isinstance(module, (list, tuple)):
+        raise NotImplementedError("fully_shard on a list of modules (one group for several modules) is not "
+                                  "supported: wrap a common parent module, or each module on its own")
     if shard_placement_fn is not None or ignored_params:
         raise NotImplementedError("fully_shard: shard_placement_fn and ignored_params are not supported")
     if isinstance(reshard_after_forward, int) and not isinstance(reshard_after_forward, bool):
         raise NotImplementedError("fully_shard: reshard_after_forward as an int (partial resharding)")
     _C.fully_shard(module, mesh if mesh is not None else _default_mesh(), reshard_after_forward, mp_policy,
-                   offload_policy)
+                   offload_policy, shard_axis, replicate_axis)
     cls = type(module)
     # NOTE: only Python-defined modules change class: a Python subclass of a C++ layer class (which has
     # py::dynamic_attr) would leak through pybind11 2.10's double GC visit (bindings/nn_py.cc). C++ layers
@@ -84,4 +102,9 @@ def fully_shard(module, *, mesh=None, reshard_after_forward=None, shard_placemen
         if cls not in _classes:
             _classes[cls] = type("FSDP" + cls.__name__, (FSDPModule, cls), {"__module__": cls.__module__})
         module.__class__ = _classes[cls]
+    elif not module._has_python_forward:
+        # A C++ layer: the methods on the instance (isinstance(m, FSDPModule) stays False for it).
+        import types
+        for name in _METHODS:
+            setattr(module, name, types.MethodType(getattr(FSDPModule, name), module))
     return module
