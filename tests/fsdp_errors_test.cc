@@ -176,7 +176,7 @@ TEST(FullyShardAxesTest, TwoFreeAxesWithoutNamesAreAmbiguousAndTheNamedAxisIsThe
     Generator gen(0);
     nn::Linear ambiguous(4, 6, false, gen);
     ::tessel::testing::ExpectErrorContains([&] { FullyShard(ambiguous, mesh); }, ErrorCode::kInvalidArgument,
-                                           {"two axes", "('dp', 'tp')", ".shard_axis = \"dp\""});
+                                           {"two axes", "('dp', 'tp')", "shard_axis=\"dp\" alone shards over 'dp'"});
     nn::Linear lin(4, 6, false, gen);
     FullyShard(lin, mesh, {.shard_axis = "dp"});
     const dtensor::DTensor w(lin.Param("weight"));
