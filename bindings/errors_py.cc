@@ -1,7 +1,9 @@
 // bindings/errors_py.cc — the one table that turns a tessel::Error into a Python exception
 // (STYLE.md 18): the code picks the exception type, the message is passed unchanged.
 //
-//   kInvalidArgument → ValueError     kOutOfRange → IndexError     kUnimplemented → NotImplementedError
+//   kInvalidArgument → InvalidArgumentError, a subclass of both ValueError and RuntimeError (torch raises
+//   RuntimeError for bad shapes and autograd misuse; a port's `except RuntimeError` must still catch it)
+//   kOutOfRange → IndexError     kUnimplemented → NotImplementedError
 //   kDeadlineExceeded → TimeoutError  kNotFound → KeyError         everything else → RuntimeError
 //
 // Invariant: every bound call raises through this table; no binding builds its own exception from an Error.
@@ -12,9 +14,11 @@ namespace tessel::bindings {
 
 namespace {
 
+PyObject* g_invalid_argument = nullptr;  // tessel.InvalidArgumentError (BindErrors)
+
 PyObject* ExceptionFor(ErrorCode code) {
   switch (code) {
-    case ErrorCode::kInvalidArgument: return PyExc_ValueError;
+    case ErrorCode::kInvalidArgument: return g_invalid_argument != nullptr ? g_invalid_argument : PyExc_ValueError;
     case ErrorCode::kOutOfRange: return PyExc_IndexError;
     case ErrorCode::kUnimplemented: return PyExc_NotImplementedError;
     case ErrorCode::kDeadlineExceeded: return PyExc_TimeoutError;
@@ -25,7 +29,12 @@ PyObject* ExceptionFor(ErrorCode code) {
 
 }  // namespace
 
-void BindErrors(py::module_& /*m*/) {
+void BindErrors(py::module_& m) {
+  py::object bases = py::make_tuple(py::handle(PyExc_ValueError), py::handle(PyExc_RuntimeError));
+  PyObject* cls = PyErr_NewException("tessel._C.InvalidArgumentError", bases.ptr(), nullptr);
+  if (cls == nullptr) throw py::error_already_set();
+  g_invalid_argument = cls;  // kept for the process's lifetime (module attribute below holds a reference)
+  m.attr("InvalidArgumentError") = py::handle(cls);
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);

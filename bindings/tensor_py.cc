@@ -158,6 +158,7 @@ void BindCreation(py::module_& m) {
         g.guard.reset();
       });
   m.def("is_grad_enabled", &GradModeEnabled);
+  m.def("_set_grad_enabled", &SetGradModeEnabled, py::arg("enabled"));
 }
 
 }  // namespace
@@ -202,6 +203,21 @@ void BindTensor(py::module_& m) {
         NoGil([&] { Backward(t, gradient ? *gradient : Tensor(), retain_graph); });
       }, py::arg("gradient") = py::none(), py::arg("retain_graph") = false)
       .def("detach", [](const Tensor& t) { return Detach(t); })
+      // torch's Tensor.register_hook(fn): fn(grad) -> a replacement or None (Python wraps it in a handle,
+      // tessel/_compat.py); retain_grad keeps a non-leaf's .grad.
+      .def("_register_hook", [](const Tensor& t, py::object fn) {
+        TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, t.requires_grad(),
+                          "cannot register a hook on a tensor that doesn't require gradient");
+        auto f = std::make_shared<py::object>(std::move(fn));
+        RegisterHook(t, [f](const Tensor& g) -> Tensor {
+          py::gil_scoped_acquire gil;
+          py::object r = (*f)(g);
+          return r.is_none() ? Tensor() : r.cast<Tensor>();
+        });
+      })
+      .def("retain_grad", [](const Tensor& t) { RetainGrad(t); })
+      .def("_owns_data_exclusively", [](const Tensor& t) { return t.impl()->OwnsDataExclusively(); },
+           "No other tensor (view or base) shares this tensor's storage")
       .def("item", [](const Tensor& t) -> py::object {
         // A Python number of the tensor's kind, as torch: int for integer dtypes (exact for every int64; a
         // float lost precision above 2^53 and broke lst[t.argmax().item()]), bool for bool.

@@ -24,6 +24,7 @@ TimeoutError, ...) with the same message.
 The original flat API stays: ``tessel.GPT``, ``tessel.AdamW(model)``, ``tessel.fully_shard(block, mesh)``,
 ``tessel.init_device_mesh(world, shape, names)``, ``tessel.save`` / ``tessel.load``.
 """
+import builtins as _builtins
 import os
 
 import numpy as _np
@@ -108,6 +109,15 @@ exp, log, sqrt, rsqrt, tanh, sigmoid, relu, abs = (  # noqa: A001
 class _GradModeContext:
     _enabled = None
 
+    def __new__(cls, orig_func=None):
+        # Bare `@no_grad` (torch accepts it): no_grad(fn) returns the wrapped function.
+        if orig_func is not None and callable(orig_func):
+            return cls()(orig_func)
+        return super().__new__(cls)
+
+    def __init__(self, orig_func=None):
+        pass
+
     def __enter__(self):
         guard = _C._GradMode(self._enabled)
         guard.__enter__()
@@ -117,10 +127,38 @@ class _GradModeContext:
         self._guards.pop().__exit__(*exc)
 
     def __call__(self, fn):
+        import functools
+        import inspect
+        mode = type(self)
+        if inspect.isgeneratorfunction(fn):
+            # The mode must hold while the generator's body runs, resume by resume (torch's
+            # _wrap_generator), not only while the generator object is created.
+            @functools.wraps(fn)
+            def generator(*args, **kwargs):
+                gen = fn(*args, **kwargs)
+                try:
+                    with mode():
+                        item = next(gen)
+                    while True:
+                        try:
+                            sent = yield item
+                        except GeneratorExit:
+                            gen.close()
+                            raise
+                        except BaseException as e:  # noqa: BLE001 (thrown into the generator)
+                            with mode():
+                                item = gen.throw(e)
+                        else:
+                            with mode():
+                                item = gen.send(sent)
+                except StopIteration as stop:
+                    return stop.value
+            return generator
+
+        @functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            with type(self)():
+            with mode():
                 return fn(*args, **kwargs)
-        wrapper.__name__, wrapper.__doc__ = fn.__name__, fn.__doc__
         return wrapper
 
 
@@ -131,6 +169,29 @@ class no_grad(_GradModeContext):
 
 class enable_grad(_GradModeContext):
     _enabled = True
+
+
+class set_grad_enabled(_GradModeContext):
+    """torch.set_grad_enabled(mode): sets the mode at once (as a function) or for a with block."""
+
+    def __new__(cls, mode):
+        self = object.__new__(cls)
+        self._prev = _C.is_grad_enabled()
+        _C._set_grad_enabled(_builtins.bool(mode))  # takes effect now, as torch's; __exit__ restores the previous mode
+        return self
+
+    def __init__(self, mode):
+        pass
+
+    def __enter__(self):
+        pass
+
+    def __exit__(self, *exc):
+        _C._set_grad_enabled(self._prev)
+
+
+inference_mode = no_grad  # torch.inference_mode: no history recorded (tessel has no separate inference tensors)
+InvalidArgumentError = _C.InvalidArgumentError
 
 
 def init_process_group():

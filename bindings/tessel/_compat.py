@@ -28,6 +28,13 @@ def _inplace_operator(name, method, out_of_place):
             if self.requires_grad and self.is_leaf:
                 raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation "
                                    "(%s; wrap it in `with tessel.no_grad():`)" % name)
+            if not self.is_distributed and not self._owns_data_exclusively():
+                # A view, or the base of one: out of place would leave the other tensor unchanged (torch
+                # writes through and rebases the view's history), so refuse instead of diverging.
+                raise RuntimeError("%s on a tensor that shares its storage with another (a view or its base) "
+                                   "while autograd records it is not supported in tessel: write `x = x %s y` "
+                                   "or clone first" % (name, {"__iadd__": "+", "__isub__": "-", "__imul__": "*",
+                                                             "__itruediv__": "/"}[name]))
             return out_of_place(self, other)
         return method(self, other)
     op.__name__ = name
@@ -202,6 +209,29 @@ Tensor.__iadd__ = _inplace_operator("__iadd__", lambda a, b: _add_(a, b), lambda
 Tensor.__isub__ = _inplace_operator("__isub__", lambda a, b: _sub_(a, b), lambda a, b: a - b)
 Tensor.__imul__ = _inplace_operator("__imul__", lambda a, b: _mul_(a, b), lambda a, b: a * b)
 Tensor.__itruediv__ = _inplace_operator("__itruediv__", lambda a, b: _div_(a, b), lambda a, b: a / b)
+class _HookHandle:
+    """register_hook's handle: remove() turns the hook into a pass-through (the C++ list keeps its slot)."""
+
+    def __init__(self, holder):
+        self._holder = holder
+
+    def remove(self):
+        self._holder[0] = None
+
+
+def _register_hook(self, hook):
+    """torch's Tensor.register_hook: hook(grad) returns a replacement gradient or None."""
+    holder = [hook]
+
+    def call(grad):
+        fn = holder[0]
+        return None if fn is None else fn(grad)
+
+    self._register_hook(call)
+    return _HookHandle(holder)
+
+
+Tensor.register_hook = _register_hook
 Tensor.mm = _mm
 Tensor.bmm = _bmm
 Tensor.max = _max

@@ -380,6 +380,90 @@ def test_nn_init_draws_tessels_stream_with_torchs_bounds():
     assert not w.numpy().any() and w.requires_grad
 
 
+def test_autograd_details_follow_torch():
+    # += on a view while autograd records it: refused (out of place would leave the base unchanged).
+    x = tessel.ones(4, requires_grad=True)
+    h = x * 1
+    v = h.view(2, 2)
+    with pytest.raises(RuntimeError, match="shares its storage"):
+        v *= 3
+    # no_grad as a decorator of a generator covers its body; bare @no_grad works.
+    w = tessel.ones(2, requires_grad=True)
+
+    @tessel.no_grad()
+    def gen():
+        for _ in range(2):
+            yield w * 2, tessel.is_grad_enabled()
+
+    assert [(t.requires_grad, on) for t, on in gen()] == [(False, False), (False, False)]
+
+    @tessel.no_grad
+    def bare():
+        return (w * 2).requires_grad
+
+    assert bare() is False and tessel.is_grad_enabled()
+    with tessel.set_grad_enabled(False):
+        assert not tessel.is_grad_enabled()
+    assert tessel.is_grad_enabled()
+    # A parameter frozen between forward and backward gets no .grad.
+    lin = nn.Linear(2, 1)
+    out = lin(tessel.ones(1, 2)).sum()
+    lin.weight.requires_grad_(False)
+    out.backward()
+    assert lin.weight.grad is None and lin.bias.grad is not None
+    # A second backward through nodes that saved nothing works, as in torch.
+    y = tessel.ones(2, requires_grad=True)
+    z = (y + 1).sum()
+    z.backward()
+    z.backward()
+    assert y.grad.tolist() == [2.0, 2.0]
+    # Tensor hooks and retain_grad.
+    a = tessel.ones(2, requires_grad=True)
+    b = a * 3
+    b.retain_grad()
+    handle = b.register_hook(lambda g: g * 10)
+    b.sum().backward()
+    assert a.grad.tolist() == [30.0, 30.0] and b.grad.tolist() == [10.0, 10.0]
+    handle.remove()
+    a.grad = None
+    c = a * 3
+    c.sum().backward()
+    assert a.grad.tolist() == [3.0, 3.0]
+    # kInvalidArgument is a ValueError and a RuntimeError (torch raises RuntimeError for these).
+    with pytest.raises(RuntimeError):
+        (tessel.ones(2, requires_grad=True) * 2).backward()
+    assert issubclass(tessel.InvalidArgumentError, ValueError)
+
+
+def test_module_hooks_may_remove_themselves_and_outlive_their_module():
+    calls = []
+    m = nn.Linear(2, 2)
+    handles = []
+
+    def once(mod, inputs):
+        calls.append("once")
+        handles[0].remove()  # torch's one-shot idiom: undefined behaviour before (bad_function_call)
+
+    handles.append(m.register_forward_pre_hook(once))
+    m(tessel.ones(1, 2))
+    m(tessel.ones(1, 2))
+    assert calls == ["once"]
+    seen = []
+    frozen_input = nn.Linear(2, 2)
+    frozen_input.register_full_backward_hook(lambda mod, gi, go: seen.append(gi))
+    frozen_input(tessel.ones(1, 2)).sum().backward()  # its input needs no grad
+    assert seen == [(None,)]  # torch passes one None per input, not ()
+    # A module destroyed before backward: no crash (its hook node held a dangling module pointer).
+    x = tessel.ones(1, 2, requires_grad=True)
+    tmp = nn.Linear(2, 2)
+    tmp.register_full_backward_hook(lambda mod, gi, go: None)
+    y = tmp(x).sum()
+    del tmp
+    gc.collect()
+    y.backward()
+    assert x.grad is not None
+
+
 def test_torch_save_and_load_of_state_dicts_resume_training_exactly(tmp_path):
     # torch.save({"model": m.state_dict(), "optim": opt.state_dict()}, f) / torch.load(f) with two
     # parameter groups: the resumed run's losses equal the uninterrupted one's, and the loaded optimizer

@@ -137,10 +137,14 @@ def test_ported_mp_spawn_script_runs_its_gloo_ranks_and_reports_a_failing_one(tm
     env = dict(os.environ, PYTHONPATH=os.path.join(runfiles, "bindings"))
     for key in ("RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
         env.pop(key, None)
+    # The rendezvous through files (comm's FileStore), so no TCP port can be taken by a concurrent test
+    # between free_port() and rank 0's bind; the script still sets MASTER_ADDR / MASTER_PORT as torch's does.
+    env["TESSEL_STORE_DIR"] = str(tmp_path / "store")
     out = subprocess.run([sys.executable, str(script), "2", str(free_port())], env=env, capture_output=True,
                          text=True, timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
     assert sorted(out.stdout.splitlines()) == ["rank 0 of 2: [3.0, 3.0, 3.0]", "rank 1 of 2: [3.0, 3.0, 3.0]"]
+    env["TESSEL_STORE_DIR"] = str(tmp_path / "store2")
     out = subprocess.run([sys.executable, str(script), "2", str(free_port())], env=dict(env, FAIL_RANK="1"),
                          capture_output=True, text=True, timeout=120)
     assert out.returncode != 0

@@ -41,12 +41,14 @@ class OpNode final : public Node {
       const Tensor& t = inputs[i];
       const bool keep = op_.save_inputs && t.defined() && (op_.saved_inputs.empty() || Listed(op_.saved_inputs, i));
       saved_inputs_.push_back(keep ? MakeSaved(t, pack) : Saved{});
+      saved_any_ = saved_any_ || keep;
     }
     for (size_t i = 0; i < outputs.size(); ++i) {
       const Tensor& t = outputs[i];
       const bool keep =
           op_.save_outputs && t.defined() && (op_.saved_outputs.empty() || Listed(op_.saved_outputs, i));
       saved_outputs_.push_back(keep ? MakeSaved(Detach(t), pack) : Saved{});
+      saved_any_ = saved_any_ || keep;
     }
   }
 
@@ -81,6 +83,8 @@ class OpNode final : public Node {
   }
 
   void ReleaseSaved() override {
+    // A node that saved nothing (add, sum) can run backward again, as in torch: nothing was freed.
+    if (!saved_any_) return;
     saved_inputs_.clear();
     saved_outputs_.clear();
     released_ = true;
@@ -89,6 +93,7 @@ class OpNode final : public Node {
   std::vector<Shape> input_sizes_;
 
  private:
+  bool saved_any_ = false;
   TensorList Unpack(const std::vector<Saved>& saved, const char* what) const {
     TensorList out;
     out.reserve(saved.size());

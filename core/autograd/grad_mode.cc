@@ -7,6 +7,7 @@ thread_local bool grad_mode = true;
 }  // namespace
 
 bool GradModeEnabled() { return grad_mode; }
+void SetGradModeEnabled(bool enabled) { grad_mode = enabled; }
 GradModeGuard::GradModeGuard(bool enabled) : previous_(grad_mode) { grad_mode = enabled; }
 GradModeGuard::~GradModeGuard() { grad_mode = previous_; }
 

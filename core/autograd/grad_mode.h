@@ -10,6 +10,8 @@
 namespace tessel {
 
 bool GradModeEnabled();
+// Sets this thread's mode with no scope (torch.set_grad_enabled called as a function); prefer the guards.
+void SetGradModeEnabled(bool enabled);
 
 class GradModeGuard {
  public:

@@ -30,6 +30,9 @@ AccumulateGrad::AccumulateGrad(Tensor leaf) : leaf_(std::move(leaf)) {
 }
 
 TensorList AccumulateGrad::Apply(TensorList grads) {
+  // A leaf frozen (requires_grad_(false)) between forward and backward gets no .grad, as torch: an
+  // optimizer would otherwise update (and weight-decay) the frozen parameter.
+  if (!leaf_.requires_grad()) return {};
   Tensor g = std::move(grads[0]);
   AutogradMeta& meta = leaf_.impl()->EnsureAutogradMeta();
   for (const TensorHook& hook : meta.hooks) {

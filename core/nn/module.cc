@@ -264,7 +264,12 @@ ModuleState* Module::GetComposableState(const std::string& key) const {
 }
 
 TensorList Module::Call(TensorList inputs) {
-  for (auto& [id, hook] : forward_pre_hooks_) hook(*this, inputs);
+  // Hooks run from copies taken when the call starts (the backward ones: at forward time, as torch's
+  // BackwardHook), so a hook may remove itself or register another (torch's one-shot idiom) without
+  // invalidating the loop; the backward nodes hold a weak token of this module, so a module destroyed
+  // before backward has its hooks skipped instead of called on freed memory.
+  const auto pre_hooks = forward_pre_hooks_;
+  for (auto& [id, hook] : pre_hooks) hook(*this, inputs);
   std::optional<memory::LedgerScope> ledger;
   if (memory::CurrentLedger() == memory::Ledger::kOther) ledger.emplace(memory::Ledger::kActivations);
   const bool backward_hooks = GradModeEnabled() && (!backward_pre_hooks_.empty() || !backward_hooks_.empty());
@@ -272,23 +277,33 @@ TensorList Module::Call(TensorList inputs) {
   auto grad_outputs = std::make_shared<TensorList>();
   const bool any_input_requires_grad =
       std::any_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return t.defined() && t.requires_grad(); });
-  if (backward_hooks && any_input_requires_grad && !backward_hooks_.empty()) {
-    inputs = autograd::ApplyBackwardFunction("BackwardHookFunction", inputs, [this, grad_outputs](const TensorList& g) {
-      for (auto& [id, hook] : backward_hooks_) hook(*this, g, *grad_outputs);
-      return g;
-    });
+  const std::weak_ptr<const bool> alive = alive_;
+  auto bwd_hooks = std::make_shared<const decltype(backward_hooks_)>(backward_hooks_);
+  auto bwd_pre_hooks = std::make_shared<const decltype(backward_pre_hooks_)>(backward_pre_hooks_);
+  const size_t num_inputs = inputs.size();
+  if (backward_hooks && any_input_requires_grad && !bwd_hooks->empty()) {
+    inputs = autograd::ApplyBackwardFunction(
+        "BackwardHookFunction", inputs, [this, alive, bwd_hooks, grad_outputs](const TensorList& g) {
+          if (alive.expired()) return g;
+          for (auto& [id, hook] : *bwd_hooks) hook(*this, g, *grad_outputs);
+          return g;
+        });
   }
   TensorList outputs = forward_wrapper_
                            ? forward_wrapper_(inputs, [this](const TensorList& in) { return Forward(in); })
                            : Forward(inputs);
-  for (auto& [id, hook] : forward_hooks_) hook(*this, inputs, outputs);
+  const auto post_hooks = forward_hooks_;
+  for (auto& [id, hook] : post_hooks) hook(*this, inputs, outputs);
   if (backward_hooks) {
     outputs = autograd::ApplyBackwardFunction(
-        "BackwardPreHookFunction", outputs, [this, grad_outputs, any_input_requires_grad](const TensorList& g) {
+        "BackwardPreHookFunction", outputs,
+        [this, alive, bwd_hooks, bwd_pre_hooks, grad_outputs, any_input_requires_grad, num_inputs](const TensorList& g) {
+          if (alive.expired()) return g;
           *grad_outputs = g;
-          for (auto& [id, hook] : backward_pre_hooks_) hook(*this, g);
+          for (auto& [id, hook] : *bwd_pre_hooks) hook(*this, g);
           if (!any_input_requires_grad) {
-            for (auto& [id, hook] : backward_hooks_) hook(*this, TensorList(), g);
+            // torch passes one None per input (grad_input == (None,)), not an empty tuple.
+            for (auto& [id, hook] : *bwd_hooks) hook(*this, TensorList(num_inputs), g);
           }
           return g;
         });

@@ -156,6 +156,9 @@ class Module {
   std::vector<std::pair<int, ForwardHook>> forward_hooks_;
   std::vector<std::pair<int, BackwardPreHook>> backward_pre_hooks_;
   std::vector<std::pair<int, BackwardHook>> backward_hooks_;
+  // Expires with this module: backward nodes of its hooks test it (Call) and skip the hooks of a module
+  // destroyed before backward ran.
+  std::shared_ptr<const bool> alive_ = std::make_shared<const bool>(true);
   std::vector<std::pair<int, StateDictPreHook>> state_dict_pre_hooks_;
   int next_hook_id_ = 0;
   ForwardWrapper forward_wrapper_;
