@@ -76,12 +76,14 @@ void CheckFillable(const Tensor& a, const char* op) {
 
 // fill_ / zero_ of a DTensor fills every rank's local piece, which is the filled global tensor for Shard
 // and Replicate placements (zero_grad(set_to_none=False) and p.zero_() under fully_shard raised "works on
-// local tensors"); a Partial one would sum W copies of the value, so it is refused.
+// local tensors"); and for a Partial one when the value is 0, exact under every reduce op (sequence-parallel
+// norm gradients are Partial: zero_grad(set_to_none=False) raised). Another value on a Partial would sum W
+// copies of it, so it is refused.
 void FillAnyInPlace(const Tensor& a, double v, const char* op) {
   if (!a.is_distributed()) return FillInPlace(a, v);
   const dtensor::DTensor d(a);
   for (const dtensor::Placement& p : d.placements()) {
-    TESSEL_CHECK(!dtensor::IsPartial(p), op, ": the DTensor of shape ", ShapeStr(a.sizes()), " is ",
+    TESSEL_CHECK(v == 0.0 || !dtensor::IsPartial(p), op, ": the DTensor of shape ", ShapeStr(a.sizes()), " is ",
                  dtensor::PlacementsToString(d.placements()), "; filling a Partial DTensor would sum a copy of the "
                  "value per rank. Redistribute it to Replicate or Shard first");
   }

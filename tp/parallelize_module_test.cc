@@ -133,7 +133,7 @@ TEST(ParallelizeModuleTest, PrepareModuleInputChecksItsLayoutsAndTheInputsItGets
                       PrepareModuleInput{.input_layouts = {Shard{0}, Replicate{}},
                                          .desired_input_layouts = {Replicate{}, std::nullopt}});
     ExpectErrorContains([&] { c(x); }, ErrorCode::kInvalidArgument,
-                        {"got 1 positional inputs but input_layouts has 2 entries"});
+                        {"got 1 tensor positional inputs but input_layouts has 2 entries"});
   });
 }
 

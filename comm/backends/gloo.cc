@@ -250,6 +250,14 @@ class GlooProcessGroup final : public ProcessGroup {
       TESSEL_FAIL(ErrorCode::kAborted, "gloo: rank ", rank_, " could not connect to its ", size() - 1,
                   " peers through ", store_->Describe(), ": ", e.what());
     }
+    // Every member has connected before any returns (torch's new_group waits on a store barrier too): a
+    // member that dropped the group at once (an error before its first collective) closed its pairs while a
+    // peer was still connecting, and the peer's next group failed with "connection closed by peer" (a
+    // read-only review: 15 of 30 runs).
+    if (size() > 1) {
+      if (store_->Add(prefix_ + "connected", 1) == size()) store_->Set(prefix_ + "connected_all", {'1'});
+      store_->Get(prefix_ + "connected_all", timeout);
+    }
     context_ = std::move(context);
     monitor_->NoteIssued(prefix_, -1);  // this thread issues on the group
     thread_ = std::make_unique<CommThread>(num_threads_, CurrentDevice());

@@ -25,7 +25,8 @@ void RegisterInputHook(nn::Module& module, const Layouts& layouts, const Layouts
   CheckLayouts(layouts, desired, who, "input");
   module.RegisterForwardPreHook([=](nn::Module&, TensorList& inputs) {
     TESSEL_CHECK(inputs.size() == layouts.size(), who, ": the module got ", inputs.size(),
-                 " positional inputs but input_layouts has ", layouts.size(), " entries");
+                 " tensor positional inputs but input_layouts has ", layouts.size(),
+                 " entries (tuples, lists and other non-tensor arguments are not seen by module hooks)");
     for (size_t i = 0; i < inputs.size(); ++i) {
       if (!layouts[i].has_value()) continue;
       dtensor::DTensor d = PrepareInput(inputs[i], *layouts[i], desired[i], mesh, Str(who, " input ", i));
