@@ -16,6 +16,7 @@
 #include "core/base/error.h"
 #include "core/ops/attention.h"
 #include "core/ops/concat.h"
+#include "core/ops/dropout.h"
 #include "core/ops/embedding.h"
 #include "core/ops/loss.h"
 #include "core/ops/matmul.h"
@@ -82,13 +83,17 @@ void BindFunctional(py::module_& m) {
   f.def("cross_entropy", [](const Tensor& logits, const Tensor& target, int64_t ignore_index, const std::string& reduction) {
     return NoGil([&] { return CrossEntropy(logits, target, ignore_index, reduction); });
   }, py::arg("input"), py::arg("target"), py::arg("ignore_index") = -100, py::arg("reduction") = "mean");
+  f.def("dropout", [](const Tensor& x, double p, bool training, Generator* gen) {
+    Generator& g = GenOrDefault(gen);
+    return NoGil([&] { return Dropout(x, p, g, training); });
+  }, py::arg("input"), py::arg("p") = 0.5, py::arg("training") = true, py::arg("generator") = nullptr);
   f.def("scaled_dot_product_attention", [](const Tensor& q, const Tensor& k, const Tensor& v,
                                            const std::optional<Tensor>& attn_mask, double dropout_p, bool is_causal,
                                            std::optional<double> scale) {
     TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, !attn_mask,
                       "scaled_dot_product_attention: attn_mask is not supported (use is_causal=True)");
     TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, dropout_p == 0.0,
-                      "scaled_dot_product_attention: dropout_p=", dropout_p, " is not supported (tessel has no dropout op)");
+                      "scaled_dot_product_attention: dropout_p=", dropout_p, " is not supported (the fused attention kernels draw no dropout mask)");
     return NoGil([&] { return ScaledDotProductAttention(q, k, v, is_causal, scale); });
   }, py::arg("query"), py::arg("key"), py::arg("value"), py::arg("attn_mask") = py::none(), py::arg("dropout_p") = 0.0,
         py::arg("is_causal") = false, py::arg("scale") = py::none());

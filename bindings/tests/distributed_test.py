@@ -326,6 +326,22 @@ def test_redistribute_defaults_to_the_tensors_own_mesh_as_torch():
     tessel.run_ranks(2, rank_fn)
 
 
+def test_dropout_on_a_sharded_dtensor_equals_dropout_on_the_full_tensor():
+    def rank_fn(world):
+        dist.init_process_group()
+        mesh = init_device_mesh("cpu", (2,), mesh_dim_names=("tp",))
+        full = tessel.arange(60, dtype=tessel.float32).view(6, 10) + 1.0
+        tessel.manual_seed(5)  # the same seed on every rank, as torch's TP requires
+        want = F.dropout(full, 0.5).tolist()
+        tessel.manual_seed(5)
+        got = F.dropout(distribute_tensor(full, mesh, [Shard(1)]), 0.5)
+        assert got.placements == (Shard(1),)
+        assert got.full_tensor().tolist() == want
+        assert 0 < sum(v == 0.0 for row in want for v in row) < 60
+
+    tessel.run_ranks(2, rank_fn)
+
+
 def test_bad_distributed_input_raises_python_errors_with_tessels_message():
     def rank_fn(world):
         dist.init_process_group()

@@ -231,9 +231,36 @@ def test_containers_follow_torch():
     assert list(d) == ["a", "b"] and "a" in d and d["a"].out_features == 3
     with pytest.raises(NotImplementedError, match="ModuleList is not callable"):
         layers(x)
-    with pytest.raises(NotImplementedError, match="tessel has no dropout op"):
-        nn.Dropout(0.1)
     np.testing.assert_array_equal(nn.Dropout(0.0)(x).numpy(), x.numpy())
+
+
+def test_dropout_draws_from_the_default_generator_like_torch():
+    with pytest.raises(ValueError, match="dropout probability has to be between 0 and 1, but got 1.5"):
+        nn.Dropout(1.5)
+    with pytest.raises(ValueError, match="dropout probability has to be between 0 and 1, but got -0.5"):
+        F.dropout(tessel.ones(3), -0.5)
+    x = tessel.ones(400, 50)
+    tessel.manual_seed(3)
+    start = tessel.default_generator().offset
+    drop = nn.Dropout(0.2)
+    y = drop(x).numpy()
+    assert tessel.default_generator().offset == start + 20000  # one counter per element, like torch's Philox
+    assert set(np.unique(y).tolist()) == {0.0, np.float32(1.25)}
+    assert abs((y == 0).mean() - 0.2) < 0.02  # Binomial(20000, 0.2): sigma 0.0028
+    tessel.manual_seed(3)
+    np.testing.assert_array_equal(F.dropout(x, 0.2).numpy(), y)  # same seed, same mask
+    drop.eval()
+    offset = tessel.default_generator().offset
+    assert F.dropout(x, 0.2, training=False) is x
+    np.testing.assert_array_equal(drop(x).numpy(), x.numpy())
+    assert tessel.default_generator().offset == offset  # eval draws nothing
+    # Backward: the same mask times 1 / (1 - p).
+    w = tessel.ones(400, 50, requires_grad=True)
+    tessel.manual_seed(3)
+    (F.dropout(w, 0.2) * 2.0).sum().backward()
+    np.testing.assert_array_equal(w.grad.numpy(), 2.0 * y)
+    with pytest.raises(NotImplementedError, match="out of place"):
+        nn.Dropout(0.1, inplace=True)(x)
 
 
 def test_bad_forward_and_bad_arguments_raise_python_errors():

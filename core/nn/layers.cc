@@ -1,7 +1,9 @@
 // core/nn/layers.cc — Linear, Embedding, LayerNorm, RMSNorm.
 #include "core/nn/layers.h"
 
+
 #include "core/base/error.h"
+#include "core/ops/dropout.h"
 #include "core/ops/embedding.h"
 #include "core/ops/linear_gelu.h"
 #include "core/ops/matmul.h"
@@ -53,5 +55,11 @@ RMSNorm::RMSNorm(int64_t dim, double eps, DType dtype) : Module("RMSNorm"), eps_
 }
 
 TensorList RMSNorm::Forward(const TensorList& in) { return {tessel::RmsNorm(in.at(0), Param("weight"), eps_)}; }
+
+Dropout::Dropout(double p, Generator& gen) : Module("Dropout"), p_(p), gen_(&gen) {
+  TESSEL_CHECK(p >= 0.0 && p <= 1.0, "Dropout: dropout probability has to be between 0 and 1, but got ", p);
+}
+
+TensorList Dropout::Forward(const TensorList& in) { return {tessel::Dropout(in.at(0), p_, *gen_, training())}; }
 
 }  // namespace tessel::nn

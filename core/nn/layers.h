@@ -1,4 +1,4 @@
-// core/nn/layers.h — the basic layers: Linear, Embedding, LayerNorm, RMSNorm.
+// core/nn/layers.h — the basic layers: Linear, Embedding, LayerNorm, RMSNorm, Dropout.
 //
 // Shape legend: B = batch, T = sequence, C = channels (d_model), V = vocabulary, I/O = in/out features.
 // Invariant: parameter names and shapes are PyTorch's (Linear.weight [O, I], Linear.bias [O],
@@ -67,6 +67,21 @@ class RMSNorm final : public Module {
 
  private:
   double eps_;
+};
+
+// torch.nn.Dropout(p) drawing from the caller's generator (core/ops/dropout.h; it must outlive the
+// module): the same seed on every rank gives each DTensor shard its block of one mask, and a module
+// under activation checkpointing needs the generator in CheckpointOptions::generators. Identity in
+// eval mode. p outside [0, 1] is kInvalidArgument at construction, as torch's ValueError.
+class Dropout final : public Module {
+ public:
+  Dropout(double p, Generator& gen);
+  TensorList Forward(const TensorList& inputs) override;
+  double p() const { return p_; }
+
+ private:
+  double p_;
+  Generator* gen_;
 };
 
 }  // namespace tessel::nn

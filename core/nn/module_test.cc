@@ -9,10 +9,12 @@
 #include "core/memory/allocator.h"
 #include "core/nn/layers.h"
 #include "core/nn/transformer.h"
+#include "core/ops/dropout.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/reduction.h"
 #include "core/optim/optimizer.h"
 #include "core/tensor/factory.h"
+#include "core/base/testing/expect_error.h"
 
 namespace tessel::nn {
 namespace {
@@ -31,6 +33,19 @@ std::vector<std::string> Names(const StateDict& sd) {
   std::vector<std::string> out;
   for (const auto& [k, v] : sd) out.push_back(k);
   return out;
+}
+
+TEST(ModuleTest, DropoutDrawsFromItsGeneratorInTrainingAndIsTheIdentityInEval) {
+  Generator gen(11), ref(11);
+  nn::Dropout drop(0.5, gen);
+  const Tensor x = Ones({4, 8});
+  EXPECT_EQ(drop(x).ToDoubleVector(), tessel::Dropout(x, 0.5, ref).ToDoubleVector());
+  EXPECT_EQ(gen.offset(), 32u);
+  drop.Eval();
+  EXPECT_EQ(drop(x).impl(), x.impl());
+  EXPECT_EQ(gen.offset(), 32u);
+  testing::ExpectErrorContains([&] { nn::Dropout bad(1.5, gen); }, ErrorCode::kInvalidArgument,
+                               {"Dropout: dropout probability has to be between 0 and 1, but got 1.5"});
 }
 
 TEST(ModuleTest, NamedParametersUseDottedPathsInRegistrationOrder) {

@@ -7,6 +7,7 @@
 
 #include "core/base/error.h"
 #include "core/base/parallel.h"
+#include "core/base/philox.h"
 #include "core/tensor/copy.h"
 #include "core/tensor/factory.h"
 #include "core/tensor/strided_loop.h"
@@ -45,8 +46,6 @@ bool ThreadIsLive(uint64_t id) {
   return LiveThreads().count(id) > 0;
 }
 
-constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u, kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
-
 // Value of the element whose global counter is `c` (seed is the key). Computed in double.
 double Sample(uint64_t seed, uint64_t c, const Distribution& dist) {
   const auto r = Philox4x32({static_cast<uint32_t>(c), static_cast<uint32_t>(c >> 32), 0u, 0u},
@@ -73,15 +72,8 @@ double Sample(uint64_t seed, uint64_t c, const Distribution& dist) {
 }  // namespace
 
 std::array<uint32_t, 4> Philox4x32(std::array<uint32_t, 4> c, std::array<uint32_t, 2> k) {
-  for (int round = 0; round < 10; ++round) {
-    const uint64_t p0 = static_cast<uint64_t>(kM0) * c[0];
-    const uint64_t p1 = static_cast<uint64_t>(kM1) * c[2];
-    c = {static_cast<uint32_t>(p1 >> 32) ^ c[1] ^ k[0], static_cast<uint32_t>(p1),
-         static_cast<uint32_t>(p0 >> 32) ^ c[3] ^ k[1], static_cast<uint32_t>(p0)};
-    k[0] += kW0;
-    k[1] += kW1;
-  }
-  return c;
+  const PhiloxBlock r = PhiloxRounds(PhiloxBlock{{c[0], c[1], c[2], c[3]}}, k[0], k[1]);
+  return {r.w[0], r.w[1], r.w[2], r.w[3]};
 }
 
 void FillRandomBlock(const Tensor& out, std::span<const int64_t> full_shape, std::span<const int64_t> block_offsets,

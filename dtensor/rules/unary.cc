@@ -1,13 +1,16 @@
 // dtensor/rules/unary.cc — sharding rules for core/ops/unary.cc: neg, exp, log, sqrt, rsqrt, pow, tanh,
 // sigmoid, relu, gelu, silu, abs, clamp, cast and the fused backward ops tanh_backward,
-// sigmoid_backward, threshold_backward, gelu_backward, silu_backward, abs_backward, clamp_backward.
+// sigmoid_backward, threshold_backward, gelu_backward, silu_backward, abs_backward, clamp_backward; and
+// core/ops/dropout.cc's dropout.
 //
 // Invariant: every op here is elementwise, so Shard and Replicate pass through unchanged (no
 // communication). Partial passes only where the op preserves it (PyTorch's _pointwise_ops.py tables):
 // neg is linear (sum, avg) and swaps max <-> min; ops non-decreasing on their whole domain (exp, tanh,
 // sigmoid, relu, clamp) keep max and min; float casts keep all four; the *_backward ops are linear in
 // the incoming gradient (input 0) when the saved tensor is Replicate. Everything else all-reduces a
-// Partial input first.
+// Partial input first. dropout is linear in x for a fixed mask (sum, avg pass), and each rank's kernel
+// draws its own block of the FULL tensor's mask: its attrs get the global shape and this rank's offset
+// (no communication; Replicate and Partial ranks draw the same whole mask).
 //
 // Example:
 //   Gelu(x_S1);           // [S(1)] -> [S(1)], no communication
@@ -17,6 +20,18 @@
 
 namespace tessel::dtensor::rules {
 namespace {
+
+Attrs DropoutBlockAttrs(const LocalContext& ctx) {
+  Attrs a = ctx.call.attrs;
+  a.Set("full_shape", ctx.call.spec(0).shape());
+  a.Set("block_offset", ctx.OutputOffset(0));
+  return a;
+}
+std::vector<Strategy> DropoutRule(const OpCall& call) {
+  std::vector<Strategy> s = Pointwise(call, Linearity::kUnaryLinear);
+  for (Strategy& st : s) st.local_attrs = DropoutBlockAttrs;
+  return s;
+}
 
 const bool kRegistered = [] {
   RegisterShardingRule("neg", PointwiseRule<Linearity::kNeg>, kElementwise);
@@ -37,6 +52,9 @@ const bool kRegistered = [] {
                          "abs_backward", "clamp_backward"}) {
     RegisterShardingRule(op, PointwiseRule<Linearity::kGradLinear>, kElementwise);
   }
+  // Not kElementwise: that fast path would run the kernel with the call's attrs (every rank the
+  // origin's mask).
+  RegisterShardingRule("dropout", DropoutRule);
   return true;
 }();
 

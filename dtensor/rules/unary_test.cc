@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include "core/ops/dropout.h"
 #include "core/ops/elementwise.h"
 #include "dtensor/testing/rules_testing.h"
 
@@ -62,6 +63,35 @@ TEST(UnaryRulesTest, ElementwiseOpsKeepShardsAndMonotoneOpsKeepPartialMax) {
     EXPECT_EQ(CommOf([&] { y = DTensor(Exp(p)); }), "all_reduce(x) x1");
     EXPECT_EQ(CommOf([&] { y = DTensor(Cast(p, DType::kFloat32)); }), "");
     EXPECT_EQ(y.placements(), ParsePlacements("P(sum)"));
+  });
+}
+
+TEST(UnaryRulesTest, DropoutDrawsEachShardsBlockOfTheFullTensorsMask) {
+  // Generator(9, 4) on every rank: the DTensor's mask must equal the dense tensor's, element by element.
+  auto dropout = [](const TensorList& in) {
+    Generator gen(9, 4);
+    return Dropout(in[0], 0.4, gen);
+  };
+  OnMesh1D(4, [&](const DeviceMesh& mesh) {
+    for (int64_t n : EvenAndUneven(4)) {
+      for (const char* p : {"S(0)", "S(1)", "R", "P(sum)"}) {
+        SCOPED_TRACE(Str("n ", n, " ", p));
+        ExpectMatchesDense(mesh, {Values({n, 5})}, {p}, dropout, true, 1e-12);
+      }
+    }
+    DTensor s = DistributeTensor(Values({7, 5}), mesh, ParsePlacements("S(1)"));
+    DTensor p = testing::MakeInput(Values({7, 5}), mesh, ParsePlacements("P(sum)"), false).dt;
+    Generator gen(5);
+    DTensor y;
+    EXPECT_EQ(CommOf([&] { y = DTensor(Dropout(s, 0.5, gen)); }), "");
+    EXPECT_EQ(y.placements(), ParsePlacements("S(1)"));
+    EXPECT_EQ(gen.offset(), 35u);  // the global numel, on every rank
+    EXPECT_EQ(CommOf([&] { y = DTensor(Dropout(p, 0.5, gen)); }), "");
+    EXPECT_EQ(y.placements(), ParsePlacements("P(sum)"));
+  });
+  testing::OnMesh2D([&](const DeviceMesh& mesh) {
+    ExpectMatchesDense(mesh, {Values({6, 7})}, {"S(0), S(1)"}, dropout, true, 1e-12);
+    ExpectMatchesDense(mesh, {Values({6, 7})}, {"S(1), S(1)"}, dropout, true, 1e-12);
   });
 }
 

@@ -20,6 +20,7 @@ keyword arguments) go to ``forward`` unchanged.
 import collections
 
 from .. import _C
+from . import functional
 
 Tensor = _C.Tensor
 Module = _C.Module
@@ -483,17 +484,19 @@ class Identity(Module):
 
 
 class Dropout(Module):
-    """Dropout with p == 0 only: tessel has no dropout op yet, and a silent no-op for p > 0 would
-    train a different model than the script asks for, so that raises NotImplementedError."""
+    """torch.nn.Dropout: F.dropout(x, p, self.training) (tessel.nn.functional.dropout)."""
 
     def __init__(self, p=0.5, inplace=False):
         super().__init__()
-        if p != 0:
-            raise NotImplementedError("Dropout(p=%s): tessel has no dropout op; use p=0" % p)
-        self.p = p
+        if p < 0 or p > 1:
+            raise ValueError("dropout probability has to be between 0 and 1, but got %s" % p)
+        self.p, self.inplace = p, inplace
 
     def forward(self, x):
-        return x
+        return functional.dropout(x, self.p, self.training, self.inplace)
+
+    def extra_repr(self):
+        return "p=%s, inplace=%s" % (self.p, self.inplace)
 
 
 class CrossEntropyLoss(Module):
