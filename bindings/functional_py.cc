@@ -89,14 +89,14 @@ void BindFunctional(py::module_& m) {
   }, py::arg("input"), py::arg("p") = 0.5, py::arg("training") = true, py::arg("generator") = nullptr);
   f.def("scaled_dot_product_attention", [](const Tensor& q, const Tensor& k, const Tensor& v,
                                            const std::optional<Tensor>& attn_mask, double dropout_p, bool is_causal,
-                                           std::optional<double> scale) {
-    TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, !attn_mask,
-                      "scaled_dot_product_attention: attn_mask is not supported (use is_causal=True)");
-    TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, dropout_p == 0.0,
-                      "scaled_dot_product_attention: dropout_p=", dropout_p, " is not supported (the fused attention kernels draw no dropout mask)");
-    return NoGil([&] { return ScaledDotProductAttention(q, k, v, is_causal, scale); });
+                                           std::optional<double> scale, bool enable_gqa) {
+    TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, !enable_gqa,
+                      "scaled_dot_product_attention: enable_gqa=True is not supported (repeat k and v's heads)");
+    AttentionOptions o{.attn_mask = attn_mask.value_or(Tensor()), .dropout_p = dropout_p, .is_causal = is_causal,
+                       .scale = scale, .generator = &DefaultGenerator()};
+    return NoGil([&] { return ScaledDotProductAttention(q, k, v, o); });
   }, py::arg("query"), py::arg("key"), py::arg("value"), py::arg("attn_mask") = py::none(), py::arg("dropout_p") = 0.0,
-        py::arg("is_causal") = false, py::arg("scale") = py::none());
+        py::arg("is_causal") = false, py::arg("scale") = py::none(), py::arg("enable_gqa") = false);
 }
 
 }  // namespace tessel::bindings

@@ -15,8 +15,6 @@
 namespace tessel::dtensor {
 namespace {
 
-thread_local bool implicit_replication = false;
-
 // [The tie-break table] Among candidates that move the same bytes and the same number of inputs, the
 // kind listed first wins: keep the layout the data already has; then sharded outputs (less memory than
 // replicated ones); then Partial outputs (a reduction is owed later); masked vocab-parallel work; and
@@ -77,7 +75,7 @@ Prepared Prepare(const OpDef& op, std::span<const Tensor> raw) {
                    lead.mesh().global_rank());
       continue;
     }
-    TESSEL_CHECK(t.dim() == 0 || (implicit_replication && !t.requires_grad()), op.name,
+    TESSEL_CHECK(t.dim() == 0 || (ImplicitReplicationEnabled() && !t.requires_grad()), op.name,
                  ": got mixed DTensor and dense tensor inputs: input ", first, " is ", KindOf(raw[first]),
                  " but input ", i, " is ", KindOf(t),
                  "; convert the dense tensor with DistributeTensor or DTensor::FromLocal first (only 0-d dense "
@@ -369,10 +367,5 @@ const bool kInstalled = [] {
 }();
 }  // namespace
 
-ImplicitReplicationGuard::ImplicitReplicationGuard() : previous_(implicit_replication) {
-  implicit_replication = true;
-}
-ImplicitReplicationGuard::~ImplicitReplicationGuard() { implicit_replication = previous_; }
-bool ImplicitReplicationEnabled() { return implicit_replication; }
 
 }  // namespace tessel::dtensor

@@ -45,20 +45,9 @@
 namespace tessel::dtensor {
 
 // Scoped, per thread: a dense input that does not require grad, next to DTensor inputs, is taken as
-// Replicate on their mesh instead of raising (PyTorch's
-// torch.distributed.tensor.experimental.implicit_replication). Used by tp::LossParallel for the plain
-// targets of a vocab-sharded cross-entropy. Nests.
-class ImplicitReplicationGuard {
- public:
-  ImplicitReplicationGuard();
-  ~ImplicitReplicationGuard();
-  ImplicitReplicationGuard(const ImplicitReplicationGuard&) = delete;
-  ImplicitReplicationGuard& operator=(const ImplicitReplicationGuard&) = delete;
-
- private:
-  bool previous_;
-};
-bool ImplicitReplicationEnabled();
+// Replicate on their mesh (core/dispatch/dispatcher.h, where the flag lives so core/ops can set it).
+using ImplicitReplicationGuard = ::tessel::ImplicitReplicationGuard;
+using ::tessel::ImplicitReplicationEnabled;
 
 // The handler installed into the dispatcher (core/dispatch/dispatcher.h).
 TensorList DispatchDistributed(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs);

@@ -338,6 +338,15 @@ def test_dropout_on_a_sharded_dtensor_equals_dropout_on_the_full_tensor():
         assert got.placements == (Shard(1),)
         assert got.full_tensor().tolist() == want
         assert 0 < sum(v == 0.0 for row in want for v in row) < 60
+        # Attention dropout on tensor-parallel heads (Shard(1) of [B, H, T, D]) draws the dense mask too.
+        q, k, v = (tessel.randn(2, 4, 6, 8) for _ in range(3))
+        tessel.manual_seed(3)
+        want = F.scaled_dot_product_attention(q, k, v, dropout_p=0.3, is_causal=True).numpy()
+        tessel.manual_seed(3)
+        dq, dk, dv = (distribute_tensor(t, mesh, [Shard(1)]) for t in (q, k, v))
+        got = F.scaled_dot_product_attention(dq, dk, dv, dropout_p=0.3, is_causal=True)
+        assert got.placements == (Shard(1),)
+        np.testing.assert_array_equal(got.full_tensor().numpy(), want)
 
     tessel.run_ranks(2, rank_fn)
 

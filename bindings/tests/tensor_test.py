@@ -257,8 +257,35 @@ def test_bad_arguments_raise_the_exception_torch_would():
         x @ tessel.ones(2, 3)
     with pytest.raises(ValueError, match="only one element tensors can be converted"):
         float(x)
-    with pytest.raises(NotImplementedError, match="attn_mask is not supported"):
-        F.scaled_dot_product_attention(x, x, x, attn_mask=x)
+    with pytest.raises(ValueError, match="attn_mask must not be set together with is_causal=True"):
+        F.scaled_dot_product_attention(x, x, x, attn_mask=x, is_causal=True)
+
+
+def test_scaled_dot_product_attention_takes_masks_and_dropout_like_torch():
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((2, 5, 4)).astype(np.float32) for _ in range(3))
+    keep = rng.random((5, 5)) > 0.4
+    keep[3] = False  # a query with no key: 0, as torch >= 2.5
+
+    def reference(bias):
+        s = q @ k.transpose(0, 2, 1) / 2.0 + bias
+        m = s.max(-1, keepdims=True)
+        w = np.exp(s - np.where(np.isfinite(m), m, 0.0))
+        w = np.where(np.isfinite(m), w / np.maximum(w.sum(-1, keepdims=True), 1e-30), 0.0)
+        return w @ v
+
+    tq, tk, tv = (tessel.tensor(a) for a in (q, k, v))
+    got = F.scaled_dot_product_attention(tq, tk, tv, attn_mask=tessel.tensor(keep))
+    np.testing.assert_allclose(got.numpy(), reference(np.where(keep, 0.0, -np.inf)), rtol=1e-5, atol=1e-6)
+    bias = rng.standard_normal((5, 5)).astype(np.float32)
+    got = F.scaled_dot_product_attention(tq, tk, tv, attn_mask=tessel.tensor(bias))
+    np.testing.assert_allclose(got.numpy(), reference(bias), rtol=1e-5, atol=1e-6)
+    tessel.manual_seed(1)
+    a = F.scaled_dot_product_attention(tq, tk, tv, dropout_p=0.5, is_causal=True).numpy()
+    tessel.manual_seed(1)
+    b = F.scaled_dot_product_attention(tq, tk, tv, dropout_p=0.5, is_causal=True).numpy()
+    np.testing.assert_array_equal(a, b)  # the default generator decides the mask
+    assert not np.allclose(a, F.scaled_dot_product_attention(tq, tk, tv, is_causal=True).numpy())
 
 
 def test_set_num_threads_sets_this_threads_budget_like_torch():

@@ -13,6 +13,14 @@ namespace {
 std::atomic<DistributedHandler> distributed_handler{nullptr};
 }  // namespace
 
+namespace {
+thread_local bool implicit_replication = false;
+}  // namespace
+
+ImplicitReplicationGuard::ImplicitReplicationGuard() : previous_(implicit_replication) { implicit_replication = true; }
+ImplicitReplicationGuard::~ImplicitReplicationGuard() { implicit_replication = previous_; }
+bool ImplicitReplicationEnabled() { return implicit_replication; }
+
 void SetDistributedHandler(DistributedHandler handler) {
   DistributedHandler expected = nullptr;
   if (!distributed_handler.compare_exchange_strong(expected, handler)) {

@@ -25,6 +25,24 @@ using DistributedHandler = TensorList (*)(const OpDef& op, std::span<const Tenso
 // Installed once by dtensor/ at startup; a second, different handler is a bug.
 void SetDistributedHandler(DistributedHandler handler);
 
+// Scoped, per thread: a dense input that does not require grad, next to DTensor inputs, is taken as
+// Replicate on their mesh instead of raising (PyTorch's
+// torch.distributed.tensor.experimental.implicit_replication). Declared here, below dtensor/ (which
+// reads it and re-exports it as dtensor::ImplicitReplicationGuard), so that ops composed in core/ops
+// can mark their own constants: the causal mask of the masked attention path (attention_math.cc), and
+// tp::LossParallel's plain targets. Nests.
+class ImplicitReplicationGuard {
+ public:
+  ImplicitReplicationGuard();
+  ~ImplicitReplicationGuard();
+  ImplicitReplicationGuard(const ImplicitReplicationGuard&) = delete;
+  ImplicitReplicationGuard& operator=(const ImplicitReplicationGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+bool ImplicitReplicationEnabled();
+
 // Undefined input tensors are allowed (optional arguments, e.g. a missing bias).
 // Ops name their inputs in errors as "<op>: input <i> ...".
 std::string DescribeInputs(std::span<const Tensor> inputs);  // "[2, 3] float32, [3] float32"

@@ -1,11 +1,14 @@
-// core/ops/attention.h — scaled dot-product attention (causal or full), fused forward and backward.
+// core/ops/attention.h — scaled dot-product attention (causal or full), fused forward and backward; with
+// an attention mask or dropout, torch's "math" composition of ops.
 //
 // Example:
 //   Tensor y_BHTD = ScaledDotProductAttention(q_BHTD, k_BHSD, v_BHSD, /*is_causal=*/true);
+//   Tensor z = ScaledDotProductAttention(q, k, v, {.attn_mask = keep_TS, .dropout_p = 0.1, .generator = &gen});
 #pragma once
 
 #include <optional>
 
+#include "core/tensor/random.h"
 #include "core/tensor/tensor.h"
 
 namespace tessel {
@@ -14,5 +17,21 @@ namespace tessel {
 // query i when j > i (torch's is_causal: ones(T, S).tril(0), top-left aligned even when T != S).
 Tensor ScaledDotProductAttention(const Tensor& q, const Tensor& k, const Tensor& v, bool is_causal = true,
                                  std::optional<double> scale = std::nullopt);
+
+// torch.nn.functional.scaled_dot_product_attention's full signature (no enable_gqa). attn_mask: bool
+// (true: the query attends to the key) or q's floating dtype (added to the scores), broadcastable to
+// [..., T, S]; not together with is_causal (kInvalidArgument, as torch). dropout_p > 0 drops attention
+// weights after the softmax (core/ops/dropout.h, drawing from *generator, which is then required).
+// Without a mask and dropout this is the fused kernel above; otherwise softmax(q·kᵀ·scale + mask)·v
+// from matmul, softmax and where ops ([..., T, S] scores are materialized, as torch's math backend).
+// A query row whose keys are all masked gives 0, as torch >= 2.5 (its _safe_softmax).
+struct AttentionOptions {
+  Tensor attn_mask;
+  double dropout_p = 0.0;
+  bool is_causal = false;
+  std::optional<double> scale;
+  Generator* generator = nullptr;
+};
+Tensor ScaledDotProductAttention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& options);
 
 }  // namespace tessel

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 
 #include "core/autograd/call.h"
@@ -20,6 +21,10 @@
 #include "core/ops/attention_kernels.h"
 #include "core/ops/vector_isa.h"
 #include "core/ops/elementwise.h"
+#include "core/ops/ternary.h"
+#include "core/ops/softmax.h"
+#include "core/ops/matmul.h"
+#include "core/ops/dropout.h"
 #include "core/ops/testing/gradcheck.h"
 #include "core/ops/unary.h"
 #include "core/ops/view.h"
@@ -610,6 +615,114 @@ TEST(AttentionTest, BadShapesAndDtypesRaiseErrorsNamingTheOp) {
         ScaledDotProductAttention(Zeros({3, 4}), Zeros({5, 4}, DType::kFloat64), Zeros({5, 4}));
       },
       ErrorCode::kInvalidArgument, "q, k, v must share one floating dtype, got [3, 4] float32, [5, 4] float64");
+}
+
+// softmax(q·kᵀ·scale + mask)·v per head in double loops for the math path: keep[i][j] false hides key
+// j (-inf), add[i][j] is added to the score; a row with no finite score gives 0 (torch >= 2.5).
+std::vector<double> NaiveMasked(const Tensor& q, const Tensor& k, const Tensor& v, double scale,
+                                const std::function<double(int64_t, int64_t)>& mask) {
+  const int64_t t = q.size(-2), s = k.size(-2), d = q.size(-1), dv = v.size(-1), heads = q.numel() / (t * d);
+  const auto qv = q.ToDoubleVector(), kv = k.ToDoubleVector(), vv = v.ToDoubleVector();
+  std::vector<double> out(static_cast<size_t>(heads * t * dv), 0.0);
+  for (int64_t h = 0; h < heads; ++h) {
+    for (int64_t i = 0; i < t; ++i) {
+      std::vector<double> w(static_cast<size_t>(s));
+      double m = -INFINITY, sum = 0;
+      for (int64_t j = 0; j < s; ++j) {
+        double x = 0;
+        for (int64_t c = 0; c < d; ++c) x += qv[(h * t + i) * d + c] * kv[(h * s + j) * d + c];
+        w[j] = x * scale + mask(i, j);
+        m = std::max(m, w[j]);
+      }
+      if (m == -INFINITY) continue;
+      for (int64_t j = 0; j < s; ++j) sum += (w[j] = std::exp(w[j] - m));
+      for (int64_t j = 0; j < s; ++j) {
+        for (int64_t c = 0; c < dv; ++c) out[(h * t + i) * dv + c] += w[j] / sum * vv[(h * s + j) * dv + c];
+      }
+    }
+  }
+  return out;
+}
+
+// A [t, s] bool mask with a fully masked row 1 and a pattern elsewhere.
+Tensor KeepMask(int64_t t, int64_t s) {
+  Tensor m = Empty({t, s}, DType::kBool);
+  auto* p = static_cast<uint8_t*>(m.raw_data());
+  for (int64_t i = 0; i < t; ++i) {
+    for (int64_t j = 0; j < s; ++j) p[i * s + j] = i != 1 && (i + 2 * j) % 3 != 0;
+  }
+  return m;
+}
+
+TEST(AttentionTest, BoolAndFloatMasksMatchDoubleLoopsAndAFullyMaskedRowIsZero) {
+  const Tensor q = RandDouble({2, 3, 5, 4}, 1), k = RandDouble({2, 3, 6, 4}, 2), v = RandDouble({2, 3, 6, 3}, 3);
+  const Tensor keep = KeepMask(5, 6);
+  const auto kp = keep.ToDoubleVector();
+  const std::vector<double> want =
+      NaiveMasked(q, k, v, 0.5, [&](int64_t i, int64_t j) { return kp[i * 6 + j] != 0 ? 0.0 : -INFINITY; });
+  const Tensor got = ScaledDotProductAttention(q, k, v, {.attn_mask = keep, .scale = 0.5});
+  ExpectAllClose(got, want, 1e-12, 1e-12);
+  for (int64_t c = 0; c < 3; ++c) EXPECT_EQ(got.ToDoubleVector()[1 * 3 + c], 0.0);  // head 0, row 1
+  const Tensor add = RandDouble({1, 1, 5, 6}, 4, -2.0, 2.0);  // broadcast over batch and heads
+  const auto av = add.ToDoubleVector();
+  ExpectAllClose(ScaledDotProductAttention(q, k, v, {.attn_mask = add}),
+                 NaiveMasked(q, k, v, 0.5, [&](int64_t i, int64_t j) { return av[i * 6 + j]; }), 1e-12, 1e-12);
+  // A causal bool mask through the math path equals the fused causal kernel.
+  Tensor tril = Empty({5, 6}, DType::kBool);
+  for (int64_t i = 0; i < 30; ++i) static_cast<uint8_t*>(tril.raw_data())[i] = i % 6 <= i / 6;
+  ExpectAllClose(ScaledDotProductAttention(q, k, v, {.attn_mask = tril}), ScaledDotProductAttention(q, k, v, true),
+                 1e-12, 1e-12);
+}
+
+TEST(AttentionTest, MaskedAttentionGradientsMatchFiniteDifferencesWithoutNaN) {
+  const Tensor keep = KeepMask(4, 5);
+  ExpectGradcheck(
+      [&](const TensorList& in) { return ScaledDotProductAttention(in[0], in[1], in[2], {.attn_mask = keep}); },
+      {RandDouble({2, 4, 3}, 5), RandDouble({2, 5, 3}, 6), RandDouble({2, 5, 2}, 7)});
+  const Tensor add = RandDouble({4, 5}, 8);
+  ExpectGradcheck(
+      [&](const TensorList& in) { return ScaledDotProductAttention(in[0], in[1], in[2], {.attn_mask = in[3]}); },
+      {RandDouble({2, 4, 3}, 5), RandDouble({2, 5, 3}, 6), RandDouble({2, 5, 2}, 7), add});
+  // A float mask whose row 2 is all -inf: that output row is 0 and no NaN reaches any gradient.
+  std::vector<double> rows = add.ToDoubleVector();
+  for (int64_t j = 0; j < 5; ++j) rows[2 * 5 + j] = -INFINITY;
+  TensorList in = {RandDouble({2, 4, 3}, 5), RandDouble({2, 5, 3}, 6), RandDouble({2, 5, 2}, 7)};
+  for (Tensor& t : in) t.set_requires_grad(true);
+  const Tensor y = ScaledDotProductAttention(in[0], in[1], in[2], {.attn_mask = FromVector<double>(rows, {4, 5})});
+  EXPECT_EQ(y.ToDoubleVector()[2 * 2], 0.0);
+  Backward(y, RandDouble({2, 4, 2}, 9));
+  for (const Tensor& t : in) {
+    for (double g : t.grad().ToDoubleVector()) ASSERT_TRUE(std::isfinite(g));
+  }
+}
+
+TEST(AttentionTest, DropoutDropsTheSoftmaxWeightsWithTheGivenGenerator) {
+  const Tensor q = RandDouble({2, 6, 4}, 11), k = RandDouble({2, 6, 4}, 12), v = RandDouble({2, 6, 3}, 13);
+  Generator gen(17), ref(17);
+  const Tensor got = ScaledDotProductAttention(q, k, v, {.dropout_p = 0.25, .is_causal = true, .generator = &gen});
+  Tensor tril = Empty({6, 6}, DType::kBool);
+  for (int64_t i = 0; i < 36; ++i) static_cast<uint8_t*>(tril.raw_data())[i] = i % 6 <= i / 6;
+  const Tensor s = MulScalar(Matmul(q, Transpose(k, -2, -1)), 0.5);
+  const Tensor w = Softmax(Where(tril, s, Scalar(-INFINITY, DType::kFloat64)), -1);
+  ExpectAllClose(got, Matmul(Dropout(w, 0.25, ref), v), 1e-12, 1e-12);
+  EXPECT_EQ(gen.offset(), 72u);  // the [2, 6, 6] weights
+  int zeros = 0;
+  for (double x : Dropout(w, 0.25, ref).ToDoubleVector()) zeros += x == 0.0;
+  EXPECT_GT(zeros, 21);  // the 30 masked weights are 0 already; dropout zeroes some of the 42 others
+}
+
+TEST(AttentionTest, MaskAndDropoutArgumentsAreCheckedLikeTorch) {
+  const Tensor q = RandDouble({3, 4}, 1);
+  Generator gen(1);
+  ExpectErrorContains([&] { ScaledDotProductAttention(q, q, q, {.attn_mask = KeepMask(3, 3), .is_causal = true}); },
+                      ErrorCode::kInvalidArgument, "attn_mask must not be set together with is_causal=True");
+  ExpectErrorContains([&] { ScaledDotProductAttention(q, q, q, {.dropout_p = 0.1}); }, ErrorCode::kInvalidArgument,
+                      "dropout_p=0.1 needs a Generator");
+  ExpectErrorContains([&] { ScaledDotProductAttention(q, q, q, {.dropout_p = 1.5, .generator = &gen}); },
+                      ErrorCode::kInvalidArgument, "dropout_p has to be between 0 and 1, but got 1.5");
+  ExpectErrorContains(
+      [&] { ScaledDotProductAttention(q, q, q, {.attn_mask = Zeros({3, 3}, DType::kInt64)}); },
+      ErrorCode::kInvalidArgument, "attn_mask must be bool or q's dtype float64, got int64");
 }
 
 }  // namespace

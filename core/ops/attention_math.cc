@@ -1,0 +1,83 @@
+// core/ops/attention_math.cc — scaled_dot_product_attention with an attention mask or dropout: torch's
+// math backend as a composition of differentiable ops (matmul, where, softmax, dropout), so autograd
+// and DTensor dispatch come from those ops. The fused kernels (attention.cc) take every call without a
+// mask and dropout.
+//
+// DTensor inputs (tensor parallel heads) work with is_causal, whose mask this file builds (it enters as
+// Replicate); a user's attn_mask must be a DTensor itself, as in torch.
+//
+// Invariant: softmax(q·kᵀ·scale + mask)·v with masked scores -inf; a row with no finite score is 0 in
+// the output and in every gradient (its scores are replaced by 0 before the softmax, so no NaN reaches
+// the backward, and its weights are set to 0 after it). NaN inputs stay NaN.
+//
+// Example: see attention.h.
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "core/base/error.h"
+#include "core/dispatch/dispatcher.h"
+#include "core/ops/attention.h"
+#include "core/ops/dropout.h"
+#include "core/ops/elementwise.h"
+#include "core/ops/matmul.h"
+#include "core/ops/reduction.h"
+#include "core/ops/softmax.h"
+#include "core/ops/ternary.h"
+#include "core/ops/view.h"
+#include "core/tensor/factory.h"
+
+namespace tessel {
+namespace {
+
+// torch's is_causal mask: ones(T, S).tril(0) (key j visible to query i when j <= i).
+Tensor CausalKeep(int64_t t, int64_t s, Device device) {
+  std::vector<uint8_t> keep(static_cast<size_t>(t * s));
+  for (int64_t i = 0; i < t; ++i) {
+    for (int64_t j = 0; j < s; ++j) keep[static_cast<size_t>(i * s + j)] = j <= i;
+  }
+  Tensor m = Empty({t, s}, DType::kBool, Device::Cpu(0));
+  std::copy(keep.begin(), keep.end(), static_cast<uint8_t*>(m.raw_data()));
+  return device.is_cpu() ? m : m.To(device);
+}
+
+}  // namespace
+
+Tensor ScaledDotProductAttention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o) {
+  const char* op = "scaled_dot_product_attention";
+  const Tensor& mask = o.attn_mask;
+  TESSEL_CHECK(o.dropout_p >= 0.0 && o.dropout_p <= 1.0, op, ": dropout_p has to be between 0 and 1, but got ",
+               o.dropout_p);
+  TESSEL_CHECK(!(o.is_causal && mask.defined()), op,
+               ": an explicit attn_mask must not be set together with is_causal=True (got a mask of shape ",
+               ShapeStr(mask.defined() ? mask.sizes() : Shape{}), ")");
+  if (!mask.defined() && o.dropout_p == 0.0) return ScaledDotProductAttention(q, k, v, o.is_causal, o.scale);
+  TESSEL_CHECK(o.dropout_p == 0.0 || o.generator != nullptr, op, ": dropout_p=", o.dropout_p,
+               " needs a Generator (AttentionOptions::generator)");
+  TESSEL_CHECK(q.defined() && k.defined() && v.defined() && q.dim() >= 2 && k.dim() >= 2 && v.dim() >= 2 &&
+                   k.size(-1) == q.size(-1) && v.size(-2) == k.size(-2),
+               op, ": expected q [..., T, D], k [..., S, D], v [..., S, Dv], got q ",
+               ShapeStr(q.defined() ? q.sizes() : Shape{}), ", k ", ShapeStr(k.defined() ? k.sizes() : Shape{}),
+               ", v ", ShapeStr(v.defined() ? v.sizes() : Shape{}));
+  TESSEL_CHECK(!mask.defined() || mask.dtype() == DType::kBool || mask.dtype() == q.dtype(), op,
+               ": attn_mask must be bool or q's dtype ", q.dtype(), ", got ", mask.dtype());
+  const int64_t t = q.size(-2), s = k.size(-2);
+  const double scale = o.scale ? *o.scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+  Tensor scores = MulScalar(Matmul(q, Transpose(k, -2, -1)), scale);  // [..., T, S]
+  const Tensor neg_inf = Scalar(-std::numeric_limits<double>::infinity(), scores.dtype(), scores.device());
+  const Tensor zero = Scalar(0.0, scores.dtype(), scores.device());
+  if (o.is_causal) {
+    const ImplicitReplicationGuard replicated;  // the mask is the op's own constant: Replicate beside DTensors
+    scores = Where(CausalKeep(t, s, scores.device()), scores, neg_inf);
+  } else if (mask.defined() && mask.dtype() == DType::kBool) {
+    scores = Where(mask, scores, neg_inf);
+  } else if (mask.defined()) {
+    scores = Add(scores, mask);
+  }
+  const Tensor dead = Eq(Amax(scores, {-1}, /*keepdim=*/true), neg_inf);  // [..., T, 1]: no key left
+  Tensor weights = Where(dead, zero, Softmax(Where(dead, zero, scores), -1));
+  if (o.dropout_p > 0.0) weights = Dropout(weights, o.dropout_p, *o.generator);
+  return Matmul(weights, v);
+}
+
+}  // namespace tessel
