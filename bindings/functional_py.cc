@@ -80,9 +80,16 @@ void BindFunctional(py::module_& m) {
         py::arg("tensors"), py::arg("dim") = 0);
   f.def("where", [](const Tensor& c, const Tensor& a, const Tensor& b) { return NoGil([&] { return Where(c, a, b); }); },
         py::arg("condition"), py::arg("input"), py::arg("other"));
-  f.def("cross_entropy", [](const Tensor& logits, const Tensor& target, int64_t ignore_index, const std::string& reduction) {
-    return NoGil([&] { return CrossEntropy(logits, target, ignore_index, reduction); });
-  }, py::arg("input"), py::arg("target"), py::arg("ignore_index") = -100, py::arg("reduction") = "mean");
+  // torch.nn.functional.cross_entropy's signature; weight and the deprecated size_average / reduce raise.
+  f.def("cross_entropy", [](const Tensor& logits, const Tensor& target, const py::object& weight,
+                            const py::object& size_average, int64_t ignore_index, const py::object& reduce,
+                            const std::string& reduction, double label_smoothing) {
+    TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, weight.is_none() && size_average.is_none() && reduce.is_none(),
+                      "cross_entropy: weight and the deprecated size_average / reduce are not supported");
+    return NoGil([&] { return CrossEntropy(logits, target, ignore_index, reduction, label_smoothing); });
+  }, py::arg("input"), py::arg("target"), py::arg("weight") = py::none(), py::arg("size_average") = py::none(),
+        py::arg("ignore_index") = -100, py::arg("reduce") = py::none(), py::arg("reduction") = "mean",
+        py::arg("label_smoothing") = 0.0);
   f.def("dropout", [](const Tensor& x, double p, bool training, Generator* gen) {
     Generator& g = GenOrDefault(gen);
     return NoGil([&] { return Dropout(x, p, g, training); });

@@ -369,6 +369,12 @@ def test_torch_idioms_argmax_max_values_in_place_scalars_data_and_losses():
     want = np.mean(lse - x_np[[0, 1], [1, 2]])
     assert nn.CrossEntropyLoss()(x, y).item() == pytest.approx(want, rel=1e-6)
     assert nn.CrossEntropyLoss(ignore_index=2)(x, y).item() == pytest.approx(lse[0] - 5.0, rel=1e-6)
+    # label_smoothing e: (1 - e)·nll + e·mean_c(lse - x_c) per row (torch's formula).
+    smooth = 0.9 * (lse - x_np[[0, 1], [1, 2]]) + 0.1 * (lse - x_np.mean(1))
+    assert nn.CrossEntropyLoss(label_smoothing=0.1)(x, y).item() == pytest.approx(smooth.mean(), rel=1e-6)
+    assert F.cross_entropy(x, y, reduction="sum", label_smoothing=0.1).item() == pytest.approx(smooth.sum(), rel=1e-6)
+    with pytest.raises(NotImplementedError, match="weight and the deprecated size_average"):
+        F.cross_entropy(x, y, tessel.ones(3))
     assert nn.MSELoss()(x, tessel.ones(2, 3)).item() == pytest.approx(((x_np - 1) ** 2).mean(), rel=1e-6)
     assert nn.MSELoss(reduction="sum")(x, tessel.ones(2, 3)).item() == pytest.approx(((x_np - 1) ** 2).sum())
 

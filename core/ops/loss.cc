@@ -29,7 +29,11 @@
 #include "core/base/error.h"
 #include "core/base/parallel.h"
 #include "core/dispatch/dispatcher.h"
+#include "core/ops/elementwise.h"
 #include "core/ops/loss_rows.h"
+#include "core/ops/reduction.h"
+#include "core/ops/softmax.h"
+#include "core/ops/ternary.h"
 #include "core/tensor/copy.h"
 #include "core/tensor/factory.h"
 #include "core/tensor/tensor_impl.h"
@@ -214,6 +218,24 @@ Tensor CrossEntropy(const Tensor& logits, const Tensor& target, int64_t ignore_i
   ParseReduction(reduction, "cross_entropy");
   return autograd::CallOp1(kCrossEntropy, {logits, target},
                            Attrs().Set("ignore_index", ignore_index).Set("reduction", reduction));
+}
+
+Tensor CrossEntropy(const Tensor& logits, const Tensor& target, int64_t ignore_index, const std::string& reduction,
+                    double label_smoothing) {
+  TESSEL_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0,
+               "cross_entropy: label_smoothing must be between 0.0 and 1.0. Got: ", label_smoothing);
+  if (label_smoothing == 0.0) return CrossEntropy(logits, target, ignore_index, reduction);
+  const Reduction red = ParseReduction(reduction, "cross_entropy");
+  const Tensor nll = CrossEntropy(logits, target, ignore_index, "none");  // 0 at ignored rows
+  TESSEL_CHECK(logits.dim() >= 1, "cross_entropy: logits must have a class dim, got ", ShapeStr(logits.sizes()));
+  const DType dt = logits.dtype();
+  const Tensor zero = Scalar(0.0, dt, logits.device()), one = Scalar(1.0, dt, logits.device());
+  const Tensor ignored = Eq(target, Scalar(static_cast<double>(ignore_index), target.dtype(), target.device()));
+  const Tensor uniform = Where(ignored, zero, MulScalar(Mean(LogSoftmax(logits, -1), {-1}), -1.0));
+  const Tensor per_row = Add(MulScalar(nll, 1.0 - label_smoothing), MulScalar(uniform, label_smoothing));
+  if (red == Reduction::kNone) return per_row;
+  if (red == Reduction::kSum) return Sum(per_row);
+  return Div(Sum(per_row), Sum(Where(ignored, zero, one)));
 }
 
 }  // namespace tessel

@@ -15,4 +15,12 @@ namespace tessel {
 Tensor CrossEntropy(const Tensor& logits, const Tensor& target, int64_t ignore_index = -100,
                     const std::string& reduction = "mean");
 
+// With torch's label_smoothing ε in [0, 1]: the target is (1 - ε)·one_hot + ε / C, so each row's loss
+// is (1 - ε)·nll + ε·mean_c(-log_softmax(logits)); ignored rows are 0 and "mean" divides by the
+// non-ignored rows (NaN when there are none, as torch). ε = 0 is the fused op above; otherwise a
+// composition of ops (log_softmax, mean, where), differentiable through them. ε outside [0, 1] is
+// kInvalidArgument.
+Tensor CrossEntropy(const Tensor& logits, const Tensor& target, int64_t ignore_index, const std::string& reduction,
+                    double label_smoothing);
+
 }  // namespace tessel

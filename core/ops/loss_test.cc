@@ -8,6 +8,7 @@
 
 #include "core/autograd/engine.h"
 #include "core/base/error.h"
+#include "core/base/testing/expect_error.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/testing/gradcheck.h"
 #include "core/tensor/copy.h"
@@ -67,6 +68,39 @@ TEST(LossTest, IgnoredTargetsAreExcludedFromEveryReduction) {
   // A custom ignore_index that is also a valid class.
   const std::vector<double> l1 = NaiveLosses(logits.ToDoubleVector(), 3, {2, 1, 0, 1}, 1);
   ExpectAllClose(CrossEntropy(logits, FromVector<int64_t>({2, 1, 0, 1}), 1), {(l1[0] + l1[2]) / 2}, 1e-14, 1e-14);
+}
+
+// torch's label smoothing per row in double loops: (1 - e)·nll + e·mean_c(-log softmax); 0 if ignored.
+std::vector<double> NaiveSmoothed(const std::vector<double>& x, int64_t cols, const std::vector<int64_t>& t, double e) {
+  std::vector<double> out;
+  for (size_t r = 0; r < t.size(); ++r) {
+    if (t[r] == -100) {
+      out.push_back(0);
+      continue;
+    }
+    double m = -INFINITY, s = 0, mean_nls = 0;
+    for (int64_t j = 0; j < cols; ++j) m = std::max(m, x[r * cols + j]);
+    for (int64_t j = 0; j < cols; ++j) s += std::exp(x[r * cols + j] - m);
+    for (int64_t j = 0; j < cols; ++j) mean_nls += (m + std::log(s) - x[r * cols + j]) / cols;
+    out.push_back((1 - e) * (m + std::log(s) - x[r * cols + t[r]]) + e * mean_nls);
+  }
+  return out;
+}
+
+TEST(LossTest, LabelSmoothingMatchesTorchsFormulaInEveryReduction) {
+  const Tensor logits = RandDouble({4, 5}, 7, -3, 3);
+  const std::vector<int64_t> t = {4, -100, 0, 2};
+  const std::vector<double> l = NaiveSmoothed(logits.ToDoubleVector(), 5, t, 0.1);
+  ExpectAllClose(CrossEntropy(logits, FromVector(t), -100, "none", 0.1), l, 1e-14, 1e-14);
+  ExpectAllClose(CrossEntropy(logits, FromVector(t), -100, "sum", 0.1), {l[0] + l[2] + l[3]}, 1e-14, 1e-14);
+  ExpectAllClose(CrossEntropy(logits, FromVector(t), -100, "mean", 0.1), {(l[0] + l[2] + l[3]) / 3}, 1e-14, 1e-14);
+  ExpectAllClose(CrossEntropy(logits, FromVector(t), -100, "mean", 0.0), CrossEntropy(logits, FromVector(t)), 0, 0);
+  ExpectGradcheck([&](const TensorList& in) { return CrossEntropy(in[0], FromVector(t), -100, "mean", 0.25); },
+                  {logits});
+  EXPECT_TRUE(std::isnan(CrossEntropy(logits, FromVector<int64_t>({-100, -100, -100, -100}), -100, "mean", 0.1)
+                             .item<double>()));
+  testing::ExpectErrorContains([&] { CrossEntropy(logits, FromVector(t), -100, "mean", 1.5); },
+                               ErrorCode::kInvalidArgument, "label_smoothing must be between 0.0 and 1.0. Got: 1.5");
 }
 
 TEST(LossTest, AllIgnoredTargetsGiveNaNMeanAndZeroGradient) {

@@ -505,13 +505,15 @@ class CrossEntropyLoss(Module):
     def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean",
                  label_smoothing=0.0):
         super().__init__()
-        if weight is not None or size_average is not None or reduce is not None or label_smoothing != 0.0:
-            raise NotImplementedError("CrossEntropyLoss: weight, label_smoothing and the deprecated size_average / "
-                                      "reduce are not supported")
+        if weight is not None or size_average is not None or reduce is not None:
+            raise NotImplementedError("CrossEntropyLoss: weight and the deprecated size_average / reduce are not "
+                                      "supported")
         self.ignore_index, self.reduction = int(ignore_index), reduction
+        self.label_smoothing = float(label_smoothing)
 
     def forward(self, input, target):
-        return _C._functional.cross_entropy(input, target, ignore_index=self.ignore_index, reduction=self.reduction)
+        return _C._functional.cross_entropy(input, target, ignore_index=self.ignore_index, reduction=self.reduction,
+                                            label_smoothing=self.label_smoothing)
 
 
 class MSELoss(Module):
