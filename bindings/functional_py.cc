@@ -72,8 +72,14 @@ void BindFunctional(py::module_& m) {
     CheckLastDim(x, AsShape(shape), "rms_norm");
     return NoGil([&] { return RmsNorm(x, Opt(w), eps.value_or(MachineEpsilon(x.dtype()))); });
   }, py::arg("input"), py::arg("normalized_shape"), py::arg("weight") = py::none(), py::arg("eps") = py::none());
-  f.def("embedding", [](const Tensor& idx, const Tensor& w) { return NoGil([&] { return Embedding(w, idx); }); },
-        py::arg("input"), py::arg("weight"));
+  f.def("embedding", [](const Tensor& idx, const Tensor& w, std::optional<int64_t> padding_idx,
+                        const py::object& max_norm, double norm_type, bool scale_grad_by_freq, bool sparse) {
+    TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, max_norm.is_none() && !scale_grad_by_freq && !sparse,
+                      "embedding: max_norm, scale_grad_by_freq and sparse are not supported");
+    (void)norm_type;  // used only with max_norm
+    return NoGil([&] { return Embedding(w, idx, padding_idx); });
+  }, py::arg("input"), py::arg("weight"), py::arg("padding_idx") = py::none(), py::arg("max_norm") = py::none(),
+        py::arg("norm_type") = 2.0, py::arg("scale_grad_by_freq") = false, py::arg("sparse") = false);
   f.def("cat", [](const TensorList& ts, int64_t dim) { return NoGil([&] { return Cat(ts, dim); }); },
         py::arg("tensors"), py::arg("dim") = 0);
   f.def("stack", [](const TensorList& ts, int64_t dim) { return NoGil([&] { return Stack(ts, dim); }); },

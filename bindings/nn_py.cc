@@ -258,11 +258,20 @@ void BindLayers(py::module_& m) {
         return py::module_::import("tessel.nn.modules").attr("_as_parameter")(self.Param("bias"), "bias");
       });
   py::class_<nn::Embedding, Module, std::unique_ptr<nn::Embedding>> emb(m, "Embedding", py::dynamic_attr());
-  emb.def(py::init([](int64_t num, int64_t dim, DType dtype, Generator* gen, double init_std) {
-            return std::make_unique<nn::Embedding>(num, dim, GenOrDefault(gen), init_std, dtype);
+  emb.def(py::init([](int64_t num, int64_t dim, std::optional<int64_t> padding_idx, const py::object& max_norm,
+                      double norm_type, bool scale_grad_by_freq, bool sparse, const py::object& weight, DType dtype,
+                      Generator* gen, double init_std) {
+            TESSEL_CHECK_CODE(ErrorCode::kUnimplemented,
+                              max_norm.is_none() && !scale_grad_by_freq && !sparse && weight.is_none(),
+                              "Embedding: max_norm, scale_grad_by_freq, sparse and _weight are not supported");
+            (void)norm_type;  // used only with max_norm
+            return std::make_unique<nn::Embedding>(num, dim, GenOrDefault(gen), init_std, dtype, padding_idx);
           }),
-          py::arg("num_embeddings"), py::arg("embedding_dim"), py::kw_only(), py::arg("dtype") = DType::kFloat32,
+          py::arg("num_embeddings"), py::arg("embedding_dim"), py::arg("padding_idx") = py::none(),
+          py::arg("max_norm") = py::none(), py::arg("norm_type") = 2.0, py::arg("scale_grad_by_freq") = false,
+          py::arg("sparse") = false, py::arg("_weight") = py::none(), py::kw_only(), py::arg("dtype") = DType::kFloat32,
           py::arg("generator") = nullptr, py::arg("init_std") = 0.02);
+  emb.def_property_readonly("padding_idx", [](const nn::Embedding& self) { return self.padding_idx(); });
   py::class_<nn::LayerNorm, Module, std::unique_ptr<nn::LayerNorm>> ln(m, "LayerNorm", py::dynamic_attr());
   ln.def(py::init([](int64_t dim, double eps, bool affine, bool bias, DType dtype) {
            return std::make_unique<nn::LayerNorm>(dim, eps, affine, dtype, bias);

@@ -234,6 +234,24 @@ def test_containers_follow_torch():
     np.testing.assert_array_equal(nn.Dropout(0.0)(x).numpy(), x.numpy())
 
 
+def test_embedding_padding_idx_row_starts_at_zero_and_gets_no_gradient():
+    emb = nn.Embedding(6, 3, padding_idx=-1)
+    assert emb.padding_idx == 5
+    np.testing.assert_array_equal(emb.weight.numpy()[5], [0.0, 0.0, 0.0])
+    idx = tessel.tensor([[5, 2, 5], [2, 0, 1]])
+    emb(idx).sum().backward()
+    g = emb.weight.grad.numpy()
+    np.testing.assert_array_equal(g[5], [0.0, 0.0, 0.0])
+    np.testing.assert_array_equal(g[2], [2.0, 2.0, 2.0])
+    w = tessel.randn(4, 2, requires_grad=True)
+    F.embedding(tessel.tensor([0, 0, 3]), w, padding_idx=0).sum().backward()
+    np.testing.assert_array_equal(w.grad.numpy(), [[0, 0], [0, 0], [0, 0], [1, 1]])
+    with pytest.raises(ValueError, match="padding_idx must be within num_embeddings"):
+        nn.Embedding(4, 2, padding_idx=4)
+    with pytest.raises(NotImplementedError, match="max_norm"):
+        nn.Embedding(4, 2, max_norm=1.0)
+
+
 def test_dropout_draws_from_the_default_generator_like_torch():
     with pytest.raises(ValueError, match="dropout probability has to be between 0 and 1, but got 1.5"):
         nn.Dropout(1.5)

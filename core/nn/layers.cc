@@ -8,6 +8,8 @@
 #include "core/ops/linear_gelu.h"
 #include "core/ops/matmul.h"
 #include "core/ops/norm.h"
+#include "core/ops/view.h"
+#include "core/tensor/copy.h"
 #include "core/tensor/factory.h"
 
 namespace tessel::nn {
@@ -32,13 +34,21 @@ void Linear::set_fused_gelu(const std::string& approximate) {
   fused_gelu_ = approximate;
 }
 
-Embedding::Embedding(int64_t num_embeddings, int64_t dim, Generator& gen, double init_std, DType dtype)
+Embedding::Embedding(int64_t num_embeddings, int64_t dim, Generator& gen, double init_std, DType dtype,
+                     std::optional<int64_t> padding_idx)
     : Module("Embedding") {
-  RegisterParameter("weight",
-                    Random(std::vector<int64_t>{num_embeddings, dim}, gen, Distribution::Normal(0, init_std), dtype));
+  Tensor weight = Random(std::vector<int64_t>{num_embeddings, dim}, gen, Distribution::Normal(0, init_std), dtype);
+  if (padding_idx) {
+    padding_idx_ = NormalizePaddingIdx(*padding_idx, num_embeddings);
+    Tensor row = Select(weight, 0, *padding_idx_);
+    CopyInto(row, Zeros({dim}, dtype));
+  }
+  RegisterParameter("weight", weight);
 }
 
-TensorList Embedding::Forward(const TensorList& in) { return {tessel::Embedding(Param("weight"), in.at(0))}; }
+TensorList Embedding::Forward(const TensorList& in) {
+  return {tessel::Embedding(Param("weight"), in.at(0), padding_idx_)};
+}
 
 LayerNorm::LayerNorm(int64_t dim, double eps, bool affine, DType dtype, bool bias)
     : Module("LayerNorm"), eps_(eps), affine_(affine), bias_(affine && bias) {

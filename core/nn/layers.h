@@ -13,6 +13,7 @@
 //   fc.set_fused_gelu("tanh");      // from now on fc(x) = gelu(x · wᵀ + b), one fused op
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "core/nn/module.h"
@@ -43,9 +44,15 @@ class Linear final : public Module {
 
 class Embedding final : public Module {
  public:
+  // padding_idx (torch's): that row starts at zero and gets no gradient from the positions that look it
+  // up (core/ops/embedding.h); negative counts from the end.
   Embedding(int64_t num_embeddings, int64_t dim, Generator& gen, double init_std = 0.02,
-            DType dtype = DType::kFloat32);
+            DType dtype = DType::kFloat32, std::optional<int64_t> padding_idx = std::nullopt);
   TensorList Forward(const TensorList& inputs) override;  // idx int64 [...] → [..., C]
+  std::optional<int64_t> padding_idx() const { return padding_idx_; }
+
+ private:
+  std::optional<int64_t> padding_idx_;  // normalized to [0, V)
 };
 
 class LayerNorm final : public Module {

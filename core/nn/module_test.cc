@@ -48,6 +48,21 @@ TEST(ModuleTest, DropoutDrawsFromItsGeneratorInTrainingAndIsTheIdentityInEval) {
                                {"Dropout: dropout probability has to be between 0 and 1, but got 1.5"});
 }
 
+TEST(ModuleTest, EmbeddingPaddingRowStartsAtZeroAndNeverLearns) {
+  Generator gen(2);
+  nn::Embedding emb(5, 3, gen, 0.02, DType::kFloat32, /*padding_idx=*/-2);
+  EXPECT_EQ(emb.padding_idx(), 3);
+  const std::vector<double> w = emb.Param("weight").ToDoubleVector();
+  for (int64_t c = 0; c < 3; ++c) EXPECT_EQ(w[3 * 3 + c], 0.0);
+  EXPECT_NE(w[2 * 3], 0.0);
+  Backward(Sum(emb(FromVector<int64_t>({3, 1, 3}))));
+  const std::vector<double> g = emb.Param("weight").grad().ToDoubleVector();
+  for (int64_t c = 0; c < 3; ++c) {
+    EXPECT_EQ(g[3 * 3 + c], 0.0);
+    EXPECT_EQ(g[1 * 3 + c], 1.0);
+  }
+}
+
 TEST(ModuleTest, NamedParametersUseDottedPathsInRegistrationOrder) {
   Generator gen(0);
   TwoLayer m(gen);

@@ -13,6 +13,8 @@
 #include "core/base/error.h"
 #include "core/base/parallel.h"
 #include "core/dispatch/dispatcher.h"
+#include "core/ops/ternary.h"
+#include "core/ops/view.h"
 #include "core/tensor/copy.h"
 #include "core/tensor/factory.h"
 #include "core/tensor/tensor_impl.h"
@@ -139,6 +141,21 @@ Tensor EmbeddingBackward(const Tensor& grad, const Tensor& indices, int64_t num_
 
 Tensor Embedding(const Tensor& weight, const Tensor& indices) {
   return autograd::CallOp1(kEmbedding, {weight, indices});
+}
+
+int64_t NormalizePaddingIdx(int64_t padding_idx, int64_t num_embeddings) {
+  TESSEL_CHECK(padding_idx >= -num_embeddings && padding_idx < num_embeddings,
+               "embedding: padding_idx must be within num_embeddings (", num_embeddings, " rows), got ", padding_idx);
+  return padding_idx < 0 ? padding_idx + num_embeddings : padding_idx;
+}
+
+Tensor Embedding(const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx) {
+  const Tensor out = Embedding(weight, indices);
+  if (!padding_idx || !out.requires_grad()) return out;
+  const int64_t row = NormalizePaddingIdx(*padding_idx, weight.size(0));
+  const ImplicitReplicationGuard replicated;  // the position mask is dense beside a DTensor table
+  const Tensor pad = Unsqueeze(Eq(indices, Scalar(static_cast<double>(row), indices.dtype(), indices.device())), -1);
+  return Where(pad, Detach(out), out);
 }
 
 }  // namespace tessel

@@ -8,6 +8,7 @@
 
 #include "core/autograd/engine.h"
 #include "core/base/error.h"
+#include "core/base/testing/expect_error.h"
 #include "core/base/parallel.h"
 #include "core/ops/testing/gradcheck.h"
 #include "core/tensor/factory.h"
@@ -51,6 +52,28 @@ TEST(EmbeddingTest, GathersRowsForAnyIndexShape) {
 TEST(EmbeddingTest, BackwardMatchesFiniteDifferencesWithRepeatedIndices) {
   Tensor idx = FromVector<int64_t>({1, 3, 1, 0, 3, 3}, {2, 3});
   ExpectGradcheck([&](const TensorList& in) { return Embedding(in[0], idx); }, {RandDouble({4, 5}, 3)});
+}
+
+TEST(EmbeddingTest, PaddingIdxRowGetsNoGradientFromItsPositions) {
+  const Tensor idx = FromVector<int64_t>({1, 3, 1, 0, 3, 2}, {2, 3});
+  Tensor w = RandDouble({4, 2}, 5);
+  w.set_requires_grad(true);
+  const Tensor g = RandDouble({2, 3, 2}, 6);
+  const Tensor y = Embedding(w, idx, -1);  // row 3
+  ExpectAllClose(y, NaiveGather(w, {1, 3, 1, 0, 3, 2}), 0, 0);
+  Backward(y, g);
+  // Row r's gradient: the sum of g over the positions looking up r; row 3 none.
+  const std::vector<double> gv = g.ToDoubleVector(), dw = w.grad().ToDoubleVector();
+  const std::vector<int64_t> iv = {1, 3, 1, 0, 3, 2};
+  for (int64_t r = 0; r < 4; ++r) {
+    for (int64_t c = 0; c < 2; ++c) {
+      double want = 0;
+      for (size_t p = 0; p < iv.size(); ++p) want += iv[p] == r && r != 3 ? gv[p * 2 + c] : 0.0;
+      EXPECT_EQ(dw[r * 2 + c], want) << r << "," << c;
+    }
+  }
+  testing::ExpectErrorContains([&] { Embedding(w, idx, 4); }, ErrorCode::kInvalidArgument,
+                               "padding_idx must be within num_embeddings (4 rows), got 4");
 }
 
 TEST(EmbeddingTest, BackwardScatterAddsInIndexOrderWithAnyThreadCount) {
