@@ -39,6 +39,14 @@ inline double MachineEpsilon(DType dtype) {
   return dtype == DType::kFloat64 ? 2.220446049250313e-16 : 1.1920928955078125e-07;
 }
 
+// torch's type promotion between two tensors (torch.result_type): bool < integer < floating; within the
+// dimensioned tensors (and within the 0-d ones) the wider type (float16 with bfloat16: float32); a 0-d
+// tensor decides only when it is of a higher category (x_f32 + tensor(1., float64) stays float32,
+// x_int + tensor(0.5) is float32). Tensor methods and F.where cast their operands with it; C++ ops
+// themselves stay strict (core/ops/elementwise.h).
+DType ResultType(const Tensor& a, const Tensor& b);
+std::pair<Tensor, Tensor> Promoted(const Tensor& a, const Tensor& b);
+
 void BindErrors(py::module_& m);       // errors_py.cc: ErrorCode → Python exception table
 void BindTensor(py::module_& m);       // tensor_py.cc: dtype, Tensor, creation, numpy, grad mode, RNG
 void BindTensorOps(py::module_& m);    // tensor_ops_py.cc: Tensor methods named like torch's

@@ -84,7 +84,9 @@ void BindFunctional(py::module_& m) {
         py::arg("tensors"), py::arg("dim") = 0);
   f.def("stack", [](const TensorList& ts, int64_t dim) { return NoGil([&] { return Stack(ts, dim); }); },
         py::arg("tensors"), py::arg("dim") = 0);
-  f.def("where", [](const Tensor& c, const Tensor& a, const Tensor& b) { return NoGil([&] { return Where(c, a, b); }); },
+  f.def("where", [](const Tensor& c, const Tensor& a, const Tensor& b) {
+    return NoGil([&] { const auto [x, y] = Promoted(a, b); return Where(c, x, y); });
+  },
         py::arg("condition"), py::arg("input"), py::arg("other"));
   // torch.nn.functional.cross_entropy's signature; weight and the deprecated size_average / reduce raise.
   f.def("cross_entropy", [](const Tensor& logits, const Tensor& target, const py::object& weight,

@@ -65,6 +65,35 @@ Tensor ScalarLike(const Tensor& t, double v) { return Scalar(v, t.dtype()); }
 // and int / 0 killed the process with SIGFPE.
 Tensor Floating(const Tensor& a) { return IsFloating(a.dtype()) ? a : Cast(a, DType::kFloat32); }
 
+DType PromoteTypes(DType a, DType b) {
+  if (a == b || b == DType::kBool) return a;
+  if (a == DType::kBool) return b;
+  if (IsFloating(a) != IsFloating(b)) return IsFloating(a) ? a : b;
+  if (!IsFloating(a)) return DType::kInt64;  // int32 with int64
+  return a == DType::kFloat64 || b == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
+}
+
+}  // namespace
+
+DType ResultType(const Tensor& a, const Tensor& b) {
+  std::optional<DType> dimensioned, zero_dim;
+  for (const Tensor* t : {&a, &b}) {
+    std::optional<DType>& group = t->dim() > 0 ? dimensioned : zero_dim;
+    group = group ? PromoteTypes(*group, t->dtype()) : t->dtype();
+  }
+  if (!dimensioned) return *zero_dim;
+  if (!zero_dim || IsFloating(*dimensioned)) return *dimensioned;
+  if (*dimensioned == DType::kBool || IsFloating(*zero_dim)) return PromoteTypes(*dimensioned, *zero_dim);
+  return *dimensioned;
+}
+
+std::pair<Tensor, Tensor> Promoted(const Tensor& a, const Tensor& b) {
+  const DType t = ResultType(a, b);
+  return {a.dtype() == t ? a : Cast(a, t), b.dtype() == t ? b : Cast(b, t)};
+}
+
+namespace {
+
 // fill_ and zero_ write directly (FillInPlace is no op): on a tensor that requires grad, with grad mode on,
 // the tensor kept its old graph (y = x * 2; y.fill_(0) still gave x a gradient of 2 per use), silently.
 // torch raises for a leaf and records it otherwise; tessel records no in-place op, so it raises for both.
@@ -93,17 +122,17 @@ void FillAnyInPlace(const Tensor& a, double v, const char* op) {
 void BindArithmetic(py::class_<Tensor>& c) {
   // Overloads are tried in order: Tensor, then a Python int (py::int_ also takes bool, as torch's int
   // promotion does), then a Python float.
-  c.def("__add__", [](const Tensor& a, const Tensor& b) { return NoGil([&] { return Add(a, b); }); })
+  c.def("__add__", [](const Tensor& a, const Tensor& b) { return NoGil([&] { const auto [x, y] = Promoted(a, b); return Add(x, y); }); })
       .def("__add__", [](const Tensor& a, py::int_ v) { const double x = v.cast<double>(); return NoGil([&] { return AddScalar(a, x); }); })
       .def("__add__", [](const Tensor& a, double v) { return NoGil([&] { return AddScalar(Floating(a), v); }); })
       .def("__radd__", [](const Tensor& a, py::int_ v) { const double x = v.cast<double>(); return NoGil([&] { return AddScalar(a, x); }); })
       .def("__radd__", [](const Tensor& a, double v) { return NoGil([&] { return AddScalar(Floating(a), v); }); })
-      .def("__sub__", [](const Tensor& a, const Tensor& b) { return NoGil([&] { return Sub(a, b); }); })
+      .def("__sub__", [](const Tensor& a, const Tensor& b) { return NoGil([&] { const auto [x, y] = Promoted(a, b); return Sub(x, y); }); })
       .def("__sub__", [](const Tensor& a, py::int_ v) { const double x = v.cast<double>(); return NoGil([&] { return AddScalar(a, -x); }); })
       .def("__sub__", [](const Tensor& a, double v) { return NoGil([&] { return AddScalar(Floating(a), -v); }); })
       .def("__rsub__", [](const Tensor& a, py::int_ v) { const double x = v.cast<double>(); return NoGil([&] { return AddScalar(Neg(a), x); }); })
       .def("__rsub__", [](const Tensor& a, double v) { return NoGil([&] { return AddScalar(Neg(Floating(a)), v); }); })
-      .def("__mul__", [](const Tensor& a, const Tensor& b) { return NoGil([&] { return Mul(a, b); }); })
+      .def("__mul__", [](const Tensor& a, const Tensor& b) { return NoGil([&] { const auto [x, y] = Promoted(a, b); return Mul(x, y); }); })
       .def("__mul__", [](const Tensor& a, py::int_ v) { const double x = v.cast<double>(); return NoGil([&] { return MulScalar(a, x); }); })
       .def("__mul__", [](const Tensor& a, double v) { return NoGil([&] { return MulScalar(Floating(a), v); }); })
       .def("__rmul__", [](const Tensor& a, py::int_ v) { const double x = v.cast<double>(); return NoGil([&] { return MulScalar(a, x); }); })
@@ -111,7 +140,9 @@ void BindArithmetic(py::class_<Tensor>& c) {
       .def("__truediv__", [](const Tensor& a, const Tensor& b) {
         return NoGil([&] {
           const bool ints = !IsFloating(a.dtype()) && !IsFloating(b.dtype());
-          return ints ? Div(Floating(a), Floating(b)) : Div(a, b);
+          if (ints) return Div(Floating(a), Floating(b));
+          const auto [x, y] = Promoted(a, b);
+          return Div(x, y);
         });
       })
       .def("__truediv__", [](const Tensor& a, double v) {
@@ -124,8 +155,8 @@ void BindArithmetic(py::class_<Tensor>& c) {
       .def("__pow__", [](const Tensor& a, double e) { return NoGil([&] { return Pow(a, e); }); })
       .def("__matmul__", [](const Tensor& a, const Tensor& b) { return NoGil([&] { return Matmul(a, b); }); })
       .def("__abs__", [](const Tensor& a) { return NoGil([&] { return Abs(a); }); })
-      .def("add", [](const Tensor& a, const Tensor& b) { return NoGil([&] { return Add(a, b); }); })
-      .def("mul", [](const Tensor& a, const Tensor& b) { return NoGil([&] { return Mul(a, b); }); })
+      .def("add", [](const Tensor& a, const Tensor& b) { return NoGil([&] { const auto [x, y] = Promoted(a, b); return Add(x, y); }); })
+      .def("mul", [](const Tensor& a, const Tensor& b) { return NoGil([&] { const auto [x, y] = Promoted(a, b); return Mul(x, y); }); })
       .def("matmul", [](const Tensor& a, const Tensor& b) { return NoGil([&] { return Matmul(a, b); }); })
       // In place (not recorded by autograd, like torch's under no_grad): the optimizer-style updates.
       .def("add_", [](Tensor& a, const Tensor& b, double alpha) -> Tensor& {
@@ -179,12 +210,13 @@ void BindComparisons(py::class_<Tensor>& c) {
   };
   // Python and numpy ints (anything with __index__) and floats.
   const auto scalar = [](const py::object& v) { return PyFloat_Check(v.ptr()) || PyIndex_Check(v.ptr()); };
-  c.def("__eq__", [](const Tensor& a, const Tensor& b) { return NoGil([&] { return Eq(a, b); }); })
-      .def("__ne__", [=](const Tensor& a, const Tensor& b) { return NoGil([&] { return not_(Eq(a, b)); }); })
-      .def("__lt__", [](const Tensor& a, const Tensor& b) { return NoGil([&] { return Lt(a, b); }); })
-      .def("__gt__", [](const Tensor& a, const Tensor& b) { return NoGil([&] { return Gt(a, b); }); })
-      .def("__le__", [=](const Tensor& a, const Tensor& b) { return NoGil([&] { return either_or_equal(Lt(a, b), a, b); }); })
-      .def("__ge__", [=](const Tensor& a, const Tensor& b) { return NoGil([&] { return either_or_equal(Gt(a, b), a, b); }); });
+  // Two tensors compare in their promoted type (torch: int_tensor == float_tensor compares as float).
+  c.def("__eq__", [](const Tensor& a, const Tensor& b) { return NoGil([&] { const auto [x, y] = Promoted(a, b); return Eq(x, y); }); })
+      .def("__ne__", [=](const Tensor& a, const Tensor& b) { return NoGil([&] { const auto [x, y] = Promoted(a, b); return not_(Eq(x, y)); }); })
+      .def("__lt__", [](const Tensor& a, const Tensor& b) { return NoGil([&] { const auto [x, y] = Promoted(a, b); return Lt(x, y); }); })
+      .def("__gt__", [](const Tensor& a, const Tensor& b) { return NoGil([&] { const auto [x, y] = Promoted(a, b); return Gt(x, y); }); })
+      .def("__le__", [=](const Tensor& a, const Tensor& b) { return NoGil([&] { const auto [x, y] = Promoted(a, b); return either_or_equal(Lt(x, y), x, y); }); })
+      .def("__ge__", [=](const Tensor& a, const Tensor& b) { return NoGil([&] { const auto [x, y] = Promoted(a, b); return either_or_equal(Gt(x, y), x, y); }); });
   using Cmp = std::function<Tensor(const Tensor&, const Tensor&)>;
   const std::vector<std::pair<const char*, Cmp>> with_scalar = {
       {"__eq__", [](const Tensor& a, const Tensor& b) { return Eq(a, b); }},

@@ -3,7 +3,8 @@
 spawn(fn, args, nprocs) starts nprocs fresh Python processes (the "spawn" start method) running
 fn(i, *args) and joins them. When one fails, the others are terminated at once and the parent raises
 ProcessRaisedException (the child's exception and traceback) or ProcessExitedException (a non-zero exit or
-a signal), naming the rank, as torch does. With it, the tutorial pattern ports by its imports:
+a signal), naming the rank, as torch does. Of several exceptions, the one raised first is reported (a
+rank whose gloo peer died fails too, after it). With it, the tutorial pattern ports by its imports:
 
     def run(rank, world_size):
         os.environ.setdefault("MASTER_ADDR", "127.0.0.1"); os.environ.setdefault("MASTER_PORT", "29500")
@@ -43,7 +44,8 @@ def _wrap(fn, i, args, errors):
     except KeyboardInterrupt:
         pass
     except BaseException:
-        errors.put(traceback.format_exc())
+        # With the time it was raised: CLOCK_MONOTONIC is one clock for every process on Linux.
+        errors.put((time.monotonic(), traceback.format_exc()))
         raise SystemExit(1)
 
 
@@ -59,32 +61,37 @@ class ProcessContext:
         raises. With a timeout, False while some still run."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            for i, p in enumerate(self.processes):
-                if p.exitcode is not None and p.exitcode != 0:
-                    self._fail(i, p)
+            failed = [i for i, p in enumerate(self.processes) if p.exitcode is not None and p.exitcode != 0]
+            if failed:
+                self._fail(failed)
             if all(p.exitcode == 0 for p in self.processes):
                 return True
             if deadline is not None and time.monotonic() >= deadline:
                 return False
             _mp.connection.wait([p.sentinel for p in self.processes if p.exitcode is None], timeout=0.1)
 
-    def _fail(self, i, failed):
+    def _fail(self, failed):
         for p in self.processes:
             if p.is_alive():
                 p.terminate()
         for p in self.processes:
             p.join()
-        q = self.error_queues[i]
-        if not q.empty():
+        # The exception raised first is the cause: a rank whose peer died raises too (gloo reports the
+        # connection it lost), often by the time the parent looks, and reporting it hid the real error.
+        raised = {i: q.get() for i, q in enumerate(self.error_queues) if not q.empty()}
+        if raised:
+            i = min(raised, key=lambda k: raised[k][0])
             raise ProcessRaisedException("\n\n-- Process %d terminated with the following error:\n%s"
-                                         % (i, q.get()), i, failed.pid)
-        code = failed.exitcode
+                                         % (i, raised[i][1]), i, self.processes[i].pid)
+        i = failed[0]
+        code = self.processes[i].exitcode
         if code < 0:
             import signal
             name = signal.Signals(-code).name
-            raise ProcessExitedException("process %d terminated with signal %s" % (i, name), i, failed.pid,
-                                         code, name)
-        raise ProcessExitedException("process %d terminated with exit code %d" % (i, code), i, failed.pid, code)
+            raise ProcessExitedException("process %d terminated with signal %s" % (i, name), i,
+                                         self.processes[i].pid, code, name)
+        raise ProcessExitedException("process %d terminated with exit code %d" % (i, code), i,
+                                     self.processes[i].pid, code)
 
 
 def start_processes(fn, args=(), nprocs=1, join=True, daemon=False, start_method="spawn"):

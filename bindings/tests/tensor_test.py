@@ -52,6 +52,32 @@ def test_python_scalars_promote_integer_tensors_as_torch_does():
     np.testing.assert_array_equal((i >= 2).numpy(), [False, True, True])
 
 
+def test_two_tensors_of_different_dtypes_promote_as_torch_result_type():
+    f32, f64 = tessel.tensor([1.5, 2.0]), tessel.tensor([0.25, 1.0], dtype=tessel.float64)
+    i64, mask = tessel.tensor([2, 3]), tessel.tensor([True, False])
+    cases = [(f32 + f64, tessel.float64, [1.75, 3.0]), (f64 - f32, tessel.float64, [-1.25, -1.0]),
+             (i64 * f32, tessel.float32, [3.0, 6.0]), (f32 * mask, tessel.float32, [1.5, 0.0]),
+             (mask + i64, tessel.int64, [3, 3]), (i64 / f64, tessel.float64, [8.0, 3.0]),
+             (f32.add(f64), tessel.float64, [1.75, 3.0]), (i64.mul(mask), tessel.int64, [2, 0]),
+             # a 0-d tensor decides only across categories (bool < int < float)
+             (f32 + tessel.tensor(1.0, dtype=tessel.float64), tessel.float32, [2.5, 3.0]),
+             (i64 + tessel.tensor(0.5), tessel.float32, [2.5, 3.5]),
+             (tessel.tensor(1.0, dtype=tessel.float64) + tessel.tensor(2.0), tessel.float64, 3.0),
+             (tessel.where(mask, f32, f64), tessel.float64, [1.5, 1.0])]
+    for got, dtype, want in cases:
+        assert got.dtype == dtype
+        np.testing.assert_array_equal(got.numpy(), want)
+    assert (f32.to(tessel.bfloat16) + f32.to(tessel.float16)).dtype == tessel.float32
+    np.testing.assert_array_equal((i64 == tessel.tensor([2.0, 3.5])).numpy(), [True, False])
+    np.testing.assert_array_equal((i64 >= tessel.tensor([2.5, 2.5])).numpy(), [False, True])
+    # The gradient flows back through the cast into each input's own dtype.
+    a = tessel.tensor([1.0, 2.0], requires_grad=True)
+    b = tessel.tensor([3.0, 4.0], dtype=tessel.float64, requires_grad=True)
+    (a * b).sum().backward()
+    assert a.grad.dtype == tessel.float32 and a.grad.tolist() == [3.0, 4.0]
+    assert b.grad.dtype == tessel.float64 and b.grad.tolist() == [1.0, 2.0]
+
+
 def test_nan_compares_false_except_ne_and_scalars_keep_shape_zero_d():
     x = tessel.tensor([float("nan"), 1.0])
     for got in [x <= 1.0, x >= 1.0, x < 1.0, x > 1.0, x == x, x <= x, x >= x]:
