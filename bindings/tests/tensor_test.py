@@ -52,6 +52,34 @@ def test_python_scalars_promote_integer_tensors_as_torch_does():
     np.testing.assert_array_equal((i >= 2).numpy(), [False, True, True])
 
 
+def test_autograd_grad_and_backward_inputs_follow_torch():
+    x = tessel.tensor([1.0, 2.0], requires_grad=True)
+    w = tessel.tensor([3.0, 5.0], requires_grad=True)
+    h = x * x
+    loss = (x * w + h * h).sum()
+    gx, gh = tessel.autograd.grad(loss, [x, h], retain_graph=True)
+    assert gx.tolist() == [3.0 + 4.0, 5.0 + 32.0] and gh.tolist() == [2.0, 8.0]
+    assert x.grad is None and w.grad is None  # grad() accumulates nothing
+    (gw,) = tessel.autograd.grad([loss], (w,), grad_outputs=[tessel.tensor(2.0)], retain_graph=True)
+    assert gw.tolist() == [2.0, 4.0]
+    loss.backward(inputs=[w], retain_graph=True)  # only w.grad
+    assert w.grad.tolist() == [1.0, 2.0] and x.grad is None
+    loss.backward(inputs=[w])
+    assert w.grad.tolist() == [2.0, 4.0]
+    unused = tessel.ones(1, requires_grad=True)
+    y = (x * 2.0).sum()
+    with pytest.raises(ValueError, match="was not used in the graph"):
+        tessel.autograd.grad(y, [x, unused], retain_graph=True)
+    gx, gu = tessel.autograd.grad(y, [x, unused], allow_unused=True, retain_graph=True)
+    assert gx.tolist() == [2.0, 2.0] and gu is None
+    assert tessel.autograd.grad(y, [unused], materialize_grads=True)[0].tolist() == [0.0]
+    with pytest.raises(NotImplementedError, match="create_graph"):
+        tessel.autograd.grad(y, [x], create_graph=True)
+    a, b = (x * 3.0).sum(), (x * x).sum()
+    tessel.autograd.backward([a, b])  # several roots at once
+    assert x.grad.tolist() == [3.0 + 2.0, 3.0 + 4.0]
+
+
 def test_two_tensors_of_different_dtypes_promote_as_torch_result_type():
     f32, f64 = tessel.tensor([1.5, 2.0]), tessel.tensor([0.25, 1.0], dtype=tessel.float64)
     i64, mask = tessel.tensor([2, 3]), tessel.tensor([True, False])

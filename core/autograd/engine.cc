@@ -3,6 +3,7 @@
 
 #include <queue>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "core/autograd/graph_task.h"
 #include "core/base/error.h"
@@ -74,6 +75,101 @@ void Backward(const TensorList& roots, const TensorList& grads, bool retain_grap
     }
   }
   task.Finish();
+}
+
+TensorList Grad(const TensorList& outputs, const TensorList& inputs, const TensorList& grad_outputs, bool retain_graph,
+                bool allow_unused) {
+  using autograd::Node;
+  TESSEL_CHECK(grad_outputs.empty() || grad_outputs.size() == outputs.size(), "grad: ", outputs.size(),
+               " outputs but ", grad_outputs.size(), " grad_outputs");
+  // Where each input's gradient arrives: (node, input_nr) of its gradient edge.
+  std::vector<autograd::Edge> targets;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    TESSEL_CHECK(inputs[i].defined() && inputs[i].requires_grad(), "grad: input ", i,
+                 " does not require grad (one of the differentiated tensors does not require grad)");
+    targets.push_back(autograd::GradientEdge(inputs[i]));
+  }
+  GraphTaskScope task("grad");
+  std::vector<autograd::Edge> root_edges;
+  TensorList root_grads;
+  autograd::internal::SeedRoots(outputs, grad_outputs.empty() ? TensorList(outputs.size()) : grad_outputs,
+                                &root_edges, &root_grads);
+  std::unordered_set<Node*> target_nodes;
+  for (const auto& t : targets) target_nodes.insert(t.node.get());
+  // needed[n]: a target is reachable from n (post-order over the reachable graph, iteratively).
+  std::unordered_map<Node*, bool> needed;
+  std::vector<std::pair<Node*, size_t>> stack;
+  for (const auto& e : root_edges) {
+    if (needed.emplace(e.node.get(), false).second) stack.push_back({e.node.get(), 0});
+    while (!stack.empty()) {
+      auto& [n, next] = stack.back();
+      if (next < n->next_edges.size()) {
+        const autograd::Edge& child = n->next_edges[next++];
+        if (child.valid() && needed.emplace(child.node.get(), false).second) stack.push_back({child.node.get(), 0});
+        continue;
+      }
+      bool any = target_nodes.count(n) > 0;
+      for (const auto& c : n->next_edges) any = any || (c.valid() && needed[c.node.get()]);
+      needed[n] = any;
+      stack.pop_back();
+    }
+  }
+  // Nodes run: needed ones, in dependency order over the needed subgraph; AccumulateGrad never runs.
+  std::unordered_map<Node*, int> deps;
+  for (const auto& [n, need] : needed) {
+    if (!need) continue;
+    deps.emplace(n, 0);
+    for (const auto& c : n->next_edges) {
+      if (c.valid() && needed[c.node.get()]) ++deps[c.node.get()];
+    }
+  }
+  autograd::internal::GradBuffers buffers;
+  for (size_t i = 0; i < root_edges.size(); ++i) {
+    if (needed[root_edges[i].node.get()]) buffers.Add(root_edges[i], root_grads[i]);
+  }
+  std::priority_queue<Node*, std::vector<Node*>, autograd::internal::ReadyOrder> ready;
+  for (const auto& e : root_edges) {
+    auto it = deps.find(e.node.get());
+    if (it != deps.end() && it->second == 0) it->second = -1, ready.push(e.node.get());
+  }
+  TensorList result(inputs.size());
+  while (!ready.empty()) {
+    Node* n = ready.top();
+    ready.pop();
+    TensorList in = buffers.Take(n);
+    const bool leaf = dynamic_cast<autograd::AccumulateGrad*>(n) != nullptr;
+    const bool any = autograd::internal::PrepareNodeInputs(n, in);
+    for (size_t i = 0; i < targets.size(); ++i) {
+      if (targets[i].node.get() != n) continue;
+      Tensor g = in.size() > targets[i].input_nr ? in[targets[i].input_nr] : Tensor();
+      if (leaf && g.defined()) {  // the leaf's own hooks, which AccumulateGrad would have run
+        for (const TensorHook& hook : inputs[i].impl()->EnsureAutogradMeta().hooks) {
+          Tensor replaced = hook(g);
+          if (replaced.defined()) g = std::move(replaced);
+        }
+      }
+      result[i] = std::move(g);
+    }
+    if (leaf) continue;
+    TensorList outs;
+    if (any) {
+      outs = n->Apply(std::move(in));
+      if (!retain_graph) n->ReleaseSaved();
+    }
+    for (size_t i = 0; i < n->next_edges.size(); ++i) {
+      const auto& e = n->next_edges[i];
+      if (!e.valid() || !needed[e.node.get()]) continue;
+      buffers.Add(e, i < outs.size() ? std::move(outs[i]) : Tensor());
+      int& d = deps[e.node.get()];
+      if (--d == 0) d = -1, ready.push(e.node.get());
+    }
+  }
+  task.Finish();
+  for (size_t i = 0; i < result.size(); ++i) {
+    TESSEL_CHECK(allow_unused || result[i].defined(), "grad: input ", i, " of shape ", ShapeStr(inputs[i].sizes()),
+                 " was not used in the graph of the outputs; pass allow_unused=true if that is intended");
+  }
+  return result;
 }
 
 void RegisterHook(const Tensor& t, TensorHook hook) {

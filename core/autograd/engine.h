@@ -4,7 +4,7 @@
 // flowing into it have been summed; each leaf's .grad ends up as the sum of all contributions (added
 // to any existing .grad). Without retain_graph, saved tensors are freed as nodes run and a second
 // backward through the same nodes raises kFailedPrecondition. Higher-order gradients (create_graph)
-// are not supported.
+// are not supported. Grad computes gradients without accumulating them (torch.autograd.grad).
 //
 // Example:
 //   Tensor loss = Mean(Mul(w, x));
@@ -22,6 +22,15 @@ namespace tessel {
 // Backpropagates from `root`. `grad` defaults to ones for a one-element root (error otherwise).
 void Backward(const Tensor& root, const Tensor& grad = Tensor(), bool retain_graph = false);
 void Backward(const TensorList& roots, const TensorList& grads, bool retain_graph = false);
+
+// torch.autograd.grad: the gradients of `outputs` (seeded with `grad_outputs`; empty or undefined entries
+// are ones for one-element outputs) with respect to `inputs` (leaves or not), returned in inputs' order;
+// no .grad anywhere changes and only nodes on a path from the outputs to an input run (tensor hooks on
+// the way and on the inputs run, as torch's). An input the outputs do not depend on gives an undefined
+// tensor with allow_unused, else kInvalidArgument; an input that does not require grad is
+// kInvalidArgument. retain_graph as Backward's; no create_graph (higher order).
+TensorList Grad(const TensorList& outputs, const TensorList& inputs, const TensorList& grad_outputs = {},
+                bool retain_graph = false, bool allow_unused = false);
 
 // Gradient hook on `t` (leaf or not). A returned defined tensor replaces the gradient.
 void RegisterHook(const Tensor& t, TensorHook hook);

@@ -185,6 +185,45 @@ TEST(ElementwiseTest, RetainedGradSeesTheGradientAfterEveryHook) {
   EXPECT_EQ(x.grad().ToVector<double>(), (std::vector<double>{6, 6}));
 }
 
+TEST(ElementwiseTest, GradReturnsGradientsWithoutTouchingAnyGradAndRunsOnlyTheNeededNodes) {
+  Tensor x = FromVector<double>({1, 2}).set_requires_grad(true);
+  Tensor w = FromVector<double>({3, 5}).set_requires_grad(true);
+  int w_hook_calls = 0;
+  RegisterHook(w, [&](const Tensor&) {
+    ++w_hook_calls;
+    return Tensor();
+  });
+  RegisterHook(x, [](const Tensor& g) { return MulScalar(g, 10.0); });  // leaf hooks apply, as torch's
+  const Tensor h = Mul(x, x);                                             // a non-leaf input below
+  const Tensor loss = Sum(Add(Mul(x, w), Mul(h, h)));                     // d/dx = w + 4x³, d/dh = 2h
+  const TensorList g = Grad({loss}, {x, h}, {}, /*retain_graph=*/true);
+  EXPECT_EQ(g[0].ToVector<double>(), (std::vector<double>{10 * (3 + 4), 10 * (5 + 32)}));
+  EXPECT_EQ(g[1].ToVector<double>(), (std::vector<double>{2, 8}));
+  EXPECT_FALSE(x.grad().defined());
+  EXPECT_FALSE(w.grad().defined());
+  EXPECT_EQ(w_hook_calls, 0);  // w's branch is not on a path to an input
+  // grad_outputs seed non-scalar outputs; a second call on the retained graph gives the same.
+  const TensorList gh = Grad({h}, {x}, {FromVector<double>({1, 0.5})}, /*retain_graph=*/true);
+  EXPECT_EQ(gh[0].ToVector<double>(), (std::vector<double>{10 * 2, 10 * 2}));
+  Backward(loss);  // the graph is still whole
+  EXPECT_EQ(w.grad().ToVector<double>(), (std::vector<double>{1, 2}));
+  EXPECT_EQ(w_hook_calls, 1);
+}
+
+TEST(ElementwiseTest, GradRefusesUnusedAndNonDifferentiableInputsUnlessAllowed) {
+  Tensor x = FromVector<double>({1, 2}).set_requires_grad(true);
+  Tensor unused = FromVector<double>({7}).set_requires_grad(true);
+  Tensor y = Sum(Mul(x, x));  // mul saves its inputs: a pass without retain_graph frees them
+  testing::ExpectErrorContains([&] { Grad({y}, {x, unused}, {}, true); }, ErrorCode::kInvalidArgument,
+                               "grad: input 1 of shape [1] was not used in the graph of the outputs");
+  const TensorList g = Grad({y}, {x, unused}, {}, /*retain_graph=*/false, /*allow_unused=*/true);
+  EXPECT_EQ(g[0].ToVector<double>(), (std::vector<double>{2, 4}));
+  EXPECT_FALSE(g[1].defined());
+  testing::ExpectErrorContains([&] { Grad({y}, {x}); }, ErrorCode::kFailedPrecondition, "retain_graph");
+  testing::ExpectErrorContains([&] { Grad({Sum(MulScalar(x, 2.0))}, {FromVector<double>({1})}); },
+                               ErrorCode::kInvalidArgument, "grad: input 0 does not require grad");
+}
+
 TEST(ElementwiseTest, QueuedCallbackRunsAfterAllNodes) {
   Tensor x = FromVector<double>({1}).set_requires_grad(true);
   Tensor y = MulScalar(x, 2.0);
