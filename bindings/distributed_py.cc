@@ -59,7 +59,23 @@ void BindCollectives(py::class_<comm::ProcessGroup, comm::ProcessGroupPtr>& pg) 
       .def("broadcast", [](PG& g, const Tensor& t, int src, bool async_op) {
         return Issue(async_op, [&] { return g.Broadcast(t, src); });
       }, py::arg("tensor"), py::arg("src"), py::arg("async_op") = false)
-      .def("barrier", [](PG& g) { NoGil([&] { g.Barrier()->Wait(); }); });
+      .def("barrier", [](PG& g) { NoGil([&] { g.Barrier()->Wait(); }); })
+      .def("all_to_all_single", [](PG& g, const Tensor& out, const Tensor& in, std::vector<int64_t> out_splits,
+                                   std::vector<int64_t> in_splits, bool async_op) {
+        return Issue(async_op, [&] { return g.AllToAll(out, in, out_splits, in_splits); });
+      }, py::arg("output"), py::arg("input"), py::arg("output_split_sizes") = std::vector<int64_t>{},
+         py::arg("input_split_sizes") = std::vector<int64_t>{}, py::arg("async_op") = false)
+      // Point to point, peers as ranks of this group (torch.distributed.send / recv / isend / irecv).
+      .def("send", [](PG& g, const Tensor& t, int dst, int tag, bool async_op) {
+        return Issue(async_op, [&] { return g.Send(t, dst, tag); });
+      }, py::arg("tensor"), py::arg("dst"), py::arg("tag") = 0, py::arg("async_op") = false)
+      .def("recv", [](PG& g, const Tensor& t, int src, int tag, bool async_op) {
+        return Issue(async_op, [&] { return g.Recv(t, src, tag); });
+      }, py::arg("tensor"), py::arg("src"), py::arg("tag") = 0, py::arg("async_op") = false)
+      // Collective over this group: members get the new group, other ranks None.
+      .def("new_group", [](PG& g, const std::vector<int>& ranks) {
+        return NoGil([&] { return g.NewGroup(ranks); });
+      }, py::arg("ranks"));
 }
 
 void BindProcessGroups(py::module_& m) {

@@ -351,6 +351,56 @@ def test_dropout_on_a_sharded_dtensor_equals_dropout_on_the_full_tensor():
     tessel.run_ranks(2, rank_fn)
 
 
+def test_new_group_p2p_and_list_and_object_collectives_follow_torch_distributed():
+    def rank_fn(world):
+        dist.init_process_group()
+        rank = dist.get_rank()
+        g = dist.new_group([1, 2])  # every rank calls it; rank 0 is outside
+        if rank == 0:
+            assert g is dist.GroupMember.NON_GROUP_MEMBER
+            with pytest.raises(ValueError, match="not a member of the group"):
+                dist.all_reduce(tessel.ones(1), group=g)
+        else:
+            t = tessel.full((2,), float(rank))
+            dist.all_reduce(t, group=g)
+            assert t.tolist() == [3.0, 3.0] and dist.get_rank(g) == rank - 1 and dist.get_world_size(g) == 2
+        parts = [tessel.zeros(2) for _ in range(3)]
+        dist.all_gather(parts, tessel.full((2,), float(rank) + 0.5))
+        assert [p.tolist() for p in parts] == [[0.5, 0.5], [1.5, 1.5], [2.5, 2.5]]
+        objs = [None] * 3
+        dist.all_gather_object(objs, {"rank": rank, "tag": "x" * rank})
+        assert objs == [{"rank": r, "tag": "x" * r} for r in range(3)]
+        lst = [rank, "from %d" % rank] if rank == 2 else [None, None]
+        dist.broadcast_object_list(lst, src=2)
+        assert lst == [2, "from 2"]
+        r = tessel.full((1,), float(rank + 1))
+        dist.reduce(r, dst=1)
+        assert r.tolist() == ([6.0] if rank == 1 else [float(rank + 1)])
+        got = [tessel.zeros(1) for _ in range(3)] if rank == 0 else None
+        dist.gather(tessel.full((1,), float(rank * 10)), got, dst=0)
+        if rank == 0:
+            assert [x.tolist() for x in got] == [[0.0], [10.0], [20.0]]
+        mine = tessel.zeros(2)
+        dist.scatter(mine, [tessel.full((2,), float(i)) for i in range(3)] if rank == 2 else None, src=2)
+        assert mine.tolist() == [float(rank)] * 2
+        out = tessel.zeros(3)
+        dist.all_to_all_single(out, tessel.tensor([rank * 3.0, rank * 3.0 + 1, rank * 3.0 + 2]))
+        assert out.tolist() == [float(rank), 3.0 + rank, 6.0 + rank]
+        if rank == 0:
+            dist.send(tessel.tensor([42.0]), dst=2)
+            w = dist.isend(tessel.tensor([43.0]), dst=1)
+            w.wait()
+        elif rank == 2:
+            buf = tessel.zeros(1)
+            assert dist.recv(buf, src=0) == 0 and buf.tolist() == [42.0]
+        else:
+            buf = tessel.zeros(1)
+            dist.irecv(buf, src=0).wait()
+            assert buf.tolist() == [43.0]
+
+    tessel.run_ranks(3, rank_fn)
+
+
 def test_bad_distributed_input_raises_python_errors_with_tessels_message():
     def rank_fn(world):
         dist.init_process_group()

@@ -15,6 +15,7 @@ import os
 import threading
 
 from .. import _C
+from .._dtypes import int64 as _int64
 
 _local = threading.local()
 
@@ -95,16 +96,30 @@ def _default_group(op="this call"):
     return world
 
 
+class GroupMember:
+    """torch's sentinels: WORLD (the default group) and NON_GROUP_MEMBER (what new_group returns on a rank
+    outside the new group; passing it to a collective raises)."""
+    WORLD = None
+    NON_GROUP_MEMBER = object()
+
+
+def _group(group, op):
+    if group is GroupMember.NON_GROUP_MEMBER:
+        raise ValueError("%s: this rank is not a member of the group (new_group returned NON_GROUP_MEMBER here)"
+                         % op)
+    return group if group is not None else _default_group(op)
+
+
 def get_rank(group=None):
-    return (group or _default_group("get_rank")).rank
+    return _group(group, "get_rank").rank
 
 
 def get_world_size(group=None):
-    return (group or _default_group("get_world_size")).size
+    return _group(group, "get_world_size").size
 
 
 def barrier(group=None, async_op=False, device_ids=None):
-    (group or _default_group("barrier")).barrier()
+    _group(group, "barrier").barrier()
 
 
 def destroy_process_group(group=None):
@@ -122,16 +137,16 @@ Work = _C.Work
 
 def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
     """In place over the group (default: the default group); async_op returns a Work to wait on."""
-    return (group or _default_group("all_reduce")).all_reduce(tensor, op, async_op)
+    return _group(group, "all_reduce").all_reduce(tensor, op, async_op)
 
 
 def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=False):
-    return (group or _default_group("all_gather_into_tensor")).all_gather_into_tensor(output_tensor, input_tensor,
+    return _group(group, "all_gather_into_tensor").all_gather_into_tensor(output_tensor, input_tensor,
                                                                                      async_op)
 
 
 def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=False):
-    return (group or _default_group("reduce_scatter_tensor")).reduce_scatter_tensor(output, input, op, async_op)
+    return _group(group, "reduce_scatter_tensor").reduce_scatter_tensor(output, input, op, async_op)
 
 
 def get_global_rank(group, group_rank):
@@ -152,9 +167,175 @@ def get_group_rank(group, global_rank):
 
 def broadcast(tensor, src=None, group=None, async_op=False, group_src=None):
     """As torch: src is a global rank (on any group); group_src a rank within the group."""
-    g = group or _default_group("broadcast")
+    g = _group(group, "broadcast")
     if (src is None) == (group_src is None):
         raise ValueError("broadcast: pass exactly one of src (a global rank) and group_src (a rank of the group)")
     return g.broadcast(tensor, get_group_rank(g, src) if group_src is None else group_src, async_op)
+
+def new_group(ranks=None, timeout=None, backend=None, pg_options=None, use_local_synchronization=False,
+              group_desc=None):
+    """A group of the default group's ranks `ranks` (global ranks; all of them when None), in that order.
+    Every rank of the default group calls it, in the same order as its other new_group calls (torch's
+    rule; tessel checks it and names both calls when they differ). Ranks outside get NON_GROUP_MEMBER."""
+    world = _default_group("new_group")
+    if backend not in (None, "gloo", "cpu:gloo", "threads"):
+        raise ValueError("new_group: backend '%s' is not available from Python" % backend)
+    if use_local_synchronization:
+        raise NotImplementedError("new_group(use_local_synchronization=True): every rank of the default group "
+                                  "takes part in tessel's new_group")
+    members = list(range(world.size)) if ranks is None else sorted(int(r) for r in ranks)
+    g = world.new_group(members)
+    if g is None:
+        return GroupMember.NON_GROUP_MEMBER
+    g.timeout = timeout if timeout is not None else world.timeout
+    return g
+
+
+def _group_peer(g, peer, group_peer, op, what):
+    if (peer is None) == (group_peer is None):
+        raise ValueError("%s: pass exactly one of %s (a global rank) and group_%s (a rank of the group)"
+                         % (op, what, what))
+    return get_group_rank(g, peer) if group_peer is None else group_peer
+
+
+def send(tensor, dst=None, group=None, tag=0, group_dst=None):
+    g = _group(group, "send")
+    g.send(tensor, _group_peer(g, dst, group_dst, "send", "dst"), tag)
+
+
+def recv(tensor, src=None, group=None, tag=0, group_src=None):
+    """Blocking receive from src (a global rank; tessel needs it: no receive from any source). Returns src."""
+    g = _group(group, "recv")
+    if src is None and group_src is None:
+        raise NotImplementedError("recv(src=None): receiving from any rank is not supported; pass src")
+    peer = _group_peer(g, src, group_src, "recv", "src")
+    g.recv(tensor, peer, tag)
+    return get_global_rank(g, peer)
+
+
+def isend(tensor, dst=None, group=None, tag=0, group_dst=None):
+    g = _group(group, "isend")
+    return g.send(tensor, _group_peer(g, dst, group_dst, "isend", "dst"), tag, async_op=True)
+
+
+def irecv(tensor, src=None, group=None, tag=0, group_src=None):
+    g = _group(group, "irecv")
+    if src is None and group_src is None:
+        raise NotImplementedError("irecv(src=None): receiving from any rank is not supported; pass src")
+    return g.recv(tensor, _group_peer(g, src, group_src, "irecv", "src"), tag, async_op=True)
+
+
+def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=None, group=None, async_op=False):
+    return _group(group, "all_to_all_single").all_to_all_single(output, input, list(output_split_sizes or []),
+                                                                 list(input_split_sizes or []), async_op)
+
+
+def all_gather(tensor_list, tensor, group=None, async_op=False):
+    """tensor_list[r] = rank r's tensor (equal shapes), through one all_gather_into_tensor."""
+    g = _group(group, "all_gather")
+    if len(tensor_list) != g.size:
+        raise ValueError("all_gather: tensor_list has %d tensors for a group of %d ranks" % (len(tensor_list), g.size))
+    from .._tensor import empty
+    flat = empty(g.size * tensor.numel(), dtype=tensor.dtype)
+    g.all_gather_into_tensor(flat, tensor.reshape(-1).contiguous(), False)
+    for r, out in enumerate(tensor_list):
+        out.copy_(flat[r * tensor.numel():(r + 1) * tensor.numel()].view(*tensor.shape))
+    return _done(async_op)
+
+
+def gather(tensor, gather_list=None, dst=None, group=None, async_op=False, group_dst=None):
+    """Rank dst's gather_list[r] = rank r's tensor; other ranks pass no list."""
+    g = _group(group, "gather")
+    root = _group_peer(g, 0 if dst is None and group_dst is None else dst, group_dst, "gather", "dst")
+    from .._tensor import zeros_like
+    parts = [zeros_like(tensor) for _ in range(g.size)]
+    all_gather(parts, tensor, group=g)
+    if g.rank == root:
+        if gather_list is None or len(gather_list) != g.size:
+            raise ValueError("gather: the destination needs a gather_list of %d tensors" % g.size)
+        for out, part in zip(gather_list, parts):
+            out.copy_(part)
+    return _done(async_op)
+
+
+def scatter(tensor, scatter_list=None, src=None, group=None, async_op=False, group_src=None):
+    """tensor = rank src's scatter_list[r] on rank r (one broadcast of the stacked list)."""
+    g = _group(group, "scatter")
+    root = _group_peer(g, 0 if src is None and group_src is None else src, group_src, "scatter", "src")
+    from .._tensor import empty
+    flat = empty(g.size * tensor.numel(), dtype=tensor.dtype)
+    if g.rank == root:
+        if scatter_list is None or len(scatter_list) != g.size:
+            raise ValueError("scatter: the source needs a scatter_list of %d tensors" % g.size)
+        for r, part in enumerate(scatter_list):
+            flat[r * tensor.numel():(r + 1) * tensor.numel()].copy_(part.reshape(-1))
+    g.broadcast(flat, root, False)
+    tensor.copy_(flat[g.rank * tensor.numel():(g.rank + 1) * tensor.numel()].view(*tensor.shape))
+    return _done(async_op)
+
+
+def reduce(tensor, dst=None, op=ReduceOp.SUM, group=None, async_op=False, group_dst=None):
+    """Rank dst's tensor becomes the reduction; the others' are left as they were."""
+    g = _group(group, "reduce")
+    root = _group_peer(g, dst, group_dst, "reduce", "dst")
+    result = tensor.clone()
+    g.all_reduce(result, op, False)
+    if g.rank == root:
+        tensor.copy_(result)
+    return _done(async_op)
+
+
+def _object_bytes(obj):
+    import pickle
+    from .._tensor import tensor as make_tensor
+    data = pickle.dumps(obj)
+    return make_tensor(list(data) or [0], dtype=_int64), len(data)
+
+
+def all_gather_object(object_list, obj, group=None):
+    """object_list[r] = rank r's obj (pickled; any picklable value)."""
+    import pickle
+    from .._tensor import tensor as make_tensor, zeros
+    g = _group(group, "all_gather_object")
+    data, n = _object_bytes(obj)
+    sizes = zeros(g.size, dtype=_int64)
+    g.all_gather_into_tensor(sizes, make_tensor([n], dtype=_int64), False)
+    longest = max(1, max(sizes.tolist()))
+    padded = zeros(longest, dtype=_int64)
+    padded[:data.numel()].copy_(data)
+    flat = zeros(g.size * longest, dtype=_int64)
+    g.all_gather_into_tensor(flat, padded, False)
+    values, lengths = flat.tolist(), sizes.tolist()
+    for r in range(g.size):
+        object_list[r] = pickle.loads(bytes(values[r * longest:r * longest + lengths[r]]))
+
+
+def broadcast_object_list(object_list, src=None, group=None, device=None, group_src=None):
+    """object_list's objects on rank src replace those on every rank (pickled, in place)."""
+    import pickle
+    from .._tensor import tensor as make_tensor, zeros
+    g = _group(group, "broadcast_object_list")
+    root = _group_peer(g, 0 if src is None and group_src is None else src, group_src, "broadcast_object_list", "src")
+    data, n = _object_bytes(list(object_list)) if g.rank == root else (None, 0)
+    size = make_tensor([n], dtype=_int64)
+    g.broadcast(size, root, False)
+    buf = data if g.rank == root else zeros(max(1, size.item()), dtype=_int64)
+    g.broadcast(buf, root, False)
+    if g.rank != root:
+        object_list[:] = pickle.loads(bytes(buf.tolist()[:size.item()]))
+
+
+def _done(async_op):
+    """async_op=True on the composed collectives: they ran synchronously; a completed Work-like handle."""
+    return _CompletedWork() if async_op else None
+
+
+class _CompletedWork:
+    def wait(self, timeout=None):
+        return True
+
+    def is_completed(self):
+        return True
+
 
 from . import checkpoint, device_mesh, fsdp, pipelining, tensor  # noqa: E402,F401 (torch.distributed's subpackages)
