@@ -80,6 +80,7 @@ from ._tensor import (  # noqa: F401
 )
 # Tensor.argmax, max(dim).values, add_(scalar), normal_, .data, pickling, ... and torch's function forms.
 from . import _compat, _serialization  # noqa: E402,F401
+from ._device import cuda, device  # noqa: E402,F401
 for _name in _compat.FUNCTION_FORMS:
     if _name not in globals():
         globals()[_name] = _compat._function_form(_name)

@@ -10,7 +10,7 @@ initializers normal_ / uniform_, and Tensor.data.
 import builtins
 import collections
 
-from . import _C
+from . import _C, _dtypes
 
 Tensor = _C.Tensor
 _max_cpp = Tensor.max
@@ -260,3 +260,44 @@ def _function_form(name):
     fn.__name__ = name
     fn.__doc__ = "torch.%s(input, ...): input.%s(...)" % (name, name)
     return fn
+
+
+_to_dtype = Tensor.to  # the C++ cast
+
+
+def _to(self, *args, **kwargs):
+    """Tensor.to(dtype | device | other tensor, non_blocking=, copy=): casts; a CPU device is where the
+    tensor already is, any other raises (tessel._device)."""
+    from ._device import check_cpu, device
+    dtype, dev = kwargs.pop("dtype", None), kwargs.pop("device", None)
+    copy = kwargs.pop("copy", False)
+    kwargs.pop("non_blocking", None)
+    kwargs.pop("memory_format", None)
+    if kwargs:
+        raise TypeError("to() got unexpected keyword arguments %s" % sorted(kwargs))
+    for a in args:
+        if isinstance(a, _dtypes.dtype):
+            dtype = a
+        elif isinstance(a, Tensor):
+            dtype = a.dtype
+        elif isinstance(a, (str, device)):
+            dev = a
+        else:
+            raise TypeError("to() received an invalid combination of arguments: %r" % (args,))
+    check_cpu(dev, "Tensor.to")
+    out = self if dtype is None or dtype == self.dtype else _to_dtype(self, dtype)
+    return out.clone() if copy and out is self else out
+
+
+def _cuda(self, *args, **kwargs):
+    raise NotImplementedError("Tensor.cuda(): tessel's Python face computes on the CPU "
+                              "(tessel.cuda.is_available() is False)")
+
+
+Tensor.to = _to
+Tensor.cpu = lambda self, memory_format=None: self
+Tensor.cuda = _cuda
+Tensor.device = property(lambda self: __import__("tessel._device", fromlist=["CPU"]).CPU)
+Tensor.is_cuda = property(lambda self: False)
+Tensor.is_cpu = property(lambda self: True)
+

@@ -13,6 +13,7 @@ import numpy as np
 
 from . import _C
 from . import _dtypes
+from ._device import check_cpu
 
 Tensor = _C.Tensor
 
@@ -37,19 +38,23 @@ def _dtype_of_scalar(v):
     return _dtypes.float32
 
 
-def empty(*size, dtype=None, requires_grad=False):
+def empty(*size, dtype=None, device=None, requires_grad=False):
+    check_cpu(device, "empty")
     return _finish(_C._empty(_shape(size), dtype or _dtypes.float32), requires_grad)
 
 
-def zeros(*size, dtype=None, requires_grad=False):
+def zeros(*size, dtype=None, device=None, requires_grad=False):
+    check_cpu(device, "zeros")
     return _finish(_C._full(_shape(size), 0.0, dtype or _dtypes.float32), requires_grad)
 
 
-def ones(*size, dtype=None, requires_grad=False):
+def ones(*size, dtype=None, device=None, requires_grad=False):
+    check_cpu(device, "ones")
     return _finish(_C._full(_shape(size), 1.0, dtype or _dtypes.float32), requires_grad)
 
 
-def full(size, fill_value, *, dtype=None, requires_grad=False):
+def full(size, fill_value, *, dtype=None, device=None, requires_grad=False):
+    check_cpu(device, "full")
     dtype = dtype or _dtype_of_scalar(fill_value)
     if dtype == _dtypes.int64 and isinstance(fill_value, builtins.int) and builtins.abs(fill_value) > 2 ** 53:
         # exact beyond 2^53 (the C++ fill takes a double)
@@ -57,19 +62,23 @@ def full(size, fill_value, *, dtype=None, requires_grad=False):
     return _finish(_C._full(_shape((size,)), builtins.float(fill_value), dtype), requires_grad)
 
 
-def zeros_like(t, *, dtype=None, requires_grad=False):
+def zeros_like(t, *, dtype=None, device=None, requires_grad=False):
+    check_cpu(device, "zeros_like")
     return zeros(t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
 
 
-def ones_like(t, *, dtype=None, requires_grad=False):
+def ones_like(t, *, dtype=None, device=None, requires_grad=False):
+    check_cpu(device, "ones_like")
     return ones(t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
 
 
-def full_like(t, fill_value, *, dtype=None, requires_grad=False):
+def full_like(t, fill_value, *, dtype=None, device=None, requires_grad=False):
+    check_cpu(device, "full_like")
     return full(t.shape, fill_value, dtype=dtype or t.dtype, requires_grad=requires_grad)
 
 
-def arange(start, end=None, step=1, *, dtype=None, requires_grad=False):
+def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False):
+    check_cpu(device, "arange")
     if end is None:
         start, end = 0, start
     ints = all(isinstance(v, builtins.int) for v in (start, end, step))
@@ -80,15 +89,18 @@ def arange(start, end=None, step=1, *, dtype=None, requires_grad=False):
     return _finish(_C._arange(builtins.float(start), builtins.float(end), builtins.float(step), dtype), requires_grad)
 
 
-def rand(*size, generator=None, dtype=None, requires_grad=False):
+def rand(*size, generator=None, dtype=None, device=None, requires_grad=False):
+    check_cpu(device, "rand")
     return _finish(_C._rand(_shape(size), generator, dtype or _dtypes.float32), requires_grad)
 
 
-def randn(*size, generator=None, dtype=None, requires_grad=False):
+def randn(*size, generator=None, dtype=None, device=None, requires_grad=False):
+    check_cpu(device, "randn")
     return _finish(_C._randn(_shape(size), generator, dtype or _dtypes.float32), requires_grad)
 
 
-def randint(low=0, high=None, size=None, *, generator=None, dtype=None):
+def randint(low=0, high=None, size=None, *, generator=None, dtype=None, device=None):
+    check_cpu(device, "randint")
     if size is None:  # randint(high, size)
         low, high, size = 0, low, high
     if high is None or size is None:
@@ -102,9 +114,10 @@ def from_numpy(array):
     return _C._from_numpy(array)
 
 
-def tensor(data, *, dtype=None, requires_grad=False):
+def tensor(data, *, dtype=None, device=None, requires_grad=False):
     """A new tensor from a numpy array, a (nested) list or a Python scalar; Python floats give float32
     and Python ints int64, as in torch; a numpy array keeps its dtype."""
+    check_cpu(device, "tensor")
     if isinstance(data, Tensor):
         t = data.detach().clone()
     else:

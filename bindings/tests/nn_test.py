@@ -252,6 +252,35 @@ def test_embedding_padding_idx_row_starts_at_zero_and_gets_no_gradient():
         nn.Embedding(4, 2, max_norm=1.0)
 
 
+def test_device_handling_of_a_cpu_only_script_follows_torch():
+    device = "cuda" if tessel.cuda.is_available() else "cpu"
+    assert device == "cpu" and tessel.cuda.device_count() == 0
+    model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+    assert model.to(device) is model and model.cpu() is model
+    x = tessel.randn(5, 3, device=device).to(device)
+    assert x.device == tessel.device("cpu") and str(x.device) == "cpu" and not x.is_cuda
+    assert tessel.zeros(2, device=x.device).device == "cpu" and x.cpu() is x
+    assert x.to("cpu", tessel.float64).dtype == tessel.float64 and x.to(x) is x
+    assert x.to(dtype=tessel.bfloat16, non_blocking=True).dtype == tessel.bfloat16
+    assert x.to("cpu", copy=True) is not x
+    with pytest.raises(NotImplementedError, match="device 'cuda:0' is not available from Python"):
+        x.to("cuda:0")
+    with pytest.raises(NotImplementedError, match="device 'cuda' is not available"):
+        model.to(tessel.device("cuda"))
+    with pytest.raises(NotImplementedError, match="device 'cuda' is not available"):
+        tessel.ones(2, device="cuda")
+    with pytest.raises(NotImplementedError, match="computes on the CPU"):
+        model.cuda()
+    # A dtype casts the floating parameters (new tensors; the old ones retire).
+    y32 = model(x).detach()
+    model.to(tessel.float64)
+    assert {p.dtype for p in model.parameters()} == {tessel.float64}
+    np.testing.assert_allclose(model(x.double()).numpy(), y32.numpy(), rtol=1e-6, atol=1e-6)
+    assert model.float() is model and {p.dtype for p in model.parameters()} == {tessel.float32}
+    with pytest.raises(TypeError, match="only accepts floating point dtypes"):
+        model.to(tessel.int64)
+
+
 def test_dropout_draws_from_the_default_generator_like_torch():
     with pytest.raises(ValueError, match="dropout probability has to be between 0 and 1, but got 1.5"):
         nn.Dropout(1.5)

@@ -19,7 +19,7 @@ keyword arguments) go to ``forward`` unchanged.
 """
 import collections
 
-from .. import _C
+from .. import _C, _dtypes
 from . import functional
 
 Tensor = _C.Tensor
@@ -284,6 +284,48 @@ def requires_grad_(self, requires_grad=True):
     return self
 
 
+def _module_to(self, *args, **kwargs):
+    """Module.to(device | dtype | tensor, non_blocking=): a CPU device is where the module already is
+    (returns self; any other device raises); a floating dtype casts every floating parameter (new
+    parameter tensors: build the optimizer after, as torch advises). Floating buffers are not cast: a
+    module holding one raises rather than keeping it in the old dtype."""
+    from .._device import check_cpu, device
+    dtype, dev = kwargs.pop("dtype", None), kwargs.pop("device", None)
+    kwargs.pop("non_blocking", None)
+    if kwargs:
+        raise TypeError("Module.to() got unexpected keyword arguments %s" % sorted(kwargs))
+    for a in args:
+        if isinstance(a, _dtypes.dtype):
+            dtype = a
+        elif isinstance(a, Tensor):
+            dtype, dev = a.dtype, "cpu"
+        elif isinstance(a, (str, device)):
+            dev = a
+        else:
+            raise TypeError("Module.to() received an invalid combination of arguments: %r" % (args,))
+    check_cpu(dev, "Module.to")
+    if dtype is None:
+        return self
+    if dtype not in (_dtypes.float32, _dtypes.float64, _dtypes.bfloat16, _dtypes.float16):
+        raise TypeError("nn.Module.to only accepts floating point dtypes, but got desired dtype=%s" % dtype)
+    floating = (_dtypes.float32, _dtypes.float64, _dtypes.bfloat16, _dtypes.float16)
+    for name, b in self.named_buffers():
+        if b is not None and b.dtype in floating and b.dtype != dtype:
+            raise NotImplementedError("Module.to(%s): the floating buffer '%s' would stay %s; tessel does not "
+                                      "cast buffers" % (dtype, name, b.dtype))
+    for name, p in list(self.named_parameters()):
+        if p.dtype in floating and p.dtype != dtype:
+            cast = p.detach().to(dtype)
+            cast.requires_grad_(p.requires_grad)
+            self._set_parameter(name, cast)
+    return self
+
+
+def _module_cuda(self, device=None):
+    raise NotImplementedError("Module.cuda(): tessel's Python face computes on the CPU "
+                              "(tessel.cuda.is_available() is False)")
+
+
 def apply(self, fn):
     for m in self.children():
         m.apply(fn)
@@ -341,7 +383,9 @@ _METHODS = dict(
     forward=_forward, named_parameters=named_parameters, parameters=parameters, named_buffers=named_buffers,
     buffers=buffers, named_modules=named_modules, modules=modules, named_children=named_children, children=children,
     state_dict=state_dict, load_state_dict=load_state_dict, train=train, eval=eval, zero_grad=zero_grad,
-    requires_grad_=requires_grad_, apply=apply, register_parameter=register_parameter, add_module=add_module,
+    requires_grad_=requires_grad_, apply=apply, to=_module_to, cpu=lambda self: self, cuda=_module_cuda,
+    float=lambda self: _module_to(self, _dtypes.float32), double=lambda self: _module_to(self, _dtypes.float64),
+    half=lambda self: _module_to(self, _dtypes.float16), bfloat16=lambda self: _module_to(self, _dtypes.bfloat16), register_parameter=register_parameter, add_module=add_module,
     register_module=add_module, get_parameter=get_parameter, extra_repr=extra_repr,
     register_forward_pre_hook=_hook(Module._register_forward_pre_hook),
     register_forward_hook=_hook(Module._register_forward_hook),

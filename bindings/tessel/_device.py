@@ -1,0 +1,70 @@
+"""torch.device and the CUDA queries for scripts that pick their device: tessel's Python face computes on
+the CPU, so tessel.device("cpu") is the one device, tessel.cuda.is_available() is False, and asking for
+"cuda" anywhere raises NotImplementedError (never a silent CPU run of what the script meant for a GPU).
+
+    device = "cuda" if tessel.cuda.is_available() else "cpu"
+    model.to(device); x = tessel.zeros(4, device=device).to(device)
+"""
+import types
+
+
+class device:
+    """torch.device: device("cpu"), device("cpu", 0), device("cuda:1"); compares equal to its string."""
+
+    def __init__(self, type, index=None):  # noqa: A002 (torch's argument name)
+        if isinstance(type, device):
+            type, index = type.type, type.index if index is None else index
+        elif isinstance(type, str) and ":" in type:
+            type, idx = type.split(":", 1)
+            if index is not None:
+                raise RuntimeError("device(): type (string) must not include an index because index was passed "
+                                   "explicitly: %s" % type)
+            index = int(idx)
+        elif isinstance(type, int):
+            raise NotImplementedError("device(%d): an ordinal means a CUDA device; tessel's Python face has none"
+                                      % type)
+        if type not in ("cpu", "cuda", "meta", "mps"):
+            raise RuntimeError("Expected one of cpu, cuda, meta, mps device type at start of device string: %s"
+                               % type)
+        self.type, self.index = type, index
+
+    def __str__(self):
+        return self.type if self.index is None else "%s:%d" % (self.type, self.index)
+
+    def __repr__(self):
+        if self.index is None:
+            return "device(type='%s')" % self.type
+        return "device(type='%s', index=%d)" % (self.type, self.index)
+
+    def __eq__(self, other):
+        if isinstance(other, str):
+            other = device(other)
+        return isinstance(other, device) and (self.type, self.index) == (other.type, other.index)
+
+    def __hash__(self):
+        return hash((self.type, self.index))
+
+
+CPU = device("cpu")
+
+
+def check_cpu(dev, op):
+    """Raises unless dev is None or a CPU device (string or device)."""
+    if dev is None:
+        return
+    d = dev if isinstance(dev, device) else device(dev)
+    if d.type != "cpu":
+        raise NotImplementedError("%s: device '%s' is not available from Python (tessel's Python face computes "
+                                  "on the CPU; tessel.cuda.is_available() is False)" % (op, d))
+
+
+def _no_cuda(*args, **kwargs):
+    return None
+
+
+cuda = types.ModuleType("tessel.cuda", "torch.cuda's queries: no CUDA device from Python.")
+cuda.is_available = lambda: False
+cuda.device_count = lambda: 0
+cuda.is_bf16_supported = lambda including_emulation=True: False
+cuda.manual_seed = _no_cuda  # no CUDA generator to seed, as torch without a GPU
+cuda.manual_seed_all = _no_cuda
