@@ -24,6 +24,7 @@
 #include "core/ops/softmax.h"
 #include "core/ops/ternary.h"
 #include "core/ops/unary.h"
+#include "core/ops/view.h"
 
 namespace tessel::bindings {
 namespace {
@@ -58,10 +59,13 @@ void BindFunctional(py::module_& m) {
   f.def("relu", [](const Tensor& x) { return NoGil([&] { return Relu(x); }); }, py::arg("input"));
   f.def("tanh", [](const Tensor& x) { return NoGil([&] { return Tanh(x); }); }, py::arg("input"));
   f.def("sigmoid", [](const Tensor& x) { return NoGil([&] { return Sigmoid(x); }); }, py::arg("input"));
-  f.def("softmax", [](const Tensor& x, int64_t dim) { return NoGil([&] { return Softmax(x, dim); }); },
-        py::arg("input"), py::arg("dim"));
-  f.def("log_softmax", [](const Tensor& x, int64_t dim) { return NoGil([&] { return LogSoftmax(x, dim); }); },
-        py::arg("input"), py::arg("dim"));
+  // dtype= casts the input first, as torch (softmax in float32 of bfloat16 logits).
+  f.def("softmax", [](const Tensor& x, int64_t dim, int, std::optional<DType> dtype) {
+    return NoGil([&] { return Softmax(dtype && *dtype != x.dtype() ? Cast(x, *dtype) : x, dim); });
+  }, py::arg("input"), py::arg("dim"), py::arg("_stacklevel") = 3, py::arg("dtype") = py::none());
+  f.def("log_softmax", [](const Tensor& x, int64_t dim, int, std::optional<DType> dtype) {
+    return NoGil([&] { return LogSoftmax(dtype && *dtype != x.dtype() ? Cast(x, *dtype) : x, dim); });
+  }, py::arg("input"), py::arg("dim"), py::arg("_stacklevel") = 3, py::arg("dtype") = py::none());
   f.def("layer_norm", [](const Tensor& x, const py::object& shape, std::optional<Tensor> w, std::optional<Tensor> b,
                          double eps) {
     CheckLastDim(x, AsShape(shape), "layer_norm");
@@ -94,7 +98,19 @@ void BindFunctional(py::module_& m) {
                             const std::string& reduction, double label_smoothing) {
     TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, weight.is_none() && size_average.is_none() && reduce.is_none(),
                       "cross_entropy: weight and the deprecated size_average / reduce are not supported");
-    return NoGil([&] { return CrossEntropy(logits, target, ignore_index, reduction, label_smoothing); });
+    return NoGil([&] {
+      if (logits.dim() <= 2) return CrossEntropy(logits, target, ignore_index, reduction, label_smoothing);
+      // (N, C, d1, ...) with targets (N, d1, ...): classes last, one row per position, as torch.
+      const int64_t classes = logits.size(1);
+      TESSEL_CHECK(target.dim() == logits.dim() - 1 && target.size(0) == logits.size(0), "cross_entropy: input ",
+                   ShapeStr(logits.sizes()), " needs targets of shape (N, d1, ...), got ", ShapeStr(target.sizes()));
+      std::vector<int64_t> order{0};
+      for (int64_t d = 2; d < logits.dim(); ++d) order.push_back(d);
+      order.push_back(1);
+      const Tensor rows = Reshape(Contiguous(Permute(logits, order)), {-1, classes});
+      const Tensor per = CrossEntropy(rows, Reshape(Contiguous(target), {-1}), ignore_index, reduction, label_smoothing);
+      return reduction == "none" ? Reshape(per, target.sizes()) : per;
+    });
   }, py::arg("input"), py::arg("target"), py::arg("weight") = py::none(), py::arg("size_average") = py::none(),
         py::arg("ignore_index") = -100, py::arg("reduce") = py::none(), py::arg("reduction") = "mean",
         py::arg("label_smoothing") = 0.0);

@@ -299,8 +299,12 @@ void BindMath(py::class_<Tensor>& c) {
         auto d = Dims(dim);
         return NoGil([&] { return Norm(x, p, d, keep); });
       }, py::arg("p") = 2.0, py::arg("dim") = py::none(), py::arg("keepdim") = false)
-      .def("softmax", [](const Tensor& x, int64_t d) { return NoGil([&] { return Softmax(x, d); }); }, py::arg("dim"))
-      .def("log_softmax", [](const Tensor& x, int64_t d) { return NoGil([&] { return LogSoftmax(x, d); }); }, py::arg("dim"))
+      .def("softmax", [](const Tensor& x, int64_t d, std::optional<DType> dt) {
+        return NoGil([&] { return Softmax(dt && *dt != x.dtype() ? Cast(x, *dt) : x, d); });
+      }, py::arg("dim"), py::arg("dtype") = py::none())
+      .def("log_softmax", [](const Tensor& x, int64_t d, std::optional<DType> dt) {
+        return NoGil([&] { return LogSoftmax(dt && *dt != x.dtype() ? Cast(x, *dt) : x, d); });
+      }, py::arg("dim"), py::arg("dtype") = py::none())
       .def("pow", [](const Tensor& x, double e) { return NoGil([&] { return Pow(x, e); }); }, py::arg("exponent"))
       .def("clamp", [](const Tensor& x, std::optional<double> lo, std::optional<double> hi) {
         return NoGil([&] { return Clamp(x, lo, hi); });

@@ -249,7 +249,31 @@ Tensor.data = property(_data_get, _data_set)
 
 
 # torch's function forms of the methods: tessel.sum(x, dim) == x.sum(dim), ...
-FUNCTION_FORMS = ("sum", "mean", "mm", "bmm", "transpose", "reshape", "max", "min", "argmax", "argmin", "clamp",
+def _var(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    """torch.var: Σ (x - mean)² / max(0, N - correction) over dim (all dims when None); correction 1
+    (Bessel's) unless unbiased=False or correction= says otherwise. N - correction <= 0 gives inf or NaN."""
+    if not self.dtype.is_floating_point:
+        raise RuntimeError("std and var only support floating point and complex dtypes")
+    if correction is None:
+        correction = 1 if unbiased is None or unbiased else 0
+    dims = list(range(self.ndim)) if dim is None else ([dim] if isinstance(dim, builtins.int) else list(dim))
+    n = 1
+    for d in dims:
+        n *= self.shape[d]
+    mean = self.mean(dims, keepdim=True)
+    squares = ((self - mean) * (self - mean)).sum(dims, keepdim=keepdim)
+    return squares / builtins.float(builtins.max(0, n - correction))
+
+
+def _std(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    """torch.std: the square root of var (same arguments)."""
+    return _var(self, dim, unbiased, keepdim, correction=correction).sqrt()
+
+
+Tensor.var = _var
+Tensor.std = _std
+
+FUNCTION_FORMS = ("sum", "mean", "var", "std", "mm", "bmm", "transpose", "reshape", "max", "min", "argmax", "argmin", "clamp",
                   "flatten", "permute", "unsqueeze", "squeeze", "chunk", "split", "norm", "pow", "amax", "neg",
                   "masked_fill", "narrow", "select", "detach", "clone")
 

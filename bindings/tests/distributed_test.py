@@ -364,6 +364,8 @@ def test_new_group_p2p_and_list_and_object_collectives_follow_torch_distributed(
             t = tessel.full((2,), float(rank))
             dist.all_reduce(t, group=g)
             assert t.tolist() == [3.0, 3.0] and dist.get_rank(g) == rank - 1 and dist.get_world_size(g) == 2
+        mesh = init_device_mesh("cpu", (3,), mesh_dim_names=("dp",))
+        assert mesh.get_coordinate() == [rank]
         parts = [tessel.zeros(2) for _ in range(3)]
         dist.all_gather(parts, tessel.full((2,), float(rank) + 0.5))
         assert [p.tolist() for p in parts] == [[0.5, 0.5], [1.5, 1.5], [2.5, 2.5]]

@@ -52,6 +52,34 @@ def test_python_scalars_promote_integer_tensors_as_torch_does():
     np.testing.assert_array_equal((i >= 2).numpy(), [False, True, True])
 
 
+def test_var_std_softmax_dtype_and_spatial_cross_entropy_follow_torch():
+    a = np.random.default_rng(3).standard_normal((3, 4, 5))
+    x = tessel.tensor(a)  # float64
+    np.testing.assert_allclose(x.var().item(), a.var(ddof=1), rtol=1e-12)
+    np.testing.assert_allclose(x.std(1).numpy(), a.std(1, ddof=1), rtol=1e-12)
+    np.testing.assert_allclose(tessel.var(x, (0, 2), keepdim=True, correction=0).numpy(),
+                               a.var((0, 2), keepdims=True), rtol=1e-12)
+    np.testing.assert_allclose(x.std(-1, unbiased=False).numpy(), a.std(-1), rtol=1e-12)
+    assert np.isnan(tessel.tensor([2.0]).var().item())  # one sample, correction 1: 0 / 0
+    with pytest.raises(RuntimeError, match="only support floating point"):
+        tessel.tensor([1, 2]).std()
+    h = tessel.tensor([[1.0, 2.0, 3.0]], dtype=tessel.bfloat16)
+    p = F.softmax(h, dim=-1, dtype=tessel.float32)
+    assert p.dtype == tessel.float32 and h.softmax(-1, dtype=tessel.float64).dtype == tessel.float64
+    np.testing.assert_allclose(p.numpy()[0], np.exp([1, 2, 3]) / np.exp([1, 2, 3]).sum(), rtol=1e-6)
+    assert F.log_softmax(h, 1, dtype=tessel.float32).dtype == tessel.float32
+    # cross_entropy over (N, C, d1): classes on dim 1, as torch; the same as the rows moved last.
+    logits = np.random.default_rng(4).standard_normal((2, 5, 3)).astype(np.float32)
+    target = np.array([[0, 4, 2], [1, -100, 3]])
+    rows = tessel.tensor(logits.transpose(0, 2, 1).reshape(-1, 5))
+    want = F.cross_entropy(rows, tessel.tensor(target.reshape(-1)), reduction="none").numpy().reshape(2, 3)
+    got = F.cross_entropy(tessel.tensor(logits), tessel.tensor(target), reduction="none")
+    assert got.shape == (2, 3)
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-6)
+    np.testing.assert_allclose(F.cross_entropy(tessel.tensor(logits), tessel.tensor(target)).item(),
+                               want.sum() / 5, rtol=1e-6)
+
+
 def test_autograd_grad_and_backward_inputs_follow_torch():
     x = tessel.tensor([1.0, 2.0], requires_grad=True)
     w = tessel.tensor([3.0, 5.0], requires_grad=True)
