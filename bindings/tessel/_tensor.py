@@ -177,6 +177,40 @@ def _advanced_index(self, idx):
     return _gather_rows(self, arr.astype(np.int64))
 
 
+def _is_advanced(i):
+    if isinstance(i, Tensor):
+        return i.ndim > 0 or i.dtype.is_floating_point or i.dtype == _dtypes.bool
+    return isinstance(i, (list, np.ndarray))
+
+
+def _tuple_with_advanced_index(self, idx):
+    """x[..., idx, :] with one integer / boolean tensor (or list, array) among basic indices: the basic ones
+    as a view, then the rows along idx's dim, which take idx's place in the result (torch's rule for a
+    single advanced index: v.shape[:d] + idx.shape + v.shape[d + 1:])."""
+    advanced = [k for k, i in enumerate(idx) if _is_advanced(i)]
+    if len(advanced) > 1:
+        raise IndexError("tessel.Tensor: indexing with more than one tensor index (%d) is not supported"
+                         % len(advanced))
+    k = advanced[0]
+    basic = idx[:k] + (builtins.slice(None),) + idx[k + 1:]
+    view = _getitem(self, basic)
+    # The view's dim that idx indexes: the dims the entries before it produce (None adds one, an int
+    # removes one, ... stands for the dims no other entry names).
+    named = builtins.sum(1 for i in idx if i is not None and i is not Ellipsis)
+    d = 0
+    for i in idx[:k]:
+        if i is Ellipsis:
+            d += self.ndim - named
+        elif i is None or isinstance(i, builtins.slice):
+            d += 1
+    order = [d] + [j for j in range(view.ndim) if j != d]
+    rows = _advanced_index(view.permute(*order), idx[k])
+    index_dims = rows.ndim - (view.ndim - 1)
+    back = list(range(index_dims, index_dims + d)) + list(range(index_dims)) + \
+        list(range(index_dims + d, rows.ndim))
+    return rows.permute(*back)
+
+
 def _getitem(self, idx):
     """Basic indexing: ints, slices (step > 0), None and ... (views, like torch's basic indexing); and one
     integer or boolean tensor (or list / numpy array) index along dim 0 (a copy, with a gradient)."""
@@ -184,6 +218,8 @@ def _getitem(self, idx):
         idx = idx.item()  # a 0-d integer tensor is a plain index (a view), as in torch
     if isinstance(idx, (Tensor, list, np.ndarray)):
         return _advanced_index(self, idx)
+    if isinstance(idx, tuple) and builtins.any(_is_advanced(i) for i in idx):
+        return _tuple_with_advanced_index(self, idx)
     out, dim = self, 0
     for i in _index_list(self, idx):
         if i is None:

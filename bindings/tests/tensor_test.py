@@ -52,6 +52,26 @@ def test_python_scalars_promote_integer_tensors_as_torch_does():
     np.testing.assert_array_equal((i >= 2).numpy(), [False, True, True])
 
 
+def test_one_tensor_index_anywhere_in_a_tuple_follows_torch():
+    a = np.arange(120, dtype=np.float32).reshape(2, 3, 4, 5)
+    x = tessel.tensor(a)
+    idx = np.array([[1, 2], [3, 0]])
+    # torch applies ints as selects first and puts the index's dims where the indexed dim was.
+    for got, want in [(x[:, [2, 0]], a[:, [2, 0]]), (x[..., [4, 1, 1]], a[..., [4, 1, 1]]),
+                      (x[0, :, tessel.tensor(idx)], a[0][:, idx]), (x[:, 1:3, [0, 3], :], a[:, 1:3, [0, 3], :]),
+                      (x[..., [0], 2], a[..., 2][..., [0]]), (x[1, [True, False, True]], a[1][[True, False, True]]),
+                      (x[None, :, [2]], a[None][:, :, [2]])]:
+        assert got.shape == want.shape
+        np.testing.assert_array_equal(got.numpy(), want)
+    w = tessel.tensor(a, requires_grad=True)
+    w[:, :, [2, 0, 2]].sum().backward()  # the index's gradient: counts per picked position
+    want = np.zeros_like(a)
+    want[:, :, 2], want[:, :, 0] = 2.0, 1.0
+    np.testing.assert_array_equal(w.grad.numpy(), want)
+    with pytest.raises(IndexError, match="more than one tensor index"):
+        x[[0, 1], :, [1, 2]]
+
+
 def test_var_std_softmax_dtype_and_spatial_cross_entropy_follow_torch():
     a = np.random.default_rng(3).standard_normal((3, 4, 5))
     x = tessel.tensor(a)  # float64
