@@ -148,6 +148,19 @@ py::tuple GradsForPython(const TensorList& grads) {
   return out;
 }
 
+// A backward hook's return: None keeps the gradients; a tuple / list (None entries allowed) or one tensor
+// replaces them (torch's rule; the module checks the count and shapes).
+std::optional<TensorList> GradsFromPython(const py::object& r) {
+  if (r.is_none()) return std::nullopt;
+  TensorList out;
+  if (py::isinstance<Tensor>(r)) {
+    out.push_back(r.cast<Tensor>());
+    return out;
+  }
+  for (const py::handle& g : r) out.push_back(g.is_none() ? Tensor() : g.cast<Tensor>());
+  return out;
+}
+
 void BindHooks(ModuleClass& c) {
   c.def("_register_forward_pre_hook", [](Module& self, py::object fn) {
     auto f = ShareCallable(std::move(fn));
@@ -169,18 +182,14 @@ void BindHooks(ModuleClass& c) {
     auto f = ShareCallable(std::move(fn));
     return self.RegisterFullBackwardPreHook([f](Module& m, const TensorList& grad_outputs) {
       py::gil_scoped_acquire gil;
-      py::object r = (*f)(AsPython(m), GradsForPython(grad_outputs));
-      TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, r.is_none(), m.type_name(),
-                        ": a backward pre-hook cannot replace gradients in tessel (return None)");
+      return GradsFromPython((*f)(AsPython(m), GradsForPython(grad_outputs)));
     });
   });
   c.def("_register_full_backward_hook", [](Module& self, py::object fn) {
     auto f = ShareCallable(std::move(fn));
     return self.RegisterFullBackwardHook([f](Module& m, const TensorList& grad_inputs, const TensorList& grad_outputs) {
       py::gil_scoped_acquire gil;
-      py::object r = (*f)(AsPython(m), GradsForPython(grad_inputs), GradsForPython(grad_outputs));
-      TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, r.is_none(), m.type_name(),
-                        ": a backward hook cannot replace gradients in tessel (return None)");
+      return GradsFromPython((*f)(AsPython(m), GradsForPython(grad_inputs), GradsForPython(grad_outputs)));
     });
   });
   c.def("_remove_hook", &Module::RemoveHook);

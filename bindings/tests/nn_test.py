@@ -252,6 +252,24 @@ def test_embedding_padding_idx_row_starts_at_zero_and_gets_no_gradient():
         nn.Embedding(4, 2, max_norm=1.0)
 
 
+def test_module_backward_hooks_replace_gradients_by_returning_them():
+    lin = nn.Linear(3, 2)
+    x = tessel.randn(4, 3, requires_grad=True)
+    lin(x).sum().backward()
+    w_plain, x_plain = lin.weight.grad.numpy().copy(), x.grad.numpy().copy()
+    lin.weight.grad, x.grad = None, None
+    pre = lin.register_full_backward_pre_hook(lambda mod, gout: (gout[0] * 3.0,))
+    post = lin.register_full_backward_hook(lambda mod, gin, gout: (gin[0] + 1.0,))
+    lin(x).sum().backward()
+    np.testing.assert_allclose(lin.weight.grad.numpy(), 3.0 * w_plain, rtol=1e-6)  # the module saw 3·g
+    np.testing.assert_allclose(x.grad.numpy(), 3.0 * x_plain + 1.0, rtol=1e-6)  # then grad_input + 1
+    pre.remove()
+    post.remove()
+    lin.register_full_backward_hook(lambda mod, gin, gout: (gin[0], gin[0]))
+    with pytest.raises(ValueError, match="returned 2 grad_input entries, expected 1"):
+        lin(x).sum().backward()
+
+
 def test_device_handling_of_a_cpu_only_script_follows_torch():
     device = "cuda" if tessel.cuda.is_available() else "cpu"
     assert device == "cpu" and tessel.cuda.device_count() == 0

@@ -263,6 +263,23 @@ ModuleState* Module::GetComposableState(const std::string& key) const {
   return nullptr;
 }
 
+namespace {
+
+// A hook's replacement gradients: one per gradient it was given, each undefined or of the same shape.
+TensorList ReplacedGrads(const Module& m, const char* hook, const char* what, const TensorList& before,
+                         TensorList after) {
+  TESSEL_CHECK(after.size() == before.size(), m.type_name(), ": the ", hook, " returned ", after.size(), " ",
+               what, " entries, expected ", before.size());
+  for (size_t i = 0; i < after.size(); ++i) {
+    TESSEL_CHECK(!after[i].defined() || !before[i].defined() || after[i].sizes() == before[i].sizes(),
+                 m.type_name(), ": the ", hook, " returned ", what, " ", i, " of shape ", ShapeStr(after[i].sizes()),
+                 ", expected ", ShapeStr(before[i].sizes()));
+  }
+  return after;
+}
+
+}  // namespace
+
 TensorList Module::Call(TensorList inputs) {
   // Hooks run from copies taken when the call starts (the backward ones: at forward time, as torch's
   // BackwardHook), so a hook may remove itself or register another (torch's one-shot idiom) without
@@ -285,8 +302,13 @@ TensorList Module::Call(TensorList inputs) {
     inputs = autograd::ApplyBackwardFunction(
         "BackwardHookFunction", inputs, [this, alive, bwd_hooks, grad_outputs](const TensorList& g) {
           if (alive.expired()) return g;
-          for (auto& [id, hook] : *bwd_hooks) hook(*this, g, *grad_outputs);
-          return g;
+          TensorList grad_inputs = g;
+          for (auto& [id, hook] : *bwd_hooks) {
+            if (std::optional<TensorList> r = hook(*this, grad_inputs, *grad_outputs)) {
+              grad_inputs = ReplacedGrads(*this, "backward hook", "grad_input", grad_inputs, std::move(*r));
+            }
+          }
+          return grad_inputs;
         });
   }
   TensorList outputs = forward_wrapper_
@@ -299,13 +321,24 @@ TensorList Module::Call(TensorList inputs) {
         "BackwardPreHookFunction", outputs,
         [this, alive, bwd_hooks, bwd_pre_hooks, grad_outputs, any_input_requires_grad, num_inputs](const TensorList& g) {
           if (alive.expired()) return g;
-          *grad_outputs = g;
-          for (auto& [id, hook] : *bwd_pre_hooks) hook(*this, g);
-          if (!any_input_requires_grad) {
-            // torch passes one None per input (grad_input == (None,)), not an empty tuple.
-            for (auto& [id, hook] : *bwd_hooks) hook(*this, TensorList(num_inputs), g);
+          TensorList grads = g;
+          for (auto& [id, hook] : *bwd_pre_hooks) {
+            if (std::optional<TensorList> r = hook(*this, grads)) {
+              grads = ReplacedGrads(*this, "backward pre-hook", "grad_output", grads, std::move(*r));
+            }
           }
-          return g;
+          *grad_outputs = grads;
+          if (!any_input_requires_grad) {
+            // torch passes one None per input (grad_input == (None,)), not an empty tuple, and refuses
+            // a replacement: there is no input gradient to replace.
+            for (auto& [id, hook] : *bwd_hooks) {
+              const std::optional<TensorList> r = hook(*this, TensorList(num_inputs), grads);
+              TESSEL_CHECK(!r || std::none_of(r->begin(), r->end(), [](const Tensor& t) { return t.defined(); }),
+                           type_name(), ": a backward hook of a module where no input requires grad must return "
+                           "None (or None for every gradient)");
+            }
+          }
+          return grads;
         });
   }
   return outputs;

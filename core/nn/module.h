@@ -20,6 +20,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <map>
 #include <memory>
 #include <string>
@@ -33,8 +34,12 @@ namespace tessel::nn {
 class Module;
 using ForwardPreHook = std::function<void(Module&, TensorList& inputs)>;
 using ForwardHook = std::function<void(Module&, const TensorList& inputs, TensorList& outputs)>;
-using BackwardPreHook = std::function<void(Module&, const TensorList& grad_outputs)>;
-using BackwardHook = std::function<void(Module&, const TensorList& grad_inputs, const TensorList& grad_outputs)>;
+// Backward hooks may replace the gradients they see (torch's return value): a pre-hook the gradients
+// of the outputs the module's backward then uses (and later hooks see), a hook those of the inputs; one
+// entry per gradient (undefined: none), else kInvalidArgument. nullopt keeps them.
+using BackwardPreHook = std::function<std::optional<TensorList>(Module&, const TensorList& grad_outputs)>;
+using BackwardHook =
+    std::function<std::optional<TensorList>(Module&, const TensorList& grad_inputs, const TensorList& grad_outputs)>;
 // Runs before GetStateDict collects this module's tensors (and so before LoadStateDict copies into them),
 // on every module the walk visits (torch's register_state_dict_pre_hook and load pre-hook in one):
 // fully_shard points the module back at its sharded parameters here.

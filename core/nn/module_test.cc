@@ -171,21 +171,60 @@ TEST(ModuleTest, ForwardHooksCanRewriteInputsAndOutputs) {
   EXPECT_EQ(m(x).ToDoubleVector(), std::vector<double>(base.size(), 0.0));
 }
 
+TEST(ModuleTest, BackwardHooksReplaceGradientsAsTorchsReturnValues) {
+  Generator gen(1);
+  auto grads = [&](bool double_outputs, bool zero_inputs) {
+    TwoLayer m(gen = Generator(1));
+    if (double_outputs) {  // l2's backward (and so its weight's gradient and everything below) sees 2·g
+      m.Submodule("l2")->RegisterFullBackwardPreHook([](Module&, const TensorList& g) -> std::optional<TensorList> {
+        return TensorList{MulScalar(g[0], 2.0)};
+      });
+    }
+    if (zero_inputs) {  // l2 passes nothing down to l1
+      m.Submodule("l2")->RegisterFullBackwardHook(
+          [](Module&, const TensorList& gin, const TensorList&) -> std::optional<TensorList> {
+            return TensorList{ZerosLike(gin[0])};
+          });
+    }
+    Tensor x = Randn({2, 3}, gen);
+    x.set_requires_grad(true);
+    Backward(Sum(m(x)));
+    return std::make_pair(m.Submodule("l2")->Param("weight").grad().ToDoubleVector(),
+                          m.Submodule("l1")->Param("weight").grad().ToDoubleVector());
+  };
+  const auto plain = grads(false, false), doubled = grads(true, false), cut = grads(false, true);
+  for (size_t i = 0; i < plain.first.size(); ++i) EXPECT_DOUBLE_EQ(doubled.first[i], 2 * plain.first[i]);
+  for (size_t i = 0; i < plain.second.size(); ++i) EXPECT_DOUBLE_EQ(doubled.second[i], 2 * plain.second[i]);
+  EXPECT_EQ(cut.first, plain.first);
+  for (double g : cut.second) EXPECT_EQ(g, 0.0);
+  TwoLayer m(gen);
+  m.Submodule("l2")->RegisterFullBackwardPreHook(
+      [](Module&, const TensorList& g) -> std::optional<TensorList> { return TensorList{g[0], g[0]}; });
+  Tensor x = Randn({2, 3}, gen);
+  x.set_requires_grad(true);
+  const Tensor y = Sum(m(x));
+  testing::ExpectErrorContains([&] { Backward(y); }, ErrorCode::kInvalidArgument,
+                               "Linear: the backward pre-hook returned 2 grad_output entries, expected 1");
+}
+
 TEST(ModuleTest, BackwardHooksFireInReverseLayerOrderWithGradients) {
   Generator gen(0);
   TwoLayer m(gen);
   std::vector<std::string> order;
   for (const char* name : {"l1", "l2"}) {
     Module* sub = m.Submodule(name);
-    sub->RegisterFullBackwardPreHook([&order, name](Module&, const TensorList& g) {
+    sub->RegisterFullBackwardPreHook([&order, name](Module&, const TensorList& g) -> std::optional<TensorList> {
       order.push_back(std::string("pre ") + name);
       EXPECT_TRUE(g[0].defined());
+      return std::nullopt;
     });
-    sub->RegisterFullBackwardHook([&order, name](Module&, const TensorList& gin, const TensorList& gout) {
-      order.push_back(std::string("post ") + name);
-      EXPECT_EQ(gout.size(), 1u);
-      if (std::string(name) == "l2") EXPECT_EQ(gin.at(0).sizes(), (Shape{2, 4}));
-    });
+    sub->RegisterFullBackwardHook(
+        [&order, name](Module&, const TensorList& gin, const TensorList& gout) -> std::optional<TensorList> {
+          order.push_back(std::string("post ") + name);
+          EXPECT_EQ(gout.size(), 1u);
+          if (std::string(name) == "l2") EXPECT_EQ(gin.at(0).sizes(), (Shape{2, 4}));
+          return std::nullopt;
+        });
   }
   Tensor x = Randn({2, 3}, gen);  // does not require grad: l1's backward hook fires with empty grad_inputs
   Tensor y = Sum(m(x));
