@@ -164,6 +164,35 @@ def test_fsdp_porting_details_handles_kwargs_casts_layers_lists_and_hsdp_axis_na
     tessel.run_ranks(2, rank_fn)
 
 
+def test_clip_grad_norm_of_other_orders_follows_torchs_formula():
+    def grads():
+        a = tessel.tensor([[3.0, -4.0], [1.0, 0.5]])
+        b = tessel.tensor([-6.0, 2.0])
+        a.grad, b.grad = a.clone(), b.clone()
+        return a, b
+    for p, total in [(float("inf"), 6.0), (1.0, 16.5), (3.0, (27 + 64 + 1 + 0.125 + 216 + 8) ** (1 / 3))]:
+        a, b = grads()
+        norm = tessel.nn.utils.clip_grad_norm_([a, b], 2.0, norm_type=p).item()
+        np.testing.assert_allclose(norm, total, rtol=1e-12)
+        coef = 2.0 / (total + 1e-6)
+        np.testing.assert_allclose(a.grad.numpy(), np.array([[3.0, -4.0], [1.0, 0.5]]) * coef, rtol=1e-6)
+        np.testing.assert_allclose(b.grad.numpy(), np.array([-6.0, 2.0]) * coef, rtol=1e-6)
+    a, b = grads()
+    assert tessel.nn.utils.clip_grad_norm_([a, b], 100.0, norm_type="inf").item() == 6.0
+    assert a.grad.tolist() == [[3.0, -4.0], [1.0, 0.5]]  # under max_norm: untouched
+
+    def rank_fn(world):  # sharded gradients reduce over their mesh
+        dist.init_process_group()
+        mesh = init_device_mesh("cpu", (2,), mesh_dim_names=("dp",))
+        w = distribute_tensor(tessel.tensor([[3.0, -4.0], [1.0, 0.5]]), mesh, [Shard(0)])
+        w.grad = distribute_tensor(tessel.tensor([[3.0, -4.0], [1.0, 0.5]]), mesh, [Shard(0)])
+        assert tessel.nn.utils.clip_grad_norm_([w], 1.0, norm_type=float("inf")).item() == 4.0
+        np.testing.assert_allclose(w.grad.full_tensor().numpy(), np.array([[3.0, -4.0], [1.0, 0.5]]) / (4 + 1e-6),
+                                   rtol=1e-6)
+
+    tessel.run_ranks(2, rank_fn)
+
+
 def test_clip_grad_norm_error_if_nonfinite_leaves_the_gradients_untouched():
     lin = nn.Linear(3, 1)
     lin(tessel.ones(1, 3)).sum().backward()
