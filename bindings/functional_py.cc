@@ -102,8 +102,10 @@ void BindFunctional(py::module_& m) {
       if (logits.dim() <= 2) return CrossEntropy(logits, target, ignore_index, reduction, label_smoothing);
       // (N, C, d1, ...) with targets (N, d1, ...): classes last, one row per position, as torch.
       const int64_t classes = logits.size(1);
-      TESSEL_CHECK(target.dim() == logits.dim() - 1 && target.size(0) == logits.size(0), "cross_entropy: input ",
-                   ShapeStr(logits.sizes()), " needs targets of shape (N, d1, ...), got ", ShapeStr(target.sizes()));
+      Shape want = logits.sizes();
+      want.erase(want.begin() + 1);
+      TESSEL_CHECK(target.sizes() == want, "cross_entropy: input ", ShapeStr(logits.sizes()),
+                   " needs targets of shape ", ShapeStr(want), " (N, d1, ...), got ", ShapeStr(target.sizes()));
       std::vector<int64_t> order{0};
       for (int64_t d = 2; d < logits.dim(); ++d) order.push_back(d);
       order.push_back(1);

@@ -251,13 +251,25 @@ ModuleClass BindModule(py::module_& m) {
   return c;
 }
 
+// torch's device= of the layer constructors: the CPU (None, "cpu", tessel.device("cpu")) or
+// kUnimplemented, as everywhere in the Python face (tessel/_device.py).
+void CheckCpuDevice(const py::object& device, const char* layer) {
+  if (device.is_none()) return;
+  const std::string d = py::str(device);
+  TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, d == "cpu" || d.rfind("cpu:", 0) == 0, layer, ": device '", d,
+                    "' is not available from Python (tessel's Python face computes on the CPU; "
+                    "tessel.cuda.is_available() is False)");
+}
+
 void BindLayers(py::module_& m) {
   py::class_<nn::Linear, Module, std::unique_ptr<nn::Linear>> lin(m, "Linear", py::dynamic_attr());
-  lin.def(py::init([](int64_t in, int64_t out, bool bias, DType dtype, Generator* gen, double init_std) {
+  lin.def(py::init([](int64_t in, int64_t out, bool bias, const py::object& device, DType dtype, Generator* gen,
+                      double init_std) {
+            CheckCpuDevice(device, "Linear");
             return std::make_unique<nn::Linear>(in, out, bias, GenOrDefault(gen), init_std, dtype);
           }),
           py::arg("in_features"), py::arg("out_features"), py::arg("bias") = true, py::kw_only(),
-          py::arg("dtype") = DType::kFloat32, py::arg("generator") = nullptr, py::arg("init_std") = 0.02)
+          py::arg("device") = py::none(), py::arg("dtype") = DType::kFloat32, py::arg("generator") = nullptr, py::arg("init_std") = 0.02)
       .def_property_readonly("in_features", &nn::Linear::in_features)
       .def_property_readonly("out_features", &nn::Linear::out_features)
       // torch's Linear(bias=False).bias is None (code tests `if self.bias is not None`); the C++ Linear
@@ -268,8 +280,9 @@ void BindLayers(py::module_& m) {
       });
   py::class_<nn::Embedding, Module, std::unique_ptr<nn::Embedding>> emb(m, "Embedding", py::dynamic_attr());
   emb.def(py::init([](int64_t num, int64_t dim, std::optional<int64_t> padding_idx, const py::object& max_norm,
-                      double norm_type, bool scale_grad_by_freq, bool sparse, const py::object& weight, DType dtype,
-                      Generator* gen, double init_std) {
+                      double norm_type, bool scale_grad_by_freq, bool sparse, const py::object& weight,
+                      const py::object& device, DType dtype, Generator* gen, double init_std) {
+            CheckCpuDevice(device, "Embedding");
             TESSEL_CHECK_CODE(ErrorCode::kUnimplemented,
                               max_norm.is_none() && !scale_grad_by_freq && !sparse && weight.is_none(),
                               "Embedding: max_norm, scale_grad_by_freq, sparse and _weight are not supported");
@@ -278,15 +291,17 @@ void BindLayers(py::module_& m) {
           }),
           py::arg("num_embeddings"), py::arg("embedding_dim"), py::arg("padding_idx") = py::none(),
           py::arg("max_norm") = py::none(), py::arg("norm_type") = 2.0, py::arg("scale_grad_by_freq") = false,
-          py::arg("sparse") = false, py::arg("_weight") = py::none(), py::kw_only(), py::arg("dtype") = DType::kFloat32,
+          py::arg("sparse") = false, py::arg("_weight") = py::none(), py::kw_only(), py::arg("device") = py::none(),
+          py::arg("dtype") = DType::kFloat32,
           py::arg("generator") = nullptr, py::arg("init_std") = 0.02);
   emb.def_property_readonly("padding_idx", [](const nn::Embedding& self) { return self.padding_idx(); });
   py::class_<nn::LayerNorm, Module, std::unique_ptr<nn::LayerNorm>> ln(m, "LayerNorm", py::dynamic_attr());
-  ln.def(py::init([](int64_t dim, double eps, bool affine, bool bias, DType dtype) {
+  ln.def(py::init([](int64_t dim, double eps, bool affine, bool bias, const py::object& device, DType dtype) {
+           CheckCpuDevice(device, "LayerNorm");
            return std::make_unique<nn::LayerNorm>(dim, eps, affine, dtype, bias);
          }),
          py::arg("normalized_shape"), py::arg("eps") = 1e-5, py::arg("elementwise_affine") = true,
-         py::arg("bias") = true, py::kw_only(), py::arg("dtype") = DType::kFloat32);
+         py::arg("bias") = true, py::kw_only(), py::arg("device") = py::none(), py::arg("dtype") = DType::kFloat32);
   // As Linear's: None without one (bias=False or elementwise_affine=False), as torch's.
   for (const char* name : {"weight", "bias"}) {
     ln.def_property_readonly(name, [name](const nn::LayerNorm& self) -> py::object {
@@ -295,11 +310,13 @@ void BindLayers(py::module_& m) {
     });
   }
   py::class_<nn::RMSNorm, Module, std::unique_ptr<nn::RMSNorm>> rms(m, "RMSNorm", py::dynamic_attr());
-  rms.def(py::init([](int64_t dim, std::optional<double> eps, DType dtype) {
+  rms.def(py::init([](int64_t dim, std::optional<double> eps, const py::object& device, DType dtype) {
+            CheckCpuDevice(device, "RMSNorm");
             // torch: eps=None is finfo(dtype).eps (1.2e-7 in float32), not 1e-6: 38% apart on small inputs.
             return std::make_unique<nn::RMSNorm>(dim, eps.value_or(MachineEpsilon(dtype)), dtype);
           }),
-          py::arg("normalized_shape"), py::arg("eps") = py::none(), py::kw_only(), py::arg("dtype") = DType::kFloat32);
+          py::arg("normalized_shape"), py::arg("eps") = py::none(), py::kw_only(), py::arg("device") = py::none(),
+          py::arg("dtype") = DType::kFloat32);
 }
 
 void BindGPT(py::module_& m) {

@@ -254,9 +254,14 @@ def _var(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
     (Bessel's) unless unbiased=False or correction= says otherwise. N - correction <= 0 gives inf or NaN."""
     if not self.dtype.is_floating_point:
         raise RuntimeError("std and var only support floating point and complex dtypes")
+    if isinstance(dim, builtins.bool):  # torch's var(unbiased) overload: x.var(False) is the biased var
+        dim, unbiased = None, dim
     if correction is None:
         correction = 1 if unbiased is None or unbiased else 0
-    dims = list(range(self.ndim)) if dim is None else ([dim] if isinstance(dim, builtins.int) else list(dim))
+    if dim is None or (not isinstance(dim, builtins.int) and len(dim) == 0):  # [] means every dim, as torch
+        dims = list(range(self.ndim))
+    else:
+        dims = [dim] if isinstance(dim, builtins.int) else list(dim)
     n = 1
     for d in dims:
         n *= self.shape[d]
@@ -299,8 +304,11 @@ def _to(self, *args, **kwargs):
     kwargs.pop("memory_format", None)
     if kwargs:
         raise TypeError("to() got unexpected keyword arguments %s" % sorted(kwargs))
+    flags = []  # positional non_blocking, copy (torch's to(dtype, non_blocking=False, copy=False))
     for a in args:
-        if isinstance(a, _dtypes.dtype):
+        if isinstance(a, builtins.bool):
+            flags.append(a)
+        elif isinstance(a, _dtypes.dtype):
             dtype = a
         elif isinstance(a, Tensor):
             dtype = a.dtype
@@ -308,6 +316,9 @@ def _to(self, *args, **kwargs):
             dev = a
         else:
             raise TypeError("to() received an invalid combination of arguments: %r" % (args,))
+    if len(flags) > 2:
+        raise TypeError("to() received an invalid combination of arguments: %r" % (args,))
+    copy = copy or (len(flags) == 2 and flags[1])
     check_cpu(dev, "Tensor.to")
     out = self if dtype is None or dtype == self.dtype else _to_dtype(self, dtype)
     return out.clone() if copy and out is self else out

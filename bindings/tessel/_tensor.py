@@ -185,27 +185,37 @@ def _is_advanced(i):
 
 def _tuple_with_advanced_index(self, idx):
     """x[..., idx, :] with one integer / boolean tensor (or list, array) among basic indices: the basic ones
-    as a view, then the rows along idx's dim, which take idx's place in the result (torch's rule for a
-    single advanced index: v.shape[:d] + idx.shape + v.shape[d + 1:])."""
+    as a view, then the rows along idx's dims (a k-dim boolean mask covers k dims), which take idx's place
+    in the result (torch's rule for a single advanced index: v.shape[:d] + idx's dims + the rest)."""
+    idx = tuple(i.item() if isinstance(i, Tensor) and i.ndim == 0 and not _is_advanced(i) else i for i in idx)
     advanced = [k for k, i in enumerate(idx) if _is_advanced(i)]
     if len(advanced) > 1:
         raise IndexError("tessel.Tensor: indexing with more than one tensor index (%d) is not supported"
                          % len(advanced))
     k = advanced[0]
-    basic = idx[:k] + (builtins.slice(None),) + idx[k + 1:]
+    arr = idx[k].numpy() if isinstance(idx[k], Tensor) else np.asarray(idx[k])
+    covers = arr.ndim if arr.dtype == np.bool_ else 1  # dims of the view the index consumes
+    basic = idx[:k] + (builtins.slice(None),) * covers + idx[k + 1:]
     view = _getitem(self, basic)
-    # The view's dim that idx indexes: the dims the entries before it produce (None adds one, an int
+    # The view's first dim that idx indexes: the dims the entries before it produce (None adds one, an int
     # removes one, ... stands for the dims no other entry names).
-    named = builtins.sum(1 for i in idx if i is not None and i is not Ellipsis)
+    named = builtins.sum(covers if j == k else 1 for j, i in enumerate(idx) if i is not None and i is not Ellipsis)
     d = 0
     for i in idx[:k]:
         if i is Ellipsis:
             d += self.ndim - named
         elif i is None or isinstance(i, builtins.slice):
             d += 1
-    order = [d] + [j for j in range(view.ndim) if j != d]
-    rows = _advanced_index(view.permute(*order), idx[k])
-    index_dims = rows.ndim - (view.ndim - 1)
+    order = list(range(d, d + covers)) + [j for j in range(view.ndim) if not d <= j < d + covers]
+    moved = view.permute(*order)
+    if covers != 1:  # a k-dim mask: its dims as one, indexed by the flattened mask
+        if tuple(arr.shape) != tuple(view.shape[d:d + covers]):
+            raise IndexError("the shape of the mask %s does not match the shape %s of the dims it indexes"
+                             % (tuple(arr.shape), tuple(view.shape[d:d + covers])))
+        moved = moved.reshape(-1, *moved.shape[covers:])
+        arr = arr.reshape(-1)
+    rows = _advanced_index(moved, arr)
+    index_dims = rows.ndim - (view.ndim - covers)
     back = list(range(index_dims, index_dims + d)) + list(range(index_dims)) + \
         list(range(index_dims + d, rows.ndim))
     return rows.permute(*back)

@@ -51,11 +51,11 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     inputs = _seq(inputs)
     if not inputs:
         raise RuntimeError("'inputs' argument to backward() cannot be empty.")
+    before = [x.grad for x in inputs]  # a retained non-leaf's hook sets .grad during the pass: add once
     grads = _C._grad(tensors, inputs, seeds, bool(retain_graph), True)
-    for x, g in zip(inputs, grads):
-        if g is None:
-            continue
-        x.grad = g.detach() if x.grad is None else x.grad + g
+    for x, b, g in zip(inputs, before, grads):
+        if g is not None:
+            x.grad = g.detach() if b is None else b + g
 
 
 def _tensor_backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):

@@ -3,8 +3,8 @@
 spawn(fn, args, nprocs) starts nprocs fresh Python processes (the "spawn" start method) running
 fn(i, *args) and joins them. When one fails, the others are terminated at once and the parent raises
 ProcessRaisedException (the child's exception and traceback) or ProcessExitedException (a non-zero exit or
-a signal), naming the rank, as torch does. Of several exceptions, the one raised first is reported (a
-rank whose gloo peer died fails too, after it). With it, the tutorial pattern ports by its imports:
+a signal), naming the rank, as torch does. Of several failures, a death by signal is reported first,
+then the exception raised first (a rank whose gloo peer died fails too, after it). With it, the tutorial pattern ports by its imports:
 
     def run(rank, world_size):
         os.environ.setdefault("MASTER_ADDR", "127.0.0.1"); os.environ.setdefault("MASTER_PORT", "29500")
@@ -76,14 +76,18 @@ class ProcessContext:
                 p.terminate()
         for p in self.processes:
             p.join()
-        # The exception raised first is the cause: a rank whose peer died raises too (gloo reports the
-        # connection it lost), often by the time the parent looks, and reporting it hid the real error.
-        raised = {i: q.get() for i, q in enumerate(self.error_queues) if not q.empty()}
-        if raised:
+        # The cause, not its echoes: a rank whose peer died raises too (gloo reports the connection it
+        # lost), often by the time the parent looks. A rank killed by a signal before the parent looked
+        # (the OOM killer, a user) is the cause; else the exception raised first. Only processes that
+        # exited on their own are read (one terminated inside its put could leave the queue half written).
+        killed = [i for i in failed if self.processes[i].exitcode < 0]
+        raised = {i: q.get() for i, q in enumerate(self.error_queues)
+                  if self.processes[i].exitcode > 0 and not q.empty()}
+        if raised and not killed:
             i = min(raised, key=lambda k: raised[k][0])
             raise ProcessRaisedException("\n\n-- Process %d terminated with the following error:\n%s"
                                          % (i, raised[i][1]), i, self.processes[i].pid)
-        i = failed[0]
+        i = killed[0] if killed else failed[0]
         code = self.processes[i].exitcode
         if code < 0:
             import signal

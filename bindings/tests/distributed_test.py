@@ -387,8 +387,12 @@ def test_new_group_p2p_and_list_and_object_collectives_follow_torch_distributed(
         g = dist.new_group([1, 2])  # every rank calls it; rank 0 is outside
         if rank == 0:
             assert g is dist.GroupMember.NON_GROUP_MEMBER
-            with pytest.raises(ValueError, match="not a member of the group"):
-                dist.all_reduce(tessel.ones(1), group=g)
+            assert dist.get_rank(g) == -1 and dist.get_world_size(g) == -1  # torch's values outside
+            t = tessel.ones(1)
+            with pytest.warns(UserWarning, match="does not belong to the given group"):
+                assert dist.all_reduce(t, group=g) is None and t.tolist() == [1.0]  # a no-op, as torch
+            with pytest.warns(UserWarning, match="does not belong"):
+                dist.all_gather([tessel.zeros(1)] * 2, t, group=g)
         else:
             t = tessel.full((2,), float(rank))
             dist.all_reduce(t, group=g)

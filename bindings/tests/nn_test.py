@@ -3,6 +3,7 @@ children by attribute assignment, runs hooks around its Python forward, shares t
 dict and modes, and is freed exactly once whoever drops the last reference; a GPT written in Python
 matches the C++ GPT's loss and every gradient, and finite differences."""
 import gc
+import importlib
 import io
 import sys
 import weakref
@@ -281,6 +282,13 @@ def test_device_handling_of_a_cpu_only_script_follows_torch():
     assert x.to("cpu", tessel.float64).dtype == tessel.float64 and x.to(x) is x
     assert x.to(dtype=tessel.bfloat16, non_blocking=True).dtype == tessel.bfloat16
     assert x.to("cpu", copy=True) is not x
+    assert x.to(tessel.float64, True).dtype == tessel.float64 and x.to(x.dtype, False, True) is not x
+    assert tessel.device("cpu") != "banana"
+    cuda = importlib.import_module("tessel.cuda")  # import tessel.cuda works, as torch.cuda
+    assert cuda is tessel.cuda and not cuda.is_available()
+    assert nn.Linear(3, 4, device="cpu").weight.shape == (4, 3) and nn.LayerNorm(4, device=device) is not None
+    with pytest.raises(NotImplementedError, match="Linear: device 'cuda' is not available"):
+        nn.Linear(3, 4, device="cuda")
     with pytest.raises(NotImplementedError, match="device 'cuda:0' is not available from Python"):
         x.to("cuda:0")
     with pytest.raises(NotImplementedError, match="device 'cuda' is not available"):
@@ -297,6 +305,25 @@ def test_device_handling_of_a_cpu_only_script_follows_torch():
     assert model.float() is model and {p.dtype for p in model.parameters()} == {tessel.float32}
     with pytest.raises(TypeError, match="only accepts floating point dtypes"):
         model.to(tessel.int64)
+    # A tied weight stays tied (both names get the one cast tensor) and its gradient is cast too.
+    class Tied(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb, self.head = nn.Embedding(5, 3), nn.Linear(3, 5, bias=False)
+            self.head.weight = self.emb.weight
+
+        def forward(self, i):
+            return self.head(self.emb(i))
+
+    tied = Tied()
+    tied(tessel.tensor([1, 2])).sum().backward()
+    tied.to(tessel.float64)
+    assert tied.emb.weight.dtype == tied.head.weight.dtype == tessel.float64
+    assert tied.emb.weight.grad.dtype == tessel.float64
+    with tessel.no_grad():
+        tied.emb.weight.mul_(0.0)
+    assert tied.head.weight.abs().sum().item() == 0.0  # still one tensor
+    assert tied(tessel.tensor([1])).dtype == tessel.float64
 
 
 def test_dropout_draws_from_the_default_generator_like_torch():

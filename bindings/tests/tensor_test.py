@@ -70,6 +70,13 @@ def test_one_tensor_index_anywhere_in_a_tuple_follows_torch():
     np.testing.assert_array_equal(w.grad.numpy(), want)
     with pytest.raises(IndexError, match="more than one tensor index"):
         x[[0, 1], :, [1, 2]]
+    # A k-dim boolean mask covers k dims (torch: x[:, m] with m [2, 2] over dims 1 and 2); a 0-d integer
+    # tensor beside the index is an int.
+    b = np.arange(8, dtype=np.float32).reshape(2, 2, 2)
+    m = np.array([[True, False], [True, True]])
+    np.testing.assert_array_equal(tessel.tensor(b)[:, tessel.tensor(m)].numpy(), [[0, 2, 3], [4, 6, 7]])
+    np.testing.assert_array_equal(tessel.tensor(b)[..., tessel.tensor(m)].numpy(), [[0, 2, 3], [4, 6, 7]])
+    np.testing.assert_array_equal(x[:, tessel.tensor(1), [0, 1]].numpy(), a[:, 1][:, [0, 1]])
 
 
 def test_var_std_softmax_dtype_and_spatial_cross_entropy_follow_torch():
@@ -81,6 +88,8 @@ def test_var_std_softmax_dtype_and_spatial_cross_entropy_follow_torch():
                                a.var((0, 2), keepdims=True), rtol=1e-12)
     np.testing.assert_allclose(x.std(-1, unbiased=False).numpy(), a.std(-1), rtol=1e-12)
     assert np.isnan(tessel.tensor([2.0]).var().item())  # one sample, correction 1: 0 / 0
+    np.testing.assert_allclose(x.var(False).item(), a.var(), rtol=1e-12)  # var(unbiased=False), positional
+    np.testing.assert_allclose(x.std(dim=[]).item(), a.std(ddof=1), rtol=1e-12)  # [] is every dim
     with pytest.raises(RuntimeError, match="only support floating point"):
         tessel.tensor([1, 2]).std()
     h = tessel.tensor([[1.0, 2.0, 3.0]], dtype=tessel.bfloat16)
@@ -98,6 +107,8 @@ def test_var_std_softmax_dtype_and_spatial_cross_entropy_follow_torch():
     np.testing.assert_allclose(got.numpy(), want, rtol=1e-6)
     np.testing.assert_allclose(F.cross_entropy(tessel.tensor(logits), tessel.tensor(target)).item(),
                                want.sum() / 5, rtol=1e-6)
+    with pytest.raises(ValueError, match=r"needs targets of shape \[2, 3, 2\]"):  # rows would pair wrongly
+        F.cross_entropy(tessel.zeros(2, 5, 3, 2), tessel.zeros(2, 2, 3, dtype=tessel.int64))
 
 
 def test_autograd_grad_and_backward_inputs_follow_torch():
@@ -123,6 +134,10 @@ def test_autograd_grad_and_backward_inputs_follow_torch():
     assert tessel.autograd.grad(y, [unused], materialize_grads=True)[0].tolist() == [0.0]
     with pytest.raises(NotImplementedError, match="create_graph"):
         tessel.autograd.grad(y, [x], create_graph=True)
+    r = tessel.tensor([1.0, 2.0], requires_grad=True) * 3.0
+    r.retain_grad()
+    (r * r).sum().backward(inputs=[r])
+    assert r.grad.tolist() == [6.0, 12.0]  # once, not again by the retain hook
     a, b = (x * 3.0).sum(), (x * x).sum()
     tessel.autograd.backward([a, b])  # several roots at once
     assert x.grad.tolist() == [3.0 + 2.0, 3.0 + 4.0]

@@ -96,8 +96,10 @@ TensorList Grad(const TensorList& outputs, const TensorList& inputs, const Tenso
                                 &root_edges, &root_grads);
   std::unordered_set<Node*> target_nodes;
   for (const auto& t : targets) target_nodes.insert(t.node.get());
-  // needed[n]: a target is reachable from n (post-order over the reachable graph, iteratively).
-  std::unordered_map<Node*, bool> needed;
+  // needed[n]: a target is reachable from n (post-order over the reachable graph, iteratively);
+  // below[n]: one is reachable through n's children, so n must run (a target's own node that leads to no
+  // other target does not run, as torch's: its saved tensors stay for a later backward through it).
+  std::unordered_map<Node*, bool> needed, below;
   std::vector<std::pair<Node*, size_t>> stack;
   for (const auto& e : root_edges) {
     if (needed.emplace(e.node.get(), false).second) stack.push_back({e.node.get(), 0});
@@ -108,9 +110,10 @@ TensorList Grad(const TensorList& outputs, const TensorList& inputs, const Tenso
         if (child.valid() && needed.emplace(child.node.get(), false).second) stack.push_back({child.node.get(), 0});
         continue;
       }
-      bool any = target_nodes.count(n) > 0;
+      bool any = false;
       for (const auto& c : n->next_edges) any = any || (c.valid() && needed[c.node.get()]);
-      needed[n] = any;
+      below[n] = any;
+      needed[n] = any || target_nodes.count(n) > 0;
       stack.pop_back();
     }
   }
@@ -150,7 +153,7 @@ TensorList Grad(const TensorList& outputs, const TensorList& inputs, const Tenso
       }
       result[i] = std::move(g);
     }
-    if (leaf) continue;
+    if (leaf || !below[n]) continue;
     TensorList outs;
     if (any) {
       outs = n->Apply(std::move(in));

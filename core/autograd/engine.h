@@ -26,7 +26,8 @@ void Backward(const TensorList& roots, const TensorList& grads, bool retain_grap
 // torch.autograd.grad: the gradients of `outputs` (seeded with `grad_outputs`; empty or undefined entries
 // are ones for one-element outputs) with respect to `inputs` (leaves or not), returned in inputs' order;
 // no .grad anywhere changes and only nodes on a path from the outputs to an input run (tensor hooks on
-// the way and on the inputs run, as torch's). An input the outputs do not depend on gives an undefined
+// the way and on the inputs run); an input's own grad_fn runs only when another input lies below it,
+// so a later backward through it still finds its saved tensors (torch's rule). An input the outputs do not depend on gives an undefined
 // tensor with allow_unused, else kInvalidArgument; an input that does not require grad is
 // kInvalidArgument. retain_graph as Backward's; no create_graph (higher order).
 TensorList Grad(const TensorList& outputs, const TensorList& inputs, const TensorList& grad_outputs = {},

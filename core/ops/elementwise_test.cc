@@ -205,6 +205,14 @@ TEST(ElementwiseTest, GradReturnsGradientsWithoutTouchingAnyGradAndRunsOnlyTheNe
   // grad_outputs seed non-scalar outputs; a second call on the retained graph gives the same.
   const TensorList gh = Grad({h}, {x}, {FromVector<double>({1, 0.5})}, /*retain_graph=*/true);
   EXPECT_EQ(gh[0].ToVector<double>(), (std::vector<double>{10 * 2, 10 * 2}));
+  // An input's own node does not run (torch's): the gradient of a non-leaf, then backward through it.
+  const Tensor hx = Mul(x, w);
+  const Tensor sq = Sum(Mul(hx, hx));
+  const TensorList ghx = Grad({sq}, {hx});  // no retain_graph: only sq's side is freed
+  Backward(hx, ghx[0]);                     // d/dx of Σ (x·w)² = 2·x·w²
+  EXPECT_EQ(x.grad().ToVector<double>(), (std::vector<double>{10 * 2 * 1 * 9, 10 * 2 * 2 * 25}));
+  x.set_grad(Tensor()), w.set_grad(Tensor());
+  w_hook_calls = 0;
   Backward(loss);  // the graph is still whole
   EXPECT_EQ(w.grad().ToVector<double>(), (std::vector<double>{1, 2}));
   EXPECT_EQ(w_hook_calls, 1);

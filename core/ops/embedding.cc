@@ -150,9 +150,9 @@ int64_t NormalizePaddingIdx(int64_t padding_idx, int64_t num_embeddings) {
 }
 
 Tensor Embedding(const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx) {
+  const int64_t row = padding_idx ? NormalizePaddingIdx(*padding_idx, weight.size(0)) : 0;
   const Tensor out = Embedding(weight, indices);
   if (!padding_idx || !out.requires_grad()) return out;
-  const int64_t row = NormalizePaddingIdx(*padding_idx, weight.size(0));
   const ImplicitReplicationGuard replicated;  // the position mask is dense beside a DTensor table
   const Tensor pad = Unsqueeze(Eq(indices, Scalar(static_cast<double>(row), indices.dtype(), indices.device())), -1);
   return Where(pad, Detach(out), out);

@@ -74,6 +74,8 @@ TEST(EmbeddingTest, PaddingIdxRowGetsNoGradientFromItsPositions) {
   }
   testing::ExpectErrorContains([&] { Embedding(w, idx, 4); }, ErrorCode::kInvalidArgument,
                                "padding_idx must be within num_embeddings (4 rows), got 4");
+  testing::ExpectErrorContains([&] { Embedding(Detach(w), idx, -5); }, ErrorCode::kInvalidArgument,
+                               "padding_idx must be within num_embeddings (4 rows), got -5");  // without grad too
 }
 
 TEST(EmbeddingTest, BackwardScatterAddsInIndexOrderWithAnyThreadCount) {

@@ -103,10 +103,25 @@ class GroupMember:
     NON_GROUP_MEMBER = object()
 
 
+class _NotInGroup:
+    """What a rank outside a group talks to (torch's behaviour there): rank and size -1, and every
+    collective a no-op that warns."""
+    rank = size = -1
+
+    def __init__(self, op):
+        self._op = op
+
+    def __getattr__(self, name):
+        def skip(*args, **kwargs):
+            import warnings
+            warnings.warn("Running %s on global rank %d which does not belong to the given group."
+                          % (self._op, get_rank()), stacklevel=3)
+        return skip
+
+
 def _group(group, op):
     if group is GroupMember.NON_GROUP_MEMBER:
-        raise ValueError("%s: this rank is not a member of the group (new_group returned NON_GROUP_MEMBER here)"
-                         % op)
+        return _NotInGroup(op)
     return group if group is not None else _default_group(op)
 
 
@@ -168,6 +183,8 @@ def get_group_rank(group, global_rank):
 def broadcast(tensor, src=None, group=None, async_op=False, group_src=None):
     """As torch: src is a global rank (on any group); group_src a rank within the group."""
     g = _group(group, "broadcast")
+    if isinstance(g, _NotInGroup):
+        return g.skip()
     if (src is None) == (group_src is None):
         raise ValueError("broadcast: pass exactly one of src (a global rank) and group_src (a rank of the group)")
     return g.broadcast(tensor, get_group_rank(g, src) if group_src is None else group_src, async_op)
@@ -200,12 +217,16 @@ def _group_peer(g, peer, group_peer, op, what):
 
 def send(tensor, dst=None, group=None, tag=0, group_dst=None):
     g = _group(group, "send")
+    if isinstance(g, _NotInGroup):
+        return g.skip()
     g.send(tensor, _group_peer(g, dst, group_dst, "send", "dst"), tag)
 
 
 def recv(tensor, src=None, group=None, tag=0, group_src=None):
     """Blocking receive from src (a global rank; tessel needs it: no receive from any source). Returns src."""
     g = _group(group, "recv")
+    if isinstance(g, _NotInGroup):
+        return g.skip()
     if src is None and group_src is None:
         raise NotImplementedError("recv(src=None): receiving from any rank is not supported; pass src")
     peer = _group_peer(g, src, group_src, "recv", "src")
@@ -215,11 +236,15 @@ def recv(tensor, src=None, group=None, tag=0, group_src=None):
 
 def isend(tensor, dst=None, group=None, tag=0, group_dst=None):
     g = _group(group, "isend")
+    if isinstance(g, _NotInGroup):
+        return g.skip()
     return g.send(tensor, _group_peer(g, dst, group_dst, "isend", "dst"), tag, async_op=True)
 
 
 def irecv(tensor, src=None, group=None, tag=0, group_src=None):
     g = _group(group, "irecv")
+    if isinstance(g, _NotInGroup):
+        return g.skip()
     if src is None and group_src is None:
         raise NotImplementedError("irecv(src=None): receiving from any rank is not supported; pass src")
     return g.recv(tensor, _group_peer(g, src, group_src, "irecv", "src"), tag, async_op=True)
@@ -233,6 +258,8 @@ def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=
 def all_gather(tensor_list, tensor, group=None, async_op=False):
     """tensor_list[r] = rank r's tensor (equal shapes), through one all_gather_into_tensor."""
     g = _group(group, "all_gather")
+    if isinstance(g, _NotInGroup):
+        return g.skip()
     if len(tensor_list) != g.size:
         raise ValueError("all_gather: tensor_list has %d tensors for a group of %d ranks" % (len(tensor_list), g.size))
     from .._tensor import empty
@@ -246,6 +273,8 @@ def all_gather(tensor_list, tensor, group=None, async_op=False):
 def gather(tensor, gather_list=None, dst=None, group=None, async_op=False, group_dst=None):
     """Rank dst's gather_list[r] = rank r's tensor; other ranks pass no list."""
     g = _group(group, "gather")
+    if isinstance(g, _NotInGroup):
+        return g.skip()
     root = _group_peer(g, 0 if dst is None and group_dst is None else dst, group_dst, "gather", "dst")
     from .._tensor import zeros_like
     parts = [zeros_like(tensor) for _ in range(g.size)]
@@ -261,6 +290,8 @@ def gather(tensor, gather_list=None, dst=None, group=None, async_op=False, group
 def scatter(tensor, scatter_list=None, src=None, group=None, async_op=False, group_src=None):
     """tensor = rank src's scatter_list[r] on rank r (one broadcast of the stacked list)."""
     g = _group(group, "scatter")
+    if isinstance(g, _NotInGroup):
+        return g.skip()
     root = _group_peer(g, 0 if src is None and group_src is None else src, group_src, "scatter", "src")
     from .._tensor import empty
     flat = empty(g.size * tensor.numel(), dtype=tensor.dtype)
@@ -277,6 +308,8 @@ def scatter(tensor, scatter_list=None, src=None, group=None, async_op=False, gro
 def reduce(tensor, dst=None, op=ReduceOp.SUM, group=None, async_op=False, group_dst=None):
     """Rank dst's tensor becomes the reduction; the others' are left as they were."""
     g = _group(group, "reduce")
+    if isinstance(g, _NotInGroup):
+        return g.skip()
     root = _group_peer(g, dst, group_dst, "reduce", "dst")
     result = tensor.clone()
     g.all_reduce(result, op, False)
@@ -297,6 +330,8 @@ def all_gather_object(object_list, obj, group=None):
     import pickle
     from .._tensor import tensor as make_tensor, zeros
     g = _group(group, "all_gather_object")
+    if isinstance(g, _NotInGroup):
+        return g.skip()
     data, n = _object_bytes(obj)
     sizes = zeros(g.size, dtype=_int64)
     g.all_gather_into_tensor(sizes, make_tensor([n], dtype=_int64), False)
@@ -315,6 +350,8 @@ def broadcast_object_list(object_list, src=None, group=None, device=None, group_
     import pickle
     from .._tensor import tensor as make_tensor, zeros
     g = _group(group, "broadcast_object_list")
+    if isinstance(g, _NotInGroup):
+        return g.skip()
     root = _group_peer(g, 0 if src is None and group_src is None else src, group_src, "broadcast_object_list", "src")
     data, n = _object_bytes(list(object_list)) if g.rank == root else (None, 0)
     size = make_tensor([n], dtype=_int64)

@@ -313,11 +313,19 @@ def _module_to(self, *args, **kwargs):
         if b is not None and b.dtype in floating and b.dtype != dtype:
             raise NotImplementedError("Module.to(%s): the floating buffer '%s' would stay %s; tessel does not "
                                       "cast buffers" % (dtype, name, b.dtype))
-    for name, p in list(self.named_parameters()):
-        if p.dtype in floating and p.dtype != dtype:
+    # Every name of a shared (tied) parameter gets the same cast tensor, and its .grad is cast too.
+    casts = {}
+    for name, p in list(self.named_parameters(remove_duplicate=False)):
+        if p.dtype not in floating or p.dtype == dtype:
+            continue
+        key = hash(p)
+        if key not in casts:
             cast = p.detach().to(dtype)
             cast.requires_grad_(p.requires_grad)
-            self._set_parameter(name, cast)
+            if p.grad is not None:
+                cast.grad = p.grad.to(dtype)
+            casts[key] = cast
+        self._set_parameter(name, casts[key])
     return self
 
 
