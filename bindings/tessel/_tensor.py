@@ -184,40 +184,68 @@ def _is_advanced(i):
 
 
 def _tuple_with_advanced_index(self, idx):
-    """x[..., idx, :] with one integer / boolean tensor (or list, array) among basic indices: the basic ones
-    as a view, then the rows along idx's dims (a k-dim boolean mask covers k dims), which take idx's place
-    in the result (torch's rule for a single advanced index: v.shape[:d] + idx's dims + the rest)."""
+    """A subscript tuple with integer / boolean tensor (or list, array) entries among basic ones, by
+    torch's rules: the basic entries as a view; the index entries (a k-dim boolean mask counts as k
+    integer indices, its nonzero positions) broadcast together and pick elements through one gather
+    (with a gradient); their broadcast dims replace the indexed dims where those were adjacent, else
+    they come first. x[:, idx], x[rows, cols] (logits[arange(N), targets]) and x[mask2d] all go here."""
     idx = tuple(i.item() if isinstance(i, Tensor) and i.ndim == 0 and not _is_advanced(i) else i for i in idx)
-    advanced = [k for k, i in enumerate(idx) if _is_advanced(i)]
-    if len(advanced) > 1:
-        raise IndexError("tessel.Tensor: indexing with more than one tensor index (%d) is not supported"
-                         % len(advanced))
-    k = advanced[0]
-    arr = idx[k].numpy() if isinstance(idx[k], Tensor) else np.asarray(idx[k])
-    covers = arr.ndim if arr.dtype == np.bool_ else 1  # dims of the view the index consumes
-    basic = idx[:k] + (builtins.slice(None),) * covers + idx[k + 1:]
-    view = _getitem(self, basic)
-    # The view's first dim that idx indexes: the dims the entries before it produce (None adds one, an int
-    # removes one, ... stands for the dims no other entry names).
-    named = builtins.sum(covers if j == k else 1 for j, i in enumerate(idx) if i is not None and i is not Ellipsis)
-    d = 0
-    for i in idx[:k]:
-        if i is Ellipsis:
-            d += self.ndim - named
-        elif i is None or isinstance(i, builtins.slice):
+    entries, mask_sizes = [], []  # ("adv", int array) or ("basic", entry); a mask entry's expected dim size
+    for i in idx:
+        if not _is_advanced(i):
+            entries.append(("basic", i))
+            continue
+        arr = i.numpy() if isinstance(i, Tensor) else np.asarray(i)
+        if arr.size == 0 and not isinstance(i, Tensor) and arr.dtype != np.bool_:
+            arr = arr.astype(np.int64)
+        if arr.dtype == np.bool_:
+            for j, positions in enumerate(np.nonzero(arr)):
+                entries.append(("adv", positions))
+                mask_sizes.append((len(entries) - 1, arr.shape[j], tuple(arr.shape)))
+        elif np.issubdtype(arr.dtype, np.integer):
+            entries.append(("adv", arr.astype(np.int64)))
+        else:
+            raise IndexError("tensors used as indices must be long, int or bool tensors, got %s" % arr.dtype)
+    view = _getitem(self, tuple(builtins.slice(None) if k == "adv" else v for k, v in entries))
+    # The view's dim each index entry indexes: the dims the entries before it produce (None adds one, an
+    # int removes one, ... stands for the dims no other entry names).
+    named = builtins.sum(1 for k, v in entries if k == "adv" or (v is not None and v is not Ellipsis))
+    positions, d = [], 0
+    for k, v in entries:
+        if k == "adv":
+            positions.append(d)
             d += 1
-    order = list(range(d, d + covers)) + [j for j in range(view.ndim) if not d <= j < d + covers]
-    moved = view.permute(*order)
-    if covers != 1:  # a k-dim mask: its dims as one, indexed by the flattened mask
-        if tuple(arr.shape) != tuple(view.shape[d:d + covers]):
-            raise IndexError("the shape of the mask %s does not match the shape %s of the dims it indexes"
-                             % (tuple(arr.shape), tuple(view.shape[d:d + covers])))
-        moved = moved.reshape(-1, *moved.shape[covers:])
-        arr = arr.reshape(-1)
-    rows = _advanced_index(moved, arr)
-    index_dims = rows.ndim - (view.ndim - covers)
-    back = list(range(index_dims, index_dims + d)) + list(range(index_dims)) + \
-        list(range(index_dims + d, rows.ndim))
+        elif v is Ellipsis:
+            d += self.ndim - named
+        elif v is None or isinstance(v, builtins.slice):
+            d += 1
+    adv = [v for k, v in entries if k == "adv"]
+    for e, size, shape in mask_sizes:
+        p = positions[[j for j, (k, _) in enumerate(entries) if k == "adv"].index(e)]
+        if view.shape[p] != size:
+            raise IndexError("the shape of the mask %s does not match the shape of the indexed tensor %s"
+                             % (shape, tuple(view.shape)))
+    try:
+        adv = np.broadcast_arrays(*adv)
+    except ValueError:
+        raise IndexError("shape mismatch: indexing tensors could not be broadcast together with shapes %s"
+                         % ", ".join(str(list(a.shape)) for a in adv)) from None
+    linear = np.zeros(adv[0].shape, dtype=np.int64)
+    for p, a in zip(positions, adv):
+        n = view.shape[p]
+        if a.size and (a.min() < -n or a.max() >= n):
+            bad = a[(a < -n) | (a >= n)].reshape(-1)[0]
+            raise IndexError("index %d is out of bounds for dimension %d with size %d" % (bad, p, n))
+        linear = linear * n + np.where(a < 0, a + n, a)
+    rest = [j for j in range(view.ndim) if j not in positions]
+    moved = view.permute(*(positions + rest))
+    rows = _gather_rows(moved.reshape(-1, *[view.shape[j] for j in rest]), linear)
+    index_dims = linear.ndim
+    first = positions[0]
+    if positions != list(range(first, first + len(positions))):  # separated: the index dims come first
+        return rows
+    back = list(range(index_dims, index_dims + first)) + list(range(index_dims)) + \
+        list(range(index_dims + first, rows.ndim))
     return rows.permute(*back)
 
 

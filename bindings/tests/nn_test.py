@@ -253,6 +253,19 @@ def test_embedding_padding_idx_row_starts_at_zero_and_gets_no_gradient():
         nn.Embedding(4, 2, max_norm=1.0)
 
 
+def test_load_state_dict_assign_takes_the_state_dicts_tensors():
+    lin = nn.Linear(2, 3)
+    sd = {"weight": tessel.ones(3, 2, dtype=tessel.float64), "bias": tessel.zeros(3, dtype=tessel.float64)}
+    result = lin.load_state_dict(sd, assign=True)
+    assert list(result.missing_keys) == [] and list(result.unexpected_keys) == []
+    assert lin.weight.dtype == tessel.float64 and lin.weight.requires_grad  # the state dict's dtype
+    with tessel.no_grad():
+        sd["weight"].mul_(2.0)  # the same storage, as torch's assign
+    assert lin.weight.tolist() == [[2.0, 2.0]] * 3
+    with pytest.raises(ValueError, match="weight"):
+        lin.load_state_dict({"weight": tessel.ones(4, 2), "bias": tessel.zeros(3)}, assign=True)
+
+
 def test_module_backward_hooks_replace_gradients_by_returning_them():
     lin = nn.Linear(3, 2)
     x = tessel.randn(4, 3, requires_grad=True)

@@ -68,8 +68,19 @@ def test_one_tensor_index_anywhere_in_a_tuple_follows_torch():
     want = np.zeros_like(a)
     want[:, :, 2], want[:, :, 0] = 2.0, 1.0
     np.testing.assert_array_equal(w.grad.numpy(), want)
-    with pytest.raises(IndexError, match="more than one tensor index"):
-        x[[0, 1], :, [1, 2]]
+    # Several tensor indices broadcast together (numpy's and torch's rule): the pairs idiom
+    # logp[arange(N), targets], with a gradient into exactly those entries; separated ones go first.
+    logp = tessel.tensor(a[0, :, :, 0], requires_grad=True)  # [3, 4]
+    picked = logp[tessel.arange(3), tessel.tensor([2, 0, 3])]
+    assert picked.tolist() == [a[0, 0, 2, 0], a[0, 1, 0, 0], a[0, 2, 3, 0]]
+    picked.sum().backward()
+    assert logp.grad.tolist() == [[0, 0, 1, 0], [1, 0, 0, 0], [0, 0, 0, 1]]
+    np.testing.assert_array_equal(x[[0, 1], :, [1, 3]].numpy(), np.stack([a[0, :, 1], a[1, :, 3]]))  # [2, 3, 5]
+    np.testing.assert_array_equal(x[[[0], [1]], [0, 1, 2]].numpy(), a[[[0], [1]], [0, 1, 2]])  # broadcast
+    with pytest.raises(IndexError, match="could not be broadcast together"):
+        x[[0, 1], [0, 1, 2]]
+    with pytest.raises(IndexError, match="index 7 is out of bounds for dimension 1 with size 3"):
+        x[[0], [7]]
     # A k-dim boolean mask covers k dims (torch: x[:, m] with m [2, 2] over dims 1 and 2); a 0-d integer
     # tensor beside the index is an int.
     b = np.arange(8, dtype=np.float32).reshape(2, 2, 2)

@@ -252,9 +252,19 @@ def state_dict(self, destination=None, prefix="", keep_vars=False):
 
 
 def load_state_dict(self, state_dict, strict=True, assign=False):
-    if assign:
-        raise NotImplementedError("load_state_dict(assign=True): tessel copies into the existing tensors")
+    """torch's load_state_dict: values are copied into the module's tensors (checked: keys under strict,
+    shapes always). assign=True then makes each parameter the state dict's own tensor (its dtype and
+    storage; requires_grad stays the module's), as torch; buffers keep being copied into."""
+    params = dict(self.named_parameters(remove_duplicate=False)) if assign else {}
+    if any(p.is_distributed for p in params.values()):
+        raise NotImplementedError("load_state_dict(assign=True) on sharded (DTensor) parameters: load without "
+                                  "assign, or before fully_shard / parallelize_module")
     missing, unexpected = self._load_state_dict(list(state_dict.items()), strict)
+    for name, value in state_dict.items():
+        if name in params and isinstance(value, Tensor):
+            new = value.detach()
+            new.requires_grad_(params[name].requires_grad)
+            self._set_parameter(name, new)
     return _IncompatibleKeys(missing, unexpected)
 
 
