@@ -152,7 +152,10 @@ def _gather_rows(self, rows):
         raise IndexError("index %d is out of bounds for dimension 0 with size %d" % (bad, n))
     rows = np.where(rows < 0, rows + n, rows).astype(np.int64)
     rest = tuple(self.shape[1:])
-    table = self.reshape(n, -1) if rest else self.reshape(n, 1)
+    width = 1
+    for r in rest:
+        width *= r
+    table = self.reshape(n, width)  # explicit: -1 is ambiguous when a dim is 0
     out = _C._functional.embedding(_C._from_numpy(rows), table)
     return out.reshape(*(tuple(rows.shape) + rest))
 
@@ -170,7 +173,10 @@ def _advanced_index(self, idx):
         if tuple(arr.shape) != tuple(self.shape[:k]):
             raise IndexError("the shape of the mask %s does not match the shape of the indexed tensor %s"
                              % (tuple(arr.shape), tuple(self.shape)))
-        flat = self.reshape(-1, *self.shape[k:]) if k > 1 else self
+        lead = 1
+        for size in self.shape[:k]:
+            lead *= size
+        flat = self.reshape(lead, *self.shape[k:]) if k > 1 else self
         return _gather_rows(flat, np.flatnonzero(arr.reshape(-1)))
     if not np.issubdtype(arr.dtype, np.integer):
         raise IndexError("tensors used as indices must be long, int or bool tensors, got %s" % arr.dtype)
@@ -180,7 +186,39 @@ def _advanced_index(self, idx):
 def _is_advanced(i):
     if isinstance(i, Tensor):
         return i.ndim > 0 or i.dtype.is_floating_point or i.dtype == _dtypes.bool
-    return isinstance(i, (list, np.ndarray))
+    if isinstance(i, np.ndarray):
+        return i.ndim > 0 or i.dtype == np.bool_
+    return isinstance(i, (list, range))
+
+
+def _as_plain(i):
+    """A 0-d integer tensor or array is a plain int index (a view), as torch; a range an int list."""
+    if isinstance(i, (Tensor, np.ndarray)) and i.ndim == 0 and not _is_advanced(i):
+        return builtins.int(i.item())
+    return list(i) if isinstance(i, (range, tuple)) else i  # a tuple inside a subscript is an index list
+
+
+def _is_zero_d_bool(i):
+    return (isinstance(i, Tensor) and i.ndim == 0 and i.dtype == _dtypes.bool) or \
+        (isinstance(i, np.ndarray) and i.ndim == 0 and i.dtype == np.bool_)
+
+
+def _zero_d_bool_index(self, idx):
+    """x[..., tensor(True), ...]: a new dim of size 1 there (size 0 for False), then the rest, as torch."""
+    k = [j for j, i in enumerate(idx) if _is_zero_d_bool(i)][0]
+    keep = builtins.bool(idx[k].item())
+    out = _getitem(self, idx[:k] + (None,) + idx[k + 1:])
+    if keep:
+        return out
+    # The new dim's position: count the dims the entries before it produce.
+    named = builtins.sum(1 for i in idx if i is not None and i is not Ellipsis and not _is_zero_d_bool(i))
+    d = 0
+    for i in idx[:k]:
+        if i is Ellipsis:
+            d += self.ndim - named
+        elif i is None or isinstance(i, builtins.slice) or _is_advanced(i):
+            d += 1
+    return out.narrow(d, 0, 0)
 
 
 def _tuple_with_advanced_index(self, idx):
@@ -189,7 +227,6 @@ def _tuple_with_advanced_index(self, idx):
     integer indices, its nonzero positions) broadcast together and pick elements through one gather
     (with a gradient); their broadcast dims replace the indexed dims where those were adjacent, else
     they come first. x[:, idx], x[rows, cols] (logits[arange(N), targets]) and x[mask2d] all go here."""
-    idx = tuple(i.item() if isinstance(i, Tensor) and i.ndim == 0 and not _is_advanced(i) else i for i in idx)
     entries, mask_sizes = [], []  # ("adv", int array) or ("basic", entry); a mask entry's expected dim size
     for i in idx:
         if not _is_advanced(i):
@@ -239,7 +276,10 @@ def _tuple_with_advanced_index(self, idx):
         linear = linear * n + np.where(a < 0, a + n, a)
     rest = [j for j in range(view.ndim) if j not in positions]
     moved = view.permute(*(positions + rest))
-    rows = _gather_rows(moved.reshape(-1, *[view.shape[j] for j in rest]), linear)
+    indexed = 1
+    for p in positions:
+        indexed *= view.shape[p]
+    rows = _gather_rows(moved.reshape(indexed, *[view.shape[j] for j in rest]), linear)
     index_dims = linear.ndim
     first = positions[0]
     if positions != list(range(first, first + len(positions))):  # separated: the index dims come first
@@ -254,10 +294,18 @@ def _getitem(self, idx):
     integer or boolean tensor (or list / numpy array) index along dim 0 (a copy, with a gradient)."""
     if isinstance(idx, Tensor) and idx.ndim == 0 and not idx.dtype.is_floating_point and idx.dtype != _dtypes.bool:
         idx = idx.item()  # a 0-d integer tensor is a plain index (a view), as in torch
+    if _is_zero_d_bool(idx):
+        return _zero_d_bool_index(self, (idx,))
+    if isinstance(idx, range):
+        idx = list(idx)
     if isinstance(idx, (Tensor, list, np.ndarray)):
         return _advanced_index(self, idx)
-    if isinstance(idx, tuple) and builtins.any(_is_advanced(i) for i in idx):
-        return _tuple_with_advanced_index(self, idx)
+    if isinstance(idx, tuple):
+        idx = tuple(_as_plain(i) for i in idx)
+        if builtins.any(_is_zero_d_bool(i) for i in idx):
+            return _zero_d_bool_index(self, idx)
+        if builtins.any(_is_advanced(i) for i in idx):
+            return _tuple_with_advanced_index(self, idx)
     out, dim = self, 0
     for i in _index_list(self, idx):
         if i is None:

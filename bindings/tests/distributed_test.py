@@ -393,10 +393,14 @@ def test_new_group_p2p_and_list_and_object_collectives_follow_torch_distributed(
                 assert dist.all_reduce(t, group=g) is None and t.tolist() == [1.0]  # a no-op, as torch
             with pytest.warns(UserWarning, match="does not belong"):
                 dist.all_gather([tessel.zeros(1)] * 2, t, group=g)
+            with pytest.raises(ValueError, match="not part of the group"):
+                dist.get_global_rank(g, 0)
         else:
             t = tessel.full((2,), float(rank))
             dist.all_reduce(t, group=g)
             assert t.tolist() == [3.0, 3.0] and dist.get_rank(g) == rank - 1 and dist.get_world_size(g) == 2
+        dist.destroy_process_group(g)  # a subgroup (or NON_GROUP_MEMBER): the default group stays
+        assert dist.is_initialized()
         mesh = init_device_mesh("cpu", (3,), mesh_dim_names=("dp",))
         assert mesh.get_coordinate() == [rank]
         parts = [tessel.zeros(2) for _ in range(3)]

@@ -255,15 +255,22 @@ def test_embedding_padding_idx_row_starts_at_zero_and_gets_no_gradient():
 
 def test_load_state_dict_assign_takes_the_state_dicts_tensors():
     lin = nn.Linear(2, 3)
+    old_weight = lin.weight.numpy().copy()
+    old = lin.weight
     sd = {"weight": tessel.ones(3, 2, dtype=tessel.float64), "bias": tessel.zeros(3, dtype=tessel.float64)}
     result = lin.load_state_dict(sd, assign=True)
+    np.testing.assert_array_equal(old.numpy(), old_weight)  # the replaced parameter is not written
     assert list(result.missing_keys) == [] and list(result.unexpected_keys) == []
     assert lin.weight.dtype == tessel.float64 and lin.weight.requires_grad  # the state dict's dtype
     with tessel.no_grad():
         sd["weight"].mul_(2.0)  # the same storage, as torch's assign
     assert lin.weight.tolist() == [[2.0, 2.0]] * 3
-    with pytest.raises(ValueError, match="weight"):
+    with pytest.raises(ValueError, match="size mismatch for weight"):
         lin.load_state_dict({"weight": tessel.ones(4, 2), "bias": tessel.zeros(3)}, assign=True)
+    with pytest.raises(ValueError, match="missing keys"):
+        lin.load_state_dict({"weight": tessel.ones(3, 2)}, assign=True)
+    assert list(lin.load_state_dict({"weight": tessel.ones(3, 2)}, strict=False, assign=True).missing_keys) == \
+        ["bias"]
 
 
 def test_module_backward_hooks_replace_gradients_by_returning_them():

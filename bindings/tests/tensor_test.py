@@ -81,6 +81,14 @@ def test_one_tensor_index_anywhere_in_a_tuple_follows_torch():
         x[[0, 1], [0, 1, 2]]
     with pytest.raises(IndexError, match="index 7 is out of bounds for dimension 1 with size 3"):
         x[[0], [7]]
+    # Empty dims, 0-d booleans, ranges / tuples as index lists and 0-d numpy ints, as torch.
+    assert tessel.zeros(0, 3)[:, [0, 1]].shape == (0, 2) and tessel.zeros(4, 0)[[0, 1], :].shape == (2, 0)
+    m2 = tessel.arange(12.0).reshape(3, 4)
+    assert m2[tessel.tensor(True)].shape == (1, 3, 4) and m2[tessel.tensor(False)].shape == (0, 3, 4)
+    assert m2[:, tessel.tensor(True)].shape == (3, 1, 4)
+    assert m2[range(2), [1, 2]].tolist() == [1.0, 6.0] and m2[[0, 1], (1, 2)].tolist() == [1.0, 6.0]
+    assert m2[(0, 2), ].tolist() == [[0.0, 1.0, 2.0, 3.0], [8.0, 9.0, 10.0, 11.0]]
+    np.testing.assert_array_equal(x[np.array(0), :, [0, 1]].numpy(), a[0][:, [0, 1]])  # [3, 2]: an int
     # A k-dim boolean mask covers k dims (torch: x[:, m] with m [2, 2] over dims 1 and 2); a 0-d integer
     # tensor beside the index is an int.
     b = np.arange(8, dtype=np.float32).reshape(2, 2, 2)

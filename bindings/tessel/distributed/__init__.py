@@ -139,7 +139,11 @@ def barrier(group=None, async_op=False, device_ids=None):
 
 def destroy_process_group(group=None):
     """Leaves the default group: a gloo world is released; a run_ranks rank keeps its thread's world
-    (the threads backend ends with run_ranks), so init_process_group may be called again."""
+    (the threads backend ends with run_ranks), so init_process_group may be called again. A subgroup (or
+    NON_GROUP_MEMBER) leaves the default group alone, as torch: the subgroup is released with its last
+    reference."""
+    if group is not None and group is not getattr(_local, "world", None):
+        return
     _local.initialized, _local.mesh = False, None
     if not getattr(_local, "in_run_ranks", False):
         _local.world = None
@@ -166,6 +170,8 @@ def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=F
 
 def get_global_rank(group, group_rank):
     """The global rank of `group`'s member `group_rank` (torch.distributed.get_global_rank)."""
+    if group is GroupMember.NON_GROUP_MEMBER:
+        raise ValueError("get_global_rank: this rank is not part of the group (NON_GROUP_MEMBER)")
     ranks = group.global_ranks
     if not 0 <= group_rank < len(ranks):
         raise ValueError("group rank %d is not in the group (size %d)" % (group_rank, len(ranks)))
@@ -174,6 +180,8 @@ def get_global_rank(group, group_rank):
 
 def get_group_rank(group, global_rank):
     """`global_rank`'s rank within `group` (torch.distributed.get_group_rank)."""
+    if group is GroupMember.NON_GROUP_MEMBER:
+        raise ValueError("get_group_rank: this rank is not part of the group (NON_GROUP_MEMBER)")
     ranks = list(group.global_ranks)
     if global_rank not in ranks:
         raise ValueError("global rank %d is not part of the group (global ranks %s)" % (global_rank, ranks))

@@ -259,7 +259,22 @@ def load_state_dict(self, state_dict, strict=True, assign=False):
     if any(p.is_distributed for p in params.values()):
         raise NotImplementedError("load_state_dict(assign=True) on sharded (DTensor) parameters: load without "
                                   "assign, or before fully_shard / parallelize_module")
-    missing, unexpected = self._load_state_dict(list(state_dict.items()), strict)
+    if not assign:
+        missing, unexpected = self._load_state_dict(list(state_dict.items()), strict)
+        return _IncompatibleKeys(missing, unexpected)
+    # assign: the old parameters stay untouched (torch); shapes are checked first, then the buffers and
+    # other entries load as usual and each parameter becomes the state dict's tensor.
+    for name, value in state_dict.items():
+        if name in params and isinstance(value, Tensor) and tuple(value.shape) != tuple(params[name].shape):
+            raise ValueError("load_state_dict: size mismatch for %s: copying a param with shape %s from "
+                             "checkpoint, the shape in current model is %s"
+                             % (name, tuple(value.shape), tuple(params[name].shape)))
+    missing, unexpected = self._load_state_dict(
+        [(k, v) for k, v in state_dict.items() if k not in params], False)
+    missing = [k for k in missing if k not in params or k not in state_dict]
+    if strict and (missing or unexpected):
+        raise ValueError("Error(s) in loading state_dict for %s: missing keys %s, unexpected keys %s"
+                         % (type(self).__name__, missing, unexpected))
     for name, value in state_dict.items():
         if name in params and isinstance(value, Tensor):
             new = value.detach()
