@@ -253,6 +253,38 @@ def test_embedding_padding_idx_row_starts_at_zero_and_gets_no_gradient():
         nn.Embedding(4, 2, max_norm=1.0)
 
 
+def test_adam_is_torchs_coupled_l2_adam_and_leaves_grad_untouched():
+    def reference(p, grads, lr, b1, b2, eps, wd):  # torch.optim.Adam's documented update, in float64
+        m, v = np.zeros_like(p), np.zeros_like(p)
+        for t, g in enumerate(grads, start=1):
+            g = g + wd * p
+            m, v = b1 * m + (1 - b1) * g, b2 * v + (1 - b2) * g * g
+            p = p - lr * (m / (1 - b1 ** t)) / (np.sqrt(v / (1 - b2 ** t)) + eps)
+        return p
+
+    rng = np.random.default_rng(0)
+    start = rng.standard_normal((3, 2))
+    grads = [rng.standard_normal((3, 2)) for _ in range(3)]
+    for wd in (0.0, 0.1):
+        w = tessel.tensor(start, requires_grad=True)
+        opt = tessel.optim.Adam([w], lr=0.05, betas=(0.8, 0.99), eps=1e-6, weight_decay=wd)
+        for g in grads:
+            w.grad = tessel.tensor(g)
+            opt.step()
+            np.testing.assert_array_equal(w.grad.numpy(), g)  # the L2 term never lands in .grad
+        np.testing.assert_allclose(w.detach().numpy(), reference(start, grads, 0.05, 0.8, 0.99, 1e-6, wd), rtol=1e-10)
+    w = tessel.tensor(start, requires_grad=True)
+    opt = tessel.optim.Adam([w], lr=0.05, weight_decay=0.1, decoupled_weight_decay=True)  # = AdamW
+    ref = tessel.tensor(start, requires_grad=True)
+    opt_ref = tessel.optim.AdamW([ref], lr=0.05, weight_decay=0.1)
+    w.grad, ref.grad = tessel.tensor(grads[0]), tessel.tensor(grads[0])
+    opt.step()
+    opt_ref.step()
+    np.testing.assert_array_equal(w.detach().numpy(), ref.detach().numpy())
+    with pytest.raises(NotImplementedError, match="amsgrad"):
+        tessel.optim.Adam([w], amsgrad=True)
+
+
 def test_load_state_dict_assign_takes_the_state_dicts_tensors():
     lin = nn.Linear(2, 3)
     old_weight = lin.weight.numpy().copy()

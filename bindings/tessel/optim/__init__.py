@@ -199,6 +199,58 @@ class AdamW(Optimizer):
                         beta2=float(b2), eps=float(g["eps"]))
 
 
+class Adam(Optimizer):
+    """torch.optim.Adam: AdamW's update with weight_decay applied as an L2 term added to the gradient
+    (grad + weight_decay · param) before the moments, not decoupled. Runs the C++ AdamW with its decoupled
+    decay at 0; for weight_decay > 0 each step adds the L2 term to a copy of the gradient and puts the
+    original .grad back afterwards (torch leaves .grad untouched too)."""
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False, *,
+                 foreach=None, maximize=False, capturable=False, differentiable=False, fused=None,
+                 decoupled_weight_decay=False):
+        if amsgrad or maximize or capturable or differentiable:
+            raise NotImplementedError("Adam: amsgrad, maximize, capturable and differentiable are not supported")
+        if not 0.0 <= lr:
+            raise ValueError("Invalid learning rate: %s" % lr)
+        if not 0.0 <= weight_decay:
+            raise ValueError("Invalid weight_decay value: %s" % weight_decay)
+        self._decoupled = bool(decoupled_weight_decay)  # torch 2.6+: Adam(decoupled_weight_decay=True) is AdamW
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay))
+
+    def step(self, closure=None):
+        loss = closure() if closure is not None else None
+        for group, opt in zip(self.param_groups, self._optimizers):
+            wd = float(group["weight_decay"])
+            opt.hyper = self._hyper(group)
+            if wd == 0.0 or self._decoupled:
+                opt.step()
+                continue
+            saved = [(p, p.grad) for p in group["params"] if p.grad is not None]
+            with _C._GradMode(False):
+                for p, g in saved:
+                    p.grad = g + p.detach() * wd
+            try:
+                opt.step()
+            finally:
+                for p, g in saved:
+                    p.grad = g
+        return loss
+
+    def _hyper(self, g):
+        b1, b2 = g["betas"]
+        decay = float(g["weight_decay"]) if self._decoupled else 0.0
+        return {"lr": float(g["lr"]), "beta1": float(b1), "beta2": float(b2), "eps": float(g["eps"]),
+                "weight_decay": decay}
+
+    def _load_hyper(self, g, h):
+        g.update(lr=h["lr"], betas=(h["beta1"], h["beta2"]), eps=h["eps"])
+
+    def _make(self, named, g):
+        b1, b2 = g["betas"]
+        return _C.AdamW(named, lr=float(g["lr"]), weight_decay=float(g["weight_decay"]) if self._decoupled else 0.0,
+                        beta1=float(b1), beta2=float(b2), eps=float(g["eps"]))
+
+
 class SGD(Optimizer):
     def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False, *,
                  maximize=False, foreach=None, differentiable=False, fused=None):
