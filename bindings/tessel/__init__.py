@@ -84,7 +84,7 @@ from ._device import cuda, device  # noqa: E402,F401
 for _name in _compat.FUNCTION_FORMS:
     if _name not in globals():
         globals()[_name] = _compat._function_form(_name)
-from . import autograd, nn, optim, distributed, multiprocessing  # noqa: E402,F401
+from . import autograd, nn, optim, distributed, multiprocessing, utils  # noqa: E402,F401
 from .distributed import run_ranks  # noqa: F401
 
 AdamW = _C.AdamW  # the flat API's AdamW(model, lr=...); tessel.optim.AdamW is torch's

@@ -285,6 +285,75 @@ def test_adam_is_torchs_coupled_l2_adam_and_leaves_grad_untouched():
         tessel.optim.Adam([w], amsgrad=True)
 
 
+def test_data_loader_samplers_and_collate_follow_torch_utils_data():
+    from tessel.utils.data import (DataLoader, DistributedSampler, IterableDataset, TensorDataset,
+                                   default_collate)
+    x, y = tessel.arange(20.0).reshape(10, 2), tessel.arange(10)
+    ds = TensorDataset(x, y)
+    batches = list(DataLoader(ds, batch_size=4))
+    assert [tuple(b[0].shape) for b in batches] == [(4, 2), (4, 2), (2, 2)] and len(DataLoader(ds, batch_size=4)) == 3
+    assert batches[2][1].tolist() == [8, 9]
+    assert len(list(DataLoader(ds, batch_size=4, drop_last=True))) == 2
+    tessel.manual_seed(3)
+    first = [b[1].tolist() for b in DataLoader(ds, batch_size=5, shuffle=True)]
+    tessel.manual_seed(3)
+    again = [b[1].tolist() for b in DataLoader(ds, batch_size=5, shuffle=True)]
+    assert first == again and sorted(first[0] + first[1]) == list(range(10)) and first[0] != [0, 1, 2, 3, 4]
+    # torch's DistributedSampler without shuffle: 10 samples over 3 ranks pad to 12 (repeating 0, 1) or
+    # drop to 9.
+    assert [list(DistributedSampler(ds, 3, r, shuffle=False)) for r in range(3)] == \
+        [[0, 3, 6, 9], [1, 4, 7, 0], [2, 5, 8, 1]]
+    assert [list(DistributedSampler(ds, 3, r, shuffle=False, drop_last=True)) for r in range(3)] == \
+        [[0, 3, 6], [1, 4, 7], [2, 5, 8]]
+    s0, s1 = DistributedSampler(ds, 2, 0, seed=7), DistributedSampler(ds, 2, 1, seed=7)
+    assert sorted(list(s0) + list(s1)) == list(range(10))  # one permutation split between the ranks
+    epoch0 = list(s0)
+    s0.set_epoch(1)
+    assert list(s0) != epoch0
+    loader = DataLoader(ds, batch_size=2, sampler=DistributedSampler(ds, 2, 1, shuffle=False))
+    assert [b[1].tolist() for b in loader] == [[1, 3], [5, 7], [9]]
+    collated = default_collate([{"a": 1, "b": (2.5, np.zeros(2))}, {"a": 3, "b": (4.5, np.ones(2))}])
+    assert collated["a"].dtype == tessel.int64 and collated["a"].tolist() == [1, 3]
+    assert collated["b"][0].dtype == tessel.float64 and collated["b"][1].shape == (2, 2)
+
+    class Stream(IterableDataset):
+        def __iter__(self):
+            return iter(range(5))
+
+    assert [b.tolist() for b in DataLoader(Stream(), batch_size=2)] == [[0, 1], [2, 3], [4]]
+    with pytest.raises(ValueError, match="mutually exclusive with shuffle"):
+        DataLoader(ds, sampler=DistributedSampler(ds, 2, 0), shuffle=True)
+
+
+def test_lr_schedulers_give_torchs_learning_rates():
+    # torch 2.15's lr after each of 12 steps (SGD lr 0.1), recorded once from torch itself.
+    want = {"step": [0.1, 0.1, 0.05, 0.05, 0.05, 0.025, 0.025, 0.025, 0.0125, 0.0125, 0.0125, 0.00625],
+            "multistep": [0.1, 0.01, 0.01, 0.01, 0.001, 0.001, 0.001, 0.001, 0.0001, 0.0001, 0.0001, 0.0001],
+            "exp": [0.09, 0.081, 0.0729, 0.06561, 0.059049, 0.0531441, 0.04782969, 0.043046721, 0.0387420489, 0.03486784401, 0.031381059609, 0.028242953648],
+            "cos": [0.091405764747, 0.068905764747, 0.041094235253, 0.018594235253, 0.01, 0.018594235253, 0.041094235253, 0.068905764747, 0.091405764747, 0.1, 0.091405764747, 0.068905764747],
+            "linear": [0.04375, 0.0625, 0.08125, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1],
+            "const": [0.05, 0.05, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1],
+            "seq": [0.04, 0.07, 0.1, 0.093301270189, 0.075, 0.05, 0.025, 0.006698729811, 0.0, 0.006698729811, 0.025, 0.05],
+            "plateau": [0.1, 0.1, 0.1, 0.05, 0.05, 0.05, 0.025, 0.025, 0.025, 0.025, 0.0125, 0.0125]}
+    S = tessel.optim.lr_scheduler
+    makers = {
+        "step": lambda o: S.StepLR(o, 3, 0.5), "multistep": lambda o: S.MultiStepLR(o, [2, 5, 9], 0.1),
+        "exp": lambda o: S.ExponentialLR(o, 0.9), "cos": lambda o: S.CosineAnnealingLR(o, 5, 0.01),
+        "linear": lambda o: S.LinearLR(o, 0.25, 1.0, 4), "const": lambda o: S.ConstantLR(o, 0.5, 3),
+        "seq": lambda o: S.SequentialLR(o, [S.LinearLR(o, 0.1, 1.0, 3), S.CosineAnnealingLR(o, 6, 0.0)], [3]),
+        "plateau": lambda o: S.ReduceLROnPlateau(o, "min", 0.5, 1)}
+    metric = [5, 4, 4, 4, 3, 3, 3, 3, 2, 2, 2, 2]
+    for name, make in makers.items():
+        w = tessel.zeros(1, requires_grad=True)
+        opt = tessel.optim.SGD([w], lr=0.1)
+        sched, got = make(opt), []
+        for i in range(12):
+            opt.step()
+            sched.step(metric[i]) if name == "plateau" else sched.step()
+            got.append(opt.param_groups[0]["lr"])
+        np.testing.assert_allclose(got, want[name], rtol=1e-9, atol=1e-12, err_msg=name)
+
+
 def test_load_state_dict_assign_takes_the_state_dicts_tensors():
     lin = nn.Linear(2, 3)
     old_weight = lin.weight.numpy().copy()

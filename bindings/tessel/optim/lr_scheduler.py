@@ -1,9 +1,14 @@
-"""tessel.optim.lr_scheduler: LambdaLR (torch's) and warmup_cosine, a LambdaLR over core/optim's
-WarmupCosineSchedule (linear warmup from 0, then cosine decay to min_lr_ratio × lr).
+"""tessel.optim.lr_scheduler: torch's schedulers — LambdaLR, StepLR, MultiStepLR, ExponentialLR,
+CosineAnnealingLR, LinearLR, ConstantLR, SequentialLR, ReduceLROnPlateau — by their closed forms (the
+values torch's chainable updates produce when stepped once per epoch), and warmup_cosine, a LambdaLR over
+core/optim's WarmupCosineSchedule (linear warmup from 0, then cosine decay to min_lr_ratio × lr).
 
     sched = warmup_cosine(opt, warmup_steps=100, total_steps=1000, min_lr_ratio=0.1)
     for step in ...: ...; opt.step(); sched.step()
 """
+import bisect
+import math
+
 from .. import _C
 
 
@@ -17,13 +22,158 @@ class LRScheduler:
     def get_lr(self):
         raise NotImplementedError
 
-    def step(self):
-        self.last_epoch += 1
+    def step(self, epoch=None):
+        self.last_epoch = self.last_epoch + 1 if epoch is None else epoch
         for group, lr in zip(self.optimizer.param_groups, self.get_lr()):
             group["lr"] = lr
 
     def get_last_lr(self):
         return [g["lr"] for g in self.optimizer.param_groups]
+
+    def state_dict(self):
+        return {k: v for k, v in self.__dict__.items() if k != "optimizer" and not callable(v)
+                and k not in ("lr_lambdas", "_schedulers")}
+
+    def load_state_dict(self, state_dict):
+        self.__dict__.update(state_dict)
+
+
+class StepLR(LRScheduler):
+    def __init__(self, optimizer, step_size, gamma=0.1, last_epoch=-1):
+        self.step_size, self.gamma = step_size, gamma
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        return [b * self.gamma ** (self.last_epoch // self.step_size) for b in self.base_lrs]
+
+
+class MultiStepLR(LRScheduler):
+    def __init__(self, optimizer, milestones, gamma=0.1, last_epoch=-1):
+        self.milestones, self.gamma = sorted(milestones), gamma
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        return [b * self.gamma ** bisect.bisect_right(self.milestones, self.last_epoch) for b in self.base_lrs]
+
+
+class ExponentialLR(LRScheduler):
+    def __init__(self, optimizer, gamma, last_epoch=-1):
+        self.gamma = gamma
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        return [b * self.gamma ** self.last_epoch for b in self.base_lrs]
+
+
+class CosineAnnealingLR(LRScheduler):
+    def __init__(self, optimizer, T_max, eta_min=0.0, last_epoch=-1):
+        self.T_max, self.eta_min = T_max, eta_min
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        c = (1 + math.cos(math.pi * self.last_epoch / self.T_max)) / 2
+        return [self.eta_min + (b - self.eta_min) * c for b in self.base_lrs]
+
+
+class LinearLR(LRScheduler):
+    def __init__(self, optimizer, start_factor=1.0 / 3, end_factor=1.0, total_iters=5, last_epoch=-1):
+        if not 0 < start_factor <= 1 or not 0 <= end_factor <= 1:
+            raise ValueError("Starting multiplicative factor expected to be greater than 0 and less or equal to 1.")
+        self.start_factor, self.end_factor, self.total_iters = start_factor, end_factor, total_iters
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        f = self.start_factor + (self.end_factor - self.start_factor) * min(self.last_epoch, self.total_iters) \
+            / self.total_iters
+        return [b * f for b in self.base_lrs]
+
+
+class ConstantLR(LRScheduler):
+    def __init__(self, optimizer, factor=1.0 / 3, total_iters=5, last_epoch=-1):
+        if not 0 <= factor <= 1:
+            raise ValueError("Constant multiplicative factor expected to be between 0 and 1.")
+        self.factor, self.total_iters = factor, total_iters
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        return [b * (self.factor if self.last_epoch < self.total_iters else 1.0) for b in self.base_lrs]
+
+
+class SequentialLR(LRScheduler):
+    """Runs schedulers[i] from milestones[i - 1] on, each from its own epoch 0 (torch's SequentialLR)."""
+
+    def __init__(self, optimizer, schedulers, milestones, last_epoch=-1):
+        if len(milestones) != len(schedulers) - 1:
+            raise ValueError("Sequential Schedulers expects number of schedulers provided to be one more than the "
+                             "number of milestone points, but got %d and %d" % (len(schedulers), len(milestones)))
+        self._schedulers, self._milestones = list(schedulers), list(milestones)
+        self.optimizer = optimizer
+        self.base_lrs = [g["initial_lr"] for g in optimizer.param_groups]
+        self.last_epoch = last_epoch + 1
+        for s in self._schedulers:
+            s.last_epoch = 0
+        self._apply(self._schedulers[0])
+
+    def _apply(self, sched):
+        for group, lr in zip(self.optimizer.param_groups, sched.get_lr()):
+            group["lr"] = lr
+
+    def step(self, epoch=None):
+        self.last_epoch += 1
+        i = bisect.bisect_right(self._milestones, self.last_epoch)
+        sched = self._schedulers[i]
+        sched.last_epoch = 0 if i > 0 and self._milestones[i - 1] == self.last_epoch else sched.last_epoch + 1
+        self._apply(sched)
+
+
+class ReduceLROnPlateau:
+    """torch's ReduceLROnPlateau: lr × factor once the metric has not improved (by threshold, rel or abs)
+    for more than `patience` steps, then `cooldown` steps of rest; never below min_lr."""
+
+    def __init__(self, optimizer, mode="min", factor=0.1, patience=10, threshold=1e-4, threshold_mode="rel",
+                 cooldown=0, min_lr=0, eps=1e-8):
+        if factor >= 1.0:
+            raise ValueError("Factor should be < 1.0.")
+        if mode not in ("min", "max") or threshold_mode not in ("rel", "abs"):
+            raise ValueError("mode must be min or max and threshold_mode rel or abs")
+        self.optimizer, self.mode, self.factor, self.patience = optimizer, mode, factor, patience
+        self.threshold, self.threshold_mode, self.cooldown, self.eps = threshold, threshold_mode, cooldown, eps
+        n = len(optimizer.param_groups)
+        self.min_lrs = list(min_lr) if isinstance(min_lr, (list, tuple)) else [min_lr] * n
+        self.best = math.inf if mode == "min" else -math.inf
+        self.num_bad_epochs = self.cooldown_counter = 0
+        self.last_epoch = 0
+
+    def _better(self, a):
+        if self.mode == "min":
+            return a < (self.best * (1 - self.threshold) if self.threshold_mode == "rel" else self.best - self.threshold)
+        return a > (self.best * (1 + self.threshold) if self.threshold_mode == "rel" else self.best + self.threshold)
+
+    def step(self, metrics, epoch=None):
+        current = float(metrics)
+        self.last_epoch = self.last_epoch + 1 if epoch is None else epoch
+        if self._better(current):
+            self.best, self.num_bad_epochs = current, 0
+        else:
+            self.num_bad_epochs += 1
+        if self.cooldown_counter > 0:
+            self.cooldown_counter -= 1
+            self.num_bad_epochs = 0
+        if self.num_bad_epochs > self.patience:
+            for group, min_lr in zip(self.optimizer.param_groups, self.min_lrs):
+                new = max(group["lr"] * self.factor, min_lr)
+                if group["lr"] - new > self.eps:
+                    group["lr"] = new
+            self.cooldown_counter, self.num_bad_epochs = self.cooldown, 0
+
+    def get_last_lr(self):
+        return [g["lr"] for g in self.optimizer.param_groups]
+
+    def state_dict(self):
+        return {k: v for k, v in self.__dict__.items() if k != "optimizer"}
+
+    def load_state_dict(self, state_dict):
+        self.__dict__.update(state_dict)
 
 
 class LambdaLR(LRScheduler):

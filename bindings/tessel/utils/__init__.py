@@ -1,0 +1,2 @@
+"""tessel.utils: torch.utils's data loading (tessel.utils.data)."""
+from . import data  # noqa: F401

@@ -1,0 +1,245 @@
+"""tessel.utils.data: torch.utils.data's Dataset, TensorDataset, IterableDataset, samplers (Sequential,
+Random, Batch, Distributed), default_collate and DataLoader, so a torch script's data pipeline ports by its
+imports.
+
+    loader = DataLoader(TensorDataset(x, y), batch_size=32, shuffle=True, drop_last=True)
+    for xb, yb in loader: ...
+    sampler = DistributedSampler(dataset)            # this rank's share; sampler.set_epoch(epoch) per epoch
+
+Same batches and order rules as torch; the shuffled orders are tessel's (seeded from tessel's default
+generator, or the `generator` / DistributedSampler's seed + epoch), not torch's. num_workers > 0 loads in
+the calling process (the batches are the same; there are no worker processes), and pin_memory is a no-op
+(there is no GPU from Python).
+"""
+import math
+import numbers
+
+import numpy as np
+
+from .. import _C
+from .._tensor import Tensor, tensor as _tensor
+
+
+class Dataset:
+    def __getitem__(self, index):
+        raise NotImplementedError("Subclasses of Dataset should implement __getitem__.")
+
+
+class IterableDataset(Dataset):
+    def __iter__(self):
+        raise NotImplementedError("Subclasses of IterableDataset should implement __iter__.")
+
+
+class TensorDataset(Dataset):
+    """Sample i is (t[i] for t in tensors); every tensor has the same first dim."""
+
+    def __init__(self, *tensors):
+        if any(t.shape[0] != tensors[0].shape[0] for t in tensors):
+            raise ValueError("Size mismatch between tensors: first dims %s" % [t.shape[0] for t in tensors])
+        self.tensors = tensors
+
+    def __getitem__(self, index):
+        return tuple(t[index] for t in self.tensors)
+
+    def __len__(self):
+        return self.tensors[0].shape[0]
+
+
+def _seed_from(generator):
+    """A 63-bit seed drawn from a tessel Generator (or the default one): shuffles follow manual_seed."""
+    from .._tensor import randint
+    return int(randint(0, 2 ** 62, (1,), generator=generator).item())
+
+
+class Sampler:
+    def __init__(self, data_source=None):
+        pass
+
+
+class SequentialSampler(Sampler):
+    def __init__(self, data_source):
+        self.data_source = data_source
+
+    def __iter__(self):
+        return iter(range(len(self.data_source)))
+
+    def __len__(self):
+        return len(self.data_source)
+
+
+class RandomSampler(Sampler):
+    """A permutation per pass (or num_samples draws with replacement), from `generator` or tessel's."""
+
+    def __init__(self, data_source, replacement=False, num_samples=None, generator=None):
+        self.data_source, self.replacement, self.generator = data_source, replacement, generator
+        self._num_samples = num_samples
+        if not isinstance(self.num_samples, int) or self.num_samples <= 0:
+            raise ValueError("num_samples should be a positive integer value, but got num_samples=%s"
+                             % self.num_samples)
+
+    @property
+    def num_samples(self):
+        return len(self.data_source) if self._num_samples is None else self._num_samples
+
+    def __iter__(self):
+        rng = np.random.default_rng(_seed_from(self.generator))
+        n = len(self.data_source)
+        if self.replacement:
+            return iter(rng.integers(0, n, self.num_samples).tolist())
+        out = []
+        while len(out) < self.num_samples:
+            out.extend(rng.permutation(n).tolist())
+        return iter(out[:self.num_samples])
+
+    def __len__(self):
+        return self.num_samples
+
+
+class BatchSampler(Sampler):
+    def __init__(self, sampler, batch_size, drop_last):
+        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size <= 0:
+            raise ValueError("batch_size should be a positive integer value, but got batch_size=%s" % batch_size)
+        self.sampler, self.batch_size, self.drop_last = sampler, batch_size, drop_last
+
+    def __iter__(self):
+        batch = []
+        for i in self.sampler:
+            batch.append(i)
+            if len(batch) == self.batch_size:
+                yield batch
+                batch = []
+        if batch and not self.drop_last:
+            yield batch
+
+    def __len__(self):
+        n = len(self.sampler)
+        return n // self.batch_size if self.drop_last else (n + self.batch_size - 1) // self.batch_size
+
+
+class DistributedSampler(Sampler):
+    """torch's DistributedSampler: rank r takes indices r, r + W, ... of the (shuffled with seed + epoch)
+    index list, padded by repeating its start so every rank gets num_samples, or cut with drop_last."""
+
+    def __init__(self, dataset, num_replicas=None, rank=None, shuffle=True, seed=0, drop_last=False):
+        from .. import distributed as dist
+        if num_replicas is None:
+            num_replicas = dist.get_world_size()
+        if rank is None:
+            rank = dist.get_rank()
+        if not 0 <= rank < num_replicas:
+            raise ValueError("Invalid rank %d, rank should be in the interval [0, %d]" % (rank, num_replicas - 1))
+        self.dataset, self.num_replicas, self.rank = dataset, num_replicas, rank
+        self.shuffle, self.seed, self.drop_last, self.epoch = shuffle, seed, drop_last, 0
+        n = len(dataset)
+        if drop_last and n % num_replicas:
+            self.num_samples = math.ceil((n - num_replicas) / num_replicas)
+        else:
+            self.num_samples = math.ceil(n / num_replicas)
+        self.total_size = self.num_samples * num_replicas
+
+    def __iter__(self):
+        n = len(self.dataset)
+        if self.shuffle:
+            indices = np.random.default_rng(self.seed + self.epoch).permutation(n).tolist()
+        else:
+            indices = list(range(n))
+        if not self.drop_last:
+            padding = self.total_size - len(indices)
+            if padding <= len(indices):
+                indices += indices[:padding]
+            else:
+                indices += (indices * math.ceil(padding / len(indices)))[:padding]
+        else:
+            indices = indices[:self.total_size]
+        return iter(indices[self.rank:self.total_size:self.num_replicas])
+
+    def __len__(self):
+        return self.num_samples
+
+    def set_epoch(self, epoch):
+        self.epoch = epoch
+
+
+def default_collate(batch):
+    """torch's default_collate: tensors (and numpy arrays) stacked along a new dim 0; Python ints int64,
+    floats float64 and bools bool tensors; tuples, lists and dicts collated element-wise; strings as a list."""
+    from .. import stack
+    elem = batch[0]
+    if isinstance(elem, Tensor):
+        return stack(list(batch), 0)
+    if isinstance(elem, np.ndarray):
+        return stack([_tensor(b) for b in batch], 0)
+    if isinstance(elem, bool):
+        return _tensor(list(batch), dtype=_C.dtype.bool)
+    if isinstance(elem, numbers.Integral):
+        return _tensor(list(batch), dtype=_C.dtype.int64)
+    if isinstance(elem, numbers.Real):
+        return _tensor(list(batch), dtype=_C.dtype.float64)
+    if isinstance(elem, (str, bytes)):
+        return list(batch)
+    if isinstance(elem, dict):
+        return {k: default_collate([b[k] for b in batch]) for k in elem}
+    if isinstance(elem, tuple) and hasattr(elem, "_fields"):  # namedtuple
+        return type(elem)(*(default_collate(list(s)) for s in zip(*batch)))
+    if isinstance(elem, (tuple, list)):
+        if any(len(b) != len(elem) for b in batch):
+            raise RuntimeError("each element in list of batch should be of equal size")
+        out = [default_collate(list(s)) for s in zip(*batch)]
+        return tuple(out) if isinstance(elem, tuple) else out
+    raise TypeError("default_collate: batch must contain tensors, numpy arrays, numbers, dicts or lists; found %s"
+                    % type(elem).__name__)
+
+
+class DataLoader:
+    """torch's DataLoader over a map-style or iterable dataset (see the module's note on workers)."""
+
+    def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None, num_workers=0,
+                 collate_fn=None, pin_memory=False, drop_last=False, timeout=0, worker_init_fn=None,
+                 multiprocessing_context=None, generator=None, *, prefetch_factor=None, persistent_workers=False,
+                 pin_memory_device=""):
+        self.dataset, self.num_workers, self.drop_last = dataset, num_workers, drop_last
+        self.collate_fn = collate_fn or default_collate
+        self._iterable = isinstance(dataset, IterableDataset)
+        if self._iterable:
+            if shuffle or sampler is not None or batch_sampler is not None:
+                raise ValueError("DataLoader with IterableDataset: expected unspecified shuffle, sampler and "
+                                 "batch_sampler")
+        elif batch_sampler is not None:
+            if batch_size != 1 or shuffle or sampler is not None or drop_last:
+                raise ValueError("batch_sampler option is mutually exclusive with batch_size, shuffle, sampler, "
+                                 "and drop_last")
+            batch_size = None
+        else:
+            if sampler is not None and shuffle:
+                raise ValueError("sampler option is mutually exclusive with shuffle")
+            if sampler is None:
+                sampler = RandomSampler(dataset, generator=generator) if shuffle else SequentialSampler(dataset)
+            if batch_size is not None:
+                batch_sampler = BatchSampler(sampler, batch_size, drop_last)
+        self.batch_size, self.sampler, self.batch_sampler = batch_size, sampler, batch_sampler
+
+    def __iter__(self):
+        if self._iterable:
+            if self.batch_size is None:
+                yield from self.dataset
+                return
+            batch = []
+            for sample in self.dataset:
+                batch.append(sample)
+                if len(batch) == self.batch_size:
+                    yield self.collate_fn(batch)
+                    batch = []
+            if batch and not self.drop_last:
+                yield self.collate_fn(batch)
+            return
+        if self.batch_sampler is None:  # batch_size=None: samples one by one, uncollated
+            for i in self.sampler:
+                yield self.dataset[i]
+            return
+        for indices in self.batch_sampler:
+            yield self.collate_fn([self.dataset[i] for i in indices])
+
+    def __len__(self):
+        if self._iterable:
+            raise TypeError("len() of a DataLoader over an IterableDataset is not defined")
+        return len(self.batch_sampler) if self.batch_sampler is not None else len(self.sampler)
