@@ -336,3 +336,100 @@ Tensor.device = property(lambda self: __import__("tessel._device", fromlist=["CP
 Tensor.is_cuda = property(lambda self: False)
 Tensor.is_cpu = property(lambda self: True)
 
+
+
+# ---- torch functions composed from indexing (values through one gather, so gradients flow) ----
+
+def _tri(self, diagonal, upper):
+    """tril / triu over the last two dims: the kept entries are self's (a where against zeros)."""
+    import numpy as np
+    if self.ndim < 2:
+        raise RuntimeError("%s: input tensor must have at least 2 dimensions" % ("triu" if upper else "tril"))
+    rows, cols = self.shape[-2], self.shape[-1]
+    keep = np.triu(np.ones((rows, cols), dtype=bool), diagonal) if upper else \
+        np.tril(np.ones((rows, cols), dtype=bool), diagonal)
+    from ._tensor import tensor, zeros_like
+    return _C._functional.where(tensor(keep), self, zeros_like(self))
+
+
+def _gather(self, dim, index, *, sparse_grad=False):
+    """torch.gather: out[i][j][k] = self[index[i][j][k]][j][k] for dim 0 (and so on), index no larger than
+    self in the other dims."""
+    import numpy as np
+    from ._tensor import Tensor as _T
+    idx = index.numpy() if isinstance(index, _T) else np.asarray(index)
+    dim = dim % self.ndim
+    if idx.ndim != self.ndim:
+        raise RuntimeError("gather: index tensor must have the same number of dimensions as input tensor")
+    grids = list(np.indices(idx.shape, sparse=True))
+    grids[dim] = idx.astype(np.int64)
+    return self[tuple(np.broadcast_to(g, idx.shape) for g in grids)]
+
+
+def _sort(self, dim=-1, descending=False, stable=False):
+    """(values, indices) along dim; ties keep their order (numpy's stable sort; torch's default may not)."""
+    import numpy as np
+    from ._tensor import tensor
+    a = self.detach().numpy()
+    order = np.argsort(-a if descending else a, axis=dim, kind="stable")
+    if descending and np.issubdtype(a.dtype, np.floating):  # NaN first when descending, as torch
+        order = np.argsort(np.where(np.isnan(a), -np.inf, -a), axis=dim, kind="stable")
+    indices = tensor(order.astype(np.int64))
+    return values_indices(_gather(self, dim, order), indices)
+
+
+def _topk(self, k, dim=-1, largest=True, sorted=True):
+    import numpy as np
+    from ._tensor import tensor
+    if not 0 <= k <= self.shape[dim]:
+        raise RuntimeError("selected index k out of range")
+    values, indices = _sort(self, dim, descending=largest)
+    order = np.take(indices.numpy(), np.arange(k), axis=dim)
+    return values_indices(_gather(self, dim, order), tensor(order))
+
+
+def _argsort(self, dim=-1, descending=False, stable=False):
+    return _sort(self, dim, descending, stable)[1]
+
+
+def _multinomial(self, num_samples, replacement=False, *, generator=None):
+    """torch.multinomial: num_samples category indices per row of non-negative weights (rows sum to
+    anything > 0), drawn from `generator` or tessel's default (so manual_seed decides them)."""
+    import numpy as np
+    from ._tensor import randint, tensor
+    w = self.detach().double().numpy()
+    if w.ndim not in (1, 2):
+        raise RuntimeError("prob_dist must be 1 or 2 dim")
+    if (w < 0).any() or not np.isfinite(w).all():
+        raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
+    rows = w.reshape(-1, w.shape[-1])
+    if not replacement and num_samples > rows.shape[1]:
+        raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without replacement")
+    rng = np.random.default_rng(int(randint(0, 2 ** 62, (1,), generator=generator).item()))
+    out = []
+    for r in rows:
+        if r.sum() <= 0:
+            raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
+        out.append(rng.choice(len(r), size=num_samples, replace=replacement, p=r / r.sum()))
+    result = np.asarray(out, dtype=np.int64)
+    return tensor(result.reshape(w.shape[:-1] + (num_samples,)))
+
+
+Tensor.tril = lambda self, diagonal=0: _tri(self, diagonal, False)
+Tensor.triu = lambda self, diagonal=0: _tri(self, diagonal, True)
+Tensor.gather = _gather
+Tensor.sort = _sort
+Tensor.argsort = _argsort
+Tensor.topk = _topk
+Tensor.multinomial = _multinomial
+FUNCTION_FORMS = FUNCTION_FORMS + ("tril", "triu", "gather", "sort", "argsort", "topk", "multinomial")
+
+
+def _index(self):
+    """A one-element integer tensor used as a Python index (data[i:i + T], range(t)), as torch."""
+    if self.numel() != 1 or self.dtype.is_floating_point or self.dtype == _dtypes.bool:
+        raise TypeError("only integer tensors of a single element can be converted to an index")
+    return builtins.int(self.item())
+
+
+Tensor.__index__ = _index

@@ -486,8 +486,25 @@ def test_bad_forward_and_bad_arguments_raise_python_errors():
     class NoForward(nn.Module):
         pass
 
-    with pytest.raises(TypeError, match="ReturnsDict.forward must return a Tensor or a tuple/list of Tensors"):
-        ReturnsDict()(tessel.ones(1))
+    # Any output structure, as torch: tensors inside dicts / tuples with None keep their gradients; module
+    # hooks see the tensors (tessel's hooks act on tensors).
+    x = tessel.ones(2, requires_grad=True)
+    seen = []
+    m = ReturnsDict()
+    m.register_forward_hook(lambda mod, inp, out: seen.append(type(out).__name__))
+    out = m(x)
+    assert isinstance(out, dict) and out["y"].tolist() == [1.0, 1.0] and seen == ["Tensor"]
+    (out["y"] * 3.0).sum().backward()
+    assert x.grad.tolist() == [3.0, 3.0]
+
+    class LogitsAndLoss(nn.Module):
+        def forward(self, x, targets=None):
+            return x * 2.0, None if targets is None else (x - targets).pow(2.0).mean()
+
+    logits, loss = LogitsAndLoss()(x)
+    assert loss is None and logits.tolist() == [2.0, 2.0]
+    logits, loss = LogitsAndLoss()(x, tessel.zeros(2))
+    assert loss.item() == 1.0
     with pytest.raises(NotImplementedError, match='Module \\[NoForward\\] is missing the required "forward"'):
         NoForward()(tessel.ones(1))
     with pytest.raises(TypeError, match="Linear.forward takes tensors only"):

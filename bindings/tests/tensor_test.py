@@ -98,6 +98,39 @@ def test_one_tensor_index_anywhere_in_a_tuple_follows_torch():
     np.testing.assert_array_equal(x[:, tessel.tensor(1), [0, 1]].numpy(), a[:, 1][:, [0, 1]])
 
 
+def test_tril_gather_sort_topk_multinomial_and_index_follow_torch():
+    a = np.random.default_rng(8).standard_normal((2, 4, 5))
+    x = tessel.tensor(a, requires_grad=True)
+    np.testing.assert_array_equal(x.tril().detach().numpy(), np.tril(a))
+    np.testing.assert_array_equal(tessel.triu(x, 1).detach().numpy(), np.triu(a, 1))
+    mask = tessel.tril(tessel.ones(3, 3))
+    assert mask.tolist() == [[1, 0, 0], [1, 1, 0], [1, 1, 1]]
+    idx = np.array([[[0, 4], [1, 1], [3, 2], [0, 0]], [[2, 2], [4, 0], [1, 3], [0, 4]]])
+    g = x.gather(2, tessel.tensor(idx))
+    np.testing.assert_array_equal(g.detach().numpy(), np.take_along_axis(a, idx, 2))
+    g.sum().backward()  # each picked position counts once per pick
+    want = np.zeros_like(a)
+    np.add.at(want, (np.arange(2)[:, None, None], np.arange(4)[None, :, None], idx), 1.0)
+    np.testing.assert_array_equal(x.grad.numpy(), want)
+    values, indices = x.sort(dim=1, descending=True)
+    np.testing.assert_array_equal(values.detach().numpy(), -np.sort(-a, axis=1))
+    np.testing.assert_array_equal(indices.numpy(), np.argsort(-a, axis=1, kind="stable"))
+    top = tessel.topk(x, 2)
+    np.testing.assert_array_equal(top.values.detach().numpy(), -np.sort(-a, axis=-1)[..., :2])
+    assert top.indices.dtype == tessel.int64 and tessel.argsort(x[0, 0]).tolist() == np.argsort(a[0, 0]).tolist()
+    probs = tessel.tensor([[0.0, 1.0, 0.0], [0.5, 0.0, 0.5]])
+    tessel.manual_seed(2)
+    draws = tessel.multinomial(probs, 200, replacement=True)
+    assert draws.shape == (2, 200) and set(draws[0].tolist()) == {1} and set(draws[1].tolist()) == {0, 2}
+    tessel.manual_seed(2)
+    assert tessel.multinomial(probs, 200, replacement=True).tolist() == draws.tolist()  # manual_seed decides
+    assert sorted(tessel.multinomial(tessel.ones(4), 4).tolist()) == [0, 1, 2, 3]  # without replacement
+    d, i = tessel.arange(10), tessel.tensor(3)
+    assert d[i:i + 2].tolist() == [3, 4] and list(range(tessel.tensor(2))) == [0, 1]  # __index__
+    with pytest.raises(TypeError, match="converted to an index"):
+        d[tessel.tensor(1.5):]
+
+
 def test_var_std_softmax_dtype_and_spatial_cross_entropy_follow_torch():
     a = np.random.default_rng(3).standard_normal((3, 4, 5))
     x = tessel.tensor(a)  # float64

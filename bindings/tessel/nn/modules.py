@@ -134,6 +134,8 @@ def _getattr(self, name):
 # ---- calling ----------------------------------------------------------------------------------------
 
 def _outputs(outs, kind):
+    if callable(kind):  # any other structure: rebuilt around the (hook-wrapped) tensors
+        return kind(list(outs))
     if kind == "tensor" or (kind is None and len(outs) == 1):
         return outs[0]
     return list(outs) if kind == "list" else tuple(outs)
@@ -164,6 +166,24 @@ def _call(self, *args, **kwargs):
     return _outputs(outs, call[3])
 
 
+def _flatten_output(out, tensors):
+    """Appends out's tensors (nested in tuples, lists, dicts) to `tensors` and returns the function that
+    rebuilds out around a list of replacements for them."""
+    if isinstance(out, Tensor):
+        i = len(tensors)
+        tensors.append(out)
+        return lambda ts: ts[i]
+    if isinstance(out, (tuple, list)):
+        parts = [_flatten_output(o, tensors) for o in out]
+        if isinstance(out, tuple) and hasattr(out, "_fields"):  # namedtuple
+            return lambda ts: type(out)(*(p(ts) for p in parts))
+        return lambda ts: type(out)(p(ts) for p in parts)
+    if isinstance(out, dict):
+        parts = [(k, _flatten_output(v, tensors)) for k, v in out.items()]
+        return lambda ts: type(out)((k, p(ts)) for k, p in parts)
+    return lambda ts: out
+
+
 def _forward_from_cpp(self, inputs):
     """Called by the C++ trampoline between the hooks: rebuilds the Python call around the (possibly
     hook-rewritten) tensors, runs forward and flattens its output to a list of tensors."""
@@ -183,9 +203,12 @@ def _forward_from_cpp(self, inputs):
         kind, outs = "tensor", [out]
     elif isinstance(out, (tuple, list)) and all(isinstance(o, Tensor) for o in out):
         kind, outs = ("list" if isinstance(out, list) else "tuple"), list(out)
-    else:
-        raise TypeError("%s.forward must return a Tensor or a tuple/list of Tensors (tessel's module hooks "
-                        "act on tensors), got %s" % (type(self).__name__, type(out).__name__))
+    elif call is None:
+        raise TypeError("%s.forward must return a Tensor or a tuple/list of Tensors when called from C++, got %s"
+                        % (type(self).__name__, type(out).__name__))
+    else:  # (logits, None), dicts, namedtuples, numbers: hooks see the tensors, the rest is kept as is
+        outs = []
+        kind = _flatten_output(out, outs)
     if call is not None:
         call[3] = kind
     return outs
