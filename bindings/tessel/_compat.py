@@ -358,24 +358,36 @@ def _gather(self, dim, index, *, sparse_grad=False):
     import numpy as np
     from ._tensor import Tensor as _T
     idx = index.numpy() if isinstance(index, _T) else np.asarray(index)
-    dim = dim % self.ndim
+    dim = dim % builtins.max(self.ndim, 1)
     if idx.ndim != self.ndim:
         raise RuntimeError("gather: index tensor must have the same number of dimensions as input tensor")
+    size = self.shape[dim] if self.ndim else 1
+    if idx.size and (idx.min() < 0 or idx.max() >= size):  # no wrap-around, as torch
+        bad = idx[(idx < 0) | (idx >= size)].reshape(-1)[0]
+        raise RuntimeError("gather: index %d is out of bounds for dimension %d with size %d" % (bad, dim, size))
     grids = list(np.indices(idx.shape, sparse=True))
     grids[dim] = idx.astype(np.int64)
     return self[tuple(np.broadcast_to(g, idx.shape) for g in grids)]
 
 
 def _sort(self, dim=-1, descending=False, stable=False):
-    """(values, indices) along dim; ties keep their order (numpy's stable sort; torch's default may not)."""
+    """(values, indices) along dim; ties keep their order (a stable sort; torch's default may not), NaN last
+    ascending and first descending, as torch."""
     import numpy as np
     from ._tensor import tensor
+    if self.ndim == 0:
+        return values_indices(self, tensor(np.zeros((), dtype=np.int64)))
     a = self.detach().numpy()
-    order = np.argsort(-a if descending else a, axis=dim, kind="stable")
-    if descending and np.issubdtype(a.dtype, np.floating):  # NaN first when descending, as torch
-        order = np.argsort(np.where(np.isnan(a), -np.inf, -a), axis=dim, kind="stable")
-    indices = tensor(order.astype(np.int64))
-    return values_indices(_gather(self, dim, order), indices)
+    if descending:  # stable and without negating (bools, INT64_MIN): an ascending pass over the reversed axis
+        f = np.flip(a, axis=dim)
+        if np.issubdtype(a.dtype, np.floating):  # NaN as the largest value (first when descending)
+            order = np.lexsort((np.where(np.isnan(f), 0, f), np.isnan(f)), axis=dim)
+        else:
+            order = np.argsort(f, axis=dim, kind="stable")
+        order = np.flip(a.shape[dim] - 1 - order, axis=dim)
+    else:
+        order = np.argsort(a, axis=dim, kind="stable")
+    return values_indices(_gather(self, dim, order), tensor(np.ascontiguousarray(order).astype(np.int64)))
 
 
 def _topk(self, k, dim=-1, largest=True, sorted=True):
@@ -397,6 +409,10 @@ def _multinomial(self, num_samples, replacement=False, *, generator=None):
     anything > 0), drawn from `generator` or tessel's default (so manual_seed decides them)."""
     import numpy as np
     from ._tensor import randint, tensor
+    if not self.dtype.is_floating_point:
+        raise RuntimeError("multinomial only supports floating-point dtypes for input, got: %s" % self.dtype)
+    if num_samples <= 0:
+        raise RuntimeError("cannot sample n_sample <= 0 samples")
     w = self.detach().double().numpy()
     if w.ndim not in (1, 2):
         raise RuntimeError("prob_dist must be 1 or 2 dim")
@@ -410,7 +426,13 @@ def _multinomial(self, num_samples, replacement=False, *, generator=None):
     for r in rows:
         if r.sum() <= 0:
             raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
-        out.append(rng.choice(len(r), size=num_samples, replace=replacement, p=r / r.sum()))
+        positive = int((r > 0).sum())
+        if replacement or num_samples <= positive:
+            out.append(rng.choice(len(r), size=num_samples, replace=replacement, p=r / r.sum()))
+        else:  # all positive-weight categories (random order), then zero-weight ones by index, as torch
+            picked = rng.choice(len(r), size=positive, replace=False, p=r / r.sum()).tolist()
+            picked += [i for i in range(len(r)) if r[i] == 0][:num_samples - positive]
+            out.append(np.asarray(picked))
     result = np.asarray(out, dtype=np.int64)
     return tensor(result.reshape(w.shape[:-1] + (num_samples,)))
 

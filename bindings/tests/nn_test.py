@@ -2,6 +2,7 @@
 children by attribute assignment, runs hooks around its Python forward, shares the C++ module's state
 dict and modes, and is freed exactly once whoever drops the last reference; a GPT written in Python
 matches the C++ GPT's loss and every gradient, and finite differences."""
+import collections
 import gc
 import importlib
 import io
@@ -321,6 +322,29 @@ def test_data_loader_samplers_and_collate_follow_torch_utils_data():
             return iter(range(5))
 
     assert [b.tolist() for b in DataLoader(Stream(), batch_size=2)] == [[0, 1], [2, 3], [4]]
+    # torch's collate rules: numpy scalars keep their dtype, tuples become lists, mappings keep their type,
+    # a mix of Python ints and floats is float32; batch_size=None converts each sample (default_convert).
+    from collections import OrderedDict
+    from tessel.utils.data import ConcatDataset, Subset, random_split
+    assert default_collate([np.float32(1.5), np.float32(2)]).dtype == tessel.float32
+    assert default_collate([np.int32(1), np.int32(2)]).dtype == tessel.int32
+    assert default_collate([1, 2.5]).dtype == tessel.float32 and default_collate([True, False]).dtype == tessel.bool
+    assert isinstance(default_collate([(1, 2), (3, 4)]), list)
+    assert isinstance(default_collate([OrderedDict(a=1), OrderedDict(a=2)]), OrderedDict)
+    one = list(DataLoader([np.arange(3), np.arange(3)], batch_size=None))
+    assert isinstance(one[0], tessel.Tensor) and one[0].tolist() == [0, 1, 2]
+    assert list(DataLoader([1, 2], batch_size=None, collate_fn=lambda v: ("c", v))) == [("c", 1), ("c", 2)]
+
+    class Sized(Stream):
+        def __len__(self):
+            return 5
+
+    assert len(DataLoader(Sized(), batch_size=2)) == 3 and len(DataLoader(Sized(), batch_size=2, drop_last=True)) == 2
+    tessel.manual_seed(0)
+    parts = random_split(ds, [0.7, 0.3])
+    assert [len(p) for p in parts] == [7, 3] and sorted(parts[0].indices + parts[1].indices) == list(range(10))
+    both = ConcatDataset([Subset(ds, [9, 8]), ds])
+    assert len(both) == 12 and both[1][1].item() == 8 and both[2][1].item() == 0 and both[-1][1].item() == 9
     with pytest.raises(ValueError, match="mutually exclusive with shuffle"):
         DataLoader(ds, sampler=DistributedSampler(ds, 2, 0), shuffle=True)
 
@@ -352,6 +376,49 @@ def test_lr_schedulers_give_torchs_learning_rates():
             sched.step(metric[i]) if name == "plateau" else sched.step()
             got.append(opt.param_groups[0]["lr"])
         np.testing.assert_allclose(got, want[name], rtol=1e-9, atol=1e-12, err_msg=name)
+    # Chaining (two schedulers on one optimizer; a hand-set lr carried on) and a SequentialLR resumed from
+    # its state_dict, again against torch 2.15's values.
+    chained = {"chain": [0.09000000000000001, 0.08100000000000002, 0.007290000000000002, 0.006561000000000002, 0.005904900000000002, 0.0005314410000000002, 0.0004782969000000002, 0.0004304672100000002], "warm_exp": [0.010000000000000002, 0.02925000000000001, 0.04455000000000001, 0.05649750000000003, 0.06561000000000003, 0.059049000000000025, 0.05314410000000002], "manual": [0.1, 0.05, 0.05, 0.5, 0.5, 0.25], "resume": [[0.03454915028125263, 0.03454915028125263], [0.009549150281252633, 0.009549150281252633], [0.0, 0.0], [0.009549150281252628, 0.009549150281252628]]}
+
+    def opt1():
+        return tessel.optim.SGD([tessel.zeros(1, requires_grad=True)], lr=0.1)
+
+    o = opt1()
+    a, b = S.ExponentialLR(o, 0.9), S.MultiStepLR(o, [3, 6], 0.1)
+    got = []
+    for _ in range(8):
+        o.step(), a.step(), b.step()
+        got.append(o.param_groups[0]["lr"])
+    np.testing.assert_allclose(got, chained["chain"], rtol=1e-9)
+    o = opt1()
+    a, b = S.LinearLR(o, 0.1, 1.0, 4), S.ExponentialLR(o, 0.9)
+    got = [o.param_groups[0]["lr"]]
+    for _ in range(6):
+        o.step(), a.step(), b.step()
+        got.append(o.param_groups[0]["lr"])
+    np.testing.assert_allclose(got, chained["warm_exp"], rtol=1e-9)
+    o, got = opt1(), []
+    s = S.StepLR(o, 2, 0.5)
+    for i in range(6):
+        if i == 3:
+            o.param_groups[0]["lr"] = 1.0
+        o.step(), s.step()
+        got.append(o.param_groups[0]["lr"])
+    np.testing.assert_allclose(got, chained["manual"], rtol=1e-9)
+    o = opt1()
+    s = S.SequentialLR(o, [S.LinearLR(o, 0.2, 1.0, 3), S.CosineAnnealingLR(o, 5)], [3])
+    for _ in range(5):
+        o.step(), s.step()
+    o2 = opt1()
+    s2 = S.SequentialLR(o2, [S.LinearLR(o2, 0.2, 1.0, 3), S.CosineAnnealingLR(o2, 5)], [3])
+    s2.load_state_dict(s.state_dict())
+    o2.param_groups[0]["lr"] = o.param_groups[0]["lr"]
+    got = []
+    for _ in range(4):
+        o.step(), s.step(), o2.step(), s2.step()
+        got.append((o.param_groups[0]["lr"], o2.param_groups[0]["lr"]))
+    np.testing.assert_allclose(got, chained["resume"], rtol=1e-9, atol=1e-15)
+    assert isinstance(S.ReduceLROnPlateau(opt1()), S.LRScheduler)
 
 
 def test_load_state_dict_assign_takes_the_state_dicts_tensors():
@@ -486,14 +553,14 @@ def test_bad_forward_and_bad_arguments_raise_python_errors():
     class NoForward(nn.Module):
         pass
 
-    # Any output structure, as torch: tensors inside dicts / tuples with None keep their gradients; module
-    # hooks see the tensors (tessel's hooks act on tensors).
+    # Any output structure, as torch: tensors inside dicts / tuples with None keep their gradients, and
+    # forward hooks see (and may replace) the structure forward returned.
     x = tessel.ones(2, requires_grad=True)
     seen = []
     m = ReturnsDict()
     m.register_forward_hook(lambda mod, inp, out: seen.append(type(out).__name__))
     out = m(x)
-    assert isinstance(out, dict) and out["y"].tolist() == [1.0, 1.0] and seen == ["Tensor"]
+    assert isinstance(out, dict) and out["y"].tolist() == [1.0, 1.0] and seen == ["dict"]
     (out["y"] * 3.0).sum().backward()
     assert x.grad.tolist() == [3.0, 3.0]
 
@@ -505,6 +572,17 @@ def test_bad_forward_and_bad_arguments_raise_python_errors():
     assert loss is None and logits.tolist() == [2.0, 2.0]
     logits, loss = LogitsAndLoss()(x, tessel.zeros(2))
     assert loss.item() == 1.0
+    hooked = LogitsAndLoss()
+    hooked.register_forward_hook(lambda mod, inp, out: (out[0] + 1.0, "replaced"))
+    logits, tag = hooked(x)
+    assert logits.tolist() == [3.0, 3.0] and tag == "replaced"
+    Pair = collections.namedtuple("Pair", ["logits", "loss"])
+
+    class ReturnsPair(nn.Module):
+        def forward(self, x):
+            return Pair(x * 2.0, x.sum())
+
+    assert ReturnsPair()(x).loss.item() == 2.0  # a namedtuple of tensors stays one
     with pytest.raises(NotImplementedError, match='Module \\[NoForward\\] is missing the required "forward"'):
         NoForward()(tessel.ones(1))
     with pytest.raises(TypeError, match="Linear.forward takes tensors only"):

@@ -129,6 +129,22 @@ def test_tril_gather_sort_topk_multinomial_and_index_follow_torch():
     assert d[i:i + 2].tolist() == [3, 4] and list(range(tessel.tensor(2))) == [0, 1]  # __index__
     with pytest.raises(TypeError, match="converted to an index"):
         d[tessel.tensor(1.5):]
+    # Stable sorts with torch's NaN placement, bools, INT64_MIN, 0-d; gather refuses negative indices.
+    nan = float("nan")
+    v, i = tessel.tensor([1.0, 3.0, nan, 1.0, float("inf"), -2.0]).sort(descending=True)
+    assert i.tolist() == [2, 4, 1, 0, 3, 5] and np.isnan(v.tolist()[0])
+    assert tessel.tensor([1.0, 3.0, nan, 1.0]).sort().indices.tolist() == [0, 3, 1, 2]
+    assert tessel.tensor([True, False, True]).sort(descending=True).values.tolist() == [True, True, False]
+    assert tessel.tensor([-2 ** 63, 5, 0]).sort(descending=True).values.tolist() == [5, 0, -2 ** 63]
+    assert tessel.tensor(3.0).sort().values.item() == 3.0
+    with pytest.raises(RuntimeError, match="index -1 is out of bounds"):
+        tessel.arange(6.0).reshape(2, 3).gather(1, [[-1], [0]])
+    # multinomial without replacement past the positive weights: the zero-weight categories follow.
+    assert tessel.multinomial(tessel.tensor([0.0, 1.0, 0.0]), 2).tolist() == [1, 0]
+    with pytest.raises(RuntimeError, match="n_sample <= 0"):
+        tessel.multinomial(tessel.ones(3), 0)
+    with pytest.raises(RuntimeError, match="floating-point"):
+        tessel.multinomial(tessel.tensor([1, 2]), 1)
 
 
 def test_var_std_softmax_dtype_and_spatial_cross_entropy_follow_torch():

@@ -18,6 +18,7 @@ keyword arguments) go to ``forward`` unchanged.
             return F.gelu(self.fc(x))
 """
 import collections
+import copy
 
 from .. import _C, _dtypes
 from . import functional
@@ -180,7 +181,13 @@ def _flatten_output(out, tensors):
         return lambda ts: type(out)(p(ts) for p in parts)
     if isinstance(out, dict):
         parts = [(k, _flatten_output(v, tensors)) for k, v in out.items()]
-        return lambda ts: type(out)((k, p(ts)) for k, p in parts)
+
+        def rebuild(ts):
+            new = copy.copy(out)  # the mapping's own type (OrderedDict, defaultdict, ...)
+            for k, p in parts:
+                new[k] = p(ts)
+            return new
+        return rebuild
     return lambda ts: out
 
 
@@ -201,7 +208,7 @@ def _forward_from_cpp(self, inputs):
     out = self.forward(*args, **kwargs)
     if isinstance(out, Tensor):
         kind, outs = "tensor", [out]
-    elif isinstance(out, (tuple, list)) and all(isinstance(o, Tensor) for o in out):
+    elif type(out) in (tuple, list) and all(isinstance(o, Tensor) for o in out):
         kind, outs = ("list" if isinstance(out, list) else "tuple"), list(out)
     elif call is None:
         raise TypeError("%s.forward must return a Tensor or a tuple/list of Tensors when called from C++, got %s"
@@ -418,6 +425,27 @@ def _hook(register):
     return method
 
 
+def _forward_hook_method(self, hook, *, prepend=False, with_kwargs=False, always_call=False):
+    """register_forward_hook: the hook sees forward's output as forward returned it ((logits, None), a
+    dict, ...) and may return a replacement of any structure."""
+    if prepend or with_kwargs:
+        raise NotImplementedError("prepend / with_kwargs hooks are not supported by tessel")
+
+    def on_tensors(mod, inputs, out):
+        calls = mod.__dict__.get("_tessel_calls")
+        call = calls[-1] if calls else None
+        kind = call[3] if call is not None else None
+        if not callable(kind):
+            return hook(mod, inputs, out)
+        result = hook(mod, inputs, kind(list(out) if isinstance(out, tuple) else [out]))
+        if result is None:
+            return None
+        tensors = []
+        call[3] = _flatten_output(result, tensors)
+        return tuple(tensors)
+    return RemovableHandle(self, Module._register_forward_hook(self, on_tensors))
+
+
 def extra_repr(self):
     return ""
 
@@ -444,7 +472,7 @@ _METHODS = dict(
     half=lambda self: _module_to(self, _dtypes.float16), bfloat16=lambda self: _module_to(self, _dtypes.bfloat16), register_parameter=register_parameter, add_module=add_module,
     register_module=add_module, get_parameter=get_parameter, extra_repr=extra_repr,
     register_forward_pre_hook=_hook(Module._register_forward_pre_hook),
-    register_forward_hook=_hook(Module._register_forward_hook),
+    register_forward_hook=_forward_hook_method,
     register_full_backward_pre_hook=_hook(Module._register_full_backward_pre_hook),
     register_full_backward_hook=_hook(Module._register_full_backward_hook),
 )

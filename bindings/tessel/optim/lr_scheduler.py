@@ -1,12 +1,15 @@
-"""tessel.optim.lr_scheduler: torch's schedulers — LambdaLR, StepLR, MultiStepLR, ExponentialLR,
-CosineAnnealingLR, LinearLR, ConstantLR, SequentialLR, ReduceLROnPlateau — by their closed forms (the
-values torch's chainable updates produce when stepped once per epoch), and warmup_cosine, a LambdaLR over
-core/optim's WarmupCosineSchedule (linear warmup from 0, then cosine decay to min_lr_ratio × lr).
+"""tessel.optim.lr_scheduler: torch's schedulers — LambdaLR, MultiplicativeLR, StepLR, MultiStepLR,
+ExponentialLR, CosineAnnealingLR, LinearLR, ConstantLR, SequentialLR, ReduceLROnPlateau — with torch's
+chainable updates (each step() scales the group's current lr, so schedulers stacked on one optimizer
+compose, and a hand-set lr is carried on) and closed forms for step(epoch) and SequentialLR's milestones;
+and warmup_cosine, a LambdaLR over core/optim's WarmupCosineSchedule (linear warmup from 0, then cosine
+decay to min_lr_ratio × lr).
 
     sched = warmup_cosine(opt, warmup_steps=100, total_steps=1000, min_lr_ratio=0.1)
     for step in ...: ...; opt.step(); sched.step()
 """
 import bisect
+import collections
 import math
 
 from .. import _C
@@ -15,27 +18,73 @@ from .. import _C
 class LRScheduler:
     def __init__(self, optimizer, last_epoch=-1):
         self.optimizer = optimizer
-        self.base_lrs = [g.setdefault("initial_lr", g["lr"]) for g in optimizer.param_groups]
+        if last_epoch == -1:
+            for g in optimizer.param_groups:
+                g.setdefault("initial_lr", g["lr"])
+        else:
+            for i, g in enumerate(optimizer.param_groups):
+                if "initial_lr" not in g:
+                    raise KeyError("param 'initial_lr' is not specified in param_groups[%d] when resuming an "
+                                   "optimizer" % i)
+        self.base_lrs = [g["initial_lr"] for g in optimizer.param_groups]
         self.last_epoch = last_epoch
+        self._step_count = 0
         self.step()
 
     def get_lr(self):
         raise NotImplementedError
 
-    def step(self, epoch=None):
-        self.last_epoch = self.last_epoch + 1 if epoch is None else epoch
-        for group, lr in zip(self.optimizer.param_groups, self.get_lr()):
-            group["lr"] = lr
-
-    def get_last_lr(self):
+    def _lrs(self):
         return [g["lr"] for g in self.optimizer.param_groups]
 
+    def step(self, epoch=None):
+        self._step_count += 1
+        if epoch is None:
+            self.last_epoch += 1
+            values = self.get_lr()
+        else:
+            self.last_epoch = epoch
+            values = self._get_closed_form_lr() if hasattr(self, "_get_closed_form_lr") else self.get_lr()
+        for group, lr in zip(self.optimizer.param_groups, values):
+            group["lr"] = lr
+        self._last_lr = self._lrs()
+
+    def get_last_lr(self):
+        return list(self._last_lr)
+
     def state_dict(self):
-        return {k: v for k, v in self.__dict__.items() if k != "optimizer" and not callable(v)
-                and k not in ("lr_lambdas", "_schedulers")}
+        return {k: v for k, v in self.__dict__.items() if k != "optimizer" and k != "lr_lambdas"}
 
     def load_state_dict(self, state_dict):
         self.__dict__.update(state_dict)
+
+
+class LambdaLR(LRScheduler):
+    """lr = initial lr × lr_lambda(step)."""
+
+    def __init__(self, optimizer, lr_lambda, last_epoch=-1):
+        n = len(optimizer.param_groups)
+        self.lr_lambdas = list(lr_lambda) if isinstance(lr_lambda, (list, tuple)) else [lr_lambda] * n
+        if len(self.lr_lambdas) != n:
+            raise ValueError("Expected %d lr_lambdas, but got %d" % (n, len(self.lr_lambdas)))
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        return [base * fn(self.last_epoch) for base, fn in zip(self.base_lrs, self.lr_lambdas)]
+
+
+class MultiplicativeLR(LRScheduler):
+    """lr ×= lr_lambda(step) at every step after the first."""
+
+    def __init__(self, optimizer, lr_lambda, last_epoch=-1):
+        n = len(optimizer.param_groups)
+        self.lr_lambdas = list(lr_lambda) if isinstance(lr_lambda, (list, tuple)) else [lr_lambda] * n
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        if self.last_epoch > 0:
+            return [lr * fn(self.last_epoch) for lr, fn in zip(self._lrs(), self.lr_lambdas)]
+        return self._lrs()
 
 
 class StepLR(LRScheduler):
@@ -44,16 +93,27 @@ class StepLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
+        if self.last_epoch == 0 or self.last_epoch % self.step_size != 0:
+            return self._lrs()
+        return [lr * self.gamma for lr in self._lrs()]
+
+    def _get_closed_form_lr(self):
         return [b * self.gamma ** (self.last_epoch // self.step_size) for b in self.base_lrs]
 
 
 class MultiStepLR(LRScheduler):
     def __init__(self, optimizer, milestones, gamma=0.1, last_epoch=-1):
-        self.milestones, self.gamma = sorted(milestones), gamma
+        self.milestones, self.gamma = collections.Counter(milestones), gamma
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
-        return [b * self.gamma ** bisect.bisect_right(self.milestones, self.last_epoch) for b in self.base_lrs]
+        if self.last_epoch not in self.milestones:
+            return self._lrs()
+        return [lr * self.gamma ** self.milestones[self.last_epoch] for lr in self._lrs()]
+
+    def _get_closed_form_lr(self):
+        ms = sorted(self.milestones.elements())
+        return [b * self.gamma ** bisect.bisect_right(ms, self.last_epoch) for b in self.base_lrs]
 
 
 class ExponentialLR(LRScheduler):
@@ -62,6 +122,11 @@ class ExponentialLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
+        if self.last_epoch == 0:
+            return self._lrs()
+        return [lr * self.gamma for lr in self._lrs()]
+
+    def _get_closed_form_lr(self):
         return [b * self.gamma ** self.last_epoch for b in self.base_lrs]
 
 
@@ -71,6 +136,18 @@ class CosineAnnealingLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
+        e, t = self.last_epoch, self.T_max
+        if e == 0:
+            return self._lrs()
+        if self._step_count == 1 and e > 0:
+            return [self.eta_min + (b - self.eta_min) * (1 + math.cos(e * math.pi / t)) / 2 for b in self.base_lrs]
+        if (e - 1 - t) % (2 * t) == 0:
+            return [lr + (b - self.eta_min) * (1 - math.cos(math.pi / t)) / 2
+                    for lr, b in zip(self._lrs(), self.base_lrs)]
+        return [(1 + math.cos(math.pi * e / t)) / (1 + math.cos(math.pi * (e - 1) / t)) * (lr - self.eta_min)
+                + self.eta_min for lr in self._lrs()]
+
+    def _get_closed_form_lr(self):
         c = (1 + math.cos(math.pi * self.last_epoch / self.T_max)) / 2
         return [self.eta_min + (b - self.eta_min) * c for b in self.base_lrs]
 
@@ -83,6 +160,14 @@ class LinearLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
+        if self.last_epoch == 0:
+            return [lr * self.start_factor for lr in self._lrs()]
+        if self.last_epoch > self.total_iters:
+            return self._lrs()
+        s, e, n = self.start_factor, self.end_factor, self.total_iters
+        return [lr * (1.0 + (e - s) / (n * s + (self.last_epoch - 1) * (e - s))) for lr in self._lrs()]
+
+    def _get_closed_form_lr(self):
         f = self.start_factor + (self.end_factor - self.start_factor) * min(self.last_epoch, self.total_iters) \
             / self.total_iters
         return [b * f for b in self.base_lrs]
@@ -96,11 +181,19 @@ class ConstantLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
+        if self.last_epoch == 0:
+            return [lr * self.factor for lr in self._lrs()]
+        if self.last_epoch != self.total_iters:
+            return self._lrs()
+        return [lr * (1.0 / self.factor) for lr in self._lrs()]
+
+    def _get_closed_form_lr(self):
         return [b * (self.factor if self.last_epoch < self.total_iters else 1.0) for b in self.base_lrs]
 
 
 class SequentialLR(LRScheduler):
-    """Runs schedulers[i] from milestones[i - 1] on, each from its own epoch 0 (torch's SequentialLR)."""
+    """Runs schedulers[i] from milestones[i - 1] on; at a milestone the next one restarts from its epoch 0
+    (torch's SequentialLR)."""
 
     def __init__(self, optimizer, schedulers, milestones, last_epoch=-1):
         if len(milestones) != len(schedulers) - 1:
@@ -108,25 +201,40 @@ class SequentialLR(LRScheduler):
                              "number of milestone points, but got %d and %d" % (len(schedulers), len(milestones)))
         self._schedulers, self._milestones = list(schedulers), list(milestones)
         self.optimizer = optimizer
-        self.base_lrs = [g["initial_lr"] for g in optimizer.param_groups]
         self.last_epoch = last_epoch + 1
+        for g in optimizer.param_groups:  # back to the initial lrs; undo the schedulers' own first steps
+            g["lr"] = g["initial_lr"]
+        self.base_lrs = [g["initial_lr"] for g in optimizer.param_groups]
         for s in self._schedulers:
-            s.last_epoch = 0
-        self._apply(self._schedulers[0])
-
-    def _apply(self, sched):
-        for group, lr in zip(self.optimizer.param_groups, sched.get_lr()):
-            group["lr"] = lr
+            s.last_epoch -= 1
+        first = self._schedulers[0]
+        first._step_count = 0
+        first.step()
+        self._last_lr = first.get_last_lr()
 
     def step(self, epoch=None):
         self.last_epoch += 1
         i = bisect.bisect_right(self._milestones, self.last_epoch)
         sched = self._schedulers[i]
-        sched.last_epoch = 0 if i > 0 and self._milestones[i - 1] == self.last_epoch else sched.last_epoch + 1
-        self._apply(sched)
+        if i > 0 and self._milestones[i - 1] == self.last_epoch:
+            sched.step(0)
+        else:
+            sched.step()
+        self._last_lr = sched.get_last_lr()
+
+    def state_dict(self):
+        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
+        state["_schedulers"] = [s.state_dict() for s in self._schedulers]
+        return state
+
+    def load_state_dict(self, state_dict):
+        state = dict(state_dict)
+        for s, sd in zip(self._schedulers, state.pop("_schedulers")):
+            s.load_state_dict(sd)
+        self.__dict__.update(state)
 
 
-class ReduceLROnPlateau:
+class ReduceLROnPlateau(LRScheduler):
     """torch's ReduceLROnPlateau: lr × factor once the metric has not improved (by threshold, rel or abs)
     for more than `patience` steps, then `cooldown` steps of rest; never below min_lr."""
 
@@ -143,6 +251,7 @@ class ReduceLROnPlateau:
         self.best = math.inf if mode == "min" else -math.inf
         self.num_bad_epochs = self.cooldown_counter = 0
         self.last_epoch = 0
+        self._last_lr = self._lrs()
 
     def _better(self, a):
         if self.mode == "min":
@@ -165,29 +274,7 @@ class ReduceLROnPlateau:
                 if group["lr"] - new > self.eps:
                     group["lr"] = new
             self.cooldown_counter, self.num_bad_epochs = self.cooldown, 0
-
-    def get_last_lr(self):
-        return [g["lr"] for g in self.optimizer.param_groups]
-
-    def state_dict(self):
-        return {k: v for k, v in self.__dict__.items() if k != "optimizer"}
-
-    def load_state_dict(self, state_dict):
-        self.__dict__.update(state_dict)
-
-
-class LambdaLR(LRScheduler):
-    """lr = initial lr × lr_lambda(step)."""
-
-    def __init__(self, optimizer, lr_lambda, last_epoch=-1):
-        n = len(optimizer.param_groups)
-        self.lr_lambdas = list(lr_lambda) if isinstance(lr_lambda, (list, tuple)) else [lr_lambda] * n
-        if len(self.lr_lambdas) != n:
-            raise ValueError("Expected %d lr_lambdas, but got %d" % (n, len(self.lr_lambdas)))
-        super().__init__(optimizer, last_epoch)
-
-    def get_lr(self):
-        return [base * fn(self.last_epoch) for base, fn in zip(self.base_lrs, self.lr_lambdas)]
+        self._last_lr = self._lrs()
 
 
 def warmup_cosine(optimizer, warmup_steps, total_steps, min_lr_ratio=0.1):

@@ -11,6 +11,7 @@ generator, or the `generator` / DistributedSampler's seed + epoch), not torch's.
 the calling process (the batches are the same; there are no worker processes), and pin_memory is a no-op
 (there is no GPU from Python).
 """
+import copy
 import math
 import numbers
 
@@ -43,6 +44,61 @@ class TensorDataset(Dataset):
 
     def __len__(self):
         return self.tensors[0].shape[0]
+
+
+class Subset(Dataset):
+    def __init__(self, dataset, indices):
+        self.dataset, self.indices = dataset, list(indices)
+
+    def __getitem__(self, idx):
+        if isinstance(idx, list):
+            return [self.dataset[self.indices[i]] for i in idx]
+        return self.dataset[self.indices[idx]]
+
+    def __len__(self):
+        return len(self.indices)
+
+
+class ConcatDataset(Dataset):
+    def __init__(self, datasets):
+        self.datasets = list(datasets)
+        if not self.datasets:
+            raise ValueError("datasets should not be an empty iterable")
+        self.cumulative_sizes, total = [], 0
+        for d in self.datasets:
+            total += len(d)
+            self.cumulative_sizes.append(total)
+
+    def __len__(self):
+        return self.cumulative_sizes[-1]
+
+    def __getitem__(self, idx):
+        if idx < 0:
+            if -idx > len(self):
+                raise ValueError("absolute value of index should not exceed dataset length")
+            idx += len(self)
+        import bisect
+        i = bisect.bisect_right(self.cumulative_sizes, idx)
+        return self.datasets[i][idx - (self.cumulative_sizes[i - 1] if i else 0)]
+
+
+def random_split(dataset, lengths, generator=None):
+    """Non-overlapping Subsets of the given lengths (or fractions summing to 1, the remainder spread
+    round-robin, as torch), from one permutation drawn from `generator` or tessel's default."""
+    n = len(dataset)
+    if math.isclose(sum(lengths), 1) and sum(lengths) <= 1:
+        counts = [int(math.floor(n * f)) for f in lengths]
+        for i in range(n - sum(counts)):
+            counts[i % len(counts)] += 1
+        lengths = counts
+    if sum(lengths) != n:
+        raise ValueError("Sum of input lengths does not equal the length of the input dataset!")
+    perm = np.random.default_rng(_seed_from(generator)).permutation(n).tolist()
+    out, start = [], 0
+    for k in lengths:
+        out.append(Subset(dataset, perm[start:start + k]))
+        start += k
+    return out
 
 
 def _seed_from(generator):
@@ -90,6 +146,36 @@ class RandomSampler(Sampler):
         while len(out) < self.num_samples:
             out.extend(rng.permutation(n).tolist())
         return iter(out[:self.num_samples])
+
+    def __len__(self):
+        return self.num_samples
+
+
+class SubsetRandomSampler(Sampler):
+    def __init__(self, indices, generator=None):
+        self.indices, self.generator = list(indices), generator
+
+    def __iter__(self):
+        order = np.random.default_rng(_seed_from(self.generator)).permutation(len(self.indices))
+        return iter(self.indices[i] for i in order.tolist())
+
+    def __len__(self):
+        return len(self.indices)
+
+
+class WeightedRandomSampler(Sampler):
+    def __init__(self, weights, num_samples, replacement=True, generator=None):
+        w = np.asarray(weights.tolist() if isinstance(weights, Tensor) else weights, dtype=np.float64)
+        if w.ndim != 1 or (w < 0).any() or w.sum() <= 0:
+            raise ValueError("weights should be a 1-d sequence of non-negative numbers with a positive sum")
+        if not replacement and num_samples > (w > 0).sum():
+            raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without replacement")
+        self.weights, self.num_samples, self.replacement, self.generator = w, num_samples, replacement, generator
+
+    def __iter__(self):
+        rng = np.random.default_rng(_seed_from(self.generator))
+        return iter(rng.choice(len(self.weights), self.num_samples, replace=self.replacement,
+                               p=self.weights / self.weights.sum()).tolist())
 
     def __len__(self):
         return self.num_samples
@@ -160,32 +246,53 @@ class DistributedSampler(Sampler):
         self.epoch = epoch
 
 
+def default_convert(data):
+    """torch's default_convert (DataLoader with batch_size=None): numpy arrays and scalars become tensors,
+    containers are converted element by element, everything else is kept."""
+    if isinstance(data, (np.ndarray, np.generic)) and data.dtype.kind in "biuf":
+        return _tensor(np.asarray(data))
+    if isinstance(data, dict):
+        out = copy.copy(data)
+        for k in data:
+            out[k] = default_convert(data[k])
+        return out
+    if isinstance(data, tuple) and hasattr(data, "_fields"):
+        return type(data)(*(default_convert(d) for d in data))
+    if isinstance(data, (tuple, list)):
+        return type(data)(default_convert(d) for d in data)
+    return data
+
+
 def default_collate(batch):
-    """torch's default_collate: tensors (and numpy arrays) stacked along a new dim 0; Python ints int64,
-    floats float64 and bools bool tensors; tuples, lists and dicts collated element-wise; strings as a list."""
+    """torch's default_collate: tensors (and numpy arrays) stacked along a new dim 0; numpy scalars in
+    their dtype; Python floats float64, other Python numbers as torch.tensor infers them (ints int64, a
+    mix float32, bools bool); mappings (their type kept) and sequences (as lists) collated element-wise;
+    strings as a list."""
     from .. import stack
     elem = batch[0]
     if isinstance(elem, Tensor):
         return stack(list(batch), 0)
-    if isinstance(elem, np.ndarray):
+    if isinstance(elem, np.ndarray) and elem.ndim > 0:
         return stack([_tensor(b) for b in batch], 0)
-    if isinstance(elem, bool):
-        return _tensor(list(batch), dtype=_C.dtype.bool)
-    if isinstance(elem, numbers.Integral):
-        return _tensor(list(batch), dtype=_C.dtype.int64)
-    if isinstance(elem, numbers.Real):
+    if isinstance(elem, (np.ndarray, np.generic)):
+        return _tensor(np.asarray(batch))
+    if isinstance(elem, float):
         return _tensor(list(batch), dtype=_C.dtype.float64)
+    if isinstance(elem, numbers.Number):
+        return _tensor(list(batch))
     if isinstance(elem, (str, bytes)):
         return list(batch)
     if isinstance(elem, dict):
-        return {k: default_collate([b[k] for b in batch]) for k in elem}
+        out = copy.copy(elem)
+        for k in elem:
+            out[k] = default_collate([b[k] for b in batch])
+        return out
     if isinstance(elem, tuple) and hasattr(elem, "_fields"):  # namedtuple
         return type(elem)(*(default_collate(list(s)) for s in zip(*batch)))
     if isinstance(elem, (tuple, list)):
         if any(len(b) != len(elem) for b in batch):
             raise RuntimeError("each element in list of batch should be of equal size")
-        out = [default_collate(list(s)) for s in zip(*batch)]
-        return tuple(out) if isinstance(elem, tuple) else out
+        return [default_collate(list(s)) for s in zip(*batch)]
     raise TypeError("default_collate: batch must contain tensors, numpy arrays, numbers, dicts or lists; found %s"
                     % type(elem).__name__)
 
@@ -198,7 +305,8 @@ class DataLoader:
                  multiprocessing_context=None, generator=None, *, prefetch_factor=None, persistent_workers=False,
                  pin_memory_device=""):
         self.dataset, self.num_workers, self.drop_last = dataset, num_workers, drop_last
-        self.collate_fn = collate_fn or default_collate
+        self.collate_fn = collate_fn or (default_collate if batch_size is not None or batch_sampler is not None
+                                         else default_convert)
         self._iterable = isinstance(dataset, IterableDataset)
         if self._iterable:
             if shuffle or sampler is not None or batch_sampler is not None:
@@ -221,7 +329,8 @@ class DataLoader:
     def __iter__(self):
         if self._iterable:
             if self.batch_size is None:
-                yield from self.dataset
+                for sample in self.dataset:
+                    yield self.collate_fn(sample)
                 return
             batch = []
             for sample in self.dataset:
@@ -232,14 +341,17 @@ class DataLoader:
             if batch and not self.drop_last:
                 yield self.collate_fn(batch)
             return
-        if self.batch_sampler is None:  # batch_size=None: samples one by one, uncollated
-            for i in self.sampler:
-                yield self.dataset[i]
+        if self.batch_sampler is None:  # batch_size=None: samples one by one, through collate_fn
+            for i in self.sampler:             # (default_convert)
+                yield self.collate_fn(self.dataset[i])
             return
         for indices in self.batch_sampler:
             yield self.collate_fn([self.dataset[i] for i in indices])
 
     def __len__(self):
-        if self._iterable:
-            raise TypeError("len() of a DataLoader over an IterableDataset is not defined")
+        if self._iterable:  # as torch: from the dataset's own __len__, when it has one
+            n = len(self.dataset)
+            if self.batch_size is None:
+                return n
+            return n // self.batch_size if self.drop_last else math.ceil(n / self.batch_size)
         return len(self.batch_sampler) if self.batch_sampler is not None else len(self.sampler)
