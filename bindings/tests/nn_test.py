@@ -419,6 +419,28 @@ def test_lr_schedulers_give_torchs_learning_rates():
         got.append((o.param_groups[0]["lr"], o2.param_groups[0]["lr"]))
     np.testing.assert_allclose(got, chained["resume"], rtol=1e-9, atol=1e-15)
     assert isinstance(S.ReduceLROnPlateau(opt1()), S.LRScheduler)
+    more = {"poly": [0.06944444444444446, 0.04444444444444447, 0.02500000000000001, 0.011111111111111117, 0.0027777777777777775, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0], "warm": [0.0775, 0.032500000000000015, 0.1, 0.09397114317029975, 0.0775, 0.05500000000000001, 0.032500000000000015, 0.01602885682970026, 0.1, 0.09846666218300808, 0.09397114317029975, 0.08681980515339464], "onecycle": [0.29516394846410077, 0.7893697913739435, 0.9997020714672542, 0.9643782625501709, 0.8742558770640542, 0.7399697791049373, 0.5773663579364711, 0.4056335797487326, 0.24503671767014096, 0.11452695450885979, 0.029505054314122554, 4e-06], "onecycle3": [0.37103448275862067, 0.7020689655172414, 0.9668965517241379, 0.6358620689655172, 0.30482758620689654, 0.038709806451612906, 0.03225883870967742, 0.025807870967741932, 0.01935690322580645, 0.012905935483870964, 0.006454967741935477, 3.9999999999970615e-06]}
+    for name, make in {"poly": lambda o: S.PolynomialLR(o, 6, 2.0),
+                       "warm": lambda o: S.CosineAnnealingWarmRestarts(o, 3, 2, 0.01),
+                       "onecycle": lambda o: S.OneCycleLR(o, 1.0, total_steps=13, cycle_momentum=False),
+                       "onecycle3": lambda o: S.OneCycleLR(o, 1.0, total_steps=13, cycle_momentum=False,
+                                                           three_phase=True, anneal_strategy="linear")}.items():
+        o, got = opt1(), []
+        sched = make(o)
+        for _ in range(12):
+            o.step(), sched.step()
+            got.append(o.param_groups[0]["lr"])
+        np.testing.assert_allclose(got, more[name], rtol=1e-9, atol=1e-15, err_msg=name)
+    # add_param_group: a second group with its own lr steps with it.
+    a, b = tessel.ones(2, requires_grad=True), tessel.ones(2, requires_grad=True)
+    o = tessel.optim.SGD([a], lr=0.1)
+    o.add_param_group({"params": [b], "lr": 0.5})
+    a.grad, b.grad = tessel.ones(2), tessel.ones(2)
+    o.step()
+    np.testing.assert_allclose(a.tolist() + b.tolist(), [0.9, 0.9, 0.5, 0.5], rtol=1e-6)  # float32 steps
+    assert len(o.param_groups) == 2
+    with pytest.raises(ValueError, match="more than one parameter group"):
+        o.add_param_group({"params": [a]})
 
 
 def test_load_state_dict_assign_takes_the_state_dicts_tensors():

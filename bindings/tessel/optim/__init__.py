@@ -84,6 +84,28 @@ class Optimizer:
             opt.step()
         return loss
 
+    def add_param_group(self, param_group):
+        """torch's add_param_group: a new group (its own options, the defaults for the rest); a parameter
+        already in the optimizer is a ValueError, as torch."""
+        if not isinstance(param_group, dict):
+            raise TypeError("param_group must be a dict, but got %s" % type(param_group).__name__)
+        existing = {hash(p) for g in self.param_groups for p in g["params"]}
+        gi = len(self.param_groups)
+        group = dict(self.defaults, **param_group)
+        ps = group["params"]
+        named = _named([ps] if isinstance(ps, _C.Tensor) else list(ps), gi)
+        for name, p in named:
+            if hash(p) in existing:
+                raise ValueError("some parameters appear in more than one parameter group ('%s')" % name)
+        named = [(n if n not in self._all_names else "param_groups.%d.%d" % (gi, i), p)
+                 for i, (n, p) in enumerate(named)]
+        self._optimizers.append(self._make(named, group))
+        self._names.append({n for n, _ in named})
+        self._ordered.append([n for n, _ in named])
+        self._all_names |= self._names[-1]
+        group["params"] = [p for _, p in named]
+        self.param_groups.append(group)
+
     def zero_grad(self, set_to_none=True):
         for group, opt in zip(self.param_groups, self._optimizers):
             if set_to_none:

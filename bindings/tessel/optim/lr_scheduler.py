@@ -234,6 +234,120 @@ class SequentialLR(LRScheduler):
         self.__dict__.update(state)
 
 
+class PolynomialLR(LRScheduler):
+    def __init__(self, optimizer, total_iters=5, power=1.0, last_epoch=-1):
+        self.total_iters, self.power = total_iters, power
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        if self.last_epoch == 0 or self.last_epoch > self.total_iters:
+            return self._lrs()
+        f = ((1.0 - self.last_epoch / self.total_iters) / (1.0 - (self.last_epoch - 1) / self.total_iters)) \
+            ** self.power
+        return [lr * f for lr in self._lrs()]
+
+    def _get_closed_form_lr(self):
+        f = (1.0 - min(self.total_iters, self.last_epoch) / self.total_iters) ** self.power
+        return [b * f for b in self.base_lrs]
+
+
+class CosineAnnealingWarmRestarts(LRScheduler):
+    """Cosine from the base lr to eta_min over T_0 steps, restarting with periods T_0, T_0·T_mult, ..."""
+
+    def __init__(self, optimizer, T_0, T_mult=1, eta_min=0.0, last_epoch=-1):
+        if T_0 <= 0 or not isinstance(T_0, int):
+            raise ValueError("Expected positive integer T_0, but got %s" % T_0)
+        if T_mult < 1 or not isinstance(T_mult, int):
+            raise ValueError("Expected integer T_mult >= 1, but got %s" % T_mult)
+        self.T_0, self.T_i, self.T_mult, self.eta_min = T_0, T_0, T_mult, eta_min
+        self.T_cur = last_epoch
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        c = (1 + math.cos(math.pi * self.T_cur / self.T_i)) / 2
+        return [self.eta_min + (b - self.eta_min) * c for b in self.base_lrs]
+
+    def step(self, epoch=None):
+        if epoch is None and self.last_epoch < 0:
+            epoch = 0
+        if epoch is None:
+            epoch = self.last_epoch + 1
+            self.T_cur += 1
+            if self.T_cur >= self.T_i:
+                self.T_cur -= self.T_i
+                self.T_i *= self.T_mult
+        else:
+            if epoch >= self.T_0:
+                if self.T_mult == 1:
+                    self.T_cur = epoch % self.T_0
+                else:
+                    n = int(math.log(epoch / self.T_0 * (self.T_mult - 1) + 1, self.T_mult))
+                    self.T_cur = epoch - self.T_0 * (self.T_mult ** n - 1) / (self.T_mult - 1)
+                    self.T_i = self.T_0 * self.T_mult ** n
+            else:
+                self.T_i, self.T_cur = self.T_0, epoch
+        self.last_epoch = math.floor(epoch)
+        self._step_count += 1
+        for group, lr in zip(self.optimizer.param_groups, self.get_lr()):
+            group["lr"] = lr
+        self._last_lr = self._lrs()
+
+
+class OneCycleLR(LRScheduler):
+    """torch's OneCycleLR (per batch): from max_lr/div_factor up to max_lr over pct_start of the steps, then
+    down to max_lr/(div_factor·final_div_factor); cosine or linear annealing; three_phase as torch. The
+    momentum (or beta1) cycling of torch's cycle_momentum is not done (cycle_momentum=True raises)."""
+
+    def __init__(self, optimizer, max_lr, total_steps=None, epochs=None, steps_per_epoch=None, pct_start=0.3,
+                 anneal_strategy="cos", cycle_momentum=True, base_momentum=0.85, max_momentum=0.95,
+                 div_factor=25.0, final_div_factor=1e4, three_phase=False, last_epoch=-1):
+        if cycle_momentum:
+            raise NotImplementedError("OneCycleLR(cycle_momentum=True): tessel cycles the lr only; pass "
+                                      "cycle_momentum=False")
+        if total_steps is None:
+            if epochs is None or steps_per_epoch is None:
+                raise ValueError("You must define either total_steps OR (epochs AND steps_per_epoch)")
+            total_steps = epochs * steps_per_epoch
+        if anneal_strategy not in ("cos", "linear"):
+            raise ValueError("anneal_strategy must be one of 'cos' or 'linear', instead got %s" % anneal_strategy)
+        self.total_steps = total_steps
+        self._anneal = (lambda a, b, p: b + (a - b) / 2.0 * (math.cos(math.pi * p) + 1)) if anneal_strategy == "cos" \
+            else (lambda a, b, p: (b - a) * p + a)
+        n = len(optimizer.param_groups)
+        max_lrs = list(max_lr) if isinstance(max_lr, (list, tuple)) else [max_lr] * n
+        if last_epoch == -1:
+            for g, m in zip(optimizer.param_groups, max_lrs):
+                g["initial_lr"] = m / div_factor
+                g["max_lr"] = m
+                g["min_lr"] = g["initial_lr"] / final_div_factor
+        if three_phase:
+            self._phases = [(float(pct_start * total_steps) - 1, "initial_lr", "max_lr"),
+                            (float(2 * pct_start * total_steps) - 2, "max_lr", "initial_lr"),
+                            (total_steps - 1, "initial_lr", "min_lr")]
+        else:
+            self._phases = [(float(pct_start * total_steps) - 1, "initial_lr", "max_lr"),
+                            (total_steps - 1, "max_lr", "min_lr")]
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        step = self.last_epoch
+        if step > self.total_steps:
+            raise ValueError("Tried to step %d times. The specified number of total steps is %d"
+                             % (step, self.total_steps))
+        out = []
+        for g in self.optimizer.param_groups:
+            start = 0
+            for i, (end, a, b) in enumerate(self._phases):
+                if step <= end or i == len(self._phases) - 1:
+                    out.append(self._anneal(g[a], g[b], (step - start) / (end - start)))
+                    break
+                start = end
+        return out
+
+    def state_dict(self):
+        return {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_anneal")}
+
+
 class ReduceLROnPlateau(LRScheduler):
     """torch's ReduceLROnPlateau: lr × factor once the metric has not improved (by threshold, rel or abs)
     for more than `patience` steps, then `cooldown` steps of rest; never below min_lr."""
