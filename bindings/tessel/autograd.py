@@ -47,6 +47,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         raise ValueError("grad_tensors has %d entries for %d tensors" % (len(seeds), len(tensors)))
     if inputs is None:
         _C._backward(tensors, seeds, bool(retain_graph))
+        _post_backward()
         return
     inputs = _seq(inputs)
     if not inputs:
@@ -56,6 +57,13 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     for x, b, g in zip(inputs, before, grads):
         if g is not None:
             x.grad = g.detach() if b is None else b + g
+    _post_backward()
+
+
+def _post_backward():
+    """What runs once a backward returns: DistributedDataParallel's gradient averaging."""
+    from .nn import parallel
+    parallel._run_pending()
 
 
 def _tensor_backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):

@@ -440,6 +440,52 @@ def test_new_group_p2p_and_list_and_object_collectives_follow_torch_distributed(
     tessel.run_ranks(3, rank_fn)
 
 
+def test_distributed_data_parallel_trains_as_one_rank_on_the_whole_batch():
+    from tessel.nn.parallel import DistributedDataParallel as DDP
+    rng = np.random.default_rng(4)
+    x_all, y_all = rng.standard_normal((8, 3)).astype(np.float32), rng.standard_normal((8, 2)).astype(np.float32)
+
+    def make(seed):
+        tessel.manual_seed(seed)
+        return nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2))
+
+    ref = make(0)  # one rank, the whole batch, three SGD steps
+    opt = tessel.optim.SGD(ref.parameters(), lr=0.5)
+    for _ in range(3):
+        opt.zero_grad()
+        ((ref(tessel.tensor(x_all)) - tessel.tensor(y_all)) ** 2).mean().backward()
+        opt.step()
+    want = [p.detach().numpy() for p in ref.parameters()]
+    results = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        rank = dist.get_rank()
+        model = DDP(make(rank))  # different initial weights per rank: DDP starts them all from rank 0's
+        assert list(model.state_dict())[0].startswith("module.")
+        opt = tessel.optim.SGD(model.parameters(), lr=0.5)
+        x, y = tessel.tensor(x_all[rank * 4:(rank + 1) * 4]), tessel.tensor(y_all[rank * 4:(rank + 1) * 4])
+        for _ in range(3):
+            opt.zero_grad()
+            ((model(x) - y) ** 2).mean().backward()
+            opt.step()
+        results[rank] = [p.detach().numpy() for p in model.module.parameters()]
+        # no_sync: local accumulation, then one averaging of the sums.
+        opt.zero_grad()
+        with model.no_sync():
+            ((model(x) - y) ** 2).mean().backward()
+        local = model.module[0].weight.grad.numpy().copy()
+        ((model(x) - y) ** 2).mean().backward()  # synchronized: the mean over ranks of the local sums
+        total = tessel.tensor(2 * local)
+        dist.all_reduce(total)
+        np.testing.assert_allclose(model.module[0].weight.grad.numpy(), total.numpy() / 2, rtol=1e-5, atol=1e-6)
+
+    tessel.run_ranks(2, rank_fn)
+    for r in range(2):
+        for got, w in zip(results[r], want):
+            np.testing.assert_allclose(got, w, rtol=1e-5, atol=1e-6)
+
+
 def test_bad_distributed_input_raises_python_errors_with_tessels_message():
     def rank_fn(world):
         dist.init_process_group()

@@ -35,3 +35,4 @@ LayerNorm = _C.LayerNorm
 RMSNorm = _C.RMSNorm
 GPT = _C.GPT
 GPTConfig = _C.GPTConfig
+from . import parallel  # noqa: E402,F401 (torch.nn.parallel.DistributedDataParallel)

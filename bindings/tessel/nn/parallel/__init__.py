@@ -1,0 +1,110 @@
+"""tessel.nn.parallel: torch.nn.parallel.DistributedDataParallel for the Python face.
+
+    model = DistributedDataParallel(model)          # after init_process_group; every rank wraps alike
+    loss = loss_fn(model(x_rank), y_rank); loss.backward(); opt.step()
+
+What torch's DDP guarantees, kept: at construction every rank's parameters and buffers become rank 0's
+(broadcast); after each backward that followed a forward of the wrapped module, every parameter's .grad
+is the mean over the ranks; `no_sync()` skips the averaging (gradients accumulate locally until the
+next synchronized backward); `model.module` is the wrapped module and state dict keys start with
+"module.", as torch's. How: one all_reduce per dtype of every gradient, flattened, plus one flag per
+parameter, run when the backward returns (tessel.autograd.backward calls it). So a parameter that got a
+gradient on some ranks only gets the mean with zeros from the others (torch's find_unused_parameters
+behaviour, without the flag), and one that got none anywhere stays None. Unlike torch's buckets, the
+all_reduce does not overlap the backward.
+"""
+import contextlib
+import threading
+
+from ... import _C
+from ..modules import Module
+
+_pending = threading.local()  # per thread (a run_ranks rank): the DDP modules whose forward ran
+
+
+def _queue(ddp):
+    lst = getattr(_pending, "modules", None)
+    if lst is None:
+        lst = _pending.modules = []
+    if all(m is not ddp for m in lst):
+        lst.append(ddp)
+
+
+def _run_pending():
+    """Called after every backward on this thread: synchronizes the gradients of the DDP modules whose
+    forward ran since the last one."""
+    lst = getattr(_pending, "modules", None)
+    if not lst:
+        return
+    _pending.modules = []
+    for ddp in lst:
+        ddp._sync_gradients()
+
+
+class DistributedDataParallel(Module):
+    def __init__(self, module, device_ids=None, output_device=None, dim=0, broadcast_buffers=True,
+                 process_group=None, bucket_cap_mb=None, find_unused_parameters=False, check_reduction=False,
+                 gradient_as_bucket_view=False, static_graph=False, delay_all_reduce_named_params=None,
+                 param_to_hook_all_reduce=None, mixed_precision=None, device_mesh=None):
+        super().__init__()
+        from ... import distributed as dist
+        if device_ids not in (None, []) and any(str(d) not in ("cpu", "-1") for d in device_ids):
+            raise NotImplementedError("DistributedDataParallel(device_ids=%s): tessel's Python face runs on "
+                                      "the CPU; pass no device_ids" % (device_ids,))
+        if device_mesh is not None:
+            process_group = device_mesh.get_group()
+        self.module = module
+        self.process_group = process_group if process_group is not None else dist._default_group("DDP")
+        self.broadcast_buffers = broadcast_buffers
+        self.require_backward_grad_sync = True
+        if any(p.is_distributed for p in module.parameters()):
+            raise ValueError("DistributedDataParallel: the module has DTensor (sharded) parameters; use "
+                             "fully_shard's replicate axis (HSDP) for data parallelism over them")
+        root = dist.get_global_rank(self.process_group, 0)
+        with _C._GradMode(False):
+            for t in list(module.parameters()) + [b for b in module.buffers() if b is not None]:
+                dist.broadcast(t, src=root, group=self.process_group)
+
+    def forward(self, *args, **kwargs):
+        if self.require_backward_grad_sync and _C.is_grad_enabled():
+            _queue(self)
+        return self.module(*args, **kwargs)
+
+    @contextlib.contextmanager
+    def no_sync(self):
+        """Gradients of the backwards inside accumulate locally; the next synchronized one averages
+        the sum."""
+        old = self.require_backward_grad_sync
+        self.require_backward_grad_sync = False
+        try:
+            yield
+        finally:
+            self.require_backward_grad_sync = old
+
+    def _sync_gradients(self):
+        from ... import cat, zeros
+        from ..._tensor import zeros_like
+        g = self.process_group
+        params = [p for p in self.module.parameters() if p.requires_grad]
+        by_dtype = {}
+        for p in params:
+            by_dtype.setdefault(p.dtype, []).append(p)
+        with _C._GradMode(False):
+            for dtype, ps in by_dtype.items():
+                flags = zeros(len(ps), dtype=dtype)
+                for i, p in enumerate(ps):
+                    if p.grad is not None:
+                        flags[i] = 1.0
+                parts = [(p.grad if p.grad is not None else zeros_like(p)).reshape(-1) for p in ps]
+                flat = cat(parts + [flags], 0).contiguous()
+                g.all_reduce(flat, _C.ReduceOp.SUM, False)
+                counts, offset = flat[flat.numel() - len(ps):].tolist(), 0
+                for p, count in zip(ps, counts):
+                    n = p.numel()
+                    if count > 0:
+                        mean = flat[offset:offset + n].view(*p.shape) / float(g.size)
+                        if p.grad is None:
+                            p.grad = mean.contiguous()
+                        else:
+                            p.grad.copy_(mean)
+                    offset += n
