@@ -17,8 +17,8 @@ import numbers
 
 import numpy as np
 
-from .. import _C
-from .._tensor import Tensor, tensor as _tensor
+from ... import _C
+from ..._tensor import Tensor, tensor as _tensor
 
 
 class Dataset:
@@ -103,7 +103,7 @@ def random_split(dataset, lengths, generator=None):
 
 def _seed_from(generator):
     """A 63-bit seed drawn from a tessel Generator (or the default one): shuffles follow manual_seed."""
-    from .._tensor import randint
+    from ..._tensor import randint
     return int(randint(0, 2 ** 62, (1,), generator=generator).item())
 
 
@@ -207,7 +207,7 @@ class DistributedSampler(Sampler):
     index list, padded by repeating its start so every rank gets num_samples, or cut with drop_last."""
 
     def __init__(self, dataset, num_replicas=None, rank=None, shuffle=True, seed=0, drop_last=False):
-        from .. import distributed as dist
+        from ... import distributed as dist
         if num_replicas is None:
             num_replicas = dist.get_world_size()
         if rank is None:
@@ -268,7 +268,7 @@ def default_collate(batch):
     their dtype; Python floats float64, other Python numbers as torch.tensor infers them (ints int64, a
     mix float32, bools bool); mappings (their type kept) and sequences (as lists) collated element-wise;
     strings as a list."""
-    from .. import stack
+    from ... import stack
     elem = batch[0]
     if isinstance(elem, Tensor):
         return stack(list(batch), 0)
