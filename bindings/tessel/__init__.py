@@ -81,6 +81,11 @@ from ._tensor import (  # noqa: F401
 # Tensor.argmax, max(dim).values, add_(scalar), normal_, .data, pickling, ... and torch's function forms.
 from . import _compat, _serialization  # noqa: E402,F401
 from ._device import cuda, device  # noqa: E402,F401
+from . import _extra  # noqa: E402 (torch functions composed in Python: tessel.minimum, tessel.sin, ...)
+for _name, _fn in _extra.TORCH_FUNCTIONS.items():
+    globals()[_name] = _fn
+for _name, _fn in _extra.TENSOR_METHODS.items():
+    setattr(Tensor, _name, _fn)
 for _name in _compat.FUNCTION_FORMS:
     if _name not in globals():
         globals()[_name] = _compat._function_form(_name)

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import tessel
+import tessel.nn as nn
 import tessel.nn.functional as F
 
 
@@ -145,6 +146,61 @@ def test_tril_gather_sort_topk_multinomial_and_index_follow_torch():
         tessel.multinomial(tessel.ones(3), 0)
     with pytest.raises(RuntimeError, match="floating-point"):
         tessel.multinomial(tessel.tensor([1, 2]), 1)
+
+
+def test_composed_torch_functions_match_numpy_formulas_and_finite_differences():
+    rng = np.random.default_rng(11)
+    a, b = rng.standard_normal((3, 4)), rng.standard_normal((3, 4))
+    x, y = tessel.tensor(a), tessel.tensor(b)
+    close = np.testing.assert_allclose
+    close(tessel.minimum(x, y).numpy(), np.minimum(a, b)), close(tessel.maximum(x, y).numpy(), np.maximum(a, b))
+    close(tessel.logsumexp(x, 1).numpy(), np.log(np.exp(a).sum(1)), rtol=1e-12)
+    close(tessel.cumsum(x, 0).numpy(), np.cumsum(a, 0), rtol=1e-12), close(x.cumsum(1).numpy(), np.cumsum(a, 1))
+    assert tessel.cumsum(tessel.tensor([1, 2, 3]), 0).tolist() == [1, 3, 6]
+    close(F.softplus(x * 30).numpy(), np.where(a * 30 > 20, a * 30, np.log1p(np.exp(a * 30))), rtol=1e-12, atol=1e-15)
+    close(F.leaky_relu(x, 0.1).numpy(), np.where(a > 0, a, 0.1 * a)), close(F.elu(x).numpy(), np.where(a > 0, a, np.expm1(a)))
+    close(F.logsigmoid(x).numpy(), -np.log1p(np.exp(-a)), rtol=1e-12)
+    close(x.flip(1).numpy(), a[:, ::-1]), close(x.roll(1, 1).numpy(), np.roll(a, 1, 1))
+    close(x.repeat(2, 1).numpy(), np.tile(a, (2, 1))), close(x.repeat_interleave(2, 0).numpy(), np.repeat(a, 2, 0))
+    close(tessel.movedim(x.reshape(3, 2, 2), 0, 2).numpy(), np.moveaxis(a.reshape(3, 2, 2), 0, 2))
+    close(tessel.diag(x).numpy(), np.diag(a)), close(tessel.diag(tessel.tensor(a[0])).numpy(), np.diag(a[0]))
+    close(tessel.outer(x[0], x[1]).numpy(), np.outer(a[0], a[1])), close(tessel.trace(x).item(), np.trace(a))
+    close(tessel.sin(x).numpy(), np.sin(a)), close(tessel.cos(tessel.arange(4.0)).numpy(), np.cos(np.arange(4.0)), rtol=1e-6)
+    with pytest.raises(NotImplementedError, match="sin of a tensor that requires grad"):
+        tessel.sin(tessel.ones(2, requires_grad=True))
+    assert F.one_hot(tessel.tensor([2, 0]), 3).tolist() == [[0, 0, 1], [1, 0, 0]]
+    close(F.pad(x, (1, 2)).numpy(), np.pad(a, ((0, 0), (1, 2)))), close(F.pad(x, (0, -1, 1, 0), value=5.0).numpy(),
+                                                                      np.pad(a[:, :3], ((1, 0), (0, 0)), constant_values=5))
+    close(F.normalize(x, dim=1).numpy(), a / np.linalg.norm(a, axis=1, keepdims=True))
+    t = (b > 0).astype(np.float64)
+    close(F.binary_cross_entropy_with_logits(x, tessel.tensor(t)).item(),
+          np.mean(np.maximum(a, 0) - a * t + np.log1p(np.exp(-np.abs(a)))), rtol=1e-12)
+    p = 1 / (1 + np.exp(-a))
+    close(nn.BCELoss()(tessel.tensor(p), tessel.tensor(t)).item(), -np.mean(t * np.log(p) + (1 - t) * np.log(1 - p)), rtol=1e-10)
+    logp = a - np.log(np.exp(a).sum(1, keepdims=True))
+    close(F.nll_loss(tessel.tensor(logp), tessel.tensor([1, -100, 3])).item(), -(logp[0, 1] + logp[2, 3]) / 2, rtol=1e-12)
+    close(F.nll_loss(tessel.tensor(logp), tessel.tensor([1, -100, 3]), reduction="none").numpy(), [-logp[0, 1], 0, -logp[2, 3]])
+    close(nn.SmoothL1Loss()(x, y).item(), np.mean(np.where(np.abs(a - b) < 1, 0.5 * (a - b) ** 2, np.abs(a - b) - 0.5)))
+    close(nn.L1Loss(reduction="sum")(x, y).item(), np.abs(a - b).sum())
+    close(nn.Softmax(dim=0)(x).numpy(), np.exp(a) / np.exp(a).sum(0)), close(nn.Flatten(0)(x).numpy(), a.reshape(-1))
+    assert tessel.isnan(tessel.tensor([1.0, float("nan")])).tolist() == [False, True]
+    assert tessel.nan_to_num(tessel.tensor([float("nan"), float("inf")]), posinf=7.0).tolist() == [0.0, 7.0]
+    assert x.new_zeros(2, 3).shape == (2, 3) and x.new_ones((1,)).dtype == tessel.float64
+    assert tessel.nonzero(tessel.tensor([[0, 1], [1, 0]])).tolist() == [[0, 1], [1, 0]]
+    assert tessel.any(tessel.tensor([0, 0, 1])).item() and not tessel.all(tessel.tensor([0, 1])).item()
+    # Gradients of the composed ones, against central differences.
+    for fn in (lambda z: tessel.logsumexp(z, 1).sum(), lambda z: F.softplus(z * 3.0).sum(),
+               lambda z: tessel.minimum(z, y).sum() + tessel.cumsum(z, 1).pow(2.0).sum(),
+               lambda z: F.binary_cross_entropy_with_logits(z, tessel.tensor(t)),
+               lambda z: F.pad(z, (1, 1)).pow(2.0).sum() + z.roll(1, 0).flip(1)[0].sum() * 3.0):
+        z = tessel.tensor(a, requires_grad=True)
+        fn(z).backward()
+        num = np.zeros_like(a)
+        for i in np.ndindex(a.shape):
+            d = np.zeros_like(a)
+            d[i] = 1e-6
+            num[i] = (fn(tessel.tensor(a + d)).item() - fn(tessel.tensor(a - d)).item()) / 2e-6
+        close(z.grad.numpy(), num, rtol=1e-5, atol=1e-6)
 
 
 def test_var_std_softmax_dtype_and_spatial_cross_entropy_follow_torch():

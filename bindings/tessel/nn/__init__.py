@@ -36,3 +36,5 @@ RMSNorm = _C.RMSNorm
 GPT = _C.GPT
 GPTConfig = _C.GPTConfig
 from . import parallel  # noqa: E402,F401 (torch.nn.parallel.DistributedDataParallel)
+from .modules import _make_extra_modules  # noqa: E402
+globals().update(_make_extra_modules())  # Sigmoid, Softmax, LeakyReLU, ..., BCEWithLogitsLoss, NLLLoss, ...

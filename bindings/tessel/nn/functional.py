@@ -48,3 +48,7 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     if reduction == "none":
         return sq
     raise ValueError("%s is not a valid value for reduction" % reduction)
+
+
+from .._extra import FUNCTIONAL as _EXTRA  # noqa: E402 (one_hot, pad, normalize, the other losses, ...)
+globals().update(_EXTRA)

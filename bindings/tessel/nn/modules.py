@@ -627,6 +627,81 @@ class Dropout(Module):
         return "p=%s, inplace=%s" % (self.p, self.inplace)
 
 
+def _elementwise_module(name, fn, doc, *fields):
+    """A parameter-free module computing fn(x, *its options) (torch's activation / shape modules)."""
+    defaults = [f[1] for f in fields]
+    names = [f[0] for f in fields]
+
+    def __init__(self, *args, **kwargs):
+        Module.__init__(self)
+        values = dict(zip(names, defaults))
+        values.update(zip(names, args))
+        values.update(kwargs)
+        for k, v in values.items():
+            object.__setattr__(self, k, v)
+
+    def forward(self, x):
+        return fn(x, *[getattr(self, n) for n in names if n != "inplace"])
+
+    def extra_repr(self):
+        return ", ".join("%s=%s" % (n, getattr(self, n)) for n in names)
+
+    return type(name, (Module,), {"__init__": __init__, "forward": forward, "extra_repr": extra_repr, "__doc__": doc})
+
+
+def _loss_module(name, fn, doc, *fields):
+    """torch's loss modules: the functional form with the module's options."""
+    names = ["reduction"] + [f[0] for f in fields]
+    defaults = ["mean"] + [f[1] for f in fields]
+
+    def __init__(self, *args, size_average=None, reduce=None, **kwargs):
+        Module.__init__(self)
+        if size_average is not None or reduce is not None:
+            raise NotImplementedError("%s: size_average and reduce are deprecated in torch; use reduction=" % name)
+        values = dict(zip(names, defaults))
+        values.update(kwargs)
+        for k, v in values.items():
+            object.__setattr__(self, k, v)
+
+    def forward(self, input, target):
+        return fn(input, target, **{n: getattr(self, n) for n in names})
+
+    return type(name, (Module,), {"__init__": __init__, "forward": forward, "__doc__": doc})
+
+
+def _make_extra_modules():
+    from .. import _extra as X
+    return dict(
+        Sigmoid=_elementwise_module("Sigmoid", lambda x: x.sigmoid(), "torch.nn.Sigmoid"),
+        Softmax=_elementwise_module("Softmax", lambda x, dim: x.softmax(dim), "torch.nn.Softmax", ("dim", -1)),
+        LogSoftmax=_elementwise_module("LogSoftmax", lambda x, dim: x.log_softmax(dim), "torch.nn.LogSoftmax",
+                                       ("dim", -1)),
+        Softmin=_elementwise_module("Softmin", lambda x, dim: X.softmin(x, dim), "torch.nn.Softmin", ("dim", -1)),
+        LeakyReLU=_elementwise_module("LeakyReLU", X.leaky_relu, "torch.nn.LeakyReLU", ("negative_slope", 0.01),
+                                      ("inplace", False)),
+        ELU=_elementwise_module("ELU", X.elu, "torch.nn.ELU", ("alpha", 1.0), ("inplace", False)),
+        Softplus=_elementwise_module("Softplus", X.softplus, "torch.nn.Softplus", ("beta", 1.0), ("threshold", 20.0)),
+        Mish=_elementwise_module("Mish", X.mish, "torch.nn.Mish", ("inplace", False)),
+        Hardtanh=_elementwise_module("Hardtanh", X.hardtanh, "torch.nn.Hardtanh", ("min_val", -1.0),
+                                     ("max_val", 1.0), ("inplace", False)),
+        ReLU6=_elementwise_module("ReLU6", X.relu6, "torch.nn.ReLU6", ("inplace", False)),
+        GLU=_elementwise_module("GLU", X.glu, "torch.nn.GLU", ("dim", -1)),
+        LogSigmoid=_elementwise_module("LogSigmoid", X.logsigmoid, "torch.nn.LogSigmoid"),
+        Flatten=_elementwise_module("Flatten", lambda x, s, e: x.flatten(s, e), "torch.nn.Flatten",
+                                    ("start_dim", 1), ("end_dim", -1)),
+        Unflatten=_elementwise_module("Unflatten", lambda x, d, sizes: X.unflatten(x, d, sizes), "torch.nn.Unflatten",
+                                      ("dim", 1), ("unflattened_size", ())),
+        L1Loss=_loss_module("L1Loss", X.l1_loss, "torch.nn.L1Loss"),
+        SmoothL1Loss=_loss_module("SmoothL1Loss", X.smooth_l1_loss, "torch.nn.SmoothL1Loss", ("beta", 1.0)),
+        HuberLoss=_loss_module("HuberLoss", X.huber_loss, "torch.nn.HuberLoss", ("delta", 1.0)),
+        BCELoss=_loss_module("BCELoss", X.binary_cross_entropy, "torch.nn.BCELoss", ("weight", None)),
+        BCEWithLogitsLoss=_loss_module("BCEWithLogitsLoss", X.binary_cross_entropy_with_logits,
+                                       "torch.nn.BCEWithLogitsLoss", ("weight", None), ("pos_weight", None)),
+        NLLLoss=_loss_module("NLLLoss", X.nll_loss, "torch.nn.NLLLoss", ("ignore_index", -100)),
+        KLDivLoss=_loss_module("KLDivLoss", X.kl_div, "torch.nn.KLDivLoss", ("log_target", False)),
+    )
+
+
 class CrossEntropyLoss(Module):
     """torch.nn.CrossEntropyLoss over class indices: logits [N, C] (or [C]), targets [N] (int64)."""
 

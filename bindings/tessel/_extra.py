@@ -1,0 +1,464 @@
+"""torch functions, Tensor methods, nn.functional entries and nn modules composed from tessel's ops in
+Python: each is a few bound ops (so autograd and DTensor dispatch come from them) or, for values that carry
+no gradient (one_hot, nonzero, sin/cos of a tensor that does not require grad), numpy on the host.
+
+Functions whose gradient would need an op tessel lacks (sin, cos, erf, floor, ...) refuse a tensor that
+requires grad with NotImplementedError instead of returning a value with no gradient; they serve the
+constant tables models build from them (rotary embeddings' cos/sin, positional encodings).
+"""
+import builtins
+import math
+
+import numpy as np
+
+from . import _C, _dtypes
+from ._tensor import Tensor, tensor as _tensor, zeros as _zeros
+
+
+def _floating(x):
+    return x if x.dtype.is_floating_point else x.float()
+
+
+def _scalar_like(x, v):
+    return _C._full([], float(v), x.dtype)
+
+
+# ---- elementwise, composed -------------------------------------------------------------------------
+
+def minimum(a, b):
+    return _C._functional.where(a < b, a, b) if isinstance(b, Tensor) else a.clamp(max=b)
+
+
+def maximum(a, b):
+    return _C._functional.where(a > b, a, b) if isinstance(b, Tensor) else a.clamp(min=b)
+
+
+def square(x):
+    return x * x
+
+
+def reciprocal(x):
+    return 1.0 / _floating(x)
+
+
+def lerp(a, b, weight):
+    return a + (b - a) * weight
+
+
+def softplus(x, beta=1.0, threshold=20.0):
+    """log(1 + exp(beta·x)) / beta, linear above threshold (torch's); log(1 + exp(-|z|)) + max(z, 0)
+    keeps it finite everywhere."""
+    z = x * beta
+    stable = (1.0 + (-z.abs()).exp()).log() + z.clamp(min=0.0)
+    return _C._functional.where(z > threshold, x, stable / beta)
+
+
+def logsigmoid(x):
+    return -softplus(-x)
+
+
+def leaky_relu(x, negative_slope=0.01, inplace=False):
+    return _C._functional.where(x > 0, x, x * negative_slope)
+
+
+def elu(x, alpha=1.0, inplace=False):
+    return _C._functional.where(x > 0, x, ((x.clamp(max=0.0)).exp() - 1.0) * alpha)
+
+
+def mish(x, inplace=False):
+    return x * softplus(x).tanh()
+
+
+def hardtanh(x, min_val=-1.0, max_val=1.0, inplace=False):
+    return x.clamp(min=min_val, max=max_val)
+
+
+def relu6(x, inplace=False):
+    return x.clamp(min=0.0, max=6.0)
+
+
+def glu(x, dim=-1):
+    a, b = x.chunk(2, dim)
+    return a * b.sigmoid()
+
+
+def softmin(x, dim=None, _stacklevel=3, dtype=None):
+    return _C._functional.softmax(-x, dim, 3, dtype)
+
+
+def sign(x):
+    one = _scalar_like(x, 1.0)
+    return _C._functional.where(x > 0, one, _C._functional.where(x < 0, -one, x * 0.0))
+
+
+def isnan(x):
+    return x != x
+
+
+def isfinite(x):
+    return (x - x) == (x - x) if x.dtype.is_floating_point else x == x
+
+
+def nan_to_num(x, nan=0.0, posinf=None, neginf=None):
+    big = np.finfo(np.float32 if x.dtype != _dtypes.float64 else np.float64).max
+    out = _C._functional.where(isnan(x), _scalar_like(x, nan), x)
+    out = _C._functional.where(out == math.inf, _scalar_like(x, big if posinf is None else posinf), out)
+    return _C._functional.where(out == -math.inf, _scalar_like(x, -big if neginf is None else neginf), out)
+
+
+def logsumexp(x, dim, keepdim=False):
+    """log Σ exp over dim, shifted by the max (finite for large inputs; -inf rows stay -inf)."""
+    dims = [dim] if isinstance(dim, int) else list(dim)
+    m = x.detach().amax(dims, keepdim=True)
+    m = _C._functional.where(isfinite(m), m, m * 0.0)
+    out = (x - m).exp().sum(dims, keepdim=True).log() + m
+    return out if keepdim else out.reshape(*[s for i, s in enumerate(out.shape) if i not in [d % x.ndim for d in dims]])
+
+
+def cumsum(x, dim, dtype=None):
+    """Running sums along dim, as one matmul with a triangular matrix of ones (exact in integers; a
+    gradient through the matmul)."""
+    x = x.to(dtype) if dtype is not None else x
+    n = x.shape[dim]
+    moved = x.transpose(dim, -1) if dim % x.ndim != x.ndim - 1 else x
+    work = moved if moved.dtype.is_floating_point else moved.double()
+    tri = _tensor(np.triu(np.ones((n, n))), dtype=work.dtype)
+    out = work @ tri
+    out = out if moved.dtype.is_floating_point else out.to(moved.dtype)
+    return out.transpose(dim, -1) if dim % x.ndim != x.ndim - 1 else out
+
+
+def any_(x, dim=None, keepdim=False):
+    s = (x != 0).long().sum(dim, keepdim=keepdim) if dim is not None else (x != 0).long().sum()
+    return s > 0
+
+
+def all_(x, dim=None, keepdim=False):
+    s = (x == 0).long().sum(dim, keepdim=keepdim) if dim is not None else (x == 0).long().sum()
+    return s == 0
+
+
+# ---- shape and indexing, composed -------------------------------------------------------------------
+
+def movedim(x, source, destination):
+    src = [source] if isinstance(source, int) else list(source)
+    dst = [destination] if isinstance(destination, int) else list(destination)
+    src, dst = [s % x.ndim for s in src], [d % x.ndim for d in dst]
+    rest = [d for d in range(x.ndim) if d not in src]
+    order = [None] * x.ndim
+    for s, d in zip(src, dst):
+        order[d] = s
+    it = iter(rest)
+    order = [o if o is not None else next(it) for o in order]
+    return x.permute(*order)
+
+
+def swapaxes(x, a, b):
+    return x.transpose(a, b)
+
+
+def unbind(x, dim=0):
+    return tuple(x.select(dim, i) for i in range(x.shape[dim]))
+
+
+def unflatten(x, dim, sizes):
+    dim %= x.ndim
+    return x.reshape(*(list(x.shape[:dim]) + list(sizes) + list(x.shape[dim + 1:])))
+
+
+def index_select(x, dim, index):
+    dim %= x.ndim
+    return x[(builtins.slice(None),) * dim + (index.reshape(-1) if isinstance(index, Tensor) else list(index),)]
+
+
+def flip(x, dims):
+    out = x
+    for d in ([dims] if isinstance(dims, int) else list(dims)):
+        out = index_select(out, d, list(range(x.shape[d] - 1, -1, -1)))
+    return out
+
+
+def roll(x, shifts, dims=None):
+    if dims is None:
+        return roll(x.reshape(-1), shifts, 0).reshape(*x.shape)
+    shifts = [shifts] if isinstance(shifts, int) else list(shifts)
+    dims = [dims] if isinstance(dims, int) else list(dims)
+    out = x
+    for s, d in zip(shifts, dims):
+        n = x.shape[d]
+        out = index_select(out, d, [(i - s) % n for i in range(n)])
+    return out
+
+
+def repeat(x, *sizes):
+    sizes = list(sizes[0]) if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)) else list(sizes)
+    if len(sizes) < x.ndim:
+        raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number of dimensions of tensor")
+    x = x.reshape(*([1] * (len(sizes) - x.ndim) + list(x.shape)))
+    for d, r in enumerate(sizes):
+        if r != 1:
+            x = _C._functional.cat([x] * r, d) if r > 0 else index_select(x, d, [])
+    return x
+
+
+def repeat_interleave(x, repeats, dim=None):
+    if dim is None:
+        x, dim = x.reshape(-1), 0
+    n = x.shape[dim]
+    reps = [repeats] * n if isinstance(repeats, int) else (repeats.tolist() if isinstance(repeats, Tensor)
+                                                             else list(repeats))
+    return index_select(x, dim, [i for i in range(n) for _ in range(reps[i])])
+
+
+def take_along_dim(x, indices, dim):
+    return x.gather(dim, indices)
+
+
+def masked_select(x, mask):
+    m = mask.expand(*x.shape) if tuple(mask.shape) != tuple(x.shape) else mask
+    return x.reshape(-1)[m.reshape(-1)]
+
+
+def outer(a, b):
+    return a.reshape(-1, 1) * b.reshape(1, -1)
+
+
+def expand_as(x, other):
+    return x.expand(*other.shape)
+
+
+def diag(x, diagonal=0):
+    if x.ndim == 1:
+        n = x.shape[0] + abs(diagonal)
+        idx = np.arange(x.shape[0])
+        rows, cols = (idx, idx + diagonal) if diagonal >= 0 else (idx - diagonal, idx)
+        picked = np.zeros((n, n), dtype=np.int64)  # 0: the zero in front of x; i + 1: x[i]
+        picked[rows, cols] = idx + 1
+        table = _C._functional.cat([_zeros(1, dtype=x.dtype), x], 0)
+        return table[_tensor(picked)]
+    rows = np.arange(max(0, -diagonal), min(x.shape[0], x.shape[1] - diagonal))
+    return x[rows.tolist(), (rows + diagonal).tolist()] if len(rows) else x.reshape(-1)[[]]
+
+
+def trace(x):
+    return diag(x).sum()
+
+
+# ---- host-side values (no gradient by construction) ---------------------------------------------------
+
+def _host(x, name):
+    if isinstance(x, Tensor) and x.requires_grad and _C.is_grad_enabled():
+        raise NotImplementedError("%s of a tensor that requires grad: tessel has no %s op with a gradient (it "
+                                  "computes %s on constants: build the table under no_grad, or from a tensor "
+                                  "that does not require grad)" % (name, name, name))
+    return x.detach().numpy() if isinstance(x, Tensor) else np.asarray(x)
+
+
+def _unary_host(name, fn):
+    def op(x):
+        a = _host(x, name)
+        out = fn(a)
+        return _tensor(out if out.dtype != np.float64 or x.dtype == _dtypes.float64 else out.astype(np.float32))
+    op.__name__ = name
+    return op
+
+
+sin = _unary_host("sin", np.sin)
+cos = _unary_host("cos", np.cos)
+floor = _unary_host("floor", np.floor)
+ceil = _unary_host("ceil", np.ceil)
+round_ = _unary_host("round", np.round)  # half to even, as torch
+exp2 = _unary_host("exp2", np.exp2)
+log1p = _unary_host("log1p", np.log1p)
+expm1 = _unary_host("expm1", np.expm1)
+erf = _unary_host("erf", np.vectorize(math.erf, otypes=[np.float64]))
+
+
+def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False):
+    from ._device import check_cpu
+    check_cpu(device, "linspace")
+    t = _tensor(np.linspace(start, end, steps), dtype=dtype or _dtypes.float32)
+    return t.requires_grad_(True) if requires_grad else t
+
+
+def one_hot(x, num_classes=-1):
+    a = _host(x, "one_hot").astype(np.int64)
+    n = int(a.max()) + 1 if num_classes < 0 else num_classes
+    if a.size and (a.min() < 0 or a.max() >= n):
+        raise RuntimeError("Class values must be smaller than num_classes and non-negative.")
+    return _tensor(np.eye(n, dtype=np.int64)[a])
+
+
+def nonzero(x, *, as_tuple=False):
+    idx = np.nonzero(_host(x, "nonzero"))
+    if as_tuple:
+        return tuple(_tensor(i.astype(np.int64)) for i in idx)
+    return _tensor(np.stack(idx, 1).astype(np.int64) if idx else np.zeros((0, 0), np.int64))
+
+
+def argwhere(x):
+    return nonzero(x)
+
+
+def count_nonzero(x, dim=None):
+    return (x != 0).long().sum(dim) if dim is not None else (x != 0).long().sum()
+
+
+def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    return bool(np.allclose(a.detach().numpy(), b.detach().numpy(), rtol=rtol, atol=atol, equal_nan=equal_nan))
+
+
+def equal(a, b):
+    return tuple(a.shape) == tuple(b.shape) and bool((a.detach().numpy() == b.detach().numpy()).all())
+
+
+def numel(x):
+    return x.numel()
+
+
+# ---- nn.functional, composed ---------------------------------------------------------------------------
+
+def _reduce(loss, reduction):
+    if reduction == "mean":
+        return loss.mean()
+    if reduction == "sum":
+        return loss.sum()
+    if reduction == "none":
+        return loss
+    raise ValueError("%s is not a valid value for reduction" % reduction)
+
+
+def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    return _reduce((input - target).abs(), reduction)
+
+
+def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
+    d = (input - target).abs()
+    if beta == 0:
+        return _reduce(d, reduction)
+    return _reduce(_C._functional.where(d < beta, d * d * (0.5 / beta), d - 0.5 * beta), reduction)
+
+
+def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
+    d = (input - target).abs()
+    return _reduce(_C._functional.where(d < delta, d * d * 0.5, (d - 0.5 * delta) * delta), reduction)
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None, reduction="mean",
+                                     pos_weight=None):
+    """max(x, 0) - x·y + log(1 + exp(-|x|)) (torch's stable form); pos_weight scales the positive term."""
+    if pos_weight is None:
+        loss = input.clamp(min=0.0) - input * target + (1.0 + (-input.abs()).exp()).log()
+    else:
+        log_w = (pos_weight - 1.0) * target + 1.0
+        loss = (1.0 - target) * input + log_w * ((1.0 + (-input.abs()).exp()).log() + (-input).clamp(min=0.0))
+    return _reduce(loss * weight if weight is not None else loss, reduction)
+
+
+def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
+    """-(y·log p + (1 - y)·log(1 - p)) with each log clamped at -100, as torch."""
+    loss = -(target * input.log().clamp(min=-100.0) + (1.0 - target) * (1.0 - input).log().clamp(min=-100.0))
+    return _reduce(loss * weight if weight is not None else loss, reduction)
+
+
+def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
+    """-input[n, target[n]] over log-probabilities [N, C] (or [C]); ignored targets count for nothing."""
+    if weight is not None:
+        raise NotImplementedError("nll_loss(weight=) is not supported")
+    logp = input.reshape(1, -1) if input.ndim == 1 else input
+    t = target.reshape(-1).numpy()
+    keep = t != ignore_index
+    rows = np.arange(len(t))[keep]
+    picked = -logp[rows.tolist(), t[keep].tolist()] if keep.any() else logp.reshape(-1)[[]]
+    if reduction == "none":  # 0 at the ignored positions
+        return _scatter_rows(picked, keep, input.dtype)
+    if reduction == "sum":
+        return picked.sum()
+    return picked.sum() / float(keep.sum()) if keep.any() else picked.sum() / 0.0
+
+
+def _scatter_rows(values, keep, dtype):
+    """A [len(keep)] tensor holding `values` at the kept positions (0 elsewhere), through one gather."""
+    pos = np.cumsum(keep) - 1
+    table = _C._functional.cat([values, _zeros(1, dtype=dtype)], 0)
+    return table[np.where(keep, pos, len(values)).astype(np.int64).tolist()]
+
+
+def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
+    loss = target.exp() * (target - input) if log_target else \
+        _C._functional.where(target > 0, target * (target.clamp(min=1e-45).log() - input), target * 0.0)
+    if reduction == "batchmean":
+        return loss.sum() / float(input.shape[0])
+    return _reduce(loss, reduction)
+
+
+def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
+    return input / input.norm(p, dim, keepdim=True).clamp(min=eps)
+
+
+def cosine_similarity(x1, x2, dim=1, eps=1e-8):
+    num = (x1 * x2).sum(dim)
+    return num / (x1.norm(2.0, dim) * x2.norm(2.0, dim)).clamp(min=eps)
+
+
+def pad(input, pad, mode="constant", value=None):
+    """Constant padding of the last len(pad)/2 dims (torch's (left, right, top, bottom, ...) order);
+    negative amounts crop. Other modes raise NotImplementedError."""
+    if mode != "constant":
+        raise NotImplementedError("pad(mode=%r): only 'constant' is supported" % mode)
+    out = input
+    for i in range(len(pad) // 2):
+        d = input.ndim - 1 - i
+        before, after = pad[2 * i], pad[2 * i + 1]
+        if before < 0:
+            out = out.narrow(d, -before, out.shape[d] + before)
+            before = 0
+        if after < 0:
+            out = out.narrow(d, 0, out.shape[d] + after)
+            after = 0
+        parts = []
+        for amount in (before, after):
+            shape = list(out.shape)
+            shape[d] = amount
+            parts.append(_C._full(shape, float(value or 0.0), out.dtype) if amount else None)
+        out = _C._functional.cat([t for t in (parts[0], out, parts[1]) if t is not None], d)
+    return out
+
+
+# ---- registration ----------------------------------------------------------------------------------------
+
+TORCH_FUNCTIONS = dict(
+    minimum=minimum, maximum=maximum, square=square, reciprocal=reciprocal, lerp=lerp, sign=sign, isnan=isnan,
+    isfinite=isfinite, nan_to_num=nan_to_num, logsumexp=logsumexp, cumsum=cumsum, any=any_, all=all_,
+    movedim=movedim, swapaxes=swapaxes, unbind=unbind, unflatten=unflatten, index_select=index_select, flip=flip,
+    roll=roll, repeat_interleave=repeat_interleave, take_along_dim=take_along_dim, masked_select=masked_select,
+    outer=outer, diag=diag, trace=trace, sin=sin, cos=cos, floor=floor, ceil=ceil, round=round_, exp2=exp2,
+    log1p=log1p, expm1=expm1, erf=erf, linspace=linspace, nonzero=nonzero, argwhere=argwhere,
+    count_nonzero=count_nonzero, allclose=allclose, equal=equal, numel=numel, clip=lambda x, min=None, max=None:
+    x.clamp(min, max), softplus=softplus)
+
+TENSOR_METHODS = dict(
+    minimum=minimum, maximum=maximum, square=square, reciprocal=reciprocal, lerp=lerp, sign=sign, isnan=isnan,
+    isfinite=isfinite, nan_to_num=nan_to_num, logsumexp=logsumexp, cumsum=cumsum, any=any_, all=all_,
+    movedim=movedim, swapaxes=swapaxes, unbind=unbind, unflatten=unflatten, index_select=index_select, flip=flip,
+    roll=roll, repeat=repeat, repeat_interleave=repeat_interleave, masked_select=masked_select, outer=outer,
+    expand_as=expand_as, diag=diag, trace=trace, sin=sin, cos=cos, floor=floor, ceil=ceil, round=round_,
+    exp2=exp2, log1p=log1p, expm1=expm1, erf=erf, nonzero=nonzero, argwhere=argwhere, count_nonzero=count_nonzero,
+    clip=lambda x, min=None, max=None: x.clamp(min, max), equal=equal, allclose=allclose,
+    new_zeros=lambda x, *size, dtype=None, device=None, requires_grad=False: _C._full(
+        list(size[0] if len(size) == 1 and isinstance(size[0], (tuple, list)) else size), 0.0,
+        dtype or x.dtype).requires_grad_(requires_grad),
+    new_ones=lambda x, *size, dtype=None, device=None, requires_grad=False: _C._full(
+        list(size[0] if len(size) == 1 and isinstance(size[0], (tuple, list)) else size), 1.0,
+        dtype or x.dtype).requires_grad_(requires_grad),
+    new_full=lambda x, size, fill_value, dtype=None, device=None, requires_grad=False: _C._full(
+        list(size), float(fill_value), dtype or x.dtype).requires_grad_(requires_grad),
+    new_tensor=lambda x, data, dtype=None, device=None, requires_grad=False: _tensor(
+        data, dtype=dtype or x.dtype, requires_grad=requires_grad))
+
+FUNCTIONAL = dict(
+    one_hot=one_hot, pad=pad, normalize=normalize, binary_cross_entropy=binary_cross_entropy,
+    binary_cross_entropy_with_logits=binary_cross_entropy_with_logits, l1_loss=l1_loss,
+    smooth_l1_loss=smooth_l1_loss, huber_loss=huber_loss, nll_loss=nll_loss, kl_div=kl_div, softplus=softplus,
+    leaky_relu=leaky_relu, elu=elu, mish=mish, hardtanh=hardtanh, relu6=relu6, glu=glu, logsigmoid=logsigmoid,
+    cosine_similarity=cosine_similarity, softmin=softmin)
