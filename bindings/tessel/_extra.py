@@ -25,12 +25,18 @@ def _scalar_like(x, v):
 
 # ---- elementwise, composed -------------------------------------------------------------------------
 
+def _pick(a, b, first):
+    """torch's minimum / maximum: NaN wins, a tie splits the gradient 0.5 / 0.5."""
+    w = _C._functional.where
+    return w(isnan(a), a, w(isnan(b), b, w(a == b, (a + b) * 0.5, w(first, a, b))))
+
+
 def minimum(a, b):
-    return _C._functional.where(a < b, a, b) if isinstance(b, Tensor) else a.clamp(max=b)
+    return _pick(a, b, a < b) if isinstance(b, Tensor) else a.clamp(max=b)
 
 
 def maximum(a, b):
-    return _C._functional.where(a > b, a, b) if isinstance(b, Tensor) else a.clamp(min=b)
+    return _pick(a, b, a > b) if isinstance(b, Tensor) else a.clamp(min=b)
 
 
 def square(x):
@@ -45,12 +51,18 @@ def lerp(a, b, weight):
     return a + (b - a) * weight
 
 
+def _softplus1(z):
+    """log(1 + exp(z)), finite everywhere, with the exact gradient sigmoid(z) at 0 too (no |z| or clamp,
+    whose gradient is 0 there)."""
+    w = _C._functional.where
+    pos = z > 0
+    return (1.0 + w(pos, -z, z).exp()).log() + w(pos, z, z * 0.0)
+
+
 def softplus(x, beta=1.0, threshold=20.0):
-    """log(1 + exp(beta·x)) / beta, linear above threshold (torch's); log(1 + exp(-|z|)) + max(z, 0)
-    keeps it finite everywhere."""
+    """log(1 + exp(beta·x)) / beta, linear above threshold (torch's)."""
     z = x * beta
-    stable = (1.0 + (-z.abs()).exp()).log() + z.clamp(min=0.0)
-    return _C._functional.where(z > threshold, x, stable / beta)
+    return _C._functional.where(z > threshold, x, _softplus1(z) / beta)
 
 
 def logsigmoid(x):
@@ -62,7 +74,9 @@ def leaky_relu(x, negative_slope=0.01, inplace=False):
 
 
 def elu(x, alpha=1.0, inplace=False):
-    return _C._functional.where(x > 0, x, ((x.clamp(max=0.0)).exp() - 1.0) * alpha)
+    w = _C._functional.where
+    pos = x > 0
+    return w(pos, x, (w(pos, x * 0.0, x).exp() - 1.0) * alpha)
 
 
 def mish(x, inplace=False):
@@ -87,8 +101,8 @@ def softmin(x, dim=None, _stacklevel=3, dtype=None):
 
 
 def sign(x):
-    one = _scalar_like(x, 1.0)
-    return _C._functional.where(x > 0, one, _C._functional.where(x < 0, -one, x * 0.0))
+    one, zero = _scalar_like(x, 1.0), _scalar_like(x, 0.0)
+    return _C._functional.where(x > 0, one, _C._functional.where(x < 0, -one, zero))  # 0 for 0 and NaN
 
 
 def isnan(x):
@@ -100,7 +114,8 @@ def isfinite(x):
 
 
 def nan_to_num(x, nan=0.0, posinf=None, neginf=None):
-    big = np.finfo(np.float32 if x.dtype != _dtypes.float64 else np.float64).max
+    big = {_dtypes.float64: np.finfo(np.float64).max, _dtypes.float16: 65504.0,
+           _dtypes.bfloat16: 3.3895313892515355e38}.get(x.dtype, float(np.finfo(np.float32).max))
     out = _C._functional.where(isnan(x), _scalar_like(x, nan), x)
     out = _C._functional.where(out == math.inf, _scalar_like(x, big if posinf is None else posinf), out)
     return _C._functional.where(out == -math.inf, _scalar_like(x, -big if neginf is None else neginf), out)
@@ -110,22 +125,30 @@ def logsumexp(x, dim, keepdim=False):
     """log Σ exp over dim, shifted by the max (finite for large inputs; -inf rows stay -inf)."""
     dims = [dim] if isinstance(dim, int) else list(dim)
     m = x.detach().amax(dims, keepdim=True)
-    m = _C._functional.where(isfinite(m), m, m * 0.0)
+    m = _C._functional.where(isfinite(m), m, _scalar_like(m, 0.0))  # inf / -inf rows give inf / -inf
     out = (x - m).exp().sum(dims, keepdim=True).log() + m
     return out if keepdim else out.reshape(*[s for i, s in enumerate(out.shape) if i not in [d % x.ndim for d in dims]])
 
 
 def cumsum(x, dim, dtype=None):
-    """Running sums along dim, as one matmul with a triangular matrix of ones (exact in integers; a
-    gradient through the matmul)."""
-    x = x.to(dtype) if dtype is not None else x
-    n = x.shape[dim]
-    moved = x.transpose(dim, -1) if dim % x.ndim != x.ndim - 1 else x
-    work = moved if moved.dtype.is_floating_point else moved.double()
-    tri = _tensor(np.triu(np.ones((n, n))), dtype=work.dtype)
-    out = work @ tri
-    out = out if moved.dtype.is_floating_point else out.to(moved.dtype)
-    return out.transpose(dim, -1) if dim % x.ndim != x.ndim - 1 else out
+    """Running sums along dim by log-step prefix adds (Hillis-Steele: out[i] += out[i - 2^k]), so NaN and
+    inf stay where torch puts them and integers add exactly; bool and integer inputs give int64, as
+    torch."""
+    if dtype is not None:
+        x = x.to(dtype)
+    elif not x.dtype.is_floating_point and x.dtype != _dtypes.int64:
+        x = x.long()
+    if x.ndim == 0:
+        return x.clone()
+    dim %= x.ndim
+    n, out, shift = x.shape[dim], x, 1
+    while shift < n:
+        shape = list(out.shape)
+        shape[dim] = shift
+        shifted = _C._functional.cat([_C._full(shape, 0.0, out.dtype), out.narrow(dim, 0, n - shift)], dim)
+        out = out + shifted
+        shift *= 2
+    return out
 
 
 def any_(x, dim=None, keepdim=False):
@@ -205,8 +228,10 @@ def repeat_interleave(x, repeats, dim=None):
     if dim is None:
         x, dim = x.reshape(-1), 0
     n = x.shape[dim]
-    reps = [repeats] * n if isinstance(repeats, int) else (repeats.tolist() if isinstance(repeats, Tensor)
+    reps = [repeats] * n if isinstance(repeats, int) else (repeats.reshape(-1).tolist() if isinstance(repeats, Tensor)
                                                              else list(repeats))
+    if len(reps) == 1:  # one repeat count broadcasts, as torch
+        reps = reps * n
     return index_select(x, dim, [i for i in range(n) for _ in range(reps[i])])
 
 
@@ -215,8 +240,10 @@ def take_along_dim(x, indices, dim):
 
 
 def masked_select(x, mask):
-    m = mask.expand(*x.shape) if tuple(mask.shape) != tuple(x.shape) else mask
-    return x.reshape(-1)[m.reshape(-1)]
+    shape = np.broadcast_shapes(tuple(x.shape), tuple(mask.shape))
+    xs = x.expand(*shape) if tuple(x.shape) != shape else x
+    m = mask.expand(*shape) if tuple(mask.shape) != shape else mask
+    return xs.reshape(-1)[m.reshape(-1)]
 
 
 def outer(a, b):
@@ -254,8 +281,10 @@ def _host(x, name):
     return x.detach().numpy() if isinstance(x, Tensor) else np.asarray(x)
 
 
-def _unary_host(name, fn):
+def _unary_host(name, fn, keeps_integers=False):
     def op(x):
+        if keeps_integers and isinstance(x, Tensor) and not x.dtype.is_floating_point:
+            return x.clone()  # floor / ceil / round of integers: themselves, as torch
         a = _host(x, name)
         out = fn(a)
         return _tensor(out if out.dtype != np.float64 or x.dtype == _dtypes.float64 else out.astype(np.float32))
@@ -265,9 +294,9 @@ def _unary_host(name, fn):
 
 sin = _unary_host("sin", np.sin)
 cos = _unary_host("cos", np.cos)
-floor = _unary_host("floor", np.floor)
-ceil = _unary_host("ceil", np.ceil)
-round_ = _unary_host("round", np.round)  # half to even, as torch
+floor = _unary_host("floor", np.floor, True)
+ceil = _unary_host("ceil", np.ceil, True)
+round_ = _unary_host("round", np.round, True)  # half to even, as torch
 exp2 = _unary_host("exp2", np.exp2)
 log1p = _unary_host("log1p", np.log1p)
 expm1 = _unary_host("expm1", np.expm1)
@@ -282,6 +311,8 @@ def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False)
 
 
 def one_hot(x, num_classes=-1):
+    if x.dtype.is_floating_point or x.dtype == _dtypes.bool:
+        raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
     a = _host(x, "one_hot").astype(np.int64)
     n = int(a.max()) + 1 if num_classes < 0 else num_classes
     if a.size and (a.min() < 0 or a.max() >= n):
@@ -341,40 +372,56 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
 
 def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     d = (input - target).abs()
-    return _reduce(_C._functional.where(d < delta, d * d * 0.5, (d - 0.5 * delta) * delta), reduction)
+    loss = _C._functional.where(d < delta, d * d * 0.5, (d - 0.5 * delta) * delta)
+    return _reduce(loss * weight if weight is not None else loss, reduction)
 
 
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None, reduction="mean",
                                      pos_weight=None):
     """max(x, 0) - x·y + log(1 + exp(-|x|)) (torch's stable form); pos_weight scales the positive term."""
-    if pos_weight is None:
-        loss = input.clamp(min=0.0) - input * target + (1.0 + (-input.abs()).exp()).log()
-    else:
-        log_w = (pos_weight - 1.0) * target + 1.0
-        loss = (1.0 - target) * input + log_w * ((1.0 + (-input.abs()).exp()).log() + (-input).clamp(min=0.0))
+    # (1 - y)·x + w·log(1 + exp(-x)), w = 1 + (pos_weight - 1)·y: exact gradients at x = 0 too.
+    lw = 1.0 if pos_weight is None else (pos_weight - 1.0) * target + 1.0
+    loss = (1.0 - target) * input + lw * _softplus1(-input)
     return _reduce(loss * weight if weight is not None else loss, reduction)
 
 
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
     """-(y·log p + (1 - y)·log(1 - p)) with each log clamped at -100, as torch."""
-    loss = -(target * input.log().clamp(min=-100.0) + (1.0 - target) * (1.0 - input).log().clamp(min=-100.0))
+    w = _C._functional.where
+
+    def clamped_log(p):  # log p clamped at -100 (torch's), finite gradients where p is 0
+        return w(p > 0, w(p > 0, p, p * 0.0 + 1.0).log(), p * 0.0 - 100.0).clamp(min=-100.0)
+    loss = -(target * clamped_log(input) + (1.0 - target) * clamped_log(1.0 - input))
     return _reduce(loss * weight if weight is not None else loss, reduction)
 
 
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
-    """-input[n, target[n]] over log-probabilities [N, C] (or [C]); ignored targets count for nothing."""
-    if weight is not None:
-        raise NotImplementedError("nll_loss(weight=) is not supported")
+    """-input[n, target[n]] over log-probabilities [N, C] ([C], or [N, C, d1, ...] with targets
+    [N, d1, ...]); ignored targets count for nothing; weight[c] scales class c and the weighted mean
+    divides by the picked weights, as torch."""
+    if size_average is not None or reduce is not None:
+        raise NotImplementedError("nll_loss: size_average and reduce are deprecated in torch; use reduction=")
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError("%s is not a valid value for reduction" % reduction)
+    if input.ndim > 2:  # classes on dim 1: one row per position
+        rows = movedim(input, 1, -1).reshape(-1, input.shape[1])
+        out = nll_loss(rows, target.reshape(-1), weight, ignore_index=ignore_index, reduction=reduction)
+        return out.reshape(*target.shape) if reduction == "none" else out
     logp = input.reshape(1, -1) if input.ndim == 1 else input
     t = target.reshape(-1).numpy()
     keep = t != ignore_index
     rows = np.arange(len(t))[keep]
     picked = -logp[rows.tolist(), t[keep].tolist()] if keep.any() else logp.reshape(-1)[[]]
+    if weight is not None:
+        wk = weight[t[keep].tolist()] if keep.any() else weight.reshape(-1)[[]]
+        picked = picked * wk
     if reduction == "none":  # 0 at the ignored positions
-        return _scatter_rows(picked, keep, input.dtype)
+        out = _scatter_rows(picked, keep, input.dtype)
+        return out.reshape(()) if input.ndim == 1 else out
     if reduction == "sum":
         return picked.sum()
-    return picked.sum() / float(keep.sum()) if keep.any() else picked.sum() / 0.0
+    denom = (wk.sum() if weight is not None else float(keep.sum())) if keep.any() else 0.0
+    return picked.sum() / denom
 
 
 def _scatter_rows(values, keep, dtype):
@@ -385,10 +432,11 @@ def _scatter_rows(values, keep, dtype):
 
 
 def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
+    # xlogy semantics: 0 where target is 0, NaN where it is negative, as torch
     loss = target.exp() * (target - input) if log_target else \
-        _C._functional.where(target > 0, target * (target.clamp(min=1e-45).log() - input), target * 0.0)
+        _C._functional.where(target == 0, input * 0.0, target * (target.log() - input))
     if reduction == "batchmean":
-        return loss.sum() / float(input.shape[0])
+        return loss.sum() / float(input.shape[0] if input.ndim else 1)
     return _reduce(loss, reduction)
 
 
@@ -398,7 +446,7 @@ def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
 
 def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     num = (x1 * x2).sum(dim)
-    return num / (x1.norm(2.0, dim) * x2.norm(2.0, dim)).clamp(min=eps)
+    return num / (x1.norm(2.0, dim).clamp(min=eps) * x2.norm(2.0, dim).clamp(min=eps))
 
 
 def pad(input, pad, mode="constant", value=None):

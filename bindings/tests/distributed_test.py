@@ -485,6 +485,23 @@ def test_distributed_data_parallel_trains_as_one_rank_on_the_whole_batch():
         for got, w in zip(results[r], want):
             np.testing.assert_allclose(got, w, rtol=1e-5, atol=1e-6)
 
+    def gan(world):  # G's output used detached by the first backward: G averages after the second
+        dist.init_process_group()
+        rank = dist.get_rank()
+        G, D = DDP(nn.Linear(2, 2)), DDP(nn.Linear(2, 1))
+        fake = G(tessel.full((1, 2), float(rank + 1)))
+        D(fake.detach()).sum().backward()
+        assert G.module.weight.grad is None
+        D(fake).sum().backward()
+        g = G.module.weight.grad.numpy()
+        total = tessel.tensor(g.copy())
+        dist.all_reduce(total)
+        np.testing.assert_allclose(total.numpy() / 2, g, rtol=1e-6)  # the same mean on both ranks
+        results[rank] = g
+
+    tessel.run_ranks(2, gan)
+    np.testing.assert_allclose(results[0], results[1], rtol=1e-6)
+
 
 def test_bad_distributed_input_raises_python_errors_with_tessels_message():
     def rank_fn(world):

@@ -188,6 +188,38 @@ def test_composed_torch_functions_match_numpy_formulas_and_finite_differences():
     assert x.new_zeros(2, 3).shape == (2, 3) and x.new_ones((1,)).dtype == tessel.float64
     assert tessel.nonzero(tessel.tensor([[0, 1], [1, 0]])).tolist() == [[0, 1], [1, 0]]
     assert tessel.any(tessel.tensor([0, 0, 1])).item() and not tessel.all(tessel.tensor([0, 1])).item()
+    # Edge values as torch (a review's findings): gradients at exactly 0, NaN and ties, inf in sums.
+    z = tessel.tensor([0.0, 0.0], requires_grad=True)
+    (F.softplus(z).sum() + F.logsigmoid(z).sum() + F.elu(z).sum()).backward()
+    close(z.grad.numpy(), [0.5 + 0.5 + 1.0] * 2)
+    z = tessel.tensor([0.0, 0.0], requires_grad=True)
+    F.binary_cross_entropy_with_logits(z, tessel.tensor([1.0, 0.0]), reduction="sum").backward()
+    close(z.grad.numpy(), [-0.5, 0.5])
+    nan = float("nan")
+    assert np.isnan(tessel.minimum(tessel.tensor([nan, 1.0]), tessel.tensor([1.0, nan])).numpy()).all()
+    u, v = tessel.tensor([2.0], requires_grad=True), tessel.tensor([2.0], requires_grad=True)
+    tessel.maximum(u, v).sum().backward()
+    assert u.grad.tolist() == [0.5] and v.grad.tolist() == [0.5]  # a tie splits the gradient
+    assert tessel.cumsum(tessel.tensor([1.0, float("inf"), 2.0]), 0).tolist() == [1.0, float("inf"), float("inf")]
+    assert tessel.cumsum(tessel.tensor([True, False, True]), 0).tolist() == [1, 1, 2]
+    assert tessel.cumsum(tessel.tensor([1, 2], dtype=tessel.int32), 0).dtype == tessel.int64
+    assert np.isnan(tessel.cumsum(tessel.tensor([1.0, 2.0, nan]), 0).numpy()[2])
+    assert tessel.cumsum(tessel.tensor([1.0, 2.0, nan]), 0).tolist()[:2] == [1.0, 3.0]
+    assert tessel.logsumexp(tessel.tensor([[float("inf"), 1.0], [-float("inf"), -float("inf")]]), 1).tolist() == \
+        [float("inf"), -float("inf")]
+    assert tessel.sign(tessel.tensor([nan, -2.0, 0.0])).tolist() == [0.0, -1.0, 0.0]
+    assert tessel.floor(tessel.tensor([3, -2])).dtype == tessel.int64
+    # Loss modules bind torch's positional order; Softmax's default dim is torch's legacy choice.
+    logp = tessel.tensor(np.log(np.full((2, 3), 1 / 3)))
+    w = tessel.tensor([1.0, 2.0, 3.0])
+    close(nn.NLLLoss(w)(logp, tessel.tensor([0, 2])).item(), np.log(3.0), rtol=1e-12)  # weighted mean of equal terms
+    close(F.nll_loss(logp, tessel.tensor([0, 2]), w, reduction="sum").item(), 4 * np.log(3.0), rtol=1e-12)
+    close(nn.HuberLoss("sum", 0.5)(x, y).item(),
+          np.sum(np.where(np.abs(a - b) < 0.5, 0.5 * (a - b) ** 2, 0.5 * (np.abs(a - b) - 0.25))), rtol=1e-12)
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        nn.L1Loss(delta=1.0)
+    c = tessel.tensor(rng.standard_normal((2, 3, 4)))
+    close(nn.Softmax()(c).numpy(), np.exp(c.numpy()) / np.exp(c.numpy()).sum(0))  # 3-D: dim 0, as torch
     # Gradients of the composed ones, against central differences.
     for fn in (lambda z: tessel.logsumexp(z, 1).sum(), lambda z: F.softplus(z * 3.0).sum(),
                lambda z: tessel.minimum(z, y).sum() + tessel.cumsum(z, 1).pow(2.0).sum(),

@@ -649,34 +649,46 @@ def _elementwise_module(name, fn, doc, *fields):
     return type(name, (Module,), {"__init__": __init__, "forward": forward, "extra_repr": extra_repr, "__doc__": doc})
 
 
-def _loss_module(name, fn, doc, *fields):
-    """torch's loss modules: the functional form with the module's options."""
-    names = ["reduction"] + [f[0] for f in fields]
-    defaults = ["mean"] + [f[1] for f in fields]
-
-    def __init__(self, *args, size_average=None, reduce=None, **kwargs):
+def _loss_module(name, fn, doc, signature, passes):
+    """torch's loss modules: `signature` is torch's constructor parameter order with defaults (positional
+    arguments bind in it; unknown keywords are a TypeError); `passes` the ones handed to the functional
+    form; the deprecated size_average / reduce raise."""
+    def __init__(self, *args, **kwargs):
         Module.__init__(self)
-        if size_average is not None or reduce is not None:
-            raise NotImplementedError("%s: size_average and reduce are deprecated in torch; use reduction=" % name)
-        values = dict(zip(names, defaults))
+        if len(args) > len(signature):
+            raise TypeError("%s takes at most %d arguments, got %d" % (name, len(signature), len(args)))
+        values = dict(signature)
+        values.update(zip([k for k, _ in signature], args))
+        unknown = set(kwargs) - set(values)
+        if unknown:
+            raise TypeError("%s got unexpected keyword arguments %s" % (name, sorted(unknown)))
         values.update(kwargs)
-        for k, v in values.items():
-            object.__setattr__(self, k, v)
+        if values.get("size_average") is not None or values.get("reduce") is not None:
+            raise NotImplementedError("%s: size_average and reduce are deprecated in torch; use reduction=" % name)
+        for k in passes:
+            object.__setattr__(self, k, values[k])
 
     def forward(self, input, target):
-        return fn(input, target, **{n: getattr(self, n) for n in names})
+        return fn(input, target, **{k: getattr(self, k) for k in passes})
 
     return type(name, (Module,), {"__init__": __init__, "forward": forward, "__doc__": doc})
+
+
+def _softmax_dim(x, dim):
+    """torch's legacy softmax dim for dim=None: 0 for 0-, 1- and 3-D inputs, else 1."""
+    return dim if dim is not None else (0 if x.ndim in (0, 1, 3) else 1)
 
 
 def _make_extra_modules():
     from .. import _extra as X
     return dict(
         Sigmoid=_elementwise_module("Sigmoid", lambda x: x.sigmoid(), "torch.nn.Sigmoid"),
-        Softmax=_elementwise_module("Softmax", lambda x, dim: x.softmax(dim), "torch.nn.Softmax", ("dim", -1)),
-        LogSoftmax=_elementwise_module("LogSoftmax", lambda x, dim: x.log_softmax(dim), "torch.nn.LogSoftmax",
-                                       ("dim", -1)),
-        Softmin=_elementwise_module("Softmin", lambda x, dim: X.softmin(x, dim), "torch.nn.Softmin", ("dim", -1)),
+        Softmax=_elementwise_module("Softmax", lambda x, dim: x.softmax(_softmax_dim(x, dim)), "torch.nn.Softmax",
+                                    ("dim", None)),
+        LogSoftmax=_elementwise_module("LogSoftmax", lambda x, dim: x.log_softmax(_softmax_dim(x, dim)),
+                                       "torch.nn.LogSoftmax", ("dim", None)),
+        Softmin=_elementwise_module("Softmin", lambda x, dim: X.softmin(x, _softmax_dim(x, dim)), "torch.nn.Softmin",
+                                    ("dim", None)),
         LeakyReLU=_elementwise_module("LeakyReLU", X.leaky_relu, "torch.nn.LeakyReLU", ("negative_slope", 0.01),
                                       ("inplace", False)),
         ELU=_elementwise_module("ELU", X.elu, "torch.nn.ELU", ("alpha", 1.0), ("inplace", False)),
@@ -691,14 +703,27 @@ def _make_extra_modules():
                                     ("start_dim", 1), ("end_dim", -1)),
         Unflatten=_elementwise_module("Unflatten", lambda x, d, sizes: X.unflatten(x, d, sizes), "torch.nn.Unflatten",
                                       ("dim", 1), ("unflattened_size", ())),
-        L1Loss=_loss_module("L1Loss", X.l1_loss, "torch.nn.L1Loss"),
-        SmoothL1Loss=_loss_module("SmoothL1Loss", X.smooth_l1_loss, "torch.nn.SmoothL1Loss", ("beta", 1.0)),
-        HuberLoss=_loss_module("HuberLoss", X.huber_loss, "torch.nn.HuberLoss", ("delta", 1.0)),
-        BCELoss=_loss_module("BCELoss", X.binary_cross_entropy, "torch.nn.BCELoss", ("weight", None)),
+        L1Loss=_loss_module("L1Loss", X.l1_loss, "torch.nn.L1Loss",
+                            [("size_average", None), ("reduce", None), ("reduction", "mean")], ["reduction"]),
+        SmoothL1Loss=_loss_module("SmoothL1Loss", X.smooth_l1_loss, "torch.nn.SmoothL1Loss",
+                                  [("size_average", None), ("reduce", None), ("reduction", "mean"), ("beta", 1.0)],
+                                  ["reduction", "beta"]),
+        HuberLoss=_loss_module("HuberLoss", X.huber_loss, "torch.nn.HuberLoss",
+                               [("reduction", "mean"), ("delta", 1.0)], ["reduction", "delta"]),
+        BCELoss=_loss_module("BCELoss", X.binary_cross_entropy, "torch.nn.BCELoss",
+                             [("weight", None), ("size_average", None), ("reduce", None), ("reduction", "mean")],
+                             ["weight", "reduction"]),
         BCEWithLogitsLoss=_loss_module("BCEWithLogitsLoss", X.binary_cross_entropy_with_logits,
-                                       "torch.nn.BCEWithLogitsLoss", ("weight", None), ("pos_weight", None)),
-        NLLLoss=_loss_module("NLLLoss", X.nll_loss, "torch.nn.NLLLoss", ("ignore_index", -100)),
-        KLDivLoss=_loss_module("KLDivLoss", X.kl_div, "torch.nn.KLDivLoss", ("log_target", False)),
+                                       "torch.nn.BCEWithLogitsLoss",
+                                       [("weight", None), ("size_average", None), ("reduce", None),
+                                        ("reduction", "mean"), ("pos_weight", None)],
+                                       ["weight", "reduction", "pos_weight"]),
+        NLLLoss=_loss_module("NLLLoss", X.nll_loss, "torch.nn.NLLLoss",
+                             [("weight", None), ("size_average", None), ("ignore_index", -100), ("reduce", None),
+                              ("reduction", "mean")], ["weight", "ignore_index", "reduction"]),
+        KLDivLoss=_loss_module("KLDivLoss", X.kl_div, "torch.nn.KLDivLoss",
+                               [("size_average", None), ("reduce", None), ("reduction", "mean"), ("log_target", False)],
+                               ["reduction", "log_target"]),
     )
 
 

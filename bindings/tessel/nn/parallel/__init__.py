@@ -17,7 +17,7 @@ import contextlib
 import threading
 
 from ... import _C
-from ..modules import Module
+from ..modules import Module, _flatten_output
 
 _pending = threading.local()  # per thread (a run_ranks rank): the DDP modules whose forward ran
 
@@ -31,13 +31,16 @@ def _queue(ddp):
 
 
 def _run_pending():
-    """Called after every backward on this thread: synchronizes the gradients of the DDP modules whose
-    forward ran since the last one."""
+    """Called after every backward on this thread: synchronizes the gradients of the DDP modules that
+    backward reached (a hook on their outputs saw a gradient); the others stay pending (a GAN's
+    generator whose output the first backward used detached)."""
     lst = getattr(_pending, "modules", None)
     if not lst:
         return
-    _pending.modules = []
-    for ddp in lst:
+    reached = [m for m in lst if m._reached]
+    _pending.modules = [m for m in lst if not m._reached]
+    for ddp in reached:
+        ddp._reached = False
         ddp._sync_gradients()
 
 
@@ -57,6 +60,7 @@ class DistributedDataParallel(Module):
         self.process_group = process_group if process_group is not None else dist._default_group("DDP")
         self.broadcast_buffers = broadcast_buffers
         self.require_backward_grad_sync = True
+        self._reached = False
         if any(p.is_distributed for p in module.parameters()):
             raise ValueError("DistributedDataParallel: the module has DTensor (sharded) parameters; use "
                              "fully_shard's replicate axis (HSDP) for data parallelism over them")
@@ -66,9 +70,26 @@ class DistributedDataParallel(Module):
                 dist.broadcast(t, src=root, group=self.process_group)
 
     def forward(self, *args, **kwargs):
+        from ... import distributed as dist
+        if self.broadcast_buffers:  # torch: rank 0's buffers before every forward
+            buffers = [b for b in self.module.buffers() if b is not None]
+            if buffers:
+                root = dist.get_global_rank(self.process_group, 0)
+                with _C._GradMode(False):
+                    for b in buffers:
+                        dist.broadcast(b, src=root, group=self.process_group)
+        out = self.module(*args, **kwargs)
         if self.require_backward_grad_sync and _C.is_grad_enabled():
             _queue(self)
-        return self.module(*args, **kwargs)
+            tensors = []
+            _flatten_output(out, tensors)
+            for t in tensors:
+                if t.requires_grad:
+                    t.register_hook(self._mark_reached)
+        return out
+
+    def _mark_reached(self, grad):
+        self._reached = True
 
     @contextlib.contextmanager
     def no_sync(self):
