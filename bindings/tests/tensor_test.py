@@ -235,6 +235,30 @@ def test_composed_torch_functions_match_numpy_formulas_and_finite_differences():
         close(z.grad.numpy(), num, rtol=1e-5, atol=1e-6)
 
 
+def test_einsum_matches_numpy_and_finite_differences():
+    rng = np.random.default_rng(12)
+    cases = [("ij,jk->ik", [(3, 4), (4, 5)]), ("bhqd,bhkd->bhqk", [(2, 3, 4, 5), (2, 3, 6, 5)]),
+             ("i,j->ij", [(3,), (4,)]), ("ij->ji", [(3, 4)]), ("ij->", [(3, 4)]), ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]),
+             ("...ij,...jk->...ik", [(2, 3, 4), (4, 5)]), ("i,i->", [(5,), (5,)]), ("ij,ij->ij", [(3, 4), (3, 4)]),
+             ("bn,anm,bm->ba", [(2, 3), (4, 3, 5), (2, 5)]), ("ij,jk", [(3, 4), (4, 2)]),
+             ("bid,bjd->bij", [(1, 3, 4), (2, 5, 4)])]
+    for eq, shapes in cases:
+        arrs = [rng.standard_normal(sh) for sh in shapes]
+        got = tessel.einsum(eq, *[tessel.tensor(a) for a in arrs]).numpy()
+        np.testing.assert_allclose(got, np.einsum(eq, *arrs), rtol=1e-12, atol=1e-12, err_msg=eq)
+    a, b = rng.standard_normal((2, 3, 4)), rng.standard_normal((4, 3))
+    x = tessel.tensor(a, requires_grad=True)
+    (tessel.einsum("bij,jk->bik", x, tessel.tensor(b)) ** 2).sum().backward()
+    num = np.zeros_like(a)
+    for i in np.ndindex(a.shape):
+        d = np.zeros_like(a)
+        d[i] = 1e-6
+        num[i] = ((np.einsum("bij,jk->bik", a + d, b) ** 2).sum() - (np.einsum("bij,jk->bik", a - d, b) ** 2).sum()) / 2e-6
+    np.testing.assert_allclose(x.grad.numpy(), num, rtol=1e-5, atol=1e-6)
+    with pytest.raises(NotImplementedError, match="diagonal"):
+        tessel.einsum("ii->i", tessel.ones(3, 3))
+
+
 def test_var_std_softmax_dtype_and_spatial_cross_entropy_follow_torch():
     a = np.random.default_rng(3).standard_normal((3, 4, 5))
     x = tessel.tensor(a)  # float64
