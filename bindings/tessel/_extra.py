@@ -613,3 +613,121 @@ def einsum(equation, *operands):
 
 
 TORCH_FUNCTIONS["einsum"] = einsum
+
+
+# ---- more composed functions ---------------------------------------------------------------------------------
+
+def prod(x, dim=None, keepdim=False, *, dtype=None):
+    """Product over dim (all elements when None) by a pairwise tree of multiplies: exact with zeros and
+    signs, a gradient through each multiply; bool and integer inputs give int64, as torch."""
+    if dtype is not None:
+        x = x.to(dtype)
+    elif not x.dtype.is_floating_point and x.dtype != _dtypes.int64:
+        x = x.long()
+    if dim is None:
+        out = prod(x.reshape(-1), 0)
+        return out.reshape(*([1] * x.ndim)) if keepdim else out
+    dim %= builtins.max(x.ndim, 1)
+    if x.ndim == 0:
+        return x.clone()
+    while x.shape[dim] > 1:
+        n = x.shape[dim]
+        if n % 2:
+            shape = list(x.shape)
+            shape[dim] = 1
+            x = _C._functional.cat([x, _C._full(shape, 1.0, x.dtype)], dim)
+            n += 1
+        x = x.narrow(dim, 0, n // 2) * x.narrow(dim, n // 2, n // 2)
+    if x.shape[dim] == 0:  # the empty product
+        shape = list(x.shape)
+        shape[dim] = 1
+        x = _C._full(shape, 1.0, x.dtype)
+    return x if keepdim else x.squeeze(dim)
+
+
+def meshgrid(*tensors, indexing="ij"):
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    if indexing not in ("ij", "xy"):
+        raise ValueError("torch.meshgrid: indexing must be one of \"xy\" or \"ij\", but received: %s" % indexing)
+    ts = list(tensors)
+    swap = indexing == "xy" and len(ts) >= 2
+    if swap:
+        ts[0], ts[1] = ts[1], ts[0]
+    shape = [t.numel() for t in ts]
+    out = []
+    for i, t in enumerate(ts):
+        view = [1] * len(ts)
+        view[i] = t.numel()
+        out.append(t.reshape(*view).expand(*shape))
+    if swap:  # 'xy': the grid of (y, x, ...) in 'ij', returned in the inputs' order
+        out[0], out[1] = out[1], out[0]
+    return tuple(out)
+
+
+def tensor_split(x, indices_or_sections, dim=0):
+    n = x.shape[dim]
+    if isinstance(indices_or_sections, int):
+        k = indices_or_sections
+        sizes = [n // k + (1 if i < n % k else 0) for i in range(k)]
+        bounds = list(np.cumsum([0] + sizes))
+    else:
+        idx = indices_or_sections.tolist() if isinstance(indices_or_sections, Tensor) else list(indices_or_sections)
+        bounds = [0] + [builtins.min(builtins.max(i, 0), n) for i in idx] + [n]
+    return tuple(x.narrow(dim, int(s), int(builtins.max(e - s, 0))) for s, e in zip(bounds[:-1], bounds[1:]))
+
+
+def kron(a, b):
+    """Kronecker product: a's blocks scaled copies of b (a broadcast multiply, then a reshape)."""
+    nd = builtins.max(a.ndim, b.ndim)
+    a = a.reshape(*([1] * (nd - a.ndim) + list(a.shape)))
+    b = b.reshape(*([1] * (nd - b.ndim) + list(b.shape)))
+    av = a.reshape(*[s for d in a.shape for s in (d, 1)])
+    bv = b.reshape(*[s for d in b.shape for s in (1, d)])
+    return (av * bv).reshape(*[x * y for x, y in zip(a.shape, b.shape)])
+
+
+def unique(x, sorted=True, return_inverse=False, return_counts=False, dim=None):
+    """torch.unique (values carry no gradient, as torch's): sorted unique values, optionally the inverse
+    indices and the counts."""
+    if dim is not None:
+        raise NotImplementedError("unique(dim=) is not supported")
+    a = x.detach().numpy()
+    values, inverse, counts = np.unique(a, return_inverse=True, return_counts=True)
+    out = [_tensor(values)]
+    if return_inverse:
+        out.append(_tensor(inverse.reshape(a.shape).astype(np.int64)))
+    if return_counts:
+        out.append(_tensor(counts.astype(np.int64)))
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+def bincount(x, weights=None, minlength=0):
+    a = _host(x, "bincount")
+    if a.ndim != 1 or (a.size and a.min() < 0) or x.dtype.is_floating_point:
+        raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
+    w = None if weights is None else _host(weights, "bincount")
+    counts = np.bincount(a, weights=w, minlength=minlength)
+    return _tensor(counts if w is not None else counts.astype(np.int64))
+
+
+def searchsorted(sorted_sequence, values, *, out_int32=False, right=False, side=None, sorter=None):
+    seq = _host(sorted_sequence, "searchsorted")
+    vals = _host(values, "searchsorted") if isinstance(values, Tensor) else np.asarray(values)
+    side = side or ("right" if right else "left")
+    if seq.ndim == 1:
+        out = np.searchsorted(seq, vals, side=side)
+    else:
+        out = np.stack([np.searchsorted(s, v, side=side) for s, v in zip(seq.reshape(-1, seq.shape[-1]),
+                                                                         vals.reshape(-1, vals.shape[-1]))])
+        out = out.reshape(vals.shape)
+    return _tensor(out.astype(np.int32 if out_int32 else np.int64))
+
+
+def bucketize(input, boundaries, *, out_int32=False, right=False):
+    return searchsorted(boundaries, input, out_int32=out_int32, right=right)
+
+
+TORCH_FUNCTIONS.update(prod=prod, meshgrid=meshgrid, tensor_split=tensor_split, kron=kron, unique=unique,
+                       bincount=bincount, searchsorted=searchsorted, bucketize=bucketize)
+TENSOR_METHODS.update(prod=prod, tensor_split=tensor_split, kron=kron, unique=unique, bincount=bincount)

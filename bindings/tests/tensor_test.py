@@ -235,6 +235,27 @@ def test_composed_torch_functions_match_numpy_formulas_and_finite_differences():
         close(z.grad.numpy(), num, rtol=1e-5, atol=1e-6)
 
 
+def test_prod_meshgrid_split_kron_unique_and_searches_match_numpy():
+    a = np.array([[1.5, -2.0, 0.0], [3.0, 0.5, -1.0]])
+    x = tessel.tensor(a, requires_grad=True)
+    np.testing.assert_allclose(x.prod(1).detach().numpy(), a.prod(1))
+    assert tessel.prod(tessel.tensor([2, 3, 4])).item() == 24 and tessel.prod(tessel.tensor([2, 3, 4])).dtype == tessel.int64
+    x.prod(1).sum().backward()  # d/dx_j of Π x = Π_{k != j} x_k, also where a factor is 0
+    np.testing.assert_allclose(x.grad.numpy(), [[-0.0, 0.0, -3.0], [-0.5, -3.0, 1.5]])
+    for indexing in ("ij", "xy"):
+        got = tessel.meshgrid(tessel.arange(3), tessel.arange(2), indexing=indexing)
+        want = np.meshgrid(np.arange(3), np.arange(2), indexing=indexing)
+        assert all(np.array_equal(u.numpy(), v) for u, v in zip(got, want))
+    assert [t.tolist() for t in tessel.tensor_split(tessel.arange(7), [1, 5])] == [[0], [1, 2, 3, 4], [5, 6]]
+    assert [t.numel() for t in tessel.tensor_split(tessel.arange(7), 3)] == [3, 2, 2]
+    np.testing.assert_array_equal(tessel.kron(tessel.tensor(a), tessel.tensor(np.eye(2))).numpy(), np.kron(a, np.eye(2)))
+    values, inverse, counts = tessel.unique(tessel.tensor([3, 1, 3, 2]), return_inverse=True, return_counts=True)
+    assert values.tolist() == [1, 2, 3] and inverse.tolist() == [2, 0, 2, 1] and counts.tolist() == [1, 1, 2]
+    assert tessel.bincount(tessel.tensor([0, 2, 2, 5])).tolist() == [1, 0, 2, 0, 0, 1]
+    assert tessel.searchsorted(tessel.tensor([1, 3, 5]), tessel.tensor([0, 3, 6])).tolist() == [0, 1, 3]
+    assert tessel.bucketize(tessel.tensor([0.5, 3.0]), tessel.tensor([1.0, 3.0]), right=True).tolist() == [0, 2]
+
+
 def test_einsum_matches_numpy_and_finite_differences():
     rng = np.random.default_rng(12)
     cases = [("ij,jk->ik", [(3, 4), (4, 5)]), ("bhqd,bhkd->bhqk", [(2, 3, 4, 5), (2, 3, 6, 5)]),
