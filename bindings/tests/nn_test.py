@@ -349,6 +349,51 @@ def test_data_loader_samplers_and_collate_follow_torch_utils_data():
         DataLoader(ds, sampler=DistributedSampler(ds, 2, 0), shuffle=True)
 
 
+def test_multihead_attention_matches_a_numpy_reference_with_torchs_mask_conventions():
+    rng = np.random.default_rng(5)
+    E, H, L, S, N = 8, 2, 3, 4, 2
+    W, b = rng.standard_normal((3 * E, E)) * 0.3, rng.standard_normal(3 * E) * 0.1
+    Wo, bo = rng.standard_normal((E, E)) * 0.3, rng.standard_normal(E) * 0.1
+    q, k, v = rng.standard_normal((N, L, E)), rng.standard_normal((N, S, E)), rng.standard_normal((N, S, E))
+    am = np.array([[0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]], dtype=bool)  # True: NOT attended (torch's MHA)
+    kpm = np.array([[0, 0, 0, 1], [0, 1, 0, 0]], dtype=bool)
+
+    def reference(attn_mask, key_padding_mask):
+        hd = E // H
+        Q, K, V = q @ W[:E].T + b[:E], k @ W[E:2 * E].T + b[E:2 * E], v @ W[2 * E:].T + b[2 * E:]
+        Q, K, V = (t.reshape(N, -1, H, hd).transpose(0, 2, 1, 3) for t in (Q, K, V))
+        sc = Q @ K.transpose(0, 1, 3, 2) / np.sqrt(hd)
+        if attn_mask is not None:
+            sc = sc + np.where(attn_mask, -np.inf, 0.0)[None, None]
+        if key_padding_mask is not None:
+            sc = sc + np.where(key_padding_mask, -np.inf, 0.0)[:, None, None, :]
+        pr = np.exp(sc - sc.max(-1, keepdims=True))
+        pr = pr / pr.sum(-1, keepdims=True)
+        return (pr @ V).transpose(0, 2, 1, 3).reshape(N, L, E) @ Wo.T + bo, pr
+
+    m = nn.MultiheadAttention(E, H, batch_first=True, dtype=tessel.float64)
+    assert sorted(m.state_dict()) == ["in_proj_bias", "in_proj_weight", "out_proj.bias", "out_proj.weight"]
+    m.load_state_dict({"in_proj_weight": tessel.tensor(W), "in_proj_bias": tessel.tensor(b),
+                       "out_proj.weight": tessel.tensor(Wo), "out_proj.bias": tessel.tensor(bo)})
+    T = tessel.tensor
+    out, weights = m(T(q), T(k), T(v), key_padding_mask=T(kpm), attn_mask=T(am))
+    want, probs = reference(am, kpm)
+    np.testing.assert_allclose(out.detach().numpy(), want, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(weights.detach().numpy(), probs.mean(1), rtol=1e-10, atol=1e-12)
+    out, per_head = m(T(q), T(k), T(v), average_attn_weights=False)
+    want, probs = reference(None, None)
+    np.testing.assert_allclose(per_head.detach().numpy(), probs, rtol=1e-10, atol=1e-12)
+    seq_first = nn.MultiheadAttention(E, H, dtype=tessel.float64)  # batch_first=False: [L, N, E]
+    seq_first.load_state_dict(m.state_dict())
+    out_sf, none = seq_first(T(q.transpose(1, 0, 2)), T(k.transpose(1, 0, 2)), T(v.transpose(1, 0, 2)), need_weights=False)
+    assert none is None
+    np.testing.assert_allclose(out_sf.detach().numpy().transpose(1, 0, 2), want, rtol=1e-10, atol=1e-12)
+    out_sf.sum().backward()
+    assert seq_first.in_proj_weight.grad.shape == (3 * E, E) and np.isfinite(seq_first.in_proj_weight.grad.numpy()).all()
+    with pytest.raises(AssertionError, match="divisible"):
+        nn.MultiheadAttention(6, 4)
+
+
 def test_lr_schedulers_give_torchs_learning_rates():
     # torch 2.15's lr after each of 12 steps (SGD lr 0.1), recorded once from torch itself.
     want = {"step": [0.1, 0.1, 0.05, 0.05, 0.05, 0.025, 0.025, 0.025, 0.0125, 0.0125, 0.0125, 0.00625],

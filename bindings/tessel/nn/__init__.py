@@ -21,6 +21,7 @@ from .modules import (  # noqa: F401
     Module,
     ModuleDict,
     ModuleList,
+    MultiheadAttention,
     Parameter,
     ReLU,
     RemovableHandle,

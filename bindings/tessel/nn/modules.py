@@ -727,6 +727,75 @@ def _make_extra_modules():
     )
 
 
+class MultiheadAttention(Module):
+    """torch.nn.MultiheadAttention (same parameter names: in_proj_weight [3E, E], in_proj_bias, out_proj),
+    composed of linear, matmul, softmax and dropout: inputs [L, N, E] ([N, L, E] with batch_first), a
+    bool attn_mask marks what is NOT attended (torch's MHA convention, the opposite of SDPA's), a float
+    one is added; key_padding_mask [N, S] True drops a key; returns (output, attention weights averaged
+    over heads, or per head, or None). Initialized as torch (xavier-uniform in_proj, zero biases).
+    add_bias_kv, add_zero_attn and kdim / vdim other than embed_dim raise NotImplementedError."""
+
+    def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False, add_zero_attn=False,
+                 kdim=None, vdim=None, batch_first=False, device=None, dtype=None):
+        super().__init__()
+        from .._device import check_cpu
+        from . import init
+        check_cpu(device, "MultiheadAttention")
+        if embed_dim % num_heads:
+            raise AssertionError("embed_dim must be divisible by num_heads")
+        if add_bias_kv or add_zero_attn or kdim not in (None, embed_dim) or vdim not in (None, embed_dim):
+            raise NotImplementedError("MultiheadAttention: add_bias_kv, add_zero_attn and kdim / vdim other than "
+                                      "embed_dim are not supported")
+        dtype = dtype or _dtypes.float32
+        self.embed_dim, self.num_heads, self.dropout, self.batch_first = embed_dim, num_heads, dropout, batch_first
+        self.head_dim = embed_dim // num_heads
+        self.in_proj_weight = Parameter(_C._empty([3 * embed_dim, embed_dim], dtype))
+        init.xavier_uniform_(self.in_proj_weight)
+        self.in_proj_bias = Parameter(_C._full([3 * embed_dim], 0.0, dtype)) if bias else None
+        from . import Linear
+        self.out_proj = Linear(embed_dim, embed_dim, bias=bias, dtype=dtype)
+        if bias:
+            init.zeros_(self.out_proj.bias)
+
+    def forward(self, query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
+                average_attn_weights=True, is_causal=False):
+        import math
+        import numpy as np
+        from .._tensor import tensor
+        w = _C._functional.where
+        if self.batch_first:
+            query, key, value = (t.transpose(0, 1) for t in (query, key, value))
+        L, N, E = query.shape
+        S, H, hd = key.shape[0], self.num_heads, self.head_dim
+        W, b = self.in_proj_weight, self.in_proj_bias
+        q, k, v = (functional.linear(t, W[i * E:(i + 1) * E], None if b is None else b[i * E:(i + 1) * E])
+                   for i, t in enumerate((query, key, value)))
+        q, k, v = (t.reshape(t.shape[0], N * H, hd).transpose(0, 1) for t in (q, k, v))  # [N·H, len, hd]
+        scores = (q * (1.0 / math.sqrt(hd))) @ k.transpose(1, 2)  # [N·H, L, S]
+        neg = _C._full([], -math.inf, scores.dtype)
+        zero = _C._full([], 0.0, scores.dtype)
+        if attn_mask is None and is_causal:
+            attn_mask = tensor(np.triu(np.ones((L, S), dtype=bool), 1))
+        if attn_mask is not None:
+            add = w(attn_mask, neg, zero) if attn_mask.dtype == _dtypes.bool else attn_mask
+            scores = scores + add
+        if key_padding_mask is not None:
+            kpm = key_padding_mask if key_padding_mask.dtype == _dtypes.bool else key_padding_mask != 0
+            pad = w(kpm, neg, zero).reshape(N, 1, 1, S).expand(N, H, 1, S).reshape(N * H, 1, S)
+            scores = scores + pad
+        attn = scores.softmax(-1)
+        if self.dropout > 0.0 and self.training:
+            attn = functional.dropout(attn, self.dropout)
+        out = (attn @ v).transpose(0, 1).reshape(L, N, E)
+        out = self.out_proj(out)
+        if self.batch_first:
+            out = out.transpose(0, 1)
+        if not need_weights:
+            return out, None
+        weights = attn.reshape(N, H, L, S)
+        return out, (weights.mean(1) if average_attn_weights else weights)
+
+
 class CrossEntropyLoss(Module):
     """torch.nn.CrossEntropyLoss over class indices: logits [N, C] (or [C]), targets [N] (int64)."""
 
