@@ -394,6 +394,40 @@ def test_multihead_attention_matches_a_numpy_reference_with_torchs_mask_conventi
         nn.MultiheadAttention(6, 4)
 
 
+def test_transformer_encoder_matches_a_numpy_reference():
+    E, H, F_, L, N = 8, 2, 16, 5, 2
+    tessel.manual_seed(3)
+    layer = nn.TransformerEncoderLayer(E, H, dim_feedforward=F_, dropout=0.0, batch_first=True)
+    enc = nn.TransformerEncoder(layer, 2)
+    sd = {k: v.detach().numpy().astype(np.float64) for k, v in enc.state_dict().items()}
+    assert sd["layers.0.linear1.weight"].shape == (F_, E) and "layers.1.self_attn.in_proj_weight" in sd
+    np.testing.assert_array_equal(sd["layers.0.linear1.weight"], sd["layers.1.linear1.weight"])  # copies
+    x = np.random.default_rng(6).standard_normal((N, L, E)).astype(np.float32)
+    causal = np.triu(np.full((L, L), -np.inf), 1)  # a float mask, as nn.Transformer.generate_square_subsequent_mask
+
+    def ln(t, w, b):
+        mu, var = t.mean(-1, keepdims=True), t.var(-1, keepdims=True)
+        return (t - mu) / np.sqrt(var + 1e-5) * w + b
+
+    def layer_ref(t, p):
+        W, b = sd[p + "self_attn.in_proj_weight"], sd[p + "self_attn.in_proj_bias"]
+        Q, K, V = (t @ W[i * E:(i + 1) * E].T + b[i * E:(i + 1) * E] for i in range(3))
+        Q, K, V = (u.reshape(N, L, H, E // H).transpose(0, 2, 1, 3) for u in (Q, K, V))
+        sc = Q @ K.transpose(0, 1, 3, 2) / np.sqrt(E // H) + causal
+        pr = np.exp(sc - sc.max(-1, keepdims=True))
+        pr /= pr.sum(-1, keepdims=True)
+        att = (pr @ V).transpose(0, 2, 1, 3).reshape(N, L, E) @ sd[p + "self_attn.out_proj.weight"].T + \
+            sd[p + "self_attn.out_proj.bias"]
+        t = ln(t + att, sd[p + "norm1.weight"], sd[p + "norm1.bias"])
+        ff = np.maximum(t @ sd[p + "linear1.weight"].T + sd[p + "linear1.bias"], 0) @ sd[p + "linear2.weight"].T + \
+            sd[p + "linear2.bias"]
+        return ln(t + ff, sd[p + "norm2.weight"], sd[p + "norm2.bias"])
+
+    want = layer_ref(layer_ref(x.astype(np.float64), "layers.0."), "layers.1.")
+    got = enc(tessel.tensor(x), mask=tessel.tensor(causal.astype(np.float32))).detach().numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
 def test_lr_schedulers_give_torchs_learning_rates():
     # torch 2.15's lr after each of 12 steps (SGD lr 0.1), recorded once from torch itself.
     want = {"step": [0.1, 0.1, 0.05, 0.05, 0.05, 0.025, 0.025, 0.025, 0.0125, 0.0125, 0.0125, 0.00625],

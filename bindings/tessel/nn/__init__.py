@@ -28,6 +28,8 @@ from .modules import (  # noqa: F401
     Sequential,
     SiLU,
     Tanh,
+    TransformerEncoder,
+    TransformerEncoderLayer,
 )
 
 Linear = _C.Linear

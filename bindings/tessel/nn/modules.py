@@ -796,6 +796,73 @@ class MultiheadAttention(Module):
         return out, (weights.mean(1) if average_attn_weights else weights)
 
 
+class TransformerEncoderLayer(Module):
+    """torch.nn.TransformerEncoderLayer: self-attention (MultiheadAttention) and a feed-forward block, each
+    with dropout, a residual and a LayerNorm (after, or before with norm_first); torch's parameter names
+    (self_attn, linear1, linear2, norm1, norm2)."""
+
+    def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu", layer_norm_eps=1e-5,
+                 batch_first=False, norm_first=False, bias=True, device=None, dtype=None):
+        super().__init__()
+        from . import LayerNorm, Linear
+        dtype = dtype or _dtypes.float32
+        self._args = (d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps, batch_first, norm_first,
+                      bias, device, dtype)
+        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first,
+                                            device=device, dtype=dtype)
+        self.linear1 = Linear(d_model, dim_feedforward, bias=bias, dtype=dtype)
+        self.linear2 = Linear(dim_feedforward, d_model, bias=bias, dtype=dtype)
+        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, dtype=dtype)
+        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, dtype=dtype)
+        self.dropout_p, self.norm_first = dropout, norm_first
+        if isinstance(activation, str):
+            if activation not in ("relu", "gelu"):
+                raise RuntimeError("activation should be relu/gelu, not %s" % activation)
+            self.activation = functional.relu if activation == "relu" else functional.gelu
+        else:
+            self.activation = activation
+
+    def _drop(self, x):
+        return functional.dropout(x, self.dropout_p, self.training)
+
+    def _sa_block(self, x, mask, key_padding_mask, is_causal):
+        return self._drop(self.self_attn(x, x, x, key_padding_mask=key_padding_mask, need_weights=False,
+                                         attn_mask=mask, is_causal=is_causal)[0])
+
+    def _ff_block(self, x):
+        return self._drop(self.linear2(self._drop(self.activation(self.linear1(x)))))
+
+    def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False):
+        x = src
+        if self.norm_first:
+            x = x + self._sa_block(self.norm1(x), src_mask, src_key_padding_mask, is_causal)
+            return x + self._ff_block(self.norm2(x))
+        x = self.norm1(x + self._sa_block(x, src_mask, src_key_padding_mask, is_causal))
+        return self.norm2(x + self._ff_block(x))
+
+
+class TransformerEncoder(Module):
+    """torch.nn.TransformerEncoder: num_layers copies of encoder_layer (same initial weights, as torch's
+    deepcopy) in `layers`, then an optional norm."""
+
+    def __init__(self, encoder_layer, num_layers, norm=None, enable_nested_tensor=True, mask_check=True):
+        super().__init__()
+        state = encoder_layer.state_dict()
+        copies = []
+        for _ in range(num_layers):
+            layer = TransformerEncoderLayer(*encoder_layer._args)
+            layer.load_state_dict(state)
+            copies.append(layer)
+        self.layers = ModuleList(copies)
+        self.num_layers, self.norm = num_layers, norm
+
+    def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
+        x = src
+        for layer in self.layers:
+            x = layer(x, src_mask=mask, src_key_padding_mask=src_key_padding_mask, is_causal=bool(is_causal))
+        return self.norm(x) if self.norm is not None else x
+
+
 class CrossEntropyLoss(Module):
     """torch.nn.CrossEntropyLoss over class indices: logits [N, C] (or [C]), targets [N] (int64)."""
 
