@@ -603,13 +603,19 @@ def einsum(equation, *operands):
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
     subs, out = _einsum_parse(equation, operands)
+    integral = all(not t.dtype.is_floating_point for t in operands)
+    if integral:  # through float64 (the matmuls are floating), exact below 2^53, then back to int64
+        operands = tuple(t.double() for t in operands)
+    elif any(not t.dtype.is_floating_point for t in operands):
+        raise RuntimeError("einsum(): operands must share one dtype (cast them first)")
     x, s = operands[0], subs[0]
     for i in range(1, len(operands)):
         later = set("".join(subs[i + 1:])) | set(out)
         x, s = _einsum_pair(x, s, operands[i], subs[i], later)
     x, s = _einsum_reduce(x, s, set(out))
     order = [s.index(c) for c in out]
-    return x.permute(*order) if order != list(range(len(order))) else x
+    x = x.permute(*order) if order != list(range(len(order))) else x
+    return x.round().long() if integral else x
 
 
 TORCH_FUNCTIONS["einsum"] = einsum
@@ -667,13 +673,15 @@ def meshgrid(*tensors, indexing="ij"):
 
 def tensor_split(x, indices_or_sections, dim=0):
     n = x.shape[dim]
-    if isinstance(indices_or_sections, int):
-        k = indices_or_sections
+    if isinstance(indices_or_sections, Tensor) and indices_or_sections.ndim == 0:
+        indices_or_sections = int(indices_or_sections.item())  # a 0-d tensor is a section count
+    if isinstance(indices_or_sections, (int, np.integer)):
+        k = int(indices_or_sections)
         sizes = [n // k + (1 if i < n % k else 0) for i in range(k)]
         bounds = list(np.cumsum([0] + sizes))
     else:
         idx = indices_or_sections.tolist() if isinstance(indices_or_sections, Tensor) else list(indices_or_sections)
-        bounds = [0] + [builtins.min(builtins.max(i, 0), n) for i in idx] + [n]
+        bounds = [0] + [builtins.min(builtins.max(i + n if i < 0 else i, 0), n) for i in idx] + [n]
     return tuple(x.narrow(dim, int(s), int(builtins.max(e - s, 0))) for s, e in zip(bounds[:-1], bounds[1:]))
 
 
@@ -708,13 +716,17 @@ def bincount(x, weights=None, minlength=0):
         raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
     w = None if weights is None else _host(weights, "bincount")
     counts = np.bincount(a, weights=w, minlength=minlength)
-    return _tensor(counts if w is not None else counts.astype(np.int64))
+    if w is None:
+        return _tensor(counts.astype(np.int64))
+    return _tensor(counts.astype(np.float32 if weights.dtype == _dtypes.float32 else np.float64))
 
 
 def searchsorted(sorted_sequence, values, *, out_int32=False, right=False, side=None, sorter=None):
     seq = _host(sorted_sequence, "searchsorted")
     vals = _host(values, "searchsorted") if isinstance(values, Tensor) else np.asarray(values)
     side = side or ("right" if right else "left")
+    if sorter is not None:  # search the sequence in sorter's order, as torch
+        seq = np.take_along_axis(seq, _host(sorter, "searchsorted").astype(np.int64), -1)
     if seq.ndim == 1:
         out = np.searchsorted(seq, vals, side=side)
     else:

@@ -392,6 +392,14 @@ def test_multihead_attention_matches_a_numpy_reference_with_torchs_mask_conventi
     assert seq_first.in_proj_weight.grad.shape == (3 * E, E) and np.isfinite(seq_first.in_proj_weight.grad.numpy()).all()
     with pytest.raises(AssertionError, match="divisible"):
         nn.MultiheadAttention(6, 4)
+    # Unbatched [L, E] inputs and a float key_padding_mask (added to the scores), as torch.
+    o, wts = m(T(q[0]), T(k[0]), T(v[0]))
+    want, probs = reference(None, None)
+    np.testing.assert_allclose(o.detach().numpy(), want[0], rtol=1e-10, atol=1e-12)
+    assert tuple(wts.shape) == (L, S)
+    fmask = np.where(kpm, -1e9, 0.0)
+    o, _ = m(T(q), T(k), T(v), key_padding_mask=T(fmask))
+    np.testing.assert_allclose(o.detach().numpy(), reference(None, kpm)[0], rtol=1e-8, atol=1e-10)
 
 
 def test_transformer_encoder_matches_a_numpy_reference():
@@ -426,6 +434,11 @@ def test_transformer_encoder_matches_a_numpy_reference():
     want = layer_ref(layer_ref(x.astype(np.float64), "layers.0."), "layers.1.")
     got = enc(tessel.tensor(x), mask=tessel.tensor(causal.astype(np.float32))).detach().numpy()
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    layer.double()
+    layer.eval()
+    copies = nn.TransformerEncoder(layer, 2)  # the copies keep the layer's dtype and mode, as deepcopy does
+    assert next(iter(copies.parameters())).dtype == tessel.float64 and not copies.layers[1].training
+    assert copies(tessel.tensor(x[0]).double()).shape == (L, E)  # unbatched
 
 
 def test_lr_schedulers_give_torchs_learning_rates():

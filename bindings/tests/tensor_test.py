@@ -254,6 +254,11 @@ def test_prod_meshgrid_split_kron_unique_and_searches_match_numpy():
     assert tessel.bincount(tessel.tensor([0, 2, 2, 5])).tolist() == [1, 0, 2, 0, 0, 1]
     assert tessel.searchsorted(tessel.tensor([1, 3, 5]), tessel.tensor([0, 3, 6])).tolist() == [0, 1, 3]
     assert tessel.bucketize(tessel.tensor([0.5, 3.0]), tessel.tensor([1.0, 3.0]), right=True).tolist() == [0, 2]
+    assert tessel.searchsorted(tessel.tensor([5, 1, 7, 3]), tessel.tensor([0.5, 2, 6, 8]),
+                               sorter=tessel.tensor([1, 3, 0, 2])).tolist() == [0, 1, 3, 4]
+    assert [t.tolist() for t in tessel.tensor_split(tessel.arange(7), [-2])] == [[0, 1, 2, 3, 4], [5, 6]]
+    assert len(tessel.tensor_split(tessel.arange(7), tessel.tensor(3))) == 3
+    assert tessel.bincount(tessel.tensor([0, 1, 1]), weights=tessel.tensor([0.5, 1.0, 2.0])).dtype == tessel.float32
 
 
 def test_einsum_matches_numpy_and_finite_differences():
@@ -278,6 +283,8 @@ def test_einsum_matches_numpy_and_finite_differences():
     np.testing.assert_allclose(x.grad.numpy(), num, rtol=1e-5, atol=1e-6)
     with pytest.raises(NotImplementedError, match="diagonal"):
         tessel.einsum("ii->i", tessel.ones(3, 3))
+    got = tessel.einsum("ij,jk->ik", tessel.tensor([[1, 2]]), tessel.tensor([[3], [4]]))
+    assert got.dtype == tessel.int64 and got.tolist() == [[11]]  # integer operands, as torch
 
 
 def test_var_std_softmax_dtype_and_spatial_cross_entropy_follow_torch():

@@ -763,7 +763,12 @@ class MultiheadAttention(Module):
         import numpy as np
         from .._tensor import tensor
         w = _C._functional.where
-        if self.batch_first:
+        unbatched = query.ndim == 2  # torch's unbatched form: [L, E], key_padding_mask [S]
+        if unbatched:
+            query, key, value = (t.unsqueeze(1) for t in (query, key, value))
+            if key_padding_mask is not None:
+                key_padding_mask = key_padding_mask.unsqueeze(0)
+        elif self.batch_first:
             query, key, value = (t.transpose(0, 1) for t in (query, key, value))
         L, N, E = query.shape
         S, H, hd = key.shape[0], self.num_heads, self.head_dim
@@ -779,21 +784,24 @@ class MultiheadAttention(Module):
         if attn_mask is not None:
             add = w(attn_mask, neg, zero) if attn_mask.dtype == _dtypes.bool else attn_mask
             scores = scores + add
-        if key_padding_mask is not None:
-            kpm = key_padding_mask if key_padding_mask.dtype == _dtypes.bool else key_padding_mask != 0
-            pad = w(kpm, neg, zero).reshape(N, 1, 1, S).expand(N, H, 1, S).reshape(N * H, 1, S)
-            scores = scores + pad
+        if key_padding_mask is not None:  # bool: True drops the key; float: added to the scores
+            kpm = key_padding_mask
+            add = w(kpm, neg, zero) if kpm.dtype == _dtypes.bool else kpm.to(scores.dtype)
+            scores = scores + add.reshape(N, 1, 1, S).expand(N, H, 1, S).reshape(N * H, 1, S)
         attn = scores.softmax(-1)
         if self.dropout > 0.0 and self.training:
             attn = functional.dropout(attn, self.dropout)
         out = (attn @ v).transpose(0, 1).reshape(L, N, E)
         out = self.out_proj(out)
-        if self.batch_first:
+        if unbatched:
+            out = out.squeeze(1)
+        elif self.batch_first:
             out = out.transpose(0, 1)
         if not need_weights:
             return out, None
         weights = attn.reshape(N, H, L, S)
-        return out, (weights.mean(1) if average_attn_weights else weights)
+        weights = weights.mean(1) if average_attn_weights else weights
+        return out, (weights.squeeze(0) if unbatched else weights)
 
 
 class TransformerEncoderLayer(Module):
@@ -847,11 +855,16 @@ class TransformerEncoder(Module):
 
     def __init__(self, encoder_layer, num_layers, norm=None, enable_nested_tensor=True, mask_check=True):
         super().__init__()
+        # torch deep-copies the layer; tessel's C++-backed modules do not deepcopy, so each copy is the
+        # layer's own class rebuilt from its arguments, in its dtype and mode, with its state loaded.
         state = encoder_layer.state_dict()
+        dtype = next(iter(encoder_layer.parameters())).dtype
         copies = []
         for _ in range(num_layers):
-            layer = TransformerEncoderLayer(*encoder_layer._args)
+            layer = type(encoder_layer)(*encoder_layer._args)
+            layer.to(dtype)
             layer.load_state_dict(state)
+            layer.train(encoder_layer.training)
             copies.append(layer)
         self.layers = ModuleList(copies)
         self.num_layers, self.norm = num_layers, norm
