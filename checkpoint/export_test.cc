@@ -13,6 +13,7 @@
 #include "checkpoint/testing/checkpoint_testing.h"
 #include "checkpoint/testing/checkpoint_testing_ranks.h"
 #include "core/base/error.h"
+#include "core/base/testing/expect_error.h"
 
 namespace tessel::checkpoint {
 namespace {
@@ -137,7 +138,8 @@ TEST(ExportTest, ImportRefusesDtypesTesselLacks) {
     EXPECT_NE(std::string(err.what()).find("tensor q (U16)"), std::string::npos) << err.what();
   }
   StateDict only_w{{"w", Zeros({1})}};
-  EXPECT_THROW(ImportSafetensors(only_w, path), Error);  // strict: q is unexpected
+  ::tessel::testing::ExpectErrorContains([&] { ImportSafetensors(only_w, path); },  // strict: q is unexpected
+                                         ErrorCode::kInvalidArgument, {"unexpected tensor q", "strict = false"});
   const LoadResult r = ImportSafetensors(only_w, path, {.strict = false});
   EXPECT_EQ(r.unexpected_keys, std::vector<std::string>{"q"});
 }
