@@ -297,29 +297,8 @@ _to_dtype = Tensor.to  # the C++ cast
 def _to(self, *args, **kwargs):
     """Tensor.to(dtype | device | other tensor, non_blocking=, copy=): casts; a CPU device is where the
     tensor already is, any other raises (tessel._device)."""
-    from ._device import check_cpu, device
-    dtype, dev = kwargs.pop("dtype", None), kwargs.pop("device", None)
-    copy = kwargs.pop("copy", False)
-    kwargs.pop("non_blocking", None)
-    kwargs.pop("memory_format", None)
-    if kwargs:
-        raise TypeError("to() got unexpected keyword arguments %s" % sorted(kwargs))
-    flags = []  # positional non_blocking, copy (torch's to(dtype, non_blocking=False, copy=False))
-    for a in args:
-        if isinstance(a, builtins.bool):
-            flags.append(a)
-        elif isinstance(a, _dtypes.dtype):
-            dtype = a
-        elif isinstance(a, Tensor):
-            dtype = a.dtype
-        elif isinstance(a, (str, device)):
-            dev = a
-        else:
-            raise TypeError("to() received an invalid combination of arguments: %r" % (args,))
-    if len(flags) > 2:
-        raise TypeError("to() received an invalid combination of arguments: %r" % (args,))
-    copy = copy or (len(flags) == 2 and flags[1])
-    check_cpu(dev, "Tensor.to")
+    from ._device import parse_to_args
+    dtype, _, copy = parse_to_args(args, kwargs, "Tensor.to", allow_copy=True)
     out = self if dtype is None or dtype == self.dtype else _to_dtype(self, dtype)
     return out.clone() if copy and out is self else out
 
@@ -408,7 +387,7 @@ def _multinomial(self, num_samples, replacement=False, *, generator=None):
     """torch.multinomial: num_samples category indices per row of non-negative weights (rows sum to
     anything > 0), drawn from `generator` or tessel's default (so manual_seed decides them)."""
     import numpy as np
-    from ._tensor import randint, tensor
+    from ._tensor import host_rng, tensor
     if not self.dtype.is_floating_point:
         raise RuntimeError("multinomial only supports floating-point dtypes for input, got: %s" % self.dtype)
     if num_samples <= 0:
@@ -421,7 +400,7 @@ def _multinomial(self, num_samples, replacement=False, *, generator=None):
     rows = w.reshape(-1, w.shape[-1])
     if not replacement and num_samples > rows.shape[1]:
         raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without replacement")
-    rng = np.random.default_rng(int(randint(0, 2 ** 62, (1,), generator=generator).item()))
+    rng = host_rng(generator)
     out = []
     for r in rows:
         if r.sum() <= 0:

@@ -62,6 +62,37 @@ def check_cpu(dev, op):
                                   "on the CPU; tessel.cuda.is_available() is False)" % (op, d))
 
 
+def parse_to_args(args, kwargs, op, allow_copy):
+    """The arguments of Tensor.to / Module.to as torch reads them: a dtype, a device (string or device),
+    a tensor (its dtype), positional non_blocking then copy flags, or the keywords; returns (dtype,
+    device, copy) and checks the device is the CPU."""
+    from ._C import Tensor
+    from ._dtypes import dtype as dtype_type
+    kwargs = dict(kwargs)
+    dtype, dev = kwargs.pop("dtype", None), kwargs.pop("device", None)
+    copy = kwargs.pop("copy", False) if allow_copy else False
+    kwargs.pop("non_blocking", None)
+    kwargs.pop("memory_format", None)
+    if kwargs:
+        raise TypeError("%s() got unexpected keyword arguments %s" % (op, sorted(kwargs)))
+    flags = []
+    for a in args:
+        if isinstance(a, bool):
+            flags.append(a)
+        elif isinstance(a, dtype_type):
+            dtype = a
+        elif isinstance(a, Tensor):
+            dtype = a.dtype
+        elif isinstance(a, (str, device)):
+            dev = a
+        else:
+            raise TypeError("%s() received an invalid combination of arguments: %r" % (op, args))
+    if len(flags) > (2 if allow_copy else 1):
+        raise TypeError("%s() received an invalid combination of arguments: %r" % (op, args))
+    check_cpu(dev, op)
+    return dtype, dev, bool(copy or (len(flags) == 2 and flags[1]))
+
+
 def _no_cuda(*args, **kwargs):
     return None
 

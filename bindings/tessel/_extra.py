@@ -130,14 +130,18 @@ def logsumexp(x, dim, keepdim=False):
     return out if keepdim else out.reshape(*[s for i, s in enumerate(out.shape) if i not in [d % x.ndim for d in dims]])
 
 
+def _accumulation_input(x, dtype):
+    """cumsum / prod's input: cast to dtype, else bool and integer tensors as int64 (torch's rule)."""
+    if dtype is not None:
+        return x.to(dtype)
+    return x if x.dtype.is_floating_point or x.dtype == _dtypes.int64 else x.long()
+
+
 def cumsum(x, dim, dtype=None):
     """Running sums along dim by log-step prefix adds (Hillis-Steele: out[i] += out[i - 2^k]), so NaN and
     inf stay where torch puts them and integers add exactly; bool and integer inputs give int64, as
     torch."""
-    if dtype is not None:
-        x = x.to(dtype)
-    elif not x.dtype.is_floating_point and x.dtype != _dtypes.int64:
-        x = x.long()
+    x = _accumulation_input(x, dtype)
     if x.ndim == 0:
         return x.clone()
     dim %= x.ndim
@@ -475,30 +479,27 @@ def pad(input, pad, mode="constant", value=None):
 
 # ---- registration ----------------------------------------------------------------------------------------
 
-TORCH_FUNCTIONS = dict(
+def _new_full(x, size, value, dtype=None, device=None, requires_grad=False):
+    """Tensor.new_zeros / new_ones: size as varargs or one sequence, x's dtype by default."""
+    shape = list(size[0] if len(size) == 1 and isinstance(size[0], (tuple, list)) else size)
+    return _C._full(shape, value, dtype or x.dtype).requires_grad_(requires_grad)
+
+
+_BOTH = dict(  # torch.X(t, ...) and t.X(...)
     minimum=minimum, maximum=maximum, square=square, reciprocal=reciprocal, lerp=lerp, sign=sign, isnan=isnan,
     isfinite=isfinite, nan_to_num=nan_to_num, logsumexp=logsumexp, cumsum=cumsum, any=any_, all=all_,
     movedim=movedim, swapaxes=swapaxes, unbind=unbind, unflatten=unflatten, index_select=index_select, flip=flip,
-    roll=roll, repeat_interleave=repeat_interleave, take_along_dim=take_along_dim, masked_select=masked_select,
-    outer=outer, diag=diag, trace=trace, sin=sin, cos=cos, floor=floor, ceil=ceil, round=round_, exp2=exp2,
-    log1p=log1p, expm1=expm1, erf=erf, linspace=linspace, nonzero=nonzero, argwhere=argwhere,
-    count_nonzero=count_nonzero, allclose=allclose, equal=equal, numel=numel, clip=lambda x, min=None, max=None:
-    x.clamp(min, max), softplus=softplus)
+    roll=roll, repeat_interleave=repeat_interleave, masked_select=masked_select, outer=outer, diag=diag,
+    trace=trace, sin=sin, cos=cos, floor=floor, ceil=ceil, round=round_, exp2=exp2, log1p=log1p, expm1=expm1,
+    erf=erf, nonzero=nonzero, argwhere=argwhere, count_nonzero=count_nonzero, allclose=allclose, equal=equal,
+    clip=lambda x, min=None, max=None: x.clamp(min, max))
+
+TORCH_FUNCTIONS = dict(_BOTH, take_along_dim=take_along_dim, linspace=linspace, numel=numel, softplus=softplus)
 
 TENSOR_METHODS = dict(
-    minimum=minimum, maximum=maximum, square=square, reciprocal=reciprocal, lerp=lerp, sign=sign, isnan=isnan,
-    isfinite=isfinite, nan_to_num=nan_to_num, logsumexp=logsumexp, cumsum=cumsum, any=any_, all=all_,
-    movedim=movedim, swapaxes=swapaxes, unbind=unbind, unflatten=unflatten, index_select=index_select, flip=flip,
-    roll=roll, repeat=repeat, repeat_interleave=repeat_interleave, masked_select=masked_select, outer=outer,
-    expand_as=expand_as, diag=diag, trace=trace, sin=sin, cos=cos, floor=floor, ceil=ceil, round=round_,
-    exp2=exp2, log1p=log1p, expm1=expm1, erf=erf, nonzero=nonzero, argwhere=argwhere, count_nonzero=count_nonzero,
-    clip=lambda x, min=None, max=None: x.clamp(min, max), equal=equal, allclose=allclose,
-    new_zeros=lambda x, *size, dtype=None, device=None, requires_grad=False: _C._full(
-        list(size[0] if len(size) == 1 and isinstance(size[0], (tuple, list)) else size), 0.0,
-        dtype or x.dtype).requires_grad_(requires_grad),
-    new_ones=lambda x, *size, dtype=None, device=None, requires_grad=False: _C._full(
-        list(size[0] if len(size) == 1 and isinstance(size[0], (tuple, list)) else size), 1.0,
-        dtype or x.dtype).requires_grad_(requires_grad),
+    _BOTH, repeat=repeat, expand_as=expand_as,
+    new_zeros=lambda x, *size, **kw: _new_full(x, size, 0.0, **kw),
+    new_ones=lambda x, *size, **kw: _new_full(x, size, 1.0, **kw),
     new_full=lambda x, size, fill_value, dtype=None, device=None, requires_grad=False: _C._full(
         list(size), float(fill_value), dtype or x.dtype).requires_grad_(requires_grad),
     new_tensor=lambda x, data, dtype=None, device=None, requires_grad=False: _tensor(
@@ -626,10 +627,7 @@ TORCH_FUNCTIONS["einsum"] = einsum
 def prod(x, dim=None, keepdim=False, *, dtype=None):
     """Product over dim (all elements when None) by a pairwise tree of multiplies: exact with zeros and
     signs, a gradient through each multiply; bool and integer inputs give int64, as torch."""
-    if dtype is not None:
-        x = x.to(dtype)
-    elif not x.dtype.is_floating_point and x.dtype != _dtypes.int64:
-        x = x.long()
+    x = _accumulation_input(x, dtype)
     if dim is None:
         out = prod(x.reshape(-1), 0)
         return out.reshape(*([1] * x.ndim)) if keepdim else out

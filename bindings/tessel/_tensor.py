@@ -108,6 +108,12 @@ def randint(low=0, high=None, size=None, *, generator=None, dtype=None, device=N
     return _C._randint(builtins.int(low), builtins.int(high), _shape((size,)), generator, dtype or _dtypes.int64)
 
 
+def host_rng(generator=None):
+    """A numpy Generator seeded by one draw from `generator` (or the default one), for the host-side
+    samplers (multinomial, DataLoader shuffles): tessel.manual_seed decides them too."""
+    return np.random.default_rng(builtins.int(randint(0, 2 ** 62, (1,), generator=generator).item()))
+
+
 def from_numpy(array):
     """A tessel Tensor holding a copy of the numpy array (tessel owns its memory: its allocator counts
     every byte in a ledger, so it never aliases numpy's buffer)."""
@@ -203,6 +209,20 @@ def _is_zero_d_bool(i):
         (isinstance(i, np.ndarray) and i.ndim == 0 and i.dtype == np.bool_)
 
 
+def _result_dims(idx, ndim):
+    """The result dim where each subscript entry lands: None and a 0-d bool add a dim, an int removes
+    one, ... stands for the dims no other entry names, slices and tensor indices keep theirs."""
+    named = builtins.sum(1 for i in idx if i is not None and i is not Ellipsis and not _is_zero_d_bool(i))
+    out, d = [], 0
+    for i in idx:
+        out.append(d)
+        if i is Ellipsis:
+            d += ndim - named
+        elif i is None or isinstance(i, builtins.slice) or _is_zero_d_bool(i) or _is_advanced(i):
+            d += 1
+    return out
+
+
 def _zero_d_bool_index(self, idx):
     """x[..., tensor(True), ...]: a new dim of size 1 there (size 0 for False), then the rest, as torch."""
     k = [j for j, i in enumerate(idx) if _is_zero_d_bool(i)][0]
@@ -210,15 +230,7 @@ def _zero_d_bool_index(self, idx):
     out = _getitem(self, idx[:k] + (None,) + idx[k + 1:])
     if keep:
         return out
-    # The new dim's position: count the dims the entries before it produce.
-    named = builtins.sum(1 for i in idx if i is not None and i is not Ellipsis and not _is_zero_d_bool(i))
-    d = 0
-    for i in idx[:k]:
-        if i is Ellipsis:
-            d += self.ndim - named
-        elif i is None or isinstance(i, builtins.slice) or _is_advanced(i):
-            d += 1
-    return out.narrow(d, 0, 0)
+    return out.narrow(_result_dims(idx, self.ndim)[k], 0, 0)
 
 
 def _tuple_with_advanced_index(self, idx):
@@ -244,18 +256,9 @@ def _tuple_with_advanced_index(self, idx):
         else:
             raise IndexError("tensors used as indices must be long, int or bool tensors, got %s" % arr.dtype)
     view = _getitem(self, tuple(builtins.slice(None) if k == "adv" else v for k, v in entries))
-    # The view's dim each index entry indexes: the dims the entries before it produce (None adds one, an
-    # int removes one, ... stands for the dims no other entry names).
-    named = builtins.sum(1 for k, v in entries if k == "adv" or (v is not None and v is not Ellipsis))
-    positions, d = [], 0
-    for k, v in entries:
-        if k == "adv":
-            positions.append(d)
-            d += 1
-        elif v is Ellipsis:
-            d += self.ndim - named
-        elif v is None or isinstance(v, builtins.slice):
-            d += 1
+    # The view's dim each index entry indexes (an index entry keeps its dim in the view, as a slice).
+    dims = _result_dims([builtins.slice(None) if k == "adv" else v for k, v in entries], self.ndim)
+    positions = [d for d, (k, _) in zip(dims, entries) if k == "adv"]
     adv = [v for k, v in entries if k == "adv"]
     for e, size, shape in mask_sizes:
         p = positions[[j for j, (k, _) in enumerate(entries) if k == "adv"].index(e)]

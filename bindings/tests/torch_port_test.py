@@ -35,13 +35,34 @@ def port(source):
     return "\n".join(lines) + "\n"
 
 
-def load_ported(script):
-    """The script's ported text (exactly its 6 import lines changed) and the module it defines."""
+def ported_text(script, imports):
+    """The script's ported text, checking that exactly its `imports` import lines changed."""
     with open(script) as f:
         source = f.read()
     text = port(source)
     changed = [(a, b) for a, b in zip(source.splitlines(), text.splitlines()) if a != b]
-    assert len(changed) == 6 and all(re.match(r"(import|from) ", a) for a, _ in changed), changed
+    assert len(changed) == imports and all(re.match(r"(import|from) ", a) for a, _ in changed), changed
+    return text
+
+
+def run_ported(tmp_path, name, imports, args, store, **env_extra):
+    """Runs the ported bindings/tests/<name> as its own process (mp.spawn's launch) with the rendezvous
+    through files in tmp_path/store (comm's FileStore, so no TCP port can be taken by a concurrent test
+    between free_port() and rank 0's bind; the script still sets MASTER_ADDR / MASTER_PORT as torch's does)."""
+    script = tmp_path / ("ported_" + name)
+    script.write_text(ported_text(os.path.join(HERE, name), imports))
+    runfiles = os.path.join(os.environ["TEST_SRCDIR"], "tessel")
+    env = dict(os.environ, PYTHONPATH=os.path.join(runfiles, "bindings"), TESSEL_STORE_DIR=str(tmp_path / store),
+               **env_extra)
+    for key in ("RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(key, None)
+    return subprocess.run([sys.executable, str(script)] + [str(a) for a in args], env=env, capture_output=True,
+                          text=True, timeout=120)
+
+
+def load_ported(script):
+    """The script's ported text (exactly its 6 import lines changed) and the module it defines."""
+    text = ported_text(script, 6)
     module = types.ModuleType(os.path.basename(script)[:-3] + "_ported")
     exec(compile(text, script + " (ported)", "exec"), module.__dict__)
     return text, module
@@ -130,37 +151,17 @@ def free_port():
 def test_ported_mp_spawn_script_runs_its_gloo_ranks_and_reports_a_failing_one(tmp_path):
     # torch's tutorial launch: mp.spawn + init_process_group("gloo", rank=, world_size=) with MASTER_ADDR /
     # MASTER_PORT; only the 3 import lines change. Rank 1 raising ends the job with an exception naming it.
-    with open(os.path.join(HERE, "torch_port_spawn.py")) as f:
-        source = f.read()
-    text = port(source)
-    assert sum(a != b for a, b in zip(source.splitlines(), text.splitlines())) == 3
-    script = tmp_path / "ported_spawn.py"
-    script.write_text(text)
-    runfiles = os.path.join(os.environ["TEST_SRCDIR"], "tessel")
-    env = dict(os.environ, PYTHONPATH=os.path.join(runfiles, "bindings"))
-    for key in ("RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
-        env.pop(key, None)
-    # The rendezvous through files (comm's FileStore), so no TCP port can be taken by a concurrent test
-    # between free_port() and rank 0's bind; the script still sets MASTER_ADDR / MASTER_PORT as torch's does.
-    env["TESSEL_STORE_DIR"] = str(tmp_path / "store")
-    out = subprocess.run([sys.executable, str(script), "2", str(free_port())], env=env, capture_output=True,
-                         text=True, timeout=120)
+    out = run_ported(tmp_path, "torch_port_spawn.py", 3, [2, free_port()], "store")
     assert out.returncode == 0, out.stdout + out.stderr
     assert sorted(out.stdout.splitlines()) == ["rank 0 of 2: [3.0, 3.0, 3.0]", "rank 1 of 2: [3.0, 3.0, 3.0]"]
-    env["TESSEL_STORE_DIR"] = str(tmp_path / "store2")
-    out = subprocess.run([sys.executable, str(script), "2", str(free_port())], env=dict(env, FAIL_RANK="1"),
-                         capture_output=True, text=True, timeout=120)
+    out = run_ported(tmp_path, "torch_port_spawn.py", 3, [2, free_port()], "store2", FAIL_RANK="1")
     assert out.returncode != 0
     assert "ProcessRaisedException" in out.stderr and "Process 1 terminated with the following error" in out.stderr
     assert "ValueError: rank 1 fails on purpose" in out.stderr
 
 
 def test_ported_tutorial_style_gpt_learns_and_is_reproducible():
-    with open(os.path.join(HERE, "torch_port_nano.py")) as f:
-        source = f.read()
-    text = port(source)
-    changed = [(a, b) for a, b in zip(source.splitlines(), text.splitlines()) if a != b]
-    assert len(changed) == 5 and all(re.match(r"(import|from) ", a) for a, _ in changed), changed
+    text = ported_text(os.path.join(HERE, "torch_port_nano.py"), 5)
     module = types.ModuleType("torch_port_nano_ported")
     exec(compile(text, "torch_port_nano.py (ported)", "exec"), module.__dict__)
     losses, sample = module.main(30, seed=0)
@@ -175,18 +176,7 @@ def test_ported_tutorial_style_gpt_learns_and_is_reproducible():
 def test_ported_ddp_tutorial_trains_in_step_on_two_gloo_processes(tmp_path):
     # DDP + DistributedSampler + DataLoader + StepLR + a rank-0 checkpoint, launched by mp.spawn; only the
     # 7 import lines change. Every rank ends with the same weights (DDP's averaging) and the loss falls.
-    with open(os.path.join(HERE, "torch_port_ddp.py")) as f:
-        source = f.read()
-    text = port(source)
-    assert sum(a != b for a, b in zip(source.splitlines(), text.splitlines())) == 7
-    script = tmp_path / "ported_ddp.py"
-    script.write_text(text)
-    runfiles = os.path.join(os.environ["TEST_SRCDIR"], "tessel")
-    env = dict(os.environ, PYTHONPATH=os.path.join(runfiles, "bindings"), TESSEL_STORE_DIR=str(tmp_path / "store"))
-    for key in ("RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
-        env.pop(key, None)
-    out = subprocess.run([sys.executable, str(script), "2", str(free_port()), str(tmp_path)], env=env,
-                         capture_output=True, text=True, timeout=120)
+    out = run_ported(tmp_path, "torch_port_ddp.py", 7, [2, free_port(), tmp_path], "store")
     assert out.returncode == 0, out.stdout + out.stderr
     lines = sorted(out.stdout.splitlines())
     assert len(lines) == 2 and lines[0].startswith("rank 0") and lines[1].startswith("rank 1"), out.stdout

@@ -95,14 +95,17 @@ DropoutBlock DropoutBlockOf(const Tensor& x, const Attrs& a) {
   return b;
 }
 
-double DropoutProbability(const Attrs& a) {
-  const double p = a.GetDouble("p");
+namespace {
+double CheckedProbability(double p) {
   TESSEL_CHECK(p >= 0.0 && p <= 1.0, "dropout probability has to be between 0 and 1, but got ", p);
   return p;
 }
+}  // namespace
+
+double DropoutProbability(const Attrs& a) { return CheckedProbability(a.GetDouble("p")); }
 
 Tensor Dropout(const Tensor& x, double p, Generator& gen, bool train) {
-  TESSEL_CHECK(p >= 0.0 && p <= 1.0, "dropout probability has to be between 0 and 1, but got ", p);
+  CheckedProbability(p);
   if (!train || p == 0.0 || x.numel() == 0) return x;
   if (p == 1.0) return MulScalar(x, 0.0);
   const uint64_t offset = gen.Advance(static_cast<uint64_t>(x.numel()));

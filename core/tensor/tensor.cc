@@ -121,29 +121,28 @@ double Tensor::ItemDouble() const {
   return ToDoubleVector()[0];
 }
 
-std::vector<double> Tensor::ToDoubleVector() const {
-  if (impl_ != nullptr && impl_->is_distributed()) {
-    const Tensor full = impl_->MaterializeFull(*this);
-    TESSEL_INTERNAL_ASSERT(!full.impl()->is_distributed(), impl_->KindName(), " does not implement MaterializeFull");
-    return full.ToDoubleVector();
+namespace {
+
+// The elements of `t` (the full tensor of a DTensor) converted to T on the host, in row-major order.
+template <typename T>
+std::vector<T> HostValues(const Tensor& t, DType dtype) {
+  const TensorImpl* impl = t.impl();
+  if (impl != nullptr && impl->is_distributed()) {
+    const Tensor full = impl->MaterializeFull(t);
+    TESSEL_INTERNAL_ASSERT(!full.impl()->is_distributed(), impl->KindName(), " does not implement MaterializeFull");
+    return HostValues<T>(full, dtype);
   }
-  Tensor c = Empty(sizes(), DType::kFloat64, Device::Cpu(device().is_cpu() ? device().index : 0));
-  CopyInto(c, *this);
-  const double* p = c.data_ptr<double>();
-  return std::vector<double>(p, p + c.numel());
+  Tensor c = Empty(t.sizes(), dtype, Device::Cpu(t.device().is_cpu() ? t.device().index : 0));
+  CopyInto(c, t);
+  const T* p = c.data_ptr<T>();
+  return std::vector<T>(p, p + c.numel());
 }
 
-std::vector<int64_t> Tensor::ToInt64Vector() const {
-  if (impl_ != nullptr && impl_->is_distributed()) {
-    const Tensor full = impl_->MaterializeFull(*this);
-    TESSEL_INTERNAL_ASSERT(!full.impl()->is_distributed(), impl_->KindName(), " does not implement MaterializeFull");
-    return full.ToInt64Vector();
-  }
-  Tensor c = Empty(sizes(), DType::kInt64, Device::Cpu(device().is_cpu() ? device().index : 0));
-  CopyInto(c, *this);
-  const int64_t* p = c.data_ptr<int64_t>();
-  return std::vector<int64_t>(p, p + c.numel());
-}
+}  // namespace
+
+std::vector<double> Tensor::ToDoubleVector() const { return HostValues<double>(*this, DType::kFloat64); }
+
+std::vector<int64_t> Tensor::ToInt64Vector() const { return HostValues<int64_t>(*this, DType::kInt64); }
 
 bool Tensor::requires_grad() const {
   const AutogradMeta* m = Impl(impl_).autograd_meta();

@@ -40,14 +40,8 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """Mean (or sum, or none) of the squared differences."""
     if size_average is not None or reduce is not None:
         raise NotImplementedError("mse_loss: size_average and reduce are deprecated in torch; use reduction=")
-    sq = (input - target).pow(2.0)
-    if reduction == "mean":
-        return sq.mean()
-    if reduction == "sum":
-        return sq.sum()
-    if reduction == "none":
-        return sq
-    raise ValueError("%s is not a valid value for reduction" % reduction)
+    from .._extra import _reduce
+    return _reduce((input - target).pow(2.0), reduction)
 
 
 from .._extra import FUNCTIONAL as _EXTRA  # noqa: E402 (one_hot, pad, normalize, the other losses, ...)

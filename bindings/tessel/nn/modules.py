@@ -344,26 +344,13 @@ def _module_to(self, *args, **kwargs):
     (returns self; any other device raises); a floating dtype casts every floating parameter (new
     parameter tensors: build the optimizer after, as torch advises). Floating buffers are not cast: a
     module holding one raises rather than keeping it in the old dtype."""
-    from .._device import check_cpu, device
-    dtype, dev = kwargs.pop("dtype", None), kwargs.pop("device", None)
-    kwargs.pop("non_blocking", None)
-    if kwargs:
-        raise TypeError("Module.to() got unexpected keyword arguments %s" % sorted(kwargs))
-    for a in args:
-        if isinstance(a, _dtypes.dtype):
-            dtype = a
-        elif isinstance(a, Tensor):
-            dtype, dev = a.dtype, "cpu"
-        elif isinstance(a, (str, device)):
-            dev = a
-        else:
-            raise TypeError("Module.to() received an invalid combination of arguments: %r" % (args,))
-    check_cpu(dev, "Module.to")
+    from .._device import parse_to_args
+    dtype, _, _ = parse_to_args(args, kwargs, "Module.to", allow_copy=False)
     if dtype is None:
         return self
-    if dtype not in (_dtypes.float32, _dtypes.float64, _dtypes.bfloat16, _dtypes.float16):
-        raise TypeError("nn.Module.to only accepts floating point dtypes, but got desired dtype=%s" % dtype)
     floating = (_dtypes.float32, _dtypes.float64, _dtypes.bfloat16, _dtypes.float16)
+    if dtype not in floating:
+        raise TypeError("nn.Module.to only accepts floating point dtypes, but got desired dtype=%s" % dtype)
     for name, b in self.named_buffers():
         if b is not None and b.dtype in floating and b.dtype != dtype:
             raise NotImplementedError("Module.to(%s): the floating buffer '%s' would stay %s; tessel does not "

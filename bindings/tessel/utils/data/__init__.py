@@ -18,7 +18,7 @@ import numbers
 import numpy as np
 
 from ... import _C
-from ..._tensor import Tensor, tensor as _tensor
+from ..._tensor import Tensor, host_rng, tensor as _tensor
 
 
 class Dataset:
@@ -93,18 +93,12 @@ def random_split(dataset, lengths, generator=None):
         lengths = counts
     if sum(lengths) != n:
         raise ValueError("Sum of input lengths does not equal the length of the input dataset!")
-    perm = np.random.default_rng(_seed_from(generator)).permutation(n).tolist()
+    perm = host_rng(generator).permutation(n).tolist()
     out, start = [], 0
     for k in lengths:
         out.append(Subset(dataset, perm[start:start + k]))
         start += k
     return out
-
-
-def _seed_from(generator):
-    """A 63-bit seed drawn from a tessel Generator (or the default one): shuffles follow manual_seed."""
-    from ..._tensor import randint
-    return int(randint(0, 2 ** 62, (1,), generator=generator).item())
 
 
 class Sampler:
@@ -138,7 +132,7 @@ class RandomSampler(Sampler):
         return len(self.data_source) if self._num_samples is None else self._num_samples
 
     def __iter__(self):
-        rng = np.random.default_rng(_seed_from(self.generator))
+        rng = host_rng(self.generator)
         n = len(self.data_source)
         if self.replacement:
             return iter(rng.integers(0, n, self.num_samples).tolist())
@@ -156,7 +150,7 @@ class SubsetRandomSampler(Sampler):
         self.indices, self.generator = list(indices), generator
 
     def __iter__(self):
-        order = np.random.default_rng(_seed_from(self.generator)).permutation(len(self.indices))
+        order = host_rng(self.generator).permutation(len(self.indices))
         return iter(self.indices[i] for i in order.tolist())
 
     def __len__(self):
@@ -173,7 +167,7 @@ class WeightedRandomSampler(Sampler):
         self.weights, self.num_samples, self.replacement, self.generator = w, num_samples, replacement, generator
 
     def __iter__(self):
-        rng = np.random.default_rng(_seed_from(self.generator))
+        rng = host_rng(self.generator)
         return iter(rng.choice(len(self.weights), self.num_samples, replace=self.replacement,
                                p=self.weights / self.weights.sum()).tolist())
 
