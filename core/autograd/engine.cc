@@ -1,6 +1,7 @@
 // core/autograd/engine.cc — the backward pass: dependency counting, a ready heap, hooks, callbacks.
 #include "core/autograd/engine.h"
 
+#include <functional>
 #include <queue>
 #include <unordered_map>
 #include <unordered_set>
@@ -21,76 +22,86 @@ void Backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
   Backward(TensorList{root}, TensorList{grad}, retain_graph);
 }
 
-void Backward(const TensorList& roots, const TensorList& grads, bool retain_graph) {
-  using autograd::Node;
-  GraphTaskScope task("backward");
-  std::vector<autograd::Edge> root_edges;
-  TensorList root_grads;
-  autograd::internal::SeedRoots(roots, grads, &root_edges, &root_grads);
+namespace {
 
-  // Count dependencies over the reachable graph.
-  std::unordered_map<Node*, int> deps;
+using autograd::Edge;
+using autograd::Node;
+
+// Runs the graph below root_edges (seeded with root_grads) in ReadyOrder once every gradient flowing
+// into a node has been summed. Only nodes for which reach(n) holds take part (the others, and their
+// edges, are ignored); a node runs (Apply) when visit(n, its prepared inputs, whether any is defined)
+// returns true, and its outputs then flow on; a node that does not run passes nothing on.
+void Execute(const std::vector<Edge>& root_edges, const TensorList& root_grads, bool retain_graph,
+             const std::function<bool(Node*)>& reach, const std::function<bool(Node*, TensorList&, bool)>& visit) {
+  std::unordered_map<Node*, int> deps;  // gradients still to arrive, over the reached subgraph
   std::vector<Node*> stack;
   for (const auto& e : root_edges) {
-    if (deps.emplace(e.node.get(), 0).second) stack.push_back(e.node.get());
+    if (reach(e.node.get()) && deps.emplace(e.node.get(), 0).second) stack.push_back(e.node.get());
   }
   while (!stack.empty()) {
     Node* n = stack.back();
     stack.pop_back();
     for (const auto& e : n->next_edges) {
-      if (!e.valid()) continue;
+      if (!e.valid() || !reach(e.node.get())) continue;
       auto [it, inserted] = deps.emplace(e.node.get(), 0);
       ++it->second;
       if (inserted) stack.push_back(e.node.get());
     }
   }
   autograd::internal::GradBuffers buffers;
-  for (size_t i = 0; i < roots.size(); ++i) buffers.Add(root_edges[i], root_grads[i]);
-
+  for (size_t i = 0; i < root_edges.size(); ++i) {
+    if (reach(root_edges[i].node.get())) buffers.Add(root_edges[i], root_grads[i]);
+  }
   std::priority_queue<Node*, std::vector<Node*>, autograd::internal::ReadyOrder> ready;
   for (const auto& e : root_edges) {
-    if (deps[e.node.get()] == 0) {
-      deps[e.node.get()] = -1;  // queued
-      ready.push(e.node.get());
-    }
+    auto it = deps.find(e.node.get());
+    if (it != deps.end() && it->second == 0) it->second = -1, ready.push(e.node.get());  // -1: queued
   }
   while (!ready.empty()) {
     Node* n = ready.top();
     ready.pop();
     TensorList in = buffers.Take(n);
+    const bool any = autograd::internal::PrepareNodeInputs(n, in);
     TensorList outs;
-    if (autograd::internal::PrepareNodeInputs(n, in)) {
+    if (visit(n, in, any) && any) {
       outs = n->Apply(std::move(in));
       if (!retain_graph) n->ReleaseSaved();
     }
     for (size_t i = 0; i < n->next_edges.size(); ++i) {
       const auto& e = n->next_edges[i];
-      if (!e.valid()) continue;
+      if (!e.valid() || !reach(e.node.get())) continue;
       buffers.Add(e, i < outs.size() ? std::move(outs[i]) : Tensor());
       int& d = deps[e.node.get()];
-      if (--d == 0) {
-        d = -1;
-        ready.push(e.node.get());
-      }
+      if (--d == 0) d = -1, ready.push(e.node.get());
     }
   }
+}
+
+}  // namespace
+
+void Backward(const TensorList& roots, const TensorList& grads, bool retain_graph) {
+  GraphTaskScope task("backward");
+  std::vector<Edge> root_edges;
+  TensorList root_grads;
+  autograd::internal::SeedRoots(roots, grads, &root_edges, &root_grads);
+  Execute(root_edges, root_grads, retain_graph, [](Node*) { return true; },
+          [](Node*, TensorList&, bool) { return true; });
   task.Finish();
 }
 
 TensorList Grad(const TensorList& outputs, const TensorList& inputs, const TensorList& grad_outputs, bool retain_graph,
                 bool allow_unused) {
-  using autograd::Node;
   TESSEL_CHECK(grad_outputs.empty() || grad_outputs.size() == outputs.size(), "grad: ", outputs.size(),
                " outputs but ", grad_outputs.size(), " grad_outputs");
   // Where each input's gradient arrives: (node, input_nr) of its gradient edge.
-  std::vector<autograd::Edge> targets;
+  std::vector<Edge> targets;
   for (size_t i = 0; i < inputs.size(); ++i) {
     TESSEL_CHECK(inputs[i].defined() && inputs[i].requires_grad(), "grad: input ", i,
                  " does not require grad (one of the differentiated tensors does not require grad)");
     targets.push_back(autograd::GradientEdge(inputs[i]));
   }
   GraphTaskScope task("grad");
-  std::vector<autograd::Edge> root_edges;
+  std::vector<Edge> root_edges;
   TensorList root_grads;
   autograd::internal::SeedRoots(outputs, grad_outputs.empty() ? TensorList(outputs.size()) : grad_outputs,
                                 &root_edges, &root_grads);
@@ -106,7 +117,7 @@ TensorList Grad(const TensorList& outputs, const TensorList& inputs, const Tenso
     while (!stack.empty()) {
       auto& [n, next] = stack.back();
       if (next < n->next_edges.size()) {
-        const autograd::Edge& child = n->next_edges[next++];
+        const Edge& child = n->next_edges[next++];
         if (child.valid() && needed.emplace(child.node.get(), false).second) stack.push_back({child.node.get(), 0});
         continue;
       }
@@ -117,56 +128,23 @@ TensorList Grad(const TensorList& outputs, const TensorList& inputs, const Tenso
       stack.pop_back();
     }
   }
-  // Nodes run: needed ones, in dependency order over the needed subgraph; AccumulateGrad never runs.
-  std::unordered_map<Node*, int> deps;
-  for (const auto& [n, need] : needed) {
-    if (!need) continue;
-    deps.emplace(n, 0);
-    for (const auto& c : n->next_edges) {
-      if (c.valid() && needed[c.node.get()]) ++deps[c.node.get()];
-    }
-  }
-  autograd::internal::GradBuffers buffers;
-  for (size_t i = 0; i < root_edges.size(); ++i) {
-    if (needed[root_edges[i].node.get()]) buffers.Add(root_edges[i], root_grads[i]);
-  }
-  std::priority_queue<Node*, std::vector<Node*>, autograd::internal::ReadyOrder> ready;
-  for (const auto& e : root_edges) {
-    auto it = deps.find(e.node.get());
-    if (it != deps.end() && it->second == 0) it->second = -1, ready.push(e.node.get());
-  }
   TensorList result(inputs.size());
-  while (!ready.empty()) {
-    Node* n = ready.top();
-    ready.pop();
-    TensorList in = buffers.Take(n);
-    const bool leaf = dynamic_cast<autograd::AccumulateGrad*>(n) != nullptr;
-    const bool any = autograd::internal::PrepareNodeInputs(n, in);
-    for (size_t i = 0; i < targets.size(); ++i) {
-      if (targets[i].node.get() != n) continue;
-      Tensor g = in.size() > targets[i].input_nr ? in[targets[i].input_nr] : Tensor();
-      if (leaf && g.defined()) {  // the leaf's own hooks, which AccumulateGrad would have run
-        for (const TensorHook& hook : inputs[i].impl()->EnsureAutogradMeta().hooks) {
-          Tensor replaced = hook(g);
-          if (replaced.defined()) g = std::move(replaced);
-        }
-      }
-      result[i] = std::move(g);
-    }
-    if (leaf || !below[n]) continue;
-    TensorList outs;
-    if (any) {
-      outs = n->Apply(std::move(in));
-      if (!retain_graph) n->ReleaseSaved();
-    }
-    for (size_t i = 0; i < n->next_edges.size(); ++i) {
-      const auto& e = n->next_edges[i];
-      if (!e.valid() || !needed[e.node.get()]) continue;
-      buffers.Add(e, i < outs.size() ? std::move(outs[i]) : Tensor());
-      int& d = deps[e.node.get()];
-      if (--d == 0) d = -1, ready.push(e.node.get());
-    }
-  }
+  Execute(root_edges, root_grads, retain_graph, [&](Node* n) { return needed[n]; },
+          [&](Node* n, TensorList& in, bool) {
+            const bool leaf = dynamic_cast<autograd::AccumulateGrad*>(n) != nullptr;
+            for (size_t i = 0; i < targets.size(); ++i) {
+              if (targets[i].node.get() != n) continue;
+              Tensor g = in.size() > targets[i].input_nr ? in[targets[i].input_nr] : Tensor();
+              if (leaf && g.defined()) {  // the leaf's own hooks, which AccumulateGrad would have run
+                for (const TensorHook& hook : inputs[i].impl()->EnsureAutogradMeta().hooks) {
+                  Tensor replaced = hook(g);
+                  if (replaced.defined()) g = std::move(replaced);
+                }
+              }
+              result[i] = std::move(g);
+            }
+            return !leaf && below[n];  // AccumulateGrad never runs: nothing is accumulated
+          });
   task.Finish();
   for (size_t i = 0; i < result.size(); ++i) {
     TESSEL_CHECK(allow_unused || result[i].defined(), "grad: input ", i, " of shape ", ShapeStr(inputs[i].sizes()),
