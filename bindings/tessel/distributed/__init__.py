@@ -11,8 +11,11 @@ same script body runs unchanged as n processes or as n threads.
         dist.destroy_process_group()
     tessel.run_ranks(2, lambda world: main())     # or: tessel_run --nproc-per-node 2 python script.py
 """
+import functools
+import inspect
 import os
 import threading
+import warnings
 
 from .. import _C
 from .._dtypes import int64 as _int64
@@ -103,36 +106,34 @@ class GroupMember:
     NON_GROUP_MEMBER = object()
 
 
-class _NotInGroup:
-    """What a rank outside a group talks to (torch's behaviour there): rank and size -1, and every
-    collective a no-op that warns."""
-    rank = size = -1
-
-    def __init__(self, op):
-        self._op = op
-
-    def __getattr__(self, name):
-        def skip(*args, **kwargs):
-            import warnings
-            warnings.warn("Running %s on global rank %d which does not belong to the given group."
-                          % (self._op, get_rank()), stacklevel=3)
-        return skip
-
-
 def _group(group, op):
-    if group is GroupMember.NON_GROUP_MEMBER:
-        return _NotInGroup(op)
     return group if group is not None else _default_group(op)
 
 
+def _collective(fn):
+    """On a rank outside `group` (NON_GROUP_MEMBER from new_group) the collective does nothing and warns,
+    as torch's; otherwise fn runs."""
+    sig = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        if sig.bind_partial(*args, **kwargs).arguments.get("group") is GroupMember.NON_GROUP_MEMBER:
+            warnings.warn("Running %s on global rank %d which does not belong to the given group."
+                          % (fn.__name__, get_rank()), stacklevel=2)
+            return None
+        return fn(*args, **kwargs)
+    return wrapper
+
+
 def get_rank(group=None):
-    return _group(group, "get_rank").rank
+    return -1 if group is GroupMember.NON_GROUP_MEMBER else _group(group, "get_rank").rank
 
 
 def get_world_size(group=None):
-    return _group(group, "get_world_size").size
+    return -1 if group is GroupMember.NON_GROUP_MEMBER else _group(group, "get_world_size").size
 
 
+@_collective
 def barrier(group=None, async_op=False, device_ids=None):
     _group(group, "barrier").barrier()
 
@@ -154,16 +155,19 @@ ReduceOp = _C.ReduceOp
 Work = _C.Work
 
 
+@_collective
 def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
     """In place over the group (default: the default group); async_op returns a Work to wait on."""
     return _group(group, "all_reduce").all_reduce(tensor, op, async_op)
 
 
+@_collective
 def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=False):
     return _group(group, "all_gather_into_tensor").all_gather_into_tensor(output_tensor, input_tensor,
                                                                                      async_op)
 
 
+@_collective
 def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=False):
     return _group(group, "reduce_scatter_tensor").reduce_scatter_tensor(output, input, op, async_op)
 
@@ -188,11 +192,10 @@ def get_group_rank(group, global_rank):
     return ranks.index(global_rank)
 
 
+@_collective
 def broadcast(tensor, src=None, group=None, async_op=False, group_src=None):
     """As torch: src is a global rank (on any group); group_src a rank within the group."""
     g = _group(group, "broadcast")
-    if isinstance(g, _NotInGroup):
-        return g.skip()
     if (src is None) == (group_src is None):
         raise ValueError("broadcast: pass exactly one of src (a global rank) and group_src (a rank of the group)")
     return g.broadcast(tensor, get_group_rank(g, src) if group_src is None else group_src, async_op)
@@ -223,18 +226,16 @@ def _group_peer(g, peer, group_peer, op, what):
     return get_group_rank(g, peer) if group_peer is None else group_peer
 
 
+@_collective
 def send(tensor, dst=None, group=None, tag=0, group_dst=None):
     g = _group(group, "send")
-    if isinstance(g, _NotInGroup):
-        return g.skip()
     g.send(tensor, _group_peer(g, dst, group_dst, "send", "dst"), tag)
 
 
+@_collective
 def recv(tensor, src=None, group=None, tag=0, group_src=None):
     """Blocking receive from src (a global rank; tessel needs it: no receive from any source). Returns src."""
     g = _group(group, "recv")
-    if isinstance(g, _NotInGroup):
-        return g.skip()
     if src is None and group_src is None:
         raise NotImplementedError("recv(src=None): receiving from any rank is not supported; pass src")
     peer = _group_peer(g, src, group_src, "recv", "src")
@@ -242,32 +243,30 @@ def recv(tensor, src=None, group=None, tag=0, group_src=None):
     return get_global_rank(g, peer)
 
 
+@_collective
 def isend(tensor, dst=None, group=None, tag=0, group_dst=None):
     g = _group(group, "isend")
-    if isinstance(g, _NotInGroup):
-        return g.skip()
     return g.send(tensor, _group_peer(g, dst, group_dst, "isend", "dst"), tag, async_op=True)
 
 
+@_collective
 def irecv(tensor, src=None, group=None, tag=0, group_src=None):
     g = _group(group, "irecv")
-    if isinstance(g, _NotInGroup):
-        return g.skip()
     if src is None and group_src is None:
         raise NotImplementedError("irecv(src=None): receiving from any rank is not supported; pass src")
     return g.recv(tensor, _group_peer(g, src, group_src, "irecv", "src"), tag, async_op=True)
 
 
+@_collective
 def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=None, group=None, async_op=False):
     return _group(group, "all_to_all_single").all_to_all_single(output, input, list(output_split_sizes or []),
                                                                  list(input_split_sizes or []), async_op)
 
 
+@_collective
 def all_gather(tensor_list, tensor, group=None, async_op=False):
     """tensor_list[r] = rank r's tensor (equal shapes), through one all_gather_into_tensor."""
     g = _group(group, "all_gather")
-    if isinstance(g, _NotInGroup):
-        return g.skip()
     if len(tensor_list) != g.size:
         raise ValueError("all_gather: tensor_list has %d tensors for a group of %d ranks" % (len(tensor_list), g.size))
     from .._tensor import empty
@@ -278,11 +277,10 @@ def all_gather(tensor_list, tensor, group=None, async_op=False):
     return _done(async_op)
 
 
+@_collective
 def gather(tensor, gather_list=None, dst=None, group=None, async_op=False, group_dst=None):
     """Rank dst's gather_list[r] = rank r's tensor; other ranks pass no list."""
     g = _group(group, "gather")
-    if isinstance(g, _NotInGroup):
-        return g.skip()
     root = _group_peer(g, 0 if dst is None and group_dst is None else dst, group_dst, "gather", "dst")
     from .._tensor import zeros_like
     parts = [zeros_like(tensor) for _ in range(g.size)]
@@ -295,11 +293,10 @@ def gather(tensor, gather_list=None, dst=None, group=None, async_op=False, group
     return _done(async_op)
 
 
+@_collective
 def scatter(tensor, scatter_list=None, src=None, group=None, async_op=False, group_src=None):
     """tensor = rank src's scatter_list[r] on rank r (one broadcast of the stacked list)."""
     g = _group(group, "scatter")
-    if isinstance(g, _NotInGroup):
-        return g.skip()
     root = _group_peer(g, 0 if src is None and group_src is None else src, group_src, "scatter", "src")
     from .._tensor import empty
     flat = empty(g.size * tensor.numel(), dtype=tensor.dtype)
@@ -313,11 +310,10 @@ def scatter(tensor, scatter_list=None, src=None, group=None, async_op=False, gro
     return _done(async_op)
 
 
+@_collective
 def reduce(tensor, dst=None, op=ReduceOp.SUM, group=None, async_op=False, group_dst=None):
     """Rank dst's tensor becomes the reduction; the others' are left as they were."""
     g = _group(group, "reduce")
-    if isinstance(g, _NotInGroup):
-        return g.skip()
     root = _group_peer(g, dst, group_dst, "reduce", "dst")
     result = tensor.clone()
     g.all_reduce(result, op, False)
@@ -333,13 +329,12 @@ def _object_bytes(obj):
     return make_tensor(list(data) or [0], dtype=_int64), len(data)
 
 
+@_collective
 def all_gather_object(object_list, obj, group=None):
     """object_list[r] = rank r's obj (pickled; any picklable value)."""
     import pickle
     from .._tensor import tensor as make_tensor, zeros
     g = _group(group, "all_gather_object")
-    if isinstance(g, _NotInGroup):
-        return g.skip()
     data, n = _object_bytes(obj)
     sizes = zeros(g.size, dtype=_int64)
     g.all_gather_into_tensor(sizes, make_tensor([n], dtype=_int64), False)
@@ -353,13 +348,12 @@ def all_gather_object(object_list, obj, group=None):
         object_list[r] = pickle.loads(bytes(values[r * longest:r * longest + lengths[r]]))
 
 
+@_collective
 def broadcast_object_list(object_list, src=None, group=None, device=None, group_src=None):
     """object_list's objects on rank src replace those on every rank (pickled, in place)."""
     import pickle
     from .._tensor import tensor as make_tensor, zeros
     g = _group(group, "broadcast_object_list")
-    if isinstance(g, _NotInGroup):
-        return g.skip()
     root = _group_peer(g, 0 if src is None and group_src is None else src, group_src, "broadcast_object_list", "src")
     data, n = _object_bytes(list(object_list)) if g.rank == root else (None, 0)
     size = make_tensor([n], dtype=_int64)
