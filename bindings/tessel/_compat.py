@@ -349,13 +349,10 @@ def _gather(self, dim, index, *, sparse_grad=False):
     return self[tuple(np.broadcast_to(g, idx.shape) for g in grids)]
 
 
-def _sort(self, dim=-1, descending=False, stable=False):
-    """(values, indices) along dim; ties keep their order (a stable sort; torch's default may not), NaN last
-    ascending and first descending, as torch."""
+def _sort_order(self, dim, descending):
+    """The stable sorting permutation along dim (numpy, int64): ties keep their order (torch's default
+    may not), NaN last ascending and first descending, as torch."""
     import numpy as np
-    from ._tensor import tensor
-    if self.ndim == 0:
-        return values_indices(self, tensor(np.zeros((), dtype=np.int64)))
     a = self.detach().numpy()
     if descending:  # stable and without negating (bools, INT64_MIN): an ascending pass over the reversed axis
         f = np.flip(a, axis=dim)
@@ -366,7 +363,17 @@ def _sort(self, dim=-1, descending=False, stable=False):
         order = np.flip(a.shape[dim] - 1 - order, axis=dim)
     else:
         order = np.argsort(a, axis=dim, kind="stable")
-    return values_indices(_gather(self, dim, order), tensor(np.ascontiguousarray(order).astype(np.int64)))
+    return np.ascontiguousarray(order).astype(np.int64)
+
+
+def _sort(self, dim=-1, descending=False, stable=False):
+    """(values, indices) along dim, the values through one gather (so gradients flow)."""
+    import numpy as np
+    from ._tensor import tensor
+    if self.ndim == 0:
+        return values_indices(self, tensor(np.zeros((), dtype=np.int64)))
+    order = _sort_order(self, dim, descending)
+    return values_indices(_gather(self, dim, order), tensor(order))
 
 
 def _topk(self, k, dim=-1, largest=True, sorted=True):
@@ -374,13 +381,16 @@ def _topk(self, k, dim=-1, largest=True, sorted=True):
     from ._tensor import tensor
     if not 0 <= k <= self.shape[dim]:
         raise RuntimeError("selected index k out of range")
-    values, indices = _sort(self, dim, descending=largest)
-    order = np.take(indices.numpy(), np.arange(k), axis=dim)
+    order = np.take(_sort_order(self, dim, largest), np.arange(k), axis=dim)
     return values_indices(_gather(self, dim, order), tensor(order))
 
 
 def _argsort(self, dim=-1, descending=False, stable=False):
-    return _sort(self, dim, descending, stable)[1]
+    import numpy as np
+    from ._tensor import tensor
+    if self.ndim == 0:
+        return tensor(np.zeros((), dtype=np.int64))
+    return tensor(_sort_order(self, dim, descending))
 
 
 def _multinomial(self, num_samples, replacement=False, *, generator=None):
