@@ -29,34 +29,24 @@ def _named(params, group_index):
 
 
 def _param_groups(params):
+    """The constructor's params as a list of group dicts (a plain iterable of tensors is one group)."""
     if isinstance(params, _C.Tensor):
         raise TypeError("params argument given to the optimizer should be an iterable of Tensors or dicts, "
                         "but got a Tensor")
     groups = list(params)
     if not groups:
         raise ValueError("optimizer got an empty parameter list")
-    if not isinstance(groups[0], dict):
-        groups = [{"params": groups}]
-    seen = set()  # tensor identities: the same parameter reached twice (hash is the tensor's identity)
-    names = set()
-    out = []
-    for gi, g in enumerate(groups):
-        g = dict(g)
-        ps = g["params"]
-        named = []
-        for i, (name, p) in enumerate(_named([ps] if isinstance(ps, _C.Tensor) else list(ps), gi)):
-            if hash(p) in seen:
-                raise ValueError("some parameters appear in more than one parameter group ('%s')" % name)
-            seen.add(hash(p))
-            # Names key the optimizer's state (checkpoints): parameters reached through attributes of
-            # different modules share local names ('weight'), so a repeated name takes its position instead.
-            if name in names:
-                name = "param_groups.%d.%d" % (gi, i)
-            names.add(name)
-            named.append((name, p))
-        g["params"] = named
-        out.append(g)
-    return out
+    return groups if isinstance(groups[0], dict) else [{"params": groups}]
+
+
+def _state_fqn(key):
+    """The parameter an optimizer checkpoint entry belongs to ('optim.state.<fqn>.<buffer>' or
+    'optim.step.<fqn>'); None for the other entries (hyperparameters)."""
+    if key.startswith("optim.state."):
+        return key[len("optim.state."):].rsplit(".", 1)[0]
+    if key.startswith("optim.step."):
+        return key[len("optim.step."):]
+    return None
 
 
 class Optimizer:
@@ -66,16 +56,9 @@ class Optimizer:
         self.defaults = defaults
         self.param_groups = []
         self._optimizers = []
-        self._names = []  # per group: its parameters' FQNs (the keys of their checkpoint state)
-        self._ordered = []  # the same, in the group's parameter order (state_dict's integer ids)
+        self._fqns = []  # per group: its parameters' FQNs in order (checkpoint keys; state_dict's integer ids)
         for g in _param_groups(params):
-            group = dict(defaults, **g)
-            self._optimizers.append(self._make(group["params"], group))
-            self._names.append({name for name, _ in group["params"]})
-            self._ordered.append([name for name, _ in group["params"]])
-            group["params"] = [p for _, p in group["params"]]
-            self.param_groups.append(group)
-        self._all_names = set().union(*self._names)
+            self.add_param_group(g)
 
     def step(self, closure=None):
         loss = closure() if closure is not None else None
@@ -89,20 +72,24 @@ class Optimizer:
         already in the optimizer is a ValueError, as torch."""
         if not isinstance(param_group, dict):
             raise TypeError("param_group must be a dict, but got %s" % type(param_group).__name__)
-        existing = {hash(p) for g in self.param_groups for p in g["params"]}
+        seen = {hash(p) for g in self.param_groups for p in g["params"]}  # hash is the tensor's identity
+        names = {n for fqns in self._fqns for n in fqns}
         gi = len(self.param_groups)
         group = dict(self.defaults, **param_group)
         ps = group["params"]
-        named = _named([ps] if isinstance(ps, _C.Tensor) else list(ps), gi)
-        for name, p in named:
-            if hash(p) in existing:
+        named = []
+        for i, (name, p) in enumerate(_named([ps] if isinstance(ps, _C.Tensor) else list(ps), gi)):
+            if hash(p) in seen:
                 raise ValueError("some parameters appear in more than one parameter group ('%s')" % name)
-        named = [(n if n not in self._all_names else "param_groups.%d.%d" % (gi, i), p)
-                 for i, (n, p) in enumerate(named)]
+            seen.add(hash(p))
+            # Names key the optimizer's state (checkpoints): parameters reached through attributes of
+            # different modules share local names ('weight'), so a repeated name takes its position instead.
+            if name in names:
+                name = "param_groups.%d.%d" % (gi, i)
+            names.add(name)
+            named.append((name, p))
         self._optimizers.append(self._make(named, group))
-        self._names.append({n for n, _ in named})
-        self._ordered.append([n for n, _ in named])
-        self._all_names |= self._names[-1]
+        self._fqns.append([n for n, _ in named])
         group["params"] = [p for _, p in named]
         self.param_groups.append(group)
 
@@ -121,7 +108,7 @@ class Optimizer:
         """torch's layout: parameters numbered across the groups in order; each one's state ("step" and the
         optimizer's buffers, aliases of the live tensors) and each group's options with its ids."""
         state, groups, index = {}, [], 0
-        for group, opt, names in zip(self.param_groups, self._optimizers, self._ordered):
+        for group, opt, names in zip(self.param_groups, self._optimizers, self._fqns):
             buffers, steps, _ = opt._get_state()
             ids = []
             for name in names:
@@ -140,11 +127,11 @@ class Optimizer:
         if len(groups) != len(self.param_groups):
             raise ValueError("loaded state dict has a different number of parameter groups (%d, the optimizer has "
                              "%d)" % (len(groups), len(self.param_groups)))
-        for i, (saved, names) in enumerate(zip(groups, self._ordered)):
+        for i, (saved, names) in enumerate(zip(groups, self._fqns)):
             if len(saved["params"]) != len(names):
                 raise ValueError("loaded state dict contains a parameter group that doesn't match the size of "
                                  "optimizer's group %d (%d vs %d parameters)" % (i, len(saved["params"]), len(names)))
-        for group, opt, saved, names in zip(self.param_groups, self._optimizers, groups, self._ordered):
+        for group, opt, saved, names in zip(self.param_groups, self._optimizers, groups, self._fqns):
             buffers, steps = {}, {}
             for pid, name in zip(saved["params"], names):
                 entry = state_dict["state"].get(pid, state_dict["state"].get(str(pid)))
@@ -175,76 +162,51 @@ class Optimizer:
 
     def _set_checkpoint_state(self, model, state_dict):
         """Loads each group's entries (by its parameters' FQNs) and its hyperparameters into param_groups."""
-        for i, opt in enumerate(self._optimizers):
-            names, prefix, part = self._names[i], self._hyper_prefix(i), {}
+        group_of = {name: i for i, fqns in enumerate(self._fqns) for name in fqns}
+        parts = [{} for _ in self._optimizers]
+        for k, v in state_dict.items():
+            fqn = _state_fqn(k)
+            if fqn is None:
+                continue
+            if fqn not in group_of:
+                raise ValueError("set_optimizer_state_dict: '%s' names no parameter of the optimizer" % k)
+            parts[group_of[fqn]][k] = v
+        for i, (opt, part) in enumerate(zip(self._optimizers, parts)):
+            prefix = self._hyper_prefix(i)
             for k, v in state_dict.items():
-                if k.startswith("optim.state."):
-                    if k[len("optim.state."):].rsplit(".", 1)[0] in names:
-                        part[k] = v
-                elif k.startswith("optim.step."):
-                    if k[len("optim.step."):] in names:
-                        part[k] = v
-                elif k.startswith(prefix) and "." not in k[len(prefix):]:
+                if k.startswith(prefix) and "." not in k[len(prefix):]:
                     part["optim.hyper." + k[len(prefix):]] = v
             _C._set_optimizer_state_dict(model, opt, part)
             self._load_hyper(self.param_groups[i], opt.hyper)
-        unknown = [k for k in state_dict if k.startswith(("optim.state.", "optim.step."))
-                   and (k[len("optim.state."):].rsplit(".", 1)[0] if k.startswith("optim.state.")
-                        else k[len("optim.step."):]) not in self._all_names]
-        if unknown:
-            raise ValueError("set_optimizer_state_dict: '%s' names no parameter of the optimizer" % unknown[0])
-
-
-class AdamW(Optimizer):
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False, *,
-                 maximize=False, foreach=None, capturable=False, differentiable=False, fused=None):
-        if amsgrad or maximize or capturable or differentiable:
-            raise NotImplementedError("AdamW: amsgrad, maximize, capturable and differentiable are not supported")
-        if not 0.0 <= lr:
-            raise ValueError("Invalid learning rate: %s" % lr)
-        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay))
-
-    @staticmethod
-    def _hyper(g):
-        b1, b2 = g["betas"]
-        return {"lr": float(g["lr"]), "beta1": float(b1), "beta2": float(b2), "eps": float(g["eps"]),
-                "weight_decay": float(g["weight_decay"])}
-
-    @staticmethod
-    def _load_hyper(g, h):
-        g.update(lr=h["lr"], betas=(h["beta1"], h["beta2"]), eps=h["eps"], weight_decay=h["weight_decay"])
-
-    @staticmethod
-    def _make(named, g):
-        b1, b2 = g["betas"]
-        return _C.AdamW(named, lr=float(g["lr"]), weight_decay=float(g["weight_decay"]), beta1=float(b1),
-                        beta2=float(b2), eps=float(g["eps"]))
 
 
 class Adam(Optimizer):
-    """torch.optim.Adam: AdamW's update with weight_decay applied as an L2 term added to the gradient
-    (grad + weight_decay · param) before the moments, not decoupled. Runs the C++ AdamW with its decoupled
-    decay at 0; for weight_decay > 0 each step adds the L2 term to a copy of the gradient and puts the
-    original .grad back afterwards (torch leaves .grad untouched too)."""
+    """torch.optim.Adam: weight_decay is an L2 term added to the gradient (grad + weight_decay · param) before
+    the moments, or, with decoupled_weight_decay=True (AdamW), a decay of the parameter itself. Runs the C++
+    AdamW: with the L2 form its decoupled decay is 0 and each step adds the L2 term to a copy of the gradient,
+    putting the original .grad back afterwards (torch leaves .grad untouched too)."""
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False, *,
                  foreach=None, maximize=False, capturable=False, differentiable=False, fused=None,
                  decoupled_weight_decay=False):
         if amsgrad or maximize or capturable or differentiable:
-            raise NotImplementedError("Adam: amsgrad, maximize, capturable and differentiable are not supported")
+            raise NotImplementedError("%s: amsgrad, maximize, capturable and differentiable are not supported"
+                                      % type(self).__name__)
         if not 0.0 <= lr:
             raise ValueError("Invalid learning rate: %s" % lr)
         if not 0.0 <= weight_decay:
             raise ValueError("Invalid weight_decay value: %s" % weight_decay)
-        self._decoupled = bool(decoupled_weight_decay)  # torch 2.6+: Adam(decoupled_weight_decay=True) is AdamW
+        self._decoupled = bool(decoupled_weight_decay)
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay))
 
     def step(self, closure=None):
+        if self._decoupled:
+            return super().step(closure)
         loss = closure() if closure is not None else None
         for group, opt in zip(self.param_groups, self._optimizers):
             wd = float(group["weight_decay"])
             opt.hyper = self._hyper(group)
-            if wd == 0.0 or self._decoupled:
+            if wd == 0.0:
                 opt.step()
                 continue
             saved = [(p, p.grad) for p in group["params"] if p.grad is not None]
@@ -260,17 +222,26 @@ class Adam(Optimizer):
 
     def _hyper(self, g):
         b1, b2 = g["betas"]
-        decay = float(g["weight_decay"]) if self._decoupled else 0.0
         return {"lr": float(g["lr"]), "beta1": float(b1), "beta2": float(b2), "eps": float(g["eps"]),
-                "weight_decay": decay}
+                "weight_decay": float(g["weight_decay"]) if self._decoupled else 0.0}
 
     def _load_hyper(self, g, h):
         g.update(lr=h["lr"], betas=(h["beta1"], h["beta2"]), eps=h["eps"])
+        if self._decoupled:
+            g["weight_decay"] = h["weight_decay"]
 
     def _make(self, named, g):
-        b1, b2 = g["betas"]
-        return _C.AdamW(named, lr=float(g["lr"]), weight_decay=float(g["weight_decay"]) if self._decoupled else 0.0,
-                        beta1=float(b1), beta2=float(b2), eps=float(g["eps"]))
+        return _C.AdamW(named, **self._hyper(g))
+
+
+class AdamW(Adam):
+    """torch.optim.AdamW: Adam with decoupled weight decay (a subclass of Adam, as in torch)."""
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False, *,
+                 maximize=False, foreach=None, capturable=False, differentiable=False, fused=None):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, foreach=foreach, maximize=maximize,
+                         capturable=capturable, differentiable=differentiable, fused=fused,
+                         decoupled_weight_decay=True)
 
 
 class SGD(Optimizer):
