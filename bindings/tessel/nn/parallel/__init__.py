@@ -64,20 +64,11 @@ class DistributedDataParallel(Module):
         if any(p.is_distributed for p in module.parameters()):
             raise ValueError("DistributedDataParallel: the module has DTensor (sharded) parameters; use "
                              "fully_shard's replicate axis (HSDP) for data parallelism over them")
-        root = dist.get_global_rank(self.process_group, 0)
-        with _C._GradMode(False):
-            for t in list(module.parameters()) + [b for b in module.buffers() if b is not None]:
-                dist.broadcast(t, src=root, group=self.process_group)
+        self._broadcast_from_first_rank(list(module.parameters()) + self._buffers_to_sync())
 
     def forward(self, *args, **kwargs):
-        from ... import distributed as dist
         if self.broadcast_buffers:  # torch: rank 0's buffers before every forward
-            buffers = [b for b in self.module.buffers() if b is not None]
-            if buffers:
-                root = dist.get_global_rank(self.process_group, 0)
-                with _C._GradMode(False):
-                    for b in buffers:
-                        dist.broadcast(b, src=root, group=self.process_group)
+            self._broadcast_from_first_rank(self._buffers_to_sync())
         out = self.module(*args, **kwargs)
         if self.require_backward_grad_sync and _C.is_grad_enabled():
             _queue(self)
@@ -87,6 +78,19 @@ class DistributedDataParallel(Module):
                 if t.requires_grad:
                     t.register_hook(self._mark_reached)
         return out
+
+    def _buffers_to_sync(self):
+        return [b for b in self.module.buffers() if b is not None]
+
+    def _broadcast_from_first_rank(self, tensors):
+        """Every rank's tensors become those of the group's first rank."""
+        from ... import distributed as dist
+        if not tensors:
+            return
+        root = dist.get_global_rank(self.process_group, 0)
+        with _C._GradMode(False):
+            for t in tensors:
+                dist.broadcast(t, src=root, group=self.process_group)
 
     def _mark_reached(self, grad):
         self._reached = True
