@@ -440,6 +440,31 @@ def test_new_group_p2p_and_list_and_object_collectives_follow_torch_distributed(
     tessel.run_ranks(3, rank_fn)
 
 
+def test_distributed_data_parallel_broadcasts_buffers_from_the_first_rank():
+    # torch: rank 0's buffers at construction and, with broadcast_buffers (the default), before every forward.
+    from tessel.nn.parallel import DistributedDataParallel as DDP
+    seen = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        rank = dist.get_rank()
+        models = []
+        for broadcast in (True, False):
+            m = nn.Linear(2, 2)
+            m.register_buffer("count", tessel.full([3], float(10 + rank)))
+            models.append(DDP(m, broadcast_buffers=broadcast))
+        at_construction = [ddp.module.count.numpy().tolist() for ddp in models]
+        assert at_construction == [[10.0] * 3, [10.0] * 3], (rank, at_construction)
+        for ddp in models:
+            ddp.module.count.fill_(float(20 + rank))  # the ranks' buffers diverge after construction
+            ddp(tessel.ones(1, 2))
+        seen[rank] = [ddp.module.count.numpy().tolist() for ddp in models]
+
+    tessel.run_ranks(2, rank_fn)
+    assert seen[0] == [[20.0] * 3, [20.0] * 3]
+    assert seen[1] == [[20.0] * 3, [21.0] * 3]  # without broadcast_buffers only the construction broadcast
+
+
 def test_distributed_data_parallel_trains_as_one_rank_on_the_whole_batch():
     from tessel.nn.parallel import DistributedDataParallel as DDP
     rng = np.random.default_rng(4)
