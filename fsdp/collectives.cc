@@ -85,12 +85,14 @@ void DropAllGather(AllGatherResult& result, CommStreams* streams) {
   result = AllGatherResult();
 }
 
-ReduceScatterResult IssueReduceScatter(Tensor flat_input, std::vector<FsdpParam*> params, std::vector<int64_t> offsets,
-                                       int64_t shard_numel, const ReduceSpec& spec, CommStreams* streams) {
+int64_t GradFlagNumel(int64_t num_params) { return (num_params + 15) / 16 * 16; }
+
+ReduceScatterResult IssueReduceScatter(Tensor flat_input, ReduceTargets targets, const ReduceSpec& spec,
+                                       CommStreams* streams) {
   NoGradGuard no_grad;
   ReduceScatterResult r;
-  r.params = std::move(params);
-  r.offsets = std::move(offsets);
+  r.targets = std::move(targets);
+  const int64_t block_numel = r.targets.block_numel;
   const comm::ReduceOp op = spec.divide_factor ? comm::ReduceOp::kSum : comm::ReduceOp::kAvg;
   auto reduce = [&]() -> comm::WorkPtr {
     if (spec.divide_factor) MulScalarInPlace(flat_input, 1.0 / *spec.divide_factor);
@@ -100,7 +102,7 @@ ReduceScatterResult IssueReduceScatter(Tensor flat_input, std::vector<FsdpParam*
     }
     {
       memory::LedgerScope ledger(memory::Ledger::kCommBuffers);
-      r.output = Empty({shard_numel}, flat_input.dtype(), flat_input.device());
+      r.output = Empty({block_numel}, flat_input.dtype(), flat_input.device());
     }
     r.input = std::move(flat_input);
     return r.work = spec.shard_group->ReduceScatter(r.output, r.input, op);
@@ -126,9 +128,16 @@ void PostReduce(ReduceScatterResult& result, const ReduceSpec& spec, bool on_str
       work->Wait();
     }
   }
+  const ReduceTargets& t = result.targets;
+  std::vector<double> flags;  // [Note: FSDP gradient flags]
+  if (t.flag_offset >= 0) {
+    flags = MakeView(result.output, {static_cast<int64_t>(t.params.size())}, {1},
+                     result.output.storage_offset() + t.flag_offset).ToDoubleVector();
+  }
   bool adopted = false;
-  for (size_t i = 0; i < result.params.size(); ++i) {
-    adopted = result.params[i]->SetShardedGradFrom(result.output, result.offsets[i]) || adopted;
+  for (size_t i = 0; i < t.params.size(); ++i) {
+    if (!flags.empty() && flags[i] == 0.0) continue;
+    adopted = t.params[i]->SetShardedGradFrom(result.output, t.offsets[i]) || adopted;
   }
   // The sharded .grads that are views of the output keep its block alive: it now holds gradients.
   if (adopted) result.output.impl()->RetagMemory(memory::Ledger::kGrads);

@@ -55,12 +55,37 @@ void FinishAllGather(AllGatherResult& result, std::span<FsdpParam* const> params
 // the all-gather streams wait for its event.
 void DropAllGather(AllGatherResult& result, CommStreams* streams);
 
+// [Note: FSDP gradient flags] Ranks may disagree on which of a group's parameters got a gradient in a
+// backward (control flow inside a module that depends on the data: a branch one rank's batch takes and
+// another's does not). One-rank training on the global batch gives such a parameter a gradient (the
+// samples that skipped it contribute zeros), so every rank must give it one, or the ranks' optimizers
+// step different parameter sets and the shards drift apart silently (torch's FSDP2 decides from the
+// local .grad alone and does exactly that). When the reduction crosses ranks, each rank's block of the
+// reduce-scatter input therefore ends with GradFlagNumel(params) flags: 1 where this rank has a
+// gradient for parameter i (0 where its rows are zeros). Reduced with the gradients, flag i is nonzero
+// iff some rank on the shard or replicate axis had one, and every rank gives .grad to exactly those
+// parameters; one no rank touched keeps no .grad, as in torch. Cost: 64 B per rank block per 16
+// parameters of a float32 reduction, in the same collective.
+//
+// Flag elements per rank block for a group of `num_params` (a multiple of 16: rank blocks stay 64-byte
+// aligned in float32).
+int64_t GradFlagNumel(int64_t num_params);
+
+// Which parameters a reduction may give a .grad, and where their rows and flags sit in a rank block.
+struct ReduceTargets {
+  std::vector<FsdpParam*> params;
+  std::vector<int64_t> offsets;  // each parameter's rows in one rank's block
+  int64_t block_numel = 0;       // one rank's block: the group's shard_numel, plus the flags if any
+  // >= 0: element flag_offset + i of the reduced block is parameter i's flag; only parameters whose
+  // flag is nonzero get a .grad. -1 (no flags, a reduction within one rank): every parameter gets one.
+  int64_t flag_offset = -1;
+};
+
 struct ReduceScatterResult {
   comm::WorkPtr work;                // null when the shard axis has one rank
-  Tensor input;                      // [world * shard_numel], reduce dtype
-  Tensor output;                     // [shard_numel], reduce dtype
-  std::vector<FsdpParam*> params;    // the parameters whose rows are reduced
-  std::vector<int64_t> offsets;      // their offsets in one rank's block
+  Tensor input;                      // [world * block_numel], reduce dtype
+  Tensor output;                     // [block_numel], reduce dtype
+  ReduceTargets targets;
   EventPtr reduced;                  // device tensors: the reduce-scatter stream's event behind it
 };
 
@@ -73,14 +98,15 @@ struct ReduceSpec {
   comm::ProcessGroupPtr replicate_group;  // HSDP only
 };
 
-// Issues one async reduce-scatter of `flat_input` (already in the layout, reduce dtype; divided by the
-// divide factor here when one is set).
+// Issues one async reduce-scatter of `flat_input` (already in the layout with its flags, reduce dtype;
+// divided by the divide factor here when one is set).
 // With `streams` the division and the collective run on its reduce-scatter stream after it waited for
 // the compute stream (which folded the gradients into `flat_input`).
-ReduceScatterResult IssueReduceScatter(Tensor flat_input, std::vector<FsdpParam*> params, std::vector<int64_t> offsets,
-                                       int64_t shard_numel, const ReduceSpec& spec, CommStreams* streams = nullptr);
+ReduceScatterResult IssueReduceScatter(Tensor flat_input, ReduceTargets targets, const ReduceSpec& spec,
+                                       CommStreams* streams = nullptr);
 // Waits for the reduce-scatter, runs the HSDP all-reduce over the replicate axis, and makes this rank's
-// rows the sharded .grad of every parameter (added to an existing .grad). Frees the staging buffers.
+// rows the sharded .grad of every target parameter whose flag is set (added to an existing .grad).
+// Frees the staging buffers. Reading the flags copies them to the host (on a device, after the stream).
 // With `streams` nothing waits on the host: the input is released after the compute stream waits for
 // the reduce-scatter event, the all-reduce and view-out run on the reduce-scatter stream, and the
 // returned post-reduce event is what the compute stream must wait for before reading .grad (null on

@@ -164,7 +164,8 @@ TEST_F(CollectivesDeviceTest, ReduceScatterRunsOnItsStreamAndViewsOutThisRanksRo
   const ReduceSpec spec{.dtype = DType::kFloat32, .divide_factor = std::nullopt, .shard_group = group_,
                         .replicate_group = nullptr};
   const size_t before = Fake().copies.size();
-  ReduceScatterResult r = IssueReduceScatter(std::move(input), params_, {0}, layout_.shard_numel, spec, streams_.get());
+  ReduceScatterResult r = IssueReduceScatter(
+      std::move(input), {.params = params_, .offsets = {0}, .block_numel = layout_.shard_numel}, spec, streams_.get());
   ASSERT_TRUE(r.reduced);
   EXPECT_EQ(log_.blocked, std::vector<memory::StreamHandle>{streams_->reduce_scatter_stream().handle()});
   const EventPtr post_reduce = FinishReduceScatter(r, spec, streams_.get());

@@ -109,7 +109,7 @@ TEST(FsdpParamTest, FoldedGradientsAreRankMajorAndTheReduceScatterAveragesThem) 
               (std::vector<float>{s * 1, s * 2, s * 3, s * 4, s * 7, s * 8, s * 5, s * 6, 0, 0, 0, 0}));
     ReduceSpec spec{.dtype = DType::kFloat32, .divide_factor = std::nullopt, .shard_group = f.info.shard_group(),
                     .replicate_group = nullptr};
-    ReduceScatterResult r = IssueReduceScatter(input, f.params, f.layout.offsets, 6, spec);
+    ReduceScatterResult r = IssueReduceScatter(input, {.params = f.params, .offsets = f.layout.offsets, .block_numel = 6}, spec);
     FinishReduceScatter(r, spec);
     const Tensor grad_a = f.params[0]->sharded_param().grad();
     ASSERT_TRUE(grad_a.is_distributed());
@@ -118,6 +118,44 @@ TEST(FsdpParamTest, FoldedGradientsAreRankMajorAndTheReduceScatterAveragesThem) 
     EXPECT_EQ(dtensor::DTensor(f.params[1]->sharded_param().grad()).ToLocal().ToVector<float>(),
               rank == 0 ? std::vector<float>({14, 16}) : std::vector<float>{});
     EXPECT_EQ(grad_a.sizes(), (Shape{3, 2}));
+  });
+}
+
+TEST(FsdpParamTest, ReducedGradientFlagsDecideWhichParametersGetAGradOnEveryRank) {
+  // [Note: FSDP gradient flags]: rank 0 has a gradient for a only, rank 1 for b only (its a rows are
+  // zeros). Blocks of 6 + 16 flags; both ranks give both parameters the average; a parameter flagged by
+  // no rank (the second round: b nowhere) gets no .grad.
+  OnTwoRanks([](int rank, Fixture& f) {
+    NoGradGuard no_grad;
+    EXPECT_EQ(GradFlagNumel(2), 16);
+    EXPECT_EQ(GradFlagNumel(17), 32);
+    const ReduceSpec spec{.dtype = DType::kFloat32, .divide_factor = std::nullopt,
+                          .shard_group = f.info.shard_group(), .replicate_group = nullptr};
+    auto reduce = [&](const std::vector<bool>& has) {
+      Tensor input = Zeros({2 * 22}, DType::kFloat32);
+      const Tensor ga = FromVector<float>({1, 2, 3, 4, 5, 6}, {3, 2}), gb = FromVector<float>({7, 8}, {1, 2});
+      if (has[0]) f.params[0]->FoldGradInto(ga, input, 0, 22, /*accumulate=*/false);
+      if (has[1]) f.params[1]->FoldGradInto(gb, input, 4, 22, false);
+      for (int64_t j = 0; j < 2; ++j) {
+        for (int64_t i = 0; i < 2; ++i) {
+          if (has[i]) FillInPlace(MakeView(input, {1}, {1}, j * 22 + 6 + i), 1.0);
+        }
+      }
+      ReduceScatterResult r = IssueReduceScatter(
+          input, {.params = f.params, .offsets = f.layout.offsets, .block_numel = 22, .flag_offset = 6}, spec);
+      FinishReduceScatter(r, spec);
+    };
+    reduce(rank == 0 ? std::vector<bool>{true, false} : std::vector<bool>{false, true});
+    const Tensor grad_a = f.params[0]->sharded_param().grad(), grad_b = f.params[1]->sharded_param().grad();
+    ASSERT_TRUE(grad_a.defined() && grad_b.defined());
+    EXPECT_EQ(dtensor::DTensor(grad_a).ToLocal().ToVector<float>(),
+              rank == 0 ? std::vector<float>({0.5, 1, 1.5, 2}) : std::vector<float>({2.5, 3}));
+    EXPECT_EQ(dtensor::DTensor(grad_b).ToLocal().ToVector<float>(),
+              rank == 0 ? std::vector<float>({3.5, 4}) : std::vector<float>{});
+    for (FsdpParam* p : f.params) p->sharded_param().set_grad(Tensor());
+    reduce({true, false});
+    EXPECT_TRUE(f.params[0]->sharded_param().grad().defined());
+    EXPECT_FALSE(f.params[1]->sharded_param().grad().defined());
   });
 }
 

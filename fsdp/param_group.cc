@@ -8,6 +8,7 @@
 #include "core/base/error.h"
 #include "core/memory/allocator.h"
 #include "core/tensor/factory.h"
+#include "core/tensor/tensor_impl.h"
 
 namespace tessel::fsdp {
 
@@ -33,6 +34,7 @@ ParamGroup::ParamGroup(std::vector<std::unique_ptr<FsdpParam>> params, FsdpMeshI
   TESSEL_INTERNAL_ASSERT(!params_.empty(), "fully_shard: a parameter group needs parameters");
   for (auto& p : params_) raw_params_.push_back(p.get());
   layout_ = FlatLayout::Of(raw_params_);
+  if (ReducesAcrossRanks()) flag_numel_ = GradFlagNumel(static_cast<int64_t>(raw_params_.size()));
   param_dtype_ = raw_params_[0]->param_dtype();
   reduce_dtype_ = raw_params_[0]->reduce_dtype();
   for (const FsdpParam* p : raw_params_) {
@@ -120,6 +122,10 @@ void ParamGroup::BackwardPrefetch() {
   ctx_->post_forward_order[index - 1]->Unshard(/*async_op=*/true);
 }
 
+bool ParamGroup::ReducesAcrossRanks() const {
+  return mesh_info_.shard_size() > 1 || (mesh_info_.is_hsdp() && mesh_info_.replicate_group()->size() > 1);
+}
+
 ReduceSpec ParamGroup::MakeReduceSpec() const {
   ReduceSpec spec{.dtype = reduce_dtype_, .divide_factor = gradient_divide_factor,
                   .shard_group = mesh_info_.shard_group(), .replicate_group = nullptr};
@@ -130,13 +136,13 @@ ReduceSpec ParamGroup::MakeReduceSpec() const {
 void ParamGroup::AccumulateLocally(const std::vector<Tensor>& grads) {
   if (!accumulated_grads_.defined()) {
     memory::LedgerScope ledger(memory::Ledger::kGrads);
-    accumulated_grads_ = Zeros({mesh_info_.shard_size() * layout_.shard_numel}, reduce_dtype_,
+    accumulated_grads_ = Zeros({mesh_info_.shard_size() * reduce_block_numel()}, reduce_dtype_,
                                raw_params_[0]->sharded_param().device());
     accumulated_has_grad_.assign(raw_params_.size(), false);
   }
   for (size_t i = 0; i < raw_params_.size(); ++i) {
     if (!grads[i].defined()) continue;
-    raw_params_[i]->FoldGradInto(grads[i], accumulated_grads_, layout_.offsets[i], layout_.shard_numel, true);
+    raw_params_[i]->FoldGradInto(grads[i], accumulated_grads_, layout_.offsets[i], reduce_block_numel(), true);
     accumulated_has_grad_[i] = true;
   }
 }
@@ -163,15 +169,19 @@ void ParamGroup::PostBackward() {
   Tensor input = StageReduceInput(std::move(grads), any, &has_grad);
   if (reshard_after_backward) Reshard();
   if (!input.defined()) return;
-  std::vector<FsdpParam*> params;
-  std::vector<int64_t> offsets;
-  for (size_t i = 0; i < raw_params_.size(); ++i) {
-    if (!has_grad[i]) continue;
-    params.push_back(raw_params_[i]);
-    offsets.push_back(layout_.offsets[i]);
+  ReduceTargets targets{.block_numel = reduce_block_numel()};
+  if (flag_numel_ > 0) {
+    targets.params = raw_params_;  // flag i is parameter i's (WriteGradFlags)
+    targets.offsets = layout_.offsets;
+    targets.flag_offset = layout_.shard_numel;
+  } else {
+    for (size_t i = 0; i < raw_params_.size(); ++i) {
+      if (!has_grad[i]) continue;
+      targets.params.push_back(raw_params_[i]);
+      targets.offsets.push_back(layout_.offsets[i]);
+    }
   }
-  pending_reduce_ = IssueReduceScatter(std::move(input), std::move(params), std::move(offsets), layout_.shard_numel,
-                                       MakeReduceSpec(), streams());
+  pending_reduce_ = IssueReduceScatter(std::move(input), std::move(targets), MakeReduceSpec(), streams());
   ctx_->pending_reduce = this;
 }
 
@@ -183,21 +193,39 @@ Tensor ParamGroup::StageReduceInput(std::vector<Tensor> grads, bool any, std::ve
     input = std::move(accumulated_grads_);
     *has_grad = std::move(accumulated_has_grad_);
     accumulated_grads_ = Tensor();
-  } else if (any) {
+  } else if (any || (flag_numel_ > 0 && std::any_of(raw_params_.begin(), raw_params_.end(),
+                                                      [](const FsdpParam* p) { return p->requires_grad(); }))) {
+    // With flags, a rank with no gradient still joins the reduction: another rank may have one
+    // ([Note: FSDP gradient flags]); its rows and flags are all zero.
     memory::LedgerScope ledger(memory::Ledger::kCommBuffers);
     const Device device = raw_params_[0]->sharded_param().device();
-    const int64_t numel = mesh_info_.shard_size() * layout_.shard_numel;
+    const int64_t numel = mesh_info_.shard_size() * reduce_block_numel();
     const bool all = std::all_of(grads.begin(), grads.end(), [](const Tensor& g) { return g.defined(); });
     // Parameters without a gradient must contribute zeros; the others' regions are fully written.
     input = all ? Empty({numel}, reduce_dtype_, device) : Zeros({numel}, reduce_dtype_, device);
   }
   for (size_t i = 0; i < raw_params_.size(); ++i) {
     if (!grads[i].defined()) continue;
-    raw_params_[i]->FoldGradInto(grads[i], input, layout_.offsets[i], layout_.shard_numel, from_buffer);
+    raw_params_[i]->FoldGradInto(grads[i], input, layout_.offsets[i], reduce_block_numel(), from_buffer);
     grads[i] = Tensor();  // each unsharded gradient is free once folded into the flat buffer
     (*has_grad)[i] = true;
   }
+  if (input.defined() && flag_numel_ > 0) WriteGradFlags(input, *has_grad);
   return input;
+}
+
+void ParamGroup::WriteGradFlags(const Tensor& input, const std::vector<bool>& has_grad) const {
+  NoGradGuard no_grad;
+  const int64_t n = static_cast<int64_t>(has_grad.size());
+  const int64_t block = reduce_block_numel(), base = input.storage_offset() + layout_.shard_numel;
+  auto flag = [&](int64_t i) { return i < n && has_grad[i]; };  // the padding flags are 0
+  for (int64_t j = 0; j < mesh_info_.shard_size(); ++j) {
+    // One fill per run of equal flags (usually one run of ones: every parameter has a gradient).
+    for (int64_t i = 0, end = 0; i < flag_numel_; i = end) {
+      for (end = i + 1; end < flag_numel_ && flag(end) == flag(i);) ++end;
+      FillInPlace(MakeView(input, {end - i}, {1}, base + j * block + i), flag(i) ? 1.0 : 0.0);
+    }
+  }
 }
 
 void ParamGroup::FinishReduce() {

@@ -109,15 +109,23 @@ class ParamGroup {
  private:
   void BackwardPrefetch();
   void AccumulateLocally(const std::vector<Tensor>& grads);
-  // The flat reduce-scatter input with every gradient folded in (the sync-off buffer when there is one);
-  // undefined when there is nothing to reduce. has_grad[i]: parameter i contributes.
+  // The flat reduce-scatter input with every gradient folded in (the sync-off buffer when there is one)
+  // and this rank's gradient flags; undefined when there is nothing to reduce. has_grad[i]: parameter i
+  // contributes.
   Tensor StageReduceInput(std::vector<Tensor> grads, bool any, std::vector<bool>* has_grad);
+  // Writes this rank's flags (1: has_grad[i]) into every rank block of `input`.
+  void WriteGradFlags(const Tensor& input, const std::vector<bool>& has_grad) const;
+  // Whether the reduction crosses ranks (then the blocks carry [Note: FSDP gradient flags]).
+  bool ReducesAcrossRanks() const;
+  // One rank's block of the reduce-scatter buffers: the layout's shard_numel plus flag_numel_.
+  int64_t reduce_block_numel() const { return layout_.shard_numel + flag_numel_; }
   ReduceSpec MakeReduceSpec() const;
 
   std::vector<std::unique_ptr<FsdpParam>> params_;
   std::vector<FsdpParam*> raw_params_;
   FsdpMeshInfo mesh_info_;
   FlatLayout layout_;
+  int64_t flag_numel_ = 0;  // GradFlagNumel(params) when ReducesAcrossRanks(), else 0
   DType param_dtype_ = DType::kFloat32;
   DType reduce_dtype_ = DType::kFloat32;
   std::string fqn_;
@@ -126,7 +134,7 @@ class ParamGroup {
   bool unsharded_ = false;
   std::optional<AllGatherResult> pending_unshard_;
   std::optional<ReduceScatterResult> pending_reduce_;
-  // Gradient sync off: gradients summed locally in the reduce-scatter layout ([world * shard_numel],
+  // Gradient sync off: gradients summed locally in the reduce-scatter layout ([world * block numel],
   // reduce dtype, grads ledger) until the next synced backward reduces them in one collective.
   Tensor accumulated_grads_;
   std::vector<bool> accumulated_has_grad_;

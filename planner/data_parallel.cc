@@ -19,12 +19,23 @@ struct Sums {
   int64_t max_block_padded = 0, max_block_tp = 0;
   int64_t first_block_padded = 0, first_block_grad = 0;  // the stage's first block
   bool root_runs_first = false;  // the root holds ln_f (the last stage): its backward runs before the blocks'
+  // fully_shard's gradient flags (fsdp/collectives.h, [Note: FSDP gradient flags]) at the end of each
+  // group's reduce-scatter block, when the reduction crosses ranks: the root's, the largest block's, the
+  // first block's and all blocks' (elements per rank block).
+  int64_t root_flags = 0, max_block_flags = 0, first_block_flags = 0, block_flags = 0;
+  int64_t flags() const { return root_flags + block_flags; }
 };
 
-Sums Sum(const std::vector<LocalParam>& params) {
+// GradFlagNumel of fsdp/collectives.h (the planner depends on core/ only): 16 flags per 16 parameters.
+int64_t FlagNumel(int64_t num_params) { return (num_params + 15) / 16 * 16; }
+
+// `flagged`: the gradient reduction of stage 3 crosses ranks (dp_shard or dp_replicate > 1).
+Sums Sum(const std::vector<LocalParam>& params, bool flagged = false) {
   Sums s;
   std::map<int, std::tuple<int64_t, int64_t, int64_t>> blocks;  // block → (padded, tp, Partial grads)
+  std::map<int, int64_t> counts;                                // group (-1: root) → parameters
   for (const LocalParam& p : params) {
+    ++counts[p.block];
     s.tp += p.tp_numel;
     s.shard += p.shard_numel;
     s.padded += p.padded_numel;
@@ -48,8 +59,23 @@ Sums Sum(const std::vector<LocalParam>& params) {
   if (!blocks.empty()) {
     std::tie(s.first_block_padded, s.first_block_grad, s.first_block_partial) = blocks.begin()->second;
   }
+  if (flagged) {
+    for (const auto& [group, count] : counts) {
+      const int64_t f = FlagNumel(count);
+      if (group < 0) {
+        s.root_flags = f;
+        continue;
+      }
+      s.block_flags += f;
+      if (group == blocks.begin()->first) s.first_block_flags = f;
+      // The largest block's: blocks of one model have one parameter list, so the flags follow the size.
+      if (std::get<0>(blocks[group]) == s.max_block_padded) s.max_block_flags = std::max(s.max_block_flags, f);
+    }
+  }
   return s;
 }
+
+bool Flagged(const Layout& l) { return l.zero_stage == 3 && (l.dp_shard > 1 || l.dp_replicate > 1); }
 
 // The gradient buckets exactly as fsdp/replicate.cc builds them: parameters in reverse registration
 // order, a new bucket once the next parameter would pass the cap (a parameter is never split, so one
@@ -100,7 +126,8 @@ StateBytes PipelinedFullyShard(const Sums& s, const Layout& l, int64_t p, int64_
   const int64_t n = l.dp_shard;
   b.params = p * (n + 1) * s.padded;
   const int64_t pending = s.root_runs_first ? s.root_grad + s.max_block_tp : std::max(s.root_grad, s.max_block_tp);
-  b.grads = g * (s.tp + pending);  // accumulation buffers: the tp-local unsharded size
+  // Accumulation buffers: the tp-local unsharded size, and every rank block's flags.
+  b.grads = g * (s.tp + n * s.flags() + pending);
   b.comm = p * n * std::max(s.max_block_padded, s.root_padded);
   return b;
 }
@@ -108,7 +135,7 @@ StateBytes PipelinedFullyShard(const Sums& s, const Layout& l, int64_t p, int64_
 }  // namespace
 
 StateBytes DataParallelState(const std::vector<LocalParam>& params, const Layout& l) {
-  const Sums s = Sum(params);
+  const Sums s = Sum(params, Flagged(l));
   const int64_t p = ElementSize(l.param_dtype), g = ElementSize(l.reduce_dtype);
   const int64_t o = 2 * ElementSize(l.optim_dtype) + (l.master_weights ? 4 : 0);
   const int64_t n = l.dp_shard;
@@ -146,36 +173,37 @@ StateBytes DataParallelState(const std::vector<LocalParam>& params, const Layout
       // previous group's reduce-scatter after taking its own gradients, which frees those it converts
       // first (Sums::root_freed_grad, first_block_partial); at the end of backward the first block's is
       // still pending, so there the moment is the larger of before and after its shard arrives.
-      const int64_t blocks_shards = s.padded - s.root_padded;
-      const int64_t end = s.root_freed_grad == 0
-                              ? blocks_shards + s.root_grad
-                              : std::max(blocks_shards - s.first_block_padded + s.root_grad,
-                                         blocks_shards + s.root_grad - s.root_freed_grad);
-      const int64_t first_block =
-          s.first_block_grad - s.first_block_partial + blocks_shards - s.first_block_padded + s.head_grad;
+      // A block's sharded gradients are views of its reduce-scatter output, flags included.
+      const int64_t blocks_shards = s.padded - s.root_padded + s.block_flags;
+      const int64_t first_shard = s.first_block_padded + s.first_block_flags;
+      const int64_t end = s.root_freed_grad == 0 ? blocks_shards + s.root_grad
+                                                 : std::max(blocks_shards - first_shard + s.root_grad,
+                                                            blocks_shards + s.root_grad - s.root_freed_grad);
+      const int64_t first_block = s.first_block_grad - s.first_block_partial + blocks_shards - first_shard + s.head_grad;
       b.grads = g * std::max(end, first_block);
-      b.comm = n == 1 ? g * std::max(s.max_block_padded, s.root_padded)
-                      : std::max(p * n * s.max_block_padded + g * (n + 1) * s.max_block_padded,
-                                 g * (n + 1) * s.root_padded);
+      const int64_t block_rs = s.max_block_padded + s.max_block_flags, root_rs = s.root_padded + s.root_flags;
+      b.comm = n == 1 ? g * std::max(block_rs, root_rs)
+                      : std::max(p * n * s.max_block_padded + g * (n + 1) * block_rs, g * (n + 1) * root_rs);
       break;
   }
   return b;
 }
 
 DpAxisBytes DataParallelAxisBytes(const std::vector<LocalParam>& params, const Layout& l) {
-  const Sums s = Sum(params);
+  const Sums s = Sum(params, Flagged(l));
   const int64_t p = ElementSize(l.param_dtype), g = ElementSize(l.reduce_dtype);
   const int64_t n = l.dp_shard, r = l.dp_replicate, m = l.num_microbatches;
   DpAxisBytes out;
   if (l.zero_stage == 3 && l.pp > 1) {
-    out.dp_shard = (n - 1) * (p + g) * s.padded;  // a pipeline's UNSHARD and REDUCE_GRAD: once per step
+    // A pipeline's UNSHARD and REDUCE_GRAD: once per step (the reduce-scatter with the flags).
+    out.dp_shard = (n - 1) * (p * s.padded + g * (s.padded + s.flags()));
   } else if (l.zero_stage == 3) {
     const int64_t block_padded = s.padded - s.root_padded;
-    out.dp_shard = (n - 1) * (p * m * (2 * block_padded + s.root_padded) + g * s.padded);
+    out.dp_shard = (n - 1) * (p * m * (2 * block_padded + s.root_padded) + g * (s.padded + s.flags()));
   } else if (l.zero_stage >= 1) {
     out.dp_shard = (n - 1) * (g + p) * s.padded;
   }
-  const int64_t reduced = g * (l.zero_stage >= 1 ? s.shard : s.tp);
+  const int64_t reduced = g * (l.zero_stage >= 1 ? s.shard + s.flags() : s.tp);
   out.dp_replicate = 2 * (r - 1) * reduced / r;
   return out;
 }

@@ -19,7 +19,9 @@
 // bucket, an upper bound with more) and the reduce-scatter staging of two buckets, n + 1 padded pieces
 // each (comm). Stage 3: the root and the current block unsharded (params), one block's unsharded
 // gradients, and in comm the prefetched block's all-gather (n·S) and the reduce-scatter staging
-// ((n + 1)·S), S the largest block's padded shard. Stage 3 under a pipeline (pp > 1: every group
+// ((n + 1)·S), S the largest block's padded shard. Whenever stage 3's reduction crosses ranks, each group's
+// reduce-scatter block (S) also carries 16 gradient flags per 16 parameters (fsdp/collectives.h), in the
+// staging, in the sharded gradients (views of the output) and in the bytes sent. Stage 3 under a pipeline (pp > 1: every group
 // unsharded for the step, gradients accumulated unsharded and reduce-scattered once by REDUCE_GRAD):
 // params (n + 1)·p·padded, grads the stage's unsharded gradients plus the .grad awaiting accumulation,
 // comm the largest group's all-gather (tests/planner_grid_test.cc holds every case to measurement).

@@ -25,6 +25,10 @@ constexpr int64_t kActivations = 20'149'436'416 + 67'108'864 + 786'432'000;  // 
 // never split), two in flight. LLaMA-7B's lm_head (32000·4096, 262 MB in bf16) is a bucket of its own and
 // the final norm (4096) the next: the comm ledger holds both, (32000·4096 + 4096)·2 bytes.
 constexpr int64_t kHeadBucketPair = (32'000LL * 4'096 + 4'096) * 2;
+// fully_shard's reduce-scatter blocks end with 16 gradient flags per 16 parameters (fsdp/collectives.h):
+// a block's 9 parameters and the root's 3 take 16 each, 32 bytes in a 2-byte reduce dtype; 33 groups.
+constexpr int64_t kFlagBytes = 16 * 2;
+constexpr int64_t kGroups = 33;
 
 Layout Llama(int64_t dp_shard, int zero) {
   return Layout{.dp_shard = dp_shard, .zero_stage = zero, .global_batch = dp_shard, .seq_len = 4096};
@@ -57,18 +61,19 @@ TEST(GoldenTest, Llama7bZero3OnEightIsAbout10GBPlusActivations) {
   // Sharded state 12Ψ/8 = 10.1 GB. On top, as fully_shard runs: the root (kRoot) and the current
   // block (kBlock) unsharded in bf16; gradients at block 0's post-backward (memory_plan.h: its
   // unsharded gradients, the other blocks' shards and the head's, before any reduce-scatter of the
-  // root; larger here than the end of backward's root gradients); the prefetched block's bf16
-  // all-gather (8·kBlock/8·2) and the reduce-scatter staging (9·kBlock/8·2) in comm.
+  // root; larger here than the end of backward's root gradients; each shard a view of its reduce-scatter
+  // block, flags included); the prefetched block's bf16 all-gather (8·kBlock/8·2) and the reduce-scatter
+  // staging (9 blocks of kBlock/8·2 + flags) in comm.
   const RankPlan p = PlanRank(ModelPreset("llama-7b"), Llama(8, 3), 5);
   EXPECT_EQ(p.ledgers.optim, kPsi);
   EXPECT_EQ(p.ledgers.params, 2 * (kPsi / 8 + kRoot + kBlock));
-  EXPECT_EQ(p.ledgers.grads, 2 * (kBlock + (kPsi - kRoot) / 8 - kBlock / 8 + kHead));
-  EXPECT_EQ(p.ledgers.comm, 2 * kBlock + 2 * 9 * kBlock / 8);
+  EXPECT_EQ(p.ledgers.grads, 2 * (kBlock + (kPsi - kRoot) / 8 - kBlock / 8 + kHead) + 31 * kFlagBytes);
+  EXPECT_EQ(p.ledgers.comm, 2 * kBlock + 9 * (2 * kBlock / 8 + kFlagBytes));
   EXPECT_EQ(p.ledgers.activations, kActivations);
   const int64_t sharded_state = 12 * kPsi / 8;  // 10,107,623,424
   EXPECT_NEAR(static_cast<double>(sharded_state), 10e9, 0.02 * 10e9);
   EXPECT_EQ(p.ledgers.params + p.ledgers.grads + p.ledgers.optim,
-            sharded_state + 2 * (kRoot + kBlock) + 2 * (kBlock - kBlock / 8 + kHead - kRoot / 8));
+            sharded_state + 2 * (kRoot + kBlock) + 2 * (kBlock - kBlock / 8 + kHead - kRoot / 8) + 31 * kFlagBytes);
 }
 
 TEST(GoldenTest, Llama7bTp2TimesDp4) {
@@ -147,14 +152,15 @@ TEST(GoldenTest, ZeroPaperMixedPrecisionAdamIs16PsiAndFigure1PerParameterBytes) 
   EXPECT_EQ(state(64, 1), 2 * kPsi + 2 * kPsi + 12 * kPsi / 64);
   // Stage 2's transient: the largest bucket's unsharded gradients (the lm_head's, a bucket of its own).
   EXPECT_EQ(state(64, 2), 2 * kPsi + 2 * kPsi / 64 + 2 * 32'000LL * 4'096 + 12 * kPsi / 64);
-  EXPECT_EQ(state(64, 3), 16 * kPsi / 64 + 2 * (kRoot + kBlock) + 2 * (kBlock - kBlock / 64 + kHead - kRoot / 64));
+  EXPECT_EQ(state(64, 3), 16 * kPsi / 64 + 2 * (kRoot + kBlock) + 2 * (kBlock - kBlock / 64 + kHead - kRoot / 64) +
+                              31 * kFlagBytes);  // the other blocks' gradient flags (fp16, as bf16)
 }
 
 TEST(GoldenTest, ZeroPaperCommunicationVolumes) {
   // Per rank per step, ring collectives over N = 8 ranks, bf16 (2 bytes): DDP's all-reduce sends
   // 2·(N−1)/N·2Ψ; ZeRO-1 and 2 a reduce-scatter plus an all-gather, the same; ZeRO-3 all-gathers
   // the blocks twice and the root (not resharded after forward) once, and reduce-scatters once:
-  // (N−1)/N·2·(3Ψ − root).
+  // (N−1)/N·2·(3Ψ − root), plus each group's gradient flags in its reduce-scatter block.
   const ModelSpec m = ModelPreset("llama-7b");
   auto sent = [&](Layout l) {
     const RankPlan p = PlanRank(m, l, 0);
@@ -164,7 +170,7 @@ TEST(GoldenTest, ZeroPaperCommunicationVolumes) {
   EXPECT_EQ(sent(Layout{.dp_replicate = 8, .global_batch = 8, .seq_len = 4096}), ddp);
   EXPECT_EQ(sent(Llama(8, 1)), ddp);
   EXPECT_EQ(sent(Llama(8, 2)), ddp);
-  EXPECT_EQ(sent(Llama(8, 3)), 7 * 2 * (3 * kPsi - kRoot) / 8);
+  EXPECT_EQ(sent(Llama(8, 3)), 7 * 2 * (3 * kPsi - kRoot) / 8 + 7 * kGroups * kFlagBytes);
 }
 
 TEST(GoldenTest, FlopsAre6PsiTPlusAttention) {

@@ -45,7 +45,9 @@ LedgerPlan PlanGptFullyShard(const nn::GPTConfig& cfg, int64_t world, int64_t ra
   constexpr int64_t kBytes = 4;
   int64_t sharded = 0, root_shard = 0, root_grads = 0, head_grads = 0, optim = 0;
   std::map<int, int64_t> block_shard, block_full;  // padded shard bytes and unsharded gradient bytes
+  std::map<int, int64_t> counts;                    // parameters per group (-1: the root)
   for (const auto& [fqn, shape] : cfg.ParameterShapes()) {
+    ++counts[GroupOf(fqn)];
     const int64_t rows = shape[0], numel = NumElements(shape), row = numel / rows;
     const int64_t padded = (rows + world - 1) / world * row * kBytes;
     sharded += padded;
@@ -60,16 +62,24 @@ LedgerPlan PlanGptFullyShard(const nn::GPTConfig& cfg, int64_t world, int64_t ra
       block_full[g] += numel * kBytes;
     }
   }
-  int64_t max_block = 0, all_blocks = 0;
+  // A group's reduce-scatter block: its shard block, then its gradient flags when W > 1 (fsdp/collectives.h,
+  // [Note: FSDP gradient flags]: 16 per 16 parameters).
+  auto flags = [&](int g) { return world == 1 ? 0 : (counts[g] + 15) / 16 * 16 * kBytes; };
+  int64_t max_block = 0, all_blocks = 0, max_block_rs = 0, all_blocks_rs = 0;
   for (const auto& [g, bytes] : block_shard) {
     max_block = std::max(max_block, bytes);
     all_blocks += bytes;
+    max_block_rs = std::max(max_block_rs, bytes + flags(g));
+    all_blocks_rs += bytes + flags(g);  // the sharded gradients are views of the reduce-scatter outputs
   }
+  const int64_t root_rs = root_shard + flags(-1);
   LedgerPlan l;
   l.params = sharded + world * root_shard + world * max_block;
-  l.grads = std::max(all_blocks + root_grads, block_full[0] + all_blocks - block_shard[0] + head_grads);
+  l.grads = std::max(all_blocks_rs + root_grads,
+                     block_full[0] + all_blocks_rs - block_shard[0] - flags(0) + head_grads);
   l.optim = optim;
-  l.comm = world == 1 ? std::max(max_block, root_shard) : std::max((2 * world + 1) * max_block, (world + 1) * root_shard);
+  l.comm = world == 1 ? std::max(max_block, root_shard)
+                      : std::max(world * max_block + (world + 1) * max_block_rs, (world + 1) * root_rs);
   l.activations = activations;
   l.total = l.optim + l.params + l.activations + (world > 1 ? world * max_block : 0) + head_grads;
   return l;

@@ -16,14 +16,16 @@
 //   params      = Σ padded (the sharded state) + W·S(root) (the root stays unsharded from its forward
 //                 to the end of backward) + W·max S(block) (the one block currently unsharded; the
 //                 prefetched block is still an all-gather buffer, in comm)
-//   grads       = the larger of: the end of backward, Σ_blocks S(block) (sharded gradients, views of the
+//   R(g)        = S(g) + (W > 1 ? 4 · 16 · ceil(params(g) / 16) : 0) (a reduce-scatter block: the shard
+//                 block, then fsdp/collectives.h's gradient flags)
+//   grads       = the larger of: the end of backward, Σ_blocks R(block) (sharded gradients, views of the
 //                 reduce-scatter outputs) + the root's unsharded gradients (reduced last, in the
 //                 end-of-backward callback); and block 0's post-backward, its unsharded gradients + the
-//                 other blocks' S + the head's gradients (lm_head, ln_f: computed before any block's)
+//                 other blocks' R + the head's gradients (lm_head, ln_f: computed before any block's)
 //   optim       = 2 · Σ local
 //   comm        = W = 1: the largest group's reduce-scatter buffer (no all-gather is needed);
 //                 W > 1: the prefetched block's in-place all-gather (W·S: the input is a view of the
-//                 output) while the current block's reduce-scatter is staged (input + output, (W+1)·S)
+//                 output) while the current block's reduce-scatter is staged (input + output, (W+1)·R)
 //   activations = what the same model saves for backward on the same local batch without FSDP (FSDP
 //                 does not change activations): measured by MeasureGptActivations, one unsharded step
 //   total       = optim + params + activations + W·max S(block) (W > 1) + head gradients: the peak is

@@ -129,6 +129,88 @@ def test_a_wrapped_modules_unused_output_leaves_its_parameters_without_grad():
         np.testing.assert_array_equal(after, before)
 
 
+class Maybe(nn.Module):  # its parameters get a gradient only where `on`; its backward runs either way
+    def __init__(self):
+        super().__init__()
+        self.lin, self.on = nn.Linear(4, 4), True
+
+    def forward(self, x):
+        return self.lin(x) if self.on else x * 2.0
+
+
+class Branchy(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.maybe, self.b, self.unused = nn.Linear(4, 4), Maybe(), nn.Linear(4, 4), nn.Linear(4, 4)
+        self.use_b = True
+
+    def forward(self, x):
+        y = self.maybe(self.a(x).tanh())
+        return self.b(y) if self.use_b else y
+
+
+@pytest.mark.parametrize("world_size,hsdp", [(2, False), (3, False), (4, True)])
+def test_ranks_that_disagree_on_which_parameters_got_gradients_train_as_one_rank(world_size, hsdp):
+    # Rank 0's batch takes both branches, the others' neither: one-rank training on the whole batch gives
+    # b and maybe.lin gradients (the other rows contribute zeros), so every rank's shard must get one
+    # (torch's FSDP2 leaves .grad None where the local backward did not reach, and the ranks' AdamW
+    # steps then update different parameter sets). `unused` got none anywhere: it keeps None. Under HSDP
+    # (2 replicas x 2 shards) rank 0's gradients reach the other replica through the all-reduce.
+    rng = np.random.default_rng(5)
+    xs = [rng.standard_normal((2, 4)).astype(np.float32) for _ in range(world_size)]
+
+    def make():
+        tessel.manual_seed(3)
+        return Branchy()
+
+    def set_branches(m, rank):
+        m.use_b = m.maybe.on = rank == 0
+
+    ref = make()
+    opt = tessel.optim.AdamW(ref.parameters(), lr=0.1, weight_decay=0.1)
+    for _ in range(2):
+        opt.zero_grad()
+        for r in range(world_size):  # the mean over ranks of each rank's loss
+            set_branches(ref, r)
+            (ref(tessel.tensor(xs[r])).pow(2).sum() / world_size).backward()
+        want_grads = {n: (None if p.grad is None else p.grad.numpy().copy()) for n, p in ref.named_parameters()}
+        opt.step()
+    want = {n: p.detach().numpy() for n, p in ref.named_parameters()}
+    assert want_grads["unused.weight"] is None and want_grads["b.weight"] is not None
+    got = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        m = make()
+        kw = {}
+        if hsdp:
+            kw = dict(mesh=init_device_mesh("cpu", (2, 2), mesh_dim_names=("ddp", "fsdp")), shard_axis="fsdp",
+                      replicate_axis="ddp")
+        fully_shard(m.maybe, **kw)
+        fully_shard(m, **kw)
+        set_branches(m, world.rank)
+        opt = tessel.optim.AdamW(m.parameters(), lr=0.1, weight_decay=0.1)
+        for _ in range(2):
+            opt.zero_grad()
+            m(tessel.tensor(xs[world.rank])).pow(2).sum().backward()
+            grads = {n: p.grad for n, p in m.named_parameters()}
+            opt.step()
+        # Every rank gave .grad to the same parameters, so every full_tensor below is a matched collective.
+        got[world.rank] = ({n: (None if g is None else g.full_tensor().numpy()) for n, g in grads.items()},
+                           {n: p.full_tensor().numpy() for n, p in m.named_parameters()})
+        dist.destroy_process_group()
+
+    tessel.run_ranks(world_size, rank_fn)
+    for grads, params in got.values():
+        for n, w in want_grads.items():
+            if w is None:
+                assert grads[n] is None, n
+            else:
+                np.testing.assert_allclose(grads[n], w, rtol=1e-5, atol=1e-6, err_msg=n)
+        for n, w in want.items():
+            np.testing.assert_allclose(params[n], w, rtol=1e-5, atol=1e-6, err_msg=n)
+
+
 def test_fsdp_porting_details_handles_kwargs_casts_layers_lists_and_hsdp_axis_names():
     def rank_fn(world):
         dist.init_process_group()
