@@ -535,6 +535,66 @@ def test_lr_schedulers_give_torchs_learning_rates():
         o.add_param_group({"params": [a]})
 
 
+def test_cycling_schedulers_move_lr_and_momentum_or_beta1_as_torch():
+    # torch 2.15's (lr, momentum or beta1) after each of 12 steps, recorded once from torch itself: OneCycleLR
+    # and CyclicLR cycle momentum (SGD) or beta1 (AdamW) opposite to the lr by default; ChainedScheduler
+    # multiplies its schedulers' factors.
+    want = {
+        "onecycle_sgd": [(0.29516394846410077, 0.9234204220349895), (0.7893697913739435, 0.8719406467318809), (0.9997020714672542, 0.8500297929724464), (0.9643782625501709, 0.8535621879937348), (0.8742558770640542, 0.8625744625914449), (0.7399697791049373, 0.8760031261020107), (0.5773663579364711, 0.8922635332604859), (0.4056335797487326, 0.9094368797726458), (0.24503671767014096, 0.9254966302195068), (0.11452695450885979, 0.938547658739749), (0.029505054314122554, 0.9470498827681187), (4e-06, 0.95)],
+        "onecycle3_adam": [(0.37103448275862067, 0.9155172413793103), (0.7020689655172414, 0.8810344827586206), (0.9668965517241379, 0.853448275862069), (0.6358620689655172, 0.8879310344827586), (0.30482758620689654, 0.9224137931034482), (0.038709806451612906, 0.95), (0.03225883870967742, 0.95), (0.025807870967741932, 0.95), (0.01935690322580645, 0.95), (0.012905935483870964, 0.95), (0.006454967741935477, 0.95), (3.9999999999970615e-06, 0.95)],
+        "cyclic_tri2_sgd": [(0.055, 0.8500000000000001), (0.09999999999999999, 0.8), (0.06999999999999999, 0.8333333333333334), (0.039999999999999994, 0.8666666666666667), (0.01, 0.9), (0.03250000000000002, 0.875), (0.055, 0.8500000000000001), (0.039999999999999994, 0.8666666666666667), (0.025000000000000015, 0.8833333333333333), (0.01, 0.9), (0.021250000000000012, 0.8875000000000001), (0.0325, 0.875)],
+        "cyclic_exp_adam": [(0.03700000000000001, 0.87), (0.0586, 0.8460000000000001), (0.07561000000000001, 0.8271000000000001), (0.04936600000000002, 0.85626), (0.027714699999999988, 0.880317), (0.01, 0.9), (0.02434890700000003, 0.8840567699999999), (0.03582803259999999, 0.8713021860000001), (0.04486784401000001, 0.8612579511), (0.03092070640599999, 0.8767547706600001), (0.019414317882700018, 0.889539646797), (0.01, 0.9)],
+        "cyclic_tri_nomom": [(0.05500000000000001, 0), (0.1, 0), (0.05500000000000001, 0), (0.01, 0), (0.05500000000000001, 0), (0.1, 0), (0.05500000000000001, 0), (0.01, 0), (0.05500000000000001, 0), (0.1, 0), (0.05500000000000001, 0), (0.01, 0)],
+        "chained": [(0.045000000000000005, 0.5), (0.04050000000000001, 0.5), (0.07290000000000002, 0.5), (0.06561000000000002, 0.5), (0.05904900000000002, 0.5), (0.05314410000000002, 0.5), (0.04782969000000002, 0.5), (0.043046721000000024, 0.5), (0.03874204890000002, 0.5), (0.03486784401000002, 0.5), (0.03138105960900001, 0.5), (0.028242953648100012, 0.5)]}
+    S = tessel.optim.lr_scheduler
+    sgd = lambda p: tessel.optim.SGD(p, lr=0.1, momentum=0.9)  # noqa: E731
+    adam = lambda p: tessel.optim.AdamW(p, lr=0.1)  # noqa: E731
+    cases = {
+        "onecycle_sgd": (sgd, lambda o: S.OneCycleLR(o, 1.0, total_steps=13)),
+        "onecycle3_adam": (adam, lambda o: S.OneCycleLR(o, 1.0, total_steps=13, three_phase=True,
+                                                         anneal_strategy="linear")),
+        "cyclic_tri2_sgd": (sgd, lambda o: S.CyclicLR(o, 0.01, 0.1, step_size_up=2, step_size_down=3,
+                                                      mode="triangular2")),
+        "cyclic_exp_adam": (adam, lambda o: S.CyclicLR(o, 0.01, 0.1, step_size_up=3, mode="exp_range", gamma=0.9)),
+        "cyclic_tri_nomom": (lambda p: tessel.optim.SGD(p, lr=0.1),
+                             lambda o: S.CyclicLR(o, 0.01, 0.1, step_size_up=2, cycle_momentum=False)),
+        "chained": (lambda p: tessel.optim.SGD(p, lr=0.1, momentum=0.5),
+                    lambda o: S.ChainedScheduler([S.ConstantLR(o, 0.5, 3), S.ExponentialLR(o, 0.9)])),
+    }
+    for name, (make_opt, make) in cases.items():
+        o = make_opt([tessel.zeros(1, requires_grad=True)])
+        sched, got = make(o), []
+        for _ in range(12):
+            o.step(), sched.step()
+            g = o.param_groups[0]
+            got.append((g["lr"], g["betas"][0] if "betas" in g else g["momentum"]))
+        np.testing.assert_allclose(got, want[name], rtol=1e-12, atol=1e-15, err_msg=name)
+    # The optimizer steps with the cycled momentum: SGD's first step from a zero buffer is plain (lr·g), the
+    # second adds momentum·buf, with the momentum OneCycleLR set (0.9234... after one scheduler step).
+    w = tessel.zeros(1, requires_grad=True)
+    o = tessel.optim.SGD([w], lr=0.1, momentum=0.9)
+    sched = S.OneCycleLR(o, 1.0, total_steps=13)
+    lr0, steps = o.param_groups[0]["lr"], []
+    for _ in range(2):
+        w.grad = tessel.ones(1)
+        lr, m = o.param_groups[0]["lr"], o.param_groups[0]["momentum"]
+        o.step(), sched.step()
+        steps.append((lr, m))
+    (lr1, _), (lr2, m2) = steps
+    np.testing.assert_allclose(w.item(), -lr1 * 1.0 - lr2 * (m2 * 1.0 + 1.0), rtol=1e-6)
+    assert lr1 == lr0 and abs(lr0 - 1.0 / 25) < 1e-15
+    with pytest.raises(ValueError, match="must support momentum or beta1"):
+        S.OneCycleLR(_NoMomentum(), 1.0, total_steps=5)
+    with pytest.raises(ValueError, match="does not support `ReduceLROnPlateau`"):
+        o = tessel.optim.SGD([tessel.zeros(1, requires_grad=True)], lr=0.1)
+        S.ChainedScheduler([S.ReduceLROnPlateau(o)])
+
+
+class _NoMomentum:  # an optimizer-like object without momentum or betas
+    def __init__(self):
+        self.defaults, self.param_groups = {"lr": 0.1}, [{"lr": 0.1, "params": []}]
+
+
 def test_load_state_dict_assign_takes_the_state_dicts_tensors():
     lin = nn.Linear(2, 3)
     old_weight = lin.weight.numpy().copy()

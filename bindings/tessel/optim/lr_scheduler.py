@@ -1,5 +1,7 @@
 """tessel.optim.lr_scheduler: torch's schedulers — LambdaLR, MultiplicativeLR, StepLR, MultiStepLR,
-ExponentialLR, CosineAnnealingLR, LinearLR, ConstantLR, SequentialLR, ReduceLROnPlateau — with torch's
+ExponentialLR, CosineAnnealingLR, LinearLR, ConstantLR, SequentialLR, ChainedScheduler, PolynomialLR,
+CosineAnnealingWarmRestarts, OneCycleLR and CyclicLR (both cycling momentum or beta1 as torch does),
+ReduceLROnPlateau — with torch's
 chainable updates (each step() scales the group's current lr, so schedulers stacked on one optimizer
 compose, and a hand-set lr is carried on) and closed forms for step(epoch) and SequentialLR's milestones;
 and warmup_cosine, a LambdaLR over core/optim's WarmupCosineSchedule (linear warmup from 0, then cosine
@@ -293,17 +295,49 @@ class CosineAnnealingWarmRestarts(LRScheduler):
         self._last_lr = self._lrs()
 
 
+def _per_group(optimizer, name, value):
+    """A scheduler argument given once or per parameter group (torch's _format_param)."""
+    n = len(optimizer.param_groups)
+    if isinstance(value, (list, tuple)):
+        if len(value) != n:
+            raise ValueError("%s must have the same length as optimizer.param_groups. %s has %d values, "
+                             "param_groups has %d." % (name, name, len(value), n))
+        return list(value)
+    return [value] * n
+
+
+class _MomentumCycle:
+    """The momentum side of OneCycleLR and CyclicLR (cycle_momentum=True): the optimizer's "momentum" (SGD)
+    or beta1 of "betas" (Adam, AdamW) moves opposite to the lr; each group records max_momentum and
+    base_momentum, as torch's schedulers do."""
+
+    def __init__(self, optimizer, base_momentum, max_momentum, last_epoch):
+        if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
+            raise ValueError("optimizer must support momentum or beta1 with `cycle_momentum` option enabled")
+        self.use_beta1 = "betas" in optimizer.defaults
+        self.base_momentums = _per_group(optimizer, "base_momentum", base_momentum)
+        self.max_momentums = _per_group(optimizer, "max_momentum", max_momentum)
+        if last_epoch == -1:
+            for top, low, g in zip(self.max_momentums, self.base_momentums, optimizer.param_groups):
+                self.set(g, top)
+                g["max_momentum"], g["base_momentum"] = top, low
+
+    def set(self, group, momentum):
+        if self.use_beta1:
+            group["betas"] = (momentum,) + tuple(group["betas"][1:])
+        else:
+            group["momentum"] = momentum
+
+
 class OneCycleLR(LRScheduler):
     """torch's OneCycleLR (per batch): from max_lr/div_factor up to max_lr over pct_start of the steps, then
-    down to max_lr/(div_factor·final_div_factor); cosine or linear annealing; three_phase as torch. The
-    momentum (or beta1) cycling of torch's cycle_momentum is not done (cycle_momentum=True raises)."""
+    down to max_lr/(div_factor·final_div_factor); cosine or linear annealing; three_phase as torch. With
+    cycle_momentum (the default) momentum, or Adam's beta1, goes the other way: max_momentum down to
+    base_momentum while the lr rises, and back."""
 
     def __init__(self, optimizer, max_lr, total_steps=None, epochs=None, steps_per_epoch=None, pct_start=0.3,
                  anneal_strategy="cos", cycle_momentum=True, base_momentum=0.85, max_momentum=0.95,
                  div_factor=25.0, final_div_factor=1e4, three_phase=False, last_epoch=-1):
-        if cycle_momentum:
-            raise NotImplementedError("OneCycleLR(cycle_momentum=True): tessel cycles the lr only; pass "
-                                      "cycle_momentum=False")
         if total_steps is None:
             if epochs is None or steps_per_epoch is None:
                 raise ValueError("You must define either total_steps OR (epochs AND steps_per_epoch)")
@@ -320,13 +354,16 @@ class OneCycleLR(LRScheduler):
                 g["initial_lr"] = m / div_factor
                 g["max_lr"] = m
                 g["min_lr"] = g["initial_lr"] / final_div_factor
+        # (last step of the phase, lr from, lr to, momentum from, momentum to)
         if three_phase:
-            self._phases = [(float(pct_start * total_steps) - 1, "initial_lr", "max_lr"),
-                            (float(2 * pct_start * total_steps) - 2, "max_lr", "initial_lr"),
-                            (total_steps - 1, "initial_lr", "min_lr")]
+            self._phases = [(float(pct_start * total_steps) - 1, "initial_lr", "max_lr", "max_momentum", "base_momentum"),
+                            (float(2 * pct_start * total_steps) - 2, "max_lr", "initial_lr", "base_momentum",
+                             "max_momentum"),
+                            (total_steps - 1, "initial_lr", "min_lr", "max_momentum", "max_momentum")]
         else:
-            self._phases = [(float(pct_start * total_steps) - 1, "initial_lr", "max_lr"),
-                            (total_steps - 1, "max_lr", "min_lr")]
+            self._phases = [(float(pct_start * total_steps) - 1, "initial_lr", "max_lr", "max_momentum", "base_momentum"),
+                            (total_steps - 1, "max_lr", "min_lr", "base_momentum", "max_momentum")]
+        self._momentum = _MomentumCycle(optimizer, base_momentum, max_momentum, last_epoch) if cycle_momentum else None
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
@@ -337,15 +374,119 @@ class OneCycleLR(LRScheduler):
         out = []
         for g in self.optimizer.param_groups:
             start = 0
-            for i, (end, a, b) in enumerate(self._phases):
+            for i, (end, a, b, m_from, m_to) in enumerate(self._phases):
                 if step <= end or i == len(self._phases) - 1:
-                    out.append(self._anneal(g[a], g[b], (step - start) / (end - start)))
+                    pct = (step - start) / (end - start)
+                    out.append(self._anneal(g[a], g[b], pct))
+                    if self._momentum is not None:
+                        self._momentum.set(g, self._anneal(g[m_from], g[m_to], pct))
                     break
                 start = end
         return out
 
     def state_dict(self):
         return {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_anneal")}
+
+
+class CyclicLR(LRScheduler):
+    """torch's CyclicLR (per batch): the lr cycles between base_lr and max_lr, step_size_up steps up and
+    step_size_down (default: the same) down; mode "triangular" (constant amplitude), "triangular2" (halved
+    every cycle), "exp_range" (gamma ** iteration), or scale_fn(x) with scale_mode "cycle" (x: the cycle,
+    from 1) or "iterations". With cycle_momentum (the default) momentum, or Adam's beta1, moves the other
+    way between max_momentum and base_momentum."""
+
+    def __init__(self, optimizer, base_lr, max_lr, step_size_up=2000, step_size_down=None, mode="triangular",
+                 gamma=1.0, scale_fn=None, scale_mode="cycle", cycle_momentum=True, base_momentum=0.8,
+                 max_momentum=0.9, last_epoch=-1):
+        base_lrs = _per_group(optimizer, "base_lr", base_lr)
+        if last_epoch == -1:
+            for lr, g in zip(base_lrs, optimizer.param_groups):
+                g["lr"] = lr
+        self.max_lrs = _per_group(optimizer, "max_lr", max_lr)
+        up = float(step_size_up)
+        down = float(step_size_down) if step_size_down is not None else up
+        self.total_size, self.step_ratio = up + down, up / (up + down)
+        if mode not in ("triangular", "triangular2", "exp_range") and scale_fn is None:
+            raise ValueError("mode is invalid and scale_fn is None")
+        self.mode, self.gamma, self._scale_fn_custom = mode, gamma, scale_fn
+        self.scale_mode = scale_mode if scale_fn is not None else ("iterations" if mode == "exp_range" else "cycle")
+        self.cycle_momentum = cycle_momentum
+        self._momentum = _MomentumCycle(optimizer, base_momentum, max_momentum, last_epoch) if cycle_momentum else None
+        super().__init__(optimizer, last_epoch)
+        self.base_lrs = base_lrs
+
+    def scale_fn(self, x):
+        if self._scale_fn_custom is not None:
+            return self._scale_fn_custom(x)
+        if self.mode == "triangular":
+            return 1.0
+        if self.mode == "triangular2":
+            return 1 / (2.0 ** (x - 1))
+        return self.gamma ** x
+
+    def get_lr(self):
+        cycle = math.floor(1 + self.last_epoch / self.total_size)
+        x = 1.0 + self.last_epoch / self.total_size - cycle
+        factor = x / self.step_ratio if x <= self.step_ratio else (x - 1) / (self.step_ratio - 1)
+        scale = self.scale_fn(cycle if self.scale_mode == "cycle" else self.last_epoch)
+        lrs = [low + (top - low) * factor * scale for low, top in zip(self.base_lrs, self.max_lrs)]
+        if self._momentum is not None:
+            m = self._momentum
+            for g, low, top in zip(self.optimizer.param_groups, m.base_momentums, m.max_momentums):
+                m.set(g, top - (top - low) * factor * scale)
+        return lrs
+
+    def state_dict(self):
+        """As torch: a scale_fn that is a plain function or lambda is not saved (None)."""
+        state = {k: v for k, v in self.__dict__.items() if k != "optimizer"}
+        fn = state.pop("_scale_fn_custom")
+        state["_scale_fn_custom"] = None if fn is None or isinstance(fn, type(lambda: 0)) else fn.__dict__.copy()
+        return state
+
+    def load_state_dict(self, state_dict):
+        state = dict(state_dict)
+        fn = state.pop("_scale_fn_custom")
+        self.__dict__.update(state)
+        if fn is not None and self._scale_fn_custom is not None:
+            self._scale_fn_custom.__dict__.update(fn)
+
+
+class ChainedScheduler(LRScheduler):
+    """torch's ChainedScheduler: step() steps every scheduler in order, so their (chainable) factors
+    multiply; all must drive one optimizer, and ReduceLROnPlateau (which needs a metric) is refused."""
+
+    def __init__(self, schedulers, optimizer=None):
+        if len(schedulers) < 1:
+            raise ValueError("ChainedScheduler expects at least one scheduler to be chained, but got no scheduler.")
+        optimizer = optimizer or schedulers[0].optimizer
+        for i, s in enumerate(schedulers):
+            if not hasattr(s, "optimizer"):
+                raise TypeError("ChainedScheduler at index %d should have `optimizer` as its attribute." % i)
+            if isinstance(s, ReduceLROnPlateau):
+                raise ValueError("ChainedScheduler does not support `ReduceLROnPlateau` scheduler as it requires "
+                                 "additional kwargs to be specified when calling `step`, but got one at index %d "
+                                 "in the given schedulers sequence." % i)
+            if s.optimizer is not optimizer:
+                raise ValueError("ChainedScheduler expects all schedulers to belong to the same optimizer, but got "
+                                 "scheduler %s at index %d with a different optimizer" % (type(s).__name__, i))
+        self._schedulers, self.optimizer = list(schedulers), optimizer
+        self._last_lr = self._lrs()
+
+    def step(self):
+        for s in self._schedulers:
+            s.step()
+        self._last_lr = self._lrs()
+
+    def state_dict(self):
+        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
+        state["_schedulers"] = [s.state_dict() for s in self._schedulers]
+        return state
+
+    def load_state_dict(self, state_dict):
+        state = dict(state_dict)
+        for s, sd in zip(self._schedulers, state.pop("_schedulers")):
+            s.load_state_dict(sd)
+        self.__dict__.update(state)
 
 
 class ReduceLROnPlateau(LRScheduler):
