@@ -78,10 +78,13 @@ void BindFunctional(py::module_& m) {
   }, py::arg("input"), py::arg("normalized_shape"), py::arg("weight") = py::none(), py::arg("eps") = py::none());
   f.def("embedding", [](const Tensor& idx, const Tensor& w, std::optional<int64_t> padding_idx,
                         const py::object& max_norm, double norm_type, bool scale_grad_by_freq, bool sparse) {
-    TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, max_norm.is_none() && !scale_grad_by_freq && !sparse,
-                      "embedding: max_norm, scale_grad_by_freq and sparse are not supported");
-    (void)norm_type;  // used only with max_norm
-    return NoGil([&] { return Embedding(w, idx, padding_idx); });
+    TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, !scale_grad_by_freq && !sparse,
+                      "embedding: scale_grad_by_freq and sparse are not supported");
+    const std::optional<double> limit = max_norm.is_none() ? std::nullopt : std::optional(max_norm.cast<double>());
+    return NoGil([&] {
+      if (limit) EmbeddingRenorm_(w, idx, *limit, norm_type);  // in place, before the lookup, as torch
+      return Embedding(w, idx, padding_idx);
+    });
   }, py::arg("input"), py::arg("weight"), py::arg("padding_idx") = py::none(), py::arg("max_norm") = py::none(),
         py::arg("norm_type") = 2.0, py::arg("scale_grad_by_freq") = false, py::arg("sparse") = false);
   f.def("cat", [](const TensorList& ts, int64_t dim) { return NoGil([&] { return Cat(ts, dim); }); },
@@ -123,11 +126,27 @@ void BindFunctional(py::module_& m) {
   f.def("scaled_dot_product_attention", [](const Tensor& q, const Tensor& k, const Tensor& v,
                                            const std::optional<Tensor>& attn_mask, double dropout_p, bool is_causal,
                                            std::optional<double> scale, bool enable_gqa) {
-    TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, !enable_gqa,
-                      "scaled_dot_product_attention: enable_gqa=True is not supported (repeat k and v's heads)");
     AttentionOptions o{.attn_mask = attn_mask.value_or(Tensor()), .dropout_p = dropout_p, .is_causal = is_causal,
                        .scale = scale, .generator = &DefaultGenerator()};
-    return NoGil([&] { return ScaledDotProductAttention(q, k, v, o); });
+    if (!enable_gqa) return NoGil([&] { return ScaledDotProductAttention(q, k, v, o); });
+    // Grouped-query attention (torch 2.5+): query heads in groups of Hq / Hkv share one key/value head,
+    // as if k and v were repeat_interleave'd on dim -3 (torch's math path does exactly that).
+    TESSEL_CHECK(q.dim() >= 3 && k.dim() == q.dim() && v.dim() == q.dim(), "scaled_dot_product_attention: ",
+                 "enable_gqa=True needs query, key and value of one rank >= 3 ([..., heads, L, E]), got ",
+                 ShapeStr(q.sizes()), ", ", ShapeStr(k.sizes()), ", ", ShapeStr(v.sizes()));
+    const int64_t hq = q.size(-3), hk = k.size(-3), hv = v.size(-3);
+    TESSEL_CHECK(hk > 0 && hv > 0 && hq % hk == 0 && hq % hv == 0, "scaled_dot_product_attention: ",
+                 "enable_gqa=True needs the key and value head counts to divide the query's (dim -3): query ",
+                 ShapeStr(q.sizes()), ", key ", ShapeStr(k.sizes()), ", value ", ShapeStr(v.sizes()));
+    auto repeat_heads = [](const Tensor& t, int64_t times) {
+      if (times == 1) return t;
+      Shape wide = t.sizes();
+      wide.insert(wide.end() - 2, times);  // [..., H, times, S, E]
+      Shape out = t.sizes();
+      out[out.size() - 3] *= times;
+      return Reshape(Expand(Unsqueeze(t, -3), wide), out);
+    };
+    return NoGil([&] { return ScaledDotProductAttention(q, repeat_heads(k, hq / hk), repeat_heads(v, hq / hv), o); });
   }, py::arg("query"), py::arg("key"), py::arg("value"), py::arg("attn_mask") = py::none(), py::arg("dropout_p") = 0.0,
         py::arg("is_causal") = false, py::arg("scale") = py::none(), py::arg("enable_gqa") = false);
 }

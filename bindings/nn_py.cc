@@ -283,11 +283,12 @@ void BindLayers(py::module_& m) {
                       double norm_type, bool scale_grad_by_freq, bool sparse, const py::object& weight,
                       const py::object& device, DType dtype, Generator* gen, double init_std) {
             CheckCpuDevice(device, "Embedding");
-            TESSEL_CHECK_CODE(ErrorCode::kUnimplemented,
-                              max_norm.is_none() && !scale_grad_by_freq && !sparse && weight.is_none(),
-                              "Embedding: max_norm, scale_grad_by_freq, sparse and _weight are not supported");
-            (void)norm_type;  // used only with max_norm
-            return std::make_unique<nn::Embedding>(num, dim, GenOrDefault(gen), init_std, dtype, padding_idx);
+            TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, !scale_grad_by_freq && !sparse && weight.is_none(),
+                              "Embedding: scale_grad_by_freq, sparse and _weight are not supported");
+            return std::make_unique<nn::Embedding>(num, dim, GenOrDefault(gen), init_std, dtype, padding_idx,
+                                                   max_norm.is_none() ? std::nullopt
+                                                                      : std::optional<double>(max_norm.cast<double>()),
+                                                   norm_type);
           }),
           py::arg("num_embeddings"), py::arg("embedding_dim"), py::arg("padding_idx") = py::none(),
           py::arg("max_norm") = py::none(), py::arg("norm_type") = 2.0, py::arg("scale_grad_by_freq") = false,
@@ -295,6 +296,8 @@ void BindLayers(py::module_& m) {
           py::arg("dtype") = DType::kFloat32,
           py::arg("generator") = nullptr, py::arg("init_std") = 0.02);
   emb.def_property_readonly("padding_idx", [](const nn::Embedding& self) { return self.padding_idx(); });
+  emb.def_property_readonly("max_norm", [](const nn::Embedding& self) { return self.max_norm(); });
+  emb.def_property_readonly("norm_type", [](const nn::Embedding& self) { return self.norm_type(); });
   py::class_<nn::LayerNorm, Module, std::unique_ptr<nn::LayerNorm>> ln(m, "LayerNorm", py::dynamic_attr());
   ln.def(py::init([](int64_t dim, double eps, bool affine, bool bias, const py::object& device, DType dtype) {
            CheckCpuDevice(device, "LayerNorm");

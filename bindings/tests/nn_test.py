@@ -250,8 +250,32 @@ def test_embedding_padding_idx_row_starts_at_zero_and_gets_no_gradient():
     np.testing.assert_array_equal(w.grad.numpy(), [[0, 0], [0, 0], [0, 0], [1, 1]])
     with pytest.raises(ValueError, match="padding_idx must be within num_embeddings"):
         nn.Embedding(4, 2, padding_idx=4)
-    with pytest.raises(NotImplementedError, match="max_norm"):
-        nn.Embedding(4, 2, max_norm=1.0)
+    with pytest.raises(NotImplementedError, match="scale_grad_by_freq"):
+        nn.Embedding(4, 2, scale_grad_by_freq=True)
+
+
+def test_embedding_max_norm_renormalizes_the_rows_it_looks_up_in_place_as_torch():
+    # torch: before the lookup, each looked-up row with norm > max_norm is scaled by max_norm / (norm + 1e-7),
+    # in place; rows not looked up keep their values. Reference in float64.
+    emb = nn.Embedding(5, 3, max_norm=1.0)
+    assert emb.max_norm == 1.0 and emb.norm_type == 2.0
+    with tessel.no_grad():
+        emb.weight.copy_(tessel.tensor([[3.0, 0, 4], [0.2, 0.2, 0.2], [0, 6, 8], [1, 1, 1], [0, 0, 9]]))
+    before = emb.weight.numpy().astype(np.float64)
+    idx = tessel.tensor([[0, 1], [3, 0]])
+    out = emb(idx)
+    norms = np.linalg.norm(before, axis=1)
+    want = before.copy()
+    for r in (0, 1, 3):
+        if norms[r] > 1.0:
+            want[r] *= 1.0 / (norms[r] + 1e-7)
+    np.testing.assert_allclose(emb.weight.numpy(), want, rtol=1e-6)  # rows 2 and 4 untouched (norms 10, 9)
+    np.testing.assert_allclose(out.detach().numpy(), want[[[0, 1], [3, 0]]], rtol=1e-6)
+    out.sum().backward()
+    np.testing.assert_array_equal(emb.weight.grad.numpy()[:, 0], [2, 1, 0, 1, 0])  # the lookup's gradient only
+    w = tessel.tensor([[1.0, -2.0], [0.5, 0.5]])
+    F.embedding(tessel.tensor([0]), w, max_norm=1.5, norm_type=1.0)  # L1 norm 3 -> 1.5
+    np.testing.assert_allclose(w.numpy(), [[1.5 / (3 + 1e-7), -3.0 / (3 + 1e-7)], [0.5, 0.5]], rtol=1e-6)
 
 
 def test_adam_is_torchs_coupled_l2_adam_and_leaves_grad_untouched():
@@ -857,8 +881,21 @@ def test_torch_idioms_argmax_max_values_in_place_scalars_data_and_losses():
     smooth = 0.9 * (lse - x_np[[0, 1], [1, 2]]) + 0.1 * (lse - x_np.mean(1))
     assert nn.CrossEntropyLoss(label_smoothing=0.1)(x, y).item() == pytest.approx(smooth.mean(), rel=1e-6)
     assert F.cross_entropy(x, y, reduction="sum", label_smoothing=0.1).item() == pytest.approx(smooth.sum(), rel=1e-6)
-    with pytest.raises(NotImplementedError, match="weight and the deprecated size_average"):
-        F.cross_entropy(x, y, tessel.ones(3))
+    # Class weights w (torch): row i costs w[y_i]·nll_i, the mean divides by the sum of w[y_i] over the rows
+    # kept; smoothing adds e/C·sum_c w_c·(lse - x_c), normalized the same way. ignore_index drops row 1.
+    w = np.array([0.5, 2.0, 3.0])
+    nll = lse - x_np[[0, 1], [1, 2]]
+    assert F.cross_entropy(x, y, tessel.tensor(w)).item() == pytest.approx((2.0 * nll[0] + 3.0 * nll[1]) / 5.0, rel=1e-6)
+    ce = nn.CrossEntropyLoss(weight=tessel.tensor(w), ignore_index=2, label_smoothing=0.1, reduction="sum")
+    assert list(ce.state_dict()) == ["weight"]  # a buffer, as torch
+    want = 0.9 * 2.0 * nll[0] + 0.1 / 3 * (w * (lse[0] - x_np[0])).sum()
+    assert ce(x, y).item() == pytest.approx(want, rel=1e-6)
+    xg = tessel.tensor(x_np, requires_grad=True)
+    F.cross_entropy(xg, y, tessel.tensor(w), reduction="none").sum().backward()
+    soft = np.exp(x_np - lse[:, None])
+    np.testing.assert_allclose(xg.grad.numpy(), np.array([[2.0], [3.0]]) * (soft - np.eye(3)[[1, 2]]), rtol=1e-5)
+    with pytest.raises(RuntimeError, match="weight tensor should be defined either for all 3 classes"):
+        F.cross_entropy(x, y, tessel.ones(4))
     assert nn.MSELoss()(x, tessel.ones(2, 3)).item() == pytest.approx(((x_np - 1) ** 2).mean(), rel=1e-6)
     assert nn.MSELoss(reduction="sum")(x, tessel.ones(2, 3)).item() == pytest.approx(((x_np - 1) ** 2).sum())
 

@@ -613,6 +613,33 @@ def test_scaled_dot_product_attention_takes_masks_and_dropout_like_torch():
     assert not np.allclose(a, F.scaled_dot_product_attention(tq, tk, tv, is_causal=True).numpy())
 
 
+def test_scaled_dot_product_attention_enable_gqa_shares_each_key_value_head_with_a_group_of_query_heads():
+    # 6 query heads over 2 key/value heads (torch 2.5+'s enable_gqa): query head h reads kv head h // 3.
+    # Reference in float64 with numpy, causal; gradients by the chain rule through the shared heads.
+    rng = np.random.default_rng(2)
+    q = rng.standard_normal((2, 6, 5, 4))
+    k, v = rng.standard_normal((2, 2, 5, 4)), rng.standard_normal((2, 2, 5, 3))
+    g = rng.standard_normal((2, 6, 5, 3))
+    kr, vr = np.repeat(k, 3, axis=1), np.repeat(v, 3, axis=1)
+    s = q @ kr.transpose(0, 1, 3, 2) / 2.0 + np.triu(np.full((5, 5), -np.inf), 1)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    dp = g @ vr.transpose(0, 1, 3, 2)
+    ds = p * (dp - (dp * p).sum(-1, keepdims=True)) / 2.0
+    want = {"out": p @ vr, "q": ds @ kr,
+            "k": (ds.transpose(0, 1, 3, 2) @ q).reshape(2, 2, 3, 5, 4).sum(2),
+            "v": (p.transpose(0, 1, 3, 2) @ g).reshape(2, 2, 3, 5, 3).sum(2)}
+    tq, tk, tv = (tessel.tensor(a.astype(np.float32), requires_grad=True) for a in (q, k, v))
+    out = F.scaled_dot_product_attention(tq, tk, tv, is_causal=True, enable_gqa=True)
+    out.backward(tessel.tensor(g.astype(np.float32)))
+    for name, got in {"out": out.detach(), "q": tq.grad, "k": tk.grad, "v": tv.grad}.items():
+        np.testing.assert_allclose(got.numpy(), want[name], rtol=1e-4, atol=1e-5, err_msg=name)
+    with pytest.raises(ValueError, match="head counts to divide the query's"):
+        F.scaled_dot_product_attention(tq, tessel.ones(2, 4, 5, 4), tessel.ones(2, 4, 5, 3), enable_gqa=True)
+    with pytest.raises(ValueError, match=r"\[2, 2, 5, 4\]"):  # without enable_gqa the head counts must match
+        F.scaled_dot_product_attention(tq, tk, tv)
+
+
 def test_set_num_threads_sets_this_threads_budget_like_torch():
     before = tessel.get_num_threads()
     try:

@@ -35,8 +35,8 @@ void Linear::set_fused_gelu(const std::string& approximate) {
 }
 
 Embedding::Embedding(int64_t num_embeddings, int64_t dim, Generator& gen, double init_std, DType dtype,
-                     std::optional<int64_t> padding_idx)
-    : Module("Embedding") {
+                     std::optional<int64_t> padding_idx, std::optional<double> max_norm, double norm_type)
+    : Module("Embedding"), max_norm_(max_norm), norm_type_(norm_type) {
   Tensor weight = Random(std::vector<int64_t>{num_embeddings, dim}, gen, Distribution::Normal(0, init_std), dtype);
   if (padding_idx) {
     padding_idx_ = NormalizePaddingIdx(*padding_idx, num_embeddings);
@@ -47,6 +47,7 @@ Embedding::Embedding(int64_t num_embeddings, int64_t dim, Generator& gen, double
 }
 
 TensorList Embedding::Forward(const TensorList& in) {
+  if (max_norm_) EmbeddingRenorm_(Param("weight"), in.at(0), *max_norm_, norm_type_);
   return {tessel::Embedding(Param("weight"), in.at(0), padding_idx_)};
 }
 

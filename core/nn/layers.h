@@ -45,14 +45,21 @@ class Linear final : public Module {
 class Embedding final : public Module {
  public:
   // padding_idx (torch's): that row starts at zero and gets no gradient from the positions that look it
-  // up (core/ops/embedding.h); negative counts from the end.
+  // up (core/ops/embedding.h); negative counts from the end. max_norm (torch's): every forward first
+  // renormalizes the rows it looks up to at most max_norm in the norm_type-norm, in place
+  // (EmbeddingRenorm_); on a plain weight only (not a DTensor table).
   Embedding(int64_t num_embeddings, int64_t dim, Generator& gen, double init_std = 0.02,
-            DType dtype = DType::kFloat32, std::optional<int64_t> padding_idx = std::nullopt);
+            DType dtype = DType::kFloat32, std::optional<int64_t> padding_idx = std::nullopt,
+            std::optional<double> max_norm = std::nullopt, double norm_type = 2.0);
   TensorList Forward(const TensorList& inputs) override;  // idx int64 [...] → [..., C]
   std::optional<int64_t> padding_idx() const { return padding_idx_; }
+  std::optional<double> max_norm() const { return max_norm_; }
+  double norm_type() const { return norm_type_; }
 
  private:
   std::optional<int64_t> padding_idx_;  // normalized to [0, V)
+  std::optional<double> max_norm_;
+  double norm_type_ = 2.0;
 };
 
 class LayerNorm final : public Module {

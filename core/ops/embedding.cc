@@ -7,12 +7,17 @@
 // accumulate in fp32 and round once.
 #include "core/ops/embedding.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "core/autograd/call.h"
 #include "core/base/error.h"
+#include "core/autograd/grad_mode.h"
 #include "core/base/parallel.h"
 #include "core/dispatch/dispatcher.h"
+#include "core/ops/elementwise.h"
 #include "core/ops/ternary.h"
 #include "core/ops/view.h"
 #include "core/tensor/copy.h"
@@ -156,6 +161,38 @@ Tensor Embedding(const Tensor& weight, const Tensor& indices, std::optional<int6
   const ImplicitReplicationGuard replicated;  // the position mask is dense beside a DTensor table
   const Tensor pad = Unsqueeze(Eq(indices, Scalar(static_cast<double>(row), indices.dtype(), indices.device())), -1);
   return Where(pad, Detach(out), out);
+}
+
+void EmbeddingRenorm_(const Tensor& weight, const Tensor& indices, double max_norm, double norm_type) {
+  TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, !weight.is_distributed() && !indices.is_distributed(),
+                    "embedding: max_norm on a distributed (DTensor) table or index is not supported; renormalize ",
+                    "the rows before sharding, or drop max_norm");
+  TESSEL_CHECK(weight.dim() == 2 && IsFloating(weight.dtype()), "embedding: max_norm needs a floating 2-D weight ",
+               "[num_embeddings, embedding_dim], got ", weight.dtype(), " ", ShapeStr(weight.sizes()));
+  TESSEL_CHECK(max_norm >= 0 && norm_type > 0, "embedding: max_norm must be >= 0 and norm_type > 0, got max_norm ",
+               max_norm, ", norm_type ", norm_type);
+  NoGradGuard no_grad;
+  const int64_t V = weight.size(0);
+  const Tensor idx = CheckedIndices("embedding", indices.device().is_cpu() ? indices : indices.To(Device::Cpu(0)), V,
+                                    weight.sizes());
+  const int64_t* p = static_cast<const int64_t*>(idx.raw_data());
+  std::vector<int64_t> rows(p, p + idx.numel());
+  std::sort(rows.begin(), rows.end());
+  rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+  // The named rows' values on the host in double (one gather; a few rows, not the table), then one
+  // in-place scale per row over the limit, on the weight's own device.
+  const Tensor picked = Embedding(weight, FromVector<int64_t>(rows, {static_cast<int64_t>(rows.size())}).To(weight.device()));
+  const std::vector<double> values = picked.ToDoubleVector();
+  const int64_t C = weight.size(1);
+  for (size_t r = 0; r < rows.size(); ++r) {
+    double norm = 0;
+    for (int64_t c = 0; c < C; ++c) {
+      const double a = std::abs(values[r * C + c]);
+      norm += norm_type == 1 ? a : norm_type == 2 ? a * a : std::pow(a, norm_type);
+    }
+    norm = norm_type == 1 ? norm : norm_type == 2 ? std::sqrt(norm) : std::pow(norm, 1.0 / norm_type);
+    if (norm > max_norm) MulScalarInPlace(Narrow(weight, 0, rows[r], 1), max_norm / (norm + 1e-7));
+  }
 }
 
 }  // namespace tessel

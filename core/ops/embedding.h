@@ -2,6 +2,7 @@
 //
 // Example:
 //   Tensor x_BTC = Embedding(wte_VC, idx_BT);     // idx in [0, V); out-of-range → kOutOfRange
+//   EmbeddingRenorm_(wte_VC, idx_BT, /*max_norm=*/1.0, /*norm_type=*/2.0);  // then look up: max_norm
 #pragma once
 
 #include <optional>
@@ -19,5 +20,12 @@ Tensor Embedding(const Tensor& weight, const Tensor& indices);
 Tensor Embedding(const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx);
 // The normalized row (in [0, V)) of padding_idx for a table of `num_embeddings` rows; the check above.
 int64_t NormalizePaddingIdx(int64_t padding_idx, int64_t num_embeddings);
+
+// torch.embedding_renorm_ (Embedding's max_norm): every row of `weight` that `indices` names and whose
+// norm_type-norm exceeds max_norm is scaled in place to max_norm (by max_norm / (norm + 1e-7), torch's
+// factor); the other rows are untouched. Not recorded by autograd (torch runs it under no_grad), and
+// the in-place write bumps the weight's version, so a weight saved for an earlier backward is caught.
+// Plain (non-distributed) weights only: kUnimplemented for a DTensor table. Indices as Embedding's.
+void EmbeddingRenorm_(const Tensor& weight, const Tensor& indices, double max_norm, double norm_type);
 
 }  // namespace tessel

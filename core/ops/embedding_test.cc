@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <vector>
 
 #include "core/autograd/engine.h"
@@ -127,6 +128,28 @@ TEST(EmbeddingTest, OutOfRangeIndexRaisesOutOfRangeNamingIndexAndRows) {
     EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
     EXPECT_NE(std::string(e.what()).find("indices must be int64 or int32, got float64"), std::string::npos);
   }
+}
+
+TEST(EmbeddingTest, RenormScalesOnlyTheNamedRowsAboveMaxNormToIt) {
+  // Rows (3, 4) norm 5, (0.6, 0.8) norm 1, (6, 8) norm 10 (not looked up), (-1, 2, ...) in L1 below.
+  Tensor w = FromVector<float>({3, 4, 0.6f, 0.8f, 6, 8}, {3, 2});
+  w.set_requires_grad(true);
+  const uint32_t version = w.impl()->version();
+  EmbeddingRenorm_(w, FromVector<int64_t>({0, 1, 0}, {3}), /*max_norm=*/2.0, /*norm_type=*/2.0);
+  const double s = 2.0 / (5.0 + 1e-7);  // torch's factor
+  ExpectAllClose(w, std::vector<double>{3 * s, 4 * s, 0.6, 0.8, 6, 8}, 1e-6, 0);
+  EXPECT_GT(w.impl()->version(), version);  // an in-place write: saved copies of w are caught
+  EXPECT_FALSE(w.grad().defined());
+  // L1 norm: |(-1, 2)| = 3 > 1.5 scales by 1.5 / 3; norm_type 3: (2, 2) has 16^(1/3) = 2.52 > 2.
+  Tensor v = FromVector<double>({-1, 2, 2, 2}, {2, 2});
+  EmbeddingRenorm_(v, FromVector<int64_t>({0}, {1}), 1.5, 1.0);
+  EmbeddingRenorm_(v, FromVector<int64_t>({1}, {1}), 2.0, 3.0);
+  const double c = std::cbrt(16.0);
+  ExpectAllClose(v, std::vector<double>{-1.5 / (3 + 1e-7), 3.0 / (3 + 1e-7), 4.0 / (c + 1e-7), 4.0 / (c + 1e-7)}, 1e-9, 0);
+  testing::ExpectErrorContains([&] { EmbeddingRenorm_(w, FromVector<int64_t>({3}, {1}), 1.0, 2.0); },
+                               ErrorCode::kOutOfRange, "embedding: index 3 ");
+  testing::ExpectErrorContains([&] { EmbeddingRenorm_(w, FromVector<int64_t>({0}, {1}), -1.0, 2.0); },
+                               ErrorCode::kInvalidArgument, "max_norm must be >= 0");
 }
 
 }  // namespace

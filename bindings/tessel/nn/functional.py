@@ -5,7 +5,6 @@
 """
 from .. import _C
 from .._C._functional import (  # noqa: F401
-    cross_entropy,
     embedding,
     gelu,
     layer_norm,
@@ -34,6 +33,45 @@ def dropout(input, p=0.5, training=True, inplace=False):
         raise NotImplementedError("dropout(inplace=True) in training: tessel's dropout is out of place; use "
                                   "inplace=False and the returned tensor")
     return _C._functional.dropout(input, p, training)
+
+
+def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
+                  reduction="mean", label_smoothing=0.0):
+    """torch.nn.functional.cross_entropy over class indices: (N, C), (C,) or (N, C, d1, ...) logits; one fused
+    C++ op (log-softmax, pick, ignore_index, label smoothing, reduction) when there are no class weights.
+    With `weight` (C,), as torch: row i costs weight[target_i] * -log p(target_i) and the mean divides by
+    the sum of weight[target_i] over the rows not ignored; label smoothing adds eps/C * sum_c weight[c] *
+    -log p(c), normalized the same way. The weights take no gradient (torch's nll_loss has none for them)."""
+    loss = _C._functional.cross_entropy(input, target, None, size_average, ignore_index, reduce,
+                                        reduction if weight is None else "none", 0.0 if weight is not None
+                                        else label_smoothing)
+    if weight is None:
+        return loss
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError("%s is not a valid value for reduction" % reduction)
+    class_dim = 0 if input.ndim == 1 else 1
+    classes = input.shape[class_dim]
+    if tuple(weight.shape) != (classes,):
+        raise RuntimeError("weight tensor should be defined either for all %d classes or no classes but got weight "
+                           "tensor of shape: %s" % (classes, list(weight.shape)))
+    weight = weight.detach().to(loss.dtype)
+    valid = (target != ignore_index).to(loss.dtype)
+    rows = (target * (target != ignore_index).to(target.dtype)).reshape(-1)  # ignored rows read class 0
+    picked = weight[rows].reshape(*target.shape) * valid
+    loss = loss * picked
+    smooth = None
+    if label_smoothing > 0:
+        shape = [1] * input.ndim
+        shape[class_dim] = classes
+        smooth = -(log_softmax(input, class_dim) * weight.reshape(*shape)).sum(class_dim) * valid
+    if reduction == "none":
+        return loss if smooth is None else loss * (1 - label_smoothing) + smooth * (label_smoothing / classes)
+    loss, total = loss.sum(), picked.sum()
+    smooth = None if smooth is None else smooth.sum()
+    if reduction == "mean":
+        loss = loss / total
+        smooth = None if smooth is None else smooth / total
+    return loss if smooth is None else loss * (1 - label_smoothing) + smooth * (label_smoothing / classes)
 
 
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):

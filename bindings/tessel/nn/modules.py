@@ -864,20 +864,23 @@ class TransformerEncoder(Module):
 
 
 class CrossEntropyLoss(Module):
-    """torch.nn.CrossEntropyLoss over class indices: logits [N, C] (or [C]), targets [N] (int64)."""
+    """torch.nn.CrossEntropyLoss over class indices: logits [N, C] (or [C], or [N, C, d1, ...]), targets
+    int64; optional class weights [C], a buffer as in torch (F.cross_entropy gives their formula)."""
 
     def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean",
                  label_smoothing=0.0):
         super().__init__()
-        if weight is not None or size_average is not None or reduce is not None:
-            raise NotImplementedError("CrossEntropyLoss: weight and the deprecated size_average / reduce are not "
-                                      "supported")
+        if size_average is not None or reduce is not None:
+            raise NotImplementedError("CrossEntropyLoss: the deprecated size_average / reduce are not supported; "
+                                      "use reduction=")
+        self.register_buffer("weight", weight)
         self.ignore_index, self.reduction = int(ignore_index), reduction
         self.label_smoothing = float(label_smoothing)
 
     def forward(self, input, target):
-        return _C._functional.cross_entropy(input, target, ignore_index=self.ignore_index, reduction=self.reduction,
-                                            label_smoothing=self.label_smoothing)
+        from .functional import cross_entropy
+        return cross_entropy(input, target, weight=self.weight, ignore_index=self.ignore_index,
+                             reduction=self.reduction, label_smoothing=self.label_smoothing)
 
 
 class MSELoss(Module):
