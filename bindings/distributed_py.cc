@@ -288,8 +288,10 @@ void BindFsdp(py::module_& m) {
         const fsdp::MixedPrecisionPolicy& mp = f.state().options().mp_policy;
         return mp.cast_forward_inputs ? mp.param_dtype : std::nullopt;
       });
-  m.def("fully_shard", [](nn::Module& module, const dtensor::DeviceMesh& mesh, std::optional<bool> reshard_after_forward,
-                          std::optional<fsdp::MixedPrecisionPolicy> mp_policy,
+  // One module, or a list of modules sharing one group (PyTorch 2.6's fully_shard([m1, m2])); the handle
+  // returned is the (first) module's.
+  m.def("fully_shard", [](const py::object& module, const dtensor::DeviceMesh& mesh,
+                          std::optional<bool> reshard_after_forward, std::optional<fsdp::MixedPrecisionPolicy> mp_policy,
                           std::optional<fsdp::CPUOffloadPolicy> offload_policy, std::optional<std::string> shard_axis,
                           std::optional<std::string> replicate_axis) {
     const fsdp::FullyShardOptions options{.reshard_after_forward = reshard_after_forward,
@@ -297,7 +299,20 @@ void BindFsdp(py::module_& m) {
                                           .replicate_axis = std::move(replicate_axis),
                                           .mp_policy = mp_policy.value_or(fsdp::MixedPrecisionPolicy{}),
                                           .offload_policy = offload_policy};
-    return NoGil([&] { return fsdp::FullyShard(module, mesh, options); });
+    std::vector<nn::Module*> modules;
+    auto add = [&](const py::handle& m) {
+      if (!py::isinstance<nn::Module>(m)) {
+        throw py::type_error(Str("fully_shard: expected a Module or a list of Modules, got ",
+                                 py::str(py::type::of(m).attr("__name__")).cast<std::string>()));
+      }
+      modules.push_back(&m.cast<nn::Module&>());
+    };
+    if (py::isinstance<py::list>(module) || py::isinstance<py::tuple>(module)) {
+      for (const py::handle& m : module) add(m);
+    } else {
+      add(module);
+    }
+    return NoGil([&] { return fsdp::FullyShard(modules, mesh, options); });
   }, py::arg("module"), py::arg("mesh"), py::arg("reshard_after_forward") = py::none(), py::arg("mp_policy") = py::none(),
         py::arg("offload_policy") = py::none(), py::arg("shard_axis") = py::none(),
         py::arg("replicate_axis") = py::none(), py::keep_alive<0, 1>(),

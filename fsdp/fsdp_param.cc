@@ -147,6 +147,7 @@ void FsdpParam::SetModuleParam(const Tensor& value) {
   // The first swap retires the user's original handle (an optimizer built before fully_shard then raises
   // on Step); later swaps toggle between this parameter's own sharded and unsharded handles.
   for (const std::string& fqn : fqns_) module_->SetParameter(fqn, value, false, /*retire_old=*/!swapped_in_);
+  for (const auto& [module, fqn] : other_owners_) module->SetParameter(fqn, value, false, !swapped_in_);
   swapped_in_ = true;
 }
 

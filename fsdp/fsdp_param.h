@@ -31,6 +31,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "comm/process_group.h"
@@ -78,6 +79,11 @@ class FsdpParam {
   const std::string& fqn() const { return display_fqn_; }
   void set_display_fqn(std::string fqn) { display_fqn_ = std::move(fqn); }
   const std::vector<std::string>& fqns() const { return fqns_; }
+  // The module `fqns` are relative to (for fully_shard on a list: the list's module that registers it).
+  nn::Module* module() const { return module_; }
+  // The tensor is also registered as `fqn` of `module`, another module of the same fully_shard list
+  // (weights tied across the list's modules): it is pointed at the sharded / unsharded tensor too.
+  void AddOwner(nn::Module* module, std::string fqn) { other_owners_.emplace_back(module, std::move(fqn)); }
   // True when `t` is the tensor this parameter was built from (tensors shared across groups are an error).
   bool WasBuiltFrom(const Tensor& t) const { return !original_.expired() && original_.lock().get() == t.impl(); }
   const Tensor& sharded_param() const { return sharded_param_; }
@@ -127,6 +133,7 @@ class FsdpParam {
 
   nn::Module* module_;
   std::vector<std::string> fqns_;
+  std::vector<std::pair<nn::Module*, std::string>> other_owners_;
   std::weak_ptr<TensorImpl> original_;
   std::string display_fqn_;
   FsdpMeshInfo mesh_info_;

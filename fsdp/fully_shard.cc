@@ -13,10 +13,14 @@
 namespace tessel::fsdp {
 namespace {
 
-// A parameter of the module, with every FQN it is registered under (tied tensors have several).
+// A parameter of the module, with every FQN it is registered under (tied tensors have several). For
+// fully_shard on a list: `module` is the list's module that registers it first (the FQNs are relative
+// to it), `other_owners` the other list modules that register it too.
 struct ManagedParam {
   Tensor tensor;
   std::vector<std::string> fqns;
+  nn::Module* module = nullptr;
+  std::vector<std::pair<nn::Module*, std::string>> other_owners;
 };
 
 struct Discovery {
@@ -26,24 +30,27 @@ struct Discovery {
 
 std::string Join(const std::string& prefix, const std::string& name) { return prefix.empty() ? name : prefix + "." + name; }
 
-// Parameters of `m` and its descendants, stopping at modules already wrapped by FullyShard.
-void Discover(nn::Module* m, const std::string& prefix, bool is_top, Discovery* out,
+// Parameters of `m` and its descendants, stopping at modules already wrapped by FullyShard; `top` is the
+// module FullyShard was called on (one of the list), FQNs are relative to it.
+void Discover(nn::Module* m, const std::string& prefix, nn::Module* top, Discovery* out,
               std::unordered_map<const TensorImpl*, size_t>* index) {
-  if (!is_top && FsdpState::Of(*m) != nullptr) return;
+  if (m != top && FsdpState::Of(*m) != nullptr) return;
   bool owns = false;
   for (auto& [name, t] : m->NamedParameters(/*recurse=*/false)) {
     const std::string fqn = Join(prefix, name);
     auto it = index->find(t.impl());
-    if (it != index->end()) {
-      out->params[it->second].fqns.push_back(fqn);
-    } else {
+    if (it == index->end()) {
       index->emplace(t.impl(), out->params.size());
-      out->params.push_back({t, {fqn}});
+      out->params.push_back({.tensor = t, .fqns = {fqn}, .module = top});
+    } else if (ManagedParam& p = out->params[it->second]; p.module == top) {
+      p.fqns.push_back(fqn);
+    } else {
+      p.other_owners.emplace_back(top, fqn);  // tied across the list's modules
     }
     owns = true;
   }
   if (owns) out->owners.emplace_back(prefix, m);
-  for (auto& [name, child] : m->NamedChildren()) Discover(child, Join(prefix, name), false, out, index);
+  for (auto& [name, child] : m->NamedChildren()) Discover(child, Join(prefix, name), top, out, index);
 }
 
 // The FSDP parameters of every FullyShard already applied below `m` (to reject tensors shared with them).
@@ -52,7 +59,9 @@ using NestedParam = std::pair<std::string, const FsdpParam*>;  // FQN relative t
 void NestedParams(nn::Module* m, const std::string& prefix, bool is_top, std::vector<NestedParam>* out) {
   if (!is_top) {
     if (FsdpState* s = FsdpState::Of(*m); s != nullptr && s->group() != nullptr) {
-      for (const FsdpParam* p : s->group()->params()) out->emplace_back(Join(prefix, p->fqns()[0]), p);
+      for (const FsdpParam* p : s->group()->params()) {
+        if (p->module() == m) out->emplace_back(Join(prefix, p->fqns()[0]), p);  // a list's: under its module
+      }
     }
   }
   for (auto& [name, child] : m->NamedChildren()) NestedParams(child, Join(prefix, name), false, out);
@@ -192,11 +201,17 @@ FsdpMeshInfo MakeMeshInfo(const std::vector<ManagedParam>& params, const nn::Mod
   return info;
 }
 
+// The modules of the FSDP states at or below `m`, one per state (a fully_shard list's state is reached
+// from each of its modules).
 std::vector<nn::Module*> SelectedStates(const FSDPModule& m, bool recurse) {
   std::vector<nn::Module*> out;
   if (!recurse) return {&m.module()};
+  std::vector<const FsdpState*> seen;
   for (auto& [fqn, sub] : m.module().NamedModules()) {
-    if (FsdpState::Of(*sub) != nullptr) out.push_back(sub);
+    const FsdpState* s = FsdpState::Of(*sub);
+    if (s == nullptr || std::find(seen.begin(), seen.end(), s) != seen.end()) continue;
+    seen.push_back(s);
+    out.push_back(sub);
   }
   return out;
 }
@@ -204,26 +219,48 @@ std::vector<nn::Module*> SelectedStates(const FSDPModule& m, bool recurse) {
 }  // namespace
 
 FSDPModule FullyShard(nn::Module& module, const dtensor::DeviceMesh& mesh, const FullyShardOptions& options) {
-  if (const FsdpState* existing = FsdpState::Of(module)) {
-    std::string names;
-    if (existing->group() != nullptr) {
-      for (const FsdpParam* p : existing->group()->params()) names += (names.empty() ? "" : ", ") + p->fqns()[0];
+  return FullyShard(std::vector<nn::Module*>{&module}, mesh, options);
+}
+
+FSDPModule FullyShard(const std::vector<nn::Module*>& modules, const dtensor::DeviceMesh& mesh,
+                      const FullyShardOptions& options) {
+  TESSEL_CHECK(!modules.empty(), "fully_shard: an empty list of modules");
+  nn::Module& module = *modules[0];  // names the call in messages; owns the state
+  for (size_t i = 0; i < modules.size(); ++i) {
+    TESSEL_CHECK(modules[i] != nullptr, "fully_shard: module ", i, " of the list is null");
+    if (const FsdpState* existing = FsdpState::Of(*modules[i])) {
+      std::string names;
+      if (existing->group() != nullptr) {
+        for (const FsdpParam* p : existing->group()->params()) names += (names.empty() ? "" : ", ") + p->fqns()[0];
+      }
+      TESSEL_FAIL(ErrorCode::kInvalidArgument, "fully_shard(", modules[i]->type_name(), "): the module is already ",
+                  "wrapped by fully_shard (its parameters: [", names, "]); apply fully_shard once per module");
     }
-    TESSEL_FAIL(ErrorCode::kInvalidArgument, "fully_shard(", module.type_name(), "): the module is already wrapped ",
-                "by fully_shard (its parameters: [", names, "]); apply fully_shard once per module");
+    for (size_t j = 0; j < modules.size(); ++j) {
+      if (i == j) continue;
+      for (auto& [fqn, sub] : modules[i]->NamedModules()) {
+        TESSEL_CHECK(sub != modules[j], "fully_shard: module ", j, " of the list (", modules[j]->type_name(), ") ",
+                     fqn.empty() ? std::string("is listed twice") : Str("is '", fqn, "' inside module ", i, " (",
+                     modules[i]->type_name(), ")"), "; list modules that do not contain each other");
+      }
+    }
   }
   Discovery found;
   std::unordered_map<const TensorImpl*, size_t> index;
-  Discover(&module, "", true, &found, &index);
   std::vector<NestedParam> nested;
-  NestedParams(&module, "", true, &nested);
+  for (nn::Module* m : modules) {
+    Discover(m, "", m, &found, &index);
+    NestedParams(m, "", true, &nested);
+  }
   // PyTorch's 2-D form, fully_shard(module, mesh["dp"]) over parameters that tensor parallelism placed on
   // mesh["tp"] of the same root mesh: FSDP works on the joint mesh and shards over the caller's axes.
   dtensor::DeviceMesh fsdp_mesh = mesh;
   FullyShardOptions opts = options;
   std::optional<dtensor::DeviceMesh> joint;
   if (std::optional<dtensor::DeviceMesh> tp_mesh = DisjointParamMesh(found.params, mesh)) joint = mesh.Join(*tp_mesh);
-  if (!joint) joint = JointMeshOfNestedGroups(module, mesh);  // a root over such blocks joins their mesh
+  for (nn::Module* m : modules) {
+    if (!joint) joint = JointMeshOfNestedGroups(*m, mesh);  // a root over such blocks joins their mesh
+  }
   if (joint) {
     fsdp_mesh = *joint;
     if (!opts.shard_axis && !opts.replicate_axis && mesh.ndim() <= 2) {
@@ -237,15 +274,17 @@ FSDPModule FullyShard(nn::Module& module, const dtensor::DeviceMesh& mesh, const
   if (!found.params.empty()) {
     std::vector<std::unique_ptr<FsdpParam>> params;
     for (ManagedParam& p : found.params) {
-      params.push_back(std::make_unique<FsdpParam>(&module, p.fqns, p.tensor, mesh_info, opts.mp_policy));
+      params.push_back(std::make_unique<FsdpParam>(p.module, p.fqns, p.tensor, mesh_info, opts.mp_policy));
+      for (auto& [owner, fqn] : p.other_owners) params.back()->AddOwner(owner, fqn);
       p.tensor = Tensor();  // the original (unsharded) parameter is freed unless the caller holds it
     }
     group = std::make_unique<ParamGroup>(std::move(params), mesh_info, module.type_name());
   }
-  auto state = std::make_unique<FsdpState>(&module, mesh_info, opts, std::move(group), module.type_name());
+  auto state = std::make_unique<FsdpState>(modules, mesh_info, opts, std::move(group), module.type_name());
   FsdpState* raw = state.get();
   raw->RegisterHooks(found.owners);
   module.SetComposableState(FsdpState::kKey, std::move(state));
+  for (size_t i = 1; i < modules.size(); ++i) AttachStateAlias(*modules[i], raw);
   return FSDPModule(&module, raw);
 }
 

@@ -106,7 +106,8 @@ class FSDPModule {
   // Reduces what backwards accumulated with gradient sync off, now, without another backward: one
   // reduce-scatter per group that has gradients (+ the HSDP all-reduce), finished before returning, into
   // the sharded .grad (PyTorch pipelining's REDUCE_GRAD / perform_reduce_grad). Leaves the sync setting
-  // and the unsharded state as they are. No-op for groups with nothing accumulated.
+  // and the unsharded state as they are. A group with nothing accumulated on this rank still joins the
+  // reduction (another rank may have accumulated: fsdp/collectives.h's gradient flags) and gives no .grad.
   void ReduceGrad(bool recurse = true) const;
   void SetReshardAfterForward(bool reshard_after_forward, bool recurse = true) const;
   // With false, parameters stay unsharded after backward (saves the next forward's all-gather during
@@ -135,6 +136,16 @@ class FSDPModule {
 // two roots (kFailedPrecondition), groups on different meshes, and forward on a submodule whose
 // parameters were never materialized (unsharded) by its FSDP module (kFailedPrecondition).
 FSDPModule FullyShard(nn::Module& module, const dtensor::DeviceMesh& mesh, const FullyShardOptions& options = {});
+
+// PyTorch 2.6's fully_shard([m1, m2, ...]): one parameter group (one all-gather, one reduce-scatter)
+// for the parameters of several modules that are not nested in each other, e.g. torchtitan's final norm
+// and output projection; weights tied across them are one parameter. The group's all-gather runs when
+// the first of them starts its forward and it reshards when all have finished (a module of the list that
+// a forward skips keeps the group unsharded until the next forward, as in PyTorch). A root must contain
+// them all. The handle returned, and AsFSDPModule of any of them, steer the one group. Errors
+// (kInvalidArgument): an empty list, a module listed twice, one inside another, one already wrapped.
+FSDPModule FullyShard(const std::vector<nn::Module*>& modules, const dtensor::DeviceMesh& mesh,
+                      const FullyShardOptions& options = {});
 
 // The handle of a module FullyShard was applied to, or nullopt.
 std::optional<FSDPModule> AsFSDPModule(nn::Module& module);

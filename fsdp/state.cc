@@ -21,11 +21,16 @@ void CastFloating(TensorList& list, DType dtype) {
 
 std::string Display(const std::string& fqn) { return fqn.empty() ? "<root>" : fqn; }
 
+// A list module's path before the root's lazy init found it.
+const std::string kUnnamed = "\x01";
+
 }  // namespace
 
-FsdpState::FsdpState(nn::Module* module, FsdpMeshInfo mesh_info, FullyShardOptions options,
+FsdpState::FsdpState(std::vector<nn::Module*> modules, FsdpMeshInfo mesh_info, FullyShardOptions options,
                      std::unique_ptr<ParamGroup> group, std::string type_name)
-    : module_(module),
+    : module_(modules.at(0)),
+      modules_(std::move(modules)),
+      module_fqns_(modules_.size(), kUnnamed),
       mesh_info_(std::move(mesh_info)),
       options_(std::move(options)),
       group_(std::move(group)),
@@ -40,8 +45,22 @@ FsdpState::FsdpState(nn::Module* module, FsdpMeshInfo mesh_info, FullyShardOptio
 
 FsdpState::~FsdpState() = default;
 
+namespace {
+// What the later modules of a fully_shard list hold: the first module owns the state.
+struct StateAlias final : nn::ModuleState {
+  explicit StateAlias(FsdpState* s) : state(s) {}
+  FsdpState* state;
+};
+}  // namespace
+
 FsdpState* FsdpState::Of(const nn::Module& module) {
-  return static_cast<FsdpState*>(module.GetComposableState(kKey));
+  if (nn::ModuleState* s = module.GetComposableState(kKey)) return static_cast<FsdpState*>(s);
+  if (nn::ModuleState* a = module.GetComposableState(kAliasKey)) return static_cast<StateAlias*>(a)->state;
+  return nullptr;
+}
+
+void AttachStateAlias(nn::Module& module, FsdpState* state) {
+  module.SetComposableState(FsdpState::kAliasKey, std::make_unique<StateAlias>(state));
 }
 
 void FsdpState::set_reshard_after_forward(bool value) {
@@ -50,9 +69,25 @@ void FsdpState::set_reshard_after_forward(bool value) {
 }
 
 void FsdpState::RegisterHooks(const std::vector<std::pair<std::string, nn::Module*>>& param_owners) {
-  module_->RegisterForwardPreHook([this](nn::Module&, TensorList& inputs) { OnPreForward(inputs); });
-  module_->RegisterForwardHook(
-      [this](nn::Module&, const TensorList&, TensorList& outputs) { OnPostForward(outputs); });
+  const bool list = modules_.size() > 1;
+  for (nn::Module* m : modules_) {
+    // A list's group: pre-forward when the first of its modules starts, post-forward when every one has
+    // finished (recomputation inside backward unshards per call, as for one module).
+    m->RegisterForwardPreHook([this, list](nn::Module&, TensorList& inputs) {
+      if (list && training_state_ != TrainingState::kPreBackward) {
+        if (!to_run_.empty()) return;
+        to_run_ = modules_;
+      }
+      OnPreForward(inputs);
+    });
+    m->RegisterForwardHook([this, list](nn::Module& self, const TensorList&, TensorList& outputs) {
+      if (list && training_state_ != TrainingState::kPreBackward) {
+        to_run_.erase(std::remove(to_run_.begin(), to_run_.end(), &self), to_run_.end());
+        if (!to_run_.empty()) return;
+      }
+      OnPostForward(outputs);
+    });
+  }
   if (!group_) return;
   // A state dict taken or loaded while the group is unsharded (the root after a no-grad forward keeps its
   // parameters gathered: no backward follows to reshard them; or after Unshard()) would read the unsharded
@@ -68,7 +103,7 @@ void FsdpState::RegisterHooks(const std::vector<std::pair<std::string, nn::Modul
     });
   }
   for (const auto& [name, owner] : param_owners) {
-    if (owner == module_) continue;
+    if (std::find(modules_.begin(), modules_.end(), owner) != modules_.end()) continue;
     owner->RegisterForwardPreHook([this, name = name](nn::Module& m, TensorList&) {
       if (group_->is_unsharded()) return;
       // After lazy init fqn_ is the FSDP module's path from the root: name the submodule from there.
@@ -85,10 +120,17 @@ void FsdpState::RegisterHooks(const std::vector<std::pair<std::string, nn::Modul
 
 void FsdpState::LazyInit() {
   if (is_root_.has_value()) return;
+  TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, modules_.size() == 1, "fully_shard: the group of a list of ",
+                    modules_.size(), " modules (the first: ", module_->type_name(), ") ran forward before any root: ",
+                    "wrap a module containing them all with fully_shard (the root, last) and run forward through it");
   is_root_ = true;
   for (auto& [fqn, m] : module_->NamedModules()) {
     FsdpState* s = Of(*m);
     if (s == nullptr) continue;
+    if (std::find(all_states_.begin(), all_states_.end(), s) != all_states_.end()) {
+      s->NameModule(m, fqn);  // a later module of a fully_shard list
+      continue;
+    }
     if (s != this) {
       TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, !s->is_root_.has_value(), "fully_shard: two roots: '",
                         Display(fqn), "' (", m->type_name(), ") already ran forward ",
@@ -100,7 +142,16 @@ void FsdpState::LazyInit() {
       s->is_root_ = false;
     }
     s->AdoptIntoRoot(this, fqn);
+    s->NameModule(m, fqn);
     all_states_.push_back(s);
+  }
+  for (FsdpState* s : all_states_) {
+    for (size_t i = 0; i < s->modules_.size(); ++i) {
+      TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, s->module_fqns_[i] != kUnnamed, "fully_shard: module ",
+                        s->modules_[i]->type_name(), " of the list grouped with '", Display(s->fqn_),
+                        "' is not inside the root (", module_->type_name(), "): wrap a module containing the ",
+                        "whole list with the root's fully_shard");
+    }
   }
   // For the root, do not reshard after forward: backward would all-gather it again right away.
   if (group_ && !options_.reshard_after_forward.has_value()) group_->reshard_after_forward = false;
@@ -109,10 +160,22 @@ void FsdpState::LazyInit() {
 void FsdpState::AdoptIntoRoot(FsdpState* root, const std::string& fqn) {
   fqn_ = fqn;
   ctx_ = root->ctx_;
+  if (group_) group_->set_context(ctx_.get());
+}
+
+void FsdpState::NameModule(nn::Module* m, const std::string& fqn) {
+  const size_t i = static_cast<size_t>(std::find(modules_.begin(), modules_.end(), m) - modules_.begin());
+  module_fqns_.at(i) = fqn;
   if (!group_) return;
-  group_->set_context(ctx_.get());
-  group_->set_fqn(fqn);
-  for (FsdpParam* p : group_->params()) p->set_display_fqn(fqn.empty() ? p->fqns()[0] : fqn + "." + p->fqns()[0]);
+  // A list's group is named by its modules' paths ("norm, output"), as PyTorch's.
+  std::string name;
+  for (const std::string& f : module_fqns_) {
+    if (f != kUnnamed) name += (name.empty() ? "" : ", ") + f;
+  }
+  group_->set_fqn(modules_.size() == 1 ? fqn : name);
+  for (FsdpParam* p : group_->params()) {
+    if (p->module() == m) p->set_display_fqn(fqn.empty() ? p->fqns()[0] : fqn + "." + p->fqns()[0]);
+  }
 }
 
 void FsdpState::OnPreForward(TensorList& inputs) {

@@ -16,6 +16,12 @@
 //   end of backward    post-backward for groups whose inputs needed no gradient (the root), then wait
 //                      for the last reduce-scatter and reset every state
 //
+// fully_shard on a list of modules (one group for several modules, PyTorch 2.6): the state is owned by
+// the first module and the others hold an alias to it (FsdpState::Of finds it from any of them). The
+// group's pre-forward runs when the first of its modules starts a forward, its post-forward when all of
+// them have finished (PyTorch's group forward hooks), so one all-gather and one reduce-scatter serve them
+// all. Such a state is never the root.
+//
 // Example:
 //   FsdpState* s = FsdpState::Of(module);     // nullptr when FullyShard was not applied
 //   s->group()->Unshard(/*async_op=*/false);
@@ -35,14 +41,19 @@ class FsdpState final : public nn::ModuleState {
  public:
   static constexpr const char* kKey = "fully_shard";
 
+  static constexpr const char* kAliasKey = "fully_shard.list";
+
   // `group` may be null (a module whose parameters are all managed by nested FullyShard calls).
-  FsdpState(nn::Module* module, FsdpMeshInfo mesh_info, FullyShardOptions options, std::unique_ptr<ParamGroup> group,
-            std::string type_name);
+  // `modules`: what FullyShard was called on, one module or a list (the first owns the state).
+  FsdpState(std::vector<nn::Module*> modules, FsdpMeshInfo mesh_info, FullyShardOptions options,
+            std::unique_ptr<ParamGroup> group, std::string type_name);
   ~FsdpState() override;
 
+  // The state of `module`, also when it is a later module of a fully_shard list; nullptr when none.
   static FsdpState* Of(const nn::Module& module);
 
   nn::Module* module() const { return module_; }
+  const std::vector<nn::Module*>& modules() const { return modules_; }
   ParamGroup* group() const { return group_.get(); }
   const FsdpMeshInfo& mesh_info() const { return mesh_info_; }
   const FullyShardOptions& options() const { return options_; }
@@ -64,11 +75,16 @@ class FsdpState final : public nn::ModuleState {
   void OnPreBackward();
   void LazyInit();
   void AdoptIntoRoot(FsdpState* root, const std::string& fqn);
+  // Names the parameters `m` (one of modules_) registers after its path from the root.
+  void NameModule(nn::Module* m, const std::string& fqn);
   void ForwardPrefetch();
   void EndRootForward();
   void RootPostBackwardFinal();
 
   nn::Module* module_;
+  std::vector<nn::Module*> modules_;        // module_ first
+  std::vector<nn::Module*> to_run_;         // list: this forward's modules not yet finished
+  std::vector<std::string> module_fqns_;    // per module, from the root (set by lazy init)
   FsdpMeshInfo mesh_info_;
   FullyShardOptions options_;
   std::unique_ptr<ParamGroup> group_;
@@ -80,5 +96,8 @@ class FsdpState final : public nn::ModuleState {
   std::vector<FsdpState*> backward_prefetch_;
   TrainingState training_state_ = TrainingState::kIdle;
 };
+
+// Makes `module` (a later module of a fully_shard list) find `state` through FsdpState::Of.
+void AttachStateAlias(nn::Module& module, FsdpState* state);
 
 }  // namespace tessel::fsdp

@@ -4,9 +4,11 @@
 #include <gtest/gtest.h>
 
 #include "comm/tracer.h"
+#include "core/base/testing/expect_error.h"
 #include "core/optim/optimizer.h"
 #include "dtensor/layout.h"
 #include "fsdp/clip_grad_norm.h"
+#include "fsdp/state.h"
 #include "tests/fsdp_testing.h"
 
 namespace tessel::fsdp::testing {
@@ -130,6 +132,69 @@ INSTANTIATE_TEST_SUITE_P(
                       CountCase{"RootReshardsToo", std::nullopt, true, 4},
                       CountCase{"NothingReshardsAfterForward", false, false, 0}),
     [](const ::testing::TestParamInfo<CountCase>& info) { return info.param.name; });
+
+nn::Module* Child(nn::Module& m, const std::string& name) {
+  for (auto& [n, c] : m.NamedChildren()) {
+    if (n == name) return c;
+  }
+  ADD_FAILURE() << "no child " << name;
+  return nullptr;
+}
+
+TEST(FullyShardTest, AListOfModulesIsOneGroupWithOneAllGatherAndOneReduceScatter) {
+  // torchtitan's grouping: fully_shard([norm, output]). ln_f and lm_head become one group beside the two
+  // blocks and the root (wte, wpe): 4 groups, so 4 all-gathers forward and 4 reduce-scatters; in backward
+  // the list's group, resharded after forward, is gathered again with the blocks (3).
+  const auto want = ReferenceGrads(TinyGpt(), 2);
+  RunMesh(2, {2}, {"dp"}, [&](comm::ProcessGroupPtr world, const dtensor::DeviceMesh& mesh) {
+    Generator gen(7);
+    nn::GPT gpt(TinyGpt(), gen);
+    for (size_t i = 0; i < gpt.layers().size(); ++i) FullyShard(*gpt.layers().at(i), mesh);
+    nn::Module *ln_f = Child(gpt, "ln_f"), *lm_head = Child(gpt, "lm_head");
+    const FSDPModule head = FullyShard({ln_f, lm_head}, mesh);
+    FullyShard(gpt, mesh);
+    ASSERT_TRUE(AsFSDPModule(*lm_head).has_value());
+    EXPECT_EQ(&AsFSDPModule(*lm_head)->state(), &head.state());  // one state, reached from either module
+    EXPECT_EQ(head.state().group()->params().size(), ln_f->NamedParameters().size() + lm_head->NamedParameters().size());
+    for (int step = 0; step < 2; ++step) {
+      SCOPED_TRACE(step);
+      comm::CommTracer fwd;
+      Tensor loss = LocalLoss(gpt, TinyGpt(), step, world->rank(), 2);
+      EXPECT_EQ(fwd.Count(CollectiveKind::kAllGather, "dp"), 4) << fwd.Summary();
+      EXPECT_FALSE(head.is_unsharded());  // resharded once both modules finished
+      comm::CommTracer bwd;
+      Backward(loss);
+      EXPECT_EQ(bwd.Count(CollectiveKind::kReduceScatter, "dp"), 4) << bwd.Summary();
+      EXPECT_EQ(bwd.Count(CollectiveKind::kAllGather, "dp"), 3) << bwd.Summary();
+    }
+    ExpectShardedGradsEqual(gpt, want, 1e-5);  // two steps accumulated, as the reference
+    // The parameters' names in messages are their paths from the root.
+    EXPECT_EQ(head.state().group()->fqn(), "ln_f, lm_head");
+    EXPECT_EQ(head.state().group()->params().back()->fqn(), "lm_head.weight");
+  });
+}
+
+TEST(FullyShardTest, AListMustHoldDistinctUnnestedModulesAndRunUnderARoot) {
+  RunMesh(2, {2}, {"dp"}, [&](comm::ProcessGroupPtr world, const dtensor::DeviceMesh& mesh) {
+    Generator gen(7);
+    nn::GPT gpt(TinyGpt(), gen);
+    nn::Module* block = gpt.layers().at(0);
+    nn::Module *ln_f = Child(gpt, "ln_f"), *lm_head = Child(gpt, "lm_head");
+    tessel::testing::ExpectErrorContains([&] { FullyShard({ln_f, ln_f}, mesh); }, ErrorCode::kInvalidArgument,
+                                 "is listed twice");
+    nn::Module* inner = block->NamedChildren().at(0).second;
+    tessel::testing::ExpectErrorContains([&] { FullyShard({block, inner}, mesh); }, ErrorCode::kInvalidArgument,
+                                 {"inside module 0", "list modules that do not contain each other"});
+    tessel::testing::ExpectErrorContains([&] { FullyShard(std::vector<nn::Module*>{}, mesh); }, ErrorCode::kInvalidArgument,
+                                 "an empty list");
+    FullyShard({ln_f, lm_head}, mesh);
+    tessel::testing::ExpectErrorContains([&] { FullyShard(*lm_head, mesh); }, ErrorCode::kInvalidArgument,
+                                 "already wrapped by fully_shard");
+    // No root above the list: its forward is the first FSDP forward.
+    tessel::testing::ExpectErrorContains([&] { LocalLoss(gpt, TinyGpt(), 0, world->rank(), 2); },
+                                 ErrorCode::kFailedPrecondition, "ran forward before any root");
+  });
+}
 
 TEST(FullyShardTest, OneAllGatherMovesTheGroupsPaddedShards) {
   const nn::GPTConfig cfg = TinyGpt();

@@ -82,6 +82,47 @@ def test_fully_shard_on_a_python_module_issues_exactly_fsdp2s_collectives():
         "all_gather(axis0) x3", "all_gather(axis0) x2, reduce_scatter(axis0) x3", "all_reduce(axis0) x1", ""]
 
 
+def test_fully_shard_on_a_list_makes_one_group_for_its_modules():
+    # torch 2.6's fully_shard([m1, m2]) (torchtitan groups the final norm with the output layer): the
+    # second block and the head share one all-gather and one reduce-scatter; gradients equal one process
+    # on the whole batch.
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((4, 8)).astype(np.float32)
+    tessel.manual_seed(0)
+    ref = Net()
+    ref(tessel.tensor(x)).pow(2).mean().backward()
+    want = {n: p.grad.numpy() for n, p in ref.named_parameters()}
+    got = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        tessel.manual_seed(0)
+        net = Net()
+        fully_shard(net.layers[0])
+        pair = [net.layers[1], net.head]
+        assert fully_shard(pair) is pair
+        fully_shard(net)
+        assert isinstance(net.layers[1], FSDPModule) and not isinstance(net.head, FSDPModule)  # C++ Linear
+        with tessel.CommTracer() as fwd:
+            loss = net(tessel.tensor(x[world.rank * 2:(world.rank + 1) * 2])).pow(2).mean()
+        with tessel.CommTracer() as bwd:
+            loss.backward()
+        net.head.unshard()  # either module steers the one group: both now see plain unsharded tensors
+        assert not isinstance(net.layers[1].fc.weight, DTensor) and not isinstance(net.head.weight, DTensor)
+        net.layers[1].reshard()
+        assert isinstance(net.head.weight, DTensor)
+        got[world.rank] = (fwd.summary(), bwd.summary(),
+                           {n: p.grad.full_tensor().numpy() for n, p in net.named_parameters()})
+        dist.destroy_process_group()
+
+    tessel.run_ranks(2, rank_fn)
+    for fwd, bwd, grads in got.values():
+        assert fwd == "all_gather(axis0) x2"  # layers.0, and [layers.1, head]: the root has no parameters
+        assert bwd == "all_gather(axis0) x2, reduce_scatter(axis0) x2"
+        for n, w in want.items():
+            np.testing.assert_allclose(grads[n], w, rtol=1e-5, atol=1e-6, err_msg=n)
+
+
 class TwoHeads(nn.Module):
     def __init__(self):
         super().__init__()
@@ -222,8 +263,9 @@ def test_fsdp_porting_details_handles_kwargs_casts_layers_lists_and_hsdp_axis_na
         fully_shard(lin)  # a C++ layer keeps its class but gets FSDPModule's methods
         lin.set_requires_gradient_sync(False)
         lin.set_requires_gradient_sync(True)
-        with pytest.raises(NotImplementedError, match="list of modules"):
-            fully_shard([nn.Linear(2, 2), nn.Linear(2, 2)])
+        twice = nn.Linear(2, 2)
+        with pytest.raises(ValueError, match="is listed twice"):
+            fully_shard([twice, twice])
 
         class KwOnly(nn.Module):
             def __init__(self):

@@ -84,16 +84,24 @@ def fully_shard(module, *, mesh=None, reshard_after_forward=None, shard_placemen
     root); mp_policy: MixedPrecisionPolicy; offload_policy: CPUOffloadPolicy. shard_axis / replicate_axis
     (tessel's): the mesh dims FSDP shards over / all-reduces over (HSDP), when their names do not say so
     ("dp_shard", "dp_replicate"). Returns module; a module defined in Python becomes an instance of
-    FSDPModule; a C++ layer (nn.Linear, ...) keeps its class and gets FSDPModule's methods."""
-    if isinstance(module, (list, tuple)):
-        raise NotImplementedError("fully_shard on a list of modules (one group for several modules) is not "
-                                  "supported: wrap a common parent module, or each module on its own")
+    FSDPModule; a C++ layer (nn.Linear, ...) keeps its class and gets FSDPModule's methods. A list of
+    modules (torch 2.6) becomes one group: one all-gather when the first of them runs, resharded when all
+    have run; each becomes an FSDPModule steering that group; the list is returned."""
     if shard_placement_fn is not None or ignored_params:
         raise NotImplementedError("fully_shard: shard_placement_fn and ignored_params are not supported")
     if isinstance(reshard_after_forward, int) and not isinstance(reshard_after_forward, bool):
         raise NotImplementedError("fully_shard: reshard_after_forward as an int (partial resharding)")
-    _C.fully_shard(module, mesh if mesh is not None else _default_mesh(), reshard_after_forward, mp_policy,
-                   offload_policy, shard_axis, replicate_axis)
+    _C.fully_shard(list(module) if isinstance(module, (list, tuple)) else module,
+                   mesh if mesh is not None else _default_mesh(), reshard_after_forward, mp_policy, offload_policy,
+                   shard_axis, replicate_axis)
+    for m in (module if isinstance(module, (list, tuple)) else [module]):
+        _become_fsdp_module(m)
+    return module
+
+
+def _become_fsdp_module(module):
+    """torch's class swap: a Python-defined module becomes an instance of FSDPModule; a C++ layer gets its
+    methods on the instance."""
     cls = type(module)
     # NOTE: only Python-defined modules change class: a Python subclass of a C++ layer class (which has
     # py::dynamic_attr) would leak through pybind11 2.10's double GC visit (bindings/nn_py.cc). C++ layers
@@ -107,4 +115,3 @@ def fully_shard(module, *, mesh=None, reshard_after_forward=None, shard_placemen
         import types
         for name in _METHODS:
             setattr(module, name, types.MethodType(getattr(FSDPModule, name), module))
-    return module
