@@ -315,7 +315,8 @@ void BindMath(py::class_<Tensor>& c) {
   using Fn = Tensor (*)(const Tensor&);
   const std::pair<const char*, Fn> unary[] = {
       {"exp", &Exp}, {"log", &Log}, {"sqrt", &Sqrt}, {"rsqrt", &Rsqrt}, {"tanh", &Tanh}, {"sigmoid", &Sigmoid},
-      {"relu", &Relu}, {"silu", &Silu}, {"abs", &Abs}, {"neg", &Neg}};
+      {"relu", &Relu}, {"silu", &Silu}, {"abs", &Abs}, {"neg", &Neg}, {"sin", &Sin}, {"cos", &Cos}, {"erf", &Erf},
+      {"log1p", &Log1p}, {"expm1", &Expm1}, {"exp2", &Exp2}, {"floor", &Floor}, {"ceil", &Ceil}, {"_round", &Round}};
   for (const auto& [name, fn] : unary) {
     c.def(name, [fn = fn](const Tensor& x) { return NoGil([&] { return fn(x); }); });
   }

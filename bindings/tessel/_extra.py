@@ -285,26 +285,24 @@ def _host(x, name):
     return x.detach().numpy() if isinstance(x, Tensor) else np.asarray(x)
 
 
-def _unary_host(name, fn, keeps_integers=False):
-    def op(x):
-        if keeps_integers and isinstance(x, Tensor) and not x.dtype.is_floating_point:
-            return x.clone()  # floor / ceil / round of integers: themselves, as torch
-        a = _host(x, name)
-        out = fn(a)
-        return _tensor(out if out.dtype != np.float64 or x.dtype == _dtypes.float64 else out.astype(np.float32))
-    op.__name__ = name
-    return op
+def _function_of(name):
+    """torch.X(t) for a C++ op bound as the method t.X() (with its gradient, on DTensors too)."""
+    def fn(input):
+        return getattr(input, name)()
+    fn.__name__ = name
+    return fn
 
 
-sin = _unary_host("sin", np.sin)
-cos = _unary_host("cos", np.cos)
-floor = _unary_host("floor", np.floor, True)
-ceil = _unary_host("ceil", np.ceil, True)
-round_ = _unary_host("round", np.round, True)  # half to even, as torch
-exp2 = _unary_host("exp2", np.exp2)
-log1p = _unary_host("log1p", np.log1p)
-expm1 = _unary_host("expm1", np.expm1)
-erf = _unary_host("erf", np.vectorize(math.erf, otypes=[np.float64]))
+_C_UNARY = {name: _function_of(name) for name in ("sin", "cos", "floor", "ceil", "exp2", "log1p", "expm1", "erf")}
+
+
+def round_(x, *, decimals=0):
+    """torch.round: half to even; with decimals, round(x * 10**decimals) / 10**decimals (torch's
+    formula). An integer tensor gives a copy."""
+    if decimals == 0 or not x.dtype.is_floating_point:
+        return x._round()
+    scale = 10.0 ** decimals
+    return (x * scale)._round() / scale
 
 
 def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False):
@@ -490,11 +488,10 @@ _BOTH = dict(  # torch.X(t, ...) and t.X(...)
     isfinite=isfinite, nan_to_num=nan_to_num, logsumexp=logsumexp, cumsum=cumsum, any=any_, all=all_,
     movedim=movedim, swapaxes=swapaxes, unbind=unbind, unflatten=unflatten, index_select=index_select, flip=flip,
     roll=roll, repeat_interleave=repeat_interleave, masked_select=masked_select, outer=outer, diag=diag,
-    trace=trace, sin=sin, cos=cos, floor=floor, ceil=ceil, round=round_, exp2=exp2, log1p=log1p, expm1=expm1,
-    erf=erf, nonzero=nonzero, argwhere=argwhere, count_nonzero=count_nonzero, allclose=allclose, equal=equal,
+    trace=trace, round=round_, nonzero=nonzero, argwhere=argwhere, count_nonzero=count_nonzero, allclose=allclose, equal=equal,
     clip=lambda x, min=None, max=None: x.clamp(min, max))
 
-TORCH_FUNCTIONS = dict(_BOTH, take_along_dim=take_along_dim, linspace=linspace, numel=numel, softplus=softplus)
+TORCH_FUNCTIONS = dict(_BOTH, **_C_UNARY, take_along_dim=take_along_dim, linspace=linspace, numel=numel, softplus=softplus)
 
 TENSOR_METHODS = dict(
     _BOTH, repeat=repeat, expand_as=expand_as,

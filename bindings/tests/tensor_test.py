@@ -166,8 +166,24 @@ def test_composed_torch_functions_match_numpy_formulas_and_finite_differences():
     close(tessel.diag(x).numpy(), np.diag(a)), close(tessel.diag(tessel.tensor(a[0])).numpy(), np.diag(a[0]))
     close(tessel.outer(x[0], x[1]).numpy(), np.outer(a[0], a[1])), close(tessel.trace(x).item(), np.trace(a))
     close(tessel.sin(x).numpy(), np.sin(a)), close(tessel.cos(tessel.arange(4.0)).numpy(), np.cos(np.arange(4.0)), rtol=1e-6)
-    with pytest.raises(NotImplementedError, match="sin of a tensor that requires grad"):
-        tessel.sin(tessel.ones(2, requires_grad=True))
+    # sin ... erf are C++ ops with gradients (torch's formulas), checked against float64 numpy derivatives.
+    import math
+    erf = np.vectorize(math.erf)
+    fns = {"sin": (np.sin, np.cos), "cos": (np.cos, lambda v: -np.sin(v)), "log1p": (np.log1p, lambda v: 1 / (1 + v)),
+           "erf": (erf, lambda v: 2 / np.sqrt(np.pi) * np.exp(-v * v)), "expm1": (np.expm1, np.exp),
+           "exp2": (np.exp2, lambda v: np.log(2) * np.exp2(v)), "floor": (np.floor, np.zeros_like),
+           "ceil": (np.ceil, np.zeros_like), "round": (np.round, np.zeros_like)}
+    for name, (f, df) in fns.items():
+        v = np.abs(a) if name == "log1p" else a
+        w = tessel.tensor(v, requires_grad=True)
+        out = getattr(tessel, name)(w)
+        out.backward(tessel.ones_like(out))
+        close(out.detach().numpy(), f(v), rtol=1e-12, atol=1e-15, err_msg=name)
+        close(w.grad.numpy(), df(v), rtol=1e-12, atol=1e-15, err_msg=name)
+        close(getattr(w, name)().detach().numpy(), f(v), rtol=1e-12, atol=1e-15, err_msg=name)  # the method form
+    assert tessel.round(tessel.tensor([0.5, 1.5, 2.5, -0.5])).tolist() == [0.0, 2.0, 2.0, -0.0]  # half to even
+    close(tessel.round(tessel.tensor([1.2345, -2.5678]), decimals=2).numpy(), [1.23, -2.57], rtol=1e-6)
+    assert tessel.floor(tessel.tensor([3, -2])).tolist() == [3, -2]  # integers: a copy
     assert F.one_hot(tessel.tensor([2, 0]), 3).tolist() == [[0, 0, 1], [1, 0, 0]]
     close(F.pad(x, (1, 2)).numpy(), np.pad(a, ((0, 0), (1, 2)))), close(F.pad(x, (0, -1, 1, 0), value=5.0).numpy(),
                                                                       np.pad(a[:, :3], ((1, 0), (0, 0)), constant_values=5))

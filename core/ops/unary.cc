@@ -2,7 +2,7 @@
 // the fused pointwise backward ops they use.
 //
 // Defines the ops "neg", "exp", "log", "sqrt", "rsqrt", "pow", "tanh", "sigmoid", "relu", "gelu", "silu",
-// "abs", "clamp", "cast", plus the backward ops "tanh_backward"(grad, out), "sigmoid_backward"(grad, out),
+// "abs", "clamp", "cast", "sin", "cos", "erf", "log1p", "expm1", "exp2", "floor", "ceil", "round", plus the backward ops "tanh_backward"(grad, out), "sigmoid_backward"(grad, out),
 // "threshold_backward"(grad, x), "gelu_backward"(grad, x), "silu_backward"(grad, x),
 // "abs_backward"(grad, x) = grad * sgn(x) and "clamp_backward"(grad, x). Backward ops take two tensors of
 // one shape and are pointwise, so dtensor/rules shards them exactly like their forward op.
@@ -47,10 +47,16 @@ using ConstArrayMap = Eigen::Map<const Eigen::Array<C, Eigen::Dynamic, 1>>;
 template <typename C>
 using BlockArray = Eigen::Array<C, Eigen::Dynamic, 1, 0, kBlock, 1>;  // stack storage, ≤ kBlock values
 
-enum class U { kNeg, kExp, kLog, kSqrt, kRsqrt, kPow, kTanh, kSigmoid, kRelu, kGelu, kGeluTanh, kSilu, kAbs, kClamp };
+enum class U {
+  kNeg, kExp, kLog, kSqrt, kRsqrt, kPow, kTanh, kSigmoid, kRelu, kGelu, kGeluTanh, kSilu, kAbs, kClamp,
+  kSin, kCos, kErf, kLog1p, kExpm1, kExp2, kFloor, kCeil, kRound
+};
 
-// The ops that make sense on integer tensors (torch allows these on ints too).
-constexpr bool IntegerOk(U op) { return op == U::kNeg || op == U::kAbs || op == U::kClamp || op == U::kRelu; }
+constexpr bool Rounding(U op) { return op == U::kFloor || op == U::kCeil || op == U::kRound; }
+// The ops that make sense on integer tensors (torch allows these on ints too; rounding one is a copy).
+constexpr bool IntegerOk(U op) {
+  return op == U::kNeg || op == U::kAbs || op == U::kClamp || op == U::kRelu || Rounding(op);
+}
 
 struct UParams {
   double exponent = 1.0;
@@ -117,6 +123,26 @@ void ApplyBlock(const C* xp, C* yp, int64_t n, const UParams& p) {
     y = C(0.5) * x * (C(1) + (C(kGeluBeta) * (x + C(kGeluKappa) * x.cube())).tanh());
   } else if constexpr (kOp == U::kGelu) {
     y = x * C(0.5) * (C(1) + (x * C(kSqrtHalf)).erf());
+  } else if constexpr (kOp == U::kSin) {
+    y = x.sin();
+  } else if constexpr (kOp == U::kCos) {
+    y = x.cos();
+  } else if constexpr (kOp == U::kErf) {
+    y = x.erf();
+  } else if constexpr (kOp == U::kLog1p) {
+    y = x.log1p();
+  } else if constexpr (kOp == U::kExpm1) {
+    y = x.expm1();
+  } else if constexpr (kOp == U::kExp2) {
+    for (int64_t i = 0; i < n; ++i) yp[i] = std::exp2(xp[i]);
+  } else if constexpr (Rounding(kOp) && !std::is_floating_point_v<C>) {
+    y = x;  // an integer is its own floor, ceil and round
+  } else if constexpr (kOp == U::kFloor) {
+    y = x.floor();
+  } else if constexpr (kOp == U::kCeil) {
+    y = x.ceil();
+  } else if constexpr (kOp == U::kRound) {
+    y = x.rint();  // half to even (the default rounding mode), as torch.round
   }
 }
 
@@ -386,6 +412,47 @@ const OpDef& kAbs = RegisterOp({.name = "abs",
                                   return {autograd::CallOp1(kAbsBackward, {Grad(c), c.inputs[0]})};
                                 }});
 const OpDef& kClamp = RegisterOp({.name = "clamp", .cpu = ClampKernel, .backward = ClampBackward});
+const OpDef& kSin = RegisterOp(
+    {.name = "sin",
+     .cpu = UnaryCpu<U::kSin>("sin"),
+     .backward = [](const BackwardContext& c) -> TensorList { return {Mul(Grad(c), Cos(c.inputs[0]))}; }});
+const OpDef& kCos = RegisterOp(
+    {.name = "cos",
+     .cpu = UnaryCpu<U::kCos>("cos"),
+     .backward = [](const BackwardContext& c) -> TensorList { return {Mul(Grad(c), Neg(Sin(c.inputs[0])))}; }});
+const OpDef& kErf = RegisterOp(  // d erf(x) = 2 / sqrt(pi) exp(-x^2)
+    {.name = "erf",
+     .cpu = UnaryCpu<U::kErf>("erf"),
+     .backward = [](const BackwardContext& c) -> TensorList {
+       const Tensor& x = c.inputs[0];
+       return {Mul(Grad(c), MulScalar(Exp(Neg(Mul(x, x))), 1.1283791670955126))};
+     }});
+const OpDef& kLog1p = RegisterOp(
+    {.name = "log1p",
+     .cpu = UnaryCpu<U::kLog1p>("log1p"),
+     .backward = [](const BackwardContext& c) -> TensorList { return {Div(Grad(c), AddScalar(c.inputs[0], 1.0))}; }});
+const OpDef& kExpm1 = RegisterOp(  // d (e^x - 1) = e^x = out + 1
+    {.name = "expm1",
+     .cpu = UnaryCpu<U::kExpm1>("expm1"),
+     .backward = [](const BackwardContext& c) -> TensorList { return {Mul(Grad(c), AddScalar(c.outputs[0], 1.0))}; },
+     .save_inputs = false,
+     .save_outputs = true});
+const OpDef& kExp2 = RegisterOp(  // d 2^x = ln 2 * 2^x
+    {.name = "exp2",
+     .cpu = UnaryCpu<U::kExp2>("exp2"),
+     .backward = [](const BackwardContext& c) -> TensorList {
+       return {Mul(Grad(c), MulScalar(c.outputs[0], 0.6931471805599453))};
+     },
+     .save_inputs = false,
+     .save_outputs = true});
+// Piecewise constant: zero gradient everywhere (torch's convention at the jumps too).
+TensorList ZeroBackward(const BackwardContext& c) { return {ZerosLike(Grad(c))}; }
+const OpDef& kFloor =
+    RegisterOp({.name = "floor", .cpu = UnaryCpu<U::kFloor>("floor"), .backward = ZeroBackward, .save_inputs = false});
+const OpDef& kCeil =
+    RegisterOp({.name = "ceil", .cpu = UnaryCpu<U::kCeil>("ceil"), .backward = ZeroBackward, .save_inputs = false});
+const OpDef& kRound =
+    RegisterOp({.name = "round", .cpu = UnaryCpu<U::kRound>("round"), .backward = ZeroBackward, .save_inputs = false});
 // "src_dtype" records the input dtype so the backward can cast back without keeping the input alive.
 const OpDef& kCast = RegisterOp(
     {.name = "cast",
@@ -412,6 +479,15 @@ Tensor Gelu(const Tensor& x, const std::string& approximate) {
   return autograd::CallOp1(kGelu, {x}, Attrs().Set("approximate", approximate));
 }
 Tensor Silu(const Tensor& x) { return autograd::CallOp1(kSilu, {x}); }
+Tensor Sin(const Tensor& x) { return autograd::CallOp1(kSin, {x}); }
+Tensor Cos(const Tensor& x) { return autograd::CallOp1(kCos, {x}); }
+Tensor Erf(const Tensor& x) { return autograd::CallOp1(kErf, {x}); }
+Tensor Log1p(const Tensor& x) { return autograd::CallOp1(kLog1p, {x}); }
+Tensor Expm1(const Tensor& x) { return autograd::CallOp1(kExpm1, {x}); }
+Tensor Exp2(const Tensor& x) { return autograd::CallOp1(kExp2, {x}); }
+Tensor Floor(const Tensor& x) { return autograd::CallOp1(kFloor, {x}); }
+Tensor Ceil(const Tensor& x) { return autograd::CallOp1(kCeil, {x}); }
+Tensor Round(const Tensor& x) { return autograd::CallOp1(kRound, {x}); }
 Tensor Abs(const Tensor& x) { return autograd::CallOp1(kAbs, {x}); }
 Tensor Clamp(const Tensor& x, std::optional<double> min, std::optional<double> max) {
   Attrs a;

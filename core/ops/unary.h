@@ -27,6 +27,16 @@ Tensor Relu(const Tensor& x);
 Tensor Gelu(const Tensor& x, const std::string& approximate = "none");
 Tensor Silu(const Tensor& x);
 Tensor Abs(const Tensor& x);
+Tensor Sin(const Tensor& x);
+Tensor Cos(const Tensor& x);
+Tensor Erf(const Tensor& x);
+Tensor Log1p(const Tensor& x);
+Tensor Expm1(const Tensor& x);
+Tensor Exp2(const Tensor& x);
+// Rounding (zero gradient; an integer tensor gives a copy, as torch): round is half to even.
+Tensor Floor(const Tensor& x);
+Tensor Ceil(const Tensor& x);
+Tensor Round(const Tensor& x);
 Tensor Clamp(const Tensor& x, std::optional<double> min, std::optional<double> max);
 // Converts dtype (differentiable between floating dtypes: the gradient is cast back).
 Tensor Cast(const Tensor& x, DType dtype);

@@ -77,7 +77,10 @@ const bool kRegistered = [] {
   using G = cuda::PointwiseGradOp;
   for (auto [op, name] : {std::pair{P::kNeg, "neg"}, {P::kExp, "exp"}, {P::kLog, "log"}, {P::kSqrt, "sqrt"},
                           {P::kRsqrt, "rsqrt"}, {P::kPow, "pow"}, {P::kTanh, "tanh"}, {P::kSigmoid, "sigmoid"},
-                          {P::kRelu, "relu"}, {P::kSilu, "silu"}, {P::kAbs, "abs"}, {P::kClamp, "clamp"}}) {
+                          {P::kRelu, "relu"}, {P::kSilu, "silu"}, {P::kAbs, "abs"}, {P::kClamp, "clamp"},
+                          {P::kSin, "sin"}, {P::kCos, "cos"}, {P::kErf, "erf"}, {P::kLog1p, "log1p"},
+                          {P::kExpm1, "expm1"}, {P::kExp2, "exp2"}, {P::kFloor, "floor"}, {P::kCeil, "ceil"},
+                          {P::kRound, "round"}}) {
     SetCudaKernel(name, PointwiseCuda(op, name));
   }
   for (auto [op, name] : {std::pair{G::kTanh, "tanh_backward"}, {G::kSigmoid, "sigmoid_backward"},

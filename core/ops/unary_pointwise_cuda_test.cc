@@ -53,6 +53,15 @@ const std::vector<std::pair<std::string, std::function<Tensor(const Tensor&)>>>&
       {"silu", [](const Tensor& x) { return Silu(x); }},
       {"abs", [](const Tensor& x) { return Abs(x); }},
       {"clamp", [](const Tensor& x) { return Clamp(x, -1.0, 0.5); }},
+      {"sin", [](const Tensor& x) { return Sin(x); }},
+      {"cos", [](const Tensor& x) { return Cos(x); }},
+      {"erf", [](const Tensor& x) { return Erf(x); }},
+      {"log1p", [](const Tensor& x) { return Log1p(Abs(x)); }},
+      {"expm1", [](const Tensor& x) { return Expm1(x); }},
+      {"exp2", [](const Tensor& x) { return Exp2(x); }},
+      {"floor", [](const Tensor& x) { return Floor(x); }},
+      {"ceil", [](const Tensor& x) { return Ceil(x); }},
+      {"round", [](const Tensor& x) { return Round(x); }},
   };
   return *ops;
 }

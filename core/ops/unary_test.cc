@@ -71,6 +71,15 @@ std::vector<Case> Cases() {
        [](double x) { return std::max(x, 0.2); }, -3, 3},
       {"clamp_max", [](const Tensor& x) { return Clamp(x, std::nullopt, 0.2); },
        [](double x) { return std::min(x, 0.2); }, -3, 3},
+      {"sin", [](const Tensor& x) { return Sin(x); }, [](double x) { return std::sin(x); }, -4, 4},
+      {"cos", [](const Tensor& x) { return Cos(x); }, [](double x) { return std::cos(x); }, -4, 4},
+      {"erf", [](const Tensor& x) { return Erf(x); }, [](double x) { return std::erf(x); }, -3, 3},
+      {"log1p", [](const Tensor& x) { return Log1p(x); }, [](double x) { return std::log1p(x); }, 0.01, 3},
+      {"expm1", [](const Tensor& x) { return Expm1(x); }, [](double x) { return std::expm1(x); }, -3, 3},
+      {"exp2", [](const Tensor& x) { return Exp2(x); }, [](double x) { return std::exp2(x); }, -3, 3},
+      {"floor", [](const Tensor& x) { return Floor(x); }, [](double x) { return std::floor(x); }, -3, 3},
+      {"ceil", [](const Tensor& x) { return Ceil(x); }, [](double x) { return std::ceil(x); }, -3, 3},
+      {"round", [](const Tensor& x) { return Round(x); }, [](double x) { return std::nearbyint(x); }, -3, 3},
   };
 }
 
@@ -132,6 +141,7 @@ TEST(UnaryTest, IntegerOpsAreExactAndFloatOnlyOpsReject) {
   EXPECT_EQ(Clamp(x, -1.0, 3.0).ToVector<int64_t>(), (std::vector<int64_t>{-1, -1, 0, 2, 3}));
   EXPECT_EQ(Clamp(x, std::nullopt, 1.0).ToVector<int64_t>(), (std::vector<int64_t>{-3, -1, 0, 1, 1}));
   EXPECT_EQ(Neg(x).dtype(), DType::kInt64);
+  for (auto* round : {&Floor, &Ceil, &Round}) EXPECT_EQ(round(x).ToVector<int64_t>(), x.ToVector<int64_t>());
   Tensor i32 = FromVector<int32_t>({-7, 7});
   EXPECT_EQ(Abs(i32).ToVector<int32_t>(), (std::vector<int32_t>{7, 7}));
   try {
@@ -259,6 +269,20 @@ TEST(UnaryTest, SpecialValuesFollowTorchInVectorizedBlocks) {
     const Tensor all_inf = FromDoubles(std::vector<double>(64, inf), std::vector<int64_t>{64}, dtype);
     EXPECT_EQ(Sqrt(all_inf).ToDoubleVector(), std::vector<double>(64, inf));
     EXPECT_EQ(Rsqrt(all_inf).ToDoubleVector(), std::vector<double>(64, 0.0));
+  }
+}
+
+TEST(UnaryTest, RoundIsHalfToEvenAndRoundingHasAZeroGradient) {
+  Tensor x = FromVector<float>({-2.5f, -1.5f, -0.5f, 0.5f, 1.5f, 2.5f, 0.49999997f, -0.7f});
+  EXPECT_EQ(Round(x).ToVector<float>(), (std::vector<float>{-2, -2, -0.0f, 0, 2, 2, 0, -1}));
+  EXPECT_TRUE(std::signbit(Round(x).ToVector<float>()[2]));  // -0.5 rounds to -0, as torch
+  EXPECT_EQ(Floor(x).ToVector<float>(), (std::vector<float>{-3, -2, -1, 0, 1, 2, 0, -1}));
+  EXPECT_EQ(Ceil(x).ToVector<float>(), (std::vector<float>{-2, -1, -0.0f, 1, 2, 3, 1, -0.0f}));
+  for (auto* round : {&Floor, &Ceil, &Round}) {
+    Tensor w = RandDouble({4}, 3, -2, 2);
+    w.set_requires_grad(true);
+    Backward(Sum(Mul(round(w), w)));  // d/dw (round(w) * w) = round(w): the rounding itself passes nothing
+    ExpectAllClose(w.grad(), round(Detach(w)), 0, 0);
   }
 }
 

@@ -48,6 +48,11 @@ const bool kRegistered = [] {
   RegisterShardingRule("abs", PointwiseRule<Linearity::kNone>, kElementwise);
   RegisterShardingRule("clamp", PointwiseRule<Linearity::kMonotone>, kElementwise);
   RegisterShardingRule("cast", PointwiseRule<Linearity::kCast>, kElementwise);
+  RegisterShardingRule("sin", PointwiseRule<Linearity::kNone>, kElementwise);
+  RegisterShardingRule("cos", PointwiseRule<Linearity::kNone>, kElementwise);
+  for (const char* op : {"erf", "log1p", "expm1", "exp2", "floor", "ceil", "round"}) {
+    RegisterShardingRule(op, PointwiseRule<Linearity::kMonotone>, kElementwise);  // non-decreasing
+  }
   for (const char* op : {"tanh_backward", "sigmoid_backward", "threshold_backward", "gelu_backward", "silu_backward",
                          "abs_backward", "clamp_backward"}) {
     RegisterShardingRule(op, PointwiseRule<Linearity::kGradLinear>, kElementwise);

@@ -32,6 +32,15 @@ const std::vector<std::pair<const char*, std::function<Tensor(const Tensor&)>>> 
     {"silu", [](const Tensor& x) { return Silu(x); }},
     {"clamp", [](const Tensor& x) { return Clamp(x, -0.5, 0.75); }},
     {"cast", [](const Tensor& x) { return Cast(Cast(x, DType::kFloat32), DType::kFloat64); }},
+    {"sin", [](const Tensor& x) { return Sin(x); }},
+    {"cos", [](const Tensor& x) { return Cos(x); }},
+    {"erf", [](const Tensor& x) { return Erf(x); }},
+    {"log1p", [](const Tensor& x) { return Log1p(AddScalar(Abs(x), 0.5)); }},
+    {"expm1", [](const Tensor& x) { return Expm1(x); }},
+    {"exp2", [](const Tensor& x) { return Exp2(x); }},
+    {"floor", [](const Tensor& x) { return Floor(x); }},
+    {"ceil", [](const Tensor& x) { return Ceil(x); }},
+    {"round", [](const Tensor& x) { return Round(x); }},
 };
 
 TEST(UnaryRulesTest, EveryOpAndItsBackwardMatchDenseOnShardedAndPartialInputs) {

@@ -21,7 +21,10 @@
 
 namespace tessel::cuda {
 
-enum class PointwiseOp : uint8_t { kNeg, kExp, kLog, kSqrt, kRsqrt, kPow, kTanh, kSigmoid, kRelu, kSilu, kAbs, kClamp };
+enum class PointwiseOp : uint8_t {
+  kNeg, kExp, kLog, kSqrt, kRsqrt, kPow, kTanh, kSigmoid, kRelu, kSilu, kAbs, kClamp,
+  kSin, kCos, kErf, kLog1p, kExpm1, kExp2, kFloor, kCeil, kRound
+};
 enum class PointwiseGradOp : uint8_t { kTanh, kSigmoid, kThreshold, kSilu, kAbs, kClamp };
 
 struct PointwiseParams {
@@ -54,6 +57,15 @@ TESSEL_HOST_DEVICE inline float ApplyPointwise(PointwiseOp op, float x, const Po
       const float v = x < p.lo ? p.lo : x;
       return v > p.hi ? p.hi : v;
     }
+    case PointwiseOp::kSin: return sinf(x);
+    case PointwiseOp::kCos: return cosf(x);
+    case PointwiseOp::kErf: return erff(x);
+    case PointwiseOp::kLog1p: return log1pf(x);
+    case PointwiseOp::kExpm1: return expm1f(x);
+    case PointwiseOp::kExp2: return exp2f(x);
+    case PointwiseOp::kFloor: return floorf(x);
+    case PointwiseOp::kCeil: return ceilf(x);
+    case PointwiseOp::kRound: return rintf(x);  // half to even
   }
   return x;
 }

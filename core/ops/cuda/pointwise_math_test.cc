@@ -87,6 +87,15 @@ TEST(PointwiseMathTest, ForwardFormulasMatchTheCpuOps) {
       {PointwiseOp::kTanh, "tanh", {}, false, 4, [](const Tensor& x) { return Tanh(x); }},
       {PointwiseOp::kSigmoid, "sigmoid", {}, false, 4, [](const Tensor& x) { return Sigmoid(x); }},
       {PointwiseOp::kSilu, "silu", {}, false, 4, [](const Tensor& x) { return Silu(x); }},
+      {PointwiseOp::kSin, "sin", {}, false, 4, [](const Tensor& x) { return Sin(x); }},
+      {PointwiseOp::kCos, "cos", {}, false, 4, [](const Tensor& x) { return Cos(x); }},
+      {PointwiseOp::kErf, "erf", {}, false, 4, [](const Tensor& x) { return Erf(x); }},
+      {PointwiseOp::kLog1p, "log1p", {}, true, 4, [](const Tensor& x) { return Log1p(x); }},
+      {PointwiseOp::kExpm1, "expm1", {}, false, 4, [](const Tensor& x) { return Expm1(x); }},
+      {PointwiseOp::kExp2, "exp2", {}, false, 4, [](const Tensor& x) { return Exp2(x); }},
+      {PointwiseOp::kFloor, "floor", {}, false, 0, [](const Tensor& x) { return Floor(x); }},
+      {PointwiseOp::kCeil, "ceil", {}, false, 0, [](const Tensor& x) { return Ceil(x); }},
+      {PointwiseOp::kRound, "round", {}, false, 0, [](const Tensor& x) { return Round(x); }},
   };
   for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
     for (const Case& c : cases) {
