@@ -160,19 +160,22 @@ void BindCreation(py::module_& m) {
   // torch.autograd.grad's core (tessel/autograd.py adds torch's argument handling): undefined results
   // come back as None.
   m.def("_grad", [](const TensorList& outputs, const TensorList& inputs, const std::vector<std::optional<Tensor>>& seeds,
-                    bool retain_graph, bool allow_unused) {
+                    bool retain_graph, bool allow_unused, bool create_graph) {
     TensorList grads;
     for (const auto& g : seeds) grads.push_back(g ? *g : Tensor());
-    const TensorList r = NoGil([&] { return Grad(outputs, inputs, grads, retain_graph, allow_unused); });
+    const TensorList r =
+        NoGil([&] { return Grad(outputs, inputs, grads, retain_graph, allow_unused, create_graph); });
     std::vector<std::optional<Tensor>> out;
     for (const Tensor& t : r) out.push_back(t.defined() ? std::optional<Tensor>(t) : std::nullopt);
     return out;
-  }, py::arg("outputs"), py::arg("inputs"), py::arg("grad_outputs"), py::arg("retain_graph"), py::arg("allow_unused"));
-  m.def("_backward", [](const TensorList& roots, const std::vector<std::optional<Tensor>>& seeds, bool retain_graph) {
+  }, py::arg("outputs"), py::arg("inputs"), py::arg("grad_outputs"), py::arg("retain_graph"), py::arg("allow_unused"),
+        py::arg("create_graph") = false);
+  m.def("_backward", [](const TensorList& roots, const std::vector<std::optional<Tensor>>& seeds, bool retain_graph,
+                        bool create_graph) {
     TensorList grads;
     for (const auto& g : seeds) grads.push_back(g ? *g : Tensor());
-    NoGil([&] { Backward(roots, grads, retain_graph); });
-  }, py::arg("tensors"), py::arg("grad_tensors"), py::arg("retain_graph"));
+    NoGil([&] { Backward(roots, grads, retain_graph, create_graph); });
+  }, py::arg("tensors"), py::arg("grad_tensors"), py::arg("retain_graph"), py::arg("create_graph") = false);
   m.def("is_grad_enabled", &GradModeEnabled);
   m.def("_set_grad_enabled", &SetGradModeEnabled, py::arg("enabled"));
 }

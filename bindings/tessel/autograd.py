@@ -3,8 +3,9 @@
     gx, = tessel.autograd.grad(loss, [x])                 # no .grad changes; only x's paths run
     loss.backward(inputs=[w])                             # accumulates into w.grad only
 
-Not supported: create_graph=True (higher-order gradients) and is_grads_batched; they raise
-NotImplementedError.
+create_graph=True (torch's higher-order gradients): the gradients carry their own graph and can be
+differentiated again (Hessian-vector products, gradient penalties); an op whose backward is not itself
+differentiable raises NotImplementedError naming it. Not supported: is_grads_batched (NotImplementedError).
 """
 from . import _C
 
@@ -17,8 +18,6 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
          allow_unused=None, is_grads_batched=False, materialize_grads=False):
     """The gradients of outputs with respect to inputs, as a tuple in inputs' order (None for an unused
     input with allow_unused, zeros with materialize_grads)."""
-    if create_graph:
-        raise NotImplementedError("autograd.grad(create_graph=True): higher-order gradients are not supported")
     if is_grads_batched:
         raise NotImplementedError("autograd.grad(is_grads_batched=True) is not supported")
     outputs, inputs = _seq(outputs), _seq(inputs)
@@ -30,7 +29,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     if materialize_grads and not allow_unused:
         raise ValueError("Expected allow_unused to be True or not passed when materialize_grads=True, but "
                          "got: allow_unused=False.")
-    result = _C._grad(outputs, inputs, seeds, bool(retain_graph), bool(allow_unused))
+    retain_graph = create_graph if retain_graph is None else retain_graph  # torch's default
+    result = _C._grad(outputs, inputs, seeds, bool(retain_graph), bool(allow_unused), bool(create_graph))
     if materialize_grads:
         from ._tensor import zeros_like
         result = [g if g is not None else zeros_like(x) for g, x in zip(result, inputs)]
@@ -39,24 +39,25 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
 
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, grad_variables=None, inputs=None):
     """torch.autograd.backward: accumulates into the .grad of the leaves (or only of `inputs`)."""
-    if create_graph:
-        raise NotImplementedError("backward(create_graph=True): higher-order gradients are not supported")
+    retain_graph = create_graph if retain_graph is None else retain_graph  # torch's default
     tensors = _seq(tensors)
     seeds = [None] * len(tensors) if grad_tensors is None else _seq(grad_tensors)
     if len(seeds) != len(tensors):
         raise ValueError("grad_tensors has %d entries for %d tensors" % (len(seeds), len(tensors)))
     if inputs is None:
-        _C._backward(tensors, seeds, bool(retain_graph))
+        _C._backward(tensors, seeds, bool(retain_graph), bool(create_graph))
         _post_backward()
         return
     inputs = _seq(inputs)
     if not inputs:
         raise RuntimeError("'inputs' argument to backward() cannot be empty.")
     before = [x.grad for x in inputs]  # a retained non-leaf's hook sets .grad during the pass: add once
-    grads = _C._grad(tensors, inputs, seeds, bool(retain_graph), True)
+    grads = _C._grad(tensors, inputs, seeds, bool(retain_graph), True, bool(create_graph))
     for x, b, g in zip(inputs, before, grads):
         if g is not None:
-            x.grad = g.detach() if b is None else b + g
+            if not create_graph:
+                g = g.detach()
+            x.grad = g if b is None else b + g
     _post_backward()
 
 

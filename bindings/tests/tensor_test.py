@@ -356,8 +356,21 @@ def test_autograd_grad_and_backward_inputs_follow_torch():
     gx, gu = tessel.autograd.grad(y, [x, unused], allow_unused=True, retain_graph=True)
     assert gx.tolist() == [2.0, 2.0] and gu is None
     assert tessel.autograd.grad(y, [unused], materialize_grads=True)[0].tolist() == [0.0]
-    with pytest.raises(NotImplementedError, match="create_graph"):
-        tessel.autograd.grad(y, [x], create_graph=True)
+    # create_graph (torch's higher-order gradients): d/dx of (dy/dx)^2 for y = sum(x^3) is 36 x^3; a
+    # gradient penalty through backward(create_graph=True) keeps x.grad's graph.
+    z = tessel.tensor([1.0, -2.0], requires_grad=True)
+    (gz,) = tessel.autograd.grad((z ** 3).sum(), [z], create_graph=True)
+    assert gz.requires_grad and gz.tolist() == [3.0, 12.0]
+    (hz,) = tessel.autograd.grad((gz ** 2).sum(), [z])
+    assert hz.tolist() == [36.0, -288.0]
+    z.grad = None
+    (z.tanh().sum() * 2.0).backward(create_graph=True)
+    penalty = (z.grad ** 2).sum()
+    (dpen,) = tessel.autograd.grad(penalty, [z])
+    t = np.tanh([1.0, -2.0])
+    np.testing.assert_allclose(dpen.numpy(), 2 * (2 * (1 - t ** 2)) * (2 * -2 * t * (1 - t ** 2)), rtol=1e-5)
+    with pytest.raises(NotImplementedError, match="'softmax_backward', which has no gradient of its own"):
+        tessel.autograd.grad(tessel.softmax(z, 0)[0], [z], create_graph=True)
     r = tessel.tensor([1.0, 2.0], requires_grad=True) * 3.0
     r.retain_grad()
     (r * r).sum().backward(inputs=[r])

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "core/autograd/grad_mode.h"
+#include "core/autograd/graph_task.h"
 #include "core/autograd/node.h"
 #include "core/autograd/saved_tensor_hooks.h"
 #include "core/base/error.h"
@@ -64,6 +65,7 @@ class OpNode final : public Node {
                       "' a second time: its saved tensors were freed; pass retain_graph=true to the first backward");
     TensorList inputs = Unpack(saved_inputs_, "input");
     TensorList outputs = Unpack(saved_outputs_, "output");
+    if (internal::CreatingGraphImpl()) RelinkOutputs(outputs);
     std::vector<char> needs(next_edges.size());
     for (size_t i = 0; i < next_edges.size(); ++i) needs[i] = next_edges[i].valid() && i < mask.size() && mask[i];
     const bool* needs_ptr = reinterpret_cast<const bool*>(needs.data());
@@ -93,6 +95,24 @@ class OpNode final : public Node {
   std::vector<Shape> input_sizes_;
 
  private:
+  // create_graph: saved outputs are stored detached (a node holding its own output would be a cycle), so
+  // a formula in terms of the output would differentiate as if it were a constant. Give each one back
+  // its place in the graph: an alias whose grad_fn is this node (torch's SavedVariable does the same).
+  void RelinkOutputs(TensorList& outputs) {
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      if (!outputs[i].defined() || saved_outputs_[i].unpack || i >= output_meta.size() ||
+          !output_meta[i].differentiable || !IsFloating(outputs[i].dtype())) {
+        continue;
+      }
+      Tensor alias = Detach(outputs[i]);
+      AutogradMeta& meta = alias.impl()->EnsureAutogradMeta();
+      meta.requires_grad = true;
+      meta.grad_fn = shared_from_this();
+      meta.output_nr = static_cast<int>(i);
+      outputs[i] = std::move(alias);
+    }
+  }
+
   bool saved_any_ = false;
   TensorList Unpack(const std::vector<Saved>& saved, const char* what) const {
     TensorList out;
@@ -180,6 +200,16 @@ TensorList CallOp(const OpDef& op, TensorList inputs, const Attrs& attrs) {
     GradModeGuard off(false);
     outputs = Dispatch(op, inputs, attrs);
     if (interceptor != nullptr) interceptor->Observe(op, outputs);
+  }
+  if (!op.backward && grad_mode && any_requires && !op.is_inplace && internal::CreatingGraphImpl()) {
+    // A backward formula (create_graph) used an op that has no gradient of its own: the higher-order
+    // gradient would silently miss its term. Outputs that cannot carry a gradient (integers, bools) are fine.
+    const bool floating = std::any_of(outputs.begin(), outputs.end(),
+                                      [](const Tensor& t) { return t.defined() && IsFloating(t.dtype()); });
+    TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, !floating || op.constant_outputs, "create_graph: the backward ",
+                      "formula uses '", op.name, "', which has no gradient of its own, so a higher-order gradient ",
+                      "through this op is not implemented (its term would be missing); differentiate once, or ",
+                      "express the model with ops whose backward is differentiable");
   }
   if (op.is_inplace || !grad_mode || !any_requires || !op.backward) return outputs;
   // Outputs must be fresh handles: a kernel may return an input as-is (e.g. contiguous()).

@@ -18,8 +18,8 @@ bool InBackward() { return autograd::internal::InBackwardImpl(); }
 
 void QueueCallback(std::function<void()> fn) { autograd::internal::QueueCallbackImpl(std::move(fn)); }
 
-void Backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
-  Backward(TensorList{root}, TensorList{grad}, retain_graph);
+void Backward(const Tensor& root, const Tensor& grad, bool retain_graph, bool create_graph) {
+  Backward(TensorList{root}, TensorList{grad}, retain_graph, create_graph);
 }
 
 namespace {
@@ -79,18 +79,18 @@ void Execute(const std::vector<Edge>& root_edges, const TensorList& root_grads, 
 
 }  // namespace
 
-void Backward(const TensorList& roots, const TensorList& grads, bool retain_graph) {
-  GraphTaskScope task("backward");
+void Backward(const TensorList& roots, const TensorList& grads, bool retain_graph, bool create_graph) {
+  GraphTaskScope task("backward", create_graph);
   std::vector<Edge> root_edges;
   TensorList root_grads;
   autograd::internal::SeedRoots(roots, grads, &root_edges, &root_grads);
-  Execute(root_edges, root_grads, retain_graph, [](Node*) { return true; },
+  Execute(root_edges, root_grads, retain_graph || create_graph, [](Node*) { return true; },
           [](Node*, TensorList&, bool) { return true; });
   task.Finish();
 }
 
 TensorList Grad(const TensorList& outputs, const TensorList& inputs, const TensorList& grad_outputs, bool retain_graph,
-                bool allow_unused) {
+                bool allow_unused, bool create_graph) {
   TESSEL_CHECK(grad_outputs.empty() || grad_outputs.size() == outputs.size(), "grad: ", outputs.size(),
                " outputs but ", grad_outputs.size(), " grad_outputs");
   // Where each input's gradient arrives: (node, input_nr) of its gradient edge.
@@ -100,7 +100,7 @@ TensorList Grad(const TensorList& outputs, const TensorList& inputs, const Tenso
                  " does not require grad (one of the differentiated tensors does not require grad)");
     targets.push_back(autograd::GradientEdge(inputs[i]));
   }
-  GraphTaskScope task("grad");
+  GraphTaskScope task("grad", create_graph);
   std::vector<Edge> root_edges;
   TensorList root_grads;
   autograd::internal::SeedRoots(outputs, grad_outputs.empty() ? TensorList(outputs.size()) : grad_outputs,
@@ -129,7 +129,7 @@ TensorList Grad(const TensorList& outputs, const TensorList& inputs, const Tenso
     }
   }
   TensorList result(inputs.size());
-  Execute(root_edges, root_grads, retain_graph, [&](Node* n) { return needed[n]; },
+  Execute(root_edges, root_grads, retain_graph || create_graph, [&](Node* n) { return needed[n]; },
           [&](Node* n, TensorList& in, bool) {
             const bool leaf = dynamic_cast<autograd::AccumulateGrad*>(n) != nullptr;
             for (size_t i = 0; i < targets.size(); ++i) {

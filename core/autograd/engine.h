@@ -3,8 +3,16 @@
 // Invariant: Backward runs every node reachable from the roots exactly once, after all gradients
 // flowing into it have been summed; each leaf's .grad ends up as the sum of all contributions (added
 // to any existing .grad). Without retain_graph, saved tensors are freed as nodes run and a second
-// backward through the same nodes raises kFailedPrecondition. Higher-order gradients (create_graph)
-// are not supported. Grad computes gradients without accumulating them (torch.autograd.grad).
+// backward through the same nodes raises kFailedPrecondition. Grad computes gradients without accumulating
+// them (torch.autograd.grad).
+//
+// create_graph (higher-order gradients, torch's): the backward formulas run with grad mode on, so the
+// gradients they compute carry their own graph (a .grad accumulated out of place, a Grad result) and can be
+// differentiated again: Hessian-vector products, gradient penalties. It keeps the graph it ran through
+// (torch's retain_graph defaults to create_graph): the new graph reaches into it. Saved outputs are re-linked to the
+// node that produced them, so formulas in terms of the output (tanh, exp, sigmoid, ...) differentiate
+// correctly. An op reached in such a pass whose backward is not itself differentiable raises
+// kUnimplemented naming it (never a silently missing term); see core/autograd/call.h.
 //
 // Example:
 //   Tensor loss = Mean(Mul(w, x));
@@ -20,8 +28,10 @@
 namespace tessel {
 
 // Backpropagates from `root`. `grad` defaults to ones for a one-element root (error otherwise).
-void Backward(const Tensor& root, const Tensor& grad = Tensor(), bool retain_graph = false);
-void Backward(const TensorList& roots, const TensorList& grads, bool retain_graph = false);
+void Backward(const Tensor& root, const Tensor& grad = Tensor(), bool retain_graph = false,
+              bool create_graph = false);
+void Backward(const TensorList& roots, const TensorList& grads, bool retain_graph = false,
+              bool create_graph = false);
 
 // torch.autograd.grad: the gradients of `outputs` (seeded with `grad_outputs`; empty or undefined entries
 // are ones for one-element outputs) with respect to `inputs` (leaves or not), returned in inputs' order;
@@ -29,9 +39,9 @@ void Backward(const TensorList& roots, const TensorList& grads, bool retain_grap
 // the way and on the inputs run); an input's own grad_fn runs only when another input lies below it,
 // so a later backward through it still finds its saved tensors (torch's rule). An input the outputs do not depend on gives an undefined
 // tensor with allow_unused, else kInvalidArgument; an input that does not require grad is
-// kInvalidArgument. retain_graph as Backward's; no create_graph (higher order).
+// kInvalidArgument. retain_graph and create_graph as Backward's.
 TensorList Grad(const TensorList& outputs, const TensorList& inputs, const TensorList& grad_outputs = {},
-                bool retain_graph = false, bool allow_unused = false);
+                bool retain_graph = false, bool allow_unused = false, bool create_graph = false);
 
 // Gradient hook on `t` (leaf or not). A returned defined tensor replaces the gradient.
 void RegisterHook(const Tensor& t, TensorHook hook);

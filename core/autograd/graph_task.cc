@@ -1,6 +1,7 @@
 // core/autograd/graph_task.cc — shared backward-pass pieces (see graph_task.h).
 #include "core/autograd/graph_task.h"
 
+#include "core/autograd/call.h"
 #include "core/base/error.h"
 #include "core/dispatch/dispatcher.h"
 #include "core/tensor/factory.h"
@@ -18,8 +19,7 @@ Tensor ZerosFor(const OutputMeta& m) {
 }  // namespace
 
 Tensor AddGrads(const Tensor& a, const Tensor& b) {
-  const Tensor in[] = {a, b};
-  return Dispatch(GetOp("add"), in, Attrs())[0];
+  return CallOp1(GetOp("add"), {a, b});  // recorded under create_graph (grad mode on), else a plain add
 }
 
 void SeedRoots(const TensorList& roots, const TensorList& grads, std::vector<Edge>* edges, TensorList* seeds) {
@@ -87,7 +87,8 @@ TensorList GradBuffers::Take(Node* n) {
   return out;
 }
 
-GraphTaskScope::GraphTaskScope(const char* what) : no_grad_(false) {
+GraphTaskScope::GraphTaskScope(const char* what, bool create_graph)
+    : no_grad_(create_graph), create_graph_(create_graph) {
   TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, current_task == nullptr, what,
                     ": re-entrant backward is not supported");
   if (memory::CurrentLedger() == memory::Ledger::kOther) ledger_.emplace(memory::Ledger::kActivations);
@@ -108,5 +109,7 @@ void QueueCallbackImpl(std::function<void()> fn) {
 }
 
 bool InBackwardImpl() { return current_task != nullptr; }
+
+bool CreatingGraphImpl() { return current_task != nullptr && current_task->create_graph_ && GradModeEnabled(); }
 
 }  // namespace tessel::autograd::internal

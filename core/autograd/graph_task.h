@@ -48,10 +48,11 @@ struct ReadyOrder {
   bool operator()(const Node* a, const Node* b) const { return a->sequence_nr() < b->sequence_nr(); }
 };
 
-// Grad mode off, the activations ledger (unless a caller chose one), and this thread's callback queue.
+// Grad mode off (on with create_graph: the backward formulas then record their own graph), the
+// activations ledger (unless a caller chose one), and this thread's callback queue.
 class GraphTaskScope {
  public:
-  explicit GraphTaskScope(const char* what);
+  explicit GraphTaskScope(const char* what, bool create_graph = false);
   ~GraphTaskScope();
   GraphTaskScope(const GraphTaskScope&) = delete;
   GraphTaskScope& operator=(const GraphTaskScope&) = delete;
@@ -63,7 +64,12 @@ class GraphTaskScope {
   std::vector<std::function<void()>> callbacks_;
   friend void QueueCallbackImpl(std::function<void()> fn);
   friend bool InBackwardImpl();
+  friend bool CreatingGraphImpl();
+  bool create_graph_ = false;
 };
+
+// Whether this thread runs a backward pass with create_graph (its formulas' ops are recorded).
+bool CreatingGraphImpl();
 
 void QueueCallbackImpl(std::function<void()> fn);
 bool InBackwardImpl();

@@ -3,6 +3,8 @@
 
 #include <atomic>
 
+#include "core/autograd/call.h"
+#include "core/autograd/graph_task.h"
 #include "core/base/error.h"
 #include "core/dispatch/dispatcher.h"
 #include "core/memory/allocator.h"
@@ -40,7 +42,13 @@ TensorList AccumulateGrad::Apply(TensorList grads) {
     Tensor replaced = hook(g);
     if (replaced.defined()) g = std::move(replaced);
   }
-  if (g.defined()) {
+  if (g.defined() && internal::CreatingGraphImpl()) {
+    // create_graph: .grad keeps the gradient's own graph, accumulated out of place (torch's rule).
+    if (g.dtype() != leaf_.dtype()) {
+      g = CallOp1(GetOp("cast"), {g}, Attrs().Set("dtype", leaf_.dtype()).Set("src_dtype", g.dtype()));
+    }
+    meta.grad = meta.grad.defined() ? CallOp1(GetOp("add"), {meta.grad, g}) : g;
+  } else if (g.defined()) {
     TESSEL_INTERNAL_ASSERT(g.sizes() == leaf_.sizes(), "gradient of shape ", ShapeStr(g.sizes()),
                            " for a leaf of shape ", ShapeStr(leaf_.sizes()));
     // .grad has the leaf's dtype (torch casts an incoming gradient: a bf16 seed gave a bf16 .grad, which

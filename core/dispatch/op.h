@@ -51,6 +51,9 @@ struct OpDef {
   bool is_view = false;         // output 0 aliases input 0's storage
   bool is_inplace = false;      // mutates input 0 and returns it as output 0
   std::vector<int> non_differentiable_outputs;  // e.g. argmax indices, saved statistics
+  // Outputs that do not depend on the input values (zeros_like, ones_like): no backward is needed,
+  // also inside a create_graph backward (core/autograd/engine.h).
+  bool constant_outputs = false;
 };
 
 // Registers `def` (name must be new) and returns a reference that stays valid for the process.

@@ -281,9 +281,13 @@ const OpDef& kClone = RegisterOp({.name = "clone",
                                   .backward = [](const BackwardContext& c) -> TensorList { return {c.grad_outputs[0]}; },
                                   .save_inputs = false});
 const OpDef& kOnesLike = RegisterOp(
-    {.name = "ones_like", .cpu = [](auto in, auto&) -> TensorList { return {Ones(in[0].sizes(), in[0].dtype(), in[0].device())}; }});
+    {.name = "ones_like",
+     .cpu = [](auto in, auto&) -> TensorList { return {Ones(in[0].sizes(), in[0].dtype(), in[0].device())}; },
+     .constant_outputs = true});
 const OpDef& kZerosLike = RegisterOp(
-    {.name = "zeros_like", .cpu = [](auto in, auto&) -> TensorList { return {Zeros(in[0].sizes(), in[0].dtype(), in[0].device())}; }});
+    {.name = "zeros_like",
+     .cpu = [](auto in, auto&) -> TensorList { return {Zeros(in[0].sizes(), in[0].dtype(), in[0].device())}; },
+     .constant_outputs = true});
 const OpDef& kSumToSize = RegisterOp(
     {.name = "sum_to_size",
      .cpu = SumToSizeKernel,

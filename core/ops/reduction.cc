@@ -464,10 +464,24 @@ TensorList MaxBackwardKernel(std::span<const Tensor> in, const Attrs& a) {
   return {out};
 }
 
-const OpDef& kSumBackward = RegisterOp({.name = "sum_backward", .cpu = SumBackwardKernel});
+Tensor SumAs(const Tensor& g, const Attrs& a);
+// sum_backward is linear in its input: its own gradient sums the incoming one back (create_graph).
+const OpDef& kSumBackward = RegisterOp({.name = "sum_backward",
+                                        .cpu = SumBackwardKernel,
+                                        .backward = [](const BackwardContext& c) -> TensorList {
+                                          return {SumAs(c.grad_outputs[0], c.attrs)};
+                                        },
+                                        .save_inputs = false});
 const OpDef& kMaxBackward = RegisterOp({.name = "max_backward", .cpu = MaxBackwardKernel});
 
 // ---- backward formulas (public ops only, so they also run on distributed tensors) ---------------
+
+// The reduction sum_backward's attrs describe, times its scale: the adjoint of the broadcast.
+Tensor SumAs(const Tensor& g, const Attrs& a) {
+  const Tensor s = Sum(g, a.GetInts("dims"), a.GetBool("keepdim"));
+  const double scale = a.GetDouble("scale", 1.0);
+  return scale == 1.0 ? s : MulScalar(s, scale);
+}
 
 // `t` (a reduction's output shape) broadcast back to `shape`, times `scale`.
 Tensor ExpandReduced(const Tensor& t, const Attrs& fwd, const Shape& shape, double scale = 1.0) {

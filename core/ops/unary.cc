@@ -314,14 +314,75 @@ TensorList ThresholdBackwardKernel(std::span<const Tensor> in, const Attrs& a) {
   return {BackwardImpl<B::kThreshold>(in[0], in[1], p, "threshold_backward")};
 }
 
-const OpDef& kTanhBackward = RegisterOp({.name = "tanh_backward", .cpu = BackwardCpu<B::kTanh>("tanh_backward")});
-const OpDef& kSigmoidBackward =
-    RegisterOp({.name = "sigmoid_backward", .cpu = BackwardCpu<B::kSigmoid>("sigmoid_backward")});
-const OpDef& kThresholdBackward = RegisterOp({.name = "threshold_backward", .cpu = ThresholdBackwardKernel});
-const OpDef& kGeluBackward = RegisterOp({.name = "gelu_backward", .cpu = GeluBackwardKernel});
-const OpDef& kSiluBackward = RegisterOp({.name = "silu_backward", .cpu = BackwardCpu<B::kSilu>("silu_backward")});
-const OpDef& kAbsBackward = RegisterOp({.name = "abs_backward", .cpu = BackwardCpu<B::kAbs>("abs_backward")});
-const OpDef& kClampBackward = RegisterOp({.name = "clamp_backward", .cpu = BackwardCpu<B::kClamp>("clamp_backward")});
+// ---- double backward (create_graph) of the fused backward ops: op(g, t) is linear in g, so its gradient
+// in g is the same op applied to the incoming gradient gg; in t it is g * gg * (the first derivative's
+// derivative), zero for the piecewise-constant masks (relu, abs, clamp). -------------------------------
+
+// `second` undefined: the derivative in t is zero (a zero tensor, as torch's, so the input counts as used).
+TensorList SameOpOnGrad(const BackwardContext& c, const OpDef& op, Tensor second) {
+  Tensor first = c.needs_input_grad[0] ? autograd::CallOp1(op, {c.grad_outputs[0], c.inputs[1]}, c.attrs) : Tensor();
+  if (!c.needs_input_grad[1]) return {first, Tensor()};
+  return {first, second.defined() ? std::move(second) : ZerosLike(c.inputs[1])};
+}
+// g * gg * f(t), the gradient in t of a backward op whose derivative in t is g * f(t).
+Tensor GradTimes(const BackwardContext& c, const Tensor& f_t) {
+  return Mul(Mul(c.inputs[0], c.grad_outputs[0]), f_t);
+}
+
+const OpDef& kTanhBackward = RegisterOp(  // g (1 - t^2): d/dt = -2 g t
+    {.name = "tanh_backward",
+     .cpu = BackwardCpu<B::kTanh>("tanh_backward"),
+     .backward = [](const BackwardContext& c) -> TensorList {
+       return SameOpOnGrad(c, kTanhBackward, c.needs_input_grad[1] ? GradTimes(c, MulScalar(c.inputs[1], -2.0)) : Tensor());
+     }});
+const OpDef& kSigmoidBackward = RegisterOp(  // g t (1 - t): d/dt = g (1 - 2 t)
+    {.name = "sigmoid_backward",
+     .cpu = BackwardCpu<B::kSigmoid>("sigmoid_backward"),
+     .backward = [](const BackwardContext& c) -> TensorList {
+       return SameOpOnGrad(c, kSigmoidBackward,
+                           c.needs_input_grad[1] ? GradTimes(c, AddScalar(MulScalar(c.inputs[1], -2.0), 1.0)) : Tensor());
+     }});
+const OpDef& kThresholdBackward = RegisterOp(
+    {.name = "threshold_backward",
+     .cpu = ThresholdBackwardKernel,
+     .backward = [](const BackwardContext& c) -> TensorList { return SameOpOnGrad(c, kThresholdBackward, Tensor()); }});
+const OpDef& kGeluBackward = RegisterOp(  // erf form: gelu''(x) = phi(x) (2 - x^2)
+    {.name = "gelu_backward",
+     .cpu = GeluBackwardKernel,
+     .backward = [](const BackwardContext& c) -> TensorList {
+       Tensor second;
+       if (c.needs_input_grad[1]) {
+         TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, c.attrs.GetString("approximate") == "none",
+                           "create_graph: the second derivative of gelu(approximate='tanh') is not implemented; use "
+                           "approximate='none'");
+         const Tensor& x = c.inputs[1];
+         const Tensor x2 = Mul(x, x);
+         const Tensor phi = MulScalar(Exp(MulScalar(x2, -0.5)), kInvSqrt2Pi);
+         second = GradTimes(c, Mul(phi, AddScalar(Neg(x2), 2.0)));
+       }
+       return SameOpOnGrad(c, kGeluBackward, std::move(second));
+     }});
+const OpDef& kSiluBackward = RegisterOp(  // silu''(x) = s (1 - s) (2 + x (1 - 2 s)), s = sigmoid(x)
+    {.name = "silu_backward",
+     .cpu = BackwardCpu<B::kSilu>("silu_backward"),
+     .backward = [](const BackwardContext& c) -> TensorList {
+       Tensor second;
+       if (c.needs_input_grad[1]) {
+         const Tensor& x = c.inputs[1];
+         const Tensor s = Sigmoid(x);
+         const Tensor ds = Mul(s, AddScalar(Neg(s), 1.0));
+         second = GradTimes(c, Mul(ds, AddScalar(Mul(x, AddScalar(MulScalar(s, -2.0), 1.0)), 2.0)));
+       }
+       return SameOpOnGrad(c, kSiluBackward, std::move(second));
+     }});
+const OpDef& kAbsBackward = RegisterOp(
+    {.name = "abs_backward",
+     .cpu = BackwardCpu<B::kAbs>("abs_backward"),
+     .backward = [](const BackwardContext& c) -> TensorList { return SameOpOnGrad(c, kAbsBackward, Tensor()); }});
+const OpDef& kClampBackward = RegisterOp(
+    {.name = "clamp_backward",
+     .cpu = BackwardCpu<B::kClamp>("clamp_backward"),
+     .backward = [](const BackwardContext& c) -> TensorList { return SameOpOnGrad(c, kClampBackward, Tensor()); }});
 
 // ---- backward formulas (public ops only, so they also run on distributed tensors) ---------------
 

@@ -1,0 +1,149 @@
+// core/ops/higher_order_test.cc — create_graph (core/autograd/engine.h): second derivatives of the
+// pointwise ops against closed forms, a Hessian-vector product of a small MLP and a gradient penalty
+// against finite differences of the first gradient (float64), and the error for an op whose backward is
+// not differentiable.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <vector>
+
+#include "core/autograd/engine.h"
+#include "core/base/error.h"
+#include "core/base/testing/expect_error.h"
+#include "core/ops/elementwise.h"
+#include "core/ops/matmul.h"
+#include "core/ops/reduction.h"
+#include "core/ops/softmax.h"
+#include "core/ops/testing/gradcheck.h"
+#include "core/ops/unary.h"
+#include "core/tensor/factory.h"
+#include "core/tensor/tensor_impl.h"
+
+namespace tessel {
+namespace {
+
+using testing::ExpectAllClose;
+using testing::RandDouble;
+
+double Sigm(double x) { return 1 / (1 + std::exp(-x)); }
+double Phi(double x) { return std::exp(-x * x / 2) / std::sqrt(2 * M_PI); }
+
+struct Case {
+  const char* name;
+  std::function<Tensor(const Tensor&)> f;
+  std::function<double(double)> second;  // f''
+  bool positive = false;
+};
+
+TEST(HigherOrderTest, SecondDerivativesOfPointwiseOpsMatchClosedForms) {
+  const std::vector<Case> cases = {
+      {"exp", [](const Tensor& x) { return Exp(x); }, [](double x) { return std::exp(x); }},
+      {"tanh", [](const Tensor& x) { return Tanh(x); },
+       [](double x) { return -2 * std::tanh(x) * (1 - std::tanh(x) * std::tanh(x)); }},
+      {"sigmoid", [](const Tensor& x) { return Sigmoid(x); },
+       [](double x) { return Sigm(x) * (1 - Sigm(x)) * (1 - 2 * Sigm(x)); }},
+      {"sin", [](const Tensor& x) { return Sin(x); }, [](double x) { return -std::sin(x); }},
+      {"cos", [](const Tensor& x) { return Cos(x); }, [](double x) { return -std::cos(x); }},
+      {"sqrt", [](const Tensor& x) { return Sqrt(x); }, [](double x) { return -0.25 * std::pow(x, -1.5); }, true},
+      {"log", [](const Tensor& x) { return Log(x); }, [](double x) { return -1 / (x * x); }, true},
+      {"pow3", [](const Tensor& x) { return Pow(x, 3.0); }, [](double x) { return 6 * x; }},
+      {"relu", [](const Tensor& x) { return Relu(x); }, [](double) { return 0.0; }},
+      {"gelu", [](const Tensor& x) { return Gelu(x); }, [](double x) { return Phi(x) * (2 - x * x); }},
+      {"silu", [](const Tensor& x) { return Silu(x); },
+       [](double x) { return Sigm(x) * (1 - Sigm(x)) * (2 + x * (1 - 2 * Sigm(x))); }},
+      {"abs", [](const Tensor& x) { return Abs(x); }, [](double) { return 0.0; }},
+      {"erf", [](const Tensor& x) { return Erf(x); },
+       [](double x) { return -4 * x / std::sqrt(M_PI) * std::exp(-x * x); }},
+      {"expm1", [](const Tensor& x) { return Expm1(x); }, [](double x) { return std::exp(x); }},
+      {"mean_square", [](const Tensor& x) { return Mean(Mul(x, x), {1}, true); }, [](double) { return 2.0 / 5; }},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    Tensor x = RandDouble({3, 5}, 4, c.positive ? 0.3 : -2.0, 2.0);
+    x.set_requires_grad(true);
+    const Tensor g = Grad({Sum(c.f(x))}, {x}, {}, /*retain_graph=*/false, false, /*create_graph=*/true)[0];
+    ASSERT_TRUE(g.requires_grad());  // the first gradient carries its own graph
+    const Tensor g2 = Grad({Sum(g)}, {x})[0];  // the diagonal of the Hessian: f''(x) elementwise
+    std::vector<double> want;
+    for (double v : x.ToDoubleVector()) want.push_back(c.second(v));
+    ExpectAllClose(g2, want, 1e-12, 1e-10);
+  }
+}
+
+// loss(w1, w2) = sum((tanh(x w1) w2)^2) / n, a two-layer MLP.
+Tensor MlpLoss(const Tensor& x, const Tensor& w1, const Tensor& w2) {
+  const Tensor y = Matmul(Tanh(Matmul(x, w1)), w2);
+  return Mean(Mul(y, y));
+}
+
+TensorList Gradients(const Tensor& x, const Tensor& w1, const Tensor& w2) {
+  Tensor a = Detach(w1), b = Detach(w2);
+  a.set_requires_grad(true);
+  b.set_requires_grad(true);
+  return Grad({MlpLoss(x, a, b)}, {a, b});
+}
+
+TEST(HigherOrderTest, HessianVectorProductOfAnMlpMatchesFiniteDifferencesOfTheGradient) {
+  const Tensor x = RandDouble({5, 4}, 1);
+  Tensor w1 = RandDouble({4, 3}, 2), w2 = RandDouble({3, 2}, 3);
+  const Tensor v1 = RandDouble({4, 3}, 5), v2 = RandDouble({3, 2}, 6);
+  w1.set_requires_grad(true);
+  w2.set_requires_grad(true);
+  const TensorList g = Grad({MlpLoss(x, w1, w2)}, {w1, w2}, {}, false, false, /*create_graph=*/true);
+  const Tensor gv = Add(Sum(Mul(g[0], v1)), Sum(Mul(g[1], v2)));
+  const TensorList hv = Grad({gv}, {w1, w2});
+  // H v = (grad(w + e v) - grad(w - e v)) / 2e.
+  const double e = 1e-5;
+  const TensorList plus = Gradients(x, Add(w1, MulScalar(v1, e)), Add(w2, MulScalar(v2, e)));
+  const TensorList minus = Gradients(x, Sub(w1, MulScalar(v1, e)), Sub(w2, MulScalar(v2, e)));
+  for (int i = 0; i < 2; ++i) {
+    SCOPED_TRACE(i);
+    ExpectAllClose(hv[i], MulScalar(Sub(plus[i], minus[i]), 1 / (2 * e)), 1e-8, 1e-6);
+  }
+}
+
+TEST(HigherOrderTest, GradientPenaltyFromBackwardCreateGraphMatchesFiniteDifferences) {
+  // WGAN-GP's shape: the penalty is the squared norm of the gradient with respect to the input, and its
+  // gradient reaches the weights through that first gradient. .grad of a leaf keeps its graph.
+  const Tensor w1 = RandDouble({4, 3}, 7), w2 = RandDouble({3, 2}, 8);
+  const Tensor x0 = RandDouble({5, 4}, 9);
+  auto penalty = [&](const Tensor& a, const Tensor& b, bool create) {
+    Tensor x = Detach(x0);
+    x.set_requires_grad(true);
+    Backward(MlpLoss(x, a, b), Tensor(), false, create);
+    const Tensor gx = x.grad();
+    return Sum(Mul(gx, gx));
+  };
+  Tensor a = Detach(w1);
+  a.set_requires_grad(true);
+  const Tensor p = penalty(a, w2, true);
+  ASSERT_TRUE(p.requires_grad());
+  const Tensor dp = Grad({p}, {a})[0];
+  std::vector<double> fd;
+  const std::vector<double> base = w1.ToDoubleVector();
+  for (size_t i = 0; i < base.size(); ++i) {
+    std::vector<double> hi = base, lo = base;
+    hi[i] += 1e-5;
+    lo[i] -= 1e-5;
+    const double ph = penalty(FromVector<double>(hi, {4, 3}), w2, false).item<double>();
+    const double pl = penalty(FromVector<double>(lo, {4, 3}), w2, false).item<double>();
+    fd.push_back((ph - pl) / 2e-5);
+  }
+  ExpectAllClose(dp, fd, 1e-8, 1e-6);
+}
+
+TEST(HigherOrderTest, AnOpWhoseBackwardIsNotDifferentiableRaisesNamingIt) {
+  Tensor x = RandDouble({2, 3}, 10);
+  x.set_requires_grad(true);
+  const Tensor c = RandDouble({2, 3}, 11);
+  tessel::testing::ExpectErrorContains(
+      [&] { Grad({Sum(Mul(Softmax(x, 1), c))}, {x}, {}, false, false, /*create_graph=*/true); },
+      ErrorCode::kUnimplemented, {"create_graph", "'softmax_backward'", "no gradient of its own"});
+  // Without create_graph the same gradient is fine, and nothing records.
+  const Tensor g = Grad({Sum(Mul(Softmax(x, 1), c))}, {x})[0];
+  EXPECT_FALSE(g.requires_grad());
+}
+
+}  // namespace
+}  // namespace tessel
