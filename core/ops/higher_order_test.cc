@@ -13,6 +13,7 @@
 #include "core/base/testing/expect_error.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/matmul.h"
+#include "core/ops/norm.h"
 #include "core/ops/reduction.h"
 #include "core/ops/softmax.h"
 #include "core/ops/testing/gradcheck.h"
@@ -103,6 +104,40 @@ TEST(HigherOrderTest, HessianVectorProductOfAnMlpMatchesFiniteDifferencesOfTheGr
   }
 }
 
+// H v for f at x, by create_graph, against central differences of the gradient.
+void ExpectHvpMatchesFiniteDifferences(const std::function<Tensor(const Tensor&)>& f, const Tensor& x0, const Tensor& v) {
+  auto grad_at = [&](const Tensor& at, bool create) {
+    Tensor x = Detach(at);
+    x.set_requires_grad(true);
+    const Tensor g = Grad({f(x)}, {x}, {}, false, false, create)[0];
+    return std::make_pair(x, g);
+  };
+  auto [x, g] = grad_at(x0, true);
+  const Tensor hv = Grad({Sum(Mul(g, v))}, {x})[0];
+  const double e = 1e-5;
+  const Tensor fd = MulScalar(Sub(grad_at(Add(x0, MulScalar(v, e)), false).second,
+                                  grad_at(Sub(x0, MulScalar(v, e)), false).second), 1 / (2 * e));
+  ExpectAllClose(hv, fd, 1e-8, 1e-6);
+}
+
+TEST(HigherOrderTest, SoftmaxAndLogSoftmaxHaveSecondDerivatives) {
+  const Tensor c = RandDouble({3, 5}, 12);
+  for (int64_t dim : {1, 0, -1}) {
+    SCOPED_TRACE(dim);
+    ExpectHvpMatchesFiniteDifferences([&](const Tensor& x) { return Sum(Mul(Softmax(x, dim), c)); },
+                                      RandDouble({3, 5}, 13, -2, 2), RandDouble({3, 5}, 14));
+    // A classifier's loss: -sum(c * log_softmax(x)), and its square (the first gradient feeds the second).
+    ExpectHvpMatchesFiniteDifferences([&](const Tensor& x) { return Neg(Sum(Mul(LogSoftmax(x, dim), c))); },
+                                      RandDouble({3, 5}, 15, -2, 2), RandDouble({3, 5}, 16));
+    ExpectHvpMatchesFiniteDifferences(
+        [&](const Tensor& x) {
+          const Tensor l = Sum(Mul(LogSoftmax(x, dim), c));
+          return Mul(l, l);
+        },
+        RandDouble({3, 5}, 17, -2, 2), RandDouble({3, 5}, 18));
+  }
+}
+
 TEST(HigherOrderTest, GradientPenaltyFromBackwardCreateGraphMatchesFiniteDifferences) {
   // WGAN-GP's shape: the penalty is the squared norm of the gradient with respect to the input, and its
   // gradient reaches the weights through that first gradient. .grad of a leaf keeps its graph.
@@ -138,10 +173,10 @@ TEST(HigherOrderTest, AnOpWhoseBackwardIsNotDifferentiableRaisesNamingIt) {
   x.set_requires_grad(true);
   const Tensor c = RandDouble({2, 3}, 11);
   tessel::testing::ExpectErrorContains(
-      [&] { Grad({Sum(Mul(Softmax(x, 1), c))}, {x}, {}, false, false, /*create_graph=*/true); },
-      ErrorCode::kUnimplemented, {"create_graph", "'softmax_backward'", "no gradient of its own"});
+      [&] { Grad({Sum(Mul(LayerNorm(x, Tensor(), Tensor(), 1e-5), c))}, {x}, {}, false, false, /*create_graph=*/true); },
+      ErrorCode::kUnimplemented, {"create_graph", "'layer_norm_backward'", "no gradient of its own"});
   // Without create_graph the same gradient is fine, and nothing records.
-  const Tensor g = Grad({Sum(Mul(Softmax(x, 1), c))}, {x})[0];
+  const Tensor g = Grad({Sum(Mul(LayerNorm(x, Tensor(), Tensor(), 1e-5), c))}, {x})[0];
   EXPECT_FALSE(g.requires_grad());
 }
 

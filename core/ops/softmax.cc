@@ -21,7 +21,10 @@
 #include "core/base/error.h"
 #include "core/base/parallel.h"
 #include "core/dispatch/dispatcher.h"
+#include "core/ops/elementwise.h"
 #include "core/ops/exact_math.h"
+#include "core/ops/reduction.h"
+#include "core/ops/unary.h"
 #include "core/tensor/copy.h"
 #include "core/tensor/factory.h"
 #include "core/tensor/tensor_impl.h"
@@ -155,8 +158,34 @@ TensorList SoftmaxBackwardKernel(std::span<const Tensor> in, const Attrs& attrs)
   return {out};
 }
 
-const OpDef& kSoftmaxBackward = RegisterOp({.name = "softmax_backward", .cpu = SoftmaxBackwardKernel<false>});
-const OpDef& kLogSoftmaxBackward = RegisterOp({.name = "log_softmax_backward", .cpu = SoftmaxBackwardKernel<true>});
+// Double backward (create_graph), with gg the incoming gradient and s = sum(g * y) along dim:
+//   softmax_backward(g, y) = y (g - s):   d/dg = softmax_backward(gg, y);  d/dy = gg (g - s) - g sum(gg y)
+//   log_softmax_backward(g, y) = g - e^y sum(g):   d/dg = gg - sum(gg e^y);  d/dy = -gg e^y sum(g)
+Tensor SumAlong(const Tensor& t, const Attrs& a) { return Sum(t, {a.GetInt("dim")}, /*keepdim=*/true); }
+
+const OpDef& kSoftmaxBackward = RegisterOp(
+    {.name = "softmax_backward",
+     .cpu = SoftmaxBackwardKernel<false>,
+     .backward = [](const BackwardContext& c) -> TensorList {
+       const Tensor &g = c.inputs[0], &y = c.inputs[1], &gg = c.grad_outputs[0];
+       Tensor dg, dy;
+       if (c.needs_input_grad[0]) dg = autograd::CallOp1(kSoftmaxBackward, {gg, y}, c.attrs);
+       if (c.needs_input_grad[1]) {
+         dy = Sub(Mul(gg, Sub(g, SumAlong(Mul(g, y), c.attrs))), Mul(g, SumAlong(Mul(gg, y), c.attrs)));
+       }
+       return {dg, dy};
+     }});
+const OpDef& kLogSoftmaxBackward = RegisterOp(
+    {.name = "log_softmax_backward",
+     .cpu = SoftmaxBackwardKernel<true>,
+     .backward = [](const BackwardContext& c) -> TensorList {
+       const Tensor &g = c.inputs[0], &y = c.inputs[1], &gg = c.grad_outputs[0];
+       const Tensor p = Exp(y);
+       Tensor dg, dy;
+       if (c.needs_input_grad[0]) dg = Sub(gg, SumAlong(Mul(gg, p), c.attrs));
+       if (c.needs_input_grad[1]) dy = Neg(Mul(Mul(gg, p), SumAlong(g, c.attrs)));
+       return {dg, dy};
+     }});
 
 const OpDef& kSoftmax = RegisterOp(
     {.name = "softmax",
