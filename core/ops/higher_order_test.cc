@@ -12,6 +12,7 @@
 #include "core/base/error.h"
 #include "core/base/testing/expect_error.h"
 #include "core/ops/elementwise.h"
+#include "core/ops/loss.h"
 #include "core/ops/matmul.h"
 #include "core/ops/norm.h"
 #include "core/ops/reduction.h"
@@ -136,6 +137,26 @@ TEST(HigherOrderTest, SoftmaxAndLogSoftmaxHaveSecondDerivatives) {
         },
         RandDouble({3, 5}, 17, -2, 2), RandDouble({3, 5}, 18));
   }
+}
+
+TEST(HigherOrderTest, CrossEntropyHasSecondDerivativesInEveryReduction) {
+  // Targets with one ignored row; the loss squared makes the first gradient feed the second.
+  const Tensor target = FromVector<int64_t>({2, -100, 0, 4}, {4});
+  for (const char* reduction : {"mean", "sum", "none"}) {
+    SCOPED_TRACE(reduction);
+    auto loss = [&](const Tensor& x) {
+      const Tensor l = CrossEntropy(x, target, -100, reduction);
+      return Sum(Mul(l, l));
+    };
+    ExpectHvpMatchesFiniteDifferences(loss, RandDouble({4, 5}, 19, -2, 2), RandDouble({4, 5}, 20));
+  }
+  // Label smoothing composes with the same op.
+  ExpectHvpMatchesFiniteDifferences(
+      [&](const Tensor& x) {
+        const Tensor l = CrossEntropy(x, target, -100, "mean", 0.1);
+        return Mul(l, l);
+      },
+      RandDouble({4, 5}, 21, -2, 2), RandDouble({4, 5}, 22));
 }
 
 TEST(HigherOrderTest, GradientPenaltyFromBackwardCreateGraphMatchesFiniteDifferences) {

@@ -34,6 +34,7 @@
 #include "core/ops/reduction.h"
 #include "core/ops/softmax.h"
 #include "core/ops/ternary.h"
+#include "core/ops/view.h"
 #include "core/tensor/copy.h"
 #include "core/tensor/factory.h"
 #include "core/tensor/tensor_impl.h"
@@ -52,7 +53,8 @@ Reduction ParseReduction(const std::string& s, const char* op) {
   return Reduction::kNone;
 }
 
-Tensor Contiguous(const Tensor& t) {
+// The tensor, or a contiguous copy (kernel side: not recorded, no dispatch).
+Tensor Dense(const Tensor& t) {
   if (t.is_contiguous()) return t;
   Tensor c = Empty(t.sizes(), t.dtype(), t.device());
   CopyInto(c, t);
@@ -86,7 +88,7 @@ Dims CheckArgs(const char* op, std::span<const Tensor> in, const Tensor& logits,
     TESSEL_CHECK(target.numel() == 1 && target.dim() <= 1, op, ": logits ", ShapeStr(logits.sizes()),
                  " need a target of shape [] or [1], got ", ShapeStr(target.sizes()));
   }
-  const Tensor t = Contiguous(target);
+  const Tensor t = Dense(target);
   const int64_t* pt = static_cast<const int64_t*>(t.raw_data());
   for (int64_t i = 0; i < d.rows; ++i) {
     TESSEL_CHECK_CODE(ErrorCode::kOutOfRange, pt[i] == ignore_index || (pt[i] >= 0 && pt[i] < d.classes), op,
@@ -140,8 +142,8 @@ TensorList ForwardKernel(std::span<const Tensor> in, const Attrs& attrs) {
   const int64_t ignore_index = attrs.GetInt("ignore_index");
   const Reduction red = ParseReduction(attrs.GetString("reduction"), "cross_entropy");
   const Dims d = CheckArgs("cross_entropy", in, in[0], in[1], ignore_index);
-  const Tensor logits = Contiguous(in[0]);
-  const Tensor target = Contiguous(in[1]);
+  const Tensor logits = Dense(in[0]);
+  const Tensor target = Dense(in[1]);
   Tensor out;
   TESSEL_DISPATCH_FLOATING_TYPES(logits.dtype(), "cross_entropy",
                                  [&] { out = ForwardTyped<scalar_t>(logits, target, d, ignore_index, red); });
@@ -191,17 +193,46 @@ TensorList BackwardKernel(std::span<const Tensor> in, const Attrs& attrs) {
   const Shape want = red == Reduction::kNone ? in[2].sizes() : Shape{};
   TESSEL_CHECK(in[0].defined() && in[0].sizes() == want && in[0].dtype() == in[1].dtype(), op,
                ": grad must have shape ", ShapeStr(want), " and the logits' dtype, got ", DescribeInputs(in));
-  const Tensor grad = Contiguous(in[0]);
-  const Tensor logits = Contiguous(in[1]);
-  const Tensor target = Contiguous(in[2]);
+  const Tensor grad = Dense(in[0]);
+  const Tensor logits = Dense(in[1]);
+  const Tensor target = Dense(in[2]);
   Tensor out;
   TESSEL_DISPATCH_FLOATING_TYPES(logits.dtype(), op,
                                  [&] { out = BackwardTyped<scalar_t>(grad, logits, target, d, ignore_index, red); });
   return {out};
 }
 
-const OpDef& kCrossEntropyBackward =
-    RegisterOp({.name = "cross_entropy_backward", .cpu = BackwardKernel, .save_inputs = false});
+// Double backward (create_graph). With p = softmax(logits) and w_i the row's factor (0 for an ignored
+// target; g_i for "none", g for "sum", g / valid rows for "mean"), cross_entropy_backward is
+// w_i (p_i - onehot_i): linear in g, so its gradient in g sums gg times the op at g = 1; in the logits it
+// is w_i softmax_backward(gg_i, p_i) = w_i p_i (gg_i - sum(gg_i p_i)).
+TensorList CrossEntropyDoubleBackward(const BackwardContext& c);
+
+const OpDef& kCrossEntropyBackward = RegisterOp({.name = "cross_entropy_backward",
+                                                 .cpu = BackwardKernel,
+                                                 .backward = CrossEntropyDoubleBackward});
+
+TensorList CrossEntropyDoubleBackward(const BackwardContext& c) {
+  const Tensor &g = c.inputs[0], &logits = c.inputs[1], &target = c.inputs[2], &gg = c.grad_outputs[0];
+  const Reduction red = ParseReduction(c.attrs.GetString("reduction"), "cross_entropy_backward");
+  const DType dt = logits.dtype();
+  Tensor dg, dlogits;
+  if (c.needs_input_grad[0]) {
+    const Tensor unit = autograd::CallOp1(kCrossEntropyBackward, {OnesLike(g), logits, target}, c.attrs);
+    dg = red == Reduction::kNone ? Sum(Mul(gg, unit), {-1}) : Sum(Mul(gg, unit));
+  }
+  if (c.needs_input_grad[1]) {
+    const Tensor ignored = Eq(target, Scalar(static_cast<double>(c.attrs.GetInt("ignore_index")), target.dtype(),
+                                             target.device()));
+    const Tensor valid = Where(ignored, Scalar(0.0, dt, logits.device()), Scalar(1.0, dt, logits.device()));
+    Tensor w = Mul(valid, g);  // "none": per row; "sum" / "mean": g broadcast over the rows
+    if (red == Reduction::kMean) w = Div(w, Sum(valid));
+    const Tensor p = Softmax(logits, -1);
+    const Tensor d = Mul(p, Sub(gg, Sum(Mul(gg, p), {-1}, /*keepdim=*/true)));
+    dlogits = Mul(d, logits.dim() == 1 ? w : Unsqueeze(w, -1));
+  }
+  return {dg, dlogits, Tensor()};
+}
 
 TensorList CrossEntropyBackward(const BackwardContext& c) {
   const Tensor& g = c.grad_outputs[0];
