@@ -15,6 +15,7 @@ namespace tessel {
 using autograd::internal::GraphTaskScope;
 
 bool InBackward() { return autograd::internal::InBackwardImpl(); }
+bool CreatingGraph() { return autograd::internal::CreatingGraphImpl(); }
 
 void QueueCallback(std::function<void()> fn) { autograd::internal::QueueCallbackImpl(std::move(fn)); }
 

@@ -54,5 +54,8 @@ void RetainGrad(const Tensor& t);
 // REQUIRES: called from inside a backward pass (a hook or backward formula) on this thread.
 void QueueCallback(std::function<void()> fn);
 bool InBackward();
+// Whether this thread runs a create_graph backward: formulas whose fused kernels have no gradient of their
+// own may compute the same value from differentiable ops instead (layer_norm, rms_norm).
+bool CreatingGraph();
 
 }  // namespace tessel

@@ -11,6 +11,7 @@
 #include "core/autograd/engine.h"
 #include "core/base/error.h"
 #include "core/base/testing/expect_error.h"
+#include "core/ops/attention.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/loss.h"
 #include "core/ops/matmul.h"
@@ -139,6 +140,26 @@ TEST(HigherOrderTest, SoftmaxAndLogSoftmaxHaveSecondDerivatives) {
   }
 }
 
+TEST(HigherOrderTest, LayerNormAndRmsNormHaveSecondDerivativesInTheInputAndTheWeights) {
+  const Tensor w = RandDouble({5}, 23, 0.5, 1.5), b = RandDouble({5}, 24), c = RandDouble({3, 5}, 25);
+  auto square = [](const Tensor& t) { return Sum(Mul(t, t)); };
+  // In x (the weights fixed), and in the weight (x fixed): the loss squared couples the rows.
+  ExpectHvpMatchesFiniteDifferences([&](const Tensor& x) { return square(Mul(LayerNorm(x, w, b, 1e-5), c)); },
+                                    RandDouble({3, 5}, 26, -2, 2), RandDouble({3, 5}, 27));
+  ExpectHvpMatchesFiniteDifferences([&](const Tensor& x) { return square(Mul(RmsNorm(x, w, 1e-6), c)); },
+                                    RandDouble({3, 5}, 28, -2, 2), RandDouble({3, 5}, 29));
+  const Tensor x = RandDouble({3, 5}, 30, -2, 2);
+  ExpectHvpMatchesFiniteDifferences([&](const Tensor& v) { return square(Mul(LayerNorm(x, v, b, 1e-5), c)); },
+                                    w, RandDouble({5}, 31));
+  // The composed first gradient (create_graph) equals the fused kernel's.
+  Tensor xr = Detach(x), wr = Detach(w), br = Detach(b);
+  for (Tensor* t : {&xr, &wr, &br}) t->set_requires_grad(true);
+  const TensorList fused = Grad({square(Mul(LayerNorm(xr, wr, br, 1e-5), c))}, {xr, wr, br});
+  const TensorList composed =
+      Grad({square(Mul(LayerNorm(xr, wr, br, 1e-5), c))}, {xr, wr, br}, {}, false, false, /*create_graph=*/true);
+  for (int i = 0; i < 3; ++i) ExpectAllClose(composed[i], fused[i], 1e-12, 1e-10);
+}
+
 TEST(HigherOrderTest, CrossEntropyHasSecondDerivativesInEveryReduction) {
   // Targets with one ignored row; the loss squared makes the first gradient feed the second.
   const Tensor target = FromVector<int64_t>({2, -100, 0, 4}, {4});
@@ -193,11 +214,14 @@ TEST(HigherOrderTest, AnOpWhoseBackwardIsNotDifferentiableRaisesNamingIt) {
   Tensor x = RandDouble({2, 3}, 10);
   x.set_requires_grad(true);
   const Tensor c = RandDouble({2, 3}, 11);
+  Tensor q = RandDouble({1, 2, 3, 4}, 32);
+  q.set_requires_grad(true);
+  const Tensor kv = RandDouble({1, 2, 3, 4}, 33);
   tessel::testing::ExpectErrorContains(
-      [&] { Grad({Sum(Mul(LayerNorm(x, Tensor(), Tensor(), 1e-5), c))}, {x}, {}, false, false, /*create_graph=*/true); },
-      ErrorCode::kUnimplemented, {"create_graph", "'layer_norm_backward'", "no gradient of its own"});
+      [&] { Grad({Sum(ScaledDotProductAttention(q, kv, kv, true))}, {q}, {}, false, false, /*create_graph=*/true); },
+      ErrorCode::kUnimplemented, {"create_graph", "'scaled_dot_product_attention_backward'", "no gradient of its own"});
   // Without create_graph the same gradient is fine, and nothing records.
-  const Tensor g = Grad({Sum(Mul(LayerNorm(x, Tensor(), Tensor(), 1e-5), c))}, {x})[0];
+  const Tensor g = Grad({Sum(Mul(Softmax(x, 1), c))}, {x})[0];
   EXPECT_FALSE(g.requires_grad());
 }
 

@@ -29,9 +29,13 @@
 #include <vector>
 
 #include "core/autograd/call.h"
+#include "core/autograd/engine.h"
 #include "core/base/error.h"
 #include "core/base/parallel.h"
 #include "core/dispatch/dispatcher.h"
+#include "core/ops/elementwise.h"
+#include "core/ops/reduction.h"
+#include "core/ops/unary.h"
 #include "core/tensor/copy.h"
 #include "core/tensor/factory.h"
 #include "core/tensor/tensor_impl.h"
@@ -293,9 +297,34 @@ const OpDef& kRmsNormBackward =
 
 int64_t Needs(const BackwardContext& c, int i) { return c.inputs[i].defined() && c.needs_input_grad[i] ? 1 : 0; }
 
+// create_graph: the same gradients from differentiable ops, with the statistics recomputed from x (the
+// saved mean and rstd carry no graph), so they can be differentiated again. xhat = (x - mean) rstd (no
+// centering for RMSNorm), gw = g * weight:
+//   dx = rstd (gw - mean(gw) - xhat mean(gw xhat))   (RMSNorm: without mean(gw)),  dweight = sum(g xhat),
+//   dbias = sum(g), the sums over every dim but the last.
+TensorList ComposedNormBackward(const BackwardContext& c, bool centered) {
+  const Tensor &g = c.grad_outputs[0], &x = c.inputs[0], &w = c.inputs[1];
+  const double eps = c.attrs.GetDouble("eps");
+  const std::vector<int64_t> last = {-1};
+  const Tensor xc = centered ? Sub(x, Mean(x, last, true)) : x;
+  const Tensor rstd = Rsqrt(AddScalar(Mean(Mul(xc, xc), last, true), eps));
+  const Tensor xhat = Mul(xc, rstd);
+  const Tensor gw = w.defined() ? Mul(g, w) : g;
+  TensorList out(c.inputs.size());
+  if (c.needs_input_grad[0]) {
+    Tensor inner = Sub(gw, Mul(xhat, Mean(Mul(gw, xhat), last, true)));
+    if (centered) inner = Sub(inner, Mean(gw, last, true));
+    out[0] = Mul(rstd, inner);
+  }
+  if (w.defined() && c.needs_input_grad[1]) out[1] = SumToSize(Mul(g, xhat), w.sizes());
+  if (centered && c.inputs[2].defined() && c.needs_input_grad[2]) out[2] = SumToSize(g, c.inputs[2].sizes());
+  return out;
+}
+
 TensorList LayerNormBackward(const BackwardContext& c) {
   const Tensor& g = c.grad_outputs[0];
   if (!g.defined()) return {Tensor(), Tensor(), Tensor()};
+  if (CreatingGraph()) return ComposedNormBackward(c, /*centered=*/true);
   const std::vector<int64_t> mask = {Needs(c, 0), Needs(c, 1), Needs(c, 2)};
   return autograd::CallOp(kLayerNormBackward, {g, c.inputs[0], c.inputs[1], c.outputs[1], c.outputs[2]},
                           Attrs().Set("output_mask", mask));
@@ -304,6 +333,7 @@ TensorList LayerNormBackward(const BackwardContext& c) {
 TensorList RmsNormBackward(const BackwardContext& c) {
   const Tensor& g = c.grad_outputs[0];
   if (!g.defined()) return {Tensor(), Tensor()};
+  if (CreatingGraph()) return ComposedNormBackward(c, /*centered=*/false);
   const std::vector<int64_t> mask = {Needs(c, 0), Needs(c, 1)};
   return autograd::CallOp(kRmsNormBackward, {g, c.inputs[0], c.inputs[1], c.outputs[1]},
                           Attrs().Set("output_mask", mask));
