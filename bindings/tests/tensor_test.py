@@ -335,6 +335,38 @@ def test_var_std_softmax_dtype_and_spatial_cross_entropy_follow_torch():
         F.cross_entropy(tessel.zeros(2, 5, 3, 2), tessel.zeros(2, 2, 3, dtype=tessel.int64))
 
 
+def test_maml_second_order_meta_gradient_matches_finite_differences():
+    # MAML's outer gradient differentiates through one inner SGD step (create_graph=True): Linear, tanh,
+    # cross_entropy and mse all take second derivatives. Float64, against central differences.
+    rng = np.random.default_rng(12)
+    xs, ys = rng.standard_normal((6, 3)), rng.integers(0, 4, 6)
+    xq, yq = rng.standard_normal((5, 3)), rng.integers(0, 4, 5)
+    w1, b1, w2 = rng.standard_normal((5, 3)), rng.standard_normal(5), rng.standard_normal((4, 5))
+
+    def outer_loss(params, create_graph):
+        a, b, c = params
+        def net(x, a, b, c):
+            return F.linear(F.linear(tessel.tensor(x), a, b).tanh(), c)
+        inner = F.cross_entropy(net(xs, a, b, c), tessel.tensor(ys))
+        grads = tessel.autograd.grad(inner, [a, b, c], create_graph=create_graph)
+        fast = [p - 0.5 * g for p, g in zip((a, b, c), grads)]
+        return F.cross_entropy(net(xq, *fast), tessel.tensor(yq)) + 0.1 * (fast[1] ** 2).sum()
+
+    params = [tessel.tensor(v, requires_grad=True) for v in (w1, b1, w2)]
+    meta = tessel.autograd.grad(outer_loss(params, True), params)
+    eps = 1e-6
+    for k, base in enumerate((w1, b1, w2)):
+        fd = np.zeros_like(base)
+        for idx in np.ndindex(base.shape):
+            vals = []
+            for sign in (1, -1):
+                shifted = [v.copy() for v in (w1, b1, w2)]
+                shifted[k][idx] += sign * eps
+                vals.append(outer_loss([tessel.tensor(v, requires_grad=True) for v in shifted], False).item())
+            fd[idx] = (vals[0] - vals[1]) / (2 * eps)
+        np.testing.assert_allclose(meta[k].numpy(), fd, rtol=1e-5, atol=1e-8)
+
+
 def test_autograd_grad_and_backward_inputs_follow_torch():
     x = tessel.tensor([1.0, 2.0], requires_grad=True)
     w = tessel.tensor([3.0, 5.0], requires_grad=True)
