@@ -123,6 +123,41 @@ def test_fully_shard_on_a_list_makes_one_group_for_its_modules():
             np.testing.assert_allclose(grads[n], w, rtol=1e-5, atol=1e-6, err_msg=n)
 
 
+def test_broadcast_from_rank0_loads_rank_0s_full_state_dict_into_every_ranks_shards():
+    # torchtune/torchtitan's load of a full checkpoint read on rank 0 only: the others pass {}.
+    from tessel.distributed.checkpoint.state_dict import (StateDictOptions, get_model_state_dict,
+                                                          set_model_state_dict)
+    tessel.manual_seed(5)
+    ref = Net()
+    want = {k: v.numpy().copy() for k, v in ref.state_dict().items()}
+    got = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        net = sharded_net()  # seed 0: other values than ref's
+        full = {k: tessel.tensor(v) for k, v in want.items()} if world.rank == 0 else {}
+        opts = StateDictOptions(full_state_dict=True, broadcast_from_rank0=True)
+        missing, unexpected = set_model_state_dict(net, full, options=opts)
+        assert list(missing) == [] and list(unexpected) == []
+        got[world.rank] = {k: v.numpy() for k, v in
+                           get_model_state_dict(net, options=StateDictOptions(full_state_dict=True)).items()}
+        # A key rank 0 lacks is missing on every rank alike (strict raises everywhere; no rank waits).
+        partial = {k: v for k, v in full.items() if k != "head.bias"}
+        with pytest.raises(RuntimeError, match=r"missing keys \['head.bias'\]"):
+            set_model_state_dict(net, partial, options=opts)
+        dist.destroy_process_group()
+
+    tessel.run_ranks(2, rank_fn)
+    for r in range(2):
+        assert sorted(got[r]) == sorted(want)
+        for k, v in want.items():
+            np.testing.assert_array_equal(got[r][k], v, err_msg=k)
+    with pytest.raises(ValueError, match="full_state_dict must be True"):
+        StateDictOptions(broadcast_from_rank0=True)
+    with pytest.raises(NotImplementedError, match="submodules"):
+        get_model_state_dict(ref, submodules={ref.head})
+
+
 class TwoHeads(nn.Module):
     def __init__(self):
         super().__init__()

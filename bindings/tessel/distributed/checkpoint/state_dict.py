@@ -2,6 +2,10 @@
 
 Values alias the live tensors (DTensors stay sharded) unless StateDictOptions(full_state_dict=True),
 which gathers full tensors on every rank. Optimizer entries are keyed "optim.<param fqn>.<state>".
+StateDictOptions(full_state_dict=True, broadcast_from_rank0=True) on a set: only rank 0's model state
+dict is read (the others may pass {}); each tensor is broadcast from rank 0 and sharded into the model one
+at a time, so no rank holds more than one full tensor beyond rank 0's dict (torch's loading of a full
+checkpoint read on rank 0).
 
     model_sd, optim_sd = get_state_dict(model, opt)
     set_state_dict(model, opt, model_state_dict=model_sd, optim_state_dict=optim_sd)
@@ -17,7 +21,55 @@ _OPTIM = "optim."
 class StateDictOptions:
     full_state_dict: bool = False
     cpu_offload: bool = False
+    ignore_frozen_params: bool = False
+    keep_submodule_prefixes: bool = True
     strict: bool = True
+    broadcast_from_rank0: bool = False
+    flatten_optimizer_state_dict: bool = False
+
+    def __post_init__(self):
+        if self.ignore_frozen_params or self.flatten_optimizer_state_dict or not self.keep_submodule_prefixes:
+            raise NotImplementedError("StateDictOptions: ignore_frozen_params, flatten_optimizer_state_dict and "
+                                      "keep_submodule_prefixes=False are not supported")
+        if self.broadcast_from_rank0 and not self.full_state_dict:
+            raise ValueError("full_state_dict must be True when broadcast_from_rank0 is True.")
+
+
+def _no_submodules(submodules):
+    if submodules is not None:
+        raise NotImplementedError("state dicts of submodules= (deprecated in torch) are not supported: take the "
+                                  "whole model's and select the keys")
+
+
+def _broadcast_model_state_from_rank0(model, model_state_dict, strict):
+    """broadcast_from_rank0: rank 0's full tensors, one at a time, into every rank's (sharded) model."""
+    from ... import distributed as dist
+    from ..._tensor import empty
+    own = _split(_C._get_state_dict(model, None, False))[0]  # keys, global shapes and dtypes, no copies
+    keys = [list(model_state_dict)] if dist.get_rank() == 0 else [None]
+    dist.broadcast_object_list(keys, src=0)
+    sent = keys[0]
+    for key in sent:
+        if key not in own or not isinstance(own[key], _C.Tensor):
+            continue
+        live = own[key]
+        if dist.get_rank() == 0:
+            value = model_state_dict[key]
+            value = value.full_tensor() if value.is_distributed else value
+            value = value.detach().to(live.dtype).contiguous()
+            if tuple(value.shape) != tuple(live.shape):
+                raise ValueError("broadcast_from_rank0: '%s' has shape %s on rank 0, the model's is %s"
+                                 % (key, tuple(value.shape), tuple(live.shape)))
+        else:
+            value = empty(*live.shape, dtype=live.dtype)
+        dist.broadcast(value, src=0)
+        _C._set_state_dict(model, None, {key: value}, False)
+    missing = [k for k in own if k not in sent]
+    unexpected = [k for k in sent if k not in own]
+    if strict and (missing or unexpected):
+        raise RuntimeError("Error(s) in loading state_dict: missing keys %s, unexpected keys %s"
+                           % (missing, unexpected))
+    return missing, unexpected
 
 
 def _one_optimizer(optimizers):
@@ -35,6 +87,7 @@ def _split(sd):
 
 
 def get_state_dict(model, optimizers, *, submodules=None, options=None):
+    _no_submodules(submodules)
     options = options or StateDictOptions()
     opt = _one_optimizer(optimizers)
     if opt is None or isinstance(opt, _C.Optimizer):
@@ -45,16 +98,23 @@ def get_state_dict(model, optimizers, *, submodules=None, options=None):
 
 
 def get_model_state_dict(model, *, submodules=None, options=None):
+    _no_submodules(submodules)
     return get_state_dict(model, None, options=options)[0]
 
 
 def get_optimizer_state_dict(model, optimizers, *, submodules=None, options=None):
+    _no_submodules(submodules)
     return get_state_dict(model, optimizers, options=options)[1]
 
 
 def set_state_dict(model, optimizers, *, model_state_dict, optim_state_dict, options=None):
     options = options or StateDictOptions()
     opt = _one_optimizer(optimizers)
+    if options.broadcast_from_rank0:
+        if optim_state_dict:
+            raise NotImplementedError("broadcast_from_rank0 of an optimizer state dict is not supported: load "
+                                      "the optimizer's full state dict on every rank, or use dcp.load")
+        return _broadcast_model_state_from_rank0(model, model_state_dict, options.strict)
     if opt is None or isinstance(opt, _C.Optimizer):
         merged = dict(model_state_dict)
         merged.update(optim_state_dict or {})
@@ -66,4 +126,6 @@ def set_state_dict(model, optimizers, *, model_state_dict, optim_state_dict, opt
 
 def set_model_state_dict(model, model_state_dict, *, options=None):
     options = options or StateDictOptions()
+    if options.broadcast_from_rank0:
+        return _broadcast_model_state_from_rank0(model, model_state_dict, options.strict)
     return _C._set_state_dict(model, None, dict(model_state_dict), options.strict)
