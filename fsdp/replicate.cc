@@ -144,6 +144,12 @@ void ReplicateState::Broadcast() {
 
 void ReplicateState::OnGradReady(size_t b, size_t i) {
   if (!sync_) return;
+  // The average would overwrite a .grad that carries its own graph (create_graph), leaving that graph
+  // describing the local gradient only; PyTorch's DDP does not support double backward either.
+  TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, !CreatingGraph(), "Replicate: backward with create_graph ",
+                    "(higher-order gradients) cannot average gradients that carry a graph across ranks; take the ",
+                    "inner gradient with Grad(..., create_graph=true) of the inputs, then run the synchronized ",
+                    "backward without create_graph");
   if (!callback_queued_) {
     callback_queued_ = true;
     QueueCallback([this] { EndOfBackward(); });

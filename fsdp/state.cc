@@ -251,6 +251,13 @@ void FsdpState::EndRootForward() {
 }
 
 void FsdpState::OnPreBackward() {
+  // A create_graph pass would record the gradient's graph on the unsharded parameters, which this pass
+  // reshards and frees; the second backward's gradients would then reach no sharded parameter (silently
+  // none). PyTorch's FSDP2 does not support it either.
+  TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, !CreatingGraph(), "fully_shard: create_graph (higher-order ",
+                    "gradients) through '", Display(fqn_), "' is not supported: its parameters are resharded at the ",
+                    "end of this backward, so a gradient of the gradient could not reach them. Compute the ",
+                    "penalty on a module that fully_shard does not manage, or without create_graph");
   training_state_ = TrainingState::kPreBackward;
   if (!ctx_->final_callback_queued) {
     ctx_->final_callback_queued = true;

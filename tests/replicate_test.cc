@@ -190,6 +190,22 @@ TEST(ReplicateTest, TheFirstReadyBucketIsIssuedInsideBackwardBeforeTheOtherGradi
 
 // Two unsynced micro-steps then one synced: no collective until the synced one, and the gradient is the
 // average over ranks of the sum of the three micro-steps (one rank's accumulated gradient on all rows).
+TEST(ReplicateTest, CreateGraphBackwardIsRefusedInsteadOfAveragingGradientsThatCarryAGraph) {
+  comm::RunRanks(2, [&](comm::ProcessGroupPtr world) {
+    dtensor::DeviceMesh mesh = dtensor::InitDeviceMesh(world, {2}, {"dp"});
+    Generator gen(7);
+    nn::Linear lin(4, 3, /*bias=*/true, gen);
+    Replicate(lin, mesh, {});
+    const Tensor x = Randn({2, 4}, gen);
+    tessel::testing::ExpectErrorContains(
+        [&] { Backward(Sum(Tanh(lin.Forward({x})[0])), Tensor(), false, /*create_graph=*/true); },
+        ErrorCode::kUnimplemented, {"Replicate: backward with create_graph", "Grad(..., create_graph=true)"});
+    // .grad (set before the hook raised) references its graph, which references the parameter: drop it,
+    // or the cycle keeps both alive (torch warns about the same cycle).
+    for (auto& [name, p] : lin.NamedParameters()) p.set_grad(Tensor());
+  }, FastRanks());
+}
+
 TEST(ReplicateTest, GradientSyncOffAccumulatesLocallyAndTheNextSyncedBackwardReducesTheSum) {
   const nn::GPTConfig cfg = TinyGpt();
   Generator gen(7);

@@ -123,6 +123,51 @@ def test_fully_shard_on_a_list_makes_one_group_for_its_modules():
             np.testing.assert_allclose(grads[n], w, rtol=1e-5, atol=1e-6, err_msg=n)
 
 
+def test_gradient_penalty_under_ddp_equals_one_process_and_fsdp_refuses_create_graph():
+    # WGAN-GP's critic step: the penalty on the input gradient (autograd.grad(create_graph=True)), then a
+    # synchronized backward. DDP averages as one process on the whole batch; backward(create_graph=True)
+    # under DDP and any create_graph pass through fully_shard raise instead of training wrong.
+    from tessel.nn.parallel import DistributedDataParallel as DDP
+    rng = np.random.default_rng(7)
+    x_all = rng.standard_normal((4, 3)).astype(np.float32)
+
+    def make():
+        tessel.manual_seed(2)
+        return nn.Sequential(nn.Linear(3, 5), nn.Tanh(), nn.Linear(5, 1))
+
+    def penalty(model, x):
+        x = tessel.tensor(x, requires_grad=True)
+        (gx,) = tessel.autograd.grad(model(x).sum(), [x], create_graph=True)
+        return ((gx ** 2).sum(1) - 1.0).pow(2).mean()
+
+    ref = make()
+    penalty(ref, x_all).backward()
+    want = [p.grad.numpy() if p.grad is not None else None for p in ref.parameters()]
+    got = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        model = DDP(make())
+        penalty(model, x_all[world.rank * 2:(world.rank + 1) * 2]).backward()
+        got[world.rank] = [p.grad.numpy() if p.grad is not None else None for p in model.module.parameters()]
+        with pytest.raises(NotImplementedError, match="cannot be averaged across ranks"):
+            model(tessel.tensor(x_all)).sum().backward(create_graph=True)
+        model.zero_grad()  # the .grads that carry a graph reference their parameters (a cycle): drop them
+        sharded = fully_shard(make())
+        with pytest.raises(NotImplementedError, match="fully_shard: create_graph"):
+            penalty(sharded, x_all)
+        dist.destroy_process_group()
+
+    tessel.run_ranks(2, rank_fn)
+    assert want[-1] is None  # the last bias does not move the input gradient
+    for r in range(2):
+        for g, w in zip(got[r], want):
+            if w is None:
+                assert g is None
+            else:
+                np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
 def test_broadcast_from_rank0_loads_rank_0s_full_state_dict_into_every_ranks_shards():
     # torchtune/torchtitan's load of a full checkpoint read on rank 0 only: the others pass {}.
     from tessel.distributed.checkpoint.state_dict import (StateDictOptions, get_model_state_dict,

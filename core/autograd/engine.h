@@ -12,7 +12,9 @@
 // (torch's retain_graph defaults to create_graph): the new graph reaches into it. Saved outputs are re-linked to the
 // node that produced them, so formulas in terms of the output (tanh, exp, sigmoid, ...) differentiate
 // correctly. An op reached in such a pass whose backward is not itself differentiable raises
-// kUnimplemented naming it (never a silently missing term); see core/autograd/call.h.
+// kUnimplemented naming it (never a silently missing term); see core/autograd/call.h. As in torch,
+// Backward with create_graph makes a leaf's .grad reference a graph that references the leaf: reset the
+// .grad (or use Grad, which accumulates nothing) when done, or the cycle keeps both alive.
 //
 // Example:
 //   Tensor loss = Mean(Mul(w, x));

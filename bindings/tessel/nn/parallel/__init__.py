@@ -111,6 +111,13 @@ class DistributedDataParallel(Module):
         from ..._tensor import zeros_like
         g = self.process_group
         params = [p for p in self.module.parameters() if p.requires_grad]
+        if any(p.grad is not None and p.grad.requires_grad for p in params):
+            # backward(create_graph=True): averaging in place would leave each .grad's graph describing the
+            # local gradient only (torch's DDP does not support double backward either).
+            raise NotImplementedError("DistributedDataParallel: gradients that carry a graph "
+                                      "(backward(create_graph=True)) cannot be averaged across ranks; take the inner "
+                                      "gradient with tessel.autograd.grad(..., create_graph=True) of the inputs, then "
+                                      "call backward() without create_graph")
         by_dtype = {}
         for p in params:
             by_dtype.setdefault(p.dtype, []).append(p)
