@@ -53,6 +53,12 @@ TEST(HigherOrderTest, SecondDerivativesOfPointwiseOpsMatchClosedForms) {
       {"pow3", [](const Tensor& x) { return Pow(x, 3.0); }, [](double x) { return 6 * x; }},
       {"relu", [](const Tensor& x) { return Relu(x); }, [](double) { return 0.0; }},
       {"gelu", [](const Tensor& x) { return Gelu(x); }, [](double x) { return Phi(x) * (2 - x * x); }},
+      {"gelu_tanh", [](const Tensor& x) { return Gelu(x, "tanh"); },
+       [](double x) {  // differentiated by hand from 0.5 x (1 + tanh(b (x + k x^3)))
+         const double b = std::sqrt(2 / M_PI), k = 0.044715, t = std::tanh(b * (x + k * x * x * x));
+         const double du = b * (1 + 3 * k * x * x), ddu = 6 * b * k * x;
+         return (1 - t * t) * du - x * t * (1 - t * t) * du * du + 0.5 * x * (1 - t * t) * ddu;
+       }},
       {"silu", [](const Tensor& x) { return Silu(x); },
        [](double x) { return Sigm(x) * (1 - Sigm(x)) * (2 + x * (1 - 2 * Sigm(x))); }},
       {"abs", [](const Tensor& x) { return Abs(x); }, [](double) { return 0.0; }},

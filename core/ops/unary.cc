@@ -346,19 +346,24 @@ const OpDef& kThresholdBackward = RegisterOp(
     {.name = "threshold_backward",
      .cpu = ThresholdBackwardKernel,
      .backward = [](const BackwardContext& c) -> TensorList { return SameOpOnGrad(c, kThresholdBackward, Tensor()); }});
-const OpDef& kGeluBackward = RegisterOp(  // erf form: gelu''(x) = phi(x) (2 - x^2)
+// gelu''(x): erf form phi(x) (2 - x^2); tanh form, with u = b (x + k x^3), t = tanh(u), u' = b (1 + 3 k x^2),
+// u'' = 6 b k x:  (1 - t^2) (u' - x t u'^2 + x u'' / 2).
+Tensor GeluSecondDerivative(const Tensor& x, bool tanh_form) {
+  const Tensor x2 = Mul(x, x);
+  if (!tanh_form) return Mul(MulScalar(Exp(MulScalar(x2, -0.5)), kInvSqrt2Pi), AddScalar(Neg(x2), 2.0));
+  const Tensor t = Tanh(MulScalar(Add(x, MulScalar(Mul(x2, x), kGeluKappa)), kGeluBeta));
+  const Tensor du = MulScalar(AddScalar(MulScalar(x2, 3.0 * kGeluKappa), 1.0), kGeluBeta);
+  const Tensor inner = Add(Sub(du, Mul(Mul(x, t), Mul(du, du))), MulScalar(x2, 3.0 * kGeluBeta * kGeluKappa));
+  return Mul(AddScalar(Neg(Mul(t, t)), 1.0), inner);
+}
+
+const OpDef& kGeluBackward = RegisterOp(
     {.name = "gelu_backward",
      .cpu = GeluBackwardKernel,
      .backward = [](const BackwardContext& c) -> TensorList {
        Tensor second;
        if (c.needs_input_grad[1]) {
-         TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, c.attrs.GetString("approximate") == "none",
-                           "create_graph: the second derivative of gelu(approximate='tanh') is not implemented; use "
-                           "approximate='none'");
-         const Tensor& x = c.inputs[1];
-         const Tensor x2 = Mul(x, x);
-         const Tensor phi = MulScalar(Exp(MulScalar(x2, -0.5)), kInvSqrt2Pi);
-         second = GradTimes(c, Mul(phi, AddScalar(Neg(x2), 2.0)));
+         second = GradTimes(c, GeluSecondDerivative(c.inputs[1], c.attrs.GetString("approximate") == "tanh"));
        }
        return SameOpOnGrad(c, kGeluBackward, std::move(second));
      }});
