@@ -40,6 +40,7 @@
 #include "core/nn/layers.h"
 #include "core/nn/module.h"
 #include "core/nn/transformer.h"
+#include "core/tensor/tensor_impl.h"
 
 namespace tessel::bindings {
 namespace {
@@ -280,21 +281,46 @@ void BindLayers(py::module_& m) {
       });
   py::class_<nn::Embedding, Module, std::unique_ptr<nn::Embedding>> emb(m, "Embedding", py::dynamic_attr());
   emb.def(py::init([](int64_t num, int64_t dim, std::optional<int64_t> padding_idx, const py::object& max_norm,
-                      double norm_type, bool scale_grad_by_freq, bool sparse, const py::object& weight,
+                      double norm_type, bool scale_grad_by_freq, bool sparse, std::optional<Tensor> weight, bool freeze,
                       const py::object& device, DType dtype, Generator* gen, double init_std) {
             CheckCpuDevice(device, "Embedding");
-            TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, !scale_grad_by_freq && !sparse && weight.is_none(),
-                              "Embedding: scale_grad_by_freq, sparse and _weight are not supported");
-            return std::make_unique<nn::Embedding>(num, dim, GenOrDefault(gen), init_std, dtype, padding_idx,
-                                                   max_norm.is_none() ? std::nullopt
-                                                                      : std::optional<double>(max_norm.cast<double>()),
-                                                   norm_type);
+            TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, !scale_grad_by_freq && !sparse,
+                              "Embedding: scale_grad_by_freq and sparse are not supported");
+            const std::optional<double> limit =
+                max_norm.is_none() ? std::nullopt : std::optional<double>(max_norm.cast<double>());
+            auto m = std::make_unique<nn::Embedding>(num, dim, GenOrDefault(gen), init_std,
+                                                     weight ? weight->dtype() : dtype, padding_idx, limit, norm_type);
+            if (weight) {
+              // torch: Parameter(_weight) — the given values as the weight, its storage shared (no copy), the
+              // padding row left as given; _freeze: no gradient.
+              TESSEL_CHECK(weight->sizes() == Shape({num, dim}), "Embedding: Shape of weight does not match "
+                           "num_embeddings and embedding_dim: _weight ", ShapeStr(weight->sizes()), ", expected ",
+                           ShapeStr(Shape({num, dim})));
+              Tensor w = Detach(*weight);
+              w.set_requires_grad(!freeze);
+              m->SetParameter("weight", w);
+            } else if (freeze) {
+              Tensor w = m->Param("weight");  // a handle: the flag is the parameter's
+              w.set_requires_grad(false);
+            }
+            return m;
           }),
           py::arg("num_embeddings"), py::arg("embedding_dim"), py::arg("padding_idx") = py::none(),
           py::arg("max_norm") = py::none(), py::arg("norm_type") = 2.0, py::arg("scale_grad_by_freq") = false,
-          py::arg("sparse") = false, py::arg("_weight") = py::none(), py::kw_only(), py::arg("device") = py::none(),
-          py::arg("dtype") = DType::kFloat32,
+          py::arg("sparse") = false, py::arg("_weight") = py::none(), py::arg("_freeze") = false, py::kw_only(),
+          py::arg("device") = py::none(), py::arg("dtype") = DType::kFloat32,
           py::arg("generator") = nullptr, py::arg("init_std") = 0.02);
+  // torch.nn.Embedding.from_pretrained: the given table as the weight (frozen by default).
+  emb.def_static("from_pretrained", [](const py::object& embeddings, bool freeze, const py::object& padding_idx,
+                                        const py::object& max_norm, double norm_type, bool scale_grad_by_freq,
+                                        bool sparse) {
+    const Tensor t = embeddings.cast<Tensor>();
+    TESSEL_CHECK(t.dim() == 2, "Embeddings parameter is expected to be 2-dimensional, got ", ShapeStr(t.sizes()));
+    return py::module_::import("tessel._C").attr("Embedding")(
+        t.size(0), t.size(1), padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse, embeddings, freeze);
+  }, py::arg("embeddings"), py::arg("freeze") = true, py::arg("padding_idx") = py::none(),
+     py::arg("max_norm") = py::none(), py::arg("norm_type") = 2.0, py::arg("scale_grad_by_freq") = false,
+     py::arg("sparse") = false);
   emb.def_property_readonly("padding_idx", [](const nn::Embedding& self) { return self.padding_idx(); });
   emb.def_property_readonly("max_norm", [](const nn::Embedding& self) { return self.max_norm(); });
   emb.def_property_readonly("norm_type", [](const nn::Embedding& self) { return self.norm_type(); });

@@ -254,6 +254,24 @@ def test_embedding_padding_idx_row_starts_at_zero_and_gets_no_gradient():
         nn.Embedding(4, 2, scale_grad_by_freq=True)
 
 
+def test_embedding_from_pretrained_shares_the_table_and_freezes_it_by_default():
+    # torch: the given tensor's storage becomes the weight (no copy); frozen unless freeze=False; the
+    # padding row is left as given (checked against torch 2.15).
+    w = tessel.tensor(np.arange(12.0, dtype=np.float32).reshape(4, 3))
+    e = nn.Embedding.from_pretrained(w)
+    assert not e.weight.requires_grad and not w.requires_grad
+    assert e(tessel.tensor([1, 3])).tolist() == [[3.0, 4.0, 5.0], [9.0, 10.0, 11.0]]
+    e2 = nn.Embedding.from_pretrained(w, freeze=False, padding_idx=0)
+    assert e2.weight.requires_grad and e2.padding_idx == 0 and e2.weight[0].tolist() == [0.0, 1.0, 2.0]
+    with tessel.no_grad():
+        w[1, 0] = 100.0
+    assert e2.weight[1].tolist() == [100.0, 4.0, 5.0]  # shared storage
+    e2(tessel.tensor([0, 2, 2])).sum().backward()
+    assert e2.weight.grad[:, 0].tolist() == [0.0, 0.0, 2.0, 0.0]  # padding_idx still passes no gradient
+    with pytest.raises(ValueError, match="Shape of weight does not match"):
+        nn.Embedding(3, 3, _weight=w)
+
+
 def test_embedding_max_norm_renormalizes_the_rows_it_looks_up_in_place_as_torch():
     # torch: before the lookup, each looked-up row with norm > max_norm is scaled by max_norm / (norm + 1e-7),
     # in place; rows not looked up keep their values. Reference in float64.
