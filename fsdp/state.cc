@@ -83,7 +83,12 @@ void FsdpState::RegisterHooks(const std::vector<std::pair<std::string, nn::Modul
     m->RegisterForwardHook([this, list](nn::Module& self, const TensorList&, TensorList& outputs) {
       if (list && training_state_ != TrainingState::kPreBackward) {
         to_run_.erase(std::remove(to_run_.begin(), to_run_.end(), &self), to_run_.end());
-        if (!to_run_.empty()) return;
+        if (!to_run_.empty()) {
+          // Not the group's last module: its backward must find the group unsharded too (when a later
+          // module of the list is skipped, the root's end of forward completes the group: EndRootForward).
+          outputs = WrapPreBackward(outputs);
+          return;
+        }
       }
       OnPostForward(outputs);
     });
@@ -224,13 +229,17 @@ void FsdpState::ForwardPrefetch() {
   if (pos + 1 < last.size() && last[pos] == group_.get()) last[pos + 1]->Unshard(/*async_op=*/true);
 }
 
-void FsdpState::OnPostForward(TensorList& outputs) {
-  if (training_state_ == TrainingState::kPreBackward) return;
-  if (group_) group_->PostForward();
-  outputs = autograd::ApplyBackwardFunction("FsdpPreBackward", outputs, [this](const TensorList& grads) {
+TensorList FsdpState::WrapPreBackward(const TensorList& outputs) {
+  return autograd::ApplyBackwardFunction("FsdpPreBackward", outputs, [this](const TensorList& grads) {
     OnPreBackward();
     return grads;
   });
+}
+
+void FsdpState::OnPostForward(TensorList& outputs) {
+  if (training_state_ == TrainingState::kPreBackward) return;
+  if (group_) group_->PostForward();
+  outputs = WrapPreBackward(outputs);
   training_state_ = TrainingState::kIdle;
   if (ctx_->iter_forward_root == this) EndRootForward();
   if (options_.mp_policy.output_dtype) CastFloating(outputs, *options_.mp_policy.output_dtype);
@@ -238,6 +247,15 @@ void FsdpState::OnPostForward(TensorList& outputs) {
 
 void FsdpState::EndRootForward() {
   ctx_->iter_forward_root = nullptr;
+  // A fully_shard list whose forward skipped some of its modules (a data-dependent branch) never ran its
+  // group's post-forward: complete it here (PyTorch's root does the same), or its next forward would wait
+  // for modules that never come and run on sharded parameters.
+  for (FsdpState* s : all_states_) {
+    if (s->to_run_.empty()) continue;
+    s->to_run_.clear();
+    if (s->group_) s->group_->PostForward();
+    s->training_state_ = TrainingState::kIdle;
+  }
   if (ctx_->streams) ctx_->streams->FlushHeldAllGather();  // hold no all-gather buffer past forward
   // Drop prefetches the previous order predicted but this forward never used.
   for (ParamGroup* g : ctx_->last_forward_order) {
@@ -281,6 +299,7 @@ void FsdpState::RootPostBackwardFinal() {
   for (FsdpState* s : all_states_) {
     if (s->group_) s->group_->FinalizeBackward();
     s->training_state_ = TrainingState::kIdle;
+    s->to_run_.clear();
   }
   ctx_->post_forward_order.clear();
   ctx_->final_callback_queued = false;

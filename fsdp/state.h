@@ -72,6 +72,8 @@ class FsdpState final : public nn::ModuleState {
  private:
   void OnPreForward(TensorList& inputs);
   void OnPostForward(TensorList& outputs);
+  // `outputs` with a node whose backward runs OnPreBackward (the group unsharded for the gradients).
+  TensorList WrapPreBackward(const TensorList& outputs);
   void OnPreBackward();
   void LazyInit();
   void AdoptIntoRoot(FsdpState* root, const std::string& fqn);

@@ -285,15 +285,28 @@ def _host(x, name):
     return x.detach().numpy() if isinstance(x, Tensor) else np.asarray(x)
 
 
+def _float_op(name):
+    """t.X() for a C++ op defined on floats (with its gradient, on DTensors too): integer and bool tensors
+    are computed in float32, as torch promotes them."""
+    method = getattr(_C.Tensor, name)
+
+    def fn(input):
+        return method(input if input.dtype.is_floating_point else input.to(_dtypes.float32))
+    fn.__name__ = name
+    return fn
+
+
 def _function_of(name):
-    """torch.X(t) for a C++ op bound as the method t.X() (with its gradient, on DTensors too)."""
+    """torch.X(t) for the method t.X()."""
     def fn(input):
         return getattr(input, name)()
     fn.__name__ = name
     return fn
 
 
-_C_UNARY = {name: _function_of(name) for name in ("sin", "cos", "floor", "ceil", "exp2", "log1p", "expm1", "erf")}
+_FLOAT_OPS = ("sin", "cos", "exp2", "log1p", "expm1", "erf")
+_C_UNARY_METHODS = {name: _float_op(name) for name in _FLOAT_OPS}  # floor / ceil keep integers (a copy)
+_C_UNARY = {name: _function_of(name) for name in _FLOAT_OPS + ("floor", "ceil")}
 
 
 def round_(x, *, decimals=0):
@@ -494,7 +507,7 @@ _BOTH = dict(  # torch.X(t, ...) and t.X(...)
 TORCH_FUNCTIONS = dict(_BOTH, **_C_UNARY, take_along_dim=take_along_dim, linspace=linspace, numel=numel, softplus=softplus)
 
 TENSOR_METHODS = dict(
-    _BOTH, repeat=repeat, expand_as=expand_as,
+    _BOTH, **_C_UNARY_METHODS, repeat=repeat, expand_as=expand_as,
     new_zeros=lambda x, *size, **kw: _new_full(x, size, 0.0, **kw),
     new_ones=lambda x, *size, **kw: _new_full(x, size, 1.0, **kw),
     new_full=lambda x, size, fill_value, dtype=None, device=None, requires_grad=False: _C._full(

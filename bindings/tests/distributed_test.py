@@ -190,6 +190,12 @@ def test_broadcast_from_rank0_loads_rank_0s_full_state_dict_into_every_ranks_sha
         partial = {k: v for k, v in full.items() if k != "head.bias"}
         with pytest.raises(RuntimeError, match=r"missing keys \['head.bias'\]"):
             set_model_state_dict(net, partial, options=opts)
+        # A wrong shape on rank 0 raises on every rank before anything loads (no rank left waiting).
+        bad = dict(full, **{"head.weight": tessel.zeros(3, 9)}) if world.rank == 0 else {}
+        with pytest.raises(ValueError, match=r"'head.weight' has shape \(3, 9\) on rank 0, the model's is \(3, 8\)"):
+            set_model_state_dict(net, bad, options=opts)
+        after = get_model_state_dict(net, options=StateDictOptions(full_state_dict=True))
+        np.testing.assert_array_equal(after["layers.0.fc.weight"].numpy(), want["layers.0.fc.weight"])
         dist.destroy_process_group()
 
     tessel.run_ranks(2, rank_fn)
@@ -201,6 +207,52 @@ def test_broadcast_from_rank0_loads_rank_0s_full_state_dict_into_every_ranks_sha
         StateDictOptions(broadcast_from_rank0=True)
     with pytest.raises(NotImplementedError, match="submodules"):
         get_model_state_dict(ref, submodules={ref.head})
+
+
+class MaybeSecond(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(4, 4), nn.Linear(4, 4)
+
+    def forward(self, x, use_b):
+        y = self.a(x)
+        return self.b(y) if use_b else y
+
+
+def test_a_fully_shard_list_whose_forward_skips_a_module_completes_at_the_roots_end_of_forward():
+    # Iteration 1 runs only `a` of the list [a, b]; iteration 2 runs both. The root completes the list's
+    # group at the end of its forward (as torch), so iteration 2 gathers it again; gradients as one process.
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((4, 4)).astype(np.float32)
+    tessel.manual_seed(0)
+    ref = MaybeSecond()
+    want = []
+    for use_b in (False, True):
+        ref.zero_grad()
+        ref(tessel.tensor(x), use_b).pow(2).mean().backward()
+        want.append({n: p.grad.numpy().copy() for n, p in ref.named_parameters() if p.grad is not None})
+    got = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        tessel.manual_seed(0)
+        m = MaybeSecond()
+        fully_shard([m.a, m.b])
+        fully_shard(m)
+        got[world.rank] = []
+        for use_b in (False, True):
+            m.zero_grad()
+            m(tessel.tensor(x[world.rank * 2:(world.rank + 1) * 2]), use_b).pow(2).mean().backward()
+            got[world.rank].append({n: p.grad.full_tensor().numpy() for n, p in m.named_parameters()
+                                    if p.grad is not None})
+        dist.destroy_process_group()
+
+    tessel.run_ranks(2, rank_fn)
+    for r in range(2):
+        for step in range(2):
+            assert sorted(got[r][step]) == sorted(want[step])
+            for n, w in want[step].items():
+                np.testing.assert_allclose(got[r][step][n], w, rtol=1e-5, atol=1e-7, err_msg=n)
 
 
 class TwoHeads(nn.Module):

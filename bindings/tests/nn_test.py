@@ -291,6 +291,13 @@ def test_embedding_max_norm_renormalizes_the_rows_it_looks_up_in_place_as_torch(
     np.testing.assert_allclose(out.detach().numpy(), want[[[0, 1], [3, 0]]], rtol=1e-6)
     out.sum().backward()
     np.testing.assert_array_equal(emb.weight.grad.numpy()[:, 0], [2, 1, 0, 1, 0])  # the lookup's gradient only
+    # One table looked up twice before backward (the second lookup renormalizes in place): the first
+    # lookup's backward needs only its indices, as torch's.
+    t = tessel.tensor([[3.0, 4.0], [0.0, 2.0], [1.0, 0.0]], requires_grad=True)
+    first = F.embedding(tessel.tensor([0, 1]), t, max_norm=1.0)
+    second = F.embedding(tessel.tensor([1, 2, 2]), t, max_norm=1.0)
+    (first.sum() + (second * second).sum()).backward()
+    np.testing.assert_allclose(t.grad.numpy(), [[1, 1], [1, 1 + 2 * 2.0 / (2 + 1e-7)], [4, 0]], rtol=1e-6)
     w = tessel.tensor([[1.0, -2.0], [0.5, 0.5]])
     F.embedding(tessel.tensor([0]), w, max_norm=1.5, norm_type=1.0)  # L1 norm 3 -> 1.5
     np.testing.assert_allclose(w.numpy(), [[1.5 / (3 + 1e-7), -3.0 / (3 + 1e-7)], [0.5, 0.5]], rtol=1e-6)

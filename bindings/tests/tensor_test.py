@@ -184,6 +184,9 @@ def test_composed_torch_functions_match_numpy_formulas_and_finite_differences():
     assert tessel.round(tessel.tensor([0.5, 1.5, 2.5, -0.5])).tolist() == [0.0, 2.0, 2.0, -0.0]  # half to even
     close(tessel.round(tessel.tensor([1.2345, -2.5678]), decimals=2).numpy(), [1.23, -2.57], rtol=1e-6)
     assert tessel.floor(tessel.tensor([3, -2])).tolist() == [3, -2]  # integers: a copy
+    s = tessel.sin(tessel.tensor([0, 1]))  # integers promote to float32, as torch
+    assert s.dtype == tessel.float32 and abs(s.tolist()[1] - math.sin(1)) < 1e-6
+    assert tessel.tensor([True]).exp2().tolist() == [2.0]
     assert F.one_hot(tessel.tensor([2, 0]), 3).tolist() == [[0, 0, 1], [1, 0, 0]]
     close(F.pad(x, (1, 2)).numpy(), np.pad(a, ((0, 0), (1, 2)))), close(F.pad(x, (0, -1, 1, 0), value=5.0).numpy(),
                                                                       np.pad(a[:, :3], ((1, 0), (0, 0)), constant_values=5))
@@ -402,6 +405,21 @@ def test_autograd_grad_and_backward_inputs_follow_torch():
     t = np.tanh([1.0, -2.0])
     np.testing.assert_allclose(dpen.numpy(), 2 * (2 * (1 - t ** 2)) * (2 * -2 * t * (1 - t ** 2)), rtol=1e-5)
     q4 = tessel.randn(1, 1, 2, 2, requires_grad=True)
+    # The first create_graph .grad is a copy, not the seed (a later in-place accumulation must not write
+    # into the caller's tensor or a sibling leaf's .grad), and a retained non-leaf .grad keeps its graph.
+    a, b, seed = (tessel.tensor([1.0, 2.0], requires_grad=True), tessel.tensor([3.0, 4.0], requires_grad=True),
+                  tessel.tensor([1.0, 1.0]))
+    (a + b).backward(seed, create_graph=True)
+    (a * 3.0).sum().backward()
+    assert a.grad.tolist() == [4.0, 4.0] and b.grad.tolist() == [1.0, 1.0] and seed.tolist() == [1.0, 1.0]
+    xr = tessel.tensor([0.3, -0.7, 1.1], dtype=tessel.float64, requires_grad=True)
+    yr = xr * 2.0
+    yr.retain_grad()
+    yr.tanh().sum().backward(create_graph=True)
+    xr.grad = None
+    (xr.sum() + (yr.grad ** 2).sum()).backward()
+    th = np.tanh(2 * np.array([0.3, -0.7, 1.1]))
+    np.testing.assert_allclose(xr.grad.numpy(), 1 + 2 * (1 - th ** 2) * (-2 * th * (1 - th ** 2)) * 2, rtol=1e-12)
     with pytest.raises(NotImplementedError, match="'scaled_dot_product_attention_backward', which has no gradient"):
         tessel.autograd.grad(F.scaled_dot_product_attention(q4, q4, q4).sum(), [q4], create_graph=True)
     r = tessel.tensor([1.0, 2.0], requires_grad=True) * 3.0

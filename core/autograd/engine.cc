@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "core/autograd/call.h"
 #include "core/autograd/graph_task.h"
 #include "core/base/error.h"
 #include "core/dispatch/dispatcher.h"
@@ -184,8 +185,8 @@ void RetainGrad(const Tensor& t) {
   hooks[meta.output_nr].push_back([weak](const Tensor& g) {
     if (auto impl = weak.lock()) {
       AutogradMeta& m = impl->EnsureAutogradMeta();
-      const Tensor in[] = {g};
-      m.grad = m.grad.defined() ? autograd::internal::AddGrads(m.grad, g) : Dispatch(GetOp("clone"), in, Attrs())[0];
+      // Recorded under create_graph (a penalty on y.grad keeps its term), a plain clone otherwise.
+      m.grad = m.grad.defined() ? autograd::internal::AddGrads(m.grad, g) : autograd::CallOp1(GetOp("clone"), {g});
     }
     return Tensor();
   });

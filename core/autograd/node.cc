@@ -47,7 +47,9 @@ TensorList AccumulateGrad::Apply(TensorList grads) {
     if (g.dtype() != leaf_.dtype()) {
       g = CallOp1(GetOp("cast"), {g}, Attrs().Set("dtype", leaf_.dtype()).Set("src_dtype", g.dtype()));
     }
-    meta.grad = meta.grad.defined() ? CallOp1(GetOp("add"), {meta.grad, g}) : g;
+    // The first gradient is cloned (recorded): the incoming one may be the caller's seed or shared by
+    // several leaves, and a later backward accumulates into .grad in place (torch clones too).
+    meta.grad = meta.grad.defined() ? CallOp1(GetOp("add"), {meta.grad, g}) : CallOp1(GetOp("clone"), {g});
   } else if (g.defined()) {
     TESSEL_INTERNAL_ASSERT(g.sizes() == leaf_.sizes(), "gradient of shape ", ShapeStr(g.sizes()),
                            " for a leaf of shape ", ShapeStr(leaf_.sizes()));

@@ -124,10 +124,15 @@ TensorList EmbeddingBackwardKernel(std::span<const Tensor> in, const Attrs& attr
   return {out};
 }
 
+// Saves only the indices (the weight's row count is an attr), as torch: a weight renormalized in place
+// between two lookups (max_norm) must not invalidate the first lookup's backward.
 const OpDef& kEmbedding =
-    RegisterOp({.name = "embedding", .cpu = EmbeddingKernel, .backward = [](const BackwardContext& c) -> TensorList {
-                  return {EmbeddingBackward(c.grad_outputs[0], c.inputs[1], c.inputs[0].size(0)), Tensor()};
-                }});
+    RegisterOp({.name = "embedding",
+                .cpu = EmbeddingKernel,
+                .backward = [](const BackwardContext& c) -> TensorList {
+                  return {EmbeddingBackward(c.grad_outputs[0], c.inputs[1], c.attrs.GetInt("num_weights")), Tensor()};
+                },
+                .saved_inputs = {1}});
 
 // Linear in grad, so its own backward is a gather of the incoming gradient.
 const OpDef& kEmbeddingBackward = RegisterOp({.name = "embedding_backward",
@@ -145,7 +150,9 @@ Tensor EmbeddingBackward(const Tensor& grad, const Tensor& indices, int64_t num_
 }  // namespace
 
 Tensor Embedding(const Tensor& weight, const Tensor& indices) {
-  return autograd::CallOp1(kEmbedding, {weight, indices});
+  TESSEL_CHECK(weight.dim() >= 1, "embedding: weight must be 2-D [num_embeddings, embedding_dim], got ",
+               ShapeStr(weight.sizes()));
+  return autograd::CallOp1(kEmbedding, {weight, indices}, Attrs().Set("num_weights", weight.size(0)));
 }
 
 int64_t NormalizePaddingIdx(int64_t padding_idx, int64_t num_embeddings) {

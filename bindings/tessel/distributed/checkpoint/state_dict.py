@@ -42,33 +42,48 @@ def _no_submodules(submodules):
 
 
 def _broadcast_model_state_from_rank0(model, model_state_dict, strict):
-    """broadcast_from_rank0: rank 0's full tensors, one at a time, into every rank's (sharded) model."""
+    """broadcast_from_rank0: rank 0's full tensors, one at a time, into every rank's (sharded) model. Rank 0
+    first sends every key with its shape, so all ranks check the same things and raise alike before
+    anything is loaded (a rank raising alone would leave the others waiting in a broadcast)."""
     from ... import distributed as dist
     from ..._tensor import empty
     own = _split(_C._get_state_dict(model, None, False))[0]  # keys, global shapes and dtypes, no copies
-    keys = [list(model_state_dict)] if dist.get_rank() == 0 else [None]
-    dist.broadcast_object_list(keys, src=0)
-    sent = keys[0]
-    for key in sent:
-        if key not in own or not isinstance(own[key], _C.Tensor):
+    meta = None
+    if dist.get_rank() == 0:
+        meta = [(k, tuple(v.shape) if isinstance(v, _C.Tensor) else None,
+                 isinstance(v, _C.Tensor) and v.is_distributed) for k, v in model_state_dict.items()]
+    box = [meta]
+    dist.broadcast_object_list(box, src=0)
+    meta = box[0]
+    sent = [k for k, _, _ in meta]
+    problems = []
+    for key, shape, distributed in meta:
+        live = own.get(key)
+        if not isinstance(live, _C.Tensor):
             continue
-        live = own[key]
-        if dist.get_rank() == 0:
-            value = model_state_dict[key]
-            value = value.full_tensor() if value.is_distributed else value
-            value = value.detach().to(live.dtype).contiguous()
-            if tuple(value.shape) != tuple(live.shape):
-                raise ValueError("broadcast_from_rank0: '%s' has shape %s on rank 0, the model's is %s"
-                                 % (key, tuple(value.shape), tuple(live.shape)))
-        else:
-            value = empty(*live.shape, dtype=live.dtype)
-        dist.broadcast(value, src=0)
-        _C._set_state_dict(model, None, {key: value}, False)
+        if distributed:
+            problems.append("'%s' is a DTensor on rank 0 (pass full tensors: full_state_dict)" % key)
+        elif shape is None:
+            problems.append("'%s' is not a tensor on rank 0" % key)
+        elif shape != tuple(live.shape):
+            problems.append("'%s' has shape %s on rank 0, the model's is %s" % (key, shape, tuple(live.shape)))
+    if problems:
+        raise ValueError("broadcast_from_rank0: " + "; ".join(problems))
     missing = [k for k in own if k not in sent]
     unexpected = [k for k in sent if k not in own]
     if strict and (missing or unexpected):
         raise RuntimeError("Error(s) in loading state_dict: missing keys %s, unexpected keys %s"
                            % (missing, unexpected))
+    for key in sent:
+        live = own.get(key)
+        if not isinstance(live, _C.Tensor):
+            continue
+        if dist.get_rank() == 0:
+            value = model_state_dict[key].detach().to(live.dtype).contiguous()
+        else:
+            value = empty(*live.shape, dtype=live.dtype)
+        dist.broadcast(value, src=0)
+        _C._set_state_dict(model, None, {key: value}, False)
     return missing, unexpected
 
 
