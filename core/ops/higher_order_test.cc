@@ -166,6 +166,18 @@ TEST(HigherOrderTest, LayerNormAndRmsNormHaveSecondDerivativesInTheInputAndTheWe
   for (int i = 0; i < 3; ++i) ExpectAllClose(composed[i], fused[i], 1e-12, 1e-10);
 }
 
+TEST(HigherOrderTest, MaxAlongADimHasSecondDerivatives) {
+  for (bool keepdim : {false, true}) {
+    SCOPED_TRACE(keepdim);
+    ExpectHvpMatchesFiniteDifferences(
+        [&](const Tensor& x) {
+          const Tensor m = Max(x, 1, keepdim).first;
+          return Sum(Mul(Mul(m, m), m));
+        },
+        RandDouble({3, 5}, 34, -2, 2), RandDouble({3, 5}, 35));
+  }
+}
+
 TEST(HigherOrderTest, CrossEntropyHasSecondDerivativesInEveryReduction) {
   // Targets with one ignored row; the loss squared makes the first gradient feed the second.
   const Tensor target = FromVector<int64_t>({2, -100, 0, 4}, {4});

@@ -472,7 +472,18 @@ const OpDef& kSumBackward = RegisterOp({.name = "sum_backward",
                                           return {SumAs(c.grad_outputs[0], c.attrs)};
                                         },
                                         .save_inputs = false});
-const OpDef& kMaxBackward = RegisterOp({.name = "max_backward", .cpu = MaxBackwardKernel});
+// max_backward scatters g to the argmax positions: linear in g, so its own gradient gathers gg back from
+// them (create_graph), a sum of gg times the op's 0/1 mask along dim.
+const OpDef& kMaxBackward = RegisterOp({.name = "max_backward",
+                                        .cpu = MaxBackwardKernel,
+                                        .backward = [](const BackwardContext& c) -> TensorList {
+                                          if (!c.needs_input_grad[0]) return {Tensor(), Tensor()};
+                                          const Tensor mask = autograd::CallOp1(
+                                              kMaxBackward, {OnesLike(c.inputs[0]), c.inputs[1]}, c.attrs);
+                                          return {Sum(Mul(c.grad_outputs[0], mask), {c.attrs.GetInt("dim")},
+                                                      c.attrs.GetBool("keepdim")),
+                                                  Tensor()};
+                                        }});
 
 // ---- backward formulas (public ops only, so they also run on distributed tensors) ---------------
 
