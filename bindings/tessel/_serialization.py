@@ -1,6 +1,13 @@
 """torch.save / torch.load for state dicts: tessel.save(obj, f) pickles obj with every dense tensor as a
 numpy array (its dtype and requires_grad kept; bfloat16 through float32, which holds it exactly) and
-tessel.load(f) rebuilds them. Unlike torch's format the file is a plain pickle, read by tessel only.
+tessel.load(f) rebuilds them. Unlike torch's format the file is a plain pickle.
+
+tessel.load also reads the files torch.save writes (the zip format of torch >= 1.6): tensors and
+parameters (views, strides and shared storages kept as values; 8- and 16-bit integers widened to int32,
+which tessel has instead), inside dicts,
+OrderedDicts, lists and tuples — a torch state dict or checkpoint of them, loaded on the CPU whatever
+device it was saved from. Its unpickler builds nothing else (torch's weights_only=True semantics): any
+other class in the file is an UnpicklingError naming it.
 
 DTensors are refused: each rank holds a shard, and a file of one rank's shard is not the model. A sharded
 checkpoint that reloads at another world size is tessel.distributed.checkpoint's (DCP's).
@@ -8,8 +15,12 @@ checkpoint that reloads at another world size is tessel.distributed.checkpoint's
     tessel.save({"model": model.state_dict(), "optim": opt.state_dict()}, "ckpt.pt")
     ck = tessel.load("ckpt.pt"); model.load_state_dict(ck["model"]); opt.load_state_dict(ck["optim"])
 """
+import collections
 import os
 import pickle
+import zipfile
+
+import numpy as np
 
 from . import _C
 
@@ -46,8 +57,104 @@ def save(obj, f, pickle_protocol=pickle.HIGHEST_PROTOCOL, **kwargs):
         pickle.dump(obj, out, protocol=pickle_protocol)
 
 
+# torch.save's zip format: <name>/data.pkl (protocol-2 pickle whose tensors are persistent ids of
+# storages), <name>/data/<key> (each storage's raw bytes), <name>/byteorder.
+_TORCH_STORAGE_DTYPES = {
+    "FloatStorage": np.float32, "DoubleStorage": np.float64, "HalfStorage": np.float16,
+    "BFloat16Storage": _BF16, "LongStorage": np.int64, "IntStorage": np.int32, "ShortStorage": np.int16,
+    "CharStorage": np.int8, "ByteStorage": np.uint8, "BoolStorage": np.bool_,
+}
+
+
+class _StorageType:
+    def __init__(self, name):
+        self.name = name
+
+
+def _torch_tensor(storage, offset, size, stride, requires_grad=False, backward_hooks=None, metadata=None):
+    array, dtype_name = storage
+    size, stride = tuple(size), tuple(stride)
+    if any(n == 0 for n in size):
+        view = np.zeros(size, dtype=array.dtype)
+    else:
+        end = offset + 1 + sum((n - 1) * s for n, s in zip(size, stride))
+        if offset < 0 or end > array.size:
+            raise pickle.UnpicklingError("tessel.load: a tensor of shape %s reaches past its storage of %d elements"
+                                         % (size, array.size))
+        view = np.lib.stride_tricks.as_strided(array[offset:], size, [s * array.itemsize for s in stride])
+    view = np.ascontiguousarray(view)
+    if view.dtype in (np.int8, np.uint8, np.int16):  # no 8/16-bit integer dtype in tessel: widened, lossless
+        view = view.astype(np.int32)
+    if dtype_name == _BF16:  # the raw bits: widen to float32 (exact), then back to bfloat16
+        return _rebuild((view.astype(np.uint32) << 16).view(np.float32), _BF16, requires_grad)
+    return _rebuild(view, str(view.dtype), requires_grad)
+
+
+def _torch_parameter(data, requires_grad, backward_hooks=None, state=None):
+    data.requires_grad_(bool(requires_grad))
+    return data
+
+
+class _TorchUnpickler(pickle.Unpickler):
+    _CLASSES = {
+        ("torch._utils", "_rebuild_tensor_v2"): _torch_tensor,
+        ("torch._utils", "_rebuild_parameter"): _torch_parameter,
+        ("torch._utils", "_rebuild_parameter_with_state"): _torch_parameter,
+        ("collections", "OrderedDict"): collections.OrderedDict,
+        ("torch", "Size"): tuple,
+    }
+
+    def __init__(self, data, archive, prefix):
+        super().__init__(data)
+        self._archive, self._prefix, self._storages = archive, prefix, {}
+
+    def find_class(self, module, name):
+        if module == "torch" and name in _TORCH_STORAGE_DTYPES:
+            return _StorageType(name)
+        if (module, name) in self._CLASSES:
+            return self._CLASSES[(module, name)]
+        raise pickle.UnpicklingError("tessel.load: %s.%s in a torch file is not supported (tessel reads tensors, "
+                                     "parameters, numbers, strings and dicts / lists / tuples of them)"
+                                     % (module, name))
+
+    def persistent_load(self, pid):
+        if not isinstance(pid, tuple) or len(pid) != 5 or pid[0] != "storage" or not isinstance(pid[1], _StorageType):
+            raise pickle.UnpicklingError("tessel.load: unsupported persistent id %r in a torch file" % (pid,))
+        _, kind, key, _location, numel = pid
+        if key not in self._storages:
+            dtype = _TORCH_STORAGE_DTYPES[kind.name]
+            raw = self._archive.read("%s/data/%s" % (self._prefix, key))
+            array = np.frombuffer(raw, dtype=np.uint16 if dtype == _BF16 else dtype, count=numel)
+            self._storages[key] = (array, dtype if dtype == _BF16 else str(array.dtype))
+        return self._storages[key]
+
+
+def _load_torch_zip(src):
+    with zipfile.ZipFile(src) as archive:
+        pkl = [n for n in archive.namelist() if n.endswith("/data.pkl")]
+        if len(pkl) != 1:
+            raise pickle.UnpicklingError("tessel.load: a zip file that is not torch.save's (no single data.pkl)")
+        prefix = pkl[0][:-len("/data.pkl")]
+        order = prefix + "/byteorder"
+        if order in archive.namelist() and archive.read(order).strip() != b"little":
+            raise pickle.UnpicklingError("tessel.load: a big-endian torch file")
+        import io
+        return _TorchUnpickler(io.BytesIO(archive.read(pkl[0])), archive, prefix).load()
+
+
 def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=None, **kwargs):
+    """tessel.save's pickles, and torch.save's zip files (see the module docstring); map_location is
+    accepted and ignored (everything loads on the CPU)."""
     if hasattr(f, "read"):
+        if hasattr(f, "seek") and hasattr(f, "tell"):  # peek at the zip signature
+            start = f.tell()
+            head = f.read(4)
+            f.seek(start)
+            if head == b"PK\x03\x04":
+                return _load_torch_zip(f)
         return pickle.load(f)
-    with open(os.fspath(f), "rb") as src:
+    path = os.fspath(f)
+    if zipfile.is_zipfile(path):
+        return _load_torch_zip(path)
+    with open(path, "rb") as src:
         return pickle.load(src)

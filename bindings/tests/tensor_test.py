@@ -370,6 +370,40 @@ def test_maml_second_order_meta_gradient_matches_finite_differences():
         np.testing.assert_allclose(meta[k].numpy(), fd, rtol=1e-5, atol=1e-8)
 
 
+def test_load_reads_a_file_torch_save_wrote(tmp_path):
+    # tests/data/torch_saved.pt was written by torch 2.15's torch.save (tests/data/make_torch_saved.py).
+    import collections
+    import os
+    import pickle
+    import zipfile
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "torch_saved.pt")
+    d = tessel.load(path, map_location="cpu", weights_only=True)
+    assert isinstance(d["model"], collections.OrderedDict) and d["step"] == 7 and d["name"] == "ckpt"
+    np.testing.assert_array_equal(d["model"]["weight"].numpy(), (np.arange(6.0, dtype=np.float32) / 10).reshape(2, 3))
+    assert d["half"].dtype == tessel.float16 and d["half"].tolist() == [0.0, 0.25, 0.5, 0.75]
+    assert d["bf16"].dtype == tessel.bfloat16 and d["bf16"].float().tolist() == [1.5, -2.25]
+    assert d["ints_t"].dtype == tessel.int64 and d["ints_t"].tolist() == [[1, 3], [2, 4]]  # the transpose's values
+    assert d["param"].requires_grad and not d["half"].requires_grad
+    assert d["flags"].tolist() == [True, False] and d["strided"].tolist() == [2.0, 4.0, 6.0]
+    assert d["whole"].tolist() == list(map(float, range(10)))
+    assert d["f64"].dtype == tessel.float64 and d["f64"].tolist() == [1e-300, 2.0]
+    assert d["i32"].tolist() == [-7] and d["u8"].dtype == tessel.int32 and d["u8"].tolist() == [255]
+    assert d["list"][0].tolist() == [0.0] and d["list"][1] == (1, 2.5)
+    lin = tessel.nn.Linear(3, 2)
+    lin.load_state_dict(d["model"])
+    assert lin.bias.tolist() == [0.5, -0.5]
+    with open(path, "rb") as f:  # a file object too
+        assert tessel.load(f)["step"] == 7
+    # Only tensors and plain containers are built: any other class is refused by name.
+    bad = tmp_path / "bad.pt"
+    with zipfile.ZipFile(bad, "w") as z:
+        z.writestr("bad/data.pkl", pickle.dumps(collections.Counter(a=1), protocol=2))
+    with pytest.raises(pickle.UnpicklingError, match="collections.Counter in a torch file is not supported"):
+        tessel.load(str(bad))
+    tessel.save({"w": tessel.ones(2)}, str(tmp_path / "own.pt"))  # tessel's own format still loads
+    assert tessel.load(str(tmp_path / "own.pt"))["w"].tolist() == [1.0, 1.0]
+
+
 def test_autograd_grad_and_backward_inputs_follow_torch():
     x = tessel.tensor([1.0, 2.0], requires_grad=True)
     w = tessel.tensor([3.0, 5.0], requires_grad=True)
