@@ -10,7 +10,12 @@
 #include <filesystem>
 #include <string>
 
+#include <chrono>
+#include <future>
+#include <memory>
+
 #include "bindings/bind.h"
+#include "checkpoint/async_save.h"
 #include "checkpoint/load.h"
 #include "checkpoint/save.h"
 #include "checkpoint/metadata.h"
@@ -84,6 +89,27 @@ void BindCheckpoint(py::module_& m) {
   m.def("_dcp_save", [](const checkpoint::StateDict& sd, const std::string& dir, const comm::ProcessGroupPtr& world) {
     NoGil([&] { checkpoint::Save(sd, dir, world); });
   }, py::arg("state_dict"), py::arg("dir"), py::arg("world") = nullptr);
+  // dcp.async_save: one AsyncSaver per process group (collective to make: it makes its own group);
+  // save() returns once this rank's share is snapshotted, the future's result() once the checkpoint is
+  // committed (rethrowing the save's error from any rank).
+  using SaveFuture = std::shared_future<checkpoint::SaveResult>;
+  py::class_<SaveFuture>(m, "_AsyncSaveFuture")
+      .def("result", [](const SaveFuture& f) {
+        const checkpoint::SaveResult r = NoGil([&] { return f.get(); });
+        return py::dict(py::arg("save_id") = r.save_id, py::arg("bytes_written") = r.bytes_written,
+                        py::arg("total_bytes") = r.total_bytes);
+      })
+      .def("done", [](const SaveFuture& f) { return f.wait_for(std::chrono::seconds(0)) == std::future_status::ready; });
+  py::class_<checkpoint::AsyncSaver, std::shared_ptr<checkpoint::AsyncSaver>>(m, "_AsyncSaver")
+      .def(py::init([](const comm::ProcessGroupPtr& world) {
+             return NoGil([&] { return std::make_shared<checkpoint::AsyncSaver>(world); });
+           }),
+           py::arg("world") = nullptr)
+      .def("save", [](checkpoint::AsyncSaver& s, const checkpoint::StateDict& sd, const std::string& dir) {
+        return NoGil([&] { return s.Save(sd, dir); });
+      }, py::arg("state_dict"), py::arg("dir"))
+      .def("wait", [](checkpoint::AsyncSaver& s) { NoGil([&] { s.Wait(); }); })
+      .def_property_readonly("last_stall_seconds", &checkpoint::AsyncSaver::last_stall_seconds);
   // The kind of every non-tensor entry of DIR ("bytes", "int64", "float64", "string"): DCP's load takes such
   // values from the checkpoint whatever the state dict held (tessel/distributed/checkpoint/__init__.py).
   m.def("_dcp_value_kinds", [](const std::string& dir) {

@@ -168,6 +168,41 @@ def test_gradient_penalty_under_ddp_equals_one_process_and_fsdp_refuses_create_g
                 np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
 
 
+def test_async_save_snapshots_at_the_call_and_loads_on_one_rank(tmp_path):
+    # dcp.async_save returns once each rank's shard is snapshotted: parameters changed right after the
+    # call do not reach the checkpoint; result() waits for the commit. The 2-rank checkpoint then loads
+    # into one unsharded model with the values of the call.
+    from tessel.distributed.checkpoint.state_dict import get_model_state_dict
+    ckpt = str(tmp_path / "async")
+    saved = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        net = sharded_net()
+        sd = get_model_state_dict(net)
+        saved[world.rank] = {k: v.full_tensor().numpy().copy() for k, v in sd.items()}
+        future = dcp.async_save(sd, checkpoint_id=ckpt)
+        with tessel.no_grad():
+            for p in net.parameters():
+                p.mul_(0.0)  # after the snapshot: must not be in the checkpoint
+        result = future.result()
+        assert future.done() and result["total_bytes"] > 0
+        future2 = dcp.async_save(sd, checkpoint_id=str(tmp_path / "zeros"))  # the same saver, again
+        future2.result()
+        dist.destroy_process_group()
+
+    tessel.run_ranks(2, rank_fn)
+    tessel.manual_seed(1)
+    fresh = Net()
+    back = {k: v for k, v in fresh.state_dict().items()}
+    dcp.load(back, checkpoint_id=ckpt)
+    for k, v in saved[0].items():
+        np.testing.assert_array_equal(back[k].numpy(), v, err_msg=k)
+    zeros = {k: v for k, v in Net().state_dict().items()}
+    dcp.load(zeros, checkpoint_id=str(tmp_path / "zeros"))
+    assert all(not np.any(v.numpy()) for v in zeros.values())
+
+
 def test_broadcast_from_rank0_loads_rank_0s_full_state_dict_into_every_ranks_shards():
     # torchtune/torchtitan's load of a full checkpoint read on rank 0 only: the others pass {}.
     from tessel.distributed.checkpoint.state_dict import (StateDictOptions, get_model_state_dict,

@@ -15,6 +15,7 @@ strict=False), and a shape, dtype or kind mismatch always raises. Collective ove
 """
 import os
 import pickle
+import threading
 
 from ... import _C
 from .. import _default_group, is_initialized
@@ -83,6 +84,28 @@ def _dir(checkpoint_id):
 def save(state_dict, *, checkpoint_id=None, storage_writer=None, planner=None, process_group=None):
     world = process_group or (_default_group("checkpoint.save") if is_initialized() else None)
     _C._dcp_save(_flatten(state_dict, "", {}), _dir(checkpoint_id), world)
+
+
+_savers = threading.local()  # per thread (a run_ranks rank): one AsyncSaver per process group
+
+
+def async_save(state_dict, *, checkpoint_id=None, storage_writer=None, planner=None, process_group=None,
+               async_checkpointer_type=None, async_stager=None, no_dist=False, use_cached_state_dict=False):
+    """torch's dcp.async_save: returns once this rank's share of state_dict is snapshotted (training may
+    change every tensor at once); the returned future's result() waits for the committed checkpoint and
+    raises the save's error from any rank. One save in flight per process group (the next waits for it).
+    The first call on a group is collective (the saver makes its own group for its background work)."""
+    if storage_writer is not None or planner is not None or async_stager is not None:
+        raise NotImplementedError("async_save: storage_writer, planner and async_stager are not supported")
+    world = None if no_dist else (process_group or (_default_group("checkpoint.async_save")
+                                                    if is_initialized() else None))
+    cache = getattr(_savers, "by_group", None)
+    if cache is None:
+        cache = _savers.by_group = {}
+    saver = cache.get(id(world))
+    if saver is None:
+        saver = cache[id(world)] = (world, _C._AsyncSaver(world))
+    return saver[1].save(_flatten(state_dict, "", {}), _dir(checkpoint_id))
 
 
 def load(state_dict, *, checkpoint_id=None, storage_reader=None, planner=None, process_group=None, strict=True):
