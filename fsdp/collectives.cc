@@ -118,7 +118,8 @@ ReduceScatterResult IssueReduceScatter(Tensor flat_input, ReduceTargets targets,
 namespace {
 
 // The HSDP all-reduce and the view-out into the sharded .grads.
-void PostReduce(ReduceScatterResult& result, const ReduceSpec& spec, bool on_stream) {
+void PostReduce(ReduceScatterResult& result, const ReduceSpec& spec, bool on_stream,
+                std::optional<DeferredGradFlags>* deferred) {
   if (spec.replicate_group && spec.replicate_group->size() > 1) {
     const comm::ReduceOp op = spec.divide_factor ? comm::ReduceOp::kSum : comm::ReduceOp::kAvg;
     comm::WorkPtr work = spec.replicate_group->AllReduce(result.output, op);
@@ -131,8 +132,16 @@ void PostReduce(ReduceScatterResult& result, const ReduceSpec& spec, bool on_str
   const ReduceTargets& t = result.targets;
   std::vector<double> flags;  // [Note: FSDP gradient flags]
   if (t.flag_offset >= 0) {
-    flags = MakeView(result.output, {static_cast<int64_t>(t.params.size())}, {1},
-                     result.output.storage_offset() + t.flag_offset).ToDoubleVector();
+    const Tensor view = MakeView(result.output, {static_cast<int64_t>(t.params.size())}, {1},
+                                 result.output.storage_offset() + t.flag_offset);
+    if (on_stream && deferred != nullptr) {
+      DeferredGradFlags& d = deferred->emplace();
+      d.flags = view;  // keeps the output's block alive until resolved
+      d.params = t.params;
+      for (const FsdpParam* p : t.params) d.had_grad.push_back(p->sharded_param().grad().defined());
+    } else {
+      flags = view.ToDoubleVector();
+    }
   }
   bool adopted = false;
   for (size_t i = 0; i < t.params.size(); ++i) {
@@ -145,18 +154,29 @@ void PostReduce(ReduceScatterResult& result, const ReduceSpec& spec, bool on_str
 
 }  // namespace
 
-EventPtr FinishReduceScatter(ReduceScatterResult& result, const ReduceSpec& spec, CommStreams* streams) {
+EventPtr FinishReduceScatter(ReduceScatterResult& result, const ReduceSpec& spec, CommStreams* streams,
+                             std::optional<DeferredGradFlags>* deferred) {
   EventPtr post_reduce;
   if (streams != nullptr && result.reduced) {
     post_reduce = streams->FinishReduceScatter(std::move(result.input), *result.reduced,
-                                               [&] { PostReduce(result, spec, /*on_stream=*/true); });
+                                               [&] { PostReduce(result, spec, /*on_stream=*/true, deferred); });
   } else {
     if (result.work) result.work->Wait();
     result.input = Tensor();
-    PostReduce(result, spec, /*on_stream=*/false);
+    PostReduce(result, spec, /*on_stream=*/false, nullptr);
   }
   result = ReduceScatterResult();
   return post_reduce;
+}
+
+void ResolveGradFlags(DeferredGradFlags& deferred) {
+  const std::vector<double> flags = deferred.flags.ToDoubleVector();
+  for (size_t i = 0; i < deferred.params.size(); ++i) {
+    if (flags[i] != 0.0 || deferred.had_grad[i]) continue;
+    Tensor p = deferred.params[i]->sharded_param();  // a handle: clears the parameter's own .grad
+    p.set_grad(Tensor());
+  }
+  deferred = DeferredGradFlags();
 }
 
 }  // namespace tessel::fsdp

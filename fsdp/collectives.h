@@ -104,13 +104,27 @@ struct ReduceSpec {
 // the compute stream (which folded the gradients into `flat_input`).
 ReduceScatterResult IssueReduceScatter(Tensor flat_input, ReduceTargets targets, const ReduceSpec& spec,
                                        CommStreams* streams = nullptr);
+// A device reduction's flags, read once the compute stream waited for it (ResolveGradFlags) instead of on
+// the host inside the reduce-scatter stream's work, which would wait for every group's reduction in turn.
+struct DeferredGradFlags {
+  Tensor flags;                    // the reduced flags, one per target (device)
+  std::vector<FsdpParam*> params;  // the targets, each given a .grad (zeros where no rank had one)
+  std::vector<bool> had_grad;      // whether each had a .grad before this reduction
+};
+
 // Waits for the reduce-scatter, runs the HSDP all-reduce over the replicate axis, and makes this rank's
 // rows the sharded .grad of every target parameter whose flag is set (added to an existing .grad).
-// Frees the staging buffers. Reading the flags copies them to the host (on a device, after the stream).
+// Frees the staging buffers. Host tensors: the flags are read here. Device tensors with `deferred`:
+// every target gets its rows (zeros where no rank had a gradient) and `deferred` the flags, for
+// ResolveGradFlags; without `deferred` they are read here (a host wait on the stream).
 // With `streams` nothing waits on the host: the input is released after the compute stream waits for
 // the reduce-scatter event, the all-reduce and view-out run on the reduce-scatter stream, and the
 // returned post-reduce event is what the compute stream must wait for before reading .grad (null on
 // the host path).
-EventPtr FinishReduceScatter(ReduceScatterResult& result, const ReduceSpec& spec, CommStreams* streams = nullptr);
+EventPtr FinishReduceScatter(ReduceScatterResult& result, const ReduceSpec& spec, CommStreams* streams = nullptr,
+                             std::optional<DeferredGradFlags>* deferred = nullptr);
+// Drops the .grad FinishReduceScatter gave to parameters no rank had a gradient for (and that had none).
+// REQUIRES: the compute stream waited for that reduction's post-reduce event (the read syncs it).
+void ResolveGradFlags(DeferredGradFlags& deferred);
 
 }  // namespace tessel::fsdp

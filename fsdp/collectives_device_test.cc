@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -175,6 +176,36 @@ TEST_F(CollectivesDeviceTest, ReduceScatterRunsOnItsStreamAndViewsOutThisRanksRo
   Drain();
   const Tensor grad = dtensor::GetDTensorImpl(param_->sharded_param().grad(), "test").local();
   EXPECT_EQ(Host(grad), (std::vector<float>{10, 20, 30, 40}));
+}
+
+TEST_F(CollectivesDeviceTest, GradientFlagsAreReadAfterTheComputeStreamWaitedNotOnTheReduceStream) {
+  // [Note: FSDP gradient flags] on a device: FinishReduceScatter gives the target its rows and defers the
+  // flags (no copy to the host inside the reduce-scatter stream's work); ResolveGradFlags, after the
+  // compute stream waited, drops the .grad of a parameter no rank had a gradient for.
+  const ReduceSpec spec{.dtype = DType::kFloat32, .divide_factor = std::nullopt, .shard_group = group_,
+                        .replicate_group = nullptr};
+  for (float flag : {0.0f, 1.0f}) {
+    SCOPED_TRACE(flag);
+    Tensor p = param_->sharded_param();
+    p.set_grad(Tensor());
+    std::vector<float> host(40, 0.0f);  // two rank blocks of 4 rows + 16 flags
+    for (int i = 0; i < 4; ++i) host[i] = 10.0f * (i + 1);
+    host[4] = flag;
+    Tensor input = FromVector<float>(host, {40}).To(kGpu);
+    const size_t before = Fake().copies.size();
+    ReduceScatterResult r = IssueReduceScatter(
+        std::move(input), {.params = params_, .offsets = {0}, .block_numel = 20, .flag_offset = 4}, spec,
+        streams_.get());
+    std::optional<DeferredGradFlags> deferred;
+    const EventPtr post_reduce = FinishReduceScatter(r, spec, streams_.get(), &deferred);
+    ASSERT_TRUE(post_reduce && deferred.has_value());
+    EXPECT_EQ(CopyStreamsSince(before), std::vector<memory::StreamHandle>{streams_->reduce_scatter_stream().handle()});
+    EXPECT_TRUE(param_->sharded_param().grad().defined());  // given its rows until resolved
+    streams_->ComputeWaitFor(*post_reduce);
+    Drain();
+    ResolveGradFlags(*deferred);
+    EXPECT_EQ(param_->sharded_param().grad().defined(), flag != 0.0f);
+  }
 }
 
 }  // namespace

@@ -230,7 +230,9 @@ void ParamGroup::WriteGradFlags(const Tensor& input, const std::vector<bool>& ha
 
 void ParamGroup::FinishReduce() {
   if (!pending_reduce_) return;
-  if (EventPtr e = FinishReduceScatter(*pending_reduce_, MakeReduceSpec(), streams())) post_reduce_event_ = e;
+  if (EventPtr e = FinishReduceScatter(*pending_reduce_, MakeReduceSpec(), streams(), &deferred_flags_)) {
+    post_reduce_event_ = e;
+  }
   pending_reduce_.reset();
   if (ctx_->pending_reduce == this) ctx_->pending_reduce = nullptr;
 }
@@ -241,6 +243,10 @@ void ParamGroup::FinalizeBackward() {
     // The optimizer reads .grad on the compute stream.
     streams()->ComputeWaitFor(*post_reduce_event_);
     post_reduce_event_.reset();
+  }
+  if (deferred_flags_) {  // after the wait above: the flags are read on the compute stream
+    ResolveGradFlags(*deferred_flags_);
+    deferred_flags_.reset();
   }
   if (pending_unshard_ && !unsharded_) {
     // A prefetch for a group that did not run backward: wait and drop it.

@@ -142,6 +142,8 @@ class ParamGroup {
   // Device tensors: the event behind this group's last view-out into .grad (the compute stream waits
   // for it at the end of backward; PyTorch's _post_reduce_event).
   EventPtr post_reduce_event_;
+  // Device tensors: the last reduction's gradient flags, resolved at the end of backward.
+  std::optional<DeferredGradFlags> deferred_flags_;
   CommStreams* streams();
 };
 
