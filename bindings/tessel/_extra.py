@@ -304,7 +304,7 @@ def _function_of(name):
     return fn
 
 
-_FLOAT_OPS = ("sin", "cos", "exp2", "log1p", "expm1", "erf")
+_FLOAT_OPS = ("sin", "cos", "exp2", "log1p", "expm1", "erf", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid")
 _C_UNARY_METHODS = {name: _float_op(name) for name in _FLOAT_OPS}  # floor / ceil keep integers (a copy)
 _C_UNARY = {name: _function_of(name) for name in _FLOAT_OPS + ("floor", "ceil")}
 

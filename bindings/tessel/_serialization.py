@@ -82,7 +82,7 @@ def _torch_tensor(storage, offset, size, stride, requires_grad=False, backward_h
             raise pickle.UnpicklingError("tessel.load: a tensor of shape %s reaches past its storage of %d elements"
                                          % (size, array.size))
         view = np.lib.stride_tricks.as_strided(array[offset:], size, [s * array.itemsize for s in stride])
-    view = np.ascontiguousarray(view)
+    view = view.copy(order="C")  # (np.ascontiguousarray would make a 0-d tensor 1-d)
     if view.dtype in (np.int8, np.uint8, np.int16):  # no 8/16-bit integer dtype in tessel: widened, lossless
         view = view.astype(np.int32)
     if dtype_name == _BF16:  # the raw bits: widen to float32 (exact), then back to bfloat16
@@ -142,19 +142,36 @@ def _load_torch_zip(src):
         return _TorchUnpickler(io.BytesIO(archive.read(pkl[0])), archive, prefix).load()
 
 
+_ZIP_MAGIC = b"PK\x03\x04"
+_LEGACY_TORCH_MAGIC = 0x1950A86A20F9469CFC6C  # the first object of a pre-1.6 torch.save file
+
+
+def _load_pickle(src):
+    obj = pickle.load(src)
+    if isinstance(obj, int) and obj == _LEGACY_TORCH_MAGIC:
+        raise pickle.UnpicklingError("tessel.load: the legacy (pre-1.6, _use_new_zipfile_serialization=False) "
+                                     "torch.save format is not supported; re-save it with a current torch")
+    return obj
+
+
 def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=None, **kwargs):
     """tessel.save's pickles, and torch.save's zip files (see the module docstring); map_location is
     accepted and ignored (everything loads on the CPU)."""
     if hasattr(f, "read"):
-        if hasattr(f, "seek") and hasattr(f, "tell"):  # peek at the zip signature
+        seekable = f.seekable() if hasattr(f, "seekable") else False
+        if seekable:  # peek at the zip signature
             start = f.tell()
             head = f.read(4)
             f.seek(start)
-            if head == b"PK\x03\x04":
+            if head == _ZIP_MAGIC:
                 return _load_torch_zip(f)
-        return pickle.load(f)
-    path = os.fspath(f)
-    if zipfile.is_zipfile(path):
-        return _load_torch_zip(path)
-    with open(path, "rb") as src:
-        return pickle.load(src)
+        elif hasattr(f, "peek") and f.peek(4)[:4] == _ZIP_MAGIC:  # a buffered pipe: zip needs seeking
+            import io
+            return _load_torch_zip(io.BytesIO(f.read()))
+        return _load_pickle(f)
+    with open(os.fspath(f), "rb") as src:
+        if src.read(4) == _ZIP_MAGIC:  # the leading signature, as above (not zipfile.is_zipfile's search)
+            src.seek(0)
+            return _load_torch_zip(src)
+        src.seek(0)
+        return _load_pickle(src)

@@ -185,8 +185,10 @@ def test_async_save_snapshots_at_the_call_and_loads_on_one_rank(tmp_path):
         with tessel.no_grad():
             for p in net.parameters():
                 p.mul_(0.0)  # after the snapshot: must not be in the checkpoint
-        result = future.result()
-        assert future.done() and result["total_bytes"] > 0
+        import concurrent.futures
+        assert isinstance(future, concurrent.futures.Future)  # as torch's async_save returns
+        result = future.result(timeout=60)
+        assert future.done() and future.exception() is None and result["total_bytes"] > 0
         future2 = dcp.async_save(sd, checkpoint_id=str(tmp_path / "zeros"))  # the same saver, again
         future2.result()
         dist.destroy_process_group()

@@ -184,6 +184,7 @@ def test_composed_torch_functions_match_numpy_formulas_and_finite_differences():
     assert tessel.round(tessel.tensor([0.5, 1.5, 2.5, -0.5])).tolist() == [0.0, 2.0, 2.0, -0.0]  # half to even
     close(tessel.round(tessel.tensor([1.2345, -2.5678]), decimals=2).numpy(), [1.23, -2.57], rtol=1e-6)
     assert tessel.floor(tessel.tensor([3, -2])).tolist() == [3, -2]  # integers: a copy
+    assert tessel.exp(tessel.tensor([0, 1])).dtype == tessel.float32 and tessel.tensor([4]).sqrt().tolist() == [2.0]
     s = tessel.sin(tessel.tensor([0, 1]))  # integers promote to float32, as torch
     assert s.dtype == tessel.float32 and abs(s.tolist()[1] - math.sin(1)) < 1e-6
     assert tessel.tensor([True]).exp2().tolist() == [2.0]
@@ -389,11 +390,30 @@ def test_load_reads_a_file_torch_save_wrote(tmp_path):
     assert d["f64"].dtype == tessel.float64 and d["f64"].tolist() == [1e-300, 2.0]
     assert d["i32"].tolist() == [-7] and d["u8"].dtype == tessel.int32 and d["u8"].tolist() == [255]
     assert d["list"][0].tolist() == [0.0] and d["list"][1] == (1, 2.5)
+    assert d["scalar"].shape == () and d["scalar"].item() == 3.5  # 0-d stays 0-d
+    assert d["scale"].shape == () and d["scale"].requires_grad and d["scale"].item() == 2.0
     lin = tessel.nn.Linear(3, 2)
     lin.load_state_dict(d["model"])
     assert lin.bias.tolist() == [0.5, -0.5]
     with open(path, "rb") as f:  # a file object too
         assert tessel.load(f)["step"] == 7
+    import threading
+
+    def through_a_pipe(blob):  # a non-seekable stream, as torch.load accepts
+        r, w = os.pipe()
+        threading.Thread(target=lambda: (os.write(w, blob), os.close(w))).start()
+        with os.fdopen(r, "rb") as stream:
+            return tessel.load(stream)
+    with open(path, "rb") as f:
+        assert through_a_pipe(f.read())["step"] == 7
+    own = tmp_path / "magic.pt"  # tessel's pickle whose data holds the zip end-record signature bytes
+    tessel.save({"v": tessel.tensor([0, 0x06054B50, 0], dtype=tessel.int32)}, str(own))
+    assert tessel.load(str(own))["v"].tolist() == [0, 0x06054B50, 0]
+    assert through_a_pipe(own.read_bytes())["v"].tolist() == [0, 0x06054B50, 0]
+    legacy = tmp_path / "legacy.pt"  # the pre-1.6 format starts with torch's magic number
+    legacy.write_bytes(pickle.dumps(0x1950A86A20F9469CFC6C, protocol=2))
+    with pytest.raises(pickle.UnpicklingError, match="legacy"):
+        tessel.load(str(legacy))
     # Only tensors and plain containers are built: any other class is refused by name.
     bad = tmp_path / "bad.pt"
     with zipfile.ZipFile(bad, "w") as z:

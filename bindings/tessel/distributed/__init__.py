@@ -145,6 +145,8 @@ def destroy_process_group(group=None):
     reference."""
     if group is not None and group is not getattr(_local, "world", None):
         return
+    from .checkpoint import _release_savers
+    _release_savers()  # their groups (and a gloo world's store) must not outlive the world
     _local.initialized, _local.mesh = False, None
     if not getattr(_local, "in_run_ranks", False):
         _local.world = None

@@ -22,5 +22,7 @@ sd = {
     "i32": torch.tensor([-7], dtype=torch.int32),
     "u8": torch.tensor([255], dtype=torch.uint8),
     "list": [torch.zeros(1), (1, 2.5)],
+    "scalar": torch.tensor(3.5),  # 0-d
+    "scale": torch.nn.Parameter(torch.tensor(2.0)),  # a 0-d parameter (a learnable temperature)
 }
 torch.save(sd, os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_saved.pt"))

@@ -89,12 +89,41 @@ def save(state_dict, *, checkpoint_id=None, storage_writer=None, planner=None, p
 _savers = threading.local()  # per thread (a run_ranks rank): one AsyncSaver per process group
 
 
+def _release_savers():
+    """destroy_process_group: waits for this thread's in-flight async saves and drops the savers, so
+    neither they nor the groups they hold outlive the world."""
+    cache = getattr(_savers, "by_group", None) or {}
+    _savers.by_group = {}
+    for _, saver in cache.values():
+        try:
+            saver.wait()
+        except Exception:  # noqa: BLE001 (the save's own future reports its error)
+            pass
+
+
+def _as_future(cpp_future):
+    """A concurrent.futures.Future (torch's async_save returns one): a thread waits for the C++ future
+    (the GIL released) and sets its result or exception."""
+    import concurrent.futures
+    future = concurrent.futures.Future()
+
+    def wait():
+        try:
+            future.set_result(cpp_future.result())
+        except BaseException as e:  # noqa: BLE001 (handed to the caller through the future)
+            future.set_exception(e)
+
+    threading.Thread(target=wait, name="tessel-async-save-wait", daemon=True).start()
+    return future
+
+
 def async_save(state_dict, *, checkpoint_id=None, storage_writer=None, planner=None, process_group=None,
                async_checkpointer_type=None, async_stager=None, no_dist=False, use_cached_state_dict=False):
     """torch's dcp.async_save: returns once this rank's share of state_dict is snapshotted (training may
-    change every tensor at once); the returned future's result() waits for the committed checkpoint and
-    raises the save's error from any rank. One save in flight per process group (the next waits for it).
-    The first call on a group is collective (the saver makes its own group for its background work)."""
+    change every tensor at once); the returned concurrent.futures.Future's result() waits for the
+    committed checkpoint and raises the save's error from any rank. One save in flight per process group
+    (the next waits for it). The first call on a group is collective (the saver makes its own group for
+    its background work); destroy_process_group waits for the saves and releases the savers."""
     if storage_writer is not None or planner is not None or async_stager is not None:
         raise NotImplementedError("async_save: storage_writer, planner and async_stager are not supported")
     world = None if no_dist else (process_group or (_default_group("checkpoint.async_save")
@@ -105,7 +134,7 @@ def async_save(state_dict, *, checkpoint_id=None, storage_writer=None, planner=N
     saver = cache.get(id(world))
     if saver is None:
         saver = cache[id(world)] = (world, _C._AsyncSaver(world))
-    return saver[1].save(_flatten(state_dict, "", {}), _dir(checkpoint_id))
+    return _as_future(saver[1].save(_flatten(state_dict, "", {}), _dir(checkpoint_id)))
 
 
 def load(state_dict, *, checkpoint_id=None, storage_reader=None, planner=None, process_group=None, strict=True):
