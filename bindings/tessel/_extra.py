@@ -309,6 +309,14 @@ _C_UNARY_METHODS = {name: _float_op(name) for name in _FLOAT_OPS}  # floor / cei
 _C_UNARY = {name: _function_of(name) for name in _FLOAT_OPS + ("floor", "ceil")}
 
 
+def trunc(x):
+    """torch.trunc (fix): rounds toward zero, floor of |x| with x's sign (zero gradient); an integer
+    tensor gives a copy."""
+    if not x.dtype.is_floating_point:
+        return x.floor()
+    return _C._functional.where(x < 0, x.ceil(), x.floor())
+
+
 def round_(x, *, decimals=0):
     """torch.round: half to even; with decimals, round(x * 10**decimals) / 10**decimals (torch's
     formula). An integer tensor gives a copy."""
@@ -501,7 +509,7 @@ _BOTH = dict(  # torch.X(t, ...) and t.X(...)
     isfinite=isfinite, nan_to_num=nan_to_num, logsumexp=logsumexp, cumsum=cumsum, any=any_, all=all_,
     movedim=movedim, swapaxes=swapaxes, unbind=unbind, unflatten=unflatten, index_select=index_select, flip=flip,
     roll=roll, repeat_interleave=repeat_interleave, masked_select=masked_select, outer=outer, diag=diag,
-    trace=trace, round=round_, nonzero=nonzero, argwhere=argwhere, count_nonzero=count_nonzero, allclose=allclose, equal=equal,
+    trace=trace, round=round_, trunc=trunc, fix=trunc, nonzero=nonzero, argwhere=argwhere, count_nonzero=count_nonzero, allclose=allclose, equal=equal,
     clip=lambda x, min=None, max=None: x.clamp(min, max))
 
 TORCH_FUNCTIONS = dict(_BOTH, **_C_UNARY, take_along_dim=take_along_dim, linspace=linspace, numel=numel, softplus=softplus)

@@ -184,6 +184,8 @@ def test_composed_torch_functions_match_numpy_formulas_and_finite_differences():
     assert tessel.round(tessel.tensor([0.5, 1.5, 2.5, -0.5])).tolist() == [0.0, 2.0, 2.0, -0.0]  # half to even
     close(tessel.round(tessel.tensor([1.2345, -2.5678]), decimals=2).numpy(), [1.23, -2.57], rtol=1e-6)
     assert tessel.floor(tessel.tensor([3, -2])).tolist() == [3, -2]  # integers: a copy
+    assert tessel.trunc(tessel.tensor([-2.5, -0.5, 0.5, 1.9])).tolist() == [-2.0, -0.0, 0.0, 1.0]
+    assert tessel.tensor([-7, 3]).fix().tolist() == [-7, 3]
     assert tessel.exp(tessel.tensor([0, 1])).dtype == tessel.float32 and tessel.tensor([4]).sqrt().tolist() == [2.0]
     s = tessel.sin(tessel.tensor([0, 1]))  # integers promote to float32, as torch
     assert s.dtype == tessel.float32 and abs(s.tolist()[1] - math.sin(1)) < 1e-6
