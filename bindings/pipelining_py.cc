@@ -13,6 +13,7 @@
 #include <pybind11/functional.h>
 #include <pybind11/stl.h>
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -21,6 +22,7 @@
 
 #include "bindings/bind.h"
 #include "core/base/error.h"
+#include "fsdp/fully_shard.h"
 #include "pipelining/action.h"
 #include "pipelining/executor.h"
 #include "pipelining/lowering.h"
@@ -121,11 +123,32 @@ void BindRuntime(py::module_& m) {
       .def_property_readonly("stage_index", &pp::PipelineStage::stage_index)
       .def_property_readonly("is_first", &pp::PipelineStage::is_first)
       .def_property_readonly("is_last", &pp::PipelineStage::is_last);
+  // fsdp_groups (torchtitan's PP + FSDP): per stage (in `stages`' order) its fully_shard handles, the
+  // stage's root last; the lowered program's UNSHARD / RESHARD / REDUCE_GRAD act on them, as the C++
+  // composition (examples/gpt/parallel_gpt.cc) wires them.
   py::class_<pp::PipelineExecutor>(m, "_PipelineExecutor")
-      .def(py::init([](std::vector<pp::PipelineStage*> stages, pp::RankProgram program, int num_microbatches) {
-             return std::make_unique<pp::PipelineExecutor>(std::move(stages), std::move(program), num_microbatches);
+      .def(py::init([](std::vector<pp::PipelineStage*> stages, pp::RankProgram program, int num_microbatches,
+                       std::vector<std::vector<fsdp::FSDPModule>> fsdp_groups) {
+             pp::ExecutorOptions options;
+             if (!fsdp_groups.empty()) {
+               TESSEL_CHECK(fsdp_groups.size() == stages.size(), "pipelining: fully_shard handles for ",
+                            fsdp_groups.size(), " stages, but this rank holds ", stages.size());
+               std::map<int, std::vector<fsdp::FSDPModule>> by_stage;
+               for (size_t i = 0; i < stages.size(); ++i) {
+                 TESSEL_CHECK(!fsdp_groups[i].empty(), "pipelining: stage ", stages[i]->stage_index(),
+                              " is not under fully_shard while another stage of this rank is");
+                 by_stage.emplace(stages[i]->stage_index(), fsdp_groups[i]);
+               }
+               auto of = [by_stage](int s) -> const std::vector<fsdp::FSDPModule>& { return by_stage.at(s); };
+               options.unshard = [of](int s) { for (const auto& g : of(s)) g.Unshard(); };
+               options.reshard = [of](int s) { for (const auto& g : of(s)) g.Reshard(); };
+               options.reduce_grad = [of](int s) { of(s).back().ReduceGrad(); };
+             }
+             return std::make_unique<pp::PipelineExecutor>(std::move(stages), std::move(program), num_microbatches,
+                                                           std::move(options));
            }),
-           py::arg("stages"), py::arg("program"), py::arg("num_microbatches"), py::keep_alive<1, 2>())
+           py::arg("stages"), py::arg("program"), py::arg("num_microbatches"),
+           py::arg("fsdp_groups") = std::vector<std::vector<fsdp::FSDPModule>>{}, py::keep_alive<1, 2>())
       .def("step", [](pp::PipelineExecutor& e, std::optional<Tensor> inputs, std::optional<Tensor> targets) {
         pp::StepStats st = NoGil([&] { return e.Step(inputs.value_or(Tensor()), targets.value_or(Tensor())); });
         return StepLoss(st);

@@ -170,6 +170,59 @@ def test_1f1b_over_tensor_parallel_python_stages_on_a_pp_by_tp_mesh_matches_one_
         np.testing.assert_allclose(grads[key], ref[key], rtol=1e-5, atol=1e-6, err_msg=str(key))
 
 
+@pytest.mark.parametrize("schedule", [pp.Schedule1F1B, pp.ScheduleGPipe])
+def test_fully_shard_python_stages_under_a_schedule_on_a_pp_by_dp_mesh_match_one_rank(schedule):
+    """torchtitan's PP + FSDP from Python: each stage's blocks and the stage module under fully_shard on
+    mesh["dp"], then the schedule on mesh["pp"]; the schedule gathers each stage once per step,
+    accumulates locally and reduces once (UNSHARD ... REDUCE_GRAD). 4 rank threads = 2 stages x 2-way FSDP,
+    each dp rank on its half of the batch; gradients equal one process on the whole batch."""
+    from tessel.distributed.device_mesh import init_device_mesh
+    from tessel.distributed.fsdp import fully_shard
+
+    rng = np.random.default_rng(5)
+    x_np, y_np = rng.standard_normal((8, 8)).astype(np.float32), rng.standard_normal((8, 8)).astype(np.float32)
+    tessel.manual_seed(0)
+    parts = [TPPart(), TPPart()]
+    ref_loss = mse(parts[1](parts[0](tessel.from_numpy(x_np))), tessel.from_numpy(y_np))
+    ref_loss.backward()
+    ref = {(i, n): p.grad.numpy() for i, part in enumerate(parts) for n, p in part.named_parameters()}
+    got = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("pp", "dp"))
+        tessel.manual_seed(0)
+        parts = [TPPart(), TPPart()]
+        s, d = mesh.get_local_rank("pp"), mesh.get_local_rank("dp")
+        part = parts[s]
+        fully_shard(part.fc, mesh=mesh["dp"])
+        fully_shard(part, mesh=mesh["dp"])
+        stage = pp.PipelineStage(part, s, 2, "cpu", group=mesh.get_group("pp"))
+        sched = schedule(stage, n_microbatches=2, loss_fn=mse)
+        rows = slice(4 * d, 4 * d + 4)
+        with tessel.CommTracer() as t:
+            loss = (sched.step(tessel.from_numpy(x_np[rows])) if s == 0 else
+                    sched.step(target=tessel.from_numpy(y_np[rows])))
+        got[world.rank] = (s, loss, t.summary(),
+                           {(s, n): p.grad.full_tensor().numpy() for n, p in part.named_parameters()})
+        dist.destroy_process_group()
+
+    tessel.run_ranks(4, rank_fn)
+    grads, losses = {}, []
+    for s, loss, summary, g in got.values():
+        # Two groups per stage, each gathered and reduced once per step, not once per microbatch.
+        import re
+        assert re.search(r"all_gather\(dp\) x2\b", summary) and re.search(r"reduce_scatter\(dp\) x2\b", summary), \
+            summary
+        if loss is not None:
+            losses.append(loss)
+        grads.update(g)
+    assert np.mean(losses) == pytest.approx(ref_loss.item(), abs=1e-6)
+    assert sorted(grads) == sorted(ref)
+    for key in ref:
+        np.testing.assert_allclose(grads[key], ref[key], rtol=1e-5, atol=1e-6, err_msg=str(key))
+
+
 def test_schedule_ir_parses_lowers_verifies_and_simulates_to_the_closed_form_bubble():
     assert str(pp.parse_action("2SEND_B2")) == "2SEND_B2" and pp.parse_action("1UNSHARD").microbatch is None
     a = pp.parse_action("0W3")

@@ -91,10 +91,25 @@ class _PipelineSchedule:
         for s in stages:
             last = s.stage_index == n - 1
             s._c = _C._PipelineStage(s.submod, s.stage_index, n, group, loss_fn if last else None, where)
+        # PP + FSDP (torchtitan's order: fully_shard each stage's blocks and the stage module, then the
+        # schedule): the schedule gathers each stage once per step (UNSHARD), keeps it gathered through its
+        # microbatches, accumulates the gradients locally and reduces them once (REDUCE_GRAD).
+        groups = [_fsdp_groups(s.submod) for s in stages]
+        sharded = any(groups)
+        if sharded:
+            for s, g in zip(stages, groups):
+                if not g:
+                    raise ValueError("%s: stage %d is not under fully_shard while another stage of this rank is"
+                                     % (cls, s.stage_index))
+                root = g[-1]
+                root.set_reshard_after_forward(False)
+                root.set_reshard_after_backward(False)
+                root.set_requires_gradient_sync(False)
         program = _C.lower_program(_C.generate_schedule(self._name, group.size, n, int(n_microbatches)), where,
-                                   int(n_microbatches))
+                                   int(n_microbatches), fsdp=sharded)
         self._stages, self._n_microbatches = stages, int(n_microbatches)
-        self._executor = _C._PipelineExecutor([s._c for s in stages], program[group.rank], int(n_microbatches))
+        self._executor = _C._PipelineExecutor([s._c for s in stages], program[group.rank], int(n_microbatches),
+                                              groups if sharded else [])
         self.program, self.stage_to_rank = program, where
 
     def step(self, *args, target=None, losses=None, **kwargs):
@@ -109,6 +124,16 @@ class _PipelineSchedule:
             raise NotImplementedError("%s.step: per-microbatch losses are not reported; step returns the "
                                       "full-batch loss on the last stage's rank" % type(self).__name__)
         return self._executor.step(args[0] if args else None, target)
+
+
+def _fsdp_groups(module):
+    """The fully_shard handles in a stage module's tree, the stage module's own (its root) last; [] when
+    the stage is not under fully_shard."""
+    root = _C._fsdp_state(module)
+    if root is None:
+        return []
+    inner = [h for h in (_C._fsdp_state(m) for _, m in module.named_modules() if m is not module) if h is not None]
+    return inner + [root]
 
 
 def _schedule(name, torch_name, single):
