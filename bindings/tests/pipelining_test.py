@@ -129,20 +129,25 @@ class TPPart(nn.Module):
         return F.tanh(self.proj(F.gelu(self.fc(x))))
 
 
+def two_part_reference(seed):
+    """A batch of 8 rows and one process's loss and gradients through two TPParts (seed 0): what the
+    sharded pipelines below must reproduce."""
+    rng = np.random.default_rng(seed)
+    x_np, y_np = rng.standard_normal((8, 8)).astype(np.float32), rng.standard_normal((8, 8)).astype(np.float32)
+    tessel.manual_seed(0)
+    parts = [TPPart(), TPPart()]
+    loss = mse(parts[1](parts[0](tessel.from_numpy(x_np))), tessel.from_numpy(y_np))
+    loss.backward()
+    return x_np, y_np, loss, {(i, n): p.grad.numpy() for i, part in enumerate(parts) for n, p in part.named_parameters()}
+
+
 def test_1f1b_over_tensor_parallel_python_stages_on_a_pp_by_tp_mesh_matches_one_rank():
     """Composition (DESIGN.md's order): split into stages, tensor parallelism per stage on mesh["tp"], then
     a PipelineStage on mesh["pp"]'s group; 4 rank threads = 2 stages x 2-way TP."""
     from tessel.distributed.device_mesh import init_device_mesh
     from tessel.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
-    rng = np.random.default_rng(4)
-    x_np, y_np = rng.standard_normal((8, 8)).astype(np.float32), rng.standard_normal((8, 8)).astype(np.float32)
-    tessel.manual_seed(0)
-    parts = [TPPart(), TPPart()]
-    ref_loss = mse(parts[1](parts[0](tessel.from_numpy(x_np))), tessel.from_numpy(y_np))
-    ref_loss.backward()
-    ref = {(i, n): p.grad.numpy() for i, part in enumerate(parts) for n, p in part.named_parameters()}
-
+    x_np, y_np, ref_loss, ref = two_part_reference(4)
     got = {}
 
     def rank_fn(world):
@@ -179,13 +184,7 @@ def test_fully_shard_python_stages_under_a_schedule_on_a_pp_by_dp_mesh_match_one
     from tessel.distributed.device_mesh import init_device_mesh
     from tessel.distributed.fsdp import fully_shard
 
-    rng = np.random.default_rng(5)
-    x_np, y_np = rng.standard_normal((8, 8)).astype(np.float32), rng.standard_normal((8, 8)).astype(np.float32)
-    tessel.manual_seed(0)
-    parts = [TPPart(), TPPart()]
-    ref_loss = mse(parts[1](parts[0](tessel.from_numpy(x_np))), tessel.from_numpy(y_np))
-    ref_loss.backward()
-    ref = {(i, n): p.grad.numpy() for i, part in enumerate(parts) for n, p in part.named_parameters()}
+    x_np, y_np, ref_loss, ref = two_part_reference(5)
     got = {}
 
     def rank_fn(world):
