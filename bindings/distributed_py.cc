@@ -19,6 +19,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "bindings/bind.h"
@@ -72,6 +73,15 @@ void BindCollectives(py::class_<comm::ProcessGroup, comm::ProcessGroupPtr>& pg) 
       .def("recv", [](PG& g, const Tensor& t, int src, int tag, bool async_op) {
         return Issue(async_op, [&] { return g.Recv(t, src, tag); });
       }, py::arg("tensor"), py::arg("src"), py::arg("tag") = 0, py::arg("async_op") = false)
+      // torch.distributed.batch_isend_irecv: every op in flight together (a ring of sends and receives
+      // issued one by one would wait in a cycle); ops = (is_send, tensor, peer as a rank of this group, tag).
+      .def("batch_p2p", [](PG& g, const std::vector<std::tuple<bool, Tensor, int, int>>& ops) {
+        std::vector<comm::P2POp> batch;
+        for (const auto& [is_send, t, peer, tag] : ops) {
+          batch.push_back({is_send ? comm::P2POp::Kind::kSend : comm::P2POp::Kind::kRecv, t, peer, tag});
+        }
+        return NoGil([&] { return g.BatchP2P(batch); });
+      }, py::arg("ops"))
       // Collective over this group: members get the new group, other ranks None.
       .def("new_group", [](PG& g, const std::vector<int>& ranks) {
         return NoGil([&] { return g.NewGroup(ranks); });

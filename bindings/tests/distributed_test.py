@@ -576,6 +576,51 @@ def test_collectives_on_tensors_follow_torch_distributed():
     tessel.run_ranks(3, rank_fn)
 
 
+def test_list_collectives_object_p2p_and_batch_isend_irecv_follow_torch_distributed():
+    got = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        r, n = dist.get_rank(), dist.get_world_size()
+        out = tessel.zeros(2)
+        dist.reduce_scatter(out, [tessel.full((2,), float(r + 10 * j)) for j in range(n)])  # sum over ranks
+        outs = [tessel.zeros(j + 1) for j in range(n)]
+        dist.all_to_all(outs, [tessel.full((r + 1,), float(10 * r + j)) for j in range(n)])
+        objs = [None] * n if r == 0 else None
+        dist.gather_object({"rank": r}, objs, dst=0)
+        mine = [None]
+        dist.scatter_object_list(mine, ["a", "b", "c"] if r == 0 else None, src=0)
+        received = None
+        if r == 0:
+            dist.send_object_list([1, "x"], dst=1)
+        elif r == 1:
+            received = [None, None]
+            assert dist.recv_object_list(received, src=0) == 0
+        # A ring: every rank sends to the next and receives from the previous, in one batch (issued one by
+        # one the sends would wait for each other in a cycle).
+        buf = tessel.zeros(1)
+        works = dist.batch_isend_irecv([dist.P2POp(dist.isend, tessel.full((1,), float(r)), (r + 1) % n),
+                                        dist.P2POp(dist.irecv, buf, (r - 1) % n)])
+        for w in works:
+            w.wait()
+        dist.monitored_barrier()
+        got[r] = (out.tolist(), [o.tolist() for o in outs], objs, mine[0], received, buf.tolist(),
+                  dist.get_process_group_ranks(dist.group.WORLD), dist.get_backend())
+        dist.destroy_process_group()
+
+    tessel.run_ranks(3, rank_fn)
+    for r in range(3):
+        out, outs, objs, mine, received, buf, ranks, backend = got[r]
+        assert out == [3.0 + 30 * r] * 2
+        assert outs == [[10.0 * j + r] * (j + 1) for j in range(3)]
+        assert objs == ([{"rank": 0}, {"rank": 1}, {"rank": 2}] if r == 0 else None)
+        assert mine == "abc"[r] and received == ([1, "x"] if r == 1 else None)
+        assert buf == [float((r - 1) % 3)] and ranks == [0, 1, 2] and backend == "threads"
+    assert dist.is_available() and dist.is_gloo_available() and not dist.is_nccl_available()
+    assert dist.get_node_local_rank(fallback_rank=3) == 3 and dist.Backend("GLOO") == dist.Backend.GLOO
+    assert dist.init_device_mesh is init_device_mesh
+
+
 def test_broadcast_src_is_a_global_rank_on_a_subgroup_as_in_torch():
     def rank_fn(world):
         dist.init_process_group()

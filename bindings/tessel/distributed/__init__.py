@@ -366,6 +366,183 @@ def broadcast_object_list(object_list, src=None, group=None, device=None, group_
         object_list[:] = pickle.loads(bytes(buf.tolist()[:size.item()]))
 
 
+@_collective
+def gather_object(obj, object_gather_list=None, dst=None, group=None, group_dst=None):
+    """Rank dst's object_gather_list[r] = rank r's obj (pickled)."""
+    g = _group(group, "gather_object")
+    root = _group_peer(g, 0 if dst is None and group_dst is None else dst, group_dst, "gather_object", "dst")
+    everything = [None] * g.size
+    all_gather_object(everything, obj, group=g)
+    if g.rank == root:
+        if object_gather_list is None or len(object_gather_list) != g.size:
+            raise ValueError("gather_object: the destination needs an object_gather_list of %d entries" % g.size)
+        object_gather_list[:] = everything
+
+
+@_collective
+def scatter_object_list(scatter_object_output_list, scatter_object_input_list=None, src=None, group=None,
+                        group_src=None):
+    """scatter_object_output_list[0] = rank src's scatter_object_input_list[r] on rank r (pickled)."""
+    g = _group(group, "scatter_object_list")
+    root = _group_peer(g, 0 if src is None and group_src is None else src, group_src, "scatter_object_list", "src")
+    if g.rank == root and (scatter_object_input_list is None or len(scatter_object_input_list) != g.size):
+        raise ValueError("scatter_object_list: the source needs a list of %d objects" % g.size)
+    box = [list(scatter_object_input_list) if g.rank == root else None]
+    broadcast_object_list(box, src=get_global_rank(g, root), group=g)
+    scatter_object_output_list[0] = box[0][g.rank]
+
+
+def send_object_list(object_list, dst=None, group=None, device=None, group_dst=None):
+    """Sends object_list's objects (pickled) to dst; recv_object_list fills a list of the same length."""
+    from .._tensor import tensor as make_tensor
+    data, n = _object_bytes(list(object_list))
+    send(make_tensor([n], dtype=_int64), dst=dst, group=group, group_dst=group_dst)
+    send(data, dst=dst, group=group, group_dst=group_dst)
+
+
+def recv_object_list(object_list, src=None, group=None, device=None, group_src=None):
+    """Receives send_object_list's objects from src into object_list (in place); returns src."""
+    import pickle
+    from .._tensor import zeros
+    size = zeros(1, dtype=_int64)
+    sender = recv(size, src=src, group=group, group_src=group_src)
+    buf = zeros(max(1, size.item()), dtype=_int64)
+    recv(buf, src=src, group=group, group_src=group_src)
+    values = pickle.loads(bytes(buf.tolist()[:size.item()]))
+    if len(values) != len(object_list):
+        raise ValueError("recv_object_list: %d objects arrived for a list of %d" % (len(values), len(object_list)))
+    object_list[:] = values
+    return sender
+
+
+@_collective
+def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op=False):
+    """output = the reduction over ranks of their input_list[rank] (list form of reduce_scatter_tensor)."""
+    from .. import cat
+    g = _group(group, "reduce_scatter")
+    if len(input_list) != g.size:
+        raise ValueError("reduce_scatter: input_list has %d tensors for a group of %d ranks" % (len(input_list), g.size))
+    from .._tensor import empty
+    flat = cat([t.reshape(-1) for t in input_list], 0).contiguous()
+    out = empty(output.numel(), dtype=output.dtype)
+    g.reduce_scatter_tensor(out, flat, op, False)
+    output.copy_(out.view(*output.shape))
+    return _done(async_op)
+
+
+@_collective
+def all_to_all(output_tensor_list, input_tensor_list, group=None, async_op=False):
+    """output_tensor_list[r] = rank r's input_tensor_list[this rank] (list form of all_to_all_single; the
+    tensors are split along dim 0 of their concatenation)."""
+    from .. import cat
+    g = _group(group, "all_to_all")
+    if len(input_tensor_list) != g.size or len(output_tensor_list) != g.size:
+        raise ValueError("all_to_all: lists of %d and %d tensors for a group of %d ranks"
+                         % (len(output_tensor_list), len(input_tensor_list), g.size))
+    rows = lambda t: t.shape[0] if t.ndim else 1  # noqa: E731
+    flat_in = cat([t.reshape(rows(t), -1) for t in input_tensor_list], 0).contiguous()
+    from .._tensor import empty
+    out_rows = [rows(t) for t in output_tensor_list]
+    flat_out = empty(sum(out_rows), flat_in.shape[1], dtype=flat_in.dtype)
+    g.all_to_all_single(flat_out, flat_in, out_rows, [rows(t) for t in input_tensor_list], False)
+    start = 0
+    for t, n in zip(output_tensor_list, out_rows):
+        t.copy_(flat_out[start:start + n].reshape(*t.shape))
+        start += n
+    return _done(async_op)
+
+
+@_collective
+def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
+    """A barrier; tessel's barrier already names the ranks that never arrived when it times out."""
+    g = _group(group, "monitored_barrier")
+    g.barrier()
+
+
+class P2POp:
+    """torch's P2POp for batch_isend_irecv: op is isend or irecv, peer a global rank."""
+
+    def __init__(self, op, tensor, peer=None, group=None, tag=0, group_peer=None):
+        if op not in (isend, irecv):
+            raise ValueError("Invalid ``op``. Expected ``op`` to be of type ``torch.distributed.isend`` or "
+                             "``torch.distributed.irecv``.")
+        self.op, self.tensor, self.peer, self.group, self.tag, self.group_peer = op, tensor, peer, group, tag, group_peer
+
+
+def batch_isend_irecv(p2p_op_list):
+    """Issues every P2POp in one batch per group (all its sends and receives in flight together, so a ring
+    cannot wait in a cycle) and returns their Works (one per group's batch, repeated for its ops)."""
+    if not p2p_op_list:
+        raise ValueError("batch_isend_irecv: an empty list")
+    batches = {}
+    for i, p in enumerate(p2p_op_list):
+        g = _group(p.group, "batch_isend_irecv")
+        is_send = p.op is isend
+        peer = _group_peer(g, p.peer, p.group_peer, "batch_isend_irecv", "dst" if is_send else "src")
+        batches.setdefault(id(g), (g, []))[1].append((i, (is_send, p.tensor, peer, int(p.tag))))
+    works = [None] * len(p2p_op_list)
+    for g, ops in batches.values():
+        work = g.batch_p2p([op for _, op in ops])
+        for i, _ in ops:
+            works[i] = work
+    return works
+
+
+def get_process_group_ranks(group):
+    """The global ranks of group's members, in group-rank order."""
+    g = _group(group, "get_process_group_ranks")
+    return [get_global_rank(g, r) for r in range(g.size)]
+
+
+def get_backend(group=None):
+    """The group's backend name ("gloo", "nccl"; "threads" for run_ranks' in-process ranks)."""
+    return _group(group, "get_backend").backend
+
+
+class Backend(str):
+    """torch's backend names."""
+    UNDEFINED, GLOO, NCCL, MPI = "undefined", "gloo", "nccl", "mpi"
+
+    def __new__(cls, name):
+        return str.__new__(cls, name.lower())
+
+
+def is_available():
+    return True
+
+
+def is_gloo_available():
+    return True
+
+
+def is_nccl_available():
+    """False: tessel's Python face runs on the CPU (the nccl backend is C++-only for now)."""
+    return False
+
+
+def is_mpi_available():
+    return False
+
+
+def is_torchelastic_launched():
+    """As torch: launched by an elastic launcher (TORCHELASTIC_RUN_ID is set; tessel_run sets it too)."""
+    return os.environ.get("TORCHELASTIC_RUN_ID") is not None
+
+
+def get_node_local_rank(fallback_rank=None):
+    """LOCAL_RANK from the launcher, else fallback_rank, else a RuntimeError (torch's)."""
+    if "LOCAL_RANK" in os.environ:
+        return int(os.environ["LOCAL_RANK"])
+    if fallback_rank is not None:
+        return int(fallback_rank)
+    raise RuntimeError("LOCAL_RANK is not in the environment. Consider passing fallback_rank to allow "
+                       "`get_node_local_rank` to work, assuming you are not running in a multi-device context "
+                       "and want the code to run locally instead.")
+
+
+group = GroupMember  # torch.distributed.group.WORLD
+
+
 def _done(async_op):
     """async_op=True on the composed collectives: they ran synchronously; a completed Work-like handle."""
     return _CompletedWork() if async_op else None
@@ -380,3 +557,4 @@ class _CompletedWork:
 
 
 from . import checkpoint, device_mesh, fsdp, pipelining, tensor  # noqa: E402,F401 (torch.distributed's subpackages)
+from .device_mesh import DeviceMesh, init_device_mesh  # noqa: E402,F401 (torch.distributed exports them too)
