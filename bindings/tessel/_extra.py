@@ -91,6 +91,110 @@ def relu6(x, inplace=False):
     return x.clamp(min=0.0, max=6.0)
 
 
+_SELU_ALPHA, _SELU_SCALE = 1.6732632423543772, 1.0507009873554805  # torch's constants
+
+
+def selu(x, inplace=False):
+    return elu(x, _SELU_ALPHA) * _SELU_SCALE
+
+
+def celu(x, alpha=1.0, inplace=False):
+    w = _C._functional.where
+    pos = x > 0
+    return w(pos, x, ((w(pos, x * 0.0, x) / alpha).exp() - 1.0) * alpha)
+
+
+def hardsigmoid(x, inplace=False):
+    return (x / 6.0 + 0.5).clamp(min=0.0, max=1.0)
+
+
+def hardswish(x, inplace=False):
+    return x * hardsigmoid(x)
+
+
+def softsign(x):
+    return x / (x.abs() + 1.0)
+
+
+def threshold(x, threshold, value, inplace=False):
+    return _C._functional.where(x > threshold, x, _scalar_like(x, value))
+
+
+def tanhshrink(x):
+    return x - x.tanh()
+
+
+def softshrink(x, lambd=0.5):
+    w = _C._functional.where
+    return w(x > lambd, x - lambd, w(x < -lambd, x + lambd, x * 0.0))
+
+
+def hardshrink(x, lambd=0.5):
+    return _C._functional.where(x.abs() > lambd, x, x * 0.0)
+
+
+def prelu(x, weight):
+    """max(0, x) + weight * min(0, x); weight has 1 or C entries (C: dim 1 of x, as torch)."""
+    if weight.numel() > 1:
+        shape = [1] * x.ndim
+        shape[1 if x.ndim > 1 else 0] = weight.numel()
+        weight = weight.reshape(*shape)
+    return _C._functional.where(x >= 0, x, x * weight)
+
+
+def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
+    """||x1 - x2 + eps||_p over the last dim (torch's eps placement)."""
+    return (x1 - x2 + eps).norm(p, -1, keepdim)
+
+
+def margin_ranking_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None, reduction="mean"):
+    return _reduce((-target * (input1 - input2) + margin).clamp(min=0.0), reduction)
+
+
+def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    return _reduce(softplus(-target * input), reduction)  # log(1 + exp(-y x)), stably
+
+
+def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=None, reduction="mean"):
+    w = _C._functional.where
+    zero = input * 0.0
+    return _reduce(w(target == 1, input, zero) + w(target == -1, (margin - input).clamp(min=0.0), zero), reduction)
+
+
+def cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None, reduction="mean"):
+    cos = cosine_similarity(input1, input2, dim=-1)
+    w = _C._functional.where
+    zero = cos * 0.0
+    return _reduce(w(target == 1, 1.0 - cos, zero) + w(target == -1, (cos - margin).clamp(min=0.0), zero), reduction)
+
+
+def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2.0, eps=1e-6, swap=False, size_average=None,
+                        reduce=None, reduction="mean"):
+    d_pos = pairwise_distance(anchor, positive, p, eps)
+    d_neg = pairwise_distance(anchor, negative, p, eps)
+    if swap:
+        d_neg = minimum(d_neg, pairwise_distance(positive, negative, p, eps))
+    return _reduce((d_pos - d_neg + margin).clamp(min=0.0), reduction)
+
+
+def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
+    """torch.nn.functional.group_norm: input [N, C, *] normalized over each group of C / num_groups
+    channels and the trailing dims (biased variance), then weight / bias per channel."""
+    n, c = input.shape[0], input.shape[1]
+    if c % num_groups:
+        raise RuntimeError("Expected number of channels in input to be divisible by num_groups, but got input of "
+                           "shape %s and num_groups=%d" % (list(input.shape), num_groups))
+    x = input.reshape(n, num_groups, -1)
+    centered = x - x.mean(-1, keepdim=True)
+    y = (centered * ((centered * centered).mean(-1, keepdim=True) + eps).rsqrt()).reshape(*input.shape)
+    shape = [1, c] + [1] * (input.ndim - 2)
+    if weight is not None:
+        y = y * weight.reshape(*shape)
+    if bias is not None:
+        y = y + bias.reshape(*shape)
+    return y
+
+
 def glu(x, dim=-1):
     a, b = x.chunk(2, dim)
     return a * b.sigmoid()
@@ -528,7 +632,11 @@ FUNCTIONAL = dict(
     binary_cross_entropy_with_logits=binary_cross_entropy_with_logits, l1_loss=l1_loss,
     smooth_l1_loss=smooth_l1_loss, huber_loss=huber_loss, nll_loss=nll_loss, kl_div=kl_div, softplus=softplus,
     leaky_relu=leaky_relu, elu=elu, mish=mish, hardtanh=hardtanh, relu6=relu6, glu=glu, logsigmoid=logsigmoid,
-    cosine_similarity=cosine_similarity, softmin=softmin)
+    cosine_similarity=cosine_similarity, softmin=softmin, selu=selu, celu=celu, hardsigmoid=hardsigmoid,
+    hardswish=hardswish, softsign=softsign, threshold=threshold, tanhshrink=tanhshrink, softshrink=softshrink,
+    hardshrink=hardshrink, prelu=prelu, pairwise_distance=pairwise_distance, margin_ranking_loss=margin_ranking_loss,
+    soft_margin_loss=soft_margin_loss, hinge_embedding_loss=hinge_embedding_loss,
+    cosine_embedding_loss=cosine_embedding_loss, triplet_margin_loss=triplet_margin_loss, group_norm=group_norm)
 
 
 # ---- einsum ------------------------------------------------------------------------------------------------

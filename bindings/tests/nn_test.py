@@ -644,6 +644,71 @@ class _NoMomentum:  # an optimizer-like object without momentum or betas
         self.defaults, self.param_groups = {"lr": 0.1}, [{"lr": 0.1, "params": []}]
 
 
+def test_more_activations_losses_group_norm_and_parameter_containers_follow_torchs_formulas():
+    # float64 numpy references of torch's documented formulas (and checked against torch 2.15 once).
+    rng = np.random.default_rng(9)
+    a, b = rng.standard_normal((2, 4, 3)), rng.standard_normal((2, 4, 3))
+    x, y = tessel.tensor(a), tessel.tensor(b)
+    alpha, scale = 1.6732632423543772, 1.0507009873554805
+    elu = lambda v, al=1.0: np.where(v > 0, v, al * (np.exp(v / al) - 1))  # noqa: E731 (celu's form)
+    hsig = np.clip(a / 6 + 0.5, 0, 1)
+    want = {"selu": scale * np.where(a > 0, a, alpha * (np.exp(a) - 1)), "celu": elu(a), "hardsigmoid": hsig,
+            "hardswish": a * hsig, "softsign": a / (1 + np.abs(a)), "tanhshrink": a - np.tanh(a),
+            "softshrink": np.where(a > 0.5, a - 0.5, np.where(a < -0.5, a + 0.5, 0.0)),
+            "hardshrink": np.where(np.abs(a) > 0.5, a, 0.0)}
+    for name, w in want.items():
+        np.testing.assert_allclose(getattr(F, name)(x).numpy(), w, rtol=1e-12, atol=1e-15, err_msg=name)
+        module = {"selu": "SELU", "celu": "CELU", "hardsigmoid": "Hardsigmoid", "hardswish": "Hardswish",
+                  "softsign": "Softsign", "tanhshrink": "Tanhshrink", "softshrink": "Softshrink",
+                  "hardshrink": "Hardshrink"}[name]
+        np.testing.assert_allclose(getattr(nn, module)()(x).numpy(), w, rtol=1e-12, atol=1e-15, err_msg=module)
+    np.testing.assert_allclose(F.threshold(x, 0.1, 20.0).numpy(), np.where(a > 0.1, a, 20.0))
+    slopes = np.array([0.1, 0.2, 0.3, 0.4])
+    np.testing.assert_allclose(F.prelu(x, tessel.tensor(slopes)).numpy(),
+                               np.where(a >= 0, a, a * slopes[None, :, None]), rtol=1e-12)
+    pr = nn.PReLU(4)
+    pr(x.float()).sum().backward()
+    np.testing.assert_allclose(pr.weight.grad.numpy(), np.minimum(a, 0).sum((0, 2)), rtol=1e-5)
+    d = np.linalg.norm(a.reshape(8, 3) - b.reshape(8, 3) + 1e-6, axis=-1)
+    np.testing.assert_allclose(F.pairwise_distance(x.reshape(8, 3), y.reshape(8, 3)).numpy(), d, rtol=1e-12)
+    np.testing.assert_allclose(nn.PairwiseDistance()(x.reshape(8, 3), y.reshape(8, 3)).numpy(), d, rtol=1e-12)
+    t = tessel.tensor([1.0, -1.0])
+    s1, s2, tt = a[:, 0, 0], b[:, 0, 0], np.array([1.0, -1.0])
+    assert F.margin_ranking_loss(x[:, 0, 0], y[:, 0, 0], t, margin=0.2).item() == pytest.approx(
+        np.maximum(0, -tt * (s1 - s2) + 0.2).mean(), rel=1e-12)
+    assert F.soft_margin_loss(x[:, 0, 0], t).item() == pytest.approx(np.log1p(np.exp(-tt * s1)).mean(), rel=1e-12)
+    assert F.hinge_embedding_loss(x[:, 0, 0], t, margin=0.5).item() == pytest.approx(
+        np.where(tt == 1, s1, np.maximum(0, 0.5 - s1)).mean(), rel=1e-12)
+    u, v, w3 = a[:, 0], b[:, 0], a[:, 1]
+    cos = (u * v).sum(1) / np.linalg.norm(u, axis=1) / np.linalg.norm(v, axis=1)
+    assert nn.CosineEmbeddingLoss(margin=0.1)(x[:, 0], y[:, 0], t).item() == pytest.approx(
+        np.where(tt == 1, 1 - cos, np.maximum(0, cos - 0.1)).mean(), rel=1e-9)
+    dist_ = lambda p, q: np.linalg.norm(p - q + 1e-6, axis=1)  # noqa: E731
+    want_t = np.maximum(0, dist_(u, v) - np.minimum(dist_(u, w3), dist_(v, w3)) + 1.0).mean()
+    assert nn.TripletMarginLoss(swap=True)(x[:, 0], y[:, 0], x[:, 1]).item() == pytest.approx(want_t, rel=1e-12)
+    # GroupNorm: 2 groups of 2 channels, over the channels and the trailing dim, biased variance.
+    g = a.reshape(2, 2, 6)
+    gn = ((g - g.mean(-1, keepdims=True)) / np.sqrt(g.var(-1, keepdims=True) + 1e-5)).reshape(2, 4, 3)
+    wt, bs = np.array([1.0, 2, 3, 4]), np.array([0.5, 0, 0, -1.0])
+    np.testing.assert_allclose(F.group_norm(x, 2, tessel.tensor(wt), tessel.tensor(bs)).numpy(),
+                               gn * wt[None, :, None] + bs[None, :, None], rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(nn.GroupNorm(2, 4)(x.float()).numpy(), gn, rtol=1e-4, atol=1e-5)
+    with pytest.raises(RuntimeError, match="divisible by num_groups"):
+        F.group_norm(x, 3)
+    # ParameterList / ParameterDict: tensors become Parameters named by position / key, seen by optimizers.
+    holder = type("Holder", (nn.Module,), {})()
+    holder.pl = nn.ParameterList([tessel.ones(2), tessel.zeros(3)])
+    holder.pl.append(tessel.ones(1))
+    holder.pd = nn.ParameterDict({"a": tessel.ones(2)})
+    holder.pd["b"] = tessel.zeros(1)
+    assert len(holder.pl) == 3 and [tuple(p.shape) for p in holder.pl] == [(2,), (3,), (1,)]
+    assert holder.pl[-1].shape == (1,) and len(holder.pl[:2]) == 2 and holder.pl[0].requires_grad
+    assert list(holder.pd.keys()) == ["a", "b"] and "a" in holder.pd and holder.pd["b"].tolist() == [0.0]
+    assert [n for n, _ in holder.named_parameters()] == ["pl.0", "pl.1", "pl.2", "pd.a", "pd.b"]
+    with pytest.raises(KeyError):
+        holder.pd["missing"]
+
+
 def test_load_state_dict_assign_takes_the_state_dicts_tensors():
     lin = nn.Linear(2, 3)
     old_weight = lin.weight.numpy().copy()

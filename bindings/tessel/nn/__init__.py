@@ -13,16 +13,24 @@ LayerNorm and RMSNorm are the C++ layers; containers and activations are Python 
 from .. import _C
 from . import functional, init, utils  # noqa: F401
 from .modules import (  # noqa: F401
+    CosineEmbeddingLoss,
+    CosineSimilarity,
     CrossEntropyLoss,
     Dropout,
     GELU,
+    GroupNorm,
     Identity,
+    MarginRankingLoss,
     MSELoss,
     Module,
     ModuleDict,
     ModuleList,
     MultiheadAttention,
+    PairwiseDistance,
     Parameter,
+    ParameterDict,
+    ParameterList,
+    PReLU,
     ReLU,
     RemovableHandle,
     Sequential,
@@ -30,6 +38,7 @@ from .modules import (  # noqa: F401
     Tanh,
     TransformerEncoder,
     TransformerEncoderLayer,
+    TripletMarginLoss,
 )
 
 Linear = _C.Linear

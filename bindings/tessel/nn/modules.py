@@ -686,6 +686,21 @@ def _make_extra_modules():
         ReLU6=_elementwise_module("ReLU6", X.relu6, "torch.nn.ReLU6", ("inplace", False)),
         GLU=_elementwise_module("GLU", X.glu, "torch.nn.GLU", ("dim", -1)),
         LogSigmoid=_elementwise_module("LogSigmoid", X.logsigmoid, "torch.nn.LogSigmoid"),
+        SELU=_elementwise_module("SELU", X.selu, "torch.nn.SELU", ("inplace", False)),
+        CELU=_elementwise_module("CELU", X.celu, "torch.nn.CELU", ("alpha", 1.0), ("inplace", False)),
+        Hardsigmoid=_elementwise_module("Hardsigmoid", X.hardsigmoid, "torch.nn.Hardsigmoid", ("inplace", False)),
+        Hardswish=_elementwise_module("Hardswish", X.hardswish, "torch.nn.Hardswish", ("inplace", False)),
+        Softsign=_elementwise_module("Softsign", X.softsign, "torch.nn.Softsign"),
+        Threshold=_elementwise_module("Threshold", X.threshold, "torch.nn.Threshold", ("threshold", 0.0),
+                                      ("value", 0.0), ("inplace", False)),
+        Tanhshrink=_elementwise_module("Tanhshrink", X.tanhshrink, "torch.nn.Tanhshrink"),
+        Softshrink=_elementwise_module("Softshrink", X.softshrink, "torch.nn.Softshrink", ("lambd", 0.5)),
+        Hardshrink=_elementwise_module("Hardshrink", X.hardshrink, "torch.nn.Hardshrink", ("lambd", 0.5)),
+        SoftMarginLoss=_loss_module("SoftMarginLoss", X.soft_margin_loss, "torch.nn.SoftMarginLoss",
+                                    [("size_average", None), ("reduce", None), ("reduction", "mean")], ["reduction"]),
+        HingeEmbeddingLoss=_loss_module("HingeEmbeddingLoss", X.hinge_embedding_loss, "torch.nn.HingeEmbeddingLoss",
+                                        [("margin", 1.0), ("size_average", None), ("reduce", None),
+                                         ("reduction", "mean")], ["margin", "reduction"]),
         Flatten=_elementwise_module("Flatten", lambda x, s, e: x.flatten(s, e), "torch.nn.Flatten",
                                     ("start_dim", 1), ("end_dim", -1)),
         Unflatten=_elementwise_module("Unflatten", lambda x, d, sizes: X.unflatten(x, d, sizes), "torch.nn.Unflatten",
@@ -712,6 +727,186 @@ def _make_extra_modules():
                                [("size_average", None), ("reduce", None), ("reduction", "mean"), ("log_target", False)],
                                ["reduction", "log_target"]),
     )
+
+
+class _TwoInputModule(Module):
+    """fn(x1, x2, *options) of two inputs and no parameters (PairwiseDistance, CosineSimilarity)."""
+    _fn, _fields = None, ()
+
+    def __init__(self, *args, **kwargs):
+        Module.__init__(self)
+        values = dict(self._fields)
+        values.update(zip([k for k, _ in self._fields], args))
+        values.update(kwargs)
+        for k, v in values.items():
+            object.__setattr__(self, k, v)
+
+    def forward(self, x1, x2):
+        return type(self)._fn(x1, x2, *[getattr(self, k) for k, _ in self._fields])
+
+
+class PairwiseDistance(_TwoInputModule):
+    """torch.nn.PairwiseDistance: ||x1 - x2 + eps||_p over the last dim."""
+    _fields = (("p", 2.0), ("eps", 1e-6), ("keepdim", False))
+    _fn = staticmethod(lambda a, b, p, eps, keepdim: _extra().pairwise_distance(a, b, p, eps, keepdim))
+
+
+class CosineSimilarity(_TwoInputModule):
+    """torch.nn.CosineSimilarity along dim."""
+    _fields = (("dim", 1), ("eps", 1e-8))
+    _fn = staticmethod(lambda a, b, dim, eps: _extra().cosine_similarity(a, b, dim, eps))
+
+
+def _extra():
+    from .. import _extra as X
+    return X
+
+
+class _ThreeInputLoss(Module):
+    """torch's losses of three inputs (MarginRankingLoss, CosineEmbeddingLoss, TripletMarginLoss)."""
+    _fn_name, _fields = None, ()
+
+    def __init__(self, *args, size_average=None, reduce=None, **kwargs):
+        Module.__init__(self)
+        if size_average is not None or reduce is not None:
+            raise NotImplementedError("%s: size_average and reduce are deprecated in torch; use reduction="
+                                      % type(self).__name__)
+        values = dict(self._fields)
+        values.update(zip([k for k, _ in self._fields], args))
+        values.update(kwargs)
+        for k, v in values.items():
+            object.__setattr__(self, k, v)
+
+    def forward(self, a, b, c):
+        return getattr(_extra(), self._fn_name)(a, b, c, **{k: getattr(self, k) for k, _ in self._fields})
+
+
+class MarginRankingLoss(_ThreeInputLoss):
+    _fn_name, _fields = "margin_ranking_loss", (("margin", 0.0), ("reduction", "mean"))
+
+
+class CosineEmbeddingLoss(_ThreeInputLoss):
+    _fn_name, _fields = "cosine_embedding_loss", (("margin", 0.0), ("reduction", "mean"))
+
+
+class TripletMarginLoss(_ThreeInputLoss):
+    _fn_name = "triplet_margin_loss"
+    _fields = (("margin", 1.0), ("p", 2.0), ("eps", 1e-6), ("swap", False), ("reduction", "mean"))
+
+
+class PReLU(Module):
+    """torch.nn.PReLU: max(0, x) + a * min(0, x) with a learnable a (num_parameters = 1 or the channels)."""
+
+    def __init__(self, num_parameters=1, init=0.25, device=None, dtype=None):
+        super().__init__()
+        self.num_parameters = num_parameters
+        self.weight = Parameter(_C._full([num_parameters], float(init), dtype or _C.dtype.float32))
+
+    def forward(self, x):
+        return _extra().prelu(x, self.weight)
+
+
+class GroupNorm(Module):
+    """torch.nn.GroupNorm(num_groups, num_channels, eps, affine): weight ones and bias zeros [C]."""
+
+    def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, device=None, dtype=None):
+        super().__init__()
+        if num_channels % num_groups:
+            raise ValueError("num_channels must be divisible by num_groups")
+        self.num_groups, self.num_channels, self.eps, self.affine = num_groups, num_channels, eps, affine
+        dt = dtype or _C.dtype.float32
+        if affine:
+            self.weight = Parameter(_C._full([num_channels], 1.0, dt))
+            self.bias = Parameter(_C._full([num_channels], 0.0, dt))
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+
+    def forward(self, x):
+        return _extra().group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
+
+
+class ParameterList(Module):
+    """torch.nn.ParameterList: parameters named "0", "1", ...; tensors appended become Parameters."""
+
+    def __init__(self, values=None):
+        super().__init__()
+        if values is not None:
+            self.extend(values)
+
+    def __len__(self):
+        return len(self._named_parameters(False))
+
+    def _index(self, idx):
+        n = len(self)
+        if not -n <= idx < n:
+            raise IndexError("index %d is out of range" % idx)
+        return str(idx % n)
+
+    def __getitem__(self, idx):
+        if isinstance(idx, slice):
+            return ParameterList([self[i] for i in range(len(self))[idx]])
+        return getattr(self, self._index(idx))
+
+    def __setitem__(self, idx, param):
+        self.register_parameter(self._index(idx), param if isinstance(param, Parameter) else Parameter(param))
+
+    def __iter__(self):
+        return iter([self[i] for i in range(len(self))])
+
+    def append(self, value):
+        self.register_parameter(str(len(self)), value if isinstance(value, Parameter) else Parameter(value))
+        return self
+
+    def extend(self, values):
+        for v in values:
+            self.append(v)
+        return self
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError("ParameterList is not callable")
+
+
+class ParameterDict(Module):
+    """torch.nn.ParameterDict: parameters by name, in insertion order; tensors become Parameters."""
+
+    def __init__(self, parameters=None):
+        super().__init__()
+        if parameters is not None:
+            self.update(parameters)
+
+    def __len__(self):
+        return len(self._named_parameters(False))
+
+    def __getitem__(self, key):
+        if key not in self:
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __setitem__(self, key, value):
+        self.register_parameter(key, value if isinstance(value, Parameter) else Parameter(value))
+
+    def __contains__(self, key):
+        return key in self.keys()
+
+    def __iter__(self):
+        return iter(self.keys())
+
+    def keys(self):
+        return [k for k, _ in self._named_parameters(False)]
+
+    def values(self):
+        return [self[k] for k in self.keys()]
+
+    def items(self):
+        return [(k, self[k]) for k in self.keys()]
+
+    def update(self, parameters):
+        for k, v in (parameters.items() if hasattr(parameters, "items") else parameters):
+            self[k] = v
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError("ParameterDict is not callable")
 
 
 class MultiheadAttention(Module):
