@@ -709,6 +709,24 @@ def test_more_activations_losses_group_norm_and_parameter_containers_follow_torc
         holder.pd["missing"]
 
 
+def test_channel_dropout_zeroes_whole_channels_and_scales_the_rest():
+    tessel.manual_seed(0)
+    x = tessel.tensor(np.arange(2 * 8 * 9, dtype=np.float32).reshape(2, 8, 3, 3) + 1.0, requires_grad=True)
+    y = nn.Dropout2d(0.5)(x)
+    ratio = (y / x).detach().numpy().reshape(2, 8, 9)
+    assert set(np.unique(ratio)) <= {0.0, 2.0}  # dropped, or kept and scaled by 1 / (1 - p)
+    assert np.all(ratio.min(-1) == ratio.max(-1))  # one draw per (sample, channel)
+    assert 0 < (ratio[:, :, 0] == 0).sum() < 16
+    y.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy().reshape(2, 8, 9), ratio)
+    unbatched = F.dropout1d(tessel.ones(4, 5), 0.5)  # [C, L]: one draw per channel
+    u = unbatched.numpy()
+    assert np.all(u.min(-1) == u.max(-1))
+    assert nn.Dropout3d(0.9).eval()(tessel.ones(1, 2, 2, 2, 2)).sum().item() == 16.0  # eval: identity
+    with pytest.raises(RuntimeError, match="dropout2d: Expected 3D or 4D input"):
+        F.dropout2d(tessel.ones(2, 2), 0.5)
+
+
 def test_load_state_dict_assign_takes_the_state_dicts_tensors():
     lin = nn.Linear(2, 3)
     old_weight = lin.weight.numpy().copy()

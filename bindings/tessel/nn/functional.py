@@ -74,6 +74,28 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     return loss if smooth is None else loss * (1 - label_smoothing) + smooth * (label_smoothing / classes)
 
 
+def _channel_dropout(name, spatial):
+    def fn(input, p=0.5, training=True, inplace=False):
+        """torch.nn.functional.%s: zeroes whole channels (dim 1 of [N, C, *spatial], dim 0 without the
+        batch) with probability p and scales the others by 1 / (1 - p): one draw per channel.""" % name
+        batched = input.ndim == spatial + 2
+        if input.ndim not in (spatial + 1, spatial + 2):
+            raise RuntimeError("%s: Expected %dD or %dD input, but received a %dD input"
+                               % (name, spatial + 1, spatial + 2, input.ndim))
+        if not training or p == 0:
+            return input
+        keep = list(input.shape[:2] if batched else input.shape[:1]) + [1] * spatial
+        mask = dropout(_C._full(keep, 1.0, input.dtype), p, True)
+        return input * mask
+    fn.__name__ = name
+    return fn
+
+
+dropout1d = _channel_dropout("dropout1d", 1)
+dropout2d = _channel_dropout("dropout2d", 2)
+dropout3d = _channel_dropout("dropout3d", 3)
+
+
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """Mean (or sum, or none) of the squared differences."""
     if size_average is not None or reduce is not None:

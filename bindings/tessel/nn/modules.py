@@ -614,6 +614,20 @@ class Dropout(Module):
         return "p=%s, inplace=%s" % (self.p, self.inplace)
 
 
+def _channel_dropout_module(name, fn_name):
+    class ChannelDropout(Dropout):
+        def forward(self, x):
+            return getattr(functional, fn_name)(x, self.p, self.training, self.inplace)
+    ChannelDropout.__name__ = ChannelDropout.__qualname__ = name
+    ChannelDropout.__doc__ = "torch.nn.%s: whole channels dropped (tessel.nn.functional.%s)." % (name, fn_name)
+    return ChannelDropout
+
+
+Dropout1d = _channel_dropout_module("Dropout1d", "dropout1d")
+Dropout2d = _channel_dropout_module("Dropout2d", "dropout2d")
+Dropout3d = _channel_dropout_module("Dropout3d", "dropout3d")
+
+
 def _elementwise_module(name, fn, doc, *fields):
     """A parameter-free module computing fn(x, *its options) (torch's activation / shape modules)."""
     defaults = [f[1] for f in fields]
