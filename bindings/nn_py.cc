@@ -210,9 +210,9 @@ ModuleClass BindModule(py::module_& m) {
       .def("_register_parameter", [](Module& self, const std::string& name, std::optional<Tensor> t) {
         self.RegisterParameter(name, t ? *t : Tensor());
       })
-      .def("_set_parameter", [](Module& self, const std::string& fqn, std::optional<Tensor> t) {
-        self.SetParameter(fqn, t ? *t : Tensor());
-      })
+      .def("_set_parameter", [](Module& self, const std::string& fqn, std::optional<Tensor> t, bool allow_new_shape) {
+        self.SetParameter(fqn, t ? *t : Tensor(), allow_new_shape);
+      }, py::arg("fqn"), py::arg("value"), py::arg("allow_new_shape") = false)
       .def("_has_parameter", &Module::HasParam)
       .def("register_buffer", [](Module& self, const std::string& name, std::optional<Tensor> t, bool persistent) {
         self.RegisterBuffer(name, t ? *t : Tensor(), persistent);

@@ -1,6 +1,8 @@
 // fsdp/collectives.cc — copy-in / all-gather / copy-out and reduce-scatter / all-reduce / view-out.
 #include "fsdp/collectives.h"
 
+#include <cmath>
+
 #include "core/autograd/grad_mode.h"
 #include "core/base/error.h"
 #include "core/base/parallel.h"
@@ -135,10 +137,12 @@ void PostReduce(ReduceScatterResult& result, const ReduceSpec& spec, bool on_str
     const Tensor view = MakeView(result.output, {static_cast<int64_t>(t.params.size())}, {1},
                                  result.output.storage_offset() + t.flag_offset);
     if (on_stream && deferred != nullptr) {
-      DeferredGradFlags& d = deferred->emplace();
-      d.flags = view;  // keeps the output's block alive until resolved
-      d.params = t.params;
-      for (const FsdpParam* p : t.params) d.had_grad.push_back(p->sharded_param().grad().defined());
+      if (!deferred->has_value()) {
+        DeferredGradFlags& d = deferred->emplace();
+        d.params = t.params;
+        for (const FsdpParam* p : t.params) d.had_grad.push_back(p->sharded_param().grad().defined());
+      }
+      (*deferred)->flags.push_back(view);  // keeps the output's block alive until resolved
     } else {
       flags = view.ToDoubleVector();
     }
@@ -170,7 +174,11 @@ EventPtr FinishReduceScatter(ReduceScatterResult& result, const ReduceSpec& spec
 }
 
 void ResolveGradFlags(DeferredGradFlags& deferred) {
-  const std::vector<double> flags = deferred.flags.ToDoubleVector();
+  std::vector<double> flags(deferred.params.size(), 0.0);  // nonzero: some rank had a gradient in some reduction
+  for (const Tensor& f : deferred.flags) {
+    const std::vector<double> one = f.ToDoubleVector();
+    for (size_t i = 0; i < flags.size(); ++i) flags[i] += std::abs(one[i]);
+  }
   for (size_t i = 0; i < deferred.params.size(); ++i) {
     if (flags[i] != 0.0 || deferred.had_grad[i]) continue;
     Tensor p = deferred.params[i]->sharded_param();  // a handle: clears the parameter's own .grad

@@ -107,9 +107,11 @@ ReduceScatterResult IssueReduceScatter(Tensor flat_input, ReduceTargets targets,
 // A device reduction's flags, read once the compute stream waited for it (ResolveGradFlags) instead of on
 // the host inside the reduce-scatter stream's work, which would wait for every group's reduction in turn.
 struct DeferredGradFlags {
-  Tensor flags;                    // the reduced flags, one per target (device)
+  // The reduced flags, one per target (device), of every reduction since the last resolve (a module
+  // run twice in one forward reduces its group twice in one backward).
+  std::vector<Tensor> flags;
   std::vector<FsdpParam*> params;  // the targets, each given a .grad (zeros where no rank had one)
-  std::vector<bool> had_grad;      // whether each had a .grad before this reduction
+  std::vector<bool> had_grad;      // whether each had a .grad before the first of those reductions
 };
 
 // Waits for the reduce-scatter, runs the HSDP all-reduce over the replicate axis, and makes this rank's

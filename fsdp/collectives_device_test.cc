@@ -208,5 +208,36 @@ TEST_F(CollectivesDeviceTest, GradientFlagsAreReadAfterTheComputeStreamWaitedNot
   }
 }
 
+TEST_F(CollectivesDeviceTest, DeferredFlagsOfTwoReductionsInOneBackwardAreResolvedTogether) {
+  // A module run twice in one forward reduces its group twice before the end of backward: a flag set in
+  // either reduction keeps the .grad; the parameter had none before the first.
+  const ReduceSpec spec{.dtype = DType::kFloat32, .divide_factor = std::nullopt, .shard_group = group_,
+                        .replicate_group = nullptr};
+  for (auto [first, second] : {std::pair{0.0f, 0.0f}, std::pair{1.0f, 0.0f}, std::pair{0.0f, 1.0f}}) {
+    SCOPED_TRACE(::testing::Message() << first << " " << second);
+    Tensor p = param_->sharded_param();
+    p.set_grad(Tensor());
+    std::optional<DeferredGradFlags> deferred;
+    EventPtr post_reduce;
+    for (int k = 0; k < 2; ++k) {
+      const float flag = k == 0 ? first : second;
+      std::vector<float> host(40, 0.0f);
+      host[4] = flag;
+      ReduceScatterResult r = IssueReduceScatter(
+          FromVector<float>(host, {40}).To(kGpu),
+          {.params = params_, .offsets = {0}, .block_numel = 20, .flag_offset = 4}, spec, streams_.get());
+      post_reduce = FinishReduceScatter(r, spec, streams_.get(), &deferred);
+      // (The fake backend has no add_ kernel to accumulate the second view-out into the first: start the
+      // second from no .grad; what is tested is that both reductions' flags are kept.)
+      if (k == 0) p.set_grad(Tensor());
+    }
+    ASSERT_EQ(deferred->flags.size(), 2u);
+    streams_->ComputeWaitFor(*post_reduce);
+    Drain();
+    ResolveGradFlags(*deferred);
+    EXPECT_EQ(param_->sharded_param().grad().defined(), first + second != 0.0f);
+  }
+}
+
 }  // namespace
 }  // namespace tessel::fsdp

@@ -95,13 +95,14 @@ _SELU_ALPHA, _SELU_SCALE = 1.6732632423543772, 1.0507009873554805  # torch's con
 
 
 def selu(x, inplace=False):
-    return elu(x, _SELU_ALPHA) * _SELU_SCALE
+    """scale (max(0, x) + min(0, alpha (exp(x) - 1))), the exp of min(x, 0) (a finite gradient at +inf)."""
+    return _C._functional.where(x > 0, x, (x.clamp(max=0.0).exp() - 1.0) * _SELU_ALPHA) * _SELU_SCALE
 
 
 def celu(x, alpha=1.0, inplace=False):
-    w = _C._functional.where
-    pos = x > 0
-    return w(pos, x, ((w(pos, x * 0.0, x) / alpha).exp() - 1.0) * alpha)
+    """max(0, x) + min(0, alpha (exp(x / alpha) - 1)); the exp sees min(x, 0), so +inf keeps a finite
+    gradient (torch's)."""
+    return _C._functional.where(x > 0, x, ((x.clamp(max=0.0) / alpha).exp() - 1.0) * alpha)
 
 
 def hardsigmoid(x, inplace=False):
@@ -117,7 +118,8 @@ def softsign(x):
 
 
 def threshold(x, threshold, value, inplace=False):
-    return _C._functional.where(x > threshold, x, _scalar_like(x, value))
+    """torch's x <= threshold ? value : x (NaN passes through)."""
+    return _C._functional.where(x <= threshold, _scalar_like(x, value), x)
 
 
 def tanhshrink(x):
@@ -125,21 +127,29 @@ def tanhshrink(x):
 
 
 def softshrink(x, lambd=0.5):
+    """x - lambd above lambd, x + lambd below -lambd, else 0 (NaN passes through)."""
     w = _C._functional.where
-    return w(x > lambd, x - lambd, w(x < -lambd, x + lambd, x * 0.0))
+    return w(x > lambd, x - lambd, w(x < -lambd, x + lambd, w(x == x, x * 0.0, x)))
 
 
 def hardshrink(x, lambd=0.5):
-    return _C._functional.where(x.abs() > lambd, x, x * 0.0)
+    """x where |x| > lambd, else 0 (NaN passes through)."""
+    return _C._functional.where(x.abs() <= lambd, x * 0.0, x)
 
 
 def prelu(x, weight):
     """max(0, x) + weight * min(0, x); weight has 1 or C entries (C: dim 1 of x, as torch)."""
     if weight.numel() > 1:
+        channels = x.shape[1] if x.ndim >= 2 else 1
+        if weight.numel() != channels:
+            raise RuntimeError("Mismatch of parameter numbers and input channel size. Found parameter numbers = "
+                               "%d and channel size = %d." % (weight.numel(), channels))
         shape = [1] * x.ndim
-        shape[1 if x.ndim > 1 else 0] = weight.numel()
+        shape[1] = channels
         weight = weight.reshape(*shape)
-    return _C._functional.where(x >= 0, x, x * weight)
+    elif x.ndim == 0:
+        weight = weight.reshape(())
+    return _C._functional.where(x > 0, x, x * weight)
 
 
 def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
@@ -148,6 +158,10 @@ def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
 
 
 def margin_ranking_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None, reduction="mean"):
+    if not (tuple(input1.shape) == tuple(input2.shape) == tuple(target.shape)):
+        raise RuntimeError("margin_ranking_loss : All input tensors should have same dimension but got sizes: "
+                           "input1: %s, input2: %s, target: %s " % (list(input1.shape), list(input2.shape),
+                                                                   list(target.shape)))
     return _reduce((-target * (input1 - input2) + margin).clamp(min=0.0), reduction)
 
 
@@ -156,9 +170,9 @@ def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="m
 
 
 def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=None, reduction="mean"):
-    w = _C._functional.where
+    w = _C._functional.where  # torch's formula: a target that is neither 1 nor -1 takes both terms
     zero = input * 0.0
-    return _reduce(w(target == 1, input, zero) + w(target == -1, (margin - input).clamp(min=0.0), zero), reduction)
+    return _reduce(w(target != 1, (margin - input).clamp(min=0.0), zero) + w(target != -1, input, zero), reduction)
 
 
 def cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None, reduction="mean"):

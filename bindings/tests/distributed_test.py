@@ -586,6 +586,11 @@ def test_list_collectives_object_p2p_and_batch_isend_irecv_follow_torch_distribu
         dist.reduce_scatter(out, [tessel.full((2,), float(r + 10 * j)) for j in range(n)])  # sum over ranks
         outs = [tessel.zeros(j + 1) for j in range(n)]
         dist.all_to_all(outs, [tessel.full((r + 1,), float(10 * r + j)) for j in range(n)])
+        # Per-peer shapes may differ and be empty (uneven MoE routing): rank r sends j rows of width r + 1.
+        uneven = [tessel.zeros(r, j + 1) for j in range(n)]
+        dist.all_to_all(uneven, [tessel.full((j, r + 1), float(r)) for j in range(n)])
+        assert [tuple(u.shape) for u in uneven] == [(r, j + 1) for j in range(n)]
+        assert all(u.tolist() == [[float(j)] * (j + 1)] * r for j, u in enumerate(uneven))
         objs = [None] * n if r == 0 else None
         dist.gather_object({"rank": r}, objs, dst=0)
         mine = [None]

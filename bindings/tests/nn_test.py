@@ -707,6 +707,36 @@ def test_more_activations_losses_group_norm_and_parameter_containers_follow_torc
     assert [n for n, _ in holder.named_parameters()] == ["pl.0", "pl.1", "pl.2", "pd.a", "pd.b"]
     with pytest.raises(KeyError):
         holder.pd["missing"]
+    # Reviewed edge cases, each as torch 2.15: slots are replaced (any shape); a frozen Parameter stays
+    # frozen in a container and as an attribute; a plain dict's keys are sorted; names the class defines
+    # are refused; NaN passes threshold / shrink; prelu's gradient at 0 is the slope.
+    holder.pl[0] = tessel.full((4,), 7.0)
+    holder.pd["a"] = tessel.zeros(3)
+    assert holder.pl[0].tolist() == [7.0] * 4 and holder.pd["a"].shape == (3,)
+    frozen = nn.Parameter(tessel.ones(2), requires_grad=False)
+    holder.pl.append(frozen)
+    holder.frozen_attr = nn.Parameter(tessel.ones(1), requires_grad=False)
+    assert not holder.pl[-1].requires_grad and not holder.frozen_attr.requires_grad
+    assert list(nn.ParameterDict({"b": tessel.ones(1), "a": tessel.ones(4)}).keys()) == ["a", "b"]
+    with pytest.raises(KeyError, match="attribute 'values' already exists"):
+        nn.ParameterDict({"values": tessel.ones(1)})
+    nan = tessel.tensor([float("nan"), 0.1, 0.3])
+    assert np.isnan(F.threshold(nan, 0.25, -7.0).numpy()[0]) and F.threshold(nan, 0.25, -7.0).tolist()[1:] == [-7.0, 0.30000001192092896]
+    assert np.isnan(F.hardshrink(nan).numpy()[0]) and np.isnan(F.softshrink(nan).numpy()[0])
+    z = tessel.tensor([0.0, -1.0], requires_grad=True)
+    F.prelu(z, tessel.tensor([0.3])).sum().backward()
+    np.testing.assert_allclose(z.grad.numpy(), [0.3, 0.3], rtol=1e-6)
+    assert nn.PReLU()(tessel.tensor(-1.0)).shape == ()
+    with pytest.raises(RuntimeError, match="Mismatch of parameter numbers and input channel size"):
+        F.prelu(tessel.ones(2, 3), tessel.ones(4))
+    inf = tessel.tensor([float("inf")], requires_grad=True)
+    F.selu(inf).sum().backward()
+    np.testing.assert_allclose(inf.grad.numpy(), [scale], rtol=1e-6)
+    h = tessel.tensor([0.3, 0.2])
+    assert F.hinge_embedding_loss(h, tessel.tensor([0.0, 1.0]), margin=1.0, reduction="sum").item() == \
+        pytest.approx((1 - 0.3) + 0.3 + 0.2, rel=1e-6)  # a 0 target takes both terms, as torch
+    with pytest.raises(RuntimeError, match="All input tensors should have same dimension"):
+        F.margin_ranking_loss(h, h, tessel.tensor([1.0]))
 
 
 def test_channel_dropout_zeroes_whole_channels_and_scales_the_rest():

@@ -439,14 +439,14 @@ def all_to_all(output_tensor_list, input_tensor_list, group=None, async_op=False
     if len(input_tensor_list) != g.size or len(output_tensor_list) != g.size:
         raise ValueError("all_to_all: lists of %d and %d tensors for a group of %d ranks"
                          % (len(output_tensor_list), len(input_tensor_list), g.size))
-    rows = lambda t: t.shape[0] if t.ndim else 1  # noqa: E731
-    flat_in = cat([t.reshape(rows(t), -1) for t in input_tensor_list], 0).contiguous()
+    # Each tensor flattened, split by element counts: any per-peer shapes, empty and 0-d ones included.
     from .._tensor import empty
-    out_rows = [rows(t) for t in output_tensor_list]
-    flat_out = empty(sum(out_rows), flat_in.shape[1], dtype=flat_in.dtype)
-    g.all_to_all_single(flat_out, flat_in, out_rows, [rows(t) for t in input_tensor_list], False)
+    flat_in = cat([t.reshape(-1) for t in input_tensor_list], 0).contiguous()
+    out_sizes = [t.numel() for t in output_tensor_list]
+    flat_out = empty(sum(out_sizes), dtype=flat_in.dtype)
+    g.all_to_all_single(flat_out, flat_in, out_sizes, [t.numel() for t in input_tensor_list], False)
     start = 0
-    for t, n in zip(output_tensor_list, out_rows):
+    for t, n in zip(output_tensor_list, out_sizes):
         t.copy_(flat_out[start:start + n].reshape(*t.shape))
         start += n
     return _done(async_op)

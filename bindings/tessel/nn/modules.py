@@ -84,12 +84,21 @@ def _join(prefix, name):
 
 # ---- attribute registration -------------------------------------------------------------------------
 
+def _keep_frozen(param, register):
+    """Registers a Parameter keeping requires_grad=False (the C++ registration marks parameters trainable;
+    torch keeps the Parameter's own flag)."""
+    frozen = isinstance(param, Tensor) and param.dtype.is_floating_point and not param.requires_grad
+    register()
+    if frozen:
+        param.requires_grad_(False)
+
+
 def _setattr(self, name, value):
     if isinstance(value, Parameter) or (value is None and self._has_parameter(name)):
         if self._has_parameter(name):
-            self._set_parameter(name, value)
+            _keep_frozen(value, lambda: self._set_parameter(name, value))
         else:
-            self._register_parameter(name, value)
+            _keep_frozen(value, lambda: self._register_parameter(name, value))
     elif isinstance(value, Module):
         ancestor = self
         while ancestor is not None:  # a module inside its own subtree would own itself
@@ -387,7 +396,10 @@ def register_parameter(self, name, param):
     if param is not None and not isinstance(param, Tensor):
         raise TypeError("cannot assign '%s' object to parameter '%s' (tessel.nn.Parameter or None required)"
                         % (type(param).__name__, name))
-    self._register_parameter(name, param)
+    if isinstance(param, Parameter):
+        _keep_frozen(param, lambda: self._register_parameter(name, param))
+    else:
+        self._register_parameter(name, param)
 
 
 def add_module(self, name, module):
@@ -840,6 +852,16 @@ class GroupNorm(Module):
         return _extra().group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
 
 
+def _put_parameter(module, name, value):
+    """Registers, or replaces (any shape, as torch), the container's entry `name`; a tensor becomes a
+    Parameter (requires_grad as torch's Parameter(t): True), a Parameter keeps its own flag."""
+    param = value if isinstance(value, Parameter) else Parameter(value)
+    if module._has_parameter(name):
+        _keep_frozen(param, lambda: module._set_parameter(name, param, True))
+    else:
+        _keep_frozen(param, lambda: module._register_parameter(name, param))
+
+
 class ParameterList(Module):
     """torch.nn.ParameterList: parameters named "0", "1", ...; tensors appended become Parameters."""
 
@@ -860,16 +882,19 @@ class ParameterList(Module):
     def __getitem__(self, idx):
         if isinstance(idx, slice):
             return ParameterList([self[i] for i in range(len(self))[idx]])
-        return getattr(self, self._index(idx))
+        return _getattr(self, self._index(idx))
 
     def __setitem__(self, idx, param):
-        self.register_parameter(self._index(idx), param if isinstance(param, Parameter) else Parameter(param))
+        _put_parameter(self, self._index(idx), param)
+
+    def __iadd__(self, values):
+        return self.extend(values)
 
     def __iter__(self):
         return iter([self[i] for i in range(len(self))])
 
     def append(self, value):
-        self.register_parameter(str(len(self)), value if isinstance(value, Parameter) else Parameter(value))
+        _put_parameter(self, str(len(self)), value)
         return self
 
     def extend(self, values):
@@ -895,10 +920,17 @@ class ParameterDict(Module):
     def __getitem__(self, key):
         if key not in self:
             raise KeyError(key)
-        return getattr(self, key)
+        return _getattr(self, key)  # the entry, even where the class defines that name (values, training)
 
     def __setitem__(self, key, value):
-        self.register_parameter(key, value if isinstance(value, Parameter) else Parameter(value))
+        if not isinstance(key, str):
+            raise TypeError("ParameterDict keys must be strings, got %s" % type(key).__name__)
+        if hasattr(type(self), key):
+            raise KeyError("attribute '%s' already exists" % key)  # torch's rule
+        _put_parameter(self, key, value)
+
+    def get(self, key, default=None):
+        return self[key] if key in self else default
 
     def __contains__(self, key):
         return key in self.keys()
@@ -916,7 +948,16 @@ class ParameterDict(Module):
         return [(k, self[k]) for k in self.keys()]
 
     def update(self, parameters):
-        for k, v in (parameters.items() if hasattr(parameters, "items") else parameters):
+        """torch's order: an OrderedDict or ParameterDict in its order, another mapping sorted by key, an
+        iterable of pairs in its order."""
+        import collections
+        if isinstance(parameters, (collections.OrderedDict, ParameterDict)):
+            items = list(parameters.items())
+        elif hasattr(parameters, "items"):
+            items = sorted(parameters.items())
+        else:
+            items = list(parameters)
+        for k, v in items:
             self[k] = v
 
     def forward(self, *args, **kwargs):
