@@ -716,7 +716,9 @@ def test_more_activations_losses_group_norm_and_parameter_containers_follow_torc
     frozen = nn.Parameter(tessel.ones(2), requires_grad=False)
     holder.pl.append(frozen)
     holder.frozen_attr = nn.Parameter(tessel.ones(1), requires_grad=False)
+    holder.frozen_attr = nn.Parameter(tessel.ones(3), requires_grad=False)  # reassigned with another shape
     assert not holder.pl[-1].requires_grad and not holder.frozen_attr.requires_grad
+    assert holder.frozen_attr.shape == (3,)
     assert list(nn.ParameterDict({"b": tessel.ones(1), "a": tessel.ones(4)}).keys()) == ["a", "b"]
     with pytest.raises(KeyError, match="attribute 'values' already exists"):
         nn.ParameterDict({"values": tessel.ones(1)})

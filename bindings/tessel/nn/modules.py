@@ -95,8 +95,8 @@ def _keep_frozen(param, register):
 
 def _setattr(self, name, value):
     if isinstance(value, Parameter) or (value is None and self._has_parameter(name)):
-        if self._has_parameter(name):
-            _keep_frozen(value, lambda: self._set_parameter(name, value))
+        if self._has_parameter(name):  # any shape, as torch (self.w = nn.Parameter(new_shape))
+            _keep_frozen(value, lambda: self._set_parameter(name, value, True))
         else:
             _keep_frozen(value, lambda: self._register_parameter(name, value))
     elif isinstance(value, Module):
