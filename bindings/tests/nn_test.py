@@ -759,6 +759,43 @@ def test_channel_dropout_zeroes_whole_channels_and_scales_the_rest():
         F.dropout2d(tessel.ones(2, 2), 0.5)
 
 
+def test_embedding_bag_sums_averages_and_maxes_bags_as_torch():
+    # Bags [1, 2, 4], [], [5, 4], [3, 2, 0] with padding_idx 2 left out; references in float64 numpy.
+    rng = np.random.default_rng(0)
+    table = rng.standard_normal((6, 3))
+    flat, offsets = [1, 2, 4, 5, 4, 3, 2, 0], [0, 3, 3, 5]
+    bags = [[1, 4], [], [5, 4], [3, 0]]  # without the padding index
+    for mode, reduce in (("sum", np.sum), ("mean", np.mean), ("max", np.max)):
+        w = tessel.tensor(table, requires_grad=True)
+        y = F.embedding_bag(tessel.tensor(flat), w, tessel.tensor(offsets), mode=mode, padding_idx=2)
+        want = np.array([reduce(table[b], 0) if b else np.zeros(3) for b in bags])
+        np.testing.assert_allclose(y.detach().numpy(), want, rtol=1e-12, err_msg=mode)
+        y.sum().backward()
+        grad = np.zeros_like(table)
+        for b in bags:
+            if not b:
+                continue
+            if mode == "max":
+                for c in range(3):
+                    grad[b[int(np.argmax(table[b, c]))], c] += 1
+            else:
+                for i in b:
+                    grad[i] += 1.0 / (len(b) if mode == "mean" else 1)
+        np.testing.assert_allclose(w.grad.numpy(), grad, rtol=1e-12, err_msg=mode)
+    # [B, L] input with per_sample_weights (mode sum): rows scaled, the weights get their gradient.
+    w = tessel.tensor(table)
+    psw = tessel.tensor([[0.5, 2.0], [1.0, -1.0]], dtype=tessel.float64, requires_grad=True)
+    y = F.embedding_bag(tessel.tensor([[0, 1], [2, 3]]), w, per_sample_weights=psw, mode="sum")
+    np.testing.assert_allclose(y.detach().numpy(),
+                               [0.5 * table[0] + 2 * table[1], table[2] - table[3]], rtol=1e-12)
+    y.sum().backward()
+    np.testing.assert_allclose(psw.grad.numpy(), table[[[0, 1], [2, 3]]].sum(-1), rtol=1e-12)
+    bag = nn.EmbeddingBag(6, 3, mode="sum")
+    assert bag(tessel.tensor([0, 1, 2]), tessel.tensor([0, 1])).shape == (2, 3)
+    with pytest.raises(ValueError, match="must have the same shape as the input"):
+        F.embedding_bag(tessel.tensor([[0, 1]]), w, per_sample_weights=tessel.ones(2), mode="sum")
+
+
 def test_load_state_dict_assign_takes_the_state_dicts_tensors():
     lin = nn.Linear(2, 3)
     old_weight = lin.weight.numpy().copy()

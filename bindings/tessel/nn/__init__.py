@@ -20,6 +20,7 @@ from .modules import (  # noqa: F401
     Dropout1d,
     Dropout2d,
     Dropout3d,
+    EmbeddingBag,
     GELU,
     GroupNorm,
     Identity,

@@ -96,6 +96,66 @@ dropout2d = _channel_dropout("dropout2d", 2)
 dropout3d = _channel_dropout("dropout3d", 3)
 
 
+def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale_grad_by_freq=False, mode="mean",
+                  sparse=False, per_sample_weights=None, include_last_offset=False, padding_idx=None):
+    """torch.nn.functional.embedding_bag: each bag's rows of weight summed, averaged or maxed. input is
+    [B, L] (B bags of L) or 1-D with offsets (bag starts); per_sample_weights scale the rows ("sum" only);
+    entries equal to padding_idx are left out (an empty bag gives zeros). Composed of embedding and a
+    matmul with the bag membership (gradients to weight and per_sample_weights)."""
+    import numpy as np
+    from .._tensor import tensor as make_tensor, zeros
+    if scale_grad_by_freq or sparse:
+        raise NotImplementedError("embedding_bag: scale_grad_by_freq and sparse are not supported")
+    if mode not in ("sum", "mean", "max"):
+        raise ValueError("mode has to be one of sum, mean or max")
+    if per_sample_weights is not None and mode != "sum":
+        raise NotImplementedError("embedding_bag: per_sample_weights was not None. per_sample_weights is only "
+                                  "supported for mode='sum' (got mode='%s'). Please open a feature request on "
+                                  "GitHub." % mode)
+    if per_sample_weights is not None and tuple(per_sample_weights.shape) != tuple(input.shape):
+        raise ValueError("embedding_bag: If per_sample_weights (%s) is not None, then it must have the same shape as "
+                         "the input (%s)" % (list(per_sample_weights.shape), list(input.shape)))
+    idx = input.numpy().astype(np.int64)
+    if input.ndim == 2:
+        if offsets is not None:
+            raise ValueError("if input is 2D, then offsets has to be None, as input is treated is a mini-batch of "
+                             "fixed length sequences.")
+        bags, length = idx.shape
+        starts = np.arange(bags) * length
+        flat = idx.reshape(-1)
+    elif input.ndim == 1:
+        if offsets is None:
+            raise ValueError("offsets has to be a 1D Tensor but got None")
+        flat = idx
+        starts = offsets.numpy().astype(np.int64)
+        if include_last_offset:
+            starts = starts[:-1]
+        bags = len(starts)
+    else:
+        raise ValueError("input has to be 1D or 2D Tensor, but got Tensor of dimension %d" % input.ndim)
+    if max_norm is not None:
+        from .._C import _functional as _f
+        _f.embedding(input.reshape(-1), weight, None, max_norm, norm_type)  # renormalize the rows in place
+    ends = list(starts[1:]) + [len(flat)]
+    keep = np.ones(len(flat), dtype=bool) if padding_idx is None else flat != padding_idx % weight.shape[0]
+    rows = embedding(make_tensor(flat if len(flat) else np.zeros(0, np.int64)), weight)  # [N, D]
+    if per_sample_weights is not None:
+        rows = rows * per_sample_weights.reshape(-1, 1)
+    if mode == "max":
+        out = []
+        for s, e in zip(starts, ends):
+            members = [i for i in range(s, e) if keep[i]]
+            out.append(rows[members].max(0).values if members else zeros(weight.shape[1], dtype=weight.dtype))
+        from .. import stack
+        return stack(out, 0) if out else zeros(0, weight.shape[1], dtype=weight.dtype)
+    member = np.zeros((bags, len(flat)), dtype=np.float64)
+    for b, (s, e) in enumerate(zip(starts, ends)):
+        member[b, s:e] = keep[s:e]
+    if mode == "mean":
+        member /= np.maximum(member.sum(1, keepdims=True), 1.0)
+    return make_tensor(member, dtype=weight.dtype) @ rows
+
+
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """Mean (or sum, or none) of the squared differences."""
     if size_average is not None or reduce is not None:

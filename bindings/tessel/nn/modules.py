@@ -862,6 +862,33 @@ def _put_parameter(module, name, value):
         _keep_frozen(param, lambda: module._register_parameter(name, param))
 
 
+class EmbeddingBag(Module):
+    """torch.nn.EmbeddingBag: a table [num_embeddings, embedding_dim] (normal init, as torch) reduced per
+    bag by F.embedding_bag (mode "mean" by default)."""
+
+    def __init__(self, num_embeddings, embedding_dim, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
+                 mode="mean", sparse=False, _weight=None, include_last_offset=False, padding_idx=None, device=None,
+                 dtype=None):
+        super().__init__()
+        self.num_embeddings, self.embedding_dim, self.mode = num_embeddings, embedding_dim, mode
+        self.max_norm, self.norm_type, self.include_last_offset = max_norm, norm_type, include_last_offset
+        self.padding_idx = padding_idx
+        if scale_grad_by_freq or sparse:
+            raise NotImplementedError("EmbeddingBag: scale_grad_by_freq and sparse are not supported")
+        if _weight is not None:
+            self.weight = Parameter(_weight)
+        else:
+            from .. import randn
+            self.weight = Parameter(randn(num_embeddings, embedding_dim, dtype=dtype or _C.dtype.float32))
+            if padding_idx is not None:
+                with _C._GradMode(False):
+                    self.weight[padding_idx].zero_()
+
+    def forward(self, input, offsets=None, per_sample_weights=None):
+        return functional.embedding_bag(input, self.weight, offsets, self.max_norm, self.norm_type, False, self.mode,
+                                        False, per_sample_weights, self.include_last_offset, self.padding_idx)
+
+
 class ParameterList(Module):
     """torch.nn.ParameterList: parameters named "0", "1", ...; tensors appended become Parameters."""
 
