@@ -626,6 +626,41 @@ def test_list_collectives_object_p2p_and_batch_isend_irecv_follow_torch_distribu
     assert dist.init_device_mesh is init_device_mesh
 
 
+def test_dtensor_factories_and_distribute_module_follow_torch():
+    from tessel.distributed.tensor import (Placement, distribute_module, full, ones, randn, zeros)
+    got = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        mesh = init_device_mesh("cpu", (2,))
+        z = zeros(5, 3, device_mesh=mesh, placements=[Shard(0)])
+        o = ones((2, 2), device_mesh=mesh)
+        f = full((3,), 2.5, device_mesh=mesh, placements=[Shard(0)])
+        tessel.manual_seed(world.rank)  # different seeds: the random DTensor is still one global tensor
+        r = randn(4, device_mesh=mesh, placements=[Shard(0)], requires_grad=True)
+        tessel.manual_seed(3)
+        lin = nn.Linear(3, 2)
+        want = lin(tessel.ones(1, 3)).detach().numpy()
+        calls = []
+        distribute_module(lin, mesh,
+                          input_fn=lambda m, args, mesh: (calls.append("in"), (distribute_tensor(args[0], mesh),))[1],
+                          output_fn=lambda m, out, mesh: (calls.append("out"), out.to_local())[1])
+        y = lin(tessel.ones(1, 3))
+        got[world.rank] = (z.placements, tuple(z.to_local().shape), o.placements, tuple(o.shape), f.to_local().tolist(),
+                           r.full_tensor().tolist(), r.requires_grad, lin.weight.placements, isinstance(y, DTensor),
+                           np.abs(y.detach().numpy() - want).max(), calls)
+        dist.destroy_process_group()
+
+    tessel.run_ranks(2, rank_fn)
+    for rank, g in got.items():
+        assert g[0] == (Shard(0),) and g[1] == ((3, 3) if rank == 0 else (2, 3))  # torch.chunk rows of 5
+        assert g[2] == (Replicate(),) and g[3] == (2, 2)
+        assert g[4] == ([2.5, 2.5] if rank == 0 else [2.5])
+        assert g[6] and g[7] == (Replicate(),) and not g[8] and g[9] < 1e-6 and g[10] == ["in", "out"]
+    assert got[0][5] == got[1][5]  # one global random tensor
+    assert isinstance(Shard(0), Placement) and isinstance(Replicate(), Placement)
+
+
 def test_broadcast_src_is_a_global_rank_on_a_subgroup_as_in_torch():
     def rank_fn(world):
         dist.init_process_group()

@@ -1,4 +1,5 @@
-"""tessel.distributed.tensor: DTensor, distribute_tensor, Shard, Replicate, Partial.
+"""tessel.distributed.tensor: DTensor, distribute_tensor, distribute_module, Shard, Replicate, Partial,
+and the DTensor factories (zeros, ones, empty, full, rand, randn).
 
 A DTensor is a tessel.Tensor whose impl is distributed (DESIGN.md: "DTensor is a kind of Tensor"), so
 ``isinstance(x, DTensor)`` asks ``x.is_distributed``, and every op and module works on it unchanged.
@@ -11,6 +12,7 @@ from ... import _C
 Shard = _C.Shard
 Replicate = _C.Replicate
 Partial = _C.Partial
+Placement = (_C.Shard, _C.Replicate, _C.Partial)  # isinstance(p, Placement) as torch's base class
 DeviceMesh = _C.DeviceMesh
 
 
@@ -45,4 +47,61 @@ def distribute_tensor(tensor, device_mesh=None, placements=None, *, src_data_ran
     placements = list(placements) if placements is not None else [Replicate()] * device_mesh.ndim
     return _C.distribute_tensor(tensor, device_mesh, placements, src_data_rank)
 
+def _factory(name, make):
+    def fn(*size, device_mesh=None, placements=None, dtype=None, requires_grad=False, layout=None, **kwargs):
+        """torch.distributed.tensor.%s: the global tensor of `size` on device_mesh with placements (default
+        Replicate everywhere), made by distributing rank 0's values (random ones agree on every rank)."""
+        if device_mesh is None:
+            raise ValueError("%s: device_mesh is required" % name)
+        shape = tuple(size[0]) if len(size) == 1 and isinstance(size[0], (list, tuple)) else tuple(size)
+        out = distribute_tensor(make(shape, dtype, **kwargs), device_mesh, placements)
+        return out.requires_grad_(True) if requires_grad else out
+    fn.__name__ = name
+    fn.__doc__ = fn.__doc__ % name
+    return fn
+
+
+def _make(kind):
+    def make(shape, dtype, **kwargs):
+        from ... import _tensor as T
+        if kind == "full":
+            return T.full(shape, kwargs["fill_value"], dtype=dtype)
+        return getattr(T, kind)(*shape, dtype=dtype)
+    return make
+
+
+zeros, ones, empty, rand, randn = (_factory(k, _make(k)) for k in ("zeros", "ones", "empty", "rand", "randn"))
+_full = _factory("full", _make("full"))
+
+
+def full(size, fill_value, *, device_mesh=None, placements=None, dtype=None, requires_grad=False, layout=None):
+    return _full(*size, device_mesh=device_mesh, placements=placements, dtype=dtype, requires_grad=requires_grad,
+                 fill_value=fill_value)
+
+
+def distribute_module(module, device_mesh=None, partition_fn=None, input_fn=None, output_fn=None):
+    """torch's distribute_module: partition_fn(name, submodule, device_mesh) places each submodule's
+    parameters (default: every parameter that is not already a DTensor becomes Replicate on the mesh);
+    input_fn(module, inputs, device_mesh) and output_fn(module, outputs, device_mesh) become the module's
+    forward pre-hook and forward hook. Returns module."""
+    from ...nn.modules import Parameter
+    if device_mesh is None:
+        raise ValueError("distribute_module: device_mesh is required")
+    for name, sub in module.named_modules():
+        if partition_fn is not None:
+            partition_fn(name, sub, device_mesh)
+            continue
+        for pname, p in list(sub.named_parameters(recurse=False)):
+            if not isinstance(p, DTensor):
+                setattr(sub, pname, Parameter(distribute_tensor(p.detach(), device_mesh,
+                                                                [Replicate()] * device_mesh.ndim),
+                                              requires_grad=p.requires_grad))
+    if input_fn is not None:
+        module.register_forward_pre_hook(lambda m, args: input_fn(m, args, device_mesh))
+    if output_fn is not None:
+        module.register_forward_hook(lambda m, args, out: output_fn(m, out, device_mesh))
+    return module
+
+
+from ..device_mesh import init_device_mesh  # noqa: E402,F401 (torch.distributed.tensor exports it)
 from . import parallel  # noqa: E402,F401 (torch.distributed.tensor.parallel)
