@@ -87,6 +87,9 @@ void BindFunctional(py::module_& m) {
     });
   }, py::arg("input"), py::arg("weight"), py::arg("padding_idx") = py::none(), py::arg("max_norm") = py::none(),
         py::arg("norm_type") = 2.0, py::arg("scale_grad_by_freq") = false, py::arg("sparse") = false);
+  f.def("_index_add_rows", [](const Tensor& source, const Tensor& index, int64_t num_rows) {
+    return NoGil([&] { return IndexAddRows(source, index, num_rows); });
+  }, py::arg("source"), py::arg("index"), py::arg("num_rows"));
   f.def("cat", [](const TensorList& ts, int64_t dim) { return NoGil([&] { return Cat(ts, dim); }); },
         py::arg("tensors"), py::arg("dim") = 0);
   f.def("stack", [](const TensorList& ts, int64_t dim) { return NoGil([&] { return Stack(ts, dim); }); },

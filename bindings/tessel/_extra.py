@@ -427,6 +427,30 @@ _C_UNARY_METHODS = {name: _float_op(name) for name in _FLOAT_OPS}  # floor / cei
 _C_UNARY = {name: _function_of(name) for name in _FLOAT_OPS + ("floor", "ceil")}
 
 
+def index_add(x, dim, index, source, *, alpha=1):
+    """torch.index_add: x with source's slices along dim added at index (repeats accumulate), out of
+    place and differentiable in x and source; one scatter-add of rows (the move of dim to the front is a
+    view)."""
+    if index.ndim != 1 or (source.ndim and index.shape[0] != source.shape[dim]):
+        raise IndexError("index_add_(): Number of indices (%d) should be equal to source.size(dim) (%d)"
+                         % (index.numel(), source.shape[dim] if source.ndim else 1))
+    d = dim % max(x.ndim, 1)
+    moved = source.movedim(d, 0) if source.ndim > 1 else source.reshape(-1, 1)
+    target = x.movedim(d, 0) if x.ndim > 1 else x.reshape(-1, 1)
+    rows = _C._functional._index_add_rows(moved.reshape(moved.shape[0], -1), index.long(), target.shape[0])
+    rows = rows.reshape(*target.shape)
+    rows = rows.movedim(0, d) if x.ndim > 1 else rows.reshape(*x.shape)
+    return x + (rows * alpha if alpha != 1 else rows)
+
+
+def index_add_(x, dim, index, source, *, alpha=1):
+    """In place, outside autograd (a tensor that requires grad takes the out-of-place index_add)."""
+    if _C.is_grad_enabled() and (x.requires_grad or source.requires_grad):
+        raise RuntimeError("index_add_ on tensors that require grad is not recorded by tessel's autograd: use "
+                           "x = x.index_add(dim, index, source)")
+    return x.copy_(index_add(x, dim, index, source, alpha=alpha))
+
+
 def trunc(x):
     """torch.trunc (fix): rounds toward zero, floor of |x| with x's sign (zero gradient); an integer
     tensor gives a copy."""
@@ -627,13 +651,13 @@ _BOTH = dict(  # torch.X(t, ...) and t.X(...)
     isfinite=isfinite, nan_to_num=nan_to_num, logsumexp=logsumexp, cumsum=cumsum, any=any_, all=all_,
     movedim=movedim, swapaxes=swapaxes, unbind=unbind, unflatten=unflatten, index_select=index_select, flip=flip,
     roll=roll, repeat_interleave=repeat_interleave, masked_select=masked_select, outer=outer, diag=diag,
-    trace=trace, round=round_, trunc=trunc, fix=trunc, nonzero=nonzero, argwhere=argwhere, count_nonzero=count_nonzero, allclose=allclose, equal=equal,
+    trace=trace, round=round_, trunc=trunc, fix=trunc, index_add=index_add, nonzero=nonzero, argwhere=argwhere, count_nonzero=count_nonzero, allclose=allclose, equal=equal,
     clip=lambda x, min=None, max=None: x.clamp(min, max))
 
 TORCH_FUNCTIONS = dict(_BOTH, **_C_UNARY, take_along_dim=take_along_dim, linspace=linspace, numel=numel, softplus=softplus)
 
 TENSOR_METHODS = dict(
-    _BOTH, **_C_UNARY_METHODS, repeat=repeat, expand_as=expand_as,
+    _BOTH, **_C_UNARY_METHODS, index_add_=index_add_, repeat=repeat, expand_as=expand_as,
     new_zeros=lambda x, *size, **kw: _new_full(x, size, 0.0, **kw),
     new_ones=lambda x, *size, **kw: _new_full(x, size, 1.0, **kw),
     new_full=lambda x, size, fill_value, dtype=None, device=None, requires_grad=False: _C._full(

@@ -426,6 +426,28 @@ def test_load_reads_a_file_torch_save_wrote(tmp_path):
     assert tessel.load(str(tmp_path / "own.pt"))["w"].tolist() == [1.0, 1.0]
 
 
+def test_index_add_accumulates_repeated_indices_and_differentiates_both_inputs():
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((4, 3, 2)), rng.standard_normal((4, 5, 2))
+    idx = [0, 2, 2, 1, 0]
+    want = a.copy()
+    for j, i in enumerate(idx):
+        want[:, i] += 2.0 * b[:, j]
+    x, src = tessel.tensor(a, requires_grad=True), tessel.tensor(b, requires_grad=True)
+    y = x.index_add(1, tessel.tensor(idx), src, alpha=2.0)
+    np.testing.assert_allclose(y.detach().numpy(), want, rtol=1e-12)
+    (y * y).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), 2 * want, rtol=1e-12)
+    np.testing.assert_allclose(src.grad.numpy(), 2 * 2.0 * want[:, idx], rtol=1e-12)
+    z = tessel.zeros(3).index_add_(0, tessel.tensor([2, 2, 0]), tessel.tensor([1.0, 2.0, 5.0]))
+    assert z.tolist() == [5.0, 0.0, 3.0] and tessel.index_add(tessel.zeros(2), 0, tessel.tensor([1]),
+                                                              tessel.ones(1)).tolist() == [0.0, 1.0]
+    with pytest.raises(RuntimeError, match="index_add_ on tensors that require grad"):
+        tessel.zeros(3, requires_grad=True).index_add_(0, tessel.tensor([0]), tessel.ones(1))
+    with pytest.raises(IndexError, match="Number of indices"):
+        tessel.zeros(3).index_add(0, tessel.tensor([0, 1]), tessel.ones(1))
+
+
 def test_autograd_grad_and_backward_inputs_follow_torch():
     x = tessel.tensor([1.0, 2.0], requires_grad=True)
     w = tessel.tensor([3.0, 5.0], requires_grad=True)

@@ -170,6 +170,13 @@ Tensor Embedding(const Tensor& weight, const Tensor& indices, std::optional<int6
   return Where(pad, Detach(out), out);
 }
 
+Tensor IndexAddRows(const Tensor& source, const Tensor& index, int64_t num_rows) {
+  TESSEL_CHECK(source.dim() == 2 && index.dim() == 1 && index.size(0) == source.size(0) && num_rows >= 0,
+               "index_add: rows [M, C] and an index [M] into ", num_rows, " rows expected, got source ",
+               ShapeStr(source.sizes()), " and index ", ShapeStr(index.sizes()));
+  return EmbeddingBackward(source, index, num_rows);
+}
+
 void EmbeddingRenorm_(const Tensor& weight, const Tensor& indices, double max_norm, double norm_type) {
   TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, !weight.is_distributed() && !indices.is_distributed(),
                     "embedding: max_norm on a distributed (DTensor) table or index is not supported; renormalize ",

@@ -21,6 +21,12 @@ Tensor Embedding(const Tensor& weight, const Tensor& indices, std::optional<int6
 // The normalized row (in [0, V)) of padding_idx for a table of `num_embeddings` rows; the check above.
 int64_t NormalizePaddingIdx(int64_t padding_idx, int64_t num_embeddings);
 
+// The rows of `source` [M, C] summed into a zero [num_rows, C] table at `index` [M] (int64), in index
+// order: torch's index_add along dim 0 into zeros (the scatter-add an embedding's backward does).
+// Differentiable in `source` (its gradient gathers the rows back); kOutOfRange for an index outside
+// [0, num_rows).
+Tensor IndexAddRows(const Tensor& source, const Tensor& index, int64_t num_rows);
+
 // torch.embedding_renorm_ (Embedding's max_norm): every row of `weight` that `indices` names and whose
 // norm_type-norm exceeds max_norm is scaled in place to max_norm (by max_norm / (norm + 1e-7), torch's
 // factor); the other rows are untouched. Not recorded by autograd (torch runs it under no_grad), and
