@@ -932,3 +932,81 @@ def test_mm_bmm_and_torchs_function_forms():
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
+
+
+def _naive_scatter_reduce(x, dim, idx, src, reduce, include_self):
+    """torch's scatter_reduce by loops over index (float64), dims 0 and 1 of 2-D tensors."""
+    out = x.copy()
+    groups = {}
+    for i in range(idx.shape[0]):
+        for j in range(idx.shape[1]):
+            t = (idx[i, j], j) if dim == 0 else (i, idx[i, j])
+            groups.setdefault(t, []).append(src[i, j])
+    for t, vals in groups.items():
+        vals = vals + ([x[t]] if include_self else [])
+        out[t] = {"sum": np.sum, "prod": np.prod, "mean": np.mean, "amax": np.max, "amin": np.min}[reduce](vals)
+    return out
+
+
+@pytest.mark.parametrize("reduce", ["sum", "prod", "mean", "amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+@pytest.mark.parametrize("dim", [0, 1])
+def test_scatter_reduce_equals_loops_and_central_differences(reduce, include_self, dim):
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal((4, 5)), rng.standard_normal((3, 5))
+    idx = rng.integers(0, 4 if dim == 0 else 5, size=(3, 5))  # repeats: several sources per position
+    want = _naive_scatter_reduce(a, dim, idx, b, reduce, include_self)
+    w = rng.standard_normal(want.shape)
+
+    def loss(av, bv):
+        return float((_naive_scatter_reduce(av, dim, idx, bv, reduce, include_self) * w).sum())
+
+    x, src = tessel.tensor(a, requires_grad=True), tessel.tensor(b, requires_grad=True)
+    y = x.scatter_reduce(dim, tessel.tensor(idx), src, reduce, include_self=include_self)
+    np.testing.assert_allclose(y.detach().numpy(), want, rtol=1e-12, atol=1e-15)
+    (y * tessel.tensor(w)).sum().backward()
+    for got, base, which in ((x.grad.numpy(), a, 0), (src.grad.numpy(), b, 1)):
+        fd = np.zeros_like(base)
+        for k in np.ndindex(base.shape):
+            h = np.zeros_like(base)
+            h[k] = 1e-6
+            args_p = (a + h, b) if which == 0 else (a, b + h)
+            args_m = (a - h, b) if which == 0 else (a, b - h)
+            fd[k] = (loss(*args_p) - loss(*args_m)) / 2e-6
+        np.testing.assert_allclose(got, fd, rtol=1e-6, atol=1e-8)
+
+
+def test_scatter_scatter_add_and_ties():
+    a = np.arange(12.0).reshape(3, 4)
+    idx = np.array([[2, 0, 1, 2], [0, 0, 2, 1]])
+    src = -np.arange(1.0, 9.0).reshape(2, 4)
+    want = a.copy()
+    for i in range(2):
+        for j in range(4):
+            want[idx[i, j], j] = src[i, j]  # later rows overwrite earlier ones (column 1: row 1 wins)
+    x, s = tessel.tensor(a, requires_grad=True), tessel.tensor(src, requires_grad=True)
+    y = tessel.scatter(x, 0, tessel.tensor(idx), s)
+    np.testing.assert_array_equal(y.detach().numpy(), want)
+    y.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), (want == a).astype(float))  # overwritten: no gradient
+    np.testing.assert_array_equal(s.grad.numpy(), [[1, 0, 1, 1], [1, 1, 1, 1]])  # the overwritten one: 0
+    filled = tessel.tensor(a).scatter(1, tessel.tensor([[3], [0], [1]]), value=7.0)
+    np.testing.assert_array_equal(filled.numpy(), [[0, 1, 2, 7], [7, 5, 6, 7], [8, 7, 10, 11]])
+    added = tessel.zeros(3, 4, dtype=tessel.float64).scatter_add_(0, tessel.tensor(idx), tessel.tensor(src))
+    want_add = np.zeros((3, 4))
+    np.add.at(want_add, (idx, np.broadcast_to(np.arange(4), idx.shape)), src)
+    np.testing.assert_array_equal(added.numpy(), want_add)
+    # amax ties split the gradient evenly among the tied elements, self included (torch's rule).
+    x = tessel.tensor([1.0, 0.0], requires_grad=True)
+    s = tessel.tensor([1.0, 1.0, -2.0], requires_grad=True)
+    y = x.scatter_reduce(0, tessel.tensor([0, 0, 1]), s, "amax")
+    assert y.tolist() == [1.0, 0.0]
+    y.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [1 / 3, 1.0])
+    np.testing.assert_allclose(s.grad.numpy(), [1 / 3, 1 / 3, 0.0])
+    with pytest.raises(RuntimeError, match="index 4 is out of bounds for dimension 0 with size 3"):
+        tessel.zeros(3).scatter(0, tessel.tensor([4]), tessel.ones(1))
+    with pytest.raises(RuntimeError, match="reduce argument must be either sum, prod, mean, amax or amin"):
+        tessel.zeros(3).scatter_reduce(0, tessel.tensor([0]), tessel.ones(1), "max")
+    with pytest.raises(RuntimeError, match="scatter_add_ on a tensor that requires grad"):
+        tessel.zeros(3, requires_grad=True).scatter_add_(0, tessel.tensor([0]), tessel.ones(1))

@@ -7,6 +7,9 @@ bytes as such, bools as bools, anything else picklable (lists, None, ints beyond
 pickle, as torch's DCP keeps them. Like DCP, load fills the keys of the state
 dict it is given and ignores the checkpoint's other keys; a key the checkpoint lacks raises (unless
 strict=False), and a shape, dtype or kind mismatch always raises. Collective over the default process group.
+The directory comes from checkpoint_id or torch's FileSystemWriter / FileSystemReader; the planner may be
+DefaultSavePlanner / DefaultLoadPlanner (allow_partial_load=True: strict=False); other storages and
+planners raise NotImplementedError rather than being ignored.
 
     model_sd, optim_sd = get_state_dict(model, opt)
     save({"model": model_sd, "optim": optim_sd}, checkpoint_id="/tmp/ckpt")
@@ -75,15 +78,93 @@ def _write_back(sd, prefix, flat, missing=()):
             sd[k] = _restore(v, flat[key])
 
 
-def _dir(checkpoint_id):
+class _FileSystemStorage:
+    """The directory a checkpoint lives in (tessel's layout: one file per rank plus metadata)."""
+
+    def __init__(self, path):
+        self.path = os.fspath(path)
+
+    @property
+    def checkpoint_id(self):
+        return self.path
+
+    def reset(self, checkpoint_id=None):
+        if checkpoint_id is not None:
+            self.path = os.fspath(checkpoint_id)
+
+    @classmethod
+    def validate_checkpoint_id(cls, checkpoint_id):
+        try:
+            os.fspath(checkpoint_id)
+        except TypeError:
+            return False
+        return True
+
+
+class FileSystemWriter(_FileSystemStorage):
+    """torch's dcp.FileSystemWriter: save(..., storage_writer=FileSystemWriter(path)) writes to path.
+    tessel always writes one file per rank and syncs it before the commit; thread_count and the copy /
+    caching knobs are accepted for source compatibility and do not change the files."""
+
+    def __init__(self, path, single_file_per_rank=True, sync_files=True, thread_count=1,
+                 per_thread_copy_ahead=10_000_000, cache_staged_state_dict=False, overwrite=True, **kwargs):
+        super().__init__(path)
+        self.overwrite = overwrite
+
+
+class FileSystemReader(_FileSystemStorage):
+    """torch's dcp.FileSystemReader: load(..., storage_reader=FileSystemReader(path)) reads path."""
+
+
+class DefaultSavePlanner:
+    """torch's DefaultSavePlanner: tessel's save plan is fixed (every tensor's distinct shards written once,
+    by their lowest owning rank; nested dicts flattened with '.'), which is the default planner's result;
+    only its default arguments are accepted."""
+
+    def __init__(self, flatten_state_dict=True, flatten_sharded_tensors=True, dedup_replicated_tensors=None,
+                 dedup_save_to_lowest_rank=False, enable_plan_caching=False):
+        if not flatten_state_dict:
+            raise NotImplementedError("DefaultSavePlanner(flatten_state_dict=False) is not supported: tessel always "
+                                      "flattens nested state dicts")
+
+
+class DefaultLoadPlanner:
+    """torch's DefaultLoadPlanner; allow_partial_load=True tolerates keys the checkpoint lacks (strict=False)."""
+
+    def __init__(self, flatten_state_dict=True, flatten_sharded_tensors=True, allow_partial_load=False):
+        if not flatten_state_dict:
+            raise NotImplementedError("DefaultLoadPlanner(flatten_state_dict=False) is not supported: tessel always "
+                                      "flattens nested state dicts")
+        self.allow_partial_load = allow_partial_load
+
+
+def _dir(checkpoint_id, storage=None, planner=None, what="save"):
+    """The checkpoint directory from checkpoint_id or a FileSystemWriter/Reader (checkpoint_id wins and
+    resets the storage, as torch); any other storage or planner raises instead of being ignored."""
+    storage_type = FileSystemWriter if what == "save" else FileSystemReader
+    planner_type = DefaultSavePlanner if what == "save" else DefaultLoadPlanner
+    if storage is not None and not isinstance(storage, storage_type):
+        raise NotImplementedError("%s: storage_%s must be a %s (tessel writes its own file layout), got %s"
+                                  % (what, "writer" if what == "save" else "reader", storage_type.__name__,
+                                     type(storage).__name__))
+    if planner is not None and not isinstance(planner, planner_type):
+        raise NotImplementedError("%s: planner must be a %s, got %s (custom planners are not supported)"
+                                  % (what, planner_type.__name__, type(planner).__name__))
+    if storage is not None:
+        storage.reset(checkpoint_id)
+        if not getattr(storage, "overwrite", True) and os.path.exists(os.path.join(storage.path, "metadata.json")):
+            raise RuntimeError("Checkpoint already exists and overwrite=False: %s" % storage.path)
+        return storage.path
     if checkpoint_id is None:
-        raise ValueError("checkpoint_id (the checkpoint directory) is required")
+        raise ValueError("checkpoint_id (the checkpoint directory) or storage_%s is required"
+                         % ("writer" if what == "save" else "reader"))
     return os.fspath(checkpoint_id)
 
 
 def save(state_dict, *, checkpoint_id=None, storage_writer=None, planner=None, process_group=None):
+    path = _dir(checkpoint_id, storage_writer, planner, "save")
     world = process_group or (_default_group("checkpoint.save") if is_initialized() else None)
-    _C._dcp_save(_flatten(state_dict, "", {}), _dir(checkpoint_id), world)
+    _C._dcp_save(_flatten(state_dict, "", {}), path, world)
 
 
 _savers = threading.local()  # per thread (a run_ranks rank): one AsyncSaver per process group
@@ -124,8 +205,10 @@ def async_save(state_dict, *, checkpoint_id=None, storage_writer=None, planner=N
     committed checkpoint and raises the save's error from any rank. One save in flight per process group
     (the next waits for it). The first call on a group is collective (the saver makes its own group for
     its background work); destroy_process_group waits for the saves and releases the savers."""
-    if storage_writer is not None or planner is not None or async_stager is not None:
-        raise NotImplementedError("async_save: storage_writer, planner and async_stager are not supported")
+    if async_stager is not None:
+        raise NotImplementedError("async_save: async_stager is not supported (tessel snapshots each rank's "
+                                  "shards itself before returning)")
+    path = _dir(checkpoint_id, storage_writer, planner, "save")
     world = None if no_dist else (process_group or (_default_group("checkpoint.async_save")
                                                     if is_initialized() else None))
     cache = getattr(_savers, "by_group", None)
@@ -134,20 +217,33 @@ def async_save(state_dict, *, checkpoint_id=None, storage_writer=None, planner=N
     saver = cache.get(id(world))
     if saver is None:
         saver = cache[id(world)] = (world, _C._AsyncSaver(world))
-    return _as_future(saver[1].save(_flatten(state_dict, "", {}), _dir(checkpoint_id)))
+    return _as_future(saver[1].save(_flatten(state_dict, "", {}), path))
 
 
 def load(state_dict, *, checkpoint_id=None, storage_reader=None, planner=None, process_group=None, strict=True):
     """Fills state_dict in place from the checkpoint (its other keys are ignored, as in DCP); strict=False
     also tolerates keys the checkpoint lacks. Returns a dict with missing_keys, unexpected_keys (the
     checkpoint's keys not in state_dict) and bytes_read."""
+    path = _dir(checkpoint_id, storage_reader, planner, "load")
+    strict = strict and not getattr(planner, "allow_partial_load", False)
     flat = _flatten(state_dict, "", {})
     # Non-tensor values come from the checkpoint whatever the state dict held (DCP: a 0 placeholder takes
     # a saved pickle, an int target a saved bool): ask for each in the checkpoint's kind.
     placeholder = {"bytes": _C._Bytes(b""), "int64": 0, "float64": 0.0, "string": ""}
-    for key, kind in _C._dcp_value_kinds(_dir(checkpoint_id)).items():
+    for key, kind in _C._dcp_value_kinds(path).items():
         if key in flat and not isinstance(flat[key], _C.Tensor):
             flat[key] = placeholder[kind]
-    flat, result = _C._dcp_load(flat, _dir(checkpoint_id), strict)
+    flat, result = _C._dcp_load(flat, path, strict)
     _write_back(state_dict, "", flat, set(result["missing_keys"]))
     return result
+
+
+class _Module:
+    """torch's dcp.state_dict_saver / state_dict_loader modules: the same save / async_save / load."""
+
+    def __init__(self, **fns):
+        self.__dict__.update(fns)
+
+
+state_dict_saver = _Module(save=save, async_save=async_save)
+state_dict_loader = _Module(load=load)

@@ -139,6 +139,22 @@ def set_state_dict(model, optimizers, *, model_state_dict, optim_state_dict, opt
     return missing, unexpected
 
 
+def set_optimizer_state_dict(model, optimizers, optim_state_dict, *, options=None):
+    """Loads an optimizer state dict from get_optimizer_state_dict (sharded or full) into the optimizer of
+    model's parameters, as torch's set_optimizer_state_dict."""
+    options = options or StateDictOptions()
+    if options.broadcast_from_rank0:
+        raise NotImplementedError("broadcast_from_rank0 of an optimizer state dict is not supported: load the "
+                                  "optimizer's full state dict on every rank, or use dcp.load")
+    opt = _one_optimizer(optimizers)
+    if opt is None:
+        raise ValueError("set_optimizer_state_dict: no optimizer given")
+    if isinstance(opt, _C.Optimizer):
+        _C._set_optimizer_state_dict(model, opt, dict(optim_state_dict))
+    else:
+        opt._set_checkpoint_state(model, dict(optim_state_dict))
+
+
 def set_model_state_dict(model, model_state_dict, *, options=None):
     options = options or StateDictOptions()
     if options.broadcast_from_rank0:
