@@ -65,6 +65,12 @@ from ._C import (  # noqa: F401
 from ._dtypes import *  # noqa: F401,F403
 from ._tensor import (  # noqa: F401
     arange,
+    as_tensor,
+    eye,
+    rand_like,
+    randint_like,
+    randn_like,
+    randperm,
     empty,
     from_numpy,
     full,
@@ -93,6 +99,16 @@ from . import autograd, nn, optim, distributed, multiprocessing, utils  # noqa: 
 from .distributed import run_ranks  # noqa: F401
 
 AdamW = _C.AdamW  # the flat API's AdamW(model, lr=...); tessel.optim.AdamW is torch's
+
+
+def compile(model=None, *, fullgraph=False, dynamic=None, backend="inductor", mode=None, options=None,
+            disable=False):
+    """torch.compile's signature for ported scripts: tessel runs eagerly (its kernels are already fused where
+    the step profile asked for it), so the module or function comes back unchanged, with torch.compile's
+    promise kept: the same results. Usable as a decorator, with or without arguments."""
+    if model is None:
+        return lambda fn: fn
+    return model
 cat = _C._functional.cat
 stack = _C._functional.stack
 where = _C._functional.where

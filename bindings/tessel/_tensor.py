@@ -418,3 +418,41 @@ def _setitem(self, idx, value):
 
 
 Tensor.__setitem__ = _setitem
+
+
+def rand_like(t, *, dtype=None, device=None, requires_grad=False):
+    check_cpu(device, "rand_like")
+    return rand(*t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
+
+
+def randn_like(t, *, dtype=None, device=None, requires_grad=False):
+    check_cpu(device, "randn_like")
+    return randn(*t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
+
+
+def randint_like(t, low=0, high=None, *, dtype=None, device=None):
+    check_cpu(device, "randint_like")
+    if high is None:
+        low, high = 0, low
+    return randint(low, high, tuple(t.shape), dtype=dtype or t.dtype)
+
+
+def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False):
+    """A random permutation of 0..n-1 (drawn from the generator, so manual_seed decides it)."""
+    check_cpu(device, "randperm")
+    return tensor(host_rng(generator).permutation(builtins.int(n)).astype(np.int64), dtype=dtype or _dtypes.int64)
+
+
+def eye(n, m=None, *, dtype=None, device=None, requires_grad=False):
+    check_cpu(device, "eye")
+    out = tensor(np.eye(builtins.int(n), builtins.int(n if m is None else m)), dtype=dtype or _dtypes.float32)
+    return out.requires_grad_(requires_grad) if requires_grad else out
+
+
+def as_tensor(data, dtype=None, device=None):
+    """torch.as_tensor: a tensor already of that dtype is returned as is; anything else is copied (tessel
+    never aliases numpy's memory)."""
+    check_cpu(device, "as_tensor")
+    if isinstance(data, Tensor):
+        return data if dtype is None or data.dtype == dtype else data.to(dtype)
+    return tensor(data, dtype=dtype)

@@ -1247,3 +1247,35 @@ def test_pickling_a_dtensor_is_refused_naming_dcp():
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
+
+
+def test_clip_grad_value_parameters_to_vector_and_orthogonal_eye_dirac_init():
+    import tessel.nn.utils as U
+    lin = nn.Linear(3, 2)
+    lin(tessel.tensor(np.array([[10.0, -20.0, 0.01]], dtype=np.float32))).sum().backward()
+    want = np.clip(lin.weight.grad.numpy(), -0.5, 0.5)
+    U.clip_grad_value_(lin.parameters(), 0.5)
+    np.testing.assert_array_equal(lin.weight.grad.numpy(), want)
+    assert np.abs(want).max() == 0.5  # the clamp did bite
+    vec = U.parameters_to_vector(lin.parameters())
+    np.testing.assert_array_equal(vec.detach().numpy(), np.concatenate([lin.weight.detach().numpy().ravel(),
+                                                                       lin.bias.detach().numpy()]))
+    U.vector_to_parameters(tessel.arange(8).float(), lin.parameters())
+    assert lin.weight.tolist() == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]] and lin.bias.tolist() == [6.0, 7.0]
+    with pytest.raises(RuntimeError, match="the parameters hold 8 elements"):
+        U.vector_to_parameters(tessel.zeros(7), lin.parameters())
+    for shape in ((4, 6), (6, 4), (3, 2, 2)):
+        w = tessel.empty(*shape)
+        nn.init.orthogonal_(w, gain=2.0)
+        m = w.numpy().reshape(shape[0], -1)
+        gram = m @ m.T if shape[0] <= m.shape[1] else m.T @ m
+        np.testing.assert_allclose(gram, 4.0 * np.eye(gram.shape[0]), atol=1e-5)
+    tessel.manual_seed(3)
+    a = nn.init.orthogonal_(tessel.empty(3, 3)).numpy().copy()
+    tessel.manual_seed(3)
+    np.testing.assert_array_equal(nn.init.orthogonal_(tessel.empty(3, 3)).numpy(), a)
+    np.testing.assert_array_equal(nn.init.eye_(tessel.empty(2, 3)).numpy(), np.eye(2, 3))
+    d = nn.init.dirac_(tessel.empty(4, 2, 3), groups=2).numpy()
+    want = np.zeros((4, 2, 3))
+    want[0, 0, 1] = want[1, 1, 1] = want[2, 0, 1] = want[3, 1, 1] = 1.0
+    np.testing.assert_array_equal(d, want)

@@ -1010,3 +1010,89 @@ def test_scatter_scatter_add_and_ties():
         tessel.zeros(3).scatter_reduce(0, tessel.tensor([0]), tessel.ones(1), "max")
     with pytest.raises(RuntimeError, match="scatter_add_ on a tensor that requires grad"):
         tessel.zeros(3, requires_grad=True).scatter_add_(0, tessel.tensor([0]), tessel.ones(1))
+
+
+def test_logical_and_bitwise_operators_match_numpy():
+    a = np.array([1.0, 0.0, np.nan, -2.0, np.inf, -np.inf])
+    x = tessel.tensor(a)
+    m, n = x > 0, x < 1
+    np.testing.assert_array_equal((m & n).numpy(), (a > 0) & (a < 1))
+    np.testing.assert_array_equal((m | n).numpy(), (a > 0) | (a < 1))
+    np.testing.assert_array_equal((m ^ n).numpy(), (a > 0) ^ (a < 1))
+    np.testing.assert_array_equal((~m).numpy(), ~(a > 0))
+    np.testing.assert_array_equal((True & m).numpy(), a > 0)
+    np.testing.assert_array_equal((m | False).numpy(), a > 0)
+    np.testing.assert_array_equal(tessel.logical_and(x, x > -3).numpy(), np.logical_and(a, a > -3))
+    np.testing.assert_array_equal(tessel.logical_or(x, 0).numpy(), np.logical_or(a, 0))
+    np.testing.assert_array_equal(x.logical_not().numpy(), np.logical_not(a))
+    np.testing.assert_array_equal(tessel.logical_xor(x, m).numpy(), np.logical_xor(a, a > 0))
+    i, j = np.array([5, 3, 12, -7]), np.array([6, 1, 10, 3])
+    for got, want in (((tessel.tensor(i) & tessel.tensor(j)), i & j), ((tessel.tensor(i) | 1), i | 1),
+                      ((tessel.tensor(i) ^ tessel.tensor(j)), i ^ j), ((~tessel.tensor(i)), ~i)):
+        assert got.dtype == tessel.int64
+        np.testing.assert_array_equal(got.numpy(), want)
+    with pytest.raises(TypeError, match="only supported for integer and bool tensors"):
+        x & x
+    np.testing.assert_array_equal(tessel.isinf(x).numpy(), np.isinf(a))
+    np.testing.assert_array_equal(x.isposinf().numpy(), np.isposinf(a))
+    np.testing.assert_array_equal(tessel.isneginf(x).numpy(), np.isneginf(a))
+    b = np.array([1.0 + 1e-6, 1e-9, np.nan, -2.1, np.inf, np.inf])
+    for equal_nan in (False, True):
+        np.testing.assert_array_equal(tessel.isclose(x, tessel.tensor(b), equal_nan=equal_nan).numpy(),
+                                      np.isclose(a, b, equal_nan=equal_nan))
+    assert (x.eq(x).tolist(), tessel.ne(x, 0).tolist()) == ((a == a).tolist(), (a != 0).tolist())
+
+
+def test_addmm_cumprod_diff_var_mean_and_small_factories():
+    rng = np.random.default_rng(5)
+    c, p, q = rng.standard_normal((2, 4)), rng.standard_normal((2, 3)), rng.standard_normal((3, 4))
+    got = tessel.addmm(tessel.tensor(c), tessel.tensor(p), tessel.tensor(q), beta=0.5, alpha=2.0)
+    np.testing.assert_allclose(got.numpy(), 0.5 * c + 2.0 * p @ q, rtol=1e-12)
+    b1, b2 = rng.standard_normal((5, 2, 3)), rng.standard_normal((5, 3, 4))
+    np.testing.assert_allclose(tessel.baddbmm(tessel.tensor(c), tessel.tensor(b1), tessel.tensor(b2)).numpy(),
+                               c + b1 @ b2, rtol=1e-12)
+    np.testing.assert_allclose(tessel.addbmm(tessel.tensor(c), tessel.tensor(b1), tessel.tensor(b2), beta=0).numpy(),
+                               (b1 @ b2).sum(0), rtol=1e-12)
+    # cumprod: values (zeros included) and gradients by central differences.
+    a = np.array([[1.5, -2.0, 0.0, 3.0], [0.5, 2.0, -1.0, 4.0]])
+    x = tessel.tensor(a, requires_grad=True)
+    y = tessel.cumprod(x, 1)
+    np.testing.assert_allclose(y.detach().numpy(), np.cumprod(a, 1), rtol=1e-12)
+    w = rng.standard_normal(a.shape)
+    (y * tessel.tensor(w)).sum().backward()
+    fd = np.zeros_like(a)
+    for k in np.ndindex(a.shape):
+        h = np.zeros_like(a)
+        h[k] = 1e-6
+        fd[k] = ((np.cumprod(a + h, 1) * w).sum() - (np.cumprod(a - h, 1) * w).sum()) / 2e-6
+    np.testing.assert_allclose(x.grad.numpy(), fd, rtol=1e-7, atol=1e-9)
+    v = rng.standard_normal((3, 5))
+    np.testing.assert_allclose(tessel.diff(tessel.tensor(v), n=2, dim=1, prepend=tessel.tensor(v[:, :1])).numpy(),
+                               np.diff(v, n=2, axis=1, prepend=v[:, :1]), rtol=1e-12)
+    var, mean = tessel.var_mean(tessel.tensor(v), 1, keepdim=True)
+    np.testing.assert_allclose(var.numpy(), v.var(1, ddof=1, keepdims=True), rtol=1e-12)
+    np.testing.assert_allclose(mean.numpy(), v.mean(1, keepdims=True), rtol=1e-12)
+    std, _ = tessel.std_mean(tessel.tensor(v), correction=0)
+    np.testing.assert_allclose(std.item(), v.std(), rtol=1e-12)
+    tessel.manual_seed(7)
+    perm = tessel.randperm(10)
+    assert sorted(perm.tolist()) == list(range(10)) and perm.dtype == tessel.int64
+    tessel.manual_seed(7)
+    assert tessel.randperm(10).tolist() == perm.tolist()
+    np.testing.assert_array_equal(tessel.eye(2, 3).numpy(), np.eye(2, 3))
+    t = tessel.ones(2)
+    assert tessel.as_tensor(t) is t and tessel.as_tensor([1, 2]).dtype == tessel.int64
+    assert tessel.randn_like(tessel.zeros(2, 3, dtype=tessel.float64)).dtype == tessel.float64
+    assert tessel.randn_like(t).shape == (2,)
+
+    def f(z):
+        return z * 2
+    assert tessel.compile(f) is f and tessel.compile(mode="max-autotune")(f) is f
+    z = tessel.tensor([1.0, -5.0, 9.0])
+    z.clamp_(-1, 1).masked_fill_(z > 0, 3.0)
+    assert z.tolist() == [3.0, -1.0, 3.0]
+    with pytest.raises(RuntimeError, match="clamp_ on a tensor that requires grad"):
+        tessel.ones(2, requires_grad=True).clamp_(0, 1)
+    with pytest.raises(RuntimeError, match="split_with_sizes expects split_sizes to sum exactly to 3"):
+        z.split_with_sizes([1, 1])
+    assert (z.element_size(), tessel.ones(1, dtype=tessel.bfloat16).element_size()) == (4, 2)

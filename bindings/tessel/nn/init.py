@@ -107,3 +107,52 @@ def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
             flat[bad] = fresh
             tensor.copy_(_C._from_numpy(flat.reshape(tuple(tensor.shape))).to(tensor.dtype))
         raise RuntimeError("trunc_normal_: [a, b] = [%s, %s] holds too little of N(%s, %s²)" % (a, b, mean, std))
+
+
+def orthogonal_(tensor, gain=1.0, generator=None):
+    """A (semi-)orthogonal matrix, as torch: QR of a normal [rows, cols] draw (transposed when rows < cols),
+    Q's columns signed by R's diagonal, times gain; trailing dims are flattened into cols."""
+    import numpy as np
+    from .._tensor import tensor as _tensor, randn as _randn
+    if tensor.dim() < 2:
+        raise ValueError("Only tensors with 2 or more dimensions are supported")
+    rows = tensor.shape[0]
+    cols = tensor.numel() // rows if rows else 0
+    flat = _randn(rows, cols, generator=generator, dtype=_C.dtype.float64).numpy()
+    if rows < cols:
+        flat = flat.T
+    q, r = np.linalg.qr(flat)
+    q = q * np.sign(np.diag(r))
+    if rows < cols:
+        q = q.T
+    with _no_grad():
+        return tensor.copy_(_tensor(gain * q.reshape(tensor.shape), dtype=tensor.dtype))
+
+
+def eye_(tensor):
+    """The identity in a 2-D tensor (ones on the diagonal of a non-square one)."""
+    import numpy as np
+    from .._tensor import tensor as _tensor
+    if tensor.dim() != 2:
+        raise ValueError("Only tensors with 2 dimensions are supported")
+    with _no_grad():
+        return tensor.copy_(_tensor(np.eye(*tensor.shape), dtype=tensor.dtype))
+
+
+def dirac_(tensor, groups=1):
+    """torch's Dirac delta for a 3-, 4- or 5-D convolution weight: identity on the channels of each group,
+    at the kernel's centre."""
+    import numpy as np
+    from .._tensor import tensor as _tensor
+    if tensor.dim() not in (3, 4, 5):
+        raise ValueError("Only tensors with 3, 4, or 5 dimensions are supported")
+    out_per_group = tensor.shape[0] // groups
+    if tensor.shape[0] % groups:
+        raise ValueError("dim 0 must be divisible by groups")
+    w = np.zeros(tensor.shape)
+    centre = tuple(s // 2 for s in tensor.shape[2:])
+    for g in range(groups):
+        for d in range(min(out_per_group, tensor.shape[1])):
+            w[(g * out_per_group + d, d) + centre] = 1.0
+    with _no_grad():
+        return tensor.copy_(_tensor(w, dtype=tensor.dtype))

@@ -81,3 +81,36 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
     if mesh is not None:
         out = _C.from_local(out, mesh, [_C.Replicate()] * mesh.ndim)
     return out
+
+
+def clip_grad_value_(parameters, clip_value, foreach=None):
+    """Clamps every gradient in place to [-clip_value, clip_value] (elementwise; DTensor gradients clamp
+    their local shards, which is the same elementwise result)."""
+    params = [parameters] if isinstance(parameters, _C.Tensor) else list(parameters)
+    v = float(clip_value)
+    with _C._GradMode(False):
+        for p in params:
+            if p.grad is not None:
+                p.grad.copy_(p.grad.clamp(-v, v))
+
+
+def parameters_to_vector(parameters):
+    """One flat vector of the parameters' values, in order (differentiable, as torch's)."""
+    return _C._functional.cat([p.reshape(-1) for p in parameters], 0)
+
+
+def vector_to_parameters(vec, parameters):
+    """Copies consecutive slices of vec into the parameters' values (in place, outside autograd)."""
+    if not isinstance(vec, _C.Tensor):
+        raise TypeError("expected torch.Tensor, but got: %s" % type(vec).__name__)
+    params = list(parameters)
+    total = sum(p.numel() for p in params)
+    if vec.ndim != 1 or vec.shape[0] != total:
+        raise RuntimeError("vector_to_parameters: vec has shape %s, the parameters hold %d elements"
+                           % (list(vec.shape), total))
+    offset = 0
+    with _C._GradMode(False):
+        for p in params:
+            n = p.numel()
+            p.copy_(vec.narrow(0, offset, n).reshape(*p.shape))
+            offset += n
