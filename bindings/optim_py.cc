@@ -1,4 +1,4 @@
-// bindings/optim_py.cc — SGD and AdamW (core/optim) over named parameters, gradient-norm clipping and the
+// bindings/optim_py.cc — SGD, AdamW, RMSprop and Adagrad (core/optim) over named parameters, gradient-norm clipping and the
 // warmup + cosine schedule. tessel.optim (Python) gives them torch's signatures and parameter groups.
 //
 // Invariant: optimizer state is keyed by parameter FQN (core/optim/optimizer.h), so the named-parameter
@@ -58,6 +58,26 @@ void BindOptim(py::module_& m) {
            }),
            py::arg("named_parameters"), py::arg("lr") = 1e-2, py::arg("momentum") = 0.0, py::arg("dampening") = 0.0,
            py::arg("weight_decay") = 0.0, py::arg("nesterov") = false);
+  py::class_<optim::RMSprop, optim::Optimizer>(m, "RMSprop")
+      .def(py::init([](nn::StateDict params, double lr, double alpha, double eps, double weight_decay, double momentum,
+                       bool centered) {
+             return std::make_unique<optim::RMSprop>(
+                 std::move(params), optim::RMSpropOptions{.lr = lr, .alpha = alpha, .eps = eps,
+                                                          .weight_decay = weight_decay, .momentum = momentum,
+                                                          .centered = centered});
+           }),
+           py::arg("named_parameters"), py::arg("lr") = 1e-2, py::arg("alpha") = 0.99, py::arg("eps") = 1e-8,
+           py::arg("weight_decay") = 0.0, py::arg("momentum") = 0.0, py::arg("centered") = false);
+  py::class_<optim::Adagrad, optim::Optimizer>(m, "Adagrad")
+      .def(py::init([](nn::StateDict params, double lr, double lr_decay, double weight_decay,
+                       double initial_accumulator_value, double eps) {
+             return std::make_unique<optim::Adagrad>(
+                 std::move(params),
+                 optim::AdagradOptions{.lr = lr, .lr_decay = lr_decay, .weight_decay = weight_decay,
+                                       .initial_accumulator_value = initial_accumulator_value, .eps = eps});
+           }),
+           py::arg("named_parameters"), py::arg("lr") = 1e-2, py::arg("lr_decay") = 0.0,
+           py::arg("weight_decay") = 0.0, py::arg("initial_accumulator_value") = 0.0, py::arg("eps") = 1e-10);
 
   m.def("clip_grad_norm", [](const nn::Module& model, double max_norm) {
     return NoGil([&] { return optim::ClipGradNorm(model.Parameters(), max_norm); });

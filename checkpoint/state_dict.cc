@@ -105,22 +105,7 @@ nn::LoadResult SetModelStateDict(nn::Module& model, const StateDict& state, bool
   return result;
 }
 
-std::vector<std::string> OptimizerStateNames(const optim::Optimizer& optimizer) {
-  if (dynamic_cast<const optim::AdamW*>(&optimizer) != nullptr) return {"exp_avg", "exp_avg_sq"};
-  const optim::OptimizerStateDict sd = optimizer.GetStateDict();
-  if (dynamic_cast<const optim::SGD*>(&optimizer) != nullptr) {
-    auto it = sd.hyper.find("momentum");
-    return it != sd.hyper.end() && it->second != 0 ? std::vector<std::string>{"momentum_buffer"}
-                                                   : std::vector<std::string>{};
-  }
-  std::vector<std::string> names;  // an unknown optimizer: whatever state it has created so far
-  for (const auto& [fqn, s] : sd.state) {
-    for (const auto& [name, t] : s) {
-      if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
-    }
-  }
-  return names;
-}
+std::vector<std::string> OptimizerStateNames(const optim::Optimizer& optimizer) { return optimizer.StateNames(); }
 
 StateDict GetStateDict(const nn::Module& model, const optim::Optimizer* optimizer, const StateDictOptions& options) {
   StateDict sd = GetModelStateDict(model, options);

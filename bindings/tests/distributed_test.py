@@ -1194,3 +1194,95 @@ def test_dcp_storage_writer_reader_planners_and_set_optimizer_state_dict_resume_
         dcp.load({"w": tessel.ones(2)}, storage_reader=object())
     with pytest.raises(ValueError, match="storage_writer"):
         dcp.save({"w": tessel.ones(2)})
+
+
+@pytest.mark.parametrize("make", [
+    lambda ps: tessel.optim.RMSprop(ps, lr=0.01, momentum=0.5, centered=True, weight_decay=0.01),
+    lambda ps: tessel.optim.Adagrad(ps, lr=0.1, lr_decay=0.1, initial_accumulator_value=0.1, weight_decay=0.01)])
+def test_rmsprop_and_adagrad_on_fully_shard_equal_one_rank_and_resume_from_dcp(make, tmp_path):
+    # Each rank updates its shard with the same elementwise rule: 2 fully_shard ranks on half batches equal
+    # one rank on the whole batch step for step; a checkpoint after 2 steps (get_state_dict + dcp.save,
+    # sharded) loaded into fresh optimizers continues with the same losses.
+    batch = tessel.from_numpy(np.random.default_rng(2).standard_normal((4, 8)).astype(np.float32))
+    got = {}
+
+    def train(net, opt, x, steps):
+        out = []
+        for _ in range(steps):
+            loss = net(x).pow(2).mean()
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            out.append(loss.item())
+        return out
+
+    tessel.manual_seed(0)
+    ref_net = Net()
+    ref_opt = make(ref_net.parameters())
+    ref = train(ref_net, ref_opt, batch, 4)
+
+    def run(world, resume):
+        dist.init_process_group()
+        net = sharded_net()
+        opt = make(net.parameters())
+        x = batch[world.rank * 2:(world.rank + 1) * 2]
+        if resume:
+            model_sd, optim_sd = get_state_dict(net, opt)
+            dcp.load({"model": model_sd, "optim": optim_sd}, checkpoint_id=str(tmp_path / "ckpt"))
+            set_state_dict(net, opt, model_state_dict=model_sd, optim_state_dict=optim_sd)
+            losses = train(net, opt, x, 2)
+        else:
+            losses = train(net, opt, x, 2)
+            model_sd, optim_sd = get_state_dict(net, opt)
+            dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=str(tmp_path / "ckpt"))
+            losses += train(net, opt, x, 2)
+        got[(resume, world.rank)] = losses
+        dist.destroy_process_group()
+
+    tessel.run_ranks(2, lambda world: run(world, False))
+    tessel.run_ranks(2, lambda world: run(world, True))
+    for rank in range(2):
+        assert got[(True, rank)] == got[(False, rank)][2:]
+    mean_loss = [(a + b) / 2 for a, b in zip(got[(False, 0)], got[(False, 1)])]  # each rank: half the batch
+    np.testing.assert_allclose(mean_loss, ref, rtol=2e-5)
+
+
+def test_rmsprop_and_adagrad_follow_torchs_update_state_dict_and_param_groups():
+    a, g = np.array([1.0, -2.0, 0.5]), np.array([0.5, -0.25, 0.0])
+
+    def stepped(opt_cls, steps, **kw):
+        p = tessel.tensor(a.copy(), requires_grad=True)
+        opt = opt_cls([p], **kw)
+        for _ in range(steps):
+            p.grad = tessel.tensor(g)
+            opt.step()
+        return p, opt
+
+    # RMSprop, plain: p -= lr·g / (sqrt(square_avg) + eps) with square_avg = alpha·square_avg + (1-alpha)·g².
+    p, opt = stepped(tessel.optim.RMSprop, 2, lr=0.01, alpha=0.9)
+    sq1 = 0.1 * g * g
+    p1 = a - 0.01 * g / (np.sqrt(sq1) + 1e-8)
+    sq2 = 0.9 * sq1 + 0.1 * g * g
+    np.testing.assert_allclose(p.detach().numpy(), p1 - 0.01 * g / (np.sqrt(sq2) + 1e-8), rtol=1e-12)
+    sd = opt.state_dict()
+    assert sorted(sd["state"][0]) == ["square_avg", "step"] and sd["param_groups"][0]["alpha"] == 0.9
+    np.testing.assert_allclose(sd["state"][0]["square_avg"].numpy(), sq2, rtol=1e-12)
+    # Loaded into a fresh optimizer with other options, it continues exactly like the original.
+    q = tessel.tensor(p.detach().numpy(), requires_grad=True)
+    fresh = tessel.optim.RMSprop([q], lr=1.0, alpha=0.5)
+    fresh.load_state_dict(sd)
+    assert fresh.param_groups[0]["alpha"] == 0.9
+    for t, o in ((q, fresh), (p, opt)):
+        t.grad = tessel.tensor(g)
+        o.step()
+    np.testing.assert_array_equal(q.detach().numpy(), p.detach().numpy())
+    # Adagrad: an lr set in param_groups is read at the next step, as torch.
+    p, opt = stepped(tessel.optim.Adagrad, 1, lr=0.1)
+    opt.param_groups[0]["lr"] = 0.0
+    before = p.detach().numpy().copy()
+    p.grad = tessel.tensor(g)
+    opt.step()
+    np.testing.assert_array_equal(p.detach().numpy(), before)
+    np.testing.assert_allclose(before, a - 0.1 * g / (np.abs(g) + 1e-10), rtol=1e-12)
+    with pytest.raises(NotImplementedError, match="maximize is not supported"):
+        tessel.optim.RMSprop([p], maximize=True)

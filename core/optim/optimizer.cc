@@ -1,4 +1,4 @@
-// core/optim/optimizer.cc — Optimizer state handling, SGD, AdamW, ClipGradNorm, schedules.
+// core/optim/optimizer.cc — Optimizer state handling, SGD, AdamW, RMSprop, Adagrad, ClipGradNorm, schedules.
 #include "core/optim/optimizer.h"
 
 #include <cmath>
@@ -107,6 +107,10 @@ void SGD::Step() {
   }
 }
 
+std::vector<std::string> SGD::StateNames() const {
+  return o_.momentum != 0 ? std::vector<std::string>{"momentum_buffer"} : std::vector<std::string>{};
+}
+
 std::map<std::string, double> SGD::Hyper() const {
   return {{"lr", lr_}, {"momentum", o_.momentum}, {"dampening", o_.dampening}, {"weight_decay", o_.weight_decay},
           {"nesterov", o_.nesterov ? 1.0 : 0.0}};
@@ -176,6 +180,117 @@ void AdamW::SetHyper(const std::map<std::string, double>& h) {
   if (h.count("beta2")) o_.beta2 = h.at("beta2");
   if (h.count("eps")) o_.eps = h.at("eps");
   if (h.count("weight_decay")) o_.weight_decay = h.at("weight_decay");
+}
+
+namespace {
+// g + weight_decay·p (torch's L2 form), or g itself.
+Tensor WithL2(const Tensor& g, const Tensor& p, double weight_decay) {
+  return weight_decay != 0 ? Add(g, MulScalar(p, weight_decay)) : g;
+}
+}  // namespace
+
+RMSprop::RMSprop(nn::StateDict named_params, RMSpropOptions options)
+    : Optimizer(std::move(named_params)), o_(options) {
+  // torch.optim.RMSprop's checks and wording.
+  CheckLr(o_.lr);
+  TESSEL_CHECK(o_.eps >= 0.0, "Invalid epsilon value: ", o_.eps);
+  TESSEL_CHECK(o_.momentum >= 0.0, "Invalid momentum value: ", o_.momentum);
+  CheckWeightDecay(o_.weight_decay);
+  TESSEL_CHECK(o_.alpha >= 0.0, "Invalid alpha value: ", o_.alpha);
+  lr_ = o_.lr;
+}
+
+std::vector<std::string> RMSprop::StateNames() const {
+  std::vector<std::string> names{"square_avg"};
+  if (o_.momentum > 0) names.push_back("momentum_buffer");
+  if (o_.centered) names.push_back("grad_avg");
+  return names;
+}
+
+void RMSprop::Step() {
+  CheckParamsAreCurrent("RMSprop");
+  CheckLr(lr_);
+  NoGradGuard no_grad;
+  for (auto& [fqn, p] : params_) {
+    const Tensor grad = p.grad();
+    if (!grad.defined()) continue;
+    const Tensor g = WithL2(grad, p, o_.weight_decay);
+    Tensor& square_avg = State(fqn, "square_avg", p);
+    CopyInPlace(square_avg, Add(MulScalar(square_avg, o_.alpha), MulScalar(Mul(g, g), 1.0 - o_.alpha)));
+    Tensor var = square_avg;
+    if (o_.centered) {
+      Tensor& grad_avg = State(fqn, "grad_avg", p);
+      CopyInPlace(grad_avg, Add(MulScalar(grad_avg, o_.alpha), MulScalar(g, 1.0 - o_.alpha)));
+      var = Sub(square_avg, Mul(grad_avg, grad_avg));
+    }
+    const Tensor step = Div(g, AddScalar(Sqrt(var), o_.eps));
+    if (o_.momentum > 0) {
+      Tensor& buf = State(fqn, "momentum_buffer", p);
+      CopyInPlace(buf, Add(MulScalar(buf, o_.momentum), step));
+      AddInPlace(p, MulScalar(buf, -lr_));
+    } else {
+      AddInPlace(p, MulScalar(step, -lr_));
+    }
+    ++steps_[fqn];
+  }
+}
+
+std::map<std::string, double> RMSprop::Hyper() const {
+  return {{"lr", lr_}, {"alpha", o_.alpha}, {"eps", o_.eps}, {"weight_decay", o_.weight_decay},
+          {"momentum", o_.momentum}, {"centered", o_.centered ? 1.0 : 0.0}};
+}
+
+void RMSprop::SetHyper(const std::map<std::string, double>& h) {
+  if (h.count("lr")) lr_ = h.at("lr");
+  if (h.count("alpha")) o_.alpha = h.at("alpha");
+  if (h.count("eps")) o_.eps = h.at("eps");
+  if (h.count("weight_decay")) o_.weight_decay = h.at("weight_decay");
+  if (h.count("momentum")) o_.momentum = h.at("momentum");
+  if (h.count("centered")) o_.centered = h.at("centered") != 0;
+}
+
+Adagrad::Adagrad(nn::StateDict named_params, AdagradOptions options)
+    : Optimizer(std::move(named_params)), o_(options) {
+  // torch.optim.Adagrad's checks and wording.
+  CheckLr(o_.lr);
+  TESSEL_CHECK(o_.lr_decay >= 0.0, "Invalid lr_decay value: ", o_.lr_decay);
+  CheckWeightDecay(o_.weight_decay);
+  TESSEL_CHECK(o_.initial_accumulator_value >= 0.0, "Invalid initial_accumulator_value value: ",
+               o_.initial_accumulator_value);
+  TESSEL_CHECK(o_.eps >= 0.0, "Invalid epsilon value: ", o_.eps);
+  lr_ = o_.lr;
+}
+
+void Adagrad::Step() {
+  CheckParamsAreCurrent("Adagrad");
+  CheckLr(lr_);
+  NoGradGuard no_grad;
+  for (auto& [fqn, p] : params_) {
+    const Tensor grad = p.grad();
+    if (!grad.defined()) continue;
+    const bool fresh = state_[fqn].count("sum") == 0;
+    Tensor& sum = State(fqn, "sum", p);
+    if (fresh && o_.initial_accumulator_value != 0) CopyInPlace(sum, AddScalar(sum, o_.initial_accumulator_value));
+    const int64_t step = steps_[fqn] + 1;
+    const Tensor g = WithL2(grad, p, o_.weight_decay);
+    const double clr = lr_ / (1.0 + static_cast<double>(step - 1) * o_.lr_decay);
+    AddInPlace(sum, Mul(g, g));
+    AddInPlace(p, MulScalar(Div(g, AddScalar(Sqrt(sum), o_.eps)), -clr));
+    steps_[fqn] = step;
+  }
+}
+
+std::map<std::string, double> Adagrad::Hyper() const {
+  return {{"lr", lr_}, {"lr_decay", o_.lr_decay}, {"weight_decay", o_.weight_decay},
+          {"initial_accumulator_value", o_.initial_accumulator_value}, {"eps", o_.eps}};
+}
+
+void Adagrad::SetHyper(const std::map<std::string, double>& h) {
+  if (h.count("lr")) lr_ = h.at("lr");
+  if (h.count("lr_decay")) o_.lr_decay = h.at("lr_decay");
+  if (h.count("weight_decay")) o_.weight_decay = h.at("weight_decay");
+  if (h.count("initial_accumulator_value")) o_.initial_accumulator_value = h.at("initial_accumulator_value");
+  if (h.count("eps")) o_.eps = h.at("eps");
 }
 
 double ClipGradNorm(const TensorList& params, double max_norm) {

@@ -1,4 +1,4 @@
-// core/optim/optimizer.h — Optimizer base (parameters keyed by FQN), SGD, AdamW, their state dicts,
+// core/optim/optimizer.h — Optimizer base (parameters keyed by FQN), SGD, AdamW, RMSprop, Adagrad, their state dicts,
 // global-norm gradient clipping and the warmup + cosine learning-rate schedule.
 //
 // Invariant: optimizer state is keyed by parameter FQN (never by index), created lazily on the first
@@ -61,6 +61,9 @@ class Optimizer {
   // Python face sets a parameter group's values before every step (torch reads param_groups each step).
   virtual std::map<std::string, double> Hyper() const = 0;
   virtual void SetHyper(const std::map<std::string, double>& h) = 0;
+  // The per-parameter state tensors Step() keeps with the current hyperparameters ("exp_avg", ...), known
+  // before the first step so a fresh optimizer's state dict can be a checkpoint's load target.
+  virtual std::vector<std::string> StateNames() const = 0;
 
  protected:
   // The state tensor `name` of parameter `fqn`, created as zeros like the parameter on first use.
@@ -86,6 +89,7 @@ class SGD final : public Optimizer {
  public:
   SGD(nn::StateDict named_params, SGDOptions options);
   void Step() override;
+  std::vector<std::string> StateNames() const override;
 
  private:
   std::map<std::string, double> Hyper() const override;
@@ -105,11 +109,59 @@ class AdamW final : public Optimizer {
  public:
   AdamW(nn::StateDict named_params, AdamWOptions options);
   void Step() override;
+  std::vector<std::string> StateNames() const override { return {"exp_avg", "exp_avg_sq"}; }
 
  private:
   std::map<std::string, double> Hyper() const override;
   void SetHyper(const std::map<std::string, double>& h) override;
   AdamWOptions o_;
+};
+
+// torch.optim.RMSprop: square_avg = alpha·square_avg + (1 - alpha)·g² (g with the L2 term weight_decay·p),
+// denominator sqrt(square_avg) + eps (centered: sqrt(square_avg - grad_avg²) + eps with grad_avg the mean
+// of g), then p -= lr·g / denominator, or through a momentum buffer (buf = momentum·buf + g / denominator).
+// Composed of dispatched elementwise ops, so DTensor parameters update their shards locally.
+struct RMSpropOptions {
+  double lr = 1e-2;
+  double alpha = 0.99;
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+  double momentum = 0.0;
+  bool centered = false;
+};
+
+class RMSprop final : public Optimizer {
+ public:
+  RMSprop(nn::StateDict named_params, RMSpropOptions options);
+  void Step() override;
+  std::vector<std::string> StateNames() const override;
+
+ private:
+  std::map<std::string, double> Hyper() const override;
+  void SetHyper(const std::map<std::string, double>& h) override;
+  RMSpropOptions o_;
+};
+
+// torch.optim.Adagrad: sum += g² (g with the L2 term), p -= clr·g / (sqrt(sum) + eps) with
+// clr = lr / (1 + (step - 1)·lr_decay); sum starts at initial_accumulator_value.
+struct AdagradOptions {
+  double lr = 1e-2;
+  double lr_decay = 0.0;
+  double weight_decay = 0.0;
+  double initial_accumulator_value = 0.0;
+  double eps = 1e-10;
+};
+
+class Adagrad final : public Optimizer {
+ public:
+  Adagrad(nn::StateDict named_params, AdagradOptions options);
+  void Step() override;
+  std::vector<std::string> StateNames() const override { return {"sum"}; }
+
+ private:
+  std::map<std::string, double> Hyper() const override;
+  void SetHyper(const std::map<std::string, double>& h) override;
+  AdagradOptions o_;
 };
 
 // Scales every defined .grad in place so their global L2 norm is at most max_norm; returns the

@@ -240,6 +240,84 @@ TEST(OptimizerTest, WarmupCosineScheduleHitsItsLandmarks) {
 
 using testing::ExpectErrorContains;
 
+// torch.optim.RMSprop's update written out per element (torch/optim/rmsprop.py's single-tensor path).
+TEST(OptimizerTest, RmspropPlainCenteredAndMomentumFollowPyTorch) {
+  for (const auto& [centered, momentum] : {std::pair{false, 0.0}, std::pair{true, 0.0}, std::pair{false, 0.9},
+                                           std::pair{true, 0.5}}) {
+    SCOPED_TRACE(Str("centered ", centered, " momentum ", momentum));
+    auto params = OneParam({1.0, -2.0, 0.5}, {0.5, -0.25, 0.0});
+    RMSprop opt(params, {.lr = 0.01, .alpha = 0.9, .eps = 1e-6, .weight_decay = 0.1, .momentum = momentum,
+                         .centered = centered});
+    std::vector<double> p{1.0, -2.0, 0.5}, sq(3, 0), ga(3, 0), buf(3, 0);
+    const std::vector<double> grad{0.5, -0.25, 0.0};
+    for (int t = 1; t <= 3; ++t) {
+      opt.Step();
+      for (int i = 0; i < 3; ++i) {
+        const double g = grad[i] + 0.1 * p[i];
+        sq[i] = 0.9 * sq[i] + 0.1 * g * g;
+        double avg = sq[i];
+        if (centered) {
+          ga[i] = 0.9 * ga[i] + 0.1 * g;
+          avg -= ga[i] * ga[i];
+        }
+        const double step = g / (std::sqrt(avg) + 1e-6);
+        buf[i] = momentum * buf[i] + step;
+        p[i] -= 0.01 * (momentum > 0 ? buf[i] : step);
+      }
+      const auto got = params[0].second.ToDoubleVector();
+      for (int i = 0; i < 3; ++i) EXPECT_NEAR(got[i], p[i], 1e-14) << "step " << t << " element " << i;
+    }
+    std::vector<std::string> want{"square_avg"};
+    if (momentum > 0) want.push_back("momentum_buffer");
+    if (centered) want.push_back("grad_avg");
+    EXPECT_EQ(opt.StateNames(), want);
+    EXPECT_EQ(opt.GetStateDict().state.at("w").size(), want.size());
+  }
+}
+
+TEST(OptimizerTest, AdagradWithLrDecayAndInitialAccumulatorFollowsPyTorch) {
+  auto params = OneParam({1.0, -2.0}, {0.5, -0.25});
+  Adagrad opt(params, {.lr = 0.1, .lr_decay = 0.5, .weight_decay = 0.01, .initial_accumulator_value = 0.2,
+                       .eps = 1e-10});
+  std::vector<double> p{1.0, -2.0}, sum(2, 0.2);
+  const std::vector<double> grad{0.5, -0.25};
+  for (int t = 1; t <= 3; ++t) {
+    opt.Step();
+    const double clr = 0.1 / (1 + (t - 1) * 0.5);
+    for (int i = 0; i < 2; ++i) {
+      const double g = grad[i] + 0.01 * p[i];
+      sum[i] += g * g;
+      p[i] -= clr * g / (std::sqrt(sum[i]) + 1e-10);
+    }
+    const auto got = params[0].second.ToDoubleVector();
+    for (int i = 0; i < 2; ++i) EXPECT_NEAR(got[i], p[i], 1e-14) << "step " << t << " element " << i;
+  }
+  EXPECT_EQ(opt.GetStateDict().steps.at("w"), 3);
+  const auto sd = opt.GetStateDict();
+  const auto got_sum = sd.state.at("w").at("sum").ToDoubleVector();
+  EXPECT_NEAR(got_sum[0], sum[0], 1e-14);
+  // A fresh Adagrad loaded from that state dict continues exactly (the accumulator is not re-initialized).
+  auto fresh_params = OneParam(params[0].second.ToDoubleVector(), {0.5, -0.25});
+  Adagrad fresh(fresh_params, {.lr = 1.0, .initial_accumulator_value = 0.2});
+  fresh.LoadStateDict(sd);
+  fresh.Step();
+  opt.Step();
+  EXPECT_EQ(fresh_params[0].second.ToDoubleVector(), params[0].second.ToDoubleVector());
+}
+
+TEST(OptimizerOptionsTest, RmspropAndAdagradRejectWhatTorchRejectsWithTorchsWording) {
+  auto rms = [](RMSpropOptions o) { return [o] { RMSprop opt(OneParam({1.0}, {1.0}), o); }; };
+  ExpectErrorContains(rms({.lr = -1}), ErrorCode::kInvalidArgument, "Invalid learning rate: -1");
+  ExpectErrorContains(rms({.alpha = -0.5}), ErrorCode::kInvalidArgument, "Invalid alpha value: -0.5");
+  ExpectErrorContains(rms({.eps = -1}), ErrorCode::kInvalidArgument, "Invalid epsilon value: -1");
+  ExpectErrorContains(rms({.momentum = -1}), ErrorCode::kInvalidArgument, "Invalid momentum value: -1");
+  auto ada = [](AdagradOptions o) { return [o] { Adagrad opt(OneParam({1.0}, {1.0}), o); }; };
+  ExpectErrorContains(ada({.lr_decay = -1}), ErrorCode::kInvalidArgument, "Invalid lr_decay value: -1");
+  ExpectErrorContains(ada({.initial_accumulator_value = -1}), ErrorCode::kInvalidArgument,
+                      "Invalid initial_accumulator_value value: -1");
+  ExpectErrorContains(ada({.weight_decay = -1}), ErrorCode::kInvalidArgument, "Invalid weight_decay value: -1");
+}
+
 TEST(OptimizerOptionsTest, AdamWRejectsWhatTorchRejectsWithTorchsWording) {
   const double nan = std::nan("");
   auto make = [](AdamWOptions o) { return [o] { AdamW opt(OneParam({1.0}, {1.0}), o); }; };

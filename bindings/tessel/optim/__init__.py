@@ -1,4 +1,4 @@
-"""tessel.optim: SGD and AdamW with torch's signatures, over ``model.parameters()``, named parameters or
+"""tessel.optim: SGD, Adam, AdamW, RMSprop and Adagrad with torch's signatures, over ``model.parameters()``, named parameters or
 parameter groups (dicts with "params" and per-group options).
 
 Each parameter group is one C++ optimizer (core/optim), whose state is keyed by the parameter's FQN, so a
@@ -268,3 +268,58 @@ class SGD(Optimizer):
     def _make(named, g):
         return _C.SGD(named, lr=float(g["lr"]), momentum=float(g["momentum"]), dampening=float(g["dampening"]),
                       weight_decay=float(g["weight_decay"]), nesterov=bool(g["nesterov"]))
+
+
+def _unsupported(name, **flags):
+    on = [k for k, v in flags.items() if v]
+    if on:
+        raise NotImplementedError("%s: %s not supported" % (name, ", ".join(on) + (" is" if len(on) == 1 else " are")))
+
+
+class RMSprop(Optimizer):
+    """torch.optim.RMSprop (alpha, eps, weight_decay as an L2 term, momentum, centered)."""
+
+    def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0, centered=False,
+                 capturable=False, foreach=None, maximize=False, differentiable=False):
+        _unsupported("RMSprop", maximize=maximize, capturable=capturable, differentiable=differentiable)
+        super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum,
+                                      centered=centered))
+
+    @staticmethod
+    def _hyper(g):
+        return {"lr": float(g["lr"]), "alpha": float(g["alpha"]), "eps": float(g["eps"]),
+                "weight_decay": float(g["weight_decay"]), "momentum": float(g["momentum"]),
+                "centered": float(bool(g["centered"]))}
+
+    @staticmethod
+    def _load_hyper(g, h):
+        g.update(lr=h["lr"], alpha=h["alpha"], eps=h["eps"], weight_decay=h["weight_decay"], momentum=h["momentum"],
+                 centered=bool(h["centered"]))
+
+    @classmethod
+    def _make(cls, named, g):
+        h = cls._hyper(g)
+        h["centered"] = bool(h["centered"])
+        return _C.RMSprop(named, **h)
+
+
+class Adagrad(Optimizer):
+    """torch.optim.Adagrad (lr_decay, weight_decay as an L2 term, initial_accumulator_value, eps)."""
+
+    def __init__(self, params, lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0, eps=1e-10,
+                 foreach=None, *, maximize=False, differentiable=False, fused=None):
+        _unsupported("Adagrad", maximize=maximize, differentiable=differentiable)
+        super().__init__(params, dict(lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
+                                      initial_accumulator_value=initial_accumulator_value, eps=eps))
+
+    @staticmethod
+    def _hyper(g):
+        return {k: float(g[k]) for k in ("lr", "lr_decay", "weight_decay", "initial_accumulator_value", "eps")}
+
+    @staticmethod
+    def _load_hyper(g, h):
+        g.update({k: h[k] for k in ("lr", "lr_decay", "weight_decay", "initial_accumulator_value", "eps")})
+
+    @classmethod
+    def _make(cls, named, g):
+        return _C.Adagrad(named, **cls._hyper(g))
