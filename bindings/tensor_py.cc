@@ -17,6 +17,7 @@
 
 #include "bindings/bind.h"
 #include "core/base/error.h"
+#include "core/autograd/autocast.h"
 #include "core/autograd/engine.h"
 #include "core/autograd/grad_mode.h"
 #include "core/ops/elementwise.h"
@@ -157,6 +158,14 @@ void BindCreation(py::module_& m) {
         TESSEL_CHECK(g.guard != nullptr, "grad mode context: __exit__ without __enter__");
         g.guard.reset();
       });
+  // torch.autocast (tessel/amp.py keeps the previous state and restores it on exit): this thread's
+  // region flag and dtype (core/autograd/autocast.h).
+  m.def("_autocast_state", [] { return py::make_tuple(AutocastEnabled(), AutocastDType()); });
+  m.def("_set_autocast", [](bool enabled, DType dtype) {
+    TESSEL_CHECK(dtype == DType::kBFloat16 || dtype == DType::kFloat16 || !enabled,
+                 "autocast: the lower-precision dtype must be bfloat16 or float16, got ", DTypeName(dtype));
+    SetAutocastState(enabled, dtype);
+  }, py::arg("enabled"), py::arg("dtype"));
   // torch.autograd.grad's core (tessel/autograd.py adds torch's argument handling): undefined results
   // come back as None.
   m.def("_grad", [](const TensorList& outputs, const TensorList& inputs, const std::vector<std::optional<Tensor>>& seeds,

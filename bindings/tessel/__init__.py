@@ -96,6 +96,16 @@ for _name in _compat.FUNCTION_FORMS:
     if _name not in globals():
         globals()[_name] = _compat._function_form(_name)
 from . import autograd, nn, optim, distributed, multiprocessing, utils  # noqa: E402,F401
+from . import amp  # noqa: E402
+from .amp import autocast, get_autocast_dtype, is_autocast_enabled  # noqa: E402,F401
+import types as _types  # noqa: E402
+
+cpu = _types.ModuleType("tessel.cpu", "torch.cpu: its amp namespace (cpu.amp.autocast, the older spelling).")
+cpu.amp = _types.ModuleType("tessel.cpu.amp")
+cpu.amp.autocast = lambda enabled=True, dtype=bfloat16, cache_enabled=True: amp.autocast(  # noqa: F405
+    "cpu", dtype=dtype, enabled=enabled)
+cpu.amp.GradScaler = amp.GradScaler
+cpu.is_available = lambda: True
 from .distributed import run_ranks  # noqa: F401
 
 AdamW = _C.AdamW  # the flat API's AdamW(model, lr=...); tessel.optim.AdamW is torch's

@@ -1286,3 +1286,27 @@ def test_rmsprop_and_adagrad_follow_torchs_update_state_dict_and_param_groups():
     np.testing.assert_allclose(before, a - 0.1 * g / (np.abs(g) + 1e-10), rtol=1e-12)
     with pytest.raises(NotImplementedError, match="maximize is not supported"):
         tessel.optim.RMSprop([p], maximize=True)
+
+
+def test_new_subgroups_cut_the_world_into_consecutive_groups_and_offload_policy_base_is_no_offload():
+    got = {}
+
+    def run(world):
+        dist.init_process_group()
+        mine, groups = dist.new_subgroups(2)
+        t = tessel.tensor([float(world.rank + 1)])
+        dist.all_reduce(t, group=mine)
+        got[world.rank] = (t.item(), len(groups), dist.get_process_group_ranks(mine))
+        with pytest.raises(ValueError, match="must be divisible by 'group_size=3'"):
+            dist.new_subgroups(3)
+        net = Net()
+        from tessel.distributed.fsdp import OffloadPolicy, UnshardHandle
+        fully_shard(net, offload_policy=OffloadPolicy())
+        handle = net.unshard(async_op=True)
+        assert isinstance(handle, UnshardHandle)
+        handle.wait()
+        net.reshard()
+        dist.destroy_process_group()
+
+    tessel.run_ranks(4, run)
+    assert got == {0: (3.0, 2, [0, 1]), 1: (3.0, 2, [0, 1]), 2: (7.0, 2, [2, 3]), 3: (7.0, 2, [2, 3])}

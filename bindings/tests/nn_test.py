@@ -1279,3 +1279,112 @@ def test_clip_grad_value_parameters_to_vector_and_orthogonal_eye_dirac_init():
     want = np.zeros((4, 2, 3))
     want[0, 0, 1] = want[1, 1, 1] = want[2, 0, 1] = want[3, 1, 1] = 1.0
     np.testing.assert_array_equal(d, want)
+
+
+def _tiny_lm():
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln, self.qkv, self.proj, self.ff = nn.LayerNorm(16), nn.Linear(16, 48), nn.Linear(16, 16), nn.Linear(16, 16)
+
+        def forward(self, x):
+            b, t, _ = x.shape
+            q, k, v = (z.view(b, t, 2, 8).transpose(1, 2) for z in self.qkv(self.ln(x)).split(16, dim=-1))
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, t, 16)
+            x = x + self.proj(a)
+            return x + F.gelu(self.ff(x))
+    return nn.Sequential(nn.Embedding(10, 16), Block(), nn.Linear(16, 10))
+
+
+def test_autocast_runs_products_in_bf16_keeps_float32_grads_and_tracks_float32_training():
+    # 30 AdamW steps of a tiny causal LM under autocast("cpu") (bf16 products) against the same steps in
+    # float32: logits come out bf16, the loss float32, every .grad float32, and the two loss curves stay
+    # within 0.02 + 2% of each other while both fall.
+    x = tessel.tensor(np.random.default_rng(0).integers(0, 10, (4, 8)))
+    y = tessel.tensor(np.random.default_rng(1).integers(0, 10, (4, 8)))
+    curves = {}
+    for amp in (False, True):
+        tessel.manual_seed(0)
+        model = _tiny_lm()
+        opt = tessel.optim.AdamW(model.parameters(), lr=1e-2)
+        losses = []
+        for _ in range(30):
+            with tessel.autocast(device_type="cpu", dtype=tessel.bfloat16, enabled=amp):
+                logits = model(x)
+                loss = F.cross_entropy(logits.view(-1, 10), y.view(-1))
+            assert logits.dtype == (tessel.bfloat16 if amp else tessel.float32) and loss.dtype == tessel.float32
+            loss.backward()
+            assert all(p.grad.dtype == tessel.float32 for p in model.parameters())
+            opt.step()
+            opt.zero_grad()
+            losses.append(loss.item())
+        curves[amp] = np.array(losses)
+    assert curves[True][-1] < 0.7 * curves[True][0]
+    np.testing.assert_allclose(curves[True], curves[False], rtol=0.02, atol=0.02)
+    assert not np.array_equal(curves[True], curves[False])  # bf16 did run
+
+
+def test_autocast_regions_nest_decorate_and_equal_explicit_casts():
+    a, b = tessel.randn(3, 4), tessel.randn(4, 2)
+    assert not tessel.is_autocast_enabled()
+    with tessel.autocast("cpu"):
+        assert tessel.is_autocast_enabled() and tessel.get_autocast_dtype("cpu") == tessel.bfloat16
+        prod = a @ b
+        assert prod.dtype == tessel.bfloat16
+        assert prod.float().tolist() == (a.to(tessel.bfloat16) @ b.to(tessel.bfloat16)).float().tolist()
+        with tessel.autocast("cpu", enabled=False):
+            assert (a @ b).dtype == tessel.float32
+        assert (a @ b).dtype == tessel.bfloat16
+        assert tessel.cat([prod, a[:, :2]]).dtype == tessel.float32  # widest type
+        assert (a.double() @ b.double()).dtype == tessel.float64   # float64 is not eligible
+    assert not tessel.is_autocast_enabled()
+
+    @tessel.autocast(device_type="cpu", dtype=tessel.float16)
+    def half_product(u, v):
+        return u @ v
+    assert half_product(a, b).dtype == tessel.float16 and (a @ b).dtype == tessel.float32
+    with tessel.cpu.amp.autocast():
+        assert (a @ b).dtype == tessel.bfloat16
+    with pytest.raises(RuntimeError, match="CPU Autocast only supports"):
+        tessel.autocast("cpu", dtype=tessel.float64)
+    with pytest.raises(NotImplementedError, match="device 'cuda'"):
+        tessel.autocast("cuda")
+
+
+def test_grad_scaler_unscales_skips_overflowing_steps_and_adapts_its_scale():
+    lin = nn.Linear(3, 1)
+    opt = tessel.optim.SGD(lin.parameters(), lr=0.1)
+    x = tessel.tensor([[1.0, 2.0, 3.0]])
+    scaler = tessel.amp.GradScaler("cpu", init_scale=1024.0, growth_interval=2)
+    lin(x).sum().backward()
+    want = lin.weight.grad.numpy().copy()
+    opt.zero_grad()
+    scaler.scale(lin(x).sum()).backward()
+    np.testing.assert_allclose(lin.weight.grad.numpy(), 1024.0 * want)
+    before = lin.weight.detach().numpy().copy()
+    scaler.step(opt)
+    np.testing.assert_allclose(lin.weight.detach().numpy(), before - 0.1 * want, rtol=1e-6)  # unscaled grads
+    scaler.update()
+    assert scaler.get_scale() == 1024.0
+    opt.zero_grad()
+    scaler.scale(lin(x).sum()).backward()
+    scaler.step(opt)
+    scaler.update()
+    assert scaler.get_scale() == 2048.0  # two clean steps: grown
+    opt.zero_grad()
+    (lin(x).sum() * float("inf")).backward()  # an overflowing gradient
+    before = lin.weight.detach().numpy().copy()
+    scaler.unscale_(opt)
+    with pytest.raises(RuntimeError, match="already been called"):
+        scaler.unscale_(opt)
+    assert scaler.step(opt) is None
+    np.testing.assert_array_equal(lin.weight.detach().numpy(), before)  # skipped
+    scaler.update()
+    assert scaler.get_scale() == 1024.0
+    state = scaler.state_dict()
+    other = tessel.amp.GradScaler()
+    other.load_state_dict(state)
+    assert other.get_scale() == 1024.0
+    off = tessel.amp.GradScaler(enabled=False)
+    loss = lin(x).sum()
+    assert off.scale(loss) is loss and off.get_scale() == 1.0

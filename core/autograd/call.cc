@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "core/autograd/autocast.h"
 #include "core/autograd/grad_mode.h"
 #include "core/autograd/graph_task.h"
 #include "core/autograd/node.h"
@@ -173,6 +174,7 @@ void Attach(const std::shared_ptr<Node>& node, Tensor& out, int index, bool diff
 }  // namespace
 
 TensorList CallOp(const OpDef& op, TensorList inputs, const Attrs& attrs) {
+  if (AutocastEnabled()) inputs = internal::AutocastInputs(op, std::move(inputs));
   const bool grad_mode = GradModeEnabled();
   const bool any_requires =
       std::any_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return t.defined() && t.requires_grad(); });

@@ -7,6 +7,7 @@
 #include <optional>
 #include <utility>
 
+#include "core/autograd/autocast.h"
 #include "core/autograd/grad_mode.h"
 #include "core/autograd/saved_tensor_hooks.h"
 #include "core/base/error.h"
@@ -22,7 +23,8 @@ bool Named(const std::vector<std::string>& names, const OpDef& op) {
 // One Checkpoint call: what the forward kept and what the rerun recomputed.
 class Frame : public std::enable_shared_from_this<Frame> {
  public:
-  Frame(CheckpointFunction fn, CheckpointOptions options) : fn_(std::move(fn)), options_(std::move(options)) {
+  Frame(CheckpointFunction fn, CheckpointOptions options)
+      : fn_(std::move(fn)), options_(std::move(options)), autocast_(AutocastEnabled()), autocast_dtype_(AutocastDType()) {
     for (Generator* g : options_.generators) {
       TESSEL_CHECK(g != nullptr, "Checkpoint: CheckpointOptions::generators holds a null Generator");
       rng_at_forward_.push_back(*g);
@@ -50,6 +52,8 @@ class Frame : public std::enable_shared_from_this<Frame> {
   CheckpointFunction fn_;
   CheckpointOptions options_;
   std::vector<Generator> rng_at_forward_;
+  bool autocast_;  // the forward's autocast region, restored for the rerun
+  DType autocast_dtype_;
   TensorList inputs_;  // detached handles of the inputs: the one thing full checkpointing keeps
   std::vector<bool> input_requires_grad_;
   int64_t num_saved_ = 0;
@@ -130,6 +134,7 @@ void Frame::Recompute() {
   if (options_.save_outputs) cache.emplace(this, /*replay=*/true);
   {
     GradModeGuard on(true);
+    AutocastGuard as_in_forward(autocast_, autocast_dtype_);
     SavedTensorHooksGuard guard(std::move(collect), cache ? &*cache : nullptr);
     fn_(inputs);
   }

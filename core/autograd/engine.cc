@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "core/autograd/autocast.h"
 #include "core/autograd/call.h"
 #include "core/autograd/graph_task.h"
 #include "core/base/error.h"
@@ -35,6 +36,7 @@ using autograd::Node;
 // returns true, and its outputs then flow on; a node that does not run passes nothing on.
 void Execute(const std::vector<Edge>& root_edges, const TensorList& root_grads, bool retain_graph,
              const std::function<bool(Node*)>& reach, const std::function<bool(Node*, TensorList&, bool)>& visit) {
+  AutocastGuard no_autocast(false, AutocastDType());  // backward formulas run in the dtypes the forward recorded
   std::unordered_map<Node*, int> deps;  // gradients still to arrive, over the reached subgraph
   std::vector<Node*> stack;
   for (const auto& e : root_edges) {

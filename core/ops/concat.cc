@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/autograd/autocast.h"
 #include "core/autograd/call.h"
 #include "core/base/error.h"
 #include "core/base/parallel.h"
@@ -177,7 +178,9 @@ const OpDef& kStack =
 }  // namespace
 
 // attrs: dim (normalized) and sizes (each input's size along dim, for backward).
-Tensor Cat(const TensorList& tensors, int64_t dim) {
+Tensor Cat(const TensorList& given, int64_t dim) {
+  // An autocast region's widest-type cast comes first: the checks below compare dtypes.
+  const TensorList tensors = AutocastEnabled() ? autograd::internal::AutocastInputs(kCat, given) : given;
   TESSEL_CHECK(!tensors.empty(), "cat: expected a non-empty list of tensors");
   TESSEL_CHECK(tensors[0].defined(), "cat: tensor 0 is undefined");
   TESSEL_CHECK(tensors[0].dim() > 0, "cat: zero-dimensional tensor (at position 0) cannot be concatenated");
@@ -190,7 +193,8 @@ Tensor Cat(const TensorList& tensors, int64_t dim) {
 }
 
 // attrs: dim, normalized against the output's rank (input rank + 1).
-Tensor Stack(const TensorList& tensors, int64_t dim) {
+Tensor Stack(const TensorList& given, int64_t dim) {
+  const TensorList tensors = AutocastEnabled() ? autograd::internal::AutocastInputs(kStack, given) : given;
   TESSEL_CHECK(!tensors.empty(), "stack: expected a non-empty list of tensors");
   TESSEL_CHECK(tensors[0].defined(), "stack: tensor 0 is undefined");
   const int64_t ndim = tensors[0].dim();

@@ -221,6 +221,28 @@ def new_group(ranks=None, timeout=None, backend=None, pg_options=None, use_local
     return g
 
 
+def new_subgroups(group_size=None, group=None, timeout=None, backend=None, pg_options=None, group_desc=None):
+    """torch's new_subgroups: the default group cut into consecutive groups of group_size ranks (tessel has
+    no per-node device count to default to: group_size is required); returns (this rank's subgroup, all
+    subgroups). Collective over the default group, as each new_group is."""
+    if group is not None:
+        raise NotImplementedError("new_subgroups(group=): subgroups of a subgroup are not supported")
+    world = _default_group("new_subgroups")
+    if group_size is None:
+        raise ValueError("new_subgroups: group_size is required (tessel's Python face has no per-node device count)")
+    if group_size <= 0:
+        raise ValueError("The arg 'group_size' (%d) must be positive" % group_size)
+    if world.size % group_size:
+        raise ValueError("The world size (%d) must be divisible by 'group_size=%d'" % (world.size, group_size))
+    subgroups, mine = [], None
+    for start in range(0, world.size, group_size):
+        g = new_group(list(range(start, start + group_size)), timeout=timeout, backend=backend)
+        subgroups.append(g)
+        if start <= world.rank < start + group_size:
+            mine = g
+    return mine, subgroups
+
+
 def _group_peer(g, peer, group_peer, op, what):
     if (peer is None) == (group_peer is None):
         raise ValueError("%s: pass exactly one of %s (a global rank) and group_%s (a rank of the group)"

@@ -17,6 +17,10 @@ MixedPrecisionPolicy = _C.MixedPrecisionPolicy
 CPUOffloadPolicy = _C.CPUOffloadPolicy
 
 
+class OffloadPolicy:
+    """torch's OffloadPolicy: the base policy, meaning no offloading (fully_shard takes it as None)."""
+
+
 def _state(module):
     st = _C._fsdp_state(module)
     if st is None:
@@ -32,7 +36,7 @@ class FSDPModule:
         (torch's UnshardHandle)."""
         st = _state(self)
         st.unshard(async_op)
-        return _UnshardHandle(st) if async_op else None
+        return UnshardHandle(st) if async_op else None
 
     def reshard(self):
         _state(self).reshard()
@@ -56,7 +60,9 @@ class FSDPModule:
         _state(self).set_gradient_divide_factor(factor)
 
 
-class _UnshardHandle:
+class UnshardHandle:
+    """What unshard(async_op=True) returns: wait() blocks until the all-gather is done."""
+
     def __init__(self, state):
         self._state = state
 
@@ -91,6 +97,8 @@ def fully_shard(module, *, mesh=None, reshard_after_forward=None, shard_placemen
         raise NotImplementedError("fully_shard: shard_placement_fn and ignored_params are not supported")
     if isinstance(reshard_after_forward, int) and not isinstance(reshard_after_forward, bool):
         raise NotImplementedError("fully_shard: reshard_after_forward as an int (partial resharding)")
+    if type(offload_policy) is OffloadPolicy:
+        offload_policy = None
     _C.fully_shard(list(module) if isinstance(module, (list, tuple)) else module,
                    mesh if mesh is not None else _default_mesh(), reshard_after_forward, mp_policy, offload_policy,
                    shard_axis, replicate_axis)

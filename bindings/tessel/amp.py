@@ -1,0 +1,159 @@
+"""tessel.amp: torch.amp's autocast and GradScaler on tessel's ops (core/autograd/autocast.h).
+
+Inside ``autocast("cpu")`` the matrix products (linear, matmul, the fused linear + GELU, scaled dot-product
+attention) run on bfloat16 (or float16) casts of their float32 inputs and cross-entropy goes up to float32,
+as torch's CPU autocast lists say; the casts are on the autograd graph, so parameters and their gradients
+stay float32. The backward runs outside the region whatever encloses it (as torch's), and an
+activation-checkpointing rerun restores its forward's region. Per thread: each run_ranks rank has its own.
+
+    with tessel.autocast(device_type="cpu", dtype=tessel.bfloat16):
+        loss = F.cross_entropy(model(x), y)
+    loss.backward()
+"""
+import functools
+
+from . import _C, _dtypes
+from ._device import check_cpu
+
+
+def _device_type(device_type):
+    name = device_type if isinstance(device_type, str) else getattr(device_type, "type", str(device_type))
+    check_cpu(name, "autocast")
+    return "cpu"
+
+
+def is_autocast_available(device_type):
+    return str(device_type) == "cpu"
+
+
+class autocast:
+    """torch.autocast(device_type, dtype=None, enabled=True, cache_enabled=None): a context manager and a
+    decorator. dtype defaults to bfloat16 (torch's CPU default); float16 is accepted too."""
+
+    def __init__(self, device_type, dtype=None, enabled=True, cache_enabled=None):
+        self.device = _device_type(device_type)
+        self.fast_dtype = _dtypes.bfloat16 if dtype is None else dtype
+        if self.fast_dtype not in (_dtypes.bfloat16, _dtypes.float16):
+            raise RuntimeError("In CPU autocast, but the target dtype is not supported. CPU Autocast only supports "
+                               "dtype of torch.bfloat16, torch.float16 currently.")
+        self._enabled = bool(enabled)
+        self._prev = []
+
+    def __enter__(self):
+        self._prev.append(_C._autocast_state())
+        _C._set_autocast(self._enabled, self.fast_dtype)
+        return self
+
+    def __exit__(self, *exc):
+        _C._set_autocast(*self._prev.pop())
+        return False
+
+    def __call__(self, fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with autocast(self.device, self.fast_dtype, self._enabled):
+                return fn(*args, **kwargs)
+        return wrapper
+
+
+def is_autocast_enabled(device_type=None):
+    return bool(_C._autocast_state()[0])
+
+
+def get_autocast_dtype(device_type="cpu"):
+    _device_type(device_type)
+    return _C._autocast_state()[1]
+
+
+class GradScaler:
+    """torch.amp.GradScaler: multiplies the loss by a scale before backward, divides the gradients by it
+    before the optimizer step, skips steps whose gradients hold inf or NaN and adapts the scale (halved on
+    an overflow, doubled after growth_interval clean steps). enabled=False makes every method a pass-through,
+    as torch's. bfloat16 autocast needs no scaler (its range is float32's); float16 does."""
+
+    def __init__(self, device="cpu", init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5,
+                 growth_interval=2000, enabled=True):
+        check_cpu(device, "GradScaler")
+        if growth_factor <= 1.0 or not 0.0 < backoff_factor < 1.0:
+            raise ValueError("GradScaler: growth_factor must be > 1 and backoff_factor in (0, 1)")
+        self._enabled = bool(enabled)
+        self._scale = float(init_scale)
+        self._growth_factor, self._backoff_factor = float(growth_factor), float(backoff_factor)
+        self._growth_interval = int(growth_interval)
+        self._growth_tracker = 0
+        self._found_inf = {}    # id(optimizer) -> bool, for this iteration
+        self._unscaled = set()  # id(optimizer) unscaled this iteration
+
+    def is_enabled(self):
+        return self._enabled
+
+    def get_scale(self):
+        return self._scale if self._enabled else 1.0
+
+    def scale(self, outputs):
+        if not self._enabled:
+            return outputs
+        if isinstance(outputs, (list, tuple)):
+            return type(outputs)(self.scale(o) for o in outputs)
+        return outputs * self._scale
+
+    def _grads(self, optimizer):
+        return [p for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
+
+    def unscale_(self, optimizer):
+        if not self._enabled:
+            return
+        if id(optimizer) in self._unscaled:
+            raise RuntimeError("unscale_() has already been called on this optimizer since the last update().")
+        inv = 1.0 / self._scale
+        found = False
+        with _C._GradMode(False):
+            for p in self._grads(optimizer):
+                total = p.grad.double().sum().item()
+                found = found or not (total - total == 0.0)  # inf or NaN anywhere makes the sum non-finite
+                p.grad.mul_(inv)
+        self._found_inf[id(optimizer)] = found
+        self._unscaled.add(id(optimizer))
+
+    def step(self, optimizer, *args, **kwargs):
+        if not self._enabled:
+            return optimizer.step(*args, **kwargs)
+        if id(optimizer) not in self._unscaled:
+            self.unscale_(optimizer)
+        if self._found_inf[id(optimizer)]:
+            return None  # skipped, as torch: the parameters keep their values
+        return optimizer.step(*args, **kwargs)
+
+    def update(self, new_scale=None):
+        if not self._enabled:
+            return
+        if new_scale is not None:
+            self._scale = float(new_scale.item() if hasattr(new_scale, "item") else new_scale)
+        elif any(self._found_inf.values()):
+            self._scale *= self._backoff_factor
+            self._growth_tracker = 0
+        else:
+            self._growth_tracker += 1
+            if self._growth_tracker == self._growth_interval:
+                self._scale *= self._growth_factor
+                self._growth_tracker = 0
+        self._found_inf.clear()
+        self._unscaled.clear()
+
+    def state_dict(self):
+        if not self._enabled:
+            return {}
+        return {"scale": self._scale, "growth_factor": self._growth_factor, "backoff_factor": self._backoff_factor,
+                "growth_interval": self._growth_interval, "_growth_tracker": self._growth_tracker}
+
+    def load_state_dict(self, state_dict):
+        if not self._enabled:
+            return
+        if not state_dict:
+            raise RuntimeError("The source state dict is empty, possibly because it was saved from a disabled "
+                               "instance of GradScaler.")
+        self._scale = float(state_dict["scale"])
+        self._growth_factor = float(state_dict["growth_factor"])
+        self._backoff_factor = float(state_dict["backoff_factor"])
+        self._growth_interval = int(state_dict["growth_interval"])
+        self._growth_tracker = int(state_dict["_growth_tracker"])
