@@ -152,7 +152,12 @@ void BindRuntime(py::module_& m) {
       .def("step", [](pp::PipelineExecutor& e, std::optional<Tensor> inputs, std::optional<Tensor> targets) {
         pp::StepStats st = NoGil([&] { return e.Step(inputs.value_or(Tensor()), targets.value_or(Tensor())); });
         return StepLoss(st);
-      }, py::arg("inputs"), py::arg("targets"), "One step; the full-batch loss on the last stage's rank, else None");
+      }, py::arg("inputs"), py::arg("targets"), "One step; the full-batch loss on the last stage's rank, else None")
+      .def("step_with_losses", [](pp::PipelineExecutor& e, std::optional<Tensor> inputs, std::optional<Tensor> targets) {
+        pp::StepStats st = NoGil([&] { return e.Step(inputs.value_or(Tensor()), targets.value_or(Tensor())); });
+        return py::make_tuple(StepLoss(st), st.microbatch_losses);
+      }, py::arg("inputs"), py::arg("targets"),
+           "One step; (the full-batch loss, each microbatch's loss) on the last stage's rank, else (None, [])");
 }
 
 // The whole GPT pipeline of one rank (pipeline_gpt.h), kept together: the executor refers to the stages,

@@ -288,7 +288,10 @@ StepStats PipelineExecutor::Step(const Tensor& inputs, const Tensor& targets) {
     TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, stages_[i]->num_in_flight() == 0, "pipeline rank ", rank,
                       ": stage ", stages_[i]->stage_index(), " ended the step with ", stages_[i]->num_in_flight(),
                       " microbatches without backward (the program is incomplete)");
-    if (stages_[i]->is_last()) stats.loss = stages_[i]->StepLoss();
+    if (stages_[i]->is_last()) {
+      stats.loss = stages_[i]->StepLoss();
+      stats.microbatch_losses = stages_[i]->MicrobatchLosses();
+    }
   }
   stats.peak_in_flight = run.peak_in_flight;
   stats.activation_bytes_per_microbatch = run.bytes_per_microbatch;

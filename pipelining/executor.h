@@ -52,6 +52,7 @@ struct ExecutorOptions {
 
 struct StepStats {
   std::optional<double> loss;            // full-batch loss, on the rank holding the last stage
+  std::vector<double> microbatch_losses;  // there too: each microbatch's unweighted loss
   std::vector<int> peak_in_flight;       // per local stage (increasing stage): max microbatches in flight
   // Per local stage: growth of the activations ledger across its forward of microbatch 0 (what one
   // in-flight microbatch holds until its backward).

@@ -1,6 +1,7 @@
 // pipelining/stage.cc — PipelineStage: shape handshake, reusable p2p buffers, per-microbatch F/B/I/W.
 #include "pipelining/stage.h"
 
+#include <limits>
 #include <utility>
 
 #include "core/autograd/engine.h"
@@ -32,7 +33,8 @@ struct PipelineStage::MicrobatchState {
   Tensor input;   // leaf that requires grad (non-first stages)
   Tensor output;  // with its graph, until the backward
   Tensor loss;    // last stage: weighted loss, the backward root
-  double loss_value = 0.0;
+  double loss_value = 0.0;      // its value
+  double unweighted_loss = 0.0;  // loss_fn's value (NaN with nothing to average over)
   Tensor input_grad;
   WeightGradTask weight_task;
 };
@@ -217,7 +219,14 @@ void PipelineStage::Forward(int mb, const Tensor& input, const Tensor& target) {
   if (is_last()) {
     // Weight 0 (microbatch.h: none of its targets count) backpropagates zeros: its own loss is a 0/0 mean,
     // and NaN · 0 would still be NaN.
-    s.loss = weights_[mb] == 0.0 ? MulScalar(Sum(out), 0.0) : MulScalar(loss_fn_(out, target), weights_[mb]);
+    if (weights_[mb] == 0.0) {
+      s.loss = MulScalar(Sum(out), 0.0);
+      s.unweighted_loss = std::numeric_limits<double>::quiet_NaN();
+    } else {
+      const Tensor raw = loss_fn_(out, target);
+      s.unweighted_loss = raw.item<double>();
+      s.loss = MulScalar(raw, weights_[mb]);
+    }
     s.loss_value = s.loss.item<double>();
   } else {
     s.output = out;
@@ -284,6 +293,14 @@ double PipelineStage::StepLoss() const {
   double total = 0.0;
   for (const auto& s : states_) total += s->loss_value;
   return total;
+}
+
+std::vector<double> PipelineStage::MicrobatchLosses() const {
+  TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, is_last(), "pipeline stage ", stage_index_,
+                    ": only the last stage computes the loss");
+  std::vector<double> out;
+  for (const auto& s : states_) out.push_back(s->unweighted_loss);
+  return out;
 }
 
 int PipelineStage::num_in_flight() const {

@@ -99,6 +99,9 @@ class PipelineStage {
 
   // Σ weight_i · loss_i over the microbatches run this step (last stage only): the full-batch loss.
   double StepLoss() const;
+  // Each microbatch's loss_fn value this step, unweighted (NaN for a microbatch with no target to
+  // average over, which weighs 0): what torch's schedule.step(losses=[]) collects (last stage only).
+  std::vector<double> MicrobatchLosses() const;
   // Microbatches whose forward ran and whose backward (B, or W) has not finished.
   int num_in_flight() const;
 

@@ -282,3 +282,34 @@ def test_bad_schedules_and_actions_raise_value_errors_with_pipelinings_message()
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
+
+
+def test_schedule_step_reports_each_microbatchs_loss_as_torch():
+    # torchtitan's call: schedule.step(x, target=y, losses=losses) then mean(stack(losses)): each entry is
+    # loss_fn on that microbatch (rows 2i, 2i + 1 of the batch), on the last stage's rank only.
+    rng = np.random.default_rng(4)
+    x_np, y_np = rng.standard_normal((8, 8)).astype(np.float32), rng.standard_normal((8, 8)).astype(np.float32)
+    parts = make_parts(2)
+    want = []
+    for i in range(4):
+        h = tessel.from_numpy(x_np[2 * i:2 * i + 2])
+        for part in parts:
+            h = part(h)
+        want.append(mse(h, tessel.from_numpy(y_np[2 * i:2 * i + 2])).item())
+    got = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        parts = make_parts(2)
+        stage = pp.PipelineStage(parts[world.rank], world.rank, 2, "cpu")
+        sched = pp.Schedule1F1B(stage, n_microbatches=4, loss_fn=mse)
+        losses = []
+        loss = sched.step(tessel.from_numpy(x_np) if world.rank == 0 else None,
+                          target=tessel.from_numpy(y_np) if world.rank == 1 else None, losses=losses)
+        got[world.rank] = (loss, [t.item() for t in losses])
+        dist.destroy_process_group()
+
+    tessel.run_ranks(2, rank_fn)
+    assert got[0] == (None, [])
+    np.testing.assert_allclose(got[1][1], want, rtol=1e-6)
+    assert got[1][0] == pytest.approx(np.mean(want), abs=1e-6)

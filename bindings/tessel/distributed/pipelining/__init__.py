@@ -114,16 +114,19 @@ class _PipelineSchedule:
 
     def step(self, *args, target=None, losses=None, **kwargs):
         """One step's forward and backward over the microbatches; the full-batch loss on the last stage's
-        rank, None elsewhere. Optimizer steps stay the caller's. A rank that holds neither the first nor
+        rank, None elsewhere; a `losses` list gets each microbatch's loss_fn value appended there (0-d
+        tensors, NaN for a microbatch whose targets are all ignored), as torch's. Optimizer steps stay the caller's. A rank that holds neither the first nor
         the last stage may call step() with no arguments, as in torch: it takes the last step's microbatch
         sizes, or at the first step microbatch 0's rows for every microbatch; a batch that does not split
         evenly into n_microbatches needs the batch there too at the first step (else a p2p mismatch)."""
         if len(args) > 1 or kwargs:
             raise NotImplementedError("%s.step: the first stage takes one tensor input" % type(self).__name__)
-        if losses is not None:
-            raise NotImplementedError("%s.step: per-microbatch losses are not reported; step returns the "
-                                      "full-batch loss on the last stage's rank" % type(self).__name__)
-        return self._executor.step(args[0] if args else None, target)
+        if losses is None:
+            return self._executor.step(args[0] if args else None, target)
+        # torch appends each microbatch's loss_fn output on the last stage's rank (torchtitan averages them).
+        loss, per_microbatch = self._executor.step_with_losses(args[0] if args else None, target)
+        losses.extend(_C._full([], v, _C.dtype.float32) for v in per_microbatch)
+        return loss
 
 
 def _fsdp_groups(module):
