@@ -37,6 +37,7 @@
 
 #include "bindings/bind.h"
 #include "core/base/error.h"
+#include "core/autograd/checkpoint.h"
 #include "core/nn/layers.h"
 #include "core/nn/module.h"
 #include "core/nn/transformer.h"
@@ -103,22 +104,44 @@ py::object OutputsForPython(const TensorList& outs) {
   return py::tuple(py::cast(outs));
 }
 
-void TakeOwnership(Module& parent, const std::string& name, const py::handle& child) {
+// Python's ownership of `child` given up (see [Note: module ownership across the boundary]); the holder's
+// layout is one pointer whatever the registered type, so releasing it as unique_ptr<Module> only clears it.
+std::unique_ptr<Module> ReleaseFromPython(Module& parent, const std::string& name, const py::handle& child) {
   auto* inst = reinterpret_cast<py::detail::instance*>(child.ptr());
   py::detail::value_and_holder v_h = inst->get_value_and_holder();
   Module* raw = child.cast<Module*>();
   TESSEL_CHECK(raw != &parent, parent.type_name(), ": cannot register a module as its own child '", name, "'");
   TESSEL_CHECK(inst->owned && v_h.holder_constructed(), parent.type_name(), ": cannot register ", raw->type_name(),
                " as '", name, "': it already belongs to another module (a tessel module has exactly one parent)");
-  for (const auto& [n, c] : parent.NamedChildren()) {
-    TESSEL_CHECK(n != name, parent.type_name(), ": submodule '", name, "' is already registered");
-  }
-  // Python gives up ownership (see [Note: module ownership across the boundary]); the holder's layout is
-  // one pointer whatever the registered type, so releasing it as unique_ptr<Module> only clears it.
   v_h.holder<std::unique_ptr<Module>>().release();
   v_h.set_holder_constructed(false);
   inst->owned = false;
-  parent.RegisterModule(name, std::unique_ptr<Module>(raw));
+  return std::unique_ptr<Module>(raw);
+}
+
+void TakeOwnership(Module& parent, const std::string& name, const py::handle& child) {
+  for (const auto& [n, c] : parent.NamedChildren()) {
+    TESSEL_CHECK(n != name, parent.type_name(), ": submodule '", name, "' is already registered");
+  }
+  parent.RegisterModule(name, ReleaseFromPython(parent, name, child));
+}
+
+// `parent.name = child` over an existing child (torch replaces it: a new head for fine-tuning,
+// model.layers[i] = wrapped): the new child moves into the C++ parent, and the old one goes back to its
+// Python object, which owns it again (it stays usable on its own, as in torch), or is deleted when Python
+// never reached it.
+void ReplaceOwnership(Module& parent, const std::string& name, const py::handle& child) {
+  std::unique_ptr<Module> incoming = ReleaseFromPython(parent, name, child);
+  std::unique_ptr<Module> old = parent.ReplaceChild(name, std::move(incoming));
+  const py::detail::type_info* type = py::detail::get_type_info(typeid(*old));
+  if (type == nullptr) type = py::detail::get_type_info(typeid(Module));
+  if (py::handle existing = py::detail::get_object_handle(old.get(), type)) {
+    auto* inst = reinterpret_cast<py::detail::instance*>(existing.ptr());
+    py::detail::value_and_holder v_h = inst->get_value_and_holder();
+    new (&v_h.holder<std::unique_ptr<Module>>()) std::unique_ptr<Module>(old.release());
+    v_h.set_holder_constructed(true);
+    inst->owned = true;
+  }
 }
 
 py::object Lookup(const py::object& self_obj, const std::string& name) {
@@ -218,6 +241,7 @@ ModuleClass BindModule(py::module_& m) {
         self.RegisterBuffer(name, t ? *t : Tensor(), persistent);
       }, py::arg("name"), py::arg("tensor"), py::arg("persistent") = true)
       .def("_register_module", &TakeOwnership)
+      .def("_replace_module", &ReplaceOwnership)
       .def("_lookup", &Lookup, "This module's own parameter, buffer or child called `name`, or None")
       .def("_registered", [](const Module& self, const std::string& name) {
         return self.HasParam(name) || self.HasBuffer(name);
@@ -383,10 +407,37 @@ void BindGPT(py::module_& m) {
 
 }  // namespace
 
+// torch.utils.checkpoint's core (tessel/utils/checkpoint.py adds torch's argument handling): fn maps the
+// list of input tensors to a list of output tensors and runs under autograd::Checkpoint; policy None is
+// full checkpointing, a list of op names keeps those ops' outputs (selective), a callable policy(op_name)
+// -> bool decides per op; preserve_rng replays the thread's default generator in the recompute.
+void BindActivationCheckpoint(py::module_& m) {
+  m.def("_checkpoint", [](py::object fn, const TensorList& inputs, py::object policy, bool preserve_rng) {
+    auto f = ShareCallable(std::move(fn));
+    autograd::CheckpointOptions options;
+    if (preserve_rng) options.generators = {&DefaultGenerator()};
+    if (py::isinstance<py::list>(policy) || py::isinstance<py::tuple>(policy)) {
+      options.save_outputs = autograd::SaveOutputsOf(policy.cast<std::vector<std::string>>());
+    } else if (!policy.is_none()) {
+      auto p = ShareCallable(std::move(policy));
+      options.save_outputs = [p](const OpDef& op) {
+        py::gil_scoped_acquire gil;
+        return py::bool_((*p)(op.name)).cast<bool>();
+      };
+    }
+    autograd::CheckpointFunction run = [f](const TensorList& in) {
+      py::gil_scoped_acquire gil;
+      return (*f)(in).cast<TensorList>();
+    };
+    return autograd::Checkpoint(std::move(run), inputs, std::move(options));
+  }, py::arg("fn"), py::arg("inputs"), py::arg("policy"), py::arg("preserve_rng"));
+}
+
 void BindModules(py::module_& m) {
   BindModule(m);
   BindLayers(m);
   BindGPT(m);
+  BindActivationCheckpoint(m);
 }
 
 }  // namespace tessel::bindings

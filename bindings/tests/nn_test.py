@@ -194,9 +194,12 @@ def test_a_module_has_one_parent_and_cannot_contain_itself():
     outer = nn.Sequential(a)
     with pytest.raises(ValueError, match="ancestor"):
         a.add_module("loop", outer)
-    with pytest.raises(ValueError, match="submodule 'fc' is already registered"):
-        m = MLP(2, 2)
-        m.fc = nn.Linear(2, 2)
+    m = MLP(2, 2)
+    replacement = nn.Linear(2, 2)
+    m.fc = replacement  # replaces the child, as torch (the old one goes back to Python)
+    assert m.fc is replacement
+    with pytest.raises(ValueError, match="already belongs to another module"):
+        m.fc = lin  # still a's child
 
 
 def test_state_dict_round_trip_modes_zero_grad_and_apply():
@@ -1388,3 +1391,165 @@ def test_grad_scaler_unscales_skips_overflowing_steps_and_adapts_its_scale():
     off = tessel.amp.GradScaler(enabled=False)
     loss = lin(x).sum()
     assert off.scale(loss) is loss and off.get_scale() == 1.0
+
+
+def _live_mib():
+    line = [ln for ln in tessel.memory_report().splitlines() if ln.strip().startswith("total")][0]
+    return float(line.split()[1])
+
+
+def test_checkpoint_recomputes_once_equals_plain_gradients_and_keeps_less():
+    from functools import partial
+    from tessel.utils.checkpoint import checkpoint, create_selective_checkpoint_contexts
+    rng = np.random.default_rng(0)
+    ws = [tessel.tensor(rng.standard_normal((128, 128)).astype(np.float32) * 0.1, requires_grad=True)
+          for _ in range(6)]
+    x = tessel.tensor(rng.standard_normal((64, 128)).astype(np.float32), requires_grad=True)
+    calls = []
+
+    def block(h, scale, *, shift=0.0):
+        calls.append(1)
+        for w in ws:
+            h = F.dropout((h @ w).tanh(), p=0.25) * scale + shift
+        return h, None  # a non-tensor output part comes back as it was
+
+    def run(mode):
+        for t in ws + [x]:
+            t.grad = None
+        calls.clear()
+        tessel.manual_seed(5)
+        base = _live_mib()
+        if mode == "plain":
+            out, none = block(x, 2.0, shift=0.5)
+        else:
+            ctx = None if mode == "full" else partial(create_selective_checkpoint_contexts, ["matmul"])
+            out, none = checkpoint(block, x, 2.0, shift=0.5, use_reentrant=False, context_fn=ctx)
+        kept = _live_mib() - base
+        assert none is None
+        out.sum().backward()
+        return kept, len(calls), [t.grad.numpy().copy() for t in ws + [x]]
+
+    plain_kept, plain_calls, plain = run("plain")
+    full_kept, full_calls, full = run("full")
+    sel_kept, sel_calls, sel = run("selective")
+    assert (plain_calls, full_calls, sel_calls) == (1, 2, 2)  # one recompute, in the backward
+    for a, b, c in zip(plain, full, sel):
+        np.testing.assert_array_equal(a, b)  # the dropout masks replayed: bit-equal gradients
+        np.testing.assert_array_equal(a, c)
+    assert full_kept < sel_kept < plain_kept, (full_kept, sel_kept, plain_kept)
+    # Without preserving the generator the recompute draws other masks: the gradients differ.
+    tessel.manual_seed(5)
+    out, _ = checkpoint(block, x, 2.0, preserve_rng_state=False)
+    for t in ws:
+        t.grad = None
+    out.sum().backward()
+    assert not np.array_equal(ws[0].grad.numpy(), plain[0])
+    with tessel.no_grad():  # nothing to differentiate: a plain call
+        calls.clear()
+        checkpoint(block, x, 2.0)
+        assert len(calls) == 1
+
+
+def test_checkpoint_wrapper_on_fully_shard_blocks_equals_one_plain_rank():
+    from tessel.distributed.algorithms._checkpoint.checkpoint_wrapper import (
+        CheckpointWrapper, apply_activation_checkpointing, checkpoint_wrapper)
+    from tessel.utils.checkpoint import checkpoint_sequential
+    import tessel.distributed as dist
+    from tessel.distributed.fsdp import fully_shard
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(8, 8)
+
+        def forward(self, x):
+            return x + F.gelu(self.fc(x))
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = nn.ModuleList([Block(), Block(), Block()])
+
+        def forward(self, x):
+            for layer in self.layers:
+                x = layer(x)
+            return x.pow(2).mean()
+
+    x = tessel.from_numpy(np.random.default_rng(1).standard_normal((4, 8)).astype(np.float32))
+    tessel.manual_seed(0)
+    ref = Net()
+    ref(x).backward()
+    want = {n: p.grad.numpy() for n, p in ref.named_parameters()}
+    keys = sorted(ref.state_dict())
+
+    tessel.manual_seed(0)
+    seq = nn.Sequential(Block(), Block(), Block())
+    checkpoint_sequential(seq, 2, x).pow(2).mean().backward()
+    for i in range(3):
+        np.testing.assert_allclose(seq[i].fc.weight.grad.numpy(), want["layers.%d.fc.weight" % i], rtol=1e-6)
+
+    got = {}
+
+    def run(world):
+        dist.init_process_group()
+        tessel.manual_seed(0)
+        net = Net()
+        net.layers[0] = checkpoint_wrapper(net.layers[0])
+        apply_activation_checkpointing(net, check_fn=lambda m: isinstance(m, Block))
+        assert all(isinstance(b, CheckpointWrapper) for b in net.layers)
+        assert sorted(net.state_dict()) == keys  # the same names, no wrapper prefix
+        for block in net.layers:
+            fully_shard(block)
+        fully_shard(net)
+        net(x[world.rank * 2:(world.rank + 1) * 2]).backward()
+        got[world.rank] = {n: p.grad.full_tensor().numpy() for n, p in net.named_parameters()}
+        dist.destroy_process_group()
+
+    tessel.run_ranks(2, run)
+    for n, g in want.items():
+        # each rank's loss is the mean over its half: the averaged gradient is the full batch's
+        np.testing.assert_allclose(got[0][n], g, rtol=1e-5, atol=1e-7, err_msg=n)
+    with pytest.raises(TypeError, match="is a C\\+\\+ layer"):
+        checkpoint_wrapper(nn.Linear(2, 2))
+
+
+def test_module_list_and_sequential_item_assignment_replace_the_child():
+    ml = nn.ModuleList([nn.Linear(2, 2), nn.Linear(2, 2)])
+    new = nn.Linear(2, 3)
+    ml[-1] = new
+    assert ml[1] is new and [tuple(p.shape) for p in ml.parameters()] == [(2, 2), (2,), (3, 2), (3,)]
+    ml[0] = ml[0]  # the same module again: nothing changes
+    assert sorted(ml.state_dict()) == ["0.bias", "0.weight", "1.bias", "1.weight"]
+    with pytest.raises(IndexError, match="index 2 is out of range"):
+        ml[2] = nn.Linear(1, 1)
+    seq = nn.Sequential(nn.Linear(2, 2), nn.Tanh())
+    seq[1] = nn.ReLU()
+    assert seq(tessel.tensor([[-1.0, 1.0]])).shape == (1, 2) and isinstance(seq[1], nn.ReLU)
+
+
+def test_replacing_a_child_hands_the_old_one_back_to_python():
+    import gc
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = nn.Linear(4, 4)
+            self.head = nn.Linear(4, 3)
+
+        def forward(self, x):
+            return self.head(self.body(x).tanh())
+
+    net = Net()
+    old = net.head
+    h = tessel.tensor(np.arange(8.0, dtype=np.float32).reshape(2, 4))
+    want = old(h).detach().numpy()
+    net.head = nn.Linear(4, 5)  # a new head, as for fine-tuning
+    assert net(h).shape == (2, 5)
+    assert [n for n, _ in net.named_parameters()] == ["body.weight", "body.bias", "head.weight", "head.bias"]
+    assert tuple(net.head.weight.shape) == (5, 4)
+    del net
+    gc.collect()  # the old head is Python's again: it outlives the model it came from
+    np.testing.assert_array_equal(old(h).detach().numpy(), want)
+    other = Net()
+    other.head = old  # and can join another model
+    assert other.head is old and np.array_equal(other.head(h).detach().numpy(), want)

@@ -100,13 +100,22 @@ def _setattr(self, name, value):
         else:
             _keep_frozen(value, lambda: self._register_parameter(name, value))
     elif isinstance(value, Module):
+        if self.__dict__.get("_modules", {}).get(name) is value:  # model.layers[0] = model.layers[0]
+            return
         ancestor = self
         while ancestor is not None:  # a module inside its own subtree would own itself
             if ancestor is value:
                 raise ValueError("%s: cannot register '%s': the module is an ancestor of %s"
                                  % (type(self).__name__, name, type(self).__name__))
             ancestor = _dict(ancestor).get("_tessel_parent")
-        self._register_module(name, value)  # the C++ parent now owns it (see bindings/nn_py.cc)
+        previous = self.__dict__.get("_modules", {}).get(name)
+        if previous is None and self._lookup(name) is not None and isinstance(self._lookup(name), Module):
+            previous = self._lookup(name)  # a child C++ created (a GPT's block): its Python object on demand
+        if previous is not None:  # torch replaces a child: the old one is owned by its Python object again
+            self._replace_module(name, value)
+            previous.__dict__.pop("_tessel_parent", None)
+        else:
+            self._register_module(name, value)  # the C++ parent now owns it (see bindings/nn_py.cc)
         self.__dict__.setdefault("_modules", {})[name] = value
         value.__dict__["_tessel_parent"] = self
     elif isinstance(value, Tensor) and self._has_parameter(name):
@@ -502,6 +511,13 @@ class _IndexedContainer(_Container):
 
     def __getitem__(self, idx):
         return list(self._children().values())[idx]
+
+    def __setitem__(self, idx, module):
+        """Replaces the child at position idx (negative counts from the end), keeping its name."""
+        names = list(self._children())
+        if not -len(names) <= idx < len(names):
+            raise IndexError("index %d is out of range" % idx)
+        self.add_module(names[idx], module)
 
 
 class ModuleList(_IndexedContainer):

@@ -1,2 +1,3 @@
-"""tessel.utils: torch.utils's data loading (tessel.utils.data)."""
-from . import data  # noqa: F401
+"""tessel.utils: torch.utils's data loading (tessel.utils.data) and activation checkpointing
+(tessel.utils.checkpoint)."""
+from . import checkpoint, data  # noqa: F401
