@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "bindings/bind.h"
+#include "core/dispatch/dispatcher.h"
 #include "comm/backends/gloo.h"
 #include "comm/backends/threads.h"
 #include "comm/tracer.h"
@@ -139,6 +140,11 @@ void BindMesh(py::module_& m) {
         TESSEL_CHECK(axis || d.ndim() == 1, "DeviceMesh.get_group: name the mesh dim of a ", d.ndim(), "-D mesh");
         return axis ? d.axis_group(*axis) : d.axis_group(0);
       }, py::arg("mesh_dim") = py::none())
+      .def("get_group", [](const dtensor::DeviceMesh& d, int mesh_dim) {  // torch takes the dim's index too
+        TESSEL_CHECK_CODE(ErrorCode::kOutOfRange, mesh_dim >= -d.ndim() && mesh_dim < d.ndim(), "DeviceMesh.get_group: ",
+                          "mesh dim ", mesh_dim, " out of range for a ", d.ndim(), "-D mesh");
+        return d.axis_group(mesh_dim < 0 ? mesh_dim + d.ndim() : mesh_dim);
+      }, py::arg("mesh_dim"))
       .def("__getitem__", [](const dtensor::DeviceMesh& d, const std::string& axis) { return d[axis]; })
       .def("__getitem__", [](const dtensor::DeviceMesh& d, const std::vector<std::string>& axes) { return d.Slice(axes); })
       .def("_flatten", [](const dtensor::DeviceMesh& d, const std::string& name) {
@@ -334,6 +340,17 @@ void BindFsdp(py::module_& m) {
   m.def("_clip_grad_norm_sharded", [](const TensorList& params, double max_norm, const comm::ProcessGroupPtr& world) {
     return NoGil([&] { return fsdp::ClipGradNorm(params, max_norm, world); });
   }, py::arg("parameters"), py::arg("max_norm"), py::arg("world"), "One all-reduce over world for the whole norm");
+  // torch.distributed.tensor.experimental.implicit_replication: `with` holds the thread's guard.
+  struct PyImplicitReplication {
+    std::unique_ptr<ImplicitReplicationGuard> guard;
+  };
+  py::class_<PyImplicitReplication>(m, "_ImplicitReplication")
+      .def(py::init([] { return PyImplicitReplication{}; }))
+      .def("__enter__", [](PyImplicitReplication& g) {
+        TESSEL_CHECK(g.guard == nullptr, "implicit_replication entered twice");
+        g.guard = std::make_unique<ImplicitReplicationGuard>();
+      })
+      .def("__exit__", [](PyImplicitReplication& g, py::args) { g.guard.reset(); });
 }
 
 }  // namespace

@@ -1310,3 +1310,116 @@ def test_new_subgroups_cut_the_world_into_consecutive_groups_and_offload_policy_
 
     tessel.run_ranks(4, run)
     assert got == {0: (3.0, 2, [0, 1]), 1: (3.0, 2, [0, 1]), 2: (7.0, 2, [2, 3]), 3: (7.0, 2, [2, 3])}
+
+
+def test_dcp_saves_and_loads_stateful_objects_as_the_dcp_tutorials_app_state(tmp_path):
+    # torch's DCP tutorial: an AppState(Stateful) wrapping get_state_dict / set_state_dict, saved and loaded
+    # as {"app": AppState(...)}; a plain module and an optimizer are Stateful too.
+    from tessel.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+    from tessel.distributed.checkpoint.stateful import Stateful
+
+    class AppState(Stateful):
+        def __init__(self, model, optimizer):
+            self.model, self.optimizer = model, optimizer
+
+        def state_dict(self):
+            model_sd, optim_sd = get_state_dict(self.model, self.optimizer)
+            return {"model": model_sd, "optim": optim_sd}
+
+        def load_state_dict(self, sd):
+            set_state_dict(self.model, self.optimizer, model_state_dict=sd["model"], optim_state_dict=sd["optim"])
+
+    x = tessel.from_numpy(np.random.default_rng(0).standard_normal((4, 8)).astype(np.float32))
+
+    def steps(net, opt, n):
+        out = []
+        for _ in range(n):
+            loss = net(x).pow(2).mean()
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            out.append(loss.item())
+        return out
+
+    tessel.manual_seed(0)
+    net = Net()
+    opt = tessel.optim.AdamW(net.parameters(), lr=0.05)
+    steps(net, opt, 2)
+    dcp.save({"app": AppState(net, opt), "epoch": 3}, checkpoint_id=str(tmp_path / "app"))
+    dcp.save({"model": net}, checkpoint_id=str(tmp_path / "module"))  # a module is Stateful itself
+    saved_head = net.head.weight.detach().numpy().copy()
+    expected = steps(net, opt, 2)
+
+    tessel.manual_seed(1)
+    fresh = Net()
+    fresh_opt = tessel.optim.AdamW(fresh.parameters(), lr=0.05)
+    state = {"app": AppState(fresh, fresh_opt), "epoch": 0}
+    dcp.load(state, checkpoint_id=str(tmp_path / "app"))
+    assert state["epoch"] == 3 and isinstance(state["app"], AppState)
+    assert steps(fresh, fresh_opt, 2) == expected
+
+    tessel.manual_seed(2)
+    other = Net()
+    dcp.load({"model": other}, checkpoint_id=str(tmp_path / "module"))
+    np.testing.assert_array_equal(other.head.weight.detach().numpy(), saved_head)
+
+
+def test_functional_collectives_return_new_tensors_over_meshes_and_groups():
+    import tessel.distributed._functional_collectives as funcol
+    got = {}
+
+    def run(world):
+        dist.init_process_group()
+        mesh = init_device_mesh("cpu", (2,))
+        x = tessel.tensor([[1.0, 2.0], [3.0, 4.0]]) * (world.rank + 1)
+        got[world.rank] = [funcol.all_reduce(x, "avg", mesh).tolist(),
+                           funcol.all_reduce(x, dist.ReduceOp.MAX.name, (mesh, 0)).tolist(),
+                           funcol.all_gather_tensor(x, 1, mesh.get_group()).tolist(),
+                           funcol.reduce_scatter_tensor(x, "sum", 0, mesh).tolist(),
+                           funcol.all_to_all_single(x, None, None, mesh).tolist(),
+                           funcol.wait_tensor(funcol.broadcast(x, 1, mesh)).tolist(),
+                           x.tolist()]
+        with pytest.raises(ValueError, match="Unrecognized reduce op"):
+            funcol.all_reduce(x, "mean", mesh)
+        dist.destroy_process_group()
+
+    tessel.run_ranks(2, run)
+    x0, x1 = [[1.0, 2.0], [3.0, 4.0]], [[2.0, 4.0], [6.0, 8.0]]
+    for rank, x in ((0, x0), (1, x1)):
+        assert got[rank][0] == [[1.5, 3.0], [4.5, 6.0]] and got[rank][1] == x1
+        assert got[rank][2] == [[1.0, 2.0, 2.0, 4.0], [3.0, 4.0, 6.0, 8.0]]
+        assert got[rank][3] == ([[3.0, 6.0]] if rank == 0 else [[9.0, 12.0]])
+        assert got[rank][4] == ([[1.0, 2.0], [2.0, 4.0]] if rank == 0 else [[3.0, 4.0], [6.0, 8.0]])
+        assert got[rank][5] == x1 and got[rank][6] == x  # the input is left as it was
+
+
+def test_implicit_replication_takes_plain_tensors_as_replicate_and_sdpa_kernel_accepts_backends():
+    from tessel.distributed.tensor.experimental import implicit_replication
+    from tessel.nn.attention import SDPBackend, sdpa_kernel
+    got = {}
+
+    def run(world):
+        dist.init_process_group()
+        mesh = init_device_mesh("cpu", (2,))
+        full = tessel.arange(8).float().reshape(4, 2)
+        d = distribute_tensor(full, mesh, [Shard(0)])
+        bias = tessel.tensor([10.0, 20.0])
+        with pytest.raises(ValueError, match="got mixed DTensor and dense tensor inputs"):
+            d + bias  # a plain tensor next to a DTensor: an error outside the region
+        with implicit_replication():
+            out = d + bias
+        got[world.rank] = out.full_tensor().tolist()
+        with pytest.raises(ValueError, match="got mixed DTensor and dense tensor inputs"):
+            d + bias  # the region ended
+        dist.destroy_process_group()
+
+    tessel.run_ranks(2, run)
+    want = (np.arange(8.0).reshape(4, 2) + [10.0, 20.0]).tolist()
+    assert got == {0: want, 1: want}
+    q = tessel.randn(1, 2, 4, 8)
+    with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.MATH]):
+        inside = F.scaled_dot_product_attention(q, q, q, is_causal=True)
+    np.testing.assert_array_equal(inside.numpy(), F.scaled_dot_product_attention(q, q, q, is_causal=True).numpy())
+    with pytest.raises(AssertionError, match="SDPBackend"):
+        with sdpa_kernel(["flash"]):
+            pass

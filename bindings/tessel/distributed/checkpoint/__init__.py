@@ -9,7 +9,9 @@ dict it is given and ignores the checkpoint's other keys; a key the checkpoint l
 strict=False), and a shape, dtype or kind mismatch always raises. Collective over the default process group.
 The directory comes from checkpoint_id or torch's FileSystemWriter / FileSystemReader; the planner may be
 DefaultSavePlanner / DefaultLoadPlanner (allow_partial_load=True: strict=False); other storages and
-planners raise NotImplementedError rather than being ignored.
+planners raise NotImplementedError rather than being ignored. A top-level value with state_dict() and
+load_state_dict() (torch's Stateful: a module, an optimizer, an AppState) is saved as its state_dict() and
+loaded back through its load_state_dict(), as torch's DCP does.
 
     model_sd, optim_sd = get_state_dict(model, opt)
     save({"model": model_sd, "optim": optim_sd}, checkpoint_id="/tmp/ckpt")
@@ -22,7 +24,8 @@ import threading
 
 from ... import _C
 from .. import _default_group, is_initialized
-from . import state_dict  # noqa: F401
+from . import state_dict, stateful  # noqa: F401
+from .stateful import Stateful  # noqa: F401
 
 
 _PICKLED = b"\x00tessel-pickle\x00"  # prefix of a value DCP keeps as a pickle (torch pickles such values too)
@@ -161,10 +164,22 @@ def _dir(checkpoint_id, storage=None, planner=None, what="save"):
     return os.fspath(checkpoint_id)
 
 
+def _is_stateful(v):
+    """torch's Stateful protocol (state_dict and load_state_dict methods): a module, an optimizer, or an
+    application's own state object (the DCP tutorial's AppState)."""
+    return not isinstance(v, (dict, _C.Tensor)) and callable(getattr(v, "state_dict", None)) \
+        and callable(getattr(v, "load_state_dict", None))
+
+
+def _stateful_to_state_dict(state_dict):
+    """The state dict with each top-level Stateful value replaced by its state_dict(), as torch's DCP."""
+    return {k: v.state_dict() if _is_stateful(v) else v for k, v in state_dict.items()}
+
+
 def save(state_dict, *, checkpoint_id=None, storage_writer=None, planner=None, process_group=None):
     path = _dir(checkpoint_id, storage_writer, planner, "save")
     world = process_group or (_default_group("checkpoint.save") if is_initialized() else None)
-    _C._dcp_save(_flatten(state_dict, "", {}), path, world)
+    _C._dcp_save(_flatten(_stateful_to_state_dict(state_dict), "", {}), path, world)
 
 
 _savers = threading.local()  # per thread (a run_ranks rank): one AsyncSaver per process group
@@ -217,7 +232,7 @@ def async_save(state_dict, *, checkpoint_id=None, storage_writer=None, planner=N
     saver = cache.get(id(world))
     if saver is None:
         saver = cache[id(world)] = (world, _C._AsyncSaver(world))
-    return _as_future(saver[1].save(_flatten(state_dict, "", {}), path))
+    return _as_future(saver[1].save(_flatten(_stateful_to_state_dict(state_dict), "", {}), path))
 
 
 def load(state_dict, *, checkpoint_id=None, storage_reader=None, planner=None, process_group=None, strict=True):
@@ -226,6 +241,15 @@ def load(state_dict, *, checkpoint_id=None, storage_reader=None, planner=None, p
     checkpoint's keys not in state_dict) and bytes_read."""
     path = _dir(checkpoint_id, storage_reader, planner, "load")
     strict = strict and not getattr(planner, "allow_partial_load", False)
+    if any(_is_stateful(v) for v in state_dict.values()):  # load into their state_dict()s, then hand them back
+        converted = _stateful_to_state_dict(state_dict)
+        result = load(converted, checkpoint_id=path, process_group=process_group, strict=strict)
+        for k, v in state_dict.items():
+            if _is_stateful(v):
+                v.load_state_dict(converted[k])
+            else:
+                state_dict[k] = converted[k]
+        return result
     flat = _flatten(state_dict, "", {})
     # Non-tensor values come from the checkpoint whatever the state dict held (DCP: a 0 placeholder takes
     # a saved pickle, an int target a saved bool): ask for each in the checkpoint's kind.
