@@ -1264,3 +1264,56 @@ TENSOR_METHODS.update(
     where=lambda x, condition, y: _C._functional.where(condition, x, y),
     nelement=lambda x: x.numel(), element_size=lambda x: _ITEMSIZE[x.dtype],
     new_empty=lambda x, *size, **kw: _new_full(x, size, 0.0, **kw))
+
+
+# ---- remainder, fmod, floor division (%, //) --------------------------------------------------------------
+
+def _int_host(a, b, fn, name):
+    """Integer operands (no gradient) on the host, exact for int64; a zero divisor raises as torch does."""
+    av = a.numpy() if isinstance(a, Tensor) else np.asarray(a)
+    bv = b.numpy() if isinstance(b, Tensor) else np.asarray(b)
+    if np.any(bv == 0):
+        raise RuntimeError("ZeroDivisionError")
+    dtype = np.result_type(*[t.numpy().dtype for t in (a, b) if isinstance(t, Tensor)])
+    return _tensor(np.asarray(fn(av, bv)).astype(dtype))
+
+
+def _is_int(x):
+    return isinstance(x, (bool, int, np.integer)) or (isinstance(x, Tensor) and not x.dtype.is_floating_point)
+
+
+def _floor_quotient(a, b):
+    return (a / b).floor()
+
+
+def remainder(input, other):
+    """Python's modulo: the result has the divisor's sign (a - floor(a / b)·b); gradients 1 and -floor(a/b),
+    as torch's."""
+    if _is_int(input) and _is_int(other):
+        return _int_host(input, other, np.remainder, "remainder")
+    if not isinstance(input, Tensor):
+        input = _C._full([], float(input), other.dtype)
+    return input - _floor_quotient(input, other).detach() * other
+
+
+def fmod(input, other):
+    """C's fmod: the result has the dividend's sign (a - trunc(a / b)·b)."""
+    if _is_int(input) and _is_int(other):
+        return _int_host(input, other, np.fmod, "fmod")
+    q = input / other
+    return input - trunc(q).detach() * other
+
+
+def floor_divide(input, other):
+    """floor(a / b) (torch.floor_divide rounds down since 1.13); integers stay integers."""
+    if _is_int(input) and _is_int(other):
+        return _int_host(input, other, np.floor_divide, "floor_divide")
+    if not isinstance(input, Tensor):
+        input = _C._full([], float(input), other.dtype)
+    return _floor_quotient(input, other)
+
+
+TORCH_FUNCTIONS.update(remainder=remainder, fmod=fmod, floor_divide=floor_divide)
+TENSOR_METHODS.update(remainder=remainder, fmod=fmod, floor_divide=floor_divide, __mod__=remainder,
+                      __rmod__=lambda a, b: remainder(b, a), __floordiv__=floor_divide,
+                      __rfloordiv__=lambda a, b: floor_divide(b, a))

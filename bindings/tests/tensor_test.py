@@ -1096,3 +1096,26 @@ def test_addmm_cumprod_diff_var_mean_and_small_factories():
     with pytest.raises(RuntimeError, match="split_with_sizes expects split_sizes to sum exactly to 3"):
         z.split_with_sizes([1, 1])
     assert (z.element_size(), tessel.ones(1, dtype=tessel.bfloat16).element_size()) == (4, 2)
+
+
+def test_remainder_fmod_and_floor_division_match_numpy_with_torchs_gradients():
+    a = np.array([5.5, -5.5, 3.0, -3.0, 7.25])
+    b = np.array([2.0, 2.0, -2.0, -2.5, 0.5])
+    x, y = tessel.tensor(a, requires_grad=True), tessel.tensor(b, requires_grad=True)
+    r = x % y
+    np.testing.assert_array_equal(r.detach().numpy(), np.remainder(a, b))
+    np.testing.assert_array_equal(tessel.fmod(x, y).detach().numpy(), np.fmod(a, b))
+    np.testing.assert_array_equal((x // y).detach().numpy(), np.floor_divide(a, b))
+    r.sum().backward()  # torch: d/dx = 1, d/dy = -floor(x / y)
+    np.testing.assert_array_equal(x.grad.numpy(), np.ones(5))
+    np.testing.assert_array_equal(y.grad.numpy(), -np.floor(a / b))
+    np.testing.assert_array_equal((tessel.tensor(a) % 2).numpy(), np.remainder(a, 2))
+    np.testing.assert_array_equal((7 % tessel.tensor(b)).numpy(), np.remainder(7, b))
+    i, j = np.array([7, -7, 9, 2 ** 40 + 3]), np.array([3, 3, -4, 7])
+    for got, want in ((tessel.tensor(i) % tessel.tensor(j), np.remainder(i, j)),
+                      (tessel.tensor(i) // 4, np.floor_divide(i, 4)), (20 % tessel.tensor(j), np.remainder(20, j)),
+                      (tessel.fmod(tessel.tensor(i), tessel.tensor(j)), np.fmod(i, j))):
+        assert got.dtype == tessel.int64
+        np.testing.assert_array_equal(got.numpy(), want)  # exact beyond float precision
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        tessel.tensor([1, 2]) % 0

@@ -6,7 +6,10 @@ torch_port_tp.py, a tensor-parallel script (parallelize_module with ColwiseParal
 a 2-layer MLP, AdamW): every rank's losses equal one rank's. And torch_port_nano.py, a tutorial-style
 character GPT (masked attention by hand and through SDPA, dropout, padding_idx, label smoothing, Adam with
 SequentialLR, a shuffled DataLoader, clipping, topk + multinomial sampling) runs ported, learns, and
-repeats itself exactly under the same seed."""
+repeats itself exactly under the same seed. And torch_port_titan.py, a torchtitan-shaped job (TP, then
+activation checkpointing, then fully_shard on a dp x tp mesh; LambdaLR; funcol's dp-mean loss; a DCP
+checkpoint of an AppState(Stateful) and the scheduler, resumed): 4 rank threads equal one rank, the resume
+is bit-exact, and 2 gloo processes equal one rank."""
 import os
 import re
 import subprocess
@@ -95,14 +98,15 @@ def test_ported_script_on_two_rank_threads_matches_one_rank(ported, one_rank):
     np.testing.assert_allclose(threads_losses(ported[1], 2), one_rank, rtol=0, atol=1e-5)
 
 
-def gloo_losses(text, tmp_path):
+def gloo_losses(text, tmp_path, extra_args=()):
     """Each process's losses when the ported text runs as 2 gloo processes under tessel_run."""
     script = tmp_path / "ported.py"
     script.write_text(text)
     runfiles = os.path.join(os.environ["TEST_SRCDIR"], "tessel")
     env = dict(os.environ, PYTHONPATH=os.path.join(runfiles, "bindings"))
     out = subprocess.run([os.path.join(runfiles, "comm", "tessel_run"), "--nproc-per-node", "2", "--master-port", "0",
-                          sys.executable, str(script), str(STEPS)], env=env, capture_output=True, text=True, timeout=300)
+                          sys.executable, str(script), str(STEPS)] + [str(a) for a in extra_args], env=env,
+                         capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
     rows = [eval(line.split("rank losses:", 1)[1]) for line in out.stdout.splitlines() if "rank losses:" in line]
     assert len(rows) == 2, out.stdout
@@ -186,6 +190,40 @@ def test_ported_ddp_tutorial_trains_in_step_on_two_gloo_processes(tmp_path):
         assert float(f[4]) < 0.3 * float(f[3]), f  # last epoch's mean loss against the first's
     state = tessel.load(str(tmp_path / "model.pt"))
     assert sorted(state) == ["0.bias", "0.weight", "2.bias", "2.weight"]
+
+
+@pytest.fixture(scope="module")
+def ported_titan():
+    text = ported_text(os.path.join(HERE, "torch_port_titan.py"), 12)
+    module = types.ModuleType("torch_port_titan_ported")
+    exec(compile(text, "torch_port_titan.py (ported)", "exec"), module.__dict__)
+    return text, module
+
+
+def test_ported_torchtitan_shaped_script_on_a_dp_by_tp_mesh_matches_one_rank_and_resumes_exactly(
+        ported_titan, tmp_path):
+    # TP on mesh["tp"], activation checkpointing, fully_shard on mesh["dp"], LambdaLR, funcol's dp mean, and
+    # a DCP checkpoint of an AppState(Stateful) + the scheduler after 3 steps, resumed in a new world.
+    module = ported_titan[1]
+    got = {}
+    tessel.run_ranks(1, lambda world: got.__setitem__("one", module.main(6, tp=1)))
+    one = np.array(got["one"])
+    assert one[-1] < one[0] - 0.3, one  # it learns the counting sequences
+    ckpt = str(tmp_path / "ckpt")
+    tessel.run_ranks(4, lambda world: got.__setitem__(world.rank, module.main(6, tp=2, checkpoint_dir=ckpt,
+                                                                              save_after=3)))
+    tessel.run_ranks(4, lambda world: got.__setitem__(("resumed", world.rank),
+                                                      module.main(6, tp=2, checkpoint_dir=ckpt, resume=True)))
+    for rank in range(4):
+        np.testing.assert_allclose(got[rank], one, rtol=0, atol=1e-5)
+        assert got[("resumed", rank)] == got[rank][3:]  # bit for bit after the resume
+
+
+def test_ported_torchtitan_shaped_script_on_two_gloo_processes_matches_one_rank(ported_titan, tmp_path):
+    got = {}
+    tessel.run_ranks(1, lambda world: got.__setitem__("one", ported_titan[1].main(STEPS, tp=1)))
+    for row in gloo_losses(ported_titan[0], tmp_path, extra_args=[1]):
+        np.testing.assert_allclose(row, got["one"], rtol=0, atol=1e-5)
 
 
 if __name__ == "__main__":
