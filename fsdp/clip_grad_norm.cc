@@ -80,7 +80,10 @@ void ReducePartialGrads(const TensorList& params) {
     TensorList params, grads;
     std::vector<std::optional<dtensor::ShardingState>> wants;
   };
-  std::map<std::string, Group> groups;  // by mesh
+  // By mesh, in the order the meshes first appear in params: the same on every rank (a map keyed by the
+  // mesh's text would order a dp mesh over ranks [0, 2] and one over [1, 3] differently against a shared
+  // dp x tp mesh, and the ranks' collectives would pair up wrongly).
+  std::vector<std::pair<std::string, Group>> groups;
   for (const Tensor& p : params) {
     const Tensor g = p.grad();
     const dtensor::DTensorImpl* d = g.defined() ? dtensor::AsDTensorImpl(g) : nullptr;
@@ -91,7 +94,9 @@ void ReducePartialGrads(const TensorList& params) {
     const dtensor::DTensorSpec& layout = pd != nullptr && pd->mesh() == d->mesh() ? pd->spec() : d->spec();
     // (a Partial parameter's gradient is reduced whole)
     dtensor::ShardingState want = dtensor::PartialToReplicate(dtensor::StateOf(layout));
-    Group& group = groups[d->mesh().ToString()];
+    const std::string key = d->mesh().ToString();
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == key; });
+    Group& group = it != groups.end() ? it->second : groups.emplace_back(key, Group{}).second;
     group.mesh = &d->mesh();
     group.params.push_back(p);
     group.grads.push_back(g);

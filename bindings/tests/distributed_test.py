@@ -1423,3 +1423,58 @@ def test_implicit_replication_takes_plain_tensors_as_replicate_and_sdpa_kernel_a
     with pytest.raises(AssertionError, match="SDPBackend"):
         with sdpa_kernel(["flash"]):
             pass
+
+
+def test_clip_grad_norm_on_a_2d_mesh_and_across_meshes_in_rank_threads_equals_one_rank():
+    # A 2-D mesh's flattened group is per rank thread (a cache shared by the threads handed rank 0's group
+    # to all four and the all-reduce timed out), and gradients on two meshes (TP-only weights on mesh["tp"],
+    # fully_shard weights on mesh["dp"]) each reduce over their own mesh: the norm and the clipped
+    # gradients equal one rank's.
+    from tessel.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    class Two(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = Block(), Block()
+            self.up, self.down = nn.Linear(8, 16), nn.Linear(16, 8)
+
+        def forward(self, x):
+            return self.b(self.a(x)) + self.down(F.gelu(self.up(x)))
+
+    x = tessel.from_numpy(np.random.default_rng(3).standard_normal((4, 8)).astype(np.float32))
+    tessel.manual_seed(0)
+    ref = Two()
+    ref(x).pow(2).mean().backward()
+    want_norm = tessel.nn.utils.clip_grad_norm_(ref.parameters(), 0.05).item()
+    want = {n: p.grad.numpy() for n, p in ref.named_parameters()}
+    got = {}
+
+    def run(world, mixed):
+        dist.init_process_group()
+        mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
+        tessel.manual_seed(0)
+        net = Two()
+        parallelize_module(net, mesh["tp"], {"up": ColwiseParallel(), "down": RowwiseParallel()})
+        if mixed:  # a and b on mesh["dp"]; up and down on mesh["tp"] only
+            fully_shard(net.a, mesh=mesh["dp"])
+            fully_shard(net.b, mesh=mesh["dp"])
+            rows = slice(None)  # no data parallelism over the TP weights: every rank takes the whole batch
+        else:
+            fully_shard(net, mesh=mesh["dp"])  # everything on dp x tp
+            rows = slice(2 * (world.rank // 2), 2 * (world.rank // 2) + 2)
+        net(x[rows]).pow(2).mean().backward()
+        meshes = {str(p.device_mesh) for p in net.parameters() if p.is_distributed}
+        assert len(meshes) == (2 if mixed else 1), meshes
+        norm = tessel.nn.utils.clip_grad_norm_(net.parameters(), 0.05)
+        got[(mixed, world.rank)] = (norm.item() if not norm.is_distributed else norm.full_tensor().item(),
+                                    {n: (p.grad.full_tensor() if p.grad.is_distributed else p.grad).numpy()
+                                     for n, p in net.named_parameters()})
+        dist.destroy_process_group()
+
+    for mixed in (False, True):
+        tessel.run_ranks(4, lambda world: run(world, mixed))
+        for rank in range(4):
+            norm, grads = got[(mixed, rank)]
+            assert norm == pytest.approx(want_norm, rel=1e-5), (mixed, rank)
+            for n, g in want.items():
+                np.testing.assert_allclose(grads[n], g, rtol=1e-4, atol=1e-7, err_msg="%s %s" % (mixed, n))

@@ -1,34 +1,53 @@
 """tessel.nn.utils: clip_grad_norm_ (torch.nn.utils.clip_grad_norm_).
 
 Sharded (DTensor) gradients, e.g. under fully_shard, are clipped with exactly one all-reduce of one
-number over the group spanning their mesh (the default group when they live on several meshes); plain
-gradients need no communication.
+number over the group spanning their mesh (one per mesh when they live on several, as under TP + FSDP
+where the norms and embeddings are on the dp mesh and the TP weights on dp x tp); plain gradients need no
+communication.
 
     total_norm = tessel.nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)
 """
 from .. import _C
 
-_FLAT_GROUPS = {}  # (axis names, shape) -> the flattened mesh's group; Flatten is collective, so create once
+import threading
+
+# Per rank thread: (the world's group, axis names, shape) -> (the world's group, the flattened mesh's group).
+# Flatten is collective, so each rank creates it once per world; a cache shared by rank threads handed
+# rank 0's group to the others (their all-reduces then timed out), and one outliving a world would hand a
+# destroyed group to the next (the world's group is kept in the value so its id is not reused).
+_FLAT_GROUPS = threading.local()
 
 
-def _norm_mesh_and_group(params):
-    """The mesh the sharded gradients live on and a group spanning it (torch reduces each DTensor's norm
-    over its own mesh: tensor parallel on mesh["tp"] sums over the tp group only), or (None, the default
-    group) when they live on several meshes."""
-    meshes = []
-    for p in params:
-        if p.is_distributed and not any(p.device_mesh == m for m in meshes):
-            meshes.append(p.device_mesh)
-    if len(meshes) != 1:
-        from ..distributed import _default_group
-        return None, _default_group("clip_grad_norm_")
-    mesh = meshes[0]
+def _mesh_group(mesh):
+    """A group spanning the mesh (torch reduces each DTensor's norm over its own mesh: tensor parallel on
+    mesh["tp"] sums over the tp group only); a 2-D mesh is flattened once (collective)."""
     if mesh.ndim == 1:
-        return mesh, mesh.get_group()
-    key = (tuple(mesh.mesh_dim_names), tuple(mesh.shape))
-    if key not in _FLAT_GROUPS:
-        _FLAT_GROUPS[key] = mesh._flatten("clip_grad_norm_" + "_".join(key[0])).get_group()
-    return mesh, _FLAT_GROUPS[key]
+        return mesh.get_group()
+    from ..distributed import _default_group
+    world = _default_group("clip_grad_norm_")
+    cache = _FLAT_GROUPS.__dict__.setdefault("groups", {})
+    key = (id(world), tuple(mesh.mesh_dim_names), tuple(mesh.shape))
+    if key not in cache:
+        cache[key] = (world, mesh._flatten("clip_grad_norm_" + "_".join(key[1])).get_group())
+    return cache[key][1]
+
+
+def _by_mesh(params):
+    """[(mesh, params)] in the order the meshes first appear (the same on every rank); plain parameters go
+    with the first mesh (counted once: they are alike on its ranks)."""
+    groups, plain = [], []
+    for p in params:
+        if not p.is_distributed:
+            plain.append(p)
+            continue
+        for mesh, ps in groups:
+            if p.device_mesh == mesh:
+                ps.append(p)
+                break
+        else:
+            groups.append((p.device_mesh, [p]))
+    groups[0][1].extend(plain)
+    return groups
 
 
 def _clip_by_norm_of_order(params, max_norm, p, error_if_nonfinite):
@@ -73,8 +92,23 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
             raise RuntimeError("clip_grad_norm_: the total norm of order 2.0 for gradients from `parameters` is "
                                "non-finite, so it cannot be clipped; the gradients are left as they were")
     if any(p.is_distributed for p in params):
-        mesh, group = _norm_mesh_and_group(params)
-        norm = _C._clip_grad_norm_sharded(params, float(max_norm), group)
+        groups = _by_mesh(params)
+        if len(groups) == 1:  # one all-reduce of one number, and the clip, in C++
+            mesh = groups[0][0]
+            norm = _C._clip_grad_norm_sharded(params, float(max_norm), _mesh_group(mesh))
+        else:
+            # Gradients on several meshes (tensor-parallel weights on dp x tp, the rest on dp, as torchtitan's
+            # models): each mesh's squared norm over its own group (one all-reduce each, nothing clipped
+            # yet), summed, then one scale for all (torch's clip_grad_norm_ raises here: "All operands in
+            # aten.stack.default must have the same mesh").
+            # (max_norm 1e308: nothing is clipped unless a norm is inf or NaN, where the scale below agrees)
+            norm = sum(_C._clip_grad_norm_sharded(ps, 1e308, _mesh_group(m)) ** 2 for m, ps in groups) ** 0.5
+            coef = float(max_norm) / (norm + 1e-6)
+            if not coef >= 1.0:  # NaN too, as torch's clamp
+                with _C._GradMode(False):
+                    for p in params:
+                        if p.grad is not None:
+                            p.grad.mul_(coef)
     else:
         norm = _C._clip_grad_norm(params, float(max_norm))
     out = _C._full([], norm, _C.dtype.float64)
