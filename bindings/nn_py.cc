@@ -130,9 +130,19 @@ void TakeOwnership(Module& parent, const std::string& name, const py::handle& ch
 // model.layers[i] = wrapped): the new child moves into the C++ parent, and the old one goes back to its
 // Python object, which owns it again (it stays usable on its own, as in torch), or is deleted when Python
 // never reached it.
+void ReturnToPython(std::unique_ptr<Module> old);
+
 void ReplaceOwnership(Module& parent, const std::string& name, const py::handle& child) {
   std::unique_ptr<Module> incoming = ReleaseFromPython(parent, name, child);
-  std::unique_ptr<Module> old = parent.ReplaceChild(name, std::move(incoming));
+  ReturnToPython(parent.ReplaceChild(name, std::move(incoming)));
+}
+
+// `parent.name = None` / `del parent.name` over a child: removed, and owned by its Python object again.
+void RemoveOwnership(Module& parent, const std::string& name) { ReturnToPython(parent.RemoveChild(name)); }
+
+// A module a C++ parent gave up: its Python object (if Python ever reached it) owns it again, else it is
+// deleted here.
+void ReturnToPython(std::unique_ptr<Module> old) {
   const py::detail::type_info* type = py::detail::get_type_info(typeid(*old));
   if (type == nullptr) type = py::detail::get_type_info(typeid(Module));
   if (py::handle existing = py::detail::get_object_handle(old.get(), type)) {
@@ -242,6 +252,7 @@ ModuleClass BindModule(py::module_& m) {
       }, py::arg("name"), py::arg("tensor"), py::arg("persistent") = true)
       .def("_register_module", &TakeOwnership)
       .def("_replace_module", &ReplaceOwnership)
+      .def("_remove_module", &RemoveOwnership)
       .def("_lookup", &Lookup, "This module's own parameter, buffer or child called `name`, or None")
       .def("_registered", [](const Module& self, const std::string& name) {
         return self.HasParam(name) || self.HasBuffer(name);

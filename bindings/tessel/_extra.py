@@ -665,6 +665,30 @@ TENSOR_METHODS = dict(
     new_tensor=lambda x, data, dtype=None, device=None, requires_grad=False: _tensor(
         data, dtype=dtype or x.dtype, requires_grad=requires_grad))
 
+def _float32_under_autocast(fn):
+    """torch's CPU autocast float32 list (the losses, prod): inside an autocast region, bfloat16 / float16
+    tensor arguments are cast up to float32 first (recorded by autograd)."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        if _C._autocast_state()[0]:
+            def up(a):
+                return a.to(_dtypes.float32) if isinstance(a, Tensor) and a.dtype in (_dtypes.bfloat16,
+                                                                                       _dtypes.float16) else a
+            args = tuple(up(a) for a in args)
+            kwargs = {k: up(v) for k, v in kwargs.items()}
+        return fn(*args, **kwargs)
+    return wrapper
+
+
+(binary_cross_entropy, binary_cross_entropy_with_logits, l1_loss, smooth_l1_loss, huber_loss, nll_loss, kl_div,
+ margin_ranking_loss, soft_margin_loss, hinge_embedding_loss, cosine_embedding_loss, triplet_margin_loss) = (
+    _float32_under_autocast(f) for f in (
+        binary_cross_entropy, binary_cross_entropy_with_logits, l1_loss, smooth_l1_loss, huber_loss, nll_loss,
+        kl_div, margin_ranking_loss, soft_margin_loss, hinge_embedding_loss, cosine_embedding_loss,
+        triplet_margin_loss))
+
 FUNCTIONAL = dict(
     one_hot=one_hot, pad=pad, normalize=normalize, binary_cross_entropy=binary_cross_entropy,
     binary_cross_entropy_with_logits=binary_cross_entropy_with_logits, l1_loss=l1_loss,
@@ -902,9 +926,10 @@ def bucketize(input, boundaries, *, out_int32=False, right=False):
     return searchsorted(boundaries, input, out_int32=out_int32, right=right)
 
 
-TORCH_FUNCTIONS.update(prod=prod, meshgrid=meshgrid, tensor_split=tensor_split, kron=kron, unique=unique,
+_prod_autocast = _float32_under_autocast(prod)  # torch's CPU autocast float32 list has prod
+TORCH_FUNCTIONS.update(prod=_prod_autocast, meshgrid=meshgrid, tensor_split=tensor_split, kron=kron, unique=unique,
                        bincount=bincount, searchsorted=searchsorted, bucketize=bucketize)
-TENSOR_METHODS.update(prod=prod, tensor_split=tensor_split, kron=kron, unique=unique, bincount=bincount)
+TENSOR_METHODS.update(prod=_prod_autocast, tensor_split=tensor_split, kron=kron, unique=unique, bincount=bincount)
 
 
 # ---- scatter family: torch.scatter / scatter_add / scatter_reduce, composed of one index_add over the
@@ -917,6 +942,9 @@ def _scatter_plan(x, dim, index, src_shape, name):
     if idx.dtype.kind not in "iu":
         raise RuntimeError("%s(): Expected dtype int64 for index" % name)
     nd = builtins.max(x.ndim, 1)
+    if not -nd <= dim < nd:
+        raise IndexError("Dimension out of range (expected to be in range of [%d, %d], but got %d)"
+                         % (-nd, nd - 1, dim))
     dim = dim % nd
     xs = tuple(x.shape) or (1,)
     idx = idx.reshape(idx.shape or (1,))
@@ -929,14 +957,50 @@ def _scatter_plan(x, dim, index, src_shape, name):
             raise RuntimeError("%s(): Expected index %s to be smaller than self %s apart from dimension %d%s"
                                % (name, list(idx.shape), list(xs), dim,
                                   "" if ss is None else " and to be smaller size than src %s" % list(ss)))
-    if idx.size and (idx.min() < -xs[dim] or idx.max() >= xs[dim]):
-        bad = idx[(idx < -xs[dim]) | (idx >= xs[dim])].reshape(-1)[0]
+    if idx.size and (idx.min() < 0 or idx.max() >= xs[dim]):  # torch wraps no index, negative ones included
+        bad = idx[(idx < 0) | (idx >= xs[dim])].reshape(-1)[0]
         raise RuntimeError("%s(): index %d is out of bounds for dimension %d with size %d" % (name, bad, dim, xs[dim]))
+    if idx.size == 0:
+        return dim, np.zeros(0, np.int64), np.zeros(0, np.int64)
     grids = [np.broadcast_to(g, idx.shape) for g in np.indices(idx.shape, sparse=True)]
-    src_pos = np.ravel_multi_index(tuple(grids), ss).reshape(-1) if ss is not None and idx.size else None
-    grids[dim] = np.where(idx < 0, idx + xs[dim], idx)  # (torch wraps no index: out of bounds raised above)
-    target = np.ravel_multi_index(tuple(grids), xs).reshape(-1) if idx.size else np.zeros(0, np.int64)
+    src_pos = np.ravel_multi_index(tuple(grids), ss).reshape(-1) if ss is not None else None
+    grids[dim] = idx
+    target = np.ravel_multi_index(tuple(grids), xs).reshape(-1)
     return dim, target.astype(np.int64), src_pos
+
+
+def _check_src_dtype(input, src, name):
+    if isinstance(src, Tensor) and src.dtype != input.dtype:
+        raise RuntimeError("%s(): Expected self.dtype to be equal to src.dtype" % name)
+
+
+def _scatter_host(input, target, src, src_pos, mode, include_self=True):
+    """Integer and bool tensors (no gradient) on the host: "set" (last writer wins), "sum", "prod",
+    "mean" (floor division for integers, as torch), "amax", "amin"."""
+    a = input.numpy()
+    out = a.reshape(-1).copy()
+    vals = src.numpy().reshape(-1)[src_pos] if isinstance(src, Tensor) else np.full(target.size, src, dtype=a.dtype)
+    vals = vals.astype(a.dtype)
+    if mode == "set":
+        last = _last_writers(target)
+        out[target[last]] = vals[last]
+        return _tensor(out.reshape(a.shape))
+    if a.dtype == np.bool_:  # torch: sum / amax are "or", prod / amin "and" on bools
+        mode = {"sum": "amax", "mean": "amax", "prod": "amin"}.get(mode, mode)
+    ufunc = {"sum": np.add, "mean": np.add, "prod": np.multiply, "amax": np.maximum, "amin": np.minimum}[mode]
+    if not include_self:  # the written positions start from the reduction's identity
+        if a.dtype == np.bool_:
+            identity = mode == "amin"
+        else:
+            info = np.iinfo(a.dtype)
+            identity = {"sum": 0, "mean": 0, "prod": 1, "amax": info.min, "amin": info.max}[mode]
+        out[target] = identity
+    ufunc.at(out, target, vals)
+    if mode == "mean":
+        counts = np.bincount(target, minlength=out.size) + (1 if include_self else 0)
+        touched = np.bincount(target, minlength=out.size) > 0
+        out = np.where(touched, np.floor_divide(out, np.maximum(counts, 1)), out).astype(a.dtype)
+    return _tensor(out.reshape(a.shape))
 
 
 def _scatter_values(src, src_pos, n, like):
@@ -952,7 +1016,12 @@ def _flat_index_add(flat, target, values):
 
 def scatter_add(input, dim, index, src):
     """torch.scatter_add: out[index[i][j]][j] += src[i][j] (dim 0, and so on), repeats accumulating."""
+    _check_src_dtype(input, src, "scatter_add")
     _, target, src_pos = _scatter_plan(input, dim, index, tuple(src.shape), "scatter_add")
+    if target.size == 0:
+        return input.clone()
+    if not input.dtype.is_floating_point:
+        return _scatter_host(input, target, src, src_pos, "sum")
     flat = input.reshape(-1)
     return _flat_index_add(flat, target, _scatter_values(src, src_pos, target.size, input)).reshape(*input.shape)
 
@@ -986,8 +1055,13 @@ def scatter(input, dim, index, src=None, value=None, *, reduce=None):
         if not isinstance(src, Tensor):
             src = _C._full(list(index.shape), float(src), input.dtype)
         return scatter_reduce(input, dim, index, src, "sum" if reduce == "add" else "prod")
+    _check_src_dtype(input, src, "scatter")
     shape = tuple(src.shape) if isinstance(src, Tensor) else None
     _, target, src_pos = _scatter_plan(input, dim, index, shape, "scatter")
+    if target.size == 0:
+        return input.clone()
+    if not input.dtype.is_floating_point:
+        return _scatter_host(input, target, src, src_pos, "set")
     last = _last_writers(target)
     values = _scatter_values(src, None if src_pos is None else src_pos[last], last.size, input)
     flat = input.reshape(-1)
@@ -1006,7 +1080,12 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
     gradient through a surrogate with those weights)."""
     if reduce not in _REDUCE_INIT:
         raise RuntimeError("reduce argument must be either sum, prod, mean, amax or amin, got %s" % reduce)
+    _check_src_dtype(input, src, "scatter_reduce")
     _, target, src_pos = _scatter_plan(input, dim, index, tuple(src.shape), "scatter_reduce")
+    if target.size == 0:
+        return input.clone()
+    if not input.dtype.is_floating_point:
+        return _scatter_host(input, target, src, src_pos, reduce, include_self)
     flat = input.reshape(-1)
     n = flat.shape[0]
     values = _scatter_values(src, src_pos, target.size, input)
@@ -1017,10 +1096,7 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
         if reduce == "mean":
             counts = np.bincount(target, minlength=n).astype(np.float64) + (1.0 if include_self else 0.0)
             counts = np.maximum(counts, 1.0)
-            if flat.dtype.is_floating_point:
-                total = total / _tensor(counts.astype(np.float32 if flat.dtype == _dtypes.float32 else np.float64))
-            else:  # integer mean: floor division, as torch
-                total = _tensor(np.floor_divide(total.numpy(), counts.astype(total.numpy().dtype)))
+            total = total / _tensor(counts.astype(np.float64)).to(flat.dtype)  # in the input's dtype, as torch
         out = total if include_self else _C._functional.where(touched, total, flat)
         return out.reshape(*input.shape)
     xv = flat.detach().numpy()
@@ -1120,6 +1196,10 @@ def _host_bitwise(op, name):
         if all(t.dtype == _dtypes.bool for t in tensors) and all(isinstance(v, (bool, Tensor, np.bool_))
                                                                  for v in (a, b) if v is not None):
             return logical(a) if op == "not" else logical(a, b)
+        if any(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in (a, b)):
+            # bool_tensor & 1: an integer result, as torch promotes (a Python int over bool)
+            a, b = (v.to(_dtypes.int64) if isinstance(v, Tensor) and v.dtype == _dtypes.bool else v for v in (a, b))
+            tensors = [t for t in (a, b) if isinstance(t, Tensor)]
         if any(t.dtype.is_floating_point for t in tensors):
             raise TypeError("%s is only supported for integer and bool tensors (got %s)"
                             % (name, ", ".join(str(t.dtype) for t in tensors)))
@@ -1160,8 +1240,20 @@ def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
     return out
 
 
+def _lower_under_autocast(*tensors):
+    """torch's autocast lower-precision list for the addmm family: every float32 operand, input included,
+    cast to the region's dtype (the product alone would be cast by the matmul, and the add would promote
+    the result back to float32)."""
+    enabled, dtype = _C._autocast_state()
+    if not enabled:
+        return tensors
+    return tuple(t.to(dtype) if isinstance(t, Tensor) and t.dtype in (_dtypes.float32, _dtypes.bfloat16,
+                                                                        _dtypes.float16) else t for t in tensors)
+
+
 def addmm(input, mat1, mat2, *, beta=1, alpha=1):
     """beta·input + alpha·(mat1 @ mat2)."""
+    input, mat1, mat2 = _lower_under_autocast(input, mat1, mat2)
     prod = mat1.matmul(mat2)
     return (input * beta if beta != 1 else input) + (prod * alpha if alpha != 1 else prod) if beta != 0 else \
         (prod * alpha if alpha != 1 else prod)
@@ -1174,8 +1266,12 @@ def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
 
 def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
     """beta·input + alpha·Σ_b batch1[b] @ batch2[b]."""
+    input, batch1, batch2 = _lower_under_autocast(input, batch1, batch2)
     prod = batch1.matmul(batch2).sum(0)
     return (input * beta + prod * alpha) if beta != 0 else prod * alpha
+
+
+_CUMPROD_BLOCK = 64
 
 
 def cumprod(x, dim, *, dtype=None):
@@ -1184,15 +1280,31 @@ def cumprod(x, dim, *, dtype=None):
     masked product over a lower-triangular [n, n] pairing (n = x.shape[dim])."""
     if dtype is not None:
         x = x.to(dtype)
-    d = dim % builtins.max(x.ndim, 1)
-    if x.ndim == 0:
+    nd = builtins.max(x.ndim, 1)
+    if not -nd <= dim < nd:
+        raise IndexError("Dimension out of range (expected to be in range of [%d, %d], but got %d)"
+                         % (-nd, nd - 1, dim))
+    d = dim % nd
+    if x.ndim == 0 or x.shape[d] == 0:
         return x.clone()
     n = x.shape[d]
-    moved = x.movedim(d, -1).unsqueeze(-2)  # [..., 1, n]: row i multiplies the entries j <= i
-    keep = np.tril(np.ones((n, n), dtype=bool))
+    moved = x.movedim(d, -1)
     ones = _C._full([], 1.0, x.dtype)
-    terms = _C._functional.where(_tensor(keep), moved, ones)  # [..., n, n]
-    return prod(terms, -1).movedim(-1, d)
+    # Blocks of _CUMPROD_BLOCK entries: within a block row i multiplies the entries j <= i (a [.., b, b]
+    # pairing), and each block is scaled by the product carried from the blocks before it, so memory is
+    # O(n·b), not O(n²) (16 × 2048 took 560 MB as one block).
+    parts, carry = [], None
+    for start in range(0, n, _CUMPROD_BLOCK):
+        b = builtins.min(_CUMPROD_BLOCK, n - start)
+        block = moved.narrow(-1, start, b).unsqueeze(-2)  # [..., 1, b]
+        keep = _tensor(np.tril(np.ones((b, b), dtype=bool)))
+        local = prod(_C._functional.where(keep, block, ones), -1)  # [..., b]
+        if carry is not None:
+            local = local * carry
+        parts.append(local)
+        carry = local.narrow(-1, b - 1, 1)
+    out = parts[0] if len(parts) == 1 else _C._functional.cat(parts, -1)
+    return out.movedim(-1, d)
 
 
 def diff(x, n=1, dim=-1, prepend=None, append=None):
@@ -1211,6 +1323,8 @@ def diff(x, n=1, dim=-1, prepend=None, append=None):
 
 
 def var_mean(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    if isinstance(dim, bool):  # torch's var_mean(x, unbiased) overload
+        dim, unbiased = None, dim
     return x.var(dim, unbiased, keepdim, correction=correction), \
         (x.mean() if dim is None else x.mean(dim, keepdim=keepdim))
 
@@ -1248,7 +1362,8 @@ TORCH_FUNCTIONS.update(
     gt=lambda a, b: a > b, ge=lambda a, b: a >= b, greater=lambda a, b: a > b, less=lambda a, b: a < b,
     not_equal=lambda a, b: a != b, greater_equal=lambda a, b: a >= b, less_equal=lambda a, b: a <= b,
     broadcast_to=lambda x, size: x.expand(*size), expand=lambda x, *size: x.expand(*size),
-    split_with_sizes=split_with_sizes)
+    split_with_sizes=split_with_sizes, clamp_min=lambda x, min: x.clamp(min, None),
+    clamp_max=lambda x, max: x.clamp(None, max))
 TENSOR_METHODS.update(
     logical_and=logical_and, logical_or=logical_or, logical_xor=logical_xor, logical_not=logical_not,
     bitwise_and=bitwise_and, bitwise_or=bitwise_or, bitwise_xor=bitwise_xor, bitwise_not=bitwise_not,

@@ -57,6 +57,10 @@ class autocast:
 
 
 def is_autocast_enabled(device_type=None):
+    """Whether this thread is in an autocast region (for device_type "cpu" or None; tessel's Python face
+    has no other device, so any other type reads False, as torch's CUDA flag outside a CUDA region)."""
+    if device_type is not None and str(getattr(device_type, "type", device_type)) != "cpu":
+        return False
     return bool(_C._autocast_state()[0])
 
 
@@ -124,9 +128,29 @@ class GradScaler:
             return None  # skipped, as torch: the parameters keep their values
         return optimizer.step(*args, **kwargs)
 
+    def get_growth_factor(self):
+        return self._growth_factor
+
+    def set_growth_factor(self, new_factor):
+        self._growth_factor = float(new_factor)
+
+    def get_backoff_factor(self):
+        return self._backoff_factor
+
+    def set_backoff_factor(self, new_factor):
+        self._backoff_factor = float(new_factor)
+
+    def get_growth_interval(self):
+        return self._growth_interval
+
+    def set_growth_interval(self, new_interval):
+        self._growth_interval = int(new_interval)
+
     def update(self, new_scale=None):
         if not self._enabled:
             return
+        if new_scale is None and not self._found_inf:
+            raise AssertionError("No inf checks were recorded prior to update.")
         if new_scale is not None:
             self._scale = float(new_scale.item() if hasattr(new_scale, "item") else new_scale)
         elif any(self._found_inf.values()):

@@ -1553,3 +1553,68 @@ def test_replacing_a_child_hands_the_old_one_back_to_python():
     other = Net()
     other.head = old  # and can join another model
     assert other.head is old and np.array_equal(other.head(h).detach().numpy(), want)
+
+
+def test_autocast_policies_follow_torchs_cpu_lists_for_losses_addmm_and_mixed_norms():
+    x, w = tessel.randn(3, 4), tessel.randn(4, 4)
+    target = tessel.tensor([0, 1, 2])
+    with tessel.autocast("cpu"):
+        h = x @ w
+        assert h.dtype == tessel.bfloat16
+        for out in (F.mse_loss(h, h * 0), F.l1_loss(h, h), F.smooth_l1_loss(h, h), F.huber_loss(h, h),
+                    F.nll_loss(h.log_softmax(-1), target), F.binary_cross_entropy_with_logits(h, h.sigmoid()),
+                    h.prod(), tessel.prod(h)):
+            assert out.dtype == tessel.float32  # torch's float32 list
+        assert tessel.addmm(x, x, w).dtype == tessel.bfloat16  # lower precision, the input included
+        assert tessel.baddbmm(x[None], x[None], w[None]).dtype == tessel.bfloat16
+        # A bf16 activation into float32 norms: normalized in float32, returned bf16 (torch's mixed norms).
+        net = nn.Sequential(nn.Linear(4, 4), nn.LayerNorm(4), nn.RMSNorm(4))
+        out = net(x)
+        assert out.dtype == tessel.bfloat16
+    out.float().sum().backward()
+    assert all(p.grad.dtype == tessel.float32 for p in net.parameters())
+    ln = nn.LayerNorm(4)
+    hb = (x @ w).to(tessel.bfloat16)
+    np.testing.assert_array_equal(ln(hb).float().detach().numpy(), ln(hb.float()).to(tessel.bfloat16).float().detach().numpy())
+
+
+def test_setting_a_child_to_none_or_deleting_it_drops_it_as_torch():
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = nn.Linear(4, 4)
+            self.head = nn.Linear(4, 3)
+
+        def forward(self, x):
+            x = self.body(x)
+            return x if self.head is None else self.head(x)
+
+    net = Net()
+    old = net.head
+    net.head = None
+    assert net.head is None and net(tessel.ones(2, 4)).shape == (2, 4)
+    assert sorted(net.state_dict()) == ["body.bias", "body.weight"]
+    net.head = nn.Linear(4, 5)  # registered again under the same name
+    assert net(tessel.ones(2, 4)).shape == (2, 5) and sorted(net.state_dict())[-1] == "head.weight"
+    del net.head
+    assert sorted(net.state_dict()) == ["body.bias", "body.weight"]
+    with pytest.raises(AttributeError, match="has no attribute 'head'"):
+        net.head
+    assert old(tessel.ones(1, 4)).shape == (1, 3)  # the dropped module is Python's again
+    other = Net()
+    other.head = old
+    assert other.head is old
+
+
+def test_review_fixes_autocast_flag_per_device_grad_scaler_update_and_saver_modules():
+    with tessel.autocast("cpu"):
+        assert tessel.is_autocast_enabled() and tessel.is_autocast_enabled("cpu")
+        assert not tessel.is_autocast_enabled("cuda")
+    scaler = tessel.amp.GradScaler(growth_factor=3.0)
+    assert (scaler.get_growth_factor(), scaler.get_backoff_factor(), scaler.get_growth_interval()) == (3.0, 0.5, 2000)
+    with pytest.raises(AssertionError, match="No inf checks were recorded"):
+        scaler.update()
+    from tessel.distributed.checkpoint.state_dict_loader import load
+    from tessel.distributed.checkpoint.state_dict_saver import save
+    import tessel.distributed.checkpoint as dcp
+    assert save is dcp.save and load is dcp.load

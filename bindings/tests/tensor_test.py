@@ -1119,3 +1119,30 @@ def test_remainder_fmod_and_floor_division_match_numpy_with_torchs_gradients():
         np.testing.assert_array_equal(got.numpy(), want)  # exact beyond float precision
     with pytest.raises(RuntimeError, match="ZeroDivisionError"):
         tessel.tensor([1, 2]) % 0
+
+
+def test_review_fixes_var_mean_overload_bool_and_int_clamp_min_and_blocked_cumprod():
+    v = np.array([[1.0, 2.0], [3.0, 8.0], [0.5, 9.0]])
+    var, mean = tessel.var_mean(tessel.tensor(v), False)  # torch's (input, unbiased) overload
+    assert var.item() == pytest.approx(v.var()) and mean.item() == pytest.approx(v.mean())
+    got = tessel.tensor([True, False]) & 1
+    assert got.dtype == tessel.int64 and got.tolist() == [1, 0]
+    assert tessel.clamp_min(tessel.tensor([-1.0, 2.0]), 0.5).tolist() == [0.5, 2.0]
+    assert tessel.clamp_max(tessel.tensor([-1.0, 2.0]), 0.5).tolist() == [-1.0, 0.5]
+    # cumprod across several 64-entry blocks: values and gradients as one long product.
+    rng = np.random.default_rng(2)
+    a = 1.0 + 0.01 * rng.standard_normal((3, 150))
+    a[1, 70] = 0.0  # a zero in the second block
+    x = tessel.tensor(a, requires_grad=True)
+    y = tessel.cumprod(x, 1)
+    np.testing.assert_allclose(y.detach().numpy(), np.cumprod(a, 1), rtol=1e-12)
+    w = rng.standard_normal(a.shape)
+    (y * tessel.tensor(w)).sum().backward()
+    want = np.zeros_like(a)  # d/da_k Σ_i w_i Π_{j<=i} a_j = Σ_{i>=k} w_i Π_{j<=i, j!=k} a_j
+    for r in range(3):
+        for k in range(150):
+            others = np.cumprod(np.where(np.arange(150) == k, 1.0, a[r]))
+            want[r, k] = (w[r, k:] * others[k:]).sum()
+    np.testing.assert_allclose(x.grad.numpy(), want, rtol=1e-9, atol=1e-12)
+    with pytest.raises(IndexError, match="Dimension out of range"):
+        tessel.cumprod(x, 2)

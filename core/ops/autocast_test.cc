@@ -8,10 +8,12 @@
 
 #include "core/autograd/checkpoint.h"
 #include "core/autograd/engine.h"
+#include "core/base/testing/expect_error.h"
 #include "core/ops/concat.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/loss.h"
 #include "core/ops/matmul.h"
+#include "core/ops/norm.h"
 #include "core/ops/reduction.h"
 #include "core/ops/unary.h"
 #include "core/tensor/factory.h"
@@ -122,6 +124,29 @@ TEST(AutocastTest, WidestTypeForCatFloat64StaysAndDisabledRegionsNest) {
     EXPECT_EQ(Matmul(f32, Randn({3, 2}, gen)).dtype(), DType::kFloat16);
   }
   EXPECT_EQ(AutocastDType(), DType::kBFloat16);
+}
+
+// torch's mixed-type norms: bf16 activations into float32 LayerNorm / RMSNorm parameters (a Linear's
+// output under autocast) normalize in float32 and come back bf16; the parameters' gradients are float32.
+TEST(AutocastTest, Bf16ActivationsIntoFloat32NormsNormalizeInFloat32) {
+  Generator gen(8);
+  const Tensor x = Cast(Randn({3, 8}, gen), DType::kBFloat16);
+  Tensor w = Randn({8}, gen), b = Randn({8}, gen);
+  w.set_requires_grad(true);
+  b.set_requires_grad(true);
+  const Tensor ln = LayerNorm(x, w, b, 1e-5);
+  EXPECT_EQ(ln.dtype(), DType::kBFloat16);
+  EXPECT_EQ(ln.ToDoubleVector(),
+            Cast(LayerNorm(Cast(x, DType::kFloat32), w, b, 1e-5), DType::kBFloat16).ToDoubleVector());
+  const Tensor rms = RmsNorm(x, w, 1e-6);
+  EXPECT_EQ(rms.dtype(), DType::kBFloat16);
+  EXPECT_EQ(rms.ToDoubleVector(), Cast(RmsNorm(Cast(x, DType::kFloat32), w, 1e-6), DType::kBFloat16).ToDoubleVector());
+  Backward(Sum(Cast(Add(ln, rms), DType::kFloat32)));
+  EXPECT_EQ(w.grad().dtype(), DType::kFloat32);
+  EXPECT_EQ(b.grad().dtype(), DType::kFloat32);
+  // A float32 x with bf16 parameters is not torch's mixed case: still an error naming the dtypes.
+  testing::ExpectErrorContains([&] { LayerNorm(Randn({2, 8}, gen), Cast(w, DType::kBFloat16), Tensor(), 1e-5); },
+                      ErrorCode::kInvalidArgument, "has dtype bfloat16 but x has float32");
 }
 
 }  // namespace

@@ -354,11 +354,29 @@ const OpDef& kRmsNorm = RegisterOp({.name = "rms_norm",
 
 }  // namespace
 
+namespace {
+// torch's mixed-type norms: a bfloat16 / float16 x with float32 parameters (a Linear's output under
+// autocast, or a half activation into a float32 norm) is normalized in float32 and returned in x's dtype,
+// as torch's CPU kernels accumulate in float and round once at the end. Other mismatches stay errors.
+bool MixedNorm(const Tensor& x, std::initializer_list<const Tensor*> params) {
+  if (!x.defined() || (x.dtype() != DType::kBFloat16 && x.dtype() != DType::kFloat16)) return false;
+  bool any = false;
+  for (const Tensor* p : params) {
+    if (!p->defined()) continue;
+    if (p->dtype() != DType::kFloat32) return false;
+    any = true;
+  }
+  return any;
+}
+}  // namespace
+
 Tensor LayerNorm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
+  if (MixedNorm(x, {&weight, &bias})) return Cast(LayerNorm(Cast(x, DType::kFloat32), weight, bias, eps), x.dtype());
   return autograd::CallOp(kLayerNorm, {x, weight, bias}, Attrs().Set("eps", eps))[0];
 }
 
 Tensor RmsNorm(const Tensor& x, const Tensor& weight, double eps) {
+  if (MixedNorm(x, {&weight})) return Cast(RmsNorm(Cast(x, DType::kFloat32), weight, eps), x.dtype());
   return autograd::CallOp(kRmsNorm, {x, weight}, Attrs().Set("eps", eps))[0];
 }
 

@@ -164,5 +164,6 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     return _reduce((input - target).pow(2.0), reduction)
 
 
-from .._extra import FUNCTIONAL as _EXTRA  # noqa: E402 (one_hot, pad, normalize, the other losses, ...)
+from .._extra import FUNCTIONAL as _EXTRA, _float32_under_autocast  # noqa: E402 (one_hot, pad, the other losses)
 globals().update(_EXTRA)
+mse_loss = _float32_under_autocast(mse_loss)

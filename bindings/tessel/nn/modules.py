@@ -93,12 +93,45 @@ def _keep_frozen(param, register):
         param.requires_grad_(False)
 
 
+def _child_module(self, name):
+    """The child module registered as `name` (Python- or C++-created), or None."""
+    child = self.__dict__.get("_modules", {}).get(name)
+    if child is None:
+        found = self._lookup(name)
+        child = found if isinstance(found, Module) else None
+    return child
+
+
+def _drop_child(self, name):
+    """Removes child `name` from the C++ tree; its Python object owns it again (usable on its own)."""
+    child = _child_module(self, name)
+    self._remove_module(name)
+    child.__dict__.pop("_tessel_parent", None)
+
+
+def _delattr(self, name):
+    """del module.child / del module.attribute (torch drops the child and its state-dict entries)."""
+    modules = self.__dict__.get("_modules", {})
+    if name in modules or _child_module(self, name) is not None:
+        if _child_module(self, name) is not None:
+            _drop_child(self, name)
+        modules.pop(name, None)
+        return
+    if self._has_parameter(name):
+        raise NotImplementedError("%s: deleting parameter '%s' is not supported; assign None instead"
+                                  % (type(self).__name__, name))
+    object.__delattr__(self, name)
+
+
 def _setattr(self, name, value):
     if isinstance(value, Parameter) or (value is None and self._has_parameter(name)):
         if self._has_parameter(name):  # any shape, as torch (self.w = nn.Parameter(new_shape))
             _keep_frozen(value, lambda: self._set_parameter(name, value, True))
         else:
             _keep_frozen(value, lambda: self._register_parameter(name, value))
+    elif value is None and _child_module(self, name) is not None:  # torch: the child is dropped, the name is None
+        _drop_child(self, name)
+        self.__dict__.setdefault("_modules", {})[name] = None
     elif isinstance(value, Module):
         if self.__dict__.get("_modules", {}).get(name) is value:  # model.layers[0] = model.layers[0]
             return
@@ -471,7 +504,7 @@ def _repr(self):
 
 
 _METHODS = dict(
-    __setattr__=_setattr, __getattr__=_getattr, __call__=_call, __repr__=_repr, _forward_from_cpp=_forward_from_cpp,
+    __setattr__=_setattr, __delattr__=_delattr, __getattr__=_getattr, __call__=_call, __repr__=_repr, _forward_from_cpp=_forward_from_cpp,
     forward=_forward, named_parameters=named_parameters, parameters=parameters, named_buffers=named_buffers,
     buffers=buffers, named_modules=named_modules, modules=modules, named_children=named_children, children=children,
     state_dict=state_dict, load_state_dict=load_state_dict, train=train, eval=eval, zero_grad=zero_grad,

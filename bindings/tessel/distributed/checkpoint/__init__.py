@@ -262,12 +262,4 @@ def load(state_dict, *, checkpoint_id=None, storage_reader=None, planner=None, p
     return result
 
 
-class _Module:
-    """torch's dcp.state_dict_saver / state_dict_loader modules: the same save / async_save / load."""
-
-    def __init__(self, **fns):
-        self.__dict__.update(fns)
-
-
-state_dict_saver = _Module(save=save, async_save=async_save)
-state_dict_loader = _Module(load=load)
+from . import state_dict_loader, state_dict_saver  # noqa: E402,F401 (torch's module names for save / load)

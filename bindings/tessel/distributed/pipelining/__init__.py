@@ -125,6 +125,7 @@ class _PipelineSchedule:
             return self._executor.step(args[0] if args else None, target)
         # torch appends each microbatch's loss_fn output on the last stage's rank (torchtitan averages them).
         loss, per_microbatch = self._executor.step_with_losses(args[0] if args else None, target)
+        losses.clear()  # torch's _update_losses: this step's microbatches only
         losses.extend(_C._full([], v, _C.dtype.float32) for v in per_microbatch)
         return loss
 
