@@ -18,6 +18,7 @@
 #include "bindings/bind.h"
 #include "core/base/error.h"
 #include "core/autograd/autocast.h"
+#include "core/autograd/call.h"
 #include "core/autograd/engine.h"
 #include "core/autograd/grad_mode.h"
 #include "core/ops/elementwise.h"
@@ -158,6 +159,34 @@ void BindCreation(py::module_& m) {
         TESSEL_CHECK(g.guard != nullptr, "grad mode context: __exit__ without __enter__");
         g.guard.reset();
       });
+  // torch.autograd.Function (tessel/autograd.py runs forward and validates backward's results): the
+  // computed outputs recorded as one node over the inputs; backward gets one gradient per output (None
+  // for an undefined one) and returns one per input (None for none).
+  m.def("_apply_function", [](std::string name, const TensorList& inputs, const TensorList& outputs,
+                              std::vector<bool> differentiable, py::object backward, bool materialize_grads) {
+    auto fn = std::shared_ptr<py::object>(new py::object(std::move(backward)), [](py::object* p) {
+      if (!Py_IsInitialized()) {
+        p->release();
+        delete p;
+        return;
+      }
+      py::gil_scoped_acquire gil;
+      delete p;
+    });
+    return autograd::ApplyCustomFunction(
+        std::move(name), inputs, outputs, differentiable,
+        [fn](const TensorList& grads) {
+          py::gil_scoped_acquire gil;
+          py::list in;
+          for (const Tensor& g : grads) in.append(g.defined() ? py::cast(g) : py::none());
+          py::object r = (*fn)(in);
+          TensorList out;
+          for (const py::handle& g : r) out.push_back(g.is_none() ? Tensor() : g.cast<Tensor>());
+          return out;
+        },
+        materialize_grads);
+  }, py::arg("name"), py::arg("inputs"), py::arg("outputs"), py::arg("differentiable"), py::arg("backward"),
+        py::arg("materialize_grads"));
   // torch.autocast (tessel/amp.py keeps the previous state and restores it on exit): this thread's
   // region flag and dtype (core/autograd/autocast.h).
   m.def("_autocast_state", [] { return py::make_tuple(AutocastEnabled(), AutocastDType()); });

@@ -73,3 +73,112 @@ def _tensor_backward(self, gradient=None, retain_graph=None, create_graph=False,
 
 
 _C.Tensor.backward = _tensor_backward
+
+
+# ---- torch.autograd.Function -------------------------------------------------------------------------------
+
+class FunctionCtx:
+    """What forward and backward share (torch's ctx): save_for_backward / saved_tensors, needs_input_grad,
+    mark_non_differentiable, set_materialize_grads, and any attribute the function sets."""
+
+    def __init__(self):
+        self.saved_tensors = ()
+        self.needs_input_grad = ()
+        self._non_differentiable = set()
+        self._materialize_grads = True
+
+    def save_for_backward(self, *tensors):
+        if not all(t is None or isinstance(t, _C.Tensor) for t in tensors):
+            raise TypeError("save_for_backward can only save variables, but argument is of another type")
+        self.saved_tensors = tuple(tensors)
+
+    def mark_non_differentiable(self, *tensors):
+        self._non_differentiable.update(id(t) for t in tensors)
+
+    def set_materialize_grads(self, value):
+        self._materialize_grads = bool(value)
+
+    def mark_dirty(self, *tensors):
+        raise NotImplementedError("ctx.mark_dirty: in-place autograd Functions are not supported; return a new "
+                                  "tensor from forward")
+
+
+class _FunctionMeta(type):
+    def __init__(cls, name, bases, attrs):
+        super().__init__(name, bases, attrs)
+        cls._backward_name = name + "Backward"
+
+
+class Function(metaclass=_FunctionMeta):
+    """torch.autograd.Function: subclass with static forward(ctx, *args) and backward(ctx, *grad_outputs)
+    (or forward(*args) plus setup_context(ctx, inputs, output), torch 2's form) and call Cls.apply(*args).
+    forward runs without recording; its tensor outputs become one node of the graph whose backward calls
+    yours: one gradient per forward argument (None for non-tensors or no gradient), each checked against
+    its input's shape."""
+
+    @staticmethod
+    def forward(*args, **kwargs):
+        raise NotImplementedError("You must implement the forward function for custom autograd.Function.")
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        raise NotImplementedError("You must implement either the backward or vjp method for your custom "
+                                  "autograd.Function to use it with backward mode AD.")
+
+    vjp = backward
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        raise NotImplementedError("setup_context is not overridden")
+
+    @classmethod
+    def apply(cls, *args, **kwargs):
+        ctx = FunctionCtx()
+        ctx.needs_input_grad = tuple(isinstance(a, _C.Tensor) and a.requires_grad for a in args)
+        separate = cls.setup_context is not Function.setup_context
+        with _C._GradMode(False):
+            out = cls.forward(*args, **kwargs) if separate else cls.forward(ctx, *args, **kwargs)
+        if separate:
+            cls.setup_context(ctx, args, out)
+        single = isinstance(out, _C.Tensor)
+        outs = [out] if single else list(out) if isinstance(out, (tuple, list)) else [out]
+        slots = [i for i, o in enumerate(outs) if isinstance(o, _C.Tensor)]
+        tensors = [outs[i] for i in slots]
+        arg_slots = [i for i, a in enumerate(args) if isinstance(a, _C.Tensor)]
+        inputs = [args[i] for i in arg_slots]
+        differentiable = [id(t) not in ctx._non_differentiable for t in tensors]
+        name = cls._backward_name
+
+        def backward(grads):
+            result = cls.backward(ctx, *grads)
+            if not isinstance(result, tuple):
+                result = (result,)
+            if len(result) != len(args):
+                raise RuntimeError("function %s returned an incorrect number of gradients (expected %d, got %d)"
+                                   % (name, len(args), len(result)))
+            picked = []
+            for i in arg_slots:
+                g = result[i]
+                if g is not None:
+                    if not isinstance(g, _C.Tensor):
+                        raise TypeError("function %s returned a gradient of type %s for input %d (expected a "
+                                        "Tensor or None)" % (name, type(g).__name__, i))
+                    if tuple(g.shape) != tuple(args[i].shape):
+                        raise RuntimeError("Function %s returned an invalid gradient at index %d - got %s but "
+                                           "expected shape compatible with %s"
+                                           % (name, i, list(g.shape), list(args[i].shape)))
+                picked.append(g if args[i].requires_grad else None)
+            return picked
+
+        recorded = _C._apply_function(name, inputs, tensors, differentiable, backward, ctx._materialize_grads)
+        for i, t in zip(slots, recorded):
+            outs[i] = t
+        if single:
+            return outs[0]
+        return tuple(outs) if isinstance(out, tuple) else outs if isinstance(out, list) else outs[0]
+
+
+def once_differentiable(fn):
+    """torch's decorator for a backward that is not itself differentiable. tessel records the backward's ops
+    only under create_graph=True, where they differentiate as written; this returns fn unchanged."""
+    return fn

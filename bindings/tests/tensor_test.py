@@ -1146,3 +1146,110 @@ def test_review_fixes_var_mean_overload_bool_and_int_clamp_min_and_blocked_cumpr
     np.testing.assert_allclose(x.grad.numpy(), want, rtol=1e-9, atol=1e-12)
     with pytest.raises(IndexError, match="Dimension out of range"):
         tessel.cumprod(x, 2)
+
+
+def test_custom_autograd_function_as_torch():
+    from tessel.autograd import Function
+
+    class Exp(Function):
+        @staticmethod
+        def forward(ctx, x):
+            y = x.exp()
+            ctx.save_for_backward(y)
+            return y
+
+        @staticmethod
+        def backward(ctx, grad):
+            y, = ctx.saved_tensors
+            return grad * y
+
+    a = np.array([0.5, -1.0, 2.0])
+    x = tessel.tensor(a, requires_grad=True)
+    y = Exp.apply(x)
+    assert y.requires_grad
+    (y * tessel.tensor([1.0, 2.0, 3.0])).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), np.exp(a) * [1.0, 2.0, 3.0], rtol=1e-12)
+
+    seen = {}
+
+    class ScaleAndArgmax(Function):  # a non-tensor argument, a non-differentiable second output
+        @staticmethod
+        def forward(ctx, x, scale):
+            ctx.scale = scale
+            idx = x.argmax()
+            ctx.mark_non_differentiable(idx)
+            return x * scale, idx
+
+        @staticmethod
+        def backward(ctx, grad, grad_idx):
+            seen["grad_idx"] = grad_idx
+            return grad * ctx.scale, None
+
+    x.grad = None
+    out, idx = ScaleAndArgmax.apply(x, 3.0)
+    assert idx.item() == 2 and not idx.requires_grad
+    out.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [3.0, 3.0, 3.0])
+
+    class Mul(Function):  # torch 2's form: forward without ctx, setup_context
+        @staticmethod
+        def forward(p, q):
+            return p * q
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            ctx.save_for_backward(*inputs)
+            seen["needs"] = ctx.needs_input_grad
+
+        @staticmethod
+        def backward(ctx, grad):
+            p, q = ctx.saved_tensors
+            return grad * q, grad * p
+
+    p, q = tessel.tensor([2.0, 3.0], requires_grad=True), tessel.tensor([5.0, 7.0])
+    Mul.apply(p, q).sum().backward()
+    assert seen["needs"] == (True, False) and p.grad.tolist() == [5.0, 7.0] and q.grad is None
+
+    class Two(Function):  # an unused output's gradient: zeros by default, None without materializing
+        materialize = True
+
+        @staticmethod
+        def forward(ctx, x):
+            ctx.set_materialize_grads(Two.materialize)
+            return x * 2, x * 3
+
+        @staticmethod
+        def backward(ctx, g1, g2):
+            seen["g2"] = None if g2 is None else g2.tolist()
+            return g1 * 2 + (g2 * 3 if g2 is not None else 0)
+
+    for materialize, want in ((True, [0.0, 0.0]), (False, None)):
+        Two.materialize = materialize
+        r = tessel.tensor([1.0, 1.0], requires_grad=True)
+        Two.apply(r)[0].sum().backward()
+        assert seen["g2"] == want and r.grad.tolist() == [2.0, 2.0]
+
+    class BadCount(Function):
+        @staticmethod
+        def forward(ctx, x, y):
+            return x + y
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad
+
+    class BadShape(Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x.sum()
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad.reshape(1)
+
+    with pytest.raises(RuntimeError, match="returned an incorrect number of gradients \\(expected 2, got 1\\)"):
+        BadCount.apply(p, p).sum().backward()
+    with pytest.raises(RuntimeError, match="BadShapeBackward returned an invalid gradient at index 0"):
+        BadShape.apply(p).backward()
+    with tessel.no_grad():
+        assert not Exp.apply(x).requires_grad

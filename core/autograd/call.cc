@@ -262,4 +262,30 @@ TensorList ApplyBackwardFunction(std::string name, const TensorList& inputs,
   return outputs;
 }
 
+TensorList ApplyCustomFunction(std::string name, const TensorList& inputs, const TensorList& outputs,
+                               const std::vector<bool>& differentiable,
+                               std::function<TensorList(const TensorList& grads)> backward, bool materialize_grads) {
+  TESSEL_CHECK(differentiable.size() == outputs.size(), name, ": ", differentiable.size(),
+               " differentiable flags for ", outputs.size(), " outputs");
+  const bool any_requires =
+      std::any_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return t.defined() && t.requires_grad(); });
+  if (!GradModeEnabled() || !any_requires) return outputs;
+  auto node = std::make_shared<FunctionNode>(std::move(name), std::move(backward));
+  node->materialize_grads = materialize_grads;
+  for (const Tensor& in : inputs) node->next_edges.push_back(GradientEdge(in));
+  TensorList result;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    Tensor out = outputs[i].defined() ? Detach(outputs[i]) : outputs[i];
+    if (out.defined()) {
+      Attach(node, out, static_cast<int>(i), differentiable[i]);
+    } else {
+      node->output_meta.emplace_back();
+      node->output_meta.back().differentiable = false;
+      node->output_hooks.emplace_back();
+    }
+    result.push_back(out);
+  }
+  return result;
+}
+
 }  // namespace tessel::autograd

@@ -30,4 +30,14 @@ Tensor CallOp1(const OpDef& op, TensorList inputs, const Attrs& attrs = Attrs())
 TensorList ApplyBackwardFunction(std::string name, const TensorList& inputs,
                                  std::function<TensorList(const TensorList& grads)> backward);
 
+// torch.autograd.Function's recording: `outputs` (computed by the caller without recording) become the
+// outputs of one node whose next edges are `inputs` and whose backward runs `backward(grads) -> input
+// grads` (one gradient per input, undefined for none). differentiable[i] false leaves output i out of the
+// graph (ctx.mark_non_differentiable); materialize_grads fills an unused output's gradient with zeros
+// (torch's default) instead of passing it undefined. Outputs are new handles (aliasing the given ones).
+// With grad mode off or no input requiring grad, the outputs come back as they are.
+TensorList ApplyCustomFunction(std::string name, const TensorList& inputs, const TensorList& outputs,
+                               const std::vector<bool>& differentiable,
+                               std::function<TensorList(const TensorList& grads)> backward, bool materialize_grads);
+
 }  // namespace tessel::autograd
