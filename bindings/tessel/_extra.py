@@ -201,7 +201,12 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     x = input.reshape(n, num_groups, -1)
     centered = x - x.mean(-1, keepdim=True)
     y = (centered * ((centered * centered).mean(-1, keepdim=True) + eps).rsqrt()).reshape(*input.shape)
-    shape = [1, c] + [1] * (input.ndim - 2)
+    return _channel_affine(y, weight, bias)
+
+
+def _channel_affine(y, weight=None, bias=None):
+    """y [N, C, *] scaled by weight [C] and shifted by bias [C] (either may be None), per channel."""
+    shape = [1, y.shape[1]] + [1] * (y.ndim - 2)
     if weight is not None:
         y = y * weight.reshape(*shape)
     if bias is not None:

@@ -54,3 +54,5 @@ GPTConfig = _C.GPTConfig
 from . import parallel  # noqa: E402,F401 (torch.nn.parallel.DistributedDataParallel)
 from .modules import _make_extra_modules  # noqa: E402
 globals().update(_make_extra_modules())  # Sigmoid, Softmax, LeakyReLU, ..., BCEWithLogitsLoss, NLLLoss, ...
+from ._conv_modules import make_modules as _make_conv_modules  # noqa: E402
+globals().update(_make_conv_modules())  # Conv1d/2d/3d, ConvTranspose*, MaxPool*, AvgPool*, Adaptive*, BatchNorm*

@@ -166,4 +166,6 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
 
 from .._extra import FUNCTIONAL as _EXTRA, _float32_under_autocast  # noqa: E402 (one_hot, pad, the other losses)
 globals().update(_EXTRA)
+from ._conv_ops import FUNCTIONAL as _CONV  # noqa: E402 (conv*, conv_transpose*, pools, fold/unfold, batch_norm)
+globals().update(_CONV)
 mse_loss = _float32_under_autocast(mse_loss)

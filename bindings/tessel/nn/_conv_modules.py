@@ -1,0 +1,326 @@
+"""torch.nn's convolution, pooling, fold/unfold and batch-norm modules over tessel.nn._conv_ops (the
+functional forms; see there for how they compute). Parameters are initialized as torch initializes them
+(kaiming_uniform_ with a = sqrt(5) for the weight, uniform(±1/sqrt(fan_in)) for the bias), so a ported
+script's model starts from the same distribution; values differ from torch's only through the RNG.
+
+    stem = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2))
+"""
+import math
+
+from .. import _C
+from . import _conv_ops as F, init
+from .modules import Module, Parameter
+
+
+def _tuple(v, n):
+    return tuple(v) if isinstance(v, (tuple, list)) else (v,) * n
+
+
+class _ConvNd(Module):
+    _transposed = False
+
+    def __init__(self, nd, in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
+                 padding_mode, output_padding=0, device=None, dtype=None):
+        super().__init__()
+        if groups <= 0 or in_channels % groups or out_channels % groups:
+            raise ValueError("in_channels (%d) and out_channels (%d) must be divisible by groups (%d)"
+                             % (in_channels, out_channels, groups))
+        if isinstance(padding, str) and padding not in ("same", "valid"):
+            raise ValueError("Invalid padding string %r, should be one of ['valid', 'same']" % padding)
+        if padding_mode not in ("zeros", "reflect", "replicate", "circular"):
+            raise ValueError("padding_mode must be one of ['zeros', 'reflect', 'replicate', 'circular'], but got "
+                             "padding_mode='%s'" % padding_mode)
+        if self._transposed and padding_mode != "zeros":
+            raise ValueError('Only "zeros" padding mode is supported for %s' % type(self).__name__)
+        self._nd = nd
+        self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
+        self.kernel_size, self.stride = _tuple(kernel_size, nd), _tuple(stride, nd)
+        self.padding = padding if isinstance(padding, str) else _tuple(padding, nd)
+        self.dilation, self.output_padding = _tuple(dilation, nd), _tuple(output_padding, nd)
+        self.padding_mode = padding_mode
+        dt = dtype or _C.dtype.float32
+        shape = ([in_channels, out_channels // groups] if self._transposed else
+                 [out_channels, in_channels // groups]) + list(self.kernel_size)
+        self.weight = Parameter(_C._full(shape, 0.0, dt))
+        if bias:
+            self.bias = Parameter(_C._full([out_channels], 0.0, dt))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        if self.bias is not None:
+            fan_in, _ = init._fans(self.weight)
+            if fan_in:
+                bound = 1.0 / math.sqrt(fan_in)
+                init.uniform_(self.bias, -bound, bound)
+
+    def _pads(self):
+        """Explicit (before, after) amounts for a non-zeros padding_mode (torch pads the input first)."""
+        if self.padding == "valid":
+            return [(0, 0)] * self._nd
+        if self.padding == "same":
+            out = []
+            for k, d in zip(self.kernel_size, self.dilation):
+                total = d * (k - 1)
+                out.append((total // 2, total - total // 2))
+            return out
+        return [(p, p) for p in self.padding]
+
+    def forward(self, input):
+        if self.padding_mode == "zeros":
+            return F._conv(self._nd, input, self.weight, self.bias, self.stride, self.padding, self.dilation,
+                           self.groups)
+        x, batched = F._batched(input, self._nd, "conv%dd" % self._nd)
+        pads = tuple(self._pads())
+        size, kernel = tuple(x.shape[2:]), self.kernel_size
+        for i, (before, after) in enumerate(pads):
+            limit = size[i] - 1 if self.padding_mode == "reflect" else size[i]
+            if self.padding_mode != "replicate" and max(before, after) > limit:
+                raise RuntimeError("Padding size should be less than the corresponding input dimension, but got: "
+                                   "padding (%d, %d) at dimension %d of input %s"
+                                   % (before, after, 2 + i, list(x.shape)))
+        # The padded input is one gather (the mode's index map); the convolution then runs unpadded.
+        ones = (1,) * self._nd
+        padded, outs = F._gather(x, size, ones, ones, pads, ones, False, self.padding_mode, 0.0)
+        padded = padded.reshape(x.shape[0], x.shape[1], *outs)
+        out = F._conv(self._nd, padded, self.weight, self.bias, self.stride, 0, self.dilation, self.groups)
+        return out if batched else out.squeeze(0)
+
+    def extra_repr(self):
+        s = "%d, %d, kernel_size=%s, stride=%s" % (self.in_channels, self.out_channels, self.kernel_size, self.stride)
+        if self.padding != (0,) * self._nd:
+            s += ", padding=%s" % (repr(self.padding) if isinstance(self.padding, str) else str(self.padding))
+        if self.dilation != (1,) * self._nd:
+            s += ", dilation=%s" % (self.dilation,)
+        if self._transposed and self.output_padding != (0,) * self._nd:
+            s += ", output_padding=%s" % (self.output_padding,)
+        if self.groups != 1:
+            s += ", groups=%d" % self.groups
+        if self.bias is None:
+            s += ", bias=False"
+        if self.padding_mode != "zeros":
+            s += ", padding_mode=%s" % self.padding_mode
+        return s
+
+
+def _conv_class(nd):
+    class Conv(_ConvNd):
+        def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
+                     bias=True, padding_mode="zeros", device=None, dtype=None):
+            super().__init__(nd, in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
+                             padding_mode, device=device, dtype=dtype)
+    Conv.__name__ = Conv.__qualname__ = "Conv%dd" % nd
+    Conv.__doc__ = "torch.nn.Conv%dd: weight [out, in / groups, *kernel], optional bias [out]." % nd
+    return Conv
+
+
+def _conv_transpose_class(nd):
+    class ConvTranspose(_ConvNd):
+        _transposed = True
+
+        def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, output_padding=0, groups=1,
+                     bias=True, dilation=1, padding_mode="zeros", device=None, dtype=None):
+            super().__init__(nd, in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
+                             padding_mode, output_padding, device=device, dtype=dtype)
+
+        def forward(self, input, output_size=None):
+            output_padding = self.output_padding
+            if output_size is not None:
+                x = input if input.ndim == nd + 2 else input.unsqueeze(0)
+                want = list(output_size)[-nd:]
+                output_padding = []
+                for i in range(nd):
+                    base = ((x.shape[2 + i] - 1) * self.stride[i] - 2 * self.padding[i]
+                            + self.dilation[i] * (self.kernel_size[i] - 1) + 1)
+                    extra = want[i] - base
+                    if extra < 0 or extra >= max(self.stride[i], self.dilation[i]):
+                        raise ValueError("requested an output size of %s, but valid sizes range from %s to %s "
+                                         "(for an input of %s)" % (want, base, base + self.stride[i] - 1,
+                                                                   list(x.shape[2:])))
+                    output_padding.append(extra)
+            return F._conv_transpose(nd, input, self.weight, self.bias, self.stride, self.padding, output_padding,
+                                     self.groups, self.dilation)
+    ConvTranspose.__name__ = ConvTranspose.__qualname__ = "ConvTranspose%dd" % nd
+    ConvTranspose.__doc__ = ("torch.nn.ConvTranspose%dd: weight [in, out / groups, *kernel] (the adjoint of Conv%dd "
+                             "with the same weight)." % (nd, nd))
+    return ConvTranspose
+
+
+class _MaxPoolNd(Module):
+    _nd = 0
+
+    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False, ceil_mode=False):
+        super().__init__()
+        self.kernel_size, self.stride = kernel_size, stride if stride is not None else kernel_size
+        self.padding, self.dilation = padding, dilation
+        self.return_indices, self.ceil_mode = return_indices, ceil_mode
+
+    def forward(self, input):
+        return F._max_pool(self._nd, input, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode,
+                           self.return_indices)
+
+    def extra_repr(self):
+        return "kernel_size=%s, stride=%s, padding=%s, dilation=%s, ceil_mode=%s" % (
+            self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode)
+
+
+class _AvgPoolNd(Module):
+    _nd = 0
+
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+                 divisor_override=None):
+        super().__init__()
+        self.kernel_size, self.stride = kernel_size, stride if stride is not None else kernel_size
+        self.padding, self.ceil_mode, self.count_include_pad = padding, ceil_mode, count_include_pad
+        self.divisor_override = divisor_override
+
+    def forward(self, input):
+        return F._avg_pool(self._nd, input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                           self.count_include_pad, self.divisor_override)
+
+    def extra_repr(self):
+        return "kernel_size=%s, stride=%s, padding=%s" % (self.kernel_size, self.stride, self.padding)
+
+
+class _AdaptiveAvgPoolNd(Module):
+    _nd = 0
+
+    def __init__(self, output_size):
+        super().__init__()
+        self.output_size = output_size
+
+    def forward(self, input):
+        return F._adaptive_avg_pool(self._nd, input, self.output_size)
+
+    def extra_repr(self):
+        return "output_size=%s" % (self.output_size,)
+
+
+class _AdaptiveMaxPoolNd(Module):
+    _nd = 0
+
+    def __init__(self, output_size, return_indices=False):
+        super().__init__()
+        self.output_size, self.return_indices = output_size, return_indices
+
+    def forward(self, input):
+        return F._adaptive_max_pool(self._nd, input, self.output_size, self.return_indices)
+
+    def extra_repr(self):
+        return "output_size=%s" % (self.output_size,)
+
+
+def _pool_class(base, prefix, nd):
+    cls = type("%s%dd" % (prefix, nd), (base,), {"_nd": nd, "__doc__": "torch.nn.%s%dd." % (prefix, nd)})
+    return cls
+
+
+class _NormBase(Module):
+    """torch.nn.BatchNorm*'s state: weight ones / bias zeros [C] (affine; bias=False drops the bias, as torch
+    2.15), running_mean zeros, running_var ones and num_batches_tracked (int64 0) as buffers
+    (track_running_stats)."""
+    _dims = ()
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True, device=None,
+                 dtype=None, *, bias=True):
+        super().__init__()
+        self.num_features, self.eps, self.momentum = num_features, eps, momentum
+        self.affine, self.track_running_stats, self._has_bias = affine, track_running_stats, bias
+        dt = dtype or _C.dtype.float32
+        if affine:
+            self.weight = Parameter(_C._full([num_features], 1.0, dt))
+            if bias:
+                self.bias = Parameter(_C._full([num_features], 0.0, dt))
+            else:
+                self.register_parameter("bias", None)
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        if track_running_stats:
+            self.register_buffer("running_mean", _C._full([num_features], 0.0, dt))
+            self.register_buffer("running_var", _C._full([num_features], 1.0, dt))
+            self.register_buffer("num_batches_tracked", _C._full([], 0.0, _C.dtype.int64))
+        else:
+            self.register_buffer("running_mean", None)
+            self.register_buffer("running_var", None)
+            self.register_buffer("num_batches_tracked", None)
+
+    def reset_running_stats(self):
+        if self.track_running_stats:
+            with _C._GradMode(False):
+                self.running_mean.zero_()
+                self.running_var.fill_(1.0)
+                self.num_batches_tracked.zero_()
+
+    def reset_parameters(self):
+        self.reset_running_stats()
+        if self.affine:
+            init.ones_(self.weight)
+            if self.bias is not None:
+                init.zeros_(self.bias)
+
+    def forward(self, input):
+        if input.ndim not in self._dims:
+            raise ValueError("expected %s input (got %dD input)"
+                             % (" or ".join("%dD" % d for d in self._dims), input.ndim))
+        if input.shape[1] != self.num_features:
+            raise ValueError("%s: expected %d channels in dim 1, got input of size %s"
+                             % (type(self).__name__, self.num_features, list(input.shape)))
+        factor = 0.0 if self.momentum is None else self.momentum
+        if self.training and self.track_running_stats:
+            with _C._GradMode(False):
+                self.num_batches_tracked.copy_(self.num_batches_tracked + 1)
+            if self.momentum is None:  # cumulative moving average
+                factor = 1.0 / float(self.num_batches_tracked.item())
+        use_batch = self.training or self.running_mean is None
+        track = not self.training or self.track_running_stats
+        return F.batch_norm(input, self.running_mean if track else None, self.running_var if track else None,
+                            self.weight, self.bias, use_batch, factor, self.eps)
+
+    def extra_repr(self):
+        return "%d, eps=%s, momentum=%s, affine=%s, bias=%s, track_running_stats=%s" % (
+            self.num_features, self.eps, self.momentum, self.affine, self._has_bias, self.track_running_stats)
+
+
+def _norm_class(name, dims):
+    return type(name, (_NormBase,), {"_dims": dims, "__doc__": "torch.nn.%s over [N, C, *] (per channel)." % name})
+
+
+class Unfold(Module):
+    """torch.nn.Unfold: F.unfold (im2col)."""
+
+    def __init__(self, kernel_size, dilation=1, padding=0, stride=1):
+        super().__init__()
+        self.kernel_size, self.dilation, self.padding, self.stride = kernel_size, dilation, padding, stride
+
+    def forward(self, input):
+        return F.unfold(input, self.kernel_size, self.dilation, self.padding, self.stride)
+
+
+class Fold(Module):
+    """torch.nn.Fold: F.fold (col2im, the adjoint of Unfold)."""
+
+    def __init__(self, output_size, kernel_size, dilation=1, padding=0, stride=1):
+        super().__init__()
+        self.output_size, self.kernel_size = output_size, kernel_size
+        self.dilation, self.padding, self.stride = dilation, padding, stride
+
+    def forward(self, input):
+        return F.fold(input, self.output_size, self.kernel_size, self.dilation, self.padding, self.stride)
+
+
+def make_modules():
+    out = dict(Unfold=Unfold, Fold=Fold)
+    for nd in (1, 2, 3):
+        out["Conv%dd" % nd] = _conv_class(nd)
+        out["ConvTranspose%dd" % nd] = _conv_transpose_class(nd)
+        out["MaxPool%dd" % nd] = _pool_class(_MaxPoolNd, "MaxPool", nd)
+        out["AvgPool%dd" % nd] = _pool_class(_AvgPoolNd, "AvgPool", nd)
+        out["AdaptiveAvgPool%dd" % nd] = _pool_class(_AdaptiveAvgPoolNd, "AdaptiveAvgPool", nd)
+        out["AdaptiveMaxPool%dd" % nd] = _pool_class(_AdaptiveMaxPoolNd, "AdaptiveMaxPool", nd)
+    out["BatchNorm1d"] = _norm_class("BatchNorm1d", (2, 3))
+    out["BatchNorm2d"] = _norm_class("BatchNorm2d", (4,))
+    out["BatchNorm3d"] = _norm_class("BatchNorm3d", (5,))
+    return out

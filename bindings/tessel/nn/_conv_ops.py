@@ -1,0 +1,514 @@
+"""torch.nn.functional's convolution, pooling, fold/unfold and batch-norm entries, composed from bound ops
+(so autograd, autocast and the dtype rules come from them).
+
+Every windowed op is one gather. The input's spatial dims are flattened, one sentinel entry is appended
+(0 for convolution, fold and average pooling; -inf for max pooling), and a host-built index of shape
+[K, O] (kernel offsets x output positions) picks each window's entries; zero padding and the windows
+ceil_mode adds point at the sentinel, while reflect / replicate / circular padding map into the input
+itself. Convolution is then one batched matmul of the weight [G, OC/G, C/G*K] with the columns
+[N, G, C/G*K, O] (no permute on either side); pooling reduces over K; fold (and so conv_transpose) is the
+gather's adjoint, one index-add of rows. The gather's backward is that same index-add, so gradients are
+exact. Adaptive average pooling is one small averaging matrix per spatial dim (F.linear).
+
+Why by hand: tessel's kernels target transformer training (oneDNN's convolutions are not linked); these
+layers serve the convolutional stems and small CNNs of ported scripts at matmul speed plus one im2col
+copy. The index arrays are cached per geometry.
+"""
+import builtins
+import functools
+import math
+
+import numpy as np
+
+from .. import _C
+from .._extra import _channel_affine
+
+
+def _tuple(v, n, name):
+    if isinstance(v, (tuple, list)):
+        if len(v) == 1:
+            return tuple(int(v[0]) for _ in range(n))
+        if len(v) != n:
+            raise ValueError("%s must be an int or a tuple of %d ints, got %s" % (name, n, list(v)))
+        return tuple(int(x) for x in v)
+    return tuple(int(v) for _ in range(n))
+
+
+def _output_len(size, kernel, stride, before, after, dilation, ceil_mode):
+    span = dilation * (kernel - 1) + 1
+    room = size + before + after - span
+    if room < 0:
+        return 0
+    out = (-(-room // stride) if ceil_mode else room // stride) + 1
+    if ceil_mode and (out - 1) * stride >= size + before:
+        out -= 1  # torch: the last window must start inside the input or its left padding
+    return out
+
+
+def _map_coords(c, size, mode):
+    """Input coordinates of padded positions under padding_mode; valid marks those that read the input."""
+    if mode == "zeros":
+        return c, (c >= 0) & (c < size)
+    if mode == "reflect":
+        period = 2 * (size - 1) if size > 1 else 1
+        m = np.abs(c) % period
+        return np.where(m >= size, period - m, m), np.ones_like(c, dtype=bool)
+    if mode == "replicate":
+        return np.clip(c, 0, size - 1), np.ones_like(c, dtype=bool)
+    if mode == "circular":
+        return c % size, np.ones_like(c, dtype=bool)
+    raise ValueError("padding_mode must be 'zeros', 'reflect', 'replicate' or 'circular', got %r" % mode)
+
+
+@functools.lru_cache(maxsize=256)
+def _window_index(size, kernel, stride, pads, dilation, ceil_mode, mode, outs=None):
+    """(index tensor [K*O] into the flattened input + sentinel, the same index as an array [K, O], output
+    sizes, in_padded [K, O] (inside the padded bounds), valid [K, O] (reads the input)). pads is
+    ((before, after), ...) per spatial dim; outs, where given, keeps only the first outs windows per dim."""
+    nd = len(size)
+    outs = outs or tuple(_output_len(size[i], kernel[i], stride[i], pads[i][0], pads[i][1], dilation[i], ceil_mode)
+                 for i in range(nd))
+    total = int(np.prod(size))
+    flat = np.zeros([1] * (2 * nd), dtype=np.int64)
+    valid = np.ones([1] * (2 * nd), dtype=bool)
+    in_padded = np.ones([1] * (2 * nd), dtype=bool)
+    place = 1
+    for i in reversed(range(nd)):
+        c = np.arange(kernel[i])[:, None] * dilation[i] + np.arange(outs[i])[None, :] * stride[i] - pads[i][0]
+        inside = (c >= -pads[i][0]) & (c < size[i] + pads[i][1])
+        mapped, ok = _map_coords(c, size[i], mode)
+        shape = [1] * (2 * nd)
+        shape[i], shape[nd + i] = kernel[i], outs[i]
+        flat = flat + (mapped * place).reshape(shape)
+        valid = valid & ok.reshape(shape)
+        in_padded = in_padded & inside.reshape(shape)
+        place *= size[i]
+    k, o = int(np.prod(kernel)), int(np.prod(outs))
+    flat = np.broadcast_to(flat, list(kernel) + list(outs)).reshape(k, o)
+    valid = np.broadcast_to(valid, list(kernel) + list(outs)).reshape(k, o)
+    in_padded = np.broadcast_to(in_padded, list(kernel) + list(outs)).reshape(k, o)
+    index = np.where(valid, flat, total)
+    return _as_tensor(index.reshape(-1)), index, outs, in_padded, valid
+
+
+def _as_tensor(array):
+    from .._tensor import tensor
+    return tensor(np.ascontiguousarray(array))
+
+
+def _gather(x, size, kernel, stride, pads, dilation, ceil_mode, mode, fill):
+    """x [N, C, *size] -> columns [N, C, K, O] and the output sizes."""
+    index, _, outs, _, _ = _window_index(size, kernel, stride, pads, dilation, ceil_mode, mode)
+    n, c = x.shape[0], x.shape[1]
+    total = int(np.prod(size))
+    flat = x.reshape(n, c, total)
+    flat = _C._functional.cat([flat, _C._full([n, c, 1], float(fill), x.dtype)], 2)
+    cols = flat[:, :, index]
+    return cols.reshape(n, c, int(np.prod(kernel)), int(np.prod(outs))), outs
+
+
+def _batched(input, nd, name):
+    if input.ndim == nd + 2:
+        return input, True
+    if input.ndim == nd + 1:
+        return input.unsqueeze(0), False
+    raise RuntimeError("Expected %dD (unbatched) or %dD (batched) input to %s, but got input of size: %s"
+                       % (nd + 1, nd + 2, name, list(input.shape)))
+
+
+def _same_pads(padding, kernel, dilation, stride, nd, name):
+    if isinstance(padding, str):
+        if padding == "valid":
+            return tuple((0, 0) for _ in range(nd))
+        if padding == "same":
+            if any(s != 1 for s in stride):
+                raise ValueError("padding='same' is not supported for strided convolutions")
+            pads = []
+            for i in range(nd):
+                total = dilation[i] * (kernel[i] - 1)
+                pads.append((total // 2, total - total // 2))
+            return tuple(pads)
+        raise ValueError("Invalid padding string %r, should be one of ['valid', 'same']" % padding)
+    p = _tuple(padding, nd, "padding")
+    if any(x < 0 for x in p):
+        raise RuntimeError("%s: negative padding is not supported, got %s" % (name, list(p)))
+    return tuple((x, x) for x in p)
+
+
+def _conv(nd, input, weight, bias, stride, padding, dilation, groups, padding_mode="zeros"):
+    name = "conv%dd" % nd
+    x, batched = _batched(input, nd, name)
+    if weight.ndim != nd + 2:
+        raise RuntimeError("%s: expected weight to be %d-dimensional, got weight of size %s"
+                           % (name, nd + 2, list(weight.shape)))
+    n, c = x.shape[0], x.shape[1]
+    oc, cg = weight.shape[0], weight.shape[1]
+    kernel = tuple(weight.shape[2:])
+    if groups < 1 or oc % groups:
+        raise RuntimeError("%s: out channels (%d) must be divisible by groups (%d)" % (name, oc, groups))
+    if c != cg * groups:
+        raise RuntimeError("Given groups=%d, weight of size %s, expected input%s to have %d channels, but got %d "
+                           "channels instead" % (groups, list(weight.shape), list(x.shape), cg * groups, c))
+    stride = _tuple(stride, nd, "stride")
+    dilation = _tuple(dilation, nd, "dilation")
+    if any(s < 1 for s in stride) or any(d < 1 for d in dilation):
+        raise RuntimeError("%s: stride and dilation must be positive, got stride=%s dilation=%s"
+                           % (name, list(stride), list(dilation)))
+    pads = _same_pads(padding, kernel, dilation, stride, nd, name)
+    size = tuple(x.shape[2:])
+    for i in range(nd):
+        if size[i] + pads[i][0] + pads[i][1] < dilation[i] * (kernel[i] - 1) + 1:
+            raise RuntimeError("%s: calculated padded input size per channel: %s. Kernel size: %s. Kernel size can't "
+                               "be greater than actual input size" % (
+                                   name, [size[j] + pads[j][0] + pads[j][1] for j in range(nd)], list(kernel)))
+    cols, outs = _gather(x, size, kernel, stride, pads, dilation, False, padding_mode, 0.0)
+    k, o = int(np.prod(kernel)), int(np.prod(outs))
+    cols = cols.reshape(n, groups, cg * k, o)
+    w = weight.reshape(groups, oc // groups, cg * k)
+    out = w.unsqueeze(0).expand(n, groups, oc // groups, cg * k) @ cols
+    out = out.reshape(n, oc, *outs)
+    if bias is not None:
+        out = out + bias.reshape(1, oc, *([1] * nd))
+    return out if batched else out.squeeze(0)
+
+
+def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    return _conv(1, input, weight, bias, stride, padding, dilation, groups)
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    return _conv(2, input, weight, bias, stride, padding, dilation, groups)
+
+
+def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    return _conv(3, input, weight, bias, stride, padding, dilation, groups)
+
+
+def _fold_rows(cols, size, kernel, stride, pads, dilation, outs=None):
+    """The gather's adjoint: cols [N, C, K*O] summed into [N, C, *size] (padding positions dropped); outs:
+    the windows per dim (conv_transpose's input size; by default all that fit)."""
+    index, _, _, _, _ = _window_index(size, kernel, stride, pads, dilation, False, "zeros", outs)
+    n, c = cols.shape[0], cols.shape[1]
+    total = int(np.prod(size))
+    rows = cols.reshape(n * c, -1).transpose(0, 1)
+    summed = _C._functional._index_add_rows(rows.contiguous(), index, total + 1)
+    return summed.narrow(0, 0, total).transpose(0, 1).reshape(n, c, *size)
+
+
+def _conv_transpose(nd, input, weight, bias, stride, padding, output_padding, groups, dilation):
+    name = "conv_transpose%dd" % nd
+    x, batched = _batched(input, nd, name)
+    n, c = x.shape[0], x.shape[1]
+    if weight.ndim != nd + 2 or weight.shape[0] != c:
+        raise RuntimeError("%s: weight of size %s does not match input%s (expected weight [%d, out_channels/groups, "
+                           "kernel...])" % (name, list(weight.shape), list(x.shape), c))
+    if c % groups:
+        raise RuntimeError("%s: in channels (%d) must be divisible by groups (%d)" % (name, c, groups))
+    ocg, kernel = weight.shape[1], tuple(weight.shape[2:])
+    stride, dilation = _tuple(stride, nd, "stride"), _tuple(dilation, nd, "dilation")
+    padding, output_padding = _tuple(padding, nd, "padding"), _tuple(output_padding, nd, "output_padding")
+    for i in range(nd):
+        if output_padding[i] >= max(stride[i], dilation[i]):
+            raise RuntimeError("%s: output padding must be smaller than either stride or dilation, got "
+                               "output_padding=%s stride=%s dilation=%s" % (name, list(output_padding), list(stride),
+                                                                            list(dilation)))
+    size_in = tuple(x.shape[2:])
+    size = tuple((size_in[i] - 1) * stride[i] - 2 * padding[i] + dilation[i] * (kernel[i] - 1) + output_padding[i] + 1
+                 for i in range(nd))
+    if any(s <= 0 for s in size):
+        raise RuntimeError("%s: output size %s is too small for input%s" % (name, list(size), list(x.shape)))
+    pads = tuple((padding[i], padding[i]) for i in range(nd))
+    k, l = int(np.prod(kernel)), int(np.prod(size_in))
+    cg = c // groups
+    w = weight.reshape(groups, cg, ocg * k).transpose(1, 2)  # [G, OCg*K, Cg]
+    cols = w.unsqueeze(0).expand(n, groups, ocg * k, cg) @ x.reshape(n, groups, cg, l)  # [N, G, OCg*K, L]
+    out = _fold_rows(cols.reshape(n, groups * ocg, k * l), size, kernel, stride, pads, dilation, size_in)
+    if bias is not None:
+        out = out + bias.reshape(1, groups * ocg, *([1] * nd))
+    return out if batched else out.squeeze(0)
+
+
+def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    return _conv_transpose(1, input, weight, bias, stride, padding, output_padding, groups, dilation)
+
+
+def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    return _conv_transpose(2, input, weight, bias, stride, padding, output_padding, groups, dilation)
+
+
+def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    return _conv_transpose(3, input, weight, bias, stride, padding, output_padding, groups, dilation)
+
+
+def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
+    """torch.nn.functional.unfold (im2col) of a 4-D (or unbatched 3-D) input: [N, C*kh*kw, L]."""
+    x, batched = _batched(input, 2, "unfold")
+    kernel, dilation = _tuple(kernel_size, 2, "kernel_size"), _tuple(dilation, 2, "dilation")
+    stride, pads = _tuple(stride, 2, "stride"), tuple((p, p) for p in _tuple(padding, 2, "padding"))
+    cols, outs = _gather(x, tuple(x.shape[2:]), kernel, stride, pads, dilation, False, "zeros", 0.0)
+    out = cols.reshape(x.shape[0], -1, int(np.prod(outs)))
+    return out if batched else out.squeeze(0)
+
+
+def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
+    """torch.nn.functional.fold (col2im): [N, C*kh*kw, L] summed into [N, C, *output_size]."""
+    if input.ndim not in (2, 3):
+        raise RuntimeError("fold: expected 2D or 3D (batched) input, got input of size %s" % list(input.shape))
+    x = input if input.ndim == 3 else input.unsqueeze(0)
+    size, kernel = _tuple(output_size, 2, "output_size"), _tuple(kernel_size, 2, "kernel_size")
+    dilation, stride = _tuple(dilation, 2, "dilation"), _tuple(stride, 2, "stride")
+    pads = tuple((p, p) for p in _tuple(padding, 2, "padding"))
+    _, _, outs, _, _ = _window_index(size, kernel, stride, pads, dilation, False, "zeros")
+    k, l = int(np.prod(kernel)), int(np.prod(outs))
+    if x.shape[1] % k or x.shape[2] != l:
+        raise RuntimeError("fold: expected input of size [N, C * %d, %d] for output_size=%s, kernel_size=%s, got %s"
+                           % (k, l, list(size), list(kernel), list(input.shape)))
+    out = _fold_rows(x.reshape(x.shape[0], x.shape[1] // k, k * l), size, kernel, stride, pads, dilation)
+    return out if input.ndim == 3 else out.squeeze(0)
+
+
+def _pool_args(nd, name, x, kernel_size, stride, padding, dilation):
+    kernel = _tuple(kernel_size, nd, "kernel_size")
+    stride = kernel if stride is None or (isinstance(stride, (tuple, list)) and not stride) else \
+        _tuple(stride, nd, "stride")
+    padding, dilation = _tuple(padding, nd, "padding"), _tuple(dilation, nd, "dilation")
+    for i in range(nd):
+        if padding[i] * 2 > kernel[i]:
+            raise RuntimeError("%s: pad should be at most half of effective kernel size, but got pad=%d, "
+                               "kernel_size=%d and dilation=%d" % (name, padding[i], kernel[i], dilation[i]))
+    if any(s < 1 for s in stride) or any(k < 1 for k in kernel):
+        raise RuntimeError("%s: kernel_size and stride must be positive, got %s and %s"
+                           % (name, list(kernel), list(stride)))
+    return kernel, stride, tuple((p, p) for p in padding), dilation
+
+
+def _max_pool(nd, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices):
+    name = "max_pool%dd" % nd
+    x, batched = _batched(input, nd, name)
+    kernel, stride, pads, dilation = _pool_args(nd, name, x, kernel_size, stride, padding, dilation)
+    size = tuple(x.shape[2:])
+    cols, outs = _gather(x, size, kernel, stride, pads, dilation, ceil_mode, "zeros", -math.inf)
+    if any(o <= 0 for o in outs):
+        raise RuntimeError("%s: output size %s is too small for input%s" % (name, list(outs), list(x.shape)))
+    values, arg = cols.max(2)
+    shape = [x.shape[0], x.shape[1]] + list(outs)
+    values = values.reshape(*shape)
+    if not batched:
+        values = values.squeeze(0)
+    if not return_indices:
+        return values
+    _, index, _, _, _ = _window_index(size, kernel, stride, pads, dilation, ceil_mode, "zeros")
+    picked = index[arg.numpy(), np.arange(index.shape[1])[None, None, :]]  # every window reads the input
+    indices = _as_tensor(picked.reshape(shape).astype(np.int64))
+    return values, (indices if batched else indices.squeeze(0))
+
+
+def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    return _max_pool(1, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
+
+
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    return _max_pool(2, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
+
+
+def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    return _max_pool(3, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
+
+
+def _avg_pool(nd, input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override):
+    name = "avg_pool%dd" % nd
+    x, batched = _batched(input, nd, name)
+    kernel, stride, pads, dilation = _pool_args(nd, name, x, kernel_size, stride, padding, 1)
+    size = tuple(x.shape[2:])
+    cols, outs = _gather(x, size, kernel, stride, pads, dilation, ceil_mode, "zeros", 0.0)
+    if any(o <= 0 for o in outs):
+        raise RuntimeError("%s: output size %s is too small for input%s" % (name, list(outs), list(x.shape)))
+    _, _, _, in_padded, valid = _window_index(size, kernel, stride, pads, dilation, ceil_mode, "zeros")
+    if divisor_override:
+        divisor = np.full(in_padded.shape[1], float(divisor_override))
+    else:
+        divisor = (in_padded if count_include_pad else valid).sum(0).astype(np.float64)
+    out = cols.sum(2) / _as_tensor(divisor).to(x.dtype)
+    out = out.reshape(x.shape[0], x.shape[1], *outs)
+    return out if batched else out.squeeze(0)
+
+
+def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
+    return _avg_pool(1, input, kernel_size, stride, padding, ceil_mode, count_include_pad, None)
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    return _avg_pool(2, input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+
+
+def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    return _avg_pool(3, input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+
+
+def _adaptive_bounds(size, out):
+    starts = [(i * size) // out for i in range(out)]
+    ends = [-(-((i + 1) * size) // out) for i in range(out)]
+    return starts, ends
+
+
+def _adaptive_sizes(nd, x, output_size, name):
+    outs = _tuple(output_size, nd, "output_size") if not isinstance(output_size, (tuple, list)) else \
+        tuple(x.shape[2 + i] if output_size[i] is None else int(output_size[i]) for i in range(len(output_size)))
+    if len(outs) != nd:
+        raise ValueError("%s: output_size must have %d entries, got %s" % (name, nd, list(output_size)))
+    if any(o <= 0 for o in outs):
+        raise RuntimeError("%s: output_size must be positive, got %s" % (name, list(outs)))
+    return outs
+
+
+def _adaptive_avg_pool(nd, input, output_size):
+    name = "adaptive_avg_pool%dd" % nd
+    x, batched = _batched(input, nd, name)
+    outs = _adaptive_sizes(nd, x, output_size, name)
+    out = x
+    for i in range(nd):
+        size = x.shape[2 + i]
+        starts, ends = _adaptive_bounds(size, outs[i])
+        avg = np.zeros((outs[i], size))
+        for o in range(outs[i]):
+            avg[o, starts[o]:ends[o]] = 1.0 / (ends[o] - starts[o])
+        moved = out.movedim(2 + i, -1)
+        moved = _C._functional.linear(moved, _as_tensor(avg).to(x.dtype), None)
+        out = moved.movedim(-1, 2 + i)
+    return out if batched else out.squeeze(0)
+
+
+def adaptive_avg_pool1d(input, output_size):
+    return _adaptive_avg_pool(1, input, output_size)
+
+
+def adaptive_avg_pool2d(input, output_size):
+    return _adaptive_avg_pool(2, input, output_size)
+
+
+def adaptive_avg_pool3d(input, output_size):
+    return _adaptive_avg_pool(3, input, output_size)
+
+
+@functools.lru_cache(maxsize=64)
+def _adaptive_index(size, outs):
+    """Windows of adaptive max pooling padded to the widest one: (index [Kmax*O], index matrix [Kmax, O])."""
+    nd = len(size)
+    widths = []
+    per_dim = []
+    for i in range(nd):
+        starts, ends = _adaptive_bounds(size[i], outs[i])
+        kmax = builtins.max(e - s for s, e in zip(starts, ends))
+        c = np.array(starts)[None, :] + np.arange(kmax)[:, None]
+        ok = c < np.array(ends)[None, :]
+        per_dim.append((np.minimum(c, size[i] - 1), ok))
+        widths.append(kmax)
+    total = int(np.prod(size))
+    flat = np.zeros([1] * (2 * nd), dtype=np.int64)
+    valid = np.ones([1] * (2 * nd), dtype=bool)
+    place = 1
+    for i in reversed(range(nd)):
+        shape = [1] * (2 * nd)
+        shape[i], shape[nd + i] = widths[i], outs[i]
+        flat = flat + (per_dim[i][0] * place).reshape(shape)
+        valid = valid & per_dim[i][1].reshape(shape)
+        place *= size[i]
+    full = list(widths) + list(outs)
+    k, o = int(np.prod(widths)), int(np.prod(outs))
+    flat = np.broadcast_to(flat, full).reshape(k, o)
+    valid = np.broadcast_to(valid, full).reshape(k, o)
+    return np.where(valid, flat, total), k
+
+
+def _adaptive_max_pool(nd, input, output_size, return_indices):
+    name = "adaptive_max_pool%dd" % nd
+    x, batched = _batched(input, nd, name)
+    outs = _adaptive_sizes(nd, x, output_size, name)
+    size = tuple(x.shape[2:])
+    index, k = _adaptive_index(size, outs)
+    n, c = x.shape[0], x.shape[1]
+    total = int(np.prod(size))
+    flat = _C._functional.cat([x.reshape(n, c, total), _C._full([n, c, 1], -math.inf, x.dtype)], 2)
+    cols = flat[:, :, _as_tensor(index.reshape(-1))].reshape(n, c, k, -1)
+    values, arg = cols.max(2)
+    values = values.reshape(n, c, *outs)
+    if not batched:
+        values = values.squeeze(0)
+    if not return_indices:
+        return values
+    picked = index[arg.numpy(), np.arange(index.shape[1])[None, None, :]].reshape(n, c, *outs)
+    indices = _as_tensor(picked.astype(np.int64))
+    return values, (indices if batched else indices.squeeze(0))
+
+
+def adaptive_max_pool1d(input, output_size, return_indices=False):
+    return _adaptive_max_pool(1, input, output_size, return_indices)
+
+
+def adaptive_max_pool2d(input, output_size, return_indices=False):
+    return _adaptive_max_pool(2, input, output_size, return_indices)
+
+
+def adaptive_max_pool3d(input, output_size, return_indices=False):
+    return _adaptive_max_pool(3, input, output_size, return_indices)
+
+
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5):
+    """torch.nn.functional.batch_norm over [N, C, *]: batch statistics in training (biased variance to
+    normalize; the running variance takes the unbiased one, blended by momentum in place), the running
+    statistics otherwise. Low-precision inputs are normalized in float32 and returned in their dtype."""
+    if input.ndim < 2:
+        raise ValueError("batch_norm: expected at least 2D input (got %dD input)" % input.ndim)
+    c = input.shape[1]
+    shape = [1, c] + [1] * (input.ndim - 2)
+    x = input if input.dtype == _C.dtype.float64 else input.float()
+    if training:
+        count = input.numel() // c
+        if count <= 1:
+            raise ValueError("Expected more than 1 value per channel when training, got input size %s"
+                             % list(input.shape))
+        dims = [0] + list(range(2, input.ndim))
+        mean = x.mean(dims, keepdim=True)
+        centered = x - mean
+        var = (centered * centered).mean(dims, keepdim=True)
+        if running_mean is not None or running_var is not None:
+            with _C._GradMode(False):
+                if running_mean is not None:
+                    running_mean.copy_((running_mean * (1.0 - momentum)
+                                        + mean.detach().reshape(c).to(running_mean.dtype) * momentum))
+                if running_var is not None:
+                    unbiased = var.detach().reshape(c) * (count / (count - 1.0))
+                    running_var.copy_((running_var * (1.0 - momentum) + unbiased.to(running_var.dtype) * momentum))
+        y = centered * (var + eps).rsqrt()
+    else:
+        if running_mean is None or running_var is None:
+            raise RuntimeError("batch_norm: running_mean and running_var are required when training=False")
+        y = (x - running_mean.reshape(*shape).to(x.dtype)) * (running_var.reshape(*shape).to(x.dtype) + eps).rsqrt()
+    return _channel_affine(y.to(input.dtype), weight, bias)
+
+
+def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None, use_input_stats=True,
+                  momentum=0.1, eps=1e-5):
+    """torch.nn.functional.instance_norm: each sample's channels normalized over their spatial dims."""
+    if not use_input_stats or running_mean is not None or running_var is not None:
+        raise NotImplementedError("instance_norm: running statistics are not supported (use_input_stats=True, "
+                                  "no running_mean / running_var)")
+    n, c = input.shape[0], input.shape[1]
+    y = batch_norm(input.reshape(1, n * c, *input.shape[2:]), None, None, None, None, True, momentum, eps)
+    return _channel_affine(y.reshape(*input.shape), weight, bias)
+
+
+FUNCTIONAL = dict(
+    conv1d=conv1d, conv2d=conv2d, conv3d=conv3d, conv_transpose1d=conv_transpose1d,
+    conv_transpose2d=conv_transpose2d, conv_transpose3d=conv_transpose3d, unfold=unfold, fold=fold,
+    max_pool1d=max_pool1d, max_pool2d=max_pool2d, max_pool3d=max_pool3d,
+    max_pool1d_with_indices=lambda *a, **k: max_pool1d(*a, **dict(k, return_indices=True)),
+    max_pool2d_with_indices=lambda *a, **k: max_pool2d(*a, **dict(k, return_indices=True)),
+    max_pool3d_with_indices=lambda *a, **k: max_pool3d(*a, **dict(k, return_indices=True)),
+    avg_pool1d=avg_pool1d, avg_pool2d=avg_pool2d, avg_pool3d=avg_pool3d,
+    adaptive_avg_pool1d=adaptive_avg_pool1d, adaptive_avg_pool2d=adaptive_avg_pool2d,
+    adaptive_avg_pool3d=adaptive_avg_pool3d, adaptive_max_pool1d=adaptive_max_pool1d,
+    adaptive_max_pool2d=adaptive_max_pool2d, adaptive_max_pool3d=adaptive_max_pool3d,
+    batch_norm=batch_norm, instance_norm=instance_norm)

@@ -1,0 +1,446 @@
+"""Convolution, pooling, fold/unfold and batch norm (tessel/nn/_conv_ops.py, _conv_modules.py) against naive
+numpy loops in float64, gradients against finite differences and adjoint identities, torch's running-stat
+rules for batch norm, and torch's error messages."""
+import math
+import sys
+
+import numpy as np
+import pytest
+
+import tessel
+import tessel.nn as nn
+import tessel.nn.functional as F
+
+
+def t64(a, grad=False):
+    x = tessel.tensor(np.asarray(a, dtype=np.float64))
+    return x.requires_grad_() if grad else x
+
+
+def naive_conv(x, w, b, stride, pads, dilation, groups):
+    """x [N, C, *S], w [OC, C/G, *K]; pads ((before, after), ...) of zeros: loops over every output."""
+    nd = x.ndim - 2
+    xp = np.pad(x, [(0, 0), (0, 0)] + list(pads))
+    n, c = x.shape[:2]
+    oc, cg = w.shape[:2]
+    k = w.shape[2:]
+    outs = [(xp.shape[2 + i] - dilation[i] * (k[i] - 1) - 1) // stride[i] + 1 for i in range(nd)]
+    out = np.zeros([n, oc] + outs)
+    ocg = oc // groups
+    for o in np.ndindex(*outs):
+        for kk in np.ndindex(*k):
+            pos = tuple(o[i] * stride[i] + kk[i] * dilation[i] for i in range(nd))
+            for g in range(groups):
+                patch = xp[(slice(None), slice(g * cg, (g + 1) * cg)) + pos]  # [N, Cg]
+                wk = w[(slice(g * ocg, (g + 1) * ocg), slice(None)) + kk]  # [OCg, Cg]
+                out[(slice(None), slice(g * ocg, (g + 1) * ocg)) + o] += patch @ wk.T
+    if b is not None:
+        out += b.reshape([1, oc] + [1] * nd)
+    return out
+
+
+def finite_difference(f, a, eps=1e-6):
+    g = np.zeros_like(a)
+    for i in np.ndindex(*a.shape):
+        hi, lo = a.copy(), a.copy()
+        hi[i] += eps
+        lo[i] -= eps
+        g[i] = (f(hi) - f(lo)) / (2 * eps)
+    return g
+
+
+@pytest.mark.parametrize("nd,stride,padding,dilation,groups", [
+    (1, 1, 0, 1, 1), (1, 2, 1, 2, 2), (2, 1, 1, 1, 1), (2, (2, 1), (0, 2), (1, 2), 1), (2, 2, 1, 1, 3),
+    (3, 1, 1, 1, 1), (3, (1, 2, 1), 0, (2, 1, 1), 2)])
+def test_conv_matches_naive_loops(nd, stride, padding, dilation, groups):
+    rng = np.random.default_rng(nd * 10 + groups)
+    c, oc = 6, 6
+    size = [7, 6, 5][:nd]
+    kernel = [3, 2, 2][:nd]
+    x = rng.normal(size=[2, c] + size)
+    w = rng.normal(size=[oc, c // groups] + kernel)
+    b = rng.normal(size=oc)
+    got = getattr(F, "conv%dd" % nd)(t64(x), t64(w), t64(b), stride, padding, dilation, groups).numpy()
+    tup = lambda v: tuple(v) if isinstance(v, tuple) else (v,) * nd  # noqa: E731
+    want = naive_conv(x, w, b, tup(stride), [(p, p) for p in tup(padding)], tup(dilation), groups)
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_conv2d_gradients_match_finite_differences():
+    rng = np.random.default_rng(1)
+    x, w, b = rng.normal(size=(2, 4, 5, 4)), rng.normal(size=(6, 2, 3, 2)), rng.normal(size=6)
+    r = rng.normal(size=(2, 6, 3, 4))
+    args = dict(stride=(2, 1), padding=1, dilation=(1, 2), groups=2)
+
+    def loss(xa, wa, ba):
+        return float((naive_conv(xa, wa, ba, (2, 1), [(1, 1), (1, 1)], (1, 2), 2) * r).sum())
+    xt, wt, bt = t64(x, True), t64(w, True), t64(b, True)
+    (F.conv2d(xt, wt, bt, **args) * t64(r)).sum().backward()
+    np.testing.assert_allclose(xt.grad.numpy(), finite_difference(lambda a: loss(a, w, b), x), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(wt.grad.numpy(), finite_difference(lambda a: loss(x, a, b), w), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(bt.grad.numpy(), finite_difference(lambda a: loss(x, w, a), b), rtol=1e-6, atol=1e-7)
+
+
+def test_padding_same_with_an_even_kernel_pads_more_after_as_torch():
+    rng = np.random.default_rng(2)
+    x, w = rng.normal(size=(1, 2, 6, 5)), rng.normal(size=(3, 2, 4, 3))
+    got = F.conv2d(t64(x), t64(w), None, 1, "same", (1, 2)).numpy()
+    # total padding d*(k-1): (3, 4) -> (1 before, 2 after) rows, (2, 2) columns
+    want = naive_conv(x, w, None, (1, 1), [(1, 2), (2, 2)], (1, 2), 1)
+    assert got.shape == (1, 3, 6, 5)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(F.conv2d(t64(x), t64(w), None, 1, "valid").numpy(),
+                               naive_conv(x, w, None, (1, 1), [(0, 0), (0, 0)], (1, 1), 1), rtol=1e-12)
+    with pytest.raises(ValueError, match="padding='same' is not supported for strided convolutions"):
+        F.conv2d(t64(x), t64(w), None, 2, "same")
+
+
+@pytest.mark.parametrize("mode,np_mode", [("reflect", "reflect"), ("replicate", "edge"), ("circular", "wrap")])
+def test_conv_padding_modes_match_numpy_pad(mode, np_mode):
+    rng = np.random.default_rng(3)
+    conv = nn.Conv2d(2, 3, 3, padding=(2, 1), padding_mode=mode, dtype=tessel.float64)
+    x = rng.normal(size=(2, 2, 5, 4))
+    xp = np.pad(x, [(0, 0), (0, 0), (2, 2), (1, 1)], mode=np_mode)
+    want = naive_conv(xp, conv.weight.detach().numpy(), conv.bias.detach().numpy(), (1, 1), [(0, 0), (0, 0)],
+                      (1, 1), 1)
+    np.testing.assert_allclose(conv(t64(x)).detach().numpy(), want, rtol=1e-12, atol=1e-12)
+    assert "padding_mode=%s" % mode in repr(conv)
+
+
+def test_conv_module_shapes_init_bounds_unbatched_input_and_state_dict():
+    tessel.manual_seed(0)
+    conv = nn.Conv2d(4, 8, (3, 2), stride=2, groups=2, bias=True)
+    assert list(conv.weight.shape) == [8, 2, 3, 2] and list(conv.bias.shape) == [8]
+    bound = 1.0 / math.sqrt(2 * 3 * 2)  # kaiming_uniform(a=sqrt(5)) and the bias: 1/sqrt(fan_in)
+    w = conv.weight.detach().numpy()
+    assert np.abs(w).max() <= bound and np.abs(w).max() > 0.8 * bound
+    assert np.abs(conv.bias.detach().numpy()).max() <= bound
+    assert sorted(conv.state_dict().keys()) == ["bias", "weight"]
+    x = tessel.randn(4, 9, 8)
+    np.testing.assert_allclose(conv(x).detach().numpy(), conv(x.unsqueeze(0)).detach().numpy()[0], rtol=1e-6)
+    assert list(conv(x).shape) == [8, 4, 4]
+    assert nn.Conv1d(3, 5, 2, bias=False).bias is None
+    assert list(nn.Conv3d(2, 4, 3).weight.shape) == [4, 2, 3, 3, 3]
+
+
+def test_conv_errors_name_the_shapes():
+    x, w = tessel.randn(1, 4, 6, 6), tessel.randn(8, 3, 3, 3)
+    with pytest.raises(RuntimeError, match=r"Given groups=1, weight of size \[8, 3, 3, 3\], expected "
+                                           r"input\[1, 4, 6, 6\] to have 3 channels, but got 4 channels instead"):
+        F.conv2d(x, w)
+    with pytest.raises(RuntimeError, match="Kernel size can't be greater than actual input size"):
+        F.conv2d(tessel.randn(1, 3, 2, 2), w)
+    with pytest.raises(RuntimeError, match=r"Expected 3D \(unbatched\) or 4D \(batched\) input to conv2d"):
+        F.conv2d(tessel.randn(3, 6), w)
+    with pytest.raises(ValueError, match="must be divisible by groups"):
+        nn.Conv2d(4, 6, 3, groups=4)
+    with pytest.raises(ValueError, match="padding_mode must be one of"):
+        nn.Conv2d(4, 6, 3, padding_mode="mirror")
+
+
+@pytest.mark.parametrize("nd,stride,padding,output_padding,dilation,groups", [
+    (1, 2, 1, 1, 1, 1), (2, 2, 1, 1, 1, 2), (2, (1, 3), (0, 1), (0, 2), 1, 1), (2, 1, 0, 0, 2, 1),
+    (3, 2, 0, 1, 1, 1)])
+def test_conv_transpose_is_the_adjoint_of_conv(nd, stride, padding, output_padding, dilation, groups):
+    """<conv(y, w), x> == <y, conv_transpose(x, w)> for every geometry, and the output size is torch's formula."""
+    rng = np.random.default_rng(nd + groups)
+    cin, cout = 4, 2 * groups
+    size_in = [4, 3, 3][:nd]
+    kernel = [3, 2, 2][:nd]
+    tup = lambda v: tuple(v) if isinstance(v, tuple) else (v,) * nd  # noqa: E731
+    s, p, op, d = tup(stride), tup(padding), tup(output_padding), tup(dilation)
+    out_size = [(size_in[i] - 1) * s[i] - 2 * p[i] + d[i] * (kernel[i] - 1) + op[i] + 1 for i in range(nd)]
+    x = rng.normal(size=[2, cin] + size_in)
+    w = rng.normal(size=[cin, cout // groups] + kernel)
+    got = getattr(F, "conv_transpose%dd" % nd)(t64(x), t64(w), None, stride, padding, output_padding, groups,
+                                                dilation).numpy()
+    assert list(got.shape) == [2, cout] + out_size
+    y = rng.normal(size=[2, cout] + out_size)
+    # conv with the same weight maps [.., cout, out_size] back onto [.., cin, size_in]
+    conv_y = naive_conv(y, w, None, s, [(p[i], p[i]) for i in range(nd)], d, groups)
+    assert list(conv_y.shape) == [2, cin] + size_in
+    np.testing.assert_allclose((conv_y * x).sum(), (y * got).sum(), rtol=1e-11)
+
+
+def test_conv_transpose_module_output_size_and_bias():
+    tessel.manual_seed(1)
+    up = nn.ConvTranspose2d(3, 5, 3, stride=2, padding=1, dtype=tessel.float64)
+    x = tessel.randn(2, 3, 4, 4, dtype=tessel.float64)
+    assert list(up(x).shape) == [2, 5, 7, 7]
+    assert list(up(x, output_size=[8, 8]).shape) == [2, 5, 8, 8]
+    with pytest.raises(ValueError, match="requested an output size of \\[10, 10\\]"):
+        up(x, output_size=[10, 10])
+    nobias = F.conv_transpose2d(x, up.weight, None, 2, 1)
+    np.testing.assert_allclose((up(x) - nobias).detach().numpy(),
+                               np.broadcast_to(up.bias.detach().numpy().reshape(1, 5, 1, 1), (2, 5, 7, 7)), atol=1e-12)
+    assert list(up.weight.shape) == [3, 5, 3, 3]
+
+
+def test_unfold_matches_numpy_patches_and_fold_is_its_adjoint():
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(2, 3, 5, 6))
+    cols = F.unfold(t64(x), (2, 3), dilation=(1, 2), padding=1, stride=(2, 1)).numpy()
+    xp = np.pad(x, [(0, 0), (0, 0), (1, 1), (1, 1)])
+    oh, ow = (7 - 2) // 2 + 1, (8 - 5) // 1 + 1
+    want = np.zeros((2, 3 * 6, oh * ow))
+    for c in range(3):
+        for ki in range(2):
+            for kj in range(3):
+                for i in range(oh):
+                    for j in range(ow):
+                        want[:, c * 6 + ki * 3 + kj, i * ow + j] = xp[:, c, i * 2 + ki, j + kj * 2]
+    np.testing.assert_allclose(cols, want, rtol=0, atol=0)
+    y = rng.normal(size=cols.shape)
+    folded = F.fold(t64(y), (5, 6), (2, 3), dilation=(1, 2), padding=1, stride=(2, 1)).numpy()
+    np.testing.assert_allclose((cols * y).sum(), (x * folded).sum(), rtol=1e-12)
+    # non-overlapping windows: fold(unfold(x)) == x
+    x2 = rng.normal(size=(1, 2, 4, 6))
+    np.testing.assert_array_equal(nn.Fold((4, 6), 2, stride=2)(nn.Unfold(2, stride=2)(t64(x2))).numpy(), x2)
+
+
+def naive_pool(x, kernel, stride, pad, ceil_mode, reduce, dilation=(1, 1)):
+    """2-D pooling by loops; reduce(window values, count inside padded bounds, count of input entries)."""
+    n, c, h, w = x.shape
+    outs = []
+    for size, k, s, p, d in zip((h, w), kernel, stride, pad, dilation):
+        room = size + 2 * p - d * (k - 1) - 1
+        o = (-(-room // s) if ceil_mode else room // s) + 1
+        if ceil_mode and (o - 1) * s >= size + p:
+            o -= 1
+        outs.append(o)
+    out = np.zeros((n, c, outs[0], outs[1]))
+    arg = np.zeros((n, c, outs[0], outs[1]), dtype=np.int64)
+    for i in range(outs[0]):
+        for j in range(outs[1]):
+            vals, where, padded = [], [], 0
+            for a in range(kernel[0]):
+                for b in range(kernel[1]):
+                    r, q = i * stride[0] - pad[0] + a * dilation[0], j * stride[1] - pad[1] + b * dilation[1]
+                    if -pad[0] <= r < h + pad[0] and -pad[1] <= q < w + pad[1]:
+                        padded += 1
+                    if 0 <= r < h and 0 <= q < w:
+                        vals.append(x[:, :, r, q])
+                        where.append(r * w + q)
+            out[:, :, i, j], arg[:, :, i, j] = reduce(np.stack(vals, -1), padded, np.array(where))
+    return out, arg
+
+
+def _max_reduce(v, padded, where):
+    return v.max(-1), where[v.argmax(-1)]
+
+
+@pytest.mark.parametrize("kernel,stride,pad,dilation,ceil", [
+    ((2, 2), (2, 2), (0, 0), (1, 1), False), ((3, 3), (2, 2), (1, 1), (1, 1), True), ((3, 2), (2, 1), (1, 0), (2, 1), False),
+    ((2, 3), (3, 2), (1, 1), (1, 1), True)])
+def test_max_pool2d_values_indices_and_gradient_match_loops(kernel, stride, pad, dilation, ceil):
+    rng = np.random.default_rng(6)
+    x = rng.normal(size=(2, 3, 7, 6))
+    xt = t64(x, True)
+    values, indices = F.max_pool2d(xt, kernel, stride, pad, dilation, ceil, return_indices=True)
+    want, warg = naive_pool(x, kernel, stride, pad, ceil, _max_reduce, dilation)
+    np.testing.assert_array_equal(values.detach().numpy(), want)
+    np.testing.assert_array_equal(indices.numpy(), warg)
+    values.sum().backward()
+    grad = np.zeros_like(x).reshape(2, 3, -1)
+    for ni in range(2):
+        for ci in range(3):
+            np.add.at(grad[ni, ci], warg[ni, ci].reshape(-1), 1.0)
+    np.testing.assert_array_equal(xt.grad.numpy(), grad.reshape(x.shape))
+
+
+def test_max_pool_ties_route_the_gradient_to_the_first_maximum_as_torch():
+    x = t64(np.array([[[1.0, 3.0, 3.0, 2.0]]]), True)
+    out, idx = F.max_pool1d(x, 3, 1, return_indices=True)
+    assert idx.numpy().tolist() == [[[1, 1]]]
+    out.sum().backward()
+    assert x.grad.numpy().tolist() == [[[0.0, 2.0, 0.0, 0.0]]]
+    with pytest.raises(RuntimeError, match="pad should be at most half of effective kernel size, but got pad=2, "
+                                           "kernel_size=3"):
+        F.max_pool2d(tessel.randn(1, 1, 5, 5), 3, 1, 2)
+
+
+@pytest.mark.parametrize("count_include_pad,ceil,divisor", [(True, False, None), (False, False, None), (True, True, None),
+                                                            (False, True, None), (True, False, 5)])
+def test_avg_pool2d_divisors_match_torch_rules(count_include_pad, ceil, divisor):
+    rng = np.random.default_rng(7)
+    x = rng.normal(size=(2, 2, 7, 5))
+
+    def avg(v, padded, where):
+        return v.sum(-1) / (divisor or (padded if count_include_pad else len(where))), 0
+    want, _ = naive_pool(x, (3, 2), (2, 2), (1, 1), ceil, avg)
+    got = F.avg_pool2d(t64(x), (3, 2), 2, 1, ceil, count_include_pad, divisor).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
+
+
+def test_pool_modules_and_1d_3d_forms():
+    rng = np.random.default_rng(8)
+    x = rng.normal(size=(2, 3, 8))
+    np.testing.assert_allclose(nn.AvgPool1d(2)(t64(x)).numpy(), x.reshape(2, 3, 4, 2).mean(-1), rtol=1e-12)
+    np.testing.assert_array_equal(nn.MaxPool1d(2)(t64(x)).numpy(), x.reshape(2, 3, 4, 2).max(-1))
+    v = rng.normal(size=(1, 2, 4, 4, 6))
+    np.testing.assert_array_equal(nn.MaxPool3d(2)(t64(v)).numpy(), v.reshape(1, 2, 2, 2, 2, 2, 3, 2).max((3, 5, 7)))
+    np.testing.assert_allclose(nn.AvgPool3d((2, 2, 3))(t64(v)).numpy(),
+                               v.reshape(1, 2, 2, 2, 2, 2, 2, 3).mean((3, 5, 7)), rtol=1e-12)
+    unbatched = rng.normal(size=(3, 6, 6))
+    np.testing.assert_array_equal(nn.MaxPool2d(3)(t64(unbatched)).numpy(),
+                                  unbatched.reshape(3, 2, 3, 2, 3).max((2, 4)))
+
+
+@pytest.mark.parametrize("size,out", [((7, 5), (3, 2)), ((6, 6), (4, None)), ((5, 3), 1), ((4, 9), (4, 9))])
+def test_adaptive_pools_use_torch_windows(size, out):
+    rng = np.random.default_rng(9)
+    x = rng.normal(size=(2, 3) + size)
+    outs = (out, out) if isinstance(out, int) else tuple(size[i] if out[i] is None else out[i] for i in range(2))
+    want_avg, want_max = np.zeros((2, 3) + outs), np.zeros((2, 3) + outs)
+    for i in range(outs[0]):
+        for j in range(outs[1]):
+            r0, r1 = (i * size[0]) // outs[0], -(-((i + 1) * size[0]) // outs[0])
+            c0, c1 = (j * size[1]) // outs[1], -(-((j + 1) * size[1]) // outs[1])
+            want_avg[:, :, i, j] = x[:, :, r0:r1, c0:c1].mean((2, 3))
+            want_max[:, :, i, j] = x[:, :, r0:r1, c0:c1].max((2, 3))
+    xt = t64(x, True)
+    got = F.adaptive_avg_pool2d(xt, out)
+    np.testing.assert_allclose(got.detach().numpy(), want_avg, rtol=1e-12, atol=1e-14)
+    np.testing.assert_array_equal(nn.AdaptiveMaxPool2d(out)(t64(x)).numpy(), want_max)
+    r = rng.normal(size=want_avg.shape)
+    (got * t64(r)).sum().backward()
+
+    def loss(a):
+        return float((F.adaptive_avg_pool2d(t64(a), out).numpy() * r).sum())
+    np.testing.assert_allclose(xt.grad.numpy(), finite_difference(loss, x), rtol=1e-6, atol=1e-8)
+    vals, idx = F.adaptive_max_pool1d(t64(x[:, :, 0, :]), 2, return_indices=True)
+    flat = x[:, :, 0, :]
+    np.testing.assert_array_equal(np.take_along_axis(flat, idx.numpy(), -1), vals.numpy())
+
+
+def test_batch_norm_training_eval_and_running_statistics_follow_torch():
+    rng = np.random.default_rng(10)
+    bn = nn.BatchNorm2d(3, momentum=0.2, dtype=tessel.float64)
+    with tessel.no_grad():
+        bn.weight.copy_(t64([1.0, 2.0, 0.5]))
+        bn.bias.copy_(t64([0.0, -1.0, 3.0]))
+    x = rng.normal(size=(4, 3, 2, 5)) * 3 + 1
+    y = bn(t64(x)).detach().numpy()
+    mean, var = x.mean((0, 2, 3)), x.var((0, 2, 3))
+    want = (x - mean.reshape(1, 3, 1, 1)) / np.sqrt(var.reshape(1, 3, 1, 1) + 1e-5)
+    want = want * np.array([1.0, 2.0, 0.5]).reshape(1, 3, 1, 1) + np.array([0.0, -1.0, 3.0]).reshape(1, 3, 1, 1)
+    np.testing.assert_allclose(y, want, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(bn.running_mean.numpy(), 0.2 * mean, rtol=1e-12)
+    np.testing.assert_allclose(bn.running_var.numpy(), 0.8 + 0.2 * x.var((0, 2, 3), ddof=1), rtol=1e-12)
+    assert int(bn.num_batches_tracked.item()) == 1
+    assert sorted(bn.state_dict().keys()) == ["bias", "num_batches_tracked", "running_mean", "running_var", "weight"]
+    bn.eval()
+    z = rng.normal(size=(2, 3, 2, 2))
+    want_eval = (z - bn.running_mean.numpy().reshape(1, 3, 1, 1)) / np.sqrt(bn.running_var.numpy().reshape(1, 3, 1, 1)
+                                                                             + 1e-5)
+    want_eval = want_eval * np.array([1.0, 2.0, 0.5]).reshape(1, 3, 1, 1) + np.array([0.0, -1.0, 3.0]).reshape(1, 3, 1, 1)
+    np.testing.assert_allclose(bn(t64(z)).detach().numpy(), want_eval, rtol=1e-10, atol=1e-12)
+    assert int(bn.num_batches_tracked.item()) == 1  # eval leaves the statistics alone
+    cumulative = nn.BatchNorm1d(2, momentum=None, dtype=tessel.float64)
+    a, b = rng.normal(size=(5, 2)), rng.normal(size=(3, 2))
+    cumulative(t64(a))
+    cumulative(t64(b))
+    np.testing.assert_allclose(cumulative.running_mean.numpy(), (a.mean(0) + b.mean(0)) / 2, rtol=1e-12)
+
+
+def test_batch_norm_gradient_matches_finite_differences_and_errors():
+    rng = np.random.default_rng(11)
+    x, r = rng.normal(size=(3, 2, 4)), rng.normal(size=(3, 2, 4))
+    w, b = np.array([1.5, -0.5]), np.array([0.1, 0.2])
+    xt, wt = t64(x, True), t64(w, True)
+    (F.batch_norm(xt, None, None, wt, t64(b), True) * t64(r)).sum().backward()
+
+    def loss(a, wa):
+        m, v = a.mean((0, 2), keepdims=True), a.var((0, 2), keepdims=True)
+        return float((((a - m) / np.sqrt(v + 1e-5) * wa.reshape(1, 2, 1) + b.reshape(1, 2, 1)) * r).sum())
+    np.testing.assert_allclose(xt.grad.numpy(), finite_difference(lambda a: loss(a, w), x), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(wt.grad.numpy(), finite_difference(lambda a: loss(x, a), w), rtol=1e-6, atol=1e-8)
+    with pytest.raises(ValueError, match="Expected more than 1 value per channel when training, got input size "
+                                         r"\[1, 2\]"):
+        nn.BatchNorm1d(2)(tessel.randn(1, 2))
+    with pytest.raises(ValueError, match=r"expected 4D input \(got 3D input\)"):
+        nn.BatchNorm2d(2)(tessel.randn(2, 2, 3))
+    no_bias = nn.BatchNorm1d(2, bias=False)
+    assert no_bias.bias is None and sorted(no_bias.state_dict()) == ["num_batches_tracked", "running_mean",
+                                                                      "running_var", "weight"]
+    assert repr(no_bias) == "BatchNorm1d(2, eps=1e-05, momentum=0.1, affine=True, bias=False, track_running_stats=True)"
+    no_stats = nn.BatchNorm1d(2, track_running_stats=False, affine=False)
+    assert no_stats.running_mean is None and no_stats.weight is None
+    no_stats.eval()  # without running statistics eval normalizes with the batch's, as torch
+    out = no_stats(t64(x)).numpy()
+    np.testing.assert_allclose(out.mean((0, 2)), 0.0, atol=1e-12)
+
+
+def test_small_cnn_trains_under_sgd_and_matches_its_float64_twin():
+    """A conv -> bn -> relu -> pool -> linear classifier in float32 and its float64 copy take the same
+    steps (the float32 losses track the float64 ones), and the loss falls on a fixed batch."""
+    tessel.manual_seed(3)
+
+    def make(dtype):
+        return nn.Sequential(nn.Conv2d(1, 4, 3, padding=1, dtype=dtype), nn.BatchNorm2d(4, dtype=dtype), nn.ReLU(),
+                             nn.MaxPool2d(2), nn.Conv2d(4, 4, 3, stride=2, dtype=dtype), nn.AdaptiveAvgPool2d(1),
+                             nn.Flatten(), nn.Linear(4, 3, dtype=dtype))
+    m32, m64 = make(tessel.float32), make(tessel.float64)
+    with tessel.no_grad():
+        for p32, p64 in zip(m32.parameters(), m64.parameters()):
+            p64.copy_(p32.to(tessel.float64))
+    rng = np.random.default_rng(12)
+    x = rng.normal(size=(8, 1, 10, 10))
+    y = tessel.tensor(rng.integers(0, 3, size=8))
+    losses = {}
+    for name, m, dt in (("f32", m32, np.float32), ("f64", m64, np.float64)):
+        opt = tessel.optim.SGD(m.parameters(), lr=0.2)
+        losses[name] = []
+        for _ in range(20):
+            opt.zero_grad()
+            loss = F.cross_entropy(m(tessel.tensor(x.astype(dt))), y)
+            loss.backward()
+            opt.step()
+            losses[name].append(float(loss.item()))
+    np.testing.assert_allclose(losses["f32"], losses["f64"], rtol=2e-4)
+    assert losses["f64"][-1] < 0.6 * losses["f64"][0], losses["f64"]
+
+
+def test_cnn_under_fully_shard_on_two_ranks_equals_one_rank():
+    """Each Conv2d and the root wrapped by fully_shard (4-D weights sharded on dim 0) on 2 rank threads, each
+    with half the batch, take the same AdamW steps as one rank on the whole batch."""
+    import tessel.distributed as dist
+    from tessel.distributed.fsdp import fully_shard
+
+    def make():
+        tessel.manual_seed(5)
+        return nn.Sequential(nn.Conv2d(2, 6, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(6, 4, 3, stride=2),
+                             nn.AdaptiveAvgPool2d((1, 1)), nn.Flatten(), nn.Linear(4, 3))
+    rng = np.random.default_rng(13)
+    x = tessel.tensor(rng.normal(size=(4, 2, 10, 10)).astype(np.float32))
+    y = tessel.tensor(rng.integers(0, 3, size=4))
+
+    def train(net, xs, ys):
+        opt = tessel.optim.AdamW(net.parameters(), lr=1e-2)
+        out = []
+        for _ in range(3):
+            loss = F.cross_entropy(net(xs), ys)
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            out.append(loss.item())
+        return out
+    ref = train(make(), x, y)
+    got = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        net = make()
+        for i in (0, 3):
+            fully_shard(net[i])
+        fully_shard(net)
+        assert list(net[0].weight.to_local().shape) == [3, 2, 3, 3]
+        got[world.rank] = train(net, x[world.rank * 2:(world.rank + 1) * 2], y[world.rank * 2:(world.rank + 1) * 2])
+        dist.destroy_process_group()
+    tessel.run_ranks(2, rank_fn)
+    np.testing.assert_allclose([(a + b) / 2 for a, b in zip(got[0], got[1])], ref, rtol=2e-5)
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
