@@ -1,5 +1,5 @@
 // core/ops/attention_kernels_phases.cc — a timing harness (not a test, not part of the library): the
-// AVX-512 float32 attention head kernels of attention_kernels.inc, compiled here with the
+// AVX-512 (or, built as attention_kernels_phases_avx2, the AVX2) float32 attention head kernels of attention_kernels.inc, compiled here with the
 // TESSEL_ATTN_PHASE hook defined, timed phase by phase (packing, each product, the softmax work) on one
 // thread over H heads of [T, D] (defaults: 64 heads, T 128, D 32, causal; half the benchmark figure's
 // attention_vs_gemm_flops heads, what one of its two threads runs). Each phase's time is its minimum
@@ -36,11 +36,20 @@ inline void Mark(int phase) {
 
 #include <immintrin.h>
 
+// The variant's macros as attention_kernels_avx512.cc / attention_kernels_avx2.cc define them; the
+// AVX2 harness (//core/ops:attention_kernels_phases_avx2) is built with -DTESSEL_PHASES_AVX2 and the
+// library's x86-64-v3 flags.
+#ifdef TESSEL_PHASES_AVX2
+#define TESSEL_ATTN_W 8
+#define TESSEL_ATTN_MR 6
+#define TESSEL_ATTN_NAME "avx2"
+#else
 #define TESSEL_ATTN_W 16
 #define TESSEL_ATTN_MR 12
 #define TESSEL_ATTN_NAME "avx512"
 #define TESSEL_ATTN_SCALEF(p, n) _mm512_mask_scalef_ps((p), static_cast<__mmask16>(-1), (p), (n))
 #define TESSEL_ATTN_ROUND(y) _mm512_roundscale_ps((y), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+#endif
 #define TESSEL_ATTN_PHASE(n) Mark(n)
 #include "core/ops/attention_kernels.inc"
 
@@ -53,11 +62,22 @@ constexpr const char* kPhaseNames[16] = {
 constexpr bool kIsProduct[16] = {false, true, false, true, false, false, true, true,
                                  false, true, true,  true,  false, false, false, false};
 
+#ifdef TESSEL_PHASES_AVX2
+constexpr bool kAvx2Variant = true;
+#else
+constexpr bool kAvx2Variant = false;
+#endif
+
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace tessel;
-  if (!CpuHasAvx512()) {
+#ifdef TESSEL_PHASES_AVX2
+  std::printf("avx2 kernels (W 8, MR 6)\n");
+#else
+  std::printf("avx512 kernels (W 16, MR 12)\n");
+#endif
+  if (!kAvx2Variant && !CpuHasAvx512()) {
     std::printf("skipped: this CPU has no AVX-512F with VL, DQ and BW\n");
     return 0;
   }
