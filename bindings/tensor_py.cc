@@ -10,7 +10,9 @@
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
+#include <cctype>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -21,6 +23,7 @@
 #include "core/autograd/call.h"
 #include "core/autograd/engine.h"
 #include "core/autograd/grad_mode.h"
+#include "core/autograd/node.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/view.h"
 #include "core/tensor/copy.h"
@@ -218,6 +221,47 @@ void BindCreation(py::module_& m) {
   m.def("_set_grad_enabled", &SetGradModeEnabled, py::arg("enabled"));
 }
 
+// torch's grad_fn class names: an op's node "linear_gelu" reads "LinearGeluBackward0"; nodes that already
+// carry a torch-style name (custom Functions' "<Class>Backward", "AccumulateGrad") keep it.
+std::string TorchNodeName(const std::string& name) {
+  if (name == "AccumulateGrad" || name.find("Backward") != std::string::npos) return name;
+  std::string out;
+  bool upper = true;
+  for (char c : name) {
+    if (c == '_' || c == '.' || c == ':') {
+      upper = true;
+      continue;
+    }
+    out += upper ? static_cast<char>(std::toupper(static_cast<unsigned char>(c))) : c;
+    upper = false;
+  }
+  return out + "Backward0";
+}
+
+// Tensor.grad_fn: the autograd node that made a tensor (None for leaves and tensors without history), with
+// torch's name(), next_functions ((node or None, input slot) per input) and, on AccumulateGrad, variable.
+void BindAutogradNode(py::module_& m) {
+  using autograd::Node;
+  py::class_<Node, std::shared_ptr<Node>>(m, "_Node", "A node of the autograd graph (torch's grad_fn)")
+      .def("name", [](const Node& n) { return TorchNodeName(n.name()); })
+      .def_property_readonly("next_functions", [](const Node& n) {
+        py::list out;
+        for (const autograd::Edge& e : n.next_edges) {
+          out.append(py::make_tuple(e.node ? py::cast(e.node) : py::none(), e.input_nr));
+        }
+        return py::tuple(out);
+      })
+      .def_property_readonly("variable", [](const Node& n) -> Tensor {
+        if (const auto* acc = dynamic_cast<const autograd::AccumulateGrad*>(&n)) return acc->leaf();
+        throw py::attribute_error("'" + TorchNodeName(n.name()) + "' object has no attribute 'variable'");
+      })
+      .def("__repr__", [](const Node& n) {
+        return Str("<", TorchNodeName(n.name()), " object at ", static_cast<const void*>(&n), ">");
+      })
+      .def("__eq__", [](const Node& a, const Node& b) { return &a == &b; })
+      .def("__hash__", [](const Node& n) { return std::hash<const void*>()(&n); });
+}
+
 }  // namespace
 
 Generator& DefaultGenerator() {
@@ -227,6 +271,7 @@ Generator& DefaultGenerator() {
 
 void BindTensor(py::module_& m) {
   BindDTypes(m);
+  BindAutogradNode(m);
   BindCreation(m);
   BindGenerator(m);
   m.def("manual_seed", [](uint64_t seed) -> Generator& {
@@ -249,6 +294,7 @@ void BindTensor(py::module_& m) {
       .def_property_readonly("is_distributed", &Tensor::is_distributed)
       .def("is_contiguous", &Tensor::is_contiguous)
       .def_property_readonly("is_leaf", &Tensor::is_leaf)
+      .def_property_readonly("grad_fn", [](const Tensor& t) -> std::shared_ptr<autograd::Node> { return t.grad_fn(); })
       .def_property("requires_grad", &Tensor::requires_grad, [](Tensor& t, bool v) { t.set_requires_grad(v); })
       .def("requires_grad_", [](Tensor& t, bool v) -> Tensor& { return t.set_requires_grad(v); },
            py::arg("requires_grad") = true, py::return_value_policy::reference_internal)

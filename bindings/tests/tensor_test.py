@@ -1253,3 +1253,38 @@ def test_custom_autograd_function_as_torch():
         BadShape.apply(p).backward()
     with tessel.no_grad():
         assert not Exp.apply(x).requires_grad
+
+
+def test_grad_fn_names_its_node_and_walks_next_functions_as_torch():
+    a = tessel.tensor([1.0, 2.0], requires_grad=True)
+    b = tessel.tensor([3.0, 4.0])
+    assert a.grad_fn is None and b.grad_fn is None  # a leaf, and a tensor without history
+    y = a * b
+    assert y.grad_fn.name() == "MulBackward0" and repr(y.grad_fn).startswith("<MulBackward0 object at ")
+    assert y.grad_fn == y.grad_fn and hash(y.grad_fn) == hash(y.grad_fn)
+    edges = y.grad_fn.next_functions
+    assert len(edges) == 2 and edges[1] == (None, 0)  # b does not require grad
+    acc, slot = edges[0]
+    assert acc.name() == "AccumulateGrad" and slot == 0
+    assert acc.variable.requires_grad and acc.variable.numpy().tolist() == [1.0, 2.0]
+    loss = F.linear(y.reshape(1, 2), tessel.ones(3, 2)).sum()
+    assert loss.grad_fn.name() == "SumBackward0"
+    assert loss.grad_fn.next_functions[0][0].name() == "LinearBackward0"
+    with pytest.raises(AttributeError, match="'SumBackward0' object has no attribute 'variable'"):
+        loss.grad_fn.variable
+    with tessel.no_grad():
+        assert (a * 2).grad_fn is None
+    assert a.detach().grad_fn is None
+
+    class Exp(tessel.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            out = x.exp()
+            ctx.save_for_backward(out)
+            return out
+
+        @staticmethod
+        def backward(ctx, grad):
+            out, = ctx.saved_tensors
+            return grad * out
+    assert Exp.apply(a).grad_fn.name() == "ExpBackward"
