@@ -442,5 +442,103 @@ def test_cnn_under_fully_shard_on_two_ranks_equals_one_rank():
     np.testing.assert_allclose([(a + b) / 2 for a, b in zip(got[0], got[1])], ref, rtol=2e-5)
 
 
+def _bn_net():
+    tessel.manual_seed(9)
+    return nn.Sequential(nn.Conv2d(2, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+                         nn.Flatten(), nn.Linear(4, 3))
+
+
+def test_sync_batch_norm_under_ddp_on_two_ranks_equals_batch_norm_on_one_rank():
+    """convert_sync_batchnorm + DDP on 2 rank threads, each with half the batch, take the same SGD steps
+    (losses, running statistics, every parameter) as plain BatchNorm on one rank with the whole batch;
+    each step costs one all_gather forward and one all_reduce backward beyond DDP's."""
+    import tessel.distributed as dist
+    from tessel.nn.parallel import DistributedDataParallel as DDP
+    rng = np.random.default_rng(14)
+    x = tessel.tensor((rng.normal(size=(8, 2, 5, 5)) * 2 + 1).astype(np.float32))
+    y = tessel.tensor(rng.integers(0, 3, size=8))
+
+    def train(net, xs, ys):
+        opt = tessel.optim.SGD(net.parameters(), lr=0.2)
+        out = []
+        for _ in range(3):
+            loss = F.cross_entropy(net(xs), ys)
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            out.append(loss.item())
+        return out
+    ref_net = _bn_net()
+    ref = train(ref_net, x, y)
+    got, traces = {}, {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        net = nn.SyncBatchNorm.convert_sync_batchnorm(_bn_net())
+        assert type(net[1]).__name__ == "SyncBatchNorm" and net[1].num_features == 4
+        model = DDP(net)
+        rows = slice(world.rank * 4, (world.rank + 1) * 4)
+        with tessel.CommTracer() as fwd:
+            probe = F.cross_entropy(model(x[rows]), y[rows])
+        with tessel.CommTracer() as bwd:
+            probe.backward()
+        net.zero_grad()
+        with tessel.no_grad():  # the probe step moved the running statistics: put them back
+            net[1].reset_running_stats()
+        traces[world.rank] = (fwd.summary(), bwd.summary())
+        got[world.rank] = (train(model, x[rows], y[rows]), net[1].running_mean.numpy().copy(),
+                           net[1].running_var.numpy().copy(), [p.detach().numpy().copy() for p in net.parameters()],
+                           int(net[1].num_batches_tracked.item()))
+        dist.destroy_process_group()
+    tessel.run_ranks(2, rank_fn)
+    # DDP: its buffers' broadcast each forward (3) and one gradient all_reduce; SyncBatchNorm: one all_gather
+    # forward, one all_reduce backward
+    assert traces[0] == traces[1] == ("broadcast(world) x3, all_gather(world) x1", "all_reduce(world) x2")
+    np.testing.assert_allclose([(a + b) / 2 for a, b in zip(got[0][0], got[1][0])], ref, rtol=1e-5)
+    for r in range(2):
+        np.testing.assert_allclose(got[r][1], ref_net[1].running_mean.numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(got[r][2], ref_net[1].running_var.numpy(), rtol=1e-5)
+        for mine, want in zip(got[r][3], [p.detach().numpy() for p in ref_net.parameters()]):
+            np.testing.assert_allclose(mine, want, rtol=1e-4, atol=1e-6)
+        assert got[r][4] == 3
+
+
+def test_sync_batch_norm_combines_uneven_rank_batches_exactly_and_eval_is_local():
+    """Ranks with 3 and 5 rows normalize as BatchNorm over all 8 (the per-rank mean / M2 / count combine);
+    the input gradient of sum(out * r) over both ranks equals the one-process gradient; eval uses the
+    running statistics without communicating."""
+    import tessel.distributed as dist
+    rng = np.random.default_rng(15)
+    x = rng.normal(size=(8, 3, 4)) * 3 + 2
+    r = rng.normal(size=(8, 3, 4))
+    ref_bn = nn.BatchNorm1d(3, dtype=tessel.float64)
+    xt = t64(x, True)
+    ref_out = ref_bn(xt)
+    (ref_out * t64(r)).sum().backward()
+    got = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        bn = nn.SyncBatchNorm(3, dtype=tessel.float64)
+        rows = slice(0, 3) if world.rank == 0 else slice(3, 8)
+        xr = t64(x[rows], True)
+        out = bn(xr)
+        (out * t64(r[rows])).sum().backward()
+        bn.eval()
+        with tessel.CommTracer() as tracer:
+            evaluated = bn(t64(x[rows])).numpy()
+        got[world.rank] = (out.detach().numpy(), xr.grad.numpy(), bn.running_var.numpy().copy(), evaluated,
+                           tracer.summary())
+        dist.destroy_process_group()
+    tessel.run_ranks(2, rank_fn)
+    np.testing.assert_allclose(np.concatenate([got[0][0], got[1][0]]), ref_out.detach().numpy(), rtol=1e-10,
+                               atol=1e-12)
+    np.testing.assert_allclose(np.concatenate([got[0][1], got[1][1]]), xt.grad.numpy(), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(got[0][2], ref_bn.running_var.numpy(), rtol=1e-12)
+    ref_bn.eval()
+    np.testing.assert_allclose(np.concatenate([got[0][3], got[1][3]]), ref_bn(t64(x)).numpy(), rtol=1e-10)
+    assert got[0][4] == "" and got[1][4] == ""
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

@@ -262,7 +262,7 @@ class _NormBase(Module):
                 init.zeros_(self.bias)
 
     def forward(self, input):
-        if input.ndim not in self._dims:
+        if self._dims and input.ndim not in self._dims:  # SyncBatchNorm (no _dims) takes any rank >= 2
             raise ValueError("expected %s input (got %dD input)"
                              % (" or ".join("%dD" % d for d in self._dims), input.ndim))
         if input.shape[1] != self.num_features:
@@ -282,6 +282,153 @@ class _NormBase(Module):
     def extra_repr(self):
         return "%d, eps=%s, momentum=%s, affine=%s, bias=%s, track_running_stats=%s" % (
             self.num_features, self.eps, self.momentum, self.affine, self._has_bias, self.track_running_stats)
+
+
+class _SyncBatchNormFunction:
+    """Built on first use (tessel.autograd imports tessel.nn's package): the autograd.Function of
+    SyncBatchNorm's training forward and backward."""
+    cls = None
+
+    @classmethod
+    def get(cls):
+        if cls.cls is None:
+            cls.cls = _make_sync_batch_norm_function()
+        return cls.cls
+
+
+def _make_sync_batch_norm_function():
+    from .. import autograd, distributed as dist
+
+    class SyncBatchNormFunction(autograd.Function):
+        """Forward: each rank's per-channel (mean, sum of squared deviations, count) all-gathered and combined
+        exactly (parallel variance, as torch's batch_norm_gather_stats_with_counts), so ranks may hold
+        different batch sizes; backward: one all_reduce of (Σdy, Σdy·x̂) per channel, the input gradient
+        from the global sums, the weight and bias gradients from this rank's (DDP averages them)."""
+
+        @staticmethod
+        def forward(ctx, input, weight, bias, running_mean, running_var, eps, momentum, group):
+            c = input.shape[1]
+            dims = [0] + list(range(2, input.ndim))
+            x = input if input.dtype == _C.dtype.float64 else input.float()
+            count = input.numel() // c
+            mean = x.mean(dims)
+            centered = x - mean.reshape(1, c, *([1] * (input.ndim - 2)))
+            m2 = (centered * centered).sum(dims)
+            local = _C._functional.cat([mean.double(), m2.double(), _C._full([1], float(count), _C.dtype.float64)], 0)
+            world = dist.get_world_size(group)
+            gathered = [_C._full([2 * c + 1], 0.0, _C.dtype.float64) for _ in range(world)]
+            dist.all_gather(gathered, local, group=group)
+            stats = _C._functional.stack(gathered, 0)  # [W, 2C + 1]
+            counts = stats[:, 2 * c:2 * c + 1]
+            total = counts.sum()
+            if float(total.item()) <= 1:
+                raise ValueError("Expected more than 1 value per channel when training, got input size %s"
+                                 % list(input.shape))
+            means = stats[:, :c]
+            global_mean = (means * counts).sum(0) / total
+            spread = means - global_mean.reshape(1, c)
+            global_m2 = (stats[:, c:2 * c] + counts * spread * spread).sum(0)
+            var = global_m2 / total
+            with _C._GradMode(False):
+                if running_mean is not None:
+                    running_mean.copy_(running_mean * (1.0 - momentum) + global_mean.to(running_mean.dtype) * momentum)
+                if running_var is not None:
+                    unbiased = global_m2 / (total - 1.0)
+                    running_var.copy_(running_var * (1.0 - momentum) + unbiased.to(running_var.dtype) * momentum)
+            shape = [1, c] + [1] * (input.ndim - 2)
+            invstd = (var + eps).rsqrt().to(x.dtype).reshape(*shape)
+            xhat = (x - global_mean.to(x.dtype).reshape(*shape)) * invstd
+            ctx.save_for_backward(xhat, invstd, weight if weight is not None else _C._full([c], 1.0, x.dtype))
+            ctx.total, ctx.group, ctx.dims = total, group, dims
+            ctx.has_weight, ctx.has_bias, ctx.input_dtype = weight is not None, bias is not None, input.dtype
+            y = xhat
+            if weight is not None:
+                y = y * weight.to(x.dtype).reshape(*shape)
+            if bias is not None:
+                y = y + bias.to(x.dtype).reshape(*shape)
+            return y.to(input.dtype)
+
+        @staticmethod
+        def backward(ctx, grad):
+            xhat, invstd, weight = ctx.saved_tensors
+            c = xhat.shape[1]
+            shape = [1, c] + [1] * (xhat.ndim - 2)
+            g = grad.to(xhat.dtype)
+            sum_dy = g.sum(ctx.dims)
+            sum_dy_xhat = (g * xhat).sum(ctx.dims)
+            both = _C._functional.cat([sum_dy, sum_dy_xhat], 0)
+            dist.all_reduce(both, group=ctx.group)
+            n = ctx.total.to(xhat.dtype)
+            mean_dy = both[:c].reshape(*shape) / n
+            mean_dy_xhat = both[c:].reshape(*shape) / n
+            grad_input = (g - mean_dy - xhat * mean_dy_xhat) * invstd * weight.to(xhat.dtype).reshape(*shape)
+            grad_weight = sum_dy_xhat.to(weight.dtype) if ctx.has_weight else None
+            grad_bias = sum_dy.to(weight.dtype) if ctx.has_bias else None
+            return grad_input.to(ctx.input_dtype), grad_weight, grad_bias, None, None, None, None, None
+
+    return SyncBatchNormFunction
+
+
+class SyncBatchNorm(_NormBase):
+    """torch.nn.SyncBatchNorm: in training, the batch statistics of every rank of process_group (default:
+    the world) — one all_gather of per-channel (mean, M2, count) forward, one all_reduce of (Σdy, Σdy·x̂)
+    backward — so data-parallel ranks normalize as one process over the global batch would; in eval, or
+    without a process group of more than one rank, it is BatchNorm. Inputs [N, C, *] of any rank >= 2."""
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True,
+                 process_group=None, device=None, dtype=None):
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype)
+        self.process_group = process_group
+
+    def forward(self, input):
+        from .. import distributed as dist
+        if input.ndim < 2:
+            raise ValueError("expected at least 2D input (got %dD input)" % input.ndim)
+        if input.shape[1] != self.num_features:
+            raise ValueError("SyncBatchNorm: expected %d channels in dim 1, got input of size %s"
+                             % (self.num_features, list(input.shape)))
+        use_batch = self.training or self.running_mean is None
+        if not (use_batch and dist.is_initialized() and dist.get_world_size(self.process_group) > 1):
+            return _NormBase.forward(self, input)
+        factor = 0.0 if self.momentum is None else self.momentum
+        if self.training and self.track_running_stats:
+            with _C._GradMode(False):
+                self.num_batches_tracked.copy_(self.num_batches_tracked + 1)
+            if self.momentum is None:
+                factor = 1.0 / float(self.num_batches_tracked.item())
+        track = self.training and self.track_running_stats
+        return _SyncBatchNormFunction.get().apply(input, self.weight, self.bias,
+                                                  self.running_mean if track else None,
+                                                  self.running_var if track else None, self.eps, factor,
+                                                  self.process_group)
+
+    @classmethod
+    def convert_sync_batchnorm(cls, module, process_group=None):
+        """Every BatchNorm1d/2d/3d in module (module itself included) replaced by a SyncBatchNorm holding the
+        same parameters and buffers (torch.nn.SyncBatchNorm.convert_sync_batchnorm); returns the module."""
+        if isinstance(module, _NormBase) and not isinstance(module, SyncBatchNorm):
+            out = SyncBatchNorm(module.num_features, module.eps, module.momentum, module.affine,
+                                module.track_running_stats, process_group)
+            with _C._GradMode(False):
+                if module.affine:
+                    out.weight.copy_(module.weight)
+                    out.weight.requires_grad_(module.weight.requires_grad)
+                    if module.bias is not None:
+                        out.bias.copy_(module.bias)
+                        out.bias.requires_grad_(module.bias.requires_grad)
+                    else:
+                        out.register_parameter("bias", None)
+                if module.track_running_stats:
+                    out.running_mean.copy_(module.running_mean)
+                    out.running_var.copy_(module.running_var)
+                    out.num_batches_tracked.copy_(module.num_batches_tracked)
+            out.train(module.training)
+            return out
+        for name, child in list(module.named_children()):
+            converted = cls.convert_sync_batchnorm(child, process_group)
+            if converted is not child:
+                setattr(module, name, converted)
+        return module
 
 
 def _norm_class(name, dims):
@@ -323,4 +470,5 @@ def make_modules():
     out["BatchNorm1d"] = _norm_class("BatchNorm1d", (2, 3))
     out["BatchNorm2d"] = _norm_class("BatchNorm2d", (4,))
     out["BatchNorm3d"] = _norm_class("BatchNorm3d", (5,))
+    out["SyncBatchNorm"] = SyncBatchNorm
     return out
