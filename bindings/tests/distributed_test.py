@@ -246,6 +246,63 @@ def test_broadcast_from_rank0_loads_rank_0s_full_state_dict_into_every_ranks_sha
         get_model_state_dict(ref, submodules={ref.head})
 
 
+def test_broadcast_from_rank0_restores_the_optimizer_so_training_resumes_exactly():
+    # A full model + AdamW checkpoint held by rank 0 only (torch.save-style); the others pass {}. Fresh
+    # sharded models and optimizers loaded with broadcast_from_rank0 continue with the uninterrupted run's
+    # losses, and each rank holds only its shards of the optimizer state.
+    from tessel.distributed.checkpoint.state_dict import (StateDictOptions, get_state_dict, set_state_dict,
+                                                          set_optimizer_state_dict, set_model_state_dict)
+    batch = tessel.from_numpy(np.random.default_rng(3).standard_normal((4, 8)).astype(np.float32))
+    full_opts = StateDictOptions(full_state_dict=True)
+    bcast = StateDictOptions(full_state_dict=True, broadcast_from_rank0=True)
+    got = {}
+
+    def train(net, opt, x, steps):
+        out = []
+        for _ in range(steps):
+            loss = net(x).pow(2).mean()
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            out.append(loss.item())
+        return out
+
+    def rank_fn(world):
+        dist.init_process_group()
+        x = batch[world.rank * 2:(world.rank + 1) * 2]
+        net = sharded_net()
+        opt = tessel.optim.AdamW(net.parameters(), lr=1e-2, weight_decay=0.1)
+        before = train(net, opt, x, 2)
+        model_sd, optim_sd = get_state_dict(net, opt, options=full_opts)
+        if world.rank != 0:
+            model_sd, optim_sd = {}, {}
+        after = train(net, opt, x, 2)
+        for one_call in (True, False):
+            tessel.manual_seed(world.rank + 11)  # other weights than the checkpoint's
+            fresh = Net()
+            for block in fresh.layers:
+                fully_shard(block)
+            fully_shard(fresh)
+            fresh_opt = tessel.optim.AdamW(fresh.parameters(), lr=5e-2, weight_decay=0.0)
+            if one_call:
+                set_state_dict(fresh, fresh_opt, model_state_dict=model_sd, optim_state_dict=optim_sd, options=bcast)
+            else:
+                set_model_state_dict(fresh, model_sd, options=bcast)
+                set_optimizer_state_dict(fresh, fresh_opt, optim_sd, options=bcast)
+            assert fresh_opt.param_groups[0]["lr"] == 1e-2 and fresh_opt.param_groups[0]["weight_decay"] == 0.1
+            state = get_state_dict(fresh, fresh_opt)[1]
+            avg = state["optim.state.head.weight.exp_avg"]
+            assert avg.is_distributed and tuple(avg.to_local().shape) == ((2, 8) if world.rank == 0 else (1, 8))
+            got[(world.rank, one_call)] = (before, after, train(fresh, fresh_opt, x, 2))
+        dist.destroy_process_group()
+
+    tessel.run_ranks(2, rank_fn)
+    for r in range(2):
+        for one_call in (True, False):
+            before, after, resumed = got[(r, one_call)]
+            assert resumed == after, (r, one_call, resumed, after)
+
+
 class MaybeSecond(nn.Module):
     def __init__(self):
         super().__init__()

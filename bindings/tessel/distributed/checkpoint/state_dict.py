@@ -2,9 +2,9 @@
 
 Values alias the live tensors (DTensors stay sharded) unless StateDictOptions(full_state_dict=True),
 which gathers full tensors on every rank. Optimizer entries are keyed "optim.<param fqn>.<state>".
-StateDictOptions(full_state_dict=True, broadcast_from_rank0=True) on a set: only rank 0's model state
-dict is read (the others may pass {}); each tensor is broadcast from rank 0 and sharded into the model one
-at a time, so no rank holds more than one full tensor beyond rank 0's dict (torch's loading of a full
+StateDictOptions(full_state_dict=True, broadcast_from_rank0=True) on a set: only rank 0's model and
+optimizer state dicts are read (the others may pass {}); each tensor is broadcast from rank 0 and sharded
+one at a time, so no rank holds more than one full tensor beyond rank 0's dict (torch's loading of a full
 checkpoint read on rank 0).
 
     model_sd, optim_sd = get_state_dict(model, opt)
@@ -87,6 +87,50 @@ def _broadcast_model_state_from_rank0(model, model_state_dict, strict):
     return missing, unexpected
 
 
+def _broadcast_optimizer_state_from_rank0(model, opt, optim_state_dict):
+    """broadcast_from_rank0 for an optimizer: rank 0's full state dict (the others may pass {}). Rank 0 sends
+    the keys with their shapes and every non-tensor value (steps, hyperparameters) at once, then each tensor;
+    every rank keeps only its shard of it (the parameter's placements, sliced locally: no further
+    communication), so no rank holds more than one full tensor beyond rank 0's dict. The sharded dict then
+    loads as get_optimizer_state_dict's own output does."""
+    from ... import distributed as dist
+    from ..._tensor import empty
+    from ..tensor import distribute_tensor
+    meta = None
+    if dist.get_rank() == 0:
+        meta = []
+        for k, v in optim_state_dict.items():
+            if isinstance(v, _C.Tensor):
+                if v.is_distributed:
+                    raise ValueError("broadcast_from_rank0: '%s' is a DTensor on rank 0 (pass full tensors: "
+                                     "full_state_dict)" % k)
+                meta.append((k, tuple(v.shape), str(v.dtype), None))
+            else:
+                meta.append((k, None, None, v))
+    box = [meta]
+    dist.broadcast_object_list(box, src=0)
+    params = dict(model.named_parameters())
+    from ...optim import _state_fqn
+    unknown = [k for k, shape, _, _ in box[0] if shape is not None and _state_fqn(k) not in params]
+    if unknown:  # every rank sees the same meta, so all raise alike before any tensor moves
+        raise ValueError("broadcast_from_rank0: %s name no parameter of the model" % unknown)
+    dtypes = {str(d): d for d in (_C.dtype.float32, _C.dtype.float64, _C.dtype.bfloat16, _C.dtype.float16,
+                                  _C.dtype.int64, _C.dtype.int32, _C.dtype.bool)}
+    loaded = {}
+    for key, shape, dtype, value in box[0]:
+        if shape is None:
+            loaded[key] = value
+            continue
+        full = optim_state_dict[key].detach().contiguous() if dist.get_rank() == 0 else \
+            empty(*shape, dtype=dtypes[dtype])
+        dist.broadcast(full, src=0)
+        param = params[_state_fqn(key)]
+        if param.is_distributed and tuple(param.shape) == shape:
+            full = distribute_tensor(full, param.device_mesh, param.placements, src_data_rank=None)
+        loaded[key] = full
+    return loaded
+
+
 def _one_optimizer(optimizers):
     if isinstance(optimizers, (list, tuple)):
         if len(optimizers) != 1:
@@ -126,10 +170,10 @@ def set_state_dict(model, optimizers, *, model_state_dict, optim_state_dict, opt
     options = options or StateDictOptions()
     opt = _one_optimizer(optimizers)
     if options.broadcast_from_rank0:
-        if optim_state_dict:
-            raise NotImplementedError("broadcast_from_rank0 of an optimizer state dict is not supported: load "
-                                      "the optimizer's full state dict on every rank, or use dcp.load")
-        return _broadcast_model_state_from_rank0(model, model_state_dict, options.strict)
+        result = _broadcast_model_state_from_rank0(model, model_state_dict, options.strict)
+        if opt is not None:
+            set_optimizer_state_dict(model, opt, optim_state_dict, options=options)
+        return result
     if opt is None or isinstance(opt, _C.Optimizer):
         merged = dict(model_state_dict)
         merged.update(optim_state_dict or {})
@@ -143,12 +187,11 @@ def set_optimizer_state_dict(model, optimizers, optim_state_dict, *, options=Non
     """Loads an optimizer state dict from get_optimizer_state_dict (sharded or full) into the optimizer of
     model's parameters, as torch's set_optimizer_state_dict."""
     options = options or StateDictOptions()
-    if options.broadcast_from_rank0:
-        raise NotImplementedError("broadcast_from_rank0 of an optimizer state dict is not supported: load the "
-                                  "optimizer's full state dict on every rank, or use dcp.load")
     opt = _one_optimizer(optimizers)
     if opt is None:
         raise ValueError("set_optimizer_state_dict: no optimizer given")
+    if options.broadcast_from_rank0:
+        optim_state_dict = _broadcast_optimizer_state_from_rank0(model, opt, optim_state_dict or {})
     if isinstance(opt, _C.Optimizer):
         _C._set_optimizer_state_dict(model, opt, dict(optim_state_dict))
     else:
