@@ -92,7 +92,7 @@ def test_padding_same_with_an_even_kernel_pads_more_after_as_torch():
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(F.conv2d(t64(x), t64(w), None, 1, "valid").numpy(),
                                naive_conv(x, w, None, (1, 1), [(0, 0), (0, 0)], (1, 1), 1), rtol=1e-12)
-    with pytest.raises(ValueError, match="padding='same' is not supported for strided convolutions"):
+    with pytest.raises(RuntimeError, match="padding='same' is not supported for strided convolutions"):
         F.conv2d(t64(x), t64(w), None, 2, "same")
 
 
@@ -440,6 +440,89 @@ def test_cnn_under_fully_shard_on_two_ranks_equals_one_rank():
         dist.destroy_process_group()
     tessel.run_ranks(2, rank_fn)
     np.testing.assert_allclose([(a + b) / 2 for a, b in zip(got[0], got[1])], ref, rtol=2e-5)
+
+
+def test_review_fixes_edge_cases_follow_torch():
+    # ceil_mode on an input smaller than the window: one output (torch's formula), not an error
+    x = t64(np.arange(4.0).reshape(1, 1, 2, 2))
+    assert F.max_pool2d(x, 3, 2, ceil_mode=True).numpy().tolist() == [[[[3.0]]]]
+    assert F.avg_pool2d(x, 3, 2, ceil_mode=True).numpy().tolist() == [[[[1.5]]]]
+    # an all -inf window that touches padding: indices and the gradient go to its input taps, as torch's
+    neg = t64(np.full((1, 1, 3, 3), -np.inf), True)
+    values, idx = F.max_pool2d(neg, 2, 2, 1, return_indices=True)
+    assert idx.numpy().tolist() == [[[[0, 1], [3, 4]]]]
+    values.sum().backward()
+    assert neg.grad.numpy().reshape(-1).tolist() == [1.0, 1.0, 0.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0]
+    # bad arguments raise as torch does
+    with pytest.raises(RuntimeError, match="divisor must be not zero"):
+        F.avg_pool2d(x, 2, divisor_override=0)
+    with pytest.raises(RuntimeError, match="dilation should be greater than zero"):
+        F.max_pool2d(x, 2, dilation=0)
+    with pytest.raises(RuntimeError, match=r"expected bias to be 1-dimensional with 3 elements, but got bias of size "
+                                           r"\[5\] instead"):
+        F.conv2d(tessel.randn(1, 2, 5, 5), tessel.randn(3, 2, 3, 3), tessel.randn(5))
+    with pytest.raises(RuntimeError, match=r"batch_norm: running_mean should have 3 elements"):
+        F.batch_norm(tessel.randn(4, 3), tessel.zeros(2), tessel.ones(3))
+    with pytest.raises(RuntimeError, match="unfold: the dilated kernel \\[4, 4\\] does not fit"):
+        F.unfold(tessel.randn(1, 1, 3, 3), 4)
+    with pytest.raises(ValueError, match="padding='same' is not supported for strided convolutions"):
+        nn.Conv2d(2, 2, 3, stride=2, padding="same")
+    up = nn.ConvTranspose1d(4, 2, 3, stride=1, dilation=3)
+    with pytest.raises(ValueError, match="requested an output size of \\[16\\]"):
+        up(tessel.randn(2, 4, 9), output_size=[16])  # valid: 15 only (base to base + stride - 1)
+    with pytest.raises(ValueError, match="output_size must have 1 or 3 elements \\(got 2\\)"):
+        up(tessel.randn(2, 4, 9), output_size=[4, 15])
+    assert list(up(tessel.randn(2, 4, 9), output_size=[2, 2, 15]).shape) == [2, 2, 15]
+    # adaptive pools to an empty output, as torch
+    assert list(F.adaptive_avg_pool2d(tessel.randn(1, 2, 4, 4), (0, 2)).shape) == [1, 2, 0, 2]
+    assert list(F.adaptive_max_pool2d(tessel.randn(1, 2, 4, 4), 0).shape) == [1, 2, 0, 0]
+    # reprs as torch's
+    assert repr(nn.Conv2d(2, 2, 3, padding="same")) == "Conv2d(2, 2, kernel_size=(3, 3), stride=(1, 1), padding=same)"
+    assert "affine=False, bias=False" in repr(nn.BatchNorm1d(2, affine=False))
+    assert repr(nn.Unfold(2, stride=2)) == "Unfold(kernel_size=2, dilation=1, padding=0, stride=2)"
+    assert repr(nn.AvgPool1d(3)) == "AvgPool1d(kernel_size=(3,), stride=(3,), padding=(0,))"
+
+
+def test_low_precision_pools_and_batch_norm_round_once_and_keep_the_dtype():
+    rng = np.random.default_rng(16)
+    x = rng.normal(size=(2, 3, 21, 21))
+    xb = tessel.tensor(x.astype(np.float32)).to(tessel.bfloat16)
+    exact = xb.float().numpy().astype(np.float64)  # the bf16 values, exactly
+    for name, got, want in (
+            ("adaptive", F.adaptive_avg_pool2d(xb, 7), exact.reshape(2, 3, 7, 3, 7, 3).mean((3, 5))),
+            ("avg", F.avg_pool2d(xb, 3), exact.reshape(2, 3, 7, 3, 7, 3).mean((3, 5)))):
+        assert got.dtype == tessel.bfloat16, name
+        err = np.abs(got.float().numpy() - want)
+        assert np.all(err <= np.abs(want) * 2.0 ** -8 * 1.01 + 1e-30), (name, float((err / np.abs(want)).max()))
+    bn = nn.BatchNorm2d(3)
+    for training in (True, False):
+        bn.train(training)
+        assert bn(xb).dtype == tessel.bfloat16
+    assert F.batch_norm(xb, None, None, tessel.ones(3), tessel.zeros(3), True).dtype == tessel.bfloat16
+
+
+def test_instance_norm_modules_normalize_each_sample_and_track_the_mean_of_their_statistics():
+    rng = np.random.default_rng(17)
+    x = rng.normal(size=(3, 2, 4, 5)) * 2 + 1
+    norm = nn.InstanceNorm2d(2, affine=True, track_running_stats=True, momentum=0.5, dtype=tessel.float64)
+    with tessel.no_grad():
+        norm.weight.copy_(t64([2.0, 0.5]))
+    got = norm(t64(x)).detach().numpy()
+    m, v = x.mean((2, 3), keepdims=True), x.var((2, 3), keepdims=True)
+    np.testing.assert_allclose(got, (x - m) / np.sqrt(v + 1e-5) * np.array([2.0, 0.5]).reshape(1, 2, 1, 1),
+                               rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(norm.running_mean.numpy(), 0.5 * x.mean((2, 3)).mean(0), rtol=1e-12)
+    np.testing.assert_allclose(norm.running_var.numpy(), 0.5 + 0.5 * x.var((2, 3), ddof=1).mean(0), rtol=1e-12)
+    norm.eval()  # with running statistics, eval normalizes with them
+    rm, rv = norm.running_mean.numpy().reshape(1, 2, 1, 1), norm.running_var.numpy().reshape(1, 2, 1, 1)
+    np.testing.assert_allclose(norm(t64(x)).detach().numpy(),
+                               (x - rm) / np.sqrt(rv + 1e-5) * np.array([2.0, 0.5]).reshape(1, 2, 1, 1), rtol=1e-10)
+    plain = nn.InstanceNorm1d(2)
+    assert plain.weight is None and plain.running_mean is None and sorted(plain.state_dict()) == []
+    unbatched = rng.normal(size=(2, 6))
+    np.testing.assert_allclose(nn.InstanceNorm1d(2, dtype=tessel.float64)(t64(unbatched)).numpy(),
+                               (unbatched - unbatched.mean(1, keepdims=True))
+                               / np.sqrt(unbatched.var(1, keepdims=True) + 1e-5), rtol=1e-10, atol=1e-12)
 
 
 def _bn_net():

@@ -35,6 +35,8 @@ class _ConvNd(Module):
         self._nd = nd
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
         self.kernel_size, self.stride = _tuple(kernel_size, nd), _tuple(stride, nd)
+        if padding == "same" and any(st != 1 for st in self.stride):
+            raise ValueError("padding='same' is not supported for strided convolutions")
         self.padding = padding if isinstance(padding, str) else _tuple(padding, nd)
         self.dilation, self.output_padding = _tuple(dilation, nd), _tuple(output_padding, nd)
         self.padding_mode = padding_mode
@@ -91,7 +93,7 @@ class _ConvNd(Module):
     def extra_repr(self):
         s = "%d, %d, kernel_size=%s, stride=%s" % (self.in_channels, self.out_channels, self.kernel_size, self.stride)
         if self.padding != (0,) * self._nd:
-            s += ", padding=%s" % (repr(self.padding) if isinstance(self.padding, str) else str(self.padding))
+            s += ", padding=%s" % (self.padding,)
         if self.dilation != (1,) * self._nd:
             s += ", dilation=%s" % (self.dilation,)
         if self._transposed and self.output_padding != (0,) * self._nd:
@@ -129,13 +131,16 @@ def _conv_transpose_class(nd):
             output_padding = self.output_padding
             if output_size is not None:
                 x = input if input.ndim == nd + 2 else input.unsqueeze(0)
+                if len(output_size) not in (nd, nd + 2):
+                    raise ValueError("ConvTranspose%dD: for %dD input, output_size must have %d or %d elements (got %d)"
+                                     % (nd, input.ndim, nd, nd + 2, len(output_size)))
                 want = list(output_size)[-nd:]
                 output_padding = []
                 for i in range(nd):
                     base = ((x.shape[2 + i] - 1) * self.stride[i] - 2 * self.padding[i]
                             + self.dilation[i] * (self.kernel_size[i] - 1) + 1)
                     extra = want[i] - base
-                    if extra < 0 or extra >= max(self.stride[i], self.dilation[i]):
+                    if extra < 0 or extra >= self.stride[i]:  # torch: sizes from base to base + stride - 1
                         raise ValueError("requested an output size of %s, but valid sizes range from %s to %s "
                                          "(for an input of %s)" % (want, base, base + self.stride[i] - 1,
                                                                    list(x.shape[2:])))
@@ -175,6 +180,9 @@ class _AvgPoolNd(Module):
         self.kernel_size, self.stride = kernel_size, stride if stride is not None else kernel_size
         self.padding, self.ceil_mode, self.count_include_pad = padding, ceil_mode, count_include_pad
         self.divisor_override = divisor_override
+        if self._nd == 1:  # torch's AvgPool1d keeps its sizes as 1-tuples (the 2-D and 3-D forms as given)
+            self.kernel_size, self.stride, self.padding = (_tuple(self.kernel_size, 1), _tuple(self.stride, 1),
+                                                           _tuple(self.padding, 1))
 
     def forward(self, input):
         return F._avg_pool(self._nd, input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
@@ -227,7 +235,7 @@ class _NormBase(Module):
                  dtype=None, *, bias=True):
         super().__init__()
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
-        self.affine, self.track_running_stats, self._has_bias = affine, track_running_stats, bias
+        self.affine, self.track_running_stats = affine, track_running_stats
         dt = dtype or _C.dtype.float32
         if affine:
             self.weight = Parameter(_C._full([num_features], 1.0, dt))
@@ -281,7 +289,7 @@ class _NormBase(Module):
 
     def extra_repr(self):
         return "%d, eps=%s, momentum=%s, affine=%s, bias=%s, track_running_stats=%s" % (
-            self.num_features, self.eps, self.momentum, self.affine, self._has_bias, self.track_running_stats)
+            self.num_features, self.eps, self.momentum, self.affine, self.bias is not None, self.track_running_stats)
 
 
 class _SyncBatchNormFunction:
@@ -431,6 +439,30 @@ class SyncBatchNorm(_NormBase):
         return module
 
 
+class _InstanceNormNd(_NormBase):
+    """torch.nn.InstanceNorm1d/2d/3d: affine and track_running_stats off by default; each sample's channels are
+    normalized over their spatial dims (with running statistics, eval uses them); unbatched inputs too."""
+    _spatial = 0
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=False, track_running_stats=False, device=None,
+                 dtype=None):
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype)
+
+    def forward(self, input):
+        name = type(self).__name__
+        if input.ndim not in (self._spatial + 1, self._spatial + 2):
+            raise ValueError("%s: expected %dD (unbatched) or %dD (batched) input (got %dD input)"
+                             % (name, self._spatial + 1, self._spatial + 2, input.ndim))
+        x = input if input.ndim == self._spatial + 2 else input.unsqueeze(0)
+        if x.shape[1] != self.num_features:
+            raise ValueError("%s: expected input's size at dim=1 to match num_features (%d), but got: %d."
+                             % (name, self.num_features, x.shape[1]))
+        use_input_stats = self.training or not self.track_running_stats
+        out = F.instance_norm(x, self.running_mean, self.running_var, self.weight, self.bias, use_input_stats,
+                              0.1 if self.momentum is None else self.momentum, self.eps)
+        return out if input.ndim == self._spatial + 2 else out.squeeze(0)
+
+
 def _norm_class(name, dims):
     return type(name, (_NormBase,), {"_dims": dims, "__doc__": "torch.nn.%s over [N, C, *] (per channel)." % name})
 
@@ -445,6 +477,10 @@ class Unfold(Module):
     def forward(self, input):
         return F.unfold(input, self.kernel_size, self.dilation, self.padding, self.stride)
 
+    def extra_repr(self):
+        return "kernel_size=%s, dilation=%s, padding=%s, stride=%s" % (self.kernel_size, self.dilation, self.padding,
+                                                                       self.stride)
+
 
 class Fold(Module):
     """torch.nn.Fold: F.fold (col2im, the adjoint of Unfold)."""
@@ -456,6 +492,10 @@ class Fold(Module):
 
     def forward(self, input):
         return F.fold(input, self.output_size, self.kernel_size, self.dilation, self.padding, self.stride)
+
+    def extra_repr(self):
+        return "output_size=%s, kernel_size=%s, dilation=%s, padding=%s, stride=%s" % (
+            self.output_size, self.kernel_size, self.dilation, self.padding, self.stride)
 
 
 def make_modules():
@@ -471,4 +511,7 @@ def make_modules():
     out["BatchNorm2d"] = _norm_class("BatchNorm2d", (4,))
     out["BatchNorm3d"] = _norm_class("BatchNorm3d", (5,))
     out["SyncBatchNorm"] = SyncBatchNorm
+    for nd in (1, 2, 3):
+        out["InstanceNorm%dd" % nd] = type("InstanceNorm%dd" % nd, (_InstanceNormNd,),
+                                           {"_spatial": nd, "__doc__": "torch.nn.InstanceNorm%dd." % nd})
     return out

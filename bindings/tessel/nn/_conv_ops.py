@@ -29,7 +29,8 @@ def _tuple(v, n, name):
         if len(v) == 1:
             return tuple(int(v[0]) for _ in range(n))
         if len(v) != n:
-            raise ValueError("%s must be an int or a tuple of %d ints, got %s" % (name, n, list(v)))
+            raise RuntimeError("expected %s to be a single integer value or a list of %d values to match the "
+                               "convolution dimensions, but got %s=%s" % (name, n, name, list(v)))
         return tuple(int(x) for x in v)
     return tuple(int(v) for _ in range(n))
 
@@ -37,12 +38,10 @@ def _tuple(v, n, name):
 def _output_len(size, kernel, stride, before, after, dilation, ceil_mode):
     span = dilation * (kernel - 1) + 1
     room = size + before + after - span
-    if room < 0:
-        return 0
-    out = (-(-room // stride) if ceil_mode else room // stride) + 1
+    out = (room + (stride - 1 if ceil_mode else 0)) // stride + 1  # floor division, as torch's div_rtn
     if ceil_mode and (out - 1) * stride >= size + before:
         out -= 1  # torch: the last window must start inside the input or its left padding
-    return out
+    return max(out, 0)
 
 
 def _map_coords(c, size, mode):
@@ -96,15 +95,32 @@ def _as_tensor(array):
     return tensor(np.ascontiguousarray(array))
 
 
-def _gather(x, size, kernel, stride, pads, dilation, ceil_mode, mode, fill):
+@functools.lru_cache(maxsize=128)
+def _max_window_index(size, kernel, stride, pads, dilation, ceil_mode):
+    """_window_index for max pooling: each padding tap reads its window's first input tap instead of the
+    sentinel (the max is unchanged; ties, all -inf windows included, go to the first input tap as torch's)."""
+    _, index, outs, _, valid = _window_index(size, kernel, stride, pads, dilation, ceil_mode, "zeros")
+    first = index[valid.argmax(0), np.arange(index.shape[1])]
+    redirected = np.where(valid | ~valid.any(0, keepdims=True), index, first[None, :])
+    return _as_tensor(redirected.reshape(-1)), redirected, outs
+
+
+def _gather(x, size, kernel, stride, pads, dilation, ceil_mode, mode, fill, for_max=False):
     """x [N, C, *size] -> columns [N, C, K, O] and the output sizes."""
-    index, _, outs, _, _ = _window_index(size, kernel, stride, pads, dilation, ceil_mode, mode)
+    if for_max:
+        index, _, outs = _max_window_index(size, kernel, stride, pads, dilation, ceil_mode)
+    else:
+        index, _, outs, _, _ = _window_index(size, kernel, stride, pads, dilation, ceil_mode, mode)
     n, c = x.shape[0], x.shape[1]
     total = int(np.prod(size))
     flat = x.reshape(n, c, total)
     flat = _C._functional.cat([flat, _C._full([n, c, 1], float(fill), x.dtype)], 2)
     cols = flat[:, :, index]
     return cols.reshape(n, c, int(np.prod(kernel)), int(np.prod(outs))), outs
+
+
+def _accumulation_dtype(x):
+    return x.dtype if x.dtype in (_C.dtype.float64, _C.dtype.float32) else _C.dtype.float32
 
 
 def _batched(input, nd, name):
@@ -122,7 +138,7 @@ def _same_pads(padding, kernel, dilation, stride, nd, name):
             return tuple((0, 0) for _ in range(nd))
         if padding == "same":
             if any(s != 1 for s in stride):
-                raise ValueError("padding='same' is not supported for strided convolutions")
+                raise RuntimeError("padding='same' is not supported for strided convolutions")
             pads = []
             for i in range(nd):
                 total = dilation[i] * (kernel[i] - 1)
@@ -161,6 +177,9 @@ def _conv(nd, input, weight, bias, stride, padding, dilation, groups, padding_mo
             raise RuntimeError("%s: calculated padded input size per channel: %s. Kernel size: %s. Kernel size can't "
                                "be greater than actual input size" % (
                                    name, [size[j] + pads[j][0] + pads[j][1] for j in range(nd)], list(kernel)))
+    if bias is not None and tuple(bias.shape) != (oc,):
+        raise RuntimeError("Given weight of size %s, expected bias to be 1-dimensional with %d elements, but got bias "
+                           "of size %s instead" % (list(weight.shape), oc, list(bias.shape)))
     cols, outs = _gather(x, size, kernel, stride, pads, dilation, False, padding_mode, 0.0)
     k, o = int(np.prod(kernel)), int(np.prod(outs))
     cols = cols.reshape(n, groups, cg * k, o)
@@ -205,6 +224,9 @@ def _conv_transpose(nd, input, weight, bias, stride, padding, output_padding, gr
     if c % groups:
         raise RuntimeError("%s: in channels (%d) must be divisible by groups (%d)" % (name, c, groups))
     ocg, kernel = weight.shape[1], tuple(weight.shape[2:])
+    if bias is not None and tuple(bias.shape) != (groups * ocg,):
+        raise RuntimeError("Given transposed weight of size %s, expected bias to be 1-dimensional with %d elements, "
+                           "but got bias of size %s instead" % (list(weight.shape), groups * ocg, list(bias.shape)))
     stride, dilation = _tuple(stride, nd, "stride"), _tuple(dilation, nd, "dilation")
     padding, output_padding = _tuple(padding, nd, "padding"), _tuple(output_padding, nd, "output_padding")
     for i in range(nd):
@@ -240,11 +262,19 @@ def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_paddi
     return _conv_transpose(3, input, weight, bias, stride, padding, output_padding, groups, dilation)
 
 
+def _check_windows_fit(name, size, kernel, pads, dilation, what):
+    for i in range(len(size)):
+        if size[i] + pads[i][0] + pads[i][1] < dilation[i] * (kernel[i] - 1) + 1:
+            raise RuntimeError("%s: the dilated kernel %s does not fit the padded %s (padding %s)"
+                               % (name, list(kernel), what, [p for p, _ in pads]))
+
+
 def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
     """torch.nn.functional.unfold (im2col) of a 4-D (or unbatched 3-D) input: [N, C*kh*kw, L]."""
     x, batched = _batched(input, 2, "unfold")
     kernel, dilation = _tuple(kernel_size, 2, "kernel_size"), _tuple(dilation, 2, "dilation")
     stride, pads = _tuple(stride, 2, "stride"), tuple((p, p) for p in _tuple(padding, 2, "padding"))
+    _check_windows_fit("unfold", tuple(x.shape[2:]), kernel, pads, dilation, list(input.shape))
     cols, outs = _gather(x, tuple(x.shape[2:]), kernel, stride, pads, dilation, False, "zeros", 0.0)
     out = cols.reshape(x.shape[0], -1, int(np.prod(outs)))
     return out if batched else out.squeeze(0)
@@ -258,6 +288,7 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
     size, kernel = _tuple(output_size, 2, "output_size"), _tuple(kernel_size, 2, "kernel_size")
     dilation, stride = _tuple(dilation, 2, "dilation"), _tuple(stride, 2, "stride")
     pads = tuple((p, p) for p in _tuple(padding, 2, "padding"))
+    _check_windows_fit("fold", size, kernel, pads, dilation, "output_size %s" % list(size))
     _, _, outs, _, _ = _window_index(size, kernel, stride, pads, dilation, False, "zeros")
     k, l = int(np.prod(kernel)), int(np.prod(outs))
     if x.shape[1] % k or x.shape[2] != l:
@@ -279,6 +310,8 @@ def _pool_args(nd, name, x, kernel_size, stride, padding, dilation):
     if any(s < 1 for s in stride) or any(k < 1 for k in kernel):
         raise RuntimeError("%s: kernel_size and stride must be positive, got %s and %s"
                            % (name, list(kernel), list(stride)))
+    if any(d < 1 for d in dilation):
+        raise RuntimeError("%s: dilation should be greater than zero, but got dilation=%s" % (name, list(dilation)))
     return kernel, stride, tuple((p, p) for p in padding), dilation
 
 
@@ -287,7 +320,7 @@ def _max_pool(nd, input, kernel_size, stride, padding, dilation, ceil_mode, retu
     x, batched = _batched(input, nd, name)
     kernel, stride, pads, dilation = _pool_args(nd, name, x, kernel_size, stride, padding, dilation)
     size = tuple(x.shape[2:])
-    cols, outs = _gather(x, size, kernel, stride, pads, dilation, ceil_mode, "zeros", -math.inf)
+    cols, outs = _gather(x, size, kernel, stride, pads, dilation, ceil_mode, "zeros", -math.inf, for_max=True)
     if any(o <= 0 for o in outs):
         raise RuntimeError("%s: output size %s is too small for input%s" % (name, list(outs), list(x.shape)))
     values, arg = cols.max(2)
@@ -297,8 +330,8 @@ def _max_pool(nd, input, kernel_size, stride, padding, dilation, ceil_mode, retu
         values = values.squeeze(0)
     if not return_indices:
         return values
-    _, index, _, _, _ = _window_index(size, kernel, stride, pads, dilation, ceil_mode, "zeros")
-    picked = index[arg.numpy(), np.arange(index.shape[1])[None, None, :]]  # every window reads the input
+    _, index, _ = _max_window_index(size, kernel, stride, pads, dilation, ceil_mode)
+    picked = index[arg.numpy(), np.arange(index.shape[1])[None, None, :]]  # redirected: always an input tap
     indices = _as_tensor(picked.reshape(shape).astype(np.int64))
     return values, (indices if batched else indices.squeeze(0))
 
@@ -324,11 +357,14 @@ def _avg_pool(nd, input, kernel_size, stride, padding, ceil_mode, count_include_
     if any(o <= 0 for o in outs):
         raise RuntimeError("%s: output size %s is too small for input%s" % (name, list(outs), list(x.shape)))
     _, _, _, in_padded, valid = _window_index(size, kernel, stride, pads, dilation, ceil_mode, "zeros")
-    if divisor_override:
+    if divisor_override is not None:
+        if divisor_override == 0:
+            raise RuntimeError("%s: divisor must be not zero" % name)
         divisor = np.full(in_padded.shape[1], float(divisor_override))
     else:
         divisor = (in_padded if count_include_pad else valid).sum(0).astype(np.float64)
-    out = cols.sum(2) / _as_tensor(divisor).to(x.dtype)
+    acc = _accumulation_dtype(x)  # bf16 / fp16: sum and divide in float32, round once
+    out = (cols.to(acc).sum(2) / _as_tensor(divisor).to(acc)).to(x.dtype)
     out = out.reshape(x.shape[0], x.shape[1], *outs)
     return out if batched else out.squeeze(0)
 
@@ -357,9 +393,9 @@ def _adaptive_sizes(nd, x, output_size, name):
     outs = _tuple(output_size, nd, "output_size") if not isinstance(output_size, (tuple, list)) else \
         tuple(x.shape[2 + i] if output_size[i] is None else int(output_size[i]) for i in range(len(output_size)))
     if len(outs) != nd:
-        raise ValueError("%s: output_size must have %d entries, got %s" % (name, nd, list(output_size)))
-    if any(o <= 0 for o in outs):
-        raise RuntimeError("%s: output_size must be positive, got %s" % (name, list(outs)))
+        raise RuntimeError("%s: output_size must be %d, got %s" % (name, nd, list(output_size)))
+    if any(o < 0 for o in outs):
+        raise RuntimeError("%s: output_size must not be negative, got %s" % (name, list(outs)))
     return outs
 
 
@@ -367,7 +403,11 @@ def _adaptive_avg_pool(nd, input, output_size):
     name = "adaptive_avg_pool%dd" % nd
     x, batched = _batched(input, nd, name)
     outs = _adaptive_sizes(nd, x, output_size, name)
-    out = x
+    if any(o == 0 for o in outs):
+        out = _C._full([x.shape[0], x.shape[1]] + list(outs), 0.0, x.dtype)
+        return out if batched else out.squeeze(0)
+    acc = _accumulation_dtype(x)  # bf16 / fp16: average in float32 (both passes), round once
+    out = x.to(acc)
     for i in range(nd):
         size = x.shape[2 + i]
         starts, ends = _adaptive_bounds(size, outs[i])
@@ -375,8 +415,9 @@ def _adaptive_avg_pool(nd, input, output_size):
         for o in range(outs[i]):
             avg[o, starts[o]:ends[o]] = 1.0 / (ends[o] - starts[o])
         moved = out.movedim(2 + i, -1)
-        moved = _C._functional.linear(moved, _as_tensor(avg).to(x.dtype), None)
+        moved = _C._functional.linear(moved, _as_tensor(avg).to(acc), None)
         out = moved.movedim(-1, 2 + i)
+    out = out.to(x.dtype)
     return out if batched else out.squeeze(0)
 
 
@@ -426,6 +467,12 @@ def _adaptive_max_pool(nd, input, output_size, return_indices):
     name = "adaptive_max_pool%dd" % nd
     x, batched = _batched(input, nd, name)
     outs = _adaptive_sizes(nd, x, output_size, name)
+    if any(o == 0 for o in outs):
+        shape = [x.shape[0], x.shape[1]] + list(outs)
+        values = _C._full(shape, 0.0, x.dtype)
+        indices = _C._full(shape, 0.0, _C.dtype.int64)
+        values, indices = (values, indices) if batched else (values.squeeze(0), indices.squeeze(0))
+        return (values, indices) if return_indices else values
     size = tuple(x.shape[2:])
     index, k = _adaptive_index(size, outs)
     n, c = x.shape[0], x.shape[1]
@@ -462,6 +509,10 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     if input.ndim < 2:
         raise ValueError("batch_norm: expected at least 2D input (got %dD input)" % input.ndim)
     c = input.shape[1]
+    for what, t in (("running_mean", running_mean), ("running_var", running_var), ("weight", weight), ("bias", bias)):
+        if t is not None and tuple(t.shape) != (c,):
+            raise RuntimeError("batch_norm: %s should have %d elements (the channels of input %s), got shape %s"
+                               % (what, c, list(input.shape), list(t.shape)))
     shape = [1, c] + [1] * (input.ndim - 2)
     x = input if input.dtype == _C.dtype.float64 else input.float()
     if training:
@@ -486,18 +537,30 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         if running_mean is None or running_var is None:
             raise RuntimeError("batch_norm: running_mean and running_var are required when training=False")
         y = (x - running_mean.reshape(*shape).to(x.dtype)) * (running_var.reshape(*shape).to(x.dtype) + eps).rsqrt()
-    return _channel_affine(y.to(input.dtype), weight, bias)
+    return _channel_affine(y, None if weight is None else weight.to(y.dtype),
+                           None if bias is None else bias.to(y.dtype)).to(input.dtype)
 
 
 def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None, use_input_stats=True,
                   momentum=0.1, eps=1e-5):
-    """torch.nn.functional.instance_norm: each sample's channels normalized over their spatial dims."""
-    if not use_input_stats or running_mean is not None or running_var is not None:
-        raise NotImplementedError("instance_norm: running statistics are not supported (use_input_stats=True, "
-                                  "no running_mean / running_var)")
+    """torch.nn.functional.instance_norm: each sample's channels normalized over their spatial dims (batch_norm
+    of the input seen as [1, N·C, *]); running statistics, where given, take the mean over the samples of the
+    per-instance statistics (blended by momentum); use_input_stats=False normalizes with them instead."""
+    if input.ndim < 3:
+        raise ValueError("instance_norm: expected an input [N, C, *spatial] (got %dD input)" % input.ndim)
     n, c = input.shape[0], input.shape[1]
-    y = batch_norm(input.reshape(1, n * c, *input.shape[2:]), None, None, None, None, True, momentum, eps)
-    return _channel_affine(y.reshape(*input.shape), weight, bias)
+    if not use_input_stats:
+        if running_mean is None or running_var is None:
+            raise RuntimeError("instance_norm: use_input_stats=False needs running_mean and running_var")
+        return batch_norm(input, running_mean, running_var, weight, bias, False, momentum, eps)
+    stats = [None if t is None else t.detach().repeat(n) for t in (running_mean, running_var)]
+    y = batch_norm(input.reshape(1, n * c, *input.shape[2:]), stats[0], stats[1], None, None, True, momentum, eps)
+    with _C._GradMode(False):
+        for live, blended in zip((running_mean, running_var), stats):
+            if live is not None:
+                live.copy_(blended.reshape(n, c).mean(0))
+    return _channel_affine(y.reshape(*input.shape), None if weight is None else weight.to(y.dtype),
+                           None if bias is None else bias.to(y.dtype))
 
 
 FUNCTIONAL = dict(
