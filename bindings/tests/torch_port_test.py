@@ -9,7 +9,8 @@ SequentialLR, a shuffled DataLoader, clipping, topk + multinomial sampling) runs
 repeats itself exactly under the same seed. And torch_port_titan.py, a torchtitan-shaped job (TP, then
 activation checkpointing, then fully_shard on a dp x tp mesh; LambdaLR; funcol's dp-mean loss; a DCP
 checkpoint of an AppState(Stateful) and the scheduler, resumed): 4 rank threads equal one rank, the resume
-is bit-exact, and 2 gloo processes equal one rank."""
+is bit-exact, and 2 gloo processes equal one rank. And torch_port_cnn.py, a DDP CNN (Conv2d, BatchNorm2d,
+pools; SGD with nesterov momentum, CosineAnnealingLR; eval-mode accuracy) on 2 gloo processes."""
 import os
 import re
 import subprocess
@@ -190,6 +191,27 @@ def test_ported_ddp_tutorial_trains_in_step_on_two_gloo_processes(tmp_path):
         assert float(f[4]) < 0.3 * float(f[3]), f  # last epoch's mean loss against the first's
     state = tessel.load(str(tmp_path / "model.pt"))
     assert sorted(state) == ["0.bias", "0.weight", "2.bias", "2.weight"]
+
+
+def test_ported_cnn_with_batch_norm_trains_in_step_on_two_gloo_processes(tmp_path):
+    # Conv2d / BatchNorm2d / MaxPool2d / AdaptiveAvgPool2d under DDP (buffers broadcast from rank 0), SGD with
+    # nesterov momentum, CosineAnnealingLR, eval-mode accuracy and a rank-0 checkpoint; only the 8 import
+    # lines change. Both ranks end with the same weights, the loss falls and the classes are learned.
+    out = run_ported(tmp_path, "torch_port_cnn.py", 8, [2, free_port(), tmp_path], "store")
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = sorted(out.stdout.splitlines())
+    assert len(lines) == 2 and lines[0].startswith("rank 0") and lines[1].startswith("rank 1"), out.stdout
+    fields = [line.split() for line in lines]
+    assert fields[0][-1] == fields[1][-1]  # the checksums of the final weights: identical on both ranks
+    for f in fields:
+        assert float(f[4]) < 0.5 * float(f[3]), f  # last epoch's mean loss against the first's
+        assert float(f[6]) >= 0.9, f  # eval-mode accuracy on the 4 synthetic classes
+    state = tessel.load(str(tmp_path / "cnn.pt"))
+    assert sorted(state) == ["classifier.bias", "classifier.weight", "features.0.weight",
+                             "features.1.bias", "features.1.num_batches_tracked", "features.1.running_mean",
+                             "features.1.running_var", "features.1.weight", "features.4.weight", "features.5.bias",
+                             "features.5.num_batches_tracked", "features.5.running_mean", "features.5.running_var",
+                             "features.5.weight"]
 
 
 @pytest.fixture(scope="module")
