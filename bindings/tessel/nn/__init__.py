@@ -56,3 +56,5 @@ from .modules import _make_extra_modules  # noqa: E402
 globals().update(_make_extra_modules())  # Sigmoid, Softmax, LeakyReLU, ..., BCEWithLogitsLoss, NLLLoss, ...
 from ._conv_modules import make_modules as _make_conv_modules  # noqa: E402
 globals().update(_make_conv_modules())  # Conv1d/2d/3d, ConvTranspose*, MaxPool*, AvgPool*, Adaptive*, BatchNorm*
+from ._rnn import MODULES as _RNN_MODULES  # noqa: E402
+globals().update(_RNN_MODULES)  # RNN, LSTM, GRU and their cells

@@ -1,0 +1,240 @@
+"""nn.RNN / LSTM / GRU and their cells (tessel/nn/_rnn.py) against naive numpy recurrences in float64 (torch's
+gate order and formulas), gradients against finite differences, torch's parameter names, shapes and init,
+inter-layer dropout, unbatched inputs and initial states, errors, and fully_shard on 2 ranks == 1 rank."""
+import math
+import sys
+
+import numpy as np
+import pytest
+
+import tessel
+import tessel.nn as nn
+
+
+def t64(a, grad=False):
+    x = tessel.tensor(np.asarray(a, dtype=np.float64))
+    return x.requires_grad_() if grad else x
+
+
+def sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def np_step(mode, x, h, c, p, suffix):
+    """One torch time step in numpy; p maps parameter names to arrays."""
+    w_ih, w_hh = p["weight_ih" + suffix], p["weight_hh" + suffix]
+    b_ih, b_hh = p.get("bias_ih" + suffix, 0.0), p.get("bias_hh" + suffix, 0.0)
+    gi, gh = x @ w_ih.T + b_ih, h @ w_hh.T + b_hh
+    if mode == "LSTM":
+        i, f, g, o = np.split(gi + gh, 4, -1)
+        c = sigmoid(f) * c + sigmoid(i) * np.tanh(g)
+        h = sigmoid(o) * np.tanh(c)
+        if "weight_hr" + suffix in p:
+            h = h @ p["weight_hr" + suffix].T
+        return h, c
+    if mode == "GRU":
+        xr, xz, xn = np.split(gi, 3, -1)
+        hr, hz, hn = np.split(gh, 3, -1)
+        r, z = sigmoid(xr + hr), sigmoid(xz + hz)
+        n = np.tanh(xn + r * hn)
+        return (1 - z) * n + z * h, None
+    pre = gi + gh
+    return (np.tanh(pre) if mode == "tanh" else np.maximum(pre, 0.0)), None
+
+
+def np_rnn(mode, module, x, h0=None, c0=None):
+    """x [T, B, in] -> (out [T, B, D*H_out], h_n, c_n) by loops, layer by layer and direction by direction."""
+    p = {k: v.detach().numpy() for k, v in module.named_parameters()}
+    dirs = 2 if module.bidirectional else 1
+    out_size = module.proj_size or module.hidden_size if mode == "LSTM" else module.hidden_size
+    steps, batch = x.shape[:2]
+    layer_in, h_n, c_n = x, [], []
+    for layer in range(module.num_layers):
+        outs = []
+        for d, sfx in enumerate(("", "_reverse")[:dirs]):
+            suffix = "_l%d%s" % (layer, sfx)
+            h = np.zeros((batch, out_size)) if h0 is None else h0[layer * dirs + d]
+            c = np.zeros((batch, module.hidden_size)) if c0 is None else c0[layer * dirs + d]
+            seq = [None] * steps
+            for t in (range(steps - 1, -1, -1) if d else range(steps)):
+                h, c = np_step(mode, layer_in[t], h, c, p, suffix)
+                seq[t] = h
+            outs.append(np.stack(seq))
+            h_n.append(h)
+            c_n.append(c)
+        layer_in = np.concatenate(outs, -1)
+    return layer_in, np.stack(h_n), (np.stack(c_n) if mode == "LSTM" else None)
+
+
+@pytest.mark.parametrize("cls,mode,kw", [
+    ("LSTM", "LSTM", dict(num_layers=2, bidirectional=True)),
+    ("LSTM", "LSTM", dict(proj_size=3, batch_first=True)),
+    ("GRU", "GRU", dict(num_layers=2, bidirectional=True, batch_first=True)),
+    ("RNN", "relu", dict(nonlinearity="relu", num_layers=2)),
+    ("RNN", "tanh", dict(bias=False, bidirectional=True))])
+def test_recurrent_layers_match_numpy_recurrences(cls, mode, kw):
+    tessel.manual_seed(1)
+    m = getattr(nn, cls)(4, 5, dtype=tessel.float64, **kw)
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(6, 3, 4))
+    dirs = 2 if kw.get("bidirectional") else 1
+    layers = kw.get("num_layers", 1)
+    h0 = rng.normal(size=(layers * dirs, 3, kw.get("proj_size") or 5))
+    c0 = rng.normal(size=(layers * dirs, 3, 5))
+    want_out, want_h, want_c = np_rnn(mode if cls != "GRU" else "GRU", m, x, h0, c0 if cls == "LSTM" else None)
+    inp = x.transpose(1, 0, 2) if kw.get("batch_first") else x
+    hx = (t64(h0), t64(c0)) if cls == "LSTM" else t64(h0)
+    out, state = m(t64(inp), hx)
+    got_out = out.detach().numpy()
+    if kw.get("batch_first"):
+        got_out = got_out.transpose(1, 0, 2)
+    np.testing.assert_allclose(got_out, want_out, rtol=1e-11, atol=1e-12)
+    got_h = state[0] if cls == "LSTM" else state
+    np.testing.assert_allclose(got_h.detach().numpy(), want_h, rtol=1e-11, atol=1e-12)
+    if cls == "LSTM":
+        np.testing.assert_allclose(state[1].detach().numpy(), want_c, rtol=1e-11, atol=1e-12)
+
+
+def test_lstm_gradients_match_finite_differences():
+    tessel.manual_seed(2)
+    m = nn.LSTM(2, 3, num_layers=2, bidirectional=True, dtype=tessel.float64)
+    rng = np.random.default_rng(3)
+    x, r = rng.normal(size=(3, 2, 2)), rng.normal(size=(3, 2, 6))
+    xt = t64(x, True)
+    out, (h_n, c_n) = m(xt)
+    ((out * t64(r)).sum() + c_n.sum()).backward()
+
+    def loss(xa):
+        o, _, c = np_rnn("LSTM", m, xa)
+        return float((o * r).sum() + c.sum())
+    fd = np.zeros_like(x)
+    for i in np.ndindex(*x.shape):
+        hi, lo = x.copy(), x.copy()
+        hi[i] += 1e-6
+        lo[i] -= 1e-6
+        fd[i] = (loss(hi) - loss(lo)) / 2e-6
+    np.testing.assert_allclose(xt.grad.numpy(), fd, rtol=1e-5, atol=1e-8)
+    w = m.weight_hh_l1_reverse
+    base = w.detach().numpy().copy()
+    grad = w.grad.numpy()
+    for idx in [(0, 0), (5, 2), (11, 1)]:
+        def at(v):
+            with tessel.no_grad():
+                w.copy_(t64(np.where(np.arange(base.size).reshape(base.shape) == np.ravel_multi_index(idx, base.shape),
+                                     v, base)))
+            return loss(x)
+        fd_w = (at(base[idx] + 1e-6) - at(base[idx] - 1e-6)) / 2e-6
+        with tessel.no_grad():
+            w.copy_(t64(base))
+        assert abs(grad[idx] - fd_w) <= 1e-5 * max(1.0, abs(fd_w)), (idx, grad[idx], fd_w)
+
+
+def test_parameters_have_torchs_names_shapes_and_init_and_cells_step_once():
+    tessel.manual_seed(3)
+    lstm = nn.LSTM(3, 4, num_layers=2, bidirectional=True, proj_size=2)
+    shapes = {k: list(v.shape) for k, v in lstm.named_parameters()}
+    assert shapes["weight_ih_l0"] == [16, 3] and shapes["weight_hh_l0"] == [16, 2]
+    assert shapes["weight_hr_l0_reverse"] == [2, 4] and shapes["weight_ih_l1"] == [16, 4]
+    assert sorted(shapes) == sorted("%s_l%d%s" % (n, l, s) for n in ("weight_ih", "weight_hh", "bias_ih", "bias_hh",
+                                                                       "weight_hr")
+                                    for l in (0, 1) for s in ("", "_reverse"))
+    bound = 1.0 / math.sqrt(4)
+    values = np.concatenate([p.detach().numpy().reshape(-1) for p in lstm.parameters()])
+    assert np.abs(values).max() <= bound and np.abs(values).max() > 0.9 * bound
+    assert repr(lstm) == "LSTM(3, 4, proj_size=2, num_layers=2, bidirectional=True)"
+    gru = nn.GRU(3, 4, bias=False)
+    assert sorted(k for k, _ in gru.named_parameters()) == ["weight_hh_l0", "weight_ih_l0"]
+    rng = np.random.default_rng(4)
+    x, h, c = rng.normal(size=(2, 3)), rng.normal(size=(2, 4)), rng.normal(size=(2, 4))
+    for name, mode in (("LSTMCell", "LSTM"), ("GRUCell", "GRU"), ("RNNCell", "tanh")):
+        cell = getattr(nn, name)(3, 4, dtype=tessel.float64)
+        p = {k + "_l0": v.detach().numpy() for k, v in cell.named_parameters()}
+        want_h, want_c = np_step(mode, x, h, c, p, "_l0")
+        got = cell(t64(x), (t64(h), t64(c))) if mode == "LSTM" else cell(t64(x), t64(h))
+        got_h = got[0] if mode == "LSTM" else got
+        np.testing.assert_allclose(got_h.detach().numpy(), want_h, rtol=1e-12, atol=1e-14)
+        if mode == "LSTM":
+            np.testing.assert_allclose(got[1].detach().numpy(), want_c, rtol=1e-12, atol=1e-14)
+        unbatched = cell(t64(x[0]))  # no state: zeros, one sample
+        assert list((unbatched[0] if mode == "LSTM" else unbatched).shape) == [4]
+
+
+def test_unbatched_inputs_dropout_between_layers_and_errors():
+    tessel.manual_seed(4)
+    gru = nn.GRU(3, 4, num_layers=2, dtype=tessel.float64)
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(5, 3))
+    out, h_n = gru(t64(x))
+    batched_out, batched_h = gru(t64(x[:, None, :]))
+    np.testing.assert_allclose(out.detach().numpy(), batched_out.detach().numpy()[:, 0], rtol=1e-14)
+    assert list(h_n.shape) == [2, 4]
+    # dropout=1 between the layers: the second layer sees zeros in training, the real input in eval
+    drop = nn.RNN(3, 4, num_layers=2, dropout=1.0, dtype=tessel.float64)
+    train_out = drop(t64(x[:, None, :]))[0].detach().numpy()
+    second = {k.replace("_l1", "_l0"): v for k, v in drop.named_parameters() if "_l1" in k}
+    zero_in = nn.RNN(4, 4, dtype=tessel.float64)
+    with tessel.no_grad():
+        for k, v in zero_in.named_parameters():
+            v.copy_(second[k])
+    np.testing.assert_allclose(train_out, zero_in(t64(np.zeros((5, 1, 4))))[0].detach().numpy(), rtol=1e-14)
+    drop.eval()
+    eval_out = drop(t64(x[:, None, :]))[0].detach().numpy()
+    np.testing.assert_allclose(eval_out, np_rnn("tanh", drop, x[:, None, :])[0], rtol=1e-11, atol=1e-12)
+    with pytest.raises(RuntimeError, match="input.size\\(-1\\) must be equal to input_size. Expected 3, got 2"):
+        gru(tessel.randn(5, 2, 2))
+    with pytest.raises(RuntimeError, match="Expected hidden size \\(2, 2, 4\\), got \\(1, 2, 4\\)"):
+        gru(tessel.randn(5, 2, 3, dtype=tessel.float64), tessel.randn(1, 2, 4, dtype=tessel.float64))
+    with pytest.raises(ValueError, match="proj_size has to be smaller than hidden_size"):
+        nn.LSTM(3, 4, proj_size=4)
+    with pytest.raises(ValueError, match="Unknown nonlinearity 'gelu'"):
+        nn.RNN(3, 4, nonlinearity="gelu")
+
+
+def test_lstm_classifier_under_fully_shard_on_two_ranks_equals_one_rank():
+    import tessel.distributed as dist
+    import tessel.nn.functional as F
+    from tessel.distributed.fsdp import fully_shard
+
+    class Classifier(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lstm = nn.LSTM(3, 8, batch_first=True)
+            self.head = nn.Linear(8, 2)
+
+        def forward(self, x):
+            out, (h, c) = self.lstm(x)
+            return self.head(h[-1])
+
+    def make():
+        tessel.manual_seed(6)
+        return Classifier()
+    rng = np.random.default_rng(7)
+    x = tessel.tensor(rng.normal(size=(4, 5, 3)).astype(np.float32))
+    y = tessel.tensor(np.array([0, 1, 1, 0]))
+
+    def train(net, xs, ys):
+        opt = tessel.optim.Adam(net.parameters(), lr=1e-2)
+        out = []
+        for _ in range(3):
+            loss = F.cross_entropy(net(xs), ys)
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            out.append(loss.item())
+        return out
+    ref = train(make(), x, y)
+    got = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        net = make()
+        fully_shard(net.lstm)
+        fully_shard(net)
+        got[world.rank] = train(net, x[world.rank * 2:(world.rank + 1) * 2], y[world.rank * 2:(world.rank + 1) * 2])
+        dist.destroy_process_group()
+    tessel.run_ranks(2, rank_fn)
+    np.testing.assert_allclose([(a + b) / 2 for a, b in zip(got[0], got[1])], ref, rtol=2e-5)
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
