@@ -405,41 +405,23 @@ def test_small_cnn_trains_under_sgd_and_matches_its_float64_twin():
 def test_cnn_under_fully_shard_on_two_ranks_equals_one_rank():
     """Each Conv2d and the root wrapped by fully_shard (4-D weights sharded on dim 0) on 2 rank threads, each
     with half the batch, take the same AdamW steps as one rank on the whole batch."""
-    import tessel.distributed as dist
     from tessel.distributed.fsdp import fully_shard
+    from sharded_equivalence import assert_fully_shard_halves_equal_one_rank
 
     def make():
         tessel.manual_seed(5)
         return nn.Sequential(nn.Conv2d(2, 6, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(6, 4, 3, stride=2),
                              nn.AdaptiveAvgPool2d((1, 1)), nn.Flatten(), nn.Linear(4, 3))
-    rng = np.random.default_rng(13)
-    x = tessel.tensor(rng.normal(size=(4, 2, 10, 10)).astype(np.float32))
-    y = tessel.tensor(rng.integers(0, 3, size=4))
 
-    def train(net, xs, ys):
-        opt = tessel.optim.AdamW(net.parameters(), lr=1e-2)
-        out = []
-        for _ in range(3):
-            loss = F.cross_entropy(net(xs), ys)
-            loss.backward()
-            opt.step()
-            opt.zero_grad()
-            out.append(loss.item())
-        return out
-    ref = train(make(), x, y)
-    got = {}
-
-    def rank_fn(world):
-        dist.init_process_group()
-        net = make()
+    def shard(net):
         for i in (0, 3):
             fully_shard(net[i])
         fully_shard(net)
         assert list(net[0].weight.to_local().shape) == [3, 2, 3, 3]
-        got[world.rank] = train(net, x[world.rank * 2:(world.rank + 1) * 2], y[world.rank * 2:(world.rank + 1) * 2])
-        dist.destroy_process_group()
-    tessel.run_ranks(2, rank_fn)
-    np.testing.assert_allclose([(a + b) / 2 for a, b in zip(got[0], got[1])], ref, rtol=2e-5)
+    rng = np.random.default_rng(13)
+    x = tessel.tensor(rng.normal(size=(4, 2, 10, 10)).astype(np.float32))
+    y = tessel.tensor(rng.integers(0, 3, size=4))
+    assert_fully_shard_halves_equal_one_rank(make, shard, x, y, lambda p: tessel.optim.AdamW(p, lr=1e-2))
 
 
 def test_review_fixes_edge_cases_follow_torch():

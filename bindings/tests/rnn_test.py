@@ -191,9 +191,8 @@ def test_unbatched_inputs_dropout_between_layers_and_errors():
 
 
 def test_lstm_classifier_under_fully_shard_on_two_ranks_equals_one_rank():
-    import tessel.distributed as dist
-    import tessel.nn.functional as F
     from tessel.distributed.fsdp import fully_shard
+    from sharded_equivalence import assert_fully_shard_halves_equal_one_rank
 
     class Classifier(nn.Module):
         def __init__(self):
@@ -208,32 +207,15 @@ def test_lstm_classifier_under_fully_shard_on_two_ranks_equals_one_rank():
     def make():
         tessel.manual_seed(6)
         return Classifier()
+
+    def shard(net):
+        fully_shard(net.lstm)
+        fully_shard(net)
+        assert net.lstm.weight_hh_l0.is_distributed and list(net.lstm.weight_hh_l0.to_local().shape) == [16, 8]
     rng = np.random.default_rng(7)
     x = tessel.tensor(rng.normal(size=(4, 5, 3)).astype(np.float32))
     y = tessel.tensor(np.array([0, 1, 1, 0]))
-
-    def train(net, xs, ys):
-        opt = tessel.optim.Adam(net.parameters(), lr=1e-2)
-        out = []
-        for _ in range(3):
-            loss = F.cross_entropy(net(xs), ys)
-            loss.backward()
-            opt.step()
-            opt.zero_grad()
-            out.append(loss.item())
-        return out
-    ref = train(make(), x, y)
-    got = {}
-
-    def rank_fn(world):
-        dist.init_process_group()
-        net = make()
-        fully_shard(net.lstm)
-        fully_shard(net)
-        got[world.rank] = train(net, x[world.rank * 2:(world.rank + 1) * 2], y[world.rank * 2:(world.rank + 1) * 2])
-        dist.destroy_process_group()
-    tessel.run_ranks(2, rank_fn)
-    np.testing.assert_allclose([(a + b) / 2 for a, b in zip(got[0], got[1])], ref, rtol=2e-5)
+    assert_fully_shard_halves_equal_one_rank(make, shard, x, y, lambda p: tessel.optim.Adam(p, lr=1e-2))
 
 
 if __name__ == "__main__":
