@@ -523,16 +523,10 @@ def test_sync_batch_norm_under_ddp_on_two_ranks_equals_batch_norm_on_one_rank():
     x = tessel.tensor((rng.normal(size=(8, 2, 5, 5)) * 2 + 1).astype(np.float32))
     y = tessel.tensor(rng.integers(0, 3, size=8))
 
+    from sharded_equivalence import train_classifier
+
     def train(net, xs, ys):
-        opt = tessel.optim.SGD(net.parameters(), lr=0.2)
-        out = []
-        for _ in range(3):
-            loss = F.cross_entropy(net(xs), ys)
-            loss.backward()
-            opt.step()
-            opt.zero_grad()
-            out.append(loss.item())
-        return out
+        return train_classifier(net, xs, ys, lambda p: tessel.optim.SGD(p, lr=0.2), 3)
     ref_net = _bn_net()
     ref = train(ref_net, x, y)
     got, traces = {}, {}
