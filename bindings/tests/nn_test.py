@@ -493,6 +493,65 @@ def test_transformer_encoder_matches_a_numpy_reference():
     assert copies(tessel.tensor(x[0]).double()).shape == (L, E)  # unbatched
 
 
+def test_transformer_decoder_and_full_transformer_match_a_numpy_reference():
+    # One post-norm decoder layer (causal self-attention, cross-attention with a memory key padding mask,
+    # feed-forward) against numpy in float64; nn.Transformer's keys, init and shapes; norm_first.
+    E, H, F_, T, S, N = 8, 2, 16, 4, 5, 2
+    tessel.manual_seed(4)
+    layer = nn.TransformerDecoderLayer(E, H, dim_feedforward=F_, dropout=0.0, batch_first=True, dtype=tessel.float64)
+    sd = {k: v.detach().numpy() for k, v in layer.state_dict().items()}
+    assert sorted(k.split(".")[0] for k in sd if k.endswith("weight")) == sorted(
+        ["linear1", "linear2", "multihead_attn", "multihead_attn", "norm1", "norm2", "norm3", "self_attn",
+         "self_attn"])
+    rng = np.random.default_rng(8)
+    tgt, mem = rng.standard_normal((N, T, E)), rng.standard_normal((N, S, E))
+    causal = np.triu(np.full((T, T), -np.inf), 1)
+    kpm = np.zeros((N, S), dtype=bool)
+    kpm[1, -2:] = True
+
+    def ln(t, w, b):
+        mu, var = t.mean(-1, keepdims=True), t.var(-1, keepdims=True)
+        return (t - mu) / np.sqrt(var + 1e-5) * w + b
+
+    def mha(p, q_in, kv_in, add):
+        W, b = sd[p + "in_proj_weight"], sd[p + "in_proj_bias"]
+        Q = q_in @ W[:E].T + b[:E]
+        K, V = (kv_in @ W[i * E:(i + 1) * E].T + b[i * E:(i + 1) * E] for i in (1, 2))
+        Q, K, V = (u.reshape(N, -1, H, E // H).transpose(0, 2, 1, 3) for u in (Q, K, V))
+        sc = Q @ K.transpose(0, 1, 3, 2) / np.sqrt(E // H) + add
+        pr = np.exp(sc - sc.max(-1, keepdims=True))
+        pr /= pr.sum(-1, keepdims=True)
+        return (pr @ V).transpose(0, 2, 1, 3).reshape(N, -1, E) @ sd[p + "out_proj.weight"].T + sd[p + "out_proj.bias"]
+
+    x = ln(tgt + mha("self_attn.", tgt, tgt, causal), sd["norm1.weight"], sd["norm1.bias"])
+    x = ln(x + mha("multihead_attn.", x, mem, np.where(kpm, -np.inf, 0.0)[:, None, None, :]), sd["norm2.weight"],
+           sd["norm2.bias"])
+    ff = np.maximum(x @ sd["linear1.weight"].T + sd["linear1.bias"], 0) @ sd["linear2.weight"].T + sd["linear2.bias"]
+    want = ln(x + ff, sd["norm3.weight"], sd["norm3.bias"])
+    mask = nn.Transformer.generate_square_subsequent_mask(T).double()
+    np.testing.assert_array_equal(mask.numpy(), causal)
+    got = layer(tessel.tensor(tgt), tessel.tensor(mem), tgt_mask=mask, memory_key_padding_mask=tessel.tensor(kpm))
+    np.testing.assert_allclose(got.detach().numpy(), want, rtol=1e-10, atol=1e-12)
+    dec = nn.TransformerDecoder(layer, 2)
+    np.testing.assert_array_equal(dec.layers[0].linear1.weight.detach().numpy(),
+                                  dec.layers[1].linear1.weight.detach().numpy())  # copies of one layer
+    assert list(dec(tessel.tensor(tgt), tessel.tensor(mem)).shape) == [N, T, E]
+    model = nn.Transformer(E, H, 2, 1, F_, dropout=0.0, norm_first=True)
+    keys = model.state_dict()
+    assert "encoder.norm.weight" in keys and "decoder.layers.0.multihead_attn.in_proj_weight" in keys
+    assert sum(1 for k in keys if k.startswith("encoder.layers.") and k.endswith("linear1.weight")) == 2
+    w = model.decoder.layers[0].linear1.weight.detach().numpy()
+    assert np.abs(w).max() <= np.sqrt(6.0 / (E + F_)) + 1e-7  # xavier-uniform, re-drawn per parameter
+    assert not np.array_equal(model.encoder.layers[0].linear1.weight.detach().numpy(),
+                              model.encoder.layers[1].linear1.weight.detach().numpy())
+    out = model(tessel.randn(S, N, E), tessel.randn(T, N, E), tgt_mask=nn.Transformer.generate_square_subsequent_mask(T))
+    assert list(out.shape) == [T, N, E]
+    out.sum().backward()
+    assert model.encoder.layers[0].self_attn.in_proj_weight.grad is not None
+    with pytest.raises(RuntimeError, match="the batch number of src and tgt must be equal"):
+        model(tessel.randn(S, N, E), tessel.randn(T, N + 1, E))
+
+
 def test_lr_schedulers_give_torchs_learning_rates():
     # torch 2.15's lr after each of 12 steps (SGD lr 0.1), recorded once from torch itself.
     want = {"step": [0.1, 0.1, 0.05, 0.05, 0.05, 0.025, 0.025, 0.025, 0.0125, 0.0125, 0.0125, 0.00625],

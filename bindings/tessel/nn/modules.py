@@ -1189,6 +1189,109 @@ class TransformerEncoder(Module):
         return self.norm(x) if self.norm is not None else x
 
 
+class TransformerDecoderLayer(TransformerEncoderLayer):
+    """torch.nn.TransformerDecoderLayer: masked self-attention, cross-attention over the encoder's memory
+    (multihead_attn) and the feed-forward block, each with dropout, a residual and a LayerNorm (norm1..3,
+    after, or before with norm_first); torch's parameter names."""
+
+    def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu", layer_norm_eps=1e-5,
+                 batch_first=False, norm_first=False, bias=True, device=None, dtype=None):
+        super().__init__(d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps, batch_first, norm_first,
+                         bias, device, dtype)
+        from . import LayerNorm
+        dtype = dtype or _dtypes.float32
+        self.multihead_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first,
+                                                 device=device, dtype=dtype)
+        self.norm3 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, dtype=dtype)
+
+    def _mha_block(self, x, memory, mask, key_padding_mask, is_causal):
+        return self._drop(self.multihead_attn(x, memory, memory, key_padding_mask=key_padding_mask,
+                                              need_weights=False, attn_mask=mask, is_causal=is_causal)[0])
+
+    def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
+                memory_key_padding_mask=None, tgt_is_causal=False, memory_is_causal=False):
+        x = tgt
+        if self.norm_first:
+            x = x + self._sa_block(self.norm1(x), tgt_mask, tgt_key_padding_mask, tgt_is_causal)
+            x = x + self._mha_block(self.norm2(x), memory, memory_mask, memory_key_padding_mask, memory_is_causal)
+            return x + self._ff_block(self.norm3(x))
+        x = self.norm1(x + self._sa_block(x, tgt_mask, tgt_key_padding_mask, tgt_is_causal))
+        x = self.norm2(x + self._mha_block(x, memory, memory_mask, memory_key_padding_mask, memory_is_causal))
+        return self.norm3(x + self._ff_block(x))
+
+
+class TransformerDecoder(TransformerEncoder):
+    """torch.nn.TransformerDecoder: num_layers copies of decoder_layer (same initial weights) in `layers`, then
+    an optional norm."""
+
+    def __init__(self, decoder_layer, num_layers, norm=None):
+        super().__init__(decoder_layer, num_layers, norm)
+
+    def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
+                memory_key_padding_mask=None, tgt_is_causal=None, memory_is_causal=False):
+        x = tgt
+        for layer in self.layers:
+            x = layer(x, memory, tgt_mask=tgt_mask, memory_mask=memory_mask, tgt_key_padding_mask=tgt_key_padding_mask,
+                      memory_key_padding_mask=memory_key_padding_mask, tgt_is_causal=bool(tgt_is_causal),
+                      memory_is_causal=memory_is_causal)
+        return self.norm(x) if self.norm is not None else x
+
+
+class Transformer(Module):
+    """torch.nn.Transformer: an encoder (num_encoder_layers TransformerEncoderLayers + LayerNorm) and a decoder
+    (num_decoder_layers TransformerDecoderLayers + LayerNorm); every parameter with more than one dimension
+    re-initialized xavier-uniform, as torch's _reset_parameters. custom_encoder / custom_decoder replace
+    them."""
+
+    def __init__(self, d_model=512, nhead=8, num_encoder_layers=6, num_decoder_layers=6, dim_feedforward=2048,
+                 dropout=0.1, activation="relu", custom_encoder=None, custom_decoder=None, layer_norm_eps=1e-5,
+                 batch_first=False, norm_first=False, bias=True, device=None, dtype=None):
+        super().__init__()
+        from . import LayerNorm, init
+        dtype = dtype or _dtypes.float32
+        if custom_encoder is not None:
+            self.encoder = custom_encoder
+        else:
+            layer = TransformerEncoderLayer(d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps,
+                                            batch_first, norm_first, bias, device, dtype)
+            self.encoder = TransformerEncoder(layer, num_encoder_layers,
+                                              LayerNorm(d_model, eps=layer_norm_eps, bias=bias, dtype=dtype))
+        if custom_decoder is not None:
+            self.decoder = custom_decoder
+        else:
+            layer = TransformerDecoderLayer(d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps,
+                                            batch_first, norm_first, bias, device, dtype)
+            self.decoder = TransformerDecoder(layer, num_decoder_layers,
+                                              LayerNorm(d_model, eps=layer_norm_eps, bias=bias, dtype=dtype))
+        for p in self.parameters():
+            if p.dim() > 1:
+                init.xavier_uniform_(p)
+        self.d_model, self.nhead, self.batch_first = d_model, nhead, batch_first
+
+    def forward(self, src, tgt, src_mask=None, tgt_mask=None, memory_mask=None, src_key_padding_mask=None,
+                tgt_key_padding_mask=None, memory_key_padding_mask=None, src_is_causal=None, tgt_is_causal=None,
+                memory_is_causal=False):
+        batch_dim = 0 if self.batch_first else 1
+        if src.ndim == 3 and tgt.ndim == 3 and src.shape[batch_dim] != tgt.shape[batch_dim]:
+            raise RuntimeError("the batch number of src and tgt must be equal")
+        if src.shape[-1] != self.d_model or tgt.shape[-1] != self.d_model:
+            raise RuntimeError("the feature number of src and tgt must be equal to d_model")
+        memory = self.encoder(src, mask=src_mask, src_key_padding_mask=src_key_padding_mask, is_causal=src_is_causal)
+        return self.decoder(tgt, memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
+                            tgt_key_padding_mask=tgt_key_padding_mask,
+                            memory_key_padding_mask=memory_key_padding_mask, tgt_is_causal=tgt_is_causal,
+                            memory_is_causal=memory_is_causal)
+
+    @staticmethod
+    def generate_square_subsequent_mask(sz, device=None, dtype=None):
+        """[sz, sz] float: -inf above the diagonal, 0 elsewhere (torch's causal mask for tgt_mask)."""
+        import numpy as np
+        from .._tensor import tensor
+        mask = np.triu(np.full((sz, sz), -np.inf, dtype=np.float32), 1)
+        out = tensor(mask)
+        return out.to(dtype) if dtype is not None else out
+
+
 class CrossEntropyLoss(Module):
     """torch.nn.CrossEntropyLoss over class indices: logits [N, C] (or [C], or [N, C, d1, ...]), targets
     int64; optional class weights [C], a buffer as in torch (F.cross_entropy gives their formula)."""
