@@ -1,6 +1,7 @@
 """nn.RNN / LSTM / GRU and their cells (tessel/nn/_rnn.py) against naive numpy recurrences in float64 (torch's
 gate order and formulas), gradients against finite differences, torch's parameter names, shapes and init,
-inter-layer dropout, unbatched inputs and initial states, errors, and fully_shard on 2 ranks == 1 rank."""
+inter-layer dropout, unbatched inputs and initial states, PackedSequence inputs against each sequence run
+alone, errors, and fully_shard on 2 ranks == 1 rank."""
 import math
 import sys
 
@@ -188,6 +189,43 @@ def test_unbatched_inputs_dropout_between_layers_and_errors():
         nn.LSTM(3, 4, proj_size=4)
     with pytest.raises(ValueError, match="Unknown nonlinearity 'gelu'"):
         nn.RNN(3, 4, nonlinearity="gelu")
+
+
+def test_packed_sequences_run_each_sequence_to_its_own_length():
+    """A bidirectional 2-layer LSTM on a PackedSequence of lengths 3, 5, 2, 5 (unsorted) equals running each
+    sequence alone, unpadded: packed outputs, final states in the caller's order, and input gradients."""
+    from tessel.nn.utils.rnn import (PackedSequence, pack_padded_sequence, pack_sequence, pad_packed_sequence,
+                                     pad_sequence, unpack_sequence)
+    tessel.manual_seed(8)
+    lstm = nn.LSTM(3, 4, num_layers=2, bidirectional=True, batch_first=True, dtype=tessel.float64)
+    rng = np.random.default_rng(9)
+    lengths = [3, 5, 2, 5]
+    x = rng.normal(size=(4, 5, 3))
+    h0, c0 = rng.normal(size=(4, 4, 4)), rng.normal(size=(4, 4, 4))
+    xt = t64(x, True)
+    packed = pack_padded_sequence(xt, lengths, batch_first=True, enforce_sorted=False)
+    assert isinstance(packed, PackedSequence) and packed.batch_sizes.tolist() == [4, 4, 3, 2, 2]
+    assert packed.sorted_indices.tolist() == [1, 3, 0, 2] and packed.unsorted_indices.tolist() == [2, 0, 3, 1]
+    out, (h_n, c_n) = lstm(packed, (t64(h0), t64(c0)))
+    padded, out_lengths = pad_packed_sequence(out, batch_first=True)
+    assert out_lengths.tolist() == lengths and list(padded.shape) == [4, 5, 8]
+    (padded.pow(2).sum() + c_n.sum()).backward()
+    for b, n in enumerate(lengths):
+        xb = t64(x[b:b + 1, :n], True)
+        ob, (hb, cb) = lstm(xb, (t64(h0[:, b:b + 1]), t64(c0[:, b:b + 1])))
+        np.testing.assert_allclose(padded.detach().numpy()[b, :n], ob.detach().numpy()[0], rtol=1e-11, atol=1e-12)
+        assert not padded.detach().numpy()[b, n:].any()  # padding past the end is zeros
+        np.testing.assert_allclose(h_n.detach().numpy()[:, b], hb.detach().numpy()[:, 0], rtol=1e-11, atol=1e-12)
+        np.testing.assert_allclose(c_n.detach().numpy()[:, b], cb.detach().numpy()[:, 0], rtol=1e-11, atol=1e-12)
+        (ob.pow(2).sum() + cb.sum()).backward()
+        np.testing.assert_allclose(xt.grad.numpy()[b, :n], xb.grad.numpy()[0], rtol=1e-9, atol=1e-11)
+        assert not xt.grad.numpy()[b, n:].any()
+    seqs = [t64(rng.normal(size=(n, 2))) for n in (4, 2, 3)]
+    assert list(pad_sequence(seqs, batch_first=True).shape) == [3, 4, 2]
+    for a, b in zip(unpack_sequence(pack_sequence(seqs, enforce_sorted=False)), seqs):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    with pytest.raises(RuntimeError, match="must be sorted in decreasing order when `enforce_sorted` is True"):
+        pack_padded_sequence(xt, lengths, batch_first=True)
 
 
 def test_lstm_classifier_under_fully_shard_on_two_ranks_equals_one_rank():

@@ -6,8 +6,10 @@ Parameters carry torch's names and shapes (weight_ih_l{k}[_reverse] [gates·H, i
 H_out], bias_ih_l{k}, bias_hh_l{k}, LSTM's weight_hr_l{k} [proj, H]; gates in torch's order: LSTM i, f, g, o;
 GRU r, z, n) and torch's initialization, uniform(±1/sqrt(hidden_size)), so a torch state dict loads as is.
 Each layer and direction computes its input projection for all time steps in one matmul, then steps
-through time with one [B, H_out] × [H_out, gates·H] product per step. Not supported: PackedSequence
-inputs (NotImplementedError).
+through time with one [B, H_out] × [H_out, gates·H] product per step. A PackedSequence input
+(tessel.nn.utils.rnn) runs padded in its longest-first order with each row frozen past its sequence's end,
+so every sequence's final state is taken at its own length (the reverse direction starts there), and comes
+back packed, with the final states in the caller's batch order.
 
     lstm = nn.LSTM(16, 32, num_layers=2, batch_first=True)
     out, (h_n, c_n) = lstm(x)          # x [B, T, 16] -> out [B, T, 32]
@@ -44,6 +46,12 @@ def _step(mode, x_proj, h, c, w_hh, b_hh, w_hr):
             h = _linear(h, w_hr, None)
         return h, c
     return (gates.tanh() if mode == "RNN_TANH" else gates.relu()), None
+
+
+def _as_mask(rows):
+    """[B] bool (numpy) -> [B, 1] bool tensor: the rows a packed step updates."""
+    from .utils.rnn import _tensor
+    return _tensor(rows.reshape(-1, 1), dtype=bool)
 
 
 class RNNBase(Module):
@@ -101,16 +109,25 @@ class RNNBase(Module):
                 get("bias_hh") if self.bias else None, get("weight_hr") if self.proj_size else None)
 
     def forward(self, input, hx=None):
-        if type(input).__name__ == "PackedSequence":
-            raise NotImplementedError("%s: PackedSequence inputs are not supported; pad the batch instead"
-                                      % type(self).__name__)
+        from .utils import rnn as rnn_utils
         name = type(self).__name__
-        if input.ndim not in (2, 3):
-            raise ValueError("%s: Expected input to be 2D or 3D, got %dD instead" % (name, input.ndim))
-        batched = input.ndim == 3
-        x = input if batched else input.unsqueeze(1)
-        if batched and self.batch_first:
-            x = x.transpose(0, 1)
+        packed, masks = None, None
+        if isinstance(input, rnn_utils.PackedSequence):
+            # Padded in the packing's (longest-first) order; a row past its sequence's end keeps its state.
+            packed = input
+            x, lengths = rnn_utils._padded_sorted(input)
+            batched = True
+            masks = [_as_mask(lengths > t) for t in range(x.shape[0])]
+            if hx is not None and input.sorted_indices is not None:
+                hx = tuple(h[:, input.sorted_indices] for h in hx) if isinstance(hx, (tuple, list)) else \
+                    hx[:, input.sorted_indices]
+        else:
+            if input.ndim not in (2, 3):
+                raise ValueError("%s: Expected input to be 2D or 3D, got %dD instead" % (name, input.ndim))
+            batched = input.ndim == 3
+            x = input if batched else input.unsqueeze(1)
+            if batched and self.batch_first:
+                x = x.transpose(0, 1)
         if x.shape[-1] != self.input_size:
             raise RuntimeError("input.size(-1) must be equal to input_size. Expected %d, got %d"
                                % (self.input_size, x.shape[-1]))
@@ -130,7 +147,11 @@ class RNNBase(Module):
                 order = range(steps - 1, -1, -1) if d == 1 else range(steps)
                 per_step = [None] * steps
                 for t in order:
-                    h, c = _step(self.mode, x_proj[t], h, c, w_hh, b_hh, w_hr)
+                    h_next, c_next = _step(self.mode, x_proj[t], h, c, w_hh, b_hh, w_hr)
+                    if masks is not None:
+                        h_next = _C._functional.where(masks[t], h_next, h)
+                        c_next = _C._functional.where(masks[t], c_next, c) if c is not None else None
+                    h, c = h_next, c_next
                     per_step[t] = h
                 outputs.append(_C._functional.stack(per_step, 0))
                 h_n.append(h)
@@ -140,10 +161,15 @@ class RNNBase(Module):
             if self.dropout and self.training and layer < self.num_layers - 1:
                 layer_input = F.dropout(layer_input, self.dropout, True)
         output = layer_input
-        if batched and self.batch_first:
-            output = output.transpose(0, 1)
         h_n = _C._functional.stack(h_n, 0)
         c_n = _C._functional.stack(c_n, 0) if c_n else None
+        if packed is not None:
+            output = rnn_utils.pack_output(output, packed)
+            if packed.unsorted_indices is not None:  # final states in the caller's batch order, as torch
+                h_n = h_n[:, packed.unsorted_indices]
+                c_n = c_n[:, packed.unsorted_indices] if c_n is not None else None
+        elif batched and self.batch_first:
+            output = output.transpose(0, 1)
         if not batched:
             output, h_n = output.squeeze(1), h_n.squeeze(1)
             c_n = c_n.squeeze(1) if c_n is not None else None

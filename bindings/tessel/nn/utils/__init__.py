@@ -7,7 +7,7 @@ communication.
 
     total_norm = tessel.nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)
 """
-from .. import _C
+from ... import _C
 
 import threading
 
@@ -23,7 +23,7 @@ def _mesh_group(mesh):
     mesh["tp"] sums over the tp group only); a 2-D mesh is flattened once (collective)."""
     if mesh.ndim == 1:
         return mesh.get_group()
-    from ..distributed import _default_group
+    from ...distributed import _default_group
     world = _default_group("clip_grad_norm_")
     cache = _FLAT_GROUPS.__dict__.setdefault("groups", {})
     key = (id(world), tuple(mesh.mesh_dim_names), tuple(mesh.shape))
@@ -148,3 +148,6 @@ def vector_to_parameters(vec, parameters):
             n = p.numel()
             p.copy_(vec.narrow(0, offset, n).reshape(*p.shape))
             offset += n
+
+
+from . import rnn  # noqa: E402,F401 (torch.nn.utils.rnn)
