@@ -13,6 +13,7 @@
 #include <cctype>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -224,7 +225,14 @@ void BindCreation(py::module_& m) {
 // torch's grad_fn class names: an op's node "linear_gelu" reads "LinearGeluBackward0"; nodes that already
 // carry a torch-style name (custom Functions' "<Class>Backward", "AccumulateGrad") keep it.
 std::string TorchNodeName(const std::string& name) {
-  if (name == "AccumulateGrad" || name.find("Backward") != std::string::npos) return name;
+  if (name == "AccumulateGrad") return "torch::autograd::AccumulateGrad";
+  if (name.find("Backward") != std::string::npos) return name;
+  // tessel ops whose torch counterpart has another name (the rest read the same, camel-cased).
+  static const auto* renamed = new std::map<std::string, std::string>{
+      {"mul_scalar", "MulBackward0"},   {"add_scalar", "AddBackward0"}, {"narrow", "SliceBackward0"},
+      {"cast", "ToCopyBackward0"},      {"contiguous", "CloneBackward0"}, {"amax", "MaxBackward1"},
+      {"clamp", "ClampBackward1"},      {"div_scalar", "DivBackward0"}};
+  if (auto it = renamed->find(name); it != renamed->end()) return it->second;
   std::string out;
   bool upper = true;
   for (char c : name) {
@@ -258,7 +266,9 @@ void BindAutogradNode(py::module_& m) {
       .def("__repr__", [](const Node& n) {
         return Str("<", TorchNodeName(n.name()), " object at ", static_cast<const void*>(&n), ">");
       })
-      .def("__eq__", [](const Node& a, const Node& b) { return &a == &b; })
+      .def("__eq__", [](const Node& a, py::object b) {
+        return py::isinstance<Node>(b) && &a == &b.cast<const Node&>();
+      })
       .def("__hash__", [](const Node& n) { return std::hash<const void*>()(&n); });
 }
 

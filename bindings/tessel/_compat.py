@@ -78,8 +78,12 @@ def _argmin(self, dim=None, keepdim=False):
 def _in_place(self, value, name):
     """Writes value (a tensor of self's shape) into self: under no_grad, or on tensors that need no grad."""
     if self.requires_grad and _C.is_grad_enabled():
-        raise RuntimeError("%s: a leaf tensor that requires grad is used in an in-place operation (wrap it in "
-                           "`with tessel.no_grad():`)" % name)
+        if self.is_leaf:
+            raise RuntimeError("%s: a leaf tensor that requires grad is used in an in-place operation (wrap it in "
+                               "`with tessel.no_grad():`)" % name)
+        raise RuntimeError("%s on a tensor that requires grad (the result of an op autograd recorded) is not "
+                           "recorded by tessel's autograd: write the out-of-place form (e.g. `x = x + y`), or "
+                           "collect per-step results in a list and tessel.stack them" % name)
     return self.copy_(value)
 
 

@@ -586,6 +586,9 @@ def test_sync_batch_norm_combines_uneven_rank_batches_exactly_and_eval_is_local(
         bn.eval()
         with tessel.CommTracer() as tracer:
             evaluated = bn(t64(x[rows])).numpy()
+            local = nn.SyncBatchNorm(3, track_running_stats=False, dtype=tessel.float64)
+            local.eval()  # no running statistics: this rank's batch statistics, without communicating
+            np.testing.assert_allclose(local(t64(x[rows])).numpy().mean((0, 2)), 0.0, atol=1e-12)
         got[world.rank] = (out.detach().numpy(), xr.grad.numpy(), bn.running_var.numpy().copy(), evaluated,
                            tracer.summary())
         dist.destroy_process_group()
@@ -597,6 +600,30 @@ def test_sync_batch_norm_combines_uneven_rank_batches_exactly_and_eval_is_local(
     ref_bn.eval()
     np.testing.assert_allclose(np.concatenate([got[0][3], got[1][3]]), ref_bn(t64(x)).numpy(), rtol=1e-10)
     assert got[0][4] == "" and got[1][4] == ""
+
+
+def test_convert_sync_batchnorm_keeps_parameters_dtype_and_leaves_instance_norm():
+    bn = nn.BatchNorm1d(4, bias=False, dtype=tessel.float64)
+    inorm = nn.InstanceNorm2d(3, affine=True)
+    net = nn.Sequential(bn, nn.ReLU(), inorm)
+    weight, running_mean = bn.weight, bn.running_mean
+    opt = tessel.optim.SGD(net.parameters(), lr=0.1)
+    net = nn.SyncBatchNorm.convert_sync_batchnorm(net)
+    sync = net[0]
+    assert type(sync).__name__ == "SyncBatchNorm" and sync.bias is None
+    with tessel.no_grad():  # the same tensors, as torch's (writes through either name show in the other)
+        weight.fill_(3.0)
+        running_mean.fill_(0.5)
+    assert sync.weight.numpy().tolist() == [3.0] * 4 and sync.running_mean.numpy().tolist() == [0.5] * 4
+    assert sync.weight.dtype == tessel.float64 and sync.running_var.dtype == tessel.float64
+    assert type(net[2]).__name__ == "InstanceNorm2d"  # not a batch norm: left alone, as torch
+    x = t64(np.random.default_rng(18).normal(size=(5, 4)))
+    sync(x).sum().backward()
+    opt.step()  # the optimizer built before the conversion still steps the live weight
+    assert weight.grad is not None
+    rm = nn.SyncBatchNorm(3, track_running_stats=False)
+    rm.eval()
+    assert "bias=True" in repr(rm)
 
 
 if __name__ == "__main__":

@@ -550,6 +550,15 @@ def test_transformer_decoder_and_full_transformer_match_a_numpy_reference():
     assert model.encoder.layers[0].self_attn.in_proj_weight.grad is not None
     with pytest.raises(RuntimeError, match="the batch number of src and tgt must be equal"):
         model(tessel.randn(S, N, E), tessel.randn(T, N + 1, E))
+    # torch's submodule order (parameters() and the state dict list as torch's), Dropout submodules, and a
+    # parameterless activation module shared by the copies
+    assert [k.split(".")[0] for k, _ in layer.named_parameters()][::2] == [
+        "self_attn", "self_attn", "multihead_attn", "multihead_attn", "linear1", "linear2", "norm1", "norm2", "norm3"]
+    assert layer.dropout3.p == 0.0 and not isinstance(layer, nn.TransformerEncoderLayer)
+    gelu_dec = nn.TransformerDecoder(nn.TransformerDecoderLayer(E, H, F_, activation=nn.GELU()), 2)
+    assert list(gelu_dec(tessel.randn(T, N, E), tessel.randn(S, N, E)).shape) == [T, N, E]
+    with pytest.raises(NotImplementedError, match="an activation module with parameters"):
+        nn.TransformerEncoderLayer(E, H, F_, activation=nn.PReLU())
 
 
 def test_lr_schedulers_give_torchs_learning_rates():

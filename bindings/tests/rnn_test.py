@@ -228,6 +228,24 @@ def test_packed_sequences_run_each_sequence_to_its_own_length():
         pack_padded_sequence(xt, lengths, batch_first=True)
 
 
+def test_torch_rnn_helpers_and_cell_state_checks():
+    lstm = nn.LSTM(3, 4, num_layers=2, bidirectional=True)
+    lstm.flatten_parameters()  # torch scripts call it (cuDNN); a no-op here
+    assert lstm._all_weights[1] == ["weight_ih_l0_reverse", "weight_hh_l0_reverse", "bias_ih_l0_reverse",
+                                    "bias_hh_l0_reverse"]
+    np.testing.assert_array_equal(lstm.all_weights[3][1].detach().numpy(), lstm.weight_hh_l1_reverse.detach().numpy())
+    assert len(lstm._flat_weights_names) == 16 and len(lstm._flat_weights) == 16
+    cell = nn.GRUCell(3, 4)
+    with pytest.raises(RuntimeError, match="Input batch size 3 doesn't match hidden0 batch size 1"):
+        cell(tessel.randn(3, 3), tessel.randn(1, 4))
+    with pytest.raises(RuntimeError, match="Expected hidden to be 1D for 1D input, got 2D"):
+        cell(tessel.randn(3), tessel.randn(1, 4))
+    from tessel.nn.utils.rnn import pack_sequence, pad_sequence
+    packed = pack_sequence([tessel.randn(3, 2), tessel.randn(2, 2)])
+    assert packed.double().data.dtype == tessel.float64 and packed.cpu() is packed
+    assert list(pad_sequence(tessel.randn(2, 3, 5)).shape) == [3, 2, 5]  # a tensor: its first dim's rows
+
+
 def test_lstm_classifier_under_fully_shard_on_two_ranks_equals_one_rank():
     from tessel.distributed.fsdp import fully_shard
     from sharded_equivalence import assert_fully_shard_halves_equal_one_rank

@@ -1265,7 +1265,10 @@ def test_grad_fn_names_its_node_and_walks_next_functions_as_torch():
     edges = y.grad_fn.next_functions
     assert len(edges) == 2 and edges[1] == (None, 0)  # b does not require grad
     acc, slot = edges[0]
-    assert acc.name() == "AccumulateGrad" and slot == 0
+    assert acc.name() == "torch::autograd::AccumulateGrad" and slot == 0
+    assert y.grad_fn != None and not (y.grad_fn == acc)  # noqa: E711 (torch's comparisons with None work)
+    assert (a * 2).grad_fn.name() == "MulBackward0" and (a + 2).grad_fn.name() == "AddBackward0"
+    assert a.narrow(0, 0, 1).grad_fn.name() == "SliceBackward0"
     assert acc.variable.requires_grad and acc.variable.numpy().tolist() == [1.0, 2.0]
     loss = F.linear(y.reshape(1, 2), tessel.ones(3, 2)).sum()
     assert loss.grad_fn.name() == "SumBackward0"

@@ -232,24 +232,28 @@ class _NormBase(Module):
     _dims = ()
 
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True, device=None,
-                 dtype=None, *, bias=True):
+                 dtype=None, *, bias=True, _share=None):
+        # _share: a norm module whose parameters and buffers this one registers as its own (the same tensors;
+        # convert_sync_batchnorm).
         super().__init__()
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
         dt = dtype or _C.dtype.float32
         if affine:
-            self.weight = Parameter(_C._full([num_features], 1.0, dt))
+            self.weight = _share.weight if _share is not None else Parameter(_C._full([num_features], 1.0, dt))
             if bias:
-                self.bias = Parameter(_C._full([num_features], 0.0, dt))
+                self.bias = _share.bias if _share is not None else Parameter(_C._full([num_features], 0.0, dt))
             else:
                 self.register_parameter("bias", None)
         else:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
         if track_running_stats:
-            self.register_buffer("running_mean", _C._full([num_features], 0.0, dt))
-            self.register_buffer("running_var", _C._full([num_features], 1.0, dt))
-            self.register_buffer("num_batches_tracked", _C._full([], 0.0, _C.dtype.int64))
+            own = _share is None
+            self.register_buffer("running_mean", _C._full([num_features], 0.0, dt) if own else _share.running_mean)
+            self.register_buffer("running_var", _C._full([num_features], 1.0, dt) if own else _share.running_var)
+            self.register_buffer("num_batches_tracked", _C._full([], 0.0, _C.dtype.int64) if own
+                                 else _share.num_batches_tracked)
         else:
             self.register_buffer("running_mean", None)
             self.register_buffer("running_var", None)
@@ -384,8 +388,9 @@ class SyncBatchNorm(_NormBase):
     without a process group of more than one rank, it is BatchNorm. Inputs [N, C, *] of any rank >= 2."""
 
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True,
-                 process_group=None, device=None, dtype=None):
-        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype)
+                 process_group=None, device=None, dtype=None, *, bias=True, _share=None):
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype, bias=bias,
+                         _share=_share)
         self.process_group = process_group
 
     def forward(self, input):
@@ -395,8 +400,8 @@ class SyncBatchNorm(_NormBase):
         if input.shape[1] != self.num_features:
             raise ValueError("SyncBatchNorm: expected %d channels in dim 1, got input of size %s"
                              % (self.num_features, list(input.shape)))
-        use_batch = self.training or self.running_mean is None
-        if not (use_batch and dist.is_initialized() and dist.get_world_size(self.process_group) > 1):
+        # As torch: synchronize only in training (eval without running statistics normalizes per rank).
+        if not (self.training and dist.is_initialized() and dist.get_world_size(self.process_group) > 1):
             return _NormBase.forward(self, input)
         factor = 0.0 if self.momentum is None else self.momentum
         if self.training and self.track_running_stats:
@@ -414,22 +419,13 @@ class SyncBatchNorm(_NormBase):
     def convert_sync_batchnorm(cls, module, process_group=None):
         """Every BatchNorm1d/2d/3d in module (module itself included) replaced by a SyncBatchNorm holding the
         same parameters and buffers (torch.nn.SyncBatchNorm.convert_sync_batchnorm); returns the module."""
-        if isinstance(module, _NormBase) and not isinstance(module, SyncBatchNorm):
+        if isinstance(module, _BatchNormNd):
+            like = module.weight if module.weight is not None else module.running_mean
+            # The same parameter and buffer tensors, as torch's (an optimizer built on the model keeps working).
             out = SyncBatchNorm(module.num_features, module.eps, module.momentum, module.affine,
-                                module.track_running_stats, process_group)
-            with _C._GradMode(False):
-                if module.affine:
-                    out.weight.copy_(module.weight)
-                    out.weight.requires_grad_(module.weight.requires_grad)
-                    if module.bias is not None:
-                        out.bias.copy_(module.bias)
-                        out.bias.requires_grad_(module.bias.requires_grad)
-                    else:
-                        out.register_parameter("bias", None)
-                if module.track_running_stats:
-                    out.running_mean.copy_(module.running_mean)
-                    out.running_var.copy_(module.running_var)
-                    out.num_batches_tracked.copy_(module.num_batches_tracked)
+                                module.track_running_stats, process_group,
+                                dtype=like.dtype if like is not None else None, bias=module.bias is not None,
+                                _share=module)
             out.train(module.training)
             return out
         for name, child in list(module.named_children()):
@@ -463,8 +459,12 @@ class _InstanceNormNd(_NormBase):
         return out if input.ndim == self._spatial + 2 else out.squeeze(0)
 
 
+class _BatchNormNd(_NormBase):
+    """BatchNorm1d/2d/3d (what convert_sync_batchnorm replaces; InstanceNorm is a _NormBase too, not one)."""
+
+
 def _norm_class(name, dims):
-    return type(name, (_NormBase,), {"_dims": dims, "__doc__": "torch.nn.%s over [N, C, *] (per channel)." % name})
+    return type(name, (_BatchNormNd,), {"_dims": dims, "__doc__": "torch.nn.%s over [N, C, *] (per channel)." % name})
 
 
 class Unfold(Module):

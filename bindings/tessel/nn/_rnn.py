@@ -103,6 +103,23 @@ class RNNBase(Module):
     def _flat_weights(self):
         return [getattr(self, n) for n in self._flat_names]
 
+    @property
+    def _flat_weights_names(self):
+        return list(self._flat_names)
+
+    @property
+    def _all_weights(self):
+        """Parameter names per layer and direction, as torch's."""
+        per = len(self._flat_names) // (self.num_layers * (2 if self.bidirectional else 1))
+        return [self._flat_names[i:i + per] for i in range(0, len(self._flat_names), per)]
+
+    @property
+    def all_weights(self):
+        return [[getattr(self, n) for n in names] for names in self._all_weights]
+
+    def flatten_parameters(self):
+        """torch's cuDNN weight compaction; a no-op here (the weights are separate tensors on the CPU)."""
+
     def _layer_params(self, layer, suffix):
         get = lambda n: getattr(self, "%s_l%d%s" % (n, layer, suffix))  # noqa: E731
         return (get("weight_ih"), get("weight_hh"), get("bias_ih") if self.bias else None,
@@ -277,6 +294,13 @@ class _CellBase(Module):
         batched = input.ndim == 2
         x = input if batched else input.unsqueeze(0)
         zeros = lambda: _C._full([x.shape[0], self.hidden_size], 0.0, x.dtype)  # noqa: E731
+        for state in ((hx if isinstance(hx, (tuple, list)) else (hx,)) if hx is not None else ()):
+            if state.ndim != input.ndim:
+                raise RuntimeError("%s: Expected hidden to be %dD for %dD input, got %dD"
+                                   % (type(self).__name__, input.ndim, input.ndim, state.ndim))
+            if batched and state.shape[0] != x.shape[0]:
+                raise RuntimeError("Input batch size %d doesn't match hidden0 batch size %d"
+                                   % (x.shape[0], state.shape[0]))
         if self._mode == "LSTM":
             if hx is None:
                 h, c = zeros(), zeros()

@@ -1117,10 +1117,25 @@ class MultiheadAttention(Module):
         return out, (weights.squeeze(0) if unbatched else weights)
 
 
+def _transformer_activation(layer, activation):
+    """The feed-forward activation: "relu" / "gelu" or a callable. A parameterless module is kept as a plain
+    callable (not a child), so TransformerEncoder's copies of the layer can share it; one with parameters
+    would need torch's deepcopy per layer, which tessel's modules do not support."""
+    if isinstance(activation, str):
+        if activation not in ("relu", "gelu"):
+            raise RuntimeError("activation should be relu/gelu, not %s" % activation)
+        activation = functional.relu if activation == "relu" else functional.gelu
+    elif isinstance(activation, Module) and any(True for _ in activation.parameters()):
+        raise NotImplementedError("Transformer layers: an activation module with parameters (%s) is not supported; "
+                                  "pass a function" % type(activation).__name__)
+    object.__setattr__(layer, "activation", activation)
+
+
 class TransformerEncoderLayer(Module):
     """torch.nn.TransformerEncoderLayer: self-attention (MultiheadAttention) and a feed-forward block, each
-    with dropout, a residual and a LayerNorm (after, or before with norm_first); torch's parameter names
-    (self_attn, linear1, linear2, norm1, norm2)."""
+    with dropout, a residual and a LayerNorm (after, or before with norm_first); torch's submodules in torch's
+    order (self_attn, linear1, dropout, linear2, norm1, norm2, dropout1, dropout2), so parameters() and the
+    state dict list as torch's do."""
 
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu", layer_norm_eps=1e-5,
                  batch_first=False, norm_first=False, bias=True, device=None, dtype=None):
@@ -1132,26 +1147,22 @@ class TransformerEncoderLayer(Module):
         self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first,
                                             device=device, dtype=dtype)
         self.linear1 = Linear(d_model, dim_feedforward, bias=bias, dtype=dtype)
+        self.dropout = Dropout(dropout)
         self.linear2 = Linear(dim_feedforward, d_model, bias=bias, dtype=dtype)
+        self.norm_first = norm_first
         self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, dtype=dtype)
         self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, dtype=dtype)
-        self.dropout_p, self.norm_first = dropout, norm_first
-        if isinstance(activation, str):
-            if activation not in ("relu", "gelu"):
-                raise RuntimeError("activation should be relu/gelu, not %s" % activation)
-            self.activation = functional.relu if activation == "relu" else functional.gelu
-        else:
-            self.activation = activation
+        self.dropout1 = Dropout(dropout)
+        self.dropout2 = Dropout(dropout)
+        _transformer_activation(self, activation)
 
-    def _drop(self, x):
-        return functional.dropout(x, self.dropout_p, self.training)
+    def _sa_block(self, x, mask, key_padding_mask, is_causal, drop=None):
+        out = self.self_attn(x, x, x, key_padding_mask=key_padding_mask, need_weights=False, attn_mask=mask,
+                             is_causal=is_causal)[0]
+        return (drop or self.dropout1)(out)
 
-    def _sa_block(self, x, mask, key_padding_mask, is_causal):
-        return self._drop(self.self_attn(x, x, x, key_padding_mask=key_padding_mask, need_weights=False,
-                                         attn_mask=mask, is_causal=is_causal)[0])
-
-    def _ff_block(self, x):
-        return self._drop(self.linear2(self._drop(self.activation(self.linear1(x)))))
+    def _ff_block(self, x, drop=None):
+        return (drop or self.dropout2)(self.linear2(self.dropout(self.activation(self.linear1(x)))))
 
     def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False):
         x = src
@@ -1189,24 +1200,42 @@ class TransformerEncoder(Module):
         return self.norm(x) if self.norm is not None else x
 
 
-class TransformerDecoderLayer(TransformerEncoderLayer):
+class TransformerDecoderLayer(Module):
     """torch.nn.TransformerDecoderLayer: masked self-attention, cross-attention over the encoder's memory
     (multihead_attn) and the feed-forward block, each with dropout, a residual and a LayerNorm (norm1..3,
-    after, or before with norm_first); torch's parameter names."""
+    after, or before with norm_first); torch's submodules in torch's order."""
+
+    _sa_block = TransformerEncoderLayer._sa_block
 
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu", layer_norm_eps=1e-5,
                  batch_first=False, norm_first=False, bias=True, device=None, dtype=None):
-        super().__init__(d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps, batch_first, norm_first,
-                         bias, device, dtype)
-        from . import LayerNorm
+        super().__init__()
+        from . import LayerNorm, Linear
         dtype = dtype or _dtypes.float32
+        self._args = (d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps, batch_first, norm_first,
+                      bias, device, dtype)
+        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first,
+                                            device=device, dtype=dtype)
         self.multihead_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first,
                                                  device=device, dtype=dtype)
+        self.linear1 = Linear(d_model, dim_feedforward, bias=bias, dtype=dtype)
+        self.dropout = Dropout(dropout)
+        self.linear2 = Linear(dim_feedforward, d_model, bias=bias, dtype=dtype)
+        self.norm_first = norm_first
+        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, dtype=dtype)
+        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, dtype=dtype)
         self.norm3 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, dtype=dtype)
+        self.dropout1 = Dropout(dropout)
+        self.dropout2 = Dropout(dropout)
+        self.dropout3 = Dropout(dropout)
+        _transformer_activation(self, activation)
 
     def _mha_block(self, x, memory, mask, key_padding_mask, is_causal):
-        return self._drop(self.multihead_attn(x, memory, memory, key_padding_mask=key_padding_mask,
-                                              need_weights=False, attn_mask=mask, is_causal=is_causal)[0])
+        return self.dropout2(self.multihead_attn(x, memory, memory, key_padding_mask=key_padding_mask,
+                                                 need_weights=False, attn_mask=mask, is_causal=is_causal)[0])
+
+    def _ff_block(self, x):
+        return self.dropout3(self.linear2(self.dropout(self.activation(self.linear1(x)))))
 
     def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
                 memory_key_padding_mask=None, tgt_is_causal=False, memory_is_causal=False):

@@ -27,6 +27,15 @@ class PackedSequence(collections.namedtuple("PackedSequence", ["data", "batch_si
     def to(self, *args, **kwargs):
         return type(self)(self.data.to(*args, **kwargs), self.batch_sizes, self.sorted_indices, self.unsorted_indices)
 
+    def float(self):
+        return self.to(_C.dtype.float32)
+
+    def double(self):
+        return self.to(_C.dtype.float64)
+
+    def cpu(self, *args, **kwargs):
+        return self
+
     @property
     def is_cuda(self):
         return False
@@ -55,6 +64,8 @@ def pad_sequence(sequences, batch_first=False, padding_value=0.0, padding_side="
     """A list of [L_i, *] tensors padded into [max L, B, *] ([B, max L, *] with batch_first)."""
     if padding_side not in ("right", "left"):
         raise ValueError("Expected padding_side to be one of left or right, but got %s." % padding_side)
+    if isinstance(sequences, _C.Tensor):  # torch iterates a tensor's first dim
+        sequences = [sequences[i] for i in range(sequences.shape[0])]
     if not sequences:
         raise RuntimeError("received an empty list of sequences")
     longest = max(s.shape[0] for s in sequences)
