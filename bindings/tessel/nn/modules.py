@@ -1131,6 +1131,32 @@ def _transformer_activation(layer, activation):
     object.__setattr__(layer, "activation", activation)
 
 
+def _init_transformer_layer(layer, cross, d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps,
+                            batch_first, norm_first, bias, device, dtype):
+    """The submodules of an encoder (cross=False) or decoder (cross=True: multihead_attn, norm3, dropout3)
+    layer, registered in torch's order so parameters() and the state dict list as torch's."""
+    from . import LayerNorm, Linear
+    dtype = dtype or _dtypes.float32
+    layer._args = (d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps, batch_first, norm_first,
+                   bias, device, dtype)
+
+    def attention():
+        return MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first, device=device,
+                                  dtype=dtype)
+    layer.self_attn = attention()
+    if cross:
+        layer.multihead_attn = attention()
+    layer.linear1 = Linear(d_model, dim_feedforward, bias=bias, dtype=dtype)
+    layer.dropout = Dropout(dropout)
+    layer.linear2 = Linear(dim_feedforward, d_model, bias=bias, dtype=dtype)
+    layer.norm_first = norm_first
+    for i in range(1, 4 if cross else 3):
+        setattr(layer, "norm%d" % i, LayerNorm(d_model, eps=layer_norm_eps, bias=bias, dtype=dtype))
+    for i in range(1, 4 if cross else 3):
+        setattr(layer, "dropout%d" % i, Dropout(dropout))
+    _transformer_activation(layer, activation)
+
+
 class TransformerEncoderLayer(Module):
     """torch.nn.TransformerEncoderLayer: self-attention (MultiheadAttention) and a feed-forward block, each
     with dropout, a residual and a LayerNorm (after, or before with norm_first); torch's submodules in torch's
@@ -1140,21 +1166,8 @@ class TransformerEncoderLayer(Module):
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu", layer_norm_eps=1e-5,
                  batch_first=False, norm_first=False, bias=True, device=None, dtype=None):
         super().__init__()
-        from . import LayerNorm, Linear
-        dtype = dtype or _dtypes.float32
-        self._args = (d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps, batch_first, norm_first,
-                      bias, device, dtype)
-        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first,
-                                            device=device, dtype=dtype)
-        self.linear1 = Linear(d_model, dim_feedforward, bias=bias, dtype=dtype)
-        self.dropout = Dropout(dropout)
-        self.linear2 = Linear(dim_feedforward, d_model, bias=bias, dtype=dtype)
-        self.norm_first = norm_first
-        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, dtype=dtype)
-        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, dtype=dtype)
-        self.dropout1 = Dropout(dropout)
-        self.dropout2 = Dropout(dropout)
-        _transformer_activation(self, activation)
+        _init_transformer_layer(self, False, d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps,
+                                batch_first, norm_first, bias, device, dtype)
 
     def _sa_block(self, x, mask, key_padding_mask, is_causal, drop=None):
         out = self.self_attn(x, x, x, key_padding_mask=key_padding_mask, need_weights=False, attn_mask=mask,
@@ -1210,25 +1223,8 @@ class TransformerDecoderLayer(Module):
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu", layer_norm_eps=1e-5,
                  batch_first=False, norm_first=False, bias=True, device=None, dtype=None):
         super().__init__()
-        from . import LayerNorm, Linear
-        dtype = dtype or _dtypes.float32
-        self._args = (d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps, batch_first, norm_first,
-                      bias, device, dtype)
-        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first,
-                                            device=device, dtype=dtype)
-        self.multihead_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first,
-                                                 device=device, dtype=dtype)
-        self.linear1 = Linear(d_model, dim_feedforward, bias=bias, dtype=dtype)
-        self.dropout = Dropout(dropout)
-        self.linear2 = Linear(dim_feedforward, d_model, bias=bias, dtype=dtype)
-        self.norm_first = norm_first
-        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, dtype=dtype)
-        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, dtype=dtype)
-        self.norm3 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, dtype=dtype)
-        self.dropout1 = Dropout(dropout)
-        self.dropout2 = Dropout(dropout)
-        self.dropout3 = Dropout(dropout)
-        _transformer_activation(self, activation)
+        _init_transformer_layer(self, True, d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps,
+                                batch_first, norm_first, bias, device, dtype)
 
     def _mha_block(self, x, memory, mask, key_padding_mask, is_causal):
         return self.dropout2(self.multihead_attn(x, memory, memory, key_padding_mask=key_padding_mask,
