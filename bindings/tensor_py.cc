@@ -329,6 +329,14 @@ void BindTensor(py::module_& m) {
         });
       })
       .def("retain_grad", [](const Tensor& t) { RetainGrad(t); })
+      // True when this Python object holds the only handle to its tensor and nothing shares the storage (no
+      // module, view or saved activation sees it): rebinding the handle (_rebind_) is then indistinguishable
+      // from writing in place.
+      .def("_sole_handle", [](const Tensor& t) {
+        return !t.is_distributed() && t.impl_ptr().use_count() == 1 && t.impl()->OwnsDataExclusively();
+      })
+      .def("_rebind_", [](Tensor& self, const Tensor& other) { self = other; },
+           "Points this Python tensor at other's data and autograd history (recorded in-place writes)")
       .def("_owns_data_exclusively", [](const Tensor& t) { return t.impl()->OwnsDataExclusively(); },
            "No other tensor (view or base) shares this tensor's storage")
       .def("item", [](const Tensor& t) -> py::object {

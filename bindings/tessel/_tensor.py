@@ -399,13 +399,37 @@ def _advanced_setitem(self, idx, value):
         flat.select(0, r).copy_(rows_value.select(0, j) if rows_value is not None else value)
 
 
+def _recorded_setitem(self, idx, value):
+    """t[idx] = value where autograd must see it (a value that requires grad, or t itself a result that does):
+    t becomes where(written positions, value placed by an index-add, t), the same differentiable result torch
+    records for the write, and this Python object is pointed at it. Only for a tensor nothing else shares (see
+    _sole_handle); torch's `outputs = zeros(T, B, V); outputs[t] = step_output` loop is the common case."""
+    if self.is_leaf and self.requires_grad:
+        raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation "
+                           "(t[...] = value; wrap it in `with tessel.no_grad():`)")
+    if not self.dtype.is_floating_point or not self._sole_handle():
+        raise RuntimeError("t[...] = value with a value that requires grad (or into a tensor that does) is recorded "
+                           "by tessel only for a tensor nothing else shares (no view of it, not a module's buffer, "
+                           "not saved by another op): build the result out of place (tessel.stack / cat / where)")
+    numel = self.numel()
+    host = lambda i: i.numpy() if isinstance(i, Tensor) else i  # noqa: E731
+    positions = np.arange(numel, dtype=np.int64).reshape(tuple(self.shape))[
+        tuple(host(i) for i in idx) if isinstance(idx, tuple) else host(idx)]
+    value = value if isinstance(value, Tensor) else _C._full([], builtins.float(value), self.dtype)
+    placed_value = value.to(self.dtype).expand(*positions.shape).reshape(-1, 1)
+    placed = _C._functional._index_add_rows(placed_value.contiguous(), tensor(positions.reshape(-1)), numel)
+    mask = np.zeros(numel, dtype=np.bool_)
+    mask[positions.reshape(-1)] = True
+    new = _C._functional.where(tensor(mask), placed.reshape(-1), self.reshape(-1)).reshape(*self.shape)
+    self._rebind_(new)
+
+
 def _setitem(self, idx, value):
-    """t[idx] = value: writes through the view t[idx] (not recorded by autograd, so refused on a tensor
-    that requires grad while grad mode is on, as torch refuses in-place ops on such leaves); an integer or
-    boolean tensor index along dim 0 writes the selected rows."""
-    if self.requires_grad and _C.is_grad_enabled():
-        raise RuntimeError("a tensor that requires grad is being used in an in-place assignment "
-                           "(wrap it in `with tessel.no_grad():`)")
+    """t[idx] = value: writes through the view t[idx]; where autograd must record the write (grad mode on and
+    the value or t requiring grad) it is _recorded_setitem; an integer or boolean tensor index along dim 0
+    writes the selected rows."""
+    if _C.is_grad_enabled() and (self.requires_grad or (isinstance(value, Tensor) and value.requires_grad)):
+        return _recorded_setitem(self, idx, value)
     if isinstance(idx, Tensor) and idx.ndim == 0 and not idx.dtype.is_floating_point and idx.dtype != _dtypes.bool:
         idx = idx.item()
     if isinstance(idx, (Tensor, list, np.ndarray)):

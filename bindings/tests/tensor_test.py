@@ -549,8 +549,10 @@ def test_nan_compares_false_except_ne_and_scalars_keep_shape_zero_d():
 def test_in_place_ops_that_would_drop_the_graph_raise_instead():
     w = tessel.ones(3, requires_grad=True)
     out = tessel.zeros(2, 3)
-    with pytest.raises(RuntimeError, match="which requires grad: in-place ops are not recorded"):
-        out[0] = w * 2.0  # torch records it; tessel used to copy the values and lose w's gradient
+    out[0] = w * 2.0  # recorded, as torch records it (tessel once copied the values and lost w's gradient)
+    out.sum().backward()
+    assert w.grad.tolist() == [2.0, 2.0, 2.0]
+    out = tessel.zeros(2, 3)
     x = tessel.ones(3, requires_grad=True)
     y = x * 2.0
     for op in (lambda: y.fill_(0.0), lambda: y.zero_()):
@@ -617,7 +619,7 @@ def test_item_assignment_writes_through_views_like_numpy():
     a[0, ::2] = -1
     np.testing.assert_array_equal(x.numpy(), a)
     p = tessel.ones(2, requires_grad=True)
-    with pytest.raises(RuntimeError, match="requires grad is being used in an in-place assignment"):
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used in an in-place"):
         p[0] = 3
     with tessel.no_grad():
         p[0] = 3
@@ -1291,3 +1293,36 @@ def test_grad_fn_names_its_node_and_walks_next_functions_as_torch():
             out, = ctx.saved_tensors
             return grad * out
     assert Exp.apply(a).grad_fn.name() == "ExpBackward"
+
+
+def test_setitem_of_values_that_require_grad_is_recorded_as_torch_records_it():
+    # torch's seq2seq loop: outputs = zeros(T, B, V); outputs[t] = step(x[t]); the gradient reaches every step.
+    rng = np.random.default_rng(21)
+    w = t64(rng.normal(size=(3, 4)))
+    w.requires_grad_()
+    x = t64(rng.normal(size=(5, 2, 4)))
+    outputs = tessel.zeros(5, 2, 3, dtype=tessel.float64)
+    for t in range(5):
+        outputs[t] = F.linear(x[t], w)
+    assert outputs.requires_grad and outputs.grad_fn is not None
+    (outputs * outputs).sum().backward()
+    want = 2 * np.einsum("tbo,tbi->oi", x.numpy() @ w.detach().numpy().T, x.numpy())
+    np.testing.assert_allclose(w.grad.numpy(), want, rtol=1e-12)
+    # into a result that requires grad: the overwritten entries get no gradient, the rest flow through
+    a = t64([1.0, 2.0, 3.0, 4.0])
+    a.requires_grad_()
+    b = a * 3.0
+    b[1:3] = 0.5
+    b[tessel.tensor([0])] = a[3] * 2.0
+    b.sum().backward()
+    assert b.detach().numpy().tolist() == [8.0, 0.5, 0.5, 12.0] and a.grad.numpy().tolist() == [0.0, 0.0, 0.0, 5.0]
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used in an in-place"):
+        a[0] = 1.0
+    shared = tessel.zeros(3, dtype=tessel.float64)
+    view = shared[1:]
+    with pytest.raises(RuntimeError, match="only for a tensor nothing else shares"):
+        shared[0] = a[0] * 1.0
+    assert view.shape == (2,)
+    with tessel.no_grad():  # outside autograd the write goes through the view, as before
+        shared[0] = a[0]
+    assert shared.numpy().tolist() == [1.0, 0.0, 0.0]
