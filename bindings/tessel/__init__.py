@@ -95,6 +95,8 @@ for _name, _fn in _extra.TENSOR_METHODS.items():
 for _name in _compat.FUNCTION_FORMS:
     if _name not in globals():
         globals()[_name] = _compat._function_form(_name)
+from . import _inplace  # noqa: E402 (in-place methods recorded by autograd)
+_inplace.install()
 from . import autograd, nn, optim, distributed, multiprocessing, utils  # noqa: E402,F401
 from . import amp  # noqa: E402
 from .amp import autocast, get_autocast_dtype, is_autocast_enabled  # noqa: E402,F401

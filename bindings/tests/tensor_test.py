@@ -442,7 +442,7 @@ def test_index_add_accumulates_repeated_indices_and_differentiates_both_inputs()
     z = tessel.zeros(3).index_add_(0, tessel.tensor([2, 2, 0]), tessel.tensor([1.0, 2.0, 5.0]))
     assert z.tolist() == [5.0, 0.0, 3.0] and tessel.index_add(tessel.zeros(2), 0, tessel.tensor([1]),
                                                               tessel.ones(1)).tolist() == [0.0, 1.0]
-    with pytest.raises(RuntimeError, match="index_add_ on tensors that require grad"):
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used in an in-place operation \\(index_add_"):
         tessel.zeros(3, requires_grad=True).index_add_(0, tessel.tensor([0]), tessel.ones(1))
     with pytest.raises(IndexError, match="Number of indices"):
         tessel.zeros(3).index_add(0, tessel.tensor([0, 1]), tessel.ones(1))
@@ -555,9 +555,10 @@ def test_in_place_ops_that_would_drop_the_graph_raise_instead():
     out = tessel.zeros(2, 3)
     x = tessel.ones(3, requires_grad=True)
     y = x * 2.0
-    for op in (lambda: y.fill_(0.0), lambda: y.zero_()):
-        with pytest.raises(RuntimeError, match="that requires grad"):
-            op()  # used to leave y's graph: x.grad read 6 where torch gives 0
+    y.fill_(5.0)  # recorded: y no longer depends on x (tessel once kept y's graph: x.grad read 6, torch's 0)
+    y.sum().backward()
+    assert y.tolist() == [5.0, 5.0, 5.0] and x.grad.tolist() == [0.0, 0.0, 0.0]
+    y = x * 2.0
     with tessel.no_grad():
         out[0] = w * 2.0  # outside autograd both are fine
         y.zero_()
@@ -1010,7 +1011,7 @@ def test_scatter_scatter_add_and_ties():
         tessel.zeros(3).scatter(0, tessel.tensor([4]), tessel.ones(1))
     with pytest.raises(RuntimeError, match="reduce argument must be either sum, prod, mean, amax or amin"):
         tessel.zeros(3).scatter_reduce(0, tessel.tensor([0]), tessel.ones(1), "max")
-    with pytest.raises(RuntimeError, match="scatter_add_ on a tensor that requires grad"):
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used in an in-place operation \\(scatter_add_"):
         tessel.zeros(3, requires_grad=True).scatter_add_(0, tessel.tensor([0]), tessel.ones(1))
 
 
@@ -1093,7 +1094,7 @@ def test_addmm_cumprod_diff_var_mean_and_small_factories():
     z = tessel.tensor([1.0, -5.0, 9.0])
     z.clamp_(-1, 1).masked_fill_(z > 0, 3.0)
     assert z.tolist() == [3.0, -1.0, 3.0]
-    with pytest.raises(RuntimeError, match="clamp_ on a tensor that requires grad"):
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used in an in-place operation \\(clamp_"):
         tessel.ones(2, requires_grad=True).clamp_(0, 1)
     with pytest.raises(RuntimeError, match="split_with_sizes expects split_sizes to sum exactly to 3"):
         z.split_with_sizes([1, 1])
@@ -1326,3 +1327,34 @@ def test_setitem_of_values_that_require_grad_is_recorded_as_torch_records_it():
     with tessel.no_grad():  # outside autograd the write goes through the view, as before
         shared[0] = a[0]
     assert shared.numpy().tolist() == [1.0, 0.0, 0.0]
+
+
+def test_in_place_methods_are_recorded_when_nothing_else_shares_the_tensor():
+    # h = x·w; h.add_(1); h.mul_(w); h.clamp_(max=10); h.masked_fill_(m, 0); h.relu_() as torch records them:
+    # values and gradients equal the out-of-place chain's.
+    a = np.array([1.0, -2.0, 3.0])
+    wv = np.array([1.0, 2.0, 5.0])
+    x, w = t64(a), t64(wv)
+    x.requires_grad_()
+    w.requires_grad_()
+    h = x * w
+    h.add_(1.0)
+    h.mul_(w)
+    h.clamp_(max=10.0)
+    h.masked_fill_(tessel.tensor([False, True, False]), 0.0)
+    h.relu_()
+    assert h.grad_fn.name() == "ReluBackward0"
+    h.sum().backward()
+    want = np.maximum(np.where([False, True, False], 0.0, np.minimum((a * wv + 1) * wv, 10.0)), 0.0)
+    np.testing.assert_allclose(h.detach().numpy(), want, rtol=1e-15)
+    # d/dx = w² where the value survived (not clamped, masked or cut by relu): only entry 0 (2.0 < 10)
+    np.testing.assert_allclose(x.grad.numpy(), [1.0, 0.0, 0.0], rtol=1e-15)
+    np.testing.assert_allclose(w.grad.numpy(), [2 * 1.0 * 1.0 + 1.0, 0.0, 0.0], rtol=1e-15)
+    r = x.relu()  # relu saves its output for backward: writing into it would change what backward reads
+    with pytest.raises(RuntimeError, match="recorded by tessel only for a tensor nothing else shares"):
+        r.mul_(2.0)
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used in an in-place"):
+        x.add_(1.0)
+    plain = tessel.zeros(2)
+    plain.add_(1.0).relu_()  # outside autograd: in place, as before
+    assert plain.tolist() == [1.0, 1.0]

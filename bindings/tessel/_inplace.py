@@ -1,0 +1,95 @@
+"""In-place Tensor methods (add_, mul_, clamp_, masked_fill_, copy_, ...) recorded by autograd, as torch records
+them: where grad mode is on and the tensor or an argument requires grad, the out-of-place result is computed
+and the Python tensor is pointed at it (Tensor._rebind_), so `h = x @ w; h.add_(b); h.relu_()` trains. That is
+exactly an in-place write only while nothing else shares the tensor (Tensor._sole_handle: no view of it, no
+module holding it, no op that saved it for backward); otherwise the call raises with what to write instead
+(torch would record it, and then raise at backward if a saved tensor was overwritten). A leaf that requires
+grad refuses, as torch. Outside autograd the methods write in place as before.
+"""
+from . import _C
+
+Tensor = _C.Tensor
+
+
+def _extra():
+    from . import _extra
+    return _extra
+
+
+def _replaced(self, value):
+    """value, still connected to self's graph with a zero gradient (torch's fill_/zero_/copy_ keep
+    requires_grad on a tensor that had it)."""
+    everywhere = _C._full(list(self.shape), 1.0, _C.dtype.bool)
+    return _C._functional.where(everywhere, value, self)
+
+
+# name -> the out-of-place result (self's shape; dtype cast back to self's)
+_OUT_OF_PLACE = {
+    "add_": lambda self, other, alpha=1: self + (other * alpha if alpha != 1 else other),
+    "sub_": lambda self, other, alpha=1: self - (other * alpha if alpha != 1 else other),
+    "mul_": lambda self, other: self * other,
+    "div_": lambda self, other, rounding_mode=None: self.div(other, rounding_mode=rounding_mode)
+    if rounding_mode is not None else self / other,
+    "clamp_": lambda self, min=None, max=None: self.clamp(min, max),
+    "clip_": lambda self, min=None, max=None: self.clamp(min, max),
+    "masked_fill_": lambda self, mask, value: self.masked_fill(mask, value),
+    "fill_": lambda self, value: _replaced(self, value.to(self.dtype).expand(*self.shape) if isinstance(value, Tensor)
+                                           else _C._full(list(self.shape), float(value), self.dtype)),
+    "zero_": lambda self: _replaced(self, _C._full(list(self.shape), 0.0, self.dtype)),
+    "copy_": lambda self, src, non_blocking=False: _replaced(self, src.to(self.dtype).expand(*self.shape)),
+    "lerp_": lambda self, end, weight: self.lerp(end, weight),
+    "index_add_": lambda self, dim, index, source, alpha=1: _extra().index_add(self, dim, index, source, alpha=alpha),
+    "scatter_": lambda self, *a, **k: self.scatter(*a, **k),
+    "scatter_add_": lambda self, *a, **k: self.scatter_add(*a, **k),
+    "scatter_reduce_": lambda self, *a, **k: self.scatter_reduce(*a, **k),
+    "relu_": lambda self: self.relu(),
+    "sigmoid_": lambda self: self.sigmoid(),
+    "tanh_": lambda self: self.tanh(),
+    "exp_": lambda self: self.exp(),
+    "neg_": lambda self: -self,
+    "pow_": lambda self, exponent: self.pow(exponent),
+    "sqrt_": lambda self: self.sqrt(),
+    "abs_": lambda self: abs(self),
+}
+
+
+def _check_recordable(self, name):
+    """Before the out-of-place op runs (it may save self for its backward: the old value, which is right)."""
+    if self.is_leaf and self.requires_grad:
+        raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation (%s; wrap it "
+                           "in `with tessel.no_grad():`)" % name)
+    if not self._sole_handle():
+        raise RuntimeError("%s on a tensor that requires grad (or with an argument that does) is recorded by tessel "
+                           "only for a tensor nothing else shares (no view of it, no module holding it, no op that "
+                           "saved it for backward): write the out-of-place form, e.g. `x = x.%s(...)`"
+                           % (name, name[:-1]))
+
+
+def _recorded(self, name, result):
+    if tuple(result.shape) != tuple(self.shape):
+        raise RuntimeError("%s: output with shape %s doesn't match the broadcast shape %s"
+                           % (name, list(self.shape), list(result.shape)))
+    if result.dtype != self.dtype:
+        result = result.to(self.dtype)
+    self._rebind_(result)
+    return self
+
+
+def _wrap(name, original, out_of_place):
+    def method(self, *args, **kwargs):
+        if _C.is_grad_enabled() and (self.requires_grad or any(
+                isinstance(a, Tensor) and a.requires_grad for a in list(args) + list(kwargs.values()))):
+            _check_recordable(self, name)
+            return _recorded(self, name, out_of_place(self, *args, **kwargs))
+        if original is None:  # a method torch has that tessel wrote only out of place: copy the result in
+            with _C._GradMode(False):
+                return self.copy_(out_of_place(self, *args, **kwargs))
+        return original(self, *args, **kwargs)
+    method.__name__ = name
+    method.__doc__ = "torch's Tensor.%s: in place; recorded by autograd (see tessel/_inplace.py)" % name
+    return method
+
+
+def install():
+    for name, out_of_place in _OUT_OF_PLACE.items():
+        setattr(Tensor, name, _wrap(name, getattr(Tensor, name, None), out_of_place))
