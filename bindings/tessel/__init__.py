@@ -97,6 +97,7 @@ for _name in _compat.FUNCTION_FORMS:
         globals()[_name] = _compat._function_form(_name)
 from . import _inplace  # noqa: E402 (in-place methods recorded by autograd)
 _inplace.install()
+relu_ = lambda input: input.relu_()  # noqa: E731 (torch.relu_)
 from . import autograd, nn, optim, distributed, multiprocessing, utils  # noqa: E402,F401
 from . import amp  # noqa: E402
 from .amp import autocast, get_autocast_dtype, is_autocast_enabled  # noqa: E402,F401

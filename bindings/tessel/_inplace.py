@@ -90,6 +90,22 @@ def _wrap(name, original, out_of_place):
     return method
 
 
+def apply(x, result):
+    """An activation's inplace=True (nn.ReLU(inplace=True), F.dropout(..., inplace=True)): x itself holds the
+    result where that loses nothing (outside autograd: written in place; under autograd: repointed, when
+    nothing else shares x), otherwise the result is returned as a new tensor (the caller's `x = f(x)` is
+    what torch code uses; only code that reads the old name afterwards would see the difference)."""
+    if not (_C.is_grad_enabled() and (x.requires_grad or result.requires_grad)):
+        if x.is_distributed or not x._owns_data_exclusively() or result.dtype != x.dtype:
+            return result
+        with _C._GradMode(False):
+            return x.copy_(result)
+    if (x.is_leaf and x.requires_grad) or not x._sole_handle() or tuple(result.shape) != tuple(x.shape):
+        return result
+    x._rebind_(result)
+    return x
+
+
 def install():
     for name, out_of_place in _OUT_OF_PLACE.items():
         setattr(Tensor, name, _wrap(name, getattr(Tensor, name, None), out_of_place))

@@ -987,8 +987,20 @@ def test_dropout_draws_from_the_default_generator_like_torch():
     tessel.manual_seed(3)
     (F.dropout(w, 0.2) * 2.0).sum().backward()
     np.testing.assert_array_equal(w.grad.numpy(), 2.0 * y)
-    with pytest.raises(NotImplementedError, match="out of place"):
-        nn.Dropout(0.1, inplace=True)(x)
+    # inplace=True: the input itself holds the result where that loses nothing (torch's nn.Dropout(inplace=True))
+    buf = tessel.ones(400, 50)
+    tessel.manual_seed(3)
+    out = nn.Dropout(0.2, inplace=True)(buf)
+    assert np.array_equal(buf.numpy(), y) and np.array_equal(out.numpy(), y)  # written into the input
+    v = tessel.ones(3, requires_grad=True)
+    h = v * 1.0
+    relu_inplace = nn.ReLU(inplace=True)
+    assert repr(relu_inplace) == "ReLU(inplace=True)"
+    r = relu_inplace(h - 2.0)  # under autograd: recorded (or a new tensor when the input is shared)
+    (r + F.relu(h, inplace=True)).sum().backward()
+    assert r.tolist() == [0.0, 0.0, 0.0] and v.grad.tolist() == [1.0, 1.0, 1.0]
+    z = tessel.tensor([-1.0, 2.0])
+    assert F.relu_(z) is z and z.tolist() == [0.0, 2.0] and tessel.relu_(tessel.tensor([-3.0])).tolist() == [0.0]
 
 
 def test_bad_forward_and_bad_arguments_raise_python_errors():

@@ -10,7 +10,6 @@ from .._C._functional import (  # noqa: F401
     layer_norm,
     linear,
     log_softmax,
-    relu,
     rms_norm,
     scaled_dot_product_attention,
     sigmoid,
@@ -18,6 +17,19 @@ from .._C._functional import (  # noqa: F401
     softmax,
     tanh,
 )
+
+
+def relu(input, inplace=False):
+    """torch.nn.functional.relu (inplace=True: see tessel/_inplace.py's apply)."""
+    out = _C._functional.relu(input)
+    if inplace:
+        from .. import _inplace
+        return _inplace.apply(input, out)
+    return out
+
+
+def relu_(input):
+    return relu(input, inplace=True)
 
 
 def dropout(input, p=0.5, training=True, inplace=False):
@@ -29,10 +41,11 @@ def dropout(input, p=0.5, training=True, inplace=False):
         raise ValueError("dropout probability has to be between 0 and 1, but got %s" % p)
     if not training or p == 0:
         return input  # the object itself, as torch
+    out = _C._functional.dropout(input, p, training)
     if inplace:
-        raise NotImplementedError("dropout(inplace=True) in training: tessel's dropout is out of place; use "
-                                  "inplace=False and the returned tensor")
-    return _C._functional.dropout(input, p, training)
+        from .. import _inplace
+        return _inplace.apply(input, out)
+    return out
 
 
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,

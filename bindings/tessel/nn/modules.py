@@ -645,8 +645,17 @@ class SiLU(Module):
 
 
 class ReLU(Module):
+    """torch.nn.ReLU (inplace=True: the input holds the result where that loses nothing, tessel/_inplace.py)."""
+
+    def __init__(self, inplace=False):
+        super().__init__()
+        self.inplace = inplace
+
     def forward(self, x):
-        return _C._functional.relu(x)
+        return functional.relu(x, inplace=self.inplace)
+
+    def extra_repr(self):
+        return "inplace=True" if self.inplace else ""
 
 
 class Tanh(Module):
