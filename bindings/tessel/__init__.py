@@ -124,7 +124,29 @@ def compile(model=None, *, fullgraph=False, dynamic=None, backend="inductor", mo
     return model
 cat = _C._functional.cat
 stack = _C._functional.stack
-where = _C._functional.where
+
+
+def where(condition, input=None, other=None):
+    """torch.where: elementwise choice (a Python number on either side takes the other side's dtype), or with
+    the condition alone the indices of its true entries (nonzero(as_tuple=True))."""
+    if input is None and other is None:
+        return _extra.nonzero(condition, as_tuple=True)
+    if not isinstance(input, Tensor) and not isinstance(other, Tensor):
+        raise TypeError("where(): at least one of input and other must be a tensor")
+    import builtins
+    dtype = input.dtype if isinstance(input, Tensor) else other.dtype
+    if not isinstance(input, Tensor):
+        input = _C._full([], builtins.float(input), dtype)
+    if not isinstance(other, Tensor):
+        other = _C._full([], builtins.float(other), dtype)
+    return _C._functional.where(condition, input, other)
+
+
+def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
+    """torch.cdist: the p-norm distance between each row of x1 [..., P, M] and each row of x2 [..., R, M]."""
+    return (x1.unsqueeze(-2) - x2.unsqueeze(-3)).norm(p, -1)
+
+
 matmul = _C.Tensor.matmul
 softmax = _C._functional.softmax
 log_softmax = _C._functional.log_softmax

@@ -199,13 +199,41 @@ _clamp_cpp = Tensor.clamp
 
 
 def _clamp(self, min=None, max=None):
-    """An integer tensor with a non-integral float bound computes in float32, as torch promotes."""
+    """An integer tensor with a non-integral float bound computes in float32, as torch promotes; tensor bounds
+    (elementwise, broadcast) are maximum / minimum."""
+    if isinstance(min, Tensor) or isinstance(max, Tensor):
+        from . import _extra
+        out = self
+        if min is not None:
+            out = _extra.maximum(out, min) if isinstance(min, Tensor) else _clamp(out, min=min)
+        if max is not None:
+            out = _extra.minimum(out, max) if isinstance(max, Tensor) else _clamp(out, max=max)
+        return out
     if not self.dtype.is_floating_point and any(isinstance(b, builtins.float) and not b.is_integer()
                                                 for b in (min, max)):
         self = self.float()
     return _clamp_cpp(self, min, max)
 
 
+def _unfold(self, dimension, size, step):
+    """Tensor.unfold: every window of `size` entries along `dimension`, `step` apart, as a new last dim."""
+    import numpy as np
+    from ._extra import index_select
+    from ._tensor import tensor
+    d = dimension % builtins.max(self.ndim, 1)
+    length = self.shape[d] if self.ndim else 1
+    if size > length or step <= 0:
+        raise RuntimeError("maximum size for tensor at dimension %d is %d but size is %d (step %d)"
+                           % (d, length, size, step))
+    count = (length - size) // step + 1
+    index = (np.arange(count)[:, None] * step + np.arange(size)[None, :]).reshape(-1)
+    picked = index_select(self, d, tensor(index.astype(np.int64)))
+    shape = list(self.shape)
+    shape[d:d + 1] = [count, size]
+    return picked.reshape(*shape).movedim(d + 1, -1)
+
+
+Tensor.unfold = _unfold
 Tensor.T = property(_T)
 Tensor.mT = property(_mT)
 Tensor.clamp = _clamp

@@ -507,6 +507,87 @@ def test_instance_norm_modules_normalize_each_sample_and_track_the_mean_of_their
                                / np.sqrt(unbatched.var(1, keepdims=True) + 1e-5), rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.parametrize("mode,np_mode", [("reflect", "reflect"), ("replicate", "edge"), ("circular", "wrap"),
+                                          ("constant", "constant")])
+def test_pad_modes_match_numpy_and_their_gradient_is_the_adjoint(mode, np_mode):
+    rng = np.random.default_rng(19)
+    x = rng.normal(size=(2, 3, 5, 6))
+    xt = t64(x, True)
+    out = F.pad(xt, (2, 1, 3, 0), mode=mode)
+    want = np.pad(x, [(0, 0), (0, 0), (3, 0), (2, 1)], mode=np_mode)
+    np.testing.assert_array_equal(out.detach().numpy(), want)
+    r = rng.normal(size=want.shape)
+    (out * t64(r)).sum().backward()
+    # the adjoint: each input entry collects r from every padded position that copies it
+    idx = np.pad(np.arange(x.size).reshape(x.shape), [(0, 0), (0, 0), (3, 0), (2, 1)], mode=np_mode)
+    grad = np.zeros(x.size)
+    keep = np.ones(idx.shape, bool) if mode != "constant" else np.pad(np.ones(x.shape, bool), [(0, 0), (0, 0), (3, 0),
+                                                                                               (2, 1)])
+    np.add.at(grad, idx[keep], r[keep])
+    np.testing.assert_allclose(xt.grad.numpy().reshape(-1), grad, rtol=1e-12, atol=1e-14)
+    module = {"reflect": nn.ReflectionPad2d, "replicate": nn.ReplicationPad2d, "circular": nn.CircularPad2d,
+              "constant": nn.ZeroPad2d}[mode]((2, 1, 3, 0))
+    np.testing.assert_array_equal(module(t64(x)).numpy(), want)
+    if mode == "reflect":
+        with pytest.raises(RuntimeError, match="padding size should be less than"):
+            F.pad(t64(x), (6, 0), mode="reflect")
+
+
+def _np_linear_weights(n_in, n_out, align_corners, scale=None):
+    w = np.zeros((n_out, n_in))
+    for o in range(n_out):
+        if align_corners:
+            src = o * (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
+        else:
+            src = max((o + 0.5) * (scale or n_in / n_out) - 0.5, 0.0)
+        lo = min(int(np.floor(src)), n_in - 1)
+        hi = min(lo + 1, n_in - 1)
+        w[o, lo] += 1 - (src - lo)
+        w[o, hi] += src - lo
+    return w
+
+
+@pytest.mark.parametrize("size,align", [((7, 4), False), ((9, 11), True), ((3, 2), False)])
+def test_bilinear_and_nearest_interpolation_match_numpy_weights(size, align):
+    rng = np.random.default_rng(20)
+    x = rng.normal(size=(2, 3, 5, 6))
+    xt = t64(x, True)
+    out = F.interpolate(xt, size=size, mode="bilinear", align_corners=align)
+    wh, ww = _np_linear_weights(5, size[0], align), _np_linear_weights(6, size[1], align)
+    want = np.einsum("oh,nchw,pw->ncop", wh, x, ww)
+    np.testing.assert_allclose(out.detach().numpy(), want, rtol=1e-12, atol=1e-13)
+    r = rng.normal(size=want.shape)
+    (out * t64(r)).sum().backward()
+    np.testing.assert_allclose(xt.grad.numpy(), np.einsum("oh,ncop,pw->nchw", wh, r, ww), rtol=1e-12, atol=1e-13)
+    near = F.interpolate(t64(x), size=size, mode="nearest").numpy()
+    rows = np.minimum(np.floor(np.arange(size[0]) * 5 / size[0]).astype(int), 4)
+    cols = np.minimum(np.floor(np.arange(size[1]) * 6 / size[1]).astype(int), 5)
+    np.testing.assert_array_equal(near, x[:, :, rows][:, :, :, cols])
+    up = nn.Upsample(scale_factor=2, mode="nearest")(t64(x)).numpy()
+    np.testing.assert_array_equal(up, x.repeat(2, axis=2).repeat(2, axis=3))
+
+
+def test_pixel_shuffle_unfold_where_cdist_and_tensor_clamp_bounds():
+    rng = np.random.default_rng(22)
+    x = rng.normal(size=(2, 8, 3, 4))
+    shuffled = nn.PixelShuffle(2)(t64(x))
+    assert list(shuffled.shape) == [2, 2, 6, 8]
+    np.testing.assert_array_equal(shuffled.numpy()[0, 1, 2 * 1 + 1, 2 * 3 + 0], x[0, 1 * 4 + 1 * 2 + 0, 1, 3])
+    np.testing.assert_array_equal(nn.PixelUnshuffle(2)(shuffled).numpy(), x)
+    v = rng.normal(size=(3, 10))
+    windows = t64(v).unfold(1, 4, 3).numpy()
+    np.testing.assert_array_equal(windows, np.lib.stride_tricks.sliding_window_view(v, 4, axis=1)[:, ::3])
+    rows, cols = tessel.where(t64(v) > 0.5)
+    want_rows, want_cols = np.nonzero(v > 0.5)
+    assert rows.tolist() == want_rows.tolist() and cols.tolist() == want_cols.tolist()
+    np.testing.assert_array_equal(tessel.where(t64(v) > 0, t64(v), 0.0).numpy(), np.where(v > 0, v, 0.0))
+    a, b = rng.normal(size=(4, 3)), rng.normal(size=(5, 3))
+    np.testing.assert_allclose(tessel.cdist(t64(a), t64(b)).numpy(),
+                               np.sqrt(((a[:, None] - b[None]) ** 2).sum(-1)), rtol=1e-12)
+    lo, hi = rng.normal(size=(3, 10)) - 1, rng.normal(size=(3, 10)) + 1
+    np.testing.assert_array_equal(tessel.clamp(t64(v), min=t64(lo), max=t64(hi)).numpy(), np.clip(v, lo, hi))
+
+
 def _bn_net():
     tessel.manual_seed(9)
     return nn.Sequential(nn.Conv2d(2, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.AdaptiveAvgPool2d(1),

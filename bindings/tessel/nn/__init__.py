@@ -61,3 +61,6 @@ from ._conv_modules import make_modules as _make_conv_modules  # noqa: E402
 globals().update(_make_conv_modules())  # Conv1d/2d/3d, ConvTranspose*, MaxPool*, AvgPool*, Adaptive*, BatchNorm*
 from ._rnn import MODULES as _RNN_MODULES  # noqa: E402
 globals().update(_RNN_MODULES)  # RNN, LSTM, GRU and their cells
+from . import _resample  # noqa: E402
+globals().update(_resample.make_modules())  # ZeroPad*/ReflectionPad*/..., Upsample, PixelShuffle
+functional.__dict__.update(_resample.FUNCTIONAL)  # F.pad (every mode), F.interpolate, F.pixel_shuffle

@@ -1,0 +1,260 @@
+"""torch.nn.functional's padding modes, interpolate and pixel shuffles, and their modules (ZeroPad*/ConstantPad*/
+ReflectionPad*/ReplicationPad*/CircularPad*, Upsample, UpsamplingNearest2d/Bilinear2d, PixelShuffle/Unshuffle),
+composed from bound ops so gradients come from them: every padding mode and nearest interpolation is one
+index_select per resized dim (its backward an index-add), linear interpolation one small weight matrix per
+dim applied with F.linear (separable, as torch's kernels). bicubic / area / antialias raise
+NotImplementedError.
+
+    y = F.interpolate(x, scale_factor=2, mode="bilinear", align_corners=False)
+    y = F.pad(x, (1, 1, 2, 2), mode="reflect")
+"""
+import math
+
+import numpy as np
+
+from .. import _C
+from .modules import Module
+
+
+def _as_tensor(array):
+    from .._tensor import tensor
+    return tensor(np.ascontiguousarray(array))
+
+
+def _select(x, dim, index):
+    """x's entries at `index` (numpy int64) along dim, differentiably."""
+    from .._extra import index_select
+    return index_select(x, dim, _as_tensor(index.astype(np.int64)))
+
+
+def _mapped(c, size, mode):
+    if mode == "reflect":
+        period = 2 * (size - 1) if size > 1 else 1
+        m = np.abs(c) % period
+        return np.where(m >= size, period - m, m)
+    if mode == "replicate":
+        return np.clip(c, 0, size - 1)
+    return c % size  # circular
+
+
+def pad(input, pad, mode="constant", value=None):
+    """torch.nn.functional.pad: (left, right, top, bottom, ...) amounts for the last len(pad) / 2 dims;
+    constant (value, default 0; negative amounts crop), reflect, replicate or circular."""
+    if len(pad) % 2:
+        raise RuntimeError("Padding length must be divisible by 2")
+    if len(pad) // 2 > input.ndim:
+        raise RuntimeError("Padding length should be less than or equal to two times the input dimension but got "
+                           "padding length %d and input of dimension %d" % (len(pad), input.ndim))
+    if mode == "constant":
+        from .._extra import pad as constant_pad
+        return constant_pad(input, pad, "constant", value)
+    if mode not in ("reflect", "replicate", "circular"):
+        raise NotImplementedError("pad(mode=%r): supported modes are constant, reflect, replicate, circular" % mode)
+    if value not in (None, 0, 0.0):
+        raise RuntimeError("Padding mode \"%s\" doesn't take in value argument" % mode)
+    out = input
+    for i in range(len(pad) // 2):
+        d = input.ndim - 1 - i
+        before, after = int(pad[2 * i]), int(pad[2 * i + 1])
+        size = out.shape[d]
+        limit = size - 1 if mode == "reflect" else size
+        if max(before, after) > limit or (mode == "replicate" and size == 0):
+            raise RuntimeError("%s padding: padding size should be less than %s the corresponding input dimension, "
+                               "but got: padding (%d, %d) at dimension %d of input %s"
+                               % (mode, "" if mode == "reflect" else "or equal to", before, after, d,
+                                  list(input.shape)))
+        coords = np.arange(-before, size + after)
+        out = _select(out, d, _mapped(coords, size, mode))
+    return out
+
+
+def _output_sizes(x, nd, size, scale_factor):
+    spatial = list(x.shape[2:])
+    if (size is None) == (scale_factor is None):
+        raise ValueError("only one of size or scale_factor should be defined")
+    if size is not None:
+        sizes = [int(size)] * nd if isinstance(size, int) else [int(s) for s in size]
+        if len(sizes) != nd:
+            raise ValueError("Input and output must have the same number of spatial dimensions, but got input with "
+                             "spatial dimensions of %s and output size of %s" % (spatial, list(size)))
+        return sizes, [None] * nd
+    scales = [float(scale_factor)] * nd if not isinstance(scale_factor, (tuple, list)) else \
+        [float(s) for s in scale_factor]
+    if len(scales) != nd:
+        raise ValueError("Input and scale_factor must have the same number of spatial dimensions, but got input "
+                         "with spatial dimensions of %s and scale_factor of shape %s" % (spatial, list(scale_factor)))
+    return [int(math.floor(spatial[i] * scales[i])) for i in range(nd)], scales
+
+
+def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
+                recompute_scale_factor=None, antialias=False):
+    """torch.nn.functional.interpolate for modes nearest, nearest-exact, linear, bilinear, trilinear over
+    [N, C, *spatial] (1 to 3 spatial dims), with torch's source-index rules (align_corners, and the given
+    scale_factor used as is unless recompute_scale_factor)."""
+    nd = input.ndim - 2
+    if nd < 1 or nd > 3:
+        raise NotImplementedError("interpolate: input must be 3-D, 4-D or 5-D (got %dD)" % input.ndim)
+    linear_modes = {"linear": 1, "bilinear": 2, "trilinear": 3}
+    if mode in ("bicubic", "area") or antialias:
+        raise NotImplementedError("interpolate(mode=%r, antialias=%s) is not supported" % (mode, antialias))
+    if mode not in ("nearest", "nearest-exact") and mode not in linear_modes:
+        raise NotImplementedError("interpolate: unknown mode %r" % mode)
+    if mode in linear_modes and linear_modes[mode] != nd:
+        raise NotImplementedError("Got %dD input, but %s mode needs %dD input" % (input.ndim, mode,
+                                                                                  linear_modes[mode] + 2))
+    if mode not in linear_modes and align_corners is not None:
+        raise ValueError("align_corners option can only be set with the interpolating modes: linear | bilinear | "
+                         "bicubic | trilinear")
+    outs, scales = _output_sizes(input, nd, size, scale_factor)
+    if recompute_scale_factor:
+        scales = [None] * nd
+    out = input
+    for i in range(nd):
+        d = 2 + i
+        n_in, n_out = input.shape[d], outs[i]
+        scale = (1.0 / scales[i]) if scales[i] else (n_in / n_out if n_out else 0.0)
+        dst = np.arange(n_out, dtype=np.float64)
+        if mode == "nearest":
+            out = _select(out, d, np.minimum(np.floor(dst * scale).astype(np.int64), n_in - 1))
+            continue
+        if mode == "nearest-exact":
+            out = _select(out, d, np.minimum(np.floor((dst + 0.5) * scale).astype(np.int64), n_in - 1))
+            continue
+        if align_corners:
+            src = dst * ((n_in - 1) / (n_out - 1)) if n_out > 1 else np.zeros(n_out)
+        else:
+            src = np.maximum((dst + 0.5) * scale - 0.5, 0.0)
+        lo = np.minimum(np.floor(src).astype(np.int64), n_in - 1)
+        hi = np.minimum(lo + 1, n_in - 1)
+        frac = src - lo
+        weights = np.zeros((n_out, n_in))
+        np.add.at(weights, (np.arange(n_out), lo), 1.0 - frac)
+        np.add.at(weights, (np.arange(n_out), hi), frac)
+        acc = out.dtype if out.dtype in (_C.dtype.float32, _C.dtype.float64) else _C.dtype.float32
+        moved = out.to(acc).movedim(d, -1)
+        out = _C._functional.linear(moved, _as_tensor(weights).to(acc), None).movedim(-1, d).to(input.dtype)
+    return out
+
+
+def pixel_shuffle(input, upscale_factor):
+    """[*, C·r², H, W] -> [*, C, H·r, W·r]."""
+    r = int(upscale_factor)
+    *lead, c, h, w = input.shape
+    if c % (r * r):
+        raise RuntimeError("pixel_shuffle expects its input's 'channel' dimension to be divisible by the square of "
+                           "upscale_factor, but input.size(-3)=%d is not divisible by %d" % (c, r * r))
+    x = input.reshape(*lead, c // (r * r), r, r, h, w)
+    k = len(lead)
+    x = x.permute(*range(k), k, k + 3, k + 1, k + 4, k + 2)
+    return x.reshape(*lead, c // (r * r), h * r, w * r)
+
+
+def pixel_unshuffle(input, downscale_factor):
+    """[*, C, H·r, W·r] -> [*, C·r², H, W]."""
+    r = int(downscale_factor)
+    *lead, c, h, w = input.shape
+    if h % r or w % r:
+        raise RuntimeError("pixel_unshuffle expects height and width to be divisible by downscale_factor, got %s"
+                           % list(input.shape))
+    x = input.reshape(*lead, c, h // r, r, w // r, r)
+    k = len(lead)
+    x = x.permute(*range(k), k, k + 2, k + 4, k + 1, k + 3)
+    return x.reshape(*lead, c * r * r, h // r, w // r)
+
+
+def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
+    return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+FUNCTIONAL = dict(pad=pad, interpolate=interpolate, upsample=upsample, pixel_shuffle=pixel_shuffle,
+                  pixel_unshuffle=pixel_unshuffle,
+                  upsample_nearest=lambda input, size=None, scale_factor=None: interpolate(input, size, scale_factor),
+                  upsample_bilinear=lambda input, size=None, scale_factor=None: interpolate(
+                      input, size, scale_factor, "bilinear", True))
+
+
+def _pad_class(name, nd, mode, fixed_value=None):
+    class Pad(Module):
+        def __init__(self, padding, value=None):
+            super().__init__()
+            self.padding = tuple(padding) if isinstance(padding, (tuple, list)) else (int(padding),) * (2 * nd)
+            if len(self.padding) != 2 * nd:
+                raise ValueError("%s: padding must be an int or a %d-tuple, got %s" % (name, 2 * nd, padding))
+            self.value = fixed_value if fixed_value is not None else value
+
+        def forward(self, input):
+            return pad(input, self.padding, mode, self.value if mode == "constant" else None)
+
+        def extra_repr(self):
+            if mode == "constant" and fixed_value is None:
+                return "padding=%s, value=%s" % (self.padding, self.value)
+            return "%s" % (self.padding,)
+    Pad.__name__ = Pad.__qualname__ = name
+    Pad.__doc__ = "torch.nn.%s: F.pad(input, padding, %r)." % (name, mode)
+    return Pad
+
+
+class Upsample(Module):
+    """torch.nn.Upsample: F.interpolate(input, size, scale_factor, mode, align_corners)."""
+
+    def __init__(self, size=None, scale_factor=None, mode="nearest", align_corners=None,
+                 recompute_scale_factor=None):
+        super().__init__()
+        self.size, self.scale_factor, self.mode = size, scale_factor, mode
+        self.align_corners, self.recompute_scale_factor = align_corners, recompute_scale_factor
+
+    def forward(self, input):
+        return interpolate(input, self.size, self.scale_factor, self.mode, self.align_corners,
+                           self.recompute_scale_factor)
+
+    def extra_repr(self):
+        info = ("scale_factor=%s" % (float(self.scale_factor) if not isinstance(self.scale_factor, (tuple, list))
+                                     else tuple(float(s) for s in self.scale_factor))
+                if self.scale_factor is not None else "size=%s" % (self.size,))
+        return "%s, mode='%s'" % (info, self.mode)
+
+
+class UpsamplingNearest2d(Upsample):
+    def __init__(self, size=None, scale_factor=None):
+        super().__init__(size, scale_factor, "nearest")
+
+
+class UpsamplingBilinear2d(Upsample):
+    def __init__(self, size=None, scale_factor=None):
+        super().__init__(size, scale_factor, "bilinear", True)
+
+
+class PixelShuffle(Module):
+    def __init__(self, upscale_factor):
+        super().__init__()
+        self.upscale_factor = upscale_factor
+
+    def forward(self, input):
+        return pixel_shuffle(input, self.upscale_factor)
+
+    def extra_repr(self):
+        return "upscale_factor=%d" % self.upscale_factor
+
+
+class PixelUnshuffle(Module):
+    def __init__(self, downscale_factor):
+        super().__init__()
+        self.downscale_factor = downscale_factor
+
+    def forward(self, input):
+        return pixel_unshuffle(input, self.downscale_factor)
+
+    def extra_repr(self):
+        return "downscale_factor=%d" % self.downscale_factor
+
+
+def make_modules():
+    out = dict(Upsample=Upsample, UpsamplingNearest2d=UpsamplingNearest2d, UpsamplingBilinear2d=UpsamplingBilinear2d,
+               PixelShuffle=PixelShuffle, PixelUnshuffle=PixelUnshuffle)
+    for nd in (1, 2, 3):
+        out["ZeroPad%dd" % nd] = _pad_class("ZeroPad%dd" % nd, nd, "constant", 0.0)
+        out["ConstantPad%dd" % nd] = _pad_class("ConstantPad%dd" % nd, nd, "constant")
+        out["ReflectionPad%dd" % nd] = _pad_class("ReflectionPad%dd" % nd, nd, "reflect")
+        out["ReplicationPad%dd" % nd] = _pad_class("ReplicationPad%dd" % nd, nd, "replicate")
+        out["CircularPad%dd" % nd] = _pad_class("CircularPad%dd" % nd, nd, "circular")
+    return out
