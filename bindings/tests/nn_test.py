@@ -561,6 +561,31 @@ def test_transformer_decoder_and_full_transformer_match_a_numpy_reference():
         nn.TransformerEncoderLayer(E, H, F_, activation=nn.PReLU())
 
 
+def test_bilinear_softmax2d_and_gumbel_softmax():
+    rng = np.random.default_rng(23)
+    tessel.manual_seed(5)
+    m = nn.Bilinear(3, 4, 2, dtype=tessel.float64)
+    a, b = rng.normal(size=(5, 3)), rng.normal(size=(5, 4))
+    W, bias = m.weight.detach().numpy(), m.bias.detach().numpy()
+    np.testing.assert_allclose(m(tessel.tensor(a), tessel.tensor(b)).detach().numpy(),
+                               np.einsum("ni,oij,nj->no", a, W, b) + bias, rtol=1e-12)
+    assert np.abs(W).max() <= 1 / np.sqrt(3) and repr(m) == "Bilinear(in1_features=3, in2_features=4, out_features=2, bias=True)"
+    x = rng.normal(size=(2, 3, 4, 5))
+    e = np.exp(x - x.max(1, keepdims=True))
+    np.testing.assert_allclose(nn.Softmax2d()(tessel.tensor(x)).numpy(), e / e.sum(1, keepdims=True), rtol=1e-12)
+    logits = tessel.tensor(rng.normal(size=(64, 4)), requires_grad=True)
+    tessel.manual_seed(6)
+    soft = F.gumbel_softmax(logits, tau=0.7)
+    np.testing.assert_allclose(soft.detach().numpy().sum(-1), 1.0, rtol=1e-12)
+    tessel.manual_seed(6)
+    hard = F.gumbel_softmax(logits, tau=0.7, hard=True)
+    h = hard.detach().numpy()
+    assert set(np.unique(h).tolist()) == {0.0, 1.0} and (h.sum(-1) == 1).all()
+    np.testing.assert_array_equal(h.argmax(-1), soft.detach().numpy().argmax(-1))  # the same noise, its argmax
+    (hard * tessel.tensor(rng.normal(size=(64, 4)))).sum().backward()  # straight-through: the soft sample's gradient
+    assert logits.grad is not None and np.abs(logits.grad.numpy()).sum() > 0
+
+
 def test_lr_schedulers_give_torchs_learning_rates():
     # torch 2.15's lr after each of 12 steps (SGD lr 0.1), recorded once from torch itself.
     want = {"step": [0.1, 0.1, 0.05, 0.05, 0.05, 0.025, 0.025, 0.025, 0.0125, 0.0125, 0.0125, 0.00625],

@@ -13,6 +13,7 @@ LayerNorm and RMSNorm are the C++ layers; containers and activations are Python 
 from .. import _C
 from . import functional, init, utils  # noqa: F401
 from .modules import (  # noqa: F401
+    Bilinear,
     CosineEmbeddingLoss,
     CosineSimilarity,
     CrossEntropyLoss,

@@ -32,6 +32,36 @@ def relu_(input):
     return relu(input, inplace=True)
 
 
+def bilinear(input1, input2, weight, bias=None):
+    """torch.nn.functional.bilinear: out[..., o] = Σ_ij input1[..., i] · weight[o, i, j] · input2[..., j] + bias[o]."""
+    lead = list(input1.shape[:-1])
+    x1 = input1.reshape(-1, input1.shape[-1])
+    x2 = input2.reshape(-1, input2.shape[-1])
+    o, i, j = weight.shape
+    # (x1 · W_o) for every o at once: [B, in1] @ [in1, o·in2] -> [B, o, in2], then the dot with x2
+    projected = (x1 @ weight.permute(1, 0, 2).reshape(i, o * j)).reshape(-1, o, j)
+    out = (projected * x2.unsqueeze(1)).sum(-1)
+    if bias is not None:
+        out = out + bias
+    return out.reshape(*(lead + [o]))
+
+
+def gumbel_softmax(logits, tau=1.0, hard=False, eps=1e-10, dim=-1):
+    """torch.nn.functional.gumbel_softmax: softmax((logits + Gumbel noise) / tau) from the default generator;
+    hard=True returns the one-hot of the argmax with the soft sample's gradient (straight-through)."""
+    from .. import rand_like
+    u = rand_like(logits)
+    gumbels = -((-(u.clamp(min=1e-20)).log()).clamp(min=1e-20)).log()
+    y = ((logits + gumbels) / tau).softmax(dim)
+    if not hard:
+        return y
+    index = y.argmax(dim, keepdim=True)
+    from .._extra import one_hot
+    d = dim % y.ndim
+    hot = one_hot(index.squeeze(d), y.shape[d]).to(y.dtype).movedim(-1, d)
+    return hot - y.detach() + y
+
+
 def dropout(input, p=0.5, training=True, inplace=False):
     """torch.nn.functional.dropout: in training, zeroes each element with probability p and scales the
     rest by 1 / (1 - p), drawing from tessel's default generator (tessel.manual_seed; the same seed on

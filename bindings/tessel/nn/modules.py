@@ -756,6 +756,8 @@ def _make_extra_modules():
         Sigmoid=_elementwise_module("Sigmoid", lambda x: x.sigmoid(), "torch.nn.Sigmoid"),
         Softmax=_elementwise_module("Softmax", lambda x, dim: x.softmax(_softmax_dim(x, dim)), "torch.nn.Softmax",
                                     ("dim", None)),
+        Softmax2d=_elementwise_module("Softmax2d", lambda x: x.softmax(-3), "torch.nn.Softmax2d: softmax over the "
+                                      "channels of [N, C, H, W] or [C, H, W]"),
         LogSoftmax=_elementwise_module("LogSoftmax", lambda x, dim: x.log_softmax(_softmax_dim(x, dim)),
                                        "torch.nn.LogSoftmax", ("dim", None)),
         Softmin=_elementwise_module("Softmin", lambda x, dim: X.softmin(x, _softmax_dim(x, dim)), "torch.nn.Softmin",
@@ -1252,6 +1254,33 @@ class TransformerDecoderLayer(Module):
         x = self.norm1(x + self._sa_block(x, tgt_mask, tgt_key_padding_mask, tgt_is_causal))
         x = self.norm2(x + self._mha_block(x, memory, memory_mask, memory_key_padding_mask, memory_is_causal))
         return self.norm3(x + self._ff_block(x))
+
+
+class Bilinear(Module):
+    """torch.nn.Bilinear: y = x1ᵀ·A·x2 + b with weight [out, in1, in2], bias [out], both uniform(±1/sqrt(in1))
+    as torch's."""
+
+    def __init__(self, in1_features, in2_features, out_features, bias=True, device=None, dtype=None):
+        super().__init__()
+        import math
+        from . import init
+        dtype = dtype or _dtypes.float32
+        self.in1_features, self.in2_features, self.out_features = in1_features, in2_features, out_features
+        self.weight = Parameter(_C._full([out_features, in1_features, in2_features], 0.0, dtype))
+        bound = 1.0 / math.sqrt(in1_features)
+        init.uniform_(self.weight, -bound, bound)
+        if bias:
+            self.bias = Parameter(_C._full([out_features], 0.0, dtype))
+            init.uniform_(self.bias, -bound, bound)
+        else:
+            self.register_parameter("bias", None)
+
+    def forward(self, input1, input2):
+        return functional.bilinear(input1, input2, self.weight, self.bias)
+
+    def extra_repr(self):
+        return "in1_features=%d, in2_features=%d, out_features=%d, bias=%s" % (
+            self.in1_features, self.in2_features, self.out_features, self.bias is not None)
 
 
 class TransformerDecoder(TransformerEncoder):
