@@ -335,6 +335,12 @@ void BindTensor(py::module_& m) {
       .def("_sole_handle", [](const Tensor& t) {
         return !t.is_distributed() && t.impl_ptr().use_count() == 1 && t.impl()->OwnsDataExclusively();
       })
+      .def("_data_key", [](const Tensor& t) {
+        const auto data = t.is_distributed() || t.numel() == 0 ? std::uintptr_t{0}
+                                                                : reinterpret_cast<std::uintptr_t>(t.raw_data());
+        return py::make_tuple(data, py::tuple(py::cast(t.sizes())), py::tuple(py::cast(t.strides())),
+                              static_cast<int>(t.dtype()));
+      }, "Identifies the data behind this handle: handles of one weight (tied parameters) share it")
       .def("_rebind_", [](Tensor& self, const Tensor& other) { self = other; },
            "Points this Python tensor at other's data and autograd history (recorded in-place writes)")
       .def("_owns_data_exclusively", [](const Tensor& t) { return t.impl()->OwnsDataExclusively(); },

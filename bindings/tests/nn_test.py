@@ -586,6 +586,50 @@ def test_bilinear_softmax2d_and_gumbel_softmax():
     assert logits.grad is not None and np.abs(logits.grad.numpy()).sum() > 0
 
 
+def test_deepcopy_copies_modules_as_torch_does():
+    # torch's copy.deepcopy(model): EMA / target networks, the Annotated Transformer's clones(). Values,
+    # state-dict keys, tied weights (tied again in the copy), None registrations, plain attributes, C++ layers'
+    # constructor arguments (LayerNorm's eps) and the training flag carry over; the copy is independent.
+    import copy
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(10, 8, padding_idx=0)
+            self.blocks = nn.ModuleList([nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True)
+                                         for _ in range(2)])
+            self.norm = nn.LayerNorm(8, eps=1e-3)
+            self.head = nn.Linear(8, 10, bias=False)
+            self.head.weight = self.emb.weight  # tied
+            self.scale = 2.0
+            self.register_buffer("pos", tessel.arange(4).float())
+            self.register_buffer("cache", tessel.zeros(2), persistent=False)
+            self.register_parameter("extra", None)
+
+        def forward(self, idx):
+            return self.head(self.norm(self.blocks[1](self.blocks[0](self.emb(idx))))) * self.scale
+
+    tessel.manual_seed(0)
+    net = Net()
+    net.eval()
+    twin = copy.deepcopy(net)
+    idx = tessel.tensor([[1, 2, 3, 4]])
+    np.testing.assert_array_equal(net(idx).detach().numpy(), twin(idx).detach().numpy())
+    assert list(twin.state_dict()) == list(net.state_dict()) and "cache" not in twin.state_dict()
+    assert not twin.training and not twin.blocks[1].training and twin.extra is None and twin.scale == 2.0
+    with tessel.no_grad():
+        twin.emb.weight.fill_(0.5)
+    assert np.all(twin.head.weight.detach().numpy() == 0.5)  # still tied in the copy
+    assert not np.any(net.emb.weight.detach().numpy() == 0.5)  # the original is untouched
+    twin.train()
+    twin(idx).sum().backward()
+    assert twin.emb.weight.grad is not None and net.emb.weight.grad is None
+    clones = nn.ModuleList([copy.deepcopy(nn.Linear(3, 3)) for _ in range(3)])
+    assert len(list(clones.parameters())) == 6
+    gru = nn.GRU(3, 4, num_layers=2)
+    assert list(copy.deepcopy(gru).state_dict()) == list(gru.state_dict())
+
+
 def test_lr_schedulers_give_torchs_learning_rates():
     # torch 2.15's lr after each of 12 steps (SGD lr 0.1), recorded once from torch itself.
     want = {"step": [0.1, 0.1, 0.05, 0.05, 0.05, 0.025, 0.025, 0.025, 0.0125, 0.0125, 0.0125, 0.00625],

@@ -53,6 +53,9 @@ Linear = _C.Linear
 Embedding = _C.Embedding
 LayerNorm = _C.LayerNorm
 RMSNorm = _C.RMSNorm
+from .modules import _record_constructor_args  # noqa: E402
+for _layer in (Linear, Embedding, LayerNorm, RMSNorm):
+    _record_constructor_args(_layer)  # copy.deepcopy rebuilds them from these
 GPT = _C.GPT
 GPTConfig = _C.GPTConfig
 from . import parallel  # noqa: E402,F401 (torch.nn.parallel.DistributedDataParallel)

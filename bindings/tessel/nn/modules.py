@@ -125,6 +125,7 @@ def _delattr(self, name):
 
 def _setattr(self, name, value):
     if isinstance(value, Parameter) or (value is None and self._has_parameter(name)):
+        _note_none(self, name, True, value)
         if self._has_parameter(name):  # any shape, as torch (self.w = nn.Parameter(new_shape))
             _keep_frozen(value, lambda: self._set_parameter(name, value, True))
         else:
@@ -434,14 +435,37 @@ def apply(self, fn):
     return self
 
 
+_NONE_KEY = "_tessel_registered_none"  # {name: is_parameter} of register_parameter / register_buffer(name, None)
+
+
+def _note_none(self, name, is_parameter, value):
+    try:
+        noted = object.__getattribute__(self, "__dict__").setdefault(_NONE_KEY, {})
+    except AttributeError:  # a module C++ created has no __dict__ (nothing to deepcopy from Python either)
+        return
+    if value is None:
+        noted[name] = is_parameter
+    else:
+        noted.pop(name, None)
+
+
 def register_parameter(self, name, param):
     if param is not None and not isinstance(param, Tensor):
         raise TypeError("cannot assign '%s' object to parameter '%s' (tessel.nn.Parameter or None required)"
                         % (type(param).__name__, name))
+    _note_none(self, name, True, param)
     if isinstance(param, Parameter):
         _keep_frozen(param, lambda: self._register_parameter(name, param))
     else:
         self._register_parameter(name, param)
+
+
+_register_buffer_cpp = Module.register_buffer
+
+
+def register_buffer(self, name, tensor, persistent=True):
+    _note_none(self, name, False, tensor)
+    _register_buffer_cpp(self, name, tensor, persistent)
 
 
 def add_module(self, name, module):
@@ -503,6 +527,83 @@ def _repr(self):
     return "%s(%s\n%s\n)" % (name, extra, "\n".join(lines))
 
 
+# ---- copy.deepcopy ------------------------------------------------------------------------------------
+
+_CTOR_KEY = "_tessel_ctor"  # the C++ layers' constructor arguments, recorded by _record_constructor_args
+
+
+def _record_constructor_args(cls):
+    """Wraps a C++ layer's __init__ so its arguments are kept (deepcopy rebuilds the layer from them)."""
+    original = cls.__init__
+
+    def __init__(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        self.__dict__[_CTOR_KEY] = (args, kwargs)
+    __init__.__doc__ = original.__doc__
+    cls.__init__ = __init__
+
+
+def _copied_tensor(t, memo):
+    """A detached copy of t, once per underlying tensor (tied weights stay tied), with its requires_grad."""
+    key = ("tessel-tensor",) + t._data_key()
+    if key[1] == 0:  # no data to identify it by (empty): never shared
+        key = ("tessel-tensor-object", id(t))
+        memo.setdefault(id(memo), []).append(t)
+    if key not in memo:
+        copy_ = t.detach().clone()
+        memo[key] = Parameter(copy_, requires_grad=t.requires_grad) if isinstance(t, Parameter) else copy_
+    return memo[key]
+
+
+def _deepcopy(self, memo):
+    """copy.deepcopy(module), as torch's: a new module tree with copies of every parameter and buffer (tied
+    ones tied again), each module's training flag and plain attributes. A Python-defined module is rebuilt
+    field by field (its __init__ is not rerun); a C++ layer (Linear, Embedding, LayerNorm, RMSNorm) from its
+    recorded constructor arguments. Hooks are not copied; sharded (fully_shard / DTensor) modules, and C++
+    layers created inside C++ (a GPT's blocks), raise NotImplementedError."""
+    if id(self) in memo:
+        return memo[id(self)]
+    memo.setdefault(id(memo), []).append(self)  # keep the wrapper alive: its id must not be reused meanwhile
+    name = type(self).__name__
+    for _, p in self.named_parameters():
+        if p.is_distributed:
+            raise NotImplementedError("deepcopy of %s: its parameters are DTensors (fully_shard / tensor parallel); "
+                                      "copy the module before sharding it" % name)
+    if not self._has_python_forward:
+        ctor = _dict(self).get(_CTOR_KEY)
+        if ctor is None:
+            raise NotImplementedError("deepcopy of %s: a layer created by C++ code has no recorded constructor "
+                                      "arguments" % name)
+        new = type(self)(*copy.deepcopy(ctor[0], memo), **copy.deepcopy(ctor[1], memo))
+        memo[id(self)] = new
+        for pname, p in self.named_parameters(recurse=False):
+            new._set_parameter(pname, _copied_tensor(p, memo), True)
+        for bname, b in self.named_buffers(recurse=False):
+            with _C._GradMode(False):
+                getattr(new, bname).copy_(b)
+        new.train(self.training)
+        return new
+    new = type(self).__new__(type(self))
+    Module.__init__(new)
+    memo[id(self)] = new
+    new.train(self.training)
+    for pname, p in self.named_parameters(recurse=False):
+        setattr(new, pname, _copied_tensor(p, memo))
+    persistent = set(k for k in self.state_dict() if "." not in k)
+    for bname, b in self.named_buffers(recurse=False):
+        new.register_buffer(bname, _copied_tensor(b, memo), bname in persistent)
+    for rname, is_parameter in (_dict(self).get(_NONE_KEY) or {}).items():
+        (new.register_parameter if is_parameter else new.register_buffer)(rname, None)
+    for cname, child in self.named_children():
+        setattr(new, cname, copy.deepcopy(child, memo))
+    handled = set(_dict(new)) | {"_modules", "_tessel_parent", _NONE_KEY}
+    for key, value in _dict(self).items():
+        if key in handled or (isinstance(value, Module) and key in (_dict(self).get("_modules") or {})):
+            continue
+        object.__setattr__(new, key, copy.deepcopy(value, memo))
+    return new
+
+
 _METHODS = dict(
     __setattr__=_setattr, __delattr__=_delattr, __getattr__=_getattr, __call__=_call, __repr__=_repr, _forward_from_cpp=_forward_from_cpp,
     forward=_forward, named_parameters=named_parameters, parameters=parameters, named_buffers=named_buffers,
@@ -511,9 +612,9 @@ _METHODS = dict(
     requires_grad_=requires_grad_, apply=apply, to=_module_to, cpu=lambda self: self, cuda=_module_cuda,
     float=lambda self: _module_to(self, _dtypes.float32), double=lambda self: _module_to(self, _dtypes.float64),
     half=lambda self: _module_to(self, _dtypes.float16), bfloat16=lambda self: _module_to(self, _dtypes.bfloat16), register_parameter=register_parameter, add_module=add_module,
-    register_module=add_module, get_parameter=get_parameter, extra_repr=extra_repr,
+    register_module=add_module, get_parameter=get_parameter, extra_repr=extra_repr, register_buffer=register_buffer,
     register_forward_pre_hook=_hook(Module._register_forward_pre_hook),
-    register_forward_hook=_forward_hook_method,
+    register_forward_hook=_forward_hook_method, __deepcopy__=_deepcopy,
     register_full_backward_pre_hook=_hook(Module._register_full_backward_pre_hook),
     register_full_backward_hook=_hook(Module._register_full_backward_hook),
 )
