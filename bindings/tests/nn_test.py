@@ -536,6 +536,16 @@ def test_transformer_decoder_and_full_transformer_match_a_numpy_reference():
     np.testing.assert_array_equal(dec.layers[0].linear1.weight.detach().numpy(),
                                   dec.layers[1].linear1.weight.detach().numpy())  # copies of one layer
     assert list(dec(tessel.tensor(tgt), tessel.tensor(mem)).shape) == [N, T, E]
+
+    class MyLayer(nn.Module):  # a user's own layer class: deep-copied as torch does
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(E, E)
+
+        def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False):
+            return src + self.fc(src)
+    mine = nn.TransformerEncoder(MyLayer(), 3)
+    assert len(mine.layers) == 3 and list(mine(tessel.randn(2, T, E)).shape) == [2, T, E]
     model = nn.Transformer(E, H, 2, 1, F_, dropout=0.0, norm_first=True)
     keys = model.state_dict()
     assert "encoder.norm.weight" in keys and "decoder.layers.0.multihead_attn.in_proj_weight" in keys

@@ -1249,8 +1249,6 @@ def _init_transformer_layer(layer, cross, d_model, nhead, dim_feedforward, dropo
     layer, registered in torch's order so parameters() and the state dict list as torch's."""
     from . import LayerNorm, Linear
     dtype = dtype or _dtypes.float32
-    layer._args = (d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps, batch_first, norm_first,
-                   bias, device, dtype)
 
     def attention():
         return MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first, device=device,
@@ -1304,18 +1302,8 @@ class TransformerEncoder(Module):
 
     def __init__(self, encoder_layer, num_layers, norm=None, enable_nested_tensor=True, mask_check=True):
         super().__init__()
-        # torch deep-copies the layer; tessel's C++-backed modules do not deepcopy, so each copy is the
-        # layer's own class rebuilt from its arguments, in its dtype and mode, with its state loaded.
-        state = encoder_layer.state_dict()
-        dtype = next(iter(encoder_layer.parameters())).dtype
-        copies = []
-        for _ in range(num_layers):
-            layer = type(encoder_layer)(*encoder_layer._args)
-            layer.to(dtype)
-            layer.load_state_dict(state)
-            layer.train(encoder_layer.training)
-            copies.append(layer)
-        self.layers = ModuleList(copies)
+        # torch deep-copies the layer (any layer class, a user's own included)
+        self.layers = ModuleList([copy.deepcopy(encoder_layer) for _ in range(num_layers)])
         self.num_layers, self.norm = num_layers, norm
 
     def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
