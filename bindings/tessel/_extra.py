@@ -449,10 +449,7 @@ def index_add(x, dim, index, source, *, alpha=1):
 
 
 def index_add_(x, dim, index, source, *, alpha=1):
-    """In place, outside autograd (a tensor that requires grad takes the out-of-place index_add)."""
-    if _C.is_grad_enabled() and (x.requires_grad or source.requires_grad):
-        raise RuntimeError("index_add_ on tensors that require grad is not recorded by tessel's autograd: use "
-                           "x = x.index_add(dim, index, source)")
+    """In place; under autograd tessel/_inplace.py records it instead (this runs outside it)."""
     return x.copy_(index_add(x, dim, index, source, alpha=alpha))
 
 
@@ -1137,10 +1134,8 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
 
 
 def _in_place(fn, name):
+    """fn's result written into x (under autograd tessel/_inplace.py records the method instead)."""
     def method(x, *args, **kwargs):
-        if _C.is_grad_enabled() and x.requires_grad:
-            raise RuntimeError("%s on a tensor that requires grad is not recorded by tessel's autograd: use "
-                               "x = x.%s(...)" % (name, name[:-1]))
         return x.copy_(fn(x, *args, **kwargs))
     method.__name__ = name
     return method

@@ -61,8 +61,9 @@ def _check_recordable(self, name):
     if not self._sole_handle():
         raise RuntimeError("%s on a tensor that requires grad (or with an argument that does) is recorded by tessel "
                            "only for a tensor nothing else shares (no view of it, no module holding it, no op that "
-                           "saved it for backward): write the out-of-place form, e.g. `x = x.%s(...)`"
-                           % (name, name[:-1]))
+                           "saved it for backward): %s" % (name, "write the out-of-place form, e.g. `x = x.%s(...)`"
+                                                            % name[:-1] if name.endswith("_") else
+                                                            "build the result out of place (tessel.stack / cat / where)"))
 
 
 def _recorded(self, name, result):

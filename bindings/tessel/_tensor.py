@@ -404,13 +404,11 @@ def _recorded_setitem(self, idx, value):
     t becomes where(written positions, value placed by an index-add, t), the same differentiable result torch
     records for the write, and this Python object is pointed at it. Only for a tensor nothing else shares (see
     _sole_handle); torch's `outputs = zeros(T, B, V); outputs[t] = step_output` loop is the common case."""
-    if self.is_leaf and self.requires_grad:
-        raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation "
-                           "(t[...] = value; wrap it in `with tessel.no_grad():`)")
-    if not self.dtype.is_floating_point or not self._sole_handle():
-        raise RuntimeError("t[...] = value with a value that requires grad (or into a tensor that does) is recorded "
-                           "by tessel only for a tensor nothing else shares (no view of it, not a module's buffer, "
-                           "not saved by another op): build the result out of place (tessel.stack / cat / where)")
+    from . import _inplace
+    _inplace._check_recordable(self, "t[...] = value")
+    if not self.dtype.is_floating_point:
+        raise RuntimeError("t[...] = value with a value that requires grad into a %s tensor: autograd records "
+                           "floating-point tensors only" % self.dtype)
     numel = self.numel()
     host = lambda i: i.numpy() if isinstance(i, Tensor) else i  # noqa: E731
     positions = np.arange(numel, dtype=np.int64).reshape(tuple(self.shape))[
@@ -421,7 +419,7 @@ def _recorded_setitem(self, idx, value):
     mask = np.zeros(numel, dtype=np.bool_)
     mask[positions.reshape(-1)] = True
     new = _C._functional.where(tensor(mask), placed.reshape(-1), self.reshape(-1)).reshape(*self.shape)
-    self._rebind_(new)
+    _inplace._recorded(self, "t[...] = value", new)
 
 
 def _setitem(self, idx, value):

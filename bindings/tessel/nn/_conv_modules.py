@@ -280,16 +280,22 @@ class _NormBase(Module):
         if input.shape[1] != self.num_features:
             raise ValueError("%s: expected %d channels in dim 1, got input of size %s"
                              % (type(self).__name__, self.num_features, list(input.shape)))
-        factor = 0.0 if self.momentum is None else self.momentum
-        if self.training and self.track_running_stats:
-            with _C._GradMode(False):
-                self.num_batches_tracked.copy_(self.num_batches_tracked + 1)
-            if self.momentum is None:  # cumulative moving average
-                factor = 1.0 / float(self.num_batches_tracked.item())
+        factor = self._count_batch()
         use_batch = self.training or self.running_mean is None
         track = not self.training or self.track_running_stats
         return F.batch_norm(input, self.running_mean if track else None, self.running_var if track else None,
                             self.weight, self.bias, use_batch, factor, self.eps)
+
+    def _count_batch(self):
+        """Counts a training batch (num_batches_tracked) and returns the running statistics' blend factor:
+        momentum, or 1 / batches seen with momentum=None (a cumulative average), as torch."""
+        factor = 0.0 if self.momentum is None else self.momentum
+        if self.training and self.track_running_stats:
+            with _C._GradMode(False):
+                self.num_batches_tracked.copy_(self.num_batches_tracked + 1)
+            if self.momentum is None:
+                factor = 1.0 / float(self.num_batches_tracked.item())
+        return factor
 
     def extra_repr(self):
         return "%d, eps=%s, momentum=%s, affine=%s, bias=%s, track_running_stats=%s" % (
@@ -403,12 +409,7 @@ class SyncBatchNorm(_NormBase):
         # As torch: synchronize only in training (eval without running statistics normalizes per rank).
         if not (self.training and dist.is_initialized() and dist.get_world_size(self.process_group) > 1):
             return _NormBase.forward(self, input)
-        factor = 0.0 if self.momentum is None else self.momentum
-        if self.training and self.track_running_stats:
-            with _C._GradMode(False):
-                self.num_batches_tracked.copy_(self.num_batches_tracked + 1)
-            if self.momentum is None:
-                factor = 1.0 / float(self.num_batches_tracked.item())
+        factor = self._count_batch()
         track = self.training and self.track_running_stats
         return _SyncBatchNormFunction.get().apply(input, self.weight, self.bias,
                                                   self.running_mean if track else None,

@@ -67,27 +67,36 @@ def _window_index(size, kernel, stride, pads, dilation, ceil_mode, mode, outs=No
     nd = len(size)
     outs = outs or tuple(_output_len(size[i], kernel[i], stride[i], pads[i][0], pads[i][1], dilation[i], ceil_mode)
                  for i in range(nd))
-    total = int(np.prod(size))
-    flat = np.zeros([1] * (2 * nd), dtype=np.int64)
-    valid = np.ones([1] * (2 * nd), dtype=bool)
-    in_padded = np.ones([1] * (2 * nd), dtype=bool)
-    place = 1
-    for i in reversed(range(nd)):
+    per_dim = []
+    for i in range(nd):
         c = np.arange(kernel[i])[:, None] * dilation[i] + np.arange(outs[i])[None, :] * stride[i] - pads[i][0]
         inside = (c >= -pads[i][0]) & (c < size[i] + pads[i][1])
-        mapped, ok = _map_coords(c, size[i], mode)
-        shape = [1] * (2 * nd)
-        shape[i], shape[nd + i] = kernel[i], outs[i]
-        flat = flat + (mapped * place).reshape(shape)
-        valid = valid & ok.reshape(shape)
-        in_padded = in_padded & inside.reshape(shape)
-        place *= size[i]
-    k, o = int(np.prod(kernel)), int(np.prod(outs))
-    flat = np.broadcast_to(flat, list(kernel) + list(outs)).reshape(k, o)
-    valid = np.broadcast_to(valid, list(kernel) + list(outs)).reshape(k, o)
-    in_padded = np.broadcast_to(in_padded, list(kernel) + list(outs)).reshape(k, o)
-    index = np.where(valid, flat, total)
+        per_dim.append(_map_coords(c, size[i], mode) + (inside,))
+    index, valid, in_padded = _combine_windows(size, per_dim)
     return _as_tensor(index.reshape(-1)), index, outs, in_padded, valid
+
+
+def _combine_windows(size, per_dim):
+    """Per spatial dim i, (input coordinate, reads the input, inside the padded bounds), each [k_i, o_i], into
+    the flattened windows: (index [K, O] into the flattened input, padding taps at the sentinel `total`;
+    valid [K, O]; inside [K, O]), kernel offsets and outputs both row-major over the dims."""
+    nd = len(size)
+    flat = np.zeros([1] * (2 * nd), dtype=np.int64)
+    valid = np.ones([1] * (2 * nd), dtype=bool)
+    inside = np.ones([1] * (2 * nd), dtype=bool)
+    place = 1
+    for i in reversed(range(nd)):
+        coords, ok, within = per_dim[i]
+        shape = [1] * (2 * nd)
+        shape[i], shape[nd + i] = coords.shape
+        flat = flat + (coords * place).reshape(shape)
+        valid = valid & ok.reshape(shape)
+        inside = inside & within.reshape(shape)
+        place *= size[i]
+    full = [c.shape[0] for c, _, _ in per_dim] + [c.shape[1] for c, _, _ in per_dim]
+    k, o = int(np.prod(full[:nd])), int(np.prod(full[nd:]))
+    flat, valid, inside = (np.broadcast_to(a, full).reshape(k, o) for a in (flat, valid, inside))
+    return np.where(valid, flat, place), valid, inside
 
 
 def _as_tensor(array):
@@ -436,31 +445,15 @@ def adaptive_avg_pool3d(input, output_size):
 @functools.lru_cache(maxsize=64)
 def _adaptive_index(size, outs):
     """Windows of adaptive max pooling padded to the widest one: (index [Kmax*O], index matrix [Kmax, O])."""
-    nd = len(size)
-    widths = []
     per_dim = []
-    for i in range(nd):
+    for i in range(len(size)):
         starts, ends = _adaptive_bounds(size[i], outs[i])
         kmax = builtins.max(e - s for s, e in zip(starts, ends))
         c = np.array(starts)[None, :] + np.arange(kmax)[:, None]
         ok = c < np.array(ends)[None, :]
-        per_dim.append((np.minimum(c, size[i] - 1), ok))
-        widths.append(kmax)
-    total = int(np.prod(size))
-    flat = np.zeros([1] * (2 * nd), dtype=np.int64)
-    valid = np.ones([1] * (2 * nd), dtype=bool)
-    place = 1
-    for i in reversed(range(nd)):
-        shape = [1] * (2 * nd)
-        shape[i], shape[nd + i] = widths[i], outs[i]
-        flat = flat + (per_dim[i][0] * place).reshape(shape)
-        valid = valid & per_dim[i][1].reshape(shape)
-        place *= size[i]
-    full = list(widths) + list(outs)
-    k, o = int(np.prod(widths)), int(np.prod(outs))
-    flat = np.broadcast_to(flat, full).reshape(k, o)
-    valid = np.broadcast_to(valid, full).reshape(k, o)
-    return np.where(valid, flat, total), k
+        per_dim.append((np.minimum(c, size[i] - 1), ok, ok))
+    index, _, _ = _combine_windows(size, per_dim)
+    return index, index.shape[0]
 
 
 def _adaptive_max_pool(nd, input, output_size, return_indices):

@@ -13,28 +13,14 @@ import math
 import numpy as np
 
 from .. import _C
+from ._conv_ops import _accumulation_dtype, _as_tensor, _map_coords
 from .modules import Module
-
-
-def _as_tensor(array):
-    from .._tensor import tensor
-    return tensor(np.ascontiguousarray(array))
 
 
 def _select(x, dim, index):
     """x's entries at `index` (numpy int64) along dim, differentiably."""
     from .._extra import index_select
     return index_select(x, dim, _as_tensor(index.astype(np.int64)))
-
-
-def _mapped(c, size, mode):
-    if mode == "reflect":
-        period = 2 * (size - 1) if size > 1 else 1
-        m = np.abs(c) % period
-        return np.where(m >= size, period - m, m)
-    if mode == "replicate":
-        return np.clip(c, 0, size - 1)
-    return c % size  # circular
 
 
 def pad(input, pad, mode="constant", value=None):
@@ -64,7 +50,7 @@ def pad(input, pad, mode="constant", value=None):
                                % (mode, "" if mode == "reflect" else "or equal to", before, after, d,
                                   list(input.shape)))
         coords = np.arange(-before, size + after)
-        out = _select(out, d, _mapped(coords, size, mode))
+        out = _select(out, d, _map_coords(coords, size, mode)[0])
     return out
 
 
@@ -130,7 +116,7 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         weights = np.zeros((n_out, n_in))
         np.add.at(weights, (np.arange(n_out), lo), 1.0 - frac)
         np.add.at(weights, (np.arange(n_out), hi), frac)
-        acc = out.dtype if out.dtype in (_C.dtype.float32, _C.dtype.float64) else _C.dtype.float32
+        acc = _accumulation_dtype(out)
         moved = out.to(acc).movedim(d, -1)
         out = _C._functional.linear(moved, _as_tensor(weights).to(acc), None).movedim(-1, d).to(input.dtype)
     return out
@@ -224,28 +210,20 @@ class UpsamplingBilinear2d(Upsample):
         super().__init__(size, scale_factor, "bilinear", True)
 
 
-class PixelShuffle(Module):
-    def __init__(self, upscale_factor):
-        super().__init__()
-        self.upscale_factor = upscale_factor
+def _shuffle_class(name, fn, factor_name):
+    """torch.nn.PixelShuffle / PixelUnshuffle: fn(input, factor), the factor kept under torch's name."""
+    def __init__(self, factor):
+        Module.__init__(self)
+        setattr(self, factor_name, factor)
 
-    def forward(self, input):
-        return pixel_shuffle(input, self.upscale_factor)
+    return type(name, (Module,), {
+        "__init__": __init__, "forward": lambda self, input: fn(input, getattr(self, factor_name)),
+        "extra_repr": lambda self: "%s=%d" % (factor_name, getattr(self, factor_name)),
+        "__doc__": "torch.nn.%s." % name})
 
-    def extra_repr(self):
-        return "upscale_factor=%d" % self.upscale_factor
 
-
-class PixelUnshuffle(Module):
-    def __init__(self, downscale_factor):
-        super().__init__()
-        self.downscale_factor = downscale_factor
-
-    def forward(self, input):
-        return pixel_unshuffle(input, self.downscale_factor)
-
-    def extra_repr(self):
-        return "downscale_factor=%d" % self.downscale_factor
+PixelShuffle = _shuffle_class("PixelShuffle", pixel_shuffle, "upscale_factor")
+PixelUnshuffle = _shuffle_class("PixelUnshuffle", pixel_unshuffle, "downscale_factor")
 
 
 def make_modules():
