@@ -28,26 +28,19 @@ from .modules import (  # noqa: F401
     MarginRankingLoss,
     MSELoss,
     Module,
-    ModuleDict,
-    ModuleList,
-    MultiheadAttention,
     PairwiseDistance,
     Parameter,
-    ParameterDict,
-    ParameterList,
     PReLU,
     ReLU,
     RemovableHandle,
-    Sequential,
     SiLU,
     Tanh,
-    Transformer,
-    TransformerDecoder,
-    TransformerDecoderLayer,
-    TransformerEncoder,
-    TransformerEncoderLayer,
     TripletMarginLoss,
 )
+from ._containers import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential  # noqa: F401
+from ._transformer import (  # noqa: F401
+    MultiheadAttention, Transformer, TransformerDecoder, TransformerDecoderLayer, TransformerEncoder,
+    TransformerEncoderLayer)
 
 Linear = _C.Linear
 Embedding = _C.Embedding

@@ -8,7 +8,7 @@ script's model starts from the same distribution; values differ from torch's onl
 import math
 
 from .. import _C
-from . import _conv_ops as F, init
+from . import _conv_ops as F, _resample, init
 from .modules import Module, Parameter
 
 
@@ -75,18 +75,9 @@ class _ConvNd(Module):
             return F._conv(self._nd, input, self.weight, self.bias, self.stride, self.padding, self.dilation,
                            self.groups)
         x, batched = F._batched(input, self._nd, "conv%dd" % self._nd)
-        pads = tuple(self._pads())
-        size, kernel = tuple(x.shape[2:]), self.kernel_size
-        for i, (before, after) in enumerate(pads):
-            limit = size[i] - 1 if self.padding_mode == "reflect" else size[i]
-            if self.padding_mode != "replicate" and max(before, after) > limit:
-                raise RuntimeError("Padding size should be less than the corresponding input dimension, but got: "
-                                   "padding (%d, %d) at dimension %d of input %s"
-                                   % (before, after, 2 + i, list(x.shape)))
-        # The padded input is one gather (the mode's index map); the convolution then runs unpadded.
-        ones = (1,) * self._nd
-        padded, outs = F._gather(x, size, ones, ones, pads, ones, False, self.padding_mode, 0.0)
-        padded = padded.reshape(x.shape[0], x.shape[1], *outs)
+        # torch pads the input in the mode first (F.pad, last dim first), then convolves unpadded
+        amounts = [a for before_after in reversed(self._pads()) for a in before_after]
+        padded = _resample.pad(x, amounts, self.padding_mode)
         out = F._conv(self._nd, padded, self.weight, self.bias, self.stride, 0, self.dilation, self.groups)
         return out if batched else out.squeeze(0)
 

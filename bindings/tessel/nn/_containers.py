@@ -1,0 +1,218 @@
+"""tessel.nn's containers: ModuleList, ModuleDict and Sequential (children registered in order) and
+ParameterList / ParameterDict (parameters named by position or key), with torch's indexing, iteration and
+replacement rules. Split from modules.py, whose Module methods (attribute registration, calling) they use.
+"""
+import collections
+
+from .modules import Module, Parameter, _getattr, _keep_frozen
+
+
+class _Container(Module):
+    """Children in registration order; len() counts them."""
+
+    def _children(self):
+        return self.__dict__.get("_modules", {})
+
+    def __len__(self):
+        return len(self._children())
+
+
+class _IndexedContainer(_Container):
+    """Children named "0", "1", ...: iterated and indexed (ints, negative ints, slices) in order."""
+
+    def __iter__(self):
+        return iter(list(self._children().values()))
+
+    def __getitem__(self, idx):
+        return list(self._children().values())[idx]
+
+    def __setitem__(self, idx, module):
+        """Replaces the child at position idx (negative counts from the end), keeping its name."""
+        names = list(self._children())
+        if not -len(names) <= idx < len(names):
+            raise IndexError("index %d is out of range" % idx)
+        self.add_module(names[idx], module)
+
+
+class ModuleList(_IndexedContainer):
+    """Holds modules named "0", "1", ... (torch.nn.ModuleList); not callable."""
+
+    def __init__(self, modules=None):
+        super().__init__()
+        if modules is not None:
+            self.extend(modules)
+
+    def append(self, module):
+        self.add_module(str(len(self)), module)
+        return self
+
+    def extend(self, modules):
+        for m in modules:
+            self.append(m)
+        return self
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError("ModuleList is not callable: iterate over it in the parent's forward")
+
+
+class ModuleDict(_Container):
+    """Holds modules by name (torch.nn.ModuleDict); not callable."""
+
+    def __init__(self, modules=None):
+        super().__init__()
+        if modules is not None:
+            self.update(modules)
+
+    def update(self, modules):
+        for k, m in (modules.items() if hasattr(modules, "items") else modules):
+            self.add_module(k, m)
+
+    __setitem__ = Module.add_module
+
+    def __getitem__(self, key):
+        return self._children()[key]
+
+    def __contains__(self, key):
+        return key in self._children()
+
+    def __iter__(self):
+        return iter(list(self._children()))
+
+    def keys(self):
+        return list(self._children().keys())
+
+    def values(self):
+        return list(self._children().values())
+
+    def items(self):
+        return list(self._children().items())
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError("ModuleDict is not callable: index it in the parent's forward")
+
+
+class Sequential(_IndexedContainer):
+    """Calls its modules in order (torch.nn.Sequential); built from modules or an OrderedDict."""
+
+    def __init__(self, *args):
+        super().__init__()
+        items = args[0].items() if len(args) == 1 and isinstance(args[0], collections.OrderedDict) else enumerate(args)
+        for k, m in items:
+            self.add_module(str(k), m)
+
+    def forward(self, x):
+        for m in self:
+            x = m(x)
+        return x
+
+
+def _put_parameter(module, name, value):
+    """Registers, or replaces (any shape, as torch), the container's entry `name`; a tensor becomes a
+    Parameter (requires_grad as torch's Parameter(t): True), a Parameter keeps its own flag."""
+    param = value if isinstance(value, Parameter) else Parameter(value)
+    if module._has_parameter(name):
+        _keep_frozen(param, lambda: module._set_parameter(name, param, True))
+    else:
+        _keep_frozen(param, lambda: module._register_parameter(name, param))
+
+
+class ParameterList(Module):
+    """torch.nn.ParameterList: parameters named "0", "1", ...; tensors appended become Parameters."""
+
+    def __init__(self, values=None):
+        super().__init__()
+        if values is not None:
+            self.extend(values)
+
+    def __len__(self):
+        return len(self._named_parameters(False))
+
+    def _index(self, idx):
+        n = len(self)
+        if not -n <= idx < n:
+            raise IndexError("index %d is out of range" % idx)
+        return str(idx % n)
+
+    def __getitem__(self, idx):
+        if isinstance(idx, slice):
+            return ParameterList([self[i] for i in range(len(self))[idx]])
+        return _getattr(self, self._index(idx))
+
+    def __setitem__(self, idx, param):
+        _put_parameter(self, self._index(idx), param)
+
+    def __iadd__(self, values):
+        return self.extend(values)
+
+    def __iter__(self):
+        return iter([self[i] for i in range(len(self))])
+
+    def append(self, value):
+        _put_parameter(self, str(len(self)), value)
+        return self
+
+    def extend(self, values):
+        for v in values:
+            self.append(v)
+        return self
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError("ParameterList is not callable")
+
+
+class ParameterDict(Module):
+    """torch.nn.ParameterDict: parameters by name, in insertion order; tensors become Parameters."""
+
+    def __init__(self, parameters=None):
+        super().__init__()
+        if parameters is not None:
+            self.update(parameters)
+
+    def __len__(self):
+        return len(self._named_parameters(False))
+
+    def __getitem__(self, key):
+        if key not in self:
+            raise KeyError(key)
+        return _getattr(self, key)  # the entry, even where the class defines that name (values, training)
+
+    def __setitem__(self, key, value):
+        if not isinstance(key, str):
+            raise TypeError("ParameterDict keys must be strings, got %s" % type(key).__name__)
+        if hasattr(type(self), key):
+            raise KeyError("attribute '%s' already exists" % key)  # torch's rule
+        _put_parameter(self, key, value)
+
+    def get(self, key, default=None):
+        return self[key] if key in self else default
+
+    def __contains__(self, key):
+        return key in self.keys()
+
+    def __iter__(self):
+        return iter(self.keys())
+
+    def keys(self):
+        return [k for k, _ in self._named_parameters(False)]
+
+    def values(self):
+        return [self[k] for k in self.keys()]
+
+    def items(self):
+        return [(k, self[k]) for k in self.keys()]
+
+    def update(self, parameters):
+        """torch's order: an OrderedDict or ParameterDict in its order, another mapping sorted by key, an
+        iterable of pairs in its order."""
+        import collections
+        if isinstance(parameters, (collections.OrderedDict, ParameterDict)):
+            items = list(parameters.items())
+        elif hasattr(parameters, "items"):
+            items = sorted(parameters.items())
+        else:
+            items = list(parameters)
+        for k, v in items:
+            self[k] = v
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError("ParameterDict is not callable")

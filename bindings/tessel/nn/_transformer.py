@@ -1,0 +1,276 @@
+"""tessel.nn's attention and transformer layers: MultiheadAttention and TransformerEncoderLayer /
+TransformerEncoder / TransformerDecoderLayer / TransformerDecoder / Transformer, composed of linear, matmul,
+softmax, LayerNorm and dropout, with torch's parameter names, submodule order and mask conventions. Split
+from modules.py by concept.
+"""
+import copy
+
+from .. import _C, _dtypes
+from . import functional
+from ._containers import ModuleList
+from .modules import Dropout, Module, Parameter
+
+
+class MultiheadAttention(Module):
+    """torch.nn.MultiheadAttention (same parameter names: in_proj_weight [3E, E], in_proj_bias, out_proj),
+    composed of linear, matmul, softmax and dropout: inputs [L, N, E] ([N, L, E] with batch_first), a
+    bool attn_mask marks what is NOT attended (torch's MHA convention, the opposite of SDPA's), a float
+    one is added; key_padding_mask [N, S] True drops a key; returns (output, attention weights averaged
+    over heads, or per head, or None). Initialized as torch (xavier-uniform in_proj, zero biases).
+    add_bias_kv, add_zero_attn and kdim / vdim other than embed_dim raise NotImplementedError."""
+
+    def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False, add_zero_attn=False,
+                 kdim=None, vdim=None, batch_first=False, device=None, dtype=None):
+        super().__init__()
+        from .._device import check_cpu
+        from . import init
+        check_cpu(device, "MultiheadAttention")
+        if embed_dim % num_heads:
+            raise AssertionError("embed_dim must be divisible by num_heads")
+        if add_bias_kv or add_zero_attn or kdim not in (None, embed_dim) or vdim not in (None, embed_dim):
+            raise NotImplementedError("MultiheadAttention: add_bias_kv, add_zero_attn and kdim / vdim other than "
+                                      "embed_dim are not supported")
+        dtype = dtype or _dtypes.float32
+        self.embed_dim, self.num_heads, self.dropout, self.batch_first = embed_dim, num_heads, dropout, batch_first
+        self.head_dim = embed_dim // num_heads
+        self.in_proj_weight = Parameter(_C._empty([3 * embed_dim, embed_dim], dtype))
+        init.xavier_uniform_(self.in_proj_weight)
+        self.in_proj_bias = Parameter(_C._full([3 * embed_dim], 0.0, dtype)) if bias else None
+        from . import Linear
+        self.out_proj = Linear(embed_dim, embed_dim, bias=bias, dtype=dtype)
+        if bias:
+            init.zeros_(self.out_proj.bias)
+
+    def forward(self, query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
+                average_attn_weights=True, is_causal=False):
+        import math
+        import numpy as np
+        from .._tensor import tensor
+        w = _C._functional.where
+        unbatched = query.ndim == 2  # torch's unbatched form: [L, E], key_padding_mask [S]
+        if unbatched:
+            query, key, value = (t.unsqueeze(1) for t in (query, key, value))
+            if key_padding_mask is not None:
+                key_padding_mask = key_padding_mask.unsqueeze(0)
+        elif self.batch_first:
+            query, key, value = (t.transpose(0, 1) for t in (query, key, value))
+        L, N, E = query.shape
+        S, H, hd = key.shape[0], self.num_heads, self.head_dim
+        W, b = self.in_proj_weight, self.in_proj_bias
+        q, k, v = (functional.linear(t, W[i * E:(i + 1) * E], None if b is None else b[i * E:(i + 1) * E])
+                   for i, t in enumerate((query, key, value)))
+        q, k, v = (t.reshape(t.shape[0], N * H, hd).transpose(0, 1) for t in (q, k, v))  # [N·H, len, hd]
+        scores = (q * (1.0 / math.sqrt(hd))) @ k.transpose(1, 2)  # [N·H, L, S]
+        neg = _C._full([], -math.inf, scores.dtype)
+        zero = _C._full([], 0.0, scores.dtype)
+        if attn_mask is None and is_causal:
+            attn_mask = tensor(np.triu(np.ones((L, S), dtype=bool), 1))
+        if attn_mask is not None:
+            add = w(attn_mask, neg, zero) if attn_mask.dtype == _dtypes.bool else attn_mask
+            scores = scores + add
+        if key_padding_mask is not None:  # bool: True drops the key; float: added to the scores
+            kpm = key_padding_mask
+            add = w(kpm, neg, zero) if kpm.dtype == _dtypes.bool else kpm.to(scores.dtype)
+            scores = scores + add.reshape(N, 1, 1, S).expand(N, H, 1, S).reshape(N * H, 1, S)
+        attn = scores.softmax(-1)
+        if self.dropout > 0.0 and self.training:
+            attn = functional.dropout(attn, self.dropout)
+        out = (attn @ v).transpose(0, 1).reshape(L, N, E)
+        out = self.out_proj(out)
+        if unbatched:
+            out = out.squeeze(1)
+        elif self.batch_first:
+            out = out.transpose(0, 1)
+        if not need_weights:
+            return out, None
+        weights = attn.reshape(N, H, L, S)
+        weights = weights.mean(1) if average_attn_weights else weights
+        return out, (weights.squeeze(0) if unbatched else weights)
+
+
+def _transformer_activation(layer, activation):
+    """The feed-forward activation: "relu" / "gelu" or a callable. A parameterless module is kept as a plain
+    callable (not a child), so TransformerEncoder's copies of the layer can share it; one with parameters
+    would need torch's deepcopy per layer, which tessel's modules do not support."""
+    if isinstance(activation, str):
+        if activation not in ("relu", "gelu"):
+            raise RuntimeError("activation should be relu/gelu, not %s" % activation)
+        activation = functional.relu if activation == "relu" else functional.gelu
+    elif isinstance(activation, Module) and any(True for _ in activation.parameters()):
+        raise NotImplementedError("Transformer layers: an activation module with parameters (%s) is not supported; "
+                                  "pass a function" % type(activation).__name__)
+    object.__setattr__(layer, "activation", activation)
+
+
+def _init_transformer_layer(layer, cross, d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps,
+                            batch_first, norm_first, bias, device, dtype):
+    """The submodules of an encoder (cross=False) or decoder (cross=True: multihead_attn, norm3, dropout3)
+    layer, registered in torch's order so parameters() and the state dict list as torch's."""
+    from . import LayerNorm, Linear
+    dtype = dtype or _dtypes.float32
+
+    def attention():
+        return MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first, device=device,
+                                  dtype=dtype)
+    layer.self_attn = attention()
+    if cross:
+        layer.multihead_attn = attention()
+    layer.linear1 = Linear(d_model, dim_feedforward, bias=bias, dtype=dtype)
+    layer.dropout = Dropout(dropout)
+    layer.linear2 = Linear(dim_feedforward, d_model, bias=bias, dtype=dtype)
+    layer.norm_first = norm_first
+    for i in range(1, 4 if cross else 3):
+        setattr(layer, "norm%d" % i, LayerNorm(d_model, eps=layer_norm_eps, bias=bias, dtype=dtype))
+    for i in range(1, 4 if cross else 3):
+        setattr(layer, "dropout%d" % i, Dropout(dropout))
+    _transformer_activation(layer, activation)
+
+
+class TransformerEncoderLayer(Module):
+    """torch.nn.TransformerEncoderLayer: self-attention (MultiheadAttention) and a feed-forward block, each
+    with dropout, a residual and a LayerNorm (after, or before with norm_first); torch's submodules in torch's
+    order (self_attn, linear1, dropout, linear2, norm1, norm2, dropout1, dropout2), so parameters() and the
+    state dict list as torch's do."""
+
+    def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu", layer_norm_eps=1e-5,
+                 batch_first=False, norm_first=False, bias=True, device=None, dtype=None):
+        super().__init__()
+        _init_transformer_layer(self, False, d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps,
+                                batch_first, norm_first, bias, device, dtype)
+
+    def _sa_block(self, x, mask, key_padding_mask, is_causal, drop=None):
+        out = self.self_attn(x, x, x, key_padding_mask=key_padding_mask, need_weights=False, attn_mask=mask,
+                             is_causal=is_causal)[0]
+        return (drop or self.dropout1)(out)
+
+    def _ff_block(self, x, drop=None):
+        return (drop or self.dropout2)(self.linear2(self.dropout(self.activation(self.linear1(x)))))
+
+    def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False):
+        x = src
+        if self.norm_first:
+            x = x + self._sa_block(self.norm1(x), src_mask, src_key_padding_mask, is_causal)
+            return x + self._ff_block(self.norm2(x))
+        x = self.norm1(x + self._sa_block(x, src_mask, src_key_padding_mask, is_causal))
+        return self.norm2(x + self._ff_block(x))
+
+
+class TransformerEncoder(Module):
+    """torch.nn.TransformerEncoder: num_layers copies of encoder_layer (same initial weights, as torch's
+    deepcopy) in `layers`, then an optional norm."""
+
+    def __init__(self, encoder_layer, num_layers, norm=None, enable_nested_tensor=True, mask_check=True):
+        super().__init__()
+        # torch deep-copies the layer (any layer class, a user's own included)
+        self.layers = ModuleList([copy.deepcopy(encoder_layer) for _ in range(num_layers)])
+        self.num_layers, self.norm = num_layers, norm
+
+    def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
+        x = src
+        for layer in self.layers:
+            x = layer(x, src_mask=mask, src_key_padding_mask=src_key_padding_mask, is_causal=bool(is_causal))
+        return self.norm(x) if self.norm is not None else x
+
+
+class TransformerDecoderLayer(Module):
+    """torch.nn.TransformerDecoderLayer: masked self-attention, cross-attention over the encoder's memory
+    (multihead_attn) and the feed-forward block, each with dropout, a residual and a LayerNorm (norm1..3,
+    after, or before with norm_first); torch's submodules in torch's order."""
+
+    _sa_block = TransformerEncoderLayer._sa_block
+
+    def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu", layer_norm_eps=1e-5,
+                 batch_first=False, norm_first=False, bias=True, device=None, dtype=None):
+        super().__init__()
+        _init_transformer_layer(self, True, d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps,
+                                batch_first, norm_first, bias, device, dtype)
+
+    def _mha_block(self, x, memory, mask, key_padding_mask, is_causal):
+        return self.dropout2(self.multihead_attn(x, memory, memory, key_padding_mask=key_padding_mask,
+                                                 need_weights=False, attn_mask=mask, is_causal=is_causal)[0])
+
+    def _ff_block(self, x):
+        return self.dropout3(self.linear2(self.dropout(self.activation(self.linear1(x)))))
+
+    def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
+                memory_key_padding_mask=None, tgt_is_causal=False, memory_is_causal=False):
+        x = tgt
+        if self.norm_first:
+            x = x + self._sa_block(self.norm1(x), tgt_mask, tgt_key_padding_mask, tgt_is_causal)
+            x = x + self._mha_block(self.norm2(x), memory, memory_mask, memory_key_padding_mask, memory_is_causal)
+            return x + self._ff_block(self.norm3(x))
+        x = self.norm1(x + self._sa_block(x, tgt_mask, tgt_key_padding_mask, tgt_is_causal))
+        x = self.norm2(x + self._mha_block(x, memory, memory_mask, memory_key_padding_mask, memory_is_causal))
+        return self.norm3(x + self._ff_block(x))
+
+
+class TransformerDecoder(TransformerEncoder):
+    """torch.nn.TransformerDecoder: num_layers copies of decoder_layer (same initial weights) in `layers`, then
+    an optional norm."""
+
+    def __init__(self, decoder_layer, num_layers, norm=None):
+        super().__init__(decoder_layer, num_layers, norm)
+
+    def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
+                memory_key_padding_mask=None, tgt_is_causal=None, memory_is_causal=False):
+        x = tgt
+        for layer in self.layers:
+            x = layer(x, memory, tgt_mask=tgt_mask, memory_mask=memory_mask, tgt_key_padding_mask=tgt_key_padding_mask,
+                      memory_key_padding_mask=memory_key_padding_mask, tgt_is_causal=bool(tgt_is_causal),
+                      memory_is_causal=memory_is_causal)
+        return self.norm(x) if self.norm is not None else x
+
+
+class Transformer(Module):
+    """torch.nn.Transformer: an encoder (num_encoder_layers TransformerEncoderLayers + LayerNorm) and a decoder
+    (num_decoder_layers TransformerDecoderLayers + LayerNorm); every parameter with more than one dimension
+    re-initialized xavier-uniform, as torch's _reset_parameters. custom_encoder / custom_decoder replace
+    them."""
+
+    def __init__(self, d_model=512, nhead=8, num_encoder_layers=6, num_decoder_layers=6, dim_feedforward=2048,
+                 dropout=0.1, activation="relu", custom_encoder=None, custom_decoder=None, layer_norm_eps=1e-5,
+                 batch_first=False, norm_first=False, bias=True, device=None, dtype=None):
+        super().__init__()
+        from . import LayerNorm, init
+        dtype = dtype or _dtypes.float32
+        if custom_encoder is not None:
+            self.encoder = custom_encoder
+        else:
+            layer = TransformerEncoderLayer(d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps,
+                                            batch_first, norm_first, bias, device, dtype)
+            self.encoder = TransformerEncoder(layer, num_encoder_layers,
+                                              LayerNorm(d_model, eps=layer_norm_eps, bias=bias, dtype=dtype))
+        if custom_decoder is not None:
+            self.decoder = custom_decoder
+        else:
+            layer = TransformerDecoderLayer(d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps,
+                                            batch_first, norm_first, bias, device, dtype)
+            self.decoder = TransformerDecoder(layer, num_decoder_layers,
+                                              LayerNorm(d_model, eps=layer_norm_eps, bias=bias, dtype=dtype))
+        for p in self.parameters():
+            if p.dim() > 1:
+                init.xavier_uniform_(p)
+        self.d_model, self.nhead, self.batch_first = d_model, nhead, batch_first
+
+    def forward(self, src, tgt, src_mask=None, tgt_mask=None, memory_mask=None, src_key_padding_mask=None,
+                tgt_key_padding_mask=None, memory_key_padding_mask=None, src_is_causal=None, tgt_is_causal=None,
+                memory_is_causal=False):
+        batch_dim = 0 if self.batch_first else 1
+        if src.ndim == 3 and tgt.ndim == 3 and src.shape[batch_dim] != tgt.shape[batch_dim]:
+            raise RuntimeError("the batch number of src and tgt must be equal")
+        if src.shape[-1] != self.d_model or tgt.shape[-1] != self.d_model:
+            raise RuntimeError("the feature number of src and tgt must be equal to d_model")
+        memory = self.encoder(src, mask=src_mask, src_key_padding_mask=src_key_padding_mask, is_causal=src_is_causal)
+        return self.decoder(tgt, memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
+                            tgt_key_padding_mask=tgt_key_padding_mask,
+                            memory_key_padding_mask=memory_key_padding_mask, tgt_is_causal=tgt_is_causal,
+                            memory_is_causal=memory_is_causal)
+
+    @staticmethod
+    def generate_square_subsequent_mask(sz, device=None, dtype=None):
+        """[sz, sz] float: -inf above the diagonal, 0 elsewhere (torch's causal mask for tgt_mask)."""
+        import numpy as np
+        from .._tensor import tensor
+        mask = np.triu(np.full((sz, sz), -np.inf, dtype=np.float32), 1)
+        out = tensor(mask)
+        return out.to(dtype) if dtype is not None else out
