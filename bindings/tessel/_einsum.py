@@ -1,0 +1,118 @@
+"""torch.einsum composed in Python as pairwise batched matmuls ('...' broadcast; no subscript repeated within
+an operand), split from _extra.py by concept; importing it registers tessel.einsum.
+"""
+import builtins
+
+import numpy as np
+
+from ._extra import TORCH_FUNCTIONS
+
+# ---- einsum ------------------------------------------------------------------------------------------------
+
+def _einsum_parse(equation, operands):
+    """Subscripts per operand and for the output, with '...' expanded to fresh letters (right-aligned
+    across operands, as numpy and torch broadcast)."""
+    eq = equation.replace(" ", "")
+    lhs, arrow, rhs = eq.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(operands):
+        raise ValueError("einsum(): more operands were provided than specified in the equation"
+                         if len(operands) > len(terms) else "einsum(): fewer operands were provided than specified "
+                         "in the equation")
+    used = set(c for c in eq if c.isalpha())
+    spare = [c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz" if c not in used]
+    ell_dims = 0
+    for t, x in zip(terms, operands):
+        if "..." in t:
+            ell_dims = builtins.max(ell_dims, x.ndim - len(t.replace("...", "")))
+    ell = "".join(spare[:ell_dims])
+    subs = []
+    for t, x in zip(terms, operands):
+        if "..." in t:
+            k = x.ndim - len(t.replace("...", ""))
+            t = t.replace("...", ell[ell_dims - k:] if k else "")
+        if len(t) != x.ndim:
+            raise RuntimeError("einsum(): the number of subscripts in the equation (%d) does not match the number "
+                               "of dimensions (%d) for operand %d" % (len(t), x.ndim, len(subs)))
+        subs.append(t)
+    if arrow:
+        out = rhs.replace("...", ell)
+    else:
+        counts = {}
+        for t in subs:
+            for c in t:
+                counts[c] = counts.get(c, 0) + 1
+        out = ell + "".join(sorted(c for c, n in counts.items() if n == 1 and c not in ell))
+    return subs, out
+
+
+def _einsum_reduce(x, sub, keep):
+    """Sums the letters of sub not in keep (a letter repeated in one operand must be kept in pairs:
+    unsupported, as numpy's diagonal form is rare in models)."""
+    if len(set(sub)) != len(sub):
+        raise NotImplementedError("einsum(): a subscript repeated within one operand (a diagonal) is not supported")
+    drop = [i for i, c in enumerate(sub) if c not in keep]
+    if drop:
+        x = x.sum(drop)
+        sub = "".join(c for c in sub if c in keep)
+    return x, sub
+
+
+def _einsum_pair(a, sa, b, sb, keep):
+    """The product of a (subscripts sa) and b (sb), summed over the shared letters not in keep, as one
+    batched matmul; returns it with its subscripts."""
+    a, sa = _einsum_reduce(a, sa, set(sb) | set(keep))
+    b, sb = _einsum_reduce(b, sb, set(sa) | set(keep))
+    size = {}
+    for x, s in ((a, sa), (b, sb)):
+        for c, n in zip(s, x.shape):
+            if size.get(c, 1) != 1 and n not in (1, size[c]):
+                raise RuntimeError("einsum(): operands do not broadcast with remapped shapes (letter %s: %d and %d)"
+                                   % (c, size[c], n))
+            size[c] = builtins.max(size.get(c, 1), n)
+    batch = [c for c in sa if c in sb and c in keep]
+    contract = [c for c in sa if c in sb and c not in keep]
+    a_only = [c for c in sa if c not in sb]
+    b_only = [c for c in sb if c not in sa]
+
+    def arrange(x, s, first, second, third):
+        order = [s.index(c) for c in first + second + third]
+        x = x.permute(*order) if order != list(range(len(order))) else x
+        full = [size[c] for c in first + second + third]
+        if tuple(x.shape) != tuple(full):
+            x = x.expand(*full)
+        prod = [int(np.prod([size[c] for c in g])) if g else 1 for g in (first, second, third)]
+        return x.reshape(*prod)
+
+    am = arrange(a, sa, batch, a_only, contract)  # [batch, M, K]
+    bm = arrange(b, sb, batch, contract, b_only)  # [batch, K, N]
+    out = am @ bm
+    shape = [size[c] for c in batch + a_only + b_only]
+    return out.reshape(*shape) if shape else out.reshape(()), "".join(batch + a_only + b_only)
+
+
+def einsum(equation, *operands):
+    """torch.einsum over bound ops: each pair of operands is one batched matmul (with the sums, permutes
+    and broadcasts around it), left to right, so gradients flow; '...' broadcasts. A subscript repeated
+    inside one operand (a diagonal) raises NotImplementedError."""
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    subs, out = _einsum_parse(equation, operands)
+    integral = all(not t.dtype.is_floating_point for t in operands)
+    if integral:  # through float64 (the matmuls are floating), exact below 2^53, then back to int64
+        operands = tuple(t.double() for t in operands)
+    elif any(not t.dtype.is_floating_point for t in operands):
+        raise RuntimeError("einsum(): operands must share one dtype (cast them first)")
+    x, s = operands[0], subs[0]
+    for i in range(1, len(operands)):
+        later = set("".join(subs[i + 1:])) | set(out)
+        x, s = _einsum_pair(x, s, operands[i], subs[i], later)
+    x, s = _einsum_reduce(x, s, set(out))
+    order = [s.index(c) for c in out]
+    x = x.permute(*order) if order != list(range(len(order))) else x
+    return x.round().long() if integral else x
+
+
+TORCH_FUNCTIONS["einsum"] = einsum
+
+

@@ -1,0 +1,249 @@
+"""torch's logical and bitwise operators (& | ^ ~, logical_* / bitwise_*), comparisons by name and other small
+torch functions and Tensor methods, composed in Python; split from _extra.py by concept. Importing it
+registers them in _extra's TORCH_FUNCTIONS / TENSOR_METHODS.
+"""
+import builtins
+import math
+
+import numpy as np
+
+from . import _C, _dtypes
+from ._extra import TENSOR_METHODS, TORCH_FUNCTIONS, Tensor, _new_full, _tensor, isfinite, prod
+
+
+# ---- logical and bitwise operators, comparisons by name, and other small torch functions ----------------
+
+def _truth(x):
+    """A tensor's truth values (nonzero, NaN included, is True), as torch's logical ops read them."""
+    if not isinstance(x, Tensor):
+        return x
+    return x if x.dtype == _dtypes.bool else x != 0
+
+
+def _as_bool_tensor(x, like):
+    return x if isinstance(x, Tensor) else _C._full([], float(bool(x)), _dtypes.bool).expand_as(like)
+
+
+def logical_and(a, b):
+    a, b = _truth(a), _truth(b)
+    if not isinstance(a, Tensor):
+        a, b = b, a
+    return _C._functional.where(a, _as_bool_tensor(b, a), _as_bool_tensor(False, a)) if isinstance(b, Tensor) \
+        else (a if b else _as_bool_tensor(False, a))
+
+
+def logical_or(a, b):
+    a, b = _truth(a), _truth(b)
+    if not isinstance(a, Tensor):
+        a, b = b, a
+    return _C._functional.where(a, _as_bool_tensor(True, a), _as_bool_tensor(b, a)) if isinstance(b, Tensor) \
+        else (_as_bool_tensor(True, a) if b else a)
+
+
+def logical_xor(a, b):
+    a, b = _truth(a), _truth(b)
+    if not isinstance(a, Tensor):
+        a, b = b, a
+    return a != (_as_bool_tensor(b, a) if not isinstance(b, Tensor) else b)
+
+
+def logical_not(a):
+    return _truth(a) == False  # noqa: E712 (an elementwise comparison, not a Python truth test)
+
+
+def _host_bitwise(op, name):
+    """Integer bitwise ops (no gradient: integers carry none) on the host; bool tensors take the logical ops."""
+    logical = {"and": logical_and, "or": logical_or, "xor": logical_xor}[op] if op != "not" else logical_not
+
+    def fn(a, b=None):
+        tensors = [t for t in (a, b) if isinstance(t, Tensor)]
+        if all(t.dtype == _dtypes.bool for t in tensors) and all(isinstance(v, (bool, Tensor, np.bool_))
+                                                                 for v in (a, b) if v is not None):
+            return logical(a) if op == "not" else logical(a, b)
+        if any(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in (a, b)):
+            # bool_tensor & 1: an integer result, as torch promotes (a Python int over bool)
+            a, b = (v.to(_dtypes.int64) if isinstance(v, Tensor) and v.dtype == _dtypes.bool else v for v in (a, b))
+            tensors = [t for t in (a, b) if isinstance(t, Tensor)]
+        if any(t.dtype.is_floating_point for t in tensors):
+            raise TypeError("%s is only supported for integer and bool tensors (got %s)"
+                            % (name, ", ".join(str(t.dtype) for t in tensors)))
+        av = a.numpy() if isinstance(a, Tensor) else a
+        if op == "not":
+            return _tensor(np.invert(av))
+        bv = b.numpy() if isinstance(b, Tensor) else b
+        out = {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}[op](av, bv)
+        return _tensor(np.asarray(out).astype(np.result_type(*[t.numpy().dtype for t in tensors])))
+    fn.__name__ = name
+    return fn
+
+
+bitwise_and, bitwise_or = _host_bitwise("and", "bitwise_and"), _host_bitwise("or", "bitwise_or")
+bitwise_xor, bitwise_not = _host_bitwise("xor", "bitwise_xor"), _host_bitwise("not", "bitwise_not")
+
+
+def isinf(x):
+    return (x == math.inf) | (x == -math.inf) if x.dtype.is_floating_point else x != x
+
+
+def isposinf(x):
+    return x == math.inf if x.dtype.is_floating_point else x != x
+
+
+def isneginf(x):
+    return x == -math.inf if x.dtype.is_floating_point else x != x
+
+
+def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """|a - b| <= atol + rtol·|b| elementwise (infinities equal only to themselves; NaN to NaN with equal_nan),
+    as torch.isclose."""
+    b = b if isinstance(b, Tensor) else _C._full([], float(b), a.dtype)
+    close = logical_and((a - b).abs() <= atol + rtol * b.abs(), logical_and(isfinite(a), isfinite(b)))
+    out = logical_or(close, a == b)  # infinities: equal only to themselves
+    if equal_nan:
+        out = logical_or(out, logical_and(a != a, b != b))
+    return out
+
+
+def _lower_under_autocast(*tensors):
+    """torch's autocast lower-precision list for the addmm family: every float32 operand, input included,
+    cast to the region's dtype (the product alone would be cast by the matmul, and the add would promote
+    the result back to float32)."""
+    enabled, dtype = _C._autocast_state()
+    if not enabled:
+        return tensors
+    return tuple(t.to(dtype) if isinstance(t, Tensor) and t.dtype in (_dtypes.float32, _dtypes.bfloat16,
+                                                                        _dtypes.float16) else t for t in tensors)
+
+
+def addmm(input, mat1, mat2, *, beta=1, alpha=1):
+    """beta·input + alpha·(mat1 @ mat2)."""
+    input, mat1, mat2 = _lower_under_autocast(input, mat1, mat2)
+    prod = mat1.matmul(mat2)
+    return (input * beta if beta != 1 else input) + (prod * alpha if alpha != 1 else prod) if beta != 0 else \
+        (prod * alpha if alpha != 1 else prod)
+
+
+def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
+    """beta·input + alpha·(batch1 @ batch2), batched."""
+    return addmm(input, batch1, batch2, beta=beta, alpha=alpha)
+
+
+def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
+    """beta·input + alpha·Σ_b batch1[b] @ batch2[b]."""
+    input, batch1, batch2 = _lower_under_autocast(input, batch1, batch2)
+    prod = batch1.matmul(batch2).sum(0)
+    return (input * beta + prod * alpha) if beta != 0 else prod * alpha
+
+
+_CUMPROD_BLOCK = 64
+
+
+def cumprod(x, dim, *, dtype=None):
+    """Cumulative product along dim, differentiable: exp of the cumulative sum of log|x| with the sign and
+    zeros tracked (no division by x, so zeros give exact products and finite gradients) — composed of a
+    masked product over a lower-triangular [n, n] pairing (n = x.shape[dim])."""
+    if dtype is not None:
+        x = x.to(dtype)
+    nd = builtins.max(x.ndim, 1)
+    if not -nd <= dim < nd:
+        raise IndexError("Dimension out of range (expected to be in range of [%d, %d], but got %d)"
+                         % (-nd, nd - 1, dim))
+    d = dim % nd
+    if x.ndim == 0 or x.shape[d] == 0:
+        return x.clone()
+    n = x.shape[d]
+    moved = x.movedim(d, -1)
+    ones = _C._full([], 1.0, x.dtype)
+    # Blocks of _CUMPROD_BLOCK entries: within a block row i multiplies the entries j <= i (a [.., b, b]
+    # pairing), and each block is scaled by the product carried from the blocks before it, so memory is
+    # O(n·b), not O(n²) (16 × 2048 took 560 MB as one block).
+    parts, carry = [], None
+    for start in range(0, n, _CUMPROD_BLOCK):
+        b = builtins.min(_CUMPROD_BLOCK, n - start)
+        block = moved.narrow(-1, start, b).unsqueeze(-2)  # [..., 1, b]
+        keep = _tensor(np.tril(np.ones((b, b), dtype=bool)))
+        local = prod(_C._functional.where(keep, block, ones), -1)  # [..., b]
+        if carry is not None:
+            local = local * carry
+        parts.append(local)
+        carry = local.narrow(-1, b - 1, 1)
+    out = parts[0] if len(parts) == 1 else _C._functional.cat(parts, -1)
+    return out.movedim(-1, d)
+
+
+def diff(x, n=1, dim=-1, prepend=None, append=None):
+    """n-th forward difference along dim (prepend / append joined first)."""
+    d = dim % builtins.max(x.ndim, 1)
+    parts = [t for t in (prepend, x, append) if t is not None]
+    if len(parts) > 1:
+        x = _C._functional.cat([t if isinstance(t, Tensor) else _tensor(t) for t in parts], d)
+    for _ in range(n):
+        length = x.shape[d]
+        if length <= 1:
+            return x.narrow(d, 0, 0)
+        x = (x.narrow(d, 1, length - 1) - x.narrow(d, 0, length - 1)) if x.dtype != _dtypes.bool else \
+            logical_xor(x.narrow(d, 1, length - 1), x.narrow(d, 0, length - 1))
+    return x
+
+
+def var_mean(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    if isinstance(dim, bool):  # torch's var_mean(x, unbiased) overload
+        dim, unbiased = None, dim
+    return x.var(dim, unbiased, keepdim, correction=correction), \
+        (x.mean() if dim is None else x.mean(dim, keepdim=keepdim))
+
+
+def std_mean(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    v, m = var_mean(x, dim, unbiased, keepdim, correction=correction)
+    return v.sqrt(), m
+
+
+def clamp_(x, min=None, max=None):
+    """In place (under autograd tessel/_inplace.py records it instead)."""
+    return x.copy_(x.clamp(min, max))
+
+
+def masked_fill_(x, mask, value):
+    """In place (under autograd tessel/_inplace.py records it instead)."""
+    return x.copy_(x.masked_fill(mask, value))
+
+
+_ITEMSIZE = {_dtypes.float32: 4, _dtypes.float64: 8, _dtypes.float16: 2, _dtypes.bfloat16: 2, _dtypes.int64: 8,
+             _dtypes.int32: 4, _dtypes.bool: 1}
+
+
+def split_with_sizes(x, split_sizes, dim=0):
+    if builtins.sum(split_sizes) != x.shape[dim]:
+        raise RuntimeError("split_with_sizes expects split_sizes to sum exactly to %d (input tensor's size at "
+                           "dimension %d), but got split_sizes=%s" % (x.shape[dim], dim, list(split_sizes)))
+    return x.split(list(split_sizes), dim)
+
+
+TORCH_FUNCTIONS.update(
+    logical_and=logical_and, logical_or=logical_or, logical_xor=logical_xor, logical_not=logical_not,
+    bitwise_and=bitwise_and, bitwise_or=bitwise_or, bitwise_xor=bitwise_xor, bitwise_not=bitwise_not,
+    isinf=isinf, isposinf=isposinf, isneginf=isneginf, isclose=isclose, addmm=addmm, baddbmm=baddbmm,
+    addbmm=addbmm, cumprod=cumprod, diff=diff, var_mean=var_mean, std_mean=std_mean, clamp_=clamp_,
+    eq=lambda a, b: a == b, ne=lambda a, b: a != b, lt=lambda a, b: a < b, le=lambda a, b: a <= b,
+    gt=lambda a, b: a > b, ge=lambda a, b: a >= b, greater=lambda a, b: a > b, less=lambda a, b: a < b,
+    not_equal=lambda a, b: a != b, greater_equal=lambda a, b: a >= b, less_equal=lambda a, b: a <= b,
+    broadcast_to=lambda x, size: x.expand(*size), expand=lambda x, *size: x.expand(*size),
+    split_with_sizes=split_with_sizes, clamp_min=lambda x, min: x.clamp(min, None),
+    clamp_max=lambda x, max: x.clamp(None, max))
+TENSOR_METHODS.update(
+    logical_and=logical_and, logical_or=logical_or, logical_xor=logical_xor, logical_not=logical_not,
+    bitwise_and=bitwise_and, bitwise_or=bitwise_or, bitwise_xor=bitwise_xor, bitwise_not=bitwise_not,
+    __and__=bitwise_and, __or__=bitwise_or, __xor__=bitwise_xor, __invert__=bitwise_not,
+    __rand__=lambda a, b: bitwise_and(b, a), __ror__=lambda a, b: bitwise_or(b, a),
+    __rxor__=lambda a, b: bitwise_xor(b, a),
+    isinf=isinf, isposinf=isposinf, isneginf=isneginf, isclose=isclose, addmm=addmm, baddbmm=baddbmm,
+    addbmm=addbmm, cumprod=cumprod, diff=diff, clamp_=clamp_, clip_=clamp_, masked_fill_=masked_fill_,
+    clamp_min=lambda x, min: x.clamp(min, None), clamp_max=lambda x, max: x.clamp(None, max),
+    eq=lambda a, b: a == b, ne=lambda a, b: a != b, lt=lambda a, b: a < b, le=lambda a, b: a <= b,
+    gt=lambda a, b: a > b, ge=lambda a, b: a >= b, broadcast_to=lambda x, size: x.expand(*size),
+    view_as=lambda x, other: x.view(*other.shape), split_with_sizes=split_with_sizes,
+    where=lambda x, condition, y: _C._functional.where(condition, x, y),
+    nelement=lambda x: x.numel(), element_size=lambda x: _ITEMSIZE[x.dtype],
+    new_empty=lambda x, *size, **kw: _new_full(x, size, 0.0, **kw))
+
+
