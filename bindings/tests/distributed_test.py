@@ -39,6 +39,18 @@ class Net(nn.Module):
         return self.head(x)
 
 
+def _train_squares(net, opt, x, steps):
+    """`steps` optimizer steps on mean(net(x)²); the losses."""
+    out = []
+    for _ in range(steps):
+        loss = net(x).pow(2).mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        out.append(loss.item())
+    return out
+
+
 def sharded_net():
     tessel.manual_seed(0)
     net = Net()
@@ -257,15 +269,7 @@ def test_broadcast_from_rank0_restores_the_optimizer_so_training_resumes_exactly
     bcast = StateDictOptions(full_state_dict=True, broadcast_from_rank0=True)
     got = {}
 
-    def train(net, opt, x, steps):
-        out = []
-        for _ in range(steps):
-            loss = net(x).pow(2).mean()
-            loss.backward()
-            opt.step()
-            opt.zero_grad()
-            out.append(loss.item())
-        return out
+    train = _train_squares
 
     def rank_fn(world):
         dist.init_process_group()
@@ -1263,15 +1267,7 @@ def test_rmsprop_and_adagrad_on_fully_shard_equal_one_rank_and_resume_from_dcp(m
     batch = tessel.from_numpy(np.random.default_rng(2).standard_normal((4, 8)).astype(np.float32))
     got = {}
 
-    def train(net, opt, x, steps):
-        out = []
-        for _ in range(steps):
-            loss = net(x).pow(2).mean()
-            loss.backward()
-            opt.step()
-            opt.zero_grad()
-            out.append(loss.item())
-        return out
+    train = _train_squares
 
     tessel.manual_seed(0)
     ref_net = Net()
@@ -1389,14 +1385,7 @@ def test_dcp_saves_and_loads_stateful_objects_as_the_dcp_tutorials_app_state(tmp
     x = tessel.from_numpy(np.random.default_rng(0).standard_normal((4, 8)).astype(np.float32))
 
     def steps(net, opt, n):
-        out = []
-        for _ in range(n):
-            loss = net(x).pow(2).mean()
-            loss.backward()
-            opt.step()
-            opt.zero_grad()
-            out.append(loss.item())
-        return out
+        return _train_squares(net, opt, x, n)
 
     tessel.manual_seed(0)
     net = Net()

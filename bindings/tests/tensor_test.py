@@ -1151,10 +1151,9 @@ def test_review_fixes_var_mean_overload_bool_and_int_clamp_min_and_blocked_cumpr
         tessel.cumprod(x, 2)
 
 
-def test_custom_autograd_function_as_torch():
-    from tessel.autograd import Function
-
-    class Exp(Function):
+def _exp_function():
+    """exp as a torch.autograd.Function (saves its output for backward)."""
+    class Exp(tessel.autograd.Function):
         @staticmethod
         def forward(ctx, x):
             y = x.exp()
@@ -1165,6 +1164,12 @@ def test_custom_autograd_function_as_torch():
         def backward(ctx, grad):
             y, = ctx.saved_tensors
             return grad * y
+    return Exp
+
+
+def test_custom_autograd_function_as_torch():
+    from tessel.autograd import Function
+    Exp = _exp_function()
 
     a = np.array([0.5, -1.0, 2.0])
     x = tessel.tensor(a, requires_grad=True)
@@ -1281,18 +1286,7 @@ def test_grad_fn_names_its_node_and_walks_next_functions_as_torch():
     with tessel.no_grad():
         assert (a * 2).grad_fn is None
     assert a.detach().grad_fn is None
-
-    class Exp(tessel.autograd.Function):
-        @staticmethod
-        def forward(ctx, x):
-            out = x.exp()
-            ctx.save_for_backward(out)
-            return out
-
-        @staticmethod
-        def backward(ctx, grad):
-            out, = ctx.saved_tensors
-            return grad * out
+    Exp = _exp_function()
     assert Exp.apply(a).grad_fn.name() == "ExpBackward"
 
 

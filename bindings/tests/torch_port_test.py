@@ -178,15 +178,22 @@ def test_ported_tutorial_style_gpt_learns_and_is_reproducible():
     assert again == losses and sample_again == sample  # dropout, shuffling and sampling follow the seed
 
 
-def test_ported_ddp_tutorial_trains_in_step_on_two_gloo_processes(tmp_path):
-    # DDP + DistributedSampler + DataLoader + StepLR + a rank-0 checkpoint, launched by mp.spawn; only the
-    # 7 import lines change. Every rank ends with the same weights (DDP's averaging) and the loss falls.
-    out = run_ported(tmp_path, "torch_port_ddp.py", 7, [2, free_port(), tmp_path], "store")
+def two_rank_port_lines(tmp_path, name, imports):
+    """Runs the ported mp.spawn script on 2 gloo processes; each rank's printed fields, rank 0 first, after
+    checking it exited cleanly and both ranks end with the same weights (the last field, a checksum)."""
+    out = run_ported(tmp_path, name, imports, [2, free_port(), tmp_path], "store")
     assert out.returncode == 0, out.stdout + out.stderr
     lines = sorted(out.stdout.splitlines())
     assert len(lines) == 2 and lines[0].startswith("rank 0") and lines[1].startswith("rank 1"), out.stdout
     fields = [line.split() for line in lines]
     assert fields[0][-1] == fields[1][-1]  # the checksums of the final weights: identical on both ranks
+    return fields
+
+
+def test_ported_ddp_tutorial_trains_in_step_on_two_gloo_processes(tmp_path):
+    # DDP + DistributedSampler + DataLoader + StepLR + a rank-0 checkpoint, launched by mp.spawn; only the
+    # 7 import lines change. Every rank ends with the same weights (DDP's averaging) and the loss falls.
+    fields = two_rank_port_lines(tmp_path, "torch_port_ddp.py", 7)
     for f in fields:
         assert float(f[4]) < 0.3 * float(f[3]), f  # last epoch's mean loss against the first's
     state = tessel.load(str(tmp_path / "model.pt"))
@@ -197,12 +204,7 @@ def test_ported_cnn_with_batch_norm_trains_in_step_on_two_gloo_processes(tmp_pat
     # Conv2d / BatchNorm2d / MaxPool2d / AdaptiveAvgPool2d under DDP (buffers broadcast from rank 0), SGD with
     # nesterov momentum, CosineAnnealingLR, eval-mode accuracy and a rank-0 checkpoint; only the 8 import
     # lines change. Both ranks end with the same weights, the loss falls and the classes are learned.
-    out = run_ported(tmp_path, "torch_port_cnn.py", 8, [2, free_port(), tmp_path], "store")
-    assert out.returncode == 0, out.stdout + out.stderr
-    lines = sorted(out.stdout.splitlines())
-    assert len(lines) == 2 and lines[0].startswith("rank 0") and lines[1].startswith("rank 1"), out.stdout
-    fields = [line.split() for line in lines]
-    assert fields[0][-1] == fields[1][-1]  # the checksums of the final weights: identical on both ranks
+    fields = two_rank_port_lines(tmp_path, "torch_port_cnn.py", 8)
     for f in fields:
         assert float(f[4]) < 0.5 * float(f[3]), f  # last epoch's mean loss against the first's
         assert float(f[6]) >= 0.9, f  # eval-mode accuracy on the 4 synthetic classes
