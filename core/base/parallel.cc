@@ -27,6 +27,7 @@
 #include "core/base/parallel.h"
 
 #include <omp.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
@@ -227,7 +228,19 @@ class Pool {
 
 }  // namespace
 
-int HardwareConcurrency() { return std::max(1u, std::thread::hardware_concurrency()); }
+// The CPUs this process may run on (its affinity mask: taskset, a cgroup cpuset, a launcher's binding),
+// counted once, at the first call: std::thread::hardware_concurrency() counts the machine's online CPUs,
+// and a budget above the mask time-slices threads on one CPU (each wait spinning on the CPU the others
+// need). Later changes to the mask are not seen, as with OpenMP's thread count.
+int HardwareConcurrency() {
+  static const int cpus = [] {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+    return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  }();
+  return cpus;
+}
 
 int NumThreads() { return num_threads > 0 ? num_threads : HardwareConcurrency(); }
 

@@ -14,10 +14,11 @@
 
 namespace tessel {
 
-// Threads a kernel on this thread may use (default: hardware cores).
+// Threads a kernel on this thread may use (default: HardwareConcurrency(), the CPUs this process may use).
 int NumThreads();
 // Sets this thread's budget (n >= 1).
 void SetNumThreads(int n);
+// CPUs this process may run on: its affinity mask at the first call (taskset, cpusets), not the machine's.
 int HardwareConcurrency();
 
 class NumThreadsGuard {
