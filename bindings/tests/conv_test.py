@@ -344,6 +344,29 @@ def test_batch_norm_training_eval_and_running_statistics_follow_torch():
     np.testing.assert_allclose(cumulative.running_mean.numpy(), (a.mean(0) + b.mean(0)) / 2, rtol=1e-12)
 
 
+def test_batch_norm_loads_pre_version_2_state_dicts_without_num_batches_tracked():
+    # torch < 0.4.1 checkpoints have no num_batches_tracked: a plain dict (no _metadata) or version 1 fills
+    # it with the module's own count, as torch's _load_from_state_dict; version 2 reports the key missing.
+    net = nn.Sequential(nn.Conv2d(1, 2, 1), nn.BatchNorm2d(2))
+    net[1].num_batches_tracked.fill_(7)
+    old = {k: v for k, v in net.state_dict().items() if not k.endswith("num_batches_tracked")}
+    old["1.running_mean"] = t64([0.5, -0.5]).float()
+    fresh = nn.Sequential(nn.Conv2d(1, 2, 1), nn.BatchNorm2d(2))
+    fresh[1].num_batches_tracked.fill_(3)
+    result = fresh.load_state_dict(old)
+    assert result.missing_keys == [] and result.unexpected_keys == []
+    assert int(fresh[1].num_batches_tracked.item()) == 3
+    np.testing.assert_array_equal(fresh[1].running_mean.numpy(), [0.5, -0.5])
+    import collections
+    versioned = collections.OrderedDict(old)
+    versioned._metadata = {"1": {"version": 1}}
+    fresh.load_state_dict(versioned)
+    versioned._metadata = {"1": {"version": 2}}
+    with pytest.raises(ValueError, match="num_batches_tracked"):
+        fresh.load_state_dict(versioned)
+    assert fresh.load_state_dict(versioned, strict=False).missing_keys == ["1.num_batches_tracked"]
+
+
 def test_batch_norm_gradient_matches_finite_differences_and_errors():
     rng = np.random.default_rng(11)
     x, r = rng.normal(size=(3, 2, 4)), rng.normal(size=(3, 2, 4))
@@ -565,6 +588,50 @@ def test_bilinear_and_nearest_interpolation_match_numpy_weights(size, align):
     np.testing.assert_array_equal(near, x[:, :, rows][:, :, :, cols])
     up = nn.Upsample(scale_factor=2, mode="nearest")(t64(x)).numpy()
     np.testing.assert_array_equal(up, x.repeat(2, axis=2).repeat(2, axis=3))
+
+
+def _np_cubic(x):
+    """Keys' cubic convolution kernel with a = -0.75 at distance x (torch's bicubic)."""
+    a, x = -0.75, abs(x)
+    if x <= 1:
+        return (a + 2) * x ** 3 - (a + 3) * x ** 2 + 1
+    if x < 2:
+        return a * x ** 3 - 5 * a * x ** 2 + 8 * a * x - 4 * a
+    return 0.0
+
+
+@pytest.mark.parametrize("size,align", [((9, 4), False), ((7, 11), True), ((2, 3), False)])
+def test_bicubic_interpolation_matches_a_direct_4x4_tap_loop(size, align):
+    # Each output reads the 4x4 inputs around its source point, clamped at the edges, weighted by the cubic
+    # kernel of each tap's distance; the source point is not clamped at 0 (torch's cubic rule).
+    rng = np.random.default_rng(21)
+    h, w = 5, 6
+    x = rng.normal(size=(2, 3, h, w))
+
+    def src(o, n_in, n_out):
+        if align:
+            return o * (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
+        return (o + 0.5) * n_in / n_out - 0.5
+    want = np.zeros((2, 3) + size)
+    for i in range(size[0]):
+        for j in range(size[1]):
+            sy, sx = src(i, h, size[0]), src(j, w, size[1])
+            y0, x0 = int(np.floor(sy)), int(np.floor(sx))
+            for ty in range(y0 - 1, y0 + 3):
+                for tx in range(x0 - 1, x0 + 3):
+                    weight = _np_cubic(sy - ty) * _np_cubic(sx - tx)
+                    want[:, :, i, j] += weight * x[:, :, min(max(ty, 0), h - 1), min(max(tx, 0), w - 1)]
+    xt = t64(x, True)
+    out = F.interpolate(xt, size=size, mode="bicubic", align_corners=align)
+    np.testing.assert_allclose(out.detach().numpy(), want, rtol=1e-12, atol=1e-13)
+    r = rng.normal(size=want.shape)
+    (out * t64(r)).sum().backward()
+
+    def loss(a):
+        return float((F.interpolate(t64(a), size=size, mode="bicubic", align_corners=align).numpy() * r).sum())
+    np.testing.assert_allclose(xt.grad.numpy(), finite_difference(loss, x), rtol=1e-6, atol=1e-8)
+    with pytest.raises(NotImplementedError, match="bicubic mode needs 4D input"):
+        F.interpolate(t64(x[0]), size=4, mode="bicubic")
 
 
 def test_pixel_shuffle_unfold_where_cdist_and_tensor_clamp_bounds():

@@ -250,6 +250,14 @@ class _NormBase(Module):
             self.register_buffer("running_var", None)
             self.register_buffer("num_batches_tracked", None)
 
+    def _legacy_state(self, state_dict, prefix, version):
+        """torch's _NormBase._load_from_state_dict: a state dict from before version 2 (torch < 0.4.1, or any
+        plain dict without torch's _metadata) may lack num_batches_tracked; the module keeps its own count."""
+        key = prefix + "num_batches_tracked"
+        if (version is None or version < 2) and self.track_running_stats and key not in state_dict:
+            return {key: self.num_batches_tracked}
+        return {}
+
     def reset_running_stats(self):
         if self.track_running_stats:
             with _C._GradMode(False):

@@ -1,9 +1,9 @@
 """torch.nn.functional's padding modes, interpolate and pixel shuffles, and their modules (ZeroPad*/ConstantPad*/
 ReflectionPad*/ReplicationPad*/CircularPad*, Upsample, UpsamplingNearest2d/Bilinear2d, PixelShuffle/Unshuffle),
 composed from bound ops so gradients come from them: every padding mode and nearest interpolation is one
-index_select per resized dim (its backward an index-add), linear interpolation one small weight matrix per
-dim applied with F.linear (separable, as torch's kernels). bicubic / area / antialias raise
-NotImplementedError.
+index_select per resized dim (its backward an index-add), linear and bicubic interpolation one small weight
+matrix per dim applied with F.linear (separable, as torch's kernels: bicubic's 4x4 taps are the product of
+per-dim weights). area / antialias raise NotImplementedError.
 
     y = F.interpolate(x, scale_factor=2, mode="bilinear", align_corners=False)
     y = F.pad(x, (1, 1, 2, 2), mode="reflect")
@@ -80,8 +80,8 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     nd = input.ndim - 2
     if nd < 1 or nd > 3:
         raise NotImplementedError("interpolate: input must be 3-D, 4-D or 5-D (got %dD)" % input.ndim)
-    linear_modes = {"linear": 1, "bilinear": 2, "trilinear": 3}
-    if mode in ("bicubic", "area") or antialias:
+    linear_modes = {"linear": 1, "bilinear": 2, "bicubic": 2, "trilinear": 3}
+    if mode == "area" or antialias:
         raise NotImplementedError("interpolate(mode=%r, antialias=%s) is not supported" % (mode, antialias))
     if mode not in ("nearest", "nearest-exact") and mode not in linear_modes:
         raise NotImplementedError("interpolate: unknown mode %r" % mode)
@@ -109,17 +109,43 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         if align_corners:
             src = dst * ((n_in - 1) / (n_out - 1)) if n_out > 1 else np.zeros(n_out)
         else:
-            src = np.maximum((dst + 0.5) * scale - 0.5, 0.0)
-        lo = np.minimum(np.floor(src).astype(np.int64), n_in - 1)
-        hi = np.minimum(lo + 1, n_in - 1)
-        frac = src - lo
-        weights = np.zeros((n_out, n_in))
-        np.add.at(weights, (np.arange(n_out), lo), 1.0 - frac)
-        np.add.at(weights, (np.arange(n_out), hi), frac)
+            src = (dst + 0.5) * scale - 0.5
+            if mode != "bicubic":  # torch clamps the linear source index at 0, not the cubic one
+                src = np.maximum(src, 0.0)
+        weights = _cubic_weights(src, n_in) if mode == "bicubic" else _linear_weights(src, n_in)
         acc = _accumulation_dtype(out)
         moved = out.to(acc).movedim(d, -1)
         out = _C._functional.linear(moved, _as_tensor(weights).to(acc), None).movedim(-1, d).to(input.dtype)
     return out
+
+
+def _linear_weights(src, n_in):
+    """[len(src), n_in]: each row blends the two inputs around its source position."""
+    lo = np.minimum(np.floor(src).astype(np.int64), n_in - 1)
+    hi = np.minimum(lo + 1, n_in - 1)
+    frac = src - lo
+    weights = np.zeros((len(src), n_in))
+    np.add.at(weights, (np.arange(len(src)), lo), 1.0 - frac)
+    np.add.at(weights, (np.arange(len(src)), hi), frac)
+    return weights
+
+
+def _cubic_weights(src, n_in, a=-0.75):
+    """[len(src), n_in]: torch's bicubic taps (Keys' cubic convolution, A = -0.75) at floor(src) - 1 ..
+    floor(src) + 2, each clamped into the input (a tap past the edge reads the edge), as upsample_bicubic2d."""
+    lo = np.floor(src).astype(np.int64)
+    t = src - lo
+
+    def near(x):  # |x| <= 1
+        return ((a + 2) * x - (a + 3)) * x * x + 1
+
+    def far(x):  # 1 < |x| < 2
+        return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+    taps = [far(t + 1), near(t), near(1 - t), far(2 - t)]
+    weights = np.zeros((len(src), n_in))
+    for k, w in enumerate(taps):
+        np.add.at(weights, (np.arange(len(src)), np.clip(lo - 1 + k, 0, n_in - 1)), w)
+    return weights
 
 
 def pixel_shuffle(input, upscale_factor):

@@ -333,10 +333,30 @@ def state_dict(self, destination=None, prefix="", keep_vars=False):
     return out
 
 
+def _with_legacy_entries(root, state_dict):
+    """The entries torch's version-gated _load_from_state_dict overrides add before loading: each submodule
+    class with a _legacy_state(state_dict, prefix, version) method (BatchNorm: num_batches_tracked) is asked,
+    with its version from the dict's _metadata as torch saves it (None without one)."""
+    metadata = getattr(state_dict, "_metadata", None)
+    extra = {}
+    for name, module in root.named_modules():
+        fill = getattr(module, "_legacy_state", None)
+        if fill is None:
+            continue
+        version = (metadata.get(name, {}) if metadata is not None else {}).get("version")
+        extra.update(fill(state_dict, name + "." if name else "", version))
+    if not extra:
+        return state_dict
+    merged = collections.OrderedDict(state_dict)
+    merged.update(extra)
+    return merged
+
+
 def load_state_dict(self, state_dict, strict=True, assign=False):
     """torch's load_state_dict: values are copied into the module's tensors (checked: keys under strict,
     shapes always). assign=True then makes each parameter the state dict's own tensor (its dtype and
     storage; requires_grad stays the module's), as torch; buffers keep being copied into."""
+    state_dict = _with_legacy_entries(self, state_dict)
     params = dict(self.named_parameters(remove_duplicate=False)) if assign else {}
     if any(p.is_distributed for p in params.values()):
         raise NotImplementedError("load_state_dict(assign=True) on sharded (DTensor) parameters: load without "
