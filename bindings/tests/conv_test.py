@@ -776,3 +776,100 @@ def test_convert_sync_batchnorm_keeps_parameters_dtype_and_leaves_instance_norm(
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
+
+
+def _np_grid_sample_bilinear(x, grid, padding_mode, align_corners):
+    """Naive loops: each output point's four neighbours, each read through the padding rule."""
+    n, c, h, w = x.shape
+    out = np.zeros((n, c) + grid.shape[1:3])
+
+    def pixel(v, size):
+        return (v + 1) / 2 * (size - 1) if align_corners else ((v + 1) * size - 1) / 2
+
+    def mirror(p, size):  # reflect at the image's edges (pixel corners, or centers when align_corners)
+        lo, hi = (0.0, size - 1.0) if align_corners else (-0.5, size - 0.5)
+        if hi == lo:
+            return 0.0
+        while p < lo or p > hi:
+            p = 2 * lo - p if p < lo else 2 * hi - p
+        return min(max(p, 0.0), size - 1.0)
+    for b in range(n):
+        for i in range(grid.shape[1]):
+            for j in range(grid.shape[2]):
+                px, py = pixel(grid[b, i, j, 0], w), pixel(grid[b, i, j, 1], h)
+                if padding_mode == "border":
+                    px, py = min(max(px, 0), w - 1), min(max(py, 0), h - 1)
+                elif padding_mode == "reflection":
+                    px, py = mirror(px, w), mirror(py, h)
+                x0, y0 = int(np.floor(px)), int(np.floor(py))
+                for yy in (y0, y0 + 1):
+                    for xx in (x0, x0 + 1):
+                        if 0 <= yy < h and 0 <= xx < w:
+                            out[b, :, i, j] += (1 - abs(px - xx)) * (1 - abs(py - yy)) * x[b, :, yy, xx]
+    return out
+
+
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align", [False, True])
+def test_grid_sample_bilinear_matches_loops_and_both_gradients_match_finite_differences(padding_mode, align):
+    rng = np.random.default_rng(30)
+    x = rng.normal(size=(2, 3, 4, 5))
+    grid = rng.uniform(-1.7, 1.7, size=(2, 3, 2, 2))
+    xt, gt = t64(x, True), t64(grid, True)
+    out = F.grid_sample(xt, gt, mode="bilinear", padding_mode=padding_mode, align_corners=align)
+    np.testing.assert_allclose(out.detach().numpy(), _np_grid_sample_bilinear(x, grid, padding_mode, align),
+                               rtol=1e-12, atol=1e-12)
+    r = rng.normal(size=(2, 3, 3, 2))
+    (out * t64(r)).sum().backward()
+
+    def loss(a, b):
+        return float((F.grid_sample(t64(a), t64(b), padding_mode=padding_mode, align_corners=align).numpy()
+                      * r).sum())
+    np.testing.assert_allclose(xt.grad.numpy(), finite_difference(lambda a: loss(a, grid), x), rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(gt.grad.numpy(), finite_difference(lambda b: loss(x, b), grid), rtol=1e-5, atol=1e-7)
+
+
+def test_affine_grid_identity_reproduces_the_input_and_a_shift_moves_it_by_a_pixel():
+    rng = np.random.default_rng(31)
+    x = rng.normal(size=(2, 3, 4, 6))
+    eye = t64(np.tile(np.eye(2, 3), (2, 1, 1)))
+    for align in (False, True):
+        grid = F.affine_grid(eye, (2, 3, 4, 6), align_corners=align)
+        assert list(grid.shape) == [2, 4, 6, 2]
+        xs = (2 * np.arange(6) + 1) / 6 - 1 if not align else np.linspace(-1, 1, 6)
+        np.testing.assert_allclose(grid.numpy()[1, 2, :, 0], xs, rtol=0, atol=1e-15)
+        for mode in ("bilinear", "nearest", "bicubic"):
+            np.testing.assert_allclose(F.grid_sample(t64(x), grid, mode=mode, align_corners=align).numpy(), x,
+                                       rtol=0, atol=1e-12)
+    shift = np.tile(np.eye(2, 3), (2, 1, 1))
+    shift[:, 0, 2] = 2 / 6  # one pixel to the right in normalized width units (align_corners=False)
+    moved = F.grid_sample(t64(x), F.affine_grid(t64(shift), (2, 3, 4, 6), align_corners=False),
+                          align_corners=False).numpy()
+    np.testing.assert_allclose(moved[..., :-1], x[..., 1:], rtol=0, atol=1e-12)
+    np.testing.assert_allclose(moved[..., -1], 0.0, atol=1e-15)
+    cube = rng.normal(size=(1, 2, 3, 4, 5))
+    grid3 = F.affine_grid(t64(np.eye(3, 4)[None]), (1, 2, 3, 4, 5), align_corners=False)
+    assert list(grid3.shape) == [1, 3, 4, 5, 3]
+    np.testing.assert_allclose(F.grid_sample(t64(cube), grid3, align_corners=False).numpy(), cube, atol=1e-12)
+
+
+def test_grid_sample_nearest_rounds_half_to_even_and_bicubic_agrees_with_interpolate():
+    x = t64(np.arange(4.0).reshape(1, 1, 1, 4))
+    # align_corners=True: x pixel = (g + 1) * 1.5; g = -1/3 -> 1.0, g = 0 -> 1.5 (ties to 2), g = -2/3 -> 0.5 (to 0)
+    grid = t64(np.array([[[[-1 / 3, 0.0], [0.0, 0.0], [-2 / 3, 0.0]]]]))
+    np.testing.assert_array_equal(F.grid_sample(x, grid, mode="nearest", align_corners=True).numpy().ravel(),
+                                  [1.0, 2.0, 0.0])
+    # bicubic grid_sample at interpolate's sample points (align_corners=True, border = interpolate's edge clamp)
+    rng = np.random.default_rng(32)
+    img = rng.normal(size=(1, 2, 5, 6))
+    ys, xs = np.linspace(-1, 1, 7), np.linspace(-1, 1, 9)
+    g = np.stack(np.meshgrid(xs, ys), -1)[None]
+    sampled = F.grid_sample(t64(img), t64(g), mode="bicubic", padding_mode="border", align_corners=True).numpy()
+    resized = F.interpolate(t64(img), size=(7, 9), mode="bicubic", align_corners=True).numpy()
+    np.testing.assert_allclose(sampled, resized, rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="expected padding_mode to be 'zeros', 'border', or 'reflection'"):
+        F.grid_sample(x, grid, padding_mode="wrap")
+    with pytest.raises(RuntimeError, match="expected grid to have size 2 in last dimension"):
+        F.grid_sample(x, t64(np.zeros((1, 1, 1, 3))))
+    with pytest.raises(ValueError, match="Expected a batch of 2D affine matrices of shape Nx2x3"):
+        F.affine_grid(t64(np.zeros((2, 3, 3))), (2, 1, 4, 4), align_corners=False)

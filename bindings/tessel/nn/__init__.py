@@ -61,3 +61,5 @@ globals().update(_RNN_MODULES)  # RNN, LSTM, GRU and their cells
 from . import _resample  # noqa: E402
 globals().update(_resample.make_modules())  # ZeroPad*/ReflectionPad*/..., Upsample, PixelShuffle
 functional.__dict__.update(_resample.FUNCTIONAL)  # F.pad (every mode), F.interpolate, F.pixel_shuffle
+from . import _grid_sample  # noqa: E402
+functional.__dict__.update(_grid_sample.FUNCTIONAL)  # F.affine_grid, F.grid_sample
