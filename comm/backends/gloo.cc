@@ -1,16 +1,25 @@
-// comm/backends/gloo.cc — GlooProcessGroup: header exchange + Gloo collectives on a comm thread.
+// comm/backends/gloo.cc — GlooProcessGroup: header exchange + collectives over Gloo's TCP pairs on a comm
+// thread.
+//
+// In flight: the collectives are tessel's own, as pairwise transfers between Gloo UnboundBuffers (all_gather
+// and all_to_all direct; reduce_scatter = all_to_all + a local reduction in rank order; all_reduce =
+// reduce_scatter + all_gather of the reduced chunks; broadcast from the root to each member; barrier = the
+// header exchange itself, which every member must reach), not Gloo's algorithms. Why: a Gloo pair whose
+// peer died fails the operations still queued on it, but not one whose bytes are moving (Gloo
+// 0.0~git20220518's tcp/pair.cc signals only bound buffers among the in-flight ones), so a rank receiving
+// from a peer killed mid-payload waited out the whole timeout inside gloo::broadcast (a 16 MB broadcast
+// from the dying rank: 60 s), and Gloo's algorithms own their buffers, so nothing could abort them. Here
+// every data wait is on a buffer the WaitMonitor can abort, and each group keeps one never-matched receive
+// per peer (the liveness sentinel) that Gloo does fail when the peer's connection closes: the monitor polls
+// the sentinels of a transfer lasting over 100 ms and aborts its waits when one failed, and the call raises
+// kAborted naming the dead rank. The buffers of an aborted transfer, and the tensors they point into,
+// are kept until the group is destroyed (Gloo's thread may still be moving bytes for a live peer).
 #include "comm/backends/gloo.h"
 
 #include <signal.h>
 
 #include <csignal>
 
-#include <gloo/allgather.h>
-#include <gloo/allreduce.h>
-#include <gloo/alltoall.h>
-#include <gloo/alltoallv.h>
-#include <gloo/barrier.h>
-#include <gloo/broadcast.h>
 #include <gloo/common/error.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/store.h>
@@ -41,6 +50,12 @@ uint64_t HeaderSlot(int64_t seq) { return (uint64_t{0x20} << 56) | ((static_cast
 uint64_t P2PSlot(int tag) { return (uint64_t{0x21} << 56) | (uint64_t{static_cast<uint32_t>(tag)} << 24); }
 // The slot of a send's descriptor (its bytes and dtype), which travels ahead of the payload.
 uint64_t P2PDescSlot(int tag) { return (uint64_t{0x22} << 56) | (uint64_t{static_cast<uint32_t>(tag)} << 24); }
+
+// The data of call seq, phase `step` (all_reduce has two), and the liveness sentinels' slot (never sent to).
+uint64_t DataSlot(int64_t seq, int step) {
+  return (uint64_t{0x23} << 56) | ((static_cast<uint64_t>(seq) & 0xffffffffu) << 24) | static_cast<uint64_t>(step);
+}
+constexpr uint64_t kLivenessSlot = uint64_t{0x24} << 56;
 
 milliseconds Remaining(Clock::time_point deadline) {
   // Rounded up: a gloo wait given the truncated remainder could expire just before `deadline`, and the
@@ -101,108 +116,21 @@ std::unique_ptr<memory::Block> Staging(int64_t nbytes, Device device) {
 
 // ---- data phase (comm thread, after the headers agreed) --------------------------------------------
 
-void GlooAllReduceRaw(const std::shared_ptr<gloo::Context>& ctx, DType dtype, ReduceOp op, void* data, int64_t n,
-                      uint32_t tag, milliseconds timeout) {
-  gloo::AllreduceOptions opts(ctx);
-  TESSEL_DISPATCH_ALL_TYPES(dtype, "all_reduce", [&] { opts.setOutput(static_cast<scalar_t*>(data), n); });
-  const ReduceOp pairwise = op == ReduceOp::kAvg ? ReduceOp::kSum : op;
-  opts.setReduceFunction([dtype, pairwise](void* c, const void* a, const void* b, size_t count) {
-    const void* inputs[2] = {a, b};
-    ReduceRange(dtype, pairwise, c, inputs, 0, static_cast<int64_t>(count));
-  });
-  opts.setTag(tag);
-  opts.setTimeout(timeout);
-  gloo::allreduce(opts);
-  if (op == ReduceOp::kAvg) DivideInPlace(dtype, data, n, ctx->size);
-}
+// One message of a transfer step: `bytes` at `ptr` to or from group rank `peer`.
+struct Message {
+  int peer;
+  char* ptr;
+  int64_t bytes;
+};
 
-void GlooAllReduce(const std::shared_ptr<gloo::Context>& ctx, const Tensor& t, ReduceOp op, uint32_t tag,
-                   milliseconds timeout) {
-  const int64_t n = t.numel();
-  if (n == 0) return;
-  const DType dtype = t.dtype();
-  if (dtype != DType::kBFloat16 && dtype != DType::kFloat16) {
-    GlooAllReduceRaw(ctx, dtype, op, t.raw_data(), n, tag, timeout);
-    return;
-  }
-  // 16-bit floats: reduce in fp32 on the wire, round once at the end.
-  auto staging = Staging(n * 4, t.device());
-  float* f = static_cast<float*>(staging->data());
-  ToFloat32(dtype, t.raw_data(), f, n);
-  GlooAllReduceRaw(ctx, DType::kFloat32, op, f, n, tag, timeout);
-  FromFloat32(dtype, f, t.raw_data(), n);
-}
+// all_reduce moves each member's chunk in segments of this size, reducing one while the next arrive.
+constexpr int64_t kAllReduceSegmentBytes = int64_t{1} << 20;
 
-void GlooAllGather(const std::shared_ptr<gloo::Context>& ctx, const Tensor& out, const Tensor& in, uint32_t tag,
-                   milliseconds timeout) {
-  const int64_t bytes = in.numel() * ElementSize(in.dtype());
-  if (bytes == 0) return;
-  gloo::AllgatherOptions opts(ctx);
-  char* out_ptr = static_cast<char*>(out.raw_data());
-  char* in_ptr = static_cast<char*>(in.raw_data());
-  if (in_ptr != out_ptr + ctx->rank * bytes) opts.setInput(in_ptr, bytes);  // else in place
-  opts.setOutput(out_ptr, bytes * ctx->size);
-  opts.setTag(tag);
-  opts.setTimeout(timeout);
-  gloo::allgather(opts);
-}
-
-void GlooReduceScatter(const std::shared_ptr<gloo::Context>& ctx, const Tensor& out, const Tensor& in, ReduceOp op,
-                       uint32_t tag, milliseconds timeout) {
-  const int world = ctx->size;
-  const int64_t slice = out.numel() * ElementSize(out.dtype());
-  if (slice == 0) return;
-  // all_to_all: block j of `staging` is member j's slice for this rank; then reduce in rank order.
-  auto staging = Staging(slice * world, out.device());
-  char* s = static_cast<char*>(staging->data());
-  gloo::AlltoallOptions opts(ctx);
-  opts.setInput(static_cast<char*>(in.raw_data()), slice * world);
-  opts.setOutput(s, slice * world);
-  opts.setTag(tag);
-  opts.setTimeout(timeout);
-  gloo::alltoall(opts);
-  std::vector<const void*> inputs(world);
-  for (int j = 0; j < world; ++j) inputs[j] = s + j * slice;
-  ParallelReduce(out.dtype(), op, out.raw_data(), inputs, out.numel());
-}
-
-void GlooAllToAll(const std::shared_ptr<gloo::Context>& ctx, const Tensor& out, const Tensor& in,
-                  const CollectiveDesc& d, uint32_t tag, milliseconds timeout) {
-  // No early return for an empty input and output: the splits differ between ranks, and gloo's alltoallv
-  // posts a (zero-byte) message to and from every peer whatever the sizes, so a rank with no rows that
-  // skipped the call left its peers waiting for those messages until the timeout (an idle expert rank of a
-  // MoE all_to_all). It calls alltoallv like every other rank, on a dummy byte when it has no data.
-  std::vector<int64_t> in_bytes, out_bytes;
-  for (int64_t rows : d.input_splits) in_bytes.push_back(rows * d.row_bytes);
-  for (int64_t rows : d.output_splits) out_bytes.push_back(rows * d.row_bytes);
-  char dummy_in = 0, dummy_out = 0;
-  char* in_ptr = in.numel() > 0 ? static_cast<char*>(in.raw_data()) : &dummy_in;
-  char* out_ptr = out.numel() > 0 ? static_cast<char*>(out.raw_data()) : &dummy_out;
-  gloo::AlltoallvOptions opts(ctx);
-  opts.setInput(in_ptr, in_bytes);
-  opts.setOutput(out_ptr, out_bytes);
-  opts.setTag(tag);
-  opts.setTimeout(timeout);
-  gloo::alltoallv(opts);
-}
-
-void GlooBroadcast(const std::shared_ptr<gloo::Context>& ctx, const Tensor& t, int root, uint32_t tag,
-                   milliseconds timeout) {
-  const int64_t bytes = t.numel() * ElementSize(t.dtype());
-  if (bytes == 0) return;
-  gloo::BroadcastOptions opts(ctx);
-  opts.setOutput(static_cast<char*>(t.raw_data()), bytes);
-  opts.setRoot(root);
-  opts.setTag(tag);
-  opts.setTimeout(timeout);
-  gloo::broadcast(opts);
-}
-
-void GlooBarrier(const std::shared_ptr<gloo::Context>& ctx, uint32_t tag, milliseconds timeout) {
-  gloo::BarrierOptions opts(ctx);
-  opts.setTag(tag);
-  opts.setTimeout(timeout);
-  gloo::barrier(opts);
+// Element ranges of the W chunks all_reduce splits n elements into (the first n % W get one more).
+std::vector<int64_t> ChunkOffsets(int64_t n, int world) {
+  std::vector<int64_t> off(world + 1, 0);
+  for (int j = 0; j < world; ++j) off[j + 1] = off[j] + n / world + (j < n % world ? 1 : 0);
+  return off;
 }
 
 std::shared_ptr<gloo::transport::Device> MakeDevice(const GlooOptions& options) {
@@ -259,10 +187,20 @@ class GlooProcessGroup final : public ProcessGroup {
       store_->Get(prefix_ + "connected_all", timeout);
     }
     context_ = std::move(context);
+    sentinels_.resize(size());
+    for (int p = 0; p < size(); ++p) {  // one receive per peer that no one sends: Gloo fails it if p is gone
+      if (p == rank_) continue;
+      sentinels_[p] = context_->createUnboundBuffer(&sentinel_byte_, 1);
+      sentinels_[p]->recv(p, kLivenessSlot);
+    }
     monitor_->NoteIssued(prefix_, -1);  // this thread issues on the group
     thread_ = std::make_unique<CommThread>(num_threads_, CurrentDevice());
   }
-  ~GlooProcessGroup() override { thread_.reset(); }
+  ~GlooProcessGroup() override {
+    thread_.reset();
+    if (!aborted_buffers_.empty()) context_->closeConnections();  // no more bytes into aborted buffers
+    aborted_buffers_.clear();
+  }
 
   int rank() const override { return rank_; }
   int size() const override { return static_cast<int>(global_ranks_.size()); }
@@ -271,46 +209,82 @@ class GlooProcessGroup final : public ProcessGroup {
 
   WorkPtr AllReduce(const Tensor& tensor, ReduceOp op) override {
     CollectiveDesc d = DescribeAllReduce(tensor, op, DeviceType::kCpu);
-    return Issue(std::move(d), tensor, [=](auto& ctx, uint32_t tag, milliseconds timeout) {
-      GlooAllReduce(ctx, tensor, op, tag, timeout);
-    });
+    return Issue(std::move(d), tensor, [=, this](const Step& step) { RunAllReduce(step, tensor, op); });
   }
   WorkPtr AllGather(const Tensor& output, const Tensor& input) override {
     CollectiveDesc d = DescribeAllGather(output, input, size(), rank(), DeviceType::kCpu);
-    return Issue(std::move(d), output, [=](auto& ctx, uint32_t tag, milliseconds timeout) {
-      GlooAllGather(ctx, output, input, tag, timeout);
-    });
+    return Issue(std::move(d), output, [=, this](const Step& step) { RunAllGather(step, output, input); });
   }
   WorkPtr ReduceScatter(const Tensor& output, const Tensor& input, ReduceOp op) override {
     CollectiveDesc d = DescribeReduceScatter(output, input, op, size(), rank(), DeviceType::kCpu);
-    return Issue(std::move(d), output, [=](auto& ctx, uint32_t tag, milliseconds timeout) {
-      GlooReduceScatter(ctx, output, input, op, tag, timeout);
-    });
+    return Issue(std::move(d), output, [=, this](const Step& step) { RunReduceScatter(step, output, input, op); });
   }
   WorkPtr AllToAll(const Tensor& output, const Tensor& input, const std::vector<int64_t>& output_split_sizes,
                    const std::vector<int64_t>& input_split_sizes) override {
     CollectiveDesc d =
         DescribeAllToAll(output, input, output_split_sizes, input_split_sizes, size(), DeviceType::kCpu);
-    return Issue(d, output, [=](auto& ctx, uint32_t tag, milliseconds timeout) {
-      GlooAllToAll(ctx, output, input, d, tag, timeout);
-    });
+    return Issue(d, output, [=, this](const Step& step) { RunAllToAll(step, output, input, d); });
   }
   WorkPtr Broadcast(const Tensor& tensor, int root) override {
     CollectiveDesc d = DescribeBroadcast(tensor, root, size(), DeviceType::kCpu);
-    return Issue(std::move(d), tensor, [=](auto& ctx, uint32_t tag, milliseconds timeout) {
-      GlooBroadcast(ctx, tensor, root, tag, timeout);
-    });
+    return Issue(std::move(d), tensor, [=, this](const Step& step) { RunBroadcast(step, tensor, root); });
   }
   WorkPtr Barrier() override {
-    return Issue(CollectiveDesc{}, Tensor(),
-                 [](auto& ctx, uint32_t tag, milliseconds timeout) { GlooBarrier(ctx, tag, timeout); });
+    // Every member's header reaches every other before any call returns: the exchange is the barrier.
+    return Issue(CollectiveDesc{}, Tensor(), [](const Step&) {});
   }
   WorkPtr BatchP2P(const std::vector<P2POp>& ops) override;
   std::shared_ptr<ProcessGroup> NewGroup(const std::vector<int>& ranks) override;
 
  private:
-  using Body = std::function<void(const std::shared_ptr<gloo::Context>&, uint32_t tag, milliseconds timeout)>;
+  // What a collective's data phase needs to run its transfers: the call, its group label and deadline.
+  struct Step {
+    const CollectiveDesc& desc;
+    const std::string& label;
+    Clock::time_point deadline;
+    milliseconds timeout;
+  };
+  using Body = std::function<void(const Step&)>;
   WorkPtr Issue(CollectiveDesc desc, const Tensor& written, Body body);
+  // The messages of one call's data phase, each waited on when the caller needs it; all watched by the
+  // monitor's liveness probe, which aborts the waits when a peer is known gone: kAborted naming it. On any
+  // failure the buffers, the staging and `keep` (the tensors the messages point into) are handed to the
+  // group (aborted_*) and the group breaks.
+  class Transfers {
+   public:
+    static constexpr size_t kNone = static_cast<size_t>(-1);  // a zero-byte message, never posted
+    Transfers(GlooProcessGroup& group, const Step& step, std::vector<Tensor> keep);
+    ~Transfers();
+    // Posts a send or receive of `m` on slot DataSlot(seq, phase); returns its index for Wait.
+    size_t Post(bool send, const Message& m, int phase = 0);
+    void Wait(size_t i);
+    void WaitAll();  // receives first
+    char* Staging(int64_t nbytes, Device device);  // ledger-counted, kept with the buffers on failure
+
+   private:
+    struct Op {
+      bool send;
+      Message message;
+      std::unique_ptr<gloo::transport::UnboundBuffer> buffer;
+      bool done = false;
+    };
+    [[noreturn]] void Fail(size_t i, const std::string& error);
+    GlooProcessGroup& group_;
+    const Step& step_;
+    std::vector<Tensor> keep_;
+    std::vector<Op> ops_;
+    std::vector<std::unique_ptr<memory::Block>> staging_;
+    bool watched_ = false;      // registered with the monitor
+    size_t watched_count_ = 0;  // ops_ it was told about
+  };
+  // The group ranks whose connection Gloo reports closed (the monitor thread polls the sentinels).
+  std::vector<int> ClosedPeers();
+  void RunAllReduce(const Step& step, const Tensor& t, ReduceOp op);
+  void RunAllGather(const Step& step, const Tensor& out, const Tensor& in);
+  void RunReduceScatter(const Step& step, const Tensor& out, const Tensor& in, ReduceOp op);
+  void RunAllToAll(const Step& step, const Tensor& out, const Tensor& in, const CollectiveDesc& d);
+  void RunBroadcast(const Step& step, const Tensor& t, int root);
+  std::string PeerList(const std::vector<int>& peers) const;
   // Comm thread: fails at once if broken, exchanges headers, runs the body, maps Gloo errors.
   void RunChecked(const CollectiveDesc& d, const std::string& label, milliseconds timeout, const Body& body);
   void ExchangeHeaders(const CollectiveDesc& d, const std::string& label, milliseconds timeout);
@@ -334,9 +308,18 @@ class GlooProcessGroup final : public ProcessGroup {
   const int rank_;
   const std::vector<int> global_ranks_;
   const int num_threads_;
+  // An aborted transfer's buffers and the tensors they point into: Gloo's thread may still move bytes for a
+  // live peer, so both live until the connections close in the destructor (declared before context_).
+  std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> aborted_buffers_;
+  std::vector<Tensor> aborted_tensors_;
+  std::vector<std::unique_ptr<memory::Block>> aborted_blocks_;  // staging of an aborted transfer
+  std::vector<std::vector<char>> aborted_scratch_;               // a mismatched receive's scratch
   std::shared_ptr<gloo::Context> context_;
+  char sentinel_byte_ = 0;
+  std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> sentinels_;  // [peer]; null for this rank
   int64_t next_seq_ = 0;
   int64_t next_group_id_ = 0;
+  int64_t next_p2p_ = 0;  // comm thread: keys the monitor's liveness probe of each batch of p2p ops
   std::optional<std::string> broken_;  // comm thread only
   std::unique_ptr<CommThread> thread_;
 };
@@ -368,9 +351,10 @@ void GlooProcessGroup::RunChecked(const CollectiveDesc& d, const std::string& la
     TESSEL_FAIL(ErrorCode::kAborted, DescribeCall(d, false), " on ", label,
                 " cannot run: the group is unusable after an earlier error: ", *broken_);
   }
+  const Clock::time_point deadline = Clock::now() + timeout;
   ExchangeHeaders(d, label, timeout);
   try {
-    body(context_, static_cast<uint32_t>(d.seq), timeout);
+    body(Step{d, label, deadline, timeout});
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
@@ -503,6 +487,231 @@ void GlooProcessGroup::ReportExchangeFailure(const CollectiveDesc& d, const std:
                                  " closed (the process exited or died): ", first_error));
 }
 
+std::vector<int> GlooProcessGroup::ClosedPeers() {
+  std::vector<int> closed;
+  for (int p = 0; p < size(); ++p) {
+    if (sentinels_[p] == nullptr) continue;
+    try {  // a non-blocking poll: the abort flag ends the wait at once unless Gloo failed the receive
+      sentinels_[p]->abortWaitRecv();
+      sentinels_[p]->waitRecv(nullptr, milliseconds(3600 * 1000));
+    } catch (const std::exception&) {
+      closed.push_back(p);
+    }
+  }
+  return closed;
+}
+
+std::string GlooProcessGroup::PeerList(const std::vector<int>& peers) const {
+  std::string out;
+  for (int p : peers) out += Str(out.empty() ? "" : ", ", p, " (global ", global_ranks_[p], ")");
+  return out;
+}
+
+GlooProcessGroup::Transfers::Transfers(GlooProcessGroup& group, const Step& step, std::vector<Tensor> keep)
+    : group_(group), step_(step), keep_(std::move(keep)) {}
+
+GlooProcessGroup::Transfers::~Transfers() {
+  if (watched_) group_.monitor_->EndTransfer(group_.prefix_, step_.desc.seq);
+}
+
+size_t GlooProcessGroup::Transfers::Post(bool send, const Message& m, int phase) {
+  if (m.bytes == 0) return kNone;  // both sides know the sizes (the headers agreed): zero bytes are skipped
+  ops_.push_back({send, m, nullptr});
+  Op& op = ops_.back();
+  try {
+    op.buffer = group_.context_->createUnboundBuffer(m.ptr, static_cast<size_t>(m.bytes));
+    if (send) {
+      op.buffer->send(m.peer, DataSlot(step_.desc.seq, phase));
+    } else {
+      op.buffer->recv(m.peer, DataSlot(step_.desc.seq, phase));
+    }
+  } catch (const std::exception& e) {
+    Fail(ops_.size() - 1, e.what());
+  }
+  return ops_.size() - 1;
+}
+
+void GlooProcessGroup::Transfers::Wait(size_t i) {
+  if (i == kNone || ops_[i].done) return;
+  if (watched_count_ != ops_.size()) {  // the monitor watches every buffer posted so far before this blocks
+    std::vector<gloo::transport::UnboundBuffer*> raw;
+    for (const Op& op : ops_) raw.push_back(op.buffer.get());
+    group_.monitor_->BeginTransfer(group_.prefix_, step_.desc.seq, std::move(raw),
+                                   [g = &group_] { return g->ClosedPeers(); });
+    watched_ = true;
+    watched_count_ = ops_.size();
+  }
+  Op& op = ops_[i];
+  bool completed = false;
+  try {
+    completed = op.send ? op.buffer->waitSend(Remaining(step_.deadline)) : op.buffer->waitRecv(Remaining(step_.deadline));
+  } catch (const std::exception& e) {
+    Fail(i, e.what());
+  }
+  if (!completed) Fail(i, "aborted");
+  op.done = true;
+}
+
+void GlooProcessGroup::Transfers::WaitAll() {
+  for (const bool sends : {false, true}) {  // receives first: a peer's data in means its sends are moving
+    for (size_t i = 0; i < ops_.size(); ++i) {
+      if (ops_[i].send == sends) Wait(i);
+    }
+  }
+}
+
+void GlooProcessGroup::Transfers::Fail(size_t i, const std::string& error) {
+  const std::vector<int> dead = watched_ ? group_.monitor_->EndTransfer(group_.prefix_, step_.desc.seq)
+                                         : std::vector<int>{};
+  watched_ = false;
+  // Gloo's thread may still write into (or read from) these buffers for a live peer: they, and what they
+  // point into, stay until the group's connections close.
+  for (Op& op : ops_) group_.aborted_buffers_.push_back(std::move(op.buffer));
+  for (Tensor& t : keep_) group_.aborted_tensors_.push_back(std::move(t));
+  for (auto& b : staging_) group_.aborted_blocks_.push_back(std::move(b));
+  const std::string call = Str(DescribeCall(step_.desc, false), " on ", step_.label);
+  if (!dead.empty()) {
+    group_.Break(ErrorCode::kAborted, Str(call, " failed: the connection to rank(s) ", group_.PeerList(dead),
+                                          " closed while data was in flight (the process exited or died)"));
+  }
+  if (Clock::now() >= step_.deadline) {
+    group_.Break(ErrorCode::kDeadlineExceeded, Str(call, " timed out after ", step_.timeout.count(),
+                                                   " ms moving data (a peer is stuck): ", error));
+  }
+  const std::vector<int> closed = group_.ClosedPeers();
+  group_.Break(ErrorCode::kAborted,
+               Str(call, " failed: the connection to rank(s) ", group_.PeerList(closed.empty() ? std::vector<int>{ops_[i].message.peer} : closed),
+                   " closed (the process exited or died): ", error));
+}
+
+char* GlooProcessGroup::Transfers::Staging(int64_t nbytes, Device device) {
+  staging_.push_back(comm::Staging(nbytes, device));
+  return static_cast<char*>(staging_.back()->data());
+}
+
+void GlooProcessGroup::RunAllGather(const Step& step, const Tensor& out, const Tensor& in) {
+  const int64_t bytes = in.numel() * ElementSize(in.dtype());
+  if (bytes == 0) return;
+  char* o = static_cast<char*>(out.raw_data());
+  char* mine = o + rank_ * bytes;
+  if (static_cast<const char*>(in.raw_data()) != mine) ParallelCopy(mine, in.raw_data(), bytes);  // else in place
+  Transfers t(*this, step, {out});
+  for (int p = 0; p < size(); ++p) {
+    if (p != rank_) t.Post(/*send=*/false, {p, o + p * bytes, bytes});
+  }
+  for (int p = 0; p < size(); ++p) {
+    if (p != rank_) t.Post(/*send=*/true, {p, mine, bytes});
+  }
+  t.WaitAll();
+}
+
+void GlooProcessGroup::RunReduceScatter(const Step& step, const Tensor& out, const Tensor& in, ReduceOp op) {
+  const int world = size();
+  const int64_t slice = out.numel() * ElementSize(out.dtype());
+  if (slice == 0) return;
+  // Block j of the staging is member j's slice for this rank; then a reduction in rank order (comm/reduce.h).
+  Transfers t(*this, step, {in});
+  char* s = t.Staging(slice * world, out.device());
+  char* input = static_cast<char*>(in.raw_data());
+  for (int p = 0; p < world; ++p) {
+    if (p != rank_) t.Post(/*send=*/false, {p, s + p * slice, slice});
+  }
+  for (int p = 0; p < world; ++p) {
+    if (p != rank_) t.Post(/*send=*/true, {p, input + p * slice, slice});
+  }
+  t.WaitAll();
+  std::vector<const void*> inputs(world);
+  for (int j = 0; j < world; ++j) inputs[j] = j == rank_ ? input + j * slice : s + j * slice;
+  ParallelReduce(out.dtype(), op, out.raw_data(), inputs, out.numel());
+}
+
+void GlooProcessGroup::RunAllReduce(const Step& step, const Tensor& t, ReduceOp op) {
+  const int world = size();
+  const int64_t n = t.numel();
+  if (n == 0 || world == 1) return;  // one member: the sum, max, ... and average of one input is itself
+  // Chunk j of the data is reduced by member j in rank order (every member ends with the same bits), in
+  // segments: each segment's reduction and its sends to the peers overlap the later segments' arrival.
+  const int64_t es = ElementSize(t.dtype());
+  const std::vector<int64_t> chunk = ChunkOffsets(n, world);
+  const int64_t seg = std::max<int64_t>(1, kAllReduceSegmentBytes / es);
+  auto segments = [&](int j) { return (chunk[j + 1] - chunk[j] + seg - 1) / seg; };
+  auto range = [&](int j, int64_t k) {  // elements of segment k of chunk j: [begin, end)
+    const int64_t b = chunk[j] + k * seg;
+    return std::make_pair(b, std::min(chunk[j + 1], b + seg));
+  };
+  char* data = static_cast<char*>(t.raw_data());
+  const int64_t mine = chunk[rank_ + 1] - chunk[rank_];
+  Transfers x(*this, step, {t});
+  char* staging = x.Staging(std::max<int64_t>(mine * es * world, 1), t.device());  // [peer][my chunk]
+  std::vector<std::vector<size_t>> arrivals(static_cast<size_t>(segments(rank_)));
+  for (int p = 0; p < world; ++p) {
+    if (p == rank_) continue;
+    for (int64_t k = 0; k < segments(rank_); ++k) {
+      const auto [b, e] = range(rank_, k);
+      arrivals[k].push_back(x.Post(false, {p, staging + (p * mine + b - chunk[rank_]) * es, (e - b) * es}, 2 * k));
+    }
+    for (int64_t k = 0; k < segments(p); ++k) {  // the peer's reduced segments come back into place
+      const auto [b, e] = range(p, k);
+      x.Post(false, {p, data + b * es, (e - b) * es}, 2 * k + 1);
+    }
+  }
+  for (int p = 0; p < world; ++p) {
+    if (p == rank_) continue;
+    for (int64_t k = 0; k < segments(p); ++k) {
+      const auto [b, e] = range(p, k);
+      x.Post(true, {p, data + b * es, (e - b) * es}, 2 * k);
+    }
+  }
+  std::vector<const void*> inputs(world);
+  for (int64_t k = 0; k < segments(rank_); ++k) {
+    for (size_t i : arrivals[k]) x.Wait(i);
+    const auto [b, e] = range(rank_, k);
+    for (int j = 0; j < world; ++j) {
+      inputs[j] = j == rank_ ? data + b * es : staging + (j * mine + b - chunk[rank_]) * es;
+    }
+    ParallelReduce(t.dtype(), op, data + b * es, inputs, e - b);
+    for (int p = 0; p < world; ++p) {
+      if (p != rank_) x.Post(true, {p, data + b * es, (e - b) * es}, 2 * k + 1);
+    }
+  }
+  x.WaitAll();
+}
+
+void GlooProcessGroup::RunAllToAll(const Step& step, const Tensor& out, const Tensor& in, const CollectiveDesc& d) {
+  // Every rank runs this whatever its sizes (an idle expert rank of a MoE all_to_all has none): the
+  // messages it skips are exactly the zero-byte ones, which its peers skip too.
+  std::vector<int64_t> in_off(size() + 1, 0), out_off(size() + 1, 0);
+  for (int p = 0; p < size(); ++p) {
+    in_off[p + 1] = in_off[p] + d.input_splits[p] * d.row_bytes;
+    out_off[p + 1] = out_off[p] + d.output_splits[p] * d.row_bytes;
+  }
+  char* i = in.numel() > 0 ? static_cast<char*>(in.raw_data()) : nullptr;
+  char* o = out.numel() > 0 ? static_cast<char*>(out.raw_data()) : nullptr;
+  if (out_off[rank_ + 1] > out_off[rank_]) {
+    ParallelCopy(o + out_off[rank_], i + in_off[rank_], out_off[rank_ + 1] - out_off[rank_]);
+  }
+  Transfers t(*this, step, {out, in});
+  for (int p = 0; p < size(); ++p) {
+    if (p != rank_) t.Post(false, {p, o == nullptr ? nullptr : o + out_off[p], out_off[p + 1] - out_off[p]});
+  }
+  for (int p = 0; p < size(); ++p) {
+    if (p != rank_) t.Post(true, {p, i == nullptr ? nullptr : i + in_off[p], in_off[p + 1] - in_off[p]});
+  }
+  t.WaitAll();
+}
+
+void GlooProcessGroup::RunBroadcast(const Step& step, const Tensor& t, int root) {
+  const int64_t bytes = t.numel() * ElementSize(t.dtype());
+  if (bytes == 0) return;
+  char* data = static_cast<char*>(t.raw_data());
+  Transfers x(*this, step, {t});
+  for (int p = 0; p < size(); ++p) {
+    if (rank_ == root && p != root) x.Post(true, {p, data, bytes});
+  }
+  if (rank_ != root) x.Post(false, {root, data, bytes});
+  x.WaitAll();
+}
+
 WorkPtr GlooProcessGroup::BatchP2P(const std::vector<P2POp>& ops) {
   CheckP2POps(ops, rank_, size(), DeviceType::kCpu);
   for (const P2POp& op : ops) {
@@ -551,10 +760,45 @@ void GlooProcessGroup::RunP2P(const std::vector<P2POp>& ops, const std::string& 
         bufs.emplace_back();  // posted once the descriptor is in
       }
     }
+    // The liveness probe (file comment, "In flight") may abort any of these waits: a wait that returns
+    // false ends the batch, and the peer the probe found closed is named.
+    const std::string probe_key = prefix_ + "p2p";
+    const int64_t probe_seq = next_p2p_++;
+    auto watch = [&] {
+      std::vector<gloo::transport::UnboundBuffer*> raw;
+      for (const auto* list : {&desc_bufs, &bufs}) {
+        for (const auto& b : *list) {
+          if (b != nullptr) raw.push_back(b.get());
+        }
+      }
+      monitor_->BeginTransfer(probe_key, probe_seq, raw, [this] { return ClosedPeers(); });
+    };
+    struct Unwatch {
+      gloo_internal::WaitMonitor& monitor;
+      const std::string& key;
+      int64_t seq;
+      std::vector<int>* dead;
+      ~Unwatch() { *dead = monitor.EndTransfer(key, seq); }
+    };
+    std::vector<int> dead;
+    auto aborted = [&] {
+      std::vector<int> found = monitor_->EndTransfer(probe_key, probe_seq);
+      if (found.empty()) found = ClosedPeers();
+      for (auto* list : {&desc_bufs, &bufs}) {
+        for (auto& b : *list) aborted_buffers_.push_back(std::move(b));
+      }
+      for (const P2POp& op : ops) aborted_tensors_.push_back(op.tensor);
+      for (auto& v : scratch) aborted_scratch_.push_back(std::move(v));
+      Break(ErrorCode::kAborted, Str("p2p on ", label, " failed at ", P2PName(ops[current]),
+                                     ": the connection to rank(s) ", PeerList(found),
+                                     " closed while data was in flight (the process exited or died)"));
+    };
+    watch();
+    Unwatch unwatch{*monitor_, probe_key, probe_seq, &dead};
     for (current = 0; current < ops.size(); ++current) {
       const P2POp& op = ops[current];
       if (op.kind == P2POp::Kind::kSend) continue;
-      desc_bufs[current]->waitRecv(Remaining(deadline));
+      if (!desc_bufs[current]->waitRecv(Remaining(deadline))) aborted();
       void* into = op.tensor.raw_data();
       if (!(theirs[current] == mine[current])) {
         if (mismatch.empty()) {
@@ -567,15 +811,19 @@ void GlooProcessGroup::RunP2P(const std::vector<P2POp>& ops, const std::string& 
       }
       bufs[current] = context_->createUnboundBuffer(into, static_cast<size_t>(theirs[current].bytes));
       bufs[current]->recv(op.peer, P2PSlot(op.tag));
+      watch();  // the new receive joins the watched buffers
     }
     for (current = 0; current < ops.size(); ++current) {
+      bool done = true;
       if (ops[current].kind == P2POp::Kind::kSend) {
-        desc_bufs[current]->waitSend(Remaining(deadline));
-        bufs[current]->waitSend(Remaining(deadline));
+        done = desc_bufs[current]->waitSend(Remaining(deadline)) && bufs[current]->waitSend(Remaining(deadline));
       } else {
-        bufs[current]->waitRecv(Remaining(deadline));
+        done = bufs[current]->waitRecv(Remaining(deadline));
       }
+      if (!done) aborted();
     }
+  } catch (const Error&) {
+    throw;  // aborted by the liveness probe: already named the peer
   } catch (const std::exception& e) {
     FailP2P(e, ops, current, label, timeout, deadline);
   }

@@ -90,6 +90,36 @@ std::optional<std::string> WaitMonitor::deadlock(const std::string& key, int64_t
   return it->second;
 }
 
+void WaitMonitor::BeginTransfer(const std::string& key, int64_t seq,
+                                std::vector<gloo::transport::UnboundBuffer*> buffers,
+                                std::function<std::vector<int>()> probe) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto [it, added] = transfers_.try_emplace({key, seq}, Transfer{{}, std::move(probe), Clock::now(), {}});
+  it->second.buffers = std::move(buffers);  // a later call adds the buffers posted since (same start)
+  if (!it->second.dead.empty()) {
+    for (gloo::transport::UnboundBuffer* b : it->second.buffers) b->abortWaitRecv(), b->abortWaitSend();
+  }
+}
+
+std::vector<int> WaitMonitor::EndTransfer(const std::string& key, int64_t seq) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto it = transfers_.find({key, seq});
+  if (it == transfers_.end()) return {};
+  std::vector<int> dead = std::move(it->second.dead);
+  transfers_.erase(it);
+  return dead;
+}
+
+void WaitMonitor::ProbeTransfers() {
+  const Clock::time_point now = Clock::now();
+  for (auto& [call, t] : transfers_) {
+    if (!t.dead.empty() || now - t.start < kProbeAfter) continue;
+    t.dead = t.probe();
+    if (t.dead.empty()) continue;
+    for (gloo::transport::UnboundBuffer* b : t.buffers) b->abortWaitRecv(), b->abortWaitSend();
+  }
+}
+
 void WaitMonitor::Record(const std::pair<std::string, int64_t>& call, const std::string& verdict) {
   verdicts_.emplace(call, verdict);
   const auto it = exchanges_.find(call);
@@ -114,6 +144,7 @@ void WaitMonitor::Run() {
   while (!stop_) {
     cv_.wait_for(lock, kPeriod, [&] { return stop_; });
     if (stop_) break;
+    ProbeTransfers();  // the probes only poll buffers (no store, no blocking)
     try {
       Round(lock);
     } catch (const std::exception&) {

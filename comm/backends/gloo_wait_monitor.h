@@ -10,7 +10,8 @@
 // ("<prefix>deadlock/<group>/<seq>") for every call of the cycle, so every rank waiting in those calls raises
 // it even if the rank that found it has moved on; the waiting header exchanges are aborted at once
 // (kAborted with the verdict, the group broken). Cost: nothing until a wait lasts kQuiet; then a few store
-// round trips per rank every kPeriod while it lasts.
+// round trips per rank every kPeriod while it lasts. The same thread probes the connections of data
+// transfers that last longer than kProbeAfter and aborts them when a peer is known gone (no store traffic).
 //
 // Example (gloo.cc):
 //   monitor->NoteIssued(prefix, seq);                              // the user thread issued call seq
@@ -22,6 +23,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -39,6 +41,7 @@ class WaitMonitor {
  public:
   static constexpr std::chrono::milliseconds kQuiet{300};
   static constexpr std::chrono::milliseconds kPeriod{200};
+  static constexpr std::chrono::milliseconds kProbeAfter{100};
 
   WaitMonitor(std::shared_ptr<Store> store, std::string prefix, int global_rank, int world_size);
   ~WaitMonitor();
@@ -54,11 +57,19 @@ class WaitMonitor {
   void BeginExchange(const std::string& key, int64_t seq, std::vector<gloo::transport::UnboundBuffer*> buffers);
   void EndExchange(const std::string& key, int64_t seq);
   std::optional<std::string> deadlock(const std::string& key, int64_t seq);
+  // The comm thread moves the data of call `seq` of group `key` through `buffers`. Once that has lasted
+  // kProbeAfter, every kPeriod `probe` names the group ranks whose connection is known closed (gloo.cc,
+  // "In flight"); when it names any, `buffers`' waits are aborted and EndTransfer returns those ranks.
+  // Called again for the same call, it replaces the buffer list (the transfer posted more).
+  void BeginTransfer(const std::string& key, int64_t seq, std::vector<gloo::transport::UnboundBuffer*> buffers,
+                     std::function<std::vector<int>()> probe);
+  std::vector<int> EndTransfer(const std::string& key, int64_t seq);
 
  private:
   using Clock = std::chrono::steady_clock;
   void Run();
   void Round(std::unique_lock<std::mutex>& lock);
+  void ProbeTransfers();  // under mu_
   std::string Snapshot() const;
   // Records `verdict` for (key, seq) and aborts its exchange, if any. Under mu_.
   void Record(const std::pair<std::string, int64_t>& call, const std::string& verdict);
@@ -75,6 +86,13 @@ class WaitMonitor {
   int64_t next_handle_ = 0;
   std::map<std::pair<std::string, int64_t>, std::vector<gloo::transport::UnboundBuffer*>> exchanges_;
   std::map<std::pair<std::string, int64_t>, std::string> verdicts_;
+  struct Transfer {
+    std::vector<gloo::transport::UnboundBuffer*> buffers;
+    std::function<std::vector<int>()> probe;
+    Clock::time_point start;
+    std::vector<int> dead;  // non-empty once the waits were aborted
+  };
+  std::map<std::pair<std::string, int64_t>, Transfer> transfers_;
   std::string published_;  // the snapshot last written to the store ("" = none)
   std::thread thread_;     // last: started once everything above exists
 };
