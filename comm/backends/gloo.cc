@@ -570,13 +570,15 @@ void GlooProcessGroup::Transfers::Fail(size_t i, const std::string& error) {
   for (Tensor& t : keep_) group_.aborted_tensors_.push_back(std::move(t));
   for (auto& b : staging_) group_.aborted_blocks_.push_back(std::move(b));
   const std::string call = Str(DescribeCall(step_.desc, false), " on ", step_.label);
-  if (!dead.empty()) {
-    group_.Break(ErrorCode::kAborted, Str(call, " failed: the connection to rank(s) ", group_.PeerList(dead),
-                                          " closed while data was in flight (the process exited or died)"));
-  }
+  // The deadline first: Gloo's own timeout closes every pair of the context, and a probe that ran after
+  // that would otherwise report the live, stuck peers as gone.
   if (Clock::now() >= step_.deadline) {
     group_.Break(ErrorCode::kDeadlineExceeded, Str(call, " timed out after ", step_.timeout.count(),
                                                    " ms moving data (a peer is stuck): ", error));
+  }
+  if (!dead.empty()) {
+    group_.Break(ErrorCode::kAborted, Str(call, " failed: the connection to rank(s) ", group_.PeerList(dead),
+                                          " closed while data was in flight (the process exited or died)"));
   }
   const std::vector<int> closed = group_.ClosedPeers();
   group_.Break(ErrorCode::kAborted,
