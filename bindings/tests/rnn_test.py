@@ -1,7 +1,8 @@
 """nn.RNN / LSTM / GRU and their cells (tessel/nn/_rnn.py) against naive numpy recurrences in float64 (torch's
 gate order and formulas), gradients against finite differences, torch's parameter names, shapes and init,
 inter-layer dropout, unbatched inputs and initial states, PackedSequence inputs against each sequence run
-alone, errors, and fully_shard on 2 ranks == 1 rank."""
+alone, errors, and fully_shard on 2 ranks == 1 rank. Also CTC loss (tessel/nn/_ctc.py) against every alignment
+enumerated."""
 import math
 import sys
 
@@ -272,6 +273,69 @@ def test_lstm_classifier_under_fully_shard_on_two_ranks_equals_one_rank():
     x = tessel.tensor(rng.normal(size=(4, 5, 3)).astype(np.float32))
     y = tessel.tensor(np.array([0, 1, 1, 0]))
     assert_fully_shard_halves_equal_one_rank(make, shard, x, y, lambda p: tessel.optim.Adam(p, lr=1e-2))
+
+
+
+def _ctc_brute_force(log_probs, target, length, blank=0):
+    """-log Σ over every path of `length` frames that collapses (merge repeats, drop blanks) to target."""
+    total = 0.0
+    for path in __import__("itertools").product(range(log_probs.shape[1]), repeat=length):
+        collapsed = [c for i, c in enumerate(path) if c != blank and (i == 0 or c != path[i - 1])]
+        if collapsed == list(target):
+            total += math.exp(sum(log_probs[t, c] for t, c in enumerate(path)))
+    return -math.log(total) if total > 0 else math.inf
+
+
+def _log_softmax(x):
+    return x - np.log(np.exp(x - x.max(-1, keepdims=True)).sum(-1, keepdims=True)) - x.max(-1, keepdims=True)
+
+
+def test_ctc_loss_equals_the_sum_over_every_alignment_and_its_gradient_finite_differences():
+    rng = np.random.default_rng(40)
+    logits = rng.normal(size=(5, 4, 3))  # T 5, N 4, C 3 (blank 0)
+    targets = np.array([[1, 2, 0], [1, 1, 0], [2, 0, 0], [1, 2, 1]])  # a repeat needs a blank between
+    target_lengths, input_lengths = np.array([2, 2, 0, 3]), np.array([5, 4, 3, 5])
+    lp = _log_softmax(logits)
+    want = np.array([_ctc_brute_force(lp[:input_lengths[i], i], targets[i, :target_lengths[i]], input_lengths[i])
+                     for i in range(4)])
+    x = t64(logits, True)
+    got = nn.functional.ctc_loss(nn.functional.log_softmax(x, 2), tessel.tensor(targets), tessel.tensor(input_lengths),
+                                 tessel.tensor(target_lengths), reduction="none")
+    np.testing.assert_allclose(got.detach().numpy(), want, rtol=1e-12)
+    flat = np.concatenate([targets[i, :target_lengths[i]] for i in range(4)])
+    mean = nn.CTCLoss()(nn.functional.log_softmax(x, 2), tessel.tensor(flat), tuple(input_lengths),
+                        tuple(target_lengths))
+    np.testing.assert_allclose(mean.item(), np.mean(want / np.maximum(target_lengths, 1)), rtol=1e-12)
+    r = rng.normal(size=4)
+    (got * t64(r)).sum().backward()
+
+    def loss(a):
+        out = nn.functional.ctc_loss(nn.functional.log_softmax(t64(a), 2), tessel.tensor(targets),
+                                     tessel.tensor(input_lengths), tessel.tensor(target_lengths), reduction="none")
+        return float((out.numpy() * r).sum())
+    grad = np.zeros_like(logits)
+    for i in np.ndindex(*logits.shape):
+        hi, lo = logits.copy(), logits.copy()
+        hi[i] += 1e-6
+        lo[i] -= 1e-6
+        grad[i] = (loss(hi) - loss(lo)) / 2e-6
+    np.testing.assert_allclose(x.grad.numpy(), grad, rtol=1e-6, atol=1e-8)
+    assert np.all(x.grad.numpy()[3:, 2] == 0)  # frames past a sample's input length get no gradient
+
+
+def test_ctc_loss_impossible_alignments_zero_infinity_and_errors():
+    lp = nn.functional.log_softmax(t64(np.zeros((2, 1, 3)), True), 2)
+    # two frames cannot emit "1 1" (it needs a blank between): +inf, or 0 with a zero gradient
+    assert nn.functional.ctc_loss(lp, tessel.tensor([[1, 1]]), (2,), (2,), reduction="sum").item() == math.inf
+    x = t64(np.zeros((2, 1, 3)), True)
+    zero = nn.CTCLoss(zero_infinity=True, reduction="sum")(nn.functional.log_softmax(x, 2), tessel.tensor([[1, 1]]),
+                                                          (2,), (2,))
+    zero.backward()
+    assert zero.item() == 0.0 and np.all(x.grad.numpy() == 0)
+    with pytest.raises(RuntimeError, match="Expected input_lengths to have value at most 2, but got value 3"):
+        nn.functional.ctc_loss(lp, tessel.tensor([[1]]), (3,), (1,))
+    with pytest.raises(ValueError, match="is not a valid value for reduction"):
+        nn.functional.ctc_loss(lp, tessel.tensor([[1]]), (2,), (1,), reduction="avg")
 
 
 if __name__ == "__main__":

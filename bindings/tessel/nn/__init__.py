@@ -63,3 +63,6 @@ globals().update(_resample.make_modules())  # ZeroPad*/ReflectionPad*/..., Upsam
 functional.__dict__.update(_resample.FUNCTIONAL)  # F.pad (every mode), F.interpolate, F.pixel_shuffle
 from . import _grid_sample  # noqa: E402
 functional.__dict__.update(_grid_sample.FUNCTIONAL)  # F.affine_grid, F.grid_sample
+from . import _ctc  # noqa: E402
+functional.__dict__.update(_ctc.FUNCTIONAL)  # F.ctc_loss
+globals().update(_ctc.MODULES)  # CTCLoss

@@ -1,0 +1,147 @@
+"""torch.nn.functional.ctc_loss and nn.CTCLoss (connectionist temporal classification, speech and handwriting
+recognition), composed from bound ops: the forward (alpha) recursion over the blank-interleaved targets runs
+in log space, batched over samples and their 2S + 1 label positions, one step per time frame, so autograd
+gives the gradient. Each sample's loss is read at its own last frame; impossible alignments are +inf (0 with
+zero_infinity=True, gradient 0 too).
+
+Gradient note: torch's kernel returns, for log_probs, exp(log_probs) - posterior, the gradient with respect to
+the logits of a log_softmax; this returns the derivative with respect to log_probs itself, -posterior. Both
+give the same gradient to the logits (and every parameter before them) whenever log_probs =
+log_softmax(logits), as CTC requires.
+
+    loss = F.ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction="mean")
+"""
+import numpy as np
+
+from .. import _C
+from .modules import Module
+
+
+def _lengths(x, name, n):
+    values = np.asarray(x.tolist() if hasattr(x, "tolist") else x, dtype=np.int64).reshape(-1)
+    if values.shape[0] != n:
+        raise RuntimeError("ctc_loss: %s must have one entry per batch element (%d), got %d"
+                           % (name, n, values.shape[0]))
+    return values
+
+
+def _padded_targets(targets, target_lengths, n):
+    """The targets as an int64 numpy array [N, S_max] (from a padded [N, S] tensor or a 1-D concatenation)."""
+    t = np.asarray(targets.tolist() if hasattr(targets, "tolist") else targets, dtype=np.int64)
+    if t.ndim == 2:
+        if t.shape[0] != n:
+            raise RuntimeError("ctc_loss: targets [N, S] must have N = %d rows, got shape %s" % (n, list(t.shape)))
+        if target_lengths.size and target_lengths.max() > t.shape[1]:
+            raise RuntimeError("Expected tensor to have size at least %d at dimension 1, but got size %d for "
+                               "argument #2 'targets' (while checking arguments for ctc_loss_cpu)"
+                               % (target_lengths.max(), t.shape[1]))
+        return t
+    if t.ndim != 1 or t.shape[0] < target_lengths.sum():
+        raise RuntimeError("ctc_loss: 1-D targets must concatenate the %d target sequences (%d labels), got shape %s"
+                           % (n, int(target_lengths.sum()), list(t.shape)))
+    out = np.zeros((n, max(int(target_lengths.max()) if n else 0, 1)), dtype=np.int64)
+    start = 0
+    for i, length in enumerate(target_lengths):
+        out[i, :length] = t[start:start + length]
+        start += length
+    return out
+
+
+def _logaddexp(terms):
+    """log Σ exp(term) elementwise over a list of same-shape tensors; -inf (gradient 0, never NaN) where every
+    term is -inf."""
+    stacked = _C._functional.stack(terms, 0)
+    m = stacked.detach().amax(0)
+    finite = m > float("-inf")
+    from .._tensor import zeros_like
+    shift = _C._functional.where(finite, m, zeros_like(m))
+    total = (stacked - shift.unsqueeze(0)).exp().sum(0)
+    safe = _C._functional.where(finite, total, total * 0.0 + 1.0)
+    return _C._functional.where(finite, safe.log() + shift, m)
+
+
+def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction="mean", zero_infinity=False):
+    """torch.nn.functional.ctc_loss: -log p(target | log_probs) summed over every alignment, per sample;
+    log_probs [T, N, C] (or [T, C]) log-softmaxed over C, targets [N, S] padded or 1-D concatenated; reduction
+    'mean' averages loss / target length over the batch, 'sum' adds, 'none' keeps [N]."""
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError("%s is not a valid value for reduction" % reduction)
+    unbatched = log_probs.ndim == 2
+    lp = log_probs.unsqueeze(1) if unbatched else log_probs
+    if lp.ndim != 3:
+        raise RuntimeError("ctc_loss: log_probs must be [T, N, C] or [T, C], got %s" % list(log_probs.shape))
+    steps, n, classes = lp.shape
+    if not 0 <= blank < classes:
+        raise RuntimeError("blank must be in label range")
+    if unbatched:
+        targets = targets.unsqueeze(0) if hasattr(targets, "unsqueeze") else [targets]
+    in_len = _lengths(input_lengths, "input_lengths", n)
+    tgt_len = _lengths(target_lengths, "target_lengths", n)
+    if (in_len > steps).any():
+        raise RuntimeError("Expected input_lengths to have value at most %d, but got value %d (while checking "
+                           "arguments for ctc_loss_cpu)" % (steps, int(in_len.max())))
+    if (in_len < 0).any() or (tgt_len < 0).any():
+        raise RuntimeError("ctc_loss: input_lengths and target_lengths must be non-negative")
+    tgt = _padded_targets(targets, tgt_len, n)
+    width = 2 * tgt.shape[1] + 1
+    ext = np.full((n, width), blank, dtype=np.int64)  # blank, l1, blank, l2, ..., blank
+    ext[:, 1::2] = tgt
+    position = np.arange(width)
+    valid = position[None, :] < (2 * tgt_len + 1)[:, None]  # positions of each sample's own labels
+    skip = np.zeros((n, width), dtype=bool)  # a transition from s - 2 (between two different labels)
+    skip[:, 2:] = (ext[:, 2:] != blank) & (ext[:, 2:] != ext[:, :-2])
+    acc = _C.dtype.float64 if lp.dtype == _C.dtype.float64 else _C.dtype.float32
+    emit = lp.to(acc).transpose(0, 1).gather(2, _tensor(ext[:, None, :].repeat(steps, 1)))  # [N, T, width]
+    neg_inf = float("-inf")
+
+    def minus_inf(*shape):  # a constant (-inf * 0 would be NaN, so never derived from a tensor)
+        return _tensor(np.full(shape, neg_inf)).to(acc)
+    masked = _tensor(np.where(valid, 0.0, neg_inf)).to(acc)
+    can_skip = _tensor(skip)
+    start = np.full((n, width), neg_inf)
+    start[:, 0] = 0.0
+    start[:, 1] = np.where(tgt_len > 0, 0.0, neg_inf)
+    alpha = emit[:, 0] + _tensor(start).to(acc) + masked
+    last = _tensor(in_len - 1)
+    final = _C._functional.where((last == 0).unsqueeze(1), alpha, minus_inf(n, width))
+    ninf_col = minus_inf(n, 1)
+    for t in range(1, steps):
+        one = _C._functional.cat([ninf_col, alpha[:, :-1]], 1)
+        two = _C._functional.cat([ninf_col, ninf_col, alpha[:, :-2]], 1)
+        two = _C._functional.where(can_skip, two, minus_inf(n, width))
+        alpha = _logaddexp([alpha, one, two]) + emit[:, t] + masked
+        final = _C._functional.where((last == t).unsqueeze(1), alpha, final)
+    end = _tensor(2 * tgt_len)  # the last blank; the last label sits just before it
+    tail = final.gather(1, end.unsqueeze(1)).squeeze(1)
+    label = final.gather(1, _tensor(np.maximum(2 * tgt_len - 1, 0)).unsqueeze(1)).squeeze(1)
+    label = _C._functional.where(_tensor(tgt_len > 0), label, minus_inf(n))
+    loss = -_logaddexp([tail, label])
+    if zero_infinity:
+        loss = _C._functional.where(loss == float("inf"), _tensor(np.zeros(n)).to(acc), loss)
+    loss = loss.to(log_probs.dtype)
+    if reduction == "sum":
+        return loss.sum()
+    if reduction == "mean":
+        return (loss / _tensor(np.maximum(tgt_len, 1)).to(loss.dtype)).mean()
+    return loss.squeeze(0) if unbatched else loss
+
+
+def _tensor(array):
+    from .._tensor import tensor
+    return tensor(np.ascontiguousarray(array))
+
+
+class CTCLoss(Module):
+    """torch.nn.CTCLoss(blank=0, reduction='mean', zero_infinity=False)."""
+
+    def __init__(self, blank=0, reduction="mean", zero_infinity=False):
+        super().__init__()
+        self.blank, self.reduction, self.zero_infinity = blank, reduction, zero_infinity
+
+    def forward(self, log_probs, targets, input_lengths, target_lengths):
+        return ctc_loss(log_probs, targets, input_lengths, target_lengths, self.blank, self.reduction,
+                        self.zero_infinity)
+
+
+FUNCTIONAL = dict(ctc_loss=ctc_loss)
+MODULES = dict(CTCLoss=CTCLoss)
