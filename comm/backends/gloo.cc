@@ -544,7 +544,8 @@ void GlooProcessGroup::Transfers::Wait(size_t i) {
   Op& op = ops_[i];
   bool completed = false;
   try {
-    completed = op.send ? op.buffer->waitSend(Remaining(step_.deadline)) : op.buffer->waitRecv(Remaining(step_.deadline));
+    const milliseconds left = Remaining(step_.deadline);
+    completed = op.send ? op.buffer->waitSend(left) : op.buffer->waitRecv(left);
   } catch (const std::exception& e) {
     Fail(i, e.what());
   }
@@ -580,10 +581,10 @@ void GlooProcessGroup::Transfers::Fail(size_t i, const std::string& error) {
     group_.Break(ErrorCode::kAborted, Str(call, " failed: the connection to rank(s) ", group_.PeerList(dead),
                                           " closed while data was in flight (the process exited or died)"));
   }
-  const std::vector<int> closed = group_.ClosedPeers();
-  group_.Break(ErrorCode::kAborted,
-               Str(call, " failed: the connection to rank(s) ", group_.PeerList(closed.empty() ? std::vector<int>{ops_[i].message.peer} : closed),
-                   " closed (the process exited or died): ", error));
+  std::vector<int> closed = group_.ClosedPeers();
+  if (closed.empty()) closed.push_back(ops_[i].message.peer);  // Gloo failed this pair's operation
+  group_.Break(ErrorCode::kAborted, Str(call, " failed: the connection to rank(s) ", group_.PeerList(closed),
+                                        " closed (the process exited or died): ", error));
 }
 
 char* GlooProcessGroup::Transfers::Staging(int64_t nbytes, Device device) {
