@@ -277,8 +277,9 @@ class GlooProcessGroup final : public ProcessGroup {
     bool watched_ = false;      // registered with the monitor
     size_t watched_count_ = 0;  // ops_ it was told about
   };
-  // The group ranks whose connection Gloo reports closed (the monitor thread polls the sentinels).
-  std::vector<int> ClosedPeers();
+  // The group ranks (all, or those in `among`) whose connection Gloo reports closed (the monitor thread polls
+  // the sentinels).
+  std::vector<int> ClosedPeers(const std::vector<int>& among = {});
   void RunAllReduce(const Step& step, const Tensor& t, ReduceOp op);
   void RunAllGather(const Step& step, const Tensor& out, const Tensor& in);
   void RunReduceScatter(const Step& step, const Tensor& out, const Tensor& in, ReduceOp op);
@@ -487,10 +488,12 @@ void GlooProcessGroup::ReportExchangeFailure(const CollectiveDesc& d, const std:
                                  " closed (the process exited or died): ", first_error));
 }
 
-std::vector<int> GlooProcessGroup::ClosedPeers() {
+std::vector<int> GlooProcessGroup::ClosedPeers(const std::vector<int>& among) {
   std::vector<int> closed;
   for (int p = 0; p < size(); ++p) {
-    if (sentinels_[p] == nullptr) continue;
+    if (sentinels_[p] == nullptr || (!among.empty() && std::find(among.begin(), among.end(), p) == among.end())) {
+      continue;
+    }
     try {  // a non-blocking poll: the abort flag ends the wait at once unless Gloo failed the receive
       sentinels_[p]->abortWaitRecv();
       sentinels_[p]->waitRecv(nullptr, milliseconds(3600 * 1000));
@@ -766,6 +769,8 @@ void GlooProcessGroup::RunP2P(const std::vector<P2POp>& ops, const std::string& 
     // The liveness probe (file comment, "In flight") may abort any of these waits: a wait that returns
     // false ends the batch, and the peer the probe found closed is named.
     const std::string probe_key = prefix_ + "p2p";
+    std::vector<int> peers;  // only these ranks' connections matter to this batch
+    for (const P2POp& op : ops) peers.push_back(op.peer);
     const int64_t probe_seq = next_p2p_++;
     auto watch = [&] {
       std::vector<gloo::transport::UnboundBuffer*> raw;
@@ -774,7 +779,7 @@ void GlooProcessGroup::RunP2P(const std::vector<P2POp>& ops, const std::string& 
           if (b != nullptr) raw.push_back(b.get());
         }
       }
-      monitor_->BeginTransfer(probe_key, probe_seq, raw, [this] { return ClosedPeers(); });
+      monitor_->BeginTransfer(probe_key, probe_seq, raw, [this, peers] { return ClosedPeers(peers); });
     };
     struct Unwatch {
       gloo_internal::WaitMonitor& monitor;
@@ -786,7 +791,7 @@ void GlooProcessGroup::RunP2P(const std::vector<P2POp>& ops, const std::string& 
     std::vector<int> dead;
     auto aborted = [&] {
       std::vector<int> found = monitor_->EndTransfer(probe_key, probe_seq);
-      if (found.empty()) found = ClosedPeers();
+      if (found.empty()) found = ClosedPeers(peers);
       for (auto* list : {&desc_bufs, &bufs}) {
         for (auto& b : *list) aborted_buffers_.push_back(std::move(b));
       }
