@@ -10,6 +10,7 @@ import pytest
 import tessel
 import tessel.nn as nn
 import tessel.nn.functional as F
+from sharded_equivalence import finite_difference
 
 
 def t64(a, grad=False):
@@ -37,16 +38,6 @@ def naive_conv(x, w, b, stride, pads, dilation, groups):
     if b is not None:
         out += b.reshape([1, oc] + [1] * nd)
     return out
-
-
-def finite_difference(f, a, eps=1e-6):
-    g = np.zeros_like(a)
-    for i in np.ndindex(*a.shape):
-        hi, lo = a.copy(), a.copy()
-        hi[i] += eps
-        lo[i] -= eps
-        g[i] = (f(hi) - f(lo)) / (2 * eps)
-    return g
 
 
 @pytest.mark.parametrize("nd,stride,padding,dilation,groups", [

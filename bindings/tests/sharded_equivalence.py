@@ -1,11 +1,22 @@
-"""Shared by the layer tests (conv_test, rnn_test): a classifier trained on 2 fully_shard rank threads, each on
-half the batch, must take the same optimizer steps as one rank on the whole batch (the mean of the two
-ranks' losses equals the one-rank loss at every step)."""
+"""Shared by the layer tests (conv_test, rnn_test): central finite differences, and the sharded-equivalence check
+(a classifier trained on 2 fully_shard rank threads, each on half the batch, must take the same optimizer steps
+as one rank on the whole batch: the mean of the two ranks' losses equals the one-rank loss at every step)."""
 import numpy as np
 
 import tessel
 import tessel.distributed as dist
 import tessel.nn.functional as F
+
+
+def finite_difference(f, a, eps=1e-6):
+    """Central differences of the scalar f at every entry of the numpy array a."""
+    g = np.zeros_like(a)
+    for i in np.ndindex(*a.shape):
+        hi, lo = a.copy(), a.copy()
+        hi[i] += eps
+        lo[i] -= eps
+        g[i] = (f(hi) - f(lo)) / (2 * eps)
+    return g
 
 
 def train_classifier(net, x, y, make_optimizer, steps):

@@ -12,7 +12,8 @@ LayerNorm and RMSNorm are the C++ layers; containers and activations are Python 
 """
 from .. import _C
 from . import functional, init, utils  # noqa: F401
-from .modules import (  # noqa: F401
+from .modules import Module, Parameter, RemovableHandle  # noqa: F401
+from ._layers import (  # noqa: F401
     Bilinear,
     CosineEmbeddingLoss,
     CosineSimilarity,
@@ -27,12 +28,9 @@ from .modules import (  # noqa: F401
     Identity,
     MarginRankingLoss,
     MSELoss,
-    Module,
     PairwiseDistance,
-    Parameter,
     PReLU,
     ReLU,
-    RemovableHandle,
     SiLU,
     Tanh,
     TripletMarginLoss,
@@ -52,7 +50,7 @@ for _layer in (Linear, Embedding, LayerNorm, RMSNorm):
 GPT = _C.GPT
 GPTConfig = _C.GPTConfig
 from . import parallel  # noqa: E402,F401 (torch.nn.parallel.DistributedDataParallel)
-from .modules import _make_extra_modules  # noqa: E402
+from ._layers import _make_extra_modules  # noqa: E402
 globals().update(_make_extra_modules())  # Sigmoid, Softmax, LeakyReLU, ..., BCEWithLogitsLoss, NLLLoss, ...
 from ._conv_modules import make_modules as _make_conv_modules  # noqa: E402
 globals().update(_make_conv_modules())  # Conv1d/2d/3d, ConvTranspose*, MaxPool*, AvgPool*, Adaptive*, BatchNorm*

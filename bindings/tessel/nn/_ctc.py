@@ -14,6 +14,7 @@ log_softmax(logits), as CTC requires.
 import numpy as np
 
 from .. import _C
+from ._conv_ops import _as_tensor
 from .modules import Module
 
 
@@ -91,44 +92,39 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
     skip = np.zeros((n, width), dtype=bool)  # a transition from s - 2 (between two different labels)
     skip[:, 2:] = (ext[:, 2:] != blank) & (ext[:, 2:] != ext[:, :-2])
     acc = _C.dtype.float64 if lp.dtype == _C.dtype.float64 else _C.dtype.float32
-    emit = lp.to(acc).transpose(0, 1).gather(2, _tensor(ext[:, None, :].repeat(steps, 1)))  # [N, T, width]
+    emit = lp.to(acc).transpose(0, 1).gather(2, _as_tensor(ext[:, None, :].repeat(steps, 1)))  # [N, T, width]
     neg_inf = float("-inf")
 
     def minus_inf(*shape):  # a constant (-inf * 0 would be NaN, so never derived from a tensor)
-        return _tensor(np.full(shape, neg_inf)).to(acc)
-    masked = _tensor(np.where(valid, 0.0, neg_inf)).to(acc)
-    can_skip = _tensor(skip)
+        return _as_tensor(np.full(shape, neg_inf)).to(acc)
+    masked = _as_tensor(np.where(valid, 0.0, neg_inf)).to(acc)
+    can_skip = _as_tensor(skip)
     start = np.full((n, width), neg_inf)
     start[:, 0] = 0.0
     start[:, 1] = np.where(tgt_len > 0, 0.0, neg_inf)
-    alpha = emit[:, 0] + _tensor(start).to(acc) + masked
-    last = _tensor(in_len - 1)
+    alpha = emit[:, 0] + _as_tensor(start).to(acc) + masked
+    last = _as_tensor(in_len - 1)
     final = _C._functional.where((last == 0).unsqueeze(1), alpha, minus_inf(n, width))
-    ninf_col = minus_inf(n, 1)
+    ninf_col, no_skip = minus_inf(n, 1), minus_inf(n, width)
     for t in range(1, steps):
         one = _C._functional.cat([ninf_col, alpha[:, :-1]], 1)
         two = _C._functional.cat([ninf_col, ninf_col, alpha[:, :-2]], 1)
-        two = _C._functional.where(can_skip, two, minus_inf(n, width))
+        two = _C._functional.where(can_skip, two, no_skip)
         alpha = _logaddexp([alpha, one, two]) + emit[:, t] + masked
         final = _C._functional.where((last == t).unsqueeze(1), alpha, final)
-    end = _tensor(2 * tgt_len)  # the last blank; the last label sits just before it
+    end = _as_tensor(2 * tgt_len)  # the last blank; the last label sits just before it
     tail = final.gather(1, end.unsqueeze(1)).squeeze(1)
-    label = final.gather(1, _tensor(np.maximum(2 * tgt_len - 1, 0)).unsqueeze(1)).squeeze(1)
-    label = _C._functional.where(_tensor(tgt_len > 0), label, minus_inf(n))
+    label = final.gather(1, _as_tensor(np.maximum(2 * tgt_len - 1, 0)).unsqueeze(1)).squeeze(1)
+    label = _C._functional.where(_as_tensor(tgt_len > 0), label, minus_inf(n))
     loss = -_logaddexp([tail, label])
     if zero_infinity:
-        loss = _C._functional.where(loss == float("inf"), _tensor(np.zeros(n)).to(acc), loss)
+        loss = _C._functional.where(loss == float("inf"), _as_tensor(np.zeros(n)).to(acc), loss)
     loss = loss.to(log_probs.dtype)
     if reduction == "sum":
         return loss.sum()
     if reduction == "mean":
-        return (loss / _tensor(np.maximum(tgt_len, 1)).to(loss.dtype)).mean()
+        return (loss / _as_tensor(np.maximum(tgt_len, 1)).to(loss.dtype)).mean()
     return loss.squeeze(0) if unbatched else loss
-
-
-def _tensor(array):
-    from .._tensor import tensor
-    return tensor(np.ascontiguousarray(array))
 
 
 class CTCLoss(Module):

@@ -14,6 +14,7 @@ import numpy as np
 
 from .. import _C
 from ._conv_ops import _accumulation_dtype, _as_tensor
+from ._resample import _cubic_taps
 
 
 def _base_coords(n, align_corners):
@@ -60,7 +61,7 @@ def _reflect(coord, twice_low, twice_high):
     extra = dist - flips * span  # fmod with a constant quotient: gradient 1, as torch's
     even = (flips.remainder(2.0) == 0)
     from .. import where
-    return where(even, extra + low, (extra * -1.0) + (span + low))
+    return where(even, extra + low, (span + low) - extra)
 
 
 def _unnormalize(g, n, align_corners):
@@ -76,16 +77,6 @@ def _pad_coord(coord, n, padding_mode, align_corners):
         coord = _reflect(coord, 0.0, 2.0 * (n - 1)) if align_corners else _reflect(coord, -1.0, 2.0 * n - 1.0)
         coord = coord.clamp(0.0, n - 1.0)
     return coord
-
-
-def _cubic_tap_weights(t, a=-0.75):
-    """The four cubic-convolution weights (A = -0.75) of taps at floor - 1 .. floor + 2 for fractions t."""
-    def near(x):
-        return ((x * (a + 2)) - (a + 3)) * x * x + 1.0
-
-    def far(x):
-        return (((x * a) - 5 * a) * x + 8 * a) * x - 4 * a
-    return [far(t + 1.0), near(t), near((t * -1.0) + 1.0), far((t * -1.0) + 2.0)]
 
 
 def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corners=None):
@@ -137,7 +128,7 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
     elif mode == "bicubic":  # 4x4 taps around the unpadded point, each tap's position padded on its own
         lows = [p.detach().floor() for p in unpadded]
         fracs = [p - low for p, low in zip(unpadded, lows)]
-        weights = [_cubic_tap_weights(t) for t in fracs]
+        weights = [_cubic_taps(t) for t in fracs]
         out = None
         for offsets in itertools.product(range(4), repeat=nd):
             positions = [_pad_coord(lows[k] + float(o - 1), sizes[k], padding_mode, bool(align_corners))
@@ -154,7 +145,7 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
             weight = None
             for k, bit in enumerate(corner):
                 frac = coords[k] - lows[k]
-                w = frac if bit else (frac * -1.0) + 1.0
+                w = frac if bit else 1.0 - frac
                 weight = w if weight is None else weight * w
             term = tap([lows[k] + float(bit) for k, bit in enumerate(corner)]) * weight
             out = term if out is None else out + term

@@ -130,20 +130,23 @@ def _linear_weights(src, n_in):
     return weights
 
 
-def _cubic_weights(src, n_in, a=-0.75):
-    """[len(src), n_in]: torch's bicubic taps (Keys' cubic convolution, A = -0.75) at floor(src) - 1 ..
-    floor(src) + 2, each clamped into the input (a tap past the edge reads the edge), as upsample_bicubic2d."""
-    lo = np.floor(src).astype(np.int64)
-    t = src - lo
-
+def _cubic_taps(t, a=-0.75):
+    """Keys' cubic-convolution weights (torch's A = -0.75) of the taps at floor - 1 .. floor + 2 for fractions
+    t of the source point past floor (numpy arrays, or tensors: grid_sample's grid gradient flows through)."""
     def near(x):  # |x| <= 1
         return ((a + 2) * x - (a + 3)) * x * x + 1
 
     def far(x):  # 1 < |x| < 2
         return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
-    taps = [far(t + 1), near(t), near(1 - t), far(2 - t)]
+    return [far(t + 1), near(t), near(1 - t), far(2 - t)]
+
+
+def _cubic_weights(src, n_in):
+    """[len(src), n_in]: torch's bicubic taps at floor(src) - 1 .. floor(src) + 2, each clamped into the input
+    (a tap past the edge reads the edge), as upsample_bicubic2d."""
+    lo = np.floor(src).astype(np.int64)
     weights = np.zeros((len(src), n_in))
-    for k, w in enumerate(taps):
+    for k, w in enumerate(_cubic_taps(src - lo)):
         np.add.at(weights, (np.arange(len(src)), np.clip(lo - 1 + k, 0, n_in - 1)), w)
     return weights
 

@@ -8,7 +8,8 @@ import copy
 from .. import _C, _dtypes
 from . import functional
 from ._containers import ModuleList
-from .modules import Dropout, Module, Parameter
+from ._layers import Dropout
+from .modules import Module, Parameter
 
 
 class MultiheadAttention(Module):
@@ -233,20 +234,14 @@ class Transformer(Module):
         super().__init__()
         from . import LayerNorm, init
         dtype = dtype or _dtypes.float32
-        if custom_encoder is not None:
-            self.encoder = custom_encoder
-        else:
-            layer = TransformerEncoderLayer(d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps,
-                                            batch_first, norm_first, bias, device, dtype)
-            self.encoder = TransformerEncoder(layer, num_encoder_layers,
-                                              LayerNorm(d_model, eps=layer_norm_eps, bias=bias, dtype=dtype))
-        if custom_decoder is not None:
-            self.decoder = custom_decoder
-        else:
-            layer = TransformerDecoderLayer(d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps,
-                                            batch_first, norm_first, bias, device, dtype)
-            self.decoder = TransformerDecoder(layer, num_decoder_layers,
-                                              LayerNorm(d_model, eps=layer_norm_eps, bias=bias, dtype=dtype))
+        for name, custom, layer_cls, stack_cls, count in (
+                ("encoder", custom_encoder, TransformerEncoderLayer, TransformerEncoder, num_encoder_layers),
+                ("decoder", custom_decoder, TransformerDecoderLayer, TransformerDecoder, num_decoder_layers)):
+            if custom is None:  # the encoder first, then the decoder: torch's parameter order
+                layer = layer_cls(d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps, batch_first,
+                                  norm_first, bias, device, dtype)
+                custom = stack_cls(layer, count, LayerNorm(d_model, eps=layer_norm_eps, bias=bias, dtype=dtype))
+            setattr(self, name, custom)
         for p in self.parameters():
             if p.dim() > 1:
                 init.xavier_uniform_(p)

@@ -1,0 +1,387 @@
+"""torch's activation, dropout, loss and small layer modules written in Python on tessel.nn.Module
+(modules.py gives Module its torch-shaped methods): GELU/SiLU/ReLU/Tanh/Identity, Dropout and Dropout1d/2d/3d,
+the parameter-free modules over tessel's functional forms (_make_extra_modules: Sigmoid, Softmax, ...,
+BCEWithLogitsLoss, NLLLoss, ...), PairwiseDistance/CosineSimilarity, the three-input losses, PReLU,
+GroupNorm, EmbeddingBag, Bilinear, CrossEntropyLoss and MSELoss.
+
+    act = tessel.nn.GELU(approximate="tanh")
+    loss = tessel.nn.CrossEntropyLoss(label_smoothing=0.1)(logits, target)
+"""
+from .. import _C, _dtypes
+from . import functional
+from .modules import Module, Parameter
+
+
+# ---- stateless modules ------------------------------------------------------------------------------
+
+class GELU(Module):
+    def __init__(self, approximate="none"):
+        super().__init__()
+        self.approximate = approximate
+
+    def forward(self, x):
+        return _C._functional.gelu(x, self.approximate)
+
+    def extra_repr(self):
+        return "approximate='%s'" % self.approximate
+
+
+class SiLU(Module):
+    def forward(self, x):
+        return _C._functional.silu(x)
+
+
+class ReLU(Module):
+    """torch.nn.ReLU (inplace=True: the input holds the result where that loses nothing, tessel/_inplace.py)."""
+
+    def __init__(self, inplace=False):
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, x):
+        return functional.relu(x, inplace=self.inplace)
+
+    def extra_repr(self):
+        return "inplace=True" if self.inplace else ""
+
+
+class Tanh(Module):
+    def forward(self, x):
+        return _C._functional.tanh(x)
+
+
+class Identity(Module):
+    def forward(self, x):
+        return x
+
+
+class Dropout(Module):
+    """torch.nn.Dropout: F.dropout(x, p, self.training) (tessel.nn.functional.dropout)."""
+
+    def __init__(self, p=0.5, inplace=False):
+        super().__init__()
+        if p < 0 or p > 1:
+            raise ValueError("dropout probability has to be between 0 and 1, but got %s" % p)
+        self.p, self.inplace = p, inplace
+
+    def forward(self, x):
+        return functional.dropout(x, self.p, self.training, self.inplace)
+
+    def extra_repr(self):
+        return "p=%s, inplace=%s" % (self.p, self.inplace)
+
+
+def _channel_dropout_module(name, fn_name):
+    class ChannelDropout(Dropout):
+        def forward(self, x):
+            return getattr(functional, fn_name)(x, self.p, self.training, self.inplace)
+    ChannelDropout.__name__ = ChannelDropout.__qualname__ = name
+    ChannelDropout.__doc__ = "torch.nn.%s: whole channels dropped (tessel.nn.functional.%s)." % (name, fn_name)
+    return ChannelDropout
+
+
+Dropout1d = _channel_dropout_module("Dropout1d", "dropout1d")
+Dropout2d = _channel_dropout_module("Dropout2d", "dropout2d")
+Dropout3d = _channel_dropout_module("Dropout3d", "dropout3d")
+
+
+def _elementwise_module(name, fn, doc, *fields):
+    """A parameter-free module computing fn(x, *its options) (torch's activation / shape modules)."""
+    defaults = [f[1] for f in fields]
+    names = [f[0] for f in fields]
+
+    def __init__(self, *args, **kwargs):
+        Module.__init__(self)
+        values = dict(zip(names, defaults))
+        values.update(zip(names, args))
+        values.update(kwargs)
+        for k, v in values.items():
+            object.__setattr__(self, k, v)
+
+    def forward(self, x):
+        return fn(x, *[getattr(self, n) for n in names if n != "inplace"])
+
+    def extra_repr(self):
+        return ", ".join("%s=%s" % (n, getattr(self, n)) for n in names)
+
+    return type(name, (Module,), {"__init__": __init__, "forward": forward, "extra_repr": extra_repr, "__doc__": doc})
+
+
+def _loss_module(name, fn, doc, signature, passes):
+    """torch's loss modules: `signature` is torch's constructor parameter order with defaults (positional
+    arguments bind in it; unknown keywords are a TypeError); `passes` the ones handed to the functional
+    form; the deprecated size_average / reduce raise."""
+    def __init__(self, *args, **kwargs):
+        Module.__init__(self)
+        if len(args) > len(signature):
+            raise TypeError("%s takes at most %d arguments, got %d" % (name, len(signature), len(args)))
+        values = dict(signature)
+        values.update(zip([k for k, _ in signature], args))
+        unknown = set(kwargs) - set(values)
+        if unknown:
+            raise TypeError("%s got unexpected keyword arguments %s" % (name, sorted(unknown)))
+        values.update(kwargs)
+        if values.get("size_average") is not None or values.get("reduce") is not None:
+            raise NotImplementedError("%s: size_average and reduce are deprecated in torch; use reduction=" % name)
+        for k in passes:
+            object.__setattr__(self, k, values[k])
+
+    def forward(self, input, target):
+        return fn(input, target, **{k: getattr(self, k) for k in passes})
+
+    return type(name, (Module,), {"__init__": __init__, "forward": forward, "__doc__": doc})
+
+
+def _softmax_dim(x, dim):
+    """torch's legacy softmax dim for dim=None: 0 for 0-, 1- and 3-D inputs, else 1."""
+    return dim if dim is not None else (0 if x.ndim in (0, 1, 3) else 1)
+
+
+def _make_extra_modules():
+    from .. import _extra as X
+    return dict(
+        Sigmoid=_elementwise_module("Sigmoid", lambda x: x.sigmoid(), "torch.nn.Sigmoid"),
+        Softmax=_elementwise_module("Softmax", lambda x, dim: x.softmax(_softmax_dim(x, dim)), "torch.nn.Softmax",
+                                    ("dim", None)),
+        Softmax2d=_elementwise_module("Softmax2d", lambda x: x.softmax(-3), "torch.nn.Softmax2d: softmax over the "
+                                      "channels of [N, C, H, W] or [C, H, W]"),
+        LogSoftmax=_elementwise_module("LogSoftmax", lambda x, dim: x.log_softmax(_softmax_dim(x, dim)),
+                                       "torch.nn.LogSoftmax", ("dim", None)),
+        Softmin=_elementwise_module("Softmin", lambda x, dim: X.softmin(x, _softmax_dim(x, dim)), "torch.nn.Softmin",
+                                    ("dim", None)),
+        LeakyReLU=_elementwise_module("LeakyReLU", X.leaky_relu, "torch.nn.LeakyReLU", ("negative_slope", 0.01),
+                                      ("inplace", False)),
+        ELU=_elementwise_module("ELU", X.elu, "torch.nn.ELU", ("alpha", 1.0), ("inplace", False)),
+        Softplus=_elementwise_module("Softplus", X.softplus, "torch.nn.Softplus", ("beta", 1.0), ("threshold", 20.0)),
+        Mish=_elementwise_module("Mish", X.mish, "torch.nn.Mish", ("inplace", False)),
+        Hardtanh=_elementwise_module("Hardtanh", X.hardtanh, "torch.nn.Hardtanh", ("min_val", -1.0),
+                                     ("max_val", 1.0), ("inplace", False)),
+        ReLU6=_elementwise_module("ReLU6", X.relu6, "torch.nn.ReLU6", ("inplace", False)),
+        GLU=_elementwise_module("GLU", X.glu, "torch.nn.GLU", ("dim", -1)),
+        LogSigmoid=_elementwise_module("LogSigmoid", X.logsigmoid, "torch.nn.LogSigmoid"),
+        SELU=_elementwise_module("SELU", X.selu, "torch.nn.SELU", ("inplace", False)),
+        CELU=_elementwise_module("CELU", X.celu, "torch.nn.CELU", ("alpha", 1.0), ("inplace", False)),
+        Hardsigmoid=_elementwise_module("Hardsigmoid", X.hardsigmoid, "torch.nn.Hardsigmoid", ("inplace", False)),
+        Hardswish=_elementwise_module("Hardswish", X.hardswish, "torch.nn.Hardswish", ("inplace", False)),
+        Softsign=_elementwise_module("Softsign", X.softsign, "torch.nn.Softsign"),
+        Threshold=_elementwise_module("Threshold", X.threshold, "torch.nn.Threshold", ("threshold", 0.0),
+                                      ("value", 0.0), ("inplace", False)),
+        Tanhshrink=_elementwise_module("Tanhshrink", X.tanhshrink, "torch.nn.Tanhshrink"),
+        Softshrink=_elementwise_module("Softshrink", X.softshrink, "torch.nn.Softshrink", ("lambd", 0.5)),
+        Hardshrink=_elementwise_module("Hardshrink", X.hardshrink, "torch.nn.Hardshrink", ("lambd", 0.5)),
+        SoftMarginLoss=_loss_module("SoftMarginLoss", X.soft_margin_loss, "torch.nn.SoftMarginLoss",
+                                    [("size_average", None), ("reduce", None), ("reduction", "mean")], ["reduction"]),
+        HingeEmbeddingLoss=_loss_module("HingeEmbeddingLoss", X.hinge_embedding_loss, "torch.nn.HingeEmbeddingLoss",
+                                        [("margin", 1.0), ("size_average", None), ("reduce", None),
+                                         ("reduction", "mean")], ["margin", "reduction"]),
+        Flatten=_elementwise_module("Flatten", lambda x, s, e: x.flatten(s, e), "torch.nn.Flatten",
+                                    ("start_dim", 1), ("end_dim", -1)),
+        Unflatten=_elementwise_module("Unflatten", lambda x, d, sizes: X.unflatten(x, d, sizes), "torch.nn.Unflatten",
+                                      ("dim", 1), ("unflattened_size", ())),
+        L1Loss=_loss_module("L1Loss", X.l1_loss, "torch.nn.L1Loss",
+                            [("size_average", None), ("reduce", None), ("reduction", "mean")], ["reduction"]),
+        SmoothL1Loss=_loss_module("SmoothL1Loss", X.smooth_l1_loss, "torch.nn.SmoothL1Loss",
+                                  [("size_average", None), ("reduce", None), ("reduction", "mean"), ("beta", 1.0)],
+                                  ["reduction", "beta"]),
+        HuberLoss=_loss_module("HuberLoss", X.huber_loss, "torch.nn.HuberLoss",
+                               [("reduction", "mean"), ("delta", 1.0)], ["reduction", "delta"]),
+        BCELoss=_loss_module("BCELoss", X.binary_cross_entropy, "torch.nn.BCELoss",
+                             [("weight", None), ("size_average", None), ("reduce", None), ("reduction", "mean")],
+                             ["weight", "reduction"]),
+        BCEWithLogitsLoss=_loss_module("BCEWithLogitsLoss", X.binary_cross_entropy_with_logits,
+                                       "torch.nn.BCEWithLogitsLoss",
+                                       [("weight", None), ("size_average", None), ("reduce", None),
+                                        ("reduction", "mean"), ("pos_weight", None)],
+                                       ["weight", "reduction", "pos_weight"]),
+        NLLLoss=_loss_module("NLLLoss", X.nll_loss, "torch.nn.NLLLoss",
+                             [("weight", None), ("size_average", None), ("ignore_index", -100), ("reduce", None),
+                              ("reduction", "mean")], ["weight", "ignore_index", "reduction"]),
+        KLDivLoss=_loss_module("KLDivLoss", X.kl_div, "torch.nn.KLDivLoss",
+                               [("size_average", None), ("reduce", None), ("reduction", "mean"), ("log_target", False)],
+                               ["reduction", "log_target"]),
+    )
+
+
+class _TwoInputModule(Module):
+    """fn(x1, x2, *options) of two inputs and no parameters (PairwiseDistance, CosineSimilarity)."""
+    _fn, _fields = None, ()
+
+    def __init__(self, *args, **kwargs):
+        Module.__init__(self)
+        values = dict(self._fields)
+        values.update(zip([k for k, _ in self._fields], args))
+        values.update(kwargs)
+        for k, v in values.items():
+            object.__setattr__(self, k, v)
+
+    def forward(self, x1, x2):
+        return type(self)._fn(x1, x2, *[getattr(self, k) for k, _ in self._fields])
+
+
+class PairwiseDistance(_TwoInputModule):
+    """torch.nn.PairwiseDistance: ||x1 - x2 + eps||_p over the last dim."""
+    _fields = (("p", 2.0), ("eps", 1e-6), ("keepdim", False))
+    _fn = staticmethod(lambda a, b, p, eps, keepdim: _extra().pairwise_distance(a, b, p, eps, keepdim))
+
+
+class CosineSimilarity(_TwoInputModule):
+    """torch.nn.CosineSimilarity along dim."""
+    _fields = (("dim", 1), ("eps", 1e-8))
+    _fn = staticmethod(lambda a, b, dim, eps: _extra().cosine_similarity(a, b, dim, eps))
+
+
+def _extra():
+    from .. import _extra as X
+    return X
+
+
+class _ThreeInputLoss(Module):
+    """torch's losses of three inputs (MarginRankingLoss, CosineEmbeddingLoss, TripletMarginLoss)."""
+    _fn_name, _fields = None, ()
+
+    def __init__(self, *args, size_average=None, reduce=None, **kwargs):
+        Module.__init__(self)
+        if size_average is not None or reduce is not None:
+            raise NotImplementedError("%s: size_average and reduce are deprecated in torch; use reduction="
+                                      % type(self).__name__)
+        values = dict(self._fields)
+        values.update(zip([k for k, _ in self._fields], args))
+        values.update(kwargs)
+        for k, v in values.items():
+            object.__setattr__(self, k, v)
+
+    def forward(self, a, b, c):
+        return getattr(_extra(), self._fn_name)(a, b, c, **{k: getattr(self, k) for k, _ in self._fields})
+
+
+class MarginRankingLoss(_ThreeInputLoss):
+    _fn_name, _fields = "margin_ranking_loss", (("margin", 0.0), ("reduction", "mean"))
+
+
+class CosineEmbeddingLoss(_ThreeInputLoss):
+    _fn_name, _fields = "cosine_embedding_loss", (("margin", 0.0), ("reduction", "mean"))
+
+
+class TripletMarginLoss(_ThreeInputLoss):
+    _fn_name = "triplet_margin_loss"
+    _fields = (("margin", 1.0), ("p", 2.0), ("eps", 1e-6), ("swap", False), ("reduction", "mean"))
+
+
+class PReLU(Module):
+    """torch.nn.PReLU: max(0, x) + a * min(0, x) with a learnable a (num_parameters = 1 or the channels)."""
+
+    def __init__(self, num_parameters=1, init=0.25, device=None, dtype=None):
+        super().__init__()
+        self.num_parameters = num_parameters
+        self.weight = Parameter(_C._full([num_parameters], float(init), dtype or _C.dtype.float32))
+
+    def forward(self, x):
+        return _extra().prelu(x, self.weight)
+
+
+class GroupNorm(Module):
+    """torch.nn.GroupNorm(num_groups, num_channels, eps, affine): weight ones and bias zeros [C]."""
+
+    def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, device=None, dtype=None):
+        super().__init__()
+        if num_channels % num_groups:
+            raise ValueError("num_channels must be divisible by num_groups")
+        self.num_groups, self.num_channels, self.eps, self.affine = num_groups, num_channels, eps, affine
+        dt = dtype or _C.dtype.float32
+        if affine:
+            self.weight = Parameter(_C._full([num_channels], 1.0, dt))
+            self.bias = Parameter(_C._full([num_channels], 0.0, dt))
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+
+    def forward(self, x):
+        return _extra().group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
+
+
+class EmbeddingBag(Module):
+    """torch.nn.EmbeddingBag: a table [num_embeddings, embedding_dim] (normal init, as torch) reduced per
+    bag by F.embedding_bag (mode "mean" by default)."""
+
+    def __init__(self, num_embeddings, embedding_dim, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
+                 mode="mean", sparse=False, _weight=None, include_last_offset=False, padding_idx=None, device=None,
+                 dtype=None):
+        super().__init__()
+        self.num_embeddings, self.embedding_dim, self.mode = num_embeddings, embedding_dim, mode
+        self.max_norm, self.norm_type, self.include_last_offset = max_norm, norm_type, include_last_offset
+        self.padding_idx = padding_idx
+        if scale_grad_by_freq or sparse:
+            raise NotImplementedError("EmbeddingBag: scale_grad_by_freq and sparse are not supported")
+        if _weight is not None:
+            self.weight = Parameter(_weight)
+        else:
+            from .. import randn
+            self.weight = Parameter(randn(num_embeddings, embedding_dim, dtype=dtype or _C.dtype.float32))
+            if padding_idx is not None:
+                with _C._GradMode(False):
+                    self.weight[padding_idx].zero_()
+
+    def forward(self, input, offsets=None, per_sample_weights=None):
+        return functional.embedding_bag(input, self.weight, offsets, self.max_norm, self.norm_type, False, self.mode,
+                                        False, per_sample_weights, self.include_last_offset, self.padding_idx)
+
+
+class Bilinear(Module):
+    """torch.nn.Bilinear: y = x1ᵀ·A·x2 + b with weight [out, in1, in2], bias [out], both uniform(±1/sqrt(in1))
+    as torch's."""
+
+    def __init__(self, in1_features, in2_features, out_features, bias=True, device=None, dtype=None):
+        super().__init__()
+        import math
+        from . import init
+        dtype = dtype or _dtypes.float32
+        self.in1_features, self.in2_features, self.out_features = in1_features, in2_features, out_features
+        self.weight = Parameter(_C._full([out_features, in1_features, in2_features], 0.0, dtype))
+        bound = 1.0 / math.sqrt(in1_features)
+        init.uniform_(self.weight, -bound, bound)
+        if bias:
+            self.bias = Parameter(_C._full([out_features], 0.0, dtype))
+            init.uniform_(self.bias, -bound, bound)
+        else:
+            self.register_parameter("bias", None)
+
+    def forward(self, input1, input2):
+        return functional.bilinear(input1, input2, self.weight, self.bias)
+
+    def extra_repr(self):
+        return "in1_features=%d, in2_features=%d, out_features=%d, bias=%s" % (
+            self.in1_features, self.in2_features, self.out_features, self.bias is not None)
+
+
+class CrossEntropyLoss(Module):
+    """torch.nn.CrossEntropyLoss over class indices: logits [N, C] (or [C], or [N, C, d1, ...]), targets
+    int64; optional class weights [C], a buffer as in torch (F.cross_entropy gives their formula)."""
+
+    def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean",
+                 label_smoothing=0.0):
+        super().__init__()
+        if size_average is not None or reduce is not None:
+            raise NotImplementedError("CrossEntropyLoss: the deprecated size_average / reduce are not supported; "
+                                      "use reduction=")
+        self.register_buffer("weight", weight)
+        self.ignore_index, self.reduction = int(ignore_index), reduction
+        self.label_smoothing = float(label_smoothing)
+
+    def forward(self, input, target):
+        from .functional import cross_entropy
+        return cross_entropy(input, target, weight=self.weight, ignore_index=self.ignore_index,
+                             reduction=self.reduction, label_smoothing=self.label_smoothing)
+
+
+class MSELoss(Module):
+    """torch.nn.MSELoss: the mean (sum, none) of (input - target)²."""
+
+    def __init__(self, size_average=None, reduce=None, reduction="mean"):
+        super().__init__()
+        if size_average is not None or reduce is not None:
+            raise NotImplementedError("MSELoss: size_average and reduce are deprecated in torch; use reduction=")
+        self.reduction = reduction
+
+    def forward(self, input, target):
+        from .functional import mse_loss
+        return mse_loss(input, target, reduction=self.reduction)
