@@ -277,6 +277,9 @@ class GlooProcessGroup final : public ProcessGroup {
     bool watched_ = false;      // registered with the monitor
     size_t watched_count_ = 0;  // ops_ it was told about
   };
+  // A failed or aborted transfer's buffers and the tensors they point into: Gloo's thread may still write
+  // into (or read from) them for a live peer, so they stay until the group's connections close.
+  void KeepAborted(std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>>& buffers, std::vector<Tensor> tensors);
   // The group ranks (all, or those in `among`) whose connection Gloo reports closed (the monitor thread polls
   // the sentinels).
   std::vector<int> ClosedPeers(const std::vector<int>& among = {});
@@ -504,6 +507,12 @@ std::vector<int> GlooProcessGroup::ClosedPeers(const std::vector<int>& among) {
   return closed;
 }
 
+void GlooProcessGroup::KeepAborted(std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>>& buffers,
+                                   std::vector<Tensor> tensors) {
+  for (auto& b : buffers) aborted_buffers_.push_back(std::move(b));
+  for (Tensor& t : tensors) aborted_tensors_.push_back(std::move(t));
+}
+
 std::string GlooProcessGroup::PeerList(const std::vector<int>& peers) const {
   std::string out;
   for (int p : peers) out += Str(out.empty() ? "" : ", ", p, " (global ", global_ranks_[p], ")");
@@ -568,10 +577,9 @@ void GlooProcessGroup::Transfers::Fail(size_t i, const std::string& error) {
   const std::vector<int> dead = watched_ ? group_.monitor_->EndTransfer(group_.prefix_, step_.desc.seq)
                                          : std::vector<int>{};
   watched_ = false;
-  // Gloo's thread may still write into (or read from) these buffers for a live peer: they, and what they
-  // point into, stay until the group's connections close.
-  for (Op& op : ops_) group_.aborted_buffers_.push_back(std::move(op.buffer));
-  for (Tensor& t : keep_) group_.aborted_tensors_.push_back(std::move(t));
+  std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> buffers;
+  for (Op& op : ops_) buffers.push_back(std::move(op.buffer));
+  group_.KeepAborted(buffers, std::move(keep_));
   for (auto& b : staging_) group_.aborted_blocks_.push_back(std::move(b));
   const std::string call = Str(DescribeCall(step_.desc, false), " on ", step_.label);
   // The deadline first: Gloo's own timeout closes every pair of the context, and a probe that ran after
@@ -785,24 +793,22 @@ void GlooProcessGroup::RunP2P(const std::vector<P2POp>& ops, const std::string& 
       gloo_internal::WaitMonitor& monitor;
       const std::string& key;
       int64_t seq;
-      std::vector<int>* dead;
-      ~Unwatch() { *dead = monitor.EndTransfer(key, seq); }
+      ~Unwatch() { monitor.EndTransfer(key, seq); }
     };
-    std::vector<int> dead;
     auto aborted = [&] {
       std::vector<int> found = monitor_->EndTransfer(probe_key, probe_seq);
       if (found.empty()) found = ClosedPeers(peers);
-      for (auto* list : {&desc_bufs, &bufs}) {
-        for (auto& b : *list) aborted_buffers_.push_back(std::move(b));
-      }
-      for (const P2POp& op : ops) aborted_tensors_.push_back(op.tensor);
+      std::vector<Tensor> tensors;
+      for (const P2POp& op : ops) tensors.push_back(op.tensor);
+      KeepAborted(desc_bufs, {});
+      KeepAborted(bufs, std::move(tensors));
       for (auto& v : scratch) aborted_scratch_.push_back(std::move(v));
       Break(ErrorCode::kAborted, Str("p2p on ", label, " failed at ", P2PName(ops[current]),
                                      ": the connection to rank(s) ", PeerList(found),
                                      " closed while data was in flight (the process exited or died)"));
     };
     watch();
-    Unwatch unwatch{*monitor_, probe_key, probe_seq, &dead};
+    Unwatch unwatch{*monitor_, probe_key, probe_seq};
     for (current = 0; current < ops.size(); ++current) {
       const P2POp& op = ops[current];
       if (op.kind == P2POp::Kind::kSend) continue;
