@@ -307,10 +307,22 @@ void BindFsdp(py::module_& m) {
   // One module, or a list of modules sharing one group (PyTorch 2.6's fully_shard([m1, m2])); the handle
   // returned is the (first) module's.
   m.def("fully_shard", [](const py::object& module, const dtensor::DeviceMesh& mesh,
-                          std::optional<bool> reshard_after_forward, std::optional<fsdp::MixedPrecisionPolicy> mp_policy,
+                          const py::object& reshard_after_forward, std::optional<fsdp::MixedPrecisionPolicy> mp_policy,
                           std::optional<fsdp::CPUOffloadPolicy> offload_policy, std::optional<std::string> shard_axis,
                           std::optional<std::string> replicate_axis) {
-    const fsdp::FullyShardOptions options{.reshard_after_forward = reshard_after_forward,
+    // None, a bool, or an int: the group size to reshard to after forward (torch's Union[bool, int]).
+    std::optional<bool> reshard;
+    std::optional<int64_t> reshard_size;
+    if (py::isinstance<py::bool_>(reshard_after_forward)) {
+      reshard = reshard_after_forward.cast<bool>();
+    } else if (py::isinstance<py::int_>(reshard_after_forward)) {
+      reshard_size = reshard_after_forward.cast<int64_t>();
+    } else if (!reshard_after_forward.is_none()) {
+      throw py::value_error(Str("reshard_after_forward should be a bool or an int representing the group size to ",
+                                "reshard to, not ", py::repr(reshard_after_forward).cast<std::string>()));
+    }
+    const fsdp::FullyShardOptions options{.reshard_after_forward = reshard,
+                                          .reshard_after_forward_size = reshard_size,
                                           .shard_axis = std::move(shard_axis),
                                           .replicate_axis = std::move(replicate_axis),
                                           .mp_policy = mp_policy.value_or(fsdp::MixedPrecisionPolicy{}),

@@ -1,4 +1,4 @@
-// comm/process_group.cc — ReduceOp names and the default (unsupported) BatchP2P.
+// comm/process_group.cc — ReduceOp names, the default (unsupported) BatchP2P and CachedSubgroup.
 #include "comm/process_group.h"
 
 #include <cstdint>
@@ -20,6 +20,14 @@ std::string_view ReduceOpName(ReduceOp op) {
     case ReduceOp::kProduct: return "product";
   }
   return "unknown";
+}
+
+std::shared_ptr<ProcessGroup> ProcessGroup::CachedSubgroup(const std::string& key,
+                                                         const std::function<std::shared_ptr<ProcessGroup>()>& make) {
+  std::lock_guard<std::mutex> lock(subgroups_mu_);
+  std::shared_ptr<ProcessGroup>& g = subgroups_[key];
+  if (g == nullptr) g = make();
+  return g;
 }
 
 WorkPtr ProcessGroup::BatchP2P(const std::vector<P2POp>& /*ops*/) {

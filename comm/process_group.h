@@ -15,7 +15,10 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -79,9 +82,20 @@ class ProcessGroup {
   // Members get the new group (same timeout; name "<name>.<n>" until set_name); non-members get nullptr.
   virtual std::shared_ptr<ProcessGroup> NewGroup(const std::vector<int>& ranks) = 0;
 
+  // A group derived from this one, created by `make` (which may call NewGroup: every member must then
+  // ask for `key` at the same point) the first time `key` is asked for, and kept until this group is
+  // destroyed. So a layer that needs derived groups (fully_shard's post-forward subgroups) creates them
+  // once per group, the same way on every rank: a cache of weak references would instead depend on when
+  // each rank's garbage collector dropped the previous user, and ranks would disagree on whether to
+  // call NewGroup.
+  std::shared_ptr<ProcessGroup> CachedSubgroup(const std::string& key,
+                                               const std::function<std::shared_ptr<ProcessGroup>()>& make);
+
  private:
   std::string name_ = "world";
   std::chrono::milliseconds timeout_ = kDefaultTimeout;
+  std::mutex subgroups_mu_;  // held while `make` runs: one creation per key
+  std::map<std::string, std::shared_ptr<ProcessGroup>> subgroups_;
 };
 
 using ProcessGroupPtr = std::shared_ptr<ProcessGroup>;

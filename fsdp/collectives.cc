@@ -2,6 +2,7 @@
 #include "fsdp/collectives.h"
 
 #include <cmath>
+#include <functional>
 
 #include "core/autograd/grad_mode.h"
 #include "core/base/error.h"
@@ -9,6 +10,7 @@
 #include "core/memory/allocator.h"
 #include "core/memory/stream.h"
 #include "core/ops/elementwise.h"
+#include "core/tensor/copy.h"
 #include "core/tensor/factory.h"
 #include "core/tensor/tensor_impl.h"
 
@@ -23,26 +25,46 @@ FlatLayout FlatLayout::Of(std::span<FsdpParam* const> params) {
   return layout;
 }
 
-AllGatherResult IssueAllGather(std::span<FsdpParam* const> params, const FlatLayout& layout, DType dtype,
-                               const comm::ProcessGroupPtr& group, CommStreams* streams) {
+namespace {
+
+// One in-place all-gather of `block_numel` elements per rank of `group`: copy_in(input) writes this rank's
+// block (a view of the output), then the collective fills the others.
+AllGatherResult IssueFlatAllGather(int64_t block_numel, DType dtype, Device device, const comm::ProcessGroupPtr& group,
+                                   CommStreams* streams, const std::function<void(const Tensor&)>& copy_in) {
   AllGatherResult r;
-  if (group->size() == 1) return r;  // FinishAllGather copies the shards directly
   NoGradGuard no_grad;
   memory::LedgerScope ledger(memory::Ledger::kCommBuffers);
-  const Device device = params.empty() ? CurrentDevice() : params[0]->sharded_param().device();
   // In place (as FSDP2 does): the input is this rank's block of the output, so the copy-in writes
   // straight into the gathered buffer and no separate input buffer or self-copy exists.
-  auto copy_in = [&] {
-    r.output = Empty({group->size() * layout.shard_numel}, dtype, device);
-    r.input = MakeView(r.output, {layout.shard_numel}, {1}, group->rank() * layout.shard_numel);
-    for (size_t i = 0; i < params.size(); ++i) params[i]->CopyShardInto(r.input, layout.offsets[i]);
+  auto stage = [&] {
+    r.output = Empty({group->size() * block_numel}, dtype, device);
+    r.input = MakeView(r.output, {block_numel}, {1}, group->rank() * block_numel);
+    copy_in(r.input);
   };
   if (streams == nullptr) {
-    copy_in();
+    stage();
     r.work = group->AllGather(r.output, r.input);
     return r;
   }
-  r.gathered = streams->IssueAllGather(copy_in, [&] { return r.work = group->AllGather(r.output, r.input); });
+  r.gathered = streams->IssueAllGather(stage, [&] { return r.work = group->AllGather(r.output, r.input); });
+  return r;
+}
+
+}  // namespace
+
+AllGatherResult IssueAllGather(std::span<FsdpParam* const> params, const FlatLayout& layout, DType dtype,
+                               const comm::ProcessGroupPtr& group, CommStreams* streams) {
+  if (group->size() == 1) return AllGatherResult();  // FinishAllGather copies the shards directly
+  const Device device = params.empty() ? CurrentDevice() : params[0]->sharded_param().device();
+  return IssueFlatAllGather(layout.shard_numel, dtype, device, group, streams, [&](const Tensor& input) {
+    for (size_t i = 0; i < params.size(); ++i) params[i]->CopyShardInto(input, layout.offsets[i]);
+  });
+}
+
+AllGatherResult IssueAllGatherOfPiece(const Tensor& piece, const comm::ProcessGroupPtr& group, CommStreams* streams) {
+  AllGatherResult r = IssueFlatAllGather(piece.numel(), piece.dtype(), piece.device(), group, streams,
+                                         [&](const Tensor& input) { CopyInto(input, piece); });
+  r.source = piece;
   return r;
 }
 
@@ -79,6 +101,7 @@ void FinishAllGather(AllGatherResult& result, std::span<FsdpParam* const> params
 
 void DropAllGather(AllGatherResult& result, CommStreams* streams) {
   if (streams != nullptr && result.gathered) {
+    if (result.source.defined()) streams->ComputeWaitFor(*result.gathered);  // then the piece may be reused
     result.input = Tensor();
     streams->DropAllGather(std::move(result.output), *result.gathered);
   } else if (result.work) {

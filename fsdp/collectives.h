@@ -38,6 +38,9 @@ struct AllGatherResult {
   Tensor input;        // [shard_numel], param dtype: a view of this rank's block of `output`
   Tensor output;       // [world * shard_numel], param dtype
   EventPtr gathered;   // device tensors (CommStreams): the all-gather stream's event behind the collective
+  // IssueAllGatherOfPiece: the piece its copy-in reads, held until the compute stream waited for
+  // `gathered` (device tensors: the copy-in stream may still read it after the issuing call returns).
+  Tensor source;
 };
 
 // Copy-in of this rank's padded shards (cast to `dtype`) into its block of the output, and one async
@@ -45,6 +48,13 @@ struct AllGatherResult {
 // its copy-in and all-gather streams (comm_streams.h); null: host tensors, today's path.
 AllGatherResult IssueAllGather(std::span<FsdpParam* const> params, const FlatLayout& layout, DType dtype,
                                const comm::ProcessGroupPtr& group, CommStreams* streams = nullptr);
+// reshard_after_forward=<int> (ParamGroup): the all-gather that rebuilds the group's full flat buffer
+// from post-forward pieces. `piece` is this rank's slice of that [W · shard_numel] rank-major buffer (its
+// blocks [j·W/r, (j+1)·W/r), j = its rank in `group`, the r consecutive shard ranks it was resharded
+// over); the output is the buffer IssueAllGather would have produced, so FinishAllGather copies it out
+// unchanged. The piece is copied in and may be freed once this returns.
+AllGatherResult IssueAllGatherOfPiece(const Tensor& piece, const comm::ProcessGroupPtr& group,
+                                      CommStreams* streams = nullptr);
 // Waits, allocates the unsharded parameters (params ledger) and copies every rank's rows out; frees the
 // staging buffers. Does not switch the module to the unsharded parameters. With `streams`: the compute
 // stream waits for the all-gather event (no host wait), the copy-out runs on it, and the output is

@@ -229,6 +229,14 @@ void FsdpParam::CopyShardToUnsharded() {
   CopyElementsPreservingVersion(unsharded_flat_, 0, src, 0, padded_shard_numel());
 }
 
+void FsdpParam::CopyUnshardedChunkInto(int64_t j, const Tensor& flat, int64_t offset) const {
+  TESSEL_INTERNAL_ASSERT(unsharded_allocated_ && flat.dtype() == param_dtype_ && j >= 0 && j < mesh_info_.shard_size(),
+                         "fully_shard post-forward copy of ", display_fqn_);
+  const int64_t n = padded_shard_numel();
+  CopyInto(MakeView(flat, {n}, {1}, flat.storage_offset() + offset),
+           MakeView(unsharded_flat_, {n}, {1}, unsharded_flat_.storage_offset() + j * n));
+}
+
 Tensor FsdpParam::TakeUnshardedGrad() {
   if (!unsharded_param_.defined()) return Tensor();
   Tensor g = unsharded_param_.grad();

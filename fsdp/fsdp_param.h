@@ -114,6 +114,10 @@ class FsdpParam {
   void CopyOutFrom(const Tensor& all_gather_output, int64_t offset, int64_t group_shard_numel);
   // World size 1: the unsharded parameter is the (cast) shard itself.
   void CopyShardToUnsharded();
+  // Copy of rank j's padded rows of the unsharded parameter (chunk j, padding included, param dtype) into
+  // `flat` at `offset`: the post-forward piece of reshard_after_forward=<int> (ParamGroup).
+  // REQUIRES: unsharded_allocated().
+  void CopyUnshardedChunkInto(int64_t j, const Tensor& flat, int64_t offset) const;
 
   // --- reduce-scatter side ---
   // The gradient autograd accumulated on the unsharded parameter as a dense local tensor (a TP DTensor

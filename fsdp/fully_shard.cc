@@ -201,6 +201,48 @@ FsdpMeshInfo MakeMeshInfo(const std::vector<ManagedParam>& params, const nn::Mod
   return info;
 }
 
+// reshard_after_forward=<int>: this rank's group of `size` consecutive ranks of `shard_group` (PyTorch
+// views the FSDP mesh as [-1, size] and uses its last dim). Collective over shard_group the first time:
+// every member calls NewGroup once per subgroup, in the same order; the subgroups then stay with
+// shard_group (ProcessGroup::CachedSubgroup), so the blocks of one model share them instead of opening a
+// set of connections each.
+comm::ProcessGroupPtr PostForwardGroup(const comm::ProcessGroupPtr& shard_group, int64_t size) {
+  return shard_group->CachedSubgroup(Str("fully_shard.post_forward.", size), [&] {
+    comm::ProcessGroupPtr mine;
+    for (int64_t first = 0; first < shard_group->size(); first += size) {
+      std::vector<int> ranks;
+      for (int64_t i = first; i < first + size; ++i) ranks.push_back(static_cast<int>(i));
+      if (comm::ProcessGroupPtr g = shard_group->NewGroup(ranks)) mine = std::move(g);
+    }
+    TESSEL_INTERNAL_ASSERT(mine != nullptr && mine->size() == size, "fully_shard: post-forward subgroup of ",
+                           shard_group->name());
+    mine->set_name(shard_group->name() + ".post_forward");
+    return mine;
+  });
+}
+
+// FullyShardOptions::reshard_after_forward_size checked against the shard axis (PyTorch's rules) and
+// folded into reshard_after_forward; returns the size when a post-forward group is needed (1 < size < W).
+std::optional<int64_t> ResolveReshardAfterForward(FullyShardOptions& opts, const FsdpMeshInfo& mesh_info,
+                                                  const std::vector<ManagedParam>& params, const nn::Module& module) {
+  if (!opts.reshard_after_forward_size) return std::nullopt;
+  const int64_t r = *opts.reshard_after_forward_size, w = mesh_info.shard_size();
+  TESSEL_CHECK(!opts.reshard_after_forward.has_value(), "fully_shard(", module.type_name(), "): reshard_after_forward ",
+               "is set both as a bool and as a size (", r, "); set one");
+  TESSEL_CHECK(r >= 1 && r <= w && w % r == 0, "fully_shard(", module.type_name(), "): if passing ",
+               "reshard_after_forward as an int, it should be a factor of ", w, " (the size of shard axis '",
+               mesh_info.mesh.axis_names()[static_cast<size_t>(mesh_info.shard_axis)], "' of ",
+               mesh_info.mesh.ToString(), "), not ", r);
+  opts.reshard_after_forward = r > 1;
+  if (r == 1 || r == w) return std::nullopt;
+  for (const ManagedParam& p : params) {
+    TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, !p.tensor.is_distributed(), "fully_shard(", module.type_name(),
+                      "): reshard_after_forward=", r, " with tensor-parallel parameters ('", p.fqns[0], "' is a ",
+                      "DTensor) is not supported (nor in PyTorch); use true or false");
+  }
+  return r;
+}
+
 // The modules of the FSDP states at or below `m`, one per state (a fully_shard list's state is reached
 // from each of its modules).
 std::vector<nn::Module*> SelectedStates(const FSDPModule& m, bool recurse) {
@@ -270,6 +312,7 @@ FSDPModule FullyShard(const std::vector<nn::Module*>& modules, const dtensor::De
   }
   for (const ManagedParam& p : found.params) CheckParam(p, module, fsdp_mesh, nested);
   FsdpMeshInfo mesh_info = MakeMeshInfo(found.params, module, fsdp_mesh, opts);
+  const std::optional<int64_t> post_forward_size = ResolveReshardAfterForward(opts, mesh_info, found.params, module);
   std::unique_ptr<ParamGroup> group;
   if (!found.params.empty()) {
     std::vector<std::unique_ptr<FsdpParam>> params;
@@ -279,6 +322,7 @@ FSDPModule FullyShard(const std::vector<nn::Module*>& modules, const dtensor::De
       p.tensor = Tensor();  // the original (unsharded) parameter is freed unless the caller holds it
     }
     group = std::make_unique<ParamGroup>(std::move(params), mesh_info, module.type_name());
+    if (post_forward_size) group->SetPostForwardGroup(PostForwardGroup(mesh_info.shard_group(), *post_forward_size));
   }
   auto state = std::make_unique<FsdpState>(modules, mesh_info, opts, std::move(group), module.type_name());
   FsdpState* raw = state.get();

@@ -37,6 +37,9 @@
 //                                  parameters from forward), N+1 when the root reshards after forward
 //                                  too, 0 when no group reshards after forward
 //   HSDP                           plus one all-reduce on the replicate axis per reduce-scatter
+//   reshard_after_forward_size r   the backward all-gathers of the groups that keep post-forward pieces
+//   (1 < r < shard size)           run on "<shard axis>.post_forward", r consecutive ranks of the shard
+//                                  axis (created once per shard group), instead of the shard axis
 //   gradient sync off              no reduce-scatter; see below
 // Prefetch: the next group's all-gather is issued, async, before the current group computes: in forward
 // the group that followed in the previous forward (or the explicit SetModulesToForwardPrefetch list);

@@ -60,6 +60,12 @@ ParamGroup::~ParamGroup() {
 
 void ParamGroup::Unshard(bool /*async_op*/) {
   if (unsharded_ || pending_unshard_) return;
+  if (post_forward_piece_.defined()) {
+    ctx_->Log("unshard_post_forward", fqn_);
+    pending_unshard_ = IssueAllGatherOfPiece(post_forward_piece_, post_forward_piece_group_, streams());
+    DropPostForwardPiece();  // copied into the all-gather buffer
+    return;
+  }
   ctx_->Log("unshard", fqn_);
   pending_unshard_ = IssueAllGather(raw_params_, layout_, param_dtype_, mesh_info_.shard_group(), streams());
 }
@@ -75,18 +81,47 @@ void ParamGroup::WaitForUnshard() {
   unsharded_ = true;
 }
 
+void ParamGroup::DropPostForwardPiece() {
+  post_forward_piece_ = Tensor();
+  post_forward_piece_group_ = nullptr;
+}
+
+void ParamGroup::ReshardPostForward() {
+  const int64_t w = mesh_info_.shard_size(), r = post_forward_group_->size(), j = post_forward_group_->rank();
+  const int64_t blocks = w / r;  // each of the r members keeps `blocks` whole rank blocks
+  {
+    NoGradGuard no_grad;
+    memory::LedgerScope ledger(memory::Ledger::kParams);
+    post_forward_piece_ = Empty({blocks * layout_.shard_numel}, param_dtype_, raw_params_[0]->sharded_param().device());
+    for (int64_t b = 0; b < blocks; ++b) {
+      for (size_t i = 0; i < raw_params_.size(); ++i) {
+        raw_params_[i]->CopyUnshardedChunkInto(j * blocks + b, post_forward_piece_,
+                                               b * layout_.shard_numel + layout_.offsets[i]);
+      }
+    }
+  }
+  post_forward_piece_group_ = post_forward_group_;
+  ctx_->Log("reshard_post_forward", fqn_);
+  ToShardedAndFree();
+}
+
+void ParamGroup::ToShardedAndFree() {
+  for (FsdpParam* p : raw_params_) {
+    p->ToSharded();
+    p->FreeUnsharded();
+  }
+  unsharded_ = false;
+}
+
 void ParamGroup::Reshard() {
+  DropPostForwardPiece();
   if (pending_unshard_) {
     DropAllGather(*pending_unshard_, streams());
     pending_unshard_.reset();
   }
   if (!unsharded_) return;
   ctx_->Log("reshard", fqn_);
-  for (FsdpParam* p : raw_params_) {
-    p->ToSharded();
-    p->FreeUnsharded();
-  }
-  unsharded_ = false;
+  ToShardedAndFree();
 }
 
 void ParamGroup::PreForward() {
@@ -96,7 +131,15 @@ void ParamGroup::PreForward() {
 }
 
 void ParamGroup::PostForward() {
-  if (reshard_after_forward) Reshard();
+  if (reshard_after_forward) {
+    // The piece is kept only for a backward to use: after a no-grad forward none follows, and a piece
+    // held past the optimizer step would gather stale parameters in the next forward.
+    if (post_forward_group_ && unsharded_ && !pending_unshard_ && GradModeEnabled()) {
+      ReshardPostForward();
+    } else {
+      Reshard();
+    }
+  }
   // Only a forward that builds a graph is followed by a backward that prefetches in reverse.
   if (GradModeEnabled()) {
     post_forward_indices_.push_back(ctx_->post_forward_order.size());
@@ -253,6 +296,7 @@ void ParamGroup::FinalizeBackward() {
     DropAllGather(*pending_unshard_, streams());
     pending_unshard_.reset();
   }
+  DropPostForwardPiece();  // a group that took no part in this backward (its shards are current)
   if (ctx_->streams) ctx_->streams->FlushHeldAllGather();
   post_forward_indices_.clear();
   training_state_ = TrainingState::kIdle;

@@ -9,7 +9,8 @@
 //
 // Lifecycle in one training step (PyTorch's FSDPParamGroup):
 //   PreForward:   Unshard (one all-gather, or nothing if a prefetch already issued it), WaitForUnshard
-//   PostForward:  Reshard when reshard_after_forward (frees the unsharded bytes)
+//   PostForward:  Reshard when reshard_after_forward (frees the unsharded bytes); with a post-forward
+//                 group (reshard_after_forward=<int>) keep this rank's piece of the full parameters
 //   PreBackward:  Unshard + wait again if resharded; then prefetch the group that ran before it in
 //                 forward (the reverse post-forward order), so its all-gather overlaps this backward
 //   PostBackward: take the unsharded grads; finish the previous group's reduce-scatter (it overlapped this
@@ -79,6 +80,17 @@ class ParamGroup {
   DType param_dtype() const { return param_dtype_; }
   DType reduce_dtype() const { return reduce_dtype_; }
   bool is_unsharded() const { return unsharded_; }
+  // reshard_after_forward=<int> (PyTorch's post-forward mesh): `group` is this rank's group of r
+  // consecutive ranks of the shard axis (r divides the axis size W; group rank j = shard rank mod r).
+  // PostForward of a forward that builds a graph then keeps, instead of nothing, the piece of the full
+  // flat parameters that group rank j owns (blocks [j·W/r, (j+1)·W/r), 1/r of them, params ledger), and
+  // the next unshard all-gathers the pieces over `group` instead of the shards over the shard axis. The
+  // module sees the sharded parameters meanwhile. Reshard and the end of backward drop the piece (the
+  // shards are always current). Null: resharding frees everything (the default).
+  void SetPostForwardGroup(comm::ProcessGroupPtr group) { post_forward_group_ = std::move(group); }
+  const comm::ProcessGroupPtr& post_forward_group() const { return post_forward_group_; }
+  // Whether the group holds a post-forward piece (its next unshard gathers over the post-forward group).
+  bool is_sharded_post_forward() const { return post_forward_piece_.defined(); }
   bool has_pending_unshard() const { return pending_unshard_.has_value(); }
   TrainingState training_state() const { return training_state_; }
 
@@ -108,6 +120,11 @@ class ParamGroup {
 
  private:
   void BackwardPrefetch();
+  // PostForward with a post-forward group: keeps this rank's piece, then reshards.
+  void ReshardPostForward();
+  void DropPostForwardPiece();
+  // The module sees the sharded parameters; the unsharded bytes are freed.
+  void ToShardedAndFree();
   void AccumulateLocally(const std::vector<Tensor>& grads);
   // The flat reduce-scatter input with every gradient folded in (the sync-off buffer when there is one)
   // and this rank's gradient flags; undefined when there is nothing to reduce. has_grad[i]: parameter i
@@ -133,6 +150,9 @@ class ParamGroup {
   TrainingState training_state_ = TrainingState::kIdle;
   bool unsharded_ = false;
   std::optional<AllGatherResult> pending_unshard_;
+  comm::ProcessGroupPtr post_forward_group_;
+  Tensor post_forward_piece_;                  // [W/r · shard_numel], param dtype, while sharded post-forward
+  comm::ProcessGroupPtr post_forward_piece_group_;  // the group the piece was cut for
   std::optional<ReduceScatterResult> pending_reduce_;
   // Gradient sync off: gradients summed locally in the reduce-scatter layout ([world * block numel],
   // reduce dtype, grads ledger) until the next synced backward reduces them in one collective.

@@ -7,9 +7,11 @@
 // Example:
 //   FullyShardOptions opts{.mp_policy = {.param_dtype = DType::kBFloat16, .reduce_dtype = DType::kFloat32}};
 //   opts.reshard_after_forward = false;              // keep this group unsharded between forward and backward
+//   opts.reshard_after_forward_size = 8;             // or: keep it sharded over 8 ranks (one host) until backward
 //   opts.offload_policy = CPUOffloadPolicy{};        // accepted; a no-op while tensors live on the CPU
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -42,6 +44,13 @@ struct FullyShardOptions {
   // Free the unsharded parameters after forward (re-all-gathered in backward). Unset: true, except for
   // the root module, whose parameters would be all-gathered again right away (PyTorch's default).
   std::optional<bool> reshard_after_forward;
+  // PyTorch's reshard_after_forward=<int> (set this or the bool above, not both): after forward, keep the
+  // parameters sharded over groups of this many consecutive ranks of the shard axis instead of all of
+  // them, so the backward all-gathers within such a group (e.g. the ranks of one host) and each rank holds
+  // 1/size of the group's parameters until then. Must divide the shard axis size (kInvalidArgument
+  // otherwise); 1 means reshard_after_forward = false and the axis size means true. Unlike the bool it
+  // also applies to the root. Not with tensor-parallel parameters (kUnimplemented, as in PyTorch).
+  std::optional<int64_t> reshard_after_forward_size;
   // The mesh axes FSDP uses, by name (fully_shard.h, "Meshes"). shard_axis: dim 0 is sharded over it;
   // replicate_axis (HSDP): gradients are all-reduced over it. Axes named by neither are treated like
   // tensor-parallel axes: plain parameters are replicated there and their gradients not reduced there.

@@ -65,7 +65,11 @@ void AttachStateAlias(nn::Module& module, FsdpState* state) {
 
 void FsdpState::set_reshard_after_forward(bool value) {
   options_.reshard_after_forward = value;
-  if (group_) group_->reshard_after_forward = value;
+  options_.reshard_after_forward_size.reset();  // a bool replaces a size (PyTorch's setter)
+  if (group_) {
+    group_->reshard_after_forward = value;
+    group_->SetPostForwardGroup(nullptr);
+  }
 }
 
 void FsdpState::RegisterHooks(const std::vector<std::pair<std::string, nn::Module*>>& param_owners) {

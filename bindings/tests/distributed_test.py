@@ -585,6 +585,46 @@ def test_fsdp_module_methods_control_unshard_and_gradient_sync():
     tessel.run_ranks(2, rank_fn)
 
 
+def test_reshard_after_forward_as_an_int_gathers_backward_within_groups_and_trains_as_true():
+    # torch's fully_shard(reshard_after_forward=2) on 4 ranks: backward all-gathers over 2-rank groups
+    # ([0, 1], [2, 3]); the gradients are bit for bit those of reshard_after_forward=True.
+    x = np.random.default_rng(3).standard_normal((8, 8)).astype(np.float32)
+    results = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        rows = tessel.tensor(x[2 * world.rank:2 * world.rank + 2])
+        grads = {}
+        for reshard in (2, True):
+            tessel.manual_seed(0)
+            net = Net()
+            for block in net.layers:
+                fully_shard(block, reshard_after_forward=reshard)
+            fully_shard(net)
+            loss = net(rows).pow(2).mean()
+            with tessel.CommTracer() as t:
+                loss.backward()
+            grads[reshard] = ([p.grad.full_tensor().numpy() for p in net.parameters()], t.summary())
+        for a, b in zip(grads[2][0], grads[True][0]):
+            np.testing.assert_array_equal(a, b)
+        results[world.rank] = (grads[2][1], grads[True][1])
+        tessel.manual_seed(0)
+        net = Net()
+        with pytest.raises(ValueError, match="it should be a factor of 4.*not 3"):
+            fully_shard(net.layers[0], reshard_after_forward=3)
+        with pytest.raises(ValueError, match="should be a bool or an int"):
+            fully_shard(net.layers[1], reshard_after_forward="2")
+        fully_shard(net.layers[1], reshard_after_forward=2)
+        with pytest.raises(ValueError, match="should be a bool, got"):
+            net.layers[1].set_reshard_after_forward(2)
+        dist.destroy_process_group()
+
+    tessel.run_ranks(4, rank_fn)
+    for rank in range(4):
+        assert results[rank] == ("all_gather(axis0.post_forward) x2, reduce_scatter(axis0) x3",
+                                 "all_gather(axis0) x2, reduce_scatter(axis0) x3")
+
+
 def test_process_group_functions_and_device_mesh_follow_torch():
     seen = {}
 

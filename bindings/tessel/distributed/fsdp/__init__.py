@@ -45,6 +45,9 @@ class FSDPModule:
         _state(self).set_requires_gradient_sync(requires_gradient_sync, recurse)
 
     def set_reshard_after_forward(self, reshard_after_forward, recurse=True):
+        """A bool replaces fully_shard's setting, an int size included (torch's setter takes bools only)."""
+        if not isinstance(reshard_after_forward, bool):
+            raise ValueError("reshard_after_forward should be a bool, got %s" % type(reshard_after_forward))
         _state(self).set_reshard_after_forward(reshard_after_forward, recurse)
 
     def set_reshard_after_backward(self, reshard_after_backward, *, recurse=True):
@@ -87,7 +90,9 @@ def fully_shard(module, *, mesh=None, reshard_after_forward=None, shard_placemen
     """Shards module's parameters over mesh (default: a 1-D mesh over the default process group).
 
     reshard_after_forward: free the unsharded parameters after forward (default: True, False for the
-    root); mp_policy: MixedPrecisionPolicy; offload_policy: CPUOffloadPolicy. shard_axis / replicate_axis
+    root); an int r (a factor of the shard dim's size W) keeps them sharded over groups of r consecutive
+    ranks instead, so backward all-gathers within such a group (e.g. one host) while each rank holds 1/r of
+    the parameters until its backward (1 is False, W is True); mp_policy: MixedPrecisionPolicy; offload_policy: CPUOffloadPolicy. shard_axis / replicate_axis
     (tessel's): the mesh dims FSDP shards over / all-reduces over (HSDP), when their names do not say so
     ("dp_shard", "dp_replicate"). Returns module; a module defined in Python becomes an instance of
     FSDPModule; a C++ layer (nn.Linear, ...) keeps its class and gets FSDPModule's methods. A list of
@@ -95,8 +100,6 @@ def fully_shard(module, *, mesh=None, reshard_after_forward=None, shard_placemen
     have run; each becomes an FSDPModule steering that group; the list is returned."""
     if shard_placement_fn is not None or ignored_params:
         raise NotImplementedError("fully_shard: shard_placement_fn and ignored_params are not supported")
-    if isinstance(reshard_after_forward, int) and not isinstance(reshard_after_forward, bool):
-        raise NotImplementedError("fully_shard: reshard_after_forward as an int (partial resharding)")
     if type(offload_policy) is OffloadPolicy:
         offload_policy = None
     _C.fully_shard(list(module) if isinstance(module, (list, tuple)) else module,
