@@ -498,8 +498,17 @@ def test_autograd_grad_and_backward_inputs_follow_torch():
     (xr.sum() + (yr.grad ** 2).sum()).backward()
     th = np.tanh(2 * np.array([0.3, -0.7, 1.1]))
     np.testing.assert_allclose(xr.grad.numpy(), 1 + 2 * (1 - th ** 2) * (-2 * th * (1 - th ** 2)) * 2, rtol=1e-12)
-    with pytest.raises(NotImplementedError, match="'scaled_dot_product_attention_backward', which has no gradient"):
-        tessel.autograd.grad(F.scaled_dot_product_attention(q4, q4, q4).sum(), [q4], create_graph=True)
+    # Through the fused attention too: its create_graph backward is composed, and the second derivative
+    # equals the one through softmax(q kᵀ / √d) v written out (float64).
+    q3 = tessel.randn(1, 2, 3, 2, dtype=tessel.float64, requires_grad=True)
+
+    def penalty_grad(attend):
+        (g,) = tessel.autograd.grad(attend(q3).pow(2).sum(), [q3], create_graph=True)
+        return tessel.autograd.grad((g ** 2).sum(), [q3])[0].numpy()
+
+    np.testing.assert_allclose(
+        penalty_grad(lambda x: F.scaled_dot_product_attention(x, x, x)),
+        penalty_grad(lambda x: ((x @ x.transpose(-2, -1)) * (1 / np.sqrt(2))).softmax(-1) @ x), rtol=1e-10)
     r = tessel.tensor([1.0, 2.0], requires_grad=True) * 3.0
     r.retain_grad()
     (r * r).sum().backward(inputs=[r])

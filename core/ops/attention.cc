@@ -45,11 +45,18 @@
 #include <vector>
 
 #include "core/autograd/call.h"
+#include "core/autograd/engine.h"
 #include "core/base/error.h"
 #include "core/base/parallel.h"
 #include "core/dispatch/dispatcher.h"
 #include "core/ops/attention_kernels.h"
 #include "core/ops/gemm.h"
+#include "core/ops/view.h"
+#include "core/ops/ternary.h"
+#include "core/ops/softmax.h"
+#include "core/ops/reduction.h"
+#include "core/ops/matmul.h"
+#include "core/ops/elementwise.h"
 #include "core/tensor/copy.h"
 #include "core/tensor/factory.h"
 #include "core/tensor/tensor_impl.h"
@@ -535,9 +542,34 @@ TensorList BackwardKernel(std::span<const Tensor> in, const Attrs& attrs) {
 const OpDef& kAttentionBackward =
     RegisterOp({.name = "scaled_dot_product_attention_backward", .cpu = BackwardKernel, .save_inputs = false});
 
+// create_graph (higher-order gradients): the same gradients from differentiable ops, as torch's math
+// backend computes them, so they can be differentiated again. P is recomputed from q and k (the saved lse
+// carries no graph): with S = q·kᵀ·scale (causally masked to -inf) and P = softmax(S),
+//   dv = Pᵀ·g,  dP = g·vᵀ,  dS = P ∘ (dP − rowsum(dP ∘ P)),  dq = scale·dS·k,  dk = scale·dSᵀ·q.
+// A row that sees no key (S = 0 keys) has no terms; a causal row always sees key 0.
+TensorList ComposedAttentionBackward(const BackwardContext& c) {
+  const Tensor &g = c.grad_outputs[0], &q = c.inputs[0], &k = c.inputs[1], &v = c.inputs[2];
+  const double scale = c.attrs.GetDouble("scale");
+  Tensor scores = MulScalar(Matmul(q, Transpose(k, -2, -1)), scale);  // [..., T, S]
+  if (c.attrs.GetBool("is_causal")) {
+    const ImplicitReplicationGuard replicated;  // the op's own constant mask: Replicate beside DTensors
+    scores = Where(attention_internal::CausalKeep(q.size(-2), k.size(-2), scores.device()), scores,
+                   Scalar(-std::numeric_limits<double>::infinity(), scores.dtype(), scores.device()));
+  }
+  const Tensor p = Softmax(scores, -1);
+  const Tensor dp = Matmul(g, Transpose(v, -2, -1));
+  const Tensor ds = Mul(p, Sub(dp, Sum(Mul(dp, p), {-1}, /*keepdim=*/true)));
+  TensorList out(3);
+  if (c.needs_input_grad[0]) out[0] = MulScalar(Matmul(ds, k), scale);
+  if (c.needs_input_grad[1]) out[1] = MulScalar(Matmul(Transpose(ds, -2, -1), q), scale);
+  if (c.needs_input_grad[2]) out[2] = Matmul(Transpose(p, -2, -1), g);
+  return out;
+}
+
 TensorList AttentionBackward(const BackwardContext& c) {
   const Tensor& g = c.grad_outputs[0];
   if (!g.defined()) return {Tensor(), Tensor(), Tensor()};
+  if (CreatingGraph()) return ComposedAttentionBackward(c);
   return autograd::CallOp(kAttentionBackward, {g, c.inputs[0], c.inputs[1], c.inputs[2], c.outputs[0], c.outputs[1]},
                           c.attrs);
 }

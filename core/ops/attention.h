@@ -34,4 +34,10 @@ struct AttentionOptions {
 };
 Tensor ScaledDotProductAttention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& options);
 
+namespace attention_internal {
+// torch's is_causal mask as a bool [T, S] tensor on `device`: ones(T, S).tril(0), key j visible to query i
+// when j <= i (attention_math.cc; the composed paths of attention_math.cc and attention.cc use it).
+Tensor CausalKeep(int64_t t, int64_t s, Device device);
+}  // namespace attention_internal
+
 }  // namespace tessel

@@ -28,9 +28,8 @@
 #include "core/tensor/factory.h"
 
 namespace tessel {
-namespace {
+namespace attention_internal {
 
-// torch's is_causal mask: ones(T, S).tril(0) (key j visible to query i when j <= i).
 Tensor CausalKeep(int64_t t, int64_t s, Device device) {
   std::vector<uint8_t> keep(static_cast<size_t>(t * s));
   for (int64_t i = 0; i < t; ++i) {
@@ -41,7 +40,7 @@ Tensor CausalKeep(int64_t t, int64_t s, Device device) {
   return device.is_cpu() ? m : m.To(device);
 }
 
-}  // namespace
+}  // namespace attention_internal
 
 Tensor ScaledDotProductAttention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o) {
   const char* op = "scaled_dot_product_attention";
@@ -68,7 +67,7 @@ Tensor ScaledDotProductAttention(const Tensor& q, const Tensor& k, const Tensor&
   const Tensor zero = Scalar(0.0, scores.dtype(), scores.device());
   if (o.is_causal) {
     const ImplicitReplicationGuard replicated;  // the mask is the op's own constant: Replicate beside DTensors
-    scores = Where(CausalKeep(t, s, scores.device()), scores, neg_inf);
+    scores = Where(attention_internal::CausalKeep(t, s, scores.device()), scores, neg_inf);
   } else if (mask.defined() && mask.dtype() == DType::kBool) {
     scores = Where(mask, scores, neg_inf);
   } else if (mask.defined()) {
