@@ -156,8 +156,8 @@ void ReturnToPython(std::unique_ptr<Module> old) {
 
 py::object Lookup(const py::object& self_obj, const std::string& name) {
   Module& self = self_obj.cast<Module&>();
-  if (self.HasParam(name)) {
-    const Tensor& p = self.Param(name);
+  if (self.HasParam(name) || self.HasComputedParameter(name)) {
+    const Tensor p = NoGil([&] { return Tensor(self.Param(name)); });  // a computed one may run Python
     return p.defined() ? py::cast(p) : py::none();
   }
   for (const auto& [n, t] : self.NamedBuffers(/*recurse=*/false)) {
@@ -227,6 +227,25 @@ void BindHooks(ModuleClass& c) {
     });
   });
   c.def("_remove_hook", &Module::RemoveHook);
+  // A computed parameter (core/nn/module.h, [Note: computed parameters]): fn(module) returns its tensor;
+  // None removes it. torch.nn.utils.parametrize and weight_norm build on it (nn/utils/parametrize.py).
+  c.def("_set_computed_parameter", [](Module& self, const std::string& name, py::object fn) {
+    if (fn.is_none()) return self.SetComputedParameter(name, nullptr);
+    auto f = ShareCallable(std::move(fn));
+    Module* m = &self;  // the module owns the function: the pointer outlives it
+    self.SetComputedParameter(name, [f, m]() {
+      py::gil_scoped_acquire gil;
+      py::object r = (*f)(AsPython(*m));
+      if (!py::isinstance<Tensor>(r)) {
+        throw py::type_error(Str("parametrization of '", m->type_name(), "' returned ",
+                                 py::str(py::type::of(r).attr("__name__")).cast<std::string>(), ", not a Tensor"));
+      }
+      return r.cast<Tensor>();
+    });
+  });
+  c.def("_has_computed_parameter", &Module::HasComputedParameter);
+  c.def("_computed_parameter_names", &Module::ComputedParameterNames);
+  c.def("_remove_parameter", &Module::RemoveParameter);
 }
 
 ModuleClass BindModule(py::module_& m) {

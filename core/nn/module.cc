@@ -28,6 +28,55 @@ void Module::RegisterParameter(const std::string& name, Tensor value) {
   params_.emplace_back(name, std::move(value));
 }
 
+Tensor Module::RemoveParameter(const std::string& name) {
+  auto it = std::find_if(params_.begin(), params_.end(), [&](const auto& p) { return p.first == name; });
+  if (it == params_.end()) (void)Param(name);  // throws kNotFound listing the parameters
+  Tensor t = std::move(it->second);
+  params_.erase(it);
+  return t;
+}
+
+bool Module::HasComputedParameter(const std::string& name) const {
+  return std::any_of(computed_.begin(), computed_.end(), [&](const Computed& c) { return c.name == name; });
+}
+
+std::vector<std::string> Module::ComputedParameterNames() const {
+  std::vector<std::string> names;
+  for (const Computed& c : computed_) names.push_back(c.name);
+  return names;
+}
+
+void Module::SetComputedParameter(const std::string& name, std::function<Tensor()> compute) {
+  auto it = std::find_if(computed_.begin(), computed_.end(), [&](const Computed& c) { return c.name == name; });
+  if (!compute) {
+    if (it != computed_.end()) computed_.erase(it);
+    return;
+  }
+  const bool child = std::any_of(children_.begin(), children_.end(), [&](const auto& c) { return c.first == name; });
+  TESSEL_CHECK(!HasParam(name) && !HasBuffer(name) && !child, type_name_, ": '", name, "' is a parameter, buffer or ",
+               "child; remove it before making it a computed parameter");
+  if (it != computed_.end()) {
+    it->compute = std::move(compute), it->value = Tensor();
+  } else {
+    computed_.push_back({name, std::move(compute), Tensor()});
+  }
+}
+
+TensorList Module::RunForward(const TensorList& inputs) {
+  if (computed_.empty()) return Forward(inputs);
+  for (Computed& c : computed_) c.value = c.compute();
+  ++calls_in_flight_;
+  struct Done {
+    Module* m;
+    ~Done() {
+      if (--m->calls_in_flight_ == 0) {
+        for (Computed& c : m->computed_) c.value = Tensor();
+      }
+    }
+  } done{this};
+  return Forward(inputs);
+}
+
 void Module::RegisterBuffer(const std::string& name, Tensor value, bool persistent) {
   buffers_.emplace_back(name, std::move(value));
   if (!persistent) non_persistent_.push_back(name);
@@ -49,6 +98,11 @@ bool Module::HasParam(const std::string& name) const {
 const Tensor& Module::Param(const std::string& name) const {
   for (const auto& [n, t] : params_) {
     if (n == name) return t;
+  }
+  for (Computed& c : computed_) {
+    if (c.name != name) continue;
+    if (calls_in_flight_ == 0 || !c.value.defined()) c.value = c.compute();
+    return c.value;
   }
   std::string names;
   for (const auto& [n, t] : params_) names += (names.empty() ? "" : ", ") + n;
@@ -312,8 +366,8 @@ TensorList Module::Call(TensorList inputs) {
         });
   }
   TensorList outputs = forward_wrapper_
-                           ? forward_wrapper_(inputs, [this](const TensorList& in) { return Forward(in); })
-                           : Forward(inputs);
+                           ? forward_wrapper_(inputs, [this](const TensorList& in) { return RunForward(in); })
+                           : RunForward(inputs);
   const auto post_hooks = forward_hooks_;
   for (auto& [id, hook] : post_hooks) hook(*this, inputs, outputs);
   if (backward_hooks) {

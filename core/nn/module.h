@@ -96,6 +96,19 @@ class Module {
   // (TensorImpl::replaced_parameter) so an optimizer still holding it raises on Step; fsdp/ passes false
   // when it toggles between the sharded and unsharded handles of one parameter it already owns.
   void SetParameter(const std::string& fqn, Tensor value, bool allow_new_shape = false, bool retire_old = true);
+  // Removes this module's own parameter `name` and returns its handle (kNotFound when absent): the first
+  // step of turning it into a computed parameter (torch's parametrizations).
+  Tensor RemoveParameter(const std::string& name);
+  // [Note: computed parameters] (torch.nn.utils.parametrize) `name` becomes a tensor that Param(name)
+  // returns but that is no parameter (not in NamedParameters or the state dict): `compute` is called at
+  // each Call of this module after its forward pre-hooks (so fully_shard has gathered what it reads)
+  // and inside the forward wrapper (activation checkpointing recomputes it), its value serves every
+  // Param(name) of that forward and is dropped when Forward returns; outside a Call each Param(name)
+  // computes it afresh. A null `compute` removes it. REQUIRES: `name` is not a parameter, buffer or
+  // child of this module (kInvalidArgument).
+  void SetComputedParameter(const std::string& name, std::function<Tensor()> compute);
+  bool HasComputedParameter(const std::string& name) const;
+  std::vector<std::string> ComputedParameterNames() const;
   StateDict NamedParameters(bool recurse = true) const;
   StateDict NamedBuffers(bool recurse = true) const;
   TensorList Parameters(bool recurse = true) const;
@@ -154,6 +167,14 @@ class Module {
   std::string type_name_;
   bool training_ = true;
   std::vector<std::pair<std::string, Tensor>> params_;
+  struct Computed {
+    std::string name;
+    std::function<Tensor()> compute;
+    Tensor value;  // this Call's value (or the last computed outside one)
+  };
+  mutable std::vector<Computed> computed_;
+  int calls_in_flight_ = 0;  // Forward calls of this module running (computed values are current)
+  TensorList RunForward(const TensorList& inputs);
   std::vector<std::pair<std::string, Tensor>> buffers_;
   std::vector<std::string> non_persistent_;
   std::vector<std::pair<std::string, std::unique_ptr<Module>>> children_;

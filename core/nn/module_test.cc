@@ -158,6 +158,46 @@ TEST(ModuleTest, LoadStateDictNamesMissingUnexpectedAndMismatchedKeys) {
   }
 }
 
+TEST(ModuleTest, AComputedParameterFeedsTheLayersForwardOncePerCallAfterThePreHooks) {
+  // torch.nn.utils.parametrize's mechanism: "weight" = 2 * raw, computed from a tensor the module does not
+  // register; the C++ Linear's Forward reads it by name.
+  Generator gen(3);
+  Linear lin(3, 2, /*bias=*/true, gen);
+  Tensor raw = Detach(lin.RemoveParameter("weight"));
+  raw.set_requires_grad(true);
+  int computed = 0;
+  bool hook_ran = false;
+  lin.RegisterForwardPreHook([&](Module&, TensorList&) { hook_ran = true; });
+  lin.SetComputedParameter("weight", [&] {
+    EXPECT_TRUE(hook_ran) << "computed before the forward pre-hooks";
+    ++computed;
+    return MulScalar(raw, 2.0);
+  });
+  EXPECT_EQ(Names(lin.NamedParameters()), std::vector<std::string>{"bias"});
+  EXPECT_EQ(Names(lin.GetStateDict()), std::vector<std::string>{"bias"});
+  EXPECT_TRUE(lin.HasComputedParameter("weight") && !lin.HasParam("weight"));
+  EXPECT_EQ(lin.ComputedParameterNames(), std::vector<std::string>{"weight"});
+  const Tensor x = FromVector<float>({1, 2, 3}, {1, 3});
+  const Tensor y = lin(x);
+  EXPECT_EQ(computed, 1);
+  const std::vector<double> w = raw.ToDoubleVector(), b = lin.Param("bias").ToDoubleVector();
+  for (int o = 0; o < 2; ++o) {
+    const double want = 2 * (w[3 * o] * 1 + w[3 * o + 1] * 2 + w[3 * o + 2] * 3) + b[o];
+    EXPECT_NEAR(y.ToDoubleVector()[o], want, 1e-5);
+  }
+  Backward(Sum(y));
+  EXPECT_EQ(raw.grad().ToDoubleVector(), (std::vector<double>{2, 4, 6, 2, 4, 6}));  // d(2 raw · x)/d raw
+  // Outside a call each access computes afresh; a null function removes it.
+  lin.Param("weight");
+  EXPECT_EQ(computed, 2);
+  tessel::testing::ExpectErrorContains([&] { lin.SetComputedParameter("bias", [] { return Tensor(); }); },
+                                       ErrorCode::kInvalidArgument, {"'bias' is a parameter, buffer or child"});
+  lin.SetComputedParameter("weight", nullptr);
+  tessel::testing::ExpectErrorContains([&] { lin.Param("weight"); }, ErrorCode::kNotFound, {"no parameter 'weight'"});
+  tessel::testing::ExpectErrorContains([&] { lin.RemoveParameter("weight"); }, ErrorCode::kNotFound,
+                                       {"no parameter 'weight'"});
+}
+
 TEST(ModuleTest, ForwardHooksCanRewriteInputsAndOutputs) {
   Generator gen(0);
   TwoLayer m(gen);

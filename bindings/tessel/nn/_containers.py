@@ -75,6 +75,14 @@ class ModuleDict(_Container):
     def __contains__(self, key):
         return key in self._children()
 
+    def __delitem__(self, key):
+        delattr(self, key)  # the child leaves the C++ tree (and the state dict)
+
+    def pop(self, key):
+        module = self[key]
+        del self[key]
+        return module
+
     def __iter__(self):
         return iter(list(self._children()))
 

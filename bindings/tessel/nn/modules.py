@@ -124,6 +124,10 @@ def _delattr(self, name):
 
 
 def _setattr(self, name, value):
+    plists = _dict(self).get("_modules", {}).get("parametrizations")
+    if isinstance(value, Tensor) and plists is not None and name in plists:
+        plists[name].right_inverse(value)  # torch: assigning a parametrized tensor sets its originals
+        return
     if isinstance(value, Parameter) or (value is None and self._has_parameter(name)):
         _note_none(self, name, True, value)
         if self._has_parameter(name):  # any shape, as torch (self.w = nn.Parameter(new_shape))
@@ -336,7 +340,8 @@ def state_dict(self, destination=None, prefix="", keep_vars=False):
 def _with_legacy_entries(root, state_dict):
     """The entries torch's version-gated _load_from_state_dict overrides add before loading: each submodule
     class with a _legacy_state(state_dict, prefix, version) method (BatchNorm: num_batches_tracked) is asked,
-    with its version from the dict's _metadata as torch saves it (None without one)."""
+    with its version from the dict's _metadata as torch saves it (None without one). A None value drops
+    that key (a renamed entry: weight_norm's weight_g / weight_v)."""
     metadata = getattr(state_dict, "_metadata", None)
     extra = {}
     for name, module in root.named_modules():
@@ -349,6 +354,8 @@ def _with_legacy_entries(root, state_dict):
         return state_dict
     merged = collections.OrderedDict(state_dict)
     merged.update(extra)
+    for key in [k for k, v in extra.items() if v is None]:  # renamed entries (the fill returned the new keys)
+        del merged[key]
     return merged
 
 
@@ -589,6 +596,11 @@ def _deepcopy(self, memo):
         if p.is_distributed:
             raise NotImplementedError("deepcopy of %s: its parameters are DTensors (fully_shard / tensor parallel); "
                                       "copy the module before sharding it" % name)
+    for mname, m in self.named_modules():
+        if m._computed_parameter_names():
+            raise NotImplementedError("deepcopy of %s: '%s' is parametrized (weight_norm, spectral_norm, "
+                                      "register_parametrization); copy it before parametrizing, or remove the "
+                                      "parametrizations first" % (name, mname or name))
     if not self._has_python_forward:
         ctor = _dict(self).get(_CTOR_KEY)
         if ctor is None:

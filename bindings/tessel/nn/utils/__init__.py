@@ -1,4 +1,5 @@
-"""tessel.nn.utils: clip_grad_norm_ (torch.nn.utils.clip_grad_norm_).
+"""tessel.nn.utils: clip_grad_norm_ (torch.nn.utils.clip_grad_norm_), clip_grad_value_, parameters_to_vector,
+weight_norm (the hook-based form; parametrizations.weight_norm is the current one), parametrize, rnn.
 
 Sharded (DTensor) gradients, e.g. under fully_shard, are clipped with exactly one all-reduce of one
 number over the group spanning their mesh (one per mesh when they live on several, as under TP + FSDP
@@ -150,4 +151,39 @@ def vector_to_parameters(vec, parameters):
             offset += n
 
 
+def weight_norm(module, name="weight", dim=0):
+    """torch.nn.utils.weight_norm, the hook-based form torch deprecates (many checkpoints still hold its
+    keys): parameter ``name`` becomes ``name_g`` (its 2-norm over every dim but ``dim``; None: the whole
+    tensor) and ``name_v`` (itself), and ``module.<name>`` = v · g / ‖v‖ is computed at each forward (a
+    computed parameter, so the C++ layers' forward reads it too)."""
+    from .parametrizations import _norm_except_dim, _weight_norm
+    from .. import Parameter
+    if module._has_computed_parameter(name) or module._has_parameter(name + "_g"):
+        raise RuntimeError("Cannot register two weight_norm hooks on the same parameter %s" % name)
+    dim = -1 if dim is None else dim
+    weight = module._remove_parameter(name)
+    with _C._GradMode(False):
+        g = _norm_except_dim(weight, dim)
+    module._register_parameter(name + "_g", Parameter(g))
+    module._register_parameter(name + "_v", Parameter(weight))
+    module._set_computed_parameter(
+        name, lambda m: _weight_norm(getattr(m, name + "_v"), getattr(m, name + "_g"), dim))
+    return module
+
+
+def remove_weight_norm(module, name="weight"):
+    """Undoes weight_norm: ``name`` is a parameter again, holding the current v · g / ‖v‖."""
+    from .. import Parameter
+    if not (module._has_computed_parameter(name) and module._has_parameter(name + "_g")):
+        raise ValueError("weight_norm of '%s' not found in %s" % (name, type(module).__name__))
+    with _C._GradMode(False):
+        weight = getattr(module, name).detach().clone()
+    module._set_computed_parameter(name, None)
+    module._remove_parameter(name + "_g")
+    module._remove_parameter(name + "_v")
+    module._register_parameter(name, Parameter(weight))
+    return module
+
+
 from . import rnn  # noqa: E402,F401 (torch.nn.utils.rnn)
+from . import parametrize, parametrizations  # noqa: E402,F401

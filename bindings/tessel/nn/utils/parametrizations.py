@@ -1,0 +1,131 @@
+"""tessel.nn.utils.parametrizations: torch.nn.utils.parametrizations.weight_norm and spectral_norm, on
+tessel.nn.utils.parametrize (torch's formulas, state-dict keys and buffers):
+
+    weight_norm(m)     m.weight = g · v / ‖v‖ (norm over every dim but `dim`), originals
+                       parametrizations.weight.original0 (g) and .original1 (v)
+    spectral_norm(m)   m.weight = W / σ(W), σ by power iteration on the buffers
+                       parametrizations.weight.0._u / ._v, one step per training-mode forward
+"""
+import functools
+
+from ... import _C
+from .parametrize import register_parametrization
+
+
+def _norm_except_dim(v, dim):
+    """torch.norm_except_dim(v, 2, dim): the 2-norm over every dim but `dim`, shaped to broadcast against v
+    (dim -1: the norm of the whole tensor)."""
+    if dim == -1:
+        return (v * v).sum().sqrt()
+    moved = v.transpose(0, dim) if dim != 0 else v
+    norms = (moved.reshape(moved.shape[0], -1) ** 2).sum(1).sqrt()
+    shape = [1] * v.dim()
+    shape[dim] = v.shape[dim]
+    return norms.reshape(*shape)
+
+
+def _weight_norm(v, g, dim):
+    """torch._weight_norm(v, g, dim) = v · (g / norm_except_dim(v, 2, dim))."""
+    return v * (g / _norm_except_dim(v, dim))
+
+
+def _modules():
+    from ... import nn
+    return nn
+
+
+@functools.lru_cache(maxsize=None)
+def _weight_norm_class():
+    nn = _modules()
+
+    class _WeightNorm(nn.Module):
+        _weight_norm_compat = True  # loads the hook-based weight_norm's keys (parametrize.py)
+
+        def __init__(self, dim=0):
+            super().__init__()
+            self.dim = -1 if dim is None else dim
+
+        def forward(self, weight_g, weight_v):
+            return _weight_norm(weight_v, weight_g, self.dim)
+
+        def right_inverse(self, weight):
+            return _norm_except_dim(weight, self.dim), weight
+
+    return _WeightNorm
+
+
+def weight_norm(module, name="weight", dim=0):
+    """torch.nn.utils.parametrizations.weight_norm: ``module.<name>`` = g · v / ‖v‖ with g and v the
+    parametrization's originals (dim None: one norm for the whole tensor)."""
+    if dim is not None and dim < -1:
+        dim += getattr(module, name).dim()
+    return register_parametrization(module, name, _weight_norm_class()(dim), unsafe=True)
+
+
+@functools.lru_cache(maxsize=None)
+def _spectral_norm_class():
+    nn = _modules()
+    F = nn.functional
+
+    class _SpectralNorm(nn.Module):
+        def __init__(self, weight, n_power_iterations=1, dim=0, eps=1e-12):
+            super().__init__()
+            ndim = weight.dim()
+            if dim >= ndim or dim < -ndim:
+                raise IndexError("Dimension out of range (expected to be in range of [-%d, %d] but got %d)"
+                                 % (ndim, ndim - 1, dim))
+            if n_power_iterations <= 0:
+                raise ValueError("Expected n_power_iterations to be positive, but got n_power_iterations=%d"
+                                 % n_power_iterations)
+            self.dim = dim if dim >= 0 else dim + ndim
+            self.eps = eps
+            if ndim > 1:
+                self.n_power_iterations = n_power_iterations
+                weight_mat = self._reshape_weight_to_matrix(weight.detach())
+                h, w = weight_mat.shape
+                u = _C._empty([h], weight.dtype).normal_(0, 1)
+                v = _C._empty([w], weight.dtype).normal_(0, 1)
+                self.register_buffer("_u", F.normalize(u, dim=0, eps=self.eps))
+                self.register_buffer("_v", F.normalize(v, dim=0, eps=self.eps))
+                self._power_method(weight_mat, 15)
+
+        def _reshape_weight_to_matrix(self, weight):
+            if self.dim != 0:
+                weight = weight.permute(self.dim, *(d for d in range(weight.dim()) if d != self.dim))
+            return weight.flatten(1)
+
+        def _power_method(self, weight_mat, n_power_iterations):
+            with _C._GradMode(False):
+                weight_mat = weight_mat.detach()
+                for _ in range(n_power_iterations):
+                    self._u.copy_(F.normalize(weight_mat @ self._v, dim=0, eps=self.eps))
+                    self._v.copy_(F.normalize(weight_mat.transpose(0, 1) @ self._u, dim=0, eps=self.eps))
+
+        def forward(self, weight):
+            if weight.dim() == 1:
+                return F.normalize(weight, dim=0, eps=self.eps)
+            weight_mat = self._reshape_weight_to_matrix(weight)
+            if self.training:
+                self._power_method(weight_mat, self.n_power_iterations)
+            u, v = self._u.clone(), self._v.clone()
+            sigma = (u * (weight_mat @ v)).sum()
+            return weight / sigma
+
+        def right_inverse(self, value):
+            return value
+
+    return _SpectralNorm
+
+
+def spectral_norm(module, name="weight", n_power_iterations=1, eps=1e-12, dim=None):
+    """torch.nn.utils.parametrizations.spectral_norm: ``module.<name>`` = W / σ(W), σ estimated by
+    ``n_power_iterations`` power-iteration steps per training-mode forward (15 at registration)."""
+    nn = _modules()
+    weight = module._lookup(name)
+    if not isinstance(weight, _C.Tensor):
+        raise ValueError("Module '%s' has no parameter or buffer with name '%s'" % (module, name))
+    if dim is None:
+        transposed = tuple(getattr(nn, n) for n in ("ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d")
+                           if hasattr(nn, n))
+        dim = 1 if isinstance(module, transposed) else 0
+    return register_parametrization(module, name, _spectral_norm_class()(weight, n_power_iterations, dim, eps))
