@@ -84,14 +84,27 @@ Tensor FromArray(const py::array& in) {
   });
 }
 
-// A copy of the full value (a DTensor is gathered: collective) as a numpy array.
+// Tensor.numpy(), as torch's: a host tensor's array shares its memory (same strides; the array keeps the
+// tensor alive, so writes through either are seen by the other). A DTensor's is a gathered copy of the full
+// value (collective), a device tensor's a copy on the host.
 py::array ToArray(const Tensor& t) {
   TESSEL_CHECK(t.defined(), "Tensor.numpy: undefined tensor");
   const py::dtype dt = ToNumpy(t.dtype());
-  Tensor dense = NoGil([&] { return Contiguous(t.impl()->MaterializeFull(t)); });
-  py::array out(dt, std::vector<py::ssize_t>(dense.sizes().begin(), dense.sizes().end()));
-  if (out.nbytes() > 0) std::memcpy(out.mutable_data(), dense.raw_data(), static_cast<size_t>(out.nbytes()));
-  return out;
+  Tensor src = t;
+  if (t.is_distributed() || !t.device().is_cpu()) {
+    src = NoGil([&] { return Contiguous(t.impl()->MaterializeFull(t)).To(Device::Cpu(0)); });
+  }
+  const int64_t item = ElementSize(src.dtype());
+  std::vector<py::ssize_t> shape, strides;
+  for (int64_t d = 0; d < src.dim(); ++d) {
+    shape.push_back(src.size(d));
+    strides.push_back(src.stride(d) * item);
+  }
+  TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, src.numel() == 0 || src.impl()->storage().data() != nullptr,
+                    "Tensor.numpy: the tensor of shape ", ShapeStr(src.sizes()), " has no bytes (fully_shard ",
+                    "freed them when it resharded)");
+  void* data = src.numel() > 0 ? src.raw_data() : nullptr;
+  return py::array(dt, shape, strides, data, py::cast(src));
 }
 
 std::string Repr(const Tensor& t) {
@@ -359,7 +372,7 @@ void BindTensor(py::module_& m) {
         if (t.dtype() == DType::kBool) return py::bool_(v != 0);
         return py::float_(v);
       }, "The value of a one-element tensor as a Python number (a Partial DTensor is reduced: collective)")
-      .def("numpy", &ToArray, "A copy of the full value (a DTensor is gathered: collective)")
+      .def("numpy", &ToArray, "An array sharing this tensor's memory (a DTensor's: a gathered copy, collective)")
       .def("__repr__", &Repr)
       .def("__hash__", [](const Tensor& t) { return reinterpret_cast<intptr_t>(t.impl()); })
       .def("_is_same", &Tensor::is_same, "Both handles point at the same tensor (identity of parameters)");

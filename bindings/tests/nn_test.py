@@ -1179,7 +1179,7 @@ def test_python_gpt_gradients_match_finite_differences():
             i = tuple(int(rng.integers(0, s)) for s in p.shape)
             if name == "wte.weight":
                 i = (int(idx.numpy()[0, 0]),) + i[1:]  # a row the batch uses
-            base = p.numpy()
+            base = p.numpy().copy()  # numpy() shares the memory (torch), p changes below
             vals = []
             for delta in (eps, -eps):
                 moved = base.copy()

@@ -1,6 +1,7 @@
 """tessel.Tensor from Python: torch's names for the C++ ops, checked against numpy in float64; autograd
 through Python against finite differences; creation functions, dtypes, no_grad and seeding; and the
 inputs that used to crash the interpreter (issue 15) now raise Python exceptions."""
+import gc
 import sys
 
 import numpy as np
@@ -35,6 +36,26 @@ def test_import_refuses_numpy_2_whose_abi_the_extension_cannot_read():
     code = "import numpy; numpy.__version__ = '2.1.0'\ntry:\n    import tessel\nexcept ImportError as e:\n    print(e)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(__import__("os").environ))
     assert "install numpy<2" in out.stdout, out.stdout + out.stderr
+
+
+def test_numpy_shares_the_tensors_memory_as_torch():
+    t = tessel.zeros(2, 3)
+    a = t.numpy()
+    a[0, 1] = 5.0
+    assert t.tolist()[0][1] == 5.0  # written through the array
+    t.add_(1.0)
+    assert a[1, 2] == 1.0 and a[0, 1] == 6.0  # and the other way
+    b = t.transpose(0, 1).numpy()  # a strided view, not a copy
+    assert b.shape == (3, 2) and b[1, 0] == 6.0 and not b.flags.c_contiguous
+    n = t.narrow(0, 1, 1).numpy()  # a storage offset
+    n[0, 2] = -2.0
+    assert t.tolist()[1] == [1.0, 1.0, -2.0]
+    kept = tessel.ones(4).numpy()  # the array keeps the tensor alive
+    gc.collect()
+    np.testing.assert_array_equal(kept, np.ones(4, np.float32))
+    assert tessel.zeros(0, 3).numpy().shape == (0, 3)
+    c = tessel.arange(6).reshape(2, 3).numpy()
+    assert c.dtype == np.int64 and c.tolist() == [[0, 1, 2], [3, 4, 5]]
 
 
 def test_python_scalars_promote_integer_tensors_as_torch_does():
