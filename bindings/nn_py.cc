@@ -245,7 +245,9 @@ void BindHooks(ModuleClass& c) {
   });
   c.def("_has_computed_parameter", &Module::HasComputedParameter);
   c.def("_computed_parameter_names", &Module::ComputedParameterNames);
+  c.def("_in_forward", &Module::InForward);
   c.def("_remove_parameter", &Module::RemoveParameter);
+  c.def("_remove_buffer", &Module::RemoveBuffer);
 }
 
 ModuleClass BindModule(py::module_& m) {

@@ -14,7 +14,8 @@ import tessel.distributed as dist
 import tessel.nn as nn
 import tessel.nn.functional as F
 from tessel.distributed.fsdp import fully_shard
-from tessel.nn.utils import parametrize, parametrizations, remove_weight_norm, weight_norm
+from tessel.nn.utils import (parametrize, parametrizations, remove_spectral_norm, remove_weight_norm, spectral_norm,
+                             weight_norm)
 
 
 def _np(t):
@@ -195,6 +196,40 @@ def test_spectral_norm_divides_by_the_largest_singular_value():
     np.testing.assert_array_equal(_np(lin.parametrizations.weight[0]._u), u)  # no update in eval mode
     with pytest.raises(ValueError, match="Expected n_power_iterations to be positive"):
         parametrizations.spectral_norm(nn.Linear(2, 2), n_power_iterations=0)
+
+
+def test_hook_based_spectral_norm_iterates_once_per_training_forward_only():
+    tessel.manual_seed(6)
+    lin = nn.Linear(6, 5)
+    w0 = _np(lin.weight).copy()
+    spectral_norm(lin)
+    assert list(lin.state_dict()) == ["bias", "weight_orig", "weight_u", "weight_v"]
+    x = tessel.randn(2, 6)
+    u_before = _np(lin.weight_u).copy()
+    lin.weight, lin.weight  # reading outside a forward does not iterate
+    np.testing.assert_array_equal(_np(lin.weight_u), u_before)
+    for _ in range(40):
+        lin(x)
+    sigma = np.linalg.svd(w0, compute_uv=False)[0]
+    np.testing.assert_allclose(_np(lin.weight), w0 / sigma, rtol=1e-4, atol=1e-6)
+    # One step per forward, v then u, as torch's compute_weight: replayed in numpy from the stored vectors.
+    u, v = _np(lin.weight_u).astype(np.float64), _np(lin.weight_v).astype(np.float64)
+    lin(x)
+    v = w0.T @ u
+    v /= np.linalg.norm(v)
+    u = w0 @ v
+    u /= np.linalg.norm(u)
+    np.testing.assert_allclose(_np(lin.weight_u), u, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(_np(lin.weight_v), v, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(_np(lin.weight), w0 / (u @ w0 @ v), rtol=1e-5, atol=1e-6)
+    lin.eval()
+    lin(x)
+    np.testing.assert_allclose(_np(lin.weight_u), u, rtol=1e-5, atol=1e-6)  # eval: no step
+    with pytest.raises(RuntimeError, match="Cannot register two spectral_norm hooks"):
+        spectral_norm(lin)
+    remove_spectral_norm(lin)
+    assert list(lin.state_dict()) == ["bias", "weight"]
+    np.testing.assert_allclose(_np(lin.weight), w0 / (u @ w0 @ v), rtol=1e-5, atol=1e-6)
 
 
 class Block(nn.Module):

@@ -36,6 +36,19 @@ Tensor Module::RemoveParameter(const std::string& name) {
   return t;
 }
 
+Tensor Module::RemoveBuffer(const std::string& name) {
+  auto it = std::find_if(buffers_.begin(), buffers_.end(), [&](const auto& b) { return b.first == name; });
+  if (it == buffers_.end()) {
+    std::string names;
+    for (const auto& [n, t] : buffers_) names += (names.empty() ? "" : ", ") + n;
+    TESSEL_FAIL(ErrorCode::kNotFound, type_name_, " has no buffer '", name, "' (has: ", names, ")");
+  }
+  Tensor t = std::move(it->second);
+  buffers_.erase(it);
+  non_persistent_.erase(std::remove(non_persistent_.begin(), non_persistent_.end(), name), non_persistent_.end());
+  return t;
+}
+
 bool Module::HasComputedParameter(const std::string& name) const {
   return std::any_of(computed_.begin(), computed_.end(), [&](const Computed& c) { return c.name == name; });
 }
@@ -64,8 +77,7 @@ void Module::SetComputedParameter(const std::string& name, std::function<Tensor(
 
 TensorList Module::RunForward(const TensorList& inputs) {
   if (computed_.empty()) return Forward(inputs);
-  for (Computed& c : computed_) c.value = c.compute();
-  ++calls_in_flight_;
+  ++calls_in_flight_;  // before computing: a compute function may ask InForward()
   struct Done {
     Module* m;
     ~Done() {
@@ -74,6 +86,7 @@ TensorList Module::RunForward(const TensorList& inputs) {
       }
     }
   } done{this};
+  for (Computed& c : computed_) c.value = c.compute();
   return Forward(inputs);
 }
 

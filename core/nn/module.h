@@ -99,6 +99,8 @@ class Module {
   // Removes this module's own parameter `name` and returns its handle (kNotFound when absent): the first
   // step of turning it into a computed parameter (torch's parametrizations).
   Tensor RemoveParameter(const std::string& name);
+  // Removes this module's own buffer `name` (kNotFound when absent) and returns it.
+  Tensor RemoveBuffer(const std::string& name);
   // [Note: computed parameters] (torch.nn.utils.parametrize) `name` becomes a tensor that Param(name)
   // returns but that is no parameter (not in NamedParameters or the state dict): `compute` is called at
   // each Call of this module after its forward pre-hooks (so fully_shard has gathered what it reads)
@@ -109,6 +111,9 @@ class Module {
   void SetComputedParameter(const std::string& name, std::function<Tensor()> compute);
   bool HasComputedParameter(const std::string& name) const;
   std::vector<std::string> ComputedParameterNames() const;
+  // Whether a Call of this module is between its pre-hooks and the end of Forward (computed parameters
+  // are being computed or serve that forward): the hook-based spectral_norm iterates only then.
+  bool InForward() const { return calls_in_flight_ > 0; }
   StateDict NamedParameters(bool recurse = true) const;
   StateDict NamedBuffers(bool recurse = true) const;
   TensorList Parameters(bool recurse = true) const;

@@ -171,18 +171,77 @@ def weight_norm(module, name="weight", dim=0):
     return module
 
 
-def remove_weight_norm(module, name="weight"):
-    """Undoes weight_norm: ``name`` is a parameter again, holding the current v · g / ‖v‖."""
+def _restore_parameter(module, name, own_params, own_buffers, form):
+    """The end of a hook-based form (remove_weight_norm, remove_spectral_norm): ``name`` is a parameter again,
+    holding its current value; the form's own parameters and buffers go."""
     from .. import Parameter
-    if not (module._has_computed_parameter(name) and module._has_parameter(name + "_g")):
-        raise ValueError("weight_norm of '%s' not found in %s" % (name, type(module).__name__))
+    if not (module._has_computed_parameter(name) and module._has_parameter(own_params[0])):
+        raise ValueError("%s of '%s' not found in %s" % (form, name, type(module).__name__))
     with _C._GradMode(False):
         weight = getattr(module, name).detach().clone()
     module._set_computed_parameter(name, None)
-    module._remove_parameter(name + "_g")
-    module._remove_parameter(name + "_v")
+    for p in own_params:
+        module._remove_parameter(p)
+    for b in own_buffers:
+        module._remove_buffer(b)
     module._register_parameter(name, Parameter(weight))
     return module
+
+
+def remove_weight_norm(module, name="weight"):
+    """Undoes weight_norm: ``name`` is a parameter again, holding the current v · g / ‖v‖."""
+    return _restore_parameter(module, name, [name + "_g", name + "_v"], [], "weight_norm")
+
+
+def spectral_norm(module, name="weight", n_power_iterations=1, eps=1e-12, dim=None):
+    """torch.nn.utils.spectral_norm, the hook-based form (parametrizations.spectral_norm is the current
+    one): parameter ``name`` becomes ``name_orig`` and buffers ``name_u`` / ``name_v`` hold the power
+    iteration's vectors; ``module.<name>`` = W / σ, σ = uᵀ W v, is computed at each forward after
+    ``n_power_iterations`` steps (v first, then u) in training mode; eval mode and accesses outside a forward
+    use the stored u and v."""
+    from .. import Parameter, functional as F
+    from .parametrizations import _transposed_convs
+    if module._has_parameter(name + "_orig"):
+        raise RuntimeError("Cannot register two spectral_norm hooks on the same parameter %s" % name)
+    if n_power_iterations <= 0:
+        raise ValueError("Expected n_power_iterations to be positive, but got n_power_iterations=%d"
+                         % n_power_iterations)
+    if dim is None:
+        dim = 1 if isinstance(module, _transposed_convs()) else 0
+
+    def matrix(w):
+        if dim != 0:
+            w = w.permute(dim, *(d for d in range(w.dim()) if d != dim))
+        return w.reshape(w.shape[0], -1)
+
+    weight = module._remove_parameter(name)
+    with _C._GradMode(False):
+        h, w = matrix(weight).shape
+        u = F.normalize(_C._empty([h], weight.dtype).normal_(0, 1), dim=0, eps=eps)
+        v = F.normalize(_C._empty([w], weight.dtype).normal_(0, 1), dim=0, eps=eps)
+    module._register_parameter(name + "_orig", Parameter(weight))
+    module.register_buffer(name + "_u", u)
+    module.register_buffer(name + "_v", v)
+
+    def compute(m):
+        w_orig, u, v = getattr(m, name + "_orig"), getattr(m, name + "_u"), getattr(m, name + "_v")
+        mat = matrix(w_orig)
+        if m.training and m._in_forward():
+            with _C._GradMode(False):
+                fixed = mat.detach()
+                for _ in range(n_power_iterations):
+                    v.copy_(F.normalize(fixed.transpose(0, 1) @ u, dim=0, eps=eps))
+                    u.copy_(F.normalize(fixed @ v, dim=0, eps=eps))
+        sigma = (u.clone() * (mat @ v.clone())).sum()
+        return w_orig / sigma
+
+    module._set_computed_parameter(name, compute)
+    return module
+
+
+def remove_spectral_norm(module, name="weight"):
+    """Undoes spectral_norm: ``name`` is a parameter again, holding W / σ with the stored u and v."""
+    return _restore_parameter(module, name, [name + "_orig"], [name + "_u", name + "_v"], "spectral_norm")
 
 
 from . import rnn  # noqa: E402,F401 (torch.nn.utils.rnn)

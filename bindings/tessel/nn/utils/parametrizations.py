@@ -117,15 +117,18 @@ def _spectral_norm_class():
     return _SpectralNorm
 
 
+def _transposed_convs():
+    """The transposed convolutions, whose weight's output dim is 1 (spectral_norm's default dim)."""
+    nn = _modules()
+    return tuple(getattr(nn, n) for n in ("ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d") if hasattr(nn, n))
+
+
 def spectral_norm(module, name="weight", n_power_iterations=1, eps=1e-12, dim=None):
     """torch.nn.utils.parametrizations.spectral_norm: ``module.<name>`` = W / σ(W), σ estimated by
     ``n_power_iterations`` power-iteration steps per training-mode forward (15 at registration)."""
-    nn = _modules()
     weight = module._lookup(name)
     if not isinstance(weight, _C.Tensor):
         raise ValueError("Module '%s' has no parameter or buffer with name '%s'" % (module, name))
     if dim is None:
-        transposed = tuple(getattr(nn, n) for n in ("ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d")
-                           if hasattr(nn, n))
-        dim = 1 if isinstance(module, transposed) else 0
+        dim = 1 if isinstance(module, _transposed_convs()) else 0
     return register_parametrization(module, name, _spectral_norm_class()(weight, n_power_iterations, dim, eps))
