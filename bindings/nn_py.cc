@@ -156,9 +156,12 @@ void ReturnToPython(std::unique_ptr<Module> old) {
 
 py::object Lookup(const py::object& self_obj, const std::string& name) {
   Module& self = self_obj.cast<Module&>();
-  if (self.HasParam(name) || self.HasComputedParameter(name)) {
-    const Tensor p = NoGil([&] { return Tensor(self.Param(name)); });  // a computed one may run Python
+  if (self.HasParam(name)) {
+    const Tensor& p = self.Param(name);
     return p.defined() ? py::cast(p) : py::none();
+  }
+  if (self.HasComputedParameter(name)) {  // computed by ops (and maybe Python): without the GIL
+    return py::cast(NoGil([&] { return Tensor(self.Param(name)); }));
   }
   for (const auto& [n, t] : self.NamedBuffers(/*recurse=*/false)) {
     if (n == name) return t.defined() ? py::cast(t) : py::none();

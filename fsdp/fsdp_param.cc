@@ -232,9 +232,7 @@ void FsdpParam::CopyShardToUnsharded() {
 void FsdpParam::CopyUnshardedChunkInto(int64_t j, const Tensor& flat, int64_t offset) const {
   TESSEL_INTERNAL_ASSERT(unsharded_allocated_ && flat.dtype() == param_dtype_ && j >= 0 && j < mesh_info_.shard_size(),
                          "fully_shard post-forward copy of ", display_fqn_);
-  const int64_t n = padded_shard_numel();
-  CopyInto(MakeView(flat, {n}, {1}, flat.storage_offset() + offset),
-           MakeView(unsharded_flat_, {n}, {1}, unsharded_flat_.storage_offset() + j * n));
+  CopyElementsPreservingVersion(flat, offset, unsharded_flat_, j * padded_shard_numel(), padded_shard_numel());
 }
 
 Tensor FsdpParam::TakeUnshardedGrad() {

@@ -62,8 +62,8 @@ void ParamGroup::Unshard(bool /*async_op*/) {
   if (unsharded_ || pending_unshard_) return;
   if (post_forward_piece_.defined()) {
     ctx_->Log("unshard_post_forward", fqn_);
-    pending_unshard_ = IssueAllGatherOfPiece(post_forward_piece_, post_forward_piece_group_, streams());
-    DropPostForwardPiece();  // copied into the all-gather buffer
+    pending_unshard_ = IssueAllGatherOfPiece(post_forward_piece_, post_forward_group_, streams());
+    post_forward_piece_ = Tensor();  // copied into the all-gather buffer
     return;
   }
   ctx_->Log("unshard", fqn_);
@@ -81,9 +81,9 @@ void ParamGroup::WaitForUnshard() {
   unsharded_ = true;
 }
 
-void ParamGroup::DropPostForwardPiece() {
-  post_forward_piece_ = Tensor();
-  post_forward_piece_group_ = nullptr;
+void ParamGroup::SetPostForwardGroup(comm::ProcessGroupPtr group) {
+  if (group != post_forward_group_) post_forward_piece_ = Tensor();
+  post_forward_group_ = std::move(group);
 }
 
 void ParamGroup::ReshardPostForward() {
@@ -100,7 +100,6 @@ void ParamGroup::ReshardPostForward() {
       }
     }
   }
-  post_forward_piece_group_ = post_forward_group_;
   ctx_->Log("reshard_post_forward", fqn_);
   ToShardedAndFree();
 }
@@ -114,7 +113,7 @@ void ParamGroup::ToShardedAndFree() {
 }
 
 void ParamGroup::Reshard() {
-  DropPostForwardPiece();
+  post_forward_piece_ = Tensor();
   if (pending_unshard_) {
     DropAllGather(*pending_unshard_, streams());
     pending_unshard_.reset();
@@ -296,7 +295,7 @@ void ParamGroup::FinalizeBackward() {
     DropAllGather(*pending_unshard_, streams());
     pending_unshard_.reset();
   }
-  DropPostForwardPiece();  // a group that took no part in this backward (its shards are current)
+  post_forward_piece_ = Tensor();  // a group that took no part in this backward (its shards are current)
   if (ctx_->streams) ctx_->streams->FlushHeldAllGather();
   post_forward_indices_.clear();
   training_state_ = TrainingState::kIdle;

@@ -87,7 +87,8 @@ class ParamGroup {
   // the next unshard all-gathers the pieces over `group` instead of the shards over the shard axis. The
   // module sees the sharded parameters meanwhile. Reshard and the end of backward drop the piece (the
   // shards are always current). Null: resharding frees everything (the default).
-  void SetPostForwardGroup(comm::ProcessGroupPtr group) { post_forward_group_ = std::move(group); }
+  // Changing it drops a piece cut for the old group (the shards are current: the next unshard gathers them).
+  void SetPostForwardGroup(comm::ProcessGroupPtr group);
   const comm::ProcessGroupPtr& post_forward_group() const { return post_forward_group_; }
   // Whether the group holds a post-forward piece (its next unshard gathers over the post-forward group).
   bool is_sharded_post_forward() const { return post_forward_piece_.defined(); }
@@ -122,7 +123,6 @@ class ParamGroup {
   void BackwardPrefetch();
   // PostForward with a post-forward group: keeps this rank's piece, then reshards.
   void ReshardPostForward();
-  void DropPostForwardPiece();
   // The module sees the sharded parameters; the unsharded bytes are freed.
   void ToShardedAndFree();
   void AccumulateLocally(const std::vector<Tensor>& grads);
@@ -151,8 +151,7 @@ class ParamGroup {
   bool unsharded_ = false;
   std::optional<AllGatherResult> pending_unshard_;
   comm::ProcessGroupPtr post_forward_group_;
-  Tensor post_forward_piece_;                  // [W/r · shard_numel], param dtype, while sharded post-forward
-  comm::ProcessGroupPtr post_forward_piece_group_;  // the group the piece was cut for
+  Tensor post_forward_piece_;  // [W/r · shard_numel], param dtype, while sharded post-forward
   std::optional<ReduceScatterResult> pending_reduce_;
   // Gradient sync off: gradients summed locally in the reduce-scatter layout ([world * block numel],
   // reduce dtype, grads ledger) until the next synced backward reduces them in one collective.

@@ -37,6 +37,15 @@ Tensor RankLoss(nn::GPT& gpt, int step, int rank, int world) {
 
 ParamGroup* GroupOf(const nn::Module& m) { return FsdpState::Of(m)->group(); }
 
+// Runs backward from `loss` and expects its all-gathers: `on_dp` on the shard axis "dp", `post_forward` on
+// its post-forward subgroups.
+void ExpectBackwardAllGathers(const Tensor& loss, int on_dp, int post_forward) {
+  comm::CommTracer bwd;
+  Backward(loss);
+  EXPECT_EQ(bwd.Count(CollectiveKind::kAllGather, "dp"), on_dp) << bwd.Summary();
+  EXPECT_EQ(bwd.Count(CollectiveKind::kAllGather, "dp.post_forward"), post_forward) << bwd.Summary();
+}
+
 std::vector<nn::Module*> Blocks(nn::GPT& gpt) {
   std::vector<nn::Module*> out;
   for (size_t i = 0; i < gpt.layers().size(); ++i) out.push_back(&*gpt.layers().at(i));
@@ -82,11 +91,7 @@ TEST(PartialReshardTest, ARootWithASizeReshardsToo) {
     Generator gen(7);
     nn::GPT gpt(TinyGpt(), gen);
     WrapGpt(gpt, mesh, SizeOptions(2), SizeOptions(2));
-    Tensor loss = RankLoss(gpt, 0, world->rank(), kWorld);
-    comm::CommTracer bwd;
-    Backward(loss);
-    EXPECT_EQ(bwd.Count(CollectiveKind::kAllGather, "dp.post_forward"), 3) << bwd.Summary();
-    EXPECT_EQ(bwd.Count(CollectiveKind::kAllGather, "dp"), 0) << bwd.Summary();
+    ExpectBackwardAllGathers(RankLoss(gpt, 0, world->rank(), kWorld), /*on_dp=*/0, /*post_forward=*/3);
   });
 }
 
@@ -164,11 +169,7 @@ TEST(PartialReshardTest, SizesFollowPyTorchsRules) {
       nn::GPT gpt(TinyGpt(), g);
       WrapGpt(gpt, mesh, SizeOptions(size));
       EXPECT_EQ(GroupOf(*Blocks(gpt)[0])->post_forward_group(), nullptr);
-      Tensor loss = RankLoss(gpt, 0, world->rank(), kWorld);
-      comm::CommTracer bwd;
-      Backward(loss);
-      EXPECT_EQ(bwd.Count(CollectiveKind::kAllGather, "dp"), size == 1 ? 0 : 2) << bwd.Summary();
-      EXPECT_EQ(bwd.Count(CollectiveKind::kAllGather, "dp.post_forward"), 0) << bwd.Summary();
+      ExpectBackwardAllGathers(RankLoss(gpt, 0, world->rank(), kWorld), size == 1 ? 0 : 2, /*post_forward=*/0);
     }
   });
 }
@@ -187,10 +188,7 @@ TEST(PartialReshardTest, NoPieceOutlivesAForwardWithoutBackwardOrABoolSetting) {
     root.SetReshardAfterForward(true);
     Tensor loss = RankLoss(gpt, 1, world->rank(), kWorld);
     for (nn::Module* block : Blocks(gpt)) EXPECT_FALSE(GroupOf(*block)->is_sharded_post_forward());
-    comm::CommTracer bwd;
-    Backward(loss);
-    EXPECT_EQ(bwd.Count(CollectiveKind::kAllGather, "dp"), 3) << bwd.Summary();
-    EXPECT_EQ(bwd.Count(CollectiveKind::kAllGather, "dp.post_forward"), 0) << bwd.Summary();
+    ExpectBackwardAllGathers(loss, /*on_dp=*/3, /*post_forward=*/0);
   });
 }
 

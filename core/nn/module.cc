@@ -13,6 +13,17 @@
 #include "core/tensor/tensor_impl.h"
 
 namespace tessel::nn {
+namespace {
+
+// kNotFound for `name` among a module's own parameters or buffers, listing the names it has.
+[[noreturn]] void FailNotFound(const std::string& type_name, const char* what, const std::string& name,
+                               const std::vector<std::pair<std::string, Tensor>>& have) {
+  std::string names;
+  for (const auto& [n, t] : have) names += (names.empty() ? "" : ", ") + n;
+  TESSEL_FAIL(ErrorCode::kNotFound, type_name, " has no ", what, " '", name, "' (has: ", names, ")");
+}
+
+}  // namespace
 
 Module::Module(std::string type_name) : type_name_(std::move(type_name)) {}
 Module::~Module() = default;
@@ -30,7 +41,7 @@ void Module::RegisterParameter(const std::string& name, Tensor value) {
 
 Tensor Module::RemoveParameter(const std::string& name) {
   auto it = std::find_if(params_.begin(), params_.end(), [&](const auto& p) { return p.first == name; });
-  if (it == params_.end()) (void)Param(name);  // throws kNotFound listing the parameters
+  if (it == params_.end()) FailNotFound(type_name_, "parameter", name, params_);
   Tensor t = std::move(it->second);
   params_.erase(it);
   return t;
@@ -38,11 +49,7 @@ Tensor Module::RemoveParameter(const std::string& name) {
 
 Tensor Module::RemoveBuffer(const std::string& name) {
   auto it = std::find_if(buffers_.begin(), buffers_.end(), [&](const auto& b) { return b.first == name; });
-  if (it == buffers_.end()) {
-    std::string names;
-    for (const auto& [n, t] : buffers_) names += (names.empty() ? "" : ", ") + n;
-    TESSEL_FAIL(ErrorCode::kNotFound, type_name_, " has no buffer '", name, "' (has: ", names, ")");
-  }
+  if (it == buffers_.end()) FailNotFound(type_name_, "buffer", name, buffers_);
   Tensor t = std::move(it->second);
   buffers_.erase(it);
   non_persistent_.erase(std::remove(non_persistent_.begin(), non_persistent_.end(), name), non_persistent_.end());
@@ -117,9 +124,7 @@ const Tensor& Module::Param(const std::string& name) const {
     if (calls_in_flight_ == 0 || !c.value.defined()) c.value = c.compute();
     return c.value;
   }
-  std::string names;
-  for (const auto& [n, t] : params_) names += (names.empty() ? "" : ", ") + n;
-  TESSEL_FAIL(ErrorCode::kNotFound, type_name_, " has no parameter '", name, "' (has: ", names, ")");
+  FailNotFound(type_name_, "parameter", name, params_);
 }
 
 Module* Module::Submodule(const std::string& fqn) {

@@ -50,13 +50,12 @@
 #include "core/base/parallel.h"
 #include "core/dispatch/dispatcher.h"
 #include "core/ops/attention_kernels.h"
-#include "core/ops/gemm.h"
-#include "core/ops/view.h"
-#include "core/ops/ternary.h"
-#include "core/ops/softmax.h"
-#include "core/ops/reduction.h"
-#include "core/ops/matmul.h"
 #include "core/ops/elementwise.h"
+#include "core/ops/gemm.h"
+#include "core/ops/matmul.h"
+#include "core/ops/reduction.h"
+#include "core/ops/softmax.h"
+#include "core/ops/view.h"
 #include "core/tensor/copy.h"
 #include "core/tensor/factory.h"
 #include "core/tensor/tensor_impl.h"
@@ -550,13 +549,7 @@ const OpDef& kAttentionBackward =
 TensorList ComposedAttentionBackward(const BackwardContext& c) {
   const Tensor &g = c.grad_outputs[0], &q = c.inputs[0], &k = c.inputs[1], &v = c.inputs[2];
   const double scale = c.attrs.GetDouble("scale");
-  Tensor scores = MulScalar(Matmul(q, Transpose(k, -2, -1)), scale);  // [..., T, S]
-  if (c.attrs.GetBool("is_causal")) {
-    const ImplicitReplicationGuard replicated;  // the op's own constant mask: Replicate beside DTensors
-    scores = Where(attention_internal::CausalKeep(q.size(-2), k.size(-2), scores.device()), scores,
-                   Scalar(-std::numeric_limits<double>::infinity(), scores.dtype(), scores.device()));
-  }
-  const Tensor p = Softmax(scores, -1);
+  const Tensor p = Softmax(attention_internal::ScaledScores(q, k, scale, c.attrs.GetBool("is_causal")), -1);
   const Tensor dp = Matmul(g, Transpose(v, -2, -1));
   const Tensor ds = Mul(p, Sub(dp, Sum(Mul(dp, p), {-1}, /*keepdim=*/true)));
   TensorList out(3);

@@ -35,9 +35,10 @@ struct AttentionOptions {
 Tensor ScaledDotProductAttention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& options);
 
 namespace attention_internal {
-// torch's is_causal mask as a bool [T, S] tensor on `device`: ones(T, S).tril(0), key j visible to query i
-// when j <= i (attention_math.cc; the composed paths of attention_math.cc and attention.cc use it).
-Tensor CausalKeep(int64_t t, int64_t s, Device device);
+// The scores of the composed paths (the math backend in attention_math.cc, the create_graph backward in
+// attention.cc): q·kᵀ·scale [..., T, S] from differentiable ops, with torch's is_causal mask (key j hidden
+// from query i when j > i) applied as -inf when `causal`.
+Tensor ScaledScores(const Tensor& q, const Tensor& k, double scale, bool causal);
 }  // namespace attention_internal
 
 }  // namespace tessel

@@ -28,8 +28,9 @@
 #include "core/tensor/factory.h"
 
 namespace tessel {
-namespace attention_internal {
+namespace {
 
+// torch's is_causal mask: ones(T, S).tril(0) (key j visible to query i when j <= i).
 Tensor CausalKeep(int64_t t, int64_t s, Device device) {
   std::vector<uint8_t> keep(static_cast<size_t>(t * s));
   for (int64_t i = 0; i < t; ++i) {
@@ -40,7 +41,15 @@ Tensor CausalKeep(int64_t t, int64_t s, Device device) {
   return device.is_cpu() ? m : m.To(device);
 }
 
-}  // namespace attention_internal
+}  // namespace
+
+Tensor attention_internal::ScaledScores(const Tensor& q, const Tensor& k, double scale, bool causal) {
+  const Tensor scores = MulScalar(Matmul(q, Transpose(k, -2, -1)), scale);
+  if (!causal) return scores;
+  const ImplicitReplicationGuard replicated;  // the mask is the op's own constant: Replicate beside DTensors
+  return Where(CausalKeep(q.size(-2), k.size(-2), scores.device()), scores,
+               Scalar(-std::numeric_limits<double>::infinity(), scores.dtype(), scores.device()));
+}
 
 Tensor ScaledDotProductAttention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o) {
   const char* op = "scaled_dot_product_attention";
@@ -60,15 +69,11 @@ Tensor ScaledDotProductAttention(const Tensor& q, const Tensor& k, const Tensor&
                ", v ", ShapeStr(v.defined() ? v.sizes() : Shape{}));
   TESSEL_CHECK(!mask.defined() || mask.dtype() == DType::kBool || mask.dtype() == q.dtype(), op,
                ": attn_mask must be bool or q's dtype ", q.dtype(), ", got ", mask.dtype());
-  const int64_t t = q.size(-2), s = k.size(-2);
   const double scale = o.scale ? *o.scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
-  Tensor scores = MulScalar(Matmul(q, Transpose(k, -2, -1)), scale);  // [..., T, S]
+  Tensor scores = attention_internal::ScaledScores(q, k, scale, o.is_causal);  // [..., T, S]
   const Tensor neg_inf = Scalar(-std::numeric_limits<double>::infinity(), scores.dtype(), scores.device());
   const Tensor zero = Scalar(0.0, scores.dtype(), scores.device());
-  if (o.is_causal) {
-    const ImplicitReplicationGuard replicated;  // the mask is the op's own constant: Replicate beside DTensors
-    scores = Where(attention_internal::CausalKeep(t, s, scores.device()), scores, neg_inf);
-  } else if (mask.defined() && mask.dtype() == DType::kBool) {
+  if (mask.defined() && mask.dtype() == DType::kBool) {
     scores = Where(mask, scores, neg_inf);
   } else if (mask.defined()) {
     scores = Add(scores, mask);

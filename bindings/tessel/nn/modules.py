@@ -124,10 +124,11 @@ def _delattr(self, name):
 
 
 def _setattr(self, name, value):
-    plists = _dict(self).get("_modules", {}).get("parametrizations")
-    if isinstance(value, Tensor) and plists is not None and name in plists:
-        plists[name].right_inverse(value)  # torch: assigning a parametrized tensor sets its originals
-        return
+    if isinstance(value, Tensor):
+        plists = _dict(self).get("_modules", {}).get("parametrizations")
+        if plists is not None and name in plists:
+            plists[name].right_inverse(value)  # torch: assigning a parametrized tensor sets its originals
+            return
     if isinstance(value, Parameter) or (value is None and self._has_parameter(name)):
         _note_none(self, name, True, value)
         if self._has_parameter(name):  # any shape, as torch (self.w = nn.Parameter(new_shape))

@@ -200,7 +200,7 @@ def spectral_norm(module, name="weight", n_power_iterations=1, eps=1e-12, dim=No
     ``n_power_iterations`` steps (v first, then u) in training mode; eval mode and accesses outside a forward
     use the stored u and v."""
     from .. import Parameter, functional as F
-    from .parametrizations import _transposed_convs
+    from .parametrizations import _as_matrix, _divided_by_sigma, _random_unit, _transposed_convs
     if module._has_parameter(name + "_orig"):
         raise RuntimeError("Cannot register two spectral_norm hooks on the same parameter %s" % name)
     if n_power_iterations <= 0:
@@ -208,32 +208,24 @@ def spectral_norm(module, name="weight", n_power_iterations=1, eps=1e-12, dim=No
                          % n_power_iterations)
     if dim is None:
         dim = 1 if isinstance(module, _transposed_convs()) else 0
-
-    def matrix(w):
-        if dim != 0:
-            w = w.permute(dim, *(d for d in range(w.dim()) if d != dim))
-        return w.reshape(w.shape[0], -1)
-
     weight = module._remove_parameter(name)
     with _C._GradMode(False):
-        h, w = matrix(weight).shape
-        u = F.normalize(_C._empty([h], weight.dtype).normal_(0, 1), dim=0, eps=eps)
-        v = F.normalize(_C._empty([w], weight.dtype).normal_(0, 1), dim=0, eps=eps)
+        h, w = _as_matrix(weight, dim).shape
+        u, v = _random_unit(h, weight.dtype, eps), _random_unit(w, weight.dtype, eps)
     module._register_parameter(name + "_orig", Parameter(weight))
     module.register_buffer(name + "_u", u)
     module.register_buffer(name + "_v", v)
 
     def compute(m):
         w_orig, u, v = getattr(m, name + "_orig"), getattr(m, name + "_u"), getattr(m, name + "_v")
-        mat = matrix(w_orig)
+        mat = _as_matrix(w_orig, dim)
         if m.training and m._in_forward():
             with _C._GradMode(False):
                 fixed = mat.detach()
-                for _ in range(n_power_iterations):
+                for _ in range(n_power_iterations):  # torch's order here: v, then u
                     v.copy_(F.normalize(fixed.transpose(0, 1) @ u, dim=0, eps=eps))
                     u.copy_(F.normalize(fixed @ v, dim=0, eps=eps))
-        sigma = (u.clone() * (mat @ v.clone())).sum()
-        return w_orig / sigma
+        return _divided_by_sigma(w_orig, mat, u, v)
 
     module._set_computed_parameter(name, compute)
     return module

@@ -5,10 +5,12 @@ tessel.nn.utils.parametrize (torch's formulas, state-dict keys and buffers):
                        parametrizations.weight.original0 (g) and .original1 (v)
     spectral_norm(m)   m.weight = W / σ(W), σ by power iteration on the buffers
                        parametrizations.weight.0._u / ._v, one step per training-mode forward
-"""
-import functools
 
+The helpers below also serve the hook-based forms in tessel.nn.utils (weight_norm, spectral_norm).
+"""
 from ... import _C
+from .. import functional as F
+from ..modules import Module
 from .parametrize import register_parametrization
 
 
@@ -29,29 +31,78 @@ def _weight_norm(v, g, dim):
     return v * (g / _norm_except_dim(v, dim))
 
 
-def _modules():
-    from ... import nn
-    return nn
+def _as_matrix(weight, dim):
+    """The weight as spectral norm sees it: dim `dim` first, the others flattened ([out, rest])."""
+    if dim != 0:
+        weight = weight.permute(dim, *(d for d in range(weight.dim()) if d != dim))
+    return weight.reshape(weight.shape[0], -1)
 
 
-@functools.lru_cache(maxsize=None)
-def _weight_norm_class():
-    nn = _modules()
+def _random_unit(n, dtype, eps):
+    return F.normalize(_C._empty([n], dtype).normal_(0, 1), dim=0, eps=eps)
 
-    class _WeightNorm(nn.Module):
-        _weight_norm_compat = True  # loads the hook-based weight_norm's keys (parametrize.py)
 
-        def __init__(self, dim=0):
-            super().__init__()
-            self.dim = -1 if dim is None else dim
+def _divided_by_sigma(weight, matrix, u, v):
+    """weight / σ with σ = uᵀ·matrix·v; u and v enter as constants (clones: the power step writes them)."""
+    return weight / (u.clone() * (matrix @ v.clone())).sum()
 
-        def forward(self, weight_g, weight_v):
-            return _weight_norm(weight_v, weight_g, self.dim)
 
-        def right_inverse(self, weight):
-            return _norm_except_dim(weight, self.dim), weight
+def _transposed_convs():
+    """The transposed convolutions, whose weight's output dim is 1 (spectral_norm's default dim)."""
+    from .. import ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
+    return ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
 
-    return _WeightNorm
+
+class _WeightNorm(Module):
+    _weight_norm_compat = True  # loads the hook-based weight_norm's keys (parametrize.py)
+
+    def __init__(self, dim=0):
+        super().__init__()
+        self.dim = -1 if dim is None else dim
+
+    def forward(self, weight_g, weight_v):
+        return _weight_norm(weight_v, weight_g, self.dim)
+
+    def right_inverse(self, weight):
+        return _norm_except_dim(weight, self.dim), weight
+
+
+class _SpectralNorm(Module):
+    def __init__(self, weight, n_power_iterations=1, dim=0, eps=1e-12):
+        super().__init__()
+        ndim = weight.dim()
+        if dim >= ndim or dim < -ndim:
+            raise IndexError("Dimension out of range (expected to be in range of [-%d, %d] but got %d)"
+                             % (ndim, ndim - 1, dim))
+        if n_power_iterations <= 0:
+            raise ValueError("Expected n_power_iterations to be positive, but got n_power_iterations=%d"
+                             % n_power_iterations)
+        self.dim = dim if dim >= 0 else dim + ndim
+        self.eps = eps
+        if ndim > 1:
+            self.n_power_iterations = n_power_iterations
+            h, w = _as_matrix(weight.detach(), self.dim).shape
+            self.register_buffer("_u", _random_unit(h, weight.dtype, eps))
+            self.register_buffer("_v", _random_unit(w, weight.dtype, eps))
+            self._power_method(_as_matrix(weight, self.dim), 15)
+
+    def _power_method(self, weight_mat, n_power_iterations):
+        with _C._GradMode(False):
+            weight_mat = weight_mat.detach()
+            for _ in range(n_power_iterations):
+                self._u.copy_(F.normalize(weight_mat @ self._v, dim=0, eps=self.eps))
+                self._v.copy_(F.normalize(weight_mat.transpose(0, 1) @ self._u, dim=0, eps=self.eps))
+
+    def forward(self, weight):
+        if weight.dim() == 1:
+            return F.normalize(weight, dim=0, eps=self.eps)
+        weight_mat = _as_matrix(weight, self.dim)
+        if self.training:
+            self._power_method(weight_mat, self.n_power_iterations)
+        return _divided_by_sigma(weight, weight_mat, self._u, self._v)
+
+    def right_inverse(self, value):
+        return value
 
 
 def weight_norm(module, name="weight", dim=0):
@@ -59,68 +110,7 @@ def weight_norm(module, name="weight", dim=0):
     parametrization's originals (dim None: one norm for the whole tensor)."""
     if dim is not None and dim < -1:
         dim += getattr(module, name).dim()
-    return register_parametrization(module, name, _weight_norm_class()(dim), unsafe=True)
-
-
-@functools.lru_cache(maxsize=None)
-def _spectral_norm_class():
-    nn = _modules()
-    F = nn.functional
-
-    class _SpectralNorm(nn.Module):
-        def __init__(self, weight, n_power_iterations=1, dim=0, eps=1e-12):
-            super().__init__()
-            ndim = weight.dim()
-            if dim >= ndim or dim < -ndim:
-                raise IndexError("Dimension out of range (expected to be in range of [-%d, %d] but got %d)"
-                                 % (ndim, ndim - 1, dim))
-            if n_power_iterations <= 0:
-                raise ValueError("Expected n_power_iterations to be positive, but got n_power_iterations=%d"
-                                 % n_power_iterations)
-            self.dim = dim if dim >= 0 else dim + ndim
-            self.eps = eps
-            if ndim > 1:
-                self.n_power_iterations = n_power_iterations
-                weight_mat = self._reshape_weight_to_matrix(weight.detach())
-                h, w = weight_mat.shape
-                u = _C._empty([h], weight.dtype).normal_(0, 1)
-                v = _C._empty([w], weight.dtype).normal_(0, 1)
-                self.register_buffer("_u", F.normalize(u, dim=0, eps=self.eps))
-                self.register_buffer("_v", F.normalize(v, dim=0, eps=self.eps))
-                self._power_method(weight_mat, 15)
-
-        def _reshape_weight_to_matrix(self, weight):
-            if self.dim != 0:
-                weight = weight.permute(self.dim, *(d for d in range(weight.dim()) if d != self.dim))
-            return weight.flatten(1)
-
-        def _power_method(self, weight_mat, n_power_iterations):
-            with _C._GradMode(False):
-                weight_mat = weight_mat.detach()
-                for _ in range(n_power_iterations):
-                    self._u.copy_(F.normalize(weight_mat @ self._v, dim=0, eps=self.eps))
-                    self._v.copy_(F.normalize(weight_mat.transpose(0, 1) @ self._u, dim=0, eps=self.eps))
-
-        def forward(self, weight):
-            if weight.dim() == 1:
-                return F.normalize(weight, dim=0, eps=self.eps)
-            weight_mat = self._reshape_weight_to_matrix(weight)
-            if self.training:
-                self._power_method(weight_mat, self.n_power_iterations)
-            u, v = self._u.clone(), self._v.clone()
-            sigma = (u * (weight_mat @ v)).sum()
-            return weight / sigma
-
-        def right_inverse(self, value):
-            return value
-
-    return _SpectralNorm
-
-
-def _transposed_convs():
-    """The transposed convolutions, whose weight's output dim is 1 (spectral_norm's default dim)."""
-    nn = _modules()
-    return tuple(getattr(nn, n) for n in ("ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d") if hasattr(nn, n))
+    return register_parametrization(module, name, _WeightNorm(dim), unsafe=True)
 
 
 def spectral_norm(module, name="weight", n_power_iterations=1, eps=1e-12, dim=None):
@@ -131,4 +121,4 @@ def spectral_norm(module, name="weight", n_power_iterations=1, eps=1e-12, dim=No
         raise ValueError("Module '%s' has no parameter or buffer with name '%s'" % (module, name))
     if dim is None:
         dim = 1 if isinstance(module, _transposed_convs()) else 0
-    return register_parametrization(module, name, _spectral_norm_class()(weight, n_power_iterations, dim, eps))
+    return register_parametrization(module, name, _SpectralNorm(weight, n_power_iterations, dim, eps))

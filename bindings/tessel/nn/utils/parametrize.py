@@ -19,6 +19,8 @@ a forward every access computes it, unless inside ``cached()``. The class of the
 import contextlib
 
 from ... import _C
+from .._containers import ModuleDict, ModuleList
+from ..modules import Parameter
 
 _cache_enabled = 0
 _cache = {}
@@ -37,96 +39,76 @@ def cached():
             _cache.clear()
 
 
-def _nn():
-    from ... import nn
-    return nn
+class ParametrizationList(ModuleList):
+    """The parametrizations of one tensor (torch.nn.utils.parametrize.ParametrizationList): its items
+    applied in order to ``original`` (or to ``original0``, ``original1``, ... by the first), and
+    ``right_inverse`` to set the originals from a value."""
 
-
-def _make_list_class():
-    nn = _nn()
-
-    class ParametrizationList(nn.ModuleList):
-        """The parametrizations of one tensor (torch.nn.utils.parametrize.ParametrizationList): its items
-        applied in order to ``original`` (or to ``original0``, ``original1``, ... by the first), and
-        ``right_inverse`` to set the originals from a value."""
-
-        def __init__(self, modules, original, unsafe=False):
-            super().__init__(modules)
-            self.unsafe = unsafe
-            shape, dtype = tuple(original.shape), original.dtype
-            first = modules[0]
-            with _C._GradMode(False):
-                new = first.right_inverse(original) if hasattr(first, "right_inverse") else original
-            if isinstance(new, _C.Tensor):
-                if not unsafe:
-                    _check_same(new, shape, dtype, "right_inverse")
-                self.is_tensor, self.ntensors = True, 1
-                with _C._GradMode(False):
-                    original.copy_(new)
-                self.original = original if isinstance(original, nn.Parameter) else nn.Parameter(original)
-            else:
-                self.is_tensor, self.ntensors = False, len(new)
-                for i, t in enumerate(new):
-                    if not isinstance(t, _C.Tensor):
-                        raise ValueError("'right_inverse' must return a Tensor or a Sequence of tensors "
-                                         "(list, tuple...). Got element %d of type %s" % (i, type(t).__name__))
-                    setattr(self, "original%d" % i,
-                            nn.Parameter(t.detach().clone(), requires_grad=original.requires_grad))
+    def __init__(self, modules, original, unsafe=False):
+        super().__init__(modules)
+        self.unsafe = unsafe
+        shape, dtype = tuple(original.shape), original.dtype
+        first = modules[0]
+        with _C._GradMode(False):
+            new = first.right_inverse(original) if hasattr(first, "right_inverse") else original
+        if isinstance(new, _C.Tensor):
             if not unsafe:
-                _check_same(self(), shape, dtype, "forward")
-
-        def right_inverse(self, value):
-            """Sets the originals so that this list evaluates to ``value`` (no gradient recorded)."""
+                _check_same(new, shape, dtype, "right_inverse")
+            self.is_tensor, self.ntensors = True, 1
             with _C._GradMode(False):
-                for module in reversed(list(self)):
-                    if not hasattr(module, "right_inverse"):
-                        raise RuntimeError("parametrization %s does not implement right_inverse."
-                                           % type(module).__name__)
-                    value = module.right_inverse(value)
-                if self.is_tensor:
-                    if not isinstance(value, _C.Tensor):
-                        raise ValueError("`right_inverse` should return a tensor. Got %s" % type(value).__name__)
-                    self.original.copy_(value)
-                else:
-                    if not isinstance(value, (list, tuple)) or len(value) != self.ntensors:
-                        raise ValueError("'right_inverse' must return a sequence of tensors of length %d"
-                                         % self.ntensors)
-                    for i, t in enumerate(value):
-                        getattr(self, "original%d" % i).copy_(t)
+                original.copy_(new)
+            self.original = original if isinstance(original, Parameter) else Parameter(original)
+        else:
+            self.is_tensor, self.ntensors = False, len(new)
+            for i, t in enumerate(new):
+                if not isinstance(t, _C.Tensor):
+                    raise ValueError("'right_inverse' must return a Tensor or a Sequence of tensors "
+                                     "(list, tuple...). Got element %d of type %s" % (i, type(t).__name__))
+                setattr(self, "original%d" % i,
+                        Parameter(t.detach().clone(), requires_grad=original.requires_grad))
+        if not unsafe:
+            _check_same(self(), shape, dtype, "forward")
 
-        def _legacy_state(self, state_dict, prefix, version):
-            """torch's _weight_norm_compat_hook: a checkpoint of the hook-based weight_norm
-            (<owner>.<name>_g, <owner>.<name>_v) loads into parametrizations.weight_norm's originals."""
-            if not getattr(self[0], "_weight_norm_compat", False):
-                return {}
-            parts = prefix[:-1].split(".")  # <owner>.parametrizations.<name>
-            owner = ".".join(parts[:-2])
-            old = (owner + "." if owner else "") + parts[-1]
-            g, v = old + "_g", old + "_v"
-            if g not in state_dict or v not in state_dict:
-                return {}
-            return {prefix + "original0": state_dict[g], prefix + "original1": state_dict[v], g: None, v: None}
-
-        def forward(self):
+    def right_inverse(self, value):
+        """Sets the originals so that this list evaluates to ``value`` (no gradient recorded)."""
+        with _C._GradMode(False):
+            for module in reversed(list(self)):
+                if not hasattr(module, "right_inverse"):
+                    raise RuntimeError("parametrization %s does not implement right_inverse."
+                                       % type(module).__name__)
+                value = module.right_inverse(value)
             if self.is_tensor:
-                x = self[0](self.original)
+                if not isinstance(value, _C.Tensor):
+                    raise ValueError("`right_inverse` should return a tensor. Got %s" % type(value).__name__)
+                self.original.copy_(value)
             else:
-                x = self[0](*(getattr(self, "original%d" % i) for i in range(self.ntensors)))
-            for module in list(self)[1:]:
-                x = module(x)
-            return x
+                if not isinstance(value, (list, tuple)) or len(value) != self.ntensors:
+                    raise ValueError("'right_inverse' must return a sequence of tensors of length %d"
+                                     % self.ntensors)
+                for i, t in enumerate(value):
+                    getattr(self, "original%d" % i).copy_(t)
 
-    return ParametrizationList
+    def _legacy_state(self, state_dict, prefix, version):
+        """torch's _weight_norm_compat_hook: a checkpoint of the hook-based weight_norm
+        (<owner>.<name>_g, <owner>.<name>_v) loads into parametrizations.weight_norm's originals."""
+        if not getattr(self[0], "_weight_norm_compat", False):
+            return {}
+        parts = prefix[:-1].split(".")  # <owner>.parametrizations.<name>
+        owner = ".".join(parts[:-2])
+        old = (owner + "." if owner else "") + parts[-1]
+        g, v = old + "_g", old + "_v"
+        if g not in state_dict or v not in state_dict:
+            return {}
+        return {prefix + "original0": state_dict[g], prefix + "original1": state_dict[v], g: None, v: None}
 
-
-_list_class = None
-
-
-def _parametrization_list():
-    global _list_class
-    if _list_class is None:
-        _list_class = _make_list_class()
-    return _list_class
+    def forward(self):
+        if self.is_tensor:
+            x = self[0](self.original)
+        else:
+            x = self[0](*(getattr(self, "original%d" % i) for i in range(self.ntensors)))
+        for module in list(self)[1:]:
+            x = module(x)
+        return x
 
 
 def _check_same(t, shape, dtype, what):
@@ -165,7 +147,6 @@ def type_before_parametrizations(module):
 def register_parametrization(module, tensor_name, parametrization, *, unsafe=False):
     """torch.nn.utils.parametrize.register_parametrization: ``module.<tensor_name>`` becomes
     ``parametrization(original)``; registering again on the same name appends to its list."""
-    nn = _nn()
     parametrization.train(module.training)
     if is_parametrized(module, tensor_name):
         plist = module.parametrizations[tensor_name]
@@ -183,14 +164,14 @@ def register_parametrization(module, tensor_name, parametrization, *, unsafe=Fal
         raise NotImplementedError("register_parametrization: '%s' is a buffer of %s; tessel parametrizes "
                                   "parameters only" % (tensor_name, type(module).__name__))
     original = module._remove_parameter(tensor_name)
-    original = nn.Parameter(original, requires_grad=original.requires_grad)
+    original = Parameter(original, requires_grad=original.requires_grad)
     try:
-        plist = _parametrization_list()([parametrization], original, unsafe=unsafe)
+        plist = ParametrizationList([parametrization], original, unsafe=unsafe)
     except Exception:
         module._register_parameter(tensor_name, original)
         raise
     if not is_parametrized(module):
-        module.parametrizations = nn.ModuleDict()
+        module.parametrizations = ModuleDict()
     module.parametrizations[tensor_name] = plist
     module._set_computed_parameter(tensor_name, _compute(tensor_name))
     return module
@@ -199,7 +180,6 @@ def register_parametrization(module, tensor_name, parametrization, *, unsafe=Fal
 def remove_parametrizations(module, tensor_name, leave_parametrized=True):
     """Undoes register_parametrization: ``module.<tensor_name>`` is a parameter again, holding the current
     parametrized value (``leave_parametrized``) or the original."""
-    nn = _nn()
     if not is_parametrized(module, tensor_name):
         raise ValueError("Module %s does not have a parametrization on %s" % (type(module).__name__, tensor_name))
     plist = module.parametrizations[tensor_name]
@@ -211,7 +191,7 @@ def remove_parametrizations(module, tensor_name, leave_parametrized=True):
                 plist.original.copy_(value)
             param = plist.original
         else:
-            param = nn.Parameter(value.detach().clone(), requires_grad=plist.original0.requires_grad)
+            param = Parameter(value.detach().clone(), requires_grad=plist.original0.requires_grad)
     else:
         if not plist.is_tensor:
             raise ValueError("Cannot leave unparametrized (`leave_parametrized=False`) a tensor that is "
