@@ -122,21 +122,21 @@ void FillAnyInPlace(const Tensor& a, double v, const char* op) {
 void BindArithmetic(py::class_<Tensor>& c) {
   // Overloads are tried in order: Tensor, then a Python int (py::int_ also takes bool, as torch's int
   // promotion does), then a Python float.
-  c.def("__add__", [](const Tensor& a, const Tensor& b) { return NoGil([&] { const auto [x, y] = Promoted(a, b); return Add(x, y); }); })
-      .def("__add__", [](const Tensor& a, py::int_ v) { const double x = v.cast<double>(); return NoGil([&] { return AddScalar(a, x); }); })
-      .def("__add__", [](const Tensor& a, double v) { return NoGil([&] { return AddScalar(Floating(a), v); }); })
-      .def("__radd__", [](const Tensor& a, py::int_ v) { const double x = v.cast<double>(); return NoGil([&] { return AddScalar(a, x); }); })
-      .def("__radd__", [](const Tensor& a, double v) { return NoGil([&] { return AddScalar(Floating(a), v); }); })
-      .def("__sub__", [](const Tensor& a, const Tensor& b) { return NoGil([&] { const auto [x, y] = Promoted(a, b); return Sub(x, y); }); })
-      .def("__sub__", [](const Tensor& a, py::int_ v) { const double x = v.cast<double>(); return NoGil([&] { return AddScalar(a, -x); }); })
-      .def("__sub__", [](const Tensor& a, double v) { return NoGil([&] { return AddScalar(Floating(a), -v); }); })
-      .def("__rsub__", [](const Tensor& a, py::int_ v) { const double x = v.cast<double>(); return NoGil([&] { return AddScalar(Neg(a), x); }); })
-      .def("__rsub__", [](const Tensor& a, double v) { return NoGil([&] { return AddScalar(Neg(Floating(a)), v); }); })
-      .def("__mul__", [](const Tensor& a, const Tensor& b) { return NoGil([&] { const auto [x, y] = Promoted(a, b); return Mul(x, y); }); })
-      .def("__mul__", [](const Tensor& a, py::int_ v) { const double x = v.cast<double>(); return NoGil([&] { return MulScalar(a, x); }); })
-      .def("__mul__", [](const Tensor& a, double v) { return NoGil([&] { return MulScalar(Floating(a), v); }); })
-      .def("__rmul__", [](const Tensor& a, py::int_ v) { const double x = v.cast<double>(); return NoGil([&] { return MulScalar(a, x); }); })
-      .def("__rmul__", [](const Tensor& a, double v) { return NoGil([&] { return MulScalar(Floating(a), v); }); })
+  c.def("__add__", [](const Tensor& a, const Tensor& b) { return NoGil([&] { const auto [x, y] = Promoted(a, b); return Add(x, y); }); }, py::is_operator())
+      .def("__add__", [](const Tensor& a, py::int_ v) { const double x = v.cast<double>(); return NoGil([&] { return AddScalar(a, x); }); }, py::is_operator())
+      .def("__add__", [](const Tensor& a, double v) { return NoGil([&] { return AddScalar(Floating(a), v); }); }, py::is_operator())
+      .def("__radd__", [](const Tensor& a, py::int_ v) { const double x = v.cast<double>(); return NoGil([&] { return AddScalar(a, x); }); }, py::is_operator())
+      .def("__radd__", [](const Tensor& a, double v) { return NoGil([&] { return AddScalar(Floating(a), v); }); }, py::is_operator())
+      .def("__sub__", [](const Tensor& a, const Tensor& b) { return NoGil([&] { const auto [x, y] = Promoted(a, b); return Sub(x, y); }); }, py::is_operator())
+      .def("__sub__", [](const Tensor& a, py::int_ v) { const double x = v.cast<double>(); return NoGil([&] { return AddScalar(a, -x); }); }, py::is_operator())
+      .def("__sub__", [](const Tensor& a, double v) { return NoGil([&] { return AddScalar(Floating(a), -v); }); }, py::is_operator())
+      .def("__rsub__", [](const Tensor& a, py::int_ v) { const double x = v.cast<double>(); return NoGil([&] { return AddScalar(Neg(a), x); }); }, py::is_operator())
+      .def("__rsub__", [](const Tensor& a, double v) { return NoGil([&] { return AddScalar(Neg(Floating(a)), v); }); }, py::is_operator())
+      .def("__mul__", [](const Tensor& a, const Tensor& b) { return NoGil([&] { const auto [x, y] = Promoted(a, b); return Mul(x, y); }); }, py::is_operator())
+      .def("__mul__", [](const Tensor& a, py::int_ v) { const double x = v.cast<double>(); return NoGil([&] { return MulScalar(a, x); }); }, py::is_operator())
+      .def("__mul__", [](const Tensor& a, double v) { return NoGil([&] { return MulScalar(Floating(a), v); }); }, py::is_operator())
+      .def("__rmul__", [](const Tensor& a, py::int_ v) { const double x = v.cast<double>(); return NoGil([&] { return MulScalar(a, x); }); }, py::is_operator())
+      .def("__rmul__", [](const Tensor& a, double v) { return NoGil([&] { return MulScalar(Floating(a), v); }); }, py::is_operator())
       .def("__truediv__", [](const Tensor& a, const Tensor& b) {
         return NoGil([&] {
           const bool ints = !IsFloating(a.dtype()) && !IsFloating(b.dtype());
@@ -144,13 +144,13 @@ void BindArithmetic(py::class_<Tensor>& c) {
           const auto [x, y] = Promoted(a, b);
           return Div(x, y);
         });
-      })
+      }, py::is_operator())
       .def("__truediv__", [](const Tensor& a, double v) {
         return NoGil([&] { const Tensor f = Floating(a); return Div(f, ScalarLike(f, v)); });
-      })
+      }, py::is_operator())
       .def("__rtruediv__", [](const Tensor& a, double v) {
         return NoGil([&] { const Tensor f = Floating(a); return Div(ScalarLike(f, v), f); });
-      })
+      }, py::is_operator())
       .def("__neg__", [](const Tensor& a) { return NoGil([&] { return Neg(a); }); })
       .def("__pow__", [](const Tensor& a, double e) { return NoGil([&] { return Pow(a, e); }); })
       .def("__matmul__", [](const Tensor& a, const Tensor& b) { return NoGil([&] { return Matmul(a, b); }); })

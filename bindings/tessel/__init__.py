@@ -95,10 +95,53 @@ for _name, _fn in _extra.TENSOR_METHODS.items():
 for _name in _compat.FUNCTION_FORMS:
     if _name not in globals():
         globals()[_name] = _compat._function_form(_name)
+from . import _complex  # noqa: E402 (complex tensors over interleaved real parts: rotary embeddings)
+globals().update(_complex.TORCH_FUNCTIONS)
+ComplexTensor = _complex.ComplexTensor
+Tensor.is_complex = lambda self: False
+Tensor.is_floating_point = lambda self: self.dtype.is_floating_point
+is_floating_point = lambda input: input.is_floating_point()  # noqa: E731 (torch.is_floating_point)
+get_default_dtype = lambda: float32  # noqa: E731,F405 (tessel's factories make float32 by default)
+
+
+def set_default_dtype(d):
+    """torch.set_default_dtype: tessel's factories make float32; asking for float32 is accepted, any
+    other default raises instead of being ignored."""
+    if d != float32:  # noqa: F405
+        raise NotImplementedError("set_default_dtype(%s): tessel's default floating dtype is float32; pass "
+                                  "dtype= to the factories instead" % (d,))
+
+
+_matmul_precision = ["highest"]
+
+
+def set_float32_matmul_precision(precision):
+    """torch.set_float32_matmul_precision: 'high' and 'medium' permit TF32 / bfloat16 internal precision,
+    which torch's CPU GEMMs do not use either; tessel's float32 GEMMs always compute in float32, so every
+    setting is honoured (the value is kept for get_float32_matmul_precision)."""
+    if precision not in ("highest", "high", "medium"):
+        raise RuntimeError("set_float32_matmul_precision: expected 'highest', 'high' or 'medium', got %r"
+                           % (precision,))
+    _matmul_precision[0] = precision
+
+
+get_float32_matmul_precision = lambda: _matmul_precision[0]  # noqa: E731
+_deterministic = [False, False]
+
+
+def use_deterministic_algorithms(mode, *, warn_only=False):
+    """torch.use_deterministic_algorithms: every tessel kernel is already deterministic for a given thread
+    count and world size (fixed reduction orders, no atomics in the CUDA kernels, fixed ring orders in
+    the collectives), so the setting only records the mode."""
+    _deterministic[0], _deterministic[1] = _builtins.bool(mode), _builtins.bool(warn_only)
+
+
+are_deterministic_algorithms_enabled = lambda: _deterministic[0]  # noqa: E731
+is_deterministic_algorithms_warn_only_enabled = lambda: _deterministic[1]  # noqa: E731
 from . import _inplace  # noqa: E402 (in-place methods recorded by autograd)
 _inplace.install()
 relu_ = lambda input: input.relu_()  # noqa: E731 (torch.relu_)
-from . import autograd, nn, optim, distributed, multiprocessing, utils  # noqa: E402,F401
+from . import autograd, backends, nn, optim, distributed, multiprocessing, utils  # noqa: E402,F401
 from . import amp  # noqa: E402
 from .amp import autocast, get_autocast_dtype, is_autocast_enabled  # noqa: E402,F401
 import types as _types  # noqa: E402

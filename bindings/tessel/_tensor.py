@@ -38,23 +38,38 @@ def _dtype_of_scalar(v):
     return _dtypes.float32
 
 
+def _complex_full(size, value, dtype, requires_grad):
+    """zeros / ones / full / empty with torch.complex64 / complex128 (tessel/_complex.py): zero-filled parts."""
+    from ._complex import full as complex_full
+    out = complex_full(size, value, dtype)
+    return out.requires_grad_(True) if requires_grad else out
+
+
 def empty(*size, dtype=None, device=None, requires_grad=False):
     check_cpu(device, "empty")
+    if getattr(dtype, "is_complex", False):
+        return _complex_full(_shape(size), 0.0, dtype, requires_grad)
     return _finish(_C._empty(_shape(size), dtype or _dtypes.float32), requires_grad)
 
 
 def zeros(*size, dtype=None, device=None, requires_grad=False):
     check_cpu(device, "zeros")
+    if getattr(dtype, "is_complex", False):
+        return _complex_full(_shape(size), 0.0, dtype, requires_grad)
     return _finish(_C._full(_shape(size), 0.0, dtype or _dtypes.float32), requires_grad)
 
 
 def ones(*size, dtype=None, device=None, requires_grad=False):
     check_cpu(device, "ones")
+    if getattr(dtype, "is_complex", False):
+        return _complex_full(_shape(size), 1.0, dtype, requires_grad)
     return _finish(_C._full(_shape(size), 1.0, dtype or _dtypes.float32), requires_grad)
 
 
 def full(size, fill_value, *, dtype=None, device=None, requires_grad=False):
     check_cpu(device, "full")
+    if getattr(dtype, "is_complex", False):
+        return _complex_full(_shape((size,)), fill_value, dtype, requires_grad)
     dtype = dtype or _dtype_of_scalar(fill_value)
     if dtype == _dtypes.int64 and isinstance(fill_value, builtins.int) and builtins.abs(fill_value) > 2 ** 53:
         # exact beyond 2^53 (the C++ fill takes a double)

@@ -22,6 +22,7 @@ import collections
 import copy
 
 from .. import _C, _dtypes
+from .._complex import ComplexTensor
 
 Tensor = _C.Tensor
 Module = _C.Module
@@ -123,7 +124,28 @@ def _delattr(self, name):
     object.__delattr__(self, name)
 
 
+_COMPLEX_KEY = "_tessel_complex_buffers"  # {name: [ComplexTensor, persistent]}: kept in Python (tessel/_complex.py)
+
+
+def _complex_buffers(module):
+    try:
+        return object.__getattribute__(module, "__dict__").get(_COMPLEX_KEY)
+    except AttributeError:  # a module C++ created has no __dict__
+        return None
+
+
 def _setattr(self, name, value):
+    held = _complex_buffers(self)
+    if held is not None and name in held:  # torch: assigning to a buffer's name replaces the buffer
+        if value is not None and not isinstance(value, ComplexTensor):
+            raise TypeError("cannot assign '%s' as the complex buffer '%s' (a complex tensor or None expected)"
+                            % (type(value).__name__, name))
+        if value is None:
+            del held[name]
+            _note_none(self, name, False, None)
+        else:
+            held[name][0] = value
+        return
     if isinstance(value, Tensor):
         plists = _dict(self).get("_modules", {}).get("parametrizations")
         if plists is not None and name in plists:
@@ -181,6 +203,9 @@ def _getattr(self, name):
         found = None
     if found is not None:
         return _as_parameter(found, name) if self._has_parameter(name) else found
+    held = _complex_buffers(self)
+    if held is not None and name in held:
+        return held[name][0]
     try:
         if self._registered(name):  # register_parameter("bias", None), Linear(bias=False).bias: None, as torch
             return None
@@ -302,8 +327,18 @@ def parameters(self, recurse=True):
         yield p
 
 
+def _named_complex_buffers(self, recurse, persistent_only=False):
+    """(qualified name, ComplexTensor) of the complex buffers, module by module after the real ones."""
+    for mname, m in (self.named_modules() if recurse else [("", self)]):
+        for name, (value, persistent) in (_complex_buffers(m) or {}).items():
+            if persistent or not persistent_only:
+                yield _join(mname, name), value
+
+
 def named_buffers(self, prefix="", recurse=True, remove_duplicate=True):
     for name, t in self._named_buffers(recurse):
+        yield _join(prefix, name), t
+    for name, t in _named_complex_buffers(self, recurse):
         yield _join(prefix, name), t
 
 
@@ -335,7 +370,31 @@ def state_dict(self, destination=None, prefix="", keep_vars=False):
     out = collections.OrderedDict() if destination is None else destination
     for name, t in self._state_dict():
         out[prefix + name] = t if keep_vars else t.detach()
+    for name, t in _named_complex_buffers(self, True, persistent_only=True):
+        out[prefix + name] = t if keep_vars else t.detach()
     return out
+
+
+def _load_complex_buffers(self, state_dict, strict):
+    """Copies the state dict's entries for complex buffers and returns the rest (for the C++ loader) and the
+    complex buffers it lacked."""
+    rest, missing = collections.OrderedDict(), []
+    names = dict(_named_complex_buffers(self, True, persistent_only=True))
+    for key, value in state_dict.items():
+        if key not in names:
+            rest[key] = value
+            continue
+        if tuple(value.shape) != tuple(names[key].shape):
+            raise ValueError("load_state_dict: size mismatch for %s: copying a param with shape %s from "
+                             "checkpoint, the shape in current model is %s."
+                             % (key, list(value.shape), list(names[key].shape)))
+        with _C._GradMode(False):
+            names[key].copy_(value)
+    missing = [k for k in names if k not in state_dict]
+    if missing and strict:
+        raise ValueError("Error(s) in loading state_dict for %s: missing keys %s"
+                         % (type(self).__name__, missing))
+    return rest, missing
 
 
 def _with_legacy_entries(root, state_dict):
@@ -365,13 +424,14 @@ def load_state_dict(self, state_dict, strict=True, assign=False):
     shapes always). assign=True then makes each parameter the state dict's own tensor (its dtype and
     storage; requires_grad stays the module's), as torch; buffers keep being copied into."""
     state_dict = _with_legacy_entries(self, state_dict)
+    state_dict, complex_missing = _load_complex_buffers(self, state_dict, strict)
     params = dict(self.named_parameters(remove_duplicate=False)) if assign else {}
     if any(p.is_distributed for p in params.values()):
         raise NotImplementedError("load_state_dict(assign=True) on sharded (DTensor) parameters: load without "
                                   "assign, or before fully_shard / parallelize_module")
     if not assign:
         missing, unexpected = self._load_state_dict(list(state_dict.items()), strict)
-        return _IncompatibleKeys(missing, unexpected)
+        return _IncompatibleKeys(list(missing) + complex_missing, unexpected)
     # assign: the old parameters stay untouched (torch); shapes are checked first, then the buffers and
     # other entries load as usual and each parameter becomes the state dict's tensor.
     for name, value in state_dict.items():
@@ -390,7 +450,7 @@ def load_state_dict(self, state_dict, strict=True, assign=False):
             new = value.detach()
             new.requires_grad_(params[name].requires_grad)
             self._set_parameter(name, new)
-    return _IncompatibleKeys(missing, unexpected)
+    return _IncompatibleKeys(missing + complex_missing, unexpected)
 
 
 def train(self, mode=True):
@@ -492,6 +552,12 @@ _register_buffer_cpp = Module.register_buffer
 
 
 def register_buffer(self, name, tensor, persistent=True):
+    if isinstance(tensor, ComplexTensor):
+        if name in _dict(self) or self._lookup(name) is not None:
+            raise KeyError("attribute '%s' already exists" % name)
+        _note_none(self, name, False, tensor)
+        _dict(self).setdefault(_COMPLEX_KEY, collections.OrderedDict())[name] = [tensor, persistent]
+        return
     _note_none(self, name, False, tensor)
     _register_buffer_cpp(self, name, tensor, persistent)
 
@@ -611,9 +677,11 @@ def _deepcopy(self, memo):
         memo[id(self)] = new
         for pname, p in self.named_parameters(recurse=False):
             new._set_parameter(pname, _copied_tensor(p, memo), True)
-        for bname, b in self.named_buffers(recurse=False):
+        for bname, b in self._named_buffers(False):
             with _C._GradMode(False):
                 getattr(new, bname).copy_(b)
+        if _complex_buffers(self):
+            _dict(new)[_COMPLEX_KEY] = copy.deepcopy(_complex_buffers(self), memo)
         new.train(self.training)
         return new
     new = type(self).__new__(type(self))
@@ -623,7 +691,7 @@ def _deepcopy(self, memo):
     for pname, p in self.named_parameters(recurse=False):
         setattr(new, pname, _copied_tensor(p, memo))
     persistent = set(k for k in self.state_dict() if "." not in k)
-    for bname, b in self.named_buffers(recurse=False):
+    for bname, b in self._named_buffers(False):  # (complex buffers are copied with __dict__ below)
         new.register_buffer(bname, _copied_tensor(b, memo), bname in persistent)
     for rname, is_parameter in (_dict(self).get(_NONE_KEY) or {}).items():
         (new.register_parameter if is_parameter else new.register_buffer)(rname, None)
