@@ -103,4 +103,20 @@ cuda.device_count = lambda: 0
 cuda.is_bf16_supported = lambda including_emulation=True: False
 cuda.manual_seed = _no_cuda  # no CUDA generator to seed, as torch without a GPU
 cuda.manual_seed_all = _no_cuda
+cuda.empty_cache = _no_cuda  # torch: a no-op until CUDA was initialized, which it never is here
+
+
+def _needs_cuda(name):
+    def fn(*args, **kwargs):
+        raise RuntimeError("tessel.cuda.%s: no CUDA device from tessel's Python face (tessel.cuda.is_available() "
+                           "is False); guard it with `if torch.cuda.is_available():` as on a machine without a "
+                           "GPU" % name)
+    fn.__name__ = name
+    return fn
+
+
+for _name in ("synchronize", "memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",
+              "reset_peak_memory_stats", "memory_stats", "set_device", "current_device", "get_device_name",
+              "get_device_properties", "mem_get_info"):
+    setattr(cuda, _name, _needs_cuda(_name))
 sys.modules["tessel.cuda"] = cuda  # import tessel.cuda / from tessel.cuda import is_available

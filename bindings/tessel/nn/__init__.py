@@ -50,6 +50,7 @@ for _layer in (Linear, Embedding, LayerNorm, RMSNorm):
 GPT = _C.GPT
 GPTConfig = _C.GPTConfig
 from . import parallel  # noqa: E402,F401 (torch.nn.parallel.DistributedDataParallel)
+from . import attention  # noqa: E402,F401 (torch.nn.attention.SDPBackend / sdpa_kernel, as torch.nn imports it)
 from ._layers import _make_extra_modules  # noqa: E402
 globals().update(_make_extra_modules())  # Sigmoid, Softmax, LeakyReLU, ..., BCEWithLogitsLoss, NLLLoss, ...
 from ._conv_modules import make_modules as _make_conv_modules  # noqa: E402

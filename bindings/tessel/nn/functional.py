@@ -13,7 +13,6 @@ from .._C._functional import (  # noqa: F401
     rms_norm,
     scaled_dot_product_attention,
     sigmoid,
-    silu,
     softmax,
     tanh,
 )
@@ -22,6 +21,15 @@ from .._C._functional import (  # noqa: F401
 def relu(input, inplace=False):
     """torch.nn.functional.relu (inplace=True: see tessel/_inplace.py's apply)."""
     out = _C._functional.relu(input)
+    if inplace:
+        from .. import _inplace
+        return _inplace.apply(input, out)
+    return out
+
+
+def silu(input, inplace=False):
+    """torch.nn.functional.silu (inplace=True: see tessel/_inplace.py's apply)."""
+    out = _C._functional.silu(input)
     if inplace:
         from .. import _inplace
         return _inplace.apply(input, out)
