@@ -413,6 +413,128 @@ def vstack(tensors):
     return _C._functional.cat([t.reshape(1, -1) if t.dim() < 2 else t for t in tensors], 0)
 
 
+# ---- order statistics and random fills ---------------------------------------------------------------
+
+def _order_stat(name):
+    import collections
+    return collections.namedtuple(name, ["values", "indices"])
+
+
+_MEDIAN, _KTHVALUE = _order_stat("median"), _order_stat("kthvalue")
+
+
+def _kth_along(x, k, dim, keepdim, kind):
+    """The k-th smallest (0-based) along dim and its index, through sort (values keep the gradient)."""
+    dim = dim % builtins.max(x.dim(), 1)
+    if x.dim() == 0:
+        return kind(x, _C._full([], 0.0, _dtypes.int64))
+    values, indices = x.sort(dim)
+    v, i = values.narrow(dim, k, 1), indices.narrow(dim, k, 1)
+    return kind(v, i) if keepdim else kind(v.squeeze(dim), i.squeeze(dim))
+
+
+def median(x, dim=None, keepdim=False):
+    """torch.median: the lower median ((n - 1) // 2-th smallest); with dim, (values, indices)."""
+    if dim is None:
+        flat = x.reshape(-1)
+        return flat.sort(0)[0].narrow(0, (flat.shape[0] - 1) // 2, 1).squeeze(0)
+    return _kth_along(x, (x.shape[dim] - 1) // 2, dim, keepdim, _MEDIAN)
+
+
+def kthvalue(x, k, dim=-1, keepdim=False):
+    """torch.kthvalue: the k-th smallest (1-based) along dim, (values, indices)."""
+    n = x.shape[dim] if x.dim() else 1
+    if not 1 <= k <= n:
+        raise RuntimeError("kthvalue(): selected number k out of range for dimension %d" % dim)
+    return _kth_along(x, k - 1, dim, keepdim, _KTHVALUE)
+
+
+def quantile(x, q, dim=None, keepdim=False, *, interpolation="linear"):
+    """torch.quantile: q in [0, 1] (a number or a 1-D tensor, whose values become the leading dim);
+    interpolation linear / lower / higher / nearest (ties to even) / midpoint between sorted neighbours."""
+    if interpolation not in ("linear", "lower", "higher", "nearest", "midpoint"):
+        raise ValueError("quantile() interpolation must be one of linear, lower, higher, midpoint or nearest. Got "
+                         + str(interpolation))
+    qs = q.detach().numpy().reshape(-1).tolist() if isinstance(q, Tensor) else [builtins.float(q)]
+    if builtins.any(not 0.0 <= v <= 1.0 for v in qs):
+        raise RuntimeError("quantile() q values must be in the range [0, 1]")
+    if dim is None:
+        src, d = x.reshape(-1), 0
+    else:
+        src, d = x, dim % x.dim()
+    values = src.sort(d)[0]
+    n = values.shape[d]
+    outs = []
+    for v in qs:
+        pos = v * (n - 1)
+        lo, hi = math.floor(pos), math.ceil(pos)
+        frac = pos - lo
+        if interpolation == "lower" or (interpolation == "nearest" and builtins.round(pos) == lo):
+            hi, frac = lo, 0.0
+        elif interpolation in ("higher", "nearest"):
+            lo, frac = hi, 0.0
+        elif interpolation == "midpoint":
+            frac = 0.5 if hi != lo else 0.0
+        a, b = values.narrow(d, lo, 1), values.narrow(d, hi, 1)
+        out = a + (b - a) * frac if frac else a
+        if dim is None:
+            out = out.reshape([1] * x.dim()) if keepdim else out.reshape([])
+        elif not keepdim:
+            out = out.squeeze(d)
+        outs.append(out)
+    if isinstance(q, Tensor) and q.dim() > 0:
+        return _C._functional.stack(outs, 0)
+    return outs[0]
+
+
+def bernoulli(p, generator=None):
+    """torch.bernoulli: 1 with probability p elementwise (p's dtype); draws from the thread's generator."""
+    from ._tensor import rand_like
+    return (rand_like(p) < p).to(p.dtype)
+
+
+def _exponential_(x, lambd=1.0, generator=None):
+    from ._tensor import rand_like
+    with _C._GradMode(False):
+        return x.copy_(-((1.0 - rand_like(x)).log()) / lambd)
+
+
+def _random_(x, from_=0, to=None, generator=None):
+    """Tensor.random_(from, to) / random_(to): integers uniform in [from, to) (to: 2^mantissa for floats)."""
+    from ._tensor import randint
+    if to is None:
+        from_, to = 0, from_ if from_ else (1 << 24 if x.dtype == _dtypes.float32 else 1 << 53 if x.dtype == _dtypes.float64 else 1 << 31)
+    with _C._GradMode(False):
+        return x.copy_(randint(from_, to, tuple(x.shape)).to(x.dtype))
+
+
+def _index_mask(x, dim, index):
+    """A bool tensor broadcastable to x, true at `index` along dim."""
+    d = dim % x.dim()
+    hit = np.zeros(x.shape[d], dtype=bool)
+    hit[np.asarray(index.detach().numpy() if isinstance(index, Tensor) else index).reshape(-1)] = True
+    shape = [1] * x.dim()
+    shape[d] = x.shape[d]
+    return _C._from_numpy(hit.reshape(shape))
+
+
+def _index_fill(x, dim, index, value):
+    """torch.index_fill: x with the slices at index along dim set to value (differentiable in x)."""
+    return x.masked_fill(_index_mask(x, dim, index), value)
+
+
+def _index_fill_(x, dim, index, value):
+    return x.masked_fill_(_index_mask(x, dim, index), value)
+
+
+def _tri_indices(upper):
+    def fn(row, col, offset=0, *, dtype=None, device=None, layout=None):
+        r, c = (np.triu_indices if upper else np.tril_indices)(row, offset, col)
+        return _C._from_numpy(np.ascontiguousarray(np.stack([r, c]).astype(np.int64))).to(dtype or _dtypes.int64)
+    fn.__name__ = "triu_indices" if upper else "tril_indices"
+    return fn
+
+
 # ---- pow with a tensor exponent ---------------------------------------------------------------------
 
 _NUMBER_POW = _C.Tensor.pow  # the C++ op (Tensor ** number), before pow below replaces the method
@@ -776,12 +898,14 @@ _BOTH = dict(  # torch.X(t, ...) and t.X(...)
     movedim=movedim, swapaxes=swapaxes, unbind=unbind, unflatten=unflatten, index_select=index_select, flip=flip,
     roll=roll, repeat_interleave=repeat_interleave, masked_select=masked_select, outer=outer, diag=diag,
     trace=trace, round=round_, trunc=trunc, fix=trunc, index_add=index_add, nonzero=nonzero, argwhere=argwhere, count_nonzero=count_nonzero, allclose=allclose, equal=equal,
-    clip=lambda x, min=None, max=None: x.clamp(min, max), pow=pow)
+    clip=lambda x, min=None, max=None: x.clamp(min, max), pow=pow, median=median, kthvalue=kthvalue,
+    quantile=quantile, index_fill=_index_fill)
 
-TORCH_FUNCTIONS = dict(_BOTH, hstack=hstack, vstack=vstack, row_stack=vstack, **_C_UNARY, take_along_dim=take_along_dim, linspace=linspace, numel=numel, softplus=softplus)
+TORCH_FUNCTIONS = dict(_BOTH, hstack=hstack, bernoulli=bernoulli, triu_indices=_tri_indices(True), tril_indices=_tri_indices(False), vstack=vstack, row_stack=vstack, **_C_UNARY, take_along_dim=take_along_dim, linspace=linspace, numel=numel, softplus=softplus)
 
 TENSOR_METHODS = dict(
-    _BOTH, __pow__=_tensor_pow, __rpow__=_tensor_rpow, **_C_UNARY_METHODS, index_add_=index_add_, repeat=repeat, expand_as=expand_as,
+    _BOTH, __pow__=_tensor_pow, __rpow__=_tensor_rpow, bernoulli=bernoulli, exponential_=_exponential_,
+    random_=_random_, index_fill_=_index_fill_, nbytes=property(lambda x: x.numel() * x.element_size()), **_C_UNARY_METHODS, index_add_=index_add_, repeat=repeat, expand_as=expand_as,
     new_zeros=lambda x, *size, **kw: _new_full(x, size, 0.0, **kw),
     new_ones=lambda x, *size, **kw: _new_full(x, size, 1.0, **kw),
     new_full=lambda x, size, fill_value, dtype=None, device=None, requires_grad=False: _C._full(

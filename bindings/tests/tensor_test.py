@@ -1382,3 +1382,54 @@ def test_in_place_methods_are_recorded_when_nothing_else_shares_the_tensor():
     plain = tessel.zeros(2)
     plain.add_(1.0).relu_()  # outside autograd: in place, as before
     assert plain.tolist() == [1.0, 1.0]
+
+
+def test_order_statistics_match_numpy_and_keep_the_gradient():
+    rng = np.random.default_rng(7)
+    x = rng.permutation(24).reshape(4, 6).astype(np.float64)  # distinct values: indices are unambiguous
+    t = tessel.tensor(x, dtype=tessel.float64, requires_grad=True)
+    flat = np.sort(x.reshape(-1))
+    assert tessel.median(t).item() == flat[(24 - 1) // 2]  # torch's lower median
+    med = tessel.median(t, dim=1)
+    np.testing.assert_array_equal(med.values.detach().numpy(), np.sort(x, 1)[:, 2])
+    np.testing.assert_array_equal(med.indices.numpy(), np.argsort(x, 1)[:, 2])
+    kth = t.kthvalue(3, dim=0, keepdim=True)
+    np.testing.assert_array_equal(kth.values.detach().numpy(), np.sort(x, 0)[2:3])
+    assert tuple(kth.indices.shape) == (1, 6)
+    with pytest.raises(RuntimeError, match="k out of range"):
+        tessel.kthvalue(t, 7, dim=1)
+    for interp in ("linear", "lower", "higher", "midpoint", "nearest"):
+        got = tessel.quantile(t, tessel.tensor([0.1, 0.5, 0.9], dtype=tessel.float64), dim=1, interpolation=interp)
+        want = np.quantile(x, [0.1, 0.5, 0.9], axis=1, method=interp)
+        np.testing.assert_allclose(got.detach().numpy(), want, rtol=1e-12, err_msg=interp)
+    np.testing.assert_allclose(tessel.quantile(t, 0.3).item(), np.quantile(x, 0.3), rtol=1e-12)
+    # The gradient of the median / a linear quantile lands on the selected (interpolated) entries.
+    tessel.quantile(t, 0.5, dim=1).sum().backward()
+    want = np.zeros_like(x)
+    order = np.argsort(x, 1)
+    want[np.arange(4), order[:, 2]] = 0.5
+    want[np.arange(4), order[:, 3]] = 0.5
+    np.testing.assert_allclose(t.grad.numpy(), want)
+    with pytest.raises(RuntimeError, match="q values must be in the range"):
+        tessel.quantile(t, 1.5)
+
+
+def test_random_fills_index_fill_and_triangle_indices():
+    tessel.manual_seed(0)
+    p = tessel.full((40000,), 0.3)
+    draws = tessel.bernoulli(p).numpy()
+    assert set(np.unique(draws)) == {0.0, 1.0} and abs(draws.mean() - 0.3) < 0.015  # 6 sigma
+    e = tessel.empty(40000).exponential_(2.0).numpy()
+    assert e.min() >= 0 and abs(e.mean() - 0.5) < 0.015
+    r = tessel.empty(1000, dtype=tessel.int64).random_(3, 7).numpy()
+    assert set(np.unique(r)) == {3, 4, 5, 6}
+    x = np.arange(12.0).reshape(3, 4)
+    want = x.copy()
+    want[:, [0, 2]] = -1
+    np.testing.assert_array_equal(tessel.tensor(x).index_fill(1, tessel.tensor([0, 2]), -1.0).numpy(), want)
+    t = tessel.tensor(x)
+    t.index_fill_(0, tessel.tensor([1]), 5.0)
+    assert t[1].tolist() == [5.0] * 4 and t[0].tolist() == [0.0, 1.0, 2.0, 3.0]
+    np.testing.assert_array_equal(tessel.triu_indices(3, 4, 1).numpy(), np.stack(np.triu_indices(3, 1, 4)))
+    np.testing.assert_array_equal(tessel.tril_indices(4, 3, -1).numpy(), np.stack(np.tril_indices(4, -1, 3)))
+    assert tessel.zeros(3, 5).nbytes == 60 and tessel.zeros(2, dtype=tessel.bfloat16).nbytes == 4
