@@ -119,6 +119,11 @@ void FillAnyInPlace(const Tensor& a, double v, const char* op) {
   FillInPlace(d.ToLocal(), v);
 }
 
+// pow with a tensor exponent: tessel/_pow.py's (numpy's power on the host, differentiable in both operands).
+py::object TensorPow(py::object base, py::object exponent) {
+  return py::module_::import("tessel._pow").attr("pow")(std::move(base), std::move(exponent));
+}
+
 void BindArithmetic(py::class_<Tensor>& c) {
   // Overloads are tried in order: Tensor, then a Python int (py::int_ also takes bool, as torch's int
   // promotion does), then a Python float.
@@ -152,7 +157,14 @@ void BindArithmetic(py::class_<Tensor>& c) {
         return NoGil([&] { const Tensor f = Floating(a); return Div(ScalarLike(f, v), f); });
       }, py::is_operator())
       .def("__neg__", [](const Tensor& a) { return NoGil([&] { return Neg(a); }); })
-      .def("__pow__", [](const Tensor& a, double e) { return NoGil([&] { return Pow(a, e); }); })
+      .def("__pow__", [](const Tensor& a, double e) { return NoGil([&] { return Pow(a, e); }); }, py::is_operator())
+      // A tensor exponent, or a number base (theta ** t), is composed in Python (tessel/_pow.py).
+      .def("__pow__", [](py::object a, const Tensor& e) { return TensorPow(std::move(a), py::cast(e)); },
+           py::is_operator())
+      .def("__rpow__", [](const Tensor& e, py::int_ base) { return TensorPow(std::move(base), py::cast(e)); },
+           py::is_operator())
+      .def("__rpow__", [](const Tensor& e, py::float_ base) { return TensorPow(std::move(base), py::cast(e)); },
+           py::is_operator())
       .def("__matmul__", [](const Tensor& a, const Tensor& b) { return NoGil([&] { return Matmul(a, b); }); })
       .def("__abs__", [](const Tensor& a) { return NoGil([&] { return Abs(a); }); })
       .def("add", [](const Tensor& a, const Tensor& b) { return NoGil([&] { const auto [x, y] = Promoted(a, b); return Add(x, y); }); })
@@ -306,6 +318,8 @@ void BindMath(py::class_<Tensor>& c) {
         return NoGil([&] { return LogSoftmax(dt && *dt != x.dtype() ? Cast(x, *dt) : x, d); });
       }, py::arg("dim"), py::arg("dtype") = py::none())
       .def("pow", [](const Tensor& x, double e) { return NoGil([&] { return Pow(x, e); }); }, py::arg("exponent"))
+      .def("pow", [](py::object x, const Tensor& e) { return TensorPow(std::move(x), py::cast(e)); },
+           py::arg("exponent"))
       .def("clamp", [](const Tensor& x, std::optional<double> lo, std::optional<double> hi) {
         return NoGil([&] { return Clamp(x, lo, hi); });
       }, py::arg("min") = py::none(), py::arg("max") = py::none())

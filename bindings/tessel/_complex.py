@@ -289,21 +289,19 @@ class ComplexTensor:
 
     def __truediv__(self, other):
         if isinstance(other, ComplexTensor):
-            c, d = other._pair()
-            den = c * c + d * d
-            return (self * other.conj()) * (1.0 / den)
+            return other.__rtruediv__(self)
         if isinstance(other, builtins.complex):
-            return self / ComplexTensor(_C._from_numpy(np.array([other.real, other.imag], np.float32)).to(
-                self._r.dtype))
+            return self / ComplexTensor(_parts(other, self._r.dtype))
         if isinstance(other, Tensor):
             return ComplexTensor(self._r / other.unsqueeze(-1))
         if isinstance(other, numbers.Real):
             return ComplexTensor(self._r / other)
         return NotImplemented
 
-    def __rtruediv__(self, other):
-        if isinstance(other, (Tensor, numbers.Number)):
-            return (self.conj() * other) * (1.0 / (self.abs() ** 2))
+    def __rtruediv__(self, other):  # other / self = other · conj(self) / |self|²
+        if isinstance(other, (ComplexTensor, Tensor, numbers.Number)):
+            a, b = self._pair()
+            return (self.conj() * other) * (1.0 / (a * a + b * b))
         return NotImplemented
 
     def abs(self):

@@ -5,8 +5,9 @@ no gradient (one_hot, nonzero, sin/cos of a tensor that does not require grad), 
 Functions whose gradient would need an op tessel lacks (sin, cos, erf, floor, ...) refuse a tensor that
 requires grad with NotImplementedError instead of returning a value with no gradient; they serve the
 constant tables models build from them (rotary embeddings' cos/sin, positional encodings). The scatter
-family (_scatter.py), einsum (_einsum.py) and the logical / bitwise operators (_logical.py) are split out
-by concept and register into this module's tables.
+family (_scatter.py), einsum (_einsum.py), the logical / bitwise operators (_logical.py), the order
+statistics (_order.py) and pow with a tensor exponent (_pow.py) are split out by concept and register
+into this module's tables.
 """
 import builtins
 import math
@@ -14,7 +15,7 @@ import math
 import numpy as np
 
 from . import _C, _dtypes
-from ._tensor import Tensor, tensor as _tensor, zeros as _zeros
+from ._tensor import Tensor, bernoulli, exponential_, random_, tensor as _tensor, zeros as _zeros
 
 
 def _floating(x):
@@ -400,114 +401,6 @@ def trace(x):
     return diag(x).sum()
 
 
-# ---- stacking by dimension -----------------------------------------------------------------------------
-
-def hstack(tensors):
-    """torch.hstack: cat along dim 1, or dim 0 for 1-D tensors (0-D ones count as 1-D)."""
-    tensors = [t.reshape(1) if t.dim() == 0 else t for t in tensors]
-    return _C._functional.cat(tensors, 0 if tensors[0].dim() == 1 else 1)
-
-
-def vstack(tensors):
-    """torch.vstack: cat along dim 0 after making 0-D and 1-D tensors rows [1, N]."""
-    return _C._functional.cat([t.reshape(1, -1) if t.dim() < 2 else t for t in tensors], 0)
-
-
-# ---- order statistics and random fills ---------------------------------------------------------------
-
-def _order_stat(name):
-    import collections
-    return collections.namedtuple(name, ["values", "indices"])
-
-
-_MEDIAN, _KTHVALUE = _order_stat("median"), _order_stat("kthvalue")
-
-
-def _kth_along(x, k, dim, keepdim, kind):
-    """The k-th smallest (0-based) along dim and its index, through sort (values keep the gradient)."""
-    dim = dim % builtins.max(x.dim(), 1)
-    if x.dim() == 0:
-        return kind(x, _C._full([], 0.0, _dtypes.int64))
-    values, indices = x.sort(dim)
-    v, i = values.narrow(dim, k, 1), indices.narrow(dim, k, 1)
-    return kind(v, i) if keepdim else kind(v.squeeze(dim), i.squeeze(dim))
-
-
-def median(x, dim=None, keepdim=False):
-    """torch.median: the lower median ((n - 1) // 2-th smallest); with dim, (values, indices)."""
-    if dim is None:
-        flat = x.reshape(-1)
-        return flat.sort(0)[0].narrow(0, (flat.shape[0] - 1) // 2, 1).squeeze(0)
-    return _kth_along(x, (x.shape[dim] - 1) // 2, dim, keepdim, _MEDIAN)
-
-
-def kthvalue(x, k, dim=-1, keepdim=False):
-    """torch.kthvalue: the k-th smallest (1-based) along dim, (values, indices)."""
-    n = x.shape[dim] if x.dim() else 1
-    if not 1 <= k <= n:
-        raise RuntimeError("kthvalue(): selected number k out of range for dimension %d" % dim)
-    return _kth_along(x, k - 1, dim, keepdim, _KTHVALUE)
-
-
-def quantile(x, q, dim=None, keepdim=False, *, interpolation="linear"):
-    """torch.quantile: q in [0, 1] (a number or a 1-D tensor, whose values become the leading dim);
-    interpolation linear / lower / higher / nearest (ties to even) / midpoint between sorted neighbours."""
-    if interpolation not in ("linear", "lower", "higher", "nearest", "midpoint"):
-        raise ValueError("quantile() interpolation must be one of linear, lower, higher, midpoint or nearest. Got "
-                         + str(interpolation))
-    qs = q.detach().numpy().reshape(-1).tolist() if isinstance(q, Tensor) else [builtins.float(q)]
-    if builtins.any(not 0.0 <= v <= 1.0 for v in qs):
-        raise RuntimeError("quantile() q values must be in the range [0, 1]")
-    if dim is None:
-        src, d = x.reshape(-1), 0
-    else:
-        src, d = x, dim % x.dim()
-    values = src.sort(d)[0]
-    n = values.shape[d]
-    outs = []
-    for v in qs:
-        pos = v * (n - 1)
-        lo, hi = math.floor(pos), math.ceil(pos)
-        frac = pos - lo
-        if interpolation == "lower" or (interpolation == "nearest" and builtins.round(pos) == lo):
-            hi, frac = lo, 0.0
-        elif interpolation in ("higher", "nearest"):
-            lo, frac = hi, 0.0
-        elif interpolation == "midpoint":
-            frac = 0.5 if hi != lo else 0.0
-        a, b = values.narrow(d, lo, 1), values.narrow(d, hi, 1)
-        out = a + (b - a) * frac if frac else a
-        if dim is None:
-            out = out.reshape([1] * x.dim()) if keepdim else out.reshape([])
-        elif not keepdim:
-            out = out.squeeze(d)
-        outs.append(out)
-    if isinstance(q, Tensor) and q.dim() > 0:
-        return _C._functional.stack(outs, 0)
-    return outs[0]
-
-
-def bernoulli(p, generator=None):
-    """torch.bernoulli: 1 with probability p elementwise (p's dtype); draws from the thread's generator."""
-    from ._tensor import rand_like
-    return (rand_like(p) < p).to(p.dtype)
-
-
-def _exponential_(x, lambd=1.0, generator=None):
-    from ._tensor import rand_like
-    with _C._GradMode(False):
-        return x.copy_(-((1.0 - rand_like(x)).log()) / lambd)
-
-
-def _random_(x, from_=0, to=None, generator=None):
-    """Tensor.random_(from, to) / random_(to): integers uniform in [from, to) (to: 2^mantissa for floats)."""
-    from ._tensor import randint
-    if to is None:
-        from_, to = 0, from_ if from_ else (1 << 24 if x.dtype == _dtypes.float32 else 1 << 53 if x.dtype == _dtypes.float64 else 1 << 31)
-    with _C._GradMode(False):
-        return x.copy_(randint(from_, to, tuple(x.shape)).to(x.dtype))
-
-
 def _index_mask(x, dim, index):
     """A bool tensor broadcastable to x, true at `index` along dim."""
     d = dim % x.dim()
@@ -535,111 +428,17 @@ def _tri_indices(upper):
     return fn
 
 
-# ---- pow with a tensor exponent ---------------------------------------------------------------------
+# ---- stacking by dimension -----------------------------------------------------------------------------
 
-_NUMBER_POW = _C.Tensor.pow  # the C++ op (Tensor ** number), before pow below replaces the method
-_FLOAT_RANK = {_dtypes.float16: 1, _dtypes.bfloat16: 1, _dtypes.float32: 2, _dtypes.float64: 3}
-
-
-def _pow_dtype(base, exponent):
-    """torch's result type of pow(base, exponent) where at least one is a Tensor (a Python number takes
-    the tensor's dtype, or float32 when a float meets an integer tensor)."""
-    def kind(x):
-        if isinstance(x, Tensor):
-            return x.dtype
-        if isinstance(x, builtins.bool):
-            return _dtypes.bool
-        return _dtypes.float32 if isinstance(x, builtins.float) else None  # None: a Python int
-    a, b = kind(base), kind(exponent)
-    if not isinstance(base, Tensor) or not isinstance(exponent, Tensor):  # number ** tensor or the reverse
-        t, n = (b, a) if not isinstance(base, Tensor) else (a, b)
-        return _dtypes.float32 if n is _dtypes.float32 and not t.is_floating_point else t
-    fa, fb = a.is_floating_point, b.is_floating_point
-    if fa and fb:
-        if a == b:
-            return a
-        ra, rb = _FLOAT_RANK[a], _FLOAT_RANK[b]
-        return a if ra > rb else b if rb > ra else _dtypes.float32  # bfloat16 with float16: float32
-    if fa or fb:
-        return a if fa else b
-    return _dtypes.int32 if a == b == _dtypes.int32 else _dtypes.int64
+def hstack(tensors):
+    """torch.hstack: cat along dim 1, or dim 0 for 1-D tensors (0-D ones count as 1-D)."""
+    tensors = [t.reshape(1) if t.dim() == 0 else t for t in tensors]
+    return _C._functional.cat(tensors, 0 if tensors[0].dim() == 1 else 1)
 
 
-def _host_pow(base, exponent, dtype):
-    """The value of pow on the host: numpy's power in the result's compute type (float32 for 16-bit)."""
-    compute = {_dtypes.float64: np.float64, _dtypes.int64: np.int64, _dtypes.int32: np.int32}.get(dtype, np.float32)
-    def arr(x):
-        if not isinstance(x, Tensor):
-            return compute(x)
-        x = x.detach()
-        return (x.float() if x.dtype in (_dtypes.bfloat16, _dtypes.float16) else x).numpy().astype(compute)
-    a, b = arr(base), arr(exponent)
-    if not np.issubdtype(compute, np.floating) and np.any(b < 0):
-        raise RuntimeError("Integers to negative integer powers are not allowed.")
-    out = _C._from_numpy(np.ascontiguousarray(np.power(a, b), dtype=compute))
-    return out if out.dtype == dtype else out.to(dtype)
-
-
-def _sum_to(g, shape):
-    """g summed over the dimensions broadcasting added or stretched, back to `shape`."""
-    shape = tuple(shape)
-    lead = g.dim() - len(shape)
-    if lead > 0:
-        g = g.sum(tuple(range(lead)))
-    stretched = tuple(i for i, n in enumerate(shape) if n == 1 and g.shape[i] != 1)
-    return g.sum(stretched, keepdim=True) if stretched else g
-
-
-def pow(input, exponent):  # noqa: A001 (torch.pow)
-    """torch.pow for every operand mix: Tensor ** number stays the C++ op (with its gradient, on DTensors
-    too); a tensor exponent (Tensor ** Tensor, number ** Tensor as in rotary tables' theta ** (i / d)) is
-    computed by numpy's power on the host, with torch's result type and broadcasting, and differentiates
-    in both operands: d/dbase = exponent·base^(exponent-1), d/dexponent = base^exponent·ln(base) (0
-    where base is 0 and the exponent >= 0, as torch)."""
-    if not isinstance(exponent, Tensor):
-        if isinstance(input, Tensor):
-            return _NUMBER_POW(input, exponent)
-        raise TypeError("pow(): one of the operands must be a Tensor, got %s and %s"
-                        % (type(input).__name__, type(exponent).__name__))
-    for x in (input, exponent):
-        if isinstance(x, Tensor) and x.is_distributed:
-            raise NotImplementedError("pow with a tensor exponent of a DTensor: tessel computes a tensor "
-                                      "exponent on the host; call full_tensor() or to_local() first")
-    dtype = _pow_dtype(input, exponent)
-    grad = _C.is_grad_enabled() and builtins.any(isinstance(x, Tensor) and x.requires_grad for x in (input, exponent))
-    if not grad:
-        return _host_pow(input, exponent, dtype)
-    from .autograd import Function
-
-    class PowBackward1(Function):
-        @staticmethod
-        def forward(ctx, a, b):
-            out = _host_pow(a, b, dtype)
-            ctx.save_for_backward(*(t for t in (a, b, out)))
-            return out
-
-        @staticmethod
-        def backward(ctx, g):
-            a, b, out = ctx.saved_tensors
-            ga = gb = None
-            if ctx.needs_input_grad[0]:
-                ga = _sum_to(g * b * pow(a, b - 1), a.shape)
-            if ctx.needs_input_grad[1]:
-                w = _C._functional.where
-                log_a = a.log() if a.dtype.is_floating_point else a.to(dtype).log()
-                gb = _sum_to(w((a == 0) & (b >= 0), g * 0.0, g * out * log_a), b.shape)
-            return ga, gb
-
-    a = input if isinstance(input, Tensor) else _C._full([], builtins.float(input), dtype)
-    return PowBackward1.apply(a, exponent)
-
-
-def _tensor_pow(self, exponent):
-    return pow(self, exponent)
-
-
-def _tensor_rpow(self, base):
-    return pow(base, self)
+def vstack(tensors):
+    """torch.vstack: cat along dim 0 after making 0-D and 1-D tensors rows [1, N]."""
+    return _C._functional.cat([t.reshape(1, -1) if t.dim() < 2 else t for t in tensors], 0)
 
 
 # ---- host-side values (no gradient by construction) ---------------------------------------------------
@@ -898,14 +697,13 @@ _BOTH = dict(  # torch.X(t, ...) and t.X(...)
     movedim=movedim, swapaxes=swapaxes, unbind=unbind, unflatten=unflatten, index_select=index_select, flip=flip,
     roll=roll, repeat_interleave=repeat_interleave, masked_select=masked_select, outer=outer, diag=diag,
     trace=trace, round=round_, trunc=trunc, fix=trunc, index_add=index_add, nonzero=nonzero, argwhere=argwhere, count_nonzero=count_nonzero, allclose=allclose, equal=equal,
-    clip=lambda x, min=None, max=None: x.clamp(min, max), pow=pow, median=median, kthvalue=kthvalue,
-    quantile=quantile, index_fill=_index_fill)
+    clip=lambda x, min=None, max=None: x.clamp(min, max), index_fill=_index_fill)
 
 TORCH_FUNCTIONS = dict(_BOTH, hstack=hstack, bernoulli=bernoulli, triu_indices=_tri_indices(True), tril_indices=_tri_indices(False), vstack=vstack, row_stack=vstack, **_C_UNARY, take_along_dim=take_along_dim, linspace=linspace, numel=numel, softplus=softplus)
 
 TENSOR_METHODS = dict(
-    _BOTH, __pow__=_tensor_pow, __rpow__=_tensor_rpow, bernoulli=bernoulli, exponential_=_exponential_,
-    random_=_random_, index_fill_=_index_fill_, nbytes=property(lambda x: x.numel() * x.element_size()), **_C_UNARY_METHODS, index_add_=index_add_, repeat=repeat, expand_as=expand_as,
+    _BOTH, bernoulli=bernoulli, exponential_=exponential_, random_=random_,
+    index_fill_=_index_fill_, nbytes=property(lambda x: x.numel() * x.element_size()), **_C_UNARY_METHODS, index_add_=index_add_, repeat=repeat, expand_as=expand_as,
     new_zeros=lambda x, *size, **kw: _new_full(x, size, 0.0, **kw),
     new_ones=lambda x, *size, **kw: _new_full(x, size, 1.0, **kw),
     new_full=lambda x, size, fill_value, dtype=None, device=None, requires_grad=False: _C._full(
@@ -1128,3 +926,4 @@ TENSOR_METHODS.update(remainder=remainder, fmod=fmod, floor_divide=floor_divide,
 # importing them registers their functions and methods.
 from . import _scatter  # noqa: E402,F401
 from . import _einsum, _logical  # noqa: E402,F401 (einsum; logical / bitwise operators and small functions)
+from . import _order, _pow  # noqa: E402,F401 (median / kthvalue / quantile; pow with a tensor exponent)

@@ -474,6 +474,28 @@ def randint_like(t, low=0, high=None, *, dtype=None, device=None):
     return randint(low, high, tuple(t.shape), dtype=dtype or t.dtype)
 
 
+def bernoulli(p, generator=None):
+    """torch.bernoulli: 1 with probability p elementwise (p's dtype); draws from the thread's generator."""
+    return (rand_like(p) < p).to(p.dtype)
+
+
+def exponential_(x, lambd=1.0, generator=None):
+    with _C._GradMode(False):
+        return x.copy_(-((1.0 - rand_like(x)).log()) / lambd)
+
+
+def random_(x, from_=0, to=None, generator=None):
+    """Tensor.random_(from, to) / random_(to): integers uniform in [from, to); random_() alone draws in
+    [0, 2^mantissa bits] for floats, [0, 2^31) for integers."""
+    if to is None:
+        from_, to = 0, from_ or _RANDOM_BOUND.get(x.dtype, 1 << 31)
+    with _C._GradMode(False):
+        return x.copy_(randint(from_, to, tuple(x.shape)).to(x.dtype))
+
+
+_RANDOM_BOUND = {_dtypes.float32: 1 << 24, _dtypes.float64: 1 << 53}
+
+
 def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False):
     """A random permutation of 0..n-1 (drawn from the generator, so manual_seed decides it)."""
     check_cpu(device, "randperm")

@@ -128,10 +128,7 @@ _COMPLEX_KEY = "_tessel_complex_buffers"  # {name: [ComplexTensor, persistent]}:
 
 
 def _complex_buffers(module):
-    try:
-        return object.__getattribute__(module, "__dict__").get(_COMPLEX_KEY)
-    except AttributeError:  # a module C++ created has no __dict__
-        return None
+    return _dict(module).get(_COMPLEX_KEY)
 
 
 def _setattr(self, name, value):
@@ -378,7 +375,7 @@ def state_dict(self, destination=None, prefix="", keep_vars=False):
 def _load_complex_buffers(self, state_dict, strict):
     """Copies the state dict's entries for complex buffers and returns the rest (for the C++ loader) and the
     complex buffers it lacked."""
-    rest, missing = collections.OrderedDict(), []
+    rest = collections.OrderedDict()
     names = dict(_named_complex_buffers(self, True, persistent_only=True))
     for key, value in state_dict.items():
         if key not in names:
@@ -556,7 +553,7 @@ def register_buffer(self, name, tensor, persistent=True):
         if name in _dict(self) or self._lookup(name) is not None:
             raise KeyError("attribute '%s' already exists" % name)
         _note_none(self, name, False, tensor)
-        _dict(self).setdefault(_COMPLEX_KEY, collections.OrderedDict())[name] = [tensor, persistent]
+        self.__dict__.setdefault(_COMPLEX_KEY, collections.OrderedDict())[name] = [tensor, persistent]
         return
     _note_none(self, name, False, tensor)
     _register_buffer_cpp(self, name, tensor, persistent)

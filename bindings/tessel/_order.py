@@ -1,0 +1,81 @@
+"""torch's order statistics, composed in Python through sort (so the values keep their gradient):
+median (the lower median), kthvalue, quantile with its five interpolations; split from _extra.py by
+concept. Importing it registers them in _extra's TORCH_FUNCTIONS / TENSOR_METHODS.
+"""
+import builtins
+import collections
+import math
+
+from . import _C, _dtypes
+from ._extra import TENSOR_METHODS, TORCH_FUNCTIONS, Tensor
+
+_MEDIAN = collections.namedtuple("median", ["values", "indices"])
+_KTHVALUE = collections.namedtuple("kthvalue", ["values", "indices"])
+
+
+def _kth_along(x, k, dim, keepdim, kind):
+    """The k-th smallest (0-based) along dim and its index, through sort (values keep the gradient)."""
+    dim = dim % builtins.max(x.dim(), 1)
+    if x.dim() == 0:
+        return kind(x, _C._full([], 0.0, _dtypes.int64))
+    values, indices = x.sort(dim)
+    v, i = values.narrow(dim, k, 1), indices.narrow(dim, k, 1)
+    return kind(v, i) if keepdim else kind(v.squeeze(dim), i.squeeze(dim))
+
+
+def median(x, dim=None, keepdim=False):
+    """torch.median: the lower median ((n - 1) // 2-th smallest); with dim, (values, indices)."""
+    if dim is None:
+        flat = x.reshape(-1)
+        return flat.sort(0)[0].narrow(0, (flat.shape[0] - 1) // 2, 1).squeeze(0)
+    return _kth_along(x, (x.shape[dim] - 1) // 2, dim, keepdim, _MEDIAN)
+
+
+def kthvalue(x, k, dim=-1, keepdim=False):
+    """torch.kthvalue: the k-th smallest (1-based) along dim, (values, indices)."""
+    n = x.shape[dim] if x.dim() else 1
+    if not 1 <= k <= n:
+        raise RuntimeError("kthvalue(): selected number k out of range for dimension %d" % dim)
+    return _kth_along(x, k - 1, dim, keepdim, _KTHVALUE)
+
+
+def quantile(x, q, dim=None, keepdim=False, *, interpolation="linear"):
+    """torch.quantile: q in [0, 1] (a number or a 1-D tensor, whose values become the leading dim);
+    interpolation linear / lower / higher / nearest (ties to even) / midpoint between sorted neighbours."""
+    if interpolation not in ("linear", "lower", "higher", "nearest", "midpoint"):
+        raise ValueError("quantile() interpolation must be one of linear, lower, higher, midpoint or nearest. Got "
+                         + str(interpolation))
+    qs = q.detach().numpy().reshape(-1).tolist() if isinstance(q, Tensor) else [builtins.float(q)]
+    if builtins.any(not 0.0 <= v <= 1.0 for v in qs):
+        raise RuntimeError("quantile() q values must be in the range [0, 1]")
+    if dim is None:
+        src, d = x.reshape(-1), 0
+    else:
+        src, d = x, dim % x.dim()
+    values = src.sort(d)[0]
+    n = values.shape[d]
+    outs = []
+    for v in qs:
+        pos = v * (n - 1)
+        lo, hi = math.floor(pos), math.ceil(pos)
+        frac = pos - lo
+        if interpolation == "lower" or (interpolation == "nearest" and builtins.round(pos) == lo):
+            hi, frac = lo, 0.0
+        elif interpolation in ("higher", "nearest"):
+            lo, frac = hi, 0.0
+        elif interpolation == "midpoint":
+            frac = 0.5 if hi != lo else 0.0
+        a, b = values.narrow(d, lo, 1), values.narrow(d, hi, 1)
+        out = a + (b - a) * frac if frac else a
+        if dim is None:
+            out = out.reshape([1] * x.dim()) if keepdim else out.reshape([])
+        elif not keepdim:
+            out = out.squeeze(d)
+        outs.append(out)
+    if isinstance(q, Tensor) and q.dim() > 0:
+        return _C._functional.stack(outs, 0)
+    return outs[0]
+
+
+for _name, _fn in dict(median=median, kthvalue=kthvalue, quantile=quantile).items():
+    TORCH_FUNCTIONS[_name] = TENSOR_METHODS[_name] = _fn

@@ -1,0 +1,112 @@
+"""torch.pow with a tensor exponent (Tensor ** Tensor, number ** Tensor as in rotary tables' theta ** (i / d)),
+composed in Python; split from _extra.py by concept. Tensor ** number stays the C++ op (with its
+gradient, on DTensors too): the bindings' __pow__ / __rpow__ / pow overloads (tensor_ops_py.cc) take a
+number exponent directly and call pow below only for a tensor one, so `x ** 2` pays no Python frame.
+Importing this module registers torch.pow in _extra's TORCH_FUNCTIONS.
+
+The value is numpy's power on the host with torch's result type and broadcasting; an autograd.Function
+differentiates both operands: d/dbase = exponent·base^(exponent-1), d/dexponent = base^exponent·ln(base)
+(0 where base is 0 and the exponent >= 0, as torch).
+"""
+import builtins
+
+import numpy as np
+
+from . import _C, _dtypes
+from ._extra import TORCH_FUNCTIONS, Tensor
+from .autograd import Function
+
+_FLOAT_RANK = {_dtypes.float16: 1, _dtypes.bfloat16: 1, _dtypes.float32: 2, _dtypes.float64: 3}
+
+
+def _pow_dtype(base, exponent):
+    """torch's result type of pow(base, exponent) where at least one is a Tensor (a Python number takes
+    the tensor's dtype, or float32 when a float meets an integer tensor)."""
+    def kind(x):
+        if isinstance(x, Tensor):
+            return x.dtype
+        if isinstance(x, builtins.bool):
+            return _dtypes.bool
+        return _dtypes.float32 if isinstance(x, builtins.float) else None  # None: a Python int
+    a, b = kind(base), kind(exponent)
+    if not isinstance(base, Tensor) or not isinstance(exponent, Tensor):  # number ** tensor or the reverse
+        t, n = (b, a) if not isinstance(base, Tensor) else (a, b)
+        return _dtypes.float32 if n is _dtypes.float32 and not t.is_floating_point else t
+    fa, fb = a.is_floating_point, b.is_floating_point
+    if fa and fb:
+        if a == b:
+            return a
+        ra, rb = _FLOAT_RANK[a], _FLOAT_RANK[b]
+        return a if ra > rb else b if rb > ra else _dtypes.float32  # bfloat16 with float16: float32
+    if fa or fb:
+        return a if fa else b
+    return _dtypes.int32 if a == b == _dtypes.int32 else _dtypes.int64
+
+
+def _host_pow(base, exponent, dtype):
+    """The value of pow on the host: numpy's power in the result's compute type (float32 for 16-bit)."""
+    compute = {_dtypes.float64: np.float64, _dtypes.int64: np.int64, _dtypes.int32: np.int32}.get(dtype, np.float32)
+
+    def arr(x):
+        if not isinstance(x, Tensor):
+            return compute(x)
+        x = x.detach()
+        return (x.float() if x.dtype in (_dtypes.bfloat16, _dtypes.float16) else x).numpy().astype(compute)
+    a, b = arr(base), arr(exponent)
+    if not np.issubdtype(compute, np.floating) and np.any(b < 0):
+        raise RuntimeError("Integers to negative integer powers are not allowed.")
+    out = _C._from_numpy(np.ascontiguousarray(np.power(a, b), dtype=compute))
+    return out if out.dtype == dtype else out.to(dtype)
+
+
+def _sum_to(g, shape):
+    """g summed over the dimensions broadcasting added or stretched, back to `shape`."""
+    shape = tuple(shape)
+    lead = g.dim() - len(shape)
+    if lead > 0:
+        g = g.sum(tuple(range(lead)))
+    stretched = tuple(i for i, n in enumerate(shape) if n == 1 and g.shape[i] != 1)
+    return g.sum(stretched, keepdim=True) if stretched else g
+
+
+class PowBackward1(Function):
+    """pow(a, b) for two tensors with a gradient; the result's dtype is torch's (_pow_dtype)."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        out = _host_pow(a, b, _pow_dtype(a, b))
+        ctx.save_for_backward(a, b, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b, out = ctx.saved_tensors
+        ga = gb = None
+        if ctx.needs_input_grad[0]:
+            ga = _sum_to(g * b * pow(a, b - 1), a.shape)
+        if ctx.needs_input_grad[1]:
+            log_a = (a if a.dtype.is_floating_point else a.to(out.dtype)).log()
+            gb = _sum_to(_C._functional.where((a == 0) & (b >= 0), g * 0.0, g * out * log_a), b.shape)
+        return ga, gb
+
+
+def pow(input, exponent):  # noqa: A001 (torch.pow)
+    """torch.pow for every operand mix (see the module docstring)."""
+    if not isinstance(exponent, Tensor):
+        if isinstance(input, Tensor):
+            return _C.Tensor.pow(input, exponent)
+        raise TypeError("pow(): one of the operands must be a Tensor, got %s and %s"
+                        % (type(input).__name__, type(exponent).__name__))
+    for x in (input, exponent):
+        if isinstance(x, Tensor) and x.is_distributed:
+            raise NotImplementedError("pow with a tensor exponent of a DTensor: tessel computes a tensor "
+                                      "exponent on the host; call full_tensor() or to_local() first")
+    dtype = _pow_dtype(input, exponent)
+    grad = _C.is_grad_enabled() and builtins.any(isinstance(x, Tensor) and x.requires_grad for x in (input, exponent))
+    if not grad:
+        return _host_pow(input, exponent, dtype)
+    base = input if isinstance(input, Tensor) else _C._full([], builtins.float(input), dtype)
+    return PowBackward1.apply(base, exponent)
+
+
+TORCH_FUNCTIONS["pow"] = pow
