@@ -9,6 +9,7 @@
 //   m.def("exp", [](const Tensor& x) { return NoGil([&] { return Exp(x); }); });
 #pragma once
 
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
 #include <string>
@@ -46,6 +47,7 @@ inline double MachineEpsilon(DType dtype) {
 // themselves stay strict (core/ops/elementwise.h).
 DType ResultType(const Tensor& a, const Tensor& b);
 std::pair<Tensor, Tensor> Promoted(const Tensor& a, const Tensor& b);
+Tensor FromArray(const py::array& in);  // tensor_py.cc: a copy of a numpy array, its dtype kept
 
 void BindErrors(py::module_& m);       // errors_py.cc: ErrorCode → Python exception table
 void BindTensor(py::module_& m);       // tensor_py.cc: dtype, Tensor, creation, numpy, grad mode, RNG

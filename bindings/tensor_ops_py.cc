@@ -193,6 +193,21 @@ void BindArithmetic(py::class_<Tensor>& c) {
         NoGil([&] { FillAnyInPlace(a, 0.0, "zero_"); });
         return a;
       }, py::return_value_policy::reference_internal);
+  // A numpy array operand is copied into a tensor of its dtype (a float64 array promotes, as in torch)
+  // and the tensor overloads above run; numpy defers `ndarray + tensor` to the reflected forms because
+  // of Tensor.__array_priority__ (tessel/__init__.py), so both orders give a tensor, as torch's do.
+  // Registered last: numbers and tensors never reach them.
+  for (const char* name : {"__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__",
+                           "__rtruediv__", "__matmul__", "__rmatmul__"}) {
+    const bool reflected = name[2] == 'r';  // __radd__, __rsub__, ...: other op self
+    const std::string forward = reflected ? "__" + std::string(name + 3) : std::string(name);
+    // (py::array binds only real ndarrays, in both of pybind's passes: lists and objects with __array__,
+    // such as ComplexTensor whose own reflected operators must run, still get NotImplemented.)
+    c.def(name, [forward, reflected](py::object self, const py::array& other) {
+      py::object t = py::cast(FromArray(other));
+      return reflected ? t.attr(forward.c_str())(self) : self.attr(forward.c_str())(t);
+    }, py::is_operator());
+  }
 }
 
 void BindComparisons(py::class_<Tensor>& c) {

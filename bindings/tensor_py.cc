@@ -66,6 +66,8 @@ py::dtype ToNumpy(DType d) {
   throw py::type_error("Tensor.numpy: no numpy dtype for " + std::string(DTypeName(d)) + " (cast it with .float() first)");
 }
 
+}  // namespace
+
 // A copy of a numpy array as a dense tensor. The dtype is checked first; numpy makes the C-contiguous
 // copy (np.ascontiguousarray raises MemoryError for an array it cannot allocate, e.g. a broadcast view
 // of 10**12 elements), so tessel only ever copies a buffer that exists.
@@ -83,6 +85,8 @@ Tensor FromArray(const py::array& in) {
     return t;
   });
 }
+
+namespace {
 
 // Tensor.numpy(), as torch's: a host tensor's array shares its memory (same strides; the array keeps the
 // tensor alive, so writes through either are seen by the other). A DTensor's is a gathered copy of the full

@@ -95,6 +95,11 @@ for _name, _fn in _extra.TENSOR_METHODS.items():
 for _name in _compat.FUNCTION_FORMS:
     if _name not in globals():
         globals()[_name] = _compat._function_form(_name)
+from . import _repr  # noqa: E402 (printing with values, as torch prints)
+Tensor.__repr__ = Tensor.__str__ = _repr.tensor_repr
+Tensor.__format__ = _repr.tensor_format
+Tensor.__array_priority__ = 1000  # numpy defers ndarray + tensor to Tensor.__radd__: a tensor, as in torch
+set_printoptions = _repr.set_printoptions  # (get_printoptions and printoptions stay in _repr, as in torch._tensor_str)
 from . import _complex  # noqa: E402 (complex tensors over interleaved real parts: rotary embeddings)
 globals().update(_complex.TORCH_FUNCTIONS)
 ComplexTensor = _complex.ComplexTensor

@@ -31,6 +31,25 @@ def test_arithmetic_with_tensors_and_reflected_scalars_matches_numpy():
     assert (x + 2).dtype == tessel.float64  # a Python scalar keeps the tensor's dtype, as in torch
 
 
+def test_numpy_array_operands_give_tensors_in_the_arrays_dtype():
+    # torch: tensor (op) ndarray is a tensor, a float64 array promotes; tessel also answers ndarray (op) tensor
+    # with a tensor (torch raises TypeError for most of those), where numpy used to return an ndarray.
+    t = tessel.tensor([1.0, 2.0])
+    a64, a32 = np.array([3.0, 4.0]), np.array([3.0, 4.0], np.float32)
+    cases = {"t+a": (t + a64, [4, 6], tessel.float64), "a+t": (a64 + t, [4, 6], tessel.float64),
+             "t-a": (t - a64, [-2, -2], tessel.float64), "a-t": (a64 - t, [2, 2], tessel.float64),
+             "t*a32": (t * a32, [3, 8], tessel.float32), "a32/t": (a32 / t, [3, 2], tessel.float32),
+             "t@a32": (t @ a32, 11, tessel.float32), "a32@t": (a32 @ t, 11, tessel.float32)}
+    for name, (got, want, dtype) in cases.items():
+        assert isinstance(got, tessel.Tensor) and got.dtype == dtype, name
+        np.testing.assert_allclose(got.numpy(), want, err_msg=name)
+    w = tessel.tensor([1.0, 2.0], requires_grad=True)
+    (w * a32).sum().backward()  # the array is a constant: the gradient flows to w alone
+    np.testing.assert_allclose(w.grad.numpy(), a32)
+    with pytest.raises(TypeError, match="unsupported operand"):
+        t + [1, 2]  # lists stay unsupported, as in torch
+
+
 def test_import_refuses_numpy_2_whose_abi_the_extension_cannot_read():
     import subprocess
     code = "import numpy; numpy.__version__ = '2.1.0'\ntry:\n    import tessel\nexcept ImportError as e:\n    print(e)"
