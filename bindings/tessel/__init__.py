@@ -95,6 +95,11 @@ for _name, _fn in _extra.TENSOR_METHODS.items():
 for _name in _compat.FUNCTION_FORMS:
     if _name not in globals():
         globals()[_name] = _compat._function_form(_name)
+from . import _special  # noqa: E402 (atan2, lgamma, erfinv, ...: composed, differentiable)
+for _name, _fn in _special.FUNCTIONS.items():
+    globals()[_name] = _fn
+    setattr(Tensor, _name, _fn)  # torch has every one as a method too
+from ._tensor import Size, broadcast_shapes, broadcast_tensors, empty_like, is_tensor, normal  # noqa: E402,F401
 from . import _repr  # noqa: E402 (printing with values, as torch prints)
 Tensor.__repr__ = Tensor.__str__ = _repr.tensor_repr
 Tensor.__format__ = _repr.tensor_format
@@ -146,7 +151,7 @@ is_deterministic_algorithms_warn_only_enabled = lambda: _deterministic[1]  # noq
 from . import _inplace  # noqa: E402 (in-place methods recorded by autograd)
 _inplace.install()
 relu_ = lambda input: input.relu_()  # noqa: E731 (torch.relu_)
-from . import autograd, backends, linalg, nn, optim, distributed, multiprocessing, utils  # noqa: E402,F401
+from . import autograd, backends, linalg, nn, optim, distributed, multiprocessing, special, utils  # noqa: E402,F401
 from . import amp  # noqa: E402
 from .amp import autocast, get_autocast_dtype, is_autocast_enabled  # noqa: E402,F401
 import types as _types  # noqa: E402

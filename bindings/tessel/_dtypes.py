@@ -1,4 +1,8 @@
-"""tessel's dtype objects under torch's names (tessel.float32, tessel.long, ...)."""
+"""tessel's dtype objects under torch's names (tessel.float32, tessel.long, ...), and torch.finfo / iinfo."""
+import builtins as _builtins
+
+import numpy as _np
+
 from ._C import dtype
 
 float32 = dtype.float32
@@ -7,12 +11,50 @@ bfloat16 = dtype.bfloat16
 float16 = dtype.float16
 int64 = dtype.int64
 int32 = dtype.int32
-bool = dtype.bool  # noqa: A001 (torch.bool)
+bool = bool_dtype = dtype.bool  # noqa: A001 (torch.bool)
 float = float32  # noqa: A001
 double = float64
 half = float16
 long = int64
 int = int32  # noqa: A001
 
-__all__ = ["dtype", "float32", "float64", "bfloat16", "float16", "int64", "int32", "bool", "float", "double",
+
+
+class finfo:
+    """torch.finfo: the numeric limits of a floating dtype (float32 by default): bits, eps, max, min, tiny
+    (= smallest_normal), resolution, dtype (its name, as torch's)."""
+
+    def __init__(self, type=None):  # noqa: A002 (torch's argument name)
+        type = float32 if type is None else type
+        if not isinstance(type, dtype) or not type.is_floating_point:
+            raise TypeError("torch.finfo() requires a floating point input type, got %r" % (type,))
+        if type == bfloat16:  # numpy has no bfloat16: 8 exponent bits as float32, 7 mantissa bits
+            self.bits, self.eps, self.max, self.tiny, self.resolution = 16, 2.0 ** -7, 3.3895313892515355e38, \
+                1.1754943508222875e-38, 0.01
+        else:
+            info = _np.finfo({float32: _np.float32, float64: _np.float64, float16: _np.float16}[type])
+            self.bits, self.eps, self.max = info.bits, _builtins.float(info.eps), _builtins.float(info.max)
+            self.tiny, self.resolution = _builtins.float(info.tiny), _builtins.float(info.resolution)
+        self.min, self.smallest_normal, self.dtype = -self.max, self.tiny, repr(type).split(".")[-1]
+
+    def __repr__(self):
+        return "finfo(resolution=%g, min=%g, max=%g, eps=%g, smallest_normal=%g, tiny=%g, dtype=%s)" % (
+            self.resolution, self.min, self.max, self.eps, self.smallest_normal, self.tiny, self.dtype)
+
+
+class iinfo:
+    """torch.iinfo: bits, min, max of an integer dtype (bool is refused, as torch)."""
+
+    def __init__(self, type):  # noqa: A002
+        if not isinstance(type, dtype) or type.is_floating_point or type == bool_dtype:
+            raise TypeError("torch.iinfo() requires an integer input type, got %r" % (type,))
+        info = _np.iinfo({int64: _np.int64, int32: _np.int32}[type])
+        self.bits, self.min, self.max = info.bits, _builtins.int(info.min), _builtins.int(info.max)
+        self.dtype = repr(type).split(".")[-1]
+
+    def __repr__(self):
+        return "iinfo(min=%d, max=%d, dtype=%s)" % (self.min, self.max, self.dtype)
+
+
+__all__ = ["finfo", "iinfo", "dtype", "float32", "float64", "bfloat16", "float16", "int64", "int32", "bool", "float", "double",
            "half", "long", "int"]

@@ -515,3 +515,63 @@ def as_tensor(data, dtype=None, device=None):
     if isinstance(data, Tensor):
         return data if dtype is None or data.dtype == dtype else data.to(dtype)
     return tensor(data, dtype=dtype)
+
+
+class Size(tuple):
+    """torch.Size: a tuple of ints (Tensor.shape / size() return plain tuples, equal to it)."""
+
+    def numel(self):
+        n = 1
+        for d in self:
+            n *= d
+        return n
+
+    def __repr__(self):
+        return "tessel.Size(%s)" % list(self)
+
+
+def is_tensor(obj):
+    """torch.is_tensor: isinstance(obj, Tensor) (Parameters and DTensors included)."""
+    return isinstance(obj, _C.Tensor)
+
+
+def empty_like(t, *, dtype=None, device=None, requires_grad=False):
+    return empty(*t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
+
+
+def broadcast_shapes(*shapes):
+    """torch.broadcast_shapes: the shape numpy's broadcasting rules give (a ValueError names the mismatch)."""
+    out = []
+    for shape in shapes:
+        shape = (shape,) if isinstance(shape, int) else tuple(shape)
+        if len(shape) > len(out):
+            out = [1] * (len(shape) - len(out)) + out
+        for i, d in enumerate(shape[::-1]):
+            j = len(out) - 1 - i
+            if out[j] != d and out[j] != 1 and d != 1:
+                raise RuntimeError("shape mismatch: objects cannot be broadcast to a single shape: %s and %s "
+                                   "at dimension %d (%d vs %d)" % (tuple(out), shape, j, out[j], d))
+            if out[j] == 1:
+                out[j] = d
+    return Size(out)
+
+
+def broadcast_tensors(*tensors):
+    """torch.broadcast_tensors: every tensor expanded (a view, differentiable) to the common shape."""
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    shape = broadcast_shapes(*(t.shape for t in tensors))
+    return tuple(t if tuple(t.shape) == tuple(shape) else t.expand(*shape) for t in tensors)
+
+
+def normal(mean, std=1.0, size=None, *, generator=None, dtype=None, requires_grad=False):
+    """torch.normal: draws with tensor or number mean and std (broadcast together), or numbers with size.
+    Not differentiable in mean and std (as torch's; Distribution.rsample is)."""
+    if not isinstance(mean, _C.Tensor) and not isinstance(std, _C.Tensor):
+        if size is None:
+            raise TypeError("normal(): with number mean and std, size= is required")
+        return _finish(randn(size, generator=generator, dtype=dtype) * float(std) + float(mean), requires_grad)
+    like = mean if isinstance(mean, _C.Tensor) else std
+    shape = broadcast_shapes(*(t.shape for t in (mean, std) if isinstance(t, _C.Tensor)))
+    plain = [t.detach() if isinstance(t, _C.Tensor) else t for t in (mean, std)]
+    return _finish(randn(*shape, generator=generator, dtype=like.dtype) * plain[1] + plain[0], requires_grad)

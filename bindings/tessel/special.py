@@ -1,0 +1,46 @@
+"""torch.special's names over tessel's functions (the composed ones are in tessel/_special.py).
+
+    >>> tessel.special.gammaln(tessel.tensor([0.5]))   # log(sqrt(pi))
+    tensor([0.5724])
+"""
+import math as _math
+
+from . import _C, _special
+
+_f = _special.FUNCTIONS
+erf = lambda input: input.erf()  # noqa: E731
+erfc, erfinv, gammaln, digamma, psi = _f["erfc"], _f["erfinv"], _f["lgamma"], _f["digamma"], _f["digamma"]
+xlogy, logit, sinc, logsumexp = _f["xlogy"], _f["logit"], _f["sinc"], lambda input, dim, keepdim=False: input.logsumexp(dim, keepdim)
+expit = lambda input: input.sigmoid()  # noqa: E731
+exp2 = lambda input: (input * _math.log(2.0)).exp()  # noqa: E731
+expm1 = lambda input: input.expm1()  # noqa: E731
+log1p = lambda input: input.log1p()  # noqa: E731
+round = lambda input, decimals=0: input.round(decimals=decimals) if decimals else input.round()  # noqa: E731,A001
+softmax = lambda input, dim, dtype=None: input.softmax(dim) if dtype is None else input.to(dtype).softmax(dim)  # noqa: E731
+log_softmax = lambda input, dim, dtype=None: input.log_softmax(dim, dtype)  # noqa: E731
+
+
+def xlog1py(input, other):
+    x, _ = _special._f64(input)
+    y, _ = _special._f64(other)
+    return _special.xlog1py(x, y).to(input.dtype if isinstance(input, _C.Tensor) else other.dtype)
+
+
+def entr(input):
+    x, dtype = _special._f64(input)
+    return _special.entr(x).to(dtype)
+
+
+def ndtr(input):
+    """The standard normal CDF: (1 + erf(x / sqrt(2))) / 2."""
+    return (1.0 + (input * (1.0 / _math.sqrt(2.0))).erf()) * 0.5
+
+
+def ndtri(input):
+    """The inverse of ndtr: sqrt(2)·erfinv(2p - 1)."""
+    return erfinv(input * 2.0 - 1.0) * _math.sqrt(2.0)
+
+
+def log_ndtr(input):
+    """log(ndtr(x)) (through the complementary form for x < 0 so the tail keeps digits to about x = -8)."""
+    return (erfc(input * (-1.0 / _math.sqrt(2.0))) * 0.5).log()
