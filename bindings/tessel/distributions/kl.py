@@ -1,0 +1,101 @@
+"""torch.distributions.kl: kl_divergence(p, q) dispatched on both types, and register_kl for new pairs.
+
+Closed forms (torch's) for Normal, LogNormal, Uniform, Exponential, Laplace, Bernoulli, Categorical,
+OneHotCategorical pairs and Independent wrappers; a pair with no registered form raises
+NotImplementedError naming both types.
+"""
+import math
+
+from ..nn import functional as F
+from . import _families as fam
+from .distribution import Independent
+
+_KL = {}
+
+
+def register_kl(type_p, type_q):
+    """Decorator: fn(p, q) computes KL(p || q) for instances of these types (subclasses match too; the most
+    specific registered pair wins)."""
+    def deco(fn):
+        _KL[(type_p, type_q)] = fn
+        return fn
+    return deco
+
+
+def kl_divergence(p, q):
+    matches = [(tp, tq) for (tp, tq) in _KL if isinstance(p, tp) and isinstance(q, tq)]
+    if not matches:
+        raise NotImplementedError("No KL(p || q) is implemented for p = %s and q = %s" % (type(p).__name__,
+                                                                                          type(q).__name__))
+    best = min(matches, key=lambda m: (type(p).__mro__.index(m[0]), type(q).__mro__.index(m[1])))
+    return _KL[best](p, q)
+
+
+def _inf_where(cond, value):
+    from .. import _C
+    return _C._functional.where(cond, value * 0 + math.inf, value)
+
+
+@register_kl(fam.Normal, fam.Normal)
+def _kl_normal_normal(p, q):
+    var_ratio = (p.scale / q.scale) ** 2
+    t1 = ((p.loc - q.loc) / q.scale) ** 2
+    return 0.5 * (var_ratio + t1 - 1 - var_ratio.log())
+
+
+@register_kl(fam.LogNormal, fam.LogNormal)
+def _kl_lognormal_lognormal(p, q):
+    return _kl_normal_normal(p.base_dist, q.base_dist)
+
+
+@register_kl(fam.Uniform, fam.Uniform)
+def _kl_uniform_uniform(p, q):
+    result = ((q.high - q.low) / (p.high - p.low)).log()
+    return _inf_where((q.low > p.low) | (q.high < p.high), result)
+
+
+@register_kl(fam.Exponential, fam.Exponential)
+def _kl_exponential_exponential(p, q):
+    rate_ratio = q.rate / p.rate
+    return rate_ratio - 1 - rate_ratio.log()
+
+
+@register_kl(fam.Laplace, fam.Laplace)
+def _kl_laplace_laplace(p, q):
+    scale_ratio = p.scale / q.scale
+    loc_abs_diff = (p.loc - q.loc).abs()
+    return -scale_ratio.log() + loc_abs_diff / q.scale + scale_ratio * (-loc_abs_diff / p.scale).exp() - 1
+
+
+@register_kl(fam.Bernoulli, fam.Bernoulli)
+def _kl_bernoulli_bernoulli(p, q):
+    from .. import _C
+    # log p - log q = softplus(-q.logits) - softplus(-p.logits); the complements with +logits
+    t1 = p.probs * (F.softplus(-q.logits) - F.softplus(-p.logits))
+    t1 = _C._functional.where(q.probs == 0, t1 * 0 + math.inf, t1)
+    t1 = _C._functional.where(p.probs == 0, t1 * 0, t1)
+    t2 = (1 - p.probs) * (F.softplus(q.logits) - F.softplus(p.logits))
+    t2 = _C._functional.where(q.probs == 1, t2 * 0 + math.inf, t2)
+    t2 = _C._functional.where(p.probs == 1, t2 * 0, t2)
+    return t1 + t2
+
+
+@register_kl(fam.Categorical, fam.Categorical)
+def _kl_categorical_categorical(p, q):
+    from .. import _C
+    t = p.probs * (p.logits - q.logits)
+    t = _C._functional.where(q.probs == 0, t * 0 + math.inf, t)
+    t = _C._functional.where(p.probs == 0, t * 0, t)
+    return t.sum(-1)
+
+
+@register_kl(fam.OneHotCategorical, fam.OneHotCategorical)
+def _kl_onehot_onehot(p, q):
+    return _kl_categorical_categorical(p._categorical, q._categorical)
+
+
+@register_kl(Independent, Independent)
+def _kl_independent_independent(p, q):
+    if p.reinterpreted_batch_ndims != q.reinterpreted_batch_ndims:
+        raise NotImplementedError("KL between Independent distributions with different reinterpreted_batch_ndims")
+    return p._sum_rightmost(kl_divergence(p.base_dist, q.base_dist))
