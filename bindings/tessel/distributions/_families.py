@@ -38,7 +38,8 @@ def _clamp_probs(p):
     return p.clamp(e, 1.0 - e)
 
 
-class Normal(Distribution):
+class _LocScale(Distribution):
+    """A real-valued family with a location and a positive scale (Normal, Laplace), centred at loc."""
     arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
     support = constraints.real
     has_rsample = True
@@ -49,6 +50,9 @@ class Normal(Distribution):
 
     mean = property(lambda self: self.loc)
     mode = property(lambda self: self.loc)
+
+
+class Normal(_LocScale):
     stddev = property(lambda self: self.scale)
     variance = property(lambda self: self.scale * self.scale)
 
@@ -171,17 +175,7 @@ class Exponential(Distribution):
         return 1.0 - self.rate.log()
 
 
-class Laplace(Distribution):
-    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
-    support = constraints.real
-    has_rsample = True
-
-    def __init__(self, loc, scale, validate_args=None):
-        self.loc, self.scale = broadcast_all(loc, scale)
-        super().__init__(self.loc.shape, validate_args=validate_args)
-
-    mean = property(lambda self: self.loc)
-    mode = property(lambda self: self.loc)
+class Laplace(_LocScale):
     variance = property(lambda self: 2 * self.scale ** 2)
     stddev = property(lambda self: math.sqrt(2) * self.scale)
 
