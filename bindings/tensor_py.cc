@@ -31,6 +31,7 @@
 #include "core/tensor/factory.h"
 #include "core/tensor/random.h"
 #include "core/tensor/tensor_impl.h"
+#include "dtensor/dtensor.h"
 
 namespace tessel::bindings {
 namespace {
@@ -352,6 +353,12 @@ void BindTensor(py::module_& m) {
       .def("_sole_handle", [](const Tensor& t) {
         return !t.is_distributed() && t.impl_ptr().use_count() == 1 && t.impl()->OwnsDataExclusively();
       })
+      .def("data_ptr", [](const Tensor& t) -> std::uintptr_t {
+        // torch's: the address of the first element (views share their base's memory; 0 when empty); a
+        // DTensor's is its local shard's.
+        const Tensor local = t.is_distributed() ? dtensor::DTensor(t).ToLocal() : t;
+        return local.numel() == 0 ? 0 : reinterpret_cast<std::uintptr_t>(local.raw_data());
+      }, "The address of the first element (torch's data_ptr; a DTensor's local shard's)")
       .def("_data_key", [](const Tensor& t) {
         const auto data = t.is_distributed() || t.numel() == 0 ? std::uintptr_t{0}
                                                                 : reinterpret_cast<std::uintptr_t>(t.raw_data());

@@ -50,6 +50,13 @@ def test_numpy_array_operands_give_tensors_in_the_arrays_dtype():
         t + [1, 2]  # lists stay unsupported, as in torch
 
 
+def test_data_ptr_is_the_first_elements_address_shared_by_views():
+    x = tessel.arange(6.0)
+    assert x.data_ptr() == x.numpy().ctypes.data != 0
+    assert x[2:].data_ptr() == x.data_ptr() + 2 * 4 and x.view(2, 3).data_ptr() == x.data_ptr()
+    assert x.clone().data_ptr() != x.data_ptr() and tessel.zeros(0).data_ptr() == 0
+
+
 def test_import_refuses_numpy_2_whose_abi_the_extension_cannot_read():
     import subprocess
     code = "import numpy; numpy.__version__ = '2.1.0'\ntry:\n    import tessel\nexcept ImportError as e:\n    print(e)"
