@@ -197,7 +197,7 @@ def _local_repr(t, prefix="tensor("):
         body = _nested(a, indent, summarize, fmt)
     node = t.grad_fn
     if node is not None:
-        suffixes.append("grad_fn=<%s>" % repr(node)[1:].split(" object at ")[0])
+        suffixes.append("grad_fn=<%s>" % node.name())
     elif t.requires_grad:
         suffixes.append("requires_grad=True")
     return _with_suffixes(prefix + body, suffixes, indent)

@@ -18,6 +18,7 @@ Taylor series for atan).
     >>> tessel.atan2(tessel.tensor([1.0]), tessel.tensor([-1.0]))
     tensor([2.3562])
 """
+import functools
 import math
 
 from . import _C
@@ -26,11 +27,10 @@ _F64 = _C.dtype.float64
 
 
 def _f64(x):
-    """x as a float64 tensor (numbers too), and the dtype results go back to."""
+    """x as a float64 tensor (numbers too)."""
     if not isinstance(x, _C.Tensor):
-        return _C._full([], float(x), _F64), _C.dtype.float32
-    out = x.dtype if x.dtype.is_floating_point else _C.dtype.float32
-    return (x if x.dtype == _F64 else x.to(_F64)), out
+        return _C._full([], float(x), _F64)
+    return x if x.dtype == _F64 else x.to(_F64)
 
 
 def _where(cond, a, b):
@@ -43,28 +43,24 @@ def _where(cond, a, b):
     return _C._functional.where(cond, a, b)
 
 
-def _unary(fn):
-    def op(input, *, out=None):
+def _in_float64(fn, arity=1):
+    """torch's form of fn: its first `arity` arguments (tensors or numbers) go in as float64, the rest pass
+    through (eps, dim); the result has the floating dtype of the tensor arguments (float64 if any is, else
+    the first's; float32 for integers and numbers, as torch's)."""
+    @functools.wraps(fn)
+    def op(*args, out=None, **kwargs):
         if out is not None:
             raise TypeError("%s: out= is not supported; assign the result" % fn.__name__)
-        x, dtype = _f64(input)
-        return fn(x).to(dtype)
-    op.__name__ = fn.__name__
-    op.__doc__ = fn.__doc__
-    return op
-
-
-def _binary(fn):
-    def op(input, other, *, out=None):
-        if out is not None:
-            raise TypeError("%s: out= is not supported; assign the result" % fn.__name__)
-        (x, _), (y, _) = _f64(input), _f64(other)
-        floats = [t.dtype for t in (input, other) if isinstance(t, _C.Tensor) and t.dtype.is_floating_point]
+        ins = args[:arity]
+        floats = [t.dtype for t in ins if isinstance(t, _C.Tensor) and t.dtype.is_floating_point]
         dtype = _F64 if _F64 in floats else (floats[0] if floats else _C.dtype.float32)
-        return fn(x, y).to(dtype)
-    op.__name__ = fn.__name__
-    op.__doc__ = fn.__doc__
+        return fn(*[_f64(t) for t in ins], *args[arity:], **kwargs).to(dtype)
     return op
+
+
+def _negative(y):
+    """y < 0, counting -0.0 as negative (its sign bit: 1/-0.0 is -inf)."""
+    return (y < 0.0) | ((y == 0.0) & ((1.0 / _where(y == 0.0, y, 1.0)) < 0.0))
 
 
 # ---- trigonometric and hyperbolic --------------------------------------------------------------------------
@@ -94,7 +90,7 @@ def atan2(y, x):
     counts), atan2(y != 0, 0) = ±pi/2, atan2(±0, 0) = ±0."""
     zero_x = x == 0.0
     base = atan(y / _where(zero_x, 1.0, x))
-    neg_y = (y < 0.0) | ((y == 0.0) & ((1.0 / _where(y == 0.0, y, 1.0)) < 0.0))  # -0.0 counts as negative
+    neg_y = _negative(y)
     angle = _where(x < 0.0, base + _where(neg_y, -math.pi, math.pi), base)
     return _where(zero_x & (y != 0.0), y.sign() * (math.pi / 2), angle)
 
@@ -165,8 +161,7 @@ def logaddexp2(x, y):
 
 def copysign(x, y):
     """|x| with y's sign (including -0.0's)."""
-    neg = (y < 0.0) | ((y == 0.0) & ((1.0 / _where(y == 0.0, y, 1.0)) < 0.0))
-    return _where(neg, -x.abs(), x.abs())
+    return _where(_negative(y), -x.abs(), x.abs())
 
 
 def heaviside(x, values):
@@ -202,16 +197,11 @@ def entr(x):
     return _where(pos, inner, _where(x == 0.0, 0.0, _where(x < 0.0, -math.inf, x)))
 
 
-def _logit(x, eps=None):
+def logit(x, eps=None):
+    """log(p / (1 - p)), p clamped to [eps, 1 - eps] when eps is given."""
     if eps is not None:
         x = x.clamp(eps, 1.0 - eps)
     return (x / (1.0 - x)).log()
-
-
-def logit(input, eps=None):
-    """log(p / (1 - p)), p clamped to [eps, 1 - eps] when eps is given."""
-    x, dtype = _f64(input)
-    return _logit(x, eps).to(dtype)
 
 
 # ---- error function and gamma ------------------------------------------------------------------------------
@@ -314,27 +304,20 @@ def digamma(x):
     return _where(pole, at_pole, _where(reflect, refl, direct))
 
 
-def logcumsumexp(input, dim):
+def logcumsumexp(x, dim):
     """log(cumsum(exp(x))) along dim, shifted by the maximum so large inputs do not overflow."""
-    x, dtype = _f64(input)
     m = x.amax(dim, keepdim=True).detach()
     m = _where(m.isfinite(), m, 0.0)  # an all -inf row: no inf - inf
-    return ((x - m).exp().cumsum(dim).log() + m).to(dtype)
+    return (x - m).exp().cumsum(dim).log() + m
 
 
 _UNARY = dict(atan=atan, arctan=atan, asin=asin, arcsin=asin, acos=acos, arccos=acos, sinh=sinh, cosh=cosh,
               asinh=asinh, arcsinh=asinh, acosh=acosh, arccosh=acosh, atanh=atanh, arctanh=atanh, log2=log2,
-              log10=log10, sinc=sinc, frac=frac, erfc=erfc, erfinv=erfinv, lgamma=lgamma, digamma=digamma)
+              log10=log10, sinc=sinc, frac=frac, erfc=erfc, erfinv=erfinv, lgamma=lgamma, digamma=digamma,
+              logit=logit, logcumsumexp=logcumsumexp)
 _BINARY = dict(atan2=atan2, arctan2=atan2, hypot=hypot, logaddexp=logaddexp, logaddexp2=logaddexp2,
                copysign=copysign, xlogy=xlogy, heaviside=heaviside)
 
-FUNCTIONS = {name: _unary(fn) for name, fn in _UNARY.items()}
-FUNCTIONS.update({name: _binary(fn) for name, fn in _BINARY.items()})
-FUNCTIONS.update(logit=logit, logcumsumexp=logcumsumexp)
-
-
-def sgn(input):
-    return input.sign()
-
-
-FUNCTIONS["sgn"] = sgn
+FUNCTIONS = {name: _in_float64(fn) for name, fn in _UNARY.items()}
+FUNCTIONS.update({name: _in_float64(fn, 2) for name, fn in _BINARY.items()})
+FUNCTIONS["sgn"] = lambda input: input.sign()  # torch.sgn of a real tensor: its sign, in its dtype

@@ -8,6 +8,7 @@ calls one bound op of ``tessel._C``; the computing happens in C++ with the GIL r
     y.backward(); x.grad.numpy()
 """
 import builtins
+import math
 
 import numpy as np
 
@@ -521,10 +522,7 @@ class Size(tuple):
     """torch.Size: a tuple of ints (Tensor.shape / size() return plain tuples, equal to it)."""
 
     def numel(self):
-        n = 1
-        for d in self:
-            n *= d
-        return n
+        return math.prod(self)
 
     def __repr__(self):
         return "tessel.Size(%s)" % list(self)
@@ -540,20 +538,12 @@ def empty_like(t, *, dtype=None, device=None, requires_grad=False):
 
 
 def broadcast_shapes(*shapes):
-    """torch.broadcast_shapes: the shape numpy's broadcasting rules give (a ValueError names the mismatch)."""
-    out = []
-    for shape in shapes:
-        shape = (shape,) if isinstance(shape, int) else tuple(shape)
-        if len(shape) > len(out):
-            out = [1] * (len(shape) - len(out)) + out
-        for i, d in enumerate(shape[::-1]):
-            j = len(out) - 1 - i
-            if out[j] != d and out[j] != 1 and d != 1:
-                raise RuntimeError("shape mismatch: objects cannot be broadcast to a single shape: %s and %s "
-                                   "at dimension %d (%d vs %d)" % (tuple(out), shape, j, out[j], d))
-            if out[j] == 1:
-                out[j] = d
-    return Size(out)
+    """torch.broadcast_shapes: numpy's broadcasting rules (np.broadcast_shapes); a mismatch is torch's
+    RuntimeError ("shape mismatch: objects cannot be broadcast to a single shape ...")."""
+    try:
+        return Size(np.broadcast_shapes(*shapes))
+    except ValueError as e:
+        raise RuntimeError(str(e)) from None
 
 
 def broadcast_tensors(*tensors):

@@ -5,7 +5,7 @@
 """
 import math as _math
 
-from . import _C, _special
+from . import _special
 
 _f = _special.FUNCTIONS
 erf = lambda input: input.erf()  # noqa: E731
@@ -15,20 +15,12 @@ expit = lambda input: input.sigmoid()  # noqa: E731
 exp2 = lambda input: (input * _math.log(2.0)).exp()  # noqa: E731
 expm1 = lambda input: input.expm1()  # noqa: E731
 log1p = lambda input: input.log1p()  # noqa: E731
-round = lambda input, decimals=0: input.round(decimals=decimals) if decimals else input.round()  # noqa: E731,A001
+round = lambda input, decimals=0: input.round(decimals=decimals)  # noqa: E731,A001
 softmax = lambda input, dim, dtype=None: input.softmax(dim) if dtype is None else input.to(dtype).softmax(dim)  # noqa: E731
 log_softmax = lambda input, dim, dtype=None: input.log_softmax(dim, dtype)  # noqa: E731
 
 
-def xlog1py(input, other):
-    x, _ = _special._f64(input)
-    y, _ = _special._f64(other)
-    return _special.xlog1py(x, y).to(input.dtype if isinstance(input, _C.Tensor) else other.dtype)
-
-
-def entr(input):
-    x, dtype = _special._f64(input)
-    return _special.entr(x).to(dtype)
+xlog1py, entr = _special._in_float64(_special.xlog1py, 2), _special._in_float64(_special.entr)
 
 
 def ndtr(input):

@@ -8,6 +8,7 @@ import math
 from .. import _C
 from .. import _special
 from .. import _tensor
+from .._dtypes import finfo
 from ..nn import functional as F
 from . import constraints
 from .distribution import Distribution, broadcast_all
@@ -29,12 +30,8 @@ class _lazy:
         return value
 
 
-def _eps(t):
-    return 1.1920928955078125e-07 if t.dtype != _C.dtype.float64 else 2.220446049250313e-16
-
-
 def _clamp_probs(p):
-    e = _eps(p)
+    e = finfo(p.dtype).eps
     return p.clamp(e, 1.0 - e)
 
 
@@ -69,7 +66,7 @@ class Normal(_LocScale):
         return 0.5 * (1 + ((value - self.loc) / (self.scale * math.sqrt(2))).erf())
 
     def icdf(self, value):
-        return self.loc + self.scale * _special.erfinv(2 * value - 1).to(self.loc.dtype) * math.sqrt(2)
+        return self.loc + self.scale * _special.FUNCTIONS["erfinv"](2 * value - 1) * math.sqrt(2)
 
     def entropy(self):
         return 0.5 + _LOG_SQRT_2PI + self.scale.log()
@@ -180,7 +177,7 @@ class Laplace(_LocScale):
     stddev = property(lambda self: math.sqrt(2) * self.scale)
 
     def rsample(self, sample_shape=()):
-        e = _eps(self.loc)
+        e = finfo(self.loc.dtype).eps
         u = _tensor.rand(*self._extended_shape(sample_shape), dtype=self.loc.dtype) * (2 - e) + (e - 1)  # (-1, 1)
         return self.loc - self.scale * u.sign() * (-u.abs()).log1p()
 
@@ -286,9 +283,7 @@ class Categorical(Distribution):
 
     def sample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
-        n = 1
-        for d in (sample_shape,) if isinstance(sample_shape, int) else sample_shape:
-            n *= d
+        n = _tensor.Size((sample_shape,) if isinstance(sample_shape, int) else sample_shape).numel()
         probs_2d = self.probs.detach().reshape(-1, self._num_events)
         draws = probs_2d.multinomial(n, True)  # [batch, n]
         return draws.transpose(0, 1).contiguous().reshape(*shape) if shape else draws.reshape(())
@@ -301,8 +296,7 @@ class Categorical(Distribution):
         return log_pmf.gather(-1, value[..., :1].contiguous()).squeeze(-1)
 
     def entropy(self):
-        min_real = -3.4028234663852886e38 if self.logits.dtype != _C.dtype.float64 else -1.7976931348623157e308
-        return -(self.logits.clamp(min=min_real) * self.probs).sum(-1)
+        return -(self.logits.clamp(min=finfo(self.logits.dtype).min) * self.probs).sum(-1)
 
     def enumerate_support(self, expand=True):
         values = _tensor.arange(self._num_events).reshape((-1,) + (1,) * len(self._batch_shape))

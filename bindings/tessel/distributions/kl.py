@@ -6,6 +6,7 @@ NotImplementedError naming both types.
 """
 import math
 
+from .. import _C
 from ..nn import functional as F
 from . import _families as fam
 from .distribution import Independent
@@ -31,9 +32,9 @@ def kl_divergence(p, q):
     return _KL[best](p, q)
 
 
-def _inf_where(cond, value):
-    from .. import _C
-    return _C._functional.where(cond, value * 0 + math.inf, value)
+def _set(cond, t, value):
+    """t with `value` where cond holds (inf for an impossible support, 0 for a term with zero mass)."""
+    return _C._functional.where(cond, t * 0 + value, t)
 
 
 @register_kl(fam.Normal, fam.Normal)
@@ -51,7 +52,7 @@ def _kl_lognormal_lognormal(p, q):
 @register_kl(fam.Uniform, fam.Uniform)
 def _kl_uniform_uniform(p, q):
     result = ((q.high - q.low) / (p.high - p.low)).log()
-    return _inf_where((q.low > p.low) | (q.high < p.high), result)
+    return _set((q.low > p.low) | (q.high < p.high), result, math.inf)
 
 
 @register_kl(fam.Exponential, fam.Exponential)
@@ -69,24 +70,16 @@ def _kl_laplace_laplace(p, q):
 
 @register_kl(fam.Bernoulli, fam.Bernoulli)
 def _kl_bernoulli_bernoulli(p, q):
-    from .. import _C
     # log p - log q = softplus(-q.logits) - softplus(-p.logits); the complements with +logits
-    t1 = p.probs * (F.softplus(-q.logits) - F.softplus(-p.logits))
-    t1 = _C._functional.where(q.probs == 0, t1 * 0 + math.inf, t1)
-    t1 = _C._functional.where(p.probs == 0, t1 * 0, t1)
-    t2 = (1 - p.probs) * (F.softplus(q.logits) - F.softplus(p.logits))
-    t2 = _C._functional.where(q.probs == 1, t2 * 0 + math.inf, t2)
-    t2 = _C._functional.where(p.probs == 1, t2 * 0, t2)
-    return t1 + t2
+    t1 = _set(q.probs == 0, p.probs * (F.softplus(-q.logits) - F.softplus(-p.logits)), math.inf)
+    t2 = _set(q.probs == 1, (1 - p.probs) * (F.softplus(q.logits) - F.softplus(p.logits)), math.inf)
+    return _set(p.probs == 0, t1, 0.0) + _set(p.probs == 1, t2, 0.0)
 
 
 @register_kl(fam.Categorical, fam.Categorical)
 def _kl_categorical_categorical(p, q):
-    from .. import _C
-    t = p.probs * (p.logits - q.logits)
-    t = _C._functional.where(q.probs == 0, t * 0 + math.inf, t)
-    t = _C._functional.where(p.probs == 0, t * 0, t)
-    return t.sum(-1)
+    t = _set(q.probs == 0, p.probs * (p.logits - q.logits), math.inf)
+    return _set(p.probs == 0, t, 0.0).sum(-1)
 
 
 @register_kl(fam.OneHotCategorical, fam.OneHotCategorical)
