@@ -17,6 +17,7 @@
 #include "core/ops/attention.h"
 #include "core/ops/concat.h"
 #include "core/ops/dropout.h"
+#include "core/ops/conv.h"
 #include "core/ops/embedding.h"
 #include "core/ops/loss.h"
 #include "core/ops/matmul.h"
@@ -87,6 +88,15 @@ void BindFunctional(py::module_& m) {
     });
   }, py::arg("input"), py::arg("weight"), py::arg("padding_idx") = py::none(), py::arg("max_norm") = py::none(),
         py::arg("norm_type") = 2.0, py::arg("scale_grad_by_freq") = false, py::arg("sparse") = false);
+  // conv1d / conv2d / conv3d's float32 path (nn/_conv_ops.py checks torch's arguments and routes here).
+  f.def("_convolution", [](const Tensor& x, const Tensor& w, std::optional<Tensor> b, std::vector<int64_t> stride,
+                           std::vector<int64_t> padding, std::vector<int64_t> padding_r, std::vector<int64_t> dilation,
+                           int64_t groups) {
+    const ConvOptions o{.stride = std::move(stride), .padding = std::move(padding), .padding_r = std::move(padding_r),
+                        .dilation = std::move(dilation), .groups = groups};
+    return NoGil([&] { return Convolution(x, w, Opt(b), o); });
+  }, py::arg("input"), py::arg("weight"), py::arg("bias"), py::arg("stride"), py::arg("padding"),
+        py::arg("padding_r"), py::arg("dilation"), py::arg("groups"));
   f.def("_index_add_rows", [](const Tensor& source, const Tensor& index, int64_t num_rows) {
     return NoGil([&] { return IndexAddRows(source, index, num_rows); });
   }, py::arg("source"), py::arg("index"), py::arg("num_rows"));

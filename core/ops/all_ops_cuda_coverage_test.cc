@@ -12,7 +12,9 @@
 namespace tessel {
 namespace {
 
-const std::set<std::string> kMissing = {};
+// The convolutions run on oneDNN (CPU only; core/ops/conv.cc): a CUDA tensor there is an error naming the
+// op, not a silent host fallback. cuDNN is not linked.
+const std::set<std::string> kMissing = {"convolution", "convolution_backward_input", "convolution_backward_weight"};
 
 TEST(AllOpsCudaCoverageTest, EveryRegisteredOpButTheListedOnesHasACudaKernel) {
   std::set<std::string> all;

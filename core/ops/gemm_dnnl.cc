@@ -18,8 +18,6 @@
 // gemm.cc splits large products over tessel's threads as it does for OpenBLAS.
 #include "core/ops/gemm_dnnl.h"
 
-#include <omp.h>
-
 #include <cstring>
 #include <map>
 #include <memory>
@@ -29,6 +27,7 @@
 #include <vector>
 
 #include "core/base/error.h"
+#include "core/ops/dnnl_common.h"
 
 namespace tessel {
 namespace {
@@ -36,20 +35,6 @@ namespace {
 using Dims = dnnl::memory::dims;
 using DT = dnnl::memory::data_type;
 
-// Caps the calling thread's OpenMP team at one thread while in scope.
-class OneOmpThread {
- public:
-  OneOmpThread() : saved_(omp_get_max_threads()) { omp_set_num_threads(1); }
-  ~OneOmpThread() { omp_set_num_threads(saved_); }
-
- private:
-  int saved_;
-};
-
-const dnnl::engine& Engine() {
-  static const dnnl::engine kEngine(dnnl::engine::kind::cpu, 0);
-  return kEngine;
-}
 
 // m, n, k, a's strides, b's strides, ldc, accumulate.
 using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool>;
@@ -91,7 +76,7 @@ std::shared_ptr<const Primitive> Create(const MatRef& a, const MatRef& b, int64_
     attr.set_post_ops(ops);
   }
   try {
-    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(p->a, p->b, p->c), attr, Engine());
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(p->a, p->b, p->c), attr, DnnlEngine());
     p->impl = pd.impl_info_str();
     p->scratch = pd.scratchpad_desc();
     p->matmul = dnnl::matmul(pd);
@@ -179,12 +164,12 @@ bool DnnlBf16Gemm(const MatRef& a_in, const MatRef& b_in, float* c, int64_t ldc,
   if (!p) return false;
   thread_local std::unique_ptr<dnnl::stream> stream;
   thread_local std::vector<char> scratch;
-  if (!stream) stream = std::make_unique<dnnl::stream>(Engine());
+  if (!stream) stream = std::make_unique<dnnl::stream>(DnnlEngine());
   if (scratch.size() < p->scratch.get_size()) scratch.resize(p->scratch.get_size());
-  const dnnl::memory ma(p->a, Engine(), const_cast<void*>(a.data));
-  const dnnl::memory mb(p->b, Engine(), const_cast<void*>(b.data));
-  const dnnl::memory mc(p->c, Engine(), c);
-  const dnnl::memory ms(p->scratch, Engine(), scratch.data());
+  const dnnl::memory ma(p->a, DnnlEngine(), const_cast<void*>(a.data));
+  const dnnl::memory mb(p->b, DnnlEngine(), const_cast<void*>(b.data));
+  const dnnl::memory mc(p->c, DnnlEngine(), c);
+  const dnnl::memory ms(p->scratch, DnnlEngine(), scratch.data());
   try {
     p->matmul.execute(*stream, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}, {DNNL_ARG_SCRATCHPAD, ms}});
     stream->wait();
