@@ -73,6 +73,63 @@ def test_conv2d_gradients_match_finite_differences():
     np.testing.assert_allclose(bt.grad.numpy(), finite_difference(lambda a: loss(x, w, a), b), rtol=1e-6, atol=1e-7)
 
 
+@pytest.mark.parametrize("nd,stride,padding,dilation,groups", [
+    (1, 2, 1, 2, 2), (2, 1, "same", 1, 1), (2, (2, 1), (0, 2), (1, 2), 3), (3, (1, 2, 1), 1, (2, 1, 1), 2)])
+def test_float32_conv_on_onednn_matches_loops_and_its_gradients_the_adjoint_loops(nd, stride, padding, dilation,
+                                                                                  groups):
+    """float32 runs on the C++ op (oneDNN, core/ops/conv.h): values and all three gradients against the
+    float64 loops (the gradients as loops over the adjoint: d<conv(x, w), r>/dx and /dw, sum of r)."""
+    rng = np.random.default_rng(nd * 7 + groups)
+    c, oc = 6, 6
+    size, kernel = [8, 7, 6][:nd], [4, 3, 2][:nd]  # even kernel: padding='same' pads one more after
+    x = rng.normal(size=[3, c] + size).astype(np.float32)
+    w = rng.normal(size=[oc, c // groups] + kernel).astype(np.float32)
+    b = rng.normal(size=oc).astype(np.float32)
+    xt, wt, bt = (tessel.tensor(a).requires_grad_() for a in (x, w, b))
+    out = getattr(F, "conv%dd" % nd)(xt, wt, bt, stride, padding, dilation, groups)
+    assert out.dtype == tessel.float32
+    tup = lambda v: tuple(v) if isinstance(v, tuple) else (v,) * nd  # noqa: E731
+    if padding == "same":
+        pads = [((d * (k - 1)) // 2, d * (k - 1) - (d * (k - 1)) // 2) for d, k in zip(tup(dilation), kernel)]
+    else:
+        pads = [(p, p) for p in tup(padding)]
+    x64, w64, b64 = x.astype(np.float64), w.astype(np.float64), b.astype(np.float64)
+    want = naive_conv(x64, w64, b64, tup(stride), pads, tup(dilation), groups)
+    np.testing.assert_allclose(out.detach().numpy(), want, rtol=1e-5, atol=1e-5)
+    r = rng.normal(size=want.shape)
+    (out * tessel.tensor(r.astype(np.float32))).sum().backward()
+    # <conv(x, w), r> is linear in x and in w: its gradient entries are the loss at unit vectors.
+    def unit_grads(shape, loss_at):
+        return np.array([loss_at(np.eye(1, int(np.prod(shape)), i).reshape(shape)) for i in range(int(np.prod(shape)))])
+    dw = unit_grads(w.shape, lambda e: (naive_conv(x64, e, None, tup(stride), pads, tup(dilation), groups) * r).sum())
+    np.testing.assert_allclose(wt.grad.numpy().ravel(), dw, rtol=1e-4, atol=1e-4)
+    if nd < 3:  # the input's unit loop is long in 3-D; the C++ test covers it there
+        dx = unit_grads(x.shape, lambda e: (naive_conv(e, w64, None, tup(stride), pads, tup(dilation), groups) * r).sum())
+        np.testing.assert_allclose(xt.grad.numpy().ravel(), dx, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(bt.grad.numpy(), r.sum(axis=tuple(i for i in range(r.ndim) if i != 1)), rtol=1e-5,
+                               atol=1e-4)
+
+
+def test_gradient_penalty_through_a_float32_conv_critic_matches_its_float64_twin():
+    """WGAN-GP: |d critic(x) / dx|^2 differentiated again (create_graph) through the oneDNN convolutions
+    equals the same penalty's gradient through the float64 composition (gather + matmul)."""
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(3, 2, 6, 6))
+    w1, w2 = rng.normal(size=(4, 2, 3, 3)) * 0.5, rng.normal(size=(1, 4, 3, 3)) * 0.5
+    grads = {}
+    for dt, npdt in ((tessel.float32, np.float32), (tessel.float64, np.float64)):
+        xt = tessel.tensor(x.astype(npdt)).requires_grad_()
+        p1, p2 = (tessel.tensor(a.astype(npdt)).requires_grad_() for a in (w1, w2))
+        critic = F.conv2d(tessel.tanh(F.conv2d(xt, p1, stride=2, padding=1)), p2).sum()
+        (gx,) = tessel.autograd.grad(critic, xt, create_graph=True)
+        penalty = ((gx.reshape(3, -1).norm(dim=1) - 1) ** 2).mean()
+        penalty.backward()
+        grads[dt] = (p1.grad.numpy().astype(np.float64), p2.grad.numpy().astype(np.float64))
+    for g32, g64 in zip(grads[tessel.float32], grads[tessel.float64]):
+        assert np.abs(g64).max() > 1e-3
+        np.testing.assert_allclose(g32, g64, rtol=1e-4, atol=1e-5)
+
+
 def test_padding_same_with_an_even_kernel_pads_more_after_as_torch():
     rng = np.random.default_rng(2)
     x, w = rng.normal(size=(1, 2, 6, 5)), rng.normal(size=(3, 2, 4, 3))
