@@ -25,6 +25,7 @@
 #include "core/autograd/engine.h"
 #include "core/autograd/grad_mode.h"
 #include "core/autograd/node.h"
+#include "core/dispatch/profiler.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/view.h"
 #include "core/tensor/copy.h"
@@ -211,6 +212,29 @@ void BindCreation(py::module_& m) {
         py::arg("materialize_grads"));
   // torch.autocast (tessel/amp.py keeps the previous state and restores it on exit): this thread's
   // region flag and dtype (core/autograd/autocast.h).
+  // tessel.profiler.profile: an OpProfiler on this thread between start() and stop() (core/dispatch/
+  // profiler.h); rows() maps each op to (calls, seconds). Profilers nest LIFO, as the C++ class.
+  struct PyProfiler {
+    std::unique_ptr<OpProfiler> active;
+    std::map<std::string, OpProfiler::Row> rows;
+  };
+  py::class_<PyProfiler>(m, "_OpProfiler")
+      .def(py::init<>())
+      .def("start", [](PyProfiler& p) {
+        TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, !p.active, "profiler: already started");
+        p.active = std::make_unique<OpProfiler>();
+      })
+      .def("stop", [](PyProfiler& p) {
+        TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, p.active && OpProfiler::Current() == p.active.get(),
+                          "profiler: stop() must close the innermost running profiler on the thread that started it");
+        p.rows = p.active->rows();
+        p.active.reset();
+      })
+      .def("rows", [](const PyProfiler& p) {
+        py::dict out;
+        for (const auto& [op, r] : p.active ? p.active->rows() : p.rows) out[py::str(op)] = py::make_tuple(r.calls, r.seconds);
+        return out;
+      });
   m.def("_autocast_state", [] { return py::make_tuple(AutocastEnabled(), AutocastDType()); });
   m.def("_set_autocast", [](bool enabled, DType dtype) {
     TESSEL_CHECK(dtype == DType::kBFloat16 || dtype == DType::kFloat16 || !enabled,

@@ -2,9 +2,11 @@
 // sum_to_size: CPU kernels and backward formulas.
 #include "core/ops/elementwise.h"
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <type_traits>
+#include <vector>
 
 #include "core/autograd/call.h"
 #include "core/base/error.h"
@@ -186,6 +188,88 @@ TensorList MulScalarInPlaceKernel(std::span<const Tensor> in, const Attrs& attrs
   return {dst};
 }
 
+// sum_to_size of a contiguous x: x's dims collapsed into alternating groups, each either kept (the
+// output has it) or reduced (size 1 in the output, or absent), so the broadcasting backward's
+// reductions become loops over contiguous runs: a reduced innermost group sums runs of its length into
+// one output (batch norm's [N, C, H, W] -> [1, C, 1, 1]), a kept innermost group adds whole rows
+// (a bias gradient's [B, T, C] -> [C]). Threads split the outputs only, so each output is summed in
+// the same order whatever the thread count. (The strided loop below ran ~1 ns per element, one
+// thread: 27% of a small CNN's training step was this op.)
+template <typename T, typename A>
+void SumContiguousToSize(const T* px, const Shape& x_shape, const Shape& shape, A* pa) {
+  struct Group {
+    bool kept;
+    int64_t size, stride;  // stride: x's, in elements
+  };
+  std::vector<Group> groups;
+  const size_t lead = x_shape.size() - shape.size();
+  for (size_t d = 0; d < x_shape.size(); ++d) {
+    if (x_shape[d] == 1) continue;
+    const bool kept = d >= lead && shape[d - lead] != 1;
+    if (!groups.empty() && groups.back().kept == kept) {
+      groups.back().size *= x_shape[d];
+    } else {
+      groups.push_back({kept, x_shape[d], 0});
+    }
+  }
+  if (groups.empty()) {  // one element
+    pa[0] += static_cast<A>(ToCompute(px[0]));
+    return;
+  }
+  int64_t stride = 1;
+  for (size_t i = groups.size(); i-- > 0;) groups[i].stride = stride, stride *= groups[i].size;
+  const Group inner = groups.back();
+  groups.pop_back();
+  std::vector<Group> kept, reduced;  // outer groups, outermost first
+  for (const Group& g : groups) (g.kept ? kept : reduced).push_back(g);
+  int64_t outer_outputs = 1, combos = 1;
+  for (const Group& g : kept) outer_outputs *= g.size;
+  for (const Group& g : reduced) combos *= g.size;
+  // x offset of outer output o (its kept-group indices) and of reduced combination r.
+  auto offset = [](const std::vector<Group>& gs, int64_t idx) {
+    int64_t off = 0;
+    for (size_t i = gs.size(); i-- > 0;) off += (idx % gs[i].size) * gs[i].stride, idx /= gs[i].size;
+    return off;
+  };
+  const int64_t m = inner.size;
+  if (!inner.kept) {  // each output: combos runs of m contiguous elements
+    const int64_t grain = std::max<int64_t>(1, kGrain / std::max<int64_t>(1, combos * m));
+    ParallelFor(0, outer_outputs, grain, [&](int64_t b, int64_t e) {
+      for (int64_t o = b; o < e; ++o) {
+        const int64_t base = offset(kept, o);
+        A lanes[8] = {};
+        A tail = 0;
+        for (int64_t r = 0; r < combos; ++r) {
+          const T* run = px + base + offset(reduced, r);
+          int64_t i = 0;
+          for (; i + 8 <= m; i += 8) {
+            for (int l = 0; l < 8; ++l) lanes[l] += static_cast<A>(ToCompute(run[i + l]));
+          }
+          for (; i < m; ++i) tail += static_cast<A>(ToCompute(run[i]));
+        }
+        pa[o] += ((lanes[0] + lanes[4]) + (lanes[1] + lanes[5])) + ((lanes[2] + lanes[6]) + (lanes[3] + lanes[7])) + tail;
+      }
+    });
+    return;
+  }
+  // kept innermost: outputs [outer_outputs, m], each row the sum over combos rows; threads take column
+  // blocks of a row.
+  constexpr int64_t kColumns = 256;
+  const int64_t blocks = (m + kColumns - 1) / kColumns;
+  const int64_t grain = std::max<int64_t>(1, kGrain / std::max<int64_t>(1, combos * std::min(m, kColumns)));
+  ParallelFor(0, outer_outputs * blocks, grain, [&](int64_t b, int64_t e) {
+    for (int64_t item = b; item < e; ++item) {
+      const int64_t o = item / blocks, c0 = item % blocks * kColumns, c1 = std::min(m, c0 + kColumns);
+      const int64_t base = offset(kept, o);
+      A* out = pa + o * m;
+      for (int64_t r = 0; r < combos; ++r) {
+        const T* row = px + base + offset(reduced, r);
+        for (int64_t c = c0; c < c1; ++c) out[c] += static_cast<A>(ToCompute(row[c]));
+      }
+    }
+  });
+}
+
 TensorList SumToSizeKernel(std::span<const Tensor> in, const Attrs& attrs) {
   const Tensor& x = in[0];
   const std::vector<int64_t>& shape = attrs.GetInts("shape");
@@ -202,6 +286,7 @@ TensorList SumToSizeKernel(std::span<const Tensor> in, const Attrs& attrs) {
     using A = std::conditional_t<std::is_same_v<C, double>, double, float>;
     const T* px = static_cast<const T*>(x.raw_data());
     A* pa = static_cast<A*>(acc.raw_data());
+    if (x.is_contiguous() && x.numel() > 0) return SumContiguousToSize<T, A>(px, x.sizes(), shape, pa);
     ForEachStrided<2>(x.sizes(), {std::span<const int64_t>(sa), std::span<const int64_t>(sx)},
                       [&](const int64_t* off) { pa[off[0]] += static_cast<A>(ToCompute(px[off[1]])); });
   });

@@ -2,12 +2,16 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "core/autograd/engine.h"
 #include "core/autograd/grad_mode.h"
 #include "core/base/error.h"
 #include "core/base/testing/expect_error.h"
 #include "core/ops/reduction.h"
 #include "core/ops/unary.h"
+#include "core/ops/view.h"
+#include "core/base/parallel.h"
 #include "core/ops/testing/gradcheck.h"
 #include "core/tensor/factory.h"
 
@@ -244,6 +248,56 @@ TEST(ElementwiseTest, QueuedCallbackRunsAfterAllNodes) {
   RegisterPostAccumulateGradHook(x, [&](const Tensor&) { order.push_back("accumulate"); });
   Backward(y);
   EXPECT_EQ(order, (std::vector<std::string>{"hook", "accumulate", "callback"}));
+}
+
+// sum_to_size's contiguous path (kept / reduced dim groups, inner runs or inner rows, column blocks)
+// against a float64 loop over every element for each broadcast pattern, float32 and float64, and the
+// same bits whatever the thread count.
+TEST(ElementwiseTest, SumToSizeMatchesALoopForEveryBroadcastPattern) {
+  const std::vector<std::pair<Shape, Shape>> cases = {
+      {{4, 3, 5, 6}, {1, 3, 1, 1}}, {{4, 3, 5, 6}, {3, 1, 1}}, {{4, 3, 5, 6}, {5, 6}}, {{4, 3, 5, 6}, {4, 1, 5, 1}},
+      {{4, 3, 5, 6}, {1}},         {{4, 3, 5, 6}, {}},        {{7, 300}, {300}},      {{2, 3, 4}, {2, 1, 4}},
+      {{3, 1, 5}, {1, 1, 5}},       {{3, 1, 5}, {3, 1, 1}},    {{1, 1}, {1}},          {{9, 2, 1, 3}, {2, 1, 1}}};
+  for (DType dtype : {DType::kFloat32, DType::kFloat64}) {
+    for (const auto& [from, to] : cases) {
+      SCOPED_TRACE(ShapeStr(from) + " -> " + ShapeStr(to));
+      int64_t n = 1;
+      for (int64_t v : from) n *= v;
+      std::vector<double> xv(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) xv[static_cast<size_t>(i)] = std::sin(0.37 * static_cast<double>(i)) + 0.25;
+      const Tensor x = FromDoubles(xv, from, dtype);
+      const std::vector<double> xr = x.ToDoubleVector();  // the values as stored (float32 rounded)
+      // The loop: each x element's output index (x's index with to's size-1 / missing dims at 0).
+      int64_t out_n = 1;
+      for (int64_t v : to) out_n *= v;
+      std::vector<double> want(static_cast<size_t>(out_n), 0.0);
+      const size_t lead = from.size() - to.size();
+      for (int64_t i = 0; i < n; ++i) {
+        int64_t rest = i, o = 0, scale = 1;
+        for (size_t d = from.size(); d-- > 0;) {
+          const int64_t idx = rest % from[d];
+          rest /= from[d];
+          if (d >= lead && to[d - lead] != 1) o += idx * scale;
+          if (d >= lead) scale *= to[d - lead];
+        }
+        want[static_cast<size_t>(o)] += xr[static_cast<size_t>(i)];
+      }
+      std::vector<std::vector<double>> got;
+      for (int threads : {1, 2, 3}) {
+        NumThreadsGuard guard(threads);
+        const Tensor y = SumToSize(x, to);
+        EXPECT_EQ(y.sizes(), to);
+        EXPECT_EQ(y.dtype(), dtype);
+        got.push_back(y.ToDoubleVector());
+      }
+      ExpectAllClose(FromDoubles(got[0], to), want, dtype == DType::kFloat32 ? 1e-4 : 1e-12, 1e-6);
+      EXPECT_EQ(got[1], got[0]);
+      EXPECT_EQ(got[2], got[0]);
+    }
+  }
+  // A non-contiguous input takes the strided loop: same values.
+  const Tensor x = FromDoubles({1, 2, 3, 4, 5, 6}, Shape{2, 3}, DType::kFloat64);
+  ExpectAllClose(SumToSize(Transpose(x, 0, 1), std::vector<int64_t>{3, 1}), {5.0, 7.0, 9.0}, 0.0, 0.0);
 }
 
 }  // namespace

@@ -1,0 +1,229 @@
+"""torch.profiler over tessel's op profiler (core/dispatch/profiler.h): per-op wall time and call counts
+of every kernel the profiling thread dispatches, forward and backward.
+
+    with tessel.profiler.profile(activities=[ProfilerActivity.CPU]) as prof:
+        loss = model(x).sum(); loss.backward()
+    print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=10))
+
+What torch records and tessel does not: no per-call timeline (export_chrome_trace raises), no shapes,
+memory or stacks (record_shapes / profile_memory / with_stack are accepted and ignored: the table has
+the op rows only), no CUDA activity. An op's time is its kernel's (self and total are equal, as for
+torch's leaf aten ops); record_function blocks add rows of their own wall time.
+"""
+import enum
+import time
+
+from . import _C
+
+__all__ = ["profile", "record_function", "ProfilerActivity", "ProfilerAction", "schedule", "EventList",
+           "FunctionEventAvg"]
+
+
+class ProfilerActivity(enum.Enum):
+    CPU = 0
+    CUDA = 1
+
+
+class ProfilerAction(enum.Enum):
+    NONE = 0
+    WARMUP = 1
+    RECORD = 2
+    RECORD_AND_SAVE = 3
+
+
+def schedule(*, wait, warmup, active, repeat=0, skip_first=0):
+    """torch.profiler.schedule: the action for each step number (skip_first, then cycles of wait,
+    warmup and active steps; the last active step of a cycle saves; repeat=0 cycles forever)."""
+    if wait < 0 or warmup < 0 or active <= 0 or repeat < 0 or skip_first < 0:
+        raise ValueError("Invalid profiler schedule arguments")
+
+    def action(step):
+        if step < skip_first:
+            return ProfilerAction.NONE
+        step -= skip_first
+        cycle = wait + warmup + active
+        if repeat > 0 and step // cycle >= repeat:
+            return ProfilerAction.NONE
+        at = step % cycle
+        if at < wait:
+            return ProfilerAction.NONE
+        if at < wait + warmup:
+            return ProfilerAction.WARMUP
+        return ProfilerAction.RECORD if at < cycle - 1 else ProfilerAction.RECORD_AND_SAVE
+    return action
+
+
+class FunctionEventAvg:
+    """One row of key_averages(): times in microseconds, as torch's."""
+
+    def __init__(self, key, count, total_us):
+        self.key, self.count = key, count
+        self.cpu_time_total = self.self_cpu_time_total = total_us
+        self.device_time_total = self.self_device_time_total = 0.0
+        self.cuda_time_total = self.self_cuda_time_total = 0.0
+
+    @property
+    def cpu_time(self):
+        return self.cpu_time_total / self.count if self.count else 0.0
+
+    def __repr__(self):
+        return "<FunctionEventAvg key=%s self_cpu_time=%.3fus cpu_time=%.3fus count=%d>" % (
+            self.key, self.self_cpu_time_total, self.cpu_time, self.count)
+
+
+_SORT_KEYS = {"cpu_time_total", "self_cpu_time_total", "cpu_time", "count", "device_time_total",
+              "self_device_time_total", "cuda_time_total", "self_cuda_time_total"}
+
+
+def _us(us):
+    return "%.3fms" % (us / 1e3) if us >= 1e3 else "%.3fus" % us
+
+
+class EventList(list):
+    @property
+    def self_cpu_time_total(self):
+        return sum(e.self_cpu_time_total for e in self)
+
+    def table(self, sort_by=None, row_limit=100, max_name_column_width=55, header=None, **_):
+        """torch's table: Name, Self CPU %, Self CPU, CPU total %, CPU total, CPU time avg, # of Calls."""
+        if sort_by is not None and sort_by not in _SORT_KEYS:
+            raise AttributeError("'FunctionEventAvg' object has no attribute '%s'" % sort_by)
+        rows = sorted(self, key=lambda e: getattr(e, sort_by), reverse=True) if sort_by else list(self)
+        if row_limit is not None and row_limit >= 0:
+            rows = rows[:row_limit]
+        total = self.self_cpu_time_total
+        width = max([len("Name")] + [min(len(e.key), max_name_column_width) for e in rows])
+        cols = ["Self CPU %", "Self CPU", "CPU total %", "CPU total", "CPU time avg", "# of Calls"]
+        rule = "-" * width + "  " + "  ".join("-" * 12 for _ in cols)
+        lines = [rule] if header is None else [header, rule]
+        lines += [("%-*s  " % (width, "Name")) + "  ".join("%12s" % c for c in cols), rule]
+        for e in rows:
+            share = 100.0 * e.self_cpu_time_total / total if total else 0.0
+            lines.append(("%-*s  " % (width, e.key[:max_name_column_width])) + "  ".join("%12s" % v for v in (
+                "%.2f%%" % share, _us(e.self_cpu_time_total), "%.2f%%" % share, _us(e.cpu_time_total),
+                _us(e.cpu_time), str(e.count))))
+        lines += [rule, "Self CPU time total: %s" % _us(total), ""]
+        return "\n".join(lines)
+
+    def __str__(self):
+        return self.table()
+
+
+_active = []  # the running profiles of this process, innermost last (record_function adds to it)
+
+
+class profile:
+    """torch.profiler.profile for CPU op times (see the module docstring for what is not recorded)."""
+
+    def __init__(self, activities=None, schedule=None, on_trace_ready=None, record_shapes=False,
+                 profile_memory=False, with_stack=False, with_flops=False, with_modules=False,
+                 experimental_config=None, execution_trace_observer=None, acc_events=False, use_cuda=None):
+        if activities is not None and ProfilerActivity.CUDA in activities:
+            raise NotImplementedError("tessel.profiler: CUDA activity is not recorded (tessel's Python face has no "
+                                      "CUDA device); use activities=[ProfilerActivity.CPU]")
+        self._schedule, self._on_trace_ready = schedule, on_trace_ready
+        self._step = 0
+        self._rows = {}       # op -> [calls, seconds], what key_averages() reports
+        self._user = {}       # record_function name -> [calls, seconds] of the current recording
+        self._op = None       # the C++ profiler while recording
+
+    def _recording(self):
+        return self._schedule is None or self._schedule(self._step) in (ProfilerAction.RECORD,
+                                                                          ProfilerAction.RECORD_AND_SAVE)
+
+    def _begin(self):
+        if self._op is None and self._recording():
+            self._op = _C._OpProfiler()
+            self._op.start()
+            self._user = {}
+
+    def _end(self):
+        if self._op is None:
+            return
+        self._op.stop()
+        rows = {}
+        for key, (calls, seconds) in list(self._op.rows().items()) + [(k, tuple(v)) for k, v in self._user.items()]:
+            row = rows.setdefault(key, [0, 0.0])
+            row[0] += calls
+            row[1] += seconds
+        self._rows, self._op = rows, None
+
+    def start(self):
+        _active.append(self)
+        self._begin()
+
+    def stop(self):
+        self._end()
+        if self in _active:
+            _active.remove(self)
+
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc):
+        saving = self._schedule is not None and self._schedule(self._step) == ProfilerAction.RECORD_AND_SAVE
+        self.stop()
+        if saving and self._on_trace_ready is not None:
+            self._on_trace_ready(self)
+        return False
+
+    def step(self):
+        """Ends step self._step: a RECORD_AND_SAVE step closes its recording and calls on_trace_ready."""
+        action = self._schedule(self._step) if self._schedule is not None else None
+        if action == ProfilerAction.RECORD_AND_SAVE:
+            self._end()
+            if self._on_trace_ready is not None:
+                self._on_trace_ready(self)
+        self._step += 1
+        if self in _active:
+            if not self._recording():
+                self._end()
+            self._begin()
+
+    @property
+    def step_num(self):
+        return self._step
+
+    def key_averages(self, group_by_input_shape=False, group_by_stack_n=0):
+        rows = self._rows
+        if self._op is not None:  # still recording: what is there so far
+            rows = {k: list(v) for k, v in self._op.rows().items()}
+        return EventList(FunctionEventAvg(k, c, s * 1e6) for k, (c, s) in rows.items())
+
+    def events(self):
+        return self.key_averages()
+
+    def export_chrome_trace(self, path):
+        raise NotImplementedError("tessel.profiler records per-op totals, not a timeline: use key_averages().table()")
+
+    def export_stacks(self, path, metric="self_cpu_time_total"):
+        raise NotImplementedError("tessel.profiler records no stacks: use key_averages().table()")
+
+
+class record_function:
+    """A named block: its wall time becomes a row of the innermost running profile (also a decorator)."""
+
+    def __init__(self, name, args=None):
+        self.name = name
+
+    def __enter__(self):
+        self._t = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc):
+        elapsed = time.perf_counter() - self._t
+        if _active and _active[-1]._op is not None:
+            row = _active[-1]._user.setdefault(self.name, [0, 0.0])
+            row[0] += 1
+            row[1] += elapsed
+        return False
+
+    def __call__(self, fn):
+        import functools
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with record_function(self.name):
+                return fn(*args, **kwargs)
+        return wrapper

@@ -1,0 +1,80 @@
+"""tessel.profiler (torch.profiler over core/dispatch/profiler.h): exact per-op call counts of a known
+forward + backward, the table's sorting and limits, schedules with on_trace_ready, record_function rows,
+and the errors for what is not recorded."""
+import pytest
+
+import tessel
+import tessel.nn.functional as F
+from tessel.profiler import ProfilerActivity, profile, record_function, schedule
+
+
+def conv_step():
+    x = tessel.randn(2, 3, 8, 8, requires_grad=True)
+    w = tessel.randn(4, 3, 3, 3, requires_grad=True)
+    y = F.conv2d(x, w, padding=1)
+    (y * y).sum().backward()
+
+
+def test_profile_counts_each_kernel_of_a_forward_and_backward_exactly():
+    conv_step()  # oneDNN primitives are created on the first call; the counts below do not depend on it
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        conv_step()
+    rows = {e.key: e for e in prof.key_averages()}
+    assert rows["convolution"].count == 1
+    assert rows["convolution_backward_input"].count == 1
+    assert rows["convolution_backward_weight"].count == 1
+    assert rows["convolution"].cpu_time_total > 0
+    assert rows["convolution"].self_cpu_time_total == rows["convolution"].cpu_time_total
+    total = sum(e.self_cpu_time_total for e in prof.key_averages())
+    assert prof.key_averages().self_cpu_time_total == pytest.approx(total)
+
+
+def test_table_sorts_limits_and_names_torch_columns():
+    with profile() as prof:
+        a = tessel.randn(64, 64)
+        for _ in range(3):
+            a = a @ a
+        a.sum()
+    table = prof.key_averages().table(sort_by="count", row_limit=1)
+    lines = table.splitlines()
+    assert "Self CPU %" in lines[1] and "# of Calls" in lines[1]
+    body = [ln for ln in lines[3:] if ln and not ln.startswith("-") and not ln.startswith("Self CPU time")]
+    assert len(body) == 1 and body[0].split()[0] == "matmul" and body[0].split()[-1] == "3"
+    assert lines[-1].startswith("Self CPU time total: ")
+    with pytest.raises(AttributeError, match="no attribute 'bogus'"):
+        prof.key_averages().table(sort_by="bogus")
+
+
+def test_schedule_records_only_active_steps_and_hands_each_cycle_to_on_trace_ready():
+    seen = []
+
+    def ready(p):
+        rows = {e.key: e.count for e in p.key_averages()}
+        seen.append((p.step_num, rows.get("matmul", 0), rows.get("user block", 0)))
+    a = tessel.randn(8, 8)
+    with profile(schedule=schedule(wait=1, warmup=1, active=2, repeat=2), on_trace_ready=ready) as prof:
+        for step in range(10):
+            for _ in range(step + 1):  # step s runs s + 1 matmuls
+                a @ a
+            with record_function("user block"):
+                a + a
+            prof.step()
+    # cycle 1 records steps 2 and 3 (3 + 4 matmuls), cycle 2 steps 6 and 7 (7 + 8); nothing after
+    assert seen == [(3, 7, 2), (7, 15, 2)]
+    assert schedule(wait=0, warmup=0, active=1, skip_first=2)(1) == tessel.profiler.ProfilerAction.NONE
+
+
+def test_what_is_not_recorded_says_so():
+    with pytest.raises(NotImplementedError, match="CUDA activity"):
+        profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
+    with profile() as prof:
+        tessel.ones(2) + 1
+    with pytest.raises(NotImplementedError, match="not a timeline"):
+        prof.export_chrome_trace("/tmp/trace.json")
+    with pytest.raises(ValueError):
+        schedule(wait=0, warmup=0, active=0)
+
+
+if __name__ == "__main__":
+    import sys
+    sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
