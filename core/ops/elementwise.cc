@@ -3,6 +3,7 @@
 #include "core/ops/elementwise.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <limits>
 #include <type_traits>
@@ -30,6 +31,28 @@ Shape BroadcastStridesTo(const Tensor& t, const Shape& shape) {
   return out;
 }
 
+// Shape and per-operand strides with size-1 dims dropped and adjacent dims merged where every operand
+// steps through the pair as through one dim (a broadcast operand's 0 strides merge with each other), so a
+// broadcast [N, C, H, W] op [1, C, 1, 1] becomes [N, C, H·W] with strides (·, ·, 1) and (0, 1, 0).
+template <size_t K>
+void CollapseDims(const Shape& shape, const std::array<Shape, K>& strides, Shape& out_shape,
+                  std::array<Shape, K>& out_strides) {
+  out_shape.clear();
+  for (Shape& s : out_strides) s.clear();
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1) continue;
+    bool merge = !out_shape.empty();
+    for (size_t k = 0; k < K && merge; ++k) merge = out_strides[k].back() == strides[k][d] * shape[d];
+    if (merge) {
+      out_shape.back() *= shape[d];
+      for (size_t k = 0; k < K; ++k) out_strides[k].back() = strides[k][d];
+    } else {
+      out_shape.push_back(shape[d]);
+      for (size_t k = 0; k < K; ++k) out_strides[k].push_back(strides[k][d]);
+    }
+  }
+}
+
 enum class BinOp { kAdd, kSub, kMul, kDiv };
 
 template <BinOp kOp, typename C>
@@ -38,6 +61,50 @@ inline C Apply(C a, C b) {
   if constexpr (kOp == BinOp::kSub) return a - b;
   if constexpr (kOp == BinOp::kMul) return a * b;
   if constexpr (kOp == BinOp::kDiv) return a / b;
+}
+
+// out (contiguous, `shape`) = a op b for operands whose collapsed innermost dim is a run of at least
+// 16 elements that each reads contiguously or as one repeated value (batch norm's per-channel scale and
+// shift, a bias added to rows): a vectorizable loop per run, threads over runs. False (nothing written)
+// for other layouts, which take the strided loop.
+template <BinOp kOp, typename T, typename C>
+bool BroadcastRowsKernel(const T* pa, const Shape& sa, const T* pb, const Shape& sb, T* po, const Shape& shape) {
+  Shape so(shape.size(), 1);
+  for (size_t d = shape.size(); d-- > 1;) so[d - 1] = so[d] * shape[d];
+  Shape dims;
+  std::array<Shape, 3> st;
+  CollapseDims<3>(shape, {so, sa, sb}, dims, st);
+  if (dims.empty()) return false;
+  const int64_t m = dims.back(), ia = st[1].back(), ib = st[2].back();
+  if (m < 16 || ia > 1 || ib > 1 || st[0].back() != 1) return false;
+  int64_t rows = 1;
+  for (size_t d = 0; d + 1 < dims.size(); ++d) rows *= dims[d];
+  ParallelFor(0, rows, std::max<int64_t>(1, kGrain / m), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      int64_t oa = 0, ob = 0, oo = 0;
+      for (int64_t d = static_cast<int64_t>(dims.size()) - 2, rest = r; d >= 0; --d) {
+        const int64_t i = rest % dims[d];
+        rest /= dims[d];
+        oa += i * st[1][d], ob += i * st[2][d], oo += i * st[0][d];
+      }
+      const T* xa = pa + oa;
+      const T* xb = pb + ob;
+      T* xo = po + oo;
+      if (ia == 1 && ib == 1) {
+        for (int64_t i = 0; i < m; ++i) xo[i] = FromCompute<T>(Apply<kOp, C>(ToCompute(xa[i]), ToCompute(xb[i])));
+      } else if (ia == 1) {
+        const C bv = ToCompute(xb[0]);
+        for (int64_t i = 0; i < m; ++i) xo[i] = FromCompute<T>(Apply<kOp, C>(ToCompute(xa[i]), bv));
+      } else if (ib == 1) {
+        const C av = ToCompute(xa[0]);
+        for (int64_t i = 0; i < m; ++i) xo[i] = FromCompute<T>(Apply<kOp, C>(av, ToCompute(xb[i])));
+      } else {
+        const C v = Apply<kOp, C>(ToCompute(xa[0]), ToCompute(xb[0]));
+        for (int64_t i = 0; i < m; ++i) xo[i] = FromCompute<T>(v);
+      }
+    }
+  });
+  return true;
 }
 
 template <BinOp kOp>
@@ -100,6 +167,8 @@ TensorList BinaryKernel(std::span<const Tensor> in, const Attrs&, const char* na
       ParallelFor(0, n, kGrain, [&](int64_t s, int64_t e) {
         for (int64_t i = s; i < e; ++i) po[i] = FromCompute<T>(Apply<kOp, C>(ToCompute(pa[i]), bv));
       });
+    } else if (BroadcastRowsKernel<kOp, T, C>(pa, BroadcastStridesTo(a, shape), pb, BroadcastStridesTo(b, shape), po,
+                                              shape)) {
     } else {
       const Shape sa = BroadcastStridesTo(a, shape);
       const Shape sb = BroadcastStridesTo(b, shape);

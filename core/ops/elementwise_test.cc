@@ -300,5 +300,59 @@ TEST(ElementwiseTest, SumToSizeMatchesALoopForEveryBroadcastPattern) {
   ExpectAllClose(SumToSize(Transpose(x, 0, 1), std::vector<int64_t>{3, 1}), {5.0, 7.0, 9.0}, 0.0, 0.0);
 }
 
+// Broadcast binary ops (the per-run fast path and the strided loop) against a float64 loop: channel
+// scales, row biases, outer products, both sides broadcast, a transposed operand; float32 and bf16.
+TEST(ElementwiseTest, BroadcastBinaryOpsMatchALoopForEveryLayout) {
+  const std::vector<std::pair<Shape, Shape>> cases = {
+      {{3, 4, 5, 6}, {1, 4, 1, 1}}, {{3, 4, 5, 6}, {4, 1, 1}}, {{2, 40}, {40}},       {{40}, {3, 40}},
+      {{3, 1, 20}, {1, 4, 20}},     {{3, 20, 1}, {3, 1, 20}},  {{1, 4, 1, 1}, {3, 4, 5, 6}}, {{5, 1}, {5, 33}}};
+  auto values = [](const Shape& shape, DType dtype, double phase) {
+    int64_t n = 1;
+    for (int64_t v : shape) n *= v;
+    std::vector<double> v(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = std::cos(0.29 * static_cast<double>(i) + phase) + 1.5;
+    return FromDoubles(v, shape, dtype);
+  };
+  for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
+    for (const auto& [sa, sb] : cases) {
+      SCOPED_TRACE(ShapeStr(sa) + " op " + ShapeStr(sb) + " " + std::string(DTypeName(dtype)));
+      const Tensor a = values(sa, dtype, 0.0), b = values(sb, dtype, 1.0);
+      const std::vector<double> av = a.ToDoubleVector(), bv = b.ToDoubleVector();
+      const Tensor ys[] = {Add(a, b), Sub(a, b), Mul(a, b), Div(a, b)};
+      const Shape out = ys[0].sizes();
+      int64_t n = 1;
+      for (int64_t v : out) n *= v;
+      for (int op = 0; op < 4; ++op) {
+        std::vector<double> want(static_cast<size_t>(n));
+        for (int64_t i = 0; i < n; ++i) {
+          // each operand's flat index: out's index with its broadcast dims at 0
+          auto flat = [&](const Shape& s) {
+            int64_t rest = i, f = 0, scale = 1;
+            for (size_t d = out.size(); d-- > 0;) {
+              const int64_t idx = rest % out[d];
+              rest /= out[d];
+              const int64_t sd = static_cast<int64_t>(d) - static_cast<int64_t>(out.size() - s.size());
+              if (sd < 0) continue;
+              if (s[static_cast<size_t>(sd)] != 1) f += idx * scale;
+              scale *= s[static_cast<size_t>(sd)];
+            }
+            return static_cast<size_t>(f);
+          };
+          const double x = av[flat(sa)], y = bv[flat(sb)];
+          want[static_cast<size_t>(i)] = op == 0 ? x + y : op == 1 ? x - y : op == 2 ? x * y : x / y;
+        }
+        ExpectAllClose(ys[op], want, 1e-6, dtype == DType::kBFloat16 ? 8e-3 : 1e-6);
+      }
+    }
+  }
+  // A transposed (non-contiguous) operand: [6, 5]ᵀ-view times a row.
+  const Tensor t = Transpose(values({6, 5}, DType::kFloat32, 0.0), 0, 1), r = values({6}, DType::kFloat32, 2.0);
+  const std::vector<double> tv = Contiguous(t).ToDoubleVector(), rv = r.ToDoubleVector();
+  std::vector<double> want;
+  for (int64_t i = 0; i < 5; ++i)
+    for (int64_t j = 0; j < 6; ++j) want.push_back(tv[static_cast<size_t>(i * 6 + j)] * rv[static_cast<size_t>(j)]);
+  ExpectAllClose(Mul(t, r), want, 1e-6, 1e-6);
+}
+
 }  // namespace
 }  // namespace tessel
