@@ -19,6 +19,7 @@
 #include "core/ops/dropout.h"
 #include "core/ops/conv.h"
 #include "core/ops/embedding.h"
+#include "core/ops/pool.h"
 #include "core/ops/loss.h"
 #include "core/ops/matmul.h"
 #include "core/ops/norm.h"
@@ -97,6 +98,10 @@ void BindFunctional(py::module_& m) {
     return NoGil([&] { return Convolution(x, w, Opt(b), o); });
   }, py::arg("input"), py::arg("weight"), py::arg("bias"), py::arg("stride"), py::arg("padding"),
         py::arg("padding_r"), py::arg("dilation"), py::arg("groups"));
+  // max_pool*d's windows (nn/_conv_ops.py builds the [K, O] index with torch's geometry).
+  f.def("_window_max", [](const Tensor& x, const Tensor& index) {
+    return NoGil([&] { return WindowMax(x, index); });
+  }, py::arg("input"), py::arg("index"));
   f.def("_index_add_rows", [](const Tensor& source, const Tensor& index, int64_t num_rows) {
     return NoGil([&] { return IndexAddRows(source, index, num_rows); });
   }, py::arg("source"), py::arg("index"), py::arg("num_rows"));

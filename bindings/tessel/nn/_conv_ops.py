@@ -1,11 +1,12 @@
 """torch.nn.functional's convolution, pooling, fold/unfold and batch-norm entries, composed from bound ops
 (so autograd, autocast and the dtype rules come from them).
 
-Every windowed op is one gather. The input's spatial dims are flattened, one sentinel entry is appended
-(0 for convolution, fold and average pooling; -inf for max pooling), and a host-built index of shape
-[K, O] (kernel offsets x output positions) picks each window's entries; zero padding and the windows
-ceil_mode adds point at the sentinel, while reflect / replicate / circular padding map into the input
-itself. Convolution is then one batched matmul of the weight [G, OC/G, C/G*K] with the columns
+Every windowed op reads its windows through a host-built index of shape [K, O] (kernel offsets x output
+positions, cached per geometry). Max pooling hands it to the C++ op window_max (core/ops/pool.h: one
+pass, ties to the first tap, NaN wins; padding taps redirected to the window's first input tap).
+The others are one gather: the input's spatial dims are flattened, one sentinel entry is appended (0 for
+convolution, fold and average pooling), zero padding and the windows ceil_mode adds point at the
+sentinel, while reflect / replicate / circular padding map into the input itself. Convolution is then one batched matmul of the weight [G, OC/G, C/G*K] with the columns
 [N, G, C/G*K, O] (no permute on either side); pooling reduces over K; fold (and so conv_transpose) is the
 gather's adjoint, one index-add of rows. The gather's backward is that same index-add, so gradients are
 exact. Adaptive average pooling is one small averaging matrix per spatial dim (F.linear).
@@ -116,12 +117,9 @@ def _max_window_index(size, kernel, stride, pads, dilation, ceil_mode):
     return _as_tensor(redirected.reshape(-1)), redirected, outs
 
 
-def _gather(x, size, kernel, stride, pads, dilation, ceil_mode, mode, fill, for_max=False):
+def _gather(x, size, kernel, stride, pads, dilation, ceil_mode, mode, fill):
     """x [N, C, *size] -> columns [N, C, K, O] and the output sizes."""
-    if for_max:
-        index, _, outs = _max_window_index(size, kernel, stride, pads, dilation, ceil_mode)
-    else:
-        index, _, outs, _, _ = _window_index(size, kernel, stride, pads, dilation, ceil_mode, mode)
+    index, _, outs, _, _ = _window_index(size, kernel, stride, pads, dilation, ceil_mode, mode)
     n, c = x.shape[0], x.shape[1]
     total = int(np.prod(size))
     flat = x.reshape(n, c, total)
@@ -343,20 +341,18 @@ def _max_pool(nd, input, kernel_size, stride, padding, dilation, ceil_mode, retu
     x, batched = _batched(input, nd, name)
     kernel, stride, pads, dilation = _pool_args(nd, name, x, kernel_size, stride, padding, dilation)
     size = tuple(x.shape[2:])
-    cols, outs = _gather(x, size, kernel, stride, pads, dilation, ceil_mode, "zeros", -math.inf, for_max=True)
+    index, windows, outs = _max_window_index(size, kernel, stride, pads, dilation, ceil_mode)
     if any(o <= 0 for o in outs):
         raise RuntimeError("%s: output size %s is too small for input%s" % (name, list(outs), list(x.shape)))
-    values, arg = cols.max(2)
-    shape = [x.shape[0], x.shape[1]] + list(outs)
-    values = values.reshape(*shape)
+    n, c = x.shape[0], x.shape[1]
+    shape = [n, c] + list(outs)
+    # Each output is the max over its window's taps (core/ops/pool.h: ties to the first tap, NaN wins);
+    # the positions it returns are torch's indices (into each flattened input plane).
+    values, indices = _C._functional._window_max(x.reshape(n * c, int(np.prod(size))), index.reshape(*windows.shape))
+    values, indices = values.reshape(*shape), indices.reshape(*shape)
     if not batched:
-        values = values.squeeze(0)
-    if not return_indices:
-        return values
-    _, index, _ = _max_window_index(size, kernel, stride, pads, dilation, ceil_mode)
-    picked = index[arg.numpy(), np.arange(index.shape[1])[None, None, :]]  # redirected: always an input tap
-    indices = _as_tensor(picked.reshape(shape).astype(np.int64))
-    return values, (indices if batched else indices.squeeze(0))
+        values, indices = values.squeeze(0), indices.squeeze(0)
+    return (values, indices) if return_indices else values
 
 
 def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
