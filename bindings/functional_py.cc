@@ -17,6 +17,7 @@
 #include "core/ops/attention.h"
 #include "core/ops/concat.h"
 #include "core/ops/dropout.h"
+#include "core/ops/batch_norm.h"
 #include "core/ops/conv.h"
 #include "core/ops/embedding.h"
 #include "core/ops/pool.h"
@@ -98,6 +99,13 @@ void BindFunctional(py::module_& m) {
     return NoGil([&] { return Convolution(x, w, Opt(b), o); });
   }, py::arg("input"), py::arg("weight"), py::arg("bias"), py::arg("stride"), py::arg("padding"),
         py::arg("padding_r"), py::arg("dilation"), py::arg("groups"));
+  // batch_norm's training form (nn/_conv_ops.py blends the running statistics from mean and var).
+  f.def("_batch_norm_train", [](const Tensor& x, std::optional<Tensor> w, std::optional<Tensor> b, double eps) {
+    return NoGil([&] {
+      const BatchNormResult r = BatchNormTraining(x, Opt(w), Opt(b), eps);
+      return std::make_tuple(r.y, r.mean, r.var);
+    });
+  }, py::arg("input"), py::arg("weight"), py::arg("bias"), py::arg("eps"));
   // max_pool*d's windows (nn/_conv_ops.py builds the [K, O] index with torch's geometry).
   f.def("_window_max", [](const Tensor& x, const Tensor& index) {
     return NoGil([&] { return WindowMax(x, index); });

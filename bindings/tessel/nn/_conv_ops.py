@@ -523,19 +523,18 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         if count <= 1:
             raise ValueError("Expected more than 1 value per channel when training, got input size %s"
                              % list(input.shape))
-        dims = [0] + list(range(2, input.ndim))
-        mean = x.mean(dims, keepdim=True)
-        centered = x - mean
-        var = (centered * centered).mean(dims, keepdim=True)
+        # One fused op (core/ops/batch_norm.h): the batch mean and biased variance, the normalized and
+        # affine output; its backward is fused too (composed under create_graph).
+        y, mean, var = _C._functional._batch_norm_train(
+            x, None if weight is None else weight.to(x.dtype), None if bias is None else bias.to(x.dtype), eps)
         if running_mean is not None or running_var is not None:
             with _C._GradMode(False):
                 if running_mean is not None:
-                    running_mean.copy_((running_mean * (1.0 - momentum)
-                                        + mean.detach().reshape(c).to(running_mean.dtype) * momentum))
+                    running_mean.copy_((running_mean * (1.0 - momentum) + mean.to(running_mean.dtype) * momentum))
                 if running_var is not None:
-                    unbiased = var.detach().reshape(c) * (count / (count - 1.0))
+                    unbiased = var * (count / (count - 1.0))
                     running_var.copy_((running_var * (1.0 - momentum) + unbiased.to(running_var.dtype) * momentum))
-        y = centered * (var + eps).rsqrt()
+        return y.to(input.dtype)
     else:
         if running_mean is None or running_var is None:
             raise RuntimeError("batch_norm: running_mean and running_var are required when training=False")

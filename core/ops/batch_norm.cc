@@ -1,0 +1,237 @@
+// core/ops/batch_norm.cc — ops "batch_norm" and "batch_norm_backward" (batch_norm.h): CPU kernels and
+// backward formulas.
+//
+// Why fused: composed of mean / sub / mul / rsqrt / add ops, a training batch norm read and wrote its
+// [N, C, H, W] activation ~9 times forward and backward: 50 ms of a small CNN's 136 ms step (Xeon family
+// 6 model 167, 2 threads), against PyTorch's native kernels' 13 ms. Here the forward reads x twice
+// (mean, then the squared deviations: two passes for an exact variance) and writes y once; the backward
+// reads g and x once for the two channel sums and once more for dx.
+//
+// Threads split the channels; each channel's sums run in one fixed order (float64 accumulators), so the
+// results do not depend on the thread count. Under a create_graph backward the gradients come from
+// differentiable ops instead (statistics recomputed from x), so gradient penalties through batch norm work.
+#include "core/ops/batch_norm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
+#include <vector>
+
+#include "core/autograd/call.h"
+#include "core/autograd/engine.h"
+#include "core/base/error.h"
+#include "core/base/parallel.h"
+#include "core/dispatch/op.h"
+#include "core/ops/elementwise.h"
+#include "core/ops/reduction.h"
+#include "core/ops/unary.h"
+#include "core/ops/view.h"
+#include "core/tensor/copy.h"
+#include "core/tensor/factory.h"
+
+namespace tessel {
+namespace {
+
+constexpr char kOp[] = "batch_norm";
+constexpr char kBackward[] = "batch_norm_backward";
+
+Tensor Dense(const Tensor& t) {
+  if (!t.defined() || t.is_contiguous()) return t;
+  Tensor c = Empty(t.sizes(), t.dtype(), t.device());
+  CopyInto(c, t);
+  return c;
+}
+
+// x viewed as [N, C, S].
+struct Layout {
+  int64_t n, c, s;
+};
+
+Layout Check(const char* op, const Tensor& x, std::initializer_list<std::pair<const char*, const Tensor*>> per_channel) {
+  TESSEL_CHECK(x.dim() >= 2, op, ": expected an input [N, C, *], got ", ShapeStr(x.sizes()));
+  TESSEL_CHECK(x.dtype() == DType::kFloat32 || x.dtype() == DType::kFloat64, op,
+               ": float32 or float64 input, got ", x.dtype(), " (the Python face normalizes 16-bit inputs in float32)");
+  Layout l{x.size(0), x.size(1), 1};
+  for (int64_t d = 2; d < x.dim(); ++d) l.s *= x.size(d);
+  for (const auto& [name, t] : per_channel) {
+    if (!t->defined()) continue;
+    TESSEL_CHECK(t->sizes() == Shape{l.c} && t->dtype() == x.dtype(), op, ": ", name, " must be [", l.c, "] ",
+                 x.dtype(), " for input ", ShapeStr(x.sizes()), ", got ", ShapeStr(t->sizes()), " ", t->dtype());
+  }
+  return l;
+}
+
+// Calls fn(c) for every channel on the pool (a channel's work is N·S elements).
+template <typename Fn>
+void ForChannels(const Layout& l, Fn fn) {
+  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(1, l.n * l.s));
+  ParallelFor(0, l.c, grain, [&](int64_t b, int64_t e) {
+    for (int64_t c = b; c < e; ++c) fn(c);
+  });
+}
+
+// in: x, weight?, bias?; attr eps -> y, mean [C], var [C] (biased)
+TensorList ForwardKernel(std::span<const Tensor> in, const Attrs& attrs) {
+  const Tensor x = Dense(in[0]);
+  const Tensor w = in.size() > 1 ? Dense(in[1]) : Tensor(), b = in.size() > 2 ? Dense(in[2]) : Tensor();
+  const Layout l = Check(kOp, x, {{"weight", &w}, {"bias", &b}});
+  TESSEL_CHECK(l.n * l.s > 1, kOp, ": expected more than 1 value per channel when training, got input ",
+               ShapeStr(x.sizes()));
+  const double eps = attrs.GetDouble("eps");
+  Tensor y = Empty(x.sizes(), x.dtype(), x.device());
+  Tensor mean = Empty({l.c}, x.dtype(), x.device()), var = Empty({l.c}, x.dtype(), x.device());
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    {
+      const T* px = static_cast<const T*>(x.raw_data());
+      const T* pw = w.defined() ? static_cast<const T*>(w.raw_data()) : nullptr;
+      const T* pb = b.defined() ? static_cast<const T*>(b.raw_data()) : nullptr;
+      T* py = static_cast<T*>(y.raw_data());
+      T *pm = static_cast<T*>(mean.raw_data()), *pv = static_cast<T*>(var.raw_data());
+      const double count = static_cast<double>(l.n * l.s);
+      ForChannels(l, [&](int64_t c) {
+        double sum = 0;
+        for (int64_t i = 0; i < l.n; ++i) {
+          const T* row = px + (i * l.c + c) * l.s;
+          for (int64_t j = 0; j < l.s; ++j) sum += row[j];
+        }
+        const double mu = sum / count;
+        double sq = 0;
+        for (int64_t i = 0; i < l.n; ++i) {
+          const T* row = px + (i * l.c + c) * l.s;
+          for (int64_t j = 0; j < l.s; ++j) sq += (row[j] - mu) * (row[j] - mu);
+        }
+        const double v = sq / count, invstd = 1.0 / std::sqrt(v + eps);
+        pm[c] = static_cast<T>(mu), pv[c] = static_cast<T>(v);
+        const T scale = static_cast<T>(invstd * (pw ? static_cast<double>(pw[c]) : 1.0));
+        const T shift = static_cast<T>((pb ? static_cast<double>(pb[c]) : 0.0) - mu * static_cast<double>(scale));
+        for (int64_t i = 0; i < l.n; ++i) {
+          const T* row = px + (i * l.c + c) * l.s;
+          T* out = py + (i * l.c + c) * l.s;
+          for (int64_t j = 0; j < l.s; ++j) out[j] = row[j] * scale + shift;
+        }
+      });
+    }
+  };
+  if (x.dtype() == DType::kFloat32) {
+    run(float{});
+  } else {
+    run(double{});
+  }
+  return {y, mean, var};
+}
+
+// in: g, x, weight?, mean, var; attrs eps, output_mask -> dx, dweight, dbias
+TensorList BackwardKernel(std::span<const Tensor> in, const Attrs& attrs) {
+  const Tensor g = Dense(in[0]), x = Dense(in[1]), w = Dense(in[2]), mean = Dense(in[3]), var = Dense(in[4]);
+  const Layout l = Check(kBackward, x, {{"weight", &w}, {"mean", &mean}, {"var", &var}});
+  TESSEL_CHECK(g.sizes() == x.sizes() && g.dtype() == x.dtype(), kBackward, ": grad ", ShapeStr(g.sizes()), " ",
+               g.dtype(), " must match input ", ShapeStr(x.sizes()), " ", x.dtype());
+  const std::vector<int64_t>& mask = attrs.GetInts("output_mask");
+  const double eps = attrs.GetDouble("eps");
+  Tensor dx = mask[0] ? Empty(x.sizes(), x.dtype(), x.device()) : Tensor();
+  Tensor dw = mask[1] && w.defined() ? Empty({l.c}, x.dtype(), x.device()) : Tensor();
+  Tensor db = mask[2] ? Empty({l.c}, x.dtype(), x.device()) : Tensor();
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    {
+      const T *pg = static_cast<const T*>(g.raw_data()), *px = static_cast<const T*>(x.raw_data());
+      const T* pw = w.defined() ? static_cast<const T*>(w.raw_data()) : nullptr;
+      const T *pm = static_cast<const T*>(mean.raw_data()), *pv = static_cast<const T*>(var.raw_data());
+      const double count = static_cast<double>(l.n * l.s);
+      ForChannels(l, [&](int64_t c) {
+        const double mu = pm[c], invstd = 1.0 / std::sqrt(static_cast<double>(pv[c]) + eps);
+        double sum_g = 0, sum_gx = 0;  // Σ g and Σ g·(x - mean)
+        for (int64_t i = 0; i < l.n; ++i) {
+          const T *gr = pg + (i * l.c + c) * l.s, *xr = px + (i * l.c + c) * l.s;
+          for (int64_t j = 0; j < l.s; ++j) sum_g += gr[j], sum_gx += gr[j] * (xr[j] - mu);
+        }
+        if (dw.defined()) static_cast<T*>(dw.raw_data())[c] = static_cast<T>(sum_gx * invstd);
+        if (db.defined()) static_cast<T*>(db.raw_data())[c] = static_cast<T>(sum_g);
+        if (!dx.defined()) return;
+        // dx = w·invstd·(g - Σg/M - (x - mean)·invstd²·Σg(x - mean)/M)
+        const double k = invstd * (pw ? static_cast<double>(pw[c]) : 1.0);
+        const T a = static_cast<T>(k), bx = static_cast<T>(-k * invstd * invstd * sum_gx / count);
+        const T c0 = static_cast<T>(-k * sum_g / count - static_cast<double>(bx) * mu);
+        T* out = static_cast<T*>(dx.raw_data());
+        for (int64_t i = 0; i < l.n; ++i) {
+          const T *gr = pg + (i * l.c + c) * l.s, *xr = px + (i * l.c + c) * l.s;
+          T* o = out + (i * l.c + c) * l.s;
+          for (int64_t j = 0; j < l.s; ++j) o[j] = a * gr[j] + bx * xr[j] + c0;
+        }
+      });
+    }
+  };
+  if (x.dtype() == DType::kFloat32) {
+    run(float{});
+  } else {
+    run(double{});
+  }
+  return {dx, dw, db};
+}
+
+const OpDef& BackwardOp() {
+  static const OpDef& op = RegisterOp({.name = kBackward, .cpu = BackwardKernel});
+  return op;
+}
+
+// (bias is not saved, so its presence is read from needs_input_grad, not from c.inputs)
+int64_t Needs(const BackwardContext& c, int i) {
+  return static_cast<int>(c.needs_input_grad.size()) > i && c.needs_input_grad[i] ? 1 : 0;
+}
+
+// create_graph: the same gradients from differentiable ops (the statistics recomputed from x).
+TensorList ComposedBackward(const BackwardContext& c) {
+  const Tensor& g = c.grad_outputs[0];
+  const Tensor& x = c.inputs[0];
+  const Tensor w = c.inputs.size() > 1 ? c.inputs[1] : Tensor();
+  std::vector<int64_t> dims = {0};
+  for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
+  Shape per_channel(static_cast<size_t>(x.dim()), 1);
+  per_channel[1] = x.size(1);
+  const Tensor xc = Sub(x, Mean(x, dims, true));
+  const Tensor rstd = Rsqrt(AddScalar(Mean(Mul(xc, xc), dims, true), c.attrs.GetDouble("eps")));
+  const Tensor xhat = Mul(xc, rstd);
+  const Tensor gw = w.defined() ? Mul(g, Reshape(w, per_channel)) : g;
+  TensorList out(c.inputs.size());
+  if (Needs(c, 0)) out[0] = Mul(rstd, Sub(Sub(gw, Mean(gw, dims, true)), Mul(xhat, Mean(Mul(gw, xhat), dims, true))));
+  if (Needs(c, 1)) out[1] = Sum(Mul(g, xhat), dims);
+  if (Needs(c, 2)) out[2] = Sum(g, dims);
+  return out;
+}
+
+TensorList ForwardBackward(const BackwardContext& c) {
+  const Tensor& g = c.grad_outputs[0];
+  if (!g.defined()) return TensorList(c.inputs.size());
+  if (CreatingGraph()) return ComposedBackward(c);
+  const std::vector<int64_t> mask = {Needs(c, 0), Needs(c, 1), Needs(c, 2)};
+  const Tensor w = c.inputs.size() > 1 ? c.inputs[1] : Tensor();
+  TensorList grads = autograd::CallOp(BackwardOp(), {g, c.inputs[0], w, c.outputs[1], c.outputs[2]},
+                                      Attrs().Set("eps", c.attrs.GetDouble("eps")).Set("output_mask", mask));
+  grads.resize(c.inputs.size());
+  return grads;
+}
+
+const OpDef& ForwardOp() {
+  static const OpDef& op = RegisterOp({.name = kOp,
+                                       .cpu = ForwardKernel,
+                                       .backward = ForwardBackward,
+                                       .saved_inputs = {0, 1},
+                                       .save_outputs = true,
+                                       .saved_outputs = {1, 2},
+                                       .non_differentiable_outputs = {1, 2}});
+  return op;
+}
+const bool kRegistered = (ForwardOp(), BackwardOp(), true);
+
+}  // namespace
+
+BatchNormResult BatchNormTraining(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
+  const Attrs attrs = Attrs().Set("eps", eps);
+  TensorList out = bias.defined()     ? autograd::CallOp(ForwardOp(), {x, weight, bias}, attrs)
+                   : weight.defined() ? autograd::CallOp(ForwardOp(), {x, weight}, attrs)
+                                      : autograd::CallOp(ForwardOp(), {x}, attrs);  // (undefined weight: ok)
+  return {out[0], out[1], out[2]};
+}
+
+}  // namespace tessel

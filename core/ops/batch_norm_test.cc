@@ -1,0 +1,114 @@
+// core/ops/batch_norm_test.cc — the fused training batch norm (batch_norm.h) against float64 loops (values,
+// statistics), gradients by finite differences (the fused backward) and second derivatives by finite
+// differences of the first (the composed create_graph backward), thread-count independence and errors.
+#include "core/ops/batch_norm.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "core/autograd/engine.h"
+#include "core/base/parallel.h"
+#include "core/ops/elementwise.h"
+#include "core/ops/reduction.h"
+#include "core/ops/unary.h"
+#include "core/ops/testing/gradcheck.h"
+#include "core/tensor/factory.h"
+
+namespace tessel {
+namespace {
+
+using testing::ExpectAllClose;
+using testing::ExpectErrorContains;
+using testing::ExpectGradcheck;
+using testing::RandDouble;
+
+TEST(BatchNormTest, ValuesAndStatisticsMatchLoops) {
+  for (const Shape& shape : {Shape{4, 3, 5, 2}, Shape{6, 4}, Shape{2, 3, 7}}) {
+    SCOPED_TRACE(ShapeStr(shape));
+    const int64_t n = shape[0], c = shape[1], s = NumElements(shape) / (n * c);
+    std::vector<double> xv(static_cast<size_t>(NumElements(shape)));
+    for (size_t i = 0; i < xv.size(); ++i) xv[i] = std::sin(0.7 * static_cast<double>(i)) * 3 + static_cast<double>(i % 5);
+    const Tensor x = FromDoubles(xv, shape, DType::kFloat64);
+    const Tensor w = RandDouble({c}, 1), b = RandDouble({c}, 2);
+    const auto [y, mean, var] = BatchNormTraining(x, w, b, 1e-5);
+    std::vector<double> want_y(xv.size()), want_m, want_v;
+    const std::vector<double> wv = w.ToDoubleVector(), bv = b.ToDoubleVector();
+    for (int64_t ch = 0; ch < c; ++ch) {
+      double sum = 0, sq = 0;
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < s; ++j) sum += xv[static_cast<size_t>((i * c + ch) * s + j)];
+      const double mu = sum / static_cast<double>(n * s);
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < s; ++j) sq += std::pow(xv[static_cast<size_t>((i * c + ch) * s + j)] - mu, 2);
+      const double v = sq / static_cast<double>(n * s);
+      want_m.push_back(mu), want_v.push_back(v);
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < s; ++j) {
+          const size_t k = static_cast<size_t>((i * c + ch) * s + j);
+          want_y[k] = (xv[k] - mu) / std::sqrt(v + 1e-5) * wv[static_cast<size_t>(ch)] + bv[static_cast<size_t>(ch)];
+        }
+    }
+    ExpectAllClose(y, want_y, 1e-12, 1e-12);
+    ExpectAllClose(mean, want_m, 1e-12, 1e-12);
+    ExpectAllClose(var, want_v, 1e-12, 1e-12);
+    EXPECT_FALSE(mean.requires_grad());
+  }
+}
+
+TEST(BatchNormTest, GradientsAndSecondDerivativesMatchFiniteDifferences) {
+  const Tensor r = RandDouble({3, 2, 4}, 9);
+  // first order: the fused backward kernel
+  ExpectGradcheck([&](const TensorList& in) { return BatchNormTraining(in[0], in[1], in[2], 1e-3).y; },
+                  {RandDouble({3, 2, 4}, 3), RandDouble({2}, 4), RandDouble({2}, 5)});
+  ExpectGradcheck([&](const TensorList& in) { return BatchNormTraining(in[0], Tensor(), Tensor(), 1e-3).y; },
+                  {RandDouble({3, 2, 4}, 6)});
+  // second order (the composed create_graph backward): P = |dx|² + |dw|² for (dx, dw) the gradient of
+  // <y, r>; its gradient in x and w against central differences of P.
+  Tensor x = RandDouble({3, 2, 4}, 7), w = RandDouble({2}, 8);
+  x.set_requires_grad(true), w.set_requires_grad(true);
+  auto penalty = [&](bool create_graph) {
+    const Tensor s = Sum(Mul(BatchNormTraining(x, w, Tensor(), 1e-3).y, r));
+    const TensorList g = Grad({s}, {x, w}, {}, false, false, create_graph);
+    return Add(Sum(Mul(g[0], g[0])), Sum(Mul(g[1], g[1])));
+  };
+  Backward(penalty(true));
+  for (Tensor t : {x, w}) {
+    const std::vector<double> analytic = t.grad().ToDoubleVector();
+    double* p = static_cast<double*>(t.raw_data());
+    for (int64_t i : {int64_t{0}, t.numel() / 2, t.numel() - 1}) {
+      const double keep = p[i];
+      p[i] = keep + 1e-6;
+      const double up = penalty(false).item<double>();
+      p[i] = keep - 1e-6;
+      const double down = penalty(false).item<double>();
+      p[i] = keep;
+      EXPECT_NEAR(analytic[static_cast<size_t>(i)], (up - down) / 2e-6, 1e-5 * (1 + std::abs(analytic[static_cast<size_t>(i)])))
+          << ShapeStr(t.sizes()) << " entry " << i;
+    }
+  }
+}
+
+TEST(BatchNormTest, ResultsDoNotDependOnTheThreadCount) {
+  Tensor x = RandDouble({8, 5, 6, 6}, 11);
+  std::vector<std::vector<double>> ys;
+  for (int threads : {1, 2, 3}) {
+    NumThreadsGuard guard(threads);
+    ys.push_back(BatchNormTraining(Cast(x, DType::kFloat32), Tensor(), Tensor(), 1e-5).y.ToDoubleVector());
+  }
+  EXPECT_EQ(ys[1], ys[0]);
+  EXPECT_EQ(ys[2], ys[0]);
+}
+
+TEST(BatchNormTest, Errors) {
+  ExpectErrorContains([] { BatchNormTraining(RandDouble({1, 3}, 1), Tensor(), Tensor(), 1e-5); },
+                      ErrorCode::kInvalidArgument, {"expected more than 1 value per channel when training", "[1, 3]"});
+  ExpectErrorContains([] { BatchNormTraining(RandDouble({2, 3}, 1), RandDouble({4}, 2), Tensor(), 1e-5); },
+                      ErrorCode::kInvalidArgument, {"weight must be [3]", "got [4]"});
+  ExpectErrorContains([] { BatchNormTraining(RandDouble({4}, 1), Tensor(), Tensor(), 1e-5); },
+                      ErrorCode::kInvalidArgument, {"expected an input [N, C, *]"});
+}
+
+}  // namespace
+}  // namespace tessel
