@@ -7,7 +7,7 @@
 // with the plain NCHW/OIHW layouts oneDNN reads directly: its "gemm:jit" (im2col) path 46 ms; with the
 // layout left to oneDNN ("any": blocked nChw16c) plus reorders from and to NCHW 21 ms (2.1 ms of it
 // reorders; 338 GFLOP/s); the im2col gather + batched matmul this replaced (bindings' _conv_ops.py)
-// 242 ms, PyTorch 2.15 71 ms. So each primitive runs on oneDNN's preferred layouts and reorders at its
+// 242 ms, PyTorch 2.15 59–71 ms. So each primitive runs on oneDNN's preferred layouts and reorders at its
 // edges (the Arg list of a cached Primitive), and the caller's tensors stay NCHW.
 //
 // Threads: each call splits the batch into min(NumThreads(), N) slices on tessel's pool (parallel.h),
