@@ -137,16 +137,20 @@ class profile:
             self._op.start()
             self._user = {}
 
+    def _recorded(self):
+        """op / record_function name -> [calls, seconds] of the current recording."""
+        rows = {}
+        for key, (calls, seconds) in list(self._op.rows().items()) + list(self._user.items()):
+            row = rows.setdefault(key, [0, 0.0])
+            row[0] += calls
+            row[1] += seconds
+        return rows
+
     def _end(self):
         if self._op is None:
             return
         self._op.stop()
-        rows = {}
-        for key, (calls, seconds) in list(self._op.rows().items()) + [(k, tuple(v)) for k, v in self._user.items()]:
-            row = rows.setdefault(key, [0, 0.0])
-            row[0] += calls
-            row[1] += seconds
-        self._rows, self._op = rows, None
+        self._rows, self._op = self._recorded(), None
 
     def start(self):
         _active.append(self)
@@ -186,9 +190,7 @@ class profile:
         return self._step
 
     def key_averages(self, group_by_input_shape=False, group_by_stack_n=0):
-        rows = self._rows
-        if self._op is not None:  # still recording: what is there so far
-            rows = {k: list(v) for k, v in self._op.rows().items()}
+        rows = self._recorded() if self._op is not None else self._rows  # still recording: so far
         return EventList(FunctionEventAvg(k, c, s * 1e6) for k, (c, s) in rows.items())
 
     def events(self):

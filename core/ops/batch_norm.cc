@@ -14,7 +14,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <type_traits>
 #include <vector>
 
 #include "core/autograd/call.h"
@@ -35,13 +34,6 @@ namespace {
 constexpr char kOp[] = "batch_norm";
 constexpr char kBackward[] = "batch_norm_backward";
 
-Tensor Dense(const Tensor& t) {
-  if (!t.defined() || t.is_contiguous()) return t;
-  Tensor c = Empty(t.sizes(), t.dtype(), t.device());
-  CopyInto(c, t);
-  return c;
-}
-
 // x viewed as [N, C, S].
 struct Layout {
   int64_t n, c, s;
@@ -61,6 +53,16 @@ Layout Check(const char* op, const Tensor& x, std::initializer_list<std::pair<co
   return l;
 }
 
+// fn(float{}) or fn(double{}) by x's dtype (Check allows only these two).
+template <typename Fn>
+void ForFloatOrDouble(DType dtype, Fn fn) {
+  if (dtype == DType::kFloat32) {
+    fn(float{});
+  } else {
+    fn(double{});
+  }
+}
+
 // Calls fn(c) for every channel on the pool (a channel's work is N·S elements).
 template <typename Fn>
 void ForChannels(const Layout& l, Fn fn) {
@@ -72,58 +74,52 @@ void ForChannels(const Layout& l, Fn fn) {
 
 // in: x, weight?, bias?; attr eps -> y, mean [C], var [C] (biased)
 TensorList ForwardKernel(std::span<const Tensor> in, const Attrs& attrs) {
-  const Tensor x = Dense(in[0]);
-  const Tensor w = in.size() > 1 ? Dense(in[1]) : Tensor(), b = in.size() > 2 ? Dense(in[2]) : Tensor();
+  const Tensor x = DenseOrCopy(in[0]);
+  const Tensor w = in.size() > 1 ? DenseOrCopy(in[1]) : Tensor(), b = in.size() > 2 ? DenseOrCopy(in[2]) : Tensor();
   const Layout l = Check(kOp, x, {{"weight", &w}, {"bias", &b}});
   TESSEL_CHECK(l.n * l.s > 1, kOp, ": expected more than 1 value per channel when training, got input ",
                ShapeStr(x.sizes()));
   const double eps = attrs.GetDouble("eps");
   Tensor y = Empty(x.sizes(), x.dtype(), x.device());
   Tensor mean = Empty({l.c}, x.dtype(), x.device()), var = Empty({l.c}, x.dtype(), x.device());
-  auto run = [&](auto tag) {
+  ForFloatOrDouble(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    {
-      const T* px = static_cast<const T*>(x.raw_data());
-      const T* pw = w.defined() ? static_cast<const T*>(w.raw_data()) : nullptr;
-      const T* pb = b.defined() ? static_cast<const T*>(b.raw_data()) : nullptr;
-      T* py = static_cast<T*>(y.raw_data());
-      T *pm = static_cast<T*>(mean.raw_data()), *pv = static_cast<T*>(var.raw_data());
-      const double count = static_cast<double>(l.n * l.s);
-      ForChannels(l, [&](int64_t c) {
-        double sum = 0;
-        for (int64_t i = 0; i < l.n; ++i) {
-          const T* row = px + (i * l.c + c) * l.s;
-          for (int64_t j = 0; j < l.s; ++j) sum += row[j];
-        }
-        const double mu = sum / count;
-        double sq = 0;
-        for (int64_t i = 0; i < l.n; ++i) {
-          const T* row = px + (i * l.c + c) * l.s;
-          for (int64_t j = 0; j < l.s; ++j) sq += (row[j] - mu) * (row[j] - mu);
-        }
-        const double v = sq / count, invstd = 1.0 / std::sqrt(v + eps);
-        pm[c] = static_cast<T>(mu), pv[c] = static_cast<T>(v);
-        const T scale = static_cast<T>(invstd * (pw ? static_cast<double>(pw[c]) : 1.0));
-        const T shift = static_cast<T>((pb ? static_cast<double>(pb[c]) : 0.0) - mu * static_cast<double>(scale));
-        for (int64_t i = 0; i < l.n; ++i) {
-          const T* row = px + (i * l.c + c) * l.s;
-          T* out = py + (i * l.c + c) * l.s;
-          for (int64_t j = 0; j < l.s; ++j) out[j] = row[j] * scale + shift;
-        }
-      });
-    }
-  };
-  if (x.dtype() == DType::kFloat32) {
-    run(float{});
-  } else {
-    run(double{});
-  }
+    const T* px = static_cast<const T*>(x.raw_data());
+    const T* pw = w.defined() ? static_cast<const T*>(w.raw_data()) : nullptr;
+    const T* pb = b.defined() ? static_cast<const T*>(b.raw_data()) : nullptr;
+    T* py = static_cast<T*>(y.raw_data());
+    T *pm = static_cast<T*>(mean.raw_data()), *pv = static_cast<T*>(var.raw_data());
+    const double count = static_cast<double>(l.n * l.s);
+    ForChannels(l, [&](int64_t c) {
+      double sum = 0;
+      for (int64_t i = 0; i < l.n; ++i) {
+        const T* row = px + (i * l.c + c) * l.s;
+        for (int64_t j = 0; j < l.s; ++j) sum += row[j];
+      }
+      const double mu = sum / count;
+      double sq = 0;
+      for (int64_t i = 0; i < l.n; ++i) {
+        const T* row = px + (i * l.c + c) * l.s;
+        for (int64_t j = 0; j < l.s; ++j) sq += (row[j] - mu) * (row[j] - mu);
+      }
+      const double v = sq / count, invstd = 1.0 / std::sqrt(v + eps);
+      pm[c] = static_cast<T>(mu), pv[c] = static_cast<T>(v);
+      const T scale = static_cast<T>(invstd * (pw ? static_cast<double>(pw[c]) : 1.0));
+      const T shift = static_cast<T>((pb ? static_cast<double>(pb[c]) : 0.0) - mu * static_cast<double>(scale));
+      for (int64_t i = 0; i < l.n; ++i) {
+        const T* row = px + (i * l.c + c) * l.s;
+        T* out = py + (i * l.c + c) * l.s;
+        for (int64_t j = 0; j < l.s; ++j) out[j] = row[j] * scale + shift;
+      }
+    });
+  });
   return {y, mean, var};
 }
 
 // in: g, x, weight?, mean, var; attrs eps, output_mask -> dx, dweight, dbias
 TensorList BackwardKernel(std::span<const Tensor> in, const Attrs& attrs) {
-  const Tensor g = Dense(in[0]), x = Dense(in[1]), w = Dense(in[2]), mean = Dense(in[3]), var = Dense(in[4]);
+  const Tensor g = DenseOrCopy(in[0]), x = DenseOrCopy(in[1]), w = DenseOrCopy(in[2]);
+  const Tensor mean = DenseOrCopy(in[3]), var = DenseOrCopy(in[4]);
   const Layout l = Check(kBackward, x, {{"weight", &w}, {"mean", &mean}, {"var", &var}});
   TESSEL_CHECK(g.sizes() == x.sizes() && g.dtype() == x.dtype(), kBackward, ": grad ", ShapeStr(g.sizes()), " ",
                g.dtype(), " must match input ", ShapeStr(x.sizes()), " ", x.dtype());
@@ -132,41 +128,34 @@ TensorList BackwardKernel(std::span<const Tensor> in, const Attrs& attrs) {
   Tensor dx = mask[0] ? Empty(x.sizes(), x.dtype(), x.device()) : Tensor();
   Tensor dw = mask[1] && w.defined() ? Empty({l.c}, x.dtype(), x.device()) : Tensor();
   Tensor db = mask[2] ? Empty({l.c}, x.dtype(), x.device()) : Tensor();
-  auto run = [&](auto tag) {
+  ForFloatOrDouble(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    {
-      const T *pg = static_cast<const T*>(g.raw_data()), *px = static_cast<const T*>(x.raw_data());
-      const T* pw = w.defined() ? static_cast<const T*>(w.raw_data()) : nullptr;
-      const T *pm = static_cast<const T*>(mean.raw_data()), *pv = static_cast<const T*>(var.raw_data());
-      const double count = static_cast<double>(l.n * l.s);
-      ForChannels(l, [&](int64_t c) {
-        const double mu = pm[c], invstd = 1.0 / std::sqrt(static_cast<double>(pv[c]) + eps);
-        double sum_g = 0, sum_gx = 0;  // Σ g and Σ g·(x - mean)
-        for (int64_t i = 0; i < l.n; ++i) {
-          const T *gr = pg + (i * l.c + c) * l.s, *xr = px + (i * l.c + c) * l.s;
-          for (int64_t j = 0; j < l.s; ++j) sum_g += gr[j], sum_gx += gr[j] * (xr[j] - mu);
-        }
-        if (dw.defined()) static_cast<T*>(dw.raw_data())[c] = static_cast<T>(sum_gx * invstd);
-        if (db.defined()) static_cast<T*>(db.raw_data())[c] = static_cast<T>(sum_g);
-        if (!dx.defined()) return;
-        // dx = w·invstd·(g - Σg/M - (x - mean)·invstd²·Σg(x - mean)/M)
-        const double k = invstd * (pw ? static_cast<double>(pw[c]) : 1.0);
-        const T a = static_cast<T>(k), bx = static_cast<T>(-k * invstd * invstd * sum_gx / count);
-        const T c0 = static_cast<T>(-k * sum_g / count - static_cast<double>(bx) * mu);
-        T* out = static_cast<T*>(dx.raw_data());
-        for (int64_t i = 0; i < l.n; ++i) {
-          const T *gr = pg + (i * l.c + c) * l.s, *xr = px + (i * l.c + c) * l.s;
-          T* o = out + (i * l.c + c) * l.s;
-          for (int64_t j = 0; j < l.s; ++j) o[j] = a * gr[j] + bx * xr[j] + c0;
-        }
-      });
-    }
-  };
-  if (x.dtype() == DType::kFloat32) {
-    run(float{});
-  } else {
-    run(double{});
-  }
+    const T *pg = static_cast<const T*>(g.raw_data()), *px = static_cast<const T*>(x.raw_data());
+    const T* pw = w.defined() ? static_cast<const T*>(w.raw_data()) : nullptr;
+    const T *pm = static_cast<const T*>(mean.raw_data()), *pv = static_cast<const T*>(var.raw_data());
+    const double count = static_cast<double>(l.n * l.s);
+    ForChannels(l, [&](int64_t c) {
+      const double mu = pm[c], invstd = 1.0 / std::sqrt(static_cast<double>(pv[c]) + eps);
+      double sum_g = 0, sum_gx = 0;  // Σ g and Σ g·(x - mean)
+      for (int64_t i = 0; i < l.n; ++i) {
+        const T *gr = pg + (i * l.c + c) * l.s, *xr = px + (i * l.c + c) * l.s;
+        for (int64_t j = 0; j < l.s; ++j) sum_g += gr[j], sum_gx += gr[j] * (xr[j] - mu);
+      }
+      if (dw.defined()) static_cast<T*>(dw.raw_data())[c] = static_cast<T>(sum_gx * invstd);
+      if (db.defined()) static_cast<T*>(db.raw_data())[c] = static_cast<T>(sum_g);
+      if (!dx.defined()) return;
+      // dx = w·invstd·(g - Σg/M - (x - mean)·invstd²·Σg(x - mean)/M)
+      const double k = invstd * (pw ? static_cast<double>(pw[c]) : 1.0);
+      const T a = static_cast<T>(k), bx = static_cast<T>(-k * invstd * invstd * sum_gx / count);
+      const T c0 = static_cast<T>(-k * sum_g / count - static_cast<double>(bx) * mu);
+      T* out = static_cast<T*>(dx.raw_data());
+      for (int64_t i = 0; i < l.n; ++i) {
+        const T *gr = pg + (i * l.c + c) * l.s, *xr = px + (i * l.c + c) * l.s;
+        T* o = out + (i * l.c + c) * l.s;
+        for (int64_t j = 0; j < l.s; ++j) o[j] = a * gr[j] + bx * xr[j] + c0;
+      }
+    });
+  });
   return {dx, dw, db};
 }
 

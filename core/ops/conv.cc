@@ -22,9 +22,7 @@
 #include "core/ops/conv.h"
 
 #include <algorithm>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <optional>
 #include <span>
@@ -161,13 +159,6 @@ void CheckFloat32Cpu(const char* op, std::initializer_list<const Tensor*> ts) {
   }
 }
 
-Tensor AsContiguous(const Tensor& t) {
-  if (!t.defined() || t.is_contiguous()) return t;
-  Tensor c = Empty(t.sizes(), t.dtype(), t.device());
-  CopyInto(c, t);
-  return c;
-}
-
 // ---- primitives ---------------------------------------------------------------------------------------
 
 enum class Kind { kForward, kBackwardInput, kBackwardWeight };
@@ -264,37 +255,21 @@ std::shared_ptr<const Primitive> Create(Kind kind, const Geometry& g, bool bias)
   return p;
 }
 
-// At most this many primitives are cached; a full cache is emptied (a network has a few dozen shapes).
-constexpr size_t kMaxCached = 1024;
-
 std::shared_ptr<const Primitive> Lookup(Kind kind, const Geometry& g, bool bias) {
   std::vector<int64_t> key = {static_cast<int64_t>(kind), g.n, g.c, g.oc, g.groups, bias ? 1 : 0};
   for (const Shape* s : {&g.in, &g.kernel, &g.stride, &g.dilation, &g.pad_l, &g.pad_r}) {
     key.insert(key.end(), s->begin(), s->end());
   }
-  static std::mutex mu, create_mu;  // create_mu: one creation at a time (as gemm_dnnl.cc's cache)
-  static auto* cache = new std::map<std::vector<int64_t>, std::shared_ptr<const Primitive>>();  // leaked
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    auto it = cache->find(key);
-    if (it != cache->end()) return it->second;
-  }
-  std::lock_guard<std::mutex> creating(create_mu);
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    auto it = cache->find(key);
-    if (it != cache->end()) return it->second;
-  }
-  std::shared_ptr<const Primitive> p;
-  try {
-    p = Create(kind, g, bias);
-  } catch (const dnnl::error& e) {
-    TESSEL_FAIL(ErrorCode::kInternal, kConv, ": oneDNN has no convolution for input ", ShapeStr(g.InputShape()),
-                ", weight ", ShapeStr(g.WeightShape()), ", ", g.Options(), ": ", e.what());
-  }
-  std::lock_guard<std::mutex> lock(mu);
-  if (cache->size() >= kMaxCached) cache->clear();
-  return cache->emplace(std::move(key), p).first->second;
+  // At most 1024 primitives (a network has a few dozen shapes); leaked: used while statics are destroyed.
+  static auto* cache = new PrimitiveCache<std::vector<int64_t>, Primitive>(1024);
+  return cache->Get(key, [&] {
+    try {
+      return Create(kind, g, bias);
+    } catch (const dnnl::error& e) {
+      TESSEL_FAIL(ErrorCode::kInternal, kConv, ": oneDNN has no convolution for input ", ShapeStr(g.InputShape()),
+                  ", weight ", ShapeStr(g.WeightShape()), ", ", g.Options(), ": ", e.what());
+    }
+  });
 }
 
 // Runs p on the calling thread with one caller pointer per argument (dense row-major, p.args' order).
@@ -340,10 +315,13 @@ void Run(const Primitive& p, std::span<void* const> ptrs) {
   }
 }
 
-// fn(slice, first sample, samples) for the min(NumThreads(), n) slices of the batch, on the pool.
+// How many slices a batch of n splits into: one per thread of the budget, at most one per sample.
+int64_t SliceCount(int64_t n) { return std::max<int64_t>(1, std::min<int64_t>(NumThreads(), n)); }
+
+// fn(slice, first sample, samples) for the SliceCount(n) slices of the batch, on the pool.
 template <typename Fn>
 void ForSlices(int64_t n, Fn fn) {
-  const int64_t slices = std::max<int64_t>(1, std::min<int64_t>(NumThreads(), n));
+  const int64_t slices = SliceCount(n);
   const int64_t base = n / slices, extra = n % slices;
   ParallelFor(0, slices, 1, [&](int64_t b, int64_t e) {
     for (int64_t s = b; s < e; ++s) fn(s, s * base + std::min(s, extra), base + (s < extra ? 1 : 0));
@@ -366,12 +344,14 @@ TensorList ConvKernel(std::span<const Tensor> in, const Attrs& attrs) {
   const Geometry g = MakeGeometry(kConv, in[0].sizes(), in[1].sizes(), attrs);
   TESSEL_CHECK(!bias_in.defined() || bias_in.sizes() == Shape{g.oc}, kConv, ": expected bias [", g.oc,
                "] for weight ", ShapeStr(in[1].sizes()), ", got ", ShapeStr(bias_in.sizes()));
-  const Tensor x = AsContiguous(in[0]), w = AsContiguous(in[1]), bias = AsContiguous(bias_in);
+  const Tensor x = DenseOrCopy(in[0]), w = DenseOrCopy(in[1]), bias = DenseOrCopy(bias_in);
   if (g.n == 0 || g.oc == 0) return {Empty(g.OutputShape(), DType::kFloat32)};
   if (g.c == 0) {  // no input channels: the bias alone (oneDNN has no such primitive)
     Tensor out = Zeros(g.OutputShape(), DType::kFloat32);
-    const int64_t per = Geometry::Product(g.out);
-    for (int64_t i = 0; bias.defined() && i < g.n * g.oc; ++i) std::fill_n(F32(out) + i * per, per, F32(bias)[i % g.oc]);
+    if (bias.defined()) {
+      const int64_t per = Geometry::Product(g.out);
+      for (int64_t i = 0; i < g.n * g.oc; ++i) std::fill_n(F32(out) + i * per, per, F32(bias)[i % g.oc]);
+    }
     return {out};
   }
   Tensor out = Empty(g.OutputShape(), DType::kFloat32);
@@ -392,7 +372,7 @@ TensorList BackwardInputKernel(std::span<const Tensor> in, const Attrs& attrs) {
   TESSEL_CHECK(in[0].sizes() == g.OutputShape(), kBackwardInput, ": expected grad ", ShapeStr(g.OutputShape()),
                " for input ", ShapeStr(g.InputShape()), " and weight ", ShapeStr(in[1].sizes()), ", got ",
                ShapeStr(in[0].sizes()));
-  const Tensor grad = AsContiguous(in[0]), w = AsContiguous(in[1]);
+  const Tensor grad = DenseOrCopy(in[0]), w = DenseOrCopy(in[1]);
   if (g.n == 0 || g.c == 0) return {Empty(g.InputShape(), DType::kFloat32)};
   if (g.oc == 0) return {Zeros(g.InputShape(), DType::kFloat32)};
   Tensor out = Empty(g.InputShape(), DType::kFloat32);
@@ -411,10 +391,10 @@ TensorList BackwardWeightKernel(std::span<const Tensor> in, const Attrs& attrs) 
   TESSEL_CHECK(in[1].sizes() == g.OutputShape(), kBackwardWeight, ": expected grad ", ShapeStr(g.OutputShape()),
                " for input ", ShapeStr(g.InputShape()), " and weight ", ShapeStr(g.WeightShape()), ", got ",
                ShapeStr(in[1].sizes()));
-  const Tensor x = AsContiguous(in[0]), grad = AsContiguous(in[1]);
+  const Tensor x = DenseOrCopy(in[0]), grad = DenseOrCopy(in[1]);
   if (g.n == 0 || g.c == 0 || g.oc == 0) return {Zeros(g.WeightShape(), DType::kFloat32)};
   Tensor out = Empty(g.WeightShape(), DType::kFloat32);
-  const int64_t slices = std::max<int64_t>(1, std::min<int64_t>(NumThreads(), g.n));
+  const int64_t slices = SliceCount(g.n);
   const int64_t numel = out.numel();
   // Slice 0 writes the result; the others their partial sums, added below in slice order.
   const Tensor partial = slices > 1 ? Empty({slices - 1, numel}, DType::kFloat32) : Tensor();

@@ -68,9 +68,8 @@ inline C Apply(C a, C b) {
 // shift, a bias added to rows): a vectorizable loop per run, threads over runs. False (nothing written)
 // for other layouts, which take the strided loop.
 template <BinOp kOp, typename T, typename C>
-bool BroadcastRowsKernel(const T* pa, const Shape& sa, const T* pb, const Shape& sb, T* po, const Shape& shape) {
-  Shape so(shape.size(), 1);
-  for (size_t d = shape.size(); d-- > 1;) so[d - 1] = so[d] * shape[d];
+bool BroadcastRowsKernel(const T* pa, const Shape& sa, const T* pb, const Shape& sb, T* po, const Shape& so,
+                         const Shape& shape) {
   Shape dims;
   std::array<Shape, 3> st;
   CollapseDims<3>(shape, {so, sa, sb}, dims, st);
@@ -129,13 +128,7 @@ TensorList BinaryKernel(std::span<const Tensor> in, const Attrs&, const char* na
       if constexpr (kOp == BinOp::kDiv && std::is_integral_v<T>) {
         // An integer division by zero (or of the minimum by -1) traps (SIGFPE) and killed the process:
         // checked first, serially, so it is an error instead (torch raises for integer division by zero).
-        const auto dense = [](const Tensor& t) {
-          if (t.is_contiguous()) return t;
-          Tensor c = Empty(t.sizes(), t.dtype(), t.device());
-          CopyInto(c, t);
-          return c;
-        };
-        const Tensor bc = dense(b);
+        const Tensor bc = DenseOrCopy(b);
         const T* q = static_cast<const T*>(bc.raw_data());
         for (int64_t i = 0; i < bc.numel(); ++i) {
           TESSEL_CHECK(ToCompute(q[i]) != C(0), name, ": integer division by zero (divisor ", DTypeName(b.dtype()), " ",
@@ -146,7 +139,7 @@ TensorList BinaryKernel(std::span<const Tensor> in, const Attrs&, const char* na
           bool neg_one = false;
           for (int64_t i = 0; i < bc.numel() && !neg_one; ++i) neg_one = ToCompute(q[i]) == C(-1);
           if (neg_one) {
-            const Tensor ac = dense(a);
+            const Tensor ac = DenseOrCopy(a);
             const T* p = static_cast<const T*>(ac.raw_data());
             for (int64_t i = 0; i < ac.numel(); ++i) {
               TESSEL_CHECK(ToCompute(p[i]) != std::numeric_limits<C>::lowest(), name, ": integer overflow: the minimum ",
@@ -168,7 +161,7 @@ TensorList BinaryKernel(std::span<const Tensor> in, const Attrs&, const char* na
         for (int64_t i = s; i < e; ++i) po[i] = FromCompute<T>(Apply<kOp, C>(ToCompute(pa[i]), bv));
       });
     } else if (BroadcastRowsKernel<kOp, T, C>(pa, BroadcastStridesTo(a, shape), pb, BroadcastStridesTo(b, shape), po,
-                                              shape)) {
+                                              out.strides(), shape)) {
     } else {
       const Shape sa = BroadcastStridesTo(a, shape);
       const Shape sb = BroadcastStridesTo(b, shape);
@@ -188,11 +181,7 @@ TensorList BinaryKernel(std::span<const Tensor> in, const Attrs&, const char* na
 
 // y = alpha * x + beta, elementwise (scalar ops).
 TensorList AffineKernel(const Tensor& x, double alpha, double beta, const char* name) {
-  Tensor xc = x;
-  if (!x.is_contiguous()) {
-    xc = Empty(x.sizes(), x.dtype(), x.device());
-    CopyInto(xc, x);
-  }
+  const Tensor xc = DenseOrCopy(x);
   Tensor out = Empty(x.sizes(), x.dtype(), x.device());
   const int64_t n = out.numel();
   TESSEL_DISPATCH_ALL_TYPES(x.dtype(), name, [&] {
@@ -265,28 +254,22 @@ TensorList MulScalarInPlaceKernel(std::span<const Tensor> in, const Attrs& attrs
 // the same order whatever the thread count. (The strided loop below ran ~1 ns per element, one
 // thread: 27% of a small CNN's training step was this op.)
 template <typename T, typename A>
-void SumContiguousToSize(const T* px, const Shape& x_shape, const Shape& shape, A* pa) {
+void SumContiguousToSize(const T* px, const Shape& x_shape, const Shape& x_strides, const Shape& acc_strides, A* pa) {
   struct Group {
     bool kept;
     int64_t size, stride;  // stride: x's, in elements
   };
-  std::vector<Group> groups;
-  const size_t lead = x_shape.size() - shape.size();
-  for (size_t d = 0; d < x_shape.size(); ++d) {
-    if (x_shape[d] == 1) continue;
-    const bool kept = d >= lead && shape[d - lead] != 1;
-    if (!groups.empty() && groups.back().kept == kept) {
-      groups.back().size *= x_shape[d];
-    } else {
-      groups.push_back({kept, x_shape[d], 0});
-    }
-  }
-  if (groups.empty()) {  // one element
+  // Collapsed against the accumulator's broadcast strides (0 on reduced dims), x's dims fall into
+  // alternating kept / reduced groups.
+  Shape dims;
+  std::array<Shape, 2> st;
+  CollapseDims<2>(x_shape, {x_strides, acc_strides}, dims, st);
+  if (dims.empty()) {  // one element
     pa[0] += static_cast<A>(ToCompute(px[0]));
     return;
   }
-  int64_t stride = 1;
-  for (size_t i = groups.size(); i-- > 0;) groups[i].stride = stride, stride *= groups[i].size;
+  std::vector<Group> groups;
+  for (size_t i = 0; i < dims.size(); ++i) groups.push_back({st[1][i] != 0, dims[i], st[0][i]});
   const Group inner = groups.back();
   groups.pop_back();
   std::vector<Group> kept, reduced;  // outer groups, outermost first
@@ -346,7 +329,6 @@ TensorList SumToSizeKernel(std::span<const Tensor> in, const Attrs& attrs) {
   TESSEL_CHECK(check == x.sizes(), "sum_to_size: shape ", ShapeStr(shape), " does not broadcast to ",
                ShapeStr(x.sizes()));
   Tensor acc = Zeros(shape, x.dtype() == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32, x.device());
-  Tensor acc_view = MakeView(acc, acc.sizes(), acc.strides(), 0);
   const Shape sa = BroadcastStridesTo(acc, x.sizes());
   const Shape& sx = x.strides();
   TESSEL_DISPATCH_FLOATING_TYPES(x.dtype(), "sum_to_size", [&] {
@@ -355,7 +337,7 @@ TensorList SumToSizeKernel(std::span<const Tensor> in, const Attrs& attrs) {
     using A = std::conditional_t<std::is_same_v<C, double>, double, float>;
     const T* px = static_cast<const T*>(x.raw_data());
     A* pa = static_cast<A*>(acc.raw_data());
-    if (x.is_contiguous() && x.numel() > 0) return SumContiguousToSize<T, A>(px, x.sizes(), shape, pa);
+    if (x.is_contiguous() && x.numel() > 0) return SumContiguousToSize<T, A>(px, x.sizes(), sx, sa, pa);
     ForEachStrided<2>(x.sizes(), {std::span<const int64_t>(sa), std::span<const int64_t>(sx)},
                       [&](const int64_t* off) { pa[off[0]] += static_cast<A>(ToCompute(px[off[1]])); });
   });

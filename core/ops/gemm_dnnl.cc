@@ -21,7 +21,6 @@
 #include <cstring>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <tuple>
 #include <vector>
@@ -45,21 +44,10 @@ struct Primitive {
   std::string impl;  // e.g. "brg:avx512_core_amx_bf16"
 };
 
-// At most this many shapes are cached; a full cache is emptied (training uses a few dozen shapes).
-constexpr size_t kMaxCached = 4096;
-
-struct Cache {
-  std::mutex mu;
-  std::map<Key, std::shared_ptr<const Primitive>> entries;  // nullptr: oneDNN has no kernel for the key
-  // Held while a primitive is created (lookups of cached keys take only `mu`). Threads that miss the
-  // same key at once (a GEMM split along K gives its threads equal shapes) then create it once: the
-  // second finds the first's entry. Concurrent creation of one primitive is legal in oneDNN, but its
-  // primitive cache (not instrumented) then reads as a data race to ThreadSanitizer.
-  std::mutex create_mu;
-};
-
-Cache& TheCache() {
-  static Cache* cache = new Cache();  // leaked: primitives may be used while statics are destroyed
+// At most this many shapes are cached; a full cache is emptied (training uses a few dozen shapes). An
+// entry is nullptr where oneDNN has no kernel for the key.
+PrimitiveCache<Key, Primitive>& TheCache() {
+  static auto* cache = new PrimitiveCache<Key, Primitive>(4096);  // leaked: used while statics are destroyed
   return *cache;
 }
 
@@ -88,22 +76,7 @@ std::shared_ptr<const Primitive> Create(const MatRef& a, const MatRef& b, int64_
 
 std::shared_ptr<const Primitive> Lookup(const MatRef& a, const MatRef& b, int64_t ldc, bool accumulate) {
   const Key key{a.rows, b.cols, a.cols, a.row_stride, a.col_stride, b.row_stride, b.col_stride, ldc, accumulate};
-  Cache& cache = TheCache();
-  {
-    std::lock_guard<std::mutex> lock(cache.mu);
-    auto it = cache.entries.find(key);
-    if (it != cache.entries.end()) return it->second;
-  }
-  std::lock_guard<std::mutex> creating(cache.create_mu);
-  {
-    std::lock_guard<std::mutex> lock(cache.mu);  // another thread may have created it meanwhile
-    auto it = cache.entries.find(key);
-    if (it != cache.entries.end()) return it->second;
-  }
-  std::shared_ptr<const Primitive> p = Create(a, b, ldc, accumulate);  // outside `mu`
-  std::lock_guard<std::mutex> lock(cache.mu);
-  if (cache.entries.size() >= kMaxCached) cache.entries.clear();
-  return cache.entries.emplace(key, p).first->second;
+  return TheCache().Get(key, [&] { return Create(a, b, ldc, accumulate); });
 }
 
 // The operand itself when dense, else a dense copy in `buf` (same orientation). m is row-major
@@ -180,11 +153,7 @@ bool DnnlBf16Gemm(const MatRef& a_in, const MatRef& b_in, float* c, int64_t ldc,
   return true;
 }
 
-void DnnlBf16ClearCacheForTesting() {
-  Cache& cache = TheCache();
-  std::lock_guard<std::mutex> lock(cache.mu);
-  cache.entries.clear();
-}
+void DnnlBf16ClearCacheForTesting() { TheCache().Clear(); }
 
 void DnnlSgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
                const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate) {
@@ -197,11 +166,7 @@ void DnnlSgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, cons
 
 std::string DnnlBf16Impl() {
   std::map<std::string, int> shapes;
-  {
-    Cache& cache = TheCache();
-    std::lock_guard<std::mutex> lock(cache.mu);
-    for (const auto& [key, p] : cache.entries) ++shapes[p ? p->impl : "none"];
-  }
+  TheCache().ForEach([&](const Key&, const std::shared_ptr<const Primitive>& p) { ++shapes[p ? p->impl : "none"]; });
   std::string out;
   for (const auto& [impl, n] : shapes) out += (out.empty() ? "" : ", ") + impl + " ×" + std::to_string(n);
   return out;

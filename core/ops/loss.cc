@@ -53,14 +53,6 @@ Reduction ParseReduction(const std::string& s, const char* op) {
   return Reduction::kNone;
 }
 
-// The tensor, or a contiguous copy (kernel side: not recorded, no dispatch).
-Tensor Dense(const Tensor& t) {
-  if (t.is_contiguous()) return t;
-  Tensor c = Empty(t.sizes(), t.dtype(), t.device());
-  CopyInto(c, t);
-  return c;
-}
-
 // Problem size of one call, after the shape checks.
 struct Dims {
   int64_t rows = 0;     // N (1 for 1-D logits)
@@ -88,7 +80,7 @@ Dims CheckArgs(const char* op, std::span<const Tensor> in, const Tensor& logits,
     TESSEL_CHECK(target.numel() == 1 && target.dim() <= 1, op, ": logits ", ShapeStr(logits.sizes()),
                  " need a target of shape [] or [1], got ", ShapeStr(target.sizes()));
   }
-  const Tensor t = Dense(target);
+  const Tensor t = DenseOrCopy(target);
   const int64_t* pt = static_cast<const int64_t*>(t.raw_data());
   for (int64_t i = 0; i < d.rows; ++i) {
     TESSEL_CHECK_CODE(ErrorCode::kOutOfRange, pt[i] == ignore_index || (pt[i] >= 0 && pt[i] < d.classes), op,
@@ -142,8 +134,8 @@ TensorList ForwardKernel(std::span<const Tensor> in, const Attrs& attrs) {
   const int64_t ignore_index = attrs.GetInt("ignore_index");
   const Reduction red = ParseReduction(attrs.GetString("reduction"), "cross_entropy");
   const Dims d = CheckArgs("cross_entropy", in, in[0], in[1], ignore_index);
-  const Tensor logits = Dense(in[0]);
-  const Tensor target = Dense(in[1]);
+  const Tensor logits = DenseOrCopy(in[0]);
+  const Tensor target = DenseOrCopy(in[1]);
   Tensor out;
   TESSEL_DISPATCH_FLOATING_TYPES(logits.dtype(), "cross_entropy",
                                  [&] { out = ForwardTyped<scalar_t>(logits, target, d, ignore_index, red); });
@@ -193,9 +185,9 @@ TensorList BackwardKernel(std::span<const Tensor> in, const Attrs& attrs) {
   const Shape want = red == Reduction::kNone ? in[2].sizes() : Shape{};
   TESSEL_CHECK(in[0].defined() && in[0].sizes() == want && in[0].dtype() == in[1].dtype(), op,
                ": grad must have shape ", ShapeStr(want), " and the logits' dtype, got ", DescribeInputs(in));
-  const Tensor grad = Dense(in[0]);
-  const Tensor logits = Dense(in[1]);
-  const Tensor target = Dense(in[2]);
+  const Tensor grad = DenseOrCopy(in[0]);
+  const Tensor logits = DenseOrCopy(in[1]);
+  const Tensor target = DenseOrCopy(in[2]);
   Tensor out;
   TESSEL_DISPATCH_FLOATING_TYPES(logits.dtype(), op,
                                  [&] { out = BackwardTyped<scalar_t>(grad, logits, target, d, ignore_index, red); });

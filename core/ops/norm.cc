@@ -51,14 +51,6 @@ int64_t Grain(int64_t work) { return std::max<int64_t>(1, kRowGrainElements / st
 
 DType StatsDType(DType x) { return x == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32; }
 
-// `t` itself when it is already contiguous, else a contiguous copy.
-Tensor Contiguous(const Tensor& t) {
-  if (!t.defined() || t.is_contiguous()) return t;
-  Tensor c = Empty(t.sizes(), t.dtype(), t.device());
-  CopyInto(c, t);
-  return c;
-}
-
 // A row of compute-type values: the row itself when T is its own compute type, else a converted copy.
 template <typename T>
 const ComputeT<T>* LoadRow(const T* src, int64_t n, std::vector<ComputeT<T>>& buf) {
@@ -92,7 +84,7 @@ template <typename T>
 std::vector<ComputeT<T>> LoadParam(const Tensor& p) {
   std::vector<ComputeT<T>> v;
   if (!p.defined()) return v;
-  Tensor c = Contiguous(p);
+  Tensor c = DenseOrCopy(p);
   const T* src = static_cast<const T*>(c.raw_data());
   v.resize(c.numel());
   for (int64_t i = 0; i < c.numel(); ++i) v[i] = ToCompute(src[i]);
@@ -171,7 +163,7 @@ TensorList NormForwardKernel(std::span<const Tensor> in, const Attrs& attrs) {
   } else {
     CheckNormArgs(op, in, in[0], {1});
   }
-  const Tensor x = Contiguous(in[0]);
+  const Tensor x = DenseOrCopy(in[0]);
   const Tensor bias = kCentered ? in[2] : Tensor();
   Tensor y = Empty(x.sizes(), x.dtype(), x.device());
   Tensor mean = kCentered ? Empty(StatsShape(x), StatsDType(x.dtype()), x.device()) : Tensor();
@@ -268,8 +260,8 @@ TensorList NormBackwardKernel(std::span<const Tensor> in, const Attrs& attrs) {
                DescribeInputs(in));
   const std::vector<int64_t>& mask = attrs.GetInts("output_mask");
   TESSEL_INTERNAL_ASSERT(mask.size() == (kCentered ? 3u : 2u), op, ": output_mask needs one entry per output");
-  const Tensor dy = Contiguous(in[0]);
-  const Tensor x = Contiguous(in[1]);
+  const Tensor dy = DenseOrCopy(in[0]);
+  const Tensor x = DenseOrCopy(in[1]);
   const Tensor& weight = in[2];
   const int64_t cols = x.size(-1);
   const int64_t rows = cols == 0 ? 0 : x.numel() / cols;
@@ -281,7 +273,7 @@ TensorList NormBackwardKernel(std::span<const Tensor> in, const Attrs& attrs) {
     using C = ComputeT<scalar_t>;
     const std::vector<C> w = LoadParam<scalar_t>(weight);
     std::vector<C> partial(dw.defined() || db.defined() ? num_blocks * 2 * cols : 0, C(0));
-    NormBackwardRows<kCentered, scalar_t>(dy, x, w, Contiguous(mean), Contiguous(rstd), dx, partial, num_blocks);
+    NormBackwardRows<kCentered, scalar_t>(dy, x, w, DenseOrCopy(mean), DenseOrCopy(rstd), dx, partial, num_blocks);
     if (dw.defined() || db.defined()) ReduceParamGrads<scalar_t>(partial, num_blocks, cols, dw, db);
   });
   if (kCentered) return {dx, dw, db};

@@ -23,13 +23,6 @@ namespace {
 
 constexpr int64_t kGrain = 1 << 14;  // elements of work per thread slice, at least
 
-Tensor Dense(const Tensor& t) {
-  if (t.is_contiguous()) return t;
-  Tensor c = Empty(t.sizes(), t.dtype(), t.device());
-  CopyInto(c, t);
-  return c;
-}
-
 void CheckIndex(const char* op, const Tensor& idx, int64_t length) {
   TESSEL_CHECK(idx.dtype() == DType::kInt64, op, ": index must be int64, got ", idx.dtype());
   const int64_t* p = idx.data_ptr<int64_t>();
@@ -41,7 +34,7 @@ void CheckIndex(const char* op, const Tensor& idx, int64_t length) {
 
 // in: x [P, L], index [K, O] -> values [P, O], arg [P, O]
 TensorList WindowMaxKernel(std::span<const Tensor> in, const Attrs&) {
-  const Tensor x = Dense(in[0]), index = Dense(in[1]);
+  const Tensor x = DenseOrCopy(in[0]), index = DenseOrCopy(in[1]);
   TESSEL_CHECK(x.dim() == 2 && index.dim() == 2 && index.size(0) >= 1, "window_max: expected x [P, L] and index [K, O] ",
                "with K >= 1, got ", ShapeStr(x.sizes()), " and ", ShapeStr(index.sizes()));
   const int64_t planes = x.size(0), length = x.size(1), taps = index.size(0), outs = index.size(1);
@@ -83,7 +76,7 @@ void CheckRows(const char* op, const Tensor& a, const Tensor& idx) {
 
 // in: x [P, L], idx [P, O] -> [P, O]
 TensorList GatherKernel(std::span<const Tensor> in, const Attrs&) {
-  const Tensor x = Dense(in[0]), idx = Dense(in[1]);
+  const Tensor x = DenseOrCopy(in[0]), idx = DenseOrCopy(in[1]);
   CheckRows("gather_last_dim", x, idx);
   const int64_t planes = x.size(0), length = x.size(1), outs = idx.size(1);
   CheckIndex("gather_last_dim", idx, length);
@@ -104,7 +97,7 @@ TensorList GatherKernel(std::span<const Tensor> in, const Attrs&) {
 
 // in: src [P, O], idx [P, O]; attr length -> [P, length]
 TensorList ScatterAddKernel(std::span<const Tensor> in, const Attrs& attrs) {
-  const Tensor src = Dense(in[0]), idx = Dense(in[1]);
+  const Tensor src = DenseOrCopy(in[0]), idx = DenseOrCopy(in[1]);
   CheckRows("scatter_add_last_dim", src, idx);
   TESSEL_CHECK(src.sizes() == idx.sizes(), "scatter_add_last_dim: source ", ShapeStr(src.sizes()), " and index ",
                ShapeStr(idx.sizes()), " must have the same shape");

@@ -111,18 +111,11 @@ void ForEachLane(std::array<const T*, NIn> in, T* out, const Lanes& l, Fn fn) {
   });
 }
 
-Tensor Contig(const Tensor& x) {
-  if (x.is_contiguous()) return x;
-  Tensor c = Empty(x.sizes(), x.dtype(), x.device());
-  CopyInto(c, x);
-  return c;
-}
-
 template <bool kLog>
 TensorList SoftmaxKernel(std::span<const Tensor> in, const Attrs& attrs) {
   const char* name = kLog ? "log_softmax" : "softmax";
   const int64_t dim = NormalizeDim(attrs.GetInt("dim"), in[0].dim(), name);
-  const Tensor x = Contig(in[0]);
+  const Tensor x = DenseOrCopy(in[0]);
   Tensor out = Empty(x.sizes(), x.dtype(), x.device());
   TESSEL_DISPATCH_FLOATING_TYPES(x.dtype(), name, [&] {
     using T = scalar_t;
@@ -142,8 +135,8 @@ TensorList SoftmaxBackwardKernel(std::span<const Tensor> in, const Attrs& attrs)
   TESSEL_CHECK(in[0].sizes() == in[1].sizes() && in[0].dtype() == in[1].dtype(), name,
                ": grad and output must match, got ", DescribeInputs(in));
   const int64_t dim = NormalizeDim(attrs.GetInt("dim"), in[1].dim(), name);
-  const Tensor g = Contig(in[0]);
-  const Tensor y = Contig(in[1]);
+  const Tensor g = DenseOrCopy(in[0]);
+  const Tensor y = DenseOrCopy(in[1]);
   Tensor out = Empty(y.sizes(), y.dtype(), y.device());
   TESSEL_DISPATCH_FLOATING_TYPES(y.dtype(), name, [&] {
     using T = scalar_t;

@@ -146,16 +146,9 @@ void ApplyBlock(const C* xp, C* yp, int64_t n, const UParams& p) {
   }
 }
 
-Tensor Contig(const Tensor& x) {
-  if (x.is_contiguous()) return x;
-  Tensor c = Empty(x.sizes(), x.dtype(), x.device());
-  CopyInto(c, x);
-  return c;
-}
-
 template <U kOp>
 Tensor UnaryImpl(const Tensor& x_in, const UParams& p, const char* name) {
-  const Tensor x = Contig(x_in);
+  const Tensor x = DenseOrCopy(x_in);
   Tensor out = Empty(x.sizes(), x.dtype(), x.device());
   const int64_t n = out.numel();
   TESSEL_DISPATCH_ALL_TYPES(x.dtype(), name, [&] {
@@ -269,8 +262,8 @@ template <B kOp>
 Tensor BackwardImpl(const Tensor& g_in, const Tensor& t_in, const UParams& p, const char* name) {
   TESSEL_CHECK(g_in.sizes() == t_in.sizes() && g_in.dtype() == t_in.dtype(), name,
                ": grad and saved tensor must match, got ", DescribeInputs(std::vector<Tensor>{g_in, t_in}));
-  const Tensor g = Contig(g_in);
-  const Tensor t = Contig(t_in);
+  const Tensor g = DenseOrCopy(g_in);
+  const Tensor t = DenseOrCopy(t_in);
   Tensor out = Empty(t.sizes(), t.dtype(), t.device());
   const int64_t n = out.numel();
   TESSEL_DISPATCH_FLOATING_TYPES(t.dtype(), name, [&] {

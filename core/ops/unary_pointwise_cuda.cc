@@ -24,13 +24,6 @@
 namespace tessel {
 namespace {
 
-Tensor Contig(const Tensor& x) {
-  if (x.is_contiguous()) return x;
-  Tensor c = Empty(x.sizes(), x.dtype(), x.device());
-  CopyInto(c, x);
-  return c;
-}
-
 // exponent (pow), min / max (clamp, clamp_backward) with the CPU kernels' defaults.
 cuda::PointwiseParams ParamsFrom(const Attrs& a) {
   constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -45,7 +38,7 @@ Kernel PointwiseCuda(cuda::PointwiseOp op, const char* name) {
                    ShapeStr(in[0].sizes()), ")");
     }
     const cuda::ElemType type = cuda::CudaFloatType(in[0], name);
-    const Tensor x = Contig(in[0]);
+    const Tensor x = DenseOrCopy(in[0]);
     Tensor y = Empty(x.sizes(), x.dtype(), x.device());
     cuda::CheckLaunch(cuda::LaunchPointwise(op, type, x.raw_data(), y.raw_data(), x.numel(), ParamsFrom(a),
                                             memory::CurrentStream(x.device())),
@@ -61,7 +54,7 @@ Kernel PointwiseGradCuda(cuda::PointwiseGradOp op, const char* name) {
     TESSEL_CHECK(in[0].device() == in[1].device(), name, ": grad on ", in[0].device(), ", saved tensor on ",
                  in[1].device());
     const cuda::ElemType type = cuda::CudaFloatType(in[1], name);
-    const Tensor g = Contig(in[0]), t = Contig(in[1]);
+    const Tensor g = DenseOrCopy(in[0]), t = DenseOrCopy(in[1]);
     Tensor d = Empty(t.sizes(), t.dtype(), t.device());
     cuda::PointwiseParams p = ParamsFrom(a);
     if (op == cuda::PointwiseGradOp::kThreshold) p.lo = static_cast<float>(a.GetDouble("threshold", 0.0));

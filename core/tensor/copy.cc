@@ -7,6 +7,7 @@
 #include "core/base/error.h"
 #include "core/base/parallel.h"
 #include "core/tensor/device_copy.h"
+#include "core/tensor/factory.h"
 #include "core/tensor/strided_loop.h"
 #include "core/tensor/tensor_impl.h"
 
@@ -97,6 +98,13 @@ void CopyInto(const Tensor& dst, const Tensor& src) {
       });
     });
   });
+}
+
+Tensor DenseOrCopy(const Tensor& t) {
+  if (!t.defined() || t.is_contiguous()) return t;
+  Tensor c = Empty(t.sizes(), t.dtype(), t.device());
+  CopyInto(c, t);
+  return c;
 }
 
 }  // namespace tessel

@@ -1,4 +1,5 @@
-// core/tensor/copy.h — the strided, dtype-converting copy kernel under copy_, Contiguous() and Cast.
+// core/tensor/copy.h — the strided, dtype-converting copy kernel under copy_, Contiguous() and Cast, and
+// DenseOrCopy, the contiguous form kernels read.
 //
 // Invariant: CopyInto(dst, src) writes every element of dst exactly once with src's value converted to
 // dst's dtype (floats → ints truncate toward zero; → bool is "!= 0"; → bf16/fp16 round to nearest even);
@@ -16,5 +17,9 @@ namespace tessel {
 
 // REQUIRES: both dense; src broadcastable to dst.sizes().
 void CopyInto(const Tensor& dst, const Tensor& src);
+
+// t itself when it is contiguous (or undefined), else a contiguous copy on t's device: how a kernel reads
+// a strided input (not recorded by autograd, no dispatch).
+Tensor DenseOrCopy(const Tensor& t);
 
 }  // namespace tessel

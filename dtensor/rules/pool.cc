@@ -29,9 +29,9 @@ std::vector<Strategy> RowsRule(const OpCall& call) {
   TESSEL_CHECK(call.spec(0).ndim() == 2 && call.spec(1).ndim() == 2, call.op.name, ": expected [P, *] operands; call ",
                DescribeCall(call));
   const int64_t rows = call.spec(0).shape()[0];
-  const Shape out = call.attrs.Has("length") && call.op.name == "scatter_add_last_dim"
-                        ? Shape{rows, call.attrs.GetInt("length")}
-                        : Shape{rows, call.spec(1).shape()[1]};
+  // gather: idx's columns; scatter-add: the row length it names
+  const int64_t cols = call.op.name == "scatter_add_last_dim" ? call.attrs.GetInt("length") : call.spec(1).shape()[1];
+  const Shape out = {rows, cols};
   const std::vector<AxisOption> options = {{{Replicate{}, Replicate{}}, {Replicate{}}, StrategyKind::kReplicate},
                                            {{Shard{0}, Shard{0}}, {Shard{0}}, StrategyKind::kShard}};
   return CombineAxisOptions(call, options, {out});
