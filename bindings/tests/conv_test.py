@@ -335,7 +335,8 @@ def test_pool_modules_and_1d_3d_forms():
                                   unbatched.reshape(3, 2, 3, 2, 3).max((2, 4)))
 
 
-@pytest.mark.parametrize("size,out", [((7, 5), (3, 2)), ((6, 6), (4, None)), ((5, 3), 1), ((4, 9), (4, 9))])
+@pytest.mark.parametrize("size,out", [((7, 5), (3, 2)), ((6, 6), (4, None)), ((5, 3), 1), ((4, 9), (4, 9)),
+                                      ((8, 6), (2, 3))])
 def test_adaptive_pools_use_torch_windows(size, out):
     rng = np.random.default_rng(9)
     x = rng.normal(size=(2, 3) + size)

@@ -7,13 +7,16 @@
 // (mean, then the squared deviations: two passes for an exact variance) and writes y once; the backward
 // reads g and x once for the two channel sums and once more for dx.
 //
-// Threads split the channels; each channel's sums run in one fixed order (float64 accumulators), so the
-// results do not depend on the thread count. Under a create_graph backward the gradients come from
+// Threads split the channels; each channel's sums run in one fixed order (float64 accumulators, kLanes
+// independent ones per row combined in a fixed order: one chain of dependent float64 adds ran at its 4-cycle
+// latency per element, 1.7 ms per [64, 32, 32, 32] call against PyTorch's 1.1), so the results do not
+// depend on the thread count. Under a create_graph backward the gradients come from
 // differentiable ops instead (statistics recomputed from x), so gradient penalties through batch norm work.
 #include "core/ops/batch_norm.h"
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "core/autograd/call.h"
@@ -63,6 +66,41 @@ void ForFloatOrDouble(DType dtype, Fn fn) {
   }
 }
 
+// Σ f(p[j]) over j < n in float64: kLanes independent accumulators (GCC vectorizes the lanes), combined
+// in a fixed order.
+constexpr int kLanes = 8;
+template <typename T, typename F>
+double SumOf(const T* p, int64_t n, F f) {
+  double acc[kLanes] = {};
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes) {
+    for (int k = 0; k < kLanes; ++k) acc[k] += f(static_cast<double>(p[j + k]));
+  }
+  for (int k = 0; j < n; ++j, ++k) acc[k] += f(static_cast<double>(p[j]));
+  double sum = 0;
+  for (double a : acc) sum += a;
+  return sum;
+}
+// (Σ g[j], Σ g[j]·(x[j] - mu)) over j < n, as SumOf.
+template <typename T>
+std::pair<double, double> GradSums(const T* g, const T* x, int64_t n, double mu) {
+  double ag[kLanes] = {}, agx[kLanes] = {};
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes) {
+    for (int k = 0; k < kLanes; ++k) {
+      const double gj = g[j + k];
+      ag[k] += gj, agx[k] += gj * (static_cast<double>(x[j + k]) - mu);
+    }
+  }
+  for (int k = 0; j < n; ++j, ++k) {
+    const double gj = g[j];
+    ag[k] += gj, agx[k] += gj * (static_cast<double>(x[j]) - mu);
+  }
+  double sg = 0, sgx = 0;
+  for (int k = 0; k < kLanes; ++k) sg += ag[k], sgx += agx[k];
+  return {sg, sgx};
+}
+
 // Calls fn(c) for every channel on the pool (a channel's work is N·S elements).
 template <typename Fn>
 void ForChannels(const Layout& l, Fn fn) {
@@ -92,15 +130,11 @@ TensorList ForwardKernel(std::span<const Tensor> in, const Attrs& attrs) {
     const double count = static_cast<double>(l.n * l.s);
     ForChannels(l, [&](int64_t c) {
       double sum = 0;
-      for (int64_t i = 0; i < l.n; ++i) {
-        const T* row = px + (i * l.c + c) * l.s;
-        for (int64_t j = 0; j < l.s; ++j) sum += row[j];
-      }
+      for (int64_t i = 0; i < l.n; ++i) sum += SumOf(px + (i * l.c + c) * l.s, l.s, [](double v) { return v; });
       const double mu = sum / count;
       double sq = 0;
       for (int64_t i = 0; i < l.n; ++i) {
-        const T* row = px + (i * l.c + c) * l.s;
-        for (int64_t j = 0; j < l.s; ++j) sq += (row[j] - mu) * (row[j] - mu);
+        sq += SumOf(px + (i * l.c + c) * l.s, l.s, [mu](double v) { return (v - mu) * (v - mu); });
       }
       const double v = sq / count, invstd = 1.0 / std::sqrt(v + eps);
       pm[c] = static_cast<T>(mu), pv[c] = static_cast<T>(v);
@@ -138,8 +172,8 @@ TensorList BackwardKernel(std::span<const Tensor> in, const Attrs& attrs) {
       const double mu = pm[c], invstd = 1.0 / std::sqrt(static_cast<double>(pv[c]) + eps);
       double sum_g = 0, sum_gx = 0;  // Σ g and Σ g·(x - mean)
       for (int64_t i = 0; i < l.n; ++i) {
-        const T *gr = pg + (i * l.c + c) * l.s, *xr = px + (i * l.c + c) * l.s;
-        for (int64_t j = 0; j < l.s; ++j) sum_g += gr[j], sum_gx += gr[j] * (xr[j] - mu);
+        const auto [sg, sgx] = GradSums(pg + (i * l.c + c) * l.s, px + (i * l.c + c) * l.s, l.s, mu);
+        sum_g += sg, sum_gx += sgx;
       }
       if (dw.defined()) static_cast<T*>(dw.raw_data())[c] = static_cast<T>(sum_gx * invstd);
       if (db.defined()) static_cast<T*>(db.raw_data())[c] = static_cast<T>(sum_g);
