@@ -26,6 +26,9 @@ constexpr int64_t kGrain = 1 << 14;  // elements of work per thread slice, at le
 void CheckIndex(const char* op, const Tensor& idx, int64_t length) {
   TESSEL_CHECK(idx.dtype() == DType::kInt64, op, ": index must be int64, got ", idx.dtype());
   const int64_t* p = idx.data_ptr<int64_t>();
+  bool ok = true;  // one vectorized pass; the error's position is looked for only on failure
+  for (int64_t i = 0; i < idx.numel(); ++i) ok &= static_cast<uint64_t>(p[i]) < static_cast<uint64_t>(length);
+  if (ok) return;
   for (int64_t i = 0; i < idx.numel(); ++i) {
     TESSEL_CHECK_CODE(ErrorCode::kOutOfRange, p[i] >= 0 && p[i] < length, op, ": index ", p[i], " at flat position ",
                       i, " of index ", ShapeStr(idx.sizes()), " is outside [0, ", length, ")");
@@ -57,9 +60,11 @@ TensorList WindowMaxKernel(std::span<const Tensor> in, const Attrs&) {
         for (int64_t o = 0; o < outs; ++o) best[o] = ToCompute(row[pi[o]]), a[o] = pi[o];
         for (int64_t k = 1; k < taps; ++k) {
           const int64_t* ik = pi + k * outs;
-          for (int64_t o = 0; o < outs; ++o) {
+          for (int64_t o = 0; o < outs; ++o) {  // selects, not branches: v > best is a coin flip on data
             const C v = ToCompute(row[ik[o]]);
-            if (v > best[o] || std::isnan(static_cast<double>(v))) best[o] = v, a[o] = ik[o];
+            const bool take = v > best[o] || v != v;  // (v != v: NaN)
+            best[o] = take ? v : best[o];
+            a[o] = take ? ik[o] : a[o];
           }
         }
         for (int64_t o = 0; o < outs; ++o) pv[p * outs + o] = FromCompute<T>(best[o]);
@@ -104,7 +109,7 @@ TensorList ScatterAddKernel(std::span<const Tensor> in, const Attrs& attrs) {
   const int64_t planes = src.size(0), outs = src.size(1), length = attrs.GetInt("length");
   CheckIndex("scatter_add_last_dim", idx, length);
   const DType acc_type = src.dtype() == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
-  Tensor acc = Zeros({planes, length}, acc_type, src.device());
+  Tensor acc = Empty({planes, length}, acc_type, src.device());  // each thread zeroes its own rows
   const int64_t* pi = idx.data_ptr<int64_t>();
   TESSEL_DISPATCH_FLOATING_TYPES(src.dtype(), "scatter_add_last_dim", [&] {
     using T = scalar_t;
@@ -112,6 +117,7 @@ TensorList ScatterAddKernel(std::span<const Tensor> in, const Attrs& attrs) {
     const T* ps = static_cast<const T*>(src.raw_data());
     A* pa = static_cast<A*>(acc.raw_data());
     ParallelFor(0, planes, std::max<int64_t>(1, kGrain / std::max<int64_t>(1, outs)), [&](int64_t p0, int64_t p1) {
+      std::fill(pa + p0 * length, pa + p1 * length, A{0});
       for (int64_t p = p0; p < p1; ++p) {
         for (int64_t o = 0; o < outs; ++o) pa[p * length + pi[p * outs + o]] += static_cast<A>(ToCompute(ps[p * outs + o]));
       }
