@@ -211,6 +211,38 @@ def test_conv_transpose_is_the_adjoint_of_conv(nd, stride, padding, output_paddi
     np.testing.assert_allclose((conv_y * x).sum(), (y * got).sum(), rtol=1e-11)
 
 
+@pytest.mark.parametrize("nd,stride,padding,output_padding,dilation,groups", [
+    (1, 2, 1, 1, 1, 1), (2, 2, 1, 1, 1, 2), (2, (1, 3), (0, 1), (0, 2), 1, 1), (2, 1, 0, 0, 2, 1),
+    (2, 1, 1, 2, 3, 1), (3, 2, 0, 1, 1, 1)])
+def test_float32_conv_transpose_on_onednn_matches_the_float64_composition(nd, stride, padding, output_padding,
+                                                                          dilation, groups):
+    """float32 conv_transpose runs on oneDNN (the convolution's input gradient; output_padding >= stride,
+    the (2, 1, 1, 2, 3, 1) case, stays composed): values and the input, weight and bias gradients against the
+    float64 composed path of the adjoint test above."""
+    rng = np.random.default_rng(30 + nd + groups)
+    cin, cout = 4, 2 * groups
+    x = rng.normal(size=[2, cin] + [5, 4, 3][:nd])
+    w = rng.normal(size=[cin, cout // groups] + [3, 2, 2][:nd])
+    b = rng.normal(size=cout)
+    fn = getattr(F, "conv_transpose%dd" % nd)
+    outs, grads = {}, {}
+    for dt, npdt in ((tessel.float32, np.float32), (tessel.float64, np.float64)):
+        ts = [tessel.tensor(a.astype(npdt)).requires_grad_(True) for a in (x, w, b)]
+        with tessel.profiler.profile() as prof:
+            out = fn(*ts, stride, padding, output_padding, groups, dilation)
+        ops = {e.key for e in prof.key_averages()}
+        fused = dt == tessel.float32 and output_padding != 2
+        assert ("convolution_backward_input" in ops) == fused, (dt, sorted(ops))
+        assert out.dtype == dt
+        r = np.random.default_rng(3).normal(size=out.shape)
+        (out * tessel.tensor(r.astype(npdt))).sum().backward()
+        outs[dt] = out.detach().numpy().astype(np.float64)
+        grads[dt] = [t.grad.numpy().astype(np.float64) for t in ts]
+    np.testing.assert_allclose(outs[tessel.float32], outs[tessel.float64], rtol=1e-4, atol=1e-5)
+    for g32, g64 in zip(grads[tessel.float32], grads[tessel.float64]):
+        np.testing.assert_allclose(g32, g64, rtol=1e-4, atol=1e-4)
+
+
 def test_conv_transpose_module_output_size_and_bias():
     tessel.manual_seed(1)
     up = nn.ConvTranspose2d(3, 5, 3, stride=2, padding=1, dtype=tessel.float64)

@@ -260,6 +260,16 @@ def _conv_transpose(nd, input, weight, bias, stride, padding, output_padding, gr
                  for i in range(nd))
     if any(s <= 0 for s in size):
         raise RuntimeError("%s: output size %s is too small for input%s" % (name, list(size), list(x.shape)))
+    if _fused(x, weight, bias) and all(output_padding[i] < stride[i] for i in range(nd)):
+        # oneDNN (core/ops/conv.h): conv_transpose is the input gradient of the convolution with this weight
+        # that maps the output back onto x; its gradients are a convolution (x) and a weight gradient (w).
+        # (output_padding >= stride, allowed under a larger dilation, gives that convolution one output
+        # too many and takes the composed path below.)
+        out = _C._functional._conv_transpose(x, weight, [n, groups * ocg] + list(size), list(stride), list(padding),
+                                             list(dilation), groups)
+        if bias is not None:
+            out = out + bias.reshape(1, groups * ocg, *([1] * nd))
+        return out if batched else out.squeeze(0)
     pads = tuple((padding[i], padding[i]) for i in range(nd))
     k, l = int(np.prod(kernel)), int(np.prod(size_in))
     cg = c // groups
