@@ -351,6 +351,22 @@ def test_avg_pool2d_divisors_match_torch_rules(count_include_pad, ceil, divisor)
     want, _ = naive_pool(x, (3, 2), (2, 2), (1, 1), ceil, avg)
     got = F.avg_pool2d(t64(x), (3, 2), 2, 1, ceil, count_include_pad, divisor).numpy()
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
+    # float32 sums windows with a depthwise convolution (oneDNN); its gradient against float64's, and
+    # float64's against finite differences
+    r = rng.normal(size=want.shape)
+    grads = {}
+    for dt, npdt in ((tessel.float32, np.float32), (tessel.float64, np.float64)):
+        xt = tessel.tensor(x.astype(npdt)).requires_grad_(True)
+        with tessel.profiler.profile() as prof:
+            out = F.avg_pool2d(xt, (3, 2), 2, 1, ceil, count_include_pad, divisor)
+        assert ("convolution" in {e.key for e in prof.key_averages()}) == (dt == tessel.float32)
+        assert out.dtype == dt
+        np.testing.assert_allclose(out.detach().numpy(), want, rtol=1e-5, atol=1e-6)
+        (out * tessel.tensor(r.astype(npdt))).sum().backward()
+        grads[dt] = xt.grad.numpy().astype(np.float64)
+    np.testing.assert_allclose(grads[tessel.float32], grads[tessel.float64], rtol=1e-5, atol=1e-6)
+    loss = lambda a: float((F.avg_pool2d(t64(a), (3, 2), 2, 1, ceil, count_include_pad, divisor).numpy() * r).sum())  # noqa: E731
+    np.testing.assert_allclose(grads[tessel.float64], finite_difference(loss, x), rtol=1e-6, atol=1e-8)
 
 
 def test_pool_modules_and_1d_3d_forms():
@@ -362,9 +378,15 @@ def test_pool_modules_and_1d_3d_forms():
     np.testing.assert_array_equal(nn.MaxPool3d(2)(t64(v)).numpy(), v.reshape(1, 2, 2, 2, 2, 2, 3, 2).max((3, 5, 7)))
     np.testing.assert_allclose(nn.AvgPool3d((2, 2, 3))(t64(v)).numpy(),
                                v.reshape(1, 2, 2, 2, 2, 2, 2, 3).mean((3, 5, 7)), rtol=1e-12)
+    f32 = lambda a: tessel.tensor(a.astype(np.float32))  # noqa: E731  (the depthwise-convolution path)
+    np.testing.assert_allclose(nn.AvgPool1d(2)(f32(x)).numpy(), x.reshape(2, 3, 4, 2).mean(-1), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(nn.AvgPool3d((2, 2, 3))(f32(v)).numpy(), v.reshape(1, 2, 2, 2, 2, 2, 2, 3).mean((3, 5, 7)),
+                               rtol=1e-5, atol=1e-6)
     unbatched = rng.normal(size=(3, 6, 6))
     np.testing.assert_array_equal(nn.MaxPool2d(3)(t64(unbatched)).numpy(),
                                   unbatched.reshape(3, 2, 3, 2, 3).max((2, 4)))
+    np.testing.assert_allclose(nn.AvgPool2d(2)(f32(unbatched)).numpy(), unbatched.reshape(3, 3, 2, 3, 2).mean((2, 4)),
+                               rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("size,out", [((7, 5), (3, 2)), ((6, 6), (4, None)), ((5, 3), 1), ((4, 9), (4, 9)),
@@ -533,6 +555,7 @@ def test_review_fixes_edge_cases_follow_torch():
     x = t64(np.arange(4.0).reshape(1, 1, 2, 2))
     assert F.max_pool2d(x, 3, 2, ceil_mode=True).numpy().tolist() == [[[[3.0]]]]
     assert F.avg_pool2d(x, 3, 2, ceil_mode=True).numpy().tolist() == [[[[1.5]]]]
+    assert F.avg_pool2d(x.float(), 3, 2, ceil_mode=True).numpy().tolist() == [[[[1.5]]]]
     # an all -inf window that touches padding: indices and the gradient go to its input taps, as torch's
     neg = t64(np.full((1, 1, 3, 3), -np.inf), True)
     values, idx = F.max_pool2d(neg, 2, 2, 1, return_indices=True)

@@ -382,19 +382,29 @@ def _avg_pool(nd, input, kernel_size, stride, padding, ceil_mode, count_include_
     x, batched = _batched(input, nd, name)
     kernel, stride, pads, dilation = _pool_args(nd, name, x, kernel_size, stride, padding, 1)
     size = tuple(x.shape[2:])
-    cols, outs = _gather(x, size, kernel, stride, pads, dilation, ceil_mode, "zeros", 0.0)
+    _, _, outs, in_padded, valid = _window_index(size, kernel, stride, pads, dilation, ceil_mode, "zeros")
     if any(o <= 0 for o in outs):
         raise RuntimeError("%s: output size %s is too small for input%s" % (name, list(outs), list(x.shape)))
-    _, _, _, in_padded, valid = _window_index(size, kernel, stride, pads, dilation, ceil_mode, "zeros")
     if divisor_override is not None:
         if divisor_override == 0:
             raise RuntimeError("%s: divisor must be not zero" % name)
         divisor = np.full(in_padded.shape[1], float(divisor_override))
     else:
         divisor = (in_padded if count_include_pad else valid).sum(0).astype(np.float64)
+    n, c = x.shape[0], x.shape[1]
+    if _fused(x, x, None) and n * c > 0:
+        # The window sums are a depthwise convolution with a weight of ones (oneDNN, core/ops/conv.h; its
+        # gradient is that convolution's input gradient), padded after each dim as far as the last window
+        # reaches (ceil_mode); the divisors are the composed path's.
+        pads_r = [max(0, (outs[i] - 1) * stride[i] + kernel[i] - size[i] - pads[i][0]) for i in range(nd)]
+        ones = _C._full([c, 1] + list(kernel), 1.0, x.dtype)
+        summed = _C._functional._convolution(x, ones, None, list(stride), [p[0] for p in pads], pads_r, [1] * nd, c)
+        out = summed / _as_tensor(divisor.reshape(outs)).to(x.dtype)
+        return out if batched else out.squeeze(0)
+    cols, _ = _gather(x, size, kernel, stride, pads, dilation, ceil_mode, "zeros", 0.0)
     acc = _accumulation_dtype(x)  # bf16 / fp16: sum and divide in float32, round once
     out = (cols.to(acc).sum(2) / _as_tensor(divisor).to(acc)).to(x.dtype)
-    out = out.reshape(x.shape[0], x.shape[1], *outs)
+    out = out.reshape(n, c, *outs)
     return out if batched else out.squeeze(0)
 
 
