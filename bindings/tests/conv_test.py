@@ -110,6 +110,49 @@ def test_float32_conv_on_onednn_matches_loops_and_its_gradients_the_adjoint_loop
                                atol=1e-4)
 
 
+@pytest.mark.parametrize("transposed", [False, True])
+def test_autocast_bfloat16_convolutions_run_on_onednn_in_bfloat16(transposed):
+    """Under a bfloat16 autocast, conv2d / conv_transpose2d cast float32 operands to bfloat16 and run the C++
+    op (AMX-BF16 primitives where oneDNN has them, else fp32 primitives on the bf16 values): a bf16 output
+    within one rounding of the float64 result on the rounded operands, float32 gradients (autocast's casts)
+    within bf16 accuracy of float64's; a plain bf16 model takes the same op; float64 operands stay float64.
+    (conv_transpose adds its bias to the rounded bf16 result: two roundings, where torch's deconvolution has one.)"""
+    rng = np.random.default_rng(40)
+    x = rng.normal(size=(3, 4, 7, 6)).astype(np.float32)
+    w = rng.normal(size=(4, 6, 3, 3) if transposed else (6, 4, 3, 3)).astype(np.float32)
+    b = rng.normal(size=6).astype(np.float32)
+    fn = (lambda *a: F.conv_transpose2d(*a, stride=2, padding=1)) if transposed else \
+        (lambda *a: F.conv2d(*a, stride=1, padding=1))  # noqa: E731
+    xt, wt, bt = (tessel.tensor(a).requires_grad_(True) for a in (x, w, b))
+    with tessel.autocast("cpu", dtype=tessel.bfloat16):
+        with tessel.profiler.profile() as prof:
+            out = fn(xt, wt, bt)
+    ops = {e.key for e in prof.key_averages()}
+    assert out.dtype == tessel.bfloat16
+    assert ("convolution_backward_input" if transposed else "convolution") in ops, sorted(ops)
+    assert "matmul" not in ops and "bmm" not in ops, sorted(ops)
+    rounded = [tessel.tensor(a).to(tessel.bfloat16).double().requires_grad_(True) for a in (x, w, b)]
+    want = fn(*rounded)
+    got = out.double().detach().numpy()
+    exact = want.detach().numpy()
+    before_bias = np.abs(exact - b.astype(np.float64).reshape(1, 6, 1, 1)) if transposed else 0.0
+    assert np.all(np.abs(got - exact) <= (np.abs(exact) + before_bias) * 1.01 / 256 + 1e-4)
+    r = rng.normal(size=got.shape)
+    (out.float() * tessel.tensor(r.astype(np.float32))).sum().backward()
+    (want * tessel.tensor(r)).sum().backward()
+    for t, ref in zip((xt, wt, bt), rounded):
+        assert t.grad.dtype == tessel.float32
+        scale = np.abs(ref.grad.numpy()).max()
+        np.testing.assert_allclose(t.grad.numpy(), ref.grad.numpy(), atol=scale * 2 ** -6)
+    bf = [tessel.tensor(a).to(tessel.bfloat16) for a in (x, w, b)]
+    np.testing.assert_array_equal(fn(*bf).float().numpy(), out.float().detach().numpy())
+    with tessel.autocast("cpu", dtype=tessel.bfloat16):
+        with tessel.profiler.profile() as prof:
+            wide = fn(*(tessel.tensor(a.astype(np.float64)) for a in (x, w, b)))
+    assert wide.dtype == tessel.float64
+    assert not {"convolution", "convolution_backward_input"} & {e.key for e in prof.key_averages()}
+
+
 def test_gradient_penalty_through_a_float32_conv_critic_matches_its_float64_twin():
     """WGAN-GP: |d critic(x) / dx|^2 differentiated again (create_graph) through the oneDNN convolutions
     equals the same penalty's gradient through the float64 composition (gather + matmul)."""

@@ -1,5 +1,5 @@
 // core/ops/conv.h — torch.nn.functional.conv1d / conv2d / conv3d on oneDNN's convolution primitives
-// (float32, CPU), with their two backward products as ops of their own so that gradients of gradients
+// (float32 and bfloat16, CPU), with their two backward products as ops of their own so that gradients of gradients
 // (create_graph: gradient penalties through a convolutional critic) are convolutions again.
 //
 // The three ops close under differentiation. For y = conv(x, w), all three are bilinear forms of the one
@@ -34,7 +34,7 @@ struct ConvOptions {
 };
 
 // input [N, C, *spatial] (1 to 3 spatial dims), weight [OC, C / groups, *kernel], bias [OC] or
-// undefined; float32 on the CPU. Bad shapes or options: kInvalidArgument naming the op, the shapes and
+// undefined; all float32 or all bfloat16 (fp32 sums, one rounding; conv.cc) on the CPU. Bad shapes or options: kInvalidArgument naming the op, the shapes and
 // the options (torch's checks: channels vs groups, a kernel larger than the padded input, ...).
 // NOTE: the batch is split over the calling thread's NumThreads() (one single-threaded primitive per
 // slice); the weight gradient sums the slices' partial sums in slice order, so its last bits depend on

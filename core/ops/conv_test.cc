@@ -1,7 +1,8 @@
 // core/ops/conv_test.cc — the oneDNN convolutions (conv.h) against naive float64 loops: forward, both
 // backward products and the bias gradient over 1-D / 2-D / 3-D geometries (stride, asymmetric padding,
 // dilation, groups, depthwise, 1×1, batches that split unevenly over threads); gradients of gradients
-// (create_graph) against central differences of the composed function; torch's argument errors.
+// (create_graph) against central differences of the composed function; torch's argument errors; the
+// same loops in bfloat16.
 #include "core/ops/conv.h"
 
 #include <gtest/gtest.h>
@@ -104,16 +105,27 @@ std::vector<Case> Cases() {
   };
 }
 
-TEST(ConvTest, ForwardAndGradientsEqualNaiveLoops) {
+// Random values in dtype (bf16: rounded from float32) as a leaf.
+Tensor RandomIn(DType dt, const Shape& shape, uint32_t seed, bool requires_grad) {
+  Tensor t = Random(shape, seed);
+  if (dt != DType::kFloat32) t = Cast(t, dt);
+  t.set_requires_grad(requires_grad);
+  return t;
+}
+
+// Every case's output and gradients against float64 loops over the operands' own values (bf16 values are
+// exact in double; the kernels' products are exact and their sums fp32, rounded once to the dtype).
+void ExpectCasesMatchLoops(DType dt, double atol, double rtol) {
   uint32_t seed = 1;
   for (const Case& cs : Cases()) {
     SCOPED_TRACE(ShapeStr(cs.x) + " * " + ShapeStr(cs.w));
     const Ref r = MakeRef(cs.x, cs.w, cs.o);
-    Tensor x = Random(cs.x, seed++, true), w = Random(cs.w, seed++, true);
-    Tensor b = cs.bias ? Random({r.oc}, seed++, true) : Tensor();
+    Tensor x = RandomIn(dt, cs.x, seed++, true), w = RandomIn(dt, cs.w, seed++, true);
+    Tensor b = cs.bias ? RandomIn(dt, {r.oc}, seed++, true) : Tensor();
     const Tensor y = Convolution(x, w, b, cs.o);
     ASSERT_EQ(y.sizes(), r.out_shape);
-    const Tensor g = Random(r.out_shape, seed++);
+    ASSERT_EQ(y.dtype(), dt);
+    const Tensor g = RandomIn(dt, r.out_shape, seed++, false);
     const std::vector<double> xv = x.ToDoubleVector(), wv = w.ToDoubleVector(), gv = g.ToDoubleVector();
     std::vector<double> yv(static_cast<size_t>(y.numel()), 0.0), dx(xv.size(), 0.0), dw(wv.size(), 0.0);
     ForEachTap(r, [&](int64_t xi, int64_t wi, int64_t yi) {
@@ -130,12 +142,23 @@ TEST(ConvTest, ForwardAndGradientsEqualNaiveLoops) {
         db[(i / per) % r.oc] += gv[i];
       }
     }
-    ExpectAllClose(y, yv, 1e-5, 1e-4);
+    ExpectAllClose(y, yv, atol, rtol);
     Backward(y, g);
-    ExpectAllClose(x.grad(), dx, 1e-5, 1e-4);
-    ExpectAllClose(w.grad(), dw, 1e-5, 1e-4);
-    if (cs.bias) ExpectAllClose(b.grad(), db, 1e-5, 1e-4);
+    ASSERT_EQ(x.grad().dtype(), dt);
+    ASSERT_EQ(w.grad().dtype(), dt);
+    ExpectAllClose(x.grad(), dx, atol, rtol);
+    ExpectAllClose(w.grad(), dw, atol, rtol);
+    if (cs.bias) ExpectAllClose(b.grad(), db, atol, rtol);
   }
+}
+
+TEST(ConvTest, ForwardAndGradientsEqualNaiveLoops) { ExpectCasesMatchLoops(DType::kFloat32, 1e-5, 1e-4); }
+
+// bfloat16 (autocast's convolutions): AMX-BF16 primitives where oneDNN has them, else fp32 primitives on
+// the converted operands (conv_avx2_test runs this file with oneDNN capped at AVX2). One rounding to
+// bf16: 2^-8 relative, plus the fp32 sums' few ulps where a result cancels to near 0.
+TEST(ConvTest, Bfloat16ForwardAndGradientsEqualNaiveLoopsUpToOneRounding) {
+  ExpectCasesMatchLoops(DType::kBFloat16, 1e-4, 1.01 / 256);
 }
 
 TEST(ConvTest, OutputAndInputGradientDoNotDependOnTheThreadCount) {
@@ -226,7 +249,9 @@ TEST(ConvTest, TorchArgumentErrors) {
   ExpectErrorContains([&] { Convolution(x, w, Random({3}, 36)); }, ErrorCode::kInvalidArgument,
                       {"expected bias [4]", "got [3]"});
   ExpectErrorContains([&] { Convolution(Cast(x, DType::kFloat64), w, {}); }, ErrorCode::kInvalidArgument,
-                      {"float32 CPU tensors only", "float64"});
+                      {"float32 or bfloat16 CPU tensors", "got float64"});
+  ExpectErrorContains([&] { Convolution(Cast(x, DType::kBFloat16), w, {}); }, ErrorCode::kInvalidArgument,
+                      {"all of one dtype", "got float32", "first operand of bfloat16"});
   ExpectErrorContains([&] { ConvolutionBackwardInput(Random({2, 4, 4, 4}, 37), w, x.sizes()); },
                       ErrorCode::kInvalidArgument, {"convolution_backward_input", "expected grad [2, 4, 3, 3]"});
 }

@@ -162,10 +162,25 @@ def _same_pads(padding, kernel, dilation, stride, nd, name):
 
 def _fused(x, weight, bias):
     """Whether the convolution runs on the C++ op (oneDNN, core/ops/conv.h): float32 operands outside an
-    autocast region (there the composed matmul casts to the autocast dtype, as torch's convolution)."""
-    f32 = _C.dtype.float32
-    return (x.dtype == f32 and weight.dtype == f32 and (bias is None or bias.dtype == f32)
-            and not _C._autocast_state()[0])
+    autocast region (_fused_dtype says which dtype, autocast's bfloat16 included)."""
+    return _fused_dtype(x, weight, bias) == _C.dtype.float32
+
+
+def _fused_dtype(x, weight, bias):
+    """The dtype the C++ convolution runs a conv / conv_transpose in (core/ops/conv.h: float32 or bfloat16),
+    or None for the composed path: the operands' own dtype where all are float32 or all bfloat16, outside
+    autocast; bfloat16 inside a bfloat16 autocast region for float32 / bfloat16 operands (torch casts
+    convolutions to the autocast dtype); anything else (float64, float16, a float16 autocast) composed."""
+    f32, bf16 = _C.dtype.float32, _C.dtype.bfloat16
+    dtypes = {x.dtype, weight.dtype} | ({bias.dtype} if bias is not None else set())
+    enabled, cast = _C._autocast_state()
+    if enabled:
+        return bf16 if cast == bf16 and dtypes <= {f32, bf16} else None
+    return dtypes.pop() if len(dtypes) == 1 and dtypes <= {f32, bf16} else None
+
+
+def _cast_all(dtype, *ts):
+    return [t if t is None or t.dtype == dtype else t.to(dtype) for t in ts]
 
 
 def _conv(nd, input, weight, bias, stride, padding, dilation, groups, padding_mode="zeros"):
@@ -197,7 +212,9 @@ def _conv(nd, input, weight, bias, stride, padding, dilation, groups, padding_mo
     if bias is not None and tuple(bias.shape) != (oc,):
         raise RuntimeError("Given weight of size %s, expected bias to be 1-dimensional with %d elements, but got bias "
                            "of size %s instead" % (list(weight.shape), oc, list(bias.shape)))
-    if padding_mode == "zeros" and _fused(x, weight, bias):
+    dt = _fused_dtype(x, weight, bias) if padding_mode == "zeros" else None
+    if dt is not None:
+        x, weight, bias = _cast_all(dt, x, weight, bias)
         out = _C._functional._convolution(x, weight, bias, list(stride), [p[0] for p in pads], [p[1] for p in pads],
                                           list(dilation), groups)
         return out if batched else out.squeeze(0)
@@ -260,11 +277,13 @@ def _conv_transpose(nd, input, weight, bias, stride, padding, output_padding, gr
                  for i in range(nd))
     if any(s <= 0 for s in size):
         raise RuntimeError("%s: output size %s is too small for input%s" % (name, list(size), list(x.shape)))
-    if _fused(x, weight, bias) and all(output_padding[i] < stride[i] for i in range(nd)):
+    dt = _fused_dtype(x, weight, bias)
+    if dt is not None and all(output_padding[i] < stride[i] for i in range(nd)):
         # oneDNN (core/ops/conv.h): conv_transpose is the input gradient of the convolution with this weight
         # that maps the output back onto x; its gradients are a convolution (x) and a weight gradient (w).
         # (output_padding >= stride, allowed under a larger dilation, gives that convolution one output
         # too many and takes the composed path below.)
+        x, weight, bias = _cast_all(dt, x, weight, bias)
         out = _C._functional._conv_transpose(x, weight, [n, groups * ocg] + list(size), list(stride), list(padding),
                                              list(dilation), groups)
         if bias is not None:
@@ -392,7 +411,7 @@ def _avg_pool(nd, input, kernel_size, stride, padding, ceil_mode, count_include_
     else:
         divisor = (in_padded if count_include_pad else valid).sum(0).astype(np.float64)
     n, c = x.shape[0], x.shape[1]
-    if _fused(x, x, None) and n * c > 0:
+    if x.dtype == _C.dtype.float32 and n * c > 0:  # (autocast leaves pooling in its input dtype, as torch)
         # The window sums are a depthwise convolution with a weight of ones (oneDNN, core/ops/conv.h; its
         # gradient is that convolution's input gradient), padded after each dim as far as the last window
         # reaches (ceil_mode); the divisors are the composed path's.
