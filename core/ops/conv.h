@@ -34,8 +34,9 @@ struct ConvOptions {
 };
 
 // input [N, C, *spatial] (1 to 3 spatial dims), weight [OC, C / groups, *kernel], bias [OC] or
-// undefined; all float32 or all bfloat16 (fp32 sums, one rounding; conv.cc) on the CPU. Bad shapes or options: kInvalidArgument naming the op, the shapes and
-// the options (torch's checks: channels vs groups, a kernel larger than the padded input, ...).
+// undefined; all float32 or all bfloat16 (fp32 sums, one rounding; conv.cc) on the CPU. Bad shapes or
+// options: kInvalidArgument naming the op, the shapes and the options (torch's checks: channels vs groups,
+// a kernel larger than the padded input, ...).
 // NOTE: the batch is split over the calling thread's NumThreads() (one single-threaded primitive per
 // slice); the weight gradient sums the slices' partial sums in slice order, so its last bits depend on
 // the thread count (as torch's), while the output and the input gradient do not.
