@@ -42,28 +42,40 @@ struct Layout {
   int64_t n, c, s;
 };
 
+// The dtype of the per-channel tensors (weight, bias, mean, var) for an input of x_dtype: float32 for a
+// bfloat16 input (torch's mixed batch norm: bf16 activations, float32 parameters and statistics).
+DType ParamDType(DType x_dtype) { return x_dtype == DType::kBFloat16 ? DType::kFloat32 : x_dtype; }
+
 Layout Check(const char* op, const Tensor& x, std::initializer_list<std::pair<const char*, const Tensor*>> per_channel) {
   TESSEL_CHECK(x.dim() >= 2, op, ": expected an input [N, C, *], got ", ShapeStr(x.sizes()));
-  TESSEL_CHECK(x.dtype() == DType::kFloat32 || x.dtype() == DType::kFloat64, op,
-               ": float32 or float64 input, got ", x.dtype(), " (the Python face normalizes 16-bit inputs in float32)");
+  TESSEL_CHECK(x.dtype() == DType::kFloat32 || x.dtype() == DType::kFloat64 || x.dtype() == DType::kBFloat16, op,
+               ": float32, float64 or bfloat16 input, got ", x.dtype(),
+               " (the Python face normalizes float16 inputs in float32)");
   Layout l{x.size(0), x.size(1), 1};
   for (int64_t d = 2; d < x.dim(); ++d) l.s *= x.size(d);
   for (const auto& [name, t] : per_channel) {
     if (!t->defined()) continue;
-    TESSEL_CHECK(t->sizes() == Shape{l.c} && t->dtype() == x.dtype(), op, ": ", name, " must be [", l.c, "] ",
-                 x.dtype(), " for input ", ShapeStr(x.sizes()), ", got ", ShapeStr(t->sizes()), " ", t->dtype());
+    TESSEL_CHECK(t->sizes() == Shape{l.c} && t->dtype() == ParamDType(x.dtype()), op, ": ", name, " must be [", l.c,
+                 "] ", ParamDType(x.dtype()), " for ", x.dtype(), " input ", ShapeStr(x.sizes()), ", got ",
+                 ShapeStr(t->sizes()), " ", t->dtype());
   }
   return l;
 }
 
-// fn(float{}) or fn(double{}) by x's dtype (Check allows only these two).
+// fn(x's storage type, the per-channel type) by x's dtype (Check allows these three).
 template <typename Fn>
-void ForFloatOrDouble(DType dtype, Fn fn) {
+void ForInputTypes(DType dtype, Fn fn) {
   if (dtype == DType::kFloat32) {
-    fn(float{});
+    fn(float{}, float{});
+  } else if (dtype == DType::kBFloat16) {
+    fn(BFloat16{}, float{});
   } else {
-    fn(double{});
+    fn(double{}, double{});
   }
+}
+template <typename T>
+double AsDouble(T v) {
+  return static_cast<double>(ToCompute(v));
 }
 
 // Σ f(p[j]) over j < n in float64: kLanes independent accumulators (GCC vectorizes the lanes), combined
@@ -74,9 +86,9 @@ double SumOf(const T* p, int64_t n, F f) {
   double acc[kLanes] = {};
   int64_t j = 0;
   for (; j + kLanes <= n; j += kLanes) {
-    for (int k = 0; k < kLanes; ++k) acc[k] += f(static_cast<double>(p[j + k]));
+    for (int k = 0; k < kLanes; ++k) acc[k] += f(AsDouble(p[j + k]));
   }
-  for (int k = 0; j < n; ++j, ++k) acc[k] += f(static_cast<double>(p[j]));
+  for (int k = 0; j < n; ++j, ++k) acc[k] += f(AsDouble(p[j]));
   double sum = 0;
   for (double a : acc) sum += a;
   return sum;
@@ -88,13 +100,13 @@ std::pair<double, double> GradSums(const T* g, const T* x, int64_t n, double mu)
   int64_t j = 0;
   for (; j + kLanes <= n; j += kLanes) {
     for (int k = 0; k < kLanes; ++k) {
-      const double gj = g[j + k];
-      ag[k] += gj, agx[k] += gj * (static_cast<double>(x[j + k]) - mu);
+      const double gj = AsDouble(g[j + k]);
+      ag[k] += gj, agx[k] += gj * (AsDouble(x[j + k]) - mu);
     }
   }
   for (int k = 0; j < n; ++j, ++k) {
-    const double gj = g[j];
-    ag[k] += gj, agx[k] += gj * (static_cast<double>(x[j]) - mu);
+    const double gj = AsDouble(g[j]);
+    ag[k] += gj, agx[k] += gj * (AsDouble(x[j]) - mu);
   }
   double sg = 0, sgx = 0;
   for (int k = 0; k < kLanes; ++k) sg += ag[k], sgx += agx[k];
@@ -119,14 +131,17 @@ TensorList ForwardKernel(std::span<const Tensor> in, const Attrs& attrs) {
                ShapeStr(x.sizes()));
   const double eps = attrs.GetDouble("eps");
   Tensor y = Empty(x.sizes(), x.dtype(), x.device());
-  Tensor mean = Empty({l.c}, x.dtype(), x.device()), var = Empty({l.c}, x.dtype(), x.device());
-  ForFloatOrDouble(x.dtype(), [&](auto tag) {
+  const DType pt = ParamDType(x.dtype());
+  Tensor mean = Empty({l.c}, pt, x.device()), var = Empty({l.c}, pt, x.device());
+  ForInputTypes(x.dtype(), [&](auto tag, auto ptag) {
     using T = decltype(tag);
+    using P = decltype(ptag);
+    using C = ComputeT<T>;
     const T* px = static_cast<const T*>(x.raw_data());
-    const T* pw = w.defined() ? static_cast<const T*>(w.raw_data()) : nullptr;
-    const T* pb = b.defined() ? static_cast<const T*>(b.raw_data()) : nullptr;
+    const P* pw = w.defined() ? static_cast<const P*>(w.raw_data()) : nullptr;
+    const P* pb = b.defined() ? static_cast<const P*>(b.raw_data()) : nullptr;
     T* py = static_cast<T*>(y.raw_data());
-    T *pm = static_cast<T*>(mean.raw_data()), *pv = static_cast<T*>(var.raw_data());
+    P *pm = static_cast<P*>(mean.raw_data()), *pv = static_cast<P*>(var.raw_data());
     const double count = static_cast<double>(l.n * l.s);
     ForChannels(l, [&](int64_t c) {
       double sum = 0;
@@ -137,13 +152,13 @@ TensorList ForwardKernel(std::span<const Tensor> in, const Attrs& attrs) {
         sq += SumOf(px + (i * l.c + c) * l.s, l.s, [mu](double v) { return (v - mu) * (v - mu); });
       }
       const double v = sq / count, invstd = 1.0 / std::sqrt(v + eps);
-      pm[c] = static_cast<T>(mu), pv[c] = static_cast<T>(v);
-      const T scale = static_cast<T>(invstd * (pw ? static_cast<double>(pw[c]) : 1.0));
-      const T shift = static_cast<T>((pb ? static_cast<double>(pb[c]) : 0.0) - mu * static_cast<double>(scale));
+      pm[c] = static_cast<P>(mu), pv[c] = static_cast<P>(v);
+      const C scale = static_cast<C>(invstd * (pw ? static_cast<double>(pw[c]) : 1.0));
+      const C shift = static_cast<C>((pb ? static_cast<double>(pb[c]) : 0.0) - mu * static_cast<double>(scale));
       for (int64_t i = 0; i < l.n; ++i) {
         const T* row = px + (i * l.c + c) * l.s;
         T* out = py + (i * l.c + c) * l.s;
-        for (int64_t j = 0; j < l.s; ++j) out[j] = row[j] * scale + shift;
+        for (int64_t j = 0; j < l.s; ++j) out[j] = FromCompute<T>(ToCompute(row[j]) * scale + shift);
       }
     });
   });
@@ -160,13 +175,16 @@ TensorList BackwardKernel(std::span<const Tensor> in, const Attrs& attrs) {
   const std::vector<int64_t>& mask = attrs.GetInts("output_mask");
   const double eps = attrs.GetDouble("eps");
   Tensor dx = mask[0] ? Empty(x.sizes(), x.dtype(), x.device()) : Tensor();
-  Tensor dw = mask[1] && w.defined() ? Empty({l.c}, x.dtype(), x.device()) : Tensor();
-  Tensor db = mask[2] ? Empty({l.c}, x.dtype(), x.device()) : Tensor();
-  ForFloatOrDouble(x.dtype(), [&](auto tag) {
+  const DType pt = ParamDType(x.dtype());
+  Tensor dw = mask[1] && w.defined() ? Empty({l.c}, pt, x.device()) : Tensor();
+  Tensor db = mask[2] ? Empty({l.c}, pt, x.device()) : Tensor();
+  ForInputTypes(x.dtype(), [&](auto tag, auto ptag) {
     using T = decltype(tag);
+    using P = decltype(ptag);
+    using C = ComputeT<T>;
     const T *pg = static_cast<const T*>(g.raw_data()), *px = static_cast<const T*>(x.raw_data());
-    const T* pw = w.defined() ? static_cast<const T*>(w.raw_data()) : nullptr;
-    const T *pm = static_cast<const T*>(mean.raw_data()), *pv = static_cast<const T*>(var.raw_data());
+    const P* pw = w.defined() ? static_cast<const P*>(w.raw_data()) : nullptr;
+    const P *pm = static_cast<const P*>(mean.raw_data()), *pv = static_cast<const P*>(var.raw_data());
     const double count = static_cast<double>(l.n * l.s);
     ForChannels(l, [&](int64_t c) {
       const double mu = pm[c], invstd = 1.0 / std::sqrt(static_cast<double>(pv[c]) + eps);
@@ -175,18 +193,18 @@ TensorList BackwardKernel(std::span<const Tensor> in, const Attrs& attrs) {
         const auto [sg, sgx] = GradSums(pg + (i * l.c + c) * l.s, px + (i * l.c + c) * l.s, l.s, mu);
         sum_g += sg, sum_gx += sgx;
       }
-      if (dw.defined()) static_cast<T*>(dw.raw_data())[c] = static_cast<T>(sum_gx * invstd);
-      if (db.defined()) static_cast<T*>(db.raw_data())[c] = static_cast<T>(sum_g);
+      if (dw.defined()) static_cast<P*>(dw.raw_data())[c] = static_cast<P>(sum_gx * invstd);
+      if (db.defined()) static_cast<P*>(db.raw_data())[c] = static_cast<P>(sum_g);
       if (!dx.defined()) return;
       // dx = w·invstd·(g - Σg/M - (x - mean)·invstd²·Σg(x - mean)/M)
       const double k = invstd * (pw ? static_cast<double>(pw[c]) : 1.0);
-      const T a = static_cast<T>(k), bx = static_cast<T>(-k * invstd * invstd * sum_gx / count);
-      const T c0 = static_cast<T>(-k * sum_g / count - static_cast<double>(bx) * mu);
+      const C a = static_cast<C>(k), bx = static_cast<C>(-k * invstd * invstd * sum_gx / count);
+      const C c0 = static_cast<C>(-k * sum_g / count - static_cast<double>(bx) * mu);
       T* out = static_cast<T*>(dx.raw_data());
       for (int64_t i = 0; i < l.n; ++i) {
         const T *gr = pg + (i * l.c + c) * l.s, *xr = px + (i * l.c + c) * l.s;
         T* o = out + (i * l.c + c) * l.s;
-        for (int64_t j = 0; j < l.s; ++j) o[j] = a * gr[j] + bx * xr[j] + c0;
+        for (int64_t j = 0; j < l.s; ++j) o[j] = FromCompute<T>(a * ToCompute(gr[j]) + bx * ToCompute(xr[j]) + c0);
       }
     });
   });
@@ -204,9 +222,11 @@ int64_t Needs(const BackwardContext& c, int i) {
 }
 
 // create_graph: the same gradients from differentiable ops (the statistics recomputed from x).
+// (A bfloat16 input is differentiated in float32, its gradient rounded back to bfloat16.)
 TensorList ComposedBackward(const BackwardContext& c) {
-  const Tensor& g = c.grad_outputs[0];
-  const Tensor& x = c.inputs[0];
+  const DType xt = c.inputs[0].dtype(), pt = ParamDType(xt);
+  const Tensor g = xt == pt ? c.grad_outputs[0] : Cast(c.grad_outputs[0], pt);
+  const Tensor x = xt == pt ? c.inputs[0] : Cast(c.inputs[0], pt);
   const Tensor w = c.inputs.size() > 1 ? c.inputs[1] : Tensor();
   std::vector<int64_t> dims = {0};
   for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
@@ -220,6 +240,7 @@ TensorList ComposedBackward(const BackwardContext& c) {
   if (Needs(c, 0)) out[0] = Mul(rstd, Sub(Sub(gw, Mean(gw, dims, true)), Mul(xhat, Mean(Mul(gw, xhat), dims, true))));
   if (Needs(c, 1)) out[1] = Sum(Mul(g, xhat), dims);
   if (Needs(c, 2)) out[2] = Sum(g, dims);
+  if (out[0].defined() && xt != pt) out[0] = Cast(out[0], xt);
   return out;
 }
 

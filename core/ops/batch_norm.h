@@ -1,6 +1,7 @@
 // core/ops/batch_norm.h — training-mode batch normalization (torch.nn.functional.batch_norm with
 // training=True): each channel of x [N, C, *] normalized by its mean and biased variance over the batch and
-// spatial dims, then scaled and shifted; fused forward and backward kernels (float32, float64; CPU).
+// spatial dims, then scaled and shifted; fused forward and backward kernels (float32, float64, and
+// bfloat16 x with float32 weight, bias and statistics as torch's mixed batch norm; CPU; sums in float64).
 //
 // The running statistics are the caller's (tessel.nn.functional blends them from mean and var, with the
 // unbiased variance, as torch). Evaluation mode is an affine map of x, composed by the caller.
@@ -15,7 +16,7 @@ namespace tessel {
 
 struct BatchNormResult {
   Tensor y;          // x's shape; differentiable in x, weight and bias (gradients of gradients too)
-  Tensor mean, var;  // [C], the batch statistics (var biased); not differentiable
+  Tensor mean, var;  // [C], the batch statistics (var biased; float32 for a bfloat16 x); not differentiable
 };
 
 // weight and bias [C] or undefined. kInvalidArgument: fewer than 2 values per channel (torch's "Expected

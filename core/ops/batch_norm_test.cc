@@ -1,6 +1,7 @@
 // core/ops/batch_norm_test.cc — the fused training batch norm (batch_norm.h) against float64 loops (values,
 // statistics), gradients by finite differences (the fused backward) and second derivatives by finite
-// differences of the first (the composed create_graph backward), thread-count independence and errors.
+// differences of the first (the composed create_graph backward), bfloat16 inputs with float32 parameters
+// against float64, thread-count independence and errors.
 #include "core/ops/batch_norm.h"
 
 #include <gtest/gtest.h>
@@ -90,6 +91,41 @@ TEST(BatchNormTest, GradientsAndSecondDerivativesMatchFiniteDifferences) {
   }
 }
 
+// bfloat16 activations with float32 parameters (torch's mixed batch norm, autocast's CNNs): y and dx
+// rounded once to bf16 from the float64 results on the same (bf16) values; mean, var, dw, db in float32.
+// The create_graph (composed) backward gives the same gradients in the same dtypes.
+TEST(BatchNormTest, Bfloat16InputWithFloat32ParametersMatchesFloat64UpToOneRounding) {
+  const Tensor x = Cast(RandDouble({4, 3, 5, 2}, 21), DType::kBFloat16);
+  const Tensor g = Cast(RandDouble({4, 3, 5, 2}, 22), DType::kBFloat16);
+  const Tensor w32 = Cast(RandDouble({3}, 23), DType::kFloat32), b32 = Cast(RandDouble({3}, 24), DType::kFloat32);
+  Tensor xs[2] = {Cast(x, DType::kFloat64), x}, ws[2] = {Cast(w32, DType::kFloat64), w32};
+  Tensor bs[2] = {Cast(b32, DType::kFloat64), b32};
+  BatchNormResult r[2];
+  for (int k = 0; k < 2; ++k) {
+    for (Tensor* t : {&xs[k], &ws[k], &bs[k]}) t->set_requires_grad(true);
+    r[k] = BatchNormTraining(xs[k], ws[k], bs[k], 1e-5);
+    Backward(r[k].y, k == 0 ? Cast(g, DType::kFloat64) : g);
+  }
+  EXPECT_EQ(r[1].y.dtype(), DType::kBFloat16);
+  EXPECT_EQ(r[1].mean.dtype(), DType::kFloat32);
+  EXPECT_EQ(xs[1].grad().dtype(), DType::kBFloat16);
+  EXPECT_EQ(ws[1].grad().dtype(), DType::kFloat32);
+  constexpr double kBf16 = 1.01 / 256;  // one rounding to bf16, relative
+  ExpectAllClose(r[1].y, r[0].y.ToDoubleVector(), 1e-6, kBf16);
+  ExpectAllClose(r[1].mean, r[0].mean.ToDoubleVector(), 1e-6, 1e-6);
+  ExpectAllClose(r[1].var, r[0].var.ToDoubleVector(), 1e-6, 1e-6);
+  ExpectAllClose(xs[1].grad(), xs[0].grad().ToDoubleVector(), 1e-5, kBf16);
+  ExpectAllClose(ws[1].grad(), ws[0].grad().ToDoubleVector(), 1e-5, 1e-5);
+  ExpectAllClose(bs[1].grad(), bs[0].grad().ToDoubleVector(), 1e-5, 1e-5);
+  // the composed (create_graph) backward
+  const TensorList composed = Grad({BatchNormTraining(xs[1], ws[1], bs[1], 1e-5).y}, {xs[1], ws[1]}, {g}, false,
+                                   false, /*create_graph=*/true);
+  EXPECT_EQ(composed[0].dtype(), DType::kBFloat16);
+  EXPECT_EQ(composed[1].dtype(), DType::kFloat32);
+  ExpectAllClose(composed[0], xs[0].grad().ToDoubleVector(), 1e-5, 2 * kBf16);
+  ExpectAllClose(composed[1], ws[0].grad().ToDoubleVector(), 1e-4, 1e-4);
+}
+
 TEST(BatchNormTest, ResultsDoNotDependOnTheThreadCount) {
   Tensor x = RandDouble({8, 5, 6, 6}, 11);
   std::vector<std::vector<double>> ys;
@@ -108,6 +144,12 @@ TEST(BatchNormTest, Errors) {
                       ErrorCode::kInvalidArgument, {"weight must be [3]", "got [4]"});
   ExpectErrorContains([] { BatchNormTraining(RandDouble({4}, 1), Tensor(), Tensor(), 1e-5); },
                       ErrorCode::kInvalidArgument, {"expected an input [N, C, *]"});
+  ExpectErrorContains(
+      [] {
+        BatchNormTraining(Cast(RandDouble({2, 3}, 1), DType::kBFloat16), Cast(RandDouble({3}, 2), DType::kBFloat16),
+                          Tensor(), 1e-5);
+      },
+      ErrorCode::kInvalidArgument, {"weight must be [3] float32 for bfloat16 input", "got [3] bfloat16"});
 }
 
 }  // namespace

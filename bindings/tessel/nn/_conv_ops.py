@@ -565,7 +565,10 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
             raise RuntimeError("batch_norm: %s should have %d elements (the channels of input %s), got shape %s"
                                % (what, c, list(input.shape), list(t.shape)))
     shape = [1, c] + [1] * (input.ndim - 2)
-    x = input if input.dtype == _C.dtype.float64 else input.float()
+    # bfloat16 training input: the fused op reads and writes bf16 itself (float32 parameters and statistics)
+    fused_bf16 = training and input.dtype == _C.dtype.bfloat16
+    x = input if input.dtype == _C.dtype.float64 or fused_bf16 else input.float()
+    pdt = _C.dtype.float32 if fused_bf16 else x.dtype
     if training:
         count = input.numel() // c
         if count <= 1:
@@ -574,7 +577,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         # One fused op (core/ops/batch_norm.h): the batch mean and biased variance, the normalized and
         # affine output; its backward is fused too (composed under create_graph).
         y, mean, var = _C._functional._batch_norm_train(
-            x, None if weight is None else weight.to(x.dtype), None if bias is None else bias.to(x.dtype), eps)
+            x, None if weight is None else weight.to(pdt), None if bias is None else bias.to(pdt), eps)
         if running_mean is not None or running_var is not None:
             with _C._GradMode(False):
                 if running_mean is not None:
