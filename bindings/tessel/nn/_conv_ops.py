@@ -160,12 +160,6 @@ def _same_pads(padding, kernel, dilation, stride, nd, name):
     return tuple((x, x) for x in p)
 
 
-def _fused(x, weight, bias):
-    """Whether the convolution runs on the C++ op (oneDNN, core/ops/conv.h): float32 operands outside an
-    autocast region (_fused_dtype says which dtype, autocast's bfloat16 included)."""
-    return _fused_dtype(x, weight, bias) == _C.dtype.float32
-
-
 def _fused_dtype(x, weight, bias):
     """The dtype the C++ convolution runs a conv / conv_transpose in (core/ops/conv.h: float32 or bfloat16),
     or None for the composed path: the operands' own dtype where all are float32 or all bfloat16, outside
