@@ -99,7 +99,7 @@ void BindFunctional(py::module_& m) {
     return NoGil([&] { return Convolution(x, w, Opt(b), o); });
   }, py::arg("input"), py::arg("weight"), py::arg("bias"), py::arg("stride"), py::arg("padding"),
         py::arg("padding_r"), py::arg("dilation"), py::arg("groups"));
-  // conv_transpose1d / 2d / 3d's float32 path: the input gradient of the convolution that maps the
+  // conv_transpose1d / 2d / 3d's float32 / bfloat16 path: the input gradient of the convolution that maps the
   // transposed convolution's output (full shape output_shape) back onto its input, with the same weight.
   f.def("_conv_transpose", [](const Tensor& x, const Tensor& w, std::vector<int64_t> output_shape,
                               std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation,

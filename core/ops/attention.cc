@@ -72,14 +72,6 @@ using RowMap = Eigen::Map<Eigen::Array<C, 1, Eigen::Dynamic>>;
 
 DType ComputeDType(DType d) { return d == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32; }
 
-// `t` as a contiguous tensor of `dtype` (no copy when it already is one).
-Tensor AsContiguous(const Tensor& t, DType dtype) {
-  if (t.dtype() == dtype && t.is_contiguous()) return t;
-  Tensor c = Empty(t.sizes(), dtype, t.device());
-  CopyInto(c, t);
-  return c;
-}
-
 // A new tensor of `like`'s sizes laid out in like's memory order when like is a dense permutation of
 // its dims (a [B, H, T, D] view of [B, T, H, D] memory), so that the caller's transpose back to
 // [B, T, H, D] is contiguous and needs no copy; else contiguous.
@@ -251,7 +243,7 @@ Tensor ReadableFloat(const Tensor& t) {
   const bool last_contiguous = t.size(-1) <= 1 || t.stride(-1) == 1;
   const bool rows_apart = t.dim() < 2 || t.size(-2) <= 1 || t.stride(-2) >= t.size(-1);
   if (t.dtype() == DType::kFloat32 && last_contiguous && rows_apart) return t;
-  return AsContiguous(t, DType::kFloat32);
+  return DenseAs(t, DType::kFloat32);
 }
 
 // Rows of every head of `t` [..., rows, width]: element offsets of the heads (the leading dims, row-major
@@ -365,7 +357,7 @@ TensorList ForwardFloat(std::span<const Tensor> in, const Dims& dm, bool causal,
 TensorList BackwardFloat(std::span<const Tensor> in, const Dims& dm, bool causal, float scale) {
   TensorList c;  // dout, q, k, v, out, lse readable in place
   for (const Tensor& t : in) c.push_back(ReadableFloat(t));
-  const Tensor lse = AsContiguous(c[5], DType::kFloat32);
+  const Tensor lse = DenseAs(c[5], DType::kFloat32);
   Tensor dq = EmptyInLayoutOf(c[1]), dk = EmptyInLayoutOf(c[2]), dv = EmptyInLayoutOf(c[3]);
   const HeadRows hg = RowsOfHeads(c[0]), hq = RowsOfHeads(c[1]), hk = RowsOfHeads(c[2]), hv = RowsOfHeads(c[3]);
   const HeadRows ho = RowsOfHeads(c[4]), hdq = RowsOfHeads(dq), hdk = RowsOfHeads(dk), hdv = RowsOfHeads(dv);
@@ -394,7 +386,7 @@ TensorList ForwardKernel(std::span<const Tensor> in, const Attrs& attrs) {
   const bool causal = attrs.GetBool("is_causal");
   const DType ct = ComputeDType(in[0].dtype());
   if (ct == DType::kFloat32) return ForwardFloat(in, dm, causal, static_cast<float>(attrs.GetDouble("scale")));
-  const Tensor q = AsContiguous(in[0], ct), k = AsContiguous(in[1], ct), v = AsContiguous(in[2], ct);
+  const Tensor q = DenseAs(in[0], ct), k = DenseAs(in[1], ct), v = DenseAs(in[2], ct);
   Tensor out = Empty(WithLast(in[0].sizes(), dm.dv), ct, q.device());
   Tensor lse = Empty(DropLast(in[0].sizes(), 1), ct, q.device());
   auto run = [&](auto zero) {
@@ -506,7 +498,7 @@ TensorList BackwardKernel(std::span<const Tensor> in, const Attrs& attrs) {
   const DType ct = ComputeDType(dt);
   if (ct == DType::kFloat32) return BackwardFloat(in, dm, causal, static_cast<float>(attrs.GetDouble("scale")));
   TensorList c;  // dout, q, k, v, out, lse as contiguous compute-type tensors
-  for (const Tensor& t : in) c.push_back(AsContiguous(t, ct));
+  for (const Tensor& t : in) c.push_back(DenseAs(t, ct));
   Tensor dq = Empty(in[1].sizes(), ct, in[1].device());
   Tensor dk = Empty(in[2].sizes(), ct, in[1].device());
   Tensor dv = Empty(in[3].sizes(), ct, in[1].device());

@@ -213,7 +213,6 @@ Arg MakeArg(int id, const dnnl::memory::desc& inner, bool output) {
 // weights, [bias,] dst), backward input (diff_dst, weights, diff_src), backward weight (src, diff_dst,
 // diff_weights).
 std::shared_ptr<const Primitive> Create(Kind kind, const Geometry& g, bool bias, DT dt) {
-  auto Any = [dt](const Dims& dims) { return tessel::Any(dims, dt); };
   const Dims src = g.InputShape(), dst = g.OutputShape();
   Dims wei = g.WeightShape();
   if (g.groups > 1) {  // oneDNN's grouped weights [G, OC/G, C/G, *k]: the same memory as torch's [OC, C/G, *k]
@@ -222,19 +221,20 @@ std::shared_ptr<const Primitive> Create(Kind kind, const Geometry& g, bool bias,
   }
   Dims dilates = g.dilation;
   for (int64_t& d : dilates) d -= 1;  // oneDNN counts the gaps
+  const dnnl::memory::desc src_any = Any(src, dt), wei_any = Any(wei, dt), dst_any = Any(dst, dt);
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   using Fwd = dnnl::convolution_forward;
   const auto algo = dnnl::algorithm::convolution_direct;
-  const Fwd::primitive_desc hint(Fwd::desc(dnnl::prop_kind::forward_training, algo, Any(src), Any(wei), Any(dst),
+  const Fwd::primitive_desc hint(Fwd::desc(dnnl::prop_kind::forward_training, algo, src_any, wei_any, dst_any,
                                            g.stride, dilates, g.pad_l, g.pad_r),
                                  DnnlEngine());
   auto p = std::make_shared<Primitive>();
   switch (kind) {
     case Kind::kForward: {
-      const Fwd::desc d = bias ? Fwd::desc(dnnl::prop_kind::forward_training, algo, Any(src), Any(wei), Plain({g.oc}, dt),
-                                           Any(dst), g.stride, dilates, g.pad_l, g.pad_r)
-                               : Fwd::desc(dnnl::prop_kind::forward_training, algo, Any(src), Any(wei), Any(dst),
+      const Fwd::desc d = bias ? Fwd::desc(dnnl::prop_kind::forward_training, algo, src_any, wei_any, Plain({g.oc}, dt),
+                                           dst_any, g.stride, dilates, g.pad_l, g.pad_r)
+                               : Fwd::desc(dnnl::prop_kind::forward_training, algo, src_any, wei_any, dst_any,
                                            g.stride, dilates, g.pad_l, g.pad_r);
       const Fwd::primitive_desc pd(d, attr, DnnlEngine());
       p->args = {MakeArg(DNNL_ARG_SRC, pd.src_desc(), false), MakeArg(DNNL_ARG_WEIGHTS, pd.weights_desc(), false)};
@@ -247,7 +247,7 @@ std::shared_ptr<const Primitive> Create(Kind kind, const Geometry& g, bool bias,
     case Kind::kBackwardInput: {
       using Bwd = dnnl::convolution_backward_data;
       const Bwd::primitive_desc pd(
-          Bwd::desc(algo, Any(src), Any(wei), Any(dst), g.stride, dilates, g.pad_l, g.pad_r), attr, DnnlEngine(), hint);
+          Bwd::desc(algo, src_any, wei_any, dst_any, g.stride, dilates, g.pad_l, g.pad_r), attr, DnnlEngine(), hint);
       p->args = {MakeArg(DNNL_ARG_DIFF_DST, pd.diff_dst_desc(), false), MakeArg(DNNL_ARG_WEIGHTS, pd.weights_desc(), false),
                  MakeArg(DNNL_ARG_DIFF_SRC, pd.diff_src_desc(), true)};
       p->scratch = pd.scratchpad_desc();
@@ -256,7 +256,7 @@ std::shared_ptr<const Primitive> Create(Kind kind, const Geometry& g, bool bias,
     }
     case Kind::kBackwardWeight: {
       using Bwd = dnnl::convolution_backward_weights;
-      const Bwd::primitive_desc pd(Bwd::desc(algo, Any(src), tessel::Any(wei, DT::f32), Any(dst), g.stride, dilates,
+      const Bwd::primitive_desc pd(Bwd::desc(algo, src_any, Any(wei, DT::f32), dst_any, g.stride, dilates,
                                              g.pad_l, g.pad_r),
                                    attr, DnnlEngine(), hint);
       p->args = {MakeArg(DNNL_ARG_SRC, pd.src_desc(), false), MakeArg(DNNL_ARG_DIFF_DST, pd.diff_dst_desc(), false),
@@ -352,25 +352,19 @@ float* F32(const Tensor& t) { return static_cast<float*>(t.raw_data()); }
 void* At(const Tensor& t, int64_t offset) { return static_cast<char*>(t.raw_data()) + offset * ElementSize(t.dtype()); }
 DT DnnlType(DType dt) { return dt == DType::kBFloat16 ? DT::bf16 : DT::f32; }
 
-Tensor ToDType(const Tensor& t, DType dt) {
-  if (!t.defined() || t.dtype() == dt) return t;
-  Tensor out = Empty(t.sizes(), dt, t.device());
-  CopyInto(out, t);
-  return out;
-}
-
 // A bfloat16 call without fast bf16 kernels (or on a degenerate shape): kernel on the operands in
 // float32, its outputs rounded once to bfloat16.
 template <typename Kernel>
 TensorList ViaFloat32(Kernel kernel, std::span<const Tensor> in, const Attrs& attrs) {
   std::vector<Tensor> f32;
-  for (const Tensor& t : in) f32.push_back(ToDType(t, DType::kFloat32));
+  for (const Tensor& t : in) f32.push_back(DenseAs(t, DType::kFloat32));
   TensorList out = kernel(f32, attrs);
-  for (Tensor& t : out) t = ToDType(t, DType::kBFloat16);
+  for (Tensor& t : out) t = DenseAs(t, DType::kBFloat16);
   return out;
 }
-bool TakesBf16Primitives(DType dt, const Geometry& g) {
-  return dt == DType::kBFloat16 && DnnlHasFastBf16() && g.n > 0 && g.c > 0 && g.oc > 0;
+// Whether a call in dt takes ViaFloat32: bfloat16 without AMX-BF16 kernels, or on a degenerate shape.
+bool Bf16ViaFloat32(DType dt, const Geometry& g) {
+  return dt == DType::kBFloat16 && !(DnnlHasFastBf16() && g.n > 0 && g.c > 0 && g.oc > 0);
 }
 
 Geometry Slice(Geometry g, int64_t n) {
@@ -387,7 +381,7 @@ TensorList ConvKernel(std::span<const Tensor> in, const Attrs& attrs) {
   const Geometry g = MakeGeometry(kConv, in[0].sizes(), in[1].sizes(), attrs);
   TESSEL_CHECK(!bias_in.defined() || bias_in.sizes() == Shape{g.oc}, kConv, ": expected bias [", g.oc,
                "] for weight ", ShapeStr(in[1].sizes()), ", got ", ShapeStr(bias_in.sizes()));
-  if (dt == DType::kBFloat16 && !TakesBf16Primitives(dt, g)) return ViaFloat32(ConvKernel, in, attrs);
+  if (Bf16ViaFloat32(dt, g)) return ViaFloat32(ConvKernel, in, attrs);
   const Tensor x = DenseOrCopy(in[0]), w = DenseOrCopy(in[1]), bias = DenseOrCopy(bias_in);
   if (g.n == 0 || g.oc == 0) return {Empty(g.OutputShape(), DType::kFloat32)};
   if (g.c == 0) {  // no input channels: the bias alone (oneDNN has no such primitive)
@@ -416,7 +410,7 @@ TensorList BackwardInputKernel(std::span<const Tensor> in, const Attrs& attrs) {
   TESSEL_CHECK(in[0].sizes() == g.OutputShape(), kBackwardInput, ": expected grad ", ShapeStr(g.OutputShape()),
                " for input ", ShapeStr(g.InputShape()), " and weight ", ShapeStr(in[1].sizes()), ", got ",
                ShapeStr(in[0].sizes()));
-  if (dt == DType::kBFloat16 && !TakesBf16Primitives(dt, g)) return ViaFloat32(BackwardInputKernel, in, attrs);
+  if (Bf16ViaFloat32(dt, g)) return ViaFloat32(BackwardInputKernel, in, attrs);
   const Tensor grad = DenseOrCopy(in[0]), w = DenseOrCopy(in[1]);
   if (g.n == 0 || g.c == 0) return {Empty(g.InputShape(), DType::kFloat32)};
   if (g.oc == 0) return {Zeros(g.InputShape(), DType::kFloat32)};
@@ -436,7 +430,7 @@ TensorList BackwardWeightKernel(std::span<const Tensor> in, const Attrs& attrs) 
   TESSEL_CHECK(in[1].sizes() == g.OutputShape(), kBackwardWeight, ": expected grad ", ShapeStr(g.OutputShape()),
                " for input ", ShapeStr(g.InputShape()), " and weight ", ShapeStr(g.WeightShape()), ", got ",
                ShapeStr(in[1].sizes()));
-  if (dt == DType::kBFloat16 && !TakesBf16Primitives(dt, g)) return ViaFloat32(BackwardWeightKernel, in, attrs);
+  if (Bf16ViaFloat32(dt, g)) return ViaFloat32(BackwardWeightKernel, in, attrs);
   const Tensor x = DenseOrCopy(in[0]), grad = DenseOrCopy(in[1]);
   if (g.n == 0 || g.c == 0 || g.oc == 0) return {Zeros(g.WeightShape(), DType::kFloat32)};
   Tensor out = Empty(g.WeightShape(), DType::kFloat32);  // fp32 for bf16 operands too (rounded at the end)
@@ -455,7 +449,7 @@ TensorList BackwardWeightKernel(std::span<const Tensor> in, const Attrs& attrs) 
     const float* q = F32(partial) + (s - 1) * numel;
     for (int64_t i = 0; i < numel; ++i) o[i] += q[i];
   }
-  return {ToDType(out, dt)};
+  return {DenseAs(out, dt)};
 }
 
 // ---- backward formulas --------------------------------------------------------------------------------

@@ -100,9 +100,11 @@ void CopyInto(const Tensor& dst, const Tensor& src) {
   });
 }
 
-Tensor DenseOrCopy(const Tensor& t) {
-  if (!t.defined() || t.is_contiguous()) return t;
-  Tensor c = Empty(t.sizes(), t.dtype(), t.device());
+Tensor DenseOrCopy(const Tensor& t) { return DenseAs(t, t.defined() ? t.dtype() : DType::kFloat32); }
+
+Tensor DenseAs(const Tensor& t, DType dtype) {
+  if (!t.defined() || (t.is_contiguous() && t.dtype() == dtype)) return t;
+  Tensor c = Empty(t.sizes(), dtype, t.device());
   CopyInto(c, t);
   return c;
 }

@@ -1,5 +1,5 @@
 // core/tensor/copy.h — the strided, dtype-converting copy kernel under copy_, Contiguous() and Cast, and
-// DenseOrCopy, the contiguous form kernels read.
+// DenseOrCopy / DenseAs, the contiguous form (in a given dtype) kernels read.
 //
 // Invariant: CopyInto(dst, src) writes every element of dst exactly once with src's value converted to
 // dst's dtype (floats → ints truncate toward zero; → bool is "!= 0"; → bf16/fp16 round to nearest even);
@@ -21,5 +21,7 @@ void CopyInto(const Tensor& dst, const Tensor& src);
 // t itself when it is contiguous (or undefined), else a contiguous copy on t's device: how a kernel reads
 // a strided input (not recorded by autograd, no dispatch).
 Tensor DenseOrCopy(const Tensor& t);
+// The same converted to `dtype`: t itself when it is already contiguous in dtype (or undefined).
+Tensor DenseAs(const Tensor& t, DType dtype);
 
 }  // namespace tessel

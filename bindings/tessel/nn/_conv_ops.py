@@ -459,12 +459,11 @@ def _adaptive_avg_pool(nd, input, output_size):
         out = _C._full([x.shape[0], x.shape[1]] + list(outs), 0.0, x.dtype)
         return out if batched else out.squeeze(0)
     acc = _accumulation_dtype(x)  # bf16 / fp16: average in float32 (both passes), round once
-    size = tuple(x.shape[2:])
-    if all(s % o == 0 for s, o in zip(size, outs)):
+    if all(s % o == 0 for s, o in zip(x.shape[2:], outs)):
         # Equal windows (the global pool of a classifier head among them): a mean over the split-off
         # window dims of a reshape, one reduction op instead of a matmul per dim and its movedim copies.
         split = [x.shape[0], x.shape[1]]
-        for s, o in zip(size, outs):
+        for s, o in zip(x.shape[2:], outs):
             split += [o, s // o]
         out = x.to(acc).reshape(split).mean(tuple(3 + 2 * i for i in range(nd))).to(x.dtype)
         return out if batched else out.squeeze(0)
