@@ -5,8 +5,8 @@
 // Both sides are FullyShard on a 1-rank mesh (each block, then the root) on all of the report's
 // threads, so the only difference is the MixedPrecisionPolicy: bf16 parameters and activations for
 // compute, fp32 master weights and AdamW, fp32 gradient reduction, fp32 logits for the loss. The line
-// reads "skipped" where bf16 GEMMs have no native kernels (no AMX-BF16: they would widen to fp32 and
-// the figure would measure conversions); the note names the oneDNN ISA and kernel that ran.
+// reads "skipped" where bf16 GEMMs have no native kernels (neither AMX-BF16 nor AMD's AVX512-BF16: they
+// would widen to fp32 and the figure would measure conversions); the note names the oneDNN ISA and kernel that ran.
 //
 // Example:
 //   bazel run //benchmarks:report -- --filter=bf16

@@ -1,8 +1,8 @@
 // tests/bf16_training_test.cc — bf16 mixed precision (bf16 parameters and activations for compute,
 // fp32 master weights, fp32 gradient reduction and fp32 logits: FullyShard's MixedPrecisionPolicy)
 // against fp32 training of the same small GPT (vocab 64, d_model 64, 2 layers, 4 heads, seq 32, batch 8,
-// AdamW lr 3e-3), on one rank and on 2 threads ranks, on the native bf16 GEMMs (oneDNN, AMX) where the
-// CPU has them and on the forced fp32 fallback everywhere.
+// AdamW lr 3e-3), on one rank and on 2 threads ranks, on the native bf16 GEMMs (oneDNN: AMX, or AMD's
+// AVX512-BF16) where the CPU has them and on the forced fp32 fallback everywhere.
 //
 // Tolerances (how chosen). bf16 keeps 8 significant bits: one rounding is at most u = 2^-8 = 0.39%
 // relative. Measured on an Intel Xeon with AMX (both GEMM paths alike): over 100 steps the bf16 loss

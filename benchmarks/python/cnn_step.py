@@ -7,7 +7,8 @@ and run either on tessel (`--lib=tessel`, Debian's python3 with the bindings) or
 
 Prints:  cnn_step_images_per_s: <v> images/s (<lib> <version>, <n> threads)
 Usage:   python3 benchmarks/python/cnn_step.py --lib=tessel [--threads=N] [--reps=5] [--steps=3] [--warmup=2]
-         --profile prints the per-op table (tessel.profiler / torch.profiler) of one step instead.
+         --profile prints the per-op table (tessel.profiler / torch.profiler) of one step instead;
+         --autocast runs the forward and loss under autocast("cpu", dtype=bfloat16) (fp32 parameters).
 """
 import argparse
 import importlib
@@ -38,6 +39,7 @@ def main():
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--autocast", action="store_true")
     args = ap.parse_args()
     lib = importlib.import_module(args.lib)
     if args.threads:
@@ -50,7 +52,8 @@ def main():
     y = lib.tensor(rng.integers(0, CLASSES, size=N))
 
     def step():
-        loss = lib.nn.functional.cross_entropy(m(x), y)
+        with lib.autocast("cpu", dtype=lib.bfloat16, enabled=args.autocast):
+            loss = lib.nn.functional.cross_entropy(m(x), y)
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -67,8 +70,9 @@ def main():
         for _ in range(args.steps):
             step()
         rates.append(args.steps * N / (time.perf_counter() - t))
-    print("cnn_step_images_per_s: %.1f images/s (%s %s, %d threads)" % (
-        statistics.median(rates), args.lib, getattr(lib, "__version__", "?"), lib.get_num_threads()))
+    print("cnn_step_images_per_s: %.1f images/s (%s %s, %d threads%s)" % (
+        statistics.median(rates), args.lib, getattr(lib, "__version__", "?"), lib.get_num_threads(),
+        ", bf16 autocast" if args.autocast else ""))
 
 
 if __name__ == "__main__":

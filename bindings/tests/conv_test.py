@@ -113,9 +113,10 @@ def test_float32_conv_on_onednn_matches_loops_and_its_gradients_the_adjoint_loop
 @pytest.mark.parametrize("transposed", [False, True])
 def test_autocast_bfloat16_convolutions_run_on_onednn_in_bfloat16(transposed):
     """Under a bfloat16 autocast, conv2d / conv_transpose2d cast float32 operands to bfloat16 and run the C++
-    op (AMX-BF16 primitives where oneDNN has them, else fp32 primitives on the bf16 values): a bf16 output
-    within one rounding of the float64 result on the rounded operands, float32 gradients (autocast's casts)
-    within bf16 accuracy of float64's; a plain bf16 model takes the same op; float64 operands stay float64.
+    op (bf16 primitives where oneDNN's are fast: AMX-BF16, AMD's AVX512-BF16; else fp32 primitives on the
+    bf16 values): a bf16 output within one rounding of the float64 result on the rounded operands, float32
+    gradients (autocast's casts) within bf16 accuracy of float64's; a plain bf16 model takes the same op;
+    float64 operands stay float64.
     (conv_transpose adds its bias to the rounded bf16 result: two roundings, where torch's deconvolution has one.)"""
     rng = np.random.default_rng(40)
     x = rng.normal(size=(3, 4, 7, 6)).astype(np.float32)

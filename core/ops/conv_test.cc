@@ -154,9 +154,9 @@ void ExpectCasesMatchLoops(DType dt, double atol, double rtol) {
 
 TEST(ConvTest, ForwardAndGradientsEqualNaiveLoops) { ExpectCasesMatchLoops(DType::kFloat32, 1e-5, 1e-4); }
 
-// bfloat16 (autocast's convolutions): AMX-BF16 primitives where oneDNN has them, else fp32 primitives on
-// the converted operands (conv_avx2_test runs this file with oneDNN capped at AVX2). One rounding to
-// bf16: 2^-8 relative, plus the fp32 sums' few ulps where a result cancels to near 0.
+// bfloat16 (autocast's convolutions): bf16 primitives where oneDNN's are fast (DnnlHasFastBf16), else fp32
+// primitives on the converted operands (conv_avx2_test runs this file with oneDNN capped at AVX2). One
+// rounding to bf16: 2^-8 relative, plus the fp32 sums' few ulps where a result cancels to near 0.
 TEST(ConvTest, Bfloat16ForwardAndGradientsEqualNaiveLoopsUpToOneRounding) {
   ExpectCasesMatchLoops(DType::kBFloat16, 1e-4, 1.01 / 256);
 }

@@ -45,10 +45,11 @@
 // piece (oneDNN packs it on every call), so panels stay as the thread split makes them. A K split runs
 // the epilogue on each row range right after that range's partials were added.
 //
-// bfloat16 (bf16 operands, fp32 product): oneDNN's matmul (gemm_dnnl.h) where the CPU has AMX-BF16,
-// called per panel exactly like sgemm above, single-threaded; elsewhere (AVX2-only or AVX512 without
-// AMX, where oneDNN's bf16 kernels measured slower than sgemm) the operands are widened to fp32 and
-// take the float32 path.
+// bfloat16 (bf16 operands, fp32 product): oneDNN's matmul (gemm_dnnl.h) where the CPU has AMX-BF16
+// or is an AMD CPU with AVX512-BF16 (DnnlHasFastBf16 gives the measurements), called per panel exactly
+// like sgemm above, single-threaded; elsewhere (AVX2-only, or Intel's AVX512 without AMX, where
+// oneDNN's bf16 kernels measured slower than sgemm) the operands are widened to fp32 and take the
+// float32 path.
 #include "core/ops/gemm.h"
 
 #include <omp.h>
@@ -166,7 +167,7 @@ void BlasCall(DType dtype, const BlasOperand& a, const BlasOperand& b, char* c, 
 }
 
 // Threads for an m × n × k GEMM: the budget, bounded by the work and by the split dimension's panels.
-// bf16 products split only their rows (split_extent = m): oneDNN's AMX kernel wants a dense output,
+// bf16 products split only their rows (split_extent = m): oneDNN's brgemm kernel wants a dense output,
 // and a column panel of c is not (gemm_dnnl.cc).
 int SplitThreads(int64_t m, int64_t n, int64_t k, int64_t split_extent) {
   if (NumThreads() <= 1 || omp_in_parallel()) return 1;
@@ -283,7 +284,9 @@ bool Bf16GemmIsNative() { return DnnlHasFastBf16() && !force_bf16_fallback.load(
 
 std::string Bf16GemmBackend() {
   if (force_bf16_fallback.load()) return "fp32 fallback (forced for testing)";
-  if (!DnnlHasFastBf16()) return "fp32 fallback (oneDNN ISA " + DnnlIsa() + " has no AMX-BF16)";
+  if (!DnnlHasFastBf16()) {
+    return "fp32 fallback (oneDNN ISA " + DnnlIsa() + " has neither AMX-BF16 nor AMD's AVX512-BF16)";
+  }
   const std::string impl = DnnlBf16Impl();
   return "oneDNN (ISA " + DnnlIsa() + (impl.empty() ? "" : ", kernels " + impl) + ")";
 }

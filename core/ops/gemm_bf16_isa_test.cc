@@ -18,7 +18,7 @@ namespace {
 TEST(GemmBf16IsaTest, AvxTwoCapTakesTheFallbackAndStaysCorrect) {
   ASSERT_EQ(setenv("ONEDNN_MAX_CPU_ISA", "AVX2", 1), 0);
   EXPECT_FALSE(Bf16GemmIsNative());
-  EXPECT_EQ(Bf16GemmBackend(), "fp32 fallback (oneDNN ISA avx2 has no AMX-BF16)");
+  EXPECT_EQ(Bf16GemmBackend(), "fp32 fallback (oneDNN ISA avx2 has neither AMX-BF16 nor AMD's AVX512-BF16)");
   // a [3, 5] row-major, b [5, 2] column-major, values exact in bf16 (small integers / 4).
   std::vector<uint16_t> a(15), b(10);
   for (int i = 0; i < 15; ++i) a[i] = FloatToBFloat16Bits(static_cast<float>(i - 7) / 4);

@@ -28,10 +28,13 @@ namespace tessel {
 // oneDNN's effective ISA on this CPU, e.g. "avx512_core_amx", "avx2".
 std::string DnnlIsa();
 
-// True when the effective ISA has AMX-BF16 tiles. Measured on an Intel Xeon with AMX (1 thread,
-// 2048³): AMX bf16 650–740 GFLOP/s against OpenBLAS sgemm's ~175; with the ISA capped at
-// AVX512_CORE_BF16 (no AMX) oneDNN ran 108 and at AVX512_CORE (bf16 emulated) 29, both slower than
-// converting to fp32 for sgemm, so those CPUs take the fp32 path.
+// True when oneDNN's bf16 kernels beat converting to fp32 for sgemm: the effective ISA has AMX-BF16
+// tiles, or it has AVX512-BF16 on an AMD CPU. Measured on an Intel Xeon with AMX (1 thread, 2048³):
+// AMX bf16 650–740 GFLOP/s against OpenBLAS sgemm's ~175; with the ISA capped at AVX512_CORE_BF16 (no
+// AMX) oneDNN ran 108 and at AVX512_CORE (bf16 emulated) 29, both slower than converting to fp32. On an AMD EPYC
+// (Zen 4, family 25 model 17, 1 thread) the AVX512-BF16 brgemm ran 167–193 GFLOP/s against oneDNN
+// sgemm's 71–98 on the same shapes (2048³ and the GPT step's [2048, 256..1024] products), so AMD's
+// AVX512-BF16 counts as fast. A vendor check, not a timing: the path must not depend on machine load.
 bool DnnlHasFastBf16();
 
 // c [a.rows, b.cols] (row-major fp32, leading dimension ldc) = a · b, or += when accumulate; a and b

@@ -214,8 +214,8 @@ std::vector<double> NaiveLinear(const Tensor& x, const Tensor& w, const Tensor& 
   return y;
 }
 
-// bf16 on both GEMM paths (native oneDNN where the CPU has AMX-BF16, and the forced fp32 fallback),
-// against double loops on the same bf16 values. Products are exact in fp32 and summed in fp32, then
+// bf16 on both GEMM paths (native oneDNN where the CPU has AMX-BF16 or AMD's AVX512-BF16, and the forced
+// fp32 fallback), against double loops on the same bf16 values. Products are exact in fp32 and summed in fp32, then
 // rounded once to bf16: |y - ref| <= 2^-8 |ref| (output rounding) + 2 (K + 1) 2^-24 K (fp32 sums of
 // K products of magnitude <= 1).
 void ExpectBf16Matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
