@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -73,40 +74,62 @@ void ForInputTypes(DType dtype, Fn fn) {
     fn(double{}, double{});
   }
 }
-template <typename T>
-double AsDouble(T v) {
-  return static_cast<double>(ToCompute(v));
-}
-
-// Σ f(p[j]) over j < n in float64: kLanes independent accumulators (GCC vectorizes the lanes), combined
-// in a fixed order.
+// Σ f(p[j]) over j < n (the forward's mean and variance) in a fixed order that does not depend on the
+// thread count. float64 inputs: kLanes independent float64 accumulators (GCC vectorizes the lanes).
+// float32 and bfloat16 inputs: blocks of kBlock elements summed in kFloatLanes independent float32
+// accumulators, each block's lanes then added into float64: a lane's relative error is at most
+// kBlock / kFloatLanes = 16 float32 roundings of its absolute sum (~1e-6), and blocks do not compound.
+// Measured on an AMD EPYC Zen 4 (family 25 model 17), [64, 32, 32, 32] training forward, 2 threads,
+// median of 100: float32 0.92 -> 0.78–0.80 ms, bfloat16 0.76 -> 0.49–0.62 ms.
 constexpr int kLanes = 8;
+constexpr int kFloatLanes = 16;
+constexpr int64_t kBlock = 256;
+
+template <typename T>
+constexpr bool kFloatSums = !std::is_same_v<T, double>;
+
 template <typename T, typename F>
 double SumOf(const T* p, int64_t n, F f) {
-  double acc[kLanes] = {};
-  int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes) {
-    for (int k = 0; k < kLanes; ++k) acc[k] += f(AsDouble(p[j + k]));
+  if constexpr (kFloatSums<T>) {
+    double total = 0;
+    for (int64_t j0 = 0; j0 < n; j0 += kBlock) {
+      const int64_t j1 = std::min(n, j0 + kBlock);
+      float acc[kFloatLanes] = {};
+      int64_t j = j0;
+      for (; j + kFloatLanes <= j1; j += kFloatLanes) {
+        for (int k = 0; k < kFloatLanes; ++k) acc[k] += f(ToCompute(p[j + k]));
+      }
+      for (int k = 0; j < j1; ++j, ++k) acc[k] += f(ToCompute(p[j]));
+      for (float a : acc) total += a;
+    }
+    return total;
+  } else {
+    double acc[kLanes] = {};
+    int64_t j = 0;
+    for (; j + kLanes <= n; j += kLanes) {
+      for (int k = 0; k < kLanes; ++k) acc[k] += f(p[j + k]);
+    }
+    for (int k = 0; j < n; ++j, ++k) acc[k] += f(p[j]);
+    double sum = 0;
+    for (double a : acc) sum += a;
+    return sum;
   }
-  for (int k = 0; j < n; ++j, ++k) acc[k] += f(AsDouble(p[j]));
-  double sum = 0;
-  for (double a : acc) sum += a;
-  return sum;
 }
-// (Σ g[j], Σ g[j]·(x[j] - mu)) over j < n, as SumOf.
+// (Σ g[j], Σ g[j]·(x[j] - mu)) over j < n in kLanes float64 accumulators for every input type: float32
+// blocks as in SumOf measured slower here (the two sums per element did not vectorize as well).
 template <typename T>
 std::pair<double, double> GradSums(const T* g, const T* x, int64_t n, double mu) {
   double ag[kLanes] = {}, agx[kLanes] = {};
   int64_t j = 0;
   for (; j + kLanes <= n; j += kLanes) {
     for (int k = 0; k < kLanes; ++k) {
-      const double gj = AsDouble(g[j + k]);
-      ag[k] += gj, agx[k] += gj * (AsDouble(x[j + k]) - mu);
+      const double gj = static_cast<double>(ToCompute(g[j + k]));
+      ag[k] += gj, agx[k] += gj * (static_cast<double>(ToCompute(x[j + k])) - mu);
     }
   }
   for (int k = 0; j < n; ++j, ++k) {
-    const double gj = AsDouble(g[j]);
-    ag[k] += gj, agx[k] += gj * (AsDouble(x[j]) - mu);
+    const double gj = static_cast<double>(ToCompute(g[j]));
+    ag[k] += gj, agx[k] += gj * (static_cast<double>(ToCompute(x[j])) - mu);
   }
   double sg = 0, sgx = 0;
   for (int k = 0; k < kLanes; ++k) sg += ag[k], sgx += agx[k];
@@ -144,14 +167,21 @@ TensorList ForwardKernel(std::span<const Tensor> in, const Attrs& attrs) {
     P *pm = static_cast<P*>(mean.raw_data()), *pv = static_cast<P*>(var.raw_data());
     const double count = static_cast<double>(l.n * l.s);
     ForChannels(l, [&](int64_t c) {
+      // The mean as x0 + Σ (x - x0) / count, x0 the channel's first value: near a large mean the
+      // differences are exact (Sterbenz) and small, so the float32 sums' error scales with the spread,
+      // not with the mean (a channel of 1000 + 0.01·N(0, 1) would otherwise lose ~1e-3 of y).
+      const C x0 = ToCompute(px[c * l.s]);
       double sum = 0;
-      for (int64_t i = 0; i < l.n; ++i) sum += SumOf(px + (i * l.c + c) * l.s, l.s, [](double v) { return v; });
-      const double mu = sum / count;
+      for (int64_t i = 0; i < l.n; ++i) sum += SumOf(px + (i * l.c + c) * l.s, l.s, [x0](auto v) { return v - x0; });
+      const double mu = static_cast<double>(x0) + sum / count;
+      // Squares about m, mu rounded to C: Σ (x - m)² = Σ (x - mu)² + count·(mu - m)² (as Σ (x - mu) = 0).
+      const C m = static_cast<C>(mu);
+      const double offset = mu - static_cast<double>(m);
       double sq = 0;
       for (int64_t i = 0; i < l.n; ++i) {
-        sq += SumOf(px + (i * l.c + c) * l.s, l.s, [mu](double v) { return (v - mu) * (v - mu); });
+        sq += SumOf(px + (i * l.c + c) * l.s, l.s, [m](auto v) { return (v - m) * (v - m); });
       }
-      const double v = sq / count, invstd = 1.0 / std::sqrt(v + eps);
+      const double v = std::max(0.0, sq / count - offset * offset), invstd = 1.0 / std::sqrt(v + eps);
       pm[c] = static_cast<P>(mu), pv[c] = static_cast<P>(v);
       const C scale = static_cast<C>(invstd * (pw ? static_cast<double>(pw[c]) : 1.0));
       const C shift = static_cast<C>((pb ? static_cast<double>(pb[c]) : 0.0) - mu * static_cast<double>(scale));

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -124,6 +125,49 @@ TEST(BatchNormTest, Bfloat16InputWithFloat32ParametersMatchesFloat64UpToOneRound
   EXPECT_EQ(composed[1].dtype(), DType::kFloat32);
   ExpectAllClose(composed[0], xs[0].grad().ToDoubleVector(), 1e-5, 2 * kBf16);
   ExpectAllClose(composed[1], ws[0].grad().ToDoubleVector(), 1e-4, 1e-4);
+}
+
+// float32 inputs sum the forward's statistics in float32 blocks (batch_norm.cc, SumOf) about the
+// channel's first value. Channels centred far from 0 (1000 + 0.01·wave: the mean 1e5 times the spread)
+// and rows longer than one block (s = 700: two full blocks and a tail) still match the float64 loops on
+// the same float32 values: the mean within its float32 rounding, the variance within 1e-5. y = x·scale +
+// shift (torch's form too) rounds x·scale, up to |x|/std·2^-24 (~1e-3 here): y is checked to 3 of those.
+TEST(BatchNormTest, Float32StatisticsStayAccurateFarFromZero) {
+  for (const Shape& shape : {Shape{6, 3, 700}, Shape{5, 2, 7, 9}}) {
+    SCOPED_TRACE(ShapeStr(shape));
+    const int64_t n = shape[0], c = shape[1], s = NumElements(shape) / (n * c);
+    std::vector<double> xv(static_cast<size_t>(NumElements(shape)));
+    for (size_t i = 0; i < xv.size(); ++i) {
+      const double ch = static_cast<double>((static_cast<int64_t>(i) / s) % c);
+      xv[i] = static_cast<float>(1000.0 * (1 + ch) + 0.01 * std::sin(0.37 * static_cast<double>(i)) * (1 + ch));
+    }
+    const Tensor x = FromDoubles(xv, shape, DType::kFloat32);
+    const auto [y, mean, var] = BatchNormTraining(x, Tensor(), Tensor(), 1e-12);
+    std::vector<double> want_y(xv.size()), want_m, want_v;
+    for (int64_t ch = 0; ch < c; ++ch) {
+      double sum = 0, sq = 0;
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < s; ++j) sum += xv[static_cast<size_t>((i * c + ch) * s + j)];
+      const double mu = sum / static_cast<double>(n * s);
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < s; ++j) sq += std::pow(xv[static_cast<size_t>((i * c + ch) * s + j)] - mu, 2);
+      const double v = sq / static_cast<double>(n * s);
+      want_m.push_back(mu), want_v.push_back(v);
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < s; ++j) {
+          const size_t k = static_cast<size_t>((i * c + ch) * s + j);
+          want_y[k] = (xv[k] - mu) / std::sqrt(v + 1e-12);
+        }
+    }
+    double y_bound = 0;
+    for (size_t k = 0; k < xv.size(); ++k) {
+      const int64_t ch = (static_cast<int64_t>(k) / s) % c;
+      y_bound = std::max(y_bound, 3 * std::ldexp(std::abs(xv[k]) / std::sqrt(want_v[static_cast<size_t>(ch)]), -24));
+    }
+    ExpectAllClose(y, want_y, y_bound, 0);
+    ExpectAllClose(mean, want_m, 0, 1e-7);
+    ExpectAllClose(var, want_v, 0, 1e-5);
+  }
 }
 
 TEST(BatchNormTest, ResultsDoNotDependOnTheThreadCount) {
