@@ -7,10 +7,10 @@
 // (mean, then the squared deviations: two passes for an exact variance) and writes y once; the backward
 // reads g and x once for the two channel sums and once more for dx.
 //
-// Threads split the channels; each channel's sums run in one fixed order (float64 accumulators, kLanes
-// independent ones per row combined in a fixed order: one chain of dependent float64 adds ran at its 4-cycle
-// latency per element, 1.7 ms per [64, 32, 32, 32] call against PyTorch's 1.1), so the results do not
-// depend on the thread count. Under a create_graph backward the gradients come from
+// Threads split the channels; each channel's sums run in one fixed order (independent accumulator lanes
+// per row combined in a fixed order: one chain of dependent float64 adds ran at its 4-cycle latency per
+// element, 1.7 ms per [64, 32, 32, 32] call against PyTorch's 1.1; the forward's float32/bf16 statistics
+// in float32 blocks, see SumOf), so the results do not depend on the thread count. Under a create_graph backward the gradients come from
 // differentiable ops instead (statistics recomputed from x), so gradient penalties through batch norm work.
 #include "core/ops/batch_norm.h"
 
@@ -85,12 +85,9 @@ constexpr int kLanes = 8;
 constexpr int kFloatLanes = 16;
 constexpr int64_t kBlock = 256;
 
-template <typename T>
-constexpr bool kFloatSums = !std::is_same_v<T, double>;
-
 template <typename T, typename F>
 double SumOf(const T* p, int64_t n, F f) {
-  if constexpr (kFloatSums<T>) {
+  if constexpr (!std::is_same_v<T, double>) {
     double total = 0;
     for (int64_t j0 = 0; j0 < n; j0 += kBlock) {
       const int64_t j1 = std::min(n, j0 + kBlock);

@@ -26,35 +26,47 @@ using testing::ExpectErrorContains;
 using testing::ExpectGradcheck;
 using testing::RandDouble;
 
+// Batch norm's training forward by float64 loops over xv (shape [N, C, *]): y, the mean and the biased
+// variance per channel; wv / bv empty for no weight / bias.
+struct LoopResult {
+  std::vector<double> y, mean, var;
+};
+LoopResult LoopBatchNorm(const std::vector<double>& xv, const Shape& shape, const std::vector<double>& wv,
+                         const std::vector<double>& bv, double eps) {
+  const int64_t n = shape[0], c = shape[1], s = NumElements(shape) / (n * c);
+  LoopResult r{std::vector<double>(xv.size()), {}, {}};
+  for (int64_t ch = 0; ch < c; ++ch) {
+    double sum = 0, sq = 0;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < s; ++j) sum += xv[static_cast<size_t>((i * c + ch) * s + j)];
+    const double mu = sum / static_cast<double>(n * s);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < s; ++j) sq += std::pow(xv[static_cast<size_t>((i * c + ch) * s + j)] - mu, 2);
+    const double v = sq / static_cast<double>(n * s);
+    r.mean.push_back(mu), r.var.push_back(v);
+    const double w = wv.empty() ? 1.0 : wv[static_cast<size_t>(ch)], b = bv.empty() ? 0.0 : bv[static_cast<size_t>(ch)];
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < s; ++j) {
+        const size_t k = static_cast<size_t>((i * c + ch) * s + j);
+        r.y[k] = (xv[k] - mu) / std::sqrt(v + eps) * w + b;
+      }
+  }
+  return r;
+}
+
 TEST(BatchNormTest, ValuesAndStatisticsMatchLoops) {
   for (const Shape& shape : {Shape{4, 3, 5, 2}, Shape{6, 4}, Shape{2, 3, 7}}) {
     SCOPED_TRACE(ShapeStr(shape));
-    const int64_t n = shape[0], c = shape[1], s = NumElements(shape) / (n * c);
+    const int64_t c = shape[1];
     std::vector<double> xv(static_cast<size_t>(NumElements(shape)));
     for (size_t i = 0; i < xv.size(); ++i) xv[i] = std::sin(0.7 * static_cast<double>(i)) * 3 + static_cast<double>(i % 5);
     const Tensor x = FromDoubles(xv, shape, DType::kFloat64);
     const Tensor w = RandDouble({c}, 1), b = RandDouble({c}, 2);
     const auto [y, mean, var] = BatchNormTraining(x, w, b, 1e-5);
-    std::vector<double> want_y(xv.size()), want_m, want_v;
-    const std::vector<double> wv = w.ToDoubleVector(), bv = b.ToDoubleVector();
-    for (int64_t ch = 0; ch < c; ++ch) {
-      double sum = 0, sq = 0;
-      for (int64_t i = 0; i < n; ++i)
-        for (int64_t j = 0; j < s; ++j) sum += xv[static_cast<size_t>((i * c + ch) * s + j)];
-      const double mu = sum / static_cast<double>(n * s);
-      for (int64_t i = 0; i < n; ++i)
-        for (int64_t j = 0; j < s; ++j) sq += std::pow(xv[static_cast<size_t>((i * c + ch) * s + j)] - mu, 2);
-      const double v = sq / static_cast<double>(n * s);
-      want_m.push_back(mu), want_v.push_back(v);
-      for (int64_t i = 0; i < n; ++i)
-        for (int64_t j = 0; j < s; ++j) {
-          const size_t k = static_cast<size_t>((i * c + ch) * s + j);
-          want_y[k] = (xv[k] - mu) / std::sqrt(v + 1e-5) * wv[static_cast<size_t>(ch)] + bv[static_cast<size_t>(ch)];
-        }
-    }
-    ExpectAllClose(y, want_y, 1e-12, 1e-12);
-    ExpectAllClose(mean, want_m, 1e-12, 1e-12);
-    ExpectAllClose(var, want_v, 1e-12, 1e-12);
+    const LoopResult want = LoopBatchNorm(xv, shape, w.ToDoubleVector(), b.ToDoubleVector(), 1e-5);
+    ExpectAllClose(y, want.y, 1e-12, 1e-12);
+    ExpectAllClose(mean, want.mean, 1e-12, 1e-12);
+    ExpectAllClose(var, want.var, 1e-12, 1e-12);
     EXPECT_FALSE(mean.requires_grad());
   }
 }
@@ -143,30 +155,15 @@ TEST(BatchNormTest, Float32StatisticsStayAccurateFarFromZero) {
     }
     const Tensor x = FromDoubles(xv, shape, DType::kFloat32);
     const auto [y, mean, var] = BatchNormTraining(x, Tensor(), Tensor(), 1e-12);
-    std::vector<double> want_y(xv.size()), want_m, want_v;
-    for (int64_t ch = 0; ch < c; ++ch) {
-      double sum = 0, sq = 0;
-      for (int64_t i = 0; i < n; ++i)
-        for (int64_t j = 0; j < s; ++j) sum += xv[static_cast<size_t>((i * c + ch) * s + j)];
-      const double mu = sum / static_cast<double>(n * s);
-      for (int64_t i = 0; i < n; ++i)
-        for (int64_t j = 0; j < s; ++j) sq += std::pow(xv[static_cast<size_t>((i * c + ch) * s + j)] - mu, 2);
-      const double v = sq / static_cast<double>(n * s);
-      want_m.push_back(mu), want_v.push_back(v);
-      for (int64_t i = 0; i < n; ++i)
-        for (int64_t j = 0; j < s; ++j) {
-          const size_t k = static_cast<size_t>((i * c + ch) * s + j);
-          want_y[k] = (xv[k] - mu) / std::sqrt(v + 1e-12);
-        }
-    }
+    const LoopResult want = LoopBatchNorm(xv, shape, {}, {}, 1e-12);
     double y_bound = 0;
     for (size_t k = 0; k < xv.size(); ++k) {
       const int64_t ch = (static_cast<int64_t>(k) / s) % c;
-      y_bound = std::max(y_bound, 3 * std::ldexp(std::abs(xv[k]) / std::sqrt(want_v[static_cast<size_t>(ch)]), -24));
+      y_bound = std::max(y_bound, 3 * std::ldexp(std::abs(xv[k]) / std::sqrt(want.var[static_cast<size_t>(ch)]), -24));
     }
-    ExpectAllClose(y, want_y, y_bound, 0);
-    ExpectAllClose(mean, want_m, 0, 1e-7);
-    ExpectAllClose(var, want_v, 0, 1e-5);
+    ExpectAllClose(y, want.y, y_bound, 0);
+    ExpectAllClose(mean, want.mean, 0, 1e-7);
+    ExpectAllClose(var, want.var, 0, 1e-5);
   }
 }
 

@@ -18,8 +18,6 @@
 // gemm.cc splits large products over tessel's threads as it does for OpenBLAS.
 #include "core/ops/gemm_dnnl.h"
 
-#include <cpuid.h>
-
 #include <cstring>
 #include <map>
 #include <memory>
@@ -113,23 +111,14 @@ std::string DnnlIsa() {
   }
 }
 
-namespace {
-bool CpuIsAmd() {
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  if (__get_cpuid(0, &eax, &ebx, &ecx, &edx) == 0) return false;
-  char vendor[13] = {};
-  std::memcpy(vendor, &ebx, 4), std::memcpy(vendor + 4, &edx, 4), std::memcpy(vendor + 8, &ecx, 4);
-  return std::strcmp(vendor, "AuthenticAMD") == 0;
-}
-}  // namespace
-
 bool DnnlHasFastBf16() {
   static const bool kFast = [] {
     const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
     const auto has = [&](dnnl::cpu_isa want) {
       return (isa & static_cast<unsigned>(want)) == static_cast<unsigned>(want);
     };
-    return has(dnnl::cpu_isa::avx512_core_amx) || (has(dnnl::cpu_isa::avx512_core_bf16) && CpuIsAmd());
+    __builtin_cpu_init();  // the vendor from cpuid, as vector_isa.cc reads the features
+    return has(dnnl::cpu_isa::avx512_core_amx) || (has(dnnl::cpu_isa::avx512_core_bf16) && __builtin_cpu_is("amd"));
   }();
   return kFast;
 }
