@@ -309,7 +309,7 @@ void BindFsdp(py::module_& m) {
   m.def("fully_shard", [](const py::object& module, const dtensor::DeviceMesh& mesh,
                           const py::object& reshard_after_forward, std::optional<fsdp::MixedPrecisionPolicy> mp_policy,
                           std::optional<fsdp::CPUOffloadPolicy> offload_policy, std::optional<std::string> shard_axis,
-                          std::optional<std::string> replicate_axis) {
+                          std::optional<std::string> replicate_axis, std::vector<Tensor> ignored_params) {
     // None, a bool, or an int: the group size to reshard to after forward (torch's Union[bool, int]).
     std::optional<bool> reshard;
     std::optional<int64_t> reshard_size;
@@ -326,7 +326,8 @@ void BindFsdp(py::module_& m) {
                                           .shard_axis = std::move(shard_axis),
                                           .replicate_axis = std::move(replicate_axis),
                                           .mp_policy = mp_policy.value_or(fsdp::MixedPrecisionPolicy{}),
-                                          .offload_policy = offload_policy};
+                                          .offload_policy = offload_policy,
+                                          .ignored_params = std::move(ignored_params)};
     std::vector<nn::Module*> modules;
     auto add = [&](const py::handle& m) {
       if (!py::isinstance<nn::Module>(m)) {
@@ -343,7 +344,7 @@ void BindFsdp(py::module_& m) {
     return NoGil([&] { return fsdp::FullyShard(modules, mesh, options); });
   }, py::arg("module"), py::arg("mesh"), py::arg("reshard_after_forward") = py::none(), py::arg("mp_policy") = py::none(),
         py::arg("offload_policy") = py::none(), py::arg("shard_axis") = py::none(),
-        py::arg("replicate_axis") = py::none(), py::keep_alive<0, 1>(),
+        py::arg("replicate_axis") = py::none(), py::arg("ignored_params") = std::vector<Tensor>{}, py::keep_alive<0, 1>(),
         "FSDP2 fully_shard: shards module's parameters over mesh (wrap blocks first, then the root)");
   m.def("_fsdp_state", [](nn::Module& module) { return fsdp::AsFSDPModule(module); }, py::keep_alive<0, 1>());
   m.def("clip_grad_norm_fsdp", [](const F& root, double max_norm) {

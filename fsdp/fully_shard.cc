@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "core/base/error.h"
 #include "dtensor/dtensor_impl.h"
@@ -30,13 +31,15 @@ struct Discovery {
 
 std::string Join(const std::string& prefix, const std::string& name) { return prefix.empty() ? name : prefix + "." + name; }
 
-// Parameters of `m` and its descendants, stopping at modules already wrapped by FullyShard; `top` is the
-// module FullyShard was called on (one of the list), FQNs are relative to it.
-void Discover(nn::Module* m, const std::string& prefix, nn::Module* top, Discovery* out,
-              std::unordered_map<const TensorImpl*, size_t>* index) {
+// Parameters of `m` and its descendants, stopping at modules already wrapped by FullyShard and skipping
+// `ignored` ones (FullyShardOptions::ignored_params); `top` is the module FullyShard was called on (one of
+// the list), FQNs are relative to it.
+void Discover(nn::Module* m, const std::string& prefix, nn::Module* top, const std::unordered_set<const TensorImpl*>& ignored,
+              Discovery* out, std::unordered_map<const TensorImpl*, size_t>* index) {
   if (m != top && FsdpState::Of(*m) != nullptr) return;
   bool owns = false;
   for (auto& [name, t] : m->NamedParameters(/*recurse=*/false)) {
+    if (ignored.contains(t.impl())) continue;
     const std::string fqn = Join(prefix, name);
     auto it = index->find(t.impl());
     if (it == index->end()) {
@@ -50,7 +53,7 @@ void Discover(nn::Module* m, const std::string& prefix, nn::Module* top, Discove
     owns = true;
   }
   if (owns) out->owners.emplace_back(prefix, m);
-  for (auto& [name, child] : m->NamedChildren()) Discover(child, Join(prefix, name), top, out, index);
+  for (auto& [name, child] : m->NamedChildren()) Discover(child, Join(prefix, name), top, ignored, out, index);
 }
 
 // The FSDP parameters of every FullyShard already applied below `m` (to reject tensors shared with them).
@@ -289,9 +292,14 @@ FSDPModule FullyShard(const std::vector<nn::Module*>& modules, const dtensor::De
   }
   Discovery found;
   std::unordered_map<const TensorImpl*, size_t> index;
+  std::unordered_set<const TensorImpl*> ignored;
+  for (const Tensor& t : options.ignored_params) {
+    TESSEL_CHECK(t.defined(), "fully_shard(", module.type_name(), "): ignored_params holds an undefined tensor");
+    ignored.insert(t.impl());
+  }
   std::vector<NestedParam> nested;
   for (nn::Module* m : modules) {
-    Discover(m, "", m, &found, &index);
+    Discover(m, "", m, ignored, &found, &index);
     NestedParams(m, "", true, &nested);
   }
   // PyTorch's 2-D form, fully_shard(module, mesh["dp"]) over parameters that tensor parallelism placed on

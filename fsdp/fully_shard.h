@@ -7,7 +7,8 @@
 // DTensor with the original global shape whose placement on the FSDP shard axis is Shard(0) (torch.chunk
 // of dim 0, trailing ranks may be empty); optimizers step these. During a module's forward (and its
 // backward) the module sees plain unsharded tensors instead, which FSDP all-gathers into and frees.
-// .grad of a sharded parameter is a DTensor with the parameter's placements.
+// .grad of a sharded parameter is a DTensor with the parameter's placements. Parameters named in
+// FullyShardOptions::ignored_params stay plain tensors, outside every collective, with local gradients.
 //
 // Composition order (STYLE 5; PyTorch's "fully_shard should be called bottom-up"):
 //   1. pipeline split first (each stage is its own module tree), then per stage:

@@ -9,13 +9,17 @@
 //   opts.reshard_after_forward = false;              // keep this group unsharded between forward and backward
 //   opts.reshard_after_forward_size = 8;             // or: keep it sharded over 8 ranks (one host) until backward
 //   opts.offload_policy = CPUOffloadPolicy{};        // accepted; a no-op while tensors live on the CPU
+//   opts.ignored_params = {model.wte_weight()};      // left unsharded, its gradient unreduced
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
 
+#include <vector>
+
 #include "core/tensor/dtype.h"
+#include "core/tensor/tensor.h"
 
 namespace tessel::fsdp {
 
@@ -58,6 +62,11 @@ struct FullyShardOptions {
   std::optional<std::string> replicate_axis;
   MixedPrecisionPolicy mp_policy;
   std::optional<CPUOffloadPolicy> offload_policy;
+  // PyTorch's ignored_params: parameters (matched by identity, under any name they are registered as)
+  // that this call leaves as they are: not sharded, never all-gathered, their gradients not reduced
+  // (each rank keeps its local gradient; reduce it yourself where the ranks must agree). Tensors that are
+  // not parameters of the module are allowed (one set passed to every block's call is the usual form).
+  std::vector<Tensor> ignored_params;
 };
 
 }  // namespace tessel::fsdp

@@ -3,6 +3,8 @@
 // placement and values, gradient accumulation, the divide factor, mixed precision dtypes and clipping.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "comm/tracer.h"
 #include "core/base/testing/expect_error.h"
 #include "core/optim/optimizer.h"
@@ -223,6 +225,67 @@ TEST(FullyShardTest, OneAllGatherMovesTheGroupsPaddedShards) {
     EXPECT_EQ(gpt.Submodule("lm_head")->Param("weight").ToDoubleVector(),
               ref.Submodule("lm_head")->Param("weight").ToDoubleVector());
     EXPECT_EQ(t.Count(CollectiveKind::kAllGather), 2);
+  });
+}
+
+// PyTorch's ignored_params, passed (as users do) to every call: the two parameters stay plain tensors
+// with their initial values, leave the root group's all-gather and each rank's gradient unreduced.
+TEST(FullyShardTest, IgnoredParamsStayPlainOutsideTheCollectivesWithLocalGradients) {
+  const nn::GPTConfig cfg = TinyGpt();
+  const std::set<std::string> ignored_fqns = {"ln_f.weight", "layers.0.ln1.weight"};
+  const std::map<std::string, std::vector<double>> global = ReferenceGrads(cfg, 1);
+  std::vector<std::map<std::string, std::vector<double>>> local(2);  // one-rank grads of rank r's rows only
+  for (int64_t r = 0; r < 2; ++r) {
+    Generator gen(7);
+    nn::GPT ref(cfg, gen);
+    auto [idx, tgt] = GlobalBatch(cfg, 0, 12);
+    Backward(ref.Loss(RowsFor(idx, r, 2), RowsFor(tgt, r, 2)));
+    for (auto& [fqn, p] : ref.NamedParameters()) local[r][fqn] = p.grad().ToDoubleVector();
+  }
+  RunMesh(2, {2}, {"dp"}, [&](comm::ProcessGroupPtr world, const dtensor::DeviceMesh& mesh) {
+    Generator gen(7);
+    nn::GPT gpt(cfg, gen);
+    Generator g2(7);
+    nn::GPT init(cfg, g2);
+    FullyShardOptions opts;
+    for (auto& [fqn, p] : gpt.NamedParameters()) {
+      if (ignored_fqns.contains(fqn)) opts.ignored_params.push_back(p);
+    }
+    ASSERT_EQ(opts.ignored_params.size(), 2u);
+    FSDPModule root = WrapGpt(gpt, mesh, opts, opts);
+    for (auto& [fqn, p] : gpt.NamedParameters()) {
+      SCOPED_TRACE(fqn);
+      EXPECT_EQ(p.is_distributed(), !ignored_fqns.contains(fqn));
+      if (ignored_fqns.contains(fqn)) {
+        EXPECT_TRUE(p.requires_grad() && p.is_leaf());
+        EXPECT_EQ(p.ToDoubleVector(), init.Submodule(fqn.substr(0, fqn.rfind('.')))->Param("weight").ToDoubleVector());
+      }
+    }
+    comm::CommTracer gather;
+    root.Unshard();
+    ASSERT_EQ(gather.Count(CollectiveKind::kAllGather), 1);
+    // Root group without ln_f.weight: wte [37, 16], wpe [3, 16], ln_f.bias [16], lm_head [37, 16]; ceil(n / 2) rows.
+    EXPECT_EQ(gather.records()[0].bytes, ((19 + 2 + 19) * 16 + 8) * 4);
+    root.Reshard();
+
+    comm::CommTracer t;
+    auto [idx, tgt] = GlobalBatch(cfg, 0, 12);
+    Backward(gpt.Loss(RowsFor(idx, world->rank(), 2), RowsFor(tgt, world->rank(), 2)));
+    EXPECT_EQ(t.Count(CollectiveKind::kReduceScatter), 3) << t.Summary();  // one per group, as without
+    EXPECT_EQ(t.Count(CollectiveKind::kAllReduce), 0) << t.Summary();
+    for (auto& [fqn, p] : gpt.NamedParameters()) {
+      SCOPED_TRACE(fqn);
+      const Tensor g = p.grad();
+      ASSERT_TRUE(g.defined());
+      if (ignored_fqns.contains(fqn)) {
+        ASSERT_FALSE(g.is_distributed());
+        EXPECT_LE(RelErr(g.ToDoubleVector(), local[world->rank()].at(fqn)), 1e-5);
+        EXPECT_GT(RelErr(g.ToDoubleVector(), global.at(fqn)), 1e-3);  // the ranks' rows differ: not the mean
+      } else {
+        ASSERT_TRUE(g.is_distributed());
+        EXPECT_LE(RelErr(FullValues(g), global.at(fqn)), 1e-5);
+      }
+    }
   });
 }
 

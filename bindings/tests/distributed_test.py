@@ -135,6 +135,51 @@ def test_fully_shard_on_a_list_makes_one_group_for_its_modules():
             np.testing.assert_allclose(grads[n], w, rtol=1e-5, atol=1e-6, err_msg=n)
 
 
+def test_fully_shard_ignored_params_stay_plain_and_keep_local_gradients():
+    # FSDP2's ignored_params, one set passed to every call: head.bias is neither sharded nor in any
+    # collective, and each rank's gradient of it is its own rows' (not averaged); the rest equals one process.
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((4, 8)).astype(np.float32)
+
+    def grads_of(rows):
+        tessel.manual_seed(0)
+        ref = Net()
+        ref(tessel.tensor(rows)).pow(2).mean().backward()
+        return {n: p.grad.numpy() for n, p in ref.named_parameters()}
+
+    want, local = grads_of(x), [grads_of(x[0:2]), grads_of(x[2:4])]
+    got = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        tessel.manual_seed(0)
+        net = Net()
+        ignored = {net.head.bias}
+        for block in net.layers:
+            fully_shard(block, ignored_params=ignored)
+        fully_shard(net, ignored_params=ignored)
+        assert not isinstance(net.head.bias, DTensor) and isinstance(net.head.weight, DTensor)
+        with tessel.CommTracer() as fwd:
+            loss = net(tessel.tensor(x[world.rank * 2:(world.rank + 1) * 2])).pow(2).mean()
+        with tessel.CommTracer() as bwd:
+            loss.backward()
+        grads = {n: (p.grad.full_tensor() if isinstance(p.grad, DTensor) else p.grad).numpy()
+                 for n, p in net.named_parameters()}
+        got[world.rank] = (fwd.summary(), bwd.summary(), grads, isinstance(net.head.bias.grad, DTensor))
+        with pytest.raises(TypeError, match="ignored_params must hold parameters"):
+            fully_shard(nn.Linear(2, 2), ignored_params=["head.bias"])
+        dist.destroy_process_group()
+
+    tessel.run_ranks(2, rank_fn)
+    for rank, (fwd, bwd, grads, bias_grad_is_dtensor) in got.items():
+        assert fwd == "all_gather(axis0) x3" and bwd == "all_gather(axis0) x2, reduce_scatter(axis0) x3"
+        assert not bias_grad_is_dtensor
+        for n, w in want.items():
+            expect = local[rank][n] if n == "head.bias" else w
+            np.testing.assert_allclose(grads[n], expect, rtol=1e-5, atol=1e-6, err_msg=n)
+        assert not np.allclose(grads["head.bias"], want["head.bias"], rtol=1e-3)  # the ranks' rows differ
+
+
 def test_gradient_penalty_under_ddp_equals_one_process_and_fsdp_refuses_create_graph():
     # WGAN-GP's critic step: the penalty on the input gradient (autograd.grad(create_graph=True)), then a
     # synchronized backward. DDP averages as one process on the whole batch; backward(create_graph=True)

@@ -97,14 +97,21 @@ def fully_shard(module, *, mesh=None, reshard_after_forward=None, shard_placemen
     ("dp_shard", "dp_replicate"). Returns module; a module defined in Python becomes an instance of
     FSDPModule; a C++ layer (nn.Linear, ...) keeps its class and gets FSDPModule's methods. A list of
     modules (torch 2.6) becomes one group: one all-gather when the first of them runs, resharded when all
-    have run; each becomes an FSDPModule steering that group; the list is returned."""
-    if shard_placement_fn is not None or ignored_params:
-        raise NotImplementedError("fully_shard: shard_placement_fn and ignored_params are not supported")
+    have run; each becomes an FSDPModule steering that group; the list is returned. ignored_params: a set
+    of parameters this call leaves alone: not sharded, not all-gathered, their gradients not reduced (each
+    rank keeps its local one); parameters of other modules may be in it."""
+    if shard_placement_fn is not None:
+        raise NotImplementedError("fully_shard: shard_placement_fn is not supported (every parameter is sharded on "
+                                  "dim 0)")
     if type(offload_policy) is OffloadPolicy:
         offload_policy = None
+    ignored = list(ignored_params) if ignored_params is not None else []
+    for p in ignored:
+        if not isinstance(p, _C.Tensor):
+            raise TypeError("fully_shard: ignored_params must hold parameters (tensors), got %s" % type(p).__name__)
     _C.fully_shard(list(module) if isinstance(module, (list, tuple)) else module,
                    mesh if mesh is not None else _default_mesh(), reshard_after_forward, mp_policy, offload_policy,
-                   shard_axis, replicate_axis)
+                   shard_axis, replicate_axis, ignored)
     for m in (module if isinstance(module, (list, tuple)) else [module]):
         _become_fsdp_module(m)
     return module
