@@ -112,6 +112,10 @@ double SumOf(const T* p, int64_t n, F f) {
     return sum;
   }
 }
+template <typename T>
+double AsDouble(T v) {
+  return static_cast<double>(ToCompute(v));
+}
 // (Σ g[j], Σ g[j]·(x[j] - mu)) over j < n in kLanes float64 accumulators for every input type: float32
 // blocks as in SumOf measured slower here (the two sums per element did not vectorize as well).
 template <typename T>
@@ -120,13 +124,13 @@ std::pair<double, double> GradSums(const T* g, const T* x, int64_t n, double mu)
   int64_t j = 0;
   for (; j + kLanes <= n; j += kLanes) {
     for (int k = 0; k < kLanes; ++k) {
-      const double gj = static_cast<double>(ToCompute(g[j + k]));
-      ag[k] += gj, agx[k] += gj * (static_cast<double>(ToCompute(x[j + k])) - mu);
+      const double gj = AsDouble(g[j + k]);
+      ag[k] += gj, agx[k] += gj * (AsDouble(x[j + k]) - mu);
     }
   }
   for (int k = 0; j < n; ++j, ++k) {
-    const double gj = static_cast<double>(ToCompute(g[j]));
-    ag[k] += gj, agx[k] += gj * (static_cast<double>(ToCompute(x[j])) - mu);
+    const double gj = AsDouble(g[j]);
+    ag[k] += gj, agx[k] += gj * (AsDouble(x[j]) - mu);
   }
   double sg = 0, sgx = 0;
   for (int k = 0; k < kLanes; ++k) sg += ag[k], sgx += agx[k];
