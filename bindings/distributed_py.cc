@@ -269,6 +269,31 @@ void BindTracer(py::module_& m) {
       .def("total", [](const PyTracer& t) { return t.tracer ? t.tracer->Total() : t.last_total; });
 }
 
+// torch's shard_placement_fn as FullyShardOptions': the callable gets each managed parameter and returns a
+// Shard or None (TypeError otherwise). FullyShard calls it without the GIL, so the call takes it, and so
+// does the release of the last copy of the callable, wherever that happens.
+std::function<std::optional<dtensor::Shard>(const Tensor&)> ShardPlacementFn(const py::object& fn) {
+  if (fn.is_none()) return nullptr;
+  if (!PyCallable_Check(fn.ptr())) {
+    throw py::type_error(Str("fully_shard: shard_placement_fn must be callable, got ",
+                             py::str(py::type::of(fn).attr("__name__")).cast<std::string>()));
+  }
+  std::shared_ptr<py::object> held(new py::object(fn), [](py::object* o) {
+    py::gil_scoped_acquire gil;
+    delete o;
+  });
+  return [held](const Tensor& param) -> std::optional<dtensor::Shard> {
+    py::gil_scoped_acquire gil;
+    const py::object r = (*held)(param);
+    if (r.is_none()) return std::nullopt;
+    if (!py::isinstance<dtensor::Shard>(r)) {
+      throw py::type_error(Str("fully_shard: shard_placement_fn must return a Shard or None, got ",
+                               py::repr(r).cast<std::string>()));
+    }
+    return r.cast<dtensor::Shard>();
+  };
+}
+
 void BindFsdp(py::module_& m) {
   py::class_<fsdp::MixedPrecisionPolicy>(m, "MixedPrecisionPolicy")
       .def(py::init([](std::optional<DType> param_dtype, std::optional<DType> reduce_dtype,
@@ -309,7 +334,8 @@ void BindFsdp(py::module_& m) {
   m.def("fully_shard", [](const py::object& module, const dtensor::DeviceMesh& mesh,
                           const py::object& reshard_after_forward, std::optional<fsdp::MixedPrecisionPolicy> mp_policy,
                           std::optional<fsdp::CPUOffloadPolicy> offload_policy, std::optional<std::string> shard_axis,
-                          std::optional<std::string> replicate_axis, std::vector<Tensor> ignored_params) {
+                          std::optional<std::string> replicate_axis, std::vector<Tensor> ignored_params,
+                          const py::object& shard_placement_fn) {
     // None, a bool, or an int: the group size to reshard to after forward (torch's Union[bool, int]).
     std::optional<bool> reshard;
     std::optional<int64_t> reshard_size;
@@ -327,7 +353,8 @@ void BindFsdp(py::module_& m) {
                                           .replicate_axis = std::move(replicate_axis),
                                           .mp_policy = mp_policy.value_or(fsdp::MixedPrecisionPolicy{}),
                                           .offload_policy = offload_policy,
-                                          .ignored_params = std::move(ignored_params)};
+                                          .ignored_params = std::move(ignored_params),
+                                          .shard_placement_fn = ShardPlacementFn(shard_placement_fn)};
     std::vector<nn::Module*> modules;
     auto add = [&](const py::handle& m) {
       if (!py::isinstance<nn::Module>(m)) {
@@ -344,7 +371,8 @@ void BindFsdp(py::module_& m) {
     return NoGil([&] { return fsdp::FullyShard(modules, mesh, options); });
   }, py::arg("module"), py::arg("mesh"), py::arg("reshard_after_forward") = py::none(), py::arg("mp_policy") = py::none(),
         py::arg("offload_policy") = py::none(), py::arg("shard_axis") = py::none(),
-        py::arg("replicate_axis") = py::none(), py::arg("ignored_params") = std::vector<Tensor>{}, py::keep_alive<0, 1>(),
+        py::arg("replicate_axis") = py::none(), py::arg("ignored_params") = std::vector<Tensor>{},
+        py::arg("shard_placement_fn") = py::none(), py::keep_alive<0, 1>(),
         "FSDP2 fully_shard: shards module's parameters over mesh (wrap blocks first, then the root)");
   m.def("_fsdp_state", [](nn::Module& module) { return fsdp::AsFSDPModule(module); }, py::keep_alive<0, 1>());
   m.def("clip_grad_norm_fsdp", [](const F& root, double max_norm) {

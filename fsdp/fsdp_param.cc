@@ -24,11 +24,20 @@ namespace {
 using dtensor::DTensorSpec;
 using dtensor::Placement;
 
-// A view of `rows` rows of a tensor shaped like `like` (rows replaced), over `grad`'s strides.
-Tensor RowsOf(const Tensor& t, int64_t start, int64_t rows) {
+// The slices [start, start + n) of t along `dim`: a view with t's strides (torch's narrow).
+Tensor SlicesOf(const Tensor& t, int64_t dim, int64_t start, int64_t n) {
   Shape sizes = t.sizes();
-  sizes[0] = rows;
-  return MakeView(t, sizes, t.strides(), t.storage_offset() + start * t.stride(0));
+  sizes[static_cast<size_t>(dim)] = n;
+  return MakeView(t, sizes, t.strides(), t.storage_offset() + start * t.stride(dim));
+}
+
+// dst = src (a strided copy) leaving dst's version counter as it was: the unsharded parameter's bytes are
+// refilled under tensors autograd saved in an earlier forward (PyTorch's _unsafe_preserve_version_counter).
+void CopyPreservingVersion(const Tensor& dst, const Tensor& src) {
+  const Storage& storage = dst.impl()->storage();
+  const uint32_t version = storage.version();
+  CopyInto(dst, src);
+  storage.UnsafeRestoreVersion(version);
 }
 
 // dst += src, converting src to dst's dtype first when they differ.
@@ -42,9 +51,9 @@ void AddConverted(const Tensor& dst, const Tensor& src) {
   AddInPlace(dst, tmp);
 }
 
-// The sharded spec: TP's placements on TP's axes, Shard(0) on the FSDP shard axis (appended last to
-// dim 0's shard order, see [Note: FSDP layout]), Replicate on the HSDP replicate axis.
-DTensorSpec ShardedSpec(const Tensor& param, const FsdpMeshInfo& mi) {
+// The sharded spec: TP's placements on TP's axes, Shard(dim) on the FSDP shard axis (appended last to
+// that dim's shard order, see [Note: FSDP layout]), Replicate on the HSDP replicate axis.
+DTensorSpec ShardedSpec(const Tensor& param, const FsdpMeshInfo& mi, int64_t dim) {
   const dtensor::DeviceMesh& mesh = mi.mesh;
   std::vector<Placement> placements(static_cast<size_t>(mesh.ndim()), dtensor::Replicate{});
   dtensor::ShardOrder order(static_cast<size_t>(param.dim()));
@@ -59,8 +68,8 @@ DTensorSpec ShardedSpec(const Tensor& param, const FsdpMeshInfo& mi) {
       for (int ta : d->spec().shard_order()[dim]) order[dim].push_back(to_full[static_cast<size_t>(ta)]);
     }
   }
-  placements[static_cast<size_t>(mi.shard_axis)] = dtensor::Shard{0};
-  order[0].push_back(mi.shard_axis);
+  placements[static_cast<size_t>(mi.shard_axis)] = dtensor::Shard{dim};
+  order[static_cast<size_t>(dim)].push_back(mi.shard_axis);
   return DTensorSpec(mesh.topology_ptr(), std::move(placements), param.sizes(), param.dtype(), std::move(order));
 }
 
@@ -81,7 +90,7 @@ Registry& Live() {
 }  // namespace
 
 FsdpParam::FsdpParam(nn::Module* module, std::vector<std::string> fqns, const Tensor& param,
-                     const FsdpMeshInfo& mesh_info, const MixedPrecisionPolicy& mp)
+                     const FsdpMeshInfo& mesh_info, const MixedPrecisionPolicy& mp, int64_t shard_dim)
     : module_(module),
       fqns_(std::move(fqns)),
       original_(param.impl_ptr()),
@@ -99,30 +108,40 @@ FsdpParam::FsdpParam(nn::Module* module, std::vector<std::string> fqns, const Te
     tp_spec_.emplace(s.mesh_ptr(), s.placements(), s.shape(), s.strides(), param_dtype_, s.shard_order());
   }
   unsharded_shape_ = local.sizes();
-  rows_ = unsharded_shape_.at(0);
-  row_numel_ = NumElements(std::span<const int64_t>(unsharded_shape_).subspan(1));
   const int64_t world = mesh_info_.shard_size();
-  chunk_rows_ = (rows_ + world - 1) / world;
-  const dtensor::ChunkPiece piece = dtensor::ChunkPieceOf(rows_, world, mesh_info_.shard_rank());
-  local_rows_ = piece.size;
+  dim_ = shard_dim;
+  dim_size_ = unsharded_shape_.at(static_cast<size_t>(dim_));
+  slice_numel_ = 1;
+  for (size_t i = 0; i < unsharded_shape_.size(); ++i) slice_numel_ *= i == static_cast<size_t>(dim_) ? 1 : unsharded_shape_[i];
+  chunk_ = (dim_size_ + world - 1) / world;
+  TESSEL_INTERNAL_ASSERT(dim_ == 0 || chunk_ * world == dim_size_, "fully_shard: ", display_fqn_, " sharded unevenly ",
+                         "on dim ", dim_);
+  const dtensor::ChunkPiece piece = dtensor::ChunkPieceOf(dim_size_, world, mesh_info_.shard_rank());
+  local_size_ = piece.size;
   {
     memory::LedgerScope ledger(memory::Ledger::kParams);
     sharded_storage_ = Zeros({padded_shard_numel()}, orig_dtype_, local.device());
   }
-  if (local_rows_ > 0) CopyInto(LocalView(sharded_storage_, 0, local_rows_), RowsOf(local, piece.offset, local_rows_));
-  sharded_spec_.emplace(ShardedSpec(param, mesh_info_));
-  sharded_param_ = dtensor::MakeDTensor(LocalView(sharded_storage_, 0, local_rows_), *sharded_spec_, mesh_info_.mesh);
+  if (local_size_ > 0) {
+    CopyInto(LocalView(sharded_storage_, 0, local_size_), SlicesOf(local, dim_, piece.offset, local_size_));
+  }
+  sharded_spec_.emplace(ShardedSpec(param, mesh_info_, dim_));
+  sharded_param_ = dtensor::MakeDTensor(LocalView(sharded_storage_, 0, local_size_), *sharded_spec_, mesh_info_.mesh);
   if (param.requires_grad()) sharded_param_.set_requires_grad(true);
   Registry& r = Live();
   std::lock_guard<std::mutex> lock(r.mu);
   r.params.push_back(this);
 }
 
-Tensor FsdpParam::LocalView(const Tensor& flat, int64_t offset, int64_t rows) const {
+Tensor FsdpParam::LocalView(const Tensor& flat, int64_t offset, int64_t n) const {
   Shape sizes = unsharded_shape_;
-  sizes[0] = rows;
+  sizes[static_cast<size_t>(dim_)] = n;
   const Shape strides = ContiguousStrides(sizes);
   return MakeView(flat, sizes, strides, flat.storage_offset() + offset);
+}
+
+Tensor FsdpParam::UnshardedLocal() const {
+  return MakeView(unsharded_flat_, unsharded_shape_, ContiguousStrides(unsharded_shape_), 0);
 }
 
 FsdpParam::~FsdpParam() {
@@ -173,7 +192,7 @@ void FsdpParam::AllocateUnsharded() {
   const int64_t numel = mesh_info_.shard_size() * padded_shard_numel();
   if (!unsharded_flat_.defined()) {
     unsharded_flat_ = Empty({numel}, param_dtype_, sharded_storage_.device());
-    Tensor view = MakeView(unsharded_flat_, unsharded_shape_, ContiguousStrides(unsharded_shape_), 0);
+    Tensor view = UnshardedLocal();
     unsharded_param_ = tp_spec_ ? dtensor::MakeDTensor(view, *tp_spec_, *tp_mesh_) : view;
     if (requires_grad()) unsharded_param_.set_requires_grad(true);
   } else {
@@ -211,6 +230,14 @@ void FsdpParam::CopyOutFrom(const Tensor& all_gather_output, int64_t offset, int
   TESSEL_INTERNAL_ASSERT(all_gather_output.dtype() == param_dtype_ && unsharded_allocated_,
                          "fully_shard copy-out of ", display_fqn_);
   const int64_t chunk = padded_shard_numel();
+  if (dim_ > 0) {  // rank j's contiguous shard is the strided slice [j * chunk_, (j + 1) * chunk_) of dim_
+    const Tensor full = UnshardedLocal();
+    for (int64_t j = 0; j < mesh_info_.shard_size(); ++j) {
+      CopyPreservingVersion(SlicesOf(full, dim_, j * chunk_, chunk_),
+                            LocalView(all_gather_output, j * group_shard_numel + offset, chunk_));
+    }
+    return;
+  }
   // NOTE: not CopyInto: the copy must not bump the version counter (tensors saved for backward in an
   // earlier forward refer to these bytes; PyTorch's _unsafe_preserve_version_counter).
   for (int64_t j = 0; j < mesh_info_.shard_size(); ++j) {
@@ -232,6 +259,10 @@ void FsdpParam::CopyShardToUnsharded() {
 void FsdpParam::CopyUnshardedChunkInto(int64_t j, const Tensor& flat, int64_t offset) const {
   TESSEL_INTERNAL_ASSERT(unsharded_allocated_ && flat.dtype() == param_dtype_ && j >= 0 && j < mesh_info_.shard_size(),
                          "fully_shard post-forward copy of ", display_fqn_);
+  if (dim_ > 0) {
+    CopyInto(LocalView(flat, offset, chunk_), SlicesOf(UnshardedLocal(), dim_, j * chunk_, chunk_));
+    return;
+  }
   CopyElementsPreservingVersion(flat, offset, unsharded_flat_, j * padded_shard_numel(), padded_shard_numel());
 }
 
@@ -255,25 +286,26 @@ void FsdpParam::FoldGradInto(const Tensor& grad, const Tensor& flat_input, int64
   NoGradGuard no_grad;
   const int64_t world = mesh_info_.shard_size();
   for (int64_t j = 0; j < world; ++j) {
-    const int64_t rows = dtensor::ChunkPieceOf(rows_, world, j).size;
+    const int64_t n = dtensor::ChunkPieceOf(dim_size_, world, j).size;
     const int64_t base = j * group_shard_numel + offset;
-    if (rows > 0) {
-      const Tensor dst = LocalView(flat_input, base, rows);
-      const Tensor src = RowsOf(grad, j * chunk_rows_, rows);
+    if (n > 0) {
+      const Tensor dst = LocalView(flat_input, base, n);
+      const Tensor src = SlicesOf(grad, dim_, j * chunk_, n);
       if (accumulate) {
         AddConverted(dst, src);
       } else {
         CopyInto(dst, src);
       }
     }
-    const int64_t pad = (chunk_rows_ - rows) * row_numel_;
-    if (!accumulate && pad > 0) FillInPlace(MakeView(flat_input, {pad}, {1}, flat_input.storage_offset() + base + rows * row_numel_), 0.0);
+    // Only dim 0 pads (other dims shard evenly): the padding is the block's contiguous tail.
+    const int64_t pad = (chunk_ - n) * slice_numel_;
+    if (!accumulate && pad > 0) FillInPlace(MakeView(flat_input, {pad}, {1}, flat_input.storage_offset() + base + n * slice_numel_), 0.0);
   }
 }
 
 bool FsdpParam::SetShardedGradFrom(const Tensor& flat_output, int64_t offset) {
   NoGradGuard no_grad;
-  const Tensor reduced = LocalView(flat_output, offset, local_rows_);
+  const Tensor reduced = LocalView(flat_output, offset, local_size_);
   const Tensor existing = sharded_param_.grad();
   if (existing.defined()) {
     AddConverted(dtensor::GetDTensorImpl(existing, "fully_shard post-backward").local(), reduced);

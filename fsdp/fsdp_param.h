@@ -2,8 +2,8 @@
 // parameter's sharded-state machine (sharded DTensor <-> unsharded tensor) and its slice of the group's
 // flat all-gather / reduce-scatter buffers.
 //
-// Invariant: the sharded parameter is a leaf DTensor whose local tensor is a view of the first
-// `local_rows` rows of a zero-padded flat storage of exactly padded_shard_numel() elements, so every
+// Invariant: the sharded parameter is a leaf DTensor whose local tensor is a contiguous view of the first
+// `local_size` slices (along the shard dim) of a zero-padded flat storage of exactly padded_shard_numel() elements, so every
 // rank contributes the same number of elements to the group's all-gather (one even collective), and
 // the padding is always zero. The unsharded parameter is one stable leaf tensor for the lifetime of the
 // FsdpParam; resharding frees its bytes (Storage::UnsafeFreeBytes) instead of dropping the handle, so
@@ -20,6 +20,12 @@
 // j * group_shard_numel + offset(p). Example, W = 2, params a [3, 2] and b [1, 2] (row_numel 2):
 //   chunk(a) = 2, chunk(b) = 1, group_shard_numel = 4 + 2 = 6
 //   rank 0 block: a rows 0-1, b row 0        rank 1 block: a row 2, zero row, b zero row
+// Shard(d) for d > 0 (FullyShardOptions::shard_placement_fn, PyTorch's): rank j holds the slices
+// [j * chunk, (j + 1) * chunk) of U's dim d, chunk = U.size(d) / W exactly (uneven sizes are rejected, as in
+// PyTorch), stored contiguously; its block in the flat buffers is that contiguous shard, so the collectives
+// are the same and only the copy-out (a strided copy into the unsharded parameter, torch.cat along d) and
+// the gradient fold (the strided slices of the gradient, torch's chunk_cat) change. Example, W = 2, c [2, 4]
+// on Shard(1): rank 0 holds [[c00, c01], [c10, c11]], rank 1 [[c02, c03], [c12, c13]].
 //
 // Example:
 //   FsdpParam p(module, {"attn.wq.weight"}, module->Param(...), mesh_info, mp);
@@ -43,9 +49,9 @@
 
 namespace tessel::fsdp {
 
-// The FullyShard mesh and the axes FSDP uses on it: `shard_axis` shards dim 0, `replicate_axis` (HSDP)
-// holds full copies of the shards; every other axis belongs to tensor parallelism (the parameters'
-// own DTensor meshes).
+// The FullyShard mesh and the axes FSDP uses on it: `shard_axis` shards each parameter's shard dim (0
+// unless shard_placement_fn says otherwise), `replicate_axis` (HSDP) holds full copies of the shards;
+// every other axis belongs to tensor parallelism (the parameters' own DTensor meshes).
 struct FsdpMeshInfo {
   dtensor::DeviceMesh mesh;
   int shard_axis = 0;
@@ -63,9 +69,11 @@ class FsdpParam {
   // `module` is the module FullyShard was called on; `fqns` the parameter's names relative to it (more
   // than one when a tensor is registered twice, e.g. tied weights). Shards `param` (copies this rank's
   // rows) and leaves the module pointing at the sharded DTensor.
-  // REQUIRES: param contiguous with dim >= 1 (FullyShard checks and names the FQN).
+  // `shard_dim`: the dim of U FSDP shards ([Note: FSDP layout]).
+  // REQUIRES: param contiguous with dim >= 1, 0 <= shard_dim < dim, U.size(shard_dim) divisible by the shard
+  // axis size when shard_dim > 0 (FullyShard checks these and names the FQN).
   FsdpParam(nn::Module* module, std::vector<std::string> fqns, const Tensor& param, const FsdpMeshInfo& mesh_info,
-            const MixedPrecisionPolicy& mp);
+            const MixedPrecisionPolicy& mp, int64_t shard_dim = 0);
   ~FsdpParam();
   FsdpParam(const FsdpParam&) = delete;
   FsdpParam& operator=(const FsdpParam&) = delete;
@@ -94,9 +102,11 @@ class FsdpParam {
   DType orig_dtype() const { return orig_dtype_; }
   DType param_dtype() const { return param_dtype_; }
   DType reduce_dtype() const { return reduce_dtype_; }
-  // Elements this parameter contributes to one rank's block of the flat buffers (chunk * row_numel).
-  int64_t padded_shard_numel() const { return chunk_rows_ * row_numel_; }
-  int64_t local_rows() const { return local_rows_; }
+  // Elements this parameter contributes to one rank's block of the flat buffers (chunk * slice_numel).
+  int64_t padded_shard_numel() const { return chunk_ * slice_numel_; }
+  // The dim of U FSDP shards, and this rank's extent along it (its rows for dim 0; 0 for empty trailing ranks).
+  int64_t shard_dim() const { return dim_; }
+  int64_t local_size() const { return local_size_; }
 
   // Points every FQN of the module at the sharded DTensor / the unsharded tensor.
   void ToSharded();
@@ -127,12 +137,15 @@ class FsdpParam {
   // flat reduce-scatter input; writes zero padding when not accumulating.
   void FoldGradInto(const Tensor& grad, const Tensor& flat_input, int64_t offset, int64_t group_shard_numel,
                     bool accumulate) const;
-  // This rank's reduced rows at `offset` of `flat_output` become (or are added to) the sharded .grad, a
-  // Shard(0) DTensor of the original dtype. Returns true when the .grad is a view of flat_output.
+  // This rank's reduced slices at `offset` of `flat_output` become (or are added to) the sharded .grad, a
+  // DTensor with the sharded parameter's placements (Shard(shard_dim) on the FSDP axis), original dtype. Returns true when the .grad is a view of flat_output.
   bool SetShardedGradFrom(const Tensor& flat_output, int64_t offset);
 
  private:
-  Tensor LocalView(const Tensor& flat, int64_t offset, int64_t rows) const;
+  // A contiguous view of `n` slices along the shard dim (U's shape with size(dim) = n) at `offset` of flat.
+  Tensor LocalView(const Tensor& flat, int64_t offset, int64_t n) const;
+  // The unsharded parameter's bytes as a contiguous tensor of U's shape.
+  Tensor UnshardedLocal() const;
   void SetModuleParam(const Tensor& value);
 
   nn::Module* module_;
@@ -142,9 +155,10 @@ class FsdpParam {
   std::string display_fqn_;
   FsdpMeshInfo mesh_info_;
   DType orig_dtype_, param_dtype_, reduce_dtype_;
-  // U, the tensor FSDP shards (see the note): shape, rows, elements per row, rows per rank.
+  // U, the tensor FSDP shards (see the note): shape, the sharded dim, its size, the elements of one index
+  // along it (U.numel() / U.size(dim) when not empty), slices per rank (padded), this rank's slices.
   Shape unsharded_shape_;
-  int64_t rows_ = 0, row_numel_ = 1, chunk_rows_ = 0, local_rows_ = 0;
+  int64_t dim_ = 0, dim_size_ = 0, slice_numel_ = 1, chunk_ = 0, local_size_ = 0;
   // Tensor parallelism underneath (unset for plain parameters): the unsharded parameter is a DTensor
   // with this spec (dtype = param dtype) on this mesh.
   std::optional<dtensor::DTensorSpec> tp_spec_;

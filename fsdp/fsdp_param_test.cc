@@ -54,8 +54,8 @@ TEST(FsdpParamTest, FlatLayoutPadsEachParameterToCeilRowsTimesTheWorld) {
     EXPECT_EQ(f.params[1]->padded_shard_numel(), 2);  // chunk(b) = 1 row
     EXPECT_EQ(f.layout.offsets, (std::vector<int64_t>{0, 4}));
     EXPECT_EQ(f.layout.shard_numel, 6);
-    EXPECT_EQ(f.params[0]->local_rows(), rank == 0 ? 2 : 1);
-    EXPECT_EQ(f.params[1]->local_rows(), rank == 0 ? 1 : 0);
+    EXPECT_EQ(f.params[0]->local_size(), rank == 0 ? 2 : 1);
+    EXPECT_EQ(f.params[1]->local_size(), rank == 0 ? 1 : 0);
     // The module sees the sharded DTensors once they are installed.
     for (FsdpParam* p : f.params) p->ToSharded();
     EXPECT_TRUE(f.module.Param("a").is_distributed());
@@ -156,6 +156,89 @@ TEST(FsdpParamTest, ReducedGradientFlagsDecideWhichParametersGetAGradOnEveryRank
     reduce({true, false});
     EXPECT_TRUE(f.params[0]->sharded_param().grad().defined());
     EXPECT_FALSE(f.params[1]->sharded_param().grad().defined());
+  });
+}
+
+// [Note: FSDP layout], Shard(1): W = 2, c [2, 4] = [[1, 2, 3, 4], [5, 6, 7, 8]] on dim 1 next to a on dim 0.
+TEST(FsdpParamTest, ShardOnDimOneKeepsContiguousColumnBlocksAndCopiesOutAndFoldsThemStrided) {
+  class ColumnParams final : public nn::Module {
+   public:
+    ColumnParams() : Module("ColumnParams") {
+      RegisterParameter("a", FromVector<float>({1, 2, 3, 4, 5, 6}, {3, 2}));
+      RegisterParameter("c", FromVector<float>({1, 2, 3, 4, 5, 6, 7, 8}, {2, 4}));
+    }
+    TensorList Forward(const TensorList& in) override { return in; }
+  };
+  comm::RunRanks(2, [&](comm::ProcessGroupPtr world) {
+    const int rank = world->rank();
+    ColumnParams module;
+    const FsdpMeshInfo info{.mesh = dtensor::InitDeviceMesh(world, {2}, {"dp"}), .shard_axis = 0,
+                            .replicate_axis = std::nullopt};
+    std::vector<std::unique_ptr<FsdpParam>> owned;
+    owned.push_back(std::make_unique<FsdpParam>(&module, std::vector<std::string>{"a"}, module.Param("a"), info,
+                                                MixedPrecisionPolicy{}));
+    owned.push_back(std::make_unique<FsdpParam>(&module, std::vector<std::string>{"c"}, module.Param("c"), info,
+                                                MixedPrecisionPolicy{}, /*shard_dim=*/1));
+    std::vector<FsdpParam*> params = {owned[0].get(), owned[1].get()};
+    const FlatLayout layout = FlatLayout::Of(params);
+    FsdpParam& c = *owned[1];
+    EXPECT_EQ(c.shard_dim(), 1);
+    EXPECT_EQ(c.local_size(), 2);
+    EXPECT_EQ(c.padded_shard_numel(), 4);
+    EXPECT_EQ(layout.shard_numel, 8);
+    const dtensor::DTensor sharded(c.sharded_param());
+    EXPECT_EQ(dtensor::PlacementsToString(sharded.placements()), "[S(1)]");
+    EXPECT_EQ(sharded.ToLocal().sizes(), (Shape{2, 2}));
+    EXPECT_EQ(sharded.ToLocal().ToVector<float>(),
+              rank == 0 ? std::vector<float>({1, 2, 5, 6}) : std::vector<float>({3, 4, 7, 8}));
+    EXPECT_EQ(sharded.FullTensor().ToVector<float>(), (std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8}));
+
+    // All-gather: each block is [a's rows | c's contiguous column shard]; copy-out concatenates c's along dim 1.
+    for (int round = 0; round < 2; ++round) {
+      AllGatherResult r = IssueAllGather(params, layout, DType::kFloat32, info.shard_group());
+      r.work->Wait();
+      EXPECT_EQ(r.output.ToVector<float>(), (std::vector<float>{1, 2, 3, 4, 1, 2, 5, 6, 5, 6, 0, 0, 3, 4, 7, 8}));
+      uint32_t version = 0;
+      if (round == 1) version = c.unsharded_param().impl()->version();
+      FinishAllGather(r, params, layout);
+      EXPECT_EQ(c.unsharded_param().sizes(), (Shape{2, 4}));
+      EXPECT_TRUE(c.unsharded_param().is_contiguous());
+      EXPECT_EQ(c.unsharded_param().ToVector<float>(), (std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8}));
+      // The second copy-out refills the same handle without bumping its version (saved tensors stay valid).
+      if (round == 1) EXPECT_EQ(c.unsharded_param().impl()->version(), version);
+      for (FsdpParam* p : params) p->FreeUnsharded();
+    }
+
+    // reshard_after_forward=<int>'s piece: rank block j of c is columns [2j, 2j + 2), contiguous.
+    AllGatherResult r = IssueAllGather(params, layout, DType::kFloat32, info.shard_group());
+    FinishAllGather(r, params, layout);
+    Tensor piece = Full({6}, -1.0, DType::kFloat32);
+    c.CopyUnshardedChunkInto(1, piece, 1);
+    EXPECT_EQ(piece.ToVector<float>(), (std::vector<float>{-1, 3, 4, 7, 8, -1}));
+
+    // Gradients: rank j's block gets columns [2j, 2j + 2) of c's gradient; the reduce-scatter averages.
+    NoGradGuard no_grad;
+    const float s = rank == 0 ? 1.0f : 3.0f;
+    const Tensor ga = Full({3, 2}, s, DType::kFloat32);
+    const Tensor gc = FromVector<float>({s * 1, s * 2, s * 3, s * 4, s * 5, s * 6, s * 7, s * 8}, {2, 4});
+    Tensor input = Full({16}, -1.0, DType::kFloat32);
+    params[0]->FoldGradInto(ga, input, 0, 8, /*accumulate=*/false);
+    c.FoldGradInto(gc, input, 4, 8, false);
+    EXPECT_EQ(input.ToVector<float>(), (std::vector<float>{s, s, s, s, s * 1, s * 2, s * 5, s * 6,  //
+                                                           s, s, 0, 0, s * 3, s * 4, s * 7, s * 8}));
+    c.FoldGradInto(gc, input, 4, 8, /*accumulate=*/true);  // gradient accumulation adds the same slices
+    EXPECT_EQ(input.ToVector<float>()[13], s * 8);
+    EXPECT_EQ(input.ToVector<float>()[15], s * 16);
+    const ReduceSpec spec{.dtype = DType::kFloat32, .divide_factor = std::nullopt, .shard_group = info.shard_group(),
+                          .replicate_group = nullptr};
+    ReduceScatterResult rs = IssueReduceScatter(input, {.params = params, .offsets = layout.offsets, .block_numel = 8}, spec);
+    FinishReduceScatter(rs, spec);
+    const Tensor grad_c = c.sharded_param().grad();
+    ASSERT_TRUE(grad_c.is_distributed());
+    EXPECT_EQ(dtensor::PlacementsToString(dtensor::DTensor(grad_c).placements()), "[S(1)]");
+    // Averages of s and 3s times the (twice-folded) gradient: 2 * gc' with gc' = gc, 2 gc on the accumulated slots.
+    EXPECT_EQ(dtensor::DTensor(grad_c).ToLocal().ToVector<float>(),
+              rank == 0 ? std::vector<float>({4, 8, 20, 24}) : std::vector<float>({12, 16, 28, 32}));
   });
 }
 

@@ -246,6 +246,36 @@ std::optional<int64_t> ResolveReshardAfterForward(FullyShardOptions& opts, const
   return r;
 }
 
+// The dim FSDP shards each parameter on (FullyShardOptions::shard_placement_fn, PyTorch's rules), all
+// resolved before anything is sharded so a rejected placement leaves the module untouched.
+std::vector<int64_t> ResolveShardDims(const FullyShardOptions& opts, const FsdpMeshInfo& mesh_info,
+                                      const std::vector<ManagedParam>& params, const nn::Module& module) {
+  std::vector<int64_t> dims(params.size(), 0);
+  if (!opts.shard_placement_fn) return dims;
+  const int64_t w = mesh_info.shard_size();
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Tensor& t = params[i].tensor;
+    const std::optional<dtensor::Shard> placement = opts.shard_placement_fn(t);
+    if (!placement) continue;
+    const dtensor::DTensorImpl* d = dtensor::AsDTensorImpl(t);
+    const Shape& local = d != nullptr ? d->local().sizes() : t.sizes();
+    const int64_t nd = static_cast<int64_t>(local.size());
+    const int64_t dim = placement->dim < 0 ? placement->dim + nd : placement->dim;
+    const std::string where = Str("fully_shard(", module.type_name(), "): shard_placement_fn returned ",
+                                  placement->ToLongString(), " for parameter '", params[i].fqns[0], "' of shape ",
+                                  ShapeStr(t.sizes()));
+    TESSEL_CHECK(dim >= 0 && dim < nd, where, ", which has ", nd, " dims");
+    TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, dim == 0 || local[static_cast<size_t>(dim)] % w == 0, where,
+                      ": FSDP does not support uneven sharding on dim ", dim, " (size ", local[static_cast<size_t>(dim)],
+                      d != nullptr ? Str(" of its tensor-parallel local shape ", ShapeStr(local)) : std::string(),
+                      ", world size ", w, " of shard axis '",
+                      mesh_info.mesh.axis_names()[static_cast<size_t>(mesh_info.shard_axis)],
+                      "'); only dim 0 may be uneven, as in PyTorch");
+    dims[i] = dim;
+  }
+  return dims;
+}
+
 // The modules of the FSDP states at or below `m`, one per state (a fully_shard list's state is reached
 // from each of its modules).
 std::vector<nn::Module*> SelectedStates(const FSDPModule& m, bool recurse) {
@@ -321,11 +351,15 @@ FSDPModule FullyShard(const std::vector<nn::Module*>& modules, const dtensor::De
   for (const ManagedParam& p : found.params) CheckParam(p, module, fsdp_mesh, nested);
   FsdpMeshInfo mesh_info = MakeMeshInfo(found.params, module, fsdp_mesh, opts);
   const std::optional<int64_t> post_forward_size = ResolveReshardAfterForward(opts, mesh_info, found.params, module);
+  const std::vector<int64_t> shard_dims = ResolveShardDims(opts, mesh_info, found.params, module);
+  // Used up: the state does not keep the function (nor whatever it captured, e.g. a Python callable).
+  opts.shard_placement_fn = nullptr;
   std::unique_ptr<ParamGroup> group;
   if (!found.params.empty()) {
     std::vector<std::unique_ptr<FsdpParam>> params;
-    for (ManagedParam& p : found.params) {
-      params.push_back(std::make_unique<FsdpParam>(p.module, p.fqns, p.tensor, mesh_info, opts.mp_policy));
+    for (size_t i = 0; i < found.params.size(); ++i) {
+      ManagedParam& p = found.params[i];
+      params.push_back(std::make_unique<FsdpParam>(p.module, p.fqns, p.tensor, mesh_info, opts.mp_policy, shard_dims[i]));
       for (auto& [owner, fqn] : p.other_owners) params.back()->AddOwner(owner, fqn);
       p.tensor = Tensor();  // the original (unsharded) parameter is freed unless the caller holds it
     }

@@ -5,7 +5,8 @@
 //
 // Invariant: after FullyShard(m, mesh), every parameter of m not managed by a nested FullyShard is a leaf
 // DTensor with the original global shape whose placement on the FSDP shard axis is Shard(0) (torch.chunk
-// of dim 0, trailing ranks may be empty); optimizers step these. During a module's forward (and its
+// of dim 0, trailing ranks may be empty), or the Shard(d) FullyShardOptions::shard_placement_fn chose
+// (d > 0: even chunks only); optimizers step these. During a module's forward (and its
 // backward) the module sees plain unsharded tensors instead, which FSDP all-gathers into and frees.
 // .grad of a sharded parameter is a DTensor with the parameter's placements. Parameters named in
 // FullyShardOptions::ignored_params stay plain tensors, outside every collective, with local gradients.

@@ -10,16 +10,20 @@
 //   opts.reshard_after_forward_size = 8;             // or: keep it sharded over 8 ranks (one host) until backward
 //   opts.offload_policy = CPUOffloadPolicy{};        // accepted; a no-op while tensors live on the CPU
 //   opts.ignored_params = {model.wte_weight()};      // left unsharded, its gradient unreduced
+//   opts.shard_placement_fn = [](const Tensor& p) -> std::optional<dtensor::Shard> {
+//     return p.dim() == 2 ? std::optional(dtensor::Shard{1}) : std::nullopt;  // columns of the matrices
+//   };
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
-
 #include <vector>
 
 #include "core/tensor/dtype.h"
 #include "core/tensor/tensor.h"
+#include "dtensor/placement.h"
 
 namespace tessel::fsdp {
 
@@ -67,6 +71,14 @@ struct FullyShardOptions {
   // (each rank keeps its local gradient; reduce it yourself where the ranks must agree). Tensors that are
   // not parameters of the module are allowed (one set passed to every block's call is the usual form).
   std::vector<Tensor> ignored_params;
+  // PyTorch's shard_placement_fn: called once per parameter this call manages (as the module holds it: a
+  // tensor-parallel DTensor included), before anything is sharded. Shard(d) shards dim d of the parameter
+  // (of its TP-local tensor; negative d counts from the end) over the shard axis; nullopt, or no function,
+  // means Shard(0). d > 0 needs that dim's size to divide evenly by the shard axis size (kUnimplemented
+  // otherwise, PyTorch's NotImplementedError); d outside the parameter's dims is kInvalidArgument. Uses:
+  // MoE expert weights [E, ...] with fewer experts than ranks (Shard(1)), layouts a kernel wants sharded
+  // by column.
+  std::function<std::optional<dtensor::Shard>(const Tensor& param)> shard_placement_fn;
 };
 
 }  // namespace tessel::fsdp

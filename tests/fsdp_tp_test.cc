@@ -2,7 +2,8 @@
 // mesh, with the TP layout distributed by hand (the TP primitive comes later): colwise fc (weight and
 // bias Shard(0) on "tp"), rowwise proj (weight Shard(1), bias Replicate). Checks the sharded layout
 // ("TP shard, then FSDP shard of that": dim 0's shard order [tp, dp]), that unsharding restores the TP
-// DTensors, the collective counts on each axis, and training parity with one rank.
+// DTensors, the collective counts on each axis, and training parity with one rank; with a
+// shard_placement_fn, the same on the TP-local piece's dim 1.
 #include <gtest/gtest.h>
 
 #include "comm/tracer.h"
@@ -65,6 +66,21 @@ std::map<std::string, std::vector<double>> FullValuesOf(TpMlp& m) {
   return out;
 }
 
+// Every parameter of `m` has the `want` placements and shard order ("[S(0), R] {0: [0]}"), its local
+// values are the box of the full values its spec assigns this rank, and it gathers back to them.
+void ExpectShardedLayout(nn::Module& m, const std::map<std::string, std::string>& want,
+                         const std::map<std::string, std::vector<double>>& full, const dtensor::DeviceMesh& mesh) {
+  for (auto& [fqn, p] : m.NamedParameters()) {
+    SCOPED_TRACE(fqn);
+    const dtensor::DTensorSpec& spec = dtensor::DTensor(p).spec();
+    EXPECT_EQ(dtensor::PlacementsToString(spec.placements()) + " " + dtensor::ShardOrderToString(spec.shard_order()),
+              want.at(fqn));
+    const std::vector<double> box = BoxOf(full.at(fqn), spec.shape(), dtensor::GlobalIntervals(spec, mesh.coordinate()));
+    EXPECT_EQ(dtensor::DTensor(p).ToLocal().ToDoubleVector(), box);
+    EXPECT_EQ(dtensor::DTensor(p).FullTensor().ToDoubleVector(), full.at(fqn));
+  }
+}
+
 TEST(FsdpOnTpTest, ShardsTheTpLocalPieceInTpThenDpOrder) {
   Generator gen(3);
   TpMlp ref(gen, /*with_plain=*/true);
@@ -87,15 +103,7 @@ TEST(FsdpOnTpTest, ShardsTheTpLocalPieceInTpThenDpOrder) {
                                                      {"proj.weight", "[S(0), S(1)] {0: [0], 1: [1]}"},
                                                      {"proj.bias", "[S(0), R] {0: [0]}"},
                                                      {"scale", "[S(0), R] {0: [0]}"}};
-    for (auto& [fqn, p] : m.NamedParameters()) {
-      SCOPED_TRACE(fqn);
-      const dtensor::DTensorSpec& spec = dtensor::DTensor(p).spec();
-      EXPECT_EQ(dtensor::PlacementsToString(spec.placements()) + " " + dtensor::ShardOrderToString(spec.shard_order()),
-                want.at(fqn));
-      const Shape shape = spec.shape();
-      const std::vector<double> box = BoxOf(full.at(fqn), shape, dtensor::GlobalIntervals(spec, mesh.coordinate()));
-      EXPECT_EQ(dtensor::DTensor(p).ToLocal().ToDoubleVector(), box);
-    }
+    ExpectShardedLayout(m, want, full, mesh);
     fsdp.Unshard();
     for (auto& [fqn, p] : m.NamedParameters()) {
       SCOPED_TRACE(fqn);
@@ -123,7 +131,9 @@ Tensor GlobalInput(int step) {
   return Randn({kBatch, kIn}, gen);
 }
 
-TEST(FsdpOnTpTest, TrainingMatchesOneRankAndCountsCollectivesPerAxis) {
+// 3 SGD steps of FSDP (with `opts`) over the hand-made TP layout on a (dp, tp) = (2, 2) mesh: every loss and
+// final parameter within fp32 rounding of one rank, 2 all-gathers and 2 reduce-scatters on "dp" per pass.
+void ExpectTrainingMatchesOneRank(const FullyShardOptions& opts) {
   constexpr int kSteps = 3;
   Generator gen(3);
   TpMlp ref(gen);
@@ -143,9 +153,9 @@ TEST(FsdpOnTpTest, TrainingMatchesOneRankAndCountsCollectivesPerAxis) {
     Generator g(3);
     TpMlp m(g);
     ParallelizeByHand(m, tp);
-    FullyShard(*m.Submodule("fc"), mesh);
-    FullyShard(*m.Submodule("proj"), mesh);
-    FullyShard(m, mesh);  // the root owns no parameters of its own
+    FullyShard(*m.Submodule("fc"), mesh, opts);
+    FullyShard(*m.Submodule("proj"), mesh, opts);
+    FullyShard(m, mesh, opts);  // the root owns no parameters of its own
     optim::SGD opt(m.NamedParameters(), {.lr = 0.1, .momentum = 0.9});
     const int64_t dp_rank = mesh.local_rank("dp");
     for (int s = 0; s < kSteps; ++s) {
@@ -165,6 +175,49 @@ TEST(FsdpOnTpTest, TrainingMatchesOneRankAndCountsCollectivesPerAxis) {
     const auto got = FullValuesOf(m);
     for (const auto& [fqn, values] : want) EXPECT_LE(RelErr(got.at(fqn), values), 1e-5) << fqn;
   }, FastRanks());
+}
+
+TEST(FsdpOnTpTest, TrainingMatchesOneRankAndCountsCollectivesPerAxis) { ExpectTrainingMatchesOneRank({}); }
+
+// shard_placement_fn over TP parameters picks a dim of the TP-local piece: fc.weight [8, 6] (S(0) on tp,
+// local [4, 6]) has its 6 columns split 3 per dp rank; proj.weight [5, 8] (S(1) on tp, local [5, 4]) has
+// its 4 local columns split again, 2 per dp rank, so dim 1's shard order is [tp, dp]. Biases keep dim 0.
+FullyShardOptions TpColumns() {
+  FullyShardOptions o;
+  o.shard_placement_fn = [](const Tensor& p) -> std::optional<dtensor::Shard> {
+    EXPECT_TRUE(p.is_distributed());  // as the module holds it: the TP DTensor
+    if (p.dim() == 2) return dtensor::Shard{1};
+    return std::nullopt;
+  };
+  return o;
+}
+
+TEST(FsdpOnTpTest, ShardPlacementFnShardsTheTpLocalPieceOnTheChosenDim) {
+  Generator gen(3);
+  TpMlp ref(gen);
+  const auto full = FullValuesOf(ref);
+  comm::RunRanks(4, [&](comm::ProcessGroupPtr world) {
+    dtensor::DeviceMesh mesh = dtensor::InitDeviceMesh(world, {2, 2}, {"dp", "tp"});
+    Generator g(3);
+    TpMlp m(g);
+    ParallelizeByHand(m, mesh["tp"]);
+    std::map<std::string, dtensor::DTensorSpec> tp_specs;
+    for (auto& [fqn, p] : m.NamedParameters()) tp_specs.emplace(fqn, dtensor::DTensor(p).spec());
+    FSDPModule fsdp = FullyShard(m, mesh, TpColumns());
+    const std::map<std::string, std::string> want = {{"fc.weight", "[S(1), S(0)] {0: [1], 1: [0]}"},
+                                                     {"fc.bias", "[S(0), S(0)] {0: [1, 0]}"},
+                                                     {"proj.weight", "[S(1), S(1)] {1: [1, 0]}"},
+                                                     {"proj.bias", "[S(0), R] {0: [0]}"}};
+    ExpectShardedLayout(m, want, full, mesh);
+    fsdp.Unshard();
+    for (auto& [fqn, p] : m.NamedParameters()) {
+      SCOPED_TRACE(fqn);
+      ASSERT_TRUE(p.is_distributed());
+      EXPECT_EQ(dtensor::DTensor(p).spec(), tp_specs.at(fqn));
+      EXPECT_EQ(dtensor::DTensor(p).FullTensor().ToDoubleVector(), full.at(fqn));
+    }
+  }, FastRanks());
+  ExpectTrainingMatchesOneRank(TpColumns());
 }
 
 // PyTorch's 2-D form: fully_shard(module, mesh["dp"]) over parameters placed on mesh["tp"]. FSDP joins the two

@@ -180,6 +180,63 @@ def test_fully_shard_ignored_params_stay_plain_and_keep_local_gradients():
         assert not np.allclose(grads["head.bias"], want["head.bias"], rtol=1e-3)  # the ranks' rows differ
 
 
+def test_fully_shard_shard_placement_fn_shards_columns_and_trains_like_one_process():
+    # FSDP2's shard_placement_fn: every matrix on its columns (Shard(1)), vectors on the default dim 0;
+    # two AdamW steps on two ranks equal one process, and a bad placement is the error torch raises.
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((4, 8)).astype(np.float32)
+
+    def columns(p):
+        return Shard(1) if p.ndim == 2 else None
+
+    tessel.manual_seed(0)
+    ref = Net()
+    ref_opt = tessel.optim.AdamW(ref.parameters(), lr=1e-2)
+    want_losses = _train_squares(ref, ref_opt, tessel.tensor(x), 2)
+    want = {n: p.detach().numpy() for n, p in ref.named_parameters()}
+    got = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        tessel.manual_seed(0)
+        net = Net()
+        seen = []
+        for block in net.layers:
+            fully_shard(block, shard_placement_fn=lambda p: seen.append(tuple(p.shape)) or columns(p))
+        fully_shard(net, shard_placement_fn=columns)
+        assert len(seen) == 4 and (8, 8) in seen and (8,) in seen  # each block's weight and bias
+        placements = {n: p.placements for n, p in net.named_parameters()}
+        local_shapes = {n: tuple(p.to_local().shape) for n, p in net.named_parameters()}
+        opt = tessel.optim.AdamW(net.parameters(), lr=1e-2)
+        rows = tessel.tensor(x[world.rank * 2:(world.rank + 1) * 2])
+        losses = []
+        for _ in range(2):
+            loss = net(rows).pow(2).mean()
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            losses.append(loss.item())
+        params = {n: p.full_tensor().numpy() for n, p in net.named_parameters()}
+        got[world.rank] = (placements, local_shapes, losses, params)
+        with pytest.raises(NotImplementedError, match="uneven sharding on dim 1"):
+            fully_shard(nn.Linear(3, 2), shard_placement_fn=columns)  # 3 columns over 2 ranks
+        with pytest.raises(TypeError, match="must return a Shard or None, got 1"):
+            fully_shard(nn.Linear(2, 2), shard_placement_fn=lambda p: 1)
+        with pytest.raises(ZeroDivisionError):  # the function's own error comes through
+            fully_shard(nn.Linear(2, 2), shard_placement_fn=lambda p: 1 / 0)
+        with pytest.raises(TypeError, match="must be callable"):
+            fully_shard(nn.Linear(2, 2), shard_placement_fn=Shard(1))
+        dist.destroy_process_group()
+
+    tessel.run_ranks(2, rank_fn)
+    np.testing.assert_allclose((np.array(got[0][2]) + np.array(got[1][2])) / 2, want_losses, rtol=1e-5)
+    for rank, (placements, local_shapes, _, params) in got.items():
+        assert placements["head.weight"] == (Shard(1),) and placements["head.bias"] == (Shard(0),)
+        assert local_shapes["head.weight"] == (3, 4) and local_shapes["layers.0.fc.weight"] == (8, 4)
+        for n, w in want.items():
+            np.testing.assert_allclose(params[n], w, rtol=1e-4, atol=1e-6, err_msg=n)
+
+
 def test_gradient_penalty_under_ddp_equals_one_process_and_fsdp_refuses_create_graph():
     # WGAN-GP's critic step: the penalty on the input gradient (autograd.grad(create_graph=True)), then a
     # synchronized backward. DDP averages as one process on the whole batch; backward(create_graph=True)
@@ -1061,8 +1118,6 @@ def test_bad_distributed_input_raises_python_errors_with_tessels_message():
             fully_shard("not a module")
         with pytest.raises(TypeError):
             fully_shard(nn.Linear(2, 2), mesh="dp")
-        with pytest.raises(NotImplementedError, match="shard_placement_fn"):
-            fully_shard(nn.Linear(2, 2), shard_placement_fn=lambda p: Shard(0))
         mesh = init_device_mesh("cpu", (2,), mesh_dim_names=("dp",))
         with pytest.raises(ValueError, match=r"S\(3\) on axis .dp. needs 0 <= dim < ndim = 1"):
             distribute_tensor(tessel.ones(4), mesh, [Shard(3)])

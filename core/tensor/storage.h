@@ -32,6 +32,10 @@ class Storage {
   void Retag(memory::Ledger ledger) const { impl_->block->Retag(ledger); }
   uint32_t version() const { return impl_->version.load(std::memory_order_relaxed); }
   void BumpVersion() const { impl_->version.fetch_add(1, std::memory_order_relaxed); }
+  // Unsafe (autograd no longer sees writes made since `version` was read): PyTorch's
+  // _unsafe_preserve_version_counter. fsdp/ refills unsharded parameters that tensors saved for backward
+  // refer to, with a strided copy that bumps the counter, and restores it afterwards.
+  void UnsafeRestoreVersion(uint32_t version) const { impl_->version.store(version, std::memory_order_relaxed); }
   // Unsafe (breaks TensorImpl's "every index lies inside the storage" for every tensor over these
   // bytes until UnsafeAllocateBytes): frees the bytes but keeps the handle, its views and its version,
   // like PyTorch's storage.resize_(0). fsdp/ frees unsharded parameters this way so tensors that

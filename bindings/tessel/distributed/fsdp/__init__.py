@@ -99,10 +99,9 @@ def fully_shard(module, *, mesh=None, reshard_after_forward=None, shard_placemen
     modules (torch 2.6) becomes one group: one all-gather when the first of them runs, resharded when all
     have run; each becomes an FSDPModule steering that group; the list is returned. ignored_params: a set
     of parameters this call leaves alone: not sharded, not all-gathered, their gradients not reduced (each
-    rank keeps its local one); parameters of other modules may be in it."""
-    if shard_placement_fn is not None:
-        raise NotImplementedError("fully_shard: shard_placement_fn is not supported (every parameter is sharded on "
-                                  "dim 0)")
+    rank keeps its local one); parameters of other modules may be in it. shard_placement_fn: called with
+    each parameter this call shards, returns Shard(d) to shard its dim d (the size must divide evenly by
+    the shard dim's size unless d is 0: NotImplementedError otherwise, as torch) or None for Shard(0)."""
     if type(offload_policy) is OffloadPolicy:
         offload_policy = None
     ignored = list(ignored_params) if ignored_params is not None else []
@@ -111,7 +110,7 @@ def fully_shard(module, *, mesh=None, reshard_after_forward=None, shard_placemen
             raise TypeError("fully_shard: ignored_params must hold parameters (tensors), got %s" % type(p).__name__)
     _C.fully_shard(list(module) if isinstance(module, (list, tuple)) else module,
                    mesh if mesh is not None else _default_mesh(), reshard_after_forward, mp_policy, offload_policy,
-                   shard_axis, replicate_axis, ignored)
+                   shard_axis, replicate_axis, ignored, shard_placement_fn)
     for m in (module if isinstance(module, (list, tuple)) else [module]):
         _become_fsdp_module(m)
     return module
