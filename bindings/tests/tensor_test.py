@@ -936,13 +936,25 @@ def test_augmented_assignment_is_in_place_unless_autograd_must_record_it():
     with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
         w += 1
     h = w * 2
-    h += w  # in a forward: recorded by autograd (out of place), so the gradient is right
+    kept = [h]  # another Python name of the same tensor (a list of hidden states, say)
+    h += w  # in a forward: recorded by autograd, so the gradient is right
+    assert kept[0] is h and kept[0].tolist() == [3.0, 3.0]  # the same tensor, updated, as torch
+    h *= w  # (2w + w) * w: the recorded product sees the updated value
     h.sum().backward()
-    assert w.grad.tolist() == [3.0, 3.0]
+    assert w.grad.tolist() == [6.0, 6.0]
     acc = tessel.zeros(2)
     acc += w * w  # a tensor needing no grad takes a term that does: autograd records it too
+    assert acc.requires_grad and acc.grad_fn is not None
     acc.sum().backward()
-    assert w.grad.tolist() == [5.0, 5.0]
+    assert w.grad.tolist() == [8.0, 8.0]
+    h = w * 2
+    with pytest.raises(RuntimeError, match=r"output with shape \[2\] doesn't match the broadcast shape \[3, 2\]"):
+        h += tessel.ones(3, 2, requires_grad=True)
+    h += tessel.ones(2, dtype=tessel.float64)  # in place keeps h's dtype, as torch
+    assert h.dtype == tessel.float32 and h.tolist() == [3.0, 3.0]
+    r = (w * 1).relu()
+    with pytest.raises(RuntimeError, match="the copy an op saved for backward"):
+        r += 1  # relu saved its output: torch would raise at backward
 
 
 def test_integer_and_bool_semantics_follow_torch():
