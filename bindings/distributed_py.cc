@@ -316,6 +316,8 @@ void BindFsdp(py::module_& m) {
       .def("is_unsharded", &F::is_unsharded)
       .def("set_requires_gradient_sync", &F::SetRequiresGradientSync, py::arg("requires_gradient_sync"),
            py::arg("recurse") = true)
+      .def("set_requires_all_reduce", &F::SetRequiresAllReduce, py::arg("requires_all_reduce"),
+           py::arg("recurse") = true)
       .def("set_reshard_after_forward", &F::SetReshardAfterForward, py::arg("reshard_after_forward"),
            py::arg("recurse") = true)
       .def("set_reshard_after_backward", &F::SetReshardAfterBackward, py::arg("reshard_after_backward"),

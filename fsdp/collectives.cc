@@ -145,6 +145,22 @@ namespace {
 // The HSDP all-reduce and the view-out into the sharded .grads.
 void PostReduce(ReduceScatterResult& result, const ReduceSpec& spec, bool on_stream,
                 std::optional<DeferredGradFlags>* deferred) {
+  if (spec.partial_output != nullptr) {  // PyTorch's partial_reduce_output (set_requires_all_reduce)
+    Tensor& partial = *spec.partial_output;
+    if (!spec.all_reduce) {
+      if (partial.defined()) {
+        AddInPlace(partial, result.output);
+      } else {
+        partial = result.output;
+        partial.impl()->RetagMemory(memory::Ledger::kGrads);
+      }
+      return;
+    }
+    if (partial.defined()) {
+      AddInPlace(result.output, partial);
+      partial = Tensor();
+    }
+  }
   if (spec.replicate_group && spec.replicate_group->size() > 1) {
     const comm::ReduceOp op = spec.divide_factor ? comm::ReduceOp::kSum : comm::ReduceOp::kAvg;
     comm::WorkPtr work = spec.replicate_group->AllReduce(result.output, op);

@@ -106,6 +106,11 @@ struct ReduceSpec {
   std::optional<double> divide_factor;
   comm::ProcessGroupPtr shard_group;
   comm::ProcessGroupPtr replicate_group;  // HSDP only
+  // HSDP (FSDPModule::SetRequiresAllReduce): with all_reduce false the reduce-scatter output is added to
+  // *partial_output (set to it the first time) and no .grad changes; with true an existing
+  // *partial_output is added to the output before the all-reduce and then dropped.
+  bool all_reduce = true;
+  Tensor* partial_output = nullptr;
 };
 
 // Issues one async reduce-scatter of `flat_input` (already in the layout with its flags, reduce dtype;
@@ -124,7 +129,8 @@ struct DeferredGradFlags {
   std::vector<bool> had_grad;      // whether each had a .grad before the first of those reductions
 };
 
-// Waits for the reduce-scatter, runs the HSDP all-reduce over the replicate axis, and makes this rank's
+// Waits for the reduce-scatter, runs the HSDP all-reduce over the replicate axis (or only accumulates the
+// output, see ReduceSpec::all_reduce), and makes this rank's
 // rows the sharded .grad of every target parameter whose flag is set (added to an existing .grad).
 // Frees the staging buffers. Host tensors: the flags are read here. Device tensors with `deferred`:
 // every target gets its rows (zeros where no rank had a gradient) and `deferred` the flags, for

@@ -403,6 +403,12 @@ void FSDPModule::SetRequiresGradientSync(bool requires_gradient_sync, bool recur
   }
 }
 
+void FSDPModule::SetRequiresAllReduce(bool requires_all_reduce, bool recurse) const {
+  for (nn::Module* m : SelectedStates(*this, recurse)) {
+    if (ParamGroup* g = FsdpState::Of(*m)->group()) g->requires_all_reduce = requires_all_reduce;
+  }
+}
+
 void FSDPModule::ReduceGrad(bool recurse) const {
   std::vector<ParamGroup*> groups;
   for (nn::Module* m : SelectedStates(*this, recurse)) {

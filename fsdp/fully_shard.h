@@ -38,7 +38,8 @@
 //   backward                       N+1 reduce-scatters, and all-gathers: N by default (the root keeps its
 //                                  parameters from forward), N+1 when the root reshards after forward
 //                                  too, 0 when no group reshards after forward
-//   HSDP                           plus one all-reduce on the replicate axis per reduce-scatter
+//   HSDP                           plus one all-reduce on the replicate axis per reduce-scatter (none
+//                                  while SetRequiresAllReduce(false): the reduced shards are summed)
 //   reshard_after_forward_size r   the backward all-gathers of the groups that keep post-forward pieces
 //   (1 < r < shard size)           run on "<shard axis>.post_forward", r consecutive ranks of the shard
 //                                  axis (created once per shard group), instead of the shard axis
@@ -108,6 +109,12 @@ class FSDPModule {
 
   // With false, backward accumulates gradients locally instead of reducing them (see the file comment).
   void SetRequiresGradientSync(bool requires_gradient_sync, bool recurse = true) const;
+  // HSDP gradient accumulation with only the reduce-scatter (PyTorch's set_requires_all_reduce): with false,
+  // backward reduce-scatters over the shard axis but does not all-reduce over the replicate axis; the
+  // reduced shards are summed in a shard-size buffer (grads ledger) and .grad stays as it is. The next
+  // backward with true adds that sum in before its all-reduce, so .grad gets exactly the synced result.
+  // No effect without a replicate axis.
+  void SetRequiresAllReduce(bool requires_all_reduce, bool recurse = true) const;
   // Reduces what backwards accumulated with gradient sync off, now, without another backward: one
   // reduce-scatter per group that has gradients (+ the HSDP all-reduce), finished before returning, into
   // the sharded .grad (PyTorch pipelining's REDUCE_GRAD / perform_reduce_grad). Leaves the sync setting

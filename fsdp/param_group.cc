@@ -168,10 +168,14 @@ bool ParamGroup::ReducesAcrossRanks() const {
   return mesh_info_.shard_size() > 1 || (mesh_info_.is_hsdp() && mesh_info_.replicate_group()->size() > 1);
 }
 
-ReduceSpec ParamGroup::MakeReduceSpec() const {
+ReduceSpec ParamGroup::MakeReduceSpec() {
   ReduceSpec spec{.dtype = reduce_dtype_, .divide_factor = gradient_divide_factor,
                   .shard_group = mesh_info_.shard_group(), .replicate_group = nullptr};
-  if (mesh_info_.is_hsdp()) spec.replicate_group = mesh_info_.replicate_group();
+  if (mesh_info_.is_hsdp()) {
+    spec.replicate_group = mesh_info_.replicate_group();
+    spec.all_reduce = requires_all_reduce;
+    spec.partial_output = &partial_reduce_output_;
+  }
   return spec;
 }
 

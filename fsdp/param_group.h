@@ -117,6 +117,9 @@ class ParamGroup {
   bool reshard_after_forward = true;
   bool reshard_after_backward = true;
   bool requires_gradient_sync = true;
+  // HSDP: with false, the reduce-scatter runs but not the all-reduce over the replicate axis; its output
+  // is summed into partial_reduce_output_ until a backward with true adds it in before its all-reduce.
+  bool requires_all_reduce = true;
   std::optional<double> gradient_divide_factor;
 
  private:
@@ -136,7 +139,7 @@ class ParamGroup {
   bool ReducesAcrossRanks() const;
   // One rank's block of the reduce-scatter buffers: the layout's shard_numel plus flag_numel_.
   int64_t reduce_block_numel() const { return layout_.shard_numel + flag_numel_; }
-  ReduceSpec MakeReduceSpec() const;
+  ReduceSpec MakeReduceSpec();
 
   std::vector<std::unique_ptr<FsdpParam>> params_;
   std::vector<FsdpParam*> raw_params_;
@@ -157,6 +160,9 @@ class ParamGroup {
   // reduce dtype, grads ledger) until the next synced backward reduces them in one collective.
   Tensor accumulated_grads_;
   std::vector<bool> accumulated_has_grad_;
+  // requires_all_reduce off (HSDP): the sum of the reduce-scatter outputs not yet all-reduced ([block
+  // numel], reduce dtype, grads ledger; its flags summed too).
+  Tensor partial_reduce_output_;
   std::vector<size_t> post_forward_indices_;
   // Device tensors: the event behind this group's last view-out into .grad (the compute stream waits
   // for it at the end of backward; PyTorch's _post_reduce_event).

@@ -314,6 +314,31 @@ TEST(FullyShardTest, HsdpReduceScattersOnShardAxisThenAllReducesOnReplicateAxis)
   });
 }
 
+// PyTorch's set_requires_all_reduce(False) for HSDP gradient accumulation: the first micro-batch only
+// reduce-scatters (no all-reduce, no .grad), the second reduce-scatters, adds the first's reduced shards and
+// all-reduces once: .grad is the two micro-batches' summed gradient of one rank on the whole batches.
+TEST(FullyShardTest, HsdpWithoutAllReduceSumsReduceScattersUntilTheBackwardThatAllReduces) {
+  const nn::GPTConfig cfg = TinyGpt();
+  const auto want = ReferenceGrads(cfg, 2);
+  RunMesh(4, {2, 2}, {"replicate", "shard"}, [&](comm::ProcessGroupPtr world, const dtensor::DeviceMesh& mesh) {
+    Generator gen(7);
+    nn::GPT gpt(cfg, gen);
+    FSDPModule root = WrapGpt(gpt, mesh);
+    root.SetRequiresAllReduce(false);
+    comm::CommTracer first;
+    Backward(LocalLoss(gpt, cfg, 0, world->rank(), 4));
+    EXPECT_EQ(first.Count(CollectiveKind::kReduceScatter, "shard"), 3) << first.Summary();
+    EXPECT_EQ(first.Count(CollectiveKind::kAllReduce), 0) << first.Summary();
+    for (auto& [fqn, p] : gpt.NamedParameters()) EXPECT_FALSE(p.grad().defined()) << fqn;
+    root.SetRequiresAllReduce(true);
+    comm::CommTracer second;
+    Backward(LocalLoss(gpt, cfg, 1, world->rank(), 4));
+    EXPECT_EQ(second.Count(CollectiveKind::kReduceScatter, "shard"), 3) << second.Summary();
+    EXPECT_EQ(second.Count(CollectiveKind::kAllReduce, "replicate"), 3) << second.Summary();
+    ExpectShardedGradsEqual(gpt, want, 1e-5);
+  });
+}
+
 // Events of one training step, with "compute layers.i" marking when block i starts computing.
 std::vector<std::vector<std::string>> RecordTwoSteps(const std::function<void(nn::GPT&, FSDPModule&)>& setup) {
   const nn::GPTConfig cfg = ThreeBlocks();

@@ -620,6 +620,41 @@ def test_fsdp_porting_details_handles_kwargs_casts_layers_lists_and_hsdp_axis_na
     tessel.run_ranks(2, rank_fn)
 
 
+def test_hsdp_set_requires_all_reduce_false_accumulates_reduce_scatters_until_the_all_reduce():
+    # torch's HSDP gradient accumulation: micro-batch 1 only reduce-scatters, micro-batch 2 all-reduces both.
+    rng = np.random.default_rng(5)
+    xs = [rng.standard_normal((8, 4)).astype(np.float32) for _ in range(2)]
+    tessel.manual_seed(1)
+    ref = nn.Linear(4, 4)
+    for x in xs:
+        ref(tessel.tensor(x)).pow(2).mean().backward()
+    want = {n: p.grad.numpy() for n, p in ref.named_parameters()}
+    got = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp_replicate", "dp_shard"))
+        tessel.manual_seed(1)
+        lin = nn.Linear(4, 4)
+        fully_shard(lin, mesh=mesh)
+        summaries = []
+        for step, x in enumerate(xs):
+            lin.set_requires_all_reduce(step == 1)
+            with tessel.CommTracer() as t:
+                lin(tessel.tensor(x[world.rank * 2:(world.rank + 1) * 2])).pow(2).mean().backward()
+            summaries.append((t.summary(), lin.weight.grad is None))
+        got[world.rank] = (summaries, {n: p.grad.full_tensor().numpy() for n, p in lin.named_parameters()})
+        dist.destroy_process_group()
+
+    tessel.run_ranks(4, rank_fn)
+    for summaries, grads in got.values():
+        assert summaries[0] == ("all_gather(dp_shard) x1, reduce_scatter(dp_shard) x1", True)
+        assert summaries[1] == ("all_gather(dp_shard) x1, reduce_scatter(dp_shard) x1, all_reduce(dp_replicate) x1",
+                                False)
+        for n, w in want.items():
+            np.testing.assert_allclose(grads[n], w, rtol=1e-5, atol=1e-6, err_msg=n)
+
+
 def test_clip_grad_norm_of_other_orders_follows_torchs_formula():
     def grads():
         a = tessel.tensor([[3.0, -4.0], [1.0, 0.5]])

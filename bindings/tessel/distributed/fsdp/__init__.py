@@ -44,6 +44,11 @@ class FSDPModule:
     def set_requires_gradient_sync(self, requires_gradient_sync, *, recurse=True):
         _state(self).set_requires_gradient_sync(requires_gradient_sync, recurse)
 
+    def set_requires_all_reduce(self, requires_all_reduce, *, recurse=True):
+        """HSDP: False reduce-scatters without the replicate all-reduce, summing the reduced shards until a
+        backward with True all-reduces them with its own (gradient accumulation); no effect without HSDP."""
+        _state(self).set_requires_all_reduce(requires_all_reduce, recurse)
+
     def set_reshard_after_forward(self, reshard_after_forward, recurse=True):
         """A bool replaces fully_shard's setting, an int size included (torch's setter takes bools only)."""
         if not isinstance(reshard_after_forward, bool):
