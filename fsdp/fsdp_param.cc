@@ -112,7 +112,9 @@ FsdpParam::FsdpParam(nn::Module* module, std::vector<std::string> fqns, const Te
   dim_ = shard_dim;
   dim_size_ = unsharded_shape_.at(static_cast<size_t>(dim_));
   slice_numel_ = 1;
-  for (size_t i = 0; i < unsharded_shape_.size(); ++i) slice_numel_ *= i == static_cast<size_t>(dim_) ? 1 : unsharded_shape_[i];
+  for (size_t i = 0; i < unsharded_shape_.size(); ++i) {
+    if (i != static_cast<size_t>(dim_)) slice_numel_ *= unsharded_shape_[i];
+  }
   chunk_ = (dim_size_ + world - 1) / world;
   TESSEL_INTERNAL_ASSERT(dim_ == 0 || chunk_ * world == dim_size_, "fully_shard: ", display_fqn_, " sharded unevenly ",
                          "on dim ", dim_);
@@ -299,7 +301,9 @@ void FsdpParam::FoldGradInto(const Tensor& grad, const Tensor& flat_input, int64
     }
     // Only dim 0 pads (other dims shard evenly): the padding is the block's contiguous tail.
     const int64_t pad = (chunk_ - n) * slice_numel_;
-    if (!accumulate && pad > 0) FillInPlace(MakeView(flat_input, {pad}, {1}, flat_input.storage_offset() + base + n * slice_numel_), 0.0);
+    if (!accumulate && pad > 0) {
+      FillInPlace(MakeView(flat_input, {pad}, {1}, flat_input.storage_offset() + base + n * slice_numel_), 0.0);
+    }
   }
 }
 

@@ -3,9 +3,9 @@
 // flat all-gather / reduce-scatter buffers.
 //
 // Invariant: the sharded parameter is a leaf DTensor whose local tensor is a contiguous view of the first
-// `local_size` slices (along the shard dim) of a zero-padded flat storage of exactly padded_shard_numel() elements, so every
-// rank contributes the same number of elements to the group's all-gather (one even collective), and
-// the padding is always zero. The unsharded parameter is one stable leaf tensor for the lifetime of the
+// `local_size` slices (along the shard dim) of a zero-padded flat storage of exactly padded_shard_numel()
+// elements, so every rank contributes the same number of elements to the group's all-gather (one even
+// collective), and the padding is always zero. The unsharded parameter is one stable leaf tensor for the lifetime of the
 // FsdpParam; resharding frees its bytes (Storage::UnsafeFreeBytes) instead of dropping the handle, so
 // tensors autograd saved in forward see the data again once backward re-all-gathers it.
 //
@@ -138,7 +138,8 @@ class FsdpParam {
   void FoldGradInto(const Tensor& grad, const Tensor& flat_input, int64_t offset, int64_t group_shard_numel,
                     bool accumulate) const;
   // This rank's reduced slices at `offset` of `flat_output` become (or are added to) the sharded .grad, a
-  // DTensor with the sharded parameter's placements (Shard(shard_dim) on the FSDP axis), original dtype. Returns true when the .grad is a view of flat_output.
+  // DTensor with the sharded parameter's placements (Shard(shard_dim) on the FSDP axis), original dtype.
+  // Returns true when the .grad is a view of flat_output.
   bool SetShardedGradFrom(const Tensor& flat_output, int64_t offset);
 
  private:

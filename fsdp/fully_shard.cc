@@ -359,7 +359,8 @@ FSDPModule FullyShard(const std::vector<nn::Module*>& modules, const dtensor::De
     std::vector<std::unique_ptr<FsdpParam>> params;
     for (size_t i = 0; i < found.params.size(); ++i) {
       ManagedParam& p = found.params[i];
-      params.push_back(std::make_unique<FsdpParam>(p.module, p.fqns, p.tensor, mesh_info, opts.mp_policy, shard_dims[i]));
+      params.push_back(
+          std::make_unique<FsdpParam>(p.module, p.fqns, p.tensor, mesh_info, opts.mp_policy, shard_dims[i]));
       for (auto& [owner, fqn] : p.other_owners) params.back()->AddOwner(owner, fqn);
       p.tensor = Tensor();  // the original (unsharded) parameter is freed unless the caller holds it
     }
