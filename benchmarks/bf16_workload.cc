@@ -6,7 +6,8 @@
 // threads, so the only difference is the MixedPrecisionPolicy: bf16 parameters and activations for
 // compute, fp32 master weights and AdamW, fp32 gradient reduction, fp32 logits for the loss. The line
 // reads "skipped" where bf16 GEMMs have no native kernels (neither AMX-BF16 nor AMD's AVX512-BF16: they
-// would widen to fp32 and the figure would measure conversions); the note names the oneDNN ISA and kernel that ran.
+// would widen to fp32 and the figure would measure conversions); the note names the oneDNN ISA and kernel
+// that ran.
 //
 // Example:
 //   bazel run //benchmarks:report -- --filter=bf16

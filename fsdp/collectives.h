@@ -130,8 +130,8 @@ struct DeferredGradFlags {
 };
 
 // Waits for the reduce-scatter, runs the HSDP all-reduce over the replicate axis (or only accumulates the
-// output, see ReduceSpec::all_reduce), and makes this rank's
-// rows the sharded .grad of every target parameter whose flag is set (added to an existing .grad).
+// output, see ReduceSpec::all_reduce), and makes this rank's rows the sharded .grad of every target
+// parameter whose flag is set (added to an existing .grad).
 // Frees the staging buffers. Host tensors: the flags are read here. Device tensors with `deferred`:
 // every target gets its rows (zeros where no rank had a gradient) and `deferred` the flags, for
 // ResolveGradFlags; without `deferred` they are read here (a host wait on the stream).

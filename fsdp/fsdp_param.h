@@ -5,9 +5,9 @@
 // Invariant: the sharded parameter is a leaf DTensor whose local tensor is a contiguous view of the first
 // `local_size` slices (along the shard dim) of a zero-padded flat storage of exactly padded_shard_numel()
 // elements, so every rank contributes the same number of elements to the group's all-gather (one even
-// collective), and the padding is always zero. The unsharded parameter is one stable leaf tensor for the lifetime of the
-// FsdpParam; resharding frees its bytes (Storage::UnsafeFreeBytes) instead of dropping the handle, so
-// tensors autograd saved in forward see the data again once backward re-all-gathers it.
+// collective), and the padding is always zero. The unsharded parameter is one stable leaf tensor for the
+// lifetime of the FsdpParam; resharding frees its bytes (Storage::UnsafeFreeBytes) instead of dropping the
+// handle, so tensors autograd saved in forward see the data again once backward re-all-gathers it.
 //
 // [Note: FSDP layout] (referenced from param_group.h and collectives.h)
 // FSDP shards the *unsharded local* tensor U of a parameter on dim 0 like torch.chunk over the shard

@@ -231,7 +231,8 @@ TEST(FsdpParamTest, ShardOnDimOneKeepsContiguousColumnBlocksAndCopiesOutAndFolds
     EXPECT_EQ(input.ToVector<float>()[15], s * 16);
     const ReduceSpec spec{.dtype = DType::kFloat32, .divide_factor = std::nullopt, .shard_group = info.shard_group(),
                           .replicate_group = nullptr};
-    ReduceScatterResult rs = IssueReduceScatter(input, {.params = params, .offsets = layout.offsets, .block_numel = 8}, spec);
+    ReduceScatterResult rs =
+        IssueReduceScatter(input, {.params = params, .offsets = layout.offsets, .block_numel = 8}, spec);
     FinishReduceScatter(rs, spec);
     const Tensor grad_c = c.sharded_param().grad();
     ASSERT_TRUE(grad_c.is_distributed());

@@ -34,8 +34,9 @@ std::string Join(const std::string& prefix, const std::string& name) { return pr
 // Parameters of `m` and its descendants, stopping at modules already wrapped by FullyShard and skipping
 // `ignored` ones (FullyShardOptions::ignored_params); `top` is the module FullyShard was called on (one of
 // the list), FQNs are relative to it.
-void Discover(nn::Module* m, const std::string& prefix, nn::Module* top, const std::unordered_set<const TensorImpl*>& ignored,
-              Discovery* out, std::unordered_map<const TensorImpl*, size_t>* index) {
+void Discover(nn::Module* m, const std::string& prefix, nn::Module* top,
+              const std::unordered_set<const TensorImpl*>& ignored, Discovery* out,
+              std::unordered_map<const TensorImpl*, size_t>* index) {
   if (m != top && FsdpState::Of(*m) != nullptr) return;
   bool owns = false;
   for (auto& [name, t] : m->NamedParameters(/*recurse=*/false)) {
@@ -265,8 +266,9 @@ std::vector<int64_t> ResolveShardDims(const FullyShardOptions& opts, const FsdpM
                                   placement->ToLongString(), " for parameter '", params[i].fqns[0], "' of shape ",
                                   ShapeStr(t.sizes()));
     TESSEL_CHECK(dim >= 0 && dim < nd, where, ", which has ", nd, " dims");
-    TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, dim == 0 || local[static_cast<size_t>(dim)] % w == 0, where,
-                      ": FSDP does not support uneven sharding on dim ", dim, " (size ", local[static_cast<size_t>(dim)],
+    const int64_t size = local[static_cast<size_t>(dim)];
+    TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, dim == 0 || size % w == 0, where,
+                      ": FSDP does not support uneven sharding on dim ", dim, " (size ", size,
                       d != nullptr ? Str(" of its tensor-parallel local shape ", ShapeStr(local)) : std::string(),
                       ", world size ", w, " of shard axis '",
                       mesh_info.mesh.axis_names()[static_cast<size_t>(mesh_info.shard_axis)],

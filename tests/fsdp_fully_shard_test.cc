@@ -236,7 +236,8 @@ TEST(FullyShardTest, IgnoredParamsStayPlainOutsideTheCollectivesWithLocalGradien
   const nn::GPTConfig cfg = TinyGpt();
   const std::set<std::string> ignored_fqns = {"ln_f.weight", "layers.0.ln1.weight"};
   const std::map<std::string, std::vector<double>> global = ReferenceGrads(cfg, 1);
-  const std::map<std::string, std::vector<double>> local[2] = {ReferenceGrads(cfg, 1, 0, 2), ReferenceGrads(cfg, 1, 1, 2)};
+  const std::map<std::string, std::vector<double>> local[2] = {ReferenceGrads(cfg, 1, 0, 2),
+                                                               ReferenceGrads(cfg, 1, 1, 2)};
   Generator g2(7);
   nn::GPT init_gpt(cfg, g2);
   const std::map<std::string, std::vector<double>> init = FullParams(init_gpt);

@@ -75,7 +75,8 @@ void ExpectShardedLayout(nn::Module& m, const std::map<std::string, std::string>
     const dtensor::DTensorSpec& spec = dtensor::DTensor(p).spec();
     EXPECT_EQ(dtensor::PlacementsToString(spec.placements()) + " " + dtensor::ShardOrderToString(spec.shard_order()),
               want.at(fqn));
-    const std::vector<double> box = BoxOf(full.at(fqn), spec.shape(), dtensor::GlobalIntervals(spec, mesh.coordinate()));
+    const std::vector<double> box =
+        BoxOf(full.at(fqn), spec.shape(), dtensor::GlobalIntervals(spec, mesh.coordinate()));
     EXPECT_EQ(dtensor::DTensor(p).ToLocal().ToDoubleVector(), box);
     EXPECT_EQ(dtensor::DTensor(p).FullTensor().ToDoubleVector(), full.at(fqn));
   }

@@ -10,7 +10,7 @@ initializers normal_ / uniform_, and Tensor.data.
 import builtins
 import collections
 
-from . import _C, _dtypes
+from . import _C, _dtypes, _inplace
 
 Tensor = _C.Tensor
 _max_cpp = Tensor.max
@@ -33,12 +33,7 @@ def _inplace_operator(name, method, out_of_place):
                 raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation "
                                    "(%s; wrap it in `with tessel.no_grad():`)" % name)
             if self._sole_handle():
-                result = out_of_place(self, other)
-                if tuple(result.shape) != tuple(self.shape):
-                    raise RuntimeError("output with shape %s doesn't match the broadcast shape %s"
-                                       % (list(self.shape), list(result.shape)))
-                self._rebind_(result if result.dtype == self.dtype else result.to(self.dtype))
-                return self
+                return _inplace._recorded(self, name, out_of_place(self, other))
             if not self.is_distributed and not self._owns_data_exclusively():
                 # A view, or the base of one: out of place would leave the other tensor unchanged (torch
                 # writes through and rebases the view's history), so refuse instead of diverging.

@@ -10,8 +10,9 @@
 // Threads split the channels; each channel's sums run in one fixed order (independent accumulator lanes
 // per row combined in a fixed order: one chain of dependent float64 adds ran at its 4-cycle latency per
 // element, 1.7 ms per [64, 32, 32, 32] call against PyTorch's 1.1; the forward's float32/bf16 statistics
-// in float32 blocks, see SumOf), so the results do not depend on the thread count. Under a create_graph backward the gradients come from
-// differentiable ops instead (statistics recomputed from x), so gradient penalties through batch norm work.
+// in float32 blocks, see SumOf), so the results do not depend on the thread count. Under a create_graph
+// backward the gradients come from differentiable ops instead (statistics recomputed from x), so gradient
+// penalties through batch norm work.
 #include "core/ops/batch_norm.h"
 
 #include <algorithm>
