@@ -12,6 +12,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -28,6 +29,10 @@ auto NoGil(F&& f) -> decltype(f()) {
   py::gil_scoped_release release;
   return std::forward<F>(f)();
 }
+
+// A Python callable held by C++ (hooks, fully_shard's callables): copies share it; the last one drops it
+// with the GIL held (nn_py.cc).
+std::shared_ptr<py::object> ShareCallable(py::object fn);
 
 // This thread's default generator (torch's default generator; each rank thread has its own, so ranks that
 // seed alike draw alike). tessel.manual_seed reseeds it.

@@ -74,6 +74,10 @@ void BindCollectives(py::class_<comm::ProcessGroup, comm::ProcessGroupPtr>& pg) 
       .def("recv", [](PG& g, const Tensor& t, int src, int tag, bool async_op) {
         return Issue(async_op, [&] { return g.Recv(t, src, tag); });
       }, py::arg("tensor"), py::arg("src"), py::arg("tag") = 0, py::arg("async_op") = false)
+      // torch's recv(src=None): the Work's _source_rank() is the sender (a rank of this group).
+      .def("recv_any_source", [](PG& g, const Tensor& t, int tag) {
+        return NoGil([&] { return g.RecvAnySource(t, tag); });
+      }, py::arg("tensor"), py::arg("tag") = 0)
       // torch.distributed.batch_isend_irecv: every op in flight together (a ring of sends and receives
       // issued one by one would wait in a cycle); ops = (is_send, tensor, peer as a rank of this group, tag).
       .def("batch_p2p", [](PG& g, const std::vector<std::tuple<bool, Tensor, int, int>>& ops) {
@@ -98,6 +102,12 @@ void BindProcessGroups(py::module_& m) {
       .value("PRODUCT", comm::ReduceOp::kProduct);
   py::class_<comm::Work, comm::WorkPtr>(m, "Work")
       .def("wait", [](comm::Work& w) { NoGil([&] { w.Wait(); }); })
+      // torch's Work._source_rank(): the sender of a receive from any rank (waits for it).
+      .def("_source_rank", [](comm::Work& w) {
+        const int src = NoGil([&] { return w.SourceRank(); });
+        if (src < 0) throw py::value_error("_source_rank: this work is not a receive from any rank (recv(src=None))");
+        return src;
+      })
       .def("is_completed", [](comm::Work& w) { return NoGil([&] { return w.IsCompleted(); }); });
   py::class_<comm::ProcessGroup, comm::ProcessGroupPtr> pg(m, "ProcessGroup");
   pg.def_property_readonly("rank", &comm::ProcessGroup::rank)
@@ -278,10 +288,7 @@ std::function<std::optional<dtensor::Shard>(const Tensor&)> ShardPlacementFn(con
     throw py::type_error(Str("fully_shard: shard_placement_fn must be callable, got ",
                              py::str(py::type::of(fn).attr("__name__")).cast<std::string>()));
   }
-  std::shared_ptr<py::object> held(new py::object(fn), [](py::object* o) {
-    py::gil_scoped_acquire gil;
-    delete o;
-  });
+  std::shared_ptr<py::object> held = ShareCallable(fn);
   return [held](const Tensor& param) -> std::optional<dtensor::Shard> {
     py::gil_scoped_acquire gil;
     const py::object r = (*held)(param);
@@ -291,6 +298,21 @@ std::function<std::optional<dtensor::Shard>(const Tensor&)> ShardPlacementFn(con
                                py::repr(r).cast<std::string>()));
     }
     return r.cast<dtensor::Shard>();
+  };
+}
+
+// FSDPModule.set_all_reduce_hook's callable, called (with the GIL) with each reduced gradient block; None
+// removes the hook.
+std::function<void(const Tensor&)> AllReduceHook(const py::object& fn) {
+  if (fn.is_none()) return nullptr;
+  if (!PyCallable_Check(fn.ptr())) {
+    throw py::type_error(Str("set_all_reduce_hook: hook must be callable, got ",
+                             py::str(py::type::of(fn).attr("__name__")).cast<std::string>()));
+  }
+  std::shared_ptr<py::object> held = ShareCallable(fn);
+  return [held](const Tensor& reduce_output) {
+    py::gil_scoped_acquire gil;
+    (*held)(reduce_output);
   };
 }
 
@@ -325,6 +347,19 @@ void BindFsdp(py::module_& m) {
       .def("set_modules_to_forward_prefetch", &F::SetModulesToForwardPrefetch, py::arg("modules"))
       .def("set_modules_to_backward_prefetch", &F::SetModulesToBackwardPrefetch, py::arg("modules"))
       .def("set_gradient_divide_factor", &F::SetGradientDivideFactor, py::arg("factor"))
+      .def("set_force_sum_reduction_for_comms", &F::SetForceSumReductionForComms, py::arg("enable"))
+      .def("set_unshard_in_backward", &F::SetUnshardInBackward, py::arg("unshard_in_backward"))
+      .def("set_all_reduce_hook", [](const F& f, const py::object& hook) { f.SetAllReduceHook(AllReduceHook(hook)); },
+           py::arg("hook"))
+      // register_fsdp_forward_method: `method` (tensors in, tensors out) runs as this module's forward.
+      .def("call_as_forward", [](const F& f, TensorList inputs, const py::function& method) {
+        return NoGil([&] {
+          return f.state().CallAsForward(std::move(inputs), [&](const TensorList& in) {
+            py::gil_scoped_acquire gil;
+            return method(in).cast<TensorList>();
+          });
+        });
+      })
       // The dtype forward inputs are cast to (MixedPrecisionPolicy's param_dtype with cast_forward_inputs), or
       // None: Python casts keyword-argument tensors with it, which the C++ hooks do not see.
       .def_property_readonly("forward_input_cast_dtype", [](const F& f) -> std::optional<DType> {

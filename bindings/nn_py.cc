@@ -44,6 +44,19 @@
 #include "core/tensor/tensor_impl.h"
 
 namespace tessel::bindings {
+
+std::shared_ptr<py::object> ShareCallable(py::object fn) {
+  return std::shared_ptr<py::object>(new py::object(std::move(fn)), [](py::object* p) {
+    if (!Py_IsInitialized()) {  // interpreter gone: nothing left to release
+      p->release();
+      delete p;
+      return;
+    }
+    py::gil_scoped_acquire gil;
+    delete p;
+  });
+}
+
 namespace {
 
 using nn::Module;
@@ -63,19 +76,6 @@ class PyModule final : public Module {
 };
 
 using ModuleClass = py::class_<Module, PyModule, std::unique_ptr<Module>>;
-
-// A Python callable held by C++ hooks: copies share it; the last one drops it with the GIL held.
-std::shared_ptr<py::object> ShareCallable(py::object fn) {
-  return std::shared_ptr<py::object>(new py::object(std::move(fn)), [](py::object* p) {
-    if (!Py_IsInitialized()) {  // interpreter gone: nothing left to release
-      p->release();
-      delete p;
-      return;
-    }
-    py::gil_scoped_acquire gil;
-    delete p;
-  });
-}
 
 py::object AsPython(Module& m) { return py::cast(&m, py::return_value_policy::reference); }
 

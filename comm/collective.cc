@@ -211,7 +211,31 @@ void CheckP2POps(const std::vector<P2POp>& ops, int rank, int world, DeviceType 
 }
 
 void TraceCall(const CollectiveDesc& d, const std::string& group) {
-  CommTracer::Record(CollectiveRecord{d.kind, group, d.dtype, d.bytes});
+  CommTracer::Record(CollectiveRecord{d.kind, group, d.dtype, d.bytes, d.op});
+}
+
+namespace {
+
+class SourceRankWork final : public Work {
+ public:
+  SourceRankWork(WorkPtr work, std::shared_ptr<const int> source) : work_(std::move(work)), source_(std::move(source)) {}
+  void Wait() override { work_->Wait(); }
+  bool IsCompleted() override { return work_->IsCompleted(); }
+  void BlockStream(void* stream) override { work_->BlockStream(stream); }
+  int SourceRank() override {
+    work_->Wait();
+    return *source_;
+  }
+
+ private:
+  WorkPtr work_;
+  std::shared_ptr<const int> source_;
+};
+
+}  // namespace
+
+WorkPtr WithSourceRank(WorkPtr work, std::shared_ptr<const int> source) {
+  return std::make_shared<SourceRankWork>(std::move(work), std::move(source));
 }
 
 void MarkWritten(const Tensor& t) {

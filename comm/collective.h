@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -70,6 +71,9 @@ void CheckP2POps(const std::vector<P2POp>& ops, int rank, int world, DeviceType 
 void TraceCall(const CollectiveDesc& d, const std::string& group);
 // Marks `t` as written in place (bumps its storage's version counter for autograd).
 void MarkWritten(const Tensor& t);
+
+// `work` with SourceRank() reading *source (which the backend sets before `work` completes).
+WorkPtr WithSourceRank(WorkPtr work, std::shared_ptr<const int> source);
 
 // Byte offsets of each peer's block given split rows: offsets[j] = row_bytes * sum(splits[0..j)).
 std::vector<int64_t> SplitOffsets(std::span<const int64_t> splits, int64_t row_bytes);

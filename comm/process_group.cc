@@ -34,6 +34,11 @@ WorkPtr ProcessGroup::BatchP2P(const std::vector<P2POp>& /*ops*/) {
   TESSEL_FAIL(ErrorCode::kUnimplemented, "batch_p2p: the ", backend_name(), " backend does not implement it");
 }
 
+WorkPtr ProcessGroup::RecvAnySource(const Tensor& /*tensor*/, int /*tag*/) {
+  TESSEL_FAIL(ErrorCode::kUnimplemented, "recv from any rank (src=None): the ", backend_name(),
+              " backend does not support it (as in PyTorch); pass the source rank");
+}
+
 void AgreeOnNewGroup(ProcessGroup& parent, int64_t id, const std::vector<int>& ranks) {
   const int world = parent.size();
   if (world == 1) return;

@@ -39,6 +39,9 @@ struct P2POp {
   int tag = 0;
 };
 
+// The peer of a receive that takes the first matching send from any other rank (ProcessGroup::RecvAnySource).
+inline constexpr int kAnySource = -1;
+
 inline constexpr std::chrono::milliseconds kDefaultTimeout{300'000};
 
 class ProcessGroup {
@@ -76,6 +79,12 @@ class ProcessGroup {
   // like every call on a group, complete in issue order; a send and a recv match by (peer, tag) in
   // posting order. The default implementation throws kUnimplemented.
   virtual WorkPtr BatchP2P(const std::vector<P2POp>& ops);
+  // Receives the first send with `tag` to this rank from any other rank of the group (torch's recv(src=None),
+  // ProcessGroup::recvAnysource). Sends match it in posting order, as they match Recv from their rank; the
+  // size and dtype must agree as for Recv. The returned work's SourceRank() is the sender's group rank once
+  // Wait() returned. Fails like Recv (kDeadlineExceeded; kAborted when every other rank is gone). The
+  // default implementation (NCCL's, as in torch: ncclRecv needs a peer) throws kUnimplemented.
+  virtual WorkPtr RecvAnySource(const Tensor& tensor, int tag = 0);
 
   // Collective over this group: every member calls with the same `ranks` (group ranks of this group),
   // in the same order as its other NewGroup calls. Group rank i of the new group is ranks[i].

@@ -48,6 +48,12 @@ int CommTracer::Count(CollectiveKind kind, const std::string& group) const {
   return n;
 }
 
+int CommTracer::Count(CollectiveKind kind, ReduceOp op) const {
+  int n = 0;
+  for (const CollectiveRecord& r : records_) n += r.kind == kind && r.op == op;
+  return n;
+}
+
 int64_t CommTracer::Bytes(CollectiveKind kind) const {
   int64_t n = 0;
   for (const CollectiveRecord& r : records_) {

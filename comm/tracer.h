@@ -13,9 +13,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "comm/process_group.h"
 #include "core/tensor/dtype.h"
 
 namespace tessel::comm {
@@ -28,6 +30,7 @@ struct CollectiveRecord {
   std::string group;  // ProcessGroup::name(), e.g. the mesh axis "tp"
   DType dtype;
   int64_t bytes;      // bytes this rank contributes (input size)
+  std::optional<ReduceOp> op = std::nullopt;  // all_reduce and reduce_scatter
 };
 
 class CommTracer {
@@ -40,6 +43,7 @@ class CommTracer {
   const std::vector<CollectiveRecord>& records() const { return records_; }
   int Count(CollectiveKind kind) const;
   int Count(CollectiveKind kind, const std::string& group) const;
+  int Count(CollectiveKind kind, ReduceOp op) const;  // reductions of `kind` that used `op`
   int Total() const { return static_cast<int>(records_.size()); }
   int64_t Bytes(CollectiveKind kind) const;
   // Bytes each rank sends under the ring algorithms, from the recorded input sizes (groups of

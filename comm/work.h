@@ -24,6 +24,9 @@ class Work {
   // Work queued on `stream` (a memory::StreamHandle of the collective's device) after this call runs
   // after the collective, without blocking the host where the backend can; default: Wait().
   virtual void BlockStream(void* /*stream*/) { Wait(); }
+  // The group rank whose send an any-source receive (ProcessGroup::RecvAnySource) took, once Wait()
+  // returned; -1 for any other work.
+  virtual int SourceRank() { return -1; }
 };
 
 using WorkPtr = std::shared_ptr<Work>;

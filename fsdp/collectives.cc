@@ -112,15 +112,24 @@ void DropAllGather(AllGatherResult& result, CommStreams* streams) {
 
 int64_t GradFlagNumel(int64_t num_params) { return (num_params + 15) / 16 * 16; }
 
+namespace {
+
+// kAvg on the wire unless a divide factor (pre-divided, then summed) or force_sum (summed, divided after).
+comm::ReduceOp WireOp(const ReduceSpec& spec) {
+  return spec.divide_factor || spec.force_sum ? comm::ReduceOp::kSum : comm::ReduceOp::kAvg;
+}
+
+}  // namespace
+
 ReduceScatterResult IssueReduceScatter(Tensor flat_input, ReduceTargets targets, const ReduceSpec& spec,
                                        CommStreams* streams) {
   NoGradGuard no_grad;
   ReduceScatterResult r;
   r.targets = std::move(targets);
   const int64_t block_numel = r.targets.block_numel;
-  const comm::ReduceOp op = spec.divide_factor ? comm::ReduceOp::kSum : comm::ReduceOp::kAvg;
+  const comm::ReduceOp op = WireOp(spec);
   auto reduce = [&]() -> comm::WorkPtr {
-    if (spec.divide_factor) MulScalarInPlace(flat_input, 1.0 / *spec.divide_factor);
+    if (spec.divide_factor && !spec.force_sum) MulScalarInPlace(flat_input, 1.0 / *spec.divide_factor);
     if (spec.shard_group->size() == 1) {
       r.output = std::move(flat_input);  // one rank: the input already is this rank's block
       return nullptr;
@@ -162,8 +171,7 @@ void PostReduce(ReduceScatterResult& result, const ReduceSpec& spec, bool on_str
     }
   }
   if (spec.replicate_group && spec.replicate_group->size() > 1) {
-    const comm::ReduceOp op = spec.divide_factor ? comm::ReduceOp::kSum : comm::ReduceOp::kAvg;
-    comm::WorkPtr work = spec.replicate_group->AllReduce(result.output, op);
+    comm::WorkPtr work = spec.replicate_group->AllReduce(result.output, WireOp(spec));
     if (on_stream) {
       work->BlockStream(memory::CurrentStream(result.output.device()));
     } else {
@@ -171,6 +179,17 @@ void PostReduce(ReduceScatterResult& result, const ReduceSpec& spec, bool on_str
     }
   }
   const ReduceTargets& t = result.targets;
+  if ((spec.hook != nullptr && *spec.hook) || spec.force_sum) {
+    // The gradient rows of the block (the flags after them are not the hook's), as PyTorch's
+    // foreach_reduce: the hook, then the post-divide.
+    const int64_t rows = t.flag_offset >= 0 ? t.flag_offset : result.output.numel();
+    const Tensor grads = MakeView(result.output, {rows}, {1}, result.output.storage_offset());
+    if (spec.hook != nullptr && *spec.hook) (*spec.hook)(grads);
+    if (spec.force_sum) {
+      const int64_t ranks = spec.shard_group->size() * (spec.replicate_group ? spec.replicate_group->size() : 1);
+      MulScalarInPlace(grads, 1.0 / spec.divide_factor.value_or(static_cast<double>(ranks)));
+    }
+  }
   std::vector<double> flags;  // [Note: FSDP gradient flags]
   if (t.flag_offset >= 0) {
     const Tensor view = MakeView(result.output, {static_cast<int64_t>(t.params.size())}, {1},

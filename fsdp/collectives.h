@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <vector>
@@ -111,6 +112,11 @@ struct ReduceSpec {
   // *partial_output is added to the output before the all-reduce and then dropped.
   bool all_reduce = true;
   Tensor* partial_output = nullptr;
+  // ParamGroup::force_sum_reduction: kSum collectives, divided after the reduction (and after the hook)
+  // by the divide factor or, without one, by the shard size times the replicate size.
+  bool force_sum = false;
+  // ParamGroup::all_reduce_hook (null: none); called with the gradient rows of the reduced block.
+  const std::function<void(const Tensor&)>* hook = nullptr;
 };
 
 // Issues one async reduce-scatter of `flat_input` (already in the layout with its flags, reduce dtype;

@@ -455,6 +455,18 @@ void FSDPModule::SetGradientDivideFactor(double factor) const {
   if (ParamGroup* g = state_->group()) g->gradient_divide_factor = factor;
 }
 
+void FSDPModule::SetForceSumReductionForComms(bool enable) const {
+  if (ParamGroup* g = state_->group()) g->force_sum_reduction = enable;
+}
+
+void FSDPModule::SetUnshardInBackward(bool unshard_in_backward) const {
+  if (ParamGroup* g = state_->group()) g->unshard_in_backward = unshard_in_backward;
+}
+
+void FSDPModule::SetAllReduceHook(std::function<void(const Tensor& reduce_output)> hook) const {
+  if (ParamGroup* g = state_->group()) g->all_reduce_hook = std::move(hook);
+}
+
 void FSDPModule::RecordEventsInto(std::vector<std::string>* log) const { state_->context().event_log = log; }
 
 }  // namespace tessel::fsdp

@@ -78,6 +78,7 @@
 //   opt.Step();
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -131,6 +132,22 @@ class FSDPModule {
   void SetModulesToBackwardPrefetch(const std::vector<FSDPModule>& modules) const;
   // Gradients are summed over the ranks and divided by `factor` instead of averaged.
   void SetGradientDivideFactor(double factor) const;
+  // With true, every gradient reduction sends ReduceOp::kSum and divides afterwards (by the divide factor,
+  // else by the number of ranks reduced over) instead of kAvg or a pre-divided kSum (PyTorch's
+  // set_force_sum_reduction_for_comms). This module's group only.
+  void SetForceSumReductionForComms(bool enable) const;
+  // With false, backward does not all-gather this module's group, neither in its pre-backward nor as a
+  // prefetch target (PyTorch's set_unshard_in_backward): saves an all-gather per backward for modules whose
+  // backward reads none of their parameters, e.g. an embedding (its weight's gradient needs only the
+  // indices). Gradients are still reduced. A backward that does read one of them fails with
+  // kFailedPrecondition (their bytes were freed after forward). This module's group only.
+  void SetUnshardInBackward(bool unshard_in_backward) const;
+  // Called in every backward that reduces this module's group, with its reduced gradient block: this
+  // rank's shard of every parameter in the group's flat layout (padding included), reduce dtype, after the
+  // reduce-scatter and the HSDP all-reduce and before the view-out into .grad; changes made in place reach
+  // .grad (PyTorch's set_all_reduce_hook: e.g. an all-reduce over a mesh axis FSDP does not know). Not
+  // called for a backward that only accumulates (gradient sync or all-reduce off). Null removes it.
+  void SetAllReduceHook(std::function<void(const Tensor& reduce_output)> hook) const;
   // Debugging / tests: appends "unshard <fqn>", "reshard <fqn>", "post_backward <fqn>" events of this
   // module's tree (call on the root before its first forward). nullptr stops recording.
   void RecordEventsInto(std::vector<std::string>* log) const;

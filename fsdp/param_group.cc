@@ -150,8 +150,10 @@ void ParamGroup::PostForward() {
 void ParamGroup::PreBackward(bool implicit_prefetch) {
   if (training_state_ == TrainingState::kPreBackward) return;  // several outputs: once per backward
   training_state_ = TrainingState::kPreBackward;
-  Unshard(false);
-  WaitForUnshard();
+  if (unshard_in_backward) {
+    Unshard(false);
+    WaitForUnshard();
+  }
   if (implicit_prefetch) BackwardPrefetch();
 }
 
@@ -161,7 +163,8 @@ void ParamGroup::BackwardPrefetch() {
   post_forward_indices_.pop_back();
   if (index == 0) return;
   // The group whose forward ran just before this one runs its backward right after it.
-  ctx_->post_forward_order[index - 1]->Unshard(/*async_op=*/true);
+  ParamGroup* next = ctx_->post_forward_order[index - 1];
+  if (next->unshard_in_backward) next->Unshard(/*async_op=*/true);
 }
 
 bool ParamGroup::ReducesAcrossRanks() const {
@@ -170,7 +173,8 @@ bool ParamGroup::ReducesAcrossRanks() const {
 
 ReduceSpec ParamGroup::MakeReduceSpec() {
   ReduceSpec spec{.dtype = reduce_dtype_, .divide_factor = gradient_divide_factor,
-                  .shard_group = mesh_info_.shard_group(), .replicate_group = nullptr};
+                  .shard_group = mesh_info_.shard_group(), .replicate_group = nullptr,
+                  .force_sum = force_sum_reduction, .hook = &all_reduce_hook};
   if (mesh_info_.is_hsdp()) {
     spec.replicate_group = mesh_info_.replicate_group();
     spec.all_reduce = requires_all_reduce;

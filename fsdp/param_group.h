@@ -24,6 +24,7 @@
 //   g.Reshard();
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -121,6 +122,17 @@ class ParamGroup {
   // is summed into partial_reduce_output_ until a backward with true adds it in before its all-reduce.
   bool requires_all_reduce = true;
   std::optional<double> gradient_divide_factor;
+  // With false, backward does not all-gather this group (PyTorch's set_unshard_in_backward): for modules
+  // whose backward reads none of their parameters (an embedding); a backward that does read one fails
+  // with kFailedPrecondition (its bytes were freed after forward, TensorImpl::raw_data).
+  bool unshard_in_backward = true;
+  // ReduceOp::kSum on the wire for every reduction, the average (or divide factor) applied after it
+  // (PyTorch's set_force_sum_reduction_for_comms), instead of kAvg / a pre-divided kSum.
+  bool force_sum_reduction = false;
+  // Called with the group's reduced gradient block (this rank's shard of every parameter, padding
+  // included, reduce dtype) after the reduce-scatter and the HSDP all-reduce, before the view-out into
+  // .grad; may change it in place (PyTorch's set_all_reduce_hook). Null: none.
+  std::function<void(const Tensor&)> all_reduce_hook;
 
  private:
   void BackwardPrefetch();

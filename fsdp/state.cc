@@ -288,8 +288,15 @@ void FsdpState::OnPreBackward() {
   }
   if (group_) group_->PreBackward(/*implicit_prefetch=*/backward_prefetch_.empty());
   for (FsdpState* s : backward_prefetch_) {
-    if (s->group_) s->group_->Unshard(/*async_op=*/true);
+    if (s->group_ && s->group_->unshard_in_backward) s->group_->Unshard(/*async_op=*/true);
   }
+}
+
+TensorList FsdpState::CallAsForward(TensorList inputs, const std::function<TensorList(const TensorList&)>& method) {
+  OnPreForward(inputs);
+  TensorList outputs = method(inputs);
+  OnPostForward(outputs);
+  return outputs;
 }
 
 void FsdpState::RootPostBackwardFinal() {

@@ -27,6 +27,7 @@
 //   s->group()->Unshard(/*async_op=*/false);
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -68,6 +69,12 @@ class FsdpState final : public nn::ModuleState {
   void set_forward_prefetch(std::vector<FsdpState*> states) { forward_prefetch_ = std::move(states); }
   void set_backward_prefetch(std::vector<FsdpState*> states) { backward_prefetch_ = std::move(states); }
   void set_reshard_after_forward(bool value);
+
+  // PyTorch's register_fsdp_forward_method: runs `method` (a forward under another name, e.g. a loss or
+  // generate method that does not call forward) between this state's pre-forward (lazy init, all-gather,
+  // input cast, post-backward wrapping) and post-forward (reshard, pre-backward wrapping, output cast), as
+  // the module hooks do around Forward. For a fully_shard list the whole group's pre- and post-forward run.
+  TensorList CallAsForward(TensorList inputs, const std::function<TensorList(const TensorList&)>& method);
 
  private:
   void OnPreForward(TensorList& inputs);

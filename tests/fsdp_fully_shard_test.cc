@@ -556,6 +556,120 @@ TEST(FullyShardTest, GradientDivideFactorSumsOverRanksThenDivides) {
   });
 }
 
+// PyTorch's set_force_sum_reduction_for_comms: every reduction goes out as kSum instead of kAvg and the
+// average is taken afterwards (same gradients); with a divide factor the sum is divided by it afterwards.
+TEST(FullyShardTest, ForceSumReductionSendsSumsAndDividesAfterwards) {
+  const nn::GPTConfig cfg = TinyGpt();
+  const auto averaged = ReferenceGrads(cfg, 1);
+  auto halved_sum = averaged;  // summed over 4 ranks, divided by 2
+  for (auto& [fqn, v] : halved_sum) {
+    for (double& x : v) x *= 4.0 / 2.0;
+  }
+  for (const int mode : {0, 1, 2}) {  // 0: default, 1: force sum, 2: force sum with divide factor 2
+    SCOPED_TRACE(mode);
+    RunMesh(4, {2, 2}, {"replicate", "shard"}, [&](comm::ProcessGroupPtr world, const dtensor::DeviceMesh& mesh) {
+      Generator gen(7);
+      nn::GPT gpt(cfg, gen);
+      WrapGpt(gpt, mesh);
+      for (auto& [fqn, m] : gpt.NamedModules()) {
+        auto f = AsFSDPModule(*m);
+        if (!f) continue;
+        f->SetForceSumReductionForComms(mode > 0);
+        if (mode == 2) f->SetGradientDivideFactor(2.0);
+      }
+      comm::CommTracer bwd;
+      Backward(LocalLoss(gpt, cfg, 0, world->rank(), 4));
+      const comm::ReduceOp op = mode == 0 ? comm::ReduceOp::kAvg : comm::ReduceOp::kSum;
+      EXPECT_EQ(bwd.Count(CollectiveKind::kReduceScatter, op), 3) << bwd.Summary();
+      EXPECT_EQ(bwd.Count(CollectiveKind::kAllReduce, op), 3) << bwd.Summary();
+      ExpectShardedGradsEqual(gpt, mode == 2 ? halved_sum : averaged, 1e-5);
+    });
+  }
+}
+
+// PyTorch's set_all_reduce_hook under HSDP: each group's hook sees its reduced block after the replicate
+// all-reduce (what it adds reaches .grad as is, not averaged over the replicas) and before the view-out;
+// a backward that only accumulates (set_requires_all_reduce(false)) does not call it.
+TEST(FullyShardTest, AllReduceHookRunsAfterTheHsdpAllReduceAndItsChangesReachGrad) {
+  const nn::GPTConfig cfg = TinyGpt();
+  const auto want = ReferenceGrads(cfg, 1);
+  RunMesh(4, {2, 2}, {"replicate", "shard"}, [&](comm::ProcessGroupPtr world, const dtensor::DeviceMesh& mesh) {
+    Generator gen(7);
+    nn::GPT gpt(cfg, gen);
+    FSDPModule root = WrapGpt(gpt, mesh);
+    const double bump = 0.25 * static_cast<double>(1 + world->rank() / 2);  // per replica: 0.25 or 0.5
+    int calls = 0;
+    int64_t numel = 0;
+    for (auto& [fqn, m] : gpt.NamedModules()) {
+      if (auto f = AsFSDPModule(*m)) {
+        f->SetAllReduceHook([&](const Tensor& out) {
+          ++calls;
+          numel += out.numel();
+          AddInPlace(out, OnesLike(out), bump);
+        });
+      }
+    }
+    Backward(LocalLoss(gpt, cfg, 0, world->rank(), 4));
+    EXPECT_EQ(calls, 3);
+    int64_t padded = 0;  // this rank's shard of every parameter, padding included
+    for (auto& [fqn, m] : gpt.NamedModules()) {
+      if (auto f = AsFSDPModule(*m)) {
+        for (const auto& p : f->state().group()->params()) padded += p->padded_shard_numel();
+      }
+    }
+    EXPECT_EQ(numel, padded);
+    auto bumped = want;
+    for (auto& [fqn, v] : bumped) {
+      for (double& x : v) x += bump;
+    }
+    ExpectShardedGradsEqual(gpt, bumped, 1e-5);
+    root.SetRequiresAllReduce(false);
+    Backward(LocalLoss(gpt, cfg, 1, world->rank(), 4));
+    EXPECT_EQ(calls, 3);
+  });
+}
+
+// PyTorch's set_unshard_in_backward(False) for modules whose backward reads none of their parameters: the
+// embeddings' weight gradients need only the indices, so their groups are not gathered again in backward
+// (neither in their pre-backward nor as a block's prefetch target); their gradients are still reduced.
+TEST(FullyShardTest, UnshardInBackwardOffSkipsTheEmbeddingsAllGathersInBackward) {
+  const nn::GPTConfig cfg = TinyGpt();
+  const auto want = ReferenceGrads(cfg, 1);
+  for (const bool unshard : {true, false}) {
+    SCOPED_TRACE(unshard);
+    RunMesh(2, {2}, {"dp"}, [&](comm::ProcessGroupPtr world, const dtensor::DeviceMesh& mesh) {
+      Generator gen(7);
+      nn::GPT gpt(cfg, gen);
+      const FSDPModule wte = FullyShard(*Child(gpt, "wte"), mesh), wpe = FullyShard(*Child(gpt, "wpe"), mesh);
+      WrapGpt(gpt, mesh);
+      wte.SetUnshardInBackward(unshard);
+      wpe.SetUnshardInBackward(unshard);
+      Tensor loss = LocalLoss(gpt, cfg, 0, world->rank(), 2);
+      comm::CommTracer bwd;
+      Backward(loss);
+      // Resharded after forward: the two blocks and, unless skipped, the embeddings (not the root).
+      EXPECT_EQ(bwd.Count(CollectiveKind::kAllGather, "dp"), unshard ? 4 : 2) << bwd.Summary();
+      EXPECT_EQ(bwd.Count(CollectiveKind::kReduceScatter, "dp"), 5) << bwd.Summary();
+      EXPECT_FALSE(wte.is_unsharded());
+      ExpectShardedGradsEqual(gpt, want, 1e-5);
+    });
+  }
+}
+
+// The same setting on a block, whose backward reads its weights: a clear error instead of reading the
+// bytes freed after forward.
+TEST(FullyShardTest, UnshardInBackwardOffOnABlockFailsWhenItsBackwardReadsTheFreedWeights) {
+  RunMesh(2, {2}, {"dp"}, [&](comm::ProcessGroupPtr world, const dtensor::DeviceMesh& mesh) {
+    Generator gen(7);
+    nn::GPT gpt(TinyGpt(), gen);
+    WrapGpt(gpt, mesh);
+    AsFSDPModule(*gpt.layers().at(0))->SetUnshardInBackward(false);
+    Tensor loss = LocalLoss(gpt, TinyGpt(), 0, world->rank(), 2);
+    tessel::testing::ExpectErrorContains([&] { Backward(loss); }, ErrorCode::kFailedPrecondition,
+                        {"reads a storage whose bytes were freed", "set_unshard_in_backward(false)"});
+  });
+}
+
 class MixedPrecisionTest : public ::testing::TestWithParam<int> {};
 
 TEST_P(MixedPrecisionTest, GathersInParamDtypeAndReducesInReduceDtype) {

@@ -14,7 +14,7 @@ import tessel.nn as nn
 import tessel.nn.functional as F
 from tessel.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 from tessel.distributed.device_mesh import init_device_mesh
-from tessel.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
+from tessel.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard, register_fsdp_forward_method
 from tessel.distributed.tensor import DTensor, Partial, Replicate, Shard, distribute_tensor
 
 
@@ -722,6 +722,114 @@ def test_fsdp_module_methods_control_unshard_and_gradient_sync():
     tessel.run_ranks(2, rank_fn)
 
 
+class Scorer(nn.Module):
+    """An embedding and a projection; `score` is a second entry point that does not call forward."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(10, 8)
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, idx):
+        return self.fc(self.emb(idx))
+
+    def score(self, idx, *, scale=1.0):
+        return {"loss": (self.fc(self.emb(idx)) * scale).pow(2).mean(), "tokens": idx.numel()}
+
+
+_SCORER_IDX = np.array([[1, 4, 7], [2, 9, 0], [5, 5, 3], [8, 6, 1]], dtype=np.int64)
+
+
+def _scorer_reference_grads(scale=1.0):
+    tessel.manual_seed(3)
+    ref = Scorer()
+    ref.score(tessel.tensor(_SCORER_IDX), scale=scale)["loss"].backward()
+    return {n: p.grad.numpy() for n, p in ref.named_parameters()}
+
+
+def test_register_fsdp_forward_method_gathers_and_reshards_around_a_method_that_is_not_forward():
+    want = _scorer_reference_grads(scale=0.5)
+    got = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        tessel.manual_seed(3)
+        net = fully_shard(Scorer(), reshard_after_forward=True)
+        idx = tessel.tensor(_SCORER_IDX[world.rank * 2:(world.rank + 1) * 2])
+        with pytest.raises(RuntimeError, match="materialized"):
+            net.score(idx)  # fully_shard's hooks run around forward only
+        register_fsdp_forward_method(net, "score")
+        with tessel.CommTracer() as fwd:
+            out = net.score(idx, scale=0.5)
+        assert out["tokens"] == 6 and isinstance(net.fc.weight, DTensor)  # the dict kept; resharded after it
+        with tessel.CommTracer() as bwd:
+            out["loss"].backward()
+        got[world.rank] = (fwd.summary(), bwd.summary(), {n: p.grad.full_tensor().numpy()
+                                                          for n, p in net.named_parameters()})
+        with pytest.raises(ValueError, match="does not have a method"):
+            register_fsdp_forward_method(net, "generate")
+        dist.destroy_process_group()
+
+    tessel.run_ranks(2, rank_fn)
+    plain = nn.Linear(2, 2)
+    register_fsdp_forward_method(plain, "forward")  # not fully_shard's: a no-op, as torch
+    assert "forward" not in plain.__dict__
+    for fwd, bwd, grads in got.values():
+        assert (fwd, bwd) == ("all_gather(axis0) x1", "all_gather(axis0) x1, reduce_scatter(axis0) x1")
+        for n, w in want.items():
+            np.testing.assert_allclose(grads[n], w, rtol=1e-5, atol=1e-7, err_msg=n)
+
+
+def test_set_unshard_in_backward_all_reduce_hook_and_force_sum_follow_torch():
+    want = _scorer_reference_grads()
+    got = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        tessel.manual_seed(3)
+        net = Scorer()
+        fully_shard(net.emb)
+        fully_shard(net)
+        idx = tessel.tensor(_SCORER_IDX[world.rank * 2:(world.rank + 1) * 2])
+        # The embedding's backward reads no weight: no all-gather for it in backward.
+        net.emb.set_unshard_in_backward(False)
+        seen = []
+
+        def hook(reduced):  # the root's reduced block: fc's weight and bias shards, padding included
+            seen.append(reduced.numel())
+            reduced.mul_(2.0)
+
+        net.set_all_reduce_hook(hook)
+        net.set_force_sum_reduction_for_comms(True)
+        loss = net(idx).pow(2).mean()
+        with tessel.CommTracer() as bwd:
+            loss.backward()
+        got[world.rank] = (bwd.summary(), seen, {n: p.grad.full_tensor().numpy() for n, p in net.named_parameters()})
+        # On a module whose backward reads its weights, the same setting is an error, not a read of freed bytes.
+        net.emb.set_unshard_in_backward(True)
+        tessel.manual_seed(4)
+        block = Net()
+        fully_shard(block.layers[1])  # its input's gradient (layers[0] needs it) reads its weight
+        fully_shard(block)
+        block.layers[1].set_unshard_in_backward(False)
+        out = block(tessel.randn(2, 8)).sum()
+        with pytest.raises(RuntimeError, match="bytes were freed"):
+            out.backward()
+        with pytest.raises(ValueError, match="stream"):
+            net.set_all_reduce_hook(hook, stream=object())
+        with pytest.warns(FutureWarning):
+            net.set_reduce_scatter_divide_factor(2.0)
+        dist.destroy_process_group()
+
+    tessel.run_ranks(2, rank_fn)
+    for summary, seen, grads in got.values():
+        assert summary == "reduce_scatter(axis0) x2"
+        assert seen == [(8 * 8 + 8) // 2]
+        for n, w in want.items():
+            np.testing.assert_allclose(grads[n], w * (2.0 if n.startswith("fc.") else 1.0), rtol=1e-5, atol=1e-7,
+                                       err_msg=n)
+
+
 def test_reshard_after_forward_as_an_int_gathers_backward_within_groups_and_trains_as_true():
     # torch's fully_shard(reshard_after_forward=2) on 4 ranks: backward all-gathers over 2-rank groups
     # ([0, 1], [2, 3]); the gradients are bit for bit those of reshard_after_forward=True.
@@ -862,6 +970,45 @@ def test_list_collectives_object_p2p_and_batch_isend_irecv_follow_torch_distribu
     assert dist.is_available() and dist.is_gloo_available() and not dist.is_nccl_available()
     assert dist.get_node_local_rank(fallback_rank=3) == 3 and dist.Backend("GLOO") == dist.Backend.GLOO
     assert dist.init_device_mesh is init_device_mesh
+
+
+def test_recv_without_src_takes_a_send_from_any_rank_and_returns_the_sender():
+    got = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        r = dist.get_rank()
+        pair = dist.new_group([1, 2])  # group rank 0 is global rank 1
+        if r == 0:
+            seen = []
+            for _ in range(2):
+                t = tessel.zeros(2)
+                seen.append((dist.recv(t), t.tolist()))  # torch's recv(src=None)
+            t = tessel.zeros(2)
+            w = dist.irecv(t, tag=3)
+            w.wait()
+            seen.append((w._source_rank(), t.tolist()))
+            box = [None]
+            seen.append((dist.recv_object_list(box), box[0]))
+            with pytest.raises(ValueError, match="not a receive from any rank"):
+                dist.isend(tessel.zeros(1), dst=1)._source_rank()
+            got[r] = seen
+        elif r == 1:
+            dist.send(tessel.full((2,), 10.0), dst=0)
+            dist.send(tessel.full((2,), 30.0), dst=0, tag=3)
+            t = tessel.zeros(1)
+            got[r] = (dist.recv(t, group=pair), t.tolist())  # a global rank, from a subgroup
+            dist.recv(tessel.zeros(1), src=0)
+        else:
+            dist.send(tessel.full((2,), 20.0), dst=0)
+            dist.send(tessel.full((1,), 5.0), dst=1, group=pair)
+            dist.send_object_list(["from 2"], dst=0)
+        dist.destroy_process_group()
+
+    tessel.run_ranks(3, rank_fn)
+    assert sorted(got[0][:2]) == [(1, [10.0, 10.0]), (2, [20.0, 20.0])]
+    assert got[0][2:] == [(1, [30.0, 30.0]), (2, "from 2")]
+    assert got[1] == (2, [5.0])
 
 
 def test_dtensor_factories_and_distribute_module_follow_torch():

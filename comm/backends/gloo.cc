@@ -234,6 +234,7 @@ class GlooProcessGroup final : public ProcessGroup {
     return Issue(CollectiveDesc{}, Tensor(), [](const Step&) {});
   }
   WorkPtr BatchP2P(const std::vector<P2POp>& ops) override;
+  WorkPtr RecvAnySource(const Tensor& tensor, int tag) override;
   std::shared_ptr<ProcessGroup> NewGroup(const std::vector<int>& ranks) override;
 
  private:
@@ -298,12 +299,15 @@ class GlooProcessGroup final : public ProcessGroup {
                              Clock::time_point deadline, const std::vector<int>& peers,
                              const std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>>& recvs,
                              std::vector<bool> came, const std::vector<std::string>& failed);
-  void RunP2P(const std::vector<P2POp>& ops, const std::string& label, milliseconds timeout);
+  // A receive whose peer is kAnySource takes the first descriptor from any other rank, then that rank's
+  // payload; its sender is stored in *any_source.
+  void RunP2P(std::vector<P2POp> ops, const std::string& label, milliseconds timeout, int* any_source = nullptr);
   [[noreturn]] void Break(ErrorCode code, const std::string& message);
   std::string VerdictKey(int64_t seq) const { return Str(prefix_, "timeout/", seq); }
   [[noreturn]] void FailP2P(const std::exception& e, const std::vector<P2POp>& ops, size_t current,
                             const std::string& label, milliseconds timeout, Clock::time_point deadline);
   std::string P2PName(const P2POp& op) const;
+  std::vector<int> OtherRanks() const;  // every group rank but this one
 
   std::shared_ptr<comm::Store> store_;
   std::shared_ptr<gloo::transport::Device> device_;
@@ -739,7 +743,20 @@ WorkPtr GlooProcessGroup::BatchP2P(const std::vector<P2POp>& ops) {
   });
 }
 
-void GlooProcessGroup::RunP2P(const std::vector<P2POp>& ops, const std::string& label, milliseconds timeout) {
+WorkPtr GlooProcessGroup::RecvAnySource(const Tensor& tensor, int tag) {
+  const std::string label = GroupLabel(name(), global_ranks());
+  CheckCommTensor("recv", tensor, DeviceType::kCpu);
+  TESSEL_CHECK(size() > 1, "recv from any rank on ", label, ": the group has no other rank");
+  CommTracer::Record({CollectiveKind::kRecv, name(), tensor.dtype(), tensor.numel() * ElementSize(tensor.dtype())});
+  MarkWritten(tensor);
+  auto source = std::make_shared<int>(kAnySource);
+  WorkPtr work = thread_->Submit([this, tensor, tag, source, timeout = timeout(), label] {
+    RunP2P({P2POp{P2POp::Kind::kRecv, tensor, kAnySource, tag}}, label, timeout, source.get());
+  });
+  return WithSourceRank(std::move(work), source);
+}
+
+void GlooProcessGroup::RunP2P(std::vector<P2POp> ops, const std::string& label, milliseconds timeout, int* any_source) {
   if (broken_) TESSEL_FAIL(ErrorCode::kAborted, "p2p on ", label, " cannot run: the group is unusable: ", *broken_);
   std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> bufs;
   const auto deadline = Clock::now() + timeout;
@@ -770,7 +787,11 @@ void GlooProcessGroup::RunP2P(const std::vector<P2POp>& ops, const std::string& 
         bufs.back()->send(op.peer, P2PSlot(op.tag));
       } else {
         desc_bufs[current] = context_->createUnboundBuffer(&theirs[current], sizeof(Desc));
-        desc_bufs[current]->recv(op.peer, P2PDescSlot(op.tag));
+        if (op.peer == kAnySource) {
+          desc_bufs[current]->recv(OtherRanks(), P2PDescSlot(op.tag));  // gloo takes the first to arrive
+        } else {
+          desc_bufs[current]->recv(op.peer, P2PDescSlot(op.tag));
+        }
         bufs.emplace_back();  // posted once the descriptor is in
       }
     }
@@ -778,7 +799,10 @@ void GlooProcessGroup::RunP2P(const std::vector<P2POp>& ops, const std::string& 
     // false ends the batch, and the peer the probe found closed is named.
     const std::string probe_key = prefix_ + "p2p";
     std::vector<int> peers;  // only these ranks' connections matter to this batch
-    for (const P2POp& op : ops) peers.push_back(op.peer);
+    for (const P2POp& op : ops) {
+      if (op.peer != kAnySource) peers.push_back(op.peer);
+    }
+    if (std::any_of(ops.begin(), ops.end(), [](const P2POp& op) { return op.peer == kAnySource; })) peers = OtherRanks();
     const int64_t probe_seq = next_p2p_++;
     auto watch = [&] {
       std::vector<gloo::transport::UnboundBuffer*> raw;
@@ -812,7 +836,12 @@ void GlooProcessGroup::RunP2P(const std::vector<P2POp>& ops, const std::string& 
     for (current = 0; current < ops.size(); ++current) {
       const P2POp& op = ops[current];
       if (op.kind == P2POp::Kind::kSend) continue;
-      if (!desc_bufs[current]->waitRecv(Remaining(deadline))) aborted();
+      int from = op.peer;
+      if (!desc_bufs[current]->waitRecv(op.peer == kAnySource ? &from : nullptr, Remaining(deadline))) aborted();
+      if (op.peer == kAnySource) {  // the payload comes from the rank whose descriptor arrived
+        ops[current].peer = from;
+        *any_source = from;
+      }
       void* into = op.tensor.raw_data();
       if (!(theirs[current] == mine[current])) {
         if (mismatch.empty()) {
@@ -853,7 +882,7 @@ void GlooProcessGroup::FailP2P(const std::exception& e, const std::vector<P2POp>
               " did not complete (the peer never posted the matching call, is stuck, or died while the data was in "
               "flight)"));
   }
-  if (dynamic_cast<const gloo::IoException*>(&e) != nullptr && current < ops.size()) {
+  if (dynamic_cast<const gloo::IoException*>(&e) != nullptr && current < ops.size() && ops[current].peer != kAnySource) {
     // Gloo fails a pair's pending operations when its connection closes: as in the collectives, say so
     // (at once, not at the timeout) and name the peer.
     const int peer = ops[current].peer;
@@ -864,7 +893,18 @@ void GlooProcessGroup::FailP2P(const std::exception& e, const std::vector<P2POp>
   Break(ErrorCode::kAborted, Str("p2p on ", label, " failed at ", what, ": ", e.what()));
 }
 
+std::vector<int> GlooProcessGroup::OtherRanks() const {
+  std::vector<int> out;
+  for (int r = 0; r < size(); ++r) {
+    if (r != rank_) out.push_back(r);
+  }
+  return out;
+}
+
 std::string GlooProcessGroup::P2PName(const P2POp& op) const {
+  if (op.peer == kAnySource) {
+    return Str("recv from any rank (tag ", op.tag, ", ", op.tensor.numel() * ElementSize(op.tensor.dtype()), " B)");
+  }
   return Str(op.kind == P2POp::Kind::kSend ? "send to rank " : "recv from rank ", op.peer, " (global ",
              global_ranks_[op.peer], ", tag ", op.tag, ", ", op.tensor.numel() * ElementSize(op.tensor.dtype()), " B)");
 }

@@ -3,6 +3,7 @@
 // run the same tests in the same order, as collectives require.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <thread>
@@ -169,6 +170,44 @@ TEST(GlooTest, BatchedSendRecvRingExchangesBothWays) {
       ->Wait();
   EXPECT_EQ(from_prev.ToVector<double>(), (std::vector<double>(3, prev)));
   EXPECT_EQ(from_next.ToVector<double>(), (std::vector<double>(2, 10 * next)));
+}
+
+// torch's recv(src=None) on gloo (recvAnysource): rank 0 takes one send from every other rank, each named by
+// its sender; a rank's two sends arrive in order; a size mismatch is the same error as for Recv.
+TEST(GlooTest, RecvFromAnyRankTakesEverySenderOnceAndNamesIt) {
+  ProcessGroup& pg = World();
+  const int w = pg.size(), r = pg.rank();
+  if (w < 2) {
+    ExpectErrorContains([&] { pg.RecvAnySource(Zeros({1}), 6); }, ErrorCode::kInvalidArgument, {"no other rank"});
+    GTEST_SKIP() << "needs 2 ranks";
+  }
+  if (r == 0) {
+    std::vector<int> senders;
+    std::vector<double> from_one;
+    for (int i = 0; i < w; ++i) {  // w - 1 ranks send once, rank 1 twice
+      Tensor t = Full({3}, -1.0);
+      const WorkPtr work = pg.RecvAnySource(t, 6);
+      work->Wait();
+      const int src = work->SourceRank();
+      EXPECT_EQ(t.ToVector<double>(), std::vector<double>(3, 10.0 * src + (src == 1 ? from_one.size() : 0)));
+      if (src == 1) from_one.push_back(t.ToVector<double>()[0]);
+      senders.push_back(src);
+    }
+    std::sort(senders.begin(), senders.end());
+    std::vector<int> want{1};
+    for (int j = 1; j < w; ++j) want.push_back(j);
+    EXPECT_EQ(senders, want);
+    EXPECT_EQ(from_one, (std::vector<double>{10, 11}));
+    ExpectErrorContains([&] { pg.RecvAnySource(Zeros({4}), 7)->Wait(); }, ErrorCode::kAborted,
+                        {"p2p mismatch", "rank 1 posted send to rank 0 (tag 7, 8 B)", "recv from rank 1"});
+  } else {
+    pg.Send(Full({3}, 10.0 * r), 0, 6)->Wait();
+    if (r == 1) {
+      pg.Send(Full({3}, 11.0), 0, 6)->Wait();
+      pg.Send(Full({2}, 1.0), 0, 7)->Wait();
+    }
+  }
+  pg.Barrier()->Wait();
 }
 
 // Gloo compares nothing itself: a shorter send left the receive's tail stale, another dtype was read bit

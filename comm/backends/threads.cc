@@ -166,6 +166,7 @@ class ThreadsProcessGroup final : public ProcessGroup {
   }
   WorkPtr Barrier() override { return Issue(CollectiveDesc{}, {}, nullptr, nullptr, 1, &ExecBarrier); }
   WorkPtr BatchP2P(const std::vector<P2POp>& ops) override;
+  WorkPtr RecvAnySource(const Tensor& tensor, int tag) override;
   std::shared_ptr<ProcessGroup> NewGroup(const std::vector<int>& ranks) override;
 
  private:
@@ -213,6 +214,19 @@ WorkPtr ThreadsProcessGroup::BatchP2P(const std::vector<P2POp>& ops) {
   return thread_->Submit([this, ops, timeout = timeout(), label = GroupLabel(name(), global_ranks())] {
     rendezvous_->RunP2P(rank_, ops, timeout, label);
   });
+}
+
+WorkPtr ThreadsProcessGroup::RecvAnySource(const Tensor& tensor, int tag) {
+  const std::string label = GroupLabel(name(), global_ranks());
+  CheckCommTensor("recv", tensor, DeviceType::kCpu);
+  TESSEL_CHECK(size() > 1, "recv from any rank on ", label, ": the group has no other rank");
+  CommTracer::Record({CollectiveKind::kRecv, name(), tensor.dtype(), tensor.numel() * ElementSize(tensor.dtype())});
+  MarkWritten(tensor);
+  auto source = std::make_shared<int>(kAnySource);
+  WorkPtr work = thread_->Submit([this, tensor, tag, source, timeout = timeout(), label] {
+    rendezvous_->RunP2P(rank_, {P2POp{P2POp::Kind::kRecv, tensor, kAnySource, tag}}, timeout, label, source.get());
+  });
+  return WithSourceRank(std::move(work), source);
 }
 
 std::shared_ptr<ProcessGroup> ThreadsProcessGroup::NewGroup(const std::vector<int>& ranks) {

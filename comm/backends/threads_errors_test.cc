@@ -216,6 +216,65 @@ TEST(ThreadsErrorsTest, SendAndRecvMatchInPostingOrderPerTag) {
   });
 }
 
+// torch's recv(src=None): each receive takes a send to it from any rank, in posting order per sender
+// (rank 1's two sends arrive in order), and names its sender; specific receives still match their rank.
+TEST(ThreadsErrorsTest, RecvFromAnyRankTakesEachSendOnceAndNamesItsSender) {
+  RunRanks(3, [](ProcessGroupPtr pg) {
+    if (pg->rank() == 0) {
+      std::vector<std::pair<int, double>> got;  // (sender, value)
+      for (int i = 0; i < 3; ++i) {
+        Tensor t = Zeros({2});
+        const WorkPtr w = pg->RecvAnySource(t, 4);
+        w->Wait();
+        got.emplace_back(w->SourceRank(), t.ToVector<double>()[0]);
+        EXPECT_EQ(t.ToVector<double>()[1], got.back().second);
+      }
+      Tensor last = Zeros({2});
+      pg->Recv(last, 2, 5)->Wait();
+      EXPECT_EQ(last.ToVector<double>(), (std::vector<double>(2, 25)));
+      std::vector<double> from_one;
+      for (const auto& [src, v] : got) {
+        EXPECT_EQ(static_cast<int>(v) / 10, src);  // rank r sent 10 r + k
+        if (src == 1) from_one.push_back(v);
+      }
+      EXPECT_EQ(from_one, (std::vector<double>{10, 11}));
+      EXPECT_EQ(pg->Barrier()->SourceRank(), -1);  // not a receive from any rank
+    } else if (pg->rank() == 1) {
+      pg->Send(Full({2}, 10), 0, 4);
+      pg->Send(Full({2}, 11), 0, 4)->Wait();
+      pg->Barrier()->Wait();
+    } else {
+      pg->Send(Full({2}, 20), 0, 4);
+      pg->Send(Full({2}, 25), 0, 5)->Wait();  // another tag: only the specific receive takes it
+      pg->Barrier()->Wait();
+    }
+  });
+}
+
+TEST(ThreadsErrorsTest, RecvFromAnyRankFailsAtOnceWhenEveryOtherRankIsGoneAndTimesOutOtherwise) {
+  RunRanks(3, [](ProcessGroupPtr pg) {
+    if (pg->rank() != 0) return;  // ranks 1 and 2 leave without sending
+    ExpectErrorContains([&] { pg->RecvAnySource(Zeros({2}), 3)->Wait(); }, ErrorCode::kAborted,
+                        {"recv from any rank (tag 3, 8 B, float32)", "every other rank already returned"});
+  }, {.timeout = milliseconds(60000)});
+  RunRanks(2, [](ProcessGroupPtr pg) {
+    if (pg->rank() == 0) {
+      pg->set_timeout(milliseconds(300));
+      ExpectErrorContains([&] { pg->RecvAnySource(Zeros({2}), 5)->Wait(); }, ErrorCode::kDeadlineExceeded,
+                          {"timed out after 300 ms", "recv from any rank (tag 5, 8 B, float32)"});
+      pg->set_timeout(kDefaultTimeout);
+    }
+    pg->Barrier()->Wait();  // the cancelled receive left nothing behind: a later send matches a later receive
+    Tensor t = Zeros({1});
+    const WorkPtr w = pg->rank() == 1 ? pg->Send(Full({1}, 7), 0, 5) : pg->RecvAnySource(t, 5);
+    w->Wait();
+    if (pg->rank() == 0) {
+      EXPECT_EQ(w->SourceRank(), 1);
+      EXPECT_EQ(t.ToVector<double>(), std::vector<double>{7});
+    }
+  });
+}
+
 TEST(ThreadsErrorsTest, UnmatchedRecvTimesOutAndMismatchedSizesAbort) {
   RunRanks(2, [](ProcessGroupPtr pg) {
     if (pg->rank() == 0) {

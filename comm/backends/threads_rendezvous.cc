@@ -167,8 +167,25 @@ void GroupRendezvous::RunCollective(int rank, const RankCall& call, int num_phas
 // ---- point to point ----------------------------------------------------------------------------------
 
 std::string GroupRendezvous::P2PName(const P2PEntry& e) const {
-  return Str(e.is_send ? "send to rank " : "recv from rank ", e.is_send ? e.dst : e.src, " (tag ", e.tag, ", ", e.bytes,
-             " B, ", e.dtype, ")");
+  const std::string peer = e.is_send ? Str("send to rank ", e.dst)
+                                     : (e.src == kAnySource ? std::string("recv from any rank") : Str("recv from rank ", e.src));
+  return Str(peer, " (tag ", e.tag, ", ", e.bytes, " B, ", e.dtype, ")");
+}
+
+std::shared_ptr<GroupRendezvous::P2PEntry> GroupRendezvous::TakeMatch(P2PQueue& queue, int src, int dst, int tag) {
+  // Keys are (src, dst, tag): a wildcard on either side means looking at every source's queue for (dst, tag).
+  P2PQueue::iterator best = queue.end();
+  for (auto it = queue.begin(); it != queue.end(); ++it) {
+    const auto& [s, d, t] = it->first;
+    if (d != dst || t != tag || it->second.empty()) continue;
+    if (s != src && s != kAnySource && src != kAnySource) continue;
+    if (best == queue.end() || it->second.front()->seq < best->second.front()->seq) best = it;
+  }
+  if (best == queue.end()) return nullptr;
+  std::shared_ptr<P2PEntry> e = best->second.front();
+  best->second.pop_front();
+  if (best->second.empty()) queue.erase(best);
+  return e;
 }
 
 std::shared_ptr<GroupRendezvous::P2PEntry> GroupRendezvous::Post(
@@ -182,22 +199,24 @@ std::shared_ptr<GroupRendezvous::P2PEntry> GroupRendezvous::Post(
   e->tag = op.tag;
   e->bytes = op.tensor.numel() * ElementSize(op.tensor.dtype());
   e->dtype = op.tensor.dtype();
+  e->seq = p2p_seq_++;
   if (is_send) {
     e->send_data = op.tensor.raw_data();
   } else {
     e->recv_data = op.tensor.raw_data();
   }
-  const P2PKey key{e->src, e->dst, e->tag};
-  P2PQueue& opposite = is_send ? pending_recvs_ : pending_sends_;
-  auto it = opposite.find(key);
-  if (it != opposite.end() && !it->second.empty()) {
-    std::shared_ptr<P2PEntry> partner = it->second.front();
-    it->second.pop_front();
-    if (it->second.empty()) opposite.erase(it);
+  // A send takes the earliest posted receive from it or from any rank; a receive from any rank takes the
+  // earliest posted send to it (per tag), as MPI matches wildcards.
+  if (std::shared_ptr<P2PEntry> partner = TakeMatch(is_send ? pending_recvs_ : pending_sends_, e->src, e->dst, e->tag)) {
     partner->matched = e->matched = true;
+    if (is_send) {
+      partner->src = e->src;  // a receive from any rank learns its sender
+    } else {
+      e->src = partner->src;
+    }
     pairs.emplace_back(is_send ? e : partner, is_send ? partner : e);
   } else {
-    (is_send ? pending_sends_ : pending_recvs_)[key].push_back(e);
+    (is_send ? pending_sends_ : pending_recvs_)[{e->src, e->dst, e->tag}].push_back(e);
   }
   return e;
 }
@@ -222,7 +241,7 @@ void GroupRendezvous::CancelPending(std::unique_lock<std::mutex>& lock,
 }
 
 void GroupRendezvous::RunP2P(int rank, const std::vector<P2POp>& ops, std::chrono::milliseconds timeout,
-                             const std::string& label) {
+                             const std::string& label, int* any_source) {
   std::vector<std::shared_ptr<P2PEntry>> mine;
   std::vector<std::pair<std::shared_ptr<P2PEntry>, std::shared_ptr<P2PEntry>>> pairs;  // (send, recv)
   std::unique_lock<std::mutex> lock(mu_);
@@ -252,8 +271,16 @@ void GroupRendezvous::RunP2P(int rank, const std::vector<P2POp>& ops, std::chron
   std::string gone;
   auto peer_gone = [&] {
     for (const auto& e : mine) {
+      if (e->matched) continue;
       const int peer = e->is_send ? e->dst : e->src;
-      if (!e->matched && world_->exited(global_ranks_[static_cast<size_t>(peer)])) {
+      if (peer == kAnySource) {  // gone once every other member is
+        bool all = true;
+        for (int r = 0; r < size() && all; ++r) all = r == rank || world_->exited(global_ranks_[static_cast<size_t>(r)]);
+        if (!all) continue;
+        gone = Str(P2PName(*e), ": every other rank already returned from RunRanks (or stopped)");
+        return true;
+      }
+      if (world_->exited(global_ranks_[static_cast<size_t>(peer)])) {
         gone = Str(P2PName(*e), ": rank ", peer, " (global ", global_ranks_[static_cast<size_t>(peer)],
                    ") already returned from RunRanks (or stopped)");
         return true;
@@ -278,6 +305,9 @@ void GroupRendezvous::RunP2P(int rank, const std::vector<P2POp>& ops, std::chron
   }
   for (const auto& e : mine) {
     if (!e->error.empty()) TESSEL_FAIL(ErrorCode::kAborted, e->error);
+  }
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (ops[i].peer == kAnySource) *any_source = mine[i]->src;
   }
 }
 

@@ -72,7 +72,10 @@ class GroupRendezvous {
                      std::chrono::milliseconds timeout, const std::string& label, int64_t staged_bytes = -1);
   // Posts every op, copies the pairs it completes, and waits until all its ops are done. Throws
   // kDeadlineExceeded (an op found no partner in time) or kAborted (size/dtype mismatch, world aborted).
-  void RunP2P(int rank, const std::vector<P2POp>& ops, std::chrono::milliseconds timeout, const std::string& label);
+  // A receive whose peer is kAnySource takes the earliest posted matching send from any member; its
+  // sender is stored in *any_source (REQUIRES: at most one such op, and any_source non-null with one).
+  void RunP2P(int rank, const std::vector<P2POp>& ops, std::chrono::milliseconds timeout, const std::string& label,
+              int* any_source = nullptr);
 
   // Wakes every waiter (the world aborted).
   void WakeAll();
@@ -94,7 +97,8 @@ class GroupRendezvous {
   };
   struct P2PEntry {
     bool is_send = false;
-    int src, dst, tag;
+    int src, dst, tag;  // a receive from any member: src kAnySource until matched, then the sender
+    uint64_t seq = 0;   // posting order (which of several matching entries is taken)
     const void* send_data = nullptr;
     void* recv_data = nullptr;
     int64_t bytes = 0;
@@ -117,6 +121,9 @@ class GroupRendezvous {
                                  std::vector<std::pair<std::shared_ptr<P2PEntry>, std::shared_ptr<P2PEntry>>>& pairs);
   void CancelPending(std::unique_lock<std::mutex>& lock, const std::vector<std::shared_ptr<P2PEntry>>& mine);
   std::string P2PName(const P2PEntry& e) const;
+  // The earliest posted entry of `queue` that matches (src, dst, tag), src kAnySource matching every
+  // source; removed from the queue. Null when none.
+  std::shared_ptr<P2PEntry> TakeMatch(P2PQueue& queue, int src, int dst, int tag);
 
   std::shared_ptr<ThreadsWorld> world_;
   const std::string key_;
@@ -134,6 +141,7 @@ class GroupRendezvous {
   std::optional<std::string> broken_;  // set by a collective timeout: later collectives fail at once
   P2PQueue pending_sends_;
   P2PQueue pending_recvs_;
+  uint64_t p2p_seq_ = 0;  // P2PEntry::seq of the next posted entry
 };
 
 class ThreadsWorld {

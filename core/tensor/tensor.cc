@@ -70,6 +70,12 @@ void* TensorImpl::raw_data() const {
   TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, !is_distributed() && storage_.defined(),
                     "raw_data: a ", KindName(), " tensor of shape ", ShapeStr(sizes_),
                     " has no local storage; call ToLocal() on a DTensor first");
+  // Storage::UnsafeFreeBytes leaves 0 bytes behind a tensor that still has elements: reading them would
+  // read freed memory. fsdp/ is what frees storages this way (unsharded parameters after forward).
+  TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, numel_ == 0 || storage_.nbytes() > 0, "raw_data: a ", dtype_,
+                    " tensor of shape ", ShapeStr(sizes_), " reads a storage whose bytes were freed: fully_shard ",
+                    "frees a group's unsharded parameters after forward and gathers them again before a backward ",
+                    "that reads them, unless set_unshard_in_backward(false) was set on its module");
   return static_cast<char*>(storage_.data()) + storage_offset_ * ElementSize(dtype_);
 }
 

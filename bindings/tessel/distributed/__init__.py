@@ -258,10 +258,13 @@ def send(tensor, dst=None, group=None, tag=0, group_dst=None):
 
 @_collective
 def recv(tensor, src=None, group=None, tag=0, group_src=None):
-    """Blocking receive from src (a global rank; tessel needs it: no receive from any source). Returns src."""
+    """Blocking receive from src (a global rank), or with neither src nor group_src from any rank of the group
+    (the first matching send). Returns the sender's global rank."""
     g = _group(group, "recv")
     if src is None and group_src is None:
-        raise NotImplementedError("recv(src=None): receiving from any rank is not supported; pass src")
+        work = g.recv_any_source(tensor, tag)
+        work.wait()
+        return get_global_rank(g, work._source_rank())
     peer = _group_peer(g, src, group_src, "recv", "src")
     g.recv(tensor, peer, tag)
     return get_global_rank(g, peer)
@@ -276,8 +279,8 @@ def isend(tensor, dst=None, group=None, tag=0, group_dst=None):
 @_collective
 def irecv(tensor, src=None, group=None, tag=0, group_src=None):
     g = _group(group, "irecv")
-    if src is None and group_src is None:
-        raise NotImplementedError("irecv(src=None): receiving from any rank is not supported; pass src")
+    if src is None and group_src is None:  # from any rank: the work's _source_rank() names the sender
+        return g.recv_any_source(tensor, tag)
     return g.recv(tensor, _group_peer(g, src, group_src, "irecv", "src"), tag, async_op=True)
 
 
@@ -423,13 +426,14 @@ def send_object_list(object_list, dst=None, group=None, device=None, group_dst=N
 
 
 def recv_object_list(object_list, src=None, group=None, device=None, group_src=None):
-    """Receives send_object_list's objects from src into object_list (in place); returns src."""
+    """Receives send_object_list's objects from src (None: any rank) into object_list (in place); returns the
+    sender's global rank."""
     import pickle
     from .._tensor import zeros
     size = zeros(1, dtype=_int64)
-    sender = recv(size, src=src, group=group, group_src=group_src)
+    sender = recv(size, src=src, group=group, group_src=group_src)  # src=None: from any rank
     buf = zeros(max(1, size.item()), dtype=_int64)
-    recv(buf, src=src, group=group, group_src=group_src)
+    recv(buf, src=sender, group=group)  # the payload from whoever sent the size
     values = pickle.loads(bytes(buf.tolist()[:size.item()]))
     if len(values) != len(object_list):
         raise ValueError("recv_object_list: %d objects arrived for a list of %d" % (len(values), len(object_list)))

@@ -221,6 +221,18 @@ def _outputs(outs, kind):
     return list(outs) if kind == "list" else tuple(outs)
 
 
+def _fsdp_cast_kwargs(module, kwargs):
+    """fully_shard's cast_forward_inputs casts the positional tensors in its C++ pre-forward hook, which
+    keyword arguments do not reach: the floating keyword tensors cast here (torch casts every input)."""
+    if not kwargs:
+        return kwargs
+    st = _C._fsdp_state(module) if hasattr(_C, "_fsdp_state") else None
+    cast = st.forward_input_cast_dtype if st is not None else None
+    if cast is None:
+        return kwargs
+    return {k: v.to(cast) if isinstance(v, Tensor) and v.dtype.is_floating_point else v for k, v in kwargs.items()}
+
+
 def _call(self, *args, **kwargs):
     slots = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
     if not self._has_python_forward:  # a C++ module: its Forward takes tensors
@@ -228,14 +240,7 @@ def _call(self, *args, **kwargs):
             raise TypeError("%s.forward takes tensors only, got (%s)" % (
                 self._type_name, ", ".join(type(a).__name__ for a in args) + (", **kwargs" if kwargs else "")))
         return _outputs(self._call(list(args)), None)
-    if kwargs:
-        # fully_shard's cast_forward_inputs casts the positional tensors in its C++ pre-forward hook, which
-        # keyword arguments do not reach: cast floating keyword tensors here (torch casts every input).
-        st = _C._fsdp_state(self) if hasattr(_C, "_fsdp_state") else None
-        cast = st.forward_input_cast_dtype if st is not None else None
-        if cast is not None:
-            kwargs = {k: v.to(cast) if isinstance(v, Tensor) and v.dtype.is_floating_point else v
-                      for k, v in kwargs.items()}
+    kwargs = _fsdp_cast_kwargs(self, kwargs)
     call = [args, kwargs, slots, None]  # the last entry: output kind, set by _forward_from_cpp
     stack = self.__dict__.setdefault("_tessel_calls", [])
     stack.append(call)

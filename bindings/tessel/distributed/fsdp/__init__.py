@@ -9,6 +9,9 @@ control unsharding, resharding, gradient sync and prefetching.
         fully_shard(block, mesh=mesh, mp_policy=mp)
     fully_shard(model, mesh=mesh, mp_policy=mp)
 """
+import functools
+import warnings
+
 from ... import _C
 from .. import _local, get_world_size
 from ..device_mesh import init_device_mesh
@@ -67,6 +70,29 @@ class FSDPModule:
     def set_gradient_divide_factor(self, factor):
         _state(self).set_gradient_divide_factor(factor)
 
+    def set_reduce_scatter_divide_factor(self, factor):
+        """Deprecated in torch: use set_gradient_divide_factor."""
+        warnings.warn("set_reduce_scatter_divide_factor is deprecated: use set_gradient_divide_factor instead",
+                      FutureWarning, stacklevel=2)
+        self.set_gradient_divide_factor(factor)
+
+    def set_force_sum_reduction_for_comms(self, enable):
+        """True: gradient reductions send SUM (not AVG or a pre-divided SUM) and divide afterwards."""
+        _state(self).set_force_sum_reduction_for_comms(enable)
+
+    def set_unshard_in_backward(self, unshard_in_backward):
+        """False: backward does not all-gather this module's parameters (for modules whose backward reads none
+        of them, e.g. an embedding); a backward that does read one raises RuntimeError (freed bytes)."""
+        _state(self).set_unshard_in_backward(unshard_in_backward)
+
+    def set_all_reduce_hook(self, hook, *, stream=None):
+        """hook(reduce_output) runs in each backward that reduces this module's parameters, on the reduced
+        gradient block (this rank's shard of each parameter, padding included) after the reduce-scatter and
+        the HSDP all-reduce; in-place changes reach .grad. stream (CUDA streams in torch) must be None."""
+        if stream is not None:
+            raise ValueError("set_all_reduce_hook: stream is not supported (the hook runs where FSDP reduces)")
+        _state(self).set_all_reduce_hook(hook)
+
 
 class UnshardHandle:
     """What unshard(async_op=True) returns: wait() blocks until the all-gather is done."""
@@ -119,6 +145,37 @@ def fully_shard(module, *, mesh=None, reshard_after_forward=None, shard_placemen
     for m in (module if isinstance(module, (list, tuple)) else [module]):
         _become_fsdp_module(m)
     return module
+
+
+def register_fsdp_forward_method(module, method_name):
+    """Makes module.<method_name> run as a forward for FSDP: its parameters are all-gathered before it
+    and resharded after it, as around forward (torch's register_fsdp_forward_method, e.g. for a generate or
+    loss method that does not call forward). A no-op for a module fully_shard was not applied to."""
+    if _C._fsdp_state(module) is None:
+        return
+    if not hasattr(module, method_name):
+        raise ValueError("%s does not have a method %s" % (type(module), method_name))
+    from ...nn.modules import _flatten_output, _fsdp_cast_kwargs, _outputs
+    orig = getattr(module, method_name)
+
+    @functools.wraps(orig)
+    def wrapped(*args, **kwargs):
+        slots = [i for i, a in enumerate(args) if isinstance(a, _C.Tensor)]
+        kwargs = _fsdp_cast_kwargs(module, kwargs)
+        rebuild = []
+
+        def run(tensors):  # the tensor arguments as the pre-forward left them (cast, wrapped)
+            call_args = list(args)
+            for i, t in zip(slots, tensors):
+                call_args[i] = t
+            outs = []
+            rebuild.append(_flatten_output(orig(*call_args, **kwargs), outs))
+            return outs
+
+        outs = _state(module).call_as_forward([args[i] for i in slots], run)
+        return _outputs(outs, rebuild[0])
+
+    module.__dict__[method_name] = wrapped
 
 
 def _become_fsdp_module(module):
