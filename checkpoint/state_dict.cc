@@ -3,6 +3,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
+#include <string>
+#include <vector>
 
 #include "checkpoint/box.h"
 #include "checkpoint/local_shard.h"
@@ -71,6 +74,24 @@ const nn::StateDict::value_type* FindParam(const nn::StateDict& params, std::str
   return nullptr;
 }
 
+// The model's FQN of each optimizer parameter, in the optimizer's order, as torch maps them (by identity):
+// the name under which the model holds the same tensor (an optimizer built from a submodule's parameters
+// named them from that submodule: 'weight' for the model's '0.weight'), else the optimizer's own name when
+// the model has a parameter of that name (a module that is unsharded right now holds other handles).
+// kInvalidArgument naming the parameter when the model has neither.
+std::vector<std::string> ModelFqns(const nn::StateDict& model_params, const optim::Optimizer& optimizer,
+                                   const char* op) {
+  std::vector<std::string> out;
+  for (const auto& [name, p] : optimizer.params()) {
+    auto same = std::find_if(model_params.begin(), model_params.end(),
+                             [&](const auto& entry) { return entry.second.is_same(p); });
+    TESSEL_CHECK(same != model_params.end() || FindParam(model_params, name) != nullptr, op,
+                 ": the optimizer's parameter '", name, "' is not a parameter of the model");
+    out.push_back(same != model_params.end() ? same->first : name);
+  }
+  return out;
+}
+
 }  // namespace
 
 StateDict GetModelStateDict(const nn::Module& model, const StateDictOptions& options) {
@@ -115,16 +136,16 @@ StateDict GetStateDict(const nn::Module& model, const optim::Optimizer* optimize
 
 StateDict GetOptimizerStateDict(const nn::Module& model, const optim::Optimizer& optimizer,
                                 const StateDictOptions& options) {
-  const nn::StateDict model_params = model.NamedParameters();
+  const std::vector<std::string> fqns = ModelFqns(model.NamedParameters(), optimizer, "get_optimizer_state_dict");
   const optim::OptimizerStateDict osd = optimizer.GetStateDict();
   const std::vector<std::string> names = OptimizerStateNames(optimizer);
   StateDict out;
-  for (const auto& [fqn, p] : optimizer.params()) {
-    TESSEL_CHECK(FindParam(model_params, fqn) != nullptr, "get_optimizer_state_dict: the optimizer's parameter '", fqn,
-                 "' is not a parameter of the model");
+  for (size_t i = 0; i < fqns.size(); ++i) {
+    const auto& [own_name, p] = optimizer.params()[i];  // the optimizer keys its state by its own names
+    const std::string& fqn = fqns[i];
     for (const std::string& name : names) {
       Tensor t;
-      auto s = osd.state.find(fqn);
+      auto s = osd.state.find(own_name);
       if (s != osd.state.end() && s->second.count(name)) t = s->second.at(name);
       if (!t.defined() && options.init_optimizer_state) {
         memory::LedgerScope ledger(memory::Ledger::kOptimState);
@@ -134,7 +155,7 @@ StateDict GetOptimizerStateDict(const nn::Module& model, const optim::Optimizer&
       if (options.full_state_dict && t.is_distributed()) t = dtensor::DTensor(t).FullTensor();
       out[std::string(kStatePrefix) + fqn + "." + name] = t;
     }
-    auto step = osd.steps.find(fqn);
+    auto step = osd.steps.find(own_name);
     out[std::string(kStepPrefix) + fqn] = step == osd.steps.end() ? int64_t{0} : step->second;
   }
   for (const auto& [name, v] : osd.hyper) out[std::string(kHyperPrefix) + name] = v;
@@ -142,10 +163,13 @@ StateDict GetOptimizerStateDict(const nn::Module& model, const optim::Optimizer&
 }
 
 void SetOptimizerStateDict(const nn::Module& model, optim::Optimizer& optimizer, const StateDict& state) {
-  const nn::StateDict model_params = model.NamedParameters();
-  for (const auto& [fqn, p] : optimizer.params()) {
-    TESSEL_CHECK(FindParam(model_params, fqn) != nullptr, "set_optimizer_state_dict: the optimizer's parameter '", fqn,
-                 "' is not a parameter of the model");
+  const std::vector<std::string> fqns = ModelFqns(model.NamedParameters(), optimizer, "set_optimizer_state_dict");
+  // The state dict's keys name model FQNs; the optimizer's parameters (entry i: fqns[i]) its own names.
+  nn::StateDict by_fqn;
+  std::map<std::string, std::string> own_name;
+  for (size_t i = 0; i < fqns.size(); ++i) {
+    by_fqn.emplace_back(fqns[i], optimizer.params()[i].second);
+    own_name[fqns[i]] = optimizer.params()[i].first;
   }
   const optim::OptimizerStateDict own = optimizer.GetStateDict();
   optim::OptimizerStateDict in;
@@ -155,12 +179,12 @@ void SetOptimizerStateDict(const nn::Module& model, optim::Optimizer& optimizer,
       const std::string rest = key.substr(kStatePrefix.size());
       const size_t dot = rest.rfind('.');
       const std::string fqn = dot == std::string::npos ? rest : rest.substr(0, dot);
-      TESSEL_CHECK(dot != std::string::npos && FindParam(optimizer.params(), fqn) != nullptr,
+      TESSEL_CHECK(dot != std::string::npos && FindParam(by_fqn, fqn) != nullptr,
                    "set_optimizer_state_dict: '", key, "' names no parameter of the optimizer");
       TESSEL_CHECK(std::holds_alternative<Tensor>(value), "set_optimizer_state_dict: '", key, "' is ",
                    StateValueKindName(value), ", expected a tensor");
       const Tensor& t = std::get<Tensor>(value);
-      auto s = own.state.find(fqn);
+      auto s = own.state.find(own_name.at(fqn));
       const std::string name = rest.substr(dot + 1);
       const bool aliased = s != own.state.end() && s->second.count(name) && s->second.at(name).is_same(t);
       if (aliased) continue;
@@ -168,22 +192,22 @@ void SetOptimizerStateDict(const nn::Module& model, optim::Optimizer& optimizer,
       // sharded one for a dense model) is first put into the parameter's layout, as the model's tensors
       // are: the optimizer's ops would otherwise mix a DTensor parameter with dense state ("mixed DTensor
       // and dense tensor inputs", naming neither the key nor the parameter). torch accepts full states.
-      const Tensor& param = FindParam(optimizer.params(), fqn)->second;
+      const Tensor& param = FindParam(by_fqn, fqn)->second;
       const dtensor::DTensorImpl* pd = dtensor::AsDTensorImpl(param);
       const dtensor::DTensorImpl* td = dtensor::AsDTensorImpl(t);
       const bool same_layout = (pd == nullptr && td == nullptr) || (pd != nullptr && td != nullptr && pd->spec() == td->spec());
       if (same_layout) {
-        in.state[fqn][name] = t;
+        in.state[own_name.at(fqn)][name] = t;
       } else {
         Tensor placed = ZerosInLayoutOf(param);
         CopyIntoModelTensor(key, placed, t, "set_optimizer_state_dict");
-        in.state[fqn][name] = placed;
+        in.state[own_name.at(fqn)][name] = placed;
       }
     } else if (StartsWith(key, kStepPrefix)) {
       const std::string fqn = key.substr(kStepPrefix.size());
-      TESSEL_CHECK(FindParam(optimizer.params(), fqn) != nullptr && std::holds_alternative<int64_t>(value),
+      TESSEL_CHECK(FindParam(by_fqn, fqn) != nullptr && std::holds_alternative<int64_t>(value),
                    "set_optimizer_state_dict: '", key, "' must be the int64 step of a parameter of the optimizer");
-      in.steps[fqn] = std::get<int64_t>(value);
+      in.steps[own_name.at(fqn)] = std::get<int64_t>(value);
     } else if (StartsWith(key, kHyperPrefix)) {
       TESSEL_CHECK(std::holds_alternative<double>(value), "set_optimizer_state_dict: '", key, "' is ",
                    StateValueKindName(value), ", expected float64");

@@ -138,6 +138,37 @@ TEST(StateDictTest, OptimizerStateRoundTripsThroughACheckpointIntoAFreshOptimize
       ErrorCode::kInvalidArgument, "'optim.state.nope.exp_avg' names no parameter");
 }
 
+// An optimizer built from a submodule's parameters names them from that submodule ("weight"); its state
+// is keyed by the model's FQNs ("1.weight"), matched by identity as torch's get_optimizer_state_dict does,
+// and loads back into an optimizer built the same way.
+TEST(StateDictTest, OptimizerOverASubmodulesParametersIsKeyedByTheModelsFqns) {
+  auto build = [](uint64_t seed) {
+    auto list = std::make_unique<nn::ModuleList>();
+    Generator gen(seed);
+    list->Append(std::make_unique<nn::Linear>(4, 3, true, gen));
+    list->Append(std::make_unique<nn::Linear>(3, 2, true, gen));
+    return list;
+  };
+  std::unique_ptr<nn::ModuleList> model = build(1);
+  optim::AdamW opt(model->at(1)->NamedParameters(), {.lr = 0.1});
+  ASSERT_EQ(opt.params()[0].first, "weight");
+  for (const auto& [fqn, p] : model->at(1)->NamedParameters()) p.set_grad(Pattern(p.sizes(), p.dtype(), 3));
+  opt.Step();
+  const StateDict sd = GetOptimizerStateDict(*model, opt);
+  ASSERT_TRUE(sd.count("optim.state.1.weight.exp_avg"));
+  EXPECT_EQ(std::get<int64_t>(sd.at("optim.step.1.bias")), 1);
+  EXPECT_EQ(sd.count("optim.state.weight.exp_avg"), 0u);
+  std::unique_ptr<nn::ModuleList> model2 = build(2);
+  optim::AdamW opt2(model2->at(1)->NamedParameters(), {.lr = 0.9});
+  SetOptimizerStateDict(*model2, opt2, sd);
+  const optim::OptimizerStateDict a = opt.GetStateDict(), b = opt2.GetStateDict();
+  EXPECT_EQ(b.steps, a.steps);
+  EXPECT_EQ(DenseBytes(b.state.at("weight").at("exp_avg_sq")), DenseBytes(a.state.at("weight").at("exp_avg_sq")));
+  optim::AdamW stray(model2->at(0)->NamedParameters(), {.lr = 0.1});  // parameters of another model
+  ExpectErrorContains([&] { GetOptimizerStateDict(*model, stray); }, ErrorCode::kInvalidArgument,
+                      "the optimizer's parameter 'weight' is not a parameter of the model");
+}
+
 // A full (dense) optimizer state dict of a sharded model loads into a fresh optimizer, as torch's
 // set_optimizer_state_dict accepts: the dense state is put into each parameter's layout first. It used to
 // fail inside the optimizer with "mixed DTensor and dense tensor inputs", naming neither key nor parameter.

@@ -419,6 +419,50 @@ class MaybeSecond(nn.Module):
         return self.b(y) if use_b else y
 
 
+def test_flatten_optimizer_state_dict_and_ignore_frozen_params_follow_torchs_names():
+    # torchtitan saves get_optimizer_state_dict(..., StateDictOptions(flatten_optimizer_state_dict=True)).
+    from tessel.distributed.checkpoint.state_dict import (StateDictOptions, get_optimizer_state_dict, get_state_dict,
+                                                          set_optimizer_state_dict, set_state_dict)
+
+    def build():
+        tessel.manual_seed(0)
+        m = nn.Sequential(nn.Linear(2, 3), nn.Linear(3, 1))
+        m[0].bias.requires_grad_(False)  # frozen (fine-tuning)
+        opt = tessel.optim.AdamW([{"params": [m[0].weight]}, {"params": list(m[1].parameters()), "lr": 0.5}],
+                                 lr=0.1)
+        return m, opt
+
+    m, opt = build()
+    m(tessel.randn(4, 2)).pow(2).sum().backward()
+    opt.step()
+    plain = get_optimizer_state_dict(m, opt)
+    flat_opts = StateDictOptions(flatten_optimizer_state_dict=True, ignore_frozen_params=True)
+    msd, osd = get_state_dict(m, opt, options=flat_opts)
+    assert sorted(msd) == ["0.weight", "1.bias", "1.weight"]  # no frozen 0.bias
+    assert sorted(k for k in osd if k.startswith("param_groups.") and k.endswith(".lr")) == [
+        "param_groups.0.weight.lr", "param_groups.1.bias.lr", "param_groups.1.weight.lr"]
+    assert osd["param_groups.0.weight.lr"] == 0.1 and osd["param_groups.1.bias.lr"] == 0.5
+    assert osd["state.1.weight.step"] == plain["optim.step.1.weight"] == 1
+    np.testing.assert_array_equal(osd["state.1.weight.exp_avg_sq"].numpy(),
+                                  plain["optim.state.1.weight.exp_avg_sq"].numpy())
+    assert not any(k.startswith("optim.") for k in osd)
+    # Loading the flattened names restores the state and each group's hyperparameters.
+    m2, opt2 = build()
+    opt2.param_groups[1]["lr"] = 0.01
+    set_state_dict(m2, opt2, model_state_dict=msd, optim_state_dict=osd,
+                   options=StateDictOptions(flatten_optimizer_state_dict=True, strict=False))
+    again = get_optimizer_state_dict(m2, opt2)
+    assert sorted(again) == sorted(plain) and opt2.param_groups[1]["lr"] == 0.5
+    for k, v in plain.items():
+        if isinstance(v, tessel.Tensor):
+            np.testing.assert_array_equal(again[k].numpy(), v.numpy(), err_msg=k)
+        else:
+            assert again[k] == v, k
+    with pytest.raises(ValueError, match="not a flattened optimizer entry"):
+        set_optimizer_state_dict(m2, opt2, plain, options=StateDictOptions(flatten_optimizer_state_dict=True))
+    StateDictOptions(keep_submodule_prefixes=False)  # only meaningful with submodules= (which raises)
+
+
 def test_a_fully_shard_list_whose_forward_skips_a_module_completes_at_the_roots_end_of_forward():
     # Iteration 1 runs only `a` of the list [a, b]; iteration 2 runs both. The root completes the list's
     # group at the end of its forward (as torch), so iteration 2 gathers it again; gradients as one process.

@@ -160,9 +160,16 @@ class Optimizer:
                 out[k] = v
         return out
 
+    def _model_fqns(self, model):
+        """Per group, its parameters' FQNs in `model` (the checkpoint's keys), matched by identity as torch does:
+        parameters taken from a submodule (model[0].parameters()) carry that submodule's names ('weight')."""
+        of = {hash(p): n for n, p in model.named_parameters()}  # hash is the tensor's identity
+        return [[of.get(hash(p), name) for name, p in zip(fqns, group["params"])]
+                for fqns, group in zip(self._fqns, self.param_groups)]
+
     def _set_checkpoint_state(self, model, state_dict):
         """Loads each group's entries (by its parameters' FQNs) and its hyperparameters into param_groups."""
-        group_of = {name: i for i, fqns in enumerate(self._fqns) for name in fqns}
+        group_of = {name: i for i, fqns in enumerate(self._model_fqns(model)) for name in fqns}
         parts = [{} for _ in self._optimizers]
         for k, v in state_dict.items():
             fqn = _state_fqn(k)

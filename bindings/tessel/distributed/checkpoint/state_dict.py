@@ -1,7 +1,12 @@
 """tessel.distributed.checkpoint.state_dict: get/set the model and optimizer state dicts (torch's names).
 
 Values alias the live tensors (DTensors stay sharded) unless StateDictOptions(full_state_dict=True),
-which gathers full tensors on every rank. Optimizer entries are keyed "optim.<param fqn>.<state>".
+which gathers full tensors on every rank. Optimizer entries are keyed "optim.state.<param fqn>.<state>",
+"optim.step.<param fqn>" and "optim.hyper.<name>" (tessel's flat layout); with
+StateDictOptions(flatten_optimizer_state_dict=True) they take torch's flattened names instead,
+"state.<param fqn>.<state>" (the step as "state.<fqn>.step") and "param_groups.<param fqn>.<name>" for each
+parameter, and set_state_dict reads those back. ignore_frozen_params=True leaves parameters with
+requires_grad=False out of the model state dict (a fine-tuning checkpoint of the trained part only).
 StateDictOptions(full_state_dict=True, broadcast_from_rank0=True) on a set: only rank 0's model and
 optimizer state dicts are read (the others may pass {}); each tensor is broadcast from rank 0 and sharded
 one at a time, so no rank holds more than one full tensor beyond rank 0's dict (torch's loading of a full
@@ -28,9 +33,7 @@ class StateDictOptions:
     flatten_optimizer_state_dict: bool = False
 
     def __post_init__(self):
-        if self.ignore_frozen_params or self.flatten_optimizer_state_dict or not self.keep_submodule_prefixes:
-            raise NotImplementedError("StateDictOptions: ignore_frozen_params, flatten_optimizer_state_dict and "
-                                      "keep_submodule_prefixes=False are not supported")
+        # keep_submodule_prefixes only matters with submodules=, which raises (_no_submodules).
         if self.broadcast_from_rank0 and not self.full_state_dict:
             raise ValueError("full_state_dict must be True when broadcast_from_rank0 is True.")
 
@@ -131,6 +134,65 @@ def _broadcast_optimizer_state_from_rank0(model, opt, optim_state_dict):
     return loaded
 
 
+def _flatten_optim(model, opt, sd):
+    """tessel's optimizer entries under torch's flattened names (flatten_optimizer_state_dict=True)."""
+    out = {}
+    for k, v in sd.items():
+        if k.startswith(_OPTIM + "state."):
+            out["state." + k[len(_OPTIM + "state."):]] = v
+        elif k.startswith(_OPTIM + "step."):
+            out["state." + k[len(_OPTIM + "step."):] + ".step"] = v
+    for fqns, hyper in _groups_hyper(model, opt, sd):
+        for fqn in fqns:
+            for name, v in hyper.items():
+                out["param_groups.%s.%s" % (fqn, name)] = v
+    return out
+
+
+def _groups_hyper(model, opt, sd):
+    """[(the parameter FQNs of each group, that group's hyperparameters from sd)]."""
+    from ...optim import _state_fqn
+    if isinstance(opt, _C.Optimizer):  # one group: every parameter with state in sd
+        fqns = sorted({_state_fqn(k) for k in sd if _state_fqn(k) is not None})
+        return [(fqns, {k[len(_OPTIM + "hyper."):]: v for k, v in sd.items() if k.startswith(_OPTIM + "hyper.")})]
+    groups = []
+    for i, fqns in enumerate(opt._model_fqns(model)):
+        prefix = opt._hyper_prefix(i)
+        groups.append((list(fqns), {k[len(prefix):]: v for k, v in sd.items()
+                                    if k.startswith(prefix) and "." not in k[len(prefix):]}))
+    return groups
+
+
+def _unflatten_optim(model, opt, flat):
+    """Torch's flattened optimizer names back to tessel's (the inverse of _flatten_optim)."""
+    out = {}
+    group_hyper = {}  # the group's hyperparameter prefix -> {name: value}, from its parameters' entries
+    prefixes = [_OPTIM + "hyper."] if isinstance(opt, _C.Optimizer) else \
+        [opt._hyper_prefix(i) for i in range(len(opt._fqns))]
+    group_of = {} if isinstance(opt, _C.Optimizer) else \
+        {f: i for i, fqns in enumerate(opt._model_fqns(model)) for f in fqns}
+    for k, v in flat.items():
+        if k.startswith("state."):
+            rest = k[len("state."):]
+            fqn, _, name = rest.rpartition(".")
+            out[(_OPTIM + "step." + fqn) if name == "step" else (_OPTIM + "state." + rest)] = v
+        elif k.startswith("param_groups."):
+            fqn, _, name = k[len("param_groups."):].rpartition(".")
+            group_hyper.setdefault(prefixes[group_of.get(fqn, 0)], {})[name] = v
+        else:
+            raise ValueError("set_optimizer_state_dict: '%s' is not a flattened optimizer entry (state.<fqn>.<name> "
+                             "or param_groups.<fqn>.<name>; flatten_optimizer_state_dict=True)" % k)
+    for prefix, hyper in group_hyper.items():
+        for name, v in hyper.items():
+            out[prefix + name] = v
+    return out
+
+
+def _without_frozen(model, sd):
+    frozen = {n for n, p in model.named_parameters() if not p.requires_grad}
+    return {k: v for k, v in sd.items() if k not in frozen}
+
+
 def _one_optimizer(optimizers):
     if isinstance(optimizers, (list, tuple)):
         if len(optimizers) != 1:
@@ -150,10 +212,15 @@ def get_state_dict(model, optimizers, *, submodules=None, options=None):
     options = options or StateDictOptions()
     opt = _one_optimizer(optimizers)
     if opt is None or isinstance(opt, _C.Optimizer):
-        return _split(_C._get_state_dict(model, opt, options.full_state_dict))
-    # A tessel.optim optimizer: one C++ optimizer per parameter group, merged.
-    return (_split(_C._get_state_dict(model, None, options.full_state_dict))[0],
-            opt._get_checkpoint_state(model, options.full_state_dict))
+        model_sd, optim_sd = _split(_C._get_state_dict(model, opt, options.full_state_dict))
+    else:  # a tessel.optim optimizer: one C++ optimizer per parameter group, merged
+        model_sd = _split(_C._get_state_dict(model, None, options.full_state_dict))[0]
+        optim_sd = opt._get_checkpoint_state(model, options.full_state_dict)
+    if options.ignore_frozen_params:
+        model_sd = _without_frozen(model, model_sd)
+    if options.flatten_optimizer_state_dict and opt is not None:
+        optim_sd = _flatten_optim(model, opt, optim_sd)
+    return model_sd, optim_sd
 
 
 def get_model_state_dict(model, *, submodules=None, options=None):
@@ -169,6 +236,9 @@ def get_optimizer_state_dict(model, optimizers, *, submodules=None, options=None
 def set_state_dict(model, optimizers, *, model_state_dict, optim_state_dict, options=None):
     options = options or StateDictOptions()
     opt = _one_optimizer(optimizers)
+    if options.flatten_optimizer_state_dict and opt is not None and optim_state_dict:
+        optim_state_dict = _unflatten_optim(model, opt, optim_state_dict)
+        options = dataclasses.replace(options, flatten_optimizer_state_dict=False)
     if options.broadcast_from_rank0:
         result = _broadcast_model_state_from_rank0(model, model_state_dict, options.strict)
         if opt is not None:
@@ -190,6 +260,8 @@ def set_optimizer_state_dict(model, optimizers, optim_state_dict, *, options=Non
     opt = _one_optimizer(optimizers)
     if opt is None:
         raise ValueError("set_optimizer_state_dict: no optimizer given")
+    if options.flatten_optimizer_state_dict and optim_state_dict:
+        optim_state_dict = _unflatten_optim(model, opt, optim_state_dict)
     if options.broadcast_from_rank0:
         optim_state_dict = _broadcast_optimizer_state_from_rank0(model, opt, optim_state_dict or {})
     if isinstance(opt, _C.Optimizer):
