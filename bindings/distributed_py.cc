@@ -246,10 +246,15 @@ void BindDTensor(py::module_& m) {
   }, py::arg("tensor"), py::arg("device_mesh"), py::arg("placements"), py::arg("src_data_rank") = 0,
         "This rank's piece of a full tensor: the tensor of src_data_rank (a rank on every mesh dim, torch's "
         "default 0) is broadcast first; None: every rank's own value, no communication");
-  m.def("from_local", [](const Tensor& local, const dtensor::DeviceMesh& mesh, std::vector<dtensor::Placement> p) {
-    return NoGil([&] { return dtensor::DTensor::FromLocal(local, mesh, std::move(p)).tensor(); });
-  }, py::arg("local_tensor"), py::arg("device_mesh"), py::arg("placements"),
-        "DTensor.from_local: wraps each rank's local piece (even shards assumed, as in PyTorch)");
+  m.def("from_local", [](const Tensor& local, const dtensor::DeviceMesh& mesh, std::vector<dtensor::Placement> p,
+                         std::optional<Shape> shape, std::optional<Shape> stride, bool run_check) {
+    const dtensor::FromLocalOptions options{.shape = std::move(shape), .stride = std::move(stride),
+                                            .run_check = run_check};
+    return NoGil([&] { return dtensor::DTensor::FromLocal(local, mesh, std::move(p), options).tensor(); });
+  }, py::arg("local_tensor"), py::arg("device_mesh"), py::arg("placements"), py::arg("shape") = py::none(),
+        py::arg("stride") = py::none(), py::arg("run_check") = false,
+        "DTensor.from_local: wraps each rank's local piece; the global shape is `shape`, else derived from every "
+        "rank's piece (run_check), else even shards (as in PyTorch)");
 }
 
 // Counts the collectives this rank issues inside `with CommTracer() as t:`; t.summary().

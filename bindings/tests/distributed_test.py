@@ -1055,6 +1055,31 @@ def test_recv_without_src_takes_a_send_from_any_rank_and_returns_the_sender():
     assert got[1] == (2, [5.0])
 
 
+def test_from_local_takes_uneven_shards_with_the_global_shape_or_run_check():
+    full = np.arange(10, dtype=np.float32).reshape(5, 2)
+    got = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        mesh = init_device_mesh("cpu", (2,))
+        rows = (0, 3) if world.rank == 0 else (3, 5)  # torch.chunk's split of 5 rows: 3 and 2
+        local = tessel.tensor(full[rows[0]:rows[1]])
+        given = DTensor.from_local(local, mesh, [Shard(0)], shape=(5, 2), stride=(2, 1))
+        checked = DTensor.from_local(local, mesh, [Shard(0)], run_check=True)
+        same = distribute_tensor(tessel.tensor(full), mesh, [Shard(0)]).to_local().tolist() == local.tolist()
+        with pytest.raises(ValueError, match=r"holds a local tensor of shape \[%d, 2\]" % local.shape[0]):
+            DTensor.from_local(local, mesh, [Shard(0)], shape=(7, 2))  # chunks of 7 rows: 4 and 3
+        got[world.rank] = (tuple(given.shape), given.full_tensor().numpy(), tuple(checked.shape),
+                           checked.full_tensor().numpy(), same)
+        dist.destroy_process_group()
+
+    tessel.run_ranks(2, rank_fn)
+    for shape, values, checked_shape, checked_values, same in got.values():
+        assert shape == checked_shape == (5, 2) and same
+        np.testing.assert_array_equal(values, full)
+        np.testing.assert_array_equal(checked_values, full)
+
+
 def test_dtensor_factories_and_distribute_module_follow_torch():
     from tessel.distributed.tensor import (Placement, distribute_module, full, ones, randn, zeros)
     got = {}

@@ -29,16 +29,15 @@ class DTensor(metaclass=_DTensorMeta):
 
     @staticmethod
     def from_local(local_tensor, device_mesh=None, placements=None, *, run_check=False, shape=None, stride=None):
-        """Wraps each rank's local piece. shape/stride: the global ones, checked against the result
-        (tessel infers them from even shards, as torch does without them)."""
+        """Wraps each rank's local piece. shape/stride: the global ones (uneven shards, as torch.chunk splits
+        them); without them run_check=True derives the shape from every rank's piece (one small all_gather
+        per mesh axis), else even shards are assumed, as torch. A piece that is not this rank's shard of
+        the global shape is a ValueError naming both."""
         if device_mesh is None:
             raise ValueError("DTensor.from_local: device_mesh is required")
         placements = list(placements) if placements is not None else [Replicate()] * device_mesh.ndim
-        out = _C.from_local(local_tensor, device_mesh, placements)
-        if shape is not None and tuple(shape) != tuple(out.shape):
-            raise NotImplementedError("DTensor.from_local: global shape %s differs from the even-shard shape %s "
-                                      "(uneven from_local is not supported)" % (tuple(shape), tuple(out.shape)))
-        return out
+        return _C.from_local(local_tensor, device_mesh, placements, None if shape is None else list(shape),
+                             None if stride is None else list(stride), run_check)
 
 
 def distribute_tensor(tensor, device_mesh=None, placements=None, *, src_data_rank=0):
