@@ -409,6 +409,42 @@ def test_broadcast_from_rank0_restores_the_optimizer_so_training_resumes_exactly
             assert resumed == after, (r, one_call, resumed, after)
 
 
+def test_torchtitan_style_flattened_checkpoint_saved_on_two_ranks_resumes_on_one(tmp_path):
+    # torchtitan's checkpoint: {"model": get_model_state_dict, "optimizer": get_optimizer_state_dict with
+    # flatten_optimizer_state_dict=True} through dcp.save on the fully_shard ranks; here loaded into one
+    # unsharded process, whose next steps on the whole batch match the two ranks' continued run.
+    from tessel.distributed.checkpoint.state_dict import (StateDictOptions, get_model_state_dict,
+                                                          get_optimizer_state_dict, set_state_dict)
+    flat = StateDictOptions(flatten_optimizer_state_dict=True)
+    batch = tessel.from_numpy(np.random.default_rng(4).standard_normal((4, 8)).astype(np.float32))
+    ckpt = str(tmp_path / "titan")
+    after = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        x = batch[world.rank * 2:(world.rank + 1) * 2]
+        net = sharded_net()
+        opt = tessel.optim.AdamW(net.parameters(), lr=1e-2, weight_decay=0.1)
+        _train_squares(net, opt, x, 2)
+        dcp.save({"model": get_model_state_dict(net), "optimizer": get_optimizer_state_dict(net, opt, options=flat)},
+                 checkpoint_id=ckpt)
+        after[world.rank] = _train_squares(net, opt, x, 2)
+        dist.destroy_process_group()
+
+    tessel.run_ranks(2, rank_fn)
+    tessel.manual_seed(9)  # other weights than the checkpoint's
+    net = Net()
+    opt = tessel.optim.AdamW(net.parameters(), lr=0.5)
+    _train_squares(net, opt, batch, 1)  # some state of its own, overwritten by the load
+    state = {"model": get_model_state_dict(net), "optimizer": get_optimizer_state_dict(net, opt, options=flat)}
+    assert "state.head.weight.exp_avg" in state["optimizer"] and "param_groups.head.weight.lr" in state["optimizer"]
+    dcp.load(state, checkpoint_id=ckpt)
+    set_state_dict(net, opt, model_state_dict=state["model"], optim_state_dict=state["optimizer"], options=flat)
+    assert opt.param_groups[0]["lr"] == 1e-2 and opt.param_groups[0]["weight_decay"] == 0.1
+    resumed = _train_squares(net, opt, batch, 2)
+    np.testing.assert_allclose(resumed, [(a + b) / 2 for a, b in zip(after[0], after[1])], rtol=1e-5)
+
+
 class MaybeSecond(nn.Module):
     def __init__(self):
         super().__init__()
