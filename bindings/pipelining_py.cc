@@ -128,8 +128,9 @@ void BindRuntime(py::module_& m) {
   // composition (examples/gpt/parallel_gpt.cc) wires them.
   py::class_<pp::PipelineExecutor>(m, "_PipelineExecutor")
       .def(py::init([](std::vector<pp::PipelineStage*> stages, pp::RankProgram program, int num_microbatches,
-                       std::vector<std::vector<fsdp::FSDPModule>> fsdp_groups) {
+                       std::vector<std::vector<fsdp::FSDPModule>> fsdp_groups, bool scale_grads) {
              pp::ExecutorOptions options;
+             options.scale_grads = scale_grads;
              if (!fsdp_groups.empty()) {
                TESSEL_CHECK(fsdp_groups.size() == stages.size(), "pipelining: fully_shard handles for ",
                             fsdp_groups.size(), " stages, but this rank holds ", stages.size());
@@ -148,7 +149,8 @@ void BindRuntime(py::module_& m) {
                                                            std::move(options));
            }),
            py::arg("stages"), py::arg("program"), py::arg("num_microbatches"),
-           py::arg("fsdp_groups") = std::vector<std::vector<fsdp::FSDPModule>>{}, py::keep_alive<1, 2>())
+           py::arg("fsdp_groups") = std::vector<std::vector<fsdp::FSDPModule>>{}, py::arg("scale_grads") = true,
+           py::keep_alive<1, 2>())
       .def("step", [](pp::PipelineExecutor& e, std::optional<Tensor> inputs, std::optional<Tensor> targets) {
         pp::StepStats st = NoGil([&] { return e.Step(inputs.value_or(Tensor()), targets.value_or(Tensor())); });
         return StepLoss(st);

@@ -244,7 +244,9 @@ void PipelineExecutor::StartStep(const Tensor& inputs, const Tensor& targets, Ru
     for (const Tensor& t : run.targets) counts.push_back(options_.loss_denominator(t));
     weights = MicrobatchLossWeightsFromCounts(counts, weights);
   }
-  for (PipelineStage* s : stages_) s->PrepareStep(sizes, weights);
+  const std::vector<double> grad_weights =
+      options_.scale_grads ? std::vector<double>{} : std::vector<double>(sizes.size(), 1.0);
+  for (PipelineStage* s : stages_) s->PrepareStep(sizes, weights, grad_weights);
   last_sizes_ = sizes;
   run.peak_in_flight.assign(stages_.size(), 0);
   run.bytes_per_microbatch.assign(stages_.size(), 0);

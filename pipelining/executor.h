@@ -48,6 +48,10 @@ struct ExecutorOptions {
   // count: with rows as weights, masked targets unevenly spread over microbatches gave another loss than
   // the full batch's, and a microbatch whose targets were all masked a NaN (0/0) in every gradient.
   std::function<int64_t(const Tensor& targets)> loss_denominator;
+  // False: each microbatch's loss is backpropagated as it is, so the gradients are the sum over the
+  // microbatches instead of the full batch's (PyTorch's scale_grads=False; torchtitan scales its loss
+  // itself). The step's reported loss stays the full batch's.
+  bool scale_grads = true;
 };
 
 struct StepStats {

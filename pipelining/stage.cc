@@ -155,9 +155,12 @@ const Shape& PipelineStage::output_shape() const {
 
 // ---- per-step state -------------------------------------------------------------------------------------
 
-void PipelineStage::PrepareStep(const std::vector<int64_t>& microbatch_rows, const std::vector<double>& weights) {
+void PipelineStage::PrepareStep(const std::vector<int64_t>& microbatch_rows, const std::vector<double>& weights,
+                                const std::vector<double>& grad_weights) {
   TESSEL_CHECK(microbatch_rows.size() == weights.size() && !microbatch_rows.empty(), "pipeline stage ",
                stage_index_, ": ", microbatch_rows.size(), " microbatch sizes but ", weights.size(), " loss weights");
+  TESSEL_CHECK(grad_weights.empty() || grad_weights.size() == weights.size(), "pipeline stage ", stage_index_, ": ",
+               microbatch_rows.size(), " microbatch sizes but ", grad_weights.size(), " gradient weights");
   for (size_t mb = 0; mb < states_.size(); ++mb) {
     const Phase p = states_[mb]->phase;
     TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, p == Phase::kIdle || p == Phase::kDone, Where(mb),
@@ -165,6 +168,7 @@ void PipelineStage::PrepareStep(const std::vector<int64_t>& microbatch_rows, con
   }
   rows_ = microbatch_rows;
   weights_ = weights;
+  grad_weights_ = grad_weights;
   states_.clear();
   for (size_t mb = 0; mb < rows_.size(); ++mb) states_.push_back(std::make_unique<MicrobatchState>());
 }
@@ -225,9 +229,10 @@ void PipelineStage::Forward(int mb, const Tensor& input, const Tensor& target) {
     } else {
       const Tensor raw = loss_fn_(out, target);
       s.unweighted_loss = raw.item<double>();
-      s.loss = MulScalar(raw, weights_[mb]);
+      s.loss = MulScalar(raw, grad_weights_.empty() ? weights_[mb] : grad_weights_[mb]);
     }
-    s.loss_value = s.loss.item<double>();
+    s.loss_value = grad_weights_.empty() || weights_[mb] == 0.0 ? s.loss.item<double>()
+                                                                 : s.unweighted_loss * weights_[mb];
   } else {
     s.output = out;
   }

@@ -81,7 +81,11 @@ class PipelineStage {
 
   // Starts a step: per-microbatch rows (dim 0 of each microbatch) and loss weights; clears per-microbatch
   // state (throws kFailedPrecondition if a microbatch of the last step was left without backward).
-  void PrepareStep(const std::vector<int64_t>& microbatch_rows, const std::vector<double>& loss_weights);
+  // `grad_weights` (one per microbatch, or empty: the loss weights) multiply each microbatch's loss for the
+  // backward only: all 1 is PyTorch's scale_grads=False (gradients summed over the microbatches); the
+  // reported loss stays Σ loss_weight · loss. A microbatch of loss weight 0 backpropagates zeros either way.
+  void PrepareStep(const std::vector<int64_t>& microbatch_rows, const std::vector<double>& loss_weights,
+                   const std::vector<double>& grad_weights = {});
   int num_microbatches() const { return static_cast<int>(rows_.size()); }
 
   Tensor ActivationRecvBuffer(int mb);  // input-shaped, rows of `mb` (non-first stages)
@@ -123,6 +127,7 @@ class PipelineStage {
   DType input_dtype_ = DType::kFloat32, output_dtype_ = DType::kFloat32;
   std::vector<int64_t> rows_;
   std::vector<double> weights_;
+  std::vector<double> grad_weights_;  // empty: weights_
   std::vector<Tensor> act_buffers_, grad_buffers_;
   std::vector<std::unique_ptr<MicrobatchState>> states_;
 };

@@ -271,8 +271,6 @@ def test_bad_schedules_and_actions_raise_value_errors_with_pipelinings_message()
         parts = make_parts(2)
         with pytest.raises(TypeError, match="takes one PipelineStage"):
             pp.Schedule1F1B([pp.PipelineStage(parts[world.rank], world.rank, 2)], n_microbatches=2, loss_fn=mse)
-        with pytest.raises(NotImplementedError, match="scale_grads=False"):
-            pp.ScheduleGPipe(pp.PipelineStage(parts[world.rank], world.rank, 2), 2, loss_fn=mse, scale_grads=False)
         with pytest.raises(ValueError, match="stage"):  # stage 1 does not live on rank 0 (looped placement)
             pp.Schedule1F1B(pp.PipelineStage(parts[1 - world.rank], 1 - world.rank, 2), 2, loss_fn=mse)
         dist.destroy_process_group()
@@ -317,3 +315,34 @@ def test_schedule_step_reports_each_microbatchs_loss_as_torch():
     assert got[0] == (None, [])
     np.testing.assert_allclose(got[1][1], want, rtol=1e-6)
     assert got[1][0] == pytest.approx(np.mean(want), abs=1e-6)
+
+
+def test_scale_grads_false_sums_the_microbatches_gradients_as_torch():
+    # torchtitan builds its schedules with scale_grads=False and scales the loss itself: each microbatch's
+    # loss is backpropagated unscaled, so the gradients are the sum over the 4 microbatches, 4x the default
+    # (the full batch's mean); the reported loss stays the full batch's.
+    rng = np.random.default_rng(5)
+    x_np, y_np = rng.standard_normal((8, 8)).astype(np.float32), rng.standard_normal((8, 8)).astype(np.float32)
+    got = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        out = []
+        for scale in (True, False):
+            parts = make_parts(2)
+            stage = pp.PipelineStage(parts[world.rank], world.rank, 2, "cpu")
+            sched = pp.Schedule1F1B(stage, n_microbatches=4, loss_fn=mse, scale_grads=scale)
+            loss = sched.step(tessel.from_numpy(x_np) if world.rank == 0 else None,
+                              target=tessel.from_numpy(y_np) if world.rank == 1 else None)
+            out.append((loss, [p.grad.numpy().copy() for p in parts[world.rank].parameters()]))
+        got[world.rank] = out
+        dist.destroy_process_group()
+
+    tessel.run_ranks(2, rank_fn)
+    for r in range(2):
+        (loss_scaled, scaled), (loss_summed, summed) = got[r]
+        assert loss_scaled == loss_summed  # None on rank 0
+        for a, b in zip(scaled, summed):
+            np.testing.assert_allclose(b, 4 * a, rtol=1e-6, atol=1e-7)
+    assert got[1][0][0] is not None
+

@@ -76,9 +76,6 @@ class _PipelineSchedule:
         if kwargs or args_chunk_spec is not None or kwargs_chunk_spec is not None or output_merge_spec is not None:
             raise NotImplementedError("%s: chunk specs and %s are not supported (microbatches split dim 0)"
                                       % (cls, sorted(kwargs) or "output_merge_spec"))
-        if not scale_grads:
-            raise NotImplementedError("%s: scale_grads=False is not supported (gradients are the full batch's)"
-                                      % cls)
         if self._single_stage:
             if not isinstance(stages, PipelineStage):
                 raise TypeError("%s takes one PipelineStage (use a multi-stage schedule for a list)" % cls)
@@ -108,8 +105,9 @@ class _PipelineSchedule:
         program = _C.lower_program(_C.generate_schedule(self._name, group.size, n, int(n_microbatches)), where,
                                    int(n_microbatches), fsdp=sharded)
         self._stages, self._n_microbatches = stages, int(n_microbatches)
+        # scale_grads=False (torchtitan's): each microbatch's loss backpropagated unscaled, gradients summed.
         self._executor = _C._PipelineExecutor([s._c for s in stages], program[group.rank], int(n_microbatches),
-                                              groups if sharded else [])
+                                              groups if sharded else [], bool(scale_grads))
         self.program, self.stage_to_rank = program, where
 
     def step(self, *args, target=None, losses=None, **kwargs):
