@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tools/test.sh — the README's "run every test" command: setup, build, run all tests, then print
-# one plain line "N passed, N failed" (gtest cases + pytest cases, read from the JUnit XML files).
+# one plain line "N passed, N failed" (gtest cases from the JUnit XML files, pytest cases from the summary line in their output).
 set -uo pipefail
 ws="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ws"
