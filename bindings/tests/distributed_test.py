@@ -409,6 +409,51 @@ def test_broadcast_from_rank0_restores_the_optimizer_so_training_resumes_exactly
             assert resumed == after, (r, one_call, resumed, after)
 
 
+def _assert_state_dicts_equal(got, want):
+    """The same keys; tensors bitwise equal, other values equal."""
+    assert sorted(got) == sorted(want)
+    for k, v in want.items():
+        if isinstance(v, tessel.Tensor):
+            np.testing.assert_array_equal(got[k].numpy(), v.numpy(), err_msg=k)
+        else:
+            assert got[k] == v, k
+
+
+def test_state_dicts_of_several_optimizers_merge_and_load_back_into_each():
+    # torch's get_state_dict(model, [opt1, opt2]) (e.g. separate optimizers for the embeddings and the rest):
+    # one merged optimizer dict; each optimizer takes back its parameters' entries and its hyperparameters.
+    from tessel.distributed.checkpoint.state_dict import (StateDictOptions, get_optimizer_state_dict,
+                                                          get_state_dict, set_optimizer_state_dict, set_state_dict)
+
+    def build():
+        tessel.manual_seed(0)
+        m = nn.Sequential(nn.Linear(2, 3), nn.Linear(3, 1))
+        return m, [tessel.optim.AdamW(m[0].parameters(), lr=0.1), tessel.optim.SGD(m[1].parameters(), lr=0.2,
+                                                                                    momentum=0.9)]
+
+    m, opts = build()
+    m(tessel.randn(4, 2)).pow(2).sum().backward()
+    for o in opts:
+        o.step()
+    singles = [get_optimizer_state_dict(m, o) for o in opts]
+    for flatten in (False, True):
+        options = StateDictOptions(flatten_optimizer_state_dict=flatten)
+        msd, osd = get_state_dict(m, opts, options=options)
+        assert len(osd) == sum(len(get_optimizer_state_dict(m, o, options=options)) for o in opts)
+        if not flatten:
+            assert osd["optim.hyper.lr"] == 0.1 and osd["optim.hyper.opt1.lr"] == 0.2
+            assert osd["optim.hyper.opt1.momentum"] == 0.9 and "optim.state.1.weight.momentum_buffer" in osd
+        m2, opts2 = build()
+        opts2[0].param_groups[0]["lr"], opts2[1].param_groups[0]["lr"] = 0.5, 0.5
+        set_state_dict(m2, opts2, model_state_dict=msd, optim_state_dict=osd, options=options)
+        assert [o.param_groups[0]["lr"] for o in opts2] == [0.1, 0.2]
+        for o, want in zip(opts2, singles):
+            _assert_state_dicts_equal(get_optimizer_state_dict(m2, o), want)
+        with pytest.raises(ValueError, match="name no parameter or hyperparameter of the 2 optimizers"):
+            set_optimizer_state_dict(m2, opts2, dict(osd, **{("state.9.weight.x" if flatten else
+                                                              "optim.hyper.opt7.lr"): 1.0}), options=options)
+
+
 def test_torchtitan_style_flattened_checkpoint_saved_on_two_ranks_resumes_on_one(tmp_path):
     # torchtitan's checkpoint: {"model": get_model_state_dict, "optimizer": get_optimizer_state_dict with
     # flatten_optimizer_state_dict=True} through dcp.save on the fully_shard ranks; here loaded into one
@@ -487,13 +532,8 @@ def test_flatten_optimizer_state_dict_and_ignore_frozen_params_follow_torchs_nam
     opt2.param_groups[1]["lr"] = 0.01
     set_state_dict(m2, opt2, model_state_dict=msd, optim_state_dict=osd,
                    options=StateDictOptions(flatten_optimizer_state_dict=True, strict=False))
-    again = get_optimizer_state_dict(m2, opt2)
-    assert sorted(again) == sorted(plain) and opt2.param_groups[1]["lr"] == 0.5
-    for k, v in plain.items():
-        if isinstance(v, tessel.Tensor):
-            np.testing.assert_array_equal(again[k].numpy(), v.numpy(), err_msg=k)
-        else:
-            assert again[k] == v, k
+    assert opt2.param_groups[1]["lr"] == 0.5
+    _assert_state_dicts_equal(get_optimizer_state_dict(m2, opt2), plain)
     with pytest.raises(ValueError, match="not a flattened optimizer entry"):
         set_optimizer_state_dict(m2, opt2, plain, options=StateDictOptions(flatten_optimizer_state_dict=True))
     StateDictOptions(keep_submodule_prefixes=False)  # only meaningful with submodules= (which raises)

@@ -193,12 +193,107 @@ def _without_frozen(model, sd):
     return {k: v for k, v in sd.items() if k not in frozen}
 
 
-def _one_optimizer(optimizers):
-    if isinstance(optimizers, (list, tuple)):
-        if len(optimizers) != 1:
-            raise NotImplementedError("state dicts of %d optimizers (tessel supports one)" % len(optimizers))
-        optimizers = optimizers[0]
-    return optimizers
+def _optimizer_list(optimizers):
+    if optimizers is None:
+        return []
+    return list(optimizers) if isinstance(optimizers, (list, tuple)) else [optimizers]
+
+
+_HYPER = _OPTIM + "hyper."
+
+
+def _renamed_hyper(key, i):
+    """Optimizer i's hyperparameter key in a dict of several optimizers: the first keeps tessel's names, the
+    others' take "opt<i>." after the prefix (state and steps are per parameter and never collide)."""
+    return key if i == 0 or not key.startswith(_HYPER) else _HYPER + "opt%d." % i + key[len(_HYPER):]
+
+
+def _own_hyper(key, i):
+    """The single-optimizer name of `key` when it is optimizer i's hyperparameter entry, else None."""
+    if not key.startswith(_HYPER):
+        return None
+    rest = key[len(_HYPER):]
+    first = rest.split(".", 1)[0]
+    theirs = first.startswith("opt") and first[3:].isdigit() and "." in rest
+    if i == 0:
+        return None if theirs else key
+    prefix = "opt%d." % i
+    return _HYPER + rest[len(prefix):] if rest.startswith(prefix) else None
+
+
+def _optimizer_fqns(model, opt):
+    """The model FQNs of the parameters `opt` optimizes."""
+    if isinstance(opt, _C.Optimizer):
+        from ...optim import _state_fqn
+        return {_state_fqn(k) for k in _C._get_optimizer_state_dict(model, opt, False)} - {None}
+    return {f for fqns in opt._model_fqns(model) for f in fqns}
+
+
+def _one_optimizer_state(model, opt, full_state_dict):
+    if isinstance(opt, _C.Optimizer):
+        return _split(_C._get_state_dict(model, opt, full_state_dict))[1]
+    return opt._get_checkpoint_state(model, full_state_dict)  # a tessel.optim optimizer: its groups merged
+
+
+def _merged_optimizer_state(model, opts, full_state_dict, flatten):
+    out = {}
+    for i, opt in enumerate(opts):
+        one = _one_optimizer_state(model, opt, full_state_dict)
+        one = _flatten_optim(model, opt, one) if flatten else {_renamed_hyper(k, i): v for k, v in one.items()}
+        shared = sorted(k for k in one if k in out and not k.startswith(("param_groups.", _HYPER)))
+        if shared:
+            raise ValueError("optimizer state dict: parameters in two of the optimizers (%s)" % shared[:3])
+        out.update(one)
+    return out
+
+
+def _part_of(model, opts, i, optim_state_dict, flattened):
+    """Optimizer i's entries of a dict of several optimizers, under its single-optimizer names."""
+    from ...optim import _state_fqn
+    fqns = _optimizer_fqns(model, opts[i])
+    part = {}
+    for k, v in optim_state_dict.items():
+        if flattened:  # state.<fqn>.<name> (the step too) and param_groups.<fqn>.<name>
+            head, _, rest = k.partition(".")
+            if head in ("state", "param_groups") and rest.rpartition(".")[0] in fqns:
+                part[k] = v
+        elif _state_fqn(k) is not None:
+            if _state_fqn(k) in fqns:
+                part[k] = v
+        elif _own_hyper(k, i) is not None:
+            part[_own_hyper(k, i)] = v
+    return part
+
+
+def _parts(model, opts, optim_state_dict, flattened):
+    """Each optimizer's part; an entry no optimizer takes is a ValueError naming it (one optimizer: its own
+    loader names it)."""
+    if len(opts) == 1:
+        return [dict(optim_state_dict)]
+    parts = [_part_of(model, opts, i, optim_state_dict, flattened) for i in range(len(opts))]
+    if sum(len(part) for part in parts) != len(optim_state_dict):
+        claimed = set()
+        for i in range(len(opts)):
+            claimed |= {k for k in optim_state_dict if _part_of(model, opts, i, {k: None}, flattened)}
+        stray = sorted(set(optim_state_dict) - claimed)
+        raise ValueError("set_optimizer_state_dict: %s name no parameter or hyperparameter of the %d optimizers"
+                         % (stray[:5], len(opts)))
+    return parts
+
+
+def _unflattened(model, opts, optim_state_dict):
+    out = {}
+    for i, (opt, part) in enumerate(zip(opts, _parts(model, opts, optim_state_dict, True))):
+        out.update({_renamed_hyper(k, i): v for k, v in _unflatten_optim(model, opt, part).items()})
+    return out
+
+
+def _load_optimizers(model, opts, optim_state_dict):
+    for opt, part in zip(opts, _parts(model, opts, optim_state_dict, False)):
+        if isinstance(opt, _C.Optimizer):
+            _C._set_optimizer_state_dict(model, opt, part)
+        else:
+            opt._set_checkpoint_state(model, part)
 
 
 def _split(sd):
@@ -208,19 +303,15 @@ def _split(sd):
 
 
 def get_state_dict(model, optimizers, *, submodules=None, options=None):
+    """The model's and the optimizers' state dicts (several optimizers: one merged optimizer dict, as torch)."""
     _no_submodules(submodules)
     options = options or StateDictOptions()
-    opt = _one_optimizer(optimizers)
-    if opt is None or isinstance(opt, _C.Optimizer):
-        model_sd, optim_sd = _split(_C._get_state_dict(model, opt, options.full_state_dict))
-    else:  # a tessel.optim optimizer: one C++ optimizer per parameter group, merged
-        model_sd = _split(_C._get_state_dict(model, None, options.full_state_dict))[0]
-        optim_sd = opt._get_checkpoint_state(model, options.full_state_dict)
+    opts = _optimizer_list(optimizers)
+    model_sd = _split(_C._get_state_dict(model, None, options.full_state_dict))[0]
     if options.ignore_frozen_params:
         model_sd = _without_frozen(model, model_sd)
-    if options.flatten_optimizer_state_dict and opt is not None:
-        optim_sd = _flatten_optim(model, opt, optim_sd)
-    return model_sd, optim_sd
+    return model_sd, _merged_optimizer_state(model, opts, options.full_state_dict,
+                                             options.flatten_optimizer_state_dict)
 
 
 def get_model_state_dict(model, *, submodules=None, options=None):
@@ -235,39 +326,31 @@ def get_optimizer_state_dict(model, optimizers, *, submodules=None, options=None
 
 def set_state_dict(model, optimizers, *, model_state_dict, optim_state_dict, options=None):
     options = options or StateDictOptions()
-    opt = _one_optimizer(optimizers)
-    if options.flatten_optimizer_state_dict and opt is not None and optim_state_dict:
-        optim_state_dict = _unflatten_optim(model, opt, optim_state_dict)
-        options = dataclasses.replace(options, flatten_optimizer_state_dict=False)
+    opts = _optimizer_list(optimizers)
     if options.broadcast_from_rank0:
         result = _broadcast_model_state_from_rank0(model, model_state_dict, options.strict)
-        if opt is not None:
-            set_optimizer_state_dict(model, opt, optim_state_dict, options=options)
+        if opts:
+            set_optimizer_state_dict(model, opts, optim_state_dict, options=options)
         return result
-    if opt is None or isinstance(opt, _C.Optimizer):
-        merged = dict(model_state_dict)
-        merged.update(optim_state_dict or {})
-        return _C._set_state_dict(model, opt, merged, options.strict)
-    missing, unexpected = _C._set_state_dict(model, None, dict(model_state_dict), options.strict)
-    opt._set_checkpoint_state(model, dict(optim_state_dict or {}))
-    return missing, unexpected
+    result = _C._set_state_dict(model, None, dict(model_state_dict), options.strict)
+    if opts:
+        set_optimizer_state_dict(model, opts, optim_state_dict, options=options)
+    return result
 
 
 def set_optimizer_state_dict(model, optimizers, optim_state_dict, *, options=None):
-    """Loads an optimizer state dict from get_optimizer_state_dict (sharded or full) into the optimizer of
-    model's parameters, as torch's set_optimizer_state_dict."""
+    """Loads an optimizer state dict from get_optimizer_state_dict (sharded or full; one optimizer or several,
+    each taking its parameters' entries) into the optimizers of model's parameters, as torch's."""
     options = options or StateDictOptions()
-    opt = _one_optimizer(optimizers)
-    if opt is None:
+    opts = _optimizer_list(optimizers)
+    if not opts:
         raise ValueError("set_optimizer_state_dict: no optimizer given")
+    optim_state_dict = dict(optim_state_dict or {})
     if options.flatten_optimizer_state_dict and optim_state_dict:
-        optim_state_dict = _unflatten_optim(model, opt, optim_state_dict)
+        optim_state_dict = _unflattened(model, opts, optim_state_dict)
     if options.broadcast_from_rank0:
-        optim_state_dict = _broadcast_optimizer_state_from_rank0(model, opt, optim_state_dict or {})
-    if isinstance(opt, _C.Optimizer):
-        _C._set_optimizer_state_dict(model, opt, dict(optim_state_dict))
-    else:
-        opt._set_checkpoint_state(model, dict(optim_state_dict))
+        optim_state_dict = _broadcast_optimizer_state_from_rank0(model, opts[0], optim_state_dict)
+    _load_optimizers(model, opts, optim_state_dict)
 
 
 def set_model_state_dict(model, model_state_dict, *, options=None):
