@@ -15,6 +15,8 @@
 #include <pybind11/chrono.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <optional>
@@ -438,7 +440,54 @@ void BindFsdp(py::module_& m) {
 
 }  // namespace
 
+// torch.distributed's stores (TCPStore, FileStore, HashStore, PrefixStore; tessel/distributed/__init__.py wraps
+// them) and init_process_group(store=...): the gloo world over a store the caller made.
+void BindStores(py::module_& m) {
+  using comm::Store;
+  using std::chrono::milliseconds;
+  py::class_<Store, std::shared_ptr<Store>>(m, "_Store")
+      .def("set", [](Store& s, const std::string& key, const py::bytes& value) {
+        const std::string v = value;
+        NoGil([&] { s.Set(key, std::vector<char>(v.begin(), v.end())); });
+      }, py::arg("key"), py::arg("value"))
+      .def("get", [](Store& s, const std::string& key, milliseconds timeout) {
+        const std::vector<char> v = NoGil([&] { return s.Get(key, timeout); });
+        return py::bytes(v.data(), v.size());
+      }, py::arg("key"), py::arg("timeout"))
+      .def("add", [](Store& s, const std::string& key, int64_t delta) { return NoGil([&] { return s.Add(key, delta); }); },
+           py::arg("key"), py::arg("amount"))
+      .def("check", [](Store& s, const std::vector<std::string>& keys) {
+        return NoGil([&] { return std::all_of(keys.begin(), keys.end(), [&](const std::string& k) { return s.Check(k); }); });
+      }, py::arg("keys"))
+      .def("wait", [](Store& s, const std::vector<std::string>& keys, milliseconds timeout) {
+        NoGil([&] { s.Wait(keys, timeout); });
+      }, py::arg("keys"), py::arg("timeout"))
+      .def("__repr__", &Store::Describe);
+  // (store, the port it serves or reaches: 0 asks the server for a free one)
+  m.def("_tcp_store", [](const std::string& host, int port, bool is_master, milliseconds timeout) {
+    auto store = NoGil([&] { return std::make_shared<comm::TcpStore>(host, port, is_master, timeout); });
+    return py::make_tuple(std::shared_ptr<Store>(store), store->port());
+  }, py::arg("host"), py::arg("port"), py::arg("is_master"), py::arg("timeout"));
+  m.def("_file_store", [](const std::string& dir) -> std::shared_ptr<Store> { return std::make_shared<comm::FileStore>(dir); },
+        py::arg("dir"));
+  m.def("_hash_store", []() -> std::shared_ptr<Store> { return std::make_shared<comm::HashStore>(); });
+  m.def("_prefix_store", [](const std::string& prefix, std::shared_ptr<Store> inner) -> std::shared_ptr<Store> {
+    return std::make_shared<comm::PrefixStore>(prefix, std::move(inner));
+  }, py::arg("prefix"), py::arg("store"));
+  // Collective over the world_size processes: the gloo world rendezvousing through `store` (under
+  // "tessel/"); `host`: the TCP store's address (its loopback-ness picks the transport's), else "".
+  m.def("_init_process_group_with_store", [](std::shared_ptr<Store> store, int rank, int world_size,
+                                             milliseconds timeout, const std::string& host) {
+    comm::GlooOptions options;
+    options.timeout = timeout;
+    if (!host.empty()) options.master_addr = host;
+    if (const char* iface = std::getenv("GLOO_SOCKET_IFNAME"); iface != nullptr) options.iface = iface;
+    return NoGil([&] { return comm::NewGlooProcessGroup(std::move(store), "tessel/", rank, world_size, options); });
+  }, py::arg("store"), py::arg("rank"), py::arg("world_size"), py::arg("timeout"), py::arg("host"));
+}
+
 void BindDistributed(py::module_& m) {
+  BindStores(m);
   BindProcessGroups(m);
   BindMesh(m);
   BindPlacements(m);

@@ -107,4 +107,46 @@ int64_t FileStore::Add(const std::string& key, int64_t delta) {
   return value;
 }
 
+// ---- HashStore, PrefixStore ----------------------------------------------------------------------------
+
+void HashStore::Set(const std::string& key, const std::vector<char>& value) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    values_[key] = value;
+  }
+  changed_.notify_all();
+}
+
+std::vector<char> HashStore::Get(const std::string& key, std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const bool found = changed_.wait_for(lock, timeout, [&] { return values_.count(key) > 0; });
+  TESSEL_CHECK_CODE(ErrorCode::kDeadlineExceeded, found, Describe(), ": key(s) '", key, "' not set after ",
+                    timeout.count(), " ms (a rank did not reach this rendezvous)");
+  return values_.at(key);
+}
+
+bool HashStore::Check(const std::string& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return values_.count(key) > 0;
+}
+
+int64_t HashStore::Add(const std::string& key, int64_t delta) {
+  int64_t value = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<char>& bytes = values_[key];
+    if (bytes.size() == sizeof(value)) std::memcpy(&value, bytes.data(), sizeof(value));
+    value += delta;
+    bytes.resize(sizeof(value));
+    std::memcpy(bytes.data(), &value, sizeof(value));
+  }
+  changed_.notify_all();
+  return value;
+}
+
+PrefixStore::PrefixStore(std::string prefix, std::shared_ptr<Store> inner)
+    : prefix_(std::move(prefix)), inner_(std::move(inner)) {
+  TESSEL_CHECK(inner_ != nullptr, "PrefixStore '", prefix_, "': no store to prefix");
+}
+
 }  // namespace tessel::comm

@@ -1,5 +1,6 @@
 // comm/store.h — rendezvous key-value stores: TcpStore (rank 0 serves at MASTER_ADDR:MASTER_PORT,
-// the role of PyTorch's TCPStore) and FileStore (a directory on a filesystem all ranks share).
+// the role of PyTorch's TCPStore), FileStore (a directory on a filesystem all ranks share), HashStore
+// (one process's threads) and PrefixStore (a namespace in another store), PyTorch's four.
 //
 // Invariant: a key, once Set, is visible to every client of the store; Get and Wait block until the
 // key exists or the timeout passes, then throw kDeadlineExceeded naming the key(s) still missing.
@@ -12,7 +13,9 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -78,6 +81,41 @@ class FileStore final : public Store {
  private:
   std::string PathOf(const std::string& key) const;
   std::string dir_;
+};
+
+// In one process (PyTorch's HashStore): threads sharing it rendezvous through it; Get waits on a condition
+// variable instead of polling.
+class HashStore final : public Store {
+ public:
+  void Set(const std::string& key, const std::vector<char>& value) override;
+  std::vector<char> Get(const std::string& key, std::chrono::milliseconds timeout) override;
+  bool Check(const std::string& key) override;
+  int64_t Add(const std::string& key, int64_t delta) override;
+  std::string Describe() const override { return "hash store"; }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable changed_;
+  std::map<std::string, std::vector<char>> values_;
+};
+
+// Every key of `inner` under "<prefix>/" (PyTorch's PrefixStore): groups or jobs sharing one store.
+class PrefixStore final : public Store {
+ public:
+  PrefixStore(std::string prefix, std::shared_ptr<Store> inner);
+  void Set(const std::string& key, const std::vector<char>& value) override { inner_->Set(Key(key), value); }
+  std::vector<char> Get(const std::string& key, std::chrono::milliseconds timeout) override {
+    return inner_->Get(Key(key), timeout);
+  }
+  bool Check(const std::string& key) override { return inner_->Check(Key(key)); }
+  int64_t Add(const std::string& key, int64_t delta) override { return inner_->Add(Key(key), delta); }
+  std::string Describe() const override { return inner_->Describe() + " under prefix '" + prefix_ + "'"; }
+  const std::shared_ptr<Store>& inner() const { return inner_; }
+
+ private:
+  std::string Key(const std::string& key) const { return prefix_ + "/" + key; }
+  std::string prefix_;
+  std::shared_ptr<Store> inner_;
 };
 
 }  // namespace tessel::comm

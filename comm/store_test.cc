@@ -79,5 +79,28 @@ TEST(StoreTest, FileStoreSharesKeysThroughADirectory) {
   ExerciseStore(a, b);
 }
 
+TEST(StoreTest, HashStoreSharesKeysBetweenThreads) {
+  auto store = std::make_shared<HashStore>();
+  ExerciseStore(*store, *store);
+  try {
+    store->Get("missing", milliseconds(20));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kDeadlineExceeded);
+    EXPECT_NE(std::string(e.what()).find("hash store: key(s) 'missing' not set after 20 ms"), std::string::npos);
+  }
+}
+
+// Two prefixes over one store never see each other's keys; the inner store holds them as "<prefix>/<key>".
+TEST(StoreTest, PrefixStoresKeepTheirKeysApartInOneStore) {
+  auto inner = std::make_shared<HashStore>();
+  PrefixStore a("job0", inner), b("job1", inner);
+  ExerciseStore(a, a);
+  EXPECT_FALSE(b.Check("alpha"));
+  EXPECT_EQ(b.Add("counter", 1), 1);  // its own counter, not job0's 5
+  EXPECT_EQ(inner->Get("job0/alpha", milliseconds(10)), Bytes("one"));
+  EXPECT_NE(b.Describe().find("under prefix 'job1'"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace tessel::comm

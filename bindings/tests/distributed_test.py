@@ -1092,6 +1092,42 @@ def test_list_collectives_object_p2p_and_batch_isend_irecv_follow_torch_distribu
     assert dist.init_device_mesh is init_device_mesh
 
 
+def test_stores_follow_torchs_api():
+    import datetime
+    import socket
+    import threading
+    short = datetime.timedelta(milliseconds=50)
+    master = dist.TCPStore("127.0.0.1", 0, is_master=True, timeout=datetime.timedelta(seconds=10))
+    client = dist.TCPStore("127.0.0.1", master.port, timeout=datetime.timedelta(seconds=10))
+    for a, b in [(master, client), (dist.HashStore(),) * 2]:
+        a.set("k", "v")  # str values are stored as their UTF-8 bytes, as torch's
+        assert b.get("k") == b"v" and b.check(["k"]) and not b.check(["k", "nope"])
+        assert a.add("n", 2) == 2 and b.add("n", 3) == 5
+        later = threading.Timer(0.05, lambda: a.set("late", b"x"))
+        later.start()
+        b.wait(["late"])  # blocks until the other client sets it
+        later.join()
+        with pytest.raises(TimeoutError, match="'never' not set after 50 ms"):
+            b.wait(["never"], short)
+        b.set_timeout(short)
+        with pytest.raises(TimeoutError, match="'never'"):
+            b.get("never")
+        b.set_timeout(datetime.timedelta(seconds=10))
+    base = dist.HashStore()
+    p1, p2 = dist.PrefixStore("job1", base), dist.PrefixStore("job2", base)
+    p1.set("k", b"1")
+    assert not p2.check(["k"]) and base.get("job1/k") == b"1" and p2.add("n", 1) == 1
+    with socket.socket() as s:  # a free port for a master that waits for its workers
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    made = {}
+    t = threading.Thread(target=lambda: made.setdefault("m", dist.TCPStore("127.0.0.1", port, 2, True)))
+    t.start()
+    worker = dist.TCPStore("127.0.0.1", port, 2, False)
+    t.join(30)
+    assert "m" in made and worker.add("tessel/tcp_store/joined", 0) == 2
+
+
 def test_recv_without_src_takes_a_send_from_any_rank_and_returns_the_sender():
     got = {}
 

@@ -11,7 +11,8 @@ activation checkpointing, then fully_shard on a dp x tp mesh; LambdaLR; funcol's
 checkpoint of an AppState(Stateful) and the scheduler, resumed): 4 rank threads equal one rank, the resume
 is bit-exact, and 2 gloo processes equal one rank. And torch_port_llama.py, Meta's Llama with complex
 rotary embeddings, GQA and a KV cache: it learns, and cached decoding equals the full forward. And torch_port_cnn.py, a DDP CNN (Conv2d, BatchNorm2d,
-pools; SGD with nesterov momentum, CosineAnnealingLR; eval-mode accuracy) on 2 gloo processes."""
+pools; SGD with nesterov momentum, CosineAnnealingLR; eval-mode accuracy) on 2 gloo processes. And
+torch_port_store.py: init_process_group over a FileStore, whose PrefixStore the script then uses itself."""
 import os
 import re
 import subprocess
@@ -164,6 +165,14 @@ def test_ported_mp_spawn_script_runs_its_gloo_ranks_and_reports_a_failing_one(tm
     assert out.returncode != 0
     assert "ProcessRaisedException" in out.stderr and "Process 1 terminated with the following error" in out.stderr
     assert "ValueError: rank 1 fails on purpose" in out.stderr
+
+
+def test_ported_init_process_group_over_a_store_joins_the_ranks_through_it(tmp_path):
+    # torch's init_process_group("gloo", store=FileStore(path), rank=, world_size=) with the store then used
+    # by the script itself (a PrefixStore: set, wait, add, check, get); only the 3 import lines change.
+    out = run_ported(tmp_path, "torch_port_store.py", 3, [2, str(tmp_path / "filestore")], "unused")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert sorted(out.stdout.splitlines()) == ["rank 0: [3.0, 3.0] from 1 2 True", "rank 1: [3.0, 3.0] from 0 2 True"]
 
 
 def test_ported_tutorial_style_gpt_learns_and_is_reproducible():

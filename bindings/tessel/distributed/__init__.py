@@ -11,6 +11,7 @@ same script body runs unchanged as n processes or as n threads.
         dist.destroy_process_group()
     tessel.run_ranks(2, lambda world: main())     # or: tessel_run --nproc-per-node 2 python script.py
 """
+import datetime
 import functools
 import inspect
 import os
@@ -34,6 +35,90 @@ def run_ranks(world_size, fn):
             _local.world, _local.initialized, _local.mesh, _local.in_run_ranks = None, False, None, False
 
     _C.run_ranks(world_size, rank_fn)
+
+
+# ---- stores (torch.distributed.Store and its kinds) ---------------------------------------------------
+
+_DEFAULT_STORE_TIMEOUT = datetime.timedelta(seconds=300)
+
+
+class Store:
+    """torch.distributed.Store: keys to bytes, shared by the ranks. get() and wait() wait up to the store's
+    timeout (or wait's own) for a key, then raise TimeoutError naming it; add() is atomic across clients.
+    A counter made by add() is stored as 8 bytes, not torch's decimal string: read it with add(key, 0)."""
+
+    def __init__(self, impl, timeout=_DEFAULT_STORE_TIMEOUT):
+        self._impl, self.timeout = impl, timeout
+
+    def set(self, key, value):
+        self._impl.set(key, value if isinstance(value, bytes) else str(value).encode())
+
+    def get(self, key):
+        return self._impl.get(key, self.timeout)
+
+    def add(self, key, amount):
+        return self._impl.add(key, int(amount))
+
+    def check(self, keys):
+        return self._impl.check(list(keys))
+
+    def wait(self, keys, timeout=None):
+        self._impl.wait(list(keys), self.timeout if timeout is None else timeout)
+
+    def set_timeout(self, timeout):
+        self.timeout = timeout
+
+    def __repr__(self):
+        return "%s(%r)" % (type(self).__name__, self._impl)
+
+
+class TCPStore(Store):
+    """Served by the process with is_master=True at (host_name, port); port 0 there picks a free one (read
+    .port). Clients retry connecting until the timeout. With world_size and wait_for_workers, the master's
+    constructor returns once world_size clients (itself included) have connected, as torch's."""
+
+    def __init__(self, host_name, port, world_size=None, is_master=False, timeout=_DEFAULT_STORE_TIMEOUT,
+                 wait_for_workers=True, multi_tenant=False, master_listen_fd=None, use_libuv=True):
+        impl, self.port = _C._tcp_store(host_name, int(port), bool(is_master), timeout)
+        super().__init__(impl, timeout)
+        self.host = host_name
+        if world_size is not None and world_size > 0:
+            joined = self.add("tessel/tcp_store/joined", 1)
+            if is_master and wait_for_workers:
+                import time
+                deadline = time.monotonic() + timeout.total_seconds()
+                while joined < world_size:
+                    if time.monotonic() > deadline:
+                        raise TimeoutError("TCPStore at %s:%d: %d of %d workers joined within %s"
+                                           % (host_name, self.port, joined, world_size, timeout))
+                    time.sleep(0.01)
+                    joined = self.add("tessel/tcp_store/joined", 0)
+
+
+class FileStore(Store):
+    """Shared through the filesystem: torch names a file; tessel keeps one file per key in the directory
+    file_name + ".d" (so a temporary file's name works as torch's does)."""
+
+    def __init__(self, file_name, world_size=-1):
+        super().__init__(_C._file_store(file_name + ".d"))
+        self.path = file_name
+
+
+class HashStore(Store):
+    """In one process: its threads (tessel.run_ranks ranks) rendezvous through it."""
+
+    def __init__(self):
+        super().__init__(_C._hash_store())
+
+
+class PrefixStore(Store):
+    """Every key of `store` under "<prefix>/": groups or jobs sharing one store."""
+
+    def __init__(self, prefix, store):
+        super().__init__(_C._prefix_store(prefix, store._impl), store.timeout)
+        self.underlying_store = store
+        if hasattr(store, "host"):
+            self.host = store.host  # the transport's address choice (init_process_group)
 
 
 def _rendezvous_env(init_method, world_size, rank):
@@ -69,12 +154,30 @@ def _init_world():
     return world
 
 
+def _init_world_with_store(store, rank, world_size, timeout):
+    """torch's init_process_group(store=...): the gloo world rendezvousing through the caller's store."""
+    if not isinstance(store, Store):
+        raise TypeError("init_process_group: store must be a tessel.distributed Store, got %s" % type(store).__name__)
+    if rank < 0 or world_size < 1:
+        raise ValueError("init_process_group: rank and world_size must be given with store (got rank=%d, "
+                         "world_size=%d)" % (rank, world_size))
+    # One node's processes share its cores (as under tessel_run): never oversubscribe.
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", world_size))
+    if local > 1:
+        _C.set_num_threads(max(1, len(os.sched_getaffinity(0)) // local))
+    _local.world = _C._init_process_group_with_store(store._impl, int(rank), int(world_size),
+                                                     timeout if timeout is not None else store.timeout,
+                                                     getattr(store, "host", ""))
+
+
 def init_process_group(backend=None, init_method=None, timeout=None, world_size=-1, rank=-1, store=None,
                        group_name="", pg_options=None, device_id=None):
     """Joins the default process group (backend: "gloo", "cpu:gloo" or None; threads under run_ranks)."""
     if backend not in (None, "gloo", "cpu:gloo", "threads"):
         raise ValueError("init_process_group: backend '%s' is not available from Python (gloo, or threads "
                          "under tessel.run_ranks)" % backend)
+    if store is not None and getattr(_local, "world", None) is None:
+        _init_world_with_store(store, rank, world_size, timeout)
     if getattr(_local, "world", None) is None:
         _rendezvous_env(init_method, world_size, rank)
         if timeout is not None and "WORLD_SIZE" in os.environ:  # the gloo rendezvous waits this long too
