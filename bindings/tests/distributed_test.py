@@ -1092,6 +1092,25 @@ def test_list_collectives_object_p2p_and_batch_isend_irecv_follow_torch_distribu
     assert dist.init_device_mesh is init_device_mesh
 
 
+def test_new_subgroups_by_enumeration_makes_one_group_per_list_as_torch():
+    got = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        mine, groups = dist.new_subgroups_by_enumeration([[0, 2], [3, 1]])
+        t = tessel.full((1,), float(world.rank))
+        dist.all_reduce(t, group=mine)
+        got[world.rank] = (t.item(), dist.get_process_group_ranks(mine), len(groups),
+                           dist.get_process_group_ranks(groups[0]) if world.rank in (0, 2) else None)
+        with pytest.raises(ValueError, match="Rank 2 has appeared in both subgroup"):
+            dist.new_subgroups_by_enumeration([[0, 2], [2, 3]])
+        dist.destroy_process_group()
+
+    tessel.run_ranks(4, rank_fn)
+    assert got[0] == (2.0, [0, 2], 2, [0, 2]) and got[2] == (2.0, [0, 2], 2, [0, 2])
+    assert got[1] == (4.0, [1, 3], 2, None) and got[3] == (4.0, [1, 3], 2, None)
+
+
 def test_stores_follow_torchs_api():
     import datetime
     import socket

@@ -346,6 +346,33 @@ def new_subgroups(group_size=None, group=None, timeout=None, backend=None, pg_op
     return mine, subgroups
 
 
+def new_subgroups_by_enumeration(ranks_per_subgroup_list, timeout=None, backend=None, pg_options=None,
+                                 group_desc=None):
+    """torch's new_subgroups_by_enumeration: one group per list of global ranks (a rank in two lists is a
+    ValueError, as torch); returns (this rank's subgroup, or None when it is in none of them, and all the
+    subgroups as new_group returned them). Collective over the default group, as each new_group is."""
+    world = _default_group("new_subgroups_by_enumeration")
+    if not ranks_per_subgroup_list:
+        raise ValueError("The arg 'ranks_per_subgroup_list' cannot be empty")
+    seen = {}
+    for i, ranks in enumerate(ranks_per_subgroup_list):
+        for r in ranks:
+            if not 0 <= int(r) < world.size:
+                raise ValueError("new_subgroups_by_enumeration: rank %d is not in the default group of %d ranks"
+                                 % (r, world.size))
+            if r in seen:
+                raise ValueError("Rank %d has appeared in both subgroup %s and %s"
+                                 % (r, list(ranks_per_subgroup_list[seen[r]]), list(ranks)))
+            seen[r] = i
+    subgroups, mine = [], None
+    for ranks in ranks_per_subgroup_list:
+        g = new_group(list(ranks), timeout=timeout, backend=backend)
+        subgroups.append(g)
+        if world.rank in ranks:
+            mine = g
+    return mine, subgroups
+
+
 def _group_peer(g, peer, group_peer, op, what):
     if (peer is None) == (group_peer is None):
         raise ValueError("%s: pass exactly one of %s (a global rank) and group_%s (a rank of the group)"
