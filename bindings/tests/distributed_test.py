@@ -237,6 +237,106 @@ def test_fully_shard_shard_placement_fn_shards_columns_and_trains_like_one_proce
             np.testing.assert_allclose(params[n], w, rtol=1e-4, atol=1e-6, err_msg=n)
 
 
+def _bf16(x):
+    """x rounded to bfloat16 (nearest, ties to even), as float32."""
+    b = np.asarray(x, dtype=np.float32).view(np.uint32)
+    return ((b + 0x7FFF + ((b >> 16) & 1)) & 0xFFFF0000).astype(np.uint32).view(np.float32)
+
+
+def test_futures_follow_torch_futures():
+    from tessel.futures import Future, collect_all, wait_all
+    f = Future()
+    chained = f.then(lambda fut: fut.value() + 1)
+    calls = []
+    f.add_done_callback(lambda fut: calls.append(fut.value()))
+    assert not f.done() and not chained.done()
+    with pytest.raises(RuntimeError, match="has not completed"):
+        f.value()
+    f.set_result(41)
+    assert calls == [41] and chained.done() and chained.wait() == 42 and chained.value() == 42
+    with pytest.raises(RuntimeError, match="only be marked completed once"):
+        f.set_result(0)
+    bad = Future()
+    bad.set_exception(ValueError("boom"))
+    with pytest.raises(ValueError, match="boom"):
+        bad.then(lambda fut: fut.value()).wait()
+    g = Future()
+    g.set_result("x")
+    assert [h.value() for h in collect_all([f, g]).wait()] == [41, "x"] and wait_all([f, g]) == [41, "x"]
+
+    def rank_fn(world):
+        dist.init_process_group()
+        t = tessel.full((2,), float(world.rank + 1))
+        work = dist.all_reduce(t, async_op=True)
+        fut = work.get_future().then(lambda fu: fu.value()[0] * 2)
+        assert fut.wait().tolist() == [6.0, 6.0] and work.is_completed() and t.tolist() == [3.0, 3.0]
+        dist.destroy_process_group()
+
+    tessel.run_ranks(2, rank_fn)
+
+
+def test_ddp_comm_hooks_follow_torchs_default_hooks_and_futures():
+    from tessel.distributed.algorithms.ddp_comm_hooks import default_hooks
+    from tessel.futures import Future
+    from tessel.nn.parallel import DistributedDataParallel as DDP
+    x = np.random.default_rng(6).standard_normal((4, 8)).astype(np.float32)
+
+    def local_grads(rows):  # one process on a rank's rows: what that rank's backward produces
+        tessel.manual_seed(0)
+        net = Net()
+        net(tessel.tensor(x[rows])).pow(2).mean().backward()
+        return {n: p.grad.numpy() for n, p in net.named_parameters()}
+
+    g0, g1 = local_grads(slice(0, 2)), local_grads(slice(2, 4))
+    got = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        out = {}
+        for mode in ("none", "allreduce", "bf16", "fp16", "local"):
+            tessel.manual_seed(0)
+            model = DDP(Net())
+            seen = []
+            if mode == "allreduce":
+                model.register_comm_hook(None, default_hooks.allreduce_hook)
+                with pytest.raises(RuntimeError, match="can only be called once"):
+                    model.register_comm_hook(None, default_hooks.allreduce_hook)
+            elif mode == "bf16":
+                model.register_comm_hook(None, default_hooks.bf16_compress_hook)
+            elif mode == "fp16":
+                model.register_comm_hook(world, default_hooks.fp16_compress_hook)  # state: the group
+            elif mode == "local":  # no communication: a completed future of another tensor, 3x the local buffer
+                def keep(state, bucket):
+                    seen.append((state, bucket.index(), bucket.is_last(), [tuple(t.shape) for t in bucket.gradients()],
+                                 len(bucket.parameters())))
+                    fut = Future()
+                    fut.set_result(bucket.buffer() * 3)
+                    return fut
+                model.register_comm_hook("my state", keep)
+            model(tessel.tensor(x[world.rank * 2:(world.rank + 1) * 2])).pow(2).mean().backward()
+            out[mode] = ({n: p.grad.numpy().copy() for n, p in model.module.named_parameters()}, seen)
+        got[world.rank] = out
+        dist.destroy_process_group()
+
+    tessel.run_ranks(2, rank_fn)
+    for r, local in ((0, g0), (1, g1)):
+        res = got[r]
+        for n in g0:
+            mean = (g0[n] + g1[n]) / 2
+            np.testing.assert_allclose(res["none"][0][n], mean, rtol=1e-6, atol=1e-7, err_msg=n)
+            np.testing.assert_allclose(res["allreduce"][0][n], mean, rtol=1e-6, atol=1e-7, err_msg=n)
+            # bf16 on the wire: each rank's bf16(g) / 2 summed, the sum rounded to bf16.
+            np.testing.assert_array_equal(res["bf16"][0][n], _bf16(_bf16(g0[n]) / 2 + _bf16(g1[n]) / 2), err_msg=n)
+            halves = [(g[n].astype(np.float16).astype(np.float32) / 2).astype(np.float16) for g in (g0, g1)]
+            np.testing.assert_array_equal(res["fp16"][0][n], (halves[0].astype(np.float32) + halves[1].astype(
+                np.float32)).astype(np.float16).astype(np.float32), err_msg=n)
+            np.testing.assert_array_equal(res["local"][0][n], local[n] * 3, err_msg=n)
+        (state, index, last, grad_shapes, count), = res["local"][1]
+        assert (state, index, last, count) == ("my state", 0, True, 6)
+        assert sorted(grad_shapes) == sorted(tuple(p.shape) for p in Net().parameters())
+        assert not np.array_equal(res["bf16"][0]["head.weight"], res["none"][0]["head.weight"])
+
+
 def test_gradient_penalty_under_ddp_equals_one_process_and_fsdp_refuses_create_graph():
     # WGAN-GP's critic step: the penalty on the input gradient (autograd.grad(create_graph=True)), then a
     # synchronized backward. DDP averages as one process on the whole batch; backward(create_graph=True)

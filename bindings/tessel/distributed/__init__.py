@@ -213,18 +213,45 @@ def _group(group, op):
     return group if group is not None else _default_group(op)
 
 
+class Work:
+    """What an async collective returns (torch's Work): wait(), is_completed(), and get_future(), a
+    tessel.futures.Future whose value is the list holding the collective's tensor (its output), as torch's."""
+
+    def __init__(self, work, tensors):
+        self._work, self._tensors = work, tensors
+
+    def wait(self, timeout=None):
+        self._work.wait()
+        return True
+
+    def is_completed(self):
+        return self._work.is_completed()
+
+    def get_future(self):
+        from ..futures import Future
+        return Future._lazy(lambda: (self._work.wait(), list(self._tensors))[1], self._work.is_completed)
+
+    def _source_rank(self):
+        return self._work._source_rank()
+
+
 def _collective(fn):
     """On a rank outside `group` (NON_GROUP_MEMBER from new_group) the collective does nothing and warns,
-    as torch's; otherwise fn runs."""
+    as torch's; otherwise fn runs. An async call's handle becomes a Work holding the call's first tensor
+    argument (the output of the collectives that have one first), for get_future()."""
     sig = inspect.signature(fn)
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        if sig.bind_partial(*args, **kwargs).arguments.get("group") is GroupMember.NON_GROUP_MEMBER:
+        bound = sig.bind_partial(*args, **kwargs).arguments
+        if bound.get("group") is GroupMember.NON_GROUP_MEMBER:
             warnings.warn("Running %s on global rank %d which does not belong to the given group."
                           % (fn.__name__, get_rank()), stacklevel=2)
             return None
-        return fn(*args, **kwargs)
+        out = fn(*args, **kwargs)
+        if isinstance(out, _C.Work):
+            out = Work(out, [v for v in bound.values() if isinstance(v, _C.Tensor)][:1])
+        return out
     return wrapper
 
 
@@ -257,7 +284,6 @@ def destroy_process_group(group=None):
 
 ProcessGroup = _C.ProcessGroup
 ReduceOp = _C.ReduceOp
-Work = _C.Work
 
 
 @_collective

@@ -61,6 +61,7 @@ class DistributedDataParallel(Module):
         self.broadcast_buffers = broadcast_buffers
         self.require_backward_grad_sync = True
         self._reached = False
+        self._comm_hook = None
         if any(p.is_distributed for p in module.parameters()):
             raise ValueError("DistributedDataParallel: the module has DTensor (sharded) parameters; use "
                              "fully_shard's replicate axis (HSDP) for data parallelism over them")
@@ -95,6 +96,17 @@ class DistributedDataParallel(Module):
     def _mark_reached(self, grad):
         self._reached = True
 
+    def register_comm_hook(self, state, hook):
+        """torch's DDP communication hook: after each synchronized backward, hook(state, bucket) gets one
+        GradBucket per dtype (the gradients, flattened, zeros for a parameter without one) and returns a
+        tessel.futures.Future of the reduced buffer, which becomes the parameters' .grad (a parameter no rank
+        had a gradient for stays None). Once per module, as torch."""
+        if self._comm_hook is not None:
+            raise RuntimeError("register_comm_hook or register_builtin_comm_hook can only be called once.")
+        if not callable(hook):
+            raise TypeError("register_comm_hook: hook must be callable, got %s" % type(hook).__name__)
+        self._comm_hook = (state, hook)
+
     @contextlib.contextmanager
     def no_sync(self):
         """Gradients of the backwards inside accumulate locally; the next synchronized one averages
@@ -121,6 +133,9 @@ class DistributedDataParallel(Module):
         by_dtype = {}
         for p in params:
             by_dtype.setdefault(p.dtype, []).append(p)
+        if self._comm_hook is not None:
+            self._sync_with_hook(by_dtype)
+            return
         with _C._GradMode(False):
             for dtype, ps in by_dtype.items():
                 flags = zeros(len(ps), dtype=dtype)
@@ -140,3 +155,67 @@ class DistributedDataParallel(Module):
                         else:
                             p.grad.copy_(mean)
                     offset += n
+
+    def _sync_with_hook(self, by_dtype):
+        """One GradBucket per dtype through the registered hook; which parameters had a gradient on some rank
+        travels in one separate all_reduce of flags (the hook's buffer holds only gradients, as torch's)."""
+        from ... import cat, zeros
+        from ..._tensor import zeros_like
+        state, hook = self._comm_hook
+        g = self.process_group
+        with _C._GradMode(False):
+            everyone = [p for ps in by_dtype.values() for p in ps]
+            flags = zeros(len(everyone))
+            for i, p in enumerate(everyone):
+                if p.grad is not None:
+                    flags[i] = 1.0
+            g.all_reduce(flags, _C.ReduceOp.SUM, False)
+            had = dict(zip(map(id, everyone), flags.tolist()))
+            for index, ps in enumerate(by_dtype.values()):
+                buffer = cat([(p.grad if p.grad is not None else zeros_like(p)).reshape(-1) for p in ps], 0).contiguous()
+                bucket = GradBucket(index, buffer, ps, index == len(by_dtype) - 1, g)
+                out = hook(state, bucket).wait()
+                if isinstance(out, (list, tuple)):
+                    out = out[0]
+                offset = 0
+                for p in ps:
+                    n = p.numel()
+                    if had[id(p)] > 0:
+                        reduced = out[offset:offset + n].view(*p.shape)
+                        if p.grad is None:
+                            p.grad = reduced.contiguous()
+                        else:
+                            p.grad.copy_(reduced)
+                    offset += n
+
+
+class GradBucket:
+    """torch's GradBucket: the flattened gradients of one bucket (here: every parameter of one dtype)."""
+
+    def __init__(self, index, buffer, params, is_last, process_group):
+        self._index, self._buffer, self._params, self._is_last = index, buffer, list(params), is_last
+        self._process_group = process_group
+
+    def index(self):
+        return self._index
+
+    def buffer(self):
+        return self._buffer
+
+    def set_buffer(self, buffer):
+        self._buffer.copy_(buffer)
+
+    def gradients(self):
+        """Each parameter's gradient as a view of the buffer."""
+        out, offset = [], 0
+        for p in self._params:
+            out.append(self._buffer[offset:offset + p.numel()].view(*p.shape))
+            offset += p.numel()
+        return out
+
+    def parameters(self):
+        return list(self._params)
+
+    def is_last(self):
+        return self._is_last
+
