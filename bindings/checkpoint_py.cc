@@ -16,6 +16,7 @@
 
 #include "bindings/bind.h"
 #include "checkpoint/async_save.h"
+#include "checkpoint/export.h"
 #include "checkpoint/load.h"
 #include "checkpoint/save.h"
 #include "checkpoint/metadata.h"
@@ -131,6 +132,19 @@ void BindCheckpoint(py::module_& m) {
     });
     return py::make_tuple(sd, LoadResultDict(r));  // tensors were filled in place; other values are new
   }, py::arg("state_dict"), py::arg("dir"), py::arg("strict") = true, py::arg("allow_unexpected_keys") = true);
+  // HuggingFaceStorageReader / Writer (tessel/distributed/checkpoint): one safetensors file into a state dict
+  // of any layout (each rank reads its own boxes), and a tessel checkpoint out to one safetensors file.
+  m.def("_import_safetensors", [](checkpoint::StateDict sd, const std::string& path) {
+    checkpoint::LoadResult r = NoGil([&] {
+      return checkpoint::ImportSafetensors(sd, path, {.strict = false, .allow_unexpected_keys = true});
+    });
+    return py::make_tuple(sd, LoadResultDict(r));
+  }, py::arg("state_dict"), py::arg("path"));
+  m.def("_export_safetensors", [](const std::string& dir, const std::string& out_path) {
+    RequireDirectory(dir);
+    const checkpoint::ExportResult r = NoGil([&] { return checkpoint::ExportToSafetensors(dir, out_path); });
+    return py::dict(py::arg("num_tensors") = r.num_tensors, py::arg("tensor_bytes") = r.tensor_bytes);
+  }, py::arg("dir"), py::arg("out_path"));
 }
 
 }  // namespace tessel::bindings

@@ -119,6 +119,54 @@ class FileSystemReader(_FileSystemStorage):
     """torch's dcp.FileSystemReader: load(..., storage_reader=FileSystemReader(path)) reads path."""
 
 
+class HuggingFaceStorageWriter(_FileSystemStorage):
+    """torch's dcp.HuggingFaceStorageWriter: save(..., storage_writer=HuggingFaceStorageWriter(path)) writes
+    path/model.safetensors, every tensor full (gathered from any layout) and named by its FQN, the
+    non-tensor values in its "__metadata__"; the checkpoint is first saved in tessel's layout to
+    path/.tessel_dcp, exported by the group's first rank, and removed. One file: the sharding knobs
+    (fqn_to_index_mapping, save_distributed, enable_consolidation) are accepted and change nothing."""
+
+    def __init__(self, path, fqn_to_index_mapping=None, thread_count=1, save_distributed=False,
+                 enable_consolidation=False, thread_count_consolidation=1, **kwargs):
+        super().__init__(path)
+
+
+class HuggingFaceStorageReader(_FileSystemStorage):
+    """torch's dcp.HuggingFaceStorageReader: load(..., storage_reader=HuggingFaceStorageReader(path)) fills a
+    state dict of any layout (each rank reads only its boxes) from path's safetensors files: those of
+    model.safetensors.index.json's weight_map when there is one, else every *.safetensors file."""
+
+    def files(self):
+        index = os.path.join(self.path, "model.safetensors.index.json")
+        if os.path.exists(index):
+            import json
+            with open(index) as f:
+                names = sorted(set(json.load(f)["weight_map"].values()))
+        else:
+            names = sorted(n for n in os.listdir(self.path) if n.endswith(".safetensors"))
+        if not names:
+            raise FileNotFoundError("HuggingFaceStorageReader: no .safetensors file in %s" % self.path)
+        return [os.path.join(self.path, n) for n in names]
+
+
+def _load_safetensors(reader, flat, strict):
+    """Each file fills the keys it holds; keys no file holds are missing (a RuntimeError when strict)."""
+    missing, unexpected, read = set(flat), set(), 0
+    for path in reader.files():
+        part = {k: flat[k] for k in missing}
+        part, result = _C._import_safetensors(part, path)
+        now_missing = set(result["missing_keys"])
+        for k in missing - now_missing:
+            flat[k] = part[k]
+        missing = now_missing
+        unexpected |= set(result["unexpected_keys"])
+        read += result["bytes_read"]
+    unexpected -= set(flat)
+    if strict and missing:
+        raise RuntimeError("load: keys %s are in no safetensors file of %s" % (sorted(missing), reader.path))
+    return flat, {"missing_keys": sorted(missing), "unexpected_keys": sorted(unexpected), "bytes_read": read}
+
+
 class DefaultSavePlanner:
     """torch's DefaultSavePlanner: tessel's save plan is fixed (every tensor's distinct shards written once,
     by their lowest owning rank; nested dicts flattened with '.'), which is the default planner's result;
@@ -144,12 +192,13 @@ class DefaultLoadPlanner:
 def _dir(checkpoint_id, storage=None, planner=None, what="save"):
     """The checkpoint directory from checkpoint_id or a FileSystemWriter/Reader (checkpoint_id wins and
     resets the storage, as torch); any other storage or planner raises instead of being ignored."""
-    storage_type = FileSystemWriter if what == "save" else FileSystemReader
+    storage_type = (FileSystemWriter, HuggingFaceStorageWriter) if what == "save" else \
+        (FileSystemReader, HuggingFaceStorageReader)
     planner_type = DefaultSavePlanner if what == "save" else DefaultLoadPlanner
     if storage is not None and not isinstance(storage, storage_type):
         raise NotImplementedError("%s: storage_%s must be a %s (tessel writes its own file layout), got %s"
-                                  % (what, "writer" if what == "save" else "reader", storage_type.__name__,
-                                     type(storage).__name__))
+                                  % (what, "writer" if what == "save" else "reader",
+                                     " or ".join(t.__name__ for t in storage_type), type(storage).__name__))
     if planner is not None and not isinstance(planner, planner_type):
         raise NotImplementedError("%s: planner must be a %s, got %s (custom planners are not supported)"
                                   % (what, planner_type.__name__, type(planner).__name__))
@@ -179,7 +228,20 @@ def _stateful_to_state_dict(state_dict):
 def save(state_dict, *, checkpoint_id=None, storage_writer=None, planner=None, process_group=None):
     path = _dir(checkpoint_id, storage_writer, planner, "save")
     world = process_group or (_default_group("checkpoint.save") if is_initialized() else None)
-    _C._dcp_save(_flatten(_stateful_to_state_dict(state_dict), "", {}), path, world)
+    flat = _flatten(_stateful_to_state_dict(state_dict), "", {})
+    if not isinstance(storage_writer, HuggingFaceStorageWriter):
+        _C._dcp_save(flat, path, world)
+        return
+    staging = os.path.join(path, ".tessel_dcp")
+    _C._dcp_save(flat, staging, world)  # collective: every rank's shards written, then committed
+    if world is None or world.rank == 0:
+        import shutil
+        try:
+            _C._export_safetensors(staging, os.path.join(path, "model.safetensors"))
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    if world is not None:
+        world.barrier()  # the file exists for every rank once save returns
 
 
 _savers = threading.local()  # per thread (a run_ranks rank): one AsyncSaver per process group
@@ -243,7 +305,8 @@ def load(state_dict, *, checkpoint_id=None, storage_reader=None, planner=None, p
     strict = strict and not getattr(planner, "allow_partial_load", False)
     if any(_is_stateful(v) for v in state_dict.values()):  # load into their state_dict()s, then hand them back
         converted = _stateful_to_state_dict(state_dict)
-        result = load(converted, checkpoint_id=path, process_group=process_group, strict=strict)
+        result = load(converted, checkpoint_id=path, storage_reader=storage_reader, process_group=process_group,
+                      strict=strict)
         for k, v in state_dict.items():
             if _is_stateful(v):
                 v.load_state_dict(converted[k])
@@ -251,6 +314,10 @@ def load(state_dict, *, checkpoint_id=None, storage_reader=None, planner=None, p
                 state_dict[k] = converted[k]
         return result
     flat = _flatten(state_dict, "", {})
+    if isinstance(storage_reader, HuggingFaceStorageReader):
+        flat, result = _load_safetensors(storage_reader, flat, strict)
+        _write_back(state_dict, "", flat, set(result["missing_keys"]))
+        return result
     # Non-tensor values come from the checkpoint whatever the state dict held (DCP: a 0 placeholder takes
     # a saved pickle, an int target a saved bool): ask for each in the checkpoint's kind.
     placeholder = {"bytes": _C._Bytes(b""), "int64": 0, "float64": 0.0, "string": ""}
