@@ -454,10 +454,13 @@ void BindStores(py::module_& m) {
         const std::vector<char> v = NoGil([&] { return s.Get(key, timeout); });
         return py::bytes(v.data(), v.size());
       }, py::arg("key"), py::arg("timeout"))
-      .def("add", [](Store& s, const std::string& key, int64_t delta) { return NoGil([&] { return s.Add(key, delta); }); },
-           py::arg("key"), py::arg("amount"))
+      .def("add", [](Store& s, const std::string& key, int64_t delta) {
+        return NoGil([&] { return s.Add(key, delta); });
+      }, py::arg("key"), py::arg("amount"))
       .def("check", [](Store& s, const std::vector<std::string>& keys) {
-        return NoGil([&] { return std::all_of(keys.begin(), keys.end(), [&](const std::string& k) { return s.Check(k); }); });
+        return NoGil([&] {
+          return std::all_of(keys.begin(), keys.end(), [&](const std::string& k) { return s.Check(k); });
+        });
       }, py::arg("keys"))
       .def("wait", [](Store& s, const std::vector<std::string>& keys, milliseconds timeout) {
         NoGil([&] { s.Wait(keys, timeout); });
@@ -468,8 +471,9 @@ void BindStores(py::module_& m) {
     auto store = NoGil([&] { return std::make_shared<comm::TcpStore>(host, port, is_master, timeout); });
     return py::make_tuple(std::shared_ptr<Store>(store), store->port());
   }, py::arg("host"), py::arg("port"), py::arg("is_master"), py::arg("timeout"));
-  m.def("_file_store", [](const std::string& dir) -> std::shared_ptr<Store> { return std::make_shared<comm::FileStore>(dir); },
-        py::arg("dir"));
+  m.def("_file_store", [](const std::string& dir) -> std::shared_ptr<Store> {
+    return std::make_shared<comm::FileStore>(dir);
+  }, py::arg("dir"));
   m.def("_hash_store", []() -> std::shared_ptr<Store> { return std::make_shared<comm::HashStore>(); });
   m.def("_prefix_store", [](const std::string& prefix, std::shared_ptr<Store> inner) -> std::shared_ptr<Store> {
     return std::make_shared<comm::PrefixStore>(prefix, std::move(inner));

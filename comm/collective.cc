@@ -218,7 +218,8 @@ namespace {
 
 class SourceRankWork final : public Work {
  public:
-  SourceRankWork(WorkPtr work, std::shared_ptr<const int> source) : work_(std::move(work)), source_(std::move(source)) {}
+  SourceRankWork(WorkPtr work, std::shared_ptr<const int> source)
+      : work_(std::move(work)), source_(std::move(source)) {}
   void Wait() override { work_->Wait(); }
   bool IsCompleted() override { return work_->IsCompleted(); }
   void BlockStream(void* stream) override { work_->BlockStream(stream); }

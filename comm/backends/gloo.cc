@@ -802,7 +802,9 @@ void GlooProcessGroup::RunP2P(std::vector<P2POp> ops, const std::string& label, 
     for (const P2POp& op : ops) {
       if (op.peer != kAnySource) peers.push_back(op.peer);
     }
-    if (std::any_of(ops.begin(), ops.end(), [](const P2POp& op) { return op.peer == kAnySource; })) peers = OtherRanks();
+    if (std::any_of(ops.begin(), ops.end(), [](const P2POp& op) { return op.peer == kAnySource; })) {
+      peers = OtherRanks();
+    }
     const int64_t probe_seq = next_p2p_++;
     auto watch = [&] {
       std::vector<gloo::transport::UnboundBuffer*> raw;
@@ -882,7 +884,8 @@ void GlooProcessGroup::FailP2P(const std::exception& e, const std::vector<P2POp>
               " did not complete (the peer never posted the matching call, is stuck, or died while the data was in "
               "flight)"));
   }
-  if (dynamic_cast<const gloo::IoException*>(&e) != nullptr && current < ops.size() && ops[current].peer != kAnySource) {
+  if (dynamic_cast<const gloo::IoException*>(&e) != nullptr && current < ops.size() &&
+      ops[current].peer != kAnySource) {
     // Gloo fails a pair's pending operations when its connection closes: as in the collectives, say so
     // (at once, not at the timeout) and name the peer.
     const int peer = ops[current].peer;

@@ -167,8 +167,9 @@ void GroupRendezvous::RunCollective(int rank, const RankCall& call, int num_phas
 // ---- point to point ----------------------------------------------------------------------------------
 
 std::string GroupRendezvous::P2PName(const P2PEntry& e) const {
-  const std::string peer = e.is_send ? Str("send to rank ", e.dst)
-                                     : (e.src == kAnySource ? std::string("recv from any rank") : Str("recv from rank ", e.src));
+  const std::string peer = e.is_send               ? Str("send to rank ", e.dst)
+                           : e.src == kAnySource ? std::string("recv from any rank")
+                                                 : Str("recv from rank ", e.src);
   return Str(peer, " (tag ", e.tag, ", ", e.bytes, " B, ", e.dtype, ")");
 }
 
@@ -207,7 +208,8 @@ std::shared_ptr<GroupRendezvous::P2PEntry> GroupRendezvous::Post(
   }
   // A send takes the earliest posted receive from it or from any rank; a receive from any rank takes the
   // earliest posted send to it (per tag), as MPI matches wildcards.
-  if (std::shared_ptr<P2PEntry> partner = TakeMatch(is_send ? pending_recvs_ : pending_sends_, e->src, e->dst, e->tag)) {
+  P2PQueue& opposite = is_send ? pending_recvs_ : pending_sends_;
+  if (std::shared_ptr<P2PEntry> partner = TakeMatch(opposite, e->src, e->dst, e->tag)) {
     partner->matched = e->matched = true;
     if (is_send) {
       partner->src = e->src;  // a receive from any rank learns its sender
@@ -275,7 +277,9 @@ void GroupRendezvous::RunP2P(int rank, const std::vector<P2POp>& ops, std::chron
       const int peer = e->is_send ? e->dst : e->src;
       if (peer == kAnySource) {  // gone once every other member is
         bool all = true;
-        for (int r = 0; r < size() && all; ++r) all = r == rank || world_->exited(global_ranks_[static_cast<size_t>(r)]);
+        for (int r = 0; r < size() && all; ++r) {
+          all = r == rank || world_->exited(global_ranks_[static_cast<size_t>(r)]);
+        }
         if (!all) continue;
         gone = Str(P2PName(*e), ": every other rank already returned from RunRanks (or stopped)");
         return true;

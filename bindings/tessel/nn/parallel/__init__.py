@@ -172,7 +172,8 @@ class DistributedDataParallel(Module):
             g.all_reduce(flags, _C.ReduceOp.SUM, False)
             had = dict(zip(map(id, everyone), flags.tolist()))
             for index, ps in enumerate(by_dtype.values()):
-                buffer = cat([(p.grad if p.grad is not None else zeros_like(p)).reshape(-1) for p in ps], 0).contiguous()
+                grads = [(p.grad if p.grad is not None else zeros_like(p)).reshape(-1) for p in ps]
+                buffer = cat(grads, 0).contiguous()
                 bucket = GradBucket(index, buffer, ps, index == len(by_dtype) - 1, g)
                 out = hook(state, bucket).wait()
                 if isinstance(out, (list, tuple)):
