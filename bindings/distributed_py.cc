@@ -465,6 +465,16 @@ void BindStores(py::module_& m) {
       .def("wait", [](Store& s, const std::vector<std::string>& keys, milliseconds timeout) {
         NoGil([&] { s.Wait(keys, timeout); });
       }, py::arg("keys"), py::arg("timeout"))
+      .def("compare_set", [](Store& s, const std::string& key, const py::bytes& expected, const py::bytes& desired) {
+        const std::string e = expected, d = desired;
+        const std::vector<char> v = NoGil([&] {
+          return s.CompareSet(key, std::vector<char>(e.begin(), e.end()), std::vector<char>(d.begin(), d.end()));
+        });
+        return py::bytes(v.data(), v.size());
+      }, py::arg("key"), py::arg("expected_value"), py::arg("desired_value"))
+      .def("delete_key", [](Store& s, const std::string& key) { return NoGil([&] { return s.DeleteKey(key); }); },
+           py::arg("key"))
+      .def("num_keys", [](Store& s) { return NoGil([&] { return s.NumKeys(); }); })
       .def("__repr__", &Store::Describe);
   // (store, the port it serves or reaches: 0 asks the server for a free one)
   m.def("_tcp_store", [](const std::string& host, int port, bool is_master, milliseconds timeout) {

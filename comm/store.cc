@@ -39,6 +39,21 @@ void Store::Wait(const std::vector<std::string>& keys, std::chrono::milliseconds
   }
 }
 
+namespace internal {
+
+std::vector<char> CompareSetSlot(std::optional<std::vector<char>>& slot, const std::vector<char>& expected,
+                                 const std::vector<char>& desired) {
+  if (!slot) {
+    if (!expected.empty()) return expected;  // PyTorch's: absent and something expected: nothing set
+    slot = desired;
+  } else if (*slot == expected) {
+    slot = desired;
+  }
+  return *slot;
+}
+
+}  // namespace internal
+
 // ---- FileStore --------------------------------------------------------------------------------------
 // One file per key, named by the key's hex bytes; written to a temporary name and renamed, so a
 // reader sees either no file or the whole value. Add serializes through flock on a lock file.
@@ -73,6 +88,23 @@ void WriteAtomically(const std::string& path, const std::vector<char>& value) {
                     ec.message());
 }
 
+// Runs fn with the key's lock file held (flock): FileStore's read-modify-write operations.
+template <typename F>
+auto UnderKeyLock(const std::string& path, const std::string& key, F&& fn) -> decltype(fn()) {
+  const int lock_fd = ::open((path + ".lock").c_str(), O_CREAT | O_RDWR, 0644);
+  TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, lock_fd >= 0, "file store: cannot open lock for '", key, "': ",
+                    std::strerror(errno));
+  ::flock(lock_fd, LOCK_EX);
+  struct Unlock {
+    int fd;
+    ~Unlock() {
+      ::flock(fd, LOCK_UN);
+      ::close(fd);
+    }
+  } unlock{lock_fd};
+  return fn();
+}
+
 std::vector<char> ReadAll(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::vector<char>(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
@@ -91,20 +123,47 @@ std::vector<char> FileStore::Get(const std::string& key, std::chrono::millisecon
 
 int64_t FileStore::Add(const std::string& key, int64_t delta) {
   const std::string path = PathOf(key);
-  const int lock_fd = ::open((path + ".lock").c_str(), O_CREAT | O_RDWR, 0644);
-  TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, lock_fd >= 0, "file store: cannot open lock for '", key, "': ",
-                    std::strerror(errno));
-  ::flock(lock_fd, LOCK_EX);
-  int64_t value = 0;
-  const std::vector<char> old = ReadAll(path);
-  if (old.size() == sizeof(value)) std::memcpy(&value, old.data(), sizeof(value));
-  value += delta;
-  std::vector<char> bytes(sizeof(value));
-  std::memcpy(bytes.data(), &value, sizeof(value));
-  WriteAtomically(path, bytes);
-  ::flock(lock_fd, LOCK_UN);
-  ::close(lock_fd);
-  return value;
+  return UnderKeyLock(path, key, [&] {
+    int64_t value = 0;
+    const std::vector<char> old = ReadAll(path);
+    if (old.size() == sizeof(value)) std::memcpy(&value, old.data(), sizeof(value));
+    value += delta;
+    std::vector<char> bytes(sizeof(value));
+    std::memcpy(bytes.data(), &value, sizeof(value));
+    WriteAtomically(path, bytes);
+    return value;
+  });
+}
+
+
+std::vector<char> FileStore::CompareSet(const std::string& key, const std::vector<char>& expected,
+                                        const std::vector<char>& desired) {
+  const std::string path = PathOf(key);
+  return UnderKeyLock(path, key, [&] {
+    std::optional<std::vector<char>> slot;
+    if (std::filesystem::exists(path)) slot = ReadAll(path);
+    const std::optional<std::vector<char>> before = slot;
+    std::vector<char> out = internal::CompareSetSlot(slot, expected, desired);
+    if (slot != before) WriteAtomically(path, *slot);
+    return out;
+  });
+}
+
+bool FileStore::DeleteKey(const std::string& key) {
+  const std::string path = PathOf(key);
+  return UnderKeyLock(path, key, [&] {
+    std::error_code ec;
+    return std::filesystem::remove(path, ec);
+  });
+}
+
+int64_t FileStore::NumKeys() {
+  int64_t n = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir_)) {
+    const std::string name = entry.path().filename().string();
+    n += name.size() > 1 && name[0] == 'k' && name.find('.') == std::string::npos;  // not a lock or a temporary
+  }
+  return n;
 }
 
 // ---- HashStore, PrefixStore ----------------------------------------------------------------------------
@@ -142,6 +201,30 @@ int64_t HashStore::Add(const std::string& key, int64_t delta) {
   }
   changed_.notify_all();
   return value;
+}
+
+std::vector<char> HashStore::CompareSet(const std::string& key, const std::vector<char>& expected,
+                                        const std::vector<char>& desired) {
+  std::vector<char> out;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::optional<std::vector<char>> slot;
+    if (auto it = values_.find(key); it != values_.end()) slot = it->second;
+    out = internal::CompareSetSlot(slot, expected, desired);
+    if (slot) values_[key] = *slot;
+  }
+  changed_.notify_all();
+  return out;
+}
+
+bool HashStore::DeleteKey(const std::string& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return values_.erase(key) > 0;
+}
+
+int64_t HashStore::NumKeys() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int64_t>(values_.size());
 }
 
 PrefixStore::PrefixStore(std::string prefix, std::shared_ptr<Store> inner)

@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,11 +34,26 @@ class Store {
   virtual bool Check(const std::string& key) = 0;
   // Adds `delta` to the integer at `key` (absent counts as 0) and returns the new value.
   virtual int64_t Add(const std::string& key, int64_t delta) = 0;
+  // PyTorch's compare_set, atomic across clients: `key` becomes `desired` when it holds `expected`, or
+  // when it is absent and `expected` is empty; returns what it holds afterwards (`expected` when it is
+  // absent and `expected` is not empty: nothing is set then).
+  virtual std::vector<char> CompareSet(const std::string& key, const std::vector<char>& expected,
+                                       const std::vector<char>& desired) = 0;
+  // Removes `key`; whether it was set.
+  virtual bool DeleteKey(const std::string& key) = 0;
+  // Keys set in the store, every client's (internal rendezvous keys included, as PyTorch's num_keys).
+  virtual int64_t NumKeys() = 0;
   // Waits up to `timeout` until every key is set (polls Check with backoff).
   void Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout);
   // Where this store lives, for error messages ("tcp store 10.0.0.1:29500").
   virtual std::string Describe() const = 0;
 };
+
+namespace internal {
+// Store::CompareSet on one value (`slot` empty: the key is absent); updates `slot`, returns the result.
+std::vector<char> CompareSetSlot(std::optional<std::vector<char>>& slot, const std::vector<char>& expected,
+                                 const std::vector<char>& desired);
+}  // namespace internal
 
 class TcpStore final : public Store {
  public:
@@ -52,6 +68,10 @@ class TcpStore final : public Store {
   std::vector<char> Get(const std::string& key, std::chrono::milliseconds timeout) override;
   bool Check(const std::string& key) override;
   int64_t Add(const std::string& key, int64_t delta) override;
+  std::vector<char> CompareSet(const std::string& key, const std::vector<char>& expected,
+                               const std::vector<char>& desired) override;
+  bool DeleteKey(const std::string& key) override;
+  int64_t NumKeys() override;
   std::string Describe() const override;
   int port() const { return port_; }
 
@@ -76,6 +96,10 @@ class FileStore final : public Store {
   std::vector<char> Get(const std::string& key, std::chrono::milliseconds timeout) override;
   bool Check(const std::string& key) override;
   int64_t Add(const std::string& key, int64_t delta) override;
+  std::vector<char> CompareSet(const std::string& key, const std::vector<char>& expected,
+                               const std::vector<char>& desired) override;
+  bool DeleteKey(const std::string& key) override;
+  int64_t NumKeys() override;
   std::string Describe() const override { return "file store " + dir_; }
 
  private:
@@ -91,6 +115,10 @@ class HashStore final : public Store {
   std::vector<char> Get(const std::string& key, std::chrono::milliseconds timeout) override;
   bool Check(const std::string& key) override;
   int64_t Add(const std::string& key, int64_t delta) override;
+  std::vector<char> CompareSet(const std::string& key, const std::vector<char>& expected,
+                               const std::vector<char>& desired) override;
+  bool DeleteKey(const std::string& key) override;
+  int64_t NumKeys() override;
   std::string Describe() const override { return "hash store"; }
 
  private:
@@ -109,6 +137,12 @@ class PrefixStore final : public Store {
   }
   bool Check(const std::string& key) override { return inner_->Check(Key(key)); }
   int64_t Add(const std::string& key, int64_t delta) override { return inner_->Add(Key(key), delta); }
+  std::vector<char> CompareSet(const std::string& key, const std::vector<char>& expected,
+                               const std::vector<char>& desired) override {
+    return inner_->CompareSet(Key(key), expected, desired);
+  }
+  bool DeleteKey(const std::string& key) override { return inner_->DeleteKey(Key(key)); }
+  int64_t NumKeys() override { return inner_->NumKeys(); }  // the whole store's, as PyTorch's
   std::string Describe() const override { return inner_->Describe() + " under prefix '" + prefix_ + "'"; }
   const std::shared_ptr<Store>& inner() const { return inner_; }
 

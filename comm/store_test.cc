@@ -37,6 +37,19 @@ void ExerciseStore(Store& a, Store& b) {
     EXPECT_EQ(e.code(), ErrorCode::kDeadlineExceeded);
     EXPECT_NE(std::string(e.what()).find("key(s) 'never' not set after 50 ms"), std::string::npos) << e.what();
   }
+  // compare_set with PyTorch's semantics, delete_key and num_keys, seen from the other client.
+  const int64_t keys = a.NumKeys();
+  EXPECT_EQ(a.CompareSet("cas", Bytes("x"), Bytes("y")), Bytes("x"));  // absent, something expected: not set
+  EXPECT_FALSE(b.Check("cas"));
+  EXPECT_EQ(a.CompareSet("cas", {}, Bytes("first")), Bytes("first"));  // absent, nothing expected: set
+  EXPECT_EQ(b.CompareSet("cas", Bytes("wrong"), Bytes("second")), Bytes("first"));  // another value: kept
+  EXPECT_EQ(b.CompareSet("cas", Bytes("first"), Bytes("second")), Bytes("second"));
+  EXPECT_EQ(a.Get("cas", milliseconds(100)), Bytes("second"));
+  EXPECT_EQ(b.NumKeys(), keys + 1);
+  EXPECT_TRUE(a.DeleteKey("cas"));
+  EXPECT_FALSE(b.Check("cas"));
+  EXPECT_FALSE(b.DeleteKey("cas"));
+  EXPECT_EQ(a.NumKeys(), keys);
 }
 
 TEST(StoreTest, TcpStoreServesSetGetAddAcrossClients) {
@@ -82,6 +95,7 @@ TEST(StoreTest, FileStoreSharesKeysThroughADirectory) {
 TEST(StoreTest, HashStoreSharesKeysBetweenThreads) {
   auto store = std::make_shared<HashStore>();
   ExerciseStore(*store, *store);
+  EXPECT_EQ(store->NumKeys(), 4);  // alpha, empty, late/key, counter
   try {
     store->Get("missing", milliseconds(20));
     FAIL();

@@ -26,7 +26,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-enum Op : uint8_t { kSet = 1, kGet = 2, kCheck = 3, kAdd = 4 };
+enum Op : uint8_t { kSet = 1, kGet = 2, kCheck = 3, kAdd = 4, kCompareSet = 5, kDelete = 6, kNumKeys = 7 };
 constexpr uint32_t kMaxLen = 1u << 30;
 
 bool ReadFull(int fd, void* data, size_t n) {
@@ -216,6 +216,26 @@ class TcpStore::Server {
         reply = slot;
         break;
       }
+      case kCompareSet: {  // value: [uint32 length of expected][expected][desired]
+        uint32_t n = 0;
+        if (value.size() < sizeof(n)) return false;
+        std::memcpy(&n, value.data(), sizeof(n));
+        if (value.size() < sizeof(n) + n) return false;
+        const std::vector<char> expected(value.begin() + sizeof(n), value.begin() + sizeof(n) + n);
+        const std::vector<char> desired(value.begin() + sizeof(n) + n, value.end());
+        std::optional<std::vector<char>> slot;
+        if (auto it = data_.find(key); it != data_.end()) slot = it->second;
+        reply = internal::CompareSetSlot(slot, expected, desired);
+        if (slot) data_[key] = *slot;
+        break;
+      }
+      case kDelete: status = data_.erase(key) > 0; break;
+      case kNumKeys: {
+        const int64_t n = static_cast<int64_t>(data_.size());
+        reply.resize(sizeof(n));
+        std::memcpy(reply.data(), &n, sizeof(n));
+        break;
+      }
       default: return false;
     }
     return WriteFull(fd, &status, 1) && WriteBlob(fd, reply.data(), static_cast<uint32_t>(reply.size()));
@@ -284,6 +304,30 @@ int64_t TcpStore::Add(const std::string& key, int64_t delta) {
   std::memcpy(value.data(), &delta, sizeof(delta));
   std::vector<char> reply;
   Request(kAdd, key, value, &reply);
+  return DecodeInt(reply);
+}
+
+std::vector<char> TcpStore::CompareSet(const std::string& key, const std::vector<char>& expected,
+                                       const std::vector<char>& desired) {
+  TESSEL_CHECK(expected.size() + desired.size() + 4 < kMaxLen, Describe(), ": values for '", key, "' are too large");
+  const uint32_t n = static_cast<uint32_t>(expected.size());
+  std::vector<char> value(sizeof(n));
+  std::memcpy(value.data(), &n, sizeof(n));
+  value.insert(value.end(), expected.begin(), expected.end());
+  value.insert(value.end(), desired.begin(), desired.end());
+  std::vector<char> reply;
+  Request(kCompareSet, key, value, &reply);
+  return reply;
+}
+
+bool TcpStore::DeleteKey(const std::string& key) {
+  std::vector<char> reply;
+  return Request(kDelete, key, {}, &reply);
+}
+
+int64_t TcpStore::NumKeys() {
+  std::vector<char> reply;
+  Request(kNumKeys, "", {}, &reply);
   return DecodeInt(reply);
 }
 

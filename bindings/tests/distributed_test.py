@@ -1312,6 +1312,11 @@ def test_stores_follow_torchs_api():
         with pytest.raises(TimeoutError, match="'never'"):
             b.get("never")
         b.set_timeout(datetime.timedelta(seconds=10))
+        keys = a.num_keys()
+        assert a.compare_set("cas", "", "first") == b"first" and b.compare_set("cas", "nope", "x") == b"first"
+        assert b.compare_set("cas", b"first", b"second") == b"second" and a.get("cas") == b"second"
+        assert b.num_keys() == keys + 1 and a.delete_key("cas") and not b.delete_key("cas")
+        assert a.num_keys() == keys
     base = dist.HashStore()
     p1, p2 = dist.PrefixStore("job1", base), dist.PrefixStore("job2", base)
     p1.set("k", b"1")

@@ -42,6 +42,10 @@ def run_ranks(world_size, fn):
 _DEFAULT_STORE_TIMEOUT = datetime.timedelta(seconds=300)
 
 
+def _as_bytes(value):
+    return value if isinstance(value, bytes) else str(value).encode()
+
+
 class Store:
     """torch.distributed.Store: keys to bytes, shared by the ranks. get() and wait() wait up to the store's
     timeout (or wait's own) for a key, then raise TimeoutError naming it; add() is atomic across clients.
@@ -51,7 +55,7 @@ class Store:
         self._impl, self.timeout = impl, timeout
 
     def set(self, key, value):
-        self._impl.set(key, value if isinstance(value, bytes) else str(value).encode())
+        self._impl.set(key, _as_bytes(value))
 
     def get(self, key):
         return self._impl.get(key, self.timeout)
@@ -67,6 +71,18 @@ class Store:
 
     def set_timeout(self, timeout):
         self.timeout = timeout
+
+    def compare_set(self, key, expected_value, desired_value):
+        """key becomes desired_value when it holds expected_value (or is absent and expected_value is empty);
+        returns what it holds afterwards, atomically across clients (torch's)."""
+        return self._impl.compare_set(key, _as_bytes(expected_value), _as_bytes(desired_value))
+
+    def delete_key(self, key):
+        return self._impl.delete_key(key)
+
+    def num_keys(self):
+        """Keys in the store, every client's (internal rendezvous keys included, as torch's)."""
+        return self._impl.num_keys()
 
     def __repr__(self):
         return "%s(%r)" % (type(self).__name__, self._impl)
