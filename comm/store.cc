@@ -41,6 +41,26 @@ void Store::Wait(const std::vector<std::string>& keys, std::chrono::milliseconds
 
 namespace internal {
 
+std::vector<char> CounterBytes(int64_t value) {
+  const std::string text = std::to_string(value);
+  return std::vector<char>(text.begin(), text.end());
+}
+
+int64_t ParseCounter(const std::vector<char>& bytes, const std::string& key) {
+  if (bytes.empty()) return 0;
+  const std::string text(bytes.begin(), bytes.end());
+  size_t used = 0;
+  int64_t value = 0;
+  try {
+    value = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  TESSEL_CHECK(used == text.size(), "store add: key '", key, "' holds ", bytes.size(),
+               " bytes that are not an integer (a key set with set() cannot be a counter)");
+  return value;
+}
+
 std::vector<char> CompareSetSlot(std::optional<std::vector<char>>& slot, const std::vector<char>& expected,
                                  const std::vector<char>& desired) {
   if (!slot) {
@@ -124,13 +144,8 @@ std::vector<char> FileStore::Get(const std::string& key, std::chrono::millisecon
 int64_t FileStore::Add(const std::string& key, int64_t delta) {
   const std::string path = PathOf(key);
   return UnderKeyLock(path, key, [&] {
-    int64_t value = 0;
-    const std::vector<char> old = ReadAll(path);
-    if (old.size() == sizeof(value)) std::memcpy(&value, old.data(), sizeof(value));
-    value += delta;
-    std::vector<char> bytes(sizeof(value));
-    std::memcpy(bytes.data(), &value, sizeof(value));
-    WriteAtomically(path, bytes);
+    const int64_t value = internal::ParseCounter(ReadAll(path), key) + delta;
+    WriteAtomically(path, internal::CounterBytes(value));
     return value;
   });
 }
@@ -193,11 +208,9 @@ int64_t HashStore::Add(const std::string& key, int64_t delta) {
   int64_t value = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    std::vector<char>& bytes = values_[key];
-    if (bytes.size() == sizeof(value)) std::memcpy(&value, bytes.data(), sizeof(value));
-    value += delta;
-    bytes.resize(sizeof(value));
-    std::memcpy(bytes.data(), &value, sizeof(value));
+    auto it = values_.find(key);
+    value = (it == values_.end() ? 0 : internal::ParseCounter(it->second, key)) + delta;
+    values_[key] = internal::CounterBytes(value);
   }
   changed_.notify_all();
   return value;

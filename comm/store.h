@@ -32,7 +32,8 @@ class Store {
   virtual std::vector<char> Get(const std::string& key, std::chrono::milliseconds timeout) = 0;
   // True when `key` is set (no waiting).
   virtual bool Check(const std::string& key) = 0;
-  // Adds `delta` to the integer at `key` (absent counts as 0) and returns the new value.
+  // Adds `delta` to the integer at `key` (absent counts as 0; kept as decimal text, as PyTorch's) and
+  // returns the new value; a key holding anything but an integer is kInvalidArgument.
   virtual int64_t Add(const std::string& key, int64_t delta) = 0;
   // PyTorch's compare_set, atomic across clients: `key` becomes `desired` when it holds `expected`, or
   // when it is absent and `expected` is empty; returns what it holds afterwards (`expected` when it is
@@ -50,6 +51,10 @@ class Store {
 };
 
 namespace internal {
+// A counter's value as Add keeps it: decimal text, as PyTorch's stores (so get() of a counter reads "5").
+// Parsing an empty value gives 0; anything but an integer is kInvalidArgument naming the key.
+std::vector<char> CounterBytes(int64_t value);
+int64_t ParseCounter(const std::vector<char>& bytes, const std::string& key);
 // Store::CompareSet on one value (`slot` empty: the key is absent); updates `slot`, returns the result.
 std::vector<char> CompareSetSlot(std::optional<std::vector<char>>& slot, const std::vector<char>& expected,
                                  const std::vector<char>& desired);

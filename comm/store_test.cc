@@ -30,6 +30,17 @@ void ExerciseStore(Store& a, Store& b) {
   late.join();
   EXPECT_EQ(a.Add("counter", 2), 2);
   EXPECT_EQ(b.Add("counter", 3), 5);
+  EXPECT_EQ(a.Get("counter", milliseconds(100)), Bytes("5"));  // decimal text, as PyTorch's stores keep it
+  a.Set("set_counter", Bytes("-7"));
+  EXPECT_EQ(b.Add("set_counter", 10), 3);  // a counter set by hand as text counts on
+  try {
+    b.Add("alpha", 1);  // "one" is no integer
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("alpha' holds"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(a.Get("alpha", milliseconds(100)), Bytes("one"));  // untouched
   try {
     b.Wait({"alpha", "never"}, milliseconds(50));
     FAIL();
@@ -95,7 +106,7 @@ TEST(StoreTest, FileStoreSharesKeysThroughADirectory) {
 TEST(StoreTest, HashStoreSharesKeysBetweenThreads) {
   auto store = std::make_shared<HashStore>();
   ExerciseStore(*store, *store);
-  EXPECT_EQ(store->NumKeys(), 4);  // alpha, empty, late/key, counter
+  EXPECT_EQ(store->NumKeys(), 5);  // alpha, empty, late/key, counter, set_counter
   try {
     store->Get("missing", milliseconds(20));
     FAIL();

@@ -208,12 +208,14 @@ class TcpStore::Server {
         if (status && op == kGet) reply = it->second;
         break;
       }
-      case kAdd: {
+      case kAdd: {  // status 0: the key holds something that is not an integer (left as it is)
         auto& slot = data_[key];
-        const int64_t next = DecodeInt(slot) + DecodeInt(value);
-        slot.resize(sizeof(next));
-        std::memcpy(slot.data(), &next, sizeof(next));
-        reply = slot;
+        try {
+          slot = internal::CounterBytes(internal::ParseCounter(slot, key) + DecodeInt(value));
+          reply = slot;
+        } catch (const Error&) {
+          status = 0;
+        }
         break;
       }
       case kCompareSet: {  // value: [uint32 length of expected][expected][desired]
@@ -303,8 +305,9 @@ int64_t TcpStore::Add(const std::string& key, int64_t delta) {
   std::vector<char> value(sizeof(delta));
   std::memcpy(value.data(), &delta, sizeof(delta));
   std::vector<char> reply;
-  Request(kAdd, key, value, &reply);
-  return DecodeInt(reply);
+  TESSEL_CHECK(Request(kAdd, key, value, &reply), Describe(), ": add: key '", key,
+               "' holds a value that is not an integer (a key set with set() cannot be a counter)");
+  return internal::ParseCounter(reply, key);
 }
 
 std::vector<char> TcpStore::CompareSet(const std::string& key, const std::vector<char>& expected,

@@ -1301,7 +1301,7 @@ def test_stores_follow_torchs_api():
     for a, b in [(master, client), (dist.HashStore(),) * 2]:
         a.set("k", "v")  # str values are stored as their UTF-8 bytes, as torch's
         assert b.get("k") == b"v" and b.check(["k"]) and not b.check(["k", "nope"])
-        assert a.add("n", 2) == 2 and b.add("n", 3) == 5
+        assert a.add("n", 2) == 2 and b.add("n", 3) == 5 and a.get("n") == b"5"  # decimal text, as torch's
         later = threading.Timer(0.05, lambda: a.set("late", b"x"))
         later.start()
         b.wait(["late"])  # blocks until the other client sets it

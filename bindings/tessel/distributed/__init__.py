@@ -48,8 +48,8 @@ def _as_bytes(value):
 
 class Store:
     """torch.distributed.Store: keys to bytes, shared by the ranks. get() and wait() wait up to the store's
-    timeout (or wait's own) for a key, then raise TimeoutError naming it; add() is atomic across clients.
-    A counter made by add() is stored as 8 bytes, not torch's decimal string: read it with add(key, 0)."""
+    timeout (or wait's own) for a key, then raise TimeoutError naming it; add() is atomic across clients and
+    keeps the counter as decimal text (get() of it reads b"5", as torch's)."""
 
     def __init__(self, impl, timeout=_DEFAULT_STORE_TIMEOUT):
         self._impl, self.timeout = impl, timeout
