@@ -1,5 +1,6 @@
 """init_process_group(store=...), as torch's docs show it, written against PyTorch: torch.multiprocessing.spawn
-starts the ranks; each opens a FileStore on the path given, joins the gloo group through it, all-reduces its
+starts the ranks; each opens a FileStore on the path given, joins the gloo group through it (store= or the
+init_method "file://<path>"), all-reduces its
 rank + 1, and uses the store itself through a PrefixStore (set, wait for every rank's key, add, check, get).
 torch_port_test.py runs it after replacing its import lines with tessel's."""
 import sys
@@ -9,9 +10,12 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 
-def run(rank, world_size, path):
+def run(rank, world_size, path, how):
     store = dist.FileStore(path, world_size)
-    dist.init_process_group("gloo", store=store, rank=rank, world_size=world_size)
+    if how == "store":
+        dist.init_process_group("gloo", store=store, rank=rank, world_size=world_size)
+    else:  # the file:// init method over the same file
+        dist.init_process_group("gloo", init_method="file://" + path, rank=rank, world_size=world_size)
     t = torch.ones(2) * (rank + 1)
     dist.all_reduce(t)
     app = dist.PrefixStore("app", store)
@@ -26,5 +30,5 @@ def run(rank, world_size, path):
 
 
 if __name__ == "__main__":
-    world_size, path = int(sys.argv[1]), sys.argv[2]
-    mp.spawn(run, args=(world_size, path), nprocs=world_size, join=True)
+    world_size, path, how = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+    mp.spawn(run, args=(world_size, path, how), nprocs=world_size, join=True)

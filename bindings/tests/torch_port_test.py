@@ -170,9 +170,11 @@ def test_ported_mp_spawn_script_runs_its_gloo_ranks_and_reports_a_failing_one(tm
 def test_ported_init_process_group_over_a_store_joins_the_ranks_through_it(tmp_path):
     # torch's init_process_group("gloo", store=FileStore(path), rank=, world_size=) with the store then used
     # by the script itself (a PrefixStore: set, wait, add, check, get); only the 3 import lines change.
-    out = run_ported(tmp_path, "torch_port_store.py", 3, [2, str(tmp_path / "filestore")], "unused")
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert sorted(out.stdout.splitlines()) == ["rank 0: [3.0, 3.0] from 1 2 True", "rank 1: [3.0, 3.0] from 0 2 True"]
+    for how in ("store", "file"):  # store=FileStore(path), then init_method="file://" + path
+        out = run_ported(tmp_path, "torch_port_store.py", 3, [2, str(tmp_path / ("filestore_" + how)), how], "unused")
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert sorted(out.stdout.splitlines()) == ["rank 0: [3.0, 3.0] from 1 2 True",
+                                                   "rank 1: [3.0, 3.0] from 0 2 True"]
 
 
 def test_ported_tutorial_style_gpt_learns_and_is_reproducible():

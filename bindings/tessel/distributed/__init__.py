@@ -144,8 +144,8 @@ def _rendezvous_env(init_method, world_size, rank):
         return
     if init_method not in (None, "env://"):
         if not init_method.startswith("tcp://") or ":" not in init_method[len("tcp://"):]:
-            raise ValueError("init_process_group: init_method '%s' is not supported (tcp://host:port or "
-                             "env://)" % init_method)
+            raise ValueError("init_process_group: init_method '%s' is not supported (tcp://host:port, "
+                             "file:///path or env://)" % init_method)
         host, port = init_method[len("tcp://"):].rsplit(":", 1)
         os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = host, port
     if "MASTER_ADDR" not in os.environ or "MASTER_PORT" not in os.environ:
@@ -192,6 +192,8 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
     if backend not in (None, "gloo", "cpu:gloo", "threads"):
         raise ValueError("init_process_group: backend '%s' is not available from Python (gloo, or threads "
                          "under tessel.run_ranks)" % backend)
+    if init_method is not None and init_method.startswith("file://") and store is None:
+        store = FileStore(init_method[len("file://"):], world_size)  # torch's file:// rendezvous
     if store is not None and getattr(_local, "world", None) is None:
         _init_world_with_store(store, rank, world_size, timeout)
     if getattr(_local, "world", None) is None:
