@@ -76,6 +76,10 @@ void BindCheckpoint(py::module_& m) {
   m.def("_get_optimizer_state_dict", [](const nn::Module& model, const optim::Optimizer& opt, bool full_state_dict) {
     return NoGil([&] { return checkpoint::GetOptimizerStateDict(model, opt, {.full_state_dict = full_state_dict}); });
   }, py::arg("model"), py::arg("optimizer"), py::arg("full_state_dict") = false);
+  // Each optimizer parameter's FQN in `model`, matched by identity (checkpoint::OptimizerParamFqns).
+  m.def("_optimizer_param_fqns", [](const nn::Module& model, const optim::Optimizer& opt) {
+    return checkpoint::OptimizerParamFqns(model, opt);
+  }, py::arg("model"), py::arg("optimizer"));
   m.def("_set_optimizer_state_dict", [](const nn::Module& model, optim::Optimizer& opt, const checkpoint::StateDict& sd) {
     NoGil([&] { checkpoint::SetOptimizerStateDict(model, opt, sd); });
   }, py::arg("model"), py::arg("optimizer"), py::arg("state_dict"));

@@ -489,13 +489,15 @@ void BindStores(py::module_& m) {
     return std::make_shared<comm::PrefixStore>(prefix, std::move(inner));
   }, py::arg("prefix"), py::arg("store"));
   // Collective over the world_size processes: the gloo world rendezvousing through `store` (under
-  // "tessel/"); `host`: the TCP store's address (its loopback-ness picks the transport's), else "".
+  // "tessel/"); `host`: the TCP store's address (its loopback-ness picks the transport's), else "". The
+  // calling thread's budget becomes its share of the node's cores (LOCAL_WORLD_SIZE, else world_size ranks).
   m.def("_init_process_group_with_store", [](std::shared_ptr<Store> store, int rank, int world_size,
                                              milliseconds timeout, const std::string& host) {
     comm::GlooOptions options;
     options.timeout = timeout;
     if (!host.empty()) options.master_addr = host;
     if (const char* iface = std::getenv("GLOO_SOCKET_IFNAME"); iface != nullptr) options.iface = iface;
+    comm::ShareCoresWithLocalRanks(world_size);  // one node's processes share its cores, as under tessel_run
     return NoGil([&] { return comm::NewGlooProcessGroup(std::move(store), "tessel/", rank, world_size, options); });
   }, py::arg("store"), py::arg("rank"), py::arg("world_size"), py::arg("timeout"), py::arg("host"));
 }

@@ -74,24 +74,6 @@ const nn::StateDict::value_type* FindParam(const nn::StateDict& params, std::str
   return nullptr;
 }
 
-// The model's FQN of each optimizer parameter, in the optimizer's order, as torch maps them (by identity):
-// the name under which the model holds the same tensor (an optimizer built from a submodule's parameters
-// named them from that submodule: 'weight' for the model's '0.weight'), else the optimizer's own name when
-// the model has a parameter of that name (a module that is unsharded right now holds other handles).
-// kInvalidArgument naming the parameter when the model has neither.
-std::vector<std::string> ModelFqns(const nn::StateDict& model_params, const optim::Optimizer& optimizer,
-                                   const char* op) {
-  std::vector<std::string> out;
-  for (const auto& [name, p] : optimizer.params()) {
-    auto same = std::find_if(model_params.begin(), model_params.end(),
-                             [&](const auto& entry) { return entry.second.is_same(p); });
-    TESSEL_CHECK(same != model_params.end() || FindParam(model_params, name) != nullptr, op,
-                 ": the optimizer's parameter '", name, "' is not a parameter of the model");
-    out.push_back(same != model_params.end() ? same->first : name);
-  }
-  return out;
-}
-
 }  // namespace
 
 StateDict GetModelStateDict(const nn::Module& model, const StateDictOptions& options) {
@@ -128,6 +110,21 @@ nn::LoadResult SetModelStateDict(nn::Module& model, const StateDict& state, bool
 
 std::vector<std::string> OptimizerStateNames(const optim::Optimizer& optimizer) { return optimizer.StateNames(); }
 
+std::vector<std::string> OptimizerParamFqns(const nn::Module& model, const optim::Optimizer& optimizer,
+                                            const char* op) {
+  const nn::StateDict model_params = model.NamedParameters();
+  std::vector<std::string> out;
+  for (const auto& [name, p] : optimizer.params()) {
+    auto same = std::find_if(model_params.begin(), model_params.end(),
+                             [&](const auto& entry) { return entry.second.is_same(p); });
+    TESSEL_CHECK(same != model_params.end() || FindParam(model_params, name) != nullptr, op,
+                 ": the optimizer's parameter '", name, "' is not a parameter of the model");
+    out.push_back(same != model_params.end() ? same->first : name);
+  }
+  return out;
+}
+
+
 StateDict GetStateDict(const nn::Module& model, const optim::Optimizer* optimizer, const StateDictOptions& options) {
   StateDict sd = GetModelStateDict(model, options);
   if (optimizer != nullptr) sd.merge(GetOptimizerStateDict(model, *optimizer, options));
@@ -136,7 +133,7 @@ StateDict GetStateDict(const nn::Module& model, const optim::Optimizer* optimize
 
 StateDict GetOptimizerStateDict(const nn::Module& model, const optim::Optimizer& optimizer,
                                 const StateDictOptions& options) {
-  const std::vector<std::string> fqns = ModelFqns(model.NamedParameters(), optimizer, "get_optimizer_state_dict");
+  const std::vector<std::string> fqns = OptimizerParamFqns(model, optimizer, "get_optimizer_state_dict");
   const optim::OptimizerStateDict osd = optimizer.GetStateDict();
   const std::vector<std::string> names = OptimizerStateNames(optimizer);
   StateDict out;
@@ -163,7 +160,7 @@ StateDict GetOptimizerStateDict(const nn::Module& model, const optim::Optimizer&
 }
 
 void SetOptimizerStateDict(const nn::Module& model, optim::Optimizer& optimizer, const StateDict& state) {
-  const std::vector<std::string> fqns = ModelFqns(model.NamedParameters(), optimizer, "set_optimizer_state_dict");
+  const std::vector<std::string> fqns = OptimizerParamFqns(model, optimizer, "set_optimizer_state_dict");
   // The state dict's keys name model FQNs; the optimizer's parameters (entry i: fqns[i]) its own names.
   nn::StateDict by_fqn;
   std::map<std::string, std::string> own_name;

@@ -79,6 +79,13 @@ StateDict GetStateDict(const nn::Module& model, const optim::Optimizer* optimize
 void SetOptimizerStateDict(const nn::Module& model, optim::Optimizer& optimizer, const StateDict& state);
 // The per-parameter state tensor names of `optimizer` ("exp_avg", "exp_avg_sq" for AdamW).
 std::vector<std::string> OptimizerStateNames(const optim::Optimizer& optimizer);
+// The model's FQN of each optimizer parameter, in the optimizer's order, as torch maps them (by identity):
+// the name under which the model holds the same tensor (an optimizer built from a submodule's parameters
+// named them from that submodule: 'weight' for the model's '0.weight'), else the optimizer's own name when
+// the model has a parameter of that name (a module that is unsharded right now holds other handles).
+// kInvalidArgument (prefixed with `op`) naming the parameter when the model has neither.
+std::vector<std::string> OptimizerParamFqns(const nn::Module& model, const optim::Optimizer& optimizer,
+                                            const char* op = "optimizer state dict");
 
 // A Generator as 16 bytes (seed, offset; little-endian) and back (kInvalidArgument on a bad length).
 Bytes GeneratorToBytes(const Generator& gen);

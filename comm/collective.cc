@@ -235,7 +235,16 @@ class SourceRankWork final : public Work {
 
 }  // namespace
 
-WorkPtr WithSourceRank(WorkPtr work, std::shared_ptr<const int> source) {
+WorkPtr IssueRecvAnySource(const ProcessGroup& group, const Tensor& tensor,
+                           const std::function<WorkPtr(std::shared_ptr<int> source)>& issue) {
+  CheckCommTensor("recv", tensor, DeviceType::kCpu);
+  TESSEL_CHECK(group.size() > 1, "recv from any rank on ", GroupLabel(group.name(), group.global_ranks()),
+               ": the group has no other rank");
+  CommTracer::Record(
+      {CollectiveKind::kRecv, group.name(), tensor.dtype(), tensor.numel() * ElementSize(tensor.dtype())});
+  MarkWritten(tensor);
+  auto source = std::make_shared<int>(kAnySource);
+  WorkPtr work = issue(source);
   return std::make_shared<SourceRankWork>(std::move(work), std::move(source));
 }
 

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -72,8 +73,11 @@ void TraceCall(const CollectiveDesc& d, const std::string& group);
 // Marks `t` as written in place (bumps its storage's version counter for autograd).
 void MarkWritten(const Tensor& t);
 
-// `work` with SourceRank() reading *source (which the backend sets before `work` completes).
-WorkPtr WithSourceRank(WorkPtr work, std::shared_ptr<const int> source);
+// A CPU backend's ProcessGroup::RecvAnySource: checks the tensor (kInvalidArgument also for a group with no
+// other rank), traces the receive and marks the tensor written, then `issue(source)` queues it, setting
+// *source to the sender before its work completes. Returns that work with SourceRank() reading *source.
+WorkPtr IssueRecvAnySource(const ProcessGroup& group, const Tensor& tensor,
+                           const std::function<WorkPtr(std::shared_ptr<int> source)>& issue);
 
 // Byte offsets of each peer's block given split rows: offsets[j] = row_bytes * sum(splits[0..j)).
 std::vector<int64_t> SplitOffsets(std::span<const int64_t> splits, int64_t row_bytes);

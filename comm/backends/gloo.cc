@@ -744,16 +744,12 @@ WorkPtr GlooProcessGroup::BatchP2P(const std::vector<P2POp>& ops) {
 }
 
 WorkPtr GlooProcessGroup::RecvAnySource(const Tensor& tensor, int tag) {
-  const std::string label = GroupLabel(name(), global_ranks());
-  CheckCommTensor("recv", tensor, DeviceType::kCpu);
-  TESSEL_CHECK(size() > 1, "recv from any rank on ", label, ": the group has no other rank");
-  CommTracer::Record({CollectiveKind::kRecv, name(), tensor.dtype(), tensor.numel() * ElementSize(tensor.dtype())});
-  MarkWritten(tensor);
-  auto source = std::make_shared<int>(kAnySource);
-  WorkPtr work = thread_->Submit([this, tensor, tag, source, timeout = timeout(), label] {
-    RunP2P({P2POp{P2POp::Kind::kRecv, tensor, kAnySource, tag}}, label, timeout, source.get());
+  return IssueRecvAnySource(*this, tensor, [&](std::shared_ptr<int> source) {
+    const std::string label = GroupLabel(name(), global_ranks());
+    return thread_->Submit([this, tensor, tag, source, timeout = timeout(), label] {
+      RunP2P({P2POp{P2POp::Kind::kRecv, tensor, kAnySource, tag}}, label, timeout, source.get());
+    });
   });
-  return WithSourceRank(std::move(work), source);
 }
 
 void GlooProcessGroup::RunP2P(std::vector<P2POp> ops, const std::string& label, milliseconds timeout, int* any_source) {
@@ -934,20 +930,6 @@ std::shared_ptr<ProcessGroup> GlooProcessGroup::NewGroup(const std::vector<int>&
   return group;
 }
 
-int EnvInt(const char* name, std::optional<int> fallback) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') {
-    TESSEL_CHECK(fallback.has_value(), "InitProcessGroupFromEnv: ", name,
-                 " is not set; start the processes with tessel-run (comm/launcher) or set RANK, WORLD_SIZE, ",
-                 "MASTER_ADDR, MASTER_PORT like torchrun");
-    return *fallback;
-  }
-  char* end = nullptr;
-  const long x = std::strtol(v, &end, 10);
-  TESSEL_CHECK(end != v && *end == '\0', "InitProcessGroupFromEnv: ", name, "='", v, "' is not an integer");
-  return static_cast<int>(x);
-}
-
 // Gloo's TCP transport writes without MSG_NOSIGNAL, so a write to a peer process that has exited raises
 // SIGPIPE, whose default action killed this process (exit code 141) instead of failing the op with the
 // "connection to rank N closed" error: a flaky death of the survivors when a rank crashed mid-barrier, and
@@ -971,41 +953,6 @@ ProcessGroupPtr NewGlooProcessGroup(std::shared_ptr<Store> store, const std::str
   auto monitor = std::make_shared<gloo_internal::WaitMonitor>(store, prefix, rank, world_size);
   return std::make_shared<GlooProcessGroup>(std::move(store), MakeDevice(options), prefix, rank, std::move(all),
                                             threads, options.timeout, std::move(monitor));
-}
-
-ProcessGroupPtr InitGlooProcessGroup(int rank, int world_size, const GlooOptions& options) {
-  TESSEL_CHECK(world_size >= 1 && rank >= 0 && rank < world_size, "gloo: rank ", rank,
-               " is not in a world of size ", world_size);
-  std::shared_ptr<Store> store;
-  std::string prefix = "tessel/";
-  if (options.store_dir.empty()) {
-    store = std::make_shared<TcpStore>(options.master_addr, options.master_port, rank == 0, options.timeout);
-  } else {
-    store = std::make_shared<FileStore>(options.store_dir);
-    prefix = Str("tessel/", options.master_port, "/");  // jobs sharing a directory need distinct ports
-  }
-  return NewGlooProcessGroup(std::move(store), prefix, rank, world_size, options);
-}
-
-GlooOptions GlooOptionsFromEnv(int* rank, int* world_size) {
-  GlooOptions options;
-  *rank = EnvInt("RANK", std::nullopt);
-  *world_size = EnvInt("WORLD_SIZE", std::nullopt);
-  if (const char* a = std::getenv("MASTER_ADDR"); a != nullptr && *a != '\0') options.master_addr = a;
-  options.master_port = EnvInt("MASTER_PORT", 29500);
-  if (const char* d = std::getenv("TESSEL_STORE_DIR"); d != nullptr) options.store_dir = d;
-  if (const char* i = std::getenv("GLOO_SOCKET_IFNAME"); i != nullptr) options.iface = i;
-  options.timeout = milliseconds(EnvInt("TESSEL_COMM_TIMEOUT_MS", static_cast<int>(kDefaultTimeout.count())));
-  return options;
-}
-
-ProcessGroupPtr InitProcessGroupFromEnv() {
-  int rank = 0, world_size = 0;
-  const GlooOptions options = GlooOptionsFromEnv(&rank, &world_size);
-  // Processes of one node share its cores (DESIGN.md "Threads and cores"): never oversubscribe.
-  const int local_world = EnvInt("LOCAL_WORLD_SIZE", 1);
-  if (local_world > 1) SetNumThreads(std::max(1, HardwareConcurrency() / local_world));
-  return InitGlooProcessGroup(rank, world_size, options);
 }
 
 }  // namespace tessel::comm

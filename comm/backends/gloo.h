@@ -64,4 +64,8 @@ ProcessGroupPtr NewGlooProcessGroup(std::shared_ptr<Store> store, const std::str
 GlooOptions GlooOptionsFromEnv(int* rank, int* world_size);
 ProcessGroupPtr InitProcessGroupFromEnv();
 
+// Sets the calling thread's intra-op budget to max(1, cores / local ranks) when that is > 1, the local ranks
+// being LOCAL_WORLD_SIZE or, unset, `default_local_ranks` (gloo_init.cc; processes of one node share its cores).
+void ShareCoresWithLocalRanks(int default_local_ranks);
+
 }  // namespace tessel::comm

@@ -217,16 +217,12 @@ WorkPtr ThreadsProcessGroup::BatchP2P(const std::vector<P2POp>& ops) {
 }
 
 WorkPtr ThreadsProcessGroup::RecvAnySource(const Tensor& tensor, int tag) {
-  const std::string label = GroupLabel(name(), global_ranks());
-  CheckCommTensor("recv", tensor, DeviceType::kCpu);
-  TESSEL_CHECK(size() > 1, "recv from any rank on ", label, ": the group has no other rank");
-  CommTracer::Record({CollectiveKind::kRecv, name(), tensor.dtype(), tensor.numel() * ElementSize(tensor.dtype())});
-  MarkWritten(tensor);
-  auto source = std::make_shared<int>(kAnySource);
-  WorkPtr work = thread_->Submit([this, tensor, tag, source, timeout = timeout(), label] {
-    rendezvous_->RunP2P(rank_, {P2POp{P2POp::Kind::kRecv, tensor, kAnySource, tag}}, timeout, label, source.get());
+  return IssueRecvAnySource(*this, tensor, [&](std::shared_ptr<int> source) {
+    const std::string label = GroupLabel(name(), global_ranks());
+    return thread_->Submit([this, tensor, tag, source, timeout = timeout(), label] {
+      rendezvous_->RunP2P(rank_, {P2POp{P2POp::Kind::kRecv, tensor, kAnySource, tag}}, timeout, label, source.get());
+    });
   });
-  return WithSourceRank(std::move(work), source);
 }
 
 std::shared_ptr<ProcessGroup> ThreadsProcessGroup::NewGroup(const std::vector<int>& ranks) {

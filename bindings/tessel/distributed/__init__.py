@@ -177,10 +177,6 @@ def _init_world_with_store(store, rank, world_size, timeout):
     if rank < 0 or world_size < 1:
         raise ValueError("init_process_group: rank and world_size must be given with store (got rank=%d, "
                          "world_size=%d)" % (rank, world_size))
-    # One node's processes share its cores (as under tessel_run): never oversubscribe.
-    local = int(os.environ.get("LOCAL_WORLD_SIZE", world_size))
-    if local > 1:
-        _C.set_num_threads(max(1, len(os.sched_getaffinity(0)) // local))
     _local.world = _C._init_process_group_with_store(store._impl, int(rank), int(world_size),
                                                      timeout if timeout is not None else store.timeout,
                                                      getattr(store, "host", ""))

@@ -163,9 +163,7 @@ class Optimizer:
     def _model_fqns(self, model):
         """Per group, its parameters' FQNs in `model` (the checkpoint's keys), matched by identity as torch does:
         parameters taken from a submodule (model[0].parameters()) carry that submodule's names ('weight')."""
-        of = {hash(p): n for n, p in model.named_parameters()}  # hash is the tensor's identity
-        return [[of.get(hash(p), name) for name, p in zip(fqns, group["params"])]
-                for fqns, group in zip(self._fqns, self.param_groups)]
+        return [_C._optimizer_param_fqns(model, opt) for opt in self._optimizers]
 
     def _set_checkpoint_state(self, model, state_dict):
         """Loads each group's entries (by its parameters' FQNs) and its hyperparameters into param_groups."""

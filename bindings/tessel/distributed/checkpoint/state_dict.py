@@ -224,8 +224,7 @@ def _own_hyper(key, i):
 def _optimizer_fqns(model, opt):
     """The model FQNs of the parameters `opt` optimizes."""
     if isinstance(opt, _C.Optimizer):
-        from ...optim import _state_fqn
-        return {_state_fqn(k) for k in _C._get_optimizer_state_dict(model, opt, False)} - {None}
+        return set(_C._optimizer_param_fqns(model, opt))
     return {f for fqns in opt._model_fqns(model) for f in fqns}
 
 
@@ -248,7 +247,8 @@ def _merged_optimizer_state(model, opts, full_state_dict, flatten):
 
 
 def _part_of(model, opts, i, optim_state_dict, flattened):
-    """Optimizer i's entries of a dict of several optimizers, under its single-optimizer names."""
+    """Optimizer i's entries of a dict of several optimizers, under its single-optimizer names: {its name:
+    (the dict's key, value)}."""
     from ...optim import _state_fqn
     fqns = _optimizer_fqns(model, opts[i])
     part = {}
@@ -256,12 +256,12 @@ def _part_of(model, opts, i, optim_state_dict, flattened):
         if flattened:  # state.<fqn>.<name> (the step too) and param_groups.<fqn>.<name>
             head, _, rest = k.partition(".")
             if head in ("state", "param_groups") and rest.rpartition(".")[0] in fqns:
-                part[k] = v
+                part[k] = (k, v)
         elif _state_fqn(k) is not None:
             if _state_fqn(k) in fqns:
-                part[k] = v
+                part[k] = (k, v)
         elif _own_hyper(k, i) is not None:
-            part[_own_hyper(k, i)] = v
+            part[_own_hyper(k, i)] = (k, v)
     return part
 
 
@@ -271,14 +271,11 @@ def _parts(model, opts, optim_state_dict, flattened):
     if len(opts) == 1:
         return [dict(optim_state_dict)]
     parts = [_part_of(model, opts, i, optim_state_dict, flattened) for i in range(len(opts))]
-    if sum(len(part) for part in parts) != len(optim_state_dict):
-        claimed = set()
-        for i in range(len(opts)):
-            claimed |= {k for k in optim_state_dict if _part_of(model, opts, i, {k: None}, flattened)}
-        stray = sorted(set(optim_state_dict) - claimed)
+    stray = sorted(set(optim_state_dict) - {key for part in parts for key, _ in part.values()})
+    if stray:
         raise ValueError("set_optimizer_state_dict: %s name no parameter or hyperparameter of the %d optimizers"
                          % (stray[:5], len(opts)))
-    return parts
+    return [{name: v for name, (_, v) in part.items()} for part in parts]
 
 
 def _unflattened(model, opts, optim_state_dict):

@@ -119,8 +119,6 @@ class DistributedDataParallel(Module):
             self.require_backward_grad_sync = old
 
     def _sync_gradients(self):
-        from ... import cat, zeros
-        from ..._tensor import zeros_like
         g = self.process_group
         params = [p for p in self.module.parameters() if p.requires_grad]
         if any(p.grad is not None and p.grad.requires_grad for p in params):
@@ -138,56 +136,59 @@ class DistributedDataParallel(Module):
             return
         with _C._GradMode(False):
             for dtype, ps in by_dtype.items():
-                flags = zeros(len(ps), dtype=dtype)
-                for i, p in enumerate(ps):
-                    if p.grad is not None:
-                        flags[i] = 1.0
-                parts = [(p.grad if p.grad is not None else zeros_like(p)).reshape(-1) for p in ps]
-                flat = cat(parts + [flags], 0).contiguous()
+                flat = _flat_grads(ps, [_grad_flags(ps, dtype)])
                 g.all_reduce(flat, _C.ReduceOp.SUM, False)
-                counts, offset = flat[flat.numel() - len(ps):].tolist(), 0
-                for p, count in zip(ps, counts):
-                    n = p.numel()
-                    if count > 0:
-                        mean = flat[offset:offset + n].view(*p.shape) / float(g.size)
-                        if p.grad is None:
-                            p.grad = mean.contiguous()
-                        else:
-                            p.grad.copy_(mean)
-                    offset += n
+                _assign_grads(ps, flat, flat[flat.numel() - len(ps):].tolist(), float(g.size))
 
     def _sync_with_hook(self, by_dtype):
         """One GradBucket per dtype through the registered hook; which parameters had a gradient on some rank
         travels in one separate all_reduce of flags (the hook's buffer holds only gradients, as torch's)."""
-        from ... import cat, zeros
-        from ..._tensor import zeros_like
         state, hook = self._comm_hook
         g = self.process_group
         with _C._GradMode(False):
             everyone = [p for ps in by_dtype.values() for p in ps]
-            flags = zeros(len(everyone))
-            for i, p in enumerate(everyone):
-                if p.grad is not None:
-                    flags[i] = 1.0
+            flags = _grad_flags(everyone)
             g.all_reduce(flags, _C.ReduceOp.SUM, False)
             had = dict(zip(map(id, everyone), flags.tolist()))
             for index, ps in enumerate(by_dtype.values()):
-                grads = [(p.grad if p.grad is not None else zeros_like(p)).reshape(-1) for p in ps]
-                buffer = cat(grads, 0).contiguous()
-                bucket = GradBucket(index, buffer, ps, index == len(by_dtype) - 1, g)
+                bucket = GradBucket(index, _flat_grads(ps), ps, index == len(by_dtype) - 1, g)
                 out = hook(state, bucket).wait()
-                if isinstance(out, (list, tuple)):
-                    out = out[0]
-                offset = 0
-                for p in ps:
-                    n = p.numel()
-                    if had[id(p)] > 0:
-                        reduced = out[offset:offset + n].view(*p.shape)
-                        if p.grad is None:
-                            p.grad = reduced.contiguous()
-                        else:
-                            p.grad.copy_(reduced)
-                    offset += n
+                _assign_grads(ps, out[0] if isinstance(out, (list, tuple)) else out, [had[id(p)] for p in ps])
+
+
+def _grad_flags(ps, dtype=None):
+    """1 for each parameter that has a .grad, else 0 (summed over the ranks: how many had one)."""
+    from ... import zeros
+    flags = zeros(len(ps)) if dtype is None else zeros(len(ps), dtype=dtype)
+    for i, p in enumerate(ps):
+        if p.grad is not None:
+            flags[i] = 1.0
+    return flags
+
+
+def _flat_grads(ps, extra=()):
+    """The parameters' gradients (zeros for one without) and `extra`, flattened into one contiguous buffer."""
+    from ... import cat
+    from ..._tensor import zeros_like
+    grads = [(p.grad if p.grad is not None else zeros_like(p)).reshape(-1) for p in ps]
+    return cat(grads + list(extra), 0).contiguous()
+
+
+def _assign_grads(ps, flat, counts, divisor=None):
+    """Each parameter whose count is positive (some rank had a gradient) gets its slice of flat (divided by
+    `divisor` when given) as .grad; the others keep theirs."""
+    offset = 0
+    for p, count in zip(ps, counts):
+        n = p.numel()
+        if count > 0:
+            value = flat[offset:offset + n].view(*p.shape)
+            if divisor is not None:
+                value = value / divisor
+            if p.grad is None:
+                p.grad = value.contiguous()
+            else:
+                p.grad.copy_(value)
+        offset += n
 
 
 class GradBucket:
