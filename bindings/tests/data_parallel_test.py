@@ -1,0 +1,212 @@
+"""Data parallelism that keeps parameters whole, from Python: ZeroRedundancyOptimizer (torch's ZeRO-1) trains
+exactly as one optimizer on one rank, partitions as torch does, broadcasts with the collectives counted by the
+comm tracer, and round-trips torch's consolidated state dict."""
+import numpy as np
+import pytest
+
+import tessel
+import tessel.distributed as dist
+import tessel.nn as nn
+from tessel.distributed.optim import ZeroRedundancyOptimizer
+from tessel.nn.parallel import DistributedDataParallel as DDP
+
+RNG = np.random.default_rng(7)
+X_ALL = RNG.standard_normal((8, 3)).astype(np.float32)
+Y_ALL = RNG.standard_normal((8, 2)).astype(np.float32)
+
+
+def make(seed=0):
+    tessel.manual_seed(seed)
+    return nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2))  # 12, 4, 8 and 2 elements
+
+
+def loss_of(model, x, y):
+    return ((model(tessel.tensor(x)) - tessel.tensor(y)) ** 2).mean()
+
+
+def reference(steps, lr=0.05, extra=None):
+    """One process, the whole batch, a plain AdamW: the parameters after `steps` steps and its state dict."""
+    model = make(0)
+    opt = tessel.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.1)
+    for i in range(steps):
+        if extra is not None:
+            extra(opt, i)
+        opt.zero_grad()
+        loss_of(model, X_ALL, Y_ALL).backward()
+        opt.step()
+    return [p.detach().numpy() for p in model.parameters()], opt.state_dict()
+
+
+def zero_steps(rank, model, opt, steps, extra=None):
+    x, y = X_ALL[rank * 4:(rank + 1) * 4], Y_ALL[rank * 4:(rank + 1) * 4]
+    for i in range(steps):
+        if extra is not None:
+            extra(opt, i)
+        opt.zero_grad()
+        loss_of(model, x, y).backward()
+        opt.step()
+
+
+def test_zero_redundancy_optimizer_steps_as_one_adamw_and_partitions_whole_parameters_as_torch():
+    want, _ = reference(3)
+    results, owned, traces = {}, {}, {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        rank = dist.get_rank()
+        model = DDP(make(rank))
+        opt = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=tessel.optim.AdamW, lr=0.05,
+                                      weight_decay=0.1)
+        # Largest first, each to the rank with the fewest elements so far: 12 -> 0, 8 -> 1, 4 -> 1, 2 -> 0.
+        owned[rank] = sorted(p.numel() for g in opt.optim.param_groups for p in g["params"])
+        assert opt.param_groups[0]["betas"] == (0.9, 0.999)  # the local optimizer's defaults, synced back
+        zero_steps(rank, model, opt, 2)
+        opt.zero_grad()
+        loss_of(model, X_ALL[rank * 4:(rank + 1) * 4], Y_ALL[rank * 4:(rank + 1) * 4]).backward()
+        with tessel.CommTracer() as t:
+            opt.step()  # the local step, then one broadcast per parameter from its owner
+        traces[rank] = t.summary()
+        results[rank] = [p.detach().numpy() for p in model.module.parameters()]
+
+    tessel.run_ranks(2, rank_fn)
+    assert owned == {0: [2, 12], 1: [4, 8]}
+    assert traces[0] == traces[1] == "broadcast(world) x4"
+    for r in range(2):
+        for got, w in zip(results[r], want):
+            np.testing.assert_allclose(got, w, rtol=1e-5, atol=1e-6)
+
+
+def test_zero_bucket_view_broadcasts_once_per_rank_and_param_group_options_reach_the_local_optimizer():
+    # lr 0 for the first step through param_groups (as an LR scheduler writes it), then 0.05.
+    def lr_schedule(opt, i):
+        for g in opt.param_groups:
+            g["lr"] = 0.0 if i == 0 else 0.05
+
+    want, _ = reference(3, extra=lr_schedule)
+    results, traces = {}, {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        rank = dist.get_rank()
+        model = DDP(make(rank))
+        opt = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=tessel.optim.AdamW,
+                                      parameters_as_bucket_view=True, lr=0.05, weight_decay=0.1)
+        first = [p.detach().numpy().copy() for p in model.module.parameters()]
+        with tessel.CommTracer() as t:
+            zero_steps(rank, model, opt, 1, extra=lr_schedule)
+        traces[rank] = t.summary()
+        after_lr0 = [p.detach().numpy() for p in model.module.parameters()]
+        for a, b in zip(first, after_lr0):  # lr 0: AdamW's decay is lr-scaled too, nothing moves
+            np.testing.assert_array_equal(a, b)
+        zero_steps(rank, model, opt, 2, extra=lambda o, i: lr_schedule(o, i + 1))
+        results[rank] = [p.detach().numpy() for p in model.module.parameters()]
+
+    tessel.run_ranks(2, rank_fn)
+    # DDP's gradient all-reduce (one bucket of the float32 gradients and flags), then one broadcast per rank.
+    assert traces[0] == traces[1] == "all_reduce(world) x1, broadcast(world) x2"
+    for r in range(2):
+        for got, w in zip(results[r], want):
+            np.testing.assert_allclose(got, w, rtol=1e-5, atol=1e-6)
+
+
+def test_zero_consolidated_state_dict_is_torchs_layout_and_resumes_training():
+    _, want_state = reference(2)
+    want_after, _ = reference(3)
+    saved, results = {}, {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        rank = dist.get_rank()
+        model = DDP(make(rank))
+        opt = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=tessel.optim.AdamW, lr=0.05,
+                                      weight_decay=0.1)
+        zero_steps(rank, model, opt, 2)
+        with pytest.raises(RuntimeError, match=r"consolidate_state_dict\(to=%d\)" % rank):
+            opt.state_dict()
+        opt.consolidate_state_dict(to=0)
+        if rank == 0:
+            saved["state"] = opt.state_dict()
+        else:
+            with pytest.raises(RuntimeError, match="has not been consolidated"):
+                opt.state_dict()
+        saved["params"] = [p.detach().numpy().copy() for p in model.module.parameters()]
+        dist.barrier()
+        # A new job: fresh model and optimizer, the saved parameters and state dict, one more step.
+        fresh = DDP(make(5))
+        with tessel.no_grad():
+            for p, v in zip(fresh.module.parameters(), saved["params"]):
+                p.copy_(tessel.tensor(v))
+        opt2 = ZeroRedundancyOptimizer(fresh.parameters(), optimizer_class=tessel.optim.AdamW, lr=0.5)
+        opt2.load_state_dict(saved["state"])
+        assert opt2.param_groups[0]["lr"] == 0.05 and opt2.optim.param_groups[0]["weight_decay"] == 0.1
+        zero_steps(rank, fresh, opt2, 1)
+        results[rank] = [p.detach().numpy() for p in fresh.module.parameters()]
+
+    tessel.run_ranks(2, rank_fn)
+    got = saved["state"]
+    assert sorted(got["state"]) == sorted(want_state["state"]) == [0, 1, 2, 3]
+    assert got["param_groups"][0]["params"] == [0, 1, 2, 3]
+    assert {k: v for k, v in got["param_groups"][0].items()} == want_state["param_groups"][0]
+    for i in range(4):
+        for key in ("exp_avg", "exp_avg_sq", "step"):
+            np.testing.assert_allclose(got["state"][i][key].numpy(), want_state["state"][i][key].numpy(),
+                                       rtol=1e-5, atol=1e-7)
+    for r in range(2):
+        for g, w in zip(results[r], want_after):
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+def test_zero_add_param_group_keeps_earlier_owners_and_bad_input_raises_torchs_errors():
+    owners, results = {}, {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        rank = dist.get_rank()
+        model = DDP(make(rank))
+        first, second = model.module[0], model.module[2]
+        opt = ZeroRedundancyOptimizer(first.parameters(), optimizer_class=tessel.optim.SGD, lr=0.1)
+        before = {tuple(p.shape): r for r, gs in enumerate(opt._partition_parameters()) for g in gs
+                  for p in g["params"]}
+        opt.add_param_group({"params": second.parameters(), "lr": 0.2})
+        after = {tuple(p.shape): r for r, gs in enumerate(opt._partition_parameters()) for g in gs
+                 for p in g["params"]}
+        owners[rank] = (before, after, [len(g["params"]) for g in opt.optim.param_groups],
+                        [g["lr"] for g in opt.optim.param_groups])
+        x, y = X_ALL[rank * 4:(rank + 1) * 4], Y_ALL[rank * 4:(rank + 1) * 4]
+        opt.zero_grad()
+        loss_of(model, x, y).backward()
+        opt.step()
+        results[rank] = [p.detach().numpy() for p in model.module.parameters()]
+        mixed = ZeroRedundancyOptimizer([first.bias, second.weight, first.weight, second.bias],
+                                        optimizer_class=tessel.optim.SGD, lr=0.1)  # 4, 8, 12, 2 elements
+        owners[rank] += (sorted(p.numel() for g in mixed.optim.param_groups for p in g["params"]),)
+        with pytest.raises(ValueError, match="more than one parameter group"):
+            opt.add_param_group({"params": [second.weight]})
+        with pytest.raises(ValueError, match="same dense type"):
+            ZeroRedundancyOptimizer([first.weight, tessel.zeros(2, dtype=tessel.float64, requires_grad=True)],
+                                    optimizer_class=tessel.optim.SGD, lr=0.1)
+        with pytest.raises(NotImplementedError, match="overlap_with_ddp"):
+            ZeroRedundancyOptimizer(first.parameters(), optimizer_class=tessel.optim.SGD, overlap_with_ddp=True)
+        with pytest.raises(TypeError, match="iterable of Tensors or dicts"):
+            ZeroRedundancyOptimizer(first.weight, optimizer_class=tessel.optim.SGD, lr=0.1)
+        with pytest.raises(ValueError, match="empty parameter list"):
+            ZeroRedundancyOptimizer([], optimizer_class=tessel.optim.SGD, lr=0.1)
+
+    tessel.run_ranks(2, rank_fn)
+    # first: weight 12 -> 0, bias 4 -> 1; second (sizes continue 12, 4): weight 8 -> 1, bias 2 -> 0 (a tie).
+    assert owners[0][0] == {(4, 3): 0, (4,): 1}
+    assert owners[0][1] == owners[1][1] == {(4, 3): 0, (4,): 1, (2, 4): 1, (2,): 0}
+    assert owners[0][2:4] == owners[1][2:4] == ([1, 1], [0.1, 0.2])
+    assert owners[0][4] == [2, 12] and owners[1][4] == [4, 8]  # sorted largest first, not in the given order
+    model = make(0)  # one process: SGD with lr 0.1 on the first layer, 0.2 on the second
+    opt = tessel.optim.SGD([{"params": model[0].parameters()}, {"params": model[2].parameters(), "lr": 0.2}], lr=0.1)
+    loss_of(model, X_ALL, Y_ALL).backward()
+    opt.step()
+    for r in range(2):
+        for got, w in zip(results[r], [p.detach().numpy() for p in model.parameters()]):
+            np.testing.assert_allclose(got, w, rtol=1e-6, atol=1e-7)
+
+
+if __name__ == "__main__":
+    import sys
+    sys.exit(pytest.main([__file__, "-q"]))
