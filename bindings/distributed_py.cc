@@ -35,6 +35,7 @@
 #include "fsdp/clip_grad_norm.h"
 #include "fsdp/state.h"
 #include "fsdp/fully_shard.h"
+#include "fsdp/replicate.h"
 
 namespace tessel::bindings {
 namespace {
@@ -163,7 +164,22 @@ void BindMesh(py::module_& m) {
         return NoGil([&] { return d.Flatten(d.axis_names(), name); });
       })
       .def("__eq__", [](const dtensor::DeviceMesh& a, const dtensor::DeviceMesh& b) { return a == b; }, py::is_operator())
-      .def("__repr__", &dtensor::DeviceMesh::ToString);
+      .def("__repr__", &dtensor::DeviceMesh::ToString)
+      // torch's DeviceMesh.from_group(group, device_type, mesh=None, *, mesh_dim_names=None), 1-D: no new group.
+      .def_static("from_group", [](const py::object& group, const std::string& device_type, const py::object& mesh,
+                                   std::optional<std::vector<std::string>> mesh_dim_names) {
+        if (!py::isinstance<comm::ProcessGroup>(group)) {
+          throw py::type_error("DeviceMesh.from_group: tessel builds 1-D meshes from one ProcessGroup; for an N-D "
+                               "mesh use init_device_mesh");
+        }
+        TESSEL_CHECK(device_type == "cpu", "DeviceMesh.from_group: device_type '", device_type,
+                     "' is not available from Python (use 'cpu')");
+        TESSEL_CHECK(mesh.is_none(), "DeviceMesh.from_group: mesh= is for N-D meshes; a 1-D mesh is the group's ranks");
+        TESSEL_CHECK(!mesh_dim_names || mesh_dim_names->size() == 1, "DeviceMesh.from_group: one mesh_dim_name for ",
+                     "a 1-D mesh, got ", mesh_dim_names->size());
+        return dtensor::MeshOfGroup(group.cast<comm::ProcessGroupPtr>(), mesh_dim_names ? (*mesh_dim_names)[0] : "");
+      }, py::arg("group"), py::arg("device_type"), py::arg("mesh") = py::none(), py::kw_only(),
+         py::arg("mesh_dim_names") = py::none());
   m.def("init_device_mesh", [](const comm::ProcessGroupPtr& world, std::vector<int64_t> shape,
                                std::vector<std::string> names) {
     return NoGil([&] { return dtensor::InitDeviceMesh(world, std::move(shape), std::move(names)); });
@@ -419,6 +435,21 @@ void BindFsdp(py::module_& m) {
         py::arg("shard_placement_fn") = py::none(), py::keep_alive<0, 1>(),
         "FSDP2 fully_shard: shards module's parameters over mesh (wrap blocks first, then the root)");
   m.def("_fsdp_state", [](nn::Module& module) { return fsdp::AsFSDPModule(module); }, py::keep_alive<0, 1>());
+  // fsdp::Replicate (DDP's buckets, overlapped with backward): tessel.nn.parallel.DistributedDataParallel's engine.
+  py::class_<fsdp::ReplicateModule>(m, "ReplicateState")
+      .def("set_requires_gradient_sync", &fsdp::ReplicateModule::SetRequiresGradientSync,
+           py::arg("requires_gradient_sync"))
+      .def_property_readonly("num_buckets", &fsdp::ReplicateModule::num_buckets)
+      .def("bucket_fqns", &fsdp::ReplicateModule::BucketFqns)
+      .def("unused_in_last_backward", &fsdp::ReplicateModule::UnusedInLastBackward);
+  m.def("replicate", [](nn::Module& module, const dtensor::DeviceMesh& mesh, int64_t bucket_cap_bytes,
+                        bool find_unused_parameters) {
+    return NoGil([&] {
+      return fsdp::Replicate(module, mesh, {.bucket_cap_bytes = bucket_cap_bytes,
+                                            .find_unused_parameters = find_unused_parameters});
+    });
+  }, py::arg("module"), py::arg("mesh"), py::arg("bucket_cap_bytes"), py::arg("find_unused_parameters"),
+        py::keep_alive<0, 1>());
   m.def("clip_grad_norm_fsdp", [](const F& root, double max_norm) {
     return NoGil([&] { return fsdp::ClipGradNorm(root, max_norm); });
   }, py::arg("root"), py::arg("max_norm"));

@@ -145,4 +145,14 @@ DeviceMesh InitDeviceMesh(const comm::ProcessGroupPtr& world, std::vector<int64_
   return DeviceMesh(topology, me, std::move(groups), world, topology);
 }
 
+DeviceMesh MeshOfGroup(const comm::ProcessGroupPtr& group, std::string axis_name) {
+  TESSEL_CHECK(group != nullptr, "DeviceMesh.from_group: no process group");
+  if (axis_name.empty()) axis_name = group->name();
+  auto topology = std::make_shared<const MeshTopology>(std::vector<int64_t>{group->size()},
+                                                       std::vector<std::string>{std::move(axis_name)},
+                                                       group->global_ranks());
+  const int me = group->global_ranks()[static_cast<size_t>(group->rank())];
+  return DeviceMesh(topology, me, {group}, group, topology);
+}
+
 }  // namespace tessel::dtensor

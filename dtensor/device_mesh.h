@@ -106,4 +106,10 @@ std::ostream& operator<<(std::ostream& os, const DeviceMesh& mesh);
 DeviceMesh InitDeviceMesh(const comm::ProcessGroupPtr& world, std::vector<int64_t> shape,
                           std::vector<std::string> axis_names = {});
 
+// The 1-D mesh over an existing group (torch's DeviceMesh.from_group): its one axis is `group` itself,
+// named `axis_name` (empty: the group's name). The group keeps its own name, which the comm tracer shows (the
+// one exception to the axis-named groups above). Not collective and creates no group. kInvalidArgument for a
+// null group.
+DeviceMesh MeshOfGroup(const comm::ProcessGroupPtr& group, std::string axis_name = "");
+
 }  // namespace tessel::dtensor

@@ -49,6 +49,28 @@ TEST(DeviceMeshTest, InitDeviceMeshBuildsOneNamedGroupPerAxis) {
   }, Fast());
 }
 
+// torch's DeviceMesh.from_group: the 1-D mesh over an existing group uses that group (no new one), named
+// after it, with the group's global ranks and this rank's group rank as its coordinate.
+TEST(DeviceMeshTest, MeshOfGroupWrapsTheGroupItself) {
+  comm::RunRanks(4, [](comm::ProcessGroupPtr world) {
+    const int r = world->rank();
+    comm::ProcessGroupPtr even = world->NewGroup({0, 2}), odd = world->NewGroup({1, 3});  // same order everywhere
+    comm::ProcessGroupPtr odd_even = r % 2 == 0 ? even : odd;
+    odd_even->set_name("pairs");
+    DeviceMesh mesh = MeshOfGroup(odd_even);
+    EXPECT_EQ(mesh.axis_group(0), odd_even);
+    EXPECT_EQ(mesh.ToString(), r % 2 == 0 ? "DeviceMesh(shape=[2], axes=[pairs], ranks=[0, 2])"
+                                          : "DeviceMesh(shape=[2], axes=[pairs], ranks=[1, 3])");
+    EXPECT_EQ(mesh.coordinate(), (std::vector<int64_t>{r / 2}));
+    EXPECT_EQ(mesh.global_rank(), r);
+    EXPECT_EQ(MeshOfGroup(world, "dp").axis_names(), (std::vector<std::string>{"dp"}));
+    comm::CommTracer tracer;
+    EXPECT_EQ(AxisSum(mesh, "pairs"), r % 2 == 0 ? 2 : 4);
+    EXPECT_EQ(tracer.Summary(), "all_reduce(pairs) x1");
+    ExpectError(ErrorCode::kInvalidArgument, "no process group", [] { MeshOfGroup(nullptr); });
+  }, Fast());
+}
+
 TEST(DeviceMeshTest, SubMeshesReuseTheAxisGroups) {
   comm::RunRanks(8, [](comm::ProcessGroupPtr world) {
     DeviceMesh mesh = InitDeviceMesh(world, {2, 2, 2}, {"pp", "dp", "tp"});

@@ -29,6 +29,7 @@ struct BucketParam {
   int64_t padded_rows = 0;   // ceil(rows / n)
   Tensor piece;              // ZeRO: leaf view of this rank's rows (empty piece: undefined)
   bool ready = false;
+  bool had_grad = false;     // this backward: a local gradient when the bucket was issued
 };
 
 struct Bucket {
@@ -68,15 +69,18 @@ class ReplicateState final : public nn::ModuleState {
   ReplicateOptions options_;
   std::vector<Bucket> buckets_;
   bool sync_ = true;
+  std::vector<std::string> unused_;  // UnusedInLastBackward()
 
  private:
   void Broadcast();
+  void AllReduceUsedFlags();
   void Issue(size_t b);
   void Finish(size_t b);
   void CopyOut(Bucket& bucket);
   int64_t n() const { return group_->size(); }
   int64_t me() const { return group_->rank(); }
 
+  std::vector<Tensor> frozen_;  // parameters that do not require grad: broadcast only
   size_t next_to_issue_ = 0;
   bool callback_queued_ = false;
 };
@@ -85,12 +89,16 @@ ReplicateState::ReplicateState(nn::Module* module, comm::ProcessGroupPtr group, 
     : module_(module), group_(std::move(group)), options_(options) {
   nn::StateDict params = module->NamedParameters();
   TESSEL_CHECK(!params.empty(), "Replicate: ", module->type_name(), " has no parameters");
-  buckets_.emplace_back();
   int64_t bytes = 0;
   for (auto it = params.rbegin(); it != params.rend(); ++it) {  // reverse registration order
     const auto& [fqn, p] = *it;
     TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, !p.is_distributed(), "Replicate: parameter '", fqn,
                       "' is a DTensor; Replicate keeps plain replicated parameters (use fully_shard for DTensors)");
+    if (!p.requires_grad()) {
+      frozen_.push_back(p);
+      continue;
+    }
+    if (buckets_.empty()) buckets_.emplace_back();
     TESSEL_CHECK(options_.zero_stage == 0 || p.dim() > 0, "Replicate(zero_stage=", options_.zero_stage,
                  "): parameter '", fqn, "' is a scalar; ZeRO shards dim 0");
     const int64_t nbytes = p.numel() * ElementSize(p.dtype());
@@ -128,6 +136,7 @@ ReplicateState::ReplicateState(nn::Module* module, comm::ProcessGroupPtr group, 
 
 void ReplicateState::Broadcast() {
   NoGradGuard no_grad;
+  for (const Tensor& p : frozen_) group_->Broadcast(p, 0)->Wait();
   for (Bucket& b : buckets_) {
     Tensor flat;
     {
@@ -170,10 +179,11 @@ void ReplicateState::Issue(size_t index) {
   Bucket& b = buckets_[index];
   const DType dtype = b.params[0].param.dtype();
   memory::LedgerScope comm(memory::Ledger::kCommBuffers);
+  for (BucketParam& p : b.params) p.had_grad = p.param.grad().defined();
   if (options_.zero_stage < 2) {
     b.input = Zeros({b.full_numel}, dtype);
     for (const BucketParam& p : b.params) {
-      if (p.param.grad().defined())
+      if (p.had_grad)
         CopyInto(Slice(b.input, p.full_offset, p.param.numel(), p.param.sizes()), p.param.grad());
     }
     b.work = group_->AllReduce(b.input, comm::ReduceOp::kAvg);
@@ -237,8 +247,41 @@ void ReplicateState::EndOfBackward() {
     buckets_[b].ready_count = 0;
     for (BucketParam& p : buckets_[b].params) p.ready = false;
   }
+  unused_.clear();
+  for (const Bucket& b : buckets_) {
+    for (const BucketParam& p : b.params) {
+      if (!p.had_grad) unused_.push_back(p.fqn);
+    }
+  }
+  if (options_.find_unused_parameters) AllReduceUsedFlags();
   next_to_issue_ = 0;
   callback_queued_ = false;
+}
+
+// One flag per bucketed parameter, summed over the ranks after every bucket: a parameter no rank had a
+// gradient for had none here either (its .grad was undefined before CopyOut made it the zero average), so
+// undefining it again restores it.
+void ReplicateState::AllReduceUsedFlags() {
+  NoGradGuard no_grad;
+  int64_t count = 0;
+  for (const Bucket& b : buckets_) count += static_cast<int64_t>(b.params.size());
+  Tensor flags;
+  {
+    memory::LedgerScope comm(memory::Ledger::kCommBuffers);
+    flags = Zeros({count}, DType::kFloat32);
+  }
+  float* f = static_cast<float*>(flags.raw_data());
+  int64_t i = 0;
+  for (const Bucket& b : buckets_) {
+    for (const BucketParam& p : b.params) f[i++] = p.had_grad ? 1.0f : 0.0f;
+  }
+  group_->AllReduce(flags, comm::ReduceOp::kSum)->Wait();
+  i = 0;
+  for (Bucket& b : buckets_) {
+    for (BucketParam& p : b.params) {
+      if (f[i++] == 0.0f) p.param.set_grad(Tensor());
+    }
+  }
 }
 
 nn::StateDict ReplicateState::Pieces() const {
@@ -291,6 +334,7 @@ nn::Module& ReplicateModule::module() const { return *state_->module_; }
 const ReplicateOptions& ReplicateModule::options() const { return state_->options_; }
 int64_t ReplicateModule::num_buckets() const { return static_cast<int64_t>(state_->buckets_.size()); }
 void ReplicateModule::SetRequiresGradientSync(bool sync) const { state_->sync_ = sync; }
+const std::vector<std::string>& ReplicateModule::UnusedInLastBackward() const { return state_->unused_; }
 
 std::vector<std::vector<std::string>> ReplicateModule::BucketFqns() const {
   std::vector<std::vector<std::string>> out;
@@ -307,6 +351,9 @@ ReplicateModule Replicate(nn::Module& module, const dtensor::DeviceMesh& mesh, c
                options.zero_stage, " (stage 3 is fully_shard)");
   TESSEL_CHECK(options.bucket_cap_bytes >= 1, "Replicate: bucket_cap_bytes must be >= 1, got ",
                options.bucket_cap_bytes);
+  TESSEL_CHECK(!options.find_unused_parameters || options.zero_stage < 2, "Replicate: find_unused_parameters ",
+               "needs zero_stage 0 or 1 (stage 2 frees the full gradients at the reduce-scatter), got zero_stage ",
+               options.zero_stage);
   TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, module.GetComposableState(kKey) == nullptr,
                     "Replicate: ", module.type_name(), " is already replicated");
   TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, module.GetComposableState("fully_shard") == nullptr,

@@ -15,12 +15,15 @@
 // waits for them, copies the averaged values back into .grad (in place) and frees the buffers, after
 // finishing at most two buckets in flight (issuing bucket k first finishes bucket k-2, so the comm
 // ledger holds at most two buckets). A parameter that got no gradient in a backward contributes zeros
-// (every rank still issues every bucket: nothing hangs) and ends with the averaged .grad. The end of
+// (every rank still issues every bucket: nothing hangs) and ends with the averaged .grad (with
+// find_unused_parameters, one no rank had a gradient for stays undefined). Parameters that do not require
+// grad are broadcast at the call but sit in no bucket (as torch's DDP). The end of
 // backward is detected from the first gradient: a backward in which no parameter of the module gets a
 // gradient on some rank issues nothing there (the peers then fail with the comm timeout, no hang).
 //
 // Collectives per backward (asserted with the comm tracer), B buckets, n ranks:
 //   zero_stage 0, 1   B all-reduces (average)                    .grad: the full average on every rank
+//                     (+1 all-reduce of flags with find_unused_parameters)
 //   zero_stage 2      B reduce-scatters (average) of each bucket  .grad of the parameter: undefined;
 //                     laid out as n blocks of torch.chunk rows    the rank's rows: ZeroOptimizer's piece
 // ZeroOptimizer::Step: steps only this rank's torch.chunk rows of each parameter (dim 0, uneven pieces
@@ -65,6 +68,10 @@ namespace tessel::fsdp {
 struct ReplicateOptions {
   int64_t bucket_cap_bytes = 25 * 1024 * 1024;  // torch DDP's bucket_cap_mb = 25
   int zero_stage = 0;                           // 0 (DDP), 1 or 2 (then step with ZeroOptimizer)
+  // torch DDP's find_unused_parameters=True: each synced backward also all-reduces one flag per parameter
+  // (had a gradient on this rank), after the buckets; a parameter no rank had a gradient for keeps its
+  // .grad untouched (undefined) instead of getting the zero average. Stages 0 and 1 only.
+  bool find_unused_parameters = false;
 };
 
 class ReplicateState;
@@ -80,6 +87,9 @@ class ReplicateModule {
   int64_t num_buckets() const;
   // With false, backward issues no collective and gradients accumulate locally (torch's no_sync()).
   void SetRequiresGradientSync(bool requires_gradient_sync) const;
+  // FQNs of the bucketed parameters that had no gradient on this rank in the last synced backward (their
+  // slot was reduced as zeros): what torch's DDP without find_unused_parameters reports as an error.
+  const std::vector<std::string>& UnusedInLastBackward() const;
   ReplicateState& state() const { return *state_; }
 
  private:
@@ -88,7 +98,8 @@ class ReplicateModule {
 
 // Applies Replicate to `module` over the 1-D `mesh` (collective: every rank calls it in the same order;
 // broadcasts rank 0's parameters). kInvalidArgument for a mesh of more than one axis, a zero_stage other
-// than 0-2, bucket_cap_bytes < 1, or a module without parameters; kFailedPrecondition when the module is
+// than 0-2, bucket_cap_bytes < 1, find_unused_parameters with zero_stage 2, or a module without
+// parameters; kFailedPrecondition when the module is
 // already replicated or fully_shard'ed, or has a DTensor parameter.
 ReplicateModule Replicate(nn::Module& module, const dtensor::DeviceMesh& mesh, const ReplicateOptions& options = {});
 std::optional<ReplicateModule> AsReplicateModule(nn::Module& module);

@@ -9,9 +9,11 @@
 #include <cstdio>
 
 #include "comm/tracer.h"
+#include "core/autograd/grad_mode.h"
 #include "core/base/testing/expect_error.h"
 #include "core/ops/reduction.h"
 #include "core/ops/unary.h"
+#include "core/tensor/copy.h"
 #include "planner/data_parallel.h"
 #include "planner/model_spec.h"
 #include "tests/fsdp_testing.h"
@@ -411,6 +413,66 @@ TEST(ReplicateTest, AParameterUnusedOnOneRankContributesZerosAndNothingHangs) {
       FastRanks());
 }
 
+// find_unused_parameters: one more all-reduce, of one flag per parameter, after the buckets. w2 used on rank 0
+// only still gets the average with zeros; used by no rank it keeps .grad undefined, where without the option it
+// becomes the zero average. UnusedInLastBackward names what had no gradient on this rank either way.
+TEST(ReplicateTest, FindUnusedParametersLeavesAParameterNoRankUsedWithoutGradient) {
+  for (const bool find_unused : {false, true}) {
+    SCOPED_TRACE(find_unused);
+    comm::RunRanks(
+        2,
+        [&](comm::ProcessGroupPtr world) {
+          dtensor::DeviceMesh mesh = dtensor::InitDeviceMesh(world, {2}, {"dp"});
+          TwoWeights partly(/*use_second=*/world->rank() == 0), never(/*use_second=*/false);
+          ReplicateModule a = Replicate(partly, mesh, {.bucket_cap_bytes = 1, .find_unused_parameters = find_unused});
+          ReplicateModule b = Replicate(never, mesh, {.find_unused_parameters = find_unused});
+          comm::CommTracer t;
+          Backward(Sum(partly(FromVector<float>({4, 5, 6}, {3}))));
+          EXPECT_EQ(t.Count(CollectiveKind::kAllReduce, "dp"), find_unused ? 3 : 2) << t.Summary();
+          EXPECT_EQ(partly.Param("w2").grad().ToVector<float>(), (std::vector<float>{2, 5, 9}));
+          EXPECT_EQ(a.UnusedInLastBackward(), world->rank() == 0 ? std::vector<std::string>{}
+                                                                 : std::vector<std::string>{"w2"});
+          Backward(Sum(never(FromVector<float>({4, 5, 6}, {3}))));
+          EXPECT_EQ(t.Count(CollectiveKind::kAllReduce, "dp"), find_unused ? 5 : 3) << t.Summary();
+          EXPECT_EQ(never.Param("w1").grad().ToVector<float>(), (std::vector<float>{4, 5, 6}));
+          if (find_unused) {
+            EXPECT_FALSE(never.Param("w2").grad().defined());
+          } else {
+            EXPECT_EQ(never.Param("w2").grad().ToVector<float>(), (std::vector<float>{0, 0, 0}));
+          }
+          EXPECT_EQ(b.UnusedInLastBackward(), std::vector<std::string>{"w2"});
+        },
+        FastRanks());
+  }
+}
+
+// A parameter that does not require grad becomes rank 0's at the call (one broadcast of its own) but sits in
+// no bucket: the backward reduces w1 alone and w2 gets no .grad.
+TEST(ReplicateTest, FrozenParametersAreBroadcastButInNoBucket) {
+  comm::RunRanks(
+      2,
+      [&](comm::ProcessGroupPtr world) {
+        dtensor::DeviceMesh mesh = dtensor::InitDeviceMesh(world, {2}, {"dp"});
+        TwoWeights m(/*use_second=*/true);
+        {
+          NoGradGuard no_grad;
+          CopyInto(m.Param("w2"), Full({3}, 1.0 + world->rank()));
+        }
+        Tensor w2 = m.Param("w2");
+        w2.set_requires_grad(false);
+        comm::CommTracer t;
+        ReplicateModule ddp = Replicate(m, mesh, {.bucket_cap_bytes = 1});
+        EXPECT_EQ(t.Summary(), "broadcast(dp) x2");
+        EXPECT_EQ(ddp.BucketFqns(), std::vector<std::vector<std::string>>{{"w1"}});
+        EXPECT_EQ(m.Param("w2").ToVector<float>(), (std::vector<float>{1, 1, 1}));
+        Backward(Sum(m(FromVector<float>({4, 5, 6}, {3}))));
+        EXPECT_EQ(t.Count(CollectiveKind::kAllReduce, "dp"), 1);
+        EXPECT_FALSE(m.Param("w2").grad().defined());
+        EXPECT_EQ(m.Param("w1").grad().ToVector<float>(), (std::vector<float>{4, 5, 6}));  // x * w2
+      },
+      FastRanks());
+}
+
 // An fp32 parameter next to a bf16 one: each dtype gets its own bucket, so neither the initial broadcast
 // nor the gradient all-reduce rounds the fp32 values through bf16 (1 + 2^-12 read 1.0 after Replicate).
 class MixedDtypes final : public nn::Module {
@@ -466,6 +528,9 @@ TEST(ReplicateTest, BadMeshesStagesAndDoubleApplicationAreRejected) {
                             {"'w2' is a scalar", "ZeRO shards dim 0"});
         ExpectErrorContains([&] { Replicate(*gpt.Submodule("layers"), mesh, {.bucket_cap_bytes = 0}); },
                             ErrorCode::kInvalidArgument, "bucket_cap_bytes must be >= 1");
+        ExpectErrorContains(
+            [&] { Replicate(*gpt.Submodule("layers"), mesh, {.zero_stage = 2, .find_unused_parameters = true}); },
+            ErrorCode::kInvalidArgument, {"find_unused_parameters needs zero_stage 0 or 1", "got zero_stage 2"});
       },
       FastRanks());
 }

@@ -1,6 +1,7 @@
-"""Data parallelism that keeps parameters whole, from Python: ZeroRedundancyOptimizer (torch's ZeRO-1) trains
-exactly as one optimizer on one rank, partitions as torch does, broadcasts with the collectives counted by the
-comm tracer, and round-trips torch's consolidated state dict."""
+"""Data parallelism that keeps parameters whole, from Python: DistributedDataParallel's buckets (torch's Reducer
+order, all-reduced during the backward, find_unused_parameters) and ZeroRedundancyOptimizer (torch's ZeRO-1),
+which trains exactly as one optimizer on one rank, partitions as torch does, broadcasts with the collectives
+counted by the comm tracer, and round-trips torch's consolidated state dict."""
 import numpy as np
 import pytest
 
@@ -45,6 +46,125 @@ def zero_steps(rank, model, opt, steps, extra=None):
         opt.zero_grad()
         loss_of(model, x, y).backward()
         opt.step()
+
+
+class Deep(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(3, 16), nn.Tanh(), nn.Linear(16, 16), nn.Tanh(), nn.Linear(16, 2))
+        self.on_hidden_grad = None
+
+    def forward(self, x):
+        h = self.net[0](x)
+        if self.on_hidden_grad is not None and h.requires_grad:
+            h.register_hook(self.on_hidden_grad)
+        for layer in list(self.net)[1:]:
+            h = layer(h)
+        return h
+
+
+def test_ddp_buckets_follow_torchs_reducer_and_reduce_during_the_backward():
+    def make_deep():
+        tessel.manual_seed(0)
+        return Deep()
+
+    ref = make_deep()
+    opt = tessel.optim.SGD(ref.parameters(), lr=0.1)
+    for _ in range(2):
+        opt.zero_grad()
+        loss_of(ref, X_ALL, Y_ALL).backward()
+        opt.step()
+    want = [p.detach().numpy() for p in ref.parameters()]
+    buckets, traces, results = {}, {}, {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        rank = dist.get_rank()
+        module = make_deep()
+        # 524 bytes: parameters in reverse registration order (bytes: 8, 128, 64 | 1024 | 64, 192); one larger than
+        # the cap gets a bucket of its own.
+        model = DDP(module, bucket_cap_mb=524 / 2 ** 20)
+        buckets[rank] = model._bucket_fqns()
+        opt = tessel.optim.SGD(model.parameters(), lr=0.1)
+        x, y = X_ALL[rank * 4:(rank + 1) * 4], Y_ALL[rank * 4:(rank + 1) * 4]
+        seen = []
+        for _ in range(2):
+            opt.zero_grad()
+            with tessel.CommTracer() as t:
+                module.on_hidden_grad = lambda g: seen.append(t.total())
+                loss_of(model, x, y).backward()
+            opt.step()
+        traces[rank] = (t.summary(), seen)
+        results[rank] = [p.detach().numpy() for p in module.parameters()]
+
+    tessel.run_ranks(2, rank_fn)
+    assert buckets[0] == buckets[1] == [["net.4.bias", "net.4.weight", "net.2.bias"], ["net.2.weight"],
+                                        ["net.0.bias", "net.0.weight"]]
+    # When the first layer's output gradient exists, the two later buckets are already on the wire.
+    assert traces[0] == traces[1] == ("all_reduce(world) x3", [2, 2])
+    for r in range(2):
+        for got, w in zip(results[r], want):
+            np.testing.assert_allclose(got, w, rtol=1e-5, atol=1e-6)
+
+
+class Branchy(nn.Module):
+    def __init__(self, use_side):
+        super().__init__()
+        self.main, self.side, self.unused = nn.Linear(3, 2), nn.Linear(3, 2), nn.Linear(3, 2)
+        self.use_side = use_side
+
+    def forward(self, x):
+        y = self.main(x)
+        return y + self.side(x) if self.use_side else y
+
+
+def test_ddp_find_unused_parameters_as_torch():
+    got = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        rank = dist.get_rank()
+        x = tessel.tensor(X_ALL[rank * 4:(rank + 1) * 4])
+        tessel.manual_seed(1)
+        found = DDP(Branchy(use_side=rank == 0), find_unused_parameters=True)
+        with tessel.CommTracer() as t:
+            found(x).sum().backward()
+        side = found.module.side.weight.grad.numpy()
+        got[rank] = (t.summary(), found.module.unused.weight.grad, side, found.module.main.weight.grad.numpy())
+        found(x)  # no error: unused parameters are expected
+        tessel.manual_seed(1)
+        plain = DDP(Branchy(use_side=True))
+        plain(x).sum().backward()  # `unused` had no gradient: the next forward raises, as torch's
+        with pytest.raises(RuntimeError, match=r"Expected to have finished reduction in the prior iteration(.|\n)*"
+                                               r"find_unused_parameters=True(.|\n)*rank %d: unused.bias, unused.weight"
+                                               % rank):
+            plain(x)
+
+    tessel.run_ranks(2, rank_fn)
+    x_sum = X_ALL.reshape(2, 4, 3).sum(1)  # per rank: d(sum y)/dW = 1 · Σ_rows x for each of the 2 outputs
+    for r in range(2):
+        summary, unused_grad, side, main = got[r]
+        assert summary == "all_reduce(world) x2"  # one bucket, then the flags
+        assert unused_grad is None
+        np.testing.assert_allclose(side, np.tile(x_sum[0] / 2, (2, 1)), rtol=1e-6)  # rank 0's, averaged with zeros
+        np.testing.assert_allclose(main, np.tile(x_sum.mean(0), (2, 1)), rtol=1e-6)
+
+
+def test_device_mesh_from_group_wraps_an_existing_group():
+    def rank_fn(world):
+        dist.init_process_group()
+        from tessel.distributed.device_mesh import DeviceMesh
+        g = dist.new_group([0, 1])
+        mesh = DeviceMesh.from_group(g, "cpu", mesh_dim_names=("dp",))
+        assert mesh.shape == (2,) and mesh.mesh_dim_names == ("dp",) and mesh.get_local_rank() == dist.get_rank()
+        t = tessel.ones(1) * (dist.get_rank() + 1)
+        with tessel.CommTracer() as tr:
+            mesh.get_group().all_reduce(t, tessel._C.ReduceOp.SUM, False)
+        assert tr.summary() == "all_reduce(world.0) x1" and t.tolist() == [3.0]  # the group keeps its name
+        with pytest.raises(TypeError, match="init_device_mesh"):
+            DeviceMesh.from_group([g, g], "cpu")
+
+    tessel.run_ranks(2, rank_fn)
 
 
 def test_zero_redundancy_optimizer_steps_as_one_adamw_and_partitions_whole_parameters_as_torch():

@@ -7,11 +7,17 @@ What torch's DDP guarantees, kept: at construction every rank's parameters and b
 (broadcast); after each backward that followed a forward of the wrapped module, every parameter's .grad
 is the mean over the ranks; `no_sync()` skips the averaging (gradients accumulate locally until the
 next synchronized backward); `model.module` is the wrapped module and state dict keys start with
-"module.", as torch's. How: one all_reduce per dtype of every gradient, flattened, plus one flag per
-parameter, run when the backward returns (tessel.autograd.backward calls it). So a parameter that got a
-gradient on some ranks only gets the mean with zeros from the others (torch's find_unused_parameters
-behaviour, without the flag), and one that got none anywhere stays None. Unlike torch's buckets, the
-all_reduce does not overlap the backward.
+"module.", as torch's.
+
+How, as torch's Reducer: the C++ engine (fsdp::Replicate, fsdp/replicate.h) puts the parameters that require
+grad in buckets of at most `bucket_cap_mb` (25) in reverse registration order; a hook on each parameter marks
+its gradient ready and a complete bucket is all-reduced (average) at once, overlapped with the rest of the
+backward; the end of the backward waits for the buckets and writes the averages into .grad. A parameter with no
+gradient on a rank is reduced as zeros there. With `find_unused_parameters=True` one more all-reduce of one flag
+per parameter follows, and a parameter no rank had a gradient for keeps .grad None; without it, such a backward
+makes the next forward raise torch's "Expected to have finished reduction" RuntimeError naming the parameters.
+With a communication hook (`register_comm_hook`) the reduction instead runs after the backward, one GradBucket
+per dtype through the hook.
 """
 import contextlib
 import threading
@@ -19,7 +25,7 @@ import threading
 from ... import _C
 from ..modules import Module, _flatten_output
 
-_pending = threading.local()  # per thread (a run_ranks rank): the DDP modules whose forward ran
+_pending = threading.local()  # per thread (a run_ranks rank): the DDP modules with a comm hook whose forward ran
 
 
 def _queue(ddp):
@@ -31,9 +37,9 @@ def _queue(ddp):
 
 
 def _run_pending():
-    """Called after every backward on this thread: synchronizes the gradients of the DDP modules that
-    backward reached (a hook on their outputs saw a gradient); the others stay pending (a GAN's
-    generator whose output the first backward used detached)."""
+    """Called after every backward on this thread: runs the comm hooks of the DDP modules that backward
+    reached (a hook on their outputs saw a gradient); the others stay pending (a GAN's generator whose output
+    the first backward used detached)."""
     lst = getattr(_pending, "modules", None)
     if not lst:
         return
@@ -51,6 +57,7 @@ class DistributedDataParallel(Module):
                  param_to_hook_all_reduce=None, mixed_precision=None, device_mesh=None):
         super().__init__()
         from ... import distributed as dist
+        from ...distributed.device_mesh import DeviceMesh
         if device_ids not in (None, []) and any(str(d) not in ("cpu", "-1") for d in device_ids):
             raise NotImplementedError("DistributedDataParallel(device_ids=%s): tessel's Python face runs on "
                                       "the CPU; pass no device_ids" % (device_ids,))
@@ -59,19 +66,37 @@ class DistributedDataParallel(Module):
         self.module = module
         self.process_group = process_group if process_group is not None else dist._default_group("DDP")
         self.broadcast_buffers = broadcast_buffers
+        self.find_unused_parameters = bool(find_unused_parameters)
         self.require_backward_grad_sync = True
         self._reached = False
         self._comm_hook = None
         if any(p.is_distributed for p in module.parameters()):
             raise ValueError("DistributedDataParallel: the module has DTensor (sharded) parameters; use "
                              "fully_shard's replicate axis (HSDP) for data parallelism over them")
-        self._broadcast_from_first_rank(list(module.parameters()) + self._buffers_to_sync())
+        cap_mb = 25 if bucket_cap_mb is None else bucket_cap_mb
+        if not cap_mb > 0:
+            raise ValueError("DistributedDataParallel: bucket_cap_mb must be positive, got %s" % (bucket_cap_mb,))
+        mesh = device_mesh if device_mesh is not None else DeviceMesh.from_group(self.process_group, "cpu")
+        # Broadcasts rank 0's parameters (one per bucket) and registers the gradient hooks.
+        self._replicate = _C.replicate(module, mesh, max(1, int(cap_mb * 1024 * 1024)), self.find_unused_parameters)
+        self._broadcast_from_first_rank(self._buffers_to_sync())
 
     def forward(self, *args, **kwargs):
+        unused = self._replicate.unused_in_last_backward() if not self.find_unused_parameters else []
+        if unused and self._comm_hook is None:
+            raise RuntimeError(
+                "Expected to have finished reduction in the prior iteration before starting a new one. This error "
+                "indicates that your module has parameters that were not used in producing loss. You can enable "
+                "unused parameter detection by passing the keyword argument `find_unused_parameters=True` to "
+                "`tessel.nn.parallel.DistributedDataParallel`, and by making sure all `forward` function outputs "
+                "participate in calculating loss. Parameters which did not receive grad for rank %d: %s"
+                % (self.process_group.rank, ", ".join(unused)))
         if self.broadcast_buffers:  # torch: rank 0's buffers before every forward
             self._broadcast_from_first_rank(self._buffers_to_sync())
+        sync = self.require_backward_grad_sync and _C.is_grad_enabled()
+        self._replicate.set_requires_gradient_sync(sync and self._comm_hook is None)
         out = self.module(*args, **kwargs)
-        if self.require_backward_grad_sync and _C.is_grad_enabled():
+        if sync and self._comm_hook is not None:
             _queue(self)
             tensors = []
             _flatten_output(out, tensors)
@@ -100,16 +125,18 @@ class DistributedDataParallel(Module):
         """torch's DDP communication hook: after each synchronized backward, hook(state, bucket) gets one
         GradBucket per dtype (the gradients, flattened, zeros for a parameter without one) and returns a
         tessel.futures.Future of the reduced buffer, which becomes the parameters' .grad (a parameter no rank
-        had a gradient for stays None). Once per module, as torch."""
+        had a gradient for stays None). Once per module, as torch; the buckets then no longer reduce during the
+        backward."""
         if self._comm_hook is not None:
             raise RuntimeError("register_comm_hook or register_builtin_comm_hook can only be called once.")
         if not callable(hook):
             raise TypeError("register_comm_hook: hook must be callable, got %s" % type(hook).__name__)
         self._comm_hook = (state, hook)
+        self._replicate.set_requires_gradient_sync(False)
 
     @contextlib.contextmanager
     def no_sync(self):
-        """Gradients of the backwards inside accumulate locally; the next synchronized one averages
+        """Gradients of the backwards of forwards inside accumulate locally; the next synchronized one averages
         the sum."""
         old = self.require_backward_grad_sync
         self.require_backward_grad_sync = False
@@ -118,8 +145,13 @@ class DistributedDataParallel(Module):
         finally:
             self.require_backward_grad_sync = old
 
+    def _bucket_fqns(self):
+        """Each bucket's parameter names (relative to .module), in the order they sit in its flat buffer."""
+        return self._replicate.bucket_fqns()
+
     def _sync_gradients(self):
-        g = self.process_group
+        """With a comm hook: one GradBucket per dtype through the hook; which parameters had a gradient on some
+        rank travels in one separate all_reduce of flags (the hook's buffer holds only gradients, as torch's)."""
         params = [p for p in self.module.parameters() if p.requires_grad]
         if any(p.grad is not None and p.grad.requires_grad for p in params):
             # backward(create_graph=True): averaging in place would leave each .grad's graph describing the
@@ -131,18 +163,6 @@ class DistributedDataParallel(Module):
         by_dtype = {}
         for p in params:
             by_dtype.setdefault(p.dtype, []).append(p)
-        if self._comm_hook is not None:
-            self._sync_with_hook(by_dtype)
-            return
-        with _C._GradMode(False):
-            for dtype, ps in by_dtype.items():
-                flat = _flat_grads(ps, [_grad_flags(ps, dtype)])
-                g.all_reduce(flat, _C.ReduceOp.SUM, False)
-                _assign_grads(ps, flat, flat[flat.numel() - len(ps):].tolist(), float(g.size))
-
-    def _sync_with_hook(self, by_dtype):
-        """One GradBucket per dtype through the registered hook; which parameters had a gradient on some rank
-        travels in one separate all_reduce of flags (the hook's buffer holds only gradients, as torch's)."""
         state, hook = self._comm_hook
         g = self.process_group
         with _C._GradMode(False):
@@ -156,34 +176,31 @@ class DistributedDataParallel(Module):
                 _assign_grads(ps, out[0] if isinstance(out, (list, tuple)) else out, [had[id(p)] for p in ps])
 
 
-def _grad_flags(ps, dtype=None):
+def _grad_flags(ps):
     """1 for each parameter that has a .grad, else 0 (summed over the ranks: how many had one)."""
     from ... import zeros
-    flags = zeros(len(ps)) if dtype is None else zeros(len(ps), dtype=dtype)
+    flags = zeros(len(ps))
     for i, p in enumerate(ps):
         if p.grad is not None:
             flags[i] = 1.0
     return flags
 
 
-def _flat_grads(ps, extra=()):
-    """The parameters' gradients (zeros for one without) and `extra`, flattened into one contiguous buffer."""
+def _flat_grads(ps):
+    """The parameters' gradients (zeros for one without), flattened into one contiguous buffer."""
     from ... import cat
     from ..._tensor import zeros_like
-    grads = [(p.grad if p.grad is not None else zeros_like(p)).reshape(-1) for p in ps]
-    return cat(grads + list(extra), 0).contiguous()
+    return cat([(p.grad if p.grad is not None else zeros_like(p)).reshape(-1) for p in ps], 0).contiguous()
 
 
-def _assign_grads(ps, flat, counts, divisor=None):
-    """Each parameter whose count is positive (some rank had a gradient) gets its slice of flat (divided by
-    `divisor` when given) as .grad; the others keep theirs."""
+def _assign_grads(ps, flat, counts):
+    """Each parameter whose count is positive (some rank had a gradient) gets its slice of flat as .grad; the
+    others keep theirs."""
     offset = 0
     for p, count in zip(ps, counts):
         n = p.numel()
         if count > 0:
             value = flat[offset:offset + n].view(*p.shape)
-            if divisor is not None:
-                value = value / divisor
             if p.grad is None:
                 p.grad = value.contiguous()
             else:
