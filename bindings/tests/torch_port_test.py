@@ -12,7 +12,9 @@ checkpoint of an AppState(Stateful) and the scheduler, resumed): 4 rank threads 
 is bit-exact, and 2 gloo processes equal one rank. And torch_port_llama.py, Meta's Llama with complex
 rotary embeddings, GQA and a KV cache: it learns, and cached decoding equals the full forward. And torch_port_cnn.py, a DDP CNN (Conv2d, BatchNorm2d,
 pools; SGD with nesterov momentum, CosineAnnealingLR; eval-mode accuracy) on 2 gloo processes. And
-torch_port_store.py: init_process_group over a FileStore, whose PrefixStore the script then uses itself."""
+torch_port_store.py: init_process_group over a FileStore, whose PrefixStore the script then uses itself. And
+torch_port_ddp.py, PyTorch's DDP tutorial (DistributedSampler, StepLR), with plain SGD and with
+ZeroRedundancyOptimizer: the same weights bit for bit, as under PyTorch."""
 import os
 import re
 import subprocess
@@ -210,10 +212,10 @@ def test_ported_llama_with_complex_rotary_embeddings_learns_and_decodes_with_its
     assert again == losses
 
 
-def two_rank_port_lines(tmp_path, name, imports):
+def two_rank_port_lines(tmp_path, name, imports, *extra):
     """Runs the ported mp.spawn script on 2 gloo processes; each rank's printed fields, rank 0 first, after
     checking it exited cleanly and both ranks end with the same weights (the last field, a checksum)."""
-    out = run_ported(tmp_path, name, imports, [2, free_port(), tmp_path], "store")
+    out = run_ported(tmp_path, name, imports, [2, free_port(), tmp_path] + list(extra), "store")
     assert out.returncode == 0, out.stdout + out.stderr
     lines = sorted(out.stdout.splitlines())
     assert len(lines) == 2 and lines[0].startswith("rank 0") and lines[1].startswith("rank 1"), out.stdout
@@ -225,11 +227,17 @@ def two_rank_port_lines(tmp_path, name, imports):
 def test_ported_ddp_tutorial_trains_in_step_on_two_gloo_processes(tmp_path):
     # DDP + DistributedSampler + DataLoader + StepLR + a rank-0 checkpoint, launched by mp.spawn; only the
     # 7 import lines change. Every rank ends with the same weights (DDP's averaging) and the loss falls.
-    fields = two_rank_port_lines(tmp_path, "torch_port_ddp.py", 7)
+    fields = two_rank_port_lines(tmp_path, "torch_port_ddp.py", 8)
     for f in fields:
         assert float(f[4]) < 0.3 * float(f[3]), f  # last epoch's mean loss against the first's
     state = tessel.load(str(tmp_path / "model.pt"))
     assert sorted(state) == ["0.bias", "0.weight", "2.bias", "2.weight"]
+    # The same job with ZeroRedundancyOptimizer(optimizer_class=SGD): each rank steps its share and broadcasts
+    # it, so the weights are bit for bit those of plain SGD; the consolidated state dict carries StepLR's lr.
+    zero = two_rank_port_lines(tmp_path, "torch_port_ddp.py", 8, "zero")
+    assert [f[3:] for f in zero] == [f[3:] for f in fields]
+    optim = tessel.load(str(tmp_path / "optim.pt"))
+    assert optim["param_groups"][0]["params"] == [0, 1, 2, 3] and optim["param_groups"][0]["lr"] == 0.025
 
 
 def test_ported_cnn_with_batch_norm_trains_in_step_on_two_gloo_processes(tmp_path):
