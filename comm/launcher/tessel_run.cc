@@ -22,7 +22,13 @@
 // Each rank sees TESSEL_RESTART_COUNT (0 for the first attempt), like torchrun's TORCHELASTIC_RESTART_COUNT.
 // The program resumes itself (examples/gpt/train.cc: from the newest complete checkpoint). Single node only:
 // a node restarting alone could not rejoin peers that did not restart. A signal to the launcher never restarts.
-// SIGINT/SIGTERM to the launcher are forwarded. `--master-port 0` picks a free port (single node only).
+// SIGINT/SIGTERM to the launcher are forwarded.
+// Error files (torchrun's): each rank gets its own TORCHELASTIC_ERROR_FILE path (in a directory the launcher
+// creates and removes); a Python entry point decorated with torch's `record`
+// (tessel.distributed.elastic.multiprocessing.errors.record) writes its uncaught exception there, and when that
+// rank is the attempt's first failure the launcher prints it as the root cause ("[tessel-run] root cause (first
+// observed failure): rank R ..." then the exception and its traceback), after the ranks' own output.
+// `--master-port 0` picks a free port (single node only).
 // `--backend` (default auto: nccl when this
 // node has a visible GPU for every local process, else gloo; rule in comm/backend_choice.h) is
 // exported to every rank as TESSEL_BACKEND. GPUs are counted from /dev/nvidia<N> ($TESSEL_DEV_DIR
@@ -52,6 +58,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -64,6 +71,7 @@
 #include "absl/flags/usage.h"
 #include "comm/backend_choice.h"
 #include "core/base/error.h"
+#include "nlohmann/json.hpp"
 
 ABSL_FLAG(int, nproc_per_node, 1, "processes (ranks) to start on this node");
 ABSL_FLAG(int, nnodes, 1, "nodes in the job (one launcher per node)");
@@ -288,7 +296,48 @@ void EmitLines(Stream& s, int rank, bool flush) {
   if (!out.empty()) WriteAll(s.out_fd, out);
 }
 
-void Spawn(Rank& r, const Args& a, int local_rank) {
+// Where rank `rank` of attempt `attempt` writes its error file (TORCHELASTIC_ERROR_FILE).
+std::string ErrorFile(const std::string& dir, int attempt, int rank) {
+  return dir + "/attempt_" + std::to_string(attempt) + "_rank_" + std::to_string(rank) + ".json";
+}
+
+// Prints the failed rank's error file (torch's format: {"message": {"message": "Type: text", "extraInfo":
+// {"py_callstack": "...", "timestamp": "..."}}}) as the attempt's root cause; a rank that wrote none gets a
+// one-line hint. Removes the file.
+void ReportRootCause(const std::string& path, int rank, int local_rank, int code) {
+  std::fprintf(stderr, "[tessel-run] root cause (first observed failure): rank %d (local_rank %d), exit code %d\n",
+               rank, local_rank, code);
+  std::ifstream in(path);
+  if (!in) {
+    std::fprintf(stderr, "[tessel-run]   no error file: decorate the entry point with "
+                         "torch.distributed.elastic.multiprocessing.errors.record to report its exception here\n");
+    return;
+  }
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  std::string message = "(an error file that is not torch's JSON)", callstack;
+  if (j.is_object() && j.contains("message") && j["message"].is_object()) {
+    const nlohmann::json& m = j["message"];
+    if (m.contains("message") && m["message"].is_string()) message = m["message"].get<std::string>();
+    if (m.contains("extraInfo") && m["extraInfo"].is_object() && m["extraInfo"].contains("py_callstack") &&
+        m["extraInfo"]["py_callstack"].is_string()) {
+      callstack = m["extraInfo"]["py_callstack"].get<std::string>();
+    }
+  } else if (j.is_object() && j.contains("message") && j["message"].is_string()) {
+    message = j["message"].get<std::string>();
+  }
+  std::string out = "[tessel-run]   " + message + "\n";
+  size_t start = 0, nl;
+  while (start < callstack.size()) {
+    nl = callstack.find('\n', start);
+    if (nl == std::string::npos) nl = callstack.size();
+    out += "[tessel-run]   " + callstack.substr(start, nl - start) + "\n";
+    start = nl + 1;
+  }
+  std::fputs(out.c_str(), stderr);
+  ::unlink(path.c_str());
+}
+
+void Spawn(Rank& r, const Args& a, int local_rank, const std::string& error_file) {
   int pipes[2][2];
   for (auto& p : pipes) {
     if (::pipe(p) != 0) {
@@ -311,6 +360,7 @@ void Spawn(Rank& r, const Args& a, int local_rank) {
     ::setenv("MASTER_ADDR", a.master_addr.c_str(), 1);
     ::setenv("MASTER_PORT", std::to_string(a.master_port).c_str(), 1);
     ::setenv("TESSEL_BACKEND", a.backend.c_str(), 1);
+    if (!error_file.empty()) ::setenv("TORCHELASTIC_ERROR_FILE", error_file.c_str(), 1);
     ::execvp(a.command[0], a.command.data());
     std::fprintf(stderr, "tessel-run: cannot execute %s: %s\n", a.command[0], std::strerror(errno));
     std::_Exit(127);
@@ -373,7 +423,7 @@ bool AnyOpen(const std::vector<Rank>& ranks) {
 
 // Reaps exited ranks: records the first failure in `exit_code` (a non-zero code, or 128 + signal) and the
 // first rank that exited 0 while others may still need it.
-void Reap(std::vector<Rank>& ranks, bool terminating, int* exit_code, int* early_rank,
+void Reap(std::vector<Rank>& ranks, bool terminating, int* exit_code, int* failed_rank, int* early_rank,
           std::chrono::steady_clock::time_point* early_deadline, int grace_s) {
   int status = 0;
   pid_t pid;
@@ -385,6 +435,7 @@ void Reap(std::vector<Rank>& ranks, bool terminating, int* exit_code, int* early
       if (code != 0 && !terminating && *exit_code == 0) {
         std::fprintf(stderr, "[tessel-run] rank %d exited with code %d; terminating the other ranks\n", r.rank, code);
         *exit_code = code;
+        *failed_rank = r.rank;
       } else if (code == 0 && *early_rank < 0) {
         *early_rank = r.rank;
         *early_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(grace_s);
@@ -395,22 +446,23 @@ void Reap(std::vector<Rank>& ranks, bool terminating, int* exit_code, int* early
 
 // One attempt: starts every local rank (TESSEL_RESTART_COUNT = `attempt`), forwards their output, and returns
 // the job's exit code once every rank is gone.
-int RunAttempt(const Args& args, int attempt) {
+// `error_dir` (may be empty: no error files) holds the ranks' TORCHELASTIC_ERROR_FILEs.
+int RunAttempt(const Args& args, int attempt, const std::string& error_dir) {
   ::setenv("TESSEL_RESTART_COUNT", std::to_string(attempt).c_str(), 1);
   std::vector<Rank> ranks(args.nproc_per_node);
   for (int lr = 0; lr < args.nproc_per_node; ++lr) {
     ranks[lr].rank = args.node_rank * args.nproc_per_node + lr;
-    Spawn(ranks[lr], args, lr);
+    Spawn(ranks[lr], args, lr, error_dir.empty() ? "" : ErrorFile(error_dir, attempt, ranks[lr].rank));
   }
   using Clock = std::chrono::steady_clock;
-  int exit_code = 0;
+  int exit_code = 0, failed_rank = -1;
   bool terminating = false;
   Clock::time_point kill_at{};
   int early_rank = -1;  // a rank that exited 0 while others ran
   Clock::time_point early_deadline{};
   while (AnyOpen(ranks)) {
     Pump(ranks, 50);
-    Reap(ranks, terminating, &exit_code, &early_rank, &early_deadline, args.exit_grace_s);
+    Reap(ranks, terminating, &exit_code, &failed_rank, &early_rank, &early_deadline, args.exit_grace_s);
     std::string still;
     for (const Rank& r : ranks) {
       if (r.running) still += (still.empty() ? "" : ", ") + std::to_string(r.rank);
@@ -430,6 +482,13 @@ int RunAttempt(const Args& args, int attempt) {
     }
     if (terminating && Clock::now() >= kill_at) SignalAll(ranks, SIGKILL);
   }
+  if (failed_rank >= 0 && !error_dir.empty()) {
+    ReportRootCause(ErrorFile(error_dir, attempt, failed_rank), failed_rank,
+                    failed_rank - args.node_rank * args.nproc_per_node, exit_code);
+  }
+  for (const Rank& r : ranks) {
+    if (!error_dir.empty()) ::unlink(ErrorFile(error_dir, attempt, r.rank).c_str());
+  }
   return exit_code;
 }
 
@@ -443,10 +502,16 @@ int main(int argc, char** argv) {
   ::sigaction(SIGINT, &sa, nullptr);
   ::sigaction(SIGTERM, &sa, nullptr);
   if (args.node_rank > 0) WaitForRendezvous(args);
+  const char* tmp = std::getenv("TMPDIR");
+  std::string error_dir = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/tessel_run_XXXXXX";
+  if (::mkdtemp(error_dir.data()) == nullptr) error_dir.clear();  // no error files, the job still runs
   for (int attempt = 0;; ++attempt) {
     if (args.pick_port) args.master_port = FreePort();
-    const int code = RunAttempt(args, attempt);
-    if (code == 0 || g_signal != 0 || attempt >= args.max_restarts) return code;
+    const int code = RunAttempt(args, attempt, error_dir);
+    if (code == 0 || g_signal != 0 || attempt >= args.max_restarts) {
+      if (!error_dir.empty()) ::rmdir(error_dir.c_str());
+      return code;
+    }
     std::fprintf(stderr,
                  "[tessel-run] attempt %d failed with exit code %d; restarting all %d local ranks (restart %d of "
                  "--max-restarts %d)\n",

@@ -54,6 +54,23 @@ elapsed=$(( $(date +%s) - start ))
 [ $elapsed -lt 30 ] || fail "took ${elapsed}s: the job was not ended after rank 2 left"
 grep -q "rank 2 exited with code 0 but rank(s) 0, 1 still run 1 s later" "$out" || fail "no early-exit notice"
 
+# 3d. Error files: rank 1 writes torch's JSON to its TORCHELASTIC_ERROR_FILE and fails first: its message and
+# callstack are printed as the root cause; a failing rank without a file gets the hint. The directory goes away.
+errdir="${TEST_TMPDIR:-/tmp}/errfiles"
+rm -rf "$errdir" && mkdir -p "$errdir"
+TMPDIR="$errdir" "$launcher" --nproc-per-node 2 /bin/sh -c 'if [ "$RANK" = 1 ]; then
+  printf "%s" "{\"message\": {\"message\": \"ValueError: boom\", \"extraInfo\": {\"py_callstack\": \"line one\\nline two\", \"timestamp\": \"1\"}}}" > "$TORCHELASTIC_ERROR_FILE"; exit 3; fi; sleep 60' >"$out" 2>&1
+rc=$?
+[ $rc -eq 3 ] || fail "expected exit 3 from the recorded failure, got $rc"
+grep -qx "\[tessel-run\] root cause (first observed failure): rank 1 (local_rank 1), exit code 3" "$out" || fail "no root cause"
+grep -qx "\[tessel-run\]   ValueError: boom" "$out" || fail "no recorded message"
+grep -qx "\[tessel-run\]   line two" "$out" || fail "no recorded callstack"
+[ -z "$(ls -A "$errdir")" ] || fail "error files left in $errdir: $(ls -A "$errdir")"
+"$launcher" --nproc-per-node 1 /bin/sh -c 'exit 4' >"$out" 2>&1
+grep -q "root cause (first observed failure): rank 0 (local_rank 0), exit code 4" "$out" || fail "no root cause line"
+grep -q "no error file: decorate the entry point with torch.distributed.elastic.multiprocessing.errors.record" "$out" \
+  || fail "no hint for a rank without an error file"
+
 # 3c. Node 1 with no node 0: it says where it waits and gives up (exit 3) at the stated deadline.
 start=$(date +%s)
 "$launcher" --nproc-per-node 1 --nnodes 2 --node-rank 1 --master-addr 127.0.0.1 --master-port 1 \

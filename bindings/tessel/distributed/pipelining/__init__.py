@@ -21,7 +21,8 @@ activations) and ``timeline_svg``. ``pipeline_gpt`` builds one rank's part of th
 from ... import _C
 from .. import _default_group
 
-__all__ = ["PipelineStage", "ScheduleGPipe", "Schedule1F1B", "ScheduleInterleaved1F1B", "ScheduleLoopedBFS",
+__all__ = ["PipelineStage", "PipelineScheduleSingle", "PipelineScheduleMulti", "ScheduleGPipe", "Schedule1F1B",
+           "ScheduleInterleaved1F1B", "ScheduleLoopedBFS",
            "ScheduleInterleavedZeroBubble", "ScheduleZBVZeroBubble", "ScheduleDualPipeV", "get_schedule_class",
            "pipeline_gpt",
            "generate_schedule", "stage_to_rank_map", "lower_program", "verify_compute_program",
@@ -138,9 +139,18 @@ def _fsdp_groups(module):
     return inner + [root]
 
 
+class PipelineScheduleSingle(_PipelineSchedule):
+    """torch's base of the schedules with one stage per rank (torchtitan asks issubclass to size its stages)."""
+
+
+class PipelineScheduleMulti(_PipelineSchedule):
+    """torch's base of the schedules with several stages per rank."""
+
+
 def _schedule(name, torch_name, single):
-    return type(torch_name, (_PipelineSchedule,), {"_name": name, "_single_stage": single,
-                                                   "__doc__": "torch's %s (pipelining's %s)" % (torch_name, name)})
+    doc = "torch's %s (pipelining's %s)" % (torch_name, name)
+    return type(torch_name, (PipelineScheduleSingle if single else PipelineScheduleMulti,),
+                {"_name": name, "_single_stage": single, "__doc__": doc})
 
 
 ScheduleGPipe = _schedule("GPipe", "ScheduleGPipe", True)

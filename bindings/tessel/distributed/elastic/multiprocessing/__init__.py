@@ -1,0 +1,1 @@
+"""tessel.distributed.elastic.multiprocessing: see .errors (torch's `record`)."""
