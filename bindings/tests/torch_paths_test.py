@@ -1,7 +1,7 @@
 """The module paths torch scripts import from besides the main ones (torchtitan's `record` and schedules, the
 pre-2.4 `_tensor` and `_composable.fsdp`, `placement_types`, `distributed_c10d`), each holding the objects that
-act (the same classes and functions, checked by identity and use), and tessel-run reporting a rank's exception
-recorded by `record` as the job's root cause."""
+act (the same classes and functions, checked by identity and use), tessel-run reporting a rank's exception
+recorded by `record` as the job's root cause, and torch 2.6's split_group."""
 import json
 import os
 import subprocess
@@ -113,6 +113,34 @@ def test_torchs_other_module_paths_hold_the_same_objects():
 
     tessel.run_ranks(2, rank_fn)
     assert seen == {0: (2, [3.0, 3.0]), 1: (2, [3.0, 3.0])}
+
+
+def test_split_group_cuts_the_parent_by_its_group_ranks():
+    seen = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        rank = dist.get_rank()
+        pairs = dist.split_group(split_ranks=[[0, 2], [1, 3]])
+        t = tessel.ones(1) * (rank + 1)
+        dist.all_reduce(t, group=pairs)
+        # Split the pair again by its own group ranks: [[1], [0]] puts each member alone.
+        alone = dist.split_group(pairs, split_ranks=[[1], [0]])
+        u = tessel.ones(1) * (rank + 1)
+        dist.all_reduce(u, group=alone)
+        partial = dist.split_group(split_ranks=[[0, 1]])  # ranks 2 and 3 are in no split
+        seen[rank] = (dist.get_process_group_ranks(pairs), t.item(), dist.get_process_group_ranks(alone), u.item(),
+                      partial is None)
+        with pytest.raises(ValueError, match="rank 2 appears in splits 0 and 1"):
+            dist.split_group(split_ranks=[[0, 2], [2, 3]])
+        with pytest.raises(ValueError, match="not a rank of the parent group of 2 ranks"):
+            dist.split_group(pairs, split_ranks=[[0, 2]])
+        with pytest.raises(ValueError, match="cannot be None or empty"):
+            dist.split_group(split_ranks=[])
+
+    tessel.run_ranks(4, rank_fn)
+    assert seen == {0: ([0, 2], 4.0, [0], 1.0, False), 1: ([1, 3], 6.0, [1], 2.0, False),
+                    2: ([0, 2], 4.0, [2], 3.0, True), 3: ([1, 3], 6.0, [3], 4.0, True)}
 
 
 if __name__ == "__main__":

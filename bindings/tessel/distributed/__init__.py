@@ -413,6 +413,32 @@ def new_subgroups_by_enumeration(ranks_per_subgroup_list, timeout=None, backend=
     return mine, subgroups
 
 
+def split_group(parent_pg=None, split_ranks=None, timeout=None, pg_options=None, group_desc=None):
+    """torch's split_group: parent_pg (default: the default group) cut into the groups of split_ranks, lists of
+    ranks *of the parent* that do not overlap; returns this rank's group, or None when no split holds it.
+    Collective over the parent (each split is one new group of it, created in the listed order on every rank;
+    torch does this for NCCL only, tessel for every backend)."""
+    parent = _group(parent_pg, "split_group")
+    if not split_ranks:
+        raise ValueError("split_group: split_ranks cannot be None or empty")
+    seen = {}
+    for i, split in enumerate(split_ranks):
+        for r in split:
+            if not 0 <= int(r) < parent.size:
+                raise ValueError("split_group: rank %d is not a rank of the parent group of %d ranks (split_ranks "
+                                 "hold the parent's group ranks)" % (r, parent.size))
+            if r in seen:
+                raise ValueError("split_group: rank %d appears in splits %d and %d" % (r, seen[r], i))
+            seen[r] = i
+    mine = None
+    for split in split_ranks:
+        g = parent.new_group(sorted(int(r) for r in split))
+        if g is not None:
+            g.timeout = timeout if timeout is not None else parent.timeout
+            mine = g
+    return mine
+
+
 def _group_peer(g, peer, group_peer, op, what):
     if (peer is None) == (group_peer is None):
         raise ValueError("%s: pass exactly one of %s (a global rank) and group_%s (a rank of the group)"
