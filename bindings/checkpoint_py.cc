@@ -127,6 +127,17 @@ void BindCheckpoint(py::module_& m) {
     }
     return kinds;
   }, py::arg("dir"));
+  // Every tensor entry of DIR: (dtype, global shape) by FQN (format_utils.dcp_to_torch_save builds its full
+  // state dict from them).
+  m.def("_dcp_tensor_specs", [](const std::string& dir) {
+    RequireDirectory(dir);
+    const checkpoint::Metadata md = NoGil([&] { return checkpoint::ReadMetadata(dir); });
+    std::map<std::string, std::pair<DType, std::vector<int64_t>>> specs;
+    for (const auto& [key, t] : md.tensors) {
+      specs[key] = {t.dtype, std::vector<int64_t>(t.shape.begin(), t.shape.end())};
+    }
+    return specs;
+  }, py::arg("dir"));
   m.def("_dcp_load", [](checkpoint::StateDict sd, const std::string& dir, bool strict, bool allow_unexpected_keys) {
     RequireDirectory(dir);
     // DCP's semantics: the checkpoint may hold more than the state dict (a model-only state dict from a

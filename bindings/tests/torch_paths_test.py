@@ -1,7 +1,8 @@
 """The module paths torch scripts import from besides the main ones (torchtitan's `record` and schedules, the
 pre-2.4 `_tensor` and `_composable.fsdp`, `placement_types`, `distributed_c10d`), each holding the objects that
 act (the same classes and functions, checked by identity and use), tessel-run reporting a rank's exception
-recorded by `record` as the job's root cause, and torch 2.6's split_group."""
+recorded by `record` as the job's root cause, torch 2.6's split_group, and DCP's format_utils (a 2-rank sharded
+checkpoint to one torch.save file of full tensors and back)."""
 import json
 import os
 import subprocess
@@ -141,6 +142,60 @@ def test_split_group_cuts_the_parent_by_its_group_ranks():
     tessel.run_ranks(4, rank_fn)
     assert seen == {0: ([0, 2], 4.0, [0], 1.0, False), 1: ([1, 3], 6.0, [1], 2.0, False),
                     2: ([0, 2], 4.0, [2], 3.0, True), 3: ([1, 3], 6.0, [3], 4.0, True)}
+
+
+def test_format_utils_converts_a_sharded_checkpoint_to_one_file_and_back(tmp_path):
+    import numpy as np
+
+    import tessel.distributed.checkpoint as dcp
+    import tessel.nn as nn
+    from tessel.distributed.checkpoint.format_utils import dcp_to_torch_save, torch_save_to_dcp
+    from tessel.distributed.checkpoint.state_dict import get_model_state_dict
+    from tessel.distributed.fsdp import fully_shard
+    from tessel.distributed.tensor import Shard, distribute_tensor
+    from tessel.distributed.device_mesh import init_device_mesh
+
+    def make():
+        tessel.manual_seed(3)
+        return nn.Sequential(nn.Linear(3, 5), nn.Linear(5, 2))
+
+    full = {k: v.detach().numpy() for k, v in make().state_dict().items()}
+    ckpt, pt = tmp_path / "dcp", tmp_path / "model.pt"
+
+    def save_sharded(world):
+        dist.init_process_group()
+        model = fully_shard(make())  # each rank holds rows of every parameter
+        dcp.save({"model": get_model_state_dict(model), "step": 7, "extra": {"epochs": [1, 2]}}, checkpoint_id=ckpt)
+
+    tessel.run_ranks(2, save_sharded)
+    dcp_to_torch_save(ckpt, pt)
+    got = tessel.load(str(pt))
+    assert sorted(got) == sorted(["model." + k for k in full] + ["step", "extra.epochs"])
+    for k, v in full.items():
+        np.testing.assert_array_equal(got["model." + k].numpy(), v)
+    assert got["step"] == 7 and got["extra.epochs"] == [1, 2]
+
+    # Back: a torch.save file (here nested) to DCP, loaded as row shards on 2 ranks.
+    tessel.save({"w": tessel.tensor(full["0.weight"]), "meta": {"lr": 0.5}}, str(tmp_path / "nested.pt"))
+    torch_save_to_dcp(tmp_path / "nested.pt", tmp_path / "from_pt")
+    rows = {}
+
+    def load_sharded(world):
+        dist.init_process_group()
+        mesh = init_device_mesh("cpu", (2,))
+        sd = {"w": distribute_tensor(tessel.zeros(5, 3), mesh, [Shard(0)]), "meta": {"lr": 0.0}}
+        dcp.load(sd, checkpoint_id=tmp_path / "from_pt")
+        rows[dist.get_rank()] = (sd["w"].to_local().numpy(), sd["meta"]["lr"])
+
+    tessel.run_ranks(2, load_sharded)
+    np.testing.assert_array_equal(np.concatenate([rows[0][0], rows[1][0]]), full["0.weight"])
+    assert rows[0][1] == rows[1][1] == 0.5
+    runfiles = os.path.join(os.environ["TEST_SRCDIR"], "tessel")
+    out = subprocess.run([sys.executable, "-m", "tessel.distributed.checkpoint.format_utils", "dcp_to_torch",
+                          str(ckpt), str(tmp_path / "cli.pt")], capture_output=True, text=True, timeout=60,
+                         env=dict(os.environ, PYTHONPATH=os.path.join(runfiles, "bindings")))
+    assert out.returncode == 0 and "Converted checkpoint from" in out.stdout, out.stderr
+    np.testing.assert_array_equal(tessel.load(str(tmp_path / "cli.pt"))["model.1.bias"].numpy(), full["1.bias"])
 
 
 if __name__ == "__main__":

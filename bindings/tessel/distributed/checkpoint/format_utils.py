@@ -1,0 +1,61 @@
+"""tessel.distributed.checkpoint.format_utils: torch's conversions between a DCP checkpoint directory and one
+torch.save file, in one process (no process group), as torchtitan's docs use them to take a training checkpoint
+to inference and back:
+
+    dcp_to_torch_save("/ckpt/step-1000", "/out/model.pt")    # every entry, full tensors
+    torch_save_to_dcp("/out/model.pt", "/ckpt/from_pt")      # a checkpoint any layout can load
+    python3 -m tessel.distributed.checkpoint.format_utils dcp_to_torch /ckpt/step-1000 /out/model.pt
+
+dcp_to_torch_save assembles each tensor whole (from every rank's chunks, checksums verified) and keeps the
+other values as saved (pickled ones unpickled). The result is flat: a nested state dict saved as {"model":
+{...}} comes back under "model.<fqn>" keys, as tessel's DCP keys it (torch's rebuilds the nesting from its
+planner data). torch_save_to_dcp saves whatever tessel.load reads (torch.save files, nested dicts included).
+"""
+import argparse
+import os
+
+from ... import _C
+from . import _flatten, _restore, _stateful_to_state_dict
+
+__all__ = ["dcp_to_torch_save", "torch_save_to_dcp"]
+
+
+def dcp_to_torch_save(dcp_checkpoint_dir, torch_save_path):
+    """The whole checkpoint in dcp_checkpoint_dir as one torch.save file at torch_save_path."""
+    from ... import save as torch_save
+    path = os.fspath(dcp_checkpoint_dir)
+    flat = {key: _C._full(list(shape), 0.0, dtype) for key, (dtype, shape) in _C._dcp_tensor_specs(path).items()}
+    placeholder = {"bytes": _C._Bytes(b""), "int64": 0, "float64": 0.0, "string": ""}
+    for key, kind in _C._dcp_value_kinds(path).items():
+        flat[key] = placeholder[kind]
+    flat, _ = _C._dcp_load(flat, path, True)
+    torch_save({k: v if isinstance(v, _C.Tensor) else _restore(None, v) for k, v in flat.items()},
+               os.fspath(torch_save_path))
+
+
+def torch_save_to_dcp(torch_save_path, dcp_checkpoint_dir):
+    """The state dict of the torch.save file at torch_save_path as a DCP checkpoint in dcp_checkpoint_dir."""
+    from ... import load as torch_load
+    state_dict = torch_load(os.fspath(torch_save_path))
+    if not isinstance(state_dict, dict):
+        raise ValueError("torch_save_to_dcp: %s holds a %s, not a state dict" % (torch_save_path,
+                                                                              type(state_dict).__name__))
+    # One process writes it all, whatever process group is initialized (torch's no_dist=True).
+    _C._dcp_save(_flatten(_stateful_to_state_dict(state_dict), "", {}), os.fspath(dcp_checkpoint_dir), None)
+
+
+def _main(argv=None):
+    ap = argparse.ArgumentParser(description="Convert between DCP checkpoints and torch.save files")
+    ap.add_argument("mode", choices=["dcp_to_torch", "torch_to_dcp"])
+    ap.add_argument("src")
+    ap.add_argument("dst")
+    args = ap.parse_args(argv)
+    if args.mode == "dcp_to_torch":
+        dcp_to_torch_save(args.src, args.dst)
+    else:
+        torch_save_to_dcp(args.src, args.dst)
+    print("Converted checkpoint from %s to %s" % (args.src, args.dst))
+
+
+if __name__ == "__main__":
+    _main()
