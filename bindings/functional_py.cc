@@ -159,6 +159,15 @@ void BindFunctional(py::module_& m) {
     Generator& g = GenOrDefault(gen);
     return NoGil([&] { return Dropout(x, p, g, training); });
   }, py::arg("input"), py::arg("p") = 0.5, py::arg("training") = true, py::arg("generator") = nullptr);
+  // The fused kernels without autograd (context parallelism merges blocks of keys itself; core/ops/attention.h).
+  f.def("_sdpa_forward", [](const Tensor& q, const Tensor& k, const Tensor& v, bool is_causal, double scale) {
+    return NoGil([&] { return AttentionForwardRaw(q, k, v, is_causal, scale); });
+  }, py::arg("query"), py::arg("key"), py::arg("value"), py::arg("is_causal"), py::arg("scale"));
+  f.def("_sdpa_backward", [](const Tensor& g, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                             const Tensor& lse, bool is_causal, double scale) {
+    return NoGil([&] { return AttentionBackwardRaw(g, q, k, v, out, lse, is_causal, scale); });
+  }, py::arg("grad_out"), py::arg("query"), py::arg("key"), py::arg("value"), py::arg("out"), py::arg("lse"),
+        py::arg("is_causal"), py::arg("scale"));
   f.def("scaled_dot_product_attention", [](const Tensor& q, const Tensor& k, const Tensor& v,
                                            const std::optional<Tensor>& attn_mask, double dropout_p, bool is_causal,
                                            std::optional<double> scale, bool enable_gqa) {

@@ -389,6 +389,11 @@ void BindTensor(py::module_& m) {
         return py::make_tuple(data, py::tuple(py::cast(t.sizes())), py::tuple(py::cast(t.strides())),
                               static_cast<int>(t.dtype()));
       }, "Identifies the data behind this handle: handles of one weight (tied parameters) share it")
+      // torch's Tensor.set_(source): this tensor (every handle of it) becomes a view of source's data and shape.
+      .def("set_", [](Tensor& self, const Tensor& source) -> Tensor& {
+        self.impl()->SetDataFrom(*source.impl());
+        return self;
+      }, py::arg("source"))
       .def("_rebind_", [](Tensor& self, const Tensor& other) { self = other; },
            "Points this Python tensor at other's data and autograd history (recorded in-place writes)")
       .def("_owns_data_exclusively", [](const Tensor& t) { return t.impl()->OwnsDataExclusively(); },

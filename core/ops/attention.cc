@@ -567,6 +567,16 @@ const OpDef& kAttention = RegisterOp({.name = "scaled_dot_product_attention",
 
 }  // namespace
 
+TensorList AttentionForwardRaw(const Tensor& q, const Tensor& k, const Tensor& v, bool is_causal, double scale) {
+  return Dispatch(kAttention, TensorList{q, k, v}, Attrs().Set("is_causal", is_causal).Set("scale", scale));
+}
+
+TensorList AttentionBackwardRaw(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v,
+                                const Tensor& out, const Tensor& lse, bool is_causal, double scale) {
+  return Dispatch(kAttentionBackward, TensorList{grad_out, q, k, v, out, lse},
+                  Attrs().Set("is_causal", is_causal).Set("scale", scale));
+}
+
 Tensor ScaledDotProductAttention(const Tensor& q, const Tensor& k, const Tensor& v, bool is_causal,
                                  std::optional<double> scale) {
   const int64_t d = q.defined() && q.dim() >= 1 ? q.size(-1) : 0;

@@ -34,6 +34,15 @@ struct AttentionOptions {
 };
 Tensor ScaledDotProductAttention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& options);
 
+// The fused kernels themselves, without autograd, for callers that merge partial attentions over blocks of keys
+// (context parallelism: bindings/tessel/distributed/tensor/experimental/_context_parallel.py). Forward: out
+// (q's dtype) and lse [..., T] (log-sum-exp of the scaled scores per query row, float32; -inf for a row that sees
+// no key). Backward: dq, dk, dv of this block of keys given the *final* out and lse of the rows (FlashAttention's
+// P = exp(s - lse) and delta = rowsum(dout ∘ out) then hold for the block as a part of all the keys).
+TensorList AttentionForwardRaw(const Tensor& q, const Tensor& k, const Tensor& v, bool is_causal, double scale);
+TensorList AttentionBackwardRaw(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v,
+                                const Tensor& out, const Tensor& lse, bool is_causal, double scale);
+
 namespace attention_internal {
 // The scores of the composed paths (the math backend in attention_math.cc, the create_graph backward in
 // attention.cc): q·kᵀ·scale [..., T, S] from differentiable ops, with torch's is_causal mask (key j hidden

@@ -93,6 +93,12 @@ class TensorImpl {
   bool replaced_parameter() const { return replaced_parameter_; }
   void set_replaced_parameter(bool replaced) { replaced_parameter_ = replaced; }
 
+  // torch's Tensor.set_(source): this impl becomes a view of `source`'s storage with its sizes, strides and
+  // offset, so every handle of this impl (a module's buffer, a caller's input) sees the new shape and data.
+  // Dense only, same dtype and device; never on a tensor with autograd history or that requires grad.
+  // kFailedPrecondition / kInvalidArgument otherwise. Bumps nothing: the old storage is untouched.
+  void SetDataFrom(const TensorImpl& source);
+
  protected:
   void RefreshContiguity();
 

@@ -1,5 +1,6 @@
 """torch.distributed.tensor.experimental: implicit_replication (plain tensors that do not require grad, next
-to DTensors, are taken as Replicate on their mesh instead of raising; per thread)."""
+to DTensors, are taken as Replicate on their mesh instead of raising; per thread), and context parallelism
+(context_parallel, context_parallel_unshard, set_rotate_method: _context_parallel.py)."""
 import contextlib
 
 from .... import _C
@@ -13,3 +14,6 @@ def implicit_replication():
         yield
     finally:
         guard.__exit__(None, None, None)
+
+
+from ._context_parallel import context_parallel, context_parallel_unshard, set_rotate_method  # noqa: E402,F401

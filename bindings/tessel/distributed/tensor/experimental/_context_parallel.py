@@ -1,0 +1,230 @@
+"""Context parallelism (torch.distributed.tensor.experimental.context_parallel): the sequence dimension of a
+batch split over a 1-D mesh, attention computed across the shards.
+
+    with context_parallel(cp_mesh, buffers=[idx, targets, model.pos], buffer_seq_dims=[1, 1, 0]):
+        loss = model(idx, targets)          # every F.scaled_dot_product_attention inside is ring attention
+        loss.backward()
+
+Inside the context each buffer holds this rank's shard (in place, Tensor.set_: a module's buffer and the
+caller's tensor alike) and is restored at exit unless listed in no_restore_buffers. With load balancing on
+(torch's default) the sequence is cut into 2·n chunks and rank r holds chunks r and 2n-1-r (head-tail), so
+every rank does the same causal work; off, rank r holds the r-th of n contiguous pieces.
+
+Attention: F.scaled_dot_product_attention(q, k, v, is_causal=..., scale=...) on the local shards of [..., S, D]
+tensors (seq dim -2) all-gathers k and v along the mesh (torch's "allgather" rotate method) and runs the fused
+kernels (core/ops/attention.h) per block of keys: for causal attention, the keys of the earlier chunks as one
+unmasked block and the query's own chunk as a causal block, merged by their log-sum-exps; the rows are exact,
+not approximate. Backward runs the fused backward per block with the merged out and lse, then reduce-scatters
+the key/value gradients back to the ranks that hold them. Not under the context: attn_mask, dropout,
+enable_gqa (NotImplementedError). Code that bound scaled_dot_product_attention by name before entering (``from
+tessel.nn.functional import scaled_dot_product_attention``) is not redirected; ``F.scaled_dot_product_attention``
+is.
+"""
+import contextlib
+import math
+import threading
+
+from .... import _C
+from ....autograd import Function
+
+__all__ = ["context_parallel", "context_parallel_unshard", "set_rotate_method"]
+
+
+class _Options:
+    enable_load_balance = True
+    rotate_method = "allgather"
+
+
+_cp_options = _Options()
+_active = threading.local()  # per thread (a run_ranks rank): the mesh group of the innermost context
+
+
+def set_rotate_method(rotate_method):
+    """torch's: how k and v travel. "allgather" (every rank gathers them once per attention call); torch's
+    "alltoall" ring (send/recv per step) is not implemented."""
+    if rotate_method != "allgather":
+        raise NotImplementedError("set_rotate_method: only 'allgather' is implemented, got %r" % (rotate_method,))
+    _cp_options.rotate_method = rotate_method
+
+
+def _group_of(mesh):
+    if mesh.ndim != 1:
+        raise ValueError("context_parallel: expected a 1-D mesh (the cp axis), got %d-D %s" % (mesh.ndim, mesh))
+    return mesh.get_group()
+
+
+def _chunk_order(n):
+    """Global chunk indices held by each rank, in the order of its local rows."""
+    if _cp_options.enable_load_balance:
+        return [[r, 2 * n - 1 - r] for r in range(n)]
+    return [[r] for r in range(n)]
+
+
+def _shard(t, dim, rank, n):
+    """This rank's rows of t along dim (a new contiguous tensor)."""
+    chunks_per_rank = 2 if _cp_options.enable_load_balance else 1
+    size = t.shape[dim]
+    if size % (n * chunks_per_rank):
+        raise ValueError("context_parallel: sequence dim %d of size %d must divide into %d chunks (%d ranks%s)"
+                         % (dim, size, n * chunks_per_rank, n, ", head-tail load balancing" if chunks_per_rank == 2
+                            else ""))
+    length = size // (n * chunks_per_rank)
+    pieces = [t.narrow(dim, c * length, length) for c in _chunk_order(n)[rank]]
+    from .... import cat
+    return cat(pieces, dim).contiguous()
+
+
+def _unshard(t, dim, group):
+    """The full tensor from every rank's shard of t along dim (one all_gather)."""
+    from .... import cat
+    from ... import all_gather
+    n = group.size
+    gathered = [_C._full(list(t.shape), 0.0, t.dtype) for _ in range(n)]
+    all_gather(gathered, t.contiguous(), group=group)
+    order = _chunk_order(n)
+    per = len(order[0])
+    length = t.shape[dim] // per
+    by_chunk = {}
+    for r in range(n):
+        for i, c in enumerate(order[r]):
+            by_chunk[c] = gathered[r].narrow(dim, i * length, length)
+    return cat([by_chunk[c] for c in range(n * per)], dim)
+
+
+def context_parallel_unshard(mesh, buffers, seq_dims):
+    """torch's: the full tensors of sharded buffers (collective over the mesh); inverse of the context's split."""
+    group = _group_of(mesh)
+    return [_unshard(b, d, group) for b, d in zip(buffers, seq_dims)]
+
+
+def _merge(out_a, lse_a, out_b, lse_b):
+    """Two partial attentions over disjoint key blocks as one: weights exp(lse_x - lse)."""
+    m = _C._functional.where(lse_a > lse_b, lse_a, lse_b)
+    lse = m + ((lse_a - m).exp() + (lse_b - m).exp()).log()
+    out = out_a.float() * (lse_a - lse).exp().unsqueeze(-1) + out_b.float() * (lse_b - lse).exp().unsqueeze(-1)
+    return out.to(out_a.dtype), lse
+
+
+def _blocks(n, rank, length, causal):
+    """Per local chunk i (rows [i·L, (i+1)·L) of q): the key blocks as (key start, key end, causal) in global
+    sequence positions, for a sequence of n·chunks·L keys."""
+    order = _chunk_order(n)[rank]
+    total = length * n * len(order)
+    if not causal:
+        return [[(0, total, False)] for _ in order]
+    out = []
+    for c in order:
+        blocks = [(0, c * length, False)] if c > 0 else []
+        out.append(blocks + [(c * length, (c + 1) * length, True)])
+    return out
+
+
+class _RingAttention(Function):
+    @staticmethod
+    def forward(ctx, group, causal, scale, q, k, v):
+        from .... import cat
+        n, rank = group.size, group.rank
+        per = len(_chunk_order(n)[0])
+        length = q.shape[-2] // per
+        keys, values = _unshard(k, -2, group), _unshard(v, -2, group)
+        outs, lses, plan = [], [], _blocks(n, rank, length, causal)
+        for i, blocks in enumerate(plan):
+            qi = q.narrow(-2, i * length, length)
+            out = lse = None
+            for start, end, is_causal in blocks:
+                o, l = _C._functional._sdpa_forward(qi, keys.narrow(-2, start, end - start),
+                                                    values.narrow(-2, start, end - start), is_causal, scale)
+                out, lse = (o, l) if out is None else _merge(out, lse, o, l)
+            outs.append(out)
+            lses.append(lse)
+        out, lse = cat(outs, -2), cat(lses, -1)
+        ctx.group, ctx.plan, ctx.length, ctx.scale = group, plan, length, scale
+        ctx.save_for_backward(q, keys, values, out, lse)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        from .... import cat, zeros_like
+        from ... import reduce_scatter_tensor
+        q, keys, values, out, lse = ctx.saved_tensors
+        length, group = ctx.length, ctx.group
+        dkeys, dvalues = zeros_like(keys), zeros_like(values)
+        dqs = []
+        for i, blocks in enumerate(ctx.plan):
+            rows = lambda t: t.narrow(-2, i * length, length)  # noqa: E731
+            qi, gi, oi, li = rows(q), rows(grad).contiguous(), rows(out), lse.narrow(-1, i * length, length)
+            dq = None
+            for start, end, is_causal in blocks:
+                kb, vb = keys.narrow(-2, start, end - start), values.narrow(-2, start, end - start)
+                dqb, dkb, dvb = _C._functional._sdpa_backward(gi, qi, kb, vb, oi, li, is_causal, ctx.scale)
+                dq = dqb if dq is None else dq + dqb
+                dkeys.narrow(-2, start, end - start).add_(dkb)
+                dvalues.narrow(-2, start, end - start).add_(dvb)
+            dqs.append(dq)
+        n = group.size
+        order = _chunk_order(n)
+        chunk = length
+
+        def back_to_owners(full):
+            # Rank-major: rank r's chunks in its local order, then reduce-scatter sums every rank's part.
+            parts = [cat([full.narrow(-2, c * chunk, chunk) for c in order[r]], -2) for r in range(n)]
+            stacked = cat([p.unsqueeze(0) for p in parts], 0).contiguous()
+            mine = _C._full(list(stacked.shape[1:]), 0.0, full.dtype)
+            reduce_scatter_tensor(mine.unsqueeze(0), stacked, group=group)
+            return mine
+
+        return None, None, None, cat(dqs, -2), back_to_owners(dkeys), back_to_owners(dvalues)
+
+
+def _ring_sdpa(original):
+    def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                                     enable_gqa=False):
+        group = getattr(_active, "group", None)
+        if group is None:
+            return original(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal,
+                            scale=scale, enable_gqa=enable_gqa)
+        if attn_mask is not None or dropout_p > 0.0 or enable_gqa:
+            raise NotImplementedError("scaled_dot_product_attention under context_parallel: attn_mask, dropout_p and "
+                                      "enable_gqa are not supported (is_causal and scale are)")
+        if query.shape[-2] != key.shape[-2]:
+            raise ValueError("scaled_dot_product_attention under context_parallel: query and key shards need the "
+                             "same length, got %s and %s" % (list(query.shape), list(key.shape)))
+        s = scale if scale is not None else 1.0 / math.sqrt(query.shape[-1])
+        return _RingAttention.apply(group, bool(is_causal), float(s), query, key, value)
+    scaled_dot_product_attention.__doc__ = original.__doc__
+    scaled_dot_product_attention._tessel_original = original
+    return scaled_dot_product_attention
+
+
+def _install():
+    from ....nn import functional as F
+    if not hasattr(F.scaled_dot_product_attention, "_tessel_original"):
+        F.scaled_dot_product_attention = _ring_sdpa(F.scaled_dot_product_attention)
+
+
+@contextlib.contextmanager
+def context_parallel(mesh, *, buffers=None, buffer_seq_dims=None, no_restore_buffers=None):
+    """torch's context_parallel: see the module docstring."""
+    group = _group_of(mesh)
+    buffers = list(buffers or [])
+    seq_dims = list(buffer_seq_dims or [])
+    if len(seq_dims) != len(buffers):
+        raise ValueError("context_parallel: %d buffers but %d buffer_seq_dims" % (len(buffers), len(seq_dims)))
+    keep = {id(b) for b in (no_restore_buffers or [])}
+    if any(not any(id(b) == k for b in buffers) for k in keep):
+        raise ValueError("context_parallel: no_restore_buffers must be a subset of buffers")
+    _install()
+    originals = []
+    with _C._GradMode(False):
+        for b, d in zip(buffers, seq_dims):
+            originals.append(b.detach())  # the full tensor, kept alive for the restore
+            b.set_(_shard(b, d, group.rank, group.size))
+    outer = getattr(_active, "group", None)
+    _active.group = group
+    try:
+        yield
+    finally:
+        _active.group = outer
+        for b, full in zip(buffers, originals):
+            if id(b) not in keep:
+                b.set_(full)
