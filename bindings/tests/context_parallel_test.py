@@ -1,7 +1,8 @@
 """Context parallelism from Python (torch.distributed.tensor.experimental.context_parallel): attention over
 sequence shards equals full-sequence attention row for row (causal and not, head-tail load balancing on and
 off, 2 and 4 ranks), its input gradients equal the full gradients' shards, and a small transformer trained
-under the context on 2 ranks takes the full-sequence loss and parameter gradients of one process."""
+under the context on 2 ranks (alone, and under fully_shard over the cp ranks as torchtitan composes them) takes
+the full-sequence loss and parameter gradients of one process."""
 import numpy as np
 import pytest
 
@@ -116,6 +117,34 @@ def test_a_transformer_under_context_parallel_takes_the_full_sequence_loss_and_g
         assert got[r][0] == pytest.approx(loss.item(), rel=1e-5)
         for n, g in want.items():
             np.testing.assert_allclose(got[r][1][n], g, rtol=2e-4, atol=2e-6, err_msg=n)
+
+
+def test_fully_shard_over_the_cp_ranks_composes_with_context_parallel():
+    # torchtitan's layout with dp 1: fully_shard's mesh is the cp ranks, so its reduce-scatter averages the
+    # ranks' gradients of their sequence shards; the full gradients equal one process on the whole sequence.
+    from tessel.distributed.fsdp import fully_shard
+    idx = RNG.integers(0, 11, size=(2, 16))
+    tgt = RNG.integers(0, 11, size=(2, 16))
+    tessel.manual_seed(6)
+    ref = TinyLM()
+    ref(tessel.tensor(idx), tessel.tensor(tgt)).backward()
+    want = {n: p.grad.numpy() for n, p in ref.named_parameters()}
+    got = {}
+
+    def rank_fn(_):
+        dist.init_process_group()
+        mesh = init_device_mesh("cpu", (2,), mesh_dim_names=("cp",))
+        tessel.manual_seed(6)
+        model = fully_shard(TinyLM(), mesh=mesh)
+        x, y = tessel.tensor(idx), tessel.tensor(tgt)
+        with context_parallel(mesh, buffers=[x, y, model.pos], buffer_seq_dims=[1, 1, 0]):
+            model(x, y).backward()
+        got[dist.get_rank()] = {n: p.grad.full_tensor().numpy() for n, p in model.named_parameters()}
+
+    tessel.run_ranks(2, rank_fn)
+    for r in range(2):
+        for n, g in want.items():
+            np.testing.assert_allclose(got[r][n], g, rtol=2e-4, atol=2e-6, err_msg=n)
 
 
 def test_bad_use_raises():
