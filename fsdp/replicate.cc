@@ -1,6 +1,7 @@
 // fsdp/replicate.cc — Replicate's buckets, hooks and reductions, and ZeroOptimizer's step.
 #include "fsdp/replicate.h"
 
+#include <unordered_set>
 #include <utility>
 
 #include "core/autograd/engine.h"
@@ -87,7 +88,11 @@ class ReplicateState final : public nn::ModuleState {
 
 ReplicateState::ReplicateState(nn::Module* module, comm::ProcessGroupPtr group, ReplicateOptions options)
     : module_(module), group_(std::move(group)), options_(options) {
-  nn::StateDict params = module->NamedParameters();
+  nn::StateDict params;  // each tensor once, under its first name (a tied weight is one parameter, as DDP's)
+  std::unordered_set<const TensorImpl*> seen;
+  for (auto& [fqn, p] : module->NamedParameters()) {
+    if (seen.insert(p.impl()).second) params.emplace_back(fqn, p);
+  }
   TESSEL_CHECK(!params.empty(), "Replicate: ", module->type_name(), " has no parameters");
   int64_t bytes = 0;
   for (auto it = params.rbegin(); it != params.rend(); ++it) {  // reverse registration order

@@ -107,6 +107,37 @@ def test_ddp_buckets_follow_torchs_reducer_and_reduce_during_the_backward():
             np.testing.assert_allclose(got, w, rtol=1e-5, atol=1e-6)
 
 
+class Tied(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb, self.out = nn.Embedding(5, 3), nn.Linear(3, 5, bias=False)
+        self.out.weight = self.emb.weight  # one parameter under two names
+
+    def forward(self, i):
+        return self.out(self.emb(i))
+
+
+def test_ddp_reduces_a_tied_weight_once_under_its_first_name():
+    tessel.manual_seed(0)
+    ref = Tied()
+    ref(tessel.tensor([0, 1, 2, 3])).sum().backward()
+    want = ref.emb.weight.grad.numpy()
+    got = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        tessel.manual_seed(0)
+        model = DDP(Tied())
+        with tessel.CommTracer() as t:
+            model(tessel.tensor([0, 1] if dist.get_rank() == 0 else [2, 3])).sum().backward()
+        got[dist.get_rank()] = (model._bucket_fqns(), t.summary(), model.module.emb.weight.grad.numpy())
+
+    tessel.run_ranks(2, rank_fn)
+    for r in range(2):
+        assert got[r][:2] == ([["emb.weight"]], "all_reduce(world) x1")
+        np.testing.assert_allclose(got[r][2], want / 2, rtol=1e-6)  # the mean of the ranks' sums
+
+
 class Branchy(nn.Module):
     def __init__(self, use_side):
         super().__init__()
