@@ -441,7 +441,8 @@ void BindFsdp(py::module_& m) {
            py::arg("requires_gradient_sync"))
       .def_property_readonly("num_buckets", &fsdp::ReplicateModule::num_buckets)
       .def("bucket_fqns", &fsdp::ReplicateModule::BucketFqns)
-      .def("unused_in_last_backward", &fsdp::ReplicateModule::UnusedInLastBackward);
+      .def("unused_in_last_backward", &fsdp::ReplicateModule::UnusedInLastBackward)
+      .def("shadow_backward", [](const fsdp::ReplicateModule& r) { NoGil([&] { r.ShadowBackward(); }); });
   m.def("replicate", [](nn::Module& module, const dtensor::DeviceMesh& mesh, int64_t bucket_cap_bytes,
                         bool find_unused_parameters) {
     return NoGil([&] {

@@ -341,6 +341,18 @@ int64_t ReplicateModule::num_buckets() const { return static_cast<int64_t>(state
 void ReplicateModule::SetRequiresGradientSync(bool sync) const { state_->sync_ = sync; }
 const std::vector<std::string>& ReplicateModule::UnusedInLastBackward() const { return state_->unused_; }
 
+void ReplicateModule::ShadowBackward() const {
+  TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, !InBackward(), "Replicate: ShadowBackward inside a backward");
+  for (Bucket& b : state_->buckets_) {
+    for (BucketParam& p : b.params) {  // this rank contributes zeros
+      p.param.set_grad(Tensor());
+      if (p.piece.defined()) p.piece.set_grad(Tensor());
+    }
+  }
+  state_->EndOfBackward();
+  state_->unused_.clear();  // nothing here was "unused": this rank had no input
+}
+
 std::vector<std::vector<std::string>> ReplicateModule::BucketFqns() const {
   std::vector<std::vector<std::string>> out;
   for (const Bucket& b : state_->buckets_) {

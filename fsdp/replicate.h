@@ -90,6 +90,9 @@ class ReplicateModule {
   // FQNs of the bucketed parameters that had no gradient on this rank in the last synced backward (their
   // slot was reduced as zeros): what torch's DDP without find_unused_parameters reports as an error.
   const std::vector<std::string>& UnusedInLastBackward() const;
+  // A rank that has run out of inputs (torch's Join) matches the others' synced backward: every bucket (and the
+  // find_unused flags) reduced with zeros from this rank, the averages written to .grad as the others get them.
+  void ShadowBackward() const;
   ReplicateState& state() const { return *state_; }
 
  private:

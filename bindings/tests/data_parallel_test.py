@@ -198,6 +198,79 @@ def test_device_mesh_from_group_wraps_an_existing_group():
     tessel.run_ranks(2, rank_fn)
 
 
+class Scaled(nn.Module):
+    """make()'s layers times a buffer (so DDP's per-forward buffer broadcast is part of every iteration)."""
+
+    def __init__(self):
+        super().__init__()
+        tessel.manual_seed(0)
+        self.net = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2))
+        self.register_buffer("scale", tessel.full((1,), 2.0))
+
+    def forward(self, x):
+        return self.net(x) * self.scale
+
+
+def uneven_batches(rank):
+    """Rank 0 has 2 batches of 2 rows, rank 1 has 4."""
+    rows = X_ALL.reshape(4, 2, 3), Y_ALL.reshape(4, 2, 2)
+    return [(rows[0][i], rows[1][i]) for i in range(2 if rank == 0 else 4)]
+
+
+@pytest.mark.parametrize("with_zero", [False, True])
+def test_join_trains_uneven_inputs_as_the_live_ranks_gradients_over_the_initial_world(with_zero):
+    ref = Scaled()  # one process: each step's gradient is the sum over the ranks that still have a batch, over 2
+    opt = tessel.optim.AdamW(ref.parameters(), lr=0.05) if with_zero else tessel.optim.SGD(ref.parameters(), lr=0.1)
+    for i in range(4):
+        opt.zero_grad()
+        live = [r for r in range(2) if i < len(uneven_batches(r))]
+        (sum(loss_of(ref, *uneven_batches(r)[i]) for r in live) / 2).backward()
+        opt.step()
+    want = [p.detach().numpy() for p in ref.parameters()]
+    got = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        from tessel.distributed.algorithms.join import Join
+        model = DDP(Scaled())
+        if with_zero:
+            opt = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=tessel.optim.AdamW, lr=0.05)
+            context = Join([model, opt])
+        else:
+            opt = tessel.optim.SGD(model.parameters(), lr=0.1)
+            context = model.join()
+        with context:
+            for x, y in uneven_batches(dist.get_rank()):
+                opt.zero_grad()
+                loss_of(model, x, y).backward()
+                opt.step()
+        got[dist.get_rank()] = [p.detach().numpy() for p in model.module.parameters()]
+
+    tessel.run_ranks(2, rank_fn)
+    for r in range(2):
+        for g, w in zip(got[r], want):
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+def test_join_throw_on_early_termination_raises_on_every_rank():
+    errors = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        rank = dist.get_rank()
+        model = DDP(Scaled())
+        try:
+            with model.join(throw_on_early_termination=True):
+                for x, y in uneven_batches(rank)[:1 if rank == 0 else 3]:
+                    loss_of(model, x, y).backward()
+        except RuntimeError as e:
+            errors[rank] = str(e)
+
+    tessel.run_ranks(2, rank_fn)
+    assert errors == {0: "Rank 0 exhausted all inputs.",
+                      1: "Detected at least one rank that exhausted inputs. Throwing across all ranks."}
+
+
 def test_zero_redundancy_optimizer_steps_as_one_adamw_and_partitions_whole_parameters_as_torch():
     want, _ = reference(3)
     results, owned, traces = {}, {}, {}

@@ -17,17 +17,20 @@ torch's: ``consolidate_state_dict(to)`` on every rank gathers the per-rank state
 
 The parameters' storage is not re-pointed into the bucket (torch's bucket view makes ``p.data`` a view of
 it): the values and the number of collectives are torch's, the memory is one flat buffer per step.
-``overlap_with_ddp=True`` (the optimizer step inside DDP's communication hook) raises NotImplementedError.
+``overlap_with_ddp=True`` (the optimizer step inside DDP's communication hook) raises NotImplementedError. It is
+a torch Joinable: under Join (uneven inputs), a rank that ran out of batches still steps its share and broadcasts
+it each round the others step.
 """
 from ... import _C
 from ...optim import Optimizer, _param_groups
+from ..algorithms.join import _GroupJoinable
 
 
 def _numel(p):
     return p.numel()
 
 
-class ZeroRedundancyOptimizer(Optimizer):
+class ZeroRedundancyOptimizer(Optimizer, _GroupJoinable):
     def __init__(self, params, optimizer_class, process_group=None, parameters_as_bucket_view=False,
                  overlap_with_ddp=False, **defaults):
         from .. import _default_group, get_global_rank
@@ -57,6 +60,8 @@ class ZeroRedundancyOptimizer(Optimizer):
         self.optim = optimizer_class(self._partition_parameters()[self.rank], **self._optim_defaults)
         self._sync_param_groups(self.optim.param_groups, self.param_groups)
         self._all_state_dicts = []
+        from ..algorithms.join import _JoinConfig
+        self._join_config = _JoinConfig.disabled()
         self.initialized = True
 
     # ---- the partition ----
@@ -114,6 +119,8 @@ class ZeroRedundancyOptimizer(Optimizer):
     # ---- the step ----
 
     def step(self, closure=None):
+        from ..algorithms.join import Join
+        Join.notify_join_context(self)  # (only when it is the first Joinable of a Join)
         self._sync_param_groups(self.param_groups, self.optim.param_groups)
         loss = self.optim.step() if closure is None else self.optim.step(closure)
         self._sync_param_groups(self.optim.param_groups, self.param_groups)
@@ -145,6 +152,11 @@ class ZeroRedundancyOptimizer(Optimizer):
                 for p in ps:
                     p.copy_(flat[offset:offset + p.numel()].view(*p.shape))
                     offset += p.numel()
+
+    # ---- torch's Joinable ----
+
+    def join_hook(self, **kwargs):
+        return _ZeroJoinHook(self)
 
     def zero_grad(self, set_to_none=True):
         for p in self._global_params():
@@ -227,6 +239,17 @@ class ZeroRedundancyOptimizer(Optimizer):
         return "ZeroRedundancyOptimizer(%s, rank %d of %d, %d of %d parameters here)" % (
             self._optim_constructor.__name__, self.rank, self.world_size,
             sum(len(g["params"]) for g in self.optim.param_groups), len(self._global_params()))
+
+
+class _ZeroJoinHook:  # torch's JoinHook protocol: a joined rank steps its share and broadcasts it
+    def __init__(self, zero):
+        self.zero = zero
+
+    def main_hook(self):
+        self.zero.step()
+
+    def post_hook(self, is_last_joiner):
+        pass
 
 
 __all__ = ["ZeroRedundancyOptimizer"]

@@ -17,12 +17,16 @@ gradient on a rank is reduced as zeros there. With `find_unused_parameters=True`
 per parameter follows, and a parameter no rank had a gradient for keeps .grad None; without it, such a backward
 makes the next forward raise torch's "Expected to have finished reduction" RuntimeError naming the parameters.
 With a communication hook (`register_comm_hook`) the reduction instead runs after the backward, one GradBucket
-per dtype through the hook.
+per dtype through the hook. Uneven inputs: `with model.join():` (or tessel.distributed.algorithms.join.Join with
+the model, and a ZeroRedundancyOptimizer, as Joinables): a rank that ran out of batches shadows the others'
+iterations (their buffer broadcasts and gradient buckets, with zeros from it; the gradients stay divided by the
+initial world size and also reach its own .grad), and at the end every rank takes the last joiner's parameters.
 """
 import contextlib
 import threading
 
 from ... import _C
+from ...distributed.algorithms.join import _GroupJoinable
 from ..modules import Module, _flatten_output
 
 _pending = threading.local()  # per thread (a run_ranks rank): the DDP modules with a comm hook whose forward ran
@@ -50,7 +54,7 @@ def _run_pending():
         ddp._sync_gradients()
 
 
-class DistributedDataParallel(Module):
+class DistributedDataParallel(Module, _GroupJoinable):
     def __init__(self, module, device_ids=None, output_device=None, dim=0, broadcast_buffers=True,
                  process_group=None, bucket_cap_mb=None, find_unused_parameters=False, check_reduction=False,
                  gradient_as_bucket_view=False, static_graph=False, delay_all_reduce_named_params=None,
@@ -70,6 +74,8 @@ class DistributedDataParallel(Module):
         self.require_backward_grad_sync = True
         self._reached = False
         self._comm_hook = None
+        from ...distributed.algorithms.join import _JoinConfig
+        self._join_config = _JoinConfig.disabled()
         if any(p.is_distributed for p in module.parameters()):
             raise ValueError("DistributedDataParallel: the module has DTensor (sharded) parameters; use "
                              "fully_shard's replicate axis (HSDP) for data parallelism over them")
@@ -91,9 +97,16 @@ class DistributedDataParallel(Module):
                 "`tessel.nn.parallel.DistributedDataParallel`, and by making sure all `forward` function outputs "
                 "participate in calculating loss. Parameters which did not receive grad for rank %d: %s"
                 % (self.process_group.rank, ", ".join(unused)))
-        if self.broadcast_buffers:  # torch: rank 0's buffers before every forward
-            self._broadcast_from_first_rank(self._buffers_to_sync())
         sync = self.require_backward_grad_sync and _C.is_grad_enabled()
+        joining = self._join_config.enable
+        if joining:  # Join: announce this iteration, then tell the joined ranks whether a synced backward follows
+            from ...distributed.algorithms.join import Join, _count
+            Join.notify_join_context(self)
+            _count(1 if sync else 0, self.process_group)
+        if self.broadcast_buffers and joining:  # torch: rank 0's buffers before each forward (under Join: a live rank's)
+            self._broadcast_buffers(active=True)
+        elif self.broadcast_buffers:
+            self._broadcast_from_first_rank(self._buffers_to_sync())
         self._replicate.set_requires_gradient_sync(sync and self._comm_hook is None)
         out = self.module(*args, **kwargs)
         if sync and self._comm_hook is not None:
@@ -118,8 +131,33 @@ class DistributedDataParallel(Module):
             for t in tensors:
                 dist.broadcast(t, src=root, group=self.process_group)
 
+    def _broadcast_buffers(self, active):
+        """Under Join: the buffers of the highest rank that still has inputs, to every rank."""
+        from ... import distributed as dist
+        from ...distributed.algorithms.join import _max_rank
+        buffers = self._buffers_to_sync()
+        if not buffers:
+            return
+        root = _max_rank(active, self.process_group)
+        with _C._GradMode(False):
+            for t in buffers:
+                dist.broadcast(t, src=dist.get_global_rank(self.process_group, root), group=self.process_group)
+
     def _mark_reached(self, grad):
         self._reached = True
+
+    # ---- torch's Joinable (uneven inputs; tessel/distributed/algorithms/join.py) ----
+
+    def join(self, divide_by_initial_world_size=True, enable=True, throw_on_early_termination=False):
+        from ...distributed.algorithms.join import Join
+        return Join([self], enable, throw_on_early_termination,
+                    divide_by_initial_world_size=divide_by_initial_world_size)
+
+    def join_hook(self, **kwargs):
+        if not kwargs.get("divide_by_initial_world_size", True):
+            raise NotImplementedError("DistributedDataParallel.join(divide_by_initial_world_size=False): the buckets "
+                                      "always average over the initial world size")
+        return _DDPJoinHook(self)
 
     def register_comm_hook(self, state, hook):
         """torch's DDP communication hook: after each synchronized backward, hook(state, bucket) gets one
@@ -174,6 +212,39 @@ class DistributedDataParallel(Module):
                 bucket = GradBucket(index, _flat_grads(ps), ps, index == len(by_dtype) - 1, g)
                 out = hook(state, bucket).wait()
                 _assign_grads(ps, out[0] if isinstance(out, (list, tuple)) else out, [had[id(p)] for p in ps])
+
+
+class _DDPJoinHook:  # torch's JoinHook protocol (main_hook, post_hook)
+    """A joined rank's DDP iteration: the announcement of sync (0 from here), the buffer broadcast, and when the
+    others sync, every gradient bucket with zeros from this rank (the averages land in its .grad too)."""
+
+    def __init__(self, ddp):
+        self.ddp = ddp
+
+    def main_hook(self):
+        from ...distributed.algorithms.join import _count
+        ddp = self.ddp
+        sync = _count(0, ddp.process_group) > 0
+        if ddp.broadcast_buffers:
+            ddp._broadcast_buffers(active=False)
+        if not sync:
+            return
+        if ddp._comm_hook is None:
+            ddp._replicate.shadow_backward()
+            return
+        for p in ddp.module.parameters():
+            p.grad = None
+        ddp._sync_gradients()
+
+    def post_hook(self, is_last_joiner):
+        """Every rank takes the last joiner's parameters and buffers (torch's _sync_final_model)."""
+        from ... import distributed as dist
+        from ...distributed.algorithms.join import _max_rank
+        ddp = self.ddp
+        root = dist.get_global_rank(ddp.process_group, _max_rank(is_last_joiner, ddp.process_group))
+        with _C._GradMode(False):
+            for t in list(ddp.module.parameters()) + ddp._buffers_to_sync():
+                dist.broadcast(t, src=root, group=ddp.process_group)
 
 
 def _grad_flags(ps):
