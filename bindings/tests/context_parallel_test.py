@@ -11,7 +11,7 @@ import tessel.distributed as dist
 import tessel.nn as nn
 import tessel.nn.functional as F
 from tessel.distributed.device_mesh import init_device_mesh
-from tessel.distributed.tensor.experimental import context_parallel, context_parallel_unshard
+from tessel.distributed.tensor.experimental import context_parallel, context_parallel_unshard, set_rotate_method
 from tessel.distributed.tensor.experimental._attention import _cp_options
 
 RNG = np.random.default_rng(5)
@@ -21,10 +21,11 @@ def leaf(a):
     return tessel.tensor(np.asarray(a, dtype=np.float32), requires_grad=True)
 
 
+@pytest.mark.parametrize("rotate", ["allgather", "alltoall"])
 @pytest.mark.parametrize("world,causal,balance", [(2, True, True), (2, False, True), (4, True, True),
-                                                  (2, True, False)])
-def test_attention_over_sequence_shards_equals_full_attention(world, causal, balance):
-    B, H, T, D = 2, 2, 16, 8
+                                                  (2, True, False), (3, True, True)])
+def test_attention_over_sequence_shards_equals_full_attention(world, causal, balance, rotate):
+    B, H, T, D = 2, 2, 24 if world == 3 else 16, 8
     q, k, v = (RNG.standard_normal((B, H, T, D)).astype(np.float32) for _ in range(3))
     w = RNG.standard_normal((B, H, T, D)).astype(np.float32)  # the loss: sum(w * out)
     fq, fk, fv = leaf(q), leaf(k), leaf(v)
@@ -50,12 +51,14 @@ def test_attention_over_sequence_shards_equals_full_attention(world, causal, bal
         assert xs[0].shape[2] == T  # restored
         got[dist.get_rank()] = [t.numpy() for t in (full_out, dq, dk, dv)]
 
-    old = _cp_options.enable_load_balance
+    old = _cp_options.enable_load_balance, _cp_options.rotate_method
     _cp_options.enable_load_balance = balance
+    set_rotate_method(rotate)
     try:
         tessel.run_ranks(world, rank_fn)
     finally:
-        _cp_options.enable_load_balance = old
+        _cp_options.enable_load_balance = old[0]
+        set_rotate_method(old[1])
     want = [full.detach().numpy(), fq.grad.numpy(), fk.grad.numpy(), fv.grad.numpy()]
     for r in range(world):
         for g, ref in zip(got[r], want):

@@ -11,11 +11,13 @@ caller's tensor alike) and is restored at exit unless listed in no_restore_buffe
 every rank does the same causal work; off, rank r holds the r-th of n contiguous pieces.
 
 Attention: F.scaled_dot_product_attention(q, k, v, is_causal=..., scale=...) on the local shards of [..., S, D]
-tensors (seq dim -2) all-gathers k and v along the mesh (torch's "allgather" rotate method) and runs the fused
-kernels (core/ops/attention.h) per block of keys: for causal attention, the keys of the earlier chunks as one
-unmasked block and the query's own chunk as a causal block, merged by their log-sum-exps; the rows are exact,
-not approximate. Backward runs the fused backward per block with the merged out and lse, then reduce-scatters
-the key/value gradients back to the ranks that hold them. Not under the context: attn_mask, dropout,
+tensors (seq dim -2) runs the fused kernels (core/ops/attention.h) per block of keys and merges the blocks by
+their log-sum-exps, so the rows are exact, not approximate; under causal masking a key chunk after the query's
+is skipped, an earlier one is unmasked, its own is causal. How k and v travel is set_rotate_method's:
+"allgather" (torch's default) gathers every rank's k and v once (O(S) per rank; backward reduce-scatters their
+gradients back), "alltoall" (torch's name for the ring) passes each rank's block to the next rank n - 1 times
+while computing on the current one (O(S / n) per rank; backward passes the key/value gradients along with their
+block and home at the end). Not under the context: attn_mask, dropout,
 enable_gqa (NotImplementedError). Code that bound scaled_dot_product_attention by name before entering (``from
 tessel.nn.functional import scaled_dot_product_attention``) is not redirected; ``F.scaled_dot_product_attention``
 is.
@@ -40,10 +42,9 @@ _active = threading.local()  # per thread (a run_ranks rank): the mesh group of 
 
 
 def set_rotate_method(rotate_method):
-    """torch's: how k and v travel. "allgather" (every rank gathers them once per attention call); torch's
-    "alltoall" ring (send/recv per step) is not implemented."""
-    if rotate_method != "allgather":
-        raise NotImplementedError("set_rotate_method: only 'allgather' is implemented, got %r" % (rotate_method,))
+    """torch's: how k and v travel, "allgather" or "alltoall" (the ring); see the module docstring."""
+    if rotate_method not in ("allgather", "alltoall"):
+        raise NotImplementedError("set_rotate_method: 'allgather' or 'alltoall', got %r" % (rotate_method,))
     _cp_options.rotate_method = rotate_method
 
 
@@ -119,6 +120,95 @@ def _blocks(n, rank, length, causal):
     return out
 
 
+def _kind(q_chunk, k_chunk, causal):
+    """How a query chunk sees a key chunk: None (all masked), False (unmasked) or True (causal, the diagonal)."""
+    if not causal or k_chunk < q_chunk:
+        return False
+    return True if k_chunk == q_chunk else None
+
+
+def _start_rotate(tensors, group):
+    """Posts the ring step: `tensors` to the next rank, the previous rank's into new buffers (same shapes). One
+    batch_isend_irecv, so the sends and receives are in flight together (one by one, a ring waits in a cycle)."""
+    from ... import P2POp, batch_isend_irecv, irecv, isend
+    n, r = group.size, group.rank
+    incoming = [_C._full(list(t.shape), 0.0, t.dtype) for t in tensors]
+    sent = [t.contiguous() for t in tensors]
+    ops = [P2POp(isend, t, group=group, group_peer=(r + 1) % n) for t in sent]
+    ops += [P2POp(irecv, t, group=group, group_peer=(r - 1) % n) for t in incoming]
+    works = batch_isend_irecv(ops)
+    return works[:1], sent, incoming  # one Work per group's batch
+
+
+def _finish_rotate(posted):
+    works, _, incoming = posted
+    for w in works:
+        w.wait()
+    return incoming
+
+
+class _RingRotateAttention(Function):
+    """The "alltoall" rotate method: k/v blocks go round the ring (see the module docstring)."""
+
+    @staticmethod
+    def forward(ctx, group, causal, scale, q, k, v):
+        from .... import cat
+        n, r = group.size, group.rank
+        order = _chunk_order(n)
+        length = q.shape[-2] // len(order[r])
+        state = [None] * len(order[r])
+        kb, vb = k, v
+        for s in range(n):
+            owner = (r - s) % n
+            posted = _start_rotate([kb, vb], group) if s < n - 1 else None
+            for i, c in enumerate(order[r]):
+                qi = q.narrow(-2, i * length, length)
+                for j, kc in enumerate(order[owner]):
+                    kind = _kind(c, kc, causal)
+                    if kind is None:
+                        continue
+                    o, l = _C._functional._sdpa_forward(qi, kb.narrow(-2, j * length, length),
+                                                        vb.narrow(-2, j * length, length), kind, scale)
+                    state[i] = (o, l) if state[i] is None else _merge(*state[i], o, l)
+            if posted is not None:
+                kb, vb = _finish_rotate(posted)
+        out, lse = cat([st[0] for st in state], -2), cat([st[1] for st in state], -1)
+        ctx.group, ctx.causal, ctx.scale, ctx.length = group, causal, scale, length
+        ctx.save_for_backward(q, k, v, out, lse)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        from .... import zeros_like
+        q, k, v, out, lse = ctx.saved_tensors
+        group, length = ctx.group, ctx.length
+        n, r = group.size, group.rank
+        order = _chunk_order(n)
+        grad = grad.contiguous()
+        dq = zeros_like(q)
+        kb, vb, dkb, dvb = k, v, zeros_like(k), zeros_like(v)
+        for s in range(n):
+            owner = (r - s) % n
+            posted = _start_rotate([kb, vb], group) if s < n - 1 else None
+            for i, c in enumerate(order[r]):
+                rows = lambda t: t.narrow(-2, i * length, length)  # noqa: E731
+                for j, kc in enumerate(order[owner]):
+                    kind = _kind(c, kc, ctx.causal)
+                    if kind is None:
+                        continue
+                    keys = lambda t: t.narrow(-2, j * length, length)  # noqa: E731
+                    dqb, dkp, dvp = _C._functional._sdpa_backward(rows(grad), rows(q), keys(kb), keys(vb), rows(out),
+                                                                  lse.narrow(-1, i * length, length), kind, ctx.scale)
+                    rows(dq).add_(dqb)
+                    keys(dkb).add_(dkp)
+                    keys(dvb).add_(dvp)
+            if n > 1:  # the gradients travel with their block; after the last step they go home
+                dkb, dvb = _finish_rotate(_start_rotate([dkb, dvb], group))
+            if posted is not None:
+                kb, vb = _finish_rotate(posted)
+        return None, None, None, dq, dkb, dvb
+
+
 class _RingAttention(Function):
     @staticmethod
     def forward(ctx, group, causal, scale, q, k, v):
@@ -190,7 +280,8 @@ def _ring_sdpa(original):
             raise ValueError("scaled_dot_product_attention under context_parallel: query and key shards need the "
                              "same length, got %s and %s" % (list(query.shape), list(key.shape)))
         s = scale if scale is not None else 1.0 / math.sqrt(query.shape[-1])
-        return _RingAttention.apply(group, bool(is_causal), float(s), query, key, value)
+        ring = _RingRotateAttention if _cp_options.rotate_method == "alltoall" else _RingAttention
+        return ring.apply(group, bool(is_causal), float(s), query, key, value)
     scaled_dot_product_attention.__doc__ = original.__doc__
     scaled_dot_product_attention._tessel_original = original
     return scaled_dot_product_attention
