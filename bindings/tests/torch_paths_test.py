@@ -116,6 +116,34 @@ def test_torchs_other_module_paths_hold_the_same_objects():
     assert seen == {0: (2, [3.0, 3.0]), 1: (2, [3.0, 3.0])}
 
 
+def test_isend_and_irecv_issued_one_by_one_exchange_without_waiting_in_a_cycle():
+    # torch's exchange: every rank posts its isend, then its irecv, then waits (a ring of 3); a pair followed by a
+    # blocking collective; is_completed() polling. Each group runs its calls in issue order, so issued one by one
+    # each rank's send would wait for a receive queued behind it.
+    seen = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        r, n = dist.get_rank(), dist.get_world_size()
+        a, b = tessel.full((2,), float(r)), tessel.zeros(2)
+        s = dist.isend(a, dst=(r + 1) % n)
+        q = dist.irecv(b, src=(r - 1) % n)
+        q.wait()
+        s.wait()
+        c, d = tessel.full((1,), 10.0 + r), tessel.zeros(1)
+        s2 = dist.isend(c, dst=(r + 1) % n)
+        q2 = dist.irecv(d, src=(r - 1) % n)
+        t = tessel.ones(1)
+        dist.all_reduce(t)  # the pending pair goes out first, as one batch, on every rank alike
+        while not q2.is_completed():
+            pass
+        s2.wait()
+        seen[r] = (b.tolist(), t.item(), d.item())
+
+    tessel.run_ranks(3, rank_fn)
+    assert seen == {0: ([2.0, 2.0], 3.0, 12.0), 1: ([0.0, 0.0], 3.0, 10.0), 2: ([1.0, 1.0], 3.0, 11.0)}
+
+
 def test_split_group_cuts_the_parent_by_its_group_ranks():
     seen = {}
 

@@ -224,7 +224,57 @@ class GroupMember:
 
 
 def _group(group, op):
-    return group if group is not None else _default_group(op)
+    g = group if group is not None else _default_group(op)
+    if op not in ("isend", "irecv"):
+        _flush_p2p(g)  # what this thread deferred on g goes first, in its order
+    return g
+
+
+# isend / irecv are deferred (per thread and group) and issued together, as one batch_isend_irecv, when one of them
+# is waited on or polled, or when anything else runs on that group. A group runs its calls one at a time in issue
+# order, so torch's `isend(a, peer); irecv(b, peer); wait(); wait()` on both ranks of an exchange, issued one by one,
+# would have each rank's send wait for a receive queued behind it; batched, both are in flight together. A send
+# still completes only with its receive: post the matching irecv before another call on the group (gloo's eager
+# sends let torch's `isend; all_reduce; irecv` pass; here the peers would wait until the group's timeout).
+_p2p = threading.local()
+
+
+class _DeferredP2P:
+    def __init__(self, group):
+        self._group, self._work = group, None
+
+    def wait(self):
+        _flush_p2p(self._group)
+        self._work.wait()
+
+    def is_completed(self):
+        _flush_p2p(self._group)
+        return self._work.is_completed()
+
+    def _source_rank(self):
+        _flush_p2p(self._group)
+        return self._work._source_rank()
+
+
+def _defer_p2p(group, is_send, tensor, peer, tag):
+    pending = getattr(_p2p, "pending", None)
+    if pending is None:
+        pending = _p2p.pending = {}
+    entry = pending.setdefault(id(group), (group, [], []))
+    handle = _DeferredP2P(group)
+    entry[1].append((is_send, tensor, peer, int(tag)))
+    entry[2].append(handle)
+    return handle
+
+
+def _flush_p2p(group):
+    pending = getattr(_p2p, "pending", None)
+    if not pending or id(group) not in pending:
+        return
+    g, ops, handles = pending.pop(id(group))
+    work = g.batch_p2p(ops)
+    for h in handles:
+        h._work = work
 
 
 class Work:
@@ -289,6 +339,8 @@ def destroy_process_group(group=None):
     reference."""
     if group is not None and group is not getattr(_local, "world", None):
         return
+    if getattr(_local, "world", None) is not None:
+        _flush_p2p(_local.world)  # an isend never waited on still goes out, as torch's
     from .checkpoint import _release_savers
     _release_savers()  # their groups (and a gloo world's store) must not outlive the world
     _local.initialized, _local.mesh = False, None
@@ -468,16 +520,19 @@ def recv(tensor, src=None, group=None, tag=0, group_src=None):
 
 @_collective
 def isend(tensor, dst=None, group=None, tag=0, group_dst=None):
+    """Deferred until waited on, polled, or anything else runs on the group (see _defer_p2p), then issued with
+    the thread's other pending isend/irecv on that group as one batch."""
     g = _group(group, "isend")
-    return g.send(tensor, _group_peer(g, dst, group_dst, "isend", "dst"), tag, async_op=True)
+    return Work(_defer_p2p(g, True, tensor, _group_peer(g, dst, group_dst, "isend", "dst"), tag), [tensor])
 
 
 @_collective
 def irecv(tensor, src=None, group=None, tag=0, group_src=None):
     g = _group(group, "irecv")
     if src is None and group_src is None:  # from any rank: the work's _source_rank() names the sender
+        _flush_p2p(g)
         return g.recv_any_source(tensor, tag)
-    return g.recv(tensor, _group_peer(g, src, group_src, "irecv", "src"), tag, async_op=True)
+    return Work(_defer_p2p(g, False, tensor, _group_peer(g, src, group_src, "irecv", "src"), tag), [tensor])
 
 
 @_collective
