@@ -280,6 +280,7 @@ struct PyTracer {
   std::unique_ptr<comm::CommTracer> tracer;
   std::string last_summary;
   int last_total = 0;
+  std::vector<comm::CollectiveRecord> last_records;
 };
 
 void BindTracer(py::module_& m) {
@@ -295,7 +296,16 @@ void BindTracer(py::module_& m) {
                           "CommTracer.__exit__ without __enter__ (use `with CommTracer() as t:`)");
         t.last_summary = t.tracer->Summary();
         t.last_total = t.tracer->Total();
+        t.last_records = t.tracer->records();
         t.tracer.reset();
+      })
+      // Every collective so far, in issue order: (kind, group name, bytes this rank contributed).
+      .def("records", [](const PyTracer& t) {
+        std::vector<std::tuple<std::string, std::string, int64_t>> out;
+        for (const comm::CollectiveRecord& r : t.tracer ? t.tracer->records() : t.last_records) {
+          out.emplace_back(std::string(comm::CollectiveKindName(r.kind)), r.group, r.bytes);
+        }
+        return out;
       })
       .def("summary", [](const PyTracer& t) { return t.tracer ? t.tracer->Summary() : t.last_summary; },
            "\"all_gather(tp) x2, reduce_scatter(dp) x1\"")

@@ -152,7 +152,7 @@ from . import _inplace  # noqa: E402 (in-place methods recorded by autograd)
 _inplace.install()
 relu_ = lambda input: input.relu_()  # noqa: E731 (torch.relu_)
 from . import autograd, backends, linalg, nn, optim, distributed, distributions, multiprocessing, profiler, special, utils  # noqa: E402,F401,E501
-from . import amp, futures  # noqa: E402,F401
+from . import amp, futures, ops  # noqa: E402,F401
 from .amp import autocast, get_autocast_dtype, is_autocast_enabled  # noqa: E402,F401
 import types as _types  # noqa: E402
 

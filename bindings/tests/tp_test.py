@@ -388,3 +388,55 @@ def test_styles_keep_torchs_defaults_and_print_like_tp():
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
+
+
+def test_comm_debug_mode_counts_the_tp_mlps_collectives_per_module_as_torchs_tutorial():
+    from tessel.distributed.tensor.debug import CommDebugMode
+    from tessel.nn.modules.module import register_module_forward_hook
+
+    class MLPModule(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.net1, self.relu, self.net2 = nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 4)
+
+        def forward(self, x):
+            return self.net2(self.relu(self.net1(x)))
+
+    got = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        mesh = init_device_mesh("cpu", (2,))
+        tessel.manual_seed(0)
+        model = MLPModule()
+        parallelize_module(model, mesh, {"net1": ColwiseParallel(), "net2": RowwiseParallel()})
+        x = tessel.ones(3, 4, requires_grad=True)
+        mode = CommDebugMode()
+        with mode:
+            out = model(x)
+        fwd = (mode.get_total_counts(), mode.get_comm_counts(), mode.get_comm_module_counts())
+        with mode:  # entering again starts over
+            model(x).sum().backward()
+        calls = []
+        with register_module_forward_hook(lambda m, a, o: calls.append(type(m).__name__)):
+            model(x)
+        got[dist.get_rank()] = (fwd, mode.get_comm_counts(), mode.get_comm_module_counts(),
+                                mode.generate_comm_debug_tracing_table(noise_level=1), mode.get_sharding_info(),
+                                calls, out.shape)
+
+    tessel.run_ranks(2, rank_fn)
+    ar = tessel.ops.c10d_functional.all_reduce
+    (total, counts, modules), both, both_modules, table, sharding, calls, shape = got[0]
+    # Forward: RowwiseParallel's output all-reduce, counted for net2 and its ancestors.
+    assert total == 1 and counts == {ar: 1} and tuple(shape) == (3, 4)
+    assert modules == {"Global": {"forward": {ar: 1}, "backward": {}},
+                       "MLPModule": {"forward": {ar: 1}, "backward": {}},
+                       "MLPModule.net2": {"forward": {ar: 1}, "backward": {}}}
+    # Forward and backward: ColwiseParallel's input gradient (Partial) all-reduced in net1's backward.
+    assert both == {ar: 2}
+    assert both_modules["MLPModule.net1"] == {"forward": {}, "backward": {ar: 1}}
+    assert both_modules["Global"] == {"forward": {ar: 1}, "backward": {ar: 1}}
+    assert "MLPModule.net2\n" in table and "*FORWARD: c10d_functional.all_reduce x1" in table
+    assert "weight: Shard(dim=0)" in table  # net1's column shards (noise level 1 lists placements)
+    assert str(sharding["MLPModule.net2.weight"]) == str((Shard(1),))
+    assert calls == ["Linear", "ReLU", "Linear", "MLPModule"] and got[1][0] == got[0][0]

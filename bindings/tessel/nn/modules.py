@@ -20,6 +20,7 @@ keyword arguments) go to ``forward`` unchanged.
 """
 import collections
 import copy
+import threading
 
 from .. import _C, _dtypes
 from .._complex import ComplexTensor
@@ -233,7 +234,74 @@ def _fsdp_cast_kwargs(module, kwargs):
     return {k: v.to(cast) if isinstance(v, Tensor) and v.dtype.is_floating_point else v for k, v in kwargs.items()}
 
 
+# torch.nn.modules.module's global hooks: every module call (from Python) runs them around its forward. Global to
+# the rank: per thread, since a run_ranks rank is a thread (as the default process group is), so one rank's hooks
+# do not see another rank's modules.
+_global_hooks = threading.local()
+_global_hook_ids = [0]
+
+
+def _hooks(kind):
+    hooks = getattr(_global_hooks, kind, None)
+    if hooks is None:
+        hooks = collections.OrderedDict()
+        setattr(_global_hooks, kind, hooks)
+    return hooks
+
+
+class _GlobalHookHandle:
+    """torch's RemovableHandle for a global hook: remove(), or use it as a context manager."""
+
+    def __init__(self, hooks, hook):
+        _global_hook_ids[0] += 1
+        self._hooks, self.id = hooks, _global_hook_ids[0]
+        hooks[self.id] = hook
+
+    def remove(self):
+        self._hooks.pop(self.id, None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
+def register_module_forward_pre_hook(hook):
+    """torch's global forward pre-hook: hook(module, args) before every module's forward on this rank; a
+    non-None result replaces args (a tuple, or one value)."""
+    return _GlobalHookHandle(_hooks("pre"), hook)
+
+
+def register_module_forward_hook(hook, *, always_call=False):
+    """torch's global forward hook: hook(module, args, output) after every module's forward on this rank; a
+    non-None result replaces the output. always_call: also when forward raised (with output None)."""
+    return _GlobalHookHandle(_hooks("post"), (hook, always_call))
+
+
 def _call(self, *args, **kwargs):
+    pre, post = getattr(_global_hooks, "pre", None), getattr(_global_hooks, "post", None)
+    if not (pre or post):
+        return _call_forward(self, *args, **kwargs)
+    for hook in list((pre or {}).values()):
+        result = hook(self, args)
+        if result is not None:
+            args = result if isinstance(result, tuple) else (result,)
+    try:
+        out = _call_forward(self, *args, **kwargs)
+    except BaseException:
+        for hook, always in list((post or {}).values()):
+            if always:
+                hook(self, args, None)
+        raise
+    for hook, _ in list((post or {}).values()):
+        result = hook(self, args, out)
+        if result is not None:
+            out = result
+    return out
+
+
+def _call_forward(self, *args, **kwargs):
     slots = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
     if not self._has_python_forward:  # a C++ module: its Forward takes tensors
         if kwargs or len(slots) != len(args):
@@ -726,3 +794,8 @@ for _name, _fn in _METHODS.items():
 
 _C.Linear.extra_repr = lambda self: "in_features=%d, out_features=%d, bias=%s" % (
     self.in_features, self.out_features, self._has_parameter("bias"))
+
+
+import sys as _sys  # noqa: E402
+
+_sys.modules[__name__ + ".module"] = _sys.modules[__name__]  # torch.nn.modules.module's path for the hooks above
