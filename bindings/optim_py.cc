@@ -1,4 +1,4 @@
-// bindings/optim_py.cc — SGD, AdamW, RMSprop and Adagrad (core/optim) over named parameters, gradient-norm clipping and the
+// bindings/optim_py.cc — SGD, AdamW, RMSprop, Adagrad, Adamax, NAdam and RAdam (core/optim) over named parameters, gradient-norm clipping and the
 // warmup + cosine schedule. tessel.optim (Python) gives them torch's signatures and parameter groups.
 //
 // Invariant: optimizer state is keyed by parameter FQN (core/optim/optimizer.h), so the named-parameter
@@ -12,6 +12,7 @@
 
 #include "bindings/bind.h"
 #include "core/nn/module.h"
+#include "core/optim/adam_family.h"
 #include "core/optim/optimizer.h"
 
 namespace tessel::bindings {
@@ -78,6 +79,35 @@ void BindOptim(py::module_& m) {
            }),
            py::arg("named_parameters"), py::arg("lr") = 1e-2, py::arg("lr_decay") = 0.0,
            py::arg("weight_decay") = 0.0, py::arg("initial_accumulator_value") = 0.0, py::arg("eps") = 1e-10);
+
+  py::class_<optim::Adamax, optim::Optimizer>(m, "Adamax")
+      .def(py::init([](nn::StateDict params, double lr, double beta1, double beta2, double eps, double wd) {
+             return std::make_unique<optim::Adamax>(
+                 std::move(params), optim::AdamaxOptions{.lr = lr, .beta1 = beta1, .beta2 = beta2, .eps = eps,
+                                                         .weight_decay = wd});
+           }),
+           py::arg("named_parameters"), py::arg("lr") = 2e-3, py::arg("beta1") = 0.9, py::arg("beta2") = 0.999,
+           py::arg("eps") = 1e-8, py::arg("weight_decay") = 0.0);
+  py::class_<optim::NAdam, optim::Optimizer>(m, "NAdam")
+      .def(py::init([](nn::StateDict params, double lr, double beta1, double beta2, double eps, double wd,
+                       double momentum_decay, bool decoupled) {
+             return std::make_unique<optim::NAdam>(
+                 std::move(params), optim::NAdamOptions{.lr = lr, .beta1 = beta1, .beta2 = beta2, .eps = eps,
+                                                        .weight_decay = wd, .momentum_decay = momentum_decay,
+                                                        .decoupled_weight_decay = decoupled});
+           }),
+           py::arg("named_parameters"), py::arg("lr") = 2e-3, py::arg("beta1") = 0.9, py::arg("beta2") = 0.999,
+           py::arg("eps") = 1e-8, py::arg("weight_decay") = 0.0, py::arg("momentum_decay") = 4e-3,
+           py::arg("decoupled_weight_decay") = false);
+  py::class_<optim::RAdam, optim::Optimizer>(m, "RAdam")
+      .def(py::init([](nn::StateDict params, double lr, double beta1, double beta2, double eps, double wd,
+                       bool decoupled) {
+             return std::make_unique<optim::RAdam>(
+                 std::move(params), optim::RAdamOptions{.lr = lr, .beta1 = beta1, .beta2 = beta2, .eps = eps,
+                                                        .weight_decay = wd, .decoupled_weight_decay = decoupled});
+           }),
+           py::arg("named_parameters"), py::arg("lr") = 1e-3, py::arg("beta1") = 0.9, py::arg("beta2") = 0.999,
+           py::arg("eps") = 1e-8, py::arg("weight_decay") = 0.0, py::arg("decoupled_weight_decay") = false);
 
   m.def("clip_grad_norm", [](const nn::Module& model, double max_norm) {
     return NoGil([&] { return optim::ClipGradNorm(model.Parameters(), max_norm); });

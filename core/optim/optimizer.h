@@ -29,6 +29,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/autograd/grad_mode.h"
+#include "core/base/error.h"
 #include "core/nn/module.h"
 
 namespace tessel::optim {
@@ -70,6 +72,21 @@ class Optimizer {
   Tensor& State(const std::string& fqn, const std::string& name, const Tensor& like);
   // kFailedPrecondition naming the FQNs whose handles nn::Module::SetParameter has replaced.
   void CheckParamsAreCurrent(const char* optimizer_name) const;
+  // A Step()'s frame: the replaced-handle and learning-rate checks, no grad recording, then fn(fqn, param, grad, t)
+  // for every parameter with a gradient, t being its step count after this step (recorded once fn returns).
+  template <typename F>
+  void ForEachGradient(const char* optimizer_name, F&& fn) {
+    CheckParamsAreCurrent(optimizer_name);
+    TESSEL_CHECK(lr_ >= 0.0, "Invalid learning rate: ", lr_);
+    NoGradGuard no_grad;
+    for (auto& [fqn, p] : params_) {
+      const Tensor grad = p.grad();
+      if (!grad.defined()) continue;
+      const int64_t t = steps_[fqn] + 1;
+      fn(fqn, p, grad, t);
+      steps_[fqn] = t;
+    }
+  }
 
   nn::StateDict params_;
   double lr_ = 1e-3;

@@ -1,4 +1,4 @@
-"""tessel.optim: SGD, Adam, AdamW, RMSprop and Adagrad with torch's signatures, over ``model.parameters()``, named parameters or
+"""tessel.optim: SGD, Adam, AdamW, RMSprop, Adagrad, Adamax, NAdam and RAdam with torch's signatures, over ``model.parameters()``, named parameters or
 parameter groups (dicts with "params" and per-group options).
 
 Each parameter group is one C++ optimizer (core/optim), whose state is keyed by the parameter's FQN, so a
@@ -328,3 +328,81 @@ class Adagrad(Optimizer):
     @classmethod
     def _make(cls, named, g):
         return _C.Adagrad(named, **cls._hyper(g))
+
+
+class _AdamRelative(Optimizer):
+    """Adamax / NAdam / RAdam: betas, eps, weight_decay (and the named extras) as torch's, one C++ optimizer per
+    group (core/optim/adam_family.h)."""
+
+    _extras = ()  # (name, default) beyond betas, eps and weight_decay
+
+    def __init__(self, params, lr, betas, eps, weight_decay, flags, **extras):
+        name = type(self).__name__
+        _unsupported(name, **flags)
+        if not 0.0 <= lr:
+            raise ValueError("Invalid learning rate: %s" % lr)
+        if not 0.0 <= eps:
+            raise ValueError("Invalid epsilon value: %s" % eps)
+        for i, b in enumerate(betas):
+            if not 0.0 <= b < 1.0:
+                raise ValueError("Invalid beta parameter at index %d: %s" % (i, b))
+        if not 0.0 <= weight_decay:
+            raise ValueError("Invalid weight_decay value: %s" % weight_decay)
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, **extras))
+
+    @classmethod
+    def _hyper(cls, g):
+        b1, b2 = g["betas"]
+        h = {"lr": float(g["lr"]), "beta1": float(b1), "beta2": float(b2), "eps": float(g["eps"]),
+             "weight_decay": float(g["weight_decay"])}
+        h.update({k: float(g[k]) for k, _ in cls._extras})
+        return h
+
+    @classmethod
+    def _load_hyper(cls, g, h):
+        g.update(lr=h["lr"], betas=(h["beta1"], h["beta2"]), eps=h["eps"], weight_decay=h["weight_decay"])
+        for k, default in cls._extras:
+            g[k] = type(default)(h[k])
+
+    @classmethod
+    def _make(cls, named, g):
+        h = cls._hyper(g)
+        for k, default in cls._extras:
+            h[k] = type(default)(h[k])
+        return getattr(_C, cls.__name__)(named, **h)
+
+
+class Adamax(_AdamRelative):
+    """torch.optim.Adamax: exp_inf = max(β2·exp_inf, |g| + eps), p -= lr/(1-β1^t)·exp_avg/exp_inf."""
+
+    def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, foreach=None, *,
+                 maximize=False, differentiable=False, capturable=False):
+        super().__init__(params, lr, betas, eps, weight_decay,
+                         dict(maximize=maximize, differentiable=differentiable, capturable=capturable))
+
+
+class NAdam(_AdamRelative):
+    """torch.optim.NAdam: Adam with Nesterov momentum, μ_t = β1·(1 - ½·0.96^(t·momentum_decay))."""
+
+    _extras = (("momentum_decay", 4e-3), ("decoupled_weight_decay", False))
+
+    def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, momentum_decay=4e-3,
+                 decoupled_weight_decay=False, *, foreach=None, maximize=False, capturable=False,
+                 differentiable=False):
+        if not 0.0 <= momentum_decay:
+            raise ValueError("Invalid momentum_decay value: %s" % momentum_decay)
+        super().__init__(params, lr, betas, eps, weight_decay,
+                         dict(maximize=maximize, differentiable=differentiable, capturable=capturable),
+                         momentum_decay=momentum_decay, decoupled_weight_decay=bool(decoupled_weight_decay))
+
+
+class RAdam(_AdamRelative):
+    """torch.optim.RAdam: Adam whose adaptive step is rectified by r_t once ρ_t > 5 (plain momentum before)."""
+
+    _extras = (("decoupled_weight_decay", False),)
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, decoupled_weight_decay=False,
+                 *, foreach=None, maximize=False, capturable=False, differentiable=False):
+        super().__init__(params, lr, betas, eps, weight_decay,
+                         dict(maximize=maximize, differentiable=differentiable, capturable=capturable),
+                         decoupled_weight_decay=bool(decoupled_weight_decay))

@@ -1,0 +1,123 @@
+"""tessel.optim's Adam relatives (Adamax, NAdam, RAdam) against torch's update rules written out in numpy (float64,
+a varying gradient, L2 and decoupled weight decay, RAdam on both sides of its ρ_t > 5 switch), their state dicts
+resuming exactly, and torch's argument checks."""
+import numpy as np
+import pytest
+
+import tessel
+
+P0 = np.array([1.0, -2.0, 0.5, 3.0])
+GRADS = [np.array([0.5, -0.25, 0.0, 1.0]) * (1 + 0.3 * t) * (-1) ** t for t in range(8)]
+
+
+def run(opt_cls, steps, **kw):
+    p = tessel.tensor(P0.copy(), requires_grad=True)
+    opt = opt_cls([p], **kw)
+    for t in range(steps):
+        p.grad = tessel.tensor(GRADS[t])
+        opt.step()
+    return p, opt
+
+
+def adamax_ref(steps, lr, b1, b2, eps, wd):
+    p, m, u = P0.copy(), np.zeros(4), np.zeros(4)
+    for t in range(1, steps + 1):
+        g = GRADS[t - 1] + wd * p
+        m = b1 * m + (1 - b1) * g
+        u = np.maximum(b2 * u, np.abs(g) + eps)
+        p = p - lr / (1 - b1 ** t) * m / u
+    return p
+
+
+def decayed(t, p, lr, wd, decoupled):
+    """(p, g) after torch's weight decay at step t: decoupled shrinks p, else g gets the L2 term."""
+    return (p * (1 - lr * wd), GRADS[t - 1]) if decoupled else (p, GRADS[t - 1] + wd * p)
+
+
+def nadam_ref(steps, lr, b1, b2, eps, wd, md, decoupled):
+    p, m, v, prod = P0.copy(), np.zeros(4), np.zeros(4), 1.0
+    for t in range(1, steps + 1):
+        p, g = decayed(t, p, lr, wd, decoupled)
+        mu, mu_next = b1 * (1 - 0.5 * 0.96 ** (t * md)), b1 * (1 - 0.5 * 0.96 ** ((t + 1) * md))
+        prod *= mu
+        m = b1 * m + (1 - b1) * g
+        v = b2 * v + (1 - b2) * g * g
+        denom = np.sqrt(v / (1 - b2 ** t)) + eps
+        p = p - lr * (1 - mu) / (1 - prod) * g / denom - lr * mu_next / (1 - prod * mu_next) * m / denom
+    return p
+
+
+def radam_ref(steps, lr, b1, b2, eps, wd, decoupled):
+    p, m, v = P0.copy(), np.zeros(4), np.zeros(4)
+    rho_inf = 2 / (1 - b2) - 1
+    rectified = []
+    for t in range(1, steps + 1):
+        p, g = decayed(t, p, lr, wd, decoupled)
+        m = b1 * m + (1 - b1) * g
+        v = b2 * v + (1 - b2) * g * g
+        bc1, bc2 = 1 - b1 ** t, 1 - b2 ** t
+        rho_t = rho_inf - 2 * t * b2 ** t / bc2
+        rectified.append(rho_t > 5)
+        if rho_t > 5:
+            r = np.sqrt((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t))
+            p = p - lr * m / bc1 * r * np.sqrt(bc2) / (np.sqrt(v) + eps)
+        else:
+            p = p - lr * m / bc1
+    return p, rectified
+
+
+def test_adamax_follows_torchs_rule():
+    p, _ = run(tessel.optim.Adamax, 5, lr=0.01, betas=(0.8, 0.9), eps=1e-3, weight_decay=0.1)
+    np.testing.assert_allclose(p.detach().numpy(), adamax_ref(5, 0.01, 0.8, 0.9, 1e-3, 0.1), rtol=1e-12)
+
+
+@pytest.mark.parametrize("decoupled", [False, True])
+def test_nadam_follows_torchs_rule(decoupled):
+    p, _ = run(tessel.optim.NAdam, 6, lr=0.02, betas=(0.85, 0.95), eps=1e-6, weight_decay=0.05, momentum_decay=0.2,
+               decoupled_weight_decay=decoupled)
+    want = nadam_ref(6, 0.02, 0.85, 0.95, 1e-6, 0.05, 0.2, decoupled)
+    np.testing.assert_allclose(p.detach().numpy(), want, rtol=1e-12)
+
+
+@pytest.mark.parametrize("decoupled", [False, True])
+def test_radam_follows_torchs_rule_on_both_sides_of_the_rectification(decoupled):
+    p, _ = run(tessel.optim.RAdam, 8, lr=0.03, betas=(0.9, 0.9), eps=1e-8, weight_decay=0.02,
+               decoupled_weight_decay=decoupled)
+    want, rectified = radam_ref(8, 0.03, 0.9, 0.9, 1e-8, 0.02, decoupled)
+    assert rectified == [False] * 5 + [True] * 3  # ρ_t crosses 5 at t = 6 with β2 = 0.9
+    np.testing.assert_allclose(p.detach().numpy(), want, rtol=1e-12)
+
+
+@pytest.mark.parametrize("cls,kw", [(tessel.optim.Adamax, {}), (tessel.optim.NAdam, {"momentum_decay": 0.3}),
+                                    (tessel.optim.RAdam, {"betas": (0.9, 0.9)})])
+def test_state_dict_resumes_exactly_and_options_reach_the_step(cls, kw):
+    p, opt = run(cls, 4, lr=0.05, **kw)
+    sd = opt.state_dict()
+    names = {tessel.optim.Adamax: ["exp_avg", "exp_inf", "step"]}.get(cls, ["exp_avg", "exp_avg_sq", "step"])
+    assert sorted(sd["state"][0]) == names and sd["state"][0]["step"].item() == 4
+    q = tessel.tensor(p.detach().numpy(), requires_grad=True)
+    fresh = cls([q], lr=1.0)
+    fresh.load_state_dict(sd)  # NAdam rebuilds its momentum product from the step count
+    assert fresh.param_groups[0]["lr"] == 0.05
+    for t, o in ((q, fresh), (p, opt)):
+        for step in (4, 5):
+            t.grad = tessel.tensor(GRADS[step])
+            o.step()
+    np.testing.assert_array_equal(q.detach().numpy(), p.detach().numpy())
+    opt.param_groups[0]["lr"] = 0.0  # read at the next step, as torch
+    before = p.detach().numpy().copy()
+    p.grad = tessel.tensor(GRADS[6])
+    opt.step()
+    np.testing.assert_array_equal(p.detach().numpy(), before)
+
+
+def test_bad_arguments_raise_torchs_errors():
+    w = [tessel.zeros(2, requires_grad=True)]
+    with pytest.raises(ValueError, match="Invalid beta parameter at index 1: 1.0"):
+        tessel.optim.NAdam(w, betas=(0.9, 1.0))
+    with pytest.raises(ValueError, match="Invalid momentum_decay value: -1"):
+        tessel.optim.NAdam(w, momentum_decay=-1)
+    with pytest.raises(ValueError, match="Invalid learning rate: -0.1"):
+        tessel.optim.RAdam(w, lr=-0.1)
+    with pytest.raises(NotImplementedError, match="maximize"):
+        tessel.optim.Adamax(w, maximize=True)
