@@ -1,5 +1,5 @@
-// bindings/optim_py.cc — SGD, AdamW, RMSprop, Adagrad, Adamax, NAdam and RAdam (core/optim) over named parameters, gradient-norm clipping and the
-// warmup + cosine schedule. tessel.optim (Python) gives them torch's signatures and parameter groups.
+// bindings/optim_py.cc — SGD, AdamW, RMSprop, Adagrad, Adamax, NAdam, RAdam and Adadelta (core/optim) over named
+// parameters, gradient-norm clipping and the warmup + cosine schedule. tessel.optim (Python) gives them torch's signatures and parameter groups.
 //
 // Invariant: optimizer state is keyed by parameter FQN (core/optim/optimizer.h), so the named-parameter
 // constructor is the primary one; `AdamW(model, ...)` names them from the model.
@@ -108,6 +108,14 @@ void BindOptim(py::module_& m) {
            }),
            py::arg("named_parameters"), py::arg("lr") = 1e-3, py::arg("beta1") = 0.9, py::arg("beta2") = 0.999,
            py::arg("eps") = 1e-8, py::arg("weight_decay") = 0.0, py::arg("decoupled_weight_decay") = false);
+
+  py::class_<optim::Adadelta, optim::Optimizer>(m, "Adadelta")
+      .def(py::init([](nn::StateDict params, double lr, double rho, double eps, double wd) {
+             return std::make_unique<optim::Adadelta>(
+                 std::move(params), optim::AdadeltaOptions{.lr = lr, .rho = rho, .eps = eps, .weight_decay = wd});
+           }),
+           py::arg("named_parameters"), py::arg("lr") = 1.0, py::arg("rho") = 0.9, py::arg("eps") = 1e-6,
+           py::arg("weight_decay") = 0.0);
 
   m.def("clip_grad_norm", [](const nn::Module& model, double max_norm) {
     return NoGil([&] { return optim::ClipGradNorm(model.Parameters(), max_norm); });

@@ -1,5 +1,5 @@
-"""tessel.optim's Adam relatives (Adamax, NAdam, RAdam) against torch's update rules written out in numpy (float64,
-a varying gradient, L2 and decoupled weight decay, RAdam on both sides of its ρ_t > 5 switch), their state dicts
+"""tessel.optim's Adam relatives (Adamax, NAdam, RAdam) and Adadelta against torch's update rules written out in
+numpy (float64, a varying gradient, L2 and decoupled weight decay, RAdam on both sides of its ρ_t > 5 switch), their state dicts
 resuming exactly, and torch's argument checks."""
 import numpy as np
 import pytest
@@ -66,6 +66,18 @@ def radam_ref(steps, lr, b1, b2, eps, wd, decoupled):
     return p, rectified
 
 
+def test_adadelta_follows_torchs_rule():
+    p, _ = run(tessel.optim.Adadelta, 5, lr=0.5, rho=0.8, eps=1e-4, weight_decay=0.1)
+    q, sq, acc = P0.copy(), np.zeros(4), np.zeros(4)
+    for t in range(5):
+        g = GRADS[t] + 0.1 * q
+        sq = 0.8 * sq + 0.2 * g * g
+        delta = np.sqrt(acc + 1e-4) / np.sqrt(sq + 1e-4) * g
+        acc = 0.8 * acc + 0.2 * delta * delta
+        q = q - 0.5 * delta
+    np.testing.assert_allclose(p.detach().numpy(), q, rtol=1e-12)
+
+
 def test_adamax_follows_torchs_rule():
     p, _ = run(tessel.optim.Adamax, 5, lr=0.01, betas=(0.8, 0.9), eps=1e-3, weight_decay=0.1)
     np.testing.assert_allclose(p.detach().numpy(), adamax_ref(5, 0.01, 0.8, 0.9, 1e-3, 0.1), rtol=1e-12)
@@ -89,11 +101,12 @@ def test_radam_follows_torchs_rule_on_both_sides_of_the_rectification(decoupled)
 
 
 @pytest.mark.parametrize("cls,kw", [(tessel.optim.Adamax, {}), (tessel.optim.NAdam, {"momentum_decay": 0.3}),
-                                    (tessel.optim.RAdam, {"betas": (0.9, 0.9)})])
+                                    (tessel.optim.RAdam, {"betas": (0.9, 0.9)}), (tessel.optim.Adadelta, {})])
 def test_state_dict_resumes_exactly_and_options_reach_the_step(cls, kw):
     p, opt = run(cls, 4, lr=0.05, **kw)
     sd = opt.state_dict()
-    names = {tessel.optim.Adamax: ["exp_avg", "exp_inf", "step"]}.get(cls, ["exp_avg", "exp_avg_sq", "step"])
+    names = {tessel.optim.Adamax: ["exp_avg", "exp_inf", "step"],
+             tessel.optim.Adadelta: ["acc_delta", "square_avg", "step"]}.get(cls, ["exp_avg", "exp_avg_sq", "step"])
     assert sorted(sd["state"][0]) == names and sd["state"][0]["step"].item() == 4
     q = tessel.tensor(p.detach().numpy(), requires_grad=True)
     fresh = cls([q], lr=1.0)
@@ -121,3 +134,5 @@ def test_bad_arguments_raise_torchs_errors():
         tessel.optim.RAdam(w, lr=-0.1)
     with pytest.raises(NotImplementedError, match="maximize"):
         tessel.optim.Adamax(w, maximize=True)
+    with pytest.raises(ValueError, match="Invalid rho value: 1.5"):
+        tessel.optim.Adadelta(w, rho=1.5)

@@ -1,4 +1,4 @@
-// core/optim/adam_family.cc — Adamax, NAdam and RAdam (formulas in adam_family.h).
+// core/optim/adam_family.cc — Adamax, NAdam, RAdam and Adadelta (formulas in adam_family.h).
 #include "core/optim/adam_family.h"
 
 #include <cmath>
@@ -161,6 +161,38 @@ std::map<std::string, double> RAdam::Hyper() const {
 void RAdam::SetHyper(const std::map<std::string, double>& h) {
   SetAdamHyper(h, lr_, o_.beta1, o_.beta2, o_.eps, o_.weight_decay);
   SetFlag(h, "decoupled_weight_decay", o_.decoupled_weight_decay);
+}
+
+Adadelta::Adadelta(nn::StateDict named_params, AdadeltaOptions options)
+    : Optimizer(std::move(named_params)), o_(options) {
+  TESSEL_CHECK(o_.lr >= 0.0, "Invalid learning rate: ", o_.lr);
+  TESSEL_CHECK(o_.rho >= 0.0 && o_.rho <= 1.0, "Invalid rho value: ", o_.rho);
+  TESSEL_CHECK(o_.eps >= 0.0, "Invalid epsilon value: ", o_.eps);
+  TESSEL_CHECK(o_.weight_decay >= 0.0, "Invalid weight_decay value: ", o_.weight_decay);
+  lr_ = o_.lr;
+}
+
+void Adadelta::Step() {
+  ForEachGradient("Adadelta", [&](const std::string& fqn, Tensor& p, const Tensor& grad, int64_t) {
+    const Tensor g = DecayedGrad(grad, p, lr_, o_.weight_decay, false);
+    Tensor& square_avg = State(fqn, "square_avg", p);
+    Tensor& acc_delta = State(fqn, "acc_delta", p);
+    CopyInPlace(square_avg, Add(MulScalar(square_avg, o_.rho), MulScalar(Mul(g, g), 1.0 - o_.rho)));
+    const Tensor delta = Mul(Div(Sqrt(AddScalar(acc_delta, o_.eps)), Sqrt(AddScalar(square_avg, o_.eps))), g);
+    CopyInPlace(acc_delta, Add(MulScalar(acc_delta, o_.rho), MulScalar(Mul(delta, delta), 1.0 - o_.rho)));
+    AddInPlace(p, MulScalar(delta, -lr_));
+  });
+}
+
+std::map<std::string, double> Adadelta::Hyper() const {
+  return {{"lr", lr_}, {"rho", o_.rho}, {"eps", o_.eps}, {"weight_decay", o_.weight_decay}};
+}
+
+void Adadelta::SetHyper(const std::map<std::string, double>& h) {
+  for (auto [name, field] : {std::pair{"lr", &lr_}, std::pair{"rho", &o_.rho}, std::pair{"eps", &o_.eps},
+                             std::pair{"weight_decay", &o_.weight_decay}}) {
+    if (auto it = h.find(name); it != h.end()) *field = it->second;
+  }
 }
 
 }  // namespace tessel::optim

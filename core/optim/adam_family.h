@@ -1,6 +1,6 @@
-// core/optim/adam_family.h — torch's Adamax, NAdam and RAdam over named parameters (the Adam relatives a ported
-// script may name), each composed of dispatched elementwise ops as AdamW is (core/optim/optimizer.h), so DTensor
-// parameters update their shards locally. g is the gradient, with torch's L2 term weight_decay·p added unless
+// core/optim/adam_family.h — torch's Adamax, NAdam, RAdam and Adadelta over named parameters (the Adam relatives
+// and the adaptive-delta rule a ported script may name), each composed of dispatched elementwise ops as AdamW is
+// (core/optim/optimizer.h), so DTensor parameters update their shards locally. g is the gradient, with torch's L2 term weight_decay·p added unless
 // decoupled_weight_decay (then p *= 1 - lr·weight_decay first); t the parameter's step count after this step.
 //
 //   Adamax  exp_avg = β1·exp_avg + (1-β1)·g;  exp_inf = max(β2·exp_inf, |g| + eps);
@@ -11,6 +11,8 @@
 //   RAdam   exp_avg, exp_avg_sq as Adam; ρ∞ = 2/(1-β2) - 1, ρ_t = ρ∞ - 2t·β2^t/(1-β2^t);
 //           ρ_t > 5: p -= lr · exp_avg/(1-β1^t) · r_t · sqrt(1-β2^t)/(sqrt(exp_avg_sq) + eps) with
 //           r_t = sqrt((ρ_t-4)(ρ_t-2)ρ∞ / ((ρ∞-4)(ρ∞-2)ρ_t)); else p -= lr · exp_avg/(1-β1^t)
+//   Adadelta square_avg = ρ·square_avg + (1-ρ)·g²; δ = sqrt(acc_delta + eps)/sqrt(square_avg + eps)·g;
+//           acc_delta = ρ·acc_delta + (1-ρ)·δ²; p -= lr·δ  (L2 weight decay only, as torch)
 //
 // NAdam's mu_product is a function of the step count and the hyperparameters: it is kept per parameter
 // beside the state (not in the state dict) and rebuilt from the step count after a load.
@@ -78,6 +80,22 @@ class RAdam final : public Optimizer {
   std::map<std::string, double> Hyper() const override;
   void SetHyper(const std::map<std::string, double>& h) override;
   RAdamOptions o_;
+};
+
+struct AdadeltaOptions {
+  double lr = 1.0, rho = 0.9, eps = 1e-6, weight_decay = 0.0;
+};
+
+class Adadelta final : public Optimizer {
+ public:
+  Adadelta(nn::StateDict named_params, AdadeltaOptions options);
+  void Step() override;
+  std::vector<std::string> StateNames() const override { return {"square_avg", "acc_delta"}; }
+
+ private:
+  std::map<std::string, double> Hyper() const override;
+  void SetHyper(const std::map<std::string, double>& h) override;
+  AdadeltaOptions o_;
 };
 
 }  // namespace tessel::optim

@@ -1,5 +1,5 @@
-"""tessel.optim: SGD, Adam, AdamW, RMSprop, Adagrad, Adamax, NAdam and RAdam with torch's signatures, over ``model.parameters()``, named parameters or
-parameter groups (dicts with "params" and per-group options).
+"""tessel.optim: SGD, Adam, AdamW, RMSprop, Adagrad, Adadelta, Adamax, NAdam and RAdam with torch's signatures,
+over ``model.parameters()``, named parameters or parameter groups (dicts with "params" and per-group options).
 
 Each parameter group is one C++ optimizer (core/optim), whose state is keyed by the parameter's FQN, so a
 checkpoint of the optimizer reshards like the model's; with several groups their entries are merged
@@ -406,3 +406,32 @@ class RAdam(_AdamRelative):
         super().__init__(params, lr, betas, eps, weight_decay,
                          dict(maximize=maximize, differentiable=differentiable, capturable=capturable),
                          decoupled_weight_decay=bool(decoupled_weight_decay))
+
+
+class Adadelta(Optimizer):
+    """torch.optim.Adadelta (rho, eps, weight_decay as an L2 term; lr scales the delta, 1.0 by default)."""
+
+    def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0, foreach=None, *, capturable=False,
+                 maximize=False, differentiable=False):
+        _unsupported("Adadelta", maximize=maximize, capturable=capturable, differentiable=differentiable)
+        if not 0.0 <= lr:
+            raise ValueError("Invalid learning rate: %s" % lr)
+        if not 0.0 <= rho <= 1.0:
+            raise ValueError("Invalid rho value: %s" % rho)
+        if not 0.0 <= eps:
+            raise ValueError("Invalid epsilon value: %s" % eps)
+        if not 0.0 <= weight_decay:
+            raise ValueError("Invalid weight_decay value: %s" % weight_decay)
+        super().__init__(params, dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay))
+
+    @staticmethod
+    def _hyper(g):
+        return {k: float(g[k]) for k in ("lr", "rho", "eps", "weight_decay")}
+
+    @staticmethod
+    def _load_hyper(g, h):
+        g.update({k: h[k] for k in ("lr", "rho", "eps", "weight_decay")})
+
+    @classmethod
+    def _make(cls, named, g):
+        return _C.Adadelta(named, **cls._hyper(g))
