@@ -1,5 +1,6 @@
 // bindings/optim_py.cc — SGD, AdamW, RMSprop, Adagrad, Adamax, NAdam, RAdam and Adadelta (core/optim) over named
-// parameters, gradient-norm clipping and the warmup + cosine schedule. tessel.optim (Python) gives them torch's signatures and parameter groups.
+// parameters, gradient-norm clipping and the warmup + cosine schedule. tessel.optim (Python) gives them torch's
+// signatures and parameter groups.
 //
 // Invariant: optimizer state is keyed by parameter FQN (core/optim/optimizer.h), so the named-parameter
 // constructor is the primary one; `AdamW(model, ...)` names them from the model.

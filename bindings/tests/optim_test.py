@@ -1,6 +1,6 @@
-"""tessel.optim's Adam relatives (Adamax, NAdam, RAdam) and Adadelta against torch's update rules written out in
-numpy (float64, a varying gradient, L2 and decoupled weight decay, RAdam on both sides of its ρ_t > 5 switch), their state dicts
-resuming exactly, and torch's argument checks."""
+"""tessel.optim's Adam relatives (Adamax, NAdam, RAdam) and Adadelta against torch's update rules written out in numpy
+(float64, a varying gradient, L2 and decoupled weight decay, RAdam on both sides of its ρ_t > 5 switch), their state
+dicts resuming exactly, and torch's argument checks."""
 import numpy as np
 import pytest
 

@@ -1,7 +1,8 @@
-// core/optim/adam_family.h — torch's Adamax, NAdam, RAdam and Adadelta over named parameters (the Adam relatives
-// and the adaptive-delta rule a ported script may name), each composed of dispatched elementwise ops as AdamW is
-// (core/optim/optimizer.h), so DTensor parameters update their shards locally. g is the gradient, with torch's L2 term weight_decay·p added unless
-// decoupled_weight_decay (then p *= 1 - lr·weight_decay first); t the parameter's step count after this step.
+// core/optim/adam_family.h — torch's Adamax, NAdam, RAdam and Adadelta over named parameters (the Adam relatives and
+// the adaptive-delta rule a ported script may name), each composed of dispatched elementwise ops as AdamW is
+// (core/optim/optimizer.h), so DTensor parameters update their shards locally. g is the gradient, with torch's L2 term
+// weight_decay·p added unless decoupled_weight_decay (then p *= 1 - lr·weight_decay first); t the parameter's step
+// count after this step.
 //
 //   Adamax  exp_avg = β1·exp_avg + (1-β1)·g;  exp_inf = max(β2·exp_inf, |g| + eps);
 //           p -= lr / (1 - β1^t) · exp_avg / exp_inf
