@@ -3,6 +3,8 @@ sequence shards equals full-sequence attention row for row (causal and not, head
 off, 2 and 4 ranks), its input gradients equal the full gradients' shards, and a small transformer trained
 under the context on 2 ranks (alone, and under fully_shard over the cp ranks as torchtitan composes them) takes
 the full-sequence loss and parameter gradients of one process."""
+import sys
+
 import numpy as np
 import pytest
 
@@ -177,3 +179,7 @@ def test_bad_use_raises():
     assert a.tolist() == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]] and alias.tolist() == [1.0, 1.0]
     with pytest.raises(ValueError, match="set_: source has dtype float64"):
         a.set_(tessel.ones(2, dtype=tessel.float64))
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

@@ -433,4 +433,4 @@ def test_zero_add_param_group_keeps_earlier_owners_and_bad_input_raises_torchs_e
 
 if __name__ == "__main__":
     import sys
-    sys.exit(pytest.main([__file__, "-q"]))
+    sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

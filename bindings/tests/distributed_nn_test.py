@@ -2,6 +2,8 @@
 gradient of the sum of all ranks' losses computed in one process (numpy or one-process autograd), for the
 contrastive all_gather, all_reduce (SUM, AVG), reduce_scatter, broadcast, reduce, gather, scatter, all_to_all
 and all_to_all_single with uneven splits."""
+import sys
+
 import numpy as np
 import pytest
 
@@ -136,3 +138,7 @@ def test_reduce_gather_scatter_and_all_to_all_route_gradients_back():
             start += n
         for k in range(2):  # rank r's slot k (k + 1 elements) became slot r of rank k, weighted 10 r + 1
             np.testing.assert_allclose(got[r]["a2a_list"][k], np.full(k + 1, 10.0 * r + 1), rtol=1e-6)
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

@@ -1,6 +1,8 @@
 """tessel.optim's Adam relatives (Adamax, NAdam, RAdam) and Adadelta against torch's update rules written out in numpy
 (float64, a varying gradient, L2 and decoupled weight decay, RAdam on both sides of its ρ_t > 5 switch), their state
 dicts resuming exactly, and torch's argument checks."""
+import sys
+
 import numpy as np
 import pytest
 
@@ -136,3 +138,7 @@ def test_bad_arguments_raise_torchs_errors():
         tessel.optim.Adamax(w, maximize=True)
     with pytest.raises(ValueError, match="Invalid rho value: 1.5"):
         tessel.optim.Adadelta(w, rho=1.5)
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

@@ -227,4 +227,4 @@ def test_format_utils_converts_a_sharded_checkpoint_to_one_file_and_back(tmp_pat
 
 
 if __name__ == "__main__":
-    sys.exit(pytest.main([__file__, "-q"]))
+    sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

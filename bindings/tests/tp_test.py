@@ -386,10 +386,6 @@ def test_styles_keep_torchs_defaults_and_print_like_tp():
         "PrepareModuleOutput(")
 
 
-if __name__ == "__main__":
-    sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
-
-
 def test_comm_debug_mode_counts_the_tp_mlps_collectives_per_module_as_torchs_tutorial():
     from tessel.distributed.tensor.debug import CommDebugMode
     from tessel.nn.modules.module import register_module_forward_hook
@@ -440,3 +436,7 @@ def test_comm_debug_mode_counts_the_tp_mlps_collectives_per_module_as_torchs_tut
     assert "weight: Shard(dim=0)" in table  # net1's column shards (noise level 1 lists placements)
     assert str(sharding["MLPModule.net2.weight"]) == str((Shard(1),))
     assert calls == ["Linear", "ReLU", "Linear", "MLPModule"] and got[1][0] == got[0][0]
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
