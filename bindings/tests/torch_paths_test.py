@@ -144,6 +144,26 @@ def test_isend_and_irecv_issued_one_by_one_exchange_without_waiting_in_a_cycle()
     assert seen == {0: ([2.0, 2.0], 3.0, 12.0), 1: ([0.0, 0.0], 3.0, 10.0), 2: ([1.0, 1.0], 3.0, 11.0)}
 
 
+def test_a_query_between_isend_and_irecv_does_not_issue_the_isend_alone():
+    # `irecv(b, src=(dist.get_rank() - 1) % n)` after an isend: get_rank is a query, not communication, so the
+    # pair still goes out as one batch (issued alone, the send would wait for a receive queued behind it).
+    seen = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        n = dist.get_world_size()
+        a, b = tessel.full((1,), float(dist.get_rank())), tessel.zeros(1)
+        s = dist.isend(a, dst=(dist.get_rank() + 1) % n)
+        q = dist.irecv(b, src=(dist.get_rank() - 1) % n)
+        dist.get_process_group_ranks(dist._default_group())
+        q.wait()
+        s.wait()
+        seen[dist.get_rank()] = b.item()
+
+    tessel.run_ranks(2, rank_fn)
+    assert seen == {0: 1.0, 1: 0.0}
+
+
 def test_split_group_cuts_the_parent_by_its_group_ranks():
     seen = {}
 

@@ -224,14 +224,12 @@ class GroupMember:
 
 
 def _group(group, op):
-    g = group if group is not None else _default_group(op)
-    if op not in ("isend", "irecv"):
-        _flush_p2p(g)  # what this thread deferred on g goes first, in its order
-    return g
+    return group if group is not None else _default_group(op)
 
 
 # isend / irecv are deferred (per thread and group) and issued together, as one batch_isend_irecv, when one of them
-# is waited on or polled, or when anything else runs on that group. A group runs its calls one at a time in issue
+# is waited on or polled, or when any other communication runs on that group (the _collective wrapper, new_group,
+# split_group, batch_isend_irecv; not queries such as get_rank). A group runs its calls one at a time in issue
 # order, so torch's `isend(a, peer); irecv(b, peer); wait(); wait()` on both ranks of an exchange, issued one by one,
 # would have each rank's send wait for a receive queued behind it; batched, both are in flight together. A send
 # still completes only with its receive: post the matching irecv before another call on the group (gloo's eager
@@ -268,6 +266,8 @@ def _defer_p2p(group, is_send, tensor, peer, tag):
 
 
 def _flush_p2p(group):
+    """Issues what this thread deferred on `group` (None: the default group, if any), in its order."""
+    group = group if group is not None else getattr(_local, "world", None)
     pending = getattr(_p2p, "pending", None)
     if not pending or id(group) not in pending:
         return
@@ -312,6 +312,8 @@ def _collective(fn):
             warnings.warn("Running %s on global rank %d which does not belong to the given group."
                           % (fn.__name__, get_rank()), stacklevel=2)
             return None
+        if fn.__name__ not in ("isend", "irecv"):  # they queue themselves (see _defer_p2p)
+            _flush_p2p(bound.get("group"))
         out = fn(*args, **kwargs)
         if isinstance(out, _C.Work):
             out = Work(out, [v for v in bound.values() if isinstance(v, _C.Tensor)][:1])
@@ -409,6 +411,7 @@ def new_group(ranks=None, timeout=None, backend=None, pg_options=None, use_local
         raise NotImplementedError("new_group(use_local_synchronization=True): every rank of the default group "
                                   "takes part in tessel's new_group")
     members = list(range(world.size)) if ranks is None else sorted(int(r) for r in ranks)
+    _flush_p2p(world)
     g = world.new_group(members)
     if g is None:
         return GroupMember.NON_GROUP_MEMBER
@@ -483,6 +486,7 @@ def split_group(parent_pg=None, split_ranks=None, timeout=None, pg_options=None,
                 raise ValueError("split_group: rank %d appears in splits %d and %d" % (r, seen[r], i))
             seen[r] = i
     mine = None
+    _flush_p2p(parent)
     for split in split_ranks:
         g = parent.new_group(sorted(int(r) for r in split))
         if g is not None:
@@ -754,6 +758,7 @@ def batch_isend_irecv(p2p_op_list):
     batches = {}
     for i, p in enumerate(p2p_op_list):
         g = _group(p.group, "batch_isend_irecv")
+        _flush_p2p(g)
         is_send = p.op is isend
         peer = _group_peer(g, p.peer, p.group_peer, "batch_isend_irecv", "dst" if is_send else "src")
         batches.setdefault(id(g), (g, []))[1].append((i, (is_send, p.tensor, peer, int(p.tag))))
