@@ -13,16 +13,14 @@ Usage:            python3 benchmarks/pytorch/fsdp_gloo_step.py [--world=2] [--re
 import argparse
 import os
 import socket
-import statistics
 import sys
-import time
 
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gpt_step import GPT, B, T, V  # noqa: E402  (the same model as the single-process baseline)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from reference_gpt import B, T, V, gpt, median_rate  # noqa: E402  (the model of gpt_step.py)
 
 
 def run(rank, world, port, reps, steps):
@@ -33,7 +31,7 @@ def run(rank, world, port, reps, steps):
 
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // world))
     torch.manual_seed(0)
-    model = GPT()
+    model = gpt(torch)
     mesh = init_device_mesh("cpu", (world,))
     for layer in model.layers:
         fully_shard(layer, mesh=mesh)
@@ -51,16 +49,9 @@ def run(rank, world, port, reps, steps):
 
     for _ in range(2):
         step()
-    rates = []
-    for _ in range(reps):
-        dist.barrier()
-        t0 = time.perf_counter()
-        for _ in range(steps):
-            step()
-        dist.barrier()
-        rates.append(steps * B * T / (time.perf_counter() - t0))
+    rate = median_rate(step, reps, steps, B * T, barrier=dist.barrier)
     if rank == 0:
-        print(f"pytorch_fsdp_gloo_tokens_per_s: {statistics.median(rates):.0f} tokens/s "
+        print(f"pytorch_fsdp_gloo_tokens_per_s: {rate:.0f} tokens/s "
               f"(torch {torch.__version__}, W={world} gloo processes, {torch.get_num_threads()} threads each)",
               flush=True)
     dist.destroy_process_group()
