@@ -67,27 +67,33 @@ class Optimizer:
             opt.step()
         return loss
 
-    def add_param_group(self, param_group):
-        """torch's add_param_group: a new group (its own options, the defaults for the rest); a parameter
-        already in the optimizer is a ValueError, as torch."""
+    def _new_group(self, param_group):
+        """The group torch's add_param_group adds (its own options, the defaults for the rest) and its parameters,
+        named; a parameter already in one of param_groups is a ValueError, as torch."""
         if not isinstance(param_group, dict):
             raise TypeError("param_group must be a dict, but got %s" % type(param_group).__name__)
         seen = {hash(p) for g in self.param_groups for p in g["params"]}  # hash is the tensor's identity
-        names = {n for fqns in self._fqns for n in fqns}
-        gi = len(self.param_groups)
         group = dict(self.defaults, **param_group)
         ps = group["params"]
-        named = []
-        for i, (name, p) in enumerate(_named([ps] if isinstance(ps, _C.Tensor) else list(ps), gi)):
+        named = _named([ps] if isinstance(ps, _C.Tensor) else list(ps), len(self.param_groups))
+        for name, p in named:
             if hash(p) in seen:
                 raise ValueError("some parameters appear in more than one parameter group ('%s')" % name)
             seen.add(hash(p))
+        return group, named
+
+    def add_param_group(self, param_group):
+        """torch's add_param_group (see _new_group): one more C++ optimizer."""
+        group, named = self._new_group(param_group)
+        gi = len(self.param_groups)
+        names = {n for fqns in self._fqns for n in fqns}
+        for i, (name, p) in enumerate(named):
             # Names key the optimizer's state (checkpoints): parameters reached through attributes of
             # different modules share local names ('weight'), so a repeated name takes its position instead.
             if name in names:
                 name = "param_groups.%d.%d" % (gi, i)
+                named[i] = (name, p)
             names.add(name)
-            named.append((name, p))
         self._optimizers.append(self._make(named, group))
         self._fqns.append([n for n, _ in named])
         group["params"] = [p for _, p in named]

@@ -26,10 +26,6 @@ from ...optim import Optimizer, _param_groups
 from ..algorithms.join import _GroupJoinable
 
 
-def _numel(p):
-    return p.numel()
-
-
 class ZeroRedundancyOptimizer(Optimizer, _GroupJoinable):
     def __init__(self, params, optimizer_class, process_group=None, parameters_as_bucket_view=False,
                  overlap_with_ddp=False, **defaults):
@@ -73,7 +69,7 @@ class ZeroRedundancyOptimizer(Optimizer, _GroupJoinable):
             sizes = [0] * self.world_size
             for group in self.param_groups:
                 mine = [[] for _ in range(self.world_size)]
-                for p in sorted(group["params"], key=_numel, reverse=True):  # stable: ties keep their order
+                for p in sorted(group["params"], key=lambda t: t.numel(), reverse=True):  # stable: ties keep their order
                     rank = sizes.index(min(sizes))
                     mine[rank].append(p)
                     sizes[rank] += p.numel()
@@ -81,11 +77,6 @@ class ZeroRedundancyOptimizer(Optimizer, _GroupJoinable):
                     per_rank[rank].append(dict(group, params=ps))
             self._partition_cache = per_rank
         return self._partition_cache
-
-    def _owner(self):
-        """hash(param) (a tensor's identity) -> the rank that steps it."""
-        return {hash(p): rank for rank, groups in enumerate(self._partition_parameters())
-                for g in groups for p in g["params"]}
 
     def _global_params(self):
         return [p for g in self.param_groups for p in g["params"]]
@@ -96,20 +87,10 @@ class ZeroRedundancyOptimizer(Optimizer, _GroupJoinable):
             d.update({k: v for k, v in s.items() if k != "params"})
 
     def add_param_group(self, param_group):
-        """torch's: a new global group, re-partitioned on every rank (call it on all ranks alike); the groups
-        already there keep their ranks, and this rank's share of the new one joins the local optimizer."""
-        if not isinstance(param_group, dict):
-            raise TypeError("param_group must be a dict, but got %s" % type(param_group).__name__)
-        group = dict(self.defaults, **param_group)
-        ps = group["params"]
-        ps = [ps] if isinstance(ps, _C.Tensor) else list(ps)
-        seen = {hash(p) for g in self.param_groups for p in g["params"]}
-        for p in ps:
-            if not isinstance(p, _C.Tensor):
-                raise TypeError("optimizer can only optimize Tensors, got %s" % type(p).__name__)
-            if hash(p) in seen:
-                raise ValueError("some parameters appear in more than one parameter group")
-            seen.add(hash(p))
+        """torch's add_param_group: a new global group, re-partitioned on every rank (call it on all ranks alike);
+        the groups already there keep their ranks, and this rank's share of the new one joins the local optimizer."""
+        group, named = self._new_group(param_group)
+        ps = [p for _, p in named]
         group["params"] = ps
         self.param_groups.append(group)
         if self.initialized:
