@@ -69,7 +69,8 @@ class ZeroRedundancyOptimizer(Optimizer, _GroupJoinable):
             sizes = [0] * self.world_size
             for group in self.param_groups:
                 mine = [[] for _ in range(self.world_size)]
-                for p in sorted(group["params"], key=lambda t: t.numel(), reverse=True):  # stable: ties keep their order
+                # Largest first (a stable sort: ties keep their order), each to the least-loaded rank.
+                for p in sorted(group["params"], key=lambda t: t.numel(), reverse=True):
                     rank = sizes.index(min(sizes))
                     mine[rank].append(p)
                     sizes[rank] += p.numel()
