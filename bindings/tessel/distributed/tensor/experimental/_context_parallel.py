@@ -63,7 +63,7 @@ def _chunk_order(n):
 
 def _shard(t, dim, rank, n):
     """This rank's rows of t along dim (a new contiguous tensor)."""
-    chunks_per_rank = 2 if _cp_options.enable_load_balance else 1
+    chunks_per_rank = len(_chunk_order(n)[rank])
     size = t.shape[dim]
     if size % (n * chunks_per_rank):
         raise ValueError("context_parallel: sequence dim %d of size %d must divide into %d chunks (%d ranks%s)"
@@ -120,6 +120,28 @@ def _blocks(n, rank, length, causal):
     return out
 
 
+def _rows(t, i, length, dim=-2):
+    """Rows [i·length, (i+1)·length) of t along the sequence (dim -2; an lse's is dim -1)."""
+    return t.narrow(dim, i * length, length)
+
+
+def _block_forward(state, i, qi, keys, values, causal, scale):
+    """Query chunk i attends to one block of keys; the result folds into state[i] = (out, lse)."""
+    o, l = _C._functional._sdpa_forward(qi, keys, values, causal, scale)
+    state[i] = (o, l) if state[i] is None else _merge(*state[i], o, l)
+
+
+def _block_backward(saved, i, length, keys, values, dkeys, dvalues, dq, causal, scale):
+    """One block's share of the gradients of query chunk i: into dq's rows of the chunk, dkeys and dvalues (views
+    of the block). `saved` is (grad, q, out, lse) of the whole shard; the merged out and lse make it exact."""
+    grad, q, out = (_rows(t, i, length) for t in saved[:3])
+    lse = _rows(saved[3], i, length, dim=-1)
+    dqb, dkb, dvb = _C._functional._sdpa_backward(grad, q, keys, values, out, lse, causal, scale)
+    _rows(dq, i, length).add_(dqb)
+    dkeys.add_(dkb)
+    dvalues.add_(dvb)
+
+
 def _kind(q_chunk, k_chunk, causal):
     """How a query chunk sees a key chunk: None (all masked), False (unmasked) or True (causal, the diagonal)."""
     if not causal or k_chunk < q_chunk:
@@ -162,14 +184,11 @@ class _RingRotateAttention(Function):
             owner = (r - s) % n
             posted = _start_rotate([kb, vb], group) if s < n - 1 else None
             for i, c in enumerate(order[r]):
-                qi = q.narrow(-2, i * length, length)
                 for j, kc in enumerate(order[owner]):
                     kind = _kind(c, kc, causal)
-                    if kind is None:
-                        continue
-                    o, l = _C._functional._sdpa_forward(qi, kb.narrow(-2, j * length, length),
-                                                        vb.narrow(-2, j * length, length), kind, scale)
-                    state[i] = (o, l) if state[i] is None else _merge(*state[i], o, l)
+                    if kind is not None:
+                        _block_forward(state, i, _rows(q, i, length), _rows(kb, j, length), _rows(vb, j, length),
+                                       kind, scale)
             if posted is not None:
                 kb, vb = _finish_rotate(posted)
         out, lse = cat([st[0] for st in state], -2), cat([st[1] for st in state], -1)
@@ -184,24 +203,18 @@ class _RingRotateAttention(Function):
         group, length = ctx.group, ctx.length
         n, r = group.size, group.rank
         order = _chunk_order(n)
-        grad = grad.contiguous()
+        saved = (grad.contiguous(), q, out, lse)
         dq = zeros_like(q)
         kb, vb, dkb, dvb = k, v, zeros_like(k), zeros_like(v)
         for s in range(n):
             owner = (r - s) % n
             posted = _start_rotate([kb, vb], group) if s < n - 1 else None
             for i, c in enumerate(order[r]):
-                rows = lambda t: t.narrow(-2, i * length, length)  # noqa: E731
                 for j, kc in enumerate(order[owner]):
                     kind = _kind(c, kc, ctx.causal)
-                    if kind is None:
-                        continue
-                    keys = lambda t: t.narrow(-2, j * length, length)  # noqa: E731
-                    dqb, dkp, dvp = _C._functional._sdpa_backward(rows(grad), rows(q), keys(kb), keys(vb), rows(out),
-                                                                  lse.narrow(-1, i * length, length), kind, ctx.scale)
-                    rows(dq).add_(dqb)
-                    keys(dkb).add_(dkp)
-                    keys(dvb).add_(dvp)
+                    if kind is not None:
+                        _block_backward(saved, i, length, _rows(kb, j, length), _rows(vb, j, length),
+                                        _rows(dkb, j, length), _rows(dvb, j, length), dq, kind, ctx.scale)
             if n > 1:  # the gradients travel with their block; after the last step they go home
                 dkb, dvb = _finish_rotate(_start_rotate([dkb, dvb], group))
             if posted is not None:
@@ -217,17 +230,13 @@ class _RingAttention(Function):
         per = len(_chunk_order(n)[0])
         length = q.shape[-2] // per
         keys, values = _unshard(k, -2, group), _unshard(v, -2, group)
-        outs, lses, plan = [], [], _blocks(n, rank, length, causal)
+        plan = _blocks(n, rank, length, causal)
+        state = [None] * len(plan)
         for i, blocks in enumerate(plan):
-            qi = q.narrow(-2, i * length, length)
-            out = lse = None
             for start, end, is_causal in blocks:
-                o, l = _C._functional._sdpa_forward(qi, keys.narrow(-2, start, end - start),
-                                                    values.narrow(-2, start, end - start), is_causal, scale)
-                out, lse = (o, l) if out is None else _merge(out, lse, o, l)
-            outs.append(out)
-            lses.append(lse)
-        out, lse = cat(outs, -2), cat(lses, -1)
+                _block_forward(state, i, _rows(q, i, length), keys.narrow(-2, start, end - start),
+                               values.narrow(-2, start, end - start), is_causal, scale)
+        out, lse = cat([st[0] for st in state], -2), cat([st[1] for st in state], -1)
         ctx.group, ctx.plan, ctx.length, ctx.scale = group, plan, length, scale
         ctx.save_for_backward(q, keys, values, out, lse)
         return out
@@ -238,19 +247,13 @@ class _RingAttention(Function):
         from ... import reduce_scatter_tensor
         q, keys, values, out, lse = ctx.saved_tensors
         length, group = ctx.length, ctx.group
-        dkeys, dvalues = zeros_like(keys), zeros_like(values)
-        dqs = []
+        saved = (grad.contiguous(), q, out, lse)
+        dq, dkeys, dvalues = zeros_like(q), zeros_like(keys), zeros_like(values)
         for i, blocks in enumerate(ctx.plan):
-            rows = lambda t: t.narrow(-2, i * length, length)  # noqa: E731
-            qi, gi, oi, li = rows(q), rows(grad).contiguous(), rows(out), lse.narrow(-1, i * length, length)
-            dq = None
             for start, end, is_causal in blocks:
-                kb, vb = keys.narrow(-2, start, end - start), values.narrow(-2, start, end - start)
-                dqb, dkb, dvb = _C._functional._sdpa_backward(gi, qi, kb, vb, oi, li, is_causal, ctx.scale)
-                dq = dqb if dq is None else dq + dqb
-                dkeys.narrow(-2, start, end - start).add_(dkb)
-                dvalues.narrow(-2, start, end - start).add_(dvb)
-            dqs.append(dq)
+                block = lambda t: t.narrow(-2, start, end - start)  # noqa: E731
+                _block_backward(saved, i, length, block(keys), block(values), block(dkeys), block(dvalues), dq,
+                                is_causal, ctx.scale)
         n = group.size
         order = _chunk_order(n)
         chunk = length
@@ -263,7 +266,7 @@ class _RingAttention(Function):
             reduce_scatter_tensor(mine.unsqueeze(0), stacked, group=group)
             return mine
 
-        return None, None, None, cat(dqs, -2), back_to_owners(dkeys), back_to_owners(dvalues)
+        return None, None, None, dq, back_to_owners(dkeys), back_to_owners(dvalues)
 
 
 def _ring_sdpa(original):
