@@ -25,27 +25,27 @@ def loss_of(model, x, y):
     return ((model(tessel.tensor(x)) - tessel.tensor(y)) ** 2).mean()
 
 
-def reference(steps, lr=0.05, extra=None):
-    """One process, the whole batch, a plain AdamW: the parameters after `steps` steps and its state dict."""
-    model = make(0)
-    opt = tessel.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.1)
-    for i in range(steps):
-        if extra is not None:
-            extra(opt, i)
-        opt.zero_grad()
-        loss_of(model, X_ALL, Y_ALL).backward()
-        opt.step()
-    return [p.detach().numpy() for p in model.parameters()], opt.state_dict()
-
-
-def zero_steps(rank, model, opt, steps, extra=None):
-    x, y = X_ALL[rank * 4:(rank + 1) * 4], Y_ALL[rank * 4:(rank + 1) * 4]
+def train(model, opt, x, y, steps, extra=None):
+    """`steps` steps on the batch (x, y); extra(opt, i) runs before step i (an LR schedule)."""
     for i in range(steps):
         if extra is not None:
             extra(opt, i)
         opt.zero_grad()
         loss_of(model, x, y).backward()
         opt.step()
+
+
+def reference(steps, lr=0.05, extra=None):
+    """One process, the whole batch, a plain AdamW: the parameters after `steps` steps and its state dict."""
+    model = make(0)
+    opt = tessel.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.1)
+    train(model, opt, X_ALL, Y_ALL, steps, extra)
+    return [p.detach().numpy() for p in model.parameters()], opt.state_dict()
+
+
+def zero_steps(rank, model, opt, steps, extra=None):
+    """`steps` steps on this rank's half of the batch."""
+    train(model, opt, X_ALL[rank * 4:(rank + 1) * 4], Y_ALL[rank * 4:(rank + 1) * 4], steps, extra)
 
 
 class Deep(nn.Module):
