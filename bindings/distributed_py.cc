@@ -299,14 +299,15 @@ void BindTracer(py::module_& m) {
         t.last_records = t.tracer->records();
         t.tracer.reset();
       })
-      // Every collective so far, in issue order: (kind, group name, bytes this rank contributed).
-      .def("records", [](const PyTracer& t) {
+      // The collectives from the start-th on, in issue order: (kind, group name, bytes this rank contributed).
+      .def("records", [](const PyTracer& t, size_t start) {
+        const std::vector<comm::CollectiveRecord>& all = t.tracer ? t.tracer->records() : t.last_records;
         std::vector<std::tuple<std::string, std::string, int64_t>> out;
-        for (const comm::CollectiveRecord& r : t.tracer ? t.tracer->records() : t.last_records) {
-          out.emplace_back(std::string(comm::CollectiveKindName(r.kind)), r.group, r.bytes);
+        for (size_t i = start; i < all.size(); ++i) {
+          out.emplace_back(std::string(comm::CollectiveKindName(all[i].kind)), all[i].group, all[i].bytes);
         }
         return out;
-      })
+      }, py::arg("start") = 0)
       .def("summary", [](const PyTracer& t) { return t.tracer ? t.tracer->Summary() : t.last_summary; },
            "\"all_gather(tp) x2, reduce_scatter(dp) x1\"")
       .def("total", [](const PyTracer& t) { return t.tracer ? t.tracer->Total() : t.last_total; });

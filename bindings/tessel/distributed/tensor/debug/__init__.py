@@ -45,8 +45,8 @@ class CommDebugMode:
         """Attributes the collectives recorded since the last drain to the current module path."""
         if self._tracer is None:
             return
-        records = self._tracer.records()
-        new, self._seen = records[self._seen:], len(records)
+        new = self._tracer.records(self._seen)  # only what came since the last drain (this runs per module call)
+        self._seen += len(new)
         path = self._bw_path if self._bw_path is not None else list(self._stack)
         phase = "backward" if self._bw_path is not None else "forward"
         for kind, _, _ in new:
