@@ -14,7 +14,9 @@ rotary embeddings, GQA and a KV cache: it learns, and cached decoding equals the
 pools; SGD with nesterov momentum, CosineAnnealingLR; eval-mode accuracy) on 2 gloo processes. And
 torch_port_store.py: init_process_group over a FileStore, whose PrefixStore the script then uses itself. And
 torch_port_ddp.py, PyTorch's DDP tutorial (DistributedSampler, StepLR), with plain SGD and with
-ZeroRedundancyOptimizer: the same weights bit for bit, as under PyTorch."""
+ZeroRedundancyOptimizer: the same weights bit for bit, as under PyTorch. And torch_port_fsdp1.py, the FSDP1
+tutorial's shape (FullyShardedDataParallel with an auto-wrap policy, clip_grad_norm_, a rank-0 full state dict
+reloaded everywhere): two gloo processes equal one under three sharding strategies."""
 import os
 import re
 import subprocess
@@ -292,3 +294,28 @@ def test_ported_torchtitan_shaped_script_on_two_gloo_processes_matches_one_rank(
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
+
+
+def test_ported_fsdp1_tutorial_on_two_gloo_processes_matches_one_process(tmp_path):
+    # FullyShardedDataParallel with transformer_auto_wrap_policy, a DistributedSampler, FSDP's clip_grad_norm_,
+    # StepLR, a FULL_STATE_DICT (rank0_only, offload_to_cpu) checkpoint reloaded on every rank, the optimizer state
+    # by name, summon_full_params; only the 9 import lines change. As under PyTorch 2.15 (checked there by hand),
+    # the mean of the two ranks' epoch losses is the one-process run's and the weights end the same.
+    one = run_ported(tmp_path, "torch_port_fsdp1.py", 9, [1, free_port(), tmp_path], "store1")
+    assert one.returncode == 0, one.stdout + one.stderr
+    one_fields = one.stdout.split()
+    one_losses = [float(v) for v in one_fields[3:9]]
+    assert one_losses[-1] < 0.9 * one_losses[0], one_losses  # it learns
+    for strategy in ("FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD"):
+        fields = two_rank_port_lines(tmp_path, "torch_port_fsdp1.py", 9, strategy)
+        losses = np.mean([[float(v) for v in f[3:9]] for f in fields], axis=0)
+        np.testing.assert_allclose(losses, one_losses, rtol=2e-5, err_msg=strategy)
+        for f in fields:
+            assert f[9] == "reload" and f[10] == f[11], f  # the reloaded checkpoint gives the trained loss
+            assert float(f[13]) == pytest.approx(float(one_fields[13]), abs=2e-5)
+    state = tessel.load(str(tmp_path / "fsdp1_model.pt"))
+    assert sorted(state)[:3] == ["blocks.0.ff.0.bias", "blocks.0.ff.0.weight", "blocks.0.ff.2.bias"]
+    assert tuple(state["blocks.2.ff.0.weight"].shape) == (64, 16) and not state["inp.weight"].is_distributed
+    optim = tessel.load(str(tmp_path / "fsdp1_optim.pt"))
+    assert optim["param_groups"][0]["params"][:2] == ["inp.weight", "inp.bias"]
+    assert tuple(optim["state"]["out.weight"]["exp_avg"].shape) == (1, 16)

@@ -1,4 +1,6 @@
-"""tessel.distributed.fsdp: FSDP2's fully_shard, MixedPrecisionPolicy, CPUOffloadPolicy, FSDPModule.
+"""tessel.distributed.fsdp: FSDP2's fully_shard, MixedPrecisionPolicy, CPUOffloadPolicy, FSDPModule; and FSDP1's
+FullyShardedDataParallel wrapper with its options (ShardingStrategy, MixedPrecision, StateDictType, ...; built on
+fully_shard: fully_sharded_data_parallel.py) and its auto-wrap policies in .wrap.
 
 Call fully_shard bottom-up: each block first, the root last (fsdp/fully_shard.h). As in torch, the module
 is returned and becomes an instance of FSDPModule (its class is swapped for a subclass), whose methods
@@ -194,3 +196,11 @@ def _become_fsdp_module(module):
         import types
         for name in _METHODS:
             setattr(module, name, types.MethodType(getattr(FSDPModule, name), module))
+
+
+from .api import (BackwardPrefetch, CPUOffload, FullOptimStateDictConfig, FullStateDictConfig,  # noqa: E402
+                  LocalOptimStateDictConfig, LocalStateDictConfig, MixedPrecision, OptimStateDictConfig,
+                  ShardedOptimStateDictConfig, ShardedStateDictConfig, ShardingStrategy, StateDictConfig,
+                  StateDictSettings, StateDictType)
+from .fully_sharded_data_parallel import FullyShardedDataParallel  # noqa: E402
+from . import wrap  # noqa: E402,F401
