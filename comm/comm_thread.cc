@@ -213,4 +213,24 @@ SubmitForImmediateWait::~SubmitForImmediateWait() {
   for (const std::shared_ptr<CommThread::Queue>& q : queues) q->WakeIfQueued();
 }
 
+CommThread& LazyCommThread::Get() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (thread_ == nullptr) thread_ = std::make_unique<CommThread>(num_threads_, device_);
+  return *thread_;
+}
+
+bool LazyCommThread::busy() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return thread_ != nullptr && thread_->busy();
+}
+
+void LazyCommThread::Reset() {
+  std::unique_ptr<CommThread> thread;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    thread = std::move(thread_);
+  }
+  thread.reset();  // outside the lock: its queued tasks may still run
+}
+
 }  // namespace tessel::comm

@@ -67,6 +67,24 @@ class CommThread {
   std::thread thread_;
 };
 
+// A CommThread made on first use: a group's point-to-point thread (most groups never send or receive). Sends and
+// receives run on it, in their issue order, so that one waiting for its peer does not hold up the group's
+// collectives queued after it (torch: isend, then all_reduce, then the peer's irecv completes).
+// Thread-safe; Reset() runs what is queued and joins, as ~CommThread.
+class LazyCommThread {
+ public:
+  LazyCommThread(int num_threads, Device device) : num_threads_(num_threads), device_(device) {}
+  CommThread& Get();
+  bool busy() const;  // false until made
+  void Reset();
+
+ private:
+  const int num_threads_;
+  const Device device_;
+  mutable std::mutex mu_;
+  std::unique_ptr<CommThread> thread_;
+};
+
 // While alive, Submit calls made by this thread do not wake the worker (see the header comment); the
 // thread must Wait() for those Works before the scope ends (the destructor wakes the worker of any queue
 // still holding one). Scopes nest.

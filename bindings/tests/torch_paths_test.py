@@ -1,8 +1,10 @@
 """The module paths torch scripts import from besides the main ones (torchtitan's `record` and schedules, the
 pre-2.4 `_tensor` and `_composable.fsdp`, `placement_types`, `distributed_c10d`), each holding the objects that
 act (the same classes and functions, checked by identity and use), tessel-run reporting a rank's exception
-recorded by `record` as the job's root cause, torch 2.6's split_group, and DCP's format_utils (a 2-rank sharded
-checkpoint to one torch.save file of full tensors and back)."""
+recorded by `record` as the job's root cause, torch 2.6's split_group, DCP's format_utils (a 2-rank sharded
+checkpoint to one torch.save file of full tensors and back), and sends and receives that leave the group's
+collectives free to run while they wait for their peer (threads and gloo)."""
+import datetime
 import json
 import os
 import subprocess
@@ -162,6 +164,65 @@ def test_a_query_between_isend_and_irecv_does_not_issue_the_isend_alone():
 
     tessel.run_ranks(2, rank_fn)
     assert seen == {0: 1.0, 1: 0.0}
+
+
+P2P_BEFORE_COLLECTIVE = """
+def exchange(dist, tessel, first):
+    # Rank 0 posts its isend (or irecv) and then joins an all_reduce; rank 1 joins the all_reduce first and only
+    # then posts the matching irecv (isend). As in torch, the all_reduce does not wait behind rank 0's pending
+    # send or receive (those run on the group's p2p thread): both complete.
+    r = dist.get_rank()
+    data, t = tessel.zeros(3), tessel.ones(1) * (r + 1)
+    if r == 0:
+        w = dist.isend(tessel.full((3,), 7.0), dst=1) if first == "isend" else dist.irecv(data, src=1)
+        dist.all_reduce(t)
+        w.wait()
+    else:
+        dist.all_reduce(t)
+        if first == "isend":
+            dist.irecv(data, src=0).wait()
+        else:
+            dist.isend(tessel.full((3,), 7.0), dst=0).wait()
+    return data.tolist(), t.item()
+"""
+
+
+@pytest.mark.parametrize("first", ["isend", "irecv"])
+def test_a_pending_send_or_receive_does_not_hold_up_the_groups_collectives(first):
+    # Before, the group ran sends and receives on its collectives' thread, so this waited for the 2 s timeout.
+    scope = {}
+    exec(P2P_BEFORE_COLLECTIVE, scope)
+    seen = {}
+
+    def rank_fn(world):
+        dist.init_process_group(timeout=datetime.timedelta(seconds=2))
+        seen[dist.get_rank()] = scope["exchange"](dist, tessel, first)
+
+    tessel.run_ranks(2, rank_fn)
+    receiver = 1 if first == "isend" else 0
+    assert seen[receiver] == ([7.0, 7.0, 7.0], 3.0) and seen[1 - receiver] == ([0.0, 0.0, 0.0], 3.0)
+
+
+def test_a_pending_send_or_receive_does_not_hold_up_gloos_collectives(tmp_path):
+    runfiles = os.path.join(os.environ["TEST_SRCDIR"], "tessel")
+    script = tmp_path / "job.py"
+    script.write_text(P2P_BEFORE_COLLECTIVE + textwrap.dedent("""
+        import datetime
+        import tessel
+        import tessel.distributed as dist
+        dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=5))
+        for first in ("isend", "irecv"):
+            print("rank", dist.get_rank(), first, exchange(dist, tessel, first), flush=True)
+        dist.destroy_process_group()
+    """))
+    env = dict(os.environ, PYTHONPATH=os.path.join(runfiles, "bindings"))
+    out = subprocess.run([os.path.join(runfiles, "comm", "tessel_run"), "--nproc-per-node", "2", "--master-port", "0",
+                          sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+    # tessel-run prefixes each rank's lines with "[rank r] ".
+    assert sorted(line.split("] ", 1)[1] for line in out.stdout.splitlines() if "] rank" in line) == [
+        "rank 0 irecv ([7.0, 7.0, 7.0], 3.0)", "rank 0 isend ([0.0, 0.0, 0.0], 3.0)",
+        "rank 1 irecv ([0.0, 0.0, 0.0], 3.0)", "rank 1 isend ([7.0, 7.0, 7.0], 3.0)"]
 
 
 def test_split_group_cuts_the_parent_by_its_group_ranks():

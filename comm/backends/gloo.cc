@@ -198,6 +198,7 @@ class GlooProcessGroup final : public ProcessGroup {
   }
   ~GlooProcessGroup() override {
     thread_.reset();
+    p2p_thread_.Reset();
     if (!aborted_buffers_.empty()) context_->closeConnections();  // no more bytes into aborted buffers
     aborted_buffers_.clear();
   }
@@ -280,7 +281,9 @@ class GlooProcessGroup final : public ProcessGroup {
   };
   // A failed or aborted transfer's buffers and the tensors they point into: Gloo's thread may still write
   // into (or read from) them for a live peer, so they stay until the group's connections close.
-  void KeepAborted(std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>>& buffers, std::vector<Tensor> tensors);
+  // Keeps an aborted transfer's buffers, the tensors they point into, its staging and scratch (see aborted_*).
+  void KeepAborted(std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>>& buffers, std::vector<Tensor> tensors,
+                   std::vector<std::unique_ptr<memory::Block>> staging = {}, std::vector<std::vector<char>> scratch = {});
   // The group ranks (all, or those in `among`) whose connection Gloo reports closed (the monitor thread polls
   // the sentinels).
   std::vector<int> ClosedPeers(const std::vector<int>& among = {});
@@ -302,7 +305,8 @@ class GlooProcessGroup final : public ProcessGroup {
   // A receive whose peer is kAnySource takes the first descriptor from any other rank, then that rank's
   // payload; its sender is stored in *any_source.
   void RunP2P(std::vector<P2POp> ops, const std::string& label, milliseconds timeout, int* any_source = nullptr);
-  [[noreturn]] void Break(ErrorCode code, const std::string& message);
+  [[noreturn]] void Break(ErrorCode code, const std::string& message);  // the first break's message stays
+  std::optional<std::string> Broken();
   std::string VerdictKey(int64_t seq) const { return Str(prefix_, "timeout/", seq); }
   [[noreturn]] void FailP2P(const std::exception& e, const std::vector<P2POp>& ops, size_t current,
                             const std::string& label, milliseconds timeout, Clock::time_point deadline);
@@ -327,8 +331,13 @@ class GlooProcessGroup final : public ProcessGroup {
   std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> sentinels_;  // [peer]; null for this rank
   int64_t next_seq_ = 0;
   int64_t next_group_id_ = 0;
-  int64_t next_p2p_ = 0;  // comm thread: keys the monitor's liveness probe of each batch of p2p ops
-  std::optional<std::string> broken_;  // comm thread only
+  int64_t next_p2p_ = 0;  // p2p thread: keys the monitor's liveness probe of each batch of p2p ops
+  // The collectives' comm thread and the p2p thread (comm_thread.h's LazyCommThread) both break the group and
+  // keep aborted buffers: state_mu_ guards broken_ and the aborted_* members; probe_mu_ serializes the
+  // sentinel polls of ClosedPeers (two concurrent waits on one buffer would each consume the other's abort).
+  std::mutex state_mu_, probe_mu_;
+  std::optional<std::string> broken_;
+  LazyCommThread p2p_thread_{num_threads_, CurrentDevice()};
   std::unique_ptr<CommThread> thread_;
 };
 
@@ -349,15 +358,23 @@ WorkPtr GlooProcessGroup::Issue(CollectiveDesc desc, const Tensor& written, Body
 }
 
 void GlooProcessGroup::Break(ErrorCode code, const std::string& message) {
-  broken_ = message;
+  {
+    std::lock_guard<std::mutex> lock(state_mu_);
+    if (!broken_) broken_ = message;
+  }
   TESSEL_FAIL(code, message);
+}
+
+std::optional<std::string> GlooProcessGroup::Broken() {
+  std::lock_guard<std::mutex> lock(state_mu_);
+  return broken_;
 }
 
 void GlooProcessGroup::RunChecked(const CollectiveDesc& d, const std::string& label, milliseconds timeout,
                                   const Body& body) {
-  if (broken_) {
+  if (const std::optional<std::string> broken = Broken()) {
     TESSEL_FAIL(ErrorCode::kAborted, DescribeCall(d, false), " on ", label,
-                " cannot run: the group is unusable after an earlier error: ", *broken_);
+                " cannot run: the group is unusable after an earlier error: ", *broken);
   }
   const Clock::time_point deadline = Clock::now() + timeout;
   ExchangeHeaders(d, label, timeout);
@@ -496,6 +513,7 @@ void GlooProcessGroup::ReportExchangeFailure(const CollectiveDesc& d, const std:
 }
 
 std::vector<int> GlooProcessGroup::ClosedPeers(const std::vector<int>& among) {
+  std::lock_guard<std::mutex> lock(probe_mu_);
   std::vector<int> closed;
   for (int p = 0; p < size(); ++p) {
     if (sentinels_[p] == nullptr || (!among.empty() && std::find(among.begin(), among.end(), p) == among.end())) {
@@ -512,7 +530,11 @@ std::vector<int> GlooProcessGroup::ClosedPeers(const std::vector<int>& among) {
 }
 
 void GlooProcessGroup::KeepAborted(std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>>& buffers,
-                                   std::vector<Tensor> tensors) {
+                                   std::vector<Tensor> tensors, std::vector<std::unique_ptr<memory::Block>> staging,
+                                   std::vector<std::vector<char>> scratch) {
+  std::lock_guard<std::mutex> lock(state_mu_);
+  for (auto& b : staging) aborted_blocks_.push_back(std::move(b));
+  for (auto& v : scratch) aborted_scratch_.push_back(std::move(v));
   for (auto& b : buffers) aborted_buffers_.push_back(std::move(b));
   for (Tensor& t : tensors) aborted_tensors_.push_back(std::move(t));
 }
@@ -583,8 +605,7 @@ void GlooProcessGroup::Transfers::Fail(size_t i, const std::string& error) {
   watched_ = false;
   std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> buffers;
   for (Op& op : ops_) buffers.push_back(std::move(op.buffer));
-  group_.KeepAborted(buffers, std::move(keep_));
-  for (auto& b : staging_) group_.aborted_blocks_.push_back(std::move(b));
+  group_.KeepAborted(buffers, std::move(keep_), std::move(staging_));
   const std::string call = Str(DescribeCall(step_.desc, false), " on ", step_.label);
   // The deadline first: Gloo's own timeout closes every pair of the context, and a probe that ran after
   // that would otherwise report the live, stuck peers as gone.
@@ -738,7 +759,7 @@ WorkPtr GlooProcessGroup::BatchP2P(const std::vector<P2POp>& ops) {
                         op.tensor.numel() * ElementSize(op.tensor.dtype())});
     if (!is_send) MarkWritten(op.tensor);
   }
-  return thread_->Submit([this, ops, timeout = timeout(), label = GroupLabel(name(), global_ranks())] {
+  return p2p_thread_.Get().Submit([this, ops, timeout = timeout(), label = GroupLabel(name(), global_ranks())] {
     RunP2P(ops, label, timeout);
   });
 }
@@ -746,14 +767,16 @@ WorkPtr GlooProcessGroup::BatchP2P(const std::vector<P2POp>& ops) {
 WorkPtr GlooProcessGroup::RecvAnySource(const Tensor& tensor, int tag) {
   return IssueRecvAnySource(*this, tensor, [&](std::shared_ptr<int> source) {
     const std::string label = GroupLabel(name(), global_ranks());
-    return thread_->Submit([this, tensor, tag, source, timeout = timeout(), label] {
+    return p2p_thread_.Get().Submit([this, tensor, tag, source, timeout = timeout(), label] {
       RunP2P({P2POp{P2POp::Kind::kRecv, tensor, kAnySource, tag}}, label, timeout, source.get());
     });
   });
 }
 
 void GlooProcessGroup::RunP2P(std::vector<P2POp> ops, const std::string& label, milliseconds timeout, int* any_source) {
-  if (broken_) TESSEL_FAIL(ErrorCode::kAborted, "p2p on ", label, " cannot run: the group is unusable: ", *broken_);
+  if (const std::optional<std::string> broken = Broken()) {
+    TESSEL_FAIL(ErrorCode::kAborted, "p2p on ", label, " cannot run: the group is unusable: ", *broken);
+  }
   std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> bufs;
   const auto deadline = Clock::now() + timeout;
   size_t current = 0;  // the op being posted, then the one being waited on
@@ -823,8 +846,7 @@ void GlooProcessGroup::RunP2P(std::vector<P2POp> ops, const std::string& label, 
       std::vector<Tensor> tensors;
       for (const P2POp& op : ops) tensors.push_back(op.tensor);
       KeepAborted(desc_bufs, {});
-      KeepAborted(bufs, std::move(tensors));
-      for (auto& v : scratch) aborted_scratch_.push_back(std::move(v));
+      KeepAborted(bufs, std::move(tensors), {}, std::move(scratch));
       Break(ErrorCode::kAborted, Str("p2p on ", label, " failed at ", P2PName(ops[current]),
                                      ": the connection to rank(s) ", PeerList(found),
                                      " closed while data was in flight (the process exited or died)"));

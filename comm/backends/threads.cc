@@ -116,6 +116,7 @@ class ThreadsProcessGroup final : public ProcessGroup {
       : rendezvous_(std::move(rendezvous)),
         rank_(rank),
         num_threads_(num_threads),
+        p2p_thread_(num_threads, CurrentDevice()),
         thread_(std::make_unique<CommThread>(num_threads, CurrentDevice())) {
     rendezvous_->world()->NoteIssued(global_ranks()[rank_], rendezvous_->key(), -1);  // this thread issues on it
   }
@@ -123,12 +124,13 @@ class ThreadsProcessGroup final : public ProcessGroup {
   ~ThreadsProcessGroup() override {
     // An exception unwinding past a group with collectives in flight: fail the world first so the
     // comm thread's waits end now instead of at the timeout.
-    if (std::uncaught_exceptions() > 0 && thread_->busy()) {
+    if (std::uncaught_exceptions() > 0 && (thread_->busy() || p2p_thread_.busy())) {
       rendezvous_->world()->Abort(rendezvous_->global_ranks()[rank_],
                                   Str("an exception escaped while ", GroupLabel(name(), global_ranks()),
                                       " had collectives in flight"));
     }
     thread_.reset();  // runs (or fails) whatever is queued, then joins
+    p2p_thread_.Reset();
   }
 
   int rank() const override { return rank_; }
@@ -180,6 +182,7 @@ class ThreadsProcessGroup final : public ProcessGroup {
   const int num_threads_;
   int64_t next_seq_ = 0;
   int64_t next_group_id_ = 0;
+  LazyCommThread p2p_thread_;  // sends and receives (comm_thread.h)
   std::unique_ptr<CommThread> thread_;  // last: destroyed first, while the members above are alive
 };
 
@@ -211,7 +214,7 @@ WorkPtr ThreadsProcessGroup::BatchP2P(const std::vector<P2POp>& ops) {
                         op.tensor.numel() * ElementSize(op.tensor.dtype())});
     if (!is_send) MarkWritten(op.tensor);
   }
-  return thread_->Submit([this, ops, timeout = timeout(), label = GroupLabel(name(), global_ranks())] {
+  return p2p_thread_.Get().Submit([this, ops, timeout = timeout(), label = GroupLabel(name(), global_ranks())] {
     rendezvous_->RunP2P(rank_, ops, timeout, label);
   });
 }
@@ -219,7 +222,7 @@ WorkPtr ThreadsProcessGroup::BatchP2P(const std::vector<P2POp>& ops) {
 WorkPtr ThreadsProcessGroup::RecvAnySource(const Tensor& tensor, int tag) {
   return IssueRecvAnySource(*this, tensor, [&](std::shared_ptr<int> source) {
     const std::string label = GroupLabel(name(), global_ranks());
-    return thread_->Submit([this, tensor, tag, source, timeout = timeout(), label] {
+    return p2p_thread_.Get().Submit([this, tensor, tag, source, timeout = timeout(), label] {
       rendezvous_->RunP2P(rank_, {P2POp{P2POp::Kind::kRecv, tensor, kAnySource, tag}}, timeout, label, source.get());
     });
   });
