@@ -267,6 +267,7 @@ def cumsum(x, dim, dtype=None):
     """Running sums along dim by log-step prefix adds (Hillis-Steele: out[i] += out[i - 2^k]), so NaN and
     inf stay where torch puts them and integers add exactly; bool and integer inputs give int64, as
     torch."""
+    from ._tensor import zeros_like
     x = _accumulation_input(x, dtype)
     if x.ndim == 0:
         return x.clone()
@@ -275,7 +276,8 @@ def cumsum(x, dim, dtype=None):
     while shift < n:
         shape = list(out.shape)
         shape[dim] = shift
-        shifted = _C._functional.cat([_C._full(shape, 0.0, out.dtype), out.narrow(dim, 0, n - shift)], dim)
+        head = out.narrow(dim, 0, shift)  # zeros in its layout: a DTensor's cat needs DTensor parts
+        shifted = _C._functional.cat([zeros_like(head), out.narrow(dim, 0, n - shift)], dim)
         out = out + shifted
         shift *= 2
     return out
@@ -686,9 +688,10 @@ def pad(input, pad, mode="constant", value=None):
 # ---- registration ----------------------------------------------------------------------------------------
 
 def _new_full(x, size, value, dtype=None, device=None, requires_grad=False):
-    """Tensor.new_zeros / new_ones: size as varargs or one sequence, x's dtype by default."""
+    """Tensor.new_zeros / new_ones: size as varargs or one sequence (_tensor.new_filled: DTensors too)."""
+    from ._tensor import new_filled
     shape = list(size[0] if len(size) == 1 and isinstance(size[0], (tuple, list)) else size)
-    return _C._full(shape, value, dtype or x.dtype).requires_grad_(requires_grad)
+    return new_filled(x, shape, value, dtype, requires_grad)
 
 
 _BOTH = dict(  # torch.X(t, ...) and t.X(...)
@@ -706,8 +709,8 @@ TENSOR_METHODS = dict(
     index_fill_=_index_fill_, nbytes=property(lambda x: x.numel() * x.element_size()), **_C_UNARY_METHODS, index_add_=index_add_, repeat=repeat, expand_as=expand_as,
     new_zeros=lambda x, *size, **kw: _new_full(x, size, 0.0, **kw),
     new_ones=lambda x, *size, **kw: _new_full(x, size, 1.0, **kw),
-    new_full=lambda x, size, fill_value, dtype=None, device=None, requires_grad=False: _C._full(
-        list(size), float(fill_value), dtype or x.dtype).requires_grad_(requires_grad),
+    new_full=lambda x, size, fill_value, dtype=None, device=None, requires_grad=False: _new_full(
+        x, (list(size),), fill_value, dtype, requires_grad=requires_grad),
     new_tensor=lambda x, data, dtype=None, device=None, requires_grad=False: _tensor(
         data, dtype=dtype or x.dtype, requires_grad=requires_grad))
 

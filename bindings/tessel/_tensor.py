@@ -78,19 +78,59 @@ def full(size, fill_value, *, dtype=None, device=None, requires_grad=False):
     return _finish(_C._full(_shape((size,)), builtins.float(fill_value), dtype), requires_grad)
 
 
+def _like_placements(t):
+    """torch's create_like_strategy for a DTensor t: its placements, Partial ones made Replicate (the new
+    values do not depend on t's, so there is nothing to sum)."""
+    return [_C.Replicate() if isinstance(p, _C.Partial) else p for p in t.placements]
+
+
+def _distributed_like(t, make_local, dtype, requires_grad):
+    """A DTensor of t's global shape on t's mesh (_like_placements), each rank's piece make_local(its shape,
+    dtype): zeros_like(param) on a fully_shard parameter is a DTensor shard, as torch's."""
+    local = make_local(list(t.to_local().shape), dtype or t.dtype)
+    out = _C.from_local(local, t.device_mesh, _like_placements(t), list(t.shape), list(t.stride()), False)
+    return _finish(out, requires_grad)
+
+
+def _random_like(t, make_full, dtype, requires_grad):
+    """rand_like / randn_like of a DTensor: one full draw on rank 0 distributed to t's placements (ranks that
+    share a piece must hold the same values)."""
+    full_values = make_full(list(t.shape), dtype or t.dtype)
+    return _finish(_C.distribute_tensor(full_values, t.device_mesh, _like_placements(t), 0), requires_grad)
+
+
 def zeros_like(t, *, dtype=None, device=None, requires_grad=False):
     check_cpu(device, "zeros_like")
+    if t.is_distributed:
+        return _distributed_like(t, lambda shape, dt: zeros(shape, dtype=dt), dtype, requires_grad)
     return zeros(t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
 
 
 def ones_like(t, *, dtype=None, device=None, requires_grad=False):
     check_cpu(device, "ones_like")
+    if t.is_distributed:
+        return _distributed_like(t, lambda shape, dt: ones(shape, dtype=dt), dtype, requires_grad)
     return ones(t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
 
 
 def full_like(t, fill_value, *, dtype=None, device=None, requires_grad=False):
     check_cpu(device, "full_like")
+    if t.is_distributed:
+        return _distributed_like(t, lambda shape, dt: full(shape, fill_value, dtype=dt), dtype, requires_grad)
     return full(t.shape, fill_value, dtype=dtype or t.dtype, requires_grad=requires_grad)
+
+
+def new_filled(x, shape, value, dtype=None, requires_grad=False):
+    """Tensor.new_zeros / new_ones / new_full / new_empty: x's dtype by default; on a DTensor, torch's
+    new_factory_strategy: x's placements when the shape is x's (Partial made Replicate), else replicated."""
+    shape = [builtins.int(s) for s in shape]
+    if not x.is_distributed:
+        return _finish(_C._full(shape, builtins.float(value), dtype or x.dtype), requires_grad)
+    if shape == list(x.shape):
+        return _distributed_like(x, lambda sh, dt: _C._full(sh, builtins.float(value), dt), dtype, requires_grad)
+    out = _C.from_local(_C._full(shape, builtins.float(value), dtype or x.dtype), x.device_mesh,
+                        [_C.Replicate()] * x.device_mesh.ndim, shape, None, False)
+    return _finish(out, requires_grad)
 
 
 def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False):
@@ -460,11 +500,15 @@ Tensor.__setitem__ = _setitem
 
 def rand_like(t, *, dtype=None, device=None, requires_grad=False):
     check_cpu(device, "rand_like")
+    if t.is_distributed:
+        return _random_like(t, lambda shape, dt: rand(*shape, dtype=dt), dtype, requires_grad)
     return rand(*t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
 
 
 def randn_like(t, *, dtype=None, device=None, requires_grad=False):
     check_cpu(device, "randn_like")
+    if t.is_distributed:
+        return _random_like(t, lambda shape, dt: randn(*shape, dtype=dt), dtype, requires_grad)
     return randn(*t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
 
 
@@ -534,6 +578,8 @@ def is_tensor(obj):
 
 
 def empty_like(t, *, dtype=None, device=None, requires_grad=False):
+    if t.is_distributed:
+        return _distributed_like(t, lambda shape, dt: empty(*shape, dtype=dt), dtype, requires_grad)
     return empty(*t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
 
 

@@ -10,7 +10,15 @@ as in torch, so LR schedulers and hand-edited groups work.
 
     opt = tessel.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1)
     loss.backward(); opt.step(); opt.zero_grad()
+
+An optimizer written in Python subclasses Optimizer as in torch: __init__(params, defaults) and a step() that
+reads self.param_groups and keeps per-parameter state in self.state[p] (tensors made with zeros_like(p) are
+DTensor shards for fully_shard parameters). Its state_dict / load_state_dict, checkpoints (tessel.save,
+distributed.checkpoint's get/set_optimizer_state_dict) and LR schedulers work as for the built-in ones.
 """
+import collections.abc
+import numbers
+
 from .. import _C
 from . import lr_scheduler  # noqa: F401
 
@@ -39,6 +47,47 @@ def _param_groups(params):
     return groups if isinstance(groups[0], dict) else [{"params": groups}]
 
 
+class _ParamState(collections.abc.MutableMapping):
+    """torch's Optimizer.state: a defaultdict(dict) keyed by parameter, here by the tensor's identity (hash), so
+    a lookup never compares two tensors elementwise."""
+
+    def __init__(self):
+        self._entries = {}  # hash(p) -> (p, its state dict)
+
+    def __getitem__(self, p):
+        key = hash(p)
+        if key not in self._entries:
+            self._entries[key] = (p, {})
+        return self._entries[key][1]
+
+    def __setitem__(self, p, value):
+        self._entries[hash(p)] = (p, value)
+
+    def __delitem__(self, p):
+        del self._entries[hash(p)]
+
+    def __contains__(self, p):
+        return hash(p) in self._entries
+
+    def get(self, p, default=None):
+        return self._entries[hash(p)][1] if hash(p) in self._entries else default
+
+    def __iter__(self):
+        return iter([p for p, _ in self._entries.values()])
+
+    def __len__(self):
+        return len(self._entries)
+
+
+def _loaded_value(p, value):
+    """A state value loaded for parameter p: a full tensor for a DTensor parameter becomes this rank's shard
+    of it (as the optimizer had it)."""
+    if isinstance(value, _C.Tensor) and p.is_distributed and not value.is_distributed and \
+            tuple(value.shape) == tuple(p.shape):
+        return _C.distribute_tensor(value, p.device_mesh, list(p.placements), None)
+    return value
+
+
 def _state_fqn(key):
     """The parameter an optimizer checkpoint entry belongs to ('optim.state.<fqn>.<buffer>' or
     'optim.step.<fqn>'); None for the other entries (hyperparameters)."""
@@ -50,17 +99,38 @@ def _state_fqn(key):
 
 
 class Optimizer:
-    """Base: one C++ optimizer per parameter group."""
+    """Base: one C++ optimizer per parameter group (the built-in subclasses define _make), or, for a subclass
+    written in Python, its own step() over param_groups with per-parameter state in self.state."""
+    _make = None  # built-in subclasses: (named parameters, group) -> the group's C++ optimizer
 
     def __init__(self, params, defaults):
         self.defaults = defaults
         self.param_groups = []
-        self._optimizers = []
+        self._optimizers = []  # per group: its C++ optimizer (None for a Python subclass)
         self._fqns = []  # per group: its parameters' FQNs in order (checkpoint keys; state_dict's integer ids)
+        self._state = _ParamState()
         for g in _param_groups(params):
             self.add_param_group(g)
 
+    @property
+    def _python(self):
+        return type(self)._make is None
+
+    @property
+    def state(self):
+        """Per-parameter state, self.state[p] (torch's). A Python subclass keeps its own here; for the built-in
+        optimizers it is read from state_dict(): the entries alias the optimizer's live buffers."""
+        if self._python:
+            return self._state
+        out = _ParamState()
+        params = [p for g in self.param_groups for p in g["params"]]
+        for pid, entry in self.state_dict()["state"].items():
+            out[params[pid]] = entry
+        return out
+
     def step(self, closure=None):
+        if self._python:
+            raise NotImplementedError("%s.step: an Optimizer subclass defines its own step()" % type(self).__name__)
         loss = closure() if closure is not None else None
         for group, opt in zip(self.param_groups, self._optimizers):
             opt.hyper = self._hyper(group)
@@ -94,14 +164,17 @@ class Optimizer:
                 name = "param_groups.%d.%d" % (gi, i)
                 named[i] = (name, p)
             names.add(name)
-        self._optimizers.append(self._make(named, group))
+        self._optimizers.append(None if self._python else self._make(named, group))
         self._fqns.append([n for n, _ in named])
         group["params"] = [p for _, p in named]
         self.param_groups.append(group)
 
     def zero_grad(self, set_to_none=True):
         for group, opt in zip(self.param_groups, self._optimizers):
-            if set_to_none:
+            if set_to_none and opt is None:
+                for p in group["params"]:
+                    p.grad = None
+            elif set_to_none:
                 opt.zero_grad()
             else:
                 for p in group["params"]:
@@ -113,6 +186,8 @@ class Optimizer:
     def state_dict(self):
         """torch's layout: parameters numbered across the groups in order; each one's state ("step" and the
         optimizer's buffers, aliases of the live tensors) and each group's options with its ids."""
+        if self._python:
+            return self._python_state_dict()
         state, groups, index = {}, [], 0
         for group, opt, names in zip(self.param_groups, self._optimizers, self._fqns):
             buffers, steps, _ = opt._get_state()
@@ -137,6 +212,8 @@ class Optimizer:
             if len(saved["params"]) != len(names):
                 raise ValueError("loaded state dict contains a parameter group that doesn't match the size of "
                                  "optimizer's group %d (%d vs %d parameters)" % (i, len(saved["params"]), len(names)))
+        if self._python:
+            return self._python_load_state_dict(state_dict)
         for group, opt, saved, names in zip(self.param_groups, self._optimizers, groups, self._fqns):
             buffers, steps = {}, {}
             for pid, name in zip(saved["params"], names):
@@ -150,6 +227,27 @@ class Optimizer:
             group.update({k: v for k, v in saved.items() if k != "params"})
             opt._load_state(buffers, steps, self._hyper(group))
 
+    def _python_state_dict(self):
+        state, groups, index = {}, [], 0
+        for group in self.param_groups:
+            ids = []
+            for p in group["params"]:
+                entry = self._state.get(p)
+                if entry:
+                    state[index] = dict(entry)
+                ids.append(index)
+                index += 1
+            groups.append(dict({k: v for k, v in group.items() if k != "params"}, params=ids))
+        return {"state": state, "param_groups": groups}
+
+    def _python_load_state_dict(self, state_dict):
+        for group, saved in zip(self.param_groups, state_dict["param_groups"]):
+            for pid, p in zip(saved["params"], group["params"]):
+                entry = state_dict["state"].get(pid, state_dict["state"].get(str(pid)))
+                if entry is not None:
+                    self._state[p] = {k: _loaded_value(p, v) for k, v in entry.items()}
+            group.update({k: v for k, v in saved.items() if k != "params"})
+
     # ---- checkpoints (tessel.distributed.checkpoint.state_dict, tessel.save / tessel.load) ----
 
     def _hyper_prefix(self, i):
@@ -157,6 +255,8 @@ class Optimizer:
 
     def _get_checkpoint_state(self, model, full_state_dict=False):
         """Every group's optimizer entries, merged; group i > 0's hyperparameters renamed."""
+        if self._python:
+            return self._python_checkpoint_state(model, full_state_dict)
         out = {}
         for i, opt in enumerate(self._optimizers):
             opt.hyper = self._hyper(self.param_groups[i])  # the state dict records the group's current values
@@ -169,10 +269,60 @@ class Optimizer:
     def _model_fqns(self, model):
         """Per group, its parameters' FQNs in `model` (the checkpoint's keys), matched by identity as torch does:
         parameters taken from a submodule (model[0].parameters()) carry that submodule's names ('weight')."""
+        if self._python:
+            names = {}
+            for name, p in model.named_parameters():
+                names.setdefault(hash(p), name)
+            missing = [p for g in self.param_groups for p in g["params"] if hash(p) not in names]
+            if missing:
+                raise ValueError("%s: a parameter of shape %s is not in the model" % (type(self).__name__,
+                                                                                    tuple(missing[0].shape)))
+            return [[names[hash(p)] for p in g["params"]] for g in self.param_groups]
         return [_C._optimizer_param_fqns(model, opt) for opt in self._optimizers]
+
+    def _python_checkpoint_state(self, model, full_state_dict):
+        """A Python subclass's entries in tessel's flat layout: optim.state.<fqn>.<name> (optim.step.<fqn> for
+        "step") and each group's numeric options (a tuple's items as <name>.<i>)."""
+        out = {}
+        for i, (group, fqns) in enumerate(zip(self.param_groups, self._model_fqns(model))):
+            for p, fqn in zip(group["params"], fqns):
+                for name, v in (self._state.get(p) or {}).items():
+                    if full_state_dict and isinstance(v, _C.Tensor) and v.is_distributed:
+                        v = v.full_tensor()
+                    out[("optim.step." + fqn) if name == "step" else "optim.state.%s.%s" % (fqn, name)] = v
+            for name, v in group.items():
+                if isinstance(v, bool) or not isinstance(v, (numbers.Number, tuple)):
+                    continue
+                if isinstance(v, tuple):
+                    out.update({"%s%s.%d" % (self._hyper_prefix(i), name, j): x for j, x in enumerate(v)})
+                else:
+                    out[self._hyper_prefix(i) + name] = v
+        return out
+
+    def _python_set_checkpoint_state(self, model, state_dict):
+        params = {f: p for g, fqns in zip(self.param_groups, self._model_fqns(model))
+                  for p, f in zip(g["params"], fqns)}
+        for key, v in state_dict.items():
+            fqn = _state_fqn(key)
+            if fqn is not None:
+                if fqn not in params:
+                    raise ValueError("set_optimizer_state_dict: '%s' names no parameter of the optimizer" % key)
+                name = "step" if key.startswith("optim.step.") else key.rsplit(".", 1)[1]
+                self._state[params[fqn]][name] = _loaded_value(params[fqn], v)
+        for i, group in enumerate(self.param_groups):
+            prefix = self._hyper_prefix(i)
+            for name, v in list(group.items()):
+                if isinstance(v, tuple):
+                    items = [state_dict.get("%s%s.%d" % (prefix, name, j)) for j in range(len(v))]
+                    if all(x is not None for x in items):
+                        group[name] = tuple(items)
+                elif isinstance(v, numbers.Number) and not isinstance(v, bool) and prefix + name in state_dict:
+                    group[name] = state_dict[prefix + name]
 
     def _set_checkpoint_state(self, model, state_dict):
         """Loads each group's entries (by its parameters' FQNs) and its hyperparameters into param_groups."""
+        if self._python:
+            return self._python_set_checkpoint_state(model, state_dict)
         group_of = {name: i for i, fqns in enumerate(self._model_fqns(model)) for name in fqns}
         parts = [{} for _ in self._optimizers]
         for k, v in state_dict.items():
