@@ -367,8 +367,8 @@ def _tri(self, diagonal, upper):
     rows, cols = self.shape[-2], self.shape[-1]
     keep = np.triu(np.ones((rows, cols), dtype=bool), diagonal) if upper else \
         np.tril(np.ones((rows, cols), dtype=bool), diagonal)
-    from ._tensor import tensor, zeros_like
-    return _C._functional.where(tensor(keep), self, zeros_like(self))
+    from ._tensor import _internal_index, tensor, zeros_like
+    return _C._functional.where(_internal_index(self, tensor(keep)), self, zeros_like(self))
 
 
 def _gather(self, dim, index, *, sparse_grad=False):
@@ -412,8 +412,10 @@ def _sort(self, dim=-1, descending=False, stable=False):
     from ._tensor import tensor
     if self.ndim == 0:
         return values_indices(self, tensor(np.zeros((), dtype=np.int64)))
+    from ._tensor import _indices_like
     order = _sort_order(self, dim, descending)
-    return values_indices(_gather(self, dim, order), tensor(order))
+    values = _gather(self, dim, order)
+    return values_indices(values, _indices_like(values, order))
 
 
 def _topk(self, k, dim=-1, largest=True, sorted=True):
@@ -421,16 +423,19 @@ def _topk(self, k, dim=-1, largest=True, sorted=True):
     from ._tensor import tensor
     if not 0 <= k <= self.shape[dim]:
         raise RuntimeError("selected index k out of range")
-    order = np.take(_sort_order(self, dim, largest), np.arange(k), axis=dim)
-    return values_indices(_gather(self, dim, order), tensor(order))
+    from ._tensor import _indices_like
+    order = np.ascontiguousarray(np.take(_sort_order(self, dim, largest), np.arange(k), axis=dim))
+    values = _gather(self, dim, order)
+    return values_indices(values, _indices_like(values, order))
 
 
 def _argsort(self, dim=-1, descending=False, stable=False):
     import numpy as np
     from ._tensor import tensor
+    from ._tensor import _indices_like
     if self.ndim == 0:
         return tensor(np.zeros((), dtype=np.int64))
-    return tensor(_sort_order(self, dim, descending))
+    return _indices_like(self, _sort_order(self, dim, descending))
 
 
 def _multinomial(self, num_samples, replacement=False, *, generator=None):

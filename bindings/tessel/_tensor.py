@@ -205,6 +205,24 @@ def _index_list(t, idx):
     return out
 
 
+def _internal_index(x, t):
+    """An index or mask tensor that an op on x builds for itself (every rank builds the same one): on a
+    DTensor x, replicated on x's mesh so that the op's DTensor rule applies (flip, roll, sort, tril, x[[0, 2]]
+    work on DTensors); else t itself."""
+    if not x.is_distributed:
+        return t
+    return _C.from_local(t, x.device_mesh, [_C.Replicate()] * x.device_mesh.ndim, list(t.shape), None, False)
+
+
+def _indices_like(x, order):
+    """The int64 indices (numpy, the full tensor's) that sort / topk / argsort of x return: a DTensor laid out
+    as x's values are (_like_placements) when x is one, as torch's."""
+    out = _C._from_numpy(order)
+    if not x.is_distributed:
+        return out
+    return _C.distribute_tensor(out, x.device_mesh, _like_placements(x), None)
+
+
 def _gather_rows(self, rows):
     """self[rows] for an int64 numpy array of row indices (any shape): rows of dim 0 through the embedding
     op, so the gradient flows back (scattered and summed into the rows, as torch's index backward)."""
@@ -218,7 +236,7 @@ def _gather_rows(self, rows):
     for r in rest:
         width *= r
     table = self.reshape(n, width)  # explicit: -1 is ambiguous when a dim is 0
-    out = _C._functional.embedding(_C._from_numpy(rows), table)
+    out = _C._functional.embedding(_internal_index(table, _C._from_numpy(rows)), table)
     return out.reshape(*(tuple(rows.shape) + rest))
 
 
