@@ -26,6 +26,7 @@ The original flat API stays: ``tessel.GPT``, ``tessel.AdamW(model)``, ``tessel.f
 """
 import builtins as _builtins
 import os
+import sys as _sys
 
 import numpy as _np
 
@@ -154,6 +155,8 @@ relu_ = lambda input: input.relu_()  # noqa: E731 (torch.relu_)
 from . import autograd, backends, linalg, nn, optim, distributed, distributions, multiprocessing, profiler, special, utils  # noqa: E402,F401,E501
 from . import amp, futures, ops  # noqa: E402,F401
 from .amp import autocast, get_autocast_dtype, is_autocast_enabled  # noqa: E402,F401
+from ._device import _cuda_amp  # noqa: E402
+cuda.amp = _sys.modules["tessel.cuda.amp"] = _cuda_amp()  # torch.cuda.amp's GradScaler / autocast
 import types as _types  # noqa: E402
 
 cpu = _types.ModuleType("tessel.cpu", "torch.cpu: its amp namespace (cpu.amp.autocast, the older spelling).")
@@ -184,9 +187,11 @@ def where(condition, input=None, other=None):
     the condition alone the indices of its true entries (nonzero(as_tuple=True))."""
     if input is None and other is None:
         return _extra.nonzero(condition, as_tuple=True)
-    if not isinstance(input, Tensor) and not isinstance(other, Tensor):
-        raise TypeError("where(): at least one of input and other must be a tensor")
     import builtins
+    if not isinstance(input, Tensor) and not isinstance(other, Tensor):  # two Python numbers: torch's result type
+        kinds = {type(v) for v in (input, other)}
+        dtype = float32 if builtins.float in kinds else (bool if kinds == {builtins.bool} else int64)  # dtypes
+        input = _C._full([], builtins.float(input), dtype)
     dtype = input.dtype if isinstance(input, Tensor) else other.dtype
     if not isinstance(input, Tensor):
         input = _C._full([], builtins.float(input), dtype)

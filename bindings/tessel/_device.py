@@ -120,3 +120,24 @@ for _name in ("synchronize", "memory_allocated", "max_memory_allocated", "memory
               "get_device_properties", "mem_get_info"):
     setattr(cuda, _name, _needs_cuda(_name))
 sys.modules["tessel.cuda"] = cuda  # import tessel.cuda / from tessel.cuda import is_available
+
+
+def _cuda_amp():
+    """torch.cuda.amp (deprecated in torch for torch.amp): GradScaler and autocast for device "cuda", which on a
+    machine without CUDA warn and do nothing, as torch's do (`GradScaler(enabled=use_fp16)` scripts run)."""
+    import warnings
+    from . import amp as _amp
+    module = types.ModuleType("tessel.cuda.amp", _cuda_amp.__doc__)
+
+    def grad_scaler(init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000, enabled=True):
+        warnings.warn("`torch.cuda.amp.GradScaler(args...)` is deprecated. Please use "
+                      "`torch.amp.GradScaler('cuda', args...)` instead.", FutureWarning, stacklevel=2)
+        return _amp.GradScaler("cuda", init_scale, growth_factor, backoff_factor, growth_interval, enabled)
+
+    def autocast(enabled=True, dtype=None, cache_enabled=True):
+        warnings.warn("`torch.cuda.amp.autocast(args...)` is deprecated. Please use "
+                      "`torch.amp.autocast('cuda', args...)` instead.", FutureWarning, stacklevel=2)
+        return _amp.autocast("cuda", dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
+
+    module.GradScaler, module.autocast = grad_scaler, autocast
+    return module

@@ -866,10 +866,37 @@ def bucketize(input, boundaries, *, out_int32=False, right=False):
     return searchsorted(boundaries, input, out_int32=out_int32, right=right)
 
 
+def isin(elements, test_elements, *, assume_unique=False, invert=False):
+    """torch.isin: whether each element of `elements` is in `test_elements` (either may be a scalar)."""
+    out = np.isin(_host(elements, "isin") if isinstance(elements, Tensor) else np.asarray(elements),
+                  _host(test_elements, "isin") if isinstance(test_elements, Tensor) else np.asarray(test_elements),
+                  assume_unique=assume_unique, invert=invert)
+    return _tensor(np.asarray(out, dtype=np.bool_))
+
+
+def histc(input, bins=100, min=0, max=0):
+    """torch.histc: counts of the elements in `bins` equal-width bins over [min, max] (min == max: the data's
+    range), the last bin closed; elements outside are left out; the input's float dtype."""
+    if not input.dtype.is_floating_point:
+        raise RuntimeError("torch.histogramc: input tensor and hist tensor should have the same dtype, but got "
+                           "input %s and hist float" % input.dtype)
+    a = _host(input, "histc").astype(np.float64).reshape(-1)
+    lo, hi = float(min), float(max)
+    if lo == hi and a.size:
+        lo, hi = float(a.min()), float(a.max())
+    if lo == hi:  # torch widens an empty range by one on each side
+        lo, hi = lo - 1, hi + 1
+    if lo > hi:
+        raise RuntimeError("torch.histogramc: max must be larger than min")
+    counts, _ = np.histogram(a[(a >= lo) & (a <= hi)], bins=int(bins), range=(lo, hi))
+    return _tensor(counts.astype(np.float32 if input.dtype != _dtypes.float64 else np.float64))
+
+
 _prod_autocast = _float32_under_autocast(prod)  # torch's CPU autocast float32 list has prod
 TORCH_FUNCTIONS.update(prod=_prod_autocast, meshgrid=meshgrid, tensor_split=tensor_split, kron=kron, unique=unique,
-                       bincount=bincount, searchsorted=searchsorted, bucketize=bucketize)
-TENSOR_METHODS.update(prod=_prod_autocast, tensor_split=tensor_split, kron=kron, unique=unique, bincount=bincount)
+                       bincount=bincount, searchsorted=searchsorted, bucketize=bucketize, isin=isin, histc=histc)
+TENSOR_METHODS.update(prod=_prod_autocast, tensor_split=tensor_split, kron=kron, unique=unique, bincount=bincount,
+                      histc=histc)
 
 
 # ---- remainder, fmod, floor division (%, //) --------------------------------------------------------------

@@ -11,13 +11,18 @@ activation-checkpointing rerun restores its forward's region. Per thread: each r
     loss.backward()
 """
 import functools
+import warnings
 
 from . import _C, _dtypes
 from ._device import check_cpu
 
 
+def _device_name(device_type):
+    return device_type if isinstance(device_type, str) else getattr(device_type, "type", str(device_type))
+
+
 def _device_type(device_type):
-    name = device_type if isinstance(device_type, str) else getattr(device_type, "type", str(device_type))
+    name = _device_name(device_type)
     check_cpu(name, "autocast")
     return "cpu"
 
@@ -31,6 +36,11 @@ class autocast:
     decorator. dtype defaults to bfloat16 (torch's CPU default); float16 is accepted too."""
 
     def __init__(self, device_type, dtype=None, enabled=True, cache_enabled=None):
+        if _device_name(device_type) == "cuda":  # torch on a machine without CUDA: a warning, then no region
+            if enabled:
+                warnings.warn("CUDA is not available or torch_xla is imported. Disabling autocast.", stacklevel=2)
+            self.device, self.fast_dtype, self._enabled, self._prev = "cuda", dtype or _dtypes.float16, False, []
+            return
         self.device = _device_type(device_type)
         self.fast_dtype = _dtypes.bfloat16 if dtype is None else dtype
         if self.fast_dtype not in (_dtypes.bfloat16, _dtypes.float16):
@@ -40,12 +50,15 @@ class autocast:
         self._prev = []
 
     def __enter__(self):
+        if self.device == "cuda":  # a disabled CUDA region leaves the CPU one as it is
+            return self
         self._prev.append(_C._autocast_state())
         _C._set_autocast(self._enabled, self.fast_dtype)
         return self
 
     def __exit__(self, *exc):
-        _C._set_autocast(*self._prev.pop())
+        if self.device != "cuda":
+            _C._set_autocast(*self._prev.pop())
         return False
 
     def __call__(self, fn):
@@ -77,7 +90,13 @@ class GradScaler:
 
     def __init__(self, device="cpu", init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5,
                  growth_interval=2000, enabled=True):
-        check_cpu(device, "GradScaler")
+        if _device_name(device) == "cuda":  # torch on a machine without CUDA: a warning, then pass-through
+            if enabled:
+                warnings.warn("torch.cuda.amp.GradScaler is enabled, but CUDA is not available.  Disabling.",
+                              stacklevel=2)
+            enabled = False
+        else:
+            check_cpu(device, "GradScaler")
         if growth_factor <= 1.0 or not 0.0 < backoff_factor < 1.0:
             raise ValueError("GradScaler: growth_factor must be > 1 and backoff_factor in (0, 1)")
         self._enabled = bool(enabled)
