@@ -101,6 +101,7 @@ for _name, _fn in _special.FUNCTIONS.items():
     globals()[_name] = _fn
     setattr(Tensor, _name, _fn)  # torch has every one as a method too
 from ._tensor import Size, broadcast_shapes, broadcast_tensors, empty_like, is_tensor, normal  # noqa: E402,F401
+from ._tensor import _index_put as index_put  # noqa: E402,F401 (torch.index_put; Tensor.index_put_ in place)
 from . import _repr  # noqa: E402 (printing with values, as torch prints)
 Tensor.__repr__ = Tensor.__str__ = _repr.tensor_repr
 Tensor.__format__ = _repr.tensor_format
@@ -153,7 +154,8 @@ from . import _inplace  # noqa: E402 (in-place methods recorded by autograd)
 _inplace.install()
 relu_ = lambda input: input.relu_()  # noqa: E731 (torch.relu_)
 from . import autograd, backends, linalg, nn, optim, distributed, distributions, multiprocessing, profiler, special, utils  # noqa: E402,F401,E501
-from . import amp, futures, ops  # noqa: E402,F401
+from . import amp, futures, ops, random, testing  # noqa: E402,F401
+from .random import get_rng_state, initial_seed, seed, set_rng_state  # noqa: E402,F401
 from .amp import autocast, get_autocast_dtype, is_autocast_enabled  # noqa: E402,F401
 from ._device import _cuda_amp  # noqa: E402
 cuda.amp = _sys.modules["tessel.cuda.amp"] = _cuda_amp()  # torch.cuda.amp's GradScaler / autocast

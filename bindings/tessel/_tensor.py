@@ -483,17 +483,28 @@ def _recorded_setitem(self, idx, value):
     if not self.dtype.is_floating_point:
         raise RuntimeError("t[...] = value with a value that requires grad into a %s tensor: autograd records "
                            "floating-point tensors only" % self.dtype)
+    _inplace._recorded(self, "t[...] = value", _written(self, idx, value))
+
+
+def _written(self, idx, value):
+    """self with value written at self[idx], out of place: where(written positions, value placed by an
+    index-add, self). The positions are numpy's for the same subscript (its basic and advanced indexing lay
+    results out as torch's); a position listed twice takes the last value, as numpy's and torch's CPU writes."""
     numel = self.numel()
     host = lambda i: i.numpy() if isinstance(i, Tensor) else i  # noqa: E731
     positions = np.arange(numel, dtype=np.int64).reshape(tuple(self.shape))[
         tuple(host(i) for i in idx) if isinstance(idx, tuple) else host(idx)]
     value = value if isinstance(value, Tensor) else _C._full([], builtins.float(value), self.dtype)
-    placed_value = value.to(self.dtype).expand(*positions.shape).reshape(-1, 1)
-    placed = _C._functional._index_add_rows(placed_value.contiguous(), tensor(positions.reshape(-1)), numel)
+    rows = value.to(self.dtype).expand(*positions.shape).reshape(-1, 1)
+    flat = positions.reshape(-1)
+    if np.unique(flat).size != flat.size:  # keep each position's last write only
+        _, first_from_end = np.unique(flat[::-1], return_index=True)
+        keep = np.sort(flat.size - 1 - first_from_end)
+        flat, rows = flat[keep], _gather_rows(rows, keep)
+    placed = _C._functional._index_add_rows(rows.contiguous(), tensor(flat), numel)
     mask = np.zeros(numel, dtype=np.bool_)
-    mask[positions.reshape(-1)] = True
-    new = _C._functional.where(tensor(mask), placed.reshape(-1), self.reshape(-1)).reshape(*self.shape)
-    _inplace._recorded(self, "t[...] = value", new)
+    mask[flat] = True
+    return _C._functional.where(tensor(mask), placed.reshape(-1), self.reshape(-1)).reshape(*self.shape)
 
 
 def _setitem(self, idx, value):
@@ -506,6 +517,12 @@ def _setitem(self, idx, value):
         idx = idx.item()
     if isinstance(idx, (Tensor, list, np.ndarray)):
         return _advanced_setitem(self, idx, value)
+    if isinstance(idx, tuple) and builtins.any(_is_advanced(_as_plain(i)) for i in idx):
+        # x[rows, cols] = v, x[:, idx] = v: the indexed elements of self itself (x[...] of such a subscript is a
+        # copy, so writing through it would change nothing)
+        with _C._GradMode(False):
+            self.copy_(_written(self, tuple(_as_plain(i) for i in idx), value))
+        return
     view = _getitem(self, idx)
     if isinstance(value, Tensor):
         view.copy_(value)
@@ -514,6 +531,38 @@ def _setitem(self, idx, value):
 
 
 Tensor.__setitem__ = _setitem
+
+
+def _index_put_(self, indices, values, accumulate=False):
+    """torch's Tensor.index_put_: self[indices] = values (a tuple of index tensors, one per leading dim), or
+    with accumulate=True self[indices] += values with repeated positions summed; recorded by autograd as the
+    other in-place methods (tessel/_inplace.py)."""
+    from . import _inplace
+    idx = tuple(indices)
+    if not accumulate:
+        self[idx] = values
+        return self
+    values = values if isinstance(values, Tensor) else _C._full([], builtins.float(values), self.dtype)
+    recorded = _C.is_grad_enabled() and (self.requires_grad or values.requires_grad)
+    if recorded:
+        _inplace._check_recordable(self, "index_put_")
+    numel = self.numel()
+    positions = np.arange(numel, dtype=np.int64).reshape(tuple(self.shape))[
+        tuple(i.numpy() if isinstance(i, Tensor) else i for i in idx)]
+    rows = values.to(self.dtype).expand(*positions.shape).reshape(-1, 1).contiguous()
+    added = self + _C._functional._index_add_rows(rows, tensor(positions.reshape(-1)), numel).reshape(*self.shape)
+    if recorded:
+        return _inplace._recorded(self, "index_put_", added)
+    with _C._GradMode(False):
+        return self.copy_(added)
+
+
+def _index_put(self, indices, values, accumulate=False):
+    return _index_put_(self.clone(), indices, values, accumulate)
+
+
+Tensor.index_put_ = _index_put_
+Tensor.index_put = _index_put
 
 
 def rand_like(t, *, dtype=None, device=None, requires_grad=False):

@@ -1,0 +1,83 @@
+"""tessel.random: torch.random's functions over tessel's counter-based (Philox) generators.
+
+A generator's state is its seed and its counter offset (core/tensor/random.h), so get_rng_state() returns them
+as an int64 tensor of two elements (torch's is a 5056-byte tensor of its Mersenne Twister; both are opaque values
+to save with a checkpoint and give back to set_rng_state). Per thread: each run_ranks rank has its own default
+generator.
+
+    state = tessel.get_rng_state()
+    x = tessel.randn(3)
+    tessel.set_rng_state(state)
+    assert tessel.equal(tessel.randn(3), x)
+"""
+import contextlib
+import os
+
+import numpy as np
+
+from . import _C
+
+_U64 = np.uint64
+
+
+def _state_of(generator):
+    """(seed, offset) as an int64 tensor; the uint64 values keep their bits."""
+    return _C._from_numpy(np.array([generator.initial_seed(), generator.offset], dtype=_U64).view(np.int64))
+
+
+def _set_state_of(generator, new_state):
+    if not isinstance(new_state, _C.Tensor) or tuple(new_state.shape) != (2,) or new_state.dtype != _C.dtype.int64:
+        raise RuntimeError("set_rng_state: expected the int64 tensor of 2 elements that get_rng_state() returns "
+                           "(a seed and an offset), got %s" % (
+                               "%s of shape %s" % (new_state.dtype, tuple(new_state.shape))
+                               if isinstance(new_state, _C.Tensor) else type(new_state).__name__))
+    seed, offset = (int(v) for v in new_state.numpy().view(_U64))
+    generator.manual_seed(seed)
+    generator.offset = offset
+    return generator
+
+
+def get_rng_state():
+    """The default generator's state (this thread's)."""
+    return _state_of(_C.default_generator())
+
+
+def set_rng_state(new_state):
+    """Restores the default generator (this thread's) to a state from get_rng_state()."""
+    _set_state_of(_C.default_generator(), new_state)
+
+
+def manual_seed(seed):
+    return _C.manual_seed(int(seed) & 0xFFFFFFFFFFFFFFFF)
+
+
+def initial_seed():
+    return _C.default_generator().initial_seed()
+
+
+def seed():
+    """Seeds the default generator from the operating system's randomness and returns the seed."""
+    s = int.from_bytes(os.urandom(8), "little") & ((1 << 63) - 1)
+    _C.manual_seed(s)
+    return s
+
+
+@contextlib.contextmanager
+def fork_rng(devices=None, enabled=True, _caller="fork_rng", _devices_kw="devices", device_type="cuda"):
+    """Inside, draws from the default generator; on exit it is back where it was (torch.random.fork_rng; there
+    are no CUDA generators to fork)."""
+    if not enabled:
+        yield
+        return
+    state = get_rng_state()
+    try:
+        yield
+    finally:
+        set_rng_state(state)
+
+
+# torch.Generator's state methods, on tessel's generators.
+_C.Generator.get_state = _state_of
+_C.Generator.set_state = _set_state_of
+_C.Generator.seed = lambda self: (self.manual_seed(int.from_bytes(os.urandom(8), "little") & ((1 << 63) - 1)),
+                                  self.initial_seed())[1]
