@@ -50,7 +50,11 @@ def _inplace_operator(name, method, out_of_place):
 
 
 def _max(self, dim=None, keepdim=False):
-    """max() over everything, or (values, indices) along dim (torch.return_types.max)."""
+    """max() over everything, (values, indices) along dim (torch.return_types.max), or with a tensor in place
+    of dim the elementwise maximum (torch.max(a, b))."""
+    if isinstance(dim, Tensor):
+        from ._extra import maximum
+        return maximum(self, dim)
     if dim is None:
         return _max_cpp(self)
     v, i = _max_cpp(self, dim, keepdim)
@@ -64,6 +68,9 @@ def _flipped(self):
 
 
 def _min(self, dim=None, keepdim=False):
+    if isinstance(dim, Tensor):
+        from ._extra import minimum
+        return minimum(self, dim)
     if dim is None:
         return _flipped(_max_cpp(_flipped(self)))
     v, i = _max_cpp(_flipped(self), dim, keepdim)
@@ -275,6 +282,20 @@ Tensor.register_hook = _register_hook
 Tensor.mm = _mm
 Tensor.bmm = _bmm
 Tensor.max = _max
+_squeeze_cpp = Tensor.squeeze
+
+
+def _squeeze(self, dim=None):
+    """squeeze(), squeeze(d), or squeeze((d1, d2, ...)) (torch 2.0's tuple of dims; sizes other than 1 stay)."""
+    if isinstance(dim, (tuple, list)):
+        out = self
+        for d in sorted({d % builtins.max(self.ndim, 1) for d in dim}, reverse=True):
+            out = _squeeze_cpp(out, d)
+        return out
+    return _squeeze_cpp(self, dim)
+
+
+Tensor.squeeze = _squeeze
 Tensor.min = _min
 Tensor.argmax = _argmax
 Tensor.argmin = _argmin

@@ -326,7 +326,11 @@ def index_select(x, dim, index):
     return x[(builtins.slice(None),) * dim + (index.reshape(-1) if isinstance(index, Tensor) else list(index),)]
 
 
-def flip(x, dims):
+def flip(x, *dims, **kwargs):
+    """torch.flip(x, dims) and Tensor.flip(dims) / Tensor.flip(0, 1)."""
+    dims = kwargs.pop("dims", dims[0] if len(dims) == 1 else dims)
+    if kwargs:
+        raise TypeError("flip() got unexpected keyword arguments %s" % sorted(kwargs))
     out = x
     for d in ([dims] if isinstance(dims, int) else list(dims)):
         out = index_select(out, d, list(range(x.shape[d] - 1, -1, -1)))
@@ -957,3 +961,4 @@ TENSOR_METHODS.update(remainder=remainder, fmod=fmod, floor_divide=floor_divide,
 from . import _scatter  # noqa: E402,F401
 from . import _einsum, _logical  # noqa: E402,F401 (einsum; logical / bitwise operators and small functions)
 from . import _order, _pow  # noqa: E402,F401 (median / kthvalue / quantile; pow with a tensor exponent)
+from . import _composed  # noqa: E402,F401 (addcmul, tensordot, cross, diagonal, cummax, mode, ...)

@@ -38,6 +38,8 @@ _OUT_OF_PLACE = {
     "zero_": lambda self: _replaced(self, _C._full(list(self.shape), 0.0, self.dtype)),
     "copy_": lambda self, src, non_blocking=False: _replaced(self, src.to(self.dtype).expand(*self.shape)),
     "lerp_": lambda self, end, weight: self.lerp(end, weight),
+    "addcmul_": lambda self, tensor1, tensor2, value=1: self + value * tensor1 * tensor2,
+    "addcdiv_": lambda self, tensor1, tensor2, value=1: self + value * tensor1 / tensor2,
     "index_add_": lambda self, dim, index, source, alpha=1: _extra().index_add(self, dim, index, source, alpha=alpha),
     "scatter_": lambda self, *a, **k: self.scatter(*a, **k),
     "scatter_add_": lambda self, *a, **k: self.scatter_add(*a, **k),

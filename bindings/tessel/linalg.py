@@ -7,12 +7,16 @@ and the factorizations and solves through numpy's LAPACK on the host for tensors
     u, s, vh = torch.linalg.svd(w.detach(), full_matrices=False)
 """
 import builtins
+import collections
 import math
 
 import numpy as np
 
 from . import _C, _dtypes
 from ._tensor import Tensor
+
+
+_QR = collections.namedtuple("qr", ["Q", "R"])
 
 
 def _dims(dim, ndim):
@@ -92,7 +96,7 @@ def _host(x, name):
 
 
 def _back(a, like):
-    out = _C._from_numpy(np.ascontiguousarray(a))
+    out = _C._from_numpy(np.asarray(a, order="C"))  # (np.ascontiguousarray makes a 0-d result 1-d: det's)
     return out.to(like.dtype) if out.dtype != like.dtype and like.dtype.is_floating_point else out
 
 
@@ -154,3 +158,22 @@ def pinv(A, *, hermitian=False):
 
 
 matmul = _C.Tensor.matmul
+
+
+def qr(A, mode="reduced"):
+    """(Q, R) of A = QR (numpy's LAPACK, as torch's on the CPU: the same Householder signs)."""
+    q, r = np.linalg.qr(_host(A, "qr"), mode={"reduced": "reduced", "complete": "complete", "r": "r"}[mode])
+    if mode == "r":
+        return _QR(_back(np.zeros((0,)), A), _back(q, A))
+    return _QR(_back(q, A), _back(r, A))
+
+
+def cross(input, other, *, dim=-1):
+    from ._composed import cross as _cross
+    return _cross(input, other, dim)
+
+
+def matrix_power(A, n):
+    from ._composed import matrix_power as _power
+    return _power(A, n)
+

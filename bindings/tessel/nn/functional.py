@@ -86,13 +86,38 @@ def dropout(input, p=0.5, training=True, inplace=False):
     return out
 
 
+def _soft_cross_entropy(input, target, weight, reduction, label_smoothing):
+    """torch's cross-entropy against class probabilities: -sum_c w_c t_c log softmax(x)_c per element, the
+    targets first smoothed to t (1 - eps) + eps / C; "mean" divides by the number of elements (not the weights)."""
+    class_dim = 0 if input.ndim == 1 else 1
+    classes = input.shape[class_dim]
+    if label_smoothing > 0:
+        target = target * (1 - label_smoothing) + label_smoothing / classes
+    terms = log_softmax(input, class_dim) * target
+    if weight is not None:
+        shape = [1] * input.ndim
+        shape[class_dim] = classes
+        terms = terms * weight.detach().to(terms.dtype).reshape(*shape)
+    loss = -terms.sum(class_dim)
+    if reduction == "none":
+        return loss
+    if reduction == "sum":
+        return loss.sum()
+    if reduction == "mean":
+        return loss.mean()
+    raise ValueError("%s is not a valid value for reduction" % reduction)
+
+
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
                   reduction="mean", label_smoothing=0.0):
     """torch.nn.functional.cross_entropy over class indices: (N, C), (C,) or (N, C, d1, ...) logits; one fused
     C++ op (log-softmax, pick, ignore_index, label smoothing, reduction) when there are no class weights.
     With `weight` (C,), as torch: row i costs weight[target_i] * -log p(target_i) and the mean divides by
     the sum of weight[target_i] over the rows not ignored; label smoothing adds eps/C * sum_c weight[c] *
-    -log p(c), normalized the same way. The weights take no gradient (torch's nll_loss has none for them)."""
+    -log p(c), normalized the same way. The weights take no gradient (torch's nll_loss has none for them).
+    A floating target of the input's shape holds class probabilities (_soft_cross_entropy)."""
+    if target.dtype.is_floating_point and tuple(target.shape) == tuple(input.shape):
+        return _soft_cross_entropy(input, target, weight, reduction, label_smoothing)
     loss = _C._functional.cross_entropy(input, target, None, size_average, ignore_index, reduce,
                                         reduction if weight is None else "none", 0.0 if weight is not None
                                         else label_smoothing)

@@ -1,0 +1,307 @@
+"""More torch functions composed from tessel's differentiable ops (gradients flow through the values), registered
+as torch functions and Tensor methods where torch has them: addcmul / addcdiv, nansum / nanmean, tile, diagonal,
+diag_embed, tensordot, cross, dist, rot90, cartesian_prod, combinations, aminmax, cummax / cummin, mode,
+unique_consecutive, fmax / fmin, deg2rad / rad2deg, logspace and linalg.matrix_power. Split from _extra.py by
+concept; importing it registers them. Each was checked against torch 2.15's outputs (ties included: cummax /
+cummin / mode report the last index of the value they pick, mode the smallest most frequent value).
+
+Index outputs (cummax's indices, mode's) are computed on the host from the values, as sort's are
+(_compat._sort_order); their values are gathered through those indices, so gradients reach the input.
+"""
+import builtins
+import collections
+import itertools
+import warnings
+
+import numpy as np
+
+from . import _C, _dtypes
+from ._extra import (FUNCTIONAL, TENSOR_METHODS, TORCH_FUNCTIONS, _reduce, isnan, linspace, maximum, meshgrid,
+                     minimum, movedim)
+from ._tensor import tensor as _tensor
+
+_min_max = collections.namedtuple("aminmax", ["min", "max"])
+_values_indices = collections.namedtuple("cummax", ["values", "indices"])
+
+
+def addcmul(input, tensor1, tensor2, *, value=1):
+    return input + value * tensor1 * tensor2
+
+
+def addcdiv(input, tensor1, tensor2, *, value=1):
+    return input + value * tensor1 / tensor2
+
+
+def _dims_or_all(x, dim):
+    return tuple(range(x.ndim)) if dim is None else dim
+
+
+def nansum(x, dim=None, keepdim=False, *, dtype=None):
+    kept = _C._functional.where(isnan(x), _C._full([], 0.0, x.dtype), x) if x.dtype.is_floating_point else x
+    kept = kept.to(dtype) if dtype is not None else kept
+    return kept.sum() if dim is None and not keepdim else kept.sum(_dims_or_all(x, dim), keepdim=keepdim)
+
+
+def nanmean(x, dim=None, keepdim=False, *, dtype=None):
+    count = (~isnan(x)).to(dtype or x.dtype)
+    total = count.sum() if dim is None and not keepdim else count.sum(_dims_or_all(x, dim), keepdim=keepdim)
+    return nansum(x, dim, keepdim, dtype=dtype) / total
+
+
+def tile(x, dims):
+    dims = [builtins.int(d) for d in dims]
+    return x.repeat(*([1] * (x.ndim - len(dims)) + dims))
+
+
+def _diagonal_index(n_rows, n_cols, offset):
+    """The (rows, cols) numpy indices of the offset-th diagonal of an n_rows x n_cols matrix."""
+    length = builtins.max(0, builtins.min(n_rows + builtins.min(offset, 0), n_cols - builtins.max(offset, 0)))
+    idx = np.arange(length)
+    return idx - builtins.min(offset, 0), idx + builtins.max(offset, 0)
+
+
+def diagonal(x, offset=0, dim1=0, dim2=1):
+    """torch.diagonal: the diagonal over dims (dim1, dim2), appended as the last dim (a copy, not a view)."""
+    d1, d2 = dim1 % x.ndim, dim2 % x.ndim
+    if d1 == d2:
+        raise RuntimeError("diagonal dimensions cannot be identical %d, %d" % (dim1, dim2))
+    y = movedim(x, [d1, d2], [x.ndim - 2, x.ndim - 1])
+    rows, cols = _diagonal_index(y.shape[-2], y.shape[-1], offset)
+    return y[(builtins.Ellipsis, _tensor(rows), _tensor(cols))]
+
+
+def diag_embed(x, offset=0, dim1=-2, dim2=-1):
+    """torch.diag_embed: each last-dim vector of x on the offset-th diagonal of a matrix over (dim1, dim2)."""
+    m = x.shape[-1]
+    n = m + builtins.abs(offset)
+    rows, cols = _diagonal_index(n, n, offset)
+    placing = np.zeros((m, n * n), dtype=np.float64)
+    placing[np.arange(m), rows * n + cols] = 1.0
+    out = (x @ _tensor(placing).to(x.dtype)).reshape(*x.shape[:-1], n, n)
+    d1, d2 = dim1 % out.ndim, dim2 % out.ndim
+    return out if (d1, d2) == (out.ndim - 2, out.ndim - 1) else movedim(out, [out.ndim - 2, out.ndim - 1], [d1, d2])
+
+
+def tensordot(a, b, dims=2):
+    if isinstance(dims, builtins.int):
+        dims_a, dims_b = list(range(a.ndim - dims, a.ndim)), list(range(dims))
+    else:
+        dims_a, dims_b = ([d] if isinstance(d, builtins.int) else list(d) for d in dims)
+    dims_a, dims_b = [d % a.ndim for d in dims_a], [d % b.ndim for d in dims_b]
+    free_a = [d for d in range(a.ndim) if d not in dims_a]
+    free_b = [d for d in range(b.ndim) if d not in dims_b]
+    k = 1
+    for d in dims_a:
+        k *= a.shape[d]
+    left = a.permute(*(free_a + dims_a)).reshape(-1, k)
+    right = b.permute(*(dims_b + free_b)).reshape(k, -1)
+    return (left @ right).reshape(*([a.shape[d] for d in free_a] + [b.shape[d] for d in free_b]))
+
+
+def cross(input, other, dim=None):
+    """torch.cross (dim None: the first dim of size 3, with torch's deprecation warning) and linalg.cross."""
+    shape = np.broadcast_shapes(tuple(input.shape), tuple(other.shape))
+    a, b = input.expand(*shape), other.expand(*shape)
+    if dim is None:
+        warnings.warn("Using torch.cross without specifying the dim arg is deprecated.\nPlease either pass the "
+                      "dim explicitly or simply use torch.linalg.cross.\nThe default value of dim will change to "
+                      "agree with that of linalg.cross in a future release.", UserWarning, stacklevel=2)
+        dim = next((i for i, s in enumerate(shape) if s == 3), None)
+        if dim is None:
+            raise RuntimeError("no dimension of size 3 in input")
+    if shape[dim] != 3:
+        raise RuntimeError("linalg.cross: inputs dimension %d must have length 3. Got %d and %d"
+                           % (dim, input.shape[dim], other.shape[dim]))
+    a1, a2, a3 = a.unbind(dim)
+    b1, b2, b3 = b.unbind(dim)
+    return _C._functional.stack([a2 * b3 - a3 * b2, a3 * b1 - a1 * b3, a1 * b2 - a2 * b1], dim % len(shape))
+
+
+def linalg_cross(input, other, *, dim=-1):
+    return cross(input, other, dim)
+
+
+def dist(input, other, p=2):
+    return (input - other).norm(p)
+
+
+def rot90(x, k=1, dims=(0, 1)):
+    d0, d1 = (d % x.ndim for d in dims)
+    k %= 4
+    if k == 0:
+        return x.clone()
+    if k == 2:
+        return x.flip([d0, d1])
+    return (x.flip(d1) if k == 1 else x.flip(d0)).transpose(d0, d1)
+
+
+def cartesian_prod(*tensors):
+    if len(tensors) == 1:
+        return tensors[0]
+    grids = meshgrid(*tensors, indexing="ij")
+    return _C._functional.stack([g.reshape(-1) for g in grids], 1)
+
+
+def combinations(input, r=2, with_replacement=False):
+    pick = itertools.combinations_with_replacement if with_replacement else itertools.combinations
+    rows = np.array(list(pick(range(input.shape[0]), r)), dtype=np.int64).reshape(-1, r)
+    if rows.size == 0:
+        return input[:0]
+    return input[_tensor(rows.reshape(-1))].reshape(-1, r)
+
+
+def amin(x, dim=(), keepdim=False):
+    """The smallest entries over dim (all dims when empty), through amax of the order-reversed values."""
+    from ._compat import _flipped
+    dims = tuple(range(x.ndim)) if dim is None or dim == () or dim == [] else dim
+    return _flipped(_flipped(x).amax(dims, keepdim=keepdim))
+
+
+def aminmax(x, *, dim=None, keepdim=False):
+    if dim is None:
+        lo, hi = x.min(), x.max()
+        return _min_max(lo.reshape(*([1] * x.ndim)) if keepdim else lo, hi.reshape(*([1] * x.ndim)) if keepdim
+                        else hi)
+    return _min_max(x.amin(dim, keepdim=keepdim), x.amax(dim, keepdim=keepdim))
+
+
+def _running_best(x, dim, larger):
+    """(values, indices) of the running max (larger) or min along dim: a tie takes the later index and a NaN
+    takes over from where it appears (each later NaN too), as torch's."""
+    a = x.detach().float().numpy() if x.dtype in (_dtypes.bfloat16, _dtypes.float16) else x.detach().numpy()
+    a = np.moveaxis(a, dim, -1)
+    idx = np.zeros(a.shape, dtype=np.int64)
+    best = a[..., 0].copy()
+    for j in range(1, a.shape[-1]):
+        col = a[..., j]
+        nan_col = np.isnan(col) if np.issubdtype(a.dtype, np.floating) else np.zeros(col.shape, dtype=bool)
+        nan_best = np.isnan(best) if np.issubdtype(a.dtype, np.floating) else np.zeros(col.shape, dtype=bool)
+        take = nan_col | (~nan_best & ((col >= best) if larger else (col <= best)))
+        best = np.where(take, col, best)
+        idx[..., j] = np.where(take, j, idx[..., j - 1])
+    index = _tensor(np.ascontiguousarray(np.moveaxis(idx, -1, dim)))
+    return _values_indices(x.gather(dim, index), index)
+
+
+def cummax(x, dim):
+    return _running_best(x, dim % builtins.max(x.ndim, 1), True)
+
+
+def cummin(x, dim):
+    return _running_best(x, dim % builtins.max(x.ndim, 1), False)
+
+
+def mode(x, dim=-1, keepdim=False):
+    """The smallest most frequent value along dim and the last index where it occurs (torch's CPU choice)."""
+    if x.ndim == 0:
+        return _values_indices(x.clone(), _tensor(np.zeros((), dtype=np.int64)))
+    d = dim % x.ndim
+    a = np.moveaxis(x.detach().numpy(), d, -1)
+    flat = a.reshape(-1, a.shape[-1])
+    picks = np.empty(flat.shape[0], dtype=np.int64)
+    for r, row in enumerate(flat):
+        values, counts = np.unique(row, return_counts=True)
+        value = values[np.argmax(counts)]  # np.unique sorts: the first of the most frequent is the smallest
+        picks[r] = np.nonzero(row == value)[0][-1]
+    idx = picks.reshape(a.shape[:-1] + (1,))
+    index = _tensor(np.ascontiguousarray(np.moveaxis(idx, -1, d)))
+    values = x.gather(d, index)
+    if not keepdim:
+        values, index = values.squeeze(d), index.squeeze(d)
+    return _values_indices(values, index)
+
+
+def unique_consecutive(x, return_inverse=False, return_counts=False, dim=None):
+    if dim is not None:
+        raise NotImplementedError("unique_consecutive(dim=...): only the flattened form is supported")
+    a = x.detach().numpy().reshape(-1)
+    starts = np.concatenate([[True], a[1:] != a[:-1]]) if a.size else np.zeros(0, dtype=bool)
+    values = _tensor(a[starts])
+    out = [values]
+    if return_inverse:
+        out.append(_tensor((np.cumsum(starts) - 1).astype(np.int64).reshape(tuple(x.shape))))
+    if return_counts:
+        out.append(_tensor(np.diff(np.append(np.nonzero(starts)[0], a.size)).astype(np.int64)))
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+def fmax(a, b):
+    """maximum where a NaN loses to a number (torch.fmax)."""
+    m = maximum(a, b)
+    return _C._functional.where(isnan(a), b, _C._functional.where(isnan(b), a, m))
+
+
+def fmin(a, b):
+    m = minimum(a, b)
+    return _C._functional.where(isnan(a), b, _C._functional.where(isnan(b), a, m))
+
+
+def deg2rad(x):
+    return x * (np.pi / 180.0)
+
+
+def rad2deg(x):
+    return x * (180.0 / np.pi)
+
+
+def logspace(start, end, steps, base=10.0, *, dtype=None, device=None, requires_grad=False):
+    out = base ** linspace(start, end, steps, dtype=_dtypes.float64)
+    out = out.to(dtype or _dtypes.float32)
+    return out.requires_grad_(True) if requires_grad else out
+
+
+def matrix_power(A, n):
+    if n < 0:
+        from .linalg import inv
+        A, n = inv(A), -n
+    result = None
+    square = A
+    while n:
+        if n & 1:
+            result = square if result is None else result @ square
+        n >>= 1
+        if n:
+            square = square @ square
+    if result is None:
+        eye = _tensor(np.broadcast_to(np.eye(A.shape[-1]), tuple(A.shape)).copy()).to(A.dtype)
+        return eye
+    return result
+
+
+def poisson_nll_loss(input, target, log_input=True, full=False, size_average=None, eps=1e-8, reduce=None,
+                     reduction="mean"):
+    """exp(x) - t·x (log_input) or x - t·log(x + eps); full adds Stirling's t·log t - t + log(2πt)/2 where t > 1."""
+    loss = input.exp() - target * input if log_input else input - target * (input + eps).log()
+    if full:
+        t = target.detach()
+        safe = _C._functional.where(t > 1, t, _C._full([], 1.0, t.dtype))
+        stirling = safe * safe.log() - safe + 0.5 * (2 * np.pi * safe).log()
+        loss = loss + _C._functional.where(t > 1, stirling, _C._full([], 0.0, t.dtype))
+    return _reduce(loss, reduction)
+
+
+def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"):
+    """(log(max(var, eps)) + (x - t)² / max(var, eps)) / 2 (+ log(2π) / 2 with full); var of the input's shape, or
+    with its last dim 1 or missing (one variance per row); the clamp passes var's gradient through, as torch's."""
+    if tuple(var.shape) != tuple(input.shape):
+        if tuple(input.shape[:-1]) == tuple(var.shape):
+            var = var.unsqueeze(-1)
+        elif not (tuple(input.shape[:-1]) == tuple(var.shape[:-1]) and var.shape[-1] == 1):
+            raise ValueError("var is of incorrect size")
+    if bool((var < 0).any()):
+        raise ValueError("var has negative entry/entries")
+    var = var + (var.detach().clamp(min=eps) - var.detach())  # max(var, eps), gradient 1 wrt var
+    loss = 0.5 * (var.log() + (input - target) ** 2 / var)
+    if full:
+        loss = loss + 0.5 * np.log(2 * np.pi)
+    return _reduce(loss, reduction)
+
+
+FUNCTIONAL.update(poisson_nll_loss=poisson_nll_loss, gaussian_nll_loss=gaussian_nll_loss)
+_BOTH = dict(amin=amin, addcmul=addcmul, addcdiv=addcdiv, nansum=nansum, nanmean=nanmean, tile=tile, diagonal=diagonal,
+             diag_embed=diag_embed, cross=cross, dist=dist, rot90=rot90, aminmax=aminmax, cummax=cummax,
+             cummin=cummin, mode=mode, unique_consecutive=unique_consecutive, fmax=fmax, fmin=fmin, deg2rad=deg2rad,
+             rad2deg=rad2deg)
+TORCH_FUNCTIONS.update(_BOTH, tensordot=tensordot, cartesian_prod=cartesian_prod, combinations=combinations,
+                       logspace=logspace)
+TENSOR_METHODS.update(_BOTH)
