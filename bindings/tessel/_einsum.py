@@ -46,11 +46,21 @@ def _einsum_parse(equation, operands):
     return subs, out
 
 
+def _einsum_diagonals(x, sub):
+    """x with each letter repeated in its subscripts (einsum("ii", A), "bii->bi") replaced by the diagonal over
+    those dims (moved last), and the subscripts without the repeats."""
+    from ._composed import diagonal
+    while len(set(sub)) != len(sub):
+        c = next(c for c in sub if sub.count(c) > 1)
+        i = sub.index(c)
+        j = sub.index(c, i + 1)
+        x = diagonal(x, 0, i, j)
+        sub = sub[:i] + sub[i + 1:j] + sub[j + 1:] + c
+    return x, sub
+
+
 def _einsum_reduce(x, sub, keep):
-    """Sums the letters of sub not in keep (a letter repeated in one operand must be kept in pairs:
-    unsupported, as numpy's diagonal form is rare in models)."""
-    if len(set(sub)) != len(sub):
-        raise NotImplementedError("einsum(): a subscript repeated within one operand (a diagonal) is not supported")
+    """Sums the letters of sub not in keep."""
     drop = [i for i, c in enumerate(sub) if c not in keep]
     if drop:
         x = x.sum(drop)
@@ -93,8 +103,8 @@ def _einsum_pair(a, sa, b, sb, keep):
 
 def einsum(equation, *operands):
     """torch.einsum over bound ops: each pair of operands is one batched matmul (with the sums, permutes
-    and broadcasts around it), left to right, so gradients flow; '...' broadcasts. A subscript repeated
-    inside one operand (a diagonal) raises NotImplementedError."""
+    and broadcasts around it), left to right, so gradients flow; '...' broadcasts; a subscript repeated
+    inside one operand takes that operand's diagonal first (numpy's and torch's "ii", "ii->i")."""
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
     subs, out = _einsum_parse(equation, operands)
@@ -103,6 +113,7 @@ def einsum(equation, *operands):
         operands = tuple(t.double() for t in operands)
     elif any(not t.dtype.is_floating_point for t in operands):
         raise RuntimeError("einsum(): operands must share one dtype (cast them first)")
+    operands, subs = zip(*[_einsum_diagonals(t, sub) for t, sub in zip(operands, subs)])
     x, s = operands[0], subs[0]
     for i in range(1, len(operands)):
         later = set("".join(subs[i + 1:])) | set(out)

@@ -89,6 +89,17 @@ def test_running_and_counting_functions_take_torchs_ties():
                                                                                                               1, 2]
 
 
+def test_einsum_takes_diagonals_of_repeated_subscripts():
+    a = tessel.arange(9.0).reshape(3, 3)
+    assert tessel.einsum("ii", a).tolist() == 12.0
+    assert tessel.einsum("ii->i", a).tolist() == [0.0, 4.0, 8.0]
+    assert tessel.einsum("bii->bi", tessel.arange(18.0).reshape(2, 3, 3)).tolist() == [[0, 4, 8], [9, 13, 17]]
+    close(tessel.einsum("ij,jj->i", a, a), np.einsum("ij,jj->i", a.numpy(), a.numpy()))
+    w = tessel.arange(4.0).reshape(2, 2).requires_grad_(True)
+    tessel.einsum("ii", w).backward()
+    close(w.grad, [[1.0, 0.0], [0.0, 1.0]])
+
+
 def test_linear_algebra_matches_torch():
     close(tessel.linalg.matrix_power(tessel.tensor([[1.0, 1], [0, 1]]), 3), [[1.0, 3.0], [0.0, 1.0]])
     close(tessel.linalg.matrix_power(tessel.tensor([[2.0, 1.0], [1.0, 3.0]]), -2), [[0.4, -0.2], [-0.2, 0.2]])
