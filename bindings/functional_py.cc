@@ -34,16 +34,6 @@ namespace {
 
 Tensor Opt(const std::optional<Tensor>& t) { return t ? *t : Tensor(); }
 
-// torch's normalized_shape: an int or a sequence; tessel normalizes over the last dim only.
-void CheckLastDim(const Tensor& x, const std::vector<int64_t>& normalized_shape, const char* op) {
-  if (normalized_shape.size() != 1) {
-    TESSEL_FAIL(ErrorCode::kUnimplemented, op, ": normalized_shape ", ShapeStr(normalized_shape),
-                " spans more than the last dim (tessel normalizes over the last dim only)");
-  }
-  TESSEL_CHECK(x.dim() >= 1 && x.size(-1) == normalized_shape[0], op, ": normalized_shape ", ShapeStr(normalized_shape),
-               " does not match the last dim of input ", ShapeStr(x.sizes()));
-}
-
 std::vector<int64_t> AsShape(const py::object& s) {
   if (py::isinstance<py::int_>(s)) return {s.cast<int64_t>()};
   return s.cast<std::vector<int64_t>>();
@@ -71,13 +61,13 @@ void BindFunctional(py::module_& m) {
   }, py::arg("input"), py::arg("dim"), py::arg("_stacklevel") = 3, py::arg("dtype") = py::none());
   f.def("layer_norm", [](const Tensor& x, const py::object& shape, std::optional<Tensor> w, std::optional<Tensor> b,
                          double eps) {
-    CheckLastDim(x, AsShape(shape), "layer_norm");
-    return NoGil([&] { return LayerNorm(x, Opt(w), Opt(b), eps); });
+    const Shape dims = AsShape(shape);
+    return NoGil([&] { return LayerNormOver(x, dims, Opt(w), Opt(b), eps); });
   }, py::arg("input"), py::arg("normalized_shape"), py::arg("weight") = py::none(), py::arg("bias") = py::none(),
         py::arg("eps") = 1e-5);
   f.def("rms_norm", [](const Tensor& x, const py::object& shape, std::optional<Tensor> w, std::optional<double> eps) {
-    CheckLastDim(x, AsShape(shape), "rms_norm");
-    return NoGil([&] { return RmsNorm(x, Opt(w), eps.value_or(MachineEpsilon(x.dtype()))); });
+    const Shape dims = AsShape(shape);
+    return NoGil([&] { return RmsNormOver(x, dims, Opt(w), eps.value_or(MachineEpsilon(x.dtype()))); });
   }, py::arg("input"), py::arg("normalized_shape"), py::arg("weight") = py::none(), py::arg("eps") = py::none());
   f.def("embedding", [](const Tensor& idx, const Tensor& w, std::optional<int64_t> padding_idx,
                         const py::object& max_norm, double norm_type, bool scale_grad_by_freq, bool sparse) {

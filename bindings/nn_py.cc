@@ -59,6 +59,17 @@ std::shared_ptr<py::object> ShareCallable(py::object fn) {
 
 namespace {
 
+// torch's normalized_shape: an int or a sequence of ints (the trailing dims LayerNorm / RMSNorm normalize).
+Shape NormalizedShape(const py::object& shape, const char* op) {
+  if (py::isinstance<py::int_>(shape)) return {shape.cast<int64_t>()};
+  try {
+    return shape.cast<Shape>();
+  } catch (const py::cast_error&) {
+    throw py::type_error(std::string(op) + ": normalized_shape must be an int or a sequence of ints, got " +
+                         std::string(py::str(py::type::of(shape).attr("__name__"))));
+  }
+}
+
 using nn::Module;
 
 // The trampoline: a Python subclass's forward, called by Module::Call between the hooks.
@@ -384,9 +395,10 @@ void BindLayers(py::module_& m) {
   emb.def_property_readonly("max_norm", [](const nn::Embedding& self) { return self.max_norm(); });
   emb.def_property_readonly("norm_type", [](const nn::Embedding& self) { return self.norm_type(); });
   py::class_<nn::LayerNorm, Module, std::unique_ptr<nn::LayerNorm>> ln(m, "LayerNorm", py::dynamic_attr());
-  ln.def(py::init([](int64_t dim, double eps, bool affine, bool bias, const py::object& device, DType dtype) {
+  ln.def(py::init([](const py::object& shape, double eps, bool affine, bool bias, const py::object& device,
+                     DType dtype) {
            CheckCpuDevice(device, "LayerNorm");
-           return std::make_unique<nn::LayerNorm>(dim, eps, affine, dtype, bias);
+           return std::make_unique<nn::LayerNorm>(NormalizedShape(shape, "LayerNorm"), eps, affine, dtype, bias);
          }),
          py::arg("normalized_shape"), py::arg("eps") = 1e-5, py::arg("elementwise_affine") = true,
          py::arg("bias") = true, py::kw_only(), py::arg("device") = py::none(), py::arg("dtype") = DType::kFloat32);
@@ -397,14 +409,27 @@ void BindLayers(py::module_& m) {
       return py::module_::import("tessel.nn.modules").attr("_as_parameter")(self.Param(name), name);
     });
   }
+  ln.def_property_readonly("normalized_shape", [](const nn::LayerNorm& self) {
+    return py::tuple(py::cast(self.normalized_shape()));
+  });
+  ln.def_property_readonly("eps", &nn::LayerNorm::eps);
+  ln.def_property_readonly("elementwise_affine", [](const nn::LayerNorm& self) { return self.HasParam("weight"); });
   py::class_<nn::RMSNorm, Module, std::unique_ptr<nn::RMSNorm>> rms(m, "RMSNorm", py::dynamic_attr());
-  rms.def(py::init([](int64_t dim, std::optional<double> eps, const py::object& device, DType dtype) {
+  rms.def(py::init([](const py::object& shape, std::optional<double> eps, bool affine, const py::object& device,
+                      DType dtype) {
             CheckCpuDevice(device, "RMSNorm");
             // torch: eps=None is finfo(dtype).eps (1.2e-7 in float32), not 1e-6: 38% apart on small inputs.
-            return std::make_unique<nn::RMSNorm>(dim, eps.value_or(MachineEpsilon(dtype)), dtype);
+            auto norm = std::make_unique<nn::RMSNorm>(NormalizedShape(shape, "RMSNorm"),
+                                                      eps.value_or(MachineEpsilon(dtype)), dtype, affine);
+            return norm;
           }),
-          py::arg("normalized_shape"), py::arg("eps") = py::none(), py::kw_only(), py::arg("device") = py::none(),
-          py::arg("dtype") = DType::kFloat32);
+          py::arg("normalized_shape"), py::arg("eps") = py::none(), py::arg("elementwise_affine") = true,
+          py::kw_only(), py::arg("device") = py::none(), py::arg("dtype") = DType::kFloat32);
+  rms.def_property_readonly("normalized_shape", [](const nn::RMSNorm& self) {
+    return py::tuple(py::cast(self.normalized_shape()));
+  });
+  rms.def_property_readonly("elementwise_affine", [](const nn::RMSNorm& self) { return self.HasParam("weight"); });
+  rms.def_property_readonly("_eps", &nn::RMSNorm::eps);
 }
 
 void BindGPT(py::module_& m) {

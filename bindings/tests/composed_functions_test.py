@@ -1,6 +1,7 @@
 """torch functions tessel composes (tessel/_composed.py and fixes found by running one script of ~200 small
-computations under both tessel and PyTorch 2.15 and diffing the outputs): every expected value below is torch
-2.15's output for the same code, ties and NaNs included; gradients are checked against closed forms."""
+computations under both tessel and PyTorch 2.15 and diffing the outputs: tools/dev/torch_differential), and the
+norm modules' constructor forms and reprs: every expected value and string below is torch 2.15's output for the
+same code, ties and NaNs included; gradients are checked against closed forms."""
 import sys
 import warnings
 
@@ -119,6 +120,34 @@ def test_losses_match_torch():
     close(F.cross_entropy(logits, probs, reduction="none"), [1.1076, 0.4076])
     close(F.poisson_nll_loss(a, b.abs()), 36.2422)
     close(F.gaussian_nll_loss(a, b, tessel.ones(2, 3)), 22.125)
+
+
+def test_norm_modules_take_torchs_shapes_and_print_as_torch():
+    nn = tessel.nn
+    ln = nn.LayerNorm([2, 4], elementwise_affine=False)
+    assert repr(ln) == "LayerNorm((2, 4), eps=1e-05, elementwise_affine=False, bias=False)" and ln.state_dict() == {}
+    ln = nn.LayerNorm((2, 4))
+    with tessel.no_grad():
+        ln.weight.copy_(tessel.arange(8.0).reshape(2, 4))
+    x = tessel.tensor(np.random.default_rng(0).standard_normal((3, 2, 4)).astype(np.float32))
+    rows = x.numpy().reshape(3, 8)
+    want = (rows - rows.mean(1, keepdims=True)) / np.sqrt(rows.var(1, keepdims=True) + 1e-5) * np.arange(8.0)
+    close(ln(x), want.reshape(3, 2, 4), 1e-5)
+    close(F.layer_norm(x, (2, 4), ln.weight, ln.bias), want.reshape(3, 2, 4), 1e-5)
+    assert [(k, tuple(v.shape)) for k, v in ln.state_dict().items()] == [("weight", (2, 4)), ("bias", (2, 4))]
+    with pytest.raises(RuntimeError, match=r"expected input with shape \[\*, 2, 4\], but got input of size\[3, 4, 2\]"):
+        ln(tessel.zeros(3, 4, 2))
+    assert repr(nn.LayerNorm(4, bias=False)) == "LayerNorm((4,), eps=1e-05, elementwise_affine=True, bias=False)"
+    rms = nn.RMSNorm((2, 4), elementwise_affine=False)
+    assert repr(rms) == "RMSNorm((2, 4), eps=None, elementwise_affine=False)" and rms.state_dict() == {}
+    close(rms(x), rows.reshape(3, 2, 4) / np.sqrt((rows ** 2).mean(1) + np.finfo(np.float32).eps)[:, None, None],
+          1e-5)
+    assert repr(nn.RMSNorm(4, eps=1e-6)) == "RMSNorm((4,), eps=1e-06, elementwise_affine=True)"
+    assert repr(nn.GroupNorm(2, 4, bias=False)) == "GroupNorm(2, 4, eps=1e-05, affine=True, bias=False)"
+    assert list(nn.GroupNorm(2, 4, bias=False).state_dict()) == ["weight"]
+    assert repr(nn.Embedding(10, 3, padding_idx=0)) == "Embedding(10, 3, padding_idx=0)"
+    assert repr(nn.Embedding(10, 3, max_norm=1.0)) == "Embedding(10, 3, max_norm=1.0)"
+    assert repr(nn.PReLU(3)) == "PReLU(num_parameters=3)"
 
 
 def test_gradients_flow_through_the_composed_values():

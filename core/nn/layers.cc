@@ -51,21 +51,27 @@ TensorList Embedding::Forward(const TensorList& in) {
   return {tessel::Embedding(Param("weight"), in.at(0), padding_idx_)};
 }
 
-LayerNorm::LayerNorm(int64_t dim, double eps, bool affine, DType dtype, bool bias)
-    : Module("LayerNorm"), eps_(eps), affine_(affine), bias_(affine && bias) {
-  if (affine) RegisterParameter("weight", Ones({dim}, dtype));
-  if (bias_) RegisterParameter("bias", Zeros({dim}, dtype));
+LayerNorm::LayerNorm(Shape normalized_shape, double eps, bool affine, DType dtype, bool bias)
+    : Module("LayerNorm"), shape_(std::move(normalized_shape)), eps_(eps), affine_(affine), bias_(affine && bias) {
+  TESSEL_CHECK(!shape_.empty(), "LayerNorm: normalized_shape must name at least one dim");
+  if (affine) RegisterParameter("weight", Ones(shape_, dtype));
+  if (bias_) RegisterParameter("bias", Zeros(shape_, dtype));
 }
 
 TensorList LayerNorm::Forward(const TensorList& in) {
-  return {tessel::LayerNorm(in.at(0), affine_ ? Param("weight") : Tensor(), bias_ ? Param("bias") : Tensor(), eps_)};
+  return {LayerNormOver(in.at(0), shape_, affine_ ? Param("weight") : Tensor(), bias_ ? Param("bias") : Tensor(),
+                        eps_)};
 }
 
-RMSNorm::RMSNorm(int64_t dim, double eps, DType dtype) : Module("RMSNorm"), eps_(eps) {
-  RegisterParameter("weight", Ones({dim}, dtype));
+RMSNorm::RMSNorm(Shape normalized_shape, double eps, DType dtype, bool affine)
+    : Module("RMSNorm"), shape_(std::move(normalized_shape)), eps_(eps), affine_(affine) {
+  TESSEL_CHECK(!shape_.empty(), "RMSNorm: normalized_shape must name at least one dim");
+  if (affine) RegisterParameter("weight", Ones(shape_, dtype));
 }
 
-TensorList RMSNorm::Forward(const TensorList& in) { return {tessel::RmsNorm(in.at(0), Param("weight"), eps_)}; }
+TensorList RMSNorm::Forward(const TensorList& in) {
+  return {RmsNormOver(in.at(0), shape_, affine_ ? Param("weight") : Tensor(), eps_)};
+}
 
 Dropout::Dropout(double p, Generator& gen) : Module("Dropout"), p_(p), gen_(&gen) {
   TESSEL_CHECK(p >= 0.0 && p <= 1.0, "Dropout: dropout probability has to be between 0 and 1, but got ", p);

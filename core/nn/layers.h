@@ -62,25 +62,40 @@ class Embedding final : public Module {
   double norm_type_ = 2.0;
 };
 
+// LayerNorm and RMSNorm normalize over the trailing dims `normalized_shape` (torch's; one dim in the models
+// here, several in some vision models: their weight and bias have that shape, and the input is viewed as
+// [..., prod(normalized_shape)] for the one-dim op).
 class LayerNorm final : public Module {
  public:
   // `bias` false (torch's LayerNorm(bias=False)): a weight only.
   explicit LayerNorm(int64_t dim, double eps = 1e-5, bool affine = true, DType dtype = DType::kFloat32,
-                     bool bias = true);
+                     bool bias = true)
+      : LayerNorm(Shape{dim}, eps, affine, dtype, bias) {}
+  LayerNorm(Shape normalized_shape, double eps, bool affine, DType dtype, bool bias);
   TensorList Forward(const TensorList& inputs) override;
+  const Shape& normalized_shape() const { return shape_; }
+  double eps() const { return eps_; }
 
  private:
+  Shape shape_;
   double eps_;
   bool affine_, bias_;
 };
 
 class RMSNorm final : public Module {
  public:
-  explicit RMSNorm(int64_t dim, double eps = 1e-6, DType dtype = DType::kFloat32);
+  explicit RMSNorm(int64_t dim, double eps = 1e-6, DType dtype = DType::kFloat32)
+      : RMSNorm(Shape{dim}, eps, dtype, /*affine=*/true) {}
+  // affine false (torch's elementwise_affine=False): no weight.
+  RMSNorm(Shape normalized_shape, double eps, DType dtype, bool affine);
   TensorList Forward(const TensorList& inputs) override;
+  const Shape& normalized_shape() const { return shape_; }
+  double eps() const { return eps_; }
 
  private:
+  Shape shape_;
   double eps_;
+  bool affine_ = true;
 };
 
 // torch.nn.Dropout(p) drawing from the caller's generator (core/ops/dropout.h; it must outlive the

@@ -36,6 +36,7 @@
 #include "core/ops/elementwise.h"
 #include "core/ops/reduction.h"
 #include "core/ops/unary.h"
+#include "core/ops/view.h"
 #include "core/tensor/copy.h"
 #include "core/tensor/factory.h"
 #include "core/tensor/tensor_impl.h"
@@ -370,6 +371,37 @@ Tensor LayerNorm(const Tensor& x, const Tensor& weight, const Tensor& bias, doub
 Tensor RmsNorm(const Tensor& x, const Tensor& weight, double eps) {
   if (MixedNorm(x, {&weight})) return Cast(RmsNorm(Cast(x, DType::kFloat32), weight, eps), x.dtype());
   return autograd::CallOp(kRmsNorm, {x, weight}, Attrs().Set("eps", eps))[0];
+}
+
+namespace {
+
+// x viewed as [..., prod(shape)] after checking that its trailing dims are `shape`; the tensors stay as they
+// are for a one-dim shape.
+Tensor FlattenTrailing(const char* op, const Tensor& x, const Shape& shape) {
+  const int64_t k = static_cast<int64_t>(shape.size());
+  TESSEL_CHECK(k >= 1, op, ": normalized_shape must name at least one dim");
+  const bool fits = x.dim() >= k && Shape(x.sizes().end() - k, x.sizes().end()) == shape;
+  TESSEL_CHECK(fits, op, ": Given normalized_shape=", ShapeStr(shape), ", expected input with shape [*, ",
+               ShapeStr(shape).substr(1), ", but got input of size", ShapeStr(x.sizes()));
+  if (k == 1) return x;
+  Shape flat(x.sizes().begin(), x.sizes().end() - k);
+  flat.push_back(NumElements(shape));
+  return Reshape(x, flat);
+}
+Tensor FlatParam(const Tensor& p) { return p.defined() && p.dim() != 1 ? Reshape(p, {p.numel()}) : p; }
+
+}  // namespace
+
+Tensor LayerNormOver(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
+                     double eps) {
+  const Tensor y = LayerNorm(FlattenTrailing("layer_norm", x, normalized_shape), FlatParam(weight), FlatParam(bias),
+                             eps);
+  return normalized_shape.size() == 1 ? y : Reshape(y, x.sizes());
+}
+
+Tensor RmsNormOver(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, double eps) {
+  const Tensor y = RmsNorm(FlattenTrailing("rms_norm", x, normalized_shape), FlatParam(weight), eps);
+  return normalized_shape.size() == 1 ? y : Reshape(y, x.sizes());
 }
 
 }  // namespace tessel

@@ -1,5 +1,5 @@
-// core/ops/norm_test.cc — layer_norm / rms_norm against naive double formulas, finite-difference
-// backward (x, weight, bias), bf16, thread-count independence, and error messages.
+// core/ops/norm_test.cc — layer_norm / rms_norm against naive double formulas (over the last dim and over several
+// trailing dims), finite-difference backward (x, weight, bias), bf16, thread-count independence, and error messages.
 #include "core/ops/norm.h"
 
 #include <gtest/gtest.h>
@@ -169,6 +169,29 @@ TEST(NormTest, ParamGradsAreBitwiseIndependentOfThreadCount) {
   };
   EXPECT_EQ(grads(1), grads(2));
   EXPECT_EQ(grads(1), grads(4));
+}
+
+// Over two trailing dims [3, 4] the rows are the 12 elements of each [3, 4] slice, as torch's
+// LayerNorm([3, 4]); weight and bias keep that shape, and their gradients come back in it.
+TEST(NormTest, NormsOverSeveralTrailingDimsMatchNaiveFormulaAndFiniteDifferences) {
+  Tensor x = RandDouble({2, 3, 4}, 11, -2, 3);
+  Tensor w = RandDouble({3, 4}, 12);
+  Tensor b = RandDouble({3, 4}, 13);
+  const auto xv = x.ToDoubleVector(), wv = w.ToDoubleVector(), bv = b.ToDoubleVector();
+  const Tensor y = LayerNormOver(x, {3, 4}, w, b, 1e-5);
+  EXPECT_EQ(y.sizes(), (Shape{2, 3, 4}));
+  ExpectAllClose(y, NaiveLayerNorm(xv, 12, wv, bv, 1e-5), 1e-12, 1e-12);
+  ExpectAllClose(RmsNormOver(x, {3, 4}, w, 0.1), NaiveRmsNorm(xv, 12, wv, 0.1), 1e-12, 1e-12);
+  ExpectAllClose(LayerNormOver(x, {4}, Tensor(), Tensor(), 1e-5), NaiveLayerNorm(xv, 4, {}, {}, 1e-5), 1e-12,
+                 1e-12);
+  ExpectGradcheck([](const TensorList& in) { return LayerNormOver(in[0], {3, 4}, in[1], in[2], 1e-5); }, {x, w, b});
+  ExpectGradcheck([](const TensorList& in) { return RmsNormOver(in[0], {3, 4}, in[1], 0.2); }, {x, w});
+  ExpectErrorContains([] { LayerNormOver(Zeros({2, 4, 3}), {3, 4}, Tensor(), Tensor(), 1e-5); },
+                      ErrorCode::kInvalidArgument,
+                      "layer_norm: Given normalized_shape=[3, 4], expected input with shape [*, 3, 4], but got input "
+                      "of size[2, 4, 3]");
+  ExpectErrorContains([] { RmsNormOver(Zeros({4}), {3, 4}, Tensor(), 1e-5); }, ErrorCode::kInvalidArgument,
+                      "rms_norm: Given normalized_shape=[3, 4]");
 }
 
 TEST(NormTest, BadArgumentsRaiseErrorsNamingOpAndShapes) {

@@ -278,11 +278,15 @@ class PReLU(Module):
     def forward(self, x):
         return _extra().prelu(x, self.weight)
 
+    def extra_repr(self):
+        return "num_parameters=%d" % self.num_parameters
+
 
 class GroupNorm(Module):
-    """torch.nn.GroupNorm(num_groups, num_channels, eps, affine): weight ones and bias zeros [C]."""
+    """torch.nn.GroupNorm(num_groups, num_channels, eps, affine, bias): weight ones and bias zeros [C] (bias=False:
+    the weight only)."""
 
-    def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, device=None, dtype=None):
+    def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, bias=True, device=None, dtype=None):
         super().__init__()
         if num_channels % num_groups:
             raise ValueError("num_channels must be divisible by num_groups")
@@ -290,13 +294,19 @@ class GroupNorm(Module):
         dt = dtype or _C.dtype.float32
         if affine:
             self.weight = Parameter(_C._full([num_channels], 1.0, dt))
-            self.bias = Parameter(_C._full([num_channels], 0.0, dt))
         else:
             self.register_parameter("weight", None)
+        if affine and bias:
+            self.bias = Parameter(_C._full([num_channels], 0.0, dt))
+        else:
             self.register_parameter("bias", None)
 
     def forward(self, x):
         return _extra().group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
+
+    def extra_repr(self):
+        return "%d, %d, eps=%s, affine=%s, bias=%s" % (self.num_groups, self.num_channels, self.eps, self.affine,
+                                                       self.bias is not None)
 
 
 class EmbeddingBag(Module):

@@ -794,6 +794,30 @@ for _name, _fn in _METHODS.items():
 
 _C.Linear.extra_repr = lambda self: "in_features=%d, out_features=%d, bias=%s" % (
     self.in_features, self.out_features, self._has_parameter("bias"))
+_C.LayerNorm.extra_repr = lambda self: "%s, eps=%s, elementwise_affine=%s, bias=%s" % (
+    self.normalized_shape, self.eps, self.elementwise_affine, self._has_parameter("bias"))
+
+
+def _rms_norm_repr(self):
+    """torch prints eps=None for the default (the dtype's machine epsilon)."""
+    import numpy as np
+    eps = None if self._eps in (float(np.finfo(np.float32).eps), float(np.finfo(np.float64).eps)) else self._eps
+    return "%s, eps=%s, elementwise_affine=%s" % (self.normalized_shape, eps, self.elementwise_affine)
+
+
+def _embedding_repr(self):
+    text = "%d, %d" % tuple(self.weight.shape)
+    if self.padding_idx is not None:
+        text += ", padding_idx=%d" % self.padding_idx
+    if self.max_norm is not None:
+        text += ", max_norm=%s" % self.max_norm
+    if self.norm_type != 2.0:
+        text += ", norm_type=%s" % self.norm_type
+    return text
+
+
+_C.RMSNorm.extra_repr = _rms_norm_repr
+_C.Embedding.extra_repr = _embedding_repr
 
 
 import sys as _sys  # noqa: E402
