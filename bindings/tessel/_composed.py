@@ -297,7 +297,55 @@ def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"
     return _reduce(loss, reduction)
 
 
-FUNCTIONAL.update(poisson_nll_loss=poisson_nll_loss, gaussian_nll_loss=gaussian_nll_loss)
+def _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, dims):
+    from .nn import _conv_ops
+    pool = _conv_ops.avg_pool1d if dims == 1 else _conv_ops.avg_pool2d
+    window = kernel_size if isinstance(kernel_size, builtins.int) else int(np.prod(kernel_size))
+    window = window ** dims if isinstance(kernel_size, builtins.int) else window
+    out = pool(input.pow(norm_type), kernel_size, stride, 0, ceil_mode)
+    return (out.sign() * out.abs().relu() * window).pow(1.0 / norm_type)  # torch's form (sign: odd norms)
+
+
+def lp_pool1d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    """(Σ over each window of x^p)^(1/p): torch.nn.functional.lp_pool1d."""
+    return _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, 1)
+
+
+def lp_pool2d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    return _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, 2)
+
+
+def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=None, reduce=None,
+                      reduction="mean"):
+    """Σ_{j != y} max(0, margin - x_y + x_j)^p / C per sample (weight[y] times it), torch's multi-class hinge."""
+    if p not in (1, 2):
+        raise ValueError("only p == 1 and p == 2 supported")
+    x = input if input.ndim == 2 else input.unsqueeze(0)
+    y = target.reshape(-1, 1)
+    classes = x.shape[1]
+    picked = x.gather(1, y)
+    hinge = (margin - picked + x).relu()
+    if p == 2:
+        hinge = hinge * hinge
+    if weight is not None:
+        hinge = hinge * weight.detach()[target.reshape(-1)].reshape(-1, 1)
+    others = 1.0 - _tensor(np.eye(classes, dtype=np.float32)[target.reshape(-1).numpy()]).to(x.dtype)
+    loss = (hinge * others).sum(1) / classes
+    return _reduce(loss if input.ndim == 2 else loss.reshape(()), reduction)
+
+
+def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
+    """-(y log σ(x) + (1 - y) log σ(-x)), weighted per class, averaged over the classes: one value per sample."""
+    from .nn.functional import logsigmoid
+    loss = -(target * logsigmoid(input) + (1 - target) * logsigmoid(-input))
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss.mean(-1), reduction)
+
+
+FUNCTIONAL.update(poisson_nll_loss=poisson_nll_loss, gaussian_nll_loss=gaussian_nll_loss, lp_pool1d=lp_pool1d,
+                  lp_pool2d=lp_pool2d, multi_margin_loss=multi_margin_loss,
+                  multilabel_soft_margin_loss=multilabel_soft_margin_loss)
 _BOTH = dict(amin=amin, addcmul=addcmul, addcdiv=addcdiv, nansum=nansum, nanmean=nanmean, tile=tile, diagonal=diagonal,
              diag_embed=diag_embed, cross=cross, dist=dist, rot90=rot90, aminmax=aminmax, cummax=cummax,
              cummin=cummin, mode=mode, unique_consecutive=unique_consecutive, fmax=fmax, fmin=fmin, deg2rad=deg2rad,

@@ -150,6 +150,46 @@ def test_norm_modules_take_torchs_shapes_and_print_as_torch():
     assert repr(nn.PReLU(3)) == "PReLU(num_parameters=3)"
 
 
+def seeded(module, seed):
+    """module with every state-dict entry refilled from one numpy seed (as tools/dev/torch_differential/modules.py
+    does under both libraries, so the expected values below are torch's for the same weights)."""
+    rng = np.random.default_rng(seed)
+    module.load_state_dict({k: tessel.tensor((rng.standard_normal(tuple(v.shape)) * 0.5).astype(np.float32))
+                            for k, v in module.state_dict().items()})
+    return module
+
+
+def inputs(*shape, seed=0):
+    return tessel.tensor(np.random.default_rng(seed).standard_normal(shape).astype(np.float32))
+
+
+def test_multihead_attention_variants_pools_and_margin_losses_match_torch():
+    nn = tessel.nn
+    mha = seeded(nn.MultiheadAttention(4, 2, kdim=3, vdim=5, batch_first=True), 2)
+    assert list(mha.state_dict()) == ["q_proj_weight", "k_proj_weight", "v_proj_weight", "in_proj_bias",
+                                      "out_proj.weight", "out_proj.bias"]
+    out, weights = mha(inputs(1, 2, 4), inputs(1, 3, 3), inputs(1, 3, 5))
+    close(out, [[[-0.2458, 2.6556, 0.2384, 0.7596], [-0.2403, 2.6767, 0.2434, 0.751]]])
+    close(weights, [[[0.352, 0.3475, 0.3005], [0.3494, 0.3325, 0.3181]]])
+    mha = seeded(nn.MultiheadAttention(4, 2, add_bias_kv=True, add_zero_attn=True, batch_first=True), 34)
+    assert list(mha.state_dict()) == ["in_proj_weight", "in_proj_bias", "bias_k", "bias_v", "out_proj.weight",
+                                      "out_proj.bias"]
+    got = mha(inputs(2, 3, 4), inputs(2, 3, 4), inputs(2, 3, 4),
+              key_padding_mask=tessel.tensor([[False, False, True], [False, True, True]]),
+              attn_mask=tessel.ones(3, 3, dtype=tessel.bool).triu(1))
+    want = ([[[0.4438, 0.0917, 0.8163, -0.0407], [0.6137, 0.0462, 0.6595, 0.0531], [0.6645, 0.0009, 0.5445,
+            -0.1548]], [[1.3741, -0.1462, -0.3006, -1.2133], [0.3401, 0.048, 0.8709, -0.2003], [1.1781, -0.0989,
+            -0.0739, -0.9967]]],
+            [[[0.2973, 0.0, 0.0, 0.3573, 0.3453], [0.2404, 0.2204, 0.0, 0.2942, 0.2451], [0.2167, 0.2475, 0.0,
+            0.2584, 0.2775]], [[0.5402, 0.0, 0.0, 0.1972, 0.2626], [0.2174, 0.0, 0.0, 0.403, 0.3796], [0.5326, 0.0,
+            0.0, 0.1877, 0.2797]]])
+    close(got[0], want[0])
+    close(got[1], want[1])  # the masked keys get 0; the learned and the zero key (last two columns) are attended
+    close(nn.LPPool1d(2, 2)(inputs(1, 1, 6)), [[[0.1824, 0.649, 0.6463]]])
+    close(nn.MultiLabelSoftMarginLoss()(inputs(2, 3), tessel.tensor([[1.0, 0, 1], [0, 1, 0]])), 0.7197)
+    close(nn.MultiMarginLoss()(inputs(2, 3), tessel.tensor([1, 2])), 0.6461)
+
+
 def test_gradients_flow_through_the_composed_values():
     x = tessel.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
     y = tessel.tensor([[0.5, -1.0], [2.0, 0.25]], requires_grad=True)

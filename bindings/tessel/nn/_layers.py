@@ -138,8 +138,19 @@ def _softmax_dim(x, dim):
 
 
 def _make_extra_modules():
-    from .. import _extra as X
+    from .. import _composed as Z, _extra as X
     return dict(
+        LPPool1d=_elementwise_module("LPPool1d", Z.lp_pool1d, "torch.nn.LPPool1d", ("norm_type", None),
+                                     ("kernel_size", None), ("stride", None), ("ceil_mode", False)),
+        LPPool2d=_elementwise_module("LPPool2d", Z.lp_pool2d, "torch.nn.LPPool2d", ("norm_type", None),
+                                     ("kernel_size", None), ("stride", None), ("ceil_mode", False)),
+        MultiMarginLoss=_loss_module("MultiMarginLoss", Z.multi_margin_loss, "torch.nn.MultiMarginLoss",
+                                     [("p", 1), ("margin", 1.0), ("weight", None), ("size_average", None),
+                                      ("reduce", None), ("reduction", "mean")], ["p", "margin", "weight", "reduction"]),
+        MultiLabelSoftMarginLoss=_loss_module("MultiLabelSoftMarginLoss", Z.multilabel_soft_margin_loss,
+                                              "torch.nn.MultiLabelSoftMarginLoss",
+                                              [("weight", None), ("size_average", None), ("reduce", None),
+                                               ("reduction", "mean")], ["weight", "reduction"]),
         Sigmoid=_elementwise_module("Sigmoid", lambda x: x.sigmoid(), "torch.nn.Sigmoid"),
         Softmax=_elementwise_module("Softmax", lambda x, dim: x.softmax(_softmax_dim(x, dim)), "torch.nn.Softmax",
                                     ("dim", None)),

@@ -13,12 +13,14 @@ from .modules import Module, Parameter
 
 
 class MultiheadAttention(Module):
-    """torch.nn.MultiheadAttention (same parameter names: in_proj_weight [3E, E], in_proj_bias, out_proj),
-    composed of linear, matmul, softmax and dropout: inputs [L, N, E] ([N, L, E] with batch_first), a
-    bool attn_mask marks what is NOT attended (torch's MHA convention, the opposite of SDPA's), a float
-    one is added; key_padding_mask [N, S] True drops a key; returns (output, attention weights averaged
-    over heads, or per head, or None). Initialized as torch (xavier-uniform in_proj, zero biases).
-    add_bias_kv, add_zero_attn and kdim / vdim other than embed_dim raise NotImplementedError."""
+    """torch.nn.MultiheadAttention (same parameter names: in_proj_weight [3E, E], or q/k/v_proj_weight [E, E],
+    [E, kdim], [E, vdim] when kdim / vdim differ from embed_dim; in_proj_bias, out_proj; bias_k / bias_v [1, 1, E]
+    with add_bias_kv), composed of linear, matmul, softmax and dropout: inputs [L, N, E] ([N, L, E] with
+    batch_first), a bool attn_mask marks what is NOT attended (torch's MHA convention, the opposite of SDPA's), a
+    float one is added; key_padding_mask [N, S] True drops a key; add_bias_kv appends the learned key / value, and
+    add_zero_attn a zero one, to every sequence (the masks padded so both are attended); returns (output,
+    attention weights averaged over heads, or per head, or None). Initialized as torch (xavier-uniform
+    projections, zero biases, xavier-normal bias_k / bias_v)."""
 
     def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False, add_zero_attn=False,
                  kdim=None, vdim=None, batch_first=False, device=None, dtype=None):
@@ -28,19 +30,44 @@ class MultiheadAttention(Module):
         check_cpu(device, "MultiheadAttention")
         if embed_dim % num_heads:
             raise AssertionError("embed_dim must be divisible by num_heads")
-        if add_bias_kv or add_zero_attn or kdim not in (None, embed_dim) or vdim not in (None, embed_dim):
-            raise NotImplementedError("MultiheadAttention: add_bias_kv, add_zero_attn and kdim / vdim other than "
-                                      "embed_dim are not supported")
         dtype = dtype or _dtypes.float32
         self.embed_dim, self.num_heads, self.dropout, self.batch_first = embed_dim, num_heads, dropout, batch_first
+        self.kdim = kdim if kdim is not None else embed_dim
+        self.vdim = vdim if vdim is not None else embed_dim
+        self._qkv_same_embed_dim = self.kdim == embed_dim and self.vdim == embed_dim
         self.head_dim = embed_dim // num_heads
-        self.in_proj_weight = Parameter(_C._empty([3 * embed_dim, embed_dim], dtype))
-        init.xavier_uniform_(self.in_proj_weight)
+        if self._qkv_same_embed_dim:
+            self.in_proj_weight = Parameter(_C._empty([3 * embed_dim, embed_dim], dtype))
+            init.xavier_uniform_(self.in_proj_weight)
+        else:
+            for name, width in (("q_proj_weight", embed_dim), ("k_proj_weight", self.kdim),
+                                ("v_proj_weight", self.vdim)):
+                setattr(self, name, Parameter(_C._empty([embed_dim, width], dtype)))
+                init.xavier_uniform_(getattr(self, name))
+            self.register_parameter("in_proj_weight", None)
         self.in_proj_bias = Parameter(_C._full([3 * embed_dim], 0.0, dtype)) if bias else None
         from . import Linear
         self.out_proj = Linear(embed_dim, embed_dim, bias=bias, dtype=dtype)
         if bias:
             init.zeros_(self.out_proj.bias)
+        if add_bias_kv:
+            self.bias_k = Parameter(_C._empty([1, 1, embed_dim], dtype))
+            self.bias_v = Parameter(_C._empty([1, 1, embed_dim], dtype))
+            init.xavier_normal_(self.bias_k)
+            init.xavier_normal_(self.bias_v)
+        else:
+            self.bias_k = self.bias_v = None
+        self.add_zero_attn = add_zero_attn
+
+    def _projections(self):
+        """(weight, bias) of the q, k and v projections."""
+        E, b = self.embed_dim, self.in_proj_bias
+        if self._qkv_same_embed_dim:
+            W = self.in_proj_weight
+            weights = [W[i * E:(i + 1) * E] for i in range(3)]
+        else:
+            weights = [self.q_proj_weight, self.k_proj_weight, self.v_proj_weight]
+        return [(w, None if b is None else b[i * E:(i + 1) * E]) for i, w in enumerate(weights)]
 
     def forward(self, query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
                 average_attn_weights=True, is_causal=False):
@@ -57,15 +84,22 @@ class MultiheadAttention(Module):
             query, key, value = (t.transpose(0, 1) for t in (query, key, value))
         L, N, E = query.shape
         S, H, hd = key.shape[0], self.num_heads, self.head_dim
-        W, b = self.in_proj_weight, self.in_proj_bias
-        q, k, v = (functional.linear(t, W[i * E:(i + 1) * E], None if b is None else b[i * E:(i + 1) * E])
-                   for i, t in enumerate((query, key, value)))
+        q, k, v = (functional.linear(t, weight, bias) for t, (weight, bias) in zip((query, key, value),
+                                                                                  self._projections()))
+        if attn_mask is None and is_causal:
+            attn_mask = tensor(np.triu(np.ones((L, S), dtype=bool), 1))
+        if self.bias_k is not None:  # one more (learned) key and value per sequence, attended by every query
+            k = _C._functional.cat([k, self.bias_k.expand(1, N, E)], 0)
+            v = _C._functional.cat([v, self.bias_v.expand(1, N, E)], 0)
+            attn_mask, key_padding_mask, S = _pad_key(attn_mask), _pad_key(key_padding_mask), S + 1
         q, k, v = (t.reshape(t.shape[0], N * H, hd).transpose(0, 1) for t in (q, k, v))  # [N·H, len, hd]
+        if self.add_zero_attn:  # and a zero one
+            k = _C._functional.cat([k, _C._full([N * H, 1, hd], 0.0, k.dtype)], 1)
+            v = _C._functional.cat([v, _C._full([N * H, 1, hd], 0.0, v.dtype)], 1)
+            attn_mask, key_padding_mask, S = _pad_key(attn_mask), _pad_key(key_padding_mask), S + 1
         scores = (q * (1.0 / math.sqrt(hd))) @ k.transpose(1, 2)  # [N·H, L, S]
         neg = _C._full([], -math.inf, scores.dtype)
         zero = _C._full([], 0.0, scores.dtype)
-        if attn_mask is None and is_causal:
-            attn_mask = tensor(np.triu(np.ones((L, S), dtype=bool), 1))
         if attn_mask is not None:
             add = w(attn_mask, neg, zero) if attn_mask.dtype == _dtypes.bool else attn_mask
             scores = scores + add
@@ -87,6 +121,13 @@ class MultiheadAttention(Module):
         weights = attn.reshape(N, H, L, S)
         weights = weights.mean(1) if average_attn_weights else weights
         return out, (weights.squeeze(0) if unbatched else weights)
+
+
+def _pad_key(mask):
+    """A mask over keys with one more key at the end, attended (False, or 0.0 for a float mask); None stays."""
+    if mask is None:
+        return None
+    return _C._functional.cat([mask, _C._full(list(mask.shape[:-1]) + [1], 0.0, mask.dtype)], mask.ndim - 1)
 
 
 def _transformer_activation(layer, activation):

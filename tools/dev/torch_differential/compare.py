@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""tools/dev/torch_differential/compare.py — developer tool: runs values.py and gradients.py under tessel and
+"""tools/dev/torch_differential/compare.py — developer tool: runs values.py, gradients.py and modules.py under tessel and
 under PyTorch and prints every line where the outputs differ (an "ERR <type>" on one side is a missing or
 failing function; a different number is a silent divergence). Never part of CI (PyTorch is not installed there);
 what it finds becomes a test with PyTorch's output written into it (bindings/tests/composed_functions_test.py,
@@ -30,7 +30,7 @@ def main():
     if not torch_python:
         sys.exit("set TESSEL_TORCH_PYTHON (bash tools/dev/install_torch.sh prints it)")
     differences = 0
-    for script in ("values.py", "gradients.py"):
+    for script in ("values.py", "gradients.py", "modules.py"):
         ours, theirs = run(sys.executable, script, "tessel"), run(torch_python, script, "torch")
         for line in difflib.unified_diff(theirs, ours, "torch", "tessel", n=0, lineterm=""):
             if not line.startswith(("---", "+++", "@@")):
