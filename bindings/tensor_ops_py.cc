@@ -311,10 +311,15 @@ void BindViews(py::class_<Tensor>& c) {
 }
 
 void BindMath(py::class_<Tensor>& c) {
-  c.def("sum", [](const Tensor& x, DimArg dim, bool keep) { auto d = Dims(dim); return NoGil([&] { return Sum(x, d, keep); }); },
-        py::arg("dim") = py::none(), py::arg("keepdim") = false)
-      .def("mean", [](const Tensor& x, DimArg dim, bool keep) { auto d = Dims(dim); return NoGil([&] { return Mean(x, d, keep); }); },
-           py::arg("dim") = py::none(), py::arg("keepdim") = false)
+  // dtype= casts the input first, as torch's sum / mean (a float64 sum of float32 values).
+  c.def("sum", [](const Tensor& x, DimArg dim, bool keep, std::optional<DType> dt) {
+        auto d = Dims(dim);
+        return NoGil([&] { return Sum(dt && *dt != x.dtype() ? Cast(x, *dt) : x, d, keep); });
+      }, py::arg("dim") = py::none(), py::arg("keepdim") = false, py::kw_only(), py::arg("dtype") = py::none())
+      .def("mean", [](const Tensor& x, DimArg dim, bool keep, std::optional<DType> dt) {
+        auto d = Dims(dim);
+        return NoGil([&] { return Mean(dt && *dt != x.dtype() ? Cast(x, *dt) : x, d, keep); });
+      }, py::arg("dim") = py::none(), py::arg("keepdim") = false, py::kw_only(), py::arg("dtype") = py::none())
       .def("amax", [](const Tensor& x, DimArg dim, bool keep) { auto d = Dims(dim); return NoGil([&] { return Amax(x, d, keep); }); },
            py::arg("dim") = py::none(), py::arg("keepdim") = false)
       .def("max", [](const Tensor& x) { return NoGil([&] { return Amax(x); }); })
@@ -322,7 +327,16 @@ void BindMath(py::class_<Tensor>& c) {
         auto [v, i] = NoGil([&] { return Max(x, dim, keep); });
         return py::make_tuple(v, i);  // torch returns (values, indices)
       }, py::arg("dim"), py::arg("keepdim") = false)
-      .def("norm", [](const Tensor& x, double p, DimArg dim, bool keep) {
+      .def("norm", [](const Tensor& x, const py::object& p_arg, DimArg dim, bool keep) {
+        // torch's p: a number, or "fro" (the 2-norm over the dims: Frobenius for two of them).
+        double p = 2.0;
+        if (py::isinstance<py::str>(p_arg)) {
+          const std::string name = p_arg.cast<std::string>();
+          TESSEL_CHECK(name == "fro", "norm: p='", name, "' is not supported (a number or 'fro'; "
+                       "tessel.linalg.matrix_norm takes 'nuc')");
+        } else if (!p_arg.is_none()) {
+          p = p_arg.cast<double>();
+        }
         auto d = Dims(dim);
         return NoGil([&] { return Norm(x, p, d, keep); });
       }, py::arg("p") = 2.0, py::arg("dim") = py::none(), py::arg("keepdim") = false)

@@ -353,3 +353,184 @@ _BOTH = dict(amin=amin, addcmul=addcmul, addcdiv=addcdiv, nansum=nansum, nanmean
 TORCH_FUNCTIONS.update(_BOTH, tensordot=tensordot, cartesian_prod=cartesian_prod, combinations=combinations,
                        logspace=logspace)
 TENSOR_METHODS.update(_BOTH)
+
+
+# ---- Tensor methods and functions the differential script found missing (second round) -------------------
+
+def _rebound(self, result):
+    """An in-place shape method (t_, unsqueeze_, ...): this Python tensor becomes the view."""
+    self._rebind_(result)
+    return self
+
+
+def _resize_(self, *size):
+    """torch's resize_: the new shape, keeping the first elements in row-major order (new ones zero here)."""
+    shape = [builtins.int(s) for s in (size[0] if len(size) == 1 and isinstance(size[0], (tuple, list)) else size)]
+    n = builtins.int(np.prod(shape)) if shape else 1
+    flat = self.detach().reshape(-1)
+    kept = flat[:n] if flat.shape[0] >= n else _C._functional.cat(
+        [flat, _C._full([n - flat.shape[0]], 0.0, self.dtype)], 0)
+    return _rebound(self, kept.reshape(*shape).clone())
+
+
+def take(input, index):
+    return input.reshape(-1)[index.reshape(-1)].reshape(*index.shape)
+
+
+def _put_(self, index, source, accumulate=False):
+    flat_index = np.unravel_index(index.reshape(-1).numpy() % builtins.max(self.numel(), 1), tuple(self.shape))
+    return self.index_put_(tuple(_tensor(i) for i in flat_index), source.reshape(-1), accumulate)
+
+
+def index_copy(x, dim, index, source):
+    out = x.clone()
+    key = (builtins.slice(None),) * (dim % x.ndim) + (index,)
+    out[key] = source
+    return out
+
+
+def masked_scatter(x, mask, source):
+    """x with the True positions of mask (broadcast to x) filled from source's elements in row-major order."""
+    m = mask.expand(*x.shape).numpy() if tuple(mask.shape) != tuple(x.shape) else mask.numpy()
+    count = builtins.int(m.sum())
+    out = x.clone()
+    if count:
+        out[_tensor(m)] = source.reshape(-1)[:count]
+    return out
+
+
+_TYPE_NAMES = {_dtypes.float32: "torch.FloatTensor", _dtypes.float64: "torch.DoubleTensor",
+               _dtypes.float16: "torch.HalfTensor", _dtypes.bfloat16: "torch.BFloat16Tensor",
+               _dtypes.int64: "torch.LongTensor", _dtypes.int32: "torch.IntTensor", _dtypes.bool: "torch.BoolTensor"}
+
+
+def _type(self, dtype=None, non_blocking=False):
+    """torch's Tensor.type(): the legacy type name, or with a dtype the cast."""
+    if dtype is None:
+        return _TYPE_NAMES.get(self.dtype, str(self.dtype))
+    return self.to(dtype)
+
+
+def trapezoid(y, x=None, *, dx=None, dim=-1):
+    n = y.shape[dim]
+    left, right = y.narrow(dim, 0, n - 1), y.narrow(dim, 1, n - 1)
+    if x is None:
+        return ((left + right) * (0.5 * (1.0 if dx is None else dx))).sum(dim)
+    widths = x.narrow(-1, 1, n - 1) - x.narrow(-1, 0, n - 1)
+    return ((left + right) * 0.5 * widths).sum(dim)
+
+
+def cumulative_trapezoid(y, x=None, *, dx=None, dim=-1):
+    n = y.shape[dim]
+    left, right = y.narrow(dim, 0, n - 1), y.narrow(dim, 1, n - 1)
+    step = (x.narrow(-1, 1, n - 1) - x.narrow(-1, 0, n - 1)) if x is not None else (1.0 if dx is None else dx)
+    return ((left + right) * 0.5 * step).cumsum(dim)
+
+
+def vander(x, N=None, increasing=False):
+    n = x.shape[0] if N is None else N
+    powers = range(n) if increasing else range(n - 1, -1, -1)
+    return _C._functional.stack([x ** p if p else x * 0 + 1 for p in powers], 1)
+
+
+def block_diag(*tensors):
+    mats = [t.reshape(1, -1) if t.ndim < 2 else t for t in tensors]
+    rows = builtins.sum(m.shape[0] for m in mats)
+    cols = builtins.sum(m.shape[1] for m in mats)
+    out, r, c = None, 0, 0
+    for m in mats:
+        padded = _C._functional.cat([_C._full([m.shape[0], c], 0.0, m.dtype), m,
+                                     _C._full([m.shape[0], cols - c - m.shape[1]], 0.0, m.dtype)], 1)
+        out = padded if out is None else _C._functional.cat([out, padded], 0)
+        r, c = r + m.shape[0], c + m.shape[1]
+    return out if out is not None else _C._full([0, 0], 0.0, _dtypes.float32)
+
+
+def cov(input, *, correction=1, fweights=None, aweights=None):
+    if fweights is not None or aweights is not None:
+        raise NotImplementedError("cov: fweights / aweights are not supported")
+    x = input if input.ndim == 2 else input.reshape(1, -1)
+    centered = x - x.mean(1, keepdim=True)
+    out = centered @ centered.t() / builtins.max(x.shape[1] - correction, 0)
+    return out if input.ndim == 2 else out.reshape(())
+
+
+def corrcoef(input):
+    c = cov(input)
+    if c.ndim == 0:
+        return c / c
+    d = diagonal(c).sqrt()
+    return (c / d.unsqueeze(0) / d.unsqueeze(1)).clamp(-1.0, 1.0)
+
+
+def signbit(x):
+    """True where the sign bit is set (-0.0 included)."""
+    if not x.dtype.is_floating_point:
+        return x < 0
+    return _tensor(np.signbit(x.detach().float().numpy() if x.dtype in (_dtypes.bfloat16, _dtypes.float16)
+                              else x.detach().numpy()))
+
+
+def float_power(input, exponent):
+    base = input.double() if hasattr(input, "double") else input
+    exp = exponent.double() if hasattr(exponent, "double") else exponent
+    return base ** exp
+
+
+def true_divide(dividend, divisor):
+    return dividend.float() / divisor if not dividend.dtype.is_floating_point else dividend / divisor
+
+
+def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
+    """Eval: leaky ReLU with slope (lower + upper) / 2; training: a slope drawn uniformly per element."""
+    from ._tensor import rand_like
+    if not training:
+        slope = (lower + upper) / 2
+    else:
+        slope = rand_like(input) * (upper - lower) + lower
+    return _C._functional.where(input >= 0, input, input * slope)
+
+
+def alpha_dropout(input, p=0.5, training=False, inplace=False):
+    """SELU's dropout: dropped units set to alpha', then an affine map keeping mean and variance."""
+    from ._tensor import rand_like
+    if not training or p == 0:
+        return input
+    alpha_p = -1.7580993408473766
+    a = ((1 - p) * (1 + p * alpha_p ** 2)) ** -0.5
+    keep = (rand_like(input) >= p).to(input.dtype)
+    return (input * keep + alpha_p * (1 - keep)) * a + (-a * alpha_p * p)
+
+
+def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
+    """x / (k + alpha/size · Σ x² over `size` neighbouring channels)^beta (torch's padding: size//2 before,
+    (size-1)//2 after)."""
+    from .nn.functional import pad
+    sq = (input * input).unsqueeze(1)
+    c = input.shape[1]
+    padded = pad(sq.reshape(sq.shape[0], 1, c, -1), (0, 0, size // 2, (size - 1) // 2))
+    windows = _C._functional.stack([padded[:, :, i:i + c] for i in range(size)], 0).sum(0)
+    div = (windows.reshape(*sq.shape).squeeze(1) * (alpha / size) + k) ** beta
+    return input / div
+
+
+def _is_nonzero(self):
+    if self.numel() != 1:
+        raise RuntimeError("Boolean value of Tensor with %s values is ambiguous"
+                           % ("no" if self.numel() == 0 else "more than one"))
+    return bool(self.reshape(-1)[0].item())
+
+
+_INPLACE_SHAPES = dict(
+    t_=lambda self: _rebound(self, self.t()), unsqueeze_=lambda self, dim: _rebound(self, self.unsqueeze(dim)),
+    squeeze_=lambda self, dim=None: _rebound(self, self.squeeze(dim)),
+    transpose_=lambda self, dim0, dim1: _rebound(self, self.transpose(dim0, dim1)),
+    resize_=_resize_, put_=_put_, detach_=lambda self: _rebound(self, self.detach()))
+TENSOR_METHODS.update(_INPLACE_SHAPES, take=take, index_copy=index_copy, masked_scatter=masked_scatter, type=_type,
+                      itemsize=property(lambda self: self.element_size()), ndimension=lambda self: self.ndim,
+                      is_nonzero=_is_nonzero,
+                      signbit=signbit, float_power=float_power, true_divide=true_divide)
+TORCH_FUNCTIONS.update(take=take, index_copy=index_copy, masked_scatter=masked_scatter, trapezoid=trapezoid,
+                       trapz=trapezoid, cumulative_trapezoid=cumulative_trapezoid, vander=vander, block_diag=block_diag,
+                       cov=cov, corrcoef=corrcoef, signbit=signbit, float_power=float_power, true_divide=true_divide)
+FUNCTIONAL.update(rrelu=rrelu, alpha_dropout=alpha_dropout, local_response_norm=local_response_norm)

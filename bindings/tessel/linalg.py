@@ -109,9 +109,20 @@ def svdvals(A):
     return _back(np.linalg.svd(_host(A, "svdvals"), compute_uv=False), A)
 
 
+_EIGH = collections.namedtuple("eigh", ["eigenvalues", "eigenvectors"])
+_LSTSQ = collections.namedtuple("lstsq", ["solution", "residuals", "rank", "singular_values"])
+
+
 def eigh(A, UPLO="L"):
+    """(eigenvalues, eigenvectors), a namedtuple as torch's (it unpacks as a pair too)."""
     w, v = np.linalg.eigh(_host(A, "eigh"), UPLO=UPLO)
-    return _back(w, A), _back(v, A)
+    return _EIGH(_back(w, A), _back(v, A))
+
+
+def lstsq(A, B, rcond=None, *, driver=None):
+    solution, residuals, rank, sv = np.linalg.lstsq(_host(A, "lstsq"), _host(B, "lstsq"), rcond=rcond)
+    return _LSTSQ(_back(solution, A), _back(residuals, A), _C._from_numpy(np.asarray(rank, dtype=np.int64)),
+                  _back(sv, A))
 
 
 def eigvalsh(A, UPLO="L"):
@@ -176,4 +187,3 @@ def cross(input, other, *, dim=-1):
 def matrix_power(A, n):
     from ._composed import matrix_power as _power
     return _power(A, n)
-

@@ -190,6 +190,41 @@ def test_multihead_attention_variants_pools_and_margin_losses_match_torch():
     close(nn.MultiMarginLoss()(inputs(2, 3), tessel.tensor([1, 2])), 0.6461)
 
 
+def test_second_round_methods_and_functions_match_torch():
+    a = tessel.tensor(A)
+    t = a.clone()
+    assert t.t_() is t and t.tolist() == [[1.0, 4.0], [-2.0, 5.0], [3.0, -6.0]]
+    assert tuple(a.clone().unsqueeze_(0).shape) == (1, 2, 3) and tuple(tessel.zeros(4).resize_(2, 2).shape) == (2, 2)
+    close(tessel.zeros(2, 3).masked_scatter(a > 0, tessel.arange(6.0)), [[0.0, 0.0, 1.0], [2.0, 3.0, 0.0]])
+    close(a.index_fill(1, tessel.tensor([0, 2]), -1.0), [[-1.0, -2.0, -1.0], [-1.0, 5.0, -1.0]])
+    close(tessel.zeros(3, 2).index_copy(0, tessel.tensor([2, 0]), tessel.ones(2, 2)), [[1, 1], [0, 0], [1, 1]])
+    close(tessel.take(a, tessel.tensor([0, 5])), [1.0, -6.0])
+    close(a.clone().put_(tessel.tensor([0, 5]), tessel.tensor([9.0, 8.0])), [[9.0, -2.0, 3.0], [4.0, 5.0, 8.0]])
+    close(a.clone().clamp_min_(0), [[1.0, 0.0, 3.0], [4.0, 5.0, 0.0]])
+    close(tessel.tensor([1.5]).floor_(), [1.0])
+    assert a.type() == "torch.FloatTensor" and a.type(tessel.int64).dtype == tessel.int64 and a.itemsize == 4
+    assert tessel.tensor([1]).is_nonzero() and not (tessel.ones(2, requires_grad=True) * 2).detach_().requires_grad
+    assert a.sum(dtype=tessel.float64).dtype == tessel.float64 and a.mean(dtype=tessel.float64).dtype == tessel.float64
+    close(a.norm(p="fro", dim=(0, 1)), 9.5394)
+    close(tessel.linalg.eigh(tessel.tensor([[2.0, 1.0], [1.0, 2.0]])).eigenvalues, [1.0, 3.0])
+    close(tessel.linalg.lstsq(tessel.tensor([[1.0, 0], [0, 1], [1, 1]]), tessel.tensor([[1.0], [2.0], [3.0]])).solution,
+          [[1.0], [2.0]])
+    close(tessel.trapezoid(tessel.tensor([1.0, 2.0, 3.0])), 4.0)
+    close(tessel.cumulative_trapezoid(tessel.tensor([1.0, 2.0, 3.0])), [1.5, 4.0])
+    close(tessel.vander(tessel.tensor([1.0, 2.0]), 3), [[1.0, 1.0, 1.0], [4.0, 2.0, 1.0]])
+    close(tessel.block_diag(tessel.ones(1, 1), tessel.ones(2, 2) * 2), [[1, 0, 0], [0, 2, 2], [0, 2, 2]])
+    close(tessel.cov(a), [[6.3333, -13.0], [-13.0, 37.0]])
+    close(tessel.corrcoef(a), [[1.0, -0.8492], [-0.8492, 1.0]])
+    assert tessel.signbit(tessel.tensor([-0.0, 1.0])).tolist() == [True, False]
+    close(tessel.float_power(tessel.tensor([2]), 2), [4.0])
+    close(tessel.true_divide(tessel.tensor([3]), 2), [1.5])
+    close(F.rrelu(tessel.tensor([-1.0, 1.0]), training=False), [-0.2292, 1.0])
+    close(F.alpha_dropout(tessel.tensor([1.0]), 0.5, training=False), [1.0])
+    close(F.local_response_norm(tessel.ones(1, 3, 2), 2), [[[1.0, 1.0], [0.9999, 0.9999], [0.9999, 0.9999]]])
+    dropped = F.alpha_dropout(tessel.randn(20000), 0.3, training=True)  # keeps SELU's mean 0 and variance 1
+    assert abs(float(dropped.mean())) < 0.05 and abs(float(dropped.var()) - 1.0) < 0.1
+
+
 def test_gradients_flow_through_the_composed_values():
     x = tessel.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
     y = tessel.tensor([[0.5, -1.0], [2.0, 0.25]], requires_grad=True)
