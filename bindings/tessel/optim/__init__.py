@@ -591,3 +591,7 @@ class Adadelta(Optimizer):
     @classmethod
     def _make(cls, named, g):
         return _C.Adadelta(named, **cls._hyper(g))
+
+
+from ._muon import Muon  # noqa: E402 (a Python subclass of Optimizer above)
+
