@@ -3,7 +3,8 @@ param_groups and self.state, buffers from zeros_like): it trains a fully_shard m
 rank, its buffers are DTensor shards of the parameters, an LR scheduler drives it, its state dict round-trips
 and resumes bit for bit, and so does a distributed checkpoint (get/set_optimizer_state_dict, full and sharded).
 The built-in optimizers expose their buffers as self.state[p] too; tessel.optim.Muon (written the same way) gives
-torch 2.15's Muon weights to 5 decimals, and on fully_shard parameters one rank's within bfloat16 rounding."""
+torch 2.15's Muon weights to 5 decimals, and on fully_shard parameters one rank's within bfloat16 rounding. And
+swa_utils' AveragedModel (SWA and EMA, with or without buffers) and update_bn against the averages written out."""
 import sys
 
 import numpy as np
@@ -246,6 +247,57 @@ def test_muon_on_fully_shard_parameters_equals_one_rank():
             # the two runs agree within 5e-3 while each step moved the weights by ~0.06.
             assert np.abs(b - s0).max() > 0.05
             np.testing.assert_allclose(a, b, rtol=0, atol=5e-3)
+
+
+def test_averaged_models_take_the_swa_and_ema_averages_and_update_bn_the_pass_statistics():
+    from tessel.optim import swa_utils
+
+    def bn_model():
+        tessel.manual_seed(1)
+        return nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.Linear(4, 2))
+
+    batches = [tessel.tensor(np.random.default_rng(i).standard_normal((5, 3)).astype(np.float32)) for i in range(3)]
+    for kind in ("swa", "ema", "ema_fn", "ema_buffers"):
+        model = bn_model()
+        avg = {"swa": lambda: swa_utils.AveragedModel(model),
+               "ema": lambda: swa_utils.AveragedModel(model, multi_avg_fn=swa_utils.get_ema_multi_avg_fn(0.9)),
+               "ema_fn": lambda: swa_utils.AveragedModel(model, avg_fn=swa_utils.get_ema_avg_fn(0.8)),
+               "ema_buffers": lambda: swa_utils.AveragedModel(model, multi_avg_fn=swa_utils.get_ema_multi_avg_fn(0.9),
+                                                              use_buffers=True)}[kind]()
+        opt = tessel.optim.SGD(model.parameters(), lr=0.1)
+        seen = []  # the model's state after each step, by name
+        for x in batches:
+            opt.zero_grad()
+            (model(x) ** 2).mean().backward()
+            opt.step()
+            avg.update_parameters(model)
+            seen.append({k: v.numpy().copy() for k, v in model.state_dict().items()})
+        assert avg.n_averaged.item() == 3
+        averaged = {k: v.numpy() for k, v in avg.module.state_dict().items()}
+        decay = {"swa": None, "ema": 0.9, "ema_fn": 0.8, "ema_buffers": 0.9}[kind]
+        for name, value in averaged.items():
+            history = [step[name] for step in seen]
+            is_buffer = name.startswith("1.running") or name.endswith("num_batches_tracked")
+            if is_buffer and kind != "ema_buffers":
+                np.testing.assert_array_equal(value, history[-1], err_msg=name)  # copied from the model
+                continue
+            if decay is None:
+                want = np.mean(history, axis=0)  # the equal average of the three updates
+            else:
+                want = history[0]
+                for h in history[1:]:
+                    want = decay * want + (1 - decay) * h
+                    if want.dtype.kind == "f" and h.dtype.kind == "i":
+                        want = np.trunc(want).astype(h.dtype)  # torch: integer buffers truncated back
+            np.testing.assert_allclose(value, want, rtol=1e-5, atol=1e-6, err_msg="%s %s" % (kind, name))
+    model = bn_model()
+    loader = [(batches[0], None), (batches[1][:4], None)]
+    swa_utils.update_bn(loader, model)
+    norm = model[1]
+    hidden = [model[0](x).detach().numpy() for x, _ in loader]
+    np.testing.assert_allclose(norm.running_mean.numpy(), np.mean([h.mean(0) for h in hidden], 0), rtol=1e-5)
+    np.testing.assert_allclose(norm.running_var.numpy(), np.mean([h.var(0, ddof=1) for h in hidden], 0), rtol=1e-5)
+    assert norm.momentum == 0.1 and norm.num_batches_tracked.item() == 2 and model.training
 
 
 def test_builtin_optimizers_expose_their_buffers_as_state():

@@ -594,4 +594,5 @@ class Adadelta(Optimizer):
 
 
 from ._muon import Muon  # noqa: E402 (a Python subclass of Optimizer above)
+from . import swa_utils  # noqa: E402,F401 (AveragedModel: SWA and EMA of a model)
 
