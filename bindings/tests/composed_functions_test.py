@@ -225,6 +225,29 @@ def test_second_round_methods_and_functions_match_torch():
     assert abs(float(dropped.mean())) < 0.05 and abs(float(dropped.var()) - 1.0) < 0.1
 
 
+def test_buffers_and_more_modules_match_torch():
+    nn = tessel.nn
+
+    class WithBuffers(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.freqs = nn.Buffer(tessel.arange(3.0))  # torch 2.5's nn.Buffer: registered as register_buffer does
+            self.tmp = nn.Buffer(tessel.ones(2), persistent=False)
+
+    m = WithBuffers()
+    assert sorted(m.state_dict()) == ["freqs"] and sorted(n for n, _ in m.named_buffers()) == ["freqs", "tmp"]
+    close(nn.PoissonNLLLoss()(inputs(2, 3), inputs(2, 3, seed=1).abs()), 1.1799)
+    poisson = nn.PoissonNLLLoss(log_input=False, full=True)
+    close(poisson(inputs(2, 3).abs() + 0.5, inputs(2, 3, seed=1).abs() * 3), 2.3462)
+    close(nn.GaussianNLLLoss()(inputs(2, 3), inputs(2, 3, seed=1), inputs(2, 3, seed=2).abs() + 0.1), 0.2587)
+    close(nn.GaussianNLLLoss(full=True, reduction="sum")(inputs(2, 3), inputs(2, 3, seed=1),
+                                                           inputs(2, 1, seed=2).abs() + 0.1), 8.0296)
+    close(nn.RReLU().eval()(inputs(4)), [0.1257, -0.0303, 0.6404, 0.1049])
+    close(nn.LocalResponseNorm(3)(inputs(1, 4, 3)), [[[0.1257, -0.1321, 0.6404], [0.1049, -0.5357, 0.3616],
+                                                      [1.3039, 0.947, -0.7037], [-1.2653, -0.6233, 0.0413]]])
+    close(nn.AlphaDropout(0.2).eval()(inputs(3)), [0.1257, -0.1321, 0.6404])
+
+
 def test_gradients_flow_through_the_composed_values():
     x = tessel.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
     y = tessel.tensor([[0.5, -1.0], [2.0, 0.25]], requires_grad=True)

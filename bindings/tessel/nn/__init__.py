@@ -12,8 +12,9 @@ LayerNorm and RMSNorm are the C++ layers; containers and activations are Python 
 """
 from .. import _C
 from . import functional, init, utils  # noqa: F401
-from .modules import Module, Parameter, RemovableHandle  # noqa: F401
+from .modules import Buffer, Module, Parameter, RemovableHandle  # noqa: F401
 from ._layers import (  # noqa: F401
+    AlphaDropout,
     Bilinear,
     CosineEmbeddingLoss,
     CosineSimilarity,
@@ -23,6 +24,7 @@ from ._layers import (  # noqa: F401
     Dropout2d,
     Dropout3d,
     EmbeddingBag,
+    GaussianNLLLoss,
     GELU,
     GroupNorm,
     Identity,

@@ -144,6 +144,15 @@ def _make_extra_modules():
                                      ("kernel_size", None), ("stride", None), ("ceil_mode", False)),
         LPPool2d=_elementwise_module("LPPool2d", Z.lp_pool2d, "torch.nn.LPPool2d", ("norm_type", None),
                                      ("kernel_size", None), ("stride", None), ("ceil_mode", False)),
+        PoissonNLLLoss=_loss_module("PoissonNLLLoss", Z.poisson_nll_loss, "torch.nn.PoissonNLLLoss",
+                                    [("log_input", True), ("full", False), ("size_average", None), ("eps", 1e-8),
+                                     ("reduce", None), ("reduction", "mean")],
+                                    ["log_input", "full", "eps", "reduction"]),
+        RReLU=_elementwise_module("RReLU", lambda x, lower, upper: Z.rrelu(x, lower, upper, training=False),
+                                  "torch.nn.RReLU (the evaluation slope; training draws one per element in F.rrelu)",
+                                  ("lower", 1.0 / 8), ("upper", 1.0 / 3), ("inplace", False)),
+        LocalResponseNorm=_elementwise_module("LocalResponseNorm", Z.local_response_norm, "torch.nn.LocalResponseNorm",
+                                              ("size", None), ("alpha", 1e-4), ("beta", 0.75), ("k", 1.0)),
         MultiMarginLoss=_loss_module("MultiMarginLoss", Z.multi_margin_loss, "torch.nn.MultiMarginLoss",
                                      [("p", 1), ("margin", 1.0), ("weight", None), ("size_average", None),
                                       ("reduce", None), ("reduction", "mean")], ["p", "margin", "weight", "reduction"]),
@@ -276,6 +285,33 @@ class CosineEmbeddingLoss(_ThreeInputLoss):
 class TripletMarginLoss(_ThreeInputLoss):
     _fn_name = "triplet_margin_loss"
     _fields = (("margin", 1.0), ("p", 2.0), ("eps", 1e-6), ("swap", False), ("reduction", "mean"))
+
+
+class GaussianNLLLoss(Module):
+    """torch.nn.GaussianNLLLoss(full, eps, reduction): forward(input, target, var)."""
+
+    def __init__(self, *, full=False, eps=1e-6, reduction="mean"):
+        super().__init__()
+        self.full, self.eps, self.reduction = full, eps, reduction
+
+    def forward(self, input, target, var):
+        from .._composed import gaussian_nll_loss
+        return gaussian_nll_loss(input, target, var, self.full, self.eps, self.reduction)
+
+
+class AlphaDropout(Module):
+    """torch.nn.AlphaDropout(p): SELU's dropout in training mode, the identity in eval mode."""
+
+    def __init__(self, p=0.5, inplace=False):
+        super().__init__()
+        self.p = p
+
+    def forward(self, x):
+        from .._composed import alpha_dropout
+        return alpha_dropout(x, self.p, self.training)
+
+    def extra_repr(self):
+        return "p=%s, inplace=False" % self.p
 
 
 class PReLU(Module):

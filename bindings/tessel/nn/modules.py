@@ -47,6 +47,17 @@ class Parameter(Tensor):
         return "Parameter containing:\n" + Tensor.__repr__(self)
 
 
+class Buffer(Tensor):
+    """torch.nn.Buffer (torch 2.5): a tensor that a module registers as a buffer when assigned as an attribute
+    (`self.freqs = nn.Buffer(t, persistent=False)`), as register_buffer does; it shares data's storage."""
+
+    def __init__(self, data=None, *, persistent=True):
+        if data is None:
+            data = _C._empty([0], _C.dtype.float32)
+        Tensor.__init__(self, data.detach())
+        self.persistent = persistent
+
+
 def _as_parameter(t, fqn):
     p = Parameter.__new__(Parameter)
     Tensor.__init__(p, t)
@@ -149,6 +160,8 @@ def _setattr(self, name, value):
         if plists is not None and name in plists:
             plists[name].right_inverse(value)  # torch: assigning a parametrized tensor sets its originals
             return
+    if isinstance(value, Buffer):  # torch 2.5's nn.Buffer: a buffer, not a plain attribute
+        return self.register_buffer(name, Tensor(value), persistent=value.persistent)
     if isinstance(value, Parameter) or (value is None and self._has_parameter(name)):
         _note_none(self, name, True, value)
         if self._has_parameter(name):  # any shape, as torch (self.w = nn.Parameter(new_shape))
