@@ -534,3 +534,76 @@ TORCH_FUNCTIONS.update(take=take, index_copy=index_copy, masked_scatter=masked_s
                        trapz=trapezoid, cumulative_trapezoid=cumulative_trapezoid, vander=vander, block_diag=block_diag,
                        cov=cov, corrcoef=corrcoef, signbit=signbit, float_power=float_power, true_divide=true_divide)
 FUNCTIONAL.update(rrelu=rrelu, alpha_dropout=alpha_dropout, local_response_norm=local_response_norm)
+
+
+# ---- third round: torch.nn.functional's in-place activations, pdist; linalg.vecdot / multi_dot / cond /
+# solve_triangular -----------------------------------------------------------------------------------------
+
+def _in_place_activation(name, fn):
+    """F.<name>_(x, ...): x holds fn(x, ...) (written in place, or under autograd repointed where nothing else
+    shares x, as the activations' inplace=True: tessel/_inplace.apply) and is returned."""
+    def activation_(input, *args, **kwargs):
+        from . import _inplace
+        return _inplace.apply(input, fn(input, *args, **kwargs))
+    activation_.__name__ = name + "_"
+    return activation_
+
+
+def pdist(input, p=2):
+    """The p-norm distance of every pair of rows i < j of input [N, M], in row-major pair order."""
+    n = input.shape[0]
+    rows, cols = np.triu_indices(n, 1)
+    diff = input[_tensor(rows.astype(np.int64))] - input[_tensor(cols.astype(np.int64))]
+    return diff.norm(p, -1)
+
+
+def vecdot(x, y, *, dim=-1):
+    return (x * y).sum(dim)
+
+
+def multi_dot(tensors):
+    """A product of matrices, the first (a vector: a row) and the last (a vector: a column) possibly 1-D."""
+    mats = list(tensors)
+    if len(mats) < 2:
+        raise RuntimeError("multi_dot(): expected at least 2 tensors but got %d" % len(mats))
+    first_vector, last_vector = mats[0].ndim == 1, mats[-1].ndim == 1
+    if first_vector:
+        mats[0] = mats[0].unsqueeze(0)
+    if last_vector:
+        mats[-1] = mats[-1].unsqueeze(1)
+    out = mats[0]
+    for m in mats[1:]:
+        out = out @ m
+    if first_vector:
+        out = out.squeeze(0)
+    if last_vector:
+        out = out.squeeze(-1)
+    return out
+
+
+def cond(A, p=None):
+    from .linalg import _back, _host
+    return _back(np.asarray(np.linalg.cond(_host(A, "cond"), p)), A)
+
+
+def solve_triangular(A, B, *, upper, left=True, unitriangular=False):
+    """X with A X = B (left) or X A = B, A triangular (numpy's solve on the host, as tessel's other solves)."""
+    from .linalg import _back, _host
+    a, b = _host(A, "solve_triangular"), _host(B, "solve_triangular")
+    a = np.triu(a) if upper else np.tril(a)
+    if unitriangular:
+        a = a - np.eye(a.shape[-1]) * np.diagonal(a, axis1=-2, axis2=-1)[..., None, :] + np.eye(a.shape[-1])
+    if left:
+        return _back(np.linalg.solve(a, b), A)
+    return _back(np.swapaxes(np.linalg.solve(np.swapaxes(a, -1, -2), np.swapaxes(b, -1, -2)), -1, -2), A)
+
+
+def _register_third_round():
+    from . import _extra
+    for name in ("elu", "leaky_relu", "hardtanh", "threshold", "selu", "celu"):
+        FUNCTIONAL[name + "_"] = _in_place_activation(name, getattr(_extra, name))
+    FUNCTIONAL["rrelu_"] = _in_place_activation("rrelu", rrelu)
+    FUNCTIONAL["pdist"] = pdist
+
+
+_register_third_round()

@@ -187,3 +187,24 @@ def cross(input, other, *, dim=-1):
 def matrix_power(A, n):
     from ._composed import matrix_power as _power
     return _power(A, n)
+
+
+def vecdot(x, y, *, dim=-1):
+    from ._composed import vecdot as _vecdot
+    return _vecdot(x, y, dim=dim)
+
+
+def multi_dot(tensors):
+    from ._composed import multi_dot as _multi_dot
+    return _multi_dot(tensors)
+
+
+def cond(A, p=None):
+    from ._composed import cond as _cond
+    return _cond(A, p)
+
+
+def solve_triangular(A, B, *, upper, left=True, unitriangular=False):
+    from ._composed import solve_triangular as _solve_triangular
+    return _solve_triangular(A, B, upper=upper, left=left, unitriangular=unitriangular)
+

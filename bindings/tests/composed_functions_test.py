@@ -248,6 +248,34 @@ def test_buffers_and_more_modules_match_torch():
     close(nn.AlphaDropout(0.2).eval()(inputs(3)), [0.1257, -0.1321, 0.6404])
 
 
+def test_in_place_activations_pdist_and_linalg_helpers_match_torch():
+    want = {"elu_": [0.1257, -0.1238, 0.6404, 0.1049, -0.4147],
+            "leaky_relu_": [0.1257, -0.0013, 0.6404, 0.1049, -0.0054],
+            "hardtanh_": [0.1257, -0.1321, 0.6404, 0.1049, -0.5357],
+            "selu_": [0.1321, -0.2176, 0.6729, 0.1102, -0.7291],
+            "celu_": [0.1257, -0.1238, 0.6404, 0.1049, -0.4147],
+            "rrelu_": [0.1257, -0.0303, 0.6404, 0.1049, -0.1228]}
+    for name, values in want.items():
+        x = inputs(5)
+        assert getattr(F, name)(x) is x, name  # in place: the argument itself, changed
+        close(x, values)
+    x = inputs(5)
+    assert F.threshold_(x, 0.1, -2.0) is x
+    close(x, [0.1257, -2.0, 0.6404, 0.1049, -2.0])
+    close(F.pdist(inputs(4, 3)), [0.491, 2.088, 1.5923, 2.1843, 1.41, 3.1021])
+    close(F.pdist(inputs(3, 2), p=1), [0.7517, 1.1551, 1.4328])
+    la = tessel.linalg
+    m = tessel.tensor([[2.0, 1.0], [0.5, 3.0]])
+    close(la.vecdot(inputs(2, 3), inputs(2, 3, seed=1)), [0.1465, -0.4603])
+    close(la.multi_dot([inputs(3), inputs(3, 4, seed=1), inputs(4, 2, seed=2), inputs(2, seed=3)]), 1.3353)
+    close(la.cond(m), 2.119)
+    close(la.cond(m, "fro"), 2.5909)
+    close(la.solve_triangular(m, inputs(2, 3), upper=True), [[0.0454, 0.0232, 0.2599], [0.035, -0.1786, 0.1205]])
+    close(la.solve_triangular(m, inputs(3, 2), upper=False, left=False), [[0.0739, -0.044], [0.3115, 0.035],
+                                                                             [-0.298, 0.1205]])
+    close(la.solve_triangular(m, inputs(2, 1), upper=True, unitriangular=True), [[0.2578], [-0.1321]])
+
+
 def test_gradients_flow_through_the_composed_values():
     x = tessel.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
     y = tessel.tensor([[0.5, -1.0], [2.0, 0.25]], requires_grad=True)
