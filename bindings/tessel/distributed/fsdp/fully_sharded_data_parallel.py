@@ -35,9 +35,10 @@ from ...nn.modules import Module
 from .. import _default_group, get_world_size
 from ..device_mesh import DeviceMesh, init_device_mesh
 from . import fully_shard as _fully_shard, MixedPrecisionPolicy, CPUOffloadPolicy
-from .api import (BackwardPrefetch, CPUOffload, FullOptimStateDictConfig, FullStateDictConfig, LocalStateDictConfig,
-                  MixedPrecision, OptimStateDictConfig, ShardedOptimStateDictConfig, ShardedStateDictConfig,
-                  ShardingStrategy, StateDictConfig, StateDictSettings, StateDictType)
+# (the configs are imported from here too, as from torch's fully_sharded_data_parallel module)
+from .api import (BackwardPrefetch, CPUOffload, FullOptimStateDictConfig, FullStateDictConfig,  # noqa: F401
+                  LocalStateDictConfig, MixedPrecision, OptimStateDictConfig, ShardedOptimStateDictConfig,
+                  ShardedStateDictConfig, ShardingStrategy, StateDictConfig, StateDictSettings, StateDictType)
 from .wrap import _recursive_wrap
 
 FSDP_WRAPPED_MODULE = "_fsdp_wrapped_module"
