@@ -1,8 +1,9 @@
 """FSDP1's FullyShardedDataParallel on fully_shard: every sharding strategy trains exactly as one rank with the
 collectives torch's FSDP1 issues (counted by the comm tracer), the auto-wrap policies pick torch's units, state
-dicts come out full (or rank 0 only, or as DTensor shards) under the model's own names and load back, the
-optimizer state round-trips and resumes bit for bit, summon_full_params / apply write back, no_sync defers the
-reduction, clip_grad_norm_ clips by the global norm, and unsupported options raise clear errors."""
+dicts come out full (or rank 0 only, or as DTensor shards) under the model's own names and load back (a DCP
+checkpoint of the shards saved on 2 ranks loads on 3 and on 1), the optimizer state round-trips and resumes bit for
+bit, summon_full_params / apply write back, no_sync defers the reduction, clip_grad_norm_ clips by the global norm,
+and unsupported options raise clear errors."""
 import functools
 import sys
 
@@ -221,6 +222,33 @@ def test_state_dicts_full_rank0_only_and_sharded_load_back():
         assert list(result.missing_keys) == [] and list(result.unexpected_keys) == []
         assert_state_close(loaded, {k: 2 * v for k, v in start.items()})
         assert_state_close(reloaded, start)
+
+
+def test_sharded_state_dict_saved_by_dcp_on_two_ranks_loads_on_three_and_one(tmp_path):
+    import tessel.distributed.checkpoint as dcp
+    saved = {}
+
+    def save(w):
+        dist.init_process_group()
+        model = wrapped()
+        with FSDP.state_dict_type(model, StateDictType.SHARDED_STATE_DICT):
+            dcp.save({"model": model.state_dict()}, checkpoint_id=str(tmp_path))
+        saved.update({k: v.numpy() for k, v in model.state_dict().items()})  # full tensors (the default type)
+
+    def load(w):
+        dist.init_process_group()
+        model = wrapped(seed=5)  # other weights: everything must come from the checkpoint
+        with FSDP.state_dict_type(model, StateDictType.SHARDED_STATE_DICT):
+            state = {"model": model.state_dict()}
+            dcp.load(state, checkpoint_id=str(tmp_path))
+            model.load_state_dict(state["model"])
+        got = model.state_dict()
+        for k, v in saved.items():
+            np.testing.assert_array_equal(got[k].numpy(), v, err_msg="world %d: %s" % (w.size, k))
+
+    tessel.run_ranks(2, save)
+    tessel.run_ranks(3, load)  # resharded: Shard(0) over 3 ranks (5 rows -> 2 + 2 + 1)
+    tessel.run_ranks(1, load)
 
 
 def test_optimizer_state_round_trips_by_name_and_resumes_bit_for_bit():
