@@ -300,6 +300,36 @@ def test_averaged_models_take_the_swa_and_ema_averages_and_update_bn_the_pass_st
     assert norm.momentum == 0.1 and norm.num_batches_tracked.item() == 2 and model.training
 
 
+def rprop_reference(p, grads_of, steps, lr=1e-2, etas=(0.5, 1.2), step_sizes=(1e-6, 50), maximize=False):
+    """Rprop as torch documents it, in float64 numpy."""
+    p, prev, size = p.astype(np.float64), np.zeros_like(p, dtype=np.float64), np.full(p.shape, lr)
+    for t in range(steps):
+        g = grads_of(p, t) * (-1 if maximize else 1)
+        sign = np.sign(g * prev)
+        size = np.clip(size * np.where(sign > 0, etas[1], np.where(sign < 0, etas[0], 1.0)), *step_sizes)
+        g = np.where(sign < 0, 0.0, g)
+        p = p - np.sign(g) * size
+        prev = g
+    return p
+
+
+def test_rprop_steps_as_torch_documents_it():
+    rng = np.random.default_rng(3)
+    p0 = rng.standard_normal((3, 4)).astype(np.float32)
+    targets = [rng.standard_normal((3, 4)).astype(np.float32) for _ in range(6)]
+    for kwargs in ({}, dict(lr=0.05, etas=(0.3, 1.5), step_sizes=(1e-3, 0.2)), dict(maximize=True)):
+        p = tessel.tensor(p0, requires_grad=True)
+        opt = tessel.optim.Rprop([p], **kwargs)
+        for t in targets:
+            opt.zero_grad()
+            ((p - tessel.tensor(t)) ** 3).sum().backward()
+            opt.step()
+        want = rprop_reference(p0, lambda q, i: 3 * (q - targets[i]) ** 2, 6, **kwargs)
+        np.testing.assert_allclose(p.detach().numpy(), want, rtol=1e-5, atol=1e-6, err_msg=str(kwargs))
+    with pytest.raises(ValueError, match="Invalid eta values"):
+        tessel.optim.Rprop([tessel.zeros(1, requires_grad=True)], etas=(1.5, 1.2))
+
+
 def test_builtin_optimizers_expose_their_buffers_as_state():
     model = make()
     opt = tessel.optim.AdamW(model.parameters(), lr=0.1)
