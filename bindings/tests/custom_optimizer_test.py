@@ -330,6 +330,37 @@ def test_rprop_steps_as_torch_documents_it():
         tessel.optim.Rprop([tessel.zeros(1, requires_grad=True)], etas=(1.5, 1.2))
 
 
+def asgd_reference(p, grads_of, steps, lr=1e-2, lambd=1e-4, alpha=0.75, t0=1e6, weight_decay=0.0, maximize=False):
+    """ASGD as torch documents it, in float64 numpy (η and μ rounded to float32 between steps, as torch keeps
+    them): the parameter, its running average, η and μ."""
+    p = p.astype(np.float64)
+    ax, eta, mu = np.zeros_like(p), float(np.float32(lr)), 1.0
+    for t in range(1, steps + 1):
+        g = grads_of(p, t - 1) * (-1 if maximize else 1) + weight_decay * p
+        p = p * (1 - lambd * eta) - eta * g
+        ax = ax + (p - ax) * mu if mu != 1 else p.copy()
+        eta = float(np.float32(lr / (1 + lambd * lr * t) ** alpha))
+        mu = float(np.float32(1 / max(1, t - t0)))
+    return p, ax, eta, mu
+
+
+def test_asgd_steps_and_averages_as_torch_documents_it():
+    rng = np.random.default_rng(5)
+    p0 = rng.standard_normal((3, 4)).astype(np.float32)
+    targets = [rng.standard_normal((3, 4)).astype(np.float32) for _ in range(6)]
+    for kwargs in ({}, dict(lr=0.1, lambd=0.01, alpha=0.5, t0=2, weight_decay=0.1), dict(maximize=True, t0=0)):
+        p = tessel.tensor(p0, requires_grad=True)
+        opt = tessel.optim.ASGD([p], **kwargs)
+        for t in targets:
+            opt.zero_grad()
+            ((p - tessel.tensor(t)) ** 2).sum().backward()
+            opt.step()
+        want_p, want_ax, want_eta, want_mu = asgd_reference(p0, lambda q, i: 2 * (q - targets[i]), 6, **kwargs)
+        np.testing.assert_allclose(p.detach().numpy(), want_p, rtol=1e-5, atol=1e-6, err_msg=str(kwargs))
+        np.testing.assert_allclose(opt.state[p]["ax"].numpy(), want_ax, rtol=1e-5, atol=1e-6, err_msg=str(kwargs))
+        assert opt.state[p]["eta"].item() == pytest.approx(want_eta) and opt.state[p]["mu"].item() == want_mu
+
+
 def test_builtin_optimizers_expose_their_buffers_as_state():
     model = make()
     opt = tessel.optim.AdamW(model.parameters(), lr=0.1)

@@ -595,5 +595,6 @@ class Adadelta(Optimizer):
 
 from ._muon import Muon  # noqa: E402 (a Python subclass of Optimizer above)
 from ._rprop import Rprop  # noqa: E402 (likewise)
+from ._asgd import ASGD  # noqa: E402 (likewise)
 from . import swa_utils  # noqa: E402,F401 (AveragedModel: SWA and EMA of a model)
 
