@@ -128,6 +128,22 @@ class Optimizer:
             out[params[pid]] = entry
         return out
 
+    @staticmethod
+    def _closure_loss(closure):
+        """torch's step(closure): the closure recomputes the loss (and gradients) with grad mode on."""
+        if closure is None:
+            return None
+        with _C._GradMode(True):
+            return closure()
+
+    def _gradients(self):
+        """(group, parameter, gradient) for each parameter that has one, the gradient negated where the group
+        maximizes: the loop a Python subclass's step() runs (under no_grad)."""
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    yield group, p, (-p.grad if group.get("maximize") else p.grad)
+
     def step(self, closure=None):
         if self._python:
             raise NotImplementedError("%s.step: an Optimizer subclass defines its own step()" % type(self).__name__)

@@ -20,35 +20,28 @@ class ASGD(Optimizer):
 
     def step(self, closure=None):
         from .._tensor import zeros_like
-        loss = None
-        if closure is not None:
-            with _C._GradMode(True):
-                loss = closure()
+        loss = self._closure_loss(closure)
         with _C._GradMode(False):
-            for group in self.param_groups:
+            for group, p, grad in self._gradients():
                 lr, lambd, alpha, t0 = group["lr"], group["lambd"], group["alpha"], group["t0"]
-                for p in group["params"]:
-                    if p.grad is None:
-                        continue
-                    grad = -p.grad if group["maximize"] else p.grad
-                    state = self.state[p]
-                    if len(state) == 0:
-                        state["step"] = _C._full([], 0.0, _C.dtype.float32)
-                        state["eta"] = _C._full([], float(lr), _C.dtype.float32)
-                        state["mu"] = _C._full([], 1.0, _C.dtype.float32)
-                        state["ax"] = zeros_like(p)
-                    state["step"].add_(1)
-                    if group["weight_decay"] != 0:
-                        grad = grad + p * group["weight_decay"]
-                    eta = float(state["eta"].item())
-                    p.mul_(1 - lambd * eta)
-                    p.add_(grad, alpha=-eta)
-                    mu = float(state["mu"].item())
-                    if mu != 1:
-                        state["ax"].add_((p - state["ax"]) * mu)
-                    else:
-                        state["ax"].copy_(p)
-                    step = float(state["step"].item())
-                    state["eta"].fill_(float(np.float32(lr / ((1 + lambd * lr * step) ** alpha))))
-                    state["mu"].fill_(float(np.float32(1 / max(1, step - t0))))
+                state = self.state[p]
+                if len(state) == 0:
+                    state["step"] = _C._full([], 0.0, _C.dtype.float32)
+                    state["eta"] = _C._full([], float(lr), _C.dtype.float32)
+                    state["mu"] = _C._full([], 1.0, _C.dtype.float32)
+                    state["ax"] = zeros_like(p)
+                state["step"].add_(1)
+                if group["weight_decay"] != 0:
+                    grad = grad + p * group["weight_decay"]
+                eta = float(state["eta"].item())
+                p.mul_(1 - lambd * eta)
+                p.add_(grad, alpha=-eta)
+                mu = float(state["mu"].item())
+                if mu != 1:
+                    state["ax"].add_((p - state["ax"]) * mu)
+                else:
+                    state["ax"].copy_(p)
+                step = float(state["step"].item())
+                state["eta"].fill_(float(np.float32(lr / ((1 + lambd * lr * step) ** alpha))))
+                state["mu"].fill_(float(np.float32(1 / max(1, step - t0))))
         return loss

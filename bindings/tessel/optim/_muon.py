@@ -70,25 +70,18 @@ class Muon(Optimizer):
                                      % (tuple(p.shape),))
 
     def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            with _C._GradMode(True):
-                loss = closure()
+        from .._tensor import zeros_like
+        loss = self._closure_loss(closure)
         with _C._GradMode(False):
-            for group in self.param_groups:
+            for group, p, g in self._gradients():
                 lr, momentum = group["lr"], group["momentum"]
-                for p in group["params"]:
-                    g = p.grad
-                    if g is None:
-                        continue
-                    state = self.state[p]
-                    if "momentum_buffer" not in state:
-                        from .._tensor import zeros_like
-                        state["momentum_buffer"] = zeros_like(g)
-                    buf = state["momentum_buffer"]
-                    buf.lerp_(g, 1 - momentum)
-                    update = g.lerp(buf, momentum) if group["nesterov"] else buf
-                    update = _newton_schulz(update, group["ns_coefficients"], group["ns_steps"], group["eps"])
-                    p.mul_(1 - lr * group["weight_decay"])
-                    p.add_(update.to(p.dtype), alpha=-_adjusted_lr(lr, group["adjust_lr_fn"], p.shape))
+                state = self.state[p]
+                if "momentum_buffer" not in state:
+                    state["momentum_buffer"] = zeros_like(g)
+                buf = state["momentum_buffer"]
+                buf.lerp_(g, 1 - momentum)
+                update = g.lerp(buf, momentum) if group["nesterov"] else buf
+                update = _newton_schulz(update, group["ns_coefficients"], group["ns_steps"], group["eps"])
+                p.mul_(1 - lr * group["weight_decay"])
+                p.add_(update.to(p.dtype), alpha=-_adjusted_lr(lr, group["adjust_lr_fn"], p.shape))
         return loss

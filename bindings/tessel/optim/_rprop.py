@@ -16,30 +16,22 @@ class Rprop(Optimizer):
 
     def step(self, closure=None):
         from .._tensor import full_like, zeros_like
-        loss = None
-        if closure is not None:
-            with _C._GradMode(True):
-                loss = closure()
+        loss = self._closure_loss(closure)
         where = _C._functional.where
         with _C._GradMode(False):
-            for group in self.param_groups:
-                etaminus, etaplus = group["etas"]
-                lo, hi = group["step_sizes"]
-                for p in group["params"]:
-                    if p.grad is None:
-                        continue
-                    grad = -p.grad if group["maximize"] else p.grad
-                    state = self.state[p]
-                    if len(state) == 0:
-                        state["step"] = _C._full([], 0.0, _C.dtype.float32)
-                        state["prev"] = zeros_like(p)
-                        state["step_size"] = full_like(grad, group["lr"])
-                    state["step"].add_(1)
-                    sign = (grad * state["prev"]).sign()
-                    factor = where(sign > 0, _C._full([], etaplus, sign.dtype),
-                                   where(sign < 0, _C._full([], etaminus, sign.dtype), sign * 0 + 1))
-                    state["step_size"].mul_(factor).clamp_(lo, hi)
-                    grad = where(sign < 0, grad * 0, grad)  # a flipped sign: no step, and no memory of it
-                    p.addcmul_(grad.sign(), state["step_size"], value=-1)
-                    state["prev"].copy_(grad)
+            for group, p, grad in self._gradients():
+                (etaminus, etaplus), (lo, hi) = group["etas"], group["step_sizes"]
+                state = self.state[p]
+                if len(state) == 0:
+                    state["step"] = _C._full([], 0.0, _C.dtype.float32)
+                    state["prev"] = zeros_like(p)
+                    state["step_size"] = full_like(grad, group["lr"])
+                state["step"].add_(1)
+                sign = (grad * state["prev"]).sign()
+                factor = where(sign > 0, _C._full([], etaplus, sign.dtype),
+                               where(sign < 0, _C._full([], etaminus, sign.dtype), sign * 0 + 1))
+                state["step_size"].mul_(factor).clamp_(lo, hi)
+                grad = where(sign < 0, grad * 0, grad)  # a flipped sign: no step, and no memory of it
+                p.addcmul_(grad.sign(), state["step_size"], value=-1)
+                state["prev"].copy_(grad)
         return loss
