@@ -361,6 +361,28 @@ def test_asgd_steps_and_averages_as_torch_documents_it():
         assert opt.state[p]["eta"].item() == pytest.approx(want_eta) and opt.state[p]["mu"].item() == want_mu
 
 
+def test_swalr_anneals_each_group_to_its_swa_lr_as_torch():
+    from tessel.optim.swa_utils import SWALR
+    want = {  # torch 2.15's lrs of the two groups after each of 6 steps (group 0 from lr 1.0, group 1 from 0.5)
+        (0.05, 3, "cos"): [[0.7625, 0.3875], [0.2875, 0.1625], [0.05, 0.05], [0.05, 0.05], [0.05, 0.05],
+                           [0.05, 0.05]],
+        (0.01, 4, "linear"): [[0.7525, 0.3775], [0.505, 0.255], [0.2575, 0.1325], [0.01, 0.01], [0.01, 0.01],
+                              [0.01, 0.01]],
+        (0.2, 0, "cos"): [[0.2, 0.2]] * 6}
+    for (swa_lr, epochs, strategy), lrs in want.items():
+        p, q = tessel.zeros(1, requires_grad=True), tessel.zeros(1, requires_grad=True)
+        opt = tessel.optim.SGD([{"params": [p]}, {"params": [q], "lr": 0.5}], lr=1.0)
+        sched = SWALR(opt, swa_lr=swa_lr, anneal_epochs=epochs, anneal_strategy=strategy)
+        got = []
+        for _ in range(6):
+            opt.step()
+            sched.step()
+            got.append([g["lr"] for g in opt.param_groups])
+        np.testing.assert_allclose(got, lrs, rtol=1e-7, err_msg=str((swa_lr, epochs, strategy)))
+    with pytest.raises(ValueError, match="anneal_strategy must be one of 'cos' or 'linear'"):
+        SWALR(tessel.optim.SGD([tessel.zeros(1, requires_grad=True)], lr=1.0), swa_lr=0.1, anneal_strategy="exp")
+
+
 def test_builtin_optimizers_expose_their_buffers_as_state():
     model = make()
     opt = tessel.optim.AdamW(model.parameters(), lr=0.1)

@@ -1,5 +1,5 @@
 """tessel.optim.swa_utils: torch.optim.swa_utils' AveragedModel (stochastic weight averaging and exponential moving
-averages of a model's parameters), the averaging functions, and update_bn.
+averages of a model's parameters), the averaging functions, update_bn and the SWALR schedule.
 
     ema = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(0.999))
     ...; opt.step(); ema.update_parameters(model)
@@ -12,9 +12,11 @@ otherwise they are copied from the model at each update, as torch.
 """
 import copy
 import itertools
+import math
 
 from .. import _C
 from ..nn.modules import Module
+from .lr_scheduler import LRScheduler
 
 
 def get_ema_multi_avg_fn(decay=0.999):
@@ -119,3 +121,39 @@ def update_bn(loader, model, device=None):
     for m in norms:
         m.momentum = momenta[m]
     model.train(was_training)
+
+
+class SWALR(LRScheduler):
+    """torch's SWALR: each group's lr moves to its swa_lr over anneal_epochs steps (cosine or linear), then stays;
+    the interpolation restarts from the lr the previous step set, as torch's, so other schedulers' changes carry
+    over."""
+
+    def __init__(self, optimizer, swa_lr, anneal_epochs=10, anneal_strategy="cos", last_epoch=-1):
+        swa_lrs = list(swa_lr) if isinstance(swa_lr, (list, tuple)) else [swa_lr] * len(optimizer.param_groups)
+        if len(swa_lrs) != len(optimizer.param_groups):
+            raise ValueError("swa_lr must have the same length as optimizer.param_groups: swa_lr has %d, "
+                             "optimizer.param_groups has %d" % (len(swa_lrs), len(optimizer.param_groups)))
+        for value, group in zip(swa_lrs, optimizer.param_groups):
+            group["swa_lr"] = value
+        if anneal_strategy not in ("cos", "linear"):
+            raise ValueError("anneal_strategy must be one of 'cos' or 'linear', instead got %s" % anneal_strategy)
+        if not isinstance(anneal_epochs, int) or anneal_epochs < 0:
+            raise ValueError("anneal_epochs must be equal or greater than 0, got %s" % anneal_epochs)
+        self._anneal_strategy, self.anneal_epochs = anneal_strategy, anneal_epochs
+        super().__init__(optimizer, last_epoch)
+
+    def _anneal(self, t):
+        return t if self._anneal_strategy == "linear" else (1 - math.cos(math.pi * t)) / 2
+
+    def get_lr(self):
+        step = self._step_count - 1
+        if self.anneal_epochs == 0:
+            step = max(1, step)
+        prev_alpha = self._anneal(max(0, min(1, (step - 1) / max(1, self.anneal_epochs))))
+        alpha = self._anneal(max(0, min(1, step / max(1, self.anneal_epochs))))
+        lrs = []
+        for group in self.optimizer.param_groups:
+            lr, swa_lr = group["lr"], group["swa_lr"]
+            start = swa_lr if prev_alpha == 1 else (lr - prev_alpha * swa_lr) / (1 - prev_alpha)
+            lrs.append(swa_lr * alpha + start * (1 - alpha))
+        return lrs
