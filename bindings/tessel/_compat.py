@@ -445,7 +445,7 @@ def _topk(self, k, dim=-1, largest=True, sorted=True):
     if not 0 <= k <= self.shape[dim]:
         raise RuntimeError("selected index k out of range")
     from ._tensor import _indices_like
-    order = np.ascontiguousarray(np.take(_sort_order(self, dim, largest), np.arange(k), axis=dim))
+    order = np.take(_sort_order(self, dim, largest), np.arange(k), axis=dim)
     values = _gather(self, dim, order)
     return values_indices(values, _indices_like(values, order))
 

@@ -117,10 +117,6 @@ def cross(input, other, dim=None):
     return _C._functional.stack([a2 * b3 - a3 * b2, a3 * b1 - a1 * b3, a1 * b2 - a2 * b1], dim % len(shape))
 
 
-def linalg_cross(input, other, *, dim=-1):
-    return cross(input, other, dim)
-
-
 def dist(input, other, p=2):
     return (input - other).norm(p)
 
@@ -179,7 +175,7 @@ def _running_best(x, dim, larger):
         take = nan_col | (~nan_best & ((col >= best) if larger else (col <= best)))
         best = np.where(take, col, best)
         idx[..., j] = np.where(take, j, idx[..., j - 1])
-    index = _tensor(np.ascontiguousarray(np.moveaxis(idx, -1, dim)))
+    index = _tensor(np.moveaxis(idx, -1, dim))
     return _values_indices(x.gather(dim, index), index)
 
 
@@ -204,7 +200,7 @@ def mode(x, dim=-1, keepdim=False):
         value = values[np.argmax(counts)]  # np.unique sorts: the first of the most frequent is the smallest
         picks[r] = np.nonzero(row == value)[0][-1]
     idx = picks.reshape(a.shape[:-1] + (1,))
-    index = _tensor(np.ascontiguousarray(np.moveaxis(idx, -1, d)))
+    index = _tensor(np.moveaxis(idx, -1, d))
     values = x.gather(d, index)
     if not keepdim:
         values, index = values.squeeze(d), index.squeeze(d)
@@ -300,8 +296,7 @@ def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"
 def _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, dims):
     from .nn import _conv_ops
     pool = _conv_ops.avg_pool1d if dims == 1 else _conv_ops.avg_pool2d
-    window = kernel_size if isinstance(kernel_size, builtins.int) else int(np.prod(kernel_size))
-    window = window ** dims if isinstance(kernel_size, builtins.int) else window
+    window = kernel_size ** dims if isinstance(kernel_size, builtins.int) else int(np.prod(kernel_size))
     out = pool(input.pow(norm_type), kernel_size, stride, 0, ceil_mode)
     return (out.sign() * out.abs().relu() * window).pow(1.0 / norm_type)  # torch's form (sign: odd norms)
 
@@ -411,20 +406,19 @@ def _type(self, dtype=None, non_blocking=False):
     return self.to(dtype)
 
 
-def trapezoid(y, x=None, *, dx=None, dim=-1):
+def _trapezoids(y, x, dx, dim):
+    """The area of each trapezoid between consecutive samples of y along dim (widths from x, else dx or 1)."""
     n = y.shape[dim]
-    left, right = y.narrow(dim, 0, n - 1), y.narrow(dim, 1, n - 1)
-    if x is None:
-        return ((left + right) * (0.5 * (1.0 if dx is None else dx))).sum(dim)
-    widths = x.narrow(-1, 1, n - 1) - x.narrow(-1, 0, n - 1)
-    return ((left + right) * 0.5 * widths).sum(dim)
+    width = (x.narrow(-1, 1, n - 1) - x.narrow(-1, 0, n - 1)) if x is not None else (1.0 if dx is None else dx)
+    return (y.narrow(dim, 0, n - 1) + y.narrow(dim, 1, n - 1)) * 0.5 * width
+
+
+def trapezoid(y, x=None, *, dx=None, dim=-1):
+    return _trapezoids(y, x, dx, dim).sum(dim)
 
 
 def cumulative_trapezoid(y, x=None, *, dx=None, dim=-1):
-    n = y.shape[dim]
-    left, right = y.narrow(dim, 0, n - 1), y.narrow(dim, 1, n - 1)
-    step = (x.narrow(-1, 1, n - 1) - x.narrow(-1, 0, n - 1)) if x is not None else (1.0 if dx is None else dx)
-    return ((left + right) * 0.5 * step).cumsum(dim)
+    return _trapezoids(y, x, dx, dim).cumsum(dim)
 
 
 def vander(x, N=None, increasing=False):

@@ -16,6 +16,11 @@ def _extra():
     return _extra
 
 
+def _composed():
+    from . import _composed
+    return _composed
+
+
 def _replaced(self, value):
     """value, still connected to self's graph with a zero gradient (torch's fill_/zero_/copy_ keep
     requires_grad on a tensor that had it)."""
@@ -46,8 +51,8 @@ _OUT_OF_PLACE = {
     "trunc_": lambda self: self.trunc(),
     "reciprocal_": lambda self: self.reciprocal(),
     "log_": lambda self: self.log(),
-    "addcmul_": lambda self, tensor1, tensor2, value=1: self + value * tensor1 * tensor2,
-    "addcdiv_": lambda self, tensor1, tensor2, value=1: self + value * tensor1 / tensor2,
+    "addcmul_": lambda self, tensor1, tensor2, value=1: _composed().addcmul(self, tensor1, tensor2, value=value),
+    "addcdiv_": lambda self, tensor1, tensor2, value=1: _composed().addcdiv(self, tensor1, tensor2, value=value),
     "index_add_": lambda self, dim, index, source, alpha=1: _extra().index_add(self, dim, index, source, alpha=alpha),
     "scatter_": lambda self, *a, **k: self.scatter(*a, **k),
     "scatter_add_": lambda self, *a, **k: self.scatter_add(*a, **k),

@@ -55,7 +55,7 @@ def _host_pow(base, exponent, dtype):
     a, b = arr(base), arr(exponent)
     if not np.issubdtype(compute, np.floating) and np.any(b < 0):
         raise RuntimeError("Integers to negative integer powers are not allowed.")
-    out = _C._from_numpy(np.asarray(np.power(a, b), dtype=compute, order="C"))  # 0-d stays 0-d
+    out = _C._from_numpy(np.asarray(np.power(a, b), dtype=compute))  # (_from_numpy keeps a 0-d result 0-d)
     return out if out.dtype == dtype else out.to(dtype)
 
 
@@ -114,23 +114,16 @@ def pow(input, exponent):  # noqa: A001 (torch.pow)
 TORCH_FUNCTIONS["pow"] = pow
 
 
-_cpp_pow, _cpp_pow_method = _C.Tensor.__pow__, _C.Tensor.pow
-
-
-def _tensor_pow(self, exponent):
+def _integer_aware(cpp_pow):
     """Tensor ** exponent / Tensor.pow: the C++ op, except for an integer or bool tensor raised to a number
     (torch gives an integer tensor for an integer exponent), which takes the host path above."""
-    if not self.dtype.is_floating_point and not isinstance(exponent, Tensor):
-        return pow(self, exponent)
-    return _cpp_pow(self, exponent)
+    def tensor_pow(self, exponent):
+        if not self.dtype.is_floating_point and not isinstance(exponent, Tensor):
+            return pow(self, exponent)
+        return cpp_pow(self, exponent)
+    return tensor_pow
 
 
-def _tensor_pow_method(self, exponent):
-    if not self.dtype.is_floating_point and not isinstance(exponent, Tensor):
-        return pow(self, exponent)
-    return _cpp_pow_method(self, exponent)
-
-
-_C.Tensor.__pow__ = _tensor_pow
-_C.Tensor.pow = _tensor_pow_method
+_C.Tensor.__pow__ = _integer_aware(_C.Tensor.__pow__)
+_C.Tensor.pow = _integer_aware(_C.Tensor.pow)
 

@@ -486,14 +486,20 @@ def _recorded_setitem(self, idx, value):
     _inplace._recorded(self, "t[...] = value", _written(self, idx, value))
 
 
+def _positions(self, idx):
+    """The flat (row-major) positions self[idx] selects, laid out as the result: numpy's indexing of an arange,
+    whose basic and advanced rules are torch's."""
+    host = lambda i: i.numpy() if isinstance(i, Tensor) else i  # noqa: E731
+    return np.arange(self.numel(), dtype=np.int64).reshape(tuple(self.shape))[
+        tuple(host(i) for i in idx) if isinstance(idx, tuple) else host(idx)]
+
+
 def _written(self, idx, value):
     """self with value written at self[idx], out of place: where(written positions, value placed by an
     index-add, self). The positions are numpy's for the same subscript (its basic and advanced indexing lay
     results out as torch's); a position listed twice takes the last value, as numpy's and torch's CPU writes."""
     numel = self.numel()
-    host = lambda i: i.numpy() if isinstance(i, Tensor) else i  # noqa: E731
-    positions = np.arange(numel, dtype=np.int64).reshape(tuple(self.shape))[
-        tuple(host(i) for i in idx) if isinstance(idx, tuple) else host(idx)]
+    positions = _positions(self, idx)
     value = value if isinstance(value, Tensor) else _C._full([], builtins.float(value), self.dtype)
     rows = value.to(self.dtype).expand(*positions.shape).reshape(-1, 1)
     flat = positions.reshape(-1)
@@ -546,11 +552,10 @@ def _index_put_(self, indices, values, accumulate=False):
     recorded = _C.is_grad_enabled() and (self.requires_grad or values.requires_grad)
     if recorded:
         _inplace._check_recordable(self, "index_put_")
-    numel = self.numel()
-    positions = np.arange(numel, dtype=np.int64).reshape(tuple(self.shape))[
-        tuple(i.numpy() if isinstance(i, Tensor) else i for i in idx)]
+    positions = _positions(self, idx)
     rows = values.to(self.dtype).expand(*positions.shape).reshape(-1, 1).contiguous()
-    added = self + _C._functional._index_add_rows(rows, tensor(positions.reshape(-1)), numel).reshape(*self.shape)
+    added = self + _C._functional._index_add_rows(rows, tensor(positions.reshape(-1)), self.numel()).reshape(
+        *self.shape)
     if recorded:
         return _inplace._recorded(self, "index_put_", added)
     with _C._GradMode(False):

@@ -96,7 +96,7 @@ def _host(x, name):
 
 
 def _back(a, like):
-    out = _C._from_numpy(np.asarray(a, order="C"))  # (np.ascontiguousarray makes a 0-d result 1-d: det's)
+    out = _C._from_numpy(np.asarray(a))  # any layout; keeps a 0-d result 0-d (np.ascontiguousarray made det's 1-d)
     return out.to(like.dtype) if out.dtype != like.dtype and like.dtype.is_floating_point else out
 
 

@@ -160,7 +160,7 @@ class FullyShardedDataParallel(Module):
         self.cpu_offload = cpu_offload or CPUOffload()
         self.backward_prefetch, self.forward_prefetch = backward_prefetch, forward_prefetch
         self.limit_all_gathers, self._use_orig_params = limit_all_gathers, use_orig_params
-        self.process_group = mesh.get_group(mesh.ndim - 1) if mesh.ndim > 1 else mesh.get_group()
+        self.process_group = mesh.get_group(mesh.ndim - 1)  # the shard dim's group (HSDP: the last dim)
         self.rank, self.world_size = dist.get_rank(), get_world_size()
         self._device_mesh = mesh
         self._settings = StateDictSettings(StateDictType.FULL_STATE_DICT, FullStateDictConfig(),
