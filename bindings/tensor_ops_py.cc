@@ -20,10 +20,12 @@
 #include "core/ops/matmul.h"
 #include "core/ops/reduction.h"
 #include "core/ops/softmax.h"
+#include "core/ops/strided_view.h"
 #include "core/ops/ternary.h"
 #include "core/ops/unary.h"
 #include "core/ops/view.h"
 #include "core/tensor/factory.h"
+#include "core/tensor/tensor_impl.h"
 #include "dtensor/dtensor.h"
 
 namespace tessel::bindings {
@@ -298,6 +300,27 @@ void BindViews(py::class_<Tensor>& c) {
            py::arg("dim"), py::arg("start"), py::arg("length"))
       .def("select", [](const Tensor& x, int64_t d, int64_t i) { return NoGil([&] { return Select(x, d, i); }); },
            py::arg("dim"), py::arg("index"))
+      // torch's as_strided view and view bookkeeping (core/ops/strided_view.h): _base is the root base a view
+      // aliases (None for a tensor that is not a view), _record_in_place the write autograd records through a
+      // view or a shared base (tessel/_inplace.py).
+      .def("as_strided", [](const Tensor& x, std::vector<int64_t> size, std::vector<int64_t> stride,
+                            std::optional<int64_t> storage_offset) {
+        return NoGil([&] { return AsStrided(x, size, stride, storage_offset); });
+      }, py::arg("size"), py::arg("stride"), py::arg("storage_offset") = py::none())
+      .def("storage_offset", [](const Tensor& x) {
+        TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, !x.is_distributed(), "storage_offset: a DTensor of shape ",
+                          ShapeStr(x.sizes()), " has no storage; call to_local() first");
+        return x.storage_offset();
+      })
+      .def("_is_view", [](const Tensor& x) { return x.impl()->view_base() != nullptr; })
+      .def_property_readonly("_base", [](const Tensor& x) -> py::object {
+        const std::shared_ptr<TensorImpl>& base = x.impl()->view_base();
+        return base == nullptr ? py::none() : py::cast(Tensor(base));
+      })
+      .def("_has_views", [](const Tensor& x) { return !x.impl()->LiveViews().empty(); })
+      .def("_record_in_place", [](const Tensor& self, const Tensor& result) {
+        NoGil([&] { RecordInPlace(self, result); });
+      }, py::arg("result"))
       .def("_slice", [](const Tensor& x, int64_t d, int64_t s, int64_t e, int64_t step) {
         return NoGil([&] { return Slice(x, d, s, e, step); });
       })

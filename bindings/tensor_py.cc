@@ -267,7 +267,7 @@ void BindCreation(py::module_& m) {
 // torch's grad_fn class names: an op's node "linear_gelu" reads "LinearGeluBackward0"; nodes that already
 // carry a torch-style name (custom Functions' "<Class>Backward", "AccumulateGrad") keep it.
 std::string TorchNodeName(const std::string& name) {
-  if (name == "AccumulateGrad") return "torch::autograd::AccumulateGrad";
+  if (name == "AccumulateGrad" || name == "CopySlices") return "torch::autograd::" + name;
   if (name.find("Backward") != std::string::npos) return name;
   // tessel ops whose torch counterpart has another name (the rest read the same, camel-cased).
   static const auto* renamed = new std::map<std::string, std::string>{
@@ -338,7 +338,10 @@ void BindTensor(py::module_& m) {
         if (dim) return py::int_(t.size(*dim));
         return py::tuple(py::cast(t.sizes()));
       }, py::arg("dim") = py::none())
-      .def("stride", [](const Tensor& t) { return py::tuple(py::cast(t.strides())); })
+      .def("stride", [](const Tensor& t, std::optional<int64_t> dim) -> py::object {
+        if (dim) return py::int_(t.strides()[static_cast<size_t>(NormalizeDim(*dim, t.dim(), "stride"))]);
+        return py::tuple(py::cast(t.strides()));
+      }, py::arg("dim") = py::none())
       .def("dim", &Tensor::dim)
       .def_property_readonly("ndim", &Tensor::dim)
       .def("numel", &Tensor::numel)

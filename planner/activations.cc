@@ -36,8 +36,7 @@ int64_t TesselExtraBytes(const ModelSpec& m, const Layout& l, int64_t stage) {
   const int64_t seq_divisor = l.sequence_parallel ? l.tp : 1;
   int64_t bytes = 0;
   if (stage == 0) {
-    bytes += 2 * e * sb * h / seq_divisor + 8 * l.seq_len;  // wte's output, block 0's input; positions
-    if (m.learned_positions) bytes += e * l.seq_len * h / seq_divisor;  // wpe's output, once per microbatch
+    bytes += e * sb * h / seq_divisor + 8 * l.seq_len;  // block 0's input; positions
   }
   if (stage == l.pp - 1) bytes += LnFBytes(m, l) + 4;  // ln_f's output and statistics; the loss
   return bytes;
@@ -46,22 +45,20 @@ int64_t TesselExtraBytes(const ModelSpec& m, const Layout& l, int64_t stage) {
 // Tessel's nn::GPT: transients of one microbatch's backward (see activations.h). A GELU block's, in its
 // MLP's output projection: the weight gradient (an activation until accumulated into .grad), the GELU
 // output's gradient, and the gradient flowing in (the residual stream's, on the sequence shard under SP,
-// plus under SP its all-gathered copy), less the MLP's output and the block's output, which the residual
-// add's backward has freed (at tp 1 and F = 4h: e·hF + 3·e·sbh). SwiGLU's moment stays below the head's
-// where measured.
+// plus under SP its all-gathered copy), less the block's output, freed by then (at tp 1 and F = 4h:
+// e·hF + 4·e·sbh). SwiGLU's moment stays below the head's where measured.
 int64_t TesselBlockMomentBytes(const ModelSpec& m, const Layout& l) {
-  if (m.swiglu) return 0;
   const int64_t sb = l.seq_len * l.MicroBatchSize(), e = ElementSize(l.param_dtype), h = m.d_model;
   const bool sp = l.sequence_parallel && l.tp > 1;
   const int64_t sbh_seq = e * sb * h / (sp ? l.tp : 1), f_local = m.ffn_hidden / l.tp;
   const int64_t grad_in = sbh_seq + (sp ? e * sb * h : 0);
-  return e * h * f_local + e * sb * f_local + grad_in - 2 * sbh_seq;
+  // SwiGLU's is taken as GELU's (its product's backward keeps more, unmodeled: activations.h).
+  return e * h * f_local + e * sb * f_local + grad_in - sbh_seq;
 }
 
 // The last block's backward on the last stage: ln_f and the head are freed; a tied head's weight
 // gradient stays live (an activation) until the embedding's adds to it.
 int64_t TesselLastBlockMomentBytes(const ModelSpec& m, const Layout& l) {
-  if (m.swiglu) return 0;
   const int64_t tied = m.tie_embeddings ? ElementSize(l.param_dtype) * HeadVocab(m, l) * m.d_model : 0;
   return TesselBlockMomentBytes(m, l) - LnFBytes(m, l) + tied;
 }
@@ -95,7 +92,7 @@ BlockTerms Terms(const ModelSpec& m, const Layout& l) {
   t.attention_core = m.flash_attention ? 4 * a * s * b : (e + (m.dropout ? 1 + e : 0)) * a * s * s * b;
   t.block_input = e * sbh;
   if (m.saved == ModelSpec::SavedTensors::kTessel) {
-    t.sequence_region += 2 * e * sbh + 2 * NormStatBytes(m) * s * b;
+    t.sequence_region += 2 * NormStatBytes(m) * s * b;
     // The output projection reads a [B, T, C] copy of the attention's [B, H, T, D] output, unless the
     // rank runs one head (then the transpose is already contiguous and the reshape is a view).
     if (a / l.tp > 1) t.tp_region += e * sbh;
@@ -144,14 +141,14 @@ int64_t ActivationsBytes(const ModelSpec& m, const Layout& l, int64_t stage) {
   const int64_t working_set = l.ac == ActivationCheckpointing::kFull && blocks > 0 ? Divided(Terms(m, l), l, true) : 0;
   if (m.saved != ModelSpec::SavedTensors::kTessel) return bytes + working_set;
   // Tessel's GPT: the moment of one microbatch's backward, or under full checkpointing the block being
-  // recomputed (its full set) with that block's backward transient — three activation gradients, or on
+  // recomputed (its full set) with that block's backward transient — four activation gradients, or on
   // the last stage the last block's moment — whichever is larger (cross-entropy's and the head's
   // moments end before any block is recomputed).
   const int64_t e = ElementSize(l.param_dtype), sb = l.seq_len * l.MicroBatchSize();
   int64_t moment = TesselBackwardMomentBytes(m, l, stage);
   if (working_set > 0) {
     // (SwiGLU's last-block moment is not modeled: there the whole stage moment is added, an upper bound.)
-    const int64_t block_grads = stage < l.pp - 1 ? 3 * e * sb * m.d_model / (l.sequence_parallel ? l.tp : 1)
+    const int64_t block_grads = stage < l.pp - 1 ? 4 * e * sb * m.d_model / (l.sequence_parallel ? l.tp : 1)
                                 : m.swiglu   ? moment
                                              : TesselLastBlockMomentBytes(m, l);
     moment = std::max(moment, working_set + block_grads);

@@ -17,12 +17,12 @@
 //   attention core (÷ t): eager: softmax output e·as²b, with dropout its mask as²b and output e·as²b;
 //     flash attention: only the fp32 log-sum-exp, 4·asb
 // Tessel's own saved tensors (ModelSpec::SavedTensors::kTessel, nn::GPT's ops as they are), on top:
-// the residual adds keep both branch outputs (+2·e·sbh, sequence region), the attention keeps its
+// the residual adds keep nothing (their gradients need only shapes), the attention keeps its
 // output and the [B, T, C] copy the output projection reads (+e·sbh, tp region; none when the rank runs
 // one head: the reshape is then a view), and each norm its
 // fp32 statistics (LayerNorm mean and rstd 8·sb, RMSNorm 4·sb; a norm keeps its statistics, not its
-// output). Outside the blocks: on the first stage wte's output and block 0's input (2·e·sbh), wpe's
-// output (e·s·h per microbatch, ÷ t with SP) and the int64 positions (8·s); on the last stage the
+// output). Outside the blocks: on the first stage block 0's input (e·sbh) and the int64 positions (8·s)
+// (the embeddings' outputs are only added); on the last stage the
 // head's input (ln_f's output; under SP its all-gathered copy, whole) and ln_f's statistics, the loss
 // (4 B), and the largest of three backward moments: cross-entropy's (the logits and their gradient,
 // 2·e·sbV, on the rank's vocab piece under loss parallelism, which reads the logits in place),
@@ -30,11 +30,11 @@
 // activation until accumulated into .grad — e·V·h/t, and its input's gradient e·sbh), and, for a GELU
 // MLP, the last block's (ln_f and the head freed; in the MLP's output projection the weight gradient
 // e·h·F/t, the GELU output's gradient e·sbF/t and the incoming gradient e·sbh/d — under SP plus its
-// all-gathered copy e·sbh — live, the MLP's and the block's outputs freed, −2·e·sbh/d, where d = t
-// with SP, else 1: at t = 1, e·h·F + 3·e·sbh; with tied embeddings also the head's weight gradient
-// e·V·h/t, kept until the embedding's gradient is added to it). SwiGLU's
-// last-block moment is not modeled: it sets the peak only for small vocabularies, where the ledger
-// is under-counted by up to 5% (V 61, h 32; exact at V 256, h 128). A backward moment is a transient
+// all-gathered copy e·sbh — live, the block's output freed, −e·sbh/d, where d = t with SP, else 1: at
+// t = 1, e·h·F + 4·e·sbh; with tied embeddings also the head's weight gradient e·V·h/t, kept until the
+// embedding's gradient is added to it). SwiGLU's last-block moment is taken as GELU's (its product's
+// backward keeps more): it sets the peak only for small vocabularies, where the ledger is under-counted
+// by up to 6% (V 61, h 32; exact at V 256, h 128). A backward moment is a transient
 // of one microbatch: it is counted once per stage, not per microbatch in flight; on the other stages
 // of a pipeline it is the GELU block's own (the same terms, ln_f's not subtracted:
 // tests/planner_grid_test.cc holds it to measurement). With several microbatches in
@@ -48,7 +48,7 @@
 // LayerNorm / RMSNorm, batches 1-8 and vocabularies where each moment sets the peak.
 // Checkpointing: selective drops the attention core (recomputed); full keeps only the block input
 // (e·sbh, ÷ t with SP) and adds one block's full set, the working set while it is recomputed (for
-// tessel's GPT with the recomputed block's backward transient — three activation gradients 3·e·sbh,
+// tessel's GPT with the recomputed block's backward transient — four activation gradients 4·e·sbh,
 // on the last stage the last block's moment — in place of the backward moment when larger).
 // Outside the blocks, per microbatch: the embedding dropout mask (first stage, with dropout) and, on
 // the last stage, ln_f's and the head's inputs (2·e·sbh, sequence region) plus the logits (e·sbV)

@@ -36,9 +36,9 @@ TEST(ActivationsMeasuredTest, TesselSavedTensorsMatchTheMeasuredPeakToTheByte) {
 namespace tessel::planner {
 namespace {
 
-// The one moment activations.h leaves out: SwiGLU's last block with a small vocabulary. The ledger
-// under-counts there, by at most 5%, and never over-counts.
-TEST(ActivationsMeasuredTest, SwiGluWithASmallVocabularyIsUnderCountedByAtMostFivePercent) {
+// The one moment activations.h models only roughly: SwiGLU's last block with a small vocabulary (taken as
+// GELU's). The ledger under-counts there, by at most 6%, and never over-counts.
+TEST(ActivationsMeasuredTest, SwiGluWithASmallVocabularyIsUnderCountedByAtMostSixPercent) {
   const nn::GPTConfig cfg{.vocab_size = 61, .d_model = 32, .n_layers = 2, .n_heads = 2, .seq_len = 16,
                           .mlp = "swiglu", .norm = "rmsnorm"};
   for (int64_t batch : {1, 2, 4, 8}) {
@@ -48,7 +48,7 @@ TEST(ActivationsMeasuredTest, SwiGluWithASmallVocabularyIsUnderCountedByAtMostFi
     const double analytic = static_cast<double>(ActivationsBytes(FromGptConfig(cfg), l, 0));
     const double measured = static_cast<double>(MeasureGptActivations(cfg, batch));
     EXPECT_GE(measured, analytic);
-    EXPECT_LE(measured, 1.05 * analytic);
+    EXPECT_LE(measured, 1.06 * analytic);
   }
 }
 

@@ -20,30 +20,17 @@ values_indices = collections.namedtuple("max", ["values", "indices"])
 
 def _inplace_operator(name, method, out_of_place):
     """a += b: in place, as torch. Where autograd must see it (grad mode on and either operand requiring grad:
-    `h += residual` in a forward) it is recorded as tessel/_inplace.py records add_: the out-of-place result,
-    cast to a's dtype, becomes a's data and history (Tensor._rebind_), so every Python name of a sees it, as
-    in torch. That needs a to be its data's only handle; a tensor an op saved for backward (or a DTensor)
-    gets the out-of-place result as a new tensor instead (torch would write it and then raise at backward
-    if the saved value is needed), a view or the base of one raises, and so does a leaf that requires grad,
-    as torch."""
+    `h += residual` in a forward, `h[:, 0] *= 2`) it is recorded as tessel/_inplace.py records add_: a's data
+    and history become the result's, and a base or views sharing a's memory see the write with torch's
+    histories. A leaf that requires grad raises, as torch; a shared DTensor gets the out-of-place result as a
+    new tensor instead."""
     def op(self, other):
         tracked = _C.is_grad_enabled() and (self.requires_grad or (isinstance(other, Tensor) and other.requires_grad))
         if tracked:
-            if self.requires_grad and self.is_leaf:
-                raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation "
-                                   "(%s; wrap it in `with tessel.no_grad():`)" % name)
-            if self._sole_handle():
-                return _inplace._recorded(self, name, out_of_place(self, other))
-            if not self.is_distributed and not self._owns_data_exclusively():
-                # A view, or the base of one: out of place would leave the other tensor unchanged (torch
-                # writes through and rebases the view's history), so refuse instead of diverging.
-                raise RuntimeError("%s on a tensor that shares its storage with another (a view of it, its base, "
-                                   "or the copy an op saved for backward, as relu and softmax save their output: "
-                                   "torch raises at backward there) while autograd records it is not supported "
-                                   "in tessel: write `x = x %s y` or clone first"
-                                   % (name, {"__iadd__": "+", "__isub__": "-", "__imul__": "*",
-                                             "__itruediv__": "/"}[name]))
-            return out_of_place(self, other)
+            if self.is_distributed and not self._sole_handle():
+                _inplace._check_leaf(self, name)
+                return out_of_place(self, other)
+            return _inplace.record(self, name, lambda x: out_of_place(x, other))
         return method(self, other)
     op.__name__ = name
     return op
@@ -341,7 +328,7 @@ Tensor.std = _std
 
 FUNCTION_FORMS = ("sum", "mean", "var", "std", "mm", "bmm", "transpose", "reshape", "max", "min", "argmax", "argmin", "clamp",
                   "flatten", "permute", "unsqueeze", "squeeze", "chunk", "split", "norm", "pow", "amax", "neg",
-                  "masked_fill", "narrow", "select", "detach", "clone")
+                  "masked_fill", "narrow", "select", "detach", "clone", "as_strided")
 
 
 def _function_form(name):

@@ -61,10 +61,18 @@ def _diagonal_index(n_rows, n_cols, offset):
 
 
 def diagonal(x, offset=0, dim1=0, dim2=1):
-    """torch.diagonal: the diagonal over dims (dim1, dim2), appended as the last dim (a copy, not a view)."""
+    """torch.diagonal: the diagonal over dims (dim1, dim2), appended as the last dim; a view of x (as_strided), so
+    `x.diagonal().zero_()` writes x, as torch. A DTensor's is a copy (it has no strides in memory)."""
     d1, d2 = dim1 % x.ndim, dim2 % x.ndim
     if d1 == d2:
         raise RuntimeError("diagonal dimensions cannot be identical %d, %d" % (dim1, dim2))
+    if not x.is_distributed:
+        n1, n2 = x.shape[d1], x.shape[d2]
+        s1, s2 = x.stride(d1), x.stride(d2)
+        length = builtins.max(0, builtins.min(n1, n2 - offset) if offset >= 0 else builtins.min(n1 + offset, n2))
+        start = x.storage_offset() + ((offset * s2 if offset >= 0 else -offset * s1) if length > 0 else 0)
+        rest = [d for d in range(x.ndim) if d not in (d1, d2)]
+        return x.as_strided([x.shape[d] for d in rest] + [length], [x.stride(d) for d in rest] + [s1 + s2], start)
     y = movedim(x, [d1, d2], [x.ndim - 2, x.ndim - 1])
     rows, cols = _diagonal_index(y.shape[-2], y.shape[-1], offset)
     return y[(builtins.Ellipsis, _tensor(rows), _tensor(cols))]

@@ -1,10 +1,13 @@
 """In-place Tensor methods (add_, mul_, clamp_, masked_fill_, copy_, ...) recorded by autograd, as torch records
-them: where grad mode is on and the tensor or an argument requires grad, the out-of-place result is computed
-and the Python tensor is pointed at it (Tensor._rebind_), so `h = x @ w; h.add_(b); h.relu_()` trains. That is
-exactly an in-place write only while nothing else shares the tensor (Tensor._sole_handle: no view of it, no
-module holding it, no op that saved it for backward); otherwise the call raises with what to write instead
-(torch would record it, and then raise at backward if a saved tensor was overwritten). A leaf that requires
-grad refuses, as torch. Outside autograd the methods write in place as before.
+them: where grad mode is on and the tensor or an argument requires grad, the op's out-of-place result is
+computed and becomes the tensor (record()). A tensor nothing else shares (Tensor._sole_handle: no view of it, no
+module holding it, no op that saved it for backward) is simply pointed at the result (Tensor._rebind_); any other
+dense tensor gets the result written into its memory, so its base and every view see it, and the histories
+torch gives them (core/ops/strided_view.h: the base's grad_fn becomes CopySlices, the views read it through
+as_strided), so `h[:, 0] += 1`, `v = h.view(-1); v.mul_(2)`, `x.diagonal().zero_()` and `out[:, t] = f(t)` train
+as in torch, and a tensor an op saved for backward that the write changed is caught at backward, as in torch.
+A leaf that requires grad (or a view of one) refuses, as torch; a DTensor that others share raises (write the
+out-of-place form). Outside autograd the methods write in place as before.
 """
 from . import _C
 
@@ -21,11 +24,13 @@ def _composed():
     return _composed
 
 
-def _replaced(self, value):
+def _replaced(self, value, fresh=False):
     """value, still connected to self's graph with a zero gradient (torch's fill_/zero_/copy_ keep
-    requires_grad on a tensor that had it)."""
+    requires_grad on a tensor that had it). The where saves value for its backward, so a value that may share
+    memory with self (`x[:, :2] = x[:, :2] * 3` written through a view) is cloned first unless `fresh`: the write
+    would otherwise change what was saved."""
     everywhere = _C._full(list(self.shape), 1.0, _C.dtype.bool)
-    return _C._functional.where(everywhere, value, self)
+    return _C._functional.where(everywhere, value if fresh else value.clone(), self)
 
 
 # name -> the out-of-place result (self's shape; dtype cast back to self's)
@@ -38,9 +43,9 @@ _OUT_OF_PLACE = {
     "clamp_": lambda self, min=None, max=None: self.clamp(min, max),
     "clip_": lambda self, min=None, max=None: self.clamp(min, max),
     "masked_fill_": lambda self, mask, value: self.masked_fill(mask, value),
-    "fill_": lambda self, value: _replaced(self, value.to(self.dtype).expand(*self.shape) if isinstance(value, Tensor)
-                                           else _C._full(list(self.shape), float(value), self.dtype)),
-    "zero_": lambda self: _replaced(self, _C._full(list(self.shape), 0.0, self.dtype)),
+    "fill_": lambda self, value: _replaced(self, value.to(self.dtype).expand(*self.shape)) if isinstance(value, Tensor)
+    else _replaced(self, _C._full(list(self.shape), float(value), self.dtype), fresh=True),
+    "zero_": lambda self: _replaced(self, _C._full(list(self.shape), 0.0, self.dtype), fresh=True),
     "copy_": lambda self, src, non_blocking=False: _replaced(self, src.to(self.dtype).expand(*self.shape)),
     "lerp_": lambda self, end, weight: self.lerp(end, weight),
     "clamp_min_": lambda self, min: self.clamp(min, None),
@@ -68,26 +73,41 @@ _OUT_OF_PLACE = {
 }
 
 
-def _check_recordable(self, name):
-    """Before the out-of-place op runs (it may save self for its backward: the old value, which is right)."""
+def _check_leaf(self, name):
     if self.is_leaf and self.requires_grad:
         raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation (%s; wrap it "
                            "in `with tessel.no_grad():`)" % name)
-    if not self._sole_handle():
-        raise RuntimeError("%s on a tensor that requires grad (or with an argument that does) is recorded by tessel "
-                           "only for a tensor nothing else shares (no view of it, no module holding it, no op that "
-                           "saved it for backward): %s" % (name, "write the out-of-place form, e.g. `x = x.%s(...)`"
-                                                            % name[:-1] if name.endswith("_") else
-                                                            "build the result out of place (tessel.stack / cat / where)"))
 
 
-def _recorded(self, name, result):
+def _fitted(self, name, result):
+    """result with self's dtype; a result of another shape is torch's broadcast error."""
     if tuple(result.shape) != tuple(self.shape):
         raise RuntimeError("%s: output with shape %s doesn't match the broadcast shape %s"
                            % (name, list(self.shape), list(result.shape)))
-    if result.dtype != self.dtype:
-        result = result.to(self.dtype)
-    self._rebind_(result)
+    return result if result.dtype == self.dtype else result.to(self.dtype)
+
+
+def _recorded(self, name, result):
+    """self (nothing else sharing it) becomes result: same values and history as a write."""
+    self._rebind_(_fitted(self, name, result))
+    return self
+
+
+def record(self, name, compute):
+    """self.<name>(...) under autograd, compute(x) giving the op's out-of-place value from x: self rebound to it
+    when nothing else shares self, otherwise written into self's memory with torch's histories for self, its
+    base and their views (the value is computed from a clone, so an op that saves its input keeps the old
+    value)."""
+    _check_leaf(self, name)
+    if self._sole_handle():
+        return _recorded(self, name, compute(self))
+    if self.is_distributed:
+        raise RuntimeError("%s on a DTensor that requires grad (or with an argument that does) is recorded by tessel "
+                           "only for a DTensor nothing else shares (no view of it, no module holding it, no op that "
+                           "saved it for backward): %s" % (name, "write the out-of-place form, e.g. `x = x.%s(...)`"
+                                                           % name[:-1] if name.endswith("_") else
+                                                           "build the result out of place (tessel.stack / cat / where)"))
+    self._record_in_place(_fitted(self, name, compute(self.clone())))
     return self
 
 
@@ -95,8 +115,7 @@ def _wrap(name, original, out_of_place):
     def method(self, *args, **kwargs):
         if _C.is_grad_enabled() and (self.requires_grad or any(
                 isinstance(a, Tensor) and a.requires_grad for a in list(args) + list(kwargs.values()))):
-            _check_recordable(self, name)
-            return _recorded(self, name, out_of_place(self, *args, **kwargs))
+            return record(self, name, lambda x: out_of_place(x, *args, **kwargs))
         if original is None:  # a method torch has that tessel wrote only out of place: copy the result in
             with _C._GradMode(False):
                 return self.copy_(out_of_place(self, *args, **kwargs))

@@ -474,16 +474,27 @@ def _advanced_setitem(self, idx, value):
 
 
 def _recorded_setitem(self, idx, value):
-    """t[idx] = value where autograd must see it (a value that requires grad, or t itself a result that does):
-    t becomes where(written positions, value placed by an index-add, t), the same differentiable result torch
-    records for the write, and this Python object is pointed at it. Only for a tensor nothing else shares (see
-    _sole_handle); torch's `outputs = zeros(T, B, V); outputs[t] = step_output` loop is the common case."""
+    """t[idx] = value where autograd must see it (a value that requires grad, or t itself a result that does),
+    recorded as torch records it (tessel/_inplace.py). Basic subscripts (ints, slices, None, ...) write through
+    the view t[idx], so t's grad_fn becomes CopySlices; advanced ones write where(written positions, value placed
+    by an index-add, t) into t. torch's `outputs = zeros(T, B, V); outputs[t] = step_output` loop is the common
+    case."""
     from . import _inplace
-    _inplace._check_recordable(self, "t[...] = value")
     if not self.dtype.is_floating_point:
         raise RuntimeError("t[...] = value with a value that requires grad into a %s tensor: autograd records "
                            "floating-point tensors only" % self.dtype)
-    _inplace._recorded(self, "t[...] = value", _written(self, idx, value))
+    plain = tuple(_as_plain(i) for i in idx) if isinstance(idx, tuple) else _as_plain(idx)
+    if not builtins.any(_is_advanced(i) for i in (plain if isinstance(plain, tuple) else (plain,))):
+        view = _getitem(self, plain)
+        if view._is_same(self):  # t[...] = value, t[:] = value: t itself
+            return _inplace.record(self, "t[...] = value", lambda x: _written(x, plain, value))
+        filled = value if isinstance(value, Tensor) else _C._full([], builtins.float(value), self.dtype)
+        while filled.ndim > view.ndim and filled.shape[0] == 1:  # torch drops leading ones of the value
+            filled = filled.squeeze(0)
+        filled = filled.to(self.dtype).expand(*view.shape)
+        _inplace.record(view, "t[...] = value", lambda x: _inplace._replaced(x, filled))
+        return
+    _inplace.record(self, "t[...] = value", lambda x: _written(x, plain, value))
 
 
 def _positions(self, idx):
@@ -507,7 +518,9 @@ def _written(self, idx, value):
         _, first_from_end = np.unique(flat[::-1], return_index=True)
         keep = np.sort(flat.size - 1 - first_from_end)
         flat, rows = flat[keep], _gather_rows(rows, keep)
-    placed = _C._functional._index_add_rows(rows.contiguous(), tensor(flat), numel)
+    # a fresh copy: the index-add saves it for backward, and value may share memory with self (written next)
+    placed = _C._functional._index_add_rows(rows.contiguous() if not rows.is_contiguous() else rows.clone(),
+                                            tensor(flat), numel)
     mask = np.zeros(numel, dtype=np.bool_)
     mask[flat] = True
     return _C._functional.where(tensor(mask), placed.reshape(-1), self.reshape(-1)).reshape(*self.shape)
@@ -550,14 +563,12 @@ def _index_put_(self, indices, values, accumulate=False):
         return self
     values = values if isinstance(values, Tensor) else _C._full([], builtins.float(values), self.dtype)
     recorded = _C.is_grad_enabled() and (self.requires_grad or values.requires_grad)
-    if recorded:
-        _inplace._check_recordable(self, "index_put_")
     positions = _positions(self, idx)
     rows = values.to(self.dtype).expand(*positions.shape).reshape(-1, 1).contiguous()
-    added = self + _C._functional._index_add_rows(rows, tensor(positions.reshape(-1)), self.numel()).reshape(
-        *self.shape)
+    scattered = _C._functional._index_add_rows(rows, tensor(positions.reshape(-1)), self.numel()).reshape(*self.shape)
     if recorded:
-        return _inplace._recorded(self, "index_put_", added)
+        return _inplace.record(self, "index_put_", lambda x: x + scattered)
+    added = self + scattered
     with _C._GradMode(False):
         return self.copy_(added)
 

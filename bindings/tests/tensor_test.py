@@ -952,8 +952,10 @@ def test_augmented_assignment_is_in_place_unless_autograd_must_record_it():
     h += tessel.ones(2, dtype=tessel.float64)  # in place keeps h's dtype, as torch
     assert h.dtype == tessel.float32 and h.tolist() == [3.0, 3.0]
     r = (w * 1).relu()
-    with pytest.raises(RuntimeError, match="the copy an op saved for backward"):
-        r += 1  # relu saved its output: torch would raise at backward
+    r += 1  # relu saved its output: written in place all the same, so backward raises, as torch
+    assert r.tolist() == [2.0, 2.0]
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        r.sum().backward()
 
 
 def test_integer_and_bool_semantics_follow_torch():
@@ -1382,12 +1384,12 @@ def test_setitem_of_values_that_require_grad_is_recorded_as_torch_records_it():
         a[0] = 1.0
     shared = tessel.zeros(3, dtype=tessel.float64)
     view = shared[1:]
-    with pytest.raises(RuntimeError, match="only for a tensor nothing else shares"):
-        shared[0] = a[0] * 1.0
-    assert view.shape == (2,)
-    with tessel.no_grad():  # outside autograd the write goes through the view, as before
-        shared[0] = a[0]
-    assert shared.numpy().tolist() == [1.0, 0.0, 0.0]
+    shared[0] = a[0] * 2.0  # a base with a live view: written in place and recorded (CopySlices), as torch
+    view[0] = a[1] * 3.0  # and through the view: the base sees the value and the history
+    assert shared.detach().numpy().tolist() == [2.0, 6.0, 0.0] and view.detach().numpy().tolist() == [6.0, 0.0]
+    a.grad = None
+    (shared * shared).sum().backward()
+    assert a.grad.numpy().tolist() == [8.0, 36.0, 0.0, 0.0]  # d(2a0)²/da0 = 8·a0, d(3a1)²/da1 = 18·a1
 
 
 def test_in_place_methods_are_recorded_when_nothing_else_shares_the_tensor():
@@ -1411,9 +1413,10 @@ def test_in_place_methods_are_recorded_when_nothing_else_shares_the_tensor():
     # d/dx = w² where the value survived (not clamped, masked or cut by relu): only entry 0 (2.0 < 10)
     np.testing.assert_allclose(x.grad.numpy(), [1.0, 0.0, 0.0], rtol=1e-15)
     np.testing.assert_allclose(w.grad.numpy(), [2 * 1.0 * 1.0 + 1.0, 0.0, 0.0], rtol=1e-15)
-    r = x.relu()  # relu saves its output for backward: writing into it would change what backward reads
-    with pytest.raises(RuntimeError, match="recorded by tessel only for a tensor nothing else shares"):
-        r.mul_(2.0)
+    r = x.relu()  # relu saves its output for backward: the write is recorded, and backward then raises, as torch
+    r.mul_(2.0)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        r.sum().backward()
     with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used in an in-place"):
         x.add_(1.0)
     plain = tessel.zeros(2)

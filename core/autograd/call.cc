@@ -70,7 +70,7 @@ class OpNode final : public Node {
     std::vector<char> needs(next_edges.size());
     for (size_t i = 0; i < next_edges.size(); ++i) needs[i] = next_edges[i].valid() && i < mask.size() && mask[i];
     const bool* needs_ptr = reinterpret_cast<const bool*>(needs.data());
-    BackwardContext ctx{attrs_, inputs, outputs, grads, std::span<const bool>(needs_ptr, needs.size())};
+    BackwardContext ctx{attrs_, inputs, outputs, grads, std::span<const bool>(needs_ptr, needs.size()), input_sizes_};
     TensorList out = op_.backward(ctx);
     TESSEL_INTERNAL_ASSERT(out.size() == next_edges.size(), op_.name, " backward returned ", out.size(),
                            " gradients for ", next_edges.size(), " inputs");
@@ -126,7 +126,7 @@ class OpNode final : public Node {
       }
       if (s.tensor.defined()) {
         TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, s.tensor.impl()->version() == s.version,
-                          "one of the tensors needed for gradient computation has been modified by an in-place "
+                          "one of the variables needed for gradient computation has been modified by an inplace "
                           "operation: ", what, " ", i, " of '", op_.name, "' (shape ", ShapeStr(s.tensor.sizes()),
                           ") is at version ", s.tensor.impl()->version(), "; expected version ", s.version);
       }
@@ -171,6 +171,17 @@ void Attach(const std::shared_ptr<Node>& node, Tensor& out, int index, bool diff
   meta.output_nr = index;
 }
 
+// OpDef::is_view: output 0 aliases input 0's storage; record the relation (TensorImpl::LinkView) so an
+// in-place write recorded through either reaches the other's history (core/ops/inplace.h).
+void LinkViewOutput(const OpDef& op, const TensorList& inputs, const TensorList& outputs) {
+  if (!op.is_view || inputs.empty() || outputs.empty()) return;
+  const Tensor& in = inputs[0];
+  const Tensor& out = outputs[0];
+  if (!in.defined() || !out.defined() || in.is_distributed() || out.is_distributed() || out.is_same(in)) return;
+  if (out.impl()->view_base() != nullptr || !out.impl()->storage().is_same(in.impl()->storage())) return;
+  TensorImpl::LinkView(in.impl_ptr(), out.impl_ptr());
+}
+
 }  // namespace
 
 TensorList CallOp(const OpDef& op, TensorList inputs, const Attrs& attrs) {
@@ -201,7 +212,7 @@ TensorList CallOp(const OpDef& op, TensorList inputs, const Attrs& attrs) {
   } else {
     GradModeGuard off(false);
     outputs = Dispatch(op, inputs, attrs);
-    if (interceptor != nullptr) interceptor->Observe(op, outputs);
+    if (interceptor != nullptr) interceptor->Observe(op, inputs, outputs);
   }
   if (!op.backward && grad_mode && any_requires && !op.is_inplace && internal::CreatingGraphImpl()) {
     // A backward formula (create_graph) used an op that has no gradient of its own: the higher-order
@@ -213,7 +224,10 @@ TensorList CallOp(const OpDef& op, TensorList inputs, const Attrs& attrs) {
                       "through this op is not implemented (its term would be missing); differentiate once, or ",
                       "express the model with ops whose backward is differentiable");
   }
-  if (op.is_inplace || !grad_mode || !any_requires || !op.backward) return outputs;
+  if (op.is_inplace || !grad_mode || !any_requires || !op.backward) {
+    LinkViewOutput(op, inputs, outputs);
+    return outputs;
+  }
   // Outputs must be fresh handles: a kernel may return an input as-is (e.g. contiguous()).
   for (Tensor& out : outputs) {
     for (const Tensor& in : inputs) {
@@ -231,6 +245,7 @@ TensorList CallOp(const OpDef& op, TensorList inputs, const Attrs& attrs) {
     const bool diff = !Listed(op.non_differentiable_outputs, i);
     if (outputs[i].defined()) Attach(node, outputs[i], static_cast<int>(i), diff);
   }
+  LinkViewOutput(op, inputs, outputs);
   return outputs;
 }
 

@@ -11,6 +11,7 @@
 #include "core/autograd/grad_mode.h"
 #include "core/autograd/saved_tensor_hooks.h"
 #include "core/base/error.h"
+#include "core/tensor/factory.h"
 #include "core/tensor/tensor_impl.h"
 
 namespace tessel::autograd {
@@ -40,7 +41,7 @@ class Frame : public std::enable_shared_from_this<Frame> {
    public:
     Cache(Frame* frame, bool replay) : frame_(frame), replay_(replay) {}
     std::optional<TensorList> Replace(const OpDef& op) override;
-    void Observe(const OpDef& op, const TensorList& outputs) override;
+    void Observe(const OpDef& op, const TensorList& inputs, const TensorList& outputs) override;
 
    private:
     Frame* frame_;
@@ -48,6 +49,17 @@ class Frame : public std::enable_shared_from_this<Frame> {
   };
 
   void Recompute();
+  // Selective: after the forward, a kept output whose memory no saved tensor and no recomputed op's input
+  // shares becomes a placeholder (its shape over one zero element; [Note: needed outputs]).
+  void DropUnneeded();
+  void Need(const Tensor& t) {
+    if (!t.defined()) return;
+    if (t.is_distributed()) {
+      saw_distributed_ = true;  // its local memory is not visible here: DropUnneeded keeps everything
+    } else {
+      needed_.push_back(t.impl()->storage().data());
+    }
+  }
 
   CheckpointFunction fn_;
   CheckpointOptions options_;
@@ -58,6 +70,8 @@ class Frame : public std::enable_shared_from_this<Frame> {
   std::vector<bool> input_requires_grad_;
   int64_t num_saved_ = 0;
   std::deque<std::pair<std::string, TensorList>> kept_;  // selective: op name, outputs, in call order
+  std::vector<const void*> needed_;  // memory of saved tensors and recomputed ops' inputs (first forward)
+  bool saw_distributed_ = false;
   TensorList recomputed_;                                // by save index; emptied as handed out
   int64_t handed_out_ = 0;
   bool recomputed_valid_ = false;
@@ -79,8 +93,12 @@ std::optional<TensorList> Frame::Cache::Replace(const OpDef& op) {
   return out;
 }
 
-void Frame::Cache::Observe(const OpDef& op, const TensorList& outputs) {
-  if (replay_ || !frame_->options_.save_outputs(op)) return;
+void Frame::Cache::Observe(const OpDef& op, const TensorList& inputs, const TensorList& outputs) {
+  if (replay_) return;
+  if (!frame_->options_.save_outputs(op)) {  // recomputed: the rerun reads its inputs
+    for (const Tensor& t : inputs) frame_->Need(t);
+    return;
+  }
   TensorList kept;
   for (const Tensor& t : outputs) kept.push_back(t.defined() ? Detach(t) : Tensor());
   frame_->kept_.emplace_back(op.name, std::move(kept));
@@ -92,14 +110,40 @@ TensorList Frame::Forward(const TensorList& inputs) {
     input_requires_grad_.push_back(t.defined() && t.requires_grad());
   }
   std::shared_ptr<Frame> self = shared_from_this();
-  PackFn pack = [this, self](const Tensor&) -> UnpackFn {
+  PackFn pack = [this, self](const Tensor& saved) -> UnpackFn {
+    if (options_.save_outputs) Need(saved);
     const int64_t index = num_saved_++;
     return [self, index] { return self->Unpack(index); };
   };
   std::optional<Cache> cache;
   if (options_.save_outputs) cache.emplace(this, /*replay=*/false);
-  SavedTensorHooksGuard guard(std::move(pack), cache ? &*cache : nullptr);
-  return fn_(inputs);
+  TensorList outputs;
+  {
+    SavedTensorHooksGuard guard(std::move(pack), cache ? &*cache : nullptr);
+    outputs = fn_(inputs);
+  }
+  if (cache) DropUnneeded();
+  return outputs;
+}
+
+// [Note: needed outputs] A selective rerun needs a kept output only if a saved tensor is (a view of) it or
+// a recomputed op reads it; the others (a residual branch's output that add does not save) were kept
+// only to be served, and holding them until backward made a selective checkpoint keep more than none.
+// They become placeholders, one zero element broadcast to the output's shape: the rerun serves that, and
+// only kept ops (served, never run) or nothing read it. Memory is compared by storage, so a view's memory
+// is its base's; a storage freed and reused in the forward can only keep more than needed, never less. A
+// region that saved or recomputed from a DTensor keeps everything (the memory behind a DTensor, and its ops'
+// local calls that this frame also sees, are not matched here).
+void Frame::DropUnneeded() {
+  std::sort(needed_.begin(), needed_.end());
+  for (auto& [name, outputs] : kept_) {
+    for (Tensor& t : outputs) {
+      if (saw_distributed_ || !t.defined() || t.is_distributed() || t.numel() == 0) continue;
+      if (std::binary_search(needed_.begin(), needed_.end(), t.impl()->storage().data())) continue;
+      t = MakeView(Zeros({1}, t.dtype(), t.device()), t.sizes(), Shape(t.sizes().size(), 0), 0);
+    }
+  }
+  needed_.clear();
 }
 
 void Frame::Recompute() {

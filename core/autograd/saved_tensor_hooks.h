@@ -30,7 +30,7 @@ class OpInterceptor {
   // Before dispatch: outputs to use instead of running `op`, or nullopt to run it.
   virtual std::optional<TensorList> Replace(const OpDef& op) = 0;
   // After dispatch (only when Replace answered nullopt).
-  virtual void Observe(const OpDef& op, const TensorList& outputs) = 0;
+  virtual void Observe(const OpDef& op, const TensorList& inputs, const TensorList& outputs) = 0;
 };
 
 class SavedTensorHooksGuard {

@@ -32,6 +32,9 @@ struct BackwardContext {
   std::span<const Tensor> outputs;
   std::span<const Tensor> grad_outputs;
   std::span<const bool> needs_input_grad;
+  // Every input's shape (the global shape for a DTensor), saved or not: a formula that needs only shapes (add's
+  // sum back to a broadcast input) need not save the input, so an in-place write to it later is no error.
+  std::span<const Shape> input_sizes;
 };
 // Returns one gradient per input (undefined = no gradient). Written with ordinary ops, so it runs
 // distributed when its tensors are DTensors.

@@ -358,16 +358,19 @@ TensorList CloneKernel(std::span<const Tensor> in, const Attrs&) {
 Tensor Reduce(const Tensor& g, const Tensor& like) {
   return g.sizes() == like.sizes() ? g : SumToSize(g, like.sizes());
 }
+Tensor ReduceTo(const Tensor& g, const Shape& shape) { return g.sizes() == shape ? g : SumToSize(g, shape); }
 
+// add and sub save no inputs (their gradients need only the input shapes), as torch: `b.add_(a)` with `a` a
+// view of b's base must not make a's saved copy stale.
 TensorList AddBackward(const BackwardContext& c) {
   const Tensor& g = c.grad_outputs[0];
-  return {c.needs_input_grad[0] ? Reduce(g, c.inputs[0]) : Tensor(),
-          c.needs_input_grad[1] ? Reduce(g, c.inputs[1]) : Tensor()};
+  return {c.needs_input_grad[0] ? ReduceTo(g, c.input_sizes[0]) : Tensor(),
+          c.needs_input_grad[1] ? ReduceTo(g, c.input_sizes[1]) : Tensor()};
 }
 TensorList SubBackward(const BackwardContext& c) {
   const Tensor& g = c.grad_outputs[0];
-  return {c.needs_input_grad[0] ? Reduce(g, c.inputs[0]) : Tensor(),
-          c.needs_input_grad[1] ? Reduce(MulScalar(g, -1.0), c.inputs[1]) : Tensor()};
+  return {c.needs_input_grad[0] ? ReduceTo(g, c.input_sizes[0]) : Tensor(),
+          c.needs_input_grad[1] ? ReduceTo(MulScalar(g, -1.0), c.input_sizes[1]) : Tensor()};
 }
 TensorList MulBackward(const BackwardContext& c) {
   const Tensor& g = c.grad_outputs[0];
@@ -388,10 +391,12 @@ TensorList DivBackward(const BackwardContext& c) {
 
 const OpDef& kAdd = RegisterOp({.name = "add",
                                 .cpu = [](auto in, auto& a) { return BinaryKernel<BinOp::kAdd>(in, a, "add"); },
-                                .backward = AddBackward});
+                                .backward = AddBackward,
+                                .save_inputs = false});
 const OpDef& kSub = RegisterOp({.name = "sub",
                                 .cpu = [](auto in, auto& a) { return BinaryKernel<BinOp::kSub>(in, a, "sub"); },
-                                .backward = SubBackward});
+                                .backward = SubBackward,
+                                .save_inputs = false});
 const OpDef& kMul = RegisterOp({.name = "mul",
                                 .cpu = [](auto in, auto& a) { return BinaryKernel<BinOp::kMul>(in, a, "mul"); },
                                 .backward = MulBackward});

@@ -146,7 +146,7 @@ TEST(ElementwiseTest, InPlaceOnSavedTensorIsDetected) {
     FAIL();
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kFailedPrecondition);
-    EXPECT_NE(std::string(e.what()).find("modified by an in-place operation"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("modified by an inplace operation"), std::string::npos) << e.what();
   }
   try {
     AddInPlace(x, Ones({2}, DType::kFloat64));

@@ -187,26 +187,26 @@ TensorList MaskedFillKernel(std::span<const Tensor> in, const Attrs& attrs) {
 
 // ---- backward formulas --------------------------------------------------------------------------
 
-Tensor Reduce(const Tensor& g, const Tensor& like) {
-  return g.sizes() == like.sizes() ? g : SumToSize(g, like.sizes());
-}
+Tensor Reduce(const Tensor& g, const Shape& shape) { return g.sizes() == shape ? g : SumToSize(g, shape); }
 
 TensorList WhereBackward(const BackwardContext& c) {
   const Tensor& g = c.grad_outputs[0];
   const Tensor& cond = c.inputs[0];
   Tensor ga, gb;
-  if (c.needs_input_grad[1]) ga = Reduce(Where(cond, g, ZerosLike(g)), c.inputs[1]);
-  if (c.needs_input_grad[2]) gb = Reduce(MaskedFill(g, cond, 0.0), c.inputs[2]);
+  if (c.needs_input_grad[1]) ga = Reduce(Where(cond, g, ZerosLike(g)), c.input_sizes[1]);
+  if (c.needs_input_grad[2]) gb = Reduce(MaskedFill(g, cond, 0.0), c.input_sizes[2]);
   return {Tensor(), ga, gb};
 }
 
 TensorList MaskedFillBackward(const BackwardContext& c) {
-  // NOTE: saves x only for its shape (OpDef saves all inputs or none); the mask is what backward needs.
-  return {Reduce(MaskedFill(c.grad_outputs[0], c.inputs[1], 0.0), c.inputs[0]), Tensor()};
+  return {Reduce(MaskedFill(c.grad_outputs[0], c.inputs[1], 0.0), c.input_sizes[0]), Tensor()};
 }
 
-const OpDef& kWhere = RegisterOp({.name = "where", .cpu = WhereKernel, .backward = WhereBackward});
-const OpDef& kMaskedFill = RegisterOp({.name = "masked_fill", .cpu = MaskedFillKernel, .backward = MaskedFillBackward});
+// Both save only the mask: the values' gradients need their shapes alone (BackwardContext::input_sizes).
+const OpDef& kWhere =
+    RegisterOp({.name = "where", .cpu = WhereKernel, .backward = WhereBackward, .saved_inputs = {0}});
+const OpDef& kMaskedFill =
+    RegisterOp({.name = "masked_fill", .cpu = MaskedFillKernel, .backward = MaskedFillBackward, .saved_inputs = {1}});
 const OpDef& kEq = RegisterOp({.name = "eq", .cpu = [](auto in, auto&) { return CompareKernel<Cmp::kEq>(in, "eq"); }});
 const OpDef& kLt = RegisterOp({.name = "lt", .cpu = [](auto in, auto&) { return CompareKernel<Cmp::kLt>(in, "lt"); }});
 const OpDef& kGt = RegisterOp({.name = "gt", .cpu = [](auto in, auto&) { return CompareKernel<Cmp::kGt>(in, "gt"); }});

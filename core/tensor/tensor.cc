@@ -1,5 +1,7 @@
 // core/tensor/tensor.cc — TensorImpl and the Tensor handle's accessors.
+#include <algorithm>
 #include <cmath>
+#include <mutex>
 #include <sstream>
 
 #include "core/base/error.h"
@@ -45,7 +47,46 @@ TensorImpl::TensorImpl(Shape sizes, Shape strides, DType dtype, Device device)
   RefreshContiguity();
 }
 
-TensorImpl::~TensorImpl() = default;
+struct TensorImpl::ViewList {
+  std::mutex mu;
+  std::vector<std::weak_ptr<TensorImpl>> views;
+  size_t prune_at = 16;  // expired handles are dropped when the list reaches this size (amortized O(1))
+};
+
+TensorImpl::~TensorImpl() { delete views_.load(std::memory_order_acquire); }
+
+void TensorImpl::LinkView(const std::shared_ptr<TensorImpl>& base, const std::shared_ptr<TensorImpl>& view) {
+  TESSEL_INTERNAL_ASSERT(base != nullptr && view != nullptr && view != base && view->view_base_ == nullptr,
+                         "LinkView: a fresh view of another tensor expected");
+  const std::shared_ptr<TensorImpl>& root = base->view_base_ != nullptr ? base->view_base_ : base;
+  view->view_base_ = root;
+  ViewList* list = root->views_.load(std::memory_order_acquire);
+  if (list == nullptr) {
+    auto* fresh = new ViewList();
+    if (root->views_.compare_exchange_strong(list, fresh, std::memory_order_acq_rel)) {
+      list = fresh;
+    } else {
+      delete fresh;  // another thread made it first: `list` now holds theirs
+    }
+  }
+  std::lock_guard<std::mutex> lock(list->mu);
+  if (list->views.size() >= list->prune_at) {
+    std::erase_if(list->views, [](const std::weak_ptr<TensorImpl>& v) { return v.expired(); });
+    list->prune_at = std::max<size_t>(16, 2 * list->views.size());
+  }
+  list->views.push_back(view);
+}
+
+std::vector<std::shared_ptr<TensorImpl>> TensorImpl::LiveViews() const {
+  std::vector<std::shared_ptr<TensorImpl>> out;
+  ViewList* list = views_.load(std::memory_order_acquire);
+  if (list == nullptr) return out;
+  std::lock_guard<std::mutex> lock(list->mu);
+  for (const std::weak_ptr<TensorImpl>& v : list->views) {
+    if (std::shared_ptr<TensorImpl> live = v.lock()) out.push_back(std::move(live));
+  }
+  return out;
+}
 
 void TensorImpl::CheckExtent() const {
   if (numel_ == 0) return;

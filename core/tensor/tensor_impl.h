@@ -10,6 +10,7 @@
 //   for (int64_t i = 0; i < t.numel(); ++i) ... // only when t.is_contiguous()
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -99,6 +100,18 @@ class TensorImpl {
   // kFailedPrecondition / kInvalidArgument otherwise. Bumps nothing: the old storage is untouched.
   void SetDataFrom(const TensorImpl& source);
 
+  // torch's view relation (Tensor._base). A view op's output (autograd::CallOp, OpDef::is_view) records
+  // the root base it aliases, never itself a view, and the root keeps weak handles of its live views, so
+  // an in-place write recorded by autograd through one of them (core/ops/inplace.h) can give the base and
+  // every view their new history, as torch's CopySlices does. Detach(), set_ and kernels' internal
+  // aliases make no views. Dense only.
+  const std::shared_ptr<TensorImpl>& view_base() const { return view_base_; }
+  // `view` (a fresh impl over base's storage that no other thread sees yet) becomes a view of base's
+  // root. Thread-safe on the root's side: ranks on threads may view one shared tensor at once.
+  static void LinkView(const std::shared_ptr<TensorImpl>& base, const std::shared_ptr<TensorImpl>& view);
+  // The live views of this root base, in creation order (empty when it has none). Thread-safe.
+  std::vector<std::shared_ptr<TensorImpl>> LiveViews() const;
+
  protected:
   void RefreshContiguity();
 
@@ -117,6 +130,9 @@ class TensorImpl {
   bool is_contiguous_ = true;
   bool replaced_parameter_ = false;
   std::unique_ptr<AutogradMeta> autograd_meta_;
+  std::shared_ptr<TensorImpl> view_base_;
+  struct ViewList;  // a mutex and weak handles; created on the first view (tensor.cc)
+  mutable std::atomic<ViewList*> views_{nullptr};
 };
 
 // Builds a dense tensor handle (no autograd state).
