@@ -317,7 +317,6 @@ void BindViews(py::class_<Tensor>& c) {
         const std::shared_ptr<TensorImpl>& base = x.impl()->view_base();
         return base == nullptr ? py::none() : py::cast(Tensor(base));
       })
-      .def("_has_views", [](const Tensor& x) { return !x.impl()->LiveViews().empty(); })
       .def("_record_in_place", [](const Tensor& self, const Tensor& result) {
         NoGil([&] { RecordInPlace(self, result); });
       }, py::arg("result"))

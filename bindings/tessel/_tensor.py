@@ -485,15 +485,7 @@ def _recorded_setitem(self, idx, value):
                            "floating-point tensors only" % self.dtype)
     plain = tuple(_as_plain(i) for i in idx) if isinstance(idx, tuple) else _as_plain(idx)
     if not builtins.any(_is_advanced(i) for i in (plain if isinstance(plain, tuple) else (plain,))):
-        view = _getitem(self, plain)
-        if view._is_same(self):  # t[...] = value, t[:] = value: t itself
-            return _inplace.record(self, "t[...] = value", lambda x: _written(x, plain, value))
-        filled = value if isinstance(value, Tensor) else _C._full([], builtins.float(value), self.dtype)
-        while filled.ndim > view.ndim and filled.shape[0] == 1:  # torch drops leading ones of the value
-            filled = filled.squeeze(0)
-        filled = filled.to(self.dtype).expand(*view.shape)
-        _inplace.record(view, "t[...] = value", lambda x: _inplace._replaced(x, filled))
-        return
+        return _write_view(_getitem(self, plain), value)  # copy_ / fill_ record the write (tessel/_inplace.py)
     _inplace.record(self, "t[...] = value", lambda x: _written(x, plain, value))
 
 
@@ -542,11 +534,17 @@ def _setitem(self, idx, value):
         with _C._GradMode(False):
             self.copy_(_written(self, tuple(_as_plain(i) for i in idx), value))
         return
-    view = _getitem(self, idx)
-    if isinstance(value, Tensor):
-        view.copy_(value)
-    else:
-        view.fill_(builtins.float(value))
+    _write_view(_getitem(self, idx), value)
+
+
+def _write_view(view, value):
+    """view[...] = value: copy_ of a tensor value (torch drops the value's leading ones first), fill_ of a number;
+    both record the write under autograd."""
+    if not isinstance(value, Tensor):
+        return view.fill_(builtins.float(value))
+    while value.ndim > view.ndim and value.shape[0] == 1:
+        value = value.squeeze(0)
+    return view.copy_(value)
 
 
 Tensor.__setitem__ = _setitem

@@ -355,10 +355,8 @@ TensorList CloneKernel(std::span<const Tensor> in, const Attrs&) {
 
 // ---- backward formulas -------------------------------------------------------------------------
 
-Tensor Reduce(const Tensor& g, const Tensor& like) {
-  return g.sizes() == like.sizes() ? g : SumToSize(g, like.sizes());
-}
 Tensor ReduceTo(const Tensor& g, const Shape& shape) { return g.sizes() == shape ? g : SumToSize(g, shape); }
+Tensor Reduce(const Tensor& g, const Tensor& like) { return ReduceTo(g, like.sizes()); }
 
 // add and sub save no inputs (their gradients need only the input shapes), as torch: `b.add_(a)` with `a` a
 // view of b's base must not make a's saved copy stale.

@@ -140,6 +140,18 @@ void SetHistory(TensorImpl& t, std::shared_ptr<autograd::Node> fn, int output_nr
   m.requires_grad = requires_grad;
 }
 
+// as_strided without the gradient's precondition check: for views of a root base, whose elements are the
+// base's by construction (RecordInPlace has checked the written one).
+Tensor AsStridedView(const Tensor& x, const Shape& sizes, const Shape& strides, int64_t offset) {
+  return autograd::CallOp1(kAsStrided, {x}, Attrs()
+                                                .Set("size", sizes)
+                                                .Set("stride", strides)
+                                                .Set("storage_offset", offset)
+                                                .Set("input_shape", x.sizes())
+                                                .Set("input_strides", x.strides())
+                                                .Set("input_offset", x.storage_offset()));
+}
+
 // A live view of `root` reads its gradient from root's current history (torch regenerates a view's grad_fn
 // when its base changed). A view made a leaf that requires grad (requires_grad_() on a view of a tensor that
 // did not) keeps its own.
@@ -150,7 +162,7 @@ void Regenerate(const Tensor& root, TensorImpl& view) {
   Tensor fresh;
   {
     GradModeGuard on(true);
-    fresh = AsStrided(root, view.sizes(), view.strides(), view.storage_offset());
+    fresh = AsStridedView(root, view.sizes(), view.strides(), view.storage_offset());
   }
   SetHistory(view, fresh.grad_fn(), 0, fresh.requires_grad());
 }
@@ -169,17 +181,10 @@ Tensor AsStrided(const Tensor& x, const std::vector<int64_t>& sizes, const std::
   }
   const int64_t offset = storage_offset.value_or(x.storage_offset());
   TESSEL_CHECK(offset >= 0, "as_strided: storage_offset must be non-negative, got ", offset);
-  const Attrs attrs = Attrs()
-                          .Set("size", Shape(sizes))
-                          .Set("stride", Shape(strides))
-                          .Set("storage_offset", offset)
-                          .Set("input_shape", x.sizes())
-                          .Set("input_strides", x.strides())
-                          .Set("input_offset", x.storage_offset());
   if (GradModeEnabled() && x.requires_grad()) {
-    ElementIndex(InputGeometry(attrs), ViewGeometry(attrs), "as_strided of a tensor that requires grad");
+    ElementIndex(Geometry::Of(*x.impl()), {sizes, strides, offset}, "as_strided of a tensor that requires grad");
   }
-  return autograd::CallOp1(kAsStrided, {x}, attrs);
+  return AsStridedView(x, sizes, strides, offset);
 }
 
 void RecordInPlace(const Tensor& self, const Tensor& result) {
