@@ -155,6 +155,8 @@ _inplace.install()
 relu_ = lambda input: input.relu_()  # noqa: E731 (torch.relu_)
 from . import autograd, backends, linalg, nn, optim, distributed, distributions, multiprocessing, profiler, special, utils  # noqa: E402,F401,E501
 from . import amp, futures, ops, random, testing  # noqa: E402,F401
+from . import _namespace  # noqa: E402 (torch.add / div(rounding_mode) / dot / hsplit / cov / x.tril_() / ...)
+_namespace.install(globals())
 from .random import get_rng_state, initial_seed, seed, set_rng_state  # noqa: E402,F401
 from .amp import autocast, get_autocast_dtype, is_autocast_enabled  # noqa: E402,F401
 from ._device import _cuda_amp  # noqa: E402

@@ -448,23 +448,6 @@ def block_diag(*tensors):
     return out if out is not None else _C._full([0, 0], 0.0, _dtypes.float32)
 
 
-def cov(input, *, correction=1, fweights=None, aweights=None):
-    if fweights is not None or aweights is not None:
-        raise NotImplementedError("cov: fweights / aweights are not supported")
-    x = input if input.ndim == 2 else input.reshape(1, -1)
-    centered = x - x.mean(1, keepdim=True)
-    out = centered @ centered.t() / builtins.max(x.shape[1] - correction, 0)
-    return out if input.ndim == 2 else out.reshape(())
-
-
-def corrcoef(input):
-    c = cov(input)
-    if c.ndim == 0:
-        return c / c
-    d = diagonal(c).sqrt()
-    return (c / d.unsqueeze(0) / d.unsqueeze(1)).clamp(-1.0, 1.0)
-
-
 def signbit(x):
     """True where the sign bit is set (-0.0 included)."""
     if not x.dtype.is_floating_point:
@@ -534,7 +517,7 @@ TENSOR_METHODS.update(_INPLACE_SHAPES, take=take, index_copy=index_copy, masked_
                       signbit=signbit, float_power=float_power, true_divide=true_divide)
 TORCH_FUNCTIONS.update(take=take, index_copy=index_copy, masked_scatter=masked_scatter, trapezoid=trapezoid,
                        trapz=trapezoid, cumulative_trapezoid=cumulative_trapezoid, vander=vander, block_diag=block_diag,
-                       cov=cov, corrcoef=corrcoef, signbit=signbit, float_power=float_power, true_divide=true_divide)
+                       signbit=signbit, float_power=float_power, true_divide=true_divide)
 FUNCTIONAL.update(rrelu=rrelu, alpha_dropout=alpha_dropout, local_response_norm=local_response_norm)
 
 

@@ -371,10 +371,6 @@ def repeat_interleave(x, repeats, dim=None):
     return index_select(x, dim, [i for i in range(n) for _ in range(reps[i])])
 
 
-def take_along_dim(x, indices, dim):
-    return x.gather(dim, indices)
-
-
 def masked_select(x, mask):
     shape = np.broadcast_shapes(tuple(x.shape), tuple(mask.shape))
     xs = x.expand(*shape) if tuple(x.shape) != shape else x
@@ -706,7 +702,7 @@ _BOTH = dict(  # torch.X(t, ...) and t.X(...)
     trace=trace, round=round_, trunc=trunc, fix=trunc, index_add=index_add, nonzero=nonzero, argwhere=argwhere, count_nonzero=count_nonzero, allclose=allclose, equal=equal,
     clip=lambda x, min=None, max=None: x.clamp(min, max), index_fill=_index_fill)
 
-TORCH_FUNCTIONS = dict(_BOTH, hstack=hstack, bernoulli=bernoulli, triu_indices=_tri_indices(True), tril_indices=_tri_indices(False), vstack=vstack, row_stack=vstack, **_C_UNARY, take_along_dim=take_along_dim, linspace=linspace, numel=numel, softplus=softplus)
+TORCH_FUNCTIONS = dict(_BOTH, hstack=hstack, bernoulli=bernoulli, triu_indices=_tri_indices(True), tril_indices=_tri_indices(False), vstack=vstack, row_stack=vstack, **_C_UNARY, linspace=linspace, numel=numel, softplus=softplus)
 
 TENSOR_METHODS = dict(
     _BOTH, bernoulli=bernoulli, exponential_=exponential_, random_=random_,

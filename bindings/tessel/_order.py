@@ -66,15 +66,23 @@ def quantile(x, q, dim=None, keepdim=False, *, interpolation="linear"):
         elif interpolation == "midpoint":
             frac = 0.5 if hi != lo else 0.0
         a, b = values.narrow(d, lo, 1), values.narrow(d, hi, 1)
-        out = a + (b - a) * frac if frac else a
+        outs.append(a + (b - a) * frac if frac else a)
+    return shaped_quantiles(outs, q, x, dim, keepdim, d)
+
+
+def shaped_quantiles(outs, q, x, dim, keepdim, d):
+    """quantile's per-q results (each kept along d of the sorted input) shaped as torch returns them: dim=None
+    gives 0-d results (keepdim: all-ones shape), otherwise d squeezed unless keepdim; a 1-D q stacks them first."""
+    shaped = []
+    for out in outs:
         if dim is None:
             out = out.reshape([1] * x.dim()) if keepdim else out.reshape([])
         elif not keepdim:
             out = out.squeeze(d)
-        outs.append(out)
+        shaped.append(out)
     if isinstance(q, Tensor) and q.dim() > 0:
-        return _C._functional.stack(outs, 0)
-    return outs[0]
+        return _C._functional.stack(shaped, 0)
+    return shaped[0]
 
 
 for _name, _fn in dict(median=median, kthvalue=kthvalue, quantile=quantile).items():

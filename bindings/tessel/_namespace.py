@@ -1,0 +1,1155 @@
+"""The rest of torch's namespace that ported scripts reach for: function forms (torch.add(x, y, alpha=2),
+torch.div(x, y, rounding_mode="floor"), torch.dot, torch.mv, torch.t), aliases (subtract, multiply, divide,
+absolute, negative, greater, moveaxis, swapdims, concat, ...), the constants (pi, e, inf, nan, newaxis), the
+dtype rules (promote_types, result_type, can_cast), splitting and stacking helpers (hsplit, dstack,
+column_stack, atleast_2d), linear algebra's older spellings (det, inverse, cholesky_solve, triangular_solve,
+svd with V, matrix_exp), statistics (cov, corrcoef, nanmedian, nanquantile, histogram), the out-of-place
+scatters (select_scatter, slice_scatter, diagonal_scatter), window functions, torch's top-level forms of
+torch.nn.functional (torch.conv2d, torch.dropout(x, p, train), torch.layer_norm, ...), and every in-place
+method torch has whose out-of-place op tessel has (x.tril_(), x.cumsum_(0), x.eq_(y), x.rsqrt_()).
+
+Each is composed from tessel's differentiable ops, so gradients flow and DTensors work wherever those ops do;
+the exceptions say so in their docstrings (histogram and the window functions compute on the host with
+numpy, as they have no gradient in torch either). An in-place method computes the out-of-place result and
+writes it into the tensor with torch's rules: a result dtype the tensor cannot hold ("result type Float can't
+be cast to the desired output type Long") or a shape it is not raises; under autograd the write is recorded
+as tessel/_inplace.py records add_.
+
+install(namespace) puts the functions into tessel's namespace and the methods onto Tensor, skipping any name
+tessel already defines (the C++ ops and the earlier Python modules win).
+"""
+import builtins
+import collections
+import math
+
+import numpy as np
+
+from . import _C, _dtypes, _inplace
+
+Tensor = _C.Tensor
+_bool, _float, _int = builtins.bool, builtins.float, builtins.int
+
+# ---- dtype rules ------------------------------------------------------------------------------------------
+
+_CATEGORY = {_dtypes.bool: 0, _dtypes.int32: 1, _dtypes.int64: 1, _dtypes.float16: 2, _dtypes.bfloat16: 2,
+             _dtypes.float32: 2, _dtypes.float64: 2}
+_NAMES = {_dtypes.bool: "Bool", _dtypes.int32: "Int", _dtypes.int64: "Long", _dtypes.float16: "Half",
+          _dtypes.bfloat16: "BFloat16", _dtypes.float32: "Float", _dtypes.float64: "Double"}
+_WIDTH = {_dtypes.float16: 16, _dtypes.bfloat16: 16, _dtypes.float32: 32, _dtypes.float64: 64,
+          _dtypes.int32: 32, _dtypes.int64: 64}
+
+
+def _check_dtype(d, fn):
+    if d not in _CATEGORY:
+        raise TypeError("%s(): expected a tessel dtype, got %r" % (fn, d))
+
+
+def promote_types(type1, type2):
+    """torch.promote_types: the smallest dtype both convert to without leaving their category (bool < integer
+    < floating): int32 + int64 -> int64, int64 + float16 -> float16, float16 + bfloat16 -> float32."""
+    _check_dtype(type1, "promote_types")
+    _check_dtype(type2, "promote_types")
+    if type1 == type2:
+        return type1
+    c1, c2 = _CATEGORY[type1], _CATEGORY[type2]
+    if c1 != c2:
+        return type1 if c1 > c2 else type2
+    if {type1, type2} == {_dtypes.float16, _dtypes.bfloat16}:
+        return _dtypes.float32
+    return type1 if _WIDTH[type1] >= _WIDTH[type2] else type2
+
+
+def can_cast(from_, to):
+    """torch.can_cast: whether an op may write a `from_` result into a `to` tensor (same or higher
+    category: float -> int and int -> bool may not)."""
+    _check_dtype(from_, "can_cast")
+    _check_dtype(to, "can_cast")
+    return _CATEGORY[from_] <= _CATEGORY[to]
+
+
+def _scalar_dtype(v):
+    if isinstance(v, _bool):
+        return _dtypes.bool
+    if isinstance(v, (_int, np.integer)):
+        return _dtypes.int64
+    if isinstance(v, (_float, np.floating)):
+        return _dtypes.float32  # torch's default dtype
+    raise TypeError("result_type(): expected a Tensor or a Python number, got %s" % type(v).__name__)
+
+
+def _combine_categories(higher, lower):
+    if higher is None:
+        return lower
+    if lower is None:
+        return higher
+    if _CATEGORY[higher] == 2:
+        return higher
+    if higher == _dtypes.bool or _CATEGORY[lower] == 2:
+        return promote_types(higher, lower)
+    return higher
+
+
+def result_type(tensor1, tensor2):
+    """torch.result_type: the dtype an arithmetic op of the two gives. Tensors with dimensions decide within
+    their category; a zero-dim tensor or a Python number only lifts the category (int tensor + 2.5 -> float32,
+    float16 tensor + 2.5 -> float16, int32 tensor + 5 -> int32)."""
+    tiers = [None, None, None]  # dimensioned tensors, zero-dim tensors, Python numbers
+    for v in (tensor1, tensor2):
+        if isinstance(v, Tensor):
+            tier, d = (0 if v.dim() > 0 else 1), v.dtype
+        else:
+            tier, d = 2, _scalar_dtype(v)
+        tiers[tier] = d if tiers[tier] is None else promote_types(tiers[tier], d)
+    return _combine_categories(tiers[0], _combine_categories(tiers[1], tiers[2]))
+
+
+# ---- arithmetic function forms ----------------------------------------------------------------------------
+
+_add_cpp, _mul_cpp = Tensor.add, Tensor.mul
+
+
+def _as_operand(x, like):
+    return x if isinstance(x, Tensor) else _C._full([], _float(x), result_type(like, x))
+
+
+def add(input, other, *, alpha=1):
+    """torch.add / Tensor.add: input + alpha * other (other a tensor or a Python number)."""
+    if alpha != 1:
+        other = other * alpha
+    return input + other
+
+
+def sub(input, other, *, alpha=1):
+    """torch.sub / subtract / Tensor.sub: input - alpha * other."""
+    if isinstance(input, Tensor) and input.dtype == _dtypes.bool and isinstance(other, Tensor) and \
+            other.dtype == _dtypes.bool:
+        raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or "
+                           "`logical_xor()` operator instead.")
+    if alpha != 1:
+        other = other * alpha
+    return input - other
+
+
+def rsub(input, other, alpha=1):
+    """torch.rsub: other - alpha * input."""
+    return (other - input * alpha) if alpha != 1 else (other - input)
+
+
+def mul(input, other):
+    """torch.mul / multiply / Tensor.mul: input * other (a tensor or a Python number)."""
+    return input * other
+
+
+def div(input, other, *, rounding_mode=None):
+    """torch.div / divide / Tensor.div: true division (integers give float32), or rounded: "trunc" towards
+    zero, "floor" towards -inf (integers stay integers, exactly)."""
+    if rounding_mode is None:
+        return input / other
+    if rounding_mode == "floor":
+        return input.floor_divide(other) if isinstance(input, Tensor) else _as_operand(input, other).floor_divide(
+            other)
+    if rounding_mode != "trunc":
+        raise ValueError("div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '%s'"
+                         % rounding_mode)
+    a = input if isinstance(input, Tensor) else _as_operand(input, other)
+    b = other if isinstance(other, Tensor) else _as_operand(other, a)
+    if (a.dtype.is_floating_point or b.dtype.is_floating_point):
+        return (a / b).trunc()
+    q = a.floor_divide(b)  # integers: floor + 1 where the exact quotient was negative and not whole
+    inexact = (q * b).ne(a).logical_and(a.lt(0).logical_xor(b.lt(0)))
+    return q + inexact.to(q.dtype)
+
+
+def positive(input):
+    """torch.positive: input itself (bool refused, as torch)."""
+    if input.dtype == _dtypes.bool:
+        raise NotImplementedError("The `+` operator, on a bool tensor is not supported.")
+    return input
+
+
+def tan(input):
+    """torch.tan: sin / cos, formed in float64 for the narrower float types (one rounding at the end, as a
+    direct tan would give), so float32 results are correctly rounded but for rare ties."""
+    if input.dtype == _dtypes.float64:
+        return input.sin() / input.cos()
+    x = input.to(_dtypes.float64)
+    out_dtype = input.dtype if input.dtype.is_floating_point else _dtypes.float32
+    return (x.sin() / x.cos()).to(out_dtype)
+
+
+def angle(input):
+    """torch.angle of a real tensor: pi where it is negative, 0 elsewhere, NaN kept (no gradient flows)."""
+    x = (input if input.dtype.is_floating_point else input.to(_dtypes.float32)).detach()
+    zero, pi = _C._full([], 0.0, x.dtype), _C._full([], math.pi, x.dtype)
+    return _C._functional.where(x.isnan(), x, _C._functional.where(x.lt(0), pi, zero))
+
+
+def ldexp(input, other):
+    """torch.ldexp: input * 2 ** other."""
+    two = _C._full([], 2.0, input.dtype if input.dtype.is_floating_point else _dtypes.float32)
+    return input * two.pow(other if isinstance(other, Tensor) else _C._full([], _float(other), two.dtype))
+
+
+_FREXP = collections.namedtuple("frexp", ["mantissa", "exponent"])
+
+
+def frexp(input):
+    """torch.frexp: (mantissa, exponent) with input = mantissa * 2 ** exponent, |mantissa| in [0.5, 1) (0, inf
+    and NaN keep exponent 0 and themselves as mantissa); exponent int32. Exact: the exponent comes from log2 in
+    float64 and is corrected by one where rounding put it off, and dividing by a power of two is exact."""
+    if not input.dtype.is_floating_point:
+        raise RuntimeError("torch.frexp() only supports floating-point dtypes")
+    x = input.detach().to(_dtypes.float64)
+    finite_nonzero = x.isfinite().logical_and(x.ne(0))
+    safe = _C._functional.where(finite_nonzero, x.abs(), _C._full([], 1.0, _dtypes.float64))
+    e = safe.log2().floor() + 1
+    m = safe / _C._full([], 2.0, _dtypes.float64).pow(e)
+    e = e + m.ge(1).to(e.dtype) - m.lt(0.5).to(e.dtype)
+    e = _C._functional.where(finite_nonzero, e, _C._full([], 0.0, _dtypes.float64))
+    mantissa = _C._functional.where(finite_nonzero, x / _C._full([], 2.0, _dtypes.float64).pow(e), x)
+    return _FREXP(mantissa.to(input.dtype), e.to(_dtypes.int32))
+
+
+def _check_integral(input, other, name):
+    for t in (input, other):
+        if isinstance(t, Tensor) and (t.dtype.is_floating_point or t.dtype == _dtypes.bool):
+            raise NotImplementedError('"%s_cpu" not implemented for \'%s\'' % (name, _NAMES[t.dtype]))
+
+
+def gcd(input, other):
+    """torch.gcd of integer tensors (broadcast), non-negative; gcd(0, 0) = 0. Euclid's algorithm, every
+    element at once (at most ~92 rounds for int64)."""
+    _check_integral(input, other, "gcd")
+    a, b = input.abs(), _as_operand(other, input).abs()
+    a, b = a + b * 0, b + a * 0  # broadcast
+    while _bool(b.ne(0).any().item()):
+        nz = b.ne(0)
+        safe = _C._functional.where(nz, b, b * 0 + 1)
+        a, b = _C._functional.where(nz, b, a), _C._functional.where(nz, a.remainder(safe), b)
+    return a
+
+
+def lcm(input, other):
+    """torch.lcm of integer tensors: |a / gcd(a, b) * b|, 0 where either is 0."""
+    g = gcd(input, other)
+    b = _as_operand(other, input)
+    safe = _C._functional.where(g.ne(0), g, g * 0 + 1)
+    return _C._functional.where(g.ne(0), (input.floor_divide(safe) * b).abs(), g * 0)
+
+
+def mvlgamma(input, p):
+    """torch.mvlgamma: the multivariate log-gamma of dimension p, Σ_j lgamma(x - j/2) + p(p-1)/4·log(pi)
+    (inf where an element is at most (p - 1) / 2, as torch 2.15 gives)."""
+    if p < 1:
+        raise RuntimeError("p has to be greater than or equal to 1")
+    out = input.lgamma()
+    for j in range(1, p):
+        out = out + (input - j / 2).lgamma()
+    return out + p * (p - 1) / 4 * math.log(math.pi)
+
+
+def hardshrink(input, lambd=0.5):
+    from .nn import functional as F
+    return F.hardshrink(input, lambd)
+
+
+def renorm(input, p, dim, maxnorm):
+    """torch.renorm: each slice along dim whose p-norm exceeds maxnorm is scaled to maxnorm (norm + 1e-7 in
+    the divisor, as torch)."""
+    if p <= 0:
+        raise RuntimeError("renorm: non-positive-norm not supported")
+    if maxnorm < 0:
+        raise RuntimeError("renorm: expected maxnorm to be >= 0 but got %s" % maxnorm)
+    dim = dim % input.dim()
+    others = [d for d in range(input.dim()) if d != dim]
+    norms = input.norm(p, others, True) if others else input.abs()
+    factor = _C._functional.where(norms.gt(maxnorm), maxnorm / (norms + 1e-7), norms * 0 + 1)
+    return input * factor
+
+
+# ---- products -------------------------------------------------------------------------------------------
+
+def _name(d):
+    return _NAMES.get(d, str(d))
+
+
+def dot(input, other):
+    """torch.dot: the inner product of two 1-D tensors of one size and dtype."""
+    if input.dim() != 1 or other.dim() != 1:
+        raise RuntimeError("1D tensors expected, but got %dD and %dD tensors" % (input.dim(), other.dim()))
+    if input.dtype != other.dtype:
+        raise RuntimeError("dot : expected both vectors to have same dtype, but found %s and %s"
+                           % (_name(input.dtype), _name(other.dtype)))
+    if input.shape[0] != other.shape[0]:
+        raise RuntimeError("inconsistent tensor size, expected tensor [%d] and src [%d] to have the same number of "
+                           "elements, but got %d and %d elements respectively"
+                           % (input.shape[0], other.shape[0], input.shape[0], other.shape[0]))
+    return input.matmul(other)
+
+
+def inner(input, other):
+    """torch.inner: sums over the last dims (input.shape[:-1] + other.shape[:-1]); a 0-d side multiplies."""
+    if input.dim() == 0 or other.dim() == 0:
+        return input * other
+    if input.shape[-1] != other.shape[-1]:
+        raise RuntimeError("inner() the last dimension must match on both input tensors but got shapes %s and %s"
+                           % (list(input.shape), list(other.shape)))
+    if other.dim() == 1:
+        return input.matmul(other)
+    from ._composed import tensordot
+    return tensordot(input, other, dims=([input.dim() - 1], [other.dim() - 1]))
+
+
+def mv(input, vec):
+    """torch.mv: matrix [n, m] times vector [m]."""
+    if input.dim() != 2 or vec.dim() != 1:
+        raise RuntimeError("vector + matrix @ vector expected, got %d, %d, %d" % (1, input.dim(), vec.dim()))
+    if input.shape[1] != vec.shape[0]:
+        raise RuntimeError("size mismatch, got input (%d), mat (%dx%d), vec (%d)"
+                           % (input.shape[0], input.shape[0], input.shape[1], vec.shape[0]))
+    return input.matmul(vec)
+
+
+def _beta_alpha(input, product, beta, alpha):
+    scaled = product * alpha if alpha != 1 else product
+    if beta == 0:  # torch ignores input (NaN and inf included) when beta is 0; its shape still broadcasts
+        return scaled + _C._full(list(input.shape), 0.0, scaled.dtype)
+    return (input * beta if beta != 1 else input) + scaled
+
+
+def addmv(input, mat, vec, *, beta=1, alpha=1):
+    """torch.addmv: beta * input + alpha * (mat @ vec)."""
+    return _beta_alpha(input, mv(mat, vec), beta, alpha)
+
+
+def addr(input, vec1, vec2, *, beta=1, alpha=1):
+    """torch.addr: beta * input + alpha * outer(vec1, vec2)."""
+    if vec1.dim() != 1 or vec2.dim() != 1:
+        raise RuntimeError("addr: Expected 1-D argument vec1, but got %d-D" % vec1.dim() if vec1.dim() != 1 else
+                           "addr: Expected 1-D argument vec2, but got %d-D" % vec2.dim())
+    return _beta_alpha(input, vec1.unsqueeze(1) * vec2.unsqueeze(0), beta, alpha)
+
+
+def ger(input, vec2):
+    """torch.ger (torch.outer's older name)."""
+    return input.unsqueeze(1) * vec2.unsqueeze(0) if input.dim() == 1 and vec2.dim() == 1 else _outer(input, vec2)
+
+
+def _outer(a, b):
+    from ._extra import outer
+    return outer(a, b)
+
+
+def adjoint(input):
+    """torch.adjoint / Tensor.mH / Tensor.H (2-D): the conjugate transpose; real tensors: the transpose of the
+    last two dims."""
+    if input.dim() < 2:
+        raise RuntimeError("tensor.adjoint() is only supported on matrices or batches of matrices. Got 1-D tensor."
+                           if input.dim() == 1 else
+                           "tensor.adjoint() is only supported on matrices or batches of matrices. Got 0-D tensor.")
+    return input.transpose(-2, -1)
+
+
+# ---- linear algebra's older spellings ---------------------------------------------------------------------
+
+def _linalg():
+    from . import linalg
+    return linalg
+
+
+def det(input):
+    return _linalg().det(input)
+
+
+def logdet(input):
+    """torch.logdet: log(det(A)); NaN where det < 0, -inf where det = 0 (from slogdet)."""
+    sign, logabs = _linalg().slogdet(input)
+    nan = logabs * 0 + _float("nan")
+    return _C._functional.where(sign.lt(0), nan, logabs)
+
+
+def slogdet(input):
+    return _linalg().slogdet(input)
+
+
+def inverse(input):
+    return _linalg().inv(input)
+
+
+def pinverse(input, rcond=1e-15):
+    """torch.pinverse: the pseudo-inverse (singular values below rcond · the largest are dropped)."""
+    a = _linalg()._host(input, "pinverse")
+    return _linalg()._back(np.linalg.pinv(a, rcond=rcond), input)
+
+
+def matrix_power(input, n):
+    return _linalg().matrix_power(input, n)
+
+
+def cholesky(input, upper=False):
+    """torch.cholesky: removed in torch 2 (as there, this raises; torch.linalg.cholesky is the spelling)."""
+    raise RuntimeError("This function was deprecated since version 1.9 and is now removed. `torch.cholesky` is "
+                       "deprecated in favor of `torch.linalg.cholesky`.")
+
+
+def cholesky_solve(input, input2, upper=False):
+    """torch.cholesky_solve(B, L): X with A X = B for A = L Lᵀ (L lower; upper=True: A = Uᵀ U)."""
+    solve = _linalg().solve_triangular
+    if upper:
+        y = solve(input2.transpose(-2, -1), input, upper=False)
+        return solve(input2, y, upper=True)
+    y = solve(input2, input, upper=False)
+    return solve(input2.transpose(-2, -1), y, upper=True)
+
+
+def cholesky_inverse(input, upper=False):
+    """torch.cholesky_inverse(L): (L Lᵀ)⁻¹ (upper=True: (Uᵀ U)⁻¹)."""
+    from ._tensor import eye
+    n = input.shape[-1]
+    identity = eye(n, dtype=input.dtype)
+    if input.dim() > 2:
+        identity = identity.expand(*input.shape)
+    return cholesky_solve(identity, input, upper)
+
+
+_TRIANGULAR = collections.namedtuple("triangular_solve", ["solution", "cloned_coefficient"])
+
+
+def triangular_solve(b, A, upper=True, transpose=False, unitriangular=False):
+    """torch.triangular_solve(b, A): (X, A.clone()) with op(A) X = b, op the transpose when transpose=True."""
+    coefficient = A.transpose(-2, -1) if transpose else A
+    x = _linalg().solve_triangular(coefficient, b, upper=upper != transpose, unitriangular=unitriangular)
+    return _TRIANGULAR(x, A.clone())
+
+
+_SVD = collections.namedtuple("svd", ["U", "S", "V"])
+
+
+def svd(input, some=True, compute_uv=True):
+    """torch.svd (the older form): U, S, V with input = U diag(S) Vᵀ (V, not Vᵀ); some=False gives the
+    complete U and V; compute_uv=False returns zero-filled U and V as torch does."""
+    u, s, vh = _linalg().svd(input, full_matrices=not some)
+    if not compute_uv:
+        return _SVD(u * 0, s, vh.transpose(-2, -1) * 0)
+    return _SVD(u, s, vh.transpose(-2, -1))
+
+
+def qr(input, some=True):
+    """torch.qr: removed in torch 2 (as there, this raises; torch.linalg.qr is the spelling)."""
+    raise RuntimeError("This function was deprecated since version 1.9 and is now removed. `torch.qr` is deprecated "
+                       "in favor of `torch.linalg.qr` and the boolean parameter `some` has been replaced with a "
+                       "string parameter `mode`.")
+
+
+def matrix_exp(input):
+    """torch.matrix_exp / linalg.matrix_exp of square matrices [..., n, n]: scaling and squaring over a degree-18
+    Taylor polynomial (the batch's 1-norm scaled below 1/2, so the truncation is below float64's rounding), all
+    matmuls, so the gradient flows (it is the derivative of this approximation, equal to the exact Fréchet
+    derivative to the same accuracy)."""
+    if input.dim() < 2 or input.shape[-1] != input.shape[-2]:
+        raise RuntimeError("linalg.matrix_exp: A must be batches of square matrices, but they are %d by %d "
+                           "matrices" % (input.shape[-2] if input.dim() >= 2 else 1, input.shape[-1]))
+    if not input.dtype.is_floating_point:
+        raise RuntimeError("linalg.matrix_exp: Expected a floating point tensor as input. Got %s"
+                           % _name(input.dtype))
+    if input.dtype != _dtypes.float64:  # formed in float64 (the squarings amplify float32 rounding), one cast back
+        return matrix_exp(input.to(_dtypes.float64)).to(input.dtype)
+    from ._tensor import eye
+    n = input.shape[-1]
+    norm = _float(input.detach().abs().sum(-2).max().item()) if input.numel() else 0.0
+    squarings = builtins.max(0, math.ceil(math.log2(norm / 0.5))) if norm > 0.5 else 0
+    a = input / (2.0 ** squarings) if squarings else input
+    identity = eye(n, dtype=input.dtype)
+    result, term = identity + a * 0, identity + a * 0
+    for k in range(1, 19):
+        term = term.matmul(a) / k
+        result = result + term
+    for _ in range(squarings):
+        result = result.matmul(result)
+    return result
+
+
+def chain_matmul(*matrices):
+    return _linalg().multi_dot(list(matrices))
+
+
+def frobenius_norm(input, dim, keepdim=False):
+    return input.norm(2, list(dim) if isinstance(dim, (list, tuple)) else [dim], keepdim)
+
+
+def nuclear_norm(input, keepdim=False):
+    s = _linalg().svdvals(input)
+    out = s.sum(-1)
+    return out.unsqueeze(-1).unsqueeze(-1) if keepdim else out
+
+
+# ---- shape helpers --------------------------------------------------------------------------------------
+
+def _tensors_of(args, name):
+    if len(args) == 1 and isinstance(args[0], (list, tuple)):
+        return list(args[0]), True
+    return list(args), len(args) != 1
+
+
+def _atleast(ndim, name):
+    def fn(*tensors):
+        items, many = _tensors_of(tensors, name)
+        out = []
+        for t in items:
+            if t.dim() >= ndim:
+                out.append(t)
+            elif ndim == 1 or t.dim() == 0:
+                out.append(t.reshape([1] * ndim))
+            elif ndim == 2:  # 1-D [n] -> [1, n]
+                out.append(t.unsqueeze(0))
+            else:  # 3-D: [n] -> [1, n, 1], [m, n] -> [m, n, 1]
+                out.append(t.unsqueeze(0).unsqueeze(-1) if t.dim() == 1 else t.unsqueeze(-1))
+        return tuple(out) if many else out[0]
+    fn.__name__ = name
+    fn.__doc__ = "torch.%s: each tensor viewed with at least %d dims (a tuple for several)." % (name, ndim)
+    return fn
+
+
+atleast_1d, atleast_2d, atleast_3d = _atleast(1, "atleast_1d"), _atleast(2, "atleast_2d"), _atleast(3, "atleast_3d")
+
+
+def column_stack(tensors):
+    """torch.column_stack: 0-d and 1-D tensors become columns [n, 1], then hstack."""
+    cols = [t.reshape(-1, 1) if t.dim() <= 1 else t for t in tensors]
+    return _C._functional.cat(cols, 1)
+
+
+def dstack(tensors):
+    """torch.dstack: atleast_3d, then concatenated along dim 2."""
+    return _C._functional.cat(list(atleast_3d(list(tensors))), 2)
+
+
+def concat(tensors, dim=0):
+    return _C._functional.cat(list(tensors), dim)
+
+
+def _split_along(name, min_dim, dim_of):
+    def fn(input, indices_or_sections):
+        if input.dim() < min_dim:
+            raise RuntimeError("torch.%s requires a tensor with at least %d dimension, but got a tensor with %d "
+                               "dimensions!" % (name, min_dim, input.dim()))
+        dim = dim_of(input)
+        if isinstance(indices_or_sections, _int) and not isinstance(indices_or_sections, _bool):
+            size = input.shape[dim]
+            if indices_or_sections == 0 or size % indices_or_sections:
+                raise RuntimeError("torch.%s attempted to split along dimension %d, but the size of the dimension %d "
+                                   "is not divisible by the split_size %d!"
+                                   % (name, dim, size, indices_or_sections))
+        return input.tensor_split(indices_or_sections, dim)
+    fn.__name__ = name
+    return fn
+
+
+hsplit = _split_along("hsplit", 1, lambda t: 0 if t.dim() == 1 else 1)
+vsplit = _split_along("vsplit", 2, lambda t: 0)
+dsplit = _split_along("dsplit", 3, lambda t: 2)
+
+
+def fliplr(input):
+    if input.dim() < 2:
+        raise RuntimeError("Input must be >= 2-d.")
+    return input.flip([1])
+
+
+def flipud(input):
+    if input.dim() < 1:
+        raise RuntimeError("Input must be >= 1-d.")
+    return input.flip([0])
+
+
+def ravel(input):
+    return input.reshape(-1)
+
+
+def msort(input):
+    return input.sort(0)[0]
+
+
+def diagflat(input, offset=0):
+    """torch.diagflat: the flattened input on the offset diagonal of a square matrix."""
+    from ._extra import diag
+    return diag(input.reshape(-1), offset)
+
+
+def take_along_dim(input, indices, dim=None):
+    """torch.take_along_dim: gather along dim with input and indices broadcast against each other elsewhere;
+    dim=None indexes the flattened input."""
+    if dim is None:
+        return input.reshape(-1).gather(0, indices.reshape(-1))
+    dim = dim % input.dim()
+    if input.dim() != indices.dim():
+        raise RuntimeError("torch.take_along_dim(): input and indices should have the same number of dimensions, "
+                           "but got %d dimensions for input, and %d dimensions for indices"
+                           % (input.dim(), indices.dim()))
+    shape_in, shape_ix = list(input.shape), list(indices.shape)
+    for d in range(input.dim()):
+        if d == dim:
+            continue
+        size = builtins.max(shape_in[d], shape_ix[d])
+        if shape_in[d] not in (1, size) or shape_ix[d] not in (1, size):
+            raise RuntimeError("The size of tensor a (%d) must match the size of tensor b (%d) at non-singleton "
+                               "dimension %d" % (shape_in[d], shape_ix[d], d))
+        shape_in[d] = shape_ix[d] = size
+    return input.expand(*shape_in).gather(dim, indices.expand(*shape_ix))
+
+
+def unravel_index(indices, shape):
+    """torch.unravel_index: the coordinates (a tuple of int64 tensors) of flat indices into shape."""
+    if isinstance(shape, _int):
+        shape = (shape,)
+    if not isinstance(indices, Tensor):
+        indices = _C._full([], _float(indices), _dtypes.int64)
+    if indices.dtype.is_floating_point or indices.dtype == _dtypes.bool:
+        raise TypeError("expected 'indices' to be integer dtype, but got %s" % _name(indices.dtype))
+    if builtins.any(s < 0 for s in shape):
+        raise ValueError("'shape' cannot have negative values, but got %s" % (tuple(shape),))
+    total = 1
+    for s in shape:
+        total *= s
+    if indices.numel() and (_bool(indices.lt(-total).any().item()) or _bool(indices.ge(total).any().item())):
+        raise RuntimeError("'indices' must be in range [-%d, %d)" % (total, total))
+    flat = indices.to(_dtypes.int64)
+    flat = _C._functional.where(flat.lt(0), flat + total, flat)
+    out, stride = [], total
+    for s in shape:
+        stride //= s
+        out.append(flat.floor_divide(stride).remainder(s) if s else flat * 0)
+    return tuple(out)
+
+
+def _scatter_into(input, src, view_of, expected_shape, name):
+    """A copy of input whose view view_of(copy) holds src (shape checked as torch: no broadcasting); the
+    gradient reaches input outside the view and src inside it (the write is recorded as a view write)."""
+    if tuple(src.shape) != tuple(expected_shape):
+        raise RuntimeError("expected src to have a size equal to the slice of self. src size = %s, slice size = %s"
+                           % (list(src.shape), list(expected_shape)))
+    out = input.clone()
+    view_of(out).copy_(src)
+    return out
+
+
+def select_scatter(input, src, dim, index):
+    """torch.select_scatter: input with input.select(dim, index) replaced by src."""
+    return _scatter_into(input, src, lambda t: t.select(dim, index), input.select(dim, index).shape,
+                         "select_scatter")
+
+
+def slice_scatter(input, src, dim=0, start=None, end=None, step=1):
+    """torch.slice_scatter: input with input[..., start:end:step, ...] (along dim) replaced by src."""
+    index = [builtins.slice(None)] * input.dim()
+    index[dim] = builtins.slice(start, end, step)
+    index = tuple(index)
+    return _scatter_into(input, src, lambda t: t[index], input[index].shape, "slice_scatter")
+
+
+def diagonal_scatter(input, src, offset=0, dim1=0, dim2=1):
+    """torch.diagonal_scatter: input with input.diagonal(offset, dim1, dim2) replaced by src."""
+    return _scatter_into(input, src, lambda t: t.diagonal(offset, dim1, dim2),
+                         input.diagonal(offset, dim1, dim2).shape, "diagonal_scatter")
+
+
+def narrow_copy(input, dim, start, length):
+    return input.narrow(dim, start, length).clone()
+
+
+def reshape_as(input, other):
+    return input.reshape(list(other.shape))
+
+
+def sum_to_size(input, *size):
+    """Tensor.sum_to_size: sums the broadcast dims away so the result has `size` (which input expands from)."""
+    if len(size) == 1 and isinstance(size[0], (list, tuple)):
+        size = tuple(size[0])
+    size = tuple(size)
+    lead = input.dim() - len(size)
+    if lead < 0 or builtins.any(s not in (1, input.shape[lead + i]) for i, s in enumerate(size)):
+        raise RuntimeError("size {%s} is not expandable to size {%s}." % (list(size), list(input.shape)))
+    out = input.sum(list(range(lead))) if lead else input
+    dims = [i for i, s in enumerate(size) if s == 1 and out.shape[i] != 1]
+    return out.sum(dims, True) if dims else out
+
+
+def is_nonzero(input):
+    if input.numel() == 0:
+        raise RuntimeError("Boolean value of Tensor with no values is ambiguous")
+    if input.numel() > 1:
+        raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
+    return _bool(input.item() != 0)
+
+
+def is_same_size(input, other):
+    return tuple(input.shape) == tuple(other.shape)
+
+
+def is_signed(input):
+    return input.dtype != _dtypes.bool
+
+
+def _false(input):
+    return False
+
+
+def _identity(input):
+    return input
+
+
+def isreal(input):
+    """torch.isreal: every element of a real tensor is real."""
+    return _C._full(list(input.shape), 1.0, _dtypes.bool)
+
+
+def imag(input):
+    raise TypeError("imag is not implemented for tensors with non-complex dtypes.")
+
+
+def scalar_tensor(s, *, dtype=None, device=None, requires_grad=False, **_):
+    out = _C._full([], _float(s), dtype or _dtypes.float32)
+    if requires_grad:
+        out.requires_grad_(True)
+    return out
+
+
+# ---- statistics -----------------------------------------------------------------------------------------
+
+def cov(input, *, correction=1, fweights=None, aweights=None):
+    """torch.cov: the covariance of the variables in input's rows (observations in columns), with integer
+    frequency weights and/or observation weights and the given correction."""
+    if input.dim() > 2:
+        raise ValueError("cov(): expected input to have two or fewer dimensions but got an input with %d dimensions"
+                         % input.dim())
+    x = input if input.dim() == 2 else input.reshape(1, -1)
+    if not x.dtype.is_floating_point:
+        x = x.to(_dtypes.float32)
+    n = x.shape[1]
+    w = None
+    if fweights is not None:
+        w = fweights.to(x.dtype)
+    if aweights is not None:
+        w = aweights.to(x.dtype) if w is None else w * aweights.to(x.dtype)
+    if w is None:
+        w_sum = _float(n)
+        mean = x.mean(1, True)
+    else:
+        w_sum_t = w.sum()
+        w_sum = _float(w_sum_t.item())
+        mean = (x * w).sum(1, True) / w_sum_t
+    if w is None or correction == 0:
+        norm = w_sum - correction
+    elif aweights is None:
+        norm = w_sum - correction
+    else:
+        norm = w_sum - correction * _float((w * aweights.to(x.dtype)).sum().item()) / w_sum
+    xc = x - mean
+    xw = xc if w is None else xc * w
+    out = xw.matmul(xc.transpose(0, 1)) / builtins.max(norm, 0.0) if norm > 0 else \
+        xw.matmul(xc.transpose(0, 1)) / 0.0
+    return out.squeeze() if input.dim() < 2 else out
+
+
+def corrcoef(input):
+    """torch.corrcoef: cov / sqrt(diag ⊗ diag), clipped to [-1, 1]."""
+    c = cov(input)
+    if c.dim() == 0:
+        return c / c
+    d = c.diagonal().sqrt()
+    return (c / d.unsqueeze(1) / d.unsqueeze(0)).clamp(-1, 1)
+
+
+def _nan_sorted(x, dim):
+    """x sorted along dim with NaN last, the sort's indices, and the count of non-NaN entries (keepdim)."""
+    nan = x.detach().isnan()
+    big = _C._full([], _float("inf"), x.dtype)
+    keyed = _C._functional.where(nan, big + 0 * x.detach(), x.detach())
+    # order by (is NaN, value): a stable sort by value after NaN became +inf, then NaN after real +inf
+    order = keyed.argsort(dim, stable=True)
+    nan_sorted = nan.to(_dtypes.int32).gather(dim, order)
+    order = order.gather(dim, nan_sorted.argsort(dim, stable=True))
+    count = (~nan).to(_dtypes.int64).sum(dim, True)
+    return x.gather(dim, order), order, count
+
+
+_NANMEDIAN = collections.namedtuple("nanmedian", ["values", "indices"])
+
+
+def nanmedian(input, dim=None, keepdim=False):
+    """torch.nanmedian: the lower median of the non-NaN entries (NaN where all are NaN); with dim, (values,
+    indices)."""
+    if dim is None:
+        values, _, count = _nan_sorted(input.reshape(-1), 0)
+        k = builtins.max(0, (_int(count.item()) - 1) // 2)
+        return values.narrow(0, k, 1).squeeze(0) if values.numel() else input.reshape(-1).sum() * _float("nan")
+    dim = dim % builtins.max(input.dim(), 1)
+    if input.dim() == 0:
+        return _NANMEDIAN(input, _C._full([], 0.0, _dtypes.int64))
+    values, order, count = _nan_sorted(input, dim)
+    k = ((count - 1).clamp(0, None)).floor_divide(2)
+    v, i = values.gather(dim, k), order.gather(dim, k)
+    return _NANMEDIAN(v, i) if keepdim else _NANMEDIAN(v.squeeze(dim), i.squeeze(dim))
+
+
+def nanquantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):
+    """torch.nanquantile: quantile over the non-NaN entries of each row (NaN where a row has none)."""
+    if interpolation not in ("linear", "lower", "higher", "nearest", "midpoint"):
+        raise ValueError("quantile() interpolation must be one of linear, lower, higher, midpoint or nearest. Got "
+                         + str(interpolation))
+    qs = q.detach().numpy().reshape(-1).tolist() if isinstance(q, Tensor) else [_float(q)]
+    if builtins.any(not 0.0 <= v <= 1.0 for v in qs):
+        raise RuntimeError("quantile() q values must be in the range [0, 1]")
+    src, d = (input.reshape(-1), 0) if dim is None else (input, dim % input.dim())
+    values, _, count = _nan_sorted(src, d)
+    valid = count.gt(0)
+    last = (count - 1).clamp(0, None).to(_dtypes.float64)
+    outs = []
+    for v in qs:
+        pos = last * v
+        lo, hi = pos.floor(), pos.ceil()
+        frac = pos - lo
+        if interpolation == "lower":
+            hi, frac = lo, frac * 0
+        elif interpolation == "higher":
+            lo, frac = hi, frac * 0
+        elif interpolation == "nearest":
+            near = pos.round()  # ties to even, as torch
+            lo, hi, frac = near, near, frac * 0
+        elif interpolation == "midpoint":
+            frac = _C._functional.where(hi.ne(lo), frac * 0 + 0.5, frac * 0)
+        a = values.gather(d, lo.to(_dtypes.int64))
+        b = values.gather(d, hi.to(_dtypes.int64))
+        out = a + (b - a) * frac.to(values.dtype)
+        outs.append(_C._functional.where(valid, out, out * 0 + _float("nan")))
+    from ._order import shaped_quantiles
+    return shaped_quantiles(outs, q, input, dim, keepdim, d)
+
+
+_HISTOGRAM = collections.namedtuple("histogram", ["hist", "bin_edges"])
+
+
+def histogram(input, bins=100, *, range=None, weight=None, density=False):  # noqa: A002 (torch's name)
+    """torch.histogram of a floating tensor: (hist, bin_edges) in its dtype, bins an int (equal widths over
+    range, default the data's min..max) or a 1-D tensor of increasing edges; the last bin includes its right
+    edge. Computed on the host (numpy.histogram, whose binning rules torch's match); no gradient, as torch."""
+    if not input.dtype.is_floating_point:
+        raise RuntimeError("torch.histogram: input tensor and bins tensors should have the same dtype, but got "
+                           "input %s and bins Float" % _name(input.dtype))
+    if input.is_distributed:
+        raise NotImplementedError("torch.histogram of a DTensor: call full_tensor() first")
+    x = input.detach().to(_dtypes.float64).numpy().reshape(-1)
+    b = bins.detach().to(_dtypes.float64).numpy() if isinstance(bins, Tensor) else _int(bins)
+    w = None if weight is None else weight.detach().to(_dtypes.float64).numpy().reshape(-1)
+    if isinstance(b, _int) and range is None and x.size:
+        range = (_float(x.min()), _float(x.max()))
+    hist, edges = np.histogram(x, bins=b, range=range, weights=w, density=density)
+    return _HISTOGRAM(_C._from_numpy(np.ascontiguousarray(hist, dtype=np.float64)).to(input.dtype),
+                      _C._from_numpy(np.ascontiguousarray(edges, dtype=np.float64)).to(input.dtype))
+
+
+# ---- window functions (host, float64, then the dtype) ---------------------------------------------------
+
+def _window(name, values_of):
+    def fn(window_length, periodic=True, *args, dtype=None, layout=None, device=None, requires_grad=False,
+           **kwargs):
+        if window_length < 0:
+            raise RuntimeError("%s requires non-negative window_length, got window_length=%d" % (name, window_length))
+        if window_length == 0:
+            values = np.zeros((0,))
+        elif window_length == 1:
+            values = np.ones((1,))
+        else:
+            n = window_length + 1 if periodic else window_length
+            values = values_of(n, *args, **kwargs)[:window_length]
+        out = _C._from_numpy(np.ascontiguousarray(values, dtype=np.float64)).to(dtype or _dtypes.float32)
+        if requires_grad:
+            out.requires_grad_(True)
+        return out
+    fn.__name__ = name
+    fn.__doc__ = "torch.%s: the window as torch defines it (periodic: the N+1-point symmetric window's first N)." \
+        % name
+    return fn
+
+
+def _cosine_sum(coefficients):
+    def values(n):
+        k = np.arange(n)
+        return builtins.sum(((-1) ** i) * c * np.cos(2 * math.pi * i * k / (n - 1)) for i, c in enumerate(coefficients))
+    return values
+
+
+hann_window = _window("hann_window", _cosine_sum((0.5, 0.5)))
+hamming_window = _window("hamming_window",
+                         lambda n, alpha=0.54, beta=0.46: alpha - beta * np.cos(2 * math.pi * np.arange(n) / (n - 1)))
+blackman_window = _window("blackman_window", _cosine_sum((0.42, 0.5, 0.08)))
+bartlett_window = _window("bartlett_window", lambda n: 1 - np.abs(2 * np.arange(n) / (n - 1) - 1))
+kaiser_window = _window("kaiser_window", lambda n, beta=12.0: np.i0(
+    beta * np.sqrt(np.clip(1 - (2 * np.arange(n) / (n - 1) - 1) ** 2, 0, None))) / np.i0(beta))
+
+
+# ---- torch's top-level forms of torch.nn.functional -----------------------------------------------------
+
+def _F():
+    from .nn import functional
+    return functional
+
+
+_REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
+
+
+def _nn_forms():
+    F = _F()
+
+    def stride_or_none(stride):
+        return None if stride in ((), [], None) else stride
+
+    forms = {name: getattr(F, name) for name in (
+        "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "bilinear",
+        "cosine_similarity", "pairwise_distance", "pdist", "pixel_shuffle", "pixel_unshuffle", "celu", "selu",
+        "prelu", "threshold", "rrelu", "adaptive_avg_pool1d", "ctc_loss")}
+    forms.update(
+        dropout=lambda input, p, train: F.dropout(input, p, train),
+        alpha_dropout=lambda input, p, train: F.alpha_dropout(input, p, train),
+        layer_norm=lambda input, normalized_shape, weight=None, bias=None, eps=1e-5, cudnn_enable=True:
+            F.layer_norm(input, normalized_shape, weight, bias, eps),
+        group_norm=lambda input, num_groups, weight=None, bias=None, eps=1e-5, cudnn_enabled=True:
+            F.group_norm(input, num_groups, weight, bias, eps),
+        rms_norm=lambda input, normalized_shape, weight=None, eps=None: F.rms_norm(input, normalized_shape, weight,
+                                                                                   eps),
+        batch_norm=lambda input, weight, bias, running_mean, running_var, training, momentum, eps, cudnn_enabled:
+            F.batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps),
+        instance_norm=lambda input, weight, bias, running_mean, running_var, use_input_stats, momentum, eps,
+        cudnn_enabled: F.instance_norm(input, running_mean, running_var, weight, bias, use_input_stats, momentum,
+                                       eps),
+        embedding=lambda weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False:
+            F.embedding(indices, weight, padding_idx=None if padding_idx < 0 else padding_idx,
+                        scale_grad_by_freq=scale_grad_by_freq),
+        max_pool1d=lambda input, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False:
+            F.max_pool1d(input, kernel_size, stride_or_none(stride), padding, dilation, ceil_mode),
+        max_pool2d=lambda input, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False:
+            F.max_pool2d(input, kernel_size, stride_or_none(stride), padding, dilation, ceil_mode),
+        max_pool3d=lambda input, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False:
+            F.max_pool3d(input, kernel_size, stride_or_none(stride), padding, dilation, ceil_mode),
+        avg_pool1d=lambda input, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True:
+            F.avg_pool1d(input, kernel_size, stride_or_none(stride), padding, ceil_mode, count_include_pad),
+        adaptive_max_pool1d=lambda input, output_size: F.adaptive_max_pool1d(input, output_size, return_indices=True),
+        binary_cross_entropy_with_logits=lambda input, target, weight=None, pos_weight=None, reduction=0:
+            F.binary_cross_entropy_with_logits(input, target, weight, reduction=_REDUCTIONS[reduction],
+                                               pos_weight=pos_weight),
+        kl_div=lambda input, target, reduction=0, *, log_target=False:
+            F.kl_div(input, target, reduction=_REDUCTIONS[reduction], log_target=log_target),
+    )
+    return forms
+
+
+# ---- installation ---------------------------------------------------------------------------------------
+
+FUNCTIONS = dict(
+    promote_types=promote_types, can_cast=can_cast, result_type=result_type,
+    add=add, sub=sub, subtract=sub, rsub=rsub, mul=mul, multiply=mul, div=div, divide=div, true_divide=div,
+    positive=positive, tan=tan, angle=angle, ldexp=ldexp, frexp=frexp, gcd=gcd, lcm=lcm, mvlgamma=mvlgamma,
+    hardshrink=hardshrink, renorm=renorm, dot=dot, vdot=dot, inner=inner, mv=mv, addmv=addmv, addr=addr, ger=ger,
+    adjoint=adjoint, det=det, logdet=logdet, slogdet=slogdet, inverse=inverse, pinverse=pinverse,
+    matrix_power=matrix_power, matrix_exp=matrix_exp, cholesky=cholesky, cholesky_solve=cholesky_solve,
+    cholesky_inverse=cholesky_inverse, triangular_solve=triangular_solve, svd=svd, qr=qr, chain_matmul=chain_matmul,
+    frobenius_norm=frobenius_norm, nuclear_norm=nuclear_norm, atleast_1d=atleast_1d, atleast_2d=atleast_2d,
+    atleast_3d=atleast_3d, column_stack=column_stack, dstack=dstack, concat=concat, concatenate=concat,
+    hsplit=hsplit, vsplit=vsplit, dsplit=dsplit, fliplr=fliplr, flipud=flipud, ravel=ravel, msort=msort,
+    diagflat=diagflat, take_along_dim=take_along_dim, unravel_index=unravel_index, select_scatter=select_scatter,
+    slice_scatter=slice_scatter, diagonal_scatter=diagonal_scatter, narrow_copy=narrow_copy, is_nonzero=is_nonzero,
+    is_same_size=is_same_size, is_signed=is_signed, is_conj=_false, is_neg=_false, is_inference=_false,
+    resolve_conj=_identity, resolve_neg=_identity, conj_physical=_identity, isreal=isreal,
+    imag=imag, scalar_tensor=scalar_tensor, cov=cov, corrcoef=corrcoef, nanmedian=nanmedian,
+    nanquantile=nanquantile, histogram=histogram, hann_window=hann_window, hamming_window=hamming_window,
+    blackman_window=blackman_window, bartlett_window=bartlett_window, kaiser_window=kaiser_window,
+    pi=math.pi, e=math.e, inf=_float("inf"), nan=_float("nan"), newaxis=None,
+)
+# Tensor methods: the function forms above that take the tensor first, plus method-only spellings.
+_NOT_METHODS = {"promote_types", "can_cast", "result_type", "rsub", "chain_matmul", "atleast_1d", "atleast_2d",
+                "atleast_3d", "column_stack", "dstack", "concat", "concatenate", "unravel_index", "scalar_tensor",
+                "hann_window", "hamming_window", "blackman_window", "bartlett_window", "kaiser_window", "pi", "e",
+                "inf", "nan", "newaxis", "frobenius_norm", "nuclear_norm", "is_nonzero", "vdot"}
+METHODS = {name: fn for name, fn in FUNCTIONS.items() if name not in _NOT_METHODS}
+METHODS.update(
+    add=add, mul=mul, vdot=dot, reshape_as=reshape_as, sum_to_size=sum_to_size, get_device=lambda self: -1,
+    real=_identity, imag=imag, conj=_identity, is_shared=_false, is_pinned=_false,
+    pin_memory=lambda self, device=None: self, absolute=lambda self: self.abs(), negative=lambda self: self.neg(),
+    greater=lambda self, other: self.gt(other), greater_equal=lambda self, other: self.ge(other),
+    less=lambda self, other: self.lt(other), less_equal=lambda self, other: self.le(other),
+    not_equal=lambda self, other: self.ne(other), swapdims=lambda self, dim0, dim1: self.transpose(dim0, dim1),
+    moveaxis=lambda self, source, destination: self.movedim(source, destination),
+    unsafe_chunk=lambda self, chunks, dim=0: self.chunk(chunks, dim),
+    unsafe_split=lambda self, split_size, dim=0: self.split(split_size, dim),
+    mH=property(adjoint), H=property(lambda self: adjoint(self) if self.dim() == 2 else _H_error(self)),
+)
+for _alias, _method in (("absolute", "abs"), ("negative", "neg"), ("greater", "gt"), ("greater_equal", "ge"),
+                        ("less", "lt"), ("less_equal", "le"), ("not_equal", "ne"), ("swapdims", "transpose"),
+                        ("moveaxis", "movedim")):
+    FUNCTIONS[_alias] = (lambda m: lambda input, *a, **k: getattr(input, m)(*a, **k))(_method)
+
+
+def _H_error(self):
+    raise RuntimeError("tensor.H is only supported on matrices (2-D tensors). Got %d-D tensor.%s"
+                       % (self.dim(), " For batches of matrices, consider using tensor.mH" if self.dim() > 2 else ""))
+
+
+def _cast_back(self, name, result):
+    """result written back into self's dtype and shape, with torch's in-place rules."""
+    if not isinstance(result, Tensor):
+        raise TypeError("%s: the op returned %s, not a tensor" % (name, type(result).__name__))
+    if not can_cast(result.dtype, self.dtype):
+        raise RuntimeError("result type %s can't be cast to the desired output type %s"
+                           % (_name(result.dtype), _name(self.dtype)))
+    if tuple(result.shape) != tuple(self.shape):
+        raise RuntimeError("%s: output with shape %s doesn't match the broadcast shape %s"
+                           % (name, list(self.shape), list(result.shape)))
+    return result
+
+
+def _in_place_of(name, base):
+    def out_of_place(self, *args, **kwargs):
+        return _cast_back(self, name, getattr(self, base)(*args, **kwargs))
+    return _inplace._wrap(name, None, out_of_place)
+
+
+# in-place methods whose semantics are not "base(self, ...) written back"
+_NOT_GENERIC = {"as_strided_", "swapaxes_", "swapdims_", "bernoulli_", "resize_as_", "share_memory_", "apply_",
+                "map_", "map2_"}
+# torch's in-place methods tessel lacked (torch 2.15), each written back from the out-of-place op of its name
+INPLACE_NAMES = (
+    "absolute_ acos_ acosh_ addbmm_ addmm_ addmv_ addr_ arccos_ arccosh_ arcsin_ arcsinh_ arctan2_ arctan_ arctanh_ "
+    "asin_ asinh_ atan2_ atan_ atanh_ bitwise_and_ bitwise_not_ bitwise_or_ bitwise_xor_ conj_physical_ copysign_ "
+    "cos_ cosh_ cumprod_ cumsum_ deg2rad_ digamma_ divide_ eq_ erf_ erfc_ erfinv_ exp2_ expm1_ fix_ float_power_ "
+    "floor_divide_ fmod_ frac_ gcd_ ge_ greater_ greater_equal_ gt_ heaviside_ hypot_ index_copy_ lcm_ ldexp_ le_ "
+    "less_ less_equal_ lgamma_ log10_ log1p_ log2_ logical_and_ logical_not_ logical_or_ logical_xor_ logit_ lt_ "
+    "masked_scatter_ multiply_ mvlgamma_ nan_to_num_ ne_ negative_ not_equal_ rad2deg_ remainder_ renorm_ rsqrt_ "
+    "sgn_ sign_ sin_ sinc_ sinh_ square_ subtract_ tan_ tril_ triu_ true_divide_ xlogy_").split()
+
+
+def _bernoulli_(self, p=0.5, *, generator=None):
+    """Tensor.bernoulli_(p): self filled with 1 (probability p, a number or a broadcastable tensor) or 0."""
+    from ._tensor import rand_like
+    u = rand_like(self.detach(), dtype=_dtypes.float32) if self.dtype.is_floating_point else \
+        rand_like(self.detach().to(_dtypes.float32))
+    with _C._GradMode(False):
+        return self.copy_(u.lt(p).to(self.dtype))
+
+
+def _random_fill(name, transform):
+    def method(self, *args, generator=None, **kwargs):
+        if not self.dtype.is_floating_point:
+            raise RuntimeError("%s expects a floating-point tensor, got %s" % (name, _name(self.dtype)))
+        from ._tensor import rand_like
+        u = rand_like(self.detach())
+        with _C._GradMode(False):
+            return self.copy_(transform(u.to(_dtypes.float64), *args, **kwargs).to(self.dtype))
+    method.__name__ = name
+    return method
+
+
+def _geometric(u, p):
+    if not 0 < p < 1:
+        raise RuntimeError("geometric_ expects p to be in (0, 1), but got p=%s" % p)
+    return (u.clamp(1e-300, None).log() / math.log1p(-p)).ceil()
+
+
+def _cauchy(u, median=0.0, sigma=1.0):
+    return tan((u - 0.5) * math.pi) * sigma + median
+
+
+def _log_normal(u, mean=1.0, std=2.0):
+    from ._tensor import randn_like
+    if std <= 0:
+        raise RuntimeError("log_normal_ expects std > 0.0, but found std=%s" % std)
+    return (randn_like(u) * std + mean).exp()
+
+
+def _fill_diagonal_(self, fill_value, wrap=False):
+    """Tensor.fill_diagonal_: the main diagonal (all dims of one size when ndim > 2) set to fill_value; wrap=True
+    continues below a tall matrix's first square block, every (columns + 1) elements."""
+    if self.dim() < 2:
+        raise RuntimeError("dimensions must larger than 1")
+    if self.dim() > 2 and len(set(self.shape)) != 1:
+        raise RuntimeError("all dimensions of input must be of equal length")
+    numel, step = self.numel(), 1
+    if self.dim() == 2:
+        rows, cols = self.shape
+        step = cols + 1
+        limit = numel if wrap else builtins.min(rows, cols) * cols
+    else:
+        n = self.shape[0]
+        step = builtins.sum(n ** k for k in range(self.dim()))
+        limit = numel
+    positions = list(range(0, limit, step))
+    if not positions:
+        return self
+    index = _C._from_numpy(np.asarray(positions, dtype=np.int64))
+    values = _C._full([len(positions)], _float(fill_value), self.dtype)
+
+    def filled(x):
+        return x.reshape(-1).index_put((index,), values).reshape(list(x.shape))
+    if _C.is_grad_enabled() and self.requires_grad:
+        return _inplace.record(self, "fill_diagonal_", filled)
+    with _C._GradMode(False):
+        return self.copy_(filled(self))
+
+
+def _apply_(self, callable):
+    """Tensor.apply_: callable applied to every element (a Python loop, CPU only, as torch); no autograd."""
+    if self.is_distributed:
+        raise NotImplementedError("apply_ of a DTensor: apply it to to_local()")
+    values = self.detach().numpy().reshape(-1).tolist()
+    out = np.asarray([callable(v) for v in values], dtype=self.detach().numpy().dtype).reshape(tuple(self.shape))
+    with _C._GradMode(False):
+        return self.copy_(_C._from_numpy(np.ascontiguousarray(out)))
+
+
+def _map_(self, tensor, callable):
+    """Tensor.map_: self[i] = callable(self[i], tensor[i]) with tensor broadcast to self."""
+    other = tensor.expand(*self.shape).detach().numpy().reshape(-1).tolist()
+    values = self.detach().numpy().reshape(-1).tolist()
+    out = np.asarray([callable(a, b) for a, b in zip(values, other)],
+                     dtype=self.detach().numpy().dtype).reshape(tuple(self.shape))
+    with _C._GradMode(False):
+        return self.copy_(_C._from_numpy(np.ascontiguousarray(out)))
+
+
+SPECIAL_INPLACE = dict(
+    bernoulli_=_bernoulli_, geometric_=_random_fill("geometric_", _geometric),
+    cauchy_=_random_fill("cauchy_", _cauchy), log_normal_=_random_fill("log_normal_", _log_normal),
+    fill_diagonal_=_fill_diagonal_, apply_=_apply_, map_=_map_,
+    resize_as_=lambda self, other: self.resize_(*other.shape),
+)
+
+
+# tessel's own definitions these replace: C++ add/mul took no Python numbers or alpha, and torch's dtype rules
+# decide mul's result here as for the operators
+_REPLACED = {"add", "mul"}
+
+
+def install(namespace):
+    """Functions into tessel's namespace (dict), methods and in-place methods onto Tensor; names tessel already
+    has are kept."""
+    for name, fn in list(FUNCTIONS.items()) + list(_nn_forms().items()):
+        if name not in namespace or name in _REPLACED:
+            namespace[name] = fn
+    for name, fn in METHODS.items():
+        if not hasattr(Tensor, name) or name in _REPLACED:
+            setattr(Tensor, name, fn)
+    for name in INPLACE_NAMES:
+        if not hasattr(Tensor, name) and name not in _NOT_GENERIC:
+            setattr(Tensor, name, _in_place_of(name, name[:-1]))
+    for name, fn in SPECIAL_INPLACE.items():
+        if not hasattr(Tensor, name):
+            setattr(Tensor, name, fn)
+    rounded_div_ = _in_place_of("div_", "div")
+    for name in ("div_", "divide_", "true_divide_"):
+        plain = getattr(Tensor, name)
+
+        def div_(self, other, *, rounding_mode=None, _plain=plain):
+            """Tensor.div_ (divide_, true_divide_): in place; rounding_mode "trunc" / "floor" as div's."""
+            return _plain(self, other) if rounding_mode is None else rounded_div_(self, other,
+                                                                                  rounding_mode=rounding_mode)
+        div_.__name__ = name
+        setattr(Tensor, name, div_)
