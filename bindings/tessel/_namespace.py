@@ -24,7 +24,7 @@ import math
 
 import numpy as np
 
-from . import _C, _dtypes, _inplace
+from . import _C, _dtypes
 
 Tensor = _C.Tensor
 _bool, _float, _int = builtins.bool, builtins.float, builtins.int
@@ -714,180 +714,6 @@ def scalar_tensor(s, *, dtype=None, device=None, requires_grad=False, **_):
     return out
 
 
-# ---- statistics -----------------------------------------------------------------------------------------
-
-def cov(input, *, correction=1, fweights=None, aweights=None):
-    """torch.cov: the covariance of the variables in input's rows (observations in columns), with integer
-    frequency weights and/or observation weights and the given correction."""
-    if input.dim() > 2:
-        raise ValueError("cov(): expected input to have two or fewer dimensions but got an input with %d dimensions"
-                         % input.dim())
-    x = input if input.dim() == 2 else input.reshape(1, -1)
-    if not x.dtype.is_floating_point:
-        x = x.to(_dtypes.float32)
-    n = x.shape[1]
-    w = None
-    if fweights is not None:
-        w = fweights.to(x.dtype)
-    if aweights is not None:
-        w = aweights.to(x.dtype) if w is None else w * aweights.to(x.dtype)
-    if w is None:
-        w_sum = _float(n)
-        mean = x.mean(1, True)
-    else:
-        w_sum_t = w.sum()
-        w_sum = _float(w_sum_t.item())
-        mean = (x * w).sum(1, True) / w_sum_t
-    if w is None or correction == 0:
-        norm = w_sum - correction
-    elif aweights is None:
-        norm = w_sum - correction
-    else:
-        norm = w_sum - correction * _float((w * aweights.to(x.dtype)).sum().item()) / w_sum
-    xc = x - mean
-    xw = xc if w is None else xc * w
-    out = xw.matmul(xc.transpose(0, 1)) / builtins.max(norm, 0.0) if norm > 0 else \
-        xw.matmul(xc.transpose(0, 1)) / 0.0
-    return out.squeeze() if input.dim() < 2 else out
-
-
-def corrcoef(input):
-    """torch.corrcoef: cov / sqrt(diag ⊗ diag), clipped to [-1, 1]."""
-    c = cov(input)
-    if c.dim() == 0:
-        return c / c
-    d = c.diagonal().sqrt()
-    return (c / d.unsqueeze(1) / d.unsqueeze(0)).clamp(-1, 1)
-
-
-def _nan_sorted(x, dim):
-    """x sorted along dim with NaN last, the sort's indices, and the count of non-NaN entries (keepdim)."""
-    nan = x.detach().isnan()
-    big = _C._full([], _float("inf"), x.dtype)
-    keyed = _C._functional.where(nan, big + 0 * x.detach(), x.detach())
-    # order by (is NaN, value): a stable sort by value after NaN became +inf, then NaN after real +inf
-    order = keyed.argsort(dim, stable=True)
-    nan_sorted = nan.to(_dtypes.int32).gather(dim, order)
-    order = order.gather(dim, nan_sorted.argsort(dim, stable=True))
-    count = (~nan).to(_dtypes.int64).sum(dim, True)
-    return x.gather(dim, order), order, count
-
-
-_NANMEDIAN = collections.namedtuple("nanmedian", ["values", "indices"])
-
-
-def nanmedian(input, dim=None, keepdim=False):
-    """torch.nanmedian: the lower median of the non-NaN entries (NaN where all are NaN); with dim, (values,
-    indices)."""
-    if dim is None:
-        values, _, count = _nan_sorted(input.reshape(-1), 0)
-        k = builtins.max(0, (_int(count.item()) - 1) // 2)
-        return values.narrow(0, k, 1).squeeze(0) if values.numel() else input.reshape(-1).sum() * _float("nan")
-    dim = dim % builtins.max(input.dim(), 1)
-    if input.dim() == 0:
-        return _NANMEDIAN(input, _C._full([], 0.0, _dtypes.int64))
-    values, order, count = _nan_sorted(input, dim)
-    k = ((count - 1).clamp(0, None)).floor_divide(2)
-    v, i = values.gather(dim, k), order.gather(dim, k)
-    return _NANMEDIAN(v, i) if keepdim else _NANMEDIAN(v.squeeze(dim), i.squeeze(dim))
-
-
-def nanquantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):
-    """torch.nanquantile: quantile over the non-NaN entries of each row (NaN where a row has none)."""
-    if interpolation not in ("linear", "lower", "higher", "nearest", "midpoint"):
-        raise ValueError("quantile() interpolation must be one of linear, lower, higher, midpoint or nearest. Got "
-                         + str(interpolation))
-    qs = q.detach().numpy().reshape(-1).tolist() if isinstance(q, Tensor) else [_float(q)]
-    if builtins.any(not 0.0 <= v <= 1.0 for v in qs):
-        raise RuntimeError("quantile() q values must be in the range [0, 1]")
-    src, d = (input.reshape(-1), 0) if dim is None else (input, dim % input.dim())
-    values, _, count = _nan_sorted(src, d)
-    valid = count.gt(0)
-    last = (count - 1).clamp(0, None).to(_dtypes.float64)
-    outs = []
-    for v in qs:
-        pos = last * v
-        lo, hi = pos.floor(), pos.ceil()
-        frac = pos - lo
-        if interpolation == "lower":
-            hi, frac = lo, frac * 0
-        elif interpolation == "higher":
-            lo, frac = hi, frac * 0
-        elif interpolation == "nearest":
-            near = pos.round()  # ties to even, as torch
-            lo, hi, frac = near, near, frac * 0
-        elif interpolation == "midpoint":
-            frac = _C._functional.where(hi.ne(lo), frac * 0 + 0.5, frac * 0)
-        a = values.gather(d, lo.to(_dtypes.int64))
-        b = values.gather(d, hi.to(_dtypes.int64))
-        out = a + (b - a) * frac.to(values.dtype)
-        outs.append(_C._functional.where(valid, out, out * 0 + _float("nan")))
-    from ._order import shaped_quantiles
-    return shaped_quantiles(outs, q, input, dim, keepdim, d)
-
-
-_HISTOGRAM = collections.namedtuple("histogram", ["hist", "bin_edges"])
-
-
-def histogram(input, bins=100, *, range=None, weight=None, density=False):  # noqa: A002 (torch's name)
-    """torch.histogram of a floating tensor: (hist, bin_edges) in its dtype, bins an int (equal widths over
-    range, default the data's min..max) or a 1-D tensor of increasing edges; the last bin includes its right
-    edge. Computed on the host (numpy.histogram, whose binning rules torch's match); no gradient, as torch."""
-    if not input.dtype.is_floating_point:
-        raise RuntimeError("torch.histogram: input tensor and bins tensors should have the same dtype, but got "
-                           "input %s and bins Float" % _name(input.dtype))
-    if input.is_distributed:
-        raise NotImplementedError("torch.histogram of a DTensor: call full_tensor() first")
-    x = input.detach().to(_dtypes.float64).numpy().reshape(-1)
-    b = bins.detach().to(_dtypes.float64).numpy() if isinstance(bins, Tensor) else _int(bins)
-    w = None if weight is None else weight.detach().to(_dtypes.float64).numpy().reshape(-1)
-    if isinstance(b, _int) and range is None and x.size:
-        range = (_float(x.min()), _float(x.max()))
-    hist, edges = np.histogram(x, bins=b, range=range, weights=w, density=density)
-    return _HISTOGRAM(_C._from_numpy(np.ascontiguousarray(hist, dtype=np.float64)).to(input.dtype),
-                      _C._from_numpy(np.ascontiguousarray(edges, dtype=np.float64)).to(input.dtype))
-
-
-# ---- window functions (host, float64, then the dtype) ---------------------------------------------------
-
-def _window(name, values_of):
-    def fn(window_length, periodic=True, *args, dtype=None, layout=None, device=None, requires_grad=False,
-           **kwargs):
-        if window_length < 0:
-            raise RuntimeError("%s requires non-negative window_length, got window_length=%d" % (name, window_length))
-        if window_length == 0:
-            values = np.zeros((0,))
-        elif window_length == 1:
-            values = np.ones((1,))
-        else:
-            n = window_length + 1 if periodic else window_length
-            values = values_of(n, *args, **kwargs)[:window_length]
-        out = _C._from_numpy(np.ascontiguousarray(values, dtype=np.float64)).to(dtype or _dtypes.float32)
-        if requires_grad:
-            out.requires_grad_(True)
-        return out
-    fn.__name__ = name
-    fn.__doc__ = "torch.%s: the window as torch defines it (periodic: the N+1-point symmetric window's first N)." \
-        % name
-    return fn
-
-
-def _cosine_sum(coefficients):
-    def values(n):
-        k = np.arange(n)
-        return builtins.sum(((-1) ** i) * c * np.cos(2 * math.pi * i * k / (n - 1)) for i, c in enumerate(coefficients))
-    return values
-
-
-hann_window = _window("hann_window", _cosine_sum((0.5, 0.5)))
-hamming_window = _window("hamming_window",
-                         lambda n, alpha=0.54, beta=0.46: alpha - beta * np.cos(2 * math.pi * np.arange(n) / (n - 1)))
-blackman_window = _window("blackman_window", _cosine_sum((0.42, 0.5, 0.08)))
-bartlett_window = _window("bartlett_window", lambda n: 1 - np.abs(2 * np.arange(n) / (n - 1) - 1))
-kaiser_window = _window("kaiser_window", lambda n, beta=12.0: np.i0(
-    beta * np.sqrt(np.clip(1 - (2 * np.arange(n) / (n - 1) - 1) ** 2, 0, None))) / np.i0(beta))
-
-
 # ---- torch's top-level forms of torch.nn.functional -----------------------------------------------------
 
 def _F():
@@ -960,10 +786,7 @@ FUNCTIONS = dict(
     slice_scatter=slice_scatter, diagonal_scatter=diagonal_scatter, narrow_copy=narrow_copy, is_nonzero=is_nonzero,
     is_same_size=is_same_size, is_signed=is_signed, is_conj=_false, is_neg=_false, is_inference=_false,
     resolve_conj=_identity, resolve_neg=_identity, conj_physical=_identity, isreal=isreal,
-    imag=imag, scalar_tensor=scalar_tensor, cov=cov, corrcoef=corrcoef, nanmedian=nanmedian,
-    nanquantile=nanquantile, histogram=histogram, hann_window=hann_window, hamming_window=hamming_window,
-    blackman_window=blackman_window, bartlett_window=bartlett_window, kaiser_window=kaiser_window,
-    pi=math.pi, e=math.e, inf=_float("inf"), nan=_float("nan"), newaxis=None,
+    imag=imag, scalar_tensor=scalar_tensor, pi=math.pi, e=math.e, inf=_float("inf"), nan=_float("nan"), newaxis=None,
 )
 # Tensor methods: the function forms above that take the tensor first, plus method-only spellings.
 _NOT_METHODS = {"promote_types", "can_cast", "result_type", "rsub", "chain_matmul", "atleast_1d", "atleast_2d",
@@ -994,135 +817,6 @@ def _H_error(self):
                        % (self.dim(), " For batches of matrices, consider using tensor.mH" if self.dim() > 2 else ""))
 
 
-def _cast_back(self, name, result):
-    """result written back into self's dtype and shape, with torch's in-place rules."""
-    if not isinstance(result, Tensor):
-        raise TypeError("%s: the op returned %s, not a tensor" % (name, type(result).__name__))
-    if not can_cast(result.dtype, self.dtype):
-        raise RuntimeError("result type %s can't be cast to the desired output type %s"
-                           % (_name(result.dtype), _name(self.dtype)))
-    if tuple(result.shape) != tuple(self.shape):
-        raise RuntimeError("%s: output with shape %s doesn't match the broadcast shape %s"
-                           % (name, list(self.shape), list(result.shape)))
-    return result
-
-
-def _in_place_of(name, base):
-    def out_of_place(self, *args, **kwargs):
-        return _cast_back(self, name, getattr(self, base)(*args, **kwargs))
-    return _inplace._wrap(name, None, out_of_place)
-
-
-# in-place methods whose semantics are not "base(self, ...) written back"
-_NOT_GENERIC = {"as_strided_", "swapaxes_", "swapdims_", "bernoulli_", "resize_as_", "share_memory_", "apply_",
-                "map_", "map2_"}
-# torch's in-place methods tessel lacked (torch 2.15), each written back from the out-of-place op of its name
-INPLACE_NAMES = (
-    "absolute_ acos_ acosh_ addbmm_ addmm_ addmv_ addr_ arccos_ arccosh_ arcsin_ arcsinh_ arctan2_ arctan_ arctanh_ "
-    "asin_ asinh_ atan2_ atan_ atanh_ bitwise_and_ bitwise_not_ bitwise_or_ bitwise_xor_ conj_physical_ copysign_ "
-    "cos_ cosh_ cumprod_ cumsum_ deg2rad_ digamma_ divide_ eq_ erf_ erfc_ erfinv_ exp2_ expm1_ fix_ float_power_ "
-    "floor_divide_ fmod_ frac_ gcd_ ge_ greater_ greater_equal_ gt_ heaviside_ hypot_ index_copy_ lcm_ ldexp_ le_ "
-    "less_ less_equal_ lgamma_ log10_ log1p_ log2_ logical_and_ logical_not_ logical_or_ logical_xor_ logit_ lt_ "
-    "masked_scatter_ multiply_ mvlgamma_ nan_to_num_ ne_ negative_ not_equal_ rad2deg_ remainder_ renorm_ rsqrt_ "
-    "sgn_ sign_ sin_ sinc_ sinh_ square_ subtract_ tan_ tril_ triu_ true_divide_ xlogy_").split()
-
-
-def _bernoulli_(self, p=0.5, *, generator=None):
-    """Tensor.bernoulli_(p): self filled with 1 (probability p, a number or a broadcastable tensor) or 0."""
-    from ._tensor import rand_like
-    u = rand_like(self.detach(), dtype=_dtypes.float32) if self.dtype.is_floating_point else \
-        rand_like(self.detach().to(_dtypes.float32))
-    with _C._GradMode(False):
-        return self.copy_(u.lt(p).to(self.dtype))
-
-
-def _random_fill(name, transform):
-    def method(self, *args, generator=None, **kwargs):
-        if not self.dtype.is_floating_point:
-            raise RuntimeError("%s expects a floating-point tensor, got %s" % (name, _name(self.dtype)))
-        from ._tensor import rand_like
-        u = rand_like(self.detach())
-        with _C._GradMode(False):
-            return self.copy_(transform(u.to(_dtypes.float64), *args, **kwargs).to(self.dtype))
-    method.__name__ = name
-    return method
-
-
-def _geometric(u, p):
-    if not 0 < p < 1:
-        raise RuntimeError("geometric_ expects p to be in (0, 1), but got p=%s" % p)
-    return (u.clamp(1e-300, None).log() / math.log1p(-p)).ceil()
-
-
-def _cauchy(u, median=0.0, sigma=1.0):
-    return tan((u - 0.5) * math.pi) * sigma + median
-
-
-def _log_normal(u, mean=1.0, std=2.0):
-    from ._tensor import randn_like
-    if std <= 0:
-        raise RuntimeError("log_normal_ expects std > 0.0, but found std=%s" % std)
-    return (randn_like(u) * std + mean).exp()
-
-
-def _fill_diagonal_(self, fill_value, wrap=False):
-    """Tensor.fill_diagonal_: the main diagonal (all dims of one size when ndim > 2) set to fill_value; wrap=True
-    continues below a tall matrix's first square block, every (columns + 1) elements."""
-    if self.dim() < 2:
-        raise RuntimeError("dimensions must larger than 1")
-    if self.dim() > 2 and len(set(self.shape)) != 1:
-        raise RuntimeError("all dimensions of input must be of equal length")
-    numel, step = self.numel(), 1
-    if self.dim() == 2:
-        rows, cols = self.shape
-        step = cols + 1
-        limit = numel if wrap else builtins.min(rows, cols) * cols
-    else:
-        n = self.shape[0]
-        step = builtins.sum(n ** k for k in range(self.dim()))
-        limit = numel
-    positions = list(range(0, limit, step))
-    if not positions:
-        return self
-    index = _C._from_numpy(np.asarray(positions, dtype=np.int64))
-    values = _C._full([len(positions)], _float(fill_value), self.dtype)
-
-    def filled(x):
-        return x.reshape(-1).index_put((index,), values).reshape(list(x.shape))
-    if _C.is_grad_enabled() and self.requires_grad:
-        return _inplace.record(self, "fill_diagonal_", filled)
-    with _C._GradMode(False):
-        return self.copy_(filled(self))
-
-
-def _apply_(self, callable):
-    """Tensor.apply_: callable applied to every element (a Python loop, CPU only, as torch); no autograd."""
-    if self.is_distributed:
-        raise NotImplementedError("apply_ of a DTensor: apply it to to_local()")
-    values = self.detach().numpy().reshape(-1).tolist()
-    out = np.asarray([callable(v) for v in values], dtype=self.detach().numpy().dtype).reshape(tuple(self.shape))
-    with _C._GradMode(False):
-        return self.copy_(_C._from_numpy(np.ascontiguousarray(out)))
-
-
-def _map_(self, tensor, callable):
-    """Tensor.map_: self[i] = callable(self[i], tensor[i]) with tensor broadcast to self."""
-    other = tensor.expand(*self.shape).detach().numpy().reshape(-1).tolist()
-    values = self.detach().numpy().reshape(-1).tolist()
-    out = np.asarray([callable(a, b) for a, b in zip(values, other)],
-                     dtype=self.detach().numpy().dtype).reshape(tuple(self.shape))
-    with _C._GradMode(False):
-        return self.copy_(_C._from_numpy(np.ascontiguousarray(out)))
-
-
-SPECIAL_INPLACE = dict(
-    bernoulli_=_bernoulli_, geometric_=_random_fill("geometric_", _geometric),
-    cauchy_=_random_fill("cauchy_", _cauchy), log_normal_=_random_fill("log_normal_", _log_normal),
-    fill_diagonal_=_fill_diagonal_, apply_=_apply_, map_=_map_,
-    resize_as_=lambda self, other: self.resize_(*other.shape),
-)
-
-
 # tessel's own definitions these replace: C++ add/mul took no Python numbers or alpha, and torch's dtype rules
 # decide mul's result here as for the operators
 _REPLACED = {"add", "mul"}
@@ -1131,25 +825,12 @@ _REPLACED = {"add", "mul"}
 def install(namespace):
     """Functions into tessel's namespace (dict), methods and in-place methods onto Tensor; names tessel already
     has are kept."""
-    for name, fn in list(FUNCTIONS.items()) + list(_nn_forms().items()):
+    from . import _inplace_methods, _statistics
+    functions = dict(FUNCTIONS, **_statistics.FUNCTIONS, **_nn_forms())
+    for name, fn in functions.items():
         if name not in namespace or name in _REPLACED:
             namespace[name] = fn
-    for name, fn in METHODS.items():
+    for name, fn in dict(METHODS, **_statistics.METHODS).items():
         if not hasattr(Tensor, name) or name in _REPLACED:
             setattr(Tensor, name, fn)
-    for name in INPLACE_NAMES:
-        if not hasattr(Tensor, name) and name not in _NOT_GENERIC:
-            setattr(Tensor, name, _in_place_of(name, name[:-1]))
-    for name, fn in SPECIAL_INPLACE.items():
-        if not hasattr(Tensor, name):
-            setattr(Tensor, name, fn)
-    rounded_div_ = _in_place_of("div_", "div")
-    for name in ("div_", "divide_", "true_divide_"):
-        plain = getattr(Tensor, name)
-
-        def div_(self, other, *, rounding_mode=None, _plain=plain):
-            """Tensor.div_ (divide_, true_divide_): in place; rounding_mode "trunc" / "floor" as div's."""
-            return _plain(self, other) if rounding_mode is None else rounded_div_(self, other,
-                                                                                  rounding_mode=rounding_mode)
-        div_.__name__ = name
-        setattr(Tensor, name, div_)
+    _inplace_methods.install()
