@@ -30,6 +30,7 @@
 #include <pybind11/functional.h>
 #include <pybind11/stl.h>
 
+#include <cmath>
 #include <memory>
 #include <string>
 #include <utility>
@@ -41,6 +42,10 @@
 #include "core/nn/layers.h"
 #include "core/nn/module.h"
 #include "core/nn/transformer.h"
+#include "core/ops/view.h"
+#include "core/tensor/copy.h"
+#include "core/tensor/factory.h"
+#include "core/tensor/random.h"
 #include "core/tensor/tensor_impl.h"
 
 namespace tessel::bindings {
@@ -332,15 +337,62 @@ void CheckCpuDevice(const py::object& device, const char* layer) {
                     "tessel.cuda.is_available() is False)");
 }
 
+// Writes a fresh draw of `dist` into the module's parameter `name` (its storage, so handles optimizers or
+// hooks hold see it), outside autograd.
+void Redraw(Module& module, const char* name, Generator& gen, Distribution dist) {
+  if (!module.HasParam(name)) return;
+  const Tensor p = module.Param(name);
+  CopyInto(p, Random(p.sizes(), gen, dist, p.dtype()));
+}
+
+// torch's nn.Linear.reset_parameters: kaiming_uniform_(a=sqrt(5)) for the weight, which is U(-b, b) with
+// b = 1/sqrt(in_features), and the bias U(-b, b), drawn in that order.
+Distribution TorchLinearUniform(int64_t in_features) {
+  const double bound = 1.0 / std::sqrt(static_cast<double>(in_features));
+  return Distribution::Uniform(-bound, bound);
+}
+void TorchLinearInit(nn::Linear& lin, Generator& gen) {
+  Redraw(lin, "weight", gen, TorchLinearUniform(lin.in_features()));
+  Redraw(lin, "bias", gen, TorchLinearUniform(lin.in_features()));
+}
+
+// torch's nn.Embedding.reset_parameters: N(0, 1), the padding row zero.
+void TorchEmbeddingInit(nn::Embedding& emb, Generator& gen) {
+  Redraw(emb, "weight", gen, Distribution::Normal(0.0, 1.0));
+  if (emb.padding_idx()) {
+    const Tensor w = emb.Param("weight");
+    CopyInto(Select(w, 0, *emb.padding_idx()), Zeros({w.size(1)}, w.dtype()));
+  }
+}
+
+// LayerNorm / RMSNorm.reset_parameters: weight 1, bias 0.
+void OnesAndZeros(Module& norm) {
+  if (norm.HasParam("weight")) {
+    const Tensor w = norm.Param("weight");
+    CopyInto(w, Ones(w.sizes(), w.dtype()));
+  }
+  if (norm.HasParam("bias")) {
+    const Tensor b = norm.Param("bias");
+    CopyInto(b, Zeros(b.sizes(), b.dtype()));
+  }
+}
+
 void BindLayers(py::module_& m) {
   py::class_<nn::Linear, Module, std::unique_ptr<nn::Linear>> lin(m, "Linear", py::dynamic_attr());
+  // Initialized as torch's nn.Linear (uniform, bound 1/sqrt(in_features)) unless init_std asks for the
+  // C++ layer's GPT-2 style N(0, init_std) weight and zero bias.
   lin.def(py::init([](int64_t in, int64_t out, bool bias, const py::object& device, DType dtype, Generator* gen,
-                      double init_std) {
+                      std::optional<double> init_std) {
             CheckCpuDevice(device, "Linear");
-            return std::make_unique<nn::Linear>(in, out, bias, GenOrDefault(gen), init_std, dtype);
+            if (init_std) return std::make_unique<nn::Linear>(in, out, bias, GenOrDefault(gen), *init_std, dtype);
+            TESSEL_CHECK(in > 0, "Linear: features must be positive, got in=", in, " out=", out);
+            return std::make_unique<nn::Linear>(in, out, bias, GenOrDefault(gen), TorchLinearUniform(in),
+                                                TorchLinearUniform(in), dtype);
           }),
           py::arg("in_features"), py::arg("out_features"), py::arg("bias") = true, py::kw_only(),
-          py::arg("device") = py::none(), py::arg("dtype") = DType::kFloat32, py::arg("generator") = nullptr, py::arg("init_std") = 0.02)
+          py::arg("device") = py::none(), py::arg("dtype") = DType::kFloat32, py::arg("generator") = nullptr,
+          py::arg("init_std") = py::none())
+      .def("reset_parameters", [](nn::Linear& self) { TorchLinearInit(self, DefaultGenerator()); })
       .def_property_readonly("in_features", &nn::Linear::in_features)
       .def_property_readonly("out_features", &nn::Linear::out_features)
       // torch's Linear(bias=False).bias is None (code tests `if self.bias is not None`); the C++ Linear
@@ -352,13 +404,14 @@ void BindLayers(py::module_& m) {
   py::class_<nn::Embedding, Module, std::unique_ptr<nn::Embedding>> emb(m, "Embedding", py::dynamic_attr());
   emb.def(py::init([](int64_t num, int64_t dim, std::optional<int64_t> padding_idx, const py::object& max_norm,
                       double norm_type, bool scale_grad_by_freq, bool sparse, std::optional<Tensor> weight, bool freeze,
-                      const py::object& device, DType dtype, Generator* gen, double init_std) {
+                      const py::object& device, DType dtype, Generator* gen, std::optional<double> init_std) {
             CheckCpuDevice(device, "Embedding");
             TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, !scale_grad_by_freq && !sparse,
                               "Embedding: scale_grad_by_freq and sparse are not supported");
             const std::optional<double> limit =
                 max_norm.is_none() ? std::nullopt : std::optional<double>(max_norm.cast<double>());
-            auto m = std::make_unique<nn::Embedding>(num, dim, GenOrDefault(gen), init_std,
+            // torch's N(0, 1) unless init_std asks for the C++ layer's N(0, init_std)
+            auto m = std::make_unique<nn::Embedding>(num, dim, GenOrDefault(gen), init_std.value_or(1.0),
                                                      weight ? weight->dtype() : dtype, padding_idx, limit, norm_type);
             if (weight) {
               // torch: Parameter(_weight) — the given values as the weight, its storage shared (no copy), the
@@ -379,7 +432,8 @@ void BindLayers(py::module_& m) {
           py::arg("max_norm") = py::none(), py::arg("norm_type") = 2.0, py::arg("scale_grad_by_freq") = false,
           py::arg("sparse") = false, py::arg("_weight") = py::none(), py::arg("_freeze") = false, py::kw_only(),
           py::arg("device") = py::none(), py::arg("dtype") = DType::kFloat32,
-          py::arg("generator") = nullptr, py::arg("init_std") = 0.02);
+          py::arg("generator") = nullptr, py::arg("init_std") = py::none());
+  emb.def("reset_parameters", [](nn::Embedding& self) { TorchEmbeddingInit(self, DefaultGenerator()); });
   // torch.nn.Embedding.from_pretrained: the given table as the weight (frozen by default).
   emb.def_static("from_pretrained", [](const py::object& embeddings, bool freeze, const py::object& padding_idx,
                                         const py::object& max_norm, double norm_type, bool scale_grad_by_freq,
@@ -413,6 +467,7 @@ void BindLayers(py::module_& m) {
     return py::tuple(py::cast(self.normalized_shape()));
   });
   ln.def_property_readonly("eps", &nn::LayerNorm::eps);
+  ln.def("reset_parameters", [](nn::LayerNorm& self) { OnesAndZeros(self); });
   ln.def_property_readonly("elementwise_affine", [](const nn::LayerNorm& self) { return self.HasParam("weight"); });
   py::class_<nn::RMSNorm, Module, std::unique_ptr<nn::RMSNorm>> rms(m, "RMSNorm", py::dynamic_attr());
   rms.def(py::init([](const py::object& shape, std::optional<double> eps, bool affine, const py::object& device,
@@ -430,6 +485,7 @@ void BindLayers(py::module_& m) {
   });
   rms.def_property_readonly("elementwise_affine", [](const nn::RMSNorm& self) { return self.HasParam("weight"); });
   rms.def_property_readonly("_eps", &nn::RMSNorm::eps);
+  rms.def("reset_parameters", [](nn::RMSNorm& self) { OnesAndZeros(self); });
 }
 
 void BindGPT(py::module_& m) {

@@ -15,11 +15,18 @@
 namespace tessel::nn {
 
 Linear::Linear(int64_t in_features, int64_t out_features, bool bias, Generator& gen, double init_std, DType dtype)
+    : Linear(in_features, out_features, bias, gen, Distribution::Normal(0, init_std), std::nullopt, dtype) {}
+
+Linear::Linear(int64_t in_features, int64_t out_features, bool bias, Generator& gen, Distribution weight_init,
+               std::optional<Distribution> bias_init, DType dtype)
     : Module("Linear"), in_(in_features), out_(out_features), has_bias_(bias) {
   TESSEL_CHECK(in_features > 0 && out_features > 0, "Linear: features must be positive, got in=", in_features,
                " out=", out_features);
-  RegisterParameter("weight", Random(std::vector<int64_t>{out_, in_}, gen, Distribution::Normal(0, init_std), dtype));
-  if (bias) RegisterParameter("bias", Zeros({out_}, dtype));
+  RegisterParameter("weight", Random(std::vector<int64_t>{out_, in_}, gen, weight_init, dtype));
+  if (bias) {
+    RegisterParameter("bias", bias_init ? Random(std::vector<int64_t>{out_}, gen, *bias_init, dtype)
+                                        : Zeros({out_}, dtype));
+  }
 }
 
 TensorList Linear::Forward(const TensorList& in) {

@@ -4,7 +4,8 @@
 // Invariant: parameter names and shapes are PyTorch's (Linear.weight [O, I], Linear.bias [O],
 // Embedding.weight [V, C], LayerNorm.weight/bias [C], RMSNorm.weight [C]) so state dicts line up.
 // Initialization draws from the Generator passed in (GPT-2 style normal(0, init_std) for weights,
-// zeros for biases, ones for norm weights) so a run is reproducible from its seed.
+// zeros for biases, ones for norm weights; or Linear's explicit distributions, which the Python face uses for
+// torch's uniform(-1/sqrt(I), 1/sqrt(I))) so a run is reproducible from its seed.
 //
 // Example:
 //   Generator gen(0);
@@ -25,6 +26,9 @@ class Linear final : public Module {
  public:
   Linear(int64_t in_features, int64_t out_features, bool bias, Generator& gen, double init_std = 0.02,
          DType dtype = DType::kFloat32);
+  // Weight drawn from weight_init, then the bias from bias_init (nullopt: zeros).
+  Linear(int64_t in_features, int64_t out_features, bool bias, Generator& gen, Distribution weight_init,
+         std::optional<Distribution> bias_init, DType dtype);
   TensorList Forward(const TensorList& inputs) override;  // x [..., I] → [..., O]
   int64_t in_features() const { return in_; }
   int64_t out_features() const { return out_; }

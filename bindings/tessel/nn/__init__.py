@@ -1,6 +1,8 @@
 """tessel.nn: modules with torch.nn's names. ``Module`` is subclassable in Python (its C++ side is a
 trampoline over nn::Module, so fully_shard acts on Python modules as on C++ ones); Linear, Embedding,
-LayerNorm and RMSNorm are the C++ layers; containers and activations are Python modules.
+LayerNorm and RMSNorm are the C++ layers (initialized as torch's: Linear uniform on ±1/sqrt(in_features),
+Embedding N(0, 1); ``init_std=`` asks for the GPT-2 style N(0, init_std) weights instead; reset_parameters()
+as torch's); containers and activations are Python modules.
 
     import tessel.nn as nn
     class Block(nn.Module):
