@@ -1,4 +1,5 @@
-"""tessel.optim: SGD, Adam, AdamW, RMSprop, Adagrad, Adadelta, Adamax, NAdam and RAdam with torch's signatures,
+"""tessel.optim: SGD, Adam, AdamW, RMSprop, Adagrad, Adadelta, Adamax, NAdam and RAdam with torch's signatures
+(C++), and Muon, Rprop, ASGD, Adafactor and LBFGS (Python subclasses of Optimizer, below),
 over ``model.parameters()``, named parameters or parameter groups (dicts with "params" and per-group options).
 
 Each parameter group is one C++ optimizer (core/optim), whose state is keyed by the parameter's FQN, so a
@@ -612,5 +613,7 @@ class Adadelta(Optimizer):
 from ._muon import Muon  # noqa: E402 (a Python subclass of Optimizer above)
 from ._rprop import Rprop  # noqa: E402 (likewise)
 from ._asgd import ASGD  # noqa: E402 (likewise)
+from ._adafactor import Adafactor  # noqa: E402 (likewise)
+from ._lbfgs import LBFGS  # noqa: E402 (likewise: step(closure))
 from . import swa_utils  # noqa: E402,F401 (AveragedModel: SWA and EMA of a model)
 
