@@ -15,7 +15,10 @@ from . import _C, _dtypes, _inplace
 Tensor = _C.Tensor
 _max_cpp = Tensor.max
 
-values_indices = collections.namedtuple("max", ["values", "indices"])
+values_indices = collections.namedtuple("max", ["values", "indices"])  # torch.return_types.max
+_min_result = collections.namedtuple("min", ["values", "indices"])
+_sort_result = collections.namedtuple("sort", ["values", "indices"])
+_topk_result = collections.namedtuple("topk", ["values", "indices"])
 
 
 def _inplace_operator(name, method, out_of_place):
@@ -61,7 +64,7 @@ def _min(self, dim=None, keepdim=False):
     if dim is None:
         return _flipped(_max_cpp(_flipped(self)))
     v, i = _max_cpp(_flipped(self), dim, keepdim)
-    return values_indices(_flipped(v), i)
+    return _min_result(_flipped(v), i)
 
 
 def _argmax(self, dim=None, keepdim=False):
@@ -419,11 +422,11 @@ def _sort(self, dim=-1, descending=False, stable=False):
     import numpy as np
     from ._tensor import tensor
     if self.ndim == 0:
-        return values_indices(self, tensor(np.zeros((), dtype=np.int64)))
+        return _sort_result(self, tensor(np.zeros((), dtype=np.int64)))
     from ._tensor import _indices_like
     order = _sort_order(self, dim, descending)
     values = _gather(self, dim, order)
-    return values_indices(values, _indices_like(values, order))
+    return _sort_result(values, _indices_like(values, order))
 
 
 def _topk(self, k, dim=-1, largest=True, sorted=True):
@@ -434,7 +437,7 @@ def _topk(self, k, dim=-1, largest=True, sorted=True):
     from ._tensor import _indices_like
     order = np.take(_sort_order(self, dim, largest), np.arange(k), axis=dim)
     values = _gather(self, dim, order)
-    return values_indices(values, _indices_like(values, order))
+    return _topk_result(values, _indices_like(values, order))
 
 
 def _argsort(self, dim=-1, descending=False, stable=False):

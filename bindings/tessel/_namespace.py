@@ -796,7 +796,8 @@ _NOT_METHODS = {"promote_types", "can_cast", "result_type", "rsub", "chain_matmu
 METHODS = {name: fn for name, fn in FUNCTIONS.items() if name not in _NOT_METHODS}
 METHODS.update(
     add=add, mul=mul, vdot=dot, reshape_as=reshape_as, sum_to_size=sum_to_size, get_device=lambda self: -1,
-    real=_identity, imag=imag, conj=_identity, is_shared=_false, is_pinned=_false,
+    real=property(_identity), imag=property(imag), conj=_identity,  # real / imag: attributes, as torch's
+    is_shared=_false, is_pinned=_false,
     pin_memory=lambda self, device=None: self, absolute=lambda self: self.abs(), negative=lambda self: self.neg(),
     greater=lambda self, other: self.gt(other), greater_equal=lambda self, other: self.ge(other),
     less=lambda self, other: self.lt(other), less_equal=lambda self, other: self.le(other),

@@ -247,6 +247,12 @@ def test_shape_helpers_against_numpy():
     with pytest.raises(RuntimeError, match="Boolean value of Tensor with more than one value is ambiguous"):
         tessel.is_nonzero(t(v))
     assert tessel.is_same_size(t(A), t(B)) and t(A).is_signed() and not (t(A) > 0).is_signed()
+    close(t(A).real, A)  # an attribute, as torch's
+    row = t(A[0])  # (values, indices) results named as torch.return_types names them
+    assert [type(r).__name__ for r in (row.sort(), row.min(0), row.max(0), row.topk(2))] == ["sort", "min", "max",
+                                                                                             "topk"]
+    with pytest.raises(TypeError, match="imag is not implemented for tensors with non-complex dtypes"):
+        t(A).imag
 
 
 def test_out_of_place_scatters_and_their_gradients():
