@@ -44,7 +44,8 @@ _NOT_GENERIC = {"as_strided_", "swapaxes_", "swapdims_", "bernoulli_", "resize_a
                 "map_", "map2_"}
 # torch's in-place methods tessel lacked (torch 2.15), each written back from the out-of-place op of its name
 INPLACE_NAMES = (
-    "absolute_ acos_ acosh_ addbmm_ addmm_ addmv_ addr_ arccos_ arccosh_ arcsin_ arcsinh_ arctan2_ arctan_ arctanh_ "
+    "absolute_ acos_ acosh_ addbmm_ addmm_ addmv_ addr_ baddbmm_ arccos_ arccosh_ arcsin_ arcsinh_ arctan2_ "
+    "arctan_ arctanh_ "
     "asin_ asinh_ atan2_ atan_ atanh_ bitwise_and_ bitwise_not_ bitwise_or_ bitwise_xor_ conj_physical_ copysign_ "
     "cos_ cosh_ cumprod_ cumsum_ deg2rad_ digamma_ divide_ eq_ erf_ erfc_ erfinv_ exp2_ expm1_ fix_ float_power_ "
     "floor_divide_ fmod_ frac_ gcd_ ge_ greater_ greater_equal_ gt_ heaviside_ hypot_ index_copy_ lcm_ ldexp_ le_ "

@@ -375,6 +375,10 @@ def test_in_place_methods_write_their_out_of_place_results():
     x = t(A)
     x.addmm_(t(B), t(np.eye(3, dtype=np.float32)))
     close(x, A + B)
+    batch = RNG.standard_normal((2, 3, 3))
+    x = t(batch)
+    x.baddbmm_(t(batch), t(batch), beta=0.5, alpha=2.0)
+    close(x, 0.5 * batch + 2.0 * batch @ batch, 1e-12)
     x = t([7, -7])
     x.div_(2, rounding_mode="trunc")
     assert x.dtype == tessel.int64 and x.tolist() == [3, -3]
