@@ -182,3 +182,35 @@ def once_differentiable(fn):
     """torch's decorator for a backward that is not itself differentiable. tessel records the backward's ops
     only under create_graph=True, where they differentiate as written; this returns fn unchanged."""
     return fn
+
+
+# torch.autograd's grad-mode context managers (torch.autograd.no_grad is tessel.no_grad), its functional
+# API (tessel.autograd.functional: vjp, jvp, jacobian, hessian, vhp, hvp) and gradcheck / gradgradcheck
+# (importable as torch's modules are: `from tessel.autograd.functional import jacobian`,
+# `from tessel.autograd.gradcheck import GradcheckError`).
+def __getattr__(name):
+    import sys
+    import tessel
+    if name in ("no_grad", "enable_grad", "set_grad_enabled", "inference_mode"):
+        return getattr(tessel, name)
+    from . import _autograd_functional as functional
+    if name == "functional":
+        sys.modules[__name__ + ".functional"] = functional
+        return functional
+    if name in ("gradcheck", "gradgradcheck", "GradcheckError"):
+        return getattr(functional, name)
+    raise AttributeError("module 'tessel.autograd' has no attribute %r" % name)
+
+
+def _register_submodules():
+    import sys
+    import types
+    from . import _autograd_functional as functional
+    sys.modules[__name__ + ".functional"] = functional
+    checks = types.ModuleType(__name__ + ".gradcheck", "torch.autograd.gradcheck's names.")
+    checks.gradcheck, checks.gradgradcheck = functional.gradcheck, functional.gradgradcheck
+    checks.GradcheckError = functional.GradcheckError
+    sys.modules[__name__ + ".gradcheck"] = checks
+
+
+_register_submodules()

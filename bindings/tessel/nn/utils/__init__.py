@@ -1,4 +1,6 @@
-"""tessel.nn.utils: clip_grad_norm_ (torch.nn.utils.clip_grad_norm_), clip_grad_value_, parameters_to_vector,
+"""tessel.nn.utils: clip_grad_norm_ (torch.nn.utils.clip_grad_norm_), get_total_norm and clip_grads_with_norm_
+(its two halves, as torchtitan calls them to all-reduce the norm across pipeline stages in between),
+clip_grad_value_, parameters_to_vector,
 weight_norm (the hook-based form; parametrizations.weight_norm is the current one), parametrize, rnn.
 
 Sharded (DTensor) gradients, e.g. under fully_shard, are clipped with exactly one all-reduce of one
@@ -49,6 +51,63 @@ def _by_mesh(params):
             groups.append((p.device_mesh, [p]))
     groups[0][1].extend(plain)
     return groups
+
+
+def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=None):
+    """torch.nn.utils.get_total_norm: the norm of the norms of `tensors` (gradients, not parameters), in their
+    dtype; DTensors reduce over their meshes (one all-reduce per mesh) and the result is then a Replicate DTensor
+    on the first one, so `total.full_tensor()` (torchtitan's next line) is the number on every rank."""
+    tensors = [tensors] if isinstance(tensors, _C.Tensor) else [t for t in tensors if t is not None]
+    if not tensors:
+        return _C._full([], 0.0, _C.dtype.float32)
+    p = float(norm_type)
+    if p <= 0:
+        raise ValueError("get_total_norm: norm_type must be positive, got %s" % p)
+    mesh = next((t.device_mesh for t in tensors if t.is_distributed), None)
+    with _C._GradMode(False):
+        if p == float("inf"):
+            total = max(t.double().abs().amax().item() for t in tensors if t.numel())
+        else:
+            sums = []  # [mesh or None, running sum]: one reduction per mesh (Partial sums add up locally first)
+            for t in tensors:
+                term = (t.double().abs() ** p).sum()
+                key = t.device_mesh if t.is_distributed else None
+                for entry in sums:
+                    if (entry[0] is None) == (key is None) and (key is None or entry[0] == key):
+                        entry[1] = entry[1] + term
+                        break
+                else:
+                    sums.append([key, term])
+            total = sum(term.item() for _, term in sums) ** (1.0 / p)
+    if error_if_nonfinite and not abs(total) < float("inf"):
+        raise RuntimeError("The total norm of order %s for gradients from `parameters` is non-finite, so it cannot "
+                           "be clipped. To disable this error and scale the gradients by the non-finite norm "
+                           "anyway, set `error_if_nonfinite=False`" % p)
+    out = _C._full([], total, tensors[0].dtype)
+    return _C.from_local(out, mesh, [_C.Replicate()] * mesh.ndim) if mesh is not None else out
+
+
+def clip_grads_with_norm_(parameters, max_norm, total_norm, foreach=None):
+    """torch.nn.utils.clip_grads_with_norm_: every gradient scaled by min(1, max_norm / (total_norm + 1e-6))
+    (total_norm a number, a tensor or get_total_norm's DTensor)."""
+    params = [parameters] if isinstance(parameters, _C.Tensor) else list(parameters)
+    if isinstance(total_norm, _C.Tensor):
+        total_norm = (total_norm.full_tensor() if total_norm.is_distributed else total_norm).item()
+    coef = float(max_norm) / (float(total_norm) + 1e-6)
+    if coef >= 1.0:
+        return
+    with _C._GradMode(False):
+        for q in params:
+            if q.grad is not None:
+                q.grad.mul_(coef)
+
+
+def clip_grad_norm(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False, foreach=None):
+    """torch.nn.utils.clip_grad_norm (deprecated there in favour of clip_grad_norm_): the same."""
+    import warnings
+    warnings.warn("`torch.nn.utils.clip_grad_norm` is now deprecated in favor of `torch.nn.utils.clip_grad_norm_`.",
+                  FutureWarning, stacklevel=2)
+    return clip_grad_norm_(parameters, max_norm, norm_type, error_if_nonfinite, foreach)
 
 
 def _clip_by_norm_of_order(params, max_norm, p, error_if_nonfinite):

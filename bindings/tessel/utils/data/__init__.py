@@ -82,6 +82,60 @@ class ConcatDataset(Dataset):
         return self.datasets[i][idx - (self.cumulative_sizes[i - 1] if i else 0)]
 
 
+class StackDataset(Dataset):
+    """torch.utils.data.StackDataset: datasets of one length stacked sample by sample, a tuple of their samples
+    (positional datasets) or a dict (keyword datasets)."""
+
+    def __init__(self, *args, **kwargs):
+        if args and kwargs:
+            raise ValueError("Supported either ``tuple``- (via ``args``) or``dict``- (via ``kwargs``) like "
+                             "input/output, but both types are given.")
+        if not args and not kwargs:
+            raise ValueError("At least one dataset should be passed")
+        self.datasets = args if args else kwargs
+        lengths = [len(d) for d in (args if args else kwargs.values())]
+        if any(n != lengths[0] for n in lengths):
+            raise ValueError("Size mismatch between datasets")
+        self._length = lengths[0]
+
+    def __getitem__(self, index):
+        if isinstance(self.datasets, dict):
+            return {k: d[index] for k, d in self.datasets.items()}
+        return tuple(d[index] for d in self.datasets)
+
+    def __len__(self):
+        return self._length
+
+
+class ChainDataset(IterableDataset):
+    """torch.utils.data.ChainDataset: iterable datasets chained one after another (each must be an
+    IterableDataset)."""
+
+    def __init__(self, datasets):
+        self.datasets = datasets
+
+    def __iter__(self):
+        for d in self.datasets:
+            if not isinstance(d, IterableDataset):
+                raise AssertionError("ChainDataset only supports IterableDataset")
+            yield from d
+
+    def __len__(self):
+        total = 0
+        for d in self.datasets:
+            if not isinstance(d, IterableDataset):
+                raise AssertionError("ChainDataset only supports IterableDataset")
+            total += len(d)
+        return total
+
+
+def get_worker_info():
+    """torch.utils.data.get_worker_info: None, as in torch's main process. tessel's DataLoader loads every batch
+    in the calling process whatever num_workers says (see the module's note), so an IterableDataset that splits
+    its stream by worker takes its single-process branch and yields each item once, as it does under torch."""
+    return None
+
+
 def random_split(dataset, lengths, generator=None):
     """Non-overlapping Subsets of the given lengths (or fractions summing to 1, the remainder spread
     round-robin, as torch), from one permutation drawn from `generator` or tessel's default."""
