@@ -69,3 +69,6 @@ functional.__dict__.update(_grid_sample.FUNCTIONAL)  # F.affine_grid, F.grid_sam
 from . import _ctc  # noqa: E402
 functional.__dict__.update(_ctc.FUNCTIONAL)  # F.ctc_loss
 globals().update(_ctc.MODULES)  # CTCLoss
+from . import _more_modules  # noqa: E402
+globals().update(_more_modules.MODULES)  # ChannelShuffle, MaxUnpool*, LazyLinear, DataParallel, ...
+functional.__dict__.update(_more_modules.FUNCTIONAL)  # F.channel_shuffle, F.max_unpool*, ...

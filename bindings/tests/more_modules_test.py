@@ -1,0 +1,158 @@
+"""torch.nn's remaining common layers (tessel/nn/_more_modules.py) against numpy: ChannelShuffle, MaxUnpool1d/2d/3d
+(the maxima back at their pooling indices, gradients to them), MultiLabelMarginLoss and
+TripletMarginWithDistanceLoss written out as loops, FeatureAlphaDropout's per-channel draw and its preserved
+mean and variance, LazyLinear's deferred shape and torch's initialization, and DataParallel on the CPU (the
+module itself, state-dict keys under "module.")."""
+import sys
+
+import numpy as np
+import pytest
+
+import tessel
+import tessel.nn as nn
+import tessel.nn.functional as F
+
+RNG = np.random.default_rng(2)
+
+
+def t(a, **kw):
+    return tessel.tensor(np.asarray(a), **kw)
+
+
+def test_channel_shuffle_interleaves_the_groups():
+    x = RNG.standard_normal((2, 6, 3, 2))
+    want = x.reshape(2, 3, 2, 3, 2).transpose(0, 2, 1, 3, 4).reshape(2, 6, 3, 2)
+    np.testing.assert_array_equal(F.channel_shuffle(t(x), 3).numpy(), want)
+    np.testing.assert_array_equal(nn.ChannelShuffle(3)(t(x)).numpy(), want)
+    with pytest.raises(RuntimeError, match="Number of channels must be divisible by groups. Got 6 channels and 4"):
+        F.channel_shuffle(t(x), 4)
+
+
+def unpool_reference(pooled, indices, out_shape):
+    out = np.zeros(out_shape).reshape(out_shape[0], out_shape[1], -1)
+    for n in range(out.shape[0]):
+        for c in range(out.shape[1]):
+            out[n, c, indices[n, c].reshape(-1)] = pooled[n, c].reshape(-1)
+    return out.reshape(out_shape)
+
+
+@pytest.mark.parametrize("nd", [1, 2, 3])
+def test_max_unpool_puts_the_maxima_back_and_routes_their_gradient(nd):
+    shape = (2, 3) + (4,) * nd
+    x = RNG.standard_normal(shape)
+    pool = getattr(F, "max_pool%dd" % nd)
+    y, idx = pool(t(x), 2, return_indices=True)
+    unpool = getattr(nn, "MaxUnpool%dd" % nd)(2)
+    out = unpool(y, idx)
+    want = unpool_reference(y.numpy(), idx.numpy(), shape)
+    np.testing.assert_array_equal(out.numpy(), want)
+    # every window's maximum sits where it was: out equals x there and is 0 elsewhere
+    np.testing.assert_array_equal(out.numpy()[want != 0], x[want != 0])
+    assert (want != 0).sum() == y.numel()
+    yg = y.detach().requires_grad_(True)
+    weights = RNG.standard_normal(shape)
+    (unpool(yg, idx) * t(weights)).sum().backward()
+    np.testing.assert_array_equal(yg.grad.numpy().reshape(2, 3, -1),
+                                  np.take_along_axis(weights.reshape(2, 3, -1), idx.numpy().reshape(2, 3, -1), 2))
+    with pytest.raises(RuntimeError, match="Expected shape of indices to be same as that of the input"):
+        unpool(y, idx.narrow(1, 0, 1))
+
+
+def test_max_unpool_output_size_and_its_bounds():
+    x = RNG.standard_normal((1, 1, 4, 4))
+    y, idx = F.max_pool2d(t(x), 2, return_indices=True)
+    out = F.max_unpool2d(y, idx, 2, output_size=[5, 5])
+    assert tuple(out.shape) == (1, 1, 5, 5)
+    np.testing.assert_array_equal(out.numpy().reshape(-1)[:16][idx.numpy().reshape(-1)], y.numpy().reshape(-1))
+    with pytest.raises(ValueError, match="invalid output_size"):
+        F.max_unpool2d(y, idx, 2, output_size=[7, 7])
+
+
+def multilabel_reference(x, y):
+    losses = []
+    for row, labels in zip(x, y):
+        targets = []
+        for v in labels:
+            if v < 0:
+                break
+            targets.append(v)
+        total = 0.0
+        for j in targets:
+            for i in range(len(row)):
+                if i not in targets:
+                    total += max(0.0, 1 - (row[j] - row[i]))
+        losses.append(total / len(row))
+    return np.array(losses)
+
+
+def test_multilabel_margin_and_triplet_with_distance_losses():
+    x = RNG.standard_normal((3, 5))
+    y = np.array([[3, 0, -1, 1, 2], [1, 2, 3, 4, 0], [-1, 0, 0, 0, 0]])
+    want = multilabel_reference(x, y)
+    np.testing.assert_allclose(F.multilabel_margin_loss(t(x), t(y), reduction="none").numpy(), want, rtol=1e-12)
+    np.testing.assert_allclose(nn.MultiLabelMarginLoss()(t(x), t(y)).item(), want.mean(), rtol=1e-12)
+    np.testing.assert_allclose(F.multilabel_margin_loss(t(x[0]), t(y[0])).item(), want[0], rtol=1e-12)
+    a, p, n = (RNG.standard_normal((4, 3)) for _ in range(3))
+
+    def l1(u, v):
+        return np.abs(u - v).sum(-1)
+    want = np.maximum(l1(a, p) - np.minimum(l1(a, n), l1(p, n)) + 0.5, 0)
+    loss = nn.TripletMarginWithDistanceLoss(distance_function=lambda u, v: (u - v).abs().sum(-1), margin=0.5,
+                                            swap=True, reduction="none")
+    np.testing.assert_allclose(loss(t(a), t(p), t(n)).numpy(), want, rtol=1e-12)
+    euclid = np.sqrt(((a - p + 1e-6) ** 2).sum(-1)) - np.sqrt(((a - n + 1e-6) ** 2).sum(-1))
+    np.testing.assert_allclose(F.triplet_margin_with_distance_loss(t(a), t(p), t(n)).item(),
+                               np.maximum(euclid + 1.0, 0).mean(), rtol=1e-12)
+    with pytest.raises(ValueError, match="expected margin to be greater than 0"):
+        nn.TripletMarginWithDistanceLoss(margin=0)
+
+
+def test_feature_alpha_dropout_drops_whole_channels_and_keeps_the_moments():
+    tessel.manual_seed(0)
+    x = t(RNG.standard_normal((64, 32, 50)).astype(np.float32))
+    out = F.feature_alpha_dropout(x, 0.3, training=True).numpy()
+    alpha_p = -1.7580993408473766
+    a = ((1 - 0.3) * (1 + 0.3 * alpha_p ** 2)) ** -0.5
+    dropped_value = alpha_p * a + (-a * alpha_p * 0.3)
+    dropped = np.all(np.isclose(out, dropped_value, atol=1e-5), axis=2)  # a channel is dropped whole or not at all
+    kept = np.allclose(out[~dropped], x.numpy()[~dropped] * a - a * alpha_p * 0.3, atol=1e-5)
+    assert kept and abs(dropped.mean() - 0.3) < 0.03
+    assert abs(out.mean()) < 0.05 and abs(out.var() - 1.0) < 0.05  # SELU's fixed point: mean 0, variance 1
+    module = nn.FeatureAlphaDropout(0.3)
+    module.eval()
+    np.testing.assert_array_equal(module(x).numpy(), x.numpy())
+
+
+def test_lazy_linear_takes_its_shape_from_the_first_input():
+    tessel.manual_seed(1)
+    layer = nn.LazyLinear(4)
+    assert layer.has_uninitialized_params() and list(layer.parameters()) == []
+    x = RNG.standard_normal((3, 7)).astype(np.float32)
+    out = layer(t(x))
+    assert layer.in_features == 7 and tuple(layer.weight.shape) == (4, 7)
+    w, b = layer.weight.detach().numpy().copy(), layer.bias.detach().numpy().copy()
+    assert np.abs(w).max() <= 7 ** -0.5 and np.abs(b).max() <= 7 ** -0.5
+    np.testing.assert_allclose(out.detach().numpy(), x @ w.T + b, rtol=1e-5, atol=1e-6)
+    opt = tessel.optim.SGD(layer.parameters(), lr=0.1)
+    layer(t(x)).sum().backward()
+    opt.step()
+    np.testing.assert_allclose(layer.bias.detach().numpy(), b - 0.1 * 3, rtol=1e-5)
+
+
+def test_data_parallel_on_the_cpu_is_the_module():
+    inner = nn.Linear(3, 2)
+    wrapped = nn.DataParallel(inner)
+    x = t(RNG.standard_normal((4, 3)).astype(np.float32))
+    np.testing.assert_array_equal(wrapped(x).detach().numpy(), inner(x).detach().numpy())
+    assert wrapped.module is inner and sorted(wrapped.state_dict()) == ["module.bias", "module.weight"]
+    plain = nn.Linear(3, 2)
+    plain.load_state_dict({k[len("module."):]: v for k, v in wrapped.state_dict().items()})
+    np.testing.assert_array_equal(plain(x).detach().numpy(), inner(x).detach().numpy())
+    v1, i1 = F.adaptive_max_pool2d_with_indices(x.reshape(1, 1, 4, 3), 2)
+    v2, i2 = F.adaptive_max_pool2d(x.reshape(1, 1, 4, 3), 2, return_indices=True)
+    np.testing.assert_array_equal(v1.numpy(), v2.numpy())
+    np.testing.assert_array_equal(i1.numpy(), i2.numpy())
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
