@@ -1,6 +1,9 @@
 """torch.linalg: the norms, composed of tessel's ops (differentiable, on DTensors too where the ops are),
-and the factorizations and solves through numpy's LAPACK on the host for tensors that do not require grad
-(a tensor that does raises NotImplementedError: tessel has no differentiable factorization).
+and the factorizations and solves through numpy's LAPACK on the host. inv, det, slogdet, solve, cholesky,
+eigh, eigvalsh and svdvals are differentiable (tessel/_linalg_grad.py: autograd Functions with the standard
+formulas, second derivatives included but for svdvals); svd's U and Vh, qr, lstsq, pinv and matrix_rank of a
+tensor that requires grad raise NotImplementedError. matrix_exp (scaling and squaring, differentiable),
+diagonal, vander, the *_ex forms, tensorinv and tensorsolve complete torch's list.
 
     torch.linalg.vector_norm(g, 2)              # the gradient-clipping norm
     torch.linalg.matrix_norm(w, "fro")
@@ -85,8 +88,12 @@ def norm(A, ord=None, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
 
 # ---- host-side factorizations (no gradient) ---------------------------------------------------------------
 
-def _host(x, name):
-    if isinstance(x, Tensor) and x.requires_grad and _C.is_grad_enabled():
+def _needs_grad(*xs):
+    return _C.is_grad_enabled() and builtins.any(isinstance(x, Tensor) and x.requires_grad for x in xs)
+
+
+def _host(x, name, differentiable=False):
+    if not differentiable and isinstance(x, Tensor) and x.requires_grad and _C.is_grad_enabled():
         raise NotImplementedError("torch.linalg.%s of a tensor that requires grad: tessel computes it on the host "
                                   "with numpy's LAPACK and has no gradient for it (detach it, or run under "
                                   "no_grad)" % name)
@@ -105,18 +112,26 @@ def svd(A, full_matrices=True):
     return _back(u, A), _back(s, A), _back(vh, A)
 
 
+def _svdvals_host(A):
+    return _back(np.linalg.svd(_host(A, "svdvals", True), compute_uv=False), A)
+
+
 def svdvals(A):
-    return _back(np.linalg.svd(_host(A, "svdvals"), compute_uv=False), A)
+    return _grad().Svdvals.apply(A) if _needs_grad(A) else _svdvals_host(A)
 
 
 _EIGH = collections.namedtuple("eigh", ["eigenvalues", "eigenvectors"])
 _LSTSQ = collections.namedtuple("lstsq", ["solution", "residuals", "rank", "singular_values"])
 
 
+def _eigh_host(A, UPLO):
+    w, v = np.linalg.eigh(_host(A, "eigh", True), UPLO=UPLO)
+    return _back(w, A), _back(v, A)
+
+
 def eigh(A, UPLO="L"):
     """(eigenvalues, eigenvectors), a namedtuple as torch's (it unpacks as a pair too)."""
-    w, v = np.linalg.eigh(_host(A, "eigh"), UPLO=UPLO)
-    return _EIGH(_back(w, A), _back(v, A))
+    return _EIGH(*(_grad().Eigh.apply(A, UPLO) if _needs_grad(A) else _eigh_host(A, UPLO)))
 
 
 def lstsq(A, B, rcond=None, *, driver=None):
@@ -125,8 +140,12 @@ def lstsq(A, B, rcond=None, *, driver=None):
                   _back(sv, A))
 
 
+def _eigvalsh_host(A, UPLO):
+    return _back(np.linalg.eigvalsh(_host(A, "eigvalsh", True), UPLO=UPLO), A)
+
+
 def eigvalsh(A, UPLO="L"):
-    return _back(np.linalg.eigvalsh(_host(A, "eigvalsh"), UPLO=UPLO), A)
+    return _grad().Eigvalsh.apply(A, UPLO) if _needs_grad(A) else _eigvalsh_host(A, UPLO)
 
 
 def qr(A, mode="reduced"):
@@ -134,29 +153,59 @@ def qr(A, mode="reduced"):
     return _back(q, A), _back(r, A)
 
 
+def _grad():
+    from . import _linalg_grad
+    return _linalg_grad
+
+
+def _inv_host(A):
+    return _back(np.linalg.inv(_host(A, "inv", True)), A)
+
+
 def inv(A):
-    return _back(np.linalg.inv(_host(A, "inv")), A)
+    return _grad().Inv.apply(A) if _needs_grad(A) else _inv_host(A)
+
+
+def _det_host(A):
+    return _back(np.asarray(np.linalg.det(_host(A, "det", True))), A)
 
 
 def det(A):
-    return _back(np.asarray(np.linalg.det(_host(A, "det"))), A)
+    return _grad().Det.apply(A) if _needs_grad(A) else _det_host(A)
 
 
-def slogdet(A):
-    sign, logabs = np.linalg.slogdet(_host(A, "slogdet"))
+def _slogdet_host(A):
+    sign, logabs = np.linalg.slogdet(_host(A, "slogdet", True))
     return _back(np.asarray(sign), A), _back(np.asarray(logabs), A)
 
 
-def solve(A, B, *, left=True):
-    a, b = _host(A, "solve"), _host(B, "solve")
+_SLOGDET = collections.namedtuple("slogdet", ["sign", "logabsdet"])
+
+
+def slogdet(A):
+    return _SLOGDET(*(_grad().Slogdet.apply(A) if _needs_grad(A) else _slogdet_host(A)))
+
+
+def _solve_host(A, B, left):
+    a, b = _host(A, "solve", True), _host(B, "solve", True)
     if not left:  # X A = B  <=>  Aᵀ Xᵀ = Bᵀ
         return _back(np.swapaxes(np.linalg.solve(np.swapaxes(a, -1, -2), np.swapaxes(b, -1, -2)), -1, -2), A)
+    if b.ndim == a.ndim - 1:  # a batch of vectors (torch's rule; numpy 1.x would read [n, n] @ [n] differently)
+        return _back(np.linalg.solve(a, b[..., None])[..., 0], A)
     return _back(np.linalg.solve(a, b), A)
 
 
-def cholesky(A, *, upper=False):
-    lower = np.linalg.cholesky(_host(A, "cholesky"))
+def solve(A, B, *, left=True):
+    return _grad().Solve.apply(A, B, left) if _needs_grad(A, B) else _solve_host(A, B, left)
+
+
+def _cholesky_host(A, upper):
+    lower = np.linalg.cholesky(_host(A, "cholesky", True))
     return _back(np.swapaxes(lower, -1, -2).conj() if upper else lower, A)
+
+
+def cholesky(A, *, upper=False):
+    return _grad().Cholesky.apply(A, upper) if _needs_grad(A) else _cholesky_host(A, upper)
 
 
 def matrix_rank(A, *, hermitian=False):
@@ -208,3 +257,143 @@ def solve_triangular(A, B, *, upper, left=True, unitriangular=False):
     from ._composed import solve_triangular as _solve_triangular
     return _solve_triangular(A, B, upper=upper, left=left, unitriangular=unitriangular)
 
+
+
+def matrix_exp(A):
+    """torch.linalg.matrix_exp (tessel/_namespace.py: scaling and squaring, differentiable)."""
+    from ._namespace import matrix_exp as _matrix_exp
+    return _matrix_exp(A)
+
+
+def diagonal(A, *, offset=0, dim1=-2, dim2=-1):
+    """torch.linalg.diagonal: torch.diagonal with the last two dims as the default."""
+    return A.diagonal(offset, dim1, dim2)
+
+
+def vander(x, *, N=None):
+    """torch.linalg.vander: [..., n, N] with columns x⁰, x¹, ..., x^(N-1) (increasing powers, unlike
+    numpy.vander's default)."""
+    if x.dim() < 1:
+        raise RuntimeError("linalg.vander: x must have at least one dimension")
+    n = x.shape[-1] if N is None else N
+    if n < 1:
+        raise RuntimeError("N must be greater than 1.")
+    if n == 1:
+        return x.unsqueeze(-1) * 0 + 1
+    powers = [x.unsqueeze(-1) * 0 + 1, x.unsqueeze(-1)]
+    for _ in range(2, n):
+        powers.append(powers[-1] * x.unsqueeze(-1))
+    return _C._functional.cat(powers, -1)
+
+
+_INV_EX = collections.namedtuple("inv_ex", ["inverse", "info"])
+_CHOLESKY_EX = collections.namedtuple("cholesky_ex", ["L", "info"])
+_SOLVE_EX = collections.namedtuple("solve_ex", ["result", "info"])
+
+
+def _info(shape, codes):
+    """LAPACK's info per batch entry (0 for success), shaped as the batch (0-d for one matrix)."""
+    return _C._from_numpy(np.asarray(codes, dtype=np.int32).reshape(shape))
+
+
+def _lu_info(m):
+    """getrf's info: 1 + the first column whose partial-pivoting pivot is exactly zero, else 0."""
+    u = np.array(m, dtype=np.float64)
+    n = u.shape[0]
+    first = 0
+    for j in range(n):
+        p = j + int(np.argmax(np.abs(u[j:, j])))
+        if u[p, j] == 0:
+            first = first or j + 1
+            continue
+        u[[j, p]] = u[[p, j]]
+        u[j + 1:] -= np.outer(u[j + 1:, j] / u[j, j], u[j])
+    return first
+
+
+def _cholesky_info(m):
+    """potrf's info: the order of the first leading minor that is not positive definite, else 0."""
+    for k in range(1, m.shape[0] + 1):
+        try:
+            np.linalg.cholesky(m[:k, :k])
+        except np.linalg.LinAlgError:
+            return k
+    return 0
+
+
+def _partial(A, failed, op):
+    """op of each matrix of the batch that succeeded, NaN for the failed ones (no gradient: a batch with a
+    failure is a diagnostic, as torch's *_ex results for the failed entries are)."""
+    a = _host(A, "ex", True)
+    flat = a.reshape((-1,) + a.shape[-2:])
+    out = np.stack([np.full(m.shape, np.nan) if bad else op(m) for m, bad in zip(flat, failed)])
+    return _back(out.reshape(a.shape), A)
+
+
+def _per_matrix(A, info_of):
+    """info_of(matrix) for every matrix of the batch, and the batch shape."""
+    a = _host(A, "ex", True)
+    return [info_of(m) for m in a.reshape((-1,) + a.shape[-2:])], a.shape[:-2]
+
+
+def inv_ex(A, *, check_errors=False):
+    """torch.linalg.inv_ex: (inverse, info) with info > 0 (LAPACK's: the first zero pivot) where A is singular
+    instead of an error (unless check_errors); the inverse is differentiable where it exists."""
+    failed, batch = _per_matrix(A, _lu_info)
+    if check_errors and builtins.any(failed):
+        raise RuntimeError("linalg.inv: The diagonal element %d is zero, the inversion could not be completed "
+                           "because the input matrix is singular." % builtins.max(failed))
+    if not builtins.any(failed):
+        return _INV_EX(inv(A), _info(batch, failed))
+    return _INV_EX(_partial(A, failed, np.linalg.inv), _info(batch, failed))
+
+
+def cholesky_ex(A, *, upper=False, check_errors=False):
+    """torch.linalg.cholesky_ex: (L, info), info > 0 where A is not positive definite (no error unless
+    check_errors)."""
+    failed, batch = _per_matrix(A, _cholesky_info)
+    if check_errors and builtins.any(failed):
+        raise RuntimeError("linalg.cholesky: The factorization could not be completed because the input is not "
+                           "positive-definite.")
+    if not builtins.any(failed):
+        return _CHOLESKY_EX(cholesky(A, upper=upper), _info(batch, failed))
+    lower = _partial(A, failed, np.linalg.cholesky)
+    return _CHOLESKY_EX(lower.transpose(-2, -1) if upper else lower, _info(batch, failed))
+
+
+def solve_ex(A, B, *, left=True, check_errors=False):
+    """torch.linalg.solve_ex: (X, info), info > 0 where A is singular."""
+    failed, batch = _per_matrix(A, _lu_info)
+    if check_errors and builtins.any(failed):
+        raise RuntimeError("torch.linalg.solve: The solver failed because the input matrix is singular.")
+    if not builtins.any(failed):
+        return _SOLVE_EX(solve(A, B, left=left), _info(batch, failed))
+    with _C._GradMode(False):
+        nan = B.detach() * float("nan")
+    return _SOLVE_EX(nan, _info(batch, failed))
+
+
+def tensorinv(A, ind=2):
+    """torch.linalg.tensorinv: the inverse of A seen as a matrix [prod(shape[:ind]), prod(shape[ind:])],
+    shaped shape[ind:] + shape[:ind]."""
+    if ind <= 0:
+        raise RuntimeError("Expected a strictly positive integer for 'ind', but got %d" % ind)
+    lead, rest = list(A.shape[:ind]), list(A.shape[ind:])
+    rows, cols = int(np.prod(lead)), int(np.prod(rest))
+    if rows != cols:
+        raise RuntimeError("Expected self to satisfy the requirement prod(self.shape[ind:]) == "
+                           "prod(self.shape[:ind]), but got %d != %d" % (cols, rows))
+    return inv(A.reshape(rows, cols)).reshape(rest + lead)
+
+
+def tensorsolve(A, B, dims=None):
+    """torch.linalg.tensorsolve: X with tensordot(A, X, X.ndim) = B (dims of A moved to the end first)."""
+    if dims is not None:
+        order = [d for d in range(A.dim()) if d not in [d % A.dim() for d in dims]] + [d % A.dim() for d in dims]
+        A = A.permute(*order)
+    rest = list(A.shape[B.dim():])
+    rows, cols = B.numel(), int(np.prod(rest))
+    if rows != cols:
+        raise RuntimeError("Expected self to satisfy the requirement prod(self.shape[other.ndim:]) == "
+                           "prod(self.shape[:other.ndim]), but got %d != %d" % (cols, rows))
+    return solve(A.reshape(rows, cols), B.reshape(rows)).reshape(rest)

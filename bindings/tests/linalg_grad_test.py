@@ -1,0 +1,128 @@
+"""Gradients of torch.linalg's factorizations (tessel/_linalg_grad.py) against central finite differences in
+float64: inv, det, slogdet, solve (left, right, vectors, batches), cholesky and eigh along symmetric
+perturbations (their inputs are symmetric), eigvalsh, svdvals; second derivatives through create_graph (the
+Hessian of log det A is -A⁻ᵀ ⊗ A⁻¹); and the rest of torch.linalg's list against numpy: vander, the *_ex forms
+with LAPACK's info, tensorinv, tensorsolve, matrix_exp, diagonal."""
+import sys
+
+import numpy as np
+import pytest
+
+import tessel
+from sharded_equivalence import finite_difference
+
+L = tessel.linalg
+RNG = np.random.default_rng(11)
+A = RNG.standard_normal((3, 3)) + 3 * np.eye(3)
+S = A @ A.T + np.eye(3)  # symmetric positive definite, distinct eigenvalues
+W = RNG.standard_normal((3, 3))
+
+
+def t(a, **kw):
+    return tessel.tensor(np.asarray(a, dtype=np.float64), **kw)
+
+
+def analytic(f, *xs):
+    ts = [t(x, requires_grad=True) for x in xs]
+    f(*ts).backward()
+    return [x.grad.numpy() for x in ts]
+
+
+def numeric(f, xs, i):
+    def of(v):
+        args = [t(x) for x in xs]
+        args[i] = t(v)
+        return f(*args).item()
+    return finite_difference(of, xs[i])
+
+
+def check(f, *xs):
+    for i, g in enumerate(analytic(f, *xs)):
+        np.testing.assert_allclose(g, numeric(f, xs, i), rtol=1e-6, atol=1e-8)
+
+
+def check_symmetric(f, s):
+    """The gradient along every symmetric direction E_ij + E_ji (what a function of a symmetric matrix has)."""
+    g = analytic(f, s)[0]
+    for i in range(s.shape[0]):
+        for j in range(i, s.shape[1]):
+            e = np.zeros_like(s)
+            e[i, j] = e[j, i] = 1.0
+            step = 1e-6
+            numerical = (f(t(s + step * e)).item() - f(t(s - step * e)).item()) / (2 * step)
+            assert (g * e).sum() == pytest.approx(numerical, rel=1e-6, abs=1e-8), (i, j)
+    np.testing.assert_allclose(g, g.T, rtol=1e-12, atol=1e-14)  # symmetric, as torch's
+
+
+def test_inverse_determinant_and_solve_gradients():
+    w = t(W)
+    check(lambda a: (L.inv(a) * w).sum(), A)
+    check(lambda a: L.det(a), A)
+    check(lambda a: L.slogdet(a).logabsdet, A)
+    check(lambda a: L.slogdet(-a).logabsdet * 2, A)  # a negative determinant: the same log |det|
+    b = RNG.standard_normal((3, 2))
+    check(lambda a, c: (L.solve(a, c) ** 2).sum(), A, b)
+    check(lambda a, c: (L.solve(a, c) ** 2).sum(), A, b[:, 0])
+    check(lambda a, c: (L.solve(a, c, left=False) * t(W[:2])).sum(), A, b.T)
+    batch = np.stack([A, A.T + np.eye(3)])
+    check(lambda a: (L.inv(a) ** 2).sum() + L.det(a).sum(), batch)
+    assert L.slogdet(t(A)).sign.item() == np.sign(np.linalg.det(A))
+
+
+def test_cholesky_and_eigen_gradients_along_symmetric_directions():
+    w = t(W)
+    check_symmetric(lambda s: (L.cholesky(s) * w).sum(), S)
+    check_symmetric(lambda s: (L.cholesky(s, upper=True) * w).sum(), S)
+    check_symmetric(lambda s: (L.eigh(s).eigenvalues * t([1.0, 2.0, 3.0])).sum(), S)
+    # eigenvectors up to sign: |V| is sign-free
+    check_symmetric(lambda s: (L.eigh(s).eigenvectors.abs() * w).sum(), S)
+    check_symmetric(lambda s: (L.eigvalsh(s) ** 2).sum(), S)
+    rect = RNG.standard_normal((4, 3))
+    check(lambda a: (L.svdvals(a) ** 3).sum(), rect)
+
+
+def test_second_derivatives_through_create_graph():
+    x = t(S, requires_grad=True)
+    g, = tessel.autograd.grad(L.slogdet(x).logabsdet, x, create_graph=True)
+    np.testing.assert_allclose(g.detach().numpy(), np.linalg.inv(S).T, rtol=1e-10)
+    v = RNG.standard_normal((3, 3))
+    hv, = tessel.autograd.grad((g * t(v)).sum(), x)
+    inv = np.linalg.inv(S)
+    # d/dA <A⁻ᵀ, V> = -A⁻ᵀ Vᵀ A⁻ᵀ ... as a matrix: -(A⁻¹ V A⁻¹)ᵀ
+    np.testing.assert_allclose(hv.numpy(), -(inv @ v @ inv).T, rtol=1e-9)
+    g, = tessel.autograd.grad((L.inv(x) * t(W)).sum(), x, create_graph=True)
+    hv, = tessel.autograd.grad((g * t(v)).sum(), x)
+    np.testing.assert_allclose(hv.numpy(), numeric(lambda a: (tessel.autograd.grad(
+        (L.inv(a.requires_grad_(True)) * t(W)).sum(), a)[0] * t(v)).sum(), [S], 0), rtol=1e-5, atol=1e-7)
+    with pytest.raises(NotImplementedError, match="svdvals: a create_graph=True backward"):
+        y = t(A, requires_grad=True)
+        g, = tessel.autograd.grad(L.svdvals(y).sum(), y, create_graph=True)
+
+
+def test_the_rest_of_torch_linalg():
+    x = np.array([1.0, 2.0, 3.0])
+    np.testing.assert_array_equal(L.vander(t(x), N=4).numpy(), np.vander(x, 4, increasing=True))
+    np.testing.assert_array_equal(L.vander(t(x)).numpy(), np.vander(x, increasing=True))
+    singular = np.array([[[1.0, 2.0], [2.0, 4.0]], [[1.0, 0.0], [0.0, 2.0]]])
+    inverse, info = L.inv_ex(t(singular))
+    assert info.tolist() == [2, 0] and np.isnan(inverse[0].numpy()).all()  # LAPACK's first zero pivot: 2
+    np.testing.assert_allclose(inverse[1].numpy(), [[1.0, 0.0], [0.0, 0.5]])
+    lower, info = L.cholesky_ex(t([[4.0, 2.0, 0.0], [2.0, 5.0, 9.0], [0.0, 9.0, 1.0]]))
+    assert info.dim() == 0 and info.item() == 3  # the third leading minor is the first not positive
+    with pytest.raises(RuntimeError, match="not positive-definite"):
+        L.cholesky_ex(t([[1.0, 2.0], [2.0, 1.0]]), check_errors=True)
+    result, info = L.solve_ex(t(A), t([1.0, 2.0, 3.0]))
+    assert info.item() == 0
+    np.testing.assert_allclose(result.numpy(), np.linalg.solve(A, [1.0, 2.0, 3.0]), rtol=1e-12)
+    a4 = RNG.standard_normal((6, 2, 3))
+    np.testing.assert_allclose(L.tensorinv(t(a4), 1).numpy(), np.linalg.tensorinv(a4, 1), rtol=1e-10)
+    b = RNG.standard_normal((2, 3))
+    a5 = RNG.standard_normal((2, 3, 6))
+    np.testing.assert_allclose(L.tensorsolve(t(a5), t(b)).numpy(), np.linalg.tensorsolve(a5, b), rtol=1e-10)
+    w, v = np.linalg.eigh(S)
+    np.testing.assert_allclose(L.matrix_exp(t(S)).numpy(), v @ np.diag(np.exp(w)) @ v.T, rtol=1e-12)
+    np.testing.assert_array_equal(L.diagonal(t(np.arange(12.0).reshape(3, 4)), offset=1).numpy(), [1.0, 6.0, 11.0])
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
