@@ -98,8 +98,18 @@ TensorList Module::RunForward(const TensorList& inputs) {
 }
 
 void Module::RegisterBuffer(const std::string& name, Tensor value, bool persistent) {
+  const auto listed = std::find(non_persistent_.begin(), non_persistent_.end(), name);
+  for (auto& [n, t] : buffers_) {
+    if (n != name) continue;
+    // torch: registering an existing buffer's name replaces it where it is (its place in the state dict
+    // stays), with the persistence given now. Appending a second entry left lookups on the first.
+    t = std::move(value);
+    if (persistent && listed != non_persistent_.end()) non_persistent_.erase(listed);
+    if (!persistent && listed == non_persistent_.end()) non_persistent_.push_back(name);
+    return;
+  }
   buffers_.emplace_back(name, std::move(value));
-  if (!persistent) non_persistent_.push_back(name);
+  if (!persistent && listed == non_persistent_.end()) non_persistent_.push_back(name);
 }
 
 void Module::AddChild(const std::string& name, std::unique_ptr<Module> child) {

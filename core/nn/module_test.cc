@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 
 #include "core/autograd/engine.h"
@@ -270,6 +271,27 @@ TEST(ModuleTest, BackwardHooksFireInReverseLayerOrderWithGradients) {
   Tensor y = Sum(m(x));
   Backward(y);
   EXPECT_EQ(order, (std::vector<std::string>{"pre l2", "post l2", "pre l1", "post l1"}));
+}
+
+TEST(ModuleTest, RegisteringAnExistingBufferReplacesItInPlaceWithTheNewPersistence) {
+  Generator gen(0);
+  TwoLayer m(gen);
+  m.RegisterBuffer("scale", Full({2}, 1.0f));
+  m.RegisterBuffer("count", Full({1}, 3.0f), /*persistent=*/false);
+  m.RegisterBuffer("scale", Full({2}, 5.0f), /*persistent=*/false);  // torch's register_buffer: a replacement
+  const StateDict buffers = m.NamedBuffers(false);
+  ASSERT_EQ(buffers.size(), 2u);
+  EXPECT_EQ(buffers[0].first, "scale");  // where it was, not appended
+  EXPECT_EQ(buffers[0].second.ToVector<float>(), (std::vector<float>{5.0f, 5.0f}));
+  StateDict state = m.GetStateDict();
+  const auto has = [&](const std::string& k) {
+    return std::any_of(state.begin(), state.end(), [&](const auto& e) { return e.first == k; });
+  };
+  EXPECT_FALSE(has("scale"));  // now non-persistent
+  m.RegisterBuffer("count", Full({1}, 4.0f), /*persistent=*/true);
+  state = m.GetStateDict();
+  EXPECT_TRUE(has("count"));
+  EXPECT_EQ(m.NamedBuffers(false)[1].second.item<float>(), 4.0f);
 }
 
 TEST(ModuleTest, LedgerCountsParamsGradsAndOptimizerStateExactly) {

@@ -196,8 +196,8 @@ def _setattr(self, name, value):
                             % (type(value).__name__, name))
         self._set_parameter(name, value)
     elif isinstance(value, Tensor) and any(n == name for n, _ in self._named_buffers(False)):
-        raise NotImplementedError("%s: reassigning buffer '%s' is not supported; update it in place "
-                                  "(self.%s.copy_(value))" % (type(self).__name__, name, name))
+        # torch: assigning a tensor to a buffer's name replaces the buffer (persistence kept)
+        self.register_buffer(name, value, persistent=name in _persistent_buffer_names(self))
     else:
         object.__setattr__(self, name, value)
 
@@ -618,6 +618,12 @@ def _note_none(self, name, is_parameter, value):
         noted[name] = is_parameter
     else:
         noted.pop(name, None)
+
+
+def _persistent_buffer_names(module):
+    """The module's own buffers that its state dict saves."""
+    own = {n for n, _ in module._named_buffers(False)}
+    return {k for k in module.state_dict() if k in own}
 
 
 def register_parameter(self, name, param):

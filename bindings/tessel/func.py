@@ -1,0 +1,286 @@
+"""tessel.func: torch.func's transforms over tessel's reverse-mode autograd: functional_call (a module run with
+other parameters and buffers, gradients flowing into them: MAML-style fast weights, model ensembles), grad and
+grad_and_value (nestable: grad(grad(f))), vjp, jvp (the double-vjp identity), jacrev, jacfwd (the same values,
+computed in reverse mode), hessian, and vmap.
+
+vmap calls the function once per mapped index and stacks the results along out_dims, so its results are
+exactly the per-sample function's (with the per-sample cost: there are no batching rules). Its randomness
+modes are torch's: "error" (the default) raises if the function drew from the default generator, "different"
+lets every sample draw its own, "same" replays the generator's state for every sample.
+
+    from tessel.func import functional_call, grad, vmap
+    fast = {name: p - 0.1 * g for (name, p), g in zip(model.named_parameters(), grads)}
+    loss = loss_fn(functional_call(model, fast, (x,)), y)        # differentiable in fast and in model's params
+    per_sample_grads = vmap(grad(loss_of_one), in_dims=(None, 0, 0))(params, xs, ys)
+"""
+import builtins
+
+from . import _C
+
+Tensor = _C.Tensor
+
+
+# ---- functional_call --------------------------------------------------------------------------------------
+
+def _owner(module, name):
+    prefix, _, local = name.rpartition(".")
+    return (module.get_submodule(prefix) if prefix else module), local
+
+
+def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, *, tie_weights=True, strict=False):
+    """module(*args, **kwargs) with the named parameters and buffers in the dict(s) standing in for the module's
+    own during the call (restored afterwards, also on an exception); the given tensors are used as they are, so
+    gradients reach them. strict=True requires every parameter and buffer to be given."""
+    dicts = parameter_and_buffer_dicts if isinstance(parameter_and_buffer_dicts, (tuple, list)) else \
+        [parameter_and_buffer_dicts]
+    values = {}
+    for d in dicts:
+        for name, value in d.items():
+            if name in values:
+                raise ValueError("functional_call got multiple values for keys ['%s'], which are used in more than "
+                                 "one of the dictionaries" % name)
+            values[name] = value
+    params = dict(module.named_parameters(remove_duplicate=False)) if _accepts_remove_duplicate(module) else \
+        dict(module.named_parameters())
+    buffers = dict(module.named_buffers())
+    unknown = [n for n in values if n not in params and n not in buffers]
+    if unknown:
+        raise RuntimeError("Unexpected key(s): %s." % ", ".join("'%s'" % n for n in unknown))
+    if strict:
+        missing = [n for n in list(params) + list(buffers) if n not in values]
+        if missing:
+            raise RuntimeError("Missing key(s): %s." % ", ".join("'%s'" % n for n in missing))
+    restore = []
+    try:
+        for name, value in values.items():
+            owner, local = _owner(module, name)
+            if name in params:
+                restore.append(("param", owner, local, params[name], None))
+                owner._set_parameter(local, value, True)
+            else:
+                from .nn.modules import _persistent_buffer_names
+                persistent = local in _persistent_buffer_names(owner)
+                restore.append(("buffer", owner, local, buffers[name], persistent))
+                owner.register_buffer(local, value, persistent=persistent)
+        args = () if args is None else (args if isinstance(args, tuple) else (args,))
+        return module(*args, **(kwargs or {}))
+    finally:
+        for kind, owner, local, old, persistent in reversed(restore):
+            if kind == "param":
+                owner._set_parameter(local, old, True)
+            else:
+                owner.register_buffer(local, old, persistent=persistent)
+
+
+def _accepts_remove_duplicate(module):
+    try:
+        module.named_parameters(remove_duplicate=False)
+        return True
+    except TypeError:
+        return False
+
+
+# ---- grad / vjp / jvp / jacobians -------------------------------------------------------------------------
+
+def _argnums(argnums, n):
+    nums = argnums if isinstance(argnums, tuple) else (argnums,)
+    for a in nums:
+        if not isinstance(a, int) or not -n <= a < n:
+            raise RuntimeError("Got argnums=%s but only %d positional inputs" % (argnums, n))
+    return tuple(a % n for a in nums), isinstance(argnums, tuple)
+
+
+def _leaf(x):
+    """x made differentiable here: x itself when an enclosing transform already tracks it, else a fresh leaf
+    (whose results this transform detaches before returning)."""
+    if not isinstance(x, Tensor):
+        raise RuntimeError("grad: the differentiated inputs must be Tensors, got %s" % type(x).__name__)
+    return (x, False) if x.requires_grad else (x.detach().requires_grad_(True), True)
+
+
+def grad_and_value(func, argnums=0, has_aux=False):
+    """torch.func.grad_and_value: (gradients w.r.t. args[argnums], func's output) of a scalar func."""
+    def wrapper(*args, **kwargs):
+        nums, many = _argnums(argnums, len(args))
+        from .autograd import grad as autograd_grad
+        with _C._GradMode(True):
+            args = list(args)
+            fresh = True
+            for i in nums:
+                args[i], new = _leaf(args[i])
+                fresh = fresh and new
+            out = func(*args, **kwargs)
+            aux = None
+            if has_aux:
+                if not (isinstance(out, tuple) and len(out) == 2):
+                    raise RuntimeError("grad_and_value(f)(*args): output of function f should be a tuple: (output, aux) "
+                                       "if has_aux is True")
+                out, aux = out
+            if not isinstance(out, Tensor) or out.numel() != 1:
+                raise RuntimeError("grad_and_value(f)(*args): Expected f(*args) to return a scalar Tensor, got tensor "
+                                   "with %d dims" % (out.dim() if isinstance(out, Tensor) else -1))
+            grads = autograd_grad(out.reshape([]), [args[i] for i in nums], create_graph=not fresh, allow_unused=True,
+                                  materialize_grads=True)
+        if fresh:
+            grads = tuple(g.detach() for g in grads)
+            out = out.detach()
+        result = grads if many else grads[0]
+        return ((result, (out, aux)) if has_aux else (result, out))
+    return wrapper
+
+
+def grad(func, argnums=0, has_aux=False):
+    """torch.func.grad: the gradient of a scalar func w.r.t. args[argnums] (a tuple for a tuple of argnums);
+    nestable (grad(grad(f))(x) is f'')."""
+    inner = grad_and_value(func, argnums, has_aux)
+
+    def wrapper(*args, **kwargs):
+        g, value = inner(*args, **kwargs)
+        return (g, value[1]) if has_aux else g
+    return wrapper
+
+
+def vjp(func, *primals, has_aux=False):
+    """torch.func.vjp: (func(*primals), vjp_fn) with vjp_fn(cotangents) -> a tuple of one gradient per primal."""
+    from .autograd import grad as autograd_grad
+    with _C._GradMode(True):
+        leaves = [_leaf(p)[0] for p in primals]
+        out = func(*leaves)
+        aux = None
+        if has_aux:
+            out, aux = out
+
+    def vjp_fn(*cotangents):
+        outs = list(out) if isinstance(out, tuple) else [out]
+        cts = list(cotangents[0]) if len(cotangents) == 1 and isinstance(cotangents[0], tuple) else list(cotangents)
+        if len(cts) != len(outs):
+            raise RuntimeError("Expected pytree structure of cotangents to be the same as pytree structure of outputs")
+        with _C._GradMode(True):
+            return autograd_grad(outs, leaves, cts, retain_graph=True, allow_unused=True, materialize_grads=True)
+    detached = tuple(o.detach() for o in out) if isinstance(out, tuple) else out.detach()
+    return (detached, vjp_fn, aux) if has_aux else (detached, vjp_fn)
+
+
+def jvp(func, primals, tangents, *, strict=False, has_aux=False):
+    """torch.func.jvp: (func(*primals), J·tangents)."""
+    from .autograd.functional import jvp as functional_jvp
+    if has_aux:
+        raise NotImplementedError("jvp(has_aux=True) is not supported")
+    primals, tangents = tuple(primals), tuple(tangents)
+    out, product = functional_jvp(func, primals if len(primals) > 1 else primals[0],
+                                  tangents if len(tangents) > 1 else tangents[0])
+    return out, product
+
+
+def _jacobian(func, argnums, has_aux):
+    from .autograd.functional import jacobian
+
+    def wrapper(*args):
+        nums, many = _argnums(argnums, len(args))
+        aux_box = []
+
+        def of_selected(*selected):
+            full = list(args)
+            for i, s in zip(nums, selected):
+                full[i] = s
+            out = func(*full)
+            if has_aux:
+                out, aux = out
+                aux_box.append(aux)
+            return out
+        selected = tuple(args[i] for i in nums)
+        # inside another transform (its leaves require grad) the Jacobian keeps its graph, so jacrev(jacrev(f))
+        # is the Hessian; at the outermost level it is detached, as torch.func's results are
+        nested = builtins.any(isinstance(a, Tensor) and a.requires_grad for a in selected)
+        jac = jacobian(of_selected, selected, create_graph=nested)
+        if not isinstance(jac, tuple):
+            jac = (jac,)
+        out_is_tuple = isinstance(jac[0], tuple)
+        result = jac if out_is_tuple else (jac if many else jac[0])
+        if out_is_tuple and not many:
+            result = tuple(j[0] for j in jac)
+        return (result, aux_box[0]) if has_aux else result
+    return wrapper
+
+
+def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, _preallocate_and_copy=False):
+    """torch.func.jacrev: the Jacobian of func w.r.t. args[argnums], output shape + input shape."""
+    return _jacobian(func, argnums, has_aux)
+
+
+def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
+    """torch.func.jacfwd: the same Jacobian as jacrev (computed in reverse mode here)."""
+    return _jacobian(func, argnums, has_aux)
+
+
+def hessian(func, argnums=0):
+    """torch.func.hessian: the Jacobian of the gradient."""
+    return jacrev(jacrev(func, argnums), argnums)
+
+
+# ---- vmap -------------------------------------------------------------------------------------------------
+
+def _mapped_size(args, in_dims):
+    size = None
+    for a, d in zip(args, in_dims):
+        if d is None:
+            continue
+        if not isinstance(a, Tensor):
+            raise ValueError("vmap: in_dim=%s given for an input that is not a Tensor (%s)" % (d, type(a).__name__))
+        n = a.shape[d]
+        if size is not None and n != size:
+            raise ValueError("vmap: Expected all tensors to have the same size in the mapped dimension, got sizes %d "
+                             "and %d for the mapped dimension" % (size, n))
+        size = n
+    if size is None:
+        raise ValueError("vmap: at least one input must be mapped over (got in_dims=%s)" % (in_dims,))
+    return size
+
+
+def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
+    """torch.func.vmap: func mapped over dim in_dims[i] of each argument (None: passed whole), results stacked
+    along out_dims. Computed one index at a time (exact per-sample semantics, per-sample cost)."""
+    if randomness not in ("error", "different", "same"):
+        raise RuntimeError("Only allowed values for randomness are 'error', 'different', or 'same'. Got %s"
+                           % randomness)
+
+    def wrapper(*args, **kwargs):
+        dims = in_dims if isinstance(in_dims, (tuple, list)) else (in_dims,) * len(args)
+        if len(dims) != len(args):
+            raise ValueError("vmap: in_dims is not compatible with the structure of `inputs`. in_dims has structure "
+                             "%d but inputs has structure %d" % (len(dims), len(args)))
+        dims = [None if d is None else d % args[i].dim() for i, d in enumerate(dims)]
+        size = _mapped_size(args, dims)
+        from . import random
+        start = random.get_rng_state()
+        outs = []
+        for k in range(size):
+            if randomness == "same":
+                random.set_rng_state(start)
+            before = random.get_rng_state() if randomness == "error" else None
+            sliced = [a if d is None else a.select(d, k) for a, d in zip(args, dims)]
+            outs.append(func(*sliced, **kwargs))
+            if randomness == "error" and not _same_state(before, random.get_rng_state()):
+                raise RuntimeError("vmap: called random operation while in randomness error mode. Please either use "
+                                   "the 'same' or 'different' randomness flags on vmap or perform the randomness "
+                                   "operation out of vmap")
+        return _stack_outputs(outs, out_dims)
+    return wrapper
+
+
+def _same_state(a, b):
+    if isinstance(a, Tensor):
+        return builtins.bool((a == b).all().item()) if tuple(a.shape) == tuple(b.shape) else False
+    return a == b
+
+
+def _stack_outputs(outs, out_dims):
+    first = outs[0]
+    if isinstance(first, tuple):
+        dims = out_dims if isinstance(out_dims, (tuple, list)) else (out_dims,) * len(first)
+        return tuple(_stack_outputs([o[i] for o in outs], dims[i]) for i in range(len(first)))
+    if not isinstance(first, Tensor):
+        raise ValueError("vmap: `%s` must only return Tensors, got type %s" % ("func", type(first).__name__))
+    if out_dims is None:
+        return first
+    return _C._functional.stack(outs, out_dims % (first.dim() + 1))
