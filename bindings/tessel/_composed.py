@@ -571,16 +571,25 @@ def cond(A, p=None):
     return _back(np.asarray(np.linalg.cond(_host(A, "cond"), p)), A)
 
 
-def solve_triangular(A, B, *, upper, left=True, unitriangular=False):
-    """X with A X = B (left) or X A = B, A triangular (numpy's solve on the host, as tessel's other solves)."""
+def _solve_triangular_host(A, B, upper, left, unitriangular):
     from .linalg import _back, _host
-    a, b = _host(A, "solve_triangular"), _host(B, "solve_triangular")
+    a, b = _host(A, "solve_triangular", True), _host(B, "solve_triangular", True)
     a = np.triu(a) if upper else np.tril(a)
     if unitriangular:
         a = a - np.eye(a.shape[-1]) * np.diagonal(a, axis1=-2, axis2=-1)[..., None, :] + np.eye(a.shape[-1])
     if left:
         return _back(np.linalg.solve(a, b), A)
     return _back(np.swapaxes(np.linalg.solve(np.swapaxes(a, -1, -2), np.swapaxes(b, -1, -2)), -1, -2), A)
+
+
+def solve_triangular(A, B, *, upper, left=True, unitriangular=False):
+    """X with A X = B (left) or X A = B, A triangular (numpy's solve on the host, as tessel's other solves;
+    differentiable through tessel/_linalg_grad.py)."""
+    from .linalg import _needs_grad
+    if _needs_grad(A, B):
+        from ._linalg_grad import SolveTriangular
+        return SolveTriangular.apply(A, B, upper, left, unitriangular)
+    return _solve_triangular_host(A, B, upper, left, unitriangular)
 
 
 def _register_third_round():

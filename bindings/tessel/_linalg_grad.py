@@ -6,6 +6,7 @@ backward formulas (torch's derivatives.yaml gives the same):
     det        Ā = ḡ · det(A) · A⁻ᵀ
     slogdet    Ā = ḡ_logabs · A⁻ᵀ
     solve      B̄ = A⁻ᵀ Ḡ,  Ā = -B̄ Xᵀ                    (X = A⁻¹B)
+    solve_triangular   the same, Ā kept on A's triangle (its strict triangle when unitriangular)
     cholesky   Ā = sym(L⁻ᵀ Φ(Lᵀ L̄) L⁻¹)                  (Φ: lower triangle, diagonal halved)
     eigh       Ā = V (diag(w̄) + F ∘ Vᵀ V̄) Vᵀ,  F_ij = 1/(w_j - w_i), 0 on the diagonal
     eigvalsh   Ā = V diag(w̄) Vᵀ
@@ -114,6 +115,34 @@ class Solve(Function):
             ga = -(gb.unsqueeze(-1) * x.unsqueeze(-2))
         else:
             ga = -(gb @ _mT(x))
+        return ga, gb
+
+
+class SolveTriangular(Function):
+    @staticmethod
+    def forward(ctx, a, b, upper, left, unitriangular):
+        ctx.save_for_backward(a, b)
+        ctx.options = (upper, left, unitriangular)
+        from ._composed import _solve_triangular_host
+        return _solve_triangular_host(a, b, upper, left, unitriangular)
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.saved_tensors
+        upper, left, unit = ctx.options
+        if not left:  # X A = B  <=>  Aᵀ Xᵀ = Bᵀ with Aᵀ triangular the other way
+            ga, gb = SolveTriangular.backward_left(_mT(a), _mT(b), _mT(g), not upper, unit)
+            return _mT(ga), _mT(gb), None, None, None
+        ga, gb = SolveTriangular.backward_left(a, b, g, upper, unit)
+        return ga, gb, None, None, None
+
+    @staticmethod
+    def backward_left(a, b, g, upper, unit):
+        solve = _linalg().solve_triangular
+        gb = solve(_mT(a), g, upper=not upper, unitriangular=unit)
+        x = solve(a, b, upper=upper, unitriangular=unit)
+        ga = -(gb @ _mT(x))
+        ga = ga.triu(1 if unit else 0) if upper else ga.tril(-1 if unit else 0)
         return ga, gb
 
 

@@ -81,6 +81,24 @@ def test_cholesky_and_eigen_gradients_along_symmetric_directions():
     check(lambda a: (L.svdvals(a) ** 3).sum(), rect)
 
 
+@pytest.mark.parametrize("upper", [False, True])
+@pytest.mark.parametrize("left", [True, False])
+@pytest.mark.parametrize("unit", [False, True])
+def test_solve_triangular_gradients(upper, left, unit):
+    b = RNG.standard_normal((3, 2) if left else (2, 3))
+    weights = t(RNG.standard_normal(b.shape))
+
+    def f(a, c):
+        return (L.solve_triangular(a, c, upper=upper, left=left, unitriangular=unit) * weights).sum()
+    ga, gb = analytic(f, A, b)
+    np.testing.assert_allclose(gb, numeric(f, [A, b], 1), rtol=1e-6, atol=1e-8)
+    # only A's triangle (strict, when unitriangular) is read: the gradient lives there, and matches there
+    np.testing.assert_allclose(ga, numeric(f, [A, b], 0), rtol=1e-6, atol=1e-8)
+    outside = np.tril(np.ones((3, 3)), -1 if not unit else 0) if upper else np.triu(np.ones((3, 3)), 1 if not unit
+                                                                                     else 0)
+    assert not (ga * outside).any()
+
+
 def test_second_derivatives_through_create_graph():
     x = t(S, requires_grad=True)
     g, = tessel.autograd.grad(L.slogdet(x).logabsdet, x, create_graph=True)
@@ -94,6 +112,14 @@ def test_second_derivatives_through_create_graph():
     hv, = tessel.autograd.grad((g * t(v)).sum(), x)
     np.testing.assert_allclose(hv.numpy(), numeric(lambda a: (tessel.autograd.grad(
         (L.inv(a.requires_grad_(True)) * t(W)).sum(), a)[0] * t(v)).sum(), [S], 0), rtol=1e-5, atol=1e-7)
+    # through cholesky (whose backward solves triangular systems): d/dS of <∇ f(S), V> by finite differences
+    def cholesky_grad_dot_v(s):
+        y = s if s.requires_grad else s.requires_grad_(True)
+        g, = tessel.autograd.grad((L.cholesky(y) ** 2).sum(), y, create_graph=True)
+        return (g * t(v + v.T)).sum()
+    x = t(S, requires_grad=True)
+    hv, = tessel.autograd.grad(cholesky_grad_dot_v(x), x)
+    np.testing.assert_allclose(hv.numpy(), numeric(cholesky_grad_dot_v, [S], 0), rtol=1e-5, atol=1e-7)
     with pytest.raises(NotImplementedError, match="svdvals: a create_graph=True backward"):
         y = t(A, requires_grad=True)
         g, = tessel.autograd.grad(L.svdvals(y).sum(), y, create_graph=True)

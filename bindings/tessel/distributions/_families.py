@@ -194,11 +194,10 @@ class Laplace(_LocScale):
         return 1 + (2 * self.scale).log()
 
 
-class Bernoulli(Distribution):
-    """One of probs (in [0, 1]) or logits (log-odds)."""
+class _ProbsOrLogits(Distribution):
+    """A family of one success probability, given as probs (in [0, 1]) or logits (log-odds); the other is
+    derived on first use (Bernoulli, Geometric, Binomial)."""
     arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
-    support = constraints.boolean
-    has_enumerate_support = True
 
     def __init__(self, probs=None, logits=None, validate_args=None):
         if (probs is None) == (logits is None):
@@ -218,6 +217,12 @@ class Bernoulli(Distribution):
     def logits(self):
         p = _clamp_probs(self.probs)
         return p.log() - (-p).log1p()
+
+
+class Bernoulli(_ProbsOrLogits):
+    """One of probs (in [0, 1]) or logits (log-odds)."""
+    support = constraints.boolean
+    has_enumerate_support = True
 
     mean = property(lambda self: self.probs)
     variance = property(lambda self: self.probs * (1 - self.probs))

@@ -6,6 +6,8 @@ NotImplementedError naming both types.
 """
 import math
 
+import numpy as np
+
 from .. import _C
 from ..nn import functional as F
 from . import _families as fam
@@ -92,3 +94,41 @@ def _kl_independent_independent(p, q):
     if p.reinterpreted_batch_ndims != q.reinterpreted_batch_ndims:
         raise NotImplementedError("KL between Independent distributions with different reinterpreted_batch_ndims")
     return p._sum_rightmost(kl_divergence(p.base_dist, q.base_dist))
+
+
+def _more():
+    from . import _more_families
+    return _more_families
+
+
+@register_kl(_more().MultivariateNormal, _more().MultivariateNormal)
+def _kl_mvn_mvn(p, q):
+    """½ (tr(Σq⁻¹Σp) + (μq - μp)ᵀ Σq⁻¹ (μq - μp) - n + log det Σq - log det Σp), through q's Cholesky factor."""
+    from .. import linalg
+    n = p.event_shape[0]
+    lq = q._unbroadcasted_scale_tril
+    lp = p._unbroadcasted_scale_tril
+    half_log_det_q = lq.diagonal(0, -2, -1).log().sum(-1)
+    half_log_det_p = lp.diagonal(0, -2, -1).log().sum(-1)
+    shape = list(np.broadcast_shapes(tuple(lq.shape), tuple(lp.shape)))
+    m = linalg.solve_triangular(lq.expand(*shape), lp.expand(*shape), upper=False)  # Lq⁻¹ Lp
+    diff = (q.loc - p.loc).unsqueeze(-1)
+    lq_diff = lq.expand(*(list(diff.shape[:-2]) + [n, n])) if lq.dim() < diff.dim() else lq
+    mahalanobis = linalg.solve_triangular(lq_diff, diff, upper=False).squeeze(-1)
+    return half_log_det_q - half_log_det_p + 0.5 * ((m * m).sum([-2, -1]) + (mahalanobis ** 2).sum(-1) - n)
+
+
+@register_kl(_more().Gamma, _more().Gamma)
+def _kl_gamma_gamma(p, q):
+    a1, b1, a2, b2 = p.concentration, p.rate, q.concentration, q.rate
+    return (a2 * (b1 / b2).log() + a2.lgamma() - a1.lgamma() + (a1 - a2) * a1.digamma()
+            + (b2 - b1) * a1 / b1)
+
+
+@register_kl(_more().Beta, _more().Beta)
+def _kl_beta_beta(p, q):
+    a1, b1, a2, b2 = p.concentration1, p.concentration0, q.concentration1, q.concentration0
+    s1 = a1 + b1
+    t1 = a2.lgamma() + b2.lgamma() + s1.lgamma()
+    t2 = a1.lgamma() + b1.lgamma() + (a2 + b2).lgamma()
+    return t1 - t2 + (a1 - a2) * a1.digamma() + (b1 - b2) * b1.digamma() + (a2 - a1 + b2 - b1) * s1.digamma()

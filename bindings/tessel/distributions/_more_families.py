@@ -1,0 +1,410 @@
+"""More of torch.distributions: MultivariateNormal (reparameterized through the Cholesky factor, differentiable
+since tessel/_linalg_grad.py), Cauchy, HalfNormal, HalfCauchy and Gumbel (reparameterized), and Gamma, Chi2,
+Beta, Dirichlet, StudentT, Poisson, Binomial and Geometric. Densities, entropies and moments are torch's
+formulas composed of tessel ops (differentiable in the parameters).
+
+The Gamma family (Gamma, Chi2, Beta, Dirichlet, StudentT) and the discrete ones draw exact samples with numpy's
+samplers seeded from tessel's generator (tessel._tensor.host_rng), so tessel.manual_seed fixes them; their
+rsample, which torch reparameterizes implicitly through the Gamma CDF's derivative, raises NotImplementedError
+here (sample() and log_prob's gradients work).
+"""
+import math
+
+import numpy as np
+
+from .. import _C, _tensor
+from . import constraints
+from ._families import Normal, _LocScale, _ProbsOrLogits
+from .distribution import Distribution, broadcast_all
+
+Tensor = _C.Tensor
+_LOG_PI = math.log(math.pi)
+
+
+def _host(fn, shape, dtype):
+    """An exact host sample of `shape` (numpy's sampler fn(rng, shape) seeded from tessel's generator)."""
+    values = fn(_tensor.host_rng(), tuple(shape))
+    return _C._from_numpy(np.ascontiguousarray(np.asarray(values, dtype=np.float64))).to(dtype)
+
+
+def _np(t):
+    return t.detach().to(_C.dtype.float64).numpy()
+
+
+def _no_rsample(name):
+    raise NotImplementedError("%s.rsample: tessel draws %s samples on the host and has no reparameterized "
+                              "gradient for them (torch's implicit one through the Gamma CDF); use sample() and "
+                              "score-function gradients, or a reparameterizable family" % (name, name))
+
+
+class MultivariateNormal(Distribution):
+    """N(loc, Σ) over the last dim, Σ given as covariance_matrix, precision_matrix or scale_tril (exactly one)."""
+    arg_constraints = {"loc": constraints.real}
+    support = constraints.real
+    has_rsample = True
+
+    def __init__(self, loc, covariance_matrix=None, precision_matrix=None, scale_tril=None, validate_args=None):
+        given = [m is not None for m in (covariance_matrix, precision_matrix, scale_tril)]
+        if sum(given) != 1:
+            raise ValueError("Exactly one of covariance_matrix or precision_matrix or scale_tril may be specified.")
+        if loc.dim() < 1:
+            raise ValueError("loc must be at least one-dimensional.")
+        from .. import linalg
+        if scale_tril is not None:
+            tril = scale_tril
+        elif covariance_matrix is not None:
+            tril = linalg.cholesky(covariance_matrix)
+        else:  # Σ = P⁻¹: the Cholesky factor of the inverse
+            tril = linalg.cholesky(linalg.inv(precision_matrix))
+        n = loc.shape[-1]
+        if tril.shape[-1] != n or tril.shape[-2] != n:
+            raise ValueError("The covariance matrix's last two dims must be (%d, %d) for loc %s, got %s"
+                             % (n, n, list(loc.shape), list(tril.shape)))
+        batch = np.broadcast_shapes(tuple(loc.shape[:-1]), tuple(tril.shape[:-2]))
+        self.loc = loc.expand(*(list(batch) + [n]))
+        self._unbroadcasted_scale_tril = tril
+        self.scale_tril = tril.expand(*(list(batch) + [n, n]))
+        super().__init__(batch, (n,), validate_args=validate_args)
+
+    covariance_matrix = property(lambda self: self.scale_tril @ self.scale_tril.transpose(-2, -1))
+    precision_matrix = property(lambda self: _inverse(self.covariance_matrix))
+    mean = property(lambda self: self.loc)
+    mode = property(lambda self: self.loc)
+    variance = property(lambda self: (self.scale_tril ** 2).sum(-1))
+
+    def rsample(self, sample_shape=()):
+        eps = _tensor.randn(*self._extended_shape(sample_shape), dtype=self.loc.dtype)
+        return self.loc + (self._unbroadcasted_scale_tril @ eps.unsqueeze(-1)).squeeze(-1)
+
+    def log_prob(self, value):
+        from .. import linalg
+        diff = (value - self.loc).unsqueeze(-1)
+        tril = self._unbroadcasted_scale_tril
+        if tril.dim() < diff.dim():
+            tril = tril.expand(*(list(diff.shape[:-2]) + list(tril.shape[-2:])))
+        m = linalg.solve_triangular(tril, diff, upper=False).squeeze(-1)
+        half_log_det = tril.diagonal(0, -2, -1).log().sum(-1)
+        n = self.loc.shape[-1]
+        return -0.5 * (n * math.log(2 * math.pi) + (m * m).sum(-1)) - half_log_det
+
+    def entropy(self):
+        n = self.loc.shape[-1]
+        half_log_det = self._unbroadcasted_scale_tril.diagonal(0, -2, -1).log().sum(-1)
+        out = 0.5 * n * (1.0 + math.log(2 * math.pi)) + half_log_det
+        return out.expand(*self.batch_shape) if len(self.batch_shape) else out
+
+
+def _inverse(m):
+    from .. import linalg
+    return linalg.inv(m)
+
+
+class Cauchy(_LocScale):
+    mean = property(lambda self: self.loc * float("nan"))
+    variance = property(lambda self: self.loc * 0 + float("inf"))
+
+    def rsample(self, sample_shape=()):
+        u = _tensor.rand(*self._extended_shape(sample_shape), dtype=self.loc.dtype)
+        from .._namespace import tan
+        return self.loc + self.scale * tan(math.pi * (u - 0.5))
+
+    def log_prob(self, value):
+        return -_LOG_PI - self.scale.log() - (((value - self.loc) / self.scale) ** 2).log1p()
+
+    def cdf(self, value):
+        return ((value - self.loc) / self.scale).atan() / math.pi + 0.5
+
+    def entropy(self):
+        return math.log(4 * math.pi) + self.scale.log()
+
+
+class _Folded(Distribution):
+    """|X| for X ~ family(0, scale) of a symmetric family: density doubled on [0, ∞)."""
+    arg_constraints = {"scale": constraints.positive}
+    support = constraints.nonnegative
+    has_rsample = True
+    family = None
+
+    def __init__(self, scale, validate_args=None):
+        self.base_dist = self.family(0.0 * scale if isinstance(scale, Tensor) else 0.0, scale)
+        self.scale = self.base_dist.scale
+        super().__init__(self.scale.shape, validate_args=validate_args)
+
+    mode = property(lambda self: self.scale * 0)
+
+    def rsample(self, sample_shape=()):
+        return self.base_dist.rsample(sample_shape).abs()
+
+    def log_prob(self, value):
+        lp = self.base_dist.log_prob(value) + math.log(2)
+        return _C._functional.where(value.ge(0), lp, lp * 0 - float("inf"))
+
+    def cdf(self, value):
+        return 2 * self.base_dist.cdf(value) - 1
+
+    def entropy(self):
+        return self.base_dist.entropy() - math.log(2)
+
+
+class HalfNormal(_Folded):
+    """|X| for X ~ Normal(0, scale)."""
+    family = Normal
+    mean = property(lambda self: self.scale * math.sqrt(2 / math.pi))
+    variance = property(lambda self: self.scale ** 2 * (1 - 2 / math.pi))
+
+
+class HalfCauchy(_Folded):
+    """|X| for X ~ Cauchy(0, scale)."""
+    family = Cauchy
+    mean = property(lambda self: self.scale * 0 + float("inf"))
+    variance = property(lambda self: self.scale * 0 + float("inf"))
+
+
+class Gumbel(_LocScale):
+    mean = property(lambda self: self.loc + self.scale * 0.5772156649015329)
+    variance = property(lambda self: (math.pi ** 2 / 6) * self.scale ** 2)
+
+    def rsample(self, sample_shape=()):
+        from .._dtypes import finfo
+        eps = finfo(self.loc.dtype).tiny
+        u = _tensor.rand(*self._extended_shape(sample_shape), dtype=self.loc.dtype).clamp(eps, 1 - eps)
+        return self.loc - self.scale * (-u.log()).log()
+
+    def log_prob(self, value):
+        z = (value - self.loc) / self.scale
+        return -(self.scale.log() + z + (-z).exp())
+
+    def entropy(self):
+        return self.scale.log() + 1 + 0.5772156649015329
+
+
+class Gamma(Distribution):
+    """Gamma(concentration α, rate β): density β^α x^(α-1) e^(-βx) / Γ(α)."""
+    arg_constraints = {"concentration": constraints.positive, "rate": constraints.positive}
+    support = constraints.nonnegative
+    has_rsample = False
+
+    def __init__(self, concentration, rate, validate_args=None):
+        self.concentration, self.rate = broadcast_all(concentration, rate)
+        super().__init__(self.concentration.shape, validate_args=validate_args)
+
+    mean = property(lambda self: self.concentration / self.rate)
+    mode = property(lambda self: ((self.concentration - 1) / self.rate).clamp(0, None))
+    variance = property(lambda self: self.concentration / self.rate ** 2)
+
+    def sample(self, sample_shape=()):
+        shape = self._extended_shape(sample_shape)
+        a, b = np.broadcast_to(_np(self.concentration), shape), np.broadcast_to(_np(self.rate), shape)
+        return _host(lambda rng, s: rng.standard_gamma(a, s) / b, shape, self.concentration.dtype)
+
+    def rsample(self, sample_shape=()):
+        _no_rsample(type(self).__name__)
+
+    def log_prob(self, value):
+        a, b = self.concentration, self.rate
+        return a * b.log() + (a - 1) * value.log() - b * value - a.lgamma()
+
+    def entropy(self):
+        a = self.concentration
+        return a - self.rate.log() + a.lgamma() + (1.0 - a) * a.digamma()
+
+
+class Chi2(Gamma):
+    """Chi²(df) = Gamma(df / 2, 1 / 2)."""
+    arg_constraints = {"df": constraints.positive}
+
+    def __init__(self, df, validate_args=None):
+        df = df if isinstance(df, Tensor) else _C._full([], float(df), _C.dtype.float32)
+        super().__init__(0.5 * df, df * 0 + 0.5, validate_args=validate_args)
+
+    df = property(lambda self: self.concentration * 2)
+
+
+class Beta(Distribution):
+    """Beta(α, β) on [0, 1], sampled as X / (X + Y) for X ~ Gamma(α), Y ~ Gamma(β)."""
+    arg_constraints = {"concentration1": constraints.positive, "concentration0": constraints.positive}
+    support = constraints.unit_interval
+    has_rsample = False
+
+    def __init__(self, concentration1, concentration0, validate_args=None):
+        self.concentration1, self.concentration0 = broadcast_all(concentration1, concentration0)
+        super().__init__(self.concentration1.shape, validate_args=validate_args)
+
+    mean = property(lambda self: self.concentration1 / (self.concentration1 + self.concentration0))
+    variance = property(lambda self: self.concentration1 * self.concentration0 / (
+        (self.concentration1 + self.concentration0) ** 2 * (self.concentration1 + self.concentration0 + 1)))
+
+    def sample(self, sample_shape=()):
+        shape = self._extended_shape(sample_shape)
+        a = np.broadcast_to(_np(self.concentration1), shape)
+        b = np.broadcast_to(_np(self.concentration0), shape)
+        return _host(lambda rng, s: rng.beta(a, b, s), shape, self.concentration1.dtype)
+
+    def rsample(self, sample_shape=()):
+        _no_rsample("Beta")
+
+    def log_prob(self, value):
+        a, b = self.concentration1, self.concentration0
+        return (a - 1) * value.log() + (b - 1) * (-value).log1p() + (a + b).lgamma() - a.lgamma() - b.lgamma()
+
+    def entropy(self):
+        a, b = self.concentration1, self.concentration0
+        log_beta = a.lgamma() + b.lgamma() - (a + b).lgamma()
+        return log_beta - (a - 1) * a.digamma() - (b - 1) * b.digamma() + (a + b - 2) * (a + b).digamma()
+
+
+class Dirichlet(Distribution):
+    """Dirichlet(concentration) over the simplex of the last dim."""
+    arg_constraints = {"concentration": constraints.positive}
+    support = constraints.simplex
+    has_rsample = False
+
+    def __init__(self, concentration, validate_args=None):
+        if concentration.dim() < 1:
+            raise ValueError("`concentration` parameter must be at least one-dimensional.")
+        self.concentration = concentration
+        super().__init__(concentration.shape[:-1], concentration.shape[-1:], validate_args=validate_args)
+
+    mean = property(lambda self: self.concentration / self.concentration.sum(-1, True))
+    variance = property(lambda self: (lambda c, s: c * (s - c) / (s ** 2 * (s + 1)))(
+        self.concentration, self.concentration.sum(-1, True)))
+
+    def sample(self, sample_shape=()):
+        shape = self._extended_shape(sample_shape)
+        c = np.broadcast_to(_np(self.concentration), shape)
+
+        def draw(rng, s):
+            g = rng.standard_gamma(c, s)
+            return g / g.sum(-1, keepdims=True)
+        return _host(draw, shape, self.concentration.dtype)
+
+    def rsample(self, sample_shape=()):
+        _no_rsample("Dirichlet")
+
+    def log_prob(self, value):
+        c = self.concentration
+        return ((c - 1) * value.log()).sum(-1) + c.sum(-1).lgamma() - c.lgamma().sum(-1)
+
+    def entropy(self):
+        c = self.concentration
+        k, c0 = c.shape[-1], c.sum(-1)
+        return c.lgamma().sum(-1) - c0.lgamma() - (k - c0) * c0.digamma() - ((c - 1) * c.digamma()).sum(-1)
+
+
+class StudentT(Distribution):
+    arg_constraints = {"df": constraints.positive, "loc": constraints.real, "scale": constraints.positive}
+    support = constraints.real
+    has_rsample = False
+
+    def __init__(self, df, loc=0.0, scale=1.0, validate_args=None):
+        self.df, self.loc, self.scale = broadcast_all(df, loc, scale)
+        super().__init__(self.df.shape, validate_args=validate_args)
+
+    mean = property(lambda self: _C._functional.where(self.df.gt(1), self.loc, self.loc * float("nan")))
+    variance = property(lambda self: _C._functional.where(
+        self.df.gt(2), self.scale ** 2 * self.df / (self.df - 2),
+        _C._functional.where(self.df.gt(1), self.df * 0 + float("inf"), self.df * float("nan"))))
+
+    def sample(self, sample_shape=()):
+        shape = self._extended_shape(sample_shape)
+        df = np.broadcast_to(_np(self.df), shape)
+        t = _host(lambda rng, s: rng.standard_t(df, s), shape, self.df.dtype)
+        return self.loc.detach() + self.scale.detach() * t
+
+    def rsample(self, sample_shape=()):
+        _no_rsample("StudentT")
+
+    def entropy(self):
+        half_df = 0.5 * self.df
+        log_beta = half_df.lgamma() + 0.5 * _LOG_PI - (half_df + 0.5).lgamma()  # lgamma(1/2) = log(pi)/2
+        return (self.scale.log() + (half_df + 0.5) * ((half_df + 0.5).digamma() - half_df.digamma())
+                + 0.5 * self.df.log() + log_beta)
+
+    def log_prob(self, value):
+        y = (value - self.loc) / self.scale
+        z = self.scale.log() + 0.5 * self.df.log() + 0.5 * _LOG_PI + (0.5 * self.df).lgamma() - \
+            (0.5 * (self.df + 1.0)).lgamma()
+        return -0.5 * (self.df + 1.0) * (y ** 2 / self.df).log1p() - z
+
+
+class Poisson(Distribution):
+    arg_constraints = {"rate": constraints.nonnegative}
+    support = constraints.nonnegative_integer
+
+    def __init__(self, rate, validate_args=None):
+        self.rate, = broadcast_all(rate)
+        super().__init__(self.rate.shape, validate_args=validate_args)
+
+    mean = property(lambda self: self.rate)
+    mode = property(lambda self: self.rate.floor())
+    variance = property(lambda self: self.rate)
+
+    def sample(self, sample_shape=()):
+        shape = self._extended_shape(sample_shape)
+        lam = np.broadcast_to(_np(self.rate), shape)
+        return _host(lambda rng, s: rng.poisson(lam, s), shape, self.rate.dtype)
+
+    def log_prob(self, value):
+        from .. import special
+        return special.xlogy(value, self.rate) - self.rate - (value + 1).lgamma()
+
+
+class Binomial(_ProbsOrLogits):
+    arg_constraints = {"total_count": constraints.nonnegative_integer, "probs": constraints.unit_interval,
+                       "logits": constraints.real}
+
+    def __init__(self, total_count=1, probs=None, logits=None, validate_args=None):
+        param = probs if probs is not None else logits
+        if param is not None:  # total_count and the probability broadcast against each other
+            total_count, param = broadcast_all(total_count, param)
+        super().__init__(param if probs is not None else None, param if logits is not None else None,
+                         validate_args=validate_args)
+        self.total_count = total_count.to(self._param.dtype)
+
+    support = property(lambda self: constraints.integer_interval(0, self.total_count))
+    mean = property(lambda self: self.total_count * self.probs)
+    variance = property(lambda self: self.total_count * self.probs * (1 - self.probs))
+
+    def sample(self, sample_shape=()):
+        shape = self._extended_shape(sample_shape)
+        n = np.broadcast_to(_np(self.total_count), shape).astype(np.int64)
+        p = np.broadcast_to(_np(self.probs), shape)
+        return _host(lambda rng, s: rng.binomial(n, p, s), shape, self.probs.dtype)
+
+    def entropy(self):
+        """-Σ_k p(k) log p(k) over k = 0..total_count (torch's enumeration of the support)."""
+        top = int(self.total_count.max().item())
+        ks = _tensor.arange(top + 1).to(self.probs.dtype).reshape([top + 1] + [1] * len(self.batch_shape))
+        lp = self.log_prob(ks)
+        inside = ks.le(self.total_count)
+        terms = _C._functional.where(inside, lp.exp() * lp, lp * 0)
+        return -terms.sum(0)
+
+    def log_prob(self, value):
+        n = self.total_count
+        log_comb = (n + 1).lgamma() - (value + 1).lgamma() - (n - value + 1).lgamma()
+        # value·log p + (n - value)·log(1 - p) in logits' stable form
+        from ..nn import functional as F
+        return log_comb + value * self.logits - n * F.softplus(self.logits)
+
+
+class Geometric(_ProbsOrLogits):
+    """The number of failures before the first success (support 0, 1, 2, ...), as torch's."""
+    support = constraints.nonnegative_integer
+
+    mean = property(lambda self: 1.0 / self.probs - 1.0)
+    mode = property(lambda self: self.probs * 0)
+    variance = property(lambda self: (1.0 / self.probs - 1.0) / self.probs)
+
+    def sample(self, sample_shape=()):
+        shape = self._extended_shape(sample_shape)
+        p = np.broadcast_to(_np(self.probs), shape)
+        return _host(lambda rng, s: rng.geometric(p, s) - 1, shape, self.probs.dtype)
+
+    def log_prob(self, value):
+        p = self.probs.clamp(1e-12, 1 - 1e-12)
+        return value * (-p).log1p() + p.log()
+
+    def entropy(self):
+        from ..nn import functional as F
+        return F.binary_cross_entropy_with_logits(self.logits, self.probs, reduction="none") / self.probs
