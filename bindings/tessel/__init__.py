@@ -154,7 +154,7 @@ from . import _inplace  # noqa: E402 (in-place methods recorded by autograd)
 _inplace.install()
 relu_ = lambda input: input.relu_()  # noqa: E731 (torch.relu_)
 from . import autograd, backends, linalg, nn, optim, distributed, distributions, multiprocessing, profiler, special, utils  # noqa: E402,F401,E501
-from . import amp, func, futures, ops, random, testing  # noqa: E402,F401
+from . import amp, fft, func, futures, ops, random, testing  # noqa: E402,F401
 from . import _namespace  # noqa: E402 (torch.add / div(rounding_mode) / dot / hsplit / cov / x.tril_() / ...)
 _namespace.install(globals())
 from .random import get_rng_state, initial_seed, seed, set_rng_state  # noqa: E402,F401
