@@ -399,7 +399,7 @@ void BindLayers(py::module_& m) {
       // registers no bias then. With one, the Parameter the attribute lookup gives (named for optimizers).
       .def_property_readonly("bias", [](const nn::Linear& self) -> py::object {
         if (!self.HasParam("bias")) return py::none();
-        return py::module_::import("tessel.nn.modules").attr("_as_parameter")(self.Param("bias"), "bias");
+        return py::module_::import("tessel.nn.modules").attr("_as_parameter")(self.Param("bias"), "bias", false);
       });
   py::class_<nn::Embedding, Module, std::unique_ptr<nn::Embedding>> emb(m, "Embedding", py::dynamic_attr());
   emb.def(py::init([](int64_t num, int64_t dim, std::optional<int64_t> padding_idx, const py::object& max_norm,
@@ -460,7 +460,7 @@ void BindLayers(py::module_& m) {
   for (const char* name : {"weight", "bias"}) {
     ln.def_property_readonly(name, [name](const nn::LayerNorm& self) -> py::object {
       if (!self.HasParam(name)) return py::none();
-      return py::module_::import("tessel.nn.modules").attr("_as_parameter")(self.Param(name), name);
+      return py::module_::import("tessel.nn.modules").attr("_as_parameter")(self.Param(name), name, false);
     });
   }
   ln.def_property_readonly("normalized_shape", [](const nn::LayerNorm& self) {

@@ -373,6 +373,15 @@ void BindTensor(py::module_& m) {
           return r.is_none() ? Tensor() : r.cast<Tensor>();
         });
       })
+      // torch's Tensor.register_post_accumulate_grad_hook(fn): fn(tensor) after a backward updated the leaf's
+      // .grad (optimizer-in-backward); Python wraps it (tessel/_compat.py).
+      .def("_register_post_accumulate_grad_hook", [](const Tensor& t, py::object fn) {
+        auto f = std::make_shared<py::object>(std::move(fn));
+        RegisterPostAccumulateGradHook(t, [f](const Tensor& leaf) {
+          py::gil_scoped_acquire gil;
+          (*f)(leaf);
+        });
+      })
       .def("retain_grad", [](const Tensor& t) { RetainGrad(t); })
       // True when this Python object holds the only handle to its tensor and nothing shares the storage (no
       // module, view or saved activation sees it): rebinding the handle (_rebind_) is then indistinguishable

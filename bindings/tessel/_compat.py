@@ -269,6 +269,34 @@ def _register_hook(self, hook):
 
 
 Tensor.register_hook = _register_hook
+
+
+def _register_post_accumulate_grad_hook(self, hook):
+    """torch's Tensor.register_post_accumulate_grad_hook: hook(tensor) runs right after a backward pass added
+    into this leaf's .grad (the optimizer-in-backward pattern: step and free each gradient as it is ready). The
+    hook gets this very tensor object (a Parameter stays the same key of the caller's dicts)."""
+    import weakref
+    if not self.requires_grad:
+        raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+    if not self.is_leaf:
+        raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors")
+    holder = [hook]
+    try:
+        ref = weakref.ref(self)  # not the object itself: the C++ hook would keep it alive for good
+    except TypeError:
+        ref = None
+
+    def call(leaf):
+        fn = holder[0]
+        if fn is not None:
+            target = ref() if ref is not None else None
+            fn(target if target is not None else leaf)
+
+    self._register_post_accumulate_grad_hook(call)
+    return _HookHandle(holder)
+
+
+Tensor.register_post_accumulate_grad_hook = _register_post_accumulate_grad_hook
 Tensor.mm = _mm
 Tensor.bmm = _bmm
 Tensor.max = _max

@@ -21,6 +21,7 @@ keyword arguments) go to ``forward`` unchanged.
 import collections
 import copy
 import threading
+import weakref
 
 from .. import _C, _dtypes
 from .._complex import ComplexTensor
@@ -58,10 +59,26 @@ class Buffer(Tensor):
         self.persistent = persistent
 
 
-def _as_parameter(t, fqn):
-    p = Parameter.__new__(Parameter)
-    Tensor.__init__(p, t)
-    p._fqn = fqn  # the name optimizers key their state by (tessel.optim)
+# One Parameter object per parameter tensor while any handle to it lives (keyed by the TensorImpl, whose
+# address Tensor.__hash__ is): `model.fc.weight is model.fc.weight` and `list(model.parameters())` yielding the
+# same objects every time, as in torch, so code keyed by parameter identity (dicts of per-parameter
+# optimizers, id() maps, post-accumulate-grad hooks) finds its keys again. The entry dies with the object.
+_PARAMETERS = weakref.WeakValueDictionary()
+
+
+def _as_parameter(t, fqn, qualified=True):
+    """The Parameter object for module tensor t. `fqn` is the name optimizers key their state by (tessel.optim):
+    named_parameters passes the name from the module it walks (qualified=True, it replaces the one held);
+    attribute access passes the attribute's own name, kept only by an object seen first that way."""
+    key = hash(t)
+    p = _PARAMETERS.get(key)
+    if p is None:
+        p = Parameter.__new__(Parameter)
+        Tensor.__init__(p, t)
+        p._fqn = fqn
+        _PARAMETERS[key] = p
+    elif qualified:
+        p._fqn = fqn
     return p
 
 
@@ -213,7 +230,7 @@ def _getattr(self, name):
     except TypeError:  # before Module.__init__ ran
         found = None
     if found is not None:
-        return _as_parameter(found, name) if self._has_parameter(name) else found
+        return _as_parameter(found, name, qualified=False) if self._has_parameter(name) else found
     held = _complex_buffers(self)
     if held is not None and name in held:
         return held[name][0]

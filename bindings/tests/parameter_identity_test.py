@@ -1,0 +1,99 @@
+"""Parameters keep their identity as in torch (one Parameter object per parameter tensor: `m.fc.weight is
+m.fc.weight`, parameters() yields the same objects every time), so code keyed by parameter identity works: an
+id() map of named_parameters against an optimizer's param_groups, a dict of per-parameter optimizers stepped from
+register_post_accumulate_grad_hook (optimizer in backward) equal to one optimizer's step, and optimizer
+checkpoints still keyed by the full FQN after attribute access."""
+import sys
+
+import numpy as np
+import pytest
+
+import tessel
+import tessel.nn as nn
+from tessel.distributed.checkpoint.state_dict import get_optimizer_state_dict
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(3, 4)
+        self.head = nn.Linear(4, 1)
+
+    def forward(self, x):
+        return self.head(self.fc(x).tanh())
+
+
+def make():
+    tessel.manual_seed(0)
+    return Net()
+
+
+def test_parameter_objects_are_stable():
+    m = make()
+    assert m.fc.weight is m.fc.weight and m.head.bias is m.head.bias
+    first, second = list(m.parameters()), list(m.parameters())
+    assert all(a is b for a, b in zip(first, second))
+    assert dict(m.named_parameters())["fc.weight"] is m.fc.weight
+    names = {id(p): n for n, p in m.named_parameters()}
+    opt = tessel.optim.AdamW(m.parameters(), lr=1e-3)
+    assert [names[id(p)] for p in opt.param_groups[0]["params"]] == ["fc.weight", "fc.bias", "head.weight",
+                                                                       "head.bias"]
+
+
+def test_optimizer_state_is_keyed_by_the_full_name_after_attribute_access():
+    def train(touch):
+        m = make()
+        params = list(m.parameters())
+        if touch:  # the attributes' own names are "weight" / "bias": the optimizer must still see full names
+            assert m.fc.weight is params[0] and m.head.weight is params[2] and m.head.bias is params[3]
+        opt = tessel.optim.SGD(params, lr=0.1, momentum=0.9)
+        for _ in range(3):
+            opt.zero_grad()
+            m(tessel.ones(2, 3)).pow(2).sum().backward()
+            opt.step()
+        keys = [k for k in get_optimizer_state_dict(m, opt) if k.startswith("optim.state.")]
+        names = sorted(k[len("optim.state."):].rsplit(".", 1)[0] for k in keys)  # optim.state.<fqn>.<buffer>
+        return [p.detach().numpy().copy() for p in m.parameters()], names
+    touched, names = train(True)
+    plain, _ = train(False)
+    assert names == ["fc.bias", "fc.weight", "head.bias", "head.weight"]
+    for a, b in zip(touched, plain):  # each parameter kept its own momentum buffer
+        np.testing.assert_array_equal(a, b)
+
+
+def test_optimizer_in_backward_through_post_accumulate_grad_hooks():
+    x = tessel.tensor(np.random.default_rng(1).standard_normal((5, 3)).astype(np.float32))
+    ref = make()
+    ref_opt = tessel.optim.SGD(ref.parameters(), lr=0.1)
+    for _ in range(2):
+        ref_opt.zero_grad()
+        ref(x).pow(2).sum().backward()
+        ref_opt.step()
+    m = make()
+    optimizers = {p: tessel.optim.SGD([p], lr=0.1) for p in m.parameters()}
+    calls = []
+
+    def step_and_free(p):
+        calls.append(p)
+        optimizers[p].step()
+        optimizers[p].zero_grad()
+
+    handles = [p.register_post_accumulate_grad_hook(step_and_free) for p in m.parameters()]
+    for _ in range(2):
+        m(x).pow(2).sum().backward()
+        assert all(p.grad is None for p in m.parameters())  # each gradient freed as soon as it was used
+    assert len(calls) == 8 and all(any(c is p for p in m.parameters()) for c in calls)
+    for a, b in zip(m.parameters(), ref.parameters()):
+        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-6, atol=1e-7)
+    for h in handles:
+        h.remove()
+    m(x).pow(2).sum().backward()
+    assert len(calls) == 8 and m.fc.weight.grad is not None
+    with pytest.raises(RuntimeError, match="post accumulate grad hooks cannot be registered on non-leaf tensors"):
+        (m.fc.weight * 2).register_post_accumulate_grad_hook(step_and_free)
+    with pytest.raises(RuntimeError, match="cannot register a hook on a tensor that doesn't require gradient"):
+        tessel.zeros(2).register_post_accumulate_grad_hook(step_and_free)
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
