@@ -48,7 +48,8 @@ INPLACE_NAMES = (
     "arctan_ arctanh_ "
     "asin_ asinh_ atan2_ atan_ atanh_ bitwise_and_ bitwise_not_ bitwise_or_ bitwise_xor_ conj_physical_ copysign_ "
     "cos_ cosh_ cumprod_ cumsum_ deg2rad_ digamma_ divide_ eq_ erf_ erfc_ erfinv_ exp2_ expm1_ fix_ float_power_ "
-    "floor_divide_ fmod_ frac_ gcd_ ge_ greater_ greater_equal_ gt_ heaviside_ hypot_ index_copy_ lcm_ ldexp_ le_ "
+    "floor_divide_ fmod_ frac_ gcd_ ge_ greater_ greater_equal_ gt_ heaviside_ hypot_ i0_ igamma_ igammac_ "
+    "index_copy_ lcm_ ldexp_ le_ polygamma_ "
     "less_ less_equal_ lgamma_ log10_ log1p_ log2_ logical_and_ logical_not_ logical_or_ logical_xor_ logit_ lt_ "
     "masked_scatter_ multiply_ mvlgamma_ nan_to_num_ ne_ negative_ not_equal_ rad2deg_ remainder_ renorm_ rsqrt_ "
     "sgn_ sign_ sin_ sinc_ sinh_ square_ subtract_ tan_ tril_ triu_ true_divide_ xlogy_").split()

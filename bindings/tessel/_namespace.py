@@ -826,12 +826,12 @@ _REPLACED = {"add", "mul"}
 def install(namespace):
     """Functions into tessel's namespace (dict), methods and in-place methods onto Tensor; names tessel already
     has are kept."""
-    from . import _inplace_methods, _statistics
-    functions = dict(FUNCTIONS, **_statistics.FUNCTIONS, **_nn_forms())
+    from . import _inplace_methods, _special_more, _statistics
+    functions = dict(FUNCTIONS, **_statistics.FUNCTIONS, **_nn_forms(), **_special_more.TORCH)
     for name, fn in functions.items():
         if name not in namespace or name in _REPLACED:
             namespace[name] = fn
-    for name, fn in dict(METHODS, **_statistics.METHODS).items():
+    for name, fn in dict(METHODS, **_statistics.METHODS, **_special_more.METHODS).items():
         if not hasattr(Tensor, name) or name in _REPLACED:
             setattr(Tensor, name, fn)
     _inplace_methods.install()

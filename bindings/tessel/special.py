@@ -23,6 +23,10 @@ log_softmax = lambda input, dim, dtype=None: input.log_softmax(dim, dtype)  # no
 xlog1py, entr = _special._in_float64(_special.xlog1py, 2), _special._in_float64(_special.entr)
 
 
+from ._special_more import SPECIAL as _MORE  # noqa: E402 (i0, i1e, erfcx, gammainc, polygamma, zeta, ...)
+globals().update(_MORE)
+
+
 def ndtr(input):
     """The standard normal CDF: (1 + erf(x / sqrt(2))) / 2."""
     return (1.0 + (input * (1.0 / _math.sqrt(2.0))).erf()) * 0.5
