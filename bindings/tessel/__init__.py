@@ -157,6 +157,8 @@ from . import autograd, backends, linalg, nn, optim, distributed, distributions,
 from . import amp, fft, func, futures, ops, random, testing  # noqa: E402,F401
 from . import _namespace  # noqa: E402 (torch.add / div(rounding_mode) / dot / hsplit / cov / x.tril_() / ...)
 _namespace.install(globals())
+from . import _tensor_extras  # noqa: E402 (memory formats, layouts, shifts, nextafter, index_reduce, ...)
+_tensor_extras.install(globals())
 from .random import get_rng_state, initial_seed, seed, set_rng_state  # noqa: E402,F401
 from .amp import autocast, get_autocast_dtype, is_autocast_enabled  # noqa: E402,F401
 from ._device import _cuda_amp  # noqa: E402

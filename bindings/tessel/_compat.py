@@ -374,12 +374,17 @@ _to_dtype = Tensor.to  # the C++ cast
 
 
 def _to(self, *args, **kwargs):
-    """Tensor.to(dtype | device | other tensor, non_blocking=, copy=): casts; a CPU device is where the
-    tensor already is, any other raises (tessel._device)."""
+    """Tensor.to(dtype | device | other tensor, non_blocking=, copy=, memory_format=): casts; a CPU device is
+    where the tensor already is, any other raises (tessel._device); memory_format lays the result out so
+    (tessel/_tensor_extras.py)."""
     from ._device import parse_to_args
+    fmt = kwargs.get("memory_format")
     dtype, _, copy = parse_to_args(args, kwargs, "Tensor.to", allow_copy=True)
     out = self if dtype is None or dtype == self.dtype else _to_dtype(self, dtype)
-    return out.clone() if copy and out is self else out
+    out = out.clone() if copy and out is self else out
+    if fmt is not None and getattr(fmt, "_name", None) != "preserve_format":
+        out = out.contiguous(memory_format=fmt)
+    return out
 
 
 def _cuda(self, *args, **kwargs):
