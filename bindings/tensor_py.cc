@@ -20,6 +20,7 @@
 
 #include "bindings/bind.h"
 #include "core/base/error.h"
+#include "core/autograd/anomaly.h"
 #include "core/autograd/autocast.h"
 #include "core/autograd/call.h"
 #include "core/autograd/engine.h"
@@ -262,30 +263,11 @@ void BindCreation(py::module_& m) {
   }, py::arg("tensors"), py::arg("grad_tensors"), py::arg("retain_graph"), py::arg("create_graph") = false);
   m.def("is_grad_enabled", &GradModeEnabled);
   m.def("_set_grad_enabled", &SetGradModeEnabled, py::arg("enabled"));
-}
-
-// torch's grad_fn class names: an op's node "linear_gelu" reads "LinearGeluBackward0"; nodes that already
-// carry a torch-style name (custom Functions' "<Class>Backward", "AccumulateGrad") keep it.
-std::string TorchNodeName(const std::string& name) {
-  if (name == "AccumulateGrad" || name == "CopySlices") return "torch::autograd::" + name;
-  if (name.find("Backward") != std::string::npos) return name;
-  // tessel ops whose torch counterpart has another name (the rest read the same, camel-cased).
-  static const auto* renamed = new std::map<std::string, std::string>{
-      {"mul_scalar", "MulBackward0"},   {"add_scalar", "AddBackward0"}, {"narrow", "SliceBackward0"},
-      {"cast", "ToCopyBackward0"},      {"contiguous", "CloneBackward0"}, {"amax", "MaxBackward1"},
-      {"clamp", "ClampBackward1"},      {"div_scalar", "DivBackward0"}};
-  if (auto it = renamed->find(name); it != renamed->end()) return it->second;
-  std::string out;
-  bool upper = true;
-  for (char c : name) {
-    if (c == '_' || c == '.' || c == ':') {
-      upper = true;
-      continue;
-    }
-    out += upper ? static_cast<char>(std::toupper(static_cast<unsigned char>(c))) : c;
-    upper = false;
-  }
-  return out + "Backward0";
+  // torch's anomaly mode (core/autograd/anomaly.h): tessel.autograd.detect_anomaly / set_detect_anomaly.
+  m.def("_set_anomaly_enabled", [](bool enabled, bool check_nan) { autograd::SetAnomalyMode(enabled, check_nan); },
+        py::arg("enabled"), py::arg("check_nan") = true);
+  m.def("_is_anomaly_enabled", &autograd::AnomalyModeEnabled);
+  m.def("_is_anomaly_check_nan_enabled", &autograd::AnomalyCheckNan);
 }
 
 // Tensor.grad_fn: the autograd node that made a tensor (None for leaves and tensors without history), with
@@ -293,7 +275,7 @@ std::string TorchNodeName(const std::string& name) {
 void BindAutogradNode(py::module_& m) {
   using autograd::Node;
   py::class_<Node, std::shared_ptr<Node>>(m, "_Node", "A node of the autograd graph (torch's grad_fn)")
-      .def("name", [](const Node& n) { return TorchNodeName(n.name()); })
+      .def("name", [](const Node& n) { return autograd::TorchNodeName(n.name()); })
       .def_property_readonly("next_functions", [](const Node& n) {
         py::list out;
         for (const autograd::Edge& e : n.next_edges) {
@@ -303,10 +285,10 @@ void BindAutogradNode(py::module_& m) {
       })
       .def_property_readonly("variable", [](const Node& n) -> Tensor {
         if (const auto* acc = dynamic_cast<const autograd::AccumulateGrad*>(&n)) return acc->leaf();
-        throw py::attribute_error("'" + TorchNodeName(n.name()) + "' object has no attribute 'variable'");
+        throw py::attribute_error("'" + autograd::TorchNodeName(n.name()) + "' object has no attribute 'variable'");
       })
       .def("__repr__", [](const Node& n) {
-        return Str("<", TorchNodeName(n.name()), " object at ", static_cast<const void*>(&n), ">");
+        return Str("<", autograd::TorchNodeName(n.name()), " object at ", static_cast<const void*>(&n), ">");
       })
       .def("__eq__", [](const Node& a, py::object b) {
         return py::isinstance<Node>(b) && &a == &b.cast<const Node&>();

@@ -159,6 +159,9 @@ from . import _namespace  # noqa: E402 (torch.add / div(rounding_mode) / dot / h
 _namespace.install(globals())
 from . import _tensor_extras  # noqa: E402 (memory formats, layouts, shifts, nextafter, index_reduce, ...)
 _tensor_extras.install(globals())
+is_anomaly_enabled = autograd.is_anomaly_enabled
+is_anomaly_check_nan_enabled = autograd.is_anomaly_check_nan_enabled
+set_anomaly_enabled = lambda enabled, check_nan=True: _C._set_anomaly_enabled(enabled, check_nan)  # noqa: E731
 from .random import get_rng_state, initial_seed, seed, set_rng_state  # noqa: E402,F401
 from .amp import autocast, get_autocast_dtype, is_autocast_enabled  # noqa: E402,F401
 from ._device import _cuda_amp  # noqa: E402

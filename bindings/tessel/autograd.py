@@ -214,3 +214,59 @@ def _register_submodules():
 
 
 _register_submodules()
+
+
+class _AnomalyMode:
+    """Shared by detect_anomaly and set_detect_anomaly: restores the previous mode on exit."""
+
+    def _set(self, enabled, check_nan):
+        self._prev = (_C._is_anomaly_enabled(), _C._is_anomaly_check_nan_enabled())
+        _C._set_anomaly_enabled(bool(enabled), bool(check_nan))
+
+    def __exit__(self, *exc):
+        _C._set_anomaly_enabled(*self._prev)
+        return False
+
+
+class detect_anomaly(_AnomalyMode):
+    """torch.autograd.detect_anomaly(check_nan=True): a context manager (or decorator) under which a backward
+    function returning NaN fails at once, naming it ("Function 'DivBackward0' returned nan values in its 1th
+    output."), instead of the NaN spreading into every gradient (core/autograd/anomaly.h)."""
+
+    def __init__(self, check_nan=True):
+        self.check_nan = check_nan
+
+    def __enter__(self):
+        import warnings
+        warnings.warn("Anomaly Detection has been enabled. This mode will increase the runtime and should only be "
+                      "enabled for debugging.", stacklevel=2)
+        self._set(True, self.check_nan)
+        return self
+
+    def __call__(self, fn):
+        import functools
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with self.__class__(self.check_nan):
+                return fn(*args, **kwargs)
+        return wrapper
+
+
+class set_detect_anomaly(_AnomalyMode):
+    """torch.autograd.set_detect_anomaly(mode, check_nan=True): sets the mode at once (as a function) or for a
+    with block (restored on exit)."""
+
+    def __init__(self, mode, check_nan=True):
+        self._set(mode, check_nan)
+
+    def __enter__(self):
+        return self
+
+
+def is_anomaly_enabled():
+    return _C._is_anomaly_enabled()
+
+
+def is_anomaly_check_nan_enabled():
+    return _C._is_anomaly_check_nan_enabled()

@@ -114,6 +114,31 @@ def test_gradcheck_passes_a_right_backward_and_catches_a_wrong_one():
     assert tessel.autograd.enable_grad is tessel.enable_grad
 
 
+def test_detect_anomaly_names_the_function_that_returned_nan():
+    a = tessel.tensor([0.0, 1.0], requires_grad=True)
+
+    def nan_backward():
+        (a * 0).sqrt().sum().backward()  # sqrt' at 0 is inf, and MulBackward0 makes inf · 0 = NaN
+    with pytest.warns(UserWarning, match="Anomaly Detection has been enabled"):
+        with tessel.autograd.detect_anomaly():
+            assert tessel.is_anomaly_enabled() and tessel.autograd.is_anomaly_enabled()
+            with pytest.raises(RuntimeError, match="Function 'MulBackward0' returned nan values in its 0th output"):
+                nan_backward()
+    assert not tessel.is_anomaly_enabled()
+    nan_backward()  # off: the NaN reaches the gradient, as in torch
+    assert np.isnan(a.grad.numpy()).all()
+    with tessel.autograd.set_detect_anomaly(True, check_nan=False):
+        assert tessel.is_anomaly_enabled() and not tessel.is_anomaly_check_nan_enabled()
+        nan_backward()
+    tessel.autograd.set_detect_anomaly(True)  # as a function: on until turned off
+    try:
+        with pytest.raises(RuntimeError, match="returned nan values"):
+            nan_backward()
+    finally:
+        tessel.autograd.set_detect_anomaly(False)
+    assert not tessel.is_anomaly_enabled()
+
+
 def small_model():
     tessel.manual_seed(0)
     return nn.Sequential(nn.Linear(5, 6), nn.Tanh(), nn.Linear(6, 3))

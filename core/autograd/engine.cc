@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "core/autograd/anomaly.h"
 #include "core/autograd/autocast.h"
 #include "core/autograd/call.h"
 #include "core/autograd/graph_task.h"
@@ -69,6 +70,7 @@ void Execute(const std::vector<Edge>& root_edges, const TensorList& root_grads, 
     TensorList outs;
     if (visit(n, in, any) && any) {
       outs = n->Apply(std::move(in));
+      autograd::internal::CheckAnomaly(*n, outs);
       if (!retain_graph) n->ReleaseSaved();
     }
     for (size_t i = 0; i < n->next_edges.size(); ++i) {

@@ -2,6 +2,9 @@
 #include "core/autograd/node.h"
 
 #include <atomic>
+#include <cctype>
+#include <map>
+#include <string>
 
 #include "core/autograd/call.h"
 #include "core/autograd/graph_task.h"
@@ -91,6 +94,28 @@ Edge GradientEdge(const Tensor& t) {
     meta.grad_accumulator = acc;
   }
   return {acc, 0};
+}
+
+std::string TorchNodeName(const std::string& name) {
+  if (name == "AccumulateGrad" || name == "CopySlices") return "torch::autograd::" + name;
+  if (name.find("Backward") != std::string::npos) return name;
+  // tessel ops whose torch counterpart has another name (the rest read the same, camel-cased).
+  static const auto* renamed = new std::map<std::string, std::string>{
+      {"mul_scalar", "MulBackward0"},   {"add_scalar", "AddBackward0"}, {"narrow", "SliceBackward0"},
+      {"cast", "ToCopyBackward0"},      {"contiguous", "CloneBackward0"}, {"amax", "MaxBackward1"},
+      {"clamp", "ClampBackward1"},      {"div_scalar", "DivBackward0"}};
+  if (auto it = renamed->find(name); it != renamed->end()) return it->second;
+  std::string out;
+  bool upper = true;
+  for (char c : name) {
+    if (c == '_' || c == '.' || c == ':') {
+      upper = true;
+      continue;
+    }
+    out += upper ? static_cast<char>(std::toupper(static_cast<unsigned char>(c))) : c;
+    upper = false;
+  }
+  return out + "Backward0";
 }
 
 }  // namespace tessel::autograd

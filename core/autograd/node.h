@@ -93,4 +93,10 @@ class AccumulateGrad final : public Node {
 // Invalid edge when the tensor does not require grad.
 Edge GradientEdge(const Tensor& t);
 
+// torch's grad_fn class name for a node: an op's node "linear_gelu" reads "LinearGeluBackward0", "mul_scalar"
+// "MulBackward0"; nodes that already carry a torch-style name (custom Functions' "<Class>Backward") keep it,
+// AccumulateGrad and CopySlices read "torch::autograd::<name>". Python's grad_fn names and the anomaly mode's
+// messages use it.
+std::string TorchNodeName(const std::string& name);
+
 }  // namespace tessel::autograd

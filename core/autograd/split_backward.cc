@@ -5,6 +5,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "core/autograd/anomaly.h"
 #include "core/autograd/graph_task.h"
 #include "core/autograd/node.h"
 #include "core/base/error.h"
@@ -123,7 +124,10 @@ WeightGradStep RunInputStep(Node* n, TensorList in, const std::unordered_set<Nod
     step.grads = in;
     step.needs = std::move(later);
   }
-  if (any_now) *outs = n->ApplyMasked(std::move(in), AsBools(now));
+  if (any_now) {
+    *outs = n->ApplyMasked(std::move(in), AsBools(now));
+    internal::CheckAnomaly(*n, *outs);
+  }
   if (!any_later) n->ReleaseSaved();
   return step;
 }
@@ -258,6 +262,7 @@ void BackwardWeight(WeightGradTask& task) {
     if (step_first) {
       WeightGradStep& step = state->order[next++];
       TensorList outs = step.node->ApplyMasked(std::move(step.grads), AsBools(step.needs));
+      internal::CheckAnomaly(*step.node, outs);
       step.node->ReleaseSaved();
       route(step.node.get(), outs, &step.needs);  // the node stays alive: its edges own the ready nodes
     } else if (!ready.empty()) {
@@ -267,6 +272,7 @@ void BackwardWeight(WeightGradTask& task) {
       TensorList outs;
       if (internal::PrepareNodeInputs(n, in)) {
         outs = n->Apply(std::move(in));
+        internal::CheckAnomaly(*n, outs);
         n->ReleaseSaved();
       }
       route(n, outs, nullptr);

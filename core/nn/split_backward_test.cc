@@ -5,8 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 
+#include "core/autograd/anomaly.h"
 #include "core/autograd/engine.h"
 #include "core/dispatch/profiler.h"
 #include "core/base/testing/expect_error.h"
@@ -153,6 +155,30 @@ TEST(SplitBackwardTest, WholeGptWithoutDifferentiableInputsRunsEverythingInWeigh
   BackwardWeight(r.weight_task);
   const StateDict fp = full.NamedParameters(), sp = split.NamedParameters();
   for (size_t i = 0; i < fp.size(); ++i) ExpectBitwiseEqual(sp[i].second.grad(), fp[i].second.grad(), fp[i].first);
+}
+
+TEST(SplitBackwardTest, AnomalyModeNamesTheFunctionThatReturnedNanInFullAndInputBackwards) {
+  struct ModeGuard {
+    ModeGuard() { autograd::SetAnomalyMode(true); }
+    ~ModeGuard() { autograd::SetAnomalyMode(false); }
+  };
+  Tensor x = Full({2}, 0.0);
+  x.set_requires_grad(true);
+  // d sqrt(u)/du at u = 0 is inf; the MulBackward0 node then forms inf · 0 = NaN for x
+  auto loss = [&] { return Sum(Sqrt(MulScalar(x, 0.0))); };
+  {
+    ModeGuard on;
+    ExpectErrorContains([&] { Backward(loss()); }, ErrorCode::kFailedPrecondition,
+                        {"Function 'MulBackward0' returned nan values in its 0th output."});
+    ExpectErrorContains([&] { BackwardInput({loss()}, {Tensor()}, {x}); }, ErrorCode::kFailedPrecondition,
+                        {"Function 'MulBackward0' returned nan values in its 0th output."});
+    autograd::SetAnomalyMode(true, /*check_nan=*/false);
+    Backward(loss());  // only NaN checking fails a backward
+  }
+  EXPECT_FALSE(autograd::AnomalyModeEnabled());
+  x.set_grad(Tensor());
+  Backward(loss());  // off: the NaN reaches the gradient, as without anomaly mode in torch
+  EXPECT_TRUE(std::isnan(x.grad().ToVector<double>()[0]));
 }
 
 TEST(SplitBackwardTest, WeightBeforeInputIsAFailedPrecondition) {
