@@ -25,6 +25,8 @@ xlog1py, entr = _special._in_float64(_special.xlog1py, 2), _special._in_float64(
 
 from ._special_more import SPECIAL as _MORE  # noqa: E402 (i0, i1e, erfcx, gammainc, polygamma, zeta, ...)
 globals().update(_MORE)
+from ._polynomials import POLYNOMIALS as _POLYNOMIALS  # noqa: E402 (chebyshev_polynomial_t, legendre_polynomial_p, ...)
+globals().update(_POLYNOMIALS)
 
 
 def ndtr(input):

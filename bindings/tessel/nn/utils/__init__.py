@@ -297,3 +297,8 @@ def remove_spectral_norm(module, name="weight"):
 
 from . import rnn  # noqa: E402,F401 (torch.nn.utils.rnn)
 from . import parametrize, parametrizations  # noqa: E402,F401
+
+
+from .fusion import (  # noqa: E402,F401 (torch.nn.utils.fuse_conv_bn_eval and friends)
+    fuse_conv_bn_eval, fuse_conv_bn_weights, fuse_linear_bn_eval, fuse_linear_bn_weights)
+from . import fusion  # noqa: E402,F401
