@@ -113,8 +113,8 @@ def grad_and_value(func, argnums=0, has_aux=False):
             aux = None
             if has_aux:
                 if not (isinstance(out, tuple) and len(out) == 2):
-                    raise RuntimeError("grad_and_value(f)(*args): output of function f should be a tuple: (output, aux) "
-                                       "if has_aux is True")
+                    raise RuntimeError("grad_and_value(f)(*args): output of function f should be a tuple: "
+                                       "(output, aux) if has_aux is True")
                 out, aux = out
             if not isinstance(out, Tensor) or out.numel() != 1:
                 raise RuntimeError("grad_and_value(f)(*args): Expected f(*args) to return a scalar Tensor, got tensor "

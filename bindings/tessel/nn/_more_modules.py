@@ -64,7 +64,8 @@ def _max_unpool(nd, input, indices, kernel_size, stride=None, padding=0, output_
     stride = kernel if stride is None else _tuple(stride, nd)
     padding = _tuple(padding, nd)
     if input.dim() not in (nd + 1, nd + 2):
-        raise RuntimeError("max_unpool%dd: expected a %dD or %dD input, got %s" % (nd, nd + 1, nd + 2, list(input.shape)))
+        raise RuntimeError("max_unpool%dd: expected a %dD or %dD input, got %s"
+                           % (nd, nd + 1, nd + 2, list(input.shape)))
     if tuple(indices.shape) != tuple(input.shape):
         raise RuntimeError("Expected shape of indices to be same as that of the input tensor (%s) but got indices "
                            "tensor with shape: %s" % (list(input.shape), list(indices.shape)))

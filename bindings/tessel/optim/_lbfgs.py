@@ -9,9 +9,9 @@ state (direction, step, history) across step() calls as torch does, in self.stat
 The vectors stay per parameter instead of one flattened copy, and every dot product sums the per-parameter
 ones: fully_shard parameters work as they are (the history is sharded like the parameters, the dots reduce
 across ranks), and a sharded run follows one rank's, provided the closure returns the same loss on every rank
-(all-reduce it: the line search branches on it, and ranks that branch apart raise a collective mismatch). Scalars (ρ, the initial scaling, the dots) are rounded to
-the parameters' dtype (float32 unless they are float64) as torch's 0-d tensors hold them, so the iterates match
-torch's to that rounding.
+(all-reduce it: the line search branches on it, and ranks that branch apart raise a collective mismatch).
+Scalars (ρ, the initial scaling, the dots) are rounded to the parameters' dtype (float32 unless they are
+float64) as torch's 0-d tensors hold them, so the iterates match torch's to that rounding.
 
     opt = tessel.optim.LBFGS(model.parameters(), lr=1, line_search_fn="strong_wolfe")
     def closure():
