@@ -3,8 +3,9 @@ preserve_format) with real strides (x.contiguous(memory_format=torch.channels_la
 torch, and is_contiguous(memory_format=...) checks the strides), layouts (torch.strided; tensor.layout), the
 is_meta / is_sparse / is_quantized / ... flags of a dense CPU tensor, the bit shifts (<<, >>,
 bitwise_left_shift / right_shift, integer only, with torch's wrap-around), nextafter, index_reduce,
-nonzero_static, dim_order, put, prelu, const_data_ptr, to_dense, asarray, empty_strided and the default-device
-getters. install(namespace) adds what tessel lacks.
+nonzero_static, dim_order, put, prelu, const_data_ptr, to_dense, asarray, empty_strided, the default-device
+getters, torch.cond / while_loop (eager, as torch runs them outside compile), typename, Tensor.new (the legacy
+constructor) and is_set_to. install(namespace) adds what tessel lacks.
 
 The shifts and nextafter compute on the host with numpy (they are integer or bit-level ops with no gradient in
 torch either); the rest are tessel ops, differentiable where torch's are.
@@ -218,6 +219,76 @@ def empty_strided(size, stride, *, dtype=None, layout=None, device=None, require
     return out
 
 
+# ---- control flow, legacy constructors, names -----------------------------------------------------------
+
+def cond(pred, true_fn, false_fn, operands=()):
+    """torch.cond: true_fn(*operands) if pred else false_fn(*operands) — torch's eager semantics (its tracing
+    form is for torch.compile / export, which tessel does not have); pred a bool or a one-element tensor."""
+    if isinstance(pred, Tensor):
+        if pred.numel() != 1:
+            raise RuntimeError("Expected pred to be bool or single-element tensor, but got %s" % list(pred.shape))
+        pred = builtins.bool(pred.item())
+    return (true_fn if pred else false_fn)(*operands)
+
+
+def while_loop(cond_fn, body_fn, carried_inputs):
+    """torch.while_loop: carried = body_fn(*carried) while cond_fn(*carried), eagerly; the carried tensors'
+    number must not change."""
+    carried = tuple(carried_inputs)
+    while builtins.bool(cond(cond_fn(*carried), lambda: True, lambda: False)):
+        out = body_fn(*carried)
+        out = tuple(out) if isinstance(out, (tuple, list)) else (out,)
+        if len(out) != len(carried):
+            raise RuntimeError("while_loop: body_fn returned %d values for %d carried inputs"
+                               % (len(out), len(carried)))
+        carried = out
+    return carried
+
+
+_TYPE_NAMES = {_dtypes.float32: "FloatTensor", _dtypes.float64: "DoubleTensor", _dtypes.float16: "HalfTensor",
+               _dtypes.bfloat16: "BFloat16Tensor", _dtypes.int64: "LongTensor", _dtypes.int32: "IntTensor",
+               _dtypes.bool: "BoolTensor"}
+
+
+def typename(obj):
+    """torch.typename: "torch.FloatTensor" & co. for a tensor, the qualified class name for anything else."""
+    if isinstance(obj, Tensor):
+        return "torch." + _TYPE_NAMES.get(obj.dtype, "Tensor")
+    cls = obj if isinstance(obj, type) else type(obj)
+    module = getattr(cls, "__module__", "") or ""
+    return cls.__qualname__ if module in ("builtins", "") else module + "." + cls.__qualname__
+
+
+def _new(self, *args, **kwargs):
+    """Tensor.new (torch's legacy constructor): new(*sizes) an uninitialized tensor, new(data) a tensor of data,
+    new(tensor) that tensor, new() an empty one — in self's dtype."""
+    from ._tensor import tensor as make
+    dtype = kwargs.pop("dtype", None) or self.dtype
+    kwargs.pop("device", None)
+    if kwargs:
+        raise TypeError("new() got unexpected keyword arguments %s" % sorted(kwargs))
+    if not args:
+        return _C._empty([0], dtype)
+    if len(args) == 1 and isinstance(args[0], Tensor):
+        return args[0]
+    if builtins.all(isinstance(a, builtins.int) and not isinstance(a, builtins.bool) for a in args):
+        return _C._empty(list(args), dtype)
+    return make(args[0], dtype=dtype)
+
+
+def _is_set_to(self, other):
+    """Tensor.is_set_to: the same memory (storage, offset), sizes and strides."""
+    return (self.data_ptr() == other.data_ptr() and tuple(self.shape) == tuple(other.shape)
+            and self.stride() == other.stride() and self.dtype == other.dtype)
+
+
+def set_default_device(device):
+    """torch.set_default_device: tessel's Python face computes on the CPU, so "cpu" (or None) is accepted and
+    any other device raises."""
+    from ._device import check_cpu
+    check_cpu(device, "set_default_device")
+
+
 def _flag(value):
     return property(lambda self: value)
 
@@ -233,7 +304,8 @@ def install(namespace):
                  sparse_bsc=sparse_bsc, jagged=jagged, bitwise_left_shift=bitwise_left_shift,
                  bitwise_right_shift=bitwise_right_shift, nextafter=nextafter, index_reduce=index_reduce,
                  nonzero_static=nonzero_static, asarray=asarray, empty_strided=empty_strided,
-                 get_default_device=lambda: namespace["device"]("cpu"))
+                 get_default_device=lambda: namespace["device"]("cpu"), set_default_device=set_default_device,
+                 cond=cond, while_loop=while_loop, typename=typename, is_storage=lambda obj: False)
     for name, value in names.items():
         if name not in namespace:
             namespace[name] = value
@@ -245,7 +317,8 @@ def install(namespace):
                    to_dense=lambda self, dtype=None, *, masked_grad=None: self if dtype is None else self.to(dtype),
                    prelu=lambda self, weight: _prelu(self, weight), __lshift__=bitwise_left_shift,
                    __rshift__=bitwise_right_shift, __rlshift__=lambda self, other: bitwise_left_shift(other, self),
-                   __rrshift__=lambda self, other: bitwise_right_shift(other, self))
+                   __rrshift__=lambda self, other: bitwise_right_shift(other, self), new=_new, is_set_to=_is_set_to,
+                   unsafe_split_with_sizes=lambda self, split_sizes, dim=0: self.split(list(split_sizes), dim))
     for name, fn in methods.items():
         if not hasattr(Tensor, name):
             setattr(Tensor, name, fn)

@@ -94,5 +94,24 @@ def test_asarray_and_empty_strided():
     assert tuple(e.shape) == (2, 3) and e.stride() == (1, 2)
 
 
+def test_control_flow_legacy_constructor_and_names():
+    x = t([1.0, 2.0])
+    assert tessel.cond(x.sum() > 2, lambda a: a * 2, lambda a: a - 1, (x,)).tolist() == [2.0, 4.0]
+    assert tessel.cond(False, lambda a: a * 2, lambda a: a - 1, (x,)).tolist() == [0.0, 1.0]
+    with pytest.raises(RuntimeError, match="Expected pred to be bool or single-element tensor"):
+        tessel.cond(x > 0, lambda: 1, lambda: 2)
+    i, doubled = tessel.while_loop(lambda k, a: k < 3, lambda k, a: (k + 1, a * 2), (tessel.tensor(0), x))
+    assert i.item() == 3 and doubled.tolist() == [8.0, 16.0]
+    assert tessel.typename(tessel.tensor([1.0])) == "torch.FloatTensor"
+    assert tessel.typename(tessel.tensor([1])) == "torch.LongTensor" and tessel.typename(3) == "int"
+    f = tessel.tensor([1.0])
+    assert tuple(f.new(2, 3).shape) == (2, 3) and f.new(2, 3).dtype == tessel.float32
+    assert f.new([1, 2]).tolist() == [1.0, 2.0] and tuple(f.new().shape) == (0,)
+    assert x.is_set_to(x) and x.is_set_to(x.view(2)) and not x.is_set_to(x.clone())
+    assert [p.tolist() for p in t([1.0, 2.0, 3.0]).unsafe_split_with_sizes([1, 2])] == [[1.0], [2.0, 3.0]]
+    with pytest.raises(NotImplementedError, match="set_default_device: device 'cuda"):
+        tessel.set_default_device("cuda")
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
