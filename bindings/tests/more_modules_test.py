@@ -139,6 +139,36 @@ def test_lazy_linear_takes_its_shape_from_the_first_input():
     np.testing.assert_allclose(layer.bias.detach().numpy(), b - 0.1 * 3, rtol=1e-5)
 
 
+def test_lazy_conv_and_batchnorm_become_their_layers():
+    tessel.manual_seed(2)
+    conv = nn.LazyConv2d(4, 3, padding=1)
+    assert list(conv.parameters()) == [] and conv.has_uninitialized_params()
+    x = t(RNG.standard_normal((2, 3, 5, 5)).astype(np.float32))
+    y = conv(x)
+    assert type(conv) is nn.Conv2d and conv.in_channels == 3 and tuple(conv.weight.shape) == (4, 3, 3, 3)
+    np.testing.assert_allclose(y.detach().numpy(), F.conv2d(x, conv.weight, conv.bias, padding=1).detach().numpy(),
+                               rtol=1e-6)
+    assert np.abs(conv.weight.detach().numpy()).max() <= 1 / np.sqrt(27)  # torch's kaiming_uniform(a=√5) bound
+    plain = nn.Conv2d(3, 4, 3, padding=1)
+    plain.load_state_dict(conv.state_dict())
+    np.testing.assert_array_equal(plain(x).detach().numpy(), y.detach().numpy())
+    bn = nn.LazyBatchNorm2d()
+    out = bn(y)
+    assert type(bn) is nn.BatchNorm2d and bn.num_features == 4
+    mean = y.detach().numpy().mean((0, 2, 3))
+    np.testing.assert_allclose(bn.running_mean.numpy(), 0.1 * mean, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(out.detach().numpy().mean((0, 2, 3)), 0.0, atol=1e-5)
+    transposed = nn.LazyConvTranspose1d(6, 2, stride=2)
+    assert tuple(transposed(t(RNG.standard_normal((2, 3, 4)).astype(np.float32))).shape) == (2, 6, 8)
+    assert type(transposed) is nn.ConvTranspose1d and tuple(transposed.weight.shape) == (3, 6, 2)
+    unbatched = nn.LazyConv1d(5, 3)
+    assert tuple(unbatched(t(RNG.standard_normal((3, 7)).astype(np.float32))).shape) == (5, 5)
+    assert unbatched.in_channels == 3
+    opt = tessel.optim.SGD(conv.parameters(), lr=0.1)
+    conv(x).sum().backward()
+    opt.step()  # its parameters are ordinary ones after the first forward
+
+
 def test_data_parallel_on_the_cpu_is_the_module():
     inner = nn.Linear(3, 2)
     wrapped = nn.DataParallel(inner)

@@ -1,7 +1,8 @@
 """torch.nn's remaining common layers and their functional forms, composed from tessel's differentiable ops:
 ChannelShuffle (ShuffleNet), FeatureAlphaDropout, MaxUnpool1d/2d/3d (SegNet-style decoders: the inverse of
 max_pool*d(return_indices=True)), MultiLabelMarginLoss, TripletMarginWithDistanceLoss, LazyLinear (in_features
-from the first input) and DataParallel (on tessel's CPU-only Python face: the module itself, as torch's
+from the first input), LazyConv*d / LazyConvTranspose*d / LazyBatchNorm*d (which become their layers on the first
+forward, as torch's) and DataParallel (on tessel's CPU-only Python face: the module itself, as torch's
 DataParallel is with no visible GPU), plus F.adaptive_max_pool*d_with_indices.
 
     unpool = nn.MaxUnpool2d(2)
@@ -299,6 +300,66 @@ class DataParallel(Module):
 
     def forward(self, *inputs, **kwargs):
         return self.module(*inputs, **kwargs)
+
+
+class _LazyModule(Module):
+    """torch's LazyModuleMixin for a Python layer: the constructor keeps its arguments, the first forward reads
+    the input's channels, builds the concrete layer (torch's initialization) and this module becomes it
+    (torch's cls_to_become: parameters, buffers, attributes and class), then runs it. Before that it has no
+    parameters (torch shows UninitializedParameter placeholders): run a forward before building the optimizer."""
+    _concrete = None  # the layer class this becomes
+    _channel_dim_unbatched = 0
+
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+        self.__dict__["_lazy_args"] = (args, kwargs)
+
+    def has_uninitialized_params(self):
+        return True
+
+    def _channels(self, input):
+        return input.shape[1 if input.dim() > self._unbatched_rank() else 0]
+
+    def _unbatched_rank(self):
+        return 1
+
+    def forward(self, input, *rest, **kwargs):
+        args, kw = self.__dict__.pop("_lazy_args")
+        concrete = self._concrete(self._channels(input), *args, **kw)
+        from .modules import _persistent_buffer_names
+        persistent = _persistent_buffer_names(concrete)
+        for name, p in concrete.named_parameters(recurse=False):
+            self.register_parameter(name, p)
+        for name in concrete.__dict__.get("_tessel_registered_none", ()):
+            if not self._has_parameter(name) and name not in dict(concrete.named_buffers(recurse=False)):
+                self.register_parameter(name, None)
+        for name, b in concrete.named_buffers(recurse=False):
+            self.register_buffer(name, b, persistent=name in persistent)
+        for key, value in concrete.__dict__.items():
+            if key != "_tessel_registered_none":
+                self.__dict__[key] = value
+        self.__class__ = type(concrete)
+        return self.forward(input, *rest, **kwargs)
+
+
+def _lazy(name, concrete, unbatched_rank, doc):
+    cls = type(name, (_LazyModule,), {"_concrete": concrete, "__doc__": doc,
+                                      "_unbatched_rank": lambda self: unbatched_rank})
+    return cls
+
+
+def _lazy_modules(namespace):
+    """Lazy* classes over the nn namespace's own layer classes (so a lazy layer becomes an nn.Conv2d)."""
+    made = {}
+    for nd in (1, 2, 3):
+        for family in ("Conv%dd", "ConvTranspose%dd"):
+            concrete = namespace[family % nd]
+            made["Lazy" + family % nd] = _lazy("Lazy" + family % nd, concrete, nd + 1,
+                                               "torch.nn.Lazy%s: in_channels from the first input." % (family % nd))
+        bn = namespace["BatchNorm%dd" % nd]
+        made["LazyBatchNorm%dd" % nd] = _lazy("LazyBatchNorm%dd" % nd, bn, {1: 1, 2: 3, 3: 4}[nd],
+                                              "torch.nn.LazyBatchNorm%dd: num_features from the first input." % nd)
+    return made
 
 
 MODULES = dict(ChannelShuffle=ChannelShuffle, FeatureAlphaDropout=FeatureAlphaDropout, MaxUnpool1d=MaxUnpool1d,
