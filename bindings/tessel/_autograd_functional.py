@@ -207,22 +207,22 @@ def _numerical_columns(func, inputs, j, eps):
     return np.stack(cols, 1) if cols else np.zeros((0, 0))
 
 
-def _analytical_rows(func, inputs, j):
+def _analytical_jacobians(func, inputs, checked):
+    """{j: ∂(every output, flattened and concatenated) / ∂inputs[j]} for the checked inputs, one forward and one
+    vjp per output element for all of them."""
     with _C._GradMode(True):
         leaves = [x.detach().requires_grad_(x.requires_grad) for x in inputs]
         outs, _ = _as_tuple(func(*leaves))
-        outs = [o for o in outs if isinstance(o, Tensor)]
-        rows = []
-        for o in outs:
+        rows = {j: [] for j in checked}
+        for o in (o for o in outs if isinstance(o, Tensor)):
             flat = o.reshape(-1)
             for k in range(flat.numel()):
-                if not flat.requires_grad:
-                    rows.append(np.zeros(leaves[j].numel()))
-                    continue
-                g = _grad([flat[k]], [leaves[j]], None, False)[0]
-                rows.append(np.zeros(leaves[j].numel()) if g is None else
-                            g.detach().to(_C.dtype.float64).numpy().reshape(-1))
-    return np.stack(rows, 0) if rows else np.zeros((0, leaves[j].numel()))
+                grads = _grad([flat[k]], [leaves[j] for j in checked], None, False) if flat.requires_grad else \
+                    [None] * len(checked)
+                for j, g in zip(checked, grads):
+                    rows[j].append(np.zeros(leaves[j].numel()) if g is None else
+                                   g.detach().to(_C.dtype.float64).numpy().reshape(-1))
+    return {j: np.stack(r, 0) if r else np.zeros((0, leaves[j].numel())) for j, r in rows.items()}
 
 
 def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True, nondet_tol=0.0,
@@ -237,9 +237,10 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
     if not checked:
         raise ValueError("gradcheck expects at least one input tensor to require gradient, but none of the them have "
                          "requires_grad=True.")
+    analytical_of = _analytical_jacobians(func, inputs, checked)
     for j in checked:
         numerical = _numerical_columns(func, inputs, j, eps)
-        analytical = _analytical_rows(func, inputs, j)
+        analytical = analytical_of[j]
         if numerical.shape != analytical.shape or not np.all(np.abs(analytical - numerical)
                                                              <= atol + rtol * np.abs(numerical)):
             message = ("Jacobian mismatch for output 0 with respect to input %d,\nnumerical:%s\nanalytical:%s\n"

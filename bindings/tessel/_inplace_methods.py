@@ -27,10 +27,7 @@ def _cast_back(self, name, result):
     if not _ns().can_cast(result.dtype, self.dtype):
         raise RuntimeError("result type %s can't be cast to the desired output type %s"
                            % (_ns()._name(result.dtype), _ns()._name(self.dtype)))
-    if tuple(result.shape) != tuple(self.shape):
-        raise RuntimeError("%s: output with shape %s doesn't match the broadcast shape %s"
-                           % (name, list(self.shape), list(result.shape)))
-    return result
+    return _inplace._fitted(self, name, result)  # the shape check (and the cast) every in-place write makes
 
 
 def _in_place_of(name, base):
@@ -58,8 +55,7 @@ INPLACE_NAMES = (
 def _bernoulli_(self, p=0.5, *, generator=None):
     """Tensor.bernoulli_(p): self filled with 1 (probability p, a number or a broadcastable tensor) or 0."""
     from ._tensor import rand_like
-    u = rand_like(self.detach(), dtype=_dtypes.float32) if self.dtype.is_floating_point else \
-        rand_like(self.detach().to(_dtypes.float32))
+    u = rand_like(self.detach().to(_dtypes.float32))
     with _C._GradMode(False):
         return self.copy_(u.lt(p).to(self.dtype))
 

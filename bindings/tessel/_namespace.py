@@ -327,17 +327,13 @@ def addr(input, vec1, vec2, *, beta=1, alpha=1):
     if vec1.dim() != 1 or vec2.dim() != 1:
         raise RuntimeError("addr: Expected 1-D argument vec1, but got %d-D" % vec1.dim() if vec1.dim() != 1 else
                            "addr: Expected 1-D argument vec2, but got %d-D" % vec2.dim())
-    return _beta_alpha(input, vec1.unsqueeze(1) * vec2.unsqueeze(0), beta, alpha)
+    return _beta_alpha(input, ger(vec1, vec2), beta, alpha)
 
 
 def ger(input, vec2):
     """torch.ger (torch.outer's older name)."""
-    return input.unsqueeze(1) * vec2.unsqueeze(0) if input.dim() == 1 and vec2.dim() == 1 else _outer(input, vec2)
-
-
-def _outer(a, b):
     from ._extra import outer
-    return outer(a, b)
+    return outer(input, vec2)
 
 
 def adjoint(input):
@@ -798,19 +794,16 @@ METHODS.update(
     add=add, mul=mul, vdot=dot, reshape_as=reshape_as, sum_to_size=sum_to_size, get_device=lambda self: -1,
     real=property(_identity), imag=property(imag), conj=_identity,  # real / imag: attributes, as torch's
     is_shared=_false, is_pinned=_false,
-    pin_memory=lambda self, device=None: self, absolute=lambda self: self.abs(), negative=lambda self: self.neg(),
-    greater=lambda self, other: self.gt(other), greater_equal=lambda self, other: self.ge(other),
-    less=lambda self, other: self.lt(other), less_equal=lambda self, other: self.le(other),
-    not_equal=lambda self, other: self.ne(other), swapdims=lambda self, dim0, dim1: self.transpose(dim0, dim1),
-    moveaxis=lambda self, source, destination: self.movedim(source, destination),
+    pin_memory=lambda self, device=None: self,
     unsafe_chunk=lambda self, chunks, dim=0: self.chunk(chunks, dim),
     unsafe_split=lambda self, split_size, dim=0: self.split(split_size, dim),
     mH=property(adjoint), H=property(lambda self: adjoint(self) if self.dim() == 2 else _H_error(self)),
 )
+# torch's other spellings of tessel methods: a function and a method each, both calling the method
 for _alias, _method in (("absolute", "abs"), ("negative", "neg"), ("greater", "gt"), ("greater_equal", "ge"),
                         ("less", "lt"), ("less_equal", "le"), ("not_equal", "ne"), ("swapdims", "transpose"),
                         ("moveaxis", "movedim")):
-    FUNCTIONS[_alias] = (lambda m: lambda input, *a, **k: getattr(input, m)(*a, **k))(_method)
+    FUNCTIONS[_alias] = METHODS[_alias] = (lambda m: lambda input, *a, **k: getattr(input, m)(*a, **k))(_method)
 
 
 def _H_error(self):

@@ -281,7 +281,7 @@ def _zeta(s, q):
 
 
 def _polygamma(n, x):
-    """ψ^(n)(x) for n >= 1: (-1)^(n+1) n! ζ(n + 1, x), x shifted up past 1 by the recurrence first."""
+    """ψ^(n)(x) for n >= 1 (polygamma answers n = 0 with digamma): (-1)^(n+1) n! ζ(n + 1, x), x shifted up past 1 by the recurrence first."""
     x = np.asarray(x, np.float64)
     out = np.zeros_like(x)
     shifted = x.copy()
@@ -294,7 +294,7 @@ def _polygamma(n, x):
             shifted = np.where(low, shifted + 1, shifted)
         pole = (x <= 0) & (x == np.floor(x))
         result = sign * fact * _zeta(n + 1.0, shifted) + out
-    return np.where(pole, np.inf if n % 2 else np.nan, result) if n >= 1 else result
+    return np.where(pole, np.inf if n % 2 else np.nan, result)
 
 
 class _Polygamma(Function):

@@ -43,16 +43,13 @@ def cov(input, *, correction=1, fweights=None, aweights=None):
         w_sum_t = w.sum()
         w_sum = _float(w_sum_t.item())
         mean = (x * w).sum(1, True) / w_sum_t
-    if w is None or correction == 0:
+    if aweights is None or correction == 0:
         norm = w_sum - correction
-    elif aweights is None:
-        norm = w_sum - correction
-    else:
+    else:  # numpy's / torch's rule for observation weights
         norm = w_sum - correction * _float((w * aweights.to(x.dtype)).sum().item()) / w_sum
     xc = x - mean
     xw = xc if w is None else xc * w
-    out = xw.matmul(xc.transpose(0, 1)) / builtins.max(norm, 0.0) if norm > 0 else \
-        xw.matmul(xc.transpose(0, 1)) / 0.0
+    out = xw.matmul(xc.transpose(0, 1)) / builtins.max(norm, 0.0)  # norm <= 0: inf / NaN, as torch
     return out.squeeze() if input.dim() < 2 else out
 
 

@@ -189,31 +189,27 @@ def once_differentiable(fn):
 # (importable as torch's modules are: `from tessel.autograd.functional import jacobian`,
 # `from tessel.autograd.gradcheck import GradcheckError`).
 def __getattr__(name):
-    import sys
-    import tessel
+    """The grad-mode managers are tessel's own, read on first use (tessel is still importing this module)."""
     if name in ("no_grad", "enable_grad", "set_grad_enabled", "inference_mode"):
+        import tessel
         return getattr(tessel, name)
-    from . import _autograd_functional as functional
-    if name == "functional":
-        sys.modules[__name__ + ".functional"] = functional
-        return functional
-    if name in ("gradcheck", "gradgradcheck", "GradcheckError"):
-        return getattr(functional, name)
     raise AttributeError("module 'tessel.autograd' has no attribute %r" % name)
 
 
 def _register_submodules():
     import sys
     import types
-    from . import _autograd_functional as functional
-    sys.modules[__name__ + ".functional"] = functional
+    from . import _autograd_functional
+    sys.modules[__name__ + ".functional"] = _autograd_functional
     checks = types.ModuleType(__name__ + ".gradcheck", "torch.autograd.gradcheck's names.")
-    checks.gradcheck, checks.gradgradcheck = functional.gradcheck, functional.gradgradcheck
-    checks.GradcheckError = functional.GradcheckError
+    checks.gradcheck, checks.gradgradcheck = _autograd_functional.gradcheck, _autograd_functional.gradgradcheck
+    checks.GradcheckError = _autograd_functional.GradcheckError
     sys.modules[__name__ + ".gradcheck"] = checks
+    return _autograd_functional
 
 
-_register_submodules()
+functional = _register_submodules()
+gradcheck, gradgradcheck, GradcheckError = functional.gradcheck, functional.gradgradcheck, functional.GradcheckError
 
 
 class _AnomalyMode:

@@ -22,6 +22,8 @@ from .autograd import Function
 
 Tensor = _C.Tensor
 _NORMS = (None, "backward", "ortho", "forward")
+# hfft / ihfft are irfft / rfft of the conjugate with the normalization on the other side
+_OPPOSITE = {None: "forward", "backward": "forward", "forward": "backward", "ortho": "ortho"}
 
 
 class _DFT(Function):
@@ -137,14 +139,12 @@ def irfft(input, n=None, dim=-1, norm=None):
 def hfft(input, n=None, dim=-1, norm=None):
     """torch.fft.hfft: the DFT of a Hermitian-symmetric signal given by its first half (real output)."""
     re, im = _parts(input)
-    flipped = {None: "forward", "backward": "forward", "forward": "backward", "ortho": "ortho"}[norm]
-    return irfft(_from_parts(re, -im), n, dim, flipped)
+    return irfft(_from_parts(re, -im), n, dim, _OPPOSITE[norm])
 
 
 def ihfft(input, n=None, dim=-1, norm=None):
     """torch.fft.ihfft: the inverse of hfft (the conjugate half spectrum of a real signal)."""
-    flipped = {None: "forward", "backward": "forward", "forward": "backward", "ortho": "ortho"}[norm]
-    spectrum = rfft(input, n, dim, flipped)
+    spectrum = rfft(input, n, dim, _OPPOSITE[norm])
     return _from_parts(spectrum.real, -spectrum.imag)
 
 

@@ -40,8 +40,7 @@ def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, 
                 raise ValueError("functional_call got multiple values for keys ['%s'], which are used in more than "
                                  "one of the dictionaries" % name)
             values[name] = value
-    params = dict(module.named_parameters(remove_duplicate=False)) if _accepts_remove_duplicate(module) else \
-        dict(module.named_parameters())
+    params = dict(module.named_parameters(remove_duplicate=False))
     buffers = dict(module.named_buffers())
     unknown = [n for n in values if n not in params and n not in buffers]
     if unknown:
@@ -70,14 +69,6 @@ def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, 
                 owner._set_parameter(local, old, True)
             else:
                 owner.register_buffer(local, old, persistent=persistent)
-
-
-def _accepts_remove_duplicate(module):
-    try:
-        module.named_parameters(remove_duplicate=False)
-        return True
-    except TypeError:
-        return False
 
 
 # ---- grad / vjp / jvp / jacobians -------------------------------------------------------------------------
@@ -192,13 +183,13 @@ def _jacobian(func, argnums, has_aux):
         # inside another transform (its leaves require grad) the Jacobian keeps its graph, so jacrev(jacrev(f))
         # is the Hessian; at the outermost level it is detached, as torch.func's results are
         nested = builtins.any(isinstance(a, Tensor) and a.requires_grad for a in selected)
+        # per input for one output, per output of per input for several (the inputs are always a tuple here)
         jac = jacobian(of_selected, selected, create_graph=nested)
-        if not isinstance(jac, tuple):
-            jac = (jac,)
-        out_is_tuple = isinstance(jac[0], tuple)
-        result = jac if out_is_tuple else (jac if many else jac[0])
-        if out_is_tuple and not many:
-            result = tuple(j[0] for j in jac)
+        several_outputs = isinstance(jac[0], tuple)
+        if many:
+            result = jac
+        else:
+            result = tuple(j[0] for j in jac) if several_outputs else jac[0]
         return (result, aux_box[0]) if has_aux else result
     return wrapper
 

@@ -148,11 +148,6 @@ def eigvalsh(A, UPLO="L"):
     return _grad().Eigvalsh.apply(A, UPLO) if _needs_grad(A) else _eigvalsh_host(A, UPLO)
 
 
-def qr(A, mode="reduced"):
-    q, r = np.linalg.qr(_host(A, "qr"), mode=mode)
-    return _back(q, A), _back(r, A)
-
-
 def _grad():
     from . import _linalg_grad
     return _linalg_grad
@@ -321,56 +316,64 @@ def _cholesky_info(m):
     return 0
 
 
-def _partial(A, failed, op):
-    """op of each matrix of the batch that succeeded, NaN for the failed ones (no gradient: a batch with a
-    failure is a diagnostic, as torch's *_ex results for the failed entries are)."""
+def _each_with_info(A, op, info_of):
+    """After a batched op failed: op of every matrix (NaN where it fails; no gradient, a batch with a failure is
+    a diagnostic as torch's *_ex results for the failed entries are) and LAPACK's info for each."""
     a = _host(A, "ex", True)
-    flat = a.reshape((-1,) + a.shape[-2:])
-    out = np.stack([np.full(m.shape, np.nan) if bad else op(m) for m, bad in zip(flat, failed)])
-    return _back(out.reshape(a.shape), A)
+    outs, codes = [], []
+    for m in a.reshape((-1,) + a.shape[-2:]):
+        try:
+            outs.append(op(m))
+            codes.append(0)
+        except np.linalg.LinAlgError:
+            outs.append(np.full(m.shape, np.nan))
+            codes.append(info_of(m))
+    return _back(np.stack(outs).reshape(a.shape), A), codes
 
 
-def _per_matrix(A, info_of):
-    """info_of(matrix) for every matrix of the batch, and the batch shape."""
-    a = _host(A, "ex", True)
-    return [info_of(m) for m in a.reshape((-1,) + a.shape[-2:])], a.shape[:-2]
+def _success(A):
+    """info for a batch that factored: zeros shaped as the batch."""
+    batch = tuple(A.shape[:-2])
+    return _info(batch, [0] * int(np.prod(batch)))
 
 
 def inv_ex(A, *, check_errors=False):
     """torch.linalg.inv_ex: (inverse, info) with info > 0 (LAPACK's: the first zero pivot) where A is singular
     instead of an error (unless check_errors); the inverse is differentiable where it exists."""
-    failed, batch = _per_matrix(A, _lu_info)
-    if check_errors and builtins.any(failed):
+    try:
+        return _INV_EX(inv(A), _success(A))
+    except np.linalg.LinAlgError:
+        values, codes = _each_with_info(A, np.linalg.inv, _lu_info)
+    if check_errors:
         raise RuntimeError("linalg.inv: The diagonal element %d is zero, the inversion could not be completed "
-                           "because the input matrix is singular." % builtins.max(failed))
-    if not builtins.any(failed):
-        return _INV_EX(inv(A), _info(batch, failed))
-    return _INV_EX(_partial(A, failed, np.linalg.inv), _info(batch, failed))
+                           "because the input matrix is singular." % builtins.max(codes))
+    return _INV_EX(values, _info(tuple(A.shape[:-2]), codes))
 
 
 def cholesky_ex(A, *, upper=False, check_errors=False):
     """torch.linalg.cholesky_ex: (L, info), info > 0 where A is not positive definite (no error unless
     check_errors)."""
-    failed, batch = _per_matrix(A, _cholesky_info)
-    if check_errors and builtins.any(failed):
+    try:
+        return _CHOLESKY_EX(cholesky(A, upper=upper), _success(A))
+    except np.linalg.LinAlgError:
+        lower, codes = _each_with_info(A, np.linalg.cholesky, _cholesky_info)
+    if check_errors:
         raise RuntimeError("linalg.cholesky: The factorization could not be completed because the input is not "
                            "positive-definite.")
-    if not builtins.any(failed):
-        return _CHOLESKY_EX(cholesky(A, upper=upper), _info(batch, failed))
-    lower = _partial(A, failed, np.linalg.cholesky)
-    return _CHOLESKY_EX(lower.transpose(-2, -1) if upper else lower, _info(batch, failed))
+    return _CHOLESKY_EX(lower.transpose(-2, -1) if upper else lower, _info(tuple(A.shape[:-2]), codes))
 
 
 def solve_ex(A, B, *, left=True, check_errors=False):
     """torch.linalg.solve_ex: (X, info), info > 0 where A is singular."""
-    failed, batch = _per_matrix(A, _lu_info)
-    if check_errors and builtins.any(failed):
+    try:
+        return _SOLVE_EX(solve(A, B, left=left), _success(A))
+    except np.linalg.LinAlgError:
+        _, codes = _each_with_info(A, np.linalg.inv, _lu_info)
+    if check_errors:
         raise RuntimeError("torch.linalg.solve: The solver failed because the input matrix is singular.")
-    if not builtins.any(failed):
-        return _SOLVE_EX(solve(A, B, left=left), _info(batch, failed))
     with _C._GradMode(False):
         nan = B.detach() * float("nan")
-    return _SOLVE_EX(nan, _info(batch, failed))
+    return _SOLVE_EX(nan, _info(tuple(A.shape[:-2]), codes))
 
 
 def tensorinv(A, ind=2):

@@ -67,7 +67,7 @@ class MultivariateNormal(Distribution):
         super().__init__(batch, (n,), validate_args=validate_args)
 
     covariance_matrix = property(lambda self: self.scale_tril @ self.scale_tril.transpose(-2, -1))
-    precision_matrix = property(lambda self: _inverse(self.covariance_matrix))
+    precision_matrix = property(lambda self: _linalg().inv(self.covariance_matrix))
     mean = property(lambda self: self.loc)
     mode = property(lambda self: self.loc)
     variance = property(lambda self: (self.scale_tril ** 2).sum(-1))
@@ -94,9 +94,9 @@ class MultivariateNormal(Distribution):
         return out.expand(*self.batch_shape) if len(self.batch_shape) else out
 
 
-def _inverse(m):
+def _linalg():
     from .. import linalg
-    return linalg.inv(m)
+    return linalg
 
 
 class Cauchy(_LocScale):

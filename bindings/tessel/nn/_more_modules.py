@@ -308,7 +308,7 @@ class _LazyModule(Module):
     (torch's cls_to_become: parameters, buffers, attributes and class), then runs it. Before that it has no
     parameters (torch shows UninitializedParameter placeholders): run a forward before building the optimizer."""
     _concrete = None  # the layer class this becomes
-    _channel_dim_unbatched = 0
+    _unbatched_rank = 1  # an input of this rank has no batch dim (its channels are dim 0)
 
     def __init__(self, *args, **kwargs):
         super().__init__()
@@ -318,10 +318,7 @@ class _LazyModule(Module):
         return True
 
     def _channels(self, input):
-        return input.shape[1 if input.dim() > self._unbatched_rank() else 0]
-
-    def _unbatched_rank(self):
-        return 1
+        return input.shape[1 if input.dim() > self._unbatched_rank else 0]
 
     def forward(self, input, *rest, **kwargs):
         args, kw = self.__dict__.pop("_lazy_args")
@@ -343,9 +340,7 @@ class _LazyModule(Module):
 
 
 def _lazy(name, concrete, unbatched_rank, doc):
-    cls = type(name, (_LazyModule,), {"_concrete": concrete, "__doc__": doc,
-                                      "_unbatched_rank": lambda self: unbatched_rank})
-    return cls
+    return type(name, (_LazyModule,), {"_concrete": concrete, "__doc__": doc, "_unbatched_rank": unbatched_rank})
 
 
 def _lazy_modules(namespace):

@@ -68,23 +68,27 @@ def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=Non
         if p == float("inf"):
             total = max(t.double().abs().amax().item() for t in tensors if t.numel())
         else:
-            sums = []  # [mesh or None, running sum]: one reduction per mesh (Partial sums add up locally first)
-            for t in tensors:
-                term = (t.double().abs() ** p).sum()
-                key = t.device_mesh if t.is_distributed else None
-                for entry in sums:
-                    if (entry[0] is None) == (key is None) and (key is None or entry[0] == key):
-                        entry[1] = entry[1] + term
-                        break
-                else:
-                    sums.append([key, term])
-            total = sum(term.item() for _, term in sums) ** (1.0 / p)
+            # one reduction per mesh: its tensors' (Partial) sums add up locally first, then one .item()
+            sharded = [t for t in tensors if t.is_distributed]
+            plain = [t for t in tensors if not t.is_distributed]
+            groups = [ts for _, ts in _by_mesh(sharded)] if sharded else []
+            terms = [_sum_of_powers(ts, p) for ts in groups + ([plain] if plain else [])]
+            total = sum(term.item() for term in terms) ** (1.0 / p)
     if error_if_nonfinite and not abs(total) < float("inf"):
         raise RuntimeError("The total norm of order %s for gradients from `parameters` is non-finite, so it cannot "
                            "be clipped. To disable this error and scale the gradients by the non-finite norm "
                            "anyway, set `error_if_nonfinite=False`" % p)
     out = _C._full([], total, tensors[0].dtype)
     return _C.from_local(out, mesh, [_C.Replicate()] * mesh.ndim) if mesh is not None else out
+
+
+def _sum_of_powers(tensors, p):
+    """Σ_t Σ |t|^p as one tensor (a Partial DTensor for shards of one mesh: no communication yet)."""
+    out = None
+    for t in tensors:
+        term = (t.double().abs() ** p).sum()
+        out = term if out is None else out + term
+    return out
 
 
 def clip_grads_with_norm_(parameters, max_norm, total_norm, foreach=None):
