@@ -32,6 +32,7 @@
 #include "core/base/error.h"
 #include "dtensor/device_mesh.h"
 #include "dtensor/dtensor.h"
+#include "dtensor/layout.h"
 #include "fsdp/clip_grad_norm.h"
 #include "fsdp/state.h"
 #include "fsdp/fully_shard.h"
@@ -231,7 +232,11 @@ void BindDTensor(py::module_& m) {
         }
         return dtensor::DTensor(x).mesh();
       })
-      .def("to_local", [](const Tensor& x) { return NoGil([&] { return dtensor::DTensor(x).ToLocal(); }); })
+      .def("to_local", [](const Tensor& x, std::optional<std::vector<dtensor::Placement>> grad_placements) {
+        return NoGil([&] { return dtensor::DTensor(x).ToLocal(std::move(grad_placements)); });
+      }, py::kw_only(), py::arg("grad_placements") = py::none(),
+           "This rank's piece (differentiable); grad_placements: the layout the local gradient will have "
+           "(default: this tensor's placements), as torch's")
       .def("full_tensor", [](const Tensor& x) { return NoGil([&] { return dtensor::DTensor(x).FullTensor(); }); },
            "The whole global tensor on every rank (collective)")
       .def("redistribute", [](const Tensor& x, std::optional<dtensor::DeviceMesh> mesh,
@@ -245,6 +250,16 @@ void BindDTensor(py::module_& m) {
          py::arg("async_op") = false,
          "Differentiable; collective over the mesh. As torch: device_mesh defaults to the tensor's own, placements "
          "to its current ones");
+  // Every rank's box of the global tensor (visualize_sharding): [(rank, coordinate, [(offset, length), ...])].
+  m.def("_rank_regions", [](const Tensor& x) {
+    py::list out;
+    for (const dtensor::RankRegion& r : dtensor::AllRankRegions(dtensor::DTensor(x).spec())) {
+      py::list box;
+      for (const dtensor::DimInterval& d : r.intervals) box.append(py::make_tuple(d.offset, d.length));
+      out.append(py::make_tuple(r.rank, py::tuple(py::cast(r.coordinate)), box));
+    }
+    return out;
+  }, py::arg("dtensor"));
   m.def("distribute_tensor", [](const Tensor& x, const dtensor::DeviceMesh& mesh, std::vector<dtensor::Placement> p,
                                 std::optional<int> src_data_rank) {
     dtensor::DistributeOptions options;
@@ -265,12 +280,13 @@ void BindDTensor(py::module_& m) {
         "This rank's piece of a full tensor: the tensor of src_data_rank (a rank on every mesh dim, torch's "
         "default 0) is broadcast first; None: every rank's own value, no communication");
   m.def("from_local", [](const Tensor& local, const dtensor::DeviceMesh& mesh, std::vector<dtensor::Placement> p,
-                         std::optional<Shape> shape, std::optional<Shape> stride, bool run_check) {
+                         std::optional<Shape> shape, std::optional<Shape> stride, bool run_check,
+                         std::optional<std::vector<dtensor::Placement>> grad_placements) {
     const dtensor::FromLocalOptions options{.shape = std::move(shape), .stride = std::move(stride),
-                                            .run_check = run_check};
+                                            .run_check = run_check, .grad_placements = std::move(grad_placements)};
     return NoGil([&] { return dtensor::DTensor::FromLocal(local, mesh, std::move(p), options).tensor(); });
   }, py::arg("local_tensor"), py::arg("device_mesh"), py::arg("placements"), py::arg("shape") = py::none(),
-        py::arg("stride") = py::none(), py::arg("run_check") = false,
+        py::arg("stride") = py::none(), py::arg("run_check") = false, py::arg("grad_placements") = py::none(),
         "DTensor.from_local: wraps each rank's local piece; the global shape is `shape`, else derived from every "
         "rank's piece (run_check), else even shards (as in PyTorch)");
 }

@@ -105,14 +105,21 @@ void BroadcastReplicas(const Tensor& piece, const DeviceMesh& mesh, const std::v
   }
 }
 
-Tensor GradToLocal(const Tensor& grad, const DTensorSpec& forward) {
+Tensor GradToLocal(const Tensor& grad, const DTensorSpec& forward,
+                   const std::optional<std::vector<Placement>>& grad_placements) {
   const DTensorImpl& g = GetDTensorImpl(grad, "from_local backward");
   std::vector<Placement> target;
-  for (int a = 0; a < forward.mesh().ndim(); ++a) {
-    target.push_back(GradPlacement(g.spec().placement(a), forward.placement(a)));
+  std::optional<ShardOrder> order = forward.shard_order();
+  if (grad_placements) {
+    target = *grad_placements;
+    if (target != forward.placements()) order.reset();
+  } else {
+    for (int a = 0; a < forward.mesh().ndim(); ++a) {
+      target.push_back(GradPlacement(g.spec().placement(a), forward.placement(a)));
+    }
   }
   DTensorSpec spec(forward.mesh_ptr(), std::move(target), forward.shape(), forward.strides(), grad.dtype(),
-                   forward.shard_order());
+                   std::move(order));
   const Tensor moved = g.spec() == spec ? grad : Redistribute(grad, spec, PlanOptions{.allow_partial_target = true});
   return Detach(GetDTensorImpl(moved, "from_local backward").local());
 }
@@ -216,13 +223,28 @@ DTensor DTensor::FromLocal(const Tensor& local, const DeviceMesh& mesh, std::vec
   }
   DTensorSpec spec(mesh.topology_ptr(), std::move(placements), shape,
                    options.stride.value_or(ContiguousStrides(shape)), local.dtype(), options.shard_order);
+  std::optional<std::vector<Placement>> grad_placements;
+  if (options.grad_placements) {
+    grad_placements = NormalizePlacements(*options.grad_placements, local.dim());
+    TESSEL_CHECK(grad_placements->size() == spec.placements().size(), "FromLocal: grad_placements ",
+                 PlacementsToString(*grad_placements), " has ", grad_placements->size(), " entries for a ",
+                 mesh.ndim(), "-D mesh ", mesh.ToString());
+  }
   Tensor out = MakeDTensor(local, spec, mesh);
-  internal::RecordBackward("from_local", local, out, [spec](const Tensor& g) { return GradToLocal(g, spec); });
+  internal::RecordBackward("from_local", local, out, [spec, gp = std::move(grad_placements)](const Tensor& g) {
+    return GradToLocal(g, spec, gp);
+  });
   return DTensor(std::move(out));
 }
 
 Tensor DTensor::ToLocal(std::optional<std::vector<Placement>> grad_placements) const {
   const DTensorImpl& d = GetDTensorImpl(tensor_, "ToLocal");
+  if (grad_placements) {
+    grad_placements = NormalizePlacements(std::move(*grad_placements), static_cast<int64_t>(d.spec().shape().size()));
+    TESSEL_CHECK(grad_placements->size() == d.spec().placements().size(), "to_local: grad_placements ",
+                 PlacementsToString(*grad_placements), " has ", grad_placements->size(), " entries for a ",
+                 d.mesh().ndim(), "-D mesh ", d.mesh().ToString());
+  }
   Tensor out = Detach(d.local());
   internal::RecordBackward("to_local", tensor_, out,
                            [spec = d.spec(), mesh = d.mesh(), gp = std::move(grad_placements)](const Tensor& g) {

@@ -38,6 +38,10 @@ struct FromLocalOptions {
   // Gather every rank's local shape and dtype (one small all_gather per mesh axis) and raise the same
   // kInvalidArgument on every rank if they are inconsistent with the placements.
   bool run_check = false;
+  // The placements the gradient of the local tensor is taken in (PyTorch's grad_placements): the incoming
+  // gradient is redistributed to them and its local piece returned. Unset: the forward placements with
+  // Partial ones read as Replicate.
+  std::optional<std::vector<Placement>> grad_placements;
 };
 
 // How DistributeTensor makes the replicas of a Replicate axis equal (PyTorch's src_data_rank).

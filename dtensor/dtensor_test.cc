@@ -195,6 +195,30 @@ TEST(DTensorTest, ToLocalAndFromLocalAreDifferentiable) {
   }, testing::FastRanks());
 }
 
+TEST(DTensorTest, FromLocalGradPlacementsKeepTheGradientInThatLayout) {
+  comm::RunRanks(2, [](comm::ProcessGroupPtr pg) {
+    DeviceMesh mesh = InitDeviceMesh(pg, {2}, {"x"});
+    // A Partial forward whose Replicate gradient is asked back as Partial: no collective, the local pieces
+    // sum to the gradient (rank 0 holds it, rank 1 zeros: the exact partition, placement.h (d)).
+    Tensor leaf = FromDoubles(Iota(3), Shape{3}, DType::kFloat64);
+    leaf.set_requires_grad(true);
+    DTensor p = DTensor::FromLocal(leaf, mesh, ParsePlacements("P(sum)"),
+                                   {.grad_placements = ParsePlacements("P(sum)")});
+    Tensor full = p.Redistribute(mesh, ParsePlacements("R")).ToLocal();
+    comm::CommTracer tracer;
+    Backward(full, FromDoubles({1, 2, 3}, Shape{3}, DType::kFloat64));
+    EXPECT_EQ(tracer.Total(), 0);
+    const std::vector<double> want = pg->rank() == 0 ? std::vector<double>{1, 2, 3} : std::vector<double>{0, 0, 0};
+    EXPECT_EQ(leaf.grad().ToDoubleVector(), want);
+    // Shard(-1) is normalized; a wrong count names the mesh.
+    Tensor l2 = FromDoubles(Iota(2), Shape{2}, DType::kFloat64);
+    EXPECT_NO_THROW(DTensor::FromLocal(l2, mesh, ParsePlacements("S(0)"), {.grad_placements = {{Shard{-1}}}}));
+    testing::ExpectError(ErrorCode::kInvalidArgument, {"FromLocal: grad_placements [R, R] has 2 entries", "mesh"},
+                         [&] { DTensor::FromLocal(l2, mesh, ParsePlacements("S(0)"),
+                                                  {.grad_placements = ParsePlacements("R, R")}); });
+  }, testing::FastRanks());
+}
+
 TEST(DTensorTest, FullTensorGathersEveryPiece) {
   comm::RunRanks(6, [](comm::ProcessGroupPtr pg) {
     DeviceMesh mesh = InitDeviceMesh(pg, {3, 2}, {"dp", "tp"});

@@ -1,3 +1,3 @@
 """tessel.utils: torch.utils's data loading (tessel.utils.data) and activation checkpointing
-(tessel.utils.checkpoint)."""
-from . import checkpoint, data  # noqa: F401
+(tessel.utils.checkpoint), and torch.utils._pytree's tree functions (tessel.utils._pytree)."""
+from . import _pytree, checkpoint, data  # noqa: F401

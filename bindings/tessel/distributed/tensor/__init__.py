@@ -28,16 +28,20 @@ class DTensor(metaclass=_DTensorMeta):
         raise TypeError("DTensor is not constructed directly: use distribute_tensor or DTensor.from_local")
 
     @staticmethod
-    def from_local(local_tensor, device_mesh=None, placements=None, *, run_check=False, shape=None, stride=None):
+    def from_local(local_tensor, device_mesh=None, placements=None, *, run_check=False, shape=None, stride=None,
+                   grad_placements=None):
         """Wraps each rank's local piece. shape/stride: the global ones (uneven shards, as torch.chunk splits
         them); without them run_check=True derives the shape from every rank's piece (one small all_gather
         per mesh axis), else even shards are assumed, as torch. A piece that is not this rank's shard of
-        the global shape is a ValueError naming both."""
+        the global shape is a ValueError naming both. grad_placements: the layout the incoming gradient is
+        redistributed to before its local piece becomes local_tensor's gradient (default: placements, Partial
+        read as Replicate)."""
         if device_mesh is None:
             raise ValueError("DTensor.from_local: device_mesh is required")
         placements = list(placements) if placements is not None else [Replicate()] * device_mesh.ndim
         return _C.from_local(local_tensor, device_mesh, placements, None if shape is None else list(shape),
-                             None if stride is None else list(stride), run_check)
+                             None if stride is None else list(stride), run_check,
+                             None if grad_placements is None else list(grad_placements))
 
 
 def distribute_tensor(tensor, device_mesh=None, placements=None, *, src_data_rank=0):

@@ -19,7 +19,7 @@ levels above 0 print the module tree with parameter placements, not the ops).
 """
 from .... import _C, ops
 
-__all__ = ["CommDebugMode"]
+__all__ = ["CommDebugMode", "visualize_sharding"]
 
 _KINDS = {"all_reduce": ops.c10d_functional.all_reduce, "all_gather": ops.c10d_functional.all_gather_into_tensor,
           "reduce_scatter": ops.c10d_functional.reduce_scatter_tensor,
@@ -162,3 +162,6 @@ class CommDebugMode:
         self._tracer.__exit__(None, None, None)
         self._tracer = None
         return False
+
+
+from ._visualize_sharding import visualize_sharding  # noqa: E402,F401
