@@ -384,7 +384,7 @@ void GlooProcessGroup::RunChecked(const CollectiveDesc& d, const std::string& la
     throw;
   } catch (const std::exception& e) {
     // Gloo's own deadline (a peer stuck, or dead while its data was in flight, comm/README.md) is a
-    // timeout: kDeadlineExceeded (Python's TimeoutError), not kAborted.
+    // timeout: kDeadlineExceeded (Python's DistTimeoutError, a TimeoutError), not kAborted.
     if (std::string_view(e.what()).find("Timed out") != std::string_view::npos) {
       Break(ErrorCode::kDeadlineExceeded, Str(DescribeCall(d, false), " on ", label, " timed out after ",
                                               timeout.count(), " ms inside gloo (a peer is stuck, or died while the "

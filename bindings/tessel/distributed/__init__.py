@@ -21,6 +21,12 @@ import warnings
 from .. import _C
 from .._dtypes import int64 as _int64
 
+# torch.distributed's exceptions (bindings/errors_py.cc raises them from tessel's error codes): DistError is a
+# RuntimeError; a deadline that passed is a DistTimeoutError, at once a DistBackendError, a DistStoreError and
+# a TimeoutError; a peer that failed is a DistBackendError.
+DistError, DistBackendError, DistNetworkError = _C.DistError, _C.DistBackendError, _C.DistNetworkError
+DistStoreError, QueueEmptyError, DistTimeoutError = _C.DistStoreError, _C.QueueEmptyError, _C.DistTimeoutError
+
 _local = threading.local()
 
 
@@ -48,7 +54,7 @@ def _as_bytes(value):
 
 class Store:
     """torch.distributed.Store: keys to bytes, shared by the ranks. get() and wait() wait up to the store's
-    timeout (or wait's own) for a key, then raise TimeoutError naming it; add() is atomic across clients and
+    timeout (or wait's own) for a key, then raise DistTimeoutError (a TimeoutError) naming it; add() is atomic across clients and
     keeps the counter as decimal text (get() of it reads b"5", as torch's)."""
 
     def __init__(self, impl, timeout=_DEFAULT_STORE_TIMEOUT):
@@ -105,7 +111,7 @@ class TCPStore(Store):
                 deadline = time.monotonic() + timeout.total_seconds()
                 while joined < world_size:
                     if time.monotonic() > deadline:
-                        raise TimeoutError("TCPStore at %s:%d: %d of %d workers joined within %s"
+                        raise DistTimeoutError("TCPStore at %s:%d: %d of %d workers joined within %s"
                                            % (host_name, self.port, joined, world_size, timeout))
                     time.sleep(0.01)
                     joined = self.add("tessel/tcp_store/joined", 0)
