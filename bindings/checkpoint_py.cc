@@ -138,6 +138,24 @@ void BindCheckpoint(py::module_& m) {
     }
     return specs;
   }, py::arg("dir"));
+  // DIR's metadata.json for torch's FileSystemReader.read_metadata(): (tensors {fqn: (dtype, shape, layout,
+  // [(offsets, sizes), ...])}, the keys of non-tensor values, save id, world size, format version).
+  m.def("_dcp_metadata", [](const std::string& dir) {
+    RequireDirectory(dir);
+    const checkpoint::Metadata md = NoGil([&] { return checkpoint::ReadMetadata(dir); });
+    py::dict tensors;
+    for (const auto& [key, t] : md.tensors) {
+      py::list chunks;
+      for (const checkpoint::ChunkMeta& c : t.chunks) {
+        chunks.append(py::make_tuple(py::tuple(py::cast(c.box.offsets)), py::tuple(py::cast(c.box.sizes))));
+      }
+      tensors[py::str(key)] = py::make_tuple(t.dtype, py::tuple(py::cast(t.shape)), t.layout, chunks);
+    }
+    py::list others;
+    for (const auto& [key, range] : md.bytes) others.append(key);
+    for (const auto& [key, v] : md.values) others.append(key);
+    return py::make_tuple(tensors, others, md.save_id, md.world_size, md.version);
+  }, py::arg("dir"));
   m.def("_dcp_load", [](checkpoint::StateDict sd, const std::string& dir, bool strict, bool allow_unexpected_keys) {
     RequireDirectory(dir);
     // DCP's semantics: the checkpoint may hold more than the state dict (a model-only state dict from a

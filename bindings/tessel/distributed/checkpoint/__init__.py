@@ -24,7 +24,9 @@ import threading
 
 from ... import _C
 from .. import _default_group, is_initialized
-from . import state_dict, stateful  # noqa: F401
+from . import metadata, state_dict, stateful  # noqa: F401
+from .metadata import (BytesStorageMetadata, ChunkStorageMetadata, Metadata, MetadataIndex,  # noqa: F401
+                       TensorProperties, TensorStorageMetadata)
 from .stateful import Stateful  # noqa: F401
 
 
@@ -116,7 +118,11 @@ class FileSystemWriter(_FileSystemStorage):
 
 
 class FileSystemReader(_FileSystemStorage):
-    """torch's dcp.FileSystemReader: load(..., storage_reader=FileSystemReader(path)) reads path."""
+    """torch's dcp.FileSystemReader: load(..., storage_reader=FileSystemReader(path)) reads path;
+    read_metadata() says what the checkpoint holds (metadata.py) without loading it."""
+
+    def read_metadata(self):
+        return metadata.read(self.path)
 
 
 class HuggingFaceStorageWriter(_FileSystemStorage):
@@ -327,6 +333,22 @@ def load(state_dict, *, checkpoint_id=None, storage_reader=None, planner=None, p
     flat, result = _C._dcp_load(flat, path, strict)
     _write_back(state_dict, "", flat, set(result["missing_keys"]))
     return result
+
+
+def save_state_dict(state_dict, storage_writer, process_group=None, coordinator_rank=0, no_dist=False, planner=None):
+    """torch's deprecated spelling of save(state_dict, storage_writer=...); warns as torch's does."""
+    import warnings
+    warnings.warn("`save_state_dict` is deprecated and will be removed in future versions. Please use `save` "
+                  "instead.", FutureWarning, stacklevel=2)
+    return save(state_dict, storage_writer=storage_writer, planner=planner, process_group=process_group)
+
+
+def load_state_dict(state_dict, storage_reader, process_group=None, coordinator_rank=0, no_dist=False, planner=None):
+    """torch's deprecated spelling of load(state_dict, storage_reader=...); warns as torch's does."""
+    import warnings
+    warnings.warn("`load_state_dict` is deprecated and will be removed in future versions. Please use `load` "
+                  "instead.", FutureWarning, stacklevel=2)
+    return load(state_dict, storage_reader=storage_reader, planner=planner, process_group=process_group)
 
 
 from . import state_dict_loader, state_dict_saver  # noqa: E402,F401 (torch's module names for save / load)

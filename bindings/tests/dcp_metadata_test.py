@@ -1,0 +1,78 @@
+"""torch's DCP metadata from Python: FileSystemReader(path).read_metadata() lists every key of a checkpoint saved
+on 2 ranks, each tensor's dtype, global size and chunks (torch.chunk's split of a Shard(0) DTensor, one chunk for
+a replicated tensor), non-tensor values as BytesStorageMetadata; save_state_dict / load_state_dict (torch's
+deprecated spellings) warn and round-trip."""
+import sys
+
+import numpy as np
+import pytest
+
+import tessel
+import tessel.distributed as dist
+import tessel.distributed.checkpoint as dcp
+from tessel.distributed.checkpoint.metadata import (BytesStorageMetadata, ChunkStorageMetadata, Metadata,
+                                                    TensorStorageMetadata)
+from tessel.distributed.device_mesh import init_device_mesh
+from tessel.distributed.tensor import Replicate, Shard, distribute_tensor
+
+W = np.arange(20, dtype=np.float32).reshape(5, 4)
+
+
+def save_on_two_ranks(path, deprecated=False):
+    def rank_fn(world):
+        dist.init_process_group()
+        mesh = init_device_mesh("cpu", (2,))
+        sd = {"model": {"w": distribute_tensor(tessel.tensor(W), mesh, [Shard(0)]),
+                        "b": distribute_tensor(tessel.ones(3, dtype=tessel.float64), mesh, [Replicate()])},
+              "step": 7, "name": "run-1", "rng": [1, 2, 3]}
+        if deprecated:
+            with pytest.warns(FutureWarning, match="`save_state_dict` is deprecated"):
+                dcp.save_state_dict(sd, dcp.FileSystemWriter(path))
+        else:
+            dcp.save(sd, checkpoint_id=path)
+
+    tessel.run_ranks(2, rank_fn)
+
+
+def test_read_metadata_lists_keys_sizes_and_chunks(tmp_path):
+    save_on_two_ranks(str(tmp_path))
+    md = dcp.FileSystemReader(str(tmp_path)).read_metadata()
+    assert isinstance(md, Metadata) and md.world_size == 2
+    assert sorted(md.state_dict_metadata) == ["model.b", "model.w", "name", "rng", "step"]
+    w = md.state_dict_metadata["model.w"]
+    assert isinstance(w, TensorStorageMetadata) and w.properties.dtype == tessel.float32
+    assert w.size == (5, 4) and isinstance(w.size, tessel.Size)
+    # torch.chunk of 5 rows over 2 ranks: 3 then 2
+    chunks = sorted((tuple(c.offsets), tuple(c.sizes)) for c in w.chunks)
+    assert chunks == [((0, 0), (3, 4)), ((3, 0), (2, 4))]
+    assert all(isinstance(c, ChunkStorageMetadata) for c in w.chunks)
+    b = md.state_dict_metadata["model.b"]
+    assert b.properties.dtype == tessel.float64 and b.size == (3,)
+    assert [(tuple(c.offsets), tuple(c.sizes)) for c in b.chunks] == [((0,), (3,))]  # replicas saved once
+    for key in ("step", "name", "rng"):
+        assert isinstance(md.state_dict_metadata[key], BytesStorageMetadata)
+    assert md.storage_meta.checkpoint_id == str(tmp_path)
+    with pytest.raises(FileNotFoundError):
+        dcp.FileSystemReader(str(tmp_path / "nothing")).read_metadata()
+
+
+def test_deprecated_save_and_load_state_dict_round_trip(tmp_path):
+    save_on_two_ranks(str(tmp_path), deprecated=True)
+    got = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        mesh = init_device_mesh("cpu", (2,))
+        sd = {"model": {"w": distribute_tensor(tessel.zeros(5, 4), mesh, [Replicate()])}, "step": 0}
+        with pytest.warns(FutureWarning, match="`load_state_dict` is deprecated"):
+            dcp.load_state_dict(sd, dcp.FileSystemReader(str(tmp_path)))
+        got[world.rank] = (sd["model"]["w"].full_tensor().numpy(), sd["step"])
+
+    tessel.run_ranks(2, rank_fn)
+    for r in (0, 1):
+        np.testing.assert_array_equal(got[r][0], W)
+        assert got[r][1] == 7
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q"]))
