@@ -30,6 +30,7 @@
 #include "comm/backends/threads.h"
 #include "comm/tracer.h"
 #include "core/base/error.h"
+#include "core/tensor/factory.h"
 #include "dtensor/device_mesh.h"
 #include "dtensor/dtensor.h"
 #include "dtensor/layout.h"
@@ -164,6 +165,17 @@ void BindMesh(py::module_& m) {
       .def("_flatten", [](const dtensor::DeviceMesh& d, const std::string& name) {
         return NoGil([&] { return d.Flatten(d.axis_names(), name); });
       })
+      .def_property_readonly("device_type", [](const dtensor::DeviceMesh&) { return "cpu"; })  // the Python face's
+      // torch's DeviceMesh.mesh: the global ranks laid out in the mesh's shape (an int64 tensor).
+      .def_property_readonly("mesh", [](const dtensor::DeviceMesh& d) {
+        const std::vector<int>& ranks = d.topology().ranks();
+        return FromVector(std::vector<int64_t>(ranks.begin(), ranks.end()), std::span<const int64_t>(d.shape()));
+      })
+      .def("get_all_groups", [](const dtensor::DeviceMesh& d) {
+        std::vector<comm::ProcessGroupPtr> groups;
+        for (int a = 0; a < d.ndim(); ++a) groups.push_back(d.axis_group(a));
+        return groups;
+      })
       .def("__eq__", [](const dtensor::DeviceMesh& a, const dtensor::DeviceMesh& b) { return a == b; }, py::is_operator())
       .def("__repr__", &dtensor::DeviceMesh::ToString)
       // torch's DeviceMesh.from_group(group, device_type, mesh=None, *, mesh_dim_names=None), 1-D: no new group.
@@ -187,6 +199,17 @@ void BindMesh(py::module_& m) {
   }, py::arg("world"), py::arg("shape"), py::arg("axis_names"));
 }
 
+// torch's Partial.reduce_op string: "sum", "avg", "max", "min".
+std::string PartialOpName(const dtensor::Partial& p) {
+  switch (p.reduce_op) {
+    case comm::ReduceOp::kSum: return "sum";
+    case comm::ReduceOp::kAvg: return "avg";
+    case comm::ReduceOp::kMax: return "max";
+    case comm::ReduceOp::kMin: return "min";
+    default: return "product";
+  }
+}
+
 void BindPlacements(py::module_& m) {
   py::class_<dtensor::Shard>(m, "Shard")
       .def(py::init([](int64_t dim) { return dtensor::Shard{dim}; }), py::arg("dim"))
@@ -195,12 +218,32 @@ void BindPlacements(py::module_& m) {
       // hashable like torch's placements (sets, dict keys).
       .def("__eq__", [](const dtensor::Shard& a, const dtensor::Shard& b) { return a == b; }, py::is_operator())
       .def("__hash__", [](const dtensor::Shard& a) { return py::hash(py::make_tuple("Shard", a.dim)); })
-      .def("__repr__", &dtensor::Shard::ToLongString);
+      .def("__repr__", &dtensor::Shard::ToLongString)
+      .def("__str__", &dtensor::Shard::ToString)  // torch's short form "S(0)"
+      .def("is_shard", [](const dtensor::Shard& a, std::optional<int64_t> dim) { return !dim || *dim == a.dim; },
+           py::arg("dim") = py::none())
+      .def("is_replicate", [](const dtensor::Shard&) { return false; })
+      .def("is_partial", [](const dtensor::Shard&, const py::object&) { return false; },
+           py::arg("reduce_op") = py::none())
+      // torch.chunk's piece `rank` of `num_chunks` along a dim of size curr_local_size: (size, offset).
+      .def_static("local_shard_size_and_offset", [](int64_t curr_local_size, int64_t num_chunks, int64_t rank) {
+        TESSEL_CHECK(num_chunks > 0 && rank >= 0 && rank < num_chunks && curr_local_size >= 0,
+                     "local_shard_size_and_offset: expected 0 <= rank < num_chunks and a size >= 0, got size ",
+                     curr_local_size, ", num_chunks ", num_chunks, ", rank ", rank);
+        const int64_t full = (curr_local_size + num_chunks - 1) / num_chunks, start = full * rank;
+        if (start >= curr_local_size) return py::make_tuple(0, curr_local_size);
+        return py::make_tuple(std::min(curr_local_size, start + full) - start, start);
+      }, py::arg("curr_local_size"), py::arg("num_chunks"), py::arg("rank"));
   py::class_<dtensor::Replicate>(m, "Replicate")
       .def(py::init<>())
       .def("__eq__", [](const dtensor::Replicate&, const dtensor::Replicate&) { return true; }, py::is_operator())
       .def("__hash__", [](const dtensor::Replicate&) { return py::hash(py::str("Replicate")); })
-      .def("__repr__", &dtensor::Replicate::ToLongString);
+      .def("__repr__", &dtensor::Replicate::ToLongString)
+      .def("__str__", &dtensor::Replicate::ToString)
+      .def("is_shard", [](const dtensor::Replicate&, const py::object&) { return false; }, py::arg("dim") = py::none())
+      .def("is_replicate", [](const dtensor::Replicate&) { return true; })
+      .def("is_partial", [](const dtensor::Replicate&, const py::object&) { return false; },
+           py::arg("reduce_op") = py::none());
   py::class_<dtensor::Partial>(m, "Partial")
       .def(py::init([](const std::string& op) {
              static const std::map<std::string, comm::ReduceOp> kOps = {
@@ -215,7 +258,14 @@ void BindPlacements(py::module_& m) {
       .def("__hash__", [](const dtensor::Partial& a) {
         return py::hash(py::make_tuple("Partial", static_cast<int>(a.reduce_op)));
       })
-      .def("__repr__", &dtensor::Partial::ToLongString);
+      .def("__repr__", &dtensor::Partial::ToLongString)
+      .def("__str__", &dtensor::Partial::ToString)
+      .def_property_readonly("reduce_op", [](const dtensor::Partial& a) { return PartialOpName(a); })
+      .def("is_shard", [](const dtensor::Partial&, const py::object&) { return false; }, py::arg("dim") = py::none())
+      .def("is_replicate", [](const dtensor::Partial&) { return false; })
+      .def("is_partial", [](const dtensor::Partial& a, std::optional<std::string> op) {
+        return !op || *op == PartialOpName(a);
+      }, py::arg("reduce_op") = py::none());
 }
 
 void BindDTensor(py::module_& m) {

@@ -1,6 +1,9 @@
 """DTensor's experimental and debug faces from Python: local_map (values and gradients against numpy in float64,
 in_grad_placements, redistribute_inputs, torch's misuse errors), to_local / from_local with grad_placements,
-visualize_sharding's table (golden text on 1-D and 2-D meshes), and tessel.utils._pytree."""
+visualize_sharding's table (golden text on 1-D and 2-D meshes), tessel.utils._pytree, and torch's small API
+surface around them: placements' is_shard / is_replicate / is_partial / reduce_op / str forms,
+Shard.local_shard_size_and_offset (against torch.chunk's split in numpy), DeviceMesh.mesh / device_type /
+get_all_groups, ProcessGroup.rank() / size() / group_name."""
 import collections
 import contextlib
 import io
@@ -225,6 +228,43 @@ def test_pytree_flatten_unflatten_map():
         pytree.tree_map(lambda a, b: a, [1, 2], (1, 2))
     with pytest.raises(ValueError, match="has length 2 but the spec refers to a pytree that holds 6 items"):
         pytree.tree_unflatten([1, 2], spec)
+
+
+def test_placement_predicates_and_string_forms():
+    s, r, p, m = Shard(1), Replicate(), Partial(), Partial("max")
+    assert (s.is_shard(), s.is_shard(1), s.is_shard(0), s.is_replicate(), s.is_partial()) == (True, True, False,
+                                                                                             False, False)
+    assert (r.is_shard(), r.is_replicate(), r.is_partial()) == (False, True, False)
+    assert (p.is_shard(), p.is_replicate(), p.is_partial(), p.is_partial("sum"), m.is_partial("sum")) == (
+        False, False, True, True, False)
+    assert (p.reduce_op, m.reduce_op) == ("sum", "max")
+    assert [str(x) for x in (s, r, p)] == ["S(1)", "R", "P(sum)"] and repr(s) == "Shard(dim=1)"
+    for size in range(0, 12):
+        for n in range(1, 6):
+            pieces = np.array_split(np.arange(size), [min(size, -(-size // n) * k) for k in range(1, n)])
+            for rank in range(n):  # torch.chunk: pieces of ceil(size / n), the last ones short or empty
+                want = (len(pieces[rank]), int(pieces[rank][0]) if len(pieces[rank]) else size)
+                assert Shard.local_shard_size_and_offset(size, n, rank) == want, (size, n, rank)
+    # torch 2.15 on these: torch.chunk(arange(5), 4) has pieces 2, 2, 1 and an empty fourth at offset 5
+    assert [Shard.local_shard_size_and_offset(5, 4, k) for k in range(4)] == [(2, 0), (2, 2), (1, 4), (0, 5)]
+    assert [Shard.local_shard_size_and_offset(6, 4, k) for k in range(4)] == [(2, 0), (2, 2), (2, 4), (0, 6)]
+    with pytest.raises(ValueError, match="0 <= rank < num_chunks"):
+        Shard.local_shard_size_and_offset(4, 2, 2)
+
+
+def test_mesh_and_group_torch_spellings():
+    got = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
+        g = mesh.get_group("tp")
+        got[world.rank] = (mesh.device_type, mesh.mesh.tolist(), [x.size for x in mesh.get_all_groups()], g.rank(),
+                           g.size(), g.rank == g.rank(), world.size() * 10, g.group_name == g.name)
+
+    tessel.run_ranks(4, rank_fn)
+    for r in range(4):
+        assert got[r] == ("cpu", [[0, 1], [2, 3]], [2, 2], r % 2, 2, True, 40, True)
 
 
 if __name__ == "__main__":

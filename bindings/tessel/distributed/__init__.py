@@ -360,6 +360,24 @@ ProcessGroup = _C.ProcessGroup
 ReduceOp = _C.ReduceOp
 
 
+class _CallableInt(int):
+    """A group's rank or size: an int (tessel's `group.rank`) that torch's method spelling `group.rank()` also
+    reads."""
+
+    def __call__(self):
+        return int(self)
+
+
+def _callable_int_property(prop):
+    return property(lambda group: _CallableInt(prop.fget(group)), doc=prop.__doc__)
+
+
+if not hasattr(ProcessGroup, "group_name"):  # once per interpreter (a reload must not wrap twice)
+    ProcessGroup.rank = _callable_int_property(ProcessGroup.__dict__["rank"])
+    ProcessGroup.size = _callable_int_property(ProcessGroup.__dict__["size"])
+    ProcessGroup.group_name = property(lambda group: group.name, doc="torch's ProcessGroup.group_name: the name")
+
+
 @_collective
 def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
     """In place over the group (default: the default group); async_op returns a Work to wait on."""

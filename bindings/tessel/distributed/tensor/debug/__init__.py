@@ -130,7 +130,7 @@ class CommDebugMode:
             lines.append("  " * depth + fqn)
             if noise_level >= 1:
                 for n, p in self._params.get(fqn, {}).items():
-                    placement = ", ".join(str(x) for x in p.placements) if getattr(p, "is_distributed", False) else \
+                    placement = ", ".join(repr(x) for x in p.placements) if getattr(p, "is_distributed", False) else \
                         "plain"
                     lines.append("  " * (depth + 1) + "%s: %s" % (n, placement))
             for phase in ("forward", "backward"):
