@@ -67,11 +67,25 @@ Tensor ScalarLike(const Tensor& t, double v) { return Scalar(v, t.dtype()); }
 // and int / 0 killed the process with SIGFPE.
 Tensor Floating(const Tensor& a) { return IsFloating(a.dtype()) ? a : Cast(a, DType::kFloat32); }
 
+// torch's lattice: bool < uint8, int8 < int16 < int32 < int64 < floating; uint8 with int8 is int16 (the
+// smallest type holding both ranges); float16 with bfloat16 is float32.
+int IntegralRank(DType d) {
+  switch (d) {
+    case DType::kUInt8: case DType::kInt8: return 1;
+    case DType::kInt16: return 2;
+    case DType::kInt32: return 3;
+    default: return 4;  // int64
+  }
+}
+
 DType PromoteTypes(DType a, DType b) {
   if (a == b || b == DType::kBool) return a;
   if (a == DType::kBool) return b;
   if (IsFloating(a) != IsFloating(b)) return IsFloating(a) ? a : b;
-  if (!IsFloating(a)) return DType::kInt64;  // int32 with int64
+  if (!IsFloating(a)) {
+    if (IntegralRank(a) == 1 && IntegralRank(b) == 1) return DType::kInt16;  // uint8 with int8
+    return IntegralRank(a) >= IntegralRank(b) ? a : b;
+  }
   return a == DType::kFloat64 || b == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
 }
 
@@ -388,7 +402,8 @@ void BindMath(py::class_<Tensor>& c) {
   const std::pair<const char*, DType> casts[] = {{"float", DType::kFloat32}, {"double", DType::kFloat64},
                                                  {"half", DType::kFloat16}, {"bfloat16", DType::kBFloat16},
                                                  {"long", DType::kInt64},   {"int", DType::kInt32},
-                                                 {"bool", DType::kBool}};
+                                                 {"bool", DType::kBool},    {"byte", DType::kUInt8},
+                                                 {"char", DType::kInt8},    {"short", DType::kInt16}};
   for (const auto& [name, dt] : casts) {
     c.def(name, [dt = dt](const Tensor& x) { return NoGil([&] { return x.dtype() == dt ? x : Cast(x, dt); }); });
   }

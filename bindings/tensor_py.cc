@@ -50,10 +50,13 @@ DType FromNumpy(const py::dtype& dt) {
     if (kind == 'f' && size == 2) return DType::kFloat16;
     if (kind == 'i' && size == 8) return DType::kInt64;
     if (kind == 'i' && size == 4) return DType::kInt32;
+    if (kind == 'i' && size == 2) return DType::kInt16;
+    if (kind == 'i' && size == 1) return DType::kInt8;
+    if (kind == 'u' && size == 1) return DType::kUInt8;
     if (kind == 'b' && size == 1) return DType::kBool;
   }
   throw py::type_error("tessel.tensor: unsupported numpy dtype " + py::str(static_cast<const py::handle&>(dt)).cast<std::string>() +
-                       " (float32, float64, float16, int64, int32, bool)");
+                       " (float32, float64, float16, int64, int32, int16, int8, uint8, bool)");
 }
 
 py::dtype ToNumpy(DType d) {
@@ -64,6 +67,9 @@ py::dtype ToNumpy(DType d) {
     case DType::kInt32: return py::dtype::of<int32_t>();
     case DType::kFloat16: return py::dtype("float16");
     case DType::kBool: return py::dtype::of<bool>();
+    case DType::kUInt8: return py::dtype::of<uint8_t>();
+    case DType::kInt8: return py::dtype::of<int8_t>();
+    case DType::kInt16: return py::dtype::of<int16_t>();
     default: break;
   }
   throw py::type_error("Tensor.numpy: no numpy dtype for " + std::string(DTypeName(d)) + " (cast it with .float() first)");
@@ -130,6 +136,9 @@ void BindDTypes(py::module_& m) {
       .value("int64", DType::kInt64)
       .value("int32", DType::kInt32)
       .value("bool", DType::kBool)
+      .value("uint8", DType::kUInt8)
+      .value("int8", DType::kInt8)
+      .value("int16", DType::kInt16)
       .def_property_readonly("is_floating_point", &IsFloating)
       .def_property_readonly("itemsize", &ElementSize);
   // Replaced, not overloaded (.def would add a sibling overload that enum_'s own repr shadows).
@@ -396,7 +405,7 @@ void BindTensor(py::module_& m) {
         // A Python number of the tensor's kind, as torch: int for integer dtypes (exact for every int64; a
         // float lost precision above 2^53 and broke lst[t.argmax().item()]), bool for bool.
         TESSEL_CHECK(t.numel() == 1, "item: expected a tensor with one element, got shape ", ShapeStr(t.sizes()));
-        if (t.dtype() == DType::kInt64 || t.dtype() == DType::kInt32) {
+        if (IsIntegral(t.dtype())) {
           const Tensor full = NoGil([&] { return t.is_distributed() ? t.impl()->MaterializeFull(t) : t; });
           Tensor c = Empty({1}, DType::kInt64);
           CopyInto(c, Reshape(full, {1}));

@@ -106,6 +106,12 @@ std::string_view SafetensorsDTypeName(DType dtype) {
       return "I32";
     case DType::kBool:
       return "BOOL";
+    case DType::kUInt8:
+      return "U8";
+    case DType::kInt8:
+      return "I8";
+    case DType::kInt16:
+      return "I16";
   }
   TESSEL_INTERNAL_ASSERT(false, "unknown dtype");
 }

@@ -404,7 +404,8 @@ def masked_scatter(x, mask, source):
 
 _TYPE_NAMES = {_dtypes.float32: "torch.FloatTensor", _dtypes.float64: "torch.DoubleTensor",
                _dtypes.float16: "torch.HalfTensor", _dtypes.bfloat16: "torch.BFloat16Tensor",
-               _dtypes.int64: "torch.LongTensor", _dtypes.int32: "torch.IntTensor", _dtypes.bool: "torch.BoolTensor"}
+               _dtypes.int64: "torch.LongTensor", _dtypes.int32: "torch.IntTensor", _dtypes.bool: "torch.BoolTensor",
+               _dtypes.int16: "torch.ShortTensor", _dtypes.int8: "torch.CharTensor", _dtypes.uint8: "torch.ByteTensor"}
 
 
 def _type(self, dtype=None, non_blocking=False):

@@ -11,12 +11,16 @@ bfloat16 = dtype.bfloat16
 float16 = dtype.float16
 int64 = dtype.int64
 int32 = dtype.int32
+int16 = dtype.int16
+int8 = dtype.int8
+uint8 = dtype.uint8
 bool = bool_dtype = dtype.bool  # noqa: A001 (torch.bool)
 float = float32  # noqa: A001
 double = float64
 half = float16
 long = int64
 int = int32  # noqa: A001
+short = int16
 
 
 
@@ -48,7 +52,7 @@ class iinfo:
     def __init__(self, type):  # noqa: A002
         if not isinstance(type, dtype) or type.is_floating_point or type == bool_dtype:
             raise TypeError("torch.iinfo() requires an integer input type, got %r" % (type,))
-        info = _np.iinfo({int64: _np.int64, int32: _np.int32}[type])
+        info = _np.iinfo({int64: _np.int64, int32: _np.int32, int16: _np.int16, int8: _np.int8, uint8: _np.uint8}[type])
         self.bits, self.min, self.max = info.bits, _builtins.int(info.min), _builtins.int(info.max)
         self.dtype = repr(type).split(".")[-1]
 
@@ -56,5 +60,5 @@ class iinfo:
         return "iinfo(min=%d, max=%d, dtype=%s)" % (self.min, self.max, self.dtype)
 
 
-__all__ = ["finfo", "iinfo", "dtype", "float32", "float64", "bfloat16", "float16", "int64", "int32", "bool", "float", "double",
-           "half", "long", "int"]
+__all__ = ["finfo", "iinfo", "dtype", "float32", "float64", "bfloat16", "float16", "int64", "int32", "int16", "int8",
+           "uint8", "bool", "float", "double", "half", "long", "int", "short"]

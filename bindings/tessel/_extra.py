@@ -29,8 +29,13 @@ def _scalar_like(x, v):
 # ---- elementwise, composed -------------------------------------------------------------------------
 
 def _pick(a, b, first):
-    """torch's minimum / maximum: NaN wins, a tie splits the gradient 0.5 / 0.5."""
+    """torch's minimum / maximum: NaN wins, a tie splits the gradient 0.5 / 0.5; integers and bools keep their
+    (promoted) dtype (the tie's average made them float32)."""
     w = _C._functional.where
+    if not a.dtype.is_floating_point and not b.dtype.is_floating_point:
+        from ._namespace import promote_types
+        dt = promote_types(a.dtype, b.dtype)
+        return w(first, a.to(dt), b.to(dt))
     return w(isnan(a), a, w(isnan(b), b, w(a == b, (a + b) * 0.5, w(first, a, b))))
 
 

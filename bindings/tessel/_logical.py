@@ -209,7 +209,7 @@ def masked_fill_(x, mask, value):
 
 
 _ITEMSIZE = {_dtypes.float32: 4, _dtypes.float64: 8, _dtypes.float16: 2, _dtypes.bfloat16: 2, _dtypes.int64: 8,
-             _dtypes.int32: 4, _dtypes.bool: 1}
+             _dtypes.int32: 4, _dtypes.bool: 1, _dtypes.int16: 2, _dtypes.int8: 1, _dtypes.uint8: 1}
 
 
 def split_with_sizes(x, split_sizes, dim=0):

@@ -31,12 +31,13 @@ _bool, _float, _int = builtins.bool, builtins.float, builtins.int
 
 # ---- dtype rules ------------------------------------------------------------------------------------------
 
-_CATEGORY = {_dtypes.bool: 0, _dtypes.int32: 1, _dtypes.int64: 1, _dtypes.float16: 2, _dtypes.bfloat16: 2,
-             _dtypes.float32: 2, _dtypes.float64: 2}
-_NAMES = {_dtypes.bool: "Bool", _dtypes.int32: "Int", _dtypes.int64: "Long", _dtypes.float16: "Half",
-          _dtypes.bfloat16: "BFloat16", _dtypes.float32: "Float", _dtypes.float64: "Double"}
-_WIDTH = {_dtypes.float16: 16, _dtypes.bfloat16: 16, _dtypes.float32: 32, _dtypes.float64: 64,
-          _dtypes.int32: 32, _dtypes.int64: 64}
+_CATEGORY = {_dtypes.bool: 0, _dtypes.uint8: 1, _dtypes.int8: 1, _dtypes.int16: 1, _dtypes.int32: 1, _dtypes.int64: 1,
+             _dtypes.float16: 2, _dtypes.bfloat16: 2, _dtypes.float32: 2, _dtypes.float64: 2}
+_NAMES = {_dtypes.bool: "Bool", _dtypes.uint8: "Byte", _dtypes.int8: "Char", _dtypes.int16: "Short",
+          _dtypes.int32: "Int", _dtypes.int64: "Long", _dtypes.float16: "Half", _dtypes.bfloat16: "BFloat16",
+          _dtypes.float32: "Float", _dtypes.float64: "Double"}
+_WIDTH = {_dtypes.float16: 16, _dtypes.bfloat16: 16, _dtypes.float32: 32, _dtypes.float64: 64, _dtypes.uint8: 8,
+          _dtypes.int8: 8, _dtypes.int16: 16, _dtypes.int32: 32, _dtypes.int64: 64}
 
 
 def _check_dtype(d, fn):
@@ -56,6 +57,8 @@ def promote_types(type1, type2):
         return type1 if c1 > c2 else type2
     if {type1, type2} == {_dtypes.float16, _dtypes.bfloat16}:
         return _dtypes.float32
+    if {type1, type2} == {_dtypes.uint8, _dtypes.int8}:  # the smallest type holding both ranges
+        return _dtypes.int16
     return type1 if _WIDTH[type1] >= _WIDTH[type2] else type2
 
 

@@ -40,12 +40,14 @@ def _pow_dtype(base, exponent):
         return a if ra > rb else b if rb > ra else _dtypes.float32  # bfloat16 with float16: float32
     if fa or fb:
         return a if fa else b
-    return _dtypes.int32 if a == b == _dtypes.int32 else _dtypes.int64
+    from ._namespace import promote_types
+    return promote_types(a, b)  # two integer (or bool) dtypes: torch's lattice (uint8 with int8 is int16)
 
 
 def _host_pow(base, exponent, dtype):
     """The value of pow on the host: numpy's power in the result's compute type (float32 for 16-bit)."""
-    compute = {_dtypes.float64: np.float64, _dtypes.int64: np.int64, _dtypes.int32: np.int32}.get(dtype, np.float32)
+    compute = {_dtypes.float64: np.float64, _dtypes.int64: np.int64, _dtypes.int32: np.int32, _dtypes.int16: np.int16,
+               _dtypes.int8: np.int8, _dtypes.uint8: np.uint8}.get(dtype, np.float32)
 
     def arr(x):
         if not isinstance(x, Tensor):

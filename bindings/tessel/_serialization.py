@@ -3,8 +3,8 @@ numpy array (its dtype and requires_grad kept; bfloat16 through float32, which h
 tessel.load(f) rebuilds them. Unlike torch's format the file is a plain pickle.
 
 tessel.load also reads the files torch.save writes (the zip format of torch >= 1.6): tensors and
-parameters (views, strides and shared storages kept as values; 8- and 16-bit integers widened to int32,
-which tessel has instead), inside dicts,
+parameters (views, strides and shared storages kept as values; every dtype tessel has: float32/64/16,
+bfloat16, int64/32/16/8, uint8, bool), inside dicts,
 OrderedDicts, lists and tuples — a torch state dict or checkpoint of them, loaded on the CPU whatever
 device it was saved from. Its unpickler builds nothing else (torch's weights_only=True semantics): any
 other class in the file is an UnpicklingError naming it.
@@ -83,8 +83,6 @@ def _torch_tensor(storage, offset, size, stride, requires_grad=False, backward_h
                                          % (size, array.size))
         view = np.lib.stride_tricks.as_strided(array[offset:], size, [s * array.itemsize for s in stride])
     view = view.copy(order="C")  # (np.ascontiguousarray would make a 0-d tensor 1-d)
-    if view.dtype in (np.int8, np.uint8, np.int16):  # no 8/16-bit integer dtype in tessel: widened, lossless
-        view = view.astype(np.int32)
     if dtype_name == _BF16:  # the raw bits: widen to float32 (exact), then back to bfloat16
         return _rebuild((view.astype(np.uint32) << 16).view(np.float32), _BF16, requires_grad)
     return _rebuild(view, str(view.dtype), requires_grad)

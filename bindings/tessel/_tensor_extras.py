@@ -247,7 +247,8 @@ def while_loop(cond_fn, body_fn, carried_inputs):
 
 _TYPE_NAMES = {_dtypes.float32: "FloatTensor", _dtypes.float64: "DoubleTensor", _dtypes.float16: "HalfTensor",
                _dtypes.bfloat16: "BFloat16Tensor", _dtypes.int64: "LongTensor", _dtypes.int32: "IntTensor",
-               _dtypes.bool: "BoolTensor"}
+               _dtypes.bool: "BoolTensor", _dtypes.int16: "ShortTensor", _dtypes.int8: "CharTensor",
+               _dtypes.uint8: "ByteTensor"}
 
 
 def typename(obj):

@@ -436,7 +436,7 @@ def test_load_reads_a_file_torch_save_wrote(tmp_path):
     assert d["flags"].tolist() == [True, False] and d["strided"].tolist() == [2.0, 4.0, 6.0]
     assert d["whole"].tolist() == list(map(float, range(10)))
     assert d["f64"].dtype == tessel.float64 and d["f64"].tolist() == [1e-300, 2.0]
-    assert d["i32"].tolist() == [-7] and d["u8"].dtype == tessel.int32 and d["u8"].tolist() == [255]
+    assert d["i32"].tolist() == [-7] and d["u8"].dtype == tessel.uint8 and d["u8"].tolist() == [255]
     assert d["list"][0].tolist() == [0.0] and d["list"][1] == (1, 2.5)
     assert d["scalar"].shape == () and d["scalar"].item() == 3.5  # 0-d stays 0-d
     assert d["scale"].shape == () and d["scale"].requires_grad and d["scale"].item() == 2.0

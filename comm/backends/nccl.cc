@@ -156,8 +156,12 @@ ncclDataType_t NcclType(DType dtype) {
     case DType::kInt64: return ncclInt64;
     case DType::kInt32: return ncclInt32;
     case DType::kBool: return ncclUint8;
+    case DType::kUInt8: return ncclUint8;
+    case DType::kInt8: return ncclInt8;
+    case DType::kInt16: break;  // NCCL has no 16-bit integer type
   }
-  return ncclUint8;
+  TESSEL_FAIL(ErrorCode::kUnimplemented, "NCCL: no NCCL data type for ", DTypeName(dtype),
+              " (NCCL has none for 16-bit integers); cast to int32 first");
 }
 
 ncclRedOp_t NcclOp(ReduceOp op, DType dtype) {

@@ -12,6 +12,9 @@ int64_t ElementSize(DType dtype) {
     case DType::kInt64: return 8;
     case DType::kInt32: return 4;
     case DType::kBool: return 1;
+    case DType::kUInt8: return 1;
+    case DType::kInt8: return 1;
+    case DType::kInt16: return 2;
   }
   return 0;
 }
@@ -25,6 +28,9 @@ std::string_view DTypeName(DType dtype) {
     case DType::kInt64: return "int64";
     case DType::kInt32: return "int32";
     case DType::kBool: return "bool";
+    case DType::kUInt8: return "uint8";
+    case DType::kInt8: return "int8";
+    case DType::kInt16: return "int16";
   }
   return "?";
 }
@@ -32,6 +38,14 @@ std::string_view DTypeName(DType dtype) {
 bool IsFloating(DType dtype) {
   return dtype == DType::kFloat32 || dtype == DType::kFloat64 || dtype == DType::kBFloat16 ||
          dtype == DType::kFloat16;
+}
+
+bool IsIntegral(DType dtype, bool include_bool) {
+  switch (dtype) {
+    case DType::kInt64: case DType::kInt32: case DType::kInt16: case DType::kInt8: case DType::kUInt8: return true;
+    case DType::kBool: return include_bool;
+    default: return false;
+  }
 }
 
 std::ostream& operator<<(std::ostream& os, DType dtype) { return os << DTypeName(dtype); }

@@ -15,13 +15,17 @@
 
 namespace tessel {
 
-enum class DType : uint8_t { kFloat32, kFloat64, kBFloat16, kFloat16, kInt64, kInt32, kBool };
+// New dtypes go at the end: the numeric values are written into files (checkpoint metadata keeps names,
+// but the gloo p2p handshake and tests compare the enum's values).
+enum class DType : uint8_t { kFloat32, kFloat64, kBFloat16, kFloat16, kInt64, kInt32, kBool, kUInt8, kInt8, kInt16 };
 
-inline constexpr int kNumDTypes = 7;
+inline constexpr int kNumDTypes = 10;
 
 int64_t ElementSize(DType dtype);
 std::string_view DTypeName(DType dtype);  // "float32", "bfloat16", ... (PyTorch spelling)
 bool IsFloating(DType dtype);
+// int64, int32, int16, int8, uint8 (and bool when include_bool), as torch's is_integral.
+bool IsIntegral(DType dtype, bool include_bool = false);
 std::ostream& operator<<(std::ostream& os, DType dtype);
 
 // 16-bit float storage types. Plain structs so sizeof == 2 and memcpy is the only way in or out.
@@ -60,6 +64,9 @@ template <> struct DTypeOf<Float16> { static constexpr DType value = DType::kFlo
 template <> struct DTypeOf<int64_t> { static constexpr DType value = DType::kInt64; };
 template <> struct DTypeOf<int32_t> { static constexpr DType value = DType::kInt32; };
 template <> struct DTypeOf<bool> { static constexpr DType value = DType::kBool; };
+template <> struct DTypeOf<uint8_t> { static constexpr DType value = DType::kUInt8; };
+template <> struct DTypeOf<int8_t> { static constexpr DType value = DType::kInt8; };
+template <> struct DTypeOf<int16_t> { static constexpr DType value = DType::kInt16; };
 
 // Loads/stores one element as the compute type (float for 16-bit floats).
 inline float ToCompute(BFloat16 v) { return BFloat16BitsToFloat(v.bits); }
@@ -69,6 +76,9 @@ inline double ToCompute(double v) { return v; }
 inline int64_t ToCompute(int64_t v) { return v; }
 inline int32_t ToCompute(int32_t v) { return v; }
 inline bool ToCompute(bool v) { return v; }
+inline uint8_t ToCompute(uint8_t v) { return v; }
+inline int8_t ToCompute(int8_t v) { return v; }
+inline int16_t ToCompute(int16_t v) { return v; }
 
 template <typename T, typename C>
 inline T FromCompute(C v) {
@@ -103,6 +113,9 @@ using ComputeT = decltype(ToCompute(std::declval<T>()));
     TESSEL_DISPATCH_CASE(::tessel::DType::kInt64, int64_t, __VA_ARGS__)                     \
     TESSEL_DISPATCH_CASE(::tessel::DType::kInt32, int32_t, __VA_ARGS__)                     \
     TESSEL_DISPATCH_CASE(::tessel::DType::kBool, bool, __VA_ARGS__)                         \
+    TESSEL_DISPATCH_CASE(::tessel::DType::kUInt8, uint8_t, __VA_ARGS__)                     \
+    TESSEL_DISPATCH_CASE(::tessel::DType::kInt8, int8_t, __VA_ARGS__)                       \
+    TESSEL_DISPATCH_CASE(::tessel::DType::kInt16, int16_t, __VA_ARGS__)                     \
   }
 #define TESSEL_DISPATCH_FLOATING_TYPES(dtype, op_name, ...)                                        \
   switch (dtype) {                                                                                 \

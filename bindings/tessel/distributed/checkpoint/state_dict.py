@@ -118,7 +118,8 @@ def _broadcast_optimizer_state_from_rank0(model, opt, optim_state_dict):
     if unknown:  # every rank sees the same meta, so all raise alike before any tensor moves
         raise ValueError("broadcast_from_rank0: %s name no parameter of the model" % unknown)
     dtypes = {str(d): d for d in (_C.dtype.float32, _C.dtype.float64, _C.dtype.bfloat16, _C.dtype.float16,
-                                  _C.dtype.int64, _C.dtype.int32, _C.dtype.bool)}
+                                  _C.dtype.int64, _C.dtype.int32, _C.dtype.int16, _C.dtype.int8,
+                                  _C.dtype.uint8, _C.dtype.bool)}
     loaded = {}
     for key, shape, dtype, value in box[0]:
         if shape is None:
