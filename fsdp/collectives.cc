@@ -206,12 +206,25 @@ void PostReduce(ReduceScatterResult& result, const ReduceSpec& spec, bool on_str
     }
   }
   bool adopted = false;
+  std::vector<size_t> updated;
   for (size_t i = 0; i < t.params.size(); ++i) {
     if (!flags.empty() && flags[i] == 0.0) continue;
     adopted = t.params[i]->SetShardedGradFrom(result.output, t.offsets[i]) || adopted;
+    updated.push_back(i);
   }
   // The sharded .grads that are views of the output keep its block alive: it now holds gradients.
   if (adopted) result.output.impl()->RetagMemory(memory::Ledger::kGrads);
+  // The sharded parameters' post-accumulate-grad hooks, now that their .grad holds this backward's reduced
+  // gradient (PyTorch's FSDP2 runs them here: optimizer-in-backward steps each shard as it is ready). The
+  // sharded parameter is not in the autograd graph (the unsharded one is), so its AccumulateGrad never runs
+  // them. On the stream path the flags are not known yet, so every parameter of the block counts as updated.
+  for (size_t i : updated) {
+    const Tensor& param = t.params[i]->sharded_param();
+    const AutogradMeta* meta = param.impl()->autograd_meta();
+    if (meta == nullptr || meta->post_accumulate_grad_hooks.empty() || !param.grad().defined()) continue;
+    const std::vector<PostAccumulateGradHook> hooks = meta->post_accumulate_grad_hooks;  // a hook may add one
+    for (const PostAccumulateGradHook& hook : hooks) hook(param);
+  }
 }
 
 }  // namespace

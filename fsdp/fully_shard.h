@@ -49,6 +49,10 @@
 // in backward the reverse post-forward order, as PyTorch documents: the root's pre-backward issues
 // layers.N-1, whose pre-backward issues layers.N-2 before its own gradients are computed, ...
 //
+// Post-accumulate-grad hooks (RegisterPostAccumulateGradHook on a sharded parameter, PyTorch's
+// register_post_accumulate_grad_hook) run right after a reduction sets that parameter's sharded .grad, during the
+// backward (optimizer-in-backward); an unsynchronized backward reduces nothing and runs none.
+//
 // Gradient accumulation (SetRequiresGradientSync(false)): no collective; each rank adds its unsharded
 // gradients into one flat buffer per group laid out like the reduce-scatter input (reduce dtype, grads
 // ledger), and the next synced backward adds its own and reduces that buffer in its one reduce-scatter,

@@ -274,7 +274,9 @@ Tensor.register_hook = _register_hook
 def _register_post_accumulate_grad_hook(self, hook):
     """torch's Tensor.register_post_accumulate_grad_hook: hook(tensor) runs right after a backward pass added
     into this leaf's .grad (the optimizer-in-backward pattern: step and free each gradient as it is ready). The
-    hook gets this very tensor object (a Parameter stays the same key of the caller's dicts)."""
+    hook gets this very tensor object (a Parameter stays the same key of the caller's dicts). On a fully_shard
+    parameter it runs once its reduce-scatter has set the sharded .grad (as torch's FSDP2), so optimizer-in-
+    backward steps each shard during the backward."""
     import weakref
     if not self.requires_grad:
         raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
