@@ -198,7 +198,8 @@ def _numerical_columns(func, inputs, j, eps):
             moved = base.copy().reshape(-1)
             moved[k] += sign * eps
             args = list(inputs)
-            args[j] = _C._from_numpy(np.ascontiguousarray(moved.reshape(base.shape))).to(x.dtype)
+            # .copy(), not np.ascontiguousarray: that makes a 0-d input (a grad_output of a scalar) 1-d
+            args[j] = _C._from_numpy(moved.reshape(base.shape).copy()).to(x.dtype)
             with _C._GradMode(False):
                 outs, _ = _as_tuple(func(*args))
             values.append(np.concatenate([o.detach().to(_C.dtype.float64).numpy().reshape(-1) for o in outs
@@ -262,8 +263,9 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=
         outs, _ = _as_tuple(func(*inputs))
     if grad_outputs is None:
         rng = np.random.default_rng(0)
-        grad_outputs = tuple(_C._from_numpy(rng.standard_normal(tuple(o.shape))).to(o.dtype).requires_grad_(True)
-                             for o in outs)
+        # np.asarray: for a 0-d output standard_normal(()) is a numpy scalar, which became a [1] tensor
+        grad_outputs = tuple(_C._from_numpy(np.asarray(rng.standard_normal(tuple(o.shape)))).to(o.dtype)
+                             .requires_grad_(True) for o in outs)
     grad_outputs, _ = _as_tuple(grad_outputs)
     n = len(inputs)
 

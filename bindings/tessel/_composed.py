@@ -568,13 +568,19 @@ def multi_dot(tensors):
 
 
 def cond(A, p=None):
-    from .linalg import _back, _host
-    return _back(np.asarray(np.linalg.cond(_host(A, "cond"), p)), A)
+    """torch.linalg.cond: σ_max / σ_min for p None or 2 (σ_min / σ_max for -2), else ‖A‖_p ‖A⁻¹‖_p (square A);
+    differentiable through svdvals / inv."""
+    from . import linalg
+    if p is None or p in (2, -2):
+        s = linalg.svdvals(A)
+        big, small = s.amax(-1), -(-s).amax(-1)
+        return big / small if p != -2 else small / big
+    return linalg.matrix_norm(A, p) * linalg.matrix_norm(linalg.inv(A), p)
 
 
 def _solve_triangular_host(A, B, upper, left, unitriangular):
     from .linalg import _back, _host
-    a, b = _host(A, "solve_triangular", True), _host(B, "solve_triangular", True)
+    a, b = _host(A, "solve_triangular"), _host(B, "solve_triangular")
     a = np.triu(a) if upper else np.tril(a)
     if unitriangular:
         a = a - np.eye(a.shape[-1]) * np.diagonal(a, axis1=-2, axis2=-1)[..., None, :] + np.eye(a.shape[-1])

@@ -11,10 +11,17 @@ backward formulas (torch's derivatives.yaml gives the same):
     eigh       Ā = V (diag(w̄) + F ∘ Vᵀ V̄) Vᵀ,  F_ij = 1/(w_j - w_i), 0 on the diagonal
     eigvalsh   Ā = V diag(w̄) Vᵀ
     svdvals    Ā = U diag(s̄) Vᵀ
+    svd        Ā = U [sk(Uᵀ Ū)/E · S + S · sk(Vᵀ V̄)/E + diag(s̄)] Vᵀ + (I − U Uᵀ) Ū S⁻¹ Vᵀ + U S⁻¹ V̄ᵀ (I − V Vᵀ)
+               (sk(X) = X − Xᵀ, E_ij = s_j² − s_i²; torch's svd_backward, real case)
+    qr         m ≥ n: Ā = (Q̄ + Q copyltu(M)) R⁻ᵀ,  M = R R̄ᵀ − Q̄ᵀ Q  (copyltu: the lower triangle mirrored up);
+               m < n: A = [X | Y], Ȳ = Q R̄_Y, X̄ = the square case with Q̄ + Y R̄_Yᵀ and R̄_X
+    pinv       Ā = −A⁺ᵀ Ḡ A⁺ᵀ + (I − A A⁺) Ḡᵀ A⁺ A⁺ᵀ + A⁺ᵀ A⁺ Ḡᵀ (I − A⁺ A)   (constant rank)
+    lstsq      the solution as pinv(A) B (its value from LAPACK's least squares)
 
 Each backward recomputes what it needs through the public, differentiable function on the saved input, so a
 create_graph=True backward (a Hessian, a gradient penalty) differentiates again correctly; svdvals has no
-differentiable SVD to recompute through and refuses create_graph. For a symmetric input the cholesky and
+differentiable SVD to recompute through and refuses create_graph (svd, qr and pinv recompute through their own
+Functions, so they differentiate twice). For a symmetric input the cholesky and
 eigh gradients are symmetric (the derivative along symmetric perturbations, as torch gives). det, slogdet,
 inv and solve need an invertible A for their gradient (torch's det also covers singular A through an SVD).
 """
@@ -214,3 +221,104 @@ def _eye_like_k(s):
     from ._tensor import eye
     identity = eye(s.shape[-1], dtype=s.dtype)
     return identity.expand(*(list(s.shape) + [s.shape[-1]])) if s.dim() > 1 else identity
+
+
+def _scale_cols(x, s):
+    return x * s.unsqueeze(-2)
+
+
+def _scale_rows(x, s):
+    return x * s.unsqueeze(-1)
+
+
+class Svd(Function):
+    forward = _host_forward("_svd_host")  # options: (full_matrices,)
+
+    @staticmethod
+    def backward(ctx, g_u, g_s, g_vh):
+        a, = ctx.saved_tensors
+        m, n = a.shape[-2], a.shape[-1]
+        # an all-zero gradient (what autograd passes for an output the loss did not use) contributes nothing
+        g_u = None if g_u is None or not bool((g_u != 0).any()) else g_u
+        g_vh = None if g_vh is None or not bool((g_vh != 0).any()) else g_vh
+        if ctx.options[0] and m != n and (g_u is not None or g_vh is not None):
+            raise NotImplementedError("svd_backward: The derivative of linalg.svd is not implemented when "
+                                      "full_matrices=True and the matrix is not square (its extra singular vectors "
+                                      "are not unique); use full_matrices=False")
+        u, s, vh = _linalg().svd(a, full_matrices=False)
+        v = _mT(vh)
+        k = s.shape[-1]  # (square with full_matrices: the full and reduced factors coincide)
+        g_s = s * 0 if g_s is None else g_s
+        if g_u is None and g_vh is None:
+            return u @ _unsqueeze_diag(g_s, _eye_like_k(s)) @ vh, None
+        s2 = s * s
+        e = s2.unsqueeze(-2) - s2.unsqueeze(-1)  # [i, j] = s_j² − s_i²
+        eye = _eye_like_k(s)
+        e = e + eye  # 1 on the diagonal, where the skew parts are 0
+        inner = _unsqueeze_diag(g_s, eye)
+        term = 0
+        if g_u is not None:
+            g_u = g_u[..., :k]
+            uhgu = _mT(u) @ g_u
+            inner = inner + _scale_cols((uhgu - _mT(uhgu)) / e, s)
+            if m > k:  # (I − U Uᵀ) Ū S⁻¹ Vᵀ
+                term = term + _scale_cols(g_u - u @ uhgu, 1.0 / s) @ vh
+        if g_vh is not None:
+            g_v = _mT(g_vh)[..., :k]
+            vhgv = vh @ g_v
+            inner = inner + _scale_rows((vhgv - _mT(vhgv)) / e, s)
+            if n > k:  # U S⁻¹ V̄ᵀ (I − V Vᵀ)
+                term = term + _scale_cols(u, 1.0 / s) @ _mT(g_v - v @ vhgv)
+        return u @ inner @ vh + term, None
+
+
+def _copyltu(m):
+    return m.tril() + _mT(m.tril(-1))
+
+
+def _qr_backward_tall(q, r, g_q, g_r):
+    """m ≥ n: Ā = (Q̄ + Q copyltu(M)) R⁻ᵀ with M = R R̄ᵀ − Q̄ᵀ Q."""
+    m = r @ _mT(g_r) - _mT(g_q) @ q
+    b = g_q + q @ _copyltu(m)
+    return _linalg().solve_triangular(_mT(r), b, upper=False, left=False)
+
+
+class Qr(Function):
+    forward = _host_forward("_qr_host")  # options: (mode,)
+
+    @staticmethod
+    def backward(ctx, g_q, g_r):
+        a, = ctx.saved_tensors
+        mode = ctx.options[0]
+        rows, cols = a.shape[-2], a.shape[-1]
+        if mode == "r":
+            raise RuntimeError("The derivative of linalg.qr depends on Q, which is not computed when mode='r'. "
+                               "Please use linalg.qr(A, mode='reduced') if you are going to differentiate through "
+                               "linalg.qr.")
+        if mode == "complete" and rows > cols:
+            raise NotImplementedError("The QR decomposition is not differentiable when mode='complete' and "
+                                      "nrows > ncols.")
+        q, r = _linalg().qr(a, mode="reduced")
+        g_q = q * 0 if g_q is None else g_q
+        g_r = r * 0 if g_r is None else g_r
+        if rows >= cols:
+            return _qr_backward_tall(q, r, g_q, g_r), None
+        y = a[..., rows:]
+        g_rx, g_ry = g_r[..., :rows], g_r[..., rows:]
+        g_x = _qr_backward_tall(q, r[..., :rows], g_q + y @ _mT(g_ry), g_rx)
+        return _C._functional.cat([g_x, q @ g_ry], -1), None
+
+
+class Pinv(Function):
+    forward = _host_forward("_pinv_host")  # options: (hermitian,)
+
+    @staticmethod
+    def backward(ctx, g):
+        a, = ctx.saved_tensors
+        p = _linalg().pinv(a, hermitian=ctx.options[0])
+        pt = _mT(p)
+        gt = _mT(g)
+        out = -(pt @ g @ pt)
+        out = out + (gt - a @ (p @ gt)) @ (p @ pt)  # (I − A A⁺) Ḡᵀ A⁺ A⁺ᵀ
+        out = out + (pt @ p) @ (gt - (gt @ p) @ a)  # A⁺ᵀ A⁺ Ḡᵀ (I − A⁺ A)
+        return out, None

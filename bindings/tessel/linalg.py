@@ -56,8 +56,8 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
 
 
 def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):  # noqa: A002
-    """Frobenius, 1 / -1 (max / min column sum of |A|), inf / -inf (row sums), and 2 / -2 / 'nuc' (singular
-    values, host-side: constants only)."""
+    """Frobenius, 1 / -1 (max / min column sum of |A|), inf / -inf (row sums), and 2 / -2 / 'nuc' (through the
+    differentiable svdvals)."""
     A = _float(A, dtype)
     r, c = _dims(dim, A.dim())
     if ord == "fro":
@@ -92,11 +92,8 @@ def _needs_grad(*xs):
     return _C.is_grad_enabled() and builtins.any(isinstance(x, Tensor) and x.requires_grad for x in xs)
 
 
-def _host(x, name, differentiable=False):
-    if not differentiable and isinstance(x, Tensor) and x.requires_grad and _C.is_grad_enabled():
-        raise NotImplementedError("torch.linalg.%s of a tensor that requires grad: tessel computes it on the host "
-                                  "with numpy's LAPACK and has no gradient for it (detach it, or run under "
-                                  "no_grad)" % name)
+def _host(x, name):
+    """x as a numpy array for LAPACK (the differentiable ops wrap this in tessel/_linalg_grad.py's Functions)."""
     if x.is_distributed:
         raise NotImplementedError("torch.linalg.%s of a DTensor: call full_tensor() first" % name)
     return (x.float() if x.dtype in (_dtypes.bfloat16, _dtypes.float16) else x).detach().numpy()
@@ -107,13 +104,22 @@ def _back(a, like):
     return out.to(like.dtype) if out.dtype != like.dtype and like.dtype.is_floating_point else out
 
 
-def svd(A, full_matrices=True):
+_SVD = collections.namedtuple("svd", ["U", "S", "Vh"])
+
+
+def _svd_host(A, full_matrices):
     u, s, vh = np.linalg.svd(_host(A, "svd"), full_matrices=full_matrices)
     return _back(u, A), _back(s, A), _back(vh, A)
 
 
+def svd(A, full_matrices=True):
+    """(U, S, Vh), a namedtuple as torch's; differentiable (tessel/_linalg_grad.py: the gradient of U and Vh
+    needs distinct singular values, as torch's, and full_matrices=False unless A is square)."""
+    return _SVD(*(_grad().Svd.apply(A, full_matrices) if _needs_grad(A) else _svd_host(A, full_matrices)))
+
+
 def _svdvals_host(A):
-    return _back(np.linalg.svd(_host(A, "svdvals", True), compute_uv=False), A)
+    return _back(np.linalg.svd(_host(A, "svdvals"), compute_uv=False), A)
 
 
 def svdvals(A):
@@ -125,7 +131,7 @@ _LSTSQ = collections.namedtuple("lstsq", ["solution", "residuals", "rank", "sing
 
 
 def _eigh_host(A, UPLO):
-    w, v = np.linalg.eigh(_host(A, "eigh", True), UPLO=UPLO)
+    w, v = np.linalg.eigh(_host(A, "eigh"), UPLO=UPLO)
     return _back(w, A), _back(v, A)
 
 
@@ -135,13 +141,20 @@ def eigh(A, UPLO="L"):
 
 
 def lstsq(A, B, rcond=None, *, driver=None):
+    """The least-squares (minimum-norm) solution, residuals, rank and singular values (numpy's LAPACK); under
+    autograd the solution is pinv(A) @ B, which is differentiable (A of constant rank)."""
     solution, residuals, rank, sv = np.linalg.lstsq(_host(A, "lstsq"), _host(B, "lstsq"), rcond=rcond)
-    return _LSTSQ(_back(solution, A), _back(residuals, A), _C._from_numpy(np.asarray(rank, dtype=np.int64)),
-                  _back(sv, A))
+    if _needs_grad(A, B):
+        b = B.unsqueeze(-1) if B.dim() == A.dim() - 1 else B
+        x = pinv(A) @ b
+        solution = x.squeeze(-1) if B.dim() == A.dim() - 1 else x
+    else:
+        solution = _back(solution, A)
+    return _LSTSQ(solution, _back(residuals, A), _C._from_numpy(np.asarray(rank, dtype=np.int64)), _back(sv, A))
 
 
 def _eigvalsh_host(A, UPLO):
-    return _back(np.linalg.eigvalsh(_host(A, "eigvalsh", True), UPLO=UPLO), A)
+    return _back(np.linalg.eigvalsh(_host(A, "eigvalsh"), UPLO=UPLO), A)
 
 
 def eigvalsh(A, UPLO="L"):
@@ -154,7 +167,7 @@ def _grad():
 
 
 def _inv_host(A):
-    return _back(np.linalg.inv(_host(A, "inv", True)), A)
+    return _back(np.linalg.inv(_host(A, "inv")), A)
 
 
 def inv(A):
@@ -162,7 +175,7 @@ def inv(A):
 
 
 def _det_host(A):
-    return _back(np.asarray(np.linalg.det(_host(A, "det", True))), A)
+    return _back(np.asarray(np.linalg.det(_host(A, "det"))), A)
 
 
 def det(A):
@@ -170,7 +183,7 @@ def det(A):
 
 
 def _slogdet_host(A):
-    sign, logabs = np.linalg.slogdet(_host(A, "slogdet", True))
+    sign, logabs = np.linalg.slogdet(_host(A, "slogdet"))
     return _back(np.asarray(sign), A), _back(np.asarray(logabs), A)
 
 
@@ -182,7 +195,7 @@ def slogdet(A):
 
 
 def _solve_host(A, B, left):
-    a, b = _host(A, "solve", True), _host(B, "solve", True)
+    a, b = _host(A, "solve"), _host(B, "solve")
     if not left:  # X A = B  <=>  Aᵀ Xᵀ = Bᵀ
         return _back(np.swapaxes(np.linalg.solve(np.swapaxes(a, -1, -2), np.swapaxes(b, -1, -2)), -1, -2), A)
     if b.ndim == a.ndim - 1:  # a batch of vectors (torch's rule; numpy 1.x would read [n, n] @ [n] differently)
@@ -195,7 +208,7 @@ def solve(A, B, *, left=True):
 
 
 def _cholesky_host(A, upper):
-    lower = np.linalg.cholesky(_host(A, "cholesky", True))
+    lower = np.linalg.cholesky(_host(A, "cholesky"))
     return _back(np.swapaxes(lower, -1, -2).conj() if upper else lower, A)
 
 
@@ -208,19 +221,34 @@ def matrix_rank(A, *, hermitian=False):
                                      dtype=np.int64))
 
 
-def pinv(A, *, hermitian=False):
+def _pinv_host(A, hermitian):
     return _back(np.linalg.pinv(_host(A, "pinv"), hermitian=hermitian), A)
+
+
+def pinv(A, *, hermitian=False):
+    return _grad().Pinv.apply(A, hermitian) if _needs_grad(A) else _pinv_host(A, hermitian)
 
 
 matmul = _C.Tensor.matmul
 
 
+def _qr_host(A, mode):
+    a = _host(A, "qr")
+    if mode == "r":  # numpy returns R alone (unpacking it as (Q, R) split R's rows)
+        r = np.linalg.qr(a, mode="r") if a.ndim == 2 else np.linalg.qr(a, mode="reduced")[1]
+        return _back(np.zeros((0,)), A), _back(r, A)
+    q, r = np.linalg.qr(a, mode=mode)
+    return _back(q, A), _back(r, A)
+
+
 def qr(A, mode="reduced"):
-    """(Q, R) of A = QR (numpy's LAPACK, as torch's on the CPU: the same Householder signs)."""
-    q, r = np.linalg.qr(_host(A, "qr"), mode={"reduced": "reduced", "complete": "complete", "r": "r"}[mode])
-    if mode == "r":
-        return _QR(_back(np.zeros((0,)), A), _back(q, A))
-    return _QR(_back(q, A), _back(r, A))
+    """(Q, R) of A = QR (numpy's LAPACK, as torch's on the CPU: the same Householder signs); differentiable
+    (tessel/_linalg_grad.py) except mode='r' and mode='complete' of a tall matrix, whose backward raises as
+    torch's."""
+    if mode not in ("reduced", "complete", "r"):
+        raise ValueError("qr received unrecognized mode '%s' but expected one of 'reduced' (default), 'r', or "
+                         "'complete'" % mode)
+    return _QR(*(_grad().Qr.apply(A, mode) if _needs_grad(A) else _qr_host(A, mode)))
 
 
 def cross(input, other, *, dim=-1):
@@ -319,7 +347,7 @@ def _cholesky_info(m):
 def _each_with_info(A, op, info_of):
     """After a batched op failed: op of every matrix (NaN where it fails; no gradient, a batch with a failure is
     a diagnostic as torch's *_ex results for the failed entries are) and LAPACK's info for each."""
-    a = _host(A, "ex", True)
+    a = _host(A, "ex")
     outs, codes = [], []
     for m in a.reshape((-1,) + a.shape[-2:]):
         try:
