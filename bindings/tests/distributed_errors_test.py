@@ -1,5 +1,7 @@
 """torch.distributed's exception classes from tessel's error codes (bindings/errors_py.cc): the hierarchy, a store
-wait's timeout, a collective's timeout and a peer that failed, each caught as a torch script catches it."""
+wait's timeout, a collective's timeout and a peer that failed, each caught as a torch script catches it; and torch
+2.15's newer spellings: set_timeout, all_gather_single / reduce_scatter_single / gather_single (gather_into_tensor),
+is_backend_available, get_default_backend_for_device."""
 import datetime
 import sys
 import time
@@ -51,6 +53,50 @@ def test_distributed_errors_follow_torchs_hierarchy():
         tessel.run_ranks(2, failed_peer)
     # The peer is known to be gone: an error at once (not after the 30 s timeout), a DistBackendError.
     assert type(caught["failed"]) is dist.DistBackendError and caught["after"] < 5.0
+
+
+def test_newer_collective_spellings_and_set_timeout():
+    got = {}
+
+    def rank_fn(world):
+        dist.init_process_group("gloo")
+        r = world.rank
+        x = tessel.tensor([10.0 * r, 10.0 * r + 1])
+        cat, stacked = tessel.zeros(4), tessel.zeros(2, 2)
+        dist.all_gather_single(cat, x)
+        dist.all_gather_single(stacked, x)
+        out = tessel.zeros(2)
+        dist.reduce_scatter_single(out, tessel.arange(4.0) * (r + 1))
+        out_stacked = tessel.zeros(2)
+        dist.reduce_scatter_tensor(out_stacked, (tessel.arange(4.0) * (r + 1)).reshape(2, 2))  # torch's stacked form
+        assert out_stacked.tolist() == out.tolist()
+        dst = tessel.zeros(2, 2) if r == 1 else None
+        dist.gather_single(x, dst, dst=1)
+        dst2 = tessel.zeros(4) if r == 0 else None
+        dist.gather_into_tensor(x, dst2)
+        dist.set_timeout(datetime.timedelta(seconds=0.2))
+        timeout = world.timeout
+        if r == 1:
+            time.sleep(0.7)
+        else:
+            with pytest.raises(dist.DistTimeoutError, match="never arrived|timed out"):
+                dist.all_reduce(tessel.ones(1))
+        got[r] = (cat.tolist(), stacked.tolist(), out.tolist(), None if dst is None else dst.tolist(),
+                  None if dst2 is None else dst2.tolist(), timeout)
+
+    tessel.run_ranks(2, rank_fn)
+    for r in (0, 1):
+        cat, stacked, out, dst, dst2, timeout = got[r]
+        assert cat == [0.0, 1.0, 10.0, 11.0] and stacked == [[0.0, 1.0], [10.0, 11.0]]
+        assert out == ([0.0, 3.0] if r == 0 else [6.0, 9.0])  # arange(4) * (1 + 2), this rank's half
+        assert timeout == datetime.timedelta(seconds=0.2)
+    assert got[1][3] == [[0.0, 1.0], [10.0, 11.0]] and got[0][3] is None
+    assert got[0][4] == [0.0, 1.0, 10.0, 11.0] and got[1][4] is None
+    assert dist.is_backend_available("gloo") and not dist.is_backend_available("mpi")
+    assert dist.get_default_backend_for_device("cpu") == "gloo"
+    assert dist.get_default_backend_for_device("cuda:1") == "nccl"
+    with pytest.raises(ValueError, match="Default backend not registered for device : xpu"):
+        dist.get_default_backend_for_device("xpu")
 
 
 if __name__ == "__main__":

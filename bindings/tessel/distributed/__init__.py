@@ -386,13 +386,78 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
 
 @_collective
 def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=False):
-    return _group(group, "all_gather_into_tensor").all_gather_into_tensor(output_tensor, input_tensor,
-                                                                                     async_op)
+    """output_tensor: the inputs concatenated on dim 0, or (torch's other form) stacked: [world, *input.shape]."""
+    g = _group(group, "all_gather_into_tensor")
+    output_tensor, input_tensor = _unstacked(output_tensor, input_tensor, g)
+    return g.all_gather_into_tensor(output_tensor, input_tensor, async_op)
 
 
 @_collective
-def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=False):
-    return _group(group, "reduce_scatter_tensor").reduce_scatter_tensor(output, input, op, async_op)
+def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=False):  # noqa: A002
+    """input: the ranks' blocks concatenated on dim 0, or (torch's other form) stacked: [world, *output.shape]."""
+    g = _group(group, "reduce_scatter_tensor")
+    input, output = _unstacked(input, output, g)  # noqa: A001
+    return g.reduce_scatter_tensor(output, input, op, async_op)
+
+
+def _unstacked(whole, piece, g):
+    """(whole, piece) with a stacked whole [world, *piece.shape] seen as the concatenation (a view: the collective
+    writes through it); a 0-d piece as [1]."""
+    if piece.dim() == 0:
+        piece = piece.reshape(1)
+    if tuple(whole.shape) == (g.size,) + tuple(piece.shape) and whole.is_contiguous() and g.size > 0:
+        whole = whole.view(g.size * piece.shape[0], *piece.shape[1:])
+    return whole, piece
+
+
+def all_gather_single(output_tensor, input_tensor, group=None, async_op=False):
+    """torch 2.15's name for all_gather_into_tensor (output: the inputs concatenated or stacked on dim 0)."""
+    return all_gather_into_tensor(output_tensor, input_tensor, group, async_op)
+
+
+def reduce_scatter_single(output, input, op=ReduceOp.SUM, group=None, async_op=False):  # noqa: A002 (torch's)
+    """torch 2.15's name for reduce_scatter_tensor."""
+    return reduce_scatter_tensor(output, input, op, group, async_op)
+
+
+def gather_single(tensor, gather_tensor=None, dst=None, group=None, async_op=False, group_dst=None):
+    """Rank dst's gather_tensor (every rank's tensor concatenated or stacked on dim 0) from one all-gather; other
+    ranks pass None."""
+    g = _group(group, "gather_single")
+    root = _group_peer(g, 0 if dst is None and group_dst is None else dst, group_dst, "gather_single", "dst")
+    from .._tensor import empty
+    gathered = empty(g.size * tensor.shape[0] if tensor.dim() else g.size, *tensor.shape[1:], dtype=tensor.dtype)
+    all_gather_into_tensor(gathered, tensor.contiguous(), group=g)
+    if g.rank == root:
+        if gather_tensor is None or gather_tensor.numel() != gathered.numel():
+            raise ValueError("gather_single: the destination needs a gather_tensor of %d elements (%d ranks x %s), "
+                             "got %s" % (gathered.numel(), g.size, tuple(tensor.shape),
+                                         None if gather_tensor is None else tuple(gather_tensor.shape)))
+        gather_tensor.copy_(gathered.reshape(gather_tensor.shape))
+    return _done(async_op)
+
+
+gather_into_tensor = gather_single  # torch's older name for it
+
+
+def set_timeout(timeout, group=None):
+    """torch.distributed.set_timeout: every later call on the group (default: the default group) has this
+    deadline."""
+    _group(group, "set_timeout").timeout = timeout
+
+
+def is_backend_available(backend):
+    """gloo (processes) and threads (run_ranks) on this build's Python face; nccl needs a GPU build."""
+    return str(backend).lower() in ("gloo", "threads") or (str(backend).lower() == "nccl" and is_nccl_available())
+
+
+def get_default_backend_for_device(device):
+    """torch's mapping: "cpu" -> "gloo", "cuda" -> "nccl"."""
+    kind = str(getattr(device, "type", device)).split(":")[0]
+    table = {"cpu": "gloo", "cuda": "nccl"}
+    if kind not in table:
+        raise ValueError("Default backend not registered for device : %s" % kind)
+    return table[kind]
 
 
 def get_global_rank(group, group_rank):
