@@ -159,7 +159,12 @@ void BindRuntime(py::module_& m) {
         pp::StepStats st = NoGil([&] { return e.Step(inputs.value_or(Tensor()), targets.value_or(Tensor())); });
         return py::make_tuple(StepLoss(st), st.microbatch_losses);
       }, py::arg("inputs"), py::arg("targets"),
-           "One step; (the full-batch loss, each microbatch's loss) on the last stage's rank, else (None, [])");
+           "One step; (the full-batch loss, each microbatch's loss) on the last stage's rank, else (None, [])")
+      .def("eval_with_losses", [](pp::PipelineExecutor& e, std::optional<Tensor> inputs, std::optional<Tensor> targets) {
+        pp::StepStats st = NoGil([&] { return e.Eval(inputs.value_or(Tensor()), targets.value_or(Tensor())); });
+        return py::make_tuple(StepLoss(st), st.microbatch_losses);
+      }, py::arg("inputs"), py::arg("targets"),
+           "A forward-only step (no backward, no gradient touched); as step_with_losses");
 }
 
 // The whole GPT pipeline of one rank (pipeline_gpt.h), kept together: the executor refers to the stages,

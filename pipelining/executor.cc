@@ -41,13 +41,34 @@ class PipelineExecutor::Timed {
   std::chrono::steady_clock::time_point t0_;
 };
 
+namespace {
+
+// The program without the actions of the backward and of gradient communication (Eval): what is left keeps
+// its order, so the forward's sends and receives still pair up across ranks as in the full program.
+RankProgram ForwardOnly(const RankProgram& program) {
+  RankProgram out;
+  for (const auto& slot : program) {
+    const ActionKind k = slot->kind;
+    if (k == ActionKind::kFullBackward || k == ActionKind::kBackwardInput || k == ActionKind::kBackwardWeight ||
+        k == ActionKind::kSendB || k == ActionKind::kRecvB || k == ActionKind::kReduceGrad) {
+      continue;
+    }
+    out.push_back(slot);
+  }
+  return out;
+}
+
+}  // namespace
+
 PipelineExecutor::PipelineExecutor(std::vector<PipelineStage*> stages, RankProgram program, int num_microbatches,
                                    ExecutorOptions options)
     : stages_(std::move(stages)),
       program_(WithoutIdle(program)),
       num_microbatches_(num_microbatches),
       options_(std::move(options)),
-      comm_batches_(CommBatches(program_)) {
+      comm_batches_(CommBatches(program_)),
+      eval_program_(ForwardOnly(program_)),
+      eval_batches_(CommBatches(eval_program_)) {
   TESSEL_CHECK(!stages_.empty(), "PipelineExecutor: no stages on this rank");
   std::sort(stages_.begin(), stages_.end(),
             [](const PipelineStage* a, const PipelineStage* b) { return a->stage_index() < b->stage_index(); });
@@ -253,6 +274,16 @@ void PipelineExecutor::StartStep(const Tensor& inputs, const Tensor& targets, Ru
 }
 
 StepStats PipelineExecutor::Step(const Tensor& inputs, const Tensor& targets) {
+  return RunProgram(program_, comm_batches_, inputs, targets, /*forward_only=*/false);
+}
+
+StepStats PipelineExecutor::Eval(const Tensor& inputs, const Tensor& targets) {
+  NoGradGuard no_grad;
+  return RunProgram(eval_program_, eval_batches_, inputs, targets, /*forward_only=*/true);
+}
+
+StepStats PipelineExecutor::RunProgram(const RankProgram& program, const std::vector<std::pair<int, int>>& batches,
+                                       const Tensor& inputs, const Tensor& targets, bool forward_only) {
   const int rank = stages_[0]->group().rank();
   Run run;
   StartStep(inputs, targets, run);
@@ -263,13 +294,13 @@ StepStats PipelineExecutor::Step(const Tensor& inputs, const Tensor& targets) {
 
   auto stage_of = [this](const Action& a) -> PipelineStage& { return StageOf(a); };
   size_t next_batch = 0;
-  for (int i = 0; i < static_cast<int>(program_.size());) {
-    const Action& a = *program_[i];
+  for (int i = 0; i < static_cast<int>(program.size());) {
+    const Action& a = *program[i];
     try {
-      if (next_batch < comm_batches_.size() && comm_batches_[next_batch].first == i) {
-        const auto [begin, end] = comm_batches_[next_batch++];
+      if (next_batch < batches.size() && batches[next_batch].first == i) {
+        const auto [begin, end] = batches[next_batch++];
         std::vector<std::tuple<int, bool, int>> keys;
-        comm::WorkPtr w = PostBatch(program_, begin, end, stage_of, &keys);
+        comm::WorkPtr w = PostBatch(program, begin, end, stage_of, &keys);
         for (const auto& k : keys) run.recvs[k] = w;
         run.sends.push_back(w);
         i = end;
@@ -287,6 +318,7 @@ StepStats PipelineExecutor::Step(const Tensor& inputs, const Tensor& targets) {
     TESSEL_FAIL(e.code(), "pipeline rank ", rank, ", waiting for the step's sends: ", e.what());
   }
   for (size_t i = 0; i < stages_.size(); ++i) {
+    if (forward_only) stages_[i]->EndForwardOnly();
     TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, stages_[i]->num_in_flight() == 0, "pipeline rank ", rank,
                       ": stage ", stages_[i]->stage_index(), " ended the step with ", stages_[i]->num_in_flight(),
                       " microbatches without backward (the program is incomplete)");

@@ -83,6 +83,10 @@ class PipelineExecutor {
   // there fails the first receive of a smaller microbatch (a p2p mismatch naming both sides).
   // Splits both into microbatches.
   StepStats Step(const Tensor& inputs, const Tensor& targets);
+  // A forward-only step (PyTorch's schedule.eval): the same program without its backward actions (B, I, W,
+  // SEND_B, RECV_B, REDUCE_GRAD), under no_grad; the loss and microbatch losses as Step's on the last stage's
+  // rank, no gradient touched. Every rank of the pipeline calls it where it would call Step.
+  StepStats Eval(const Tensor& inputs, const Tensor& targets);
 
  private:
   struct Run;
@@ -91,12 +95,16 @@ class PipelineExecutor {
   PipelineStage& StageAt(int stage) const;
   void StartStep(const Tensor& inputs, const Tensor& targets, Run& run);
   void RunCompute(const Action& a, Run& run);
+  StepStats RunProgram(const RankProgram& program, const std::vector<std::pair<int, int>>& batches,
+                       const Tensor& inputs, const Tensor& targets, bool forward_only);
 
   std::vector<PipelineStage*> stages_;
   RankProgram program_;
   int num_microbatches_;
   ExecutorOptions options_;
   std::vector<std::pair<int, int>> comm_batches_;
+  RankProgram eval_program_;  // program_ without its backward actions (Eval)
+  std::vector<std::pair<int, int>> eval_batches_;
   std::vector<int64_t> last_sizes_;  // the last step's microbatch rows (for a middle rank's Step with no batch)
 };
 

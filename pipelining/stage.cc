@@ -308,6 +308,14 @@ std::vector<double> PipelineStage::MicrobatchLosses() const {
   return out;
 }
 
+void PipelineStage::EndForwardOnly() {
+  for (const auto& s : states_) {
+    if (s->phase != Phase::kForwarded) continue;
+    s->input = s->output = s->loss = Tensor();
+    s->phase = Phase::kDone;
+  }
+}
+
 int PipelineStage::num_in_flight() const {
   int n = 0;
   for (const auto& s : states_) n += s->phase == Phase::kForwarded || s->phase == Phase::kInputDone;

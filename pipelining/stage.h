@@ -108,6 +108,9 @@ class PipelineStage {
   std::vector<double> MicrobatchLosses() const;
   // Microbatches whose forward ran and whose backward (B, or W) has not finished.
   int num_in_flight() const;
+  // Ends a forward-only step (PipelineExecutor::Eval): every forwarded microbatch drops its tensors and
+  // counts as done, so the next PrepareStep does not take it for a missing backward. The losses stay.
+  void EndForwardOnly();
 
  private:
   struct MicrobatchState;

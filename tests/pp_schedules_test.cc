@@ -144,6 +144,41 @@ TEST(PipelineMiddleRanksTest, StepWithoutTheBatchOnMiddleRanksMatchesOneRank) {
   }
 }
 
+// Eval (PyTorch's schedule.eval, a forward-only step) before every training step: its loss equals the
+// step's that follows on the same batch and parameters, it leaves every gradient as it was (none), and
+// training still reaches the one-rank losses and parameters, so it disturbs no state of the schedule.
+TEST(PipelineEvalTest, ForwardOnlyStepsBetweenTrainingStepsChangeNothing) {
+  for (const ScheduleKind kind : {ScheduleKind::k1F1B, ScheduleKind::kZBVZeroBubble}) {
+    SCOPED_TRACE(ScheduleName(kind));
+    Trained got;
+    std::mutex mu;
+    comm::RunRanks(2, [&](comm::ProcessGroupPtr pg) {
+      RankPipeline pp = PipelineGPT(Config(), kSeed, pg, {.kind = kind, .num_microbatches = 4});
+      optim::SGD opt(pp.NamedParameters(), {.lr = kLr});
+      for (int step = 0; step < kSteps; ++step) {
+        auto [idx, tgt] = Batch(step);
+        const StepStats ev = pp.executor->Eval(idx, tgt);
+        for (auto& [fqn, p] : pp.NamedParameters()) EXPECT_FALSE(p.grad().defined()) << fqn << " after Eval";
+        EXPECT_EQ(ev.compute_seconds.count(ActionKind::kFullBackward) +
+                      ev.compute_seconds.count(ActionKind::kBackwardInput), 0u);
+        const StepStats st = pp.executor->Step(idx, tgt);
+        EXPECT_EQ(ev.loss.has_value(), st.loss.has_value());
+        if (st.loss) {
+          EXPECT_DOUBLE_EQ(*ev.loss, *st.loss) << "step " << step;
+          EXPECT_EQ(ev.microbatch_losses, st.microbatch_losses);
+        }
+        opt.Step();
+        for (auto& [fqn, p] : pp.NamedParameters()) p.set_grad(Tensor());
+        std::lock_guard<std::mutex> lock(mu);
+        if (st.loss) got.losses.push_back(*st.loss);
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      for (auto& [fqn, p] : pp.NamedParameters()) got.params.emplace(fqn, p.ToVector<float>());
+    });
+    pp_testing::ExpectMatchesReference(got.losses, got.params, /*complete=*/true);
+  }
+}
+
 // The first step of an uneven split (8 rows in 3 microbatches: 3, 3, 2) with no batch on a middle rank:
 // it assumes microbatch 0's 3 rows for all three, and the receive of the 2-row microbatch fails as a p2p
 // mismatch naming both sides, on the middle rank and its sender, instead of training on wrong rows.

@@ -317,6 +317,69 @@ def test_schedule_step_reports_each_microbatchs_loss_as_torch():
     assert got[1][0] == pytest.approx(np.mean(want), abs=1e-6)
 
 
+@pytest.mark.parametrize("schedule,stages_per_rank", [
+    (pp.Schedule1F1B, 1), (pp.ScheduleInterleaved1F1B, 2), (pp.ScheduleZBVZeroBubble, 2)])
+def test_schedule_eval_is_a_forward_only_step_as_torch(schedule, stages_per_rank):
+    # torchtitan's validation: schedule.eval(x, target=y, losses=losses): each microbatch's loss, no backward
+    # (no gradient appears, a step afterwards trains as if eval never ran).
+    rng = np.random.default_rng(6)
+    x_np, y_np = rng.standard_normal((8, 8)).astype(np.float32), rng.standard_normal((8, 8)).astype(np.float32)
+    n = 2 * stages_per_rank
+    parts = make_parts(n)
+    want = []
+    for i in range(4):
+        h = tessel.from_numpy(x_np[2 * i:2 * i + 2])
+        for part in parts:
+            h = part(h)
+        want.append(mse(h, tessel.from_numpy(y_np[2 * i:2 * i + 2])).item())
+    h = tessel.from_numpy(x_np)
+    for part in parts:
+        h = part(h)
+    mse(h, tessel.from_numpy(y_np)).backward()
+    ref_grads = [p.fc.weight.grad.numpy() for p in parts]
+    got = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        parts = make_parts(n)
+        where = pp.stage_to_rank_map(schedule._name, 2, n)
+        mine = [i for i in range(n) if where[i] == world.rank]
+        stages = [pp.PipelineStage(parts[i], i, n, "cpu") for i in mine]
+        sched = schedule(stages[0] if stages_per_rank == 1 else stages, n_microbatches=4, loss_fn=mse)
+        x = tessel.from_numpy(x_np) if 0 in mine else None
+        y = tessel.from_numpy(y_np) if n - 1 in mine else None
+        losses = []
+        with tessel.CommTracer() as t:
+            loss = sched.eval(x, target=y, losses=losses)
+        no_grads = all(p.grad is None for i in mine for p in parts[i].parameters())
+        sched.step(x, target=y)  # then a training step: the gradients of one process on the whole batch
+        got[world.rank] = (loss, [v.item() for v in losses], no_grads, t.summary(),
+                           {i: parts[i].fc.weight.grad.numpy() for i in mine})
+        dist.destroy_process_group()
+
+    tessel.run_ranks(2, rank_fn)
+    last = [r for r in (0, 1) if got[r][0] is not None]
+    assert len(last) == 1
+    loss, losses, _, _, _ = got[last[0]]
+    np.testing.assert_allclose(losses, want, rtol=1e-6)
+    assert loss == pytest.approx(np.mean(want), abs=1e-6)
+    assert got[1 - last[0]][1] == []
+    where = pp.stage_to_rank_map(schedule._name, 2, n)
+    want_p2p = {0: {}, 1: {}}
+    for stage in range(n - 1):  # activations only, each boundary's 4 microbatches plus its shape handshake
+        a, b = where[stage], where[stage + 1]
+        if a != b:
+            want_p2p[a]["send"] = want_p2p[a].get("send", 0) + 5
+            want_p2p[b]["recv"] = want_p2p[b].get("recv", 0) + 5
+    for r in (0, 1):
+        assert got[r][2], "eval left gradients"
+        counts = {k.split("(")[0]: int(v) for k, v in (item.split(" x") for item in got[r][3].split(", "))}
+        assert counts == want_p2p[r], (r, got[r][3])  # no gradient comes back
+    grads = {**got[0][4], **got[1][4]}
+    for i in range(n):
+        np.testing.assert_allclose(grads[i], ref_grads[i], rtol=1e-5, atol=1e-6, err_msg="stage %d" % i)
+
+
 def test_scale_grads_false_sums_the_microbatches_gradients_as_torch():
     # torchtitan builds its schedules with scale_grads=False and scales the loss itself: each microbatch's
     # loss is backpropagated unscaled, so the gradients are the sum over the 4 microbatches, 4x the default

@@ -128,6 +128,19 @@ class _PipelineSchedule:
         losses.extend(_C._full([], v, _C.dtype.float32) for v in per_microbatch)
         return loss
 
+    def eval(self, *args, target=None, losses=None, **kwargs):
+        """torch's forward-only step (validation: torchtitan's `schedule.eval(inputs, target=..., losses=...)`):
+        the same microbatches and p2p as step() without any backward, under no_grad; nothing touches the
+        gradients. Returns the full-batch loss on the last stage's rank (as step() here; torch returns the
+        merged output), and fills `losses` there with each microbatch's loss."""
+        if len(args) > 1 or kwargs:
+            raise NotImplementedError("%s.eval: the first stage takes one tensor input" % type(self).__name__)
+        loss, per_microbatch = self._executor.eval_with_losses(args[0] if args else None, target)
+        if losses is not None:
+            losses.clear()
+            losses.extend(_C._full([], v, _C.dtype.float32) for v in per_microbatch)
+        return loss
+
 
 def _fsdp_groups(module):
     """The fully_shard handles in a stage module's tree, the stage module's own (its root) last; [] when
