@@ -80,6 +80,17 @@ def make_parts(n):
     return [Part() for _ in range(n)]
 
 
+def schedule_on_rank(schedule, stages_per_rank, rank):
+    """2 * stages_per_rank fresh Parts, the stage indices `rank` holds under `schedule` on 2 ranks, and the
+    schedule over them (4 microbatches, mse)."""
+    n = 2 * stages_per_rank
+    parts = make_parts(n)
+    where = pp.stage_to_rank_map(schedule._name, 2, n)
+    mine = [i for i in range(n) if where[i] == rank]
+    stages = [pp.PipelineStage(parts[i], i, n, "cpu") for i in mine]
+    return parts, mine, schedule(stages[0] if stages_per_rank == 1 else stages, n_microbatches=4, loss_fn=mse)
+
+
 @pytest.mark.parametrize("schedule,stages_per_rank", [
     (pp.ScheduleGPipe, 1), (pp.Schedule1F1B, 1), (pp.ScheduleInterleaved1F1B, 2),
     (pp.ScheduleInterleavedZeroBubble, 2), (pp.ScheduleZBVZeroBubble, 2)])
@@ -99,11 +110,7 @@ def test_torch_schedules_over_python_stage_modules_match_one_rank(schedule, stag
 
     def rank_fn(world):
         dist.init_process_group()
-        parts = make_parts(n)
-        where = pp.stage_to_rank_map(schedule._name, 2, n)
-        mine = [i for i in range(n) if where[i] == world.rank]
-        stages = [pp.PipelineStage(parts[i], i, n, "cpu") for i in mine]
-        sched = schedule(stages[0] if stages_per_rank == 1 else stages, n_microbatches=4, loss_fn=mse)
+        parts, mine, sched = schedule_on_rank(schedule, stages_per_rank, world.rank)
         # A rank with neither end (rank 1 of the V) calls step() with no batch, as in torch.
         x = tessel.from_numpy(x_np) if 0 in mine else None
         loss = sched.step(x, target=tessel.from_numpy(y_np) if n - 1 in mine else None)
@@ -341,11 +348,7 @@ def test_schedule_eval_is_a_forward_only_step_as_torch(schedule, stages_per_rank
 
     def rank_fn(world):
         dist.init_process_group()
-        parts = make_parts(n)
-        where = pp.stage_to_rank_map(schedule._name, 2, n)
-        mine = [i for i in range(n) if where[i] == world.rank]
-        stages = [pp.PipelineStage(parts[i], i, n, "cpu") for i in mine]
-        sched = schedule(stages[0] if stages_per_rank == 1 else stages, n_microbatches=4, loss_fn=mse)
+        parts, mine, sched = schedule_on_rank(schedule, stages_per_rank, world.rank)
         x = tessel.from_numpy(x_np) if 0 in mine else None
         y = tessel.from_numpy(y_np) if n - 1 in mine else None
         losses = []
