@@ -4,9 +4,11 @@ Beta, Dirichlet, StudentT, Poisson, Binomial and Geometric. Densities, entropies
 formulas composed of tessel ops (differentiable in the parameters).
 
 The Gamma family (Gamma, Chi2, Beta, Dirichlet, StudentT) and the discrete ones draw exact samples with numpy's
-samplers seeded from tessel's generator (tessel._tensor.host_rng), so tessel.manual_seed fixes them; their
-rsample, which torch reparameterizes implicitly through the Gamma CDF's derivative, raises NotImplementedError
-here (sample() and log_prob's gradients work).
+samplers seeded from tessel's generator (tessel._tensor.host_rng), so tessel.manual_seed fixes them. The Gamma
+family's rsample is torch's implicit reparameterization: a standard-gamma sample x of concentration α keeps its
+CDF level as α moves, so dx/dα = −(∂P/∂α)(α, x) / p(x; α) (P the regularized incomplete gamma, p the density;
+∂P/∂α by a central difference of tessel's float64 incomplete gamma); Beta and Dirichlet normalize such samples,
+StudentT divides a normal by the square root of a Chi² one, as torch builds them.
 """
 import math
 
@@ -15,6 +17,7 @@ import numpy as np
 from .. import _C, _tensor
 from . import constraints
 from ._families import Normal, _LocScale, _ProbsOrLogits
+from ..autograd import Function
 from .distribution import Distribution, broadcast_all
 
 Tensor = _C.Tensor
@@ -31,10 +34,40 @@ def _np(t):
     return t.detach().to(_C.dtype.float64).numpy()
 
 
-def _no_rsample(name):
-    raise NotImplementedError("%s.rsample: tessel draws %s samples on the host and has no reparameterized "
-                              "gradient for them (torch's implicit one through the Gamma CDF); use sample() and "
-                              "score-function gradients, or a reparameterizable family" % (name, name))
+def _standard_gamma_grad(alpha, x):
+    """dx/dα of a standard-gamma sample x at concentration α (float64 arrays): −(∂P/∂α) / p(x; α), ∂P/∂α from a
+    central difference of P, or of −Q where P is near 1 (no cancellation in the upper tail)."""
+    from .._special_more import _gammainc_pair
+    h = 1e-5 * np.maximum(alpha, 1e-3)
+    p_hi, q_hi = _gammainc_pair(alpha + h, x)
+    p_lo, q_lo = _gammainc_pair(alpha - h, x)
+    p, _ = _gammainc_pair(alpha, x)
+    dp = np.where(p < 0.5, (p_hi - p_lo), -(q_hi - q_lo)) / (2 * h)
+    log_density = (alpha - 1) * np.log(np.maximum(x, 1e-300)) - x - np.vectorize(math.lgamma)(alpha)
+    return -dp / np.exp(log_density)
+
+
+class _StandardGamma(Function):
+    """Gamma(α, 1) samples, differentiable in α (torch's _standard_gamma with _standard_gamma_grad)."""
+
+    @staticmethod
+    def forward(ctx, alpha):
+        a = _np(alpha)
+        x = _host(lambda rng, s: np.maximum(rng.standard_gamma(a, s), np.finfo(np.float64).tiny), alpha.shape,
+                  alpha.dtype)
+        ctx.save_for_backward(alpha, x)
+        return x
+
+    @staticmethod
+    def backward(ctx, g):
+        alpha, x = ctx.saved_tensors
+        grad = _standard_gamma_grad(_np(alpha), _np(x))
+        return g * _C._from_numpy(np.ascontiguousarray(grad)).to(g.dtype)
+
+
+def _rsample_gamma(concentration, shape):
+    return _StandardGamma.apply(concentration.expand(*shape) if tuple(concentration.shape) != tuple(shape)
+                                else concentration)
 
 
 class MultivariateNormal(Distribution):
@@ -182,7 +215,7 @@ class Gamma(Distribution):
     """Gamma(concentration α, rate β): density β^α x^(α-1) e^(-βx) / Γ(α)."""
     arg_constraints = {"concentration": constraints.positive, "rate": constraints.positive}
     support = constraints.nonnegative
-    has_rsample = False
+    has_rsample = True
 
     def __init__(self, concentration, rate, validate_args=None):
         self.concentration, self.rate = broadcast_all(concentration, rate)
@@ -198,7 +231,8 @@ class Gamma(Distribution):
         return _host(lambda rng, s: rng.standard_gamma(a, s) / b, shape, self.concentration.dtype)
 
     def rsample(self, sample_shape=()):
-        _no_rsample(type(self).__name__)
+        shape = self._extended_shape(sample_shape)
+        return _rsample_gamma(self.concentration, shape) / self.rate.expand(*shape)
 
     def log_prob(self, value):
         a, b = self.concentration, self.rate
@@ -224,7 +258,7 @@ class Beta(Distribution):
     """Beta(α, β) on [0, 1], sampled as X / (X + Y) for X ~ Gamma(α), Y ~ Gamma(β)."""
     arg_constraints = {"concentration1": constraints.positive, "concentration0": constraints.positive}
     support = constraints.unit_interval
-    has_rsample = False
+    has_rsample = True
 
     def __init__(self, concentration1, concentration0, validate_args=None):
         self.concentration1, self.concentration0 = broadcast_all(concentration1, concentration0)
@@ -241,7 +275,9 @@ class Beta(Distribution):
         return _host(lambda rng, s: rng.beta(a, b, s), shape, self.concentration1.dtype)
 
     def rsample(self, sample_shape=()):
-        _no_rsample("Beta")
+        shape = self._extended_shape(sample_shape)
+        x, y = _rsample_gamma(self.concentration1, shape), _rsample_gamma(self.concentration0, shape)
+        return x / (x + y)
 
     def log_prob(self, value):
         a, b = self.concentration1, self.concentration0
@@ -257,7 +293,7 @@ class Dirichlet(Distribution):
     """Dirichlet(concentration) over the simplex of the last dim."""
     arg_constraints = {"concentration": constraints.positive}
     support = constraints.simplex
-    has_rsample = False
+    has_rsample = True
 
     def __init__(self, concentration, validate_args=None):
         if concentration.dim() < 1:
@@ -279,7 +315,8 @@ class Dirichlet(Distribution):
         return _host(draw, shape, self.concentration.dtype)
 
     def rsample(self, sample_shape=()):
-        _no_rsample("Dirichlet")
+        g = _rsample_gamma(self.concentration, self._extended_shape(sample_shape))
+        return g / g.sum(-1, True)
 
     def log_prob(self, value):
         c = self.concentration
@@ -294,7 +331,7 @@ class Dirichlet(Distribution):
 class StudentT(Distribution):
     arg_constraints = {"df": constraints.positive, "loc": constraints.real, "scale": constraints.positive}
     support = constraints.real
-    has_rsample = False
+    has_rsample = True
 
     def __init__(self, df, loc=0.0, scale=1.0, validate_args=None):
         self.df, self.loc, self.scale = broadcast_all(df, loc, scale)
@@ -312,7 +349,11 @@ class StudentT(Distribution):
         return self.loc.detach() + self.scale.detach() * t
 
     def rsample(self, sample_shape=()):
-        _no_rsample("StudentT")
+        """loc + scale · N / sqrt(G / df) with G ~ Chi²(df) = 2 · Gamma(df / 2), as torch's."""
+        shape = self._extended_shape(sample_shape)
+        normal = _tensor.randn(*shape, dtype=self.df.dtype)
+        chi2 = 2.0 * _rsample_gamma(0.5 * self.df, shape)
+        return self.loc + self.scale * normal * (chi2 / self.df).rsqrt()
 
     def entropy(self):
         half_df = 0.5 * self.df
