@@ -16,8 +16,9 @@ backward; the end of the backward waits for the buckets and writes the averages 
 gradient on a rank is reduced as zeros there. With `find_unused_parameters=True` one more all-reduce of one flag
 per parameter follows, and a parameter no rank had a gradient for keeps .grad None; without it, such a backward
 makes the next forward raise torch's "Expected to have finished reduction" RuntimeError naming the parameters.
-With a communication hook (`register_comm_hook`) the reduction instead runs after the backward, one GradBucket
-per dtype through the hook. Uneven inputs: `with model.join():` (or tessel.distributed.algorithms.join.Join with
+With a communication hook (`register_comm_hook`) the reduction instead runs after the backward, each of the
+Reducer's buckets (bucket_cap_mb, reverse registration order, one dtype each: torch's bucket indices) through the
+hook in turn. Uneven inputs: `with model.join():` (or tessel.distributed.algorithms.join.Join with
 the model, and a ZeroRedundancyOptimizer, as Joinables): a rank that ran out of batches shadows the others'
 iterations (their buffer broadcasts and gradient buckets, with zeros from it; the gradients stay divided by the
 initial world size and also reach its own .grad), and at the end every rank takes the last joiner's parameters.
@@ -160,8 +161,9 @@ class DistributedDataParallel(Module, _GroupJoinable):
         return _DDPJoinHook(self)
 
     def register_comm_hook(self, state, hook):
-        """torch's DDP communication hook: after each synchronized backward, hook(state, bucket) gets one
-        GradBucket per dtype (the gradients, flattened, zeros for a parameter without one) and returns a
+        """torch's DDP communication hook: after each synchronized backward, hook(state, bucket) gets each of the
+        Reducer's buckets in turn as a GradBucket (its index as torch's; the gradients, flattened, zeros for a
+        parameter without one) and returns a
         tessel.futures.Future of the reduced buffer, which becomes the parameters' .grad (a parameter no rank
         had a gradient for stays None). Once per module, as torch; the buckets then no longer reduce during the
         backward."""
@@ -188,7 +190,7 @@ class DistributedDataParallel(Module, _GroupJoinable):
         return self._replicate.bucket_fqns()
 
     def _sync_gradients(self):
-        """With a comm hook: one GradBucket per dtype through the hook; which parameters had a gradient on some
+        """With a comm hook: each Reducer bucket through the hook as a GradBucket; which parameters had a gradient on some
         rank travels in one separate all_reduce of flags (the hook's buffer holds only gradients, as torch's)."""
         params = [p for p in self.module.parameters() if p.requires_grad]
         if any(p.grad is not None and p.grad.requires_grad for p in params):
@@ -198,18 +200,17 @@ class DistributedDataParallel(Module, _GroupJoinable):
                                       "(backward(create_graph=True)) cannot be averaged across ranks; take the inner "
                                       "gradient with tessel.autograd.grad(..., create_graph=True) of the inputs, then "
                                       "call backward() without create_graph")
-        by_dtype = {}
-        for p in params:
-            by_dtype.setdefault(p.dtype, []).append(p)
+        named = dict(self.module.named_parameters())
+        buckets = [[named[n] for n in names] for names in self._bucket_fqns()]  # torch's Reducer buckets
         state, hook = self._comm_hook
         g = self.process_group
         with _C._GradMode(False):
-            everyone = [p for ps in by_dtype.values() for p in ps]
+            everyone = [p for ps in buckets for p in ps]
             flags = _grad_flags(everyone)
             g.all_reduce(flags, _C.ReduceOp.SUM, False)
             had = dict(zip(map(id, everyone), flags.tolist()))
-            for index, ps in enumerate(by_dtype.values()):
-                bucket = GradBucket(index, _flat_grads(ps), ps, index == len(by_dtype) - 1, g)
+            for index, ps in enumerate(buckets):
+                bucket = GradBucket(index, _flat_grads(ps), ps, index == len(buckets) - 1, g)
                 out = hook(state, bucket).wait()
                 _assign_grads(ps, out[0] if isinstance(out, (list, tuple)) else out, [had[id(p)] for p in ps])
 
@@ -280,7 +281,7 @@ def _assign_grads(ps, flat, counts):
 
 
 class GradBucket:
-    """torch's GradBucket: the flattened gradients of one bucket (here: every parameter of one dtype)."""
+    """torch's GradBucket: the flattened gradients of one of the Reducer's buckets."""
 
     def __init__(self, index, buffer, params, is_last, process_group):
         self._index, self._buffer, self._params, self._is_last = index, buffer, list(params), is_last
