@@ -128,9 +128,11 @@ void BindRuntime(py::module_& m) {
   // composition (examples/gpt/parallel_gpt.cc) wires them.
   py::class_<pp::PipelineExecutor>(m, "_PipelineExecutor")
       .def(py::init([](std::vector<pp::PipelineStage*> stages, pp::RankProgram program, int num_microbatches,
-                       std::vector<std::vector<fsdp::FSDPModule>> fsdp_groups, bool scale_grads) {
+                       std::vector<std::vector<fsdp::FSDPModule>> fsdp_groups, bool scale_grads,
+                       std::optional<std::function<void(int, int)>> before_forward) {
              pp::ExecutorOptions options;
              options.scale_grads = scale_grads;
+             if (before_forward) options.before_forward = std::move(*before_forward);  // takes the GIL to call
              if (!fsdp_groups.empty()) {
                TESSEL_CHECK(fsdp_groups.size() == stages.size(), "pipelining: fully_shard handles for ",
                             fsdp_groups.size(), " stages, but this rank holds ", stages.size());
@@ -150,7 +152,7 @@ void BindRuntime(py::module_& m) {
            }),
            py::arg("stages"), py::arg("program"), py::arg("num_microbatches"),
            py::arg("fsdp_groups") = std::vector<std::vector<fsdp::FSDPModule>>{}, py::arg("scale_grads") = true,
-           py::keep_alive<1, 2>())
+           py::arg("before_forward") = py::none(), py::keep_alive<1, 2>())
       .def("step", [](pp::PipelineExecutor& e, std::optional<Tensor> inputs, std::optional<Tensor> targets) {
         pp::StepStats st = NoGil([&] { return e.Step(inputs.value_or(Tensor()), targets.value_or(Tensor())); });
         return StepLoss(st);

@@ -183,6 +183,7 @@ void PipelineExecutor::RunCompute(const Action& a, Run& run) {
         TakeRecv(run.recvs, a.stage, false, mb, "RECV_F")->Wait();
       }
       const int64_t before = memory::Stats(CurrentDevice())[memory::Ledger::kActivations].live;
+      if (options_.before_forward) options_.before_forward(a.stage, mb);
       Timed timed(run, a.kind);
       s.Forward(mb, s.is_first() ? run.inputs.at(mb) : Tensor(), s.is_last() ? run.targets.at(mb) : Tensor());
       const size_t index = std::find(stages_.begin(), stages_.end(), &s) - stages_.begin();
@@ -243,6 +244,7 @@ void PipelineExecutor::StartStep(const Tensor& inputs, const Tensor& targets, Ru
     PipelineStage& s = *stages_[i];
     if (s.shapes_inferred()) continue;
     const PipelineStage* local_prev = i > 0 && s.prev_is_local() ? stages_[i - 1] : nullptr;
+    if (options_.before_forward) options_.before_forward(s.stage_index(), 0);
     s.InferShapes(s.is_first() ? run.inputs.at(0) : Tensor(), std::nullopt, local_prev);
   }
   std::vector<int64_t> sizes;

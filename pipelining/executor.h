@@ -42,6 +42,9 @@ namespace tessel::pipelining {
 
 struct ExecutorOptions {
   std::function<void(int stage)> unshard, reshard, reduce_grad;  // for UNSHARD / RESHARD / REDUCE_GRAD
+  // Called right before a stage's forward of microbatch `mb` (and with mb 0 before its shape handshake's
+  // forward): how the Python face hands each microbatch's keyword arguments to the stage module. Null: none.
+  std::function<void(int stage, int mb)> before_forward;
   // What the loss averages over in one microbatch's targets, used on the rank holding the last stage to
   // weight the microbatch losses (microbatch.h: weight_i = count_i / Σ count). Null: the rows (a mean over
   // dim 0). A mean over the targets that are not ignored (cross-entropy with ignore_index) needs their

@@ -383,6 +383,72 @@ def test_schedule_eval_is_a_forward_only_step_as_torch(schedule, stages_per_rank
         np.testing.assert_allclose(grads[i], ref_grads[i], rtol=1e-5, atol=1e-6, err_msg="stage %d" % i)
 
 
+class KwPart(nn.Module):
+    """A stage whose forward takes keyword arguments (torchtitan passes input_batch= to every stage)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x, row_scale=None, shift=0.0):
+        return F.tanh(self.fc(x) * row_scale + shift)
+
+
+def weighted_mse(out, target, weight=1.0):
+    return weight * ((out - target) ** 2).mean()
+
+
+def test_step_passes_keyword_arguments_to_every_stage_per_microbatch_as_torch():
+    rng = np.random.default_rng(8)
+    x_np, y_np = rng.standard_normal((8, 8)).astype(np.float32), rng.standard_normal((8, 8)).astype(np.float32)
+    scale_np = rng.uniform(0.5, 1.5, (8, 1)).astype(np.float32)
+    tessel.manual_seed(0)
+    parts = [KwPart(), KwPart()]
+    h = tessel.from_numpy(x_np)
+    for part in parts:
+        h = part(h, row_scale=tessel.from_numpy(scale_np), shift=0.25)
+    ref = weighted_mse(h, tessel.from_numpy(y_np), weight=3.0)
+    ref.backward()
+    ref_grads = [p.fc.weight.grad.numpy() for p in parts]
+    got = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        tessel.manual_seed(0)
+        parts = [KwPart(), KwPart()]
+        stage = pp.PipelineStage(parts[world.rank], world.rank, 2, "cpu")
+        sched = pp.Schedule1F1B(stage, n_microbatches=4, loss_fn=weighted_mse)
+        kw = dict(row_scale=tessel.from_numpy(scale_np), shift=0.25, loss_kwargs={"weight": 3.0},
+                  return_outputs=False)
+        if world.rank == 0:
+            loss = sched.step(tessel.from_numpy(x_np), **kw)
+        else:
+            loss = sched.step(target=tessel.from_numpy(y_np), **kw)
+        first = parts[world.rank].fc.weight.grad.numpy().copy()
+        parts[world.rank].fc.weight.grad = None
+        # the same batch pre-split (torch's arg_mbs / kwarg_mbs / target_mbs)
+        kwarg_mbs = [{"row_scale": tessel.from_numpy(scale_np[2 * i:2 * i + 2]), "shift": 0.25} for i in range(4)]
+        if world.rank == 0:
+            sched.step(arg_mbs=[(tessel.from_numpy(x_np[2 * i:2 * i + 2]),) for i in range(4)], kwarg_mbs=kwarg_mbs,
+                       loss_kwargs={"weight": 3.0})
+        else:
+            sched.step(target_mbs=[tessel.from_numpy(y_np[2 * i:2 * i + 2]) for i in range(4)], kwarg_mbs=kwarg_mbs,
+                       loss_kwargs={"weight": 3.0})
+        second = parts[world.rank].fc.weight.grad.numpy()
+        with pytest.raises(NotImplementedError, match="finalize_gradients=False"):
+            sched.step(finalize_gradients=False)
+        with pytest.raises(ValueError, match="either whole-batch inputs or pre-split ones"):
+            sched.step(tessel.from_numpy(x_np), arg_mbs=[])
+        got[world.rank] = (loss, first, second)
+        dist.destroy_process_group()
+
+    tessel.run_ranks(2, rank_fn)
+    assert got[0][0] is None and got[1][0] == pytest.approx(ref.item(), abs=1e-6)
+    for r in (0, 1):
+        np.testing.assert_allclose(got[r][1], ref_grads[r], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(got[r][2], ref_grads[r], rtol=1e-5, atol=1e-6)
+
+
 def test_scale_grads_false_sums_the_microbatches_gradients_as_torch():
     # torchtitan builds its schedules with scale_grads=False and scales the loss itself: each microbatch's
     # loss is backpropagated unscaled, so the gradients are the sum over the 4 microbatches, 4x the default

@@ -20,6 +20,7 @@ activations) and ``timeline_svg``. ``pipeline_gpt`` builds one rank's part of th
 """
 from ... import _C
 from .. import _default_group
+from ...nn.modules import Module
 
 __all__ = ["PipelineStage", "PipelineScheduleSingle", "PipelineScheduleMulti", "ScheduleGPipe", "Schedule1F1B",
            "ScheduleInterleaved1F1B", "ScheduleLoopedBFS",
@@ -67,6 +68,29 @@ class PipelineStage:
         self._c = None  # built by the schedule, which knows the loss and the stage placement
 
 
+class _StageCall(Module):
+    """What the C++ stage calls: forward(x) = the stage module on x and this microbatch's keyword arguments
+    (step(**kwargs) split into microbatches, torch's default chunking of kwargs)."""
+
+    def __init__(self, inner, schedule, stage_index):
+        super().__init__()
+        self.module = inner
+        self._schedule, self._stage_index = schedule, stage_index
+
+    def forward(self, x):
+        kwargs = self._schedule._kwargs_for(self._stage_index)
+        return self.module(x, **kwargs) if kwargs else self.module(x)
+
+
+def _split_kwarg(value, n):
+    """torch's default chunking of a keyword argument: a tensor along dim 0 as tensor_split (the sizes the
+    batch gets), anything else whole to every microbatch."""
+    if isinstance(value, _C.Tensor) and value.dim() > 0:
+        from ..._extra import tensor_split
+        return list(tensor_split(value, n, 0))
+    return [value] * n
+
+
 class _PipelineSchedule:
     _name = None            # pipelining's schedule name (schedules.h)
     _single_stage = False   # torch's PipelineScheduleSingle takes one stage, the Multi ones a list
@@ -86,9 +110,14 @@ class _PipelineSchedule:
             raise TypeError("%s: stages must be PipelineStages, got %r" % (cls, stages))
         group, n = stages[0].group, stages[0].num_stages
         where = _C.stage_to_rank_map(self._name, group.size, n)
+        self._mb_kwargs, self._current, self._loss_kwargs = [], {}, {}
+        self._calls = {}
         for s in stages:
             last = s.stage_index == n - 1
-            s._c = _C._PipelineStage(s.submod, s.stage_index, n, group, loss_fn if last else None, where)
+            self._calls[s.stage_index] = _StageCall(s.submod, self, s.stage_index)
+            s._c = _C._PipelineStage(self._calls[s.stage_index], s.stage_index, n, group,
+                                     self._with_loss_kwargs(loss_fn) if last and loss_fn is not None else None,
+                                     where)
         # PP + FSDP (torchtitan's order: fully_shard each stage's blocks and the stage module, then the
         # schedule): the schedule gathers each stage once per step (UNSHARD), keeps it gathered through its
         # microbatches, accumulates the gradients locally and reduces them once (REDUCE_GRAD).
@@ -108,34 +137,100 @@ class _PipelineSchedule:
         self._stages, self._n_microbatches = stages, int(n_microbatches)
         # scale_grads=False (torchtitan's): each microbatch's loss backpropagated unscaled, gradients summed.
         self._executor = _C._PipelineExecutor([s._c for s in stages], program[group.rank], int(n_microbatches),
-                                              groups if sharded else [], bool(scale_grads))
+                                              groups if sharded else [], bool(scale_grads), self._before_forward)
         self.program, self.stage_to_rank = program, where
 
-    def step(self, *args, target=None, losses=None, **kwargs):
-        """One step's forward and backward over the microbatches; the full-batch loss on the last stage's
-        rank, None elsewhere; a `losses` list gets each microbatch's loss_fn value appended there (0-d
-        tensors, NaN for a microbatch whose targets are all ignored), as torch's. Optimizer steps stay the caller's. A rank that holds neither the first nor
-        the last stage may call step() with no arguments, as in torch: it takes the last step's microbatch
-        sizes, or at the first step microbatch 0's rows for every microbatch; a batch that does not split
-        evenly into n_microbatches needs the batch there too at the first step (else a p2p mismatch)."""
-        if len(args) > 1 or kwargs:
-            raise NotImplementedError("%s.step: the first stage takes one tensor input" % type(self).__name__)
+    def _with_loss_kwargs(self, loss_fn):
+        def loss(output, target):
+            return loss_fn(output, target, **self._loss_kwargs) if self._loss_kwargs else loss_fn(output, target)
+        return loss
+
+    def _before_forward(self, stage, mb):
+        self._current[stage] = mb
+
+    def _kwargs_for(self, stage):
+        if not self._mb_kwargs:
+            return None
+        return self._mb_kwargs[self._current.get(stage, 0)]
+
+    def _inputs(self, what, args, target, loss_kwargs, arg_mbs, kwarg_mbs, target_mbs, kwargs):
+        """(the first stage's batch, the targets) with the microbatches' kwargs and loss_kwargs in place;
+        pre-split inputs (arg_mbs / kwarg_mbs / target_mbs) are joined back along dim 0, which must give the
+        same split again."""
+        cls = "%s.%s" % (type(self).__name__, what)
+        if arg_mbs is not None or target_mbs is not None or kwarg_mbs is not None:
+            if args or kwargs or target is not None:
+                raise ValueError("%s: pass either whole-batch inputs or pre-split ones (arg_mbs / kwarg_mbs / "
+                                 "target_mbs), not both" % cls)
+            args, target = self._joined(cls, arg_mbs, target_mbs)
+            kwargs_per_mb = [dict(k) for k in kwarg_mbs] if kwarg_mbs is not None else []
+        else:
+            kwargs_per_mb = ([{k: parts[i] for k, parts in ((k, _split_kwarg(v, self._n_microbatches))
+                                                              for k, v in kwargs.items())}
+                              for i in range(self._n_microbatches)] if kwargs else [])
+        if len(args) > 1:
+            raise NotImplementedError("%s: the first stage takes one tensor input (pass the others as keyword "
+                                      "arguments, which reach every stage)" % cls)
+        if kwargs_per_mb and len(kwargs_per_mb) != self._n_microbatches:
+            raise ValueError("%s: %d microbatches of kwargs for %d microbatches" % (cls, len(kwargs_per_mb),
+                                                                                  self._n_microbatches))
+        self._mb_kwargs, self._current = kwargs_per_mb, {}
+        self._loss_kwargs = dict(loss_kwargs or {})
+        return (args[0] if args else None), target
+
+    def _joined(self, cls, arg_mbs, target_mbs):
+        cat = _C._functional.cat
+        args = ()
+        if arg_mbs is not None:
+            if len(arg_mbs) != self._n_microbatches:
+                raise ValueError("%s: %d microbatches in arg_mbs for %d microbatches" % (cls, len(arg_mbs),
+                                                                                      self._n_microbatches))
+            firsts = [mb[0] if isinstance(mb, (tuple, list)) else mb for mb in arg_mbs]
+            args = (self._check_split(cls, cat(firsts, 0), firsts),)
+        target = None
+        if target_mbs is not None:
+            target = self._check_split(cls, cat(list(target_mbs), 0), list(target_mbs))
+        return args, target
+
+    def _check_split(self, cls, whole, parts):
+        from ..._extra import tensor_split
+        want = [p.shape[0] for p in tensor_split(whole, self._n_microbatches, 0)]
+        if [p.shape[0] for p in parts] != want:
+            raise NotImplementedError("%s: pre-split microbatches of %s rows; tessel splits a batch of %d rows as "
+                                      "tensor_split does (%s)" % (cls, [p.shape[0] for p in parts], whole.shape[0],
+                                                                  want))
+        return whole
+
+    def step(self, *args, target=None, losses=None, return_outputs=True, loss_kwargs=None, arg_mbs=None,
+             kwarg_mbs=None, target_mbs=None, finalize_gradients=True, **kwargs):
+        """One step's forward and backward over the microbatches; the full-batch loss on the last stage's rank,
+        None elsewhere (return_outputs is accepted; torch returns the merged output there). Keyword arguments
+        reach every stage's forward, tensors split along dim 0 per microbatch; loss_kwargs reach loss_fn;
+        arg_mbs / kwarg_mbs / target_mbs are torch's pre-split inputs. A `losses` list gets each microbatch's
+        loss_fn value appended on the last stage's rank (0-d tensors, NaN for a microbatch whose targets are all
+        ignored), as torch's. Optimizer steps stay the caller's. A rank that holds neither the first nor the
+        last stage may call step() with no arguments, as in torch: it takes the last step's microbatch sizes,
+        or at the first step microbatch 0's rows for every microbatch; a batch that does not split evenly into
+        n_microbatches needs the batch there too at the first step (else a p2p mismatch)."""
+        if not finalize_gradients:
+            raise NotImplementedError("%s.step(finalize_gradients=False): tessel reduces the gradients at the end "
+                                      "of every step" % type(self).__name__)
+        x, target = self._inputs("step", args, target, loss_kwargs, arg_mbs, kwarg_mbs, target_mbs, kwargs)
         if losses is None:
-            return self._executor.step(args[0] if args else None, target)
+            return self._executor.step(x, target)
         # torch appends each microbatch's loss_fn output on the last stage's rank (torchtitan averages them).
-        loss, per_microbatch = self._executor.step_with_losses(args[0] if args else None, target)
+        loss, per_microbatch = self._executor.step_with_losses(x, target)
         losses.clear()  # torch's _update_losses: this step's microbatches only
         losses.extend(_C._full([], v, _C.dtype.float32) for v in per_microbatch)
         return loss
 
-    def eval(self, *args, target=None, losses=None, **kwargs):
+    def eval(self, *args, target=None, losses=None, arg_mbs=None, kwarg_mbs=None, target_mbs=None, **kwargs):
         """torch's forward-only step (validation: torchtitan's `schedule.eval(inputs, target=..., losses=...)`):
         the same microbatches and p2p as step() without any backward, under no_grad; nothing touches the
         gradients. Returns the full-batch loss on the last stage's rank (as step() here; torch returns the
         merged output), and fills `losses` there with each microbatch's loss."""
-        if len(args) > 1 or kwargs:
-            raise NotImplementedError("%s.eval: the first stage takes one tensor input" % type(self).__name__)
-        loss, per_microbatch = self._executor.eval_with_losses(args[0] if args else None, target)
+        x, target = self._inputs("eval", args, target, None, arg_mbs, kwarg_mbs, target_mbs, kwargs)
+        loss, per_microbatch = self._executor.eval_with_losses(x, target)
         if losses is not None:
             losses.clear()
             losses.extend(_C._full([], v, _C.dtype.float32) for v in per_microbatch)
