@@ -1,2 +1,3 @@
-"""tessel.distributed.elastic: the parts of torch.distributed.elastic a training script imports (the launcher
-itself is tessel-run, comm/launcher/tessel_run.cc)."""
+"""tessel.distributed.elastic: the parts of torch.distributed.elastic a training script imports (the launchers
+are python -m tessel.distributed.run, tessel.distributed.launcher.api, and the C++ tessel-run,
+comm/launcher/tessel_run.cc)."""

@@ -1,0 +1,130 @@
+"""torch.distributed.launcher.api: LaunchConfig and elastic_launch, torchrun from Python.
+
+    config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=2, rdzv_endpoint="localhost:0")
+    results = elastic_launch(config, train)(lr)      # {0: train(lr) on rank 0, 1: ... on rank 1}
+
+A callable entrypoint runs in nproc_per_node fresh processes (the spawn start method, so it must be importable:
+a module-level function) with torchrun's variables set (tessel.distributed.run); its return values come back by
+local rank. A string entrypoint is a command run with the arguments, as torchrun --no-python, and the result is
+{rank: None}. A failed worker stops the others at once and raises ChildFailedError naming it and carrying its
+exception and traceback. Static rendezvous: min_nodes == max_nodes, node_rank from the config's rdzv_configs
+(default 0).
+"""
+import dataclasses
+import multiprocessing
+import os
+import time
+import traceback
+import uuid
+
+from ..elastic.multiprocessing.errors import ChildFailedError
+from ..run import _free_port, run_workers
+
+__all__ = ["LaunchConfig", "elastic_launch", "launch_agent"]
+
+
+@dataclasses.dataclass
+class LaunchConfig:
+    min_nodes: int
+    max_nodes: int
+    nproc_per_node: int
+    logs_specs: object = None
+    run_id: str = ""
+    role: str = "default_role"
+    rdzv_endpoint: str = ""
+    rdzv_backend: str = "etcd"
+    rdzv_configs: dict = dataclasses.field(default_factory=dict)
+    rdzv_timeout: int = -1
+    max_restarts: int = 3
+    monitor_interval: float = 0.1
+    start_method: str = "spawn"
+    log_line_prefix_template: object = None
+    metrics_cfg: dict = dataclasses.field(default_factory=dict)
+    local_addr: object = None
+
+    def __post_init__(self):
+        if self.min_nodes != self.max_nodes:
+            raise NotImplementedError("LaunchConfig: min_nodes %d != max_nodes %d: elastic node counts are not "
+                                      "supported (static rendezvous)" % (self.min_nodes, self.max_nodes))
+
+
+class elastic_launch:  # noqa: N801 (torch's name)
+    def __init__(self, config, entrypoint):
+        self._config, self._entrypoint = config, entrypoint
+
+    def __call__(self, *args):
+        return launch_agent(self._config, self._entrypoint, list(args))
+
+
+def _endpoint(config):
+    host, _, port = config.rdzv_endpoint.rpartition(":") if config.rdzv_endpoint else ("", "", "")
+    host = host or "127.0.0.1"
+    if host == "localhost":
+        host = "127.0.0.1"
+    port = int(port) if port else 0
+    return host, port or _free_port(host)
+
+
+def _worker(entrypoint, args, env, out):
+    os.environ.update(env)
+    try:
+        out.put((int(env["LOCAL_RANK"]), True, entrypoint(*args)))
+    except BaseException as e:  # noqa: BLE001 (reported to the launcher, then the worker exits non-zero)
+        out.put((int(env["LOCAL_RANK"]), False, "%s: %s\n%s" % (type(e).__name__, e, traceback.format_exc())))
+        raise SystemExit(1)
+
+
+def launch_agent(config, entrypoint, args):
+    """Runs the workers of this node; {local rank: return value} or ChildFailedError."""
+    nproc, nnodes = int(config.nproc_per_node), int(config.max_nodes)
+    node_rank = int(config.rdzv_configs.get("rank", 0))
+    host, port = _endpoint(config)
+    run_id = config.run_id or uuid.uuid4().hex[:8]
+    if isinstance(entrypoint, str):
+        code = run_workers([entrypoint] + [str(a) for a in args], nproc, nnodes=nnodes, node_rank=node_rank,
+                           master_addr=host, master_port=port, max_restarts=config.max_restarts,
+                           monitor_interval=config.monitor_interval, run_id=run_id, role=config.role)
+        if code != 0:
+            raise ChildFailedError(entrypoint, {"exitcode": code})
+        return {node_rank * nproc + i: None for i in range(nproc)}
+    ctx = multiprocessing.get_context(config.start_method)
+    out = ctx.Queue()
+    world = nnodes * nproc
+    procs = []
+    for local in range(nproc):
+        rank = node_rank * nproc + local
+        env = dict(RANK=str(rank), LOCAL_RANK=str(local), GROUP_RANK=str(node_rank), ROLE_RANK=str(rank),
+                   ROLE_NAME=config.role, WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(nproc),
+                   GROUP_WORLD_SIZE=str(nnodes), ROLE_WORLD_SIZE=str(world), MASTER_ADDR=host, MASTER_PORT=str(port),
+                   TORCHELASTIC_RUN_ID=run_id, TORCHELASTIC_RESTART_COUNT="0",
+                   TORCHELASTIC_MAX_RESTARTS=str(config.max_restarts))
+        p = ctx.Process(target=_worker, args=(entrypoint, args, env, out), daemon=False)
+        p.start()
+        procs.append(p)
+    results, failures = {}, {}
+    while len(results) + len(failures) < nproc:
+        while not out.empty():
+            local, ok, value = out.get()
+            (results if ok else failures)[node_rank * nproc + local] = value
+        if failures:
+            break
+        dead = [i for i, p in enumerate(procs) if p.exitcode not in (None, 0) and node_rank * nproc + i not in results]
+        if dead:
+            time.sleep(0.2)  # its report may still be in the pipe
+            while not out.empty():
+                local, ok, value = out.get()
+                (results if ok else failures)[node_rank * nproc + local] = value
+            for i in dead:
+                failures.setdefault(node_rank * nproc + i, "exit code %s" % procs[i].exitcode)
+            break
+        time.sleep(config.monitor_interval)
+    if failures:
+        for p in procs:
+            if p.is_alive():
+                p.terminate()
+        for p in procs:
+            p.join(5)
+        raise ChildFailedError(getattr(entrypoint, "__qualname__", str(entrypoint)), failures)
+    for p in procs:
+        p.join()
+    return results

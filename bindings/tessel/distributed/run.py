@@ -1,0 +1,195 @@
+"""python -m tessel.distributed.run: torchrun for tessel's Python face (torch.distributed.run's command line).
+
+    python -m tessel.distributed.run --standalone --nproc-per-node 2 train.py --lr 3e-4
+    python -m tessel.distributed.run --nnodes 2 --node-rank 0 --master-addr host0 --master-port 29500 \\
+        --nproc-per-node 8 train.py                                  # static multi-node
+
+Each worker is `python script args` (or `python -m module`, or the command itself with --no-python) with
+torchrun's variables: RANK, LOCAL_RANK, GROUP_RANK, ROLE_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_WORLD_SIZE,
+ROLE_WORLD_SIZE, ROLE_NAME, MASTER_ADDR, MASTER_PORT, TORCHELASTIC_RUN_ID, TORCHELASTIC_RESTART_COUNT,
+TORCHELASTIC_MAX_RESTARTS, TORCHELASTIC_ERROR_FILE (one per rank: @record writes the exception there), and
+OMP_NUM_THREADS=1 when it is unset and there are several workers (torchrun's default). The workers'
+init_process_group() reads them. When a worker fails, the others are stopped at once (a failed peer is an error
+now, not after the collective timeout), the group is restarted up to --max-restarts times, and then the launcher
+exits 1 after printing the first failure's exception and traceback as the root cause. Rendezvous is static (the
+node count fixed, --node-rank given for more than one node): elastic membership changes are not supported.
+The launcher is Python so that a pip-installed tessel has one (the C++ tessel-run of the repository is the same
+protocol).
+"""
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+
+__all__ = ["main", "get_args_parser", "run_workers"]
+
+
+def get_args_parser():
+    p = argparse.ArgumentParser(prog="python -m tessel.distributed.run", description=__doc__.split("\n\n")[0],
+                                allow_abbrev=False)
+    a = p.add_argument
+    a("--nnodes", default="1", help="number of nodes, or MIN:MAX (static: both equal)")
+    a("--nproc-per-node", "--nproc_per_node", dest="nproc_per_node", default="1",
+      help="workers per node: a number, or 'cpu' / 'auto' (the CPU count)")
+    a("--node-rank", "--node_rank", dest="node_rank", type=int, default=0)
+    a("--master-addr", "--master_addr", dest="master_addr", default="127.0.0.1")
+    a("--master-port", "--master_port", dest="master_port", type=int, default=29500)
+    a("--standalone", action="store_true", help="one node, localhost and a free port")
+    a("--rdzv-backend", "--rdzv_backend", dest="rdzv_backend", default="static")
+    a("--rdzv-endpoint", "--rdzv_endpoint", dest="rdzv_endpoint", default="")
+    a("--rdzv-id", "--rdzv_id", dest="rdzv_id", default="none")
+    a("--rdzv-conf", "--rdzv_conf", dest="rdzv_conf", default="")
+    a("--max-restarts", "--max_restarts", dest="max_restarts", type=int, default=0)
+    a("--monitor-interval", "--monitor_interval", dest="monitor_interval", type=float, default=0.1)
+    a("--start-method", "--start_method", dest="start_method", default="spawn")
+    a("--role", default="default")
+    a("-m", "--module", action="store_true", help="run the script argument as a module (python -m)")
+    a("--no-python", "--no_python", dest="no_python", action="store_true",
+      help="run the script argument as a command, without python")
+    a("--run-path", "--run_path", dest="run_path", action="store_true")
+    a("--log-dir", "--log_dir", dest="log_dir", default=None)
+    a("-r", "--redirects", default="0")
+    a("-t", "--tee", default="0")
+    a("--local-addr", "--local_addr", dest="local_addr", default=None)
+    a("training_script")
+    a("training_script_args", nargs=argparse.REMAINDER)
+    return p
+
+
+def _free_port(addr):
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((addr, 0))
+        return s.getsockname()[1]
+
+
+def _nodes(text):
+    lo, _, hi = str(text).partition(":")
+    lo, hi = int(lo), int(hi or lo)
+    if lo != hi:
+        raise SystemExit("tessel.distributed.run: --nnodes %s: elastic node counts are not supported (static "
+                         "rendezvous: give one number)" % text)
+    return lo
+
+
+def _nproc(text):
+    if str(text) in ("cpu", "auto"):
+        return os.cpu_count() or 1
+    if str(text) == "gpu":
+        raise SystemExit("tessel.distributed.run: --nproc-per-node gpu: tessel's Python face runs on the CPU")
+    return int(text)
+
+
+def _command(args):
+    if args.no_python:
+        if args.module:
+            raise SystemExit("tessel.distributed.run: --no-python and --module are exclusive")
+        return [args.training_script] + args.training_script_args
+    if args.module:
+        return [sys.executable, "-u", "-m", args.training_script] + args.training_script_args
+    return [sys.executable, "-u", args.training_script] + args.training_script_args
+
+
+def _root_cause(error_file):
+    try:
+        with open(error_file) as f:
+            message = json.load(f)["message"]
+        return message["message"], message.get("extraInfo", {}).get("py_callstack", "")
+    except (OSError, ValueError, KeyError, TypeError):
+        return None, ""
+
+
+def _stop(procs, grace=5.0):
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    for p in procs:
+        try:
+            p.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def run_workers(command, nproc, *, nnodes=1, node_rank=0, master_addr="127.0.0.1", master_port=29500,
+                max_restarts=0, monitor_interval=0.1, run_id=None, role="default", env=None, log=sys.stderr):
+    """Runs the local workers of this node until all exit 0 (returns 0) or one fails after max_restarts
+    restarts (stops the others, prints the root cause, returns 1)."""
+    world = nnodes * nproc
+    run_id = run_id or uuid.uuid4().hex[:8]
+    base = dict(os.environ if env is None else env)
+    if nproc > 1 and "OMP_NUM_THREADS" not in base:
+        base["OMP_NUM_THREADS"] = "1"  # torchrun's default for several workers on one node
+    for restart in range(max_restarts + 1):
+        with tempfile.TemporaryDirectory(prefix="tessel_run_") as errors:
+            procs, files = [], []
+            for local in range(nproc):
+                rank = node_rank * nproc + local
+                files.append(os.path.join(errors, "error_%d.json" % rank))
+                env_r = dict(base, RANK=str(rank), LOCAL_RANK=str(local), GROUP_RANK=str(node_rank),
+                             ROLE_RANK=str(rank), ROLE_NAME=role, WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(nproc),
+                             GROUP_WORLD_SIZE=str(nnodes), ROLE_WORLD_SIZE=str(world), MASTER_ADDR=master_addr,
+                             MASTER_PORT=str(master_port), TORCHELASTIC_RUN_ID=run_id,
+                             TORCHELASTIC_RESTART_COUNT=str(restart), TORCHELASTIC_MAX_RESTARTS=str(max_restarts),
+                             TORCHELASTIC_ERROR_FILE=files[-1])
+                procs.append(subprocess.Popen(command, env=env_r))
+            failed = None
+            while failed is None and any(p.poll() is None for p in procs):
+                for local, p in enumerate(procs):
+                    if p.poll() not in (None, 0):
+                        failed = local
+                        break
+                else:
+                    time.sleep(monitor_interval)
+            if failed is None:
+                failed = next((i for i, p in enumerate(procs) if p.returncode != 0), None)
+            if failed is None:
+                return 0
+            code = procs[failed].returncode
+            _stop(procs)
+            rank = node_rank * nproc + failed
+            message, stack = _root_cause(files[failed])
+            if restart < max_restarts:
+                print("[tessel.distributed.run] rank %d failed (exit code %d); restarting the workers (%d of %d)"
+                      % (rank, code, restart + 1, max_restarts), file=log, flush=True)
+                continue
+            print("[tessel.distributed.run] root cause (first observed failure): rank %d (local_rank %d), exit code "
+                  "%d" % (rank, failed, code), file=log)
+            if message:
+                print("[tessel.distributed.run]   " + message, file=log)
+                for line in stack.rstrip().splitlines():
+                    print("[tessel.distributed.run]   " + line, file=log)
+            log.flush()
+            return 1
+    return 1
+
+
+def main(argv=None):
+    args = get_args_parser().parse_args(argv)
+    nnodes, nproc = _nodes(args.nnodes), _nproc(args.nproc_per_node)
+    addr, port = args.master_addr, args.master_port
+    if args.rdzv_endpoint:
+        host, _, p = args.rdzv_endpoint.rpartition(":")
+        addr, port = (host or addr), int(p) if p else port
+    if args.standalone:
+        if nnodes != 1:
+            raise SystemExit("tessel.distributed.run: --standalone is one node, got --nnodes %d" % nnodes)
+        addr = "127.0.0.1"
+        port = _free_port(addr)
+    elif port == 0:
+        port = _free_port(addr)
+    if not 0 <= args.node_rank < nnodes:
+        raise SystemExit("tessel.distributed.run: --node-rank %d is not a node of --nnodes %d" % (args.node_rank, nnodes))
+    return run_workers(_command(args), nproc, nnodes=nnodes, node_rank=args.node_rank, master_addr=addr,
+                       master_port=port, max_restarts=args.max_restarts, monitor_interval=args.monitor_interval,
+                       run_id=None if args.rdzv_id == "none" else args.rdzv_id, role=args.role)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

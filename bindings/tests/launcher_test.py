@@ -1,0 +1,107 @@
+"""The Python torchrun (python -m tessel.distributed.run) and torch.distributed.launcher.api.elastic_launch: two
+gloo worker processes get torchrun's variables and all-reduce; a failing worker stops its peer at once (not after
+the collective timeout) and the launcher prints its exception as the root cause; --max-restarts restarts the
+group; elastic_launch returns each rank's value or raises ChildFailedError naming the failed rank."""
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from tessel.distributed.elastic.multiprocessing.errors import ChildFailedError
+from tessel.distributed.launcher.api import LaunchConfig, elastic_launch
+
+ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+
+
+def launch(tmp_path, body, *flags):
+    script = tmp_path / "job.py"
+    script.write_text(textwrap.dedent(body))
+    start = time.monotonic()
+    out = subprocess.run([sys.executable, "-m", "tessel.distributed.run", *flags, str(script), "x1"], env=ENV,
+                         capture_output=True, text=True, timeout=120, cwd=str(tmp_path))
+    return out, time.monotonic() - start
+
+
+def test_two_workers_get_torchruns_variables_and_all_reduce(tmp_path):
+    out, _ = launch(tmp_path, """
+        import os, sys, tessel, tessel.distributed as dist
+        dist.init_process_group("gloo")
+        t = tessel.tensor([float(dist.get_rank() + 1)])
+        dist.all_reduce(t)
+        keys = ["RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "ROLE_WORLD_SIZE",
+                "OMP_NUM_THREADS"]
+        with open("out_%s.txt" % os.environ["RANK"], "w") as f:
+            f.write(" ".join([os.environ[k] for k in keys] + [str(t.item()), sys.argv[1]]))
+        dist.destroy_process_group()
+    """, "--standalone", "--nproc-per-node", "2")
+    assert out.returncode == 0, out.stdout + out.stderr
+    for r in (0, 1):
+        assert (tmp_path / ("out_%d.txt" % r)).read_text() == "%d %d 2 2 0 2 1 3.0 x1" % (r, r)
+
+
+def test_a_failing_worker_stops_the_group_and_is_the_root_cause(tmp_path):
+    out, took = launch(tmp_path, """
+        import os, time, tessel, tessel.distributed as dist
+        from tessel.distributed.elastic.multiprocessing.errors import record
+
+        @record
+        def main():
+            dist.init_process_group("gloo")
+            if dist.get_rank() == 1:
+                raise KeyError("shard 1 is missing")
+            time.sleep(60)  # rank 0 would wait here far longer than the launcher lets it
+
+        main()
+    """, "--nproc_per_node=2", "--master-port", "0")
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert took < 45
+    lines = out.stderr.splitlines()
+    i = lines.index("[tessel.distributed.run] root cause (first observed failure): rank 1 (local_rank 1), exit code 1")
+    assert lines[i + 1] == "[tessel.distributed.run]   KeyError: 'shard 1 is missing'"
+    assert any("in main" in line for line in lines[i:]), out.stderr
+
+
+def test_max_restarts_runs_the_group_again(tmp_path):
+    out, _ = launch(tmp_path, """
+        import os
+        if os.environ["TORCHELASTIC_RESTART_COUNT"] == "0" and os.environ["RANK"] == "0":
+            raise SystemExit(3)  # the first attempt fails
+        open("ran_%s_%s" % (os.environ["RANK"], os.environ["TORCHELASTIC_RESTART_COUNT"]), "w").close()
+    """, "--standalone", "--nproc-per-node", "2", "--max-restarts", "1")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "rank 0 failed (exit code 3); restarting the workers (1 of 1)" in out.stderr
+    assert sorted(p.name for p in tmp_path.glob("ran_*")) in (["ran_0_1", "ran_1_1"], ["ran_0_1", "ran_1_0", "ran_1_1"])
+
+
+def square_of_rank(offset):
+    import tessel.distributed as dist
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    dist.barrier()
+    dist.destroy_process_group()
+    return (rank + offset) ** 2
+
+
+def fail_on_rank_one():
+    if os.environ["RANK"] == "1":
+        raise ValueError("rank one fails")
+    time.sleep(60)
+
+
+def test_elastic_launch_returns_each_ranks_value_or_raises_child_failed():
+    config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=2, rdzv_endpoint="localhost:0")
+    assert elastic_launch(config, square_of_rank)(3) == {0: 9, 1: 16}
+    start = time.monotonic()
+    with pytest.raises(ChildFailedError) as failed:
+        elastic_launch(config, fail_on_rank_one)()
+    assert time.monotonic() - start < 45
+    assert list(failed.value.failures) == [1] and "ValueError: rank one fails" in failed.value.failures[1]
+    with pytest.raises(NotImplementedError, match="elastic node counts"):
+        LaunchConfig(min_nodes=1, max_nodes=2, nproc_per_node=1)
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q"]))
