@@ -73,12 +73,14 @@ class _StageCall(Module):
     (step(**kwargs) split into microbatches, torch's default chunking of kwargs)."""
 
     def __init__(self, inner, schedule, stage_index):
+        import weakref
         super().__init__()
         self.module = inner
-        self._schedule, self._stage_index = schedule, stage_index
+        # weak: the C++ stage keeps this module alive, and the schedule holds the C++ stage
+        self._schedule, self._stage_index = weakref.ref(schedule), stage_index
 
     def forward(self, x):
-        kwargs = self._schedule._kwargs_for(self._stage_index)
+        kwargs = self._schedule()._kwargs_for(self._stage_index)
         return self.module(x, **kwargs) if kwargs else self.module(x)
 
 
