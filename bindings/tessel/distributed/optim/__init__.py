@@ -234,4 +234,6 @@ class _ZeroJoinHook:  # torch's JoinHook protocol: a joined rank steps its share
         pass
 
 
-__all__ = ["ZeroRedundancyOptimizer"]
+__all__ = ["ZeroRedundancyOptimizer", "PostLocalSGDOptimizer"]
+
+from .post_localSGD_optimizer import PostLocalSGDOptimizer  # noqa: E402,F401

@@ -1,9 +1,9 @@
-"""tessel.distributed.algorithms.ddp_comm_hooks: torch's DDP communication hooks (default_hooks, powerSGD_hook)
-and register_ddp_comm_hook(DDPCommHookType.X, model) for the built-in ones."""
+"""tessel.distributed.algorithms.ddp_comm_hooks: torch's DDP communication hooks (default_hooks, powerSGD_hook,
+post_localSGD_hook) and register_ddp_comm_hook(DDPCommHookType.X, model) for the built-in ones."""
 import enum
 import functools
 
-from . import default_hooks, powerSGD_hook  # noqa: F401
+from . import default_hooks, post_localSGD_hook, powerSGD_hook  # noqa: F401
 
 
 def _with_powerSGD(matrix_approximation_rank, model, state):
