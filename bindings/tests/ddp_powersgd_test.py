@@ -122,5 +122,26 @@ def test_state_checks_buckets_and_builtin_registration():
     assert tuple(seen[0][0][1][0]) == (4,)  # the last layer's bias first (reverse registration order)
 
 
+def test_fp16_compress_wrapper_runs_a_hook_in_half_precision():
+    from tessel.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook, fp16_compress_wrapper
+    ref = train(steps=1)
+    out = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        model = DDP(make())
+        model.register_comm_hook(None, fp16_compress_wrapper(allreduce_hook))
+        x, y = tessel.tensor(X[world.rank, :1]), tessel.tensor(Y[world.rank, :1])
+        (model(x) - y).pow(2).sum().backward()
+        out[world.rank] = [p.grad.numpy().copy() for p in model.parameters()]
+
+    tessel.run_ranks(2, rank_fn)
+    for r in (0, 1):
+        for a, b in zip(out[r], ref[r][1][0]):
+            np.testing.assert_allclose(a, b, rtol=2e-3, atol=2e-3)  # float16 on the wire
+            assert a.dtype == np.float32
+    assert any(not np.array_equal(a, b) for a, b in zip(out[0], ref[0][1][0]))  # it did round through fp16
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))

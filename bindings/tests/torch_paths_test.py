@@ -96,6 +96,11 @@ def test_torchs_other_module_paths_hold_the_same_objects():
     assert DTensor is dt.DTensor and Shard is dt.Shard and distribute_tensor is dt.distribute_tensor
     assert isinstance(Shard(0), Placement) and isinstance(Replicate(), Placement) and isinstance(Partial(), Placement)
     assert all_reduce is dist.all_reduce
+    from tessel.nn.parallel import DataParallel
+    assert DataParallel is tessel.nn.DataParallel
+    from tessel.distributed.launcher.api import elastic_launch
+    from tessel.distributed.run import main as torchrun_main
+    assert callable(elastic_launch) and callable(torchrun_main)
     # torchtitan sizes its stages with issubclass(schedule_class, PipelineScheduleSingle).
     assert issubclass(Schedule1F1B, PipelineScheduleSingle) and not issubclass(Schedule1F1B, PipelineScheduleMulti)
     assert issubclass(ScheduleInterleaved1F1B, PipelineScheduleMulti)

@@ -310,3 +310,11 @@ class GradBucket:
     def is_last(self):
         return self._is_last
 
+
+def __getattr__(name):
+    """torch.nn.parallel.DataParallel is tessel.nn.DataParallel (the module itself on the CPU-only face); loaded on
+    first use (tessel.nn imports this module)."""
+    if name == "DataParallel":
+        from .._more_modules import DataParallel
+        return DataParallel
+    raise AttributeError("module %r has no attribute %r" % (__name__, name))

@@ -3,6 +3,7 @@
 gradients and returns a tessel.futures.Future of the averaged buffer.
 
     model.register_comm_hook(None, default_hooks.bf16_compress_hook)   # half the bytes on the wire
+    model.register_comm_hook(state, default_hooks.fp16_compress_wrapper(powerSGD_hook))  # any hook in fp16
 """
 from .... import _C
 from ... import all_reduce, get_world_size
@@ -43,3 +44,30 @@ def fp16_compress_hook(process_group, bucket):
 def bf16_compress_hook(process_group, bucket):
     """The same in bfloat16."""
     return _compress_hook(_C.dtype.bfloat16, process_group, bucket)
+
+
+def _compress_wrapper(dtype, hook):
+    def wrapped(hook_state, bucket):
+        """`hook` on a copy of the bucket in a 16-bit dtype; its result decompressed into the bucket."""
+        from ....nn.parallel import GradBucket
+        compressed = GradBucket(bucket.index(), bucket.buffer().to(dtype), bucket.parameters(), bucket.is_last(),
+                                bucket._process_group)
+        buffer = bucket.buffer()
+
+        def decompress(f):
+            value = f.value()
+            buffer.copy_(value[0] if isinstance(value, (list, tuple)) else value)
+            return buffer
+        return hook(hook_state, compressed).then(decompress)
+    wrapped.__name__ = "%s_compress_wrapper_hook" % ("fp16" if dtype == _C.dtype.float16 else "bf16")
+    return wrapped
+
+
+def fp16_compress_wrapper(hook):
+    """torch's: runs `hook` (e.g. powerSGD_hook) on the bucket cast to float16, then casts its result back."""
+    return _compress_wrapper(_C.dtype.float16, hook)
+
+
+def bf16_compress_wrapper(hook):
+    """The same in bfloat16."""
+    return _compress_wrapper(_C.dtype.bfloat16, hook)
