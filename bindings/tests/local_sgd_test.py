@@ -102,5 +102,40 @@ def test_averager_arguments_and_optimizer_state_as_torch():
     assert opt.averager.step == 0
 
 
+def test_hierarchical_averaging_picks_the_level_by_step():
+    import collections
+    from tessel.distributed.algorithms.model_averaging.hierarchical_model_averager import HierarchicalModelAverager
+    got = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        averager = HierarchicalModelAverager(collections.OrderedDict([(2, 2), (4, 4)]), warmup_steps=1)
+        p = tessel.zeros(2).requires_grad_(True)
+        p.grad = tessel.zeros(2)
+        seen = []
+        for step in range(6):
+            with tessel.no_grad():
+                p.copy_(tessel.tensor([float(world.rank * 10 + step), 1.0]))
+            averager.average_parameters([p])
+            seen.append(p[0].item())
+        got[world.rank] = seen
+        with pytest.raises(ValueError, match="must be equal to the size of arg ``process_group`` 4"):
+            HierarchicalModelAverager(collections.OrderedDict([(2, 2)]))
+
+    tessel.run_ranks(4, rank_fn)
+    for r in range(4):
+        pair = [q for q in range(4) if q // 2 == r // 2]
+        want = []
+        for step in range(6):
+            own = r * 10 + step
+            if step < 1 or step % 2:  # warm-up, or no period divides the step
+                want.append(own)
+            elif step % 4 == 0:  # the world level
+                want.append(np.mean([q * 10 + step for q in range(4)]))
+            else:  # groups of two consecutive ranks
+                want.append(np.mean([q * 10 + step for q in pair]))
+        np.testing.assert_allclose(got[r], want, rtol=1e-6)
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
