@@ -140,6 +140,24 @@ void BindProcessGroups(py::module_& m) {
 
 void BindMesh(py::module_& m) {
   py::class_<dtensor::DeviceMesh>(m, "DeviceMesh")
+      // torch's DeviceMesh(device_type, mesh, *, mesh_dim_names=None): `mesh` (nested lists or a tensor of global
+      // ranks) lays the default group's ranks out in any order; collective over the default group.
+      .def(py::init([](const std::string& device_type, const py::object& mesh,
+                       std::optional<std::vector<std::string>> mesh_dim_names) {
+             TESSEL_CHECK(device_type == "cpu", "DeviceMesh: device_type '", device_type,
+                          "' is not available from Python (use 'cpu')");
+             const py::object values = py::hasattr(mesh, "tolist") ? mesh.attr("tolist")() : mesh;
+             const py::object array = py::module_::import("numpy").attr("asarray")(values, "int64");
+             const auto shape = array.attr("shape").cast<std::vector<int64_t>>();
+             const auto ranks = array.attr("reshape")(-1).attr("tolist")().cast<std::vector<int>>();
+             const auto world = py::module_::import("tessel.distributed")
+                                    .attr("_default_group")("DeviceMesh").cast<comm::ProcessGroupPtr>();
+             return NoGil([&] {
+               return dtensor::InitDeviceMesh(world, shape, mesh_dim_names.value_or(std::vector<std::string>{}),
+                                              ranks);
+             });
+           }),
+           py::arg("device_type"), py::arg("mesh"), py::kw_only(), py::arg("mesh_dim_names") = py::none())
       .def_property_readonly("shape", [](const dtensor::DeviceMesh& d) { return py::tuple(py::cast(d.shape())); })
       .def_property_readonly("ndim", &dtensor::DeviceMesh::ndim)
       .def_property_readonly("mesh_dim_names", [](const dtensor::DeviceMesh& d) { return py::tuple(py::cast(d.axis_names())); })

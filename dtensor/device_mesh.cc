@@ -127,15 +127,23 @@ DeviceMesh DeviceMesh::Join(const DeviceMesh& other) const {
 std::ostream& operator<<(std::ostream& os, const DeviceMesh& mesh) { return os << mesh.ToString(); }
 
 DeviceMesh InitDeviceMesh(const comm::ProcessGroupPtr& world, std::vector<int64_t> shape,
-                          std::vector<std::string> axis_names) {
+                          std::vector<std::string> axis_names, std::optional<std::vector<int>> ranks) {
   TESSEL_CHECK(world != nullptr, "InitDeviceMesh: no process group");
   int64_t n = 1;
   for (int64_t s : shape) n *= s;
   TESSEL_CHECK(n == world->size(), "InitDeviceMesh: mesh shape ", ShapeStr(shape), " holds ", n,
                " ranks but the world group '", world->name(), "' has ", world->size(),
                "; the product of the mesh shape must equal the world size");
-  auto topology =
-      std::make_shared<const MeshTopology>(std::move(shape), std::move(axis_names), world->global_ranks());
+  if (ranks) {
+    std::vector<int> sorted_mesh = *ranks, sorted_world = world->global_ranks();
+    std::sort(sorted_mesh.begin(), sorted_mesh.end());
+    std::sort(sorted_world.begin(), sorted_world.end());
+    TESSEL_CHECK(sorted_mesh == sorted_world, "DeviceMesh: the mesh's ranks ", ShapeStr(std::vector<int64_t>(
+                     ranks->begin(), ranks->end())), " are not the ranks of the world group '", world->name(), "' ",
+                 ShapeStr(std::vector<int64_t>(sorted_world.begin(), sorted_world.end())), " each once");
+  }
+  auto topology = std::make_shared<const MeshTopology>(std::move(shape), std::move(axis_names),
+                                                       ranks ? std::move(*ranks) : world->global_ranks());
   std::vector<comm::ProcessGroupPtr> groups;
   for (int a = 0; a < topology->ndim(); ++a) {
     const int axes[] = {a};

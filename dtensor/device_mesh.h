@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <span>
 #include <string>
@@ -99,12 +100,13 @@ class DeviceMesh {
 
 std::ostream& operator<<(std::ostream& os, const DeviceMesh& mesh);
 
-// Builds a mesh over all members of `world` (row-major in world group-rank order) and creates one group
-// per axis with world->NewGroup. Collective over `world`. Empty `axis_names` means "axis0", "axis1", ...
+// Builds a mesh over all members of `world` (row-major in world group-rank order, or the global ranks in
+// `ranks`, row-major, when given: PyTorch's DeviceMesh(device_type, mesh) with any layout) and creates one
+// group per axis with world->NewGroup. Collective over `world`. Empty `axis_names` means "axis0", "axis1", ...
 // Throws kInvalidArgument when the shape's product differs from world->size(), for duplicate or empty
-// names, or a names/shape length mismatch.
+// names, a names/shape length mismatch, or `ranks` that are not the world's ranks each once.
 DeviceMesh InitDeviceMesh(const comm::ProcessGroupPtr& world, std::vector<int64_t> shape,
-                          std::vector<std::string> axis_names = {});
+                          std::vector<std::string> axis_names = {}, std::optional<std::vector<int>> ranks = {});
 
 // The 1-D mesh over an existing group (torch's DeviceMesh.from_group): its one axis is `group` itself,
 // named `axis_name` (empty: the group's name). The group keeps its own name, which the comm tracer shows (the

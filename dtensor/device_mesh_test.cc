@@ -49,6 +49,20 @@ TEST(DeviceMeshTest, InitDeviceMeshBuildsOneNamedGroupPerAxis) {
   }, Fast());
 }
 
+// torch's DeviceMesh(device_type, mesh): any layout of the world's ranks; the axis groups follow it.
+TEST(DeviceMeshTest, InitDeviceMeshWithARankLayout) {
+  comm::RunRanks(4, [](comm::ProcessGroupPtr world) {
+    DeviceMesh mesh = InitDeviceMesh(world, {2, 2}, {"dp", "tp"}, std::vector<int>{0, 2, 1, 3});
+    const int r = world->rank();
+    EXPECT_EQ(mesh.ToString(), "DeviceMesh(shape=[2, 2], axes=[dp, tp], ranks=[[0, 2], [1, 3]])");
+    EXPECT_EQ(mesh.coordinate(), (std::vector<int64_t>{r % 2, r / 2}));
+    EXPECT_EQ(mesh.axis_group("tp")->global_ranks(), (std::vector<int>{r % 2, r % 2 + 2}));
+    EXPECT_EQ(AxisSum(mesh, "tp"), (r % 2) * 2 + 2);
+    ExpectError(ErrorCode::kInvalidArgument, "are not the ranks of the world group 'world' [0, 1, 2, 3] each once",
+                [&] { InitDeviceMesh(world, {4}, {"x"}, std::vector<int>{0, 1, 1, 3}); });
+  }, Fast());
+}
+
 // torch's DeviceMesh.from_group: the 1-D mesh over an existing group uses that group (no new one), named
 // after it, with the group's global ranks and this rank's group rank as its coordinate.
 TEST(DeviceMeshTest, MeshOfGroupWrapsTheGroupItself) {

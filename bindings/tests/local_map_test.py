@@ -267,5 +267,32 @@ def test_mesh_and_group_torch_spellings():
         assert got[r] == ("cpu", [[0, 1], [2, 3]], [2, 2], r % 2, 2, True, 40, True)
 
 
+def test_device_mesh_constructor_with_any_rank_layout():
+    # torch's DeviceMesh("cpu", mesh, mesh_dim_names=): here dim "tp" pairs ranks (0, 2) and (1, 3)
+    from tessel.distributed.device_mesh import DeviceMesh
+    got = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        mesh = DeviceMesh("cpu", tessel.tensor([[0, 2], [1, 3]]), mesh_dim_names=("dp", "tp"))
+        t = tessel.tensor([float(world.rank)])
+        dist.all_reduce(t, group=mesh.get_group("tp"))
+        d = distribute_tensor(tessel.arange(4.0), mesh["tp"], [Shard(0)])
+        got[world.rank] = (mesh.mesh.tolist(), mesh.get_coordinate(), t.item(), d.to_local().tolist())
+        with pytest.raises(ValueError, match="are not the ranks of the world group"):
+            DeviceMesh("cpu", [[0, 1], [1, 3]])
+        flat = DeviceMesh("cpu", [3, 2, 1, 0])
+        got[world.rank] += (flat.get_coordinate(),)
+
+    tessel.run_ranks(4, rank_fn)
+    coords = {0: [0, 0], 2: [0, 1], 1: [1, 0], 3: [1, 1]}
+    for r in range(4):
+        layout, coord, reduced, local, flat_coord = got[r]
+        assert layout == [[0, 2], [1, 3]] and coord == coords[r]
+        assert reduced == {0: 2.0, 2: 2.0, 1: 4.0, 3: 4.0}[r]  # the tp group sums 0 + 2 or 1 + 3
+        assert local == [[0.0, 1.0], [2.0, 3.0]][coords[r][1]]
+        assert flat_coord == [3 - r]
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
