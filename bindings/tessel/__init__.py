@@ -110,6 +110,9 @@ set_printoptions = _repr.set_printoptions  # (get_printoptions and printoptions 
 from . import _complex  # noqa: E402 (complex tensors over interleaved real parts: rotary embeddings)
 globals().update(_complex.TORCH_FUNCTIONS)
 ComplexTensor = _complex.ComplexTensor
+from ._stft import istft, stft  # noqa: E402 (torch.stft / istft, composed around tessel.fft)
+Tensor.stft, Tensor.istft = stft, istft
+_complex.ComplexTensor.istft = istft
 Tensor.is_complex = lambda self: False
 Tensor.is_floating_point = lambda self: self.dtype.is_floating_point
 is_floating_point = lambda input: input.is_floating_point()  # noqa: E731 (torch.is_floating_point)
