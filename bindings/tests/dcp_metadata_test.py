@@ -1,7 +1,8 @@
 """torch's DCP metadata from Python: FileSystemReader(path).read_metadata() lists every key of a checkpoint saved
 on 2 ranks, each tensor's dtype, global size and chunks (torch.chunk's split of a Shard(0) DTensor, one chunk for
 a replicated tensor), non-tensor values as BytesStorageMetadata; save_state_dict / load_state_dict (torch's
-deprecated spellings) warn and round-trip."""
+deprecated spellings) warn and round-trip; a file torch.save wrote loads into a fully_shard model through
+BroadcastingTorchSaveReader (each rank keeps its shard)."""
 import sys
 
 import numpy as np
@@ -72,6 +73,40 @@ def test_deprecated_save_and_load_state_dict_round_trip(tmp_path):
     for r in (0, 1):
         np.testing.assert_array_equal(got[r][0], W)
         assert got[r][1] == 7
+
+
+def test_broadcasting_torch_save_reader_loads_a_torch_file_into_shards():
+    import os
+    import tessel.nn as nn
+    from tessel.distributed.checkpoint.format_utils import BroadcastingTorchSaveReader, DynamicMetaLoadPlanner
+    from tessel.distributed.fsdp import fully_shard
+    # written by torch 2.15 (tests/data/make_torch_saved.py): {"model": {weight: arange(6).reshape(2, 3) / 10,
+    # bias: [0.5, -0.5]}, "step": 7, ...}
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "torch_saved.pt")
+    got = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        model = nn.Linear(3, 2)
+        fully_shard(model, mesh=init_device_mesh("cpu", (2,)))
+        result = dcp.load({"model": model}, storage_reader=BroadcastingTorchSaveReader(),
+                          planner=DynamicMetaLoadPlanner(), checkpoint_id=path)
+        got[world.rank] = (model.weight.to_local().numpy().copy(), model.weight.full_tensor().numpy(),
+                           model.bias.full_tensor().numpy(), result["missing_keys"])
+        with pytest.raises(RuntimeError, match="Non-tensor value identified at step"):
+            dcp.load({"step": 0}, storage_reader=BroadcastingTorchSaveReader(), checkpoint_id=path)
+        with pytest.raises(RuntimeError, match="'model.weight' has shape \\(2, 3\\)"):
+            dcp.load({"model": {"weight": tessel.zeros(3, 2)}}, storage_reader=BroadcastingTorchSaveReader(),
+                     checkpoint_id=path)
+
+    tessel.run_ranks(2, rank_fn)
+    weight = np.arange(6, dtype=np.float32).reshape(2, 3) / 10
+    for r in (0, 1):
+        local, full, bias, missing = got[r]
+        np.testing.assert_allclose(local, weight[r:r + 1])  # this rank's row only
+        np.testing.assert_allclose(full, weight)
+        np.testing.assert_allclose(bias, [0.5, -0.5])
+        assert missing == []
 
 
 if __name__ == "__main__":

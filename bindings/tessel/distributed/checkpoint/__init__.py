@@ -307,12 +307,23 @@ def load(state_dict, *, checkpoint_id=None, storage_reader=None, planner=None, p
     """Fills state_dict in place from the checkpoint (its other keys are ignored, as in DCP); strict=False
     also tolerates keys the checkpoint lacks. Returns a dict with missing_keys, unexpected_keys (the
     checkpoint's keys not in state_dict) and bytes_read."""
-    path = _dir(checkpoint_id, storage_reader, planner, "load")
+    from .format_utils import BroadcastingTorchSaveReader
+    broadcast = isinstance(storage_reader, BroadcastingTorchSaveReader)
+    if broadcast:
+        storage_reader.reset(checkpoint_id)
+        path = storage_reader.checkpoint_id
+        if path is None:
+            raise ValueError("load: BroadcastingTorchSaveReader needs the torch.save file (checkpoint_id)")
+        if planner is not None and not isinstance(planner, DefaultLoadPlanner):
+            raise NotImplementedError("load: planner must be a DefaultLoadPlanner (DynamicMetaLoadPlanner), got %s"
+                                      % type(planner).__name__)
+    else:
+        path = _dir(checkpoint_id, storage_reader, planner, "load")
     strict = strict and not getattr(planner, "allow_partial_load", False)
     if any(_is_stateful(v) for v in state_dict.values()):  # load into their state_dict()s, then hand them back
         converted = _stateful_to_state_dict(state_dict)
-        result = load(converted, checkpoint_id=path, storage_reader=storage_reader, process_group=process_group,
-                      strict=strict)
+        result = load(converted, checkpoint_id=path, storage_reader=storage_reader, planner=planner,
+                      process_group=process_group, strict=strict)
         for k, v in state_dict.items():
             if _is_stateful(v):
                 v.load_state_dict(converted[k])
@@ -320,6 +331,10 @@ def load(state_dict, *, checkpoint_id=None, storage_reader=None, planner=None, p
                 state_dict[k] = converted[k]
         return result
     flat = _flatten(state_dict, "", {})
+    if broadcast:
+        result = _load_broadcast_torch_save(flat, path, storage_reader.coordinator_rank, process_group, strict)
+        _write_back(state_dict, "", flat, set(result["missing_keys"]))
+        return result
     if isinstance(storage_reader, HuggingFaceStorageReader):
         flat, result = _load_safetensors(storage_reader, flat, strict)
         _write_back(state_dict, "", flat, set(result["missing_keys"]))
@@ -333,6 +348,47 @@ def load(state_dict, *, checkpoint_id=None, storage_reader=None, planner=None, p
     flat, result = _C._dcp_load(flat, path, strict)
     _write_back(state_dict, "", flat, set(result["missing_keys"]))
     return result
+
+
+def _load_broadcast_torch_save(flat, path, coordinator, process_group, strict):
+    """BroadcastingTorchSaveReader's load: the coordinator reads the file and sends every key's shape first (all
+    ranks check alike before any tensor moves), then each requested tensor whole; each rank copies its piece."""
+    from ... import distributed as dist
+    from ... import load as torch_load
+    from ..._tensor import empty
+    from ..tensor import distribute_tensor
+    group = process_group if process_group is not None else _default_group("load")
+    source = _flatten(torch_load(path), "", {}) if group.rank == coordinator else None
+    box = [None if source is None else {k: tuple(v.shape) if isinstance(v, _C.Tensor) else None
+                                        for k, v in source.items()}]
+    dist.broadcast_object_list(box, src=group.global_ranks[coordinator], group=group)
+    shapes = box[0]
+    problems = []
+    for key, target in flat.items():
+        if not isinstance(target, _C.Tensor):
+            problems.append("Non-tensor value identified at %s. At this time BroadcastingTorchSaveReader only "
+                            "supports loading Tensors." % key)
+        elif key in shapes and shapes[key] != tuple(target.shape):
+            problems.append("'%s' has shape %s in %s, the state dict's is %s" % (key, shapes[key], path,
+                                                                               tuple(target.shape)))
+    missing = [k for k in flat if k not in shapes]
+    if strict and missing:
+        problems.append("missing keys %s (not in %s)" % (missing, path))
+    if problems:
+        raise RuntimeError("load: " + "; ".join(problems))
+    for key, target in flat.items():
+        if key in missing:
+            continue
+        value = (source[key].detach().to(target.dtype).contiguous() if source is not None
+                 else empty(*target.shape, dtype=target.dtype))
+        dist.broadcast(value, src=group.global_ranks[coordinator], group=group)
+        with _C._GradMode(False):
+            if target.is_distributed:
+                piece = distribute_tensor(value, target.device_mesh, list(target.placements), src_data_rank=None)
+                target.to_local().copy_(piece.to_local())
+            else:
+                target.copy_(value)
+    return {"missing_keys": missing, "unexpected_keys": [k for k in shapes if k not in flat], "bytes_read": 0}
 
 
 def save_state_dict(state_dict, storage_writer, process_group=None, coordinator_rank=0, no_dist=False, planner=None):

@@ -10,6 +10,8 @@ dcp_to_torch_save assembles each tensor whole (from every rank's chunks, checksu
 other values as saved (pickled ones unpickled). The result is flat: a nested state dict saved as {"model":
 {...}} comes back under "model.<fqn>" keys, as tessel's DCP keys it (torch's rebuilds the nesting from its
 planner data). torch_save_to_dcp saves whatever tessel.load reads (torch.save files, nested dicts included).
+BroadcastingTorchSaveReader / DynamicMetaLoadPlanner load one torch.save file straight into a sharded state dict
+with dcp.load (one rank reads it, each tensor is broadcast).
 """
 import argparse
 import os
@@ -17,7 +19,39 @@ import os
 from ... import _C
 from . import _flatten, _restore, _stateful_to_state_dict
 
-__all__ = ["dcp_to_torch_save", "torch_save_to_dcp"]
+__all__ = ["dcp_to_torch_save", "torch_save_to_dcp", "BroadcastingTorchSaveReader", "DynamicMetaLoadPlanner"]
+
+
+class BroadcastingTorchSaveReader:
+    """torch's reader of one torch.save file for dcp.load: the coordinator rank reads the whole file, and every
+    tensor the state dict asks for is broadcast from it and each rank keeps its own piece (a DTensor's shard),
+    so a consolidated checkpoint loads into a sharded model without every rank reading the file. Keys are the
+    file's nested keys joined with "." (DCP's flattening). Only tensors (a non-tensor value raises, as torch's).
+
+        dcp.load({"model": model}, storage_reader=BroadcastingTorchSaveReader(),
+                 planner=DynamicMetaLoadPlanner(), checkpoint_id="/out/model.pt")
+    """
+
+    def __init__(self, checkpoint_id=None, coordinator_rank=0):
+        self.checkpoint_id, self.coordinator_rank = checkpoint_id, coordinator_rank
+
+    def reset(self, checkpoint_id=None):
+        if checkpoint_id is not None:
+            self.checkpoint_id = checkpoint_id
+
+    @classmethod
+    def validate_checkpoint_id(cls, checkpoint_id):
+        return os.path.isfile(checkpoint_id)
+
+
+def _planner_base():
+    from . import DefaultLoadPlanner
+    return DefaultLoadPlanner
+
+
+class DynamicMetaLoadPlanner(_planner_base()):
+    """torch's planner for BroadcastingTorchSaveReader: the checkpoint's metadata is the state dict's own (a
+    torch.save file has no DCP metadata)."""
 
 
 def dcp_to_torch_save(dcp_checkpoint_dir, torch_save_path):
