@@ -1,7 +1,7 @@
 """torch.distributed's exception classes from tessel's error codes (bindings/errors_py.cc): the hierarchy, a store
 wait's timeout, a collective's timeout and a peer that failed, each caught as a torch script catches it; and torch
 2.15's newer spellings: set_timeout, all_gather_single / reduce_scatter_single / gather_single (gather_into_tensor),
-is_backend_available, get_default_backend_for_device."""
+is_backend_available, get_default_backend_for_device; breakpoint."""
 import datetime
 import sys
 import time
@@ -97,6 +97,24 @@ def test_newer_collective_spellings_and_set_timeout():
     assert dist.get_default_backend_for_device("cuda:1") == "nccl"
     with pytest.raises(ValueError, match="Default backend not registered for device : xpu"):
         dist.get_default_backend_for_device("xpu")
+
+
+def test_breakpoint_stops_one_rank_while_the_others_wait(monkeypatch):
+    stopped, after = [], {}
+    monkeypatch.setattr(dist._DistributedPdb, "set_trace",
+                        lambda self, frame=None: (stopped.append(dist.get_rank()), time.sleep(0.3)))
+
+    def rank_fn(world):
+        dist.init_process_group("gloo")
+        for _ in range(3):
+            dist.breakpoint(rank=1, skip=1, timeout_s=60)  # the first pass is skipped
+        after[world.rank] = (time.monotonic(), world.timeout)
+
+    start = time.monotonic()
+    tessel.run_ranks(2, rank_fn)
+    assert stopped == [1, 1]  # rank 1 only, the 2nd and 3rd pass
+    assert after[0][0] - start >= 0.55  # rank 0 waited in the barrier while rank 1 was "debugging"
+    assert after[0][1] == datetime.timedelta(seconds=60)
 
 
 if __name__ == "__main__":

@@ -446,6 +446,44 @@ def set_timeout(timeout, group=None):
     _group(group, "set_timeout").timeout = timeout
 
 
+class _DistributedPdb(__import__("pdb").Pdb):
+    """pdb for a worker process (torch's): stdin is reopened from /dev/stdin, which launchers leave closed in
+    their children."""
+
+    def interaction(self, *args, **kwargs):
+        import sys
+        saved = sys.stdin
+        try:
+            sys.stdin = open("/dev/stdin")
+            super().interaction(*args, **kwargs)
+        finally:
+            sys.stdin = saved
+
+
+_breakpoint_counts = {}
+
+
+def breakpoint(rank=0, skip=0, timeout_s=3600):  # noqa: A001 (torch's name)
+    """torch.distributed.breakpoint: pdb on one rank while every other rank waits in a barrier. skip: pass this
+    call site the first `skip` times (counted per calling line); timeout_s (None: unchanged) becomes the default
+    group's deadline, so a long debugging session does not time the waiting ranks out."""
+    import inspect
+    if skip > 0:
+        caller = inspect.stack()[1]
+        key = (get_rank(), caller.filename, caller.lineno)  # per rank: run_ranks' ranks share this module
+        _breakpoint_counts[key] = _breakpoint_counts.get(key, 0) + 1
+        if _breakpoint_counts[key] <= skip:
+            return
+    if timeout_s is not None:
+        set_timeout(datetime.timedelta(seconds=timeout_s))
+    if get_rank() == rank:
+        debugger = _DistributedPdb()
+        debugger.message("\n!!! ATTENTION !!!\n\nType 'up' to get to the frame that called dist.breakpoint(rank=%d)\n"
+                         % rank)
+        debugger.set_trace(inspect.currentframe().f_back)
+    barrier()
+
+
 def is_backend_available(backend):
     """gloo (processes) and threads (run_ranks) on this build's Python face; nccl needs a GPU build."""
     return str(backend).lower() in ("gloo", "threads") or (str(backend).lower() == "nccl" and is_nccl_available())
