@@ -1,7 +1,8 @@
 """The Python torchrun (python -m tessel.distributed.run) and torch.distributed.launcher.api.elastic_launch: two
 gloo worker processes get torchrun's variables and all-reduce; a failing worker stops its peer at once (not after
 the collective timeout) and the launcher prints its exception as the root cause; --max-restarts restarts the
-group; elastic_launch returns each rank's value or raises ChildFailedError naming the failed rank."""
+group; --log-dir with --redirects / --tee and --local-ranks-filter place the workers' streams as torchrun does;
+elastic_launch returns each rank's value or raises ChildFailedError naming the failed rank."""
 import os
 import subprocess
 import sys
@@ -74,6 +75,29 @@ def test_max_restarts_runs_the_group_again(tmp_path):
     assert out.returncode == 0, out.stdout + out.stderr
     assert "rank 0 failed (exit code 3); restarting the workers (1 of 1)" in out.stderr
     assert sorted(p.name for p in tmp_path.glob("ran_*")) in (["ran_0_1", "ran_1_1"], ["ran_0_1", "ran_1_0", "ran_1_1"])
+
+
+def test_log_directory_redirects_tee_and_the_console_filter(tmp_path):
+    body = """
+        import os, sys
+        print("out of", os.environ["RANK"], flush=True)
+        print("err of", os.environ["RANK"], file=sys.stderr, flush=True)
+    """
+    logs = tmp_path / "logs"
+    out, _ = launch(tmp_path, body, "--standalone", "--nproc-per-node", "2", "--log-dir", str(logs), "--redirects",
+                    "3", "--rdzv-id", "job7")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "out of" not in out.stdout and "err of" not in out.stderr  # files only
+    for r in (0, 1):
+        folder = logs / "job7" / "attempt_0" / str(r)
+        assert (folder / "stdout.log").read_text() == "out of %d\n" % r
+        assert (folder / "stderr.log").read_text() == "err of %d\n" % r
+    out, _ = launch(tmp_path, body, "--standalone", "--nproc-per-node", "2", "--log-dir", str(logs), "--tee", "1",
+                    "--local-ranks-filter", "1", "--rdzv-id", "job8")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.splitlines() == ["[default1]:out of 1"]  # tee'd with torchrun's prefix; rank 0 filtered out
+    assert "err of 1" in out.stderr and "err of 0" not in out.stderr  # stderr untouched but filtered
+    assert (logs / "job8" / "attempt_0" / "0" / "stdout.log").read_text() == "out of 0\n"  # the file keeps it
 
 
 def square_of_rank(offset):

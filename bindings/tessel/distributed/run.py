@@ -15,6 +15,12 @@ exits 1 after printing the first failure's exception and traceback as the root c
 node count fixed, --node-rank given for more than one node): elastic membership changes are not supported.
 The launcher is Python so that a pip-installed tessel has one (the C++ tessel-run of the repository is the same
 protocol).
+
+Logs, as torchrun's: --redirects / --tee (3: stdout and stderr, 1: stdout, 2: stderr, or per local rank
+"0:1,1:2") send a worker's streams to <log-dir>/<run id>/attempt_<n>/<local rank>/{stdout,stderr}.log (a
+temporary --log-dir when none is given), --tee also to the console with a "[<role><local rank>]:" prefix
+(--log-line-prefix-template, with ${role_name}, ${local_rank}, ${rank}); --local-ranks-filter 0,1 keeps the
+other ranks' streams off the console (not out of the files).
 """
 import argparse
 import json
@@ -54,8 +60,11 @@ def get_args_parser():
       help="run the script argument as a command, without python")
     a("--run-path", "--run_path", dest="run_path", action="store_true")
     a("--log-dir", "--log_dir", dest="log_dir", default=None)
-    a("-r", "--redirects", default="0")
-    a("-t", "--tee", default="0")
+    a("-r", "--redirects", default="0", help="std streams to log files: 3, 1, 2, or per local rank '0:1,1:2'")
+    a("-t", "--tee", default="0", help="std streams to log files and the console (as --redirects)")
+    a("--log-line-prefix-template", "--log_line_prefix_template", dest="log_line_prefix_template", default="")
+    a("--local-ranks-filter", "--local_ranks_filter", dest="local_ranks_filter", default="",
+      help="only these local ranks' streams reach the console, e.g. 0,1")
     a("--local-addr", "--local_addr", dest="local_addr", default=None)
     a("training_script")
     a("training_script_args", nargs=argparse.REMAINDER)
@@ -95,6 +104,80 @@ def _command(args):
     return [sys.executable, "-u", args.training_script] + args.training_script_args
 
 
+def _streams(spec, nproc, what):
+    """--redirects / --tee: {local rank: code} (1 stdout, 2 stderr, 3 both)."""
+    text = str(spec).strip()
+    try:
+        if ":" not in text:
+            return {r: int(text) for r in range(nproc)}
+        out = {r: 0 for r in range(nproc)}
+        for item in text.split(","):
+            r, code = item.split(":")
+            out[int(r)] = int(code)
+        return out
+    except ValueError:
+        raise SystemExit("tessel.distributed.run: --%s %r: expected 0-3 or local_rank:code pairs like 0:1,1:2"
+                         % (what, spec)) from None
+
+
+class _Logs:
+    """Where each worker's stdout / stderr go (files, console with a prefix, both, or nowhere)."""
+
+    def __init__(self, log_dir, redirects, tee, ranks_filter, template, role):
+        self.log_dir, self.redirects, self.tee = log_dir, redirects, tee
+        self.ranks_filter, self.template, self.role = ranks_filter, template, role
+        self.threads, self.files = [], []
+
+    def _prefix(self, local, rank):
+        template = self.template or "[${role_name}${local_rank}]:"
+        return (template.replace("${role_name}", self.role).replace("${local_rank}", str(local))
+                .replace("${rank}", str(rank)))
+
+    def popen_kwargs(self, attempt, run_id, local, rank):
+        import subprocess
+        kwargs, pumps = {}, []
+        for bit, name, console in ((1, "stdout", sys.stdout), (2, "stderr", sys.stderr)):
+            redirect = self.redirects.get(local, 0) & bit or self.tee.get(local, 0) & bit
+            shown = self.ranks_filter is None or local in self.ranks_filter
+            if not redirect:
+                if not shown:
+                    kwargs[name] = subprocess.DEVNULL
+                continue
+            folder = os.path.join(self.log_dir, run_id, "attempt_%d" % attempt, str(local))
+            os.makedirs(folder, exist_ok=True)
+            f = open(os.path.join(folder, "%s.log" % name), "w")
+            self.files.append(f)
+            if self.tee.get(local, 0) & bit:
+                kwargs[name] = subprocess.PIPE
+                pumps.append((name, f, console if shown else None, self._prefix(local, rank)))
+            else:
+                kwargs[name] = f
+        return kwargs, pumps
+
+    def start(self, proc, pumps):
+        import threading
+
+        def pump(stream, f, console, prefix):
+            for line in iter(stream.readline, b""):
+                text = line.decode(errors="replace")
+                f.write(text)
+                f.flush()
+                if console is not None:
+                    console.write(prefix + text)
+                    console.flush()
+        for name, f, console, prefix in pumps:
+            t = threading.Thread(target=pump, args=(getattr(proc, name), f, console, prefix), daemon=True)
+            t.start()
+            self.threads.append(t)
+
+    def close(self):
+        for t in self.threads:
+            t.join(5)
+        for f in self.files:
+            f.close()
+        self.threads, self.files = [], []
+
+
 def _root_cause(error_file):
     try:
         with open(error_file) as f:
@@ -118,11 +201,13 @@ def _stop(procs, grace=5.0):
 
 
 def run_workers(command, nproc, *, nnodes=1, node_rank=0, master_addr="127.0.0.1", master_port=29500,
-                max_restarts=0, monitor_interval=0.1, run_id=None, role="default", env=None, log=sys.stderr):
+                max_restarts=0, monitor_interval=0.1, run_id=None, role="default", env=None, log=sys.stderr,
+                logs=None):
     """Runs the local workers of this node until all exit 0 (returns 0) or one fails after max_restarts
-    restarts (stops the others, prints the root cause, returns 1)."""
+    restarts (stops the others, prints the root cause, returns 1). logs: a _Logs (stream destinations)."""
     world = nnodes * nproc
     run_id = run_id or uuid.uuid4().hex[:8]
+    logs = logs or _Logs(None, {}, {}, None, "", role)
     base = dict(os.environ if env is None else env)
     if nproc > 1 and "OMP_NUM_THREADS" not in base:
         base["OMP_NUM_THREADS"] = "1"  # torchrun's default for several workers on one node
@@ -138,7 +223,9 @@ def run_workers(command, nproc, *, nnodes=1, node_rank=0, master_addr="127.0.0.1
                              MASTER_PORT=str(master_port), TORCHELASTIC_RUN_ID=run_id,
                              TORCHELASTIC_RESTART_COUNT=str(restart), TORCHELASTIC_MAX_RESTARTS=str(max_restarts),
                              TORCHELASTIC_ERROR_FILE=files[-1])
-                procs.append(subprocess.Popen(command, env=env_r))
+                kwargs, pumps = logs.popen_kwargs(restart, run_id, local, rank)
+                procs.append(subprocess.Popen(command, env=env_r, **kwargs))
+                logs.start(procs[-1], pumps)
             failed = None
             while failed is None and any(p.poll() is None for p in procs):
                 for local, p in enumerate(procs):
@@ -150,9 +237,11 @@ def run_workers(command, nproc, *, nnodes=1, node_rank=0, master_addr="127.0.0.1
             if failed is None:
                 failed = next((i for i, p in enumerate(procs) if p.returncode != 0), None)
             if failed is None:
+                logs.close()
                 return 0
             code = procs[failed].returncode
             _stop(procs)
+            logs.close()
             rank = node_rank * nproc + failed
             message, stack = _root_cause(files[failed])
             if restart < max_restarts:
@@ -186,9 +275,21 @@ def main(argv=None):
         port = _free_port(addr)
     if not 0 <= args.node_rank < nnodes:
         raise SystemExit("tessel.distributed.run: --node-rank %d is not a node of --nnodes %d" % (args.node_rank, nnodes))
+    redirects, tee = _streams(args.redirects, nproc, "redirects"), _streams(args.tee, nproc, "tee")
+    log_dir = args.log_dir
+    if log_dir is None and any(redirects.values()) or log_dir is None and any(tee.values()):
+        log_dir = tempfile.mkdtemp(prefix="tessel_run_logs_")
+        print("[tessel.distributed.run] log directory: %s" % log_dir, file=sys.stderr, flush=True)
+    try:
+        ranks_filter = ({int(r) for r in args.local_ranks_filter.split(",")} if args.local_ranks_filter else None)
+    except ValueError:
+        raise SystemExit("tessel.distributed.run: --local_ranks_filter must be a comma-separated list of integers "
+                         "e.g. --local_ranks_filter=0,1,2") from None
+    logs = _Logs(log_dir, redirects, tee, ranks_filter, args.log_line_prefix_template, args.role)
+    run_id = None if args.rdzv_id == "none" else args.rdzv_id
     return run_workers(_command(args), nproc, nnodes=nnodes, node_rank=args.node_rank, master_addr=addr,
                        master_port=port, max_restarts=args.max_restarts, monitor_interval=args.monitor_interval,
-                       run_id=None if args.rdzv_id == "none" else args.rdzv_id, role=args.role)
+                       run_id=run_id, role=args.role, logs=logs)
 
 
 if __name__ == "__main__":
