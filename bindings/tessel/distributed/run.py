@@ -21,6 +21,10 @@ Logs, as torchrun's: --redirects / --tee (3: stdout and stderr, 1: stdout, 2: st
 temporary --log-dir when none is given), --tee also to the console with a "[<role><local rank>]:" prefix
 (--log-line-prefix-template, with ${role_name}, ${local_rank}, ${rank}); --local-ranks-filter 0,1 keeps the
 other ranks' streams off the console (not out of the files).
+
+Accepted so that torchrun command lines run, and changing nothing here: --start-method and --run-path (workers are
+always fresh processes running the script), --rdzv-backend / --rdzv-conf / --local-addr (the rendezvous is the
+static one above; --rdzv-endpoint gives its address and port).
 """
 import argparse
 import json
