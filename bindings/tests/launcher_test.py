@@ -122,7 +122,13 @@ def test_elastic_launch_returns_each_ranks_value_or_raises_child_failed():
     with pytest.raises(ChildFailedError) as failed:
         elastic_launch(config, fail_on_rank_one)()
     assert time.monotonic() - start < 45
-    assert list(failed.value.failures) == [1] and "ValueError: rank one fails" in failed.value.failures[1]
+    assert list(failed.value.failures) == [1]
+    rank, failure = failed.value.get_first_failure()
+    assert rank == 1 and failure.local_rank == 1 and failure.exitcode == 1
+    assert failure.message["message"] == "ValueError: rank one fails"
+    assert "in fail_on_rank_one" in failure.message["extraInfo"]["py_callstack"]
+    text = str(failed.value)
+    assert "fail_on_rank_one FAILED" in text and "Root Cause (first observed failure):" in text
     with pytest.raises(NotImplementedError, match="elastic node counts"):
         LaunchConfig(min_nodes=1, max_nodes=2, nproc_per_node=1)
 

@@ -6,18 +6,18 @@
 A callable entrypoint runs in nproc_per_node fresh processes (the spawn start method, so it must be importable:
 a module-level function) with torchrun's variables set (tessel.distributed.run); its return values come back by
 local rank. A string entrypoint is a command run with the arguments, as torchrun --no-python, and the result is
-{rank: None}. A failed worker stops the others at once and raises ChildFailedError naming it and carrying its
-exception and traceback. Static rendezvous: min_nodes == max_nodes, node_rank from the config's rdzv_configs
+{rank: None}. A failed worker stops the others at once and raises ChildFailedError naming it, its ProcessFailure
+carrying the exception and traceback (written to its TORCHELASTIC_ERROR_FILE, as @record does). Static rendezvous: min_nodes == max_nodes, node_rank from the config's rdzv_configs
 (default 0).
 """
 import dataclasses
 import multiprocessing
 import os
+import tempfile
 import time
-import traceback
 import uuid
 
-from ..elastic.multiprocessing.errors import ChildFailedError
+from ..elastic.multiprocessing.errors import ChildFailedError, ProcessFailure, get_error_handler
 from ..run import _free_port, run_workers
 
 __all__ = ["LaunchConfig", "elastic_launch", "launch_agent"]
@@ -70,7 +70,8 @@ def _worker(entrypoint, args, env, out):
     try:
         out.put((int(env["LOCAL_RANK"]), True, entrypoint(*args)))
     except BaseException as e:  # noqa: BLE001 (reported to the launcher, then the worker exits non-zero)
-        out.put((int(env["LOCAL_RANK"]), False, "%s: %s\n%s" % (type(e).__name__, e, traceback.format_exc())))
+        get_error_handler().record_exception(e)  # into TORCHELASTIC_ERROR_FILE, as @record does
+        out.put((int(env["LOCAL_RANK"]), False, None))
         raise SystemExit(1)
 
 
@@ -91,13 +92,15 @@ def launch_agent(config, entrypoint, args):
     out = ctx.Queue()
     world = nnodes * nproc
     procs = []
+    errors = tempfile.TemporaryDirectory(prefix="tessel_launch_")
+    files = [os.path.join(errors.name, "error_%d.json" % local) for local in range(nproc)]
     for local in range(nproc):
         rank = node_rank * nproc + local
         env = dict(RANK=str(rank), LOCAL_RANK=str(local), GROUP_RANK=str(node_rank), ROLE_RANK=str(rank),
                    ROLE_NAME=config.role, WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(nproc),
                    GROUP_WORLD_SIZE=str(nnodes), ROLE_WORLD_SIZE=str(world), MASTER_ADDR=host, MASTER_PORT=str(port),
                    TORCHELASTIC_RUN_ID=run_id, TORCHELASTIC_RESTART_COUNT="0",
-                   TORCHELASTIC_MAX_RESTARTS=str(config.max_restarts))
+                   TORCHELASTIC_MAX_RESTARTS=str(config.max_restarts), TORCHELASTIC_ERROR_FILE=files[local])
         p = ctx.Process(target=_worker, args=(entrypoint, args, env, out), daemon=False)
         p.start()
         procs.append(p)
@@ -115,16 +118,23 @@ def launch_agent(config, entrypoint, args):
                 local, ok, value = out.get()
                 (results if ok else failures)[node_rank * nproc + local] = value
             for i in dead:
-                failures.setdefault(node_rank * nproc + i, "exit code %s" % procs[i].exitcode)
+                failures.setdefault(node_rank * nproc + i, None)
             break
         time.sleep(config.monitor_interval)
     if failures:
+        base = node_rank * nproc
+        for rank in failures:  # the failed ones exit on their own (their exit code is the report)
+            procs[rank - base].join(5)
         for p in procs:
             if p.is_alive():
                 p.terminate()
         for p in procs:
             p.join(5)
-        raise ChildFailedError(getattr(entrypoint, "__qualname__", str(entrypoint)), failures)
+        found = {rank: ProcessFailure(rank - base, procs[rank - base].pid, procs[rank - base].exitcode or 1,
+                                      files[rank - base]) for rank in failures}
+        errors.cleanup()
+        raise ChildFailedError(getattr(entrypoint, "__qualname__", str(entrypoint)), found)
     for p in procs:
         p.join()
+    errors.cleanup()
     return results

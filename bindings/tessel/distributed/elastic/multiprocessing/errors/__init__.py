@@ -10,6 +10,7 @@ TORCHELASTIC_ERROR_FILE (tessel-run gives each rank one, as torchrun does) and r
 prints the first failed rank's exception and traceback as the job's root cause. ``SystemExit(0)`` returns None
 (a clean ``sys.exit()``); without TORCHELASTIC_ERROR_FILE nothing is written (the exception still propagates).
 """
+import dataclasses
 import faulthandler
 import functools
 import json
@@ -17,16 +18,84 @@ import os
 import time
 import traceback
 
-__all__ = ["record", "ErrorHandler", "get_error_handler", "ChildFailedError"]
+__all__ = ["record", "ErrorHandler", "get_error_handler", "ChildFailedError", "ProcessFailure"]
+
+
+@dataclasses.dataclass
+class ProcessFailure:
+    """torch's: one failed worker (local_rank, pid, exitcode, error_file); message and timestamp come from the
+    JSON error file @record wrote (the message dict, with the traceback under extraInfo.py_callstack), else a
+    signal's name or a hint."""
+    local_rank: int
+    pid: int
+    exitcode: int
+    error_file: str
+    error_file_data: dict = dataclasses.field(init=False)
+    message: object = dataclasses.field(init=False)
+    timestamp: int = dataclasses.field(init=False)
+
+    def __post_init__(self):
+        self.error_file_data, self.message, self.timestamp = {"message": ""}, "", int(time.time())
+        if self.error_file and os.path.isfile(self.error_file):
+            with open(self.error_file) as f:
+                self.error_file_data = json.load(f)
+            message = self.error_file_data["message"]
+            self.message = message
+            self.timestamp = int(message["extraInfo"]["timestamp"]) if isinstance(message, dict) else \
+                int(self.error_file_data.get("timestamp", self.timestamp))
+        else:
+            self.error_file = "<N/A>"
+        if not self.message:
+            self.message = ("Signal %d (%s) received by PID %d" % (-self.exitcode, self.signal_name(), self.pid)
+                            if self.exitcode < 0 else
+                            "To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html")
+
+    def signal_name(self):
+        import signal
+        try:
+            return signal.Signals(-self.exitcode).name if self.exitcode < 0 else "<N/A>"
+        except ValueError:
+            return "<N/A>"
+
+    def timestamp_isoformat(self):
+        import datetime
+        return datetime.datetime.fromtimestamp(self.timestamp).isoformat(sep="_")
 
 
 class ChildFailedError(Exception):
-    """torch's: raised by an elastic agent when a child failed (tessel-run reports it instead; kept so that
-    scripts that catch it import)."""
+    """torch's: raised by an agent (tessel.distributed.launcher.api.elastic_launch) when workers failed;
+    failures maps global ranks to ProcessFailures, get_first_failure() is the earliest, the message lists them
+    with the root cause first."""
 
     def __init__(self, name, failures):
+        if not failures:
+            raise AssertionError("ChildFailedError needs at least one failure")
         self.name, self.failures = name, failures
-        super().__init__("%s FAILED: %s" % (name, failures))
+        super().__init__(self.format_msg())
+
+    def get_first_failure(self):
+        rank = min(self.failures, key=lambda r: getattr(self.failures[r], "timestamp", 0))
+        return rank, self.failures[rank]
+
+    def _format(self, rank, failure):
+        if not isinstance(failure, ProcessFailure):
+            return "  rank %s: %s" % (rank, failure)
+        message = failure.message
+        if isinstance(message, dict):
+            message = message.get("extraInfo", {}).get("py_callstack") or message.get("message", "<N/A>")
+        return ("  time      : %s\n  rank      : %s (local_rank: %s)\n  exitcode  : %s (pid: %s) %s\n"
+                "  error_file: %s\n  traceback : %s" % (failure.timestamp_isoformat(), rank, failure.local_rank,
+                                                         failure.exitcode, failure.pid, failure.signal_name(),
+                                                         failure.error_file, str(message).replace("\n", "\n  ")))
+
+    def format_msg(self, boarder_delim="=", section_delim="-"):
+        root, root_failure = self.get_first_failure()
+        others = [self._format(r, f) for r, f in self.failures.items() if r != root] or ["  <NO_OTHER_FAILURES>"]
+        title = "%s FAILED" % self.name
+        width = min(max(len(title), 40), 60)
+        return "\n".join(["", boarder_delim * width, title, section_delim * width, "Failures:"] + others +
+                         [section_delim * width, "Root Cause (first observed failure):", self._format(root, root_failure),
+                          boarder_delim * width])
 
 
 class ErrorHandler:
