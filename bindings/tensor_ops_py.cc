@@ -417,6 +417,8 @@ void BindTensorOps(py::module_& m) {
   BindComparisons(c);
   BindViews(c);
   BindMath(c);
+  // torch.promote_types (tessel/_namespace.py): the same lattice the binary ops promote on.
+  m.def("_promote_types", &PromoteTypes, py::arg("type1"), py::arg("type2"));
 }
 
 }  // namespace tessel::bindings

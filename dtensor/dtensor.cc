@@ -26,6 +26,17 @@ std::vector<Placement> NormalizePlacements(std::vector<Placement> placements, in
   return placements;
 }
 
+// from_local's / to_local's grad_placements: Shard(-1) normalized, one placement per mesh axis (kInvalidArgument
+// naming the mesh otherwise).
+std::optional<std::vector<Placement>> CheckedGradPlacements(std::optional<std::vector<Placement>> gp, int64_t ndim,
+                                                            const DeviceMesh& mesh, const char* op) {
+  if (!gp) return gp;
+  gp = NormalizePlacements(std::move(*gp), ndim);
+  TESSEL_CHECK(static_cast<int>(gp->size()) == mesh.ndim(), op, ": grad_placements ", PlacementsToString(*gp),
+               " has ", gp->size(), " entries for a ", mesh.ndim(), "-D mesh ", mesh.ToString());
+  return gp;
+}
+
 // Broadcasts `tensor` of global rank `src_rank` to every rank of the mesh: one broadcast per axis, each
 // from the coordinate src_rank has on that axis (after axis a, every rank that agrees with src_rank on
 // the axes after a holds the data).
@@ -223,13 +234,8 @@ DTensor DTensor::FromLocal(const Tensor& local, const DeviceMesh& mesh, std::vec
   }
   DTensorSpec spec(mesh.topology_ptr(), std::move(placements), shape,
                    options.stride.value_or(ContiguousStrides(shape)), local.dtype(), options.shard_order);
-  std::optional<std::vector<Placement>> grad_placements;
-  if (options.grad_placements) {
-    grad_placements = NormalizePlacements(*options.grad_placements, local.dim());
-    TESSEL_CHECK(grad_placements->size() == spec.placements().size(), "FromLocal: grad_placements ",
-                 PlacementsToString(*grad_placements), " has ", grad_placements->size(), " entries for a ",
-                 mesh.ndim(), "-D mesh ", mesh.ToString());
-  }
+  std::optional<std::vector<Placement>> grad_placements =
+      CheckedGradPlacements(options.grad_placements, local.dim(), mesh, "FromLocal");
   Tensor out = MakeDTensor(local, spec, mesh);
   internal::RecordBackward("from_local", local, out, [spec, gp = std::move(grad_placements)](const Tensor& g) {
     return GradToLocal(g, spec, gp);
@@ -239,12 +245,8 @@ DTensor DTensor::FromLocal(const Tensor& local, const DeviceMesh& mesh, std::vec
 
 Tensor DTensor::ToLocal(std::optional<std::vector<Placement>> grad_placements) const {
   const DTensorImpl& d = GetDTensorImpl(tensor_, "ToLocal");
-  if (grad_placements) {
-    grad_placements = NormalizePlacements(std::move(*grad_placements), static_cast<int64_t>(d.spec().shape().size()));
-    TESSEL_CHECK(grad_placements->size() == d.spec().placements().size(), "to_local: grad_placements ",
-                 PlacementsToString(*grad_placements), " has ", grad_placements->size(), " entries for a ",
-                 d.mesh().ndim(), "-D mesh ", d.mesh().ToString());
-  }
+  grad_placements = CheckedGradPlacements(std::move(grad_placements), static_cast<int64_t>(d.spec().shape().size()),
+                                          d.mesh(), "to_local");
   Tensor out = Detach(d.local());
   internal::RecordBackward("to_local", tensor_, out,
                            [spec = d.spec(), mesh = d.mesh(), gp = std::move(grad_placements)](const Tensor& g) {

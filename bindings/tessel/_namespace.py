@@ -36,8 +36,6 @@ _CATEGORY = {_dtypes.bool: 0, _dtypes.uint8: 1, _dtypes.int8: 1, _dtypes.int16: 
 _NAMES = {_dtypes.bool: "Bool", _dtypes.uint8: "Byte", _dtypes.int8: "Char", _dtypes.int16: "Short",
           _dtypes.int32: "Int", _dtypes.int64: "Long", _dtypes.float16: "Half", _dtypes.bfloat16: "BFloat16",
           _dtypes.float32: "Float", _dtypes.float64: "Double"}
-_WIDTH = {_dtypes.float16: 16, _dtypes.bfloat16: 16, _dtypes.float32: 32, _dtypes.float64: 64, _dtypes.uint8: 8,
-          _dtypes.int8: 8, _dtypes.int16: 16, _dtypes.int32: 32, _dtypes.int64: 64}
 
 
 def _check_dtype(d, fn):
@@ -50,16 +48,7 @@ def promote_types(type1, type2):
     < floating): int32 + int64 -> int64, int64 + float16 -> float16, float16 + bfloat16 -> float32."""
     _check_dtype(type1, "promote_types")
     _check_dtype(type2, "promote_types")
-    if type1 == type2:
-        return type1
-    c1, c2 = _CATEGORY[type1], _CATEGORY[type2]
-    if c1 != c2:
-        return type1 if c1 > c2 else type2
-    if {type1, type2} == {_dtypes.float16, _dtypes.bfloat16}:
-        return _dtypes.float32
-    if {type1, type2} == {_dtypes.uint8, _dtypes.int8}:  # the smallest type holding both ranges
-        return _dtypes.int16
-    return type1 if _WIDTH[type1] >= _WIDTH[type2] else type2
+    return _C._promote_types(type1, type2)  # the ops' own rule (bindings/tensor_ops_py.cc)
 
 
 def can_cast(from_, to):

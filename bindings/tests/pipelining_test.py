@@ -80,6 +80,31 @@ def make_parts(n):
     return [Part() for _ in range(n)]
 
 
+def through(parts, x_np):
+    h = tessel.from_numpy(x_np)
+    for part in parts:
+        h = part(h)
+    return h
+
+
+def microbatch_losses(parts, x_np, y_np):
+    """loss_fn on each of 4 microbatches (rows 2i, 2i + 1): what a schedule's `losses` list must hold."""
+    return [mse(through(parts, x_np[2 * i:2 * i + 2]), tessel.from_numpy(y_np[2 * i:2 * i + 2])).item()
+            for i in range(4)]
+
+
+def one_process(parts, x_np, y_np):
+    """The whole batch through the parts in one process: its loss and each part's fc.weight gradient."""
+    loss = mse(through(parts, x_np), tessel.from_numpy(y_np))
+    loss.backward()
+    return loss, [p.fc.weight.grad.numpy() for p in parts]
+
+
+def assert_stage_grads(grads, ref_grads):
+    for i, ref in enumerate(ref_grads):
+        np.testing.assert_allclose(grads[i], ref, rtol=1e-5, atol=1e-6, err_msg="stage %d" % i)
+
+
 def schedule_on_rank(schedule, stages_per_rank, rank):
     """2 * stages_per_rank fresh Parts, the stage indices `rank` holds under `schedule` on 2 ranks, and the
     schedule over them (4 microbatches, mse)."""
@@ -98,13 +123,7 @@ def test_torch_schedules_over_python_stage_modules_match_one_rank(schedule, stag
     rng = np.random.default_rng(3)
     x_np, y_np = rng.standard_normal((8, 8)).astype(np.float32), rng.standard_normal((8, 8)).astype(np.float32)
     n = 2 * stages_per_rank
-    parts = make_parts(n)
-    h = tessel.from_numpy(x_np)
-    for part in parts:
-        h = part(h)
-    ref_loss = mse(h, tessel.from_numpy(y_np))
-    ref_loss.backward()
-    ref_grads = [p.fc.weight.grad.numpy() for p in parts]
+    ref_loss, ref_grads = one_process(make_parts(n), x_np, y_np)
 
     got = {}
 
@@ -122,8 +141,7 @@ def test_torch_schedules_over_python_stage_modules_match_one_rank(schedule, stag
     assert len(losses) == 1 and losses[0] == pytest.approx(ref_loss.item(), abs=1e-6)
     grads = {**got[0][1], **got[1][1]}
     assert sorted(grads) == list(range(n))
-    for i in range(n):
-        np.testing.assert_allclose(grads[i], ref_grads[i], rtol=1e-5, atol=1e-6, err_msg="stage %d" % i)
+    assert_stage_grads(grads, ref_grads)
 
 
 class TPPart(nn.Module):
@@ -295,12 +313,7 @@ def test_schedule_step_reports_each_microbatchs_loss_as_torch():
     rng = np.random.default_rng(4)
     x_np, y_np = rng.standard_normal((8, 8)).astype(np.float32), rng.standard_normal((8, 8)).astype(np.float32)
     parts = make_parts(2)
-    want = []
-    for i in range(4):
-        h = tessel.from_numpy(x_np[2 * i:2 * i + 2])
-        for part in parts:
-            h = part(h)
-        want.append(mse(h, tessel.from_numpy(y_np[2 * i:2 * i + 2])).item())
+    want = microbatch_losses(parts, x_np, y_np)
     got = {}
 
     def rank_fn(world):
@@ -333,17 +346,8 @@ def test_schedule_eval_is_a_forward_only_step_as_torch(schedule, stages_per_rank
     x_np, y_np = rng.standard_normal((8, 8)).astype(np.float32), rng.standard_normal((8, 8)).astype(np.float32)
     n = 2 * stages_per_rank
     parts = make_parts(n)
-    want = []
-    for i in range(4):
-        h = tessel.from_numpy(x_np[2 * i:2 * i + 2])
-        for part in parts:
-            h = part(h)
-        want.append(mse(h, tessel.from_numpy(y_np[2 * i:2 * i + 2])).item())
-    h = tessel.from_numpy(x_np)
-    for part in parts:
-        h = part(h)
-    mse(h, tessel.from_numpy(y_np)).backward()
-    ref_grads = [p.fc.weight.grad.numpy() for p in parts]
+    want = microbatch_losses(parts, x_np, y_np)
+    _, ref_grads = one_process(parts, x_np, y_np)
     got = {}
 
     def rank_fn(world):
@@ -378,9 +382,7 @@ def test_schedule_eval_is_a_forward_only_step_as_torch(schedule, stages_per_rank
         assert got[r][2], "eval left gradients"
         counts = {k.split("(")[0]: int(v) for k, v in (item.split(" x") for item in got[r][3].split(", "))}
         assert counts == want_p2p[r], (r, got[r][3])  # no gradient comes back
-    grads = {**got[0][4], **got[1][4]}
-    for i in range(n):
-        np.testing.assert_allclose(grads[i], ref_grads[i], rtol=1e-5, atol=1e-6, err_msg="stage %d" % i)
+    assert_stage_grads({**got[0][4], **got[1][4]}, ref_grads)
 
 
 class KwPart(nn.Module):

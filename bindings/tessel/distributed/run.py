@@ -27,7 +27,6 @@ always fresh processes running the script), --rdzv-backend / --rdzv-conf / --loc
 static one above; --rdzv-endpoint gives its address and port).
 """
 import argparse
-import json
 import os
 import signal
 import socket
@@ -182,13 +181,17 @@ class _Logs:
         self.threads, self.files = [], []
 
 
-def _root_cause(error_file):
+def _root_cause(local, proc, error_file):
+    """(message, traceback) of a failed worker's @record file, read as torch's ProcessFailure reads it; (None,
+    "") when it wrote none or an unreadable one (the launcher still reports the exit code)."""
+    from .elastic.multiprocessing.errors import ProcessFailure
     try:
-        with open(error_file) as f:
-            message = json.load(f)["message"]
-        return message["message"], message.get("extraInfo", {}).get("py_callstack", "")
+        message = ProcessFailure(local, proc.pid, proc.returncode, error_file).message
     except (OSError, ValueError, KeyError, TypeError):
         return None, ""
+    if not isinstance(message, dict):
+        return None, ""
+    return message["message"], message.get("extraInfo", {}).get("py_callstack", "")
 
 
 def _stop(procs, grace=5.0):
@@ -204,12 +207,21 @@ def _stop(procs, grace=5.0):
             p.wait()
 
 
+def worker_env(local, nproc, *, nnodes, node_rank, role, master_addr, master_port, run_id, restart, max_restarts):
+    """torchrun's variables for local rank `local` of node `node_rank` (nproc workers per node)."""
+    rank, world = node_rank * nproc + local, nnodes * nproc
+    return dict(RANK=str(rank), LOCAL_RANK=str(local), GROUP_RANK=str(node_rank), ROLE_RANK=str(rank),
+                ROLE_NAME=role, WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(nproc), GROUP_WORLD_SIZE=str(nnodes),
+                ROLE_WORLD_SIZE=str(world), MASTER_ADDR=master_addr, MASTER_PORT=str(master_port),
+                TORCHELASTIC_RUN_ID=run_id, TORCHELASTIC_RESTART_COUNT=str(restart),
+                TORCHELASTIC_MAX_RESTARTS=str(max_restarts))
+
+
 def run_workers(command, nproc, *, nnodes=1, node_rank=0, master_addr="127.0.0.1", master_port=29500,
                 max_restarts=0, monitor_interval=0.1, run_id=None, role="default", env=None, log=sys.stderr,
                 logs=None):
     """Runs the local workers of this node until all exit 0 (returns 0) or one fails after max_restarts
     restarts (stops the others, prints the root cause, returns 1). logs: a _Logs (stream destinations)."""
-    world = nnodes * nproc
     run_id = run_id or uuid.uuid4().hex[:8]
     logs = logs or _Logs(None, {}, {}, None, "", role)
     base = dict(os.environ if env is None else env)
@@ -221,11 +233,9 @@ def run_workers(command, nproc, *, nnodes=1, node_rank=0, master_addr="127.0.0.1
             for local in range(nproc):
                 rank = node_rank * nproc + local
                 files.append(os.path.join(errors, "error_%d.json" % rank))
-                env_r = dict(base, RANK=str(rank), LOCAL_RANK=str(local), GROUP_RANK=str(node_rank),
-                             ROLE_RANK=str(rank), ROLE_NAME=role, WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(nproc),
-                             GROUP_WORLD_SIZE=str(nnodes), ROLE_WORLD_SIZE=str(world), MASTER_ADDR=master_addr,
-                             MASTER_PORT=str(master_port), TORCHELASTIC_RUN_ID=run_id,
-                             TORCHELASTIC_RESTART_COUNT=str(restart), TORCHELASTIC_MAX_RESTARTS=str(max_restarts),
+                env_r = dict(base, **worker_env(local, nproc, nnodes=nnodes, node_rank=node_rank, role=role,
+                                                master_addr=master_addr, master_port=master_port, run_id=run_id,
+                                                restart=restart, max_restarts=max_restarts),
                              TORCHELASTIC_ERROR_FILE=files[-1])
                 kwargs, pumps = logs.popen_kwargs(restart, run_id, local, rank)
                 procs.append(subprocess.Popen(command, env=env_r, **kwargs))
@@ -247,7 +257,7 @@ def run_workers(command, nproc, *, nnodes=1, node_rank=0, master_addr="127.0.0.1
             _stop(procs)
             logs.close()
             rank = node_rank * nproc + failed
-            message, stack = _root_cause(files[failed])
+            message, stack = _root_cause(failed, procs[failed], files[failed])
             if restart < max_restarts:
                 print("[tessel.distributed.run] rank %d failed (exit code %d); restarting the workers (%d of %d)"
                       % (rank, code, restart + 1, max_restarts), file=log, flush=True)

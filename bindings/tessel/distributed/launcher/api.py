@@ -7,8 +7,8 @@ A callable entrypoint runs in nproc_per_node fresh processes (the spawn start me
 a module-level function) with torchrun's variables set (tessel.distributed.run); its return values come back by
 local rank. A string entrypoint is a command run with the arguments, as torchrun --no-python, and the result is
 {rank: None}. A failed worker stops the others at once and raises ChildFailedError naming it, its ProcessFailure
-carrying the exception and traceback (written to its TORCHELASTIC_ERROR_FILE, as @record does). Static rendezvous: min_nodes == max_nodes, node_rank from the config's rdzv_configs
-(default 0).
+carrying the exception and traceback (written to its TORCHELASTIC_ERROR_FILE, as @record does). Static
+rendezvous: min_nodes == max_nodes, node_rank from the config's rdzv_configs (default 0).
 """
 import dataclasses
 import multiprocessing
@@ -18,7 +18,7 @@ import time
 import uuid
 
 from ..elastic.multiprocessing.errors import ChildFailedError, ProcessFailure, get_error_handler
-from ..run import _free_port, run_workers
+from ..run import _free_port, run_workers, worker_env
 
 __all__ = ["LaunchConfig", "elastic_launch", "launch_agent"]
 
@@ -90,40 +90,38 @@ def launch_agent(config, entrypoint, args):
         return {node_rank * nproc + i: None for i in range(nproc)}
     ctx = multiprocessing.get_context(config.start_method)
     out = ctx.Queue()
-    world = nnodes * nproc
     procs = []
     errors = tempfile.TemporaryDirectory(prefix="tessel_launch_")
     files = [os.path.join(errors.name, "error_%d.json" % local) for local in range(nproc)]
     for local in range(nproc):
-        rank = node_rank * nproc + local
-        env = dict(RANK=str(rank), LOCAL_RANK=str(local), GROUP_RANK=str(node_rank), ROLE_RANK=str(rank),
-                   ROLE_NAME=config.role, WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(nproc),
-                   GROUP_WORLD_SIZE=str(nnodes), ROLE_WORLD_SIZE=str(world), MASTER_ADDR=host, MASTER_PORT=str(port),
-                   TORCHELASTIC_RUN_ID=run_id, TORCHELASTIC_RESTART_COUNT="0",
-                   TORCHELASTIC_MAX_RESTARTS=str(config.max_restarts), TORCHELASTIC_ERROR_FILE=files[local])
+        env = dict(worker_env(local, nproc, nnodes=nnodes, node_rank=node_rank, role=config.role, master_addr=host,
+                              master_port=port, run_id=run_id, restart=0, max_restarts=config.max_restarts),
+                   TORCHELASTIC_ERROR_FILE=files[local])
         p = ctx.Process(target=_worker, args=(entrypoint, args, env, out), daemon=False)
         p.start()
         procs.append(p)
-    results, failures = {}, {}
-    while len(results) + len(failures) < nproc:
+    base = node_rank * nproc
+    results, failed = {}, set()
+
+    def drain():
         while not out.empty():
             local, ok, value = out.get()
-            (results if ok else failures)[node_rank * nproc + local] = value
-        if failures:
-            break
-        dead = [i for i, p in enumerate(procs) if p.exitcode not in (None, 0) and node_rank * nproc + i not in results]
+            if ok:
+                results[base + local] = value
+            else:
+                failed.add(base + local)
+
+    while len(results) + len(failed) < nproc and not failed:
+        drain()
+        dead = {base + i for i, p in enumerate(procs) if p.exitcode not in (None, 0)} - set(results)
         if dead:
             time.sleep(0.2)  # its report may still be in the pipe
-            while not out.empty():
-                local, ok, value = out.get()
-                (results if ok else failures)[node_rank * nproc + local] = value
-            for i in dead:
-                failures.setdefault(node_rank * nproc + i, None)
-            break
-        time.sleep(config.monitor_interval)
-    if failures:
-        base = node_rank * nproc
-        for rank in failures:  # the failed ones exit on their own (their exit code is the report)
+            drain()
+            failed |= dead
+        elif not failed:
+            time.sleep(config.monitor_interval)
+    if failed:
+        for rank in failed:  # the failed ones exit on their own (their exit code is the report)
             procs[rank - base].join(5)
         for p in procs:
             if p.is_alive():
@@ -131,7 +129,7 @@ def launch_agent(config, entrypoint, args):
         for p in procs:
             p.join(5)
         found = {rank: ProcessFailure(rank - base, procs[rank - base].pid, procs[rank - base].exitcode or 1,
-                                      files[rank - base]) for rank in failures}
+                                      files[rank - base]) for rank in sorted(failed)}
         errors.cleanup()
         raise ChildFailedError(getattr(entrypoint, "__qualname__", str(entrypoint)), found)
     for p in procs:

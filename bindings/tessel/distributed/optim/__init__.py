@@ -112,7 +112,7 @@ class ZeroRedundancyOptimizer(Optimizer, _GroupJoinable):
     def _sync_params(self):
         """Every rank's parameters from their owner: one broadcast each, or one per rank over a flat bucket."""
         from .. import broadcast, get_global_rank
-        from ... import cat
+        from .._flat import flatten, views
         with _C._GradMode(False):
             works, buckets = [], []
             for rank, groups in enumerate(self._partition_parameters()):
@@ -123,17 +123,15 @@ class ZeroRedundancyOptimizer(Optimizer, _GroupJoinable):
                 if not self.parameters_as_bucket_view:
                     works += [broadcast(p, src=src, group=self.process_group, async_op=True) for p in ps]
                     continue
-                flat = cat([p.detach().reshape(-1) for p in ps], 0).contiguous()
+                flat = flatten([p.detach() for p in ps])
                 works.append(broadcast(flat, src=src, group=self.process_group, async_op=True))
                 if rank != self.rank:
                     buckets.append((ps, flat))
             for w in works:
                 w.wait()
             for ps, flat in buckets:
-                offset = 0
-                for p in ps:
-                    p.copy_(flat[offset:offset + p.numel()].view(*p.shape))
-                    offset += p.numel()
+                for p, value in zip(ps, views(flat, ps)):
+                    p.copy_(value)
 
     # ---- torch's Joinable ----
 

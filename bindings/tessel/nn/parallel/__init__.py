@@ -260,9 +260,9 @@ def _grad_flags(ps):
 
 def _flat_grads(ps):
     """The parameters' gradients (zeros for one without), flattened into one contiguous buffer."""
-    from ... import cat
+    from ...distributed._flat import flatten
     from ..._tensor import zeros_like
-    return cat([(p.grad if p.grad is not None else zeros_like(p)).reshape(-1) for p in ps], 0).contiguous()
+    return flatten([p.grad if p.grad is not None else zeros_like(p) for p in ps])
 
 
 def _assign_grads(ps, flat, counts):
@@ -298,11 +298,8 @@ class GradBucket:
 
     def gradients(self):
         """Each parameter's gradient as a view of the buffer."""
-        out, offset = [], 0
-        for p in self._params:
-            out.append(self._buffer[offset:offset + p.numel()].view(*p.shape))
-            offset += p.numel()
-        return out
+        from ...distributed._flat import views
+        return views(self._buffer, self._params)
 
     def parameters(self):
         return list(self._params)

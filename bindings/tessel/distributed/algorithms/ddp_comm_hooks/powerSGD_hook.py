@@ -22,6 +22,7 @@ import numpy as np
 
 from .... import _C
 from ... import all_reduce, get_world_size
+from ..._flat import flatten, views
 from .default_hooks import _allreduce_fut, _group
 
 __all__ = ["PowerSGDState", "powerSGD_hook"]
@@ -101,15 +102,13 @@ def powerSGD_hook(state, bucket):
         worth, numel, compressed = _should_compress(matrix.shape[0], matrix.shape[1], rank, state.min_compression_rate)
         state.total_numel_before_compression += numel
         state.total_numel_after_compression += compressed if worth else numel
-        (matrices if worth else plain).append((matrix, rank) if worth else grad)
+        if worth:
+            matrices.append((matrix, rank))
+        else:
+            plain.append(grad)
     if plain:
-        flat = _C._functional.cat([t.reshape(-1) for t in plain], 0).contiguous()
-        all_reduce(flat, group=group)
-        flat.div_(world)
-        offset = 0
-        for t in plain:
-            t.copy_(flat[offset:offset + t.numel()].view(*t.shape))
-            offset += t.numel()
+        for t, total in zip(plain, _summed(plain, group)):
+            t.copy_(total / world)
     if matrices:
         fresh = not state.warm_start or index not in state.q_memory_dict
         if fresh:
@@ -119,17 +118,10 @@ def powerSGD_hook(state, bucket):
             qs = state.q_memory_dict[index]
         for q in qs:
             _orthonormalize(q, state.orthogonalization_epsilon)
-        ps = [m @ q for (m, _), q in zip(matrices, qs)]
-        flat_p = _C._functional.cat([p.reshape(-1) for p in ps], 0).contiguous()
-        all_reduce(flat_p, group=group)
-        ps = _split_like(flat_p, ps)
+        ps = _summed([m @ q for (m, _), q in zip(matrices, qs)], group)
         for p in ps:
             _orthonormalize(p, state.orthogonalization_epsilon)
-        qs = [m.t() @ p for (m, _), p in zip(matrices, ps)]
-        flat_q = _C._functional.cat([q.reshape(-1) for q in qs], 0).contiguous()
-        all_reduce(flat_q, group=group)
-        flat_q.div_(world)
-        qs = _split_like(flat_q, qs)
+        qs = [q / world for q in _summed([m.t() @ p for (m, _), p in zip(matrices, ps)], group)]
         for (m, _), p, q in zip(matrices, ps, qs):
             m.copy_(p @ q.t())
         if state.warm_start:
@@ -143,9 +135,8 @@ def powerSGD_hook(state, bucket):
     return fut
 
 
-def _split_like(flat, parts):
-    out, offset = [], 0
-    for p in parts:
-        out.append(flat[offset:offset + p.numel()].view(*p.shape).contiguous())
-        offset += p.numel()
-    return out
+def _summed(tensors, group):
+    """The tensors summed over the group in one all-reduce (views of its flat buffer)."""
+    flat = flatten(tensors)
+    all_reduce(flat, group=group)
+    return views(flat, tensors)

@@ -3,6 +3,7 @@ all-reduce of a flat buffer (written back in place: the Parameter objects, and a
 them, stay the same)."""
 from .... import _C
 from ... import all_reduce, get_world_size, _group
+from ..._flat import flatten, views
 
 __all__ = ["average_parameters", "get_params_to_average", "average_parameters_or_parameter_groups"]
 
@@ -17,13 +18,11 @@ def average_parameters(params, process_group):
     if not params:
         return
     with _C._GradMode(False):
-        flat = _C._functional.cat([p.detach().reshape(-1).to(params[0].dtype) for p in params], 0).contiguous()
+        flat = flatten([p.detach().to(params[0].dtype) for p in params])
         flat.div_(get_world_size(group))
         all_reduce(flat, group=group)
-        offset = 0
-        for p in params:
-            p.copy_(flat[offset:offset + p.numel()].view(*p.shape).to(p.dtype))
-            offset += p.numel()
+        for p, mean in zip(params, views(flat, params)):
+            p.copy_(mean.to(p.dtype))
 
 
 def get_params_to_average(params):
