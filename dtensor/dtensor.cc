@@ -119,19 +119,13 @@ void BroadcastReplicas(const Tensor& piece, const DeviceMesh& mesh, const std::v
 Tensor GradToLocal(const Tensor& grad, const DTensorSpec& forward,
                    const std::optional<std::vector<Placement>>& grad_placements) {
   const DTensorImpl& g = GetDTensorImpl(grad, "from_local backward");
-  std::vector<Placement> target;
+  // Partial axes hold no place in a shard order, so the forward's order stays valid for the default.
   std::optional<ShardOrder> order = forward.shard_order();
-  if (grad_placements) {
-    target = *grad_placements;
-    if (target != forward.placements()) order.reset();
-  } else {
-    for (int a = 0; a < forward.mesh().ndim(); ++a) {
-      target.push_back(GradPlacement(g.spec().placement(a), forward.placement(a)));
-    }
-  }
+  if (grad_placements && *grad_placements != forward.placements()) order.reset();
+  std::vector<Placement> target = grad_placements.value_or(LocalGradPlacements(forward.placements()));
   DTensorSpec spec(forward.mesh_ptr(), std::move(target), forward.shape(), forward.strides(), grad.dtype(),
                    std::move(order));
-  const Tensor moved = g.spec() == spec ? grad : Redistribute(grad, spec, PlanOptions{.allow_partial_target = true});
+  const Tensor moved = g.spec() == spec ? grad : Redistribute(grad, spec);
   return Detach(GetDTensorImpl(moved, "from_local backward").local());
 }
 
@@ -252,8 +246,8 @@ Tensor DTensor::ToLocal(std::optional<std::vector<Placement>> grad_placements) c
                            [spec = d.spec(), mesh = d.mesh(), gp = std::move(grad_placements)](const Tensor& g) {
                              std::optional<ShardOrder> order;
                              if (!gp || *gp == spec.placements()) order = spec.shard_order();
-                             DTensorSpec gs(spec.mesh_ptr(), gp.value_or(spec.placements()), spec.shape(),
-                                            spec.strides(), g.dtype(), order);
+                             DTensorSpec gs(spec.mesh_ptr(), gp.value_or(LocalGradPlacements(spec.placements())),
+                                            spec.shape(), spec.strides(), g.dtype(), order);
                              return MakeDTensor(g, std::move(gs), mesh);
                            });
   return out;

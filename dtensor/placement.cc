@@ -127,4 +127,10 @@ Placement GradPlacement(const Placement& grad, const Placement& forward_src) {
   return forward_src;
 }
 
+std::vector<Placement> LocalGradPlacements(const std::vector<Placement>& forward) {
+  std::vector<Placement> out;
+  for (const Placement& p : forward) out.push_back(IsPartial(p) ? Placement(Replicate{}) : p);
+  return out;
+}
+
 }  // namespace tessel::dtensor

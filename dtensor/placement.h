@@ -45,6 +45,7 @@
 //       partition       R -> P(op)     local: sum keeps the value on axis coordinate 0 and zeros
 //                                      elsewhere (exact; PyTorch divides by W instead); avg, max and min
 //                                      keep the value on every rank.
+//       embed           S(d) -> P(sum) local: the piece at its offset in zeros (as PyTorch).
 //     Allowed ops: sum, avg, max, min. Partial(op1) -> Partial(op2) is never legal.
 // (e) Backward: the gradient of a redistribute src -> dst arrives in dst's placements and goes back to
 //     GradPlacement(grad, src) per axis: src itself, except that a Partial src whose gradient is not
@@ -53,11 +54,11 @@
 //     backward an all_gather.
 // (f) Legal single-axis transitions and what each costs (W = axis size; W = 1 costs nothing):
 //       src \ dst   R               S(j)                            P(op)
-//       R           -               local chunk (no comm)           partition (internal only, no comm)
-//       S(i)        all_gather      i == j: -   i != j: all_to_all  internal only: all_gather + partition
+//       R           -               local chunk (no comm)           partition (no comm)
+//       S(i)        all_gather      i == j: -   i != j: all_to_all  sum: embed (no comm); avg, max, min:
+//                                                                   all_gather + partition (torch refuses)
 //       P(op)       all_reduce      reduce_scatter                  same op: -   other op: illegal
-//     A user-level redistribute to Partial raises kInvalidArgument (only sharding rules and backward use
-//     it). When a tensor dim is sharded by several axes, only the last axis of its shard order can be
+//     When a tensor dim is sharded by several axes, only the last axis of its shard order can be
 //     gathered or moved, and a new shard appends its axis to the order; redistribute_planner.h turns any
 //     (src, dst) pair into such steps.
 #pragma once
@@ -140,6 +141,10 @@ std::ostream& operator<<(std::ostream& os, const Placement& p);
 // The placement a gradient is redistributed to, on one axis, in the backward of a redistribute whose
 // source placement was `forward_src`, when the incoming gradient has placement `grad` (Note (e)).
 Placement GradPlacement(const Placement& grad, const Placement& forward_src);
+// The default gradient placements of to_local / from_local (torch 2.15's gradient placement guarantee):
+// the forward placements with every Partial read as Replicate. A local piece of a Partial value feeds the
+// whole value, so its gradient is the whole gradient, whatever placement that gradient arrives in.
+std::vector<Placement> LocalGradPlacements(const std::vector<Placement>& forward);
 
 }  // namespace tessel::dtensor
 

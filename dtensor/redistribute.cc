@@ -191,6 +191,16 @@ Tensor Partition(const StepContext& c, const Tensor& local) {
   return Zeros(local.sizes(), local.dtype(), local.device());
 }
 
+// S(d) -> P(sum): this rank's piece at its offset in zeros of the extent the axis releases; summing the
+// axis' pieces gives the gathered value, exactly.
+Tensor EmbedShard(const StepContext& c, const Tensor& local) {
+  const int64_t dim = c.step.src_dim, extent = c.ReleasedExtent(dim);
+  const ChunkPiece p = ChunkPieceOf(extent, c.world(), c.coord());
+  Tensor result = Zeros(WithSize(local.sizes(), dim, extent), local.dtype(), local.device());
+  if (p.size > 0) CopyInto(Narrow(result, dim, p.offset, p.size), local);
+  return result;
+}
+
 Tensor RunStep(const StepContext& c, const Tensor& local) {
   switch (c.step.kind) {
     case StepKind::kAllGather: return AllGather(c, local);
@@ -199,6 +209,7 @@ Tensor RunStep(const StepContext& c, const Tensor& local) {
     case StepKind::kAllToAll: return AllToAll(c, local);
     case StepKind::kLocalChunk: return LocalChunk(c, local);
     case StepKind::kPartition: return Partition(c, local);
+    case StepKind::kEmbedShard: return EmbedShard(c, local);
   }
   TESSEL_INTERNAL_ASSERT(false, "unknown step kind");
   return Tensor();
@@ -212,7 +223,7 @@ Tensor RedistributeGrad(const Tensor& grad, const DTensorSpec& src) {
   DTensorSpec target_spec(src.mesh_ptr(), std::move(target), src.shape(), src.strides(), grad.dtype(),
                           src.shard_order());
   if (g.spec() == target_spec) return grad;
-  return Redistribute(grad, target_spec, PlanOptions{.allow_partial_target = true});
+  return Redistribute(grad, target_spec);
 }
 
 }  // namespace
@@ -231,7 +242,7 @@ Tensor ExecuteRedistribute(const Tensor& local, const DTensorSpec& src, const Re
 
 std::optional<RedistributePlan> PlanMove(const DTensorSpec& spec, const ShardingState& want, const DeviceMesh& mesh) {
   if (spec.placements() == want.placements && spec.shard_order() == want.order) return std::nullopt;
-  return PlanRedistribute(mesh.shape(), spec.ndim(), StateOf(spec), want, PlanOptions{.allow_partial_target = true});
+  return PlanRedistribute(mesh.shape(), spec.ndim(), StateOf(spec), want);
 }
 
 TensorList ExecuteRedistributesCoalesced(std::span<const Tensor> dtensors,
@@ -278,11 +289,11 @@ TensorList ExecuteRedistributesCoalesced(std::span<const Tensor> dtensors,
   return locals;
 }
 
-Tensor Redistribute(const Tensor& input, const DTensorSpec& dst, const PlanOptions& options) {
+Tensor Redistribute(const Tensor& input, const DTensorSpec& dst) {
   const DTensorImpl& in = GetDTensorImpl(input, "redistribute");
   const DTensorSpec& src = in.spec();
   Tensor local = in.local();
-  if (!(src == dst)) local = ExecuteRedistribute(local, src, PlanRedistribute(src, dst, options), in.mesh());
+  if (!(src == dst)) local = ExecuteRedistribute(local, src, PlanRedistribute(src, dst), in.mesh());
   Tensor out = MakeDTensor(local, dst, in.mesh());
   internal::RecordBackward("redistribute", input, out, [src](const Tensor& g) { return RedistributeGrad(g, src); });
   return out;

@@ -43,6 +43,6 @@ TensorList ExecuteRedistributesCoalesced(std::span<const Tensor> dtensors,
 // The differentiable op: a DTensor with spec `dst` holding the same global value as the DTensor
 // `input`. Same-spec calls return a new handle over the same local tensor (no communication).
 // Throws kInvalidArgument for illegal transitions (see PlanRedistribute) naming both specs.
-Tensor Redistribute(const Tensor& input, const DTensorSpec& dst, const PlanOptions& options = {});
+Tensor Redistribute(const Tensor& input, const DTensorSpec& dst);
 
 }  // namespace tessel::dtensor

@@ -12,10 +12,12 @@ namespace {
 
 // [The transition table] Priority among steps that are ready at the same time, lowest first: shrink the
 // data (local chunk, reduce_scatter) before moving it, reduce while it is small, move it (all_to_all)
-// before growing it (all_gather). kSplitAllToAll is the deadlock breaker: an all_to_all whose target dim
-// is not ready becomes an all_gather now (and a local chunk later) only when nothing else can run.
-// Ties go to the lowest mesh axis. This is the only place where the choice among candidates is made.
-enum Priority { kChunk, kReduceScatter, kPartition, kAllReduce, kAllToAll, kAllGather, kSplitAllToAll };
+// before growing it (all_gather), and embed a piece in zeros (which grows it without moving it) last,
+// so that the other axes' collectives move only the piece. kSplitAllToAll is the deadlock breaker: an
+// all_to_all whose target dim is not ready becomes an all_gather now (and a local chunk later) only when
+// nothing else can run. Ties go to the lowest mesh axis. This is the only place where the choice among
+// candidates is made.
+enum Priority { kChunk, kReduceScatter, kPartition, kAllReduce, kAllToAll, kAllGather, kEmbed, kSplitAllToAll };
 
 size_t CommonPrefix(const std::vector<int>& a, const std::vector<int>& b) {
   size_t k = 0;
@@ -49,7 +51,11 @@ std::optional<Candidate> ShardCandidate(const ShardingState& cur, const Sharding
     }
     return Candidate{{StepKind::kAllGather, axis, dim}, kSplitAllToAll};
   }
-  return Candidate{{StepKind::kAllGather, axis, dim}, kAllGather};  // to R, to P, or to another position
+  const Partial* tp = std::get_if<Partial>(&t);
+  if (tp != nullptr && tp->reduce_op == comm::ReduceOp::kSum) {
+    return Candidate{{StepKind::kEmbedShard, axis, dim, -1, comm::ReduceOp::kSum}, kEmbed};
+  }
+  return Candidate{{StepKind::kAllGather, axis, dim}, kAllGather};  // to R, to P(op), or to another position
 }
 
 std::optional<Candidate> CandidateFor(const ShardingState& cur, const ShardingState& end, int axis) {
@@ -88,8 +94,7 @@ ShardingState Normalize(const ShardingState& s, std::span<const int64_t> mesh_sh
 }
 
 template <typename Describe>
-void CheckLegal(const ShardingState& src, const ShardingState& dst, const PlanOptions& options,
-                const Describe& describe) {
+void CheckLegal(const ShardingState& src, const ShardingState& dst, const Describe& describe) {
   for (size_t a = 0; a < dst.placements.size(); ++a) {
     const Partial* tp = std::get_if<Partial>(&dst.placements[a]);
     if (tp == nullptr) continue;
@@ -98,9 +103,6 @@ void CheckLegal(const ShardingState& src, const ShardingState& dst, const PlanOp
                  " -> ", tp->ToString(), " on mesh axis ", a,
                  " is not supported (a pending reduction cannot change its op; redistribute to Replicate first): ",
                  describe());
-    TESSEL_CHECK(sp != nullptr || options.allow_partial_target, "redistribute: ", ToString(src.placements[a]),
-                 " -> ", tp->ToString(), " on mesh axis ", a,
-                 " is not allowed for users (Partial placements come only from ops): ", describe());
   }
 }
 
@@ -133,6 +135,7 @@ std::string_view StepKindName(StepKind kind) {
     case StepKind::kAllToAll: return "all_to_all";
     case StepKind::kLocalChunk: return "local_chunk";
     case StepKind::kPartition: return "partition";
+    case StepKind::kEmbedShard: return "embed_shard";
   }
   return "unknown";
 }
@@ -144,7 +147,8 @@ std::optional<comm::CollectiveKind> CollectiveOf(StepKind kind) {
     case StepKind::kReduceScatter: return comm::CollectiveKind::kReduceScatter;
     case StepKind::kAllToAll: return comm::CollectiveKind::kAllToAll;
     case StepKind::kLocalChunk:
-    case StepKind::kPartition: return std::nullopt;
+    case StepKind::kPartition:
+    case StepKind::kEmbedShard: return std::nullopt;
   }
   return std::nullopt;
 }
@@ -158,6 +162,7 @@ std::string RedistributeStep::ToString() const {
     case StepKind::kAllToAll: return s + Str(", dim ", src_dim, "->", dst_dim, ")");
     case StepKind::kLocalChunk: return s + Str(", dim=", dst_dim, ")");
     case StepKind::kPartition: return s + Str(", ", comm::ReduceOpName(op), ")");
+    case StepKind::kEmbedShard: return s + Str(", dim=", src_dim, ")");
   }
   return s + ")";
 }
@@ -208,6 +213,10 @@ ShardingState ApplyStep(const ShardingState& state, const RedistributeStep& step
       TESSEL_INTERNAL_ASSERT(IsReplicate(p), step.ToString(), " is not legal in ", state.ToString());
       p = Partial{step.op};
       break;
+    case StepKind::kEmbedShard:
+      leave(step.src_dim);
+      p = Partial{comm::ReduceOp::kSum};
+      break;
   }
   return s;
 }
@@ -225,26 +234,26 @@ std::string RedistributePlan::ToString() const {
 }
 
 RedistributePlan PlanRedistribute(std::span<const int64_t> mesh_shape, int64_t ndim, const ShardingState& src,
-                                  const ShardingState& dst, const PlanOptions& options) {
+                                  const ShardingState& dst) {
   TESSEL_INTERNAL_ASSERT(src.placements.size() == mesh_shape.size() && dst.placements.size() == mesh_shape.size() &&
                              static_cast<int64_t>(src.order.size()) == ndim &&
                              static_cast<int64_t>(dst.order.size()) == ndim,
                          "PlanRedistribute: ", src.ToString(), " -> ", dst.ToString(), " on mesh ",
                          ShapeStr(mesh_shape), " for ndim ", ndim);
-  CheckLegal(src, dst, options, [&] {
+  CheckLegal(src, dst, [&] {
     return Str(src.ToString(), " -> ", dst.ToString(), " on mesh shape ", ShapeStr(mesh_shape));
   });
   return PlanChecked(mesh_shape, src, dst);
 }
 
-RedistributePlan PlanRedistribute(const DTensorSpec& src, const DTensorSpec& dst, const PlanOptions& options) {
+RedistributePlan PlanRedistribute(const DTensorSpec& src, const DTensorSpec& dst) {
   auto describe = [&] { return Str("from ", src.ToString(), " to ", dst.ToString()); };
   TESSEL_CHECK(src.mesh_ptr() == dst.mesh_ptr() || src.mesh() == dst.mesh(),
                "redistribute: the meshes differ (redistributing across meshes is not supported): ", describe());
   TESSEL_CHECK(src.shape() == dst.shape() && src.dtype() == dst.dtype(),
                "redistribute: global shape and dtype must not change: ", describe());
   const ShardingState s = StateOf(src), d = StateOf(dst);
-  CheckLegal(s, d, options, describe);
+  CheckLegal(s, d, describe);
   return PlanChecked(src.mesh().shape(), s, d);
 }
 
@@ -253,8 +262,8 @@ std::string PlannedCollective::ToString() const {
 }
 
 std::vector<PlannedCollective> DryRun(const DTensorSpec& src, const DTensorSpec& dst,
-                                      std::span<const int64_t> coordinate, const PlanOptions& options) {
-  const RedistributePlan plan = PlanRedistribute(src, dst, options);
+                                      std::span<const int64_t> coordinate) {
+  const RedistributePlan plan = PlanRedistribute(src, dst);
   const MeshTopology& mesh = src.mesh();
   const int64_t elem = ElementSize(src.dtype());
   std::vector<PlannedCollective> out;

@@ -139,16 +139,24 @@ TEST(RedistributePlannerTest, PartialToOtherPartialRaisesNamingBothSpecs) {
                 [&] { PlanRedistribute(Spec(mesh, "R, P(sum)", {4}), Spec(mesh, "R, P(max)", {4})); });
 }
 
-TEST(RedistributePlannerTest, UserReplicateToPartialRaisesButInternalPlansPartition) {
+TEST(RedistributePlannerTest, PartialTargetsPartitionOrEmbedLocally) {
   auto mesh = Mesh({4});
-  ExpectInvalid({"R -> P(sum) on mesh axis 0 is not allowed for users", "DTensorSpec(mesh=(a=4), placements=[R]"},
-                [&] { PlanRedistribute(Spec(mesh, "R", {4}), Spec(mesh, "P(sum)", {4})); });
-  ExpectInvalid({"S(0) -> P(avg)"}, [&] { PlanRedistribute(Spec(mesh, "S(0)", {4}), Spec(mesh, "P(avg)", {4})); });
-  PlanOptions internal{.allow_partial_target = true};
-  EXPECT_EQ(PlanRedistribute(Spec(mesh, "R", {4}), Spec(mesh, "P(sum)", {4}), internal).ToString(),
-            "partition(axis=0, sum)");
-  EXPECT_EQ(PlanRedistribute(Spec(mesh, "S(0)", {4}), Spec(mesh, "P(max)", {4}), internal).ToString(),
+  EXPECT_EQ(PlanRedistribute(Spec(mesh, "R", {4}), Spec(mesh, "P(sum)", {4})).ToString(), "partition(axis=0, sum)");
+  EXPECT_EQ(PlanRedistribute(Spec(mesh, "R", {4}), Spec(mesh, "P(avg)", {4})).ToString(), "partition(axis=0, avg)");
+  // Shard -> Partial(sum) embeds the piece in zeros: no collective, as torch's Shard._to_partial_tensor.
+  EXPECT_EQ(PlanRedistribute(Spec(mesh, "S(1)", {4, 6}), Spec(mesh, "P(sum)", {4, 6})).ToString(),
+            "embed_shard(axis=0, dim=1)");
+  // Other ops need the whole value on every rank first (torch refuses these).
+  EXPECT_EQ(PlanRedistribute(Spec(mesh, "S(0)", {4}), Spec(mesh, "P(max)", {4})).ToString(),
             "all_gather(axis=0, dim=0) -> partition(axis=0, max)");
+  auto mesh2 = Mesh({2, 3});
+  // The inner axis of dim 0 leaves first (gathered: it shards the target's dim 0 alone), then the outer
+  // one is embedded and the inner one re-chunks the whole dim.
+  EXPECT_EQ(PlanRedistribute(Spec(mesh2, "S(0), S(0)", {12}), Spec(mesh2, "P(sum), S(0)", {12})).ToString(),
+            "all_gather(axis=1, dim=0) -> embed_shard(axis=0, dim=0) -> local_chunk(axis=1, dim=0)");
+  // Embedding comes after the other axes' gathers, so they move only the pieces.
+  EXPECT_EQ(PlanRedistribute(Spec(mesh2, "S(0), S(1)", {4, 6}), Spec(mesh2, "P(sum), R", {4, 6})).ToString(),
+            "all_gather(axis=1, dim=1) -> embed_shard(axis=0, dim=0)");
 }
 
 TEST(RedistributePlannerTest, MeshShapeAndDtypeMustAgree) {
@@ -284,13 +292,21 @@ void Simulate(const MeshTopology& mesh, const RedistributeStep& s, std::vector<A
         next[r] = me;
         if (s.op == ReduceOp::kSum && c != 0) std::fill(next[r].v.begin(), next[r].v.end(), 0.0);
         break;
+      case StepKind::kEmbedShard: {  // the group's pieces in order, the others' zeroed
+        std::vector<Arr> parts = group;
+        for (int64_t k = 0; k < w; ++k) {
+          if (k != c) std::fill(parts[k].v.begin(), parts[k].v.end(), 0.0);
+        }
+        next[r] = Cat(parts, s.src_dim);
+        break;
+      }
     }
   }
   locals = std::move(next);
 }
 
-// The expected collective count: one per axis of size > 1 whose Shard leaves its place in the order,
-// or whose Partial is reduced.
+// The expected collective count: one per axis of size > 1 whose Shard leaves its place in the order
+// (unless it becomes Partial(sum): embedded in zeros), or whose Partial is reduced.
 int MinimalCollectives(const DTensorSpec& src, const DTensorSpec& dst) {
   int n = 0;
   for (int a = 0; a < src.mesh().ndim(); ++a) {
@@ -309,7 +325,8 @@ int MinimalCollectives(const DTensorSpec& src, const DTensorSpec& dst) {
       const size_t pos = std::find(so.begin(), so.end(), a) - so.begin();
       size_t k = 0;
       while (k < so.size() && k < dO.size() && so[k] == dO[k]) ++k;
-      if (pos >= k) ++n;
+      const Partial* tp = std::get_if<Partial>(&dst.placement(a));
+      if (pos >= k && !(tp != nullptr && tp->reduce_op == ReduceOp::kSum)) ++n;  // embedding is local
     }
   }
   return n;
@@ -318,11 +335,10 @@ int MinimalCollectives(const DTensorSpec& src, const DTensorSpec& dst) {
 struct RandomCase {
   DTensorSpec src, dst;
   ReduceOp op;  // the one reduce op of every Partial in the case
-  bool internal;
 };
 
 // A random (src, dst) pair: 1-D..3-D mesh of sizes 1..3, 1..3 dims of sizes 0..6, random placements
-// and shard orders; Partial targets only where the source is Partial, or for internal plans.
+// and shard orders; Partial targets where the source is Partial, or on any axis in half of the cases.
 RandomCase MakeRandomCase(std::mt19937& rng) {
   const ReduceOp ops[] = {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax, ReduceOp::kMin};
   const int mesh_ndim = 1 + static_cast<int>(rng() % 3);
@@ -332,12 +348,12 @@ RandomCase MakeRandomCase(std::mt19937& rng) {
   Shape shape;
   for (int d = 0; d < ndim; ++d) shape.push_back(static_cast<int64_t>(rng() % 7));
   const ReduceOp op = ops[rng() % 4];
-  const bool internal = rng() % 4 == 0;
+  const bool any_partial_target = rng() % 2 == 0;
   std::vector<Placement> sp, dp;
   for (int a = 0; a < mesh_ndim; ++a) {
     const int k = static_cast<int>(rng() % (ndim + 2)), j = static_cast<int>(rng() % (ndim + 2));
     sp.push_back(k < ndim ? Placement(Shard{k}) : k == ndim ? Placement(Replicate{}) : Placement(Partial{op}));
-    const bool partial_ok = internal || IsPartial(sp.back());
+    const bool partial_ok = any_partial_target || IsPartial(sp.back());
     dp.push_back(j < ndim ? Placement(Shard{j}) : (j == ndim || !partial_ok) ? Placement(Replicate{})
                                                                              : Placement(Partial{op}));
   }
@@ -345,8 +361,7 @@ RandomCase MakeRandomCase(std::mt19937& rng) {
   for (std::vector<int>& axes : so) std::shuffle(axes.begin(), axes.end(), rng);
   for (std::vector<int>& axes : dO) std::shuffle(axes.begin(), axes.end(), rng);
   auto mesh = Mesh(mesh_shape);
-  return {DTensorSpec(mesh, sp, shape, DType::kFloat64, so), DTensorSpec(mesh, dp, shape, DType::kFloat64, dO), op,
-          internal};
+  return {DTensorSpec(mesh, sp, shape, DType::kFloat64, so), DTensorSpec(mesh, dp, shape, DType::kFloat64, dO), op};
 }
 
 // Runs `plan` on every rank of a simulated mesh, starting from src's boxes of a random global tensor
@@ -387,9 +402,9 @@ void ExpectSimulationReachesTarget(const RandomCase& c, const RedistributePlan& 
 TEST(RedistributePlannerTest, RandomPairsReachTheTargetWithMinimalCollectives) {
   std::mt19937 rng(7);
   std::map<StepKind, int> kinds;
-  for (int trial = 0; trial < 2500; ++trial) {
+  for (int trial = 0; trial < 6000; ++trial) {
     const RandomCase c = MakeRandomCase(rng);
-    const RedistributePlan plan = PlanRedistribute(c.src, c.dst, PlanOptions{.allow_partial_target = c.internal});
+    const RedistributePlan plan = PlanRedistribute(c.src, c.dst);
     SCOPED_TRACE(Str("trial ", trial, ": ", c.src.ToString(), " -> ", c.dst.ToString(), " plan ", plan.ToString()));
     ShardingState cur = plan.start;
     for (const RedistributeStep& s : plan.steps) {
@@ -403,7 +418,7 @@ TEST(RedistributePlannerTest, RandomPairsReachTheTargetWithMinimalCollectives) {
   }
   // The random pairs exercise every kind of step, many times.
   for (StepKind k : {StepKind::kAllGather, StepKind::kAllReduce, StepKind::kReduceScatter, StepKind::kAllToAll,
-                     StepKind::kLocalChunk, StepKind::kPartition}) {
+                     StepKind::kLocalChunk, StepKind::kPartition, StepKind::kEmbedShard}) {
     EXPECT_GT(kinds[k], 100) << StepKindName(k);
   }
 }

@@ -155,8 +155,6 @@ TEST(RedistributeTest, UnsupportedTransitionsRaiseNamingSpecs) {
   comm::RunRanks(2, [](comm::ProcessGroupPtr pg) {
     DeviceMesh mesh = InitDeviceMesh(pg, {2}, {"x"});
     DTensor r = DistributeTensor(Zeros({4}), mesh, ParsePlacements("R"));
-    testing::ExpectError(ErrorCode::kInvalidArgument, {"R -> P(sum) on mesh axis 0 is not allowed for users"},
-                         [&] { r.Redistribute(mesh, ParsePlacements("P(sum)")); });
     DTensor p = DTensor::FromLocal(Zeros({4}), mesh, ParsePlacements("P(sum)"));
     testing::ExpectError(ErrorCode::kInvalidArgument,
                          {"P(sum) -> P(max)", "placements=[P(sum)]", "placements=[P(max)]"},
@@ -166,6 +164,84 @@ TEST(RedistributeTest, UnsupportedTransitionsRaiseNamingSpecs) {
     DeviceMesh other = InitDeviceMesh(pg, {2}, {"y"});
     testing::ExpectError(ErrorCode::kInvalidArgument, {"differs from the tensor's", "axes=[y]"},
                          [&] { r.Redistribute(other, ParsePlacements("S(0)")); });
+  }, testing::FastRanks());
+}
+
+// User redistributes to Partial: the locals (exact partitions, checked value by value), the global value
+// (full_tensor), the collectives, and the gradient of a per-rank local gradient (a Partial(sum) one: the
+// global gradient is the sum of the ranks' pieces).
+TEST(RedistributeTest, PartialTargetsKeepTheValueExactly) {
+  struct Case {
+    const char* src;
+    const char* dst;
+    std::string forward, backward;
+  };
+  const std::vector<Case> cases = {
+      {"R", "P(sum)", "", "all_reduce(x) x1"},               // value on coordinate 0 (torch: divided by 4)
+      {"R", "P(avg)", "", "all_reduce(x) x1"},               // the value everywhere (as torch)
+      {"S(0)", "P(sum)", "", "reduce_scatter(x) x1"},        // the piece in zeros (as torch)
+      {"S(1)", "P(sum)", "", "reduce_scatter(x) x1"},
+      {"S(0)", "P(max)", "all_gather(x) x1", "reduce_scatter(x) x1"},  // torch refuses this pair
+  };
+  comm::RunRanks(4, [&](comm::ProcessGroupPtr pg) {
+    DeviceMesh mesh = InitDeviceMesh(pg, {4}, {"x"});
+    const int64_t me = pg->rank();
+    for (const Case& c : cases) {
+      for (int64_t n : {12, 13, 14}) {
+        const Shape shape = {n, 5};
+        SCOPED_TRACE(Str("rank ", me, ": ", c.src, " -> ", c.dst, " at [", n, ", 5]"));
+        const std::vector<double> full = Iota(n * 5);
+        DTensor x = DistributeTensor(FromDoubles(full, shape, DType::kFloat64), mesh, ParsePlacements(c.src));
+        x.set_requires_grad(true);
+        comm::CommTracer fwd;
+        DTensor y = x.Redistribute(mesh, ParsePlacements(c.dst));
+        EXPECT_EQ(fwd.Summary(), c.forward);
+        EXPECT_EQ(y.placements(), ParsePlacements(c.dst));
+        // The local: the whole value (R sources, P(max)), or zeros except this rank's piece / coordinate 0.
+        std::vector<double> want = full;
+        const Shard* s = std::get_if<Shard>(&x.placements()[0]);
+        const bool sum = std::get<Partial>(y.placements()[0]).reduce_op == comm::ReduceOp::kSum;
+        for (int64_t i = 0; i < n; ++i) {
+          for (int64_t j = 0; j < 5; ++j) {
+            const int64_t along = s == nullptr ? -1 : s->dim == 0 ? i : j;
+            const ChunkPiece p = ChunkPieceOf(shape[s == nullptr ? 0 : s->dim], 4, me);
+            const bool mine = s == nullptr ? me == 0 : along >= p.offset && along < p.offset + p.size;
+            if (sum && !mine) want[static_cast<size_t>(i * 5 + j)] = 0.0;
+          }
+        }
+        EXPECT_EQ(y.ToLocal().ToDoubleVector(), want);
+        EXPECT_EQ(y.FullTensor().ToDoubleVector(), full);
+
+        // Backward: rank r's local gradient is (r + 1) * g, declared a P(sum) / P(avg) / P(max) gradient.
+        const std::vector<double> g = Iota(n * 5, 0.5, 1.0);
+        std::vector<double> mine_g = g;
+        for (double& v : mine_g) v *= static_cast<double>(me + 1);
+        comm::CommTracer bwd;
+        Backward(y.ToLocal(y.placements()), FromDoubles(mine_g, shape, DType::kFloat64));
+        EXPECT_EQ(bwd.Summary(), c.backward);
+        // The global gradient reduces the ranks' (r + 1) g with the Partial's op: 10 g for sum, 2.5 g for
+        // avg, 4 g for max (g >= 0.5).
+        const double k = sum ? 10.0 : std::string(c.dst) == "P(avg)" ? 2.5 : 4.0;
+        std::vector<double> want_g = g;
+        for (double& v : want_g) v *= k;
+        DTensor xg = x.grad();
+        ASSERT_TRUE(xg.defined());
+        EXPECT_EQ(xg.placements(), x.placements());
+        EXPECT_EQ(xg.ToLocal().ToDoubleVector(),
+                  BoxValues(want_g, shape, GlobalIntervals(xg.spec(), mesh.coordinate())));
+
+        // to_local's default reads the Partial as Replicate (torch 2.15): the same g on every rank is the
+        // whole gradient, and no collective runs.
+        DTensor x2 = DistributeTensor(FromDoubles(full, shape, DType::kFloat64), mesh, ParsePlacements(c.src));
+        x2.set_requires_grad(true);
+        DTensor y2 = x2.Redistribute(mesh, ParsePlacements(c.dst));
+        comm::CommTracer bwd2;
+        Backward(y2.ToLocal(), FromDoubles(g, shape, DType::kFloat64));
+        EXPECT_EQ(bwd2.Summary(), "");
+        EXPECT_EQ(x2.grad().ToLocal().ToDoubleVector(),
+                  BoxValues(g, shape, GlobalIntervals(x2.spec(), mesh.coordinate())));
+      }
+    }
   }, testing::FastRanks());
 }
 

@@ -1,5 +1,6 @@
 """DTensor's experimental and debug faces from Python: local_map (values and gradients against numpy in float64,
-in_grad_placements, redistribute_inputs, torch's misuse errors), to_local / from_local with grad_placements,
+in_grad_placements, redistribute_inputs, torch's misuse errors), to_local / from_local with grad_placements
+(and their default: a Partial value's local gradient is the whole one), redistribute to Partial,
 visualize_sharding's table (golden text on 1-D and 2-D meshes), tessel.utils._pytree, and torch's small API
 surface around them: placements' is_shard / is_replicate / is_partial / reduce_op / str forms,
 Shard.local_shard_size_and_offset (against torch.chunk's split in numpy), DeviceMesh.mesh / device_type /
@@ -152,6 +153,76 @@ def test_to_local_and_from_local_grad_placements():
         np.testing.assert_allclose(dx, np.full(W_NP.shape, 3.0))  # (1 + 2) summed over the two ranks
     # The pieces sum to the gradient (without the hint each rank would hold all of it: twice the sum).
     np.testing.assert_allclose(got[0][2] + got[1][2], full_grad, rtol=1e-6)
+
+
+def test_default_local_gradients_read_partial_as_replicate():
+    """torch 2.15's gradient placement guarantee: to_local / from_local of a Partial value take the local
+    gradient as the whole (Replicate) gradient. Values as torch 2.15 printed them for the same program."""
+    def body(mesh):
+        rank = mesh.get_local_rank()
+        x = tessel.arange(4.0).reshape(4, 1)
+        d = distribute_tensor(x, mesh, [Shard(0)]).requires_grad_(True)
+        loss = (d * d).sum()  # Partial(sum): each rank's local sum of squares
+        loss.to_local().backward()  # the gradient 1 is the whole loss's: d.grad = 2x, not 2 * 2x
+        loc = (tessel.ones(3) * (rank + 1.0)).requires_grad_(True)
+        z = DTensor.from_local(loc, mesh, [Partial()]) * 3.0
+        (z * 1.0).sum().full_tensor().backward()  # a Replicate gradient arrives: 3 on every rank
+        loc2 = (tessel.ones(3) * (rank + 1.0)).requires_grad_(True)
+        z2 = DTensor.from_local(loc2, mesh, [Partial()]) * 3.0
+        z2.to_local().sum().backward()  # to_local's Replicate reading: 3 on every rank, as torch
+        return (loss.placements, float(loss.to_local().item()), d.grad.placements, d.grad.to_local().numpy(),
+                loc.grad.numpy(), loc2.grad.numpy())
+
+    got = on_two_ranks(body)
+    for r in (0, 1):
+        placements, local_loss, grad_placements, grad, g1, g2 = got[r]
+        assert placements == (Partial(),)
+        assert local_loss == [1.0, 13.0][r]
+        assert grad_placements == (Shard(0),)
+        np.testing.assert_array_equal(grad.ravel(), [[0.0, 2.0], [4.0, 6.0]][r])
+        np.testing.assert_array_equal(g1, [3.0] * 3)
+        np.testing.assert_array_equal(g2, [3.0] * 3)
+
+
+def test_redistribute_to_partial():
+    """Shard -> Partial(sum) is torch's (the piece in zeros, no communication); Replicate -> Partial and
+    Shard -> Partial(max), which torch refuses, keep the value exactly (on rank 0 for sum, everywhere for
+    the others). 5 rows on 2 ranks: uneven pieces of 3 and 2."""
+    x_np = np.arange(10.0, dtype=np.float32).reshape(5, 2)
+
+    def body(mesh):
+        out = {}
+        for src, dst in [(Shard(0), Partial()), (Shard(1), Partial()), (Replicate(), Partial()),
+                         (Replicate(), Partial("avg")), (Shard(0), Partial("max"))]:
+            d = distribute_tensor(t(x_np), mesh, [src]).requires_grad_(True)
+            y = d.redistribute(mesh, [dst])
+            out[(str(src), str(dst))] = (y.placements, y.to_local().numpy(), y.full_tensor().numpy())
+            (y.to_local() * 2.0).sum().backward()  # the whole gradient is 2 (to_local reads it as Replicate)
+            out[(str(src), str(dst), "grad")] = (d.grad.placements, d.grad.full_tensor().numpy())
+        with pytest.raises(ValueError, match=r"P\(sum\) -> P\(max\)"):
+            distribute_tensor(t(x_np), mesh, [Shard(0)]).redistribute(mesh, [Partial()]).redistribute(
+                mesh, [Partial("max")])
+        return out
+
+    got = on_two_ranks(body)
+    for r in (0, 1):
+        o = got[r]
+        rows = x_np.copy()
+        rows[3:] = 0.0 if r == 0 else rows[3:]
+        rows[:3] = 0.0 if r == 1 else rows[:3]
+        np.testing.assert_array_equal(o[("S(0)", "P(sum)")][1], rows)  # torch 2.15 prints the same
+        cols = x_np.copy()
+        cols[:, 1 - r] = 0.0
+        np.testing.assert_array_equal(o[("S(1)", "P(sum)")][1], cols)
+        np.testing.assert_array_equal(o[("R", "P(sum)")][1], x_np if r == 0 else np.zeros_like(x_np))
+        np.testing.assert_array_equal(o[("R", "P(avg)")][1], x_np)
+        np.testing.assert_array_equal(o[("S(0)", "P(max)")][1], x_np)
+        for key in [("S(0)", "P(sum)"), ("S(1)", "P(sum)"), ("R", "P(sum)"), ("R", "P(avg)"), ("S(0)", "P(max)")]:
+            assert o[key][0] == (Partial(key[1][2:-1]),)
+            np.testing.assert_array_equal(o[key][2], x_np)
+            grad_placements, grad = o[key + ("grad",)]
+            assert str(grad_placements[0]) == key[0]
+            np.testing.assert_array_equal(grad, np.full_like(x_np, 2.0))
 
 
 class PerThreadStdout:
