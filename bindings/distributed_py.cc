@@ -563,6 +563,8 @@ void BindFsdp(py::module_& m) {
         g.guard = std::make_unique<ImplicitReplicationGuard>();
       })
       .def("__exit__", [](PyImplicitReplication& g, py::args) { g.guard.reset(); });
+  m.def("_implicit_replication_enabled", [] { return ImplicitReplicationEnabled(); },
+        "Whether this thread is inside implicit_replication() (or a composed function's constants scope)");
 }
 
 }  // namespace

@@ -53,6 +53,28 @@ std::string KindOf(const Tensor& t) {
   return Str("a ", t.impl()->KindName(), " tensor of shape ", ShapeStr(t.sizes()));
 }
 
+// `t` (dense) as a Replicate DTensor on `mesh`: its value is the same on every rank.
+Tensor AsReplicated(const Tensor& t, const DeviceMesh& mesh) {
+  DTensorSpec spec(mesh.topology_ptr(), std::vector<Placement>(static_cast<size_t>(mesh.ndim()), Replicate{}),
+                   t.sizes(), t.dtype());
+  return MakeDTensor(t, std::move(spec), mesh);
+}
+
+// The ImplicitReplicator (core/dispatch/dispatcher.h): dense inputs that do not require grad become Replicate
+// on the first DTensor input's mesh (Prepare checks the meshes and the rest, as for any call).
+TensorList ReplicateDenseInputs(TensorList inputs) {
+  const DTensorImpl* lead = nullptr;
+  for (const Tensor& t : inputs) {
+    if (lead == nullptr && t.defined()) lead = AsDTensorImpl(t);
+  }
+  if (lead == nullptr) return inputs;
+  const DeviceMesh mesh = lead->mesh();
+  for (Tensor& t : inputs) {
+    if (t.defined() && !t.is_distributed() && !t.requires_grad()) t = AsReplicated(t, mesh);
+  }
+  return inputs;
+}
+
 Prepared Prepare(const OpDef& op, std::span<const Tensor> raw) {
   Prepared p;
   size_t first = raw.size();
@@ -82,10 +104,7 @@ Prepared Prepare(const OpDef& op, std::span<const Tensor> raw) {
                  "tensors are accepted, as replicated scalars, and under ImplicitReplicationGuard dense tensors "
                  "that do not require grad), rank ",
                  lead.mesh().global_rank());
-    DTensorSpec spec(lead.mesh().topology_ptr(),
-                     std::vector<Placement>(static_cast<size_t>(lead.mesh().ndim()), Replicate{}), t.sizes(),
-                     t.dtype());
-    p.inputs[i] = MakeDTensor(t, std::move(spec), lead.mesh());
+    p.inputs[i] = AsReplicated(t, lead.mesh());
   }
   for (size_t i = 0; i < raw.size(); ++i) {
     if (const DTensorImpl* d = AsDTensorImpl(p.inputs[i])) p.specs[i] = &d->spec();
@@ -363,6 +382,7 @@ std::string ShardingDecision::ToString() const {
 namespace {
 const bool kInstalled = [] {
   SetDistributedHandler(&DispatchDistributed);
+  SetImplicitReplicator(&ReplicateDenseInputs);
   return true;
 }();
 }  // namespace

@@ -113,6 +113,31 @@ TEST(DispatchTest, MixingDTensorAndDenseTensorRaisesNamingBothKinds) {
   });
 }
 
+// Under implicit replication a dense constant becomes a Replicate DTensor before autograd records the op
+// (core/dispatch/dispatcher.h ReplicateImplicitly), so the backward formula, run later outside the guard,
+// divides a DTensor gradient by a DTensor; it raised "mixed DTensor and dense tensor inputs" there.
+TEST(DispatchAutogradTest, ImplicitlyReplicatedConstantsStayDTensorsInBackward) {
+  OnMesh1D(2, [](const DeviceMesh& mesh) {
+    const Tensor full = Values({4, 2}), divisor = Values({2});  // divisor: -1.375, -0.5
+    DTensor a = DistributeTensor(full, mesh, ParsePlacements("S(0)"));
+    a.set_requires_grad(true);
+    Tensor y;
+    {
+      ImplicitReplicationGuard on;
+      y = Div(a.tensor(), divisor);
+    }
+    EXPECT_EQ(DTensor(y).placements(), ParsePlacements("S(0)"));
+    Backward(Sum(y));
+    ASSERT_TRUE(a.grad().defined());
+    std::vector<double> want;
+    for (int64_t i = 0; i < 8; ++i) want.push_back(1.0 / divisor.ToDoubleVector()[static_cast<size_t>(i % 2)]);
+    testing::ExpectClose(a.grad().FullTensor().ToDoubleVector(), want, 1e-15, "grad");
+    // Without the guard the dense operand is refused, in forward as before.
+    ExpectError(ErrorCode::kInvalidArgument, {"div: got mixed DTensor and dense tensor inputs"},
+                [&] { Div(a.tensor(), divisor); });
+  });
+}
+
 TEST(DispatchTest, OperandsOnDifferentMeshesRaiseNamingBothMeshes) {
   comm::RunRanks(
       2,

@@ -89,6 +89,9 @@ from ._tensor import (  # noqa: F401
 from . import _compat, _serialization  # noqa: E402,F401
 from ._device import cuda, device  # noqa: E402,F401
 from . import _extra  # noqa: E402 (torch functions composed in Python: tessel.minimum, tessel.sin, ...)
+from ._dtensor_compose import wrap_all as _wrap_composed  # noqa: E402 (their constants next to DTensors)
+_wrap_composed(_extra.TORCH_FUNCTIONS)
+_wrap_composed(_extra.TENSOR_METHODS)
 for _name, _fn in _extra.TORCH_FUNCTIONS.items():
     globals()[_name] = _fn
 for _name, _fn in _extra.TENSOR_METHODS.items():
@@ -97,7 +100,7 @@ for _name in _compat.FUNCTION_FORMS:
     if _name not in globals():
         globals()[_name] = _compat._function_form(_name)
 from . import _special  # noqa: E402 (atan2, lgamma, erfinv, ...: composed, differentiable)
-for _name, _fn in _special.FUNCTIONS.items():
+for _name, _fn in _wrap_composed(_special.FUNCTIONS).items():
     globals()[_name] = _fn
     setattr(Tensor, _name, _fn)  # torch has every one as a method too
 from ._tensor import Size, broadcast_shapes, broadcast_tensors, empty_like, is_tensor, normal  # noqa: E402,F401

@@ -102,11 +102,10 @@ def record(self, name, compute):
     if self._sole_handle():
         return _recorded(self, name, compute(self))
     if self.is_distributed:
-        raise RuntimeError("%s on a DTensor that requires grad (or with an argument that does) is recorded by tessel "
-                           "only for a DTensor nothing else shares (no view of it, no module holding it, no op that "
-                           "saved it for backward): %s" % (name, "write the out-of-place form, e.g. `x = x.%s(...)`"
-                                                           % name[:-1] if name.endswith("_") else
-                                                           "build the result out of place (tessel.stack / cat / where)"))
+        hint = ("write the out-of-place form, e.g. `x = x.%s(...)`" % name[:-1] if name.endswith("_") else
+                "build the result out of place (tessel.stack / cat / where)")
+        raise RuntimeError("%s on a DTensor that requires grad (or with an argument that does): tessel's autograd "
+                           "records in-place writes into plain tensors only: %s" % (name, hint))
     self._record_in_place(_fitted(self, name, compute(self.clone())))
     return self
 

@@ -518,10 +518,57 @@ def _written(self, idx, value):
     return _C._functional.where(tensor(mask), placed.reshape(-1), self.reshape(-1)).reshape(*self.shape)
 
 
+def _plain_value(self, value):
+    """A setitem value for the DTensor self as a plain tensor holding the whole value (the same on every rank)."""
+    if not isinstance(value, Tensor):
+        return _C._full([], builtins.float(value), self.dtype)
+    if value.is_distributed:
+        return value.full_tensor()  # differentiable: the value's gradient is its piece of the written one
+    if value.ndim > 0 and value.dtype.is_floating_point and not _C._implicit_replication_enabled():
+        raise _C.InvalidArgumentError(
+            "t[...] = value: t is a DTensor of shape %s (%s) but value is a plain tensor of shape %s; distribute it "
+            "(distribute_tensor / DTensor.from_local) or assign inside implicit_replication(), as torch requires"
+            % (list(self.shape), "[%s]" % ", ".join(map(str, self.placements)), list(value.shape)))
+    return value
+
+
+def _dtensor_setitem(self, idx, value):
+    """t[idx] = value for a DTensor t: t becomes where(mask, placed, t), the mask and the placed value built as
+    replicated tensors of t's shape, so every rank writes exactly the global positions its piece holds. (The
+    view t[idx] of a sharded dim is a redistributed copy, so writing through it would change nothing: torch
+    2.15 loses such writes silently.) A bool DTensor mask of t's shape with a scalar value stays distributed."""
+    from .distributed.tensor import DTensor, Replicate
+    scalar = not isinstance(value, Tensor) or (value.ndim == 0 and not value.is_distributed)
+    if scalar and isinstance(idx, Tensor) and idx.is_distributed and idx.dtype == _dtypes.bool and \
+            idx.shape == self.shape:
+        v = _plain_value(self, value).to(self.dtype)
+        compute = lambda x: _C._functional.where(idx, v, x)  # noqa: E731
+    else:
+        host = lambda i: i.full_tensor() if isinstance(i, Tensor) and i.is_distributed else i  # noqa: E731
+        plain = tuple(host(i) for i in idx) if isinstance(idx, tuple) else host(idx)
+        mesh = self.device_mesh
+        rep = [Replicate()] * mesh.ndim
+        written = np.zeros(self.numel(), dtype=np.bool_)
+        written[_positions(self, plain).reshape(-1)] = True
+        mask = tensor(written.reshape(tuple(self.shape)))
+        placed = _C._full(list(self.shape), 0.0, self.dtype)
+        placed[plain] = _plain_value(self, value).to(self.dtype)
+        mask_d = DTensor.from_local(mask, mesh, rep, run_check=False)
+        placed_d = DTensor.from_local(placed, mesh, rep, run_check=False)
+        compute = lambda x: _C._functional.where(mask_d, placed_d, x)  # noqa: E731
+    if _C.is_grad_enabled() and (self.requires_grad or (isinstance(value, Tensor) and value.requires_grad)):
+        from . import _inplace
+        return _inplace.record(self, "t[...] = value", compute)
+    with _C._GradMode(False):
+        self.copy_(compute(self))
+
+
 def _setitem(self, idx, value):
     """t[idx] = value: writes through the view t[idx]; where autograd must record the write (grad mode on and
     the value or t requiring grad) it is _recorded_setitem; an integer or boolean tensor index along dim 0
-    writes the selected rows."""
+    writes the selected rows. DTensors: _dtensor_setitem."""
+    if self.is_distributed:
+        return _dtensor_setitem(self, idx, value)
     if _C.is_grad_enabled() and (self.requires_grad or (isinstance(value, Tensor) and value.requires_grad)):
         return _recorded_setitem(self, idx, value)
     if isinstance(idx, Tensor) and idx.ndim == 0 and not idx.dtype.is_floating_point and idx.dtype != _dtypes.bool:

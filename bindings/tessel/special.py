@@ -23,10 +23,11 @@ log_softmax = lambda input, dim, dtype=None: input.log_softmax(dim, dtype)  # no
 xlog1py, entr = _special._in_float64(_special.xlog1py, 2), _special._in_float64(_special.entr)
 
 
+from ._dtensor_compose import wrap_all as _wrap_composed  # noqa: E402 (their constants next to DTensors)
 from ._special_more import SPECIAL as _MORE  # noqa: E402 (i0, i1e, erfcx, gammainc, polygamma, zeta, ...)
-globals().update(_MORE)
+globals().update(_wrap_composed(_MORE))
 from ._polynomials import POLYNOMIALS as _POLYNOMIALS  # noqa: E402 (chebyshev_polynomial_t, legendre_polynomial_p, ...)
-globals().update(_POLYNOMIALS)
+globals().update(_wrap_composed(_POLYNOMIALS))
 
 
 def ndtr(input):

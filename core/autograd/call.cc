@@ -186,6 +186,7 @@ void LinkViewOutput(const OpDef& op, const TensorList& inputs, const TensorList&
 
 TensorList CallOp(const OpDef& op, TensorList inputs, const Attrs& attrs) {
   if (AutocastEnabled()) inputs = internal::AutocastInputs(op, std::move(inputs));
+  if (ImplicitReplicationEnabled()) inputs = ReplicateImplicitly(std::move(inputs));
   const bool grad_mode = GradModeEnabled();
   const bool any_requires =
       std::any_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return t.defined() && t.requires_grad(); });

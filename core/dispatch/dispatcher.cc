@@ -11,6 +11,7 @@
 namespace tessel {
 namespace {
 std::atomic<DistributedHandler> distributed_handler{nullptr};
+std::atomic<ImplicitReplicator> implicit_replicator{nullptr};
 }  // namespace
 
 namespace {
@@ -20,6 +21,24 @@ thread_local bool implicit_replication = false;
 ImplicitReplicationGuard::ImplicitReplicationGuard() : previous_(implicit_replication) { implicit_replication = true; }
 ImplicitReplicationGuard::~ImplicitReplicationGuard() { implicit_replication = previous_; }
 bool ImplicitReplicationEnabled() { return implicit_replication; }
+
+void SetImplicitReplicator(ImplicitReplicator replicator) {
+  ImplicitReplicator expected = nullptr;
+  TESSEL_INTERNAL_ASSERT(implicit_replicator.compare_exchange_strong(expected, replicator) || expected == replicator,
+                         "SetImplicitReplicator: a second, different replicator");
+}
+
+TensorList ReplicateImplicitly(TensorList inputs) {
+  if (!implicit_replication) return inputs;
+  ImplicitReplicator r = implicit_replicator.load();
+  if (r == nullptr) return inputs;
+  bool distributed = false, dense = false;
+  for (const Tensor& t : inputs) {
+    if (!t.defined()) continue;
+    (t.is_distributed() ? distributed : dense) = true;
+  }
+  return distributed && dense ? r(std::move(inputs)) : inputs;
+}
 
 void SetDistributedHandler(DistributedHandler handler) {
   DistributedHandler expected = nullptr;

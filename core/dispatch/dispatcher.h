@@ -42,6 +42,14 @@ class ImplicitReplicationGuard {
   bool previous_;
 };
 bool ImplicitReplicationEnabled();
+// Under the guard, the inputs with every dense one that does not require grad, next to a DTensor input,
+// turned into a Replicate DTensor on that input's mesh; unchanged otherwise (guard off, no DTensor input,
+// or no replicator linked). autograd::CallOp applies it before recording, so an op's backward formula
+// sees the DTensors its forward computed with (a pooled window's divisor, a mask), not the dense
+// constants the dispatcher would refuse then, outside the guard.
+TensorList ReplicateImplicitly(TensorList inputs);
+using ImplicitReplicator = TensorList (*)(TensorList inputs);
+void SetImplicitReplicator(ImplicitReplicator replicator);  // installed once by dtensor/
 
 // Undefined input tensors are allowed (optional arguments, e.g. a missing bias).
 // Ops name their inputs in errors as "<op>: input <i> ...".

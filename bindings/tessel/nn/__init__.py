@@ -63,13 +63,13 @@ from ._rnn import MODULES as _RNN_MODULES  # noqa: E402
 globals().update(_RNN_MODULES)  # RNN, LSTM, GRU and their cells
 from . import _resample  # noqa: E402
 globals().update(_resample.make_modules())  # ZeroPad*/ReflectionPad*/..., Upsample, PixelShuffle
-functional.__dict__.update(_resample.FUNCTIONAL)  # F.pad (every mode), F.interpolate, F.pixel_shuffle
+functional.__dict__.update(functional._wrap_composed(_resample.FUNCTIONAL))  # F.pad (all modes), F.interpolate, ...
 from . import _grid_sample  # noqa: E402
-functional.__dict__.update(_grid_sample.FUNCTIONAL)  # F.affine_grid, F.grid_sample
+functional.__dict__.update(functional._wrap_composed(_grid_sample.FUNCTIONAL))  # F.affine_grid, F.grid_sample
 from . import _ctc  # noqa: E402
-functional.__dict__.update(_ctc.FUNCTIONAL)  # F.ctc_loss
+functional.__dict__.update(functional._wrap_composed(_ctc.FUNCTIONAL))  # F.ctc_loss
 globals().update(_ctc.MODULES)  # CTCLoss
 from . import _more_modules  # noqa: E402
 globals().update(_more_modules.MODULES)  # ChannelShuffle, MaxUnpool*, LazyLinear, DataParallel, ...
 globals().update(_more_modules._lazy_modules(globals()))  # LazyConv*d, LazyConvTranspose*d, LazyBatchNorm*d
-functional.__dict__.update(_more_modules.FUNCTIONAL)  # F.channel_shuffle, F.max_unpool*, ...
+functional.__dict__.update(functional._wrap_composed(_more_modules.FUNCTIONAL))  # F.channel_shuffle, F.max_unpool*, ...

@@ -240,8 +240,9 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     return _reduce((input - target).pow(2.0), reduction)
 
 
+from .._dtensor_compose import wrap_all as _wrap_composed  # noqa: E402 (their constants next to DTensors)
 from .._extra import FUNCTIONAL as _EXTRA, _float32_under_autocast  # noqa: E402 (one_hot, pad, the other losses)
-globals().update(_EXTRA)
+globals().update(_wrap_composed(_EXTRA))
 from ._conv_ops import FUNCTIONAL as _CONV  # noqa: E402 (conv*, conv_transpose*, pools, fold/unfold, batch_norm)
-globals().update(_CONV)
+globals().update(_wrap_composed(_CONV))
 mse_loss = _float32_under_autocast(mse_loss)

@@ -1,0 +1,81 @@
+"""Functions composed in Python (tessel._extra, _special, nn._conv_ops, ...) on DTensor arguments.
+
+A composed function builds its own constants (the ones padding a product's tree, a pool's weight of ones, the
+masks of a `where`) as plain tensors. Next to a DTensor input those are replicated values, the same on every
+rank, since they come from shapes and arguments only; the C++ dispatcher takes them so under implicit
+replication (dtensor/dispatch.h). `composed(fn)` runs fn in that scope when an argument is a DTensor.
+
+The user's own arguments keep torch's rule: a plain floating tensor (or one requiring grad) of one or more
+dims next to a DTensor raises, as torch's "got mixed torch.Tensor and DTensor" does, unless the caller is
+inside implicit_replication(). Integer and bool tensors (indices, masks, targets) are read as replicated,
+as tessel's indexing reads them.
+
+Why by hand: torch gets the same effect from its dispatcher running decompositions on DTensors; tessel's
+compositions are Python, so the scope is entered here, once per outermost call (nested composed calls run
+inside it unchanged).
+"""
+import functools
+import inspect
+import threading
+
+from . import _C
+
+_Tensor = _C.Tensor
+_state = threading.local()
+
+
+def _index_like(t):
+    return not t.dtype.is_floating_point and not t.requires_grad
+
+
+def _scan(values, found):
+    """found = [first DTensor, (position, first offending plain tensor)]; lists and tuples one level deep."""
+    for pos, v in values:
+        items = [(pos, v)] if isinstance(v, _Tensor) else \
+            [("%s[%d]" % (pos, i), x) for i, x in enumerate(v)] if isinstance(v, (list, tuple)) else ()
+        for where, t in items:
+            if not isinstance(t, _Tensor):
+                continue
+            if t.is_distributed:
+                if found[0] is None:
+                    found[0] = (where, t)
+            elif t.ndim > 0 and not _index_like(t) and found[1] is None:
+                found[1] = (where, t)
+
+
+def composed(fn):
+    """fn on DTensors: its constants replicated, the user's plain floating tensors refused (module doc)."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        if getattr(_state, "inside", False):
+            return fn(*args, **kwargs)
+        found = [None, None]
+        _scan(list(enumerate(args)) + list(kwargs.items()), found)
+        if found[0] is None:
+            return fn(*args, **kwargs)
+        if found[1] is not None and not _C._implicit_replication_enabled():
+            (dpos, d), (ppos, p) = found
+            raise _C.InvalidArgumentError(
+                "%s: got mixed DTensor and plain tensor arguments: argument %s is a DTensor of shape %s ([%s]) but "
+                "argument %s is a plain %s tensor of shape %s; distribute it (distribute_tensor / "
+                "DTensor.from_local) or call inside implicit_replication(), as torch requires"
+                % (getattr(fn, "__name__", "function"), dpos, list(d.shape), ", ".join(map(str, d.placements)), ppos,
+                   str(p.dtype).replace("tessel.", ""), list(p.shape)))
+        _state.inside = True
+        guard = _C._ImplicitReplication()
+        guard.__enter__()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            guard.__exit__(None, None, None)
+            _state.inside = False
+    wrapper._tessel_composed = True
+    return wrapper
+
+
+def wrap_all(table):
+    """table's Python functions wrapped by composed (in place; builtins, properties and wrapped ones kept)."""
+    for name, fn in list(table.items()):
+        if inspect.isfunction(fn) and not getattr(fn, "_tessel_composed", False):
+            table[name] = composed(fn)
+    return table

@@ -1,0 +1,184 @@
+"""tessel's Python-composed functions on DTensors (tessel/_dtensor_compose.py) and t[...] = value on DTensors
+(tessel/_tensor.py _dtensor_setitem), on 2 ranks, for Shard(0), Shard(1) and Replicate inputs: each result's
+full tensor equals the same function on the plain tensors, gradients too, and each write equals a numpy
+float64 copy written the same way; a plain floating tensor next to a DTensor raises torch's mixed-argument
+error unless inside implicit_replication()."""
+import re
+import sys
+
+import numpy as np
+import pytest
+
+import tessel
+import tessel.distributed as dist
+import tessel.nn.functional as F
+from tessel.distributed.device_mesh import init_device_mesh
+from tessel.distributed.tensor import DTensor, Replicate, Shard, distribute_tensor
+from tessel.distributed.tensor.experimental import implicit_replication
+
+RNG = np.random.default_rng(3)
+A = RNG.standard_normal((6, 5)).astype(np.float32)
+V = RNG.standard_normal((4, 6, 8)).astype(np.float32)
+IMG = RNG.standard_normal((2, 4, 6, 6)).astype(np.float32)
+PLACEMENTS = {"S(0)": [Shard(0)], "S(1)": [Shard(1)], "R": [Replicate()]}
+
+
+def on_two_ranks(body):
+    got = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        got[world.rank] = body(init_device_mesh("cpu", (2,)))
+
+    tessel.run_ranks(2, rank_fn)
+    return got
+
+
+# Functions whose compositions build their own constants (ones, zeros, masks, weights): they raised "mixed
+# DTensor and dense tensor inputs" on DTensors before.
+COMPOSED = {
+    "prod": (lambda a: a.prod(1), A),
+    "prod_all": (lambda a: (a.abs() + 0.5).prod(), A),
+    "pad": (lambda a: F.pad(a, (1, 2), value=0.5), A),
+    "avg_pool1d": (lambda v: F.avg_pool1d(v, 2), V),
+    "max_pool1d": (lambda v: F.max_pool1d(v, 3, stride=2, padding=1), V),
+    "avg_pool2d": (lambda x: F.avg_pool2d(x, 2), IMG),
+    "max_pool2d": (lambda x: F.max_pool2d(x, 2), IMG),
+    "adaptive_avg_pool2d": (lambda x: F.adaptive_avg_pool2d(x, 4), IMG),
+    "interpolate_bilinear": (lambda x: F.interpolate(x, size=(8, 8), mode="bilinear"), IMG),
+    "cumprod": (lambda a: a.cumprod(1), A),
+    "atan2": (lambda a: tessel.atan2(a, a * 0.5 + 1.0), A),
+    "lgamma": (lambda a: (a.abs() + 1.0).lgamma(), A),
+    "digamma": (lambda a: (a.abs() + 1.0).digamma(), A),
+    "xlogy": (lambda a: tessel.xlogy(a.abs(), a.abs() + 1.0), A),
+    "isclose": (lambda a: tessel.isclose(a, a * 1.0000001).float(), A),
+    "spherical_bessel_j0": (lambda a: tessel.special.spherical_bessel_j0(a), A),
+    "chebyshev_t": (lambda a: tessel.special.chebyshev_polynomial_t(a * 0.5, 3), A),
+}
+
+
+@pytest.mark.parametrize("name", sorted(COMPOSED))
+def test_composed_functions_on_dtensors_equal_the_plain_result(name):
+    fn, x = COMPOSED[name]
+    want = fn(tessel.tensor(x)).numpy()
+
+    def body(mesh):
+        return {p: fn(distribute_tensor(tessel.tensor(x), mesh, pl)).full_tensor().numpy()
+                for p, pl in PLACEMENTS.items()}
+
+    for r, outs in on_two_ranks(body).items():
+        for p, got in outs.items():
+            np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6, err_msg="%s on rank %d" % (p, r))
+
+
+@pytest.mark.parametrize("name", ["prod", "pad", "avg_pool1d", "max_pool1d", "cumprod", "lgamma"])
+def test_composed_gradients_on_dtensors_equal_the_plain_ones(name):
+    fn, x = COMPOSED[name]
+    plain = tessel.tensor(x, requires_grad=True)
+    weights = tessel.tensor(RNG.standard_normal(tuple(fn(tessel.tensor(x)).shape)).astype(np.float32))
+    (fn(plain) * weights).sum().backward()
+
+    def body(mesh):
+        out = {}
+        for p, pl in PLACEMENTS.items():
+            d = distribute_tensor(tessel.tensor(x), mesh, pl).requires_grad_(True)
+            y = fn(d)
+            (y * distribute_tensor(weights, mesh, list(y.placements) if y.ndim > 1 else [Replicate()])).sum() \
+                .full_tensor().backward()
+            out[p] = d.grad.full_tensor().numpy()
+        return out
+
+    for r, outs in on_two_ranks(body).items():
+        for p, g in outs.items():
+            np.testing.assert_allclose(g, plain.grad.numpy(), rtol=1e-5, atol=1e-6, err_msg="%s rank %d" % (p, r))
+
+
+def test_plain_floating_tensors_next_to_dtensors_raise_unless_implicitly_replicated():
+    ones = tessel.ones(6, 5)
+
+    def body(mesh):
+        d = distribute_tensor(tessel.tensor(A), mesh, [Shard(0)])
+        with pytest.raises(tessel.InvalidArgumentError, match=r"addcmul: got mixed DTensor and plain tensor "
+                           r"arguments: argument 0 is a DTensor of shape \[6, 5\] \(\[S\(0\)\]\) but argument 1 "
+                           r"is a plain float32 tensor of shape \[6, 5\]"):
+            tessel.addcmul(d, ones, d)
+        with implicit_replication():
+            got = tessel.addcmul(d, ones, d, value=2.0).full_tensor().numpy()
+        # integer index tensors are replicated values, as indexing reads them
+        picked = d.index_select(1, tessel.tensor([4, 0])).full_tensor().numpy()
+        return got, picked
+
+    for got, picked in on_two_ranks(body).values():
+        np.testing.assert_allclose(got, A + 2.0 * A, rtol=1e-6)  # input + value * ones * d
+        np.testing.assert_array_equal(picked, A[:, [4, 0]])
+
+
+def _write(a, idx, value):
+    out = a.copy()
+    out[idx] = value
+    return out
+
+
+WRITES = {  # name: (index, value or None for a DTensor value of the indexed shape)
+    "row": (1, 0.0),
+    "column": ((slice(None), 2), 1.5),
+    "rows": (slice(1, 3), -2.0),
+    "everything": (Ellipsis, 2.0),
+    "strided_rows": (slice(None, None, 2), 7.0),
+    "rows_from_dtensor": (slice(0, 2), None),
+    "index_list": ([0, 5], 3.0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(WRITES))
+def test_setitem_on_dtensors_writes_every_piece(name):
+    idx, value = WRITES[name]
+    v_np = A[:2] * 10.0 if value is None else value
+    want = _write(A.astype(np.float64), idx, v_np)
+
+    def body(mesh):
+        out = {}
+        for p, pl in PLACEMENTS.items():
+            d = distribute_tensor(tessel.tensor(A), mesh, pl)
+            v = distribute_tensor(tessel.tensor(v_np), mesh, pl) if value is None else value
+            d[idx] = v
+            out[p] = (d.placements, d.full_tensor().numpy())
+        return out
+
+    for r, outs in on_two_ranks(body).items():
+        for p, (placements, got) in outs.items():
+            assert [str(q) for q in placements] == [p]  # written in place, in its own layout
+            np.testing.assert_array_equal(got, want.astype(np.float32), err_msg="%s rank %d" % (p, r))
+
+
+def test_setitem_with_a_dtensor_mask_and_its_errors():
+    def body(mesh):
+        out = {}
+        for p, pl in PLACEMENTS.items():
+            d = distribute_tensor(tessel.tensor(A), mesh, pl)
+            d[d > 0] = 0.0  # the mask stays a DTensor: one where per piece
+            e = distribute_tensor(tessel.tensor(A), mesh, pl)
+            e[e.abs() > 1.0] = tessel.tensor(-1.0)  # a 0-d plain value is a replicated scalar
+            with pytest.raises(tessel.InvalidArgumentError, match=r"t\[...\] = value: t is a DTensor of shape "
+                               r"\[6, 5\] \(\[%s\]\) but value is a plain tensor of shape \[5\]" % re.escape(p)):
+                d[0] = tessel.ones(5)
+            with implicit_replication():
+                e[0] = tessel.ones(5)  # the caller vouches that the plain value is the same everywhere
+            x = distribute_tensor(tessel.tensor(A), mesh, pl).requires_grad_(True)
+            y = x * 2.0
+            with pytest.raises(RuntimeError, match=r"t\[...\] = value on a DTensor that requires grad .* records "
+                               r"in-place writes into plain tensors only: build the result out of place"):
+                y[1:3] = 0.0
+            out[p] = (d.full_tensor().numpy(), e.full_tensor().numpy())
+        return out
+
+    e_want = np.where(np.abs(A) > 1.0, -1.0, A).astype(np.float32)
+    e_want[0] = 1.0
+    for r, outs in on_two_ranks(body).items():
+        for p, (masked, e) in outs.items():
+            np.testing.assert_array_equal(masked, np.where(A > 0, 0.0, A).astype(np.float32), err_msg=p)
+            np.testing.assert_array_equal(e, e_want, err_msg=p)
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q"]))
