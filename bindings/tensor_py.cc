@@ -376,9 +376,9 @@ void BindTensor(py::module_& m) {
       .def("retain_grad", [](const Tensor& t) { RetainGrad(t); })
       // True when this Python object holds the only handle to its tensor and nothing shares the storage (no
       // module, view or saved activation sees it): rebinding the handle (_rebind_) is then indistinguishable
-      // from writing in place.
+      // from writing in place. A DTensor's: its local shard held by it alone (DTensorImpl::OwnsDataExclusively).
       .def("_sole_handle", [](const Tensor& t) {
-        return !t.is_distributed() && t.impl_ptr().use_count() == 1 && t.impl()->OwnsDataExclusively();
+        return t.impl_ptr().use_count() == 1 && t.impl()->OwnsDataExclusively();
       })
       .def("data_ptr", [](const Tensor& t) -> std::uintptr_t {
         // torch's: the address of the first element (views share their base's memory; 0 when empty); a

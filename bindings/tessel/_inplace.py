@@ -28,8 +28,9 @@ def _replaced(self, value, fresh=False):
     """value, still connected to self's graph with a zero gradient (torch's fill_/zero_/copy_ keep
     requires_grad on a tensor that had it). The where saves value for its backward, so a value that may share
     memory with self (`x[:, :2] = x[:, :2] * 3` written through a view) is cloned first unless `fresh`: the write
-    would otherwise change what was saved."""
-    everywhere = _C._full(list(self.shape), 1.0, _C.dtype.bool)
+    would otherwise change what was saved. The condition (and a fill's value) are 0-d, broadcast by the where:
+    replicated scalars next to a DTensor self."""
+    everywhere = _C._full([], 1.0, _C.dtype.bool)
     return _C._functional.where(everywhere, value if fresh else value.clone(), self)
 
 
@@ -44,8 +45,8 @@ _OUT_OF_PLACE = {
     "clip_": lambda self, min=None, max=None: self.clamp(min, max),
     "masked_fill_": lambda self, mask, value: self.masked_fill(mask, value),
     "fill_": lambda self, value: _replaced(self, value.to(self.dtype).expand(*self.shape)) if isinstance(value, Tensor)
-    else _replaced(self, _C._full(list(self.shape), float(value), self.dtype), fresh=True),
-    "zero_": lambda self: _replaced(self, _C._full(list(self.shape), 0.0, self.dtype), fresh=True),
+    else _replaced(self, _C._full([], float(value), self.dtype), fresh=True),
+    "zero_": lambda self: _replaced(self, _C._full([], 0.0, self.dtype), fresh=True),
     "copy_": lambda self, src, non_blocking=False: _replaced(self, src.to(self.dtype).expand(*self.shape)),
     "lerp_": lambda self, end, weight: self.lerp(end, weight),
     "clamp_min_": lambda self, min: self.clamp(min, None),
@@ -80,10 +81,13 @@ def _check_leaf(self, name):
 
 
 def _fitted(self, name, result):
-    """result with self's dtype; a result of another shape is torch's broadcast error."""
+    """result with self's dtype (and a DTensor self's placements: an in-place op keeps its tensor's layout, as
+    torch's); a result of another shape is torch's broadcast error."""
     if tuple(result.shape) != tuple(self.shape):
         raise RuntimeError("%s: output with shape %s doesn't match the broadcast shape %s"
                            % (name, list(self.shape), list(result.shape)))
+    if self.is_distributed and tuple(result.placements) != tuple(self.placements):
+        result = result.redistribute(self.device_mesh, list(self.placements))
     return result if result.dtype == self.dtype else result.to(self.dtype)
 
 
@@ -104,8 +108,10 @@ def record(self, name, compute):
     if self.is_distributed:
         hint = ("write the out-of-place form, e.g. `x = x.%s(...)`" % name[:-1] if name.endswith("_") else
                 "build the result out of place (tessel.stack / cat / where)")
-        raise RuntimeError("%s on a DTensor that requires grad (or with an argument that does): tessel's autograd "
-                           "records in-place writes into plain tensors only: %s" % (name, hint))
+        raise RuntimeError("%s on a DTensor that requires grad (or with an argument that does), which something "
+                           "else shares (a view of it, a module holding it, an op that saved it for backward): "
+                           "tessel records in-place writes into DTensors only by rebinding an unshared one: %s"
+                           % (name, hint))
     self._record_in_place(_fitted(self, name, compute(self.clone())))
     return self
 
