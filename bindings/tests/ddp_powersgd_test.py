@@ -12,7 +12,8 @@ import tessel
 import tessel.distributed as dist
 import tessel.nn as nn
 from tessel.distributed.algorithms.ddp_comm_hooks import DDPCommHookType, register_ddp_comm_hook
-from tessel.distributed.algorithms.ddp_comm_hooks.powerSGD_hook import PowerSGDState, powerSGD_hook
+from tessel.distributed.algorithms.ddp_comm_hooks.powerSGD_hook import (PowerSGDState, batched_powerSGD_hook,
+                                                                       powerSGD_hook)
 from tessel.nn.parallel import DistributedDataParallel as DDP
 
 RNG = np.random.default_rng(9)
@@ -25,14 +26,14 @@ def make():
     return nn.Sequential(nn.Linear(6, 5), nn.Tanh(), nn.Linear(5, 4))
 
 
-def train(hook_state=None, steps=4, probe=None):
+def train(hook_state=None, steps=4, probe=None, hook=powerSGD_hook):
     out = {}
 
     def rank_fn(world):
         dist.init_process_group()
         model = DDP(make())
         if hook_state is not None:
-            model.register_comm_hook(hook_state(), powerSGD_hook)
+            model.register_comm_hook(hook_state(), hook)
         opt = tessel.optim.SGD(model.parameters(), lr=0.1)
         grads = []
         for step in range(steps):
@@ -94,6 +95,43 @@ def test_rank_one_projects_the_average_and_keeps_the_error():
         np.testing.assert_allclose(mean_error[o:o + size].reshape(g.shape), g - h, rtol=1e-3, atol=1e-5)
 
 
+def test_batched_powerSGD_compresses_the_padded_bucket_as_one_matrix():
+    """The 59-element bucket, zero-padded to 64, is one [8, 8] matrix: rank 8 covers it (plain DDP's training);
+    at rank 1 the step's averaged bucket becomes its rank-1 projection (as an [8, 8] matrix: rank 1, residual
+    orthogonal, the padding's zeros kept) and the mean error over the ranks is what was dropped."""
+    ref = train()
+    got = train(lambda: PowerSGDState(None, matrix_approximation_rank=8, start_powerSGD_iter=2),
+                hook=batched_powerSGD_hook)
+    for r in (0, 1):
+        for a, b in zip(got[r][0], ref[r][0]):
+            np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+        assert got[r][2].compression_stats()[1:] == (59 * 2, 8 * 8 * 2 * 2)  # two compressed steps
+    steps = 3
+    ref = train(steps=steps)
+    got = train(lambda: PowerSGDState(None, matrix_approximation_rank=1, start_powerSGD_iter=2),
+                hook=batched_powerSGD_hook, steps=steps)
+    params = list(make().named_parameters())
+    order = ["2.bias", "2.weight", "0.bias", "0.weight"]  # the Reducer's order inside the one bucket
+    sizes = {n: p.numel() for n, p in params}
+
+    def flat(grads):
+        by_name = {n: g for (n, _), g in zip(params, grads)}
+        return np.concatenate([by_name[n].ravel() for n in order] + [np.zeros(64 - 59, np.float32)]).reshape(8, 8)
+
+    g, applied = flat(ref[0][1][2]), flat(got[0][1][2])
+    assert sum(sizes.values()) == 59
+    np.testing.assert_allclose(flat(got[1][1][2]), applied, rtol=1e-6)  # every rank applies the same gradient
+    # the mean of the ranks' errors is the average g minus the [8, 8] approximation h (whose padding entries
+    # need not be zero: the bucket keeps h's first 59)
+    mean_error = ((got[0][2].error_dict[0].numpy() + got[1][2].error_dict[0].numpy()) / 2).reshape(8, 8)
+    h = g - mean_error
+    np.testing.assert_allclose(applied.ravel()[:59], h.ravel()[:59], rtol=1e-4, atol=1e-6)
+    s = np.linalg.svd(h, compute_uv=False)
+    assert s[1] < 1e-4 * s[0]  # rank 1
+    np.testing.assert_allclose(h.T @ (g - h), 0, atol=1e-4)  # the dropped part is orthogonal to it
+    assert np.linalg.norm(g - h) > 1e-2 * np.linalg.norm(g)
+
+
 def test_state_checks_buckets_and_builtin_registration():
     with pytest.raises(ValueError, match="Expect `start_powerSGD_iter` > 1"):
         PowerSGDState(None, start_powerSGD_iter=1)
@@ -115,6 +153,9 @@ def test_state_checks_buckets_and_builtin_registration():
         other = DDP(make())
         register_ddp_comm_hook(DDPCommHookType.POWER_SGD_RANK2, other)
         assert other._comm_hook[0].matrix_approximation_rank == 2 and other._comm_hook[0].start_powerSGD_iter == 1000
+        batched = DDP(make())
+        register_ddp_comm_hook(DDPCommHookType.BATCHED_POWER_SGD, batched)
+        assert batched._comm_hook[1] is batched_powerSGD_hook and batched._comm_hook[0].matrix_approximation_rank == 1
 
     tessel.run_ranks(2, rank_fn)
     indices = [i for i, _, _ in seen[0]]

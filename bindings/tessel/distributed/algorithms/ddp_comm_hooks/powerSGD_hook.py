@@ -12,6 +12,9 @@ the approximation dropped on this rank is added to its next gradient.
     state = PowerSGDState(process_group=None, matrix_approximation_rank=1, start_powerSGD_iter=10)
     ddp_model.register_comm_hook(state, powerSGD_hook)
 
+batched_powerSGD_hook is torch's simplified variant: the whole bucket, padded with zeros to the next square side
+s, is one [s, s] matrix compressed with the same P / Q steps (s·r·2 elements sent instead of the bucket).
+
 The algorithm and its defaults are torch's; its random Q draws come from numpy seeded by random_seed on every
 rank (so all ranks agree), not from torch's generator, so the values differ from torch's run for run.
 batch_tensors_with_same_shape is accepted and changes nothing here (a speed option in torch: same results).
@@ -25,7 +28,7 @@ from ... import all_reduce, get_world_size
 from ..._flat import flatten, views
 from .default_hooks import _allreduce_fut, _group
 
-__all__ = ["PowerSGDState", "powerSGD_hook"]
+__all__ = ["PowerSGDState", "powerSGD_hook", "batched_powerSGD_hook"]
 
 
 class PowerSGDState:
@@ -76,15 +79,22 @@ def _should_compress(n, m, rank, min_rate):
     return (n + m) * rank * min_rate < n * m, n * m, (n + m) * rank
 
 
-def powerSGD_hook(state, bucket):
-    """The PowerSGD-compressed average of `bucket` (a future of its buffer, as every comm hook)."""
+def _prologue(state, bucket):
+    """The bucket's group and buffer, and before start_powerSGD_iter the plain all-reduce's future (else None)."""
     group = _group(state.process_group, bucket)
     buffer = bucket.buffer()
     if state.iter < state.start_powerSGD_iter:
         state.maybe_increase_iter(bucket)
-        return _allreduce_fut(group, buffer)
-    world = get_world_size(group)
-    index = bucket.index()
+        return group, buffer, _allreduce_fut(group, buffer)
+    return group, buffer, None
+
+
+def powerSGD_hook(state, bucket):
+    """The PowerSGD-compressed average of `bucket` (a future of its buffer, as every comm hook)."""
+    group, buffer, plain = _prologue(state, bucket)
+    if plain is not None:
+        return plain
+    world, index = get_world_size(group), bucket.index()
     if state.use_error_feedback:
         if index not in state.error_dict:
             state.error_dict[index] = buffer * 0
@@ -110,25 +120,59 @@ def powerSGD_hook(state, bucket):
         for t, total in zip(plain, _summed(plain, group)):
             t.copy_(total / world)
     if matrices:
-        fresh = not state.warm_start or index not in state.q_memory_dict
-        if fresh:
-            rng = np.random.RandomState(state.rng.randint(1_000_000_000))
-            qs = [_C._from_numpy(rng.standard_normal((m.shape[1], r))).to(buffer.dtype) for m, r in matrices]
-        else:
-            qs = state.q_memory_dict[index]
-        for q in qs:
-            _orthonormalize(q, state.orthogonalization_epsilon)
-        ps = _summed([m @ q for (m, _), q in zip(matrices, qs)], group)
-        for p in ps:
-            _orthonormalize(p, state.orthogonalization_epsilon)
-        qs = [q / world for q in _summed([m.t() @ p for (m, _), p in zip(matrices, ps)], group)]
-        for (m, _), p, q in zip(matrices, ps, qs):
-            m.copy_(p @ q.t())
-        if state.warm_start:
-            state.p_memory_dict[index], state.q_memory_dict[index] = ps, qs
+        _compress(state, index, matrices, group, world)
     if state.use_error_feedback:
         state.error_dict[index] = before - buffer
     state.maybe_increase_iter(bucket)
+    return _done(buffer)
+
+
+def batched_powerSGD_hook(state, bucket):
+    """torch's batched variant: the bucket (zero-padded to s² elements) compressed as one [s, s] matrix."""
+    group, buffer, plain = _prologue(state, bucket)
+    if plain is not None:
+        return plain
+    world, index = get_world_size(group), bucket.index()
+    n = buffer.numel()
+    side = math.ceil(math.sqrt(n))
+    state.total_numel_before_compression += n
+    state.total_numel_after_compression += side * state.matrix_approximation_rank * 2
+    padded = _C._full([side * side], 0.0, buffer.dtype)
+    padded[:n] = buffer
+    if state.use_error_feedback:
+        if index in state.error_dict:
+            padded.add_(state.error_dict[index])
+        before = padded.clone()
+    _compress(state, index, [(padded.view(side, side), state.matrix_approximation_rank)], group, world)
+    if state.use_error_feedback:
+        state.error_dict[index] = before - padded
+    buffer.copy_(padded[:n])
+    state.maybe_increase_iter(bucket)
+    return _done(buffer)
+
+
+def _compress(state, index, matrices, group, world):
+    """Each [n, m] matrix (written in place) replaced by P Qᵀ / world from the summed P = M Q and Q = Mᵀ P, the
+    Q's random at first (or without warm_start), the last step's otherwise; two all-reduces for all of them."""
+    fresh = not state.warm_start or index not in state.q_memory_dict
+    if fresh:
+        rng = np.random.RandomState(state.rng.randint(1_000_000_000))
+        qs = [_C._from_numpy(rng.standard_normal((m.shape[1], r))).to(m.dtype) for m, r in matrices]
+    else:
+        qs = state.q_memory_dict[index]
+    for q in qs:
+        _orthonormalize(q, state.orthogonalization_epsilon)
+    ps = _summed([m @ q for (m, _), q in zip(matrices, qs)], group)
+    for p in ps:
+        _orthonormalize(p, state.orthogonalization_epsilon)
+    qs = [q / world for q in _summed([m.t() @ p for (m, _), p in zip(matrices, ps)], group)]
+    for (m, _), p, q in zip(matrices, ps, qs):
+        m.copy_(p @ q.t())
+    if state.warm_start:
+        state.p_memory_dict[index], state.q_memory_dict[index] = ps, qs
+
+
+def _done(buffer):
     from ....futures import Future
     fut = Future()
     fut.set_result(buffer)
