@@ -38,19 +38,19 @@ void BindOptim(py::module_& m) {
         for (const auto& [name, p] : o.params()) out.push_back(name);
         return out;
       });
-  auto adamw = [](nn::StateDict params, double lr, double weight_decay, double beta1, double beta2, double eps) {
+  auto adamw = [](nn::StateDict params, double lr, double weight_decay, double beta1, double beta2, double eps,
+                  bool amsgrad) {
     return std::make_unique<optim::AdamW>(
-        std::move(params),
-        optim::AdamWOptions{.lr = lr, .beta1 = beta1, .beta2 = beta2, .eps = eps, .weight_decay = weight_decay});
+        std::move(params), optim::AdamWOptions{.lr = lr, .beta1 = beta1, .beta2 = beta2, .eps = eps,
+                                               .weight_decay = weight_decay, .amsgrad = amsgrad});
   };
   py::class_<optim::AdamW, optim::Optimizer>(m, "AdamW")
-      .def(py::init([adamw](const nn::Module& model, double lr, double wd, double b1, double b2, double eps) {
-             return adamw(model.NamedParameters(), lr, wd, b1, b2, eps);
-           }),
+      .def(py::init([adamw](const nn::Module& model, double lr, double wd, double b1, double b2, double eps,
+                            bool amsgrad) { return adamw(model.NamedParameters(), lr, wd, b1, b2, eps, amsgrad); }),
            py::arg("model"), py::arg("lr") = 1e-3, py::arg("weight_decay") = 1e-2, py::arg("beta1") = 0.9,
-           py::arg("beta2") = 0.999, py::arg("eps") = 1e-8, py::keep_alive<1, 2>())
+           py::arg("beta2") = 0.999, py::arg("eps") = 1e-8, py::arg("amsgrad") = false, py::keep_alive<1, 2>())
       .def(py::init(adamw), py::arg("named_parameters"), py::arg("lr") = 1e-3, py::arg("weight_decay") = 1e-2,
-           py::arg("beta1") = 0.9, py::arg("beta2") = 0.999, py::arg("eps") = 1e-8);
+           py::arg("beta1") = 0.9, py::arg("beta2") = 0.999, py::arg("eps") = 1e-8, py::arg("amsgrad") = false);
   py::class_<optim::SGD, optim::Optimizer>(m, "SGD")
       .def(py::init([](nn::StateDict params, double lr, double momentum, double dampening, double weight_decay,
                        bool nesterov) {

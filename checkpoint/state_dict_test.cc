@@ -99,7 +99,7 @@ TEST(StateDictTest, OptimizerStateIsKeyedByFqnAndCreatedInTheParametersLayout) {
         EXPECT_FALSE(std::get<Tensor>(sd.at("optim.state.bias.exp_avg_sq")).is_distributed());
         EXPECT_EQ(std::get<int64_t>(sd.at("optim.step.bias")), 0);
         EXPECT_EQ(std::get<double>(sd.at("optim.hyper.lr")), 0.5);
-        EXPECT_EQ(sd.size(), 2u * 2 + 2 + 5);  // 2 params x {exp_avg, exp_avg_sq}, 2 steps, 5 hyperparameters
+        EXPECT_EQ(sd.size(), 2u * 2 + 2 + 6);  // 2 params x {exp_avg, exp_avg_sq}, 2 steps, 6 hyperparameters
       },
       testing::TestRanks());
 }

@@ -2044,8 +2044,8 @@ def test_rmsprop_and_adagrad_follow_torchs_update_state_dict_and_param_groups():
     opt.step()
     np.testing.assert_array_equal(p.detach().numpy(), before)
     np.testing.assert_allclose(before, a - 0.1 * g / (np.abs(g) + 1e-10), rtol=1e-12)
-    with pytest.raises(NotImplementedError, match="maximize is not supported"):
-        tessel.optim.RMSprop([p], maximize=True)
+    with pytest.raises(NotImplementedError, match="capturable is not supported"):
+        tessel.optim.RMSprop([p], capturable=True)
 
 
 def test_new_subgroups_cut_the_world_into_consecutive_groups_and_offload_policy_base_is_no_offload():

@@ -334,8 +334,8 @@ def test_adam_is_torchs_coupled_l2_adam_and_leaves_grad_untouched():
     opt.step()
     opt_ref.step()
     np.testing.assert_array_equal(w.detach().numpy(), ref.detach().numpy())
-    with pytest.raises(NotImplementedError, match="amsgrad"):
-        tessel.optim.Adam([w], amsgrad=True)
+    with pytest.raises(NotImplementedError, match="Adam: capturable is not supported"):
+        tessel.optim.Adam([w], capturable=True)
 
 
 def test_data_loader_samplers_and_collate_follow_torch_utils_data():

@@ -1,6 +1,7 @@
 """tessel.optim's Adam relatives (Adamax, NAdam, RAdam) and Adadelta against torch's update rules written out in numpy
 (float64, a varying gradient, L2 and decoupled weight decay, RAdam on both sides of its ρ_t > 5 switch), their state
-dicts resuming exactly, and torch's argument checks."""
+dicts resuming exactly, and torch's argument checks; Adam / AdamW's amsgrad against numpy, and maximize on every
+C++-backed optimizer (ascent on G is descent on -G, .grad left as it was)."""
 import sys
 
 import numpy as np
@@ -126,6 +127,59 @@ def test_state_dict_resumes_exactly_and_options_reach_the_step(cls, kw):
     np.testing.assert_array_equal(p.detach().numpy(), before)
 
 
+SHRINKING = GRADS[::-1]  # falling magnitudes: exp_avg_sq drops below its running maximum
+
+
+def adam_ref(steps, lr, b1, b2, eps, wd, decoupled, amsgrad, maximize):
+    p, m, v, v_max = P0.copy(), np.zeros(4), np.zeros(4), np.zeros(4)
+    for t in range(1, steps + 1):
+        g = -SHRINKING[t - 1] if maximize else SHRINKING[t - 1]
+        if decoupled:
+            p = p * (1 - lr * wd)
+        else:
+            g = g + wd * p
+        m = b1 * m + (1 - b1) * g
+        v = b2 * v + (1 - b2) * g * g
+        v_max = np.maximum(v_max, v)
+        denom = np.sqrt(v_max if amsgrad else v) / np.sqrt(1 - b2 ** t) + eps
+        p = p - lr / (1 - b1 ** t) * m / denom
+    return p
+
+
+@pytest.mark.parametrize("cls,maximize", [(tessel.optim.Adam, False), (tessel.optim.Adam, True),
+                                          (tessel.optim.AdamW, False), (tessel.optim.AdamW, True)])
+def test_adam_amsgrad_follows_torchs_rule(cls, maximize):
+    p = tessel.tensor(P0.copy(), requires_grad=True)
+    opt = cls([p], lr=0.05, betas=(0.8, 0.9), weight_decay=0.1, amsgrad=True, maximize=maximize)
+    for t in range(8):
+        p.grad = tessel.tensor(SHRINKING[t])
+        opt.step()
+    want = adam_ref(8, 0.05, 0.8, 0.9, 1e-8, 0.1, cls is tessel.optim.AdamW, True, maximize)
+    np.testing.assert_allclose(p.detach().numpy(), want, rtol=1e-12)
+    assert not np.allclose(want, adam_ref(8, 0.05, 0.8, 0.9, 1e-8, 0.1, cls is tessel.optim.AdamW, False, maximize))
+    sd = opt.state_dict()
+    assert sorted(sd["state"][0]) == ["exp_avg", "exp_avg_sq", "max_exp_avg_sq", "step"]
+    assert sd["param_groups"][0]["amsgrad"] is True and sd["param_groups"][0]["maximize"] is maximize
+
+
+@pytest.mark.parametrize("cls,kw", [(tessel.optim.SGD, {"momentum": 0.9, "weight_decay": 0.01}),
+                                    (tessel.optim.Adam, {"weight_decay": 0.1}), (tessel.optim.AdamW, {}),
+                                    (tessel.optim.RMSprop, {"weight_decay": 0.1, "centered": True}),
+                                    (tessel.optim.Adagrad, {}), (tessel.optim.Adamax, {}), (tessel.optim.NAdam, {}),
+                                    (tessel.optim.RAdam, {}), (tessel.optim.Adadelta, {"weight_decay": 0.1})])
+def test_maximize_ascends(cls, kw):
+    up = tessel.tensor(P0.copy(), requires_grad=True)
+    down = tessel.tensor(P0.copy(), requires_grad=True)
+    ascend, descend = cls([up], lr=0.05, maximize=True, **kw), cls([down], lr=0.05, **kw)
+    for t in range(4):
+        up.grad, down.grad = tessel.tensor(GRADS[t]), tessel.tensor(-GRADS[t])
+        ascend.step()
+        descend.step()
+        np.testing.assert_array_equal(up.grad.numpy(), GRADS[t])  # torch leaves .grad as it was
+    np.testing.assert_array_equal(up.detach().numpy(), down.detach().numpy())
+    assert not np.allclose(up.detach().numpy(), P0)
+
+
 def test_bad_arguments_raise_torchs_errors():
     w = [tessel.zeros(2, requires_grad=True)]
     with pytest.raises(ValueError, match="Invalid beta parameter at index 1: 1.0"):
@@ -134,8 +188,8 @@ def test_bad_arguments_raise_torchs_errors():
         tessel.optim.NAdam(w, momentum_decay=-1)
     with pytest.raises(ValueError, match="Invalid learning rate: -0.1"):
         tessel.optim.RAdam(w, lr=-0.1)
-    with pytest.raises(NotImplementedError, match="maximize"):
-        tessel.optim.Adamax(w, maximize=True)
+    with pytest.raises(NotImplementedError, match="capturable"):
+        tessel.optim.Adamax(w, capturable=True)
     with pytest.raises(ValueError, match="Invalid rho value: 1.5"):
         tessel.optim.Adadelta(w, rho=1.5)
 

@@ -12,6 +12,7 @@
 #include "core/ops/elementwise.h"
 #include "core/ops/optimizer.h"
 #include "core/ops/reduction.h"
+#include "core/ops/ternary.h"
 #include "core/ops/unary.h"
 #include "core/ops/view.h"
 #include "core/tensor/tensor_impl.h"
@@ -134,7 +135,32 @@ AdamW::AdamW(nn::StateDict named_params, AdamWOptions options) : Optimizer(std::
   lr_ = o_.lr;
 }
 
+std::vector<std::string> AdamW::StateNames() const {
+  std::vector<std::string> names{"exp_avg", "exp_avg_sq"};
+  if (o_.amsgrad) names.push_back("max_exp_avg_sq");
+  return names;
+}
+
+// torch's Adam / AdamW step with amsgrad: p ← p·(1 − lr·wd); m, v as without it; v_max ← max(v_max, v);
+// p ← p − lr/(1 − β1ᵗ) · m / (√v_max / √(1 − β2ᵗ) + ε).
+void AdamW::StepAmsgrad() {
+  ForEachGradient("AdamW", [&](const std::string& fqn, const Tensor& p, const Tensor& g, int64_t t) {
+    Tensor& m = State(fqn, "exp_avg", p);
+    Tensor& v = State(fqn, "exp_avg_sq", p);
+    Tensor& v_max = State(fqn, "max_exp_avg_sq", p);
+    if (o_.weight_decay != 0) CopyInPlace(p, MulScalar(p, 1.0 - lr_ * o_.weight_decay));
+    CopyInPlace(m, Add(MulScalar(m, o_.beta1), MulScalar(g, 1.0 - o_.beta1)));
+    CopyInPlace(v, Add(MulScalar(v, o_.beta2), MulScalar(Mul(g, g), 1.0 - o_.beta2)));
+    CopyInPlace(v_max, Where(Gt(v, v_max), v, v_max));
+    const double bias1 = 1.0 - std::pow(o_.beta1, static_cast<double>(t));
+    const double bias2 = 1.0 - std::pow(o_.beta2, static_cast<double>(t));
+    const Tensor denom = AddScalar(MulScalar(Sqrt(v_max), 1.0 / std::sqrt(bias2)), o_.eps);
+    AddInPlace(p, Div(m, denom), -lr_ / bias1);
+  });
+}
+
 void AdamW::Step() {
+  if (o_.amsgrad) return StepAmsgrad();
   CheckParamsAreCurrent("AdamW");
   CheckLr(lr_);
   NoGradGuard no_grad;
@@ -171,7 +197,9 @@ void AdamW::Step() {
 }
 
 std::map<std::string, double> AdamW::Hyper() const {
-  return {{"lr", lr_}, {"beta1", o_.beta1}, {"beta2", o_.beta2}, {"eps", o_.eps}, {"weight_decay", o_.weight_decay}};
+  return {{"lr", lr_},         {"beta1", o_.beta1},
+          {"beta2", o_.beta2}, {"eps", o_.eps},
+          {"weight_decay", o_.weight_decay}, {"amsgrad", o_.amsgrad ? 1.0 : 0.0}};
 }
 
 void AdamW::SetHyper(const std::map<std::string, double>& h) {
@@ -180,6 +208,7 @@ void AdamW::SetHyper(const std::map<std::string, double>& h) {
   if (h.count("beta2")) o_.beta2 = h.at("beta2");
   if (h.count("eps")) o_.eps = h.at("eps");
   if (h.count("weight_decay")) o_.weight_decay = h.at("weight_decay");
+  if (h.count("amsgrad")) o_.amsgrad = h.at("amsgrad") != 0;
 }
 
 namespace {

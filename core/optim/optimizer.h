@@ -120,17 +120,21 @@ struct AdamWOptions {
   double beta2 = 0.999;
   double eps = 1e-8;
   double weight_decay = 1e-2;
+  // torch's AMSGrad: the denominator uses max_exp_avg_sq, the running maximum of exp_avg_sq (a state tensor
+  // of its own), instead of exp_avg_sq; composed of dispatched elementwise ops rather than the fused kernel.
+  bool amsgrad = false;
 };
 
 class AdamW final : public Optimizer {
  public:
   AdamW(nn::StateDict named_params, AdamWOptions options);
   void Step() override;
-  std::vector<std::string> StateNames() const override { return {"exp_avg", "exp_avg_sq"}; }
+  std::vector<std::string> StateNames() const override;
 
  private:
   std::map<std::string, double> Hyper() const override;
   void SetHyper(const std::map<std::string, double>& h) override;
+  void StepAmsgrad();
   AdamWOptions o_;
 };
 

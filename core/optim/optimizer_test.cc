@@ -70,6 +70,34 @@ TEST(OptimizerTest, AdamWMatchesTheReferenceUpdate) {
   }
 }
 
+// AMSGrad: the gradients shrink, so exp_avg_sq falls below its running maximum, which the denominator keeps.
+TEST(OptimizerTest, AdamWAmsgradKeepsTheLargestSecondMoment) {
+  auto params = OneParam({1.0, -2.0, 0.5}, {0, 0, 0});
+  AdamW opt(params, {.lr = 0.01, .beta1 = 0.9, .beta2 = 0.9, .eps = 1e-8, .weight_decay = 0.1, .amsgrad = true});
+  EXPECT_EQ(opt.StateNames(), (std::vector<std::string>{"exp_avg", "exp_avg_sq", "max_exp_avg_sq"}));
+  std::vector<double> p{1.0, -2.0, 0.5}, m(3, 0), v(3, 0), v_max(3, 0);
+  bool fell = false;
+  for (int t = 1; t <= 4; ++t) {
+    const std::vector<double> g{2.0 / t, -1.0 / (t * t), 0.25};
+    params[0].second.set_grad(FromVector<double>(g));
+    opt.Step();
+    for (int i = 0; i < 3; ++i) {
+      p[i] *= 1 - 0.01 * 0.1;
+      m[i] = 0.9 * m[i] + 0.1 * g[i];
+      v[i] = 0.9 * v[i] + 0.1 * g[i] * g[i];
+      fell = fell || v[i] < v_max[i];
+      v_max[i] = std::max(v_max[i], v[i]);
+      p[i] -= 0.01 / (1 - std::pow(0.9, t)) * m[i] / (std::sqrt(v_max[i]) / std::sqrt(1 - std::pow(0.9, t)) + 1e-8);
+    }
+    const auto got = params[0].second.ToDoubleVector();
+    for (int i = 0; i < 3; ++i) EXPECT_NEAR(got[i], p[i], 1e-12) << "step " << t << " element " << i;
+  }
+  EXPECT_TRUE(fell);  // the maximum mattered
+  const OptimizerStateDict sd = opt.GetStateDict();
+  EXPECT_EQ(sd.state.at("w").count("max_exp_avg_sq"), 1u);
+  EXPECT_EQ(sd.hyper.at("amsgrad"), 1.0);
+}
+
 // The multi-tensor update is element for element the per-parameter one: groups of sizes that cut
 // ParallelFor's chunks mid-tensor, each at its own step, in both float dtypes.
 TEST(OptimizerTest, ForeachAdamWEqualsThePerParameterUpdateBitwise) {

@@ -150,9 +150,27 @@ class Optimizer:
             raise NotImplementedError("%s.step: an Optimizer subclass defines its own step()" % type(self).__name__)
         loss = closure() if closure is not None else None
         for group, opt in zip(self.param_groups, self._optimizers):
-            opt.hyper = self._hyper(group)
-            opt.step()
+            self._step_group(group, opt)
         return loss
+
+    def _step_group(self, group, opt, transform=None):
+        """opt.step() with group's hyperparameters. With group["maximize"] (torch's: ascend) each .grad is negated
+        for the step, and with transform it becomes transform(param, that gradient); .grad is put back afterwards
+        (torch leaves it untouched)."""
+        opt.hyper = self._hyper(group)
+        maximize = bool(group.get("maximize", False))
+        if transform is None and not maximize:
+            return opt.step()
+        saved = [(p, p.grad) for p in group["params"] if p.grad is not None]
+        with _C._GradMode(False):
+            for p, g in saved:
+                g = -g if maximize else g
+                p.grad = transform(p, g) if transform is not None else g
+        try:
+            opt.step()
+        finally:
+            for p, g in saved:
+                p.grad = g
 
     def _new_group(self, param_group):
         """The group torch's add_param_group adds (its own options, the defaults for the rest) and its parameters,
@@ -362,20 +380,20 @@ class Adam(Optimizer):
     """torch.optim.Adam: weight_decay is an L2 term added to the gradient (grad + weight_decay · param) before
     the moments, or, with decoupled_weight_decay=True (AdamW), a decay of the parameter itself. Runs the C++
     AdamW: with the L2 form its decoupled decay is 0 and each step adds the L2 term to a copy of the gradient,
-    putting the original .grad back afterwards (torch leaves .grad untouched too)."""
+    putting the original .grad back afterwards (torch leaves .grad untouched too). amsgrad (the running maximum
+    of exp_avg_sq in the denominator, state max_exp_avg_sq) and maximize as torch's."""
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False, *,
                  foreach=None, maximize=False, capturable=False, differentiable=False, fused=None,
                  decoupled_weight_decay=False):
-        if amsgrad or maximize or capturable or differentiable:
-            raise NotImplementedError("%s: amsgrad, maximize, capturable and differentiable are not supported"
-                                      % type(self).__name__)
+        _unsupported(type(self).__name__, capturable=capturable, differentiable=differentiable)
         if not 0.0 <= lr:
             raise ValueError("Invalid learning rate: %s" % lr)
         if not 0.0 <= weight_decay:
             raise ValueError("Invalid weight_decay value: %s" % weight_decay)
         self._decoupled = bool(decoupled_weight_decay)
-        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay))
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
+                                      amsgrad=bool(amsgrad), maximize=bool(maximize)))
 
     def step(self, closure=None):
         if self._decoupled:
@@ -383,33 +401,26 @@ class Adam(Optimizer):
         loss = closure() if closure is not None else None
         for group, opt in zip(self.param_groups, self._optimizers):
             wd = float(group["weight_decay"])
-            opt.hyper = self._hyper(group)
-            if wd == 0.0:
-                opt.step()
-                continue
-            saved = [(p, p.grad) for p in group["params"] if p.grad is not None]
-            with _C._GradMode(False):
-                for p, g in saved:
-                    p.grad = g + p.detach() * wd
-            try:
-                opt.step()
-            finally:
-                for p, g in saved:
-                    p.grad = g
+            self._step_group(group, opt, (lambda p, g: g + p.detach() * wd) if wd != 0.0 else None)
         return loss
 
     def _hyper(self, g):
         b1, b2 = g["betas"]
         return {"lr": float(g["lr"]), "beta1": float(b1), "beta2": float(b2), "eps": float(g["eps"]),
-                "weight_decay": float(g["weight_decay"]) if self._decoupled else 0.0}
+                "weight_decay": float(g["weight_decay"]) if self._decoupled else 0.0,
+                "amsgrad": float(bool(g.get("amsgrad", False)))}
 
     def _load_hyper(self, g, h):
         g.update(lr=h["lr"], betas=(h["beta1"], h["beta2"]), eps=h["eps"])
+        if "amsgrad" in h:
+            g["amsgrad"] = bool(h["amsgrad"])
         if self._decoupled:
             g["weight_decay"] = h["weight_decay"]
 
     def _make(self, named, g):
-        return _C.AdamW(named, **self._hyper(g))
+        h = self._hyper(g)
+        h["amsgrad"] = bool(h["amsgrad"])
+        return _C.AdamW(named, **h)
 
 
 class AdamW(Adam):
@@ -425,12 +436,11 @@ class AdamW(Adam):
 class SGD(Optimizer):
     def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False, *,
                  maximize=False, foreach=None, differentiable=False, fused=None):
-        if maximize or differentiable:
-            raise NotImplementedError("SGD: maximize and differentiable are not supported")
+        _unsupported("SGD", differentiable=differentiable)
         if not 0.0 <= lr:
             raise ValueError("Invalid learning rate: %s" % lr)
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
-                                      nesterov=nesterov))
+                                      nesterov=nesterov, maximize=bool(maximize)))
 
     @staticmethod
     def _hyper(g):
@@ -459,9 +469,9 @@ class RMSprop(Optimizer):
 
     def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0, centered=False,
                  capturable=False, foreach=None, maximize=False, differentiable=False):
-        _unsupported("RMSprop", maximize=maximize, capturable=capturable, differentiable=differentiable)
+        _unsupported("RMSprop", capturable=capturable, differentiable=differentiable)
         super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum,
-                                      centered=centered))
+                                      centered=centered, maximize=bool(maximize)))
 
     @staticmethod
     def _hyper(g):
@@ -486,9 +496,10 @@ class Adagrad(Optimizer):
 
     def __init__(self, params, lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0, eps=1e-10,
                  foreach=None, *, maximize=False, differentiable=False, fused=None):
-        _unsupported("Adagrad", maximize=maximize, differentiable=differentiable)
+        _unsupported("Adagrad", differentiable=differentiable)
         super().__init__(params, dict(lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
-                                      initial_accumulator_value=initial_accumulator_value, eps=eps))
+                                      initial_accumulator_value=initial_accumulator_value, eps=eps,
+                                      maximize=bool(maximize)))
 
     @staticmethod
     def _hyper(g):
@@ -511,6 +522,7 @@ class _AdamRelative(Optimizer):
 
     def __init__(self, params, lr, betas, eps, weight_decay, flags, **extras):
         name = type(self).__name__
+        extras["maximize"] = bool(flags.pop("maximize", False))
         _unsupported(name, **flags)
         if not 0.0 <= lr:
             raise ValueError("Invalid learning rate: %s" % lr)
@@ -586,7 +598,7 @@ class Adadelta(Optimizer):
 
     def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0, foreach=None, *, capturable=False,
                  maximize=False, differentiable=False):
-        _unsupported("Adadelta", maximize=maximize, capturable=capturable, differentiable=differentiable)
+        _unsupported("Adadelta", capturable=capturable, differentiable=differentiable)
         if not 0.0 <= lr:
             raise ValueError("Invalid learning rate: %s" % lr)
         if not 0.0 <= rho <= 1.0:
@@ -595,7 +607,7 @@ class Adadelta(Optimizer):
             raise ValueError("Invalid epsilon value: %s" % eps)
         if not 0.0 <= weight_decay:
             raise ValueError("Invalid weight_decay value: %s" % weight_decay)
-        super().__init__(params, dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay))
+        super().__init__(params, dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, maximize=bool(maximize)))
 
     @staticmethod
     def _hyper(g):
