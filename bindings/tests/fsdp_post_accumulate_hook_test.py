@@ -1,6 +1,7 @@
 """register_post_accumulate_grad_hook on fully_shard parameters (torch FSDP2 runs the sharded parameter's hooks
 right after the reduce-scatter sets its .grad): optimizer-in-backward on 2 ranks equals the usual
-backward-then-step run, and each hook fires once per parameter per synchronized backward."""
+backward-then-step run, and each hook fires once per parameter per synchronized backward; parameters used on
+only some ranks (set_reduce_scatter_unused_params)."""
 import sys
 
 import numpy as np
@@ -87,6 +88,51 @@ def test_optimizer_in_backward_on_fully_shard_parameters(accumulate):
         for a, b in zip(params, ref[r][0]):
             np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
     assert not np.allclose(ref[0][0][0], run(False, steps=2)[0][0][0])  # the steps change the weights
+
+
+class Gated(nn.Module):
+    """extra is used only where the caller says so: on rank 0 in the test; gate on no rank."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(6, 6)
+        self.extra = nn.Parameter(tessel.ones(6))
+        self.gate = nn.Parameter(tessel.ones(6))
+
+    def forward(self, x, use_extra):
+        y = self.lin(x)
+        return y * self.extra if use_extra else y
+
+
+def test_parameters_used_on_some_ranks_reduce_with_zeros_elsewhere():
+    """torch 2.15's set_reduce_scatter_unused_params(True): a parameter one rank did not use still takes part
+    in the reduction (zeros from that rank); one no rank used keeps grad None. Gradients against one process
+    holding both ranks' data (rank 0's half through extra, rank 1's half not)."""
+    tessel.manual_seed(3)
+    ref = Gated()
+    x0, x1 = tessel.tensor(X[:2]), tessel.tensor(X[2:])
+    ((ref(x0, True).pow(2).sum() + ref(x1, False).pow(2).sum()) / 2).backward()
+    got = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        tessel.manual_seed(3)
+        model = Gated()
+        fully_shard(model, mesh=init_device_mesh("cpu", (2,)))
+        model.set_reduce_scatter_unused_params(True)
+        with pytest.raises(TypeError, match="should be a bool"):
+            model.set_reduce_scatter_unused_params(1)
+        x = tessel.tensor(X[:2] if world.rank == 0 else X[2:])
+        model(x, world.rank == 0).pow(2).sum().backward()  # the mean over ranks: FSDP averages
+        got[world.rank] = {n: None if p.grad is None else p.grad.full_tensor().numpy()
+                           for n, p in model.named_parameters()}
+
+    tessel.run_ranks(2, rank_fn)
+    for r in (0, 1):
+        assert got[r]["gate"] is None
+        for n, p in ref.named_parameters():
+            if n != "gate":
+                np.testing.assert_allclose(got[r][n], p.grad.numpy(), rtol=1e-5, atol=1e-6, err_msg=n)
 
 
 if __name__ == "__main__":

@@ -87,6 +87,16 @@ class FSDPModule:
         of them, e.g. an embedding); a backward that does read one raises RuntimeError (freed bytes)."""
         _state(self).set_unshard_in_backward(unshard_in_backward)
 
+    def set_reduce_scatter_unused_params(self, reduce_scatter_unused_params, *, recurse=True):
+        """torch 2.15's switch for parameters some ranks use and others do not (conditional branches, MoE):
+        tessel's reduce-scatter always carries every parameter of the group, a rank without a gradient for one
+        contributing zeros, with a flag per parameter so that one no rank used keeps grad None
+        (fsdp/param_group.cc); True asks for what already happens, False cannot make ranks disagree."""
+        if not isinstance(reduce_scatter_unused_params, bool):
+            raise TypeError("reduce_scatter_unused_params should be a bool, got %s"
+                            % type(reduce_scatter_unused_params).__name__)
+        _state(self)  # a module fully_shard manages, as torch requires
+
     def set_all_reduce_hook(self, hook, *, stream=None):
         """hook(reduce_output) runs in each backward that reduces this module's parameters, on the reduced
         gradient block (this rank's shard of each parameter, padding included) after the reduce-scatter and
