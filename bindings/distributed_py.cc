@@ -453,6 +453,7 @@ void BindFsdp(py::module_& m) {
       .def("unshard", [](const F& f, bool async_op) { NoGil([&] { f.Unshard(async_op); }); }, py::arg("async_op") = false)
       .def("wait_for_unshard", [](const F& f) { NoGil([&] { f.WaitForUnshard(); }); })
       .def("reshard", [](const F& f) { NoGil([&] { f.Reshard(); }); })
+      .def("reset_iter_state", [](const F& f) { NoGil([&] { f.ResetIterState(); }); })
       .def("is_unsharded", &F::is_unsharded)
       .def("set_requires_gradient_sync", &F::SetRequiresGradientSync, py::arg("requires_gradient_sync"),
            py::arg("recurse") = true)

@@ -244,6 +244,15 @@ EventPtr FinishReduceScatter(ReduceScatterResult& result, const ReduceSpec& spec
   return post_reduce;
 }
 
+void DropReduceScatter(ReduceScatterResult& result, CommStreams* streams) {
+  if (streams != nullptr && result.reduced) {
+    streams->ComputeWaitFor(*result.reduced);
+  } else if (result.work) {
+    result.work->Wait();
+  }
+  result = ReduceScatterResult();
+}
+
 void ResolveGradFlags(DeferredGradFlags& deferred) {
   std::vector<double> flags(deferred.params.size(), 0.0);  // nonzero: some rank had a gradient in some reduction
   for (const Tensor& f : deferred.flags) {

@@ -147,6 +147,9 @@ struct DeferredGradFlags {
 // the host path).
 EventPtr FinishReduceScatter(ReduceScatterResult& result, const ReduceSpec& spec, CommStreams* streams = nullptr,
                              std::optional<DeferredGradFlags>* deferred = nullptr);
+// Drops an issued reduce-scatter nobody views out (FsdpState::ResetIterState): host: waits for it; device:
+// the compute stream waits for its event before the buffers go. No .grad changes; no HSDP all-reduce.
+void DropReduceScatter(ReduceScatterResult& result, CommStreams* streams);
 // Drops the .grad FinishReduceScatter gave to parameters no rank had a gradient for (and that had none).
 // REQUIRES: the compute stream waited for that reduction's post-reduce event (the read syncs it).
 void ResolveGradFlags(DeferredGradFlags& deferred);

@@ -398,6 +398,8 @@ void FSDPModule::Reshard() const {
   if (ParamGroup* g = state_->group()) g->Reshard();
 }
 
+void FSDPModule::ResetIterState() const { state_->ResetIterState(); }
+
 bool FSDPModule::is_unsharded() const { return state_->group() != nullptr && state_->group()->is_unsharded(); }
 
 void FSDPModule::SetRequiresGradientSync(bool requires_gradient_sync, bool recurse) const {

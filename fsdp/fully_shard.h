@@ -110,6 +110,8 @@ class FSDPModule {
   void WaitForUnshard() const;
   // Points the module back at the sharded parameters and frees the unsharded ones.
   void Reshard() const;
+  // PyTorch's reset_iter_state (FsdpState::ResetIterState): on the root, after a caught exception.
+  void ResetIterState() const;
   bool is_unsharded() const;
 
   // With false, backward accumulates gradients locally instead of reducing them (see the file comment).

@@ -287,6 +287,29 @@ void ParamGroup::FinishReduce() {
   if (ctx_->pending_reduce == this) ctx_->pending_reduce = nullptr;
 }
 
+void ParamGroup::AbortIteration() {
+  if (pending_reduce_) {
+    DropReduceScatter(*pending_reduce_, streams());
+    pending_reduce_.reset();
+  }
+  if (ctx_ != nullptr && ctx_->pending_reduce == this) ctx_->pending_reduce = nullptr;
+  if (post_reduce_event_) {
+    streams()->ComputeWaitFor(*post_reduce_event_);
+    post_reduce_event_.reset();
+  }
+  if (deferred_flags_) {  // completed reductions: their .grad stays, without the zeros no rank asked for
+    ResolveGradFlags(*deferred_flags_);
+    deferred_flags_.reset();
+  }
+  accumulated_grads_ = Tensor();
+  accumulated_has_grad_.clear();
+  partial_reduce_output_ = Tensor();
+  Reshard();
+  if (ctx_ != nullptr && ctx_->streams) ctx_->streams->FlushHeldAllGather();
+  post_forward_indices_.clear();
+  training_state_ = TrainingState::kIdle;
+}
+
 void ParamGroup::FinalizeBackward() {
   FinishReduce();
   if (post_reduce_event_) {

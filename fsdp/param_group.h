@@ -113,6 +113,11 @@ class ParamGroup {
   void FinishReduce();
   // End of a backward: finishes the reduce, drops a mistargeted prefetch, clears per-backward records.
   void FinalizeBackward();
+  // PyTorch's reset_iter_state, after an exception aborted a forward or backward: waits for and drops the
+  // in-flight all-gather and reduce-scatter (every rank issued them), discards the gradients held for a
+  // later reduction (sync off, HSDP partial sums), reshards, and returns to idle. .grad is left as the
+  // completed reductions set it.
+  void AbortIteration();
 
   // Settings (FSDPModule setters).
   bool reshard_after_forward = true;

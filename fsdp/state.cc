@@ -188,13 +188,19 @@ void FsdpState::NameModule(nn::Module* m, const std::string& fqn) {
 }
 
 void FsdpState::OnPreForward(TensorList& inputs) {
-  if (training_state_ == TrainingState::kPreBackward) {
+  if (training_state_ == TrainingState::kPreBackward && InBackward()) {
     // Recomputation inside backward (activation checkpointing): make sure the parameters are there.
     if (group_) {
       group_->Unshard(false);
       group_->WaitForUnshard();
     }
     return;
+  }
+  // The previous iteration never finished (an exception escaped its forward or backward, leaving states in
+  // forward or pre-backward outside any backward): start clean.
+  if (is_root() && (ctx_->final_callback_queued || ctx_->iter_forward_root != nullptr ||
+                    training_state_ != TrainingState::kIdle)) {
+    ResetIterState();
   }
   training_state_ = TrainingState::kForward;
   LazyInit();
@@ -297,6 +303,23 @@ TensorList FsdpState::CallAsForward(TensorList inputs, const std::function<Tenso
   TensorList outputs = method(inputs);
   OnPostForward(outputs);
   return outputs;
+}
+
+void FsdpState::ResetIterState() {
+  if (!is_root_.has_value()) return;  // before the first forward: nothing has run
+  TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, *is_root_, "reset_iter_state: '", Display(fqn_),
+                    "' is not the root fully_shard module; call it on the root (the module whose forward ",
+                    "starts the iteration)");
+  for (FsdpState* s : all_states_) {
+    if (s->group_) s->group_->AbortIteration();
+    s->training_state_ = TrainingState::kIdle;
+    s->to_run_.clear();
+  }
+  ctx_->iter_forward_root = nullptr;
+  ctx_->forward_order.clear();
+  ctx_->post_forward_order.clear();
+  ctx_->pending_reduce = nullptr;
+  ctx_->final_callback_queued = false;
 }
 
 void FsdpState::RootPostBackwardFinal() {

@@ -70,6 +70,15 @@ class FsdpState final : public nn::ModuleState {
   void set_backward_prefetch(std::vector<FsdpState*> states) { backward_prefetch_ = std::move(states); }
   void set_reshard_after_forward(bool value);
 
+  // PyTorch's reset_iter_state, on the root: after an exception aborted a forward or backward, every
+  // group waits for and drops its in-flight collectives (the failed iteration's pending gradient
+  // reductions are lost, as are gradients held for a later reduction), reshards, and the iteration state
+  // (forward root, orders, the queued end-of-backward) is cleared. A no-op before the first forward.
+  // The root's next forward does the same by itself when the previous iteration was left unfinished (a
+  // forward that never reached its end, a backward whose end-of-backward callback never ran), so a caught
+  // exception does not desynchronize the ranks' collectives. kFailedPrecondition on a non-root state.
+  void ResetIterState();
+
   // PyTorch's register_fsdp_forward_method: runs `method` (a forward under another name, e.g. a loss or
   // generate method that does not call forward) between this state's pre-forward (lazy init, all-gather,
   // input cast, post-backward wrapping) and post-forward (reshard, pre-backward wrapping, output cast), as

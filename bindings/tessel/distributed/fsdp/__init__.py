@@ -46,6 +46,13 @@ class FSDPModule:
     def reshard(self):
         _state(self).reshard()
 
+    def reset_iter_state(self):
+        """torch's: on the root, after an exception aborted a forward or backward, waits for and drops the
+        in-flight collectives (that iteration's pending gradient reductions are lost), reshards, and clears
+        the iteration state. tessel's root also does this by itself at the next forward when the previous
+        iteration was left unfinished."""
+        _state(self).reset_iter_state()
+
     def set_requires_gradient_sync(self, requires_gradient_sync, *, recurse=True):
         _state(self).set_requires_gradient_sync(requires_gradient_sync, recurse)
 

@@ -1,0 +1,124 @@
+"""fully_shard after an exception (torch 2.15's reset_iter_state): a backward or forward that raises midway
+leaves collectives in flight and modules unsharded; the root's next forward (or an explicit reset_iter_state())
+drops them, reshards, and the next iteration's gradients, parameter layouts and collective counts equal a fresh
+run's on 2 ranks. Before this, the next iteration ran on the unsharded plain parameters."""
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+import tessel
+import tessel.distributed as dist
+import tessel.nn as nn
+from tessel import _C
+from tessel.distributed.fsdp import fully_shard
+
+_armed = threading.local()  # per rank thread: the ranks fail at the same point of their own backward
+
+
+class Tripwire(tessel.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 1
+
+    @staticmethod
+    def backward(ctx, g):
+        if getattr(_armed, "backward", False):
+            raise RuntimeError("tripwire in backward")
+        return g
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        if getattr(_armed, "forward", False) and self is getattr(_armed, "block", None):
+            raise ValueError("tripwire in forward")
+        return self.lin(x).tanh()
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b, self.c = Block(), Block(), Block()
+
+    def forward(self, x):
+        return self.c(self.b(Tripwire.apply(self.a(x))))  # b and c have reduced before the tripwire fires
+
+
+def build():
+    tessel.manual_seed(0)
+    net = Net()
+    for m in (net.a, net.b, net.c, net):
+        fully_shard(m)
+    return net
+
+
+def step(net, x):
+    tracer = _C.CommTracer()
+    with tracer:
+        net(x).pow(2).sum().backward()
+    return ({n: (p.is_distributed, p.grad.is_distributed, p.grad.full_tensor().numpy()) for n, p in
+             net.named_parameters()}, tracer.summary())
+
+
+def run(fail, explicit_reset):
+    out = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        net = build()
+        x = tessel.ones(2, 4) * (world.rank + 1)
+        if fail == "backward":
+            _armed.backward = True
+            with pytest.raises(RuntimeError, match="tripwire in backward"):
+                net(x).pow(2).sum().backward()
+            _armed.backward = False
+        elif fail == "forward":
+            _armed.forward, _armed.block = True, net.c
+            with pytest.raises(ValueError, match="tripwire in forward"):
+                net(x)
+            _armed.forward = False
+        if fail is not None:
+            for p in net.parameters():
+                p.grad = None
+        if explicit_reset:
+            with pytest.raises(RuntimeError, match="'b' is not the root fully_shard module"):
+                net.b.reset_iter_state()
+            net.reset_iter_state()
+        out[world.rank] = step(net, x)
+
+    tessel.run_ranks(2, rank_fn)
+    return out
+
+
+@pytest.mark.parametrize("fail,explicit_reset", [("backward", False), ("backward", True), ("forward", False),
+                                                 ("forward", True)])
+def test_the_iteration_after_an_exception_equals_a_fresh_one(fail, explicit_reset):
+    fresh = run(None, False)
+    got = run(fail, explicit_reset)
+    for r in (0, 1):
+        grads, summary = got[r]
+        assert summary == fresh[r][1]  # the same collectives: nothing left over from the failed iteration
+        for name, (param_is_d, grad_is_d, g) in grads.items():
+            assert param_is_d and grad_is_d, name  # the modules point at their shards again
+            np.testing.assert_array_equal(g, fresh[r][0][name][2], err_msg=name)
+
+
+def test_reset_before_the_first_forward_is_a_no_op():
+    def rank_fn(world):
+        dist.init_process_group()
+        net = build()
+        net.reset_iter_state()
+        net.b.reset_iter_state()  # no root is known yet: nothing to do, as torch
+        net(tessel.ones(2, 4)).sum().backward()
+        assert net.a.lin.weight.grad.is_distributed
+
+    tessel.run_ranks(2, rank_fn)
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q"]))
