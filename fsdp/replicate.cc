@@ -75,6 +75,9 @@ class ReplicateState final : public nn::ModuleState {
  private:
   void Broadcast();
   void AllReduceUsedFlags();
+  // An exception escaped the backward pass that queued EndOfBackward: wait for the buckets it issued
+  // (every rank issued them) and drop them, and forget which gradients were ready.
+  void AbortIteration();
   void Issue(size_t b);
   void Finish(size_t b);
   void CopyOut(Bucket& bucket);
@@ -84,6 +87,7 @@ class ReplicateState final : public nn::ModuleState {
   std::vector<Tensor> frozen_;  // parameters that do not require grad: broadcast only
   size_t next_to_issue_ = 0;
   bool callback_queued_ = false;
+  uint64_t callback_pass_ = 0;  // the backward pass EndOfBackward was queued in (BackwardPassId)
 };
 
 ReplicateState::ReplicateState(nn::Module* module, comm::ProcessGroupPtr group, ReplicateOptions options)
@@ -164,8 +168,11 @@ void ReplicateState::OnGradReady(size_t b, size_t i) {
                     "(higher-order gradients) cannot average gradients that carry a graph across ranks; take the ",
                     "inner gradient with Grad(..., create_graph=true) of the inputs, then run the synchronized ",
                     "backward without create_graph");
+  // Queued in another pass that never ran it: that pass raised midway, leaving buckets half issued.
+  if (callback_queued_ && callback_pass_ != BackwardPassId()) AbortIteration();
   if (!callback_queued_) {
     callback_queued_ = true;
+    callback_pass_ = BackwardPassId();
     QueueCallback([this] { EndOfBackward(); });
   }
   BucketParam& p = buckets_[b].params[i];
@@ -242,6 +249,20 @@ void ReplicateState::CopyOut(Bucket& b) {
       p.piece.set_grad(Clone(mine));
     }
   }
+}
+
+void ReplicateState::AbortIteration() {
+  for (Bucket& b : buckets_) {
+    if (b.issued) b.work->Wait();
+    b.work = nullptr;
+    b.input = Tensor();
+    b.output = Tensor();
+    b.issued = false;
+    b.ready_count = 0;
+    for (BucketParam& p : b.params) p.ready = false;
+  }
+  next_to_issue_ = 0;
+  callback_queued_ = false;
 }
 
 void ReplicateState::EndOfBackward() {

@@ -19,7 +19,9 @@
 // find_unused_parameters, one no rank had a gradient for stays undefined). Parameters that do not require
 // grad are broadcast at the call but sit in no bucket (as torch's DDP). The end of
 // backward is detected from the first gradient: a backward in which no parameter of the module gets a
-// gradient on some rank issues nothing there (the peers then fail with the comm timeout, no hang).
+// gradient on some rank issues nothing there (the peers then fail with the comm timeout, no hang). A
+// backward that raised midway (its end-of-backward never ran) is cleaned up by the next backward's first
+// gradient: the buckets it issued are waited for and dropped, so the next iteration averages afresh.
 //
 // Collectives per backward (asserted with the comm tracer), B buckets, n ranks:
 //   zero_stage 0, 1   B all-reduces (average)                    .grad: the full average on every rank

@@ -1,7 +1,8 @@
-"""fully_shard after an exception (torch 2.15's reset_iter_state): a backward or forward that raises midway
-leaves collectives in flight and modules unsharded; the root's next forward (or an explicit reset_iter_state())
-drops them, reshards, and the next iteration's gradients, parameter layouts and collective counts equal a fresh
-run's on 2 ranks. Before this, the next iteration ran on the unsharded plain parameters."""
+"""fully_shard and DDP after an exception (torch 2.15's reset_iter_state): a backward or forward that raises
+midway leaves collectives in flight and modules unsharded; the root's next forward (or an explicit
+reset_iter_state()) drops them, reshards, and the next iteration's gradients, parameter layouts and collective
+counts equal a fresh run's on 2 ranks. Before this, the next iteration ran on the unsharded plain parameters
+(fully_shard) or left buckets unreduced (DDP)."""
 import sys
 import threading
 
@@ -118,6 +119,44 @@ def test_reset_before_the_first_forward_is_a_no_op():
         assert net.a.lin.weight.grad.is_distributed
 
     tessel.run_ranks(2, rank_fn)
+
+
+def test_ddp_after_a_backward_that_raised_averages_afresh():
+    """DistributedDataParallel (fsdp::Replicate): the failed backward issued some buckets and never ran its
+    end-of-backward; the next backward's first gradient drops them, so its gradients (the average over the
+    ranks) and collectives equal a fresh run's. They were silently wrong: the stale ready flags skipped the
+    end-of-backward, leaving later buckets unreduced."""
+    from tessel.nn.parallel import DistributedDataParallel as DDP
+
+    def go(fail):
+        out = {}
+
+        def rank_fn(world):
+            dist.init_process_group()
+            tessel.manual_seed(0)
+            model = DDP(Net(), bucket_cap_mb=40 / 2 ** 20)  # a bucket per parameter or two
+            x = tessel.ones(2, 4) * (world.rank + 1)
+            if fail:
+                _armed.backward = True
+                with pytest.raises(RuntimeError, match="tripwire in backward"):
+                    model(x).pow(2).sum().backward()
+                _armed.backward = False
+                for p in model.parameters():
+                    p.grad = None
+            tracer = _C.CommTracer()
+            with tracer:
+                model(x).pow(2).sum().backward()
+            out[world.rank] = ([p.grad.numpy().copy() for p in model.parameters()], tracer.summary())
+
+        tessel.run_ranks(2, rank_fn)
+        return out
+
+    fresh, got = go(False), go(True)
+    for r in (0, 1):
+        assert got[r][1] == fresh[r][1]
+        for a, b in zip(got[r][0], fresh[r][0]):
+            np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(got[0][0][0], got[1][0][0])  # averaged: the same on both ranks
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ namespace tessel {
 using autograd::internal::GraphTaskScope;
 
 bool InBackward() { return autograd::internal::InBackwardImpl(); }
+uint64_t BackwardPassId() { return autograd::internal::BackwardPassIdImpl(); }
 bool CreatingGraph() { return autograd::internal::CreatingGraphImpl(); }
 
 void QueueCallback(std::function<void()> fn) { autograd::internal::QueueCallbackImpl(std::move(fn)); }

@@ -22,6 +22,7 @@
 //   RegisterHook(h, [](const Tensor& g) { return Mul(g, Scalar(2)); });   // scales the gradient of h
 #pragma once
 
+#include <cstdint>
 #include <functional>
 
 #include "core/tensor/tensor.h"
@@ -56,6 +57,10 @@ void RetainGrad(const Tensor& t);
 // REQUIRES: called from inside a backward pass (a hook or backward formula) on this thread.
 void QueueCallback(std::function<void()> fn);
 bool InBackward();
+// The backward pass running on this thread: a number no other pass of the process has, 0 outside one. A
+// hook that queued a callback can tell from it that the pass it queued for ended without running it (an
+// exception escaped that pass): Replicate resets its buckets then.
+uint64_t BackwardPassId();
 // Whether this thread runs a create_graph backward: formulas whose fused kernels have no gradient of their
 // own may compute the same value from differentiable ops instead (layer_norm, rms_norm).
 bool CreatingGraph();

@@ -1,6 +1,8 @@
 // core/autograd/graph_task.cc — shared backward-pass pieces (see graph_task.h).
 #include "core/autograd/graph_task.h"
 
+#include <atomic>
+
 #include "core/autograd/call.h"
 #include "core/base/error.h"
 #include "core/dispatch/dispatcher.h"
@@ -10,6 +12,7 @@ namespace tessel::autograd::internal {
 namespace {
 
 thread_local GraphTaskScope* current_task = nullptr;
+std::atomic<uint64_t> pass_counter{0};  // every rank thread's passes: ids never repeat in the process
 
 Tensor ZerosFor(const OutputMeta& m) {
   if (m.is_distributed || !IsFloating(m.dtype)) return Tensor();
@@ -88,7 +91,7 @@ TensorList GradBuffers::Take(Node* n) {
 }
 
 GraphTaskScope::GraphTaskScope(const char* what, bool create_graph)
-    : no_grad_(create_graph), create_graph_(create_graph) {
+    : no_grad_(create_graph), create_graph_(create_graph), id_(++pass_counter) {
   TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, current_task == nullptr, what,
                     ": re-entrant backward is not supported");
   if (memory::CurrentLedger() == memory::Ledger::kOther) ledger_.emplace(memory::Ledger::kActivations);
@@ -109,6 +112,8 @@ void QueueCallbackImpl(std::function<void()> fn) {
 }
 
 bool InBackwardImpl() { return current_task != nullptr; }
+
+uint64_t BackwardPassIdImpl() { return current_task != nullptr ? current_task->id_ : 0; }
 
 bool CreatingGraphImpl() { return current_task != nullptr && current_task->create_graph_ && GradModeEnabled(); }
 

@@ -11,6 +11,7 @@
 //   scope.Finish();
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -65,7 +66,9 @@ class GraphTaskScope {
   friend void QueueCallbackImpl(std::function<void()> fn);
   friend bool InBackwardImpl();
   friend bool CreatingGraphImpl();
+  friend uint64_t BackwardPassIdImpl();
   bool create_graph_ = false;
+  uint64_t id_ = 0;  // distinct for every pass of the process (BackwardPassId)
 };
 
 // Whether this thread runs a backward pass with create_graph (its formulas' ops are recorded).
@@ -73,5 +76,6 @@ bool CreatingGraphImpl();
 
 void QueueCallbackImpl(std::function<void()> fn);
 bool InBackwardImpl();
+uint64_t BackwardPassIdImpl();
 
 }  // namespace tessel::autograd::internal

@@ -250,6 +250,26 @@ TEST(ElementwiseTest, QueuedCallbackRunsAfterAllNodes) {
   EXPECT_EQ(order, (std::vector<std::string>{"hook", "accumulate", "callback"}));
 }
 
+// Each pass has its own id (a hook can tell a callback queued in an earlier pass that raised); 0 outside.
+TEST(ElementwiseTest, BackwardPassIdsAreDistinctAndZeroOutside) {
+  EXPECT_EQ(BackwardPassId(), 0u);
+  Tensor x = FromVector<double>({1}).set_requires_grad(true);
+  std::vector<uint64_t> ids;
+  for (int pass = 0; pass < 3; ++pass) {
+    Tensor y = MulScalar(x, 2.0);
+    RegisterHook(y, [&](const Tensor&) {
+      ids.push_back(BackwardPassId());
+      return Tensor();
+    });
+    Backward(y);
+  }
+  ASSERT_EQ(ids.size(), 3u);
+  EXPECT_NE(ids[0], 0u);
+  EXPECT_LT(ids[0], ids[1]);
+  EXPECT_LT(ids[1], ids[2]);
+  EXPECT_EQ(BackwardPassId(), 0u);
+}
+
 // sum_to_size's contiguous path (kept / reduced dim groups, inner runs or inner rows, column blocks)
 // against a float64 loop over every element for each broadcast pattern, float32 and float64, and the
 // same bits whatever the thread count.
