@@ -109,8 +109,13 @@ def test_state_dict_resumes_exactly_and_options_reach_the_step(cls, kw):
     p, opt = run(cls, 4, lr=0.05, **kw)
     sd = opt.state_dict()
     names = {tessel.optim.Adamax: ["exp_avg", "exp_inf", "step"],
-             tessel.optim.Adadelta: ["acc_delta", "square_avg", "step"]}.get(cls, ["exp_avg", "exp_avg_sq", "step"])
+             tessel.optim.Adadelta: ["acc_delta", "square_avg", "step"],
+             tessel.optim.NAdam: ["exp_avg", "exp_avg_sq", "mu_product", "step"]}.get(cls, ["exp_avg", "exp_avg_sq",
+                                                                                          "step"])
     assert sorted(sd["state"][0]) == names and sd["state"][0]["step"].item() == 4
+    if cls is tessel.optim.NAdam:  # torch's running product of the momentum coefficients μ_1..μ_4
+        mus = [0.9 * (1 - 0.5 * 0.96 ** (t * 0.3)) for t in range(1, 5)]
+        assert sd["state"][0]["mu_product"].item() == pytest.approx(float(np.prod(mus)), rel=1e-6)
     q = tessel.tensor(p.detach().numpy(), requires_grad=True)
     fresh = cls([q], lr=1.0)
     fresh.load_state_dict(sd)  # NAdam rebuilds its momentum product from the step count
@@ -178,6 +183,13 @@ def test_maximize_ascends(cls, kw):
         np.testing.assert_array_equal(up.grad.numpy(), GRADS[t])  # torch leaves .grad as it was
     np.testing.assert_array_equal(up.detach().numpy(), down.detach().numpy())
     assert not np.allclose(up.detach().numpy(), P0)
+
+
+def test_sgd_state_dict_has_torchs_keys():
+    p, opt = run(tessel.optim.SGD, 2, lr=0.1, momentum=0.9)
+    assert sorted(opt.state_dict()["state"][0]) == ["momentum_buffer"]  # torch's SGD counts no steps
+    p, opt = run(tessel.optim.SGD, 2, lr=0.1)
+    assert opt.state_dict()["state"] == {}  # no momentum: no state at all, as torch
 
 
 def test_bad_arguments_raise_torchs_errors():

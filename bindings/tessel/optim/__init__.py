@@ -231,11 +231,19 @@ class Optimizer:
                 entry = dict(buffers.get(name, {}))
                 if entry or steps.get(name, 0):
                     entry["step"] = _C._full([], float(steps.get(name, 0)), _C.dtype.float32)
-                    state[index] = entry
+                    entry = self._torch_state(entry, group, steps.get(name, 0))
+                    if entry:  # (plain SGD keeps none)
+                        state[index] = entry
                 ids.append(index)
                 index += 1
             groups.append(dict({k: v for k, v in group.items() if k != "params"}, params=ids))
         return {"state": state, "param_groups": groups}
+
+    _derived_state = ()  # state_dict entries torch keeps that tessel recomputes (NAdam's mu_product)
+
+    def _torch_state(self, entry, group, step):
+        """A parameter's state_dict entry as torch's optimizer keeps it (hook for the subclasses)."""
+        return entry
 
     def load_state_dict(self, state_dict):
         """Loads torch's layout (from state_dict()): per-parameter state by id and each group's options."""
@@ -255,7 +263,7 @@ class Optimizer:
                 entry = state_dict["state"].get(pid, state_dict["state"].get(str(pid)))
                 if entry is None:
                     continue
-                entry = dict(entry)
+                entry = {k: v for k, v in entry.items() if k not in self._derived_state}
                 step = entry.pop("step", 0)
                 steps[name] = int(step.item() if isinstance(step, _C.Tensor) else step)
                 buffers[name] = entry
@@ -452,6 +460,10 @@ class SGD(Optimizer):
         g.update(lr=h["lr"], momentum=h["momentum"], dampening=h["dampening"], weight_decay=h["weight_decay"],
                  nesterov=bool(h["nesterov"]))
 
+    def _torch_state(self, entry, group, step):
+        entry.pop("step", None)  # torch's SGD counts no steps
+        return entry
+
     @staticmethod
     def _make(named, g):
         return _C.SGD(named, lr=float(g["lr"]), momentum=float(g["momentum"]), dampening=float(g["dampening"]),
@@ -570,6 +582,16 @@ class NAdam(_AdamRelative):
     """torch.optim.NAdam: Adam with Nesterov momentum, μ_t = β1·(1 - ½·0.96^(t·momentum_decay))."""
 
     _extras = (("momentum_decay", 4e-3), ("decoupled_weight_decay", False))
+    _derived_state = ("mu_product",)  # rebuilt from the step count on load (core/optim/adam_family.h)
+
+    def _torch_state(self, entry, group, step):
+        """torch's entry: mu_product = Π_{i <= step} μ_i, as its float32 scalar."""
+        b1, decay = float(group["betas"][0]), float(group["momentum_decay"])
+        product = 1.0
+        for i in range(1, int(step) + 1):
+            product *= b1 * (1.0 - 0.5 * 0.96 ** (i * decay))
+        entry["mu_product"] = _C._full([], product, _C.dtype.float32)
+        return entry
 
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, momentum_decay=4e-3,
                  decoupled_weight_decay=False, *, foreach=None, maximize=False, capturable=False,
