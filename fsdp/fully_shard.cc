@@ -461,6 +461,10 @@ void FSDPModule::SetForceSumReductionForComms(bool enable) const {
   if (ParamGroup* g = state_->group()) g->force_sum_reduction = enable;
 }
 
+void FSDPModule::SetIsLastBackward(bool is_last_backward) const {
+  state_->context().is_last_backward = is_last_backward;
+}
+
 void FSDPModule::SetUnshardInBackward(bool unshard_in_backward) const {
   if (ParamGroup* g = state_->group()) g->unshard_in_backward = unshard_in_backward;
 }

@@ -148,6 +148,11 @@ class FSDPModule {
   // indices). Gradients are still reduced. A backward that does read one of them fails with
   // kFailedPrecondition (their bytes were freed after forward). This module's group only.
   void SetUnshardInBackward(bool unshard_in_backward) const;
+  // PyTorch's set_is_last_backward (the whole tree's setting; before the first forward, call it on the root):
+  // with false, the next backward returns without waiting for its last reduce-scatter, whose gradients
+  // reach .grad when a later backward (the first reduction it issues) or a last one finishes it; for
+  // microbatches whose reductions may overlap the next one's compute.
+  void SetIsLastBackward(bool is_last_backward) const;
   // Called in every backward that reduces this module's group, with its reduced gradient block: this
   // rank's shard of every parameter in the group's flat layout (padding included), reduce dtype, after the
   // reduce-scatter and the HSDP all-reduce and before the view-out into .grad; changes made in place reach

@@ -312,6 +312,10 @@ void ParamGroup::AbortIteration() {
 
 void ParamGroup::FinalizeBackward() {
   FinishReduce();
+  EndBackwardInFlight();
+}
+
+void ParamGroup::EndBackwardInFlight() {
   if (post_reduce_event_) {
     // The optimizer reads .grad on the compute stream.
     streams()->ComputeWaitFor(*post_reduce_event_);

@@ -46,6 +46,9 @@ struct CommContext {
   FsdpState* root = nullptr;
   FsdpState* iter_forward_root = nullptr;  // the state whose pre-forward started this forward
   bool final_callback_queued = false;
+  // PyTorch's set_is_last_backward: false ends a backward without waiting for its last reduce-scatter (it
+  // stays in flight into the next backward, which finishes it first), for microbatches.
+  bool is_last_backward = true;
   // Groups in pre-forward order: this forward's, and the previous forward's (implicit forward prefetch).
   std::vector<ParamGroup*> forward_order;
   std::vector<ParamGroup*> last_forward_order;
@@ -113,6 +116,9 @@ class ParamGroup {
   void FinishReduce();
   // End of a backward: finishes the reduce, drops a mistargeted prefetch, clears per-backward records.
   void FinalizeBackward();
+  // The end of a backward that is not the last (CommContext::is_last_backward false): FinalizeBackward without
+  // finishing this group's reduce-scatter.
+  void EndBackwardInFlight();
   // PyTorch's reset_iter_state, after an exception aborted a forward or backward: waits for and drops the
   // in-flight all-gather and reduce-scatter (every rank issued them), discards the gradients held for a
   // later reduction (sync off, HSDP partial sums), reshards, and returns to idle. .grad is left as the

@@ -331,7 +331,8 @@ void FsdpState::RootPostBackwardFinal() {
     }
   }
   for (FsdpState* s : all_states_) {
-    if (s->group_) s->group_->FinalizeBackward();
+    if (s->group_ && ctx_->is_last_backward) s->group_->FinalizeBackward();
+    if (s->group_ && !ctx_->is_last_backward) s->group_->EndBackwardInFlight();
     s->training_state_ = TrainingState::kIdle;
     s->to_run_.clear();
   }

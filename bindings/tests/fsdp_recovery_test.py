@@ -121,6 +121,43 @@ def test_reset_before_the_first_forward_is_a_no_op():
     tessel.run_ranks(2, rank_fn)
 
 
+def test_set_is_last_backward_leaves_the_last_reduction_in_flight_until_the_next_backward():
+    """torch's microbatching switch: after a backward with set_is_last_backward(False) the group reduced last
+    (the first block's) has no .grad yet, its reduce-scatter in flight; the next (last) backward finishes it
+    first, and the accumulated gradients and the collectives equal two ordinary backwards'."""
+    rng = np.random.default_rng(4)
+    xs = [rng.standard_normal((2, 4)).astype(np.float32) for _ in range(4)]
+
+    def go(microbatching):
+        out = {}
+
+        def rank_fn(world):
+            dist.init_process_group()
+            net = build()
+            tracer = _C.CommTracer()
+            with tracer:
+                if microbatching:
+                    net.set_is_last_backward(False)
+                net(tessel.tensor(xs[world.rank])).pow(2).sum().backward()
+                pending = net.a.lin.weight.grad is None
+                if microbatching:
+                    net.set_is_last_backward(True)
+                net(tessel.tensor(xs[2 + world.rank])).pow(2).sum().backward()
+            out[world.rank] = (pending, net.b.lin.weight.grad is None, tracer.summary(),
+                               {n: p.grad.full_tensor().numpy() for n, p in net.named_parameters()})
+
+        tessel.run_ranks(2, rank_fn)
+        return out
+
+    plain, micro = go(False), go(True)
+    for r in (0, 1):
+        assert plain[r][:2] == (False, False)
+        assert micro[r][:2] == (True, False)  # a's reduction was still in flight after the first backward
+        assert micro[r][2] == plain[r][2]
+        for name, g in plain[r][3].items():
+            np.testing.assert_array_equal(micro[r][3][name], g, err_msg=name)
+
+
 def test_ddp_after_a_backward_that_raised_averages_afresh():
     """DistributedDataParallel (fsdp::Replicate): the failed backward issued some buckets and never ran its
     end-of-backward; the next backward's first gradient drops them, so its gradients (the average over the

@@ -53,6 +53,12 @@ class FSDPModule:
         iteration was left unfinished."""
         _state(self).reset_iter_state()
 
+    def set_is_last_backward(self, is_last_backward):
+        """torch's: False makes the next backward return without waiting for its last gradient reduction (it
+        completes in a later backward, first thing, or in the next last one), for microbatching; the last
+        reduced group's .grad is set then. Before the first forward, call it on the root."""
+        _state(self).set_is_last_backward(bool(is_last_backward))
+
     def set_requires_gradient_sync(self, requires_gradient_sync, *, recurse=True):
         _state(self).set_requires_gradient_sync(requires_gradient_sync, recurse)
 
