@@ -469,6 +469,9 @@ void BindFsdp(py::module_& m) {
       .def("set_force_sum_reduction_for_comms", &F::SetForceSumReductionForComms, py::arg("enable"))
       .def("set_unshard_in_backward", &F::SetUnshardInBackward, py::arg("unshard_in_backward"))
       .def("set_is_last_backward", &F::SetIsLastBackward, py::arg("is_last_backward"))
+      .def("set_manual_backward_finalization", &F::SetManualBackwardFinalization, py::arg("enabled"))
+      .def("finish_pending_backward", [](const F& f) { NoGil([&] { f.FinishPendingBackward(); }); })
+      .def("wait_for_gradient_reduction", [](const F& f) { NoGil([&] { f.WaitForGradientReduction(); }); })
       .def("set_all_reduce_hook", [](const F& f, const py::object& hook) { f.SetAllReduceHook(AllReduceHook(hook)); },
            py::arg("hook"))
       // register_fsdp_forward_method: `method` (tensors in, tensors out) runs as this module's forward.

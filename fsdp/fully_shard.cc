@@ -461,6 +461,10 @@ void FSDPModule::SetForceSumReductionForComms(bool enable) const {
   if (ParamGroup* g = state_->group()) g->force_sum_reduction = enable;
 }
 
+void FSDPModule::SetManualBackwardFinalization(bool enabled) const { state_->SetManualBackwardFinalization(enabled); }
+void FSDPModule::FinishPendingBackward() const { state_->FinishPendingBackward(); }
+void FSDPModule::WaitForGradientReduction() const { state_->WaitForGradientReduction(); }
+
 void FSDPModule::SetIsLastBackward(bool is_last_backward) const {
   state_->context().is_last_backward = is_last_backward;
 }

@@ -153,6 +153,10 @@ class FSDPModule {
   // reach .grad when a later backward (the first reduction it issues) or a last one finishes it; for
   // microbatches whose reductions may overlap the next one's compute.
   void SetIsLastBackward(bool is_last_backward) const;
+  // PyTorch's set_manual_backward_finalization / finalize_backward (FsdpState's, on the root).
+  void SetManualBackwardFinalization(bool enabled) const;
+  void FinishPendingBackward() const;
+  void WaitForGradientReduction() const;
   // Called in every backward that reduces this module's group, with its reduced gradient block: this
   // rank's shard of every parameter in the group's flat layout (padding included), reduce dtype, after the
   // reduce-scatter and the HSDP all-reduce and before the view-out into .grad; changes made in place reach

@@ -304,6 +304,7 @@ void ParamGroup::AbortIteration() {
   accumulated_grads_ = Tensor();
   accumulated_has_grad_.clear();
   partial_reduce_output_ = Tensor();
+  post_backward_pending = false;
   Reshard();
   if (ctx_ != nullptr && ctx_->streams) ctx_->streams->FlushHeldAllGather();
   post_forward_indices_.clear();

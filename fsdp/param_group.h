@@ -49,6 +49,9 @@ struct CommContext {
   // PyTorch's set_is_last_backward: false ends a backward without waiting for its last reduce-scatter (it
   // stays in flight into the next backward, which finishes it first), for microbatches.
   bool is_last_backward = true;
+  // PyTorch's set_manual_backward_finalization: backward ends without reducing the groups whose post-backward
+  // did not run in it, and without waiting; FsdpState::FinishPendingBackward / WaitForGradientReduction do.
+  bool manual_finalization = false;
   // Groups in pre-forward order: this forward's, and the previous forward's (implicit forward prefetch).
   std::vector<ParamGroup*> forward_order;
   std::vector<ParamGroup*> last_forward_order;
@@ -137,6 +140,8 @@ class ParamGroup {
   // whose backward reads none of their parameters (an embedding); a backward that does read one fails
   // with kFailedPrecondition (its bytes were freed after forward, TensorImpl::raw_data).
   bool unshard_in_backward = true;
+  // Manual finalization: the post-backward this group still owes (FsdpState::FinishPendingBackward).
+  bool post_backward_pending = false;
   // ReduceOp::kSum on the wire for every reduction, the average (or divide factor) applied after it
   // (PyTorch's set_force_sum_reduction_for_comms), instead of kAvg / a pre-divided kSum.
   bool force_sum_reduction = false;

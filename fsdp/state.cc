@@ -322,17 +322,60 @@ void FsdpState::ResetIterState() {
   ctx_->final_callback_queued = false;
 }
 
+namespace {
+void CheckRootOutsideBackward(const std::optional<bool>& is_root, const std::string& fqn, const char* what) {
+  TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, is_root.value_or(true), what, ": '", Display(fqn),
+                    "' is not the root fully_shard module; call it on the root");
+  TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, !InBackward(), what, ": called inside a backward pass");
+}
+}  // namespace
+
+void FsdpState::SetManualBackwardFinalization(bool enabled) {
+  CheckRootOutsideBackward(is_root_, fqn_, "set_manual_backward_finalization");
+  ctx_->manual_finalization = enabled;
+}
+
+void FsdpState::FinishPendingBackward() {
+  CheckRootOutsideBackward(is_root_, fqn_, "finalize_backward");
+  if (!is_root_.has_value()) return;
+  // Reverse pre-order: the order backward reaches the groups.
+  for (auto it = all_states_.rbegin(); it != all_states_.rend(); ++it) {
+    ParamGroup* g = (*it)->group_.get();
+    if (g == nullptr) continue;
+    if (g->post_backward_pending) {
+      g->post_backward_pending = false;
+      g->PostBackward();
+    } else if (g->reshard_after_backward) {
+      g->Reshard();
+    }
+  }
+}
+
+void FsdpState::WaitForGradientReduction() {
+  CheckRootOutsideBackward(is_root_, fqn_, "finalize_backward");
+  if (!is_root_.has_value()) return;
+  for (FsdpState* s : all_states_) {
+    if (s->group_) s->group_->FinalizeBackward();
+  }
+}
+
 void FsdpState::RootPostBackwardFinal() {
   // Groups whose inputs needed no gradient (the root: token ids) never ran their post-backward node;
   // for a group that took no part in this backward it only reshards.
+  const bool manual = ctx_->manual_finalization;
   for (FsdpState* s : all_states_) {
     if (s->group_ && s->group_->training_state() != TrainingState::kPostBackward) {
-      s->group_->PostBackward();
+      if (manual) {
+        s->group_->post_backward_pending = true;  // FinishPendingBackward reduces it
+      } else {
+        s->group_->PostBackward();
+      }
     }
   }
+  const bool wait = ctx_->is_last_backward && !manual;
   for (FsdpState* s : all_states_) {
-    if (s->group_ && ctx_->is_last_backward) s->group_->FinalizeBackward();
-    if (s->group_ && !ctx_->is_last_backward) s->group_->EndBackwardInFlight();
+    if (s->group_ && wait) s->group_->FinalizeBackward();
+    if (s->group_ && !wait) s->group_->EndBackwardInFlight();
     s->training_state_ = TrainingState::kIdle;
     s->to_run_.clear();
   }

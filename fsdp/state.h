@@ -79,6 +79,16 @@ class FsdpState final : public nn::ModuleState {
   // exception does not desynchronize the ranks' collectives. kFailedPrecondition on a non-root state.
   void ResetIterState();
 
+  // PyTorch's manual backward finalization, on the root. SetManualBackwardFinalization(true) before a
+  // backward: its end reduces nothing it did not reduce on the way and waits for nothing; then
+  // FinishPendingBackward() runs the owed post-backwards (reduce-scatters) and reshards, and
+  // WaitForGradientReduction() waits for every reduction and sets .grad (finalize_backward is both; with
+  // async_op the second is the handle's wait). A no-op before the first forward; kFailedPrecondition on a
+  // non-root state or inside a backward.
+  void SetManualBackwardFinalization(bool enabled);
+  void FinishPendingBackward();
+  void WaitForGradientReduction();
+
   // PyTorch's register_fsdp_forward_method: runs `method` (a forward under another name, e.g. a loss or
   // generate method that does not call forward) between this state's pre-forward (lazy init, all-gather,
   // input cast, post-backward wrapping) and post-forward (reshard, pre-backward wrapping, output cast), as

@@ -158,6 +158,54 @@ def test_set_is_last_backward_leaves_the_last_reduction_in_flight_until_the_next
             np.testing.assert_array_equal(micro[r][3][name], g, err_msg=name)
 
 
+@pytest.mark.parametrize("async_op", [False, True])
+def test_manual_backward_finalization_reduces_at_finalize(async_op):
+    """torch 2.15's set_manual_backward_finalization + finalize_backward: two microbatch backwards (sync off,
+    then on, torch's recipe) end without reducing the first block (its input needs no gradient, so its
+    post-backward only runs at finalization): it stays unsharded until finalize_backward(), then every
+    gradient and the collectives equal the automatic run's."""
+    rng = np.random.default_rng(6)
+    xs = [rng.standard_normal((2, 4)).astype(np.float32) for _ in range(4)]
+
+    def go(manual):
+        out = {}
+
+        def rank_fn(world):
+            dist.init_process_group()
+            net = build()
+            tracer = _C.CommTracer()
+            with tracer:
+                if manual:
+                    net.set_manual_backward_finalization(True)
+                net.set_requires_gradient_sync(False)
+                net(tessel.tensor(xs[world.rank])).pow(2).sum().backward()
+                net.set_requires_gradient_sync(True)
+                net(tessel.tensor(xs[2 + world.rank])).pow(2).sum().backward()
+                before = net.a.lin.weight.is_distributed  # resharded, its reduction done
+                if manual:
+                    handle = net.finalize_backward(async_op=async_op)
+                    assert (handle is not None) == async_op
+                    if async_op:
+                        handle.wait()
+            if manual and world.rank == 0:
+                with pytest.raises(RuntimeError, match="'b' is not the root fully_shard module"):
+                    net.b.set_manual_backward_finalization(False)
+            out[world.rank] = (before, tracer.summary(),
+                               {n: p.grad.full_tensor().numpy() for n, p in net.named_parameters()})
+
+        tessel.run_ranks(2, rank_fn)
+        return out
+
+    auto, manual = go(False), go(True)
+    for r in (0, 1):
+        assert auto[r][0] is True and manual[r][0] is False  # manual: still unsharded, its reduction owed
+        # The same reductions; one all-gather fewer: the first block stays unsharded between the microbatches.
+        assert auto[r][1] == "all_gather(axis0) x12, reduce_scatter(axis0) x3"
+        assert manual[r][1] == "all_gather(axis0) x11, reduce_scatter(axis0) x3"
+        for name, g in auto[r][2].items():
+            np.testing.assert_array_equal(manual[r][2][name], g, err_msg=name)
+
+
 def test_ddp_after_a_backward_that_raised_averages_afresh():
     """DistributedDataParallel (fsdp::Replicate): the failed backward issued some buckets and never ran its
     end-of-backward; the next backward's first gradient drops them, so its gradients (the average over the

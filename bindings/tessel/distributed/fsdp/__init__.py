@@ -59,6 +59,22 @@ class FSDPModule:
         reduced group's .grad is set then. Before the first forward, call it on the root."""
         _state(self).set_is_last_backward(bool(is_last_backward))
 
+    def set_manual_backward_finalization(self, enabled):
+        """torch 2.15's: on the root, before backward. Enabled, a backward ends without reducing the groups whose
+        post-backward did not run in it and without waiting for reductions; call finalize_backward() after the
+        logical backward (several passes: with gradient sync off for all but the last), before reading .grad."""
+        _state(self).set_manual_backward_finalization(bool(enabled))
+
+    def finalize_backward(self, *, async_op=False):
+        """torch 2.15's: runs the owed gradient reductions and reshards, then waits for every reduction (.grad
+        set); with async_op=True returns a GradientReductionHandle whose wait() does the waiting."""
+        st = _state(self)
+        st.finish_pending_backward()
+        if async_op:
+            return GradientReductionHandle(st)
+        st.wait_for_gradient_reduction()
+        return None
+
     def set_requires_gradient_sync(self, requires_gradient_sync, *, recurse=True):
         _state(self).set_requires_gradient_sync(requires_gradient_sync, recurse)
 
@@ -117,6 +133,17 @@ class FSDPModule:
         if stream is not None:
             raise ValueError("set_all_reduce_hook: stream is not supported (the hook runs where FSDP reduces)")
         _state(self).set_all_reduce_hook(hook)
+
+
+class GradientReductionHandle:
+    """What finalize_backward(async_op=True) returns: wait() blocks until every gradient reduction is done and
+    .grad is set."""
+
+    def __init__(self, state):
+        self._state = state
+
+    def wait(self):
+        self._state.wait_for_gradient_reduction()
 
 
 class UnshardHandle:
