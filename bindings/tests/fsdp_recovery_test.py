@@ -121,41 +121,52 @@ def test_reset_before_the_first_forward_is_a_no_op():
     tessel.run_ranks(2, rank_fn)
 
 
+def two_microbatches(before_first, between, after_second, seed):
+    """Two backwards of the net on each rank (inputs from `seed`), the hooks run around them with (net, rank);
+    per rank: what `between` returned, the tracer summary, and every gradient's full tensor."""
+    rng = np.random.default_rng(seed)
+    xs = [rng.standard_normal((2, 4)).astype(np.float32) for _ in range(4)]
+    out = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        net = build()
+        tracer = _C.CommTracer()
+        with tracer:
+            before_first(net)
+            net(tessel.tensor(xs[world.rank])).pow(2).sum().backward()
+            seen = between(net)
+            net(tessel.tensor(xs[2 + world.rank])).pow(2).sum().backward()
+            seen = (seen, after_second(net, world.rank))
+        out[world.rank] = (seen, tracer.summary(), {n: p.grad.full_tensor().numpy() for n, p in net.named_parameters()})
+
+    tessel.run_ranks(2, rank_fn)
+    return out
+
+
+def assert_same_gradients(got, want):
+    for name, g in want.items():
+        np.testing.assert_array_equal(got[name], g, err_msg=name)
+
+
 def test_set_is_last_backward_leaves_the_last_reduction_in_flight_until_the_next_backward():
     """torch's microbatching switch: after a backward with set_is_last_backward(False) the group reduced last
     (the first block's) has no .grad yet, its reduce-scatter in flight; the next (last) backward finishes it
     first, and the accumulated gradients and the collectives equal two ordinary backwards'."""
-    rng = np.random.default_rng(4)
-    xs = [rng.standard_normal((2, 4)).astype(np.float32) for _ in range(4)]
+    def pending(net):
+        return net.a.lin.weight.grad is None, net.b.lin.weight.grad is None
 
-    def go(microbatching):
-        out = {}
+    def last(net):
+        net.set_is_last_backward(True)
+        return pending(net)
 
-        def rank_fn(world):
-            dist.init_process_group()
-            net = build()
-            tracer = _C.CommTracer()
-            with tracer:
-                if microbatching:
-                    net.set_is_last_backward(False)
-                net(tessel.tensor(xs[world.rank])).pow(2).sum().backward()
-                pending = net.a.lin.weight.grad is None
-                if microbatching:
-                    net.set_is_last_backward(True)
-                net(tessel.tensor(xs[2 + world.rank])).pow(2).sum().backward()
-            out[world.rank] = (pending, net.b.lin.weight.grad is None, tracer.summary(),
-                               {n: p.grad.full_tensor().numpy() for n, p in net.named_parameters()})
-
-        tessel.run_ranks(2, rank_fn)
-        return out
-
-    plain, micro = go(False), go(True)
+    plain = two_microbatches(lambda net: None, pending, lambda net, rank: None, seed=4)
+    micro = two_microbatches(lambda net: net.set_is_last_backward(False), last, lambda net, rank: None, seed=4)
     for r in (0, 1):
-        assert plain[r][:2] == (False, False)
-        assert micro[r][:2] == (True, False)  # a's reduction was still in flight after the first backward
-        assert micro[r][2] == plain[r][2]
-        for name, g in plain[r][3].items():
-            np.testing.assert_array_equal(micro[r][3][name], g, err_msg=name)
+        assert plain[r][0][0] == (False, False)
+        assert micro[r][0][0] == (True, False)  # a's reduction was still in flight after the first backward
+        assert micro[r][1] == plain[r][1]
+        assert_same_gradients(micro[r][2], plain[r][2])
 
 
 @pytest.mark.parametrize("async_op", [False, True])
@@ -164,46 +175,35 @@ def test_manual_backward_finalization_reduces_at_finalize(async_op):
     then on, torch's recipe) end without reducing the first block (its input needs no gradient, so its
     post-backward only runs at finalization): it stays unsharded until finalize_backward(), then every
     gradient and the collectives equal the automatic run's."""
-    rng = np.random.default_rng(6)
-    xs = [rng.standard_normal((2, 4)).astype(np.float32) for _ in range(4)]
+    def start(manual):
+        def before_first(net):
+            if manual:
+                net.set_manual_backward_finalization(True)
+            net.set_requires_gradient_sync(False)
+        return before_first
 
-    def go(manual):
-        out = {}
+    def sync_on(net):
+        net.set_requires_gradient_sync(True)
 
-        def rank_fn(world):
-            dist.init_process_group()
-            net = build()
-            tracer = _C.CommTracer()
-            with tracer:
-                if manual:
-                    net.set_manual_backward_finalization(True)
-                net.set_requires_gradient_sync(False)
-                net(tessel.tensor(xs[world.rank])).pow(2).sum().backward()
-                net.set_requires_gradient_sync(True)
-                net(tessel.tensor(xs[2 + world.rank])).pow(2).sum().backward()
-                before = net.a.lin.weight.is_distributed  # resharded, its reduction done
-                if manual:
-                    handle = net.finalize_backward(async_op=async_op)
-                    assert (handle is not None) == async_op
-                    if async_op:
-                        handle.wait()
-            if manual and world.rank == 0:
-                with pytest.raises(RuntimeError, match="'b' is not the root fully_shard module"):
-                    net.b.set_manual_backward_finalization(False)
-            out[world.rank] = (before, tracer.summary(),
-                               {n: p.grad.full_tensor().numpy() for n, p in net.named_parameters()})
+    def finalize(net, rank):
+        resharded = net.a.lin.weight.is_distributed  # resharded, its reduction done
+        handle = net.finalize_backward(async_op=async_op)
+        assert (handle is not None) == async_op
+        if async_op:
+            handle.wait()
+        if rank == 0:
+            with pytest.raises(RuntimeError, match="'b' is not the root fully_shard module"):
+                net.b.set_manual_backward_finalization(False)
+        return resharded
 
-        tessel.run_ranks(2, rank_fn)
-        return out
-
-    auto, manual = go(False), go(True)
+    auto = two_microbatches(start(False), sync_on, lambda net, rank: net.a.lin.weight.is_distributed, seed=6)
+    manual = two_microbatches(start(True), sync_on, finalize, seed=6)
     for r in (0, 1):
-        assert auto[r][0] is True and manual[r][0] is False  # manual: still unsharded, its reduction owed
+        assert auto[r][0][1] is True and manual[r][0][1] is False  # manual: still unsharded, its reduction owed
         # The same reductions; one all-gather fewer: the first block stays unsharded between the microbatches.
         assert auto[r][1] == "all_gather(axis0) x12, reduce_scatter(axis0) x3"
         assert manual[r][1] == "all_gather(axis0) x11, reduce_scatter(axis0) x3"
-        for name, g in auto[r][2].items():
-            np.testing.assert_array_equal(manual[r][2][name], g, err_msg=name)
+        assert_same_gradients(manual[r][2], auto[r][2])
 
 
 def test_ddp_after_a_backward_that_raised_averages_afresh():
