@@ -99,7 +99,8 @@ void BindOptim(py::module_& m) {
            }),
            py::arg("named_parameters"), py::arg("lr") = 2e-3, py::arg("beta1") = 0.9, py::arg("beta2") = 0.999,
            py::arg("eps") = 1e-8, py::arg("weight_decay") = 0.0, py::arg("momentum_decay") = 4e-3,
-           py::arg("decoupled_weight_decay") = false);
+           py::arg("decoupled_weight_decay") = false)
+      .def("mu_product", &optim::NAdam::MuProduct, py::arg("fqn"), "torch's state entry: Π μ_1..t of a parameter");
   py::class_<optim::RAdam, optim::Optimizer>(m, "RAdam")
       .def(py::init([](nn::StateDict params, double lr, double beta1, double beta2, double eps, double wd,
                        bool decoupled) {

@@ -116,15 +116,21 @@ void BroadcastReplicas(const Tensor& piece, const DeviceMesh& mesh, const std::v
   }
 }
 
+// The spec the gradient of a local piece is taken in (to_local / from_local): `grad_placements`, default
+// the forward's with Partial read as Replicate. Partial axes hold no place in a shard order, so the forward's
+// order stays valid for the default and for the forward's own placements.
+DTensorSpec LocalGradSpec(const DTensorSpec& forward, const std::optional<std::vector<Placement>>& grad_placements,
+                          DType dtype) {
+  std::optional<ShardOrder> order = forward.shard_order();
+  if (grad_placements && *grad_placements != forward.placements()) order.reset();
+  return DTensorSpec(forward.mesh_ptr(), grad_placements.value_or(LocalGradPlacements(forward.placements())),
+                     forward.shape(), forward.strides(), dtype, std::move(order));
+}
+
 Tensor GradToLocal(const Tensor& grad, const DTensorSpec& forward,
                    const std::optional<std::vector<Placement>>& grad_placements) {
   const DTensorImpl& g = GetDTensorImpl(grad, "from_local backward");
-  // Partial axes hold no place in a shard order, so the forward's order stays valid for the default.
-  std::optional<ShardOrder> order = forward.shard_order();
-  if (grad_placements && *grad_placements != forward.placements()) order.reset();
-  std::vector<Placement> target = grad_placements.value_or(LocalGradPlacements(forward.placements()));
-  DTensorSpec spec(forward.mesh_ptr(), std::move(target), forward.shape(), forward.strides(), grad.dtype(),
-                   std::move(order));
+  const DTensorSpec spec = LocalGradSpec(forward, grad_placements, grad.dtype());
   const Tensor moved = g.spec() == spec ? grad : Redistribute(grad, spec);
   return Detach(GetDTensorImpl(moved, "from_local backward").local());
 }
@@ -244,11 +250,7 @@ Tensor DTensor::ToLocal(std::optional<std::vector<Placement>> grad_placements) c
   Tensor out = Detach(d.local());
   internal::RecordBackward("to_local", tensor_, out,
                            [spec = d.spec(), mesh = d.mesh(), gp = std::move(grad_placements)](const Tensor& g) {
-                             std::optional<ShardOrder> order;
-                             if (!gp || *gp == spec.placements()) order = spec.shard_order();
-                             DTensorSpec gs(spec.mesh_ptr(), gp.value_or(LocalGradPlacements(spec.placements())),
-                                            spec.shape(), spec.strides(), g.dtype(), order);
-                             return MakeDTensor(g, std::move(gs), mesh);
+                             return MakeDTensor(g, LocalGradSpec(spec, gp, g.dtype()), mesh);
                            });
   return out;
 }

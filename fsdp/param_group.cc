@@ -199,6 +199,7 @@ void ParamGroup::AccumulateLocally(const std::vector<Tensor>& grads) {
 
 void ParamGroup::PostBackward() {
   training_state_ = TrainingState::kPostBackward;
+  post_backward_pending = false;  // whichever runs it: the backward's node or manual finalization
   ctx_->Log("post_backward", fqn_);
   std::vector<Tensor> grads(raw_params_.size());
   bool any = false;

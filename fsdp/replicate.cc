@@ -79,7 +79,10 @@ class ReplicateState final : public nn::ModuleState {
   // (every rank issued them) and drop them, and forget which gradients were ready.
   void AbortIteration();
   void Issue(size_t b);
-  void Finish(size_t b);
+  // Waits for an issued bucket's collective and frees its buffers; with `copy_out` the result reaches .grad.
+  void Complete(Bucket& b, bool copy_out);
+  // Every bucket unready and unissued: the state a backward starts from.
+  void ClearIteration();
   void CopyOut(Bucket& bucket);
   int64_t n() const { return group_->size(); }
   int64_t me() const { return group_->rank(); }
@@ -186,7 +189,7 @@ void ReplicateState::OnGradReady(size_t b, size_t i) {
 }
 
 void ReplicateState::Issue(size_t index) {
-  if (index >= 2 && buckets_[index - 2].issued) Finish(index - 2);  // at most two buckets in flight
+  if (index >= 2 && buckets_[index - 2].issued) Complete(buckets_[index - 2], /*copy_out=*/true);  // two in flight
   NoGradGuard no_grad;
   Bucket& b = buckets_[index];
   const DType dtype = b.params[0].param.dtype();
@@ -218,14 +221,22 @@ void ReplicateState::Issue(size_t index) {
   b.issued = true;
 }
 
-void ReplicateState::Finish(size_t index) {
-  Bucket& b = buckets_[index];
+void ReplicateState::Complete(Bucket& b, bool copy_out) {
   b.work->Wait();
-  CopyOut(b);
+  if (copy_out) CopyOut(b);
   b.work = nullptr;
   b.input = Tensor();
   b.output = Tensor();
   b.issued = false;
+}
+
+void ReplicateState::ClearIteration() {
+  for (Bucket& b : buckets_) {
+    b.ready_count = 0;
+    for (BucketParam& p : b.params) p.ready = false;
+  }
+  next_to_issue_ = 0;
+  callback_queued_ = false;
 }
 
 void ReplicateState::CopyOut(Bucket& b) {
@@ -253,25 +264,16 @@ void ReplicateState::CopyOut(Bucket& b) {
 
 void ReplicateState::AbortIteration() {
   for (Bucket& b : buckets_) {
-    if (b.issued) b.work->Wait();
-    b.work = nullptr;
-    b.input = Tensor();
-    b.output = Tensor();
-    b.issued = false;
-    b.ready_count = 0;
-    for (BucketParam& p : b.params) p.ready = false;
+    if (b.issued) Complete(b, /*copy_out=*/false);
   }
-  next_to_issue_ = 0;
-  callback_queued_ = false;
+  ClearIteration();
 }
 
 void ReplicateState::EndOfBackward() {
   // Parameters without a gradient this backward contribute zeros: every rank issues every bucket.
   while (next_to_issue_ < buckets_.size()) Issue(next_to_issue_++);
-  for (size_t b = 0; b < buckets_.size(); ++b) {
-    if (buckets_[b].issued) Finish(b);
-    buckets_[b].ready_count = 0;
-    for (BucketParam& p : buckets_[b].params) p.ready = false;
+  for (Bucket& b : buckets_) {
+    if (b.issued) Complete(b, /*copy_out=*/true);
   }
   unused_.clear();
   for (const Bucket& b : buckets_) {
@@ -280,8 +282,7 @@ void ReplicateState::EndOfBackward() {
     }
   }
   if (options_.find_unused_parameters) AllReduceUsedFlags();
-  next_to_issue_ = 0;
-  callback_queued_ = false;
+  ClearIteration();
 }
 
 // One flag per bucketed parameter, summed over the ranks after every bucket: a parameter no rank had a

@@ -198,8 +198,8 @@ void FsdpState::OnPreForward(TensorList& inputs) {
   }
   // The previous iteration never finished (an exception escaped its forward or backward, leaving states in
   // forward or pre-backward outside any backward): start clean.
-  if (is_root() && (ctx_->final_callback_queued || ctx_->iter_forward_root != nullptr ||
-                    training_state_ != TrainingState::kIdle)) {
+  if (is_root() && !InBackward() &&
+      (ctx_->final_callback_queued || ctx_->iter_forward_root != nullptr || training_state_ != TrainingState::kIdle)) {
     ResetIterState();
   }
   training_state_ = TrainingState::kForward;
@@ -305,11 +305,17 @@ TensorList FsdpState::CallAsForward(TensorList inputs, const std::function<Tenso
   return outputs;
 }
 
+namespace {
+void CheckRootOutsideBackward(const std::optional<bool>& is_root, const std::string& fqn, const char* what) {
+  TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, is_root.value_or(true), what, ": '", Display(fqn),
+                    "' is not the root fully_shard module; call it on the root");
+  TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, !InBackward(), what, ": called inside a backward pass");
+}
+}  // namespace
+
 void FsdpState::ResetIterState() {
+  CheckRootOutsideBackward(is_root_, fqn_, "reset_iter_state");
   if (!is_root_.has_value()) return;  // before the first forward: nothing has run
-  TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, *is_root_, "reset_iter_state: '", Display(fqn_),
-                    "' is not the root fully_shard module; call it on the root (the module whose forward ",
-                    "starts the iteration)");
   for (FsdpState* s : all_states_) {
     if (s->group_) s->group_->AbortIteration();
     s->training_state_ = TrainingState::kIdle;
@@ -321,14 +327,6 @@ void FsdpState::ResetIterState() {
   ctx_->pending_reduce = nullptr;
   ctx_->final_callback_queued = false;
 }
-
-namespace {
-void CheckRootOutsideBackward(const std::optional<bool>& is_root, const std::string& fqn, const char* what) {
-  TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, is_root.value_or(true), what, ": '", Display(fqn),
-                    "' is not the root fully_shard module; call it on the root");
-  TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, !InBackward(), what, ": called inside a backward pass");
-}
-}  // namespace
 
 void FsdpState::SetManualBackwardFinalization(bool enabled) {
   CheckRootOutsideBackward(is_root_, fqn_, "set_manual_backward_finalization");
@@ -343,7 +341,6 @@ void FsdpState::FinishPendingBackward() {
     ParamGroup* g = (*it)->group_.get();
     if (g == nullptr) continue;
     if (g->post_backward_pending) {
-      g->post_backward_pending = false;
       g->PostBackward();
     } else if (g->reshard_after_backward) {
       g->Reshard();

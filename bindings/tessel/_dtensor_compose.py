@@ -24,23 +24,21 @@ _Tensor = _C.Tensor
 _state = threading.local()
 
 
-def _index_like(t):
-    return not t.dtype.is_floating_point and not t.requires_grad
+def refused_plain(t):
+    """Whether the plain tensor t may not stand next to a DTensor (module doc): one or more dims, floating (or
+    requiring grad), outside implicit_replication()."""
+    return t.ndim > 0 and (t.dtype.is_floating_point or t.requires_grad) and not _C._implicit_replication_enabled()
 
 
-def _scan(values, found):
-    """found = [first DTensor, (position, first offending plain tensor)]; lists and tuples one level deep."""
-    for pos, v in values:
-        items = [(pos, v)] if isinstance(v, _Tensor) else \
-            [("%s[%d]" % (pos, i), x) for i, x in enumerate(v)] if isinstance(v, (list, tuple)) else ()
-        for where, t in items:
-            if not isinstance(t, _Tensor):
-                continue
-            if t.is_distributed:
-                if found[0] is None:
-                    found[0] = (where, t)
-            elif t.ndim > 0 and not _index_like(t) and found[1] is None:
-                found[1] = (where, t)
+def _tensors(args, kwargs):
+    """(position, tensor) of every tensor argument, lists and tuples one level deep."""
+    for pos, v in list(enumerate(args)) + list(kwargs.items()):
+        if isinstance(v, _Tensor):
+            yield pos, v
+        elif isinstance(v, (list, tuple)):
+            for i, x in enumerate(v):
+                if isinstance(x, _Tensor):
+                    yield "%s[%d]" % (pos, i), x
 
 
 def composed(fn):
@@ -49,12 +47,13 @@ def composed(fn):
     def wrapper(*args, **kwargs):
         if getattr(_state, "inside", False):
             return fn(*args, **kwargs)
-        found = [None, None]
-        _scan(list(enumerate(args)) + list(kwargs.items()), found)
-        if found[0] is None:
+        lead = next(((pos, t) for pos, t in _tensors(args, kwargs) if t.is_distributed), None)
+        if lead is None:  # the common case: one pass over the arguments
             return fn(*args, **kwargs)
-        if found[1] is not None and not _C._implicit_replication_enabled():
-            (dpos, d), (ppos, p) = found
+        plain = next(((pos, t) for pos, t in _tensors(args, kwargs) if not t.is_distributed and refused_plain(t)),
+                     None)
+        if plain is not None:
+            (dpos, d), (ppos, p) = lead, plain
             raise _C.InvalidArgumentError(
                 "%s: got mixed DTensor and plain tensor arguments: argument %s is a DTensor of shape %s ([%s]) but "
                 "argument %s is a plain %s tensor of shape %s; distribute it (distribute_tensor / "

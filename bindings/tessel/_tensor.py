@@ -524,7 +524,8 @@ def _plain_value(self, value):
         return _C._full([], builtins.float(value), self.dtype)
     if value.is_distributed:
         return value.full_tensor()  # differentiable: the value's gradient is its piece of the written one
-    if value.ndim > 0 and value.dtype.is_floating_point and not _C._implicit_replication_enabled():
+    from ._dtensor_compose import refused_plain
+    if refused_plain(value):
         raise _C.InvalidArgumentError(
             "t[...] = value: t is a DTensor of shape %s (%s) but value is a plain tensor of shape %s; distribute it "
             "(distribute_tensor / DTensor.from_local) or assign inside implicit_replication(), as torch requires"

@@ -38,8 +38,11 @@ void SetFlag(const std::map<std::string, double>& h, const char* name, bool& fla
   if (auto it = h.find(name); it != h.end()) flag = it->second != 0;
 }
 
-// The gradient the moments see: g + wd·p (L2), or g after p *= 1 - lr·wd (decoupled).
-Tensor DecayedGrad(const Tensor& grad, Tensor& p, double lr, double wd, bool decoupled) {
+}  // namespace
+
+namespace internal {
+
+Tensor DecayedGrad(const Tensor& grad, const Tensor& p, double lr, double wd, bool decoupled) {
   if (wd == 0.0) return grad;
   if (decoupled) {
     CopyInPlace(p, MulScalar(p, 1.0 - lr * wd));
@@ -48,13 +51,15 @@ Tensor DecayedGrad(const Tensor& grad, Tensor& p, double lr, double wd, bool dec
   return Add(grad, MulScalar(p, wd));
 }
 
-// exp_avg = β1·exp_avg + (1-β1)·g and exp_avg_sq = β2·exp_avg_sq + (1-β2)·g².
 void UpdateMoments(Tensor& exp_avg, Tensor& exp_avg_sq, const Tensor& g, double beta1, double beta2) {
   CopyInPlace(exp_avg, Add(MulScalar(exp_avg, beta1), MulScalar(g, 1.0 - beta1)));
   CopyInPlace(exp_avg_sq, Add(MulScalar(exp_avg_sq, beta2), MulScalar(Mul(g, g), 1.0 - beta2)));
 }
 
-}  // namespace
+}  // namespace internal
+
+using internal::DecayedGrad;
+using internal::UpdateMoments;
 
 Adamax::Adamax(nn::StateDict named_params, AdamaxOptions options) : Optimizer(std::move(named_params)), o_(options) {
   CheckAdamOptions(o_.lr, o_.beta1, o_.beta2, o_.eps, o_.weight_decay);
@@ -92,12 +97,24 @@ double NAdam::Mu(int64_t t) const {
   return o_.beta1 * (1.0 - 0.5 * std::pow(0.96, static_cast<double>(t) * o_.momentum_decay));
 }
 
+double NAdam::ProductThrough(int64_t t) const {
+  double product = 1.0;
+  for (int64_t i = 1; i <= t; ++i) product *= Mu(i);
+  return product;
+}
+
+double NAdam::MuProduct(const std::string& fqn) const {
+  const auto step = steps_.find(fqn);
+  const int64_t t = step == steps_.end() ? 0 : step->second;
+  const auto cached = mu_product_.find(fqn);
+  return cached != mu_product_.end() && cached->second.first == t ? cached->second.second : ProductThrough(t);
+}
+
 void NAdam::Step() {
   ForEachGradient("NAdam", [&](const std::string& fqn, Tensor& p, const Tensor& grad, int64_t t) {
     auto& [covered, product] = mu_product_.try_emplace(fqn, 0, 1.0).first->second;
     if (covered != t - 1) {  // after a load (or a fresh optimizer): rebuild Π μ_1..t-1 from the step count
-      covered = 0, product = 1.0;
-      while (covered < t - 1) product *= Mu(++covered);
+      covered = t - 1, product = ProductThrough(t - 1);
     }
     const double mu = Mu(t), mu_next = Mu(t + 1);
     product *= mu;

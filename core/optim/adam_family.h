@@ -57,11 +57,14 @@ class NAdam final : public Optimizer {
   NAdam(nn::StateDict named_params, NAdamOptions options);
   void Step() override;
   std::vector<std::string> StateNames() const override { return {"exp_avg", "exp_avg_sq"}; }
+  // torch's state entry mu_product of parameter `fqn`: Π μ_1..t at its step count t (1 before any step).
+  double MuProduct(const std::string& fqn) const;
 
  private:
   std::map<std::string, double> Hyper() const override;
   void SetHyper(const std::map<std::string, double>& h) override;
   double Mu(int64_t t) const;
+  double ProductThrough(int64_t t) const;  // Π μ_1..t
   NAdamOptions o_;
   std::map<std::string, std::pair<int64_t, double>> mu_product_;  // fqn -> (step it covers, product)
 };
@@ -98,5 +101,13 @@ class Adadelta final : public Optimizer {
   void SetHyper(const std::map<std::string, double>& h) override;
   AdadeltaOptions o_;
 };
+
+namespace internal {
+// The Adam relatives' shared steps (AdamW's amsgrad path uses them too). The gradient the moments see:
+// g + wd·p (L2), or g after p *= 1 - lr·wd (decoupled).
+Tensor DecayedGrad(const Tensor& grad, const Tensor& p, double lr, double wd, bool decoupled);
+// exp_avg = β1·exp_avg + (1-β1)·g and exp_avg_sq = β2·exp_avg_sq + (1-β2)·g².
+void UpdateMoments(Tensor& exp_avg, Tensor& exp_avg_sq, const Tensor& g, double beta1, double beta2);
+}  // namespace internal
 
 }  // namespace tessel::optim

@@ -15,6 +15,7 @@
 #include "core/ops/ternary.h"
 #include "core/ops/unary.h"
 #include "core/ops/view.h"
+#include "core/optim/adam_family.h"
 #include "core/tensor/tensor_impl.h"
 
 namespace tessel::optim {
@@ -148,9 +149,8 @@ void AdamW::StepAmsgrad() {
     Tensor& m = State(fqn, "exp_avg", p);
     Tensor& v = State(fqn, "exp_avg_sq", p);
     Tensor& v_max = State(fqn, "max_exp_avg_sq", p);
-    if (o_.weight_decay != 0) CopyInPlace(p, MulScalar(p, 1.0 - lr_ * o_.weight_decay));
-    CopyInPlace(m, Add(MulScalar(m, o_.beta1), MulScalar(g, 1.0 - o_.beta1)));
-    CopyInPlace(v, Add(MulScalar(v, o_.beta2), MulScalar(Mul(g, g), 1.0 - o_.beta2)));
+    internal::UpdateMoments(m, v, internal::DecayedGrad(g, p, lr_, o_.weight_decay, /*decoupled=*/true), o_.beta1,
+                            o_.beta2);
     CopyInPlace(v_max, Where(Gt(v, v_max), v, v_max));
     const double bias1 = 1.0 - std::pow(o_.beta1, static_cast<double>(t));
     const double bias2 = 1.0 - std::pow(o_.beta2, static_cast<double>(t));

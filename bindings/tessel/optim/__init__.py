@@ -153,11 +153,16 @@ class Optimizer:
             self._step_group(group, opt)
         return loss
 
-    def _step_group(self, group, opt, transform=None):
+    def _grad_transform(self, group):
+        """None, or transform(param, grad): the gradient the C++ step should see (Adam's L2 term)."""
+        return None
+
+    def _step_group(self, group, opt):
         """opt.step() with group's hyperparameters. With group["maximize"] (torch's: ascend) each .grad is negated
-        for the step, and with transform it becomes transform(param, that gradient); .grad is put back afterwards
-        (torch leaves it untouched)."""
+        for the step, and with _grad_transform it becomes transform(param, that gradient); .grad is put back
+        afterwards (torch leaves it untouched)."""
         opt.hyper = self._hyper(group)
+        transform = self._grad_transform(group)
         maximize = bool(group.get("maximize", False))
         if transform is None and not maximize:
             return opt.step()
@@ -231,7 +236,7 @@ class Optimizer:
                 entry = dict(buffers.get(name, {}))
                 if entry or steps.get(name, 0):
                     entry["step"] = _C._full([], float(steps.get(name, 0)), _C.dtype.float32)
-                    entry = self._torch_state(entry, group, steps.get(name, 0))
+                    entry = self._torch_state(entry, opt, name)
                     if entry:  # (plain SGD keeps none)
                         state[index] = entry
                 ids.append(index)
@@ -241,8 +246,9 @@ class Optimizer:
 
     _derived_state = ()  # state_dict entries torch keeps that tessel recomputes (NAdam's mu_product)
 
-    def _torch_state(self, entry, group, step):
-        """A parameter's state_dict entry as torch's optimizer keeps it (hook for the subclasses)."""
+    def _torch_state(self, entry, opt, name):
+        """Parameter `name`'s state_dict entry as torch's optimizer keeps it (hook for the subclasses; opt is the
+        group's C++ optimizer)."""
         return entry
 
     def load_state_dict(self, state_dict):
@@ -403,14 +409,11 @@ class Adam(Optimizer):
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
                                       amsgrad=bool(amsgrad), maximize=bool(maximize)))
 
-    def step(self, closure=None):
-        if self._decoupled:
-            return super().step(closure)
-        loss = closure() if closure is not None else None
-        for group, opt in zip(self.param_groups, self._optimizers):
-            wd = float(group["weight_decay"])
-            self._step_group(group, opt, (lambda p, g: g + p.detach() * wd) if wd != 0.0 else None)
-        return loss
+    def _grad_transform(self, group):
+        wd = float(group["weight_decay"])
+        if self._decoupled or wd == 0.0:
+            return None
+        return lambda p, g: g + p.detach() * wd
 
     def _hyper(self, g):
         b1, b2 = g["betas"]
@@ -460,7 +463,7 @@ class SGD(Optimizer):
         g.update(lr=h["lr"], momentum=h["momentum"], dampening=h["dampening"], weight_decay=h["weight_decay"],
                  nesterov=bool(h["nesterov"]))
 
-    def _torch_state(self, entry, group, step):
+    def _torch_state(self, entry, opt, name):
         entry.pop("step", None)  # torch's SGD counts no steps
         return entry
 
@@ -584,13 +587,9 @@ class NAdam(_AdamRelative):
     _extras = (("momentum_decay", 4e-3), ("decoupled_weight_decay", False))
     _derived_state = ("mu_product",)  # rebuilt from the step count on load (core/optim/adam_family.h)
 
-    def _torch_state(self, entry, group, step):
-        """torch's entry: mu_product = Π_{i <= step} μ_i, as its float32 scalar."""
-        b1, decay = float(group["betas"][0]), float(group["momentum_decay"])
-        product = 1.0
-        for i in range(1, int(step) + 1):
-            product *= b1 * (1.0 - 0.5 * 0.96 ** (i * decay))
-        entry["mu_product"] = _C._full([], product, _C.dtype.float32)
+    def _torch_state(self, entry, opt, name):
+        """torch's entry: mu_product = Π_{i <= step} μ_i (the C++ optimizer's running product), float32."""
+        entry["mu_product"] = _C._full([], opt.mu_product(name), _C.dtype.float32)
         return entry
 
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, momentum_decay=4e-3,
