@@ -48,8 +48,14 @@ namespace {
 // The thread of `member` when the blocked call `w` (of rank `self`) waits for it: `member` has not issued
 // call w.seq of w's group yet. nullopt: no wait-for edge.
 std::optional<uint64_t> WaitsFor(const BlockedCall& w, int self, int member, const IssueMap& issued) {
-  const auto it = issued.find({member, w.key});
-  if (member == self || it == issued.end() || it->second.issued > w.seq) return std::nullopt;
+  if (member == self) return std::nullopt;
+  auto it = issued.find({member, w.key});
+  if (it == issued.end() && !w.issuer_key.empty()) {  // a p2p peer that never posted on this channel
+    it = issued.find({member, w.issuer_key});
+    if (it == issued.end()) return std::nullopt;
+    return it->second.thread;
+  }
+  if (it == issued.end() || it->second.issued > w.seq) return std::nullopt;
   return it->second.thread;
 }
 
@@ -62,11 +68,27 @@ bool WaitsOnAPeer(const BlockedCall& w, const IssueMap& issued) {
   return false;
 }
 
+std::string P2PChannelKey(const std::string& group_key, int src, int dst, int tag) {
+  return Str(group_key, "/p2p/", src, ">", dst, "/", tag);
+}
+
+std::string P2PIssuerKey(const std::string& group_key) { return Str(group_key, "/p2p"); }
+
+uint64_t P2PPosterId(const std::string& issuer_key) { return std::hash<std::string>{}(issuer_key); }
+
+int64_t CountPost(IssueMap& issued, int rank, const std::string& channel, const std::string& issuer_key) {
+  const uint64_t poster = P2PPosterId(issuer_key);
+  issued[{rank, issuer_key}].thread = poster;
+  IssueState& state = issued[{rank, channel}];
+  state.thread = poster;
+  return state.issued++;
+}
+
 std::optional<Deadlock> FindDeadlock(std::span<const BlockedCall> blocked, const IssueMap& issued, int start_rank,
                                      uint64_t start_thread) {
   using Node = std::pair<int, uint64_t>;
-  std::map<Node, const BlockedCall*> waiting;
-  for (const BlockedCall& b : blocked) waiting[{b.rank, b.thread}] = &b;
+  std::map<Node, std::vector<const BlockedCall*>> waiting;  // a p2p thread may wait on several ops of a batch
+  for (const BlockedCall& b : blocked) waiting[{b.rank, b.thread}].push_back(&b);
   const Node start{start_rank, start_thread};
   if (!waiting.count(start)) return std::nullopt;
   struct Step {
@@ -77,15 +99,16 @@ std::optional<Deadlock> FindDeadlock(std::span<const BlockedCall> blocked, const
   std::set<Node> visited = {start};
   // Along "blocked thread -> the thread that must issue what it waits for", back to `start`.
   std::function<bool(const Node&)> reaches_start = [&](const Node& n) {
-    const BlockedCall& w = *waiting.at(n);
-    for (int member : w.members) {
-      const std::optional<uint64_t> thread = WaitsFor(w, n.first, member, issued);
-      if (!thread) continue;
-      const Node next{member, *thread};
-      path.push_back({&w, member});
-      if (next == start) return true;
-      if (waiting.count(next) && visited.insert(next).second && reaches_start(next)) return true;
-      path.pop_back();
+    for (const BlockedCall* w : waiting.at(n)) {
+      for (int member : w->members) {
+        const std::optional<uint64_t> thread = WaitsFor(*w, n.first, member, issued);
+        if (!thread) continue;
+        const Node next{member, *thread};
+        path.push_back({w, member});
+        if (next == start) return true;
+        if (waiting.count(next) && visited.insert(next).second && reaches_start(next)) return true;
+        path.pop_back();
+      }
     }
     return false;
   };
@@ -94,14 +117,25 @@ std::optional<Deadlock> FindDeadlock(std::span<const BlockedCall> blocked, const
                 return a.wait->rank < b.wait->rank;
               }), path.end());
   Deadlock d{.message = "deadlock: "};
+  bool p2p = false, collective = false;
   for (const Step& step : path) {
+    const bool is_p2p = !step.wait->issuer_key.empty();
+    (is_p2p ? p2p : collective) = true;
     d.message += Str(&step == &path.front() ? "" : "; ", "rank ", step.wait->rank, " waits in ", step.wait->call,
-                     " on ", step.wait->label, " for rank ", step.waits_for, ", which has not issued it");
+                     " on ", step.wait->label, " for rank ", step.waits_for,
+                     is_p2p ? ", which has not posted its side" : ", which has not issued it");
     d.calls.emplace_back(step.wait->key, step.wait->seq);
   }
-  d.message += ". Every one of them is blocked waiting for the next, so none can ever issue what the other needs: "
-               "ranks issued collectives on different groups in different orders (issue them in the same order on "
-               "every rank)";
+  d.message += ". Every one of them is blocked waiting for the next, so none can ever issue what the other needs: ";
+  if (collective) {
+    d.message += "ranks issued collectives on different groups in different orders (issue them in the same order on "
+                 "every rank)";
+  }
+  if (p2p) {
+    d.message += Str(collective ? "; " : "", "a rank left a step of sends and receives midway (after an exception: "
+                     "its peers are still inside the step, and the groups must be rebuilt) or ranks post sends and "
+                     "receives in orders that wait on each other (post each exchange as one batch_isend_irecv)");
+  }
   return d;
 }
 

@@ -1,13 +1,19 @@
 // comm/wait_graph.h — FindDeadlock: the wait-for graph of callers blocked in Work::Wait, shared by the
-// threads and gloo backends to turn "collectives issued on different groups in different orders" into an
-// immediate error instead of a wait for the group timeout.
+// threads and gloo backends to turn "collectives issued on different groups in different orders" and
+// "sends and receives that wait on each other" (a rank that left a pipeline step midway) into an immediate
+// error instead of a wait for the group timeout.
 //
 // Invariant: a reported cycle is a certain deadlock, given that each rank issues the calls of one group
 // from one thread. A thread blocked on call `seq` of group G waits for every member of G that has not
 // issued call `seq` yet, i.e. for that member's thread issuing on G; when the threads so reached are all
 // blocked and lead back to the start, none of them can ever issue what the previous one waits for. The
 // message names every call, group and rank, from the lowest rank on, so every rank of the cycle reports
-// the same text whichever found it.
+// the same text whichever found it. Point to point is the same graph with one "group" per channel: a p2p
+// thread blocked on the k-th receive of a channel waits for the sender's thread while the sender has posted
+// at most k sends on it (and conversely for a send that waits for its receive). A rank's sends and receives
+// on a group are posted in order by one queue (the backend's p2p CommThread: its worker, or a caller that
+// runs the queued ops while it waits), so the graph's node for them is that queue (P2PPosterId), not an OS
+// thread; the queue counts a post before it makes it, so a stale count can only hide an edge.
 //
 // Example:
 //   std::vector<BlockedCall> blocked = {{.rank = 0, .thread = t0, .key = "sub", .seq = 0, ...},
@@ -30,15 +36,29 @@
 namespace tessel::comm {
 
 // A thread of `rank` blocked in Wait on call `seq` of group `key` (`members`: the group's global ranks).
+// Point to point: a backend's p2p queue (`thread` P2PPosterId) blocked on an unmatched send or receive,
+// `key` its channel (P2PChannelKey), `seq` the op's index among this rank's posts on the channel (the k-th
+// send of a channel matches its k-th receive), `members` the peer alone, `issuer_key` P2PIssuerKey of the
+// group. A thread holds one entry per op it waits on (a batch); it is stuck if any of them is.
 struct BlockedCall {
   int rank = 0;
   uint64_t thread = 0;
   std::string key;
   int64_t seq = 0;
-  std::string call;   // DescribeCall(desc, true)
+  std::string call;   // DescribeCall(desc, true), or the p2p op's name
   std::string label;  // GroupLabel
   std::vector<int> members;
+  // p2p: where a member's p2p thread is recorded when it has posted nothing on `key` yet ("" for collectives).
+  std::string issuer_key;
 };
+
+// The channel of a send from global rank `src` to global rank `dst` with `tag` on the group `group_key`: both
+// ranks count their posts under it (the sender its sends, the receiver its receives).
+std::string P2PChannelKey(const std::string& group_key, int src, int dst, int tag);
+// Under this key a rank records the thread that posts its sends and receives on the group.
+std::string P2PIssuerKey(const std::string& group_key);
+// The "thread" of the wait-for graph that posts a rank's sends and receives on the group with `issuer_key`.
+uint64_t P2PPosterId(const std::string& issuer_key);
 
 // Per (global rank, group key): the thread issuing on the group and how many calls it issued.
 struct IssueState {
@@ -46,6 +66,10 @@ struct IssueState {
   int64_t issued = 0;
 };
 using IssueMap = std::map<std::pair<int, std::string>, IssueState>;
+
+// Counts a post of `rank`'s p2p queue on `channel` in `issued` (recording the queue under `issuer_key` too);
+// returns the post's index on the channel. The backends call it before they post.
+int64_t CountPost(IssueMap& issued, int rank, const std::string& channel, const std::string& issuer_key);
 
 struct Deadlock {
   std::string message;

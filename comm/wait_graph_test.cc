@@ -47,5 +47,77 @@ TEST(WaitGraphTest, ThreeRankCycleThroughThreeGroupsIsFound) {
   EXPECT_NE(d->message.find("rank 2 waits in all_reduce #0 on group 'c' for rank 0"), std::string::npos);
 }
 
+// A p2p thread blocked on the op with index `seq` of `channel`, waiting for `peer`.
+BlockedCall BlockedP2P(int rank, uint64_t thread, const std::string& channel, int64_t seq, int peer,
+                       const std::string& op) {
+  return {.rank = rank, .thread = thread, .key = channel, .seq = seq, .call = op, .label = "group 'pp'",
+          .members = {peer}, .issuer_key = P2PIssuerKey("pp")};
+}
+
+TEST(WaitGraphTest, P2PThreadsWaitingForPostsTheOtherNeverMakesAreADeadlockAndStaleOrMadePostsAreNot) {
+  // Rank 0 waits for its 2nd receive from rank 1 on tag 7 (rank 1 sent one); rank 1 waits for its 1st
+  // receive from rank 0 on tag 3 (rank 0 sent none).
+  const std::string one_to_zero = P2PChannelKey("pp", 1, 0, 7), zero_to_one = P2PChannelKey("pp", 0, 1, 3);
+  EXPECT_EQ(one_to_zero, "pp/p2p/1>0/7");
+  const std::vector<BlockedCall> blocked = {BlockedP2P(0, 10, one_to_zero, 1, 1, "recv from rank 1 (tag 7)"),
+                                            BlockedP2P(1, 11, zero_to_one, 0, 0, "recv from rank 0 (tag 3)")};
+  IssueMap issued = {{{0, "pp/p2p"}, {10, 0}}, {{1, "pp/p2p"}, {11, 0}}, {{1, one_to_zero}, {11, 1}},
+                     {{0, one_to_zero}, {10, 2}}, {{1, zero_to_one}, {11, 1}}};
+  const std::optional<Deadlock> d = FindDeadlock(blocked, issued, 1, 11);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->calls, (std::vector<std::pair<std::string, int64_t>>{{one_to_zero, 1}, {zero_to_one, 0}}));
+  EXPECT_EQ(d->message.substr(0, 204),
+            "deadlock: rank 0 waits in recv from rank 1 (tag 7) on group 'pp' for rank 1, which has not posted its "
+            "side; rank 1 waits in recv from rank 0 (tag 3) on group 'pp' for rank 0, which has not posted its side");
+  EXPECT_NE(d->message.find("a rank left a step of sends and receives midway"), std::string::npos);
+  EXPECT_EQ(d->message.find("collectives on different groups"), std::string::npos) << "no collective in the cycle";
+  // Rank 0 has posted (counted) its send on tag 3: rank 1's receive will be matched.
+  issued[{0, zero_to_one}] = {10, 1};
+  EXPECT_FALSE(FindDeadlock(blocked, issued, 1, 11));
+  EXPECT_FALSE(FindDeadlock(blocked, issued, 0, 10));
+  // Neither rank's p2p thread recorded (it never posted on the group): no edge to follow.
+  EXPECT_FALSE(FindDeadlock(blocked, {{{1, one_to_zero}, {11, 1}}}, 0, 10));
+}
+
+TEST(WaitGraphTest, ABatchIsStuckWhenAnyOfItsOpsIs) {
+  // Rank 0's p2p thread waits on a batch: its receive on tag 2 was sent already (no edge); its 5th send on
+  // tag 1 waits for a receive rank 1 has not posted (4 posted). Rank 1's p2p thread waits on tag 9, where
+  // rank 0 never posted: the edge goes to rank 0's p2p thread through the issuer key.
+  const std::string to_one = P2PChannelKey("pp", 0, 1, 1), to_zero = P2PChannelKey("pp", 1, 0, 2);
+  const std::string tag9 = P2PChannelKey("pp", 0, 1, 9);
+  std::vector<BlockedCall> blocked = {BlockedP2P(0, 10, to_zero, 0, 1, "recv from rank 1 (tag 2)"),
+                                      BlockedP2P(0, 10, to_one, 4, 1, "send to rank 1 (tag 1)"),
+                                      BlockedP2P(1, 11, tag9, 0, 0, "recv from rank 0 (tag 9)")};
+  const IssueMap issued = {{{0, "pp/p2p"}, {10, 0}}, {{1, "pp/p2p"}, {11, 0}}, {{1, to_zero}, {11, 1}},
+                           {{1, to_one}, {11, 4}}, {{0, to_one}, {10, 5}}};
+  const std::optional<Deadlock> d = FindDeadlock(blocked, issued, 0, 10);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->calls, (std::vector<std::pair<std::string, int64_t>>{{to_one, 4}, {tag9, 0}}));
+  // Without the send (its receive posted), the batch waits only on a receive whose send was made.
+  blocked.erase(blocked.begin() + 1);
+  EXPECT_FALSE(FindDeadlock(blocked, issued, 0, 10));
+  EXPECT_FALSE(FindDeadlock(blocked, issued, 1, 11));
+}
+
+TEST(WaitGraphTest, ACycleThroughACollectiveAndAReceiveNamesBothCauses) {
+  // Rank 0's thread 20 waits in all_reduce #0 on "world", which rank 1 has not issued; rank 1's thread 21
+  // (which issues on "world") waits for a send rank 0's thread 20 would post on "pp".
+  const std::string channel = P2PChannelKey("pp", 0, 1, 5);
+  const std::vector<BlockedCall> blocked = {Blocked(0, 20, "world", 0, {0, 1}),
+                                            BlockedP2P(1, 21, channel, 0, 0, "recv from rank 0 (tag 5)")};
+  const IssueMap issued = {{{0, "world"}, {20, 1}}, {{1, "world"}, {21, 0}}, {{0, "pp/p2p"}, {20, 0}}};
+  const std::optional<Deadlock> d = FindDeadlock(blocked, issued, 1, 21);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_NE(d->message.find("rank 0 waits in all_reduce #0 on group 'world' for rank 1, which has not issued it; "
+                            "rank 1 waits in recv from rank 0 (tag 5) on group 'pp' for rank 0, which has not posted "
+                            "its side"),
+            std::string::npos)
+      << d->message;
+  EXPECT_NE(d->message.find("(issue them in the same order on every rank); a rank left a step of sends and "
+                            "receives midway"),
+            std::string::npos)
+      << d->message;
+}
+
 }  // namespace
 }  // namespace tessel::comm

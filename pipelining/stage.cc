@@ -164,7 +164,8 @@ void PipelineStage::PrepareStep(const std::vector<int64_t>& microbatch_rows, con
   for (size_t mb = 0; mb < states_.size(); ++mb) {
     const Phase p = states_[mb]->phase;
     TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, p == Phase::kIdle || p == Phase::kDone, Where(mb),
-                      ": the last step left it without ", p == Phase::kInputDone ? "W" : "backward");
+                      ": the last step left it without ", p == Phase::kInputDone ? "W" : "backward",
+                      " (a step that raised midway cannot be run again: its peers are still inside it)");
   }
   rows_ = microbatch_rows;
   weights_ = weights;

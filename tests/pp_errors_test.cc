@@ -60,6 +60,63 @@ TEST(PipelineErrorsTest, FailingStageRaisesOnEveryRankNamingTheStageAndAction) {
   EXPECT_NE(messages[0].find("pipeline rank 1, action 1F2: "), std::string::npos) << messages[0];
 }
 
+// Stage 1 fails in the forward of microbatch 1 and its rank catches the error and steps again, while rank 0
+// is still inside the first step. Neither rank waits out the 60 s timeout:
+// - GPipe: stage 1 still holds microbatch 0's forward, so its second step raises at once and the rank
+//   leaves; rank 0's pending send then fails naming the rank that left.
+// - 1F1B: microbatch 0 had its backward, so the second step starts and waits for microbatch 0's input,
+//   while rank 0 waits to hand over microbatch 2 of the first step: each rank's p2p thread waits for a post
+//   the other will never make, and both raise the deadlock naming both ops.
+TEST(PipelineErrorsTest, RetryingAStepOnOneRankAfterAnErrorFailsEveryRankAtOnce) {
+  for (const ScheduleKind kind : {ScheduleKind::kGPipe, ScheduleKind::k1F1B}) {
+    std::mutex mu;
+    std::map<int, std::string> messages;  // "<code name>: <message>"
+    comm::RunRanksOptions options;
+    options.timeout = std::chrono::milliseconds(60'000);
+    const auto start = std::chrono::steady_clock::now();
+    comm::RunRanks(
+        2,
+        [&](comm::ProcessGroupPtr pg) {
+          RankPipeline pp = PipelineGPT(Config(), 1, pg, {.kind = kind, .num_microbatches = 4});
+          try {
+            if (pg->rank() == 1) {
+              auto calls = std::make_shared<int>(0);
+              pp.modules[0]->RegisterForwardPreHook([calls](nn::Module&, TensorList&) {
+                TESSEL_CHECK(++*calls != 3, "injected failure");  // call 1 is the shape handshake
+              });
+              ExpectErrorContains([&] { pp.executor->Step(Tokens(8), Tokens(8)); }, ErrorCode::kInvalidArgument,
+                                  {"pipeline rank 1, action 1F1", "injected failure"});
+            }
+            pp.executor->Step(Tokens(8), Tokens(8));
+            ADD_FAILURE() << "rank " << pg->rank() << " finished a step its peer abandoned";
+          } catch (const Error& e) {
+            std::lock_guard<std::mutex> lock(mu);
+            messages[pg->rank()] = Str(ErrorCodeName(e.code()), ": ", e.what());
+          }
+        },
+        options);
+    const std::string name(ScheduleName(kind));
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20)) << name;
+    ASSERT_EQ(messages.size(), 2u) << name;
+    if (kind == ScheduleKind::kGPipe) {
+      EXPECT_EQ(messages[1].rfind("FAILED_PRECONDITION: pipeline stage 1 (rank 1) microbatch 0: the last step left "
+                                  "it without backward (a step that raised midway cannot be run again", 0), 0u)
+          << messages[1];
+      EXPECT_EQ(messages[0].rfind("ABORTED: pipeline rank 0, action ", 0), 0u) << messages[0];
+      EXPECT_NE(messages[0].find("rank 1 (global 1) already returned from RunRanks"), std::string::npos)
+          << messages[0];
+      continue;
+    }
+    for (const auto& [rank, message] : messages) {
+      EXPECT_EQ(message.rfind(Str("ABORTED: pipeline rank ", rank, ", action "), 0), 0u) << message;
+      for (const char* part : {"deadlock: rank 0 waits in send to rank 1 (tag ", "; rank 1 waits in recv from rank 0",
+                               "which has not posted its side", "a rank left a step of sends and receives midway"}) {
+        EXPECT_NE(message.find(part), std::string::npos) << name << ", rank " << rank << ": " << message;
+      }
+    }
+  }
+}
+
 TEST(PipelineErrorsTest, ScheduleShapesThatDoNotFitAreInvalidArgument) {
   comm::RunRanks(2, [](comm::ProcessGroupPtr pg) {
     ExpectErrorContains(

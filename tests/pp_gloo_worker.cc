@@ -47,6 +47,46 @@ TEST(PipelineGlooTest, OneFOneBTrainsToTheOneRankRun) { TrainAndCompare(Schedule
 TEST(PipelineGlooTest, Interleaved1F1BTrainsToTheOneRankRun) { TrainAndCompare(ScheduleKind::kInterleaved1F1B); }
 TEST(PipelineGlooTest, ZBVZeroBubbleTrainsToTheOneRankRun) { TrainAndCompare(ScheduleKind::kZBVZeroBubble); }
 
+// 2 processes, 1F1B with 4 microbatches: stage 1 fails in the forward of microbatch 1 and its process catches
+// the error and steps again (microbatch 0 finished, so the step starts), while rank 0 is still inside the
+// first step. Rank 0's p2p queue waits for microbatch 1's input gradient, rank 1's for microbatch 0's input
+// of the new step, which rank 0 sends only after that gradient: the monitors find the cycle through the
+// store and both raise kAborted naming both receives, well before the 30 s timeout.
+TEST(PipelineGlooTest, RetryingAStepOnOneProcessAfterAnErrorIsADeadlockOnBoth) {
+  if (World()->size() != 2) GTEST_SKIP() << "written for 2 ranks";
+  comm::ProcessGroupPtr pg = World()->NewGroup({0, 1});  // fresh: the deadlock breaks it
+  RankPipeline pp = PipelineGPT(pp_testing::Config(), pp_testing::kSeed, pg,
+                                {.kind = ScheduleKind::k1F1B, .num_microbatches = 4});
+  auto [idx, tgt] = pp_testing::Batch(0);
+  if (pg->rank() == 1) {
+    auto calls = std::make_shared<int>(0);
+    pp.modules[0]->RegisterForwardPreHook([calls](nn::Module&, TensorList&) {
+      TESSEL_CHECK(++*calls != 3, "injected failure");  // call 1 is the shape handshake
+    });
+    try {
+      pp.executor->Step(idx, tgt);
+      ADD_FAILURE() << "the injected failure did not raise";
+    } catch (const tessel::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("injected failure"), std::string::npos) << e.what();
+    }
+  }
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    pp.executor->Step(idx, tgt);
+    ADD_FAILURE() << "rank " << pg->rank() << " finished a step its peer abandoned";
+  } catch (const tessel::Error& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(e.code(), tessel::ErrorCode::kAborted) << what;
+    for (const std::string& part :
+         {Str("pipeline rank ", pg->rank(), ", action "), std::string("deadlock: rank 0 waits in recv from rank 1"),
+          std::string("; rank 1 waits in recv from rank 0"), std::string("a rank left a step of sends and receives")}) {
+      EXPECT_NE(what.find(part), std::string::npos) << what;
+    }
+  }
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 10.0);
+  World()->Barrier()->Wait();
+}
+
 // Last test of the file (gtest keeps definition order; gloo_test.sh gives the launcher a long --exit-grace-s):
 // the last stage's process dies between steps (no destructor, like kill -9 after a step), and every other
 // rank's next pipeline step fails at once (kAborted naming the action and the closed connection: p2p on gloo

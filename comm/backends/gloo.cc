@@ -795,9 +795,40 @@ void GlooProcessGroup::RunP2P(std::vector<P2POp> ops, const std::string& label, 
   std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> desc_bufs(ops.size());
   std::vector<std::vector<char>> scratch(ops.size());
   std::string mismatch;
+  // Deadlock detection (gloo_wait_monitor.h): each op is counted on its channel before it is posted, and
+  // every receive from a named rank is registered as a blocked call of this group's p2p queue while the
+  // batch waits; a verdict aborts its buffers.
+  const std::string issuer = P2PIssuerKey(prefix_);
+  std::vector<std::pair<std::string, int64_t>> channels(ops.size());
+  struct Unregister {
+    gloo_internal::WaitMonitor& monitor;
+    const std::vector<std::pair<std::string, int64_t>>& channels;
+    std::vector<int64_t> handles;
+    ~Unregister() {
+      for (int64_t h : handles) monitor.EndBlockedWait(h);
+      for (const auto& [channel, index] : channels) {
+        if (!channel.empty()) monitor.EndExchange(channel, index);
+      }
+    }
+  } unregister{*monitor_, channels, {}};
+  auto judged = [&] {  // a deadlock verdict on one of this batch's receives
+    for (const auto& [channel, index] : channels) {
+      if (channel.empty()) continue;
+      if (std::optional<std::string> verdict = monitor_->deadlock(channel, index)) {
+        Break(ErrorCode::kAborted, *verdict);
+      }
+    }
+  };
   try {
     for (current = 0; current < ops.size(); ++current) {  // post everything before waiting: no send/send deadlock
       const P2POp& op = ops[current];
+      if (op.peer != kAnySource) {
+        const int me = global_ranks_[rank_], peer = global_ranks_[op.peer];
+        const bool is_send = op.kind == P2POp::Kind::kSend;
+        const std::string channel = P2PChannelKey(prefix_, is_send ? me : peer, is_send ? peer : me, op.tag);
+        const int64_t index = monitor_->NotePosted(channel, issuer);
+        if (!is_send) channels[current] = {channel, index};  // sends are eager: only receives wait
+      }
       mine[current] = {op.tensor.numel() * ElementSize(op.tensor.dtype()), static_cast<int64_t>(op.tensor.dtype())};
       if (op.kind == P2POp::Kind::kSend) {
         desc_bufs[current] = context_->createUnboundBuffer(&mine[current], sizeof(Desc));
@@ -842,17 +873,26 @@ void GlooProcessGroup::RunP2P(std::vector<P2POp> ops, const std::string& label, 
     };
     auto aborted = [&] {
       std::vector<int> found = monitor_->EndTransfer(probe_key, probe_seq);
-      if (found.empty()) found = ClosedPeers(peers);
       std::vector<Tensor> tensors;
       for (const P2POp& op : ops) tensors.push_back(op.tensor);
       KeepAborted(desc_bufs, {});
       KeepAborted(bufs, std::move(tensors), {}, std::move(scratch));
+      judged();  // a deadlock verdict, not a closed connection, aborted the wait
+      if (found.empty()) found = ClosedPeers(peers);
       Break(ErrorCode::kAborted, Str("p2p on ", label, " failed at ", P2PName(ops[current]),
                                      ": the connection to rank(s) ", PeerList(found),
                                      " closed while data was in flight (the process exited or died)"));
     };
     watch();
     Unwatch unwatch{*monitor_, probe_key, probe_seq};
+    for (size_t i = 0; i < ops.size(); ++i) {
+      if (channels[i].first.empty()) continue;
+      const auto& [channel, index] = channels[i];
+      unregister.handles.push_back(monitor_->BeginBlockedWait(
+          {.thread = P2PPosterId(issuer), .key = channel, .seq = index, .call = P2PName(ops[i]), .label = label,
+           .members = {global_ranks_[ops[i].peer]}, .issuer_key = issuer}));
+      monitor_->BeginExchange(channel, index, {desc_bufs[i].get()});
+    }
     for (current = 0; current < ops.size(); ++current) {
       const P2POp& op = ops[current];
       if (op.kind == P2POp::Kind::kSend) continue;
@@ -875,6 +915,9 @@ void GlooProcessGroup::RunP2P(std::vector<P2POp> ops, const std::string& label, 
       bufs[current] = context_->createUnboundBuffer(into, static_cast<size_t>(theirs[current].bytes));
       bufs[current]->recv(op.peer, P2PSlot(op.tag));
       watch();  // the new receive joins the watched buffers
+      if (!channels[current].first.empty()) {  // a verdict now aborts the payload's wait too
+        monitor_->BeginExchange(channels[current].first, channels[current].second, {bufs[current].get()});
+      }
     }
     for (current = 0; current < ops.size(); ++current) {
       bool done = true;

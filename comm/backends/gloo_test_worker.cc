@@ -336,6 +336,36 @@ TEST(GlooTest, CollectivesOnDifferentGroupsRaiseADeadlockOnEveryProcessWellBefor
   pg.Barrier()->Wait();
 }
 
+// Every rank receives from the previous one before it sends to the next: a ring of p2p queues each waiting
+// for a send the previous rank will post only after its own receive. The monitors find the cycle through
+// the store and every rank raises kAborted naming the receives, well before the 20 s timeout; the same
+// ring posted as one batch per rank completes.
+TEST(GlooTest, ReceivesThatWaitForEachOtherInARingRaiseADeadlockOnEveryProcess) {
+  ProcessGroup& pg = World();
+  if (pg.size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  std::vector<int> all;
+  for (int j = 0; j < pg.size(); ++j) all.push_back(j);
+  ProcessGroupPtr ring = pg.NewGroup(all);  // fresh: the deadlock breaks it
+  const int n = pg.size(), r = pg.rank(), prev = (r + n - 1) % n, next = (r + 1) % n;
+  const auto start = Clock::now();
+  ExpectErrorContains(
+      [&] {
+        ring->Recv(Zeros({2}), prev, 7)->Wait();
+        ring->Send(Ones({2}), next, 7)->Wait();
+      },
+      ErrorCode::kAborted,
+      {Str("deadlock: rank 0 waits in recv from rank ", n - 1, " (global ", n - 1, ", tag 7, 8 B) on group '",
+           ring->name(), "'"),
+       Str("rank 1 waits in recv from rank 0 (global 0, tag 7, 8 B)"), "which has not posted its side",
+       "post each exchange as one batch_isend_irecv"});
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 10.0);
+  ProcessGroupPtr batched = pg.NewGroup(all);
+  Tensor got = Zeros({2});
+  batched->BatchP2P({{P2POp::Kind::kSend, Full({2}, r), next, 8}, {P2POp::Kind::kRecv, got, prev, 8}})->Wait();
+  EXPECT_EQ(got.ToVector<double>(), std::vector<double>(2, prev));
+  pg.Barrier()->Wait();
+}
+
 TEST(GlooTest, EnvironmentErrorsNameTheVariable) {
   const std::string saved = std::getenv("MASTER_PORT");
   setenv("MASTER_PORT", "x", 1);

@@ -14,7 +14,8 @@ constexpr std::chrono::milliseconds kStoreTimeout{5000};
 std::vector<char> Bytes(const std::string& s) { return std::vector<char>(s.begin(), s.end()); }
 std::string Text(const std::vector<char>& v) { return std::string(v.begin(), v.end()); }
 
-// Snapshot lines: "I\t<key>\t<thread>\t<issued>" and "B\t<thread>\t<key>\t<seq>\t<call>\t<label>\t<m,m,...>".
+// Snapshot lines: "I\t<key>\t<thread>\t<issued>" and
+// "B\t<thread>\t<key>\t<seq>\t<call>\t<label>\t<m,m,...>\t<issuer key>" (the issuer key empty for collectives).
 void Parse(const std::string& text, int rank, std::vector<BlockedCall>* blocked, IssueMap* issued) {
   std::istringstream lines(text);
   for (std::string line; std::getline(lines, line);) {
@@ -23,9 +24,9 @@ void Parse(const std::string& text, int rank, std::vector<BlockedCall>* blocked,
     for (std::string x; std::getline(fields, x, '\t');) f.push_back(x);
     if (f.size() == 4 && f[0] == "I") {
       (*issued)[{rank, f[1]}] = {std::stoull(f[2]), std::stoll(f[3])};
-    } else if (f.size() == 7 && f[0] == "B") {
+    } else if ((f.size() == 7 || f.size() == 8) && f[0] == "B") {
       BlockedCall b{.rank = rank, .thread = std::stoull(f[1]), .key = f[2], .seq = std::stoll(f[3]), .call = f[4],
-                    .label = f[5]};
+                    .label = f[5], .issuer_key = f.size() == 8 ? f[7] : ""};
       std::istringstream members(f[6]);
       for (std::string m; std::getline(members, m, ',');) b.members.push_back(std::stoi(m));
       blocked->push_back(std::move(b));
@@ -56,9 +57,14 @@ void WaitMonitor::NoteIssued(const std::string& key, int64_t seq) {
   state.issued = std::max(state.issued, seq + 1);
 }
 
+int64_t WaitMonitor::NotePosted(const std::string& channel, const std::string& issuer_key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return CountPost(issued_, rank_, channel, issuer_key);
+}
+
 int64_t WaitMonitor::BeginBlockedWait(BlockedCall wait) {
   wait.rank = rank_;
-  wait.thread = ThisThreadId();
+  if (wait.issuer_key.empty()) wait.thread = ThisThreadId();  // p2p: the caller names its queue
   std::lock_guard<std::mutex> lock(mu_);
   blocked_.emplace(next_handle_, std::make_pair(std::move(wait), Clock::now()));
   return next_handle_++;
@@ -134,7 +140,8 @@ std::string WaitMonitor::Snapshot() const {
     const BlockedCall& b = entry.first;
     std::string members;
     for (int m : b.members) members += Str(members.empty() ? "" : ",", m);
-    out += Str("B\t", b.thread, "\t", b.key, "\t", b.seq, "\t", b.call, "\t", b.label, "\t", members, "\n");
+    out += Str("B\t", b.thread, "\t", b.key, "\t", b.seq, "\t", b.call, "\t", b.label, "\t", members, "\t",
+               b.issuer_key, "\n");
   }
   return out;
 }
@@ -158,6 +165,7 @@ void WaitMonitor::Round(std::unique_lock<std::mutex>& lock) {
   std::vector<BlockedCall> mine;
   bool long_wait = false;
   for (const auto& [handle, entry] : blocked_) {
+    if (verdicts_.count({entry.first.key, entry.first.seq})) continue;  // about to raise (header comment)
     mine.push_back(entry.first);
     long_wait = long_wait || Clock::now() - entry.second >= kQuiet;
   }
@@ -184,7 +192,12 @@ void WaitMonitor::Round(std::unique_lock<std::mutex>& lock) {
   std::vector<BlockedCall> all = mine;
   for (int r = 0; r < world_size_ && found.empty(); ++r) {
     const std::string key = Str(prefix_, "wait/", r);
-    if (r != rank_ && store_->Check(key)) Parse(Text(store_->Get(key, kStoreTimeout)), r, &all, &issued);
+    if (r == rank_ || !store_->Check(key)) continue;
+    std::vector<BlockedCall> theirs;
+    Parse(Text(store_->Get(key, kStoreTimeout)), r, &theirs, &issued);
+    for (BlockedCall& b : theirs) {  // a peer's call that has a verdict is about to raise, not to wait
+      if (!store_->Check(Str(prefix_, "deadlock/", b.key, "/", b.seq))) all.push_back(std::move(b));
+    }
   }
   for (size_t i = 0; i < mine.size() && found.empty(); ++i) {
     const std::optional<Deadlock> d = FindDeadlock(all, issued, rank_, mine[i].thread);

@@ -6,7 +6,10 @@
 // group; once a caller has waited kQuiet, its monitor thread publishes that snapshot to the store
 // ("<prefix>wait/<rank>"), reads the peers' snapshots and looks for a cycle. A peer's snapshot may be older
 // than its state, but a peer blocked on a call that waits for a frozen caller stays blocked, so a cycle that
-// closes on a caller blocked now is a certain deadlock. The verdict goes to the store
+// closes on a caller blocked now is a certain deadlock (calls that already have a verdict are left out: they
+// are about to raise, not to wait). Sends and receives take part as in wait_graph.h: the p2p queue counts
+// each op on its channel, and a batch registers its receives from named ranks (sends are eager). The verdict
+// goes to the store
 // ("<prefix>deadlock/<group>/<seq>") for every call of the cycle, so every rank waiting in those calls raises
 // it even if the rank that found it has moved on; the waiting header exchanges are aborted at once
 // (kAborted with the verdict, the group broken). Cost: nothing until a wait lasts kQuiet; then a few store
@@ -50,7 +53,11 @@ class WaitMonitor {
 
   // The calling thread issued call `seq` of group `key` (seq -1: it made its handle of the group).
   void NoteIssued(const std::string& key, int64_t seq);
-  // The calling thread blocks in Wait on `wait` (rank and thread filled in here) until EndBlockedWait.
+  // This rank's p2p queue of the group with P2PIssuerKey `issuer_key` is about to post an op on the channel
+  // `channel` (wait_graph.h): counts it and returns its index there.
+  int64_t NotePosted(const std::string& channel, const std::string& issuer_key);
+  // The calling thread blocks in Wait on `wait` (rank, and thread except for p2p, filled in here) until
+  // EndBlockedWait.
   int64_t BeginBlockedWait(BlockedCall wait);
   void EndBlockedWait(int64_t handle);
   // The comm thread waits in the header exchange of call `seq` of group `key`: a verdict aborts `buffers`.

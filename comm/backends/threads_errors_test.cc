@@ -418,6 +418,45 @@ TEST(ThreadsErrorsTest, CollectivesOnDifferentGroupsRaiseADeadlockOnBothRanksWel
   }
 }
 
+// Three ranks each receive from the previous one before sending to the next (blocking): a ring of p2p
+// queues each waiting for a post the next never makes. Every rank raises the cycle at once, naming its
+// three receives; the same ring posted as one batch per rank completes.
+TEST(ThreadsErrorsTest, ReceivesThatWaitForEachOtherInARingRaiseADeadlockOnEveryRankAtOnce) {
+  std::vector<std::string> messages(3);
+  std::vector<double> seconds(3);
+  RunRanksOptions options;
+  options.timeout = std::chrono::seconds(120);
+  RunRanks(3, [&](ProcessGroupPtr pg) {
+    const int r = pg->rank(), prev = (r + 2) % 3, next = (r + 1) % 3;
+    const auto start = Clock::now();
+    try {
+      pg->Recv(Zeros({2}), prev, 7)->Wait();
+      pg->Send(Ones({2}), next, 7)->Wait();
+      ADD_FAILURE() << "deadlock not detected";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kAborted);
+      messages[r] = e.what();
+    }
+    seconds[r] = Seconds(start);
+    // One batch: every receive finds its send; each rank gets its predecessor's value.
+    Tensor got = Zeros({2});
+    pg->BatchP2P({{P2POp::Kind::kSend, Full({2}, r), next, 8}, {P2POp::Kind::kRecv, got, prev, 8}})->Wait();
+    EXPECT_EQ(got.ToVector<double>(), std::vector<double>(2, prev));
+  }, options);
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_LT(seconds[r], 10.0) << "rank " << r << " waited for the timeout";
+    EXPECT_EQ(messages[r].rfind(
+                  "deadlock: rank 0 waits in recv from rank 2 (tag 7, 8 B, float32) on group 'world' (global "
+                  "ranks [0, 1, 2]) for rank 2, which has not posted its side; rank 2 waits in recv from rank 1 "
+                  "(tag 7, 8 B, float32) on group 'world' (global ranks [0, 1, 2]) for rank 1, which has not posted "
+                  "its side; rank 1 waits in recv from rank 0",
+                  0),
+              0u)
+        << "rank " << r << ": " << messages[r];
+    EXPECT_NE(messages[r].find("post each exchange as one batch_isend_irecv"), std::string::npos) << messages[r];
+  }
+}
+
 // 4 ranks, a (2, 2) mesh's row group {0, 1}: rank 0 on the row, ranks 1-3 on the world. Every rank waiting in
 // one of the two calls raises (ranks 2 and 3 too), and the groups refuse later calls instead of hanging.
 TEST(ThreadsErrorsTest, ADeadlockBetweenASubGroupAndTheWorldFailsEveryRankWaitingInEitherCall) {

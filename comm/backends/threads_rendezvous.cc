@@ -211,6 +211,7 @@ std::shared_ptr<GroupRendezvous::P2PEntry> GroupRendezvous::Post(
   P2PQueue& opposite = is_send ? pending_recvs_ : pending_sends_;
   if (std::shared_ptr<P2PEntry> partner = TakeMatch(opposite, e->src, e->dst, e->tag)) {
     partner->matched = e->matched = true;
+    if (partner->blocked >= 0) world_->EndBlockedWait(std::exchange(partner->blocked, -1));  // no longer waits
     if (is_send) {
       partner->src = e->src;  // a receive from any rank learns its sender
     } else {
@@ -246,9 +247,28 @@ void GroupRendezvous::RunP2P(int rank, const std::vector<P2POp>& ops, std::chron
                              const std::string& label, int* any_source) {
   std::vector<std::shared_ptr<P2PEntry>> mine;
   std::vector<std::pair<std::shared_ptr<P2PEntry>, std::shared_ptr<P2PEntry>>> pairs;  // (send, recv)
+  // Each op is counted on its channel before it is posted (wait_graph.h): a peer that reads the counts
+  // meanwhile may miss this post, never see one that is not there.
+  const int me = global_ranks_[static_cast<size_t>(rank)];
+  const std::string issuer = P2PIssuerKey(key_);
+  std::vector<std::pair<std::string, int64_t>> channels;
+  for (const P2POp& op : ops) {
+    if (op.peer == kAnySource) {
+      channels.emplace_back();
+      continue;
+    }
+    const int peer = global_ranks_[static_cast<size_t>(op.peer)];
+    const bool is_send = op.kind == P2POp::Kind::kSend;
+    std::string channel = P2PChannelKey(key_, is_send ? me : peer, is_send ? peer : me, op.tag);
+    const int64_t index = world_->NotePosted(me, channel, issuer);
+    channels.emplace_back(std::move(channel), index);
+  }
   std::unique_lock<std::mutex> lock(mu_);
   if (world_->aborted()) TESSEL_FAIL(ErrorCode::kAborted, world_->abort_message(), " (p2p on ", label, " cancelled)");
-  for (const P2POp& op : ops) mine.push_back(Post(rank, op, pairs));
+  for (size_t i = 0; i < ops.size(); ++i) {
+    mine.push_back(Post(rank, ops[i], pairs));
+    std::tie(mine.back()->channel, mine.back()->channel_seq) = channels[i];
+  }
   lock.unlock();
   // This member completes the pairs it matched: one direct copy from the sender's buffer.
   for (auto& [send, recv] : pairs) {
@@ -292,10 +312,44 @@ void GroupRendezvous::RunP2P(int rank, const std::vector<P2POp>& ops, std::chron
     }
     return false;
   };
+  // About to block: one blocked call per unmatched op (the file comment), unregistered when matched (Post)
+  // or when this call returns.
+  struct Unregister {
+    ThreadsWorld& world;
+    const std::vector<std::shared_ptr<P2PEntry>>& entries;
+    ~Unregister() {  // mu_ held on every path out
+      for (const auto& e : entries) {
+        if (e->blocked >= 0) world.EndBlockedWait(std::exchange(e->blocked, -1));
+      }
+    }
+  } unregister{*world_, mine};
+  bool registered = false, found = false;
+  for (const auto& e : all_done() ? std::vector<std::shared_ptr<P2PEntry>>{} : mine) {
+    if (e->matched || e->channel.empty()) continue;
+    const int peer = global_ranks_[static_cast<size_t>(e->is_send ? e->dst : e->src)];
+    e->blocked = world_->BeginBlockedWait({.rank = me, .thread = P2PPosterId(issuer), .key = e->channel,
+                                           .seq = e->channel_seq, .call = P2PName(*e), .label = label,
+                                           .members = {peer}, .issuer_key = issuer},
+                                          &found);
+    registered = true;
+  }
+  if (found) {
+    lock.unlock();
+    world_->WakeAllGroups();
+    lock.lock();
+  }
+  std::optional<std::string> deadlock;
+  auto deadlocked = [&] {
+    if (!registered) return false;
+    for (const auto& e : mine) {
+      if (!e->matched && !e->channel.empty() && (deadlock = world_->deadlock(e->channel, e->channel_seq))) return true;
+    }
+    return false;
+  };
   // No spin here: pipeline sends/receives run on the comm thread while the rank thread computes on the same
   // core, and polling for the peer took that core (pp_1f1b_step_vs_unsharded 0.77 -> 0.66 with it).
-  const bool finished = cv_.wait_until(lock, Clock::now() + timeout,
-                                       [&] { return all_done() || world_->aborted() || peer_gone(); });
+  const bool finished = cv_.wait_until(
+      lock, Clock::now() + timeout, [&] { return all_done() || world_->aborted() || deadlocked() || peer_gone(); });
   if (!finished || !all_done()) {
     std::string pending;
     for (const auto& e : mine) {
@@ -303,6 +357,7 @@ void GroupRendezvous::RunP2P(int rank, const std::vector<P2POp>& ops, std::chron
     }
     CancelPending(lock, mine);
     if (world_->aborted()) TESSEL_FAIL(ErrorCode::kAborted, world_->abort_message(), " (p2p on ", label, " cancelled)");
+    if (deadlock) TESSEL_FAIL(ErrorCode::kAborted, *deadlock);
     if (!gone.empty()) TESSEL_FAIL(ErrorCode::kAborted, "p2p on ", label, " cannot complete: ", gone);
     TESSEL_FAIL(ErrorCode::kDeadlineExceeded, "p2p on ", label, " timed out after ", timeout.count(),
                 " ms: no matching peer call for ", pending);
@@ -371,8 +426,13 @@ void ThreadsWorld::NoteIssued(int global_rank, const std::string& key, int64_t s
   state.issued = std::max(state.issued, seq + 1);
 }
 
-int64_t ThreadsWorld::BeginBlockedWait(BlockedCall wait) {
-  wait.thread = ThisThreadId();
+int64_t ThreadsWorld::NotePosted(int global_rank, const std::string& channel, const std::string& issuer_key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return CountPost(issued_, global_rank, channel, issuer_key);
+}
+
+int64_t ThreadsWorld::BeginBlockedWait(BlockedCall wait, bool* found_deadlock) {
+  if (wait.issuer_key.empty()) wait.thread = ThisThreadId();  // p2p: the caller names its queue
   std::optional<Deadlock> found;
   int64_t handle;
   {
@@ -381,15 +441,21 @@ int64_t ThreadsWorld::BeginBlockedWait(BlockedCall wait) {
     const int rank = wait.rank;
     const BlockedCall& mine = blocked_.emplace(handle, std::move(wait)).first->second;
     if (WaitsOnAPeer(mine, issued_)) {  // else it cannot close a cycle (wait_graph.h)
-      std::vector<BlockedCall> all;
-      for (const auto& [h, b] : blocked_) all.push_back(b);
-      found = FindDeadlock(all, issued_, rank, ThisThreadId());
+      std::vector<BlockedCall> all;  // without the calls already judged: they are about to raise, not wait
+      for (const auto& [h, b] : blocked_) {
+        if (!deadlocks_.count({b.key, b.seq})) all.push_back(b);
+      }
+      found = FindDeadlock(all, issued_, rank, mine.thread);
     }
     if (found) {
       for (const auto& call : found->calls) deadlocks_.emplace(call, found->message);
     }
   }
-  if (found) WakeAllGroups();
+  if (found_deadlock != nullptr) {
+    *found_deadlock = *found_deadlock || found.has_value();
+  } else if (found) {
+    WakeAllGroups();
+  }
   return handle;
 }
 

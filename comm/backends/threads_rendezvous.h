@@ -16,7 +16,12 @@
 // (rank, group), how many calls were issued and by which thread: the wait-for graph of comm/wait_graph.h.
 // A cycle can only close when a thread blocks, so BeginBlockedWait looks for one then; it records the
 // verdict for every call of the cycle, and every member waiting in those calls raises it (kAborted) at
-// once instead of waiting out the timeout.
+// once instead of waiting out the timeout. Sends and receives take part the same way: a member's p2p
+// thread counts each op on its channel before posting it and, when it must wait, registers one blocked
+// call per unmatched op (a rank that left a pipeline step midway while its peer waits in it). Ops are
+// registered and, once matched, unregistered under the group's lock, so the registered ops are exactly the
+// unmatched ones a blocked thread waits on (a receive from any member may take a send its channel count
+// never sees).
 //
 // Example (backend side):
 //   RankCall call{desc, in_ptr, out_ptr};
@@ -106,6 +111,9 @@ class GroupRendezvous {
     bool matched = false;
     bool done = false;
     std::string error;
+    std::string channel;       // P2PChannelKey (wait_graph.h); "" for a receive from any member
+    int64_t channel_seq = -1;  // this member's index of the op among its posts on `channel`
+    int64_t blocked = -1;      // ThreadsWorld::BeginBlockedWait handle while its thread waits on it unmatched
   };
   using P2PKey = std::tuple<int, int, int>;  // (src, dst, tag)
   using P2PQueue = std::map<P2PKey, std::deque<std::shared_ptr<P2PEntry>>>;
@@ -167,9 +175,16 @@ class ThreadsWorld {
   // Deadlock detection (file comment). NoteIssued: the calling thread of `global_rank` issued call
   // `seq` of group `key` (or created its handle of the group: seq -1).
   void NoteIssued(int global_rank, const std::string& key, int64_t seq);
-  // The calling thread is about to block on `wait` (rank and thread filled in here); returns a handle
-  // for EndBlockedWait. Finds a cycle it closes, records its verdict and wakes every group.
-  int64_t BeginBlockedWait(BlockedCall wait);
+  // `global_rank`'s p2p queue (P2PPosterId(issuer_key)) is about to post a send or receive on the p2p
+  // channel `channel` of the group whose P2PIssuerKey is `issuer_key`: counts it, returns its index there.
+  int64_t NotePosted(int global_rank, const std::string& channel, const std::string& issuer_key);
+  // The calling thread is about to block on `wait` (its thread filled in here, except for p2p, whose
+  // blocked call names its queue); returns a handle
+  // for EndBlockedWait. Finds a cycle it closes, records its verdict and wakes every group — or, with
+  // `found` given (a caller holding a group's lock), sets *found and leaves the waking to the caller.
+  int64_t BeginBlockedWait(BlockedCall wait, bool* found = nullptr);
+  // Wakes every group's waiters (after BeginBlockedWait found a deadlock; no group lock held).
+  void WakeAllGroups();
   void EndBlockedWait(int64_t handle);
   // The verdict for call `seq` of group `key` when it is part of a detected deadlock.
   std::optional<std::string> deadlock(const std::string& key, int64_t seq) const;
@@ -179,8 +194,6 @@ class ThreadsWorld {
                                                     const std::vector<int>& global_ranks);
 
  private:
-  void WakeAllGroups();
-
   const int world_size_;
   const std::chrono::microseconds spin_;
   mutable std::mutex mu_;
