@@ -91,9 +91,13 @@ void BindCheckpoint(py::module_& m) {
     });
     return py::make_tuple(r.missing_keys, r.unexpected_keys);
   }, py::arg("model"), py::arg("optimizer"), py::arg("state_dict"), py::arg("strict") = true);
-  m.def("_dcp_save", [](const checkpoint::StateDict& sd, const std::string& dir, const comm::ProcessGroupPtr& world) {
-    NoGil([&] { checkpoint::Save(sd, dir, world); });
-  }, py::arg("state_dict"), py::arg("dir"), py::arg("world") = nullptr);
+  // local_error: this rank failed before it could save (checkpoint/save.h SaveOptions::local_error).
+  m.def("_dcp_save", [](const checkpoint::StateDict& sd, const std::string& dir, const comm::ProcessGroupPtr& world,
+                        const std::string& local_error) {
+    checkpoint::SaveOptions options;
+    options.local_error = local_error;
+    NoGil([&] { checkpoint::Save(sd, dir, world, options); });
+  }, py::arg("state_dict"), py::arg("dir"), py::arg("world") = nullptr, py::arg("local_error") = "");
   // dcp.async_save: one AsyncSaver per process group (collective to make: it makes its own group);
   // save() returns once this rank's share is snapshotted, the future's result() once the checkpoint is
   // committed (rethrowing the save's error from any rank).

@@ -349,6 +349,30 @@ TEST(IntegrityTest, OneRanksBadInputFailsEveryRankAndCommitsNothing) {
   EXPECT_FALSE(PathExists(JoinPath(dir, kMetadataFileName)));
 }
 
+// A rank that failed before it could build its state dict passes SaveOptions::local_error: it fails in
+// planning with it and its peer learns it there (instead of waiting for its plan); nothing is committed.
+TEST(IntegrityTest, ALocalErrorFailsEveryRankInPlanning) {
+  const std::string dir = FreshDir("local_error");
+  comm::RunRanks(
+      2,
+      [&](comm::ProcessGroupPtr world) {
+        SaveOptions options;
+        StateDict sd{{"w", Full({4}, 1.0)}};
+        if (world->rank() == 1) {
+          options.local_error = "ValueError: boom in state_dict()";
+          sd.clear();
+          ExpectErrorContains([&] { Save(sd, dir, world, options); }, ErrorCode::kAborted,
+                              {"ValueError: boom in state_dict()"});
+        } else {
+          ExpectErrorContains([&] { Save(sd, dir, world, options); }, ErrorCode::kAborted,
+                              {"checkpoint save: rank 1 failed while planning (this is rank 0; ",
+                               "ValueError: boom in state_dict()"});
+        }
+      },
+      testing::TestRanks());
+  EXPECT_FALSE(PathExists(JoinPath(dir, kMetadataFileName)));
+}
+
 TEST(IntegrityTest, KeyProblemsAreListedByFqnAndNonStrictReportsThem) {
   const std::string dir = FreshDir("keys");
   SaveTwoRanks(dir, 1.0);

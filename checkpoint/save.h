@@ -60,6 +60,10 @@ struct SaveOptions {
   int64_t checksum_block_bytes = kDefaultChecksumBlockBytes;
   // Called on every rank at each stage it reaches (tests inject crashes by throwing here).
   std::function<void(SaveStage)> on_stage;
+  // A failure this rank met while building its state dict (the Python face's Stateful.state_dict()):
+  // non-empty, Save fails in planning with it (kAborted), so every rank raises there instead of the others
+  // waiting in the plan exchange for this one.
+  std::string local_error;
 };
 
 struct SaveResult {

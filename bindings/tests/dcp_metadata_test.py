@@ -15,6 +15,7 @@ from tessel.distributed.checkpoint.metadata import (BytesStorageMetadata, ChunkS
                                                     TensorStorageMetadata)
 from tessel.distributed.device_mesh import init_device_mesh
 from tessel.distributed.tensor import Replicate, Shard, distribute_tensor
+from dcp_testing import raises_on_ranks
 
 W = np.arange(20, dtype=np.float32).reshape(5, 4)
 
@@ -93,9 +94,9 @@ def test_broadcasting_torch_save_reader_loads_a_torch_file_into_shards():
                           planner=DynamicMetaLoadPlanner(), checkpoint_id=path)
         got[world.rank] = (model.weight.to_local().numpy().copy(), model.weight.full_tensor().numpy(),
                            model.bias.full_tensor().numpy(), result["missing_keys"])
-        with pytest.raises(RuntimeError, match="Non-tensor value identified at step"):
+        with raises_on_ranks(RuntimeError, "Non-tensor value identified at step", ranks=(0, 1)):
             dcp.load({"step": 0}, storage_reader=BroadcastingTorchSaveReader(), checkpoint_id=path)
-        with pytest.raises(RuntimeError, match="'model.weight' has shape \\(2, 3\\)"):
+        with raises_on_ranks(RuntimeError, "'model.weight' has shape \\(2, 3\\)", ranks=(0, 1)):
             dcp.load({"model": {"weight": tessel.zeros(3, 2)}}, storage_reader=BroadcastingTorchSaveReader(),
                      checkpoint_id=path)
 

@@ -17,6 +17,7 @@ from tessel.distributed.checkpoint.state_dict import get_state_dict, set_state_d
 from tessel.distributed.device_mesh import init_device_mesh
 from tessel.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard, register_fsdp_forward_method
 from tessel.distributed.tensor import DTensor, Partial, Replicate, Shard, distribute_tensor
+from dcp_testing import raises_on_ranks
 
 
 class Block(nn.Module):
@@ -477,7 +478,7 @@ def test_huggingface_safetensors_load_into_shards_and_save_from_them(tmp_path):
         result = dcp.load(sd, storage_reader=dcp.HuggingFaceStorageReader(str(hf)))
         assert result["missing_keys"] == [] and result["unexpected_keys"] == ["extra"]
         got[world.rank] = {k: v.full_tensor().numpy().copy() for k, v in get_model_state_dict(net).items()}
-        with pytest.raises(RuntimeError, match="in no safetensors file"):
+        with raises_on_ranks(RuntimeError, "in no safetensors file", ranks=(0, 1)):
             dcp.load(dict(sd, **{"nope.weight": tessel.zeros(2)}), storage_reader=dcp.HuggingFaceStorageReader(str(hf)))
         dcp.save(get_model_state_dict(net), storage_writer=dcp.HuggingFaceStorageWriter(str(out)))
         dist.destroy_process_group()
@@ -1848,12 +1849,12 @@ def test_dcp_keeps_bools_big_ints_lists_none_and_rng_states_and_refuses_collidin
     extra = {"flag": False, "absent": True}
     dcp.load(extra, checkpoint_id=str(tmp_path / "values"), strict=False)
     assert extra == {"flag": True, "absent": True} and extra["absent"] is True
-    with pytest.raises(ValueError, match="duplicated flatten key layers.0.w"):
+    with raises_on_ranks(ValueError, "duplicated flatten key layers.0.w"):
         dcp.save({"layers.0": {"w": tessel.ones(2)}, "layers": {"0": {"w": tessel.ones(2)}}},
                  checkpoint_id=str(tmp_path / "collide"))
-    with pytest.raises(ValueError, match="duplicated flatten key a.0"):
+    with raises_on_ranks(ValueError, "duplicated flatten key a.0"):
         dcp.save({"a": {0: 1, "0": 2}}, checkpoint_id=str(tmp_path / "collide2"))
-    with pytest.raises(TypeError, match="'fn' is a function"):
+    with raises_on_ranks(TypeError, "'fn' is a function"):
         dcp.save({"fn": lambda: 0}, checkpoint_id=str(tmp_path / "unpicklable"))
 
 
@@ -1886,9 +1887,9 @@ def test_dcp_checkpoint_saved_on_two_ranks_loads_into_one(tmp_path):
     assert isinstance(state["rng"], bytes) and state["rng"] == b"\x80\x01rng"  # bytes stay bytes (DCP)
     for n, p in net.named_parameters():
         np.testing.assert_array_equal(p.numpy(), saved[n], err_msg=n)
-    with pytest.raises(FileNotFoundError, match="no checkpoint directory"):
+    with raises_on_ranks(FileNotFoundError, "no checkpoint directory"):
         dcp.load(state, checkpoint_id=str(tmp_path / "missing"))
-    with pytest.raises(KeyError, match=r"1 missing \['extra'\]"):  # strict: a key the checkpoint lacks
+    with raises_on_ranks(KeyError, r"1 missing \['extra'\]"):  # strict: a key the checkpoint lacks
         dcp.load({"extra": tessel.ones(1)}, checkpoint_id=ckpt)
     result = dcp.load({"extra": tessel.ones(1)}, checkpoint_id=ckpt, strict=False)
     assert result["missing_keys"] == ["extra"] and "model.head.weight" in result["unexpected_keys"]
@@ -1897,7 +1898,7 @@ def test_dcp_checkpoint_saved_on_two_ranks_loads_into_one(tmp_path):
     dcp.load(only_model, checkpoint_id=ckpt)
     np.testing.assert_array_equal(only_model["model"]["head.weight"].numpy(), saved["head.weight"])
     # ... and a shape mismatch raises whatever strict says, never leaving the old values in place.
-    with pytest.raises(ValueError, match=r"1 mismatched \[model.head.weight: checkpoint float32"):
+    with raises_on_ranks(ValueError, r"1 mismatched \[model.head.weight: checkpoint float32"):
         dcp.load({"model": {"head.weight": tessel.zeros(1)}}, checkpoint_id=ckpt, strict=False)
 
 
@@ -1938,7 +1939,7 @@ def test_dcp_storage_writer_reader_planners_and_set_optimizer_state_dict_resume_
     fresh_opt = tessel.optim.Adam(fresh.parameters(), lr=0.05)
     state = {"model": get_model_state_dict(fresh), "optim": get_optimizer_state_dict(fresh, fresh_opt),
              "absent": tessel.zeros(2)}
-    with pytest.raises(KeyError, match="absent"):  # strict by default
+    with raises_on_ranks(KeyError, "absent"):  # strict by default
         dcp.load(state, storage_reader=dcp.FileSystemReader(path))
     result = dcp.state_dict_loader.load(state, storage_reader=dcp.FileSystemReader(path),
                                         planner=dcp.DefaultLoadPlanner(allow_partial_load=True))

@@ -371,6 +371,7 @@ PreparedSave PrepareSave(const StateDict& state_dict, const std::string& dir, co
   std::exception_ptr err;
   mine.error = Capture(
       [&] {
+        TESSEL_CHECK_CODE(ErrorCode::kAborted, options.local_error.empty(), options.local_error);
         TESSEL_CHECK(options.checksum_block_bytes > 0 && options.checksum_block_bytes % 8 == 0,
                      "checkpoint save: checksum_block_bytes must be a positive multiple of 8, got ",
                      options.checksum_block_bytes);

@@ -24,7 +24,8 @@ import threading
 
 from ... import _C
 from .. import _default_group, is_initialized
-from . import metadata, state_dict, stateful  # noqa: F401
+from . import api, metadata, state_dict, stateful  # noqa: F401
+from .api import CheckpointException  # noqa: F401
 from .metadata import (BytesStorageMetadata, ChunkStorageMetadata, Metadata, MetadataIndex,  # noqa: F401
                        TensorProperties, TensorStorageMetadata)
 from .stateful import Stateful  # noqa: F401
@@ -231,15 +232,33 @@ def _stateful_to_state_dict(state_dict):
     return {k: v.state_dict() if _is_stateful(v) else v for k, v in state_dict.items()}
 
 
-def save(state_dict, *, checkpoint_id=None, storage_writer=None, planner=None, process_group=None):
+def _rank(world):
+    return 0 if world is None else world.rank
+
+
+def save(state_dict, *, checkpoint_id=None, storage_writer=None, planner=None, process_group=None, no_dist=False):
+    """Collective over process_group (default: the default group when initialized; no_dist=True: this rank
+    alone writes the whole checkpoint, as torch's). A failure on any rank raises CheckpointException on
+    every rank (torch's), naming each failing rank's exception; the previous checkpoint in the directory
+    stays loadable."""
     path = _dir(checkpoint_id, storage_writer, planner, "save")
-    world = process_group or (_default_group("checkpoint.save") if is_initialized() else None)
-    flat = _flatten(_stateful_to_state_dict(state_dict), "", {})
-    if not isinstance(storage_writer, HuggingFaceStorageWriter):
-        _C._dcp_save(flat, path, world)
+    world = None if no_dist else (process_group or (_default_group("checkpoint.save") if is_initialized() else None))
+    try:
+        flat = _flatten(_stateful_to_state_dict(state_dict), "", {})
+    except Exception as e:  # noqa: BLE001 (the peers learn it in the save's plan exchange, then agree)
+        try:
+            _C._dcp_save({}, path, world, local_error="%s: %s" % (type(e).__name__, e))
+        except Exception:  # noqa: BLE001 (it fails by design; this rank reports its own exception)
+            pass
+        api._raise_agreed("save", e, world, _rank(world))
+    hf = isinstance(storage_writer, HuggingFaceStorageWriter)
+    staging = os.path.join(path, ".tessel_dcp") if hf else path
+    try:
+        _C._dcp_save(flat, staging, world)  # collective: every rank's shards written, then committed
+    except Exception as e:  # noqa: BLE001 (the C++ save failed on every rank at the same step)
+        api._raise_agreed("save", e, world, _rank(world))
+    if not hf:
         return
-    staging = os.path.join(path, ".tessel_dcp")
-    _C._dcp_save(flat, staging, world)  # collective: every rank's shards written, then committed
     if world is None or world.rank == 0:
         import shutil
         try:
@@ -265,16 +284,22 @@ def _release_savers():
             pass
 
 
-def _as_future(cpp_future):
+def _as_future(cpp_future, rank):
     """A concurrent.futures.Future (torch's async_save returns one): a thread waits for the C++ future
-    (the GIL released) and sets its result or exception."""
+    (the GIL released) and sets its result or exception (a save's failure as CheckpointException naming
+    this rank's own failure, or the peer whose failure failed the save: no exchange from that thread)."""
     import concurrent.futures
     future = concurrent.futures.Future()
 
     def wait():
         try:
             future.set_result(cpp_future.result())
-        except BaseException as e:  # noqa: BLE001 (handed to the caller through the future)
+        except Exception as e:  # noqa: BLE001 (handed to the caller through the future)
+            try:
+                api._raise_agreed("async_save", e, None, rank)
+            except BaseException as agreed:  # noqa: BLE001
+                future.set_exception(agreed)
+        except BaseException as e:  # noqa: BLE001
             future.set_exception(e)
 
     threading.Thread(target=wait, name="tessel-async-save-wait", daemon=True).start()
@@ -300,13 +325,27 @@ def async_save(state_dict, *, checkpoint_id=None, storage_writer=None, planner=N
     saver = cache.get(id(world))
     if saver is None:
         saver = cache[id(world)] = (world, _C._AsyncSaver(world))
-    return _as_future(saver[1].save(_flatten(_stateful_to_state_dict(state_dict), "", {}), path))
+    try:
+        cpp_future = saver[1].save(_flatten(_stateful_to_state_dict(state_dict), "", {}), path)
+    except Exception as e:  # noqa: BLE001 (planning failed: through the future, as torch's planning in its thread)
+        import concurrent.futures
+        future = concurrent.futures.Future()
+        try:
+            api._raise_agreed("async_save", e, None, _rank(world))
+        except BaseException as agreed:  # noqa: BLE001
+            future.set_exception(agreed)
+        return future
+    return _as_future(cpp_future, _rank(world))
 
 
-def load(state_dict, *, checkpoint_id=None, storage_reader=None, planner=None, process_group=None, strict=True):
+def load(state_dict, *, checkpoint_id=None, storage_reader=None, planner=None, process_group=None, strict=True,
+         no_dist=False):
     """Fills state_dict in place from the checkpoint (its other keys are ignored, as in DCP); strict=False
     also tolerates keys the checkpoint lacks. Returns a dict with missing_keys, unexpected_keys (the
-    checkpoint's keys not in state_dict) and bytes_read."""
+    checkpoint's keys not in state_dict) and bytes_read. Collective over process_group (default: the
+    default group when initialized; no_dist=True: this rank alone, as torch's): a failure on any rank (a
+    key the checkpoint lacks, a shape mismatch, a damaged file) raises CheckpointException on every rank,
+    naming each failing rank's exception, so no rank goes on with a model its peers did not load."""
     from .format_utils import BroadcastingTorchSaveReader
     broadcast = isinstance(storage_reader, BroadcastingTorchSaveReader)
     if broadcast:
@@ -320,10 +359,21 @@ def load(state_dict, *, checkpoint_id=None, storage_reader=None, planner=None, p
     else:
         path = _dir(checkpoint_id, storage_reader, planner, "load")
     strict = strict and not getattr(planner, "allow_partial_load", False)
+    world = None if no_dist else (process_group or (_default_group("checkpoint.load") if is_initialized() else None))
+    result, error = None, None
+    try:
+        result = _load_into(state_dict, path, storage_reader, broadcast, process_group, strict)
+    except Exception as e:  # noqa: BLE001 (agreed with the other ranks below)
+        error = e
+    api._raise_agreed("load", error, world, _rank(world))
+    return result
+
+
+def _load_into(state_dict, path, storage_reader, broadcast, process_group, strict):
+    """load's work on this rank (load checked the arguments)."""
     if any(_is_stateful(v) for v in state_dict.values()):  # load into their state_dict()s, then hand them back
         converted = _stateful_to_state_dict(state_dict)
-        result = load(converted, checkpoint_id=path, storage_reader=storage_reader, planner=planner,
-                      process_group=process_group, strict=strict)
+        result = _load_into(converted, path, storage_reader, broadcast, process_group, strict)
         for k, v in state_dict.items():
             if _is_stateful(v):
                 v.load_state_dict(converted[k])

@@ -1,0 +1,80 @@
+"""torch.distributed.checkpoint.api: CheckpointException, what save and load raise on every rank when
+any rank failed (torch's type, interface and text)."""
+import re
+import traceback
+
+__all__ = ["CheckpointException"]
+
+
+class CheckpointException(BaseException):
+    """Raised on every rank when save or load failed on one or more ranks. `failures` maps each failing
+    rank (of the process group) to (its exception, its traceback as a traceback.StackSummary). A
+    BaseException, as torch's: `except Exception` does not catch it."""
+
+    def __init__(self, msg, failures):
+        super().__init__(msg, failures)
+        self._failures = failures
+
+    @property
+    def failures(self):
+        """Failing rank -> (exception, traceback.StackSummary)."""
+        return self._failures
+
+    def __str__(self):
+        out = "CheckpointException ranks:%s\n" % (self._failures.keys(),)
+        for rank, (exc, trace) in self._failures.items():
+            out += "Traceback (most recent call last): (RANK %d)\n" % rank
+            if trace is not None:
+                out += "".join(traceback.format_list(trace))
+            out += "".join(traceback.format_exception_only(type(exc), exc))
+        return out
+
+
+def _wrap_exception(exc):
+    """(exc, its StackSummary), picklable: frames keep no code objects (torch strips them too)."""
+    summary = traceback.extract_tb(exc.__traceback__)
+    for frame in summary:
+        if hasattr(frame, "_code"):
+            object.__setattr__(frame, "_code", None)
+    return exc, summary
+
+
+# A rank that did not fail itself gets this from the C++ save (checkpoint/internal/save_engine.cc), naming
+# the first rank that did.
+_PEER_FAILED = re.compile(r"^checkpoint save: rank (\d+) failed while .*\(this is rank (\d+);", re.S)
+
+
+def _peer_echo(error):
+    """The failing peer's rank when `error` only reports that a peer's save failed, else None."""
+    m = _PEER_FAILED.match(str(error.args[0]) if error.args else str(error))
+    return int(m.group(1)) if m and m.group(1) != m.group(2) else None
+
+
+def _raise_agreed(step, error, world, rank):
+    """Raises CheckpointException on every rank of `world` when any rank's `step` failed (`error`: this
+    rank's exception or None; every rank calls this). The ranks exchange their own failures, so each
+    names all failing ranks; when the exchange itself fails (the group is broken or a peer is gone), a
+    rank names what it knows."""
+    own = None if error is None or _peer_echo(error) is not None else error
+    failures = None
+    if world is not None and world.size > 1:
+        from ... import distributed as dist
+        mine = None
+        if own is not None:
+            mine = _wrap_exception(own)
+            try:
+                import pickle
+                pickle.dumps(mine)
+            except Exception:  # noqa: BLE001 (an exception that does not pickle travels as its text)
+                mine = (RuntimeError("%s: %s" % (type(own).__name__, own)), mine[1])
+        gathered = [None] * world.size
+        try:
+            dist.all_gather_object(gathered, mine, group=world)
+            failures = {r: f for r, f in enumerate(gathered) if f is not None}
+        except Exception:  # noqa: BLE001 (the group failed too: report this rank's view below)
+            failures = None
+    if failures is None and error is not None:
+        peer = _peer_echo(error)
+        failures = {rank if peer is None else peer: _wrap_exception(error)}
+    if failures:
+        raise CheckpointException(step, failures) from error

@@ -1,0 +1,142 @@
+"""dcp.save / dcp.load failures raise torch's CheckpointException on every rank of the process group,
+naming each failing rank's own exception (torch 2.15: a key missing on rank 1 fails both ranks with
+failures {1: (RuntimeError "Missing key ...", StackSummary)}): no rank goes on with state its peers did not
+save or load, and no rank waits for a peer that failed before the exchange."""
+import os
+import time
+import traceback
+
+import numpy as np
+import pytest
+
+import tessel
+import tessel.distributed as dist
+import tessel.distributed.checkpoint as dcp
+from tessel.distributed.checkpoint import CheckpointException
+
+
+def _failure(exc, rank):
+    """(exception, StackSummary) of `rank` in a CheckpointException."""
+    got, summary = exc.failures[rank]
+    assert isinstance(summary, traceback.StackSummary)
+    return got
+
+
+def test_is_torchs_base_exception_with_failures_and_text():
+    assert issubclass(CheckpointException, BaseException) and not issubclass(CheckpointException, Exception)
+    try:
+        raise KeyError("k")
+    except KeyError as e:
+        failure = (e, traceback.extract_tb(e.__traceback__))
+    exc = CheckpointException("load", {3: failure})
+    assert exc.failures == {3: failure}
+    text = str(exc)
+    assert text.startswith("CheckpointException ranks:dict_keys([3])\nTraceback (most recent call last): (RANK 3)\n")
+    assert text.endswith("KeyError: 'k'\n")
+    assert dcp.api.CheckpointException is CheckpointException
+
+
+def test_load_missing_a_key_on_one_rank_fails_every_rank(tmp_path):
+    ckpt = str(tmp_path / "ck")
+    seen = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        dcp.save({"w": tessel.arange(4.0), "b": tessel.zeros(2)}, checkpoint_id=ckpt)
+        want = {"w": tessel.zeros(4)}
+        if world.rank == 1:
+            want["missing"] = tessel.zeros(3)
+        with pytest.raises(CheckpointException) as info:
+            dcp.load(want, checkpoint_id=ckpt)
+        seen[world.rank] = info.value.failures
+        # no_dist: this rank alone, no exchange (rank 0 loads while rank 1 does not call load at all)
+        if world.rank == 0:
+            back = {"w": tessel.zeros(4)}
+            dcp.load(back, checkpoint_id=ckpt, no_dist=True)
+            np.testing.assert_array_equal(back["w"].numpy(), np.arange(4.0))
+        dist.barrier()
+        dist.destroy_process_group()
+
+    tessel.run_ranks(2, rank_fn)
+    for r in range(2):
+        assert sorted(seen[r]) == [1], seen[r]
+        err, _ = seen[r][1]
+        assert isinstance(err, KeyError) and "1 missing ['missing']" in str(err), err
+
+
+def test_load_without_a_process_group_raises_it_for_rank_zero(tmp_path):
+    ckpt = str(tmp_path / "ck")
+    dcp.save({"w": tessel.ones(4)}, checkpoint_id=ckpt)
+    with pytest.raises(CheckpointException) as info:
+        dcp.load({"w": tessel.zeros(5)}, checkpoint_id=ckpt)
+    err = _failure(info.value, 0)
+    assert isinstance(err, ValueError) and "1 mismatched [w: checkpoint float32 [4]" in str(err), err
+    with pytest.raises(CheckpointException) as info:
+        dcp.load({"w": tessel.zeros(4)}, checkpoint_id=str(tmp_path / "absent"))
+    assert isinstance(_failure(info.value, 0), FileNotFoundError)
+
+
+class _Broken:
+    """A Stateful whose state_dict() fails (on one rank)."""
+
+    def state_dict(self):
+        raise ValueError("boom on this rank")
+
+    def load_state_dict(self, sd):
+        pass
+
+
+def test_save_whose_stateful_fails_on_one_rank_fails_every_rank_at_once_and_keeps_the_old_checkpoint(tmp_path):
+    ckpt = str(tmp_path / "ck")
+    seen, seconds = {}, {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        dcp.save({"w": tessel.arange(4.0)}, checkpoint_id=ckpt)
+        state = {"w": tessel.ones(4), "app": _Broken() if world.rank == 1 else {"step": 3}}
+        start = time.monotonic()
+        with pytest.raises(CheckpointException) as info:
+            dcp.save(state, checkpoint_id=ckpt)
+        seconds[world.rank] = time.monotonic() - start
+        seen[world.rank] = info.value.failures
+        dist.barrier()
+        dist.destroy_process_group()
+
+    tessel.run_ranks(2, rank_fn)
+    for r in range(2):
+        assert seconds[r] < 10, seconds  # the peer learned it in the plan exchange, not at the timeout
+        assert sorted(seen[r]) == [1], seen[r]
+        err, _ = seen[r][1]
+        assert isinstance(err, ValueError) and str(err) == "boom on this rank", err
+    back = {"w": tessel.zeros(4)}
+    dcp.load(back, checkpoint_id=ckpt)
+    np.testing.assert_array_equal(back["w"].numpy(), np.arange(4.0))
+
+
+def test_save_that_fails_in_planning_on_every_rank_names_every_rank(tmp_path):
+    # The ranks disagree on w's dtype: the global plan fails alike on both (each its own failure).
+    def rank_fn(world):
+        dist.init_process_group()
+        w = tessel.ones(4) if world.rank == 0 else tessel.ones(4, dtype=tessel.float64)
+        with pytest.raises(CheckpointException) as info:
+            dcp.save({"w": w}, checkpoint_id=str(tmp_path / "ck"))
+        assert sorted(info.value.failures) == [0, 1], info.value.failures
+        for r in range(2):
+            assert "'w'" in str(_failure(info.value, r)), info.value
+        dist.destroy_process_group()
+
+    tessel.run_ranks(2, rank_fn)
+    assert not os.path.exists(tmp_path / "ck" / "metadata.json")
+
+
+def test_async_save_failure_is_a_checkpoint_exception_from_the_future(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    future = dcp.async_save({"w": tessel.ones(2)}, checkpoint_id=str(blocker / "ck"))
+    exc = future.exception(timeout=60)
+    assert isinstance(exc, CheckpointException) and sorted(exc.failures) == [0], exc
+
+
+if __name__ == "__main__":
+    import sys
+    sys.exit(pytest.main([__file__, "-q"]))
