@@ -467,6 +467,9 @@ void BindFsdp(py::module_& m) {
       .def("set_modules_to_backward_prefetch", &F::SetModulesToBackwardPrefetch, py::arg("modules"))
       .def("set_gradient_divide_factor", &F::SetGradientDivideFactor, py::arg("factor"))
       .def("set_force_sum_reduction_for_comms", &F::SetForceSumReductionForComms, py::arg("enable"))
+      .def("set_separate_reduce_scatter_group", [](const F& f, bool enable, bool recurse) {
+        NoGil([&] { f.SetSeparateReduceScatterGroup(enable, recurse); });  // collective the first time
+      }, py::arg("enable") = true, py::arg("recurse") = true)
       .def("set_unshard_in_backward", &F::SetUnshardInBackward, py::arg("unshard_in_backward"))
       .def("set_is_last_backward", &F::SetIsLastBackward, py::arg("is_last_backward"))
       .def("set_manual_backward_finalization", &F::SetManualBackwardFinalization, py::arg("enabled"))

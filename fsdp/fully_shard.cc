@@ -3,6 +3,7 @@
 #include "fsdp/fully_shard.h"
 
 #include <algorithm>
+#include <numeric>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -459,6 +460,25 @@ void FSDPModule::SetGradientDivideFactor(double factor) const {
 
 void FSDPModule::SetForceSumReductionForComms(bool enable) const {
   if (ParamGroup* g = state_->group()) g->force_sum_reduction = enable;
+}
+
+void FSDPModule::SetSeparateReduceScatterGroup(bool enable, bool recurse) const {
+  for (nn::Module* m : SelectedStates(*this, recurse)) {
+    ParamGroup* g = FsdpState::Of(*m)->group();
+    if (g == nullptr) continue;
+    if (!enable) {
+      g->reduce_scatter_group = nullptr;
+      continue;
+    }
+    const comm::ProcessGroupPtr& shard = g->mesh_info().shard_group();
+    g->reduce_scatter_group = shard->CachedSubgroup("fully_shard.reduce_scatter", [&] {
+      std::vector<int> ranks(static_cast<size_t>(shard->size()));
+      std::iota(ranks.begin(), ranks.end(), 0);
+      comm::ProcessGroupPtr own = shard->NewGroup(ranks);
+      own->set_name(shard->name() + ".reduce_scatter");
+      return own;
+    });
+  }
 }
 
 void FSDPModule::SetManualBackwardFinalization(bool enabled) const { state_->SetManualBackwardFinalization(enabled); }

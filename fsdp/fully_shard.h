@@ -142,6 +142,13 @@ class FSDPModule {
   // else by the number of ranks reduced over) instead of kAvg or a pre-divided kSum (PyTorch's
   // set_force_sum_reduction_for_comms). This module's group only.
   void SetForceSumReductionForComms(bool enable) const;
+  // With true, gradients are reduce-scattered on a process group of their own over the same ranks as the
+  // shard axis (PyTorch's set_separate_reduce_scatter_group), "<shard group>.reduce_scatter", made once per
+  // shard group and shared by every module sharded over it, so a reduce-scatter and the next group's
+  // all-gather each run on their group's comm thread instead of one after the other on one. Collective the
+  // first time for each shard group (every rank calls it in the same order); call it between iterations.
+  // False goes back to the shard group.
+  void SetSeparateReduceScatterGroup(bool enable, bool recurse = true) const;
   // With false, backward does not all-gather this module's group, neither in its pre-backward nor as a
   // prefetch target (PyTorch's set_unshard_in_backward): saves an all-gather per backward for modules whose
   // backward reads none of their parameters, e.g. an embedding (its weight's gradient needs only the

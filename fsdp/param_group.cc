@@ -173,7 +173,8 @@ bool ParamGroup::ReducesAcrossRanks() const {
 
 ReduceSpec ParamGroup::MakeReduceSpec() {
   ReduceSpec spec{.dtype = reduce_dtype_, .divide_factor = gradient_divide_factor,
-                  .shard_group = mesh_info_.shard_group(), .replicate_group = nullptr,
+                  .shard_group = reduce_scatter_group ? reduce_scatter_group : mesh_info_.shard_group(),
+                  .replicate_group = nullptr,
                   .force_sum = force_sum_reduction, .hook = &all_reduce_hook};
   if (mesh_info_.is_hsdp()) {
     spec.replicate_group = mesh_info_.replicate_group();

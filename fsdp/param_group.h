@@ -145,6 +145,9 @@ class ParamGroup {
   // ReduceOp::kSum on the wire for every reduction, the average (or divide factor) applied after it
   // (PyTorch's set_force_sum_reduction_for_comms), instead of kAvg / a pre-divided kSum.
   bool force_sum_reduction = false;
+  // The group gradients are reduce-scattered on (FSDPModule::SetSeparateReduceScatterGroup); null: the shard
+  // group, shared with the all-gathers.
+  comm::ProcessGroupPtr reduce_scatter_group;
   // Called with the group's reduced gradient block (this rank's shard of every parameter, padding
   // included, reduce dtype) after the reduce-scatter and the HSDP all-reduce, before the view-out into
   // .grad; may change it in place (PyTorch's set_all_reduce_hook). Null: none.

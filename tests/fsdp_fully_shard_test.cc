@@ -587,6 +587,51 @@ TEST(FullyShardTest, ForceSumReductionSendsSumsAndDividesAfterwards) {
   }
 }
 
+// PyTorch's set_separate_reduce_scatter_group: backward's reduce-scatters move to "dp.reduce_scatter" (one
+// group for every module sharded over "dp"), the all-gathers stay on "dp", and the gradients are the default
+// run's bit for bit; under HSDP the all-reduces stay on the replicate axis. Turning it off moves them back.
+TEST(FullyShardTest, SeparateReduceScatterGroupTakesTheReduceScattersOnly) {
+  const nn::GPTConfig cfg = TinyGpt();
+  for (const bool hsdp : {false, true}) {
+    SCOPED_TRACE(hsdp);
+    std::vector<int64_t> shape = hsdp ? std::vector<int64_t>{2, 2} : std::vector<int64_t>{4};
+    std::vector<std::string> names = hsdp ? std::vector<std::string>{"replicate", "shard"}
+                                          : std::vector<std::string>{"dp"};
+    RunMesh(4, shape, names, [&](comm::ProcessGroupPtr world, const dtensor::DeviceMesh& mesh) {
+      std::map<std::string, std::vector<double>> grads[2];
+      for (const bool separate : {false, true}) {
+        Generator gen(7);
+        nn::GPT gpt(cfg, gen);
+        WrapGpt(gpt, mesh);
+        FSDPModule root = *AsFSDPModule(gpt);
+        if (separate) {
+          root.SetSeparateReduceScatterGroup(true);
+          root.SetSeparateReduceScatterGroup(true);  // again: the group is made once
+        }
+        const std::string shard = hsdp ? "shard" : "dp";
+        comm::CommTracer fwd;
+        Tensor loss = LocalLoss(gpt, cfg, 0, world->rank(), 4);
+        EXPECT_EQ(fwd.Count(CollectiveKind::kAllGather, shard), 3) << fwd.Summary();
+        comm::CommTracer bwd;
+        Backward(loss);
+        const std::string rs_group = separate ? shard + ".reduce_scatter" : shard;
+        EXPECT_EQ(bwd.Count(CollectiveKind::kReduceScatter, rs_group), 3) << bwd.Summary();
+        EXPECT_EQ(bwd.Count(CollectiveKind::kReduceScatter), 3) << bwd.Summary();
+        EXPECT_EQ(bwd.Count(CollectiveKind::kAllGather, shard), 2) << bwd.Summary();
+        EXPECT_EQ(bwd.Count(CollectiveKind::kAllReduce, "replicate"), hsdp ? 3 : 0) << bwd.Summary();
+        for (auto& [fqn, p] : gpt.NamedParameters()) grads[separate][fqn] = FullValues(p.grad());
+        if (separate) {
+          root.SetSeparateReduceScatterGroup(false);
+          comm::CommTracer again;
+          Backward(LocalLoss(gpt, cfg, 1, world->rank(), 4));
+          EXPECT_EQ(again.Count(CollectiveKind::kReduceScatter, shard), 3) << again.Summary();
+        }
+      }
+      EXPECT_EQ(grads[1], grads[0]);
+    });
+  }
+}
+
 // PyTorch's set_all_reduce_hook under HSDP: each group's hook sees its reduced block after the replicate
 // all-reduce (what it adds reaches .grad as is, not averaged over the replicas) and before the view-out;
 // a backward that only accumulates (set_requires_all_reduce(false)) does not call it.

@@ -956,6 +956,37 @@ def test_hsdp_set_requires_all_reduce_false_accumulates_reduce_scatters_until_th
             np.testing.assert_allclose(grads[n], w, rtol=1e-5, atol=1e-6, err_msg=n)
 
 
+def test_set_separate_reduce_scatter_group_moves_only_the_reduce_scatters_and_keeps_the_gradients():
+    # torch's set_separate_reduce_scatter_group: the reduce-scatter runs on its own group over the shard
+    # ranks (one for every module sharded over "dp"); the all-gathers stay; gradients equal one rank's.
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((8, 4)).astype(np.float32)
+    tessel.manual_seed(2)
+    ref = nn.Sequential(nn.Linear(4, 6), nn.Linear(6, 4))
+    ref(tessel.tensor(x)).pow(2).mean().backward()
+    want = {n: p.grad.numpy() for n, p in ref.named_parameters()}
+    got = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        mesh = init_device_mesh("cpu", (2,), mesh_dim_names=("dp",))
+        tessel.manual_seed(2)
+        net = nn.Sequential(nn.Linear(4, 6), nn.Linear(6, 4))
+        fully_shard(net[0], mesh=mesh)
+        fully_shard(net, mesh=mesh)
+        net.set_separate_reduce_scatter_group()
+        with tessel.CommTracer() as t:
+            net(tessel.tensor(x[world.rank * 4:(world.rank + 1) * 4])).pow(2).mean().backward()
+        got[world.rank] = (t.summary(), {n: p.grad.full_tensor().numpy() for n, p in net.named_parameters()})
+        dist.destroy_process_group()
+
+    tessel.run_ranks(2, rank_fn)
+    for summary, grads in got.values():
+        assert summary == "all_gather(dp) x3, reduce_scatter(dp.reduce_scatter) x2", summary
+        for n, w in want.items():
+            np.testing.assert_allclose(grads[n], w, rtol=1e-5, atol=1e-6, err_msg=n)
+
+
 def test_clip_grad_norm_of_other_orders_follows_torchs_formula():
     def grads():
         a = tessel.tensor([[3.0, -4.0], [1.0, 0.5]])

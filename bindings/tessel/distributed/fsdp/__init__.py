@@ -111,6 +111,13 @@ class FSDPModule:
         """True: gradient reductions send SUM (not AVG or a pre-divided SUM) and divide afterwards."""
         _state(self).set_force_sum_reduction_for_comms(enable)
 
+    def set_separate_reduce_scatter_group(self, enable=True, *, recurse=True):
+        """True: gradients are reduce-scattered on a process group of their own over the shard ranks (one per
+        shard group, shared), so a reduce-scatter and the next all-gather no longer queue behind each other
+        on one group (torch's; collective the first time for each shard group: call it alike on every rank).
+        False: back to the shard group."""
+        _state(self).set_separate_reduce_scatter_group(enable, recurse)
+
     def set_unshard_in_backward(self, unshard_in_backward):
         """False: backward does not all-gather this module's parameters (for modules whose backward reads none
         of them, e.g. an embedding); a backward that does read one raises RuntimeError (freed bytes)."""
