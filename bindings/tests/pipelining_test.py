@@ -298,6 +298,13 @@ def test_bad_schedules_and_actions_raise_value_errors_with_pipelinings_message()
             pp.Schedule1F1B([pp.PipelineStage(parts[world.rank], world.rank, 2)], n_microbatches=2, loss_fn=mse)
         with pytest.raises(ValueError, match="stage"):  # stage 1 does not live on rank 0 (looped placement)
             pp.Schedule1F1B(pp.PipelineStage(parts[1 - world.rank], 1 - world.rank, 2), 2, loss_fn=mse)
+        # torch's chunk specs: TensorChunkSpec(0) for every argument is what the schedules do; another dim is not.
+        from tessel.distributed.pipelining.microbatch import TensorChunkSpec
+        stage = pp.PipelineStage(parts[world.rank], world.rank, 2)
+        pp.Schedule1F1B(stage, 2, loss_fn=mse, args_chunk_spec=(TensorChunkSpec(0),),
+                        kwargs_chunk_spec={"mask": TensorChunkSpec(0)})
+        with pytest.raises(NotImplementedError, match="chunk specs other than TensorChunkSpec"):
+            pp.Schedule1F1B(stage, 2, loss_fn=mse, args_chunk_spec=(TensorChunkSpec(1),))
         dist.destroy_process_group()
 
     tessel.run_ranks(2, rank_fn)

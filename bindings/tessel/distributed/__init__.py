@@ -966,4 +966,13 @@ class _CompletedWork:
 
 
 from . import checkpoint, device_mesh, fsdp, pipelining, tensor  # noqa: E402,F401 (torch.distributed's subpackages)
+
+
+def __getattr__(name):
+    """torch.distributed.GradBucket (DDP comm hooks' bucket type, used in their annotations), from
+    tessel.nn.parallel, which imports this package (hence resolved on first use)."""
+    if name == "GradBucket":
+        from ..nn.parallel import GradBucket
+        return GradBucket
+    raise AttributeError("module %r has no attribute %r" % (__name__, name))
 from .device_mesh import DeviceMesh, init_device_mesh  # noqa: E402,F401 (torch.distributed exports them too)

@@ -24,8 +24,10 @@ import threading
 
 from ... import _C
 from .. import _default_group, is_initialized
-from . import api, metadata, state_dict, stateful  # noqa: F401
+from . import api, metadata, planner, state_dict, stateful, storage  # noqa: F401
 from .api import CheckpointException  # noqa: F401
+from .planner import LoadPlanner, SavePlanner  # noqa: F401
+from .storage import StorageReader, StorageWriter  # noqa: F401
 from .metadata import (BytesStorageMetadata, ChunkStorageMetadata, Metadata, MetadataIndex,  # noqa: F401
                        TensorProperties, TensorStorageMetadata)
 from .stateful import Stateful  # noqa: F401
@@ -107,7 +109,7 @@ class _FileSystemStorage:
         return True
 
 
-class FileSystemWriter(_FileSystemStorage):
+class FileSystemWriter(_FileSystemStorage, StorageWriter):
     """torch's dcp.FileSystemWriter: save(..., storage_writer=FileSystemWriter(path)) writes to path.
     tessel always writes one file per rank and syncs it before the commit; thread_count and the copy /
     caching knobs are accepted for source compatibility and do not change the files."""
@@ -118,7 +120,7 @@ class FileSystemWriter(_FileSystemStorage):
         self.overwrite = overwrite
 
 
-class FileSystemReader(_FileSystemStorage):
+class FileSystemReader(_FileSystemStorage, StorageReader):
     """torch's dcp.FileSystemReader: load(..., storage_reader=FileSystemReader(path)) reads path;
     read_metadata() says what the checkpoint holds (metadata.py) without loading it."""
 
@@ -126,7 +128,7 @@ class FileSystemReader(_FileSystemStorage):
         return metadata.read(self.path)
 
 
-class HuggingFaceStorageWriter(_FileSystemStorage):
+class HuggingFaceStorageWriter(_FileSystemStorage, StorageWriter):
     """torch's dcp.HuggingFaceStorageWriter: save(..., storage_writer=HuggingFaceStorageWriter(path)) writes
     path/model.safetensors, every tensor full (gathered from any layout) and named by its FQN, the
     non-tensor values in its "__metadata__"; the checkpoint is first saved in tessel's layout to
@@ -138,7 +140,7 @@ class HuggingFaceStorageWriter(_FileSystemStorage):
         super().__init__(path)
 
 
-class HuggingFaceStorageReader(_FileSystemStorage):
+class HuggingFaceStorageReader(_FileSystemStorage, StorageReader):
     """torch's dcp.HuggingFaceStorageReader: load(..., storage_reader=HuggingFaceStorageReader(path)) fills a
     state dict of any layout (each rank reads only its boxes) from path's safetensors files: those of
     model.safetensors.index.json's weight_map when there is one, else every *.safetensors file."""
@@ -174,7 +176,7 @@ def _load_safetensors(reader, flat, strict):
     return flat, {"missing_keys": sorted(missing), "unexpected_keys": sorted(unexpected), "bytes_read": read}
 
 
-class DefaultSavePlanner:
+class DefaultSavePlanner(SavePlanner):
     """torch's DefaultSavePlanner: tessel's save plan is fixed (every tensor's distinct shards written once,
     by their lowest owning rank; nested dicts flattened with '.'), which is the default planner's result;
     only its default arguments are accepted."""
@@ -186,7 +188,7 @@ class DefaultSavePlanner:
                                       "flattens nested state dicts")
 
 
-class DefaultLoadPlanner:
+class DefaultLoadPlanner(LoadPlanner):
     """torch's DefaultLoadPlanner; allow_partial_load=True tolerates keys the checkpoint lacks (strict=False)."""
 
     def __init__(self, flatten_state_dict=True, flatten_sharded_tensors=True, allow_partial_load=False):
@@ -312,7 +314,9 @@ def async_save(state_dict, *, checkpoint_id=None, storage_writer=None, planner=N
     change every tensor at once); the returned concurrent.futures.Future's result() waits for the
     committed checkpoint and raises the save's error from any rank. One save in flight per process group
     (the next waits for it). The first call on a group is collective (the saver makes its own group for
-    its background work); destroy_process_group waits for the saves and releases the savers."""
+    its background work); destroy_process_group waits for the saves and releases the savers.
+    async_checkpointer_type (AsyncCheckpointerType.THREAD or PROCESS) is accepted: tessel's background
+    writer is a native thread of this process either way, which holds no GIL while it writes."""
     if async_stager is not None:
         raise NotImplementedError("async_save: async_stager is not supported (tessel snapshots each rank's "
                                   "shards itself before returning)")
@@ -457,4 +461,4 @@ def load_state_dict(state_dict, storage_reader, process_group=None, coordinator_
     return load(state_dict, storage_reader=storage_reader, planner=planner, process_group=process_group)
 
 
-from . import state_dict_loader, state_dict_saver  # noqa: E402,F401 (torch's module names for save / load)
+from . import default_planner, filesystem, state_dict_loader, state_dict_saver  # noqa: E402,F401 (torch's modules)

@@ -93,6 +93,17 @@ def _split_kwarg(value, n):
     return [value] * n
 
 
+def _splits_dim0(spec):
+    """Whether a chunk spec asks for what the schedules do: every tensor split along dim 0 (None: the
+    default, or TensorChunkSpec(0) for each argument)."""
+    from .microbatch import TensorChunkSpec
+    from ...utils._pytree import tree_flatten
+    if spec is None:
+        return True
+    leaves, _ = tree_flatten(spec, is_leaf=lambda s: isinstance(s, TensorChunkSpec))
+    return all(s == TensorChunkSpec(0) for s in leaves)
+
+
 class _PipelineSchedule:
     _name = None            # pipelining's schedule name (schedules.h)
     _single_stage = False   # torch's PipelineScheduleSingle takes one stage, the Multi ones a list
@@ -100,9 +111,10 @@ class _PipelineSchedule:
     def __init__(self, stages, n_microbatches, loss_fn=None, args_chunk_spec=None, kwargs_chunk_spec=None,
                  output_merge_spec=None, scale_grads=True, **kwargs):
         cls = type(self).__name__
-        if kwargs or args_chunk_spec is not None or kwargs_chunk_spec is not None or output_merge_spec is not None:
-            raise NotImplementedError("%s: chunk specs and %s are not supported (microbatches split dim 0)"
-                                      % (cls, sorted(kwargs) or "output_merge_spec"))
+        if kwargs or not _splits_dim0(args_chunk_spec) or not _splits_dim0(kwargs_chunk_spec) \
+                or output_merge_spec is not None:
+            raise NotImplementedError("%s: chunk specs other than TensorChunkSpec(0) and %s are not supported "
+                                      "(microbatches split dim 0)" % (cls, sorted(kwargs) or "output_merge_spec"))
         if self._single_stage:
             if not isinstance(stages, PipelineStage):
                 raise TypeError("%s takes one PipelineStage (use a multi-stage schedule for a list)" % cls)
@@ -291,3 +303,6 @@ def pipeline_gpt(config, *, seed=0, schedule="1F1B", n_microbatches=1, stages_pe
     ``step(idx, targets)`` (the loss on the last stage's rank), ``named_parameters()`` for the optimizer."""
     group = group if group is not None else _default_group("pipeline_gpt")
     return _C.pipeline_gpt(config, seed, group, schedule, int(n_microbatches), int(stages_per_rank))
+
+
+from . import microbatch, schedules, stage  # noqa: E402,F401 (torch's submodules)

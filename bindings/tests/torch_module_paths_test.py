@@ -1,0 +1,99 @@
+"""torch's module paths for the distributed pieces import from tessel's (a script ports by changing its
+imports: `from torch.distributed.checkpoint.default_planner import DefaultSavePlanner` and the like), giving
+the same objects as the packages; torch's pipelining.microbatch helpers split and merge as torch's do
+(values recorded from torch 2.15)."""
+import sys
+
+import pytest
+
+import tessel
+import tessel.distributed as dist
+import tessel.distributed.checkpoint as dcp
+from tessel.distributed import pipelining as pp
+from tessel.distributed.pipelining.microbatch import (TensorChunkSpec, _Replicate, merge_chunks,
+                                                      split_args_kwargs_into_chunks)
+
+
+def test_torchs_submodule_paths_give_the_packages_objects():
+    from tessel.distributed.checkpoint.default_planner import DefaultLoadPlanner, DefaultSavePlanner
+    from tessel.distributed.checkpoint.filesystem import FileSystemReader, FileSystemWriter
+    from tessel.distributed.checkpoint.planner import LoadPlanner, SavePlanner
+    from tessel.distributed.checkpoint.state_dict_saver import AsyncCheckpointerType
+    from tessel.distributed.checkpoint.storage import StorageReader, StorageWriter
+    from tessel.distributed.device_mesh import DeviceMesh
+    from tessel.distributed.pipelining.schedules import Schedule1F1B
+    from tessel.distributed.pipelining.stage import PipelineStage
+    from tessel.distributed.tensor.device_mesh import DeviceMesh as OldPathMesh, init_device_mesh
+    from tessel.distributed.tensor.parallel.style import ColwiseParallel, ParallelStyle
+    from tessel.distributed.tensor.parallel import ColwiseParallel as Colwise
+    from tessel.nn.parallel import GradBucket
+    assert (DefaultSavePlanner, DefaultLoadPlanner) == (dcp.DefaultSavePlanner, dcp.DefaultLoadPlanner)
+    assert (FileSystemWriter, FileSystemReader) == (dcp.FileSystemWriter, dcp.FileSystemReader)
+    assert issubclass(DefaultSavePlanner, SavePlanner) and issubclass(DefaultLoadPlanner, LoadPlanner)
+    assert (SavePlanner, LoadPlanner, StorageWriter, StorageReader) == (dcp.SavePlanner, dcp.LoadPlanner,
+                                                                        dcp.StorageWriter, dcp.StorageReader)
+    for writer in (dcp.FileSystemWriter, dcp.HuggingFaceStorageWriter):
+        assert issubclass(writer, StorageWriter)
+    for reader in (dcp.FileSystemReader, dcp.HuggingFaceStorageReader):
+        assert issubclass(reader, StorageReader)
+    assert [t.value for t in AsyncCheckpointerType] == ["thread", "process"]
+    assert PipelineStage is pp.PipelineStage and Schedule1F1B is pp.Schedule1F1B
+    assert pp.stage.PipelineStage is pp.PipelineStage and pp.microbatch.TensorChunkSpec is TensorChunkSpec
+    assert OldPathMesh is DeviceMesh and init_device_mesh is dist.init_device_mesh
+    assert ColwiseParallel is Colwise and issubclass(ColwiseParallel, ParallelStyle)
+    assert dist.GradBucket is GradBucket
+    with pytest.raises(AttributeError, match="no attribute 'NoSuchThing'"):
+        dist.NoSuchThing  # noqa: B018
+
+
+def test_async_save_takes_torchs_checkpointer_types(tmp_path):
+    from tessel.distributed.checkpoint.state_dict_saver import AsyncCheckpointerType
+    for kind in AsyncCheckpointerType:
+        future = dcp.async_save({"w": tessel.arange(3.0)}, checkpoint_id=str(tmp_path / kind.value),
+                                async_checkpointer_type=kind)
+        future.result(timeout=60)
+        back = {"w": tessel.zeros(3)}
+        dcp.load(back, checkpoint_id=str(tmp_path / kind.value))
+        assert back["w"].tolist() == [0.0, 1.0, 2.0]
+
+
+def test_split_args_kwargs_into_chunks_follows_torchs_rules():
+    x = tessel.arange(14.0).reshape(7, 2)
+    y = tessel.arange(12.0).reshape(2, 6)
+    args, kwargs = split_args_kwargs_into_chunks(
+        (x, y, 5), {"m": tessel.arange(3.0), "flag": "a"}, 3,
+        (TensorChunkSpec(0), TensorChunkSpec(1), _Replicate()), {"m": TensorChunkSpec(0), "flag": _Replicate()})
+    # torch 2.15: 7 rows in 3 chunks are 3, 2, 2 (tensor_split); y's 6 columns 2 each; 5 and "a" replicated
+    assert [a[0].tolist() for a in args] == [[[0.0, 1.0], [2.0, 3.0], [4.0, 5.0]], [[6.0, 7.0], [8.0, 9.0]],
+                                             [[10.0, 11.0], [12.0, 13.0]]]
+    assert [a[1].tolist() for a in args] == [[[0.0, 1.0], [6.0, 7.0]], [[2.0, 3.0], [8.0, 9.0]],
+                                             [[4.0, 5.0], [10.0, 11.0]]]
+    assert [a[2] for a in args] == [5, 5, 5]
+    assert [(k["m"].tolist(), k["flag"]) for k in kwargs] == [([0.0], "a"), ([1.0], "a"), ([2.0], "a")]
+    # Without specs: nested tensors split along dim 0, other values whole; no kwargs: empty dicts.
+    nested, empty = split_args_kwargs_into_chunks(([x, {"z": y}],), None, 2)
+    assert [[tuple(c[0][0].shape), tuple(c[0][1]["z"].shape)] for c in nested] == [[(4, 2), (1, 6)],
+                                                                                   [(3, 2), (1, 6)]]
+    assert empty == [{}, {}]
+    # A tensor shorter than the chunk count makes that many chunks (torch's min), kwargs included.
+    short_args, short_kwargs = split_args_kwargs_into_chunks((tessel.ones(2, 3), tessel.arange(6.0)), {"k": 1}, 3)
+    assert len(short_args) == 2 and [tuple(c[1].shape) for c in short_args] == [(3,), (3,)]
+    assert short_kwargs == [{"k": 1}, {"k": 1}]
+    with pytest.raises(ValueError, match="Unsupported chunk spec: None and value: 5 combination"):
+        split_args_kwargs_into_chunks((tessel.ones(4), 5), None, 2, (TensorChunkSpec(0), None))
+    with pytest.raises(ValueError, match=r"arguments \['a'\] but chunk specs for \[\]"):
+        split_args_kwargs_into_chunks((tessel.ones(4),), {"a": tessel.ones(4)}, 2, None, {})
+    # merge_chunks undoes the split; a leaf without a spec comes from the first chunk.
+    assert merge_chunks([c[0] for c in args], TensorChunkSpec(0)).tolist() == x.tolist()
+    assert merge_chunks([(c[0], c[1]) for c in args], (TensorChunkSpec(0), TensorChunkSpec(1)))[1].tolist() == \
+        y.tolist()
+    assert merge_chunks([[c[0][0], 7] for c in nested], [TensorChunkSpec(0), None])[1] == 7
+    with pytest.raises(TypeError, match="expected Tensor"):  # None: every leaf along dim 0, as torch
+        merge_chunks([[c[0][0], 7] for c in nested], None)
+    assert str(TensorChunkSpec(1)) == "TensorChunkSpec(1)"
+    assert TensorChunkSpec.from_tuple((0, 1)) == (TensorChunkSpec(0), TensorChunkSpec(1))
+    assert TensorChunkSpec.from_dict({"a": 2}) == {"a": TensorChunkSpec(2)}
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
