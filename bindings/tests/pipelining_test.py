@@ -116,6 +116,48 @@ def schedule_on_rank(schedule, stages_per_rank, rank):
     return parts, mine, schedule(stages[0] if stages_per_rank == 1 else stages, n_microbatches=4, loss_fn=mse)
 
 
+@pytest.mark.parametrize("name,where", [("Interleaved1F1B", [0, 1, 0, 1]), ("ZBVZeroBubble", [0, 1, 1, 0])])
+def test_schedule_runtime_runs_a_csv_schedule_placed_as_the_csv_says(tmp_path, name, where):
+    # torch's _PipelineScheduleRuntime + _load_csv: a compute-only schedule from a file (here a generated one,
+    # written in torch's CSV layout), its stage placement taken from the file, runs to one rank's gradients.
+    rng = np.random.default_rng(4)
+    x_np, y_np = rng.standard_normal((8, 8)).astype(np.float32), rng.standard_normal((8, 8)).astype(np.float32)
+    ref_loss, ref_grads = one_process(make_parts(4), x_np, y_np)
+    csv = tmp_path / ("%s.csv" % name)
+    csv.write_text(pp.dump_csv(pp.generate_schedule(name, 2, 4, 4)))
+    bad = tmp_path / "bad.csv"
+    bad.write_text(csv.read_text().replace("1F3", ""))  # stage 1 never runs microbatch 3 forward
+    got = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        parts = make_parts(4)
+        mine = [i for i in range(4) if where[i] == world.rank]
+        runtime = pp.schedules._PipelineScheduleRuntime([pp.PipelineStage(parts[i], i, 4) for i in mine],
+                                                        n_microbatches=4, loss_fn=mse)
+        with pytest.raises(RuntimeError, match="load a schedule first"):
+            runtime.step(tessel.from_numpy(x_np))
+        with pytest.raises(NotImplementedError, match="compute_comms"):
+            runtime._load_csv(str(csv), format="compute_comms")
+        with pytest.raises(ValueError, match=r"action 1[BI]3 runs before its forward 1F3"):  # with the grid
+            runtime._load_csv(str(bad))
+        runtime._load_csv(str(csv))
+        assert runtime.stage_to_rank == where
+        runtime._dump_csv(str(tmp_path / ("back%d.csv" % world.rank)))
+        x = tessel.from_numpy(x_np) if 0 in mine else None
+        loss = runtime.step(x, target=tessel.from_numpy(y_np) if 3 in mine else None)
+        got[world.rank] = (loss, {i: parts[i].fc.weight.grad.numpy() for i in mine})
+        dist.destroy_process_group()
+
+    tessel.run_ranks(2, rank_fn)
+    assert (tmp_path / "back0.csv").read_text() == csv.read_text()
+    losses = [got[r][0] for r in (0, 1) if got[r][0] is not None]
+    assert len(losses) == 1 and losses[0] == pytest.approx(ref_loss, rel=1e-5)
+    assert_stage_grads({i: g for r in (0, 1) for i, g in got[r][1].items()}, ref_grads)
+    with pytest.raises(NotImplementedError, match="defer_pp_recv=True"):
+        pp.schedules._PipelineScheduleRuntime([], 4, defer_pp_recv=True)
+
+
 @pytest.mark.parametrize("schedule,stages_per_rank", [
     (pp.ScheduleGPipe, 1), (pp.Schedule1F1B, 1), (pp.ScheduleInterleaved1F1B, 2),
     (pp.ScheduleInterleavedZeroBubble, 2), (pp.ScheduleZBVZeroBubble, 2)])

@@ -107,6 +107,7 @@ def _splits_dim0(spec):
 class _PipelineSchedule:
     _name = None            # pipelining's schedule name (schedules.h)
     _single_stage = False   # torch's PipelineScheduleSingle takes one stage, the Multi ones a list
+    _max_active_stages = 3  # FSDP: stages whose parameters may be unsharded at once (lowering.h)
 
     def __init__(self, stages, n_microbatches, loss_fn=None, args_chunk_spec=None, kwargs_chunk_spec=None,
                  output_merge_spec=None, scale_grads=True, **kwargs):
@@ -122,16 +123,27 @@ class _PipelineSchedule:
         stages = list(stages)
         if not stages or not all(isinstance(s, PipelineStage) for s in stages):
             raise TypeError("%s: stages must be PipelineStages, got %r" % (cls, stages))
+        self._stages, self._n_microbatches = stages, int(n_microbatches)
+        self._loss_fn, self._scale_grads = loss_fn, bool(scale_grads)
+        self._executor = None
+        if self._name is not None:  # the named schedule; _PipelineScheduleRuntime waits for _load_csv
+            group, n = stages[0].group, stages[0].num_stages
+            self._build(_C.generate_schedule(self._name, group.size, n, self._n_microbatches),
+                        _C.stage_to_rank_map(self._name, group.size, n))
+
+    def _build(self, compute, where):
+        """This rank's stages placed by `where` (stage -> rank) and the executor of `compute` (the
+        compute-only program, one action list per rank) lowered with its sends, receives and FSDP actions."""
+        cls, stages = type(self).__name__, self._stages
         group, n = stages[0].group, stages[0].num_stages
-        where = _C.stage_to_rank_map(self._name, group.size, n)
         self._mb_kwargs, self._current, self._loss_kwargs = [], {}, {}
         self._calls = {}
         for s in stages:
             last = s.stage_index == n - 1
             self._calls[s.stage_index] = _StageCall(s.submod, self, s.stage_index)
             s._c = _C._PipelineStage(self._calls[s.stage_index], s.stage_index, n, group,
-                                     self._with_loss_kwargs(loss_fn) if last and loss_fn is not None else None,
-                                     where)
+                                     self._with_loss_kwargs(self._loss_fn) if last and self._loss_fn is not None
+                                     else None, where)
         # PP + FSDP (torchtitan's order: fully_shard each stage's blocks and the stage module, then the
         # schedule): the schedule gathers each stage once per step (UNSHARD), keeps it gathered through its
         # microbatches, accumulates the gradients locally and reduces them once (REDUCE_GRAD).
@@ -146,13 +158,13 @@ class _PipelineSchedule:
                 root.set_reshard_after_forward(False)
                 root.set_reshard_after_backward(False)
                 root.set_requires_gradient_sync(False)
-        program = _C.lower_program(_C.generate_schedule(self._name, group.size, n, int(n_microbatches)), where,
-                                   int(n_microbatches), fsdp=sharded)
-        self._stages, self._n_microbatches = stages, int(n_microbatches)
+        program = _C.lower_program(compute, where, self._n_microbatches, fsdp=sharded,
+                                   max_active_stages=self._max_active_stages)
         # scale_grads=False (torchtitan's): each microbatch's loss backpropagated unscaled, gradients summed.
-        self._executor = _C._PipelineExecutor([s._c for s in stages], program[group.rank], int(n_microbatches),
-                                              groups if sharded else [], bool(scale_grads), self._before_forward)
+        self._executor = _C._PipelineExecutor([s._c for s in stages], program[group.rank], self._n_microbatches,
+                                              groups if sharded else [], self._scale_grads, self._before_forward)
         self.program, self.stage_to_rank = program, where
+        self.pipeline_order = dict(enumerate(compute))  # torch's attribute: rank -> its compute actions
 
     def _with_loss_kwargs(self, loss_fn):
         def loss(output, target):
@@ -229,6 +241,8 @@ class _PipelineSchedule:
         if not finalize_gradients:
             raise NotImplementedError("%s.step(finalize_gradients=False): tessel reduces the gradients at the end "
                                       "of every step" % type(self).__name__)
+        if self._executor is None:
+            raise RuntimeError("%s.step: load a schedule first (_load_csv)" % type(self).__name__)
         x, target = self._inputs("step", args, target, loss_kwargs, arg_mbs, kwarg_mbs, target_mbs, kwargs)
         if losses is None:
             return self._executor.step(x, target)
@@ -243,6 +257,8 @@ class _PipelineSchedule:
         the same microbatches and p2p as step() without any backward, under no_grad; nothing touches the
         gradients. Returns the full-batch loss on the last stage's rank (as step() here; torch returns the
         merged output), and fills `losses` there with each microbatch's loss."""
+        if self._executor is None:
+            raise RuntimeError("%s.eval: load a schedule first (_load_csv)" % type(self).__name__)
         x, target = self._inputs("eval", args, target, None, arg_mbs, kwarg_mbs, target_mbs, kwargs)
         loss, per_microbatch = self._executor.eval_with_losses(x, target)
         if losses is not None:
@@ -267,6 +283,47 @@ class PipelineScheduleSingle(_PipelineSchedule):
 
 class PipelineScheduleMulti(_PipelineSchedule):
     """torch's base of the schedules with several stages per rank."""
+
+    def _load_csv(self, filename, format="compute_only"):
+        """torch's: replaces the schedule with the one in `filename` (torch's CSV: one row of compute actions
+        such as 0F0, 1B0, 0I1, 0W1 per rank), checked (every stage runs every microbatch forward and backward
+        in an order the ranks can run) and lowered with its sends, receives and FSDP actions; the stage ->
+        rank placement is the one the CSV implies. Collective in effect: load the same file on every rank."""
+        if format != "compute_only":
+            raise NotImplementedError("%s._load_csv(format=%r): tessel loads compute-only schedules and adds the "
+                                      "communication itself" % (type(self).__name__, format))
+        with open(filename) as f:
+            compute = _C.parse_csv(f.read())
+        stages = self._stages
+        group, n = stages[0].group, stages[0].num_stages
+        if len(compute) != group.size:
+            raise ValueError("%s._load_csv: %s has %d rows for %d ranks" % (type(self).__name__, filename,
+                                                                           len(compute), group.size))
+        where = _C.verify_compute_program(compute, n, self._n_microbatches)
+        self._build(compute, list(where))
+
+    def _dump_csv(self, filename):
+        """torch's: writes the compute-only schedule (one row per rank) in the layout _load_csv reads."""
+        with open(filename, "w") as f:
+            f.write(_C.dump_csv([self.pipeline_order[r] for r in sorted(self.pipeline_order)]))
+
+
+class _PipelineScheduleRuntime(PipelineScheduleMulti):
+    """torch's runtime for a schedule given as data: build it with the stages, then _load_csv a compute-only
+    schedule (tessel adds the sends, receives and FSDP actions, as torch's lowering passes do).
+    max_active_stages bounds the stages whose parameters FSDP keeps unsharded at once; torch's other
+    runtime knobs are accepted at their defaults."""
+
+    def __init__(self, *args, **kwargs):
+        self._max_active_stages = int(kwargs.pop("max_active_stages", 3))
+        defaults = {"defer_pp_recv": False, "unshard_lookahead": "full", "defer_reduce_grad_wait": False,
+                    "max_outstanding_sends": None}
+        for key, default in defaults.items():
+            value = kwargs.pop(key, default)
+            if value != default:
+                raise NotImplementedError("_PipelineScheduleRuntime(%s=%r): only the default (%r) is supported"
+                                          % (key, value, default))
+        super().__init__(*args, **kwargs)
 
 
 def _schedule(name, torch_name, single):
