@@ -57,6 +57,51 @@ def test_async_save_takes_torchs_checkpointer_types(tmp_path):
         assert back["w"].tolist() == [0.0, 1.0, 2.0]
 
 
+def test_async_save_with_torchs_stagers_returns_what_torchs_returns(tmp_path):
+    # torch 2.15 on the CPU: DefaultStager(StagingOptions(False, False, True, False)) -> AsyncSaveResponse
+    # (staging_completion None, upload_completion the save); use_async_staging=False -> a Future; the default
+    # options (non-blocking copy) -> AssertionError without an accelerator.
+    import concurrent.futures
+    from tessel.distributed.checkpoint.staging import AsyncStager, DefaultStager, StagingOptions
+    from tessel.distributed.checkpoint.state_dict_saver import AsyncSaveResponse
+    with pytest.raises(AssertionError, match="Non-blocking copy requires that the current accelerator"):
+        DefaultStager(StagingOptions())
+    w = tessel.arange(3.0)
+    stager = DefaultStager(StagingOptions(False, False, True, False))
+    response = dcp.async_save({"w": w}, checkpoint_id=str(tmp_path / "a"), async_stager=stager)
+    assert isinstance(response, AsyncSaveResponse)
+    assert response.staging_completion.result(timeout=60) is None
+    response.upload_completion.result(timeout=60)
+    staged = stager.stage({"w": w, "n": {"step": 3}})
+    assert isinstance(staged, concurrent.futures.Future)
+    copy = staged.result(timeout=60)
+    w.add_(1.0)  # the staged copy does not see later updates
+    assert copy["w"].tolist() == [0.0, 1.0, 2.0] and copy["n"] == {"step": 3}
+    stager.close()
+    blocking = DefaultStager(StagingOptions(False, False, False, False))
+    future = dcp.async_save({"w": w}, checkpoint_id=str(tmp_path / "b"), async_stager=blocking)
+    assert isinstance(future, concurrent.futures.Future)
+    future.result(timeout=60)
+
+    class Halving(AsyncStager):  # a stager of the user's: its copy is what is saved
+        def __init__(self):
+            self.synced = False
+
+        def stage(self, state_dict):
+            return {k: v / 2 for k, v in state_dict.items()}
+
+        def synchronize_staging(self):
+            self.synced = True
+
+    mine = Halving()
+    dcp.async_save({"w": w}, checkpoint_id=str(tmp_path / "c"), async_stager=mine).result(timeout=60)
+    back = {"w": tessel.zeros(3)}
+    dcp.load(back, checkpoint_id=str(tmp_path / "c"))
+    assert back["w"].tolist() == [0.5, 1.0, 1.5] and mine.synced
+    with pytest.raises(TypeError, match="must be an AsyncStager"):
+        dcp.async_save({"w": w}, checkpoint_id=str(tmp_path / "d"), async_stager=object())
+
+
 def test_split_args_kwargs_into_chunks_follows_torchs_rules():
     x = tessel.arange(14.0).reshape(7, 2)
     y = tessel.arange(12.0).reshape(2, 6)

@@ -18,6 +18,7 @@ loaded back through its load_state_dict(), as torch's DCP does.
     load({"model": model_sd, "optim": optim_sd}, checkpoint_id="/tmp/ckpt")
     set_state_dict(model, opt, model_state_dict=model_sd, optim_state_dict=optim_sd)
 """
+import concurrent.futures
 import os
 import pickle
 import threading
@@ -290,7 +291,6 @@ def _as_future(cpp_future, rank):
     """A concurrent.futures.Future (torch's async_save returns one): a thread waits for the C++ future
     (the GIL released) and sets its result or exception (a save's failure as CheckpointException naming
     this rank's own failure, or the peer whose failure failed the save: no exchange from that thread)."""
-    import concurrent.futures
     future = concurrent.futures.Future()
 
     def wait():
@@ -316,10 +316,33 @@ def async_save(state_dict, *, checkpoint_id=None, storage_writer=None, planner=N
     (the next waits for it). The first call on a group is collective (the saver makes its own group for
     its background work); destroy_process_group waits for the saves and releases the savers.
     async_checkpointer_type (AsyncCheckpointerType.THREAD or PROCESS) is accepted: tessel's background
-    writer is a native thread of this process either way, which holds no GIL while it writes."""
-    if async_stager is not None:
-        raise NotImplementedError("async_save: async_stager is not supported (tessel snapshots each rank's "
-                                  "shards itself before returning)")
+    writer is a native thread of this process either way, which holds no GIL while it writes.
+    async_stager (staging.py): a DefaultStager adds no copy (the snapshot is the staging) and, with
+    use_async_staging, makes the result an AsyncSaveResponse, as torch's; another AsyncStager's copy is
+    what gets saved."""
+    from .staging import AsyncStager, DefaultStager
+    if async_stager is not None and not isinstance(async_stager, AsyncStager):
+        raise TypeError("async_save: async_stager must be an AsyncStager, got %s" % type(async_stager).__name__)
+    staging = None  # a Future of the stager's copy, when its stage() is asynchronous
+    if async_stager is not None and not isinstance(async_stager, DefaultStager):
+        staged = async_stager.stage(_stateful_to_state_dict(state_dict))  # its training-safe copy is saved
+        if isinstance(staged, concurrent.futures.Future):
+            staging, staged = staged, staged.result()
+        state_dict = staged
+        if async_stager.should_synchronize_after_execute:
+            async_stager.synchronize_staging()
+    elif async_stager is not None and async_stager._config.use_async_staging:
+        staging = concurrent.futures.Future()  # tessel's own snapshot below is the staging
+    future = _async_save(state_dict, checkpoint_id, storage_writer, planner, process_group, no_dist)
+    if staging is None:
+        return future
+    from .state_dict_saver import AsyncSaveResponse
+    done = concurrent.futures.Future()
+    done.set_result(None)  # staged: async_save returns after the snapshot (and the stager's copy)
+    return AsyncSaveResponse(staging_completion=done, upload_completion=future)
+
+
+def _async_save(state_dict, checkpoint_id, storage_writer, planner, process_group, no_dist):
     path = _dir(checkpoint_id, storage_writer, planner, "save")
     world = None if no_dist else (process_group or (_default_group("checkpoint.async_save")
                                                     if is_initialized() else None))
@@ -332,7 +355,6 @@ def async_save(state_dict, *, checkpoint_id=None, storage_writer=None, planner=N
     try:
         cpp_future = saver[1].save(_flatten(_stateful_to_state_dict(state_dict), "", {}), path)
     except Exception as e:  # noqa: BLE001 (planning failed: through the future, as torch's planning in its thread)
-        import concurrent.futures
         future = concurrent.futures.Future()
         try:
             api._raise_agreed("async_save", e, None, _rank(world))
@@ -461,4 +483,4 @@ def load_state_dict(state_dict, storage_reader, process_group=None, coordinator_
     return load(state_dict, storage_reader=storage_reader, planner=planner, process_group=process_group)
 
 
-from . import default_planner, filesystem, state_dict_loader, state_dict_saver  # noqa: E402,F401 (torch's modules)
+from . import default_planner, filesystem, staging, state_dict_loader, state_dict_saver  # noqa: E402,F401 (torch's)
