@@ -49,9 +49,10 @@ TEST(PipelineGlooTest, ZBVZeroBubbleTrainsToTheOneRankRun) { TrainAndCompare(Sch
 
 // 2 processes, 1F1B with 4 microbatches: stage 1 fails in the forward of microbatch 1 and its process catches
 // the error and steps again (microbatch 0 finished, so the step starts), while rank 0 is still inside the
-// first step. Rank 0's p2p queue waits for microbatch 1's input gradient, rank 1's for microbatch 0's input
-// of the new step, which rank 0 sends only after that gradient: the monitors find the cycle through the
-// store and both raise kAborted naming both receives, well before the 30 s timeout.
+// first step. Rank 0's p2p queue waits in a batch (a later microbatch's activation to send, microbatch 1's
+// input gradient to receive), rank 1's for microbatch 0's input of the new step, which rank 0 sends only
+// after that batch: the monitors find the cycle through the store and both raise kAborted naming it, well
+// before the 30 s timeout.
 TEST(PipelineGlooTest, RetryingAStepOnOneProcessAfterAnErrorIsADeadlockOnBoth) {
   if (World()->size() != 2) GTEST_SKIP() << "written for 2 ranks";
   comm::ProcessGroupPtr pg = World()->NewGroup({0, 1});  // fresh: the deadlock breaks it
@@ -78,8 +79,9 @@ TEST(PipelineGlooTest, RetryingAStepOnOneProcessAfterAnErrorIsADeadlockOnBoth) {
     const std::string what = e.what();
     EXPECT_EQ(e.code(), tessel::ErrorCode::kAborted) << what;
     for (const std::string& part :
-         {Str("pipeline rank ", pg->rank(), ", action "), std::string("deadlock: rank 0 waits in recv from rank 1"),
-          std::string("; rank 1 waits in recv from rank 0"), std::string("a rank left a step of sends and receives")}) {
+         {Str("pipeline rank ", pg->rank(), ", action "), std::string("deadlock: rank 0 waits in "),
+          std::string("for rank 1, which has not posted its side; rank 1 waits in recv from rank 0"),
+          std::string("a rank left a step of sends and receives")}) {
       EXPECT_NE(what.find(part), std::string::npos) << what;
     }
   }

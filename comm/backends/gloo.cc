@@ -784,9 +784,10 @@ void GlooProcessGroup::RunP2P(std::vector<P2POp> ops, const std::string& label, 
   // descriptor before it posts its buffer, and raises kAborted "p2p mismatch" on a difference, after taking
   // the sender's payload into scratch so the pair's stream stays in step (the group stays usable). Gloo
   // itself compares nothing: a shorter send left the tail of the receive stale, another dtype was read bit
-  // for bit, and a longer send aborted the receiving process inside gloo. Sends stay eager (they complete
-  // without the receiver, as the pipeline's schedules rely on), so only the receiving side raises; the
-  // threads backend, which matches both sides in one place, raises on both.
+  // for bit, and a longer send aborted the receiving process inside gloo. The sender's payload completes
+  // either way (the receiver takes it into scratch), so only the receiving side raises; the threads backend,
+  // which matches both sides in one place, raises on both. A gloo send is not eager: it completes once its
+  // receiver posted the receive (measured: a lone 16-byte send waits for it), as a threads send does.
   struct Desc {
     int64_t bytes = 0, dtype = 0;
     bool operator==(const Desc&) const = default;
@@ -796,8 +797,8 @@ void GlooProcessGroup::RunP2P(std::vector<P2POp> ops, const std::string& label, 
   std::vector<std::vector<char>> scratch(ops.size());
   std::string mismatch;
   // Deadlock detection (gloo_wait_monitor.h): each op is counted on its channel before it is posted, and
-  // every receive from a named rank is registered as a blocked call of this group's p2p queue while the
-  // batch waits; a verdict aborts its buffers.
+  // every op with a named peer is registered as a blocked call of this group's p2p queue while the batch
+  // waits (a send waits for its receive too); a verdict aborts its buffers.
   const std::string issuer = P2PIssuerKey(prefix_);
   std::vector<std::pair<std::string, int64_t>> channels(ops.size());
   struct Unregister {
@@ -826,8 +827,7 @@ void GlooProcessGroup::RunP2P(std::vector<P2POp> ops, const std::string& label, 
         const int me = global_ranks_[rank_], peer = global_ranks_[op.peer];
         const bool is_send = op.kind == P2POp::Kind::kSend;
         const std::string channel = P2PChannelKey(prefix_, is_send ? me : peer, is_send ? peer : me, op.tag);
-        const int64_t index = monitor_->NotePosted(channel, issuer);
-        if (!is_send) channels[current] = {channel, index};  // sends are eager: only receives wait
+        channels[current] = {channel, monitor_->NotePosted(channel, issuer)};
       }
       mine[current] = {op.tensor.numel() * ElementSize(op.tensor.dtype()), static_cast<int64_t>(op.tensor.dtype())};
       if (op.kind == P2POp::Kind::kSend) {
@@ -885,14 +885,27 @@ void GlooProcessGroup::RunP2P(std::vector<P2POp> ops, const std::string& label, 
     };
     watch();
     Unwatch unwatch{*monitor_, probe_key, probe_seq};
+    // A verdict on any op of the batch aborts every wait of the batch (this queue may be waiting on another
+    // op of it than the one judged).
+    auto abort_on_verdict = [&] {
+      std::vector<gloo::transport::UnboundBuffer*> raw;
+      for (const auto* list : {&desc_bufs, &bufs}) {
+        for (const auto& b : *list) {
+          if (b != nullptr) raw.push_back(b.get());
+        }
+      }
+      for (const auto& [channel, index] : channels) {
+        if (!channel.empty()) monitor_->BeginExchange(channel, index, raw);
+      }
+    };
     for (size_t i = 0; i < ops.size(); ++i) {
       if (channels[i].first.empty()) continue;
-      const auto& [channel, index] = channels[i];
       unregister.handles.push_back(monitor_->BeginBlockedWait(
-          {.thread = P2PPosterId(issuer), .key = channel, .seq = index, .call = P2PName(ops[i]), .label = label,
-           .members = {global_ranks_[ops[i].peer]}, .issuer_key = issuer}));
-      monitor_->BeginExchange(channel, index, {desc_bufs[i].get()});
+          {.thread = P2PPosterId(issuer), .key = channels[i].first, .seq = channels[i].second,
+           .call = P2PName(ops[i]), .label = label, .members = {global_ranks_[ops[i].peer]},
+           .issuer_key = issuer}));
     }
+    abort_on_verdict();
     for (current = 0; current < ops.size(); ++current) {
       const P2POp& op = ops[current];
       if (op.kind == P2POp::Kind::kSend) continue;
@@ -915,9 +928,7 @@ void GlooProcessGroup::RunP2P(std::vector<P2POp> ops, const std::string& label, 
       bufs[current] = context_->createUnboundBuffer(into, static_cast<size_t>(theirs[current].bytes));
       bufs[current]->recv(op.peer, P2PSlot(op.tag));
       watch();  // the new receive joins the watched buffers
-      if (!channels[current].first.empty()) {  // a verdict now aborts the payload's wait too
-        monitor_->BeginExchange(channels[current].first, channels[current].second, {bufs[current].get()});
-      }
+      abort_on_verdict();  // ... and those a verdict aborts
     }
     for (current = 0; current < ops.size(); ++current) {
       bool done = true;

@@ -338,8 +338,9 @@ TEST(GlooTest, CollectivesOnDifferentGroupsRaiseADeadlockOnEveryProcessWellBefor
 
 // Every rank receives from the previous one before it sends to the next: a ring of p2p queues each waiting
 // for a send the previous rank will post only after its own receive. The monitors find the cycle through
-// the store and every rank raises kAborted naming the receives, well before the 20 s timeout; the same
-// ring posted as one batch per rank completes.
+// the store and every rank raises kAborted naming the receives, well before the 20 s timeout; so does the
+// ring of blocking sends (a gloo send waits for its receive); the same ring posted as one batch per rank
+// completes.
 TEST(GlooTest, ReceivesThatWaitForEachOtherInARingRaiseADeadlockOnEveryProcess) {
   ProcessGroup& pg = World();
   if (pg.size() < 2) GTEST_SKIP() << "needs 2 ranks";
@@ -359,6 +360,17 @@ TEST(GlooTest, ReceivesThatWaitForEachOtherInARingRaiseADeadlockOnEveryProcess) 
        Str("rank 1 waits in recv from rank 0 (global 0, tag 7, 8 B)"), "which has not posted its side",
        "post each exchange as one batch_isend_irecv"});
   EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 10.0);
+  // Both directions as blocking sends first: a gloo send waits for its receive, so the two sends wait on
+  // each other (2 ranks; with more, the ring of sends).
+  ProcessGroupPtr sends = pg.NewGroup(all);
+  ExpectErrorContains(
+      [&] {
+        sends->Send(Ones({2}), next, 9)->Wait();
+        sends->Recv(Zeros({2}), prev, 9)->Wait();
+      },
+      ErrorCode::kAborted,
+      {Str("deadlock: rank 0 waits in send to rank 1 (global 1, tag 9, 8 B) on group '", sends->name(), "'"),
+       "which has not posted its side"});
   ProcessGroupPtr batched = pg.NewGroup(all);
   Tensor got = Zeros({2});
   batched->BatchP2P({{P2POp::Kind::kSend, Full({2}, r), next, 8}, {P2POp::Kind::kRecv, got, prev, 8}})->Wait();

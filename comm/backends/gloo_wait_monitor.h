@@ -8,7 +8,8 @@
 // than its state, but a peer blocked on a call that waits for a frozen caller stays blocked, so a cycle that
 // closes on a caller blocked now is a certain deadlock (calls that already have a verdict are left out: they
 // are about to raise, not to wait). Sends and receives take part as in wait_graph.h: the p2p queue counts
-// each op on its channel, and a batch registers its receives from named ranks (sends are eager). The verdict
+// each op on its channel, and a batch registers its ops with named peers (a gloo send waits for its receive,
+// as a receive for its send). The verdict
 // goes to the store
 // ("<prefix>deadlock/<group>/<seq>") for every call of the cycle, so every rank waiting in those calls raises
 // it even if the rank that found it has moved on; the waiting header exchanges are aborted at once
