@@ -129,6 +129,25 @@ def test_save_that_fails_in_planning_on_every_rank_names_every_rank(tmp_path):
     assert not os.path.exists(tmp_path / "ck" / "metadata.json")
 
 
+def test_huggingface_export_failing_on_the_exporting_rank_fails_every_rank(tmp_path):
+    # The group's first rank exports model.safetensors after the collective save; where that path is a
+    # directory the export fails there, and the other rank raises too instead of waiting at a barrier.
+    out = tmp_path / "hf"
+    (out / "model.safetensors").mkdir(parents=True)
+    seen = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        with pytest.raises(CheckpointException) as info:
+            dcp.save({"w": tessel.ones(4)}, storage_writer=dcp.HuggingFaceStorageWriter(str(out)))
+        seen[world.rank] = sorted(info.value.failures)
+        dist.destroy_process_group()
+
+    tessel.run_ranks(2, rank_fn)
+    assert seen == {0: [0], 1: [0]}
+    assert not (out / ".tessel_dcp").exists()  # the staging checkpoint is removed either way
+
+
 def test_async_save_failure_is_a_checkpoint_exception_from_the_future(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")

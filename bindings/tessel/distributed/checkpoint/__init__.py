@@ -262,14 +262,17 @@ def save(state_dict, *, checkpoint_id=None, storage_writer=None, planner=None, p
         api._raise_agreed("save", e, world, _rank(world))
     if not hf:
         return
+    error = None
     if world is None or world.rank == 0:
         import shutil
         try:
             _C._export_safetensors(staging, os.path.join(path, "model.safetensors"))
+        except Exception as e:  # noqa: BLE001 (agreed below)
+            error = e
         finally:
             shutil.rmtree(staging, ignore_errors=True)
-    if world is not None:
-        world.barrier()  # the file exists for every rank once save returns
+    # The exchange is also the barrier: the file exists for every rank once save returns, or every rank raises.
+    api._raise_agreed("save", error, world, _rank(world))
 
 
 _savers = threading.local()  # per thread (a run_ranks rank): one AsyncSaver per process group
