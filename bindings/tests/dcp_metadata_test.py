@@ -99,6 +99,10 @@ def test_broadcasting_torch_save_reader_loads_a_torch_file_into_shards():
         with raises_on_ranks(RuntimeError, "'model.weight' has shape \\(2, 3\\)", ranks=(0, 1)):
             dcp.load({"model": {"weight": tessel.zeros(3, 2)}}, storage_reader=BroadcastingTorchSaveReader(),
                      checkpoint_id=path)
+        # The coordinator cannot read the file: it is the failing rank, and rank 1 raises with it at once.
+        with raises_on_ranks(FileNotFoundError, "no_such.pt", ranks=(0,)):
+            dcp.load({"model": model}, storage_reader=BroadcastingTorchSaveReader(),
+                     checkpoint_id=path + ".no_such.pt")
 
     tessel.run_ranks(2, rank_fn)
     weight = np.arange(6, dtype=np.float32).reshape(2, 3) / 10

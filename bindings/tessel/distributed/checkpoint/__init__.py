@@ -437,10 +437,21 @@ def _load_broadcast_torch_save(flat, path, coordinator, process_group, strict):
     from ..._tensor import empty
     from ..tensor import distribute_tensor
     group = process_group if process_group is not None else _default_group("load")
-    source = _flatten(torch_load(path), "", {}) if group.rank == coordinator else None
-    box = [None if source is None else {k: tuple(v.shape) if isinstance(v, _C.Tensor) else None
+    source, failure = None, None
+    if group.rank == coordinator:
+        try:
+            source = _flatten(torch_load(path), "", {})
+        except Exception as e:  # noqa: BLE001 (the others learn it from the broadcast, then every rank raises)
+            failure = e
+    box = [("failed", "%s: %s" % (type(failure).__name__, failure)) if failure is not None else
+           None if source is None else {k: tuple(v.shape) if isinstance(v, _C.Tensor) else None
                                         for k, v in source.items()}]
     dist.broadcast_object_list(box, src=group.global_ranks[coordinator], group=group)
+    if failure is not None:
+        raise failure
+    if isinstance(box[0], tuple):
+        raise api._PeerFailed(coordinator, "load: the coordinator (rank %d) could not read %s: %s"
+                              % (coordinator, path, box[0][1]))
     shapes = box[0]
     problems = []
     for key, target in flat.items():

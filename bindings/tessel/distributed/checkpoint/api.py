@@ -44,8 +44,19 @@ def _wrap_exception(exc):
 _PEER_FAILED = re.compile(r"^checkpoint save: rank (\d+) failed while .*\(this is rank (\d+);", re.S)
 
 
+class _PeerFailed(RuntimeError):
+    """Raised on a rank that did not fail itself when a peer's failure stops the step (the peer's rank in
+    `.rank`): agreement names the peer, not this rank."""
+
+    def __init__(self, rank, message):
+        super().__init__(message)
+        self.rank = rank
+
+
 def _peer_echo(error):
-    """The failing peer's rank when `error` only reports that a peer's save failed, else None."""
+    """The failing peer's rank when `error` only reports that a peer failed, else None."""
+    if isinstance(error, _PeerFailed):
+        return error.rank
     m = _PEER_FAILED.match(str(error.args[0]) if error.args else str(error))
     return int(m.group(1)) if m and m.group(1) != m.group(2) else None
 
