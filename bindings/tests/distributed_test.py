@@ -987,6 +987,29 @@ def test_set_separate_reduce_scatter_group_moves_only_the_reduce_scatters_and_ke
             np.testing.assert_allclose(grads[n], w, rtol=1e-5, atol=1e-6, err_msg=n)
 
 
+def test_receives_that_wait_for_each_other_raise_a_deadlock_on_both_ranks_at_once():
+    # Each rank receives before it sends (a torch script's classic p2p deadlock): both raise torch's
+    # DistBackendError naming both receives, within seconds instead of the 300 s group timeout.
+    import time
+    got = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        start = time.monotonic()
+        with pytest.raises(dist.DistBackendError) as info:
+            dist.recv(tessel.zeros(2), src=1 - world.rank)
+            dist.send(tessel.ones(2), dst=1 - world.rank)
+        got[world.rank] = (time.monotonic() - start, str(info.value))
+        dist.destroy_process_group()
+
+    tessel.run_ranks(2, rank_fn)
+    for seconds, message in got.values():
+        assert seconds < 10, got
+        assert message.startswith("deadlock: rank 0 waits in recv from rank 1 (tag 0, 8 B, float32) on group "
+                                  "'world' (global ranks [0, 1]) for rank 1, which has not posted its side; rank 1 "
+                                  "waits in recv from rank 0"), message
+
+
 def test_clip_grad_norm_of_other_orders_follows_torchs_formula():
     def grads():
         a = tessel.tensor([[3.0, -4.0], [1.0, 0.5]])
