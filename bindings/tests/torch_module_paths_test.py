@@ -102,6 +102,31 @@ def test_async_save_with_torchs_stagers_returns_what_torchs_returns(tmp_path):
         dcp.async_save({"w": w}, checkpoint_id=str(tmp_path / "d"), async_stager=object())
 
 
+def test_dtensor_linspace_and_logspace_as_torchs():
+    # torch 2.15 on one rank: linspace(0, 1, 5) [S(0)] -> [0, .25, .5, .75, 1]; logspace(tensor(0.), 2, 3,
+    # base=2) -> [1, 2, 4] (Replicate); here on 2 ranks, each holding its torch.chunk rows.
+    from tessel.distributed.tensor import Replicate, Shard, linspace, logspace
+    import tessel.distributed.tensor as dt
+    assert dt.device_mesh.DeviceMesh is dist.device_mesh.DeviceMesh and dt.placement_types.Shard is Shard
+    got = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        mesh = dist.init_device_mesh("cpu", (2,))
+        a = linspace(0, 1, 5, device_mesh=mesh, placements=[Shard(0)], requires_grad=True)
+        b = logspace(tessel.tensor(0.0), 2, 3, base=2.0, device_mesh=mesh)
+        got[world.rank] = (a.to_local().tolist(), a.full_tensor().tolist(), a.requires_grad,
+                           b.full_tensor().tolist(), list(b.placements))
+        with pytest.raises(RuntimeError, match="only supports 0-dimensional start and end tensors"):
+            linspace(tessel.zeros(2), 1, 3, device_mesh=mesh)
+        dist.destroy_process_group()
+
+    tessel.run_ranks(2, rank_fn)
+    assert got[0][0] == [0.0, 0.25, 0.5] and got[1][0] == [0.75, 1.0]
+    for r in (0, 1):
+        assert got[r][1:] == ([0.0, 0.25, 0.5, 0.75, 1.0], True, [1.0, 2.0, 4.0], [Replicate()])
+
+
 def test_split_args_kwargs_into_chunks_follows_torchs_rules():
     x = tessel.arange(14.0).reshape(7, 2)
     y = tessel.arange(12.0).reshape(2, 6)

@@ -82,6 +82,40 @@ def full(size, fill_value, *, device_mesh=None, placements=None, dtype=None, req
                  fill_value=fill_value)
 
 
+def _endpoint(value, name):
+    if isinstance(value, _C.Tensor):
+        if value.dim() != 0:
+            raise RuntimeError("%s only supports 0-dimensional start and end tensors" % name)
+        return value.item()
+    return value
+
+
+def linspace(start, end, steps, *, dtype=None, layout=None, requires_grad=False, device_mesh=None,
+             placements=None):
+    """torch.distributed.tensor.linspace: `steps` evenly spaced values from start to end (0-d tensors
+    allowed) as a DTensor on device_mesh with placements (default Replicate everywhere)."""
+    import tessel
+    start, end = _endpoint(start, "linspace"), _endpoint(end, "linspace")
+    return _full_tensor_factory("linspace", lambda: tessel.linspace(start, end, steps, dtype=dtype), device_mesh,
+                                placements, requires_grad)
+
+
+def logspace(start, end, steps, base=10.0, *, dtype=None, layout=None, requires_grad=False, device_mesh=None,
+             placements=None):
+    """torch.distributed.tensor.logspace: base ** linspace(start, end, steps) as a DTensor on device_mesh."""
+    import tessel
+    start, end = _endpoint(start, "logspace"), _endpoint(end, "logspace")
+    return _full_tensor_factory("logspace", lambda: tessel.logspace(start, end, steps, base=base, dtype=dtype),
+                                device_mesh, placements, requires_grad)
+
+
+def _full_tensor_factory(name, make, device_mesh, placements, requires_grad):
+    if device_mesh is None:
+        raise ValueError("%s: device_mesh is required" % name)
+    out = distribute_tensor(make(), device_mesh, placements)
+    return out.requires_grad_(True) if requires_grad else out
+
+
 def distribute_module(module, device_mesh=None, partition_fn=None, input_fn=None, output_fn=None):
     """torch's distribute_module: partition_fn(name, submodule, device_mesh) places each submodule's
     parameters (default: every parameter that is not already a DTensor becomes Replicate on the mesh);
@@ -107,4 +141,4 @@ def distribute_module(module, device_mesh=None, partition_fn=None, input_fn=None
 
 
 from ..device_mesh import init_device_mesh  # noqa: E402,F401 (torch.distributed.tensor exports it)
-from . import parallel  # noqa: E402,F401 (torch.distributed.tensor.parallel)
+from . import device_mesh, parallel, placement_types  # noqa: E402,F401 (torch.distributed.tensor's submodules)
