@@ -1010,6 +1010,49 @@ def test_receives_that_wait_for_each_other_raise_a_deadlock_on_both_ranks_at_onc
                                   "waits in recv from rank 0"), message
 
 
+def test_torchs_deprecated_coalesced_collectives_debug_levels_and_constants():
+    got = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        r = world.rank
+        a, b = tessel.full((2,), float(r + 1)), tessel.full((3,), 10.0 * (r + 1))
+        dist.all_reduce_coalesced([a, b])
+        outs = [[tessel.zeros(2), tessel.zeros(1)] for _ in range(2)]
+        work = dist.all_gather_coalesced(outs, [tessel.full((2,), float(r)), tessel.full((1,), 5.0 + r)],
+                                         async_op=True)
+        work.wait()
+        got[r] = (a.tolist(), b.tolist(), [[t.tolist() for t in out] for out in outs])
+        with pytest.raises(ValueError, match="does not support"):
+            dist.all_reduce_coalesced([tessel.zeros(2, dtype=tessel.complex64)], op=dist.ReduceOp.MAX)
+        dist.destroy_process_group()
+
+    with pytest.warns(FutureWarning) as warned:  # recorded here: the rank threads share the warnings state
+        tessel.run_ranks(2, rank_fn)
+    texts = [str(w.message) for w in warned]
+    for name in ("all_reduce_coalesced", "all_gather_coalesced"):
+        assert any(t.startswith("`torch.distributed.%s` will be deprecated" % name) for t in texts), texts
+    for r in (0, 1):
+        assert got[r] == ([3.0, 3.0], [30.0, 30.0, 30.0], [[[0.0, 0.0], [5.0]], [[1.0, 1.0], [6.0]]]), got[r]
+    assert dist.supports_complex(dist.ReduceOp.SUM) and not dist.supports_complex(dist.ReduceOp.MAX)
+    assert dist.default_pg_timeout.total_seconds() == 300  # tessel's default group timeout
+    assert not dist.is_ucc_available() and not dist.is_xccl_available()
+    assert [m.name for m in dist.DebugLevel] == ["OFF", "INFO", "DETAIL"]
+    before = dist.get_debug_level()
+    dist.set_debug_level(dist.DebugLevel.DETAIL)
+    assert dist.get_debug_level() is dist.DebugLevel.DETAIL
+    os.environ["TORCH_DISTRIBUTED_DEBUG"] = "info"
+    try:
+        dist.set_debug_level_from_env()
+        assert dist.get_debug_level() is dist.DebugLevel.INFO
+        os.environ["TORCH_DISTRIBUTED_DEBUG"] = "loud"
+        with pytest.raises(ValueError, match="OFF, INFO or DETAIL"):
+            dist.set_debug_level_from_env()
+    finally:
+        del os.environ["TORCH_DISTRIBUTED_DEBUG"]
+        dist.set_debug_level(before)
+
+
 def test_clip_grad_norm_of_other_orders_follows_torchs_formula():
     def grads():
         a = tessel.tensor([[3.0, -4.0], [1.0, 0.5]])
