@@ -127,6 +127,32 @@ def test_dtensor_linspace_and_logspace_as_torchs():
         assert got[r][1:] == ([0.0, 0.25, 0.5, 0.75, 1.0], True, [1.0, 2.0, 4.0], [Replicate()])
 
 
+def test_device_mesh_unflatten_splits_a_world_mesh_as_torchtitan_does():
+    # torchtitan builds a 1-D "world" mesh and unflattens it into its parallel dims: row-major ranks, one
+    # working group per new dim; a sub-mesh (not the whole group) is refused rather than hanging.
+    got = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        mesh = dist.init_device_mesh("cpu", (4,), mesh_dim_names=("world",))
+        dims = mesh._unflatten("world", (2, 2), ("dp", "tp"))
+        t = tessel.ones(1) * world.rank
+        dist.all_reduce(t, group=dims.get_group("tp"))
+        got[world.rank] = (dims.mesh.tolist(), dims.mesh_dim_names, dims["tp"].mesh.tolist(), t.item())
+        with pytest.raises(NotImplementedError, match="spans 2 of the default group's 4 ranks"):
+            dims["dp"]._unflatten(0, (2, 1), ("a", "b"))
+        with pytest.raises(ValueError, match=r"sizes \(3, 2\) do not multiply to dim 0's size 4"):
+            mesh._unflatten(0, (3, 2), ("a", "b"))
+        with pytest.raises(RuntimeError, match="mesh_dim_names must have same length as mesh_sizes"):
+            mesh._unflatten(0, (2, 2), ("a",))
+        dist.destroy_process_group()
+
+    tessel.run_ranks(4, rank_fn)
+    for r in range(4):
+        tp = [0, 1] if r < 2 else [2, 3]
+        assert got[r] == ([[0, 1], [2, 3]], ("dp", "tp"), tp, float(sum(tp))), got[r]
+
+
 def test_split_args_kwargs_into_chunks_follows_torchs_rules():
     x = tessel.arange(14.0).reshape(7, 2)
     y = tessel.arange(12.0).reshape(2, 6)

@@ -17,3 +17,37 @@ def init_device_mesh(device_type, mesh_shape, *, mesh_dim_names=None):
                                   % device_type)
     names = list(mesh_dim_names) if mesh_dim_names else []
     return _C.init_device_mesh(_default_group("init_device_mesh"), [int(s) for s in mesh_shape], names)
+
+
+def _unflatten(self, dim, mesh_sizes, mesh_dim_names, backend_override=None):
+    """torch's DeviceMesh._unflatten: dim `dim` (an index or name) split into `mesh_sizes` named
+    `mesh_dim_names` (torchtitan's world mesh -> (pp, dp, cp, tp)), the ranks keeping their row-major order.
+    Collective over the default process group: the mesh must span all of it (a sub-mesh raises
+    NotImplementedError); the result is a new mesh with one group per dim."""
+    import math
+    names = list(self.mesh_dim_names or ())
+    if isinstance(dim, int) and dim >= self.ndim:
+        raise ValueError("dim %d specified in `_unflatten` is out of range %d" % (dim, self.ndim))
+    if isinstance(dim, str) and dim not in names:
+        raise ValueError("dim %s specified in `_unflatten` is not in %s" % (dim, tuple(names)))
+    if len(mesh_sizes) != len(mesh_dim_names):
+        raise RuntimeError("mesh_dim_names must have same length as mesh_sizes in _unflatten!")
+    if backend_override is not None:
+        raise NotImplementedError("DeviceMesh._unflatten: backend_override is not supported (one backend)")
+    d = names.index(dim) if isinstance(dim, str) else dim
+    shape = list(self.shape)
+    if math.prod(mesh_sizes) != shape[d]:
+        raise ValueError("DeviceMesh._unflatten: sizes %s do not multiply to dim %d's size %d"
+                         % (tuple(mesh_sizes), d, shape[d]))
+    from . import get_world_size
+    if self.size() != get_world_size():
+        raise NotImplementedError("DeviceMesh._unflatten: the mesh spans %d of the default group's %d ranks; "
+                                  "tessel unflattens a mesh over the whole group" % (self.size(), get_world_size()))
+    new_shape = shape[:d] + [int(n) for n in mesh_sizes] + shape[d + 1:]
+    new_names = names[:d] + list(mesh_dim_names) + names[d + 1:] if names else list(mesh_dim_names)
+    ranks = [int(r) for r in self.mesh.reshape(-1).tolist()]
+    import numpy
+    return DeviceMesh("cpu", numpy.asarray(ranks, dtype=numpy.int64).reshape(new_shape), mesh_dim_names=new_names)
+
+
+DeviceMesh._unflatten = _unflatten
