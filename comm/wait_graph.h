@@ -55,6 +55,10 @@ struct BlockedCall {
 // The channel of a send from global rank `src` to global rank `dst` with `tag` on the group `group_key`: both
 // ranks count their posts under it (the sender its sends, the receiver its receives).
 std::string P2PChannelKey(const std::string& group_key, int src, int dst, int tag);
+// The channel of an op that global rank `me` posts to or from global rank `peer`.
+inline std::string P2POpChannel(const std::string& group_key, int me, int peer, bool is_send, int tag) {
+  return P2PChannelKey(group_key, is_send ? me : peer, is_send ? peer : me, tag);
+}
 // Under this key a rank records the thread that posts its sends and receives on the group.
 std::string P2PIssuerKey(const std::string& group_key);
 // The "thread" of the wait-for graph that posts a rank's sends and receives on the group with `issuer_key`.

@@ -796,39 +796,13 @@ void GlooProcessGroup::RunP2P(std::vector<P2POp> ops, const std::string& label, 
   std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> desc_bufs(ops.size());
   std::vector<std::vector<char>> scratch(ops.size());
   std::string mismatch;
-  // Deadlock detection (gloo_wait_monitor.h): each op is counted on its channel before it is posted, and
-  // every op with a named peer is registered as a blocked call of this group's p2p queue while the batch
-  // waits (a send waits for its receive too); a verdict aborts its buffers.
-  const std::string issuer = P2PIssuerKey(prefix_);
-  std::vector<std::pair<std::string, int64_t>> channels(ops.size());
-  struct Unregister {
-    gloo_internal::WaitMonitor& monitor;
-    const std::vector<std::pair<std::string, int64_t>>& channels;
-    std::vector<int64_t> handles;
-    ~Unregister() {
-      for (int64_t h : handles) monitor.EndBlockedWait(h);
-      for (const auto& [channel, index] : channels) {
-        if (!channel.empty()) monitor.EndExchange(channel, index);
-      }
-    }
-  } unregister{*monitor_, channels, {}};
-  auto judged = [&] {  // a deadlock verdict on one of this batch's receives
-    for (const auto& [channel, index] : channels) {
-      if (channel.empty()) continue;
-      if (std::optional<std::string> verdict = monitor_->deadlock(channel, index)) {
-        Break(ErrorCode::kAborted, *verdict);
-      }
-    }
-  };
+  // Deadlock detection (gloo_wait_monitor.h's P2PBatchWatch): a send waits for its receive here too.
+  gloo_internal::P2PBatchWatch graph(*monitor_, prefix_, global_ranks_[rank_]);
   try {
     for (current = 0; current < ops.size(); ++current) {  // post everything before waiting: no send/send deadlock
       const P2POp& op = ops[current];
-      if (op.peer != kAnySource) {
-        const int me = global_ranks_[rank_], peer = global_ranks_[op.peer];
-        const bool is_send = op.kind == P2POp::Kind::kSend;
-        const std::string channel = P2PChannelKey(prefix_, is_send ? me : peer, is_send ? peer : me, op.tag);
-        channels[current] = {channel, monitor_->NotePosted(channel, issuer)};
-      }
+      graph.Post(op.peer == kAnySource ? -1 : global_ranks_[op.peer], op.kind == P2POp::Kind::kSend, op.tag,
+                 P2PName(op));
       mine[current] = {op.tensor.numel() * ElementSize(op.tensor.dtype()), static_cast<int64_t>(op.tensor.dtype())};
       if (op.kind == P2POp::Kind::kSend) {
         desc_bufs[current] = context_->createUnboundBuffer(&mine[current], sizeof(Desc));
@@ -864,6 +838,7 @@ void GlooProcessGroup::RunP2P(std::vector<P2POp> ops, const std::string& label, 
         }
       }
       monitor_->BeginTransfer(probe_key, probe_seq, raw, [this, peers] { return ClosedPeers(peers); });
+      graph.Watch(raw);  // a deadlock verdict on any op of the batch aborts these waits too
     };
     struct Unwatch {
       gloo_internal::WaitMonitor& monitor;
@@ -877,35 +852,15 @@ void GlooProcessGroup::RunP2P(std::vector<P2POp> ops, const std::string& label, 
       for (const P2POp& op : ops) tensors.push_back(op.tensor);
       KeepAborted(desc_bufs, {});
       KeepAborted(bufs, std::move(tensors), {}, std::move(scratch));
-      judged();  // a deadlock verdict, not a closed connection, aborted the wait
+      if (std::optional<std::string> verdict = graph.verdict()) Break(ErrorCode::kAborted, *verdict);
       if (found.empty()) found = ClosedPeers(peers);
       Break(ErrorCode::kAborted, Str("p2p on ", label, " failed at ", P2PName(ops[current]),
                                      ": the connection to rank(s) ", PeerList(found),
                                      " closed while data was in flight (the process exited or died)"));
     };
+    graph.Block(label);
     watch();
     Unwatch unwatch{*monitor_, probe_key, probe_seq};
-    // A verdict on any op of the batch aborts every wait of the batch (this queue may be waiting on another
-    // op of it than the one judged).
-    auto abort_on_verdict = [&] {
-      std::vector<gloo::transport::UnboundBuffer*> raw;
-      for (const auto* list : {&desc_bufs, &bufs}) {
-        for (const auto& b : *list) {
-          if (b != nullptr) raw.push_back(b.get());
-        }
-      }
-      for (const auto& [channel, index] : channels) {
-        if (!channel.empty()) monitor_->BeginExchange(channel, index, raw);
-      }
-    };
-    for (size_t i = 0; i < ops.size(); ++i) {
-      if (channels[i].first.empty()) continue;
-      unregister.handles.push_back(monitor_->BeginBlockedWait(
-          {.thread = P2PPosterId(issuer), .key = channels[i].first, .seq = channels[i].second,
-           .call = P2PName(ops[i]), .label = label, .members = {global_ranks_[ops[i].peer]},
-           .issuer_key = issuer}));
-    }
-    abort_on_verdict();
     for (current = 0; current < ops.size(); ++current) {
       const P2POp& op = ops[current];
       if (op.kind == P2POp::Kind::kSend) continue;
@@ -928,7 +883,6 @@ void GlooProcessGroup::RunP2P(std::vector<P2POp> ops, const std::string& label, 
       bufs[current] = context_->createUnboundBuffer(into, static_cast<size_t>(theirs[current].bytes));
       bufs[current]->recv(op.peer, P2PSlot(op.tag));
       watch();  // the new receive joins the watched buffers
-      abort_on_verdict();  // ... and those a verdict aborts
     }
     for (current = 0; current < ops.size(); ++current) {
       bool done = true;

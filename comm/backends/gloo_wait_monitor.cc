@@ -212,4 +212,38 @@ void WaitMonitor::Round(std::unique_lock<std::mutex>& lock) {
   for (const auto& [call, verdict] : found) Record(call, verdict);
 }
 
+P2PBatchWatch::P2PBatchWatch(WaitMonitor& monitor, const std::string& group_key, int global_rank)
+    : monitor_(monitor), group_key_(group_key), issuer_(P2PIssuerKey(group_key)), rank_(global_rank) {}
+
+P2PBatchWatch::~P2PBatchWatch() {
+  for (int64_t h : handles_) monitor_.EndBlockedWait(h);
+  for (const Op& op : ops_) monitor_.EndExchange(op.channel, op.index);
+}
+
+void P2PBatchWatch::Post(int peer, bool is_send, int tag, std::string call) {
+  if (peer < 0) return;
+  std::string channel = P2POpChannel(group_key_, rank_, peer, is_send, tag);
+  const int64_t index = monitor_.NotePosted(channel, issuer_);
+  ops_.push_back({std::move(channel), index, peer, std::move(call)});
+}
+
+void P2PBatchWatch::Block(const std::string& label) {
+  for (const Op& op : ops_) {
+    handles_.push_back(monitor_.BeginBlockedWait({.thread = P2PPosterId(issuer_), .key = op.channel, .seq = op.index,
+                                                  .call = op.call, .label = label, .members = {op.peer},
+                                                  .issuer_key = issuer_}));
+  }
+}
+
+void P2PBatchWatch::Watch(const std::vector<gloo::transport::UnboundBuffer*>& buffers) {
+  for (const Op& op : ops_) monitor_.BeginExchange(op.channel, op.index, buffers);
+}
+
+std::optional<std::string> P2PBatchWatch::verdict() const {
+  for (const Op& op : ops_) {
+    if (std::optional<std::string> v = monitor_.deadlock(op.channel, op.index)) return v;
+  }
+  return std::nullopt;
+}
+
 }  // namespace tessel::comm::gloo_internal

@@ -105,4 +105,43 @@ class WaitMonitor {
   std::thread thread_;     // last: started once everything above exists
 };
 
+// One batch of sends and receives of a group, as the wait-for graph sees it (wait_graph.h). Post() counts an
+// op on its channel before the backend posts it (peer -1, a receive from any rank, stays out of the graph);
+// Block() registers every other op as a blocked call of the group's p2p queue; Watch() lists the batch's
+// buffers, which a verdict on any of its ops aborts (the queue may be waiting on another op of the batch
+// than the one judged); verdict() is that verdict. The destructor unregisters everything.
+//
+// Example (gloo.cc's RunP2P):
+//   P2PBatchWatch graph(*monitor, prefix, my_global_rank);
+//   for (op : ops) { graph.Post(peer, is_send, tag, name); post(op); }
+//   graph.Block(label);
+//   graph.Watch(buffers);  // again whenever the batch posts another buffer
+//   if (!wait()) if (auto v = graph.verdict()) fail(*v);
+class P2PBatchWatch {
+ public:
+  P2PBatchWatch(WaitMonitor& monitor, const std::string& group_key, int global_rank);
+  ~P2PBatchWatch();
+  P2PBatchWatch(const P2PBatchWatch&) = delete;
+  P2PBatchWatch& operator=(const P2PBatchWatch&) = delete;
+
+  void Post(int peer, bool is_send, int tag, std::string call);
+  void Block(const std::string& label);
+  void Watch(const std::vector<gloo::transport::UnboundBuffer*>& buffers);
+  std::optional<std::string> verdict() const;
+
+ private:
+  struct Op {
+    std::string channel;
+    int64_t index;
+    int peer;
+    std::string call;
+  };
+  WaitMonitor& monitor_;
+  const std::string group_key_;
+  const std::string issuer_;
+  const int rank_;
+  std::vector<Op> ops_;  // those with a named peer
+  std::vector<int64_t> handles_;
+};
+
 }  // namespace tessel::comm::gloo_internal

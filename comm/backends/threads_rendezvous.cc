@@ -257,9 +257,8 @@ void GroupRendezvous::RunP2P(int rank, const std::vector<P2POp>& ops, std::chron
       channels.emplace_back();
       continue;
     }
-    const int peer = global_ranks_[static_cast<size_t>(op.peer)];
-    const bool is_send = op.kind == P2POp::Kind::kSend;
-    std::string channel = P2PChannelKey(key_, is_send ? me : peer, is_send ? peer : me, op.tag);
+    std::string channel = P2POpChannel(key_, me, global_ranks_[static_cast<size_t>(op.peer)],
+                                       op.kind == P2POp::Kind::kSend, op.tag);
     const int64_t index = world_->NotePosted(me, channel, issuer);
     channels.emplace_back(std::move(channel), index);
   }
@@ -323,15 +322,14 @@ void GroupRendezvous::RunP2P(int rank, const std::vector<P2POp>& ops, std::chron
       }
     }
   } unregister{*world_, mine};
-  bool registered = false, found = false;
-  for (const auto& e : all_done() ? std::vector<std::shared_ptr<P2PEntry>>{} : mine) {
+  bool found = false;
+  for (const auto& e : mine) {
     if (e->matched || e->channel.empty()) continue;
     const int peer = global_ranks_[static_cast<size_t>(e->is_send ? e->dst : e->src)];
     e->blocked = world_->BeginBlockedWait({.rank = me, .thread = P2PPosterId(issuer), .key = e->channel,
                                            .seq = e->channel_seq, .call = P2PName(*e), .label = label,
                                            .members = {peer}, .issuer_key = issuer},
                                           &found);
-    registered = true;
   }
   if (found) {
     lock.unlock();
@@ -339,10 +337,9 @@ void GroupRendezvous::RunP2P(int rank, const std::vector<P2POp>& ops, std::chron
     lock.lock();
   }
   std::optional<std::string> deadlock;
-  auto deadlocked = [&] {
-    if (!registered) return false;
+  auto deadlocked = [&] {  // a verdict on an op still registered (so still unmatched)
     for (const auto& e : mine) {
-      if (!e->matched && !e->channel.empty() && (deadlock = world_->deadlock(e->channel, e->channel_seq))) return true;
+      if (e->blocked >= 0 && (deadlock = world_->deadlock(e->channel, e->channel_seq))) return true;
     }
     return false;
   };

@@ -12,7 +12,6 @@ same script body runs unchanged as n processes or as n threads.
     tessel.run_ranks(2, lambda world: main())     # or: tessel_run --nproc-per-node 2 python script.py
 """
 import datetime
-import enum
 import functools
 import inspect
 import os
@@ -934,100 +933,6 @@ def is_mpi_available():
     return False
 
 
-def is_ucc_available():
-    return False
-
-
-def is_xccl_available():
-    return False
-
-
-# The group timeout tessel uses when init_process_group / new_group get none (comm/process_group.h's
-# kDefaultTimeout; TESSEL_COMM_TIMEOUT_MS overrides it): torch's name, tessel's value (torch's is 30 min).
-default_pg_timeout = datetime.timedelta(seconds=300)
-
-
-def supports_complex(reduceOp):
-    """torch's: whether `reduceOp` is defined on complex tensors (not MAX, MIN or PRODUCT)."""
-    return reduceOp not in (ReduceOp.MAX, ReduceOp.MIN, ReduceOp.PRODUCT)
-
-
-class DebugLevel(enum.Enum):
-    """torch's TORCH_DISTRIBUTED_DEBUG levels. tessel's checks do not depend on it: every collective's
-    arguments are compared across ranks (DETAIL's consistency check) and every failure names the call, group
-    and rank, at any level."""
-    OFF = 0
-    INFO = 1
-    DETAIL = 2
-
-
-_debug_level = [DebugLevel.OFF]
-
-
-def set_debug_level(level):
-    _debug_level[0] = DebugLevel(level) if not isinstance(level, DebugLevel) else level
-
-
-def get_debug_level():
-    return _debug_level[0]
-
-
-def set_debug_level_from_env():
-    """TORCH_DISTRIBUTED_DEBUG=OFF|INFO|DETAIL (torch's; an unknown value is a ValueError)."""
-    value = os.environ.get("TORCH_DISTRIBUTED_DEBUG", "OFF").upper()
-    if value not in DebugLevel.__members__:
-        raise ValueError("TORCH_DISTRIBUTED_DEBUG: invalid value %r (OFF, INFO or DETAIL)" % value)
-    set_debug_level(DebugLevel[value])
-
-
-set_debug_level_from_env()
-
-
-class _AllWorks:
-    """One handle for several async collectives: wait() waits for each."""
-
-    def __init__(self, works):
-        self._works = works
-
-    def wait(self, timeout=None):
-        for w in self._works:
-            w.wait()
-        return True
-
-    def is_completed(self):
-        return all(w.is_completed() for w in self._works)
-
-
-def _finish(handle, async_op):
-    if async_op:
-        return handle
-    handle.wait()
-    return None
-
-
-def all_reduce_coalesced(tensors, op=ReduceOp.SUM, group=None, async_op=False):
-    """torch's deprecated all_reduce_coalesced: each tensor all-reduced (complex tensors only with an op
-    supports_complex allows)."""
-    warnings.warn("`torch.distributed.all_reduce_coalesced` will be deprecated (torch's warning): all_reduce each "
-                  "tensor, or one flat tensor, instead", FutureWarning, stacklevel=2)
-    if any(t.is_complex() for t in tensors) and not supports_complex(op):
-        raise ValueError("all_reduce does not support %s on complex tensors" % (op,))
-    works = [all_reduce(t, op, group, async_op=True) for t in tensors]
-    return _finish(_AllWorks([w for w in works if w is not None]), async_op)
-
-
-def all_gather_coalesced(output_tensor_lists, input_tensor_list, group=None, async_op=False):
-    """torch's deprecated all_gather_coalesced: output_tensor_lists[r][i] = rank r's input_tensor_list[i]."""
-    warnings.warn("`torch.distributed.all_gather_coalesced` will be deprecated (torch's warning): all_gather each "
-                  "tensor instead", FutureWarning, stacklevel=2)
-    size = get_world_size(group)
-    if len(output_tensor_lists) != size:
-        raise ValueError("all_gather_coalesced: %d output lists for %d ranks" % (len(output_tensor_lists), size))
-    works = [all_gather([out[i] for out in output_tensor_lists], t, group, async_op=True)
-             for i, t in enumerate(input_tensor_list)]
-    return _finish(_AllWorks([w for w in works if w is not None]), async_op)
-
-
 def is_torchelastic_launched():
     """As torch: launched by an elastic launcher (TORCHELASTIC_RUN_ID is set; tessel_run sets it too)."""
     return os.environ.get("TORCHELASTIC_RUN_ID") is not None
@@ -1061,6 +966,10 @@ class _CompletedWork:
 
 
 from . import checkpoint, device_mesh, fsdp, pipelining, tensor  # noqa: E402,F401 (torch.distributed's subpackages)
+from ._c10d_extras import (DebugLevel, all_gather_coalesced, all_reduce_coalesced,  # noqa: E402,F401
+                           default_pg_timeout, get_debug_level, is_ucc_available, is_xccl_available,
+                           set_debug_level, set_debug_level_from_env, supports_complex)
+from .device_mesh import DeviceMesh, init_device_mesh  # noqa: E402,F401 (torch.distributed exports them too)
 
 
 def __getattr__(name):
@@ -1070,4 +979,4 @@ def __getattr__(name):
         from ..nn.parallel import GradBucket
         return GradBucket
     raise AttributeError("module %r has no attribute %r" % (__name__, name))
-from .device_mesh import DeviceMesh, init_device_mesh  # noqa: E402,F401 (torch.distributed exports them too)
+

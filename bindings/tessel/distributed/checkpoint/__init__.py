@@ -28,6 +28,7 @@ from .. import _default_group, is_initialized
 from . import api, metadata, planner, state_dict, stateful, storage  # noqa: F401
 from .api import CheckpointException  # noqa: F401
 from .planner import LoadPlanner, SavePlanner  # noqa: F401
+from .staging import AsyncStager, DefaultStager
 from .storage import StorageReader, StorageWriter  # noqa: F401
 from .metadata import (BytesStorageMetadata, ChunkStorageMetadata, Metadata, MetadataIndex,  # noqa: F401
                        TensorProperties, TensorStorageMetadata)
@@ -323,7 +324,6 @@ def async_save(state_dict, *, checkpoint_id=None, storage_writer=None, planner=N
     async_stager (staging.py): a DefaultStager adds no copy (the snapshot is the staging) and, with
     use_async_staging, makes the result an AsyncSaveResponse, as torch's; another AsyncStager's copy is
     what gets saved."""
-    from .staging import AsyncStager, DefaultStager
     if async_stager is not None and not isinstance(async_stager, AsyncStager):
         raise TypeError("async_save: async_stager must be an AsyncStager, got %s" % type(async_stager).__name__)
     staging = None  # a Future of the stager's copy, when its stage() is asynchronous
@@ -497,4 +497,4 @@ def load_state_dict(state_dict, storage_reader, process_group=None, coordinator_
     return load(state_dict, storage_reader=storage_reader, planner=planner, process_group=process_group)
 
 
-from . import default_planner, filesystem, staging, state_dict_loader, state_dict_saver  # noqa: E402,F401 (torch's)
+from . import default_planner, filesystem, state_dict_loader, state_dict_saver  # noqa: E402,F401 (torch's modules)

@@ -41,15 +41,11 @@ class StagingOptions:
     use_non_blocking_copy: bool = True
 
 
-def _copy(value):
-    if isinstance(value, _C.Tensor):
-        with _C._GradMode(False):
-            return value.detach().clone()
-    if isinstance(value, dict):
-        return type(value)((k, _copy(v)) for k, v in value.items())
-    if isinstance(value, (list, tuple)):
-        return type(value)(_copy(v) for v in value)
-    return value
+def _copy(state_dict):
+    """The state dict with every tensor detached and cloned (the rest as it is)."""
+    from ...utils._pytree import tree_map_only
+    with _C._GradMode(False):
+        return tree_map_only(_C.Tensor, lambda t: t.detach().clone(), state_dict)
 
 
 class DefaultStager(AsyncStager):

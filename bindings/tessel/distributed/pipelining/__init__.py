@@ -166,6 +166,10 @@ class _PipelineSchedule:
         self.program, self.stage_to_rank = program, where
         self.pipeline_order = dict(enumerate(compute))  # torch's attribute: rank -> its compute actions
 
+    def _require_program(self, what):
+        if self._executor is None:  # _PipelineScheduleRuntime before _load_csv
+            raise RuntimeError("%s.%s: load a schedule first (_load_csv)" % (type(self).__name__, what))
+
     def _with_loss_kwargs(self, loss_fn):
         def loss(output, target):
             return loss_fn(output, target, **self._loss_kwargs) if self._loss_kwargs else loss_fn(output, target)
@@ -241,8 +245,7 @@ class _PipelineSchedule:
         if not finalize_gradients:
             raise NotImplementedError("%s.step(finalize_gradients=False): tessel reduces the gradients at the end "
                                       "of every step" % type(self).__name__)
-        if self._executor is None:
-            raise RuntimeError("%s.step: load a schedule first (_load_csv)" % type(self).__name__)
+        self._require_program("step")
         x, target = self._inputs("step", args, target, loss_kwargs, arg_mbs, kwarg_mbs, target_mbs, kwargs)
         if losses is None:
             return self._executor.step(x, target)
@@ -257,8 +260,7 @@ class _PipelineSchedule:
         the same microbatches and p2p as step() without any backward, under no_grad; nothing touches the
         gradients. Returns the full-batch loss on the last stage's rank (as step() here; torch returns the
         merged output), and fills `losses` there with each microbatch's loss."""
-        if self._executor is None:
-            raise RuntimeError("%s.eval: load a schedule first (_load_csv)" % type(self).__name__)
+        self._require_program("eval")
         x, target = self._inputs("eval", args, target, None, arg_mbs, kwarg_mbs, target_mbs, kwargs)
         loss, per_microbatch = self._executor.eval_with_losses(x, target)
         if losses is not None:
