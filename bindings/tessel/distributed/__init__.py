@@ -238,8 +238,9 @@ def _group(group, op):
 # split_group, batch_isend_irecv; not queries such as get_rank). A group runs its calls one at a time in issue
 # order, so torch's `isend(a, peer); irecv(b, peer); wait(); wait()` on both ranks of an exchange, issued one by one,
 # would have each rank's send wait for a receive queued behind it; batched, both are in flight together. A send
-# still completes only with its receive: post the matching irecv before another call on the group (gloo's eager
-# sends let torch's `isend; all_reduce; irecv` pass; here the peers would wait until the group's timeout).
+# still completes only with its receive: post the matching irecv before another call on the group (torch's gloo lets
+# `isend; all_reduce; irecv` pass; here each rank's send waits for a receive queued behind it, and the ranks raise
+# that deadlock, comm/wait_graph.h).
 _p2p = threading.local()
 
 
