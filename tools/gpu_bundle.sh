@@ -43,10 +43,15 @@ for t in "${targets[@]}"; do
 done
 printf '%s\n' "${tests[@]##*:}" > "$out/tests.txt"
 printf '%s\n' "${figures[@]##*:}" > "$out/figures.txt"
-cp -L "$cuda/lib64/libcudart.so.13" "$out/lib/"
-for so in libstdc++.so.6 libgcc_s.so.1 libgomp.so.1; do
-  cp -L "$(/usr/bin/g++ -print-file-name="$so")" "$out/lib/$so" 2>/dev/null || cp -L "/lib/x86_64-linux-gnu/$so" "$out/lib/$so"
-done
+# Every shared library the binaries load, except glibc's own (the GPU machine's are newer), the driver's
+# and the two CUDA libraries too large to carry (taken from the wheels there): libcudart, libstdc++,
+# libgomp, oneDNN (libdnnl with its libOpenCL), OpenBLAS (with libgfortran, libquadmath). A machine
+# without Debian's packages lacks all of them (seen: the first GPU run failed to load libdnnl.so.2).
+skip_libs='^(linux-vdso|ld-linux|libc|libm|libdl|libpthread|librt|libcuda|libnccl|libcublasLt|libcublas)\.so'
+for t in "${targets[@]}"; do ldd "$out/bin/${t##*:}"; done | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | sort -u |
+  while read -r so path; do
+    [[ "$so" =~ $skip_libs ]] || cp -L "$path" "$out/lib/$so"
+  done
 cp "$ws/tools/gpu_bundle_run.sh" "$out/run_gpu.sh"
 # The PyTorch sides of gpu_gpt2_124m_mfu and gpu_attention_vs_torch_sdpa.
 cp "$ws/benchmarks/pytorch/gpt2_124m_eager_cuda.py" "$ws/benchmarks/pytorch/sdpa_cuda.py" "$out/"
@@ -57,10 +62,10 @@ chmod +x "$out/run_gpu.sh"
   echo "built: $(date -u +%Y-%m-%dT%H:%MZ) on $(uname -n), nvcc: $("$cuda/bin/nvcc" --version | tail -n 2 | head -n 1)"
   echo "gencode: sm_90a SASS + compute_90 PTX"
 } > "$out/BUNDLE_INFO.txt"
-# The binaries carry every kernel's sm_90a SASS and compute_90 PTX (~10 MiB each, 73 MiB together): they
-# travel gzipped (22 MiB) and run_gpu.sh unpacks them where it runs.
-tar -czf "$out/bin.tar.gz" -C "$out" bin
-rm -rf "$out/bin"
+# The binaries carry every kernel's sm_90a SASS and compute_90 PTX (~10 MiB each, 73 MiB together) and
+# oneDNN and OpenBLAS are 40 and 36 MiB: bin/ and lib/ travel gzipped and run_gpu.sh unpacks them there.
+tar -czf "$out/payload.tar.gz" -C "$out" bin lib
+rm -rf "$out/bin" "$out/lib"
 size_kib=$(du -sk "$out" | cut -f1)
 echo "gpu_bundle: $out is $((size_kib / 1024)) MiB (${#tests[@]} tests, ${#figures[@]} figures)" >&2
 [ "$size_kib" -lt $((64 * 1024)) ] || { echo "gpu_bundle: bundle over 64 MiB" >&2; exit 1; }

@@ -24,9 +24,9 @@ logdir="${TESSEL_GPU_LOG_DIR:-}"
 selected_tests="${TESSEL_GPU_TESTS:-$(tr '\n' ' ' < "$here/tests.txt")}"
 selected_figures="${TESSEL_GPU_FIGURES:-$(tr '\n' ' ' < "$here/figures.txt")}"
 
-# The binaries travel gzipped (tools/gpu_bundle.sh); unpack them once.
-if [ -f "$here/bin.tar.gz" ] && [ ! -d "$here/bin" ]; then
-  tar -xzf "$here/bin.tar.gz" -C "$here" || { echo "run_gpu: could not unpack bin.tar.gz" >&2; exit 1; }
+# The binaries and libraries travel gzipped (tools/gpu_bundle.sh); unpack them once.
+if [ -f "$here/payload.tar.gz" ] && [ ! -d "$here/bin" ]; then
+  tar -xzf "$here/payload.tar.gz" -C "$here" || { echo "run_gpu: could not unpack payload.tar.gz" >&2; exit 1; }
 fi
 
 # Shared libraries from the Python CUDA wheels (namespace packages: nvidia.nccl, nvidia.cublas, ...).
