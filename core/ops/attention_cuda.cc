@@ -103,8 +103,8 @@ TensorList AttentionBackwardCudaKernel(std::span<const Tensor> in, const Attrs& 
 }
 
 const bool kRegistered = [] {
-  SetCudaKernel("scaled_dot_product_attention", AttentionCudaKernel);
-  SetCudaKernel("scaled_dot_product_attention_backward", AttentionBackwardCudaKernel);
+  SetCudaKernel("scaled_dot_product_attention", cuda::ContiguousInputs(AttentionCudaKernel));
+  SetCudaKernel("scaled_dot_product_attention_backward", cuda::ContiguousInputs(AttentionBackwardCudaKernel));
   return true;
 }();
 

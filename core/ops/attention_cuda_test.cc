@@ -1,7 +1,7 @@
 // core/ops/attention_cuda_test.cc — the flash-style CUDA attention forward and backward equal the CPU
 // scaled_dot_product_attention and its backward (out, dq, dk, dv: float32 1e-5, bfloat16 one bf16 ulp;
-// lse 1e-5) causal and not, for T != S and a GPT-2 head shape; a head dim over 128 fails with kUnimplemented naming the
-// op. Skips without a GPU. Written and compiled without a GPU; NOT yet run on one.
+// lse 1e-5) causal and not, for T != S, a GPT-2 head shape and strided heads (views of one qkv projection);
+// a head dim over 128 fails with kUnimplemented naming the op. Skips without a GPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,6 +13,7 @@
 #include "core/ops/attention.h"
 #include "core/ops/cuda/testing/wave.h"
 #include "core/tensor/factory.h"
+#include "core/tensor/tensor_impl.h"
 
 namespace tessel {
 namespace {
@@ -59,6 +60,35 @@ TEST_F(AttentionCudaTest, FlashForwardAndBackwardEqualCpuCausalAndNot) {
     Check(DType::kFloat32, {2}, 70, 100, 32, causal);        // T < S, two query tiles, four key tiles
     Check(DType::kBFloat16, {1, 12}, 256, 256, 64, causal);  // a GPT-2 layer's heads at T = 256
   }
+}
+
+// The GPT's q, k, v are views of one [B, T, 3, H, D] projection transposed to [B, H, T, D]: strided on
+// the GPU as on the CPU (the first H200 run refused them), forward and backward equal the CPU's.
+TEST_F(AttentionCudaTest, StridedHeadsFromOneProjectionEqualCpu) {
+  const int64_t b = 2, t = 24, h = 3, d = 16;
+  const Tensor qkv = cuda::testing::Wave({b, t, 3, h, d}, DType::kFloat32, 5, 1.0);
+  const Device gpu = Device::Cuda(0);
+  const Tensor qkv_gpu = qkv.To(gpu);
+  // Part i of [B, T, 3, H, D] as a [B, H, T, D] view (strides of the transposed projection).
+  auto part = [&](const Tensor& base, int64_t i) {
+    return MakeView(base, {b, h, t, d}, {t * 3 * h * d, d, 3 * h * d, 1}, base.storage_offset() + i * h * d);
+  };
+  const Attrs attrs = Attrs().Set("is_causal", true).Set("scale", 0.25);
+  const OpDef& op = GetOp("scaled_dot_product_attention");
+  const TensorList want = Dispatch(op, std::vector<Tensor>{part(qkv, 0), part(qkv, 1), part(qkv, 2)}, attrs);
+  const TensorList got =
+      Dispatch(op, std::vector<Tensor>{part(qkv_gpu, 0), part(qkv_gpu, 1), part(qkv_gpu, 2)}, attrs);
+  ASSERT_FALSE(part(qkv_gpu, 0).is_contiguous());
+  ExpectClose(got[0], want[0], 1e-5);
+  const Tensor dout = MakeView(cuda::testing::Wave({b, t, h, d}, DType::kFloat32, 6, 1.0), {b, h, t, d},
+                               {t * h * d, d, h * d, 1}, 0);
+  const OpDef& bw = GetOp("scaled_dot_product_attention_backward");
+  const TensorList want_g = Dispatch(
+      bw, std::vector<Tensor>{dout, part(qkv, 0), part(qkv, 1), part(qkv, 2), want[0], want[1]}, attrs);
+  const TensorList got_g = Dispatch(
+      bw, std::vector<Tensor>{dout.To(gpu), part(qkv_gpu, 0), part(qkv_gpu, 1), part(qkv_gpu, 2), got[0], got[1]},
+      attrs);
+  for (int i = 0; i < 3; ++i) ExpectClose(got_g[i], want_g[i], 1e-5);
 }
 
 TEST_F(AttentionCudaTest, HeadDimOver128FailsNamingTheOp) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <type_traits>
@@ -222,7 +223,7 @@ TensorList AddInPlaceKernel(std::span<const Tensor> in, const Attrs& attrs) {
     const C a = static_cast<C>(alpha);
     if (dst.is_contiguous() && src.is_contiguous() && src.sizes() == dst.sizes()) {
       ParallelFor(0, n, kGrain, [&](int64_t s, int64_t e) {
-        for (int64_t i = s; i < e; ++i) pd[i] = FromCompute<T>(ToCompute(pd[i]) + a * ToCompute(ps[i]));
+        for (int64_t i = s; i < e; ++i) pd[i] = FromCompute<T>(std::fma(a, ToCompute(ps[i]), ToCompute(pd[i])));
       });
     } else {
       const Shape ss = BroadcastStridesTo(src, dst.sizes());
@@ -230,7 +231,7 @@ TensorList AddInPlaceKernel(std::span<const Tensor> in, const Attrs& attrs) {
       ParallelFor(0, n, kGrain, [&](int64_t s, int64_t e) {
         ForEachStrided<2>(dst.sizes(), {std::span<const int64_t>(sd), std::span<const int64_t>(ss)},
                           [&](const int64_t* off) {
-                            pd[off[0]] = FromCompute<T>(ToCompute(pd[off[0]]) + a * ToCompute(ps[off[1]]));
+                            pd[off[0]] = FromCompute<T>(std::fma(a, ToCompute(ps[off[1]]), ToCompute(pd[off[0]])));
                           },
                           s, e);
       });

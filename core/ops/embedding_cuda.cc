@@ -85,8 +85,8 @@ TensorList EmbeddingBackwardCudaKernel(std::span<const Tensor> in, const Attrs& 
 }
 
 const bool kRegistered = [] {
-  SetCudaKernel("embedding", EmbeddingCudaKernel);
-  SetCudaKernel("embedding_backward", EmbeddingBackwardCudaKernel);
+  SetCudaKernel("embedding", cuda::ContiguousInputs(EmbeddingCudaKernel));
+  SetCudaKernel("embedding_backward", cuda::ContiguousInputs(EmbeddingBackwardCudaKernel));
   return true;
 }();
 

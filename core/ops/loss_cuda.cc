@@ -103,8 +103,8 @@ TensorList CrossEntropyBackwardCudaKernel(std::span<const Tensor> in, const Attr
 }
 
 const bool kRegistered = [] {
-  SetCudaKernel("cross_entropy", CrossEntropyCudaKernel);
-  SetCudaKernel("cross_entropy_backward", CrossEntropyBackwardCudaKernel);
+  SetCudaKernel("cross_entropy", cuda::ContiguousInputs(CrossEntropyCudaKernel));
+  SetCudaKernel("cross_entropy_backward", cuda::ContiguousInputs(CrossEntropyBackwardCudaKernel));
   return true;
 }();
 

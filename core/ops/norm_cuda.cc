@@ -106,10 +106,10 @@ TensorList NormBackwardCudaKernel(std::span<const Tensor> in, const Attrs& attrs
 }
 
 const bool kRegistered = [] {
-  SetCudaKernel("layer_norm", NormForwardCudaKernel<true>);
-  SetCudaKernel("rms_norm", NormForwardCudaKernel<false>);
-  SetCudaKernel("layer_norm_backward", NormBackwardCudaKernel<true>);
-  SetCudaKernel("rms_norm_backward", NormBackwardCudaKernel<false>);
+  SetCudaKernel("layer_norm", cuda::ContiguousInputs(NormForwardCudaKernel<true>));
+  SetCudaKernel("rms_norm", cuda::ContiguousInputs(NormForwardCudaKernel<false>));
+  SetCudaKernel("layer_norm_backward", cuda::ContiguousInputs(NormBackwardCudaKernel<true>));
+  SetCudaKernel("rms_norm_backward", cuda::ContiguousInputs(NormBackwardCudaKernel<false>));
   return true;
 }();
 

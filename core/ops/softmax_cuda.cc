@@ -48,10 +48,10 @@ TensorList SoftmaxBackwardCudaKernel(std::span<const Tensor> in, const Attrs& at
 }
 
 const bool kRegistered = [] {
-  SetCudaKernel("softmax", SoftmaxCudaKernel<false>);
-  SetCudaKernel("log_softmax", SoftmaxCudaKernel<true>);
-  SetCudaKernel("softmax_backward", SoftmaxBackwardCudaKernel<false>);
-  SetCudaKernel("log_softmax_backward", SoftmaxBackwardCudaKernel<true>);
+  SetCudaKernel("softmax", cuda::ContiguousInputs(SoftmaxCudaKernel<false>));
+  SetCudaKernel("log_softmax", cuda::ContiguousInputs(SoftmaxCudaKernel<true>));
+  SetCudaKernel("softmax_backward", cuda::ContiguousInputs(SoftmaxBackwardCudaKernel<false>));
+  SetCudaKernel("log_softmax_backward", cuda::ContiguousInputs(SoftmaxBackwardCudaKernel<true>));
   return true;
 }();
 

@@ -46,10 +46,10 @@ TEST_F(TernaryCudaTest, SelectionsAndComparisonsEqualCpu) {
 }
 
 TEST_F(TernaryCudaTest, AmaxAndNormBackwardRunOnTheGpuAndEqualCpu) {
-  const Tensor x = cuda::testing::Wave({6, 7}, DType::kFloat32, 4);
   for (int which = 0; which < 2; ++which) {
     SCOPED_TRACE(which == 0 ? "amax" : "norm");
-    Tensor xc = x, xg = x.To(kGpu);
+    // A fresh leaf per op on both sides (a shared one accumulated amax's gradient into norm's on the CPU).
+    Tensor xc = cuda::testing::Wave({6, 7}, DType::kFloat32, 4), xg = xc.To(kGpu);
     xc.set_requires_grad(true);
     xg.set_requires_grad(true);
     Backward(Sum(which == 0 ? Amax(xc, {1}) : Norm(xc, 2.0, {1})));

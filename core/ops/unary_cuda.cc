@@ -54,8 +54,8 @@ TensorList GeluBackwardCudaKernel(std::span<const Tensor> in, const Attrs& a) {
 }
 
 const bool kRegistered = [] {
-  SetCudaKernel("gelu", GeluCudaKernel);
-  SetCudaKernel("gelu_backward", GeluBackwardCudaKernel);
+  SetCudaKernel("gelu", cuda::ContiguousInputs(GeluCudaKernel));
+  SetCudaKernel("gelu_backward", cuda::ContiguousInputs(GeluBackwardCudaKernel));
   return true;
 }();
 

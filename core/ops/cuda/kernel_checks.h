@@ -4,16 +4,25 @@
 // Invariant: CudaRowType accepts a contiguous float32 or bfloat16 tensor on `device` and returns its
 // ElemType; anything else raises kUnimplemented (dtype, layout) or kInvalidArgument (device) naming the
 // op, the tensor's shape, dtype and device. CheckLaunch raises kInternal with the CUDA error string.
+// The row kernels index rows of contiguous memory, so each registers through ContiguousInputs, which
+// hands them contiguous copies of strided inputs (a transposed q, a sliced row): users see any layout work,
+// as on the CPU (seen on the first H200 run: the GPT's q = qkv.view(...).transpose(1, 2) was refused).
 //
 // Example:
+//   SetCudaKernel("softmax", cuda::ContiguousInputs(SoftmaxCudaKernel));
 //   const cuda::ElemType type = cuda::CudaRowType(x, x.device(), "softmax", "input");
 //   cuda::CheckLaunch(cuda::LaunchSoftmax(...), "softmax", x.device());
 #pragma once
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/base/error.h"
+#include "core/dispatch/op.h"
 #include "core/ops/cuda/elementwise_launch.h"
+#include "core/tensor/copy.h"
+#include "core/tensor/factory.h"
 #include "core/tensor/shape.h"
 #include "core/tensor/tensor.h"
 
@@ -26,7 +35,7 @@ inline ElemType CudaRowType(const Tensor& t, Device device, const char* op, cons
                     t.dtype(), " on ", device);
   TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, t.is_contiguous(), op, ": the CUDA kernel needs a contiguous ", what,
                     ", got ", ShapeStr(t.sizes()), " with strides ", ShapeStr(t.strides()), " on ", device,
-                    " (no CUDA strided-copy kernel yet)");
+                    " (a tessel bug: its kernel must be registered through cuda::ContiguousInputs)");
   return t.dtype() == DType::kFloat32 ? ElemType::kFloat32 : ElemType::kBFloat16;
 }
 
@@ -37,6 +46,24 @@ inline ElemType CudaFloatType(const Tensor& t, const char* op) {
                     ": the CUDA kernel supports float32 and bfloat16, got ", ShapeStr(t.sizes()), " ", t.dtype(),
                     " on ", t.device());
   return t.dtype() == DType::kFloat32 ? ElemType::kFloat32 : ElemType::kBFloat16;
+}
+
+// `kernel` with every strided input replaced by a contiguous copy on its device (CopyInto: the device's
+// strided-copy kernel, which //core/ops:view_cuda installs; a library using this depends on it).
+inline Kernel ContiguousInputs(Kernel kernel) {
+  return [kernel = std::move(kernel)](std::span<const Tensor> in, const Attrs& attrs) -> TensorList {
+    bool all_contiguous = true;
+    for (const Tensor& t : in) all_contiguous = all_contiguous && (!t.defined() || t.is_contiguous());
+    if (all_contiguous) return kernel(in, attrs);
+    std::vector<Tensor> copies(in.begin(), in.end());
+    for (Tensor& t : copies) {
+      if (!t.defined() || t.is_contiguous()) continue;
+      Tensor dense = Empty(t.sizes(), t.dtype(), t.device());
+      CopyInto(dense, t);
+      t = std::move(dense);
+    }
+    return kernel(copies, attrs);
+  };
 }
 
 inline void CheckLaunch(const std::string& err, const char* op, Device device) {
