@@ -3,13 +3,14 @@
 // memory as fp32 and every row folds them into its online softmax (cuda/flash_math.h, host-tested in this
 // order against the CPU op); no score matrix is stored; under is_causal a block stops at its last row's
 // keys. float32 and bfloat16 with fp32 math; head dims up to 128.
-// NOT TUNED: CUDA-core FMAs with a per-row accumulator in local memory, not tensor-core (wgmma) tiles as
-// FlashAttention-2/3 use, so expect it far below torch SDPA.
+// These CUDA-core kernels (FMAs with a per-row accumulator in local memory) serve float32 and head dims
+// the tensor-core path lacks; bfloat16 heads of d == dv in {16, 32, 64, 128} go to attention_tc.cu.
 // Backward (no atomics): D_i = dO_i · O_i per row, then dq with one thread per query row over key tiles and
 // dk / dv with one thread per key row over query tiles, P recomputed from the saved lse.
-// Compiled with nvcc 13 for sm_90a + compute_90 PTX; NOT yet run on a GPU.
+// Compiled with nvcc 13 for sm_90a + compute_90 PTX; run on an H200 (tools/gpu_bundle.sh).
 #include <cuda_runtime.h>
 
+#include "core/ops/cuda/attention_tc.h"
 #include "core/ops/cuda/block_merge.cuh"
 #include "core/ops/cuda/flash_math.h"
 #include "core/ops/cuda/row_kernels_launch.h"
@@ -171,6 +172,10 @@ const char* LaunchFlashBackward(ElemType type, const void* dout, const void* q, 
   }
   if (type == ElemType::kFloat32) {
     Backward<float>(dout, q, k, v, out, lse, dq, dk, dv_out, dd, bh, t, s, d, dv, scale, causal, st);
+  } else if (TcAttentionApplies(d, dv, t, s, {dout, q, k, v, out, dq, dk, dv_out})) {
+    FlashRowDotKernel<uint16_t><<<LaneBlocks((bh * t + 255) / 256), 256, 0, st>>>(
+        static_cast<const uint16_t*>(dout), static_cast<const uint16_t*>(out), dd, bh * t, dv);
+    TcAttentionBackward(dout, q, k, v, lse, dd, dq, dk, dv_out, bh, t, s, d, scale, causal, st);
   } else {
     Backward<uint16_t>(dout, q, k, v, out, lse, dq, dk, dv_out, dd, bh, t, s, d, dv, scale, causal, st);
   }
@@ -184,6 +189,8 @@ const char* LaunchFlashForward(ElemType type, const void* q, const void* k, cons
   cudaStream_t st = static_cast<cudaStream_t>(stream);
   if (type == ElemType::kFloat32) {
     Forward<float>(q, k, v, out, lse, bh, t, s, d, dv, scale, causal, st);
+  } else if (TcAttentionApplies(d, dv, t, s, {q, k, v, out})) {
+    TcAttentionForward(q, k, v, out, lse, bh, t, s, d, scale, causal, st);
   } else {
     Forward<uint16_t>(q, k, v, out, lse, bh, t, s, d, dv, scale, causal, st);
   }

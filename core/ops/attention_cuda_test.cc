@@ -1,6 +1,7 @@
 // core/ops/attention_cuda_test.cc — the flash-style CUDA attention forward and backward equal the CPU
 // scaled_dot_product_attention and its backward (out, dq, dk, dv: float32 1e-5, bfloat16 one bf16 ulp;
-// lse 1e-5) causal and not, for T != S, a GPT-2 head shape and strided heads (views of one qkv projection);
+// lse 1e-5) causal and not, for T != S, a GPT-2 head shape, strided heads (views of one qkv projection)
+// and the bfloat16 tensor-core path (attention_tc.cu) on partial tiles and each head dim it takes;
 // a head dim over 128 fails with kUnimplemented naming the op. Skips without a GPU.
 #include <gtest/gtest.h>
 
@@ -59,6 +60,18 @@ TEST_F(AttentionCudaTest, FlashForwardAndBackwardEqualCpuCausalAndNot) {
     Check(DType::kFloat32, {2, 3}, 37, 37, 16, causal);
     Check(DType::kFloat32, {2}, 70, 100, 32, causal);        // T < S, two query tiles, four key tiles
     Check(DType::kBFloat16, {1, 12}, 256, 256, 64, causal);  // a GPT-2 layer's heads at T = 256
+  }
+}
+
+// bfloat16 heads of d in {16, 32, 64, 128} run on the tensor-core kernels (attention_tc.cu): partial tiles
+// of queries and keys, T < S and T > S, every head dim; d = 40 stays on the CUDA-core kernels.
+TEST_F(AttentionCudaTest, TensorCoreBf16PathEqualsCpuOnPartialTilesAndEveryHeadDim) {
+  for (bool causal : {false, true}) {
+    Check(DType::kBFloat16, {2}, 70, 100, 32, causal);
+    Check(DType::kBFloat16, {3}, 100, 70, 16, causal);
+    Check(DType::kBFloat16, {1, 2}, 37, 37, 128, causal);
+    Check(DType::kBFloat16, {2}, 130, 130, 64, causal);
+    Check(DType::kBFloat16, {2}, 33, 33, 40, causal);
   }
 }
 

@@ -1,7 +1,7 @@
 // core/ops/softmax_cuda_test.cc — softmax / log_softmax and their backward ops on a GPU equal the CPU
 // kernels (float32 1e-5 relative, bfloat16 one bf16 ulp) for every dim of a 3-d tensor, lanes longer than
-// a block, and causal-masked lanes; strided and float64 inputs fail with kUnimplemented naming the op.
-// Skips without a GPU. Written and compiled without a GPU; NOT yet run on one.
+// a block, causal-masked lanes and a transposed input; float64 fails with kUnimplemented naming the op.
+// Skips without a GPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -78,11 +78,18 @@ TEST_F(SoftmaxCudaTest, CausalMaskedAndFullyMaskedLanesEqualCpu) {
   CheckAgainstCpu(FromVector(v, {8, 64}), 1);
 }
 
-TEST_F(SoftmaxCudaTest, StridedAndFloat64InputsFailNamingTheOp) {
-  const Tensor g = Values({4, 6}, DType::kFloat32, 1).To(Device::Cuda(0));
-  const Tensor t = MakeDense(g.impl()->storage(), {6, 4}, {1, 6}, 0, DType::kFloat32);
-  testing::ExpectErrorContains([&] { Softmax(t, 1); }, ErrorCode::kUnimplemented,
-                               "softmax: the CUDA kernel needs a contiguous input, got [6, 4] with strides [1, 6]");
+// A transposed input runs (copied contiguous on the device first, cuda::ContiguousInputs) and equals the
+// CPU op on the same view; float64 fails naming the op.
+TEST_F(SoftmaxCudaTest, StridedInputEqualsCpuAndFloat64FailsNamingTheOp) {
+  const Tensor c = Values({4, 6}, DType::kFloat32, 1);
+  const Tensor g = c.To(Device::Cuda(0));
+  const Tensor tc = MakeDense(c.impl()->storage(), {6, 4}, {1, 6}, 0, DType::kFloat32);
+  const Tensor tg = MakeDense(g.impl()->storage(), {6, 4}, {1, 6}, 0, DType::kFloat32);
+  ASSERT_FALSE(tg.is_contiguous());
+  const std::vector<double> got = Softmax(tg, 1).To(Device::Cpu()).ToDoubleVector();
+  const std::vector<double> want = Softmax(tc, 1).ToDoubleVector();
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-6) << i;
   const Tensor d = Zeros({3}, DType::kFloat64, Device::Cuda(0));
   testing::ExpectErrorContains([&] { LogSoftmax(d, 0); }, ErrorCode::kUnimplemented,
                                "log_softmax: the CUDA kernel supports float32 and bfloat16, got input [3] float64");

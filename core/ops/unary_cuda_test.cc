@@ -1,7 +1,6 @@
 // core/ops/unary_cuda_test.cc — gelu and gelu_backward on a GPU equal the CPU kernels for both
 // approximations (float32 1e-5 relative + 1e-5, bfloat16 one bf16 ulp) on a GPT-2 MLP activation
-// shape; a strided input fails with kUnimplemented naming the op. Skips without a GPU. Written and
-// compiled without a GPU; NOT yet run on one.
+// shape and on a transposed input. Skips without a GPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -43,11 +42,18 @@ TEST_F(UnaryCudaTest, GeluAndGeluBackwardEqualCpu) {
   }
 }
 
-TEST_F(UnaryCudaTest, StridedInputFailsNamingTheOp) {
-  const Tensor x = cuda::testing::Wave({4, 6}, DType::kFloat32, 1).To(Device::Cuda(0));
-  const Tensor t = MakeDense(x.impl()->storage(), {6, 4}, {1, 6}, 0, DType::kFloat32);
-  testing::ExpectErrorContains([&] { Gelu(t, "tanh"); }, ErrorCode::kUnimplemented,
-                               "gelu: the CUDA kernel needs a contiguous input, got [6, 4] with strides [1, 6]");
+// A transposed input runs (copied contiguous on the device first, cuda::ContiguousInputs) and equals the
+// CPU op on the same view.
+TEST_F(UnaryCudaTest, StridedInputEqualsCpu) {
+  const Tensor c = cuda::testing::Wave({4, 6}, DType::kFloat32, 1);
+  const Tensor x = c.To(Device::Cuda(0));
+  const Tensor tc = MakeDense(c.impl()->storage(), {6, 4}, {1, 6}, 0, DType::kFloat32);
+  const Tensor tg = MakeDense(x.impl()->storage(), {6, 4}, {1, 6}, 0, DType::kFloat32);
+  ASSERT_FALSE(tg.is_contiguous());
+  const std::vector<double> got = Gelu(tg, "tanh").To(Device::Cpu()).ToDoubleVector();
+  const std::vector<double> want = Gelu(tc, "tanh").ToDoubleVector();
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-6) << i;
 }
 
 }  // namespace
