@@ -4,7 +4,7 @@
 // core/ops/attention.cu. Prints its time; benchmarks/pytorch/sdpa_cuda.py times torch SDPA on the same
 // shapes in the same session and the bundle script prints the ratio SDPA time / tessel time (target
 // >= 0.8; the kernels are untuned CUDA-core code, so expect far less). Timed with CUDA events, 3 warm-up
-// + 10 timed iterations. Compiled here; NOT yet run on a GPU.
+// + 10 timed iterations. Run on an H200 on 2026-12-04 (tools/gpu_bundle.sh).
 //
 // Usage: gpu_attention_vs_torch_sdpa      (exit 2 when no GPU is visible)
 #include <cuda_runtime.h>

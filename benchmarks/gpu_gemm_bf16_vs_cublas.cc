@@ -4,7 +4,7 @@
 // of the same shapes (descriptors, algorithms and outputs prepared once, only the matmuls timed), bf16,
 // GPT-2 124M's four Linear shapes at 8 x 1024 tokens. Prints one line per shape and the figure: bare time /
 // tessel time (target >= 0.95). Timed with CUDA events on the default stream, 5 warm-up + 20 timed steps.
-// Run by the GPU bundle (tools/gpu_bundle_run.sh). Compiled here; NOT yet run on a GPU.
+// Run by the GPU bundle (tools/gpu_bundle_run.sh). Run on an H200 on 2026-12-04 (tools/gpu_bundle.sh).
 //
 // Usage: gpu_gemm_bf16_vs_cublas      (exit 2 when no GPU is visible)
 #include <cublasLt.h>

@@ -5,7 +5,7 @@
 // bf16), with nanoGPT's FLOP count: 6 N + 12 L H Q T per token, N = parameters less the position table.
 // The PyTorch eager side of the figure is benchmarks/pytorch/gpt2_124m_eager_cuda.py, run by the bundle's
 // script in the same session; the script prints the ratio. Targets: MFU >= 40%, faster than eager.
-// Compiled here; NOT yet run on a GPU (and its kernels are untuned: see core/ops/cuda/README.md).
+// Run on an H200 on 2026-12-04 on a GPU (and its kernels are untuned: see core/ops/cuda/README.md).
 //
 // Usage: gpu_gpt2_124m_mfu [steps=5]      (exit 2 when no GPU is visible)
 #include <cuda_runtime.h>
@@ -17,6 +17,7 @@
 #include "core/autograd/engine.h"
 #include "core/memory/cuda_backend.h"
 #include "core/nn/transformer.h"
+#include "core/dispatch/profiler.h"
 #include "core/optim/optimizer.h"
 #include "core/tensor/random.h"
 
@@ -75,6 +76,17 @@ int Main(int argc, char** argv) {
   std::printf("tessel_gpt2_124m_tokens_per_s %.0f (step %.1f ms, %lld parameters)\n", tokens / seconds, seconds * 1e3,
               static_cast<long long>(cfg.NumParameters()));
   std::printf("figure gpu_gpt2_124m_mfu %.4f (MFU vs 989 TFLOP/s dense bf16; target >= 0.40)\n", mfu);
+  if (std::getenv("TESSEL_GPU_PROFILE") != nullptr) {  // one more step, each op's device time on its own
+    const auto p0 = std::chrono::steady_clock::now();
+    OpProfiler prof([] { cudaDeviceSynchronize(); });
+    step();
+    cudaDeviceSynchronize();
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - p0).count();
+    double in_ops = 0;
+    for (const auto& [name, row] : prof.rows()) in_ops += row.seconds * 1e3;
+    std::printf("# profiled step %.1f ms (each op synchronized), %.1f ms inside ops, %.1f ms between them\n%s", ms,
+                in_ops, ms - in_ops, prof.Table().c_str());
+  }
   return 0;
 }
 

@@ -82,8 +82,10 @@ TensorList DispatchLocal(const OpDef& op, std::span<const Tensor> inputs, const 
                     device, " (inputs: ", DescribeInputs(inputs), "; ", (op.cpu ? "it has a CPU kernel" : "no kernel"),
                     ")");
   if (OpProfiler* prof = OpProfiler::Current()) {
+    prof->SyncDevice();
     const auto t0 = std::chrono::steady_clock::now();
     TensorList out = k(inputs, attrs);
+    prof->SyncDevice();
     prof->Add(op.name, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     return out;
   }

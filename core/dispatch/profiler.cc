@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <utility>
 #include <vector>
 
 namespace tessel {
@@ -11,6 +12,7 @@ thread_local OpProfiler* current = nullptr;
 }  // namespace
 
 OpProfiler::OpProfiler() : previous_(current) { current = this; }
+OpProfiler::OpProfiler(std::function<void()> device_sync) : OpProfiler() { device_sync_ = std::move(device_sync); }
 OpProfiler::~OpProfiler() { current = previous_; }
 OpProfiler* OpProfiler::Current() { return current; }
 

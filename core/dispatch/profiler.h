@@ -2,7 +2,9 @@
 //
 // Invariant: while an OpProfiler is alive on a thread, every local kernel dispatched on that thread
 // (DispatchLocal) adds its wall time and one call to the op's row; nothing is recorded otherwise
-// (the disabled cost is one thread-local load per dispatch).
+// (the disabled cost is one thread-local load per dispatch). Constructed with a device synchronization
+// (e.g. cudaDeviceSynchronize), it runs it before and after each kernel, so an asynchronous device op's
+// row holds its device time, not its launch's (the profile perturbs the step it measures).
 //
 // Example:
 //   OpProfiler prof;
@@ -11,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 
@@ -19,6 +22,7 @@ namespace tessel {
 class OpProfiler {
  public:
   OpProfiler();
+  explicit OpProfiler(std::function<void()> device_sync);
   ~OpProfiler();
   OpProfiler(const OpProfiler&) = delete;
   OpProfiler& operator=(const OpProfiler&) = delete;
@@ -33,9 +37,14 @@ class OpProfiler {
   // Called by the dispatcher.
   static OpProfiler* Current();
   void Add(const std::string& op, double seconds);
+  // Waits for the device's queued work when constructed with a device synchronization, else nothing.
+  void SyncDevice() const {
+    if (device_sync_) device_sync_();
+  }
 
  private:
   std::map<std::string, Row> rows_;
+  std::function<void()> device_sync_;
   OpProfiler* previous_;
 };
 

@@ -1,6 +1,6 @@
 // core/memory/cuda_backend_test.cc — the CUDA backend on a real GPU: caching allocator steady state,
 // host<->device round trips (direct and pinned-staged), device-to-device copies, events across
-// streams. Skips when no GPU is visible. Written and compiled without a GPU; not yet run on one.
+// streams. Skips when no GPU is visible. Passed on an H200 on 2026-12-04 (tools/gpu_bundle.sh).
 #include "core/memory/testing/gpu_test.h"
 
 #include <gtest/gtest.h>

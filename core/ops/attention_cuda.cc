@@ -6,8 +6,8 @@
 //
 // Invariant: for contiguous float32 / bfloat16 CUDA tensors with equal leading dims, D, Dv <= 128 and at
 // most 65535 heads, out and lse equal the CPU op's to fp32 rounding; anything else fails with
-// kUnimplemented / kInvalidArgument naming the op, shapes, dtype and device. Compiled here; NOT yet run
-// on a GPU.
+// kUnimplemented / kInvalidArgument naming the op, shapes, dtype and device.
+// Run on an H200 on 2026-12-04 (tools/gpu_bundle.sh).
 #include "core/dispatch/dispatcher.h"
 #include "core/dispatch/op.h"
 #include "core/memory/stream.h"

@@ -124,9 +124,13 @@ __device__ void StoreRows(FragC (&acc)[D / 16], float scale, float* stage, bf16*
 template <int D>
 constexpr int64_t ForwardSmemBytes() {
   return 3 * Round128(kRows * (D + 8) * 2) + Round128(4 * 16 * kLdS * 4) + Round128(4 * 16 * kLdP * 2) +
-         2 * Round128(kRows * (D + 4) * 4) + 3 * Round128(kRows * 4);
+         Round128(4 * 16 * 16 * 4) + 2 * Round128(kRows * 4);
 }
 
+// The output accumulators stay in registers (one 16 x D row block per warp) across key tiles. Rescaling
+// them by each row's exp(m_old - m_new) needs the accumulator layout, which WMMA leaves opaque: the warp
+// writes a 16 x 16 tile whose row r holds row r's factor and loads it as an accumulator fragment, so
+// element i of that fragment is element i's row factor whatever the layout.
 template <int D>
 __global__ void __launch_bounds__(kThreads) TcForwardKernel(const bf16* q, const bf16* k, const bf16* v, bf16* out,
                                                             float* lse, int64_t t, int64_t s, float scale_log2,
@@ -138,18 +142,14 @@ __global__ void __launch_bounds__(kThreads) TcForwardKernel(const bf16* q, const
   bf16* vs = cv.Take<bf16>(kCols * (D + 8));
   float* ss = cv.Take<float>(4 * 16 * kLdS);
   bf16* ps = cv.Take<bf16>(4 * 16 * kLdP);
-  float* os = cv.Take<float>(kRows * (D + 4));
-  float* pvs = cv.Take<float>(kRows * (D + 4));
+  float* row_factor = cv.Take<float>(4 * 16 * 16);
   float* ms = cv.Take<float>(kRows);
   float* ls = cv.Take<float>(kRows);
-  float* as = cv.Take<float>(kRows);
   const int64_t h = blockIdx.y, q0 = blockIdx.x * int64_t{kRows};
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const bf16* qh = q + h * t * D;
   const bf16* kh = k + h * s * D;
   const bf16* vh = v + h * s * D;
-  StageTile<D>(qs, qh, q0, t);
-  for (int e = threadIdx.x; e < kRows * D; e += kThreads) os[(e / D) * (D + 4) + e % D] = 0.0f;
+  StageTile<D>(qs, q + h * t * D, q0, t);
   if (threadIdx.x < kRows) {
     ms[threadIdx.x] = -INFINITY;
     ls[threadIdx.x] = 0.0f;
@@ -158,9 +158,12 @@ __global__ void __launch_bounds__(kThreads) TcForwardKernel(const bf16* q, const
   const int64_t kv_end = causal ? (last + 1 < s ? last + 1 : s) : s;
   float* sw = ss + warp * 16 * kLdS;
   bf16* pw = ps + warp * 16 * kLdP;
-  float* pvw = pvs + warp * 16 * (D + 4);
+  float* fw = row_factor + warp * 16 * 16;
+  FragC acc[D / 16];
+#pragma unroll
+  for (int n = 0; n < D / 16; ++n) wmma::fill_fragment(acc[n], 0.0f);
   for (int64_t j0 = 0; j0 < kv_end; j0 += kCols) {
-    __syncthreads();  // the previous tile is consumed (and, the first time, q / o / stats are staged)
+    __syncthreads();  // the previous tile is consumed (and, the first time, q and the stats are staged)
     StageTile<D>(ks, kh, j0, s);
     StageTile<D>(vs, vh, j0, s);
     __syncthreads();
@@ -190,33 +193,33 @@ __global__ void __launch_bounds__(kThreads) TcForwardKernel(const bf16* q, const
       }
       sum += __shfl_xor_sync(0xffffffffu, sum, 1);
       const float alpha = exp2f(m_old - m_use);  // 0 while the row has seen no key
+      for (int c = 0; c < 8; ++c) fw[r * 16 + half * 8 + c] = alpha;
       __syncwarp();
       if (half == 0) {
         ls[rr] = ls[rr] * alpha + sum;
         ms[rr] = m_new;
-        as[rr] = alpha;
       }
     }
     __syncwarp();
-    FragC acc[D / 16];
+    FragC factor;
+    wmma::load_matrix_sync(factor, fw, 16, wmma::mem_row_major);
 #pragma unroll
-    for (int n = 0; n < D / 16; ++n) wmma::fill_fragment(acc[n], 0.0f);
-    WarpAccumulate<D>(acc, pw, vs);
-#pragma unroll
-    for (int n = 0; n < D / 16; ++n) wmma::store_matrix_sync(pvw + n * 16, acc[n], D + 4, wmma::mem_row_major);
-    __syncwarp();
-    for (int e = lane; e < 16 * D; e += 32) {
-      const int r = e / D, c = e % D, rr = warp * 16 + r;
-      os[rr * (D + 4) + c] = os[rr * (D + 4) + c] * as[rr] + pvw[r * (D + 4) + c];
+    for (int n = 0; n < D / 16; ++n) {
+      for (int e = 0; e < acc[n].num_elements; ++e) acc[n].x[e] *= factor.x[e];
     }
+    WarpAccumulate<D>(acc, pw, vs);
   }
+  __syncthreads();  // every warp is done with the key / value tiles: they become the output staging
+  float* stage = reinterpret_cast<float*>(ks) + warp * 16 * (D + 4);
+#pragma unroll
+  for (int n = 0; n < D / 16; ++n) wmma::store_matrix_sync(stage + n * 16, acc[n], D + 4, wmma::mem_row_major);
   __syncwarp();
   for (int e = lane; e < 16 * D; e += 32) {
     const int r = e / D, c = e % D, rr = warp * 16 + r;
     const int64_t i = q0 + rr;
     if (i < t) {
       const float l = ls[rr];
-      out[(h * t + i) * D + c] = __float2bfloat16(l > 0.0f ? os[rr * (D + 4) + c] / l : 0.0f);
+      out[(h * t + i) * D + c] = __float2bfloat16(l > 0.0f ? stage[r * (D + 4) + c] / l : 0.0f);
     }
   }
   if (lane < 16) {

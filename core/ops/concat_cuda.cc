@@ -6,7 +6,8 @@
 // without it, e.g. on the fake backend, such a copy fails with kUnimplemented naming the devices). The
 // backward formulas are views (Narrow / Select), which the view family already runs on devices.
 // Plain C++ (no CUDA code), so CPU tests link it with the fake device backend; //core/ops:ops_cuda links
-// it for GPUs, where it is compiled and NOT yet run. PyTorch's cat copies all inputs in one batched
+// it for GPUs, where it is compiled and
+// run on an H200 on 2026-12-04 (tools/gpu_bundle.sh). PyTorch's cat copies all inputs in one batched
 // launch; this issues one copy per input.
 //
 // Invariant: every input is on the same device as the first (else kInvalidArgument naming the op and

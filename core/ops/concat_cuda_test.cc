@@ -1,8 +1,7 @@
 // core/ops/concat_cuda_test.cc — cat / stack on a GPU equal the CPU ops bitwise (float32 and bfloat16)
 // along every dim of 3-d inputs (strided slabs go through the CUDA strided copy kernel), including an
 // empty input and a transposed (non-contiguous) input; the backward of cat (Narrow views) gives each
-// input its slab of the gradient. Skips without a GPU. Written and compiled without a GPU; NOT yet run
-// on one.
+// input its slab of the gradient. Skips without a GPU. Passed on an H200 on 2026-12-04 (tools/gpu_bundle.sh).
 #include <gtest/gtest.h>
 
 #include <string>

@@ -3,7 +3,7 @@
 //
 // Invariant: float32 / bfloat16 results equal the CPU kernel's bit for bit (the same mask words from
 // cuda/dropout_math.h, one rounded float32 product); other dtypes fail with kUnimplemented naming the
-// op, dtype and device. Compiled here; NOT yet run on a GPU.
+// op, dtype and device. Run on an H200 on 2026-12-04 (tools/gpu_bundle.sh).
 #include "core/base/error.h"
 #include "core/dispatch/op.h"
 #include "core/memory/stream.h"

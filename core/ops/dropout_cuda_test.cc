@@ -1,7 +1,7 @@
 // core/ops/dropout_cuda_test.cc — dropout on a GPU equals the CPU op bit for bit (float32, bfloat16, a
 // strided view, a block of a larger tensor through the op's full_shape / block_offset attrs) and its
 // backward is the same mask; float64 fails with kUnimplemented naming the op. Skips without a GPU.
-// Written and compiled without a GPU; NOT yet run on one.
+// Passed on an H200 on 2026-12-04 (tools/gpu_bundle.sh).
 #include <gtest/gtest.h>
 
 #include <vector>

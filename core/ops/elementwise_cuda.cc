@@ -6,7 +6,7 @@
 //
 // Invariant: for float32 and bfloat16 inputs of one CUDA device, the result equals the CPU kernel's
 // (fp32 math, one rounding to bf16); other dtypes fail with kUnimplemented naming op, dtype and device.
-// Compiled here; NOT yet run on a GPU.
+// Run on an H200 on 2026-12-04 (tools/gpu_bundle.sh).
 #include <string>
 
 #include "core/base/error.h"

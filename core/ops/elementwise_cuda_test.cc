@@ -1,7 +1,7 @@
 // core/ops/elementwise_cuda_test.cc — add/sub/mul/div on a GPU equal the CPU kernels exactly (same
 // fp32 operations, one bf16 rounding) for contiguous, broadcast and transposed operands, and their
-// backward (ordinary ops on CUDA tensors) equals the CPU gradients. Skips without a GPU. Written and
-// compiled without a GPU; not yet run on one.
+// backward (ordinary ops on CUDA tensors) equals the CPU gradients. Skips without a GPU.
+// Passed on an H200 on 2026-12-04 (tools/gpu_bundle.sh).
 #include <gtest/gtest.h>
 
 #include <vector>

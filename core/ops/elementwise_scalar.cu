@@ -1,7 +1,7 @@
 // core/ops/elementwise_scalar.cu — the CUDA kernel behind the elementwise family's scalar and in-place
 // ops (add_scalar, mul_scalar, mul_, add_; core/ops/elementwise_scalar_cuda.cc): one grid-stride affine
 // step per element (cuda/affine_math.h) over the shared OffsetCalculator, float32 and bfloat16.
-// Compiled with nvcc 13 for sm_90a + compute_90 PTX; NOT yet run on a GPU.
+// Compiled with nvcc 13 for sm_90a + compute_90 PTX; run on an H200 on 2026-12-04 (tools/gpu_bundle.sh).
 #include <cuda_runtime.h>
 
 #include <cstdint>

@@ -3,7 +3,8 @@
 // the fp32 sum of its gradient rows in ascending position order, grouped on the host by
 // cuda/embedding_math.h — no atomics, bitwise the CPU kernel's sums in float32). float32 and bfloat16.
 // The summation is host-tested by core/ops/cuda/loss_embedding_math_test.cc; checks stay in
-// embedding_cuda.cc. Compiled with nvcc 13 for sm_90a + compute_90 PTX; NOT yet run on a GPU.
+// embedding_cuda.cc. Compiled with nvcc 13 for sm_90a + compute_90 PTX;
+// run on an H200 on 2026-12-04 (tools/gpu_bundle.sh).
 #include <cuda_runtime.h>
 
 #include "core/ops/cuda/block_merge.cuh"

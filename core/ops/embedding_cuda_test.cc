@@ -1,7 +1,7 @@
 // core/ops/embedding_cuda_test.cc — embedding on a GPU gathers exactly the CPU rows and
 // embedding_backward equals the CPU table bitwise in float32 (same summation order) and in bfloat16, with
 // repeated, int32 and GPT-2 sized indices; an out-of-range index raises kOutOfRange naming it.
-// Skips without a GPU. Written and compiled without a GPU; NOT yet run on one.
+// Skips without a GPU. Passed on an H200 on 2026-12-04 (tools/gpu_bundle.sh).
 #include <gtest/gtest.h>
 
 #include <cmath>

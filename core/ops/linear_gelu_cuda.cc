@@ -5,8 +5,8 @@
 // Invariant: the outputs equal the unfused Gelu(Linear(x, w, b)) on the device bit for bit (the same two
 // kernels run); errors are those kernels' (kUnimplemented naming the op, shapes, dtype and device).
 // NOTE: cuBLASLt's GELU_AUX_BIAS epilogue could write both outputs in the GEMM itself, but it implements
-// only the tanh form and has not been run on a GPU here; the composition keeps both forms exact. Compiled
-// here; NOT yet run on a GPU.
+// only the tanh form and has not been run on a GPU here; the composition keeps both forms exact.
+// Run on an H200 on 2026-12-04 (tools/gpu_bundle.sh).
 #include <string>
 #include <vector>
 

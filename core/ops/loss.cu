@@ -3,7 +3,7 @@
 // row; the "mean" / "sum" reduction is one block's tree sum of the per-row fp32 losses. float32 and
 // bfloat16 logits with fp32 math. The formulas are cuda/loss_math.h, run on the host by
 // core/ops/cuda/loss_embedding_math_test.cc against the CPU kernels; checks stay in loss_cuda.cc.
-// Compiled with nvcc 13 for sm_90a + compute_90 PTX; NOT yet run on a GPU.
+// Compiled with nvcc 13 for sm_90a + compute_90 PTX; run on an H200 on 2026-12-04 (tools/gpu_bundle.sh).
 #include <cuda_runtime.h>
 
 #include "core/ops/cuda/block_merge.cuh"

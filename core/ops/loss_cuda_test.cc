@@ -1,7 +1,7 @@
 // core/ops/loss_cuda_test.cc — cross_entropy and cross_entropy_backward on a GPU equal the CPU kernels
 // (float32 1e-5 relative, bfloat16 one bf16 ulp) for every reduction, ignored targets, a GPT-2 sized
 // vocabulary and a batch whose targets are all ignored (NaN mean, zero gradient); an out-of-range target
-// raises kOutOfRange naming it. Skips without a GPU. Written and compiled without a GPU; NOT yet run on one.
+// raises kOutOfRange naming it. Skips without a GPU. Passed on an H200 on 2026-12-04 (tools/gpu_bundle.sh).
 #include <gtest/gtest.h>
 
 #include <cmath>

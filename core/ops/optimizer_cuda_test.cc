@@ -1,6 +1,7 @@
 // core/ops/optimizer_cuda_test.cc — the fused CUDA AdamW, and SGD with momentum (plain and nesterov), equal
-// the CPU kernels over 3 steps (float32: 1e-6 relative; bfloat16: one bf16 rounding of the stored values). Skips without a GPU. Written and
-// compiled without a GPU; not yet run on one.
+// the CPU kernels over 3 steps (float32: 1e-6 relative; bfloat16: one bf16 rounding of the stored values).
+// Skips without a GPU.
+// Passed on an H200 on 2026-12-04 (tools/gpu_bundle.sh).
 #include <gtest/gtest.h>
 
 #include <cmath>

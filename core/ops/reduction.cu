@@ -5,8 +5,8 @@
 // gradient broadcast over the reduced dims, times scale; grid-stride over the input shape). float32 and
 // bfloat16. The index math is cuda/reduce_plan.h, run on the host by core/ops/cuda/reduce_plan_test.cc
 // against the CPU kernels; checks stay in reduction_cuda.cc. Reducing a non-innermost dim reads strided,
-// uncoalesced memory: correct, not tuned. Compiled with nvcc 13 for sm_90a + compute_90 PTX; NOT yet run
-// on a GPU.
+// uncoalesced memory: correct, not tuned. Compiled with nvcc 13 for sm_90a + compute_90 PTX;
+// run on an H200 on 2026-12-04 (tools/gpu_bundle.sh).
 #include <cuda_runtime.h>
 
 #include "core/ops/cuda/block_merge.cuh"

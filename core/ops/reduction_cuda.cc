@@ -7,7 +7,7 @@
 //
 // Invariant: for float32 / bfloat16 CUDA tensors of any strides, results equal the CPU kernel's to fp32
 // rounding (one rounding per stored bf16); integer and float64 inputs fail with kUnimplemented naming the
-// op, shape, dtype and device. Compiled here; NOT yet run on a GPU.
+// op, shape, dtype and device. Run on an H200 on 2026-12-04 (tools/gpu_bundle.sh).
 #include <cmath>
 #include <vector>
 

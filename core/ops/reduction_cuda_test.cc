@@ -3,7 +3,7 @@
 // GPT-2 sized [B*T, C] column sum; amax (bitwise) and norm p = 1, 2, inf for every dims subset, NaN
 // propagation; max along each dim (values, first indices) and its backward; int64 input and norm p = 3
 // fail with kUnimplemented naming the op.
-// Skips without a GPU. Written and compiled without a GPU; NOT yet run on one.
+// Skips without a GPU. Passed on an H200 on 2026-12-04 (tools/gpu_bundle.sh).
 #include <gtest/gtest.h>
 
 #include <cmath>

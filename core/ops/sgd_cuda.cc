@@ -1,7 +1,7 @@
 // core/ops/sgd_cuda.cc — the CUDA kernel of "sgd_step_" (weight decay, momentum with dampening, nesterov;
 // core/ops/optimizer.cu, cuda/sgd_math.h): the CPU kernel's checks, then one launch on the parameter's
 // current stream. Beside optimizer_cuda.cc (AdamW) in its own file. Linked only with a CUDA toolkit
-// (//core/ops:sgd_cuda). Compiled here; NOT yet run on a GPU.
+// (//core/ops:sgd_cuda). Run on an H200 on 2026-12-04 (tools/gpu_bundle.sh).
 //
 // Invariant: float32 or bfloat16 parameters whose gradient (and momentum buffer, when given) have the
 // parameter's shape, dtype, device and a contiguous layout; anything else fails with kUnimplemented /

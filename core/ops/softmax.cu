@@ -3,7 +3,7 @@
 // and per-element formulas are cuda/softmax_math.h, run on the host by core/ops/cuda/row_kernels_test.cc
 // against the CPU kernels; schema, checks and allocation stay in softmax_cuda.cc.
 // Lanes with K > 1 (dim not last) read strided, uncoalesced memory: correct, not tuned.
-// Compiled with nvcc 13 for sm_90a + compute_90 PTX; NOT yet run on a GPU.
+// Compiled with nvcc 13 for sm_90a + compute_90 PTX; run on an H200 on 2026-12-04 (tools/gpu_bundle.sh).
 #include <cuda_runtime.h>
 
 #include "core/ops/cuda/block_merge.cuh"

@@ -1,6 +1,7 @@
 // core/ops/ternary.cu — CUDA kernels of the selection and comparison ops (core/ops/ternary_cuda.cc):
 // grid-stride over the output, offsets from the shared OffsetCalculator, one element step of
-// cuda/ternary_math.h each. Compiled with nvcc 13 for sm_90a + compute_90 PTX; NOT yet run on a GPU.
+// cuda/ternary_math.h each. Compiled with nvcc 13 for sm_90a + compute_90 PTX;
+// run on an H200 on 2026-12-04 (tools/gpu_bundle.sh).
 #include <cuda_runtime.h>
 
 #include <cstdint>

@@ -1,7 +1,7 @@
 // core/ops/unary.cu — CUDA kernels of gelu and gelu_backward (exact and tanh), grid-stride over
 // contiguous elements, float32 and bfloat16 with fp32 math. The formulas are cuda/gelu_math.h,
 // host-tested against the CPU ops; checks stay in unary_cuda.cc. Compiled with nvcc 13 for sm_90a +
-// compute_90 PTX; NOT yet run on a GPU.
+// compute_90 PTX; run on an H200 on 2026-12-04 (tools/gpu_bundle.sh).
 #include <cuda_runtime.h>
 
 #include "core/ops/cuda/block_merge.cuh"

@@ -6,7 +6,7 @@
 //
 // Invariant: for contiguous float32 / bfloat16 CUDA tensors the result equals the CPU kernel's to fp32
 // rounding; other dtypes and strided inputs fail with kUnimplemented naming the op, shape, dtype and
-// device. Compiled here; NOT yet run on a GPU.
+// device. Run on an H200 on 2026-12-04 (tools/gpu_bundle.sh).
 #include <string>
 
 #include "core/dispatch/dispatcher.h"

@@ -1,7 +1,7 @@
 // core/ops/unary_pointwise.cu — CUDA kernels of the unary pointwise ops beyond gelu and their fused
 // backward ops (core/ops/unary_pointwise_cuda.cc): grid-stride over contiguous elements, the formula of
 // cuda/pointwise_math.h in float32, one rounding on a bfloat16 store. Compiled with nvcc 13 for sm_90a +
-// compute_90 PTX; NOT yet run on a GPU.
+// compute_90 PTX; run on an H200 on 2026-12-04 (tools/gpu_bundle.sh).
 #include <cuda_runtime.h>
 
 #include <cstdint>

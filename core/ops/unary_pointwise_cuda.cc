@@ -8,7 +8,7 @@
 // device first, as the CPU kernels do on the host) give a contiguous output equal to the CPU kernel's up
 // to the last bits of exp / log / tanh / powf (cuda/pointwise_math.h); integer dtypes fail with
 // kUnimplemented naming the op, shape, dtype and device; attribute checks and messages are the CPU
-// kernels'. Compiled here; NOT yet run on a GPU.
+// kernels'. Run on an H200 on 2026-12-04 (tools/gpu_bundle.sh).
 #include <cmath>
 #include <limits>
 #include <string>

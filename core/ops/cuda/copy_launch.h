@@ -5,7 +5,7 @@
 // ({dst strides, src strides broadcast to dst's shape}, cuda/offset_calculator.h, host-tested); bytes are
 // copied as they are, or converted between float32, bfloat16 and bool (LaunchConvertCopy); enqueued on
 // `stream`. Returns the launch error, "" on
-// success. Compiled for sm_90a + compute_90 PTX; NOT yet run on a GPU.
+// success. Compiled for sm_90a + compute_90 PTX; run on an H200 on 2026-12-04 (tools/gpu_bundle.sh).
 //
 // Example:
 //   cuda::LaunchStridedCopy(4, dst_ptr, src_ptr, calc, n, stream);

@@ -4,7 +4,7 @@
 // Invariant: out[i] = op(a[i], b[i]) for every linear index i < n, offsets from `calc`; float32 math for
 // both dtypes (bf16 loads widen to fp32, the result rounds once to bf16, as the CPU kernels do);
 // enqueued on `stream` (a cudaStream_t, null = default stream), asynchronous. Compiled for sm_90a +
-// compute_90 PTX. NOT yet run on a GPU: no device was available when it was written.
+// compute_90 PTX. run on an H200 on 2026-12-04 (tools/gpu_bundle.sh).
 //
 // Example:
 //   cuda::LaunchBinary(cuda::BinaryOp::kAdd, cuda::ElemType::kFloat32, po, pa, pb, calc, n, stream);

@@ -1,7 +1,7 @@
 // core/ops/cuda/pointwise_launch.h — plain C++ entry points of core/ops/unary_pointwise.cu: the unary
 // pointwise ops and their fused backward ops (cuda/pointwise_math.h) over n contiguous float32 / bfloat16
 // elements, enqueued on `stream`. Each returns the launch error, "" on success. Compiled for sm_90a +
-// compute_90 PTX; NOT yet run on a GPU.
+// compute_90 PTX; run on an H200 on 2026-12-04 (tools/gpu_bundle.sh).
 //
 // Example:
 //   cuda::LaunchPointwise(cuda::PointwiseOp::kExp, cuda::ElemType::kFloat32, x, y, n, {}, stream);

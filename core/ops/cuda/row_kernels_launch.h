@@ -9,7 +9,7 @@
 // bfloat16 (ElemType), statistics float32; the work is enqueued on `stream` (a cudaStream_t, null = the
 // default stream) and is asynchronous. Each entry returns the launch error, "" on success. The math is
 // cuda/softmax_math.h and cuda/norm_math.h (host-tested against the CPU kernels). Compiled for sm_90a +
-// compute_90 PTX; NOT yet run on a GPU: no device was available when it was written.
+// compute_90 PTX; run on an H200 on 2026-12-04 (tools/gpu_bundle.sh).
 //
 // The math is also cuda/loss_math.h and cuda/embedding_math.h.
 //

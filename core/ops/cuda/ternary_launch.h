@@ -1,6 +1,7 @@
 // core/ops/cuda/ternary_launch.h — plain C++ entry points of core/ops/ternary.cu (where, masked_fill,
 // eq / lt / gt on CUDA; cuda/ternary_math.h is the per-element step). Enqueued on `stream`; each returns
-// the launch error, "" on success. Compiled for sm_90a + compute_90 PTX; NOT yet run on a GPU.
+// the launch error, "" on success. Compiled for sm_90a + compute_90 PTX;
+// run on an H200 on 2026-12-04 (tools/gpu_bundle.sh).
 //
 // Example:
 //   cuda::LaunchWhere(4, out, cond, a, b, calc4, n, stream);
