@@ -1,13 +1,15 @@
 // core/dispatch/cuda_dispatch_test.cc — CUDA tensors (made by the fake device backend, no GPU) go to
 // the op's cuda slot; an op without one fails with kUnimplemented naming the op and the device; mixed
-// host/device inputs are rejected.
+// host/device inputs are rejected; an OpProfiler with a device synchronization runs it around each kernel.
 #include <gtest/gtest.h>
 
+#include <string>
 #include <vector>
 
 #include "core/base/testing/expect_error.h"
 #include "core/dispatch/dispatcher.h"
 #include "core/dispatch/op.h"
+#include "core/dispatch/profiler.h"
 #include "core/memory/testing/fake_device_backend.h"
 #include "core/tensor/factory.h"
 
@@ -85,6 +87,35 @@ TEST(CudaDispatchTest, CudaTensorsRunTheCudaKernelOnTheirDevice) {
   EXPECT_EQ(out[0].device(), Device::Cuda(1));
   Dispatch(kBothDevices, std::vector<Tensor>{Zeros({2})}, Attrs());
   EXPECT_EQ(calls.cpu, 1);
+}
+
+// An OpProfiler built with a device synchronization drains the device before and after each kernel, so
+// the row of an asynchronous device op holds its device time; a plain one never synchronizes.
+std::vector<std::string> event_log;
+const OpDef& kLoggedOp = RegisterOp({
+    .name = "test_logged_op",
+    .cpu = [](std::span<const Tensor> in, const Attrs&) -> TensorList {
+      event_log.push_back("kernel");
+      return {in[0]};
+    },
+});
+
+TEST(CudaDispatchTest, ProfilerWithDeviceSyncSynchronizesAroundEachKernel) {
+  event_log.clear();
+  {
+    OpProfiler prof([] { event_log.push_back("sync"); });
+    Dispatch(kLoggedOp, std::vector<Tensor>{Zeros({2})}, Attrs());
+    Dispatch(kLoggedOp, std::vector<Tensor>{Zeros({2})}, Attrs());
+    EXPECT_EQ(prof.rows().at("test_logged_op").calls, 2);
+  }
+  EXPECT_EQ(event_log, (std::vector<std::string>{"sync", "kernel", "sync", "sync", "kernel", "sync"}));
+  event_log.clear();
+  {
+    OpProfiler plain;
+    Dispatch(kLoggedOp, std::vector<Tensor>{Zeros({2})}, Attrs());
+    EXPECT_EQ(plain.rows().at("test_logged_op").calls, 1);
+  }
+  EXPECT_EQ(event_log, (std::vector<std::string>{"kernel"}));
 }
 
 TEST(CudaDispatchTest, OpWithoutCudaKernelFailsNamingOpAndDevice) {
