@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 #include "core/autograd/engine.h"
 #include "core/memory/cuda_backend.h"
@@ -76,9 +77,10 @@ int Main(int argc, char** argv) {
   std::printf("tessel_gpt2_124m_tokens_per_s %.0f (step %.1f ms, %lld parameters)\n", tokens / seconds, seconds * 1e3,
               static_cast<long long>(cfg.NumParameters()));
   std::printf("figure gpu_gpt2_124m_mfu %.4f (MFU vs 989 TFLOP/s dense bf16; target >= 0.40)\n", mfu);
-  if (std::getenv("TESSEL_GPU_PROFILE") != nullptr) {  // one more step, each op's device time on its own
+  // TESSEL_GPU_PROFILE=1: one more step, each op's device time on its own; =shapes: a row per op and shapes.
+  if (const char* profile = std::getenv("TESSEL_GPU_PROFILE"); profile != nullptr) {
     const auto p0 = std::chrono::steady_clock::now();
-    OpProfiler prof([] { cudaDeviceSynchronize(); });
+    OpProfiler prof([] { cudaDeviceSynchronize(); }, std::string(profile) == "shapes");
     step();
     cudaDeviceSynchronize();
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - p0).count();

@@ -116,6 +116,10 @@ TEST(CudaDispatchTest, ProfilerWithDeviceSyncSynchronizesAroundEachKernel) {
     EXPECT_EQ(plain.rows().at("test_logged_op").calls, 1);
   }
   EXPECT_EQ(event_log, (std::vector<std::string>{"kernel"}));
+  OpProfiler shapes([] {}, /*by_shape=*/true);
+  Dispatch(kLoggedOp, std::vector<Tensor>{Zeros({2, 3})}, Attrs());
+  ASSERT_EQ(shapes.rows().size(), 1u);
+  EXPECT_EQ(shapes.rows().begin()->first, "test_logged_op " + DescribeInputs(std::vector<Tensor>{Zeros({2, 3})}));
 }
 
 TEST(CudaDispatchTest, OpWithoutCudaKernelFailsNamingOpAndDevice) {

@@ -12,7 +12,10 @@ thread_local OpProfiler* current = nullptr;
 }  // namespace
 
 OpProfiler::OpProfiler() : previous_(current) { current = this; }
-OpProfiler::OpProfiler(std::function<void()> device_sync) : OpProfiler() { device_sync_ = std::move(device_sync); }
+OpProfiler::OpProfiler(std::function<void()> device_sync, bool by_shape) : OpProfiler() {
+  device_sync_ = std::move(device_sync);
+  by_shape_ = by_shape;
+}
 OpProfiler::~OpProfiler() { current = previous_; }
 OpProfiler* OpProfiler::Current() { return current; }
 
@@ -28,7 +31,7 @@ std::string OpProfiler::Table() const {
   double total = 0;
   for (const auto& [k, r] : v) total += r.seconds;
   std::string out;
-  char line[160];
+  char line[512];
   std::snprintf(line, sizeof(line), "%-40s %8s %12s %7s\n", "op", "calls", "total ms", "share");
   out += line;
   for (const auto& [k, r] : v) {

@@ -22,7 +22,8 @@ namespace tessel {
 class OpProfiler {
  public:
   OpProfiler();
-  explicit OpProfiler(std::function<void()> device_sync);
+  // by_shape: one row per op and input shapes ("matmul [8192, 768] bfloat16, ...") instead of per op.
+  explicit OpProfiler(std::function<void()> device_sync, bool by_shape = false);
   ~OpProfiler();
   OpProfiler(const OpProfiler&) = delete;
   OpProfiler& operator=(const OpProfiler&) = delete;
@@ -41,10 +42,12 @@ class OpProfiler {
   void SyncDevice() const {
     if (device_sync_) device_sync_();
   }
+  bool by_shape() const { return by_shape_; }
 
  private:
   std::map<std::string, Row> rows_;
   std::function<void()> device_sync_;
+  bool by_shape_ = false;
   OpProfiler* previous_;
 };
 

@@ -8,8 +8,8 @@
 // operands on one CUDA device, each product is ONE cublasLtMatmul on the current stream, reading the
 // operands in place as cuda/gemm_plan.h plans them (host-tested against the CPU matmul); products it
 // cannot plan (broadcast batch dims, operands without a unit stride, 1-d operands, matmul's new or
-// squeezed dims) fail with kUnimplemented naming the op, shapes, dtype and device. Compiled here; NOT yet
-// run on a GPU.
+// squeezed dims) fail with kUnimplemented naming the op, shapes, dtype and device. Run on an H200 on
+// 2026-12-04 (tools/gpu_bundle.sh).
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 

@@ -5,7 +5,8 @@
 // gradient broadcast over the reduced dims, times scale; grid-stride over the input shape). float32 and
 // bfloat16. The index math is cuda/reduce_plan.h, run on the host by core/ops/cuda/reduce_plan_test.cc
 // against the CPU kernels; checks stay in reduction_cuda.cc. Reducing a non-innermost dim reads strided,
-// uncoalesced memory: correct, not tuned. Compiled with nvcc 13 for sm_90a + compute_90 PTX;
+// uncoalesced memory, except sums over the rows of a contiguous [rows, cols] layout (bias gradients),
+// which take the two-pass column sum (IsColumnSum). Compiled with nvcc 13 for sm_90a + compute_90 PTX;
 // run on an H200 on 2026-12-04 (tools/gpu_bundle.sh).
 #include <cuda_runtime.h>
 
@@ -23,6 +24,47 @@ __global__ void SumKernel(const T* x, T* out, ReducePlan p, float scale) {
     const SumAcc s = BlockMerge(slots, ReducePartial(x, p, o, threadIdx.x, blockDim.x));
     if (threadIdx.x == 0) StoreF(out, o, s.sum * scale);
   }
+}
+
+// First pass of the column sum: block (x, y) sums columns 32x .. 32x + 31 over row chunk y; 8 row lanes
+// per column read 32 adjacent values per warp row, then merge in lane order.
+template <typename T>
+__global__ void ColumnPartialKernel(const T* x, float* partial, int64_t rows, int64_t cols, int64_t chunk_rows) {
+  __shared__ float part[8][33];
+  const int64_t c = blockIdx.x * int64_t{32} + threadIdx.x;
+  const int64_t r0 = blockIdx.y * chunk_rows;
+  const int64_t r1 = r0 + chunk_rows < rows ? r0 + chunk_rows : rows;
+  float s = 0.0f;
+  if (c < cols) {
+    for (int64_t r = r0 + threadIdx.y; r < r1; r += 8) s += LoadF(x, r * cols + c);
+  }
+  part[threadIdx.y][threadIdx.x] = s;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < cols) {
+    float t = 0.0f;
+    for (int k = 0; k < 8; ++k) t += part[k][threadIdx.x];
+    partial[blockIdx.y * cols + c] = t;
+  }
+}
+
+// Second pass: each column's partials in chunk order, times scale.
+template <typename T>
+__global__ void ColumnFinishKernel(const float* partial, T* out, int64_t chunks, int64_t cols, float scale) {
+  for (int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; c < cols; c += int64_t{gridDim.x} * blockDim.x) {
+    float t = 0.0f;
+    for (int64_t k = 0; k < chunks; ++k) t += partial[k * cols + c];
+    StoreF(out, c, t * scale);
+  }
+}
+
+template <typename T>
+void ColumnSum(const void* x, void* out, float* partial, int64_t rows, int64_t cols, float scale, cudaStream_t s) {
+  const int64_t chunks = ColumnSumChunks(rows, cols);
+  const int64_t chunk_rows = (rows + chunks - 1) / chunks;
+  const dim3 grid(static_cast<unsigned>((cols + 31) / 32), static_cast<unsigned>(chunks));
+  ColumnPartialKernel<T><<<grid, dim3(32, 8), 0, s>>>(static_cast<const T*>(x), partial, rows, cols, chunk_rows);
+  ColumnFinishKernel<T><<<LaneBlocks((cols + 255) / 256), 256, 0, s>>>(partial, static_cast<T*>(out), chunks, cols,
+                                                                       scale);
 }
 
 template <typename Acc, typename T>
@@ -88,6 +130,18 @@ const char* LaunchSum(ElemType type, const void* x, void* out, const ReducePlan&
   } else {
     SumKernel<uint16_t>
         <<<blocks, threads, 0, s>>>(static_cast<const uint16_t*>(x), static_cast<uint16_t*>(out), plan, scale);
+  }
+  return LastLaunchError();
+}
+
+const char* LaunchColumnSum(ElemType type, const void* x, void* out, float* partial, int64_t rows, int64_t cols,
+                            float scale, void* stream) {
+  if (cols == 0) return "";
+  cudaStream_t s = static_cast<cudaStream_t>(stream);
+  if (type == ElemType::kFloat32) {
+    ColumnSum<float>(x, out, partial, rows, cols, scale, s);
+  } else {
+    ColumnSum<uint16_t>(x, out, partial, rows, cols, scale, s);
   }
   return LastLaunchError();
 }

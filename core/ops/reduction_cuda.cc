@@ -51,6 +51,23 @@ cuda::ElemType FloatType(const Tensor& x, const char* op) {
   return x.dtype() == DType::kFloat32 ? cuda::ElemType::kFloat32 : cuda::ElemType::kBFloat16;
 }
 
+// out = scale * the plan's sum of x: the two-pass column sum where cuda::IsColumnSum (its fp32 partials in
+// a scratch tensor, freed stream-ordered like every temporary), else one block per output.
+void RunSum(cuda::ElemType type, const Tensor& x, const Tensor& out, const cuda::ReducePlan& plan, float scale,
+            const char* op) {
+  void* stream = memory::CurrentStream(x.device());
+  if (cuda::IsColumnSum(plan)) {
+    Tensor partial = Empty({cuda::ColumnSumChunks(plan.inner_n, plan.num_out), plan.num_out}, DType::kFloat32,
+                           x.device());
+    float* scratch = static_cast<float*>(partial.raw_data());
+    cuda::CheckLaunch(cuda::LaunchColumnSum(type, x.raw_data(), out.raw_data(), scratch, plan.inner_n, plan.num_out,
+                                            scale, stream),
+                      op, x.device());
+    return;
+  }
+  cuda::CheckLaunch(cuda::LaunchSum(type, x.raw_data(), out.raw_data(), plan, scale, stream), op, x.device());
+}
+
 template <bool kMean>
 TensorList SumCudaKernel(std::span<const Tensor> in, const Attrs& a) {
   const char* op = kMean ? "mean" : "sum";
@@ -62,8 +79,7 @@ TensorList SumCudaKernel(std::span<const Tensor> in, const Attrs& a) {
                     cuda::kMaxDims, " non-mergeable dims on one side of the reduction");
   Tensor out = Empty(r.out_shape, x.dtype(), x.device());
   const float scale = kMean ? static_cast<float>(1.0 / static_cast<double>(plan.inner_n)) : 1.0f;
-  cuda::CheckLaunch(cuda::LaunchSum(type, x.raw_data(), out.raw_data(), plan, scale, memory::CurrentStream(x.device())),
-                    op, x.device());
+  RunSum(type, x, out, plan, scale, op);
   return {out};
 }
 
@@ -80,8 +96,7 @@ TensorList SumToSizeCudaKernel(std::span<const Tensor> in, const Attrs& a) {
   TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, plan.ok(), op, ": input ", ShapeStr(x.sizes()), " has more than ",
                     cuda::kMaxDims, " non-mergeable dims on one side of the reduction");
   Tensor out = Empty(shape, x.dtype(), x.device());
-  cuda::CheckLaunch(cuda::LaunchSum(type, x.raw_data(), out.raw_data(), plan, 1.0f, memory::CurrentStream(x.device())),
-                    op, x.device());
+  RunSum(type, x, out, plan, 1.0f, op);
   return {out};
 }
 

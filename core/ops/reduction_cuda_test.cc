@@ -14,6 +14,7 @@
 #include "core/base/testing/expect_error.h"
 #include "core/dispatch/dispatcher.h"
 #include "core/memory/testing/gpu_test.h"
+#include "core/ops/elementwise.h"
 #include "core/ops/reduction.h"
 #include "core/ops/cuda/testing/wave.h"
 #include "core/tensor/factory.h"
@@ -63,6 +64,12 @@ TEST_F(ReductionCudaTest, SumMeanAndSumBackwardEqualCpuForEveryDimsSubset) {
                  MakeDense(gbase.impl()->storage(), {4, 70, 6}, {1, 4, 280}, 0, dtype));
     const Tensor bias_grad = Values({8 * 1024, 768}, dtype, 3);  // GPT-2: Σ over B*T rows per channel
     ExpectClose(Sum(bias_grad.To(Device::Cuda(0)), {0}), Sum(bias_grad, {0}));
+    // sum_to_size over leading dims (a broadcast bias's gradient): the two-pass column sum, 111 columns
+    // (not a multiple of its 32-column blocks) over 130 rows, and [1, 40] kept with a size-1 dim.
+    const std::vector<int64_t> trailing = {3, 37}, row = {1, 40};
+    const Tensor y = Values({130, 3, 37}, dtype, 4), z = Values({200, 40}, dtype, 6);
+    ExpectClose(SumToSize(y.To(Device::Cuda(0)), trailing), SumToSize(y, trailing));
+    ExpectClose(SumToSize(z.To(Device::Cuda(0)), row), SumToSize(z, row));
   }
 }
 

@@ -90,6 +90,9 @@ const char* LaunchStridedCopy(int64_t element_bytes, void* dst, const void* src,
     case 8:
       Launch<uint64_t>(dst, src, calc, n, s);
       break;
+    case 16:  // widened elements (cuda/copy_launch.h: WidenCopy)
+      Launch<uint4>(dst, src, calc, n, s);
+      break;
     default:
       return "unsupported element size";
   }

@@ -38,8 +38,10 @@ void CudaStridedCopy(const Tensor& dst, const Tensor& src) {
                     cuda::kMaxDims, " non-mergeable dims for the CUDA copy kernel on ", dst.device());
   void* stream = memory::CurrentStream(dst.device());
   if (dst.dtype() == src.dtype()) {
+    const cuda::WideCopy wide = cuda::WidenCopy(ElementSize(dst.dtype()), dst.raw_data(), src.raw_data(), calc,
+                                                dst.numel());
     cuda::CheckLaunch(
-        cuda::LaunchStridedCopy(ElementSize(dst.dtype()), dst.raw_data(), src.raw_data(), calc, dst.numel(), stream),
+        cuda::LaunchStridedCopy(wide.element_bytes, dst.raw_data(), src.raw_data(), wide.calc, wide.n, stream),
         "copy_", dst.device());
     return;
   }

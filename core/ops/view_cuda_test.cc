@@ -40,6 +40,18 @@ TEST_F(ViewCudaTest, ViewsMadeContiguousAndCopiedEqualCpuExactly) {
   }
 }
 
+// Inner dims of 16 elements: the copy moves 16 bytes per step (cuda::WidenCopy), a GPT head transpose.
+TEST_F(ViewCudaTest, WidenedHeadTransposesEqualCpuExactly) {
+  const Device gpu = Device::Cuda(0);
+  for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
+    const Tensor x = cuda::testing::Wave({2, 5, 3, 16}, dtype, 3);
+    EXPECT_EQ(Contiguous(Transpose(x.To(gpu), 1, 2)).To(Device::Cpu()).ToDoubleVector(),
+              Contiguous(Transpose(x, 1, 2)).ToDoubleVector());
+    EXPECT_EQ(Contiguous(Narrow(Transpose(x.To(gpu), 1, 2), 3, 8, 8)).To(Device::Cpu()).ToDoubleVector(),
+              Contiguous(Narrow(Transpose(x, 1, 2), 3, 8, 8)).ToDoubleVector());
+  }
+}
+
 TEST_F(ViewCudaTest, NarrowBackwardScattersIntoZerosOnTheDevice) {
   const Tensor grad = cuda::testing::Wave({2, 3}, DType::kFloat32, 2);
   const Attrs a = Attrs()

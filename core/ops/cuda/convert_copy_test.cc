@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/ops/cuda/convert_math.h"
+#include "core/ops/cuda/copy_launch.h"
 #include "core/ops/cuda/testing/wave.h"
 #include "core/tensor/copy.h"
 #include "core/tensor/factory.h"
@@ -113,6 +114,47 @@ TEST(ConvertCopyTest, BoolToAndFromFloatsMatchesCpuBitwise) {
     EXPECT_EQ(got.ToDoubleVector(), want.ToDoubleVector()) << DTypeName(dtype);
     EXPECT_EQ(Bits8(got), Bits8(want)) << DTypeName(dtype);
   }
+}
+
+// The same-dtype copy's walk after WidenCopy: element i of the widened calc moves element_bytes bytes.
+void EmulateWide(const Tensor& dst, const Tensor& src, int64_t expect_bytes) {
+  const std::vector<int64_t> ss = BroadcastStrides(src.sizes(), src.strides(), dst.sizes());
+  const auto calc =
+      OffsetCalculator<2>::Make(dst.sizes(), {std::span<const int64_t>(dst.strides()), std::span<const int64_t>(ss)});
+  const WideCopy w = WidenCopy(ElementSize(dst.dtype()), dst.raw_data(), src.raw_data(), calc, dst.numel());
+  ASSERT_EQ(w.element_bytes, expect_bytes);
+  for (int64_t i = 0; i < w.n; ++i) {
+    int64_t off[2];
+    w.calc.Get(i, off);
+    std::memcpy(static_cast<char*>(dst.raw_data()) + off[0] * w.element_bytes,
+                static_cast<const char*>(src.raw_data()) + off[1] * w.element_bytes, w.element_bytes);
+  }
+}
+
+// A GPT head transpose ([B, T, H, D] read as [B, H, T, D]) moves 16 bytes per step and equals the CPU copy;
+// an odd inner dim, a misaligned source or a broadcast inner dim keep one element per step.
+TEST(ConvertCopyTest, WidenedSameDtypeCopiesEqualCpuBitwise) {
+  const Tensor x = testing::Wave({2, 5, 3, 16}, DType::kBFloat16, 7);
+  const Tensor heads = MakeView(x, {2, 3, 5, 16}, {240, 16, 48, 1}, 0);
+  Tensor dst = Empty({2, 3, 5, 16}, DType::kBFloat16, Device::Cpu());
+  EmulateWide(dst, heads, 16);
+  EXPECT_EQ(Bits16(dst), Bits16(heads));
+  const Tensor f = testing::Wave({4, 6}, DType::kFloat32, 8);
+  Tensor fd = Empty({4, 6}, DType::kFloat32, Device::Cpu());
+  EmulateWide(fd, MakeView(f, {4, 6}, {6, 1}, 0), 16);  // contiguous: one merged dim of 24 floats, 4 per step
+  EXPECT_EQ(Bits32(fd), Bits32(f));
+  const Tensor odd = testing::Wave({3, 7}, DType::kBFloat16, 9);
+  Tensor od = Empty({7, 3}, DType::kBFloat16, Device::Cpu());
+  EmulateWide(od, Transposed(odd), 2);
+  EXPECT_EQ(Bits16(od), Bits16(Transposed(odd)));
+  const Tensor shifted = MakeView(x, {2, 8}, {16, 1}, 1);  // storage offset 1: 2-byte aligned only
+  Tensor sd = Empty({2, 8}, DType::kBFloat16, Device::Cpu());
+  EmulateWide(sd, shifted, 2);
+  EXPECT_EQ(Bits16(sd), Bits16(shifted));
+  const Tensor row = testing::Wave({8}, DType::kBFloat16, 10);
+  Tensor bd = Empty({4, 8}, DType::kBFloat16, Device::Cpu());
+  EmulateWide(bd, row, 16);  // broadcast over rows: stride 0 divides by anything; the inner dim is unit-stride
+  EXPECT_EQ(Bits16(bd), Bits16(MakeView(row, {4, 8}, {0, 1}, 0)));
 }
 
 }  // namespace

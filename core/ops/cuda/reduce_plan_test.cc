@@ -138,5 +138,20 @@ TEST(ReducePlanTest, PlanCountsOutputsAndReducedElements) {
   EXPECT_EQ(off, 13);
 }
 
+// The column sum takes sums over the rows of a contiguous [rows, cols] layout with at least 64 rows, and
+// nothing else (a strided input, an inner dim reduced, a middle dim kept with a gap, too few rows).
+TEST(ReducePlanTest, ColumnSumTakesOnlyLeadingRowsOfAContiguousLayout) {
+  const std::vector<int64_t> sizes = {8, 16, 24}, strides = {384, 24, 1};
+  EXPECT_TRUE(IsColumnSum(ReducePlan::Make(sizes, strides, Reduced(3, {0, 1}))));
+  EXPECT_FALSE(IsColumnSum(ReducePlan::Make(sizes, strides, Reduced(3, {0}))));      // 8 rows
+  EXPECT_FALSE(IsColumnSum(ReducePlan::Make(sizes, strides, Reduced(3, {2}))));      // the inner dim
+  EXPECT_FALSE(IsColumnSum(ReducePlan::Make(sizes, strides, Reduced(3, {0, 2}))));   // kept dim not unit-stride
+  const std::vector<int64_t> transposed = {1, 8, 128};                               // [8, 16, 24] read column-major
+  EXPECT_FALSE(IsColumnSum(ReducePlan::Make(sizes, transposed, Reduced(3, {0, 1}))));
+  EXPECT_EQ(ColumnSumChunks(8192, 768), 22);   // 24 column blocks x 22 chunks >= 528 blocks
+  EXPECT_EQ(ColumnSumChunks(8192, 32768), 1);  // enough column blocks already
+  EXPECT_EQ(ColumnSumChunks(100, 32), 4);      // at least 32 rows per chunk
+}
+
 }  // namespace
 }  // namespace tessel::cuda
