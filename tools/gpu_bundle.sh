@@ -14,6 +14,12 @@
 # (517 MiB) would break the 64 MiB budget; run_gpu.sh takes them from the Python nvidia-* wheels
 # (nvidia.nccl, nvidia.cublas) on that machine. The bundle fails to build if it exceeds 64 MiB.
 # Requires the CUDA toolkit here (nvcc at $CUDA_PATH, default /usr/local/cuda).
+#
+# As a session with the device tool ran it (2026-12-04, nine calls of 39-71 s each on an H200):
+#   run(command="set -o pipefail; cd gpu_bundle && TESSEL_GPU_PROFILE=1 TESSEL_GPU_LOG_DIR=$OUT \
+#       TESSEL_GPU_SANITIZE_FAILURES=1 timeout 330 bash run_gpu.sh 2>&1 | tee $OUT/run_gpu.log",
+#       carry=["gpu_bundle"])
+# then give the machine back at once: it bills its 30 s of idle warmth too.
 set -euo pipefail
 ws="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out="${1:-$ws/gpu_bundle}"
