@@ -6,7 +6,7 @@
 // op, the tensor's shape, dtype and device. CheckLaunch raises kInternal with the CUDA error string.
 // The row kernels index rows of contiguous memory, so each registers through ContiguousInputs, which
 // hands them contiguous copies of strided inputs (a transposed q, a sliced row): users see any layout work,
-// as on the CPU (seen on the first H200 run: the GPT's q = qkv.view(...).transpose(1, 2) was refused).
+// as on the CPU (the H200 runs found the GPT's q = qkv.view(...).transpose(1, 2) refused without it).
 //
 // Example:
 //   SetCudaKernel("softmax", cuda::ContiguousInputs(SoftmaxCudaKernel));
