@@ -19,6 +19,7 @@
 #include <cuda_runtime.h>
 #include <mma.h>
 
+#include <atomic>
 #include <cstdint>
 
 #include "core/ops/cuda/attention_tc.h"
@@ -362,17 +363,25 @@ __global__ void __launch_bounds__(kThreads)
   StoreRows<D>(acc, scale, stage + warp * 16 * (D + 4), dq + h * t * D, q0 + warp * 16, t);
 }
 
+// Lets `kernel` take `bytes` of dynamic shared memory (over the 48 KiB default) on the current device. The
+// attribute belongs to the kernel as loaded on one device, so it is set once per device (`done` holds one
+// bit per device index; two threads racing both set it, which is harmless).
 template <typename Kernel>
-void AllowSmem(Kernel kernel, int64_t bytes) {
+void AllowSmem(Kernel kernel, int64_t bytes, std::atomic<uint64_t>& done) {
+  int device = 0;
+  cudaGetDevice(&device);
+  const uint64_t bit = uint64_t{1} << (device & 63);
+  if (done.load(std::memory_order_acquire) & bit) return;
   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+  done.fetch_or(bit, std::memory_order_release);
 }
 
 template <int D>
 void Forward(const void* q, const void* k, const void* v, void* out, float* lse, int64_t bh, int64_t t, int64_t s,
              float scale, bool causal, cudaStream_t st) {
   constexpr int64_t bytes = ForwardSmemBytes<D>();
-  static const bool allowed = (AllowSmem(TcForwardKernel<D>, bytes), true);
-  (void)allowed;
+  static std::atomic<uint64_t> allowed{0};
+  AllowSmem(TcForwardKernel<D>, bytes, allowed);
   const dim3 grid(static_cast<unsigned>((t + kRows - 1) / kRows), static_cast<unsigned>(bh));
   TcForwardKernel<D><<<grid, kThreads, bytes, st>>>(static_cast<const bf16*>(q), static_cast<const bf16*>(k),
                                                     static_cast<const bf16*>(v), static_cast<bf16*>(out), lse, t, s,
@@ -384,8 +393,9 @@ void Backward(const void* dout, const void* q, const void* k, const void* v, con
               void* dq, void* dk, void* dv, int64_t bh, int64_t t, int64_t s, float scale, bool causal,
               cudaStream_t st) {
   constexpr int64_t bytes = BackwardSmemBytes<D>();
-  static const bool allowed = (AllowSmem(TcDkvKernel<D>, bytes), AllowSmem(TcDqKernel<D>, bytes), true);
-  (void)allowed;
+  static std::atomic<uint64_t> allowed_dkv{0}, allowed_dq{0};
+  AllowSmem(TcDkvKernel<D>, bytes, allowed_dkv);
+  AllowSmem(TcDqKernel<D>, bytes, allowed_dq);
   const auto *g = static_cast<const bf16*>(dout), *tq = static_cast<const bf16*>(q);
   const auto *tk = static_cast<const bf16*>(k), *tv = static_cast<const bf16*>(v);
   const dim3 kgrid(static_cast<unsigned>((s + kRows - 1) / kRows), static_cast<unsigned>(bh));
