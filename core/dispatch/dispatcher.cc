@@ -86,7 +86,8 @@ TensorList DispatchLocal(const OpDef& op, std::span<const Tensor> inputs, const 
     const auto t0 = std::chrono::steady_clock::now();
     TensorList out = k(inputs, attrs);
     prof->SyncDevice();
-    prof->Add(prof->by_shape() ? op.name + " " + DescribeInputs(inputs) : op.name, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    prof->Add(prof->by_shape() ? op.name + " " + DescribeInputs(inputs) : op.name, seconds);
     return out;
   }
   return k(inputs, attrs);
