@@ -228,12 +228,13 @@ void BindCreation(py::module_& m) {
     std::unique_ptr<OpProfiler> active;
     std::map<std::string, OpProfiler::Row> rows;
   };
+  // start(by_shape=True) (torch's record_shapes): rows keyed "op [2, 3] float32, [3] float32" (profiler.h).
   py::class_<PyProfiler>(m, "_OpProfiler")
       .def(py::init<>())
-      .def("start", [](PyProfiler& p) {
+      .def("start", [](PyProfiler& p, bool by_shape) {
         TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, !p.active, "profiler: already started");
-        p.active = std::make_unique<OpProfiler>();
-      })
+        p.active = std::make_unique<OpProfiler>(std::function<void()>(), by_shape);
+      }, py::arg("by_shape") = false)
       .def("stop", [](PyProfiler& p) {
         TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, p.active && OpProfiler::Current() == p.active.get(),
                           "profiler: stop() must close the innermost running profiler on the thread that started it");

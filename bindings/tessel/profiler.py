@@ -5,12 +5,17 @@ of every kernel the profiling thread dispatches, forward and backward.
         loss = model(x).sum(); loss.backward()
     print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=10))
 
-What torch records and tessel does not: no per-call timeline (export_chrome_trace raises), no shapes,
-memory or stacks (record_shapes / profile_memory / with_stack are accepted and ignored: the table has
-the op rows only), no CUDA activity. An op's time is its kernel's (self and total are equal, as for
-torch's leaf aten ops); record_function blocks add rows of their own wall time.
+With record_shapes=True each op's tensor inputs' shapes are kept, and key_averages(group_by_input_shape=
+True) gives one row per op and shapes, with torch's "Input Shapes" column (torch also lists each scalar
+argument as []; tessel's kernels take tensors only, and an absent optional tensor is []).
+
+What torch records and tessel does not: no per-call timeline (export_chrome_trace raises), no memory or
+stacks (profile_memory / with_stack are accepted and ignored), no CUDA activity. An op's time is its
+kernel's (self and total are equal, as for torch's leaf aten ops); record_function blocks add rows of their
+own wall time.
 """
 import enum
+import re
 import time
 
 from . import _C
@@ -56,8 +61,8 @@ def schedule(*, wait, warmup, active, repeat=0, skip_first=0):
 class FunctionEventAvg:
     """One row of key_averages(): times in microseconds, as torch's."""
 
-    def __init__(self, key, count, total_us):
-        self.key, self.count = key, count
+    def __init__(self, key, count, total_us, input_shapes=""):
+        self.key, self.count, self.input_shapes = key, count, input_shapes
         self.cpu_time_total = self.self_cpu_time_total = total_us
         self.device_time_total = self.self_device_time_total = 0.0
         self.cuda_time_total = self.self_cuda_time_total = 0.0
@@ -84,7 +89,8 @@ class EventList(list):
     def self_cpu_time_total(self):
         return sum(e.self_cpu_time_total for e in self)
 
-    def table(self, sort_by=None, row_limit=100, max_name_column_width=55, header=None, **_):
+    def table(self, sort_by=None, row_limit=100, max_name_column_width=55, max_shapes_column_width=80, header=None,
+              **_):
         """torch's table: Name, Self CPU %, Self CPU, CPU total %, CPU total, CPU time avg, # of Calls."""
         if sort_by is not None and sort_by not in _SORT_KEYS:
             raise AttributeError("'FunctionEventAvg' object has no attribute '%s'" % sort_by)
@@ -94,14 +100,18 @@ class EventList(list):
         total = self.self_cpu_time_total
         width = max([len("Name")] + [min(len(e.key), max_name_column_width) for e in rows])
         cols = ["Self CPU %", "Self CPU", "CPU total %", "CPU total", "CPU time avg", "# of Calls"]
-        rule = "-" * width + "  " + "  ".join("-" * 12 for _ in cols)
+        shapes = any(getattr(e, "input_shapes", None) for e in self)  # torch: a column when any row has shapes
+        shape_width = min(max(len(str(e.input_shapes)) for e in self) + 4, max_shapes_column_width) if shapes else 0
+        rule = "-" * width + "  " + "  ".join("-" * 12 for _ in cols) + ("  " + "-" * shape_width if shapes else "")
         lines = [rule] if header is None else [header, rule]
-        lines += [("%-*s  " % (width, "Name")) + "  ".join("%12s" % c for c in cols), rule]
+        lines += [("%-*s  " % (width, "Name")) + "  ".join("%12s" % c for c in cols) +
+                  ("  %*s" % (shape_width, "Input Shapes") if shapes else ""), rule]
         for e in rows:
             share = 100.0 * e.self_cpu_time_total / total if total else 0.0
             lines.append(("%-*s  " % (width, e.key[:max_name_column_width])) + "  ".join("%12s" % v for v in (
                 "%.2f%%" % share, _us(e.self_cpu_time_total), "%.2f%%" % share, _us(e.cpu_time_total),
-                _us(e.cpu_time), str(e.count))))
+                _us(e.cpu_time), str(e.count))) +
+                ("  %*s" % (shape_width, str(e.input_shapes)[:shape_width]) if shapes else ""))
         lines += [rule, "Self CPU time total: %s" % _us(total), ""]
         return "\n".join(lines)
 
@@ -122,6 +132,7 @@ class profile:
             raise NotImplementedError("tessel.profiler: CUDA activity is not recorded (tessel's Python face has no "
                                       "CUDA device); use activities=[ProfilerActivity.CPU]")
         self._schedule, self._on_trace_ready = schedule, on_trace_ready
+        self._record_shapes = bool(record_shapes)
         self._step = 0
         self._rows = {}       # op -> [calls, seconds], what key_averages() reports
         self._user = {}       # record_function name -> [calls, seconds] of the current recording
@@ -134,7 +145,7 @@ class profile:
     def _begin(self):
         if self._op is None and self._recording():
             self._op = _C._OpProfiler()
-            self._op.start()
+            self._op.start(by_shape=self._record_shapes)
             self._user = {}
 
     def _recorded(self):
@@ -191,7 +202,14 @@ class profile:
 
     def key_averages(self, group_by_input_shape=False, group_by_stack_n=0):
         rows = self._recorded() if self._op is not None else self._rows  # still recording: so far
-        return EventList(FunctionEventAvg(k, c, s * 1e6) for k, (c, s) in rows.items())
+        grouped = {}  # (name, shapes if grouping by them) -> [calls, seconds, shapes]
+        for key, (calls, seconds) in rows.items():
+            name, shapes = _split_shapes(key) if self._record_shapes else (key, [])
+            row = grouped.setdefault((name, str(shapes) if group_by_input_shape else ""), [0, 0.0, shapes])
+            row[0] += calls
+            row[1] += seconds
+        return EventList(FunctionEventAvg(name, c, s * 1e6, shapes if group_by_input_shape else "")
+                         for (name, _), (c, s, shapes) in grouped.items())
 
     def events(self):
         return self.key_averages()
@@ -201,6 +219,22 @@ class profile:
 
     def export_stacks(self, path, metric="self_cpu_time_total"):
         raise NotImplementedError("tessel.profiler records no stacks: use key_averages().table()")
+
+
+_INPUT = re.compile(r"\[([0-9, ]*)\] \w+|None")
+
+
+def _split_shapes(key):
+    """'matmul [2, 3] float32, [3, 4] float32' -> ('matmul', [[2, 3], [3, 4]]); a record_function row or an op
+    without inputs has no shapes."""
+    name, _, inputs = key.partition(" ")
+    if not inputs:  # an op without inputs ("op " from the profiler) or a one-word record_function name
+        return name, []
+    if not inputs.startswith(("[", "None")):  # a record_function name with spaces
+        return key, []
+    shapes = [[int(d) for d in m.group(1).split(", ") if d] if m.group(1) is not None else []
+              for m in _INPUT.finditer(inputs)]
+    return name, shapes
 
 
 class record_function:

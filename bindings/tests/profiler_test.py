@@ -45,6 +45,34 @@ def test_table_sorts_limits_and_names_torch_columns():
         prof.key_averages().table(sort_by="bogus")
 
 
+def test_record_shapes_groups_rows_by_input_shapes_with_torchs_column():
+    a, b, c = tessel.ones(2, 3), tessel.ones(3), tessel.ones(3, 4)
+    with profile(record_shapes=True) as prof:
+        a + b
+        a @ c
+        a @ c
+        c.t() @ a.t()
+        with record_function("user block"):
+            pass
+    by_shape = {(e.key, str(e.input_shapes)): e.count for e in prof.key_averages(group_by_input_shape=True)}
+    assert by_shape[("add", "[[2, 3], [3]]")] == 1
+    assert by_shape[("matmul", "[[2, 3], [3, 4]]")] == 2
+    assert by_shape[("matmul", "[[4, 3], [3, 2]]")] == 1
+    assert by_shape[("user block", "[]")] == 1
+    plain = {e.key: e for e in prof.key_averages()}  # default: one row per op, shapes summed over
+    assert plain["matmul"].count == 3 and plain["matmul"].input_shapes == ""
+    table = prof.key_averages(group_by_input_shape=True).table(sort_by="count")
+    header = table.splitlines()[1]
+    assert header.rstrip().endswith("Input Shapes")
+    assert any(line.split()[0] == "matmul" and line.rstrip().endswith("[[2, 3], [3, 4]]")
+               for line in table.splitlines())
+    assert "Input Shapes" not in prof.key_averages().table()
+    with profile() as plain_prof:  # without record_shapes, grouping by shapes has nothing to split
+        a @ c
+    rows = plain_prof.key_averages(group_by_input_shape=True)
+    assert [(e.key, e.count, e.input_shapes) for e in rows if e.key == "matmul"] == [("matmul", 1, [])]
+
+
 def test_schedule_records_only_active_steps_and_hands_each_cycle_to_on_trace_ready():
     seen = []
 
