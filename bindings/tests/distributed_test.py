@@ -1053,6 +1053,41 @@ def test_torchs_deprecated_coalesced_collectives_debug_levels_and_constants():
         dist.set_debug_level(before)
 
 
+def test_pg_count_backend_config_and_deprecated_reduce_op_follow_torch():
+    # torch 2.15 on 4 gloo processes (probed): 0 before init, 1 after, +1 per new_group on every rank, +1 per
+    # split_group, +2 for new_subgroups(2), +4 for a 2 x 2 mesh (init_device_mesh or the DeviceMesh constructor),
+    # +0 for a 1-D mesh over the world, 0 after destroy_process_group.
+    got = {}
+
+    def rank_fn(world):
+        counts = [dist.get_pg_count()]
+        dist.init_process_group()
+        counts.append(dist.get_pg_count())
+        dist.new_group([0, 1])
+        counts.append(dist.get_pg_count())
+        dist.split_group(split_ranks=[[0, 1], [2, 3]])
+        counts.append(dist.get_pg_count())
+        dist.new_subgroups(2)
+        counts.append(dist.get_pg_count())
+        dist.init_device_mesh("cpu", (2, 2))
+        counts.append(dist.get_pg_count())
+        dist.init_device_mesh("cpu", (4,))
+        counts.append(dist.get_pg_count())
+        dist.DeviceMesh("cpu", [[0, 1], [2, 3]])
+        counts.append(dist.get_pg_count())
+        config = dist.get_backend_config()
+        dist.destroy_process_group()
+        counts.append(dist.get_pg_count())
+        got[world.rank] = (counts, config)
+
+    tessel.run_ranks(4, rank_fn)
+    for r in range(4):
+        assert got[r] == ([0, 1, 2, 3, 5, 9, 9, 13, 0], "cpu:threads"), got[r]
+    with pytest.warns(UserWarning, match=r"`torch.distributed.reduce_op` is deprecated, please use "
+                                         r"`torch.distributed.ReduceOp` instead"):
+        assert dist.reduce_op.SUM == dist.ReduceOp.SUM
+
+
 def test_clip_grad_norm_of_other_orders_follows_torchs_formula():
     def grads():
         a = tessel.tensor([[3.0, -4.0], [1.0, 0.5]])

@@ -172,6 +172,8 @@ def _init_world():
                                "rank= and world_size= (tessel.multiprocessing.spawn, as torch's mp.spawn)")
         world = _C.init_process_group()
         _local.world = world
+    if not getattr(_local, "initialized", False):
+        _local.pg_count = 1  # get_pg_count: the default group (torch's _world.group_count)
     _local.initialized = True
     return world
 
@@ -352,7 +354,7 @@ def destroy_process_group(group=None):
         _flush_p2p(_local.world)  # an isend never waited on still goes out, as torch's
     from .checkpoint import _release_savers
     _release_savers()  # their groups (and a gloo world's store) must not outlive the world
-    _local.initialized, _local.mesh = False, None
+    _local.initialized, _local.mesh, _local.pg_count = False, None, 0
     if not getattr(_local, "in_run_ranks", False):
         _local.world = None
 
@@ -540,6 +542,7 @@ def new_group(ranks=None, timeout=None, backend=None, pg_options=None, use_local
                                   "takes part in tessel's new_group")
     members = list(range(world.size)) if ranks is None else sorted(int(r) for r in ranks)
     _flush_p2p(world)
+    _count_groups(1)  # on every rank, members or not (torch)
     g = world.new_group(members)
     if g is None:
         return GroupMember.NON_GROUP_MEMBER
@@ -615,6 +618,7 @@ def split_group(parent_pg=None, split_ranks=None, timeout=None, pg_options=None,
             seen[r] = i
     mine = None
     _flush_p2p(parent)
+    _count_groups(1)  # one per split_group call, as torch's count
     for split in split_ranks:
         g = parent.new_group(sorted(int(r) for r in split))
         if g is not None:
@@ -967,9 +971,9 @@ class _CompletedWork:
 
 
 from . import checkpoint, device_mesh, fsdp, pipelining, tensor  # noqa: E402,F401 (torch.distributed's subpackages)
-from ._c10d_extras import (DebugLevel, all_gather_coalesced, all_reduce_coalesced,  # noqa: E402,F401
-                           default_pg_timeout, get_debug_level, is_ucc_available, is_xccl_available,
-                           set_debug_level, set_debug_level_from_env, supports_complex)
+from ._c10d_extras import (DebugLevel, _count_groups, all_gather_coalesced, all_reduce_coalesced,  # noqa
+                           default_pg_timeout, get_backend_config, get_debug_level, get_pg_count, is_ucc_available,
+                           is_xccl_available, reduce_op, set_debug_level, set_debug_level_from_env, supports_complex)
 from .device_mesh import DeviceMesh, init_device_mesh  # noqa: E402,F401 (torch.distributed exports them too)
 
 

@@ -6,7 +6,7 @@ import enum
 import os
 import warnings
 
-from . import ReduceOp, all_gather, all_reduce, get_world_size
+from . import ReduceOp, _local, all_gather, all_reduce, get_backend, get_world_size
 
 
 def is_ucc_available():
@@ -101,3 +101,35 @@ def all_gather_coalesced(output_tensor_lists, input_tensor_list, group=None, asy
     works = [all_gather([out[i] for out in output_tensor_lists], t, group, async_op=True)
              for i, t in enumerate(input_tensor_list)]
     return _finish(_AllWorks([w for w in works if w is not None]), async_op)
+
+
+def _count_groups(n):
+    """get_pg_count's bookkeeping: n more process groups made on this rank (thread, under run_ranks)."""
+    _local.pg_count = getattr(_local, "pg_count", 0) + n
+
+
+def get_pg_count():
+    """torch's get_pg_count: the process groups made since init_process_group, the default one included: 1
+    after init, +1 per new_group (on every rank, member or not) and per split_group call, + one per sub-group
+    of each dim of a DeviceMesh (none for a 1-D mesh over the whole default group, which reuses it); 0 before
+    init and after destroy_process_group()."""
+    return getattr(_local, "pg_count", 0)
+
+
+def get_backend_config(group=None):
+    """torch's get_backend_config: the group's device:backend pairs ("cpu:gloo,cuda:gloo" for a gloo group, as
+    torch reports it; "cpu:threads" for run_ranks' in-process groups)."""
+    backend = get_backend(group)
+    return "cpu:gloo,cuda:gloo" if backend == "gloo" else "cpu:%s" % backend
+
+
+class _DeprecatedReduceOp:
+    """torch.distributed.reduce_op: ReduceOp's members, each read warning that the name is deprecated."""
+
+    def __getattr__(self, name):
+        warnings.warn("`torch.distributed.reduce_op` is deprecated, please use `torch.distributed.ReduceOp` "
+                      "instead", stacklevel=2)
+        return getattr(ReduceOp, name)
+
+
+reduce_op = _DeprecatedReduceOp()

@@ -16,7 +16,33 @@ def init_device_mesh(device_type, mesh_shape, *, mesh_dim_names=None):
         raise NotImplementedError("init_device_mesh: device_type '%s' is not available from Python (use 'cpu')"
                                   % device_type)
     names = list(mesh_dim_names) if mesh_dim_names else []
-    return _C.init_device_mesh(_default_group("init_device_mesh"), [int(s) for s in mesh_shape], names)
+    mesh = _C.init_device_mesh(_default_group("init_device_mesh"), [int(s) for s in mesh_shape], names)
+    _count_mesh_groups(mesh)
+    return mesh
+
+
+def _count_mesh_groups(mesh):
+    """get_pg_count: a mesh makes one group per sub-group of each dim, except a 1-D mesh over the whole
+    default group, which reuses it (torch's counts, probed)."""
+    from . import _count_groups, get_world_size
+    shape = [int(n) for n in mesh.shape]
+    if len(shape) == 1 and shape[0] == get_world_size():
+        return
+    total = 1
+    for n in shape:
+        total *= n
+    _count_groups(sum(total // n for n in shape))
+
+
+_DeviceMeshInit = DeviceMesh.__init__
+
+
+def _device_mesh_init(self, *args, **kwargs):
+    _DeviceMeshInit(self, *args, **kwargs)
+    _count_mesh_groups(self)
+
+
+DeviceMesh.__init__ = _device_mesh_init
 
 
 def _unflatten(self, dim, mesh_sizes, mesh_dim_names, backend_override=None):
