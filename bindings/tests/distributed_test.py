@@ -1088,6 +1088,16 @@ def test_pg_count_backend_config_and_deprecated_reduce_op_follow_torch():
         assert dist.reduce_op.SUM == dist.ReduceOp.SUM
 
 
+def test_c10d_and_constants_modules_are_attributes_without_their_own_import():
+    import subprocess
+    import sys
+    code = ("import tessel.distributed as d; print(d.distributed_c10d._get_default_group.__name__, "
+            "d.constants.default_pg_timeout.total_seconds(), d.constants.default_pg_nccl_timeout.total_seconds())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["_get_default_group", "300.0", "300.0"]
+
+
 def test_clip_grad_norm_of_other_orders_follows_torchs_formula():
     def grads():
         a = tessel.tensor([[3.0, -4.0], [1.0, 0.5]])

@@ -975,6 +975,7 @@ from ._c10d_extras import (DebugLevel, _count_groups, all_gather_coalesced, all_
                            default_pg_timeout, get_backend_config, get_debug_level, get_pg_count, is_ucc_available,
                            is_xccl_available, reduce_op, set_debug_level, set_debug_level_from_env, supports_complex)
 from .device_mesh import DeviceMesh, init_device_mesh  # noqa: E402,F401 (torch.distributed exports them too)
+from . import constants, distributed_c10d  # noqa: E402,F401 (torch.distributed's modules, reachable as attributes)
 
 
 def __getattr__(name):
