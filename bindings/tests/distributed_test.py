@@ -1098,6 +1098,43 @@ def test_c10d_and_constants_modules_are_attributes_without_their_own_import():
     assert out.stdout.split() == ["_get_default_group", "300.0", "300.0"]
 
 
+def test_group_world_and_the_low_level_process_group_calls_follow_torch():
+    # torch 2.15 on 2 gloo processes (probed): group.WORLD is None before init and after destroy, the default
+    # group in between; pg.allreduce takes [t], t, ([t], op) or ([t], AllreduceOptions) and returns a Work whose
+    # future gives [t]; pg.broadcast([t], BroadcastOptions) roots at a group rank.
+    got = {}
+
+    def rank_fn(world):
+        before = dist.group.WORLD
+        dist.init_process_group()
+        pg = dist.group.WORLD
+        r = world.rank
+        t = tessel.ones(2) * (r + 1)
+        out = [before, pg is dist.distributed_c10d._get_default_group(), pg.size(), pg.rank()]
+        out += [pg.allreduce([t]).wait(), t.tolist()]
+        out += [[x.tolist() for x in pg.allreduce([t]).get_future().wait()]]
+        opts = dist.AllreduceOptions()
+        opts.reduceOp = dist.ReduceOp.MAX
+        pg.allreduce([t], opts).wait()
+        pg.allreduce(t).wait()
+        pg.allreduce([t], dist.ReduceOp.SUM).wait()
+        out += [t.tolist()]
+        b = tessel.full((2,), float(r))
+        bo = dist.BroadcastOptions()
+        bo.rootRank = 1
+        pg.broadcast([b], bo).wait()
+        out += [b.tolist()]
+        with pytest.raises(ValueError, match="one tensor per call, got 2"):
+            pg.allreduce([t, t])
+        dist.destroy_process_group()
+        out += [dist.group.WORLD]
+        got[r] = out
+
+    tessel.run_ranks(2, rank_fn)
+    for r in (0, 1):
+        assert got[r] == [None, True, 2, r, True, [3.0, 3.0], [[6.0, 6.0]], [24.0, 24.0], [1.0, 1.0], None], got[r]
+
+
 def test_clip_grad_norm_of_other_orders_follows_torchs_formula():
     def grads():
         a = tessel.tensor([[3.0, -4.0], [1.0, 0.5]])

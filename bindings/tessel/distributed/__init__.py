@@ -224,10 +224,18 @@ def _default_group(op="this call"):
     return world
 
 
-class GroupMember:
+class _WorldMeta(type):
+    """torch's class property WORLD of `group` / `GroupMember`: this rank's default group once
+    init_process_group ran, else None (and None again after destroy_process_group)."""
+
+    @property
+    def WORLD(cls):
+        return getattr(_local, "world", None) if getattr(_local, "initialized", False) else None
+
+
+class GroupMember(metaclass=_WorldMeta):
     """torch's sentinels: WORLD (the default group) and NON_GROUP_MEMBER (what new_group returns on a rank
     outside the new group; passing it to a collective raises)."""
-    WORLD = None
     NON_GROUP_MEMBER = object()
 
 
@@ -971,9 +979,10 @@ class _CompletedWork:
 
 
 from . import checkpoint, device_mesh, fsdp, pipelining, tensor  # noqa: E402,F401 (torch.distributed's subpackages)
-from ._c10d_extras import (DebugLevel, _count_groups, all_gather_coalesced, all_reduce_coalesced,  # noqa
-                           default_pg_timeout, get_backend_config, get_debug_level, get_pg_count, is_ucc_available,
-                           is_xccl_available, reduce_op, set_debug_level, set_debug_level_from_env, supports_complex)
+from ._c10d_extras import (AllreduceOptions, BroadcastOptions, DebugLevel, _count_groups,  # noqa
+                           all_gather_coalesced, all_reduce_coalesced, default_pg_timeout, get_backend_config,
+                           get_debug_level, get_pg_count, is_ucc_available, is_xccl_available, reduce_op,
+                           set_debug_level, set_debug_level_from_env, supports_complex)
 from .device_mesh import DeviceMesh, init_device_mesh  # noqa: E402,F401 (torch.distributed exports them too)
 from . import constants, distributed_c10d  # noqa: E402,F401 (torch.distributed's modules, reachable as attributes)
 

@@ -6,7 +6,7 @@ import enum
 import os
 import warnings
 
-from . import ReduceOp, _local, all_gather, all_reduce, get_backend, get_world_size
+from . import ProcessGroup, ReduceOp, _local, all_gather, all_reduce, get_backend, get_world_size
 
 
 def is_ucc_available():
@@ -133,3 +133,51 @@ class _DeprecatedReduceOp:
 
 
 reduce_op = _DeprecatedReduceOp()
+
+
+class AllreduceOptions:
+    """torch's c10d AllreduceOptions for ProcessGroup.allreduce: reduceOp (default SUM) and timeout."""
+
+    def __init__(self):
+        self.reduceOp, self.timeout = ReduceOp.SUM, None
+
+
+class BroadcastOptions:
+    """torch's c10d BroadcastOptions for ProcessGroup.broadcast: rootRank (a rank of the group), rootTensor
+    (the index in the tensor list; one CPU tensor here, so 0) and timeout."""
+
+    def __init__(self):
+        self.rootRank, self.rootTensor, self.timeout = 0, 0, None
+
+
+def _one_tensor(tensors, op):
+    """The tensor of torch's low-level tensor-list argument: a CPU group takes exactly one."""
+    if not isinstance(tensors, (list, tuple)):
+        return tensors
+    if len(tensors) != 1:
+        raise ValueError("ProcessGroup.%s: a CPU process group takes one tensor per call, got %d" % (op, len(tensors)))
+    return tensors[0]
+
+
+def _pg_allreduce(self, tensors, opts=None):
+    """torch's low-level ProcessGroup.allreduce(tensors, opts | op): asynchronous, returns the Work (its
+    get_future().wait() gives [tensor]); tensors is one tensor or a list of one."""
+    op = opts if isinstance(opts, ReduceOp) else (opts.reduceOp if opts is not None else ReduceOp.SUM)
+    return all_reduce(_one_tensor(tensors, "allreduce"), op=op, group=self, async_op=True)
+
+
+_pg_broadcast = ProcessGroup.broadcast
+
+
+def _pg_broadcast_any(self, tensors, *args, **kwargs):
+    """tessel's broadcast(tensor, src, async_op), or torch's low-level broadcast(tensors, BroadcastOptions)
+    (asynchronous, root given as a group rank)."""
+    if args and isinstance(args[0], BroadcastOptions) or isinstance(kwargs.get("opts"), BroadcastOptions):
+        opts = args[0] if args else kwargs["opts"]
+        from . import broadcast
+        return broadcast(_one_tensor(tensors, "broadcast"), group=self, group_src=opts.rootRank, async_op=True)
+    return _pg_broadcast(self, tensors, *args, **kwargs)
+
+
+ProcessGroup.allreduce = _pg_allreduce
+ProcessGroup.broadcast = _pg_broadcast_any
