@@ -26,6 +26,9 @@ def test_torchs_submodule_paths_give_the_packages_objects():
     from tessel.distributed.tensor.device_mesh import DeviceMesh as OldPathMesh, init_device_mesh
     from tessel.distributed.tensor.parallel.style import ColwiseParallel, ParallelStyle
     from tessel.distributed.tensor.parallel import ColwiseParallel as Colwise
+    from tessel.distributed.tensor.parallel.api import parallelize_module
+    from tessel.distributed.tensor.parallel.loss import loss_parallel
+    import tessel.distributed.tensor.parallel as tp
     from tessel.nn.parallel import GradBucket
     assert (DefaultSavePlanner, DefaultLoadPlanner) == (dcp.DefaultSavePlanner, dcp.DefaultLoadPlanner)
     assert (FileSystemWriter, FileSystemReader) == (dcp.FileSystemWriter, dcp.FileSystemReader)
@@ -41,6 +44,8 @@ def test_torchs_submodule_paths_give_the_packages_objects():
     assert pp.stage.PipelineStage is pp.PipelineStage and pp.microbatch.TensorChunkSpec is TensorChunkSpec
     assert OldPathMesh is DeviceMesh and init_device_mesh is dist.init_device_mesh
     assert ColwiseParallel is Colwise and issubclass(ColwiseParallel, ParallelStyle)
+    assert (parallelize_module, loss_parallel) == (tp.parallelize_module, tp.loss_parallel)
+    assert tp.api.parallelize_module is tp.parallelize_module and tp.style.RowwiseParallel is tp.RowwiseParallel
     assert dist.GradBucket is GradBucket
     with pytest.raises(AttributeError, match="no attribute 'NoSuchThing'"):
         dist.NoSuchThing  # noqa: B018

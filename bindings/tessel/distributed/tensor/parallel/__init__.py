@@ -157,3 +157,6 @@ def loss_parallel():
     both run inside. Plain targets next to DTensor logits are taken as Replicate in this scope (per thread)."""
     with _C._LossParallel():
         yield
+
+
+from . import api, loss, style  # noqa: E402,F401 (torch's submodules, reachable as attributes)
