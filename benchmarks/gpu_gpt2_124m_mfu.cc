@@ -5,7 +5,7 @@
 // bf16), with nanoGPT's FLOP count: 6 N + 12 L H Q T per token, N = parameters less the position table.
 // The PyTorch eager side of the figure is benchmarks/pytorch/gpt2_124m_eager_cuda.py, run by the bundle's
 // script in the same session; the script prints the ratio. Targets: MFU >= 40%, faster than eager.
-// Run on an H200 on 2026-12-04 on a GPU (and its kernels are untuned: see core/ops/cuda/README.md).
+// Run on an H200 on 2026-12-04 (tools/gpu_bundle.sh; its kernels are untuned: see core/ops/cuda/README.md).
 //
 // Usage: gpu_gpt2_124m_mfu [steps=5]      (exit 2 when no GPU is visible)
 #include <cuda_runtime.h>

@@ -9,10 +9,11 @@
 # What goes in: every cc_test tagged "cuda" but not "cuda_host" and every figure binary tagged
 # "cuda_figure" (found by bazel query), built with --config=cuda and copied as runfiles-free binaries (they link tessel statically:
 # linkstatic = True), cuda_probe, and in
-# lib/ the shared libraries they need that such a machine may lack (libcudart.so.13 from the toolkit,
-# libstdc++/libgcc_s/libgomp from this Debian). NOT copied: libnccl.so.2 (208 MiB) and libcublasLt
-# (517 MiB) would break the 64 MiB budget; run_gpu.sh takes them from the Python nvidia-* wheels
-# (nvidia.nccl, nvidia.cublas) on that machine. The bundle fails to build if it exceeds 64 MiB.
+# lib/ every shared library they load but glibc's and the driver's (libcudart from the toolkit, libstdc++,
+# libgomp, oneDNN, OpenBLAS ... from this Debian), both folders gzipped into payload.tar.gz. NOT copied:
+# libnccl.so.2 (208 MiB) and libcublasLt (517 MiB) would break the 64 MiB budget; run_gpu.sh takes them
+# from the Python nvidia-* wheels (nvidia.nccl, nvidia.cu13) on that machine. The bundle fails to build if
+# it exceeds 64 MiB.
 # Requires the CUDA toolkit here (nvcc at $CUDA_PATH, default /usr/local/cuda).
 #
 # As a session with the device tool ran it (2026-12-04, nine calls of 39-71 s each on an H200):

@@ -141,14 +141,20 @@ void Forward(const void* q, const void* k, const void* v, void* out, float* lse,
                                                  scale, causal);
 }
 
+// dd = D_i = dO_i · O_i for each of rows rows (both backward paths start from it).
+template <typename T>
+void RowDots(const void* dout, const void* out, float* dd, int64_t rows, int64_t dv, cudaStream_t st) {
+  FlashRowDotKernel<T><<<LaneBlocks((rows + 255) / 256), 256, 0, st>>>(static_cast<const T*>(dout),
+                                                                     static_cast<const T*>(out), dd, rows, dv);
+}
+
 template <typename T>
 void Backward(const void* dout, const void* q, const void* k, const void* v, const void* out, const float* lse,
               void* dq, void* dk, void* dvo, float* dd, int64_t bh, int64_t t, int64_t s, int64_t d, int64_t dv,
               float scale, bool causal, cudaStream_t st) {
   const T *tg = static_cast<const T*>(dout), *tq = static_cast<const T*>(q), *tk = static_cast<const T*>(k);
   const T* tv = static_cast<const T*>(v);
-  FlashRowDotKernel<T>
-      <<<LaneBlocks((bh * t + 255) / 256), 256, 0, st>>>(tg, static_cast<const T*>(out), dd, bh * t, dv);
+  RowDots<T>(dout, out, dd, bh * t, dv, st);
   const dim3 qgrid(static_cast<unsigned>((t + kTileQ - 1) / kTileQ), static_cast<unsigned>(bh));
   FlashDqKernel<T><<<qgrid, kTileQ, 0, st>>>(tg, tq, tk, tv, lse, dd, static_cast<T*>(dq), t, s, d, dv, scale, causal);
   if (s == 0) return;
@@ -173,8 +179,7 @@ const char* LaunchFlashBackward(ElemType type, const void* dout, const void* q, 
   if (type == ElemType::kFloat32) {
     Backward<float>(dout, q, k, v, out, lse, dq, dk, dv_out, dd, bh, t, s, d, dv, scale, causal, st);
   } else if (TcAttentionApplies(d, dv, t, s, {dout, q, k, v, out, dq, dk, dv_out})) {
-    FlashRowDotKernel<uint16_t><<<LaneBlocks((bh * t + 255) / 256), 256, 0, st>>>(
-        static_cast<const uint16_t*>(dout), static_cast<const uint16_t*>(out), dd, bh * t, dv);
+    RowDots<uint16_t>(dout, out, dd, bh * t, dv, st);
     TcAttentionBackward(dout, q, k, v, lse, dd, dq, dk, dv_out, bh, t, s, d, scale, causal, st);
   } else {
     Backward<uint16_t>(dout, q, k, v, out, lse, dq, dk, dv_out, dd, bh, t, s, d, dv, scale, causal, st);

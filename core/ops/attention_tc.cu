@@ -236,6 +236,33 @@ constexpr int64_t BackwardSmemBytes() {
          Round128(kRows * (D + 4) * 4) + 2 * Round128(kCols * 4);
 }
 
+// The shared memory of both backward kernels, carved in BackwardSmemBytes' order: two resident [64, D]
+// tiles (dK/dV: k, v; dQ: q, dO), two streamed ones (dK/dV: q, dO; dQ: k, v), per warp two fp32 [16, 64]
+// product tiles and two bf16 [16, 64] operand tiles, the fp32 output staging and the streamed rows' lse
+// (log2 units) and D.
+template <int D>
+struct BackwardTiles {
+  bf16 *resident0, *resident1, *streamed0, *streamed1;
+  float *prod0, *prod1;
+  bf16 *operand0, *operand1;
+  float *stage, *lse2, *dd;
+
+  __device__ explicit BackwardTiles(unsigned char* smem) {
+    Carver cv{smem};
+    resident0 = cv.Take<bf16>(kRows * (D + 8));
+    resident1 = cv.Take<bf16>(kRows * (D + 8));
+    streamed0 = cv.Take<bf16>(kCols * (D + 8));
+    streamed1 = cv.Take<bf16>(kCols * (D + 8));
+    prod0 = cv.Take<float>(4 * 16 * kLdS);
+    prod1 = cv.Take<float>(4 * 16 * kLdS);
+    operand0 = cv.Take<bf16>(4 * 16 * kLdP);
+    operand1 = cv.Take<bf16>(4 * 16 * kLdP);
+    stage = cv.Take<float>(kRows * (D + 4));
+    lse2 = cv.Take<float>(kCols);
+    dd = cv.Take<float>(kCols);
+  }
+};
+
 // Stages lse (as log2 units) and D for rows [r0, r0 + kCols): +inf / 0 past t, so P is 0 there.
 __device__ void StageRowStats(float* lse2, float* dd_s, const float* lse, const float* dd, int64_t r0, int64_t t) {
   for (int e = threadIdx.x; e < kCols; e += kThreads) {
@@ -251,18 +278,10 @@ __global__ void __launch_bounds__(kThreads)
     TcDkvKernel(const bf16* dout, const bf16* q, const bf16* k, const bf16* v, const float* lse, const float* dd,
                 bf16* dk, bf16* dv, int64_t t, int64_t s, float scale, float scale_log2, bool causal) {
   extern __shared__ __align__(128) unsigned char smem[];
-  Carver cv{smem};
-  bf16* ks = cv.Take<bf16>(kRows * (D + 8));
-  bf16* vs = cv.Take<bf16>(kRows * (D + 8));
-  bf16* qs = cv.Take<bf16>(kCols * (D + 8));
-  bf16* gs = cv.Take<bf16>(kCols * (D + 8));
-  float* ss = cv.Take<float>(4 * 16 * kLdS);
-  float* dps = cv.Take<float>(4 * 16 * kLdS);
-  bf16* pts = cv.Take<bf16>(4 * 16 * kLdP);
-  bf16* dsts = cv.Take<bf16>(4 * 16 * kLdP);
-  float* stage = cv.Take<float>(kRows * (D + 4));
-  float* lse2 = cv.Take<float>(kCols);
-  float* dd_s = cv.Take<float>(kCols);
+  const BackwardTiles<D> tiles(smem);
+  bf16 *ks = tiles.resident0, *vs = tiles.resident1, *qs = tiles.streamed0, *gs = tiles.streamed1;
+  float *ss = tiles.prod0, *dps = tiles.prod1, *stage = tiles.stage, *lse2 = tiles.lse2, *dd_s = tiles.dd;
+  bf16 *pts = tiles.operand0, *dsts = tiles.operand1;
   const int64_t h = blockIdx.y, k0 = blockIdx.x * int64_t{kRows};
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   StageTile<D>(ks, k + h * s * D, k0, s);
@@ -313,18 +332,10 @@ __global__ void __launch_bounds__(kThreads)
     TcDqKernel(const bf16* dout, const bf16* q, const bf16* k, const bf16* v, const float* lse, const float* dd,
                bf16* dq, int64_t t, int64_t s, float scale, float scale_log2, bool causal) {
   extern __shared__ __align__(128) unsigned char smem[];
-  Carver cv{smem};
-  bf16* qs = cv.Take<bf16>(kRows * (D + 8));
-  bf16* gs = cv.Take<bf16>(kRows * (D + 8));
-  bf16* ks = cv.Take<bf16>(kCols * (D + 8));
-  bf16* vs = cv.Take<bf16>(kCols * (D + 8));
-  float* ss = cv.Take<float>(4 * 16 * kLdS);
-  float* dps = cv.Take<float>(4 * 16 * kLdS);
-  bf16* dss = cv.Take<bf16>(4 * 16 * kLdP);
-  cv.Take<bf16>(4 * 16 * kLdP);  // (the dK / dV kernel's second probability tile: one size for both)
-  float* stage = cv.Take<float>(kRows * (D + 4));
-  float* lse2 = cv.Take<float>(kCols);
-  float* dd_s = cv.Take<float>(kCols);
+  const BackwardTiles<D> tiles(smem);  // operand1 unused here: one layout (and size) for both kernels
+  bf16 *qs = tiles.resident0, *gs = tiles.resident1, *ks = tiles.streamed0, *vs = tiles.streamed1;
+  float *ss = tiles.prod0, *dps = tiles.prod1, *stage = tiles.stage, *lse2 = tiles.lse2, *dd_s = tiles.dd;
+  bf16* dss = tiles.operand0;
   const int64_t h = blockIdx.y, q0 = blockIdx.x * int64_t{kRows};
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   StageTile<D>(qs, q + h * t * D, q0, t);
@@ -405,8 +416,6 @@ void Backward(const void* dout, const void* q, const void* k, const void* v, con
   TcDqKernel<D><<<qgrid, kThreads, bytes, st>>>(g, tq, tk, tv, lse, dd, static_cast<bf16*>(dq), t, s, scale,
                                                 scale * kLog2e, causal);
 }
-
-bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 }  // namespace
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "core/ops/cuda/bf16.h"
+#include "core/ops/cuda/block_merge.cuh"
 #include "core/ops/cuda/elementwise_launch.h"
 
 namespace tessel::cuda {
@@ -57,8 +58,6 @@ __global__ void BinaryContiguousVec(T* out, const T* a, const T* b, int64_t nvec
   }
 }
 
-bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 bool IsContiguous(const OffsetCalculator<3>& c) {
   if (c.ndim > 1) return false;
   return c.ndim == 0 || (c.strides[0][0] == 1 && c.strides[1][0] == 1 && c.strides[2][0] == 1);
@@ -67,14 +66,15 @@ bool IsContiguous(const OffsetCalculator<3>& c) {
 template <BinaryOp kOp, typename T>
 void Launch(void* out, const void* a, const void* b, const OffsetCalculator<3>& calc, int64_t n, cudaStream_t s) {
   constexpr int kThreads = 256;
-  const int64_t blocks64 = (n + kThreads - 1) / kThreads;
-  const int blocks = static_cast<int>(blocks64 < 65535 * 8 ? blocks64 : 65535 * 8);  // grid-stride beyond
+  auto grid = [](int64_t items) {  // grid-stride beyond 65535 * 8 blocks
+    const int64_t blocks = (items + kThreads - 1) / kThreads;
+    return static_cast<int>(blocks < 65535 * 8 ? blocks : 65535 * 8);
+  };
+  const int blocks = grid(n);
   constexpr int64_t kV = 16 / sizeof(T);
   if (IsContiguous(calc) && n % kV == 0 && Aligned16(out) && Aligned16(a) && Aligned16(b)) {
-    const int64_t nvec = n / kV, vblocks64 = (nvec + kThreads - 1) / kThreads;
-    const int vblocks = static_cast<int>(vblocks64 < 65535 * 8 ? vblocks64 : 65535 * 8);
-    BinaryContiguousVec<kOp, T><<<vblocks, kThreads, 0, s>>>(static_cast<T*>(out), static_cast<const T*>(a),
-                                                             static_cast<const T*>(b), nvec);
+    BinaryContiguousVec<kOp, T><<<grid(n / kV), kThreads, 0, s>>>(static_cast<T*>(out), static_cast<const T*>(a),
+                                                                  static_cast<const T*>(b), n / kV);
   } else if (IsContiguous(calc)) {
     BinaryContiguous<kOp, T><<<blocks, kThreads, 0, s>>>(static_cast<T*>(out), static_cast<const T*>(a),
                                                          static_cast<const T*>(b), n);

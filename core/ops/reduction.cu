@@ -58,8 +58,8 @@ __global__ void ColumnFinishKernel(const float* partial, T* out, int64_t chunks,
 }
 
 template <typename T>
-void ColumnSum(const void* x, void* out, float* partial, int64_t rows, int64_t cols, float scale, cudaStream_t s) {
-  const int64_t chunks = ColumnSumChunks(rows, cols);
+void ColumnSum(const void* x, void* out, float* partial, int64_t rows, int64_t cols, int64_t chunks, float scale,
+               cudaStream_t s) {
   const int64_t chunk_rows = (rows + chunks - 1) / chunks;
   const dim3 grid(static_cast<unsigned>((cols + 31) / 32), static_cast<unsigned>(chunks));
   ColumnPartialKernel<T><<<grid, dim3(32, 8), 0, s>>>(static_cast<const T*>(x), partial, rows, cols, chunk_rows);
@@ -135,13 +135,13 @@ const char* LaunchSum(ElemType type, const void* x, void* out, const ReducePlan&
 }
 
 const char* LaunchColumnSum(ElemType type, const void* x, void* out, float* partial, int64_t rows, int64_t cols,
-                            float scale, void* stream) {
+                            int64_t chunks, float scale, void* stream) {
   if (cols == 0) return "";
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   if (type == ElemType::kFloat32) {
-    ColumnSum<float>(x, out, partial, rows, cols, scale, s);
+    ColumnSum<float>(x, out, partial, rows, cols, chunks, scale, s);
   } else {
-    ColumnSum<uint16_t>(x, out, partial, rows, cols, scale, s);
+    ColumnSum<uint16_t>(x, out, partial, rows, cols, chunks, scale, s);
   }
   return LastLaunchError();
 }

@@ -57,11 +57,10 @@ void RunSum(cuda::ElemType type, const Tensor& x, const Tensor& out, const cuda:
             const char* op) {
   void* stream = memory::CurrentStream(x.device());
   if (cuda::IsColumnSum(plan)) {
-    Tensor partial = Empty({cuda::ColumnSumChunks(plan.inner_n, plan.num_out), plan.num_out}, DType::kFloat32,
-                           x.device());
-    float* scratch = static_cast<float*>(partial.raw_data());
-    cuda::CheckLaunch(cuda::LaunchColumnSum(type, x.raw_data(), out.raw_data(), scratch, plan.inner_n, plan.num_out,
-                                            scale, stream),
+    const int64_t chunks = cuda::ColumnSumChunks(plan.inner_n, plan.num_out);
+    Tensor partial = Empty({chunks, plan.num_out}, DType::kFloat32, x.device());
+    cuda::CheckLaunch(cuda::LaunchColumnSum(type, x.raw_data(), out.raw_data(), static_cast<float*>(partial.raw_data()),
+                                            plan.inner_n, plan.num_out, chunks, scale, stream),
                       op, x.device());
     return;
   }

@@ -6,7 +6,7 @@ import enum
 import os
 import warnings
 
-from . import ProcessGroup, ReduceOp, _local, all_gather, all_reduce, get_backend, get_world_size
+from . import ProcessGroup, ReduceOp, _local, all_gather, all_reduce, broadcast, get_backend, get_world_size
 
 
 def is_ucc_available():
@@ -174,7 +174,6 @@ def _pg_broadcast_any(self, tensors, *args, **kwargs):
     (asynchronous, root given as a group rank)."""
     if args and isinstance(args[0], BroadcastOptions) or isinstance(kwargs.get("opts"), BroadcastOptions):
         opts = args[0] if args else kwargs["opts"]
-        from . import broadcast
         return broadcast(_one_tensor(tensors, "broadcast"), group=self, group_src=opts.rootRank, async_op=True)
     return _pg_broadcast(self, tensors, *args, **kwargs)
 

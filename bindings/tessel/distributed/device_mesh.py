@@ -24,14 +24,12 @@ def init_device_mesh(device_type, mesh_shape, *, mesh_dim_names=None):
 def _count_mesh_groups(mesh):
     """get_pg_count: a mesh makes one group per sub-group of each dim, except a 1-D mesh over the whole
     default group, which reuses it (torch's counts, probed)."""
+    import math
     from . import _count_groups, get_world_size
     shape = [int(n) for n in mesh.shape]
     if len(shape) == 1 and shape[0] == get_world_size():
         return
-    total = 1
-    for n in shape:
-        total *= n
-    _count_groups(sum(total // n for n in shape))
+    _count_groups(sum(math.prod(shape) // n for n in shape))
 
 
 _DeviceMeshInit = DeviceMesh.__init__

@@ -1,5 +1,6 @@
 // core/ops/cuda/block_merge.cuh — device side of cuda/row_reduce.h for the .cu files (softmax.cu,
-// norm.cu): the block's tree merge around __syncthreads(), grid sizing and the launch-error string.
+// norm.cu): the block's tree merge around __syncthreads(), grid sizing, 16-byte alignment and the
+// launch-error string.
 //
 // Invariant: BlockMerge runs TreeStep for s = blockDim.x / 2, ..., 1 exactly as EmulateBlockReduce does
 // on the host (blockDim.x a power of two, <= kMaxRowThreads), returns slot 0 to every thread and leaves
@@ -9,6 +10,8 @@
 //   __shared__ SumAcc slots[kMaxRowThreads];
 //   const SumAcc r = BlockMerge(slots, RowSumPartial(row, cols, threadIdx.x, blockDim.x, f));
 #pragma once
+
+#include <cstdint>
 
 #include <cuda_runtime.h>
 
@@ -39,6 +42,9 @@ inline int LaneBlocks(int64_t lanes) {
   constexpr int64_t kMax = int64_t{1} << 20;
   return static_cast<int>(lanes < kMax ? lanes : kMax);
 }
+
+// Whether p suits 16-byte vector loads and stores (uint4).
+inline bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 inline const char* LastLaunchError() {
   const cudaError_t e = cudaGetLastError();

@@ -52,17 +52,14 @@ inline ElemType CudaFloatType(const Tensor& t, const char* op) {
 // strided-copy kernel, which //core/ops:view_cuda installs; a library using this depends on it).
 inline Kernel ContiguousInputs(Kernel kernel) {
   return [kernel = std::move(kernel)](std::span<const Tensor> in, const Attrs& attrs) -> TensorList {
-    bool all_contiguous = true;
-    for (const Tensor& t : in) all_contiguous = all_contiguous && (!t.defined() || t.is_contiguous());
-    if (all_contiguous) return kernel(in, attrs);
-    std::vector<Tensor> copies(in.begin(), in.end());
-    for (Tensor& t : copies) {
-      if (!t.defined() || t.is_contiguous()) continue;
-      Tensor dense = Empty(t.sizes(), t.dtype(), t.device());
-      CopyInto(dense, t);
-      t = std::move(dense);
+    std::vector<Tensor> copies;  // filled with `in` at the first strided input
+    for (size_t i = 0; i < in.size(); ++i) {
+      if (!in[i].defined() || in[i].is_contiguous()) continue;
+      if (copies.empty()) copies.assign(in.begin(), in.end());
+      copies[i] = Empty(in[i].sizes(), in[i].dtype(), in[i].device());
+      CopyInto(copies[i], in[i]);
     }
-    return kernel(copies, attrs);
+    return copies.empty() ? kernel(in, attrs) : kernel(copies, attrs);
   };
 }
 

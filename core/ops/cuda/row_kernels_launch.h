@@ -65,9 +65,9 @@ const char* LaunchEmbeddingBackward(ElemType type, const void* grad, const int64
 // out[o] = scale * Σ x over output o's reduced elements (cuda/reduce_plan.h), out contiguous.
 const char* LaunchSum(ElemType type, const void* x, void* out, const ReducePlan& plan, float scale, void* stream);
 // The same sum where IsColumnSum(plan) (cuda/reduce_plan.h): x is [rows, cols] contiguous; partial is
-// fp32 scratch [ColumnSumChunks(rows, cols), cols].
+// fp32 scratch [chunks, cols], chunks = ColumnSumChunks(rows, cols) (the caller sizes the scratch with it).
 const char* LaunchColumnSum(ElemType type, const void* x, void* out, float* partial, int64_t rows, int64_t cols,
-                            float scale, void* stream);
+                            int64_t chunks, float scale, void* stream);
 // max along one dim: values (x's dtype) and int64 indices of the first maximum (cuda/reduce_plan.h).
 const char* LaunchArgMax(ElemType type, const void* x, void* values, int64_t* indices, const ReducePlan& plan,
                          void* stream);
