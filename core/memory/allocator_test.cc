@@ -3,6 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
 
 #include "core/base/error.h"
 #include "core/base/testing/expect_error.h"
@@ -88,6 +92,50 @@ TEST(AllocatorTest, MidSizeBlocksAreCachedIn64KiBClassesAndSmallOnesAreNot) {
   EXPECT_EQ(b->data(), first);
   EXPECT_EQ(CachedHostBytes(), 0);
   EXPECT_EQ(Stats(d).total.live, (192 << 10) + 1);
+  EmptyCache();
+}
+
+// The kernel's transparent-huge-page mode: "always", "madvise" or "never" (the bracketed word of
+// /sys/kernel/mm/transparent_hugepage/enabled), or "" where the file is missing.
+std::string ThpMode() {
+  std::ifstream in("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string line;
+  std::getline(in, line);
+  const size_t open = line.find('['), close = line.find(']');
+  return open == std::string::npos || close == std::string::npos ? "" : line.substr(open + 1, close - open - 1);
+}
+
+// The "THPeligible:" value of the /proc/self/smaps mapping that contains p, or -1 if none is found.
+int ThpEligible(const void* p) {
+  std::ifstream in("/proc/self/smaps");
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  bool inside = false;
+  for (std::string line; std::getline(in, line);) {
+    uintptr_t lo = 0, hi = 0;
+    char dash = 0;
+    std::istringstream head(line);
+    if (head >> std::hex >> lo >> dash >> hi && dash == '-') {
+      inside = lo <= a && a < hi;
+    } else if (inside && line.rfind("THPeligible:", 0) == 0) {
+      return std::stoi(line.substr(std::strlen("THPeligible:")));
+    }
+  }
+  return -1;
+}
+
+TEST(AllocatorTest, BlocksOfTwoMiBAndMoreStartOnA2MiBBoundaryAndMayUseHugePages) {
+  const Device d = Device::Cpu(105);
+  EmptyCache();
+  auto big = Allocate((3 << 20) + 7, d);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(big->data()) % (uintptr_t{2} << 20), 0u);
+  auto mid = Allocate(1 << 20, d);  // below 2 MiB: 64-byte alignment only
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(mid->data()) % 64, 0u);
+  const std::string mode = ThpMode();
+  if (mode != "always" && mode != "madvise") GTEST_SKIP() << "transparent huge pages are '" << mode << "' here";
+  // In "madvise" mode only the allocator's MADV_HUGEPAGE makes the mapping eligible.
+  EXPECT_EQ(ThpEligible(big->data()), 1) << "mode " << mode;
+  big.reset();
+  mid.reset();
   EmptyCache();
 }
 
