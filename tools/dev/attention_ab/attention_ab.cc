@@ -10,7 +10,10 @@
 // (the working tree's) with the flags of core/ops/BUILD.bazel's AVX-512 kernels.
 //
 // Invariant: both variants see the same heads, scratch buffer and iteration count; only the code differs.
+// The operands sit on 2 MiB-aligned, MADV_HUGEPAGE memory as core/memory/allocator.cc gives tensors of
+// that size (HUGE=0 in the environment: plain 4 KiB pages).
 #include <immintrin.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <chrono>
@@ -18,6 +21,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -70,14 +74,30 @@ int main(int argc, char** argv) {
   const AttentionHeadDims dm{t, t, d, d};
   std::mt19937 rng(1);
   std::normal_distribution<float> normal;
+  const char* huge_env = std::getenv("HUGE");
+  const bool huge = huge_env == nullptr || std::atoi(huge_env) != 0;
+  std::vector<std::unique_ptr<float, decltype(&std::free)>> arrays;
+  auto zeros = [&](int64_t n) {
+    const size_t bytes = static_cast<size_t>(n) * sizeof(float);
+    void* p = nullptr;
+    if (posix_memalign(&p, huge ? size_t{2} << 20 : 64, bytes) != 0) std::abort();
+    if (huge) madvise(p, bytes, MADV_HUGEPAGE);
+    arrays.emplace_back(static_cast<float*>(p), &std::free);
+    std::fill(arrays.back().get(), arrays.back().get() + n, 0.0f);
+    return arrays.back().get();
+  };
   auto randn = [&](int64_t n) {
-    std::vector<float> v(n);
-    for (float& x : v) x = normal(rng);
-    return v;
+    float* p = zeros(n);
+    for (int64_t i = 0; i < n; ++i) p[i] = normal(rng);
+    return p;
   };
   const int64_t n = heads * t * d;
-  const std::vector<float> q = randn(n), k = randn(n), v = randn(n), g = randn(n);
-  std::vector<float> o(n), lse(heads * t), dq(n), dk(n), dv(n);
+  struct Array {  // the pointer with std::vector's data() spelling
+    float* p;
+    float* data() const { return p; }
+  };
+  const Array q{randn(n)}, k{randn(n)}, v{randn(n)}, g{randn(n)};
+  const Array o{zeros(n)}, lse{zeros(heads * t)}, dq{zeros(n)}, dk{zeros(n)}, dv{zeros(n)};
   std::vector<float> grads[2];
   const AttentionKernels* kernels[2] = {&variant_a::Kernels(), &variant_b::Kernels()};
   std::vector<float> buf(std::max(kernels[0]->scratch_floats(dm), kernels[1]->scratch_floats(dm)) + 16);
@@ -108,9 +128,9 @@ int main(int argc, char** argv) {
     totals[w].push_back(static_cast<double>(Now() - start));
     for (int i = 0; i < 16; ++i) phases[w][i].push_back(static_cast<double>(phase_ticks[i]));
     if (it < 2) {
-      grads[w] = dq;
-      grads[w].insert(grads[w].end(), dk.begin(), dk.end());
-      grads[w].insert(grads[w].end(), dv.begin(), dv.end());
+      grads[w].assign(dq.p, dq.p + n);
+      grads[w].insert(grads[w].end(), dk.p, dk.p + n);
+      grads[w].insert(grads[w].end(), dv.p, dv.p + n);
     }
   }
   double diff = 0;
