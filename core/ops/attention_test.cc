@@ -337,8 +337,11 @@ struct HeadShape {
 };
 
 TEST(AttentionTest, Float32KernelsOfEachIsaMatchNaiveDoubleValuesAndGradients) {
-  // Head dims 8/32/64 (and an odd 17/40); T, S off every tile (6/12 rows), panel and key-block size.
-  const std::vector<HeadShape> shapes{{37, 37, 8, 8}, {131, 131, 32, 32}, {77, 200, 64, 40}, {150, 90, 32, 17}};
+  // Head dims 8/32/64 (and an odd 17/40); T, S off every tile (6/12 rows), panel and key-block size;
+  // {300, 280}: three backward panels (128 rows, 48-row sub-panels) against three key blocks, so key rows
+  // are first written by one panel and accumulated by the next, and sub-panels see no key of a block.
+  const std::vector<HeadShape> shapes{
+      {37, 37, 8, 8}, {131, 131, 32, 32}, {77, 200, 64, 40}, {150, 90, 32, 17}, {300, 280, 32, 32}};
   for (VectorIsa isa : IsasOfThisCpu()) {
     const ScopedIsa pin(isa);
     const std::string name = ActiveAttentionKernels().isa;
