@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_join.h"
 #include "core/base/error.h"
 #include "core/tensor/shape.h"
 
@@ -41,12 +42,14 @@ std::vector<std::string> ToStrings(std::initializer_list<std::string_view> names
 
 DeviceMesh::DeviceMesh(std::shared_ptr<const MeshTopology> topology, int global_rank,
                        std::vector<comm::ProcessGroupPtr> axis_groups, comm::ProcessGroupPtr root,
-                       std::shared_ptr<const MeshTopology> root_topology)
+                       std::shared_ptr<const MeshTopology> root_topology,
+                       std::shared_ptr<FlattenedAxes> flattened)
     : topology_(std::move(topology)),
       global_rank_(global_rank),
       axis_groups_(std::move(axis_groups)),
       root_(std::move(root)),
-      root_topology_(std::move(root_topology)) {
+      root_topology_(std::move(root_topology)),
+      flattened_(flattened != nullptr ? std::move(flattened) : std::make_shared<FlattenedAxes>()) {
   std::optional<std::vector<int64_t>> coord = topology_->CoordinateOf(global_rank_);
   TESSEL_INTERNAL_ASSERT(coord.has_value(), "DeviceMesh: rank ", global_rank_, " is not in ", topology_->ToString());
   coordinate_ = std::move(*coord);
@@ -66,16 +69,60 @@ const comm::ProcessGroupPtr& DeviceMesh::axis_group(int axis) const {
   return axis_groups_[static_cast<size_t>(axis)];
 }
 
-DeviceMesh DeviceMesh::operator[](std::string_view axis) const { return Slice(std::vector<std::string>{std::string(axis)}); }
+DeviceMesh DeviceMesh::operator[](std::string_view axis) const {
+  return Slice(std::vector<std::string>{std::string(axis)});
+}
 
 DeviceMesh DeviceMesh::operator[](std::initializer_list<std::string_view> axes) const { return Slice(ToStrings(axes)); }
 
 DeviceMesh DeviceMesh::Slice(std::span<const std::string> axes) const {
+  const bool all_own = std::all_of(axes.begin(), axes.end(),
+                                   [&](const std::string& a) { return topology_->FindAxis(a).has_value(); });
+  if (!all_own && (topology_ == root_topology_ || *topology_ == *root_topology_)) return SliceWithFlattened(axes);
   const std::vector<int> idx = topology_->AxesOf(axes);
   std::vector<comm::ProcessGroupPtr> groups;
   for (int a : idx) groups.push_back(axis_groups_[static_cast<size_t>(a)]);
   auto sub = std::make_shared<const MeshTopology>(topology_->Slice(idx, coordinate_));
-  return DeviceMesh(std::move(sub), global_rank_, std::move(groups), root_, root_topology_);
+  return DeviceMesh(std::move(sub), global_rank_, std::move(groups), root_, root_topology_, flattened_);
+}
+
+DeviceMesh DeviceMesh::SliceWithFlattened(std::span<const std::string> names) const {
+  // Each name: a root axis (its group) or a flattened name (its root axes, merged into one axis).
+  std::vector<int> root_axes;                 // every root axis the names stand for, in the names' order
+  std::vector<int64_t> shape;                 // one size per name
+  std::vector<comm::ProcessGroupPtr> groups;  // one group per name
+  {
+    std::lock_guard<std::mutex> lock(flattened_->mu);
+    for (const std::string& name : names) {
+      if (const std::optional<int> a = root_topology_->FindAxis(name)) {
+        root_axes.push_back(*a);
+        shape.push_back(root_topology_->size(*a));
+        groups.push_back(axis_groups_[static_cast<size_t>(*a)]);
+        continue;
+      }
+      auto it = std::find_if(flattened_->entries.begin(), flattened_->entries.end(),
+                             [&](const FlattenedAxes::Entry& e) { return e.name == name; });
+      std::string known;
+      for (const FlattenedAxes::Entry& e : flattened_->entries) known += (known.empty() ? "" : ", ") + e.name;
+      TESSEL_CHECK(it != flattened_->entries.end(), "DeviceMesh: unknown axis '", name, "'; the mesh has axes [",
+                   absl::StrJoin(root_topology_->axis_names(), ", "), "] and flattened axes [", known, "] (",
+                   ToString(), ")");
+      int64_t n = 1;
+      for (int a : it->root_axes) n *= root_topology_->size(a);
+      root_axes.insert(root_axes.end(), it->root_axes.begin(), it->root_axes.end());
+      shape.push_back(n);
+      groups.push_back(it->group);
+    }
+  }
+  for (size_t i = 1; i < root_axes.size(); ++i) {
+    TESSEL_CHECK(root_axes[i - 1] < root_axes[i], "DeviceMesh: the axes [", absl::StrJoin(names, ", "),
+                 "] overlap or are not in the root mesh's order ", root_topology_->ToString());
+  }
+  // Adjacent root axes merged into one keep the row-major rank order: the slice's ranks, reshaped.
+  const MeshTopology slice = root_topology_->Slice(root_axes, coordinate_);
+  std::vector<std::string> axis_names(names.begin(), names.end());
+  auto sub = std::make_shared<const MeshTopology>(std::move(shape), std::move(axis_names), slice.ranks());
+  return DeviceMesh(std::move(sub), global_rank_, std::move(groups), root_, root_topology_, flattened_);
 }
 
 DeviceMesh DeviceMesh::Flatten(std::span<const std::string> axes, std::string name) const {
@@ -84,8 +131,23 @@ DeviceMesh DeviceMesh::Flatten(std::span<const std::string> axes, std::string na
                "DeviceMesh::Flatten: name '", name, "' is already an axis of ", root_topology_->ToString());
   const std::vector<int> root_axes = root_topology_->AxesOf(axes);
   auto flat = std::make_shared<const MeshTopology>(topology_->Flatten(idx, coordinate_, name));
+  std::lock_guard<std::mutex> lock(flattened_->mu);
+  for (const FlattenedAxes::Entry& e : flattened_->entries) {
+    if (e.name != name) continue;
+    TESSEL_CHECK(e.root_axes == root_axes, "DeviceMesh::Flatten: name '", name, "' already names other flattened ",
+                 "axes of ", root_topology_->ToString());
+    return DeviceMesh(std::move(flat), global_rank_, {e.group}, root_, root_topology_, flattened_);
+  }
   comm::ProcessGroupPtr group = CreateGroups(root_, *root_topology_, root_axes, name);
-  return DeviceMesh(std::move(flat), global_rank_, {std::move(group)}, root_, root_topology_);
+  flattened_->entries.push_back({name, root_axes, group});
+  return DeviceMesh(std::move(flat), global_rank_, {std::move(group)}, root_, root_topology_, flattened_);
+}
+
+std::vector<std::string> DeviceMesh::FlattenedNames() const {
+  std::lock_guard<std::mutex> lock(flattened_->mu);
+  std::vector<std::string> names;
+  for (const FlattenedAxes::Entry& e : flattened_->entries) names.push_back(e.name);
+  return names;
 }
 
 DeviceMesh DeviceMesh::Flatten(std::initializer_list<std::string_view> axes, std::string name) const {
@@ -121,7 +183,7 @@ DeviceMesh DeviceMesh::Join(const DeviceMesh& other) const {
   TESSEL_INTERNAL_ASSERT(root_coordinate.has_value(), "DeviceMesh::Join: rank ", global_rank_, " is not in ",
                          root_topology_->ToString());
   auto joint = std::make_shared<const MeshTopology>(root_topology_->Slice(axes, *root_coordinate));
-  return DeviceMesh(std::move(joint), global_rank_, std::move(groups), root_, root_topology_);
+  return DeviceMesh(std::move(joint), global_rank_, std::move(groups), root_, root_topology_, flattened_);
 }
 
 std::ostream& operator<<(std::ostream& os, const DeviceMesh& mesh) { return os << mesh.ToString(); }

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <ostream>
 #include <span>
@@ -32,15 +33,29 @@
 
 namespace tessel::dtensor {
 
+// The axes flattened from one root mesh on this rank (DeviceMesh::Flatten registers them; shared by every
+// mesh derived from that root, never across ranks).
+struct FlattenedAxes {
+  std::mutex mu;
+  struct Entry {
+    std::string name;
+    std::vector<int> root_axes;  // in root order
+    comm::ProcessGroupPtr group;
+  };
+  std::vector<Entry> entries;  // guarded by mu
+};
+
 class DeviceMesh {
  public:
   // Low level: the mesh `topology` seen from `global_rank`, with one group per axis. `root` and
   // `root_topology` are the group and mesh InitDeviceMesh started from (Flatten creates groups there).
   // REQUIRES: global_rank in topology; axis_groups.size() == topology.ndim(); axis names of topology
   // are axis names of root_topology.
+  // `flattened` is the root's registry of Flatten results (null: a new, empty one).
   DeviceMesh(std::shared_ptr<const MeshTopology> topology, int global_rank,
              std::vector<comm::ProcessGroupPtr> axis_groups, comm::ProcessGroupPtr root,
-             std::shared_ptr<const MeshTopology> root_topology);
+             std::shared_ptr<const MeshTopology> root_topology,
+             std::shared_ptr<FlattenedAxes> flattened = nullptr);
 
   const MeshTopology& topology() const { return *topology_; }
   const std::shared_ptr<const MeshTopology>& topology_ptr() const { return topology_; }
@@ -63,14 +78,21 @@ class DeviceMesh {
   }
 
   // Sub-meshes containing this rank: mesh["tp"], mesh[{"dp", "tp"}]. Names must exist and be given in
-  // mesh order (kInvalidArgument otherwise). No communication: the sub-mesh reuses the axis groups.
+  // mesh order (kInvalidArgument otherwise). No communication: the sub-mesh reuses the axis groups. On the
+  // root mesh a name may also be one that Flatten registered (PyTorch's root-mesh slicing of flattened
+  // dims, torchtitan's mesh["dp_shard_cp"] or mesh[{"dp_replicate", "dp_shard_cp"}]): it stands for its
+  // root axes, which must not overlap the others' and keep root order; the result has one axis per name.
   DeviceMesh operator[](std::string_view axis) const;
   DeviceMesh operator[](std::initializer_list<std::string_view> axes) const;
   DeviceMesh Slice(std::span<const std::string> axes) const;
   // A 1-D mesh named `name` over the ranks of this rank's sub-mesh on `axes` (row-major), with its own
-  // group. Collective: every rank of the root group calls Flatten with the same axes and name.
+  // group. Collective: every rank of the root group calls Flatten with the same axes and name. Registered
+  // on the root under `name`: flattening the same root axes under the same name again returns the same
+  // mesh and group (no communication, as PyTorch caches it); the name for other axes is kInvalidArgument.
   DeviceMesh Flatten(std::span<const std::string> axes, std::string name) const;
   DeviceMesh Flatten(std::initializer_list<std::string_view> axes, std::string name) const;
+  // The names Flatten registered on this mesh's root so far, in order.
+  std::vector<std::string> FlattenedNames() const;
 
   // The sub-mesh of the root mesh over this mesh's axes and `other`'s, in root axis order, reusing both
   // meshes' groups (no communication): mesh["dp"].Join(mesh["tp"]) == mesh[{"dp", "tp"}]. This is how
@@ -94,8 +116,12 @@ class DeviceMesh {
   int global_rank_;
   std::vector<int64_t> coordinate_;
   std::vector<comm::ProcessGroupPtr> axis_groups_;
+  // Slice() of the root over names that include flattened ones.
+  DeviceMesh SliceWithFlattened(std::span<const std::string> names) const;
+
   comm::ProcessGroupPtr root_;
   std::shared_ptr<const MeshTopology> root_topology_;
+  std::shared_ptr<FlattenedAxes> flattened_;
 };
 
 std::ostream& operator<<(std::ostream& os, const DeviceMesh& mesh);

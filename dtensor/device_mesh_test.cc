@@ -122,6 +122,40 @@ TEST(DeviceMeshTest, FlattenCreatesOneGroupOverTheAxes) {
   }, Fast());
 }
 
+TEST(DeviceMeshTest, TheRootSlicesFlattenedAxesAndFlattenIsCachedByName) {
+  // torchtitan's HSDP + context parallel meshes: (dp_replicate, dp_shard, cp) with dp_shard and cp flattened.
+  comm::RunRanks(8, [](comm::ProcessGroupPtr world) {
+    DeviceMesh root = InitDeviceMesh(world, {2, 2, 2}, {"dp_replicate", "dp_shard", "cp"});
+    const int r = world->rank();
+    DeviceMesh flat = root[{"dp_shard", "cp"}].Flatten({"dp_shard", "cp"}, "dp_shard_cp");
+    DeviceMesh again = root[{"dp_shard", "cp"}].Flatten({"dp_shard", "cp"}, "dp_shard_cp");
+    EXPECT_EQ(again.axis_group(0), flat.axis_group(0));  // the same group: no second NewGroup
+    DeviceMesh by_name = root["dp_shard_cp"];
+    EXPECT_TRUE(by_name == flat);
+    EXPECT_EQ(by_name.axis_group(0), flat.axis_group(0));
+    EXPECT_EQ(AxisSum(by_name, "dp_shard_cp"), r / 4 * 16 + 6);  // ranks 4·(r / 4) + {0, 1, 2, 3}
+    DeviceMesh hsdp = root[{"dp_replicate", "dp_shard_cp"}];
+    EXPECT_EQ(hsdp.ToString(), "DeviceMesh(shape=[2, 4], axes=[dp_replicate, dp_shard_cp], ranks=[[0, 1, 2, 3], "
+                               "[4, 5, 6, 7]])");
+    EXPECT_EQ(hsdp.coordinate(), (std::vector<int64_t>{r / 4, r % 4}));
+    EXPECT_EQ(hsdp.axis_group("dp_replicate"), root.axis_group("dp_replicate"));
+    EXPECT_EQ(AxisSum(hsdp, "dp_replicate"), 2 * (r % 4) + 4);
+    EXPECT_EQ(hsdp.axis_group("dp_shard_cp"), flat.axis_group(0));
+    // Errors: the name for other axes, overlapping or unordered names, unknown names (listing both kinds).
+    ExpectError(ErrorCode::kInvalidArgument, "name 'dp_shard_cp' already names other flattened axes",
+                [&] { root[{"dp_replicate", "dp_shard"}].Flatten({"dp_replicate", "dp_shard"}, "dp_shard_cp"); });
+    ExpectError(ErrorCode::kInvalidArgument, "overlap or are not in the root mesh's order",
+                [&] { root[{"dp_shard", "dp_shard_cp"}]; });
+    ExpectError(ErrorCode::kInvalidArgument, "overlap or are not in the root mesh's order",
+                [&] { root[{"dp_shard_cp", "dp_replicate"}]; });
+    ExpectError(ErrorCode::kInvalidArgument, "unknown axis 'tp'; the mesh has axes [dp_replicate, dp_shard, cp] and "
+                "flattened axes [dp_shard_cp]", [&] { root["tp"]; });
+    // Only the root slices flattened names (a sub-mesh reports its own axes).
+    ExpectError(ErrorCode::kInvalidArgument, "unknown axis 'dp_shard_cp'",
+                [&] { root[{"dp_shard", "cp"}]["dp_shard_cp"]; });
+  }, Fast());
+}
+
 TEST(DeviceMeshTest, ThreeByTwoMeshHasUnevenAxes) {
   comm::RunRanks(6, [](comm::ProcessGroupPtr world) {
     DeviceMesh mesh = InitDeviceMesh(world, {3, 2}, {"dp", "tp"});

@@ -1088,6 +1088,52 @@ def test_pg_count_backend_config_and_deprecated_reduce_op_follow_torch():
         assert dist.reduce_op.SUM == dist.ReduceOp.SUM
 
 
+def test_flatten_is_cached_counted_and_sliceable_from_the_root_as_torch():
+    # torch 2.15 on 4 gloo processes (probed): after a 2 x 2 mesh (count 5), flattening its whole world adds no
+    # group, the same name again returns the cached mesh; a (2, 1, 2) mesh adds 8; flattening (x, y) adds 2 and
+    # (y, z) under the default name "y_z" 2 more; the root mesh slices a flattened name with a deprecation
+    # UserWarning; torchtitan's (dp_replicate, dp_shard_cp) HSDP mesh mixes a root dim and a flattened one.
+    import warnings
+    got = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        counts = []
+        m = init_device_mesh("cpu", (2, 2), mesh_dim_names=("a", "b"))
+        counts.append(dist.get_pg_count())
+        f = m["a", "b"]._flatten("ab")
+        counts.append(dist.get_pg_count())
+        again = m["a", "b"]._flatten("ab")
+        counts.append(dist.get_pg_count())
+        m3 = init_device_mesh("cpu", (2, 1, 2), mesh_dim_names=("x", "y", "z"))
+        counts.append(dist.get_pg_count())
+        m3["x", "y"]._flatten("xy")
+        counts.append(dist.get_pg_count())
+        yz = m3["y", "z"]._flatten()
+        counts.append(dist.get_pg_count())
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            by_name = m["ab"]
+            hsdp = m3["x", "y_z"]
+        t = tessel.tensor([float(world.rank)])
+        dist.all_reduce(t, group=hsdp.get_group("y_z"))
+        got[world.rank] = (counts, yz.mesh_dim_names, f.mesh.tolist(), f == again, by_name.mesh.tolist(),
+                           [str(w.message) for w in caught], hsdp.shape, hsdp.mesh_dim_names, float(t[0]))
+        dist.destroy_process_group()
+
+    tessel.run_ranks(4, rank_fn)
+    message = ("Slicing a flattened dim from root mesh will be deprecated in PT 2.11. Users need to bookkeep the "
+               "flattened mesh directly. ")
+    for r in range(4):
+        counts, yz_names, flat_ranks, same, root_ranks, warned, shape, names, total = got[r]
+        assert counts == [5, 5, 5, 13, 15, 17]
+        assert yz_names == ("y_z",)
+        assert flat_ranks == [0, 1, 2, 3] and same and root_ranks == [0, 1, 2, 3]
+        assert warned == [message, message]
+        assert shape == (2, 2) and names == ("x", "y_z")
+        assert total == (0.0 + 1.0 if r < 2 else 2.0 + 3.0)  # y_z groups: ranks {0, 1} and {2, 3}
+
+
 def test_c10d_and_constants_modules_are_attributes_without_their_own_import():
     import subprocess
     import sys

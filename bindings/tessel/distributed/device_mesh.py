@@ -75,3 +75,41 @@ def _unflatten(self, dim, mesh_sizes, mesh_dim_names, backend_override=None):
 
 
 DeviceMesh._unflatten = _unflatten
+
+
+_CFlatten = DeviceMesh._flatten
+
+
+def _flatten(self, mesh_dim_name=None):
+    """torch's DeviceMesh._flatten: a 1-D mesh over this mesh's dims (name: mesh_dim_name, else the dims'
+    names joined by "_"), registered on the root mesh, which can then slice it by name. Collective the first
+    time; the same name for the same dims again returns the cached mesh. get_pg_count grows as torch's: by
+    the number of flattened groups, except for a flattened mesh over the whole default group (torch reuses
+    that group) or a cached one."""
+    from . import _count_groups, get_world_size
+    name = mesh_dim_name if mesh_dim_name is not None else "_".join(self.mesh_dim_names or ())
+    new = name not in self._flattened_names()
+    flat = _CFlatten(self, name)
+    if new and flat.size() != get_world_size():
+        _count_groups(get_world_size() // flat.size())
+    return flat
+
+
+DeviceMesh._flatten = _flatten
+
+_CGetItem = DeviceMesh.__getitem__
+
+
+def _getitem(self, names):
+    """mesh["tp"], mesh["dp", "tp"]; on the root mesh a name may be a flattened one (with torch's warning that
+    this is deprecated: keep the mesh _flatten returned)."""
+    names = [names] if isinstance(names, str) else list(names)
+    own = set(self.mesh_dim_names or ())
+    if any(n not in own for n in names) and any(n in self._flattened_names() for n in names):
+        import warnings
+        warnings.warn("Slicing a flattened dim from root mesh will be deprecated in PT 2.11. Users need to "
+                      "bookkeep the flattened mesh directly. ", UserWarning, stacklevel=2)
+    return _CGetItem(self, names[0] if len(names) == 1 else names)
+
+
+DeviceMesh.__getitem__ = _getitem
