@@ -1134,6 +1134,50 @@ def test_flatten_is_cached_counted_and_sliceable_from_the_root_as_torch():
         assert total == (0.0 + 1.0 if r < 2 else 2.0 + 3.0)  # y_z groups: ranks {0, 1} and {2, 3}
 
 
+def test_hsdp_over_a_root_dim_and_a_flattened_one_matches_one_rank_training():
+    # torchtitan's HSDP + CP layout: fully_shard on root["dp_replicate", "dp_shard_cp"] (dp_shard x cp flattened)
+    # replicates over dp_replicate, shards over the flattened group and averages gradients over all four ranks:
+    # one SGD step equals one rank's step on the mean of the four ranks' losses.
+    import warnings
+    from tessel.distributed.fsdp import fully_shard
+    got = {}
+
+    def make_model():
+        tessel.manual_seed(0)
+        return nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+
+    def batch(r):
+        tessel.manual_seed(1 + r)
+        return tessel.randn(4, 8)
+
+    def rank_fn(world):
+        dist.init_process_group()
+        root = init_device_mesh("cpu", (2, 2, 1), mesh_dim_names=("dp_replicate", "dp_shard", "cp"))
+        root["dp_shard", "cp"]._flatten("dp_shard_cp")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            mesh = root["dp_replicate", "dp_shard_cp"]
+        model = make_model()
+        fully_shard(model, mesh=mesh)
+        opt = tessel.optim.SGD(model.parameters(), lr=0.1)
+        model(batch(world.rank)).pow(2).sum().backward()
+        opt.step()
+        got[world.rank] = (tuple(model[0].weight.placements),
+                           [p.full_tensor().detach().numpy().copy() for p in model.parameters()])
+        dist.destroy_process_group()
+
+    tessel.run_ranks(4, rank_fn)
+    ref = make_model()
+    opt = tessel.optim.SGD(ref.parameters(), lr=0.1)
+    (sum(ref(batch(r)).pow(2).sum() for r in range(4)) / 4).backward()
+    opt.step()
+    for r in range(4):
+        placements, params = got[r]
+        assert placements == (Replicate(), Shard(0))
+        for p, want in zip(params, ref.parameters()):
+            np.testing.assert_allclose(p, want.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
 def test_c10d_and_constants_modules_are_attributes_without_their_own_import():
     import subprocess
     import sys
