@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -124,6 +125,9 @@ int ThpEligible(const void* p) {
 }
 
 TEST(AllocatorTest, BlocksOfTwoMiBAndMoreStartOnA2MiBBoundaryAndMayUseHugePages) {
+  if (const char* env = std::getenv("TESSEL_THP_MEM_ALLOC_ENABLE"); env != nullptr && std::atoi(env) == 0) {
+    GTEST_SKIP() << "TESSEL_THP_MEM_ALLOC_ENABLE=0 in this environment";
+  }
   const Device d = Device::Cpu(105);
   EmptyCache();
   auto big = Allocate((3 << 20) + 7, d);
