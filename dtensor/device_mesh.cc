@@ -87,16 +87,11 @@ DeviceMesh DeviceMesh::Slice(std::span<const std::string> axes) const {
 }
 
 DeviceMesh DeviceMesh::SliceWithFlattened(std::span<const std::string> names) const {
-  // Each name: a root axis (its group) or a flattened name (its root axes, merged into one axis).
-  std::vector<int> root_axes;                 // every root axis the names stand for, in the names' order
-  std::vector<int64_t> shape;                 // one size per name
-  std::vector<comm::ProcessGroupPtr> groups;  // one group per name
+  std::vector<comm::ProcessGroupPtr> groups;  // a root axis's group, or the flattened name's own
   {
     std::lock_guard<std::mutex> lock(flattened_->mu);
     for (const std::string& name : names) {
       if (const std::optional<int> a = root_topology_->FindAxis(name)) {
-        root_axes.push_back(*a);
-        shape.push_back(root_topology_->size(*a));
         groups.push_back(axis_groups_[static_cast<size_t>(*a)]);
         continue;
       }
@@ -107,11 +102,33 @@ DeviceMesh DeviceMesh::SliceWithFlattened(std::span<const std::string> names) co
       TESSEL_CHECK(it != flattened_->entries.end(), "DeviceMesh: unknown axis '", name, "'; the mesh has axes [",
                    absl::StrJoin(root_topology_->axis_names(), ", "), "] and flattened axes [", known, "] (",
                    ToString(), ")");
-      int64_t n = 1;
-      for (int a : it->root_axes) n *= root_topology_->size(a);
-      root_axes.insert(root_axes.end(), it->root_axes.begin(), it->root_axes.end());
-      shape.push_back(n);
       groups.push_back(it->group);
+    }
+  }
+  return OverRootAxes(std::vector<std::string>(names.begin(), names.end()), std::move(groups));
+}
+
+DeviceMesh DeviceMesh::OverRootAxes(std::vector<std::string> names, std::vector<comm::ProcessGroupPtr> groups) const {
+  // Each name: a root axis, or a flattened name standing for its root axes (merged into one axis).
+  std::vector<int> root_axes;  // every root axis the names stand for, in the names' order
+  std::vector<int64_t> shape;  // one size per name
+  {
+    std::lock_guard<std::mutex> lock(flattened_->mu);
+    for (const std::string& name : names) {
+      std::vector<int> axes;
+      if (const std::optional<int> a = root_topology_->FindAxis(name)) {
+        axes = {*a};
+      } else {
+        auto it = std::find_if(flattened_->entries.begin(), flattened_->entries.end(),
+                               [&](const FlattenedAxes::Entry& e) { return e.name == name; });
+        TESSEL_CHECK(it != flattened_->entries.end(), "DeviceMesh: axis '", name, "' is neither an axis of the root ",
+                     "mesh ", root_topology_->ToString(), " nor flattened from it on this rank");
+        axes = it->root_axes;
+      }
+      int64_t n = 1;
+      for (int a : axes) n *= root_topology_->size(a);
+      root_axes.insert(root_axes.end(), axes.begin(), axes.end());
+      shape.push_back(n);
     }
   }
   for (size_t i = 1; i < root_axes.size(); ++i) {
@@ -119,9 +136,11 @@ DeviceMesh DeviceMesh::SliceWithFlattened(std::span<const std::string> names) co
                  "] overlap or are not in the root mesh's order ", root_topology_->ToString());
   }
   // Adjacent root axes merged into one keep the row-major rank order: the slice's ranks, reshaped.
-  const MeshTopology slice = root_topology_->Slice(root_axes, coordinate_);
-  std::vector<std::string> axis_names(names.begin(), names.end());
-  auto sub = std::make_shared<const MeshTopology>(std::move(shape), std::move(axis_names), slice.ranks());
+  const std::optional<std::vector<int64_t>> root_coordinate = root_topology_->CoordinateOf(global_rank_);
+  TESSEL_INTERNAL_ASSERT(root_coordinate.has_value(), "DeviceMesh: rank ", global_rank_, " is not in ",
+                         root_topology_->ToString());
+  const MeshTopology slice = root_topology_->Slice(root_axes, *root_coordinate);
+  auto sub = std::make_shared<const MeshTopology>(std::move(shape), std::move(names), slice.ranks());
   return DeviceMesh(std::move(sub), global_rank_, std::move(groups), root_, root_topology_, flattened_);
 }
 
@@ -159,31 +178,44 @@ DeviceMesh DeviceMesh::Join(const DeviceMesh& other) const {
   TESSEL_CHECK(SharesRootWith(other), "DeviceMesh::Join: ", ToString(), " and ", other.ToString(),
                " come from different root meshes (",
                root_topology_->ToString(), " vs ", other.root_topology_->ToString(), ")");
-  std::vector<comm::ProcessGroupPtr> by_root_axis(static_cast<size_t>(root_topology_->ndim()));
+  // Every axis of both meshes with its group, ordered by the first root axis it stands for (a flattened
+  // axis, e.g. FSDP's "dp_shard_cp", stands for several); OverRootAxes checks they neither overlap nor interleave.
+  struct Named {
+    int first_root_axis;
+    std::string name;
+    comm::ProcessGroupPtr group;
+  };
+  std::vector<Named> named;
   for (const DeviceMesh* m : {this, &other}) {
     for (int a = 0; a < m->ndim(); ++a) {
       const std::string& name = m->topology().axis_name(a);
-      const std::optional<int> root_axis = root_topology_->FindAxis(name);
-      TESSEL_CHECK(root_axis.has_value(), "DeviceMesh::Join: axis '", name, "' of ", m->ToString(),
-                   " is not an axis of the root mesh ", root_topology_->ToString(), " (a flattened axis cannot join)");
-      comm::ProcessGroupPtr& slot = by_root_axis[static_cast<size_t>(*root_axis)];
-      TESSEL_CHECK(slot == nullptr, "DeviceMesh::Join: axis '", name, "' is in both ", ToString(), " and ",
-                   other.ToString());
-      slot = m->axis_group(a);
+      int first = -1;
+      if (const std::optional<int> root_axis = root_topology_->FindAxis(name)) {
+        first = *root_axis;
+      } else {
+        std::lock_guard<std::mutex> lock(flattened_->mu);
+        for (const FlattenedAxes::Entry& e : flattened_->entries) {
+          if (e.name == name) first = e.root_axes.front();
+        }
+      }
+      TESSEL_CHECK(first >= 0, "DeviceMesh::Join: axis '", name, "' of ", m->ToString(),
+                   " is neither an axis of the root mesh ", root_topology_->ToString(), " nor flattened from it");
+      for (const Named& n : named) {
+        TESSEL_CHECK(n.name != name, "DeviceMesh::Join: axis '", name, "' is in both ", ToString(), " and ",
+                     other.ToString());
+      }
+      named.push_back({first, name, m->axis_group(a)});
     }
   }
-  std::vector<int> axes;
+  std::sort(named.begin(), named.end(),
+            [](const Named& x, const Named& y) { return x.first_root_axis < y.first_root_axis; });
+  std::vector<std::string> names;
   std::vector<comm::ProcessGroupPtr> groups;
-  for (size_t a = 0; a < by_root_axis.size(); ++a) {
-    if (by_root_axis[a] == nullptr) continue;
-    axes.push_back(static_cast<int>(a));
-    groups.push_back(by_root_axis[a]);
+  for (Named& n : named) {
+    names.push_back(std::move(n.name));
+    groups.push_back(std::move(n.group));
   }
-  const std::optional<std::vector<int64_t>> root_coordinate = root_topology_->CoordinateOf(global_rank_);
-  TESSEL_INTERNAL_ASSERT(root_coordinate.has_value(), "DeviceMesh::Join: rank ", global_rank_, " is not in ",
-                         root_topology_->ToString());
-  auto joint = std::make_shared<const MeshTopology>(root_topology_->Slice(axes, *root_coordinate));
-  return DeviceMesh(std::move(joint), global_rank_, std::move(groups), root_, root_topology_, flattened_);
+  return OverRootAxes(std::move(names), std::move(groups));
 }
 
 std::ostream& operator<<(std::ostream& os, const DeviceMesh& mesh) { return os << mesh.ToString(); }

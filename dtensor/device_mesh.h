@@ -96,8 +96,10 @@ class DeviceMesh {
 
   // The sub-mesh of the root mesh over this mesh's axes and `other`'s, in root axis order, reusing both
   // meshes' groups (no communication): mesh["dp"].Join(mesh["tp"]) == mesh[{"dp", "tp"}]. This is how
-  // fully_shard(mesh["dp"]) composes with parameters tensor parallelism placed on mesh["tp"], as in PyTorch.
-  // REQUIRES: both come from the same InitDeviceMesh and share no axis (kInvalidArgument otherwise).
+  // fully_shard(mesh["dp"]) composes with parameters tensor parallelism placed on mesh["tp"], as in PyTorch;
+  // an axis may be a flattened one (torchtitan's fully_shard over "dp_shard_cp" with TP on "tp").
+  // REQUIRES: both come from the same InitDeviceMesh and share no axis, nor root axes through a flattened
+  // one, and a flattened axis's root axes are not interleaved with the other's (kInvalidArgument otherwise).
   DeviceMesh Join(const DeviceMesh& other) const;
   // Whether both meshes come from the same InitDeviceMesh (what Join requires).
   bool SharesRootWith(const DeviceMesh& other) const {
@@ -118,6 +120,9 @@ class DeviceMesh {
   std::vector<comm::ProcessGroupPtr> axis_groups_;
   // Slice() of the root over names that include flattened ones.
   DeviceMesh SliceWithFlattened(std::span<const std::string> names) const;
+  // The mesh over `names` (root axes or names Flatten registered, in root order, not overlapping) with one
+  // group per name.
+  DeviceMesh OverRootAxes(std::vector<std::string> names, std::vector<comm::ProcessGroupPtr> groups) const;
 
   comm::ProcessGroupPtr root_;
   std::shared_ptr<const MeshTopology> root_topology_;

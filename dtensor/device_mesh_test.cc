@@ -156,6 +156,30 @@ TEST(DeviceMeshTest, TheRootSlicesFlattenedAxesAndFlattenIsCachedByName) {
   }, Fast());
 }
 
+TEST(DeviceMeshTest, JoinTakesAFlattenedAxisAsFsdpOverDpShardCpWithTensorParallelism) {
+  // torchtitan: fully_shard over the flattened (dp_shard, cp) and tensor parallelism on tp; FSDP joins the two.
+  comm::RunRanks(8, [](comm::ProcessGroupPtr world) {
+    DeviceMesh root = InitDeviceMesh(world, {2, 2, 2}, {"dp_shard", "cp", "tp"});
+    const int r = world->rank();
+    DeviceMesh dp = root[{"dp_shard", "cp"}].Flatten({"dp_shard", "cp"}, "dp_shard_cp");
+    DeviceMesh tp = root["tp"];
+    DeviceMesh joint = tp.Join(dp);  // in root order whichever side calls
+    EXPECT_TRUE(joint == dp.Join(tp));
+    EXPECT_EQ(joint.ToString(), "DeviceMesh(shape=[4, 2], axes=[dp_shard_cp, tp], ranks=[[0, 1], [2, 3], [4, 5], "
+                                "[6, 7]])");
+    EXPECT_EQ(joint.coordinate(), (std::vector<int64_t>{r / 2, r % 2}));
+    EXPECT_EQ(joint.axis_group("dp_shard_cp"), dp.axis_group(0));
+    EXPECT_EQ(joint.axis_group("tp"), root.axis_group("tp"));
+    EXPECT_EQ(AxisSum(joint, "dp_shard_cp"), 4 * (r % 2) + 12);
+    // A flattened axis overlapping the other mesh's root axes, or interleaving with them, cannot join.
+    ExpectError(ErrorCode::kInvalidArgument, "overlap or are not in the root mesh's order",
+                [&] { root["cp"].Join(dp); });
+    DeviceMesh dp_tp = root[{"dp_shard", "tp"}].Flatten({"dp_shard", "tp"}, "dp_shard_tp");
+    ExpectError(ErrorCode::kInvalidArgument, "overlap or are not in the root mesh's order",
+                [&] { dp_tp.Join(root["cp"]); });
+  }, Fast());
+}
+
 TEST(DeviceMeshTest, ThreeByTwoMeshHasUnevenAxes) {
   comm::RunRanks(6, [](comm::ProcessGroupPtr world) {
     DeviceMesh mesh = InitDeviceMesh(world, {3, 2}, {"dp", "tp"});

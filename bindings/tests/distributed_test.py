@@ -1178,6 +1178,42 @@ def test_hsdp_over_a_root_dim_and_a_flattened_one_matches_one_rank_training():
             np.testing.assert_allclose(p, want.detach().numpy(), rtol=1e-5, atol=1e-6)
 
 
+def test_fully_shard_over_a_flattened_dim_composes_with_tensor_parallelism():
+    # torchtitan: tensor parallelism on root["tp"], fully_shard over the flattened (dp_shard, cp) mesh; FSDP joins
+    # the two into a [dp_shard_cp, tp] mesh. With cp of size 1 the flattened dim is dp_shard itself, so a step
+    # must give the same parameters as fully_shard over root["dp_shard"].
+    from tessel.distributed.fsdp import fully_shard
+    from tessel.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+    got = {}
+
+    def step(root, dp_mesh, rank):
+        tessel.manual_seed(0)
+        model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 8))
+        parallelize_module(model, root["tp"], {"0": ColwiseParallel(), "2": RowwiseParallel()})
+        fully_shard(model, mesh=dp_mesh)
+        opt = tessel.optim.SGD(model.parameters(), lr=0.1)
+        tessel.manual_seed(1 + rank // 2)  # one batch per dp rank, shared by its tp pair
+        model(tessel.randn(4, 8)).pow(2).sum().backward()
+        opt.step()
+        w = model[0].weight
+        return str(w.device_mesh), [p.full_tensor().detach().numpy().copy() for p in model.parameters()]
+
+    def rank_fn(world):
+        dist.init_process_group()
+        root = init_device_mesh("cpu", (2, 1, 2), mesh_dim_names=("dp_shard", "cp", "tp"))
+        flat = root["dp_shard", "cp"]._flatten("dp_shard_cp")
+        got[world.rank] = (step(root, flat, world.rank), step(root, root["dp_shard"], world.rank))
+        dist.destroy_process_group()
+
+    tessel.run_ranks(4, rank_fn)
+    for r in range(4):
+        (mesh_flat, flat_params), (mesh_plain, plain_params) = got[r]
+        assert mesh_flat == "DeviceMesh(shape=[2, 2], axes=[dp_shard_cp, tp], ranks=[[0, 1], [2, 3]])"
+        assert mesh_plain == "DeviceMesh(shape=[2, 2], axes=[dp_shard, tp], ranks=[[0, 1], [2, 3]])"
+        for a, b in zip(flat_params, plain_params):
+            np.testing.assert_array_equal(a, b)
+
+
 def test_c10d_and_constants_modules_are_attributes_without_their_own_import():
     import subprocess
     import sys
