@@ -148,9 +148,26 @@ DeviceMesh DeviceMesh::Flatten(std::span<const std::string> axes, std::string na
   const std::vector<int> idx = topology_->AxesOf(axes);  // validates names against this mesh
   TESSEL_CHECK(!root_topology_->FindAxis(name).has_value() || (axes.size() == 1 && axes[0] == name),
                "DeviceMesh::Flatten: name '", name, "' is already an axis of ", root_topology_->ToString());
-  const std::vector<int> root_axes = root_topology_->AxesOf(axes);
   auto flat = std::make_shared<const MeshTopology>(topology_->Flatten(idx, coordinate_, name));
   std::lock_guard<std::mutex> lock(flattened_->mu);
+  // The root axes under `axes`, a flattened axis standing for its own (clip_grad_norm_ flattens FSDP + TP's
+  // [dp_shard_cp, tp] mesh).
+  std::vector<int> root_axes;
+  for (const std::string& a : axes) {
+    if (const std::optional<int> r = root_topology_->FindAxis(a)) {
+      root_axes.push_back(*r);
+      continue;
+    }
+    auto it = std::find_if(flattened_->entries.begin(), flattened_->entries.end(),
+                           [&](const FlattenedAxes::Entry& e) { return e.name == a; });
+    TESSEL_CHECK(it != flattened_->entries.end(), "DeviceMesh::Flatten: axis '", a, "' is neither an axis of the ",
+                 "root mesh ", root_topology_->ToString(), " nor flattened from it on this rank");
+    root_axes.insert(root_axes.end(), it->root_axes.begin(), it->root_axes.end());
+  }
+  for (size_t i = 1; i < root_axes.size(); ++i) {
+    TESSEL_CHECK(root_axes[i - 1] < root_axes[i], "DeviceMesh::Flatten: the axes [", absl::StrJoin(axes, ", "),
+                 "] overlap or are not in the root mesh's order ", root_topology_->ToString());
+  }
   for (const FlattenedAxes::Entry& e : flattened_->entries) {
     if (e.name != name) continue;
     TESSEL_CHECK(e.root_axes == root_axes, "DeviceMesh::Flatten: name '", name, "' already names other flattened ",

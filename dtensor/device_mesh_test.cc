@@ -171,6 +171,10 @@ TEST(DeviceMeshTest, JoinTakesAFlattenedAxisAsFsdpOverDpShardCpWithTensorParalle
     EXPECT_EQ(joint.axis_group("dp_shard_cp"), dp.axis_group(0));
     EXPECT_EQ(joint.axis_group("tp"), root.axis_group("tp"));
     EXPECT_EQ(AxisSum(joint, "dp_shard_cp"), 4 * (r % 2) + 12);
+    // The joint mesh flattens again (clip_grad_norm_ reduces over all of an FSDP + TP parameter's mesh).
+    DeviceMesh all = joint.Flatten(joint.axis_names(), "dp_shard_cp_tp");
+    EXPECT_EQ(all.size(), 8);
+    EXPECT_EQ(AxisSum(all, "dp_shard_cp_tp"), 28);
     // A flattened axis overlapping the other mesh's root axes, or interleaving with them, cannot join.
     ExpectError(ErrorCode::kInvalidArgument, "overlap or are not in the root mesh's order",
                 [&] { root["cp"].Join(dp); });

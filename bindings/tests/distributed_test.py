@@ -1181,7 +1181,8 @@ def test_hsdp_over_a_root_dim_and_a_flattened_one_matches_one_rank_training():
 def test_fully_shard_over_a_flattened_dim_composes_with_tensor_parallelism():
     # torchtitan: tensor parallelism on root["tp"], fully_shard over the flattened (dp_shard, cp) mesh; FSDP joins
     # the two into a [dp_shard_cp, tp] mesh. With cp of size 1 the flattened dim is dp_shard itself, so a step
-    # must give the same parameters as fully_shard over root["dp_shard"].
+    # must give the same parameters as fully_shard over root["dp_shard"], and clip_grad_norm_ (which flattens the
+    # parameters' 2-D mesh) the gradient norm of one rank training on both dp batches.
     from tessel.distributed.fsdp import fully_shard
     from tessel.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
     got = {}
@@ -1194,9 +1195,11 @@ def test_fully_shard_over_a_flattened_dim_composes_with_tensor_parallelism():
         opt = tessel.optim.SGD(model.parameters(), lr=0.1)
         tessel.manual_seed(1 + rank // 2)  # one batch per dp rank, shared by its tp pair
         model(tessel.randn(4, 8)).pow(2).sum().backward()
+        norm = tessel.nn.utils.clip_grad_norm_(model.parameters(), 1.0)  # flattens the [dp_shard_cp, tp] mesh
         opt.step()
         w = model[0].weight
-        return str(w.device_mesh), [p.full_tensor().detach().numpy().copy() for p in model.parameters()]
+        norm = float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
+        return str(w.device_mesh), [p.full_tensor().detach().numpy().copy() for p in model.parameters()], norm
 
     def rank_fn(world):
         dist.init_process_group()
@@ -1206,8 +1209,17 @@ def test_fully_shard_over_a_flattened_dim_composes_with_tensor_parallelism():
         dist.destroy_process_group()
 
     tessel.run_ranks(4, rank_fn)
+    tessel.manual_seed(0)  # one rank: the gradient of the mean of the two dp batches' losses
+    ref = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 8))
+    losses = []
+    for d in range(2):
+        tessel.manual_seed(1 + d)
+        losses.append(ref(tessel.randn(4, 8)).pow(2).sum())
+    ((losses[0] + losses[1]) / 2).backward()
+    want_norm = float(tessel.nn.utils.clip_grad_norm_(ref.parameters(), 1.0))
     for r in range(4):
-        (mesh_flat, flat_params), (mesh_plain, plain_params) = got[r]
+        (mesh_flat, flat_params, flat_norm), (mesh_plain, plain_params, plain_norm) = got[r]
+        assert flat_norm == plain_norm and abs(flat_norm - want_norm) <= 1e-5 * want_norm, (flat_norm, want_norm)
         assert mesh_flat == "DeviceMesh(shape=[2, 2], axes=[dp_shard_cp, tp], ranks=[[0, 1], [2, 3]])"
         assert mesh_plain == "DeviceMesh(shape=[2, 2], axes=[dp_shard, tp], ranks=[[0, 1], [2, 3]])"
         for a, b in zip(flat_params, plain_params):
