@@ -7,7 +7,8 @@
 // reorders no arithmetic) and the per-phase best times of the TESSEL_ATTN_PHASE marks.
 //
 // Built and run by attention_ab.sh, which compiles VARIANT_A (a git revision's kernels) and VARIANT_B
-// (the working tree's) with the flags of core/ops/BUILD.bazel's AVX-512 kernels.
+// (the working tree's) with the flags of core/ops/BUILD.bazel's AVX-512 kernels, or of the AVX2 ones with
+// -DTESSEL_AB_AVX2 (on a CPU without AVX-512, or ISA=avx2).
 //
 // Invariant: both variants see the same heads, scratch buffer and iteration count; only the code differs.
 // The operands sit on 2 MiB-aligned, MADV_HUGEPAGE memory as core/memory/allocator.cc gives tensors of
@@ -38,11 +39,18 @@ inline void Mark(int phase) {
 }
 }  // namespace
 
+// The variant's macros as attention_kernels_avx512.cc / attention_kernels_avx2.cc define them.
+#ifdef TESSEL_AB_AVX2
+#define TESSEL_ATTN_W 8
+#define TESSEL_ATTN_MR 6
+#define TESSEL_ATTN_NAME "avx2"
+#else
 #define TESSEL_ATTN_W 16
 #define TESSEL_ATTN_MR 12
 #define TESSEL_ATTN_NAME "avx512"
 #define TESSEL_ATTN_SCALEF(p, n) _mm512_mask_scalef_ps((p), static_cast<__mmask16>(-1), (p), (n))
 #define TESSEL_ATTN_ROUND(y) _mm512_roundscale_ps((y), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+#endif
 #define TESSEL_ATTN_PHASE(n) Mark(n)
 
 // Each variant's copy of `namespace tessel { namespace { ... } }` lives inside its own outer namespace.

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# tools/dev/attention_ab/attention_ab.sh — developer tool: A/B timing of the AVX-512 float32 attention
-# kernels of a git revision (A, default HEAD) against the working tree's (B), both compiled into one
-# process that alternates them per iteration (attention_ab.cc says why). Needs an AVX-512 CPU and g++.
+# tools/dev/attention_ab/attention_ab.sh — developer tool: A/B timing of the float32 attention kernels
+# (AVX-512, or the AVX2 copy on CPUs without it or with ISA=avx2) of a git revision (A, default HEAD)
+# against the working tree's (B), both compiled into one process that alternates them per iteration
+# (attention_ab.cc says why). Needs g++.
 #
 # Usage: tools/dev/attention_ab/attention_ab.sh [REV] [HEADS T D ITERS]
 # Example: tools/dev/attention_ab/attention_ab.sh HEAD~1 128 128 32 200
@@ -9,7 +10,13 @@ set -euo pipefail
 root=$(git -C "$(dirname "$0")" rev-parse --show-toplevel)
 rev=${1:-HEAD}
 shift || true
-grep -q avx512f /proc/cpuinfo || { echo "skipped: this CPU has no AVX-512F"; exit 0; }
+# The AVX-512 kernels where the CPU has them, else (or with ISA=avx2) the AVX2 copy.
+isa=${ISA:-$(grep -q avx512f /proc/cpuinfo && echo avx512 || echo avx2)}
+if [ "$isa" = avx512 ]; then
+  isa_flags="-mavx512f -mavx512vl -mavx512dq -mavx512bw -mprefer-vector-width=512"
+else
+  isa_flags="-DTESSEL_AB_AVX2"
+fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 # The baseline's kernels include their own vector layer (by absolute path, so B's is not picked up).
@@ -17,8 +24,9 @@ git -C "$root" show "$rev:core/ops/attention_kernels_vec.inc" > "$work/a_vec.inc
 git -C "$root" show "$rev:core/ops/attention_kernels.inc" |
   sed "s|#include \"core/ops/attention_kernels_vec.inc\"|#include \"$work/a_vec.inc\"|" > "$work/a.inc"
 # The flags of core/ops/BUILD.bazel's _ATTENTION_AVX512_COPTS and .bazelrc (-O3, x86-64-v3).
-g++ -std=c++20 -O3 -DNDEBUG -march=x86-64-v3 -mavx512f -mavx512vl -mavx512dq -mavx512bw \
-  -mprefer-vector-width=512 -ffp-contract=fast -I"$root" \
+echo "kernels: $isa"
+# shellcheck disable=SC2086  # isa_flags is a list of flags
+g++ -std=c++20 -O3 -DNDEBUG -march=x86-64-v3 $isa_flags -ffp-contract=fast -I"$root" \
   -DVARIANT_A="\"$work/a.inc\"" -DVARIANT_B="\"$root/core/ops/attention_kernels.inc\"" \
   "$root/tools/dev/attention_ab/attention_ab.cc" -o "$work/attention_ab"
 "$work/attention_ab" "$@"
