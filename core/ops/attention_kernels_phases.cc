@@ -8,7 +8,8 @@
 // iterations, prefetch (1: each head names the next, as the library does; 0: none; 2: alternate per
 // iteration and print both bests, an A/B on a machine whose speed drifts with the other work on it).
 //
-// Invariant: measures the very code the library runs (the same .inc and copts), only with the hook.
+// Invariant: measures the very code the library runs (the same .inc and copts), only with the hook, on
+// operands laid out in memory as the library's allocator lays out tensors (huge pages from 2 MiB).
 //
 // Example:
 //   bazel run //core/ops:attention_kernels_phases -- 64 128 32
@@ -17,13 +18,37 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <new>
 #include <random>
 #include <vector>
+
+#include <sys/mman.h>
 
 #include "core/ops/attention_kernels.h"
 #include "core/ops/vector_isa.h"
 
 namespace {
+// The operands' memory as core/memory/allocator.cc gives tensors: blocks of 2 MiB and more 2 MiB-aligned
+// and advised MADV_HUGEPAGE (the attention's operands are TLB-bound on 4 KiB pages).
+template <typename T>
+struct HostAllocator {
+  using value_type = T;
+  HostAllocator() = default;
+  template <typename U>
+  HostAllocator(const HostAllocator<U>&) {}
+  T* allocate(size_t count) {
+    const size_t bytes = count * sizeof(T);
+    const bool huge = bytes >= (size_t{2} << 20);
+    void* p = nullptr;
+    if (posix_memalign(&p, huge ? size_t{2} << 20 : 64, bytes) != 0) throw std::bad_alloc();
+    if (huge) madvise(p, bytes, MADV_HUGEPAGE);
+    return static_cast<T*>(p);
+  }
+  void deallocate(T* p, size_t) { std::free(p); }
+  friend bool operator==(const HostAllocator&, const HostAllocator&) { return true; }
+};
+using Floats = std::vector<float, HostAllocator<float>>;
+
 uint64_t phase_mark = 0;
 uint64_t phase_ticks[16];
 inline uint64_t Now() { return __builtin_ia32_rdtsc(); }
@@ -90,13 +115,13 @@ int main(int argc, char** argv) {
   std::mt19937 rng(1);
   std::normal_distribution<float> normal;
   auto randn = [&](int64_t n) {
-    std::vector<float> v(n);
+    Floats v(n);
     for (float& x : v) x = normal(rng);
     return v;
   };
   const int64_t n = heads * t * d;
-  const std::vector<float> q = randn(n), k = randn(n), v = randn(n), g = randn(n);
-  std::vector<float> o(n), lse(heads * t), dq(n), dk(n), dv(n);
+  const Floats q = randn(n), k = randn(n), v = randn(n), g = randn(n);
+  Floats o(n), lse(heads * t), dq(n), dk(n), dv(n);
   std::vector<float> scratch_buf(ScratchFloats(dm) + 16);
   float* scratch = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(scratch_buf.data()) + 63) & ~uintptr_t{63});
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
