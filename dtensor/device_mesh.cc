@@ -86,6 +86,39 @@ DeviceMesh DeviceMesh::Slice(std::span<const std::string> axes) const {
   return DeviceMesh(std::move(sub), global_rank_, std::move(groups), root_, root_topology_, flattened_);
 }
 
+const FlattenedAxes::Entry* DeviceMesh::FlattenedLocked(std::string_view name) const {
+  for (const FlattenedAxes::Entry& e : flattened_->entries) {
+    if (e.name == name) return &e;
+  }
+  return nullptr;
+}
+
+std::vector<std::vector<int>> DeviceMesh::RootAxesOf(std::span<const std::string> names, std::string_view op) const {
+  std::vector<std::vector<int>> per_name;
+  std::vector<int> all;
+  {
+    std::lock_guard<std::mutex> lock(flattened_->mu);
+    for (const std::string& name : names) {
+      std::vector<int> axes;
+      if (const std::optional<int> a = root_topology_->FindAxis(name)) {
+        axes = {*a};
+      } else {
+        const FlattenedAxes::Entry* e = FlattenedLocked(name);
+        TESSEL_CHECK(e != nullptr, op, ": axis '", name, "' is neither an axis of the root mesh ",
+                     root_topology_->ToString(), " nor flattened from it on this rank");
+        axes = e->root_axes;
+      }
+      all.insert(all.end(), axes.begin(), axes.end());
+      per_name.push_back(std::move(axes));
+    }
+  }
+  for (size_t i = 1; i < all.size(); ++i) {
+    TESSEL_CHECK(all[i - 1] < all[i], op, ": the axes [", absl::StrJoin(names, ", "),
+                 "] overlap or are not in the root mesh's order ", root_topology_->ToString());
+  }
+  return per_name;
+}
+
 DeviceMesh DeviceMesh::SliceWithFlattened(std::span<const std::string> names) const {
   std::vector<comm::ProcessGroupPtr> groups;  // a root axis's group, or the flattened name's own
   {
@@ -95,47 +128,31 @@ DeviceMesh DeviceMesh::SliceWithFlattened(std::span<const std::string> names) co
         groups.push_back(axis_groups_[static_cast<size_t>(*a)]);
         continue;
       }
-      auto it = std::find_if(flattened_->entries.begin(), flattened_->entries.end(),
-                             [&](const FlattenedAxes::Entry& e) { return e.name == name; });
-      std::string known;
-      for (const FlattenedAxes::Entry& e : flattened_->entries) known += (known.empty() ? "" : ", ") + e.name;
-      TESSEL_CHECK(it != flattened_->entries.end(), "DeviceMesh: unknown axis '", name, "'; the mesh has axes [",
-                   absl::StrJoin(root_topology_->axis_names(), ", "), "] and flattened axes [", known, "] (",
-                   ToString(), ")");
-      groups.push_back(it->group);
+      const FlattenedAxes::Entry* e = FlattenedLocked(name);
+      if (e == nullptr) {
+        std::vector<std::string> known;
+        for (const FlattenedAxes::Entry& f : flattened_->entries) known.push_back(f.name);
+        TESSEL_FAIL(ErrorCode::kInvalidArgument, "DeviceMesh: unknown axis '", name, "'; the mesh has axes [",
+                    absl::StrJoin(root_topology_->axis_names(), ", "), "] and flattened axes [",
+                    absl::StrJoin(known, ", "), "] (", ToString(), ")");
+      }
+      groups.push_back(e->group);
     }
   }
   return OverRootAxes(std::vector<std::string>(names.begin(), names.end()), std::move(groups));
 }
 
 DeviceMesh DeviceMesh::OverRootAxes(std::vector<std::string> names, std::vector<comm::ProcessGroupPtr> groups) const {
-  // Each name: a root axis, or a flattened name standing for its root axes (merged into one axis).
-  std::vector<int> root_axes;  // every root axis the names stand for, in the names' order
+  // Each name stands for one root axis or several (a flattened name), merged into one axis: adjacent root
+  // axes merged keep the row-major rank order, so the mesh's ranks are the root slice's, reshaped.
+  std::vector<int> root_axes;
   std::vector<int64_t> shape;  // one size per name
-  {
-    std::lock_guard<std::mutex> lock(flattened_->mu);
-    for (const std::string& name : names) {
-      std::vector<int> axes;
-      if (const std::optional<int> a = root_topology_->FindAxis(name)) {
-        axes = {*a};
-      } else {
-        auto it = std::find_if(flattened_->entries.begin(), flattened_->entries.end(),
-                               [&](const FlattenedAxes::Entry& e) { return e.name == name; });
-        TESSEL_CHECK(it != flattened_->entries.end(), "DeviceMesh: axis '", name, "' is neither an axis of the root ",
-                     "mesh ", root_topology_->ToString(), " nor flattened from it on this rank");
-        axes = it->root_axes;
-      }
-      int64_t n = 1;
-      for (int a : axes) n *= root_topology_->size(a);
-      root_axes.insert(root_axes.end(), axes.begin(), axes.end());
-      shape.push_back(n);
-    }
+  for (const std::vector<int>& axes : RootAxesOf(names, "DeviceMesh")) {
+    int64_t n = 1;
+    for (int a : axes) n *= root_topology_->size(a);
+    root_axes.insert(root_axes.end(), axes.begin(), axes.end());
+    shape.push_back(n);
   }
-  for (size_t i = 1; i < root_axes.size(); ++i) {
-    TESSEL_CHECK(root_axes[i - 1] < root_axes[i], "DeviceMesh: the axes [", absl::StrJoin(names, ", "),
-                 "] overlap or are not in the root mesh's order ", root_topology_->ToString());
-  }
-  // Adjacent root axes merged into one keep the row-major rank order: the slice's ranks, reshaped.
   const std::optional<std::vector<int64_t>> root_coordinate = root_topology_->CoordinateOf(global_rank_);
   TESSEL_INTERNAL_ASSERT(root_coordinate.has_value(), "DeviceMesh: rank ", global_rank_, " is not in ",
                          root_topology_->ToString());
@@ -148,31 +165,18 @@ DeviceMesh DeviceMesh::Flatten(std::span<const std::string> axes, std::string na
   const std::vector<int> idx = topology_->AxesOf(axes);  // validates names against this mesh
   TESSEL_CHECK(!root_topology_->FindAxis(name).has_value() || (axes.size() == 1 && axes[0] == name),
                "DeviceMesh::Flatten: name '", name, "' is already an axis of ", root_topology_->ToString());
-  auto flat = std::make_shared<const MeshTopology>(topology_->Flatten(idx, coordinate_, name));
-  std::lock_guard<std::mutex> lock(flattened_->mu);
   // The root axes under `axes`, a flattened axis standing for its own (clip_grad_norm_ flattens FSDP + TP's
   // [dp_shard_cp, tp] mesh).
   std::vector<int> root_axes;
-  for (const std::string& a : axes) {
-    if (const std::optional<int> r = root_topology_->FindAxis(a)) {
-      root_axes.push_back(*r);
-      continue;
-    }
-    auto it = std::find_if(flattened_->entries.begin(), flattened_->entries.end(),
-                           [&](const FlattenedAxes::Entry& e) { return e.name == a; });
-    TESSEL_CHECK(it != flattened_->entries.end(), "DeviceMesh::Flatten: axis '", a, "' is neither an axis of the ",
-                 "root mesh ", root_topology_->ToString(), " nor flattened from it on this rank");
-    root_axes.insert(root_axes.end(), it->root_axes.begin(), it->root_axes.end());
+  for (const std::vector<int>& a : RootAxesOf(axes, "DeviceMesh::Flatten")) {
+    root_axes.insert(root_axes.end(), a.begin(), a.end());
   }
-  for (size_t i = 1; i < root_axes.size(); ++i) {
-    TESSEL_CHECK(root_axes[i - 1] < root_axes[i], "DeviceMesh::Flatten: the axes [", absl::StrJoin(axes, ", "),
-                 "] overlap or are not in the root mesh's order ", root_topology_->ToString());
-  }
-  for (const FlattenedAxes::Entry& e : flattened_->entries) {
-    if (e.name != name) continue;
-    TESSEL_CHECK(e.root_axes == root_axes, "DeviceMesh::Flatten: name '", name, "' already names other flattened ",
+  auto flat = std::make_shared<const MeshTopology>(topology_->Flatten(idx, coordinate_, name));
+  std::lock_guard<std::mutex> lock(flattened_->mu);
+  if (const FlattenedAxes::Entry* e = FlattenedLocked(name)) {
+    TESSEL_CHECK(e->root_axes == root_axes, "DeviceMesh::Flatten: name '", name, "' already names other flattened ",
                  "axes of ", root_topology_->ToString());
-    return DeviceMesh(std::move(flat), global_rank_, {e.group}, root_, root_topology_, flattened_);
+    return DeviceMesh(std::move(flat), global_rank_, {e->group}, root_, root_topology_, flattened_);
   }
   comm::ProcessGroupPtr group = CreateGroups(root_, *root_topology_, root_axes, name);
   flattened_->entries.push_back({name, root_axes, group});
@@ -206,17 +210,7 @@ DeviceMesh DeviceMesh::Join(const DeviceMesh& other) const {
   for (const DeviceMesh* m : {this, &other}) {
     for (int a = 0; a < m->ndim(); ++a) {
       const std::string& name = m->topology().axis_name(a);
-      int first = -1;
-      if (const std::optional<int> root_axis = root_topology_->FindAxis(name)) {
-        first = *root_axis;
-      } else {
-        std::lock_guard<std::mutex> lock(flattened_->mu);
-        for (const FlattenedAxes::Entry& e : flattened_->entries) {
-          if (e.name == name) first = e.root_axes.front();
-        }
-      }
-      TESSEL_CHECK(first >= 0, "DeviceMesh::Join: axis '", name, "' of ", m->ToString(),
-                   " is neither an axis of the root mesh ", root_topology_->ToString(), " nor flattened from it");
+      const int first = RootAxesOf(std::span<const std::string>(&name, 1), "DeviceMesh::Join").front().front();
       for (const Named& n : named) {
         TESSEL_CHECK(n.name != name, "DeviceMesh::Join: axis '", name, "' is in both ", ToString(), " and ",
                      other.ToString());

@@ -123,6 +123,11 @@ class DeviceMesh {
   // The mesh over `names` (root axes or names Flatten registered, in root order, not overlapping) with one
   // group per name.
   DeviceMesh OverRootAxes(std::vector<std::string> names, std::vector<comm::ProcessGroupPtr> groups) const;
+  // Per name, the root axes it stands for (its own, or those Flatten registered under it); kInvalidArgument
+  // naming `op` for a name that is neither, or names whose root axes overlap or leave root order.
+  std::vector<std::vector<int>> RootAxesOf(std::span<const std::string> names, std::string_view op) const;
+  // The entry Flatten registered under `name`, or null. REQUIRES: flattened_->mu held.
+  const FlattenedAxes::Entry* FlattenedLocked(std::string_view name) const;
 
   comm::ProcessGroupPtr root_;
   std::shared_ptr<const MeshTopology> root_topology_;
