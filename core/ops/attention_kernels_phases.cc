@@ -18,76 +18,18 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <new>
 #include <random>
 #include <vector>
 
-#include <sys/mman.h>
-
 #include "core/ops/attention_kernels.h"
+#include "core/ops/attention_kernels_harness.h"
 #include "core/ops/vector_isa.h"
 
-namespace {
-// The operands' memory as core/memory/allocator.cc gives tensors: blocks of 2 MiB and more 2 MiB-aligned
-// and advised MADV_HUGEPAGE (the attention's operands are TLB-bound on 4 KiB pages).
-template <typename T>
-struct HostAllocator {
-  using value_type = T;
-  HostAllocator() = default;
-  template <typename U>
-  HostAllocator(const HostAllocator<U>&) {}
-  T* allocate(size_t count) {
-    const size_t bytes = count * sizeof(T);
-    const bool huge = bytes >= (size_t{2} << 20);
-    void* p = nullptr;
-    if (posix_memalign(&p, huge ? size_t{2} << 20 : 64, bytes) != 0) throw std::bad_alloc();
-    if (huge) madvise(p, bytes, MADV_HUGEPAGE);
-    return static_cast<T*>(p);
-  }
-  void deallocate(T* p, size_t) { std::free(p); }
-  friend bool operator==(const HostAllocator&, const HostAllocator&) { return true; }
-};
-using Floats = std::vector<float, HostAllocator<float>>;
-
-uint64_t phase_mark = 0;
-uint64_t phase_ticks[16];
-inline uint64_t Now() { return __builtin_ia32_rdtsc(); }
-inline void Mark(int phase) {
-  const uint64_t now = Now();
-  phase_ticks[phase] += now - phase_mark;
-  phase_mark = now;
-}
-}  // namespace
-
-#include <immintrin.h>
-
-// The variant's macros as attention_kernels_avx512.cc / attention_kernels_avx2.cc define them; the
-// AVX2 harness (//core/ops:attention_kernels_phases_avx2) is built with -DTESSEL_PHASES_AVX2 and the
-// library's x86-64-v3 flags.
-#ifdef TESSEL_PHASES_AVX2
-#define TESSEL_ATTN_W 8
-#define TESSEL_ATTN_MR 6
-#define TESSEL_ATTN_NAME "avx2"
-#else
-#define TESSEL_ATTN_W 16
-#define TESSEL_ATTN_MR 12
-#define TESSEL_ATTN_NAME "avx512"
-#define TESSEL_ATTN_SCALEF(p, n) _mm512_mask_scalef_ps((p), static_cast<__mmask16>(-1), (p), (n))
-#define TESSEL_ATTN_ROUND(y) _mm512_roundscale_ps((y), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
-#endif
-#define TESSEL_ATTN_PHASE(n) Mark(n)
 #include "core/ops/attention_kernels.inc"
 
 namespace {
 
-constexpr const char* kPhaseNames[16] = {
-    "fwd pack kT",   "fwd q.kT",    "fwd softmax", "fwd P.v",     "fwd finalize", "bwd pack kT vT",
-    "bwd q.kT",      "bwd dO.vT",   "bwd exp, dS", "bwd PT.dO",   "bwd dS.K",     "bwd dST.Q",
-    "bwd unpack",    "bwd delta",   "bwd loop",    nullptr};
-constexpr bool kIsProduct[16] = {false, true, false, true, false, false, true, true,
-                                 false, true, true,  true,  false, false, false, false};
-
-#ifdef TESSEL_PHASES_AVX2
+#ifdef TESSEL_HARNESS_AVX2
 constexpr bool kAvx2Variant = true;
 #else
 constexpr bool kAvx2Variant = false;
@@ -97,7 +39,7 @@ constexpr bool kAvx2Variant = false;
 
 int main(int argc, char** argv) {
   using namespace tessel;
-#ifdef TESSEL_PHASES_AVX2
+#ifdef TESSEL_HARNESS_AVX2
   std::printf("avx2 kernels (W 8, MR 6)\n");
 #else
   std::printf("avx512 kernels (W 16, MR 12)\n");

@@ -8,50 +8,21 @@
 //
 // Built and run by attention_ab.sh, which compiles VARIANT_A (a git revision's kernels) and VARIANT_B
 // (the working tree's) with the flags of core/ops/BUILD.bazel's AVX-512 kernels, or of the AVX2 ones with
-// -DTESSEL_AB_AVX2 (on a CPU without AVX-512, or ISA=avx2).
+// -DTESSEL_HARNESS_AVX2 (on a CPU without AVX-512, or ISA=avx2).
 //
 // Invariant: both variants see the same heads, scratch buffer and iteration count; only the code differs.
-// The operands sit on 2 MiB-aligned, MADV_HUGEPAGE memory as core/memory/allocator.cc gives tensors of
-// that size (HUGE=0 in the environment: plain 4 KiB pages).
-#include <immintrin.h>
-#include <sys/mman.h>
-
+// The operands sit in memory as core/memory/allocator.cc gives tensors (Floats, attention_kernels_harness.h).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <memory>
 #include <random>
 #include <vector>
 
 #include "core/ops/attention_kernels.h"
-
-namespace {
-uint64_t phase_mark = 0;
-uint64_t phase_ticks[16];
-inline uint64_t Now() { return __builtin_ia32_rdtsc(); }
-inline void Mark(int phase) {
-  const uint64_t now = Now();
-  phase_ticks[phase] += now - phase_mark;
-  phase_mark = now;
-}
-}  // namespace
-
-// The variant's macros as attention_kernels_avx512.cc / attention_kernels_avx2.cc define them.
-#ifdef TESSEL_AB_AVX2
-#define TESSEL_ATTN_W 8
-#define TESSEL_ATTN_MR 6
-#define TESSEL_ATTN_NAME "avx2"
-#else
-#define TESSEL_ATTN_W 16
-#define TESSEL_ATTN_MR 12
-#define TESSEL_ATTN_NAME "avx512"
-#define TESSEL_ATTN_SCALEF(p, n) _mm512_mask_scalef_ps((p), static_cast<__mmask16>(-1), (p), (n))
-#define TESSEL_ATTN_ROUND(y) _mm512_roundscale_ps((y), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
-#endif
-#define TESSEL_ATTN_PHASE(n) Mark(n)
+#include "core/ops/attention_kernels_harness.h"
 
 // Each variant's copy of `namespace tessel { namespace { ... } }` lives inside its own outer namespace.
 namespace variant_a {
@@ -82,30 +53,14 @@ int main(int argc, char** argv) {
   const AttentionHeadDims dm{t, t, d, d};
   std::mt19937 rng(1);
   std::normal_distribution<float> normal;
-  const char* huge_env = std::getenv("HUGE");
-  const bool huge = huge_env == nullptr || std::atoi(huge_env) != 0;
-  std::vector<std::unique_ptr<float, decltype(&std::free)>> arrays;
-  auto zeros = [&](int64_t n) {
-    const size_t bytes = static_cast<size_t>(n) * sizeof(float);
-    void* p = nullptr;
-    if (posix_memalign(&p, huge ? size_t{2} << 20 : 64, bytes) != 0) std::abort();
-    if (huge) madvise(p, bytes, MADV_HUGEPAGE);
-    arrays.emplace_back(static_cast<float*>(p), &std::free);
-    std::fill(arrays.back().get(), arrays.back().get() + n, 0.0f);
-    return arrays.back().get();
-  };
   auto randn = [&](int64_t n) {
-    float* p = zeros(n);
-    for (int64_t i = 0; i < n; ++i) p[i] = normal(rng);
-    return p;
+    Floats v(n);
+    for (float& x : v) x = normal(rng);
+    return v;
   };
   const int64_t n = heads * t * d;
-  struct Array {  // the pointer with std::vector's data() spelling
-    float* p;
-    float* data() const { return p; }
-  };
-  const Array q{randn(n)}, k{randn(n)}, v{randn(n)}, g{randn(n)};
-  const Array o{zeros(n)}, lse{zeros(heads * t)}, dq{zeros(n)}, dk{zeros(n)}, dv{zeros(n)};
+  const Floats q = randn(n), k = randn(n), v = randn(n), g = randn(n);
+  Floats o(n), lse(heads * t), dq(n), dk(n), dv(n);
   std::vector<float> grads[2];
   const AttentionKernels* kernels[2] = {&variant_a::Kernels(), &variant_b::Kernels()};
   std::vector<float> buf(std::max(kernels[0]->scratch_floats(dm), kernels[1]->scratch_floats(dm)) + 16);
@@ -136,9 +91,9 @@ int main(int argc, char** argv) {
     totals[w].push_back(static_cast<double>(Now() - start));
     for (int i = 0; i < 16; ++i) phases[w][i].push_back(static_cast<double>(phase_ticks[i]));
     if (it < 2) {
-      grads[w].assign(dq.p, dq.p + n);
-      grads[w].insert(grads[w].end(), dk.p, dk.p + n);
-      grads[w].insert(grads[w].end(), dv.p, dv.p + n);
+      grads[w].assign(dq.begin(), dq.end());
+      grads[w].insert(grads[w].end(), dk.begin(), dk.end());
+      grads[w].insert(grads[w].end(), dv.begin(), dv.end());
     }
   }
   double diff = 0;
@@ -163,12 +118,9 @@ int main(int argc, char** argv) {
               best(totals[1]) / best(totals[0]));
   std::printf("fwd+bwd median A %.3f ms  B %.3f ms  B/A %.3f\n", median(totals[0]) / per_ms,
               median(totals[1]) / per_ms, median(totals[1]) / median(totals[0]));
-  const char* names[16] = {"fwd pack kT", "fwd q.kT",  "fwd softmax", "fwd P.v",   "fwd finalize", "bwd pack kT vT",
-                           "bwd q.kT",    "bwd dO.vT", "bwd exp, dS", "bwd PT.dO", "bwd dS.K",     "bwd dST.Q",
-                           "bwd unpack",  "bwd delta", "bwd loop",    nullptr};
   std::printf("phase (best ms)       A       B\n");
-  for (int i = 0; i < 16 && names[i] != nullptr; ++i) {
-    std::printf("  %-16s %7.3f %7.3f\n", names[i], best(phases[0][i]) / per_ms, best(phases[1][i]) / per_ms);
+  for (int i = 0; i < 16 && kPhaseNames[i] != nullptr; ++i) {
+    std::printf("  %-16s %7.3f %7.3f\n", kPhaseNames[i], best(phases[0][i]) / per_ms, best(phases[1][i]) / per_ms);
   }
   return 0;
 }

@@ -15,7 +15,7 @@ isa=${ISA:-$(grep -q avx512f /proc/cpuinfo && echo avx512 || echo avx2)}
 if [ "$isa" = avx512 ]; then
   isa_flags="-mavx512f -mavx512vl -mavx512dq -mavx512bw -mprefer-vector-width=512"
 else
-  isa_flags="-DTESSEL_AB_AVX2"
+  isa_flags="-DTESSEL_HARNESS_AVX2"
 fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
