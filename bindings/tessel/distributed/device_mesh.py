@@ -22,14 +22,14 @@ def init_device_mesh(device_type, mesh_shape, *, mesh_dim_names=None):
 
 
 def _count_mesh_groups(mesh):
-    """get_pg_count: a mesh makes one group per sub-group of each dim, except a 1-D mesh over the whole
-    default group, which reuses it (torch's counts, probed)."""
-    import math
+    """get_pg_count: a new mesh makes one group per sub-group of each dim across the default group (a dim of
+    size n: world / n of them; a flattened mesh's one dim likewise), except a 1-D mesh over the whole default
+    group, which reuses it (torch's counts, probed)."""
     from . import _count_groups, get_world_size
     shape = [int(n) for n in mesh.shape]
     if len(shape) == 1 and shape[0] == get_world_size():
         return
-    _count_groups(sum(math.prod(shape) // n for n in shape))
+    _count_groups(sum(get_world_size() // n for n in shape))
 
 
 _DeviceMeshInit = DeviceMesh.__init__
@@ -86,12 +86,11 @@ def _flatten(self, mesh_dim_name=None):
     time; the same name for the same dims again returns the cached mesh. get_pg_count grows as torch's: by
     the number of flattened groups, except for a flattened mesh over the whole default group (torch reuses
     that group) or a cached one."""
-    from . import _count_groups, get_world_size
     name = mesh_dim_name if mesh_dim_name is not None else "_".join(self.mesh_dim_names or ())
     new = name not in self._flattened_names()
     flat = _CFlatten(self, name)
-    if new and flat.size() != get_world_size():
-        _count_groups(get_world_size() // flat.size())
+    if new:
+        _count_mesh_groups(flat)
     return flat
 
 
