@@ -58,6 +58,7 @@ constexpr int64_t kChunksPerThread = 4;
 // between workers from call to call; results do not depend on which thread ran a chunk.
 struct Job {
   const std::function<void(int64_t, int64_t)>* fn = nullptr;
+  const std::function<void(int64_t, int64_t, int64_t)>* ahead_fn = nullptr;  // ParallelForClaimAhead's
   int64_t begin = 0, end = 0, chunk = 0, chunks = 0;
   struct Segment {
     std::atomic<uint64_t> unclaimed{0};  // chunks [front, back) not yet claimed, as front << 32 | back
@@ -130,20 +131,26 @@ struct Job {
     return -1;
   }
 
-  // Runs chunks until none is left; returns after the chunk that completed the job, if any.
+  // Runs chunks until none is left; returns after the chunk that completed the job, if any. With
+  // ahead_fn, each chunk's successor is claimed before the chunk runs and named to it.
   void RunChunks(int home) {
     const int saved = num_threads;
     num_threads = 1;  // nested ParallelFor / GEMM calls run inline
     int64_t completed = 0;
-    for (int64_t c = Claim(home); c >= 0; c = Claim(home)) {
-      const int64_t b = begin + c * chunk;
+    for (int64_t c = Claim(home); c >= 0; ++completed) {
+      const int64_t b = begin + c * chunk, e = std::min(end, b + chunk);
+      const int64_t next = ahead_fn != nullptr ? Claim(home) : -1;
       try {
-        (*fn)(b, std::min(end, b + chunk));
+        if (ahead_fn != nullptr) {
+          (*ahead_fn)(b, e, next >= 0 ? begin + next * chunk : end);
+        } else {
+          (*fn)(b, e);
+        }
       } catch (...) {
         std::lock_guard<std::mutex> lock(mu);
         if (!error) error = std::current_exception();
       }
-      ++completed;
+      c = ahead_fn != nullptr ? next : Claim(home);
     }
     num_threads = saved;
     if (completed > 0 && done.fetch_add(completed) + completed == chunks) {
@@ -255,7 +262,12 @@ NumThreadsGuard::~NumThreadsGuard() {
   omp_set_num_threads(NumThreads());
 }
 
-void ParallelFor(int64_t begin, int64_t end, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+namespace {
+
+// The body of ParallelFor (fn, at most kChunksPerThread chunks per thread) and of ParallelForClaimAhead
+// (ahead_fn, chunks of exactly `grain`).
+void RunJob(int64_t begin, int64_t end, int64_t grain, const std::function<void(int64_t, int64_t)>* fn,
+            const std::function<void(int64_t, int64_t, int64_t)>* ahead_fn) {
   const int64_t n = end - begin;
   if (n <= 0) return;
   grain = std::max<int64_t>(grain, 1);
@@ -263,14 +275,19 @@ void ParallelFor(int64_t begin, int64_t end, int64_t grain, const std::function<
   Pool& pool = Pool::Get();
   const int threads = static_cast<int>(std::min<int64_t>({NumThreads(), max_tasks, pool.workers() + 1}));
   if (threads <= 1 || omp_in_parallel()) {
-    fn(begin, end);
+    if (fn != nullptr) return (*fn)(begin, end);
+    for (int64_t b = begin; b < end; b += grain) {
+      const int64_t e = std::min(end, b + grain);
+      (*ahead_fn)(b, e, e);
+    }
     return;
   }
   auto job = std::make_shared<Job>();
-  job->fn = &fn;
+  job->fn = fn;
+  job->ahead_fn = ahead_fn;
   job->begin = begin;
   job->end = end;
-  job->chunks = std::min<int64_t>(max_tasks, threads * kChunksPerThread);
+  job->chunks = fn != nullptr ? std::min<int64_t>(max_tasks, threads * kChunksPerThread) : max_tasks;
   job->chunk = (n + job->chunks - 1) / job->chunks;
   job->chunks = (n + job->chunk - 1) / job->chunk;  // no empty trailing chunk
   job->Init(threads);
@@ -290,6 +307,17 @@ void ParallelFor(int64_t begin, int64_t end, int64_t grain, const std::function<
     error = std::move(job->error);
   }
   if (error) std::rethrow_exception(error);
+}
+
+}  // namespace
+
+void ParallelFor(int64_t begin, int64_t end, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+  RunJob(begin, end, grain, &fn, nullptr);
+}
+
+void ParallelForClaimAhead(int64_t begin, int64_t end, int64_t grain,
+                           const std::function<void(int64_t, int64_t, int64_t)>& fn) {
+  RunJob(begin, end, grain, nullptr, &fn);
 }
 
 }  // namespace tessel

@@ -1,6 +1,7 @@
 // core/base/parallel_test.cc — ParallelFor: every index once in contiguous ranges of >= grain, the
 // thread budget, each thread's own slice first (locality), nested calls inline, exceptions rethrown after
-// all ranges, many concurrent callers.
+// all ranges, many concurrent callers; ParallelForClaimAhead: ranges of exactly grain, each thread told
+// the range it runs next, single ranges stolen from a stalled thread.
 #include "core/base/parallel.h"
 
 #include <gtest/gtest.h>
@@ -8,7 +9,9 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <mutex>
+#include <tuple>
 #include <stdexcept>
 #include <thread>
 #include <utility>
@@ -131,6 +134,80 @@ TEST(ParallelForTest, ConcurrentCallersFromRankThreadsEachGetTheirOwnResult) {
   }
   for (std::thread& t : ranks) t.join();
   for (int r = 0; r < 4; ++r) EXPECT_EQ(sums[static_cast<size_t>(r)], 200 * 499500 * (r + 1)) << "rank " << r;
+}
+
+TEST(ParallelForClaimAheadTest, RunsEveryRangeOnceAndNamesTheRangeEachThreadRunsNext) {
+  for (int threads : {1, 2, 4}) {
+    const NumThreadsGuard guard(threads);
+    for (int64_t n : {1, 7, 100, 1001}) {
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+      std::mutex mu;
+      std::map<std::thread::id, std::vector<std::tuple<int64_t, int64_t, int64_t>>> runs;  // per thread, in order
+      ParallelForClaimAhead(5, 5 + n, 10, [&](int64_t b, int64_t e, int64_t next) {
+        for (int64_t i = b; i < e; ++i) ++hits[static_cast<size_t>(i - 5)];
+        std::lock_guard<std::mutex> lock(mu);
+        runs[std::this_thread::get_id()].emplace_back(b, e, next);
+      });
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1) << "index " << i;
+      for (const auto& [id, seq] : runs) {
+        for (size_t r = 0; r < seq.size(); ++r) {
+          const auto [b, e, next] = seq[r];
+          EXPECT_EQ(e - b, std::min<int64_t>(10, 5 + n - b)) << "every range is exactly grain but the last";
+          EXPECT_EQ(next, r + 1 < seq.size() ? std::get<0>(seq[r + 1]) : 5 + n)
+              << "threads " << threads << ", n " << n << ", range [" << b << ", " << e << ")";
+        }
+      }
+    }
+  }
+}
+
+TEST(ParallelForClaimAheadTest, AnIdleThreadStealsSingleRangesFromAStalledOne) {
+  if (HardwareConcurrency() < 2) GTEST_SKIP() << "needs a pool worker (one core here)";
+  // 32 ranges of 1 on 2 threads: the caller's slice is [0, 16), the worker's [16, 32). The caller stalls
+  // in range 0, having claimed range 1 ahead, until the worker has run everything else: its own 16 and,
+  // one at a time from the back, the caller's 15..2 (ParallelFor would hand it 4-range chunks).
+  const NumThreadsGuard guard(2);
+  const std::thread::id caller = std::this_thread::get_id();
+  std::mutex mu;
+  std::vector<std::pair<int64_t, int64_t>> caller_runs, worker_runs;  // (range, next)
+  std::atomic<int> worker_done{0};
+  std::atomic<bool> caller_started{false};
+  ParallelForClaimAhead(0, 32, 1, [&](int64_t b, int64_t e, int64_t next) {
+    EXPECT_EQ(e, b + 1);
+    const bool on_caller = std::this_thread::get_id() == caller;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    if (on_caller && b == 0) {
+      caller_started = true;
+      while (worker_done.load() < 30 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+    }
+    // A worker that arrives before the caller's first claim must not steal its ranges 0 and 1.
+    while (!on_caller && !caller_started && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+    std::lock_guard<std::mutex> lock(mu);
+    (on_caller ? caller_runs : worker_runs).emplace_back(b, next);
+    if (!on_caller) ++worker_done;
+  });
+  ASSERT_EQ(worker_runs.size(), 30u) << "no pool worker joined within 10 s, or it did not steal";
+  EXPECT_EQ(caller_runs, (std::vector<std::pair<int64_t, int64_t>>{{0, 1}, {1, 32}}));
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(worker_runs[static_cast<size_t>(i)].first, 16 + i) << "its own slice first";
+  for (int i = 16; i < 30; ++i) {
+    EXPECT_EQ(worker_runs[static_cast<size_t>(i)].first, 31 - i) << "then the caller's, from the back";
+  }
+  EXPECT_EQ(worker_runs.back().second, 32);
+}
+
+TEST(ParallelForClaimAheadTest, AnExceptionIsRethrownAfterEveryRangeRan) {
+  const NumThreadsGuard guard(2);
+  std::atomic<int64_t> visited{0};
+  try {
+    ParallelForClaimAhead(0, 100, 3, [&](int64_t b, int64_t e, int64_t) {
+      visited += e - b;
+      if (b <= 50 && 50 < e) throw std::runtime_error("range holding 50");
+    });
+    ADD_FAILURE() << "no exception";
+  } catch (const std::runtime_error& err) {
+    EXPECT_STREQ(err.what(), "range holding 50");
+  }
+  EXPECT_EQ(visited.load(), 100);
 }
 
 }  // namespace
