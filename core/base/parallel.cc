@@ -287,7 +287,8 @@ void RunJob(int64_t begin, int64_t end, int64_t grain, const std::function<void(
   job->ahead_fn = ahead_fn;
   job->begin = begin;
   job->end = end;
-  job->chunks = fn != nullptr ? std::min<int64_t>(max_tasks, threads * kChunksPerThread) : max_tasks;
+  // (Chunk indices are 32-bit in Segment::unclaimed: at most 2^30 chunks, larger ones past that.)
+  job->chunks = std::min<int64_t>(max_tasks, fn != nullptr ? threads * kChunksPerThread : int64_t{1} << 30);
   job->chunk = (n + job->chunks - 1) / job->chunks;
   job->chunks = (n + job->chunk - 1) / job->chunk;  // no empty trailing chunk
   job->Init(threads);

@@ -38,12 +38,12 @@ class NumThreadsGuard {
 void ParallelFor(int64_t begin, int64_t end, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
 // ParallelFor for work items that prefetch their successor's operands: [begin, end) is cut into ranges
-// of exactly `grain` elements (the last may be shorter), each one unit of work stealing, so the threads
-// finish within about one range of each other where ParallelFor's chunks (up to 4 per thread) can leave
-// one idle for most of a chunk while another, slowed by other work on the machine, finishes its own.
-// Each thread still starts on a contiguous slice of its own, and claims the range it runs next before
-// it runs the current one: fn(range_begin, range_end, next_begin), next_begin == end when it has none.
-// Every range runs exactly once; nesting and exceptions as ParallelFor.
+// of exactly `grain` elements (the last may be shorter; larger ones beyond 2^30 ranges), each one unit of
+// work stealing, so the threads finish within about one range of each other where ParallelFor's chunks
+// (up to 4 per thread) can leave one idle for most of a chunk while another, slowed by other work on the
+// machine, finishes its own. Each thread still starts on a contiguous slice of its own, and claims the
+// range it runs next before it runs the current one: fn(range_begin, range_end, next_begin), next_begin
+// == end when it has none. Every range runs exactly once; nesting and exceptions as ParallelFor.
 void ParallelForClaimAhead(int64_t begin, int64_t end, int64_t grain,
                            const std::function<void(int64_t, int64_t, int64_t)>& fn);
 
