@@ -9,7 +9,10 @@
 // The note lines repeat the measurement at the figure's shape with D = 64 ([128, 128, 64]) and for a
 // longer sequence (T = 1024, D = 64, 8 heads): the products grow with D while the per-score softmax
 // work (the exponentials, forward and backward) and the masked diagonal tiles do not, so these show
-// what the D = 32 figure loses to them.
+// what the D = 32 figure loses to them. A last note line measures the figure on one thread against
+// one thread's sgemm: the kernels' own rate, without what two vCPUs of a shared VM lose to each other
+// (one slowed by the host while the other waits for it; docs/PERFORMANCE.md, fifteenth session), which
+// moves the 2-thread figure by 10-20% from run to run.
 //
 // One timed run is kCallsPerRun back-to-back forward + backward calls (~10 ms at the figure's shape on 2
 // threads): a single 2.4 ms call timed right after the baseline's 2048³ sgemm (48 MB of operands) measures
@@ -21,12 +24,14 @@
 //
 // Example:
 //   bazel run //benchmarks:report -- --filter=attention
+#include <cstdio>
 #include <string>
 
 #include "benchmarks/figure.h"
 #include "benchmarks/gemm_peak_workload.h"
 #include "core/autograd/engine.h"
 #include "core/base/error.h"
+#include "core/base/parallel.h"
 #include "core/ops/attention.h"
 #include "core/tensor/factory.h"
 #include "core/tensor/random.h"
@@ -68,13 +73,24 @@ const bool kRegistered = RegisterFigure("attention_vs_gemm_flops", [] {
            {"fused_causal_attention_fwd_bwd", "GFLOP/s", s.Gflop(), MakeFusedAttentionFwdBwd(s)},
            Throughput{"blas_sgemm_2048", "GFLOP/s", SquareGemmGflop(kPeakN), MakeBlasSquareSgemm(kPeakN)}};
   f.baseline_is_peak = true;
-  f.note = [] {
+  f.note = [s, kPeakN] {
     const AttentionShape wide{16 * 8, 128, 64}, long_seq{8, 1024, 64};
     const double wide_rate = MeasureThroughput({"wide", "GFLOP/s", wide.Gflop(), MakeFusedAttentionFwdBwd(wide)}, 1, 5);
     const double long_rate = MeasureThroughput({"long", "GFLOP/s", long_seq.Gflop(), MakeFusedAttentionFwdBwd(long_seq)}, 1, 5);
+    FigureResult one;
+    {
+      const NumThreadsGuard one_thread(1);
+      Figure f1{"one_thread", {"attention", "GFLOP/s", s.Gflop(), MakeFusedAttentionFwdBwd(s)},
+                Throughput{"sgemm", "GFLOP/s", SquareGemmGflop(kPeakN), MakeBlasSquareSgemm(kPeakN)}};
+      f1.baseline_is_peak = true;
+      one = Measure(f1, 1, 3);
+    }
+    char ratio[32];
+    std::snprintf(ratio, sizeof(ratio), "%.3f", one.value / one.baseline);
     return Str("fused causal attention fwd+bwd at [128, 128, 64]: ", static_cast<int64_t>(wide_rate),
                " GFLOP/s\n# fused causal attention fwd+bwd at [8, 1024, 64]: ", static_cast<int64_t>(long_rate),
-               " GFLOP/s");
+               " GFLOP/s\n# one thread: fused causal attention ", static_cast<int64_t>(one.value),
+               " GFLOP/s vs sgemm ", static_cast<int64_t>(one.baseline), " GFLOP/s ratio ", ratio);
   };
   return f;
 });
