@@ -1,7 +1,7 @@
 // core/base/parallel_test.cc — ParallelFor: every index once in contiguous ranges of >= grain, the
 // thread budget, each thread's own slice first (locality), nested calls inline, exceptions rethrown after
 // all ranges, many concurrent callers; ParallelForClaimAhead: ranges of exactly grain, each thread told
-// the range it runs next, single ranges stolen from a stalled thread.
+// the range it runs next, single ranges stolen from a stalled thread, concurrent callers.
 #include "core/base/parallel.h"
 
 #include <gtest/gtest.h>
@@ -193,6 +193,39 @@ TEST(ParallelForClaimAheadTest, AnIdleThreadStealsSingleRangesFromAStalledOne) {
     EXPECT_EQ(worker_runs[static_cast<size_t>(i)].first, 31 - i) << "then the caller's, from the back";
   }
   EXPECT_EQ(worker_runs.back().second, 32);
+}
+
+TEST(ParallelForClaimAheadTest, ConcurrentCallersEachRunTheirOwnRangesInTheirOwnChains) {
+  std::vector<std::thread> ranks;
+  std::vector<int64_t> sums(4, 0), broken_chains(4, 0);
+  for (int r = 0; r < 4; ++r) {
+    ranks.emplace_back([r, &sums, &broken_chains] {
+      const NumThreadsGuard guard(2);
+      for (int rep = 0; rep < 200; ++rep) {
+        std::atomic<int64_t> sum{0};
+        std::mutex mu;
+        std::map<std::thread::id, std::vector<std::pair<int64_t, int64_t>>> runs;  // (begin, next) per thread
+        ParallelForClaimAhead(0, 1000, 16, [&](int64_t b, int64_t e, int64_t next) {
+          for (int64_t i = b; i < e; ++i) sum += i * (r + 1);
+          std::lock_guard<std::mutex> lock(mu);
+          runs[std::this_thread::get_id()].emplace_back(b, next);
+        });
+        sums[static_cast<size_t>(r)] += sum.load();
+        for (const auto& [id, seq] : runs) {
+          for (size_t i = 0; i < seq.size(); ++i) {
+            const int64_t successor = i + 1 < seq.size() ? seq[i + 1].first : 1000;
+            if (seq[i].second != successor) ++broken_chains[static_cast<size_t>(r)];
+          }
+        }
+      }
+    });
+  }
+  for (std::thread& t : ranks) t.join();
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_EQ(sums[static_cast<size_t>(r)], 200 * 499500 * (r + 1)) << "rank " << r;
+    EXPECT_EQ(broken_chains[static_cast<size_t>(r)], 0)
+        << "rank " << r << ": a range named a successor its thread did not run next";
+  }
 }
 
 TEST(ParallelForClaimAheadTest, AnExceptionIsRethrownAfterEveryRangeRan) {
