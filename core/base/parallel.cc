@@ -55,7 +55,9 @@ constexpr int64_t kChunksPerThread = 4;
 // call and thread t runs the t-th slice of each: row-parallel ops and row-panel GEMMs keep each row
 // range on one core from op to op, the way one rank per core keeps its own batch, instead of fetching
 // half their input from the other core's cache (issue 16's threads_vs_ranks). Otherwise slices move
-// between workers from call to call; results do not depend on which thread ran a chunk.
+// between workers from call to call; results do not depend on which thread ran a chunk. A
+// ParallelForClaimAhead call is the same job with one chunk per `grain` (no kChunksPerThread cap) and
+// each chunk's successor claimed before the chunk runs.
 struct Job {
   const std::function<void(int64_t, int64_t)>* fn = nullptr;
   const std::function<void(int64_t, int64_t, int64_t)>* ahead_fn = nullptr;  // ParallelForClaimAhead's
