@@ -17,10 +17,12 @@ if [ $# -lt 2 ]; then
   sed -n 's/^# \{0,1\}//p' "$0" | sed -n '2,/^Example/p'
   exit 2
 fi
-rev=$1
 filter=$2
 pairs=${3:-10}
 root=$(git -C "$(dirname "$0")" rev-parse --show-toplevel)
+# Resolved here: inside the kept worktree, HEAD~1 would mean its own HEAD's parent.
+rev=$(git -C "$root" rev-parse --verify "$1^{commit}")
+label=$1
 work=$(mktemp -d)
 tree=${TESSEL_REPORT_AB_TREE:-$HOME/.cache/tessel/report_ab/tree}
 cleanup() {
@@ -49,10 +51,10 @@ build "$root" "$work/b"
 # Each run appends "side figure ratio" lines; the two sides alternate so both see the same drift.
 for ((i = 0; i < pairs; ++i)); do
   for side in a b; do
-    "$work/$side" --filter="$filter" 2>/dev/null | awk -v s="$side" '/ ratio /{sub(":", "", $1); print s, $1, $NF}'
+    "$work/$side" --filter="$filter" 2>/dev/null | awk -v s="$side" '/^[a-z].* ratio /{sub(":", "", $1); print s, $1, $NF} /^# one thread: .* ratio /{print s, "one_thread_note", $NF}'
   done
 done > "$work/runs"
-python3 - "$work/runs" "$rev" <<'EOF'
+python3 - "$work/runs" "$label" <<'EOF'
 import statistics
 import sys
 
