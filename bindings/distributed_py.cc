@@ -180,12 +180,10 @@ void BindMesh(py::module_& m) {
       }, py::arg("mesh_dim"))
       .def("__getitem__", [](const dtensor::DeviceMesh& d, const std::string& axis) { return d[axis]; })
       .def("__getitem__", [](const dtensor::DeviceMesh& d, const std::vector<std::string>& axes) { return d.Slice(axes); })
-      // torch's DeviceMesh._flatten(mesh_dim_name=None): the default name joins the dims' names with "_".
-      .def("_flatten", [](const dtensor::DeviceMesh& d, std::optional<std::string> name) {
-        std::string joined;
-        for (const std::string& n : d.axis_names()) joined += (joined.empty() ? "" : "_") + n;
-        return NoGil([&] { return d.Flatten(d.axis_names(), name.value_or(joined)); });
-      }, py::arg("mesh_dim_name") = py::none())
+      // Named by the Python wrapper (tessel/distributed/device_mesh.py), which gives torch's default name.
+      .def("_flatten", [](const dtensor::DeviceMesh& d, const std::string& name) {
+        return NoGil([&] { return d.Flatten(d.axis_names(), name); });
+      })
       .def("_flattened_names", &dtensor::DeviceMesh::FlattenedNames)
       .def_property_readonly("device_type", [](const dtensor::DeviceMesh&) { return "cpu"; })  // the Python face's
       // torch's DeviceMesh.mesh: the global ranks laid out in the mesh's shape (an int64 tensor).

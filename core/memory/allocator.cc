@@ -1,8 +1,6 @@
 // core/memory/allocator.cc — counting allocator: aligned host memory plus per-device, per-ledger stats.
 #include "core/memory/allocator.h"
 
-#include <sys/mman.h>
-
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -12,6 +10,7 @@
 #include <sstream>
 
 #include "core/base/error.h"
+#include "core/memory/host_pages.h"
 
 namespace tessel::memory {
 namespace {
@@ -89,43 +88,16 @@ int64_t HostRoundedSize(int64_t nbytes) {
   return rounded == 0 ? kAlign : rounded;
 }
 
-// [Note: huge pages] Blocks of kHugeBytes (2 MiB) and more start on a 2 MiB boundary and are advised
-// MADV_HUGEPAGE, so that where transparent huge pages are in "madvise" mode (Debian's default, and these
-// VMs') their memory is mapped by 2 MiB pages: one TLB entry where 4 KiB pages take 512. The fused
-// attention (128 heads [128, 32], its q, k, v and gradients 2 MiB each, streamed head after head) ran
-// 7-9% faster with its operands on huge pages, measured on Zen 4 (AMD EPYC family 25 model 17): the
-// software prefetch of the next head's lines no longer waits on page walks. PyTorch has the same policy
-// behind C10_THP_MEM_ALLOC_ENABLE (off by default there); here it is on, since freed blocks are cached
-// and reused rather than refaulted, and TESSEL_THP_MEM_ALLOC_ENABLE=0 turns it off. In "always" mode the
-// kernel does this by itself; in "never" mode the advice is ignored (madvise's result is not checked:
-// the pages are only a speed-up).
-constexpr int64_t kHugeBytes = int64_t{2} << 20;
-
-bool HugePagesWanted() {
-  static const bool wanted = [] {
-    const char* env = std::getenv("TESSEL_THP_MEM_ALLOC_ENABLE");
-    return env == nullptr || std::atoi(env) != 0;
-  }();
-  return wanted;
-}
-
-void* AlignedAlloc(int64_t bytes, bool huge) {
-  void* p = nullptr;
-  if (posix_memalign(&p, huge ? kHugeBytes : kAlign, static_cast<size_t>(bytes)) != 0) return nullptr;
-  if (huge) madvise(p, static_cast<size_t>(bytes), MADV_HUGEPAGE);
-  return p;
-}
-
 void* HostAlloc(int64_t nbytes) {
   const int64_t rounded = HostRoundedSize(nbytes);
   if (nbytes >= kCacheMinBytes) {
     if (void* p = HostCache().Take(rounded)) return p;
   }
-  const bool huge = rounded >= kHugeBytes && HugePagesWanted();
-  void* p = AlignedAlloc(rounded, huge);
+  // Large blocks on huge pages: [Note: huge pages] in host_pages.h.
+  void* p = AllocateHostPages(rounded, kAlign);
   if (p == nullptr) {
     HostCache().Clear();
-    p = AlignedAlloc(rounded, huge);
+    p = AllocateHostPages(rounded, kAlign);
   }
   return p;
 }

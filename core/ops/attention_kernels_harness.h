@@ -1,29 +1,34 @@
 // core/ops/attention_kernels_harness.h — what the two attention timing tools share (not part of the
 // library): the phase-timing hook the kernels call (TESSEL_ATTN_PHASE -> Mark, rdtsc ticks per phase),
 // the variant macros of attention_kernels_avx512.cc / attention_kernels_avx2.cc (the AVX2 ones with
-// -DTESSEL_HARNESS_AVX2), the phase names, and operand memory laid out as core/memory/allocator.cc lays out
-// tensors. Included before core/ops/attention_kernels.inc by //core/ops:attention_kernels_phases and by
+// -DTESSEL_HARNESS_AVX2), the phase names, and the operands (HarnessHeads): random heads in memory laid out
+// as core/memory/allocator.cc lays out tensors (core/memory/host_pages.h), and the fwd+bwd pass over them.
+// Included before core/ops/attention_kernels.inc by //core/ops:attention_kernels_phases and by
 // tools/dev/attention_ab/attention_ab.cc.
 //
 // Example:
 //   #include "core/ops/attention_kernels_harness.h"
 //   #include "core/ops/attention_kernels.inc"
-//   Floats q(n);  // huge pages from 2 MiB, as the library's tensors
+//   HarnessHeads x(heads, t, d, ScratchFloats(x.dm));
+//   x.RunFwdBwd(Forward, Backward, /*prefetch=*/true);
 #pragma once
 
 #include <immintrin.h>
-#include <sys/mman.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <new>
+#include <random>
 #include <vector>
+
+#include "core/memory/host_pages.h"
+#include "core/ops/attention_kernels.h"
 
 namespace {
 
-// Blocks of 2 MiB and more 2 MiB-aligned and advised MADV_HUGEPAGE, as the library's allocator gives tensors
-// (the attention's operands are TLB-bound on 4 KiB pages); TESSEL_THP_MEM_ALLOC_ENABLE=0 turns it off there
-// and here.
+// Operand memory as the library's allocator gives tensors (huge pages from 2 MiB; the attention's operands
+// are TLB-bound on 4 KiB pages).
 template <typename T>
 struct HostAllocator {
   using value_type = T;
@@ -31,15 +36,8 @@ struct HostAllocator {
   template <typename U>
   HostAllocator(const HostAllocator<U>&) {}
   T* allocate(size_t count) {
-    static const bool wanted = [] {
-      const char* env = std::getenv("TESSEL_THP_MEM_ALLOC_ENABLE");
-      return env == nullptr || std::atoi(env) != 0;
-    }();
-    const size_t bytes = count * sizeof(T);
-    const bool huge = wanted && bytes >= (size_t{2} << 20);
-    void* p = nullptr;
-    if (posix_memalign(&p, huge ? size_t{2} << 20 : 64, bytes) != 0) throw std::bad_alloc();
-    if (huge) madvise(p, bytes, MADV_HUGEPAGE);
+    void* p = ::tessel::memory::AllocateHostPages(static_cast<int64_t>(count * sizeof(T)), 64);
+    if (p == nullptr) throw std::bad_alloc();
     return static_cast<T*>(p);
   }
   void deallocate(T* p, size_t) { std::free(p); }
@@ -64,6 +62,52 @@ constexpr const char* kPhaseNames[16] = {
     "bwd unpack",    "bwd delta",   "bwd loop",    nullptr};
 constexpr bool kIsProduct[16] = {false, true, false, true, false, false, true, true,
                                  false, true, true,  true,  false, false, false, false};
+
+// `heads` causal heads [t, d] of random q, k, v and dout (seed 1), head after head as in a [heads, t, d]
+// tensor, their outputs and gradients, and one 64-byte-aligned scratch buffer of `scratch_floats`.
+struct HarnessHeads {
+  HarnessHeads(int64_t heads, int64_t t, int64_t d, int64_t scratch_floats)
+      : heads(heads), t(t), d(d), dm{t, t, d, d}, scratch_buf(static_cast<size_t>(scratch_floats) + 16) {
+    std::mt19937 rng(1);
+    std::normal_distribution<float> normal;
+    for (Floats* x : {&q, &k, &v, &g}) {
+      x->resize(static_cast<size_t>(heads * t * d));
+      for (float& e : *x) e = normal(rng);
+    }
+    for (Floats* x : {&o, &dq, &dk, &dv}) x->resize(static_cast<size_t>(heads * t * d));
+    lse.resize(static_cast<size_t>(heads * t));
+    scratch = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(scratch_buf.data()) + 63) & ~uintptr_t{63});
+  }
+  ::tessel::AttentionHeadPtrs Head(int64_t h) {
+    ::tessel::AttentionHeadPtrs p;
+    const int64_t off = h * t * d;
+    p.q = q.data() + off, p.k = k.data() + off, p.v = v.data() + off, p.o = o.data() + off;
+    p.lse = lse.data() + h * t, p.saved_o = o.data() + off, p.saved_lse = lse.data() + h * t;
+    p.dout = g.data() + off, p.dq = dq.data() + off, p.dk = dk.data() + off, p.dv = dv.data() + off;
+    return p;
+  }
+  // Forward over every head, then backward, as the library runs them on one thread: each head names the
+  // next (its operands prefetched) when `prefetch`; the phase clock restarts at each head.
+  template <typename Fn>
+  void RunFwdBwd(Fn forward, Fn backward, bool prefetch) {
+    const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+    for (Fn fn : {forward, backward}) {
+      for (int64_t h = 0; h < heads; ++h) {
+        ::tessel::AttentionHeadPtrs p = Head(h);
+        const ::tessel::AttentionHeadPtrs next = Head(h + 1);
+        if (prefetch && h + 1 < heads) p.next = &next;
+        phase_mark = Now();
+        fn(p, dm, /*causal=*/true, scale, scratch);
+      }
+    }
+  }
+
+  int64_t heads, t, d;
+  ::tessel::AttentionHeadDims dm;
+  Floats q, k, v, g, o, lse, dq, dk, dv;
+  std::vector<float> scratch_buf;
+  float* scratch = nullptr;
+};
 
 }  // namespace
 

@@ -1,12 +1,13 @@
 // core/ops/attention_kernels_phases.cc — a timing harness (not a test, not part of the library): the
-// AVX-512 (or, built as attention_kernels_phases_avx2, the AVX2) float32 attention head kernels of attention_kernels.inc, compiled here with the
-// TESSEL_ATTN_PHASE hook defined, timed phase by phase (packing, each product, the softmax work) on one
-// thread over H heads of [T, D] (defaults: 64 heads, T 128, D 32, causal; half the benchmark figure's
-// attention_vs_gemm_flops heads, what one of its two threads runs). Each phase's time is its minimum
-// over the timed iterations (a machine shared with other work preempts some of them); products print
-// their useful GFLOP/s (unmasked pairs only, as the figure counts them). Arguments: heads, T, D,
-// iterations, prefetch (1: each head names the next, as the library does; 0: none; 2: alternate per
-// iteration and print both bests, an A/B on a machine whose speed drifts with the other work on it).
+// AVX-512 (or, built as attention_kernels_phases_avx2, the AVX2) float32 attention head kernels of
+// attention_kernels.inc, compiled here with the TESSEL_ATTN_PHASE hook defined, timed phase by phase
+// (packing, each product, the softmax work) on one thread over H heads of [T, D] (defaults: 64 heads,
+// T 128, D 32, causal; half the benchmark figure's attention_vs_gemm_flops heads, what one of its two
+// threads runs). Each phase's time is its minimum over the timed iterations (a machine shared with other
+// work preempts some of them); products print their useful GFLOP/s (unmasked pairs only, as the figure
+// counts them). Arguments: heads, T, D, iterations, prefetch (1: each head names the next, as the library
+// does; 0: none; 2: alternate per iteration and print both bests, an A/B on a machine whose speed drifts
+// with the other work on it).
 //
 // Invariant: measures the very code the library runs (the same .inc and copts), only with the hook, on
 // operands laid out in memory as the library's allocator lays out tensors (huge pages from 2 MiB).
@@ -18,8 +19,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <random>
-#include <vector>
 
 #include "core/ops/attention_kernels.h"
 #include "core/ops/attention_kernels_harness.h"
@@ -53,28 +52,7 @@ int main(int argc, char** argv) {
   // 1: AttentionHeadPtrs::next set (the library's way), 0: not, 2: alternate per iteration (an A/B
   // comparison on a machine whose speed drifts with other work; prints both bests).
   const int prefetch_mode = argc > 5 ? std::atoi(argv[5]) : 1;
-  const AttentionHeadDims dm{t, t, d, d};
-  std::mt19937 rng(1);
-  std::normal_distribution<float> normal;
-  auto randn = [&](int64_t n) {
-    Floats v(n);
-    for (float& x : v) x = normal(rng);
-    return v;
-  };
-  const int64_t n = heads * t * d;
-  const Floats q = randn(n), k = randn(n), v = randn(n), g = randn(n);
-  Floats o(n), lse(heads * t), dq(n), dk(n), dv(n);
-  std::vector<float> scratch_buf(ScratchFloats(dm) + 16);
-  float* scratch = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(scratch_buf.data()) + 63) & ~uintptr_t{63});
-  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  auto head = [&](int64_t h) {
-    AttentionHeadPtrs p;
-    const int64_t off = h * t * d;
-    p.q = q.data() + off, p.k = k.data() + off, p.v = v.data() + off, p.o = o.data() + off;
-    p.lse = lse.data() + h * t, p.saved_o = o.data() + off, p.saved_lse = lse.data() + h * t;
-    p.dout = g.data() + off, p.dq = dq.data() + off, p.dk = dk.data() + off, p.dv = dv.data() + off;
-    return p;
-  };
+  HarnessHeads x(heads, t, d, ScratchFloats(AttentionHeadDims{t, t, d, d}));
   double best_total = 1e300, best[16], best_by_mode[2] = {1e300, 1e300};
   std::fill(best, best + 16, 1e300);
   const auto wall0 = std::chrono::steady_clock::now();
@@ -83,15 +61,7 @@ int main(int argc, char** argv) {
     std::fill(phase_ticks, phase_ticks + 16, 0);
     const bool prefetch = prefetch_mode == 2 ? it % 2 == 1 : prefetch_mode == 1;
     const uint64_t start = Now();
-    for (int pass = 0; pass < 2; ++pass) {
-      for (int64_t h = 0; h < heads; ++h) {
-        AttentionHeadPtrs p = head(h);
-        const AttentionHeadPtrs next = head(h + 1);
-        if (prefetch && h + 1 < heads) p.next = &next;
-        phase_mark = Now();
-        (pass == 0 ? Forward : Backward)(p, dm, /*causal=*/true, scale, scratch);
-      }
-    }
+    x.RunFwdBwd(Forward, Backward, prefetch);
     best_total = std::min(best_total, static_cast<double>(Now() - start));
     best_by_mode[prefetch] = std::min(best_by_mode[prefetch], static_cast<double>(Now() - start));
     for (int i = 0; i < 16; ++i) best[i] = std::min(best[i], static_cast<double>(phase_ticks[i]));

@@ -11,14 +11,14 @@
 // -DTESSEL_HARNESS_AVX2 (on a CPU without AVX-512, or ISA=avx2).
 //
 // Invariant: both variants see the same heads, scratch buffer and iteration count; only the code differs.
-// The operands sit in memory as core/memory/allocator.cc gives tensors (Floats, attention_kernels_harness.h).
+// The operands sit in memory as core/memory/allocator.cc gives tensors (HarnessHeads in
+// core/ops/attention_kernels_harness.h).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <random>
 #include <vector>
 
 #include "core/ops/attention_kernels.h"
@@ -46,54 +46,25 @@ const ::tessel::AttentionKernels& Kernels() { return tessel::kKernels; }
 
 int main(int argc, char** argv) {
   using ::tessel::AttentionHeadDims;
-  using ::tessel::AttentionHeadPtrs;
   using ::tessel::AttentionKernels;
   const int64_t heads = argc > 1 ? std::atoi(argv[1]) : 128, t = argc > 2 ? std::atoi(argv[2]) : 128;
   const int64_t d = argc > 3 ? std::atoi(argv[3]) : 32, iters = argc > 4 ? std::atoi(argv[4]) : 200;
-  const AttentionHeadDims dm{t, t, d, d};
-  std::mt19937 rng(1);
-  std::normal_distribution<float> normal;
-  auto randn = [&](int64_t n) {
-    Floats v(n);
-    for (float& x : v) x = normal(rng);
-    return v;
-  };
-  const int64_t n = heads * t * d;
-  const Floats q = randn(n), k = randn(n), v = randn(n), g = randn(n);
-  Floats o(n), lse(heads * t), dq(n), dk(n), dv(n);
-  std::vector<float> grads[2];
   const AttentionKernels* kernels[2] = {&variant_a::Kernels(), &variant_b::Kernels()};
-  std::vector<float> buf(std::max(kernels[0]->scratch_floats(dm), kernels[1]->scratch_floats(dm)) + 16);
-  float* scratch = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(buf.data()) + 63) & ~uintptr_t{63});
-  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  auto head = [&](int64_t h) {
-    AttentionHeadPtrs p;
-    const int64_t off = h * t * d;
-    p.q = q.data() + off, p.k = k.data() + off, p.v = v.data() + off, p.o = o.data() + off;
-    p.lse = lse.data() + h * t, p.saved_o = o.data() + off, p.saved_lse = lse.data() + h * t;
-    p.dout = g.data() + off, p.dq = dq.data() + off, p.dk = dk.data() + off, p.dv = dv.data() + off;
-    return p;
-  };
+  const AttentionHeadDims dm{t, t, d, d};
+  HarnessHeads x(heads, t, d, std::max(kernels[0]->scratch_floats(dm), kernels[1]->scratch_floats(dm)));
+  std::vector<float> grads[2];
   std::vector<double> totals[2], phases[2][16];
   for (int64_t it = 0; it < iters; ++it) {
     const int w = static_cast<int>(it % 2);
     std::fill(phase_ticks, phase_ticks + 16, 0);
     const uint64_t start = Now();
-    for (int pass = 0; pass < 2; ++pass) {
-      for (int64_t h = 0; h < heads; ++h) {
-        AttentionHeadPtrs p = head(h);
-        const AttentionHeadPtrs next = head(h + 1);
-        if (h + 1 < heads) p.next = &next;
-        phase_mark = Now();
-        (pass == 0 ? kernels[w]->forward : kernels[w]->backward)(p, dm, /*causal=*/true, scale, scratch);
-      }
-    }
+    x.RunFwdBwd(kernels[w]->forward, kernels[w]->backward, /*prefetch=*/true);
     totals[w].push_back(static_cast<double>(Now() - start));
     for (int i = 0; i < 16; ++i) phases[w][i].push_back(static_cast<double>(phase_ticks[i]));
     if (it < 2) {
-      grads[w].assign(dq.begin(), dq.end());
-      grads[w].insert(grads[w].end(), dk.begin(), dk.end());
-      grads[w].insert(grads[w].end(), dv.begin(), dv.end());
+      grads[w].assign(x.dq.begin(), x.dq.end());
+      grads[w].insert(grads[w].end(), x.dk.begin(), x.dk.end());
+      grads[w].insert(grads[w].end(), x.dv.begin(), x.dv.end());
     }
   }
   double diff = 0;
