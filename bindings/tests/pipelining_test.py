@@ -500,6 +500,67 @@ def test_step_passes_keyword_arguments_to_every_stage_per_microbatch_as_torch():
         np.testing.assert_allclose(got[r][2], ref_grads[r], rtol=1e-5, atol=1e-6)
 
 
+class FirstPart(nn.Module):
+    """A first stage with two tensor inputs and a number, as torch's step(tokens, positions, ...) feeds it."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x, pos, scale):
+        return F.tanh(self.fc(x) + pos * scale)
+
+
+class LastPart(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, h):  # one input: the first stage's further positional inputs must not reach it
+        return self.fc(h)
+
+
+def test_further_positional_inputs_go_to_the_first_stage_per_microbatch_as_torch():
+    rng = np.random.default_rng(9)
+    x_np, y_np = rng.standard_normal((8, 8)).astype(np.float32), rng.standard_normal((8, 8)).astype(np.float32)
+    pos_np = rng.standard_normal((8, 8)).astype(np.float32)
+    tessel.manual_seed(0)
+    first, last = FirstPart(), LastPart()
+    ref = mse(last(first(tessel.from_numpy(x_np), tessel.from_numpy(pos_np), 0.5)), tessel.from_numpy(y_np))
+    ref.backward()
+    ref_grads = [first.fc.weight.grad.numpy(), last.fc.weight.grad.numpy()]
+    got = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        tessel.manual_seed(0)
+        parts = [FirstPart(), LastPart()]
+        stage = pp.PipelineStage(parts[world.rank], world.rank, 2, "cpu")
+        sched = pp.Schedule1F1B(stage, n_microbatches=4, loss_fn=mse)
+        if world.rank == 0:
+            loss = sched.step(tessel.from_numpy(x_np), tessel.from_numpy(pos_np), 0.5)
+        else:
+            loss = sched.step(target=tessel.from_numpy(y_np))
+        whole = parts[world.rank].fc.weight.grad.numpy().copy()
+        parts[world.rank].fc.weight.grad = None
+        # pre-split: each microbatch of arg_mbs is the first stage's whole argument tuple
+        if world.rank == 0:
+            sched.step(arg_mbs=[(tessel.from_numpy(x_np[2 * i:2 * i + 2]), tessel.from_numpy(pos_np[2 * i:2 * i + 2]),
+                                 0.5) for i in range(4)])
+            with pytest.raises(ValueError, match="same number of inputs"):
+                sched.step(arg_mbs=[(tessel.from_numpy(x_np[:2]),)] * 3 + [(tessel.from_numpy(x_np[:2]), 0.5)])
+        else:
+            sched.step(target_mbs=[tessel.from_numpy(y_np[2 * i:2 * i + 2]) for i in range(4)])
+        got[world.rank] = (loss, whole, parts[world.rank].fc.weight.grad.numpy())
+        dist.destroy_process_group()
+
+    tessel.run_ranks(2, rank_fn)
+    assert got[0][0] is None and got[1][0] == pytest.approx(ref.item(), abs=1e-6)
+    for r in (0, 1):
+        np.testing.assert_allclose(got[r][1], ref_grads[r], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(got[r][2], ref_grads[r], rtol=1e-5, atol=1e-6)
+
+
 def test_scale_grads_false_sums_the_microbatches_gradients_as_torch():
     # torchtitan builds its schedules with scale_grads=False and scales the loss itself: each microbatch's
     # loss is backpropagated unscaled, so the gradients are the sum over the 4 microbatches, 4x the default

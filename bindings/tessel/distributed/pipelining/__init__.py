@@ -6,7 +6,9 @@ Runtime: ``PipelineStage(submodule, stage_index, num_stages, device)`` over any 
 ``ScheduleInterleavedZeroBubble``, ``ScheduleZBVZeroBubble``, ``ScheduleDualPipeV`` (a list of stages per
 rank). ``step(x)`` on the first stage's rank, ``step(target=y)`` on the last, ``step()`` elsewhere; the
 batch splits into ``n_microbatches`` along dim 0 and the gradients are the full batch's (torch's
-``scale_grads=True``). Differences from torch: ``loss_fn`` takes (output, target) and must return the
+``scale_grads=True``). As torch's, further positional inputs (``step(tokens, positions)``) go to the first
+stage only and keyword arguments to every stage of the rank, tensors split along dim 0 per microbatch; only
+the stage modules' single tensor output travels between stages. Differences from torch: ``loss_fn`` takes (output, target) and must return the
 microbatch's mean loss; ``step`` returns the full-batch loss on the last stage's rank (None elsewhere)
 rather than the merged output, and per-microbatch ``losses`` are not reported.
 
@@ -69,8 +71,9 @@ class PipelineStage:
 
 
 class _StageCall(Module):
-    """What the C++ stage calls: forward(x) = the stage module on x and this microbatch's keyword arguments
-    (step(**kwargs) split into microbatches, torch's default chunking of kwargs)."""
+    """What the C++ stage calls: forward(x) = the stage module on x, on the first stage also this microbatch's
+    further positional inputs (step(x, *more)), and this microbatch's keyword arguments (step(**kwargs)),
+    split into microbatches as torch chunks them."""
 
     def __init__(self, inner, schedule, stage_index):
         import weakref
@@ -80,8 +83,9 @@ class _StageCall(Module):
         self._schedule, self._stage_index = weakref.ref(schedule), stage_index
 
     def forward(self, x):
-        kwargs = self._schedule()._kwargs_for(self._stage_index)
-        return self.module(x, **kwargs) if kwargs else self.module(x)
+        schedule = self._schedule()
+        kwargs = schedule._kwargs_for(self._stage_index) or {}
+        return self.module(x, *schedule._more_args_for(self._stage_index), **kwargs)
 
 
 def _split_kwarg(value, n):
@@ -136,7 +140,7 @@ class _PipelineSchedule:
         compute-only program, one action list per rank) lowered with its sends, receives and FSDP actions."""
         cls, stages = type(self).__name__, self._stages
         group, n = stages[0].group, stages[0].num_stages
-        self._mb_kwargs, self._current, self._loss_kwargs = [], {}, {}
+        self._mb_kwargs, self._mb_more_args, self._current, self._loss_kwargs = [], [], {}, {}
         self._calls = {}
         for s in stages:
             last = s.stage_index == n - 1
@@ -183,6 +187,13 @@ class _PipelineSchedule:
             return None
         return self._mb_kwargs[self._current.get(stage, 0)]
 
+    def _more_args_for(self, stage):
+        """The first stage's positional inputs after the first, for the microbatch it runs (torch: a step's
+        args go to the first stage only; later stages take the previous stage's output)."""
+        if stage != 0 or not self._mb_more_args:
+            return ()
+        return self._mb_more_args[self._current.get(stage, 0)]
+
     def _inputs(self, what, args, target, loss_kwargs, arg_mbs, kwarg_mbs, target_mbs, kwargs):
         """(the first stage's batch, the targets) with the microbatches' kwargs and loss_kwargs in place;
         pre-split inputs (arg_mbs / kwarg_mbs / target_mbs) are joined back along dim 0, which must give the
@@ -192,19 +203,18 @@ class _PipelineSchedule:
             if args or kwargs or target is not None:
                 raise ValueError("%s: pass either whole-batch inputs or pre-split ones (arg_mbs / kwarg_mbs / "
                                  "target_mbs), not both" % cls)
-            args, target = self._joined(cls, arg_mbs, target_mbs)
+            args, target, more_per_mb = self._joined(cls, arg_mbs, target_mbs)
             kwargs_per_mb = [dict(k) for k in kwarg_mbs] if kwarg_mbs is not None else []
         else:
             kwargs_per_mb = ([{k: parts[i] for k, parts in ((k, _split_kwarg(v, self._n_microbatches))
                                                               for k, v in kwargs.items())}
                               for i in range(self._n_microbatches)] if kwargs else [])
-        if len(args) > 1:
-            raise NotImplementedError("%s: the first stage takes one tensor input (pass the others as keyword "
-                                      "arguments, which reach every stage)" % cls)
+            more = [_split_kwarg(a, self._n_microbatches) for a in args[1:]]
+            more_per_mb = [tuple(parts[i] for parts in more) for i in range(self._n_microbatches)] if more else []
         if kwargs_per_mb and len(kwargs_per_mb) != self._n_microbatches:
             raise ValueError("%s: %d microbatches of kwargs for %d microbatches" % (cls, len(kwargs_per_mb),
                                                                                   self._n_microbatches))
-        self._mb_kwargs, self._current = kwargs_per_mb, {}
+        self._mb_kwargs, self._mb_more_args, self._current = kwargs_per_mb, more_per_mb, {}
         self._loss_kwargs = dict(loss_kwargs or {})
         return (args[0] if args else None), target
 
@@ -215,12 +225,19 @@ class _PipelineSchedule:
             if len(arg_mbs) != self._n_microbatches:
                 raise ValueError("%s: %d microbatches in arg_mbs for %d microbatches" % (cls, len(arg_mbs),
                                                                                       self._n_microbatches))
-            firsts = [mb[0] if isinstance(mb, (tuple, list)) else mb for mb in arg_mbs]
+            mbs = [tuple(mb) if isinstance(mb, (tuple, list)) else (mb,) for mb in arg_mbs]
+            if len({len(mb) for mb in mbs}) > 1:
+                raise ValueError("%s: every microbatch in arg_mbs needs the same number of inputs, got %s"
+                                 % (cls, [len(mb) for mb in mbs]))
+            firsts = [mb[0] for mb in mbs]
             args = (self._check_split(cls, cat(firsts, 0), firsts),)
+            more_per_mb = [mb[1:] for mb in mbs] if mbs and len(mbs[0]) > 1 else []
+        else:
+            more_per_mb = []
         target = None
         if target_mbs is not None:
             target = self._check_split(cls, cat(list(target_mbs), 0), list(target_mbs))
-        return args, target
+        return args, target, more_per_mb
 
     def _check_split(self, cls, whole, parts):
         from ..._extra import tensor_split
