@@ -67,7 +67,8 @@ struct SequenceParallel {
 };
 
 // REQUIRES: input_layouts.size() == desired_input_layouts.size(), and a desired layout only where an
-// input layout is declared (checked when applied, kInvalidArgument naming the module).
+// input layout is declared (checked when applied, kInvalidArgument naming the module). Empty layouts leave
+// the positional inputs untouched (torch's input_layouts=None); otherwise one entry per tensor input.
 struct PrepareModuleInput {
   Layouts input_layouts;
   Layouts desired_input_layouts;

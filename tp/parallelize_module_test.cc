@@ -134,6 +134,12 @@ TEST(ParallelizeModuleTest, PrepareModuleInputChecksItsLayoutsAndTheInputsItGets
                                          .desired_input_layouts = {Replicate{}, std::nullopt}});
     ExpectErrorContains([&] { c(x); }, ErrorCode::kInvalidArgument,
                         {"got 1 tensor positional inputs but input_layouts has 2 entries"});
+    // No layouts (torch's input_layouts=None): the inputs pass untouched, whatever their count; no collective.
+    nn::Linear d(8, 6, false, gen);
+    ParallelizeModule(d, tp, PrepareModuleInput{});
+    comm::CommTracer quiet;
+    EXPECT_LE(RelErr(d(x).ToDoubleVector(), Matmul(x, Transpose(d.Param("weight"), 0, 1)).ToDoubleVector()), 1e-6);
+    EXPECT_EQ(quiet.Summary(), "");
   });
 }
 

@@ -160,6 +160,64 @@ def test_hooks_rewrite_inputs_and_outputs_and_handles_remove_them():
     np.testing.assert_allclose(m(x).numpy(), base, rtol=1e-6)
 
 
+class Scaled(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x, mult=1.0, *, bias=None):
+        y = self.fc(x) * mult
+        return y if bias is None else y + bias
+
+
+def test_with_kwargs_hooks_see_and_rewrite_the_whole_call_as_torch():
+    m = Scaled()
+    x, b = tessel.randn(2, 4), tessel.randn(2, 4)
+    w, c = m.fc.weight.numpy().astype(np.float64), m.fc.bias.numpy().astype(np.float64)
+    affine = lambda xa: xa.astype(np.float64) @ w.T + c  # noqa: E731
+    seen = []
+
+    def pre(mod, args, kwargs):
+        seen.append(("pre", len(args), type(args[1]).__name__, sorted(kwargs)))
+        return (args[0] * 2, 3.0), {"bias": kwargs["bias"] - 1}  # doubles x, replaces mult and bias
+
+    def post(mod, args, kwargs, out):
+        seen.append(("post", args[1:], sorted(kwargs)))
+        return out + kwargs["bias"]  # sees the call forward ran: bias - 1
+
+    h1 = m.register_forward_pre_hook(pre, with_kwargs=True)
+    h2 = m.register_forward_hook(post, with_kwargs=True)
+    y = m(x, 0.5, bias=b)
+    want = affine(2 * x.numpy()) * 3.0 + 2 * (b.numpy() - 1)
+    np.testing.assert_allclose(y.numpy(), want, rtol=1e-5, atol=1e-5)
+    assert seen == [("pre", 2, "float", ["bias"]), ("post", (3.0,), ["bias"])]
+    # a tensor that the hook adds becomes forward's tensor argument (its gradient flows)
+    h1.remove()
+    extra = tessel.randn(2, 4).requires_grad_()
+    h3 = m.register_forward_pre_hook(lambda mod, args, kwargs: ((args[0],), {"bias": extra}), with_kwargs=True)
+    m(x).sum().backward()
+    np.testing.assert_allclose(extra.grad.numpy(), np.ones((2, 4)) * 2, rtol=1e-6)  # used by forward and post
+    for h in (h2, h3):
+        h.remove()
+    with pytest.raises(RuntimeError, match=r"forward pre-hook must return None or a tuple of \(new_args, new_kwargs\)"):
+        with m.register_forward_pre_hook(lambda mod, args, kwargs: args, with_kwargs=True):
+            m(x)
+    np.testing.assert_allclose(m(x).numpy(), affine(x.numpy()), rtol=1e-5, atol=1e-5)
+
+
+def test_prepend_hooks_run_before_those_already_registered_as_torch():
+    m = Scaled()
+    order = []
+    for name, prepend in (("a", False), ("b", True), ("c", False), ("d", True)):
+        m.register_forward_pre_hook(lambda mod, args, n=name: order.append("pre " + n), prepend=prepend)
+        m.register_forward_hook(lambda mod, args, out, n=name: order.append("post " + n), prepend=prepend)
+        m.register_full_backward_pre_hook(lambda mod, g, n=name: order.append("bwd pre " + n), prepend=prepend)
+        m.register_full_backward_hook(lambda mod, gi, go, n=name: order.append("bwd " + n), prepend=prepend)
+    m(tessel.randn(2, 4).requires_grad_()).sum().backward()
+    want = [k + " " + n for k in ("pre", "post", "bwd pre", "bwd") for n in "dbac"]
+    assert order == want
+
+
 def test_child_outlives_its_parent_and_every_module_is_freed_exactly_once():
     m = MLP(4, 8)
     parent = weakref.ref(m)

@@ -350,14 +350,65 @@ def test_cross_entropy_on_sharded_logits_outside_loss_parallel_is_a_value_error(
     on_ranks(fn)
 
 
+class KwBlock(nn.Module):
+    """attention-style call: forward(x, *, freqs=..., mask=None), keyword tensors next to the activation."""
+
+    def __init__(self):
+        super().__init__()
+        self.attn = KwAttn()
+
+    def forward(self, x, freqs):
+        return self.attn(x, freqs=freqs, mask=None, tag="kept")
+
+
+class KwAttn(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(16, 16)
+        self.seen = []
+
+    def forward(self, x, *, freqs, mask, tag):
+        self.seen.append((isinstance(freqs, DTensor), tuple(freqs.shape), mask, tag))
+        return self.fc(x) * (freqs.to_local() if isinstance(freqs, DTensor) else freqs)
+
+
+def test_prepare_module_input_moves_keyword_arguments_by_name_as_torch():
+    x_np, f_np = inputs((4, 16)), inputs((4, 16)) + 2.0
+    tessel.manual_seed(0)
+    ref = KwBlock()(tessel.from_numpy(x_np), tessel.from_numpy(f_np)).numpy()
+
+    def fn(rank, mesh):
+        tessel.manual_seed(0)
+        block = KwBlock()
+        # each rank holds its rows of freqs; the attention wants all of them, as a plain tensor
+        plan = {"attn": PrepareModuleInput(input_kwarg_layouts={"freqs": Shard(0)},
+                                           desired_input_kwarg_layouts={"freqs": Replicate()}, use_local_output=True)}
+        parallelize_module(block, mesh, plan)
+        with tessel.CommTracer() as t:
+            y = block(tessel.from_numpy(x_np), tessel.from_numpy(f_np[2 * rank:2 * rank + 2].copy()))
+        # without use_local_output the attention sees the DTensor, and no redistribute when the layouts agree
+        tessel.manual_seed(0)
+        block2 = parallelize_module(KwBlock(), mesh, {"attn": PrepareModuleInput(
+            input_kwarg_layouts={"freqs": Replicate()}, desired_input_kwarg_layouts={"freqs": Replicate()})})
+        with tessel.CommTracer() as t2:
+            block2(tessel.from_numpy(x_np), tessel.from_numpy(f_np))
+        return y.numpy(), block.attn.seen, t.summary(), block2.attn.seen[0][0], t2.summary()
+
+    for y, seen, summary, kind2, summary2 in on_ranks(fn).values():
+        np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-6)
+        assert seen == [(False, (4, 16), None, "kept")]  # gathered rows, local; the other kwargs untouched
+        assert summary == "all_gather(tp) x1"
+        assert kind2 is True and summary2 == ""
+
+
 def test_bad_plans_raise_the_exception_their_code_names_with_tps_message():
     def fn(rank, mesh):
         with pytest.raises(ValueError, match=r"plan entry 'mlp\.nope'"):
             parallelize_module(Block(), mesh, {"mlp.nope": ColwiseParallel()})
         with pytest.raises(NotImplementedError, match="ColwiseParallel supports Linear and Embedding, not MLP"):
             parallelize_module(Block(), mesh, {"mlp": ColwiseParallel()})
-        with pytest.raises(NotImplementedError, match="input_kwarg_layouts is not supported"):
-            PrepareModuleInput(input_kwarg_layouts={"x": Shard(0)}, desired_input_kwarg_layouts={"x": Replicate()})
+        with pytest.raises(ValueError, match="input_kwarg_layouts and desired_input_kwarg_layouts should have same"):
+            PrepareModuleInput(input_kwarg_layouts={"x": Shard(0)})
         with pytest.raises(TypeError, match=r"plan\['mlp.fc'\] must be a ParallelStyle"):
             parallelize_module(Block(), mesh, {"mlp.fc": "colwise"})
         with pytest.raises(ValueError, match="one placement on the 1-D tensor-parallel mesh"):

@@ -300,21 +300,25 @@ void Module::ZeroGrad() {
   }
 }
 
-int Module::RegisterForwardPreHook(ForwardPreHook hook) {
-  forward_pre_hooks_.emplace_back(next_hook_id_, std::move(hook));
-  return next_hook_id_++;
+namespace {
+template <typename Hook>
+int AddHook(std::vector<std::pair<int, Hook>>& hooks, int& next_id, Hook hook, bool prepend) {
+  hooks.emplace(prepend ? hooks.begin() : hooks.end(), next_id, std::move(hook));
+  return next_id++;
 }
-int Module::RegisterForwardHook(ForwardHook hook) {
-  forward_hooks_.emplace_back(next_hook_id_, std::move(hook));
-  return next_hook_id_++;
+}  // namespace
+
+int Module::RegisterForwardPreHook(ForwardPreHook hook, bool prepend) {
+  return AddHook(forward_pre_hooks_, next_hook_id_, std::move(hook), prepend);
 }
-int Module::RegisterFullBackwardPreHook(BackwardPreHook hook) {
-  backward_pre_hooks_.emplace_back(next_hook_id_, std::move(hook));
-  return next_hook_id_++;
+int Module::RegisterForwardHook(ForwardHook hook, bool prepend) {
+  return AddHook(forward_hooks_, next_hook_id_, std::move(hook), prepend);
 }
-int Module::RegisterFullBackwardHook(BackwardHook hook) {
-  backward_hooks_.emplace_back(next_hook_id_, std::move(hook));
-  return next_hook_id_++;
+int Module::RegisterFullBackwardPreHook(BackwardPreHook hook, bool prepend) {
+  return AddHook(backward_pre_hooks_, next_hook_id_, std::move(hook), prepend);
+}
+int Module::RegisterFullBackwardHook(BackwardHook hook, bool prepend) {
+  return AddHook(backward_hooks_, next_hook_id_, std::move(hook), prepend);
 }
 
 int Module::RegisterStateDictPreHook(StateDictPreHook hook) {

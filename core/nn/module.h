@@ -143,11 +143,12 @@ class Module {
   LoadResult LoadStateDict(const StateDict& state, bool strict = true);
   void ZeroGrad();  // sets every parameter's .grad to undefined (set_to_none semantics)
 
-  // --- hooks --- (each returns an id usable with RemoveHook)
-  int RegisterForwardPreHook(ForwardPreHook hook);
-  int RegisterForwardHook(ForwardHook hook);
-  int RegisterFullBackwardPreHook(BackwardPreHook hook);
-  int RegisterFullBackwardHook(BackwardHook hook);
+  // --- hooks --- (each returns an id usable with RemoveHook). Hooks of a kind run in registration order;
+  // `prepend` puts the new one before those already registered (torch's prepend=True).
+  int RegisterForwardPreHook(ForwardPreHook hook, bool prepend = false);
+  int RegisterForwardHook(ForwardHook hook, bool prepend = false);
+  int RegisterFullBackwardPreHook(BackwardPreHook hook, bool prepend = false);
+  int RegisterFullBackwardHook(BackwardHook hook, bool prepend = false);
   int RegisterStateDictPreHook(StateDictPreHook hook);
   void RemoveHook(int id);
   // One per module (activation checkpointing, core/nn/checkpoint_wrapper.h); null removes it. Call runs

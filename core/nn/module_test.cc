@@ -212,6 +212,25 @@ TEST(ModuleTest, ForwardHooksCanRewriteInputsAndOutputs) {
   EXPECT_EQ(m(x).ToDoubleVector(), std::vector<double>(base.size(), 0.0));
 }
 
+TEST(ModuleTest, PrependedHooksRunBeforeThoseAlreadyRegistered) {
+  Generator gen(0);
+  TwoLayer m(gen);
+  Tensor x = Randn({2, 3}, gen);
+  // (x + 1) · 2 without prepend, x · 2 + 1 with: the order is visible in the values, not only in a log.
+  m.RegisterForwardPreHook([](Module&, TensorList& in) { in[0] = AddScalar(in[0], 1.0); });
+  const int times = m.RegisterForwardPreHook([](Module&, TensorList& in) { in[0] = MulScalar(in[0], 2.0); },
+                                             /*prepend=*/true);
+  EXPECT_EQ(m(x).ToDoubleVector(), m.Forward({AddScalar(MulScalar(x, 2.0), 1.0)})[0].ToDoubleVector());
+  m.RemoveHook(times);
+  std::vector<std::string> order;
+  for (const auto& [name, prepend] : {std::pair{"a", false}, {"b", true}, {"c", false}, {"d", true}}) {
+    auto log = [&order, n = std::string(name)](Module&, const TensorList&, TensorList&) { order.push_back(n); };
+    m.RegisterForwardHook(log, prepend);
+  }
+  m(x);
+  EXPECT_EQ(order, (std::vector<std::string>{"d", "b", "a", "c"}));
+}
+
 TEST(ModuleTest, BackwardHooksReplaceGradientsAsTorchsReturnValues) {
   Generator gen(1);
   auto grads = [&](bool double_outputs, bool zero_inputs) {

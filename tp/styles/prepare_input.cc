@@ -23,6 +23,9 @@ void CheckLayouts(const Layouts& layouts, const Layouts& desired, const std::str
 void RegisterInputHook(nn::Module& module, const Layouts& layouts, const Layouts& desired, bool use_local,
                        const DeviceMesh& mesh, const std::string& who) {
   CheckLayouts(layouts, desired, who, "input");
+  // No layouts at all: torch's input_layouts=None, the positional inputs pass untouched (a style that only
+  // moves keyword arguments, which the Python face's with_kwargs hook does).
+  if (layouts.empty()) return;
   module.RegisterForwardPreHook([=](nn::Module&, TensorList& inputs) {
     TESSEL_CHECK(inputs.size() == layouts.size(), who, ": the module got ", inputs.size(),
                  " tensor positional inputs but input_layouts has ", layouts.size(),

@@ -378,16 +378,8 @@ def _forward_from_cpp(self, inputs):
     hook-rewritten) tensors, runs forward and flattens its output to a list of tensors."""
     stack = self.__dict__.get("_tessel_calls")
     call = stack[-1] if stack else None
-    if call is None:  # called from C++ (a pipeline stage, a C++ parent): tensors only
-        args, kwargs = list(inputs), {}
-    else:
-        args, kwargs, slots = list(call[0]), call[1], call[2]
-        if len(inputs) != len(slots):
-            raise RuntimeError("%s: a forward pre-hook returned %d tensors for %d tensor arguments"
-                               % (type(self).__name__, len(inputs), len(slots)))
-        for i, t in zip(slots, inputs):
-            args[i] = t
-    out = self.forward(*args, **kwargs)
+    # (called from C++, call is None: a pipeline stage, a C++ parent; tensors only)
+    out = self.forward(*_call_args(self, call, inputs), **(call[1] if call is not None else {}))
     if isinstance(out, Tensor):
         kind, outs = "tensor", [out]
     elif type(out) in (tuple, list) and all(isinstance(o, Tensor) for o in out):
@@ -683,32 +675,79 @@ def get_parameter(self, target):
 
 
 def _hook(register):
-    def method(self, hook, *, prepend=False, with_kwargs=False):
-        if prepend or with_kwargs:
-            raise NotImplementedError("prepend / with_kwargs hooks are not supported by tessel")
-        return RemovableHandle(self, register(self, hook))
+    """register_full_backward_pre_hook / register_full_backward_hook."""
+    def method(self, hook, prepend=False):
+        return RemovableHandle(self, register(self, hook, bool(prepend)))
     return method
+
+
+def _current_call(mod):
+    """The Python call of `mod` being run ([args, kwargs, tensor slots, output kind]; _call_forward), or None
+    when C++ called it (a pipeline stage, a C++ parent: tensors only)."""
+    calls = mod.__dict__.get("_tessel_calls")
+    return calls[-1] if calls else None
+
+
+def _call_args(mod, call, inputs):
+    """forward's positional arguments with the tensors as the hooks so far left them (`inputs`, in slot order)."""
+    if call is None:
+        return tuple(inputs)
+    if len(inputs) != len(call[2]):
+        raise RuntimeError("%s: a forward pre-hook returned %d tensors for %d tensor arguments"
+                           % (type(mod).__name__, len(inputs), len(call[2])))
+    args = list(call[0])
+    for i, t in zip(call[2], inputs):
+        args[i] = t
+    return tuple(args)
+
+
+def _forward_pre_hook_method(self, hook, *, prepend=False, with_kwargs=False):
+    """register_forward_pre_hook: hook(module, args) sees the tensor arguments and may return replacements
+    for them (one tensor or a tuple). with_kwargs=True, torch's: hook(module, args, kwargs) sees forward's
+    whole call, non-tensor arguments included, and may return (new_args, new_kwargs) to call forward with.
+    prepend=True: before the hooks already registered (fully_shard's own included)."""
+    if not with_kwargs:
+        return RemovableHandle(self, Module._register_forward_pre_hook(self, hook, bool(prepend)))
+
+    def on_call(mod, inputs):
+        call = _current_call(mod)
+        result = hook(mod, _call_args(mod, call, inputs), call[1] if call is not None else {})
+        if result is None:
+            return None
+        if not (isinstance(result, tuple) and len(result) == 2 and isinstance(result[1], dict)):
+            raise RuntimeError("forward pre-hook must return None or a tuple of (new_args, new_kwargs), but got "
+                               "%r." % (result,))
+        new_args = tuple(result[0]) if isinstance(result[0], (tuple, list)) else (result[0],)
+        if call is None:
+            if result[1] or not all(isinstance(a, Tensor) for a in new_args):
+                raise TypeError("%s: a forward pre-hook returned keyword or non-tensor arguments for a call from "
+                                "C++, which passes tensors only" % type(mod).__name__)
+            return new_args
+        call[0], call[1] = new_args, dict(result[1])
+        call[2] = [i for i, a in enumerate(new_args) if isinstance(a, Tensor)]
+        return tuple(new_args[i] for i in call[2])
+    return RemovableHandle(self, Module._register_forward_pre_hook(self, on_call, bool(prepend)))
 
 
 def _forward_hook_method(self, hook, *, prepend=False, with_kwargs=False, always_call=False):
     """register_forward_hook: the hook sees forward's output as forward returned it ((logits, None), a
-    dict, ...) and may return a replacement of any structure."""
-    if prepend or with_kwargs:
-        raise NotImplementedError("prepend / with_kwargs hooks are not supported by tessel")
+    dict, ...) and may return a replacement of any structure. with_kwargs=True, torch's: hook(module, args,
+    kwargs, output) with forward's whole call. prepend=True: before the hooks already registered."""
 
     def on_tensors(mod, inputs, out):
-        calls = mod.__dict__.get("_tessel_calls")
-        call = calls[-1] if calls else None
+        call = _current_call(mod)
         kind = call[3] if call is not None else None
-        if not callable(kind):
-            return hook(mod, inputs, out)
-        result = hook(mod, inputs, kind(list(out) if isinstance(out, tuple) else [out]))
-        if result is None:
-            return None
+        shown = kind(list(out) if isinstance(out, tuple) else [out]) if callable(kind) else out
+        if with_kwargs:
+            result = hook(mod, _call_args(mod, call, inputs), call[1] if call is not None else {}, shown)
+        else:
+            result = hook(mod, inputs, shown)
+        if result is None or not callable(kind):
+            return result
         tensors = []
         call[3] = _flatten_output(result, tensors)
         return tuple(tensors)
-    return RemovableHandle(self, Module._register_forward_hook(self, on_tensors))
+    return RemovableHandle(self, Module._register_forward_hook(self, on_tensors, bool(prepend)))
 
 
 def extra_repr(self):
@@ -820,7 +859,7 @@ _METHODS = dict(
     float=lambda self: _module_to(self, _dtypes.float32), double=lambda self: _module_to(self, _dtypes.float64),
     half=lambda self: _module_to(self, _dtypes.float16), bfloat16=lambda self: _module_to(self, _dtypes.bfloat16), register_parameter=register_parameter, add_module=add_module,
     register_module=add_module, get_parameter=get_parameter, extra_repr=extra_repr, register_buffer=register_buffer,
-    register_forward_pre_hook=_hook(Module._register_forward_pre_hook),
+    register_forward_pre_hook=_forward_pre_hook_method,
     register_forward_hook=_forward_hook_method, __deepcopy__=_deepcopy,
     register_full_backward_pre_hook=_hook(Module._register_full_backward_pre_hook),
     register_full_backward_hook=_hook(Module._register_full_backward_hook),

@@ -7,7 +7,9 @@ is C++ (parameters become DTensors on the tensor-parallel mesh, forward hooks mo
 they act alike on Python-defined modules (``tessel.nn.Module`` subclasses are ``nn::Module``s) and on the
 C++ layers. Colwise/Rowwise shard ``nn.Linear`` and ``nn.Embedding``; SequenceParallel acts on
 ``nn.LayerNorm`` / ``nn.RMSNorm``; PrepareModuleInput/Output act on any module, one layout per *tensor*
-positional input (non-tensor arguments bypass module hooks in tessel) or per output.
+positional input (non-tensor arguments bypass module hooks in tessel) or per output, and
+PrepareModuleInput's ``input_kwarg_layouts`` / ``desired_input_kwarg_layouts`` per keyword argument by name
+(a Python forward pre-hook with_kwargs, as torch's).
 
     tp_mesh = init_device_mesh("cpu", (2,), mesh_dim_names=("tp",))
     parallelize_module(mlp, tp_mesh, {"fc": ColwiseParallel(), "proj": RowwiseParallel()})
@@ -50,11 +52,42 @@ def _layouts(layouts, name):
     return list(layouts) if isinstance(layouts, (tuple, list)) else [layouts]
 
 
-def _no_kwarg_layouts(style, **kwarg_layouts):
-    for name, value in kwarg_layouts.items():
-        if value:
-            raise NotImplementedError("%s: %s is not supported (tessel's module hooks see positional tensors "
-                                      "only; pass the tensor positionally)" % (style, name))
+class _KwargLayouts:
+    """PrepareModuleInput's keyword-argument half, torch's: a keyword argument named in input_kwarg_layouts
+    is taken as that placement (a local tensor becomes a DTensor on the tensor-parallel mesh; a DTensor is
+    kept), redistributed to its desired_input_kwarg_layouts entry when that differs, and handed to forward
+    local when use_local_output; other keyword arguments pass unchanged."""
+
+    def __init__(self, style, layouts, desired, use_local_output):
+        layouts, desired = dict(layouts or {}), dict(desired or {})
+        if len(layouts) != len(desired):
+            raise ValueError("%s: input_kwarg_layouts and desired_input_kwarg_layouts should have same length! "
+                             "(got %s and %s)" % (style, sorted(layouts), sorted(desired)))
+        self.layouts, self.desired, self.use_local_output = layouts, desired, bool(use_local_output)
+
+    def __bool__(self):
+        return bool(self.layouts)
+
+    def apply(self, module, tp_mesh):
+        from ...tensor import DTensor
+
+        def hook(mod, args, kwargs):
+            out = dict(kwargs)
+            for name, value in kwargs.items():
+                layout = self.layouts.get(name)
+                if layout is None:
+                    continue
+                if not isinstance(value, _C.Tensor):
+                    raise TypeError("PrepareModuleInput: keyword argument '%s' of %s has input_kwarg_layouts %r but "
+                                    "is a %s, not a tensor" % (name, type(mod).__name__, layout,
+                                                               type(value).__name__))
+                dt = value if isinstance(value, DTensor) else DTensor.from_local(value, tp_mesh, (layout,))
+                want = self.desired.get(name)
+                if want is not None and want != layout:
+                    dt = dt.redistribute(tp_mesh, (want,))
+                out[name] = dt.to_local() if self.use_local_output else dt
+            return args, out
+        module.register_forward_pre_hook(hook, with_kwargs=True)
 
 
 class ColwiseParallel(ParallelStyle):
@@ -89,8 +122,8 @@ class PrepareModuleInput(ParallelStyle):
 
     def __init__(self, *, input_layouts=None, desired_input_layouts=None, input_kwarg_layouts=None,
                  desired_input_kwarg_layouts=None, use_local_output=False):
-        _no_kwarg_layouts("PrepareModuleInput", input_kwarg_layouts=input_kwarg_layouts,
-                          desired_input_kwarg_layouts=desired_input_kwarg_layouts)
+        self._kwargs = _KwargLayouts("PrepareModuleInput", input_kwarg_layouts, desired_input_kwarg_layouts,
+                                     use_local_output)
         self._c = _C.PrepareModuleInput(_layouts(input_layouts, "input_layouts"),
                                         _layouts(desired_input_layouts, "desired_input_layouts"),
                                         bool(use_local_output))
@@ -111,8 +144,8 @@ class PrepareModuleInputOutput(ParallelStyle):
     def __init__(self, *, input_layouts=None, desired_input_layouts=None, input_kwarg_layouts=None,
                  desired_input_kwarg_layouts=None, use_local_input=False, output_layouts,
                  desired_output_layouts, use_local_output=True):
-        _no_kwarg_layouts("PrepareModuleInputOutput", input_kwarg_layouts=input_kwarg_layouts,
-                          desired_input_kwarg_layouts=desired_input_kwarg_layouts)
+        self._kwargs = _KwargLayouts("PrepareModuleInputOutput", input_kwarg_layouts, desired_input_kwarg_layouts,
+                                     use_local_input)
         self._c = _C.PrepareModuleInputOutput(_layouts(input_layouts, "input_layouts"),
                                               _layouts(desired_input_layouts, "desired_input_layouts"),
                                               bool(use_local_input), _layouts(output_layouts, "output_layouts"),
@@ -145,9 +178,17 @@ def parallelize_module(module, device_mesh=None, parallelize_plan=None, *, src_d
     if isinstance(parallelize_plan, dict):
         plan = [(str(fqn), _style(s, "plan['%s']" % fqn)) for fqn, s in parallelize_plan.items()]
         _C.parallelize_module(module, device_mesh, plan, src_data_rank, tp_axis)
+        styles = [(module.get_submodule(name), s) for fqn, s in parallelize_plan.items()
+                  for name in _C.tp_match_modules(module, str(fqn))]
     else:
         _C.parallelize_module_with_style(module, device_mesh, _style(parallelize_plan, "parallelize_plan"),
                                          src_data_rank, tp_axis)
+        styles = [(module, parallelize_plan)]
+    kwarg_styles = [(m, s._kwargs) for m, s in styles if getattr(s, "_kwargs", None)]
+    if kwarg_styles:
+        tp_mesh = device_mesh if device_mesh.ndim == 1 else device_mesh[tp_axis]
+        for m, kw in kwarg_styles:
+            kw.apply(m, tp_mesh)
     return module
 
 
