@@ -227,19 +227,29 @@ void BindCreation(py::module_& m) {
   struct PyProfiler {
     std::unique_ptr<OpProfiler> active;
     std::map<std::string, OpProfiler::Row> rows;
+    std::vector<OpProfiler::Event> events;
   };
   // start(by_shape=True) (torch's record_shapes): rows keyed "op [2, 3] float32, [3] float32" (profiler.h).
   py::class_<PyProfiler>(m, "_OpProfiler")
       .def(py::init<>())
-      .def("start", [](PyProfiler& p, bool by_shape) {
+      .def("start", [](PyProfiler& p, bool by_shape, bool record_events) {
         TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, !p.active, "profiler: already started");
-        p.active = std::make_unique<OpProfiler>(std::function<void()>(), by_shape);
-      }, py::arg("by_shape") = false)
+        p.active = std::make_unique<OpProfiler>(std::function<void()>(), by_shape, record_events);
+      }, py::arg("by_shape") = false, py::arg("record_events") = false)
       .def("stop", [](PyProfiler& p) {
         TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, p.active && OpProfiler::Current() == p.active.get(),
                           "profiler: stop() must close the innermost running profiler on the thread that started it");
         p.rows = p.active->rows();
+        p.events = p.active->events();
         p.active.reset();
+      })
+      // [(key, start_ns, duration_ns)] of every kernel call, in call order (record_events=True).
+      .def("events", [](const PyProfiler& p) {
+        py::list out;
+        for (const auto& e : p.active ? p.active->events() : p.events) {
+          out.append(py::make_tuple(py::str(e.op), e.start_ns, e.duration_ns));
+        }
+        return out;
       })
       .def("rows", [](const PyProfiler& p) {
         py::dict out;

@@ -9,19 +9,28 @@ With record_shapes=True each op's tensor inputs' shapes are kept, and key_averag
 True) gives one row per op and shapes, with torch's "Input Shapes" column (torch also lists each scalar
 argument as []; tessel's kernels take tensors only, and an absent optional tensor is []).
 
-What torch records and tessel does not: no per-call timeline (export_chrome_trace raises), no memory or
-stacks (profile_memory / with_stack are accepted and ignored), no CUDA activity. An op's time is its
-kernel's (self and total are equal, as for torch's leaf aten ops); record_function blocks add rows of their
-own wall time.
+Every kernel call and record_function block is also kept with its start and duration, so
+export_chrome_trace(path) (".gz" compressed) and tensorboard_trace_handler(dir) write torch's Chrome trace
+JSON (chrome://tracing, Perfetto, TensorBoard's profiler): "cpu_op" events for the ops (with "Input Dims"
+under record_shapes), "user_annotation" ones for record_function, on the profiling thread.
+
+What torch records and tessel does not: no memory or stacks (profile_memory / with_stack are accepted and
+ignored), no CUDA activity, no Python function events. An op's time is its kernel's (self and total are
+equal, as for torch's leaf aten ops); record_function blocks add rows of their own wall time.
 """
 import enum
+import gzip
+import json
+import os
 import re
+import socket
+import threading
 import time
 
 from . import _C
 
 __all__ = ["profile", "record_function", "ProfilerActivity", "ProfilerAction", "schedule", "EventList",
-           "FunctionEventAvg"]
+           "FunctionEventAvg", "tensorboard_trace_handler"]
 
 
 class ProfilerActivity(enum.Enum):
@@ -136,6 +145,9 @@ class profile:
         self._step = 0
         self._rows = {}       # op -> [calls, seconds], what key_averages() reports
         self._user = {}       # record_function name -> [calls, seconds] of the current recording
+        self._user_events = []  # (name, start_ns, duration_ns) of the current recording's record_function blocks
+        self._events = []     # (category, key, start_ns, duration_ns) of the last finished recording
+        self._tid = None      # the profiling thread's native id
         self._op = None       # the C++ profiler while recording
 
     def _recording(self):
@@ -145,8 +157,8 @@ class profile:
     def _begin(self):
         if self._op is None and self._recording():
             self._op = _C._OpProfiler()
-            self._op.start(by_shape=self._record_shapes)
-            self._user = {}
+            self._op.start(by_shape=self._record_shapes, record_events=True)
+            self._user, self._user_events, self._tid = {}, [], threading.get_native_id()
 
     def _recorded(self):
         """op / record_function name -> [calls, seconds] of the current recording."""
@@ -157,11 +169,16 @@ class profile:
             row[1] += seconds
         return rows
 
+    def _recorded_events(self):
+        ops = [("cpu_op", key, start, dur) for key, start, dur in self._op.events()]
+        return sorted(ops + [("user_annotation", name, start, dur) for name, start, dur in self._user_events],
+                      key=lambda e: (e[2], -e[3]))
+
     def _end(self):
         if self._op is None:
             return
         self._op.stop()
-        self._rows, self._op = self._recorded(), None
+        self._rows, self._events, self._op = self._recorded(), self._recorded_events(), None
 
     def start(self):
         _active.append(self)
@@ -215,7 +232,24 @@ class profile:
         return self.key_averages()
 
     def export_chrome_trace(self, path):
-        raise NotImplementedError("tessel.profiler records per-op totals, not a timeline: use key_averages().table()")
+        """torch's Chrome trace of the last recording (the current one while recording): one complete ("X")
+        event per op call and record_function block, microseconds on the monotonic clock; a path ending in
+        .gz is written gzip-compressed."""
+        events = self._recorded_events() if self._op is not None else self._events
+        pid, tid = os.getpid(), self._tid if self._tid is not None else threading.get_native_id()
+        trace = []
+        for cat, key, start, dur in events:
+            name, shapes = _split_shapes(key) if self._record_shapes and cat == "cpu_op" else (key, None)
+            event = {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": start / 1e3, "dur": dur / 1e3}
+            if shapes is not None:
+                event["args"] = {"Input Dims": shapes}
+            trace.append(event)
+        doc = {"schemaVersion": 1, "traceEvents": trace, "displayTimeUnit": "ms",
+               "traceName": os.path.basename(str(path))}
+        data = json.dumps(doc).encode()
+        with (gzip.open(path, "wb") if str(path).endswith(".gz") else open(path, "wb")) as f:
+            f.write(data)
+        return path
 
     def export_stacks(self, path, metric="self_cpu_time_total"):
         raise NotImplementedError("tessel.profiler records no stacks: use key_averages().table()")
@@ -244,15 +278,17 @@ class record_function:
         self.name = name
 
     def __enter__(self):
-        self._t = time.perf_counter()
+        self._t = time.perf_counter_ns()  # CLOCK_MONOTONIC, the op events' clock
         return self
 
     def __exit__(self, *exc):
-        elapsed = time.perf_counter() - self._t
+        end = time.perf_counter_ns()
         if _active and _active[-1]._op is not None:
-            row = _active[-1]._user.setdefault(self.name, [0, 0.0])
+            prof = _active[-1]
+            row = prof._user.setdefault(self.name, [0, 0.0])
             row[0] += 1
-            row[1] += elapsed
+            row[1] += (end - self._t) / 1e9
+            prof._user_events.append((self.name, self._t, end - self._t))
         return False
 
     def __call__(self, fn):
@@ -263,3 +299,14 @@ class record_function:
             with record_function(self.name):
                 return fn(*args, **kwargs)
         return wrapper
+
+
+def tensorboard_trace_handler(dir_name, worker_name=None, use_gzip=False):
+    """torch's on_trace_ready handler: each saved recording becomes dir_name/<worker>.<ns>.pt.trace.json[.gz]
+    (worker: "<host>_<pid>" by default; ns: time.time_ns()), the files TensorBoard's profiler plugin reads."""
+    def handler(prof):
+        os.makedirs(dir_name, exist_ok=True)
+        worker = worker_name or "%s_%d" % (socket.gethostname(), os.getpid())
+        name = "%s.%d.pt.trace.json%s" % (worker, time.time_ns(), ".gz" if use_gzip else "")
+        prof.export_chrome_trace(os.path.join(dir_name, name))
+    return handler

@@ -87,7 +87,9 @@ TensorList DispatchLocal(const OpDef& op, std::span<const Tensor> inputs, const 
     TensorList out = k(inputs, attrs);
     prof->SyncDevice();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    prof->Add(prof->by_shape() ? op.name + " " + DescribeInputs(inputs) : op.name, seconds);
+    const int64_t start_ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(t0.time_since_epoch()).count();
+    prof->Add(prof->by_shape() ? op.name + " " + DescribeInputs(inputs) : op.name, start_ns, seconds);
     return out;
   }
   return k(inputs, attrs);

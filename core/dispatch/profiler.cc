@@ -12,17 +12,19 @@ thread_local OpProfiler* current = nullptr;
 }  // namespace
 
 OpProfiler::OpProfiler() : previous_(current) { current = this; }
-OpProfiler::OpProfiler(std::function<void()> device_sync, bool by_shape) : OpProfiler() {
+OpProfiler::OpProfiler(std::function<void()> device_sync, bool by_shape, bool record_events) : OpProfiler() {
   device_sync_ = std::move(device_sync);
   by_shape_ = by_shape;
+  record_events_ = record_events;
 }
 OpProfiler::~OpProfiler() { current = previous_; }
 OpProfiler* OpProfiler::Current() { return current; }
 
-void OpProfiler::Add(const std::string& op, double seconds) {
+void OpProfiler::Add(const std::string& op, int64_t start_ns, double seconds) {
   Row& r = rows_[op];
   ++r.calls;
   r.seconds += seconds;
+  if (record_events_) events_.push_back({op, start_ns, static_cast<int64_t>(seconds * 1e9)});
 }
 
 std::string OpProfiler::Table() const {
