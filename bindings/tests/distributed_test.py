@@ -2276,6 +2276,20 @@ def test_dcp_storage_writer_reader_planners_and_set_optimizer_state_dict_resume_
         pass
     with pytest.raises(NotImplementedError, match="custom planners"):
         dcp.save({"w": tessel.ones(2)}, checkpoint_id=path, planner=MyPlanner())
+
+    # a DefaultLoadPlanner subclass that overrides a hook (renaming keys, as torch users do) is refused, not
+    # silently run without its override; one that only sets options is fine
+    class RenamingPlanner(dcp.DefaultLoadPlanner):
+        def set_up_planner(self, state_dict, metadata=None, is_coordinator=False):
+            super().set_up_planner({"model." + k: v for k, v in state_dict.items()}, metadata, is_coordinator)
+
+    class Partial(dcp.DefaultLoadPlanner):
+        def __init__(self):
+            super().__init__(allow_partial_load=True)
+    with pytest.raises(NotImplementedError, match="RenamingPlanner overrides set_up_planner, which tessel never calls"):
+        dcp.load({"w": tessel.ones(2)}, checkpoint_id=str(tmp_path / "given"), planner=RenamingPlanner())
+    assert dcp.load({"w": tessel.ones(2), "x": tessel.ones(1)}, checkpoint_id=str(tmp_path / "given"),
+                    planner=Partial())["missing_keys"] == ["x"]
     with pytest.raises(NotImplementedError, match="FileSystemReader"):
         dcp.load({"w": tessel.ones(2)}, storage_reader=object())
     with pytest.raises(ValueError, match="storage_writer"):

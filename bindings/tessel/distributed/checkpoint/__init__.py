@@ -200,6 +200,25 @@ class DefaultLoadPlanner(LoadPlanner):
         self.allow_partial_load = allow_partial_load
 
 
+# torch's planner hooks: a subclass that overrides one expects tessel to call it; tessel's plan is fixed and
+# calls none, so such a planner is refused rather than silently ignored (its override would never run).
+_PLANNER_HOOKS = ("set_up_planner", "create_local_plan", "create_global_plan", "finish_plan", "resolve_data",
+                  "lookup_object", "transform_object", "load_bytes", "resolve_tensor", "commit_tensor",
+                  "lookup_tensor", "transform_tensor", "resolve_bytes")
+
+
+def _check_no_overrides(planner, planner_type, what):
+    for cls in type(planner).__mro__:
+        if cls is planner_type:
+            return
+        hooks = sorted(h for h in _PLANNER_HOOKS if h in vars(cls))
+        if hooks:
+            raise NotImplementedError("%s: planner %s overrides %s, which tessel never calls (its save/load plan is "
+                                      "fixed: every shard once, resharded on load); transform the state dict "
+                                      "before save or after load instead" % (what, type(planner).__name__,
+                                                                             ", ".join(hooks)))
+
+
 def _dir(checkpoint_id, storage=None, planner=None, what="save"):
     """The checkpoint directory from checkpoint_id or a FileSystemWriter/Reader (checkpoint_id wins and
     resets the storage, as torch); any other storage or planner raises instead of being ignored."""
@@ -213,6 +232,8 @@ def _dir(checkpoint_id, storage=None, planner=None, what="save"):
     if planner is not None and not isinstance(planner, planner_type):
         raise NotImplementedError("%s: planner must be a %s, got %s (custom planners are not supported)"
                                   % (what, planner_type.__name__, type(planner).__name__))
+    if planner is not None:
+        _check_no_overrides(planner, planner_type, what)
     if storage is not None:
         storage.reset(checkpoint_id)
         if not getattr(storage, "overwrite", True) and os.path.exists(os.path.join(storage.path, "metadata.json")):
