@@ -122,7 +122,9 @@ void BindRuntime(py::module_& m) {
            py::arg("stage_to_rank"), py::keep_alive<1, 2>())
       .def_property_readonly("stage_index", &pp::PipelineStage::stage_index)
       .def_property_readonly("is_first", &pp::PipelineStage::is_first)
-      .def_property_readonly("is_last", &pp::PipelineStage::is_last);
+      .def_property_readonly("is_last", &pp::PipelineStage::is_last)
+      .def("set_expected_shapes", &pp::PipelineStage::SetExpectedShapes, py::arg("input"), py::arg("output"),
+           "torch's input_args / output_args as microbatch-0 shapes the shape handshake checks");
   // fsdp_groups (torchtitan's PP + FSDP): per stage (in `stages`' order) its fully_shard handles, the
   // stage's root last; the lowered program's UNSHARD / RESHARD / REDUCE_GRAD act on them, as the C++
   // composition (examples/gpt/parallel_gpt.cc) wires them.

@@ -104,9 +104,13 @@ void PipelineStage::InferShapes(const Tensor& first_input, const std::optional<S
   TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, !inferred_, "pipeline stage ", stage_index_,
                     ": InferShapes called twice");
   NoGradGuard no_grad;
+  const std::optional<Shape>& want_input = expected_input ? expected_input : expected_input_;
   Tensor x;
   if (is_first()) {
     TESSEL_CHECK(first_input.defined(), "pipeline stage 0: InferShapes needs microbatch 0 as input");
+    TESSEL_CHECK(!expected_input_ || *expected_input_ == first_input.sizes(),
+                 "pipeline stage 0: microbatch 0 has shape ", ShapeStr(first_input.sizes()),
+                 " but the stage was built for input ", ShapeStr(*expected_input_), " (input_args)");
     x = first_input;
   } else {
     if (prev_is_local()) {
@@ -117,9 +121,9 @@ void PipelineStage::InferShapes(const Tensor& first_input, const std::optional<S
     } else {
       input_shape_ = RecvHeader(&input_dtype_);
     }
-    TESSEL_CHECK(!expected_input || *expected_input == input_shape_, "pipeline shape handshake: stage ",
+    TESSEL_CHECK(!want_input || *want_input == input_shape_, "pipeline shape handshake: stage ",
                  stage_index_ - 1, " outputs ", ShapeStr(input_shape_), " but stage ", stage_index_,
-                 " expects input ", ShapeStr(*expected_input));
+                 " expects input ", ShapeStr(*want_input));
     x = Zeros(input_shape_, input_dtype_);
   }
   Tensor out;
@@ -133,6 +137,9 @@ void PipelineStage::InferShapes(const Tensor& first_input, const std::optional<S
   }
   output_shape_ = out.sizes();
   output_dtype_ = out.dtype();
+  TESSEL_CHECK(!expected_output_ || *expected_output_ == output_shape_, "pipeline stage ", stage_index_,
+               ": outputs ", ShapeStr(output_shape_), " for microbatch 0 but was built for output ",
+               ShapeStr(*expected_output_), " (output_args)");
   TESSEL_CHECK(output_shape_.size() >= 1 && output_shape_[0] == x.size(0), "pipeline stage ", stage_index_,
                ": output ", ShapeStr(output_shape_), " does not keep the batch dim 0 of its input ",
                ShapeStr(x.sizes()));

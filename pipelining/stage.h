@@ -76,6 +76,14 @@ class PipelineStage {
   void InferShapes(const Tensor& first_input, const std::optional<Shape>& expected_input = std::nullopt,
                    const PipelineStage* local_prev = nullptr);
   bool shapes_inferred() const { return inferred_; }
+  // torch's input_args / output_args: the microbatch-0 shapes this stage was built for. The handshake then
+  // checks the input (received, or microbatch 0 on the first stage) and the output it computes against them
+  // (kInvalidArgument naming the stage and both shapes). An explicit `expected_input` of InferShapes wins
+  // on a non-first stage (where it applies).
+  void SetExpectedShapes(std::optional<Shape> input, std::optional<Shape> output) {
+    expected_input_ = std::move(input);
+    expected_output_ = std::move(output);
+  }
   const Shape& input_shape() const;   // microbatch 0's input (non-first stages)
   const Shape& output_shape() const;  // microbatch 0's output
 
@@ -127,6 +135,7 @@ class PipelineStage {
   std::vector<int> stage_to_rank_;
   bool inferred_ = false;
   Shape input_shape_, output_shape_;
+  std::optional<Shape> expected_input_, expected_output_;
   DType input_dtype_ = DType::kFloat32, output_dtype_ = DType::kFloat32;
   std::vector<int64_t> rows_;
   std::vector<double> weights_;

@@ -83,6 +83,26 @@ TEST(PipelineStageTest, DeclaredInputShapeMismatchNamesBothShapes) {
       ErrorCode::kInvalidArgument, "stage 0 outputs [2, 6, 16] but stage 1 expects input [2, 6, 8]");
 }
 
+// torch's input_args / output_args (SetExpectedShapes): checked against microbatch 0 and the computed output.
+TEST(PipelineStageTest, ExpectedShapesAreCheckedOnTheFirstStageAndTheOutput) {
+  comm::RunRanks(1, [](comm::ProcessGroupPtr pg) {
+    auto module = Stage(Config(), 1, 0);
+    PipelineStage fits(*module, 0, 1, pg, TokenLoss);
+    fits.SetExpectedShapes(Shape{2, 6}, Shape{2, 6, 13});
+    fits.InferShapes(Tokens(2, 0));
+    EXPECT_EQ(fits.output_shape(), (Shape{2, 6, 13}));
+    PipelineStage wrong_input(*module, 0, 1, pg, TokenLoss);
+    wrong_input.SetExpectedShapes(Shape{4, 6}, std::nullopt);
+    ExpectErrorContains([&] { wrong_input.InferShapes(Tokens(2, 0)); }, ErrorCode::kInvalidArgument,
+                        "pipeline stage 0: microbatch 0 has shape [2, 6] but the stage was built for input [4, 6] "
+                        "(input_args)");
+    PipelineStage wrong_output(*module, 0, 1, pg, TokenLoss);
+    wrong_output.SetExpectedShapes(std::nullopt, Shape{2, 6, 16});
+    ExpectErrorContains([&] { wrong_output.InferShapes(Tokens(2, 0)); }, ErrorCode::kInvalidArgument,
+                        "outputs [2, 6, 13] for microbatch 0 but was built for output [2, 6, 16] (output_args)");
+  });
+}
+
 TEST(PipelineStageTest, RecvBuffersAreAllocatedOncePerMicrobatchAndReused) {
   comm::RunRanks(2, [](comm::ProcessGroupPtr pg) {
     auto module = Stage(Config(), 2, pg->rank());

@@ -561,6 +561,37 @@ def test_further_positional_inputs_go_to_the_first_stage_per_microbatch_as_torch
         np.testing.assert_allclose(got[r][2], ref_grads[r], rtol=1e-5, atol=1e-6)
 
 
+def test_input_args_and_output_args_are_checked_against_the_inferred_shapes():
+    # torch's tutorial passes one microbatch's example input (and output) to PipelineStage; tessel infers
+    # the shapes itself and holds the examples to them
+    rng = np.random.default_rng(3)
+    x_np, y_np = rng.standard_normal((8, 8)).astype(np.float32), rng.standard_normal((8, 8)).astype(np.float32)
+    got = {}
+
+    def rank_fn(world, out_rows):
+        dist.init_process_group()
+        parts = make_parts(2)
+        example = tessel.zeros(2, 8)  # a microbatch: 8 rows in 4 microbatches
+        stage = pp.PipelineStage(parts[world.rank], world.rank, 2, "cpu", input_args=(example,),
+                                 output_args=tessel.zeros(out_rows, 8) if world.rank == 1 else example)
+        sched = pp.Schedule1F1B(stage, n_microbatches=4, loss_fn=mse)
+        try:
+            got[world.rank] = sched.step(tessel.from_numpy(x_np)) if world.rank == 0 else \
+                sched.step(target=tessel.from_numpy(y_np))
+        finally:
+            dist.destroy_process_group()
+
+    tessel.run_ranks(2, lambda w: rank_fn(w, 2))
+    assert got[0] is None and got[1] is not None
+    with pytest.raises(ValueError, match=r"pipeline stage 1: outputs \[2, 8\] for microbatch 0 but was built "
+                                         r"for output \[3, 8\] \(output_args\)"):
+        tessel.run_ranks(2, lambda w: rank_fn(w, 3))
+    with pytest.raises(NotImplementedError, match="dw_builder"):
+        pp.PipelineStage(make_parts(2)[0], 0, 2, "cpu", dw_builder=lambda: None)
+    with pytest.raises(NotImplementedError, match="output_args has 2 entries"):
+        pp.PipelineStage(make_parts(2)[0], 0, 2, "cpu", output_args=(tessel.zeros(2, 8), tessel.zeros(2, 8)))
+
+
 def test_scale_grads_false_sums_the_microbatches_gradients_as_torch():
     # torchtitan builds its schedules with scale_grads=False and scales the loss itself: each microbatch's
     # loss is backpropagated unscaled, so the gradients are the sum over the 4 microbatches, 4x the default

@@ -52,17 +52,35 @@ timeline_svg = _C.timeline_svg
 SimulationResult = _C.SimulationResult
 
 
+def _example_shape(args, what, single):
+    """The shape of the (first) tensor in torch's input_args / output_args (a tensor or a tuple of them), or
+    None; `single`: more than one tensor is an error (a stage's output travels as one tensor)."""
+    if args is None:
+        return None
+    items = list(args) if isinstance(args, (tuple, list)) else [args]
+    tensors = [a for a in items if isinstance(a, _C.Tensor)]
+    if not tensors:
+        raise TypeError("PipelineStage: %s must hold a tensor, got %r" % (what, args))
+    if single and len(items) > 1:
+        raise NotImplementedError("PipelineStage: %s has %d entries; a tessel stage outputs one tensor"
+                                  % (what, len(items)))
+    return list(tensors[0].shape)
+
+
 class PipelineStage:
     """One stage module on this rank (torch.distributed.pipelining.PipelineStage). Shapes are inferred
-    from the first step's microbatch 0 (input_args / output_args are not needed and not accepted)."""
+    from the first step's microbatch 0; torch's input_args / output_args (one microbatch's example input and
+    output) are checked against what that inference finds (ValueError naming both shapes)."""
 
     def __init__(self, submodule, stage_index, num_stages, device=None, input_args=None, output_args=None,
                  group=None, dw_builder=None):
         if device not in (None, "cpu") and str(device) != "cpu":
             raise NotImplementedError("PipelineStage: device '%s' is not available from Python (use 'cpu')" % device)
-        if input_args is not None or output_args is not None or dw_builder is not None:
-            raise NotImplementedError("PipelineStage: input_args, output_args and dw_builder are not supported "
-                                      "(tessel infers shapes from the first step and splits backward itself)")
+        if dw_builder is not None:
+            raise NotImplementedError("PipelineStage: dw_builder is not supported (tessel splits the backward "
+                                      "into input and weight gradients itself)")
+        self._expected = (_example_shape(input_args, "input_args", False),
+                          _example_shape(output_args, "output_args", True))
         self.submod = submodule
         self.stage_index, self.num_stages = int(stage_index), int(num_stages)
         self.group = group if group is not None else _default_group("PipelineStage")
@@ -148,6 +166,7 @@ class _PipelineSchedule:
             s._c = _C._PipelineStage(self._calls[s.stage_index], s.stage_index, n, group,
                                      self._with_loss_kwargs(self._loss_fn) if last and self._loss_fn is not None
                                      else None, where)
+            s._c.set_expected_shapes(*s._expected)
         # PP + FSDP (torchtitan's order: fully_shard each stage's blocks and the stage module, then the
         # schedule): the schedule gathers each stage once per step (UNSHARD), keeps it gathered through its
         # microbatches, accumulates the gradients locally and reduces them once (REDUCE_GRAD).
