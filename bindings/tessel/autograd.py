@@ -5,7 +5,9 @@
 
 create_graph=True (torch's higher-order gradients): the gradients carry their own graph and can be
 differentiated again (Hessian-vector products, gradient penalties); an op whose backward is not itself
-differentiable raises NotImplementedError naming it. Not supported: is_grads_batched (NotImplementedError).
+differentiable raises NotImplementedError naming it. is_grads_batched=True (torch's batch of vector-Jacobian
+products, e.g. a Jacobian's rows) runs one backward per row of grad_outputs and stacks them (torch uses vmap;
+the values are the same).
 """
 from . import _C
 
@@ -18,8 +20,6 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
          allow_unused=None, is_grads_batched=False, materialize_grads=False):
     """The gradients of outputs with respect to inputs, as a tuple in inputs' order (None for an unused
     input with allow_unused, zeros with materialize_grads)."""
-    if is_grads_batched:
-        raise NotImplementedError("autograd.grad(is_grads_batched=True) is not supported")
     outputs, inputs = _seq(outputs), _seq(inputs)
     seeds = [None] * len(outputs) if grad_outputs is None else _seq(grad_outputs)
     if len(seeds) != len(outputs):
@@ -30,11 +30,37 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         raise ValueError("Expected allow_unused to be True or not passed when materialize_grads=True, but "
                          "got: allow_unused=False.")
     retain_graph = create_graph if retain_graph is None else retain_graph  # torch's default
-    result = _C._grad(outputs, inputs, seeds, bool(retain_graph), bool(allow_unused), bool(create_graph))
+    if is_grads_batched:
+        result = _batched_grad(outputs, inputs, seeds, bool(retain_graph), bool(allow_unused), bool(create_graph))
+    else:
+        result = _C._grad(outputs, inputs, seeds, bool(retain_graph), bool(allow_unused), bool(create_graph))
     if materialize_grads:
         from ._tensor import zeros_like
         result = [g if g is not None else zeros_like(x) for g, x in zip(result, inputs)]
     return tuple(result)
+
+
+def _batched_grad(outputs, inputs, seeds, retain_graph, allow_unused, create_graph):
+    """is_grads_batched: dim 0 of every grad_output is a batch of seeds; one backward per batch row (the graph
+    kept until the last), each input's gradients stacked along a new dim 0 (None where unused)."""
+    if any(s is None for s in seeds):
+        raise ValueError("autograd.grad(is_grads_batched=True): every output needs a grad_outputs tensor whose "
+                         "dim 0 is the batch")
+    sizes = {s.shape[0] if s.dim() > 0 else None for s in seeds}
+    if len(sizes) != 1 or None in sizes:
+        raise ValueError("autograd.grad(is_grads_batched=True): the grad_outputs' dim 0 sizes differ or are "
+                         "missing: %s" % [tuple(s.shape) for s in seeds])
+    (batch,) = sizes
+    if batch == 0:
+        raise ValueError("autograd.grad(is_grads_batched=True): an empty batch of grad_outputs")
+    for s, o in zip(seeds, outputs):
+        if tuple(s.shape[1:]) != tuple(o.shape):
+            raise RuntimeError("autograd.grad(is_grads_batched=True): a grad_outputs batch of shape %s for an output "
+                               "of shape %s" % (tuple(s.shape), tuple(o.shape)))
+    rows = [_C._grad(outputs, inputs, [s[b] for s in seeds], retain_graph or b + 1 < batch, allow_unused,
+                     create_graph) for b in range(batch)]
+    return [None if rows[0][i] is None else _C._functional.stack([r[i] for r in rows], 0)
+            for i in range(len(inputs))]
 
 
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, grad_variables=None, inputs=None):

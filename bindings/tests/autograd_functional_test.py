@@ -98,6 +98,27 @@ class WrongCube(Cube):
         return g * 3 * x  # missing a factor x
 
 
+def test_grad_with_batched_grad_outputs_gives_each_rows_vector_jacobian_product():
+    # identity rows as the batch: the Jacobians of f_two, row by row, as torch's is_grads_batched computes them
+    x, y = t(X).requires_grad_(), t(Y).requires_grad_()
+    a, b = f_two(x, y)
+    eye = t(np.eye(3))
+    ja, jy = tessel.autograd.grad(a, [x, y], grad_outputs=eye, is_grads_batched=True, retain_graph=True)
+    np.testing.assert_allclose(ja.numpy(), np.diag(2 * X * Y.sum()), rtol=1e-12)  # d(x² Σy)/dx
+    np.testing.assert_allclose(jy.numpy(), np.broadcast_to((X * X)[:, None, None], (3, 2, 2)), rtol=1e-12)
+    # two outputs at once: the batch rows pair up; an input no output uses stays None with allow_unused
+    z = t([1.0]).requires_grad_()
+    gx, gz = tessel.autograd.grad([a, b], [x, z], grad_outputs=[eye, 2 * eye], is_grads_batched=True,
+                                  allow_unused=True)
+    np.testing.assert_allclose(gx.numpy(), np.diag(2 * X * Y.sum() + 2 * Y[0, 1]), rtol=1e-12)
+    assert gz is None
+    with pytest.raises(ValueError, match="dim 0 sizes differ"):
+        a2, b2 = f_two(x, y)
+        tessel.autograd.grad([a2, b2], [x], grad_outputs=[eye, eye[:2]], is_grads_batched=True)
+    with pytest.raises(ValueError, match="every output needs a grad_outputs tensor"):
+        tessel.autograd.grad(f_two(x, y)[0].sum(), [x], is_grads_batched=True)
+
+
 def test_gradcheck_passes_a_right_backward_and_catches_a_wrong_one():
     x = t(X).requires_grad_(True)
     assert tessel.autograd.gradcheck(Cube.apply, (x,))
