@@ -216,8 +216,22 @@ def mode(x, dim=-1, keepdim=False):
 
 
 def unique_consecutive(x, return_inverse=False, return_counts=False, dim=None):
+    """torch.unique_consecutive: each run of equal consecutive elements (with dim: equal slices along dim)
+    kept once, with the inverse (each element's / slice's run) and the run lengths."""
     if dim is not None:
-        raise NotImplementedError("unique_consecutive(dim=...): only the flattened form is supported")
+        a = x.detach().numpy()
+        d = dim + a.ndim if dim < 0 else dim
+        if not 0 <= d < a.ndim:
+            raise IndexError("Dimension out of range (expected to be in range of [%d, %d], but got %d)"
+                             % (-a.ndim, a.ndim - 1, dim))
+        s = np.moveaxis(a, d, 0).reshape(a.shape[d], -1)  # one row per slice along dim
+        starts = np.concatenate([[True], (s[1:] != s[:-1]).any(axis=1)]) if len(s) else np.zeros(0, dtype=bool)
+        out = [_tensor(np.compress(starts, a, axis=d))]
+        if return_inverse:
+            out.append(_tensor((np.cumsum(starts) - 1).astype(np.int64)))
+        if return_counts:
+            out.append(_tensor(np.diff(np.append(np.nonzero(starts)[0], len(s))).astype(np.int64)))
+        return out[0] if len(out) == 1 else tuple(out)
     a = x.detach().numpy().reshape(-1)
     starts = np.concatenate([[True], a[1:] != a[:-1]]) if a.size else np.zeros(0, dtype=bool)
     values = _tensor(a[starts])

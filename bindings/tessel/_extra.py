@@ -828,14 +828,22 @@ def kron(a, b):
 
 def unique(x, sorted=True, return_inverse=False, return_counts=False, dim=None):
     """torch.unique (values carry no gradient, as torch's): sorted unique values, optionally the inverse
-    indices and the counts."""
-    if dim is not None:
-        raise NotImplementedError("unique(dim=) is not supported")
+    indices and the counts. With dim: the unique slices along dim, in lexicographic order (torch's), the
+    inverse indexing dim's positions."""
     a = x.detach().numpy()
-    values, inverse, counts = np.unique(a, return_inverse=True, return_counts=True)
+    if dim is not None:
+        d = dim + a.ndim if dim < 0 else dim
+        if not 0 <= d < builtins.max(a.ndim, 1):
+            raise IndexError("Dimension out of range (expected to be in range of [%d, %d], but got %d)"
+                             % (-a.ndim, a.ndim - 1, dim))
+        values, inverse, counts = np.unique(a, axis=d, return_inverse=True, return_counts=True)
+        inverse = inverse.reshape(-1)  # numpy 2 may keep a trailing axis
+    else:
+        values, inverse, counts = np.unique(a, return_inverse=True, return_counts=True)
+        inverse = inverse.reshape(a.shape)
     out = [_tensor(values)]
     if return_inverse:
-        out.append(_tensor(inverse.reshape(a.shape).astype(np.int64)))
+        out.append(_tensor(inverse.astype(np.int64)))
     if return_counts:
         out.append(_tensor(counts.astype(np.int64)))
     return out[0] if len(out) == 1 else tuple(out)

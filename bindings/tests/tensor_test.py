@@ -320,6 +320,18 @@ def test_prod_meshgrid_split_kron_unique_and_searches_match_numpy():
     np.testing.assert_array_equal(tessel.kron(tessel.tensor(a), tessel.tensor(np.eye(2))).numpy(), np.kron(a, np.eye(2)))
     values, inverse, counts = tessel.unique(tessel.tensor([3, 1, 3, 2]), return_inverse=True, return_counts=True)
     assert values.tolist() == [1, 2, 3] and inverse.tolist() == [2, 0, 2, 1] and counts.tolist() == [1, 1, 2]
+    # dim=: unique rows (or columns) in lexicographic order, as torch's; the inverse indexes dim's positions
+    rows = tessel.tensor([[1, 2], [0, 5], [1, 2], [0, 4]])
+    values, inverse, counts = tessel.unique(rows, dim=0, return_inverse=True, return_counts=True)
+    assert values.tolist() == [[0, 4], [0, 5], [1, 2]] and inverse.tolist() == [2, 1, 2, 0]
+    assert counts.tolist() == [1, 1, 2]
+    cols = rows.t().unique(dim=-1)
+    assert cols.tolist() == [[0, 0, 1], [4, 5, 2]]
+    out, inv, cnt = tessel.unique_consecutive(tessel.tensor([[1, 1, 2, 1], [3, 3, 4, 3]]), dim=1, return_inverse=True,
+                                              return_counts=True)
+    assert out.tolist() == [[1, 2, 1], [3, 4, 3]] and inv.tolist() == [0, 0, 1, 2] and cnt.tolist() == [2, 1, 1]
+    with pytest.raises(IndexError, match="Dimension out of range"):
+        tessel.unique(rows, dim=2)
     assert tessel.bincount(tessel.tensor([0, 2, 2, 5])).tolist() == [1, 0, 2, 0, 0, 1]
     assert tessel.searchsorted(tessel.tensor([1, 3, 5]), tessel.tensor([0, 3, 6])).tolist() == [0, 1, 3]
     assert tessel.bucketize(tessel.tensor([0.5, 3.0]), tessel.tensor([1.0, 3.0]), right=True).tolist() == [0, 2]
