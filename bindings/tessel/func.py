@@ -153,14 +153,25 @@ def vjp(func, *primals, has_aux=False):
 
 
 def jvp(func, primals, tangents, *, strict=False, has_aux=False):
-    """torch.func.jvp: (func(*primals), J·tangents)."""
+    """torch.func.jvp: (func(*primals), J·tangents), and func's auxiliary output third with has_aux (func
+    returns (output, aux); aux is returned as func gave it, detached)."""
     from .autograd.functional import jvp as functional_jvp
-    if has_aux:
-        raise NotImplementedError("jvp(has_aux=True) is not supported")
     primals, tangents = tuple(primals), tuple(tangents)
-    out, product = functional_jvp(func, primals if len(primals) > 1 else primals[0],
+    aux_box = []
+
+    def main_output(*args):
+        result = func(*args)
+        if not (isinstance(result, tuple) and len(result) == 2):
+            raise RuntimeError("jvp(f, primals, tangents): output of function f should be a tuple: (output, aux) "
+                               "if has_aux is True")
+        aux_box.append(result[1])
+        return result[0]
+    out, product = functional_jvp(main_output if has_aux else func, primals if len(primals) > 1 else primals[0],
                                   tangents if len(tangents) > 1 else tangents[0])
-    return out, product
+    if not has_aux:
+        return out, product
+    aux = aux_box[0]
+    return out, product, (aux.detach() if isinstance(aux, Tensor) else aux)
 
 
 def _jacobian(func, argnums, has_aux):

@@ -112,6 +112,14 @@ def test_grad_transforms():
     jac = np.diag(np.cos(z.numpy()) * z.numpy()[0])
     jac[:, 0] += np.sin(z.numpy())
     np.testing.assert_allclose(tangent.numpy(), jac @ [1.0, 0.0, 0.0], rtol=1e-12)
+    # has_aux: the auxiliary output comes third, as func returned it, and does not enter the product
+    out2, tangent2, aux = jvp(lambda a: (a.sin() * a[0], {"norm": a.norm(), "tag": "x"}), (z,), (t([1.0, 0.0, 0.0]),),
+                              has_aux=True)
+    np.testing.assert_allclose(tangent2.numpy(), tangent.numpy(), rtol=1e-15)
+    np.testing.assert_allclose(out2.numpy(), np.sin(z.numpy()) * z.numpy()[0], rtol=1e-12)
+    assert aux["tag"] == "x" and aux["norm"].item() == pytest.approx(np.linalg.norm(z.numpy()))
+    with pytest.raises(RuntimeError, match=r"should be a tuple: \(output, aux\)"):
+        jvp(lambda a: a.sin(), (z,), (t([1.0, 0.0, 0.0]),), has_aux=True)
 
 
 def test_vmap_maps_stacks_and_gives_per_sample_gradients():
