@@ -782,6 +782,42 @@ def test_bicubic_interpolation_matches_a_direct_4x4_tap_loop(size, align):
         F.interpolate(t64(x[0]), size=4, mode="bicubic")
 
 
+# F.interpolate(arange(16.) ** 1.5 as [1, 1, 4, 4], size=(3, 2), antialias=True) under torch 2.15
+TORCH_BICUBIC_AA = [2.01753093193, 5.89146199805, 17.173051329583, 24.651469549601, 40.743570030973, 50.519880885075]
+TORCH_BILINEAR_AA_AC = [5.650476572204, 9.2215012619, 25.123581420213, 31.360284599384, 44.980494532065,
+                        52.636224499711]
+
+
+def test_antialiased_downscaling_widens_the_filter_and_area_mode_averages_blocks():
+    # bilinear antialias at 1/2: a triangle 2 input pixels wide, weights (1, 3, 3, 1) / 8 inside and, at the
+    # edge, the part inside the image renormalized: (3, 3, 1) / 7 (torch's _upsample_bilinear2d_aa, PIL's)
+    row = np.array([1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0])
+    got = F.interpolate(t64(row.reshape(1, 1, 1, 8)), size=(1, 4), mode="bilinear", antialias=True).numpy()
+    want = [(3 * 1 + 3 * 2 + 4) / 7, (2 + 3 * 4 + 3 * 8 + 16) / 8, (8 + 3 * 16 + 3 * 32 + 64) / 8,
+            (32 + 3 * 64 + 3 * 128) / 7]
+    np.testing.assert_allclose(got.reshape(-1), want, rtol=1e-14)
+    # every row of the filter sums to 1: a constant image stays constant, at any scale, either mode
+    ones = tessel.ones(1, 2, 13, 9, dtype=tessel.float64)
+    for mode in ("bilinear", "bicubic"):
+        for size in ((4, 3), (13, 2), (20, 5)):
+            np.testing.assert_allclose(F.interpolate(ones, size=size, mode=mode, antialias=True).numpy(), 1.0,
+                                       rtol=1e-14)
+    # torch 2.15's values (bicubic a = -0.5 with antialias; bilinear with align_corners): x = arange(16) ** 1.5
+    x = t64((np.arange(16.0) ** 1.5).reshape(1, 1, 4, 4))
+    np.testing.assert_allclose(F.interpolate(x, size=(3, 2), mode="bicubic", antialias=True).numpy().reshape(-1),
+                               TORCH_BICUBIC_AA, rtol=1e-11)
+    np.testing.assert_allclose(F.interpolate(x, size=(3, 2), mode="bilinear", antialias=True,
+                                             align_corners=True).numpy().reshape(-1), TORCH_BILINEAR_AA_AC, rtol=1e-11)
+    with pytest.raises(ValueError, match="restricted to bilinear and bicubic modes and requires a 4-D tensor"):
+        F.interpolate(t64(row.reshape(1, 1, 8)), size=4, mode="linear", antialias=True)
+    # area: torch's adaptive average pooling to the output size, 1-D to 3-D
+    v = np.random.default_rng(3).normal(size=(2, 3, 4, 6))
+    area = F.interpolate(t64(v), size=(2, 3), mode="area").numpy()
+    np.testing.assert_allclose(area, v.reshape(2, 3, 2, 2, 3, 2).mean(axis=(3, 5)), rtol=1e-13)
+    np.testing.assert_allclose(F.interpolate(t64(v[:, :, 0]), scale_factor=0.5, mode="area").numpy(),
+                               v[:, :, 0].reshape(2, 3, 3, 2).mean(-1), rtol=1e-13)
+
+
 def test_pixel_shuffle_unfold_where_cdist_and_tensor_clamp_bounds():
     rng = np.random.default_rng(22)
     x = rng.normal(size=(2, 8, 3, 4))

@@ -8,6 +8,7 @@ per-dim weights). area / antialias raise NotImplementedError.
     y = F.interpolate(x, scale_factor=2, mode="bilinear", align_corners=False)
     y = F.pad(x, (1, 1, 2, 2), mode="reflect")
 """
+import builtins
 import math
 
 import numpy as np
@@ -74,15 +75,24 @@ def _output_sizes(x, nd, size, scale_factor):
 
 def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
                 recompute_scale_factor=None, antialias=False):
-    """torch.nn.functional.interpolate for modes nearest, nearest-exact, linear, bilinear, trilinear over
-    [N, C, *spatial] (1 to 3 spatial dims), with torch's source-index rules (align_corners, and the given
-    scale_factor used as is unless recompute_scale_factor)."""
+    """torch.nn.functional.interpolate for modes nearest, nearest-exact, linear, bilinear, bicubic, trilinear
+    and area over [N, C, *spatial] (1 to 3 spatial dims), with torch's source-index rules (align_corners, and
+    the given scale_factor used as is unless recompute_scale_factor); antialias=True (bilinear and bicubic on
+    4-D input, torch's) widens the filter by the downscaling factor, as PIL does."""
     nd = input.ndim - 2
     if nd < 1 or nd > 3:
         raise NotImplementedError("interpolate: input must be 3-D, 4-D or 5-D (got %dD)" % input.ndim)
     linear_modes = {"linear": 1, "bilinear": 2, "bicubic": 2, "trilinear": 3}
-    if mode == "area" or antialias:
-        raise NotImplementedError("interpolate(mode=%r, antialias=%s) is not supported" % (mode, antialias))
+    if antialias and (mode not in ("bilinear", "bicubic") or input.ndim != 4):
+        raise ValueError("Anti-alias option is restricted to bilinear and bicubic modes and requires a 4-D tensor "
+                         "as input")
+    if mode == "area":
+        if align_corners is not None:
+            raise ValueError("align_corners option can only be set with the interpolating modes: linear | "
+                             "bilinear | bicubic | trilinear")
+        from . import functional as F  # torch's area mode is adaptive average pooling to the output size
+        outs, _ = _output_sizes(input, nd, size, scale_factor)
+        return getattr(F, "adaptive_avg_pool%dd" % nd)(input, outs)
     if mode not in ("nearest", "nearest-exact") and mode not in linear_modes:
         raise NotImplementedError("interpolate: unknown mode %r" % mode)
     if mode in linear_modes and linear_modes[mode] != nd:
@@ -106,13 +116,18 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         if mode == "nearest-exact":
             out = _select(out, d, np.minimum(np.floor((dst + 0.5) * scale).astype(np.int64), n_in - 1))
             continue
-        if align_corners:
+        if antialias:
+            if align_corners:
+                scale = (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
+            weights = _antialias_weights(n_in, n_out, scale, mode)
+        elif align_corners:
             src = dst * ((n_in - 1) / (n_out - 1)) if n_out > 1 else np.zeros(n_out)
         else:
             src = (dst + 0.5) * scale - 0.5
             if mode != "bicubic":  # torch clamps the linear source index at 0, not the cubic one
                 src = np.maximum(src, 0.0)
-        weights = _cubic_weights(src, n_in) if mode == "bicubic" else _linear_weights(src, n_in)
+        if not antialias:
+            weights = _cubic_weights(src, n_in) if mode == "bicubic" else _linear_weights(src, n_in)
         acc = _accumulation_dtype(out)
         moved = out.to(acc).movedim(d, -1)
         out = _C._functional.linear(moved, _as_tensor(weights).to(acc), None).movedim(-1, d).to(input.dtype)
@@ -127,6 +142,34 @@ def _linear_weights(src, n_in):
     weights = np.zeros((len(src), n_in))
     np.add.at(weights, (np.arange(len(src)), lo), 1.0 - frac)
     np.add.at(weights, (np.arange(len(src)), hi), frac)
+    return weights
+
+
+def _antialias_weights(n_in, n_out, scale, mode):
+    """[n_out, n_in] for antialias=True, torch's _upsample_*_aa: output i centred at scale·(i + ½) takes the
+    inputs within support = ½·taps·max(scale, 1) of it, weighted by the triangle (bilinear) or Keys' cubic with
+    a = -0.5 (bicubic) at distance / max(scale, 1), each row normalized to sum 1 (so the edges renormalize
+    instead of clamping)."""
+    taps = 4 if mode == "bicubic" else 2
+    stretch = scale if scale >= 1.0 else 1.0
+    support = taps * 0.5 * stretch
+
+    def kernel(x):
+        x = np.abs(x)
+        if mode == "bicubic":
+            a = -0.5
+            return np.where(x < 1, ((a + 2) * x - (a + 3)) * x * x + 1,
+                            np.where(x < 2, ((a * x - 5 * a) * x + 8 * a) * x - 4 * a, 0.0))
+        return np.where(x < 1, 1 - x, 0.0)
+    weights = np.zeros((n_out, n_in))
+    for i in range(n_out):
+        center = scale * (i + 0.5)
+        lo = builtins.max(int(center - support + 0.5), 0)
+        hi = builtins.min(int(center + support + 0.5), n_in)
+        j = np.arange(lo, hi)
+        w = kernel((j - center + 0.5) / stretch)
+        total = w.sum()
+        weights[i, lo:hi] = w / total if total != 0 else w
     return weights
 
 
