@@ -2391,6 +2391,16 @@ def test_new_subgroups_cut_the_world_into_consecutive_groups_and_offload_policy_
         got[world.rank] = (t.item(), len(groups), dist.get_process_group_ranks(mine))
         with pytest.raises(ValueError, match="must be divisible by 'group_size=3'"):
             dist.new_subgroups(3)
+        # subgroups of a subgroup (torch's group=): the odd / even ranks, each cut in singletons, over that
+        # parent only; the parent's rank order decides the cut
+        parent = dist.split_group(split_ranks=[[0, 2], [1, 3]])
+        solo, pieces = dist.new_subgroups(1, group=parent)
+        s = tessel.tensor([float(world.rank + 1)])
+        dist.all_reduce(s, group=solo)
+        in_pairs, _ = dist.new_subgroups(2, group=parent)
+        p = tessel.tensor([float(world.rank + 1)])
+        dist.all_reduce(p, group=in_pairs)
+        got[world.rank] += (s.item(), len(pieces), dist.get_process_group_ranks(solo), p.item())
         net = Net()
         from tessel.distributed.fsdp import OffloadPolicy, UnshardHandle
         fully_shard(net, offload_policy=OffloadPolicy())
@@ -2401,7 +2411,8 @@ def test_new_subgroups_cut_the_world_into_consecutive_groups_and_offload_policy_
         dist.destroy_process_group()
 
     tessel.run_ranks(4, run)
-    assert got == {0: (3.0, 2, [0, 1]), 1: (3.0, 2, [0, 1]), 2: (7.0, 2, [2, 3]), 3: (7.0, 2, [2, 3])}
+    assert got == {0: (3.0, 2, [0, 1], 1.0, 2, [0], 4.0), 1: (3.0, 2, [0, 1], 2.0, 2, [1], 6.0),
+                   2: (7.0, 2, [2, 3], 3.0, 2, [2], 4.0), 3: (7.0, 2, [2, 3], 4.0, 2, [3], 6.0)}
 
 
 def test_dcp_saves_and_loads_stateful_objects_as_the_dcp_tutorials_app_state(tmp_path):

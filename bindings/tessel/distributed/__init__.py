@@ -559,18 +559,30 @@ def new_group(ranks=None, timeout=None, backend=None, pg_options=None, use_local
 
 
 def new_subgroups(group_size=None, group=None, timeout=None, backend=None, pg_options=None, group_desc=None):
-    """torch's new_subgroups: the default group cut into consecutive groups of group_size ranks (tessel has
-    no per-node device count to default to: group_size is required); returns (this rank's subgroup, all
-    subgroups). Collective over the default group, as each new_group is."""
-    if group is not None:
-        raise NotImplementedError("new_subgroups(group=): subgroups of a subgroup are not supported")
-    world = _default_group("new_subgroups")
+    """torch's new_subgroups: the default group (or `group`) cut into consecutive groups of group_size ranks
+    (tessel has no per-node device count to default to: group_size is required); returns (this rank's
+    subgroup, all subgroups). Collective over the default group, as each new_group is; with `group`, over that
+    group only (its ranks, in its rank order; the others get NON_GROUP_MEMBER entries)."""
+    world = _default_group("new_subgroups") if group is None else group
     if group_size is None:
         raise ValueError("new_subgroups: group_size is required (tessel's Python face has no per-node device count)")
     if group_size <= 0:
         raise ValueError("The arg 'group_size' (%d) must be positive" % group_size)
     if world.size % group_size:
         raise ValueError("The world size (%d) must be divisible by 'group_size=%d'" % (world.size, group_size))
+    if group is not None:
+        _flush_p2p(group)
+        _count_groups(world.size // group_size)
+        subgroups, mine = [], None
+        for start in range(0, world.size, group_size):
+            g = group.new_group(list(range(start, start + group_size)))
+            if g is None:
+                g = GroupMember.NON_GROUP_MEMBER
+            else:
+                g.timeout = timeout if timeout is not None else group.timeout
+                mine = g
+            subgroups.append(g)
+        return mine, subgroups
     subgroups, mine = [], None
     for start in range(0, world.size, group_size):
         g = new_group(list(range(start, start + group_size)), timeout=timeout, backend=backend)
