@@ -105,12 +105,13 @@ _C.Tensor.backward = _tensor_backward
 
 class FunctionCtx:
     """What forward and backward share (torch's ctx): save_for_backward / saved_tensors, needs_input_grad,
-    mark_non_differentiable, set_materialize_grads, and any attribute the function sets."""
+    mark_non_differentiable, mark_dirty, set_materialize_grads, and any attribute the function sets."""
 
     def __init__(self):
         self.saved_tensors = ()
         self.needs_input_grad = ()
         self._non_differentiable = set()
+        self._dirty = ()
         self._materialize_grads = True
 
     def save_for_backward(self, *tensors):
@@ -125,8 +126,9 @@ class FunctionCtx:
         self._materialize_grads = bool(value)
 
     def mark_dirty(self, *tensors):
-        raise NotImplementedError("ctx.mark_dirty: in-place autograd Functions are not supported; return a new "
-                                  "tensor from forward")
+        """The inputs forward modified in place (and returns): after apply each of them *is* the output, with
+        this function's node as its history, as torch's in-place Functions."""
+        self._dirty = tuple(tensors)
 
 
 class _FunctionMeta(type):
@@ -196,9 +198,25 @@ class Function(metaclass=_FunctionMeta):
                 picked.append(g if args[i].requires_grad else None)
             return picked
 
+        dirty = ctx._dirty
+        for d in dirty:
+            if not any(d is a for a in args):
+                raise RuntimeError("%s: mark_dirty was given a tensor that is not an input of the function" % name)
+            if not any(d is o for o in tensors):
+                raise RuntimeError("Some elements marked as dirty during the forward method were not returned as "
+                                   "output. The inputs that are modified inplace must all be outputs of the Function.")
+            if d.is_leaf and d.requires_grad:
+                raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation "
+                                   "(%s; wrap it in `with tessel.no_grad():`)" % name)
         recorded = _C._apply_function(name, inputs, tensors, differentiable, backward, ctx._materialize_grads)
         for i, t in zip(slots, recorded):
-            outs[i] = t
+            d = next((d for d in dirty if d is outs[i]), None)
+            if d is None:
+                outs[i] = t
+            elif d._sole_handle():
+                d._rebind_(t)  # the input object becomes the output: its history is now this node
+            else:  # a view or a shared tensor: the values are already in its memory; give it (and its base) the history
+                d._record_in_place(t)
         if single:
             return outs[0]
         return tuple(outs) if isinstance(out, tuple) else outs if isinstance(out, list) else outs[0]

@@ -1344,6 +1344,47 @@ def test_custom_autograd_function_as_torch():
         assert not Exp.apply(x).requires_grad
 
 
+def test_mark_dirty_makes_the_modified_input_the_output_with_the_functions_history():
+    class DoubleInPlace(tessel.autograd.Function):  # torch's in-place Function: modifies x, marks it, returns it
+        @staticmethod
+        def forward(ctx, x):
+            x.mul_(2)
+            ctx.mark_dirty(x)
+            return x
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad * 2
+
+    a = tessel.tensor([1.0, -3.0], requires_grad=True)
+    y = a * 1.5
+    z = DoubleInPlace.apply(y)
+    assert z is y and y.grad_fn.name() == "DoubleInPlaceBackward" and y.tolist() == [3.0, -9.0]
+    (z * z).sum().backward()  # d/da (3a)^2 = 18a
+    assert a.grad.tolist() == [18.0, -54.0]
+    # a view: its base sees the write and gets the history through it, as for tessel's own in-place ops
+    b = tessel.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    h = b * 1.0
+    DoubleInPlace.apply(h[1:])
+    assert h.tolist() == [1.0, 4.0, 6.0]
+    h.sum().backward()
+    assert b.grad.tolist() == [1.0, 2.0, 2.0]
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used in an in-place"):
+        DoubleInPlace.apply(tessel.ones(2, requires_grad=True))
+
+    class Forgets(tessel.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.mark_dirty(x)
+            return x * 1
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad
+    with pytest.raises(RuntimeError, match="marked as dirty during the forward method were not returned"):
+        Forgets.apply(a * 1)
+
+
 def test_grad_fn_names_its_node_and_walks_next_functions_as_torch():
     a = tessel.tensor([1.0, 2.0], requires_grad=True)
     b = tessel.tensor([3.0, 4.0])
