@@ -1097,6 +1097,29 @@ def test_device_handling_of_a_cpu_only_script_follows_torch():
         tied.emb.weight.mul_(0.0)
     assert tied.head.weight.abs().sum().item() == 0.0  # still one tensor
     assert tied(tessel.tensor([1])).dtype == tessel.float64
+    # Floating buffers are cast too (BatchNorm's running statistics), persistence kept; integer ones are not.
+    class Normed(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bn = nn.BatchNorm1d(3)
+            self.register_buffer("scale", tessel.full((3,), 2.0), persistent=False)
+
+        def forward(self, v):
+            return self.bn(v) * self.scale
+
+    net = Normed()
+    v = tessel.randn(8, 3)
+    net(v)  # one training step of running statistics
+    mean32 = net.bn.running_mean.numpy().copy()
+    net.double()
+    assert net.bn.running_mean.dtype == net.bn.running_var.dtype == net.scale.dtype == tessel.float64
+    assert net.bn.num_batches_tracked.dtype == tessel.int64
+    np.testing.assert_allclose(net.bn.running_mean.numpy(), mean32, rtol=1e-7)
+    assert "scale" not in net.state_dict() and "bn.running_mean" in net.state_dict()
+    out = net.eval()(v.double())
+    assert out.dtype == tessel.float64
+    want = (v.numpy() - mean32) / np.sqrt(net.bn.running_var.numpy() + 1e-5) * 2.0
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-5, atol=1e-6)
 
 
 def test_dropout_draws_from_the_default_generator_like_torch():

@@ -574,8 +574,8 @@ def requires_grad_(self, requires_grad=True):
 def _module_to(self, *args, **kwargs):
     """Module.to(device | dtype | tensor, non_blocking=): a CPU device is where the module already is
     (returns self; any other device raises); a floating dtype casts every floating parameter (new
-    parameter tensors: build the optimizer after, as torch advises). Floating buffers are not cast: a
-    module holding one raises rather than keeping it in the old dtype."""
+    parameter tensors: build the optimizer after, as torch advises) and every floating buffer (BatchNorm's
+    running statistics, rotary tables), each kept persistent or not as it was."""
     from .._device import parse_to_args
     dtype, _, _ = parse_to_args(args, kwargs, "Module.to", allow_copy=False)
     if dtype is None:
@@ -583,10 +583,13 @@ def _module_to(self, *args, **kwargs):
     floating = (_dtypes.float32, _dtypes.float64, _dtypes.bfloat16, _dtypes.float16)
     if dtype not in floating:
         raise TypeError("nn.Module.to only accepts floating point dtypes, but got desired dtype=%s" % dtype)
-    for name, b in self.named_buffers():
-        if b is not None and b.dtype in floating and b.dtype != dtype:
-            raise NotImplementedError("Module.to(%s): the floating buffer '%s' would stay %s; tessel does not "
-                                      "cast buffers" % (dtype, name, b.dtype))
+    for m in self.modules():
+        persistent = None
+        for name, b in list(m._named_buffers(False)):
+            if b is not None and b.dtype in floating and b.dtype != dtype:
+                if persistent is None:
+                    persistent = _persistent_buffer_names(m)
+                m.register_buffer(name, b.to(dtype), persistent=name in persistent)
     # Every name of a shared (tied) parameter gets the same cast tensor, and its .grad is cast too.
     casts = {}
     for name, p in list(self.named_parameters(remove_duplicate=False)):
