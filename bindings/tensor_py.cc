@@ -26,6 +26,7 @@
 #include "core/autograd/engine.h"
 #include "core/autograd/grad_mode.h"
 #include "core/autograd/node.h"
+#include "core/autograd/saved_tensor_hooks.h"
 #include "core/dispatch/profiler.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/view.h"
@@ -192,12 +193,15 @@ void BindCreation(py::module_& m) {
         TESSEL_CHECK(g.guard != nullptr, "grad mode context: __exit__ without __enter__");
         g.guard.reset();
       });
-  // torch.autograd.Function (tessel/autograd.py runs forward and validates backward's results): the
-  // computed outputs recorded as one node over the inputs; backward gets one gradient per output (None
-  // for an undefined one) and returns one per input (None for none).
-  m.def("_apply_function", [](std::string name, const TensorList& inputs, const TensorList& outputs,
-                              std::vector<bool> differentiable, py::object backward, bool materialize_grads) {
-    auto fn = std::shared_ptr<py::object>(new py::object(std::move(backward)), [](py::object* p) {
+  // torch.autograd.graph.saved_tensors_hooks (tessel/autograd.py): while entered on this thread, every tensor a
+  // recorded op saves goes through pack_hook (any Python object back), and backward sees unpack_hook(that
+  // object) instead (core/autograd/saved_tensor_hooks.h). Both run with the GIL taken: ops record with it released.
+  struct PySavedTensorsHooks {
+    std::shared_ptr<py::object> pack, unpack;
+    std::unique_ptr<autograd::SavedTensorHooksGuard> guard;
+  };
+  auto held = [](py::object o) {  // a Python object a C++ closure may drop without the GIL
+    return std::shared_ptr<py::object>(new py::object(std::move(o)), [](py::object* p) {
       if (!Py_IsInitialized()) {
         p->release();
         delete p;
@@ -206,6 +210,42 @@ void BindCreation(py::module_& m) {
       py::gil_scoped_acquire gil;
       delete p;
     });
+  };
+  py::class_<PySavedTensorsHooks>(m, "_SavedTensorsHooks")
+      .def(py::init([held](py::object pack, py::object unpack) {
+             return PySavedTensorsHooks{held(std::move(pack)), held(std::move(unpack)), nullptr};
+           }),
+           py::arg("pack_hook"), py::arg("unpack_hook"))
+      .def("__enter__", [held](PySavedTensorsHooks& h) {
+        TESSEL_CHECK(h.guard == nullptr, "saved_tensors_hooks: context entered twice");
+        auto pack = h.pack, unpack = h.unpack;
+        h.guard = std::make_unique<autograd::SavedTensorHooksGuard>(
+            [pack, unpack, held](const Tensor& saved) -> autograd::UnpackFn {
+              py::gil_scoped_acquire gil;
+              auto packed = held((*pack)(saved));
+              const Shape shape = saved.sizes();
+              return [unpack, packed, shape]() -> Tensor {
+                py::gil_scoped_acquire gil;
+                py::object r = (*unpack)(*packed);
+                TESSEL_CHECK(py::isinstance<Tensor>(r), "saved_tensors_hooks: unpack_hook returned ",
+                             py::str(py::type::of(r).attr("__name__")).cast<std::string>(), ", not a Tensor");
+                Tensor t = r.cast<Tensor>();
+                TESSEL_CHECK(t.sizes() == shape, "saved_tensors_hooks: unpack_hook returned a tensor of shape ",
+                             ShapeStr(t.sizes()), " for one saved with shape ", ShapeStr(shape));
+                return t;
+              };
+            });
+      })
+      .def("__exit__", [](PySavedTensorsHooks& h, py::args) {
+        TESSEL_CHECK(h.guard != nullptr, "saved_tensors_hooks: __exit__ without __enter__");
+        h.guard.reset();
+      });
+  // torch.autograd.Function (tessel/autograd.py runs forward and validates backward's results): the
+  // computed outputs recorded as one node over the inputs; backward gets one gradient per output (None
+  // for an undefined one) and returns one per input (None for none).
+  m.def("_apply_function", [held](std::string name, const TensorList& inputs, const TensorList& outputs,
+                                  std::vector<bool> differentiable, py::object backward, bool materialize_grads) {
+    auto fn = held(std::move(backward));
     return autograd::ApplyCustomFunction(
         std::move(name), inputs, outputs, differentiable,
         [fn](const TensorList& grads) {

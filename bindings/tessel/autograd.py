@@ -240,11 +240,64 @@ def __getattr__(name):
     raise AttributeError("module 'tessel.autograd' has no attribute %r" % name)
 
 
+class saved_tensors_hooks:
+    """torch.autograd.graph.saved_tensors_hooks(pack_hook, unpack_hook): while entered (on this thread), every
+    tensor autograd saves for backward goes through pack_hook (which may return any object: a compressed or
+    offloaded copy, a file name) and backward gets unpack_hook(that object), which must give back a tensor of
+    the saved one's shape (core/autograd/saved_tensor_hooks.h). The innermost entered hooks win."""
+
+    def __init__(self, pack_hook, unpack_hook):
+        self.pack_hook, self.unpack_hook = pack_hook, unpack_hook
+        self._entered = []
+
+    def __enter__(self):
+        guard = _C._SavedTensorsHooks(self.pack_hook, self.unpack_hook)
+        guard.__enter__()
+        self._entered.append(guard)
+        return self
+
+    def __exit__(self, *exc):
+        self._entered.pop().__exit__(None, None, None)
+        return False
+
+
+class save_on_cpu(saved_tensors_hooks):
+    """torch.autograd.graph.save_on_cpu: saved activations kept in host memory until backward. tessel's Python
+    face computes on the CPU, so they are there already: pack and unpack pass them through (pin_memory is
+    accepted; there is no device to pin for)."""
+
+    def __init__(self, pin_memory=False, device_type="cuda"):
+        super().__init__(lambda t: t, lambda t: t)
+
+
+class disable_saved_tensors_hooks:
+    """torch.autograd.graph.disable_saved_tensors_hooks(error_message): inside it, saving a tensor for backward
+    (as any recorded op does) raises RuntimeError(error_message)."""
+
+    def __init__(self, error_message):
+        self.error_message = error_message
+        self._hooks = saved_tensors_hooks(self._refuse, self._refuse)
+
+    def _refuse(self, *_):
+        raise RuntimeError(self.error_message)
+
+    def __enter__(self):
+        self._hooks.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self._hooks.__exit__(*exc)
+
+
 def _register_submodules():
     import sys
     import types
     from . import _autograd_functional
     sys.modules[__name__ + ".functional"] = _autograd_functional
+    graph_module = types.ModuleType(__name__ + ".graph", "torch.autograd.graph's saved-tensor hooks.")
+    graph_module.saved_tensors_hooks, graph_module.save_on_cpu = saved_tensors_hooks, save_on_cpu
+    graph_module.disable_saved_tensors_hooks = disable_saved_tensors_hooks
+    sys.modules[__name__ + ".graph"] = graph_module
     checks = types.ModuleType(__name__ + ".gradcheck", "torch.autograd.gradcheck's names.")
     checks.gradcheck, checks.gradgradcheck = _autograd_functional.gradcheck, _autograd_functional.gradgradcheck
     checks.GradcheckError = _autograd_functional.GradcheckError
@@ -253,6 +306,7 @@ def _register_submodules():
 
 
 functional = _register_submodules()
+graph = __import__("sys").modules[__name__ + ".graph"]
 gradcheck, gradgradcheck, GradcheckError = functional.gradcheck, functional.gradgradcheck, functional.GradcheckError
 
 

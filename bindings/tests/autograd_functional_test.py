@@ -119,6 +119,45 @@ def test_grad_with_batched_grad_outputs_gives_each_rows_vector_jacobian_product(
         tessel.autograd.grad(f_two(x, y)[0].sum(), [x], is_grads_batched=True)
 
 
+def test_saved_tensors_hooks_see_every_saved_tensor_and_backward_uses_what_unpack_returns():
+    from tessel.autograd.graph import disable_saved_tensors_hooks, save_on_cpu, saved_tensors_hooks
+    a, b = t([0.5, -1.0, 2.0]).requires_grad_(), t([1.5, 2.0, -0.5]).requires_grad_()
+    (a * b).sin().sum().backward()
+    want_a, want_b = a.grad.numpy().copy(), b.grad.numpy().copy()
+    a.grad = b.grad = None
+    packed = []
+
+    def pack(x):  # offload to a numpy array, as an activation-offloading hook would
+        packed.append(tuple(x.shape))
+        return x.detach().numpy().copy()
+    with saved_tensors_hooks(pack, lambda arr: tessel.from_numpy(arr)):
+        loss = (a * b).sin().sum()
+    assert packed == [(3,), (3,), (3,)]  # mul saves a and b, sin its input
+    loss.backward()
+    np.testing.assert_allclose(a.grad.numpy(), want_a, rtol=1e-15)
+    np.testing.assert_allclose(b.grad.numpy(), want_b, rtol=1e-15)
+    # a product with a Python number saves no tensor: hooks that would zero what they unpack change nothing
+    a.grad = None
+    with saved_tensors_hooks(lambda x: x, lambda x: x * 0):
+        (a * 3.0).sum().backward()  # mul by a number saves nothing: unaffected
+    assert a.grad.tolist() == [3.0, 3.0, 3.0]
+    # backward reads what unpack returns, not the original: d(a·b)/da is the saved b, here doubled
+    a.grad = None
+    with saved_tensors_hooks(lambda x: x, lambda x: x * 2):
+        (a * b).sum().backward()
+    np.testing.assert_allclose(a.grad.numpy(), 2 * b.detach().numpy(), rtol=1e-15)
+    with saved_tensors_hooks(lambda x: x, lambda x: x[:1]):
+        bad = (a * b).sum()
+    with pytest.raises(ValueError, match="unpack_hook returned a tensor of shape \\[1\\] for one saved with shape "
+                                        "\\[3\\]"):
+        bad.backward()
+    with disable_saved_tensors_hooks("no saving in here"):
+        with pytest.raises(RuntimeError, match="no saving in here"):
+            a * b
+    with save_on_cpu(pin_memory=True):
+        (a * b).sum().backward()
+
+
 def test_gradcheck_passes_a_right_backward_and_catches_a_wrong_one():
     x = t(X).requires_grad_(True)
     assert tessel.autograd.gradcheck(Cube.apply, (x,))
