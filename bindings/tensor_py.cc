@@ -28,6 +28,7 @@
 #include "core/autograd/node.h"
 #include "core/autograd/saved_tensor_hooks.h"
 #include "core/dispatch/profiler.h"
+#include "core/ops/vector_isa.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/view.h"
 #include "core/tensor/copy.h"
@@ -296,6 +297,9 @@ void BindCreation(py::module_& m) {
         for (const auto& [op, r] : p.active ? p.active->rows() : p.rows) out[py::str(op)] = py::make_tuple(r.calls, r.seconds);
         return out;
       });
+  // torch.backends.cpu.get_cpu_capability(): the vector ISA tessel's own kernels run (core/ops/vector_isa.h),
+  // named as torch names its dispatch levels.
+  m.def("_cpu_capability", [] { return ActiveVectorIsa() == VectorIsa::kAvx512 ? "AVX512" : "AVX2"; });
   m.def("_autocast_state", [] { return py::make_tuple(AutocastEnabled(), AutocastDType()); });
   m.def("_set_autocast", [](bool enabled, DType dtype) {
     TESSEL_CHECK(dtype == DType::kBFloat16 || dtype == DType::kFloat16 || !enabled,

@@ -28,3 +28,13 @@ mps = _flags("mps", "torch.backends.mps: no Apple GPU here.", is_available=lambd
 mkldnn = _flags("mkldnn", "torch.backends.mkldnn: tessel's float32 and bfloat16 GEMMs run through oneDNN.",
                 enabled=True, is_available=lambda: True)
 openmp = _flags("openmp", "torch.backends.openmp", is_available=lambda: True)
+
+
+def _cpu_capability():
+    from . import _C
+    return _C._cpu_capability()
+
+
+cpu = _flags("cpu", "torch.backends.cpu: get_cpu_capability() names the vector ISA tessel's hand-written kernels "
+             "run: 'AVX512' where the CPU has AVX-512 F/VL/DQ/BW, else 'AVX2' (the build's x86-64-v3 baseline).",
+             get_cpu_capability=_cpu_capability)

@@ -244,6 +244,10 @@ def test_stacking_and_global_settings():
     tessel.backends.cuda.matmul.allow_tf32 = True
     assert tessel.backends.cudnn.benchmark and tessel.backends.cuda.matmul.allow_tf32
     assert not tessel.backends.mps.is_available() and not tessel.backends.cudnn.is_available()
+    # the CPU's vector ISA, read from /proc/cpuinfo another way: AVX512 with AVX-512 F/VL/DQ/BW, else AVX2
+    flags = set(next(ln for ln in open("/proc/cpuinfo") if ln.startswith("flags")).split(":")[1].split())
+    wide = {"avx512f", "avx512vl", "avx512dq", "avx512bw"} <= flags
+    assert tessel.backends.cpu.get_cpu_capability() == ("AVX512" if wide else "AVX2")
     tessel.backends.cuda.enable_flash_sdp(False)
     assert not tessel.backends.cuda.flash_sdp_enabled() and tessel.backends.cuda.math_sdp_enabled()
     tessel.backends.cuda.enable_flash_sdp(True)
