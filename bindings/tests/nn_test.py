@@ -218,6 +218,65 @@ def test_prepend_hooks_run_before_those_already_registered_as_torch():
     assert order == want
 
 
+def test_state_dict_hooks_rename_keys_both_ways_as_torch_libraries_use_them():
+    # a module that stores its weight as "fc.weight" but publishes it as "proj.weight" (PEFT / torchtune key
+    # remapping): the post hook renames on save, the load pre-hook renames back; hooks run per module with its
+    # prefix, pre-hooks parents first, post-hooks children first
+    order = []
+
+    class Outer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = Scaled()
+
+    model = Outer()
+
+    def rename_out(mod, sd, prefix, meta):
+        order.append(("post", type(mod).__name__, prefix))
+        for suffix in ("weight", "bias"):
+            sd[prefix + "proj." + suffix] = sd.pop(prefix + "fc." + suffix)
+
+    def rename_in(mod, sd, prefix, meta, strict, missing, unexpected, errors):
+        order.append(("load_pre", type(mod).__name__, prefix))
+        for suffix in ("weight", "bias"):
+            sd[prefix + "fc." + suffix] = sd.pop(prefix + "proj." + suffix)
+
+    model.inner.register_state_dict_pre_hook(lambda mod, prefix, keep_vars: order.append(("pre", prefix)))
+    model.inner.register_state_dict_post_hook(rename_out)
+    model.register_state_dict_post_hook(lambda mod, sd, prefix, meta: order.append(("post", "Outer", prefix)))
+    model.inner.register_load_state_dict_pre_hook(rename_in)
+    sd = model.state_dict()
+    assert list(sd) == ["inner.proj.weight", "inner.proj.bias"]
+    assert order == [("pre", "inner."), ("post", "Scaled", "inner."), ("post", "Outer", "")]
+    fresh = Outer()
+    fresh.inner.register_load_state_dict_pre_hook(rename_in)
+    fresh.load_state_dict(sd)  # strict: the renamed keys match
+    np.testing.assert_array_equal(fresh.inner.fc.weight.numpy(), model.inner.fc.weight.numpy())
+    # a post hook may clear keys it expects to be missing before strict's check (torch's rule)
+    part = Outer()
+    part.register_load_state_dict_post_hook(lambda mod, keys: keys.missing_keys.remove("inner.fc.bias"))
+    keys = part.load_state_dict({"inner.fc.weight": sd["inner.proj.weight"]})
+    assert keys.missing_keys == [] and keys.unexpected_keys == []
+    with pytest.raises(ValueError, match=r"missing keys: \[inner.fc.bias\]"):
+        Outer().load_state_dict({"inner.fc.weight": sd["inner.proj.weight"]})
+    hooked = Outer()  # the same check, and words, when hooks leave keys missing
+    hooked.register_load_state_dict_post_hook(lambda mod, keys: None)
+    with pytest.raises(ValueError, match=r"missing keys: \[inner.fc.bias\]; unexpected keys: \[\]"):
+        hooked.load_state_dict({"inner.fc.weight": sd["inner.proj.weight"]})
+    # the older private forms: a dict the state-dict hook returns replaces it; a load pre-hook without the module
+    legacy = Scaled()
+    legacy._register_state_dict_hook(lambda mod, sd, prefix, meta: {k.upper(): v for k, v in sd.items()})
+    assert list(legacy.state_dict()) == ["FC.WEIGHT", "FC.BIAS"]
+    seen = []
+    legacy._register_load_state_dict_pre_hook(lambda sd, prefix, *rest: seen.append(sorted(sd)))
+    legacy.load_state_dict(Scaled().state_dict())
+    assert seen == [["fc.bias", "fc.weight"]]
+    with pytest.raises(RuntimeError, match="state_dict post-hook must return None"):
+        bad = Scaled()
+        bad.register_state_dict_post_hook(lambda mod, sd, prefix, meta: sd)
+        bad.state_dict()
+
+
 def test_child_outlives_its_parent_and_every_module_is_freed_exactly_once():
     m = MLP(4, 8)
     parent = weakref.ref(m)
