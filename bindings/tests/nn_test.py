@@ -271,6 +271,13 @@ def test_state_dict_hooks_rename_keys_both_ways_as_torch_libraries_use_them():
     legacy._register_load_state_dict_pre_hook(lambda sd, prefix, *rest: seen.append(sorted(sd)))
     legacy.load_state_dict(Scaled().state_dict())
     assert seen == [["fc.bias", "fc.weight"]]
+    # hooks do not run where tessel reads the state dict for itself: casting keeps a hooked module's buffers
+    # persistent (it asks which names the state dict holds)
+    normed = nn.BatchNorm1d(2)
+    normed.register_state_dict_post_hook(lambda mod, sd, prefix, meta: sd.clear())
+    normed.double()
+    assert {n for n, _ in normed._state_dict()} >= {"running_mean", "running_var"}
+    assert normed.running_mean.dtype == tessel.float64 and normed.state_dict() == {}
     with pytest.raises(RuntimeError, match="state_dict post-hook must return None"):
         bad = Scaled()
         bad.register_state_dict_post_hook(lambda mod, sd, prefix, meta: sd)

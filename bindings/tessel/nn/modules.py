@@ -758,7 +758,8 @@ def _note_none(self, name, is_parameter, value):
 def _persistent_buffer_names(module):
     """The module's own buffers that its state dict saves."""
     own = {n for n, _ in module._named_buffers(False)}
-    return {k for k in module.state_dict() if k in own}
+    # the tree's own entries, not state_dict(): its hooks (renaming keys, say) must not decide persistence
+    return {k for k in _collect_state_dict(module, None, "", True) if k in own}
 
 
 def register_parameter(self, name, param):
