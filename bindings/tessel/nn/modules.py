@@ -962,7 +962,7 @@ def _deepcopy(self, memo):
     new.train(self.training)
     for pname, p in self.named_parameters(recurse=False):
         setattr(new, pname, _copied_tensor(p, memo))
-    persistent = set(k for k in self.state_dict() if "." not in k)
+    persistent = _persistent_buffer_names(self)
     for bname, b in self._named_buffers(False):  # (complex buffers are copied with __dict__ below)
         new.register_buffer(bname, _copied_tensor(b, memo), bname in persistent)
     for rname, is_parameter in (_dict(self).get(_NONE_KEY) or {}).items():
