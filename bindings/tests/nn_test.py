@@ -42,6 +42,9 @@ def test_attribute_assignment_registers_parameters_buffers_and_children_in_torch
     assert m.hidden == 8 and isinstance(m.scale, nn.Parameter) and m.scale.requires_grad
     assert m.get_submodule("fc") is m.fc and m.get_parameter("fc.bias").shape == (8,)
     assert len(list(m.parameters())) == 4 and m._type_name == "MLP"
+    assert m.get_buffer("offset").data_ptr() == m.offset.data_ptr()  # the buffer itself, not a copy
+    with pytest.raises(AttributeError, match="has no buffer 'scale'"):
+        m.get_buffer("scale")
     # Assigning a Parameter to an existing name replaces it (same shape required by the C++ module).
     m.scale = nn.Parameter(tessel.full((4,), 2.0))
     assert m.scale.tolist() == [2.0] * 4
@@ -282,6 +285,29 @@ def test_state_dict_hooks_rename_keys_both_ways_as_torch_libraries_use_them():
         bad = Scaled()
         bad.register_state_dict_post_hook(lambda mod, sd, prefix, meta: sd)
         bad.state_dict()
+
+
+def test_set_submodule_type_and_compile_follow_torch():
+    # set_submodule at a dotted path, as LoRA / quantization injection does; the new layer computes
+    outer = nn.Sequential(MLP(4, 8), nn.Linear(4, 2))
+    replacement = nn.Linear(4, 8, bias=False)
+    outer.set_submodule("0.fc", replacement)
+    assert outer[0].fc is replacement and "0.fc.bias" not in outer.state_dict()
+    x = tessel.randn(3, 4)
+    h = F.gelu(x @ replacement.weight.t())
+    want = (h @ outer[0].proj.weight.t()) * outer[0].scale + outer[0].offset
+    np.testing.assert_allclose(outer[0](x).numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+    with pytest.raises(AttributeError, match="has no attribute `extra`"):
+        outer.set_submodule("0.extra", nn.Linear(2, 2), strict=True)
+    outer.set_submodule("0.extra", nn.Linear(2, 2))  # not strict: added
+    assert isinstance(outer[0].extra, nn.Linear)
+    with pytest.raises(AttributeError, match="`hidden` is not an nn.Module"):
+        outer.set_submodule("0.hidden", nn.Linear(2, 2))
+    with pytest.raises(ValueError, match="is not an nn.Module"):
+        outer.set_submodule("1", "linear")
+    # Module.type(dtype) casts as .to(dtype); Module.compile() leaves an eager module as it is
+    assert outer.type(tessel.float64) is outer and {p.dtype for p in outer.parameters()} == {tessel.float64}
+    assert outer.compile() is None and outer[1](tessel.ones(1, 4, dtype=tessel.float64)).dtype == tessel.float64
 
 
 def test_child_outlives_its_parent_and_every_module_is_freed_exactly_once():

@@ -801,6 +801,43 @@ def get_parameter(self, target):
     return _as_parameter(module._lookup(name), target)
 
 
+def get_buffer(self, target):
+    """torch's get_buffer: the buffer at a dotted path (AttributeError naming what is missing)."""
+    owner, _, name = target.rpartition(".")
+    module = self.get_submodule(owner)
+    if name not in {n for n, _ in module._named_buffers(False)} and name not in (_complex_buffers(module) or {}):
+        raise AttributeError("%s has no buffer '%s'" % (module._type_name, name))
+    return getattr(module, name)
+
+
+def set_submodule(self, target, module, strict=False):
+    """torch's set_submodule: the module at a dotted path replaced by `module` (LoRA / quantization injection);
+    strict=True requires a submodule there already. The parent path must exist (AttributeError otherwise)."""
+    if not isinstance(module, Module):
+        raise ValueError("`module` is not an nn.Module, found %s" % type(module).__name__)
+    if not target:
+        raise ValueError("Cannot set the submodule without a target name!")
+    owner_path, _, name = target.rpartition(".")
+    owner = self.get_submodule(owner_path)
+    exists = name in (_dict(owner).get("_modules") or {}) or any(n == name for n, _ in owner.named_children())
+    if strict and not exists:
+        raise AttributeError("%s has no attribute `%s`" % (owner._type_name, name))
+    if not exists and hasattr(owner, name):
+        raise AttributeError("`%s` is not an nn.Module" % name)
+    setattr(owner, name, module)
+
+
+def _module_type(self, dst_type):
+    """torch's Module.type(dst_type): every parameter and buffer cast to a dtype (a floating dtype, as .to)."""
+    return _module_to(self, dst_type)
+
+
+def _module_compile(self, *args, **kwargs):
+    """torch's in-place Module.compile(): tessel runs eagerly (tessel.compile returns its argument), so the
+    module is left as it is."""
+    return None
+
+
 def _hook(register):
     """register_full_backward_pre_hook / register_full_backward_hook."""
     def method(self, hook, prepend=False):
@@ -986,6 +1023,7 @@ _METHODS = dict(
     float=lambda self: _module_to(self, _dtypes.float32), double=lambda self: _module_to(self, _dtypes.float64),
     half=lambda self: _module_to(self, _dtypes.float16), bfloat16=lambda self: _module_to(self, _dtypes.bfloat16), register_parameter=register_parameter, add_module=add_module,
     register_module=add_module, get_parameter=get_parameter, extra_repr=extra_repr, register_buffer=register_buffer,
+    get_buffer=get_buffer, set_submodule=set_submodule, type=_module_type, compile=_module_compile,
     register_forward_pre_hook=_forward_pre_hook_method,
     register_forward_hook=_forward_hook_method, __deepcopy__=_deepcopy,
     register_full_backward_pre_hook=_hook(Module._register_full_backward_pre_hook),
