@@ -310,6 +310,23 @@ def test_set_submodule_type_and_compile_follow_torch():
     assert outer.compile() is None and outer[1](tessel.ones(1, 4, dtype=tessel.float64)).dtype == tessel.float64
 
 
+def test_a_bare_module_is_a_container_as_in_torch():
+    m = nn.Module()
+    m.first = nn.Linear(2, 2)
+    m.add_module("second", nn.Linear(2, 3))
+    m.register_buffer("step", tessel.zeros(1))
+    assert isinstance(m, nn.Module) and type(m).__name__ == "Module"
+    assert [n for n, _ in m.named_parameters()] == ["first.weight", "first.bias", "second.weight", "second.bias"]
+    assert list(m.state_dict())[-1] == "second.bias" and "step" in m.state_dict()
+    assert repr(m).startswith("Module(\n  (first): Linear(in_features=2, out_features=2, bias=True)")
+    with pytest.raises(NotImplementedError, match=r'Module \[Module\] is missing the required "forward" function'):
+        m(tessel.ones(2))
+    holder = MLP(4, 8)
+    holder.extras = nn.Module()  # a bare module as a child namespace
+    holder.extras.scale = nn.Parameter(tessel.ones(1))
+    assert "extras.scale" in holder.state_dict()
+
+
 def test_child_outlives_its_parent_and_every_module_is_freed_exactly_once():
     m = MLP(4, 8)
     parent = weakref.ref(m)

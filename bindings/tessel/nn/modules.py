@@ -1038,6 +1038,23 @@ _METHODS = dict(
 for _name, _fn in _METHODS.items():
     setattr(Module, _name, _fn)
 
+
+class _PlainModule(Module):
+    """What `nn.Module()` itself makes: torch's bare Module, used as a container (`m = nn.Module();
+    m.block = ...`). The C++ base class has no instance dictionary (nn_py.cc says why), so a bare instance
+    could hold no attributes; this Python subclass named "Module" has one."""
+
+
+_PlainModule.__name__ = _PlainModule.__qualname__ = "Module"
+_pybind_new = Module.__new__
+
+
+def _module_new(cls, *args, **kwargs):
+    return _pybind_new(_PlainModule if cls is Module else cls)
+
+
+Module.__new__ = _module_new
+
 _C.Linear.extra_repr = lambda self: "in_features=%d, out_features=%d, bias=%s" % (
     self.in_features, self.out_features, self._has_parameter("bias"))
 _C.LayerNorm.extra_repr = lambda self: "%s, eps=%s, elementwise_affine=%s, bias=%s" % (
