@@ -239,6 +239,16 @@ def _unfold(self, dimension, size, step):
 
 
 Tensor.unfold = _unfold
+_numpy_of = Tensor.numpy
+
+
+def _numpy(self, *, force=False):
+    """torch's Tensor.numpy(force=): force=True is t.detach().numpy() (tessel's tensors are on the CPU already
+    and hold no lazy conjugate or negative bits); the array shares the tensor's memory either way."""
+    return _numpy_of(self.detach() if force else self)
+
+
+Tensor.numpy = _numpy
 Tensor.T = property(_T)
 Tensor.mT = property(_mT)
 Tensor.clamp = _clamp

@@ -1385,6 +1385,15 @@ def test_mark_dirty_makes_the_modified_input_the_output_with_the_functions_histo
         Forgets.apply(a * 1)
 
 
+def test_numpy_force_detaches_and_shares_memory():
+    x = tessel.tensor([1.0, 2.0], requires_grad=True)
+    y = x * 3
+    arr = y.numpy(force=True)
+    assert arr.tolist() == [3.0, 6.0]
+    arr[0] = 7.0  # the same memory, as torch's
+    assert y.tolist() == [7.0, 6.0]
+
+
 def test_grad_fn_names_its_node_and_walks_next_functions_as_torch():
     a = tessel.tensor([1.0, 2.0], requires_grad=True)
     b = tessel.tensor([3.0, 4.0])
