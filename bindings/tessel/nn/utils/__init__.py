@@ -300,7 +300,7 @@ def remove_spectral_norm(module, name="weight"):
 
 
 from . import rnn  # noqa: E402,F401 (torch.nn.utils.rnn)
-from . import parametrize, parametrizations  # noqa: E402,F401
+from . import parametrize, parametrizations, prune  # noqa: E402,F401
 
 
 from .fusion import (  # noqa: E402,F401 (torch.nn.utils.fuse_conv_bn_eval and friends)

@@ -1,0 +1,319 @@
+"""torch.nn.utils.prune: pruning a parameter by a mask. ``prune.l1_unstructured(module, "weight", amount=0.3)``
+replaces parameter ``weight`` by ``weight_orig`` (the parameter, still trained) and buffer ``weight_mask`` (0
+where pruned), and ``module.weight`` becomes ``weight_orig * weight_mask``, computed at every forward (a
+computed parameter of the module, as tessel's weight_norm: the C++ layers' own forward reads it too), so the
+state dict holds torch's ``weight_orig`` / ``weight_mask`` keys. Pruning a tensor again prunes among the units
+still kept (torch's PruningContainer: an amount is a share of what is left); ``remove`` makes it permanent.
+
+The masks are computed on the host in float64 (pruning is an occasional, offline step): L1 and Ln norms and
+ties are torch's, the random methods draw from tessel's generator (``tessel.manual_seed``), not torch's stream.
+"""
+import numbers
+
+import numpy as np
+
+from ... import _C
+
+__all__ = ["BasePruningMethod", "PruningContainer", "Identity", "RandomUnstructured", "L1Unstructured",
+           "RandomStructured", "LnStructured", "CustomFromMask", "identity", "random_unstructured",
+           "l1_unstructured", "random_structured", "ln_structured", "global_unstructured", "custom_from_mask",
+           "remove", "is_pruned"]
+
+_PRUNED = "_tessel_pruning"  # module.__dict__ entry: {tensor name: the method (a PruningContainer when repeated)}
+
+
+def _validate_amount(amount):
+    if not isinstance(amount, numbers.Real):
+        raise TypeError("Invalid type for amount: %s. Must be int or float." % amount)
+    if (isinstance(amount, numbers.Integral) and amount < 0) or (not isinstance(amount, numbers.Integral) and
+                                                                  (float(amount) > 1.0 or float(amount) < 0.0)):
+        raise ValueError("amount=%s should either be a float in the range [0, 1] or a non-negative integer" % amount)
+
+
+def _to_prune(amount, size):
+    """How many of `size` units `amount` prunes (an int as is, a fraction rounded as torch rounds it)."""
+    if isinstance(amount, numbers.Integral):
+        if amount > size:
+            raise ValueError("amount=%d should be smaller than the number of parameters to prune=%d" % (amount, size))
+        return int(amount)
+    return int(round(amount * size))
+
+
+def _host(t):
+    return t.detach().numpy().astype(np.float64) if isinstance(t, _C.Tensor) else np.asarray(t, dtype=np.float64)
+
+
+def _smallest(scores, k):
+    """Indices of the k smallest scores (stable: the earlier index first among equals)."""
+    return np.argsort(scores, kind="stable")[:k]
+
+
+class BasePruningMethod:
+    """torch's base: compute_mask(t, default_mask) gives the new mask (numpy in, numpy out here);
+    apply(module, name, ...) installs it (combining with an earlier one)."""
+    PRUNING_TYPE = None
+
+    def compute_mask(self, t, default_mask):
+        raise NotImplementedError
+
+    def __call__(self, module, inputs=None):
+        return _apply_mask(module, self._tensor_name)
+
+    @classmethod
+    def apply(cls, module, name, *args, importance_scores=None, **kwargs):
+        method = cls(*args, **kwargs)
+        return _install(module, name, method, importance_scores)
+
+    def prune(self, t, default_mask=None, importance_scores=None):
+        scores = _host(importance_scores if importance_scores is not None else t)
+        mask = np.ones(scores.shape) if default_mask is None else _host(default_mask)
+        return t * _C._from_numpy(self.compute_mask(scores, mask)).to(t.dtype)
+
+    def remove(self, module):
+        remove(module, self._tensor_name)
+
+
+class PruningContainer(BasePruningMethod):
+    """A sequence of pruning methods applied to one tensor, each among the units the earlier ones kept."""
+
+    def __init__(self, *methods):
+        self._pruning_methods = tuple(methods)
+        self._tensor_name = methods[0]._tensor_name if methods else None
+        self.PRUNING_TYPE = methods[-1].PRUNING_TYPE if methods else None
+
+    def add_pruning_method(self, method):
+        if self._tensor_name is not None and method._tensor_name != self._tensor_name:
+            raise ValueError("Can only add pruning methods acting on the parameter named '%s' to PruningContainer. "
+                             "Found '%s'" % (self._tensor_name, method._tensor_name))
+        self._pruning_methods += (method,)
+
+    def __len__(self):
+        return len(self._pruning_methods)
+
+    def __iter__(self):
+        return iter(self._pruning_methods)
+
+    def __getitem__(self, idx):
+        return self._pruning_methods[idx]
+
+    def compute_mask(self, t, default_mask):
+        return _combine(self._pruning_methods[-1], t, default_mask)
+
+
+def _combine(method, t, mask):
+    """torch's PruningContainer._combine_masks: `method` prunes among the entries (unstructured) or the
+    channels along its dim (structured) that `mask` still keeps."""
+    new = mask.copy()
+    if method.PRUNING_TYPE == "unstructured":
+        keep = mask == 1
+        new[keep] = method.compute_mask(t[keep], mask[keep])
+    elif method.PRUNING_TYPE == "structured":
+        dim = method.dim % t.ndim
+        others = tuple(d for d in range(t.ndim) if d != dim)
+        channels = np.nonzero(mask.sum(axis=others) != 0)[0]
+        part = method.compute_mask(np.take(t, channels, axis=dim), np.take(mask, channels, axis=dim))
+        index = [slice(None)] * t.ndim
+        index[dim] = channels
+        new[tuple(index)] = part
+    else:  # global
+        new = method.compute_mask(t, mask)
+    return new
+
+
+class Identity(BasePruningMethod):
+    PRUNING_TYPE = "unstructured"
+
+    def compute_mask(self, t, default_mask):
+        return default_mask.copy()
+
+
+class _Unstructured(BasePruningMethod):
+    """Prunes the `amount` entries with the smallest scores (_scores: per entry, flattened)."""
+    PRUNING_TYPE = "unstructured"
+
+    def __init__(self, amount):
+        _validate_amount(amount)
+        self.amount = amount
+
+    def compute_mask(self, t, default_mask):
+        k = _to_prune(self.amount, t.size)
+        mask = default_mask.copy()
+        if k:
+            mask.reshape(-1)[_smallest(self._scores(t), k)] = 0
+        return mask
+
+
+class RandomUnstructured(_Unstructured):
+    def _scores(self, t):
+        return _C._rand([int(t.size)], None, _C.dtype.float64).numpy()
+
+
+class L1Unstructured(_Unstructured):
+    def _scores(self, t):
+        return np.abs(t).reshape(-1)
+
+
+class RandomStructured(BasePruningMethod):
+    PRUNING_TYPE = "structured"
+
+    def __init__(self, amount, dim=-1):
+        _validate_amount(amount)
+        self.amount, self.dim = amount, dim
+
+    def compute_mask(self, t, default_mask):
+        return _structured(t, default_mask, self.amount, self.dim,
+                           _C._rand([int(t.shape[self.dim % t.ndim])], None, _C.dtype.float64).numpy())
+
+
+class LnStructured(BasePruningMethod):
+    PRUNING_TYPE = "structured"
+
+    def __init__(self, amount, n, dim=-1):
+        _validate_amount(amount)
+        self.amount, self.n, self.dim = amount, n, dim
+
+    def compute_mask(self, t, default_mask):
+        dim = self.dim % t.ndim
+        flat = np.moveaxis(t, dim, 0).reshape(t.shape[dim], -1)
+        order = np.inf if self.n in ("inf", float("inf")) else (-np.inf if self.n == "-inf" else self.n)
+        norms = np.linalg.norm(flat, ord=order, axis=1) if order not in ("fro", "nuc") else \
+            np.linalg.norm(flat, axis=1)
+        return _structured(t, default_mask, self.amount, self.dim, norms)
+
+
+def _structured(t, default_mask, amount, dim, scores):
+    """Keeps the channels along dim with the largest scores (torch keeps nparams_tokeep by topk), within
+    default_mask."""
+    dim = dim % t.ndim
+    n = t.shape[dim]
+    k = _to_prune(amount, n)
+    keep = np.zeros(n)
+    keep[np.argsort(-scores, kind="stable")[:n - k]] = 1
+    shape = [1] * t.ndim
+    shape[dim] = n
+    return default_mask * keep.reshape(shape)
+
+
+class CustomFromMask(BasePruningMethod):
+    PRUNING_TYPE = "global"
+
+    def __init__(self, mask):
+        self.mask = mask
+
+    def compute_mask(self, t, default_mask):
+        mask = _host(self.mask)
+        if mask.shape != default_mask.shape:
+            raise ValueError("custom_from_mask: mask of shape %s for a tensor of shape %s"
+                             % (list(mask.shape), list(default_mask.shape)))
+        return default_mask * mask
+
+
+def _apply_mask(module, name):
+    return getattr(module, name + "_orig") * getattr(module, name + "_mask")
+
+
+def _install(module, name, method, importance_scores):
+    """Prunes module.<name> by `method` (after any earlier pruning of it) and returns the method installed."""
+    from .. import Parameter
+    method._tensor_name = name
+    pruned = getattr(module, "__dict__").setdefault(_PRUNED, {})
+    if name in pruned:  # again: a container over the methods so far, the new one among what they kept
+        earlier = pruned[name]
+        container = earlier if isinstance(earlier, PruningContainer) else PruningContainer(earlier)
+        container.add_pruning_method(method)
+        method, orig = container, getattr(module, name + "_orig")
+        old_mask = _host(getattr(module, name + "_mask"))
+    else:
+        if not module._has_parameter(name):
+            raise AttributeError("Parameter '%s' of module %s has to be pruned but does not exist"
+                                 % (name, type(module).__name__))
+        orig = module._remove_parameter(name)
+        module._register_parameter(name + "_orig", Parameter(orig))
+        old_mask = np.ones(tuple(orig.shape))
+    scores = _host(importance_scores if importance_scores is not None else orig)
+    if scores.shape != old_mask.shape:
+        raise ValueError("importance_scores should have the same shape as parameter %s of %s"
+                         % (name, type(module).__name__))
+    mask = method.compute_mask(scores, old_mask)
+    module.register_buffer(name + "_mask", _C._from_numpy(mask).to(orig.dtype))
+    if name not in pruned:
+        module._set_computed_parameter(name, lambda m: _apply_mask(m, name))
+    pruned[name] = method
+    return method
+
+
+def identity(module, name):
+    Identity.apply(module, name)
+    return module
+
+
+def random_unstructured(module, name, amount):
+    RandomUnstructured.apply(module, name, amount)
+    return module
+
+
+def l1_unstructured(module, name, amount, importance_scores=None):
+    L1Unstructured.apply(module, name, amount=amount, importance_scores=importance_scores)
+    return module
+
+
+def random_structured(module, name, amount, dim):
+    RandomStructured.apply(module, name, amount, dim)
+    return module
+
+
+def ln_structured(module, name, amount, n, dim, importance_scores=None):
+    LnStructured.apply(module, name, amount, n, dim, importance_scores=importance_scores)
+    return module
+
+
+def custom_from_mask(module, name, mask):
+    CustomFromMask.apply(module, name, mask)
+    return module
+
+
+def global_unstructured(parameters, pruning_method, importance_scores=None, **kwargs):
+    """torch's global_unstructured: one unstructured method (L1Unstructured, RandomUnstructured) over every
+    (module, name) at once, the amount a share of all their still-kept entries; each gets its part of the mask."""
+    parameters = list(parameters)
+    importance_scores = importance_scores or {}
+    if getattr(pruning_method, "PRUNING_TYPE", None) != "unstructured":
+        raise TypeError('Only "unstructured" PRUNING_TYPE supported for the `pruning_method`. Found method %s of '
+                        "type %s" % (pruning_method, getattr(pruning_method, "PRUNING_TYPE", None)))
+    scores, masks, sizes = [], [], []
+    for module, name in parameters:
+        value = importance_scores.get((module, name), getattr(module, name))
+        scores.append(_host(value).reshape(-1))
+        mask = getattr(module, name + "_mask", None) if name in getattr(module, "__dict__").get(_PRUNED, {}) else None
+        masks.append(_host(mask).reshape(-1) if mask is not None else np.ones(scores[-1].size))
+        sizes.append(scores[-1].size)
+    method = pruning_method(**kwargs)
+    final = _combine(method, np.concatenate(scores), np.concatenate(masks))
+    offset = 0
+    for (module, name), size in zip(parameters, sizes):
+        shape = tuple(getattr(module, name).shape)
+        custom_from_mask(module, name, final[offset:offset + size].reshape(shape))
+        offset += size
+
+
+def remove(module, name):
+    """Makes the pruning of module.<name> permanent: a parameter again, holding weight_orig * weight_mask;
+    weight_orig, weight_mask and the forward recomputation go."""
+    from .. import Parameter
+    pruned = getattr(module, "__dict__").get(_PRUNED, {})
+    if name not in pruned:
+        raise ValueError("Parameter '%s' of module %s has to be pruned before pruning can be removed"
+                         % (name, type(module).__name__))
+    with _C._GradMode(False):
+        weight = _apply_mask(module, name).detach().clone()
+    module._set_computed_parameter(name, None)
+    module._remove_parameter(name + "_orig")
+    module._remove_buffer(name + "_mask")
+    module._register_parameter(name, Parameter(weight))
+    del pruned[name]
+    return module
+
+
+def is_pruned(module):
+    """Whether module or any submodule has a pruned tensor."""
+    return any(getattr(m, "__dict__", {}).get(_PRUNED) for m in module.modules())
