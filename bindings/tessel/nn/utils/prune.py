@@ -7,6 +7,8 @@ still kept (torch's PruningContainer: an amount is a share of what is left); ``r
 
 The masks are computed on the host in float64 (pruning is an occasional, offline step): L1 and Ln norms and
 ties are torch's, the random methods draw from tessel's generator (``tessel.manual_seed``), not torch's stream.
+Checked against torch 2.15 on the same weights: identical masks for L1 twice, L1- then L2-structured along a dim,
+structured then unstructured, and global L1 over two layers.
 """
 import numbers
 
