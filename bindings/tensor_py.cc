@@ -454,6 +454,14 @@ void BindTensor(py::module_& m) {
       }, py::arg("source"))
       .def("_rebind_", [](Tensor& self, const Tensor& other) { self = other; },
            "Points this Python tensor at other's data and autograd history (recorded in-place writes)")
+      .def("_storage", [](const Tensor& t) {
+        // torch's untyped_storage(): the bytes this tensor and its views share, as (address, size in bytes)
+        // (tessel/_compat.py wraps them); a DTensor's are its local shard's.
+        const Tensor local = t.is_distributed() ? dtensor::DTensor(t).ToLocal() : t;
+        const Storage& st = local.impl()->storage();
+        if (!st.defined() || st.nbytes() == 0) return py::make_tuple(std::uintptr_t{0}, int64_t{0});
+        return py::make_tuple(reinterpret_cast<std::uintptr_t>(st.data()), st.nbytes());
+      }, "(address, nbytes) of the storage under this tensor (a DTensor's local shard's)")
       .def("_owns_data_exclusively", [](const Tensor& t) { return t.impl()->OwnsDataExclusively(); },
            "No other tensor (view or base) shares this tensor's storage")
       .def("item", [](const Tensor& t) -> py::object {

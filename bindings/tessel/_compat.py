@@ -249,6 +249,41 @@ def _numpy(self, *, force=False):
 
 
 Tensor.numpy = _numpy
+
+
+class UntypedStorage:
+    """torch's untyped_storage() as a read-only view of the bytes a tensor and its views share: nbytes(),
+    size(), data_ptr() (equal for tensors over the same memory, the usual aliasing check), device, element_size
+    1. Resizing or writing through it is not offered (tessel's allocator owns and counts those bytes)."""
+
+    def __init__(self, address, nbytes):
+        self._address, self._nbytes = address, nbytes
+        self.device = _device_cpu()
+
+    def nbytes(self):
+        return self._nbytes
+
+    size = nbytes
+
+    def data_ptr(self):
+        return self._address
+
+    def element_size(self):
+        return 1
+
+    def __len__(self):
+        return self._nbytes
+
+    def __repr__(self):
+        return "UntypedStorage(data_ptr=0x%x, nbytes=%d)" % (self._address, self._nbytes)
+
+
+def _device_cpu():
+    from ._device import device
+    return device("cpu")
+
+
+Tensor.untyped_storage = lambda self: UntypedStorage(*self._storage())
 Tensor.T = property(_T)
 Tensor.mT = property(_mT)
 Tensor.clamp = _clamp

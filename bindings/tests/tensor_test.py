@@ -1394,6 +1394,15 @@ def test_numpy_force_detaches_and_shares_memory():
     assert y.tolist() == [7.0, 6.0]
 
 
+def test_untyped_storage_is_shared_by_views_and_counts_the_whole_buffer():
+    base = tessel.zeros(4, 6)
+    view = base[1:, 2:]
+    s, v = base.untyped_storage(), view.untyped_storage()
+    assert s.nbytes() == v.nbytes() == 4 * 6 * 4 and s.data_ptr() == v.data_ptr() == base.data_ptr()
+    assert view.data_ptr() - s.data_ptr() == (1 * 6 + 2) * 4  # a view starts inside its base's storage
+    assert base.clone().untyped_storage().data_ptr() != s.data_ptr() and s.size() == len(s) == s.nbytes()
+
+
 def test_grad_fn_names_its_node_and_walks_next_functions_as_torch():
     a = tessel.tensor([1.0, 2.0], requires_grad=True)
     b = tessel.tensor([3.0, 4.0])
