@@ -399,6 +399,9 @@ def test_prepare_module_input_moves_keyword_arguments_by_name_as_torch():
         assert seen == [(False, (4, 16), None, "kept")]  # gathered rows, local; the other kwargs untouched
         assert summary == "all_gather(tp) x1"
         assert kind2 is True and summary2 == ""
+    same = PrepareModuleInput(input_kwarg_layouts={"f": Shard(0)}, desired_input_kwarg_layouts={"f": Replicate()})
+    assert same == PrepareModuleInput(input_kwarg_layouts={"f": Shard(0)}, desired_input_kwarg_layouts={"f": Replicate()})
+    assert same != PrepareModuleInput(input_kwarg_layouts={"f": Shard(1)}, desired_input_kwarg_layouts={"f": Replicate()})
 
 
 def test_bad_plans_raise_the_exception_their_code_names_with_tps_message():

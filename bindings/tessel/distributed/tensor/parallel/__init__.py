@@ -33,7 +33,8 @@ class ParallelStyle:
         return repr(self._c)
 
     def __eq__(self, other):
-        return type(self) is type(other) and self._c == other._c
+        return type(self) is type(other) and self._c == other._c and \
+            getattr(self, "_kwargs", None) == getattr(other, "_kwargs", None)
 
 
 def _one(layout, name, default):
@@ -67,6 +68,10 @@ class _KwargLayouts:
 
     def __bool__(self):
         return bool(self.layouts)
+
+    def __eq__(self, other):
+        return isinstance(other, _KwargLayouts) and (self.layouts, self.desired, self.use_local_output) == \
+            (other.layouts, other.desired, other.use_local_output)
 
     def apply(self, module, tp_mesh):
         from ...tensor import DTensor
