@@ -399,9 +399,9 @@ def test_prepare_module_input_moves_keyword_arguments_by_name_as_torch():
         assert seen == [(False, (4, 16), None, "kept")]  # gathered rows, local; the other kwargs untouched
         assert summary == "all_gather(tp) x1"
         assert kind2 is True and summary2 == ""
-    same = PrepareModuleInput(input_kwarg_layouts={"f": Shard(0)}, desired_input_kwarg_layouts={"f": Replicate()})
-    assert same == PrepareModuleInput(input_kwarg_layouts={"f": Shard(0)}, desired_input_kwarg_layouts={"f": Replicate()})
-    assert same != PrepareModuleInput(input_kwarg_layouts={"f": Shard(1)}, desired_input_kwarg_layouts={"f": Replicate()})
+    def style(layout):
+        return PrepareModuleInput(input_kwarg_layouts={"f": layout}, desired_input_kwarg_layouts={"f": Replicate()})
+    assert style(Shard(0)) == style(Shard(0)) and style(Shard(0)) != style(Shard(1))
 
 
 def test_bad_plans_raise_the_exception_their_code_names_with_tps_message():
