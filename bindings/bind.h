@@ -30,8 +30,8 @@ auto NoGil(F&& f) -> decltype(f()) {
   return std::forward<F>(f)();
 }
 
-// A Python callable held by C++ (hooks, fully_shard's callables): copies share it; the last one drops it
-// with the GIL held (nn_py.cc).
+// A Python object held by C++ (hooks, fully_shard's callables, autograd Functions' backward, what a
+// saved-tensor pack hook returned): copies share it; the last one drops it with the GIL held (nn_py.cc).
 std::shared_ptr<py::object> ShareCallable(py::object fn);
 
 // This thread's default generator (torch's default generator; each rank thread has its own, so ranks that

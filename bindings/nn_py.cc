@@ -214,57 +214,47 @@ std::optional<TensorList> GradsFromPython(const py::object& r) {
   return out;
 }
 
+// Binds `name`(fn, prepend=False), which registers `wrap(fn)` (the C++ hook calling the shared Python
+// callable) through Module::*`reg`.
+template <typename Hook, typename Wrap>
+void DefHook(ModuleClass& c, const char* name, int (Module::*reg)(Hook, bool), Wrap wrap) {
+  c.def(
+      name,
+      [reg, wrap](Module& self, py::object fn, bool prepend) {
+        return (self.*reg)(wrap(ShareCallable(std::move(fn))), prepend);
+      },
+      py::arg("fn"), py::arg("prepend") = false);
+}
+
 void BindHooks(ModuleClass& c) {
-  c.def(
-      "_register_forward_pre_hook",
-      [](Module& self, py::object fn, bool prepend) {
-        auto f = ShareCallable(std::move(fn));
-        return self.RegisterForwardPreHook(
-            [f](Module& m, TensorList& inputs) {
-              py::gil_scoped_acquire gil;
-              py::object r = (*f)(AsPython(m), py::tuple(py::cast(inputs)));
-              if (!r.is_none()) inputs = AsTensorList(r);
-            },
-            prepend);
-      },
-      py::arg("fn"), py::arg("prepend") = false);
-  c.def(
-      "_register_forward_hook",
-      [](Module& self, py::object fn, bool prepend) {
-        auto f = ShareCallable(std::move(fn));
-        return self.RegisterForwardHook(
-            [f](Module& m, const TensorList& inputs, TensorList& outputs) {
-              py::gil_scoped_acquire gil;
-              py::object r = (*f)(AsPython(m), py::tuple(py::cast(inputs)), OutputsForPython(outputs));
-              if (!r.is_none()) outputs = AsTensorList(r);
-            },
-            prepend);
-      },
-      py::arg("fn"), py::arg("prepend") = false);
-  c.def(
-      "_register_full_backward_pre_hook",
-      [](Module& self, py::object fn, bool prepend) {
-        auto f = ShareCallable(std::move(fn));
-        return self.RegisterFullBackwardPreHook(
-            [f](Module& m, const TensorList& grad_outputs) {
+  using Fn = std::shared_ptr<py::object>;
+  DefHook(c, "_register_forward_pre_hook", &Module::RegisterForwardPreHook, [](Fn f) -> nn::ForwardPreHook {
+    return [f](Module& m, TensorList& inputs) {
+      py::gil_scoped_acquire gil;
+      py::object r = (*f)(AsPython(m), py::tuple(py::cast(inputs)));
+      if (!r.is_none()) inputs = AsTensorList(r);
+    };
+  });
+  DefHook(c, "_register_forward_hook", &Module::RegisterForwardHook, [](Fn f) -> nn::ForwardHook {
+    return [f](Module& m, const TensorList& inputs, TensorList& outputs) {
+      py::gil_scoped_acquire gil;
+      py::object r = (*f)(AsPython(m), py::tuple(py::cast(inputs)), OutputsForPython(outputs));
+      if (!r.is_none()) outputs = AsTensorList(r);
+    };
+  });
+  DefHook(c, "_register_full_backward_pre_hook", &Module::RegisterFullBackwardPreHook,
+          [](Fn f) -> nn::BackwardPreHook {
+            return [f](Module& m, const TensorList& grad_outputs) {
               py::gil_scoped_acquire gil;
               return GradsFromPython((*f)(AsPython(m), GradsForPython(grad_outputs)));
-            },
-            prepend);
-      },
-      py::arg("fn"), py::arg("prepend") = false);
-  c.def(
-      "_register_full_backward_hook",
-      [](Module& self, py::object fn, bool prepend) {
-        auto f = ShareCallable(std::move(fn));
-        return self.RegisterFullBackwardHook(
-            [f](Module& m, const TensorList& grad_inputs, const TensorList& grad_outputs) {
-              py::gil_scoped_acquire gil;
-              return GradsFromPython((*f)(AsPython(m), GradsForPython(grad_inputs), GradsForPython(grad_outputs)));
-            },
-            prepend);
-      },
-      py::arg("fn"), py::arg("prepend") = false);
+            };
+          });
+  DefHook(c, "_register_full_backward_hook", &Module::RegisterFullBackwardHook, [](Fn f) -> nn::BackwardHook {
+    return [f](Module& m, const TensorList& grad_inputs, const TensorList& grad_outputs) {
+      py::gil_scoped_acquire gil;
+      return GradsFromPython((*f)(AsPython(m), GradsForPython(grad_inputs), GradsForPython(grad_outputs)));
+    };
+  });
   c.def("_remove_hook", &Module::RemoveHook);
   // A computed parameter (core/nn/module.h, [Note: computed parameters]): fn(module) returns its tensor;
   // None removes it. torch.nn.utils.parametrize and weight_norm build on it (nn/utils/parametrize.py).

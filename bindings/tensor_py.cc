@@ -201,29 +201,18 @@ void BindCreation(py::module_& m) {
     std::shared_ptr<py::object> pack, unpack;
     std::unique_ptr<autograd::SavedTensorHooksGuard> guard;
   };
-  auto held = [](py::object o) {  // a Python object a C++ closure may drop without the GIL
-    return std::shared_ptr<py::object>(new py::object(std::move(o)), [](py::object* p) {
-      if (!Py_IsInitialized()) {
-        p->release();
-        delete p;
-        return;
-      }
-      py::gil_scoped_acquire gil;
-      delete p;
-    });
-  };
   py::class_<PySavedTensorsHooks>(m, "_SavedTensorsHooks")
-      .def(py::init([held](py::object pack, py::object unpack) {
-             return PySavedTensorsHooks{held(std::move(pack)), held(std::move(unpack)), nullptr};
+      .def(py::init([](py::object pack, py::object unpack) {
+             return PySavedTensorsHooks{ShareCallable(std::move(pack)), ShareCallable(std::move(unpack)), nullptr};
            }),
            py::arg("pack_hook"), py::arg("unpack_hook"))
-      .def("__enter__", [held](PySavedTensorsHooks& h) {
+      .def("__enter__", [](PySavedTensorsHooks& h) {
         TESSEL_CHECK(h.guard == nullptr, "saved_tensors_hooks: context entered twice");
         auto pack = h.pack, unpack = h.unpack;
         h.guard = std::make_unique<autograd::SavedTensorHooksGuard>(
-            [pack, unpack, held](const Tensor& saved) -> autograd::UnpackFn {
+            [pack, unpack](const Tensor& saved) -> autograd::UnpackFn {
               py::gil_scoped_acquire gil;
-              auto packed = held((*pack)(saved));
+              auto packed = ShareCallable((*pack)(saved));  // any Python object, dropped with the GIL held
               const Shape shape = saved.sizes();
               return [unpack, packed, shape]() -> Tensor {
                 py::gil_scoped_acquire gil;
@@ -244,9 +233,9 @@ void BindCreation(py::module_& m) {
   // torch.autograd.Function (tessel/autograd.py runs forward and validates backward's results): the
   // computed outputs recorded as one node over the inputs; backward gets one gradient per output (None
   // for an undefined one) and returns one per input (None for none).
-  m.def("_apply_function", [held](std::string name, const TensorList& inputs, const TensorList& outputs,
-                                  std::vector<bool> differentiable, py::object backward, bool materialize_grads) {
-    auto fn = held(std::move(backward));
+  m.def("_apply_function", [](std::string name, const TensorList& inputs, const TensorList& outputs,
+                              std::vector<bool> differentiable, py::object backward, bool materialize_grads) {
+    auto fn = ShareCallable(std::move(backward));
     return autograd::ApplyCustomFunction(
         std::move(name), inputs, outputs, differentiable,
         [fn](const TensorList& grads) {

@@ -270,23 +270,15 @@ class save_on_cpu(saved_tensors_hooks):
         super().__init__(lambda t: t, lambda t: t)
 
 
-class disable_saved_tensors_hooks:
+class disable_saved_tensors_hooks(saved_tensors_hooks):
     """torch.autograd.graph.disable_saved_tensors_hooks(error_message): inside it, saving a tensor for backward
     (as any recorded op does) raises RuntimeError(error_message)."""
 
     def __init__(self, error_message):
+        def refuse(*_):
+            raise RuntimeError(error_message)
+        super().__init__(refuse, refuse)
         self.error_message = error_message
-        self._hooks = saved_tensors_hooks(self._refuse, self._refuse)
-
-    def _refuse(self, *_):
-        raise RuntimeError(self.error_message)
-
-    def __enter__(self):
-        self._hooks.__enter__()
-        return self
-
-    def __exit__(self, *exc):
-        return self._hooks.__exit__(*exc)
 
 
 def _register_submodules():
@@ -302,11 +294,10 @@ def _register_submodules():
     checks.gradcheck, checks.gradgradcheck = _autograd_functional.gradcheck, _autograd_functional.gradgradcheck
     checks.GradcheckError = _autograd_functional.GradcheckError
     sys.modules[__name__ + ".gradcheck"] = checks
-    return _autograd_functional
+    return _autograd_functional, graph_module
 
 
-functional = _register_submodules()
-graph = __import__("sys").modules[__name__ + ".graph"]
+functional, graph = _register_submodules()
 gradcheck, gradgradcheck, GradcheckError = functional.gradcheck, functional.gradgradcheck, functional.GradcheckError
 
 

@@ -144,7 +144,6 @@ class profile:
         self._record_shapes = bool(record_shapes)
         self._step = 0
         self._rows = {}       # op -> [calls, seconds], what key_averages() reports
-        self._user = {}       # record_function name -> [calls, seconds] of the current recording
         self._user_events = []  # (name, start_ns, duration_ns) of the current recording's record_function blocks
         self._events = []     # (category, key, start_ns, duration_ns) of the last finished recording
         self._tid = None      # the profiling thread's native id
@@ -158,12 +157,13 @@ class profile:
         if self._op is None and self._recording():
             self._op = _C._OpProfiler()
             self._op.start(by_shape=self._record_shapes, record_events=True)
-            self._user, self._user_events, self._tid = {}, [], threading.get_native_id()
+            self._user_events, self._tid = [], threading.get_native_id()
 
     def _recorded(self):
         """op / record_function name -> [calls, seconds] of the current recording."""
         rows = {}
-        for key, (calls, seconds) in list(self._op.rows().items()) + list(self._user.items()):
+        blocks = [(name, (1, dur / 1e9)) for name, _, dur in self._user_events]
+        for key, (calls, seconds) in list(self._op.rows().items()) + blocks:
             row = rows.setdefault(key, [0, 0.0])
             row[0] += calls
             row[1] += seconds
@@ -284,11 +284,7 @@ class record_function:
     def __exit__(self, *exc):
         end = time.perf_counter_ns()
         if _active and _active[-1]._op is not None:
-            prof = _active[-1]
-            row = prof._user.setdefault(self.name, [0, 0.0])
-            row[0] += 1
-            row[1] += (end - self._t) / 1e9
-            prof._user_events.append((self.name, self._t, end - self._t))
+            _active[-1]._user_events.append((self.name, self._t, end - self._t))
         return False
 
     def __call__(self, fn):

@@ -449,6 +449,24 @@ def weighted_mse(out, target, weight=1.0):
     return weight * ((out - target) ** 2).mean()
 
 
+def two_stage_1f1b(world, make_parts, loss_fn):
+    """This rank's stage module of two, built from seed 0 on every rank, and its 1F1B schedule of 4
+    microbatches."""
+    dist.init_process_group()
+    tessel.manual_seed(0)
+    part = make_parts()[world.rank]
+    return part, pp.Schedule1F1B(pp.PipelineStage(part, world.rank, 2, "cpu"), n_microbatches=4, loss_fn=loss_fn)
+
+
+def assert_steps_match_one_rank(got, ref, ref_grads):
+    """got[rank] = (step's loss, weight gradient of each step): the loss on the last stage's rank only, every
+    step's gradients those of one rank on the whole batch."""
+    assert got[0][0] is None and got[1][0] == pytest.approx(ref.item(), abs=1e-6)
+    for r in (0, 1):
+        for grad in got[r][1:]:
+            np.testing.assert_allclose(grad, ref_grads[r], rtol=1e-5, atol=1e-6)
+
+
 def test_step_passes_keyword_arguments_to_every_stage_per_microbatch_as_torch():
     rng = np.random.default_rng(8)
     x_np, y_np = rng.standard_normal((8, 8)).astype(np.float32), rng.standard_normal((8, 8)).astype(np.float32)
@@ -464,19 +482,15 @@ def test_step_passes_keyword_arguments_to_every_stage_per_microbatch_as_torch():
     got = {}
 
     def rank_fn(world):
-        dist.init_process_group()
-        tessel.manual_seed(0)
-        parts = [KwPart(), KwPart()]
-        stage = pp.PipelineStage(parts[world.rank], world.rank, 2, "cpu")
-        sched = pp.Schedule1F1B(stage, n_microbatches=4, loss_fn=weighted_mse)
+        part, sched = two_stage_1f1b(world, lambda: [KwPart(), KwPart()], weighted_mse)
         kw = dict(row_scale=tessel.from_numpy(scale_np), shift=0.25, loss_kwargs={"weight": 3.0},
                   return_outputs=False)
         if world.rank == 0:
             loss = sched.step(tessel.from_numpy(x_np), **kw)
         else:
             loss = sched.step(target=tessel.from_numpy(y_np), **kw)
-        first = parts[world.rank].fc.weight.grad.numpy().copy()
-        parts[world.rank].fc.weight.grad = None
+        first = part.fc.weight.grad.numpy().copy()
+        part.fc.weight.grad = None
         # the same batch pre-split (torch's arg_mbs / kwarg_mbs / target_mbs)
         kwarg_mbs = [{"row_scale": tessel.from_numpy(scale_np[2 * i:2 * i + 2]), "shift": 0.25} for i in range(4)]
         if world.rank == 0:
@@ -485,7 +499,7 @@ def test_step_passes_keyword_arguments_to_every_stage_per_microbatch_as_torch():
         else:
             sched.step(target_mbs=[tessel.from_numpy(y_np[2 * i:2 * i + 2]) for i in range(4)], kwarg_mbs=kwarg_mbs,
                        loss_kwargs={"weight": 3.0})
-        second = parts[world.rank].fc.weight.grad.numpy()
+        second = part.fc.weight.grad.numpy()
         with pytest.raises(NotImplementedError, match="finalize_gradients=False"):
             sched.step(finalize_gradients=False)
         with pytest.raises(ValueError, match="either whole-batch inputs or pre-split ones"):
@@ -494,10 +508,7 @@ def test_step_passes_keyword_arguments_to_every_stage_per_microbatch_as_torch():
         dist.destroy_process_group()
 
     tessel.run_ranks(2, rank_fn)
-    assert got[0][0] is None and got[1][0] == pytest.approx(ref.item(), abs=1e-6)
-    for r in (0, 1):
-        np.testing.assert_allclose(got[r][1], ref_grads[r], rtol=1e-5, atol=1e-6)
-        np.testing.assert_allclose(got[r][2], ref_grads[r], rtol=1e-5, atol=1e-6)
+    assert_steps_match_one_rank(got, ref, ref_grads)
 
 
 class FirstPart(nn.Module):
@@ -532,17 +543,13 @@ def test_further_positional_inputs_go_to_the_first_stage_per_microbatch_as_torch
     got = {}
 
     def rank_fn(world):
-        dist.init_process_group()
-        tessel.manual_seed(0)
-        parts = [FirstPart(), LastPart()]
-        stage = pp.PipelineStage(parts[world.rank], world.rank, 2, "cpu")
-        sched = pp.Schedule1F1B(stage, n_microbatches=4, loss_fn=mse)
+        part, sched = two_stage_1f1b(world, lambda: [FirstPart(), LastPart()], mse)
         if world.rank == 0:
             loss = sched.step(tessel.from_numpy(x_np), tessel.from_numpy(pos_np), 0.5)
         else:
             loss = sched.step(target=tessel.from_numpy(y_np))
-        whole = parts[world.rank].fc.weight.grad.numpy().copy()
-        parts[world.rank].fc.weight.grad = None
+        whole = part.fc.weight.grad.numpy().copy()
+        part.fc.weight.grad = None
         # pre-split: each microbatch of arg_mbs is the first stage's whole argument tuple
         if world.rank == 0:
             sched.step(arg_mbs=[(tessel.from_numpy(x_np[2 * i:2 * i + 2]), tessel.from_numpy(pos_np[2 * i:2 * i + 2]),
@@ -551,14 +558,11 @@ def test_further_positional_inputs_go_to_the_first_stage_per_microbatch_as_torch
                 sched.step(arg_mbs=[(tessel.from_numpy(x_np[:2]),)] * 3 + [(tessel.from_numpy(x_np[:2]), 0.5)])
         else:
             sched.step(target_mbs=[tessel.from_numpy(y_np[2 * i:2 * i + 2]) for i in range(4)])
-        got[world.rank] = (loss, whole, parts[world.rank].fc.weight.grad.numpy())
+        got[world.rank] = (loss, whole, part.fc.weight.grad.numpy())
         dist.destroy_process_group()
 
     tessel.run_ranks(2, rank_fn)
-    assert got[0][0] is None and got[1][0] == pytest.approx(ref.item(), abs=1e-6)
-    for r in (0, 1):
-        np.testing.assert_allclose(got[r][1], ref_grads[r], rtol=1e-5, atol=1e-6)
-        np.testing.assert_allclose(got[r][2], ref_grads[r], rtol=1e-5, atol=1e-6)
+    assert_steps_match_one_rank(got, ref, ref_grads)
 
 
 def test_input_args_and_output_args_are_checked_against_the_inferred_shapes():

@@ -537,116 +537,6 @@ def broadcast(tensor, src=None, group=None, async_op=False, group_src=None):
         raise ValueError("broadcast: pass exactly one of src (a global rank) and group_src (a rank of the group)")
     return g.broadcast(tensor, get_group_rank(g, src) if group_src is None else group_src, async_op)
 
-def new_group(ranks=None, timeout=None, backend=None, pg_options=None, use_local_synchronization=False,
-              group_desc=None):
-    """A group of the default group's ranks `ranks` (global ranks; all of them when None), in that order.
-    Every rank of the default group calls it, in the same order as its other new_group calls (torch's
-    rule; tessel checks it and names both calls when they differ). Ranks outside get NON_GROUP_MEMBER."""
-    world = _default_group("new_group")
-    if backend not in (None, "gloo", "cpu:gloo", "threads"):
-        raise ValueError("new_group: backend '%s' is not available from Python" % backend)
-    if use_local_synchronization:
-        raise NotImplementedError("new_group(use_local_synchronization=True): every rank of the default group "
-                                  "takes part in tessel's new_group")
-    members = list(range(world.size)) if ranks is None else sorted(int(r) for r in ranks)
-    _flush_p2p(world)
-    _count_groups(1)  # on every rank, members or not (torch)
-    g = world.new_group(members)
-    if g is None:
-        return GroupMember.NON_GROUP_MEMBER
-    g.timeout = timeout if timeout is not None else world.timeout
-    return g
-
-
-def new_subgroups(group_size=None, group=None, timeout=None, backend=None, pg_options=None, group_desc=None):
-    """torch's new_subgroups: the default group (or `group`) cut into consecutive groups of group_size ranks
-    (tessel has no per-node device count to default to: group_size is required); returns (this rank's
-    subgroup, all subgroups). Collective over the default group, as each new_group is; with `group`, over that
-    group only (its ranks, in its rank order; the others get NON_GROUP_MEMBER entries)."""
-    world = _default_group("new_subgroups") if group is None else group
-    if group_size is None:
-        raise ValueError("new_subgroups: group_size is required (tessel's Python face has no per-node device count)")
-    if group_size <= 0:
-        raise ValueError("The arg 'group_size' (%d) must be positive" % group_size)
-    if world.size % group_size:
-        raise ValueError("The world size (%d) must be divisible by 'group_size=%d'" % (world.size, group_size))
-    if group is not None:
-        _flush_p2p(group)
-        _count_groups(world.size // group_size)
-        subgroups, mine = [], None
-        for start in range(0, world.size, group_size):
-            g = group.new_group(list(range(start, start + group_size)))
-            if g is None:
-                g = GroupMember.NON_GROUP_MEMBER
-            else:
-                g.timeout = timeout if timeout is not None else group.timeout
-                mine = g
-            subgroups.append(g)
-        return mine, subgroups
-    subgroups, mine = [], None
-    for start in range(0, world.size, group_size):
-        g = new_group(list(range(start, start + group_size)), timeout=timeout, backend=backend)
-        subgroups.append(g)
-        if start <= world.rank < start + group_size:
-            mine = g
-    return mine, subgroups
-
-
-def new_subgroups_by_enumeration(ranks_per_subgroup_list, timeout=None, backend=None, pg_options=None,
-                                 group_desc=None):
-    """torch's new_subgroups_by_enumeration: one group per list of global ranks (a rank in two lists is a
-    ValueError, as torch); returns (this rank's subgroup, or None when it is in none of them, and all the
-    subgroups as new_group returned them). Collective over the default group, as each new_group is."""
-    world = _default_group("new_subgroups_by_enumeration")
-    if not ranks_per_subgroup_list:
-        raise ValueError("The arg 'ranks_per_subgroup_list' cannot be empty")
-    seen = {}
-    for i, ranks in enumerate(ranks_per_subgroup_list):
-        for r in ranks:
-            if not 0 <= int(r) < world.size:
-                raise ValueError("new_subgroups_by_enumeration: rank %d is not in the default group of %d ranks"
-                                 % (r, world.size))
-            if r in seen:
-                raise ValueError("Rank %d has appeared in both subgroup %s and %s"
-                                 % (r, list(ranks_per_subgroup_list[seen[r]]), list(ranks)))
-            seen[r] = i
-    subgroups, mine = [], None
-    for ranks in ranks_per_subgroup_list:
-        g = new_group(list(ranks), timeout=timeout, backend=backend)
-        subgroups.append(g)
-        if world.rank in ranks:
-            mine = g
-    return mine, subgroups
-
-
-def split_group(parent_pg=None, split_ranks=None, timeout=None, pg_options=None, group_desc=None):
-    """torch's split_group: parent_pg (default: the default group) cut into the groups of split_ranks, lists of
-    ranks *of the parent* that do not overlap; returns this rank's group, or None when no split holds it.
-    Collective over the parent (each split is one new group of it, created in the listed order on every rank;
-    torch does this for NCCL only, tessel for every backend)."""
-    parent = _group(parent_pg, "split_group")
-    if not split_ranks:
-        raise ValueError("split_group: split_ranks cannot be None or empty")
-    seen = {}
-    for i, split in enumerate(split_ranks):
-        for r in split:
-            if not 0 <= int(r) < parent.size:
-                raise ValueError("split_group: rank %d is not a rank of the parent group of %d ranks (split_ranks "
-                                 "hold the parent's group ranks)" % (r, parent.size))
-            if r in seen:
-                raise ValueError("split_group: rank %d appears in splits %d and %d" % (r, seen[r], i))
-            seen[r] = i
-    mine = None
-    _flush_p2p(parent)
-    _count_groups(1)  # one per split_group call, as torch's count
-    for split in split_ranks:
-        g = parent.new_group(sorted(int(r) for r in split))
-        if g is not None:
-            g.timeout = timeout if timeout is not None else parent.timeout
-            mine = g
-    return mine
-
-
 def _group_peer(g, peer, group_peer, op, what):
     if (peer is None) == (group_peer is None):
         raise ValueError("%s: pass exactly one of %s (a global rank) and group_%s (a rank of the group)"
@@ -990,6 +880,7 @@ class _CompletedWork:
         return True
 
 
+from ._groups import new_group, new_subgroups, new_subgroups_by_enumeration, split_group  # noqa: E402,F401
 from . import checkpoint, device_mesh, fsdp, pipelining, tensor  # noqa: E402,F401 (torch.distributed's subpackages)
 from ._c10d_extras import (AllreduceOptions, BroadcastOptions, DebugLevel, _count_groups,  # noqa
                            all_gather_coalesced, all_reduce_coalesced, default_pg_timeout, get_backend_config,

@@ -3,7 +3,8 @@ ReflectionPad*/ReplicationPad*/CircularPad*, Upsample, UpsamplingNearest2d/Bilin
 composed from bound ops so gradients come from them: every padding mode and nearest interpolation is one
 index_select per resized dim (its backward an index-add), linear and bicubic interpolation one small weight
 matrix per dim applied with F.linear (separable, as torch's kernels: bicubic's 4x4 taps are the product of
-per-dim weights). area / antialias raise NotImplementedError.
+per-dim weights; antialias=True widens each weight matrix's filter, as torch's _aa kernels); area mode is
+adaptive average pooling.
 
     y = F.interpolate(x, scale_factor=2, mode="bilinear", align_corners=False)
     y = F.pad(x, (1, 1, 2, 2), mode="reflect")
@@ -116,17 +117,16 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         if mode == "nearest-exact":
             out = _select(out, d, np.minimum(np.floor((dst + 0.5) * scale).astype(np.int64), n_in - 1))
             continue
+        corner_scale = (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
         if antialias:
-            if align_corners:
-                scale = (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
-            weights = _antialias_weights(n_in, n_out, scale, mode)
-        elif align_corners:
-            src = dst * ((n_in - 1) / (n_out - 1)) if n_out > 1 else np.zeros(n_out)
+            weights = _antialias_weights(n_in, n_out, corner_scale if align_corners else scale, mode)
         else:
-            src = (dst + 0.5) * scale - 0.5
-            if mode != "bicubic":  # torch clamps the linear source index at 0, not the cubic one
-                src = np.maximum(src, 0.0)
-        if not antialias:
+            if align_corners:
+                src = dst * corner_scale
+            else:
+                src = (dst + 0.5) * scale - 0.5
+                if mode != "bicubic":  # torch clamps the linear source index at 0, not the cubic one
+                    src = np.maximum(src, 0.0)
             weights = _cubic_weights(src, n_in) if mode == "bicubic" else _linear_weights(src, n_in)
         acc = _accumulation_dtype(out)
         moved = out.to(acc).movedim(d, -1)

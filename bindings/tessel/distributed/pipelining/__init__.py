@@ -8,9 +8,9 @@ rank). ``step(x)`` on the first stage's rank, ``step(target=y)`` on the last, ``
 batch splits into ``n_microbatches`` along dim 0 and the gradients are the full batch's (torch's
 ``scale_grads=True``). As torch's, further positional inputs (``step(tokens, positions)``) go to the first
 stage only and keyword arguments to every stage of the rank, tensors split along dim 0 per microbatch; only
-the stage modules' single tensor output travels between stages. Differences from torch: ``loss_fn`` takes (output, target) and must return the
-microbatch's mean loss; ``step`` returns the full-batch loss on the last stage's rank (None elsewhere)
-rather than the merged output, and per-microbatch ``losses`` are not reported.
+the stage modules' single tensor output travels between stages. Differences from torch: ``loss_fn`` takes
+(output, target) and must return the microbatch's mean loss; ``step`` returns the full-batch loss on the
+last stage's rank (None elsewhere) rather than the merged output (``losses=[]`` collects each microbatch's).
 
 Schedule IR (pure, no ranks): ``generate_schedule``, ``stage_to_rank_map``, ``lower_program``, the
 verifier, ``parse_action`` / ``format_rank_program`` / CSV, ``simulate`` (makespan, bubble, peak in-flight
@@ -102,8 +102,8 @@ class _StageCall(Module):
 
     def forward(self, x):
         schedule = self._schedule()
-        kwargs = schedule._kwargs_for(self._stage_index) or {}
-        return self.module(x, *schedule._more_args_for(self._stage_index), **kwargs)
+        more, kwargs = schedule._inputs_for(self._stage_index)
+        return self.module(x, *more, **kwargs)
 
 
 def _split_kwarg(value, n):
@@ -201,17 +201,13 @@ class _PipelineSchedule:
     def _before_forward(self, stage, mb):
         self._current[stage] = mb
 
-    def _kwargs_for(self, stage):
-        if not self._mb_kwargs:
-            return None
-        return self._mb_kwargs[self._current.get(stage, 0)]
-
-    def _more_args_for(self, stage):
-        """The first stage's positional inputs after the first, for the microbatch it runs (torch: a step's
-        args go to the first stage only; later stages take the previous stage's output)."""
-        if stage != 0 or not self._mb_more_args:
-            return ()
-        return self._mb_more_args[self._current.get(stage, 0)]
+    def _inputs_for(self, stage):
+        """What `stage` takes besides x for the microbatch it runs: the first stage's positional inputs after
+        the first (torch: a step's args go to the first stage only; later stages take the previous stage's
+        output) and the keyword arguments (every stage)."""
+        mb = self._current.get(stage, 0)
+        more = self._mb_more_args[mb] if stage == 0 and self._mb_more_args else ()
+        return more, (self._mb_kwargs[mb] if self._mb_kwargs else {})
 
     def _inputs(self, what, args, target, loss_kwargs, arg_mbs, kwarg_mbs, target_mbs, kwargs):
         """(the first stage's batch, the targets) with the microbatches' kwargs and loss_kwargs in place;

@@ -1,0 +1,226 @@
+"""tessel.nn.Module's state dicts (modules.py installs these as its methods): state_dict / load_state_dict
+over the C++ module tree's own (core/nn/module.h), the complex buffers kept in Python, torch's version-gated
+legacy entries, and the state-dict hooks (register_state_dict_pre_hook / _post_hook,
+register_load_state_dict_pre_hook / _post_hook and the older private forms), which run Python-side per module
+of the tree with its prefix, in torch's orders: pre-hooks parents first, post-hooks children first.
+
+    model.register_load_state_dict_pre_hook(rename)   # rename(module, sd, prefix, ...) edits keys before loading
+    model.load_state_dict(sd)
+"""
+import collections
+
+from .. import _C
+from .modules import Tensor, _GlobalHookHandle, _IncompatibleKeys, _dict, _named_complex_buffers
+
+_SD_HOOKS = "_tessel_state_dict_hooks"
+
+
+def _sd_hooks(module, kind):
+    return _dict(module).get(_SD_HOOKS, {}).get(kind, {})
+
+
+def _add_sd_hook(module, kind, hook):
+    try:
+        hooks = object.__getattribute__(module, "__dict__").setdefault(_SD_HOOKS, {}).setdefault(
+            kind, collections.OrderedDict())
+    except AttributeError:
+        raise NotImplementedError("%s: a module C++ created (a GPT's block) holds no Python state-dict hooks; "
+                                  "register them on a Python module above it" % type(module).__name__) from None
+    return _GlobalHookHandle(hooks, hook)
+
+
+def _tree_has_sd_hooks(module, kinds):
+    return any(_sd_hooks(m, k) for m in module.modules() for k in kinds)
+
+
+def _pre_order(module, prefix):
+    yield prefix, module
+    for name, child in module.named_children():
+        if child is not None:
+            yield from _pre_order(child, prefix + name + ".")
+
+
+def _post_order(module, prefix):
+    for name, child in module.named_children():
+        if child is not None:
+            yield from _post_order(child, prefix + name + ".")
+    yield prefix, module
+
+
+def _local_metadata(module):
+    return {"version": getattr(type(module), "_version", 1)}
+
+
+def _collect_state_dict(self, destination, prefix, keep_vars):
+    out = collections.OrderedDict() if destination is None else destination
+    for name, t in self._state_dict():
+        out[prefix + name] = t if keep_vars else t.detach()
+    for name, t in _named_complex_buffers(self, True, persistent_only=True):
+        out[prefix + name] = t if keep_vars else t.detach()
+    return out
+
+
+def state_dict(self, *args, destination=None, prefix="", keep_vars=False):
+    """torch's state_dict (positional destination, prefix, keep_vars accepted too), with the state-dict hooks
+    of every module in the tree."""
+    if args:  # torch's deprecated positional form
+        destination, prefix, keep_vars = (list(args) + [destination, prefix, keep_vars][len(args):])[:3]
+    if not _tree_has_sd_hooks(self, ("sd_pre", "sd_post", "sd_post_private")):
+        return _collect_state_dict(self, destination, prefix, keep_vars)
+    for p, m in _pre_order(self, prefix):
+        for hook in list(_sd_hooks(m, "sd_pre").values()):
+            hook(m, p, keep_vars)
+    out = _collect_state_dict(self, destination, prefix, keep_vars)
+    for p, m in _post_order(self, prefix):
+        for hook in list(_sd_hooks(m, "sd_post_private").values()):
+            result = hook(m, out, p, _local_metadata(m))
+            if result is not None:
+                out = result
+        for hook in list(_sd_hooks(m, "sd_post").values()):
+            if hook(m, out, p, _local_metadata(m)) is not None:
+                raise RuntimeError("state_dict post-hook must return None")
+    return out
+
+
+def register_state_dict_pre_hook(self, hook):
+    """hook(module, prefix, keep_vars) before the module's entries are collected."""
+    return _add_sd_hook(self, "sd_pre", hook)
+
+
+def register_state_dict_post_hook(self, hook):
+    """hook(module, state_dict, prefix, local_metadata) after them; it edits the dict in place (returns None)."""
+    return _add_sd_hook(self, "sd_post", hook)
+
+
+def _register_state_dict_hook(self, hook):
+    """torch's older private form: like the post hook, and a dict it returns replaces the state dict."""
+    return _add_sd_hook(self, "sd_post_private", hook)
+
+
+def register_load_state_dict_pre_hook(self, hook):
+    """hook(module, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs)
+    before loading: it may edit the state dict (rename keys, convert values) and append error messages."""
+    return _add_sd_hook(self, "load_pre", hook)
+
+
+def _register_load_state_dict_pre_hook(self, hook, with_module=False):
+    """torch's older private form: hook(state_dict, prefix, ...) (with_module=True: module first)."""
+    return _add_sd_hook(self, "load_pre", hook if with_module else (lambda m, *rest: hook(*rest)))
+
+
+def register_load_state_dict_post_hook(self, hook):
+    """hook(module, incompatible_keys) after loading, before strict's check: it may remove keys it expects
+    to be missing or unexpected (the lists are the ones strict then checks)."""
+    return _add_sd_hook(self, "load_post", hook)
+
+
+def _load_complex_buffers(self, state_dict, strict):
+    """Copies the state dict's entries for complex buffers and returns the rest (for the C++ loader) and the
+    complex buffers it lacked."""
+    rest = collections.OrderedDict()
+    names = dict(_named_complex_buffers(self, True, persistent_only=True))
+    for key, value in state_dict.items():
+        if key not in names:
+            rest[key] = value
+            continue
+        if tuple(value.shape) != tuple(names[key].shape):
+            raise ValueError("load_state_dict: size mismatch for %s: copying a param with shape %s from "
+                             "checkpoint, the shape in current model is %s."
+                             % (key, list(value.shape), list(names[key].shape)))
+        with _C._GradMode(False):
+            names[key].copy_(value)
+    missing = [k for k in names if k not in state_dict]
+    if missing and strict:
+        raise ValueError("Error(s) in loading state_dict for %s: missing keys %s"
+                         % (type(self).__name__, missing))
+    return rest, missing
+
+
+def _with_legacy_entries(root, state_dict):
+    """The entries torch's version-gated _load_from_state_dict overrides add before loading: each submodule
+    class with a _legacy_state(state_dict, prefix, version) method (BatchNorm: num_batches_tracked) is asked,
+    with its version from the dict's _metadata as torch saves it (None without one). A None value drops
+    that key (a renamed entry: weight_norm's weight_g / weight_v)."""
+    metadata = getattr(state_dict, "_metadata", None)
+    extra = {}
+    for name, module in root.named_modules():
+        fill = getattr(module, "_legacy_state", None)
+        if fill is None:
+            continue
+        version = (metadata.get(name, {}) if metadata is not None else {}).get("version")
+        extra.update(fill(state_dict, name + "." if name else "", version))
+    if not extra:
+        return state_dict
+    merged = collections.OrderedDict(state_dict)
+    merged.update(extra)
+    for key in [k for k, v in extra.items() if v is None]:  # renamed entries (the fill returned the new keys)
+        del merged[key]
+    return merged
+
+
+def load_state_dict(self, state_dict, strict=True, assign=False):
+    """torch's load_state_dict: values are copied into the module's tensors (checked: keys under strict,
+    shapes always). assign=True then makes each parameter the state dict's own tensor (its dtype and
+    storage; requires_grad stays the module's), as torch; buffers keep being copied into. The tree's load
+    pre-hooks see (and may edit) a copy of the state dict first, its post-hooks the incompatible keys before
+    strict's check."""
+    if not _tree_has_sd_hooks(self, ("load_pre", "load_post")):
+        return _load_state_dict_into(self, state_dict, strict, assign)
+    edited = collections.OrderedDict(state_dict)
+    if hasattr(state_dict, "_metadata"):
+        edited._metadata = state_dict._metadata
+    missing, unexpected, errors = [], [], []
+    for p, m in _pre_order(self, ""):
+        for hook in list(_sd_hooks(m, "load_pre").values()):
+            hook(m, edited, p, _local_metadata(m), strict, missing, unexpected, errors)
+    if errors:
+        raise RuntimeError("Error(s) in loading state_dict for %s:\n\t%s" % (type(self).__name__, "\n\t".join(errors)))
+    keys = _load_state_dict_into(self, edited, False, assign)
+    keys = _IncompatibleKeys(list(keys.missing_keys) + missing, list(keys.unexpected_keys) + unexpected)
+    for m in self.modules():
+        for hook in list(_sd_hooks(m, "load_post").values()):
+            if hook(m, keys) is not None:
+                raise RuntimeError("load_state_dict post-hook must return None")
+    if strict and (keys.missing_keys or keys.unexpected_keys):
+        raise ValueError("load_state_dict: error(s) in loading state dict for %s: missing keys: [%s]; unexpected "
+                         "keys: [%s]" % (type(self).__name__, ", ".join(keys.missing_keys),
+                                         ", ".join(keys.unexpected_keys)))  # the C++ check's words
+    return keys
+
+
+def _load_state_dict_into(self, state_dict, strict, assign):
+    state_dict = _with_legacy_entries(self, state_dict)
+    state_dict, complex_missing = _load_complex_buffers(self, state_dict, strict)
+    params = dict(self.named_parameters(remove_duplicate=False)) if assign else {}
+    if any(p.is_distributed for p in params.values()):
+        raise NotImplementedError("load_state_dict(assign=True) on sharded (DTensor) parameters: load without "
+                                  "assign, or before fully_shard / parallelize_module")
+    if not assign:
+        missing, unexpected = self._load_state_dict(list(state_dict.items()), strict)
+        return _IncompatibleKeys(list(missing) + complex_missing, unexpected)
+    # assign: the old parameters stay untouched (torch); shapes are checked first, then the buffers and
+    # other entries load as usual and each parameter becomes the state dict's tensor.
+    for name, value in state_dict.items():
+        if name in params and isinstance(value, Tensor) and tuple(value.shape) != tuple(params[name].shape):
+            raise ValueError("load_state_dict: size mismatch for %s: copying a param with shape %s from "
+                             "checkpoint, the shape in current model is %s"
+                             % (name, tuple(value.shape), tuple(params[name].shape)))
+    missing, unexpected = self._load_state_dict(
+        [(k, v) for k, v in state_dict.items() if k not in params], False)
+    missing = [k for k in missing if k not in params or k not in state_dict]
+    if strict and (missing or unexpected):
+        raise ValueError("Error(s) in loading state_dict for %s: missing keys %s, unexpected keys %s"
+                         % (type(self).__name__, missing, unexpected))
+    for name, value in state_dict.items():
+        if name in params and isinstance(value, Tensor):
+            new = value.detach()
+            new.requires_grad_(params[name].requires_grad)
+            self._set_parameter(name, new)
+    return _IncompatibleKeys(missing + complex_missing, unexpected)
+
+
+def _persistent_buffer_names(module):
+    """The module's own buffers that its state dict saves."""
+    own = {n for n, _ in module._named_buffers(False)}
+    # the tree's own entries, not state_dict(): its hooks (renaming keys, say) must not decide persistence
+    return {k for k in _collect_state_dict(module, None, "", True) if k in own}
