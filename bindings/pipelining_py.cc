@@ -114,7 +114,7 @@ py::object StepLoss(const pp::StepStats& st) { return st.loss ? py::cast(*st.los
 void BindRuntime(py::module_& m) {
   py::class_<pp::PipelineStage>(m, "_PipelineStage")
       .def(py::init([](nn::Module& module, int stage_index, int num_stages, comm::ProcessGroupPtr group,
-                       std::optional<pp::LossFn> loss_fn, std::vector<int> stage_to_rank) {
+                       std::optional<pp::MultiOutputLossFn> loss_fn, std::vector<int> stage_to_rank) {
              return std::make_unique<pp::PipelineStage>(module, stage_index, num_stages, std::move(group),
                                                         loss_fn.value_or(nullptr), std::move(stage_to_rank));
            }),
@@ -124,7 +124,7 @@ void BindRuntime(py::module_& m) {
       .def_property_readonly("is_first", &pp::PipelineStage::is_first)
       .def_property_readonly("is_last", &pp::PipelineStage::is_last)
       .def("set_expected_shapes", &pp::PipelineStage::SetExpectedShapes, py::arg("input"), py::arg("output"),
-           "torch's input_args / output_args as microbatch-0 shapes the shape handshake checks");
+           "torch's input_args / output_args as microbatch-0 shapes (one per tensor) the shape handshake checks");
   // fsdp_groups (torchtitan's PP + FSDP): per stage (in `stages`' order) its fully_shard handles, the
   // stage's root last; the lowered program's UNSHARD / RESHARD / REDUCE_GRAD act on them, as the C++
   // composition (examples/gpt/parallel_gpt.cc) wires them.

@@ -6,6 +6,7 @@
 #include <map>
 #include <tuple>
 
+#include "comm/future_work.h"
 #include "core/autograd/grad_mode.h"
 #include "core/base/error.h"
 #include "core/memory/allocator.h"
@@ -131,9 +132,10 @@ comm::WorkPtr TakeRecv(std::map<std::tuple<int, bool, int>, comm::WorkPtr>& recv
   return w;
 }
 
-void CopyInto(const Tensor& dst, const Tensor& src) {
+void CopyInto(const TensorList& dst, const TensorList& src) {
+  TESSEL_INTERNAL_ASSERT(dst.size() == src.size(), "local hand-off of ", src.size(), " tensors into ", dst.size());
   NoGradGuard no_grad;
-  CopyInPlace(dst, src);
+  for (size_t i = 0; i < dst.size(); ++i) CopyInPlace(dst[i], src[i]);
 }
 
 // Posts program[begin, end) (all SEND/RECV) as one batch; the receives' keys go to `recv_keys`.
@@ -148,25 +150,33 @@ comm::WorkPtr PostBatch(const RankProgram& program, int begin, int end,
     group = &st.group();
     const int mb = *a.microbatch;
     using K = comm::P2POp::Kind;
+    // One op per tensor of the boundary (per floating tensor for gradients), tagged by its index.
+    auto add = [&](K kind, const TensorList& tensors, int peer, bool backward, int from_stage) {
+      for (size_t t = 0; t < tensors.size(); ++t) {
+        ops.push_back({kind, tensors[t], peer, P2PTag(backward, from_stage, mb, static_cast<int>(t))});
+      }
+    };
     switch (a.kind) {
       case ActionKind::kSendF:
-        ops.push_back({K::kSend, st.OutputToSend(mb), st.next_rank(), P2PTag(false, a.stage, mb)});
+        add(K::kSend, st.OutputsToSend(mb), st.next_rank(), false, a.stage);
         break;
       case ActionKind::kRecvF:
-        ops.push_back({K::kRecv, st.ActivationRecvBuffer(mb), st.prev_rank(), P2PTag(false, a.stage - 1, mb)});
+        add(K::kRecv, st.ActivationRecvBuffers(mb), st.prev_rank(), false, a.stage - 1);
         recv_keys->emplace_back(a.stage, false, mb);
         break;
       case ActionKind::kSendB:
-        ops.push_back({K::kSend, st.InputGradToSend(mb), st.prev_rank(), P2PTag(true, a.stage, mb)});
+        add(K::kSend, st.InputGradsToSend(mb), st.prev_rank(), true, a.stage);
         break;
       case ActionKind::kRecvB:
-        ops.push_back({K::kRecv, st.GradRecvBuffer(mb), st.next_rank(), P2PTag(true, a.stage + 1, mb)});
+        add(K::kRecv, st.GradRecvBuffers(mb), st.next_rank(), true, a.stage + 1);
         recv_keys->emplace_back(a.stage, true, mb);
         break;
       default:
         TESSEL_INTERNAL_ASSERT(false, "not a comm action: ", ToString(a));
     }
   }
+  // A boundary of integer tensors only has no gradients to move.
+  if (ops.empty()) return comm::CompletedWork();
   return group->BatchP2P(ops);
 }
 
@@ -178,7 +188,7 @@ void PipelineExecutor::RunCompute(const Action& a, Run& run) {
   switch (a.kind) {
     case ActionKind::kForward: {
       if (s.prev_is_local()) {
-        CopyInto(s.ActivationRecvBuffer(mb), StageAt(a.stage - 1).OutputToSend(mb));
+        CopyInto(s.ActivationRecvBuffers(mb), StageAt(a.stage - 1).OutputsToSend(mb));
       } else if (!s.is_first()) {
         TakeRecv(run.recvs, a.stage, false, mb, "RECV_F")->Wait();
       }
@@ -196,7 +206,7 @@ void PipelineExecutor::RunCompute(const Action& a, Run& run) {
     case ActionKind::kFullBackward:
     case ActionKind::kBackwardInput:
       if (s.next_is_local()) {
-        CopyInto(s.GradRecvBuffer(mb), StageAt(a.stage + 1).InputGradToSend(mb));
+        CopyInto(s.GradRecvBuffers(mb), StageAt(a.stage + 1).InputGradsToSend(mb));
       } else if (!s.is_last()) {
         TakeRecv(run.recvs, a.stage, true, mb, "RECV_B")->Wait();
       }

@@ -10,6 +10,7 @@
 #include "core/memory/allocator.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/reduction.h"
+#include "core/tensor/dtype.h"
 #include "core/tensor/factory.h"
 #include "core/tensor/tensor_impl.h"
 
@@ -17,30 +18,74 @@ namespace tessel::pipelining {
 namespace {
 
 constexpr int kMaxHeaderDims = 8;
-constexpr int kTagMicrobatchBits = 20;
+constexpr int kHeaderFieldsPerTensor = 2 + kMaxHeaderDims;  // ndim, dtype, dims
+constexpr int kTagMicrobatchBits = 16;
 
 enum class Phase { kIdle, kForwarded, kInputDone, kDone };
 
+std::string ShapesStr(const std::vector<Shape>& shapes) {
+  std::string out;
+  for (size_t i = 0; i < shapes.size(); ++i) out += (i ? ", " : "") + ShapeStr(shapes[i]);
+  return out;
+}
+
+std::vector<Shape> SizesOf(const TensorList& tensors) {
+  std::vector<Shape> out;
+  for (const Tensor& t : tensors) out.push_back(t.sizes());
+  return out;
+}
+
 }  // namespace
 
-int P2PTag(bool backward, int stage, int mb) {
+int P2PTag(bool backward, int stage, int mb, int index) {
   TESSEL_CHECK(mb + 1 < (1 << kTagMicrobatchBits), "pipelining: microbatch index ", mb, " too large for a p2p tag");
-  return ((stage * 2 + (backward ? 1 : 0)) << kTagMicrobatchBits) + (mb + 1);
+  TESSEL_INTERNAL_ASSERT(index >= 0 && index < kMaxStageTensors, "p2p tag index ", index);
+  const int64_t tag = ((static_cast<int64_t>(stage) * 2 + (backward ? 1 : 0)) * kMaxStageTensors + index)
+                          << kTagMicrobatchBits;
+  TESSEL_CHECK(tag < (int64_t{1} << 30), "pipelining: stage index ", stage, " too large for a p2p tag");
+  return static_cast<int>(tag) + (mb + 1);
 }
 
 struct PipelineStage::MicrobatchState {
   Phase phase = Phase::kIdle;
-  Tensor input;   // leaf that requires grad (non-first stages)
-  Tensor output;  // with its graph, until the backward
-  Tensor loss;    // last stage: weighted loss, the backward root
+  TensorList inputs;   // received (non-first stages); the floating ones are leaves that require grad
+  TensorList outputs;  // with their graph, until the backward (non-last stages)
+  Tensor loss;         // last stage: weighted loss, the backward root
   double loss_value = 0.0;      // its value
   double unweighted_loss = 0.0;  // loss_fn's value (NaN with nothing to average over)
-  Tensor input_grad;
+  TensorList input_grads;  // one per floating input; undefined where no output depends on it
   WeightGradTask weight_task;
+  bool weight_work = false;  // I left W something to run (no root requires grad: nothing)
 };
+
+namespace {
+
+// The floating-point members of `tensors`: what carries a gradient across a stage boundary.
+TensorList Floating(const TensorList& tensors) {
+  TensorList out;
+  for (const Tensor& t : tensors) {
+    if (IsFloating(t.dtype())) out.push_back(t);
+  }
+  return out;
+}
+
+}  // namespace
 
 PipelineStage::PipelineStage(nn::Module& module, int stage_index, int num_stages, comm::ProcessGroupPtr group,
                              LossFn loss_fn, std::vector<int> stage_to_rank)
+    : PipelineStage(module, stage_index, num_stages, std::move(group),
+                    loss_fn == nullptr ? MultiOutputLossFn()
+                                       : MultiOutputLossFn([loss_fn, stage_index](const TensorList& outputs,
+                                                                                  const Tensor& target) {
+                                           TESSEL_CHECK(outputs.size() == 1, "pipeline stage ", stage_index,
+                                                        ": the loss function takes one output but the stage module "
+                                                        "returned ", outputs.size(), " tensors");
+                                           return loss_fn(outputs[0], target);
+                                         }),
+                    std::move(stage_to_rank)) {}
+
+PipelineStage::PipelineStage(nn::Module& module, int stage_index, int num_stages, comm::ProcessGroupPtr group,
+                             MultiOutputLossFn loss_fn, std::vector<int> stage_to_rank)
     : module_(module),
       stage_index_(stage_index),
       num_stages_(num_stages),
@@ -79,85 +124,110 @@ std::string PipelineStage::Where(int mb) const {
 
 // ---- shape handshake ----------------------------------------------------------------------------------
 
-void PipelineStage::SendHeader(const Tensor& output) {
-  TESSEL_CHECK(output.dim() <= kMaxHeaderDims, "pipeline stage ", stage_index_, ": output of rank ", output.dim(),
-               " exceeds the ", kMaxHeaderDims, " dims a shape header carries");
-  std::vector<int64_t> h(2 + kMaxHeaderDims, 0);
-  h[0] = output.dim();
-  h[1] = static_cast<int64_t>(output.dtype());
-  for (int64_t d = 0; d < output.dim(); ++d) h[2 + d] = output.size(d);
+void PipelineStage::SendHeader(const TensorList& outputs) {
+  TESSEL_CHECK(outputs.size() <= static_cast<size_t>(kMaxStageTensors), "pipeline stage ", stage_index_,
+               ": its module returned ", outputs.size(), " tensors; a stage boundary carries at most ",
+               kMaxStageTensors);
+  std::vector<int64_t> h(1 + kMaxStageTensors * kHeaderFieldsPerTensor, 0);
+  h[0] = static_cast<int64_t>(outputs.size());
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const Tensor& t = outputs[i];
+    TESSEL_CHECK(t.dim() <= kMaxHeaderDims, "pipeline stage ", stage_index_, ": output ", i, " of rank ", t.dim(),
+                 " exceeds the ", kMaxHeaderDims, " dims a shape header carries");
+    int64_t* f = h.data() + 1 + i * kHeaderFieldsPerTensor;
+    f[0] = t.dim();
+    f[1] = static_cast<int64_t>(t.dtype());
+    for (int64_t d = 0; d < t.dim(); ++d) f[2 + d] = t.size(d);
+  }
   group_->Send(FromVector<int64_t>(h), next_rank(), P2PTag(false, stage_index_, -1))->Wait();
 }
 
-Shape PipelineStage::RecvHeader(DType* dtype) {
-  Tensor h = Zeros({2 + kMaxHeaderDims}, DType::kInt64);
+std::vector<Shape> PipelineStage::RecvHeader(std::vector<DType>* dtypes) {
+  Tensor h = Zeros({1 + kMaxStageTensors * kHeaderFieldsPerTensor}, DType::kInt64);
   group_->Recv(h, prev_rank(), P2PTag(false, stage_index_ - 1, -1))->Wait();
   const std::vector<int64_t> v = h.ToVector<int64_t>();
-  TESSEL_CHECK_CODE(ErrorCode::kDataLoss, v[0] >= 0 && v[0] <= kMaxHeaderDims && v[1] >= 0 && v[1] < kNumDTypes,
-                    "pipeline stage ", stage_index_, ": corrupt shape header from stage ", stage_index_ - 1);
-  *dtype = static_cast<DType>(v[1]);
-  return Shape(v.begin() + 2, v.begin() + 2 + v[0]);
+  auto corrupt = [&](bool ok) {
+    TESSEL_CHECK_CODE(ErrorCode::kDataLoss, ok, "pipeline stage ", stage_index_, ": corrupt shape header from stage ",
+                      stage_index_ - 1);
+  };
+  corrupt(v[0] >= 1 && v[0] <= kMaxStageTensors);
+  std::vector<Shape> shapes;
+  dtypes->clear();
+  for (int64_t i = 0; i < v[0]; ++i) {
+    const int64_t* f = v.data() + 1 + i * kHeaderFieldsPerTensor;
+    corrupt(f[0] >= 0 && f[0] <= kMaxHeaderDims && f[1] >= 0 && f[1] < kNumDTypes);
+    dtypes->push_back(static_cast<DType>(f[1]));
+    shapes.emplace_back(f + 2, f + 2 + f[0]);
+  }
+  return shapes;
 }
 
-void PipelineStage::InferShapes(const Tensor& first_input, const std::optional<Shape>& expected_input,
+void PipelineStage::InferShapes(const Tensor& first_input, const std::optional<std::vector<Shape>>& expected_inputs,
                                 const PipelineStage* local_prev) {
   TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, !inferred_, "pipeline stage ", stage_index_,
                     ": InferShapes called twice");
   NoGradGuard no_grad;
-  const std::optional<Shape>& want_input = expected_input ? expected_input : expected_input_;
-  Tensor x;
+  const std::optional<std::vector<Shape>>& want_inputs = expected_inputs ? expected_inputs : expected_inputs_;
+  TensorList xs;
   if (is_first()) {
     TESSEL_CHECK(first_input.defined(), "pipeline stage 0: InferShapes needs microbatch 0 as input");
-    TESSEL_CHECK(!expected_input_ || *expected_input_ == first_input.sizes(),
+    TESSEL_CHECK(!expected_inputs_ || expected_inputs_->empty() || expected_inputs_->front() == first_input.sizes(),
                  "pipeline stage 0: microbatch 0 has shape ", ShapeStr(first_input.sizes()),
-                 " but the stage was built for input ", ShapeStr(*expected_input_), " (input_args)");
-    x = first_input;
+                 " but the stage was built for input ", ShapeStr(expected_inputs_->front()), " (input_args)");
+    xs = {first_input};
   } else {
     if (prev_is_local()) {
       TESSEL_INTERNAL_ASSERT(local_prev != nullptr && local_prev->stage_index() == stage_index_ - 1,
                              "InferShapes: stage ", stage_index_, " needs its local previous stage");
-      input_shape_ = local_prev->output_shape();
-      input_dtype_ = local_prev->output_dtype_;
+      input_shapes_ = local_prev->output_shapes();
+      input_dtypes_ = local_prev->output_dtypes_;
     } else {
-      input_shape_ = RecvHeader(&input_dtype_);
+      input_shapes_ = RecvHeader(&input_dtypes_);
     }
-    TESSEL_CHECK(!want_input || *want_input == input_shape_, "pipeline shape handshake: stage ",
-                 stage_index_ - 1, " outputs ", ShapeStr(input_shape_), " but stage ", stage_index_,
-                 " expects input ", ShapeStr(*want_input));
-    x = Zeros(input_shape_, input_dtype_);
+    TESSEL_CHECK(!want_inputs || *want_inputs == input_shapes_, "pipeline shape handshake: stage ",
+                 stage_index_ - 1, " outputs ", ShapesStr(input_shapes_), " but stage ", stage_index_,
+                 " expects input ", ShapesStr(*want_inputs));
+    for (size_t i = 0; i < input_shapes_.size(); ++i) xs.push_back(Zeros(input_shapes_[i], input_dtypes_[i]));
   }
-  Tensor out;
+  TensorList outs;
   try {
-    out = module_.Call({x}).at(0);
+    outs = module_.Call(xs);
   } catch (const Error& e) {
     if (is_first()) throw;
+    std::string got;
+    for (size_t i = 0; i < xs.size(); ++i) got += Str(i ? ", " : "", ShapeStr(input_shapes_[i]), " ", input_dtypes_[i]);
     TESSEL_FAIL(ErrorCode::kInvalidArgument, "pipeline shape handshake: stage ", stage_index_,
-                " cannot take the output of stage ", stage_index_ - 1, " (shape ", ShapeStr(input_shape_), " ",
-                input_dtype_, "): ", e.what());
+                " cannot take the output of stage ", stage_index_ - 1, " (shape ", got, "): ", e.what());
   }
-  output_shape_ = out.sizes();
-  output_dtype_ = out.dtype();
-  TESSEL_CHECK(!expected_output_ || *expected_output_ == output_shape_, "pipeline stage ", stage_index_,
-               ": outputs ", ShapeStr(output_shape_), " for microbatch 0 but was built for output ",
-               ShapeStr(*expected_output_), " (output_args)");
-  TESSEL_CHECK(output_shape_.size() >= 1 && output_shape_[0] == x.size(0), "pipeline stage ", stage_index_,
-               ": output ", ShapeStr(output_shape_), " does not keep the batch dim 0 of its input ",
-               ShapeStr(x.sizes()));
-  if (!is_last() && !next_is_local()) SendHeader(out);
+  TESSEL_CHECK(!outs.empty(), "pipeline stage ", stage_index_, ": its module returned no tensor");
+  output_shapes_ = SizesOf(outs);
+  output_dtypes_.clear();
+  for (const Tensor& t : outs) output_dtypes_.push_back(t.dtype());
+  TESSEL_CHECK(!expected_outputs_ || *expected_outputs_ == output_shapes_, "pipeline stage ", stage_index_,
+               ": outputs ", ShapesStr(output_shapes_), " for microbatch 0 but was built for output ",
+               ShapesStr(*expected_outputs_), " (output_args)");
+  if (!is_last()) {
+    for (size_t i = 0; i < outs.size(); ++i) {
+      TESSEL_CHECK(outs[i].dim() >= 1 && outs[i].size(0) == xs[0].size(0), "pipeline stage ", stage_index_,
+                   ": output ", ShapeStr(outs[i].sizes()), outs.size() > 1 ? Str(" (tensor ", i, ")") : "",
+                   " does not keep the batch dim 0 of its input ", ShapeStr(xs[0].sizes()));
+    }
+    if (!next_is_local()) SendHeader(outs);
+  }
   inferred_ = true;
 }
 
-const Shape& PipelineStage::input_shape() const {
+const std::vector<Shape>& PipelineStage::input_shapes() const {
   TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, inferred_ && !is_first(), "pipeline stage ", stage_index_,
                     ": no input shape (", is_first() ? "the first stage reads microbatches" : "run InferShapes first",
                     ")");
-  return input_shape_;
+  return input_shapes_;
 }
 
-const Shape& PipelineStage::output_shape() const {
+const std::vector<Shape>& PipelineStage::output_shapes() const {
   TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, inferred_, "pipeline stage ", stage_index_,
                     ": run InferShapes first");
-  return output_shape_;
+  return output_shapes_;
 }
 
 // ---- per-step state -------------------------------------------------------------------------------------
@@ -187,27 +257,39 @@ PipelineStage::MicrobatchState& PipelineStage::State(int mb, const char* what) {
   return *states_[mb];
 }
 
-Tensor PipelineStage::BufferFor(std::vector<Tensor>& buffers, int mb, const Shape& shape, DType dtype) {
+TensorList PipelineStage::BuffersFor(std::vector<TensorList>& buffers, int mb, const std::vector<Shape>& shapes,
+                                     const std::vector<DType>& dtypes) {
   TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, inferred_, Where(mb), ": p2p buffer before InferShapes");
   State(mb, "buffer");
-  Shape want = shape;
-  want[0] = rows_[mb];
   if (buffers.size() <= static_cast<size_t>(mb)) buffers.resize(mb + 1);
-  if (!buffers[mb].defined() || buffers[mb].sizes() != want) {
-    memory::LedgerScope ledger(memory::Ledger::kCommBuffers);
-    buffers[mb] = Empty(want, dtype);
+  TensorList& mine = buffers[mb];
+  mine.resize(shapes.size());
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    Shape want = shapes[i];
+    want[0] = rows_[mb];
+    if (!mine[i].defined() || mine[i].sizes() != want) {
+      memory::LedgerScope ledger(memory::Ledger::kCommBuffers);
+      mine[i] = Empty(want, dtypes[i]);
+    }
   }
-  return buffers[mb];
+  return mine;
 }
 
-Tensor PipelineStage::ActivationRecvBuffer(int mb) {
-  TESSEL_INTERNAL_ASSERT(!is_first(), "activation buffer of the first stage");
-  return BufferFor(act_buffers_, mb, input_shape_, input_dtype_);
+TensorList PipelineStage::ActivationRecvBuffers(int mb) {
+  TESSEL_INTERNAL_ASSERT(!is_first(), "activation buffers of the first stage");
+  return BuffersFor(act_buffers_, mb, input_shapes_, input_dtypes_);
 }
 
-Tensor PipelineStage::GradRecvBuffer(int mb) {
-  TESSEL_INTERNAL_ASSERT(!is_last(), "gradient buffer of the last stage");
-  return BufferFor(grad_buffers_, mb, output_shape_, output_dtype_);
+TensorList PipelineStage::GradRecvBuffers(int mb) {
+  TESSEL_INTERNAL_ASSERT(!is_last(), "gradient buffers of the last stage");
+  std::vector<Shape> shapes;
+  std::vector<DType> dtypes;
+  for (size_t i = 0; i < output_shapes_.size(); ++i) {
+    if (!IsFloating(output_dtypes_[i])) continue;
+    shapes.push_back(output_shapes_[i]);
+    dtypes.push_back(output_dtypes_[i]);
+  }
+  return BuffersFor(grad_buffers_, mb, shapes, dtypes);
 }
 
 // ---- compute --------------------------------------------------------------------------------------------
@@ -215,56 +297,98 @@ Tensor PipelineStage::GradRecvBuffer(int mb) {
 void PipelineStage::Forward(int mb, const Tensor& input, const Tensor& target) {
   MicrobatchState& s = State(mb, "F");
   TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, s.phase == Phase::kIdle, Where(mb), ": forward ran twice");
-  Tensor x = input;
+  TensorList xs{input};
   if (!is_first()) {
-    x = Detach(ActivationRecvBuffer(mb));
-    x.set_requires_grad(true);
-    s.input = x;
+    xs.clear();
+    for (const Tensor& buffer : ActivationRecvBuffers(mb)) {
+      Tensor x = Detach(buffer);
+      if (IsFloating(x.dtype())) x.set_requires_grad(true);
+      xs.push_back(x);
+    }
+    s.inputs = xs;
   }
-  TESSEL_CHECK(x.defined() && x.size(0) == rows_[mb], Where(mb), ": input has ",
-               x.defined() ? ShapeStr(x.sizes()) : std::string("no tensor"), ", expected ", rows_[mb], " rows");
-  Tensor out = module_.Call({x}).at(0);
-  Shape want = output_shape();
-  want[0] = rows_[mb];
-  TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, out.sizes() == want, Where(mb), ": output shape ",
-                    ShapeStr(out.sizes()), " differs from the handshake's ", ShapeStr(want));
-  if (is_last()) {
+  TESSEL_CHECK(xs[0].defined() && xs[0].size(0) == rows_[mb], Where(mb), ": input has ",
+               xs[0].defined() ? ShapeStr(xs[0].sizes()) : std::string("no tensor"), ", expected ", rows_[mb],
+               " rows");
+  TensorList outs = module_.Call(xs);
+  std::vector<Shape> want = output_shapes();
+  if (!is_last()) {
+    for (Shape& shape : want) shape[0] = rows_[mb];
+    TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, SizesOf(outs) == want, Where(mb), ": output shape ",
+                      ShapesStr(SizesOf(outs)), " differs from the handshake's ", ShapesStr(want));
+    for (size_t i = 0; i < outs.size(); ++i) {
+      TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, outs[i].dtype() == output_dtypes_[i], Where(mb),
+                        ": output ", i, " is ", outs[i].dtype(), " but the handshake's is ", output_dtypes_[i]);
+    }
+    s.outputs = outs;
+  } else {
+    TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, outs.size() == want.size(), Where(mb), ": the module returned ",
+                      outs.size(), " tensors but ", want.size(), " at the handshake");
     // Weight 0 (microbatch.h: none of its targets count) backpropagates zeros: its own loss is a 0/0 mean,
     // and NaN · 0 would still be NaN.
     if (weights_[mb] == 0.0) {
-      s.loss = MulScalar(Sum(out), 0.0);
+      Tensor zero;
+      for (const Tensor& out : outs) {
+        if (!out.requires_grad()) continue;
+        const Tensor term = MulScalar(Sum(out), 0.0);
+        zero = zero.defined() ? Add(zero, term) : term;
+      }
+      s.loss = zero.defined() ? zero : MulScalar(Sum(outs[0]), 0.0);
       s.unweighted_loss = std::numeric_limits<double>::quiet_NaN();
     } else {
-      const Tensor raw = loss_fn_(out, target);
+      const Tensor raw = loss_fn_(outs, target);
       s.unweighted_loss = raw.item<double>();
       s.loss = MulScalar(raw, grad_weights_.empty() ? weights_[mb] : grad_weights_[mb]);
     }
     s.loss_value = grad_weights_.empty() || weights_[mb] == 0.0 ? s.loss.item<double>()
                                                                  : s.unweighted_loss * weights_[mb];
-  } else {
-    s.output = out;
   }
   s.phase = Phase::kForwarded;
 }
 
-Tensor PipelineStage::OutputToSend(int mb) const {
-  TESSEL_INTERNAL_ASSERT(!is_last() && mb >= 0 && mb < num_microbatches(), "OutputToSend(", mb, ")");
+TensorList PipelineStage::OutputsToSend(int mb) const {
+  TESSEL_INTERNAL_ASSERT(!is_last() && mb >= 0 && mb < num_microbatches(), "OutputsToSend(", mb, ")");
   const MicrobatchState& s = *states_[mb];
-  TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, s.output.defined(), Where(mb), ": SEND_F before F");
-  return Detach(s.output);
+  TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, !s.outputs.empty(), Where(mb), ": SEND_F before F");
+  TensorList out;
+  for (const Tensor& t : s.outputs) out.push_back(Detach(t));
+  return out;
+}
+
+void PipelineStage::BackwardRoots(MicrobatchState& s, int mb, TensorList* roots, TensorList* grads) {
+  if (is_last()) {
+    roots->push_back(s.loss);
+    grads->push_back(Tensor());
+    return;
+  }
+  const TensorList received = GradRecvBuffers(mb);
+  size_t k = 0;
+  for (const Tensor& out : s.outputs) {
+    if (!IsFloating(out.dtype())) continue;
+    const Tensor& grad = received[k++];
+    // An output computed without any parameter or input that requires grad (a constant) has no graph to
+    // backpropagate through: its gradient is dropped, as torch's stage_backward drops it.
+    if (!out.requires_grad()) continue;
+    roots->push_back(out);
+    grads->push_back(grad);
+  }
 }
 
 void PipelineStage::BackwardFull(int mb) {
   MicrobatchState& s = State(mb, "B");
   TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, s.phase == Phase::kForwarded, Where(mb),
                     ": B needs a finished F and no earlier backward");
+  TensorList roots, grads;
+  BackwardRoots(s, mb, &roots, &grads);
   if (is_last()) {
     Backward(s.loss);
-  } else {
-    Backward({s.output}, {GradRecvBuffer(mb)});
+  } else if (!roots.empty()) {
+    Backward(roots, grads);
   }
-  if (!is_first()) s.input_grad = s.input.grad();
-  s.input = s.output = s.loss = Tensor();
+  for (const Tensor& x : Floating(s.inputs)) s.input_grads.push_back(x.grad());
+  s.inputs.clear();
+  s.outputs.clear();
+  s.loss = Tensor();
   s.phase = Phase::kDone;
 }
 
@@ -272,12 +396,20 @@ void PipelineStage::BackwardInput(int mb) {
   MicrobatchState& s = State(mb, "I");
   TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, s.phase == Phase::kForwarded, Where(mb),
                     ": I needs a finished F and no earlier backward");
-  const TensorList inputs = is_first() ? TensorList{} : TensorList{s.input};
-  SplitBackwardResult r = is_last() ? tessel::BackwardInput({s.loss}, {Tensor()}, inputs)
-                                    : tessel::BackwardInput({s.output}, {GradRecvBuffer(mb)}, inputs);
-  if (!is_first()) s.input_grad = r.input_grads.at(0);
-  s.weight_task = std::move(r.weight_task);
-  s.input = s.output = s.loss = Tensor();
+  const TensorList inputs = Floating(s.inputs);
+  TensorList roots, grads;
+  BackwardRoots(s, mb, &roots, &grads);
+  if (!roots.empty()) {
+    SplitBackwardResult r = tessel::BackwardInput(roots, grads, inputs);
+    s.input_grads = std::move(r.input_grads);
+    s.weight_task = std::move(r.weight_task);
+    s.weight_work = true;
+  } else {
+    s.input_grads.assign(inputs.size(), Tensor());
+  }
+  s.inputs.clear();
+  s.outputs.clear();
+  s.loss = Tensor();
   s.phase = Phase::kInputDone;
 }
 
@@ -285,19 +417,29 @@ void PipelineStage::BackwardWeight(int mb) {
   MicrobatchState& s = State(mb, "W");
   TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, s.phase == Phase::kInputDone, Where(mb),
                     ": W needs the I of the same microbatch first (W before I)");
-  tessel::BackwardWeight(s.weight_task);
+  if (s.weight_work) tessel::BackwardWeight(s.weight_task);
   s.phase = Phase::kDone;
 }
 
-Tensor PipelineStage::InputGradToSend(int mb) const {
-  TESSEL_INTERNAL_ASSERT(!is_first() && mb >= 0 && mb < num_microbatches(), "InputGradToSend(", mb, ")");
+TensorList PipelineStage::InputGradsToSend(int mb) const {
+  TESSEL_INTERNAL_ASSERT(!is_first() && mb >= 0 && mb < num_microbatches(), "InputGradsToSend(", mb, ")");
   const MicrobatchState& s = *states_[mb];
   TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, s.phase == Phase::kInputDone || s.phase == Phase::kDone,
                     Where(mb), ": SEND_B before B or I");
-  if (s.input_grad.defined()) return s.input_grad;
-  Shape shape = input_shape_;
-  shape[0] = rows_[mb];
-  return Zeros(shape, input_dtype_);  // the stage's output does not depend on its input
+  TensorList out;
+  size_t k = 0;
+  for (size_t i = 0; i < input_shapes_.size(); ++i) {
+    if (!IsFloating(input_dtypes_[i])) continue;
+    const Tensor& g = s.input_grads.at(k++);
+    if (g.defined()) {
+      out.push_back(g);
+      continue;
+    }
+    Shape shape = input_shapes_[i];
+    shape[0] = rows_[mb];
+    out.push_back(Zeros(shape, input_dtypes_[i]));  // the stage's outputs do not depend on this input
+  }
+  return out;
 }
 
 double PipelineStage::StepLoss() const {
@@ -319,7 +461,9 @@ std::vector<double> PipelineStage::MicrobatchLosses() const {
 void PipelineStage::EndForwardOnly() {
   for (const auto& s : states_) {
     if (s->phase != Phase::kForwarded) continue;
-    s->input = s->output = s->loss = Tensor();
+    s->inputs.clear();
+    s->outputs.clear();
+    s->loss = Tensor();
     s->phase = Phase::kDone;
   }
 }

@@ -6,11 +6,20 @@
 
 #include "comm/backends/threads.h"
 #include "comm/tracer.h"
+#include "core/autograd/engine.h"
 #include "core/base/testing/expect_error.h"
+#include "core/base/testing/rel_err.h"
+#include "core/ops/elementwise.h"
+#include "core/ops/embedding.h"
 #include "core/ops/loss.h"
+#include "core/ops/reduction.h"
 #include "core/ops/view.h"
+#include "core/tensor/factory.h"
 #include "core/tensor/random.h"
+#include "pipelining/executor.h"
+#include "pipelining/lowering.h"
 #include "pipelining/model_split.h"
+#include "pipelining/schedules.h"
 
 namespace tessel::pipelining {
 namespace {
@@ -77,7 +86,7 @@ TEST(PipelineStageTest, DeclaredInputShapeMismatchNamesBothShapes) {
         comm::RunRanks(2, [](comm::ProcessGroupPtr pg) {
           auto module = Stage(Config(), 2, pg->rank());
           PipelineStage stage(*module, pg->rank(), 2, pg, TokenLoss);
-          stage.InferShapes(pg->rank() == 0 ? Tokens(2, 0) : Tensor(), Shape{2, 6, 8});
+          stage.InferShapes(pg->rank() == 0 ? Tokens(2, 0) : Tensor(), std::vector<Shape>{{2, 6, 8}});
         });
       },
       ErrorCode::kInvalidArgument, "stage 0 outputs [2, 6, 16] but stage 1 expects input [2, 6, 8]");
@@ -88,16 +97,16 @@ TEST(PipelineStageTest, ExpectedShapesAreCheckedOnTheFirstStageAndTheOutput) {
   comm::RunRanks(1, [](comm::ProcessGroupPtr pg) {
     auto module = Stage(Config(), 1, 0);
     PipelineStage fits(*module, 0, 1, pg, TokenLoss);
-    fits.SetExpectedShapes(Shape{2, 6}, Shape{2, 6, 13});
+    fits.SetExpectedShapes(std::vector<Shape>{{2, 6}}, std::vector<Shape>{{2, 6, 13}});
     fits.InferShapes(Tokens(2, 0));
     EXPECT_EQ(fits.output_shape(), (Shape{2, 6, 13}));
     PipelineStage wrong_input(*module, 0, 1, pg, TokenLoss);
-    wrong_input.SetExpectedShapes(Shape{4, 6}, std::nullopt);
+    wrong_input.SetExpectedShapes(std::vector<Shape>{{4, 6}}, std::nullopt);
     ExpectErrorContains([&] { wrong_input.InferShapes(Tokens(2, 0)); }, ErrorCode::kInvalidArgument,
                         "pipeline stage 0: microbatch 0 has shape [2, 6] but the stage was built for input [4, 6] "
                         "(input_args)");
     PipelineStage wrong_output(*module, 0, 1, pg, TokenLoss);
-    wrong_output.SetExpectedShapes(std::nullopt, Shape{2, 6, 16});
+    wrong_output.SetExpectedShapes(std::nullopt, std::vector<Shape>{{2, 6, 16}});
     ExpectErrorContains([&] { wrong_output.InferShapes(Tokens(2, 0)); }, ErrorCode::kInvalidArgument,
                         "outputs [2, 6, 13] for microbatch 0 but was built for output [2, 6, 16] (output_args)");
   });
@@ -109,10 +118,10 @@ TEST(PipelineStageTest, RecvBuffersAreAllocatedOncePerMicrobatchAndReused) {
     PipelineStage stage(*module, pg->rank(), 2, pg, TokenLoss);
     stage.InferShapes(pg->rank() == 0 ? Tokens(3, 0) : Tensor());
     stage.PrepareStep({3, 2}, {0.6, 0.4});
-    Tensor b = pg->rank() == 0 ? stage.GradRecvBuffer(1) : stage.ActivationRecvBuffer(1);
+    Tensor b = pg->rank() == 0 ? stage.GradRecvBuffers(1).at(0) : stage.ActivationRecvBuffers(1).at(0);
     EXPECT_EQ(b.sizes(), (Shape{2, 6, pg->rank() == 0 ? 16 : 16}));  // rows of microbatch 1, dims of the handshake
     stage.PrepareStep({3, 2}, {0.6, 0.4});
-    Tensor again = pg->rank() == 0 ? stage.GradRecvBuffer(1) : stage.ActivationRecvBuffer(1);
+    Tensor again = pg->rank() == 0 ? stage.GradRecvBuffers(1).at(0) : stage.ActivationRecvBuffers(1).at(0);
     EXPECT_EQ(again.raw_data(), b.raw_data());
   });
 }
@@ -148,6 +157,106 @@ TEST(PipelineStageTest, ConstructorRejectsAStageOfAnotherRankAndALastStageWithou
       ExpectErrorContains([&] { PipelineStage(*module, 1, 2, pg); }, ErrorCode::kInvalidArgument,
                           "the last stage (1) needs a loss function");
     }
+  });
+}
+
+// Stage 0 of a two-tensor boundary: token ids [B] -> {their embedding [B, 4] float32, the ids int64}, or
+// only the ids (`ints_only`: a boundary with no gradient to carry back).
+class EmbedAndPass final : public nn::Module {
+ public:
+  explicit EmbedAndPass(bool ints_only) : Module("EmbedAndPass"), ints_only_(ints_only) {
+    Generator g(5);
+    RegisterParameter("w", Randn({5, 4}, g));
+  }
+  TensorList Forward(const TensorList& in) override {
+    const Tensor& ids = in.at(0);
+    if (ints_only_) return {MulScalar(ids, 1.0)};
+    return {Embedding(Param("w"), ids), ids};
+  }
+
+ private:
+  bool ints_only_;
+};
+
+// Stage 1: {h, ids} -> h ∘ embedding(ids), or {ids} -> embedding(ids).
+class Combine final : public nn::Module {
+ public:
+  Combine() : Module("Combine") {
+    Generator g(6);
+    RegisterParameter("w", Randn({5, 4}, g));
+  }
+  TensorList Forward(const TensorList& in) override {
+    const Tensor e = Embedding(Param("w"), in.back());
+    return {in.size() == 2 ? Mul(in[0], e) : e};
+  }
+};
+
+Tensor SquaredError(const Tensor& out, const Tensor& target) {
+  const Tensor d = Sub(out, target);
+  return Mean(Mul(d, d));
+}
+
+// A float and an int64 tensor cross the boundary under 1F1B: one header, both activations per microbatch,
+// a gradient for the float one only; loss and gradients those of one rank on the whole batch. With int64
+// only, no gradient moves at all and the step still completes.
+TEST(PipelineStageTest, SeveralTensorsCrossABoundaryAndOnlyFloatingOnesCarryGradients) {
+  for (const bool ints_only : {false, true}) {
+    Generator g(7);
+    const Tensor ids = Randint(0, 5, std::vector<int64_t>{8}, g);
+    const Tensor target = Randn({8, 4}, g);
+    EmbedAndPass ref0(ints_only);
+    Combine ref1;
+    const Tensor ref_loss = SquaredError(ref1.Call(ref0.Call({ids})).at(0), target);
+    Backward(ref_loss);
+    comm::RunRanks(2, [&](comm::ProcessGroupPtr pg) {
+      std::unique_ptr<nn::Module> module;
+      if (pg->rank() == 0) {
+        module = std::make_unique<EmbedAndPass>(ints_only);
+      } else {
+        module = std::make_unique<Combine>();
+      }
+      PipelineStage stage(*module, pg->rank(), 2, pg, pg->rank() == 1 ? LossFn(SquaredError) : LossFn());
+      const Program lowered = LowerProgram(GenerateSchedule(ScheduleKind::k1F1B, 2, 2, 4),
+                                           StageToRankMap(ScheduleKind::k1F1B, 2, 2), 4, {});
+      PipelineExecutor exec({&stage}, lowered[pg->rank()], 4);
+      stage.InferShapes(pg->rank() == 0 ? Narrow(ids, 0, 0, 2) : Tensor());
+      if (pg->rank() == 1) {
+        EXPECT_EQ(stage.input_shapes(), ints_only ? std::vector<Shape>{{2}} : (std::vector<Shape>{{2, 4}, {2}}));
+      }
+      comm::CommTracer tracer;
+      const StepStats st = exec.Step(pg->rank() == 0 ? ids : Tensor(), pg->rank() == 1 ? target : Tensor());
+      const int per_mb = ints_only ? 1 : 2;  // activations per microbatch; gradients: one float tensor or none
+      if (pg->rank() == 0) {
+        EXPECT_EQ(tracer.Summary(),
+                  ints_only ? "send(world) x4" : Str("send(world) x", 4 * per_mb, ", recv(world) x4"));
+        const Tensor grad = module->Param("w").grad();
+        if (ints_only) {
+          EXPECT_FALSE(grad.defined());
+        } else {
+          EXPECT_LE(testing::RelErr(grad.ToDoubleVector(), ref0.Param("w").grad().ToDoubleVector()), 1e-6);
+        }
+      } else {
+        EXPECT_EQ(tracer.Summary(),
+                  ints_only ? "recv(world) x4" : Str("recv(world) x", 4 * per_mb, ", send(world) x4"));
+        ASSERT_TRUE(st.loss.has_value());
+        EXPECT_NEAR(*st.loss, ref_loss.item<double>(), 1e-6);
+        EXPECT_LE(testing::RelErr(module->Param("w").grad().ToDoubleVector(), ref1.Param("w").grad().ToDoubleVector()),
+                  1e-6);
+      }
+    });
+  }
+}
+
+TEST(PipelineStageTest, ASingleOutputLossOnAStageReturningSeveralTensorsNamesTheCount) {
+  comm::RunRanks(1, [](comm::ProcessGroupPtr pg) {
+    EmbedAndPass module(/*ints_only=*/false);
+    PipelineStage stage(module, 0, 1, pg, SquaredError);
+    const Tensor ids = FromVector<int64_t>({1, 2}, {2});
+    stage.InferShapes(ids);
+    EXPECT_EQ(stage.output_shapes(), (std::vector<Shape>{{2, 4}, {2}}));
+    stage.PrepareStep({2}, {1.0});
+    ExpectErrorContains([&] { stage.Forward(0, ids, Zeros({2, 4})); }, ErrorCode::kInvalidArgument,
+                        "pipeline stage 0: the loss function takes one output but the stage module returned 2 tensors");
   });
 }
 

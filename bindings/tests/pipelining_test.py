@@ -572,12 +572,13 @@ def test_input_args_and_output_args_are_checked_against_the_inferred_shapes():
     x_np, y_np = rng.standard_normal((8, 8)).astype(np.float32), rng.standard_normal((8, 8)).astype(np.float32)
     got = {}
 
-    def rank_fn(world, out_rows):
+    def rank_fn(world, out_rows, extra_output=False):
         dist.init_process_group()
         parts = make_parts(2)
         example = tessel.zeros(2, 8)  # a microbatch: 8 rows in 4 microbatches
+        out = (tessel.zeros(out_rows, 8), tessel.zeros(2)) if extra_output else tessel.zeros(out_rows, 8)
         stage = pp.PipelineStage(parts[world.rank], world.rank, 2, "cpu", input_args=(example,),
-                                 output_args=tessel.zeros(out_rows, 8) if world.rank == 1 else example)
+                                 output_args=out if world.rank == 1 else example)
         sched = pp.Schedule1F1B(stage, n_microbatches=4, loss_fn=mse)
         try:
             got[world.rank] = sched.step(tessel.from_numpy(x_np)) if world.rank == 0 else \
@@ -592,8 +593,9 @@ def test_input_args_and_output_args_are_checked_against_the_inferred_shapes():
         tessel.run_ranks(2, lambda w: rank_fn(w, 3))
     with pytest.raises(NotImplementedError, match="dw_builder"):
         pp.PipelineStage(make_parts(2)[0], 0, 2, "cpu", dw_builder=lambda: None)
-    with pytest.raises(NotImplementedError, match="output_args has 2 entries"):
-        pp.PipelineStage(make_parts(2)[0], 0, 2, "cpu", output_args=(tessel.zeros(2, 8), tessel.zeros(2, 8)))
+    with pytest.raises(ValueError, match=r"pipeline stage 1: outputs \[2, 8\] for microbatch 0 but was built "
+                                         r"for output \[2, 8\], \[2\] \(output_args\)"):
+        tessel.run_ranks(2, lambda w: rank_fn(w, 2, extra_output=True))
 
 
 def test_scale_grads_false_sums_the_microbatches_gradients_as_torch():
@@ -625,3 +627,76 @@ def test_scale_grads_false_sums_the_microbatches_gradients_as_torch():
             np.testing.assert_allclose(b, 4 * a, rtol=1e-6, atol=1e-7)
     assert got[1][0][0] is not None
 
+
+
+class TuplePart(nn.Module):
+    """A stage whose boundary carries three tensors, as models that pass (hidden, gate, positions) between
+    stages: two floating ones (gradients flow back through both) and int64 positions (forward only), which
+    the next stage embeds. The last stage returns (out, aux) and the loss takes both."""
+
+    def __init__(self, first, last):
+        super().__init__()
+        self.first, self.last = first, last
+        self.fc, self.gate_fc, self.emb = nn.Linear(8, 8), nn.Linear(8, 8), nn.Embedding(4, 8)
+
+    def forward(self, h, g=None, pos=None):
+        if self.first:
+            return F.tanh(self.fc(h)), F.sigmoid(self.gate_fc(h)), (h[:, 0] > 0).long() + (h[:, 1] > 0).long()
+        mixed = self.fc(h) * g + self.emb(pos)
+        if self.last:
+            return mixed, (self.gate_fc(h) ** 2).mean(dim=1)
+        return F.tanh(mixed), F.sigmoid(self.gate_fc(h)), pos
+
+
+def tuple_loss(outputs, target):
+    out, aux = outputs
+    return mse(out, target) + 0.1 * aux.mean()
+
+
+def make_tuple_parts(n):
+    tessel.manual_seed(0)
+    return [TuplePart(i == 0, i == n - 1) for i in range(n)]
+
+
+def tuple_grads(part):
+    names = ["fc.weight", "gate_fc.weight"] + ([] if part.first else ["emb.weight"])
+    return {name: part.get_parameter(name).grad.numpy().copy() for name in names}
+
+
+@pytest.mark.parametrize("schedule,stages_per_rank", [(pp.Schedule1F1B, 1), (pp.ScheduleZBVZeroBubble, 2)])
+def test_stage_modules_passing_several_tensors_match_one_rank(schedule, stages_per_rank):
+    # torch's stages send each tensor of a tuple output and take them as positional inputs; ZBV adds the
+    # split backward (I, then W) and the local hand-off of the V's bottom
+    rng = np.random.default_rng(11)
+    x_np, y_np = rng.standard_normal((8, 8)).astype(np.float32), rng.standard_normal((8, 8)).astype(np.float32)
+    n = 2 * stages_per_rank
+    parts = make_tuple_parts(n)
+    h = (tessel.from_numpy(x_np),)
+    for part in parts:
+        h = part(*h)
+    ref = tuple_loss(h, tessel.from_numpy(y_np))
+    ref.backward()
+    ref_grads = [tuple_grads(p) for p in parts]
+    assert ref_grads[1]["emb.weight"].any()  # the int64 positions do reach the next stage's embedding
+    got = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        mine_parts = make_tuple_parts(n)
+        where = pp.stage_to_rank_map(schedule._name, 2, n)
+        mine = [i for i in range(n) if where[i] == world.rank]
+        stages = [pp.PipelineStage(mine_parts[i], i, n, "cpu") for i in mine]
+        sched = schedule(stages[0] if stages_per_rank == 1 else stages, n_microbatches=4, loss_fn=tuple_loss)
+        loss = sched.step(tessel.from_numpy(x_np) if 0 in mine else None,
+                          target=tessel.from_numpy(y_np) if n - 1 in mine else None)
+        got[world.rank] = (loss, {i: tuple_grads(mine_parts[i]) for i in mine})
+        dist.destroy_process_group()
+
+    tessel.run_ranks(2, rank_fn)
+    losses = [got[r][0] for r in (0, 1) if got[r][0] is not None]
+    assert len(losses) == 1 and losses[0] == pytest.approx(ref.item(), abs=1e-6)
+    grads = {**got[0][1], **got[1][1]}
+    assert sorted(grads) == list(range(n))
+    for i in range(n):
+        for name, want in ref_grads[i].items():
+            np.testing.assert_allclose(grads[i][name], want, rtol=1e-5, atol=1e-6, err_msg="stage %d %s" % (i, name))

@@ -7,8 +7,10 @@ Runtime: ``PipelineStage(submodule, stage_index, num_stages, device)`` over any 
 rank). ``step(x)`` on the first stage's rank, ``step(target=y)`` on the last, ``step()`` elsewhere; the
 batch splits into ``n_microbatches`` along dim 0 and the gradients are the full batch's (torch's
 ``scale_grads=True``). As torch's, further positional inputs (``step(tokens, positions)``) go to the first
-stage only and keyword arguments to every stage of the rank, tensors split along dim 0 per microbatch; only
-the stage modules' single tensor output travels between stages. Differences from torch: ``loss_fn`` takes
+stage only and keyword arguments to every stage of the rank, tensors split along dim 0 per microbatch. A stage
+module may return a tuple of tensors: each travels to the next stage as one positional input (integer and
+bool tensors forward only, floating ones with their gradients back), and the last stage's tuple reaches
+``loss_fn`` as a tuple. Differences from torch: ``loss_fn`` takes
 (output, target) and must return the microbatch's mean loss; ``step`` returns the full-batch loss on the
 last stage's rank (None elsewhere) rather than the merged output (``losses=[]`` collects each microbatch's).
 
@@ -52,19 +54,15 @@ timeline_svg = _C.timeline_svg
 SimulationResult = _C.SimulationResult
 
 
-def _example_shape(args, what, single):
-    """The shape of the (first) tensor in torch's input_args / output_args (a tensor or a tuple of them), or
-    None; `single`: more than one tensor is an error (a stage's output travels as one tensor)."""
+def _example_shapes(args, what):
+    """The shapes of the tensors in torch's input_args / output_args (a tensor or a tuple of them), or None."""
     if args is None:
         return None
     items = list(args) if isinstance(args, (tuple, list)) else [args]
     tensors = [a for a in items if isinstance(a, _C.Tensor)]
     if not tensors:
         raise TypeError("PipelineStage: %s must hold a tensor, got %r" % (what, args))
-    if single and len(items) > 1:
-        raise NotImplementedError("PipelineStage: %s has %d entries; a tessel stage outputs one tensor"
-                                  % (what, len(items)))
-    return list(tensors[0].shape)
+    return [list(t.shape) for t in tensors]
 
 
 class PipelineStage:
@@ -79,8 +77,10 @@ class PipelineStage:
         if dw_builder is not None:
             raise NotImplementedError("PipelineStage: dw_builder is not supported (tessel splits the backward "
                                       "into input and weight gradients itself)")
-        self._expected = (_example_shape(input_args, "input_args", False),
-                          _example_shape(output_args, "output_args", True))
+        inputs = _example_shapes(input_args, "input_args")
+        if inputs is not None and int(stage_index) == 0:
+            inputs = inputs[:1]  # the first stage's own input; step()'s further inputs reach it from Python
+        self._expected = (inputs, _example_shapes(output_args, "output_args"))
         self.submod = submodule
         self.stage_index, self.num_stages = int(stage_index), int(num_stages)
         self.group = group if group is not None else _default_group("PipelineStage")
@@ -89,9 +89,10 @@ class PipelineStage:
 
 
 class _StageCall(Module):
-    """What the C++ stage calls: forward(x) = the stage module on x, on the first stage also this microbatch's
-    further positional inputs (step(x, *more)), and this microbatch's keyword arguments (step(**kwargs)),
-    split into microbatches as torch chunks them."""
+    """What the C++ stage calls: forward(*xs) = the stage module on xs (the batch on the first stage, the
+    previous stage's output tensors elsewhere), on the first stage also this microbatch's further positional
+    inputs (step(x, *more)), and this microbatch's keyword arguments (step(**kwargs)), split into microbatches
+    as torch chunks them."""
 
     def __init__(self, inner, schedule, stage_index):
         import weakref
@@ -100,10 +101,10 @@ class _StageCall(Module):
         # weak: the C++ stage keeps this module alive, and the schedule holds the C++ stage
         self._schedule, self._stage_index = weakref.ref(schedule), stage_index
 
-    def forward(self, x):
+    def forward(self, *xs):
         schedule = self._schedule()
         more, kwargs = schedule._inputs_for(self._stage_index)
-        return self.module(x, *more, **kwargs)
+        return self.module(*xs, *more, **kwargs)
 
 
 def _split_kwarg(value, n):
@@ -194,7 +195,8 @@ class _PipelineSchedule:
             raise RuntimeError("%s.%s: load a schedule first (_load_csv)" % (type(self).__name__, what))
 
     def _with_loss_kwargs(self, loss_fn):
-        def loss(output, target):
+        def loss(outputs, target):  # the last stage module's tensors: one is passed as itself, several as a tuple
+            output = outputs[0] if len(outputs) == 1 else tuple(outputs)
             return loss_fn(output, target, **self._loss_kwargs) if self._loss_kwargs else loss_fn(output, target)
         return loss
 
