@@ -124,7 +124,9 @@ void BindRuntime(py::module_& m) {
       .def_property_readonly("is_first", &pp::PipelineStage::is_first)
       .def_property_readonly("is_last", &pp::PipelineStage::is_last)
       .def("set_expected_shapes", &pp::PipelineStage::SetExpectedShapes, py::arg("input"), py::arg("output"),
-           "torch's input_args / output_args as microbatch-0 shapes (one per tensor) the shape handshake checks");
+           "torch's input_args / output_args as microbatch-0 shapes (one per tensor) the shape handshake checks")
+      .def("set_dw_builder", &pp::PipelineStage::SetDwBuilder, py::arg("builder"),
+           "torch's dw_builder: B / I run the module's whole backward, then builder() gives the runner W calls");
   // fsdp_groups (torchtitan's PP + FSDP): per stage (in `stages`' order) its fully_shard handles, the
   // stage's root last; the lowered program's UNSHARD / RESHARD / REDUCE_GRAD act on them, as the C++
   // composition (examples/gpt/parallel_gpt.cc) wires them.

@@ -56,6 +56,7 @@ struct PipelineStage::MicrobatchState {
   TensorList input_grads;  // one per floating input; undefined where no output depends on it
   WeightGradTask weight_task;
   bool weight_work = false;  // I left W something to run (no root requires grad: nothing)
+  std::function<void()> dw_runner;  // with a dw_builder: what W runs
 };
 
 namespace {
@@ -378,6 +379,12 @@ void PipelineStage::BackwardFull(int mb) {
   MicrobatchState& s = State(mb, "B");
   TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, s.phase == Phase::kForwarded, Where(mb),
                     ": B needs a finished F and no earlier backward");
+  WholeBackward(s, mb);
+  if (dw_builder_) dw_builder_()();
+  s.phase = Phase::kDone;
+}
+
+void PipelineStage::WholeBackward(MicrobatchState& s, int mb) {
   TensorList roots, grads;
   BackwardRoots(s, mb, &roots, &grads);
   if (is_last()) {
@@ -389,13 +396,19 @@ void PipelineStage::BackwardFull(int mb) {
   s.inputs.clear();
   s.outputs.clear();
   s.loss = Tensor();
-  s.phase = Phase::kDone;
 }
 
 void PipelineStage::BackwardInput(int mb) {
   MicrobatchState& s = State(mb, "I");
   TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, s.phase == Phase::kForwarded, Where(mb),
                     ": I needs a finished F and no earlier backward");
+  if (dw_builder_) {
+    WholeBackward(s, mb);
+    s.dw_runner = dw_builder_();
+    TESSEL_CHECK(s.dw_runner != nullptr, Where(mb), ": dw_builder returned no runner for W");
+    s.phase = Phase::kInputDone;
+    return;
+  }
   const TensorList inputs = Floating(s.inputs);
   TensorList roots, grads;
   BackwardRoots(s, mb, &roots, &grads);
@@ -417,7 +430,13 @@ void PipelineStage::BackwardWeight(int mb) {
   MicrobatchState& s = State(mb, "W");
   TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, s.phase == Phase::kInputDone, Where(mb),
                     ": W needs the I of the same microbatch first (W before I)");
-  if (s.weight_work) tessel::BackwardWeight(s.weight_task);
+  if (s.dw_runner) {
+    std::function<void()> run = std::move(s.dw_runner);
+    s.dw_runner = nullptr;
+    run();
+  } else if (s.weight_work) {
+    tessel::BackwardWeight(s.weight_task);
+  }
   s.phase = Phase::kDone;
 }
 

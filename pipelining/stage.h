@@ -104,6 +104,13 @@ class PipelineStage {
   const Shape& input_shape() const { return input_shapes().front(); }
   const Shape& output_shape() const { return output_shapes().front(); }
 
+  // torch's dw_builder: with one set, the backward of a microbatch (B, or I) is the module's whole autograd
+  // backward, after which the builder is called for the runner of what the module deferred (its weight
+  // gradients computed by hand, say): B runs that runner at once, I keeps it for the microbatch's W. Without
+  // one, the autograd engine splits the backward itself (split_backward.h).
+  using DwBuilder = std::function<std::function<void()>()>;
+  void SetDwBuilder(DwBuilder builder) { dw_builder_ = std::move(builder); }
+
   // Starts a step: per-microbatch rows (dim 0 of each microbatch) and loss weights; clears per-microbatch
   // state (throws kFailedPrecondition if a microbatch of the last step was left without backward).
   // `grad_weights` (one per microbatch, or empty: the loss weights) multiply each microbatch's loss for the
@@ -153,12 +160,16 @@ class PipelineStage {
   // The backward's roots and their gradients: the weighted loss (last stage), else the floating outputs that
   // require grad with their received gradients.
   void BackwardRoots(MicrobatchState& s, int mb, TensorList* roots, TensorList* grads);
+  // The microbatch's whole autograd backward (B, or I under a dw_builder): parameters' .grad and the input
+  // gradients to send; drops the microbatch's tensors.
+  void WholeBackward(MicrobatchState& s, int mb);
   std::string Where(int mb) const;
 
   nn::Module& module_;
   int stage_index_, num_stages_;
   comm::ProcessGroupPtr group_;
   MultiOutputLossFn loss_fn_;
+  DwBuilder dw_builder_;
   std::vector<int> stage_to_rank_;
   bool inferred_ = false;
   std::vector<Shape> input_shapes_, output_shapes_;

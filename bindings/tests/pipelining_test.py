@@ -591,8 +591,6 @@ def test_input_args_and_output_args_are_checked_against_the_inferred_shapes():
     with pytest.raises(ValueError, match=r"pipeline stage 1: outputs \[2, 8\] for microbatch 0 but was built "
                                          r"for output \[3, 8\] \(output_args\)"):
         tessel.run_ranks(2, lambda w: rank_fn(w, 3))
-    with pytest.raises(NotImplementedError, match="dw_builder"):
-        pp.PipelineStage(make_parts(2)[0], 0, 2, "cpu", dw_builder=lambda: None)
     with pytest.raises(ValueError, match=r"pipeline stage 1: outputs \[2, 8\] for microbatch 0 but was built "
                                          r"for output \[2, 8\], \[2\] \(output_args\)"):
         tessel.run_ranks(2, lambda w: rank_fn(w, 2, extra_output=True))
@@ -700,3 +698,81 @@ def test_stage_modules_passing_several_tensors_match_one_rank(schedule, stages_p
     for i in range(n):
         for name, want in ref_grads[i].items():
             np.testing.assert_allclose(grads[i][name], want, rtol=1e-5, atol=1e-6, err_msg="stage %d %s" % (i, name))
+
+
+class DeferredLinear(tessel.autograd.Function):
+    """y = x·wᵀ whose backward returns only dx and leaves (x, dy) in `stash` for a weight pass by hand: the
+    kind of module torch's dw_builder serves (zero-bubble's W)."""
+
+    @staticmethod
+    def forward(ctx, x, weight, stash):
+        ctx.save_for_backward(x, weight)
+        ctx.stash = stash
+        return x @ weight.t()
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, weight = ctx.saved_tensors
+        ctx.stash.append((x, dy))
+        return dy @ weight, None, None
+
+
+class DwPart(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8, bias=False)
+        self.stash, self.runs = [], 0
+
+    def forward(self, x):
+        return F.tanh(DeferredLinear.apply(x, self.fc.weight, self.stash))
+
+    def dw_builder(self):
+        pending = list(self.stash)  # this microbatch's (x, dy): its backward just ran
+        self.stash.clear()
+
+        def run():
+            self.runs += 1
+            for x, dy in pending:
+                g = dy.t() @ x
+                self.fc.weight.grad = g if self.fc.weight.grad is None else self.fc.weight.grad + g
+        return run
+
+
+@pytest.mark.parametrize("schedule,stages_per_rank", [(pp.Schedule1F1B, 1), (pp.ScheduleZBVZeroBubble, 2)])
+def test_dw_builder_runs_the_modules_deferred_weight_pass_as_torch(schedule, stages_per_rank):
+    # B (and I) run the module's own backward, which leaves fc.weight.grad alone; the runner dw_builder
+    # returns after it computes the weight gradient (at W under ZBV, right after B under 1F1B)
+    rng = np.random.default_rng(12)
+    x_np, y_np = rng.standard_normal((8, 8)).astype(np.float32), rng.standard_normal((8, 8)).astype(np.float32)
+    n = 2 * stages_per_rank
+    tessel.manual_seed(0)
+    ref_parts = [nn.Linear(8, 8, bias=False) for _ in range(n)]
+    h = tessel.from_numpy(x_np)
+    for lin in ref_parts:
+        h = F.tanh(lin(h))
+    ref = mse(h, tessel.from_numpy(y_np))
+    ref.backward()
+    got = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        tessel.manual_seed(0)
+        parts = [DwPart() for _ in range(n)]
+        where = pp.stage_to_rank_map(schedule._name, 2, n)
+        mine = [i for i in range(n) if where[i] == world.rank]
+        stages = [pp.PipelineStage(parts[i], i, n, "cpu", dw_builder=parts[i].dw_builder) for i in mine]
+        sched = schedule(stages[0] if stages_per_rank == 1 else stages, n_microbatches=4, loss_fn=mse)
+        loss = sched.step(tessel.from_numpy(x_np) if 0 in mine else None,
+                          target=tessel.from_numpy(y_np) if n - 1 in mine else None)
+        got[world.rank] = (loss, {i: (parts[i].fc.weight.grad.numpy(), parts[i].runs, len(parts[i].stash))
+                                  for i in mine})
+        dist.destroy_process_group()
+
+    tessel.run_ranks(2, rank_fn)
+    losses = [got[r][0] for r in (0, 1) if got[r][0] is not None]
+    assert len(losses) == 1 and losses[0] == pytest.approx(ref.item(), abs=1e-6)
+    stages = {**got[0][1], **got[1][1]}
+    for i in range(n):
+        grad, runs, left = stages[i]
+        assert (runs, left) == (4, 0)  # one runner per microbatch, each run once; nothing left behind
+        np.testing.assert_allclose(grad, ref_parts[i].weight.grad.numpy(), rtol=1e-5, atol=1e-6)

@@ -74,13 +74,13 @@ class PipelineStage:
                  group=None, dw_builder=None):
         if device not in (None, "cpu") and str(device) != "cpu":
             raise NotImplementedError("PipelineStage: device '%s' is not available from Python (use 'cpu')" % device)
-        if dw_builder is not None:
-            raise NotImplementedError("PipelineStage: dw_builder is not supported (tessel splits the backward "
-                                      "into input and weight gradients itself)")
         inputs = _example_shapes(input_args, "input_args")
         if inputs is not None and int(stage_index) == 0:
             inputs = inputs[:1]  # the first stage's own input; step()'s further inputs reach it from Python
         self._expected = (inputs, _example_shapes(output_args, "output_args"))
+        # torch's: a microbatch's B / I run the module's whole backward, then dw_builder() gives the runner of
+        # what the module deferred (W runs it; under F/B-only schedules B runs it at once)
+        self.dw_builder = dw_builder
         self.submod = submodule
         self.stage_index, self.num_stages = int(stage_index), int(num_stages)
         self.group = group if group is not None else _default_group("PipelineStage")
@@ -168,6 +168,8 @@ class _PipelineSchedule:
                                      self._with_loss_kwargs(self._loss_fn) if last and self._loss_fn is not None
                                      else None, where)
             s._c.set_expected_shapes(*s._expected)
+            if s.dw_builder is not None:
+                s._c.set_dw_builder(s.dw_builder)
         # PP + FSDP (torchtitan's order: fully_shard each stage's blocks and the stage module, then the
         # schedule): the schedule gathers each stage once per step (UNSHARD), keeps it gathered through its
         # microbatches, accumulates the gradients locally and reduces them once (REDUCE_GRAD).
