@@ -75,6 +75,15 @@ def mse(out, target):
     return ((out - target) ** 2).mean()
 
 
+def stepped(sched, *args, **kwargs):
+    """torch's step with losses=[]: (what step returns: the merged output on the last stage's rank, else
+    None; the full-batch loss there, else None). The batches here split evenly, so the full-batch loss is the
+    microbatches' mean."""
+    losses = []
+    out = sched.step(*args, losses=losses, **kwargs)
+    return out, (float(np.mean([v.item() for v in losses])) if losses else None)
+
+
 def make_parts(n):
     tessel.manual_seed(0)
     return [Part() for _ in range(n)]
@@ -145,7 +154,7 @@ def test_schedule_runtime_runs_a_csv_schedule_placed_as_the_csv_says(tmp_path, n
         assert runtime.stage_to_rank == where
         runtime._dump_csv(str(tmp_path / ("back%d.csv" % world.rank)))
         x = tessel.from_numpy(x_np) if 0 in mine else None
-        loss = runtime.step(x, target=tessel.from_numpy(y_np) if 3 in mine else None)
+        _, loss = stepped(runtime, x, target=tessel.from_numpy(y_np) if 3 in mine else None)
         got[world.rank] = (loss, {i: parts[i].fc.weight.grad.numpy() for i in mine})
         dist.destroy_process_group()
 
@@ -174,7 +183,11 @@ def test_torch_schedules_over_python_stage_modules_match_one_rank(schedule, stag
         parts, mine, sched = schedule_on_rank(schedule, stages_per_rank, world.rank)
         # A rank with neither end (rank 1 of the V) calls step() with no batch, as in torch.
         x = tessel.from_numpy(x_np) if 0 in mine else None
-        loss = sched.step(x, target=tessel.from_numpy(y_np) if n - 1 in mine else None)
+        out, loss = stepped(sched, x, target=tessel.from_numpy(y_np) if n - 1 in mine else None)
+        assert (out is None) == (n - 1 not in mine)
+        if out is not None:  # torch's merged output: the whole batch through every stage, as one process
+            np.testing.assert_allclose(out.numpy(), through(make_parts(n), x_np).detach().numpy(), rtol=1e-5,
+                                       atol=1e-6)
         got[world.rank] = (loss, {i: parts[i].fc.weight.grad.numpy() for i in mine})
         dist.destroy_process_group()
 
@@ -226,7 +239,7 @@ def test_1f1b_over_tensor_parallel_python_stages_on_a_pp_by_tp_mesh_matches_one_
         part = parallelize_module(parts[s], mesh["tp"], {"fc": ColwiseParallel(), "proj": RowwiseParallel()})
         stage = pp.PipelineStage(part, s, 2, "cpu", group=mesh.get_group("pp"))
         sched = pp.Schedule1F1B(stage, n_microbatches=4, loss_fn=mse)
-        loss = sched.step(tessel.from_numpy(x_np)) if s == 0 else sched.step(target=tessel.from_numpy(y_np))
+        _, loss = stepped(sched, tessel.from_numpy(x_np)) if s == 0 else stepped(sched, target=tessel.from_numpy(y_np))
         got[world.rank] = (s, loss, {(s, n): p.grad.full_tensor().numpy() for n, p in part.named_parameters()})
         dist.destroy_process_group()
 
@@ -267,8 +280,8 @@ def test_fully_shard_python_stages_under_a_schedule_on_a_pp_by_dp_mesh_match_one
         sched = schedule(stage, n_microbatches=2, loss_fn=mse)
         rows = slice(4 * d, 4 * d + 4)
         with tessel.CommTracer() as t:
-            loss = (sched.step(tessel.from_numpy(x_np[rows])) if s == 0 else
-                    sched.step(target=tessel.from_numpy(y_np[rows])))
+            _, loss = (stepped(sched, tessel.from_numpy(x_np[rows])) if s == 0 else
+                       stepped(sched, target=tessel.from_numpy(y_np[rows])))
         got[world.rank] = (s, loss, t.summary(),
                            {(s, n): p.grad.full_tensor().numpy() for n, p in part.named_parameters()})
         dist.destroy_process_group()
@@ -383,7 +396,8 @@ def test_schedule_step_reports_each_microbatchs_loss_as_torch():
     tessel.run_ranks(2, rank_fn)
     assert got[0] == (None, [])
     np.testing.assert_allclose(got[1][1], want, rtol=1e-6)
-    assert got[1][0] == pytest.approx(np.mean(want), abs=1e-6)
+    # step's value there is torch's: the last stage's outputs of the 4 microbatches merged along dim 0
+    np.testing.assert_allclose(got[1][0].numpy(), through(parts, x_np).detach().numpy(), rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("schedule,stages_per_rank", [
@@ -416,9 +430,9 @@ def test_schedule_eval_is_a_forward_only_step_as_torch(schedule, stages_per_rank
     tessel.run_ranks(2, rank_fn)
     last = [r for r in (0, 1) if got[r][0] is not None]
     assert len(last) == 1
-    loss, losses, _, _, _ = got[last[0]]
+    out, losses, _, _, _ = got[last[0]]
     np.testing.assert_allclose(losses, want, rtol=1e-6)
-    assert loss == pytest.approx(np.mean(want), abs=1e-6)
+    np.testing.assert_allclose(out.numpy(), through(parts, x_np).detach().numpy(), rtol=1e-5, atol=1e-6)
     assert got[1 - last[0]][1] == []
     where = pp.stage_to_rank_map(schedule._name, 2, n)
     want_p2p = {0: {}, 1: {}}
@@ -486,9 +500,10 @@ def test_step_passes_keyword_arguments_to_every_stage_per_microbatch_as_torch():
         kw = dict(row_scale=tessel.from_numpy(scale_np), shift=0.25, loss_kwargs={"weight": 3.0},
                   return_outputs=False)
         if world.rank == 0:
-            loss = sched.step(tessel.from_numpy(x_np), **kw)
+            out, loss = stepped(sched, tessel.from_numpy(x_np), **kw)
         else:
-            loss = sched.step(target=tessel.from_numpy(y_np), **kw)
+            out, loss = stepped(sched, target=tessel.from_numpy(y_np), **kw)
+        assert out is None  # return_outputs=False
         first = part.fc.weight.grad.numpy().copy()
         part.fc.weight.grad = None
         # the same batch pre-split (torch's arg_mbs / kwarg_mbs / target_mbs)
@@ -545,9 +560,9 @@ def test_further_positional_inputs_go_to_the_first_stage_per_microbatch_as_torch
     def rank_fn(world):
         part, sched = two_stage_1f1b(world, lambda: [FirstPart(), LastPart()], mse)
         if world.rank == 0:
-            loss = sched.step(tessel.from_numpy(x_np), tessel.from_numpy(pos_np), 0.5)
+            _, loss = stepped(sched, tessel.from_numpy(x_np), tessel.from_numpy(pos_np), 0.5)
         else:
-            loss = sched.step(target=tessel.from_numpy(y_np))
+            _, loss = stepped(sched, target=tessel.from_numpy(y_np))
         whole = part.fc.weight.grad.numpy().copy()
         part.fc.weight.grad = None
         # pre-split: each microbatch of arg_mbs is the first stage's whole argument tuple
@@ -611,7 +626,7 @@ def test_scale_grads_false_sums_the_microbatches_gradients_as_torch():
             parts = make_parts(2)
             stage = pp.PipelineStage(parts[world.rank], world.rank, 2, "cpu")
             sched = pp.Schedule1F1B(stage, n_microbatches=4, loss_fn=mse, scale_grads=scale)
-            loss = sched.step(tessel.from_numpy(x_np) if world.rank == 0 else None,
+            _, loss = stepped(sched, tessel.from_numpy(x_np) if world.rank == 0 else None,
                               target=tessel.from_numpy(y_np) if world.rank == 1 else None)
             out.append((loss, [p.grad.numpy().copy() for p in parts[world.rank].parameters()]))
         got[world.rank] = out
@@ -685,8 +700,12 @@ def test_stage_modules_passing_several_tensors_match_one_rank(schedule, stages_p
         mine = [i for i in range(n) if where[i] == world.rank]
         stages = [pp.PipelineStage(mine_parts[i], i, n, "cpu") for i in mine]
         sched = schedule(stages[0] if stages_per_rank == 1 else stages, n_microbatches=4, loss_fn=tuple_loss)
-        loss = sched.step(tessel.from_numpy(x_np) if 0 in mine else None,
-                          target=tessel.from_numpy(y_np) if n - 1 in mine else None)
+        out, loss = stepped(sched, tessel.from_numpy(x_np) if 0 in mine else None,
+                            target=tessel.from_numpy(y_np) if n - 1 in mine else None)
+        if out is not None:  # the last stage's (out, aux), each merged over the microbatches
+            assert isinstance(out, tuple) and len(out) == 2
+            for got_t, want_t in zip(out, h):
+                np.testing.assert_allclose(got_t.numpy(), want_t.detach().numpy(), rtol=1e-5, atol=1e-6)
         got[world.rank] = (loss, {i: tuple_grads(mine_parts[i]) for i in mine})
         dist.destroy_process_group()
 
@@ -762,7 +781,7 @@ def test_dw_builder_runs_the_modules_deferred_weight_pass_as_torch(schedule, sta
         mine = [i for i in range(n) if where[i] == world.rank]
         stages = [pp.PipelineStage(parts[i], i, n, "cpu", dw_builder=parts[i].dw_builder) for i in mine]
         sched = schedule(stages[0] if stages_per_rank == 1 else stages, n_microbatches=4, loss_fn=mse)
-        loss = sched.step(tessel.from_numpy(x_np) if 0 in mine else None,
+        _, loss = stepped(sched, tessel.from_numpy(x_np) if 0 in mine else None,
                           target=tessel.from_numpy(y_np) if n - 1 in mine else None)
         got[world.rank] = (loss, {i: (parts[i].fc.weight.grad.numpy(), parts[i].runs, len(parts[i].stash))
                                   for i in mine})

@@ -123,9 +123,12 @@ def main(args):
             loss.backward()
             loss = loss.item()
         elif s == 0:
-            loss = schedule.step(tokens[:, :-1])
+            schedule.step(tokens[:, :-1])
+            loss = None
         else:
-            loss = schedule.step(target=tokens[:, 1:])
+            mb_losses = []  # torch's: each microbatch's mean loss; they split the batch evenly
+            schedule.step(target=tokens[:, 1:], losses=mb_losses)
+            loss = sum(v.item() for v in mb_losses) / len(mb_losses)
         optimizer.step()
         optimizer.zero_grad()
         if reports:

@@ -10,9 +10,9 @@ batch splits into ``n_microbatches`` along dim 0 and the gradients are the full 
 stage only and keyword arguments to every stage of the rank, tensors split along dim 0 per microbatch. A stage
 module may return a tuple of tensors: each travels to the next stage as one positional input (integer and
 bool tensors forward only, floating ones with their gradients back), and the last stage's tuple reaches
-``loss_fn`` as a tuple. Differences from torch: ``loss_fn`` takes
-(output, target) and must return the microbatch's mean loss; ``step`` returns the full-batch loss on the
-last stage's rank (None elsewhere) rather than the merged output (``losses=[]`` collects each microbatch's).
+``loss_fn`` as a tuple. As torch's, ``step`` returns the last stage's outputs merged along dim 0 on its rank
+(None elsewhere) and ``losses=[]`` collects each microbatch's loss there. Difference from torch: ``loss_fn``
+takes (output, target) and must return the microbatch's mean loss.
 
 Schedule IR (pure, no ranks): ``generate_schedule``, ``stage_to_rank_map``, ``lower_program``, the
 verifier, ``parse_action`` / ``format_rank_program`` / CSV, ``simulate`` (makespan, bubble, peak in-flight
@@ -20,7 +20,8 @@ activations) and ``timeline_svg``. ``pipeline_gpt`` builds one rank's part of th
 
     stage = PipelineStage(part, rank, 2, "cpu")
     schedule = Schedule1F1B(stage, n_microbatches=4, loss_fn=lambda out, y: F.mse_loss(out, y))
-    loss = schedule.step(x) if rank == 0 else schedule.step(target=y)
+    losses = []
+    out = schedule.step(x) if rank == 0 else schedule.step(target=y, losses=losses)  # rank 1: the merged output
 """
 from ... import _C
 from .. import _default_group
@@ -160,7 +161,7 @@ class _PipelineSchedule:
         cls, stages = type(self).__name__, self._stages
         group, n = stages[0].group, stages[0].num_stages
         self._mb_kwargs, self._mb_more_args, self._current, self._loss_kwargs = [], [], {}, {}
-        self._calls = {}
+        self._calls, self._keep_outputs, self._output_chunks = {}, False, {}
         for s in stages:
             last = s.stage_index == n - 1
             self._calls[s.stage_index] = _StageCall(s.submod, self, s.stage_index)
@@ -198,9 +199,31 @@ class _PipelineSchedule:
 
     def _with_loss_kwargs(self, loss_fn):
         def loss(outputs, target):  # the last stage module's tensors: one is passed as itself, several as a tuple
+            if self._keep_outputs:  # torch's output_chunks, merged by step()
+                mb = self._current.get(self._stages[0].num_stages - 1, 0)
+                self._output_chunks[mb] = [o.detach() for o in outputs]
             output = outputs[0] if len(outputs) == 1 else tuple(outputs)
             return loss_fn(output, target, **self._loss_kwargs) if self._loss_kwargs else loss_fn(output, target)
         return loss
+
+    def _run(self, run, return_outputs, losses):
+        """Runs `run` (the executor's step or eval) and returns torch's value: the last stage's outputs merged
+        along dim 0 over the microbatches (a tuple of them for a stage returning several tensors) on the rank
+        that holds the last stage when return_outputs, else None; `losses` gets each microbatch's loss."""
+        self._keep_outputs, self._output_chunks = bool(return_outputs), {}
+        try:
+            _, per_microbatch = run()
+        finally:
+            self._keep_outputs = False
+        if losses is not None:
+            losses.clear()  # torch's _update_losses: this step's microbatches only
+            losses.extend(_C._full([], v, _C.dtype.float32) for v in per_microbatch)
+        chunks, self._output_chunks = [self._output_chunks[mb] for mb in sorted(self._output_chunks)], {}
+        if not return_outputs or not chunks:
+            return None
+        cat = _C._functional.cat
+        merged = [cat([c[i] for c in chunks], 0) for i in range(len(chunks[0]))]
+        return merged[0] if len(merged) == 1 else tuple(merged)
 
     def _before_forward(self, stage, mb):
         self._current[stage] = mb
@@ -269,8 +292,9 @@ class _PipelineSchedule:
 
     def step(self, *args, target=None, losses=None, return_outputs=True, loss_kwargs=None, arg_mbs=None,
              kwarg_mbs=None, target_mbs=None, finalize_gradients=True, **kwargs):
-        """One step's forward and backward over the microbatches; the full-batch loss on the last stage's rank,
-        None elsewhere (return_outputs is accepted; torch returns the merged output there). Keyword arguments
+        """One step's forward and backward over the microbatches. Returns torch's value: on the rank holding the
+        last stage the last stage's outputs merged along dim 0 (return_outputs=True; a tuple for a stage that
+        returns several tensors), None elsewhere or with return_outputs=False. Keyword arguments
         reach every stage's forward, tensors split along dim 0 per microbatch; loss_kwargs reach loss_fn;
         arg_mbs / kwarg_mbs / target_mbs are torch's pre-split inputs. A `losses` list gets each microbatch's
         loss_fn value appended on the last stage's rank (0-d tensors, NaN for a microbatch whose targets are all
@@ -283,26 +307,16 @@ class _PipelineSchedule:
                                       "of every step" % type(self).__name__)
         self._require_program("step")
         x, target = self._inputs("step", args, target, loss_kwargs, arg_mbs, kwarg_mbs, target_mbs, kwargs)
-        if losses is None:
-            return self._executor.step(x, target)
-        # torch appends each microbatch's loss_fn output on the last stage's rank (torchtitan averages them).
-        loss, per_microbatch = self._executor.step_with_losses(x, target)
-        losses.clear()  # torch's _update_losses: this step's microbatches only
-        losses.extend(_C._full([], v, _C.dtype.float32) for v in per_microbatch)
-        return loss
+        return self._run(lambda: self._executor.step_with_losses(x, target), return_outputs, losses)
 
     def eval(self, *args, target=None, losses=None, arg_mbs=None, kwarg_mbs=None, target_mbs=None, **kwargs):
         """torch's forward-only step (validation: torchtitan's `schedule.eval(inputs, target=..., losses=...)`):
         the same microbatches and p2p as step() without any backward, under no_grad; nothing touches the
-        gradients. Returns the full-batch loss on the last stage's rank (as step() here; torch returns the
-        merged output), and fills `losses` there with each microbatch's loss."""
+        gradients. Returns the merged outputs on the last stage's rank (as step()), and fills `losses` there with
+        each microbatch's loss."""
         self._require_program("eval")
         x, target = self._inputs("eval", args, target, None, arg_mbs, kwarg_mbs, target_mbs, kwargs)
-        loss, per_microbatch = self._executor.eval_with_losses(x, target)
-        if losses is not None:
-            losses.clear()
-            losses.extend(_C._full([], v, _C.dtype.float32) for v in per_microbatch)
-        return loss
+        return self._run(lambda: self._executor.eval_with_losses(x, target), True, losses)
 
 
 def _fsdp_groups(module):
