@@ -260,5 +260,33 @@ TEST(PipelineStageTest, ASingleOutputLossOnAStageReturningSeveralTensorsNamesThe
   });
 }
 
+// torch's dw_builder: I is the module's whole backward (its parameters' gradients are there at once), the
+// builder is called right after it and its runner waits for the microbatch's W; B runs the runner at once.
+TEST(PipelineStageTest, DwBuilderRunnersRunAtTheirMicrobatchsWAndRightAfterB) {
+  comm::RunRanks(1, [](comm::ProcessGroupPtr pg) {
+    Combine module;
+    PipelineStage stage(module, 0, 1, pg, SquaredError);
+    std::vector<std::string> log;
+    int built = 0;
+    stage.SetDwBuilder([&] {
+      const int id = built++;
+      log.push_back(Str("build", id));
+      return std::function<void()>([&log, id] { log.push_back(Str("run", id)); });
+    });
+    const Tensor ids = FromVector<int64_t>({1, 2, 3, 4, 0, 1}, {6});
+    const Tensor target = Zeros({6, 4});
+    stage.InferShapes(Narrow(ids, 0, 0, 2));
+    stage.PrepareStep({2, 2, 2}, {1.0 / 3, 1.0 / 3, 1.0 / 3});
+    for (int mb = 0; mb < 3; ++mb) stage.Forward(mb, Narrow(ids, 0, 2 * mb, 2), Narrow(target, 0, 2 * mb, 2));
+    stage.BackwardInput(0);
+    EXPECT_TRUE(module.Param("w").grad().defined());  // the whole backward ran at I
+    stage.BackwardInput(1);
+    stage.BackwardWeight(1);
+    stage.BackwardFull(2);
+    stage.BackwardWeight(0);
+    EXPECT_EQ(log, (std::vector<std::string>{"build0", "build1", "run1", "build2", "run2", "run0"}));
+  });
+}
+
 }  // namespace
 }  // namespace tessel::pipelining
