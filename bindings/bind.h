@@ -51,6 +51,10 @@ inline double MachineEpsilon(DType dtype) {
 // x_int + tensor(0.5) is float32). Tensor methods and F.where cast their operands with it; C++ ops
 // themselves stay strict (core/ops/elementwise.h).
 DType ResultType(const Tensor& a, const Tensor& b);
+// torch.get_default_dtype / set_default_dtype (tensor_py.cc): the floating dtype of Python's factories, layers
+// and float-scalar promotion when none is given; process-wide, as torch's (float32 until set).
+DType DefaultFloatDType();
+void SetDefaultFloatDType(DType dtype);
 std::pair<Tensor, Tensor> Promoted(const Tensor& a, const Tensor& b);
 Tensor FromArray(const py::array& in);  // tensor_py.cc: a copy of a numpy array, its dtype kept
 

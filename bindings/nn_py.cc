@@ -391,16 +391,18 @@ void BindLayers(py::module_& m) {
   py::class_<nn::Linear, Module, std::unique_ptr<nn::Linear>> lin(m, "Linear", py::dynamic_attr());
   // Initialized as torch's nn.Linear (uniform, bound 1/sqrt(in_features)) unless init_std asks for the
   // C++ layer's GPT-2 style N(0, init_std) weight and zero bias.
-  lin.def(py::init([](int64_t in, int64_t out, bool bias, const py::object& device, DType dtype, Generator* gen,
+  lin.def(py::init([](int64_t in, int64_t out, bool bias, const py::object& device, std::optional<DType> dtype,
+                      Generator* gen,
                       std::optional<double> init_std) {
             CheckCpuDevice(device, "Linear");
-            if (init_std) return std::make_unique<nn::Linear>(in, out, bias, GenOrDefault(gen), *init_std, dtype);
+            const DType dt = dtype.value_or(DefaultFloatDType());
+            if (init_std) return std::make_unique<nn::Linear>(in, out, bias, GenOrDefault(gen), *init_std, dt);
             TESSEL_CHECK(in > 0, "Linear: features must be positive, got in=", in, " out=", out);
             return std::make_unique<nn::Linear>(in, out, bias, GenOrDefault(gen), TorchLinearUniform(in),
-                                                TorchLinearUniform(in), dtype);
+                                                TorchLinearUniform(in), dt);
           }),
           py::arg("in_features"), py::arg("out_features"), py::arg("bias") = true, py::kw_only(),
-          py::arg("device") = py::none(), py::arg("dtype") = DType::kFloat32, py::arg("generator") = nullptr,
+          py::arg("device") = py::none(), py::arg("dtype") = py::none(), py::arg("generator") = nullptr,
           py::arg("init_std") = py::none())
       .def("reset_parameters", [](nn::Linear& self) { TorchLinearInit(self, DefaultGenerator()); })
       .def_property_readonly("in_features", &nn::Linear::in_features)
@@ -414,7 +416,8 @@ void BindLayers(py::module_& m) {
   py::class_<nn::Embedding, Module, std::unique_ptr<nn::Embedding>> emb(m, "Embedding", py::dynamic_attr());
   emb.def(py::init([](int64_t num, int64_t dim, std::optional<int64_t> padding_idx, const py::object& max_norm,
                       double norm_type, bool scale_grad_by_freq, bool sparse, std::optional<Tensor> weight, bool freeze,
-                      const py::object& device, DType dtype, Generator* gen, std::optional<double> init_std) {
+                      const py::object& device, std::optional<DType> dtype, Generator* gen,
+                      std::optional<double> init_std) {
             CheckCpuDevice(device, "Embedding");
             TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, !scale_grad_by_freq && !sparse,
                               "Embedding: scale_grad_by_freq and sparse are not supported");
@@ -422,7 +425,8 @@ void BindLayers(py::module_& m) {
                 max_norm.is_none() ? std::nullopt : std::optional<double>(max_norm.cast<double>());
             // torch's N(0, 1) unless init_std asks for the C++ layer's N(0, init_std)
             auto m = std::make_unique<nn::Embedding>(num, dim, GenOrDefault(gen), init_std.value_or(1.0),
-                                                     weight ? weight->dtype() : dtype, padding_idx, limit, norm_type);
+                                                     weight ? weight->dtype() : dtype.value_or(DefaultFloatDType()),
+                                                     padding_idx, limit, norm_type);
             if (weight) {
               // torch: Parameter(_weight) — the given values as the weight, its storage shared (no copy), the
               // padding row left as given; _freeze: no gradient.
@@ -441,7 +445,7 @@ void BindLayers(py::module_& m) {
           py::arg("num_embeddings"), py::arg("embedding_dim"), py::arg("padding_idx") = py::none(),
           py::arg("max_norm") = py::none(), py::arg("norm_type") = 2.0, py::arg("scale_grad_by_freq") = false,
           py::arg("sparse") = false, py::arg("_weight") = py::none(), py::arg("_freeze") = false, py::kw_only(),
-          py::arg("device") = py::none(), py::arg("dtype") = DType::kFloat32,
+          py::arg("device") = py::none(), py::arg("dtype") = py::none(),
           py::arg("generator") = nullptr, py::arg("init_std") = py::none());
   emb.def("reset_parameters", [](nn::Embedding& self) { TorchEmbeddingInit(self, DefaultGenerator()); });
   // torch.nn.Embedding.from_pretrained: the given table as the weight (frozen by default).
@@ -460,12 +464,13 @@ void BindLayers(py::module_& m) {
   emb.def_property_readonly("norm_type", [](const nn::Embedding& self) { return self.norm_type(); });
   py::class_<nn::LayerNorm, Module, std::unique_ptr<nn::LayerNorm>> ln(m, "LayerNorm", py::dynamic_attr());
   ln.def(py::init([](const py::object& shape, double eps, bool affine, bool bias, const py::object& device,
-                     DType dtype) {
+                     std::optional<DType> dtype) {
            CheckCpuDevice(device, "LayerNorm");
-           return std::make_unique<nn::LayerNorm>(NormalizedShape(shape, "LayerNorm"), eps, affine, dtype, bias);
+           return std::make_unique<nn::LayerNorm>(NormalizedShape(shape, "LayerNorm"), eps, affine,
+                                                  dtype.value_or(DefaultFloatDType()), bias);
          }),
          py::arg("normalized_shape"), py::arg("eps") = 1e-5, py::arg("elementwise_affine") = true,
-         py::arg("bias") = true, py::kw_only(), py::arg("device") = py::none(), py::arg("dtype") = DType::kFloat32);
+         py::arg("bias") = true, py::kw_only(), py::arg("device") = py::none(), py::arg("dtype") = py::none());
   // As Linear's: None without one (bias=False or elementwise_affine=False), as torch's.
   for (const char* name : {"weight", "bias"}) {
     ln.def_property_readonly(name, [name](const nn::LayerNorm& self) -> py::object {
@@ -481,15 +486,16 @@ void BindLayers(py::module_& m) {
   ln.def_property_readonly("elementwise_affine", [](const nn::LayerNorm& self) { return self.HasParam("weight"); });
   py::class_<nn::RMSNorm, Module, std::unique_ptr<nn::RMSNorm>> rms(m, "RMSNorm", py::dynamic_attr());
   rms.def(py::init([](const py::object& shape, std::optional<double> eps, bool affine, const py::object& device,
-                      DType dtype) {
+                      std::optional<DType> dtype_arg) {
             CheckCpuDevice(device, "RMSNorm");
+            const DType dtype = dtype_arg.value_or(DefaultFloatDType());
             // torch: eps=None is finfo(dtype).eps (1.2e-7 in float32), not 1e-6: 38% apart on small inputs.
             auto norm = std::make_unique<nn::RMSNorm>(NormalizedShape(shape, "RMSNorm"),
                                                       eps.value_or(MachineEpsilon(dtype)), dtype, affine);
             return norm;
           }),
           py::arg("normalized_shape"), py::arg("eps") = py::none(), py::arg("elementwise_affine") = true,
-          py::kw_only(), py::arg("device") = py::none(), py::arg("dtype") = DType::kFloat32);
+          py::kw_only(), py::arg("device") = py::none(), py::arg("dtype") = py::none());
   rms.def_property_readonly("normalized_shape", [](const nn::RMSNorm& self) {
     return py::tuple(py::cast(self.normalized_shape()));
   });

@@ -62,10 +62,11 @@ using DimArg = std::optional<std::variant<int64_t, std::vector<int64_t>>>;
 Tensor ScalarLike(const Tensor& t, double v) { return Scalar(v, t.dtype()); }
 
 // torch's promotion with a Python scalar: a float scalar takes an integer or bool tensor to the default
-// float dtype (float32), an int scalar keeps the tensor's dtype; true division is always floating. Without
+// float dtype (DefaultFloatDType: float32 unless set), an int scalar keeps the tensor's dtype; true division is
+// always floating. Without
 // it int_tensor + 1.5 truncated the scalar ([1, 2] + 1.5 gave [2, 3]), int / int truncated the quotient,
 // and int / 0 killed the process with SIGFPE.
-Tensor Floating(const Tensor& a) { return IsFloating(a.dtype()) ? a : Cast(a, DType::kFloat32); }
+Tensor Floating(const Tensor& a) { return IsFloating(a.dtype()) ? a : Cast(a, DefaultFloatDType()); }
 
 // torch's lattice: bool < uint8, int8 < int16 < int32 < int64 < floating; uint8 with int8 is int16 (the
 // smallest type holding both ranges); float16 with bfloat16 is float32.
@@ -234,12 +235,13 @@ void BindComparisons(py::class_<Tensor>& c) {
   auto either_or_equal = [](const Tensor& strict, const Tensor& a, const Tensor& b) {
     return Where(strict, Scalar(1, DType::kBool), Eq(a, b));
   };
-  // The scalar as a 0-d tensor of `a`'s dtype, or of float32 with `a` promoted when the scalar is a float.
+  // The scalar as a 0-d tensor of `a`'s dtype, or of the default float dtype with `a` promoted when the scalar
+  // is a float.
   // A bool tensor against an int scalar compares as int64 (torch: tensor([True]) == 2 is False; the scalar
   // was cast to bool first), and an int64 scalar is taken exactly (through a double, 2^62 == 2^62 + 1).
   auto operands = [](const Tensor& a, const py::object& v) -> std::pair<Tensor, Tensor> {
     if (PyFloat_Check(v.ptr()) && !IsFloating(a.dtype())) {
-      return {Cast(a, DType::kFloat32), Scalar(v.cast<double>(), DType::kFloat32)};
+      return {Cast(a, DefaultFloatDType()), Scalar(v.cast<double>(), DefaultFloatDType())};
     }
     const bool is_int = PyLong_Check(v.ptr()) && !PyBool_Check(v.ptr());
     const Tensor x = is_int && a.dtype() == DType::kBool ? Cast(a, DType::kInt64) : a;

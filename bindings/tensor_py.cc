@@ -10,6 +10,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
+#include <atomic>
 #include <cctype>
 #include <cstring>
 #include <functional>
@@ -356,7 +357,21 @@ Generator& DefaultGenerator() {
   return gen;
 }
 
+namespace {
+std::atomic<DType> default_float_dtype{DType::kFloat32};
+}  // namespace
+
+DType DefaultFloatDType() { return default_float_dtype.load(std::memory_order_relaxed); }
+
+void SetDefaultFloatDType(DType dtype) {
+  TESSEL_CHECK_CODE(ErrorCode::kInvalidArgument, IsFloating(dtype),
+                    "only floating-point types are supported as the default type, got ", dtype);
+  default_float_dtype.store(dtype, std::memory_order_relaxed);
+}
+
 void BindTensor(py::module_& m) {
+  m.def("_get_default_dtype", &DefaultFloatDType);
+  m.def("_set_default_dtype", &SetDefaultFloatDType, py::arg("dtype"));
   BindDTypes(m);
   BindAutogradNode(m);
   BindCreation(m);

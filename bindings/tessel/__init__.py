@@ -119,15 +119,18 @@ _complex.ComplexTensor.istft = istft
 Tensor.is_complex = lambda self: False
 Tensor.is_floating_point = lambda self: self.dtype.is_floating_point
 is_floating_point = lambda input: input.is_floating_point()  # noqa: E731 (torch.is_floating_point)
-get_default_dtype = lambda: float32  # noqa: E731,F405 (tessel's factories make float32 by default)
+get_default_dtype = _dtypes.default_float  # torch.get_default_dtype
 
 
 def set_default_dtype(d):
-    """torch.set_default_dtype: tessel's factories make float32; asking for float32 is accepted, any
-    other default raises instead of being ignored."""
-    if d != float32:  # noqa: F405
-        raise NotImplementedError("set_default_dtype(%s): tessel's default floating dtype is float32; pass "
-                                  "dtype= to the factories instead" % (d,))
+    """torch.set_default_dtype: the floating dtype that factories (zeros, randn, tensor of Python floats,
+    arange / linspace of floats, ...), layers' parameters (nn.Linear, LayerNorm, ...) and float-scalar promotion
+    of integer tensors (int_tensor * 0.5, int / int) take when no dtype is given; float32 until set.
+    Process-wide, as torch's: every rank thread of run_ranks shares it. C++ code (tessel::Zeros, the C++ GPT)
+    keeps its own float32 defaults."""
+    if not isinstance(d, dtype) or not d.is_floating_point:  # noqa: F405
+        raise TypeError("only floating-point types are supported as the default type")
+    _C._set_default_dtype(d)
 
 
 _matmul_precision = ["highest"]

@@ -264,7 +264,7 @@ def rad2deg(x):
 
 def logspace(start, end, steps, base=10.0, *, dtype=None, device=None, requires_grad=False):
     out = base ** linspace(start, end, steps, dtype=_dtypes.float64)
-    out = out.to(dtype or _dtypes.float32)
+    out = out.to(dtype or _dtypes.default_float())
     return out.requires_grad_(True) if requires_grad else out
 
 

@@ -4,6 +4,7 @@ import builtins as _builtins
 import numpy as _np
 
 from ._C import dtype
+from ._C import _get_default_dtype as default_float  # torch.get_default_dtype (float32 until set)
 
 float32 = dtype.float32
 float64 = dtype.float64
@@ -25,11 +26,11 @@ short = int16
 
 
 class finfo:
-    """torch.finfo: the numeric limits of a floating dtype (float32 by default): bits, eps, max, min, tiny
+    """torch.finfo: the numeric limits of a floating dtype (the default dtype by default): bits, eps, max, min, tiny
     (= smallest_normal), resolution, dtype (its name, as torch's)."""
 
     def __init__(self, type=None):  # noqa: A002 (torch's argument name)
-        type = float32 if type is None else type
+        type = default_float() if type is None else type
         if not isinstance(type, dtype) or not type.is_floating_point:
             raise TypeError("torch.finfo() requires a floating point input type, got %r" % (type,))
         if type == bfloat16:  # numpy has no bfloat16: 8 exponent bits as float32, 7 mantissa bits

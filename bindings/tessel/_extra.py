@@ -523,7 +523,7 @@ def round_(x, *, decimals=0):
 def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False):
     from ._device import check_cpu
     check_cpu(device, "linspace")
-    t = _tensor(np.linspace(start, end, steps), dtype=dtype or _dtypes.float32)
+    t = _tensor(np.linspace(start, end, steps), dtype=dtype or _dtypes.default_float())
     return t.requires_grad_(True) if requires_grad else t
 
 

@@ -65,7 +65,7 @@ def _scalar_dtype(v):
     if isinstance(v, (_int, np.integer)):
         return _dtypes.int64
     if isinstance(v, (_float, np.floating)):
-        return _dtypes.float32  # torch's default dtype
+        return _dtypes.default_float()  # torch's default dtype
     raise TypeError("result_type(): expected a Tensor or a Python number, got %s" % type(v).__name__)
 
 
@@ -133,7 +133,7 @@ def mul(input, other):
 
 
 def div(input, other, *, rounding_mode=None):
-    """torch.div / divide / Tensor.div: true division (integers give float32), or rounded: "trunc" towards
+    """torch.div / divide / Tensor.div: true division (integers give the default dtype), or rounded: "trunc" towards
     zero, "floor" towards -inf (integers stay integers, exactly)."""
     if rounding_mode is None:
         return input / other
@@ -165,20 +165,20 @@ def tan(input):
     if input.dtype == _dtypes.float64:
         return input.sin() / input.cos()
     x = input.to(_dtypes.float64)
-    out_dtype = input.dtype if input.dtype.is_floating_point else _dtypes.float32
+    out_dtype = input.dtype if input.dtype.is_floating_point else _dtypes.default_float()
     return (x.sin() / x.cos()).to(out_dtype)
 
 
 def angle(input):
     """torch.angle of a real tensor: pi where it is negative, 0 elsewhere, NaN kept (no gradient flows)."""
-    x = (input if input.dtype.is_floating_point else input.to(_dtypes.float32)).detach()
+    x = (input if input.dtype.is_floating_point else input.to(_dtypes.default_float())).detach()
     zero, pi = _C._full([], 0.0, x.dtype), _C._full([], math.pi, x.dtype)
     return _C._functional.where(x.isnan(), x, _C._functional.where(x.lt(0), pi, zero))
 
 
 def ldexp(input, other):
     """torch.ldexp: input * 2 ** other."""
-    two = _C._full([], 2.0, input.dtype if input.dtype.is_floating_point else _dtypes.float32)
+    two = _C._full([], 2.0, input.dtype if input.dtype.is_floating_point else _dtypes.default_float())
     return input * two.pow(other if isinstance(other, Tensor) else _C._full([], _float(other), two.dtype))
 
 
@@ -696,7 +696,7 @@ def imag(input):
 
 
 def scalar_tensor(s, *, dtype=None, device=None, requires_grad=False, **_):
-    out = _C._full([], _float(s), dtype or _dtypes.float32)
+    out = _C._full([], _float(s), dtype or _dtypes.default_float())
     if requires_grad:
         out.requires_grad_(True)
     return out

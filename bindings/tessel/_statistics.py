@@ -164,7 +164,7 @@ def _window(name, values_of):
         else:
             n = window_length + 1 if periodic else window_length
             values = values_of(n, *args, **kwargs)[:window_length]
-        out = _C._from_numpy(np.ascontiguousarray(values, dtype=np.float64)).to(dtype or _dtypes.float32)
+        out = _C._from_numpy(np.ascontiguousarray(values, dtype=np.float64)).to(dtype or _dtypes.default_float())
         if requires_grad:
             out.requires_grad_(True)
         return out

@@ -36,7 +36,7 @@ def _dtype_of_scalar(v):
         return _dtypes.bool
     if isinstance(v, builtins.int):
         return _dtypes.int64
-    return _dtypes.float32
+    return _dtypes.default_float()
 
 
 def _complex_full(size, value, dtype, requires_grad):
@@ -50,21 +50,21 @@ def empty(*size, dtype=None, device=None, requires_grad=False):
     check_cpu(device, "empty")
     if getattr(dtype, "is_complex", False):
         return _complex_full(_shape(size), 0.0, dtype, requires_grad)
-    return _finish(_C._empty(_shape(size), dtype or _dtypes.float32), requires_grad)
+    return _finish(_C._empty(_shape(size), dtype or _dtypes.default_float()), requires_grad)
 
 
 def zeros(*size, dtype=None, device=None, requires_grad=False):
     check_cpu(device, "zeros")
     if getattr(dtype, "is_complex", False):
         return _complex_full(_shape(size), 0.0, dtype, requires_grad)
-    return _finish(_C._full(_shape(size), 0.0, dtype or _dtypes.float32), requires_grad)
+    return _finish(_C._full(_shape(size), 0.0, dtype or _dtypes.default_float()), requires_grad)
 
 
 def ones(*size, dtype=None, device=None, requires_grad=False):
     check_cpu(device, "ones")
     if getattr(dtype, "is_complex", False):
         return _complex_full(_shape(size), 1.0, dtype, requires_grad)
-    return _finish(_C._full(_shape(size), 1.0, dtype or _dtypes.float32), requires_grad)
+    return _finish(_C._full(_shape(size), 1.0, dtype or _dtypes.default_float()), requires_grad)
 
 
 def full(size, fill_value, *, dtype=None, device=None, requires_grad=False):
@@ -139,7 +139,7 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=Fa
         start, end = 0, start
     ints = all(isinstance(v, builtins.int) for v in (start, end, step))
     if dtype is None:
-        dtype = _dtypes.int64 if ints else _dtypes.float32
+        dtype = _dtypes.int64 if ints else _dtypes.default_float()
     if ints and dtype == _dtypes.int64 and builtins.max(builtins.abs(start), builtins.abs(end)) > 2 ** 53:
         return _finish(_C._from_numpy(np.arange(start, end, step, dtype=np.int64)), requires_grad)
     return _finish(_C._arange(builtins.float(start), builtins.float(end), builtins.float(step), dtype), requires_grad)
@@ -147,12 +147,12 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=Fa
 
 def rand(*size, generator=None, dtype=None, device=None, requires_grad=False):
     check_cpu(device, "rand")
-    return _finish(_C._rand(_shape(size), generator, dtype or _dtypes.float32), requires_grad)
+    return _finish(_C._rand(_shape(size), generator, dtype or _dtypes.default_float()), requires_grad)
 
 
 def randn(*size, generator=None, dtype=None, device=None, requires_grad=False):
     check_cpu(device, "randn")
-    return _finish(_C._randn(_shape(size), generator, dtype or _dtypes.float32), requires_grad)
+    return _finish(_C._randn(_shape(size), generator, dtype or _dtypes.default_float()), requires_grad)
 
 
 def randint(low=0, high=None, size=None, *, generator=None, dtype=None, device=None):
@@ -177,16 +177,25 @@ def from_numpy(array):
 
 
 def tensor(data, *, dtype=None, device=None, requires_grad=False):
-    """A new tensor from a numpy array, a (nested) list or a Python scalar; Python floats give float32
-    and Python ints int64, as in torch; a numpy array keeps its dtype."""
+    """A new tensor from a numpy array, a (nested) list or a Python scalar; Python floats give the default
+    dtype (float32 unless set) and Python ints int64, as in torch; a numpy array keeps its dtype."""
     check_cpu(device, "tensor")
     if isinstance(data, Tensor):
         t = data.detach().clone()
     else:
         array = np.asarray(data)
+        t = None
         if not isinstance(data, np.ndarray) and array.dtype == np.float64 and dtype is None:
-            array = array.astype(np.float32)  # Python floats default to float32, as torch (not via float32 if asked)
-        t = _C._from_numpy(array)
+            # Python floats take the default dtype, as torch (rounded once from the float64 values)
+            default = _dtypes.default_float()
+            if default == _dtypes.float64:
+                t = _C._from_numpy(array)
+            elif default == _dtypes.float32:
+                t = _C._from_numpy(array.astype(np.float32))
+            else:
+                t = _C._from_numpy(array).to(default)
+        if t is None:
+            t = _C._from_numpy(array)
     if dtype is not None:
         t = t.to(dtype)
     return _finish(t, requires_grad)
@@ -678,7 +687,7 @@ def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False)
 
 def eye(n, m=None, *, dtype=None, device=None, requires_grad=False):
     check_cpu(device, "eye")
-    out = tensor(np.eye(builtins.int(n), builtins.int(n if m is None else m)), dtype=dtype or _dtypes.float32)
+    out = tensor(np.eye(builtins.int(n), builtins.int(n if m is None else m)), dtype=dtype or _dtypes.default_float())
     return out.requires_grad_(requires_grad) if requires_grad else out
 
 

@@ -212,7 +212,7 @@ def empty_strided(size, stride, *, dtype=None, layout=None, device=None, require
     if len(size) != len(stride):
         raise RuntimeError("mismatch in length of strides and shape")
     extent = 1 + builtins.sum((s - 1) * st for s, st in zip(size, stride)) if builtins.all(size) else 0
-    base = _C._empty([builtins.max(extent, 0)], dtype or _dtypes.float32)
+    base = _C._empty([builtins.max(extent, 0)], dtype or _dtypes.default_float())
     out = base.as_strided(size, stride)
     if requires_grad:
         out.requires_grad_(True)

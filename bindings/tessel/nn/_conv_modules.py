@@ -40,7 +40,7 @@ class _ConvNd(Module):
         self.padding = padding if isinstance(padding, str) else _tuple(padding, nd)
         self.dilation, self.output_padding = _tuple(dilation, nd), _tuple(output_padding, nd)
         self.padding_mode = padding_mode
-        dt = dtype or _C.dtype.float32
+        dt = dtype or _C._get_default_dtype()
         shape = ([in_channels, out_channels // groups] if self._transposed else
                  [out_channels, in_channels // groups]) + list(self.kernel_size)
         self.weight = Parameter(_C._full(shape, 0.0, dt))
@@ -229,7 +229,7 @@ class _NormBase(Module):
         super().__init__()
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
-        dt = dtype or _C.dtype.float32
+        dt = dtype or _C._get_default_dtype()
         if affine:
             self.weight = _share.weight if _share is not None else Parameter(_C._full([num_features], 1.0, dt))
             if bias:

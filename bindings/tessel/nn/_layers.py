@@ -320,7 +320,7 @@ class PReLU(Module):
     def __init__(self, num_parameters=1, init=0.25, device=None, dtype=None):
         super().__init__()
         self.num_parameters = num_parameters
-        self.weight = Parameter(_C._full([num_parameters], float(init), dtype or _C.dtype.float32))
+        self.weight = Parameter(_C._full([num_parameters], float(init), dtype or _C._get_default_dtype()))
 
     def forward(self, x):
         return _extra().prelu(x, self.weight)
@@ -338,7 +338,7 @@ class GroupNorm(Module):
         if num_channels % num_groups:
             raise ValueError("num_channels must be divisible by num_groups")
         self.num_groups, self.num_channels, self.eps, self.affine = num_groups, num_channels, eps, affine
-        dt = dtype or _C.dtype.float32
+        dt = dtype or _C._get_default_dtype()
         if affine:
             self.weight = Parameter(_C._full([num_channels], 1.0, dt))
         else:
@@ -373,7 +373,7 @@ class EmbeddingBag(Module):
             self.weight = Parameter(_weight)
         else:
             from .. import randn
-            self.weight = Parameter(randn(num_embeddings, embedding_dim, dtype=dtype or _C.dtype.float32))
+            self.weight = Parameter(randn(num_embeddings, embedding_dim, dtype=dtype or _C._get_default_dtype()))
             if padding_idx is not None:
                 with _C._GradMode(False):
                     self.weight[padding_idx].zero_()
@@ -391,7 +391,7 @@ class Bilinear(Module):
         super().__init__()
         import math
         from . import init
-        dtype = dtype or _dtypes.float32
+        dtype = dtype or _dtypes.default_float()
         self.in1_features, self.in2_features, self.out_features = in1_features, in2_features, out_features
         self.weight = Parameter(_C._full([out_features, in1_features, in2_features], 0.0, dtype))
         bound = 1.0 / math.sqrt(in1_features)

@@ -74,7 +74,7 @@ class RNNBase(Module):
         self.mode, self.input_size, self.hidden_size, self.num_layers = mode, input_size, hidden_size, num_layers
         self.bias, self.batch_first, self.dropout = bias, batch_first, float(dropout)
         self.bidirectional, self.proj_size = bidirectional, proj_size
-        dt = dtype or _C.dtype.float32
+        dt = dtype or _C._get_default_dtype()
         gates = _GATES[mode] * hidden_size
         out_size = proj_size or hidden_size
         self._flat_names = []
@@ -271,7 +271,7 @@ class _CellBase(Module):
         if mode is not None:
             self._mode = mode
         self.input_size, self.hidden_size, self.bias = input_size, hidden_size, bias
-        dt = dtype or _C.dtype.float32
+        dt = dtype or _C._get_default_dtype()
         gates = _GATES[self._mode] * hidden_size
         self.weight_ih = Parameter(_C._full([gates, input_size], 0.0, dt))
         self.weight_hh = Parameter(_C._full([gates, hidden_size], 0.0, dt))

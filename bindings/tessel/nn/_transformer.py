@@ -30,7 +30,7 @@ class MultiheadAttention(Module):
         check_cpu(device, "MultiheadAttention")
         if embed_dim % num_heads:
             raise AssertionError("embed_dim must be divisible by num_heads")
-        dtype = dtype or _dtypes.float32
+        dtype = dtype or _dtypes.default_float()
         self.embed_dim, self.num_heads, self.dropout, self.batch_first = embed_dim, num_heads, dropout, batch_first
         self.kdim = kdim if kdim is not None else embed_dim
         self.vdim = vdim if vdim is not None else embed_dim
@@ -149,7 +149,7 @@ def _init_transformer_layer(layer, cross, d_model, nhead, dim_feedforward, dropo
     """The submodules of an encoder (cross=False) or decoder (cross=True: multihead_attn, norm3, dropout3)
     layer, registered in torch's order so parameters() and the state dict list as torch's."""
     from . import LayerNorm, Linear
-    dtype = dtype or _dtypes.float32
+    dtype = dtype or _dtypes.default_float()
 
     def attention():
         return MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first, device=device,
@@ -274,7 +274,7 @@ class Transformer(Module):
                  batch_first=False, norm_first=False, bias=True, device=None, dtype=None):
         super().__init__()
         from . import LayerNorm, init
-        dtype = dtype or _dtypes.float32
+        dtype = dtype or _dtypes.default_float()
         for name, custom, layer_cls, stack_cls, count in (
                 ("encoder", custom_encoder, TransformerEncoderLayer, TransformerEncoder, num_encoder_layers),
                 ("decoder", custom_decoder, TransformerDecoderLayer, TransformerDecoder, num_decoder_layers)):
@@ -309,4 +309,4 @@ class Transformer(Module):
         from .._tensor import tensor
         mask = np.triu(np.full((sz, sz), -np.inf, dtype=np.float32), 1)
         out = tensor(mask)
-        return out.to(dtype) if dtype is not None else out
+        return out.to(dtype if dtype is not None else _dtypes.default_float())

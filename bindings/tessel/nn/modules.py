@@ -39,7 +39,7 @@ class Parameter(Tensor):
 
     def __init__(self, data=None, requires_grad=True):
         if data is None:
-            data = _C._empty([0], _C.dtype.float32)
+            data = _C._empty([0], _C._get_default_dtype())
         Tensor.__init__(self, data if data.is_leaf else data.detach())
         if data.dtype.is_floating_point:
             self.requires_grad_(requires_grad)
@@ -54,7 +54,7 @@ class Buffer(Tensor):
 
     def __init__(self, data=None, *, persistent=True):
         if data is None:
-            data = _C._empty([0], _C.dtype.float32)
+            data = _C._empty([0], _C._get_default_dtype())
         Tensor.__init__(self, data.detach())
         self.persistent = persistent
 
