@@ -95,6 +95,10 @@ void BindCollectives(py::class_<comm::ProcessGroup, comm::ProcessGroupPtr>& pg) 
       // Collective over this group: members get the new group, other ranks None.
       .def("new_group", [](PG& g, const std::vector<int>& ranks) {
         return NoGil([&] { return g.NewGroup(ranks); });
+      }, py::arg("ranks"))
+      // torch's use_local_synchronization=True: only the members call it.
+      .def("new_group_among_members", [](PG& g, const std::vector<int>& ranks) {
+        return NoGil([&] { return g.NewGroupAmongMembers(ranks); });
       }, py::arg("ranks"));
 }
 

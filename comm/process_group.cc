@@ -1,6 +1,7 @@
 // comm/process_group.cc — ReduceOp names, the default (unsupported) BatchP2P and CachedSubgroup.
 #include "comm/process_group.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -32,6 +33,48 @@ std::shared_ptr<ProcessGroup> ProcessGroup::CachedSubgroup(const std::string& ke
 
 WorkPtr ProcessGroup::BatchP2P(const std::vector<P2POp>& /*ops*/) {
   TESSEL_FAIL(ErrorCode::kUnimplemented, "batch_p2p: the ", backend_name(), " backend does not implement it");
+}
+
+std::shared_ptr<ProcessGroup> ProcessGroup::MakeMemberGroup(const NewGroupMembers& /*members*/,
+                                                           const std::string& /*key_suffix*/,
+                                                           const std::string& /*name_suffix*/) {
+  TESSEL_FAIL(ErrorCode::kUnimplemented, "new_group(use_local_synchronization=True): the ", backend_name(),
+              " backend does not implement it; create the group on every rank");
+}
+
+std::shared_ptr<ProcessGroup> ProcessGroup::NewGroupAgreed(const std::vector<int>& ranks,
+                                                           const std::string& key_prefix) {
+  const NewGroupMembers members = CheckNewGroupRanks(*this, ranks);
+  const int64_t id = next_group_id_++;  // every member calls NewGroup in the same order (checked here)
+  AgreeOnNewGroup(*this, id, ranks);
+  if (members.my_index < 0) return nullptr;
+  return MakeMemberGroup(members, Str(key_prefix, id, "[", members.rank_list, "]"), Str(id));
+}
+
+std::shared_ptr<ProcessGroup> ProcessGroup::NewGroupAmongMembers(const std::vector<int>& ranks) {
+  const NewGroupMembers members = CheckNewGroupRanks(*this, ranks);
+  TESSEL_CHECK(members.my_index >= 0, "new_group(use_local_synchronization=True): rank ", rank(), " of ",
+               GroupLabel(name(), global_ranks()), " is not in [", members.rank_list, "]; only members call it");
+  const int64_t k = local_group_counts_[members.rank_list]++;
+  const std::string suffix = Str("local[", members.rank_list, "]#", k);
+  std::shared_ptr<ProcessGroup> group = MakeMemberGroup(members, suffix, suffix);
+  AgreeOnNewGroup(*group, k, ranks);
+  return group;
+}
+
+NewGroupMembers CheckNewGroupRanks(const ProcessGroup& parent, const std::vector<int>& ranks) {
+  TESSEL_CHECK(!ranks.empty(), "new_group: empty rank list on ", GroupLabel(parent.name(), parent.global_ranks()));
+  NewGroupMembers m;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    const int r = ranks[i];
+    TESSEL_CHECK(r >= 0 && r < parent.size(), "new_group: rank ", r, " is not in ",
+                 GroupLabel(parent.name(), parent.global_ranks()));
+    TESSEL_CHECK(std::count(ranks.begin(), ranks.end(), r) == 1, "new_group: rank ", r, " listed twice");
+    m.globals.push_back(parent.global_ranks()[static_cast<size_t>(r)]);
+    m.rank_list += Str(i == 0 ? "" : ",", r);
+    if (r == parent.rank()) m.my_index = static_cast<int>(i);
+  }
+  return m;
 }
 
 WorkPtr ProcessGroup::RecvAnySource(const Tensor& /*tensor*/, int /*tag*/) {

@@ -44,6 +44,14 @@ inline constexpr int kAnySource = -1;
 
 inline constexpr std::chrono::milliseconds kDefaultTimeout{300'000};
 
+// A NewGroup's members: their global ranks, the list as "0,2,3" and this rank's index in it (-1 when it is
+// not a member). CheckNewGroupRanks makes one.
+struct NewGroupMembers {
+  std::vector<int> globals;
+  std::string rank_list;
+  int my_index = -1;
+};
+
 class ProcessGroup {
  public:
   virtual ~ProcessGroup() = default;
@@ -90,6 +98,13 @@ class ProcessGroup {
   // in the same order as its other NewGroup calls. Group rank i of the new group is ranks[i].
   // Members get the new group (same timeout; name "<name>.<n>" until set_name); non-members get nullptr.
   virtual std::shared_ptr<ProcessGroup> NewGroup(const std::vector<int>& ranks) = 0;
+  // torch's new_group(use_local_synchronization=True): only the members of `ranks` call it (a non-member is
+  // kInvalidArgument), so the group's other ranks need not take part. A member's k-th such call with a rank
+  // list pairs with the other members' k-th with the same list; the members check it with each other (an
+  // untraced all_gather over the new group, AgreeOnNewGroup) and a member that never comes is an error after
+  // the timeout. Name "<name>.local[<ranks>]#<k>". Backends without MakeMemberGroup (NCCL's) throw
+  // kUnimplemented.
+  std::shared_ptr<ProcessGroup> NewGroupAmongMembers(const std::vector<int>& ranks);
 
   // A group derived from this one, created by `make` (which may call NewGroup: every member must then
   // ask for `key` at the same point) the first time `key` is asked for, and kept until this group is
@@ -100,8 +115,21 @@ class ProcessGroup {
   std::shared_ptr<ProcessGroup> CachedSubgroup(const std::string& key,
                                                const std::function<std::shared_ptr<ProcessGroup>()>& make);
 
+ protected:
+  // For the CPU backends' NewGroup: checks `ranks`, agrees with every rank of this group on the call
+  // (AgreeOnNewGroup) and returns MakeMemberGroup(members, "<key_prefix><n>[<ranks>]", "<n>") on members,
+  // nullptr elsewhere (n: this group's NewGroup count).
+  std::shared_ptr<ProcessGroup> NewGroupAgreed(const std::vector<int>& ranks, const std::string& key_prefix);
+  // The backend's group object over `members` (a rendezvous under `key_suffix`, named "<name>.<name_suffix>");
+  // the default throws kUnimplemented.
+  virtual std::shared_ptr<ProcessGroup> MakeMemberGroup(const NewGroupMembers& members,
+                                                        const std::string& key_suffix,
+                                                        const std::string& name_suffix);
+
  private:
   std::string name_ = "world";
+  int64_t next_group_id_ = 0;                          // NewGroupAgreed calls
+  std::map<std::string, int64_t> local_group_counts_;  // NewGroupAmongMembers calls per rank list
   std::chrono::milliseconds timeout_ = kDefaultTimeout;
   std::mutex subgroups_mu_;  // held while `make` runs: one creation per key
   std::map<std::string, std::shared_ptr<ProcessGroup>> subgroups_;
@@ -116,5 +144,9 @@ using ProcessGroupPtr = std::shared_ptr<ProcessGroup>;
 // order or with other lists raise kInvalidArgument naming both calls, instead of each timing out in a
 // collective on a group the other never joined.
 void AgreeOnNewGroup(ProcessGroup& parent, int64_t id, const std::vector<int>& ranks);
+
+// For NewGroup implementations: `ranks` checked against `parent` (kInvalidArgument when empty, out of range
+// or listed twice), as NewGroupMembers.
+NewGroupMembers CheckNewGroupRanks(const ProcessGroup& parent, const std::vector<int>& ranks);
 
 }  // namespace tessel::comm

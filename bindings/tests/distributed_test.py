@@ -2574,3 +2574,42 @@ def test_clip_grad_norm_on_a_2d_mesh_and_across_meshes_in_rank_threads_equals_on
             assert norm == pytest.approx(want_norm, rel=1e-5), (mixed, rank)
             for n, g in want.items():
                 np.testing.assert_allclose(grads[n], g, rtol=1e-4, atol=1e-7, err_msg="%s %s" % (mixed, n))
+
+
+@pytest.mark.parametrize("backend", [None, "gloo"])
+def test_new_group_with_local_synchronization_needs_only_its_members(backend):
+    # torch's use_local_synchronization=True: ranks 2 and 3 never call new_group for [0, 1] (rank 3 may, and
+    # gets NON_GROUP_MEMBER at once); two such groups over the same ranks pair up call by call; the default
+    # group's own new_group sequence is untouched, so a later every-rank new_group still agrees
+    got = {}
+
+    def rank_fn(world):
+        dist.init_process_group(*([backend] if backend else []))
+        r = dist.get_rank()
+        out = []
+        if r in (0, 1):
+            groups = [dist.new_group([1, 0], use_local_synchronization=True),
+                      dist.new_group([0, 1], use_local_synchronization=True)]
+            values = [1.0, 10.0]
+        else:
+            if r == 3:
+                assert dist.new_group([0, 1], use_local_synchronization=True) is dist.GroupMember.NON_GROUP_MEMBER
+            groups, values = [dist.new_group([2, 3], use_local_synchronization=True)], [100.0]
+        for g, v in zip(groups, values):
+            x = tessel.tensor([v * (r + 1)])
+            dist.all_reduce(x, group=g)
+            out.append((dist.get_rank(g), dist.get_world_size(g), x.item()))
+        every = dist.new_group([0, 2])
+        if r in (0, 2):
+            y = tessel.tensor([1.0])
+            dist.all_reduce(y, group=every)
+            out.append(y.item())
+        y = tessel.tensor([1.0])
+        dist.all_reduce(y)
+        out.append(y.item())
+        got[r] = out
+        dist.destroy_process_group()
+
+    tessel.run_ranks(4, rank_fn)
+    assert got == {0: [(0, 2, 3.0), (0, 2, 30.0), 2.0, 4.0], 1: [(1, 2, 3.0), (1, 2, 30.0), 4.0],
+                   2: [(0, 2, 700.0), 2.0, 4.0], 3: [(1, 2, 700.0), 4.0]}

@@ -236,7 +236,14 @@ class GlooProcessGroup final : public ProcessGroup {
   }
   WorkPtr BatchP2P(const std::vector<P2POp>& ops) override;
   WorkPtr RecvAnySource(const Tensor& tensor, int tag) override;
-  std::shared_ptr<ProcessGroup> NewGroup(const std::vector<int>& ranks) override;
+  std::shared_ptr<ProcessGroup> NewGroup(const std::vector<int>& ranks) override {
+    return NewGroupAgreed(ranks, "g");
+  }
+
+ protected:
+  // The group of `members` under store prefix "<prefix><key_suffix>/", named "<name>.<name_suffix>".
+  std::shared_ptr<ProcessGroup> MakeMemberGroup(const NewGroupMembers& members, const std::string& key_suffix,
+                                                const std::string& name_suffix) override;
 
  private:
   // What a collective's data phase needs to run its transfers: the call, its group label and deadline.
@@ -330,7 +337,6 @@ class GlooProcessGroup final : public ProcessGroup {
   char sentinel_byte_ = 0;
   std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> sentinels_;  // [peer]; null for this rank
   int64_t next_seq_ = 0;
-  int64_t next_group_id_ = 0;
   int64_t next_p2p_ = 0;  // p2p thread: keys the monitor's liveness probe of each batch of p2p ops
   // The collectives' comm thread and the p2p thread (comm_thread.h's LazyCommThread) both break the group and
   // keep aborted buffers: state_mu_ guards broken_ and the aborted_* members; probe_mu_ serializes the
@@ -938,25 +944,12 @@ std::string GlooProcessGroup::P2PName(const P2POp& op) const {
              global_ranks_[op.peer], ", tag ", op.tag, ", ", op.tensor.numel() * ElementSize(op.tensor.dtype()), " B)");
 }
 
-std::shared_ptr<ProcessGroup> GlooProcessGroup::NewGroup(const std::vector<int>& ranks) {
-  TESSEL_CHECK(!ranks.empty(), "new_group: empty rank list on ", GroupLabel(name(), global_ranks()));
-  std::vector<int> globals;
-  std::string rank_list;
-  int my_index = -1;
-  for (size_t i = 0; i < ranks.size(); ++i) {
-    const int r = ranks[i];
-    TESSEL_CHECK(r >= 0 && r < size(), "new_group: rank ", r, " is not in ", GroupLabel(name(), global_ranks()));
-    TESSEL_CHECK(std::count(ranks.begin(), ranks.end(), r) == 1, "new_group: rank ", r, " listed twice");
-    globals.push_back(global_ranks_[r]);
-    rank_list += Str(i == 0 ? "" : ",", r);
-    if (r == rank_) my_index = static_cast<int>(i);
-  }
-  const int64_t id = next_group_id_++;  // every member calls NewGroup in the same order (checked here)
-  AgreeOnNewGroup(*this, id, ranks);
-  if (my_index < 0) return nullptr;
-  auto group = std::make_shared<GlooProcessGroup>(store_, device_, Str(prefix_, "g", id, "[", rank_list, "]/"),
-                                                  my_index, globals, num_threads_, timeout(), monitor_);
-  group->set_name(Str(name(), ".", id));
+std::shared_ptr<ProcessGroup> GlooProcessGroup::MakeMemberGroup(const NewGroupMembers& members,
+                                                          const std::string& key_suffix,
+                                                          const std::string& name_suffix) {
+  auto group = std::make_shared<GlooProcessGroup>(store_, device_, Str(prefix_, key_suffix, "/"), members.my_index,
+                                                  members.globals, num_threads_, timeout(), monitor_);
+  group->set_name(Str(name(), ".", name_suffix));
   return group;
 }
 

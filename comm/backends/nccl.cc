@@ -313,14 +313,9 @@ WorkPtr NcclProcessGroup::BatchP2P(const std::vector<P2POp>& ops) {
 }
 
 std::shared_ptr<ProcessGroup> NcclProcessGroup::NewGroup(const std::vector<int>& ranks) {
-  std::vector<int> globals;
-  int my_index = -1;
-  for (size_t i = 0; i < ranks.size(); ++i) {
-    TESSEL_CHECK(ranks[i] >= 0 && ranks[i] < size() && std::count(ranks.begin(), ranks.end(), ranks[i]) == 1,
-                 "new_group: bad or repeated rank ", ranks[i], " for ", GroupLabel(name(), global_ranks()));
-    globals.push_back(global_ranks_[ranks[i]]);
-    if (ranks[i] == rank_) my_index = static_cast<int>(i);
-  }
+  NewGroupMembers members = CheckNewGroupRanks(*this, ranks);
+  std::vector<int> globals = std::move(members.globals);
+  const int my_index = members.my_index;
   // ncclCommSplit is collective over the parent: non-members pass NCCL_SPLIT_NOCOLOR.
   ++next_group_id_;
   ncclComm_t sub = nullptr;

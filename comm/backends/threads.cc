@@ -169,7 +169,14 @@ class ThreadsProcessGroup final : public ProcessGroup {
   WorkPtr Barrier() override { return Issue(CollectiveDesc{}, {}, nullptr, nullptr, 1, &ExecBarrier); }
   WorkPtr BatchP2P(const std::vector<P2POp>& ops) override;
   WorkPtr RecvAnySource(const Tensor& tensor, int tag) override;
-  std::shared_ptr<ProcessGroup> NewGroup(const std::vector<int>& ranks) override;
+  std::shared_ptr<ProcessGroup> NewGroup(const std::vector<int>& ranks) override {
+    return NewGroupAgreed(ranks, "");
+  }
+
+ protected:
+  // The group of `members` under rendezvous key suffix `key_suffix`, named "<name>.<name_suffix>".
+  std::shared_ptr<ProcessGroup> MakeMemberGroup(const NewGroupMembers& members, const std::string& key_suffix,
+                                                const std::string& name_suffix) override;
 
  private:
   // staged_bytes >= 0: staged mode, copying that many bytes of `input` (threads_rendezvous.h).
@@ -181,7 +188,6 @@ class ThreadsProcessGroup final : public ProcessGroup {
   const int rank_;
   const int num_threads_;
   int64_t next_seq_ = 0;
-  int64_t next_group_id_ = 0;
   LazyCommThread p2p_thread_;  // sends and receives (comm_thread.h)
   std::unique_ptr<CommThread> thread_;  // last: destroyed first, while the members above are alive
 };
@@ -228,27 +234,14 @@ WorkPtr ThreadsProcessGroup::RecvAnySource(const Tensor& tensor, int tag) {
   });
 }
 
-std::shared_ptr<ProcessGroup> ThreadsProcessGroup::NewGroup(const std::vector<int>& ranks) {
-  TESSEL_CHECK(!ranks.empty(), "new_group: empty rank list on ", GroupLabel(name(), global_ranks()));
-  std::vector<int> globals;
-  std::string rank_list;
-  int my_index = -1;
-  for (size_t i = 0; i < ranks.size(); ++i) {
-    const int r = ranks[i];
-    TESSEL_CHECK(r >= 0 && r < size(), "new_group: rank ", r, " is not in ", GroupLabel(name(), global_ranks()));
-    TESSEL_CHECK(std::count(ranks.begin(), ranks.end(), r) == 1, "new_group: rank ", r, " listed twice");
-    globals.push_back(global_ranks()[r]);
-    rank_list += Str(i == 0 ? "" : ",", r);
-    if (r == rank_) my_index = static_cast<int>(i);
-  }
-  const int64_t id = next_group_id_++;  // every member calls NewGroup in the same order (checked here)
-  AgreeOnNewGroup(*this, id, ranks);
-  if (my_index < 0) return nullptr;
-  const std::string key = Str(rendezvous_->key(), "/", id, "[", rank_list, "]");
+std::shared_ptr<ProcessGroup> ThreadsProcessGroup::MakeMemberGroup(const NewGroupMembers& members,
+                                                             const std::string& key_suffix,
+                                                             const std::string& name_suffix) {
+  const std::string key = Str(rendezvous_->key(), "/", key_suffix);
   const auto& world = rendezvous_->world();
-  auto group = std::make_shared<ThreadsProcessGroup>(world->GetOrCreateGroup(world, key, globals), my_index,
-                                                     num_threads_);
-  group->set_name(Str(name(), ".", id));
+  auto group = std::make_shared<ThreadsProcessGroup>(world->GetOrCreateGroup(world, key, members.globals),
+                                                     members.my_index, num_threads_);
+  group->set_name(Str(name(), ".", name_suffix));
   group->set_timeout(timeout());
   return group;
 }

@@ -184,6 +184,31 @@ TEST(ThreadsErrorsTest, SubgroupsReduceOverTheirMembersOnly) {
   });
 }
 
+// torch's use_local_synchronization: only the members create the group; rank 1 never takes part, and
+// calling it there is an error naming the list. Two calls with the same list pair up by their order.
+TEST(ThreadsErrorsTest, GroupsAmongMembersNeedOnlyTheirMembers) {
+  RunRanks(3, [](ProcessGroupPtr pg) {
+    const int r = pg->rank();
+    if (r == 1) {
+      ExpectErrorContains([&] { pg->NewGroupAmongMembers({0, 2}); }, ErrorCode::kInvalidArgument,
+                          {"rank 1 of group 'world'", "is not in [0,2]; only members call it"});
+    } else {
+      ProcessGroupPtr first = pg->NewGroupAmongMembers({0, 2});
+      ProcessGroupPtr second = pg->NewGroupAmongMembers({0, 2});
+      EXPECT_EQ(first->name(), "world.local[0,2]#0");
+      EXPECT_EQ(second->name(), "world.local[0,2]#1");
+      EXPECT_EQ(first->global_ranks(), (std::vector<int>{0, 2}));
+      Tensor t = Full({2}, r + 1);
+      second->AllReduce(t, ReduceOp::kSum)->Wait();
+      EXPECT_EQ(t.ToVector<double>(), (std::vector<double>(2, 1 + 3)));
+    }
+    ProcessGroupPtr all = pg->NewGroup({2, 1, 0});  // the group's own sequence: still in step on every rank
+    Tensor u = Full({1}, r);
+    all->AllReduce(u, ReduceOp::kSum)->Wait();
+    EXPECT_EQ(u.ToVector<double>(), (std::vector<double>{3}));
+  });
+}
+
 TEST(ThreadsErrorsTest, BatchedSendRecvExchangesInBothDirectionsWithoutDeadlock) {
   RunRanks(4, [](ProcessGroupPtr pg) {
     const int r = pg->rank(), w = pg->size();

@@ -38,13 +38,22 @@ def new_group(ranks=None, timeout=None, backend=None, pg_options=None, use_local
               group_desc=None):
     """A group of the default group's ranks `ranks` (global ranks; all of them when None), in that order.
     Every rank of the default group calls it, in the same order as its other new_group calls (torch's
-    rule; tessel checks it and names both calls when they differ). Ranks outside get NON_GROUP_MEMBER."""
+    rule; tessel checks it and names both calls when they differ). Ranks outside get NON_GROUP_MEMBER.
+    With use_local_synchronization=True (torch's), only the members need to call it: a member's k-th such
+    call with a rank list pairs with the other members' k-th with the same list, and the other ranks take no
+    part (one that calls anyway gets NON_GROUP_MEMBER at once)."""
     world = _default_group("new_group")
     if backend not in (None, "gloo", "cpu:gloo", "threads"):
         raise ValueError("new_group: backend '%s' is not available from Python" % backend)
     if use_local_synchronization:
-        raise NotImplementedError("new_group(use_local_synchronization=True): every rank of the default group "
-                                  "takes part in tessel's new_group")
+        members = sorted(int(r) for r in (range(world.size) if ranks is None else ranks))
+        if world.rank not in members:
+            return GroupMember.NON_GROUP_MEMBER
+        _flush_p2p(world)
+        g = world.new_group_among_members(members)
+        g.timeout = timeout if timeout is not None else world.timeout
+        _count_groups(1)
+        return g
     _count_groups(1)  # on every rank, members or not (torch)
     return _groups_of(world, [range(world.size) if ranks is None else ranks], timeout)[0][0]
 
