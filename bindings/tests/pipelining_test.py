@@ -676,10 +676,13 @@ def tuple_grads(part):
     return {name: part.get_parameter(name).grad.numpy().copy() for name in names}
 
 
-@pytest.mark.parametrize("schedule,stages_per_rank", [(pp.Schedule1F1B, 1), (pp.ScheduleZBVZeroBubble, 2)])
-def test_stage_modules_passing_several_tensors_match_one_rank(schedule, stages_per_rank):
+@pytest.mark.parametrize("schedule,stages_per_rank,backend", [(pp.Schedule1F1B, 1, None),
+                                                              (pp.ScheduleZBVZeroBubble, 2, None),
+                                                              (pp.Schedule1F1B, 1, "gloo")])
+def test_stage_modules_passing_several_tensors_match_one_rank(schedule, stages_per_rank, backend):
     # torch's stages send each tensor of a tuple output and take them as positional inputs; ZBV adds the
-    # split backward (I, then W) and the local hand-off of the V's bottom
+    # split backward (I, then W) and the local hand-off of the V's bottom; gloo checks each transfer's dtype
+    # and size against its receive (the int64 positions among float32 tensors, each on its own tag)
     rng = np.random.default_rng(11)
     x_np, y_np = rng.standard_normal((8, 8)).astype(np.float32), rng.standard_normal((8, 8)).astype(np.float32)
     n = 2 * stages_per_rank
@@ -694,7 +697,7 @@ def test_stage_modules_passing_several_tensors_match_one_rank(schedule, stages_p
     got = {}
 
     def rank_fn(world):
-        dist.init_process_group()
+        dist.init_process_group(*([backend] if backend else []))
         mine_parts = make_tuple_parts(n)
         where = pp.stage_to_rank_map(schedule._name, 2, n)
         mine = [i for i in range(n) if where[i] == world.rank]
