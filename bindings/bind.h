@@ -55,6 +55,11 @@ DType ResultType(const Tensor& a, const Tensor& b);
 // and float-scalar promotion when none is given; process-wide, as torch's (float32 until set).
 DType DefaultFloatDType();
 void SetDefaultFloatDType(DType dtype);
+// Writes `full` (a whole parameter's values, the same on every rank) into parameter `p` outside autograd: a
+// dense `p` is overwritten; a DTensor one (under fully_shard or tensor parallel) gets its own piece, cut as
+// DistributeTensor cuts it (Replicate axes take rank 0's values), so an initializer run after sharding gives
+// the values it gives the whole tensor before (nn_py.cc).
+void AssignFull(const Tensor& p, const Tensor& full);
 std::pair<Tensor, Tensor> Promoted(const Tensor& a, const Tensor& b);
 Tensor FromArray(const py::array& in);  // tensor_py.cc: a copy of a numpy array, its dtype kept
 

@@ -47,6 +47,7 @@
 #include "core/tensor/factory.h"
 #include "core/tensor/random.h"
 #include "core/tensor/tensor_impl.h"
+#include "dtensor/dtensor.h"
 
 namespace tessel::bindings {
 
@@ -347,12 +348,25 @@ void CheckCpuDevice(const py::object& device, const char* layer) {
                     "tessel.cuda.is_available() is False)");
 }
 
+}  // namespace
+
+void AssignFull(const Tensor& p, const Tensor& full) {
+  if (!p.is_distributed()) {
+    CopyInto(p, full);
+    return;
+  }
+  const dtensor::DTensor d(p);
+  CopyInto(d.ToLocal(), dtensor::DistributeTensor(full, d.mesh(), d.placements()).ToLocal());
+}
+
+namespace {
+
 // Writes a fresh draw of `dist` into the module's parameter `name` (its storage, so handles optimizers or
-// hooks hold see it), outside autograd.
+// hooks hold see it), outside autograd. A DTensor parameter gets its piece of the whole draw (AssignFull).
 void Redraw(Module& module, const char* name, Generator& gen, Distribution dist) {
   if (!module.HasParam(name)) return;
   const Tensor p = module.Param(name);
-  CopyInto(p, Random(p.sizes(), gen, dist, p.dtype()));
+  AssignFull(p, Random(p.sizes(), gen, dist, p.dtype()));
 }
 
 // torch's nn.Linear.reset_parameters: kaiming_uniform_(a=sqrt(5)) for the weight, which is U(-b, b) with
@@ -368,22 +382,21 @@ void TorchLinearInit(nn::Linear& lin, Generator& gen) {
 
 // torch's nn.Embedding.reset_parameters: N(0, 1), the padding row zero.
 void TorchEmbeddingInit(nn::Embedding& emb, Generator& gen) {
-  Redraw(emb, "weight", gen, Distribution::Normal(0.0, 1.0));
-  if (emb.padding_idx()) {
-    const Tensor w = emb.Param("weight");
-    CopyInto(Select(w, 0, *emb.padding_idx()), Zeros({w.size(1)}, w.dtype()));
-  }
+  const Tensor w = emb.Param("weight");
+  const Tensor full = Random(w.sizes(), gen, Distribution::Normal(0.0, 1.0), w.dtype());
+  if (emb.padding_idx()) CopyInto(Select(full, 0, *emb.padding_idx()), Zeros({w.size(1)}, w.dtype()));
+  AssignFull(w, full);
 }
 
 // LayerNorm / RMSNorm.reset_parameters: weight 1, bias 0.
 void OnesAndZeros(Module& norm) {
   if (norm.HasParam("weight")) {
     const Tensor w = norm.Param("weight");
-    CopyInto(w, Ones(w.sizes(), w.dtype()));
+    AssignFull(w, Ones(w.sizes(), w.dtype()));
   }
   if (norm.HasParam("bias")) {
     const Tensor b = norm.Param("bias");
-    CopyInto(b, Zeros(b.sizes(), b.dtype()));
+    AssignFull(b, Zeros(b.sizes(), b.dtype()));
   }
 }
 
@@ -566,6 +579,8 @@ void BindActivationCheckpoint(py::module_& m) {
 }
 
 void BindModules(py::module_& m) {
+  m.def("_assign_full", [](const Tensor& p, const Tensor& full) { NoGil([&] { AssignFull(p, full); }); },
+        py::arg("param"), py::arg("full"), "p = full outside autograd; a DTensor p gets its piece (AssignFull)");
   BindModule(m);
   BindLayers(m);
   BindGPT(m);

@@ -139,9 +139,12 @@ def _lerp_(self, end, weight):
 
 
 def _random_fill(self, values, name):
+    """`values` drawn for the whole (global) shape: a DTensor (a parameter under fully_shard or tensor
+    parallel: torchtitan's init_weights after parallelizing) keeps its own piece, so every rank's pieces
+    together are the draw the same call gives the whole tensor on one rank (Replicate axes: rank 0's)."""
     if self.is_distributed:
-        raise NotImplementedError("%s on a DTensor: initialize the module before fully_shard / parallelize_module "
-                                  "(torch's recommended order) or distribute_tensor a full tensor" % name)
+        _C._assign_full(self, values.to(self.dtype))
+        return self
     return _in_place(self, values.to(self.dtype), name)
 
 

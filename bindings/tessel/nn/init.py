@@ -8,6 +8,7 @@ fan_in = in; trailing dims multiply both (receptive field).
             if m.bias is not None:
                 nn.init.zeros_(m.bias)
 """
+import functools
 import math
 
 from .. import _C
@@ -15,6 +16,21 @@ from .. import _C
 
 def _no_grad():
     return _C._GradMode(False)
+
+
+def _on_whole(init):
+    """An initializer that computes values on the host (numpy) or copies them in, made to work on a DTensor
+    parameter (under fully_shard or tensor parallel): it runs on a dense tensor of the global shape and this
+    rank keeps its piece, so the values are those the call gives the whole tensor on one rank."""
+    @functools.wraps(init)
+    def wrapper(tensor, *args, **kwargs):
+        if not getattr(tensor, "is_distributed", False):
+            return init(tensor, *args, **kwargs)
+        whole = _C._full(list(tensor.shape), 0.0, tensor.dtype)
+        init(whole, *args, **kwargs)
+        _C._assign_full(tensor, whole)
+        return tensor
+    return wrapper
 
 
 def _fans(tensor):
@@ -92,6 +108,7 @@ def kaiming_normal_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", gener
     return normal_(tensor, 0.0, _kaiming_std(tensor, a, mode, nonlinearity), generator)
 
 
+@_on_whole
 def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
     """N(mean, std²) restricted to [a, b]: samples outside are drawn again until every one is inside."""
     if not a < b:
@@ -109,6 +126,7 @@ def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
         raise RuntimeError("trunc_normal_: [a, b] = [%s, %s] holds too little of N(%s, %s²)" % (a, b, mean, std))
 
 
+@_on_whole
 def orthogonal_(tensor, gain=1.0, generator=None):
     """A (semi-)orthogonal matrix, as torch: QR of a normal [rows, cols] draw (transposed when rows < cols),
     Q's columns signed by R's diagonal, times gain; trailing dims are flattened into cols."""
@@ -129,6 +147,7 @@ def orthogonal_(tensor, gain=1.0, generator=None):
         return tensor.copy_(_tensor(gain * q.reshape(tensor.shape), dtype=tensor.dtype))
 
 
+@_on_whole
 def eye_(tensor):
     """The identity in a 2-D tensor (ones on the diagonal of a non-square one)."""
     import numpy as np
@@ -139,6 +158,7 @@ def eye_(tensor):
         return tensor.copy_(_tensor(np.eye(*tensor.shape), dtype=tensor.dtype))
 
 
+@_on_whole
 def dirac_(tensor, groups=1):
     """torch's Dirac delta for a 3-, 4- or 5-D convolution weight: identity on the channels of each group,
     at the kernel's centre."""
