@@ -126,9 +126,6 @@ std::string PipelineStage::Where(int mb) const {
 // ---- shape handshake ----------------------------------------------------------------------------------
 
 void PipelineStage::SendHeader(const TensorList& outputs) {
-  TESSEL_CHECK(outputs.size() <= static_cast<size_t>(kMaxStageTensors), "pipeline stage ", stage_index_,
-               ": its module returned ", outputs.size(), " tensors; a stage boundary carries at most ",
-               kMaxStageTensors);
   std::vector<int64_t> h(1 + kMaxStageTensors * kHeaderFieldsPerTensor, 0);
   h[0] = static_cast<int64_t>(outputs.size());
   for (size_t i = 0; i < outputs.size(); ++i) {
@@ -208,6 +205,9 @@ void PipelineStage::InferShapes(const Tensor& first_input, const std::optional<s
                ": outputs ", ShapesStr(output_shapes_), " for microbatch 0 but was built for output ",
                ShapesStr(*expected_outputs_), " (output_args)");
   if (!is_last()) {
+    TESSEL_CHECK(outs.size() <= static_cast<size_t>(kMaxStageTensors), "pipeline stage ", stage_index_,
+                 ": its module returned ", outs.size(), " tensors; a stage boundary carries at most ",
+                 kMaxStageTensors);
     for (size_t i = 0; i < outs.size(); ++i) {
       TESSEL_CHECK(outs[i].dim() >= 1 && outs[i].size(0) == xs[0].size(0), "pipeline stage ", stage_index_,
                    ": output ", ShapeStr(outs[i].sizes()), outs.size() > 1 ? Str(" (tensor ", i, ")") : "",

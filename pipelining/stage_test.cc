@@ -260,6 +260,24 @@ TEST(PipelineStageTest, ASingleOutputLossOnAStageReturningSeveralTensorsNamesThe
   });
 }
 
+// A boundary carries at most kMaxStageTensors tensors (the header's and the p2p tags' capacity): more is an
+// error at the handshake, naming the count.
+class ManyOutputs final : public nn::Module {
+ public:
+  ManyOutputs() : Module("ManyOutputs") {}
+  TensorList Forward(const TensorList& in) override { return TensorList(kMaxStageTensors + 1, in.at(0)); }
+};
+
+TEST(PipelineStageTest, MoreTensorsThanABoundaryCarriesFailAtTheHandshake) {
+  comm::RunRanks(2, [](comm::ProcessGroupPtr pg) {
+    if (pg->rank() == 1) return;  // never reached: stage 0 fails before it sends the header
+    ManyOutputs module;
+    PipelineStage stage(module, 0, 2, pg);
+    ExpectErrorContains([&] { stage.InferShapes(Zeros({2, 3})); }, ErrorCode::kInvalidArgument,
+                        "pipeline stage 0: its module returned 9 tensors; a stage boundary carries at most 8");
+  });
+}
+
 // torch's dw_builder: I is the module's whole backward (its parameters' gradients are there at once), the
 // builder is called right after it and its runner waits for the microbatch's W; B runs the runner at once.
 TEST(PipelineStageTest, DwBuilderRunnersRunAtTheirMicrobatchsWAndRightAfterB) {
