@@ -372,6 +372,8 @@ void SetDefaultFloatDType(DType dtype) {
 void BindTensor(py::module_& m) {
   m.def("_get_default_dtype", &DefaultFloatDType);
   m.def("_set_default_dtype", &SetDefaultFloatDType, py::arg("dtype"));
+  // tessel.device("meta") as a context manager: [Note: deferred init] in core/tensor/factory.h.
+  m.def("_set_deferred_init", &SetDeferredInit, py::arg("enabled"), "sets this thread's flag; returns the old one");
   BindDTypes(m);
   BindAutogradNode(m);
   BindCreation(m);

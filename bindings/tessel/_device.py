@@ -48,6 +48,23 @@ class device:
     def __hash__(self):
         return hash((self.type, self.index))
 
+    def __enter__(self):
+        """torch's `with torch.device(...)`: "cpu" changes nothing (tessel's Python face computes there);
+        "meta" builds modules and tensors without writing their values or drawing random numbers, as torch's
+        meta construction (then fully_shard, to_empty, init_weights: torchtitan's order). Unlike torch's,
+        tessel's meta tensors are CPU tensors whose pages are not yet written: address space, not resident
+        memory ([Note: deferred init] in core/tensor/factory.h)."""
+        if self.type not in ("cpu", "meta"):
+            check_cpu(self, "with device(...)")
+        from . import _C
+        self._previous = _C._set_deferred_init(self.type == "meta")
+        return self
+
+    def __exit__(self, *exc):
+        from . import _C
+        _C._set_deferred_init(self._previous)
+        return False
+
 
 CPU = device("cpu")
 
@@ -60,6 +77,16 @@ def check_cpu(dev, op):
     if d.type != "cpu":
         raise NotImplementedError("%s: device '%s' is not available from Python (tessel's Python face computes "
                                   "on the CPU; tessel.cuda.is_available() is False)" % (op, d))
+
+
+def factory_device(dev, op):
+    """A factory's device= argument: None and "cpu" build as usual; "meta" (torch's) builds without writing
+    the values (device.__enter__); anything else raises as check_cpu."""
+    import contextlib
+    if dev is not None and (dev if isinstance(dev, device) else device(dev)).type == "meta":
+        return device("meta")
+    check_cpu(dev, op)
+    return contextlib.nullcontext()
 
 
 def parse_to_args(args, kwargs, op, allow_copy):

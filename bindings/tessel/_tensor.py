@@ -14,7 +14,7 @@ import numpy as np
 
 from . import _C
 from . import _dtypes
-from ._device import check_cpu
+from ._device import check_cpu, factory_device
 
 Tensor = _C.Tensor
 
@@ -47,35 +47,35 @@ def _complex_full(size, value, dtype, requires_grad):
 
 
 def empty(*size, dtype=None, device=None, requires_grad=False):
-    check_cpu(device, "empty")
-    if getattr(dtype, "is_complex", False):
-        return _complex_full(_shape(size), 0.0, dtype, requires_grad)
-    return _finish(_C._empty(_shape(size), dtype or _dtypes.default_float()), requires_grad)
+    with factory_device(device, "empty"):  # "meta": built without writing values
+        if getattr(dtype, "is_complex", False):
+            return _complex_full(_shape(size), 0.0, dtype, requires_grad)
+        return _finish(_C._empty(_shape(size), dtype or _dtypes.default_float()), requires_grad)
 
 
 def zeros(*size, dtype=None, device=None, requires_grad=False):
-    check_cpu(device, "zeros")
-    if getattr(dtype, "is_complex", False):
-        return _complex_full(_shape(size), 0.0, dtype, requires_grad)
-    return _finish(_C._full(_shape(size), 0.0, dtype or _dtypes.default_float()), requires_grad)
+    with factory_device(device, "zeros"):  # "meta": built without writing values
+        if getattr(dtype, "is_complex", False):
+            return _complex_full(_shape(size), 0.0, dtype, requires_grad)
+        return _finish(_C._full(_shape(size), 0.0, dtype or _dtypes.default_float()), requires_grad)
 
 
 def ones(*size, dtype=None, device=None, requires_grad=False):
-    check_cpu(device, "ones")
-    if getattr(dtype, "is_complex", False):
-        return _complex_full(_shape(size), 1.0, dtype, requires_grad)
-    return _finish(_C._full(_shape(size), 1.0, dtype or _dtypes.default_float()), requires_grad)
+    with factory_device(device, "ones"):  # "meta": built without writing values
+        if getattr(dtype, "is_complex", False):
+            return _complex_full(_shape(size), 1.0, dtype, requires_grad)
+        return _finish(_C._full(_shape(size), 1.0, dtype or _dtypes.default_float()), requires_grad)
 
 
 def full(size, fill_value, *, dtype=None, device=None, requires_grad=False):
-    check_cpu(device, "full")
-    if getattr(dtype, "is_complex", False):
-        return _complex_full(_shape((size,)), fill_value, dtype, requires_grad)
-    dtype = dtype or _dtype_of_scalar(fill_value)
-    if dtype == _dtypes.int64 and isinstance(fill_value, builtins.int) and builtins.abs(fill_value) > 2 ** 53:
-        # exact beyond 2^53 (the C++ fill takes a double)
-        return _finish(_C._from_numpy(np.full(_shape((size,)), fill_value, dtype=np.int64)), requires_grad)
-    return _finish(_C._full(_shape((size,)), builtins.float(fill_value), dtype), requires_grad)
+    with factory_device(device, "full"):  # "meta": built without writing values
+        if getattr(dtype, "is_complex", False):
+            return _complex_full(_shape((size,)), fill_value, dtype, requires_grad)
+        dtype = dtype or _dtype_of_scalar(fill_value)
+        if dtype == _dtypes.int64 and isinstance(fill_value, builtins.int) and builtins.abs(fill_value) > 2 ** 53:
+            # exact beyond 2^53 (the C++ fill takes a double)
+            return _finish(_C._from_numpy(np.full(_shape((size,)), fill_value, dtype=np.int64)), requires_grad)
+        return _finish(_C._full(_shape((size,)), builtins.float(fill_value), dtype), requires_grad)
 
 
 def _like_placements(t):
@@ -146,13 +146,13 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=Fa
 
 
 def rand(*size, generator=None, dtype=None, device=None, requires_grad=False):
-    check_cpu(device, "rand")
-    return _finish(_C._rand(_shape(size), generator, dtype or _dtypes.default_float()), requires_grad)
+    with factory_device(device, "rand"):  # "meta": built without writing values
+        return _finish(_C._rand(_shape(size), generator, dtype or _dtypes.default_float()), requires_grad)
 
 
 def randn(*size, generator=None, dtype=None, device=None, requires_grad=False):
-    check_cpu(device, "randn")
-    return _finish(_C._randn(_shape(size), generator, dtype or _dtypes.default_float()), requires_grad)
+    with factory_device(device, "randn"):  # "meta": built without writing values
+        return _finish(_C._randn(_shape(size), generator, dtype or _dtypes.default_float()), requires_grad)
 
 
 def randint(low=0, high=None, size=None, *, generator=None, dtype=None, device=None):

@@ -29,15 +29,28 @@ void FillInPlace(const Tensor& t, double value) {
   CopyInto(t, one);
 }
 
+namespace {
+thread_local bool deferred_init = false;
+}  // namespace
+
+DeferredInitGuard::DeferredInitGuard(bool enabled) : previous_(deferred_init) { deferred_init = enabled; }
+DeferredInitGuard::~DeferredInitGuard() { deferred_init = previous_; }
+bool DeferredInitEnabled() { return deferred_init; }
+bool SetDeferredInit(bool enabled) {
+  const bool previous = deferred_init;
+  deferred_init = enabled;
+  return previous;
+}
+
 Tensor Full(std::span<const int64_t> shape, double value, DType dtype, Device device) {
   Tensor t = Empty(shape, dtype, device);
-  FillInPlace(t, value);
+  if (!deferred_init) FillInPlace(t, value);
   return t;
 }
 
 Tensor Zeros(std::span<const int64_t> shape, DType dtype, Device device) {
   Tensor t = Empty(shape, dtype, device);
-  if (t.numel() == 0) return t;
+  if (t.numel() == 0 || deferred_init) return t;
   if (device.is_cpu()) {
     std::memset(t.raw_data(), 0, t.numel() * ElementSize(dtype));
   } else {
@@ -49,7 +62,11 @@ Tensor Zeros(std::span<const int64_t> shape, DType dtype, Device device) {
 
 Tensor Ones(std::span<const int64_t> shape, DType dtype, Device device) { return Full(shape, 1.0, dtype, device); }
 
-Tensor Scalar(double value, DType dtype, Device device) { return Full(std::span<const int64_t>(), value, dtype, device); }
+Tensor Scalar(double value, DType dtype, Device device) {
+  Tensor t = Empty(std::span<const int64_t>(), dtype, device);
+  FillInPlace(t, value);
+  return t;
+}
 
 Tensor Arange(double start, double end, double step, DType dtype, Device device) {
   TESSEL_CHECK(step != 0, "arange: step must be nonzero");

@@ -39,6 +39,29 @@ inline Tensor Full(std::initializer_list<int64_t> shape, double value, DType dty
   return Full(std::span<const int64_t>(shape.begin(), shape.size()), value, dtype, device);
 }
 Tensor Scalar(double value, DType dtype = DType::kFloat32, Device device = CurrentDevice());
+
+// [Note: deferred init] torch's meta-device construction (`with torch.device("meta"): model = Model()`, then
+// fully_shard, to_empty and init_weights: torchtitan's order). While a DeferredInitGuard lives on this
+// thread, Full, Zeros, Ones and Random (random.h) return Empty tensors of their shape and dtype: no value is
+// written and no random number drawn, so the generator is where it was (torch's meta construction draws
+// none either). Fresh large blocks come from the system untouched (core/memory/host_pages.h), so they take
+// address space but no resident memory until written: a model built so and then sharded by fully_shard
+// (which copies each rank's piece) becomes resident only in the pages it writes. The values are undefined,
+// as torch's to_empty leaves them, until an initializer writes them. Scalar, Arange and the other factories
+// are unaffected (construction-time index and shape computations keep working).
+class DeferredInitGuard {
+ public:
+  explicit DeferredInitGuard(bool enabled = true);
+  ~DeferredInitGuard();
+  DeferredInitGuard(const DeferredInitGuard&) = delete;
+  DeferredInitGuard& operator=(const DeferredInitGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+bool DeferredInitEnabled();
+// Sets this thread's flag and returns its previous value (for bindings whose scopes are not C++ blocks).
+bool SetDeferredInit(bool enabled);
 // [start, end) step `step`, like torch.arange.
 Tensor Arange(double start, double end, double step = 1, DType dtype = DType::kInt64,
               Device device = CurrentDevice());

@@ -130,6 +130,7 @@ void Generator::CheckThread() {
 
 Tensor Random(std::span<const int64_t> shape, Generator& gen, Distribution dist, DType dtype) {
   Tensor out = Empty(shape, dtype);
+  if (DeferredInitEnabled()) return out;  // [Note: deferred init] in factory.h: no draw
   const Shape zeros(shape.size(), 0);
   FillRandomBlock(out, shape, zeros, gen.seed(), gen.Advance(out.numel()), dist);
   return out;

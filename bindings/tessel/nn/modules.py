@@ -801,12 +801,23 @@ from ._state_dict import (  # noqa: E402
     register_load_state_dict_post_hook, register_load_state_dict_pre_hook, register_state_dict_post_hook,
     register_state_dict_pre_hook, state_dict)
 
+def _to_empty(self, *, device, recurse=True):
+    """torch's Module.to_empty(device=): the parameters and buffers on `device` with undefined values.
+    Modules built under tessel.device("meta") already hold CPU tensors whose values were never written
+    ([Note: deferred init] in core/tensor/factory.h): they stay as they are (sharded by fully_shard if it ran
+    first), and an initializer (init_weights) writes them, as after torch's."""
+    from .._device import check_cpu
+    check_cpu(device, "to_empty")
+    return self
+
+
 _METHODS = dict(
     __setattr__=_setattr, __delattr__=_delattr, __getattr__=_getattr, __call__=_call, __repr__=_repr, _forward_from_cpp=_forward_from_cpp,
     forward=_forward, named_parameters=named_parameters, parameters=parameters, named_buffers=named_buffers,
     buffers=buffers, named_modules=named_modules, modules=modules, named_children=named_children, children=children,
     state_dict=state_dict, load_state_dict=load_state_dict, train=train, eval=eval, zero_grad=zero_grad,
     requires_grad_=requires_grad_, apply=apply, to=_module_to, cpu=lambda self: self, cuda=_module_cuda,
+    to_empty=_to_empty,
     float=lambda self: _module_to(self, _dtypes.float32), double=lambda self: _module_to(self, _dtypes.float64),
     half=lambda self: _module_to(self, _dtypes.float16), bfloat16=lambda self: _module_to(self, _dtypes.bfloat16), register_parameter=register_parameter, add_module=add_module,
     register_module=add_module, get_parameter=get_parameter, extra_repr=extra_repr, register_buffer=register_buffer,

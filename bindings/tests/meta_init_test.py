@@ -1,0 +1,86 @@
+"""torch's meta-device construction, torchtitan's order: `with tessel.device("meta"): model = Model()`,
+then fully_shard, `to_empty(device=...)` and `init_weights()`. The meta-built parameters are CPU tensors whose
+values were never written ([Note: deferred init] in core/tensor/factory.h): no random number is drawn while
+building (as torch's meta construction draws none) and fresh large parameters take no resident memory
+(mincore counts their pages) until written; the trained values after init_weights are one rank's."""
+import ctypes
+import os
+import sys
+
+import numpy as np
+import pytest
+
+import tessel
+import tessel.distributed as dist
+import tessel.nn as nn
+from tessel.distributed.fsdp import fully_shard
+
+from init_testing import Net, one_rank, values
+
+
+def resident_fraction(t):
+    """The fraction of t's memory pages that are resident (mincore)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    page = os.sysconf("SC_PAGE_SIZE")
+    ptr, nbytes = t.data_ptr(), t.numel() * t.element_size()
+    start = ptr - ptr % page
+    length = ptr + nbytes - start
+    pages = (length + page - 1) // page
+    vec = (ctypes.c_ubyte * pages)()
+    assert libc.mincore(ctypes.c_void_p(start), ctypes.c_size_t(length), vec) == 0, ctypes.get_errno()
+    return sum(v & 1 for v in vec) / pages
+
+
+def test_meta_construction_writes_nothing_and_draws_nothing():
+    # first in this process: fresh 16 MiB blocks come from the system, not from the allocator's cache
+    tessel.manual_seed(1)
+    before = tessel.get_rng_state()
+    with tessel.device("meta"):
+        big = nn.Sequential(nn.Linear(2048, 2048), nn.Linear(2048, 2048))
+        extra = tessel.randn(1024, 1024, dtype=tessel.float32)
+    assert tessel.get_rng_state().tolist() == before.tolist()  # no draw while building
+    for w in (big[0].weight, big[1].weight, extra):
+        assert resident_fraction(w) < 0.05, resident_fraction(w)
+    zeros_meta = tessel.zeros(1024, 1024, device="meta")
+    assert resident_fraction(zeros_meta) < 0.05
+    assert big.to_empty(device="cpu") is big
+    with tessel.no_grad():
+        nn.init.normal_(big[0].weight)  # an initializer writes the values: now resident
+    assert resident_fraction(big[0].weight) > 0.95
+    plain = nn.Linear(2048, 2048)  # built normally: written, resident
+    assert resident_fraction(plain.weight) > 0.95
+    # outside the block, factories write again; construction-time index computations kept working inside
+    assert tessel.zeros(3).tolist() == [0.0, 0.0, 0.0]
+    with tessel.device("meta"):
+        assert tessel.arange(4).tolist() == [0, 1, 2, 3]
+    with pytest.raises(NotImplementedError, match="device 'cuda'"):
+        with tessel.device("cuda"):
+            pass
+
+
+def test_torchtitans_meta_then_fully_shard_then_init_weights_gives_one_ranks_values():
+    ref = one_rank()  # built normally from seed 0, then init_weights from seed 5
+    got = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        tessel.manual_seed(5)  # the meta build draws nothing: init_weights starts from seed 5's state
+        with tessel.device("meta"):
+            net = Net()
+        for m in (net.fc1, net.fc2, net.proj):
+            fully_shard(m)
+        fully_shard(net)
+        net.to_empty(device="cpu")
+        with tessel.no_grad():
+            net.init_weights()
+        got[world.rank] = values(net)
+        dist.destroy_process_group()
+
+    tessel.run_ranks(2, rank_fn)
+    for r in (0, 1):
+        for name in ref:
+            np.testing.assert_array_equal(got[r][name], ref[name], err_msg="rank %d %s" % (r, name))
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
