@@ -447,6 +447,15 @@ void BindTensor(py::module_& m) {
         const Tensor local = t.is_distributed() ? dtensor::DTensor(t).ToLocal() : t;
         return local.numel() == 0 ? 0 : reinterpret_cast<std::uintptr_t>(local.raw_data());
       }, "The address of the first element (torch's data_ptr; a DTensor's local shard's)")
+      // torch's is_meta: built under tessel.device("meta") and not yet to_empty'd ([Note: deferred init]).
+      .def_property_readonly("is_meta", [](const Tensor& t) {
+        const Tensor local = t.is_distributed() ? dtensor::DTensor(t).ToLocal() : t;
+        return local.impl()->storage().deferred_init();
+      })
+      .def("_clear_meta", [](const Tensor& t) {
+        const Tensor local = t.is_distributed() ? dtensor::DTensor(t).ToLocal() : t;
+        local.impl()->storage().set_deferred_init(false);
+      }, "Module.to_empty: the tensor counts as materialized")
       .def("_data_key", [](const Tensor& t) {
         const auto data = t.is_distributed() || t.numel() == 0 ? std::uintptr_t{0}
                                                                 : reinterpret_cast<std::uintptr_t>(t.raw_data());

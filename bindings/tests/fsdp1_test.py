@@ -413,8 +413,6 @@ def test_unsupported_options_raise_clear_errors():
         dist.init_process_group()
         with pytest.raises(NotImplementedError, match="device_id=cuda:0"):
             FSDP(make(), device_id="cuda:0")
-        with pytest.raises(NotImplementedError, match="meta device"):
-            FSDP(make(), param_init_fn=lambda m: None)
         with pytest.raises(NotImplementedError, match="keep_low_precision_grads"):
             FSDP(make(), mixed_precision=MixedPrecision(param_dtype=tessel.bfloat16, keep_low_precision_grads=True))
         with pytest.raises(ValueError, match="HYBRID_SHARD needs a 2-D device_mesh"):
@@ -443,3 +441,62 @@ def test_unsupported_options_raise_clear_errors():
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
+
+
+def _bfs(module):
+    order, queue = [], [module]
+    while queue:
+        m = queue.pop(0)
+        order.append(m)
+        queue.extend(c for _, c in m.named_children())
+    return order
+
+
+@pytest.mark.parametrize("with_init_fn", [True, False])
+def test_a_meta_built_module_is_materialized_before_sharding_as_torch(with_init_fn):
+    # torch's FSDP1 deferred init: under tessel.device("meta") nothing is drawn; FSDP calls param_init_fn on
+    # each module breadth first (or to_empty + reset_parameters on each), then shards; the full state is the
+    # same materialization done on one process; a module with no meta tensor is left alone
+    tessel.manual_seed(3)
+    with tessel.device("meta"):
+        ref = Net()
+    assert all(p.is_meta for p in ref.parameters())
+    with tessel.no_grad():
+        for m in _bfs(ref):
+            m.to_empty(device="cpu", recurse=False)
+            if hasattr(m, "reset_parameters"):
+                m.reset_parameters()
+    assert not any(p.is_meta for p in ref.parameters())
+    want = {k: v.numpy() for k, v in ref.state_dict().items()}
+    got = {}
+
+    def rank_fn(w):
+        dist.init_process_group()
+        calls = []
+
+        def init_fn(m):
+            calls.append(type(m).__name__)
+            m.to_empty(device="cpu", recurse=False)
+            if hasattr(m, "reset_parameters"):
+                m.reset_parameters()
+
+        tessel.manual_seed(3)
+        with tessel.device("meta"):
+            net = Net()
+        model = FSDP(net, **({"param_init_fn": init_fn} if with_init_fn else {}))
+        untouched = []
+        FSDP(make(), param_init_fn=lambda m: untouched.append(m))
+        with FSDP.state_dict_type(model, StateDictType.FULL_STATE_DICT):
+            state = {k: v.numpy() for k, v in model.state_dict().items()}
+        got[w.rank] = (calls, untouched, state)
+        dist.destroy_process_group()
+
+    tessel.run_ranks(2, rank_fn)
+    for r in (0, 1):
+        calls, untouched, state = got[r]
+        assert calls == (["Net", "ModuleList", "Linear", "Block", "Block", "Linear", "Linear", "Linear", "Linear"]
+                         if with_init_fn else [])
+        assert untouched == []
+        assert sorted(state) == sorted(want)
+        for k in want:
+            np.testing.assert_array_equal(state[k], want[k], err_msg=k)

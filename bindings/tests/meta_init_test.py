@@ -43,7 +43,9 @@ def test_meta_construction_writes_nothing_and_draws_nothing():
         assert resident_fraction(w) < 0.05, resident_fraction(w)
     zeros_meta = tessel.zeros(1024, 1024, device="meta")
     assert resident_fraction(zeros_meta) < 0.05
+    assert all(p.is_meta for p in big.parameters()) and extra.is_meta and not tessel.zeros(2).is_meta
     assert big.to_empty(device="cpu") is big
+    assert not any(p.is_meta for p in big.parameters())
     with tessel.no_grad():
         nn.init.normal_(big[0].weight)  # an initializer writes the values: now resident
     assert resident_fraction(big[0].weight) > 0.95

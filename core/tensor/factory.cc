@@ -11,10 +11,15 @@
 
 namespace tessel {
 
+namespace {
+thread_local bool deferred_init = false;
+}  // namespace
+
 Tensor Empty(std::span<const int64_t> shape, DType dtype, Device device) {
   for (int64_t s : shape) TESSEL_CHECK(s >= 0, "empty: negative size in shape ", ShapeStr(shape));
   Shape sizes(shape.begin(), shape.end());
   Storage storage = Storage::Allocate(NumBytes(sizes, ElementSize(dtype)), device);  // overflow-checked
+  if (deferred_init) storage.set_deferred_init(true);
   Shape strides = ContiguousStrides(sizes);
   return MakeDense(std::move(storage), std::move(sizes), std::move(strides), 0, dtype);
 }
@@ -28,10 +33,6 @@ void FillInPlace(const Tensor& t, double value) {
   *one.data_ptr<double>() = value;
   CopyInto(t, one);
 }
-
-namespace {
-thread_local bool deferred_init = false;
-}  // namespace
 
 DeferredInitGuard::DeferredInitGuard(bool enabled) : previous_(deferred_init) { deferred_init = enabled; }
 DeferredInitGuard::~DeferredInitGuard() { deferred_init = previous_; }

@@ -43,6 +43,10 @@ class Storage {
   void UnsafeFreeBytes() const { impl_->block = memory::Allocate(0, device()); }
   // Fresh (uninitialized) bytes under the thread's current ledger; views see them. Version unchanged.
   void UnsafeAllocateBytes(int64_t nbytes) const { impl_->block = memory::Allocate(nbytes, device()); }
+  // Allocated under a DeferredInitGuard (torch's meta device: [Note: deferred init] in factory.h), until
+  // cleared (Module.to_empty): what Tensor.is_meta reports.
+  bool deferred_init() const { return impl_->deferred_init.load(std::memory_order_relaxed); }
+  void set_deferred_init(bool on) const { impl_->deferred_init.store(on, std::memory_order_relaxed); }
   bool is_same(const Storage& other) const { return impl_ == other.impl_; }
   long use_count() const { return impl_.use_count(); }
 
@@ -50,6 +54,7 @@ class Storage {
   struct Impl {
     std::unique_ptr<memory::Block> block;
     std::atomic<uint32_t> version{0};
+    std::atomic<bool> deferred_init{false};
   };
   std::shared_ptr<Impl> impl_;
 };

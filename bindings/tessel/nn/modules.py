@@ -804,10 +804,13 @@ from ._state_dict import (  # noqa: E402
 def _to_empty(self, *, device, recurse=True):
     """torch's Module.to_empty(device=): the parameters and buffers on `device` with undefined values.
     Modules built under tessel.device("meta") already hold CPU tensors whose values were never written
-    ([Note: deferred init] in core/tensor/factory.h): they stay as they are (sharded by fully_shard if it ran
-    first), and an initializer (init_weights) writes them, as after torch's."""
+    ([Note: deferred init] in core/tensor/factory.h): they stay where they are (sharded by fully_shard if it
+    ran first) and stop reporting is_meta; an initializer (init_weights) writes them, as after torch's."""
     from .._device import check_cpu
     check_cpu(device, "to_empty")
+    tensors = list(self.parameters(recurse=recurse)) + [b for b in self.buffers(recurse=recurse) if b is not None]
+    for t in tensors:
+        t._clear_meta()
     return self
 
 

@@ -126,6 +126,33 @@ def _check_buffers(module, mp):
                                       % (mp.buffer_dtype, _clean(name), b.dtype))
 
 
+def _materialize_meta(module, param_init_fn, ignored_modules):
+    """torch's _materialize_module: a module built under tessel.device("meta") (a parameter or buffer
+    is_meta) gets param_init_fn(m) for each of its modules, breadth first, ignored ones and their subtrees
+    skipped; without param_init_fn, each such module's to_empty(recurse=False) and reset_parameters() (where it
+    has one). A module with no meta tensor is left alone, param_init_fn or not, as torch's."""
+    tensors = list(module.parameters()) + [b for b in module.buffers() if b is not None]
+    if not any(t.is_meta for t in tensors):
+        return
+    skip = {id(m) for m in ignored_modules}
+    order, queue = [], [module]
+    while queue:
+        m = queue.pop(0)
+        if id(m) in skip or isinstance(m, FullyShardedDataParallel):
+            continue
+        order.append(m)
+        queue.extend(child for _, child in m.named_children())
+    for m in order:
+        if param_init_fn is not None:
+            param_init_fn(m)
+            continue
+        m.to_empty(device="cpu", recurse=False)
+        reset = getattr(m, "reset_parameters", None)
+        if callable(reset):
+            with _C._GradMode(False):
+                reset()
+
+
 class FullyShardedDataParallel(Module):
     def __init__(self, module, process_group=None, sharding_strategy=None, cpu_offload=None, auto_wrap_policy=None,
                  backward_prefetch=BackwardPrefetch.BACKWARD_PRE, mixed_precision=None, ignored_modules=None,
@@ -137,9 +164,6 @@ class FullyShardedDataParallel(Module):
         if device_id is not None and str(device_id) not in ("cpu", "-1"):
             raise NotImplementedError("FullyShardedDataParallel(device_id=%s): tessel's Python face runs on the "
                                       "CPU; pass no device_id" % (device_id,))
-        if param_init_fn is not None:
-            raise NotImplementedError("FullyShardedDataParallel(param_init_fn=...): tessel has no meta device; "
-                                      "build the module with its parameters, then wrap it")
         if ignored_modules is not None and ignored_states is not None:
             raise ValueError("Cannot pass both ignored_modules and ignored_states at the same time. Please just "
                              "pass ignored_states.")
@@ -155,6 +179,7 @@ class FullyShardedDataParallel(Module):
                 ignored_mods.append(item)
                 for p in item.parameters():
                     ignored_params[hash(p)] = p
+        _materialize_meta(module, param_init_fn, ignored_mods)
         self.sharding_strategy = strategy
         self.mixed_precision = mixed_precision
         self.cpu_offload = cpu_offload or CPUOffload()
