@@ -13,7 +13,9 @@ import pytest
 import tessel
 import tessel.distributed as dist
 import tessel.nn as nn
+from tessel.distributed.device_mesh import init_device_mesh
 from tessel.distributed.fsdp import fully_shard
+from tessel.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
 from init_testing import Net, one_rank, values
 
@@ -60,7 +62,8 @@ def test_meta_construction_writes_nothing_and_draws_nothing():
             pass
 
 
-def test_torchtitans_meta_then_fully_shard_then_init_weights_gives_one_ranks_values():
+@pytest.mark.parametrize("how", ["fully_shard", "tensor_parallel"])
+def test_torchtitans_meta_then_parallelize_then_init_weights_gives_one_ranks_values(how):
     ref = one_rank()  # built normally from seed 0, then init_weights from seed 5
     got = {}
 
@@ -69,10 +72,14 @@ def test_torchtitans_meta_then_fully_shard_then_init_weights_gives_one_ranks_val
         tessel.manual_seed(5)  # the meta build draws nothing: init_weights starts from seed 5's state
         with tessel.device("meta"):
             net = Net()
-        for m in (net.fc1, net.fc2, net.proj):
-            fully_shard(m)
-        fully_shard(net)
+        if how == "fully_shard":
+            for m in (net.fc1, net.fc2, net.proj):
+                fully_shard(m)
+            fully_shard(net)
+        else:
+            parallelize_module(net, init_device_mesh("cpu", (2,)), {"fc1": ColwiseParallel(), "fc2": RowwiseParallel()})
         net.to_empty(device="cpu")
+        assert not any(p.is_meta for p in net.parameters())
         with tessel.no_grad():
             net.init_weights()
         got[world.rank] = values(net)
