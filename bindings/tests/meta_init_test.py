@@ -3,6 +3,7 @@ then fully_shard, `to_empty(device=...)` and `init_weights()`. The meta-built pa
 values were never written ([Note: deferred init] in core/tensor/factory.h): no random number is drawn while
 building (as torch's meta construction draws none) and fresh large parameters take no resident memory
 (mincore counts their pages) until written; the trained values after init_weights are one rank's."""
+import copy
 import ctypes
 import os
 import sys
@@ -46,6 +47,13 @@ def test_meta_construction_writes_nothing_and_draws_nothing():
     zeros_meta = tessel.zeros(1024, 1024, device="meta")
     assert resident_fraction(zeros_meta) < 0.05
     assert all(p.is_meta for p in big.parameters()) and extra.is_meta and not tessel.zeros(2).is_meta
+    # torch's deepcopy of a meta module is meta (torchtitan's pipeline split copies the whole model per stage):
+    # nothing drawn, nothing written
+    state = tessel.get_rng_state()
+    twin = copy.deepcopy(big)
+    assert tessel.get_rng_state().tolist() == state.tolist()
+    assert all(p.is_meta for p in twin.parameters()) and resident_fraction(twin[1].weight) < 0.05
+    assert twin[0].weight.data_ptr() != big[0].weight.data_ptr()
     assert big.to_empty(device="cpu") is big
     assert not any(p.is_meta for p in big.parameters())
     with tessel.no_grad():

@@ -19,11 +19,12 @@ keyword arguments) go to ``forward`` unchanged.
             return F.gelu(self.fc(x))
 """
 import collections
+import contextlib
 import copy
 import threading
 import weakref
 
-from .. import _C, _dtypes
+from .. import _C, _device, _dtypes
 from .._complex import ComplexTensor
 
 Tensor = _C.Tensor
@@ -734,7 +735,11 @@ def _copied_tensor(t, memo):
         key = ("tessel-tensor-object", id(t))
         memo.setdefault(id(memo), []).append(t)
     if key not in memo:
-        copy_ = t.detach().clone()
+        if t.is_meta:  # torch's deepcopy of a meta tensor is meta: unwritten, nothing copied
+            with _device.device("meta"):
+                copy_ = _C._empty(list(t.shape), t.dtype)
+        else:
+            copy_ = t.detach().clone()
         memo[key] = Parameter(copy_, requires_grad=t.requires_grad) if isinstance(t, Parameter) else copy_
     return memo[key]
 
@@ -763,13 +768,16 @@ def _deepcopy(self, memo):
         if ctor is None:
             raise NotImplementedError("deepcopy of %s: a layer created by C++ code has no recorded constructor "
                                       "arguments" % name)
-        new = type(self)(*copy.deepcopy(ctor[0], memo), **copy.deepcopy(ctor[1], memo))
+        meta = any(t.is_meta for t in list(self.parameters(recurse=False)) + [b for _, b in self._named_buffers(False)])
+        with _device.device("meta") if meta else contextlib.nullcontext():  # no draw for a meta layer's copy
+            new = type(self)(*copy.deepcopy(ctor[0], memo), **copy.deepcopy(ctor[1], memo))
         memo[id(self)] = new
         for pname, p in self.named_parameters(recurse=False):
             new._set_parameter(pname, _copied_tensor(p, memo), True)
         for bname, b in self._named_buffers(False):
-            with _C._GradMode(False):
-                getattr(new, bname).copy_(b)
+            if not b.is_meta:
+                with _C._GradMode(False):
+                    getattr(new, bname).copy_(b)
         if _complex_buffers(self):
             _dict(new)[_COMPLEX_KEY] = copy.deepcopy(_complex_buffers(self), memo)
         new.train(self.training)
