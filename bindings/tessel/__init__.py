@@ -201,16 +201,20 @@ stack = _C._functional.stack
 
 
 def where(condition, input=None, other=None):
-    """torch.where: elementwise choice (a Python number on either side takes the other side's dtype), or with
-    the condition alone the indices of its true entries (nonzero(as_tuple=True))."""
+    """torch.where: elementwise choice (a Python number on either side takes the other side's dtype, except a
+    float against an integer or bool tensor: the default dtype, torch's result type), or with the condition
+    alone the indices of its true entries (nonzero(as_tuple=True))."""
     if input is None and other is None:
         return _extra.nonzero(condition, as_tuple=True)
     import builtins
     if not isinstance(input, Tensor) and not isinstance(other, Tensor):  # two Python numbers: torch's result type
         kinds = {type(v) for v in (input, other)}
-        dtype = float32 if builtins.float in kinds else (bool if kinds == {builtins.bool} else int64)  # dtypes
+        dtype = get_default_dtype() if builtins.float in kinds else (bool if kinds == {builtins.bool} else int64)
         input = _C._full([], builtins.float(input), dtype)
     dtype = input.dtype if isinstance(input, Tensor) else other.dtype
+    if not dtype.is_floating_point and builtins.float in {type(v) for v in (input, other)}:
+        dtype = get_default_dtype()  # int_tensor vs 0.5: floating, as torch
+        input, other = [v.to(dtype) if isinstance(v, Tensor) else v for v in (input, other)]
     if not isinstance(input, Tensor):
         input = _C._full([], builtins.float(input), dtype)
     if not isinstance(other, Tensor):

@@ -148,15 +148,20 @@ def _random_fill(self, values, name):
     return _in_place(self, values.to(self.dtype), name)
 
 
+def _draw_dtype(t):
+    """normal_ / uniform_ draw in float64 for a float64 tensor (its full precision), else in float32."""
+    return _C.dtype.float64 if t.dtype == _C.dtype.float64 else _C.dtype.float32
+
+
 def _normal_(self, mean=0.0, std=1.0, *, generator=None):
     """Fills self with N(mean, std²) samples from tessel's generator (tessel.manual_seed)."""
-    return _random_fill(self, _C._randn(list(self.shape), generator, _C.dtype.float32) * builtins.float(std)
+    return _random_fill(self, _C._randn(list(self.shape), generator, _draw_dtype(self)) * builtins.float(std)
                         + builtins.float(mean), "normal_")
 
 
 def _uniform_(self, a=0.0, b=1.0, *, generator=None):
     """Fills self with U(a, b) samples."""
-    return _random_fill(self, _C._rand(list(self.shape), generator, _C.dtype.float32) * (builtins.float(b) - a)
+    return _random_fill(self, _C._rand(list(self.shape), generator, _draw_dtype(self)) * (builtins.float(b) - a)
                         + builtins.float(a), "uniform_")
 
 
@@ -207,8 +212,9 @@ _clamp_cpp = Tensor.clamp
 
 
 def _clamp(self, min=None, max=None):
-    """An integer tensor with a non-integral float bound computes in float32, as torch promotes; tensor bounds
-    (elementwise, broadcast) are maximum / minimum."""
+    """An integer or bool tensor with a Python float bound computes in the default dtype (float32 unless
+    set), as torch's result type (clamp(int_tensor, min=2.0) is floating); tensor bounds (elementwise,
+    broadcast) are maximum / minimum."""
     if isinstance(min, Tensor) or isinstance(max, Tensor):
         from . import _extra
         out = self
@@ -217,9 +223,8 @@ def _clamp(self, min=None, max=None):
         if max is not None:
             out = _extra.minimum(out, max) if isinstance(max, Tensor) else _clamp(out, max=max)
         return out
-    if not self.dtype.is_floating_point and any(isinstance(b, builtins.float) and not b.is_integer()
-                                                for b in (min, max)):
-        self = self.float()
+    if not self.dtype.is_floating_point and any(isinstance(b, builtins.float) for b in (min, max)):
+        self = self.to(_C._get_default_dtype())
     return _clamp_cpp(self, min, max)
 
 

@@ -460,11 +460,11 @@ def _host(x, name):
 
 def _float_op(name):
     """t.X() for a C++ op defined on floats (with its gradient, on DTensors too): integer and bool tensors
-    are computed in float32, as torch promotes them."""
+    are computed in the default dtype (float32 unless set), as torch promotes them."""
     method = getattr(_C.Tensor, name)
 
     def fn(input):
-        return method(input if input.dtype.is_floating_point else input.to(_dtypes.float32))
+        return method(input if input.dtype.is_floating_point else input.to(_dtypes.default_float()))
     fn.__name__ = name
     return fn
 

@@ -21,17 +21,17 @@ _FLOAT_RANK = {_dtypes.float16: 1, _dtypes.bfloat16: 1, _dtypes.float32: 2, _dty
 
 def _pow_dtype(base, exponent):
     """torch's result type of pow(base, exponent) where at least one is a Tensor (a Python number takes
-    the tensor's dtype, or float32 when a float meets an integer tensor)."""
+    the tensor's dtype, or the default dtype when a float meets an integer tensor)."""
     def kind(x):
         if isinstance(x, Tensor):
             return x.dtype
         if isinstance(x, builtins.bool):
             return _dtypes.bool
-        return _dtypes.float32 if isinstance(x, builtins.float) else None  # None: a Python int
+        return _dtypes.default_float() if isinstance(x, builtins.float) else None  # None: a Python int
     a, b = kind(base), kind(exponent)
     if not isinstance(base, Tensor) or not isinstance(exponent, Tensor):  # number ** tensor or the reverse
         t, n = (b, a) if not isinstance(base, Tensor) else (a, b)
-        return _dtypes.float32 if n is _dtypes.float32 and not t.is_floating_point else t
+        return n if n is not None and n.is_floating_point and not t.is_floating_point else t
     fa, fb = a.is_floating_point, b.is_floating_point
     if fa and fb:
         if a == b:

@@ -35,6 +35,11 @@ def layers():
 
 def test_float32_until_set_and_only_floating_dtypes_are_accepted(default_dtype):
     assert tessel.get_default_dtype() == tessel.float32
+    i = tessel.tensor([1, 2, 3])
+    # torch's result type with a Python float: floating even for a whole bound (clamp(int, min=2.0) is float)
+    assert tessel.clamp(i, min=2.0).dtype == tessel.float32 and tessel.clamp(i, min=2.0).tolist() == [2.0, 2.0, 3.0]
+    assert tessel.clamp(i, min=2).dtype == tessel.int64
+    assert tessel.where(i > 1, i, 0.5).tolist() == [0.5, 2.0, 3.0]  # was int64 [0, 2, 3]
     assert {k: t.dtype for k, t in factories().items()} == {k: tessel.float32 for k in factories()}
     for bad in (tessel.int64, tessel.bool, "float64"):
         with pytest.raises(TypeError, match="only floating-point types are supported as the default type"):
@@ -60,6 +65,15 @@ def test_float64_default_reaches_factories_layers_and_integer_promotion(default_
     assert (i * 0.5).dtype == tessel.float64 and (0.5 * i).dtype == tessel.float64
     assert (i < 1.0000000001).tolist() == [True, False, False]  # compared in float64 (float32 rounds to 1.0)
     assert tessel.tan(i).dtype == tessel.float64
+    # the float ops of integer tensors, pow and clamp with float operands, where with a float: torch's result type
+    for name, t in {"sqrt": tessel.sqrt(i), "exp": tessel.exp(i), "sigmoid": tessel.sigmoid(i), "pow": i ** 0.5,
+                    "rpow": 2.0 ** i, "clamp": tessel.clamp(i, min=1.5), "where": tessel.where(i > 1, i, 0.5),
+                    "where_numbers": tessel.where(i > 1, 1.0, 0.0)}.items():
+        assert t.dtype == tessel.float64, name
+    assert tessel.sqrt(i)[1].item() == 2 ** 0.5 and tessel.where(i > 1, i, 0.1).tolist() == [0.1, 2.0, 3.0]
+    # float64 tensors draw in float64: normal_ values are not float32 values widened
+    w = tessel.empty(64, dtype=tessel.float64).normal_()
+    assert np.any(w.numpy() != w.numpy().astype(np.float32).astype(np.float64))
     # a float tensor keeps its own dtype
     assert (tessel.ones(2, dtype=tessel.float32) * 0.5).dtype == tessel.float32
 
