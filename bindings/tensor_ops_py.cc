@@ -141,23 +141,54 @@ py::object TensorPow(py::object base, py::object exponent) {
   return py::module_::import("tessel._pow").attr("pow")(std::move(base), std::move(exponent));
 }
 
+// torch's result type of a tensor with a Python int: a bool tensor takes int64 (tensor([True]) * 2 is
+// tensor([2]); it raised "not supported for bool tensors"), any other keeps its dtype; a Python bool leaves
+// a bool tensor bool.
+Tensor WithIntScalar(const Tensor& a, const py::int_& v) {
+  return a.dtype() == DType::kBool && !PyBool_Check(v.ptr()) ? Cast(a, DType::kInt64) : a;
+}
+
 void BindArithmetic(py::class_<Tensor>& c) {
   // Overloads are tried in order: Tensor, then a Python int (py::int_ also takes bool, as torch's int
   // promotion does), then a Python float.
   c.def("__add__", [](const Tensor& a, const Tensor& b) { return NoGil([&] { const auto [x, y] = Promoted(a, b); return Add(x, y); }); }, py::is_operator())
-      .def("__add__", [](const Tensor& a, py::int_ v) { const double x = v.cast<double>(); return NoGil([&] { return AddScalar(a, x); }); }, py::is_operator())
+      .def("__add__", [](const Tensor& t, py::int_ v) {
+        const double x = v.cast<double>();
+        const Tensor a = WithIntScalar(t, v);
+        return NoGil([&] { return AddScalar(a, x); });
+      }, py::is_operator())
       .def("__add__", [](const Tensor& a, double v) { return NoGil([&] { return AddScalar(Floating(a), v); }); }, py::is_operator())
-      .def("__radd__", [](const Tensor& a, py::int_ v) { const double x = v.cast<double>(); return NoGil([&] { return AddScalar(a, x); }); }, py::is_operator())
+      .def("__radd__", [](const Tensor& t, py::int_ v) {
+        const double x = v.cast<double>();
+        const Tensor a = WithIntScalar(t, v);
+        return NoGil([&] { return AddScalar(a, x); });
+      }, py::is_operator())
       .def("__radd__", [](const Tensor& a, double v) { return NoGil([&] { return AddScalar(Floating(a), v); }); }, py::is_operator())
       .def("__sub__", [](const Tensor& a, const Tensor& b) { return NoGil([&] { const auto [x, y] = Promoted(a, b); return Sub(x, y); }); }, py::is_operator())
-      .def("__sub__", [](const Tensor& a, py::int_ v) { const double x = v.cast<double>(); return NoGil([&] { return AddScalar(a, -x); }); }, py::is_operator())
+      .def("__sub__", [](const Tensor& t, py::int_ v) {
+        const double x = v.cast<double>();
+        const Tensor a = WithIntScalar(t, v);
+        return NoGil([&] { return AddScalar(a, -x); });
+      }, py::is_operator())
       .def("__sub__", [](const Tensor& a, double v) { return NoGil([&] { return AddScalar(Floating(a), -v); }); }, py::is_operator())
-      .def("__rsub__", [](const Tensor& a, py::int_ v) { const double x = v.cast<double>(); return NoGil([&] { return AddScalar(Neg(a), x); }); }, py::is_operator())
+      .def("__rsub__", [](const Tensor& t, py::int_ v) {
+        const double x = v.cast<double>();
+        const Tensor a = WithIntScalar(t, v);
+        return NoGil([&] { return AddScalar(Neg(a), x); });
+      }, py::is_operator())
       .def("__rsub__", [](const Tensor& a, double v) { return NoGil([&] { return AddScalar(Neg(Floating(a)), v); }); }, py::is_operator())
       .def("__mul__", [](const Tensor& a, const Tensor& b) { return NoGil([&] { const auto [x, y] = Promoted(a, b); return Mul(x, y); }); }, py::is_operator())
-      .def("__mul__", [](const Tensor& a, py::int_ v) { const double x = v.cast<double>(); return NoGil([&] { return MulScalar(a, x); }); }, py::is_operator())
+      .def("__mul__", [](const Tensor& t, py::int_ v) {
+        const double x = v.cast<double>();
+        const Tensor a = WithIntScalar(t, v);
+        return NoGil([&] { return MulScalar(a, x); });
+      }, py::is_operator())
       .def("__mul__", [](const Tensor& a, double v) { return NoGil([&] { return MulScalar(Floating(a), v); }); }, py::is_operator())
-      .def("__rmul__", [](const Tensor& a, py::int_ v) { const double x = v.cast<double>(); return NoGil([&] { return MulScalar(a, x); }); }, py::is_operator())
+      .def("__rmul__", [](const Tensor& t, py::int_ v) {
+        const double x = v.cast<double>();
+        const Tensor a = WithIntScalar(t, v);
+        return NoGil([&] { return MulScalar(a, x); });
+      }, py::is_operator())
       .def("__rmul__", [](const Tensor& a, double v) { return NoGil([&] { return MulScalar(Floating(a), v); }); }, py::is_operator())
       .def("__truediv__", [](const Tensor& a, const Tensor& b) {
         return NoGil([&] {

@@ -40,6 +40,9 @@ def test_float32_until_set_and_only_floating_dtypes_are_accepted(default_dtype):
     assert tessel.clamp(i, min=2.0).dtype == tessel.float32 and tessel.clamp(i, min=2.0).tolist() == [2.0, 2.0, 3.0]
     assert tessel.clamp(i, min=2).dtype == tessel.int64
     assert tessel.where(i > 1, i, 0.5).tolist() == [0.5, 2.0, 3.0]  # was int64 [0, 2, 3]
+    b = tessel.tensor([True, False, True])
+    for t, want in ((b * 2, [2, 0, 2]), (3 * b, [3, 0, 3]), (b + 1, [2, 1, 2]), (1 - b, [0, 1, 0])):
+        assert t.dtype == tessel.int64 and t.tolist() == want  # torch's int64; it raised for bool tensors
     assert {k: t.dtype for k, t in factories().items()} == {k: tessel.float32 for k in factories()}
     for bad in (tessel.int64, tessel.bool, "float64"):
         with pytest.raises(TypeError, match="only floating-point types are supported as the default type"):
