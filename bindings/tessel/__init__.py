@@ -196,8 +196,27 @@ def compile(model=None, *, fullgraph=False, dynamic=None, backend="inductor", mo
     if model is None:
         return lambda fn: fn
     return model
-cat = _C._functional.cat
-stack = _C._functional.stack
+def _promoted(tensors):
+    """torch's type promotion for cat / stack: tensors of several dtypes become their common one
+    (promote_types over all of them: cat([int64, float32]) is float32); it raised a dtype mismatch."""
+    tensors = list(tensors)
+    dtypes = {t.dtype for t in tensors if isinstance(t, Tensor)}
+    if len(dtypes) <= 1:
+        return tensors
+    import functools
+    from ._namespace import promote_types
+    target = functools.reduce(promote_types, sorted(dtypes, key=str))
+    return [t.to(target) if isinstance(t, Tensor) and t.dtype != target else t for t in tensors]
+
+
+def cat(tensors, dim=0):
+    """torch.cat, with torch's type promotion across the tensors' dtypes."""
+    return _C._functional.cat(_promoted(tensors), dim)
+
+
+def stack(tensors, dim=0):
+    """torch.stack, with torch's type promotion across the tensors' dtypes."""
+    return _C._functional.stack(_promoted(tensors), dim)
 
 
 def where(condition, input=None, other=None):

@@ -41,6 +41,11 @@ def test_float32_until_set_and_only_floating_dtypes_are_accepted(default_dtype):
     assert tessel.clamp(i, min=2).dtype == tessel.int64
     assert tessel.where(i > 1, i, 0.5).tolist() == [0.5, 2.0, 3.0]  # was int64 [0, 2, 3]
     b = tessel.tensor([True, False, True])
+    # cat / stack promote across dtypes (they raised a dtype mismatch)
+    f = tessel.tensor([0.5])
+    assert tessel.cat([i, f]).dtype == tessel.float32 and tessel.cat([i, f]).tolist() == [1.0, 2.0, 3.0, 0.5]
+    assert tessel.stack([b, i]).dtype == tessel.int64 and tessel.stack([b, i]).tolist() == [[1, 0, 1], [1, 2, 3]]
+    assert tessel.cat([f, tessel.tensor([1.0], dtype=tessel.float64)]).dtype == tessel.float64
     for t, want in ((b * 2, [2, 0, 2]), (3 * b, [3, 0, 3]), (b + 1, [2, 1, 2]), (1 - b, [0, 1, 0])):
         assert t.dtype == tessel.int64 and t.tolist() == want  # torch's int64; it raised for bool tensors
     assert {k: t.dtype for k, t in factories().items()} == {k: tessel.float32 for k in factories()}
