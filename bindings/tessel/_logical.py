@@ -199,7 +199,12 @@ def std_mean(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
 
 
 def clamp_(x, min=None, max=None):
-    """In place (under autograd tessel/_inplace.py records it instead)."""
+    """In place (under autograd tessel/_inplace.py records it instead). An integer tensor with a Python float
+    bound raises torch's error (its result type is floating); it was clamped in float and truncated back, so
+    clamp_(min=1.5) left 1 as 1."""
+    if not x.dtype.is_floating_point and any(isinstance(b, float) for b in (min, max)):
+        raise RuntimeError("clamp_: result type Float can't be cast to the desired output type %s"
+                           % str(x.dtype).rsplit(".", 1)[-1])
     return x.copy_(x.clamp(min, max))
 
 

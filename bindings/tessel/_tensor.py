@@ -506,6 +506,19 @@ def _positions(self, idx):
         tuple(host(i) for i in idx) if isinstance(idx, tuple) else host(idx)]
 
 
+def index_add_rows(rows, index, num_rows):
+    """_C._functional._index_add_rows (rows [n, ...] summed into num_rows rows at index) for any dtype:
+    floating rows in C++ (differentiable); integer and bool rows on the host with numpy's add.at (exact; such
+    tensors carry no gradient). The C++ kernel takes floating rows only, so integer index_put_ / index_add /
+    x[idx] = int_tensor raised "embedding_backward: expected a floating dtype"."""
+    if rows.dtype.is_floating_point:
+        return _C._functional._index_add_rows(rows, index, num_rows)
+    r = rows.numpy()
+    out = np.zeros((builtins.int(num_rows),) + r.shape[1:], dtype=r.dtype)
+    np.add.at(out, index.numpy(), r)
+    return _C._from_numpy(out)
+
+
 def _written(self, idx, value):
     """self with value written at self[idx], out of place: where(written positions, value placed by an
     index-add, self). The positions are numpy's for the same subscript (its basic and advanced indexing lay
@@ -520,8 +533,7 @@ def _written(self, idx, value):
         keep = np.sort(flat.size - 1 - first_from_end)
         flat, rows = flat[keep], _gather_rows(rows, keep)
     # a fresh copy: the index-add saves it for backward, and value may share memory with self (written next)
-    placed = _C._functional._index_add_rows(rows.contiguous() if not rows.is_contiguous() else rows.clone(),
-                                            tensor(flat), numel)
+    placed = index_add_rows(rows.contiguous() if not rows.is_contiguous() else rows.clone(), tensor(flat), numel)
     mask = np.zeros(numel, dtype=np.bool_)
     mask[flat] = True
     return _C._functional.where(tensor(mask), placed.reshape(-1), self.reshape(-1)).reshape(*self.shape)
@@ -620,7 +632,7 @@ def _index_put_(self, indices, values, accumulate=False):
     recorded = _C.is_grad_enabled() and (self.requires_grad or values.requires_grad)
     positions = _positions(self, idx)
     rows = values.to(self.dtype).expand(*positions.shape).reshape(-1, 1).contiguous()
-    scattered = _C._functional._index_add_rows(rows, tensor(positions.reshape(-1)), self.numel()).reshape(*self.shape)
+    scattered = index_add_rows(rows, tensor(positions.reshape(-1)), self.numel()).reshape(*self.shape)
     if recorded:
         return _inplace.record(self, "index_put_", lambda x: x + scattered)
     added = self + scattered

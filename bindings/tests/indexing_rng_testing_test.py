@@ -114,5 +114,23 @@ def test_assert_close_compares_and_reports_as_torch():
     assert failure(lambda: close(t([1.0]), t([2.0]), msg="custom")) == "AssertionError custom"
 
 
+def test_integer_tensors_take_index_put_index_add_and_tensor_writes_exactly():
+    # integer index maps, counters: the float index-add kernel raised "embedding_backward: expected a floating
+    # dtype"; now numpy's exact add.at (int64 beyond 2^53 too)
+    big = 2 ** 60
+    t = tessel.tensor([1, 2, big])
+    assert t.clone().index_put_((tessel.tensor([0]),), tessel.tensor([9])).tolist() == [9, 2, big]
+    assert t.clone().index_put_((tessel.tensor([2, 2]),), tessel.tensor([5, 6]), accumulate=True).tolist() == \
+        [1, 2, big + 11]
+    assert tessel.index_add(t, 0, tessel.tensor([0, 0]), tessel.tensor([5, 7])).tolist() == [13, 2, big]
+    u = t.clone()
+    u[tessel.tensor([0, 1])] = tessel.tensor([7, 8])
+    assert u.tolist() == [7, 8, big] and u.dtype == tessel.int64
+    # clamp_ of an integer tensor with a float bound raises torch's error (it truncated back: 1 stayed 1)
+    with pytest.raises(RuntimeError, match="clamp_: result type Float can't be cast to the desired output type int64"):
+        t.clone().clamp_(min=1.5)
+    assert t.clone().clamp_(min=2).tolist() == [2, 2, big]
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
