@@ -62,10 +62,10 @@ using DimArg = std::optional<std::variant<int64_t, std::vector<int64_t>>>;
 Tensor ScalarLike(const Tensor& t, double v) { return Scalar(v, t.dtype()); }
 
 // torch's promotion with a Python scalar: a float scalar takes an integer or bool tensor to the default
-// float dtype (DefaultFloatDType: float32 unless set), an int scalar keeps the tensor's dtype; true division is
-// always floating. Without
-// it int_tensor + 1.5 truncated the scalar ([1, 2] + 1.5 gave [2, 3]), int / int truncated the quotient,
-// and int / 0 killed the process with SIGFPE.
+// float dtype (DefaultFloatDType: float32 unless set), an int scalar keeps the tensor's dtype (a bool tensor's
+// becomes int64: WithIntScalar); true division is always floating. Without it int_tensor + 1.5 truncated the
+// scalar ([1, 2] + 1.5 gave [2, 3]), int / int truncated the quotient, and int / 0 killed the process with
+// SIGFPE.
 Tensor Floating(const Tensor& a) { return IsFloating(a.dtype()) ? a : Cast(a, DefaultFloatDType()); }
 
 // torch's lattice: bool < uint8, int8 < int16 < int32 < int64 < floating; uint8 with int8 is int16 (the
@@ -144,51 +144,39 @@ py::object TensorPow(py::object base, py::object exponent) {
 // torch's result type of a tensor with a Python int: a bool tensor takes int64 (tensor([True]) * 2 is
 // tensor([2]); it raised "not supported for bool tensors"), any other keeps its dtype; a Python bool leaves
 // a bool tensor bool.
-Tensor WithIntScalar(const Tensor& a, const py::int_& v) {
-  return a.dtype() == DType::kBool && !PyBool_Check(v.ptr()) ? Cast(a, DType::kInt64) : a;
+bool IsPlainInt(py::handle v) { return PyLong_Check(v.ptr()) && !PyBool_Check(v.ptr()); }
+Tensor WithIntScalar(const Tensor& a, py::handle v) {
+  return a.dtype() == DType::kBool && IsPlainInt(v) ? Cast(a, DType::kInt64) : a;
+}
+
+// An operator overload for a Python int operand: `op(tensor promoted by WithIntScalar, the int as a double)`.
+template <typename Op>
+auto IntScalarOperator(Op op) {
+  return [op](const Tensor& t, py::int_ v) {
+    const double x = v.cast<double>();
+    const Tensor a = WithIntScalar(t, v);
+    return NoGil([&] { return op(a, x); });
+  };
 }
 
 void BindArithmetic(py::class_<Tensor>& c) {
   // Overloads are tried in order: Tensor, then a Python int (py::int_ also takes bool, as torch's int
   // promotion does), then a Python float.
   c.def("__add__", [](const Tensor& a, const Tensor& b) { return NoGil([&] { const auto [x, y] = Promoted(a, b); return Add(x, y); }); }, py::is_operator())
-      .def("__add__", [](const Tensor& t, py::int_ v) {
-        const double x = v.cast<double>();
-        const Tensor a = WithIntScalar(t, v);
-        return NoGil([&] { return AddScalar(a, x); });
-      }, py::is_operator())
+      .def("__add__", IntScalarOperator([](const Tensor& a, double x) { return AddScalar(a, x); }), py::is_operator())
       .def("__add__", [](const Tensor& a, double v) { return NoGil([&] { return AddScalar(Floating(a), v); }); }, py::is_operator())
-      .def("__radd__", [](const Tensor& t, py::int_ v) {
-        const double x = v.cast<double>();
-        const Tensor a = WithIntScalar(t, v);
-        return NoGil([&] { return AddScalar(a, x); });
-      }, py::is_operator())
+      .def("__radd__", IntScalarOperator([](const Tensor& a, double x) { return AddScalar(a, x); }), py::is_operator())
       .def("__radd__", [](const Tensor& a, double v) { return NoGil([&] { return AddScalar(Floating(a), v); }); }, py::is_operator())
       .def("__sub__", [](const Tensor& a, const Tensor& b) { return NoGil([&] { const auto [x, y] = Promoted(a, b); return Sub(x, y); }); }, py::is_operator())
-      .def("__sub__", [](const Tensor& t, py::int_ v) {
-        const double x = v.cast<double>();
-        const Tensor a = WithIntScalar(t, v);
-        return NoGil([&] { return AddScalar(a, -x); });
-      }, py::is_operator())
+      .def("__sub__", IntScalarOperator([](const Tensor& a, double x) { return AddScalar(a, -x); }), py::is_operator())
       .def("__sub__", [](const Tensor& a, double v) { return NoGil([&] { return AddScalar(Floating(a), -v); }); }, py::is_operator())
-      .def("__rsub__", [](const Tensor& t, py::int_ v) {
-        const double x = v.cast<double>();
-        const Tensor a = WithIntScalar(t, v);
-        return NoGil([&] { return AddScalar(Neg(a), x); });
-      }, py::is_operator())
+      .def("__rsub__", IntScalarOperator([](const Tensor& a, double x) { return AddScalar(Neg(a), x); }),
+           py::is_operator())
       .def("__rsub__", [](const Tensor& a, double v) { return NoGil([&] { return AddScalar(Neg(Floating(a)), v); }); }, py::is_operator())
       .def("__mul__", [](const Tensor& a, const Tensor& b) { return NoGil([&] { const auto [x, y] = Promoted(a, b); return Mul(x, y); }); }, py::is_operator())
-      .def("__mul__", [](const Tensor& t, py::int_ v) {
-        const double x = v.cast<double>();
-        const Tensor a = WithIntScalar(t, v);
-        return NoGil([&] { return MulScalar(a, x); });
-      }, py::is_operator())
+      .def("__mul__", IntScalarOperator([](const Tensor& a, double x) { return MulScalar(a, x); }), py::is_operator())
       .def("__mul__", [](const Tensor& a, double v) { return NoGil([&] { return MulScalar(Floating(a), v); }); }, py::is_operator())
-      .def("__rmul__", [](const Tensor& t, py::int_ v) {
-        const double x = v.cast<double>();
-        const Tensor a = WithIntScalar(t, v);
-        return NoGil([&] { return MulScalar(a, x); });
-      }, py::is_operator())
+      .def("__rmul__", IntScalarOperator([](const Tensor& a, double x) { return MulScalar(a, x); }), py::is_operator())
       .def("__rmul__", [](const Tensor& a, double v) { return NoGil([&] { return MulScalar(Floating(a), v); }); }, py::is_operator())
       .def("__truediv__", [](const Tensor& a, const Tensor& b) {
         return NoGil([&] {
@@ -274,8 +262,8 @@ void BindComparisons(py::class_<Tensor>& c) {
     if (PyFloat_Check(v.ptr()) && !IsFloating(a.dtype())) {
       return {Cast(a, DefaultFloatDType()), Scalar(v.cast<double>(), DefaultFloatDType())};
     }
-    const bool is_int = PyLong_Check(v.ptr()) && !PyBool_Check(v.ptr());
-    const Tensor x = is_int && a.dtype() == DType::kBool ? Cast(a, DType::kInt64) : a;
+    const bool is_int = IsPlainInt(v);
+    const Tensor x = WithIntScalar(a, v);
     if (is_int && x.dtype() == DType::kInt64) {
       const Device d = CurrentDevice();  // where ScalarLike puts its scalars
       Tensor s = Empty({}, DType::kInt64, d.is_cpu() ? d : Device::Cpu());

@@ -359,6 +359,9 @@ Generator& DefaultGenerator() {
 
 namespace {
 std::atomic<DType> default_float_dtype{DType::kFloat32};
+
+// The tensor whose storage a Python handle's data lives in: itself, or a DTensor's local shard.
+Tensor LocalPiece(const Tensor& t) { return t.is_distributed() ? dtensor::DTensor(t).ToLocal() : t; }
 }  // namespace
 
 DType DefaultFloatDType() { return default_float_dtype.load(std::memory_order_relaxed); }
@@ -444,17 +447,15 @@ void BindTensor(py::module_& m) {
       .def("data_ptr", [](const Tensor& t) -> std::uintptr_t {
         // torch's: the address of the first element (views share their base's memory; 0 when empty); a
         // DTensor's is its local shard's.
-        const Tensor local = t.is_distributed() ? dtensor::DTensor(t).ToLocal() : t;
+        const Tensor local = LocalPiece(t);
         return local.numel() == 0 ? 0 : reinterpret_cast<std::uintptr_t>(local.raw_data());
       }, "The address of the first element (torch's data_ptr; a DTensor's local shard's)")
       // torch's is_meta: built under tessel.device("meta") and not yet to_empty'd ([Note: deferred init]).
       .def_property_readonly("is_meta", [](const Tensor& t) {
-        const Tensor local = t.is_distributed() ? dtensor::DTensor(t).ToLocal() : t;
-        return local.impl()->storage().deferred_init();
+        return LocalPiece(t).impl()->storage().deferred_init();
       })
       .def("_clear_meta", [](const Tensor& t) {
-        const Tensor local = t.is_distributed() ? dtensor::DTensor(t).ToLocal() : t;
-        local.impl()->storage().set_deferred_init(false);
+        LocalPiece(t).impl()->storage().set_deferred_init(false);
       }, "Module.to_empty: the tensor counts as materialized")
       .def("_data_key", [](const Tensor& t) {
         const auto data = t.is_distributed() || t.numel() == 0 ? std::uintptr_t{0}
@@ -472,7 +473,7 @@ void BindTensor(py::module_& m) {
       .def("_storage", [](const Tensor& t) {
         // torch's untyped_storage(): the bytes this tensor and its views share, as (address, size in bytes)
         // (tessel/_compat.py wraps them); a DTensor's are its local shard's.
-        const Tensor local = t.is_distributed() ? dtensor::DTensor(t).ToLocal() : t;
+        const Tensor local = LocalPiece(t);
         const Storage& st = local.impl()->storage();
         if (!st.defined() || st.nbytes() == 0) return py::make_tuple(std::uintptr_t{0}, int64_t{0});
         return py::make_tuple(reinterpret_cast<std::uintptr_t>(st.data()), st.nbytes());

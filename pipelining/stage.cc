@@ -54,9 +54,15 @@ struct PipelineStage::MicrobatchState {
   double loss_value = 0.0;      // its value
   double unweighted_loss = 0.0;  // loss_fn's value (NaN with nothing to average over)
   TensorList input_grads;  // one per floating input; undefined where no output depends on it
-  WeightGradTask weight_task;
-  bool weight_work = false;  // I left W something to run (no root requires grad: nothing)
+  WeightGradTask weight_task;       // pending after an I whose roots required grad
   std::function<void()> dw_runner;  // with a dw_builder: what W runs
+
+  // Drops the microbatch's activations and graph (after its backward, or a forward-only step).
+  void Release() {
+    inputs.clear();
+    outputs.clear();
+    loss = Tensor();
+  }
 };
 
 namespace {
@@ -385,17 +391,15 @@ void PipelineStage::BackwardFull(int mb) {
 }
 
 void PipelineStage::WholeBackward(MicrobatchState& s, int mb) {
-  TensorList roots, grads;
-  BackwardRoots(s, mb, &roots, &grads);
   if (is_last()) {
     Backward(s.loss);
-  } else if (!roots.empty()) {
-    Backward(roots, grads);
+  } else {
+    TensorList roots, grads;
+    BackwardRoots(s, mb, &roots, &grads);
+    if (!roots.empty()) Backward(roots, grads);
   }
   for (const Tensor& x : Floating(s.inputs)) s.input_grads.push_back(x.grad());
-  s.inputs.clear();
-  s.outputs.clear();
-  s.loss = Tensor();
+  s.Release();
 }
 
 void PipelineStage::BackwardInput(int mb) {
@@ -416,13 +420,10 @@ void PipelineStage::BackwardInput(int mb) {
     SplitBackwardResult r = tessel::BackwardInput(roots, grads, inputs);
     s.input_grads = std::move(r.input_grads);
     s.weight_task = std::move(r.weight_task);
-    s.weight_work = true;
   } else {
     s.input_grads.assign(inputs.size(), Tensor());
   }
-  s.inputs.clear();
-  s.outputs.clear();
-  s.loss = Tensor();
+  s.Release();
   s.phase = Phase::kInputDone;
 }
 
@@ -434,7 +435,7 @@ void PipelineStage::BackwardWeight(int mb) {
     std::function<void()> run = std::move(s.dw_runner);
     s.dw_runner = nullptr;
     run();
-  } else if (s.weight_work) {
+  } else if (s.weight_task.pending()) {
     tessel::BackwardWeight(s.weight_task);
   }
   s.phase = Phase::kDone;
@@ -480,9 +481,7 @@ std::vector<double> PipelineStage::MicrobatchLosses() const {
 void PipelineStage::EndForwardOnly() {
   for (const auto& s : states_) {
     if (s->phase != Phase::kForwarded) continue;
-    s->inputs.clear();
-    s->outputs.clear();
-    s->loss = Tensor();
+    s->Release();
     s->phase = Phase::kDone;
   }
 }

@@ -3,6 +3,9 @@ initializer (a padding-row embedding, truncated normal with resampling, orthogon
 uneven 5-row layer), and the values the same calls give it built and initialized on one rank."""
 import tessel
 import tessel.nn as nn
+from tessel.distributed.device_mesh import init_device_mesh
+from tessel.distributed.fsdp import fully_shard
+from tessel.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
 
 class Net(nn.Module):
@@ -37,3 +40,14 @@ def one_rank():
     with tessel.no_grad():
         net.init_weights()
     return values(net)
+
+
+def parallelize(net, how):
+    """net's fc1, fc2, proj and root under fully_shard ("fully_shard"), or fc1 / fc2 column- / row-wise
+    tensor parallel on a 2-rank mesh ("tensor_parallel"): collective over the default group."""
+    if how == "fully_shard":
+        for m in (net.fc1, net.fc2, net.proj):
+            fully_shard(m)
+        fully_shard(net)
+    else:
+        parallelize_module(net, init_device_mesh("cpu", (2,)), {"fc1": ColwiseParallel(), "fc2": RowwiseParallel()})

@@ -14,11 +14,8 @@ import pytest
 import tessel
 import tessel.distributed as dist
 import tessel.nn as nn
-from tessel.distributed.device_mesh import init_device_mesh
-from tessel.distributed.fsdp import fully_shard
-from tessel.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
-from init_testing import Net, one_rank, values
+from init_testing import Net, one_rank, parallelize, values
 
 
 def resident_fraction(t):
@@ -80,12 +77,7 @@ def test_torchtitans_meta_then_parallelize_then_init_weights_gives_one_ranks_val
         tessel.manual_seed(5)  # the meta build draws nothing: init_weights starts from seed 5's state
         with tessel.device("meta"):
             net = Net()
-        if how == "fully_shard":
-            for m in (net.fc1, net.fc2, net.proj):
-                fully_shard(m)
-            fully_shard(net)
-        else:
-            parallelize_module(net, init_device_mesh("cpu", (2,)), {"fc1": ColwiseParallel(), "fc2": RowwiseParallel()})
+        parallelize(net, how)
         net.to_empty(device="cpu")
         assert not any(p.is_meta for p in net.parameters())
         with tessel.no_grad():

@@ -114,15 +114,28 @@ def assert_stage_grads(grads, ref_grads):
         np.testing.assert_allclose(grads[i], ref, rtol=1e-5, atol=1e-6, err_msg="stage %d" % i)
 
 
-def schedule_on_rank(schedule, stages_per_rank, rank):
-    """2 * stages_per_rank fresh Parts, the stage indices `rank` holds under `schedule` on 2 ranks, and the
-    schedule over them (4 microbatches, mse)."""
-    n = 2 * stages_per_rank
-    parts = make_parts(n)
+def schedule_over(schedule, parts, rank, loss_fn=mse, stage_kwargs=lambda i: {}):
+    """The stage indices `rank` holds under `schedule` when `parts` (one stage module each, 2 per rank at
+    most) run on 2 ranks, and the schedule over their PipelineStages (4 microbatches)."""
+    n = len(parts)
     where = pp.stage_to_rank_map(schedule._name, 2, n)
     mine = [i for i in range(n) if where[i] == rank]
-    stages = [pp.PipelineStage(parts[i], i, n, "cpu") for i in mine]
-    return parts, mine, schedule(stages[0] if stages_per_rank == 1 else stages, n_microbatches=4, loss_fn=mse)
+    stages = [pp.PipelineStage(parts[i], i, n, "cpu", **stage_kwargs(i)) for i in mine]
+    return mine, schedule(stages[0] if n == 2 else stages, n_microbatches=4, loss_fn=loss_fn)
+
+
+def schedule_on_rank(schedule, stages_per_rank, rank):
+    """2 * stages_per_rank fresh Parts, the stage indices `rank` holds and the schedule over them (mse)."""
+    parts = make_parts(2 * stages_per_rank)
+    return (parts, *schedule_over(schedule, parts, rank))
+
+
+def merged_over_ranks(got, ref_loss, **tolerance):
+    """got[rank] = (the step's loss or None, {stage index: value}): the loss is on exactly one rank and equals
+    ref_loss (pytest.approx with `tolerance`); returns both ranks' {stage index: value} together."""
+    losses = [got[r][0] for r in (0, 1) if got[r][0] is not None]
+    assert len(losses) == 1 and losses[0] == pytest.approx(ref_loss, **tolerance)
+    return {**got[0][1], **got[1][1]}
 
 
 @pytest.mark.parametrize("name,where", [("Interleaved1F1B", [0, 1, 0, 1]), ("ZBVZeroBubble", [0, 1, 1, 0])])
@@ -160,9 +173,7 @@ def test_schedule_runtime_runs_a_csv_schedule_placed_as_the_csv_says(tmp_path, n
 
     tessel.run_ranks(2, rank_fn)
     assert (tmp_path / "back0.csv").read_text() == csv.read_text()
-    losses = [got[r][0] for r in (0, 1) if got[r][0] is not None]
-    assert len(losses) == 1 and losses[0] == pytest.approx(ref_loss, rel=1e-5)
-    assert_stage_grads({i: g for r in (0, 1) for i, g in got[r][1].items()}, ref_grads)
+    assert_stage_grads(merged_over_ranks(got, ref_loss, rel=1e-5), ref_grads)
     with pytest.raises(NotImplementedError, match="defer_pp_recv=True"):
         pp.schedules._PipelineScheduleRuntime([], 4, defer_pp_recv=True)
 
@@ -192,9 +203,7 @@ def test_torch_schedules_over_python_stage_modules_match_one_rank(schedule, stag
         dist.destroy_process_group()
 
     tessel.run_ranks(2, rank_fn)
-    losses = [got[r][0] for r in (0, 1) if got[r][0] is not None]
-    assert len(losses) == 1 and losses[0] == pytest.approx(ref_loss.item(), abs=1e-6)
-    grads = {**got[0][1], **got[1][1]}
+    grads = merged_over_ranks(got, ref_loss.item(), abs=1e-6)
     assert sorted(grads) == list(range(n))
     assert_stage_grads(grads, ref_grads)
 
@@ -699,10 +708,7 @@ def test_stage_modules_passing_several_tensors_match_one_rank(schedule, stages_p
     def rank_fn(world):
         dist.init_process_group(*([backend] if backend else []))
         mine_parts = make_tuple_parts(n)
-        where = pp.stage_to_rank_map(schedule._name, 2, n)
-        mine = [i for i in range(n) if where[i] == world.rank]
-        stages = [pp.PipelineStage(mine_parts[i], i, n, "cpu") for i in mine]
-        sched = schedule(stages[0] if stages_per_rank == 1 else stages, n_microbatches=4, loss_fn=tuple_loss)
+        mine, sched = schedule_over(schedule, mine_parts, world.rank, loss_fn=tuple_loss)
         out, loss = stepped(sched, tessel.from_numpy(x_np) if 0 in mine else None,
                             target=tessel.from_numpy(y_np) if n - 1 in mine else None)
         if out is not None:  # the last stage's (out, aux), each merged over the microbatches
@@ -713,9 +719,7 @@ def test_stage_modules_passing_several_tensors_match_one_rank(schedule, stages_p
         dist.destroy_process_group()
 
     tessel.run_ranks(2, rank_fn)
-    losses = [got[r][0] for r in (0, 1) if got[r][0] is not None]
-    assert len(losses) == 1 and losses[0] == pytest.approx(ref.item(), abs=1e-6)
-    grads = {**got[0][1], **got[1][1]}
+    grads = merged_over_ranks(got, ref.item(), abs=1e-6)
     assert sorted(grads) == list(range(n))
     for i in range(n):
         for name, want in ref_grads[i].items():
@@ -780,10 +784,8 @@ def test_dw_builder_runs_the_modules_deferred_weight_pass_as_torch(schedule, sta
         dist.init_process_group()
         tessel.manual_seed(0)
         parts = [DwPart() for _ in range(n)]
-        where = pp.stage_to_rank_map(schedule._name, 2, n)
-        mine = [i for i in range(n) if where[i] == world.rank]
-        stages = [pp.PipelineStage(parts[i], i, n, "cpu", dw_builder=parts[i].dw_builder) for i in mine]
-        sched = schedule(stages[0] if stages_per_rank == 1 else stages, n_microbatches=4, loss_fn=mse)
+        mine, sched = schedule_over(schedule, parts, world.rank,
+                                    stage_kwargs=lambda i: {"dw_builder": parts[i].dw_builder})
         _, loss = stepped(sched, tessel.from_numpy(x_np) if 0 in mine else None,
                           target=tessel.from_numpy(y_np) if n - 1 in mine else None)
         got[world.rank] = (loss, {i: (parts[i].fc.weight.grad.numpy(), parts[i].runs, len(parts[i].stash))
@@ -791,9 +793,7 @@ def test_dw_builder_runs_the_modules_deferred_weight_pass_as_torch(schedule, sta
         dist.destroy_process_group()
 
     tessel.run_ranks(2, rank_fn)
-    losses = [got[r][0] for r in (0, 1) if got[r][0] is not None]
-    assert len(losses) == 1 and losses[0] == pytest.approx(ref.item(), abs=1e-6)
-    stages = {**got[0][1], **got[1][1]}
+    stages = merged_over_ranks(got, ref.item(), abs=1e-6)
     for i in range(n):
         grad, runs, left = stages[i]
         assert (runs, left) == (4, 0)  # one runner per microbatch, each run once; nothing left behind

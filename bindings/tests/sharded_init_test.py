@@ -10,11 +10,8 @@ import pytest
 
 import tessel
 import tessel.distributed as dist
-from tessel.distributed.device_mesh import init_device_mesh
-from tessel.distributed.fsdp import fully_shard
-from tessel.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
-from init_testing import Net, one_rank, values
+from init_testing import Net, one_rank, parallelize, values
 
 
 @pytest.mark.parametrize("how", ["fully_shard", "tensor_parallel"])
@@ -26,12 +23,7 @@ def test_init_weights_after_sharding_gives_one_ranks_values_bitwise(how):
         dist.init_process_group()
         tessel.manual_seed(0)
         net = Net()
-        if how == "fully_shard":
-            for m in (net.fc1, net.fc2, net.proj):
-                fully_shard(m)
-            fully_shard(net)
-        else:
-            parallelize_module(net, init_device_mesh("cpu", (2,)), {"fc1": ColwiseParallel(), "fc2": RowwiseParallel()})
+        parallelize(net, how)
         sharded = sorted(n for n, p in net.named_parameters() if p.is_distributed)
         tessel.manual_seed(5)
         with tessel.no_grad():

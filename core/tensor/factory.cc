@@ -34,14 +34,14 @@ void FillInPlace(const Tensor& t, double value) {
   CopyInto(t, one);
 }
 
-DeferredInitGuard::DeferredInitGuard(bool enabled) : previous_(deferred_init) { deferred_init = enabled; }
-DeferredInitGuard::~DeferredInitGuard() { deferred_init = previous_; }
 bool DeferredInitEnabled() { return deferred_init; }
 bool SetDeferredInit(bool enabled) {
   const bool previous = deferred_init;
   deferred_init = enabled;
   return previous;
 }
+DeferredInitGuard::DeferredInitGuard(bool enabled) : previous_(SetDeferredInit(enabled)) {}
+DeferredInitGuard::~DeferredInitGuard() { SetDeferredInit(previous_); }
 
 Tensor Full(std::span<const int64_t> shape, double value, DType dtype, Device device) {
   Tensor t = Empty(shape, dtype, device);
