@@ -220,24 +220,17 @@ def stack(tensors, dim=0):
 
 
 def where(condition, input=None, other=None):
-    """torch.where: elementwise choice (a Python number on either side takes the other side's dtype, except a
-    float against an integer or bool tensor: the default dtype, torch's result type), or with the condition
-    alone the indices of its true entries (nonzero(as_tuple=True))."""
+    """torch.where: elementwise choice (with a Python number on either side, in torch.result_type of the two:
+    where(cond, int_tensor, 0.5) is floating), or with the condition alone the indices of its true entries
+    (nonzero(as_tuple=True))."""
     if input is None and other is None:
         return _extra.nonzero(condition, as_tuple=True)
-    import builtins
-    if not isinstance(input, Tensor) and not isinstance(other, Tensor):  # two Python numbers: torch's result type
-        kinds = {type(v) for v in (input, other)}
-        dtype = get_default_dtype() if builtins.float in kinds else (bool if kinds == {builtins.bool} else int64)
-        input = _C._full([], builtins.float(input), dtype)
-    dtype = input.dtype if isinstance(input, Tensor) else other.dtype
-    if not dtype.is_floating_point and builtins.float in {type(v) for v in (input, other)}:
-        dtype = get_default_dtype()  # int_tensor vs 0.5: floating, as torch
-        input, other = [v.to(dtype) if isinstance(v, Tensor) else v for v in (input, other)]
-    if not isinstance(input, Tensor):
-        input = _C._full([], builtins.float(input), dtype)
-    if not isinstance(other, Tensor):
-        other = _C._full([], builtins.float(other), dtype)
+    if not isinstance(input, Tensor) or not isinstance(other, Tensor):  # a Python number: torch's result type
+        import builtins
+        from ._namespace import result_type
+        dtype = result_type(input, other)
+        input, other = [v.to(dtype) if isinstance(v, Tensor) else _C._full([], builtins.float(v), dtype)
+                        for v in (input, other)]
     return _C._functional.where(condition, input, other)
 
 
