@@ -303,6 +303,56 @@ GemmEpilogue BiasEpilogue(const Tensor& acc, const Tensor& bias, const LinearEpi
   };
 }
 
+// [Note: integer matmul] torch multiplies integer matrices on the CPU (index arithmetic, counts), exactly
+// and wrapping in the dtype. No BLAS or oneDNN GEMM takes int64 (oneDNN's integer GEMMs are int8 with
+// int32 sums), so this is a plain loop: int64 operands, sums in uint64 (wrapping, no signed overflow),
+// cast to the dtype at the end (mod 2^bits, the same as summing in the dtype). Batches run in parallel.
+// Integer tensors never require grad, so there is no backward to match.
+Tensor IntegerMatmul(const Tensor& a, const Tensor& b, const Shape& batch, bool sum_batch, const Tensor& bias,
+                     const Shape& out_shape) {
+  auto as_int64 = [](const Tensor& t) {  // contiguous int64 copy
+    Tensor c = Empty(t.sizes(), DType::kInt64, t.device());
+    CopyInto(c, t);
+    return c;
+  };
+  const Tensor A = as_int64(a), B = as_int64(b);
+  const int64_t M = A.size(A.dim() - 2), K = A.size(A.dim() - 1), N = B.size(B.dim() - 1);
+  std::vector<int64_t> oa, ob;
+  BatchOffsets(batch, BatchStrides(A, batch), BatchStrides(B, batch), oa, ob);
+  const int64_t nb = NumElements(batch);
+  Tensor acc = Zeros(out_shape, DType::kInt64, a.device());  // [batch..., M, N] or [M, N], squeezed
+  const auto* pa = static_cast<const uint64_t*>(A.raw_data());
+  const auto* pb = static_cast<const uint64_t*>(B.raw_data());
+  auto* pc = static_cast<uint64_t*>(acc.raw_data());
+  auto product = [&](int64_t i, uint64_t* c) {  // c[M, N] += A[i] · B[i], rows of B streamed (i-k-j order)
+    for (int64_t m = 0; m < M; ++m) {
+      for (int64_t k = 0; k < K; ++k) {
+        const uint64_t x = pa[oa[i] + m * K + k];
+        const uint64_t* brow = pb + ob[i] + k * N;
+        for (int64_t n = 0; n < N; ++n) c[m * N + n] += x * brow[n];
+      }
+    }
+  };
+  if (sum_batch) {
+    for (int64_t i = 0; i < nb; ++i) product(i, pc);
+  } else {
+    ParallelFor(0, nb, std::max<int64_t>(1, kBatchGrain / std::max<int64_t>(1, M * N * K)), [&](int64_t s, int64_t e) {
+      for (int64_t i = s; i < e; ++i) product(i, pc + i * M * N);
+    });
+  }
+  if (bias.defined() && N > 0) {
+    const Tensor bb = as_int64(bias);
+    const auto* pbias = static_cast<const uint64_t*>(bb.raw_data());
+    for (int64_t r = 0; r < acc.numel() / N; ++r) {
+      for (int64_t n = 0; n < N; ++n) pc[r * N + n] += pbias[n];
+    }
+  }
+  if (a.dtype() == DType::kInt64) return acc;
+  Tensor out = Empty(out_shape, a.dtype(), a.device());
+  CopyInto(out, acc);
+  return out;
+}
+
 // Output shape: [batch..., M, N] (or [M, N] with sum_batch) less the squeezed size-1 dims.
 Shape OutputShape(const char* name, const Shape& batch, int64_t M, int64_t N, const MatmulSpec& s) {
   Shape out = s.sum_batch ? Shape{} : batch;
@@ -325,8 +375,12 @@ Tensor MatmulForward(const char* name, const Tensor& a, const Tensor& b, const M
                      const LinearEpilogue& after = nullptr) {
   TESSEL_CHECK(a.dtype() == b.dtype(), name, ": dtype mismatch ", a.dtype(), " vs ", b.dtype(), " (",
                DescribeCall(a, b, s), "); cast one side explicitly");
-  TESSEL_CHECK(IsFloating(a.dtype()), name, ": expected floating tensors, got ", a.dtype(), " (", DescribeCall(a, b, s),
-               ")");
+  if (a.dtype() == DType::kBool) {
+    TESSEL_FAIL(ErrorCode::kUnimplemented, name, ": not implemented for bool tensors (", DescribeCall(a, b, s),
+                "), as torch's; cast to an integer or floating dtype");
+  }
+  TESSEL_CHECK(IsFloating(a.dtype()) || IsIntegral(a.dtype()), name, ": expected real tensors, got ", a.dtype(), " (",
+               DescribeCall(a, b, s), ")");
   Tensor A = Resolve(a, s.a_new_dims, s.transpose_a);
   Tensor B = Resolve(b, s.b_new_dims, s.transpose_b);
   TESSEL_CHECK(A.defined() && B.defined(), name, ": both arguments need at least 1 dim, got ", DescribeCall(a, b, s));
@@ -343,6 +397,10 @@ Tensor MatmulForward(const char* name, const Tensor& a, const Tensor& b, const M
                 " do not broadcast (", DescribeCall(a, b, s), ")");
   }
   const Shape out_shape = OutputShape(name, batch, M, N, s);
+  if (IsIntegral(a.dtype())) {
+    TESSEL_INTERNAL_ASSERT(!after, name, ": an epilogue on an integer product");
+    return IntegerMatmul(A, B, batch, s.sum_batch, bias, out_shape);
+  }
   const DType compute = a.dtype() == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
   A = PrepareOperand(A, OperandDType(a.dtype()));
   B = PrepareOperand(B, OperandDType(a.dtype()));

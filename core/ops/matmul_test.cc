@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <vector>
 
 #include "core/autograd/call.h"
@@ -283,6 +284,79 @@ TEST(LinearTest, BackwardMatchesFiniteDifferences) {
 }
 
 using ::tessel::testing::ExpectErrorContains;
+
+// Small integers (|x| <= 3, or 0..5 unsigned) so the double loops of NaiveMatmul are exact.
+Tensor RndInt(const Shape& shape, uint64_t seed, DType dtype) {
+  Generator gen(seed);
+  const bool is_unsigned = dtype == DType::kUInt8;
+  Tensor u = Random(shape, gen, Distribution::Uniform(is_unsigned ? 0 : -3, is_unsigned ? 6 : 4), DType::kFloat64);
+  std::vector<double> v = u.ToDoubleVector();
+  for (double& x : v) x = std::floor(x);
+  return FromDoubles(v, shape, dtype);
+}
+
+std::vector<int64_t> Rounded(const std::vector<double>& v) {
+  std::vector<int64_t> out;
+  for (double x : v) out.push_back(static_cast<int64_t>(x));
+  return out;
+}
+
+TEST(MatmulTest, IntegerProductsAreExactForEveryShapeCaseDtypeAndFlag) {
+  for (const auto& [as, bs] : kShapeCases) {
+    for (DType dt : {DType::kInt64, DType::kInt32, DType::kInt16, DType::kInt8, DType::kUInt8}) {
+      SCOPED_TRACE(ShapeStr(as) + " @ " + ShapeStr(bs) + " " + std::string(DTypeName(dt)));
+      Tensor a = RndInt(as, 40, dt), b = RndInt(bs, 41, dt);
+      const Ref ref = NaiveMatmul(a, b);
+      Tensor y = Matmul(a, b);
+      EXPECT_EQ(y.sizes(), ref.shape);
+      EXPECT_EQ(y.dtype(), dt);
+      EXPECT_EQ(y.ToInt64Vector(), Rounded(ref.values));
+    }
+  }
+  // Transposed reads (strided views) and broadcast batches.
+  Tensor a = RndInt({2, 1, 4, 3}, 42, DType::kInt64), b = RndInt({3, 5, 4}, 43, DType::kInt64);
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      Tensor x = ta ? a : RndInt({2, 1, 3, 4}, 44, DType::kInt64);
+      Tensor w = tb ? b : RndInt({3, 4, 5}, 45, DType::kInt64);
+      EXPECT_EQ(MatmulWithFlags(x, w, ta, tb).ToInt64Vector(), Rounded(NaiveMatmul(x, w, ta, tb).values));
+    }
+  }
+}
+
+TEST(MatmulTest, IntegerProductsWrapInTheirDtypeAsTorch) {
+  const int64_t big = int64_t{1} << 62;
+  // 2^62·2 + 2^62·2 = 2^64 wraps to 0; + 1·3 gives 3.
+  EXPECT_EQ(Matmul(FromVector<int64_t>({big, big, 1}, {1, 3}), FromVector<int64_t>({2, 2, 3}, {3, 1})).ToInt64Vector(),
+            (std::vector<int64_t>{3}));
+  // int32: (2^31 - 1) + 1 = -2^31; uint8: 200·2 = 400 = 144 mod 256; int8: 100 + 100 = -56.
+  EXPECT_EQ(Matmul(FromDoubles({2147483647.0, 1.0}, std::vector<int64_t>{2}, DType::kInt32),
+                   FromDoubles({1.0, 1.0}, std::vector<int64_t>{2}, DType::kInt32))
+                .ToInt64Vector(),
+            (std::vector<int64_t>{-2147483648LL}));
+  EXPECT_EQ(Matmul(FromDoubles({200.0}, std::vector<int64_t>{1, 1}, DType::kUInt8),
+                   FromDoubles({2.0}, std::vector<int64_t>{1, 1}, DType::kUInt8))
+                .ToInt64Vector(),
+            (std::vector<int64_t>{144}));
+  EXPECT_EQ(Matmul(FromDoubles({100.0, 100.0}, std::vector<int64_t>{2}, DType::kInt8),
+                   FromDoubles({1.0, 1.0}, std::vector<int64_t>{2}, DType::kInt8))
+                .ToInt64Vector(),
+            (std::vector<int64_t>{-56}));
+}
+
+TEST(LinearTest, IntegerInputsMatchNaiveLoopsWithBias) {
+  Tensor x = RndInt({2, 3, 5}, 46, DType::kInt32), w = RndInt({4, 5}, 47, DType::kInt32);
+  Tensor b = RndInt({4}, 48, DType::kInt32);
+  Tensor y = Linear(x, w, b);
+  EXPECT_EQ(y.dtype(), DType::kInt32);
+  EXPECT_EQ(y.sizes(), (Shape{2, 3, 4}));
+  EXPECT_EQ(y.ToInt64Vector(), Rounded(NaiveLinear(x, w, b)));
+}
+
+TEST(MatmulTest, BoolOperandsAreUnimplementedAsInTorch) {
+  ExpectErrorContains([] { Matmul(Zeros({2, 3}, DType::kBool), Zeros({3, 2}, DType::kBool)); },
+                      ErrorCode::kUnimplemented, {"matmul: not implemented for bool tensors", "[2, 3] @ [3, 2]"});
+}
 
 TEST(MatmulTest, MismatchedShapesRaiseErrorsNamingBothShapes) {
   ExpectErrorContains(
