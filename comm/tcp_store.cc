@@ -178,6 +178,11 @@ class TcpStore::Server {
         const int fd = ::accept(listen_fd_, nullptr, nullptr);
         if (fd >= 0) {
           SetTimeouts(fd, std::chrono::seconds(30));  // a half-sent request cannot stall the server
+          // Replies are written in pieces (status, length, value): with Nagle's algorithm each later piece
+          // waited for the client's delayed ACK, ~40 ms per request (a gloo new_group made of ~10 store
+          // calls took 0.45 s on 2 processes, torch's 1.5 ms).
+          const int one = 1;
+          ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
           clients_.push_back(fd);
         }
       }

@@ -188,10 +188,17 @@ class GlooProcessGroup final : public ProcessGroup {
     }
     context_ = std::move(context);
     sentinels_.resize(size());
+    gone_at_start_.assign(size(), false);
     for (int p = 0; p < size(); ++p) {  // one receive per peer that no one sends: Gloo fails it if p is gone
       if (p == rank_) continue;
       sentinels_[p] = context_->createUnboundBuffer(&sentinel_byte_, 1);
-      sentinels_[p]->recv(p, kLivenessSlot);
+      try {
+        sentinels_[p]->recv(p, kLivenessSlot);
+      } catch (const std::exception&) {
+        // p passed the barrier above and already dropped the group (torch code builds and discards meshes
+        // freely), closing its pairs: the group is still this member's; its collectives will name p gone.
+        gone_at_start_[p] = true;
+      }
     }
     monitor_->NoteIssued(prefix_, -1);  // this thread issues on the group
     thread_ = std::make_unique<CommThread>(num_threads_, CurrentDevice());
@@ -336,6 +343,7 @@ class GlooProcessGroup final : public ProcessGroup {
   std::shared_ptr<gloo::Context> context_;
   char sentinel_byte_ = 0;
   std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> sentinels_;  // [peer]; null for this rank
+  std::vector<bool> gone_at_start_;  // [peer]: its connection had closed before its sentinel could be posted
   int64_t next_seq_ = 0;
   int64_t next_p2p_ = 0;  // p2p thread: keys the monitor's liveness probe of each batch of p2p ops
   // The collectives' comm thread and the p2p thread (comm_thread.h's LazyCommThread) both break the group and
@@ -523,6 +531,10 @@ std::vector<int> GlooProcessGroup::ClosedPeers(const std::vector<int>& among) {
   std::vector<int> closed;
   for (int p = 0; p < size(); ++p) {
     if (sentinels_[p] == nullptr || (!among.empty() && std::find(among.begin(), among.end(), p) == among.end())) {
+      continue;
+    }
+    if (gone_at_start_[p]) {
+      closed.push_back(p);
       continue;
     }
     try {  // a non-blocking poll: the abort flag ends the wait at once unless Gloo failed the receive

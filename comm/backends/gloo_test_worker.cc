@@ -262,6 +262,26 @@ TEST(GlooTest, SubgroupsAndTracerSeeOnlyTheirMembers) {
   pg.Barrier()->Wait();
 }
 
+TEST(GlooTest, GroupsThatSomeMembersDropAtOnceStillConstructOnTheOthers) {
+  // torch code builds and drops meshes freely (a helper's init_device_mesh, `del mesh`): rank 0 destroys
+  // each new group as soon as it returns, closing its pairs while the others may still be posting their
+  // liveness receives on them. Those members must get the group (its later collectives would name rank 0
+  // as gone), not "connection closed by peer" from the constructor.
+  ProcessGroup& pg = World();
+  std::vector<int> all;
+  for (int j = 0; j < pg.size(); ++j) all.push_back(j);
+  for (int i = 0; i < 8; ++i) {
+    SCOPED_TRACE(i);
+    ProcessGroupPtr g;
+    EXPECT_NO_THROW(g = pg.NewGroup(all));
+    EXPECT_TRUE(g != nullptr);
+    if (pg.rank() == 0) g.reset();
+  }
+  Tensor t = Ones({2});  // the world is unaffected
+  pg.AllReduce(t, ReduceOp::kSum)->Wait();
+  EXPECT_EQ(t.ToVector<double>(), (std::vector<double>(2, pg.size())));
+}
+
 TEST(GlooTest, MismatchedCollectivesRaiseTheSameErrorOnEveryProcess) {
   ProcessGroup& pg = World();
   if (pg.size() < 2) GTEST_SKIP() << "needs 2 ranks";
