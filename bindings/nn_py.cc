@@ -423,7 +423,7 @@ void BindLayers(py::module_& m) {
       // torch's Linear(bias=False).bias is None (code tests `if self.bias is not None`); the C++ Linear
       // registers no bias then. With one, the Parameter the attribute lookup gives (named for optimizers).
       .def_property_readonly("bias", [](const nn::Linear& self) -> py::object {
-        if (!self.HasParam("bias")) return py::none();
+        if (!self.HasParam("bias") || !self.Param("bias").defined()) return py::none();  // also `lin.bias = None`
         return py::module_::import("tessel.nn.modules").attr("_as_parameter")(self.Param("bias"), "bias", false);
       });
   py::class_<nn::Embedding, Module, std::unique_ptr<nn::Embedding>> emb(m, "Embedding", py::dynamic_attr());
@@ -487,7 +487,7 @@ void BindLayers(py::module_& m) {
   // As Linear's: None without one (bias=False or elementwise_affine=False), as torch's.
   for (const char* name : {"weight", "bias"}) {
     ln.def_property_readonly(name, [name](const nn::LayerNorm& self) -> py::object {
-      if (!self.HasParam(name)) return py::none();
+      if (!self.HasParam(name) || !self.Param(name).defined()) return py::none();
       return py::module_::import("tessel.nn.modules").attr("_as_parameter")(self.Param(name), name, false);
     });
   }

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/base/error.h"
+#include "core/tensor/copy.h"
 #include "core/tensor/factory.h"
 #include "core/tensor/tensor_impl.h"
 #include "dtensor/dtensor_impl.h"
@@ -207,6 +208,23 @@ Shape CheckLocalShapes(const Tensor& local, const DeviceMesh& mesh, const std::v
   return shape;
 }
 
+// run_check's second half, as torch's: on every Replicate axis the axis's rank 0 broadcasts its piece, so
+// the replicas agree. In place when `local` is contiguous (torch writes the caller's tensor too; the DTensor
+// keeps sharing its storage), else into a contiguous copy. Outside autograd: the gradient passes through.
+Tensor BroadcastReplicas(const Tensor& local, const DeviceMesh& mesh, const std::vector<Placement>& placements) {
+  Tensor piece = local;
+  for (size_t a = 0; a < placements.size(); ++a) {
+    if (!std::holds_alternative<Replicate>(placements[a]) || mesh.size(static_cast<int>(a)) == 1) continue;
+    if (!piece.is_contiguous()) {
+      Tensor copy = Empty(piece.sizes(), piece.dtype(), piece.device());
+      CopyInto(copy, piece);
+      piece = copy;
+    }
+    mesh.axis_group(static_cast<int>(a))->Broadcast(piece, /*root=*/0)->Wait();
+  }
+  return piece;
+}
+
 }  // namespace
 
 DTensor::DTensor(Tensor t) : tensor_(std::move(t)) { GetDTensorImpl(tensor_, "DTensor"); }
@@ -221,8 +239,10 @@ DTensor DTensor::FromLocal(const Tensor& local, const DeviceMesh& mesh, std::vec
                local.defined() ? local.impl()->KindName() : "an undefined tensor");
   placements = NormalizePlacements(std::move(placements), local.dim());
   Shape shape;
+  Tensor piece = local;
   if (options.run_check) {
     shape = CheckLocalShapes(local, mesh, placements, options);
+    piece = BroadcastReplicas(local, mesh, placements);
   } else if (options.shape) {
     shape = *options.shape;
   } else {
@@ -236,7 +256,7 @@ DTensor DTensor::FromLocal(const Tensor& local, const DeviceMesh& mesh, std::vec
                    options.stride.value_or(ContiguousStrides(shape)), local.dtype(), options.shard_order);
   std::optional<std::vector<Placement>> grad_placements =
       CheckedGradPlacements(options.grad_placements, local.dim(), mesh, "FromLocal");
-  Tensor out = MakeDTensor(local, spec, mesh);
+  Tensor out = MakeDTensor(piece, spec, mesh);
   internal::RecordBackward("from_local", local, out, [spec, gp = std::move(grad_placements)](const Tensor& g) {
     return GradToLocal(g, spec, gp);
   });

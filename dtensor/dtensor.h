@@ -36,7 +36,8 @@ struct FromLocalOptions {
   std::optional<Shape> stride;
   std::optional<ShardOrder> shard_order;
   // Gather every rank's local shape and dtype (one small all_gather per mesh axis) and raise the same
-  // kInvalidArgument on every rank if they are inconsistent with the placements.
+  // kInvalidArgument on every rank if they are inconsistent with the placements; then, as PyTorch's, each
+  // Replicate axis's rank 0 broadcasts its piece (in place when contiguous), so the replicas agree.
   bool run_check = false;
   // The placements the gradient of the local tensor is taken in (PyTorch's grad_placements): the incoming
   // gradient is redistributed to them and its local piece returned. Unset: the forward placements with

@@ -124,6 +124,17 @@ def _keep_frozen(param, register):
         param.requires_grad_(False)
 
 
+def _adopt(module, name, param):
+    """After `param` (a Parameter object the caller made) was registered as `name`: it becomes the object that
+    attribute access and parameters() return, as in torch (`m.w = p; m.w is p`), unless another object
+    already stands for the same tensor."""
+    if isinstance(param, Parameter) and hash(param) not in _PARAMETERS:
+        held = module._lookup(name)
+        if held is not None and hash(held) == hash(param):
+            param._fqn = name
+            _PARAMETERS[hash(param)] = param
+
+
 def _child_module(self, name):
     """The child module registered as `name` (Python- or C++-created), or None."""
     child = self.__dict__.get("_modules", {}).get(name)
@@ -186,6 +197,7 @@ def _setattr(self, name, value):
             _keep_frozen(value, lambda: self._set_parameter(name, value, True))
         else:
             _keep_frozen(value, lambda: self._register_parameter(name, value))
+        _adopt(self, name, value)
     elif value is None and _child_module(self, name) is not None:  # torch: the child is dropped, the name is None
         _drop_child(self, name)
         self.__dict__.setdefault("_modules", {})[name] = None
@@ -545,14 +557,28 @@ def _note_none(self, name, is_parameter, value):
 
 
 def register_parameter(self, name, param):
+    """torch's rules: a name that is already a parameter is replaced (distribute_module's partition_fn
+    re-registers each parameter as a DTensor), any other existing attribute is a KeyError."""
+    if not isinstance(name, str):
+        raise TypeError("parameter name should be a string. Got %s" % type(name).__name__)
+    if "." in name:
+        raise KeyError('parameter name can\'t contain "."')
+    if name == "":
+        raise KeyError('parameter name can\'t be empty string ""')
+    replacing = self._has_parameter(name)
+    if not replacing and (name in _dict(self) or hasattr(type(self), name) or self._lookup(name) is not None):
+        raise KeyError("attribute '%s' already exists" % name)
     if param is not None and not isinstance(param, Tensor):
         raise TypeError("cannot assign '%s' object to parameter '%s' (tessel.nn.Parameter or None required)"
                         % (type(param).__name__, name))
     _note_none(self, name, True, param)
-    if isinstance(param, Parameter):
+    if replacing:
+        _keep_frozen(param, lambda: self._set_parameter(name, param, True))
+    elif isinstance(param, Parameter):
         _keep_frozen(param, lambda: self._register_parameter(name, param))
     else:
         self._register_parameter(name, param)
+    _adopt(self, name, param)
 
 
 _register_buffer_cpp = Module.register_buffer

@@ -1,12 +1,13 @@
 """tessel.distributed.checkpoint.state_dict: get/set the model and optimizer state dicts (torch's names).
 
 Values alias the live tensors (DTensors stay sharded) unless StateDictOptions(full_state_dict=True),
-which gathers full tensors on every rank. Optimizer entries are keyed "optim.state.<param fqn>.<state>",
-"optim.step.<param fqn>" and "optim.hyper.<name>" (tessel's flat layout); with
-StateDictOptions(flatten_optimizer_state_dict=True) they take torch's flattened names instead,
-"state.<param fqn>.<state>" (the step as "state.<fqn>.step") and "param_groups.<param fqn>.<name>" for each
-parameter, and set_state_dict reads those back. ignore_frozen_params=True leaves parameters with
-requires_grad=False out of the model state dict (a fine-tuning checkpoint of the trained part only).
+which gathers full tensors (on rank 0 only with cpu_offload=True; the other ranks get {}, as torch's).
+The optimizer state dict has torch's layout: {"state": {fqn: {"step": tensor, "exp_avg": ...}},
+"param_groups": [{options..., "params": [fqn, ...]}]}, or with
+StateDictOptions(flatten_optimizer_state_dict=True) torch's flattened names "state.<fqn>.<name>" and
+"param_groups.<fqn>.<option>" (_optim_layout.py); set_optimizer_state_dict takes either, and tessel's older
+internal layout ("optim.state.<fqn>.<name>", "optim.step.<fqn>", "optim.hyper.<name>") too.
+ignore_frozen_params=True leaves parameters with requires_grad=False out of the model state dict (a fine-tuning checkpoint of the trained part only).
 StateDictOptions(full_state_dict=True, broadcast_from_rank0=True) on a set: only rank 0's model and
 optimizer state dicts are read (the others may pass {}); each tensor is broadcast from rank 0 and sharded
 one at a time, so no rank holds more than one full tensor beyond rank 0's dict (torch's loading of a full
@@ -18,6 +19,7 @@ checkpoint read on rank 0).
 import dataclasses
 
 from ... import _C
+from . import _optim_layout
 
 _OPTIM = "optim."
 
@@ -135,60 +137,6 @@ def _broadcast_optimizer_state_from_rank0(model, opt, optim_state_dict):
     return loaded
 
 
-def _flatten_optim(model, opt, sd):
-    """tessel's optimizer entries under torch's flattened names (flatten_optimizer_state_dict=True)."""
-    out = {}
-    for k, v in sd.items():
-        if k.startswith(_OPTIM + "state."):
-            out["state." + k[len(_OPTIM + "state."):]] = v
-        elif k.startswith(_OPTIM + "step."):
-            out["state." + k[len(_OPTIM + "step."):] + ".step"] = v
-    for fqns, hyper in _groups_hyper(model, opt, sd):
-        for fqn in fqns:
-            for name, v in hyper.items():
-                out["param_groups.%s.%s" % (fqn, name)] = v
-    return out
-
-
-def _groups_hyper(model, opt, sd):
-    """[(the parameter FQNs of each group, that group's hyperparameters from sd)]."""
-    from ...optim import _state_fqn
-    if isinstance(opt, _C.Optimizer):  # one group: every parameter with state in sd
-        fqns = sorted({_state_fqn(k) for k in sd if _state_fqn(k) is not None})
-        return [(fqns, {k[len(_OPTIM + "hyper."):]: v for k, v in sd.items() if k.startswith(_OPTIM + "hyper.")})]
-    groups = []
-    for i, fqns in enumerate(opt._model_fqns(model)):
-        prefix = opt._hyper_prefix(i)
-        groups.append((list(fqns), {k[len(prefix):]: v for k, v in sd.items()
-                                    if k.startswith(prefix) and "." not in k[len(prefix):]}))
-    return groups
-
-
-def _unflatten_optim(model, opt, flat):
-    """Torch's flattened optimizer names back to tessel's (the inverse of _flatten_optim)."""
-    out = {}
-    group_hyper = {}  # the group's hyperparameter prefix -> {name: value}, from its parameters' entries
-    prefixes = [_OPTIM + "hyper."] if isinstance(opt, _C.Optimizer) else \
-        [opt._hyper_prefix(i) for i in range(len(opt._fqns))]
-    group_of = {} if isinstance(opt, _C.Optimizer) else \
-        {f: i for i, fqns in enumerate(opt._model_fqns(model)) for f in fqns}
-    for k, v in flat.items():
-        if k.startswith("state."):
-            rest = k[len("state."):]
-            fqn, _, name = rest.rpartition(".")
-            out[(_OPTIM + "step." + fqn) if name == "step" else (_OPTIM + "state." + rest)] = v
-        elif k.startswith("param_groups."):
-            fqn, _, name = k[len("param_groups."):].rpartition(".")
-            group_hyper.setdefault(prefixes[group_of.get(fqn, 0)], {})[name] = v
-        else:
-            raise ValueError("set_optimizer_state_dict: '%s' is not a flattened optimizer entry (state.<fqn>.<name> "
-                             "or param_groups.<fqn>.<name>; flatten_optimizer_state_dict=True)" % k)
-    for prefix, hyper in group_hyper.items():
-        for name, v in hyper.items():
-            out[prefix + name] = v
-    return out
-
-
 def _without_frozen(model, sd):
     frozen = {n for n, p in model.named_parameters() if not p.requires_grad}
     return {k: v for k, v in sd.items() if k not in frozen}
@@ -201,12 +149,6 @@ def _optimizer_list(optimizers):
 
 
 _HYPER = _OPTIM + "hyper."
-
-
-def _renamed_hyper(key, i):
-    """Optimizer i's hyperparameter key in a dict of several optimizers: the first keeps tessel's names, the
-    others' take "opt<i>." after the prefix (state and steps are per parameter and never collide)."""
-    return key if i == 0 or not key.startswith(_HYPER) else _HYPER + "opt%d." % i + key[len(_HYPER):]
 
 
 def _own_hyper(key, i):
@@ -235,30 +177,14 @@ def _one_optimizer_state(model, opt, full_state_dict):
     return opt._get_checkpoint_state(model, full_state_dict)  # a tessel.optim optimizer: its groups merged
 
 
-def _merged_optimizer_state(model, opts, full_state_dict, flatten):
-    out = {}
-    for i, opt in enumerate(opts):
-        one = _one_optimizer_state(model, opt, full_state_dict)
-        one = _flatten_optim(model, opt, one) if flatten else {_renamed_hyper(k, i): v for k, v in one.items()}
-        shared = sorted(k for k in one if k in out and not k.startswith(("param_groups.", _HYPER)))
-        if shared:
-            raise ValueError("optimizer state dict: parameters in two of the optimizers (%s)" % shared[:3])
-        out.update(one)
-    return out
-
-
-def _part_of(model, opts, i, optim_state_dict, flattened):
-    """Optimizer i's entries of a dict of several optimizers, under its single-optimizer names: {its name:
-    (the dict's key, value)}."""
+def _part_of(model, opts, i, optim_state_dict):
+    """Optimizer i's entries of a dict of several optimizers in tessel's internal layout, under its
+    single-optimizer names: {its name: (the dict's key, value)}."""
     from ...optim import _state_fqn
     fqns = _optimizer_fqns(model, opts[i])
     part = {}
     for k, v in optim_state_dict.items():
-        if flattened:  # state.<fqn>.<name> (the step too) and param_groups.<fqn>.<name>
-            head, _, rest = k.partition(".")
-            if head in ("state", "param_groups") and rest.rpartition(".")[0] in fqns:
-                part[k] = (k, v)
-        elif _state_fqn(k) is not None:
+        if _state_fqn(k) is not None:
             if _state_fqn(k) in fqns:
                 part[k] = (k, v)
         elif _own_hyper(k, i) is not None:
@@ -266,12 +192,12 @@ def _part_of(model, opts, i, optim_state_dict, flattened):
     return part
 
 
-def _parts(model, opts, optim_state_dict, flattened):
+def _parts(model, opts, optim_state_dict):
     """Each optimizer's part; an entry no optimizer takes is a ValueError naming it (one optimizer: its own
     loader names it)."""
     if len(opts) == 1:
         return [dict(optim_state_dict)]
-    parts = [_part_of(model, opts, i, optim_state_dict, flattened) for i in range(len(opts))]
+    parts = [_part_of(model, opts, i, optim_state_dict) for i in range(len(opts))]
     stray = sorted(set(optim_state_dict) - {key for part in parts for key, _ in part.values()})
     if stray:
         raise ValueError("set_optimizer_state_dict: %s name no parameter or hyperparameter of the %d optimizers"
@@ -279,15 +205,8 @@ def _parts(model, opts, optim_state_dict, flattened):
     return [{name: v for name, (_, v) in part.items()} for part in parts]
 
 
-def _unflattened(model, opts, optim_state_dict):
-    out = {}
-    for i, (opt, part) in enumerate(zip(opts, _parts(model, opts, optim_state_dict, True))):
-        out.update({_renamed_hyper(k, i): v for k, v in _unflatten_optim(model, opt, part).items()})
-    return out
-
-
 def _load_optimizers(model, opts, optim_state_dict):
-    for opt, part in zip(opts, _parts(model, opts, optim_state_dict, False)):
+    for opt, part in zip(opts, _parts(model, opts, optim_state_dict)):
         if isinstance(opt, _C.Optimizer):
             _C._set_optimizer_state_dict(model, opt, part)
         else:
@@ -308,8 +227,17 @@ def get_state_dict(model, optimizers, *, submodules=None, options=None):
     model_sd = _split(_C._get_state_dict(model, None, options.full_state_dict))[0]
     if options.ignore_frozen_params:
         model_sd = _without_frozen(model, model_sd)
-    return model_sd, _merged_optimizer_state(model, opts, options.full_state_dict,
-                                             options.flatten_optimizer_state_dict)
+    optim_sd = {}
+    if opts:
+        internals = [_one_optimizer_state(model, opt, options.full_state_dict) for opt in opts]
+        optim_sd = _optim_layout.nested(model, opts, internals)
+        if options.flatten_optimizer_state_dict:
+            optim_sd = _optim_layout.flatten(optim_sd)
+    if options.full_state_dict and options.cpu_offload:
+        from ... import distributed as dist
+        if dist.is_initialized() and dist.get_rank() != 0:  # torch: the full dicts on rank 0 only
+            return {}, {}
+    return model_sd, optim_sd
 
 
 def get_model_state_dict(model, *, submodules=None, options=None):
@@ -344,11 +272,17 @@ def set_optimizer_state_dict(model, optimizers, optim_state_dict, *, options=Non
     if not opts:
         raise ValueError("set_optimizer_state_dict: no optimizer given")
     optim_state_dict = dict(optim_state_dict or {})
-    if options.flatten_optimizer_state_dict and optim_state_dict:
-        optim_state_dict = _unflattened(model, opts, optim_state_dict)
+    legacy = any(k.startswith(_OPTIM) for k in optim_state_dict)
+    if legacy:  # tessel's internal layout (dicts from before torch's layouts)
+        if options.broadcast_from_rank0:
+            optim_state_dict = _broadcast_optimizer_state_from_rank0(model, opts[0], optim_state_dict)
+        return _load_optimizers(model, opts, optim_state_dict)
+    if optim_state_dict and "state" not in optim_state_dict:  # torch's test: no "state" key = flattened
+        optim_state_dict = _optim_layout.unflatten(model, opts, optim_state_dict)
     if options.broadcast_from_rank0:
-        optim_state_dict = _broadcast_optimizer_state_from_rank0(model, opts[0], optim_state_dict)
-    _load_optimizers(model, opts, optim_state_dict)
+        optim_state_dict = _optim_layout.broadcast_from_rank0(model, optim_state_dict)
+    if optim_state_dict:  # torch loads nothing from an empty dict
+        _optim_layout.load(model, opts, optim_state_dict, _optimizer_fqns)
 
 
 def set_model_state_dict(model, model_state_dict, *, options=None):

@@ -118,25 +118,60 @@ def _full_tensor_factory(name, make, device_mesh, placements, requires_grad):
 
 def distribute_module(module, device_mesh=None, partition_fn=None, input_fn=None, output_fn=None):
     """torch's distribute_module: partition_fn(name, submodule, device_mesh) places each submodule's
-    parameters (default: every parameter that is not already a DTensor becomes Replicate on the mesh);
-    input_fn(module, inputs, device_mesh) and output_fn(module, outputs, device_mesh) become the module's
-    forward pre-hook and forward hook. Returns module."""
+    parameters; afterwards (and without one) every parameter and buffer that is not a DTensor becomes
+    Replicate on the mesh (a parameter keeps its requires_grad; torch's re-wrap makes a frozen one
+    trainable). input_fn(module, inputs, device_mesh) and output_fn(module, outputs, device_mesh) become the
+    module's forward pre-hook and forward hook; the older two-argument forms (inputs, device_mesh) and
+    (outputs, device_mesh) are accepted with torch's FutureWarning. Once per module, as torch. Returns module."""
+    import inspect
+    import warnings
+    from ...nn._state_dict import _persistent_buffer_names
     from ...nn.modules import Parameter
     if device_mesh is None:
         raise ValueError("distribute_module: device_mesh is required")
+    if getattr(module, "_distribute_module_applied", False):
+        raise RuntimeError("distribute_module should only be called once on a module, "
+                           "but it has already been called on this module!")
+    replicate = [Replicate()] * device_mesh.ndim
+
+    def replicate_rest(sub):
+        for pname, p in list(sub.named_parameters(recurse=False)):
+            if p is not None and not isinstance(p, DTensor):
+                sub.register_parameter(pname, Parameter(distribute_tensor(p.detach(), device_mesh, replicate),
+                                                        requires_grad=p.requires_grad))
+        persistent = None
+        for bname, b in list(sub.named_buffers(recurse=False)):
+            if b is not None and not isinstance(b, DTensor):
+                persistent = _persistent_buffer_names(sub) if persistent is None else persistent
+                sub.register_buffer(bname, distribute_tensor(b, device_mesh, replicate),
+                                    persistent=bname in persistent)
+
     for name, sub in module.named_modules():
         if partition_fn is not None:
             partition_fn(name, sub, device_mesh)
-            continue
-        for pname, p in list(sub.named_parameters(recurse=False)):
-            if not isinstance(p, DTensor):
-                setattr(sub, pname, Parameter(distribute_tensor(p.detach(), device_mesh,
-                                                                [Replicate()] * device_mesh.ndim),
-                                              requires_grad=p.requires_grad))
+        replicate_rest(sub)
+
+    def arity(fn, what):
+        n = len(inspect.signature(fn).parameters)
+        if n not in (2, 3):
+            raise ValueError("%s should take in 3 arguments, but got %d arguments!" % (what, n))
+        if n == 2:
+            warnings.warn("Deprecating %s that takes two arguments (%s, device_mesh), please use %s that takes in "
+                          "(module, %s, device_mesh) instead!" % (what, what[:-3] + "s", what, what[:-3] + "s"),
+                          FutureWarning, stacklevel=3)
+        return n
+
     if input_fn is not None:
-        module.register_forward_pre_hook(lambda m, args: input_fn(m, args, device_mesh))
+        if arity(input_fn, "input_fn") == 2:
+            module.register_forward_pre_hook(lambda m, args: input_fn(args, device_mesh))
+        else:
+            module.register_forward_pre_hook(lambda m, args: input_fn(m, args, device_mesh))
     if output_fn is not None:
-        module.register_forward_hook(lambda m, args, out: output_fn(m, out, device_mesh))
+        if arity(output_fn, "output_fn") == 2:
+            module.register_forward_hook(lambda m, args, out: output_fn(out, device_mesh))
+        else:
+            module.register_forward_hook(lambda m, args, out: output_fn(m, out, device_mesh))
+    module._distribute_module_applied = True
     return module
 
 

@@ -1,0 +1,176 @@
+"""torch's optimizer state-dict layouts for get/set_optimizer_state_dict (tessel.distributed.checkpoint.state_dict).
+
+torch's default, nested by parameter FQN:
+    {"state": {fqn: {"step": tensor(5.), "exp_avg": ..., ...}},
+     "param_groups": [{"lr": 0.1, "betas": (0.9, 0.999), ..., "params": [fqn, ...]}, ...]}
+and with StateDictOptions(flatten_optimizer_state_dict=True) (torchtitan's choice): "state.<fqn>.<name>" and
+"param_groups.<fqn>.<option>" for every parameter. Both come from tessel's internal per-optimizer entries
+("optim.state.<fqn>.<name>", "optim.step.<fqn>", "optim.hyper.<name>": what the C++ optimizers load and
+save) and the param_groups' own options, and load back through them; a load takes either layout, as torch's
+does (a dict with "state" is nested, any other the flattened one). The step is torch's float32 0-d tensor.
+"""
+import numbers
+
+from ... import _C
+
+_STATE, _STEP, _HYPER = "optim.state.", "optim.step.", "optim.hyper."
+
+
+def _state_fqn(key):
+    from ...optim import _state_fqn as fqn_of
+    return fqn_of(key)
+
+
+def _step_out(v):
+    return _C._full([], float(v), _C.dtype.float32) if not isinstance(v, _C.Tensor) else v
+
+
+def _step_in(key, v):
+    if isinstance(v, _C.Tensor):
+        if v.numel() != 1:
+            raise ValueError("set_optimizer_state_dict: the step of '%s' is a tensor of shape %s, expected one value"
+                             % (key, tuple(v.shape)))
+        v = v.item()
+    if not isinstance(v, numbers.Real) or isinstance(v, bool) or float(v) != int(v):
+        raise ValueError("set_optimizer_state_dict: the step of '%s' is %r, expected a whole number" % (key, v))
+    return int(v)
+
+
+def _groups(model, opt, internal):
+    """[(parameter FQNs, options)] per param group: a tessel.optim optimizer's param_groups (torch's option
+    names, "params" left out); a C++ optimizer's one group with its hyperparameters from `internal`."""
+    if isinstance(opt, _C.Optimizer):
+        hyper = {k[len(_HYPER):]: v for k, v in internal.items() if k.startswith(_HYPER) and "." not in k[len(_HYPER):]}
+        return [(list(_C._optimizer_param_fqns(model, opt)), hyper)]
+    return [(list(fqns), {k: v for k, v in g.items() if k != "params"})
+            for g, fqns in zip(opt.param_groups, opt._model_fqns(model))]
+
+
+def nested(model, opts, internals):
+    """torch's nested optimizer state dict of `opts` from each one's internal entries (one merged dict for
+    several optimizers: their states and their param_groups one after the other, as torch)."""
+    state, groups = {}, []
+    for opt, internal in zip(opts, internals):
+        per = {}
+        for k, v in internal.items():
+            fqn = _state_fqn(k)
+            if fqn is not None:
+                entry = per.setdefault(fqn, {})
+                if k.startswith(_STEP):
+                    entry["step"] = _step_out(v)
+                else:
+                    entry[k.rsplit(".", 1)[1]] = v
+        for fqns, options in _groups(model, opt, internal):
+            groups.append(dict(options, params=list(fqns)))
+            for f in fqns:
+                if f in state:
+                    raise ValueError("optimizer state dict: parameter '%s' is in two of the optimizers" % f)
+                if f in per:  # step first, then the buffers, as torch lists them
+                    state[f] = dict(sorted(per[f].items(), key=lambda kv: kv[0] != "step"))
+    return {"state": state, "param_groups": groups}
+
+
+def flatten(sd):
+    """torch's _flatten_optim_state_dict: state.<fqn>.<name> and param_groups.<fqn>.<option>."""
+    out = {"state.%s.%s" % (f, n): v for f, entry in sd["state"].items() for n, v in entry.items()}
+    for g in sd["param_groups"]:
+        for f in g["params"]:
+            out.update({"param_groups.%s.%s" % (f, k): v for k, v in g.items() if k != "params"})
+    return out
+
+
+def unflatten(model, opts, flat):
+    """The nested form of a flattened dict; the param groups are the optimizers' current ones, each taking
+    the options saved for its first parameter."""
+    state, options = {}, {}
+    for k, v in flat.items():
+        head, _, rest = k.partition(".")
+        fqn, _, name = rest.rpartition(".")
+        if head not in ("state", "param_groups") or not fqn:
+            raise ValueError("set_optimizer_state_dict: '%s' is neither a nested optimizer state dict's 'state' / "
+                             "'param_groups' nor a flattened entry (state.<fqn>.<name>, param_groups.<fqn>.<name>)"
+                             % k)
+        (state if head == "state" else options).setdefault(fqn, {})[name] = v
+    groups = []
+    for opt in opts:
+        for fqns, _ in _groups(model, opt, {}):
+            saved = next((options[f] for f in fqns if f in options), None)
+            if saved is not None:
+                groups.append(dict(saved, params=list(fqns)))
+    return {"state": state, "param_groups": groups}
+
+
+def load(model, opts, sd, optimizer_fqns):
+    """Loads a nested dict into `opts`: each parameter's state into the optimizer that holds it (state for a
+    parameter no optimizer holds is a ValueError naming it), then each saved param group's options into the
+    group holding its first parameter (the hyperparameters of a C++ optimizer with its state)."""
+    owner = {f: i for i, opt in enumerate(opts) for f in optimizer_fqns(model, opt)}
+    parts = [{} for _ in opts]
+    for fqn, entries in sd.get("state", {}).items():
+        if fqn not in owner:
+            raise ValueError("set_optimizer_state_dict: the state of '%s' names no parameter of the optimizer" % fqn)
+        for name, v in entries.items():
+            if name == "step":
+                parts[owner[fqn]][_STEP + fqn] = _step_in(fqn, v)
+            else:
+                parts[owner[fqn]]["%s%s.%s" % (_STATE, fqn, name)] = v
+    saved_groups = [[] for _ in opts]
+    for g in sd.get("param_groups", []):
+        fqns = list(g.get("params", []))
+        if fqns and fqns[0] not in owner:
+            raise ValueError("set_optimizer_state_dict: the param group of %s names no parameter of the optimizer"
+                             % fqns[:3])
+        if fqns:
+            saved_groups[owner[fqns[0]]].append(g)
+    for opt, part, saved in zip(opts, parts, saved_groups):
+        if isinstance(opt, _C.Optimizer):
+            for g in saved:
+                part.update({_HYPER + k: float(v) for k, v in g.items()
+                             if k != "params" and isinstance(v, numbers.Real) and not isinstance(v, bool)})
+            _C._set_optimizer_state_dict(model, opt, part)
+            continue
+        opt._set_checkpoint_state(model, part)
+        group_of = {f: gi for gi, fqns in enumerate(opt._model_fqns(model)) for f in fqns}
+        for g in saved:
+            opt.param_groups[group_of[g["params"][0]]].update({k: v for k, v in g.items() if k != "params"})
+
+
+def broadcast_from_rank0(model, sd):
+    """broadcast_from_rank0 for a nested dict: rank 0's full dict (the others may pass {}). Rank 0 sends the
+    structure with every non-tensor value and each tensor's shape and dtype, then each tensor, which every
+    rank cuts to its parameter's layout at once (its shard, no further communication), so no rank holds more
+    than one full tensor beyond rank 0's dict."""
+    from ... import distributed as dist
+    from ..._tensor import empty
+    from ..tensor import distribute_tensor
+    params = dict(model.named_parameters())
+    skeleton = None
+    if dist.get_rank() == 0:
+        skeleton = {"param_groups": sd.get("param_groups", []), "state": {}}
+        for fqn, entries in sd.get("state", {}).items():
+            row = skeleton["state"][fqn] = {}
+            for name, v in entries.items():
+                if isinstance(v, _C.Tensor) and v.is_distributed:
+                    raise ValueError("broadcast_from_rank0: the state '%s' of '%s' is a DTensor on rank 0 (pass full "
+                                     "tensors: full_state_dict)" % (name, fqn))
+                row[name] = ("tensor", tuple(v.shape), str(v.dtype)) if isinstance(v, _C.Tensor) else ("value", v)
+    box = [skeleton]
+    dist.broadcast_object_list(box, src=0)
+    dtypes = {str(d): d for d in (_C.dtype.float32, _C.dtype.float64, _C.dtype.bfloat16, _C.dtype.float16,
+                                  _C.dtype.int64, _C.dtype.int32, _C.dtype.int16, _C.dtype.int8, _C.dtype.uint8,
+                                  _C.dtype.bool)}
+    out = {"param_groups": box[0]["param_groups"], "state": {}}
+    for fqn, row in box[0]["state"].items():
+        entries = out["state"][fqn] = {}
+        for name, spec in row.items():
+            if spec[0] == "value":
+                entries[name] = spec[1]
+                continue
+            t = sd["state"][fqn][name].detach().contiguous() if dist.get_rank() == 0 else \
+                empty(*spec[1], dtype=dtypes[spec[2]])
+            dist.broadcast(t, src=0)
+            p = params.get(fqn)
+            if p is not None and p.is_distributed and tuple(p.shape) == tuple(t.shape):
+                t = distribute_tensor(t, p.device_mesh, list(p.placements), src_data_rank=None)
+            entries[name] = t
+    return out

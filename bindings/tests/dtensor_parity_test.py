@@ -1,0 +1,128 @@
+"""torch.distributed.tensor behaviours that torch scripts rely on, each found by running the same script under
+torch 2.15 and tessel: Module.register_parameter replaces an existing parameter (distribute_module's
+partition_fn pattern), distribute_module replicates the buffers and takes torch's two-argument input_fn /
+output_fn, DTensor.from_local(run_check=True) broadcasts rank 0's piece along Replicate mesh dims."""
+import sys
+
+import numpy as np
+import pytest
+
+import tessel
+import tessel.distributed as dist
+import tessel.nn as nn
+from tessel.distributed.device_mesh import init_device_mesh
+from tessel.distributed.tensor import DTensor, Replicate, Shard, distribute_module, distribute_tensor
+
+
+def test_register_parameter_replaces_a_parameter_and_refuses_other_attributes_as_torch():
+    lin = nn.Linear(2, 3)
+    new = nn.Parameter(tessel.ones(4, 2))  # any shape, as torch
+    lin.register_parameter("weight", new)
+    assert lin.weight is new and dict(lin.named_parameters())["weight"] is new
+    frozen = nn.Parameter(tessel.zeros(3), requires_grad=False)
+    lin.register_parameter("bias", frozen)
+    assert lin.bias is frozen and not lin.bias.requires_grad
+    lin.register_parameter("bias", None)
+    assert lin.bias is None and "bias" not in dict(lin.named_parameters())
+    lin.tag = 3
+    with pytest.raises(KeyError, match="attribute 'tag' already exists"):
+        lin.register_parameter("tag", nn.Parameter(tessel.ones(1)))
+    with pytest.raises(KeyError, match="attribute 'forward' already exists"):
+        lin.register_parameter("forward", nn.Parameter(tessel.ones(1)))
+    with pytest.raises(KeyError, match="parameter name can"):
+        lin.register_parameter("a.b", nn.Parameter(tessel.ones(1)))
+    lin.register_buffer("stat", tessel.ones(2))
+    with pytest.raises(KeyError, match="attribute 'stat' already exists"):
+        lin.register_parameter("stat", nn.Parameter(tessel.ones(1)))
+
+
+class Scaled(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.register_buffer("scale", tessel.full((4,), 2.0))
+        self.register_buffer("scratch", tessel.zeros(4), persistent=False)
+
+    def forward(self, x):
+        return self.lin(x) * self.scale
+
+
+def test_distribute_module_partitions_replicates_the_rest_and_takes_two_argument_hooks():
+    w = np.arange(16, dtype=np.float32).reshape(4, 4) / 10
+
+    def rank_fn(world):
+        dist.init_process_group()
+        mesh = init_device_mesh("cpu", (2,))
+        model = Scaled()
+        model.lin.weight.data.copy_(tessel.from_numpy(w))
+
+        def shard_linear(name, module, mesh):  # torch's docs' partition_fn: re-register each parameter
+            if isinstance(module, nn.Linear):
+                for pname, p in list(module.named_parameters(recurse=False)):
+                    module.register_parameter(pname, nn.Parameter(distribute_tensor(p.detach(), mesh, [Shard(0)])))
+
+        seen = []
+        distribute_module(model, mesh, shard_linear,
+                          input_fn=lambda inputs, mesh: (seen.append("in"),
+                                                         tuple(distribute_tensor(x, mesh, [Replicate()])
+                                                               for x in inputs))[1],
+                          output_fn=lambda outputs, mesh: (seen.append("out"), outputs.full_tensor())[1])
+        assert model.lin.weight.placements == (Shard(0),) and model.lin.bias.placements == (Shard(0),)
+        assert isinstance(model.scale, DTensor) and model.scale.placements == (Replicate(),)
+        assert isinstance(model.scratch, DTensor)
+        assert set(model.state_dict()) == {"lin.weight", "lin.bias", "scale"}  # persistence kept
+        x = np.ones((2, 4), np.float32)
+        y = model(tessel.from_numpy(x))
+        assert seen == ["in", "out"] and not isinstance(y, DTensor)
+        np.testing.assert_allclose(y.numpy(), (x @ w.T + model.lin.bias.full_tensor().detach().numpy()) * 2.0,
+                                   rtol=1e-6)
+        with pytest.raises(RuntimeError, match="only be called once"):
+            distribute_module(model, mesh)
+        with pytest.raises(ValueError, match="input_fn should take in 3 arguments, but got 1"):
+            distribute_module(Scaled(), mesh, input_fn=lambda inputs: inputs)
+
+    tessel.run_ranks(2, rank_fn)
+
+
+def test_distribute_modules_two_argument_hooks_warn_as_torch():
+    def rank_fn(world):  # one rank: warnings.catch_warnings is process-wide, not per rank thread
+        dist.init_process_group()
+        mesh = init_device_mesh("cpu", (1,))
+        with pytest.warns(FutureWarning, match="Deprecating input_fn that takes two arguments"):
+            distribute_module(Scaled(), mesh, input_fn=lambda inputs, mesh: inputs)
+        with pytest.warns(FutureWarning, match="Deprecating output_fn that takes two arguments"):
+            distribute_module(Scaled(), mesh, output_fn=lambda outputs, mesh: outputs)
+
+    tessel.run_ranks(1, rank_fn)
+
+
+def test_from_local_with_run_check_broadcasts_rank_zeros_replica_along_each_replicate_dim():
+    def rank_fn(world):
+        dist.init_process_group()
+        r = dist.get_rank()
+        mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
+        mine = tessel.arange(6.0).reshape(2, 3) + 10 * r
+        # [Shard(0) on dp, Replicate on tp]: the tp rank 0 of each dp row (ranks 0 and 2) supplies the rows.
+        d = DTensor.from_local(mine, mesh, [Shard(0), Replicate()], run_check=True)
+        base = 10 * (r // 2 * 2)
+        np.testing.assert_array_equal(d.to_local().numpy(), np.arange(6.0).reshape(2, 3) + base)
+        np.testing.assert_array_equal(mine.numpy(), np.arange(6.0).reshape(2, 3) + base)  # in place, as torch
+        full = d.full_tensor().numpy()
+        np.testing.assert_array_equal(full, np.concatenate([np.arange(6.0).reshape(2, 3),
+                                                            np.arange(6.0).reshape(2, 3) + 20]))
+        # A non-contiguous piece is copied, not written; gradients still reach it.
+        leaf = (tessel.arange(6.0).reshape(3, 2) + 10 * r).requires_grad_(True)
+        rep = DTensor.from_local(leaf.t(), mesh, [Replicate(), Replicate()], run_check=True)
+        np.testing.assert_array_equal(rep.to_local().detach().numpy(), np.arange(6.0).reshape(3, 2).T)
+        np.testing.assert_array_equal(leaf.detach().numpy(), np.arange(6.0).reshape(3, 2) + 10 * r)
+        rep.to_local().sum().backward()
+        np.testing.assert_array_equal(leaf.grad.numpy(), np.ones((3, 2)))
+        # Without run_check, nothing moves (torch's default trusts the caller).
+        trusted = DTensor.from_local(tessel.full((2,), float(r)), mesh, [Replicate(), Replicate()])
+        assert trusted.to_local().tolist() == [float(r)] * 2
+
+    tessel.run_ranks(4, rank_fn)
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q"]))
