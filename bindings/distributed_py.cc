@@ -30,6 +30,7 @@
 #include "comm/backends/threads.h"
 #include "comm/tracer.h"
 #include "core/base/error.h"
+#include "core/ops/unary.h"
 #include "core/tensor/factory.h"
 #include "dtensor/device_mesh.h"
 #include "dtensor/dtensor.h"
@@ -41,6 +42,18 @@
 
 namespace tessel::bindings {
 namespace {
+
+// torch's DeviceMesh.__getitem__ raises KeyError for a name the mesh lacks.
+void CheckMeshDimNames(const dtensor::DeviceMesh& d, const std::vector<std::string>& names) {
+  const std::vector<std::string>& axes = d.axis_names();
+  const std::vector<std::string> flattened = d.FlattenedNames();
+  for (const std::string& n : names) {
+    if (std::find(axes.begin(), axes.end(), n) != axes.end()) continue;
+    if (std::find(flattened.begin(), flattened.end(), n) != flattened.end()) continue;
+    throw py::key_error(Str("Invalid mesh_dim_names ('", n, "',) specified. Valid mesh_dim_names: ",
+                            d.ToString()));
+  }
+}
 
 // A collective's Work: waited here unless async_op (then Python gets the handle and waits itself).
 py::object Issue(bool async_op, const std::function<comm::WorkPtr()>& issue) {
@@ -173,6 +186,12 @@ void BindMesh(py::module_& m) {
         TESSEL_CHECK(axis || d.ndim() == 1, "DeviceMesh.get_local_rank: name the mesh dim of a ", d.ndim(), "-D mesh");
         return axis ? d.local_rank(*axis) : d.local_rank(0);
       }, py::arg("mesh_dim") = py::none())
+      .def("get_local_rank", [](const dtensor::DeviceMesh& d, int mesh_dim) {  // torch takes the dim's index too
+        TESSEL_CHECK_CODE(ErrorCode::kOutOfRange, mesh_dim >= -d.ndim() && mesh_dim < d.ndim(),
+                          "DeviceMesh.get_local_rank: mesh dim ", mesh_dim, " out of range for a ", d.ndim(),
+                          "-D mesh");
+        return d.local_rank(mesh_dim < 0 ? mesh_dim + d.ndim() : mesh_dim);
+      }, py::arg("mesh_dim"))
       .def("get_group", [](const dtensor::DeviceMesh& d, std::optional<std::string> axis) {
         TESSEL_CHECK(axis || d.ndim() == 1, "DeviceMesh.get_group: name the mesh dim of a ", d.ndim(), "-D mesh");
         return axis ? d.axis_group(*axis) : d.axis_group(0);
@@ -182,8 +201,14 @@ void BindMesh(py::module_& m) {
                           "mesh dim ", mesh_dim, " out of range for a ", d.ndim(), "-D mesh");
         return d.axis_group(mesh_dim < 0 ? mesh_dim + d.ndim() : mesh_dim);
       }, py::arg("mesh_dim"))
-      .def("__getitem__", [](const dtensor::DeviceMesh& d, const std::string& axis) { return d[axis]; })
-      .def("__getitem__", [](const dtensor::DeviceMesh& d, const std::vector<std::string>& axes) { return d.Slice(axes); })
+      .def("__getitem__", [](const dtensor::DeviceMesh& d, const std::string& axis) {
+        CheckMeshDimNames(d, {axis});
+        return d[axis];
+      })
+      .def("__getitem__", [](const dtensor::DeviceMesh& d, const std::vector<std::string>& axes) {
+        CheckMeshDimNames(d, axes);
+        return d.Slice(axes);
+      })
       // Named by the Python wrapper (tessel/distributed/device_mesh.py), which gives torch's default name.
       .def("_flatten", [](const dtensor::DeviceMesh& d, const std::string& name) {
         return NoGil([&] { return d.Flatten(d.axis_names(), name); });
@@ -311,17 +336,29 @@ void BindDTensor(py::module_& m) {
       }, py::kw_only(), py::arg("grad_placements") = py::none(),
            "This rank's piece (differentiable); grad_placements: the layout the local gradient will have "
            "(default: this tensor's placements), as torch's")
-      .def("full_tensor", [](const Tensor& x) { return NoGil([&] { return dtensor::DTensor(x).FullTensor(); }); },
-           "The whole global tensor on every rank (collective)")
-      .def("redistribute", [](const Tensor& x, std::optional<dtensor::DeviceMesh> mesh,
-                              std::optional<std::vector<dtensor::Placement>> p, bool async_op) {
-        (void)async_op;  // accepted for torch's signature; the redistribute completes before returning
-        const dtensor::DTensor d(x);
+      .def("full_tensor", [](const Tensor& x, std::optional<std::vector<dtensor::Placement>> grad_placements) {
         return NoGil([&] {
+          const dtensor::DTensor d(x);
+          std::vector<dtensor::Placement> replicated(static_cast<size_t>(d.mesh().ndim()), dtensor::Replicate{});
+          return d.Redistribute(d.mesh(), std::move(replicated)).ToLocal(std::move(grad_placements));
+        });
+      }, py::kw_only(), py::arg("grad_placements") = py::none(),
+           "The whole global tensor on every rank (collective); grad_placements: the layout the gradient of the "
+           "result is taken in (default Replicate), as torch's")
+      .def("redistribute", [](const Tensor& x, std::optional<dtensor::DeviceMesh> mesh,
+                              std::optional<std::vector<dtensor::Placement>> p, bool async_op,
+                              std::optional<DType> forward_dtype, const py::object& backward_dtype) {
+        (void)async_op;  // accepted for torch's signature; the redistribute completes before returning
+        TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, backward_dtype.is_none(),
+                          "redistribute: backward_dtype is not supported (the gradient moves in its own dtype)");
+        return NoGil([&] {
+          // torch's forward_dtype: the local piece is cast before it moves (a differentiable cast: the gradient
+          // returns in the tensor's dtype).
+          const dtensor::DTensor d(forward_dtype && *forward_dtype != x.dtype() ? Cast(x, *forward_dtype) : x);
           return d.Redistribute(mesh ? *mesh : d.mesh(), p ? std::move(*p) : d.placements()).tensor();
         });
       }, py::arg("device_mesh") = py::none(), py::arg("placements") = py::none(), py::kw_only(),
-         py::arg("async_op") = false,
+         py::arg("async_op") = false, py::arg("forward_dtype") = py::none(), py::arg("backward_dtype") = py::none(),
          "Differentiable; collective over the mesh. As torch: device_mesh defaults to the tensor's own, placements "
          "to its current ones");
   // Every rank's box of the global tensor (visualize_sharding): [(rank, coordinate, [(offset, length), ...])].

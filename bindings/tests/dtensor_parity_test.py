@@ -11,7 +11,7 @@ import tessel
 import tessel.distributed as dist
 import tessel.nn as nn
 from tessel.distributed.device_mesh import init_device_mesh
-from tessel.distributed.tensor import DTensor, Replicate, Shard, distribute_module, distribute_tensor
+from tessel.distributed.tensor import DTensor, Partial, Replicate, Shard, distribute_module, distribute_tensor
 
 
 def test_register_parameter_replaces_a_parameter_and_refuses_other_attributes_as_torch():
@@ -122,6 +122,48 @@ def test_from_local_with_run_check_broadcasts_rank_zeros_replica_along_each_repl
         assert trusted.to_local().tolist() == [float(r)] * 2
 
     tessel.run_ranks(4, rank_fn)
+
+
+def test_mesh_lookups_full_tensor_redistribute_and_clip_grad_norm_follow_torch():
+    def rank_fn(world):
+        dist.init_process_group()
+        r = dist.get_rank()
+        mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
+        assert (mesh.get_local_rank(0), mesh.get_local_rank(1), mesh.get_local_rank(-1)) == (r // 2, r % 2, r % 2)
+        with pytest.raises(KeyError, match="Invalid mesh_dim_names"):
+            mesh["bad"]
+        with pytest.raises(KeyError, match="Invalid mesh_dim_names"):
+            mesh["dp", "bad"]
+        x = tessel.arange(8.0).reshape(4, 2).requires_grad_(True)
+        d = distribute_tensor(x, mesh, [Shard(0), Replicate()])
+        assert distribute_tensor(d, mesh, [Shard(-2), Replicate()]) is d  # torch: returned as it is
+        with pytest.raises(ValueError, match="call `redistribute` instead"):
+            distribute_tensor(d, mesh, [Replicate(), Replicate()])
+        # full_tensor(grad_placements=[Partial(), Partial()]): each rank's gradient of the full tensor is a
+        # partial sum (torch's hint), so d's gradient is their sum 1 + 2 + 3 + 4 on every rank.
+        leaf = distribute_tensor(x.detach(), mesh, [Shard(0), Replicate()]).requires_grad_(True)
+        (leaf.full_tensor(grad_placements=[Partial(), Partial()]) * (r + 1)).sum().backward()
+        assert leaf.grad.placements == (Shard(0), Replicate())
+        np.testing.assert_array_equal(leaf.grad.to_local().numpy(), np.full((2, 2), 10.0))
+        half = d.redistribute(mesh, [Replicate(), Replicate()], forward_dtype=tessel.bfloat16)
+        assert half.dtype == tessel.bfloat16 and half.to_local().float().tolist() == x.detach().tolist()
+        with pytest.raises(NotImplementedError, match="backward_dtype"):
+            d.redistribute(mesh, [Replicate(), Replicate()], backward_dtype=tessel.bfloat16)
+        # clip_grad_norm_: the gradients' dtype (float32), a Replicate DTensor for DTensor gradients, any order.
+        w = nn.Parameter(distribute_tensor(tessel.ones(4, 2), mesh, [Shard(0), Replicate()]))
+        w.grad = distribute_tensor(tessel.full((4, 2), 3.0), mesh, [Shard(0), Replicate()])
+        for order, want in ((2.0, np.sqrt(8 * 9.0)), (1.0, 24.0), (float("inf"), 3.0)):
+            norm = nn.utils.clip_grad_norm_([w], 1e9, norm_type=order)
+            assert norm.dtype == tessel.float32 and isinstance(norm, DTensor), order
+            assert norm.placements == (Replicate(), Replicate()), order
+            np.testing.assert_allclose(float(norm.full_tensor()), want, rtol=1e-6)
+
+    tessel.run_ranks(4, rank_fn)
+    plain = nn.Parameter(tessel.ones(3))
+    plain.grad = tessel.full((3,), 2.0)
+    norm = nn.utils.clip_grad_norm_([plain], 1.0)
+    assert norm.dtype == tessel.float32 and not isinstance(norm, DTensor)
+    np.testing.assert_allclose(float(norm), np.sqrt(12.0), rtol=1e-6)
 
 
 if __name__ == "__main__":

@@ -48,6 +48,15 @@ def distribute_tensor(tensor, device_mesh=None, placements=None, *, src_data_ran
     if device_mesh is None:
         raise ValueError("distribute_tensor: device_mesh is required")
     placements = list(placements) if placements is not None else [Replicate()] * device_mesh.ndim
+    if isinstance(tensor, DTensor):  # torch: a DTensor already so placed is returned as it is
+        if tensor.device_mesh != device_mesh:
+            raise ValueError("Cannot distribute a DTensor with device mesh %s to a different device mesh %s."
+                             % (tensor.device_mesh, device_mesh))
+        wanted = tuple(Shard(p.dim + tensor.dim()) if isinstance(p, Shard) and p.dim < 0 else p for p in placements)
+        if tuple(tensor.placements) != wanted:
+            raise ValueError("Cannot distribute a DTensor with placements %s to a different placements %s. do you "
+                             "want to call `redistribute` instead?" % (tuple(tensor.placements), tuple(placements)))
+        return tensor
     return _C.distribute_tensor(tensor, device_mesh, placements, src_data_rank)
 
 def _factory(name, make):

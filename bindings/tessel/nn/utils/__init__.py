@@ -121,7 +121,7 @@ def _clip_by_norm_of_order(params, max_norm, p, error_if_nonfinite):
     (one small collective per gradient: the 2-norm path above does one in all)."""
     grads = [q.grad for q in params if q.grad is not None]
     if not grads:
-        return _C._full([], 0.0, _C.dtype.float64)
+        return _C._full([], 0.0, _C.dtype.float32)
     if p <= 0:
         raise ValueError("clip_grad_norm_: norm_type must be positive, got %s" % p)
     with _C._GradMode(False):
@@ -136,13 +136,13 @@ def _clip_by_norm_of_order(params, max_norm, p, error_if_nonfinite):
         if coef < 1.0:
             for g in grads:
                 g.mul_(coef)
-    return _C._full([], total, _C.dtype.float64)
+    return _norm_tensor(total, params)
 
 
 def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False, foreach=None):
     """Scales the gradients in place so their global norm (L2 by default; norm_type=inf or any p > 0 too)
-    is at most max_norm; returns the norm before clipping as a 0-d float64 tensor (a Replicate DTensor on the gradients' mesh when they are
-    DTensors, as torch's)."""
+    is at most max_norm; returns the norm before clipping as a 0-d tensor in the gradients' dtype (computed in
+    float64; a Replicate DTensor on the gradients' mesh when they are DTensors, as torch's)."""
     params = [parameters] if isinstance(parameters, _C.Tensor) else list(parameters)
     if float(norm_type) != 2.0:
         return _clip_by_norm_of_order(params, float(max_norm), float(norm_type), error_if_nonfinite)
@@ -175,7 +175,16 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
                             p.grad.mul_(coef)
     else:
         norm = _C._clip_grad_norm(params, float(max_norm))
-    out = _C._full([], norm, _C.dtype.float64)
+    return _norm_tensor(norm, params, mesh)
+
+
+def _norm_tensor(norm, params, mesh=None):
+    """The total norm as torch returns it: a 0-d tensor in the gradients' dtype (computed in float64 here),
+    a Replicate DTensor on their mesh when they are DTensors on one mesh."""
+    grads = [p.grad for p in params if p.grad is not None]
+    out = _C._full([], norm, grads[0].dtype if grads else _C.dtype.float32)
+    if mesh is None and grads and all(g.is_distributed for g in grads) and len(_by_mesh(params)) == 1:
+        mesh = grads[0].device_mesh
     if mesh is not None:
         out = _C.from_local(out, mesh, [_C.Replicate()] * mesh.ndim)
     return out
