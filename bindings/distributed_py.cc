@@ -337,11 +337,7 @@ void BindDTensor(py::module_& m) {
            "This rank's piece (differentiable); grad_placements: the layout the local gradient will have "
            "(default: this tensor's placements), as torch's")
       .def("full_tensor", [](const Tensor& x, std::optional<std::vector<dtensor::Placement>> grad_placements) {
-        return NoGil([&] {
-          const dtensor::DTensor d(x);
-          std::vector<dtensor::Placement> replicated(static_cast<size_t>(d.mesh().ndim()), dtensor::Replicate{});
-          return d.Redistribute(d.mesh(), std::move(replicated)).ToLocal(std::move(grad_placements));
-        });
+        return NoGil([&] { return dtensor::DTensor(x).FullTensor(std::move(grad_placements)); });
       }, py::kw_only(), py::arg("grad_placements") = py::none(),
            "The whole global tensor on every rank (collective); grad_placements: the layout the gradient of the "
            "result is taken in (default Replicate), as torch's")

@@ -275,9 +275,9 @@ Tensor DTensor::ToLocal(std::optional<std::vector<Placement>> grad_placements) c
   return out;
 }
 
-Tensor DTensor::FullTensor() const {
+Tensor DTensor::FullTensor(std::optional<std::vector<Placement>> grad_placements) const {
   std::vector<Placement> replicated(static_cast<size_t>(mesh().ndim()), Replicate{});
-  return Redistribute(mesh(), std::move(replicated)).ToLocal();
+  return Redistribute(mesh(), std::move(replicated)).ToLocal(std::move(grad_placements));
 }
 
 DTensor DTensor::Redistribute(const DeviceMesh& mesh, std::vector<Placement> placements,

@@ -94,8 +94,9 @@ class DTensor {
   // with `grad_placements` (default: this tensor's placements with Partial read as Replicate, as torch
   // 2.15: each rank's gradient of its piece of a Partial value is the whole value's gradient).
   Tensor ToLocal(std::optional<std::vector<Placement>> grad_placements = std::nullopt) const;
-  // The whole global tensor on every rank (Redistribute to all-Replicate, then ToLocal).
-  Tensor FullTensor() const;
+  // The whole global tensor on every rank (Redistribute to all-Replicate, then ToLocal); grad_placements:
+  // the layout the gradient of the result is taken in (default Replicate), as torch's full_tensor.
+  Tensor FullTensor(std::optional<std::vector<Placement>> grad_placements = std::nullopt) const;
   // REQUIRES: `mesh` is this tensor's mesh. Partial targets: Replicate -> P(sum) keeps the value on
   // coordinate 0 (exact; torch refuses it), Shard -> P(sum) embeds the piece in zeros (as torch),
   // -> P(avg / max / min) keeps the whole value; P(op1) -> P(op2) raises kInvalidArgument.

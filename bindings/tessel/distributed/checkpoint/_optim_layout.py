@@ -16,11 +16,6 @@ from ... import _C
 _STATE, _STEP, _HYPER = "optim.state.", "optim.step.", "optim.hyper."
 
 
-def _state_fqn(key):
-    from ...optim import _state_fqn as fqn_of
-    return fqn_of(key)
-
-
 def _step_out(v):
     return _C._full([], float(v), _C.dtype.float32) if not isinstance(v, _C.Tensor) else v
 
@@ -49,6 +44,7 @@ def _groups(model, opt, internal):
 def nested(model, opts, internals):
     """torch's nested optimizer state dict of `opts` from each one's internal entries (one merged dict for
     several optimizers: their states and their param_groups one after the other, as torch)."""
+    from ...optim import _state_fqn
     state, groups = {}, []
     for opt, internal in zip(opts, internals):
         per = {}
@@ -133,44 +129,3 @@ def load(model, opts, sd, optimizer_fqns):
         group_of = {f: gi for gi, fqns in enumerate(opt._model_fqns(model)) for f in fqns}
         for g in saved:
             opt.param_groups[group_of[g["params"][0]]].update({k: v for k, v in g.items() if k != "params"})
-
-
-def broadcast_from_rank0(model, sd):
-    """broadcast_from_rank0 for a nested dict: rank 0's full dict (the others may pass {}). Rank 0 sends the
-    structure with every non-tensor value and each tensor's shape and dtype, then each tensor, which every
-    rank cuts to its parameter's layout at once (its shard, no further communication), so no rank holds more
-    than one full tensor beyond rank 0's dict."""
-    from ... import distributed as dist
-    from ..._tensor import empty
-    from ..tensor import distribute_tensor
-    params = dict(model.named_parameters())
-    skeleton = None
-    if dist.get_rank() == 0:
-        skeleton = {"param_groups": sd.get("param_groups", []), "state": {}}
-        for fqn, entries in sd.get("state", {}).items():
-            row = skeleton["state"][fqn] = {}
-            for name, v in entries.items():
-                if isinstance(v, _C.Tensor) and v.is_distributed:
-                    raise ValueError("broadcast_from_rank0: the state '%s' of '%s' is a DTensor on rank 0 (pass full "
-                                     "tensors: full_state_dict)" % (name, fqn))
-                row[name] = ("tensor", tuple(v.shape), str(v.dtype)) if isinstance(v, _C.Tensor) else ("value", v)
-    box = [skeleton]
-    dist.broadcast_object_list(box, src=0)
-    dtypes = {str(d): d for d in (_C.dtype.float32, _C.dtype.float64, _C.dtype.bfloat16, _C.dtype.float16,
-                                  _C.dtype.int64, _C.dtype.int32, _C.dtype.int16, _C.dtype.int8, _C.dtype.uint8,
-                                  _C.dtype.bool)}
-    out = {"param_groups": box[0]["param_groups"], "state": {}}
-    for fqn, row in box[0]["state"].items():
-        entries = out["state"][fqn] = {}
-        for name, spec in row.items():
-            if spec[0] == "value":
-                entries[name] = spec[1]
-                continue
-            t = sd["state"][fqn][name].detach().contiguous() if dist.get_rank() == 0 else \
-                empty(*spec[1], dtype=dtypes[spec[2]])
-            dist.broadcast(t, src=0)
-            p = params.get(fqn)
-            if p is not None and p.is_distributed and tuple(p.shape) == tuple(t.shape):
-                t = distribute_tensor(t, p.device_mesh, list(p.placements), src_data_rank=None)
-            entries[name] = t
-    return out

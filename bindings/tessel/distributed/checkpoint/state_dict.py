@@ -92,12 +92,20 @@ def _broadcast_model_state_from_rank0(model, model_state_dict, strict):
     return missing, unexpected
 
 
-def _broadcast_optimizer_state_from_rank0(model, opt, optim_state_dict):
-    """broadcast_from_rank0 for an optimizer: rank 0's full state dict (the others may pass {}). Rank 0 sends
-    the keys with their shapes and every non-tensor value (steps, hyperparameters) at once, then each tensor;
-    every rank keeps only its shard of it (the parameter's placements, sliced locally: no further
-    communication), so no rank holds more than one full tensor beyond rank 0's dict. The sharded dict then
-    loads as get_optimizer_state_dict's own output does."""
+def _entry_fqn(key):
+    """The parameter a flat optimizer entry belongs to: torch's flattened 'state.<fqn>.<name>' or tessel's
+    internal 'optim.state.<fqn>.<name>' / 'optim.step.<fqn>'; None for the other entries (options)."""
+    from ...optim import _state_fqn
+    return key[len("state."):].rpartition(".")[0] if key.startswith("state.") else _state_fqn(key)
+
+
+def _broadcast_optimizer_state_from_rank0(model, optim_state_dict):
+    """broadcast_from_rank0 for an optimizer: rank 0's full state dict in a flat layout (torch's flattened
+    names or tessel's internal keys; the others may pass {}). Rank 0 sends the keys with their shapes and
+    every non-tensor value (steps, options) at once, then each tensor; every rank keeps only its shard of it
+    (the parameter's placements, sliced locally: no further communication), so no rank holds more than one
+    full tensor beyond rank 0's dict. The sharded dict then loads as get_optimizer_state_dict's own output
+    does."""
     from ... import distributed as dist
     from ..._tensor import empty
     from ..tensor import distribute_tensor
@@ -115,8 +123,7 @@ def _broadcast_optimizer_state_from_rank0(model, opt, optim_state_dict):
     box = [meta]
     dist.broadcast_object_list(box, src=0)
     params = dict(model.named_parameters())
-    from ...optim import _state_fqn
-    unknown = [k for k, shape, _, _ in box[0] if shape is not None and _state_fqn(k) not in params]
+    unknown = [k for k, shape, _, _ in box[0] if shape is not None and _entry_fqn(k) not in params]
     if unknown:  # every rank sees the same meta, so all raise alike before any tensor moves
         raise ValueError("broadcast_from_rank0: %s name no parameter of the model" % unknown)
     dtypes = {str(d): d for d in (_C.dtype.float32, _C.dtype.float64, _C.dtype.bfloat16, _C.dtype.float16,
@@ -130,7 +137,7 @@ def _broadcast_optimizer_state_from_rank0(model, opt, optim_state_dict):
         full = optim_state_dict[key].detach().contiguous() if dist.get_rank() == 0 else \
             empty(*shape, dtype=dtypes[dtype])
         dist.broadcast(full, src=0)
-        param = params[_state_fqn(key)]
+        param = params[_entry_fqn(key)]
         if param.is_distributed and tuple(param.shape) == shape:
             full = distribute_tensor(full, param.device_mesh, param.placements, src_data_rank=None)
         loaded[key] = full
@@ -272,15 +279,13 @@ def set_optimizer_state_dict(model, optimizers, optim_state_dict, *, options=Non
     if not opts:
         raise ValueError("set_optimizer_state_dict: no optimizer given")
     optim_state_dict = dict(optim_state_dict or {})
-    legacy = any(k.startswith(_OPTIM) for k in optim_state_dict)
-    if legacy:  # tessel's internal layout (dicts from before torch's layouts)
-        if options.broadcast_from_rank0:
-            optim_state_dict = _broadcast_optimizer_state_from_rank0(model, opts[0], optim_state_dict)
+    if options.broadcast_from_rank0:  # rank 0's dict travels flat (the layout is decided from what arrives)
+        flat = _optim_layout.flatten(optim_state_dict) if "state" in optim_state_dict else optim_state_dict
+        optim_state_dict = _broadcast_optimizer_state_from_rank0(model, flat)
+    if any(k.startswith(_OPTIM) for k in optim_state_dict):  # tessel's internal layout (from before torch's)
         return _load_optimizers(model, opts, optim_state_dict)
     if optim_state_dict and "state" not in optim_state_dict:  # torch's test: no "state" key = flattened
         optim_state_dict = _optim_layout.unflatten(model, opts, optim_state_dict)
-    if options.broadcast_from_rank0:
-        optim_state_dict = _optim_layout.broadcast_from_rank0(model, optim_state_dict)
     if optim_state_dict:  # torch loads nothing from an empty dict
         _optim_layout.load(model, opts, optim_state_dict, _optimizer_fqns)
 
