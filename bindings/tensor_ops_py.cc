@@ -358,12 +358,15 @@ void BindViews(py::class_<Tensor>& c) {
       .def("_slice", [](const Tensor& x, int64_t d, int64_t s, int64_t e, int64_t step) {
         return NoGil([&] { return Slice(x, d, s, e, step); });
       })
-      .def("chunk", [](const Tensor& x, int64_t n, int64_t d) { return NoGil([&] { return Chunk(x, n, d); }); },
-           py::arg("chunks"), py::arg("dim") = 0)
-      .def("split", [](const Tensor& x, int64_t n, int64_t d) { return NoGil([&] { return Split(x, n, d); }); },
-           py::arg("split_size_or_sections"), py::arg("dim") = 0)
+      // Tuples, as torch's chunk / split.
+      .def("chunk", [](const Tensor& x, int64_t n, int64_t d) {
+        return py::tuple(py::cast(NoGil([&] { return Chunk(x, n, d); })));
+      }, py::arg("chunks"), py::arg("dim") = 0)
+      .def("split", [](const Tensor& x, int64_t n, int64_t d) {
+        return py::tuple(py::cast(NoGil([&] { return Split(x, n, d); })));
+      }, py::arg("split_size_or_sections"), py::arg("dim") = 0)
       .def("split", [](const Tensor& x, std::vector<int64_t> sizes, int64_t d) {
-        return NoGil([&] { return SplitWithSizes(x, sizes, d); });
+        return py::tuple(py::cast(NoGil([&] { return SplitWithSizes(x, sizes, d); })));
       }, py::arg("split_size_or_sections"), py::arg("dim") = 0);
 }
 

@@ -362,6 +362,16 @@ std::atomic<DType> default_float_dtype{DType::kFloat32};
 
 // The tensor whose storage a Python handle's data lives in: itself, or a DTensor's local shard.
 Tensor LocalPiece(const Tensor& t) { return t.is_distributed() ? dtensor::DTensor(t).ToLocal() : t; }
+
+// tessel.Size (torch.Size: a tuple subclass with numel()), registered by _tensor.py at import; a plain
+// tuple until then. Owned by the interpreter for the process's life (never decref'd at exit).
+PyObject* size_type = nullptr;
+
+py::object SizeObject(const Shape& sizes) {
+  py::tuple t = py::cast(sizes);
+  if (size_type == nullptr) return std::move(t);
+  return py::reinterpret_borrow<py::object>(size_type)(t);
+}
 }  // namespace
 
 DType DefaultFloatDType() { return default_float_dtype.load(std::memory_order_relaxed); }
@@ -373,6 +383,10 @@ void SetDefaultFloatDType(DType dtype) {
 }
 
 void BindTensor(py::module_& m) {
+  m.def("_set_size_type", [](py::object cls) {
+    cls.inc_ref();
+    size_type = cls.ptr();
+  }, py::arg("cls"));
   m.def("_get_default_dtype", &DefaultFloatDType);
   m.def("_set_default_dtype", &SetDefaultFloatDType, py::arg("dtype"));
   // tessel.device("meta") as a context manager: [Note: deferred init] in core/tensor/factory.h.
@@ -388,10 +402,10 @@ void BindTensor(py::module_& m) {
   m.def("default_generator", &DefaultGenerator, py::return_value_policy::reference);
   py::class_<Tensor>(m, "Tensor", "A cheap handle: copying it shares the data (torch.Tensor's names)")
       .def(py::init<const Tensor&>(), py::arg("other"))
-      .def_property_readonly("shape", [](const Tensor& t) { return py::tuple(py::cast(t.sizes())); })
+      .def_property_readonly("shape", [](const Tensor& t) { return SizeObject(t.sizes()); })
       .def("size", [](const Tensor& t, std::optional<int64_t> dim) -> py::object {
         if (dim) return py::int_(t.size(*dim));
-        return py::tuple(py::cast(t.sizes()));
+        return SizeObject(t.sizes());
       }, py::arg("dim") = py::none())
       .def("stride", [](const Tensor& t, std::optional<int64_t> dim) -> py::object {
         if (dim) return py::int_(t.strides()[static_cast<size_t>(NormalizeDim(*dim, t.dim(), "stride"))]);

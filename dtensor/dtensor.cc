@@ -318,6 +318,15 @@ DTensor DistributeTensor(const Tensor& tensor, const DeviceMesh& mesh, std::vect
   }
   const std::vector<Placement> placed = placements;
   DTensorSpec spec(mesh.topology_ptr(), std::move(placements), tensor.sizes(), tensor.dtype(), options.shard_order);
+  if (tensor.impl()->storage().deferred_init()) {
+    // Built under tessel.device("meta") ([Note: deferred init] in core/tensor/factory.h): no values to move
+    // or check; the piece stays unwritten and meta until to_empty, as torch's meta DTensor.
+    const Tensor piece = Empty(ComputeLocalShape(spec, mesh.coordinate()), tensor.dtype(), tensor.device());
+    piece.impl()->storage().set_deferred_init(true);
+    DTensor out(MakeDTensor(piece, std::move(spec), mesh));
+    if (tensor.requires_grad()) out.set_requires_grad(true);
+    return out;
+  }
   if (!options.src_rank && options.replicas == ReplicaSource::kCheck) {
     CheckReplicasAgree(tensor, mesh, placed, options.src_data_rank);
   }

@@ -124,9 +124,13 @@ FsdpParam::FsdpParam(nn::Module* module, std::vector<std::string> fqns, const Te
     memory::LedgerScope ledger(memory::Ledger::kParams);
     sharded_storage_ = Zeros({padded_shard_numel()}, orig_dtype_, local.device());
   }
-  if (local_size_ > 0) {
+  // A parameter built under tessel.device("meta") ([Note: deferred init] in core/tensor/factory.h) has no
+  // values to copy: its shard stays unwritten and keeps reporting is_meta until to_empty, as torch's.
+  const bool deferred = local.impl()->storage().deferred_init();
+  if (local_size_ > 0 && !deferred) {
     CopyInto(LocalView(sharded_storage_, 0, local_size_), SlicesOf(local, dim_, piece.offset, local_size_));
   }
+  if (deferred) sharded_storage_.impl()->storage().set_deferred_init(true);
   sharded_spec_.emplace(ShardedSpec(param, mesh_info_, dim_));
   sharded_param_ = dtensor::MakeDTensor(LocalView(sharded_storage_, 0, local_size_), *sharded_spec_, mesh_info_.mesh);
   if (param.requires_grad()) sharded_param_.set_requires_grad(true);

@@ -450,9 +450,20 @@ def _cuda(self, *args, **kwargs):
 Tensor.to = _to
 Tensor.cpu = lambda self, memory_format=None: self
 Tensor.cuda = _cuda
-Tensor.device = property(lambda self: __import__("tessel._device", fromlist=["CPU"]).CPU)
+_DEVICES = []  # [CPU, meta], imported when first asked for
+
+
+def _tensor_device(self):
+    """CPU, or meta for a tensor built under tessel.device("meta") until to_empty (is_meta), as torch's."""
+    if not _DEVICES:
+        from ._device import CPU, device
+        _DEVICES.extend([CPU, device("meta")])
+    return _DEVICES[self.is_meta]
+
+
+Tensor.device = property(_tensor_device)
 Tensor.is_cuda = property(lambda self: False)
-Tensor.is_cpu = property(lambda self: True)
+Tensor.is_cpu = property(lambda self: not self.is_meta)
 
 
 

@@ -713,13 +713,36 @@ def as_tensor(data, dtype=None, device=None):
 
 
 class Size(tuple):
-    """torch.Size: a tuple of ints (Tensor.shape / size() return plain tuples, equal to it)."""
+    """torch.Size: the tuple of ints that Tensor.shape and size() return; numel(), and slices and sums
+    stay Sizes, as torch's."""
+
+    __slots__ = ()
 
     def numel(self):
         return math.prod(self)
 
+    def __getitem__(self, i):
+        out = tuple.__getitem__(self, i)
+        return Size(out) if isinstance(i, builtins.slice) else out
+
+    def __add__(self, other):
+        if not isinstance(other, tuple):
+            return NotImplemented
+        return Size(tuple.__add__(self, other))
+
+    def __mul__(self, n):
+        return Size(tuple.__mul__(self, n))
+
+    __rmul__ = __mul__
+
+    def __reduce__(self):
+        return (Size, (tuple(self),))
+
     def __repr__(self):
         return "tessel.Size(%s)" % list(self)
+
+
+_C._set_size_type(Size)
 
 
 def is_tensor(obj):

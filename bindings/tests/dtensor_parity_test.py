@@ -1,7 +1,8 @@
 """torch.distributed.tensor behaviours that torch scripts rely on, each found by running the same script under
 torch 2.15 and tessel: Module.register_parameter replaces an existing parameter (distribute_module's
 partition_fn pattern), distribute_module replicates the buffers and takes torch's two-argument input_fn /
-output_fn, DTensor.from_local(run_check=True) broadcasts rank 0's piece along Replicate mesh dims."""
+output_fn, DTensor.from_local(run_check=True) broadcasts rank 0's piece along Replicate mesh dims; indexing
+that slices a sharded dim whole (x[:, 2:5]) keeps its sharding; .shape is a Size; chunk / split give tuples."""
 import sys
 
 import numpy as np
@@ -164,6 +165,69 @@ def test_mesh_lookups_full_tensor_redistribute_and_clip_grad_norm_follow_torch()
     norm = nn.utils.clip_grad_norm_([plain], 1.0)
     assert norm.dtype == tessel.float32 and not isinstance(norm, DTensor)
     np.testing.assert_allclose(float(norm), np.sqrt(12.0), rtol=1e-6)
+
+
+def test_indexing_that_keeps_a_sharded_dim_whole_keeps_its_sharding_without_communication():
+    from tessel.distributed.tensor.debug import CommDebugMode
+    full = np.arange(60, dtype=np.float32).reshape(5, 12)  # 5 rows over 2 ranks: pieces of 3 and 2
+
+    def rank_fn(world):
+        dist.init_process_group()
+        r = dist.get_rank()
+        mesh = init_device_mesh("cpu", (2,))
+        x = distribute_tensor(tessel.from_numpy(full), mesh, [Shard(0)]).requires_grad_(True)
+        rows = (3, 2)[r]
+        cases = [(lambda t: t[:, 2:5], full[:, 2:5]), (lambda t: t[:, 3], full[:, 3]),
+                 (lambda t: t[..., ::2], full[..., ::2]), (lambda t: t[:, None], full[:, None]),
+                 (lambda t: t[:], full[:]), (lambda t: t[:, None, 1:4].expand(5, 2, 3),
+                                             np.broadcast_to(full[:, None, 1:4], (5, 2, 3)))]
+        for i, (index, want) in enumerate(cases):
+            with CommDebugMode() as mode:
+                y = index(x)
+            assert mode.get_total_counts() == 0, i
+            assert y.placements == (Shard(0),), i
+            assert tuple(y.shape) == want.shape and y.to_local().shape[0] == rows, i
+            np.testing.assert_array_equal(y.full_tensor().detach().numpy(), want)
+        # The backward of x[:, 2:5] stays sharded too: a Shard(0) gradient lands in columns 2..4 of this rank's
+        # rows.
+        w = np.arange(15, dtype=np.float32).reshape(5, 3)
+        w_d = distribute_tensor(tessel.from_numpy(w), mesh, [Shard(0)])
+        with CommDebugMode() as mode:
+            (x[:, 2:5] * w_d).sum().backward()
+        assert mode.get_total_counts() == 0
+        assert x.grad.placements == (Shard(0),)
+        want = np.zeros((5, 12), np.float32)
+        want[:, 2:5] = w
+        np.testing.assert_array_equal(x.grad.full_tensor().numpy(), want)
+        # A range that is not all of the sharded dim still needs it whole (torch: Replicate).
+        with CommDebugMode() as mode:
+            y = x[1:3]
+        assert mode.get_total_counts() == 1 and y.placements == (Replicate(),)
+        np.testing.assert_array_equal(y.to_local().detach().numpy(), full[1:3])
+
+    tessel.run_ranks(2, rank_fn)
+
+
+def test_shape_is_a_size_and_chunk_and_split_return_tuples_as_torch():
+    import pickle
+    x = tessel.arange(12.0).reshape(3, 4)
+    assert type(x.shape) is tessel.Size and type(x.size()) is tessel.Size and x.shape == (3, 4)
+    assert x.shape.numel() == 12 and x.shape[1:] == tessel.Size([4]) and type(x.shape[1:]) is tessel.Size
+    assert type(x.shape[0]) is int and type(x.shape + (5,)) is tessel.Size and x.shape + (5,) == (3, 4, 5)
+    assert pickle.loads(pickle.dumps(x.shape)) == (3, 4) and repr(x.shape) == "tessel.Size([3, 4])"
+    assert tessel.zeros(x.shape).shape == (3, 4) and x.reshape(x.shape[::-1]).shape == (4, 3)
+    for parts in (x.chunk(2, 1), x.split(3, 1), x.split([1, 3], 1), tessel.split(x, 2), tessel.chunk(x, 3),
+                  x.split_with_sizes([1, 2])):
+        assert type(parts) is tuple, parts
+    assert [tuple(p.shape) for p in x.split([1, 3], 1)] == [(3, 1), (3, 3)]
+
+    def rank_fn(world):
+        dist.init_process_group()
+        d = distribute_tensor(x, init_device_mesh("cpu", (2,)), [Shard(1)])
+        assert type(d.shape) is tessel.Size and d.shape.numel() == 12
+        assert type(d.chunk(2, 0)) is tuple
+
+    tessel.run_ranks(2, rank_fn)
 
 
 if __name__ == "__main__":

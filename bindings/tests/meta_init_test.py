@@ -78,8 +78,11 @@ def test_torchtitans_meta_then_parallelize_then_init_weights_gives_one_ranks_val
         with tessel.device("meta"):
             net = Net()
         parallelize(net, how)
+        # Still meta until to_empty, as torch's (fully_shard / distribute_tensor copy no values out of them).
+        assert all(p.is_meta and p.device.type == "meta" and not p.is_cpu for p in net.parameters())
         net.to_empty(device="cpu")
         assert not any(p.is_meta for p in net.parameters())
+        assert all(p.device == tessel.device("cpu") and p.is_cpu for p in net.parameters())
         with tessel.no_grad():
             net.init_weights()
         got[world.rank] = values(net)

@@ -3,7 +3,9 @@
 "exp_avg": DTensor, "exp_avg_sq": DTensor}}, "param_groups": [{options..., "params": [fqns]}]}, the flattened
 names of flatten_optimizer_state_dict=True, {} on ranks other than 0 for full_state_dict + cpu_offload; a
 torch-layout dict written by hand loads (state, step and each group's options) and the next AdamW step equals
-numpy's formula from it; an empty dict loads nothing."""
+numpy's formula from it; an empty dict loads nothing. get_model_state_dict lists entries in module order,
+set_model_state_dict returns _IncompatibleKeys, and every built-in optimizer's defaults (so its param_groups)
+carry torch's keys in torch's order."""
 import sys
 
 import numpy as np
@@ -13,7 +15,8 @@ import tessel
 import tessel.distributed as dist
 import tessel.nn as nn
 from tessel.distributed.checkpoint.state_dict import (StateDictOptions, get_model_state_dict,
-                                                      get_optimizer_state_dict, set_optimizer_state_dict)
+                                                      get_optimizer_state_dict, set_model_state_dict,
+                                                      set_optimizer_state_dict, set_state_dict)
 from tessel.distributed.fsdp import fully_shard
 from tessel.distributed.tensor import Shard
 
@@ -103,6 +106,89 @@ def test_a_torch_layout_dict_written_by_hand_loads_and_the_next_step_follows_ada
         set_optimizer_state_dict(m, opt, {"state": {"0.bias": {"step": 2.5}}, "param_groups": []})
     with pytest.raises(ValueError, match=r"the param group of \['9.weight'\] names no parameter"):
         set_optimizer_state_dict(m, opt, {"state": {}, "param_groups": [{"lr": 1.0, "params": ["9.weight"]}]})
+
+
+class Unsorted(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.z = nn.Linear(4, 4)
+        self.a = nn.Linear(4, 4)
+        self.register_buffer("buf", tessel.zeros(2))
+        self.norm = nn.LayerNorm(4)
+
+    def forward(self, x):
+        return self.norm(self.a(self.z(x)))
+
+
+def test_model_state_dict_keys_come_in_module_order_and_loads_return_incompatible_keys():
+    def rank_fn(world):
+        dist.init_process_group()
+        m = Unsorted()
+        fully_shard(m.a)
+        fully_shard(m)
+        sd = get_model_state_dict(m)
+        # torch 2.15's order for this module: its own buffer, then each child's parameters in turn.
+        assert list(sd) == ["buf", "z.weight", "z.bias", "a.weight", "a.bias", "norm.weight", "norm.bias"]
+        assert list(get_model_state_dict(m, options=StateDictOptions(full_state_dict=True))) == list(sd)
+        keys = set_model_state_dict(m, sd)
+        assert type(keys).__name__ == "_IncompatibleKeys" and keys == ([], [])
+        assert repr(keys) == "<All keys matched successfully>" and keys.missing_keys == []
+        opt = tessel.optim.AdamW(m.parameters())
+        both = set_state_dict(m, opt, model_state_dict=sd, optim_state_dict=get_optimizer_state_dict(m, opt))
+        assert type(both).__name__ == "_IncompatibleKeys"
+        partial = set_model_state_dict(m, {k: v for k, v in sd.items() if k != "buf"},
+                                       options=StateDictOptions(strict=False))
+        assert partial.missing_keys == ["buf"] and "missing_keys=['buf']" in repr(partial)
+        assert type(m.load_state_dict(m.state_dict())).__name__ == "_IncompatibleKeys"
+
+    tessel.run_ranks(2, rank_fn)
+
+
+# torch 2.15's defaults for each optimizer (printed by torch.optim.<Name>([p]).defaults.items()).
+TORCH_DEFAULTS = {
+    "SGD": [("lr", 0.001), ("momentum", 0), ("dampening", 0), ("weight_decay", 0), ("nesterov", False),
+            ("maximize", False), ("foreach", None), ("differentiable", False), ("fused", None)],
+    "Adam": [("lr", 0.001), ("betas", (0.9, 0.999)), ("eps", 1e-08), ("weight_decay", 0), ("amsgrad", False),
+             ("maximize", False), ("foreach", None), ("capturable", False), ("differentiable", False),
+             ("fused", None), ("decoupled_weight_decay", False)],
+    "AdamW": [("lr", 0.001), ("betas", (0.9, 0.999)), ("eps", 1e-08), ("weight_decay", 0.01), ("amsgrad", False),
+              ("maximize", False), ("foreach", None), ("capturable", False), ("differentiable", False),
+              ("fused", None), ("decoupled_weight_decay", True)],
+    "RMSprop": [("lr", 0.01), ("momentum", 0), ("alpha", 0.99), ("eps", 1e-08), ("centered", False),
+                ("weight_decay", 0), ("capturable", False), ("foreach", None), ("maximize", False),
+                ("differentiable", False)],
+    "Adagrad": [("lr", 0.01), ("lr_decay", 0), ("eps", 1e-10), ("weight_decay", 0), ("initial_accumulator_value", 0),
+                ("foreach", None), ("maximize", False), ("differentiable", False), ("fused", None)],
+    "Adamax": [("lr", 0.002), ("betas", (0.9, 0.999)), ("eps", 1e-08), ("weight_decay", 0), ("foreach", None),
+               ("maximize", False), ("differentiable", False), ("capturable", False)],
+    "NAdam": [("lr", 0.002), ("betas", (0.9, 0.999)), ("eps", 1e-08), ("weight_decay", 0), ("momentum_decay", 0.004),
+              ("decoupled_weight_decay", False), ("maximize", False), ("foreach", None), ("capturable", False),
+              ("differentiable", False)],
+    "RAdam": [("lr", 0.001), ("betas", (0.9, 0.999)), ("eps", 1e-08), ("weight_decay", 0), ("maximize", False),
+              ("foreach", None), ("capturable", False), ("decoupled_weight_decay", False), ("differentiable", False)],
+    "Adadelta": [("lr", 1.0), ("rho", 0.9), ("eps", 1e-06), ("weight_decay", 0), ("maximize", False),
+                 ("capturable", False), ("foreach", None), ("differentiable", False)],
+    "ASGD": [("lr", 0.01), ("lambd", 0.0001), ("alpha", 0.75), ("t0", 1000000.0), ("weight_decay", 0),
+             ("foreach", None), ("maximize", False), ("differentiable", False), ("capturable", False)],
+    "Rprop": [("lr", 0.01), ("etas", (0.5, 1.2)), ("step_sizes", (1e-06, 50)), ("foreach", None),
+              ("maximize", False), ("differentiable", False), ("capturable", False)],
+    "Adafactor": [("lr", 0.01), ("beta2_decay", -0.8), ("eps", (None, 0.001)), ("d", 1.0), ("weight_decay", 0.0),
+                  ("foreach", None), ("maximize", False)],
+}
+
+
+@pytest.mark.parametrize("name", sorted(TORCH_DEFAULTS))
+def test_optimizer_defaults_and_param_groups_carry_torchs_keys_in_torchs_order(name):
+    p = nn.Parameter(tessel.ones(2))
+    opt = getattr(tessel.optim, name)([p])
+    assert list(opt.defaults.items()) == TORCH_DEFAULTS[name]
+    assert [k for k in opt.param_groups[0] if k != "params"] == [k for k, _ in TORCH_DEFAULTS[name]]
+    assert [k for k in opt.state_dict()["param_groups"][0] if k != "params"] == [k for k, _ in TORCH_DEFAULTS[name]]
+    flags = {"foreach": True} if name in ("Adafactor", "ASGD", "Rprop") else {"foreach": False}
+    assert getattr(tessel.optim, name)([p], **flags).defaults["foreach"] == flags["foreach"]  # kept as given
+    if any(k == "differentiable" for k, _ in TORCH_DEFAULTS[name]):
+        with pytest.raises(NotImplementedError, match="differentiable"):
+            getattr(tessel.optim, name)([p], differentiable=True)
 
 
 if __name__ == "__main__":

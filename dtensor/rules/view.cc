@@ -11,9 +11,10 @@
 // group's first (major) dim may stay sharded, and only when its shard count divides both that dim and
 // the output group's major dim (so every rank's flat range is the same before and after) or the group
 // maps that dim to one output dim of the same size (then even uneven sharding stays); any other
-// sharded dim of the group is gathered first. narrow / select / slice need their dim whole; expand and
-// squeeze need their size-1 dims unsharded. Attrs holding global shapes ("shape", "input_shape") are
-// rewritten to this rank's local shapes. A view whose input must move is a view of the moved copy.
+// sharded dim of the group is gathered first. narrow / select / slice need their dim whole (a range over
+// all of it keeps its sharding); expand and squeeze need their size-1 dims unsharded. Attrs holding
+// global shapes ("shape", "input_shape") are rewritten to this rank's local shapes. A view whose input
+// must move is a view of the moved copy.
 //
 // Example:
 //   View(x_S0 /*[8, 6]*/, {48});        // [S(0)] -> [S(0)]: 8 % 2 == 0 and 48 % 2 == 0
@@ -115,10 +116,45 @@ std::vector<Strategy> ViewRule(const OpCall& call) {
   return s;
 }
 
-// narrow / slice: `dim` whole, every dim stays; select: `dim` whole and removed.
+// A narrow / slice (or its backward) over all of `dim` of size n: x[:, 2:5] slices dim 0 whole before
+// dim 1. Its sharding stays, as torch's (it is the identity on that dim).
+bool WholeRange(const OpCall& call, int64_t n) {
+  const Attrs& a = call.attrs;
+  if (call.op.name == "narrow" || call.op.name == "narrow_backward")
+    return a.GetInt("start") == 0 && a.GetInt("length") == n;
+  if (call.op.name == "slice" || call.op.name == "slice_backward")
+    return a.GetInt("start") == 0 && a.GetInt("end") == n && a.GetInt("step") == 1;
+  return false;
+}
+
+// The local call of a whole-range narrow / slice keeps this rank's whole piece of `dim`.
+void SetLocalRange(Attrs& a, std::string_view op, int64_t local_n) {
+  if (op.starts_with("narrow")) a.Set("length", local_n);
+  if (op.starts_with("slice")) a.Set("end", local_n);
+}
+
+Attrs LocalWholeRangeAttrs(const LocalContext& ctx) {
+  Attrs a = ctx.call.attrs;
+  SetLocalRange(a, ctx.call.op.name, ctx.LocalInputShape(0)[static_cast<size_t>(a.GetInt("dim"))]);
+  return a;
+}
+
+Attrs LocalWholeRangeBackwardAttrs(const LocalContext& ctx) {
+  Attrs a = LocalInputShapeAttr(ctx);
+  SetLocalRange(a, ctx.call.op.name, a.GetInts("input_shape")[static_cast<size_t>(a.GetInt("dim"))]);
+  return a;
+}
+
+// narrow / slice: `dim` whole (unless the range is all of it), every dim stays; select: `dim` whole and
+// removed.
 std::vector<Strategy> NarrowLikeRule(const OpCall& call) {
   const DTensorSpec& x = call.spec(0);
   const int64_t dim = call.attrs.GetInt("dim");
+  if (WholeRange(call, x.shape()[static_cast<size_t>(dim)])) {
+    std::vector<Strategy> s = One({call.state(0)}, {ViewOutput(call, call.state(0))});
+    s[0].local_attrs = LocalWholeRangeAttrs;
+    return s;
+  }
   const ShardingState in = ReplicateDims(call.state(0), {dim});
   std::vector<int64_t> map = Identity(x.ndim());
   int64_t out_nd = x.ndim();
@@ -199,8 +235,9 @@ std::vector<Strategy> ScatterBackwardRule(const OpCall& call) {
   const int64_t dim = call.attrs.GetInt("dim");
   const int64_t g_nd = call.spec(0).ndim();
   const bool select = call.op.name == "select_backward";
+  const bool whole = WholeRange(call, shape[static_cast<size_t>(dim)]);
   const int64_t g_dim = select ? -1 : dim;
-  ShardingState g = ReplicateDims(call.state(0), {g_dim});
+  ShardingState g = whole ? call.state(0) : ReplicateDims(call.state(0), {g_dim});
   for (int a = 0; a < call.mesh_ndim(); ++a) {
     const Partial* p = std::get_if<Partial>(&g.placements[static_cast<size_t>(a)]);
     if (p != nullptr && p->reduce_op != comm::ReduceOp::kSum && p->reduce_op != comm::ReduceOp::kAvg) {
@@ -213,7 +250,7 @@ std::vector<Strategy> ScatterBackwardRule(const OpCall& call) {
   }
   ShardingState out = RemapDims(g, map, static_cast<int64_t>(shape.size()));
   std::vector<Strategy> s = One({g}, {OutputSpec{std::move(out), shape, {}}});
-  s[0].local_attrs = LocalInputShapeAttr;
+  s[0].local_attrs = whole ? LocalWholeRangeBackwardAttrs : LocalInputShapeAttr;
   return s;
 }
 

@@ -42,6 +42,9 @@ std::vector<ViewCase> Cases(int64_t n) {
       {"narrow sharded", [n](const Tensor& x) { return Narrow(x, 0, 1, n - 2); }},
       {"select", [](const Tensor& x) { return Select(x, 2, 1); }},
       {"slice", [n](const Tensor& x) { return Slice(x, 0, 1, n, 2); }},
+      {"slice whole dim 0, then dim 1", [n](const Tensor& x) { return Slice(Slice(x, 0, 0, n, 1), 1, 1, 3, 1); }},
+      {"narrow whole", [n](const Tensor& x) { return Narrow(x, 0, 0, n); }},
+      {"slice whole, negative end", [](const Tensor& x) { return Slice(x, 2, -3, 100, 1); }},
       {"transpose", [](const Tensor& x) { return Transpose(x, 0, 2); }},
       {"permute",
        [](const Tensor& x) {
@@ -110,6 +113,34 @@ TEST(ViewRulesTest, DimMappingKeepsShardsWithoutCommunicationWhenTheChunksAlign)
     EXPECT_EQ(y.ToLocal().ToDoubleVector(), Reshape(DTensor(v).ToLocal(), {-1, y.local_shape()[1]}).ToDoubleVector());
     EXPECT_EQ(CommOf([&] { y = DTensor(Narrow(x, 1, 2, 3)); }), "");
     EXPECT_EQ(y.placements(), ParsePlacements("S(0)"));
+  });
+}
+
+// x[:, 2:5] on a Shard(0) DTensor slices dim 0 whole first: torch keeps S(0) without communication, and
+// so does the backward (slice_backward over the whole dim). A partial range of the sharded dim gathers.
+TEST(ViewRulesTest, AWholeRangeOfTheShardedDimKeepsItsSharding) {
+  OnMesh1D(2, [](const DeviceMesh& mesh) {
+    const Tensor full = Values({5, 6});  // 5 rows: uneven pieces (3, 2)
+    DTensor x = DistributeTensor(full, mesh, ParsePlacements("S(0)"));
+    x.set_requires_grad(true);
+    DTensor y;
+    EXPECT_EQ(CommOf([&] { y = DTensor(Slice(Slice(x, 0, 0, 5, 1), 1, 2, 5, 1)); }), "");
+    EXPECT_EQ(y.placements(), ParsePlacements("S(0)"));
+    EXPECT_EQ(y.shape(), (Shape{5, 3}));
+    EXPECT_EQ(y.local_shape(), (Shape{mesh.coordinate()[0] == 0 ? 3 : 2, 3}));
+    EXPECT_EQ(y.FullTensor().ToDoubleVector(), Slice(full, 1, 2, 5, 1).ToDoubleVector());
+    DTensor g = DistributeTensor(Values({5, 3}, DType::kFloat64, 7), mesh, ParsePlacements("S(0)"));
+    EXPECT_EQ(CommOf([&] { Backward(y, g); }), "");
+    EXPECT_EQ(DTensor(x.grad()).placements(), ParsePlacements("S(0)"));
+    std::vector<double> want(30, 0.0);
+    const std::vector<double> gv = DTensor(g).FullTensor().ToDoubleVector();
+    for (int r = 0; r < 5; ++r)
+      for (int c = 0; c < 3; ++c) want[static_cast<size_t>(r * 6 + 2 + c)] = gv[static_cast<size_t>(r * 3 + c)];
+    EXPECT_EQ(DTensor(x.grad()).FullTensor().ToDoubleVector(), want);
+    EXPECT_EQ(CommOf([&] { y = DTensor(Narrow(x, 0, 0, 5)); }), "");
+    EXPECT_EQ(y.placements(), ParsePlacements("S(0)"));
+    EXPECT_EQ(CommOf([&] { y = DTensor(Slice(x, 0, 0, 5, 2)); }), "all_gather(x) x1");  // a step: not whole
+    EXPECT_EQ(CommOf([&] { y = DTensor(Narrow(x, 0, 0, 4)); }), "all_gather(x) x1");
   });
 }
 

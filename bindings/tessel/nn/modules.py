@@ -30,7 +30,18 @@ from .._complex import ComplexTensor
 Tensor = _C.Tensor
 Module = _C.Module
 
-_IncompatibleKeys = collections.namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
+class _IncompatibleKeys(collections.namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
+    """What load_state_dict / set_model_state_dict return: (missing_keys, unexpected_keys), shown as torch's
+    "<All keys matched successfully>" when both are empty."""
+
+    __slots__ = ()
+
+    def __repr__(self):
+        if not self.missing_keys and not self.unexpected_keys:
+            return "<All keys matched successfully>"
+        return super().__repr__()
+
+    __str__ = __repr__
 
 
 class Parameter(Tensor):

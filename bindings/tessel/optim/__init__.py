@@ -104,7 +104,13 @@ class Optimizer:
     written in Python, its own step() over param_groups with per-parameter state in self.state."""
     _make = None  # built-in subclasses: (named parameters, group) -> the group's C++ optimizer
 
+    _torch_keys = ()  # torch's order of the built-in optimizers' defaults (param_groups and state dicts show it)
+
     def __init__(self, params, defaults):
+        order = type(self)._torch_keys
+        if order:
+            defaults = dict([(k, defaults[k]) for k in order if k in defaults] +
+                            [(k, v) for k, v in defaults.items() if k not in order])
         self.defaults = defaults
         self.param_groups = []
         self._optimizers = []  # per group: its C++ optimizer (None for a Python subclass)
@@ -397,7 +403,7 @@ class Adam(Optimizer):
     putting the original .grad back afterwards (torch leaves .grad untouched too). amsgrad (the running maximum
     of exp_avg_sq in the denominator, state max_exp_avg_sq) and maximize as torch's."""
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False, *,
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False, *,
                  foreach=None, maximize=False, capturable=False, differentiable=False, fused=None,
                  decoupled_weight_decay=False):
         _unsupported(type(self).__name__, capturable=capturable, differentiable=differentiable)
@@ -407,7 +413,9 @@ class Adam(Optimizer):
             raise ValueError("Invalid weight_decay value: %s" % weight_decay)
         self._decoupled = bool(decoupled_weight_decay)
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
-                                      amsgrad=bool(amsgrad), maximize=bool(maximize)))
+                                      amsgrad=bool(amsgrad), maximize=bool(maximize), foreach=foreach,
+                                      capturable=False, differentiable=False, fused=fused,
+                                      decoupled_weight_decay=self._decoupled))
 
     def _grad_transform(self, group):
         wd = float(group["weight_decay"])
@@ -445,13 +453,14 @@ class AdamW(Adam):
 
 
 class SGD(Optimizer):
-    def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False, *,
+    def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False, *,
                  maximize=False, foreach=None, differentiable=False, fused=None):
         _unsupported("SGD", differentiable=differentiable)
         if not 0.0 <= lr:
             raise ValueError("Invalid learning rate: %s" % lr)
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
-                                      nesterov=nesterov, maximize=bool(maximize)))
+                                      nesterov=nesterov, maximize=bool(maximize), foreach=foreach,
+                                      differentiable=False, fused=fused))
 
     @staticmethod
     def _hyper(g):
@@ -485,8 +494,9 @@ class RMSprop(Optimizer):
     def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0, centered=False,
                  capturable=False, foreach=None, maximize=False, differentiable=False):
         _unsupported("RMSprop", capturable=capturable, differentiable=differentiable)
-        super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum,
-                                      centered=centered, maximize=bool(maximize)))
+        super().__init__(params, dict(lr=lr, momentum=momentum, alpha=alpha, eps=eps, centered=centered,
+                                      weight_decay=weight_decay, capturable=False, foreach=foreach,
+                                      maximize=bool(maximize), differentiable=False))
 
     @staticmethod
     def _hyper(g):
@@ -512,9 +522,9 @@ class Adagrad(Optimizer):
     def __init__(self, params, lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0, eps=1e-10,
                  foreach=None, *, maximize=False, differentiable=False, fused=None):
         _unsupported("Adagrad", differentiable=differentiable)
-        super().__init__(params, dict(lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
-                                      initial_accumulator_value=initial_accumulator_value, eps=eps,
-                                      maximize=bool(maximize)))
+        super().__init__(params, dict(lr=lr, lr_decay=lr_decay, eps=eps, weight_decay=weight_decay,
+                                      initial_accumulator_value=initial_accumulator_value, foreach=foreach,
+                                      maximize=bool(maximize), differentiable=False, fused=fused))
 
     @staticmethod
     def _hyper(g):
@@ -538,7 +548,9 @@ class _AdamRelative(Optimizer):
     def __init__(self, params, lr, betas, eps, weight_decay, flags, **extras):
         name = type(self).__name__
         extras["maximize"] = bool(flags.pop("maximize", False))
+        extras["foreach"] = flags.pop("foreach", None)
         _unsupported(name, **flags)
+        extras.update(capturable=False, differentiable=False)
         if not 0.0 <= lr:
             raise ValueError("Invalid learning rate: %s" % lr)
         if not 0.0 <= eps:
@@ -575,10 +587,12 @@ class _AdamRelative(Optimizer):
 class Adamax(_AdamRelative):
     """torch.optim.Adamax: exp_inf = max(β2·exp_inf, |g| + eps), p -= lr/(1-β1^t)·exp_avg/exp_inf."""
 
+    _torch_keys = ("lr", "betas", "eps", "weight_decay", "foreach", "maximize", "differentiable", "capturable")
+
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, foreach=None, *,
                  maximize=False, differentiable=False, capturable=False):
         super().__init__(params, lr, betas, eps, weight_decay,
-                         dict(maximize=maximize, differentiable=differentiable, capturable=capturable))
+                         dict(maximize=maximize, differentiable=differentiable, capturable=capturable, foreach=foreach))
 
 
 class NAdam(_AdamRelative):
@@ -598,19 +612,24 @@ class NAdam(_AdamRelative):
         if not 0.0 <= momentum_decay:
             raise ValueError("Invalid momentum_decay value: %s" % momentum_decay)
         super().__init__(params, lr, betas, eps, weight_decay,
-                         dict(maximize=maximize, differentiable=differentiable, capturable=capturable),
+                         dict(maximize=maximize, differentiable=differentiable, capturable=capturable,
+                              foreach=foreach),
                          momentum_decay=momentum_decay, decoupled_weight_decay=bool(decoupled_weight_decay))
 
 
 class RAdam(_AdamRelative):
     """torch.optim.RAdam: Adam whose adaptive step is rectified by r_t once ρ_t > 5 (plain momentum before)."""
 
+    _torch_keys = ("lr", "betas", "eps", "weight_decay", "maximize", "foreach", "capturable",
+                   "decoupled_weight_decay", "differentiable")
+
     _extras = (("decoupled_weight_decay", False),)
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, decoupled_weight_decay=False,
                  *, foreach=None, maximize=False, capturable=False, differentiable=False):
         super().__init__(params, lr, betas, eps, weight_decay,
-                         dict(maximize=maximize, differentiable=differentiable, capturable=capturable),
+                         dict(maximize=maximize, differentiable=differentiable, capturable=capturable,
+                              foreach=foreach),
                          decoupled_weight_decay=bool(decoupled_weight_decay))
 
 
@@ -628,7 +647,8 @@ class Adadelta(Optimizer):
             raise ValueError("Invalid epsilon value: %s" % eps)
         if not 0.0 <= weight_decay:
             raise ValueError("Invalid weight_decay value: %s" % weight_decay)
-        super().__init__(params, dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, maximize=bool(maximize)))
+        super().__init__(params, dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, maximize=bool(maximize),
+                                      capturable=False, foreach=foreach, differentiable=False))
 
     @staticmethod
     def _hyper(g):

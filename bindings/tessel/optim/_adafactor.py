@@ -49,7 +49,7 @@ class Adafactor(Optimizer):
         if not 0.0 <= weight_decay:
             raise ValueError("weight_decay should be >= 0 but is: %s" % weight_decay)
         super().__init__(params, dict(lr=lr, beta2_decay=beta2_decay, eps=tuple(eps), d=d,
-                                      weight_decay=weight_decay, maximize=maximize))
+                                      weight_decay=weight_decay, foreach=foreach, maximize=maximize))
 
     def _init_state(self, p, grad):
         from .._tensor import zeros_like

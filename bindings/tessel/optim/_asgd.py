@@ -5,18 +5,19 @@ average; before it ax follows the parameter), then sets η = lr / (1 + λ·lr·s
 import numpy as np
 
 from .. import _C
-from . import Optimizer
+from . import Optimizer, _unsupported
 
 
 class ASGD(Optimizer):
     def __init__(self, params, lr=1e-2, lambd=1e-4, alpha=0.75, t0=1e6, weight_decay=0, foreach=None,
                  maximize=False, differentiable=False, capturable=False):
+        _unsupported("ASGD", capturable=capturable, differentiable=differentiable)
         if not 0.0 <= lr:
             raise ValueError("Invalid learning rate: %s" % lr)
         if not 0.0 <= weight_decay:
             raise ValueError("Invalid weight_decay value: %s" % weight_decay)
         super().__init__(params, dict(lr=lr, lambd=lambd, alpha=alpha, t0=t0, weight_decay=weight_decay,
-                                      maximize=maximize))
+                                      foreach=foreach, maximize=maximize, differentiable=False, capturable=False))
 
     def step(self, closure=None):
         from .._tensor import zeros_like

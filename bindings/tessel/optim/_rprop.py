@@ -2,17 +2,19 @@
 step size: multiplied by etaplus where the gradient kept its sign, by etaminus where it flipped (and that element
 then takes no step and forgets its gradient), clamped to step_sizes; the parameter moves by -sign(grad)·step."""
 from .. import _C
-from . import Optimizer
+from . import Optimizer, _unsupported
 
 
 class Rprop(Optimizer):
     def __init__(self, params, lr=1e-2, etas=(0.5, 1.2), step_sizes=(1e-6, 50), *, capturable=False, foreach=None,
                  maximize=False, differentiable=False):
+        _unsupported("Rprop", capturable=capturable, differentiable=differentiable)
         if not 0.0 <= lr:
             raise ValueError("Invalid learning rate: %s" % lr)
         if not 0.0 < etas[0] < 1.0 < etas[1]:
             raise ValueError("Invalid eta values: %s, %s" % (etas[0], etas[1]))
-        super().__init__(params, dict(lr=lr, etas=tuple(etas), step_sizes=tuple(step_sizes), maximize=maximize))
+        super().__init__(params, dict(lr=lr, etas=tuple(etas), step_sizes=tuple(step_sizes), foreach=foreach,
+                                      maximize=maximize, differentiable=False, capturable=False))
 
     def step(self, closure=None):
         from .._tensor import full_like, zeros_like

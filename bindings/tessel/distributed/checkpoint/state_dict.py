@@ -226,12 +226,24 @@ def _split(sd):
     return model, optim
 
 
+def _in_module_order(model, sd):
+    """sd's entries in model.state_dict()'s order (each module's parameters, its buffers, then its children's,
+    as torch's get_model_state_dict); entries the module tree does not name (none today) last."""
+    order = {name: i for i, (name, _) in enumerate(model._state_dict())}
+    return dict(sorted(sd.items(), key=lambda kv: order.get(kv[0], len(order))))
+
+
+def _keys(result):
+    from ...nn.modules import _IncompatibleKeys
+    return _IncompatibleKeys(list(result[0]), list(result[1]))
+
+
 def get_state_dict(model, optimizers, *, submodules=None, options=None):
     """The model's and the optimizers' state dicts (several optimizers: one merged optimizer dict, as torch)."""
     _no_submodules(submodules)
     options = options or StateDictOptions()
     opts = _optimizer_list(optimizers)
-    model_sd = _split(_C._get_state_dict(model, None, options.full_state_dict))[0]
+    model_sd = _in_module_order(model, _split(_C._get_state_dict(model, None, options.full_state_dict))[0])
     if options.ignore_frozen_params:
         model_sd = _without_frozen(model, model_sd)
     optim_sd = {}
@@ -260,12 +272,7 @@ def get_optimizer_state_dict(model, optimizers, *, submodules=None, options=None
 def set_state_dict(model, optimizers, *, model_state_dict, optim_state_dict, options=None):
     options = options or StateDictOptions()
     opts = _optimizer_list(optimizers)
-    if options.broadcast_from_rank0:
-        result = _broadcast_model_state_from_rank0(model, model_state_dict, options.strict)
-        if opts:
-            set_optimizer_state_dict(model, opts, optim_state_dict, options=options)
-        return result
-    result = _C._set_state_dict(model, None, dict(model_state_dict), options.strict)
+    result = set_model_state_dict(model, model_state_dict, options=options)
     if opts:
         set_optimizer_state_dict(model, opts, optim_state_dict, options=options)
     return result
@@ -293,5 +300,5 @@ def set_optimizer_state_dict(model, optimizers, optim_state_dict, *, options=Non
 def set_model_state_dict(model, model_state_dict, *, options=None):
     options = options or StateDictOptions()
     if options.broadcast_from_rank0:
-        return _broadcast_model_state_from_rank0(model, model_state_dict, options.strict)
-    return _C._set_state_dict(model, None, dict(model_state_dict), options.strict)
+        return _keys(_broadcast_model_state_from_rank0(model, model_state_dict, options.strict))
+    return _keys(_C._set_state_dict(model, None, dict(model_state_dict), options.strict))

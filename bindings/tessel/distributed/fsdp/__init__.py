@@ -11,6 +11,7 @@ control unsharding, resharding, gradient sync and prefetching.
         fully_shard(block, mesh=mesh, mp_policy=mp)
     fully_shard(model, mesh=mesh, mp_policy=mp)
 """
+import dataclasses
 import functools
 import warnings
 
@@ -18,12 +19,52 @@ from ... import _C
 from .. import _local, get_world_size
 from ..device_mesh import init_device_mesh
 
-MixedPrecisionPolicy = _C.MixedPrecisionPolicy
-CPUOffloadPolicy = _C.CPUOffloadPolicy
+@dataclasses.dataclass(frozen=True)
+class MixedPrecisionPolicy:
+    """torch's MixedPrecisionPolicy (a frozen dataclass with its fields): param_dtype for the unsharded
+    parameters (the all-gather, forward and backward), reduce_dtype for the gradient reduce-scatter,
+    output_dtype for forward outputs, cast_forward_inputs. param_dtype_override_fn (torch 2.15's per-parameter
+    dtype) is not supported: fully_shard raises NotImplementedError when it is set."""
+    param_dtype: object = None
+    reduce_dtype: object = None
+    output_dtype: object = None
+    cast_forward_inputs: bool = True
+    param_dtype_override_fn: object = dataclasses.field(default=None, kw_only=True)
 
 
+@dataclasses.dataclass
 class OffloadPolicy:
     """torch's OffloadPolicy: the base policy, meaning no offloading (fully_shard takes it as None)."""
+
+
+@dataclasses.dataclass
+class CPUOffloadPolicy(OffloadPolicy):
+    """torch's CPUOffloadPolicy: the sharded parameters, gradients and optimizer step live on the CPU (on a CPU
+    mesh they already do); pin_memory as torch's (page-locked host copies on a CUDA mesh)."""
+    pin_memory: bool = True
+
+
+def _c_policies(mp_policy, offload_policy):
+    """The C++ policies fully_shard takes (None for no mixed precision / no offload)."""
+    if isinstance(offload_policy, (_C.MixedPrecisionPolicy, _C.CPUOffloadPolicy)) or \
+            isinstance(mp_policy, (_C.MixedPrecisionPolicy, _C.CPUOffloadPolicy)):
+        raise TypeError("fully_shard: pass tessel.distributed.fsdp's MixedPrecisionPolicy / CPUOffloadPolicy")
+    if mp_policy is not None:
+        if not isinstance(mp_policy, MixedPrecisionPolicy):
+            raise TypeError("fully_shard: mp_policy must be a MixedPrecisionPolicy, got %s" % type(mp_policy).__name__)
+        if mp_policy.param_dtype_override_fn is not None:
+            raise NotImplementedError("MixedPrecisionPolicy(param_dtype_override_fn=...): a per-parameter param_dtype "
+                                      "is not supported; shard the parameters to keep in their dtype in their own "
+                                      "fully_shard call with param_dtype=None")
+        mp_policy = _C.MixedPrecisionPolicy(mp_policy.param_dtype, mp_policy.reduce_dtype, mp_policy.output_dtype,
+                                            mp_policy.cast_forward_inputs)
+    if offload_policy is not None and not isinstance(offload_policy, OffloadPolicy):
+        raise TypeError("fully_shard: offload_policy must be an OffloadPolicy, got %s" % type(offload_policy).__name__)
+    if isinstance(offload_policy, CPUOffloadPolicy):
+        offload_policy = _C.CPUOffloadPolicy(offload_policy.pin_memory)
+    elif offload_policy is not None:  # the base OffloadPolicy: no offloading
+        offload_policy = None
+    return mp_policy, offload_policy
 
 
 def _state(module):
@@ -192,8 +233,7 @@ def fully_shard(module, *, mesh=None, reshard_after_forward=None, shard_placemen
     rank keeps its local one); parameters of other modules may be in it. shard_placement_fn: called with
     each parameter this call shards, returns Shard(d) to shard its dim d (the size must divide evenly by
     the shard dim's size unless d is 0: NotImplementedError otherwise, as torch) or None for Shard(0)."""
-    if type(offload_policy) is OffloadPolicy:
-        offload_policy = None
+    mp_policy, offload_policy = _c_policies(mp_policy, offload_policy)
     ignored = list(ignored_params) if ignored_params is not None else []
     for p in ignored:
         if not isinstance(p, _C.Tensor):
