@@ -7,7 +7,7 @@ parameters (views, strides and shared storages kept as values; every dtype tesse
 bfloat16, int64/32/16/8, uint8, bool), inside dicts,
 OrderedDicts, lists and tuples — a torch state dict or checkpoint of them, loaded on the CPU whatever
 device it was saved from. Its unpickler builds nothing else (torch's weights_only=True semantics): any
-other class in the file is an UnpicklingError naming it.
+other class in the file is an UnpicklingError naming it (weights_only=False builds them, as torch's).
 
 DTensors are refused: each rank holds a shard, and a file of one rank's shard is not the model. A sharded
 checkpoint that reloads at another world size is tessel.distributed.checkpoint's (DCP's).
@@ -102,15 +102,18 @@ class _TorchUnpickler(pickle.Unpickler):
         ("torch", "Size"): tuple,
     }
 
-    def __init__(self, data, archive, prefix):
+    def __init__(self, data, archive, prefix, weights_only=True):
         super().__init__(data)
         self._archive, self._prefix, self._storages = archive, prefix, {}
+        self._weights_only = weights_only
 
     def find_class(self, module, name):
         if module == "torch" and name in _TORCH_STORAGE_DTYPES:
             return _StorageType(name)
         if (module, name) in self._CLASSES:
             return self._CLASSES[(module, name)]
+        if not self._weights_only and module.split(".")[0] != "torch":  # torch's weights_only=False
+            return super().find_class(module, name)
         raise pickle.UnpicklingError("tessel.load: %s.%s in a torch file is not supported (tessel reads tensors, "
                                      "parameters, numbers, strings and dicts / lists / tuples of them)"
                                      % (module, name))
@@ -127,7 +130,7 @@ class _TorchUnpickler(pickle.Unpickler):
         return self._storages[key]
 
 
-def _load_torch_zip(src):
+def _load_torch_zip(src, weights_only=True):
     with zipfile.ZipFile(src) as archive:
         pkl = [n for n in archive.namelist() if n.endswith("/data.pkl")]
         if len(pkl) != 1:
@@ -137,7 +140,7 @@ def _load_torch_zip(src):
         if order in archive.namelist() and archive.read(order).strip() != b"little":
             raise pickle.UnpicklingError("tessel.load: a big-endian torch file")
         import io
-        return _TorchUnpickler(io.BytesIO(archive.read(pkl[0])), archive, prefix).load()
+        return _TorchUnpickler(io.BytesIO(archive.read(pkl[0])), archive, prefix, weights_only).load()
 
 
 _ZIP_MAGIC = b"PK\x03\x04"
@@ -154,7 +157,9 @@ def _load_pickle(src):
 
 def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=None, **kwargs):
     """tessel.save's pickles, and torch.save's zip files (see the module docstring); map_location is
-    accepted and ignored (everything loads on the CPU)."""
+    accepted and ignored (everything loads on the CPU). weights_only=False (torch's) lets a torch.save file's
+    other classes (numpy arrays, your own) be imported and built, as pickle does; only for trusted files."""
+    strict = weights_only is not False
     if hasattr(f, "read"):
         seekable = f.seekable() if hasattr(f, "seekable") else False
         if seekable:  # peek at the zip signature
@@ -162,14 +167,14 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=No
             head = f.read(4)
             f.seek(start)
             if head == _ZIP_MAGIC:
-                return _load_torch_zip(f)
+                return _load_torch_zip(f, strict)
         elif hasattr(f, "peek") and f.peek(4)[:4] == _ZIP_MAGIC:  # a buffered pipe: zip needs seeking
             import io
-            return _load_torch_zip(io.BytesIO(f.read()))
+            return _load_torch_zip(io.BytesIO(f.read()), strict)
         return _load_pickle(f)
     with open(os.fspath(f), "rb") as src:
         if src.read(4) == _ZIP_MAGIC:  # the leading signature, as above (not zipfile.is_zipfile's search)
             src.seek(0)
-            return _load_torch_zip(src)
+            return _load_torch_zip(src, strict)
         src.seek(0)
         return _load_pickle(src)

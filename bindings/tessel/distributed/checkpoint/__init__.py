@@ -11,7 +11,9 @@ The directory comes from checkpoint_id or torch's FileSystemWriter / FileSystemR
 DefaultSavePlanner / DefaultLoadPlanner (allow_partial_load=True: strict=False); other storages and
 planners raise NotImplementedError rather than being ignored. A top-level value with state_dict() and
 load_state_dict() (torch's Stateful: a module, an optimizer, an AppState) is saved as its state_dict() and
-loaded back through its load_state_dict(), as torch's DCP does.
+loaded back through its load_state_dict(), as torch's DCP does. load also reads a checkpoint torch's DCP wrote
+(its .metadata and .distcp files, at any world size: _torch_format.py), and format_utils.dcp_to_torch_dcp
+writes tessel's checkpoint in that format for torch.
 
     model_sd, optim_sd = get_state_dict(model, opt)
     save({"model": model_sd, "optim": optim_sd}, checkpoint_id="/tmp/ckpt")
@@ -127,6 +129,9 @@ class FileSystemReader(_FileSystemStorage, StorageReader):
     read_metadata() says what the checkpoint holds (metadata.py) without loading it."""
 
     def read_metadata(self):
+        from . import _torch_format
+        if _torch_format.is_torch_checkpoint(self.path):
+            return _torch_format.read_metadata(self.path)
         return metadata.read(self.path)
 
 
@@ -430,6 +435,10 @@ def _load_into(state_dict, path, storage_reader, broadcast, process_group, stric
             else:
                 state_dict[k] = converted[k]
         return result
+    from . import _torch_format
+    if not broadcast and (storage_reader is None or isinstance(storage_reader, FileSystemReader)) and \
+            _torch_format.is_torch_checkpoint(path):  # written by torch's DCP: read in its format
+        return _torch_format.load(state_dict, path, strict)
     flat = _flatten(state_dict, "", {})
     if broadcast:
         result = _load_broadcast_torch_save(flat, path, storage_reader.coordinator_rank, process_group, strict)

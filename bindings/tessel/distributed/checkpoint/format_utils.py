@@ -5,6 +5,7 @@ to inference and back:
     dcp_to_torch_save("/ckpt/step-1000", "/out/model.pt")    # every entry, full tensors
     torch_save_to_dcp("/out/model.pt", "/ckpt/from_pt")      # a checkpoint any layout can load
     python3 -m tessel.distributed.checkpoint.format_utils dcp_to_torch /ckpt/step-1000 /out/model.pt
+    dcp_to_torch_dcp("/ckpt/step-1000", "/ckpt/for_torch")   # torch's DCP format (dcp.load in torch)
 
 dcp_to_torch_save assembles each tensor whole (from every rank's chunks, checksums verified) and keeps the
 other values as saved (pickled ones unpickled). The result is flat: a nested state dict saved as {"model":
@@ -19,7 +20,8 @@ import os
 from ... import _C
 from . import _flatten, _restore, _stateful_to_state_dict
 
-__all__ = ["dcp_to_torch_save", "torch_save_to_dcp", "BroadcastingTorchSaveReader", "DynamicMetaLoadPlanner"]
+__all__ = ["dcp_to_torch_save", "torch_save_to_dcp", "dcp_to_torch_dcp", "BroadcastingTorchSaveReader",
+           "DynamicMetaLoadPlanner"]
 
 
 class BroadcastingTorchSaveReader:
@@ -54,17 +56,32 @@ class DynamicMetaLoadPlanner(_planner_base()):
     torch.save file has no DCP metadata)."""
 
 
-def dcp_to_torch_save(dcp_checkpoint_dir, torch_save_path):
-    """The whole checkpoint in dcp_checkpoint_dir as one torch.save file at torch_save_path."""
-    from ... import save as torch_save
+def _whole(dcp_checkpoint_dir):
+    """Every entry of tessel's checkpoint: full tensors, and the values as saved (pickles unpickled)."""
     path = os.fspath(dcp_checkpoint_dir)
     flat = {key: _C._full(list(shape), 0.0, dtype) for key, (dtype, shape) in _C._dcp_tensor_specs(path).items()}
     placeholder = {"bytes": _C._Bytes(b""), "int64": 0, "float64": 0.0, "string": ""}
     for key, kind in _C._dcp_value_kinds(path).items():
         flat[key] = placeholder[kind]
     flat, _ = _C._dcp_load(flat, path, True)
-    torch_save({k: v if isinstance(v, _C.Tensor) else _restore(None, v) for k, v in flat.items()},
-               os.fspath(torch_save_path))
+    return {k: v if isinstance(v, _C.Tensor) else _restore(None, v) for k, v in flat.items()}
+
+
+def dcp_to_torch_save(dcp_checkpoint_dir, torch_save_path):
+    """The whole checkpoint in dcp_checkpoint_dir as one torch.save file at torch_save_path, in torch's zip
+    format (torch.load reads it; values other than tensors, numbers, strings and containers need
+    weights_only=False there, as for torch's own dcp_to_torch_save)."""
+    from ..._torch_zip import dumps
+    with open(os.fspath(torch_save_path), "wb") as f:
+        f.write(dumps(_whole(dcp_checkpoint_dir)))
+
+
+def dcp_to_torch_dcp(dcp_checkpoint_dir, torch_dcp_dir):
+    """tessel's checkpoint in dcp_checkpoint_dir as a checkpoint in torch's DCP format in torch_dcp_dir
+    (.metadata and one .distcp file; every tensor one chunk): torch's dcp.load reads it into any layout.
+    dcp.load in tessel reads torch's format directly, so the way back needs no conversion."""
+    from ._torch_format import save_whole, torch_flat
+    save_whole(torch_flat(_whole(dcp_checkpoint_dir)), os.fspath(torch_dcp_dir))
 
 
 def torch_save_to_dcp(torch_save_path, dcp_checkpoint_dir):
@@ -80,12 +97,14 @@ def torch_save_to_dcp(torch_save_path, dcp_checkpoint_dir):
 
 def _main(argv=None):
     ap = argparse.ArgumentParser(description="Convert between DCP checkpoints and torch.save files")
-    ap.add_argument("mode", choices=["dcp_to_torch", "torch_to_dcp"])
+    ap.add_argument("mode", choices=["dcp_to_torch", "torch_to_dcp", "dcp_to_torch_dcp"])
     ap.add_argument("src")
     ap.add_argument("dst")
     args = ap.parse_args(argv)
     if args.mode == "dcp_to_torch":
         dcp_to_torch_save(args.src, args.dst)
+    elif args.mode == "dcp_to_torch_dcp":
+        dcp_to_torch_dcp(args.src, args.dst)
     else:
         torch_save_to_dcp(args.src, args.dst)
     print("Converted checkpoint from %s to %s" % (args.src, args.dst))

@@ -6,8 +6,9 @@ returns them: which keys a checkpoint holds, each tensor's dtype, global size an
         if isinstance(m, TensorStorageMetadata):
             print(fqn, m.properties.dtype, m.size, [(c.offsets, c.sizes) for c in m.chunks])
 
-Read from the checkpoint's metadata.json (checkpoint/metadata.h); non-tensor values (bytes, numbers, strings,
-pickles) are BytesStorageMetadata, as torch pickles them. tessel's own extras sit beside torch's fields:
+Read from the checkpoint's metadata.json (checkpoint/metadata.h), or from the .metadata of a checkpoint torch's
+DCP wrote (_torch_format.py); non-tensor values (bytes, numbers, strings, pickles) are BytesStorageMetadata, as
+torch pickles them. tessel's own extras sit beside torch's fields:
 storage_meta.save_id, Metadata.world_size, TensorStorageMetadata.layout (the placements it was saved with).
 """
 import dataclasses
@@ -31,6 +32,16 @@ class TensorProperties:
     requires_grad: bool = False
     memory_format: object = None
     pin_memory: bool = False
+    strides: object = None
+
+    def __setstate__(self, state):
+        """A dict (tessel's pickles), or torch's tuple (dtype, layout, requires_grad, memory format, pin_memory[,
+        strides]) from a torch checkpoint's .metadata."""
+        if isinstance(state, dict):
+            self.__dict__.update(state)
+            return
+        self.dtype, self.layout, self.requires_grad, self.memory_format, self.pin_memory = state[:5]
+        self.strides = tuple(state[5]) if len(state) > 5 and state[5] is not None else None
 
 
 @dataclasses.dataclass

@@ -1,0 +1,142 @@
+"""Writing torch's file formats without torch: torch.save's zip archive (what torch.load reads, weights_only
+included) and pickles that name torch's classes (a DCP checkpoint's .metadata).
+
+torch.save's zip: <name>/data.pkl, a protocol-2 pickle in which each tensor is
+torch._utils._rebuild_tensor_v2(storage, offset, size, stride, requires_grad, OrderedDict()) and each storage a
+persistent id ("storage", torch.<Kind>Storage, key, "cpu", numel) whose bytes are the record <name>/data/<key>
+(little-endian, 64-byte aligned as torch writes them), plus byteorder, version and .format_version records.
+
+pickle cannot name a global whose module it cannot import, so the pickler here writes torch's names itself: a
+TorchGlobal stands for one (torch.float32, torch.Size, ...), and torch_class(module, name) makes a stand-in
+class whose instances pickle as instances of torch's class (their __dict__ as the state, as a dataclass's).
+
+Written by hand because only torch writes this format, and tessel must not depend on torch.
+"""
+import collections
+import io
+import pickle
+import zipfile
+
+import numpy as np
+
+from . import _C
+
+_STORAGES = {"float32": "FloatStorage", "float64": "DoubleStorage", "float16": "HalfStorage",
+             "bfloat16": "BFloat16Storage", "int64": "LongStorage", "int32": "IntStorage", "int16": "ShortStorage",
+             "int8": "CharStorage", "uint8": "ByteStorage", "bool": "BoolStorage"}
+_ALIGN = 64
+
+
+class TorchGlobal:
+    """A name in torch (module, name) that pickles as that global."""
+    _cache = {}
+
+    def __new__(cls, module, name):
+        key = (module, name)
+        if key not in cls._cache:
+            g = super().__new__(cls)
+            g.module, g.name = module, name
+            cls._cache[key] = g
+        return cls._cache[key]
+
+    def __reduce_ex__(self, protocol):
+        return self.name  # a string: pickle saves it as a global (the pickler below writes it unchecked)
+
+    def __call__(self, *args, **kwargs):  # pickle wants the function of a reduce to be callable
+        raise TypeError("%r stands for torch's name in a pickle; it cannot be called" % self)
+
+    def __repr__(self):
+        return "%s.%s" % (self.module, self.name)
+
+
+def torch_class(module, name, getstate=None):
+    """A class that pickles as torch's module.name; getstate(obj), when given, is its pickled state."""
+    body = {"_torch_global": (module, name), "__module__": module, "__qualname__": name}
+    if getstate is not None:
+        body["__getstate__"] = getstate
+    return type(name, (), body)
+
+
+class Pickler(pickle._Pickler):
+    """A protocol-2 pickler that writes TorchGlobal and torch_class names without importing torch; tessel
+    tensors become torch tensors whose storages go to `storages` (key -> bytes) when that is a dict."""
+
+    def __init__(self, f, storages=None):
+        super().__init__(f, protocol=2)
+        self._storages = storages
+
+    def save_global(self, obj, name=None):
+        where = (obj.module, obj.name) if isinstance(obj, TorchGlobal) else getattr(obj, "_torch_global", None)
+        if where is None or not isinstance(where, tuple):
+            return super().save_global(obj, name)
+        self.write(pickle.GLOBAL + where[0].encode("utf-8") + b"\n" + where[1].encode("utf-8") + b"\n")
+        self.memoize(obj)
+
+    def persistent_id(self, obj):
+        if isinstance(obj, _Storage):
+            return ("storage", TorchGlobal("torch", obj.kind), obj.key, "cpu", obj.numel)
+        return None
+
+    def reducer_override(self, obj):
+        if self._storages is None or not isinstance(obj, _C.Tensor):
+            return NotImplemented
+        if obj.is_distributed:
+            raise TypeError("torch.save format: a DTensor (placements %s) is one rank's shard; save full_tensor()"
+                            % (obj.placements,))
+        name = str(obj.dtype).rsplit(".", 1)[-1]
+        if name not in _STORAGES:
+            raise TypeError("torch.save format: no torch storage for dtype %s" % obj.dtype)
+        t = obj.detach().contiguous()
+        if name == "bfloat16":  # the raw bits: float32 holds every bfloat16 exactly
+            raw = (t.float().numpy().view(np.uint32) >> 16).astype("<u2").tobytes()
+        else:
+            raw = np.ascontiguousarray(t.numpy()).astype(t.numpy().dtype.newbyteorder("<")).tobytes()
+        key = str(len(self._storages))
+        self._storages[key] = raw
+        stride, n = [], 1
+        for size in reversed(tuple(t.shape)):
+            stride.insert(0, n)
+            n *= size
+        storage = _Storage(_STORAGES[name], key, t.numel())
+        return (TorchGlobal("torch._utils", "_rebuild_tensor_v2"),
+                (storage, 0, tuple(t.shape), tuple(stride), bool(obj.requires_grad and obj.is_leaf),
+                 collections.OrderedDict()))
+
+
+class _Storage:
+    def __init__(self, kind, key, numel):
+        self.kind, self.key, self.numel = kind, key, numel
+
+
+def _padded(zf, name, data):
+    """Writes record `name` uncompressed, its data 64-byte aligned (torch's extra-field padding, id "FB")."""
+    info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+    info.compress_type = zipfile.ZIP_STORED
+    start = zf.fp.tell() + 30 + len(name.encode("utf-8"))  # where the data would begin without an extra field
+    pad = (-(start + 4)) % _ALIGN
+    info.extra = b"FB" + pad.to_bytes(2, "little") + b"Z" * pad
+    zf.writestr(info, data)
+
+
+def dumps(obj, archive="archive"):
+    """obj as the bytes of a torch.save file."""
+    storages = {}
+    pkl = io.BytesIO()
+    Pickler(pkl, storages).dump(obj)
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as zf:
+        _padded(zf, archive + "/data.pkl", pkl.getvalue())
+        _padded(zf, archive + "/.format_version", b"1")
+        _padded(zf, archive + "/.storage_alignment", b"64")
+        _padded(zf, archive + "/byteorder", b"little")
+        for key, raw in storages.items():
+            _padded(zf, "%s/data/%s" % (archive, key), raw)
+        _padded(zf, archive + "/version", b"3\n")
+    return out.getvalue()
+
+
+def pickle_dumps(obj):
+    """obj as a protocol-2 pickle whose TorchGlobal / torch_class names are torch's (no tensors in it)."""
+    out = io.BytesIO()
+    Pickler(out).dump(obj)
+    return out.getvalue()
