@@ -1,6 +1,6 @@
-"""torch.save / torch.load for state dicts: tessel.save(obj, f) pickles obj with every dense tensor as a
-numpy array (its dtype and requires_grad kept; bfloat16 through float32, which holds it exactly) and
-tessel.load(f) rebuilds them. Unlike torch's format the file is a plain pickle.
+"""torch.save / torch.load for state dicts: tessel.save(obj, f) writes torch.save's zip format (_torch_zip.py:
+torch.load reads it, weights_only included, and tessel.load reads it back; dtype and requires_grad kept).
+Files of tessel.save before it wrote that format (a plain pickle, tensors as numpy arrays) still load.
 
 tessel.load also reads the files torch.save writes (the zip format of torch >= 1.6): tensors and
 parameters (views, strides and shared storages kept as values; every dtype tessel has: float32/64/16,
@@ -49,12 +49,24 @@ def _reduce(self):
 _C.Tensor.__reduce__ = _reduce
 
 
-def save(obj, f, pickle_protocol=pickle.HIGHEST_PROTOCOL, **kwargs):
+def save(obj, f, pickle_module=None, pickle_protocol=2, _use_new_zipfile_serialization=True, **kwargs):
+    """torch.save: obj (tensors, state dicts, anything picklable) as torch.save's zip file at f (a path or a
+    binary file object). Objects other than tensors, numbers, strings and containers need weights_only=False
+    to load, in torch and tessel alike."""
+    if not _use_new_zipfile_serialization:
+        raise NotImplementedError("tessel.save: the legacy (_use_new_zipfile_serialization=False) format")
+    from ._torch_zip import dump
     if hasattr(f, "write"):
-        pickle.dump(obj, f, protocol=pickle_protocol)
+        if hasattr(f, "seekable") and f.seekable():
+            dump(obj, f)
+        else:  # a pipe: zipfile wants to seek, so build it in memory first
+            import io
+            buf = io.BytesIO()
+            dump(obj, buf)
+            f.write(buf.getvalue())
         return
     with open(os.fspath(f), "wb") as out:
-        pickle.dump(obj, out, protocol=pickle_protocol)
+        dump(obj, out)
 
 
 # torch.save's zip format: <name>/data.pkl (protocol-2 pickle whose tensors are persistent ids of

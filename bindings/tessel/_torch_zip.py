@@ -81,18 +81,14 @@ class Pickler(pickle._Pickler):
         if self._storages is None or not isinstance(obj, _C.Tensor):
             return NotImplemented
         if obj.is_distributed:
-            raise TypeError("torch.save format: a DTensor (placements %s) is one rank's shard; save full_tensor()"
-                            % (obj.placements,))
+            from ._serialization import _reduce
+            _reduce(obj)  # raises, naming DCP
         name = str(obj.dtype).rsplit(".", 1)[-1]
         if name not in _STORAGES:
             raise TypeError("torch.save format: no torch storage for dtype %s" % obj.dtype)
         t = obj.detach().contiguous()
-        if name == "bfloat16":  # the raw bits: float32 holds every bfloat16 exactly
-            raw = (t.float().numpy().view(np.uint32) >> 16).astype("<u2").tobytes()
-        else:
-            raw = np.ascontiguousarray(t.numpy()).astype(t.numpy().dtype.newbyteorder("<")).tobytes()
         key = str(len(self._storages))
-        self._storages[key] = raw
+        self._storages[key] = t  # its bytes are written after the pickle (_raw)
         stride, n = [], 1
         for size in reversed(tuple(t.shape)):
             stride.insert(0, n)
@@ -118,20 +114,33 @@ def _padded(zf, name, data):
     zf.writestr(info, data)
 
 
-def dumps(obj, archive="archive"):
-    """obj as the bytes of a torch.save file."""
+def _raw(t):
+    """A contiguous tensor's bytes, little-endian (bfloat16 as its raw bits: float32 holds each exactly)."""
+    if t.dtype == _C.dtype.bfloat16:
+        return (t.float().numpy().view(np.uint32) >> 16).astype("<u2").tobytes()
+    a = t.numpy()
+    return np.ascontiguousarray(a).astype(a.dtype.newbyteorder("<")).tobytes()
+
+
+def dump(obj, f, archive="archive"):
+    """Writes obj to the binary file f (seekable) as a torch.save file; one tensor's bytes at a time."""
     storages = {}
     pkl = io.BytesIO()
     Pickler(pkl, storages).dump(obj)
-    out = io.BytesIO()
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as zf:
+    with zipfile.ZipFile(f, "w", zipfile.ZIP_STORED) as zf:
         _padded(zf, archive + "/data.pkl", pkl.getvalue())
         _padded(zf, archive + "/.format_version", b"1")
         _padded(zf, archive + "/.storage_alignment", b"64")
         _padded(zf, archive + "/byteorder", b"little")
-        for key, raw in storages.items():
-            _padded(zf, "%s/data/%s" % (archive, key), raw)
+        for key, t in storages.items():
+            _padded(zf, "%s/data/%s" % (archive, key), _raw(t))
         _padded(zf, archive + "/version", b"3\n")
+
+
+def dumps(obj, archive="archive"):
+    """obj as the bytes of a torch.save file."""
+    out = io.BytesIO()
+    dump(obj, out, archive)
     return out.getvalue()
 
 

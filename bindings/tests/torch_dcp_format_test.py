@@ -5,7 +5,7 @@ dcp.load reads it into a fully_shard model and AdamW at 1, 2 and 3 ranks (the 3-
 chunks) and every value equals make_torch_dcp.py's formula. The other way: dcp_to_torch_dcp writes tessel's
 checkpoint in torch's format (torch 2.15's dcp.load read it at 1, 2 and 3 ranks when this was written; here the
 files are checked for torch's names, archives and alignment, and tessel reads them back at another world size),
-and dcp_to_torch_save writes torch.save's zip format."""
+and dcp_to_torch_save and tessel.save write torch.save's zip format."""
 import io
 import os
 import pickle
@@ -195,6 +195,50 @@ def test_weights_only_false_builds_other_classes_of_a_torch_zip(tmp_path):
     with pytest.raises(pickle.UnpicklingError, match="numpy"):
         tessel.load(str(path))
     assert tessel.load(str(path), weights_only=False)["arr"].tolist() == [0, 1, 2]
+
+
+def test_tessel_save_writes_torch_saves_zip_and_its_older_pickles_still_load(tmp_path):
+    model = nn.Sequential(nn.Linear(3, 2), nn.LayerNorm(2))
+    opt = tessel.optim.AdamW(model.parameters(), lr=0.1)
+    model(tessel.ones(4, 3)).sum().backward()
+    opt.step()
+    ck = {"model": model.state_dict(), "optim": opt.state_dict(), "step": 5,
+          "bf": tessel.arange(4, dtype=tessel.bfloat16) / 8, "b": tessel.tensor([True, False]),
+          "p": nn.Parameter(tessel.ones(2)), "t": tessel.arange(6.0).reshape(2, 3).t()}
+    path = tmp_path / "ck.pt"
+    tessel.save(ck, str(path))
+    with zipfile.ZipFile(path) as z:
+        names = {arg for op, arg, _ in pickletools.genops(z.read("archive/data.pkl")) if op.name == "GLOBAL"}
+    # torch.load(weights_only=True) accepts exactly these (torch 2.15 loaded this file into its Linear /
+    # LayerNorm / AdamW when this test was written).
+    assert names == {"torch._utils _rebuild_tensor_v2", "collections OrderedDict", "torch FloatStorage",
+                     "torch BFloat16Storage", "torch BoolStorage"}
+    back = tessel.load(str(path))
+    np.testing.assert_array_equal(back["model"]["0.weight"].numpy(), model.state_dict()["0.weight"].numpy())
+    assert back["optim"]["param_groups"][0]["lr"] == 0.1 and sorted(back["optim"]["state"][0]) == [
+        "exp_avg", "exp_avg_sq", "step"]
+    assert back["bf"].dtype == tessel.bfloat16 and back["bf"].float().tolist() == [0, 0.125, 0.25, 0.375]
+    assert back["b"].tolist() == [True, False] and back["p"].requires_grad and back["step"] == 5
+    assert back["t"].tolist() == [[0.0, 3.0], [1.0, 4.0], [2.0, 5.0]]  # a transposed view, saved by value
+    buf = io.BytesIO()
+    tessel.save({"w": tessel.ones(2)}, buf)
+    assert buf.getvalue()[:4] == b"PK\x03\x04" and tessel.load(io.BytesIO(buf.getvalue()))["w"].tolist() == [1, 1]
+    old = tmp_path / "old.pt"  # what tessel.save wrote before: a plain pickle of numpy arrays
+    old.write_bytes(pickle.dumps({"w": _Old(np.arange(3.0))}, protocol=4))
+    assert tessel.load(str(old))["w"].tolist() == [0.0, 1.0, 2.0]
+    with pytest.raises(NotImplementedError, match="legacy"):
+        tessel.save({}, str(tmp_path / "x.pt"), _use_new_zipfile_serialization=False)
+
+
+class _Old:
+    """Pickles as tessel.save's former tensors did: _serialization._rebuild(array, dtype name, requires_grad)."""
+
+    def __init__(self, array):
+        self.array = array
+
+    def __reduce__(self):
+        from tessel._serialization import _rebuild
+        return _rebuild, (self.array, str(self.array.dtype), False)
 
 
 if __name__ == "__main__":
