@@ -39,6 +39,7 @@
 #include "bindings/bind.h"
 #include "core/base/error.h"
 #include "core/autograd/checkpoint.h"
+#include "core/nn/checkpoint_wrapper.h"
 #include "core/nn/layers.h"
 #include "core/nn/module.h"
 #include "core/nn/transformer.h"
@@ -576,6 +577,15 @@ void BindActivationCheckpoint(py::module_& m) {
     };
     return autograd::Checkpoint(std::move(run), inputs, std::move(options));
   }, py::arg("fn"), py::arg("inputs"), py::arg("policy"), py::arg("preserve_rng"));
+  // checkpoint_wrapper of a C++ layer (nn.Linear, ...): core/nn/checkpoint_wrapper.h's in-place wrapper, so
+  // each call of the layer runs under autograd::Checkpoint (names and state-dict keys unchanged).
+  m.def("_checkpoint_layer", [](Module& module, bool preserve_rng) {
+    autograd::CheckpointOptions options;
+    if (preserve_rng) options.generators = {&DefaultGenerator()};
+    nn::ApplyActivationCheckpointing(module, std::move(options));
+  }, py::arg("module"), py::arg("preserve_rng"));
+  m.def("_is_checkpoint_wrapped", [](const Module& module) { return nn::CheckpointWrapper::Of(module) != nullptr; },
+        py::arg("module"));
 }
 
 void BindModules(py::module_& m) {

@@ -481,11 +481,35 @@ def _tri(self, diagonal, upper):
     return _C._functional.where(_internal_index(self, tensor(keep)), self, zeros_like(self))
 
 
+def _whole_along(x, dim):
+    """Whether x is a DTensor whose dim is whole on every rank (no Shard of it, no Partial), so that a sort,
+    topk or gather along dim runs on each rank's piece and keeps x's layout (torch's strategies for them)."""
+    if not x.is_distributed or x.ndim == 0:
+        return False
+    d = dim % x.ndim
+    return not builtins.any(isinstance(p, _C.Partial) or (isinstance(p, _C.Shard) and p.dim % x.ndim == d)
+                            for p in x.placements)
+
+
+def _rewrap(x, local, shape):
+    """Each rank's result `local` (laid out as x's pieces) as a DTensor of global `shape` (differentiable)."""
+    stride, n = [], 1
+    for size in reversed(tuple(shape)):
+        stride.insert(0, n)
+        n *= size
+    return _C.from_local(local, x.device_mesh, list(x.placements), list(shape), stride, False)
+
+
 def _gather(self, dim, index, *, sparse_grad=False):
     """torch.gather: out[i][j][k] = self[index[i][j][k]][j][k] for dim 0 (and so on), index no larger than
-    self in the other dims."""
+    self in the other dims. Two DTensors laid out alike, dim whole and the sharded dims of equal size, gather
+    on each rank's pieces (no communication, the layout kept)."""
     import numpy as np
     from ._tensor import Tensor as _T
+    if isinstance(index, _T) and index.is_distributed and _whole_along(self, dim) and \
+            index.device_mesh == self.device_mesh and tuple(index.placements) == tuple(self.placements) and \
+            builtins.all(self.shape[p.dim] == index.shape[p.dim] for p in self.placements if isinstance(p, _C.Shard)):
+        return _rewrap(self, _gather(self.to_local(), dim, index.to_local()), index.shape)
     idx = index.numpy() if isinstance(index, _T) else np.asarray(index)
     dim = dim % builtins.max(self.ndim, 1)
     if idx.ndim != self.ndim:
@@ -522,6 +546,9 @@ def _sort(self, dim=-1, descending=False, stable=False):
     from ._tensor import tensor
     if self.ndim == 0:
         return _sort_result(self, tensor(np.zeros((), dtype=np.int64)))
+    if _whole_along(self, dim):  # each rank sorts its pieces (torch keeps the layout)
+        values, indices = _sort(self.to_local(), dim, descending, stable)
+        return _sort_result(_rewrap(self, values, self.shape), _rewrap(self, indices, self.shape))
     from ._tensor import _indices_like
     order = _sort_order(self, dim, descending)
     values = _gather(self, dim, order)
@@ -533,6 +560,11 @@ def _topk(self, k, dim=-1, largest=True, sorted=True):
     from ._tensor import tensor
     if not 0 <= k <= self.shape[dim]:
         raise RuntimeError("selected index k out of range")
+    if _whole_along(self, dim):  # each rank's pieces (torch keeps the layout)
+        values, indices = _topk(self.to_local(), k, dim, largest, sorted)
+        shape = list(self.shape)
+        shape[dim] = k
+        return _topk_result(_rewrap(self, values, shape), _rewrap(self, indices, shape))
     from ._tensor import _indices_like
     order = np.take(_sort_order(self, dim, largest), np.arange(k), axis=dim)
     values = _gather(self, dim, order)
@@ -545,6 +577,8 @@ def _argsort(self, dim=-1, descending=False, stable=False):
     from ._tensor import _indices_like
     if self.ndim == 0:
         return tensor(np.zeros((), dtype=np.int64))
+    if _whole_along(self, dim):
+        return _rewrap(self, _argsort(self.to_local(), dim, descending, stable), self.shape)
     return _indices_like(self, _sort_order(self, dim, descending))
 
 

@@ -2,7 +2,8 @@
 torch 2.15 and tessel: Module.register_parameter replaces an existing parameter (distribute_module's
 partition_fn pattern), distribute_module replicates the buffers and takes torch's two-argument input_fn /
 output_fn, DTensor.from_local(run_check=True) broadcasts rank 0's piece along Replicate mesh dims; indexing
-that slices a sharded dim whole (x[:, 2:5]) keeps its sharding; .shape is a Size; chunk / split give tuples."""
+that slices a sharded dim whole (x[:, 2:5]) keeps its sharding, and so do sort / topk / argsort / gather along
+an unsharded dim; .shape is a Size; chunk / split give tuples."""
 import sys
 
 import numpy as np
@@ -204,6 +205,56 @@ def test_indexing_that_keeps_a_sharded_dim_whole_keeps_its_sharding_without_comm
             y = x[1:3]
         assert mode.get_total_counts() == 1 and y.placements == (Replicate(),)
         np.testing.assert_array_equal(y.to_local().detach().numpy(), full[1:3])
+
+    tessel.run_ranks(2, rank_fn)
+
+
+def test_sort_topk_argsort_and_gather_along_a_whole_dim_keep_the_layout_without_communication():
+    from tessel.distributed.tensor.debug import CommDebugMode
+    rng = np.random.default_rng(3)
+    full = rng.standard_normal((5, 6)).astype(np.float32)  # rows split 3 / 2
+    idx = rng.integers(0, 6, size=(5, 2))
+    grad = rng.standard_normal((5, 2)).astype(np.float32)
+
+    def dense(fn):
+        x = tessel.from_numpy(full).requires_grad_(True)
+        out = fn(x, tessel.from_numpy(idx))
+        (out * tessel.from_numpy(grad)).sum().backward()
+        return out.detach().numpy(), x.grad.numpy()
+
+    def rank_fn(world):
+        dist.init_process_group()
+        mesh = init_device_mesh("cpu", (2,))
+        cases = {
+            "topk": lambda t, i: t.topk(2, dim=1).values,
+            "topk smallest": lambda t, i: tessel.topk(t, 2, dim=-1, largest=False)[0],
+            "sort": lambda t, i: t.sort(dim=1, descending=True).values[:, :2],
+            "gather": lambda t, i: t.gather(1, i),
+        }
+        for name, fn in cases.items():
+            want, want_grad = dense(fn)
+            x = distribute_tensor(tessel.from_numpy(full), mesh, [Shard(0)]).requires_grad_(True)
+            i = distribute_tensor(tessel.from_numpy(idx), mesh, [Shard(0)])
+            with CommDebugMode() as mode:
+                out = fn(x, i)
+            assert mode.get_total_counts() == 0, name
+            assert out.placements == (Shard(0),), name
+            np.testing.assert_array_equal(out.full_tensor().detach().numpy(), want, err_msg=name)
+            g = distribute_tensor(tessel.from_numpy(grad), mesh, [Shard(0)])
+            (out * g).sum().backward()
+            assert x.grad.placements == (Shard(0),), name
+            np.testing.assert_array_equal(x.grad.full_tensor().numpy(), want_grad, err_msg=name)
+        x = distribute_tensor(tessel.from_numpy(full), mesh, [Shard(0)])
+        order = x.argsort(dim=1)
+        assert order.placements == (Shard(0),) and order.dtype == tessel.int64
+        np.testing.assert_array_equal(order.full_tensor().numpy(), np.argsort(full, axis=1, kind="stable"))
+        ind = x.topk(3, dim=1).indices
+        assert ind.placements == (Shard(0),)
+        np.testing.assert_array_equal(ind.full_tensor().numpy(), np.argsort(-full, axis=1, kind="stable")[:, :3])
+        # Along the sharded dim the values must meet: Replicate, as torch.
+        down = x.sort(dim=0)
+        assert down.values.placements == (Replicate(),)
+        np.testing.assert_array_equal(down.values.full_tensor().numpy(), np.sort(full, axis=0))
 
     tessel.run_ranks(2, rank_fn)
 

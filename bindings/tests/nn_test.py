@@ -1863,8 +1863,40 @@ def test_checkpoint_wrapper_on_fully_shard_blocks_equals_one_plain_rank():
     for n, g in want.items():
         # each rank's loss is the mean over its half: the averaged gradient is the full batch's
         np.testing.assert_allclose(got[0][n], g, rtol=1e-5, atol=1e-7, err_msg=n)
-    with pytest.raises(TypeError, match="is a C\\+\\+ layer"):
-        checkpoint_wrapper(nn.Linear(2, 2))
+
+
+
+def test_checkpoint_wrapper_on_cpp_layers_recomputes_them_with_the_same_values():
+    from tessel.distributed.algorithms._checkpoint.checkpoint_wrapper import (
+        CheckpointWrapper, apply_activation_checkpointing, checkpoint_wrapper)
+    from tessel.profiler import profile
+
+    def build():
+        tessel.manual_seed(0)
+        return nn.Sequential(nn.Linear(6, 6), nn.Dropout(0.5), nn.ReLU(), nn.Linear(6, 2))
+
+    x = tessel.from_numpy(np.random.default_rng(2).standard_normal((5, 6)).astype(np.float32))
+
+    def run(net):
+        tessel.manual_seed(7)  # the dropout mask
+        with profile() as prof:
+            net(x).pow(2).sum().backward()
+        linear_calls = [e.count for e in prof.key_averages() if e.key == "linear"][0]
+        return linear_calls, {n: p.grad.numpy() for n, p in net.named_parameters()}
+
+    plain_calls, want = run(build())
+    net = build()
+    assert checkpoint_wrapper(net[0]) is net[0] and type(net[0]) is nn.Linear  # wrapped in place
+    apply_activation_checkpointing(net, check_fn=lambda m: isinstance(m, (nn.Linear, nn.Dropout)))
+    assert tessel._C._is_checkpoint_wrapped(net[0]) and tessel._C._is_checkpoint_wrapped(net[3])
+    assert isinstance(net[1], CheckpointWrapper)  # a module defined in Python: its class is wrapped
+    assert sorted(net.state_dict()) == sorted(build().state_dict())
+    calls, got = run(net)
+    assert (plain_calls, calls) == (2, 4)  # each Linear's forward ran again in backward
+    for n, g in want.items():  # the recomputed dropout drew the same mask (the RNG state is replayed)
+        np.testing.assert_array_equal(got[n], g, err_msg=n)
+    with pytest.raises(NotImplementedError, match="context_fn not supported on a C\\+\\+ layer"):
+        checkpoint_wrapper(nn.Linear(2, 2), context_fn=lambda: None)
 
 
 def test_module_list_and_sequential_item_assignment_replace_the_child():

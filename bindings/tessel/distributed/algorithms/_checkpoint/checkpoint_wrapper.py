@@ -3,8 +3,10 @@ tessel.utils.checkpoint (torchtitan's and torch's way to checkpoint transformer 
 
 torch returns a CheckpointWrapper module around the original and strips its `_checkpoint_wrapped_module.`
 prefix from state-dict keys; tessel changes the module's class instead (as fully_shard does), so the very
-module comes back with the same parameter names and state-dict keys, its forward checkpointed. Compose in
-torchtitan's order: checkpoint_wrapper (or apply_activation_checkpointing), then fully_shard.
+module comes back with the same parameter names and state-dict keys, its forward checkpointed (so
+named_parameters has no `_checkpoint_wrapped_module.` segment either). A C++ layer (nn.Linear, ...) keeps its class
+and is checkpointed by the C++ wrapper (core/nn/checkpoint_wrapper.h). Compose in torchtitan's order:
+checkpoint_wrapper (or apply_activation_checkpointing), then fully_shard.
 
     model.layers[i] = checkpoint_wrapper(model.layers[i], preserve_rng_state=False)
 """
@@ -30,12 +32,29 @@ class CheckpointWrapper:
 _classes = {}
 
 
+def _wrap_layer(module, checkpoint_fn, kwargs):
+    """A C++ layer (nn.Linear, ...): its class cannot change, so the C++ wrapper checkpoints each call
+    (core/nn/checkpoint_wrapper.h); isinstance(layer, CheckpointWrapper) stays False."""
+    from .... import _C
+    if _C._is_checkpoint_wrapped(module):
+        return module
+    if checkpoint_fn is not None and checkpoint_fn is not _checkpoint:
+        raise NotImplementedError("checkpoint_wrapper(%s, checkpoint_fn=...): a C++ layer runs tessel's checkpoint; "
+                                  "wrap a Python module that calls it to use your own function"
+                                  % type(module).__name__)
+    unknown = sorted(set(kwargs) - {"preserve_rng_state", "use_reentrant", "determinism_check", "debug"})
+    if unknown:
+        raise NotImplementedError("checkpoint_wrapper(%s): %s not supported on a C++ layer (wrap a Python module "
+                                  "that calls it)" % (type(module).__name__, ", ".join(unknown)))
+    _C._checkpoint_layer(module, bool(kwargs.get("preserve_rng_state", True)))
+    return module
+
+
 def checkpoint_wrapper(module, checkpoint_impl=CheckpointImpl.NO_REENTRANT, checkpoint_fn=None,
                        **checkpoint_fn_kwargs):
     cls = type(module)
     if not getattr(module, "_has_python_forward", False):
-        raise TypeError("checkpoint_wrapper: %s is a C++ layer; wrap a module defined in Python (a block that "
-                        "calls it)" % cls.__name__)
+        return _wrap_layer(module, checkpoint_fn, checkpoint_fn_kwargs)
     if isinstance(module, CheckpointWrapper):
         return module
     fn = checkpoint_fn or _checkpoint
@@ -62,6 +81,8 @@ def apply_activation_checkpointing(model, checkpoint_wrapper_fn=checkpoint_wrapp
     """Wraps every submodule for which check_fn holds (in place; the module objects stay in the tree)."""
     if auto_wrap_policy is not None:
         raise NotImplementedError("apply_activation_checkpointing(auto_wrap_policy=): pass check_fn")
+    from .... import _C
     for _, m in list(model.named_modules()):
-        if m is not model and check_fn(m) and not isinstance(m, CheckpointWrapper):
+        if m is not model and check_fn(m) and not isinstance(m, CheckpointWrapper) and \
+                not _C._is_checkpoint_wrapped(m):
             checkpoint_wrapper_fn(m)
