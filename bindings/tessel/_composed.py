@@ -18,6 +18,7 @@ import numpy as np
 from . import _C, _dtypes
 from ._extra import (FUNCTIONAL, TENSOR_METHODS, TORCH_FUNCTIONS, _reduce, isnan, linspace, maximum, meshgrid,
                      minimum, movedim)
+from ._inplace import honours_inplace as _honours_inplace
 from ._tensor import tensor as _tensor
 
 _min_max = collections.namedtuple("aminmax", ["min", "max"])
@@ -481,6 +482,7 @@ def true_divide(dividend, divisor):
     return dividend.float() / divisor if not dividend.dtype.is_floating_point else dividend / divisor
 
 
+@_honours_inplace
 def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
     """Eval: leaky ReLU with slope (lower + upper) / 2; training: a slope drawn uniformly per element."""
     from ._tensor import rand_like
@@ -491,6 +493,7 @@ def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
     return _C._functional.where(input >= 0, input, input * slope)
 
 
+@_honours_inplace
 def alpha_dropout(input, p=0.5, training=False, inplace=False):
     """SELU's dropout: dropped units set to alpha', then an affine map keeping mean and variance."""
     from ._tensor import rand_like
@@ -544,7 +547,8 @@ def _in_place_activation(name, fn):
     shares x, as the activations' inplace=True: tessel/_inplace.apply) and is returned."""
     def activation_(input, *args, **kwargs):
         from . import _inplace
-        return _inplace.apply(input, fn(input, *args, **kwargs))
+        kwargs.pop("inplace", None)
+        return _inplace.apply(input, lambda t: fn(t, *args, **kwargs), name + "_")
     activation_.__name__ = name + "_"
     return activation_
 

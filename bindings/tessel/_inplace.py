@@ -130,20 +130,43 @@ def _wrap(name, original, out_of_place):
     return method
 
 
-def apply(x, result):
-    """An activation's inplace=True (nn.ReLU(inplace=True), F.dropout(..., inplace=True)): x itself holds the
-    result where that loses nothing (outside autograd: written in place; under autograd: repointed, when
-    nothing else shares x), otherwise the result is returned as a new tensor (the caller's `x = f(x)` is
-    what torch code uses; only code that reads the old name afterwards would see the difference)."""
-    if not (_C.is_grad_enabled() and (x.requires_grad or result.requires_grad)):
-        if x.is_distributed or not x._owns_data_exclusively() or result.dtype != x.dtype:
-            return result
-        with _C._GradMode(False):
-            return x.copy_(result)
-    if (x.is_leaf and x.requires_grad) or not x._sole_handle() or tuple(result.shape) != tuple(x.shape):
-        return result
-    x._rebind_(result)
-    return x
+def apply(x, compute, name="inplace"):
+    """An activation's inplace=True (F.relu(x, inplace=True), nn.ReLU(inplace=True), F.elu_(x), F.dropout(...,
+    inplace=True)): x holds compute(x) and is returned, as torch's. Under autograd it is recorded as Tensor's
+    in-place methods are (record(): x repointed when nothing else shares it, else written into its memory with
+    torch's histories; a leaf that requires grad refuses); otherwise the result is written into x (its views
+    and a DTensor's shards see it). compute runs once. One exception: under autograd, a DTensor that something
+    else shares (a module call's argument) cannot be written with a history, so the result comes back as a new
+    tensor and x keeps its values (`x = act(x)`, what module code does, is unaffected)."""
+    if _C.is_grad_enabled() and x.requires_grad:
+        if x.is_distributed and not x._sole_handle() and not (x.is_leaf and x.requires_grad):
+            return compute(x)
+        return record(x, name, compute)
+    with _C._GradMode(False):
+        return x.copy_(_fitted(x, name, compute(x)))
+
+
+def honours_inplace(fn):
+    """fn(x, ..., inplace=False), computed out of place, made to honour inplace=True (by keyword or position)
+    through apply()."""
+    import functools
+    import inspect
+    sig = inspect.signature(fn)
+    names = list(sig.parameters)
+    at = names.index("inplace")
+
+    @functools.wraps(fn)
+    def wrapped(*args, **kwargs):
+        if not (kwargs.get("inplace") or (len(args) > at and args[at])):
+            return fn(*args, **kwargs)
+        bound = sig.bind(*args, **kwargs)
+        bound.arguments["inplace"] = False
+
+        def compute(t):
+            bound.arguments[names[0]] = t
+            return fn(*bound.args, **bound.kwargs)
+        return apply(bound.arguments[names[0]], compute, fn.__name__ + "_")
+    return wrapped
 
 
 def install():

@@ -94,6 +94,10 @@ class PowBackward1(Function):
 
 def pow(input, exponent):  # noqa: A001 (torch.pow)
     """torch.pow for every operand mix (see the module docstring)."""
+    native = not isinstance(exponent, Tensor) and isinstance(input, Tensor) and input.dtype.is_floating_point
+    if not native and builtins.any(isinstance(x, Tensor) and x.is_distributed for x in (input, exponent)):
+        from ._tensor import _on_pieces  # computed on the host: on each rank's pieces, the layout kept
+        return _on_pieces(pow, input, exponent)
     if not isinstance(exponent, Tensor):
         if isinstance(input, Tensor) and not input.dtype.is_floating_point:  # int_tensor ** 2: torch's int result
             return _host_pow(input, exponent, _pow_dtype(input, exponent))
@@ -101,10 +105,6 @@ def pow(input, exponent):  # noqa: A001 (torch.pow)
             return _C.Tensor.pow(input, exponent)
         raise TypeError("pow(): one of the operands must be a Tensor, got %s and %s"
                         % (type(input).__name__, type(exponent).__name__))
-    for x in (input, exponent):
-        if isinstance(x, Tensor) and x.is_distributed:
-            raise NotImplementedError("pow with a tensor exponent of a DTensor: tessel computes a tensor "
-                                      "exponent on the host; call full_tensor() or to_local() first")
     dtype = _pow_dtype(input, exponent)
     grad = _C.is_grad_enabled() and builtins.any(isinstance(x, Tensor) and x.requires_grad for x in (input, exponent))
     if not grad:

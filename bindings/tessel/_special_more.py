@@ -39,10 +39,18 @@ def _back(values, like):
     return out.to(dtype)
 
 
-def _host_check(*xs):
-    for x in xs:
-        if isinstance(x, Tensor) and x.is_distributed:
-            raise NotImplementedError("torch.special on a DTensor: call full_tensor() first")
+def _on_pieces_if_distributed(fn):
+    """fn(x, ...) computed on the host for dense tensors: DTensor arguments on each rank's pieces (the layout
+    kept, tessel/_tensor.py's _on_pieces)."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapped(*args):
+        if any(isinstance(x, Tensor) and x.is_distributed for x in args):
+            from ._tensor import _on_pieces
+            return _on_pieces(fn, *args)
+        return fn(*args)
+    return wrapped
 
 
 # ---- modified Bessel functions of the first kind --------------------------------------------------------
@@ -93,7 +101,6 @@ def _host_unary(name, host, derivative):
     class Op(Function):
         @staticmethod
         def forward(ctx, x):
-            _host_check(x)
             ctx.save_for_backward(x)
             return _back(host(_np(x)), x)
 
@@ -121,6 +128,7 @@ _I1e = _host_unary("I1e", lambda v: _i_scaled(1, v),
 
 
 def _public(op, name, doc):
+    @_on_pieces_if_distributed
     def fn(input):
         return op.apply(input)
     fn.__name__, fn.__doc__ = name, doc
@@ -235,17 +243,17 @@ def _tensor_pair(a, b):
     return a, b
 
 
+@_on_pieces_if_distributed
 def gammainc(input, other):
     """torch.special.gammainc / torch.igamma: the regularized lower incomplete gamma P(a = input, x = other)."""
     a, x = _tensor_pair(input, other)
-    _host_check(a, x)
     return _Gammainc.apply(a, x, False)
 
 
+@_on_pieces_if_distributed
 def gammaincc(input, other):
     """torch.special.gammaincc / torch.igammac: Q(a, x) = 1 - P(a, x)."""
     a, x = _tensor_pair(input, other)
-    _host_check(a, x)
     return _Gammainc.apply(a, x, True)
 
 
@@ -316,7 +324,9 @@ def polygamma(n, input):
         raise RuntimeError("polygamma(n, x) does not support negative n.")
     if n == 0:
         return input.digamma()
-    _host_check(input)
+    if input.is_distributed:
+        from ._tensor import _on_pieces
+        return _on_pieces(lambda x: _Polygamma.apply(x, int(n)), input)
     return _Polygamma.apply(input, int(n))
 
 
@@ -335,10 +345,10 @@ class _Zeta(Function):
         return None, -g * x * zeta(x + 1, q)
 
 
+@_on_pieces_if_distributed
 def zeta(input, other):
     """torch.special.zeta(x, q): the Hurwitz zeta function Σ_k (q + k)^-x."""
     x, q = _tensor_pair(input, other)
-    _host_check(x, q)
     return _Zeta.apply(x, q)
 
 

@@ -84,6 +84,40 @@ def _like_placements(t):
     return [_C.Replicate() if isinstance(p, _C.Partial) else p for p in t.placements]
 
 
+def _on_pieces(fn, *args):
+    """fn, an elementwise op computed on the host for dense tensors (pow with a tensor exponent, bit shifts, the
+    special functions, integer division), applied to DTensor operands: each DTensor laid out as the first one
+    (its Partial made Replicate; every one Replicate when their shapes differ, as broadcasting would not line
+    the pieces up), numbers and 0-d dense tensors as they are; fn runs on each rank's pieces and its result (or
+    each of a tuple of results) becomes a DTensor of that layout (to_local / from_local carry the gradients)."""
+    dts = [a for a in args if isinstance(a, Tensor) and a.is_distributed]
+    lead = dts[0]
+    mesh = lead.device_mesh
+    for a in args:
+        if isinstance(a, Tensor) and not a.is_distributed and a.dim() > 0:
+            raise RuntimeError("got mixed DTensor and dense tensor inputs: a dense tensor of shape %s next to a "
+                               "DTensor of shape %s; distribute it first (only 0-d dense tensors are accepted)"
+                               % (tuple(a.shape), tuple(lead.shape)))
+        if isinstance(a, Tensor) and a.is_distributed and a.device_mesh != mesh:
+            raise RuntimeError("all DTensor operands of one op must share a mesh: %s and %s" % (mesh, a.device_mesh))
+    if builtins.all(tuple(d.shape) == tuple(lead.shape) for d in dts):
+        placements = _like_placements(lead)
+    else:
+        placements = [_C.Replicate()] * mesh.ndim
+    pieces = [a.redistribute(mesh, placements).to_local() if isinstance(a, Tensor) and a.is_distributed else a
+              for a in args]
+    shape = list(np.broadcast_shapes(*[tuple(a.shape) for a in args if isinstance(a, Tensor)]))
+    out = fn(*pieces)
+
+    def wrap(local):
+        stride, n = [], 1
+        for size in reversed(shape):
+            stride.insert(0, n)
+            n *= size
+        return _C.from_local(local, mesh, placements, shape, stride, False)
+    return tuple(wrap(o) for o in out) if isinstance(out, tuple) else wrap(out)
+
+
 def _distributed_like(t, make_local, dtype, requires_grad):
     """A DTensor of t's global shape on t's mesh (_like_placements), each rank's piece make_local(its shape,
     dtype): zeros_like(param) on a fully_shard parameter is a DTensor shard, as torch's."""
@@ -631,8 +665,12 @@ def _index_put_(self, indices, values, accumulate=False):
     values = values if isinstance(values, Tensor) else _C._full([], builtins.float(values), self.dtype)
     recorded = _C.is_grad_enabled() and (self.requires_grad or values.requires_grad)
     positions = _positions(self, idx)
+    if self.is_distributed and not values.is_distributed:  # a number or 0-d value: replicated on self's mesh
+        values = _C.from_local(values, self.device_mesh, [_C.Replicate()] * self.device_mesh.ndim,
+                               list(values.shape), None, False)
     rows = values.to(self.dtype).expand(*positions.shape).reshape(-1, 1).contiguous()
-    scattered = index_add_rows(rows, tensor(positions.reshape(-1)), self.numel()).reshape(*self.shape)
+    where = _internal_index(rows, tensor(positions.reshape(-1)))  # replicated next to DTensor rows
+    scattered = index_add_rows(rows, where, self.numel()).reshape(*self.shape)
     if recorded:
         return _inplace.record(self, "index_put_", lambda x: x + scattered)
     added = self + scattered

@@ -113,9 +113,10 @@ def _host_binary(name, fn, integer_only, kernel=None):
     def op(input, other):
         a = input if isinstance(input, Tensor) else _C._full([], builtins.float(input), other.dtype)
         b = other if isinstance(other, Tensor) else _C._full([], builtins.float(other), a.dtype)
+        if a.is_distributed or b.is_distributed:
+            from ._tensor import _on_pieces
+            return _on_pieces(op, a, b)
         for t in (a, b):
-            if t.is_distributed:
-                raise NotImplementedError("%s of a DTensor: apply it to to_local()" % name)
             if integer_only and (t.dtype.is_floating_point or t.dtype == _dtypes.bool):
                 from ._namespace import _name
                 raise NotImplementedError('"%s_cpu" not implemented for \'%s\'' % (kernel or name, _name(t.dtype)))

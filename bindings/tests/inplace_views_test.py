@@ -186,6 +186,88 @@ def test_errors_as_torch():
         h.sum().backward()
 
 
+# Every activation that takes inplace=True (by keyword, by position, or through its module) writes its input,
+# as torch: the caller's tensor holds the result afterwards, also when it is a view or a DTensor.
+ACTIVATIONS = {
+    "relu": (lambda x, ip: F.relu(x, inplace=ip), lambda x: np.maximum(x, 0)),
+    "relu positional": (lambda x, ip: F.relu(x, ip), lambda x: np.maximum(x, 0)),
+    "silu": (lambda x, ip: F.silu(x, inplace=ip), lambda x: x / (1 + np.exp(-x))),
+    "leaky_relu": (lambda x, ip: F.leaky_relu(x, 0.1, ip), lambda x: np.where(x > 0, x, 0.1 * x)),
+    "elu": (lambda x, ip: F.elu(x, inplace=ip), lambda x: np.where(x > 0, x, np.expm1(x))),
+    "celu": (lambda x, ip: F.celu(x, 2.0, ip), lambda x: np.where(x > 0, x, 2.0 * np.expm1(x / 2.0))),
+    "selu": (lambda x, ip: F.selu(x, inplace=ip),
+             lambda x: 1.0507009873554805 * np.where(x > 0, x, 1.6732632423543772 * np.expm1(x))),
+    "hardtanh": (lambda x, ip: F.hardtanh(x, -0.5, 0.5, ip), lambda x: np.clip(x, -0.5, 0.5)),
+    "relu6": (lambda x, ip: F.relu6(x, inplace=ip), lambda x: np.clip(x, 0, 6)),
+    "hardsigmoid": (lambda x, ip: F.hardsigmoid(x, inplace=ip), lambda x: np.clip(x / 6 + 0.5, 0, 1)),
+    "hardswish": (lambda x, ip: F.hardswish(x, inplace=ip), lambda x: x * np.clip(x / 6 + 0.5, 0, 1)),
+    "mish": (lambda x, ip: F.mish(x, inplace=ip), lambda x: x * np.tanh(np.log1p(np.exp(x)))),
+    "threshold": (lambda x, ip: F.threshold(x, 0.5, 9.0, ip), lambda x: np.where(x <= 0.5, 9.0, x)),
+    "nn.LeakyReLU": (lambda x, ip: tessel.nn.LeakyReLU(0.2, inplace=ip)(x), lambda x: np.where(x > 0, x, 0.2 * x)),
+    "nn.ReLU": (lambda x, ip: tessel.nn.ReLU(inplace=ip)(x), lambda x: np.maximum(x, 0)),
+    "nn.Hardtanh": (lambda x, ip: tessel.nn.Hardtanh(inplace=ip)(x), lambda x: np.clip(x, -1, 1)),
+    "F.elu_": (lambda x, ip: F.elu_(x) if ip else F.elu(x), lambda x: np.where(x > 0, x, np.expm1(x))),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ACTIVATIONS))
+def test_activations_with_inplace_write_their_input_as_torch(name):
+    fn, ref = ACTIVATIONS[name]
+    w = _w()
+    want = ref(w)
+    x = tessel.tensor(w, dtype=tessel.float64)
+    out = fn(x, True)
+    np.testing.assert_allclose(x.numpy(), want, rtol=1e-12, atol=1e-12)  # the caller's tensor holds the result
+    if not name.startswith("nn."):
+        assert out is x
+    base = tessel.tensor(w, dtype=tessel.float64)
+    fn(base.view(-1)[4:], True)  # through a view: the base sees it
+    np.testing.assert_allclose(base.numpy().reshape(-1)[4:], want.reshape(-1)[4:], rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(base.numpy().reshape(-1)[:4], w.reshape(-1)[:4])
+
+    def through_autograd(v):  # recorded: the same gradient as the out-of-place form (1.37: no input at a kink)
+        h = v * 1.37
+        fn(h, True)
+        return (h * v).sum()
+
+    def out_of_place(v):
+        return (fn(v * 1.37, False) * v).sum()
+    grad, _ = _grad_and_fd(through_autograd, w)
+    want_grad, fd = _grad_and_fd(out_of_place, w)
+    np.testing.assert_allclose(grad, want_grad, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(grad, fd, rtol=1e-5, atol=1e-5)
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used in an in-place"):
+        fn(tessel.tensor(w, requires_grad=True), True)
+
+
+def test_inplace_activations_write_a_dtensor():
+    import tessel.distributed as dist
+    from tessel.distributed.device_mesh import init_device_mesh
+    from tessel.distributed.tensor import Shard, distribute_tensor
+    w = _w()
+
+    def rank_fn(world):
+        dist.init_process_group()
+        mesh = init_device_mesh("cpu", (2,))
+        for name in ("relu", "elu", "nn.LeakyReLU", "hardtanh"):
+            fn, ref = ACTIVATIONS[name]
+            y = distribute_tensor(tessel.tensor(w), mesh, [Shard(1)])
+            fn(y, True)
+            assert y.placements == (Shard(1),)
+            np.testing.assert_allclose(y.full_tensor().numpy(), ref(w).astype(np.float32), rtol=1e-6, err_msg=name)
+            leaf = distribute_tensor(tessel.tensor(w), mesh, [Shard(1)]).requires_grad_(True)
+            h = leaf * 1.0
+            out = fn(h, True)
+            # Under autograd a module call shares its DTensor argument: the result comes back new (h unchanged).
+            assert out is h if not name.startswith("nn.") else out is not h
+            (out * out).sum().backward()  # d/dleaf of sum(act(leaf)^2)
+            dense = tessel.tensor(w).requires_grad_(True)
+            (fn(dense * 1.0, False) ** 2).sum().backward()
+            np.testing.assert_allclose(leaf.grad.full_tensor().numpy(), dense.grad.numpy(), rtol=1e-6, err_msg=name)
+
+    tessel.run_ranks(2, rank_fn)
+
+
 if __name__ == "__main__":
     import sys
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

@@ -1205,6 +1205,56 @@ def test_remainder_fmod_and_floor_division_match_numpy_with_torchs_gradients():
         tessel.tensor([1, 2]) % 0
 
 
+def torch_floor_divide(a, b):
+    """torch's div_floor_floating (aten), in numpy for the dtype of a and b."""
+    mod = np.fmod(a, b)
+    div = (a - mod) / b
+    div = np.where((mod != 0) & ((b < 0) != (mod < 0)), div - 1, div)
+    floordiv = np.floor(div)
+    floordiv = np.where(div - floordiv > 0.5, floordiv + 1, floordiv)
+    return np.where(b == 0, a / b, np.where(div == 0, np.copysign(0.0, a / b), floordiv)).astype(a.dtype)
+
+
+def test_float_remainder_and_floor_division_are_exact_as_torchs_on_dense_and_sharded_tensors():
+    # 3.0 % 0.3f: floor(3 / 0.3f) rounds to 10 and would give 0 (or -1e-7); torch's fmod-based kernels give 9 and
+    # 0.29999989 (torch 2.15: x // 0.3 = [9, -10, 2, -0, 16], x % 0.3 = [0.2999999, 1.19e-07, 0.1, -0, 0.2]).
+    x32 = np.array([3.0, -3.0, 0.7, -0.0, 5.0, 1e6 + 0.25, -7.5, 2.0], np.float32)
+    d32 = np.array([0.3, 0.3, 0.3, 0.3, 0.3, 0.7, -0.7, np.inf], np.float32)
+    x64 = np.array([3.0, 1e17, -7.5, 2.0 ** 60, -0.0, 1e-300], np.float64)
+    d64 = np.array([0.1, 0.1, -0.7, -0.7, 3.0, 1e-310], np.float64)
+
+    def check(got, want, what):
+        np.testing.assert_array_equal(got, want, err_msg=what)
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(want), err_msg=what + " (signs of zeros)")
+
+    for a, b in ((x32, d32), (x64, d64)):
+        ta, tb = tessel.tensor(a), tessel.tensor(b)
+        check(tessel.fmod(ta, tb).numpy(), np.fmod(a, b), "fmod")
+        mod = np.fmod(a, b)
+        check((ta % tb).numpy(), np.where((mod != 0) & ((b < 0) != (mod < 0)), mod + b, mod), "remainder")
+        check((ta // tb).numpy(), torch_floor_divide(a, b), "floor_divide")
+    assert (tessel.tensor(x32[:5]) // 0.3).tolist() == [9.0, -10.0, 2.0, -0.0, 16.0]  # the scalar as float32's 0.3
+    assert str((tessel.tensor([-3.0]) * 0.0).tolist()) == "[-0.0]"  # x * 0 keeps the sign, as torch
+
+    import tessel.distributed as dist
+    from tessel.distributed.device_mesh import init_device_mesh
+    from tessel.distributed.tensor import Shard, distribute_tensor
+
+    def rank_fn(world):  # DTensors: the same exact values by tensor ops (float32 through float64, and float64)
+        dist.init_process_group()
+        mesh = init_device_mesh("cpu", (2,))
+        for a, b in ((x32, d32), (x64[[0, 2, 4]], d64[[0, 2, 4]])):
+            da, db = (distribute_tensor(tessel.tensor(v), mesh, [Shard(0)]) for v in (a, b))
+            check(tessel.fmod(da, db).full_tensor().numpy(), np.fmod(a, b), "sharded fmod")
+            got = (da % db)
+            assert got.placements == (Shard(0),)
+            mod = np.fmod(a, b)
+            check(got.full_tensor().numpy(), np.where((mod != 0) & ((b < 0) != (mod < 0)), mod + b, mod), "sharded %")
+            check((da // db).full_tensor().numpy(), torch_floor_divide(a, b), "sharded //")
+
+    tessel.run_ranks(2, rank_fn)
+
+
 def test_review_fixes_var_mean_overload_bool_and_int_clamp_min_and_blocked_cumprod():
     v = np.array([[1.0, 2.0], [3.0, 8.0], [0.5, 9.0]])
     var, mean = tessel.var_mean(tessel.tensor(v), False)  # torch's (input, unbiased) overload

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <type_traits>
 #include <vector>
 
@@ -180,8 +181,9 @@ TensorList BinaryKernel(std::span<const Tensor> in, const Attrs&, const char* na
   return {out};
 }
 
-// y = alpha * x + beta, elementwise (scalar ops).
-TensorList AffineKernel(const Tensor& x, double alpha, double beta, const char* name) {
+// y = alpha * x + beta, elementwise (scalar ops); without beta y = alpha * x (no + 0: -3 * 0 stays -0.0, as
+// torch's mul).
+TensorList AffineKernel(const Tensor& x, double alpha, std::optional<double> beta, const char* name) {
   const Tensor xc = DenseOrCopy(x);
   Tensor out = Empty(x.sizes(), x.dtype(), x.device());
   const int64_t n = out.numel();
@@ -194,7 +196,13 @@ TensorList AffineKernel(const Tensor& x, double alpha, double beta, const char* 
       const T* px = static_cast<const T*>(xc.raw_data());
       T* po = static_cast<T*>(out.raw_data());
       const C a = static_cast<C>(alpha);
-      const C b = static_cast<C>(beta);
+      if (!beta) {
+        ParallelFor(0, n, kGrain, [&](int64_t s, int64_t e) {
+          for (int64_t i = s; i < e; ++i) po[i] = FromCompute<T>(ToCompute(px[i]) * a);
+        });
+        return;
+      }
+      const C b = static_cast<C>(*beta);
       ParallelFor(0, n, kGrain, [&](int64_t s, int64_t e) {
         for (int64_t i = s; i < e; ++i) po[i] = FromCompute<T>(ToCompute(px[i]) * a + b);
       });
@@ -242,7 +250,7 @@ TensorList AddInPlaceKernel(std::span<const Tensor> in, const Attrs& attrs) {
 
 TensorList MulScalarInPlaceKernel(std::span<const Tensor> in, const Attrs& attrs) {
   const Tensor& dst = in[0];
-  Tensor scaled = AffineKernel(dst, attrs.GetDouble("value"), 0.0, "mul_")[0];
+  Tensor scaled = AffineKernel(dst, attrs.GetDouble("value"), std::nullopt, "mul_")[0];
   CopyInto(dst, scaled);
   return {dst};
 }
@@ -409,7 +417,7 @@ const OpDef& kAddScalar = RegisterOp(
      .save_inputs = false});
 const OpDef& kMulScalar = RegisterOp(
     {.name = "mul_scalar",
-     .cpu = [](auto in, auto& a) { return AffineKernel(in[0], a.GetDouble("value"), 0.0, "mul_scalar"); },
+     .cpu = [](auto in, auto& a) { return AffineKernel(in[0], a.GetDouble("value"), std::nullopt, "mul_scalar"); },
      .backward = [](const BackwardContext& c) -> TensorList {
        return {MulScalar(c.grad_outputs[0], c.attrs.GetDouble("value"))};
      },

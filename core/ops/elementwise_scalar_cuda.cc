@@ -44,7 +44,7 @@ Kernel ScalarKernel(const char* op, bool scale) {
   return [op, scale](std::span<const Tensor> in, const Attrs& a) -> TensorList {
     const float v = static_cast<float>(a.GetDouble("value"));
     Tensor out = Empty(in[0].sizes(), in[0].dtype(), in[0].device());
-    Run(out, in[0], Tensor(), {scale ? v : 1.0f, 0.0f, scale ? 0.0f : v, false, true}, op);
+    Run(out, in[0], Tensor(), {scale ? v : 1.0f, 0.0f, scale ? 0.0f : v, false, !scale}, op);
     return {out};
   };
 }
@@ -53,7 +53,7 @@ TensorList MulInPlaceCudaKernel(std::span<const Tensor> in, const Attrs& a) {
   const Tensor& dst = in[0];
   cuda::CudaFloatType(dst, "mul_");
   dst.impl()->storage().BumpVersion();
-  Run(dst, dst, Tensor(), {static_cast<float>(a.GetDouble("value")), 0.0f, 0.0f, false, true}, "mul_");
+  Run(dst, dst, Tensor(), {static_cast<float>(a.GetDouble("value")), 0.0f, 0.0f, false, false}, "mul_");
   return {dst};
 }
 

@@ -99,7 +99,9 @@ def _elementwise_module(name, fn, doc, *fields):
             object.__setattr__(self, k, v)
 
     def forward(self, x):
-        return fn(x, *[getattr(self, n) for n in names if n != "inplace"])
+        if "inplace" in names:  # torch's activations with inplace=True write their input
+            return fn(x, *[getattr(self, n) for n in names if n != "inplace"], inplace=self.inplace)
+        return fn(x, *[getattr(self, n) for n in names])
 
     def extra_repr(self):
         return ", ".join("%s=%s" % (n, getattr(self, n)) for n in names)
@@ -148,7 +150,7 @@ def _make_extra_modules():
                                     [("log_input", True), ("full", False), ("size_average", None), ("eps", 1e-8),
                                      ("reduce", None), ("reduction", "mean")],
                                     ["log_input", "full", "eps", "reduction"]),
-        RReLU=_elementwise_module("RReLU", lambda x, lower, upper: Z.rrelu(x, lower, upper, training=False),
+        RReLU=_elementwise_module("RReLU", lambda x, lower, upper, inplace: Z.rrelu(x, lower, upper, False, inplace),
                                   "torch.nn.RReLU (the evaluation slope; training draws one per element in F.rrelu)",
                                   ("lower", 1.0 / 8), ("upper", 1.0 / 3), ("inplace", False)),
         LocalResponseNorm=_elementwise_module("LocalResponseNorm", Z.local_response_norm, "torch.nn.LocalResponseNorm",
@@ -304,14 +306,14 @@ class AlphaDropout(Module):
 
     def __init__(self, p=0.5, inplace=False):
         super().__init__()
-        self.p = p
+        self.p, self.inplace = p, inplace
 
     def forward(self, x):
         from .._composed import alpha_dropout
-        return alpha_dropout(x, self.p, self.training)
+        return alpha_dropout(x, self.p, self.training, self.inplace)
 
     def extra_repr(self):
-        return "p=%s, inplace=False" % self.p
+        return "p=%s, inplace=%s" % (self.p, self.inplace)
 
 
 class PReLU(Module):

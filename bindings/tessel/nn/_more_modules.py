@@ -13,6 +13,7 @@ import builtins
 import math
 
 from .. import _C
+from .._inplace import honours_inplace as _honours_inplace
 from .modules import Module, Parameter
 
 Tensor = _C.Tensor
@@ -39,6 +40,7 @@ def channel_shuffle(input, groups):
     return input.reshape([n, groups, c // groups] + rest).transpose(1, 2).reshape([n, c] + rest)
 
 
+@_honours_inplace
 def feature_alpha_dropout(input, p=0.5, training=False, inplace=False):
     """F.feature_alpha_dropout: alpha dropout with one draw per (sample, channel), the whole feature map kept
     or set to SELU's negative saturation, then the affine map that keeps mean and variance (as alpha_dropout)."""
@@ -196,7 +198,7 @@ class FeatureAlphaDropout(Module):
         self.p, self.inplace = p, inplace
 
     def forward(self, input):
-        return feature_alpha_dropout(input, self.p, self.training)
+        return feature_alpha_dropout(input, self.p, self.training, self.inplace)
 
     def extra_repr(self):
         return "p=%s, inplace=%s" % (self.p, self.inplace)

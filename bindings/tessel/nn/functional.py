@@ -19,21 +19,19 @@ from .._C._functional import (  # noqa: F401
 
 
 def relu(input, inplace=False):
-    """torch.nn.functional.relu (inplace=True: see tessel/_inplace.py's apply)."""
-    out = _C._functional.relu(input)
+    """torch.nn.functional.relu (inplace=True: input holds the result, tessel/_inplace.py's apply)."""
     if inplace:
         from .. import _inplace
-        return _inplace.apply(input, out)
-    return out
+        return _inplace.apply(input, _C._functional.relu, "relu_")
+    return _C._functional.relu(input)
 
 
 def silu(input, inplace=False):
-    """torch.nn.functional.silu (inplace=True: see tessel/_inplace.py's apply)."""
-    out = _C._functional.silu(input)
+    """torch.nn.functional.silu (inplace=True: input holds the result, tessel/_inplace.py's apply)."""
     if inplace:
         from .. import _inplace
-        return _inplace.apply(input, out)
-    return out
+        return _inplace.apply(input, _C._functional.silu, "silu_")
+    return _C._functional.silu(input)
 
 
 def relu_(input):
@@ -79,11 +77,10 @@ def dropout(input, p=0.5, training=True, inplace=False):
         raise ValueError("dropout probability has to be between 0 and 1, but got %s" % p)
     if not training or p == 0:
         return input  # the object itself, as torch
-    out = _C._functional.dropout(input, p, training)
     if inplace:
         from .. import _inplace
-        return _inplace.apply(input, out)
-    return out
+        return _inplace.apply(input, lambda t: _C._functional.dropout(t, p, training), "dropout_")
+    return _C._functional.dropout(input, p, training)
 
 
 def _soft_cross_entropy(input, target, weight, reduction, label_smoothing):

@@ -8,11 +8,10 @@
 // out (intrinsics on the device, std::fma on the host) so no compiler's contraction choice moves a bit:
 // GCC contracts a*b+c in C++ even under -std=c++20 (the first H200 run caught the device's separately
 // rounded add_ one ulp off the CPU's contracted one). The CPU kernels' expressions map onto it as:
-// add_scalar x*1 + v, mul_scalar and mul_ x*v + 0 (the CPU adds the zero too, turning -0 into +0),
-// add_ fma(s, alpha, d*1).
+// add_scalar x*1 + v, mul_scalar and mul_ x*v (no + 0, so -3 * 0 is -0 as torch's mul), add_ fma(s, alpha, d*1).
 //
 // Example:
-//   const AffineParams p{.alpha = v, .beta = 0, .gamma = 0, .has_b = false, .has_gamma = true};   // mul_scalar
+//   const AffineParams p{.alpha = v, .beta = 0, .gamma = 0, .has_b = false, .has_gamma = false};  // mul_scalar
 //   StoreF(out, i, Affine(LoadF(x, i), 0.0f, p));
 #pragma once
 

@@ -1,7 +1,7 @@
 // core/ops/cuda/affine_math_test.cc — the CUDA scalar / in-place elementwise kernel (cuda/affine_math.h
 // over an OffsetCalculator<3>, the order of core/ops/elementwise_scalar.cu), run on the host with the
 // parameters elementwise_scalar_cuda.cc passes, equals the CPU ops bit for bit: add_scalar and
-// mul_scalar of a transposed input, mul_ in place on a strided view (and -0 * v giving +0 like the CPU),
+// mul_scalar of a transposed input, mul_ in place on a strided view (0 * -3 giving -0 like the CPU and torch),
 // add_ with alpha and a broadcast source; float32 and bfloat16.
 #include <gtest/gtest.h>
 
@@ -60,7 +60,7 @@ TEST(AffineMathTest, ScalarOpsOfATransposedInputMatchCpuBitwise) {
       Tensor out = Empty(x.sizes(), dtype, Device::Cpu());
       Emulate(out, x, Tensor(), {1.0f, 0.0f, static_cast<float>(v), false, true});  // add_scalar
       EXPECT_EQ(testing::RawBytes(out), testing::RawBytes(AddScalar(x, v))) << v;
-      Emulate(out, x, Tensor(), {static_cast<float>(v), 0.0f, 0.0f, false, true});  // mul_scalar
+      Emulate(out, x, Tensor(), {static_cast<float>(v), 0.0f, 0.0f, false, false});  // mul_scalar
       EXPECT_EQ(testing::RawBytes(out), testing::RawBytes(MulScalar(x, v))) << v;
     }
   }
@@ -70,14 +70,14 @@ TEST(AffineMathTest, InPlaceMulOnAStridedViewMatchesCpuIncludingNegativeZero) {
   for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
     SCOPED_TRACE(DTypeName(dtype));
     std::vector<double> v = testing::Wave({4, 6}, dtype, 2).ToDoubleVector();
-    v[0] = 0.0;  // 0 * -3 = -0, plus the CPU's + 0 = +0
+    v[0] = 0.0;  // 0 * -3 = -0, kept (torch's mul)
     const Tensor gpu_base = FromDoubles(v, std::vector<int64_t>{4, 6}, dtype);
     const Tensor cpu_base = FromDoubles(v, std::vector<int64_t>{4, 6}, dtype);
     const Tensor view = MakeView(gpu_base, {4, 3}, {6, 2}, 0);  // every other column
-    Emulate(view, view, Tensor(), {-3.0f, 0.0f, 0.0f, false, true});
+    Emulate(view, view, Tensor(), {-3.0f, 0.0f, 0.0f, false, false});
     MulScalarInPlace(MakeView(cpu_base, {4, 3}, {6, 2}, 0), -3.0);
     EXPECT_EQ(testing::RawBytes(gpu_base), testing::RawBytes(cpu_base));
-    EXPECT_FALSE(std::signbit(gpu_base.ToDoubleVector()[0]));
+    EXPECT_TRUE(std::signbit(gpu_base.ToDoubleVector()[0]));
   }
 }
 
