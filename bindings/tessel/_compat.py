@@ -493,11 +493,8 @@ def _whole_along(x, dim):
 
 def _rewrap(x, local, shape):
     """Each rank's result `local` (laid out as x's pieces) as a DTensor of global `shape` (differentiable)."""
-    stride, n = [], 1
-    for size in reversed(tuple(shape)):
-        stride.insert(0, n)
-        n *= size
-    return _C.from_local(local, x.device_mesh, list(x.placements), list(shape), stride, False)
+    from ._tensor import _contiguous_strides
+    return _C.from_local(local, x.device_mesh, list(x.placements), list(shape), _contiguous_strides(shape), False)
 
 
 def _gather(self, dim, index, *, sparse_grad=False):

@@ -84,6 +84,15 @@ def _like_placements(t):
     return [_C.Replicate() if isinstance(p, _C.Partial) else p for p in t.placements]
 
 
+def _contiguous_strides(shape):
+    """The row-major strides of `shape` (a DTensor's global strides when from_local is told its shape)."""
+    strides, n = [], 1
+    for size in reversed(tuple(shape)):
+        strides.insert(0, n)
+        n *= size
+    return strides
+
+
 def _on_pieces(fn, *args):
     """fn, an elementwise op computed on the host for dense tensors (pow with a tensor exponent, bit shifts, the
     special functions, integer division), applied to DTensor operands: each DTensor laid out as the first one
@@ -110,11 +119,7 @@ def _on_pieces(fn, *args):
     out = fn(*pieces)
 
     def wrap(local):
-        stride, n = [], 1
-        for size in reversed(shape):
-            stride.insert(0, n)
-            n *= size
-        return _C.from_local(local, mesh, placements, shape, stride, False)
+        return _C.from_local(local, mesh, placements, shape, _contiguous_strides(shape), False)
     return tuple(wrap(o) for o in out) if isinstance(out, tuple) else wrap(out)
 
 

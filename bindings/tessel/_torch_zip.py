@@ -89,13 +89,9 @@ class Pickler(pickle._Pickler):
         t = obj.detach().contiguous()
         key = str(len(self._storages))
         self._storages[key] = t  # its bytes are written after the pickle (_raw)
-        stride, n = [], 1
-        for size in reversed(tuple(t.shape)):
-            stride.insert(0, n)
-            n *= size
         storage = _Storage(_STORAGES[name], key, t.numel())
         return (TorchGlobal("torch._utils", "_rebuild_tensor_v2"),
-                (storage, 0, tuple(t.shape), tuple(stride), bool(obj.requires_grad and obj.is_leaf),
+                (storage, 0, tuple(t.shape), tuple(t.stride()), bool(obj.requires_grad and obj.is_leaf),
                  collections.OrderedDict()))
 
 

@@ -107,6 +107,22 @@ def test_mismatches_raise_on_every_rank_with_the_key():
     tessel.run_ranks(2, rank_fn)
 
 
+def test_a_truncated_file_is_named_on_every_rank(tmp_path):
+    import shutil
+    broken = tmp_path / "ck"
+    shutil.copytree(TORCH_DCP, broken)
+    data = (broken / "__1_0.distcp").read_bytes()
+    (broken / "__1_0.distcp").write_bytes(data[:len(data) // 2])
+
+    def rank_fn(w):
+        dist.init_process_group()
+        model, opt, sd = sharded_model_and_state()
+        with pytest.raises(dcp.CheckpointException, match=r"__1_0.distcp ends before byte"):
+            dcp.load(sd, checkpoint_id=str(broken))
+
+    tessel.run_ranks(2, rank_fn)
+
+
 def test_a_foreign_class_in_the_metadata_is_refused(tmp_path):
     class Evil:
         def __reduce__(self):

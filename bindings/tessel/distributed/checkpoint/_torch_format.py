@@ -127,26 +127,24 @@ def flatten(state_dict):
 
 
 class _Reader:
-    """Reads chunks and values by their _StorageInfo, each archive once."""
+    """Reads chunks and values by their _StorageInfo (each is read when needed and not kept: a rank holds at
+    most one saved chunk beyond its own pieces at a time)."""
 
     def __init__(self, path, md):
-        self.path, self.md, self.bytes_read, self._cache = path, md, 0, {}
+        self.path, self.md, self.bytes_read = path, md, 0
         self.where = {}  # fqn -> [(offsets, sizes, storage info)] (offsets None for a non-tensor value)
         for index, info in (md.storage_data or {}).items():
             self.where.setdefault(index.fqn, []).append((index.offset, info))
 
     def archive(self, info):
-        key = (info.relative_path, info.offset)
-        if key not in self._cache:
-            with open(os.path.join(self.path, info.relative_path), "rb") as f:
-                f.seek(info.offset)
-                raw = f.read(info.length)
-            if len(raw) != info.length:
-                raise RuntimeError("checkpoint: %s ends before byte %d (a chunk of %d bytes at %d)"
-                                   % (info.relative_path, info.offset + info.length, info.length, info.offset))
-            self.bytes_read += len(raw)
-            self._cache[key] = _load_torch_zip(io.BytesIO(raw))
-        return self._cache[key]
+        with open(os.path.join(self.path, info.relative_path), "rb") as f:
+            f.seek(info.offset)
+            raw = f.read(info.length)
+        if len(raw) != info.length:
+            raise RuntimeError("checkpoint: %s ends before byte %d (a chunk of %d bytes at %d)"
+                               % (info.relative_path, info.offset + info.length, info.length, info.offset))
+        self.bytes_read += len(raw)
+        return _load_torch_zip(io.BytesIO(raw))
 
     def value(self, fqn):
         return self.archive(self.where[fqn][0][1])
@@ -278,11 +276,9 @@ def _size(shape):
 
 
 def _tensor_entry(t):
+    from ..._tensor import _contiguous_strides
     from ..._torch_zip import TorchGlobal
-    strides, n = [], 1
-    for size in reversed(tuple(t.shape)):
-        strides.insert(0, n)
-        n *= size
+    strides = _contiguous_strides(t.shape)
     props = _new("TensorProperties")
     props.state = (TorchGlobal("torch", str(t.dtype).rsplit(".", 1)[-1]),
                    _Call(TorchGlobal("torch.serialization", "_get_layout"), "torch.strided"), False,
