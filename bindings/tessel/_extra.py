@@ -61,11 +61,12 @@ def lerp(a, b, weight):
 
 
 def _softplus1(z):
-    """log(1 + exp(z)), finite everywhere, with the exact gradient sigmoid(z) at 0 too (no |z| or clamp,
-    whose gradient is 0 there)."""
+    """log(1 + exp(z)) = log1p(exp(-|z|)) + max(z, 0): finite everywhere, 0 at -inf (z * 0 would be NaN there),
+    tiny values kept (log1p), with the exact gradient sigmoid(z) at 0 too (no |z| or clamp, whose gradient is 0
+    there)."""
     w = _C._functional.where
     pos = z > 0
-    return (1.0 + w(pos, -z, z).exp()).log() + w(pos, z, z * 0.0)
+    return w(pos, -z, z).exp().log1p() + w(pos, z, _C._full([], 0.0, z.dtype))
 
 
 def softplus(x, beta=1.0, threshold=20.0):

@@ -123,9 +123,14 @@ def asinh(x):
 
 
 def acosh(x):
-    """log(x + sqrt(x² - 1)) for x >= 1 (NaN below, as torch)."""
-    t = x - 1.0
-    return (t + (t * (x + 1.0)).sqrt()).log1p()
+    """log(x + sqrt(x² - 1)) for x >= 1, as log1p(t + sqrt(t (x + 1))) with t = x - 1 (exact near 1) and
+    log(2x) where x² would overflow; NaN below 1 (as torch: -1e30 gave 0 through t + sqrt(t²) = 0)."""
+    big = x > 1e150
+    x_s = _where(big, 1.0, x)
+    t = x_s - 1.0
+    near = (t + (t * (x_s + 1.0)).sqrt()).log1p()
+    far = _where(big, x, 2.0).log() + math.log(2.0)
+    return _where(x < 1.0, math.nan, _where(big, far, near))
 
 
 def atanh(x):

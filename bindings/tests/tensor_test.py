@@ -1255,6 +1255,26 @@ def test_float_remainder_and_floor_division_are_exact_as_torchs_on_dense_and_sha
     tessel.run_ranks(2, rank_fn)
 
 
+def test_softplus_logsigmoid_and_acosh_at_infinities_and_far_tails_as_torch():
+    # torch 2.15's values (float64): softplus(-inf) was NaN (-inf * 0), logsigmoid(inf) NaN, softplus(-100)
+    # lost its 3.7e-44 (log of 1 + tiny), acosh(-1e30) was 0 and acosh(1e200) inf.
+    inf, nan = float("inf"), float("nan")
+    x = tessel.tensor([-inf, inf, -100.0, 0.0, 1.5, -1e30, 1e30, nan], dtype=tessel.float64)
+    np.testing.assert_allclose(F.softplus(x).numpy(), [0.0, inf, 3.7200759760208356e-44, 0.6931471805599453,
+                                                      1.7014132779827524, 0.0, 1e30, nan], rtol=1e-14)
+    np.testing.assert_allclose(F.logsigmoid(x).numpy(), [-inf, 0.0, -100.0, -0.6931471805599453,
+                                                        -0.2014132779827524, -1e30, 0.0, nan], rtol=1e-14)
+    np.testing.assert_allclose(F.softplus(x, 2.0, 1.0).numpy(), [0.0, inf, 6.919482633683688e-88,
+                                                                0.34657359027997264, 1.5, 0.0, 1e30, nan], rtol=1e-14)
+    y = tessel.tensor([-1e30, -2.0, 0.5, 1.0, 1.0 + 1e-7, 2.0, 1e30, inf, nan, 1e200, 1e300], dtype=tessel.float64)
+    np.testing.assert_allclose(tessel.acosh(y).numpy(), [nan, nan, nan, 0.0, 0.0004472135919037347,
+                                                         1.3169578969248166, 69.77069997038132, inf, nan,
+                                                         461.2101657793691, 691.4686750787736], rtol=1e-12)
+    z = tessel.tensor([0.0, -3.0, -inf], requires_grad=True)
+    F.softplus(z).sum().backward()  # sigmoid(z), 0.5 at 0 and 0 at -inf
+    np.testing.assert_allclose(z.grad.numpy(), [0.5, 0.04742587357759476, 0.0], rtol=1e-6)
+
+
 def test_review_fixes_var_mean_overload_bool_and_int_clamp_min_and_blocked_cumprod():
     v = np.array([[1.0, 2.0], [3.0, 8.0], [0.5, 9.0]])
     var, mean = tessel.var_mean(tessel.tensor(v), False)  # torch's (input, unbiased) overload
