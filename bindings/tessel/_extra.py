@@ -37,7 +37,12 @@ def _pick(a, b, first):
         from ._namespace import promote_types
         dt = promote_types(a.dtype, b.dtype)
         return w(first, a.to(dt), b.to(dt))
-    return w(isnan(a), a, w(isnan(b), b, w(a == b, (a + b) * 0.5, w(first, a, b))))
+    if _C.is_grad_enabled() and (a.requires_grad or b.requires_grad):
+        # a tie's value is a itself (not (a + b) / 2, which overflowed for 2e38 and 2e38), its gradient half each
+        tie = a.detach() + (a - a.detach()) * 0.5 + (b - b.detach()) * 0.5
+    else:
+        tie = a
+    return w(isnan(a), a, w(isnan(b), b, w(a == b, tie, w(first, a, b))))
 
 
 def minimum(a, b):
@@ -946,12 +951,15 @@ def _is_int(x):
 
 
 def _float_operands(input, other):
-    """Both as tensors of their promoted dtype (a Python number takes the tensor's dtype first, as torch's
-    wrapped scalars: x % 0.3 divides by float32's 0.3 for a float32 x)."""
+    """Both as tensors of their promoted dtype (a Python number takes a floating tensor's dtype first, as torch's
+    wrapped scalars: x % 0.3 divides by float32's 0.3 for a float32 x; with an integer tensor the default float
+    dtype: int_tensor // 2.5 divides by 2.5, not by 2)."""
+    def like(number, t):
+        return _C._full([], float(number), t.dtype if t.dtype.is_floating_point else _C._get_default_dtype())
     if not isinstance(input, Tensor):
-        input = _C._full([], float(input), other.dtype)
+        input = like(input, other)
     if not isinstance(other, Tensor):
-        other = _C._full([], float(other), input.dtype)
+        other = like(other, input)
     dtype = _C._promote_types(input.dtype, other.dtype)
     return input.to(dtype), other.to(dtype)
 

@@ -1235,6 +1235,20 @@ def test_float_remainder_and_floor_division_are_exact_as_torchs_on_dense_and_sha
         check((ta // tb).numpy(), torch_floor_divide(a, b), "floor_divide")
     assert (tessel.tensor(x32[:5]) // 0.3).tolist() == [9.0, -10.0, 2.0, -0.0, 16.0]  # the scalar as float32's 0.3
     assert str((tessel.tensor([-3.0]) * 0.0).tolist()) == "[-0.0]"  # x * 0 keeps the sign, as torch
+    ints = tessel.tensor([-7, 7, 5])  # an integer tensor with a float number: float32, by 2.5 (torch 2.15's)
+    for got, want in ((ints // 2.5, [-3.0, 2.0, 2.0]), (ints % 2.5, [0.5, 2.0, 0.0]),
+                      (tessel.fmod(ints, 2.5), [-2.0, 2.0, 0.0]), (7.5 // ints, [-2.0, 1.0, 1.0])):
+        assert got.dtype == tessel.float32 and got.tolist() == want
+    assert (ints // 2).dtype == tessel.int64 and (ints // 2).tolist() == [-4, 3, 2]
+    big = tessel.tensor([2e38, -3e38, 1.4e-45])  # a tie is the value itself ((a + b) / 2 overflowed)
+    np.testing.assert_array_equal(tessel.maximum(big, big).numpy(), big.numpy())
+    np.testing.assert_array_equal(tessel.minimum(big, big).numpy(), big.numpy())
+    a, b = tessel.tensor([1.0, 2.0], requires_grad=True), tessel.tensor([1.0, 1.0], requires_grad=True)
+    tessel.maximum(a, b).sum().backward()  # torch: a tie's gradient half each
+    assert a.grad.tolist() == [0.5, 1.0] and b.grad.tolist() == [0.5, 0.0]
+    for n in (1, 7, 8, 33):  # every length: the vector path negated as 0 - x (+0) from 8 elements on
+        assert np.signbit(tessel.neg(tessel.zeros(n)).numpy()).all(), n
+        assert np.signbit(tessel.copysign(tessel.zeros(n), -1.0).numpy()).all(), n
 
     import tessel.distributed as dist
     from tessel.distributed.device_mesh import init_device_mesh

@@ -80,7 +80,9 @@ void ApplyBlock(const C* xp, C* yp, int64_t n, const UParams& p) {
   ConstArrayMap<C> x(xp, n);
   ArrayMap<C> y(yp, n);
   if constexpr (kOp == U::kNeg) {
-    y = -x;
+    // A plain loop (the compiler flips the sign bit): Eigen's packet negation is 0 - x, which gave +0 for 0
+    // in every full vector (torch.neg(zeros(8)) must be -0, as a 1-element tensor gave).
+    for (int64_t i = 0; i < n; ++i) yp[i] = -xp[i];
   } else if constexpr (kOp == U::kAbs) {
     y = x.abs();
   } else if constexpr (kOp == U::kRelu) {
