@@ -225,7 +225,15 @@ def _clamp(self, min=None, max=None):
         return out
     if not self.dtype.is_floating_point and any(isinstance(b, builtins.float) for b in (min, max)):
         self = self.to(_C._get_default_dtype())
+    elif self.dtype in _INT_RANGES:  # integer bounds beyond the dtype's range would wrap when cast: clip them
+        lo, hi = _INT_RANGES[self.dtype]
+        min = None if min is None else builtins.min(builtins.max(min, lo), hi)
+        max = None if max is None else builtins.min(builtins.max(max, lo), hi)
     return _clamp_cpp(self, min, max)
+
+
+_INT_RANGES = {_C.dtype.uint8: (0, 255), _C.dtype.int8: (-128, 127), _C.dtype.int16: (-32768, 32767),
+               _C.dtype.int32: (-2 ** 31, 2 ** 31 - 1), _C.dtype.int64: (-2 ** 63, 2 ** 63 - 1)}
 
 
 def _unfold(self, dimension, size, step):

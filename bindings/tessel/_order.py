@@ -13,22 +13,32 @@ _MEDIAN = collections.namedtuple("median", ["values", "indices"])
 _KTHVALUE = collections.namedtuple("kthvalue", ["values", "indices"])
 
 
-def _kth_along(x, k, dim, keepdim, kind):
-    """The k-th smallest (0-based) along dim and its index, through sort (values keep the gradient)."""
+def _kth_along(x, k, dim, keepdim, kind, nan_wins=False):
+    """The k-th smallest (0-based) along dim and its index, through sort (values keep the gradient); with
+    nan_wins (torch's median), a row holding NaN gives its first NaN (sort puts NaNs last)."""
     dim = dim % builtins.max(x.dim(), 1)
     if x.dim() == 0:
         return kind(x, _C._full([], 0.0, _dtypes.int64))
     values, indices = x.sort(dim)
-    v, i = values.narrow(dim, k, 1), indices.narrow(dim, k, 1)
+    if nan_wins and x.dtype.is_floating_point:
+        n = values.shape[dim]
+        nans = values.isnan().sum(dim, keepdim=True)
+        pos = _C._functional.where(nans > 0, n - nans, nans * 0 + k)
+        v, i = values.gather(dim, pos), indices.gather(dim, pos)
+    else:
+        v, i = values.narrow(dim, k, 1), indices.narrow(dim, k, 1)
     return kind(v, i) if keepdim else kind(v.squeeze(dim), i.squeeze(dim))
 
 
 def median(x, dim=None, keepdim=False):
-    """torch.median: the lower median ((n - 1) // 2-th smallest); with dim, (values, indices)."""
+    """torch.median: the lower median ((n - 1) // 2-th smallest), NaN where the values hold NaN (as torch;
+    nanmedian skips them); with dim, (values, indices)."""
     if dim is None:
         flat = x.reshape(-1)
-        return flat.sort(0)[0].narrow(0, (flat.shape[0] - 1) // 2, 1).squeeze(0)
-    return _kth_along(x, (x.shape[dim] - 1) // 2, dim, keepdim, _MEDIAN)
+        if flat.shape[0] == 0:
+            return _C._full([], math.nan, x.dtype)
+        return _kth_along(flat, (flat.shape[0] - 1) // 2, 0, False, _MEDIAN, nan_wins=True).values
+    return _kth_along(x, (x.shape[dim] - 1) // 2, dim, keepdim, _MEDIAN, nan_wins=True)
 
 
 def kthvalue(x, k, dim=-1, keepdim=False):

@@ -1289,6 +1289,21 @@ def test_softplus_logsigmoid_and_acosh_at_infinities_and_far_tails_as_torch():
     np.testing.assert_allclose(z.grad.numpy(), [0.5, 0.04742587357759476, 0.0], rtol=1e-6)
 
 
+def test_median_with_nan_and_integer_clamp_beyond_the_dtype_as_torch():
+    nan = float("nan")
+    assert np.isnan(tessel.tensor([1.0, nan, 3.0]).median().item())  # torch: NaN wins (it gave 3.0)
+    got = tessel.tensor([[1.0, nan, 3.0, nan], [4.0, 2.0, 0.0, 5.0]]).median(1)
+    np.testing.assert_array_equal(got.values.numpy(), [nan, 2.0])
+    assert got.indices.tolist() == [1, 1]  # the first NaN, as torch 2.15
+    assert tessel.tensor([1.0, 2.0, 3.0, 4.0]).median().item() == 2.0 and np.isnan(tessel.median(tessel.tensor([])))
+    x = tessel.tensor([3.0, 1.0, 2.0], requires_grad=True)
+    x.median().backward()
+    assert x.grad.tolist() == [0.0, 0.0, 1.0]
+    # Bounds beyond an integer dtype's range are clipped, not wrapped (torch 2.15: [0, 5, 100], unchanged).
+    assert tessel.clamp(tessel.tensor([0, 5, 255], dtype=tessel.uint8), min=-5, max=100).tolist() == [0, 5, 100]
+    assert tessel.clamp(tessel.tensor([-128, 0, 127], dtype=tessel.int8), -1000, 1000).tolist() == [-128, 0, 127]
+
+
 def test_review_fixes_var_mean_overload_bool_and_int_clamp_min_and_blocked_cumprod():
     v = np.array([[1.0, 2.0], [3.0, 8.0], [0.5, 9.0]])
     var, mean = tessel.var_mean(tessel.tensor(v), False)  # torch's (input, unbiased) overload
