@@ -149,7 +149,15 @@ def log10(x):
 
 
 def hypot(x, y):
-    return (x * x + y * y).sqrt()
+    """sqrt(x² + y²) as C's hypot: scaled by the larger magnitude (1e30 in float32 no longer overflows to inf),
+    inf where either is infinite even if the other is NaN, 0 at (0, 0)."""
+    ax, ay = x.abs(), y.abs()
+    larger = ax > ay
+    m, n = _where(larger, ax, ay), _where(larger, ay, ax)
+    zero = m == 0.0
+    t = n / _where(zero, 1.0, m)
+    r = _where(zero, 0.0, m * (1.0 + t * t).sqrt())
+    return _where(ax.isinf() | ay.isinf(), math.inf, r)
 
 
 def logaddexp(x, y):

@@ -1284,6 +1284,14 @@ def test_softplus_logsigmoid_and_acosh_at_infinities_and_far_tails_as_torch():
     np.testing.assert_allclose(tessel.acosh(y).numpy(), [nan, nan, nan, 0.0, 0.0004472135919037347,
                                                          1.3169578969248166, 69.77069997038132, inf, nan,
                                                          461.2101657793691, 691.4686750787736], rtol=1e-12)
+    # hypot as C's (numpy's): 1e30 in float32 overflowed to inf, hypot(inf, nan) was NaN.
+    hx = tessel.tensor([3.0, inf, nan, 0.0, 1e30, -1e30, 1e-30, nan, -5.0])
+    hy = tessel.tensor([4.0, nan, inf, 0.0, 1e30, 2.0, 1e-30, nan, 12.0])
+    np.testing.assert_array_equal(tessel.hypot(hx, hy).numpy(), np.hypot(hx.numpy(), hy.numpy()))
+    ha, hb = tessel.tensor([3.0, -5.0], requires_grad=True), tessel.tensor([4.0, 12.0], requires_grad=True)
+    tessel.hypot(ha, hb).sum().backward()  # x / hypot and y / hypot
+    np.testing.assert_allclose(ha.grad.numpy(), [0.6, -5 / 13], rtol=1e-6)
+    np.testing.assert_allclose(hb.grad.numpy(), [0.8, 12 / 13], rtol=1e-6)
     z = tessel.tensor([0.0, -3.0, -inf], requires_grad=True)
     F.softplus(z).sum().backward()  # sigmoid(z), 0.5 at 0 and 0 at -inf
     np.testing.assert_allclose(z.grad.numpy(), [0.5, 0.04742587357759476, 0.0], rtol=1e-6)
