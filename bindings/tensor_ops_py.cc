@@ -149,12 +149,31 @@ Tensor WithIntScalar(const Tensor& a, py::handle v) {
   return a.dtype() == DType::kBool && IsPlainInt(v) ? Cast(a, DType::kInt64) : a;
 }
 
+// A Python int as a scalar for tensor `a`: for an integer dtype narrower than int64 it wraps into the dtype
+// first, as torch's scalar cast (int32 tensor + 2**40 adds 0, uint8 tensor // -2 divides by 254); it was
+// saturated.
+double IntScalarFor(const Tensor& a, py::int_ v) {
+  int bits = 0;
+  bool is_signed = true;
+  switch (a.dtype()) {
+    case DType::kInt8: bits = 8; break;
+    case DType::kUInt8: bits = 8, is_signed = false; break;
+    case DType::kInt16: bits = 16; break;
+    case DType::kInt32: bits = 32; break;
+    default: return v.cast<double>();
+  }
+  int64_t w = py::reinterpret_steal<py::object>(PyNumber_And(v.ptr(), py::int_((int64_t{1} << bits) - 1).ptr()))
+                  .cast<int64_t>();
+  if (is_signed && w >= (int64_t{1} << (bits - 1))) w -= int64_t{1} << bits;
+  return static_cast<double>(w);
+}
+
 // An operator overload for a Python int operand: `op(tensor promoted by WithIntScalar, the int as a double)`.
 template <typename Op>
 auto IntScalarOperator(Op op) {
   return [op](const Tensor& t, py::int_ v) {
-    const double x = v.cast<double>();
     const Tensor a = WithIntScalar(t, v);
+    const double x = IntScalarFor(a, v);
     return NoGil([&] { return op(a, x); });
   };
 }

@@ -9,6 +9,7 @@ initializers normal_ / uniform_, and Tensor.data.
 """
 import builtins
 import collections
+import math
 
 from . import _C, _dtypes, _inplace
 
@@ -54,6 +55,8 @@ def _max(self, dim=None, keepdim=False):
 def _flipped(self):
     """An order-reversing map that cannot overflow: -x for floats, -1 - x (= ~x) for integers (-x of the
     most negative int64 is itself, which made min() skip it)."""
+    if self.dtype == _C.dtype.bool:
+        return self.logical_not()
     return -self if self.dtype.is_floating_point else (-1) - self
 
 
@@ -225,7 +228,9 @@ def _clamp(self, min=None, max=None):
         return out
     if not self.dtype.is_floating_point and any(isinstance(b, builtins.float) for b in (min, max)):
         self = self.to(_C._get_default_dtype())
-    elif self.dtype in _INT_RANGES:  # integer bounds beyond the dtype's range would wrap when cast: clip them
+    if self.dtype.is_floating_point and any(isinstance(b, builtins.float) and b != b for b in (min, max)):
+        return self * 0.0 + math.nan  # a NaN bound makes every value NaN (torch's); the gradient is 0
+    if self.dtype in _INT_RANGES:  # integer bounds beyond the dtype's range would wrap when cast: clip them
         lo, hi = _INT_RANGES[self.dtype]
         min = None if min is None else builtins.min(builtins.max(min, lo), hi)
         max = None if max is None else builtins.min(builtins.max(max, lo), hi)

@@ -17,11 +17,12 @@ def _int_host(a, b, fn, name):
     DTensors on each rank's pieces."""
     if builtins.any(isinstance(t, Tensor) and t.is_distributed for t in (a, b)):
         return _on_pieces(lambda x, y: _int_host(x, y, fn, name), a, b)
-    av = a.numpy() if isinstance(a, Tensor) else np.asarray(a)
-    bv = b.numpy() if isinstance(b, Tensor) else np.asarray(b)
+    dtype = np.result_type(*[t.numpy().dtype for t in (a, b) if isinstance(t, Tensor)])
+    # a Python int takes the tensor's dtype first, wrapping as torch's scalar cast: uint8 // -2 divides by 254
+    av = a.numpy() if isinstance(a, Tensor) else np.asarray(a).astype(dtype)
+    bv = b.numpy() if isinstance(b, Tensor) else np.asarray(b).astype(dtype)
     if np.any(bv == 0):
         raise RuntimeError("ZeroDivisionError")
-    dtype = np.result_type(*[t.numpy().dtype for t in (a, b) if isinstance(t, Tensor)])
     return _tensor(np.asarray(fn(av, bv)).astype(dtype))
 
 

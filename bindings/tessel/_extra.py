@@ -54,7 +54,7 @@ def maximum(a, b):
 
 
 def square(x):
-    return x * x
+    return x.long() * x.long() if x.dtype == _dtypes.bool else x * x  # torch: a bool square is int64
 
 
 def reciprocal(x):
@@ -62,7 +62,12 @@ def reciprocal(x):
 
 
 def lerp(a, b, weight):
-    return a + (b - a) * weight
+    """torch's formula: a + w (b - a) for |w| < 0.5, else b - (b - a)(1 - w), so w = 1 gives b exactly (1e30 to
+    1 at w = 1 gave 0) and a large w does not overflow early."""
+    diff = b - a
+    if isinstance(weight, Tensor):
+        return _C._functional.where(weight.abs() < 0.5, a + weight * diff, b - diff * (1 - weight))
+    return a + diff * weight if abs(weight) < 0.5 else b - diff * (1 - weight)
 
 
 def _softplus1(z):
@@ -103,12 +108,14 @@ def mish(x, inplace=False):
 
 @honours_inplace
 def hardtanh(x, min_val=-1.0, max_val=1.0, inplace=False):
+    if not x.dtype.is_floating_point:  # an integer tensor keeps its dtype (torch's bounds cast to it)
+        return x.clamp(min=int(min_val), max=int(max_val))
     return x.clamp(min=min_val, max=max_val)
 
 
 @honours_inplace
 def relu6(x, inplace=False):
-    return x.clamp(min=0.0, max=6.0)
+    return hardtanh(x, 0.0, 6.0)
 
 
 _SELU_ALPHA, _SELU_SCALE = 1.6732632423543772, 1.0507009873554805  # torch's constants
@@ -249,6 +256,8 @@ def softmin(x, dim=None, _stacklevel=3, dtype=None):
 
 
 def sign(x):
+    if x.dtype == _dtypes.bool:
+        return x.clone()
     one, zero = _scalar_like(x, 1.0), _scalar_like(x, 0.0)
     return _C._functional.where(x > 0, one, _C._functional.where(x < 0, -one, zero))  # 0 for 0 and NaN
 
@@ -272,6 +281,8 @@ def nan_to_num(x, nan=0.0, posinf=None, neginf=None):
 def logsumexp(x, dim, keepdim=False):
     """log Σ exp over dim, shifted by the max (finite for large inputs; -inf rows stay -inf)."""
     dims = [dim] if isinstance(dim, int) else list(dim)
+    if not x.dtype.is_floating_point:  # integer and bool inputs in the default float dtype (torch's)
+        x = x.to(_C._get_default_dtype())
     m = x.detach().amax(dims, keepdim=True)
     m = _C._functional.where(isfinite(m), m, _scalar_like(m, 0.0))  # inf / -inf rows give inf / -inf
     out = (x - m).exp().sum(dims, keepdim=True).log() + m

@@ -31,6 +31,8 @@ def _pow_dtype(base, exponent):
     a, b = kind(base), kind(exponent)
     if not isinstance(base, Tensor) or not isinstance(exponent, Tensor):  # number ** tensor or the reverse
         t, n = (b, a) if not isinstance(base, Tensor) else (a, b)
+        if t == _dtypes.bool and n is None:
+            return _dtypes.int64  # a bool tensor with a Python int: int64 (bool ** 2 is int64, as torch)
         return n if n is not None and n.is_floating_point and not t.is_floating_point else t
     fa, fb = a.is_floating_point, b.is_floating_point
     if fa and fb:
@@ -55,9 +57,18 @@ def _host_pow(base, exponent, dtype):
         x = x.detach()
         return (x.float() if x.dtype in (_dtypes.bfloat16, _dtypes.float16) else x).numpy().astype(compute)
     a, b = arr(base), arr(exponent)
+    negative = None
     if not np.issubdtype(compute, np.floating) and np.any(b < 0):
-        raise RuntimeError("Integers to negative integer powers are not allowed.")
-    out = _C._from_numpy(np.asarray(np.power(a, b), dtype=compute))  # (_from_numpy keeps a 0-d result 0-d)
+        if not isinstance(exponent, Tensor):
+            raise RuntimeError("Integers to negative integer powers are not allowed.")
+        # a tensor of integer exponents: torch's powi, 1 for a base of 1, ±1 for -1, else 0 (0 ** -1 too)
+        negative = b < 0
+        sign = np.where(b % 2 != 0, -1, 1)
+        b = np.where(negative, 0, b).astype(b.dtype)
+    value = np.power(a, b)
+    if negative is not None:
+        value = np.where(negative, np.where(a == 1, 1, np.where(a == -1, sign, 0)), value)
+    out = _C._from_numpy(np.asarray(value, dtype=compute))  # (_from_numpy keeps a 0-d result 0-d)
     return out if out.dtype == dtype else out.to(dtype)
 
 

@@ -86,13 +86,14 @@ def atan(x):
 
 
 def atan2(y, x):
-    """The angle of (x, y) in [-pi, pi], torch's quadrants: atan2(±0, x < 0) = ±pi (the sign of a zero y
-    counts), atan2(y != 0, 0) = ±pi/2, atan2(±0, 0) = ±0."""
+    """The angle of (x, y) in [-pi, pi], C's quadrants: atan2(±0, x < 0 or -0) = ±pi (the signs of zeros
+    count), atan2(y != 0, ±0) = ±pi/2, atan2(±inf, ±inf) = ±pi/4 or ±3pi/4, NaN in either gives NaN."""
     zero_x = x == 0.0
-    base = atan(y / _where(zero_x, 1.0, x))
-    neg_y = _negative(y)
-    angle = _where(x < 0.0, base + _where(neg_y, -math.pi, math.pi), base)
-    return _where(zero_x & (y != 0.0), y.sign() * (math.pi / 2), angle)
+    both_inf = y.isinf() & x.isinf()
+    ratio = _where(both_inf, y.sign() * x.sign(), y / _where(zero_x, 1.0, x))
+    base = atan(ratio)
+    angle = _where(_negative(x), base + _where(_negative(y), -math.pi, math.pi), base)
+    return _where(zero_x & (y != 0.0) & (y == y), y.sign() * (math.pi / 2), angle)
 
 
 def asin(x):
@@ -150,11 +151,11 @@ def log10(x):
 
 def hypot(x, y):
     """sqrt(x² + y²) as C's hypot: scaled by the larger magnitude (1e30 in float32 no longer overflows to inf),
-    inf where either is infinite even if the other is NaN, 0 at (0, 0)."""
+    inf where either is infinite even if the other is NaN, NaN where one is NaN and the other finite, 0 at (0, 0)."""
     ax, ay = x.abs(), y.abs()
     larger = ax > ay
     m, n = _where(larger, ax, ay), _where(larger, ay, ax)
-    zero = m == 0.0
+    zero = (ax == 0.0) & (ay == 0.0)
     t = n / _where(zero, 1.0, m)
     r = _where(zero, 0.0, m * (1.0 + t * t).sqrt())
     return _where(ax.isinf() | ay.isinf(), math.inf, r)

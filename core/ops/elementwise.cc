@@ -125,7 +125,13 @@ TensorList BinaryKernel(std::span<const Tensor> in, const Attrs&, const char* na
     const T* pb = static_cast<const T*>(b.raw_data());
     T* po = static_cast<T*>(out.raw_data());
     if constexpr (std::is_same_v<T, bool>) {
-      TESSEL_FAIL(ErrorCode::kInvalidArgument, name, ": not supported for bool tensors");
+      // bool + bool is logical or and bool * bool logical and (torch's); torch refuses the other two
+      if constexpr (kOp == BinOp::kSub) {
+        TESSEL_FAIL(ErrorCode::kInvalidArgument, name, ": subtraction with two bool tensors is not supported (shapes ",
+                    ShapeStr(a.sizes()), ", ", ShapeStr(b.sizes()), "); use ^ or logical_xor() instead");
+      } else if constexpr (kOp == BinOp::kDiv) {
+        TESSEL_FAIL(ErrorCode::kInvalidArgument, name, ": not supported for bool tensors; cast to a floating dtype");
+      }
     } else {
       if constexpr (kOp == BinOp::kDiv && std::is_integral_v<T>) {
         // An integer division by zero (or of the minimum by -1) traps (SIGFPE) and killed the process:
@@ -152,8 +158,7 @@ TensorList BinaryKernel(std::span<const Tensor> in, const Attrs&, const char* na
         }
       }
     }
-    if constexpr (std::is_same_v<T, bool>) {
-    } else if (a.sizes() == shape && b.sizes() == shape && a.is_contiguous() && b.is_contiguous()) {
+    if (a.sizes() == shape && b.sizes() == shape && a.is_contiguous() && b.is_contiguous()) {
       ParallelFor(0, n, kGrain, [&](int64_t s, int64_t e) {
         for (int64_t i = s; i < e; ++i) po[i] = FromCompute<T>(Apply<kOp, C>(ToCompute(pa[i]), ToCompute(pb[i])));
       });
@@ -191,7 +196,11 @@ TensorList AffineKernel(const Tensor& x, double alpha, std::optional<double> bet
     using T = scalar_t;
     using C = ComputeT<T>;
     if constexpr (std::is_same_v<T, bool>) {
-      TESSEL_FAIL(ErrorCode::kInvalidArgument, name, ": not supported for bool tensors");
+      // a bool tensor with a Python bool (torch keeps bool): x + True is x or True, x * False is x and False
+      const bool* px = static_cast<const bool*>(xc.raw_data());
+      bool* po = static_cast<bool*>(out.raw_data());
+      const double b = beta.value_or(0.0);
+      for (int64_t i = 0; i < n; ++i) po[i] = (px[i] ? alpha : 0.0) + b != 0.0;
     } else {
       const T* px = static_cast<const T*>(xc.raw_data());
       T* po = static_cast<T*>(out.raw_data());

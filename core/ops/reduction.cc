@@ -266,14 +266,14 @@ Tensor ReduceImpl(const Tensor& x, const Plan& plan, double p, double scale, con
   TESSEL_DISPATCH_ALL_TYPES(x.dtype(), name, [&] {
     using T = scalar_t;
     using C = ComputeT<T>;
-    if constexpr (std::is_same_v<T, bool> && kOp != Red::kSum) {
+    if constexpr (std::is_same_v<T, bool> && kOp != Red::kSum && kOp != Red::kMax) {
       TESSEL_FAIL(ErrorCode::kInvalidArgument, name, ": not supported for bool tensors (shape ", ShapeStr(x.sizes()),
                   ")");
     } else if constexpr (!std::is_floating_point_v<C> && kOp != Red::kSum && kOp != Red::kMax) {
       TESSEL_FAIL(ErrorCode::kInvalidArgument, name, ": expected a floating dtype, got ", DTypeName(x.dtype()));
     } else {
       constexpr bool kIntSum = kOp == Red::kSum && !std::is_floating_point_v<C>;
-      using A = std::conditional_t<kIntSum, int64_t, C>;
+      using A = std::conditional_t<kIntSum, int64_t, std::conditional_t<std::is_same_v<C, bool>, uint8_t, C>>;
       using TO = std::conditional_t<kIntSum, int64_t, T>;  // integer sums give int64, like torch
       out = Empty(plan.out_shape, DTypeOf<TO>::value, x.device());
       Reducer<kOp, A> r{static_cast<A>(p)};
@@ -387,12 +387,8 @@ TensorList MaxKernel(std::span<const Tensor> in, const Attrs& attrs) {
   Tensor idx = Empty(plan.out_shape, DType::kInt64, x.device());
   TESSEL_DISPATCH_ALL_TYPES(x.dtype(), "max", [&] {
     using T = scalar_t;
-    if constexpr (std::is_same_v<T, bool>) {
-      TESSEL_FAIL(ErrorCode::kInvalidArgument, "max: not supported for bool tensors (shape ", ShapeStr(x.sizes()), ")");
-    } else {
-      ArgMaxARK(static_cast<const T*>(l.data.raw_data()), l, static_cast<T*>(vals.raw_data()),
-                static_cast<int64_t*>(idx.raw_data()));
-    }
+    ArgMaxARK(static_cast<const T*>(l.data.raw_data()), l, static_cast<T*>(vals.raw_data()),
+              static_cast<int64_t*>(idx.raw_data()));
   });
   return {vals, idx};
 }

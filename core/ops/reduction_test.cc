@@ -11,6 +11,7 @@
 #include "core/base/parallel.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/testing/gradcheck.h"
+#include "core/ops/unary.h"
 #include "core/tensor/factory.h"
 #include "core/tensor/random.h"
 #include "core/tensor/tensor_impl.h"
@@ -278,8 +279,20 @@ TEST(ReductionTest, MisuseRaisesNamedErrors) {
   ExpectErrorContains([&] { Norm(Zeros({2}, DType::kInt32)); }, ErrorCode::kInvalidArgument,
                       "norm: expected a floating dtype, got int32");
   ExpectErrorContains([&] { Norm(x, 0.0); }, ErrorCode::kUnimplemented, "norm: p = 0 is not supported");
-  ExpectErrorContains([&] { Max(Zeros({2}, DType::kBool), 0); }, ErrorCode::kInvalidArgument,
-                      "max: not supported for bool tensors");
+  ExpectErrorContains([&] { Norm(Zeros({2}, DType::kBool)); }, ErrorCode::kInvalidArgument,
+                      "norm: expected a floating dtype, got bool");
+}
+
+// max / amax of bool tensors are bool (torch's: any true), the index the first true; they raised.
+TEST(ReductionTest, BoolMaxIsAnyWithTheFirstIndex) {
+  const Tensor b = FromDoubles({0, 1, 1, 0, 0, 0}, std::vector<int64_t>{2, 3}, DType::kBool);
+  auto [v, i] = Max(b, 1);
+  EXPECT_EQ(v.dtype(), DType::kBool);
+  EXPECT_EQ(Cast(v, DType::kInt64).ToVector<int64_t>(), (std::vector<int64_t>{1, 0}));
+  EXPECT_EQ(i.ToVector<int64_t>(), (std::vector<int64_t>{1, 0}));
+  const Tensor a = Amax(b, {0});
+  EXPECT_EQ(a.dtype(), DType::kBool);
+  EXPECT_EQ(Cast(a, DType::kInt64).ToVector<int64_t>(), (std::vector<int64_t>{0, 1, 1}));
 }
 
 }  // namespace
