@@ -403,6 +403,13 @@ def _var(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
         raise RuntimeError("std and var only support floating point and complex dtypes")
     if isinstance(dim, builtins.bool):  # torch's var(unbiased) overload: x.var(False) is the biased var
         dim, unbiased = None, dim
+    if self.dtype != _C.dtype.float64:  # accumulated in float64 as torch's CPU Welford: 1e30 in float32 overflowed
+        return _var(self.to(_C.dtype.float64), dim, unbiased, keepdim, correction=correction).to(self.dtype)
+    return _var64(self, dim, unbiased, keepdim, correction)
+
+
+def _var64(self, dim, unbiased, keepdim, correction):
+    """_var's body, on a float64 tensor."""
     if correction is None:
         correction = 1 if unbiased is None or unbiased else 0
     if dim is None or (not isinstance(dim, builtins.int) and len(dim) == 0):  # [] means every dim, as torch
@@ -418,8 +425,12 @@ def _var(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
 
 
 def _std(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
-    """torch.std: the square root of var (same arguments)."""
-    return _var(self, dim, unbiased, keepdim, correction=correction).sqrt()
+    """torch.std: the square root of var (same arguments), taken in float64 before the cast back (the std of
+    1e30s is finite in float32 where their var is not)."""
+    if isinstance(dim, builtins.bool):
+        dim, unbiased = None, dim
+    wide = self.to(_C.dtype.float64) if self.dtype.is_floating_point else self
+    return _var(wide, dim, unbiased, keepdim, correction=correction).sqrt().to(self.dtype)
 
 
 Tensor.var = _var
@@ -537,7 +548,8 @@ def _sort_order(self, dim, descending):
     """The stable sorting permutation along dim (numpy, int64): ties keep their order (torch's default
     may not), NaN last ascending and first descending, as torch."""
     import numpy as np
-    a = self.detach().numpy()
+    from ._tensor import _host_numpy
+    a = _host_numpy(self)
     if descending:  # stable and without negating (bools, INT64_MIN): an ascending pass over the reversed axis
         f = np.flip(a, axis=dim)
         if np.issubdtype(a.dtype, np.floating):  # NaN as the largest value (first when descending)

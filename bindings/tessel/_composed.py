@@ -19,7 +19,7 @@ from . import _C, _dtypes
 from ._extra import (FUNCTIONAL, TENSOR_METHODS, TORCH_FUNCTIONS, _reduce, isnan, linspace, maximum, meshgrid,
                      minimum, movedim)
 from ._inplace import honours_inplace as _honours_inplace
-from ._tensor import tensor as _tensor
+from ._tensor import _host_numpy, tensor as _tensor
 
 _min_max = collections.namedtuple("aminmax", ["min", "max"])
 _values_indices = collections.namedtuple("cummax", ["values", "indices"])
@@ -173,7 +173,7 @@ def aminmax(x, *, dim=None, keepdim=False):
 def _running_best(x, dim, larger):
     """(values, indices) of the running max (larger) or min along dim: a tie takes the later index and a NaN
     takes over from where it appears (each later NaN too), as torch's."""
-    a = x.detach().float().numpy() if x.dtype in (_dtypes.bfloat16, _dtypes.float16) else x.detach().numpy()
+    a = x.detach().float().numpy() if x.dtype in (_dtypes.bfloat16, _dtypes.float16) else _host_numpy(x)
     a = np.moveaxis(a, dim, -1)
     idx = np.zeros(a.shape, dtype=np.int64)
     best = a[..., 0].copy()
@@ -201,7 +201,7 @@ def mode(x, dim=-1, keepdim=False):
     if x.ndim == 0:
         return _values_indices(x.clone(), _tensor(np.zeros((), dtype=np.int64)))
     d = dim % x.ndim
-    a = np.moveaxis(x.detach().numpy(), d, -1)
+    a = np.moveaxis(_host_numpy(x), d, -1)
     flat = a.reshape(-1, a.shape[-1])
     picks = np.empty(flat.shape[0], dtype=np.int64)
     for r, row in enumerate(flat):
@@ -220,22 +220,22 @@ def unique_consecutive(x, return_inverse=False, return_counts=False, dim=None):
     """torch.unique_consecutive: each run of equal consecutive elements (with dim: equal slices along dim)
     kept once, with the inverse (each element's / slice's run) and the run lengths."""
     if dim is not None:
-        a = x.detach().numpy()
+        a = _host_numpy(x)
         d = dim + a.ndim if dim < 0 else dim
         if not 0 <= d < a.ndim:
             raise IndexError("Dimension out of range (expected to be in range of [%d, %d], but got %d)"
                              % (-a.ndim, a.ndim - 1, dim))
         s = np.moveaxis(a, d, 0).reshape(a.shape[d], -1)  # one row per slice along dim
         starts = np.concatenate([[True], (s[1:] != s[:-1]).any(axis=1)]) if len(s) else np.zeros(0, dtype=bool)
-        out = [_tensor(np.compress(starts, a, axis=d))]
+        out = [_tensor(np.compress(starts, a, axis=d)).to(x.dtype)]
         if return_inverse:
             out.append(_tensor((np.cumsum(starts) - 1).astype(np.int64)))
         if return_counts:
             out.append(_tensor(np.diff(np.append(np.nonzero(starts)[0], len(s))).astype(np.int64)))
         return out[0] if len(out) == 1 else tuple(out)
-    a = x.detach().numpy().reshape(-1)
+    a = _host_numpy(x).reshape(-1)
     starts = np.concatenate([[True], a[1:] != a[:-1]]) if a.size else np.zeros(0, dtype=bool)
-    values = _tensor(a[starts])
+    values = _tensor(a[starts]).to(x.dtype)
     out = [values]
     if return_inverse:
         out.append(_tensor((np.cumsum(starts) - 1).astype(np.int64).reshape(tuple(x.shape))))
@@ -469,7 +469,7 @@ def signbit(x):
     if not x.dtype.is_floating_point:
         return x < 0
     return _tensor(np.signbit(x.detach().float().numpy() if x.dtype in (_dtypes.bfloat16, _dtypes.float16)
-                              else x.detach().numpy()))
+                              else _host_numpy(x)))
 
 
 def float_power(input, exponent):

@@ -16,7 +16,7 @@ import numpy as np
 
 from . import _C, _dtypes
 from ._inplace import honours_inplace
-from ._tensor import Tensor, bernoulli, exponential_, random_, tensor as _tensor, zeros as _zeros
+from ._tensor import Tensor, _host_numpy, bernoulli, exponential_, random_, tensor as _tensor, zeros as _zeros
 
 
 def _floating(x):
@@ -296,12 +296,17 @@ def _accumulation_input(x, dtype):
     return x if x.dtype.is_floating_point or x.dtype == _dtypes.int64 else x.long()
 
 
+_NARROW_FLOATS = (_dtypes.float32, _dtypes.float16, _dtypes.bfloat16)
+
+
 def cumsum(x, dim, dtype=None):
     """Running sums along dim by log-step prefix adds (Hillis-Steele: out[i] += out[i - 2^k]), so NaN and
     inf stay where torch puts them and integers add exactly; bool and integer inputs give int64, as
-    torch."""
+    torch. Narrower floats accumulate in float64 (torch's CPU accumulator): 2**24 + 1 - 2**24 + 1 gives 2."""
     from ._tensor import zeros_like
     x = _accumulation_input(x, dtype)
+    if x.dtype in _NARROW_FLOATS:
+        return cumsum(x.to(_dtypes.float64), dim).to(x.dtype)
     if x.ndim == 0:
         return x.clone()
     dim %= x.ndim
@@ -483,7 +488,7 @@ def _host(x, name):
         raise NotImplementedError("%s of a tensor that requires grad: tessel has no %s op with a gradient (it "
                                   "computes %s on constants: build the table under no_grad, or from a tensor "
                                   "that does not require grad)" % (name, name, name))
-    return x.detach().numpy() if isinstance(x, Tensor) else np.asarray(x)
+    return _host_numpy(x) if isinstance(x, Tensor) else np.asarray(x)
 
 
 def _float_op(name):
@@ -858,8 +863,8 @@ def kron(a, b):
 def unique(x, sorted=True, return_inverse=False, return_counts=False, dim=None):
     """torch.unique (values carry no gradient, as torch's): sorted unique values, optionally the inverse
     indices and the counts. With dim: the unique slices along dim, in lexicographic order (torch's), the
-    inverse indexing dim's positions."""
-    a = x.detach().numpy()
+    inverse indexing dim's positions. NaNs are not merged (NaN != NaN: each is its own value, as torch)."""
+    a = _host_numpy(x)
     if dim is not None:
         d = dim + a.ndim if dim < 0 else dim
         if not 0 <= d < builtins.max(a.ndim, 1):
@@ -868,9 +873,9 @@ def unique(x, sorted=True, return_inverse=False, return_counts=False, dim=None):
         values, inverse, counts = np.unique(a, axis=d, return_inverse=True, return_counts=True)
         inverse = inverse.reshape(-1)  # numpy 2 may keep a trailing axis
     else:
-        values, inverse, counts = np.unique(a, return_inverse=True, return_counts=True)
+        values, inverse, counts = np.unique(a, return_inverse=True, return_counts=True, equal_nan=False)
         inverse = inverse.reshape(a.shape)
-    out = [_tensor(values)]
+    out = [_tensor(values).to(x.dtype)]
     if return_inverse:
         out.append(_tensor(inverse.astype(np.int64)))
     if return_counts:
@@ -918,7 +923,7 @@ def isin(elements, test_elements, *, assume_unique=False, invert=False):
 
 def histc(input, bins=100, min=0, max=0):
     """torch.histc: counts of the elements in `bins` equal-width bins over [min, max] (min == max: the data's
-    range), the last bin closed; elements outside are left out; the input's float dtype."""
+    range), the last bin closed; elements outside are left out; the input's float dtype (float16 too)."""
     if not input.dtype.is_floating_point:
         raise RuntimeError("torch.histogramc: input tensor and hist tensor should have the same dtype, but got "
                            "input %s and hist float" % input.dtype)
@@ -931,7 +936,7 @@ def histc(input, bins=100, min=0, max=0):
     if lo > hi:
         raise RuntimeError("torch.histogramc: max must be larger than min")
     counts, _ = np.histogram(a[(a >= lo) & (a <= hi)], bins=int(bins), range=(lo, hi))
-    return _tensor(counts.astype(np.float32 if input.dtype != _dtypes.float64 else np.float64))
+    return _tensor(counts.astype(np.float64)).to(input.dtype)
 
 
 _prod_autocast = _float32_under_autocast(prod)  # torch's CPU autocast float32 list has prod

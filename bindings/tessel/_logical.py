@@ -186,16 +186,23 @@ def diff(x, n=1, dim=-1, prepend=None, append=None):
     return x
 
 
-def var_mean(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+def _moments(x, dim, unbiased, keepdim, correction):
+    """(var, mean) in float64 for floating x (torch's CPU Welford accumulates there, for both)."""
     if isinstance(dim, bool):  # torch's var_mean(x, unbiased) overload
         dim, unbiased = None, dim
-    return x.var(dim, unbiased, keepdim, correction=correction), \
-        (x.mean() if dim is None else x.mean(dim, keepdim=keepdim))
+    wide = x.to(_dtypes.float64) if x.dtype.is_floating_point else x
+    return wide.var(dim, unbiased, keepdim, correction=correction), \
+        (wide.mean() if dim is None else wide.mean(dim, keepdim=keepdim))
+
+
+def var_mean(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    v, m = _moments(x, dim, unbiased, keepdim, correction)
+    return v.to(x.dtype), m.to(x.dtype)
 
 
 def std_mean(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
-    v, m = var_mean(x, dim, unbiased, keepdim, correction=correction)
-    return v.sqrt(), m
+    v, m = _moments(x, dim, unbiased, keepdim, correction)
+    return v.sqrt().to(x.dtype), m.to(x.dtype)
 
 
 def clamp_(x, min=None, max=None):

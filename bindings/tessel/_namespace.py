@@ -164,8 +164,8 @@ def tan(input):
     direct tan would give), so float32 results are correctly rounded but for rare ties."""
     if input.dtype == _dtypes.float64:
         return input.sin() / input.cos()
-    x = input.to(_dtypes.float64)
     out_dtype = input.dtype if input.dtype.is_floating_point else _dtypes.default_float()
+    x = input.to(out_dtype).to(_dtypes.float64)  # an integer rounds to the float dtype first, as torch's
     return (x.sin() / x.cos()).to(out_dtype)
 
 

@@ -7,7 +7,7 @@ import collections
 import math
 
 from . import _C, _dtypes
-from ._extra import TENSOR_METHODS, TORCH_FUNCTIONS, Tensor
+from ._extra import TENSOR_METHODS, TORCH_FUNCTIONS, Tensor, lerp as _lerp
 
 _MEDIAN = collections.namedtuple("median", ["values", "indices"])
 _KTHVALUE = collections.namedtuple("kthvalue", ["values", "indices"])
@@ -51,7 +51,8 @@ def kthvalue(x, k, dim=-1, keepdim=False):
 
 def quantile(x, q, dim=None, keepdim=False, *, interpolation="linear"):
     """torch.quantile: q in [0, 1] (a number or a 1-D tensor, whose values become the leading dim);
-    interpolation linear / lower / higher / nearest (ties to even) / midpoint between sorted neighbours."""
+    interpolation linear / lower / higher / nearest (ties to even) / midpoint between sorted neighbours; NaN
+    where the values hold NaN (nanquantile skips them)."""
     if interpolation not in ("linear", "lower", "higher", "nearest", "midpoint"):
         raise ValueError("quantile() interpolation must be one of linear, lower, higher, midpoint or nearest. Got "
                          + str(interpolation))
@@ -64,6 +65,7 @@ def quantile(x, q, dim=None, keepdim=False, *, interpolation="linear"):
         src, d = x, dim % x.dim()
     values = src.sort(d)[0]
     n = values.shape[d]
+    has_nan = values.narrow(d, n - 1, 1).isnan()  # NaNs sort last: a row holding one gives NaN (torch's rank)
     outs = []
     for v in qs:
         pos = v * (n - 1)
@@ -74,9 +76,11 @@ def quantile(x, q, dim=None, keepdim=False, *, interpolation="linear"):
         elif interpolation in ("higher", "nearest"):
             lo, frac = hi, 0.0
         elif interpolation == "midpoint":
-            frac = 0.5 if hi != lo else 0.0
+            frac = 0.5
         a, b = values.narrow(d, lo, 1), values.narrow(d, hi, 1)
-        outs.append(a + (b - a) * frac if frac else a)
+        if interpolation in ("linear", "midpoint"):  # torch's lerp even at a whole rank: inf next to -inf is NaN
+            a = _lerp(a, b, frac)
+        outs.append(_C._functional.where(has_nan, _C._full([], math.nan, a.dtype), a))
     return shaped_quantiles(outs, q, x, dim, keepdim, d)
 
 

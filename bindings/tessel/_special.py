@@ -54,6 +54,8 @@ def _in_float64(fn, arity=1):
         ins = args[:arity]
         floats = [t.dtype for t in ins if isinstance(t, _C.Tensor) and t.dtype.is_floating_point]
         dtype = _F64 if _F64 in floats else (floats[0] if floats else _C.dtype.float32)
+        # an integer tensor rounds to the result's float dtype first (torch promotes before computing)
+        ins = [t.to(dtype) if isinstance(t, _C.Tensor) and not t.dtype.is_floating_point else t for t in ins]
         return fn(*[_f64(t) for t in ins], *args[arity:], **kwargs).to(dtype)
     return op
 
@@ -312,7 +314,8 @@ def digamma(x):
     direct = _digamma_pos(y)
     xr = _where(reflect, x, 0.25)
     pole = reflect & (xr == xr.floor())
-    t = (_where(pole, 0.25, xr) * math.pi)
+    xr = _where(pole, 0.25, xr)
+    t = (xr - xr.round().detach()) * math.pi  # cot(pi x) of x's fraction: pi x itself rounds for large |x|
     refl = direct - math.pi * t.cos() / t.sin()
     at_pole = _where(x == 0.0, -1.0 / _where(x == 0.0, x, 1.0), math.nan)  # -inf at +0, +inf at -0 (torch's)
     return _where(pole, at_pole, _where(reflect, refl, direct))
@@ -334,4 +337,18 @@ _BINARY = dict(atan2=atan2, arctan2=atan2, hypot=hypot, logaddexp=logaddexp, log
 
 FUNCTIONS = {name: _in_float64(fn) for name, fn in _UNARY.items()}
 FUNCTIONS.update({name: _in_float64(fn, 2) for name, fn in _BINARY.items()})
+_logit64 = FUNCTIONS["logit"]
+
+
+def _logit_public(input, eps=None, *, out=None):
+    """torch.logit: with eps, the input is clamped to [eps, 1 - eps] computed in its own dtype (float32 for
+    integers) as torch's kernel does: 1 - 1e-6 is 0.99999899 in float32 and 1 in float16."""
+    if eps is not None:
+        dtype = input.dtype if input.dtype.is_floating_point else _C.dtype.float32
+        lo = _C._full([], float(eps), dtype)
+        input = input.to(dtype).clamp(lo.item(), (_C._full([], 1.0, dtype) - lo).item())
+    return _logit64(input, out=out)
+
+
+FUNCTIONS["logit"] = _logit_public
 FUNCTIONS["sgn"] = lambda input: input.sign()  # torch.sgn of a real tensor: its sign, in its dtype

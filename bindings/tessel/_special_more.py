@@ -92,8 +92,11 @@ def _i_scaled(order, x):
 
 
 def _i(order, x):
-    with np.errstate(over="ignore"):
-        return _i_scaled(order, x) * np.exp(np.abs(x))
+    """I_order(x); ±inf beyond |x| = 720 (the scaled value's 0 times e^inf gave NaN at inf)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        half = np.exp(np.abs(x) / 2)  # twice e^(|x|/2): finite up to where I itself overflows (|x| = 713)
+        out = _i_scaled(order, x) * half * half
+    return np.where(np.abs(x) > 720.0, np.where(x < 0, (-1.0) ** order, 1.0) * np.inf, out)  # e^720 overflows
 
 
 def _host_unary(name, host, derivative):
@@ -259,50 +262,85 @@ def gammaincc(input, other):
 
 # ---- Hurwitz zeta and polygamma ---------------------------------------------------------------------------
 
-def _zeta(s, q):
-    """ζ(s, q) = Σ_k (q + k)^-s for s > 1, q > 0 (Euler–Maclaurin); inf at s = 1, NaN for s < 1."""
-    s, q = np.broadcast_arrays(np.asarray(s, np.float64), np.asarray(q, np.float64))
-    out = np.full(s.shape, np.nan)
-    ok = (s > 1) & (q > 0)
-    out[(s == 1)] = np.inf
-    if ok.any():
-        ss, qq = s[ok], q[ok]
-        shift = int(max(0.0, math.ceil(9.0 - float(qq.min())))) + 9
-        total = np.zeros_like(ss)
+def _zeta_positive(s, q):
+    """ζ(s, q) for s > 1, q > 0 by Euler–Maclaurin; where the first term dominates to float64's precision
+    ((1 + 1/q)^-s < eps: s = 1e30 at q = 1 is 1) or overflows (0.5^-1e30), that term, as Cephes' early exit."""
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        first = q ** -s
+        dominant = np.isinf(first) | np.isposinf(q) | ((1.0 + 1.0 / q) ** -s < _EPS / 2)
+        finite = q[np.isfinite(q)]
+        shift = int(max(0.0, math.ceil(9.0 - float(finite.min())))) + 9 if finite.size else 9
+        total = np.zeros_like(s)
         for k in range(shift):
-            total = total + (qq + k) ** -ss
-        a = qq + shift
-        b = a ** -ss
-        total = total + a * b / (ss - 1) + 0.5 * b  # the tail from a: its integral and half its first term
-        fac = np.ones_like(ss)
+            total = total + (q + k) ** -s
+        a = q + shift
+        b = a ** -s
+        total = total + a * b / (s - 1) + 0.5 * b  # the tail from a: its integral and half its first term
+        fac = np.ones_like(s)
         kk = 0.0
         for coefficient in _EM:
-            fac = fac * (ss + kk)
+            fac = fac * (s + kk)
             b = b / a
             total = total + fac * b / coefficient
             kk += 1.0
-            fac = fac * (ss + kk)
+            fac = fac * (s + kk)
             b = b / a
             kk += 1.0
-        out[ok] = total
+    return np.where(dominant, first, total)
+
+
+def _zeta(s, q):
+    """ζ(s, q) = Σ_k (q + k)^-s with Cephes' (and torch's) domain: inf at s = 1 and at the poles q = 0, -1, -2,
+    ... (-inf too); NaN for s < 1 and for q < 0 with a non-integer s; q < 0 with an integer s through the
+    polygamma reflection (a bounded amount of work however negative q is)."""
+    s, q = np.broadcast_arrays(np.asarray(s, np.float64), np.asarray(q, np.float64))
+    out = np.full(s.shape, np.nan)
+    with np.errstate(invalid="ignore"):
+        pole = (q <= 0) & (q == np.floor(q)) & ~(s < 1)
+        ok = (s > 1) & (q > 0)
+        negative = (s > 1) & (q < 0) & ~pole & (s == np.floor(s)) & np.isfinite(s)
+    out[pole | (s == 1)] = np.inf
+    if ok.any():
+        out[ok] = _zeta_positive(s[ok], q[ok])
+    for order in np.unique(s[negative]):  # ζ(n + 1, q) = (-1)^(n+1) ψ^(n)(q) / n!
+        at = negative & (s == order)
+        n = int(order) - 1
+        out[at] = (-1.0) ** (n + 1) * _polygamma(n, q[at]) / math.factorial(n)
     return out
 
 
+def _cot_derivative_polynomial(n):
+    """Coefficients (lowest first) of P_n with d^n/dy^n cot(y) = P_n(cot y): P_0 = c, P_(k+1) = -(1 + c²) P_k'."""
+    from numpy.polynomial import polynomial as P
+    coefficients = np.array([0.0, 1.0])
+    for _ in range(n):
+        coefficients = -P.polymul([1.0, 0.0, 1.0], P.polyder(coefficients))
+    return coefficients
+
+
 def _polygamma(n, x):
-    """ψ^(n)(x) for n >= 1 (polygamma answers n = 0 with digamma): (-1)^(n+1) n! ζ(n + 1, x), x shifted up past 1 by the recurrence first."""
+    """ψ^(n)(x) for n >= 1 (polygamma answers n = 0 with digamma): (-1)^(n+1) n! ζ(n + 1, x) for x > 0; below 0
+    the reflection ψ^(n)(x) = (-1)^n ψ^(n)(1 - x) - π^(n+1) P_n(cot πx), cot taken of x's fraction (exact);
+    at the poles x = 0, -1, ... (and -inf) torch's signed infinity (+inf for odd n, -inf for even n)."""
     x = np.asarray(x, np.float64)
-    out = np.zeros_like(x)
-    shifted = x.copy()
     sign = (-1.0) ** (n + 1)
-    fact = math.factorial(n)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        for _ in range(int(max(0.0, math.ceil(1.0 - float(np.nanmin(x))))) if x.size else 0):
-            low = shifted < 1
-            out = out + np.where(low, sign * fact / shifted ** (n + 1), 0.0)  # ψ(x) = ψ(x+1) - (-1)^n n!/x^(n+1)
-            shifted = np.where(low, shifted + 1, shifted)
+    out = np.full(x.shape, np.nan)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         pole = (x <= 0) & (x == np.floor(x))
-        result = sign * fact * _zeta(n + 1.0, shifted) + out
-    return np.where(pole, np.inf if n % 2 else np.nan, result)
+        positive = x > 0
+        negative = (x < 0) & ~pole
+        out[pole] = sign * np.inf
+        if positive.any():
+            orders = np.full(int(positive.sum()), n + 1.0)
+            out[positive] = sign * math.factorial(n) * _zeta_positive(orders, x[positive])
+        if negative.any():
+            xn = x[negative]
+            fraction = xn - np.round(xn)
+            cot = np.cos(math.pi * fraction) / np.sin(math.pi * fraction)
+            mirrored = _polygamma(n, 1.0 - xn)
+            out[negative] = (-1.0) ** n * mirrored - math.pi ** (n + 1) * np.polynomial.polynomial.polyval(
+                cot, _cot_derivative_polynomial(n))
+    return out
 
 
 class _Polygamma(Function):

@@ -477,7 +477,13 @@ Tensor.__float__ = lambda self: builtins.float(_one_element(self, "scalars"))
 Tensor.__int__ = lambda self: builtins.int(_one_element(self, "scalars"))
 Tensor.__bool__ = lambda self: builtins.bool(_one_element(self, "booleans"))
 Tensor.__array__ = lambda self, dtype=None: self.numpy() if dtype is None else self.numpy().astype(dtype)
-Tensor.tolist = lambda self: self.numpy().tolist()
+def _host_numpy(t):
+    """t's values as a numpy array, without its history; bfloat16, which numpy lacks, as float32 (exactly)."""
+    t = t.detach()
+    return (t.float() if t.dtype == _C.dtype.bfloat16 else t).numpy()
+
+
+Tensor.tolist = lambda self: _host_numpy(self).tolist()  # (bfloat16 too, as torch's Python floats)
 Tensor.type_as = lambda self, other: self.to(other.dtype)
 
 

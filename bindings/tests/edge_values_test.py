@@ -128,3 +128,113 @@ def test_logsumexp_of_integers_is_computed_in_float():
     want = 127 + math.log1p(sum(math.exp(v - 127) for v in [-128, -1, 0, 100]))
     out = tessel.logsumexp(x, 0)
     assert out.dtype == tessel.float32 and out.item() == pytest.approx(want, rel=1e-6)  # int8 x - max wrapped
+
+
+# ---- special functions: references from mpmath 1.3 at 40 digits (torch 2.15's values where noted) -----------
+
+def f64(values):
+    return tessel.tensor(values, dtype=tessel.float64)
+
+
+def test_polygamma_below_zero_by_reflection_and_its_poles():
+    cases = [(1, -7.3, 14.951383181433921153), (2, -2.5, -0.108204051641727403), (3, -0.5, 193.40909103400243724),
+             (1, 0.1, 101.4332991507927477), (2, 7.3, -0.021510814441620252037),
+             (1, -1e6 - 0.25, 19.739207802179467237)]  # the last took a million recurrence steps
+    for n, x, want in cases:
+        assert tessel.polygamma(n, f64([x])).item() == pytest.approx(want, rel=1e-12), (n, x)
+    # the poles: +inf for odd n, -inf for even n (torch's sign), at once even for -1e30 (it hung) and -inf
+    # (it raised OverflowError)
+    assert tessel.polygamma(1, f64([0.0, -3.0, -1e30, -INF])).tolist() == [INF] * 4
+    assert tessel.polygamma(2, f64([-0.0, -2.0, -1e30])).tolist() == [-INF] * 3
+    assert tessel.polygamma(1, f64([INF])).item() == 0.0
+    assert tessel.polygamma(1, tessel.tensor([-2 ** 31, 5], dtype=tessel.int32)).tolist()[0] == INF
+
+
+def test_zeta_poles_dominant_term_and_negative_q():
+    z = tessel.special.zeta
+    assert z(f64([3.0, 2.0, 4.0]), f64([-0.5, -7.3, -2.5])).tolist() == pytest.approx(
+        [0.4143983221171599978, 14.951383181433921153, 32.457979369864603737], rel=1e-12)
+    assert z(f64([1.5, 3.0, NAN]), f64([0.0, -2.0, -1e30])).tolist() == [INF, INF, INF]  # q at a pole
+    assert z(f64([1e30, 1e30, INF]), f64([1.0, 0.5, 1.0])).tolist() == [1.0, INF, 1.0]  # q^-s alone
+    assert math.isnan(z(f64([2.5]), f64([-0.5])).item())  # q < 0 needs an integer s
+
+
+def test_ndtri_and_log_ndtr_far_tails():
+    p = f64([1e-300, 1e-45, 1e-30, 1e-17, 0.5, 0.0, 1.0, -0.1])
+    want = [-37.047096299361199237, -14.14518149252347501, -11.464024688443615727, -8.4937932241095980744, 0.0,
+            -INF, INF, NAN]
+    got = tessel.special.ndtri(p).tolist()
+    for g, w in zip(got, want):
+        assert same(g, w) or g == pytest.approx(w, rel=1e-14), (g, w)  # 1e-30 gave -inf
+    x = f64([-1e30, -1000.0, -40.0, -10.0, 3.0])
+    want = [-5.0000000000000001988e+59, -500007.82669481218431, -804.60844201375378817, -53.231285150512470578,
+            -0.0013508099647481937988]
+    assert tessel.special.log_ndtr(x).tolist() == pytest.approx(want, rel=1e-14)  # below -38 it gave -inf
+    # their gradients are the closed forms: d ndtri/dp = sqrt(2 pi) exp(ndtri² / 2), d log_ndtr/dx = pdf / cdf
+    q = f64([0.01, 0.3]).requires_grad_()
+    tessel.special.ndtri(q).sum().backward()
+    y = tessel.special.ndtri(q).detach().tolist()
+    assert q.grad.tolist() == pytest.approx([math.sqrt(2 * math.pi) * math.exp(v * v / 2) for v in y], rel=1e-12)
+    t = f64([-30.0, 0.5]).requires_grad_()
+    tessel.special.log_ndtr(t).sum().backward()
+    cdf = [0.5 * math.erfc(-v / math.sqrt(2)) for v in (-30.0, 0.5)]
+    pdf = [math.exp(-v * v / 2) / math.sqrt(2 * math.pi) for v in (-30.0, 0.5)]
+    assert t.grad.tolist() == pytest.approx([a / b for a, b in zip(pdf, cdf)], rel=1e-12)
+
+
+def test_digamma_i1_logit_and_tan_at_the_edges():
+    # reflection with cot of x's fraction: pi x rounded for large |x| (it gave 40.7)
+    assert tessel.digamma(f64([-4503599627370495.5])).item() == pytest.approx(36.04365338911715609, rel=1e-14)
+    got = tessel.special.i1(f64([700.0, 800.0, INF, -INF])).tolist()
+    assert got[0] == pytest.approx(1.5285003902339006881e+302, rel=1e-12) and got[1:] == [INF, INF, -INF]
+    # logit with eps clamps to [eps, 1 - eps] in the input's dtype (torch's): 1 - 1e-6 is 0.99999899 in float32
+    hi = float(np.float32(1) - np.float32(1e-6))
+    out = tessel.logit(tessel.tensor([1.0, 2.0]), eps=1e-6).tolist()
+    assert out == pytest.approx([math.log(hi / (1 - hi))] * 2, rel=1e-6) and out[0] < 13.81
+    assert tessel.logit(tessel.tensor([1.0], dtype=tessel.float16), eps=1e-6).item() == INF  # 1 - eps is 1 there
+    # an integer input rounds to float32 before tan (16777217 is 16777216 there)
+    got = tessel.tan(tessel.tensor([2 ** 24 + 1, 7], dtype=tessel.int32)).tolist()
+    assert got == pytest.approx([math.tan(16777216.0), math.tan(7.0)], rel=1e-6)
+
+
+# ---- reductions -------------------------------------------------------------------------------------------
+
+def test_quantile_is_nan_with_nan_and_interpolates_as_torchs_lerp():
+    x = tessel.tensor([[3.0, NAN, 1.0, 2.0], [4.0, 1.0, 2.0, 3.0]])
+    got = tessel.quantile(x, 0.5, dim=1).tolist()
+    assert math.isnan(got[0]) and got[1] == 2.5  # the NaN row gave 2.0
+    for how in ("linear", "lower", "higher", "nearest", "midpoint"):
+        assert math.isnan(tessel.quantile(tessel.tensor([1.0, NAN]), 0.3, interpolation=how).item()), how
+    # q = 0 at -inf next to a finite value: torch's lerp(-inf, 1, 0) = -inf + 0 * inf = NaN; lower keeps -inf
+    y = tessel.tensor([-INF, 1.0, 2.0])
+    assert math.isnan(tessel.quantile(y, 0.0).item())
+    assert tessel.quantile(y, 0.0, interpolation="lower").item() == -INF
+
+
+def test_var_std_and_cumsum_accumulate_in_float64():
+    x = tessel.tensor([1e30, 1e30, -1e30, 1.0])
+    vals = [1e30, 1e30, -1e30, 1.0]
+    mean = sum(float(np.float32(v)) for v in vals) / 4
+    var = sum((float(np.float32(v)) - mean) ** 2 for v in vals) / 3
+    assert x.std().item() == pytest.approx(math.sqrt(var), rel=1e-6)  # it overflowed to inf in float32
+    s, m = tessel.std_mean(x, correction=0)
+    assert s.item() == pytest.approx(math.sqrt(var * 3 / 4), rel=1e-6) and m.item() == pytest.approx(mean, rel=1e-6)
+    c = tessel.tensor([2.0 ** 24, 1.0, -2.0 ** 24, 1.0])
+    assert tessel.var_mean(c)[1].item() == 0.5  # float32 sums lost the first 1 (0.25)
+    assert c.cumsum(0).tolist() == [2.0 ** 24, 2.0 ** 24, 1.0, 2.0]  # a float64 running sum rounded at each step
+
+
+def test_unique_keeps_each_nan_and_bfloat16_host_ops_work():
+    x = tessel.tensor([2.0, NAN, 1.0, NAN, 2.0])
+    values, inverse, counts = tessel.unique(x, return_inverse=True, return_counts=True)
+    assert values.tolist()[:2] == [1.0, 2.0] and all(math.isnan(v) for v in values.tolist()[2:])
+    assert inverse.tolist() == [1, 2, 0, 3, 1] and counts.tolist() == [1, 2, 1, 1]  # torch 2.15's answer
+    b = tessel.tensor([2.5, -1.0, 7.0, 0.5], dtype=tessel.bfloat16)
+    assert b.tolist() == [2.5, -1.0, 7.0, 0.5]  # tolist of bfloat16 raised (numpy has no bfloat16)
+    v, i = b.sort()
+    assert v.dtype == tessel.bfloat16 and v.tolist() == [-1.0, 0.5, 2.5, 7.0] and i.tolist() == [1, 3, 0, 2]
+    assert b.topk(2).indices.tolist() == [2, 0] and b.argsort(descending=True).tolist() == [2, 0, 3, 1]
+    assert b.median().item() == 0.5 and tessel.unique(b).dtype == tessel.bfloat16
+    assert tessel.searchsorted(v, tessel.tensor([1.0], dtype=tessel.bfloat16)).tolist() == [2]
+    h = tessel.histc(tessel.tensor([0.0, 1.0, 1.0], dtype=tessel.float16), bins=2, min=0, max=1)
+    assert h.dtype == tessel.float16 and h.tolist() == [1.0, 2.0]  # float16's histogram is float16 (torch's)
