@@ -411,8 +411,11 @@ void BindMath(py::class_<Tensor>& c) {
         double p = 2.0;
         if (py::isinstance<py::str>(p_arg)) {
           const std::string name = p_arg.cast<std::string>();
-          TESSEL_CHECK(name == "fro", "norm: p='", name, "' is not supported (a number or 'fro'; "
-                       "tessel.linalg.matrix_norm takes 'nuc')");
+          if (name == "nuc") {  // the nuclear norm of a matrix (two dims, the last two by default): torch's
+            const py::object dims = dim.has_value() ? py::cast(Dims(dim)) : py::cast(std::vector<int64_t>{-2, -1});
+            return py::module_::import("tessel.linalg").attr("matrix_norm")(x, "nuc", dims, keep).cast<Tensor>();
+          }
+          TESSEL_CHECK(name == "fro", "norm: p='", name, "' is not supported (a number, 'fro' or 'nuc')");
         } else if (!p_arg.is_none()) {
           p = p_arg.cast<double>();
         }

@@ -586,25 +586,31 @@ def multi_dot(tensors):
 
 
 def cond(A, p=None):
-    """torch.linalg.cond: σ_max / σ_min for p None or 2 (σ_min / σ_max for -2), else ‖A‖_p ‖A⁻¹‖_p (square A);
-    differentiable through svdvals / inv."""
+    """torch.linalg.cond: σ_max / σ_min for p None or 2 (σ_min / σ_max for -2), (Σσ)(Σ1/σ) for 'nuc', else
+    ‖A‖_p ‖A⁻¹‖_p (square A; inf where A is singular); differentiable through svdvals / inv."""
     from . import linalg
     if p is None or p in (2, -2):
         s = linalg.svdvals(A)
         big, small = s.amax(-1), -(-s).amax(-1)
         return big / small if p != -2 else small / big
-    return linalg.matrix_norm(A, p) * linalg.matrix_norm(linalg.inv(A), p)
+    if p == "nuc":  # (Σσ)(Σ1/σ), torch's: finite for a singular matrix whose σ_min rounds above 0
+        s = linalg.svdvals(A)
+        return s.sum(-1) * (1.0 / s).sum(-1)
+    inverse, info = linalg.inv_ex(A)  # a singular matrix's condition number is inf (torch's), not an error
+    singular = info > 0
+    inverse = _C._functional.where(singular.unsqueeze(-1).unsqueeze(-1), _C._full([], 0.0, inverse.dtype), inverse)
+    value = linalg.matrix_norm(A, p) * linalg.matrix_norm(inverse, p)
+    return _C._functional.where(singular, _C._full([], float("inf"), value.dtype), value)
 
 
 def _solve_triangular_host(A, B, upper, left, unitriangular):
+    from ._linalg_lu import _triangular
     from .linalg import _back, _host
     a, b = _host(A, "solve_triangular"), _host(B, "solve_triangular")
-    a = np.triu(a) if upper else np.tril(a)
-    if unitriangular:
-        a = a - np.eye(a.shape[-1]) * np.diagonal(a, axis1=-2, axis2=-1)[..., None, :] + np.eye(a.shape[-1])
-    if left:
-        return _back(np.linalg.solve(a, b), A)
-    return _back(np.swapaxes(np.linalg.solve(np.swapaxes(a, -1, -2), np.swapaxes(b, -1, -2)), -1, -2), A)
+    if left:  # substitution as trsm: a zero on the diagonal gives inf / NaN (torch's), not a singular-matrix error
+        return _back(_triangular(a, b, lower=not upper, unit=unitriangular), A)
+    at, bt = np.swapaxes(a, -1, -2), np.swapaxes(b, -1, -2)
+    return _back(np.swapaxes(_triangular(at, bt, lower=upper, unit=unitriangular), -1, -2), A)
 
 
 def solve_triangular(A, B, *, upper, left=True, unitriangular=False):

@@ -165,7 +165,7 @@ class Cholesky(Function):
     def backward(ctx, g):
         a, = ctx.saved_tensors
         linalg = _linalg()
-        lower = linalg.cholesky(a)
+        lower = _mT(linalg.cholesky(a, upper=True)) if ctx.options[0] else linalg.cholesky(a)  # A's own triangle
         g_lower = _mT(g) if ctx.options[0] else g
         p = _phi(_mT(lower) @ g_lower)
         # S = L⁻ᵀ P L⁻¹: two triangular solves
@@ -310,15 +310,15 @@ class Qr(Function):
 
 
 class Pinv(Function):
-    forward = _host_forward("_pinv_host")  # options: (hermitian,)
+    forward = _host_forward("_pinv_host")  # options: (hermitian, atol, rtol)
 
     @staticmethod
     def backward(ctx, g):
         a, = ctx.saved_tensors
-        p = _linalg().pinv(a, hermitian=ctx.options[0])
+        p = _linalg().pinv(a, hermitian=ctx.options[0], atol=ctx.options[1], rtol=ctx.options[2])
         pt = _mT(p)
         gt = _mT(g)
         out = -(pt @ g @ pt)
         out = out + (gt - a @ (p @ gt)) @ (p @ pt)  # (I − A A⁺) Ḡᵀ A⁺ A⁺ᵀ
         out = out + (pt @ p) @ (gt - (gt @ p) @ a)  # A⁺ᵀ A⁺ Ḡᵀ (I − A⁺ A)
-        return out, None
+        return (out,) + (None,) * len(ctx.options)

@@ -374,6 +374,17 @@ def matrix_power(input, n):
     return _linalg().matrix_power(input, n)
 
 
+def lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True):
+    """torch.lu_unpack: (P, L, U) of torch.linalg.lu_factor's (LU, pivots)."""
+    from ._linalg_lu import lu_unpack as _lu_unpack
+    return _lu_unpack(LU_data, LU_pivots, unpack_data, unpack_pivots)
+
+
+def lu_solve(b, LU_data, LU_pivots):
+    """torch.lu_solve (deprecated in torch for torch.linalg.lu_solve, same result)."""
+    return _linalg().lu_solve(LU_data, LU_pivots, b)
+
+
 def cholesky(input, upper=False):
     """torch.cholesky: removed in torch 2 (as there, this raises; torch.linalg.cholesky is the spelling)."""
     raise RuntimeError("This function was deprecated since version 1.9 and is now removed. `torch.cholesky` is "
@@ -765,7 +776,8 @@ FUNCTIONS = dict(
     positive=positive, tan=tan, angle=angle, ldexp=ldexp, frexp=frexp, gcd=gcd, lcm=lcm, mvlgamma=mvlgamma,
     hardshrink=hardshrink, renorm=renorm, dot=dot, vdot=dot, inner=inner, mv=mv, addmv=addmv, addr=addr, ger=ger,
     adjoint=adjoint, det=det, logdet=logdet, slogdet=slogdet, inverse=inverse, pinverse=pinverse,
-    matrix_power=matrix_power, matrix_exp=matrix_exp, cholesky=cholesky, cholesky_solve=cholesky_solve,
+    matrix_power=matrix_power, matrix_exp=matrix_exp, lu_unpack=lu_unpack, lu_solve=lu_solve, cholesky=cholesky,
+    cholesky_solve=cholesky_solve,
     cholesky_inverse=cholesky_inverse, triangular_solve=triangular_solve, svd=svd, qr=qr, chain_matmul=chain_matmul,
     frobenius_norm=frobenius_norm, nuclear_norm=nuclear_norm, atleast_1d=atleast_1d, atleast_2d=atleast_2d,
     atleast_3d=atleast_3d, column_stack=column_stack, dstack=dstack, concat=concat, concatenate=concat,

@@ -208,25 +208,61 @@ def solve(A, B, *, left=True):
 
 
 def _cholesky_host(A, upper):
-    lower = np.linalg.cholesky(_host(A, "cholesky"))
-    return _back(np.swapaxes(lower, -1, -2).conj() if upper else lower, A)
+    """L with A = L L^H from A's lower triangle, or U with A = U^H U from its upper one (LAPACK's potrf 'U': the
+    factor of A^H's lower triangle, transposed; numpy reads only the lower triangle)."""
+    a = _host(A, "cholesky")
+    if upper:
+        return _back(np.swapaxes(np.linalg.cholesky(np.swapaxes(a, -1, -2).conj()), -1, -2).conj(), A)
+    return _back(np.linalg.cholesky(a), A)
 
 
 def cholesky(A, *, upper=False):
     return _grad().Cholesky.apply(A, upper) if _needs_grad(A) else _cholesky_host(A, upper)
 
 
-def matrix_rank(A, *, hermitian=False):
-    return _C._from_numpy(np.asarray(np.linalg.matrix_rank(_host(A, "matrix_rank"), hermitian=hermitian),
-                                     dtype=np.int64))
+def _cutoff(s, atol, rtol, shape, dtype):
+    """torch's singular-value cutoff max(atol, rtol·σ_max) per matrix; rtol defaults to eps·max(m, n) unless
+    atol is given (> 0), then to 0."""
+    if rtol is None:
+        rtol = np.finfo(dtype).eps * max(shape[-2:]) if atol is None or np.all(np.asarray(atol) <= 0) else 0.0
+    smax = s.max(axis=-1) if s.shape[-1] else np.zeros(s.shape[:-1])
+    atol = 0.0 if atol is None else (atol.detach().numpy() if isinstance(atol, Tensor) else atol)
+    rtol = rtol.detach().numpy() if isinstance(rtol, Tensor) else rtol
+    return np.maximum(atol, rtol * smax)
 
 
-def _pinv_host(A, hermitian):
-    return _back(np.linalg.pinv(_host(A, "pinv"), hermitian=hermitian), A)
+def _singular_values(a, hermitian):
+    return np.abs(np.linalg.eigvalsh(a)) if hermitian else np.linalg.svd(a, compute_uv=False)
 
 
-def pinv(A, *, hermitian=False):
-    return _grad().Pinv.apply(A, hermitian) if _needs_grad(A) else _pinv_host(A, hermitian)
+def matrix_rank(A, tol=None, hermitian=False, *, atol=None, rtol=None):
+    """torch.linalg.matrix_rank: the singular values above max(atol, rtol·σ_max) (tol: the old name of atol)."""
+    a = _host(A, "matrix_rank")
+    atol = tol if atol is None else atol
+    s = _singular_values(a, hermitian)
+    rank = (s > _cutoff(s, atol, rtol, a.shape, a.dtype)[..., None]).sum(axis=-1)
+    return _C._from_numpy(np.asarray(rank, dtype=np.int64))
+
+
+def _pinv_host(A, hermitian, atol=None, rtol=None):
+    """A⁺ with the singular values at or below torch's cutoff treated as zero (eigh for hermitian A)."""
+    a = _host(A, "pinv")
+    if hermitian:
+        w, v = np.linalg.eigh(a)
+        keep = np.abs(w) > _cutoff(np.abs(w), atol, rtol, a.shape, a.dtype)[..., None]
+        inv = np.where(keep, 1.0 / np.where(keep, w, 1.0), 0.0)
+        return _back((v * inv[..., None, :]) @ np.swapaxes(v, -1, -2).conj(), A)
+    u, s, vh = np.linalg.svd(a, full_matrices=False)
+    keep = s > _cutoff(s, atol, rtol, a.shape, a.dtype)[..., None]
+    inv = np.where(keep, 1.0 / np.where(keep, s, 1.0), 0.0)
+    return _back((np.swapaxes(vh, -1, -2).conj() * inv[..., None, :]) @ np.swapaxes(u, -1, -2).conj(), A)
+
+
+def pinv(A, *, atol=None, rtol=None, hermitian=False):
+    """torch.linalg.pinv (differentiable); singular values at or below max(atol, rtol·σ_max) count as zero."""
+    if _needs_grad(A):
+        return _grad().Pinv.apply(A, hermitian, atol, rtol)
+    return _pinv_host(A, hermitian, atol, rtol)
 
 
 matmul = _C.Tensor.matmul
@@ -274,6 +310,7 @@ def multi_dot(tensors):
 def cond(A, p=None):
     from ._composed import cond as _cond
     return _cond(A, p)
+
 
 
 def solve_triangular(A, B, *, upper, left=True, unitriangular=False):
@@ -428,3 +465,6 @@ def tensorsolve(A, B, dims=None):
         raise RuntimeError("Expected self to satisfy the requirement prod(self.shape[other.ndim:]) == "
                            "prod(self.shape[:other.ndim]), but got %d != %d" % (cols, rows))
     return solve(A.reshape(rows, cols), B.reshape(rows)).reshape(rest)
+
+
+from ._linalg_lu import eig, eigvals, lu, lu_factor, lu_factor_ex, lu_solve  # noqa: E402,F401 (LU family, eig)

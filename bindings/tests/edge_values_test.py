@@ -238,3 +238,106 @@ def test_unique_keeps_each_nan_and_bfloat16_host_ops_work():
     assert tessel.searchsorted(v, tessel.tensor([1.0], dtype=tessel.bfloat16)).tolist() == [2]
     h = tessel.histc(tessel.tensor([0.0, 1.0, 1.0], dtype=tessel.float16), bins=2, min=0, max=1)
     assert h.dtype == tessel.float16 and h.tolist() == [1.0, 2.0]  # float16's histogram is float16 (torch's)
+
+
+# ---- linear algebra: torch.linalg's LU family, eig, tolerances; references from numpy's LAPACK ------------
+
+RNG = np.random.default_rng(7)
+
+
+@pytest.mark.parametrize("shape", [(4, 4), (3, 5), (5, 3), (2, 3, 3)])
+def test_lu_factor_lu_and_lu_unpack_rebuild_a_with_lapacks_pivots(shape):
+    a = RNG.standard_normal(shape)
+    LU, piv = tessel.linalg.lu_factor(f64(a))
+    assert piv.dtype == tessel.int32 and LU.shape == shape
+    P, L, U = tessel.linalg.lu(f64(a))
+    p, l_, u = P.numpy(), L.numpy(), U.numpy()
+    np.testing.assert_allclose(p @ l_ @ u, a, rtol=1e-12, atol=1e-12)
+    k = min(shape[-2:])
+    np.testing.assert_array_equal(np.diagonal(l_, axis1=-2, axis2=-1), np.ones(shape[:-2] + (k,)))
+    np.testing.assert_array_equal(np.triu(l_[..., :k, :], 1), 0 * l_[..., :k, :])
+    # partial pivoting: every multiplier is at most 1 in magnitude (the largest entry of its column led)
+    assert np.abs(l_).max() <= 1.0 + 1e-15
+    for got, want in zip(tessel.lu_unpack(LU, piv), (P, L, U)):
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+def test_lu_solve_all_three_forms_and_singular_matrices():
+    a, b = RNG.standard_normal((4, 4)), RNG.standard_normal((4, 2))
+    LU, piv = tessel.linalg.lu_factor(f64(a))
+    np.testing.assert_allclose(tessel.linalg.lu_solve(LU, piv, f64(b)).numpy(), np.linalg.solve(a, b), rtol=1e-10)
+    np.testing.assert_allclose(tessel.linalg.lu_solve(LU, piv, f64(b), adjoint=True).numpy(),
+                               np.linalg.solve(a.T, b), rtol=1e-10)
+    np.testing.assert_allclose(tessel.linalg.lu_solve(LU, piv, f64(b.T), left=False).numpy(),
+                               np.linalg.solve(a.T, b).T, rtol=1e-10)
+    s = f64([[1.0, 2.0], [2.0, 4.0]])
+    with pytest.raises(RuntimeError, match=r"U\[2,2\] is zero"):  # torch's lu_factor raises; the _ex form reports
+        tessel.linalg.lu_factor(s)
+    LU, piv, info = tessel.linalg.lu_factor_ex(s)
+    assert info.item() == 2 and LU.tolist() == [[2.0, 4.0], [0.5, 0.0]] and piv.tolist() == [2, 2]
+
+
+def test_eig_and_eigvals_are_complex():
+    rotation = f64([[0.0, -2.0], [2.0, 0.0]])  # eigenvalues ±2i
+    w = tessel.linalg.eigvals(rotation)
+    assert str(w.dtype).endswith("complex128")
+    got = sorted(w.numpy().tolist(), key=lambda z: z.imag)
+    assert got == [pytest.approx(-2j, abs=1e-12), pytest.approx(2j, abs=1e-12)]
+    a = RNG.standard_normal((3, 3))
+    values, vectors = tessel.linalg.eig(f64(a))
+    vals, vecs = values.numpy(), vectors.numpy()
+    np.testing.assert_allclose(a @ vecs, vecs * vals[None, :], rtol=1e-10, atol=1e-12)
+
+
+def test_pinv_and_matrix_rank_tolerances():
+    u, _ = np.linalg.qr(RNG.standard_normal((4, 4)))
+    v, _ = np.linalg.qr(RNG.standard_normal((4, 4)))
+    s = np.array([4.0, 1.0, 0.3, 1e-9])
+    a = u @ np.diag(s) @ v.T
+    for kwargs, kept in [({}, 4), (dict(atol=0.5), 2), (dict(rtol=0.1), 2), (dict(atol=0.2, rtol=0.01), 3),
+                         (dict(rtol=1e-12), 4)]:
+        want = v[:, :kept] @ np.diag(1 / s[:kept]) @ u[:, :kept].T
+        np.testing.assert_allclose(tessel.linalg.pinv(f64(a), **kwargs).numpy(), want, rtol=1e-6, atol=1e-8)
+        assert tessel.linalg.matrix_rank(f64(a), **kwargs).item() == kept, kwargs
+    assert tessel.linalg.matrix_rank(f64(a), tol=0.5).item() == 2  # the old name of atol
+    h = a @ a.T  # eigenvalues s²: 16, 1, 0.09, 1e-18; atol 0.5 keeps two
+    np.testing.assert_allclose(tessel.linalg.pinv(f64(h), hermitian=True, atol=0.5).numpy(),
+                               u[:, :2] @ np.diag(1 / s[:2] ** 2) @ u[:, :2].T, rtol=1e-8, atol=1e-10)
+
+
+def test_cholesky_upper_reads_the_upper_triangle_and_cond_of_singular_matrices():
+    m = RNG.standard_normal((4, 4))
+    spd = m @ m.T + 4 * np.eye(4)
+    junk = np.triu(spd) + np.tril(np.full((4, 4), 99.0), -1)  # only the upper triangle is A's
+    u = tessel.linalg.cholesky(f64(junk), upper=True).numpy()
+    np.testing.assert_allclose(u, np.linalg.cholesky(spd).T, rtol=1e-12)
+    # its gradient reads the same triangle: a junk lower triangle gives the symmetric matrix's gradient
+    w = f64([[1.0, 2.0], [3.0, 4.0]])
+    grads = []
+    for lower_value in (2.0, 7.0):
+        x = f64([[4.0, 2.0], [lower_value, 3.0]]).requires_grad_()
+        (tessel.linalg.cholesky(x, upper=True) * w).sum().backward()
+        grads.append(x.grad.tolist())
+    assert grads[0] == grads[1]
+    s = f64([[1.0, 2.0], [2.0, 4.0]])
+    for p in ("fro", 1, -1, INF, -INF):
+        assert tessel.linalg.cond(s, p).item() == INF, p  # it raised "Singular matrix"
+    batch = tessel.linalg.cond(f64([[[1.0, 2.0], [2.0, 4.0]], [[2.0, 0.0], [0.0, 1.0]]]), 1)
+    assert batch.tolist() == [INF, 2.0]
+    x = RNG.standard_normal((3, 4))
+    assert tessel.norm(f64(x), p="nuc").item() == pytest.approx(np.linalg.svd(x, compute_uv=False).sum(), rel=1e-12)
+
+
+def test_solve_triangular_substitutes_through_a_zero_diagonal():
+    # row substitution as trsm: x0 = 1 / 0 = inf, x1 = (1 - 1 * inf) / 2 = -inf (numpy's solve raised)
+    got = tessel.linalg.solve_triangular(f64([[0.0, 0.0], [1.0, 2.0]]), f64([[1.0], [1.0]]), upper=False)
+    assert got.tolist() == [[INF], [-INF]]
+    a, b = np.triu(RNG.standard_normal((4, 4))) + 3 * np.eye(4), RNG.standard_normal((4, 2))
+    np.testing.assert_allclose(tessel.linalg.solve_triangular(f64(a), f64(b), upper=True).numpy(),
+                               np.linalg.solve(a, b), rtol=1e-12)
+    np.testing.assert_allclose(tessel.linalg.solve_triangular(f64(a.T), f64(b.T), upper=False, left=False).numpy(),
+                               np.linalg.solve(a, b).T, rtol=1e-12)
+    unit = np.tril(a.T, -1) + np.eye(4)
+    np.testing.assert_allclose(
+        tessel.linalg.solve_triangular(f64(a.T), f64(b), upper=False, unitriangular=True).numpy(),
+        np.linalg.solve(unit, b), rtol=1e-12)
