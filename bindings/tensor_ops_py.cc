@@ -393,7 +393,11 @@ void BindMath(py::class_<Tensor>& c) {
   // dtype= casts the input first, as torch's sum / mean (a float64 sum of float32 values).
   c.def("sum", [](const Tensor& x, DimArg dim, bool keep, std::optional<DType> dt) {
         auto d = Dims(dim);
-        return NoGil([&] { return Sum(dt && *dt != x.dtype() ? Cast(x, *dt) : x, d, keep); });
+        return NoGil([&] {
+          // the result takes dtype= (torch's): an int8 sum wraps in int8 instead of widening to int64
+          const Tensor s = Sum(dt && *dt != x.dtype() ? Cast(x, *dt) : x, d, keep);
+          return dt && s.dtype() != *dt ? Cast(s, *dt) : s;
+        });
       }, py::arg("dim") = py::none(), py::arg("keepdim") = false, py::kw_only(), py::arg("dtype") = py::none())
       .def("mean", [](const Tensor& x, DimArg dim, bool keep, std::optional<DType> dt) {
         auto d = Dims(dim);
@@ -418,6 +422,9 @@ void BindMath(py::class_<Tensor>& c) {
           TESSEL_CHECK(name == "fro", "norm: p='", name, "' is not supported (a number, 'fro' or 'nuc')");
         } else if (!p_arg.is_none()) {
           p = p_arg.cast<double>();
+        }
+        if (p == 0.0) {  // the count of nonzero entries (torch's p = 0; cdist / pdist with p = 0 use it)
+          return py::module_::import("tessel.linalg").attr("vector_norm")(x, 0, py::cast(dim), keep).cast<Tensor>();
         }
         auto d = Dims(dim);
         return NoGil([&] { return Norm(x, p, d, keep); });

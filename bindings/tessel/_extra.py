@@ -546,12 +546,15 @@ def trunc(x):
 
 
 def round_(x, *, decimals=0):
-    """torch.round: half to even; with decimals, round(x * 10**decimals) / 10**decimals (torch's
-    formula). An integer tensor gives a copy."""
+    """torch.round: half to even; with decimals torch's formula, round(x · 10^d) / 10^d, or for d < 0
+    round(x / 10^-d) · 10^-d (exact for powers of ten), computed in float32 for 16-bit floats (x · 100 of a
+    float16 1234.5 overflowed); 10^d beyond the float range gives NaN as there. An integer tensor: a copy."""
     if decimals == 0 or not x.dtype.is_floating_point:
         return x._round()
-    scale = 10.0 ** decimals
-    return (x * scale)._round() / scale
+    wide = x.float() if x.dtype in (_dtypes.float16, _dtypes.bfloat16) else x
+    scale = _C._full([], math.inf if abs(decimals) > 308 else 10.0 ** abs(decimals), wide.dtype)
+    out = (wide / scale)._round() * scale if decimals < 0 else (wide * scale)._round() / scale
+    return out.to(x.dtype)
 
 
 def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False):
@@ -696,8 +699,11 @@ def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
 
 
 def cosine_similarity(x1, x2, dim=1, eps=1e-8):
-    num = (x1 * x2).sum(dim)
-    return num / (x1.norm(2.0, dim).clamp(min=eps) * x2.norm(2.0, dim).clamp(min=eps))
+    """Σ (x1 / max(‖x1‖, eps)) (x2 / max(‖x2‖, eps)) over dim: torch's order (each side normalized first, so
+    1e30-sized vectors give a finite answer instead of inf / inf)."""
+    n1 = x1.norm(2.0, dim, keepdim=True).clamp(min=eps)
+    n2 = x2.norm(2.0, dim, keepdim=True).clamp(min=eps)
+    return ((x1 / n1) * (x2 / n2)).sum(dim)
 
 
 def pad(input, pad, mode="constant", value=None):

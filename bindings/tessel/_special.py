@@ -346,7 +346,10 @@ def _logit_public(input, eps=None, *, out=None):
     if eps is not None:
         dtype = input.dtype if input.dtype.is_floating_point else _C.dtype.float32
         lo = _C._full([], float(eps), dtype)
-        input = input.to(dtype).clamp(lo.item(), (_C._full([], 1.0, dtype) - lo).item())
+        hi = _C._full([], 1.0, dtype) - lo
+        x = input.to(dtype)
+        # torch's x < lo ? lo : (x > hi ? hi : x): with eps > 0.5 (lo > hi) a small x takes lo, not hi
+        input = _where(x < lo, lo, _where(x > hi, hi, x))
     return _logit64(input, out=out)
 
 

@@ -341,3 +341,56 @@ def test_solve_triangular_substitutes_through_a_zero_diagonal():
     np.testing.assert_allclose(
         tessel.linalg.solve_triangular(f64(a.T), f64(b), upper=False, unitriangular=True).numpy(),
         np.linalg.solve(unit, b), rtol=1e-12)
+
+
+# ---- nn.functional and friends ----------------------------------------------------------------------------
+
+def test_sum_dtype_round_decimals_and_cosine_similarity():
+    assert tessel.tensor([100, 100], dtype=tessel.int8).sum(dtype=tessel.int8).tolist() == (200 + 128) % 256 - 128
+    x = [1234.5678, 0.125, 2.675, -1234.5678, 1.005]
+    for decimals in (2, 3, -3, 1):
+        got = tessel.tensor(x, dtype=tessel.float16).round(decimals=decimals).tolist()
+        x32, scale = np.float16(x).astype(np.float32), np.float32(10.0 ** abs(decimals))
+        want = np.round(x32 / scale) * scale if decimals < 0 else np.round(x32 * scale) / scale
+        assert got == want.astype(np.float16).astype(np.float64).tolist(), decimals  # x * 100 overflowed in float16
+    assert all(math.isnan(v) for v in tessel.tensor([1.5, -2.0]).round(decimals=400).tolist())  # it raised
+    big = F.cosine_similarity(tessel.tensor([[1e30, 1e30]]), tessel.tensor([[1e30, -1e30]]))
+    assert big.tolist() == [0.0]  # normalized before the product (torch's order); it was inf / inf = NaN
+    a, b = RNG.standard_normal((3, 5)), RNG.standard_normal((3, 5))
+    want = (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+    np.testing.assert_allclose(F.cosine_similarity(f64(a), f64(b)).numpy(), want, rtol=1e-12)
+
+
+def test_logit_with_eps_above_a_half_is_torchs_ternary():
+    out = tessel.logit(tessel.tensor([0.3, 0.9], dtype=tessel.float64), eps=0.6).tolist()
+    assert out == pytest.approx([math.log(0.6 / 0.4), math.log(0.4 / 0.6)], rel=1e-12)
+
+
+def test_interpolate_keeps_a_dim_whose_size_is_kept_and_halves_exactly():
+    img = tessel.arange(12.0).reshape(1, 1, 3, 4)
+    out = F.interpolate(img, scale_factor=1.3, mode="bilinear").numpy()[0, 0]
+    assert out.shape == (3, 5)
+    dst = np.arange(5)
+    src = np.maximum((dst + 0.5) / 1.3 - 0.5, 0.0)  # torch's source index along W (the given scale used as is)
+    lo = np.floor(src).astype(int)
+    hi = np.minimum(lo + 1, 3)
+    rows = np.arange(12.0).reshape(3, 4)
+    want = rows[:, lo] * (1 - (src - lo)) + rows[:, hi] * (src - lo)  # H: 3 -> 3 is copied (it was resampled)
+    np.testing.assert_allclose(out, want, rtol=1e-6)
+    near = F.interpolate(tessel.arange(3.0).reshape(1, 1, 3), scale_factor=2.1, mode="nearest")
+    assert near.reshape(-1).tolist() == [0.0, 0.0, 1.0, 1.0, 2.0, 2.0]  # 6 == 2 * 3: torch's i >> 1
+
+
+def test_circular_pad_crops_first_and_integer_max_pool_and_p0_distances():
+    x = tessel.arange(4.0).reshape(1, 1, 4)
+    assert F.pad(x, (-1, 1), mode="circular").reshape(-1).tolist() == [1.0, 2.0, 3.0, 1.0]
+    assert F.pad(x, (2, -1), mode="circular").reshape(-1).tolist() == [1.0, 2.0, 0.0, 1.0, 2.0]
+    big = 2 ** 40 + 1
+    p = tessel.tensor([[[[1, 5, big, 2], [3, -7, 0, 9]]]])
+    out = F.max_pool2d(p, 2)
+    assert out.dtype == tessel.int64 and out.reshape(-1).tolist() == [5, big]  # it raised for int64
+    a, b = RNG.integers(0, 2, (3, 4)).astype(np.float32), RNG.integers(0, 2, (2, 4)).astype(np.float32)
+    want = (a[:, None, :] != b[None, :, :]).sum(-1)
+    assert tessel.cdist(tessel.tensor(a), tessel.tensor(b), p=0).tolist() == want.astype(np.float64).tolist()
+    pw = [float((a[i] != a[j]).sum()) for i in range(3) for j in range(i + 1, 3)]
+    assert F.pdist(tessel.tensor(a), p=0).tolist() == pw

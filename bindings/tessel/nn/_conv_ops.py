@@ -371,8 +371,11 @@ def _max_pool(nd, input, kernel_size, stride, padding, dilation, ceil_mode, retu
     shape = [n, c] + list(outs)
     # Each output is the max over its window's taps (core/ops/pool.h: ties to the first tap, NaN wins);
     # the positions it returns are torch's indices (into each flattened input plane).
-    values, indices = _C._functional._window_max(x.reshape(n * c, int(np.prod(size))), index.reshape(*windows.shape))
-    values, indices = values.reshape(*shape), indices.reshape(*shape)
+    planes = x.reshape(n * c, int(np.prod(size)))
+    if not x.dtype.is_floating_point:  # integer pooling (torch's): through float64, exact below 2**53
+        planes = planes.to(_C.dtype.float64)
+    values, indices = _C._functional._window_max(planes, index.reshape(*windows.shape))
+    values, indices = values.to(x.dtype).reshape(*shape), indices.reshape(*shape)
     if not batched:
         values, indices = values.squeeze(0), indices.squeeze(0)
     return (values, indices) if return_indices else values

@@ -44,6 +44,10 @@ def pad(input, pad, mode="constant", value=None):
     for i in range(len(pad) // 2):
         d = input.ndim - 1 - i
         before, after = int(pad[2 * i]), int(pad[2 * i + 1])
+        if mode == "circular" and min(before, after) < 0:  # torch's: crop first, then wrap around what is left
+            start, stop = max(0, -before), out.shape[d] - max(0, -after)
+            out = out.narrow(d, start, stop - start)
+            before, after = max(0, before), max(0, after)
         size = out.shape[d]
         limit = size - 1 if mode == "reflect" else size
         if max(before, after) > limit or (mode == "replicate" and size == 0):
@@ -111,8 +115,11 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         n_in, n_out = input.shape[d], outs[i]
         scale = (1.0 / scales[i]) if scales[i] else (n_in / n_out if n_out else 0.0)
         dst = np.arange(n_out, dtype=np.float64)
+        if n_out == n_in and mode in ("nearest", "linear", "bilinear", "trilinear"):
+            continue  # torch's kernels copy a dim whose size is kept, whatever scale_factor says
         if mode == "nearest":
-            out = _select(out, d, np.minimum(np.floor(dst * scale).astype(np.int64), n_in - 1))
+            index = np.arange(n_out) // 2 if n_out == 2 * n_in else np.floor(dst * scale).astype(np.int64)
+            out = _select(out, d, np.minimum(index, n_in - 1))  # (torch's nearest_idx: an exact double halves)
             continue
         if mode == "nearest-exact":
             out = _select(out, d, np.minimum(np.floor((dst + 0.5) * scale).astype(np.int64), n_in - 1))
