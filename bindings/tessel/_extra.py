@@ -96,9 +96,10 @@ def leaky_relu(x, negative_slope=0.01, inplace=False):
 
 @honours_inplace
 def elu(x, alpha=1.0, inplace=False):
+    """x above 0, alpha (e^x - 1) below through expm1 (exact for small x, and -0 stays -0 as torch's)."""
     w = _C._functional.where
     pos = x > 0
-    return w(pos, x, (w(pos, x * 0.0, x).exp() - 1.0) * alpha)
+    return w(pos, x, w(pos, x * 0.0, x).expm1() * alpha)
 
 
 @honours_inplace
@@ -123,15 +124,15 @@ _SELU_ALPHA, _SELU_SCALE = 1.6732632423543772, 1.0507009873554805  # torch's con
 
 @honours_inplace
 def selu(x, inplace=False):
-    """scale (max(0, x) + min(0, alpha (exp(x) - 1))), the exp of min(x, 0) (a finite gradient at +inf)."""
-    return _C._functional.where(x > 0, x, (x.clamp(max=0.0).exp() - 1.0) * _SELU_ALPHA) * _SELU_SCALE
+    """scale (max(0, x) + min(0, alpha (exp(x) - 1))), expm1 of min(x, 0) (a finite gradient at +inf)."""
+    return _C._functional.where(x > 0, x, x.clamp(max=0.0).expm1() * _SELU_ALPHA) * _SELU_SCALE
 
 
 @honours_inplace
 def celu(x, alpha=1.0, inplace=False):
     """max(0, x) + min(0, alpha (exp(x / alpha) - 1)); the exp sees min(x, 0), so +inf keeps a finite
     gradient (torch's)."""
-    return _C._functional.where(x > 0, x, ((x.clamp(max=0.0) / alpha).exp() - 1.0) * alpha)
+    return _C._functional.where(x > 0, x, (x.clamp(max=0.0) / alpha).expm1() * alpha)
 
 
 @honours_inplace
@@ -165,8 +166,8 @@ def softshrink(x, lambd=0.5):
 
 
 def hardshrink(x, lambd=0.5):
-    """x where |x| > lambd, else 0 (NaN passes through)."""
-    return _C._functional.where(x.abs() <= lambd, x * 0.0, x)
+    """x where |x| > lambd, else +0 (torch's; NaN passes through)."""
+    return _C._functional.where(x.abs() <= lambd, x * 0.0 + 0.0, x)
 
 
 def prelu(x, weight):

@@ -394,3 +394,14 @@ def test_circular_pad_crops_first_and_integer_max_pool_and_p0_distances():
     assert tessel.cdist(tessel.tensor(a), tessel.tensor(b), p=0).tolist() == want.astype(np.float64).tolist()
     pw = [float((a[i] != a[j]).sum()) for i in range(3) for j in range(i + 1, 3)]
     assert F.pdist(tessel.tensor(a), p=0).tolist() == pw
+
+
+def test_elu_family_uses_expm1_and_hardshrink_gives_plus_zero():
+    x = tessel.tensor([-1e-10, -0.0, -2.0])
+    # alpha (e^x - 1) through expm1: exp(-1e-10) - 1 is 0 in float32, expm1 keeps -1e-10; -0 stays -0 (torch's)
+    selu_slope = 1.0507009873554805 * 1.6732632423543772
+    for fn, k in [(F.elu, 1.0), (lambda t: F.celu(t, alpha=0.5), 1.0), (F.selu, selu_slope)]:
+        got = fn(x).tolist()
+        assert got[0] == pytest.approx(-1e-10 * k, rel=1e-5) and same(got[1], -0.0)
+    assert F.elu(x).tolist()[2] == pytest.approx(math.expm1(-2.0), rel=1e-6)
+    assert [math.copysign(1.0, v) for v in F.hardshrink(tessel.tensor([-0.1, 0.2, -0.0])).tolist()] == [1.0] * 3
