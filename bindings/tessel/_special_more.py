@@ -147,7 +147,7 @@ i1e = _public(_I1e, "i1e", "e^-|x| I₁(x).")
 # ---- erfcx ------------------------------------------------------------------------------------------------
 
 def _erfcx(x):
-    out = np.empty_like(x)
+    out = np.full_like(x, np.nan)  # NaN stays NaN (np.empty_like left whatever was in memory)
     big = x >= 26.0
     mid = ~big & (x > -26.7)
     erfc = np.vectorize(math.erfc)

@@ -122,6 +122,8 @@ def _host_binary(name, fn, integer_only, kernel=None):
                 raise NotImplementedError('"%s_cpu" not implemented for \'%s\'' % (kernel or name, _name(t.dtype)))
             if not integer_only and not t.dtype.is_floating_point:
                 raise RuntimeError("%s: expected floating point inputs, got %s" % (name, t.dtype))
+        if a.dtype == _dtypes.bfloat16 and fn is _nextafter:  # numpy has no bfloat16: step its 16 bits
+            return _C._from_numpy(_nextafter_bf16(a.float().numpy(), b.float().numpy())).to(_dtypes.bfloat16)
         out = fn(a.detach().numpy(), b.detach().numpy())
         return _C._from_numpy(np.ascontiguousarray(out))
     op.__name__ = name
@@ -144,7 +146,20 @@ def _shift_right(a, b):
 
 def _nextafter(a, b):
     a, b = np.broadcast_arrays(a, b)
-    return np.nextafter(a, b.astype(a.dtype))
+    b = b.astype(a.dtype)
+    return np.where(a == b, b, np.nextafter(a, b))  # equal values give b, its zero sign included (C's, torch's)
+
+
+def _nextafter_bf16(a, b):
+    """nextafter for bfloat16 values held in float32 arrays: one step of the sign-magnitude 16-bit pattern
+    (bfloat16 is float32's upper half) toward b; from ±0 the smallest subnormal with b's direction."""
+    a, b = np.broadcast_arrays(np.ascontiguousarray(a, np.float32), np.ascontiguousarray(b, np.float32))
+    bits = (a.view(np.uint32) >> 16).astype(np.int64)
+    negative = bits >= 0x8000
+    stepped = bits + np.where((b > a) != negative, 1, -1)
+    stepped = np.where(a == 0, np.where(b > 0, 0x0001, 0x8001), stepped)
+    out = (stepped.astype(np.uint32) << 16).view(np.float32)
+    return np.where(a == b, b, np.where(np.isnan(a) | np.isnan(b), np.float32(np.nan), out))
 
 
 bitwise_left_shift = _host_binary("bitwise_left_shift", _shift_left, True, "lshift")

@@ -405,3 +405,15 @@ def test_elu_family_uses_expm1_and_hardshrink_gives_plus_zero():
         assert got[0] == pytest.approx(-1e-10 * k, rel=1e-5) and same(got[1], -0.0)
     assert F.elu(x).tolist()[2] == pytest.approx(math.expm1(-2.0), rel=1e-6)
     assert [math.copysign(1.0, v) for v in F.hardshrink(tessel.tensor([-0.1, 0.2, -0.0])).tolist()] == [1.0] * 3
+
+
+def test_erfcx_of_nan_and_nextafter_in_bfloat16():
+    # erfcx left NaN entries uninitialized (random values, differing run to run)
+    got = tessel.special.erfcx(f64([NAN] * 17 + [0.0])).tolist()
+    assert all(math.isnan(v) for v in got[:17]) and got[17] == 1.0
+    a = tessel.tensor([0.0, 1.0, 1.0, -1.0, -0.0, INF, 2.0], dtype=tessel.bfloat16)
+    b = tessel.tensor([1.0, 2.0, 0.0, 0.0, -1.0, 0.0, 2.0], dtype=tessel.bfloat16)
+    step = 2.0 ** -7  # bfloat16's spacing at 1 (7 stored mantissa bits)
+    want = [2.0 ** -133, 1.0 + step, 1.0 - step / 2, -1.0 + step / 2, -2.0 ** -133, 3.3895313892515355e+38, 2.0]
+    assert tessel.nextafter(a, b).tolist() == want  # it raised (no numpy bfloat16)
+    assert same(tessel.nextafter(tessel.tensor([0.0]), tessel.tensor([-0.0])).item(), -0.0)
