@@ -86,7 +86,7 @@ def softplus(x, beta=1.0, threshold=20.0):
 
 
 def logsigmoid(x):
-    return -softplus(-x)
+    return -softplus(-x) + 0.0  # (+0, not -0, where softplus(-x) underflows: torch's)
 
 
 @honours_inplace
@@ -162,7 +162,7 @@ def tanhshrink(x):
 def softshrink(x, lambd=0.5):
     """x - lambd above lambd, x + lambd below -lambd, else 0 (NaN passes through)."""
     w = _C._functional.where
-    return w(x > lambd, x - lambd, w(x < -lambd, x + lambd, w(x == x, x * 0.0, x)))
+    return w(x > lambd, x - lambd, w(x < -lambd, x + lambd, w(x == x, x * 0.0 + 0.0, x)))  # +0 inside (torch's)
 
 
 def hardshrink(x, lambd=0.5):

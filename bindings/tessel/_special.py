@@ -122,7 +122,7 @@ def asinh(x):
     a_s = _where(small, a, 1.0)
     near = (a_s + a_s * a_s / (1.0 + (a_s * a_s + 1.0).sqrt())).log1p()
     far = _where(small, 2.0, a).log() + math.log(2.0)
-    return x.sign() * _where(small, near, far)
+    return _where(x == 0.0, x, x.sign() * _where(small, near, far))  # (asinh(-0) = -0)
 
 
 def acosh(x):

@@ -405,6 +405,9 @@ def test_elu_family_uses_expm1_and_hardshrink_gives_plus_zero():
         assert got[0] == pytest.approx(-1e-10 * k, rel=1e-5) and same(got[1], -0.0)
     assert F.elu(x).tolist()[2] == pytest.approx(math.expm1(-2.0), rel=1e-6)
     assert [math.copysign(1.0, v) for v in F.hardshrink(tessel.tensor([-0.1, 0.2, -0.0])).tolist()] == [1.0] * 3
+    assert [math.copysign(1.0, v) for v in F.softshrink(tessel.tensor([-0.1, -0.0, 0.3])).tolist()] == [1.0] * 3
+    assert [math.copysign(1.0, v) for v in F.logsigmoid(tessel.tensor([200.0, INF])).tolist()] == [1.0] * 2
+    assert same(tessel.asinh(tessel.tensor([-0.0])).item(), -0.0)
 
 
 def test_erfcx_of_nan_and_nextafter_in_bfloat16():
