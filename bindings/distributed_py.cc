@@ -181,7 +181,7 @@ void BindMesh(py::module_& m) {
       .def("size", [](const dtensor::DeviceMesh& d, std::optional<int> axis) { return axis ? d.size(*axis) : d.size(); },
            py::arg("mesh_dim") = py::none())
       .def("get_rank", &dtensor::DeviceMesh::global_rank)
-      .def("get_coordinate", [](const dtensor::DeviceMesh& d) { return d.coordinate(); })
+      .def("get_coordinate", [](const dtensor::DeviceMesh& d) { return py::tuple(py::cast(d.coordinate())); })
       .def("get_local_rank", [](const dtensor::DeviceMesh& d, std::optional<std::string> axis) {
         TESSEL_CHECK(axis || d.ndim() == 1, "DeviceMesh.get_local_rank: name the mesh dim of a ", d.ndim(), "-D mesh");
         return axis ? d.local_rank(*axis) : d.local_rank(0);

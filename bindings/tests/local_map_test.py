@@ -356,13 +356,13 @@ def test_device_mesh_constructor_with_any_rank_layout():
         got[world.rank] += (flat.get_coordinate(),)
 
     tessel.run_ranks(4, rank_fn)
-    coords = {0: [0, 0], 2: [0, 1], 1: [1, 0], 3: [1, 1]}
+    coords = {0: (0, 0), 2: (0, 1), 1: (1, 0), 3: (1, 1)}  # tuples, as torch 2.15's get_coordinate
     for r in range(4):
         layout, coord, reduced, local, flat_coord = got[r]
         assert layout == [[0, 2], [1, 3]] and coord == coords[r]
         assert reduced == {0: 2.0, 2: 2.0, 1: 4.0, 3: 4.0}[r]  # the tp group sums 0 + 2 or 1 + 3
         assert local == [[0.0, 1.0], [2.0, 3.0]][coords[r][1]]
-        assert flat_coord == [3 - r]
+        assert flat_coord == (3 - r,)
 
 
 if __name__ == "__main__":
