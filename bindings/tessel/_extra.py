@@ -16,6 +16,7 @@ import numpy as np
 
 from . import _C, _dtypes
 from ._inplace import honours_inplace
+from .autograd import Function
 from ._tensor import Tensor, _host_numpy, bernoulli, exponential_, random_, tensor as _tensor, zeros as _zeros
 
 
@@ -248,6 +249,8 @@ def _channel_affine(y, weight=None, bias=None):
 
 
 def glu(x, dim=-1):
+    if x.shape[dim] % 2:  # an odd dim would drop its last entry
+        raise RuntimeError("Halving dimension must be even, but dimension %d is size %d" % (dim % x.ndim, x.shape[dim]))
     a, b = x.chunk(2, dim)
     return a * b.sigmoid()
 
@@ -640,13 +643,38 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     return _reduce(loss * weight if weight is not None else loss, reduction)
 
 
-def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
-    """-(y·log p + (1 - y)·log(1 - p)) with each log clamped at -100, as torch."""
+def _clamped_log(p):
+    """log p clamped at -100 (torch's BCE), finite where p is 0."""
     w = _C._functional.where
+    return w(p > 0, w(p > 0, p, p * 0.0 + 1.0).log(), p * 0.0 - 100.0).clamp(min=-100.0)
 
-    def clamped_log(p):  # log p clamped at -100 (torch's), finite gradients where p is 0
-        return w(p > 0, w(p > 0, p, p * 0.0 + 1.0).log(), p * 0.0 - 100.0).clamp(min=-100.0)
-    loss = -(target * clamped_log(input) + (1.0 - target) * clamped_log(1.0 - input))
+
+class _BinaryCrossEntropy(Function):
+    """-(y·log p + (1 - y)·log(1 - p)) elementwise with torch's gradients: d/dp = (p - y) / max(p (1 - p), 1e-12)
+    (finite at p = 0 and 1: -1e12 where y = 1 and p = 0), d/dy = log(1 - p) - log(p), both logs clamped."""
+
+    @staticmethod
+    def forward(ctx, p, y):
+        ctx.save_for_backward(p, y)
+        return -(y * _clamped_log(p) + (1.0 - y) * _clamped_log(1.0 - p))
+
+    @staticmethod
+    def backward(ctx, g):
+        p, y = ctx.saved_tensors
+        gp = gy = None
+        if ctx.needs_input_grad[0]:
+            gp = g * (p - y) / ((1.0 - p) * p).clamp(min=1e-12)
+        if ctx.needs_input_grad[1]:
+            gy = g * (_clamped_log(1.0 - p) - _clamped_log(p))
+        return gp, gy
+
+
+def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
+    """-(y·log p + (1 - y)·log(1 - p)) with each log clamped at -100 and torch's gradient; p outside [0, 1]
+    (NaN too) raises as torch."""
+    if not input.is_distributed and not bool(((input >= 0) & (input <= 1)).all()):
+        raise RuntimeError("all elements of input should be between 0 and 1")
+    loss = _BinaryCrossEntropy.apply(input, target)
     return _reduce(loss * weight if weight is not None else loss, reduction)
 
 

@@ -215,6 +215,15 @@ def from_numpy(array):
     return _C._from_numpy(array)
 
 
+def _holds_numpy_float64(data):
+    """Whether (nested) data holds a numpy float64 scalar (np.float64 is also a Python float)."""
+    if isinstance(data, np.float64):
+        return True
+    if isinstance(data, (list, tuple)):
+        return builtins.any(_holds_numpy_float64(x) for x in data)
+    return False
+
+
 def tensor(data, *, dtype=None, device=None, requires_grad=False):
     """A new tensor from a numpy array, a (nested) list or a Python scalar; Python floats give the default
     dtype (float32 unless set) and Python ints int64, as in torch; a numpy array keeps its dtype."""
@@ -224,8 +233,10 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False):
     else:
         array = np.asarray(data)
         t = None
-        if not isinstance(data, np.ndarray) and array.dtype == np.float64 and dtype is None:
-            # Python floats take the default dtype, as torch (rounded once from the float64 values)
+        if not isinstance(data, np.ndarray) and array.dtype == np.float64 and dtype is None \
+                and not _holds_numpy_float64(data):
+            # Python floats take the default dtype, as torch (rounded once from the float64 values); a numpy
+            # float64 scalar among them keeps float64 (torch reads a numpy scalar's own dtype)
             default = _dtypes.default_float()
             if default == _dtypes.float64:
                 t = _C._from_numpy(array)

@@ -1,6 +1,7 @@
 // core/nn/layers.cc — Linear, Embedding, LayerNorm, RMSNorm.
 #include "core/nn/layers.h"
 
+#include <limits>
 
 #include "core/base/error.h"
 #include "core/ops/dropout.h"
@@ -70,14 +71,18 @@ TensorList LayerNorm::Forward(const TensorList& in) {
                         eps_)};
 }
 
-RMSNorm::RMSNorm(Shape normalized_shape, double eps, DType dtype, bool affine)
+RMSNorm::RMSNorm(Shape normalized_shape, std::optional<double> eps, DType dtype, bool affine)
     : Module("RMSNorm"), shape_(std::move(normalized_shape)), eps_(eps), affine_(affine) {
   TESSEL_CHECK(!shape_.empty(), "RMSNorm: normalized_shape must name at least one dim");
   if (affine) RegisterParameter("weight", Ones(shape_, dtype));
 }
 
 TensorList RMSNorm::Forward(const TensorList& in) {
-  return {RmsNormOver(in.at(0), shape_, affine_ ? Param("weight") : Tensor(), eps_)};
+  const Tensor& x = in.at(0);
+  const double eps = eps_ ? *eps_
+                          : x.dtype() == DType::kFloat64 ? std::numeric_limits<double>::epsilon()
+                                                         : static_cast<double>(std::numeric_limits<float>::epsilon());
+  return {RmsNormOver(x, shape_, affine_ ? Param("weight") : Tensor(), eps)};
 }
 
 Dropout::Dropout(double p, Generator& gen) : Module("Dropout"), p_(p), gen_(&gen) {

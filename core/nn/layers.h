@@ -90,15 +90,16 @@ class RMSNorm final : public Module {
  public:
   explicit RMSNorm(int64_t dim, double eps = 1e-6, DType dtype = DType::kFloat32)
       : RMSNorm(Shape{dim}, eps, dtype, /*affine=*/true) {}
-  // affine false (torch's elementwise_affine=False): no weight.
-  RMSNorm(Shape normalized_shape, double eps, DType dtype, bool affine);
+  // affine false (torch's elementwise_affine=False): no weight. No eps (torch's eps=None): the machine
+  // epsilon of each call's input, float64's for float64 and float32's otherwise (after .double() too).
+  RMSNorm(Shape normalized_shape, std::optional<double> eps, DType dtype, bool affine);
   TensorList Forward(const TensorList& inputs) override;
   const Shape& normalized_shape() const { return shape_; }
-  double eps() const { return eps_; }
+  std::optional<double> eps() const { return eps_; }
 
  private:
   Shape shape_;
-  double eps_;
+  std::optional<double> eps_;
   bool affine_ = true;
 };
 

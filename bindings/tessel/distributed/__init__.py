@@ -349,6 +349,7 @@ def get_world_size(group=None):
 @_collective
 def barrier(group=None, async_op=False, device_ids=None):
     _group(group, "barrier").barrier()
+    return _done(async_op)  # async_op: a completed handle (the barrier ran), as torch's wait() expects
 
 
 def destroy_process_group(group=None):

@@ -32,7 +32,7 @@ class _ConvNd(Module):
                              "padding_mode='%s'" % padding_mode)
         if self._transposed and padding_mode != "zeros":
             raise ValueError('Only "zeros" padding mode is supported for %s' % type(self).__name__)
-        self._nd = nd
+        self._nd, self.transposed = nd, self._transposed
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
         self.kernel_size, self.stride = _tuple(kernel_size, nd), _tuple(stride, nd)
         if padding == "same" and any(st != 1 for st in self.stride):

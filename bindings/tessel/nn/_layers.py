@@ -321,7 +321,7 @@ class PReLU(Module):
 
     def __init__(self, num_parameters=1, init=0.25, device=None, dtype=None):
         super().__init__()
-        self.num_parameters = num_parameters
+        self.num_parameters, self.init = num_parameters, init
         self.weight = Parameter(_C._full([num_parameters], float(init), dtype or _C._get_default_dtype()))
 
     def forward(self, x):
@@ -368,7 +368,7 @@ class EmbeddingBag(Module):
         super().__init__()
         self.num_embeddings, self.embedding_dim, self.mode = num_embeddings, embedding_dim, mode
         self.max_norm, self.norm_type, self.include_last_offset = max_norm, norm_type, include_last_offset
-        self.padding_idx = padding_idx
+        self.padding_idx, self.sparse, self.scale_grad_by_freq = padding_idx, sparse, scale_grad_by_freq
         if scale_grad_by_freq or sparse:
             raise NotImplementedError("EmbeddingBag: scale_grad_by_freq and sparse are not supported")
         if _weight is not None:
@@ -383,6 +383,15 @@ class EmbeddingBag(Module):
     def forward(self, input, offsets=None, per_sample_weights=None):
         return functional.embedding_bag(input, self.weight, offsets, self.max_norm, self.norm_type, False, self.mode,
                                         False, per_sample_weights, self.include_last_offset, self.padding_idx)
+
+    def extra_repr(self):
+        text = "%d, %d" % (self.num_embeddings, self.embedding_dim)
+        if self.max_norm is not None:
+            text += ", max_norm=%s" % self.max_norm
+        if self.norm_type != 2:
+            text += ", norm_type=%s" % self.norm_type
+        text += ", mode=%r" % self.mode
+        return text + (", padding_idx=%d" % self.padding_idx if self.padding_idx is not None else "")
 
 
 class Bilinear(Module):

@@ -137,7 +137,8 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
             weights = _cubic_weights(src, n_in) if mode == "bicubic" else _linear_weights(src, n_in)
         acc = _accumulation_dtype(out)
         moved = out.to(acc).movedim(d, -1)
-        out = _C._functional.linear(moved, _as_tensor(weights).to(acc), None).movedim(-1, d).to(input.dtype)
+        out = _C._functional.linear(moved, _as_tensor(weights).to(acc), None).movedim(-1, d)
+        out = ((out + 0.5).floor() if not input.dtype.is_floating_point else out).to(input.dtype)  # uint8: half up
     return out
 
 
@@ -265,6 +266,7 @@ class Upsample(Module):
     def __init__(self, size=None, scale_factor=None, mode="nearest", align_corners=None,
                  recompute_scale_factor=None):
         super().__init__()
+        self.name = type(self).__name__
         self.size, self.scale_factor, self.mode = size, scale_factor, mode
         self.align_corners, self.recompute_scale_factor = align_corners, recompute_scale_factor
 

@@ -166,6 +166,11 @@ def _init_transformer_layer(layer, cross, d_model, nhead, dim_feedforward, dropo
     for i in range(1, 4 if cross else 3):
         setattr(layer, "dropout%d" % i, Dropout(dropout))
     _transformer_activation(layer, activation)
+    if not cross:  # torch's encoder-layer flag: 1 for relu, 2 for gelu, 0 for anything else
+        from . import GELU, ReLU
+        act = layer.activation
+        layer.activation_relu_or_gelu = 1 if act is functional.relu or isinstance(act, ReLU) else \
+            2 if act is functional.gelu or isinstance(act, GELU) else 0
 
 
 class TransformerEncoderLayer(Module):

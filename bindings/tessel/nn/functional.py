@@ -114,6 +114,8 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     -log p(c), normalized the same way. The weights take no gradient (torch's nll_loss has none for them).
     A floating target of the input's shape holds class probabilities (_soft_cross_entropy)."""
     if target.dtype.is_floating_point and tuple(target.shape) == tuple(input.shape):
+        if ignore_index != -100:
+            raise RuntimeError("ignore_index is not supported for floating point target")
         return _soft_cross_entropy(input, target, weight, reduction, label_smoothing)
     loss = _C._functional.cross_entropy(input, target, None, size_average, ignore_index, reduce,
                                         reduction if weight is None else "none", 0.0 if weight is not None
@@ -201,15 +203,16 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
             raise ValueError("offsets has to be a 1D Tensor but got None")
         flat = idx
         starts = offsets.numpy().astype(np.int64)
-        if include_last_offset:
-            starts = starts[:-1]
+        last_end = len(flat)
+        if include_last_offset:  # the last offset ends the last bag (entries after it are left out, as torch)
+            starts, last_end = starts[:-1], int(starts[-1])
         bags = len(starts)
     else:
         raise ValueError("input has to be 1D or 2D Tensor, but got Tensor of dimension %d" % input.ndim)
     if max_norm is not None:
         from .._C import _functional as _f
         _f.embedding(input.reshape(-1), weight, None, max_norm, norm_type)  # renormalize the rows in place
-    ends = list(starts[1:]) + [len(flat)]
+    ends = list(starts[1:]) + [last_end if input.ndim == 1 else len(flat)]
     keep = np.ones(len(flat), dtype=bool) if padding_idx is None else flat != padding_idx % weight.shape[0]
     rows = embedding(make_tensor(flat if len(flat) else np.zeros(0, np.int64)), weight)  # [N, D]
     if per_sample_weights is not None:
@@ -234,7 +237,16 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     if size_average is not None or reduce is not None:
         raise NotImplementedError("mse_loss: size_average and reduce are deprecated in torch; use reduction=")
     from .._extra import _reduce
+    if tuple(input.shape) != tuple(target.shape):
+        import warnings
+        warnings.warn("Using a target size (%s) that is different to the input size (%s). This will likely lead to "
+                      "incorrect results due to broadcasting. Please ensure they have the same size."
+                      % (_size_text(target), _size_text(input)), stacklevel=2)
     return _reduce((input - target).pow(2.0), reduction)
+
+
+def _size_text(t):
+    return "torch.Size([%s])" % ", ".join(str(int(n)) for n in t.shape)
 
 
 from .._dtensor_compose import wrap_all as _wrap_composed  # noqa: E402 (their constants next to DTensors)

@@ -45,7 +45,7 @@ def _fans(tensor):
 def calculate_gain(nonlinearity, param=None):
     linear = ("linear", "conv1d", "conv2d", "conv3d", "sigmoid")
     if nonlinearity in linear:
-        return 1.0
+        return 1  # (torch returns the int)
     if nonlinearity == "tanh":
         return 5.0 / 3
     if nonlinearity == "relu":

@@ -908,10 +908,8 @@ _C.LayerNorm.extra_repr = lambda self: "%s, eps=%s, elementwise_affine=%s, bias=
 
 
 def _rms_norm_repr(self):
-    """torch prints eps=None for the default (the dtype's machine epsilon)."""
-    import numpy as np
-    eps = None if self._eps in (float(np.finfo(np.float32).eps), float(np.finfo(np.float64).eps)) else self._eps
-    return "%s, eps=%s, elementwise_affine=%s" % (self.normalized_shape, eps, self.elementwise_affine)
+    """torch prints eps=None for the default (the input dtype's machine epsilon)."""
+    return "%s, eps=%s, elementwise_affine=%s" % (self.normalized_shape, self.eps, self.elementwise_affine)
 
 
 def _embedding_repr(self):
@@ -927,6 +925,11 @@ def _embedding_repr(self):
 
 _C.RMSNorm.extra_repr = _rms_norm_repr
 _C.Embedding.extra_repr = _embedding_repr
+# torch's attributes of an Embedding (the table's shape; sparse gradients and scale_grad_by_freq are refused at
+# construction, so both read False)
+_C.Embedding.num_embeddings = property(lambda self: self.weight.shape[0])
+_C.Embedding.embedding_dim = property(lambda self: self.weight.shape[1])
+_C.Embedding.sparse = _C.Embedding.scale_grad_by_freq = False
 
 
 import sys as _sys  # noqa: E402

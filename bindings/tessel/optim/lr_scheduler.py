@@ -17,6 +17,24 @@ import math
 from .. import _C
 
 
+def _track_step_called(optimizer):
+    """Wraps optimizer.step to note that it ran (torch's check for scheduler.step() before the first
+    optimizer.step(), which skips the schedule's first value)."""
+    step = optimizer.step
+    if getattr(step, "_wrapped_by_lr_sched", False):
+        return
+
+    def wrapper(*args, **kwargs):
+        optimizer._opt_called = True
+        return step(*args, **kwargs)
+    wrapper._wrapped_by_lr_sched = True
+    try:
+        optimizer.step = wrapper
+        optimizer._opt_called = False
+    except AttributeError:  # an optimizer whose attributes are fixed: no check
+        pass
+
+
 class LRScheduler:
     def __init__(self, optimizer, last_epoch=-1):
         self.optimizer = optimizer
@@ -30,6 +48,7 @@ class LRScheduler:
                                    "optimizer" % i)
         self.base_lrs = [g["initial_lr"] for g in optimizer.param_groups]
         self.last_epoch = last_epoch
+        _track_step_called(optimizer)
         self._step_count = 0
         self.step()
 
@@ -40,6 +59,13 @@ class LRScheduler:
         return [g["lr"] for g in self.optimizer.param_groups]
 
     def step(self, epoch=None):
+        if self._step_count == 1 and not getattr(self.optimizer, "_opt_called", True):
+            import warnings
+            warnings.warn("Detected call of `lr_scheduler.step()` before `optimizer.step()`. In PyTorch 1.1.0 and "
+                          "later, you should call them in the opposite order: `optimizer.step()` before "
+                          "`lr_scheduler.step()`.  Failure to do this will result in PyTorch skipping the first "
+                          "value of the learning rate schedule. See more details at "
+                          "https://pytorch.org/docs/stable/optim.html#how-to-adjust-learning-rate", UserWarning)
         self._step_count += 1
         if epoch is None:
             self.last_epoch += 1

@@ -122,11 +122,13 @@ def _clip_by_norm_of_order(params, max_norm, p, error_if_nonfinite):
     grads = [q.grad for q in params if q.grad is not None]
     if not grads:
         return _C._full([], 0.0, _C.dtype.float32)
-    if p <= 0:
-        raise ValueError("clip_grad_norm_: norm_type must be positive, got %s" % p)
+    if p < 0:
+        raise ValueError("clip_grad_norm_: norm_type must be positive or 0, got %s" % p)
     with _C._GradMode(False):
         if p == float("inf"):
             total = max(g.double().abs().amax().item() for g in grads)
+        elif p == 0:  # torch's: the 0-"norm" of the per-gradient 0-norms, i.e. how many gradients hold a nonzero
+            total = float(sum(1 for g in grads if bool((g != 0).any())))
         else:
             total = sum((g.double().abs() ** p).sum().item() for g in grads) ** (1.0 / p)
         if error_if_nonfinite and not abs(total) < float("inf"):
@@ -308,7 +310,39 @@ def remove_spectral_norm(module, name="weight"):
     return _restore_parameter(module, name, [name + "_orig"], [name + "_u", name + "_v"], "spectral_norm")
 
 
+def skip_init(module_cls, *args, **kwargs):
+    """torch.nn.utils.skip_init: the module built on the meta device (no initializer runs, no random number is
+    drawn), then given uninitialized storage on `device` (to_empty)."""
+    import inspect
+    from ... import device as _device
+    try:
+        params = inspect.signature(module_cls).parameters
+        takes_device = "device" in params or any(p.kind == p.VAR_KEYWORD for p in params.values())
+    except (TypeError, ValueError):  # a C++ layer's constructor: all of tessel's take device=
+        takes_device = True
+    if not takes_device:
+        raise RuntimeError("Module must support a 'device' arg to skip initialization")
+    final_device = kwargs.pop("device", "cpu")
+    with _device("meta"):
+        module = module_cls(*args, **kwargs)
+    return module.to_empty(device=final_device)
+
+
+def convert_conv2d_weight_memory_format(module, memory_format):
+    """torch's layout hint for cuDNN (Conv2d / ConvTranspose2d weights in channels_last). tessel's convolutions
+    read any layout at the same speed and `p.data = t` keeps a parameter's own layout here, so the module is
+    returned as it is: same parameters, same values (a model ported with this call runs unchanged)."""
+    return module
+
+
+def convert_conv3d_weight_memory_format(module, memory_format):
+    """torch's channels_last_3d hint for Conv3d / ConvTranspose3d weights: as convert_conv2d_weight_memory_format,
+    the module itself."""
+    return module
+
+
 from . import rnn  # noqa: E402,F401 (torch.nn.utils.rnn)
+from . import clip_grad, stateless  # noqa: E402,F401 (torch.nn.utils.clip_grad / .stateless)
 from . import parametrize, parametrizations, prune  # noqa: E402,F401
 
 

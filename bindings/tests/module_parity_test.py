@@ -1,0 +1,133 @@
+"""nn modules, losses and utilities where a side-by-side sweep against torch 2.15 (884 cases: layers, losses,
+functional ops with gradients, optimizers, schedulers, nn.utils) found tessel different. Expected values are
+computed here another way: numpy sums and explicit bilinear weights, torch's closed-form gradients, the
+generator state before and after."""
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+import tessel
+import tessel.distributed as dist
+import tessel.nn as nn
+import tessel.nn.functional as F
+
+
+def test_embedding_bag_last_offset_ends_the_last_bag():
+    weight = np.arange(10.0).reshape(5, 2)
+    bag = nn.EmbeddingBag(5, 2, mode="sum", include_last_offset=True, _weight=tessel.tensor(weight))
+    idx = [0, 2, 1, 4, 3, 3, 2]
+    out = bag(tessel.tensor(idx), tessel.tensor([0, 3, 3, 5]))
+    want = [weight[[0, 2, 1]].sum(0), np.zeros(2), weight[[4, 3]].sum(0)]  # entries 5 and 6 are past the last offset
+    assert out.tolist() == [w.tolist() for w in want]  # the last bag ran to the end: [24, 28]
+    out.sum().backward()
+    counts = np.bincount(idx[:5], minlength=5).astype(float)
+    assert bag.weight.grad.tolist() == np.repeat(counts[:, None], 2, 1).tolist()
+    assert repr(nn.EmbeddingBag(5, 3, mode="max")) == "EmbeddingBag(5, 3, mode='max')"
+    assert not bag.sparse and not bag.scale_grad_by_freq
+
+
+def test_rms_norm_default_eps_follows_the_input_dtype():
+    m = nn.RMSNorm(4)
+    assert m.eps is None and nn.RMSNorm(4, eps=1e-5).eps == 1e-5 and "eps=None" in repr(m)
+    x = 1e-4
+    want = x / math.sqrt(x * x + np.finfo(np.float64).eps)  # float64's epsilon once the module is float64
+    out = m.double()(tessel.full((1, 4), x, dtype=tessel.float64))
+    assert out.tolist()[0] == pytest.approx([want] * 4, rel=1e-12)  # it kept float32's 1.2e-7: 0.278
+    out32 = nn.RMSNorm(4)(tessel.full((1, 4), x))
+    assert out32.tolist()[0][0] == pytest.approx(x / math.sqrt(x * x + np.finfo(np.float32).eps), rel=1e-5)
+
+
+def test_binary_cross_entropy_gradient_and_range_as_torch():
+    p = tessel.tensor([0.0, 1.0, 1e-30, 0.3], dtype=tessel.float64, requires_grad=True)
+    y = [1.0, 0.0, 1.0, 1.0]
+    F.binary_cross_entropy(p, tessel.tensor(y, dtype=tessel.float64), reduction="sum").backward()
+    pv = [0.0, 1.0, 1e-30, 0.3]
+    want = [(a - b) / max((1 - a) * a, 1e-12) for a, b in zip(pv, y)]  # torch's formula: finite at 0 and 1
+    assert p.grad.tolist() == pytest.approx(want, rel=1e-12)
+    for bad in (1.5, -0.1, math.nan):
+        with pytest.raises(RuntimeError, match="all elements of input should be between 0 and 1"):
+            F.binary_cross_entropy(tessel.tensor([bad]), tessel.tensor([1.0]))
+
+
+def test_missing_checks_raise_or_warn_as_torch():
+    with pytest.raises(RuntimeError, match="Halving dimension must be even"):
+        F.glu(tessel.ones(2, 3))
+    logits, probs = tessel.zeros(2, 3), tessel.full((2, 3), 1 / 3)
+    with pytest.raises(RuntimeError, match="ignore_index is not supported for floating point target"):
+        F.cross_entropy(logits, probs, ignore_index=1)
+    with pytest.warns(UserWarning, match="Using a target size"):
+        F.mse_loss(tessel.zeros(3, 1), tessel.zeros(3))
+    lin = nn.Linear(2, 2)
+    opt = tessel.optim.SGD(lin.parameters(), lr=0.1)
+    sched = tessel.optim.lr_scheduler.StepLR(opt, 1)
+    with pytest.warns(UserWarning, match="Detected call of `lr_scheduler.step\\(\\)` before `optimizer.step\\(\\)`"):
+        sched.step()
+    opt2 = tessel.optim.SGD(lin.parameters(), lr=0.1)
+    sched2 = tessel.optim.lr_scheduler.StepLR(opt2, 1, gamma=0.5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        opt2.step()
+        sched2.step()  # the right order: no warning
+    assert sched2.get_last_lr() == [0.05]
+
+
+def test_uint8_bilinear_rounds_half_up_and_numpy_float64_scalars_keep_float64():
+    x = np.array([[0, 3], [5, 9]], dtype=np.float64)
+    src = np.maximum((np.arange(3) + 0.5) * (2 / 3) - 0.5, 0.0)  # torch's source index, 2 -> 3
+    lo = np.floor(src).astype(int)
+    hi = np.minimum(lo + 1, 1)
+    frac = src - lo
+    # one pass per dim, each rounded half up to uint8 (torch's separable integer kernel)
+    rows = np.floor(x[lo] * (1 - frac)[:, None] + x[hi] * frac[:, None] + 0.5)
+    full = np.floor(rows[:, lo] * (1 - frac) + rows[:, hi] * frac + 0.5)
+    got = F.interpolate(tessel.tensor(x.astype(np.uint8)).reshape(1, 1, 2, 2), size=(3, 3), mode="bilinear")
+    assert got.dtype == tessel.uint8 and got.reshape(3, 3).tolist() == full.astype(int).tolist()  # it truncated
+    assert tessel.tensor(np.float64(1.1)).dtype == tessel.float64  # np.float64 is a float subclass: it gave float32
+    assert tessel.tensor([np.float64(1.0), 2.0]).dtype == tessel.float64
+    assert tessel.tensor([1.0, 2.0]).dtype == tessel.float32 and tessel.tensor(np.float32(1.5)).dtype == tessel.float32
+
+
+def test_clip_grad_norm_order_zero_and_new_nn_utils():
+    a, b = tessel.ones(3, requires_grad=True), tessel.ones(2, requires_grad=True)
+    a.grad, b.grad = tessel.tensor([0.0, 2.0, -3.0]), tessel.zeros(2)
+    total = nn.utils.clip_grad_norm_([a, b], 0.5, norm_type=0)
+    assert total.item() == 1.0  # torch's: one gradient holds a nonzero entry
+    assert a.grad.tolist() == pytest.approx([0.0, 2.0 * 0.5 / (1 + 1e-6), -3.0 * 0.5 / (1 + 1e-6)], rel=1e-6)
+    state = tessel.get_rng_state()
+    lin = nn.utils.skip_init(nn.Linear, 3, 4)
+    assert tuple(lin.weight.shape) == (4, 3) and not lin.weight.is_meta
+    assert tessel.equal(state, tessel.get_rng_state())  # no initializer drew a number
+    from tessel.nn.utils import clip_grad, stateless
+    assert clip_grad.clip_grad_norm_ is nn.utils.clip_grad_norm_
+    m = nn.Linear(2, 1, bias=False)
+    out = stateless.functional_call(m, {"weight": tessel.tensor([[2.0, 3.0]])}, (tessel.tensor([[1.0, 1.0]]),))
+    assert out.tolist() == [[5.0]]
+    conv = nn.Sequential(nn.Conv2d(2, 4, 3))
+    weight, values = conv[0].weight, conv[0].weight.tolist()
+    assert nn.utils.convert_conv2d_weight_memory_format(conv, tessel.channels_last) is conv
+    assert conv[0].weight is weight and weight.tolist() == values  # a layout hint: nothing else changes
+
+
+def test_module_attributes_torch_code_reads():
+    emb = nn.Embedding(7, 3)
+    assert (emb.num_embeddings, emb.embedding_dim, emb.sparse, emb.scale_grad_by_freq) == (7, 3, False, False)
+    assert nn.Conv2d(2, 2, 3).transposed is False and nn.ConvTranspose2d(2, 2, 3).transposed is True
+    assert nn.PReLU(init=0.3).init == 0.3 and nn.Upsample(scale_factor=2).name == "Upsample"
+    assert nn.TransformerEncoderLayer(4, 2).activation_relu_or_gelu == 1
+    assert nn.TransformerEncoderLayer(4, 2, activation="gelu").activation_relu_or_gelu == 2
+    gain = nn.init.calculate_gain("linear")
+    assert gain == 1 and isinstance(gain, int)
+
+
+def test_barrier_async_op_returns_a_handle():
+    got = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        work = dist.barrier(async_op=True)
+        got[world.rank] = (work.wait(), work.is_completed(), dist.barrier())
+
+    tessel.run_ranks(2, rank_fn)
+    assert got == {0: (True, True, None), 1: (True, True, None)}
