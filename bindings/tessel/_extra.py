@@ -97,10 +97,11 @@ def leaky_relu(x, negative_slope=0.01, inplace=False):
 
 @honours_inplace
 def elu(x, alpha=1.0, inplace=False):
-    """x above 0, alpha (e^x - 1) below through expm1 (exact for small x, and -0 stays -0 as torch's)."""
+    """x above 0, alpha (e^x - 1) below through expm1 (exact for small x, and -0 stays -0 as torch's); the
+    expm1 sees a constant 0 where x > 0, so +inf keeps gradient 1 (x * 0 there was NaN)."""
     w = _C._functional.where
     pos = x > 0
-    return w(pos, x, w(pos, x * 0.0, x).expm1() * alpha)
+    return w(pos, x, w(pos, _scalar_like(x, 0.0), x).expm1() * alpha)
 
 
 @honours_inplace
@@ -110,9 +111,12 @@ def mish(x, inplace=False):
 
 @honours_inplace
 def hardtanh(x, min_val=-1.0, max_val=1.0, inplace=False):
+    """min_val below, max_val above, x between; the gradient passes strictly inside and at NaN (torch's
+    x <= min || x >= max ? 0 : g, where clamp's gave 0 at NaN)."""
     if not x.dtype.is_floating_point:  # an integer tensor keeps its dtype (torch's bounds cast to it)
         return x.clamp(min=int(min_val), max=int(max_val))
-    return x.clamp(min=min_val, max=max_val)
+    w = _C._functional.where
+    return w(x <= min_val, _scalar_like(x, min_val), w(x >= max_val, _scalar_like(x, max_val), x))
 
 
 @honours_inplace
@@ -125,15 +129,17 @@ _SELU_ALPHA, _SELU_SCALE = 1.6732632423543772, 1.0507009873554805  # torch's con
 
 @honours_inplace
 def selu(x, inplace=False):
-    """scale (max(0, x) + min(0, alpha (exp(x) - 1))), expm1 of min(x, 0) (a finite gradient at +inf)."""
-    return _C._functional.where(x > 0, x, x.clamp(max=0.0).expm1() * _SELU_ALPHA) * _SELU_SCALE
+    """scale (max(0, x) + min(0, alpha (exp(x) - 1))), as elu: gradient scale·alpha at 0, finite at +inf."""
+    return elu(x, _SELU_ALPHA) * _SELU_SCALE
 
 
 @honours_inplace
 def celu(x, alpha=1.0, inplace=False):
     """max(0, x) + min(0, alpha (exp(x / alpha) - 1)); the exp sees min(x, 0), so +inf keeps a finite
     gradient (torch's)."""
-    return _C._functional.where(x > 0, x, (x.clamp(max=0.0) / alpha).expm1() * alpha)
+    w = _C._functional.where
+    pos = x > 0
+    return w(pos, x, (w(pos, _scalar_like(x, 0.0), x) / alpha).expm1() * alpha)  # (elu's form: gradient 1 at 0)
 
 
 @honours_inplace

@@ -131,3 +131,21 @@ def test_barrier_async_op_returns_a_handle():
 
     tessel.run_ranks(2, rank_fn)
     assert got == {0: (True, True, None), 1: (True, True, None)}
+
+
+def test_gradients_at_nan_inf_and_of_a_nearest_grid():
+    x = tessel.tensor([math.nan, -2.0, -1.0, 0.5, 1.0, 3.0, 6.0], requires_grad=True)
+    F.hardtanh(x).sum().backward()
+    assert x.grad.tolist() == [1.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0]  # torch's: the gradient passes at NaN
+    y = tessel.tensor([math.nan, -1.0, 3.0, 6.0], requires_grad=True)
+    F.relu6(y).sum().backward()
+    assert y.grad.tolist() == [1.0, 0.0, 1.0, 0.0]
+    z = tessel.tensor([math.inf, 1.0, -1.0], requires_grad=True)
+    F.elu(z).sum().backward()
+    assert z.grad.tolist() == pytest.approx([1.0, 1.0, math.exp(-1.0)], rel=1e-6)  # it was NaN at +inf
+    img = tessel.arange(4.0).reshape(1, 1, 2, 2)
+    grid = tessel.tensor([[[[0.3, -0.6], [-1.0, 1.0]]]], requires_grad=True)
+    out = F.grid_sample(img, grid, mode="nearest", align_corners=True)
+    out.sum().backward()  # it raised: the output did not depend on the only tensor requiring grad
+    assert grid.grad.tolist() == [[[[0.0, 0.0], [0.0, 0.0]]]]
+    assert out.reshape(-1).tolist() == [1.0, 2.0]  # (0.65, 0.2) rounds to column 1, row 0; (0, 1) is row 1

@@ -14,6 +14,7 @@ import numpy as np
 
 from .. import _C
 from ._conv_ops import _accumulation_dtype, _as_tensor
+from ..autograd import Function
 from ._resample import _cubic_taps
 
 
@@ -123,8 +124,10 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
         index = flat.to(_C.dtype.int64).expand(n, c, flat.shape[-1])
         return flat_in.gather(2, index) * inside.to(acc)
 
-    if mode == "nearest":
+    if mode == "nearest":  # no gradient flows to grid, but grid gets a zero one (torch's), not None
         out = tap([p.detach().round() for p in coords])
+        if _C.is_grad_enabled() and grid.requires_grad:
+            out = out + _ZeroGradient.apply(grid).to(out.dtype)
     elif mode == "bicubic":  # 4x4 taps around the unpadded point, each tap's position padded on its own
         lows = [p.detach().floor() for p in unpadded]
         fracs = [p - low for p, low in zip(unpadded, lows)]
@@ -150,6 +153,19 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
             term = tap([lows[k] + float(bit) for k, bit in enumerate(corner)]) * weight
             out = term if out is None else out + term
     return out.reshape([n, c] + out_spatial).to(input.dtype)
+
+
+class _ZeroGradient(Function):
+    """A 0-d zero whose gradient to x is zeros shaped as x (a value that does not depend on x, differentiably)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.shape, ctx.dtype = list(x.shape), x.dtype
+        return _C._full([], 0.0, x.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        return _C._full(ctx.shape, 0.0, ctx.dtype)
 
 
 FUNCTIONAL = dict(affine_grid=affine_grid, grid_sample=grid_sample)
