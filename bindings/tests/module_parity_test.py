@@ -143,6 +143,10 @@ def test_gradients_at_nan_inf_and_of_a_nearest_grid():
     z = tessel.tensor([math.inf, 1.0, -1.0], requires_grad=True)
     F.elu(z).sum().backward()
     assert z.grad.tolist() == pytest.approx([1.0, 1.0, math.exp(-1.0)], rel=1e-6)  # it was NaN at +inf
+    for fn, slope in [(F.selu, 1.0507009873554805 * 1.6732632423543772), (lambda t: F.celu(t, alpha=0.5), 1.0)]:
+        t = tessel.tensor([0.0, -0.0, math.inf], requires_grad=True)
+        fn(t).sum().backward()  # the negative side's slope at 0 (torch's x > 0 test); 0 before (clamp's boundary)
+        assert t.grad.tolist() == pytest.approx([slope, slope, 1.0 if fn is not F.selu else 1.0507009873554805])
     img = tessel.arange(4.0).reshape(1, 1, 2, 2)
     grid = tessel.tensor([[[[0.3, -0.6], [-1.0, 1.0]]]], requires_grad=True)
     out = F.grid_sample(img, grid, mode="nearest", align_corners=True)
