@@ -153,3 +153,40 @@ def test_gradients_at_nan_inf_and_of_a_nearest_grid():
     out.sum().backward()  # it raised: the output did not depend on the only tensor requiring grad
     assert grid.grad.tolist() == [[[[0.0, 0.0], [0.0, 0.0]]]]
     assert out.reshape(-1).tolist() == [1.0, 2.0]  # (0.65, 0.2) rounds to column 1, row 0; (0, 1) is row 1
+
+
+def _ctc_posterior(probs, target, blank=0):
+    """γ[t, c]: the posterior of symbol c at frame t over every alignment collapsing to target (brute force)."""
+    import itertools
+    steps, classes = probs.shape
+    gamma, total = np.zeros_like(probs), 0.0
+    for path in itertools.product(range(classes), repeat=steps):
+        collapsed = [s for i, s in enumerate(path) if s != blank and (i == 0 or s != path[i - 1])]
+        if collapsed != list(target):
+            continue
+        p = float(np.prod([probs[t, s] for t, s in enumerate(path)]))
+        total += p
+        for t, s in enumerate(path):
+            gamma[t, s] += p
+    return gamma / total, total
+
+
+def test_ctc_gradient_is_torchs_exp_minus_posterior():
+    rng = np.random.default_rng(5)
+    logits = rng.standard_normal((4, 3))
+    lp = logits - np.log(np.exp(logits).sum(1, keepdims=True))
+    leaf = tessel.tensor(lp[:, None, :], dtype=tessel.float64, requires_grad=True)
+    loss = F.ctc_loss(leaf, tessel.tensor([[1, 2]]), tessel.tensor([4]), tessel.tensor([2]), reduction="sum")
+    loss.backward()
+    gamma, total = _ctc_posterior(np.exp(lp), [1, 2])
+    assert loss.item() == pytest.approx(-math.log(total), rel=1e-12)
+    # torch's gradient for log_probs: exp(log_probs) - posterior (the exact derivative is -posterior)
+    np.testing.assert_allclose(leaf.grad.numpy()[:, 0], np.exp(lp) - gamma, rtol=1e-10, atol=1e-12)
+    impossible = tessel.tensor(lp[:2, None, :], dtype=tessel.float64, requires_grad=True)
+    too_long = tessel.tensor([[1, 2, 1]])  # three labels cannot fit in two frames
+    F.ctc_loss(impossible, too_long, tessel.tensor([2]), tessel.tensor([3]), reduction="sum").backward()
+    assert np.isnan(impossible.grad.numpy()).all()  # torch's NaN (it was 0); zero_infinity gives 0
+    zeroed = tessel.tensor(lp[:2, None, :], dtype=tessel.float64, requires_grad=True)
+    F.ctc_loss(zeroed, tessel.tensor([[1, 2, 1]]), tessel.tensor([2]), tessel.tensor([3]), reduction="sum",
+               zero_infinity=True).backward()
+    assert zeroed.grad.abs().sum().item() == 0.0

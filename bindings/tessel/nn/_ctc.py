@@ -4,16 +4,18 @@ in log space, batched over samples and their 2S + 1 label positions, one step pe
 gives the gradient. Each sample's loss is read at its own last frame; impossible alignments are +inf (0 with
 zero_infinity=True, gradient 0 too).
 
-Gradient note: torch's kernel returns, for log_probs, exp(log_probs) - posterior, the gradient with respect to
-the logits of a log_softmax; this returns the derivative with respect to log_probs itself, -posterior. Both
-give the same gradient to the logits (and every parameter before them) whenever log_probs =
-log_softmax(logits), as CTC requires.
+Gradient note: torch's kernel returns, for log_probs, exp(log_probs) - posterior (the gradient with respect to
+the logits of a log_softmax) rather than the derivative with respect to log_probs itself, -posterior; this
+returns torch's: autograd's -posterior plus exp(log_probs) over each sample's frames (_TorchGradientTerm), so
+a leaf log_probs gets torch's gradient too, and NaN for an impossible alignment when zero_infinity is False.
+Through log_softmax(logits) both forms give the logits the same gradient.
 
     loss = F.ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction="mean")
 """
 import numpy as np
 
 from .. import _C
+from ..autograd import Function
 from ._conv_ops import _as_tensor
 from .modules import Module
 
@@ -117,14 +119,37 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
     label = final.gather(1, _as_tensor(np.maximum(2 * tgt_len - 1, 0)).unsqueeze(1)).squeeze(1)
     label = _C._functional.where(_as_tensor(tgt_len > 0), label, minus_inf(n))
     loss = -_logaddexp([tail, label])
+    impossible = (loss == float("inf")).detach()
     if zero_infinity:
-        loss = _C._functional.where(loss == float("inf"), _as_tensor(np.zeros(n)).to(acc), loss)
+        loss = _C._functional.where(impossible, _as_tensor(np.zeros(n)).to(acc), loss)
+    if _C.is_grad_enabled() and log_probs.requires_grad:
+        frames = (np.arange(steps)[:, None] < in_len[None, :]).astype(np.float64)  # [T, N]
+        kept = ~np.asarray(impossible.tolist(), dtype=bool) if zero_infinity else np.ones(n, dtype=bool)
+        nan_rows = np.asarray(impossible.tolist(), dtype=bool) & (not zero_infinity)
+        loss = loss + _TorchGradientTerm.apply(lp.to(acc), _as_tensor(frames * kept[None, :]).to(acc),
+                                               _as_tensor(nan_rows))
     loss = loss.to(log_probs.dtype)
     if reduction == "sum":
         return loss.sum()
     if reduction == "mean":
         return (loss / _as_tensor(np.maximum(tgt_len, 1)).to(loss.dtype)).mean()
     return loss.squeeze(0) if unbatched else loss
+
+
+class _TorchGradientTerm(Function):
+    """A zero per sample whose gradient to log_probs [T, N, C] is exp(log_probs) · g_n over the sample's frames
+    (torch's extra term), NaN for the samples whose alignment is impossible (torch's, without zero_infinity)."""
+
+    @staticmethod
+    def forward(ctx, lp, frames, nan_rows):
+        ctx.save_for_backward(lp, frames, nan_rows)
+        return _C._full([lp.shape[1]], 0.0, lp.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        lp, frames, nan_rows = ctx.saved_tensors
+        scale = _C._functional.where(nan_rows, _C._full([], float("nan"), g.dtype), g)
+        return lp.exp() * (frames * scale.unsqueeze(0)).unsqueeze(2), None, None
 
 
 class CTCLoss(Module):
