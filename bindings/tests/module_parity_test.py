@@ -121,16 +121,32 @@ def test_module_attributes_torch_code_reads():
     assert gain == 1 and isinstance(gain, int)
 
 
-def test_barrier_async_op_returns_a_handle():
+def test_barrier_async_op_returns_a_handle_and_bitwise_reduce_ops():
     got = {}
+    values = {0: [0b1100, 7, -1], 1: [0b1010, 5, 3], 2: [0b0110, 4, 6]}
 
     def rank_fn(world):
         dist.init_process_group()
         work = dist.barrier(async_op=True)
-        got[world.rank] = (work.wait(), work.is_completed(), dist.barrier())
+        out = [work.wait(), work.is_completed(), dist.barrier()]
+        for op in (dist.ReduceOp.BAND, dist.ReduceOp.BOR, dist.ReduceOp.BXOR):
+            t = tessel.tensor(values[world.rank], dtype=tessel.int32)
+            dist.all_reduce(t, op=op)
+            out.append(t.tolist())
+        flags = tessel.tensor([world.rank == 1, True])
+        dist.all_reduce(flags, op=dist.ReduceOp.BOR)
+        out.append(flags.tolist())
+        with pytest.raises(RuntimeError, match="not supported for floating point"):
+            dist.all_reduce(tessel.ones(1), op=dist.ReduceOp.BAND)
+        got[world.rank] = out
 
-    tessel.run_ranks(2, rank_fn)
-    assert got == {0: (True, True, None), 1: (True, True, None)}
+    tessel.run_ranks(3, rank_fn)
+    cols = list(zip(*values.values()))
+    band = [c[0] & c[1] & c[2] for c in cols]
+    bor = [c[0] | c[1] | c[2] for c in cols]
+    bxor = [c[0] ^ c[1] ^ c[2] for c in cols]
+    for r in range(3):
+        assert got[r] == [True, True, None, band, bor, bxor, [True, True]]
 
 
 def test_gradients_at_nan_inf_and_of_a_nearest_grid():

@@ -393,7 +393,46 @@ if not hasattr(ProcessGroup, "group_name"):  # once per interpreter (a reload mu
 @_collective
 def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
     """In place over the group (default: the default group); async_op returns a Work to wait on."""
+    if isinstance(op, _BitwiseOp):
+        return _bitwise_all_reduce(tensor, op, _group(group, "all_reduce"), async_op)
     return _group(group, "all_reduce").all_reduce(tensor, op, async_op)
+
+
+class _BitwiseOp:
+    """ReduceOp.BAND / BOR / BXOR (torch's, for integer and bool tensors): an all-gather, then the bitwise
+    reduction over the ranks' tensors on each rank (the backends reduce arithmetic ops only; these carry flags and
+    masks, a few bytes)."""
+
+    def __init__(self, name, fn):
+        self.name, self.fn = name, fn
+
+    def __repr__(self):
+        return "<ReduceOp.%s>" % self.name
+
+
+def _bitwise_all_reduce(tensor, op, g, async_op):
+    import numpy as np
+    if tensor.dtype.is_floating_point:
+        raise RuntimeError("all_reduce: ReduceOp.%s is not supported for floating point tensors (%s); use an "
+                           "integer or bool tensor" % (op.name, tensor.dtype))
+    from .._tensor import empty
+    flat = empty(g.size * tensor.numel(), dtype=tensor.dtype)
+    g.all_gather_into_tensor(flat, tensor.reshape(-1).contiguous(), False)
+    values = flat.numpy().reshape((g.size,) + tuple(tensor.shape))
+    result = values[0]
+    for v in values[1:]:
+        result = op.fn(result, v)
+    tensor.copy_(_C._from_numpy(np.ascontiguousarray(result)))
+    return _done(async_op)
+
+
+def _register_bitwise_ops():
+    import numpy as np
+    for name, fn in (("BAND", np.bitwise_and), ("BOR", np.bitwise_or), ("BXOR", np.bitwise_xor)):
+        setattr(ReduceOp, name, _BitwiseOp(name, fn))
+
+
+_register_bitwise_ops()
 
 
 @_collective
@@ -641,7 +680,10 @@ def reduce(tensor, dst=None, op=ReduceOp.SUM, group=None, async_op=False, group_
     g = _group(group, "reduce")
     root = _group_peer(g, dst, group_dst, "reduce", "dst")
     result = tensor.clone()
-    g.all_reduce(result, op, False)
+    if isinstance(op, _BitwiseOp):
+        _bitwise_all_reduce(result, op, g, False)
+    else:
+        g.all_reduce(result, op, False)
     if g.rank == root:
         tensor.copy_(result)
     return _done(async_op)
