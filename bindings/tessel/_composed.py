@@ -318,7 +318,7 @@ def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"
 
 def _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, dims):
     from .nn import _conv_ops
-    pool = _conv_ops.avg_pool1d if dims == 1 else _conv_ops.avg_pool2d
+    pool = {1: _conv_ops.avg_pool1d, 2: _conv_ops.avg_pool2d, 3: _conv_ops.avg_pool3d}[dims]
     window = kernel_size ** dims if isinstance(kernel_size, builtins.int) else int(np.prod(kernel_size))
     out = pool(input.pow(norm_type), kernel_size, stride, 0, ceil_mode)
     return (out.sign() * out.abs().relu() * window).pow(1.0 / norm_type)  # torch's form (sign: odd norms)
@@ -331,6 +331,10 @@ def lp_pool1d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
 
 def lp_pool2d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
     return _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, 2)
+
+
+def lp_pool3d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    return _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, 3)
 
 
 def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=None, reduce=None,
@@ -362,7 +366,7 @@ def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, r
 
 
 FUNCTIONAL.update(poisson_nll_loss=poisson_nll_loss, gaussian_nll_loss=gaussian_nll_loss, lp_pool1d=lp_pool1d,
-                  lp_pool2d=lp_pool2d, multi_margin_loss=multi_margin_loss,
+                  lp_pool2d=lp_pool2d, lp_pool3d=lp_pool3d, multi_margin_loss=multi_margin_loss,
                   multilabel_soft_margin_loss=multilabel_soft_margin_loss)
 _BOTH = dict(amin=amin, addcmul=addcmul, addcdiv=addcdiv, nansum=nansum, nanmean=nanmean, tile=tile, diagonal=diagonal,
              diag_embed=diag_embed, cross=cross, dist=dist, rot90=rot90, aminmax=aminmax, cummax=cummax,

@@ -206,3 +206,43 @@ def test_ctc_gradient_is_torchs_exp_minus_posterior():
     F.ctc_loss(zeroed, tessel.tensor([[1, 2, 1]]), tessel.tensor([2]), tessel.tensor([3]), reduction="sum",
                zero_infinity=True).backward()
     assert zeroed.grad.abs().sum().item() == 0.0
+
+
+# ---- torch's namespace: gradient, legacy typed tensors, frombuffer, in-place function forms, lp_pool3d ------
+
+@pytest.mark.parametrize("kwargs", [{}, dict(spacing=2.0), dict(dim=1), dict(edge_order=2), dict(spacing=[2.0, 0.5])])
+def test_gradient_matches_numpy(kwargs):
+    x = np.array([[1.0, 4.0, 9.0, 16.0, 25.0], [2.0, 3.0, 7.0, 11.0, 13.0], [0.0, -1.0, 5.0, 2.0, 8.0]])
+    got = tessel.gradient(tessel.tensor(x, dtype=tessel.float64), **kwargs)
+    np_kwargs = dict(edge_order=kwargs.get("edge_order", 1))
+    if "dim" in kwargs:
+        np_kwargs["axis"] = kwargs["dim"]
+    spacing = kwargs.get("spacing", 1.0)
+    want = np.gradient(x, *(spacing if isinstance(spacing, list) else [spacing]), **np_kwargs)
+    want = want if isinstance(want, list) else [want]
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g.numpy(), w, rtol=1e-12)
+
+
+@pytest.mark.parametrize("edge_order", [1, 2])
+def test_gradient_with_uneven_coordinates(edge_order):
+    coords = np.array([0.0, 1.0, 3.0, 4.0, 7.0])
+    y = np.array([[1.0, 4.0, 9.0, 16.0, 25.0]])
+    at = tessel.tensor(coords, dtype=tessel.float64)
+    got = tessel.gradient(tessel.tensor(y, dtype=tessel.float64), spacing=(at,), dim=1, edge_order=edge_order)
+    np.testing.assert_allclose(got[0].numpy(), np.gradient(y, coords, axis=1, edge_order=edge_order), rtol=1e-12)
+
+
+def test_legacy_typed_tensors_frombuffer_and_inplace_functions():
+    assert tessel.FloatTensor(2, 3).shape == (2, 3) and tessel.FloatTensor().shape == (0,)
+    assert tessel.LongTensor([1, 2]).dtype == tessel.int64 and tessel.DoubleTensor([0.1]).tolist() == [0.1]
+    assert isinstance(tessel.zeros(2), tessel.FloatTensor) and not isinstance(tessel.zeros(2), tessel.LongTensor)
+    assert tessel.frombuffer(bytearray(b"\x01\x02\x03\x04"), dtype=tessel.uint8, offset=1).tolist() == [2, 3, 4]
+    y = tessel.tensor([-1.0, 4.0])
+    assert tessel.abs_(y) is y and tessel.sqrt_(y).tolist() == [1.0, 2.0] and y.tolist() == [1.0, 2.0]
+    v = np.arange(8.0).reshape(2, 2, 2)
+    want = math.sqrt((v ** 2).sum())  # one 2x2x2 window: (Σ x²)^(1/2)
+    got = F.lp_pool3d(tessel.tensor(v).reshape(1, 1, 2, 2, 2), 2, 2)
+    assert got.reshape(-1).tolist() == pytest.approx([want], rel=1e-6)
+    assert nn.LPPool3d(2, 2)(tessel.tensor(v).reshape(1, 1, 2, 2, 2)).reshape(-1).tolist() == pytest.approx([want])

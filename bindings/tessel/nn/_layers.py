@@ -146,6 +146,8 @@ def _make_extra_modules():
                                      ("kernel_size", None), ("stride", None), ("ceil_mode", False)),
         LPPool2d=_elementwise_module("LPPool2d", Z.lp_pool2d, "torch.nn.LPPool2d", ("norm_type", None),
                                      ("kernel_size", None), ("stride", None), ("ceil_mode", False)),
+        LPPool3d=_elementwise_module("LPPool3d", Z.lp_pool3d, "torch.nn.LPPool3d", ("norm_type", None),
+                                     ("kernel_size", None), ("stride", None), ("ceil_mode", False)),
         PoissonNLLLoss=_loss_module("PoissonNLLLoss", Z.poisson_nll_loss, "torch.nn.PoissonNLLLoss",
                                     [("log_input", True), ("full", False), ("size_average", None), ("eps", 1e-8),
                                      ("reduce", None), ("reduction", "mean")],
