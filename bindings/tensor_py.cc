@@ -452,6 +452,10 @@ void BindTensor(py::module_& m) {
         });
       })
       .def("retain_grad", [](const Tensor& t) { RetainGrad(t); })
+      // torch's retains_grad: True for a non-leaf after retain_grad() (a leaf's .grad is kept anyway: False)
+      .def_property_readonly("retains_grad", [](const Tensor& t) {
+        return !t.is_leaf() && t.impl()->autograd_meta() != nullptr && t.impl()->autograd_meta()->retains_grad;
+      })
       // True when this Python object holds the only handle to its tensor and nothing shares the storage (no
       // module, view or saved activation sees it): rebinding the handle (_rebind_) is then indistinguishable
       // from writing in place. A DTensor's: its local shard held by it alone (DTensorImpl::OwnsDataExclusively).

@@ -246,3 +246,12 @@ def test_legacy_typed_tensors_frombuffer_and_inplace_functions():
     got = F.lp_pool3d(tessel.tensor(v).reshape(1, 1, 2, 2, 2), 2, 2)
     assert got.reshape(-1).tolist() == pytest.approx([want], rel=1e-6)
     assert nn.LPPool3d(2, 2)(tessel.tensor(v).reshape(1, 1, 2, 2, 2)).reshape(-1).tolist() == pytest.approx([want])
+
+
+def test_retains_grad_reports_retain_grad():
+    x = tessel.tensor([1.0, 2.0], requires_grad=True)
+    y, z = x * 2, x * 3
+    y.retain_grad()
+    (y * z).sum().backward()
+    assert (y.retains_grad, z.retains_grad, x.retains_grad) == (True, False, False)
+    assert y.grad.tolist() == [3.0, 6.0] and z.grad is None  # d(y z)/dy = z
