@@ -71,12 +71,12 @@ void BindFunctional(py::module_& m) {
   }, py::arg("input"), py::arg("normalized_shape"), py::arg("weight") = py::none(), py::arg("eps") = py::none());
   f.def("embedding", [](const Tensor& idx, const Tensor& w, std::optional<int64_t> padding_idx,
                         const py::object& max_norm, double norm_type, bool scale_grad_by_freq, bool sparse) {
-    TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, !scale_grad_by_freq && !sparse,
-                      "embedding: scale_grad_by_freq and sparse are not supported");
+    TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, !sparse,
+                      "embedding: sparse gradients are not supported (tessel has no sparse tensors)");
     const std::optional<double> limit = max_norm.is_none() ? std::nullopt : std::optional(max_norm.cast<double>());
     return NoGil([&] {
       if (limit) EmbeddingRenorm_(w, idx, *limit, norm_type);  // in place, before the lookup, as torch
-      return Embedding(w, idx, padding_idx);
+      return Embedding(w, idx, padding_idx, scale_grad_by_freq);
     });
   }, py::arg("input"), py::arg("weight"), py::arg("padding_idx") = py::none(), py::arg("max_norm") = py::none(),
         py::arg("norm_type") = 2.0, py::arg("scale_grad_by_freq") = false, py::arg("sparse") = false);

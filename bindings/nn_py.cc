@@ -433,14 +433,15 @@ void BindLayers(py::module_& m) {
                       const py::object& device, std::optional<DType> dtype, Generator* gen,
                       std::optional<double> init_std) {
             CheckCpuDevice(device, "Embedding");
-            TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, !scale_grad_by_freq && !sparse,
-                              "Embedding: scale_grad_by_freq and sparse are not supported");
+            TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, !sparse,
+                              "Embedding: sparse gradients are not supported (tessel has no sparse tensors)");
             const std::optional<double> limit =
                 max_norm.is_none() ? std::nullopt : std::optional<double>(max_norm.cast<double>());
             // torch's N(0, 1) unless init_std asks for the C++ layer's N(0, init_std)
             auto m = std::make_unique<nn::Embedding>(num, dim, GenOrDefault(gen), init_std.value_or(1.0),
                                                      weight ? weight->dtype() : dtype.value_or(DefaultFloatDType()),
                                                      padding_idx, limit, norm_type);
+            m->set_scale_grad_by_freq(scale_grad_by_freq);
             if (weight) {
               // torch: Parameter(_weight) — the given values as the weight, its storage shared (no copy), the
               // padding row left as given; _freeze: no gradient.
@@ -476,6 +477,7 @@ void BindLayers(py::module_& m) {
   emb.def_property_readonly("padding_idx", [](const nn::Embedding& self) { return self.padding_idx(); });
   emb.def_property_readonly("max_norm", [](const nn::Embedding& self) { return self.max_norm(); });
   emb.def_property_readonly("norm_type", [](const nn::Embedding& self) { return self.norm_type(); });
+  emb.def_property("scale_grad_by_freq", &nn::Embedding::scale_grad_by_freq, &nn::Embedding::set_scale_grad_by_freq);
   py::class_<nn::LayerNorm, Module, std::unique_ptr<nn::LayerNorm>> ln(m, "LayerNorm", py::dynamic_attr());
   ln.def(py::init([](const py::object& shape, double eps, bool affine, bool bias, const py::object& device,
                      std::optional<DType> dtype) {

@@ -113,6 +113,7 @@ def test_clip_grad_norm_order_zero_and_new_nn_utils():
 def test_module_attributes_torch_code_reads():
     emb = nn.Embedding(7, 3)
     assert (emb.num_embeddings, emb.embedding_dim, emb.sparse, emb.scale_grad_by_freq) == (7, 3, False, False)
+    assert "scale_grad_by_freq=True" in repr(nn.Embedding(7, 3, scale_grad_by_freq=True))
     assert nn.Conv2d(2, 2, 3).transposed is False and nn.ConvTranspose2d(2, 2, 3).transposed is True
     assert nn.PReLU(init=0.3).init == 0.3 and nn.Upsample(scale_factor=2).name == "Upsample"
     assert nn.TransformerEncoderLayer(4, 2).activation_relu_or_gelu == 1
@@ -255,3 +256,24 @@ def test_retains_grad_reports_retain_grad():
     (y * z).sum().backward()
     assert (y.retains_grad, z.retains_grad, x.retains_grad) == (True, False, False)
     assert y.grad.tolist() == [3.0, 6.0] and z.grad is None  # d(y z)/dy = z
+
+
+def test_scale_grad_by_freq_divides_each_rows_gradient_by_its_count():
+    idx = [0, 2, 2, 2, 1, 0]
+    g = np.arange(12.0).reshape(6, 2)  # the upstream gradient per position
+    counts = np.bincount(idx, minlength=4)
+    want = np.zeros((4, 2))
+    for p, i in enumerate(idx):
+        want[i] += g[p] / counts[i]  # torch's: each occurrence's gradient over the index's count in the batch
+    emb = nn.Embedding(4, 2, scale_grad_by_freq=True)
+    out = emb(tessel.tensor(idx))
+    assert out.tolist() == emb.weight[tessel.tensor(idx)].tolist()  # the values are the plain lookup
+    (out * tessel.tensor(g, dtype=tessel.float32)).sum().backward()
+    np.testing.assert_allclose(emb.weight.grad.numpy(), want, rtol=1e-6)
+    w = tessel.zeros(4, 2, requires_grad=True)
+    looked_up = F.embedding(tessel.tensor(idx), w, scale_grad_by_freq=True)
+    (looked_up * tessel.tensor(g, dtype=tessel.float32)).sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), want, rtol=1e-6)
+    bag = nn.EmbeddingBag(4, 2, mode="sum", scale_grad_by_freq=True)
+    bag(tessel.tensor([idx])).sum().backward()
+    np.testing.assert_allclose(bag.weight.grad.numpy(), (counts > 0)[:, None] * np.ones((4, 2)), rtol=1e-6)

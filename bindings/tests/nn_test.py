@@ -420,8 +420,8 @@ def test_embedding_padding_idx_row_starts_at_zero_and_gets_no_gradient():
     np.testing.assert_array_equal(w.grad.numpy(), [[0, 0], [0, 0], [0, 0], [1, 1]])
     with pytest.raises(ValueError, match="padding_idx must be within num_embeddings"):
         nn.Embedding(4, 2, padding_idx=4)
-    with pytest.raises(NotImplementedError, match="scale_grad_by_freq"):
-        nn.Embedding(4, 2, scale_grad_by_freq=True)
+    with pytest.raises(NotImplementedError, match="sparse gradients are not supported"):
+        nn.Embedding(4, 2, sparse=True)
 
 
 def test_embedding_from_pretrained_shares_the_table_and_freezes_it_by_default():

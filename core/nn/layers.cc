@@ -56,7 +56,7 @@ Embedding::Embedding(int64_t num_embeddings, int64_t dim, Generator& gen, double
 
 TensorList Embedding::Forward(const TensorList& in) {
   if (max_norm_) EmbeddingRenorm_(Param("weight"), in.at(0), *max_norm_, norm_type_);
-  return {tessel::Embedding(Param("weight"), in.at(0), padding_idx_)};
+  return {tessel::Embedding(Param("weight"), in.at(0), padding_idx_, scale_grad_by_freq_)};
 }
 
 LayerNorm::LayerNorm(Shape normalized_shape, double eps, bool affine, DType dtype, bool bias)

@@ -59,11 +59,15 @@ class Embedding final : public Module {
   std::optional<int64_t> padding_idx() const { return padding_idx_; }
   std::optional<double> max_norm() const { return max_norm_; }
   double norm_type() const { return norm_type_; }
+  // torch's scale_grad_by_freq: gradients divided by each index's count in the batch (core/ops/embedding.h).
+  bool scale_grad_by_freq() const { return scale_grad_by_freq_; }
+  void set_scale_grad_by_freq(bool on) { scale_grad_by_freq_ = on; }
 
  private:
   std::optional<int64_t> padding_idx_;  // normalized to [0, V)
   std::optional<double> max_norm_;
   double norm_type_ = 2.0;
+  bool scale_grad_by_freq_ = false;
 };
 
 // LayerNorm and RMSNorm normalize over the trailing dims `normalized_shape` (torch's; one dim in the models

@@ -18,6 +18,7 @@
 #include "core/base/parallel.h"
 #include "core/dispatch/dispatcher.h"
 #include "core/ops/elementwise.h"
+#include "core/ops/unary.h"
 #include "core/ops/ternary.h"
 #include "core/ops/view.h"
 #include "core/tensor/copy.h"
@@ -168,6 +169,27 @@ Tensor Embedding(const Tensor& weight, const Tensor& indices, std::optional<int6
   const ImplicitReplicationGuard replicated;  // the position mask is dense beside a DTensor table
   const Tensor pad = Unsqueeze(Eq(indices, Scalar(static_cast<double>(row), indices.dtype(), indices.device())), -1);
   return Where(pad, Detach(out), out);
+}
+
+Tensor Embedding(const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx,
+                 bool scale_grad_by_freq) {
+  const Tensor out = Embedding(weight, indices, padding_idx);
+  if (!scale_grad_by_freq || !out.requires_grad()) return out;
+  TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, !indices.is_distributed() && !weight.is_distributed(),
+                    "embedding: scale_grad_by_freq with a distributed (DTensor) table or index is not supported "
+                    "(indices ", ShapeStr(indices.sizes()), ")");
+  const Tensor idx = CheckedIndices("embedding", indices, weight.size(0), weight.sizes());
+  const int64_t* p = static_cast<const int64_t*>(idx.raw_data());
+  std::vector<int64_t> count(static_cast<size_t>(weight.size(0)), 0);
+  for (int64_t i = 0; i < idx.numel(); ++i) ++count[static_cast<size_t>(p[i])];
+  std::vector<double> scale_minus_one(static_cast<size_t>(idx.numel()));
+  for (int64_t i = 0; i < idx.numel(); ++i) {
+    scale_minus_one[static_cast<size_t>(i)] = 1.0 / static_cast<double>(count[static_cast<size_t>(p[i])]) - 1.0;
+  }
+  Shape shape = indices.sizes();
+  shape.push_back(1);
+  const Tensor s = Cast(FromVector(scale_minus_one, std::span<const int64_t>(shape)), out.dtype());
+  return Add(out, Mul(Sub(out, Detach(out)), s));  // value out (the difference is 0), gradient g / count
 }
 
 Tensor IndexAddRows(const Tensor& source, const Tensor& index, int64_t num_rows) {

@@ -18,6 +18,11 @@ Tensor Embedding(const Tensor& weight, const Tensor& indices);
 // values as the lookup; the gradient is blocked by a where over those positions (their outputs are
 // detached), not by the kernel. nullopt: the plain lookup.
 Tensor Embedding(const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx);
+// torch's scale_grad_by_freq as well: each position's gradient to the table is divided by how often its
+// index occurs in `indices` (so a row's gradient is the mean over its occurrences, not their sum). Same
+// values; out + (out - detach(out)) * (1/count - 1) carries the scale. Plain (non-distributed) indices.
+Tensor Embedding(const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx,
+                 bool scale_grad_by_freq);
 // The normalized row (in [0, V)) of padding_idx for a table of `num_embeddings` rows; the check above.
 int64_t NormalizePaddingIdx(int64_t padding_idx, int64_t num_embeddings);
 

@@ -371,8 +371,8 @@ class EmbeddingBag(Module):
         self.num_embeddings, self.embedding_dim, self.mode = num_embeddings, embedding_dim, mode
         self.max_norm, self.norm_type, self.include_last_offset = max_norm, norm_type, include_last_offset
         self.padding_idx, self.sparse, self.scale_grad_by_freq = padding_idx, sparse, scale_grad_by_freq
-        if scale_grad_by_freq or sparse:
-            raise NotImplementedError("EmbeddingBag: scale_grad_by_freq and sparse are not supported")
+        if sparse:
+            raise NotImplementedError("EmbeddingBag: sparse gradients are not supported (tessel has no sparse tensors)")
         if _weight is not None:
             self.weight = Parameter(_weight)
         else:
@@ -383,8 +383,9 @@ class EmbeddingBag(Module):
                     self.weight[padding_idx].zero_()
 
     def forward(self, input, offsets=None, per_sample_weights=None):
-        return functional.embedding_bag(input, self.weight, offsets, self.max_norm, self.norm_type, False, self.mode,
-                                        False, per_sample_weights, self.include_last_offset, self.padding_idx)
+        return functional.embedding_bag(input, self.weight, offsets, self.max_norm, self.norm_type,
+                                        self.scale_grad_by_freq, self.mode, False, per_sample_weights,
+                                        self.include_last_offset, self.padding_idx)
 
     def extra_repr(self):
         text = "%d, %d" % (self.num_embeddings, self.embedding_dim)

@@ -179,8 +179,8 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
     matmul with the bag membership (gradients to weight and per_sample_weights)."""
     import numpy as np
     from .._tensor import tensor as make_tensor, zeros
-    if scale_grad_by_freq or sparse:
-        raise NotImplementedError("embedding_bag: scale_grad_by_freq and sparse are not supported")
+    if sparse:
+        raise NotImplementedError("embedding_bag: sparse gradients are not supported (tessel has no sparse tensors)")
     if mode not in ("sum", "mean", "max"):
         raise ValueError("mode has to be one of sum, mean or max")
     if per_sample_weights is not None and mode != "sum":
@@ -214,7 +214,8 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
         _f.embedding(input.reshape(-1), weight, None, max_norm, norm_type)  # renormalize the rows in place
     ends = list(starts[1:]) + [last_end if input.ndim == 1 else len(flat)]
     keep = np.ones(len(flat), dtype=bool) if padding_idx is None else flat != padding_idx % weight.shape[0]
-    rows = embedding(make_tensor(flat if len(flat) else np.zeros(0, np.int64)), weight)  # [N, D]
+    rows = embedding(make_tensor(flat if len(flat) else np.zeros(0, np.int64)), weight, None, None, 2.0,
+                     scale_grad_by_freq)  # [N, D]
     if per_sample_weights is not None:
         rows = rows * per_sample_weights.reshape(-1, 1)
     if mode == "max":

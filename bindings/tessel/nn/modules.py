@@ -920,16 +920,17 @@ def _embedding_repr(self):
         text += ", max_norm=%s" % self.max_norm
     if self.norm_type != 2.0:
         text += ", norm_type=%s" % self.norm_type
+    if self.scale_grad_by_freq:
+        text += ", scale_grad_by_freq=True"
     return text
 
 
 _C.RMSNorm.extra_repr = _rms_norm_repr
 _C.Embedding.extra_repr = _embedding_repr
-# torch's attributes of an Embedding (the table's shape; sparse gradients and scale_grad_by_freq are refused at
-# construction, so both read False)
+# torch's attributes of an Embedding (the table's shape; sparse gradients are refused at construction)
 _C.Embedding.num_embeddings = property(lambda self: self.weight.shape[0])
 _C.Embedding.embedding_dim = property(lambda self: self.weight.shape[1])
-_C.Embedding.sparse = _C.Embedding.scale_grad_by_freq = False
+_C.Embedding.sparse = False
 
 
 import sys as _sys  # noqa: E402
