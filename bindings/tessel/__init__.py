@@ -166,6 +166,7 @@ from . import autograd, backends, linalg, nn, optim, distributed, distributions,
 from . import amp, fft, func, futures, ops, random, testing  # noqa: E402,F401
 from . import _namespace  # noqa: E402 (torch.add / div(rounding_mode) / dot / hsplit / cov / x.tril_() / ...)
 _namespace.install(globals())
+from . import accelerator, serialization  # noqa: E402,F401 (torch.accelerator, torch.serialization)
 from . import _namespace_more  # noqa: E402 (torch.gradient, torch.FloatTensor & co, frombuffer, torch.abs_, ...)
 _namespace_more.install(globals())
 from . import _tensor_extras  # noqa: E402 (memory formats, layouts, shifts, nextafter, index_reduce, ...)

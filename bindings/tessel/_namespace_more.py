@@ -166,6 +166,17 @@ _INPLACE = ("abs_ acos_ acosh_ arccos_ arccosh_ arcsin_ arcsinh_ arctan_ arctanh
             "xlogy_ zero_").split()
 
 
+def _share_memory_(self):
+    raise NotImplementedError(
+        "Tensor.share_memory_: tessel tensors live in process-private memory, so Hogwild-style training that "
+        "shares parameters between processes would silently train separate copies; train in one process, or "
+        "with DistributedDataParallel / tessel.run_ranks across ranks")
+
+
+def _module_share_memory(self):
+    return _share_memory_(None)
+
+
 def install(namespace):
     """Adds the names above to tessel's namespace (those it does not already have)."""
     from .nn import functional as F
@@ -180,4 +191,8 @@ def install(namespace):
     for k, v in names.items():
         if k not in namespace:
             namespace[k] = v
+    Tensor.share_memory_ = _share_memory_
+    Tensor.is_shared = lambda self: False
+    from .nn import Module
+    Module.share_memory = _module_share_memory
     return builtins.sorted(names)

@@ -124,6 +124,9 @@ class _TorchUnpickler(pickle.Unpickler):
             return _StorageType(name)
         if (module, name) in self._CLASSES:
             return self._CLASSES[(module, name)]
+        allowed = _safe_global(module, name)
+        if allowed is not None:  # tessel.serialization.add_safe_globals
+            return allowed
         if not self._weights_only and module.split(".")[0] != "torch":  # torch's weights_only=False
             return super().find_class(module, name)
         raise pickle.UnpicklingError("tessel.load: %s.%s in a torch file is not supported (tessel reads tensors, "
@@ -140,6 +143,18 @@ class _TorchUnpickler(pickle.Unpickler):
             array = np.frombuffer(raw, dtype=np.uint16 if dtype == _BF16 else dtype, count=numel)
             self._storages[key] = (array, dtype if dtype == _BF16 else str(array.dtype))
         return self._storages[key]
+
+
+_SAFE_GLOBALS = []  # tessel.serialization.add_safe_globals's list
+
+
+def _safe_global(module, name):
+    for entry in _SAFE_GLOBALS:
+        obj, path = entry if isinstance(entry, tuple) else (entry, None)
+        full = path or "%s.%s" % (getattr(obj, "__module__", ""), getattr(obj, "__qualname__", ""))
+        if full == "%s.%s" % (module, name):
+            return obj
+    return None
 
 
 def _load_torch_zip(src, weights_only=True):

@@ -16,6 +16,8 @@ then the exception raised first (a rank whose gloo peer died fails too, after it
 """
 import multiprocessing as _mp
 import multiprocessing.connection  # noqa: F401  (_mp.connection.wait)
+from multiprocessing import *  # noqa: F401,F403 (torch.multiprocessing re-exports the standard module: Process,
+# Queue, set_start_method, get_context, Pool, ...; tensors are not put in shared memory, see share_memory_)
 import time
 import traceback
 

@@ -277,3 +277,40 @@ def test_scale_grad_by_freq_divides_each_rows_gradient_by_its_count():
     bag = nn.EmbeddingBag(4, 2, mode="sum", scale_grad_by_freq=True)
     bag(tessel.tensor([idx])).sum().backward()
     np.testing.assert_allclose(bag.weight.grad.numpy(), (counts > 0)[:, None] * np.ones((4, 2)), rtol=1e-6)
+
+
+# ---- what pytorch/examples' scripts reach for (a port of twelve of them, losses equal to torch 2.15's) ---
+
+class _Config:
+    def __init__(self, lr=0.1):
+        self.lr = lr
+
+
+def test_accelerator_serialization_and_module_paths(tmp_path):
+    assert tessel.accelerator.is_available() is False and tessel.accelerator.current_accelerator() is None
+    assert tessel.accelerator.device_count() == 0
+    assert tessel.nn.modules.linear.Linear is nn.Linear and tessel.nn.modules.rnn.LSTM is nn.LSTM
+    from tessel.nn.modules.dropout import Dropout
+    assert Dropout is nn.Dropout
+    path = str(tmp_path / "ckpt.pt")
+    tessel.save({"config": _Config(0.5), "w": tessel.ones(2)}, path)
+    with pytest.raises(Exception, match="_Config"):
+        tessel.load(path, weights_only=True)  # not allowlisted
+    with tessel.serialization.safe_globals([_Config]):
+        loaded = tessel.load(path, weights_only=True)
+    assert loaded["config"].lr == 0.5 and loaded["w"].tolist() == [1.0, 1.0]
+    assert tessel.serialization.get_safe_globals() == []  # the context manager restored the list
+
+
+def test_tied_weights_load_in_module_order_and_process_helpers():
+    enc, dec = nn.Embedding(3, 2), nn.Linear(2, 3, bias=False)
+    dec.weight = enc.weight
+    model = nn.Sequential(enc, dec)
+    model.load_state_dict({"1.weight": tessel.full((3, 2), 2.0), "0.weight": tessel.full((3, 2), 1.0)})
+    assert enc.weight.tolist() == [[2.0, 2.0]] * 3  # torch fills module by module: the decoder's value wins
+    import tessel.multiprocessing as mp
+    import multiprocessing
+    assert mp.Process is multiprocessing.Process and mp.set_start_method == multiprocessing.set_start_method
+    with pytest.raises(NotImplementedError, match="process-private memory"):
+        nn.Linear(2, 2).share_memory()
+    assert nn.parallel.data_parallel(nn.Identity(), tessel.ones(2)).tolist() == [1.0, 1.0]

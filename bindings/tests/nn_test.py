@@ -1072,8 +1072,17 @@ def test_channel_dropout_zeroes_whole_channels_and_scales_the_rest():
     u = unbatched.numpy()
     assert np.all(u.min(-1) == u.max(-1))
     assert nn.Dropout3d(0.9).eval()(tessel.ones(1, 2, 2, 2, 2)).sum().item() == 16.0  # eval: identity
-    with pytest.raises(RuntimeError, match="dropout2d: Expected 3D or 4D input"):
-        F.dropout2d(tessel.ones(2, 2), 0.5)
+    # torch 2.15's rules for other ranks: 2-D warns (deprecated) and drops single entries; 3-D is read as
+    # (N, C, L), one draw per (n, c) row, with its warning (it was read as an unbatched (C, H, W))
+    with pytest.warns(UserWarning, match="Received a 2-D input to dropout2d"):
+        flat = F.dropout2d(tessel.ones(40, 30), 0.5).numpy()
+    assert set(np.unique(flat)) == {0.0, 2.0}
+    with pytest.warns(UserWarning, match="interpreted as shape \\(N, C, L\\)"):
+        rows = F.dropout2d(tessel.ones(6, 8, 5), 0.5).numpy()
+    assert np.all(rows.min(-1) == rows.max(-1)) and 0 < (rows[:, :, 0] == 0).sum() < 48
+    assert not np.all(rows.min((1, 2)) == rows.max((1, 2)))  # not whole dim-0 slices
+    with pytest.raises(RuntimeError, match="dropout1d: Expected 2D or 3D input"):
+        F.dropout1d(tessel.ones(2, 2, 2, 2), 0.5)
 
 
 def test_embedding_bag_sums_averages_and_maxes_bags_as_torch():

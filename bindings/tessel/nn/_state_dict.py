@@ -196,7 +196,11 @@ def _load_state_dict_into(self, state_dict, strict, assign):
         raise NotImplementedError("load_state_dict(assign=True) on sharded (DTensor) parameters: load without "
                                   "assign, or before fully_shard / parallelize_module")
     if not assign:
-        missing, unexpected = self._load_state_dict(list(state_dict.items()), strict)
+        # in the module's own order, as torch fills module by module: of two keys naming one tied tensor
+        # (a decoder sharing the embedding), the later module's value is the one kept, whatever the dict order
+        order = {k: i for i, k in enumerate(_collect_state_dict(self, None, "", True))}
+        items = sorted(state_dict.items(), key=lambda kv: order.get(kv[0], len(order)))
+        missing, unexpected = self._load_state_dict(items, strict)
         return _IncompatibleKeys(list(missing) + complex_missing, unexpected)
     # assign: the old parameters stay untouched (torch); shapes are checked first, then the buffers and
     # other entries load as usual and each parameter becomes the state dict's tensor.

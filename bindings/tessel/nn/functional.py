@@ -166,9 +166,49 @@ def _channel_dropout(name, spatial):
     return fn
 
 
+def _feature_dropout(input, p, training, channel_dims):
+    """Zeroes whole slices: one keep/drop draw per entry of the first `channel_dims` dims (torch's feature
+    dropout), the survivors scaled by 1 / (1 - p)."""
+    if not training or p == 0:
+        return input
+    keep = list(input.shape[:channel_dims]) + [1] * (input.ndim - channel_dims)
+    return input * dropout(_C._full(keep, 1.0, input.dtype), p, True)
+
+
+def _deprecated_dims(name, spatial, ndim):
+    import warnings
+    warnings.warn("%s: Received a %d-D input to %s, which is deprecated and will result in an error in a future "
+                  "release. To retain the behavior and silence this warning, please use dropout instead. Note that "
+                  "%s exists to provide channel-wise dropout on inputs with %d spatial dimensions, a channel "
+                  "dimension, and an optional batch dimension (i.e. %dD or %dD inputs)."
+                  % (name, ndim, name, name, spatial, spatial + 1, spatial + 2), stacklevel=3)
+
+
+def dropout2d(input, p=0.5, training=True, inplace=False):
+    """torch.nn.functional.dropout2d, torch's rules: whole (n, c) slices of [N, C, ...] are dropped; a 3-D input
+    is read as (N, C, L) (torch warns so), other ranks than 3 and 4 are deprecated (a warning) and dropped the
+    same way over their first two dims."""
+    if input.ndim not in (3, 4):
+        _deprecated_dims("dropout2d", 2, input.ndim)
+    if input.ndim == 3:
+        import warnings
+        warnings.warn("dropout2d: Received a 3D input to dropout2d and assuming that channel-wise 1D dropout behavior "
+                      "is desired - input is interpreted as shape (N, C, L), where C is the channel dim. This "
+                      "behavior will change in a future release to interpret the input as one without a batch "
+                      "dimension, i.e. shape (C, H, W). To maintain the 1D channel-wise dropout behavior, please "
+                      "switch to using dropout1d instead.", stacklevel=2)
+    return _feature_dropout(input, p, training, 2)
+
+
+def dropout3d(input, p=0.5, training=True, inplace=False):
+    """torch.nn.functional.dropout3d: whole channels of [N, C, D, H, W] ([C, D, H, W] unbatched); other ranks
+    are deprecated (a warning) and read as unbatched, as torch's."""
+    if input.ndim not in (4, 5):
+        _deprecated_dims("dropout3d", 3, input.ndim)
+    return _feature_dropout(input, p, training, 2 if input.ndim == 5 else 1)
+
+
 dropout1d = _channel_dropout("dropout1d", 1)
-dropout2d = _channel_dropout("dropout2d", 2)
-dropout3d = _channel_dropout("dropout3d", 3)
 
 
 def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale_grad_by_freq=False, mode="mean",

@@ -936,3 +936,29 @@ _C.Embedding.sparse = False
 import sys as _sys  # noqa: E402
 
 _sys.modules[__name__ + ".module"] = _sys.modules[__name__]  # torch.nn.modules.module's path for the hooks above
+
+
+def _torch_file_modules():
+    """torch.nn.modules.<file> (linear, conv, rnn, dropout, activation, ...), the paths scripts name classes by
+    (`torch.nn.modules.linear.Linear` in safe_globals lists, isinstance checks): each resolves any of tessel.nn's
+    names on first use."""
+    import types
+
+    def resolver(path):
+        def __getattr__(name):
+            from .. import nn
+            if name.startswith("__") or not hasattr(nn, name):
+                raise AttributeError("module %r has no attribute %r" % (path, name))
+            return getattr(nn, name)
+        return __getattr__
+    for short in ("activation", "adaptive", "batchnorm", "channelshuffle", "container", "conv", "distance",
+                  "dropout", "flatten", "fold", "instancenorm", "lazy", "linear", "loss", "normalization", "padding",
+                  "pixelshuffle", "pooling", "rnn", "sparse", "transformer", "upsampling"):
+        path = __name__ + "." + short
+        mod = types.ModuleType(path, "torch.nn.modules.%s: tessel.nn's classes under torch's file path" % short)
+        mod.__getattr__ = resolver(path)
+        _sys.modules[path] = mod
+        globals()[short] = mod
+
+
+_torch_file_modules()

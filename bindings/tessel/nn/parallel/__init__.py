@@ -308,6 +308,13 @@ class GradBucket:
         return self._is_last
 
 
+def data_parallel(module, inputs, device_ids=None, output_device=None, dim=0, module_kwargs=None):
+    """torch.nn.parallel.data_parallel: module(*inputs) (no accelerators to replicate it over here)."""
+    if not isinstance(inputs, tuple):
+        inputs = (inputs,) if inputs is not None else ()
+    return module(*inputs, **(module_kwargs or {}))
+
+
 def __getattr__(name):
     """torch.nn.parallel.DataParallel is tessel.nn.DataParallel (the module itself on the CPU-only face); loaded on
     first use (tessel.nn imports this module)."""
