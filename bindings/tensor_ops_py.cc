@@ -168,6 +168,18 @@ double IntScalarFor(const Tensor& a, py::int_ v) {
   return static_cast<double>(w);
 }
 
+// torch refuses subtraction with a bool operand (a mask minus a mask is almost always a mistaken inversion).
+void CheckBoolSubtraction(bool a_is_bool, bool b_is_bool) {
+  if (a_is_bool && b_is_bool) {
+    TESSEL_FAIL(ErrorCode::kInvalidArgument, "Subtraction, the `-` operator, with two bool tensors is not supported. "
+                "Use the `^` or `logical_xor()` operator instead.");
+  }
+  if (a_is_bool || b_is_bool) {
+    TESSEL_FAIL(ErrorCode::kInvalidArgument, "Subtraction, the `-` operator, with a bool tensor is not supported. "
+                "If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.");
+  }
+}
+
 // An operator overload for a Python int operand: `op(tensor promoted by WithIntScalar, the int as a double)`.
 template <typename Op>
 auto IntScalarOperator(Op op) {
@@ -186,12 +198,27 @@ void BindArithmetic(py::class_<Tensor>& c) {
       .def("__add__", [](const Tensor& a, double v) { return NoGil([&] { return AddScalar(Floating(a), v); }); }, py::is_operator())
       .def("__radd__", IntScalarOperator([](const Tensor& a, double x) { return AddScalar(a, x); }), py::is_operator())
       .def("__radd__", [](const Tensor& a, double v) { return NoGil([&] { return AddScalar(Floating(a), v); }); }, py::is_operator())
-      .def("__sub__", [](const Tensor& a, const Tensor& b) { return NoGil([&] { const auto [x, y] = Promoted(a, b); return Sub(x, y); }); }, py::is_operator())
-      .def("__sub__", IntScalarOperator([](const Tensor& a, double x) { return AddScalar(a, -x); }), py::is_operator())
-      .def("__sub__", [](const Tensor& a, double v) { return NoGil([&] { return AddScalar(Floating(a), -v); }); }, py::is_operator())
-      .def("__rsub__", IntScalarOperator([](const Tensor& a, double x) { return AddScalar(Neg(a), x); }),
+      .def("__sub__", [](const Tensor& a, const Tensor& b) {
+        CheckBoolSubtraction(a.dtype() == DType::kBool, b.dtype() == DType::kBool);
+        return NoGil([&] { const auto [x, y] = Promoted(a, b); return Sub(x, y); });
+      }, py::is_operator())
+      .def("__sub__", [](const Tensor& a, py::int_ v) {
+        CheckBoolSubtraction(a.dtype() == DType::kBool, PyBool_Check(v.ptr()));
+        return IntScalarOperator([](const Tensor& t, double x) { return AddScalar(t, -x); })(a, v);
+      }, py::is_operator())
+      .def("__sub__", [](const Tensor& a, double v) {
+        CheckBoolSubtraction(a.dtype() == DType::kBool, false);
+        return NoGil([&] { return AddScalar(Floating(a), -v); });
+      }, py::is_operator())
+      .def("__rsub__", [](const Tensor& a, py::int_ v) {
+        CheckBoolSubtraction(a.dtype() == DType::kBool, PyBool_Check(v.ptr()));
+        return IntScalarOperator([](const Tensor& t, double x) { return AddScalar(Neg(t), x); })(a, v);
+      },
            py::is_operator())
-      .def("__rsub__", [](const Tensor& a, double v) { return NoGil([&] { return AddScalar(Neg(Floating(a)), v); }); }, py::is_operator())
+      .def("__rsub__", [](const Tensor& a, double v) {
+        CheckBoolSubtraction(a.dtype() == DType::kBool, false);
+        return NoGil([&] { return AddScalar(Neg(Floating(a)), v); });
+      }, py::is_operator())
       .def("__mul__", [](const Tensor& a, const Tensor& b) { return NoGil([&] { const auto [x, y] = Promoted(a, b); return Mul(x, y); }); }, py::is_operator())
       .def("__mul__", IntScalarOperator([](const Tensor& a, double x) { return MulScalar(a, x); }), py::is_operator())
       .def("__mul__", [](const Tensor& a, double v) { return NoGil([&] { return MulScalar(Floating(a), v); }); }, py::is_operator())
