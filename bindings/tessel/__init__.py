@@ -359,10 +359,10 @@ def save(model, optimizer=None, dir=None, world=None, **kwargs):
     """Sharded checkpoint of the model (and optimizer) state; collective over world (default: the default
     process group once init_process_group ran).
 
-    torch.save(obj, f) also works: save(obj, f) with obj not a Module (a state dict, a dict of them, a
-    dense tensor) pickles it to the path or file f (dense tensors as numpy arrays); tessel.load(f) reads it.
-    DTensors are refused there: a sharded checkpoint is tessel.distributed.checkpoint's (DCP's)."""
-    if dir is None and not isinstance(model, _C.Module) and _is_file_target(optimizer):
+    torch.save(obj, f) also works: save(obj, f) pickles obj (a state dict, a dict of them, a dense tensor, or a
+    whole module: nn/_pickle.py) to the path or file f in torch.save's zip format; tessel.load(f) reads it
+    (a module with weights_only=False). DTensors are refused there: a sharded checkpoint is DCP's."""
+    if dir is None and _is_file_target(optimizer) and not isinstance(optimizer, _C.Optimizer):
         return _serialization.save(model, optimizer, **kwargs)
     if dir is None:
         raise TypeError("save(model, optimizer, dir): dir (the checkpoint directory) is required; "

@@ -69,6 +69,7 @@ functional.__dict__.update(functional._wrap_composed(_grid_sample.FUNCTIONAL))  
 from . import _ctc  # noqa: E402
 functional.__dict__.update(functional._wrap_composed(_ctc.FUNCTIONAL))  # F.ctc_loss
 globals().update(_ctc.MODULES)  # CTCLoss
+from . import _pickle  # noqa: E402,F401 (pickling whole modules: torch.save(model, f))
 from . import _more_modules  # noqa: E402
 globals().update(_more_modules.MODULES)  # ChannelShuffle, MaxUnpool*, LazyLinear, DataParallel, ...
 globals().update(_more_modules._lazy_modules(globals()))  # LazyConv*d, LazyConvTranspose*d, LazyBatchNorm*d
