@@ -190,6 +190,27 @@ def irfftn(input, s=None, dim=None, norm=None):
     return irfft(_from_parts(re, im), sizes[-1], dims[-1], norm)
 
 
+def hfftn(input, s=None, dim=None, norm=None):
+    """torch.fft.hfftn: the n-dimensional DFT of a Hermitian-symmetric signal given by its half (real output):
+    irfftn of the conjugate with the opposite normalization, as hfft is."""
+    re, im = _parts(input)
+    return irfftn(_from_parts(re, -im), s, dim, _OPPOSITE[norm])
+
+
+def ihfftn(input, s=None, dim=None, norm=None):
+    """torch.fft.ihfftn: the inverse of hfftn (the conjugate half spectrum of a real signal)."""
+    spectrum = rfftn(input, s, dim, _OPPOSITE[norm])
+    return _from_parts(spectrum.real, -spectrum.imag)
+
+
+def hfft2(input, s=None, dim=(-2, -1), norm=None):
+    return hfftn(input, s, dim, norm)
+
+
+def ihfft2(input, s=None, dim=(-2, -1), norm=None):
+    return ihfftn(input, s, dim, norm)
+
+
 def fft2(input, s=None, dim=(-2, -1), norm=None):
     return fftn(input, s, dim, norm)
 

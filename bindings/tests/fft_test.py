@@ -98,3 +98,19 @@ def test_gradients_of_real_losses_through_the_transforms():
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
+
+
+def test_hfftn_and_ihfftn_match_numpy_identities():
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((3, 4))
+    got = tessel.fft.ihfft2(tessel.tensor(x, dtype=tessel.float64))
+    want = np.conj(np.fft.rfftn(x)) / x.size  # ihfftn: the conjugate half spectrum, 1/n scaled
+    np.testing.assert_allclose(got.real.numpy() + 1j * got.imag.numpy(), want, rtol=1e-12, atol=1e-14)
+    c = rng.standard_normal((3, 4)) + 1j * rng.standard_normal((3, 4))
+    ct = tessel.complex(tessel.tensor(c.real, dtype=tessel.float64), tessel.tensor(c.imag, dtype=tessel.float64))
+    cases = [(None, None, 3 * 6), ((3, 6), None, 3 * 6), ((3, 6), "forward", 1), ((3, 6), "ortho", 18 ** 0.5)]
+    for s, norm, scale in cases:
+        got = tessel.fft.hfftn(ct, s=s, norm=norm).numpy()
+        want = np.fft.irfftn(np.conj(c), s=(3, 6)) * scale  # hfftn: irfftn of the conjugate, unscaled by default
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    assert tuple(tessel.fft.hfft2(ct).shape) == (3, 6)
