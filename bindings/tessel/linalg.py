@@ -20,6 +20,9 @@ from ._tensor import Tensor
 
 
 _QR = collections.namedtuple("qr", ["Q", "R"])
+# torch.linalg.LinAlgError: the factorizations here raise numpy's (LAPACK's failures surface through numpy), so
+# `except torch.linalg.LinAlgError` catches them as the name
+LinAlgError = np.linalg.LinAlgError
 
 
 def _dims(dim, ndim):

@@ -352,3 +352,8 @@ def test_whole_modules_save_and_load_as_torch_save_model(tmp_path):
     import pickle
     tied = pickle.loads(pickle.dumps(nn.Sequential(enc, dec)))
     assert tied[0].weight is tied[1].weight and len(list(tied.parameters())) == 1  # still tied
+
+
+def test_linalg_error_name_catches_a_singular_solve():
+    with pytest.raises(tessel.linalg.LinAlgError):
+        tessel.linalg.inv(tessel.zeros(2, 2, dtype=tessel.float64))
