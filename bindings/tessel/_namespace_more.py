@@ -166,6 +166,13 @@ _INPLACE = ("abs_ acos_ acosh_ arccos_ arccosh_ arcsin_ arcsinh_ arctan_ arctanh
             "xlogy_ zero_").split()
 
 
+def _new_empty_strided(self, size, stride, *, dtype=None, device=None, requires_grad=False, layout=None,
+                       pin_memory=False):
+    """Tensor.new_empty_strided: torch.empty_strided in this tensor's dtype unless one is given."""
+    from ._tensor_extras import empty_strided
+    return empty_strided(size, stride, dtype=dtype or self.dtype, device=device, requires_grad=requires_grad)
+
+
 def _share_memory_(self):
     raise NotImplementedError(
         "Tensor.share_memory_: tessel tensors live in process-private memory, so Hogwild-style training that "
@@ -192,6 +199,7 @@ def install(namespace):
         if k not in namespace:
             namespace[k] = v
     Tensor.share_memory_ = _share_memory_
+    Tensor.new_empty_strided = _new_empty_strided
     Tensor.is_shared = lambda self: False
     from .nn import Module
     Module.share_memory = _module_share_memory

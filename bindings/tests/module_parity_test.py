@@ -354,6 +354,11 @@ def test_whole_modules_save_and_load_as_torch_save_model(tmp_path):
     assert tied[0].weight is tied[1].weight and len(list(tied.parameters())) == 1  # still tied
 
 
+def test_new_empty_strided_keeps_the_dtype_and_strides():
+    t = tessel.ones(2, dtype=tessel.float64).new_empty_strided((2, 3), (1, 2))
+    assert t.dtype == tessel.float64 and tuple(t.shape) == (2, 3) and t.stride() == (1, 2)
+
+
 def test_linalg_error_name_catches_a_singular_solve():
     with pytest.raises(tessel.linalg.LinAlgError):
         tessel.linalg.inv(tessel.zeros(2, 2, dtype=tessel.float64))
