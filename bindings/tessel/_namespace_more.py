@@ -151,14 +151,6 @@ def set_num_interop_threads(num):
     _INTEROP[:] = [int(num)]
 
 
-def _inplace_function(name):
-    def fn(input, *args, **kwargs):
-        return getattr(input, name)(*args, **kwargs)
-    fn.__name__ = name
-    fn.__doc__ = "torch.%s(x, ...): x.%s(...), in place." % (name, name)
-    return fn
-
-
 _INPLACE = ("abs_ acos_ acosh_ arccos_ arccosh_ arcsin_ arcsinh_ arctan_ arctanh_ asin_ asinh_ atan_ atanh_ ceil_ "
             "clamp_max_ clamp_min_ clip_ cos_ cosh_ deg2rad_ detach_ erf_ erfc_ exp2_ exp_ expm1_ fill_ fix_ floor_ "
             "frac_ gcd_ i0_ index_put_ lcm_ ldexp_ log10_ log1p_ log2_ log_ logit_ neg_ negative_ rad2deg_ "
@@ -173,15 +165,12 @@ def _new_empty_strided(self, size, stride, *, dtype=None, device=None, requires_
     return empty_strided(size, stride, dtype=dtype or self.dtype, device=device, requires_grad=requires_grad)
 
 
-def _share_memory_(self):
+def _share_memory(self):
+    """Tensor.share_memory_ / Module.share_memory: refused (see the message)."""
     raise NotImplementedError(
-        "Tensor.share_memory_: tessel tensors live in process-private memory, so Hogwild-style training that "
-        "shares parameters between processes would silently train separate copies; train in one process, or "
-        "with DistributedDataParallel / tessel.run_ranks across ranks")
-
-
-def _module_share_memory(self):
-    return _share_memory_(None)
+        "share_memory: tessel tensors live in process-private memory, so Hogwild-style training that shares "
+        "parameters between processes would silently train separate copies; train in one process, or with "
+        "DistributedDataParallel / tessel.run_ranks across ranks")
 
 
 def install(namespace):
@@ -192,15 +181,16 @@ def install(namespace):
                  channel_shuffle=F.channel_shuffle, cosine_embedding_loss=F.cosine_embedding_loss,
                  hinge_embedding_loss=F.hinge_embedding_loss)
     names.update({k: _typed_tensor(k, v) for k, v in _TYPED.items()})
+    from ._compat import _function_form
     for name in _INPLACE:
         if hasattr(Tensor, name):
-            names[name] = _inplace_function(name)
+            names[name] = _function_form(name)
     for k, v in names.items():
         if k not in namespace:
             namespace[k] = v
-    Tensor.share_memory_ = _share_memory_
+    Tensor.share_memory_ = _share_memory
     Tensor.new_empty_strided = _new_empty_strided
     Tensor.is_shared = lambda self: False
     from .nn import Module
-    Module.share_memory = _module_share_memory
+    Module.share_memory = _share_memory
     return builtins.sorted(names)

@@ -12,10 +12,9 @@ import math
 
 import numpy as np
 
-from ._special_more import _host_unary, _on_pieces_if_distributed
+from ._special_more import _erfc_host as _erfc, _host_unary, _on_pieces_if_distributed
 
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
-_erfc = np.vectorize(math.erfc, otypes=[np.float64])
 
 # Acklam's coefficients for the inverse normal CDF (central region, then the tails)
 _A = [-3.969683028665376e+01, 2.209460984245205e+02, -2.759285104469687e+02, 1.383577518672690e+02,

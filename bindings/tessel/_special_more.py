@@ -21,6 +21,7 @@ from .autograd import Function
 Tensor = _C.Tensor
 _SQRT_PI = math.sqrt(math.pi)
 _EPS = np.finfo(np.float64).eps
+_erfc_host = np.vectorize(math.erfc, otypes=[np.float64])  # libm's erfc, exact to the last bits down to 1e-308
 
 # (2j)! / B_2j for j = 1..12 (Euler–Maclaurin's remainder terms), from the Bernoulli numbers B_2 .. B_24
 _BERNOULLI = [Fraction(1, 6), Fraction(-1, 30), Fraction(1, 42), Fraction(-1, 30), Fraction(5, 66),
@@ -150,10 +151,9 @@ def _erfcx(x):
     out = np.full_like(x, np.nan)  # NaN stays NaN (np.empty_like left whatever was in memory)
     big = x >= 26.0
     mid = ~big & (x > -26.7)
-    erfc = np.vectorize(math.erfc)
     with np.errstate(over="ignore"):
         if mid.any():
-            out[mid] = np.exp(x[mid] ** 2) * erfc(x[mid])
+            out[mid] = np.exp(x[mid] ** 2) * _erfc_host(x[mid])
         xb = x[big]
         if xb.size:  # 1/(x√π) Σ (-1)^k (2k-1)!! / (2x²)^k
             term = np.ones_like(xb)

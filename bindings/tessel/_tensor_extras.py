@@ -109,7 +109,9 @@ def _suggest_order(self):
 
 # ---- integer bit ops and nextafter (host) -----------------------------------------------------------------
 
-def _host_binary(name, fn, integer_only, kernel=None):
+def _host_binary(name, fn, integer_only, kernel=None, bfloat16_fn=None):
+    """fn on the host over numpy arrays; bfloat16 operands (numpy has no such dtype) go to bfloat16_fn as exact
+    float32 arrays, its float32 result holding bfloat16 values."""
     def op(input, other):
         a = input if isinstance(input, Tensor) else _C._full([], builtins.float(input), other.dtype)
         b = other if isinstance(other, Tensor) else _C._full([], builtins.float(other), a.dtype)
@@ -122,8 +124,8 @@ def _host_binary(name, fn, integer_only, kernel=None):
                 raise NotImplementedError('"%s_cpu" not implemented for \'%s\'' % (kernel or name, _name(t.dtype)))
             if not integer_only and not t.dtype.is_floating_point:
                 raise RuntimeError("%s: expected floating point inputs, got %s" % (name, t.dtype))
-        if a.dtype == _dtypes.bfloat16 and fn is _nextafter:  # numpy has no bfloat16: step its 16 bits
-            return _C._from_numpy(_nextafter_bf16(a.float().numpy(), b.float().numpy())).to(_dtypes.bfloat16)
+        if a.dtype == _dtypes.bfloat16 and bfloat16_fn is not None:
+            return _C._from_numpy(bfloat16_fn(a.float().numpy(), b.float().numpy())).to(_dtypes.bfloat16)
         out = fn(a.detach().numpy(), b.detach().numpy())
         return _C._from_numpy(np.ascontiguousarray(out))
     op.__name__ = name
@@ -164,7 +166,7 @@ def _nextafter_bf16(a, b):
 
 bitwise_left_shift = _host_binary("bitwise_left_shift", _shift_left, True, "lshift")
 bitwise_right_shift = _host_binary("bitwise_right_shift", _shift_right, True, "rshift")
-nextafter = _host_binary("nextafter", _nextafter, False)
+nextafter = _host_binary("nextafter", _nextafter, False, bfloat16_fn=_nextafter_bf16)
 
 
 # ---- index ops ------------------------------------------------------------------------------------------

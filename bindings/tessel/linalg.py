@@ -361,17 +361,8 @@ def _info(shape, codes):
 
 def _lu_info(m):
     """getrf's info: 1 + the first column whose partial-pivoting pivot is exactly zero, else 0."""
-    u = np.array(m, dtype=np.float64)
-    n = u.shape[0]
-    first = 0
-    for j in range(n):
-        p = j + int(np.argmax(np.abs(u[j:, j])))
-        if u[p, j] == 0:
-            first = first or j + 1
-            continue
-        u[[j, p]] = u[[p, j]]
-        u[j + 1:] -= np.outer(u[j + 1:, j] / u[j, j], u[j])
-    return first
+    from ._linalg_lu import _getrf
+    return int(_getrf(np.asarray(m, dtype=np.float64))[2])
 
 
 def _cholesky_info(m):

@@ -127,8 +127,9 @@ TensorList BinaryKernel(std::span<const Tensor> in, const Attrs&, const char* na
     if constexpr (std::is_same_v<T, bool>) {
       // bool + bool is logical or and bool * bool logical and (torch's); torch refuses the other two
       if constexpr (kOp == BinOp::kSub) {
-        TESSEL_FAIL(ErrorCode::kInvalidArgument, name, ": subtraction with two bool tensors is not supported (shapes ",
-                    ShapeStr(a.sizes()), ", ", ShapeStr(b.sizes()), "); use ^ or logical_xor() instead");
+        TESSEL_FAIL(ErrorCode::kInvalidArgument, name, ": Subtraction, the `-` operator, with two bool tensors is not "
+                    "supported (shapes ", ShapeStr(a.sizes()), ", ", ShapeStr(b.sizes()), "). Use the `^` or "
+                    "`logical_xor()` operator instead.");  // torch's words, as the Python operators'
       } else if constexpr (kOp == BinOp::kDiv) {
         TESSEL_FAIL(ErrorCode::kInvalidArgument, name, ": not supported for bool tensors; cast to a floating dtype");
       }

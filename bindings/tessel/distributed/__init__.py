@@ -418,10 +418,7 @@ def _bitwise_all_reduce(tensor, op, g, async_op):
     from .._tensor import empty
     flat = empty(g.size * tensor.numel(), dtype=tensor.dtype)
     g.all_gather_into_tensor(flat, tensor.reshape(-1).contiguous(), False)
-    values = flat.numpy().reshape((g.size,) + tuple(tensor.shape))
-    result = values[0]
-    for v in values[1:]:
-        result = op.fn(result, v)
+    result = op.fn.reduce(flat.numpy().reshape((g.size,) + tuple(tensor.shape)), axis=0)
     tensor.copy_(_C._from_numpy(np.ascontiguousarray(result)))
     return _done(async_op)
 

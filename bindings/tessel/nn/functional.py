@@ -153,15 +153,10 @@ def _channel_dropout(name, spatial):
     def fn(input, p=0.5, training=True, inplace=False):
         """torch.nn.functional.%s: zeroes whole channels (dim 1 of [N, C, *spatial], dim 0 without the
         batch) with probability p and scales the others by 1 / (1 - p): one draw per channel.""" % name
-        batched = input.ndim == spatial + 2
         if input.ndim not in (spatial + 1, spatial + 2):
             raise RuntimeError("%s: Expected %dD or %dD input, but received a %dD input"
                                % (name, spatial + 1, spatial + 2, input.ndim))
-        if not training or p == 0:
-            return input
-        keep = list(input.shape[:2] if batched else input.shape[:1]) + [1] * spatial
-        mask = dropout(_C._full(keep, 1.0, input.dtype), p, True)
-        return input * mask
+        return _feature_dropout(input, p, training, 2 if input.ndim == spatial + 2 else 1)
     fn.__name__ = name
     return fn
 
