@@ -7,17 +7,18 @@
 // attribute registration and methods on top of the primitives bound here.
 //
 // [Note: module ownership across the boundary]
-// nn::Module owns its children by unique_ptr. A module built in Python starts owned by its Python object
-// (pybind11's unique_ptr holder). `_register_module(name, child)` moves that ownership into the C++
-// parent: the holder is released and the Python object becomes a non-owning reference (instance->owned =
-// false, exactly pybind11's state for return_value_policy::reference), so the C++ object is deleted once,
-// by its parent. Lifetimes are then kept by ordinary Python references the garbage collector can see:
-// the parent's `_modules` dict holds the child's Python object (which a Python subclass needs for its
-// `forward`), and the child's `_tessel_parent` holds the parent, so a child the user still holds keeps
-// the tree that owns its C++ memory alive. Modules created by C++ (GPT's blocks) have no Python object
-// until Python asks for one; that object keeps the module it was reached from alive (keep_alive: no
-// cycle, since the C++ parent never refers to it). Invariant: every Python module object either owns its
-// C++ module or keeps alive an object whose C++ module outlives it.
+// nn::Module shares ownership of its children (shared_ptr), and pybind11's holder of every module class is
+// a shared_ptr too: a module built in Python is owned by its Python object, and `_register_module(name,
+// child)` gives the C++ parent one more owner, so a module may sit in several parents as in torch. The
+// C++ object is freed when its last owner (Python object or C++ parent) lets go. A Python subclass's
+// `forward` lives on its Python object, so that object must outlive every C++ parent that can call it:
+// the parent's `_modules` dict holds it (an ordinary reference the garbage collector sees). Modules
+// created by C++ (GPT's blocks) have no Python object until Python asks for one; nn::Module derives from
+// enable_shared_from_this, so that object shares the C++ parent's ownership (pybind11 builds its holder
+// from shared_from_this). Only a module C++ owns alone (a root held by unique_ptr, e.g. a pipeline
+// stage) gets a non-owning object that keeps the module it was reached from alive (keep_alive), and
+// cannot be registered into a Python-built parent (kInvalidArgument). Invariant: every Python module
+// object either co-owns its C++ module or keeps alive an object whose C++ module outlives it.
 // NOTE: tessel.nn.Module itself has no py::dynamic_attr: with pybind11 2.10 on Python 3.11 a Python
 // subclass of a dynamic_attr class visits its managed __dict__ twice during garbage collection, which
 // makes every cycle through such a module uncollectable (a leak the lifetime test caught). Python
@@ -93,7 +94,7 @@ class PyModule final : public Module {
   }
 };
 
-using ModuleClass = py::class_<Module, PyModule, std::unique_ptr<Module>>;
+using ModuleClass = py::class_<Module, PyModule, std::shared_ptr<Module>>;
 
 py::object AsPython(Module& m) { return py::cast(&m, py::return_value_policy::reference); }
 
@@ -107,7 +108,9 @@ py::object AsPythonIn(Module& m, const py::handle& owner) {
     return py::reinterpret_borrow<py::object>(existing);
   }
   py::object obj = AsPython(m);
-  py::detail::keep_alive_impl(obj, owner);
+  if (!reinterpret_cast<py::detail::instance*>(obj.ptr())->get_value_and_holder().holder_constructed()) {
+    py::detail::keep_alive_impl(obj, owner);  // no shared owner to join: keep the tree it came from
+  }
   return obj;
 }
 
@@ -122,55 +125,31 @@ py::object OutputsForPython(const TensorList& outs) {
   return py::tuple(py::cast(outs));
 }
 
-// Python's ownership of `child` given up (see [Note: module ownership across the boundary]); the holder's
-// layout is one pointer whatever the registered type, so releasing it as unique_ptr<Module> only clears it.
-std::unique_ptr<Module> ReleaseFromPython(Module& parent, const std::string& name, const py::handle& child) {
+// `child` as one more owner of its C++ module (see [Note: module ownership across the boundary]).
+std::shared_ptr<Module> SharedFromPython(Module& parent, const std::string& name, const py::handle& child) {
   auto* inst = reinterpret_cast<py::detail::instance*>(child.ptr());
-  py::detail::value_and_holder v_h = inst->get_value_and_holder();
   Module* raw = child.cast<Module*>();
-  TESSEL_CHECK(raw != &parent, parent.type_name(), ": cannot register a module as its own child '", name, "'");
-  TESSEL_CHECK(inst->owned && v_h.holder_constructed(), parent.type_name(), ": cannot register ", raw->type_name(),
-               " as '", name, "': it already belongs to another module (a tessel module has exactly one parent)");
-  v_h.holder<std::unique_ptr<Module>>().release();
-  v_h.set_holder_constructed(false);
-  inst->owned = false;
-  return std::unique_ptr<Module>(raw);
+  TESSEL_CHECK(inst->get_value_and_holder().holder_constructed(), parent.type_name(), ": cannot register ",
+               raw->type_name(), " as '", name, "': C++ owns it alone (a pipeline stage's root), so no parent can ",
+               "share it");
+  return child.cast<std::shared_ptr<Module>>();
 }
 
 void TakeOwnership(Module& parent, const std::string& name, const py::handle& child) {
   for (const auto& [n, c] : parent.NamedChildren()) {
     TESSEL_CHECK(n != name, parent.type_name(), ": submodule '", name, "' is already registered");
   }
-  parent.RegisterModule(name, ReleaseFromPython(parent, name, child));
+  parent.RegisterModule(name, SharedFromPython(parent, name, child));
 }
 
 // `parent.name = child` over an existing child (torch replaces it: a new head for fine-tuning,
-// model.layers[i] = wrapped): the new child moves into the C++ parent, and the old one goes back to its
-// Python object, which owns it again (it stays usable on its own, as in torch), or is deleted when Python
-// never reached it.
-void ReturnToPython(std::unique_ptr<Module> old);
-
+// model.layers[i] = wrapped); the old one stays usable wherever else it is held, as in torch.
 void ReplaceOwnership(Module& parent, const std::string& name, const py::handle& child) {
-  std::unique_ptr<Module> incoming = ReleaseFromPython(parent, name, child);
-  ReturnToPython(parent.ReplaceChild(name, std::move(incoming)));
+  parent.ReplaceChild(name, SharedFromPython(parent, name, child));
 }
 
-// `parent.name = None` / `del parent.name` over a child: removed, and owned by its Python object again.
-void RemoveOwnership(Module& parent, const std::string& name) { ReturnToPython(parent.RemoveChild(name)); }
-
-// A module a C++ parent gave up: its Python object (if Python ever reached it) owns it again, else it is
-// deleted here.
-void ReturnToPython(std::unique_ptr<Module> old) {
-  const py::detail::type_info* type = py::detail::get_type_info(typeid(*old));
-  if (type == nullptr) type = py::detail::get_type_info(typeid(Module));
-  if (py::handle existing = py::detail::get_object_handle(old.get(), type)) {
-    auto* inst = reinterpret_cast<py::detail::instance*>(existing.ptr());
-    py::detail::value_and_holder v_h = inst->get_value_and_holder();
-    new (&v_h.holder<std::unique_ptr<Module>>()) std::unique_ptr<Module>(old.release());
-    v_h.set_holder_constructed(true);
-    inst->owned = true;
-  }
-}
+// `parent.name = None` / `del parent.name` over a child.
+void RemoveOwnership(Module& parent, const std::string& name) { parent.RemoveChild(name); }
 
 py::object Lookup(const py::object& self_obj, const std::string& name) {
   Module& self = self_obj.cast<Module&>();
@@ -289,9 +268,6 @@ ModuleClass BindModule(py::module_& m) {
     v_h.value_ptr() = static_cast<Module*>(new PyModule(Py_TYPE(v_h.inst)->tp_name));
   }, py::detail::is_new_style_constructor());
   c.def_property_readonly("_type_name", &Module::type_name)
-      .def_property_readonly("_owned_by_python", [](const py::handle& self) {
-        return static_cast<bool>(reinterpret_cast<py::detail::instance*>(self.ptr())->owned);
-      })
       .def("_register_parameter", [](Module& self, const std::string& name, std::optional<Tensor> t) {
         self.RegisterParameter(name, t ? *t : Tensor());
       })
@@ -309,15 +285,19 @@ ModuleClass BindModule(py::module_& m) {
       .def("_registered", [](const Module& self, const std::string& name) {
         return self.HasParam(name) || self.HasBuffer(name);
       }, "Whether `name` is a parameter or buffer of this module, registered as None included")
-      .def("_named_parameters", [](const Module& self, bool recurse) {
+      .def("_named_parameters", [](const Module& self, bool recurse, bool remove_duplicate) {
         nn::StateDict out;  // parameters registered as None are not parameters yet (torch skips them)
-        for (auto& [n, t] : self.NamedParameters(recurse)) {
+        for (auto& [n, t] : self.NamedParameters(recurse, remove_duplicate)) {
           if (t.defined()) out.emplace_back(n, t);
         }
         return out;
-      })
-      .def("_named_buffers", [](const Module& self, bool recurse) { return self.NamedBuffers(recurse); })
-      .def("_named_modules", [](const py::object& self) { return Named(self.cast<Module&>().NamedModules(), self); })
+      }, py::arg("recurse"), py::arg("remove_duplicate") = false)
+      .def("_named_buffers", [](const Module& self, bool recurse, bool remove_duplicate) {
+        return self.NamedBuffers(recurse, remove_duplicate);
+      }, py::arg("recurse"), py::arg("remove_duplicate") = false)
+      .def("_named_modules", [](const py::object& self, bool remove_duplicate) {
+        return Named(self.cast<Module&>().NamedModules(remove_duplicate), self);
+      }, py::arg("remove_duplicate") = false)
       .def("_named_children", [](const py::object& self) { return Named(self.cast<Module&>().NamedChildren(), self); })
       .def("get_submodule", [](const py::object& self, const std::string& fqn) {
         return AsPythonIn(*self.cast<Module&>().Submodule(fqn), self);
@@ -402,7 +382,7 @@ void OnesAndZeros(Module& norm) {
 }
 
 void BindLayers(py::module_& m) {
-  py::class_<nn::Linear, Module, std::unique_ptr<nn::Linear>> lin(m, "Linear", py::dynamic_attr());
+  py::class_<nn::Linear, Module, std::shared_ptr<nn::Linear>> lin(m, "Linear", py::dynamic_attr());
   // Initialized as torch's nn.Linear (uniform, bound 1/sqrt(in_features)) unless init_std asks for the
   // C++ layer's GPT-2 style N(0, init_std) weight and zero bias.
   lin.def(py::init([](int64_t in, int64_t out, bool bias, const py::object& device, std::optional<DType> dtype,
@@ -427,7 +407,7 @@ void BindLayers(py::module_& m) {
         if (!self.HasParam("bias") || !self.Param("bias").defined()) return py::none();  // also `lin.bias = None`
         return py::module_::import("tessel.nn.modules").attr("_as_parameter")(self.Param("bias"), "bias", false);
       });
-  py::class_<nn::Embedding, Module, std::unique_ptr<nn::Embedding>> emb(m, "Embedding", py::dynamic_attr());
+  py::class_<nn::Embedding, Module, std::shared_ptr<nn::Embedding>> emb(m, "Embedding", py::dynamic_attr());
   emb.def(py::init([](int64_t num, int64_t dim, std::optional<int64_t> padding_idx, const py::object& max_norm,
                       double norm_type, bool scale_grad_by_freq, bool sparse, std::optional<Tensor> weight, bool freeze,
                       const py::object& device, std::optional<DType> dtype, Generator* gen,
@@ -478,7 +458,7 @@ void BindLayers(py::module_& m) {
   emb.def_property_readonly("max_norm", [](const nn::Embedding& self) { return self.max_norm(); });
   emb.def_property_readonly("norm_type", [](const nn::Embedding& self) { return self.norm_type(); });
   emb.def_property("scale_grad_by_freq", &nn::Embedding::scale_grad_by_freq, &nn::Embedding::set_scale_grad_by_freq);
-  py::class_<nn::LayerNorm, Module, std::unique_ptr<nn::LayerNorm>> ln(m, "LayerNorm", py::dynamic_attr());
+  py::class_<nn::LayerNorm, Module, std::shared_ptr<nn::LayerNorm>> ln(m, "LayerNorm", py::dynamic_attr());
   ln.def(py::init([](const py::object& shape, double eps, bool affine, bool bias, const py::object& device,
                      std::optional<DType> dtype) {
            CheckCpuDevice(device, "LayerNorm");
@@ -500,7 +480,7 @@ void BindLayers(py::module_& m) {
   ln.def_property_readonly("eps", &nn::LayerNorm::eps);
   ln.def("reset_parameters", [](nn::LayerNorm& self) { OnesAndZeros(self); });
   ln.def_property_readonly("elementwise_affine", [](const nn::LayerNorm& self) { return self.HasParam("weight"); });
-  py::class_<nn::RMSNorm, Module, std::unique_ptr<nn::RMSNorm>> rms(m, "RMSNorm", py::dynamic_attr());
+  py::class_<nn::RMSNorm, Module, std::shared_ptr<nn::RMSNorm>> rms(m, "RMSNorm", py::dynamic_attr());
   rms.def(py::init([](const py::object& shape, std::optional<double> eps, bool affine, const py::object& device,
                       std::optional<DType> dtype_arg) {
             CheckCpuDevice(device, "RMSNorm");
@@ -537,7 +517,7 @@ void BindGPT(py::module_& m) {
       .def_readonly("n_heads", &nn::GPTConfig::n_heads)
       .def_readonly("seq_len", &nn::GPTConfig::seq_len)
       .def("num_parameters", &nn::GPTConfig::NumParameters);
-  py::class_<nn::GPT, Module, std::unique_ptr<nn::GPT>> gpt(m, "GPT", py::dynamic_attr());
+  py::class_<nn::GPT, Module, std::shared_ptr<nn::GPT>> gpt(m, "GPT", py::dynamic_attr());
   gpt.def(py::init([](const nn::GPTConfig& cfg, uint64_t seed) {
              Generator gen(seed);
              return NoGil([&] { return std::make_unique<nn::GPT>(cfg, gen); });

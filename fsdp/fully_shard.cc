@@ -40,7 +40,7 @@ void Discover(nn::Module* m, const std::string& prefix, nn::Module* top,
               std::unordered_map<const TensorImpl*, size_t>* index) {
   if (m != top && FsdpState::Of(*m) != nullptr) return;
   bool owns = false;
-  for (auto& [name, t] : m->NamedParameters(/*recurse=*/false)) {
+  for (auto& [name, t] : m->NamedParameters(/*recurse=*/false, /*remove_duplicate=*/false)) {
     if (ignored.contains(t.impl())) continue;
     const std::string fqn = Join(prefix, name);
     auto it = index->find(t.impl());

@@ -2,7 +2,9 @@
 #include "core/nn/module.h"
 
 #include <algorithm>
+#include <functional>
 #include <optional>
+#include <unordered_set>
 #include <utility>
 
 #include "core/autograd/call.h"
@@ -112,9 +114,25 @@ void Module::RegisterBuffer(const std::string& name, Tensor value, bool persiste
   if (!persistent && listed == non_persistent_.end()) non_persistent_.push_back(name);
 }
 
-void Module::AddChild(const std::string& name, std::unique_ptr<Module> child) {
+void Module::AddChild(const std::string& name, std::shared_ptr<Module> child) {
+  TESSEL_CHECK(child != nullptr, type_name_, ": RegisterModule('", name, "') with a null module");
   for (const auto& [n, c] : children_) TESSEL_CHECK(n != name, type_name_, ": submodule '", name, "' registered twice");
+  CheckNotAncestorOf(*child, name);
   children_.emplace_back(name, std::move(child));
+}
+
+void Module::CheckNotAncestorOf(const Module& child, const std::string& name) const {
+  // Shared ownership allows any DAG; a cycle would never be freed and would make every walk endless.
+  std::vector<const Module*> stack{&child};
+  std::unordered_set<const Module*> seen;
+  while (!stack.empty()) {
+    const Module* m = stack.back();
+    stack.pop_back();
+    if (!seen.insert(m).second) continue;
+    TESSEL_CHECK(m != this, type_name_, ": cannot register ", child.type_name(), " as '", name, "': ",
+                 &child == this ? "a module cannot be its own child" : "the module is an ancestor of " + type_name_);
+    for (const auto& [n, c] : m->children_) stack.push_back(c.get());
+  }
 }
 
 bool Module::HasBuffer(const std::string& name) const {
@@ -151,7 +169,7 @@ bool Module::HasChild(const std::string& name) const {
   return std::any_of(children_.begin(), children_.end(), [&](const auto& c) { return c.first == name; });
 }
 
-std::vector<std::pair<std::string, std::unique_ptr<Module>>>::iterator Module::FindChild(const std::string& name) {
+std::vector<std::pair<std::string, std::shared_ptr<Module>>>::iterator Module::FindChild(const std::string& name) {
   auto it = std::find_if(children_.begin(), children_.end(), [&](const auto& c) { return c.first == name; });
   if (it != children_.end()) return it;
   std::string names;
@@ -159,18 +177,19 @@ std::vector<std::pair<std::string, std::unique_ptr<Module>>>::iterator Module::F
   TESSEL_FAIL(ErrorCode::kNotFound, type_name_, " has no child '", name, "' (has: ", names, ")");
 }
 
-std::unique_ptr<Module> Module::RemoveChild(const std::string& name) {
+std::shared_ptr<Module> Module::RemoveChild(const std::string& name) {
   auto it = FindChild(name);
-  std::unique_ptr<Module> old = std::move(it->second);
+  std::shared_ptr<Module> old = std::move(it->second);
   children_.erase(it);
   OnChildChanged(name, old.get(), nullptr);
   return old;
 }
 
-std::unique_ptr<Module> Module::ReplaceChild(const std::string& name, std::unique_ptr<Module> child) {
+std::shared_ptr<Module> Module::ReplaceChild(const std::string& name, std::shared_ptr<Module> child) {
   TESSEL_CHECK(child != nullptr, type_name_, ": ReplaceChild('", name, "') with a null module");
   auto it = FindChild(name);
-  std::unique_ptr<Module> old = std::exchange(it->second, std::move(child));
+  CheckNotAncestorOf(*child, name);
+  std::shared_ptr<Module> old = std::exchange(it->second, std::move(child));
   OnChildChanged(name, old.get(), it->second.get());
   return old;
 }
@@ -195,28 +214,45 @@ void Module::SetParameter(const std::string& fqn, Tensor value, bool allow_new_s
   TESSEL_FAIL(ErrorCode::kNotFound, "SetParameter: no parameter '", fqn, "'");
 }
 
-void Module::CollectNamed(const std::string& prefix, bool recurse, bool buffers, bool persistent_only,
+struct Module::Walk {
+  bool remove_duplicate;
+  std::unordered_set<const Module*> modules;
+  std::unordered_set<const TensorImpl*> tensors;
+  // Whether `m` is walked (always, unless remove_duplicate and it was reached before).
+  bool Enter(const Module* m) { return !remove_duplicate || modules.insert(m).second; }
+  bool Keep(const Tensor& t) { return !remove_duplicate || tensors.insert(t.impl()).second; }
+};
+
+void Module::CollectNamed(const std::string& prefix, bool recurse, bool buffers, bool persistent_only, Walk* walk,
                           StateDict* out) const {
   const auto& items = buffers ? buffers_ : params_;
   for (const auto& [n, t] : items) {
     if (persistent_only && std::find(non_persistent_.begin(), non_persistent_.end(), n) != non_persistent_.end()) {
       continue;
     }
-    if (t.defined()) out->emplace_back(prefix + n, t);
+    if (t.defined() && (walk == nullptr || walk->Keep(t))) out->emplace_back(prefix + n, t);
   }
   if (!recurse) return;
-  for (const auto& [n, c] : children_) c->CollectNamed(prefix + n + ".", true, buffers, persistent_only, out);
+  for (const auto& [n, c] : children_) {
+    if (walk == nullptr || walk->Enter(c.get())) {
+      c->CollectNamed(prefix + n + ".", true, buffers, persistent_only, walk, out);
+    }
+  }
 }
 
-StateDict Module::NamedParameters(bool recurse) const {
+StateDict Module::NamedParameters(bool recurse, bool remove_duplicate) const {
   StateDict out;
-  CollectNamed("", recurse, false, false, &out);
+  Walk walk{remove_duplicate};
+  walk.Enter(this);
+  CollectNamed("", recurse, false, false, &walk, &out);
   return out;
 }
 
-StateDict Module::NamedBuffers(bool recurse) const {
+StateDict Module::NamedBuffers(bool recurse, bool remove_duplicate) const {
   StateDict out;
-  CollectNamed("", recurse, true, false, &out);
+  Walk walk{remove_duplicate};
+  walk.Enter(this);
+  CollectNamed("", recurse, true, false, &walk, &out);
   return out;
 }
 
@@ -226,11 +262,15 @@ TensorList Module::Parameters(bool recurse) const {
   return out;
 }
 
-std::vector<std::pair<std::string, Module*>> Module::NamedModules() {
-  std::vector<std::pair<std::string, Module*>> out{{"", this}};
-  for (auto& [n, c] : children_) {
-    for (auto& [sub, m] : c->NamedModules()) out.emplace_back(sub.empty() ? n : n + "." + sub, m);
-  }
+std::vector<std::pair<std::string, Module*>> Module::NamedModules(bool remove_duplicate) {
+  std::vector<std::pair<std::string, Module*>> out;
+  Walk walk{remove_duplicate};
+  std::function<void(Module*, const std::string&)> visit = [&](Module* m, const std::string& path) {
+    if (!walk.Enter(m)) return;
+    out.emplace_back(path, m);
+    for (auto& [n, c] : m->children_) visit(c.get(), path.empty() ? n : path + "." + n);
+  };
+  visit(this, "");
   return out;
 }
 
@@ -251,8 +291,8 @@ StateDict Module::GetStateDict() const {
   std::function<void(const Module&, const std::string&)> walk = [&](const Module& m, const std::string& prefix) {
     // Hooks change how the module holds its tensors (fully_shard reshards), not what the caller owns.
     for (const auto& [id, hook] : m.state_dict_pre_hooks_) hook(const_cast<Module&>(m));
-    m.CollectNamed(prefix, false, false, false, &out);
-    m.CollectNamed(prefix, false, true, true, &out);
+    m.CollectNamed(prefix, false, false, false, nullptr, &out);
+    m.CollectNamed(prefix, false, true, true, nullptr, &out);
     for (const auto& [n, c] : m.children_) walk(*c, prefix + n + ".");
   };
   walk(*this, "");
@@ -430,11 +470,12 @@ TensorList Module::Call(TensorList inputs) {
   return outputs;
 }
 
-void ModuleList::OnChildChanged(const std::string&, Module* before, Module* now) {
-  auto it = std::find(items_.begin(), items_.end(), before);
-  TESSEL_INTERNAL_ASSERT(it != items_.end(), "ModuleList: changed child is not one of its items");
+void ModuleList::OnChildChanged(const std::string& name, Module* before, Module* now) {
+  auto it = std::find_if(items_.begin(), items_.end(), [&](const auto& item) { return item.first == name; });
+  TESSEL_INTERNAL_ASSERT(it != items_.end() && it->second == before,
+                         "ModuleList: changed child is not one of its items");
   if (now) {
-    *it = now;
+    it->second = now;
   } else {
     items_.erase(it);
   }

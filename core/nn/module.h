@@ -1,10 +1,15 @@
 // core/nn/module.h — Module: FQN-named parameters, buffers and submodules, train/eval, state dicts,
 // and the four hooks fully_shard needs (forward pre/post, module backward pre/post).
 //
-// Invariant: a module owns its children (unique_ptr) and holds its parameters as Tensor handles in
-// registration order; fully qualified names join the path with dots ("layers.0.attn.wq.weight") in the
-// same order PyTorch's named_parameters() yields. Modules are written for plain tensors only: fsdp/ and
-// tp/ swap parameter handles (SetParameter) and attach hooks; nothing here knows about DTensor.
+// Invariant: a module shares ownership of its children (shared_ptr), so one module may sit in several
+// parents or twice in one (torch's `nn.Sequential(*list(net.children())[:-1])`, a layer reused across
+// depth) but never inside its own subtree (kInvalidArgument: no ownership cycle); it holds its parameters
+// as Tensor handles in registration order. Fully qualified names join the path with dots
+// ("layers.0.attn.wq.weight") in the same order PyTorch's named_parameters() yields; as torch's
+// remove_duplicate=True, the Named* walks list a module reached twice, and a tensor registered twice,
+// once, under its first name, while state dicts keep every name (torch's state_dict). Modules are
+// written for plain tensors only: fsdp/ and tp/ swap parameter handles (SetParameter) and attach hooks;
+// nothing here knows about DTensor.
 //
 // Hook semantics follow torch.nn.Module:
 //   forward pre-hook  (module, inputs&)               before Forward; may rewrite inputs
@@ -63,7 +68,7 @@ struct LoadResult {
   std::vector<std::string> unexpected_keys;
 };
 
-class Module {
+class Module : public std::enable_shared_from_this<Module> {
  public:
   explicit Module(std::string type_name);
   virtual ~Module();
@@ -82,10 +87,14 @@ class Module {
   void RegisterParameter(const std::string& name, Tensor value);
   void RegisterBuffer(const std::string& name, Tensor value, bool persistent = true);
   template <typename M>
-  M* RegisterModule(const std::string& name, std::unique_ptr<M> child) {
+  M* RegisterModule(const std::string& name, std::shared_ptr<M> child) {
     M* raw = child.get();
     AddChild(name, std::move(child));
     return raw;
+  }
+  template <typename M>
+  M* RegisterModule(const std::string& name, std::unique_ptr<M> child) {
+    return RegisterModule(name, std::shared_ptr<M>(std::move(child)));
   }
   // This module's own parameter by local name (throws kNotFound listing the names that exist).
   const Tensor& Param(const std::string& name) const;
@@ -114,20 +123,23 @@ class Module {
   // Whether a Call of this module is between its pre-hooks and the end of Forward (computed parameters
   // are being computed or serve that forward): the hook-based spectral_norm iterates only then.
   bool InForward() const { return calls_in_flight_ > 0; }
-  StateDict NamedParameters(bool recurse = true) const;
-  StateDict NamedBuffers(bool recurse = true) const;
+  // `remove_duplicate` (torch's): a module reached twice is walked once and a tensor registered twice is
+  // listed once, under the first name; false lists every name (fsdp/ records all the names of a tensor).
+  StateDict NamedParameters(bool recurse = true, bool remove_duplicate = true) const;
+  StateDict NamedBuffers(bool recurse = true, bool remove_duplicate = true) const;
   TensorList Parameters(bool recurse = true) const;
-  // (fqn, module) for this module ("") and every descendant, pre-order.
-  std::vector<std::pair<std::string, Module*>> NamedModules();
+  // (fqn, module) for this module ("") and every descendant, pre-order; a module reached twice once, under
+  // its first path, unless !remove_duplicate.
+  std::vector<std::pair<std::string, Module*>> NamedModules(bool remove_duplicate = true);
   std::vector<std::pair<std::string, Module*>> NamedChildren();
   Module* Submodule(const std::string& fqn);  // "" is this module; throws kNotFound
   bool HasChild(const std::string& name) const;
   // Removes the direct child `name` and returns it (pipeline splitting deletes the modules a stage does
   // not own, like torchtitan's pipeline_module_split). The other children keep their names, so FQNs do
   // not change. Throws kNotFound listing the children.
-  std::unique_ptr<Module> RemoveChild(const std::string& name);
+  std::shared_ptr<Module> RemoveChild(const std::string& name);
   // Puts `child` in the place of the direct child `name` (same name and position); returns the old one.
-  std::unique_ptr<Module> ReplaceChild(const std::string& name, std::unique_ptr<Module> child);
+  std::shared_ptr<Module> ReplaceChild(const std::string& name, std::shared_ptr<Module> child);
 
   // --- modes ---
   void Train(bool on = true);
@@ -166,9 +178,13 @@ class Module {
   virtual void OnChildChanged(const std::string& /*name*/, Module* /*before*/, Module* /*now*/) {}
 
  private:
-  void AddChild(const std::string& name, std::unique_ptr<Module> child);
-  std::vector<std::pair<std::string, std::unique_ptr<Module>>>::iterator FindChild(const std::string& name);
-  void CollectNamed(const std::string& prefix, bool recurse, bool buffers, bool persistent_only, StateDict* out) const;
+  void AddChild(const std::string& name, std::shared_ptr<Module> child);
+  // kInvalidArgument when `child` is this module or has it in its subtree (an ownership cycle).
+  void CheckNotAncestorOf(const Module& child, const std::string& name) const;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>>::iterator FindChild(const std::string& name);
+  struct Walk;  // the visited modules and tensors of one remove_duplicate walk
+  void CollectNamed(const std::string& prefix, bool recurse, bool buffers, bool persistent_only, Walk* walk,
+                    StateDict* out) const;
 
   std::string type_name_;
   bool training_ = true;
@@ -183,7 +199,7 @@ class Module {
   TensorList RunForward(const TensorList& inputs);
   std::vector<std::pair<std::string, Tensor>> buffers_;
   std::vector<std::string> non_persistent_;
-  std::vector<std::pair<std::string, std::unique_ptr<Module>>> children_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   std::vector<std::pair<int, ForwardPreHook>> forward_pre_hooks_;
   std::vector<std::pair<int, ForwardHook>> forward_hooks_;
   std::vector<std::pair<int, BackwardPreHook>> backward_pre_hooks_;
@@ -205,13 +221,19 @@ class ModuleList final : public Module {
  public:
   ModuleList() : Module("ModuleList") {}
   template <typename M>
-  M* Append(std::unique_ptr<M> m) {
+  M* Append(std::shared_ptr<M> m) {
     M* raw = m.get();
-    RegisterModule(std::to_string(next_index_++), std::move(m));
-    items_.push_back(raw);
+    std::string name = std::to_string(next_index_);
+    RegisterModule(name, std::move(m));  // may throw (a cycle): the index is taken only once it holds
+    ++next_index_;
+    items_.emplace_back(std::move(name), raw);
     return raw;
   }
-  Module* at(size_t i) const { return items_.at(i); }
+  template <typename M>
+  M* Append(std::unique_ptr<M> m) {
+    return Append(std::shared_ptr<M>(std::move(m)));
+  }
+  Module* at(size_t i) const { return items_.at(i).second; }
   size_t size() const { return items_.size(); }
   TensorList Forward(const TensorList& inputs) override;  // error: ModuleList is not callable
 
@@ -219,7 +241,7 @@ class ModuleList final : public Module {
   void OnChildChanged(const std::string& name, Module* before, Module* now) override;
 
  private:
-  std::vector<Module*> items_;
+  std::vector<std::pair<std::string, Module*>> items_;  // (name, module): one module may be listed twice
   size_t next_index_ = 0;
 };
 

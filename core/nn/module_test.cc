@@ -75,6 +75,67 @@ TEST(ModuleTest, NamedParametersUseDottedPathsInRegistrationOrder) {
   EXPECT_EQ(m.NamedModules()[1].first, "l1");
 }
 
+// A reused layer (torch: `nn.Sequential(lin, relu, lin)`, ALBERT's shared blocks): y = l(l(x)).
+class Twice final : public Module {
+ public:
+  explicit Twice(std::shared_ptr<Linear> l) : Module("Twice") {
+    RegisterModule("a", l);
+    RegisterModule("b", std::move(l));
+  }
+  TensorList Forward(const TensorList& in) override { return {(*Submodule("b"))((*Submodule("a"))(in[0]))}; }
+};
+
+TEST(ModuleTest, AModuleSharedByTwoParentsIsWalkedOnceAndNamedEverywhereInTheStateDict) {
+  Generator gen(3);
+  auto lin = std::make_shared<Linear>(2, 2, true, gen);
+  Twice twice(lin);
+  ModuleList list;
+  list.Append(lin);
+  list.Append(lin);
+  EXPECT_EQ(Names(twice.NamedParameters()), (std::vector<std::string>{"a.weight", "a.bias"}));
+  EXPECT_EQ(Names(twice.NamedParameters(true, /*remove_duplicate=*/false)),
+            (std::vector<std::string>{"a.weight", "a.bias", "b.weight", "b.bias"}));
+  EXPECT_EQ(twice.Parameters().size(), 2u);  // an optimizer built from it steps each tensor once
+  EXPECT_EQ(twice.NamedModules().size(), 2u);
+  EXPECT_EQ(twice.NamedModules(/*remove_duplicate=*/false).size(), 3u);
+  EXPECT_EQ(Names(twice.GetStateDict()), (std::vector<std::string>{"a.weight", "a.bias", "b.weight", "b.bias"}));
+  EXPECT_EQ(twice.Submodule("b"), lin.get());
+  EXPECT_EQ(list.at(0), list.at(1));
+  // d/dW of sum(W (W x + c) + c) = 1ᵀ ⊗ (W x + c) + (Wᵀ 1) ⊗ x, accumulated over both uses.
+  const Tensor x = FromVector<float>({1.0f, -2.0f}, {1, 2});
+  Backward(Sum(twice(x)));
+  const std::vector<double> w = lin->Param("weight").ToDoubleVector(), c = lin->Param("bias").ToDoubleVector();
+  const double h[2] = {w[0] * 1 - w[1] * 2 + c[0], w[2] * 1 - w[3] * 2 + c[1]};
+  const double col[2] = {w[0] + w[2], w[1] + w[3]}, xs[2] = {1.0, -2.0};
+  const std::vector<double> g = lin->Param("weight").grad().ToDoubleVector();
+  for (int i = 0; i < 2; ++i) {
+    for (int j = 0; j < 2; ++j) EXPECT_NEAR(g[i * 2 + j], h[j] + col[i] * xs[j], 1e-5) << i << "," << j;
+  }
+  // Replacing one of the list's two entries of `lin` changes that entry only.
+  list.ReplaceChild("1", std::make_shared<Linear>(2, 3, true, gen));
+  EXPECT_EQ(list.at(0), lin.get());
+  EXPECT_NE(list.at(1), lin.get());
+}
+
+TEST(ModuleTest, ChildrenOutliveTheirParentAndCyclesAreRefused) {
+  Generator gen(4);
+  auto outer = std::make_unique<TwoLayer>(gen);
+  std::shared_ptr<Module> l1 = outer->Submodule("l1")->shared_from_this();
+  const Tensor w = l1->Param("weight");
+  outer.reset();  // the child's other owner is gone; it stays whole
+  EXPECT_EQ((*l1)(Ones({1, 3})).sizes(), (Shape{1, 4}));
+  EXPECT_EQ(l1->Param("weight").impl(), w.impl());
+  auto inner = std::make_shared<ModuleList>();
+  auto top = std::make_shared<ModuleList>();
+  top->Append(inner);
+  testing::ExpectErrorContains(
+      [&] { inner->Append(top); }, ErrorCode::kInvalidArgument,
+      {"ModuleList: cannot register ModuleList as '0'", "the module is an ancestor of ModuleList"});
+  testing::ExpectErrorContains([&] { inner->RegisterModule("self", inner); }, ErrorCode::kInvalidArgument,
+                               {"a module cannot be its own child"});
+  EXPECT_EQ(inner->size(), 0u);
+}
+
 TEST(ModuleTest, ParameterShapesNameEveryParameterOfTheBuiltModelWithItsShape) {
   int variants = 0;
   for (const char* mlp : {"gelu", "swiglu"}) {

@@ -3,6 +3,8 @@ ParameterList / ParameterDict (parameters named by position or key), with torch'
 replacement rules. Split from modules.py, whose Module methods (attribute registration, calling) they use.
 """
 import collections
+import collections.abc
+import operator
 
 from .modules import Module, Parameter, _getattr, _keep_frozen
 
@@ -18,20 +20,56 @@ class _Container(Module):
 
 
 class _IndexedContainer(_Container):
-    """Children named "0", "1", ...: iterated and indexed (ints, negative ints, slices) in order."""
+    """Children named "0", "1", ...: iterated and indexed (ints, negative ints, slices) in order. A slice is
+    a new container of the same modules (shared with this one, as torch's `model[:-1]`); deleting or
+    inserting renumbers the names "0", "1", ... as torch does."""
+
+    def _abs_index(self, idx):
+        idx, n = operator.index(idx), len(self)
+        if not -n <= idx < n:
+            raise IndexError("index %d is out of range" % idx)
+        return idx + n if idx < 0 else idx
 
     def __iter__(self):
         return iter(list(self._children().values()))
 
     def __getitem__(self, idx):
-        return list(self._children().values())[idx]
+        if isinstance(idx, slice):
+            return self._sliced(idx)
+        return list(self._children().values())[self._abs_index(idx)]
 
     def __setitem__(self, idx, module):
         """Replaces the child at position idx (negative counts from the end), keeping its name."""
+        self.add_module(list(self._children())[self._abs_index(idx)], module)
+
+    def __delitem__(self, idx):
         names = list(self._children())
-        if not -len(names) <= idx < len(names):
-            raise IndexError("index %d is out of range" % idx)
-        self.add_module(names[idx], module)
+        for name in (names[idx] if isinstance(idx, slice) else [names[self._abs_index(idx)]]):
+            delattr(self, name)  # the child leaves the C++ tree (and the state dict)
+        self._renumber(list(self._children().values()))
+
+    def _renumber(self, modules):
+        """Makes `modules` the children, named "0", "1", ... in order."""
+        if list(self._children().items()) == [(str(i), m) for i, m in enumerate(modules)]:
+            return
+        for name in list(self._children()):
+            delattr(self, name)
+        for i, m in enumerate(modules):
+            self.add_module(str(i), m)
+
+    def insert(self, index, module):
+        modules = list(self._children().values())
+        modules.insert(operator.index(index), module)
+        self._renumber(modules)
+
+    def pop(self, key):
+        module = self[key]
+        del self[key]
+        return module
+
+    def append(self, module):
+        self.add_module(str(len(self)), module)
+        return self
 
 
 class ModuleList(_IndexedContainer):
@@ -42,14 +80,36 @@ class ModuleList(_IndexedContainer):
         if modules is not None:
             self.extend(modules)
 
-    def append(self, module):
-        self.add_module(str(len(self)), module)
-        return self
+    def _sliced(self, idx):
+        return type(self)(list(self._children().values())[idx])
 
     def extend(self, modules):
+        if not isinstance(modules, collections.abc.Iterable):
+            raise TypeError("ModuleList.extend should be called with an iterable, but got " + type(modules).__name__)
         for m in modules:
             self.append(m)
         return self
+
+    def __iadd__(self, modules):
+        return self.extend(modules)
+
+    def __add__(self, other):
+        return ModuleList(list(self) + list(other))
+
+    def __repr__(self):
+        """torch's: consecutive items with equal reprs print once, as "(first-last): n x item"."""
+        runs = []  # [first index, last index, repr]
+        for i, m in enumerate(self):
+            text = repr(m)
+            if runs and runs[-1][2] == text:
+                runs[-1][1] = i
+            else:
+                runs.append([i, i, text])
+        if not runs:
+            return type(self).__name__ + "()"
+        lines = [("(%d): %s" % (a, r) if a == b else "(%d-%d): %d x %s" % (a, b, b - a + 1, r)).replace("\n", "\n  ")
+                 for a, b, r in runs]
+        return "%s(\n  %s\n)" % (type(self).__name__, "\n  ".join(lines))
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError("ModuleList is not callable: iterate over it in the parent's forward")
@@ -86,6 +146,10 @@ class ModuleDict(_Container):
     def __iter__(self):
         return iter(list(self._children()))
 
+    def clear(self):
+        for name in list(self._children()):
+            del self[name]
+
     def keys(self):
         return list(self._children().keys())
 
@@ -107,6 +171,47 @@ class Sequential(_IndexedContainer):
         items = args[0].items() if len(args) == 1 and isinstance(args[0], collections.OrderedDict) else enumerate(args)
         for k, m in items:
             self.add_module(str(k), m)
+
+    def _sliced(self, idx):
+        return type(self)(collections.OrderedDict(list(self._children().items())[idx]))  # names kept, as torch
+
+    def insert(self, index, module):
+        n = len(self)
+        if not -n <= operator.index(index) <= n:
+            raise IndexError("Index out of range: %d" % index)
+        super().insert(index, module)
+        return self
+
+    def extend(self, sequential):
+        for m in sequential:
+            self.append(m)
+        return self
+
+    def _repeated(self, other, op):
+        if not isinstance(other, int) or isinstance(other, bool):
+            raise TypeError("unsupported operand type(s) for %s: %s and %s" % (op, type(self), type(other)))
+        if other <= 0:
+            raise ValueError("Non-positive multiplication factor %d for %s" % (other, type(self)))
+        return list(self) * other  # the same modules again, shared (torch's)
+
+    def __mul__(self, other):
+        return Sequential(*self._repeated(other, "*"))
+
+    __rmul__ = __mul__
+
+    def __imul__(self, other):
+        self._renumber(self._repeated(other, "*="))
+        return self
+
+    def __add__(self, other):
+        if not isinstance(other, Sequential):
+            raise ValueError("add operator supports only objects of Sequential class, but %s is given." % type(other))
+        return Sequential(*(list(self) + list(other)))
+
+    def __iadd__(self, other):
+        if not isinstance(other, Sequential):
+            raise ValueError("add operator supports only objects of Sequential class, but %s is given." % type(other))
+        return self.extend(list(other))
 
     def forward(self, x):
         for m in self:
@@ -212,7 +317,6 @@ class ParameterDict(Module):
     def update(self, parameters):
         """torch's order: an OrderedDict or ParameterDict in its order, another mapping sorted by key, an
         iterable of pairs in its order."""
-        import collections
         if isinstance(parameters, (collections.OrderedDict, ParameterDict)):
             items = list(parameters.items())
         elif hasattr(parameters, "items"):

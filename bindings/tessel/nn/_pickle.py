@@ -33,7 +33,7 @@ def _recipe(self):
         recipe.update(ctor=ctor, buffers=[(n, b, True) for n, b in self._named_buffers(False)])
         return recipe
     persistent = _persistent_buffer_names(self)
-    children = list(self.named_children())
+    children = list(self._named_children())
     own = {n for n, _ in recipe["params"]} | {n for n, _ in self._named_buffers(False)} | {n for n, _ in children}
     probe = type(self).__new__(type(self))
     Module.__init__(probe)

@@ -35,13 +35,13 @@ def _tree_has_sd_hooks(module, kinds):
 
 def _pre_order(module, prefix):
     yield prefix, module
-    for name, child in module.named_children():
+    for name, child in module._named_children():
         if child is not None:
             yield from _pre_order(child, prefix + name + ".")
 
 
 def _post_order(module, prefix):
-    for name, child in module.named_children():
+    for name, child in module._named_children():
         if child is not None:
             yield from _post_order(child, prefix + name + ".")
     yield prefix, module

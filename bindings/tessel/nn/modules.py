@@ -155,11 +155,28 @@ def _child_module(self, name):
     return child
 
 
+def _parent_of(module):
+    """The module `module` was last registered into (None when dropped since): FullyShardedDataParallel's
+    wrapping puts its placeholder there. A weak reference: children share their C++ parents' ownership
+    (bindings/nn_py.cc), so a child needs no reference to its parent."""
+    ref = _dict(module).get("_tessel_parent")
+    return None if ref is None else ref()
+
+
+def _set_parent(module, parent):
+    state = _dict(module)  # ({} for a module C++ created: FSDP1 never wraps those)
+    if parent is not None:
+        state["_tessel_parent"] = weakref.ref(parent)
+    else:
+        state.pop("_tessel_parent", None)
+
+
 def _drop_child(self, name):
-    """Removes child `name` from the C++ tree; its Python object owns it again (usable on its own)."""
+    """Removes child `name` from the C++ tree (the module stays usable wherever else it is held)."""
     child = _child_module(self, name)
     self._remove_module(name)
-    child.__dict__.pop("_tessel_parent", None)
+    if _parent_of(child) is self:
+        _set_parent(child, None)
 
 
 def _delattr(self, name):
@@ -215,22 +232,20 @@ def _setattr(self, name, value):
     elif isinstance(value, Module):
         if self.__dict__.get("_modules", {}).get(name) is value:  # model.layers[0] = model.layers[0]
             return
-        ancestor = self
-        while ancestor is not None:  # a module inside its own subtree would own itself
-            if ancestor is value:
-                raise ValueError("%s: cannot register '%s': the module is an ancestor of %s"
-                                 % (type(self).__name__, name, type(self).__name__))
-            ancestor = _dict(ancestor).get("_tessel_parent")
+        if value is self or any(m is self for m in value.modules()):  # it would own itself
+            raise ValueError("%s: cannot register '%s': the module is an ancestor of %s"
+                             % (type(self).__name__, name, type(self).__name__))
         previous = self.__dict__.get("_modules", {}).get(name)
         if previous is None and self._lookup(name) is not None and isinstance(self._lookup(name), Module):
             previous = self._lookup(name)  # a child C++ created (a GPT's block): its Python object on demand
-        if previous is not None:  # torch replaces a child: the old one is owned by its Python object again
+        if previous is not None:  # torch replaces a child; the old one stays usable wherever else it is held
             self._replace_module(name, value)
-            previous.__dict__.pop("_tessel_parent", None)
+            if _parent_of(previous) is self and not any(c is previous for _, c in self._named_children()):
+                _set_parent(previous, None)
         else:
-            self._register_module(name, value)  # the C++ parent now owns it (see bindings/nn_py.cc)
+            self._register_module(name, value)  # the C++ parent shares its ownership (see bindings/nn_py.cc)
         self.__dict__.setdefault("_modules", {})[name] = value
-        value.__dict__["_tessel_parent"] = self
+        _set_parent(value, self)
     elif isinstance(value, Tensor) and self._has_parameter(name):
         if not isinstance(value, Parameter):  # torch: TypeError; tessel used to store it, frozen, silently
             raise TypeError("cannot assign '%s' as parameter '%s' (torch.nn.Parameter or None expected)"
@@ -426,12 +441,7 @@ def _forward(self, *args, **kwargs):
 # ---- torch.nn.Module's methods ----------------------------------------------------------------------
 
 def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
-    seen = set()
-    for name, t in self._named_parameters(recurse):
-        if remove_duplicate:
-            if hash(t) in seen:
-                continue
-            seen.add(hash(t))
+    for name, t in self._named_parameters(recurse, remove_duplicate):
         fqn = _join(prefix, name)
         yield fqn, _as_parameter(t, fqn)
 
@@ -450,7 +460,7 @@ def _named_complex_buffers(self, recurse, persistent_only=False):
 
 
 def named_buffers(self, prefix="", recurse=True, remove_duplicate=True):
-    for name, t in self._named_buffers(recurse):
+    for name, t in self._named_buffers(recurse, remove_duplicate):
         yield _join(prefix, name), t
     for name, t in _named_complex_buffers(self, recurse):
         yield _join(prefix, name), t
@@ -462,7 +472,15 @@ def buffers(self, recurse=True):
 
 
 def named_modules(self, memo=None, prefix="", remove_duplicate=True):
-    for name, m in self._named_modules():
+    skipped = []  # torch's memo: a module already seen is skipped with its subtree
+    for name, m in self._named_modules(remove_duplicate):
+        if memo is not None and remove_duplicate:
+            if any(s == "" or name == s or name.startswith(s + ".") for s in skipped):
+                continue
+            if m in memo:
+                skipped.append(name)
+                continue
+            memo.add(m)
         yield _join(prefix, name), m
 
 
@@ -472,11 +490,15 @@ def modules(self):
 
 
 def named_children(self):
-    return iter(self._named_children())
+    seen = set()  # torch's: a module registered under two names is one child
+    for name, m in self._named_children():
+        if id(m) not in seen:
+            seen.add(id(m))
+            yield name, m
 
 
 def children(self):
-    for _, m in self._named_children():
+    for _, m in named_children(self):
         yield m
 
 
@@ -638,7 +660,7 @@ def set_submodule(self, target, module, strict=False):
         raise ValueError("Cannot set the submodule without a target name!")
     owner_path, _, name = target.rpartition(".")
     owner = self.get_submodule(owner_path)
-    exists = name in (_dict(owner).get("_modules") or {}) or any(n == name for n, _ in owner.named_children())
+    exists = name in (_dict(owner).get("_modules") or {}) or any(n == name for n, _ in owner._named_children())
     if strict and not exists:
         raise AttributeError("%s has no attribute `%s`" % (owner._type_name, name))
     if not exists and hasattr(owner, name):
@@ -739,7 +761,7 @@ def extra_repr(self):
 
 def _repr(self):
     lines = []
-    for name, child in self.named_children():
+    for name, child in self._named_children():
         body = repr(child).replace("\n", "\n  ")
         lines.append("  (%s): %s" % (name, body))
     extra = self.extra_repr()
@@ -830,7 +852,7 @@ def _deepcopy(self, memo):
         new.register_buffer(bname, _copied_tensor(b, memo), bname in persistent)
     for rname, is_parameter in (_dict(self).get(_NONE_KEY) or {}).items():
         (new.register_parameter if is_parameter else new.register_buffer)(rname, None)
-    for cname, child in self.named_children():
+    for cname, child in self._named_children():
         setattr(new, cname, copy.deepcopy(child, memo))
     handled = set(_dict(new)) | {"_modules", "_tessel_parent", _NONE_KEY}
     for key, value in _dict(self).items():

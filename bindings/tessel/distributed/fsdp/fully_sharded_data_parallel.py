@@ -31,7 +31,7 @@ import os
 import threading
 
 from ... import _C
-from ...nn.modules import Module
+from ...nn.modules import Module, _parent_of
 from .. import _default_group, get_world_size
 from ..device_mesh import DeviceMesh, init_device_mesh
 from . import fully_shard as _fully_shard, MixedPrecisionPolicy, CPUOffloadPolicy
@@ -446,8 +446,9 @@ class FullyShardedDataParallel(Module):
 
 
 class _WrappedElsewhere(Module):
-    """Holds a module's place in its parent while FullyShardedDataParallel wraps it (a tessel module has one
-    parent): `parent.child = FSDP(parent.child)` and auto-wrapping put the wrapper there next."""
+    """Holds a module's place in its parent while FullyShardedDataParallel wraps it, so the parent cannot
+    call the module around the wrapper (its parameters are the wrapper's shards now): `parent.child =
+    FSDP(parent.child)` and auto-wrapping put the wrapper there next."""
 
     def forward(self, *args, **kwargs):
         raise RuntimeError("this submodule was wrapped by FullyShardedDataParallel, which now holds it: put the "
@@ -455,13 +456,12 @@ class _WrappedElsewhere(Module):
 
 
 def _detach_from_parent(module):
-    parent = module.__dict__.get("_tessel_parent")
+    parent = _parent_of(module)
     if parent is None:
         return
-    for name, child in parent.named_children():
-        if child is module:
+    for name, child in parent._named_children():
+        if child is module:  # every name it has there
             setattr(parent, name, _WrappedElsewhere())
-            return
 
 
 def _roots_of(module):
