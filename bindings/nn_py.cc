@@ -31,6 +31,7 @@
 #include <pybind11/functional.h>
 #include <pybind11/stl.h>
 
+#include <atomic>
 #include <cmath>
 #include <memory>
 #include <string>
@@ -95,6 +96,62 @@ class PyModule final : public Module {
 };
 
 using ModuleClass = py::class_<Module, PyModule, std::shared_ptr<Module>>;
+
+// [Note: Python subclasses of the C++ layers] `class LoRALinear(nn.Linear)` with its own forward (or
+// `lin.forward = fn` on an instance) must run that forward wherever the layer is called, as torch's,
+// including from a C++ parent and inside fully_shard's hooks. Every C++ layer Python constructs is a
+// PyLayer: its Forward asks Python once whether the class or the instance overrides `forward` (and again
+// after `forward` is assigned: ForwardChanged) and from then on calls the C++ forward without the GIL when
+// nothing does. BaseForward is the layer's own forward, which `super().forward(x)` reaches (not Forward,
+// which would call the override again).
+class PyLayerBase {
+ public:
+  virtual ~PyLayerBase() = default;
+  virtual TensorList BaseForward(const TensorList& inputs) = 0;
+  // Whether Python overrides forward (evaluated with the GIL held, then cached).
+  virtual bool OverridesForward() = 0;
+  void ForwardChanged() { state_.store(kUnknown); }
+
+ protected:
+  enum : int { kUnknown, kNo, kYes };
+  std::atomic<int> state_{kUnknown};
+};
+
+template <typename Layer>
+class PyLayer final : public Layer, public PyLayerBase {
+ public:
+  using Layer::Layer;
+  TensorList Forward(const TensorList& inputs) override {
+    if (state_.load() == kNo) return Layer::Forward(inputs);
+    py::gil_scoped_acquire gil;
+    if (!OverridesForward()) {
+      py::gil_scoped_release release;
+      return Layer::Forward(inputs);
+    }
+    py::function fwd = py::get_override(static_cast<const Layer*>(this), "_forward_from_cpp");
+    TESSEL_INTERNAL_ASSERT(fwd, this->type_name(), ": tessel.nn.Module._forward_from_cpp is missing");
+    return fwd(inputs).cast<TensorList>();
+  }
+  TensorList BaseForward(const TensorList& inputs) override { return Layer::Forward(inputs); }
+  bool OverridesForward() override {
+    const int state = state_.load();
+    if (state != kUnknown) return state == kYes;
+    const py::handle self = py::detail::get_object_handle(static_cast<const Layer*>(this),
+                                                          py::detail::get_type_info(typeid(Layer)));
+    bool overrides = false;
+    if (self) {  // the class's forward is not the layer's, or the instance has its own
+      overrides = !py::type::handle_of(self).attr("forward").is(py::type::of<Layer>().attr("forward"));
+      if (PyObject** dict = _PyObject_GetDictPtr(self.ptr()); dict != nullptr && *dict != nullptr) {
+        overrides = overrides || PyDict_GetItemString(*dict, "forward") != nullptr;
+      }
+    }
+    state_.store(overrides ? kYes : kNo);
+    return overrides;
+  }
+};
+
+template <typename Layer>
+using LayerClass = py::class_<Layer, PyLayer<Layer>, Module, std::shared_ptr<Layer>>;
 
 py::object AsPython(Module& m) { return py::cast(&m, py::return_value_policy::reference); }
 
@@ -281,6 +338,9 @@ ModuleClass BindModule(py::module_& m) {
       .def("_register_module", &TakeOwnership)
       .def("_replace_module", &ReplaceOwnership)
       .def("_remove_module", &RemoveOwnership)
+      .def("_anchor_child", [](Module& self, const std::string& name, py::object child) {
+        self.AnchorChild(name, ShareCallable(std::move(child)));
+      }, "Keeps child's Python object alive while it is this C++-created module's child `name`")
       .def("_lookup", &Lookup, "This module's own parameter, buffer or child called `name`, or None")
       .def("_registered", [](const Module& self, const std::string& name) {
         return self.HasParam(name) || self.HasBuffer(name);
@@ -305,14 +365,26 @@ ModuleClass BindModule(py::module_& m) {
       .def("_call", [](Module& self, TensorList inputs) { return NoGil([&] { return self.Call(std::move(inputs)); }); },
            "Module::Call: forward pre-hooks, forward, forward hooks (GIL released; forward re-acquires it)")
       .def_property_readonly("_has_python_forward", [](Module& self) { return dynamic_cast<PyModule*>(&self) != nullptr; })
-      .def("_forward_cpp", [](Module& self, TensorList inputs) { return NoGil([&] { return self.Forward(inputs); }); },
-           "Forward without the hooks (torch's module.forward(x))")
+      .def("_forward_cpp", [](Module& self, TensorList inputs) {
+        auto* layer = dynamic_cast<PyLayerBase*>(&self);  // a C++ layer's own forward, never a Python override
+        return NoGil([&] { return layer != nullptr ? layer->BaseForward(inputs) : self.Forward(inputs); });
+      }, "Forward without the hooks (torch's module.forward(x))")
+      .def_property_readonly("_forward_overridden", [](Module& self) {
+        auto* layer = dynamic_cast<PyLayerBase*>(&self);
+        return layer != nullptr && layer->OverridesForward();
+      }, "Whether Python overrides a C++ layer's forward ([Note: Python subclasses of the C++ layers])")
+      .def_property_readonly("_constructed", [](const py::handle& self) {  // false while __init__ failed
+        return reinterpret_cast<py::detail::instance*>(self.ptr())->get_value_and_holder().value_ptr() != nullptr;
+      })
+      .def("_forward_changed", [](Module& self) {
+        if (auto* layer = dynamic_cast<PyLayerBase*>(&self)) layer->ForwardChanged();
+      })
       .def("_state_dict", &Module::GetStateDict)
       .def("_load_state_dict", [](Module& self, const nn::StateDict& sd, bool strict) {
         nn::LoadResult r = NoGil([&] { return self.LoadStateDict(sd, strict); });
         return py::make_tuple(r.missing_keys, r.unexpected_keys);
       })
-      .def("_train", &Module::Train)
+      .def("_train", &Module::Train, py::arg("mode"), py::arg("recurse") = true)
       .def_property_readonly("training", &Module::training)
       .def("_zero_grad", &Module::ZeroGrad);
   BindHooks(c);
@@ -382,7 +454,7 @@ void OnesAndZeros(Module& norm) {
 }
 
 void BindLayers(py::module_& m) {
-  py::class_<nn::Linear, Module, std::shared_ptr<nn::Linear>> lin(m, "Linear", py::dynamic_attr());
+  LayerClass<nn::Linear> lin(m, "Linear", py::dynamic_attr());
   // Initialized as torch's nn.Linear (uniform, bound 1/sqrt(in_features)) unless init_std asks for the
   // C++ layer's GPT-2 style N(0, init_std) weight and zero bias.
   lin.def(py::init([](int64_t in, int64_t out, bool bias, const py::object& device, std::optional<DType> dtype,
@@ -390,10 +462,10 @@ void BindLayers(py::module_& m) {
                       std::optional<double> init_std) {
             CheckCpuDevice(device, "Linear");
             const DType dt = dtype.value_or(DefaultFloatDType());
-            if (init_std) return std::make_unique<nn::Linear>(in, out, bias, GenOrDefault(gen), *init_std, dt);
+            if (init_std) return new PyLayer<nn::Linear>(in, out, bias, GenOrDefault(gen), *init_std, dt);
             TESSEL_CHECK(in > 0, "Linear: features must be positive, got in=", in, " out=", out);
-            return std::make_unique<nn::Linear>(in, out, bias, GenOrDefault(gen), TorchLinearUniform(in),
-                                                TorchLinearUniform(in), dt);
+            return new PyLayer<nn::Linear>(in, out, bias, GenOrDefault(gen), TorchLinearUniform(in),
+                                           TorchLinearUniform(in), dt);
           }),
           py::arg("in_features"), py::arg("out_features"), py::arg("bias") = true, py::kw_only(),
           py::arg("device") = py::none(), py::arg("dtype") = py::none(), py::arg("generator") = nullptr,
@@ -407,7 +479,7 @@ void BindLayers(py::module_& m) {
         if (!self.HasParam("bias") || !self.Param("bias").defined()) return py::none();  // also `lin.bias = None`
         return py::module_::import("tessel.nn.modules").attr("_as_parameter")(self.Param("bias"), "bias", false);
       });
-  py::class_<nn::Embedding, Module, std::shared_ptr<nn::Embedding>> emb(m, "Embedding", py::dynamic_attr());
+  LayerClass<nn::Embedding> emb(m, "Embedding", py::dynamic_attr());
   emb.def(py::init([](int64_t num, int64_t dim, std::optional<int64_t> padding_idx, const py::object& max_norm,
                       double norm_type, bool scale_grad_by_freq, bool sparse, std::optional<Tensor> weight, bool freeze,
                       const py::object& device, std::optional<DType> dtype, Generator* gen,
@@ -418,9 +490,9 @@ void BindLayers(py::module_& m) {
             const std::optional<double> limit =
                 max_norm.is_none() ? std::nullopt : std::optional<double>(max_norm.cast<double>());
             // torch's N(0, 1) unless init_std asks for the C++ layer's N(0, init_std)
-            auto m = std::make_unique<nn::Embedding>(num, dim, GenOrDefault(gen), init_std.value_or(1.0),
-                                                     weight ? weight->dtype() : dtype.value_or(DefaultFloatDType()),
-                                                     padding_idx, limit, norm_type);
+            auto m = std::make_unique<PyLayer<nn::Embedding>>(
+                num, dim, GenOrDefault(gen), init_std.value_or(1.0),
+                weight ? weight->dtype() : dtype.value_or(DefaultFloatDType()), padding_idx, limit, norm_type);
             m->set_scale_grad_by_freq(scale_grad_by_freq);
             if (weight) {
               // torch: Parameter(_weight) — the given values as the weight, its storage shared (no copy), the
@@ -435,7 +507,7 @@ void BindLayers(py::module_& m) {
               Tensor w = m->Param("weight");  // a handle: the flag is the parameter's
               w.set_requires_grad(false);
             }
-            return m;
+            return m.release();
           }),
           py::arg("num_embeddings"), py::arg("embedding_dim"), py::arg("padding_idx") = py::none(),
           py::arg("max_norm") = py::none(), py::arg("norm_type") = 2.0, py::arg("scale_grad_by_freq") = false,
@@ -458,12 +530,12 @@ void BindLayers(py::module_& m) {
   emb.def_property_readonly("max_norm", [](const nn::Embedding& self) { return self.max_norm(); });
   emb.def_property_readonly("norm_type", [](const nn::Embedding& self) { return self.norm_type(); });
   emb.def_property("scale_grad_by_freq", &nn::Embedding::scale_grad_by_freq, &nn::Embedding::set_scale_grad_by_freq);
-  py::class_<nn::LayerNorm, Module, std::shared_ptr<nn::LayerNorm>> ln(m, "LayerNorm", py::dynamic_attr());
+  LayerClass<nn::LayerNorm> ln(m, "LayerNorm", py::dynamic_attr());
   ln.def(py::init([](const py::object& shape, double eps, bool affine, bool bias, const py::object& device,
                      std::optional<DType> dtype) {
            CheckCpuDevice(device, "LayerNorm");
-           return std::make_unique<nn::LayerNorm>(NormalizedShape(shape, "LayerNorm"), eps, affine,
-                                                  dtype.value_or(DefaultFloatDType()), bias);
+           return new PyLayer<nn::LayerNorm>(NormalizedShape(shape, "LayerNorm"), eps, affine,
+                                             dtype.value_or(DefaultFloatDType()), bias);
          }),
          py::arg("normalized_shape"), py::arg("eps") = 1e-5, py::arg("elementwise_affine") = true,
          py::arg("bias") = true, py::kw_only(), py::arg("device") = py::none(), py::arg("dtype") = py::none());
@@ -480,15 +552,14 @@ void BindLayers(py::module_& m) {
   ln.def_property_readonly("eps", &nn::LayerNorm::eps);
   ln.def("reset_parameters", [](nn::LayerNorm& self) { OnesAndZeros(self); });
   ln.def_property_readonly("elementwise_affine", [](const nn::LayerNorm& self) { return self.HasParam("weight"); });
-  py::class_<nn::RMSNorm, Module, std::shared_ptr<nn::RMSNorm>> rms(m, "RMSNorm", py::dynamic_attr());
+  LayerClass<nn::RMSNorm> rms(m, "RMSNorm", py::dynamic_attr());
   rms.def(py::init([](const py::object& shape, std::optional<double> eps, bool affine, const py::object& device,
                       std::optional<DType> dtype_arg) {
             CheckCpuDevice(device, "RMSNorm");
             const DType dtype = dtype_arg.value_or(DefaultFloatDType());
             // torch: eps=None is finfo(input dtype).eps at each call (1.2e-7 in float32), not 1e-6: 38% apart
             // on small inputs; kept None so a module moved to float64 takes float64's.
-            auto norm = std::make_unique<nn::RMSNorm>(NormalizedShape(shape, "RMSNorm"), eps, dtype, affine);
-            return norm;
+            return new PyLayer<nn::RMSNorm>(NormalizedShape(shape, "RMSNorm"), eps, dtype, affine);
           }),
           py::arg("normalized_shape"), py::arg("eps") = py::none(), py::arg("elementwise_affine") = true,
           py::kw_only(), py::arg("device") = py::none(), py::arg("dtype") = py::none());

@@ -486,6 +486,8 @@ void BindTensor(py::module_& m) {
         self.impl()->SetDataFrom(*source.impl());
         return self;
       }, py::arg("source"))
+      .def("_set_data", [](Tensor& self, const Tensor& source) { self.impl()->SetDataFrom(*source.impl(), true); },
+           "torch's `tensor.data = source`: this tensor (every handle) takes source's data, shape and strides")
       .def("_rebind_", [](Tensor& self, const Tensor& other) { self = other; },
            "Points this Python tensor at other's data and autograd history (recorded in-place writes)")
       .def("_storage", [](const Tensor& t) {

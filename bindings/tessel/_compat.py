@@ -174,10 +174,18 @@ def _data_get(self):
 
 
 def _data_set(self, value):
-    """p.data = t: copies t's values into p (same shape), leaving p the same parameter object."""
+    """p.data = t, as torch: p (every handle of it: the module's parameter, an optimizer's) takes t's data and
+    shape, sharing t's memory, and stays the same leaf with its requires_grad (loralib transposes weights
+    so). A DTensor, or t of another dtype or device, is copied into p's own memory instead (same shape)."""
+    if (not self.is_distributed and not value.is_distributed and value.dtype == self.dtype
+            and value.device == self.device and self.grad_fn is None):
+        self._set_data(value.detach())
+        return
     if tuple(value.shape) != tuple(self.shape):
-        raise ValueError("Tensor.data = value: shape %s differs from the tensor's %s (tessel copies values "
-                         "into the same tensor)" % (tuple(value.shape), tuple(self.shape)))
+        raise ValueError("Tensor.data = value: shape %s differs from the tensor's %s (a %s is updated by copying "
+                         "values into it)" % (tuple(value.shape), tuple(self.shape),
+                                              "DTensor" if self.is_distributed or value.is_distributed
+                                              else "tensor of another dtype, device or with autograd history"))
     self.detach().copy_(value.detach())
 
 

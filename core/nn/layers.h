@@ -22,7 +22,7 @@
 
 namespace tessel::nn {
 
-class Linear final : public Module {
+class Linear : public Module {  // not final: bindings/nn_py.cc subclasses the layers (PyLayer)
  public:
   Linear(int64_t in_features, int64_t out_features, bool bias, Generator& gen, double init_std = 0.02,
          DType dtype = DType::kFloat32);
@@ -46,7 +46,7 @@ class Linear final : public Module {
   std::string fused_gelu_;
 };
 
-class Embedding final : public Module {
+class Embedding : public Module {
  public:
   // padding_idx (torch's): that row starts at zero and gets no gradient from the positions that look it
   // up (core/ops/embedding.h); negative counts from the end. max_norm (torch's): every forward first
@@ -73,7 +73,7 @@ class Embedding final : public Module {
 // LayerNorm and RMSNorm normalize over the trailing dims `normalized_shape` (torch's; one dim in the models
 // here, several in some vision models: their weight and bias have that shape, and the input is viewed as
 // [..., prod(normalized_shape)] for the one-dim op).
-class LayerNorm final : public Module {
+class LayerNorm : public Module {
  public:
   // `bias` false (torch's LayerNorm(bias=False)): a weight only.
   explicit LayerNorm(int64_t dim, double eps = 1e-5, bool affine = true, DType dtype = DType::kFloat32,
@@ -90,7 +90,7 @@ class LayerNorm final : public Module {
   bool affine_, bias_;
 };
 
-class RMSNorm final : public Module {
+class RMSNorm : public Module {
  public:
   explicit RMSNorm(int64_t dim, double eps = 1e-6, DType dtype = DType::kFloat32)
       : RMSNorm(Shape{dim}, eps, dtype, /*affine=*/true) {}

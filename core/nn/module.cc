@@ -177,8 +177,19 @@ std::vector<std::pair<std::string, std::shared_ptr<Module>>>::iterator Module::F
   TESSEL_FAIL(ErrorCode::kNotFound, type_name_, " has no child '", name, "' (has: ", names, ")");
 }
 
+void Module::AnchorChild(const std::string& name, std::shared_ptr<void> anchor) {
+  FindChild(name);  // kNotFound unless registered
+  DropAnchor(name);
+  if (anchor) anchors_.emplace_back(name, std::move(anchor));
+}
+
+void Module::DropAnchor(const std::string& name) {
+  std::erase_if(anchors_, [&](const auto& a) { return a.first == name; });
+}
+
 std::shared_ptr<Module> Module::RemoveChild(const std::string& name) {
   auto it = FindChild(name);
+  DropAnchor(name);
   std::shared_ptr<Module> old = std::move(it->second);
   children_.erase(it);
   OnChildChanged(name, old.get(), nullptr);
@@ -189,6 +200,7 @@ std::shared_ptr<Module> Module::ReplaceChild(const std::string& name, std::share
   TESSEL_CHECK(child != nullptr, type_name_, ": ReplaceChild('", name, "') with a null module");
   auto it = FindChild(name);
   CheckNotAncestorOf(*child, name);
+  DropAnchor(name);
   std::shared_ptr<Module> old = std::exchange(it->second, std::move(child));
   OnChildChanged(name, old.get(), it->second.get());
   return old;
@@ -280,8 +292,9 @@ std::vector<std::pair<std::string, Module*>> Module::NamedChildren() {
   return out;
 }
 
-void Module::Train(bool on) {
+void Module::Train(bool on, bool recurse) {
   training_ = on;
+  if (!recurse) return;
   for (auto& [n, c] : children_) c->Train(on);
 }
 

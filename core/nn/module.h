@@ -140,9 +140,13 @@ class Module : public std::enable_shared_from_this<Module> {
   std::shared_ptr<Module> RemoveChild(const std::string& name);
   // Puts `child` in the place of the direct child `name` (same name and position); returns the old one.
   std::shared_ptr<Module> ReplaceChild(const std::string& name, std::shared_ptr<Module> child);
+  // Keeps `anchor` alive while the child `name` stays registered (released when it is removed or replaced,
+  // or with this module). The Python face anchors a Python-defined child's object here when this module
+  // was created by C++ and so has no Python dict to hold it (a LoRA layer put into a C++ GPT's block).
+  void AnchorChild(const std::string& name, std::shared_ptr<void> anchor);
 
   // --- modes ---
-  void Train(bool on = true);
+  void Train(bool on = true, bool recurse = true);  // recurse = false: this module's flag only
   void Eval() { Train(false); }
   bool training() const { return training_; }
 
@@ -200,6 +204,8 @@ class Module : public std::enable_shared_from_this<Module> {
   std::vector<std::pair<std::string, Tensor>> buffers_;
   std::vector<std::string> non_persistent_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  std::vector<std::pair<std::string, std::shared_ptr<void>>> anchors_;  // by child name (AnchorChild)
+  void DropAnchor(const std::string& name);
   std::vector<std::pair<int, ForwardPreHook>> forward_pre_hooks_;
   std::vector<std::pair<int, ForwardHook>> forward_hooks_;
   std::vector<std::pair<int, BackwardPreHook>> backward_pre_hooks_;

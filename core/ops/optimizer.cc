@@ -19,6 +19,7 @@
 #include "core/autograd/grad_mode.h"
 #include "core/base/error.h"
 #include "core/base/parallel.h"
+#include "core/ops/view.h"
 #include "core/tensor/tensor_impl.h"
 
 namespace tessel {
@@ -70,12 +71,16 @@ void AdamWRange(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor&
     const T* pg = static_cast<const T*>(g.raw_data());
     T* pm = static_cast<T*>(m.raw_data());
     T* pv = static_cast<T*>(v.raw_data());
-    const C cb1 = static_cast<C>(k.b1), cb2 = static_cast<C>(k.b2), ceps = static_cast<C>(k.eps);
+    const C cb2 = static_cast<C>(k.b2), ceps = static_cast<C>(k.eps);
     const C decay = static_cast<C>(k.decay), ss = static_cast<C>(k.step_size), bcs = static_cast<C>(k.bc2_sqrt);
+    // torch's weights: 1 - beta in double, then rounded (1 - 0.999f in float32 is 6.6e-6 relative off)
+    const C w1 = static_cast<C>(1.0 - k.b1), w2 = static_cast<C>(1.0 - k.b2);
+    const bool low = 1.0 - k.b1 < 0.5;
     for (int64_t i = s; i < e; ++i) {
-      const C grad = ToCompute(pg[i]);
-      const C mi = cb1 * ToCompute(pm[i]) + (1 - cb1) * grad;
-      const C vi = cb2 * ToCompute(pv[i]) + (1 - cb2) * grad * grad;
+      const C grad = ToCompute(pg[i]), m0 = ToCompute(pm[i]);
+      // exp_avg.lerp_(grad, 1 - beta1), with torch's two-sided lerp
+      const C mi = low ? m0 + w1 * (grad - m0) : grad - (grad - m0) * (1 - w1);
+      const C vi = cb2 * ToCompute(pv[i]) + w2 * grad * grad;
       pm[i] = FromCompute<T>(mi);
       pv[i] = FromCompute<T>(vi);
       const C denom = std::sqrt(vi) / bcs + ceps;
@@ -205,11 +210,32 @@ Attrs AdamWAttrs(const AdamWHyper& h) {
       .Set("weight_decay", h.weight_decay);
 }
 
+// The kernels update dense contiguous memory. Tensors that are strided views (torch allows
+// `w.data = w.data.t()`, as loralib does) are updated through contiguous copies written back after.
+class Staged {
+ public:
+  explicit Staged(std::span<const Tensor> tensors) : original_(tensors.begin(), tensors.end()) {
+    for (const Tensor& t : original_) work_.push_back(t.defined() && !t.is_contiguous() ? Contiguous(t) : t);
+  }
+  const TensorList& work() const { return work_; }
+  void WriteBack() const {
+    for (size_t i = 0; i < work_.size(); ++i) {
+      if (work_[i].defined() && work_[i].impl() != original_[i].impl()) CopyInPlace(original_[i], work_[i]);
+    }
+  }
+
+ private:
+  TensorList original_, work_;
+};
+
 }  // namespace
 
 void AdamWStepInPlace(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                       const AdamWHyper& h) {
-  autograd::CallOp(kAdamW, {param, grad, exp_avg, exp_avg_sq}, AdamWAttrs(h).Set("step", h.step));
+  const Tensor group[] = {param, grad, exp_avg, exp_avg_sq};
+  const Staged staged(group);
+  autograd::CallOp(kAdamW, staged.work(), AdamWAttrs(h).Set("step", h.step));
+  staged.WriteBack();
 }
 
 void AdamWStepForeachInPlace(std::span<const Tensor> params, std::span<const Tensor> grads,
@@ -228,13 +254,18 @@ void AdamWStepForeachInPlace(std::span<const Tensor> params, std::span<const Ten
   }
   TensorList in;
   for (std::span<const Tensor> list : {params, grads, exp_avgs, exp_avg_sqs}) in.insert(in.end(), list.begin(), list.end());
-  autograd::CallOp(kAdamWForeach, in, AdamWAttrs(h).Set("steps", std::vector<int64_t>(steps.begin(), steps.end())));
+  const Staged staged(in);
+  autograd::CallOp(kAdamWForeach, staged.work(),
+                   AdamWAttrs(h).Set("steps", std::vector<int64_t>(steps.begin(), steps.end())));
+  staged.WriteBack();
 }
 
 void SgdStepInPlace(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, double lr,
                     double momentum, double dampening, double weight_decay, bool nesterov,
                     bool initialize_buffer) {
-  autograd::CallOp(kSgd, {param, grad, momentum_buffer},
+  const Tensor group[] = {param, grad, momentum_buffer};
+  const Staged staged(group);
+  autograd::CallOp(kSgd, staged.work(),
                    Attrs()
                        .Set("lr", lr)
                        .Set("momentum", momentum)
@@ -242,6 +273,7 @@ void SgdStepInPlace(const Tensor& param, const Tensor& grad, const Tensor& momen
                        .Set("weight_decay", weight_decay)
                        .Set("nesterov", nesterov)
                        .Set("first_step", initialize_buffer));
+  staged.WriteBack();
 }
 
 }  // namespace tessel

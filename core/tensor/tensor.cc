@@ -24,15 +24,17 @@ TensorImpl::TensorImpl(Storage storage, Shape sizes, Shape strides, int64_t stor
   CheckExtent();
 }
 
-void TensorImpl::SetDataFrom(const TensorImpl& source) {
+void TensorImpl::SetDataFrom(const TensorImpl& source, bool as_data) {
   TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, !is_distributed() && !source.is_distributed(),
                     "Tensor.set_: dense tensors only, got a ", KindName(), " and a ", source.KindName());
   TESSEL_CHECK(dtype_ == source.dtype_ && device_ == source.device_, "Tensor.set_: source has dtype ",
                DTypeName(source.dtype_), " on ", source.device_.ToString(), ", this tensor ", DTypeName(dtype_), " on ",
                device_.ToString());
   TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition,
-                    autograd_meta_ == nullptr || (autograd_meta_->grad_fn == nullptr && !autograd_meta_->requires_grad),
-                    "Tensor.set_: not on a tensor that requires grad or has autograd history (shape ",
+                    autograd_meta_ == nullptr ||
+                        (autograd_meta_->grad_fn == nullptr && (as_data || !autograd_meta_->requires_grad)),
+                    as_data ? "Tensor.data = value: not on a tensor with autograd history (shape "
+                            : "Tensor.set_: not on a tensor that requires grad or has autograd history (shape ",
                     ShapeStr(sizes_), ")");
   storage_ = source.storage_;
   sizes_ = source.sizes_;

@@ -96,9 +96,10 @@ class TensorImpl {
 
   // torch's Tensor.set_(source): this impl becomes a view of `source`'s storage with its sizes, strides and
   // offset, so every handle of this impl (a module's buffer, a caller's input) sees the new shape and data.
-  // Dense only, same dtype and device; never on a tensor with autograd history or that requires grad.
+  // Dense only, same dtype and device; never on a tensor with autograd history, nor (unless `as_data`:
+  // torch's `leaf.data = source`, which keeps the leaf's requires_grad and .grad) on one that requires grad.
   // kFailedPrecondition / kInvalidArgument otherwise. Bumps nothing: the old storage is untouched.
-  void SetDataFrom(const TensorImpl& source);
+  void SetDataFrom(const TensorImpl& source, bool as_data = false);
 
   // torch's view relation (Tensor._base). A view op's output (autograd::CallOp, OpDef::is_view) records
   // the root base it aliases, never itself a view, and the root keeps weak handles of its live views, so

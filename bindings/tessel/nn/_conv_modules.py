@@ -71,14 +71,18 @@ class _ConvNd(Module):
         return [(p, p) for p in self.padding]
 
     def forward(self, input):
+        return self._conv_forward(input, self.weight, self.bias)
+
+    def _conv_forward(self, input, weight, bias):
+        """torch's: this layer's convolution with the given weight and bias (LoRA-style subclasses pass
+        their own)."""
         if self.padding_mode == "zeros":
-            return F._conv(self._nd, input, self.weight, self.bias, self.stride, self.padding, self.dilation,
-                           self.groups)
+            return F._conv(self._nd, input, weight, bias, self.stride, self.padding, self.dilation, self.groups)
         x, batched = F._batched(input, self._nd, "conv%dd" % self._nd)
         # torch pads the input in the mode first (F.pad, last dim first), then convolves unpadded
         amounts = [a for before_after in reversed(self._pads()) for a in before_after]
         padded = _resample.pad(x, amounts, self.padding_mode)
-        out = F._conv(self._nd, padded, self.weight, self.bias, self.stride, 0, self.dilation, self.groups)
+        out = F._conv(self._nd, padded, weight, bias, self.stride, 0, self.dilation, self.groups)
         return out if batched else out.squeeze(0)
 
     def extra_repr(self):
@@ -249,6 +253,8 @@ class _NormBase(Module):
             self.register_buffer("running_mean", None)
             self.register_buffer("running_var", None)
             self.register_buffer("num_batches_tracked", None)
+        if _share is None:  # (a shared module's values stay as they are)
+            self.reset_parameters()  # torch's layers end __init__ so: a subclass's override runs
 
     def _legacy_state(self, state_dict, prefix, version):
         """torch's _NormBase._load_from_state_dict: a state dict from before version 2 (torch < 0.4.1, or any

@@ -325,6 +325,11 @@ class PReLU(Module):
         super().__init__()
         self.num_parameters, self.init = num_parameters, init
         self.weight = Parameter(_C._full([num_parameters], float(init), dtype or _C._get_default_dtype()))
+        self.reset_parameters()  # torch's layers end __init__ so: a subclass's override runs
+
+    def reset_parameters(self):
+        with _C._GradMode(False):
+            self.weight.fill_(float(self.init))
 
     def forward(self, x):
         return _extra().prelu(x, self.weight)
@@ -351,6 +356,14 @@ class GroupNorm(Module):
             self.bias = Parameter(_C._full([num_channels], 0.0, dt))
         else:
             self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        with _C._GradMode(False):
+            if self.weight is not None:
+                self.weight.fill_(1.0)
+            if self.bias is not None:
+                self.bias.zero_()
 
     def forward(self, x):
         return _extra().group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
@@ -376,11 +389,16 @@ class EmbeddingBag(Module):
         if _weight is not None:
             self.weight = Parameter(_weight)
         else:
-            from .. import randn
-            self.weight = Parameter(randn(num_embeddings, embedding_dim, dtype=dtype or _C._get_default_dtype()))
-            if padding_idx is not None:
-                with _C._GradMode(False):
-                    self.weight[padding_idx].zero_()
+            self.weight = Parameter(_C._full([num_embeddings, embedding_dim], 0.0, dtype or _C._get_default_dtype()))
+            self.reset_parameters()
+
+    def reset_parameters(self):
+        """N(0, 1), the padding row zero (torch's)."""
+        from . import init
+        init.normal_(self.weight)
+        if self.padding_idx is not None:
+            with _C._GradMode(False):
+                self.weight[self.padding_idx].zero_()
 
     def forward(self, input, offsets=None, per_sample_weights=None):
         return functional.embedding_bag(input, self.weight, offsets, self.max_norm, self.norm_type,
@@ -403,18 +421,22 @@ class Bilinear(Module):
 
     def __init__(self, in1_features, in2_features, out_features, bias=True, device=None, dtype=None):
         super().__init__()
-        import math
-        from . import init
         dtype = dtype or _dtypes.default_float()
         self.in1_features, self.in2_features, self.out_features = in1_features, in2_features, out_features
         self.weight = Parameter(_C._full([out_features, in1_features, in2_features], 0.0, dtype))
-        bound = 1.0 / math.sqrt(in1_features)
-        init.uniform_(self.weight, -bound, bound)
         if bias:
             self.bias = Parameter(_C._full([out_features], 0.0, dtype))
-            init.uniform_(self.bias, -bound, bound)
         else:
             self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        import math
+        from . import init
+        bound = 1.0 / math.sqrt(self.in1_features)
+        init.uniform_(self.weight, -bound, bound)
+        if self.bias is not None:
+            init.uniform_(self.bias, -bound, bound)
 
     def forward(self, input1, input2):
         return functional.bilinear(input1, input2, self.weight, self.bias)

@@ -8,9 +8,8 @@ from its recorded constructor arguments, then its parameters and buffers. Tensor
 tensor handling (tessel.save writes torch.save's zip). Sharded (DTensor) and parametrized modules raise
 NotImplementedError, as deepcopy does; hooks are not saved (torch pickles them only when picklable).
 """
-from .. import _C
-from .modules import (_COMPLEX_KEY, _CTOR_KEY, _NONE_KEY, Module, Parameter, _complex_buffers, _dict,
-                      _persistent_buffer_names)
+from .modules import (_COMPLEX_KEY, _CTOR_KEY, _NONE_KEY, Module, _complex_buffers, _dict, _new_cpp_layer,
+                      _persistent_buffer_names, _put_copied_parameter, _put_copied_buffer)
 
 _SKIPPED = {"_modules", "_tessel_parent", _NONE_KEY, _CTOR_KEY, _COMPLEX_KEY}
 
@@ -30,14 +29,15 @@ def _recipe(self):
         if ctor is None:
             raise NotImplementedError("pickling %s: a layer created by C++ code has no recorded constructor "
                                       "arguments; save the model's state_dict instead" % name)
-        recipe.update(ctor=ctor, buffers=[(n, b, True) for n, b in self._named_buffers(False)])
-        return recipe
+        recipe["ctor"] = ctor
+        fresh = set()
+    else:
+        probe = type(self).__new__(type(self))
+        Module.__init__(probe)
+        fresh = set(_dict(probe))
     persistent = _persistent_buffer_names(self)
     children = list(self._named_children())
     own = {n for n, _ in recipe["params"]} | {n for n, _ in self._named_buffers(False)} | {n for n, _ in children}
-    probe = type(self).__new__(type(self))
-    Module.__init__(probe)
-    fresh = set(_dict(probe))
     recipe.update(buffers=[(n, b, n in persistent) for n, b in self._named_buffers(False)],
                   none=dict(_dict(self).get(_NONE_KEY) or {}), children=children,
                   attrs={k: v for k, v in _dict(self).items() if k not in fresh and k not in _SKIPPED and k not in own})
@@ -45,27 +45,21 @@ def _recipe(self):
 
 
 def _rebuild(cls, recipe):
-    if "ctor" in recipe:
-        args, kwargs = recipe["ctor"]
-        new = cls(*args, **kwargs)
-        for pname, p in recipe["params"]:
-            new._set_parameter(pname, p, True)
-        with _C._GradMode(False):
-            for bname, b, _ in recipe["buffers"]:
-                getattr(new, bname).copy_(b)
+    if "ctor" in recipe:  # a C++ layer, or a Python subclass of one (LoRA's Linear)
+        new = _new_cpp_layer(cls, recipe["ctor"])
     else:
         new = cls.__new__(cls)
         Module.__init__(new)
-        for pname, p in recipe["params"]:
-            new.register_parameter(pname, p if isinstance(p, Parameter) else Parameter(p.detach(), p.requires_grad))
-        for bname, b, persistent in recipe["buffers"]:
-            new.register_buffer(bname, b, persistent)
-        for rname, is_parameter in recipe["none"].items():
-            (new.register_parameter if is_parameter else new.register_buffer)(rname, None)
-        for cname, child in recipe["children"]:
-            setattr(new, cname, child)
-        for key, value in recipe["attrs"].items():
-            object.__setattr__(new, key, value)
+    for pname, p in recipe["params"]:
+        _put_copied_parameter(new, pname, p)
+    for bname, b, persistent in recipe["buffers"]:
+        _put_copied_buffer(new, bname, b, persistent, lambda t: t)
+    for rname, is_parameter in recipe.get("none", {}).items():
+        (new.register_parameter if is_parameter else new.register_buffer)(rname, None)
+    for cname, child in recipe.get("children", []):
+        setattr(new, cname, child)
+    for key, value in recipe.get("attrs", {}).items():
+        object.__setattr__(new, key, value)
     if recipe["complex"]:
         _dict(new)[_COMPLEX_KEY] = recipe["complex"]
     new.train(recipe["training"])

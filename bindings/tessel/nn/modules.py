@@ -120,6 +120,14 @@ def _dict(module):
         return {}
 
 
+def _has_dict(module):
+    try:
+        object.__getattribute__(module, "__dict__")
+        return True
+    except AttributeError:
+        return False
+
+
 def _join(prefix, name):
     return prefix + "." + name if prefix else name
 
@@ -191,6 +199,8 @@ def _delattr(self, name):
         raise NotImplementedError("%s: deleting parameter '%s' is not supported; assign None instead"
                                   % (type(self).__name__, name))
     object.__delattr__(self, name)
+    if name == "forward":
+        self._forward_changed()
 
 
 _COMPLEX_KEY = "_tessel_complex_buffers"  # {name: [ComplexTensor, persistent]}: kept in Python (tessel/_complex.py)
@@ -230,12 +240,12 @@ def _setattr(self, name, value):
         _drop_child(self, name)
         self.__dict__.setdefault("_modules", {})[name] = None
     elif isinstance(value, Module):
-        if self.__dict__.get("_modules", {}).get(name) is value:  # model.layers[0] = model.layers[0]
+        if _dict(self).get("_modules", {}).get(name) is value:  # model.layers[0] = model.layers[0]
             return
         if value is self or any(m is self for m in value.modules()):  # it would own itself
             raise ValueError("%s: cannot register '%s': the module is an ancestor of %s"
                              % (type(self).__name__, name, type(self).__name__))
-        previous = self.__dict__.get("_modules", {}).get(name)
+        previous = _dict(self).get("_modules", {}).get(name)
         if previous is None and self._lookup(name) is not None and isinstance(self._lookup(name), Module):
             previous = self._lookup(name)  # a child C++ created (a GPT's block): its Python object on demand
         if previous is not None:  # torch replaces a child; the old one stays usable wherever else it is held
@@ -244,7 +254,10 @@ def _setattr(self, name, value):
                 _set_parent(previous, None)
         else:
             self._register_module(name, value)  # the C++ parent shares its ownership (see bindings/nn_py.cc)
-        self.__dict__.setdefault("_modules", {})[name] = value
+        if _has_dict(self):
+            self.__dict__.setdefault("_modules", {})[name] = value
+        else:  # a parent C++ created has no dict: its C++ side keeps the child's Python object (forward)
+            self._anchor_child(name, value)
         _set_parent(value, self)
     elif isinstance(value, Tensor) and self._has_parameter(name):
         if not isinstance(value, Parameter):  # torch: TypeError; tessel used to store it, frozen, silently
@@ -256,6 +269,8 @@ def _setattr(self, name, value):
         self.register_buffer(name, value, persistent=name in _persistent_buffer_names(self))
     else:
         object.__setattr__(self, name, value)
+        if name == "forward":  # `lin.forward = fn` on a C++ layer runs fn from then on, as torch
+            self._forward_changed()
 
 
 def _getattr(self, name):
@@ -372,7 +387,7 @@ def _call(self, *args, **kwargs):
 
 def _call_forward(self, *args, **kwargs):
     slots = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
-    if not self._has_python_forward:  # a C++ module: its Forward takes tensors
+    if not self._has_python_forward and not self._forward_overridden:  # a C++ module: its Forward takes tensors
         if kwargs or len(slots) != len(args):
             raise TypeError("%s.forward takes tensors only, got (%s)" % (
                 self._type_name, ", ".join(type(a).__name__ for a in args) + (", **kwargs" if kwargs else "")))
@@ -505,7 +520,9 @@ def children(self):
 def train(self, mode=True):
     if not isinstance(mode, bool):
         raise TypeError("training mode is expected to be boolean, got %s" % type(mode).__name__)
-    self._train(mode)
+    self._train(mode, False)
+    for child in self.children():  # through Python, so a child's own train() override runs (torch's)
+        child.train(mode)
     return self
 
 
@@ -760,12 +777,17 @@ def extra_repr(self):
 
 
 def _repr(self):
+    if not self._constructed:  # a layer whose __init__ raised, as a traceback's locals show it
+        return "<%s (not constructed)>" % type(self).__name__
     lines = []
     for name, child in self._named_children():
         body = repr(child).replace("\n", "\n  ")
         lines.append("  (%s): %s" % (name, body))
     extra = self.extra_repr()
-    name = self._type_name
+    # the C++ type name (a Python module's class name when it was built; a GPT's block, which has no class of
+    # its own), but a Python subclass of a C++ layer prints its class's name, as torch's _get_name()
+    subclass = not self._has_python_forward and type(self).__module__ != _C.__name__
+    name = type(self).__name__ if subclass else self._type_name
     if not lines:
         return "%s(%s)" % (name, extra)
     return "%s(%s\n%s\n)" % (name, extra, "\n".join(lines))
@@ -777,12 +799,17 @@ _CTOR_KEY = "_tessel_ctor"  # the C++ layers' constructor arguments, recorded by
 
 
 def _record_constructor_args(cls):
-    """Wraps a C++ layer's __init__ so its arguments are kept (deepcopy rebuilds the layer from them)."""
+    """Wraps a C++ layer's __init__ so its arguments are kept (deepcopy rebuilds the layer from them) and, as
+    torch's layers end their __init__ with self.reset_parameters(), a subclass's own reset_parameters runs
+    (the C++ constructor has initialized the parameters as the layer's reset_parameters would)."""
     original = cls.__init__
+    cls._tessel_cpp_init = original  # (copies and unpickling build a layer with it, nn/_pickle.py)
 
     def __init__(self, *args, **kwargs):
         original(self, *args, **kwargs)
         self.__dict__[_CTOR_KEY] = (args, kwargs)
+        if type(self).reset_parameters is not cls.reset_parameters:
+            self.reset_parameters()
     __init__.__doc__ = original.__doc__
     cls.__init__ = __init__
 
@@ -829,37 +856,56 @@ def _deepcopy(self, memo):
                                       "arguments" % name)
         meta = any(t.is_meta for t in list(self.parameters(recurse=False)) + [b for _, b in self._named_buffers(False)])
         with _device.device("meta") if meta else contextlib.nullcontext():  # no draw for a meta layer's copy
-            new = type(self)(*copy.deepcopy(ctor[0], memo), **copy.deepcopy(ctor[1], memo))
-        memo[id(self)] = new
-        for pname, p in self.named_parameters(recurse=False):
-            new._set_parameter(pname, _copied_tensor(p, memo), True)
-        for bname, b in self._named_buffers(False):
-            if not b.is_meta:
-                with _C._GradMode(False):
-                    getattr(new, bname).copy_(b)
-        if _complex_buffers(self):
-            _dict(new)[_COMPLEX_KEY] = copy.deepcopy(_complex_buffers(self), memo)
-        new.train(self.training)
-        return new
-    new = type(self).__new__(type(self))
-    Module.__init__(new)
+            new = _new_cpp_layer(type(self), copy.deepcopy(ctor, memo))
+    else:
+        new = type(self).__new__(type(self))
+        Module.__init__(new)
     memo[id(self)] = new
     new.train(self.training)
     for pname, p in self.named_parameters(recurse=False):
-        setattr(new, pname, _copied_tensor(p, memo))
+        _put_copied_parameter(new, pname, _copied_tensor(p, memo))
     persistent = _persistent_buffer_names(self)
     for bname, b in self._named_buffers(False):  # (complex buffers are copied with __dict__ below)
-        new.register_buffer(bname, _copied_tensor(b, memo), bname in persistent)
+        _put_copied_buffer(new, bname, b, bname in persistent, lambda t: _copied_tensor(t, memo))
     for rname, is_parameter in (_dict(self).get(_NONE_KEY) or {}).items():
         (new.register_parameter if is_parameter else new.register_buffer)(rname, None)
     for cname, child in self._named_children():
         setattr(new, cname, copy.deepcopy(child, memo))
-    handled = set(_dict(new)) | {"_modules", "_tessel_parent", _NONE_KEY}
+    handled = set(_dict(new)) | {"_modules", "_tessel_parent", _NONE_KEY, _CTOR_KEY}
     for key, value in _dict(self).items():
         if key in handled or (isinstance(value, Module) and key in (_dict(self).get("_modules") or {})):
             continue
         object.__setattr__(new, key, copy.deepcopy(value, memo))
     return new
+
+
+def _new_cpp_layer(cls, ctor):
+    """An instance of cls (a C++ layer class or a Python subclass of one) built by the C++ layer's own
+    constructor from the recorded arguments (a subclass's __init__ takes other ones, as LoRA's r)."""
+    base = next(c for c in cls.__mro__ if "_tessel_cpp_init" in c.__dict__)
+    new = cls.__new__(cls)
+    base._tessel_cpp_init(new, *ctor[0], **ctor[1])
+    new.__dict__[_CTOR_KEY] = ctor
+    return new
+
+
+def _put_copied_parameter(new, name, value):
+    """The copy's parameter `name`: the layer's own replaced (any shape), one a subclass added registered."""
+    if new._has_parameter(name):
+        new._set_parameter(name, value, True)
+    else:
+        setattr(new, name, value if isinstance(value, Parameter) else Parameter(value.detach(), value.requires_grad))
+
+
+def _put_copied_buffer(new, name, value, persistent, copied):
+    """The copy's buffer `name`: the layer's own filled with value, one a subclass added registered as
+    copied(value)."""
+    if any(n == name for n, _ in new._named_buffers(False)):
+        if not value.is_meta:
+            with _C._GradMode(False):
+                getattr(new, name).copy_(value)
+    else:
+        new.register_buffer(name, copied(value), persistent)
 
 
 # State dicts and their hooks live in _state_dict.py, which imports this file's helpers defined above.
