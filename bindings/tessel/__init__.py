@@ -25,6 +25,7 @@ The original flat API stays: ``tessel.GPT``, ``tessel.AdamW(model)``, ``tessel.f
 ``tessel.init_device_mesh(world, shape, names)``, ``tessel.save`` / ``tessel.load``.
 """
 import builtins as _builtins
+import threading as _threading
 import os
 import sys as _sys
 
@@ -281,7 +282,7 @@ class _GradModeContext:
     def __call__(self, fn):
         import functools
         import inspect
-        mode = type(self)
+        mode = getattr(self, "clone", type(self))  # a fresh context per call, with this one's arguments
         if inspect.isgeneratorfunction(fn):
             # The mode must hold while the generator's body runs, resume by resume (torch's
             # _wrap_generator), not only while the generator object is created.
@@ -342,7 +343,43 @@ class set_grad_enabled(_GradModeContext):
         _C._set_grad_enabled(self._prev)
 
 
-inference_mode = no_grad  # torch.inference_mode: no history recorded (tessel has no separate inference tensors)
+_inference = _threading.local()  # this thread's inference_mode nesting: a stack of modes
+
+
+class inference_mode(_GradModeContext):
+    """torch.inference_mode(mode=True): no autograd history inside (mode=False: history as usual, as torch's
+    nested inference_mode(False)); is_inference_mode_enabled() tells. tessel makes no separate inference
+    tensors, so Tensor.is_inference() stays False and such tensors carry no restrictions afterwards."""
+
+    def __new__(cls, mode=True):
+        if callable(mode):  # bare @inference_mode
+            return cls()(mode)
+        self = object.__new__(cls)
+        self._mode = _builtins.bool(mode)
+        return self
+
+    def __init__(self, mode=True):
+        pass
+
+    @property
+    def _enabled(self):
+        return not self._mode
+
+    def __enter__(self):
+        super().__enter__()
+        _inference.__dict__.setdefault("stack", []).append(self._mode)
+
+    def __exit__(self, *exc):
+        _inference.stack.pop()
+        super().__exit__(*exc)
+
+    def clone(self):
+        return inference_mode(self._mode)
+
+
+def is_inference_mode_enabled():
+    stack = getattr(_inference, "stack", None)
+    return _builtins.bool(stack) and stack[-1]
 InvalidArgumentError = _C.InvalidArgumentError
 
 

@@ -163,29 +163,88 @@ def load_state_dict(self, state_dict, strict=True, assign=False):
     shapes always). assign=True then makes each parameter the state dict's own tensor (its dtype and
     storage; requires_grad stays the module's), as torch; buffers keep being copied into. The tree's load
     pre-hooks see (and may edit) a copy of the state dict first, its post-hooks the incompatible keys before
-    strict's check."""
-    if not _tree_has_sd_hooks(self, ("load_pre", "load_post")):
+    strict's check. A module whose class overrides _load_from_state_dict (torch's way to rename legacy keys)
+    loads its own entries through it, pre-order as torch, before the rest of the tree loads."""
+    overriding = _overriding_loaders(self)
+    if not overriding and not _tree_has_sd_hooks(self, ("load_pre", "load_post")):
         return _load_state_dict_into(self, state_dict, strict, assign)
     edited = collections.OrderedDict(state_dict)
     if hasattr(state_dict, "_metadata"):
         edited._metadata = state_dict._metadata
     missing, unexpected, errors = [], [], []
     for p, m in _pre_order(self, ""):
+        if m in overriding:  # its pre-hooks run inside (the base _load_from_state_dict runs them)
+            # strict=True, as torch passes whatever load_state_dict's strict (which only decides the raise)
+            m._load_from_state_dict(edited, p, _local_metadata(m), True, missing, unexpected, errors)
+            continue
         for hook in list(_sd_hooks(m, "load_pre").values()):
-            hook(m, edited, p, _local_metadata(m), strict, missing, unexpected, errors)
+            hook(m, edited, p, _local_metadata(m), True, missing, unexpected, errors)  # (torch passes True)
     if errors:
         raise RuntimeError("Error(s) in loading state_dict for %s:\n\t%s" % (type(self).__name__, "\n\t".join(errors)))
-    keys = _load_state_dict_into(self, edited, False, assign)
+    # What an overriding module owns (its own entries, and any key under its prefix naming no child) was its
+    # _load_from_state_dict's to load and to report; the rest of the tree loads as usual.
+    domains = [(p, {n for n, _ in m._named_children()}) for p, m in _pre_order(self, "") if m in overriding]
+
+    def claimed(key):
+        return any(key.startswith(p) and key[len(p):].split(".", 1)[0] not in children for p, children in domains)
+    keys = _load_state_dict_into(self, collections.OrderedDict((k, v) for k, v in edited.items() if not claimed(k)),
+                                 False, assign)
+    keys = _IncompatibleKeys([k for k in keys.missing_keys if not claimed(k)], list(keys.unexpected_keys))
     keys = _IncompatibleKeys(list(keys.missing_keys) + missing, list(keys.unexpected_keys) + unexpected)
     for m in self.modules():
         for hook in list(_sd_hooks(m, "load_post").values()):
             if hook(m, keys) is not None:
                 raise RuntimeError("load_state_dict post-hook must return None")
     if strict and (keys.missing_keys or keys.unexpected_keys):
-        raise ValueError("load_state_dict: error(s) in loading state dict for %s: missing keys: [%s]; unexpected "
-                         "keys: [%s]" % (type(self).__name__, ", ".join(keys.missing_keys),
-                                         ", ".join(keys.unexpected_keys)))  # the C++ check's words
+        raise _C.InvalidArgumentError(  # the C++ check's words and error (a ValueError and a RuntimeError)
+            "load_state_dict: error(s) in loading state dict for %s: missing keys: [%s]; unexpected keys: [%s]"
+            % (type(self).__name__, ", ".join(keys.missing_keys), ", ".join(keys.unexpected_keys)))
     return keys
+
+
+def _overriding_loaders(root):
+    """The modules of root's tree whose class overrides Module._load_from_state_dict."""
+    from .modules import Module
+    base = Module._load_from_state_dict
+    return {m for m in root.modules() if type(m)._load_from_state_dict is not base}
+
+
+def _own_state(module):
+    """name -> tensor of the module's own parameters and persistent buffers (its own state-dict entries)."""
+    persistent = _persistent_buffer_names(module)
+    own = collections.OrderedDict(module._named_parameters(False))
+    own.update((n, b) for n, b in module._named_buffers(False) if n in persistent)
+    return own
+
+
+def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                          error_msgs):
+    """torch's Module._load_from_state_dict, which subclasses override (renaming legacy keys, converting
+    values) and reach through super(): runs this module's load pre-hooks, copies state_dict[prefix + name]
+    into each of its own parameters and persistent buffers (a missing one goes to missing_keys, a shape
+    mismatch to error_msgs) and, under strict, lists the keys under prefix that name nothing here in
+    unexpected_keys. Children are not loaded here (load_state_dict visits them)."""
+    for hook in list(_sd_hooks(self, "load_pre").values()):
+        hook(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs)
+    own = _own_state(self)
+    with _C._GradMode(False):
+        for name, tensor in own.items():
+            key = prefix + name
+            if key not in state_dict:
+                missing_keys.append(key)
+            elif tuple(state_dict[key].shape) != tuple(tensor.shape):
+                error_msgs.append("size mismatch for %s: copying a param with shape %s from checkpoint, the shape "
+                                  "in current model is %s." % (key, state_dict[key].shape, tensor.shape))
+            else:
+                tensor.copy_(state_dict[key])
+    if strict:
+        children = {n for n, _ in self._named_children()}
+        for key in state_dict:
+            if not key.startswith(prefix):
+                continue
+            head, dot, _ = key[len(prefix):].partition(".")
+            if (dot and head not in children) or (not dot and head not in own):  # torch's test
+                unexpected_keys.append(key)
 
 
 def _load_state_dict_into(self, state_dict, strict, assign):

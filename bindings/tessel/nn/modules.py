@@ -910,9 +910,9 @@ def _put_copied_buffer(new, name, value, persistent, copied):
 
 # State dicts and their hooks live in _state_dict.py, which imports this file's helpers defined above.
 from ._state_dict import (  # noqa: E402
-    _persistent_buffer_names, _register_load_state_dict_pre_hook, _register_state_dict_hook, load_state_dict,
-    register_load_state_dict_post_hook, register_load_state_dict_pre_hook, register_state_dict_post_hook,
-    register_state_dict_pre_hook, state_dict)
+    _load_from_state_dict, _persistent_buffer_names, _register_load_state_dict_pre_hook, _register_state_dict_hook,
+    load_state_dict, register_load_state_dict_post_hook, register_load_state_dict_pre_hook,
+    register_state_dict_post_hook, register_state_dict_pre_hook, state_dict)
 
 def _to_empty(self, *, device, recurse=True):
     """torch's Module.to_empty(device=): the parameters and buffers on `device` with undefined values.
@@ -931,7 +931,8 @@ _METHODS = dict(
     __setattr__=_setattr, __delattr__=_delattr, __getattr__=_getattr, __call__=_call, __repr__=_repr, _forward_from_cpp=_forward_from_cpp,
     forward=_forward, named_parameters=named_parameters, parameters=parameters, named_buffers=named_buffers,
     buffers=buffers, named_modules=named_modules, modules=modules, named_children=named_children, children=children,
-    state_dict=state_dict, load_state_dict=load_state_dict, train=train, eval=eval, zero_grad=zero_grad,
+    state_dict=state_dict, load_state_dict=load_state_dict, _load_from_state_dict=_load_from_state_dict, train=train,
+    eval=eval, zero_grad=zero_grad,
     requires_grad_=requires_grad_, apply=apply, to=_module_to, cpu=lambda self: self, cuda=_module_cuda,
     to_empty=_to_empty,
     float=lambda self: _module_to(self, _dtypes.float32), double=lambda self: _module_to(self, _dtypes.float64),
