@@ -141,9 +141,8 @@ class PyLayer final : public Layer, public PyLayerBase {
     bool overrides = false;
     if (self) {  // the class's forward is not the layer's, or the instance has its own
       overrides = !py::type::handle_of(self).attr("forward").is(py::type::of<Layer>().attr("forward"));
-      if (PyObject** dict = _PyObject_GetDictPtr(self.ptr()); dict != nullptr && *dict != nullptr) {
-        overrides = overrides || PyDict_GetItemString(*dict, "forward") != nullptr;
-      }
+      const py::object dict = py::getattr(self, "__dict__", py::none());
+      overrides = overrides || (py::isinstance<py::dict>(dict) && dict.cast<py::dict>().contains("forward"));
     }
     state_.store(overrides ? kYes : kNo);
     return overrides;
