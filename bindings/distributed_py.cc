@@ -259,7 +259,36 @@ std::string PartialOpName(const dtensor::Partial& p) {
   }
 }
 
+// torch's _StridedShard(dim, split_factor): how torch 2.15 prints a Shard axis applied out of mesh order
+// (FSDP over TP: [_StridedShard(0, sf=2), Shard(0)]). tessel keeps that as the spec's shard order
+// (dtensor/shard_order.h); placements are read out with these and accepted back (ParsePlacements).
+struct StridedShardPlacement {
+  int64_t dim;
+  int64_t split_factor;
+};
+
 void BindPlacements(py::module_& m) {
+  py::class_<StridedShardPlacement>(m, "_StridedShard")
+      .def(py::init([](int64_t dim, int64_t split_factor) {
+             TESSEL_CHECK(split_factor >= 1, "_StridedShard: split_factor must be >= 1, got ", split_factor);
+             return StridedShardPlacement{dim, split_factor};
+           }), py::arg("dim"), py::arg("split_factor"))
+      .def_readonly("dim", &StridedShardPlacement::dim)
+      .def_readonly("split_factor", &StridedShardPlacement::split_factor)
+      .def("__eq__", [](const StridedShardPlacement& a, const StridedShardPlacement& b) {
+        return a.dim == b.dim && a.split_factor == b.split_factor;
+      }, py::is_operator())
+      .def("__hash__", [](const StridedShardPlacement& a) { return py::hash(py::make_tuple(a.dim, a.split_factor)); })
+      .def("__repr__", [](const StridedShardPlacement& a) {
+        return Str("_StridedShard(dim=", a.dim, ", sf=", a.split_factor, ")");
+      })
+      .def("__str__", [](const StridedShardPlacement& a) { return Str("_S(", a.dim, ", ", a.split_factor, ")"); })
+      // torch 2.15: not a Shard (isinstance and is_shard are False)
+      .def("is_shard", [](const StridedShardPlacement&, const py::object&) { return false; },
+           py::arg("dim") = py::none())
+      .def("is_replicate", [](const StridedShardPlacement&) { return false; })
+      .def("is_partial", [](const StridedShardPlacement&, const py::object&) { return false; },
+           py::arg("reduce_op") = py::none());
   py::class_<dtensor::Shard>(m, "Shard")
       .def(py::init([](int64_t dim) { return dtensor::Shard{dim}; }), py::arg("dim"))
       .def_readonly("dim", &dtensor::Shard::dim)
@@ -317,13 +346,55 @@ void BindPlacements(py::module_& m) {
       }, py::arg("reduce_op") = py::none());
 }
 
+// Placements from Python, _StridedShard included: the plain placements (a _StridedShard is a Shard of its
+// dim) and, when any split factor is > 1, the shard order they describe.
+struct ParsedPlacements {
+  std::vector<dtensor::Placement> placements;
+  std::optional<dtensor::ShardOrder> order;
+};
+
+ParsedPlacements ParsePlacements(const py::sequence& given, const dtensor::DeviceMesh& mesh, int64_t ndim) {
+  ParsedPlacements out;
+  std::vector<int64_t> factors;
+  bool strided = false;
+  for (const py::handle item : given) {
+    if (py::isinstance<StridedShardPlacement>(item)) {
+      const auto& s = item.cast<const StridedShardPlacement&>();
+      out.placements.emplace_back(dtensor::Shard{s.dim < 0 ? s.dim + ndim : s.dim});
+      factors.push_back(s.split_factor);
+      strided = strided || s.split_factor > 1;
+    } else {
+      out.placements.push_back(item.cast<dtensor::Placement>());
+      factors.push_back(1);
+    }
+  }
+  if (strided && static_cast<int>(out.placements.size()) == mesh.ndim()) {
+    out.order = dtensor::ShardOrderFromSplitFactors(out.placements, factors, mesh.shape(), ndim);
+  }
+  return out;
+}
+
+// A DTensor's placements as torch 2.15 prints them: an axis applied out of mesh order is a _StridedShard.
+py::tuple PlacementsForPython(const dtensor::DTensor& d) {
+  const std::vector<int64_t> factors = dtensor::StridedShardSplitFactors(d.spec().shard_order(), d.mesh().shape());
+  py::list out;
+  for (size_t a = 0; a < d.placements().size(); ++a) {
+    if (factors[a] > 1) {
+      out.append(py::cast(StridedShardPlacement{std::get<dtensor::Shard>(d.placements()[a]).dim, factors[a]}));
+    } else {
+      out.append(py::cast(d.placements()[a]));
+    }
+  }
+  return py::tuple(out);
+}
+
 void BindDTensor(py::module_& m) {
   auto t = py::reinterpret_borrow<py::class_<Tensor>>(m.attr("Tensor"));
   // A tuple, as torch's (compared with tuples, usable as a dict key); on a dense tensor an AttributeError,
   // so hasattr(x, "placements") and getattr(x, "device_mesh", None) work as with torch.Tensor.
   t.def_property_readonly("placements", [](const Tensor& x) {
      if (!x.is_distributed()) throw py::attribute_error("'Tensor' object has no attribute 'placements' (not a DTensor)");
-     return py::tuple(py::cast(dtensor::DTensor(x).placements()));
+     return PlacementsForPython(dtensor::DTensor(x));
    })
       .def_property_readonly("device_mesh", [](const Tensor& x) {
         if (!x.is_distributed()) {
@@ -342,16 +413,20 @@ void BindDTensor(py::module_& m) {
            "The whole global tensor on every rank (collective); grad_placements: the layout the gradient of the "
            "result is taken in (default Replicate), as torch's")
       .def("redistribute", [](const Tensor& x, std::optional<dtensor::DeviceMesh> mesh,
-                              std::optional<std::vector<dtensor::Placement>> p, bool async_op,
+                              std::optional<py::sequence> p, bool async_op,
                               std::optional<DType> forward_dtype, const py::object& backward_dtype) {
         (void)async_op;  // accepted for torch's signature; the redistribute completes before returning
         TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, backward_dtype.is_none(),
                           "redistribute: backward_dtype is not supported (the gradient moves in its own dtype)");
+        const dtensor::DeviceMesh target = mesh ? *mesh : dtensor::DTensor(x).mesh();
+        std::optional<ParsedPlacements> parsed;
+        if (p) parsed = ParsePlacements(*p, target, x.dim());
         return NoGil([&] {
           // torch's forward_dtype: the local piece is cast before it moves (a differentiable cast: the gradient
           // returns in the tensor's dtype).
           const dtensor::DTensor d(forward_dtype && *forward_dtype != x.dtype() ? Cast(x, *forward_dtype) : x);
-          return d.Redistribute(mesh ? *mesh : d.mesh(), p ? std::move(*p) : d.placements()).tensor();
+          if (!parsed) return d.Redistribute(target, d.placements(), d.spec().shard_order()).tensor();
+          return d.Redistribute(target, parsed->placements, parsed->order).tensor();
         });
       }, py::arg("device_mesh") = py::none(), py::arg("placements") = py::none(), py::kw_only(),
          py::arg("async_op") = false, py::arg("forward_dtype") = py::none(), py::arg("backward_dtype") = py::none(),
@@ -367,9 +442,11 @@ void BindDTensor(py::module_& m) {
     }
     return out;
   }, py::arg("dtensor"));
-  m.def("distribute_tensor", [](const Tensor& x, const dtensor::DeviceMesh& mesh, std::vector<dtensor::Placement> p,
+  m.def("distribute_tensor", [](const Tensor& x, const dtensor::DeviceMesh& mesh, const py::sequence& given,
                                 std::optional<int> src_data_rank) {
+    ParsedPlacements p = ParsePlacements(given, mesh, x.dim());
     dtensor::DistributeOptions options;
+    options.shard_order = std::move(p.order);
     if (src_data_rank) {
       // torch: group rank src_data_rank on every mesh dim scatters / broadcasts its tensor, i.e. the rank at
       // coordinate (k, ..., k) is the source (a whole-tensor broadcast here, then each rank slices).
@@ -382,16 +459,18 @@ void BindDTensor(py::module_& m) {
     } else {
       options.replicas = dtensor::ReplicaSource::kLocal;  // torch's None: each rank's own values, no communication
     }
-    return NoGil([&] { return dtensor::DistributeTensor(x, mesh, std::move(p), options).tensor(); });
+    return NoGil([&] { return dtensor::DistributeTensor(x, mesh, std::move(p.placements), options).tensor(); });
   }, py::arg("tensor"), py::arg("device_mesh"), py::arg("placements"), py::arg("src_data_rank") = 0,
         "This rank's piece of a full tensor: the tensor of src_data_rank (a rank on every mesh dim, torch's "
         "default 0) is broadcast first; None: every rank's own value, no communication");
-  m.def("from_local", [](const Tensor& local, const dtensor::DeviceMesh& mesh, std::vector<dtensor::Placement> p,
+  m.def("from_local", [](const Tensor& local, const dtensor::DeviceMesh& mesh, const py::sequence& given,
                          std::optional<Shape> shape, std::optional<Shape> stride, bool run_check,
                          std::optional<std::vector<dtensor::Placement>> grad_placements) {
+    ParsedPlacements p = ParsePlacements(given, mesh, local.dim());
     const dtensor::FromLocalOptions options{.shape = std::move(shape), .stride = std::move(stride),
-                                            .run_check = run_check, .grad_placements = std::move(grad_placements)};
-    return NoGil([&] { return dtensor::DTensor::FromLocal(local, mesh, std::move(p), options).tensor(); });
+                                            .shard_order = std::move(p.order), .run_check = run_check,
+                                            .grad_placements = std::move(grad_placements)};
+    return NoGil([&] { return dtensor::DTensor::FromLocal(local, mesh, std::move(p.placements), options).tensor(); });
   }, py::arg("local_tensor"), py::arg("device_mesh"), py::arg("placements"), py::arg("shape") = py::none(),
         py::arg("stride") = py::none(), py::arg("run_check") = false, py::arg("grad_placements") = py::none(),
         "DTensor.from_local: wraps each rank's local piece; the global shape is `shape`, else derived from every "

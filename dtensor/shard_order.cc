@@ -1,6 +1,9 @@
 // dtensor/shard_order.cc — default shard order, its printed form and the _StridedShard mapping.
 #include "dtensor/shard_order.h"
 
+#include <algorithm>
+#include <string>
+
 #include "core/base/error.h"
 
 namespace tessel::dtensor {
@@ -52,6 +55,30 @@ std::vector<int64_t> StridedShardSplitFactors(const ShardOrder& order, std::span
     }
   }
   return factors;
+}
+
+ShardOrder ShardOrderFromSplitFactors(std::span<const Placement> placements, std::span<const int64_t> split_factors,
+                                      std::span<const int64_t> mesh_shape, int64_t ndim) {
+  ShardOrder order = DefaultShardOrder(placements, ndim);
+  for (std::vector<int>& axes : order) {  // ascending mesh order: next_permutation visits every order
+    bool found = false;
+    do {
+      const std::vector<int64_t> got = StridedShardSplitFactors(ShardOrder{axes}, mesh_shape);
+      found = std::all_of(axes.begin(), axes.end(), [&](int a) {
+        return got[static_cast<size_t>(a)] == split_factors[static_cast<size_t>(a)];
+      });
+    } while (!found && std::next_permutation(axes.begin(), axes.end()));
+    if (found) continue;
+    auto join = [](std::span<const int64_t> v) {
+      std::string out;
+      for (int64_t x : v) out += (out.empty() ? "" : ", ") + std::to_string(x);
+      return "[" + out + "]";
+    };
+    TESSEL_FAIL(ErrorCode::kInvalidArgument, "_StridedShard: no sharding order of placements ",
+                PlacementsToString(placements), " on a mesh of shape ", join(mesh_shape), " gives the split factors ",
+                join(split_factors));
+  }
+  return order;
 }
 
 }  // namespace tessel::dtensor

@@ -41,4 +41,11 @@ std::string ShardOrderToString(const ShardOrder& order);
 // PyTorch's _StridedShard split factor per mesh axis (1 for plain Shard and non-Shard axes).
 std::vector<int64_t> StridedShardSplitFactors(const ShardOrder& order, std::span<const int64_t> mesh_shape);
 
+// The inverse: the shard order whose StridedShardSplitFactors are `split_factors` (one per mesh axis, 1 for a
+// plain Shard), i.e. PyTorch's [_StridedShard(0, sf=2), Shard(0)] read back as order {{1, 0}}. For each
+// tensor dim, the permutation of the axes sharding it whose factors match. kInvalidArgument when no order
+// gives them (naming the placements and factors).
+ShardOrder ShardOrderFromSplitFactors(std::span<const Placement> placements, std::span<const int64_t> split_factors,
+                                      std::span<const int64_t> mesh_shape, int64_t ndim);
+
 }  // namespace tessel::dtensor

@@ -98,7 +98,8 @@ FsdpParam::FsdpParam(nn::Module* module, std::vector<std::string> fqns, const Te
       mesh_info_(mesh_info),
       orig_dtype_(param.dtype()),
       param_dtype_(IsFloating(param.dtype()) ? mp.param_dtype.value_or(param.dtype()) : param.dtype()),
-      reduce_dtype_(IsFloating(param.dtype()) ? mp.reduce_dtype.value_or(param_dtype_) : param.dtype()) {
+      // unset: the original dtype (torch 2.15: fp32 gradients reduce in fp32 whatever param_dtype)
+      reduce_dtype_(IsFloating(param.dtype()) ? mp.reduce_dtype.value_or(param.dtype()) : param.dtype()) {
   NoGradGuard no_grad;
   Tensor local = param;
   if (const dtensor::DTensorImpl* d = dtensor::AsDTensorImpl(param)) {

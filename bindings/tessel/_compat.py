@@ -519,8 +519,11 @@ def _whole_along(x, dim):
     if not x.is_distributed or x.ndim == 0:
         return False
     d = dim % x.ndim
-    return not builtins.any(isinstance(p, _C.Partial) or (isinstance(p, _C.Shard) and p.dim % x.ndim == d)
+    return not builtins.any(isinstance(p, _C.Partial) or (isinstance(p, _SHARDS) and p.dim % x.ndim == d)
                             for p in x.placements)
+
+
+_SHARDS = (_C.Shard, _C._StridedShard)  # placements that split a dim
 
 
 def _rewrap(x, local, shape):
@@ -537,7 +540,7 @@ def _gather(self, dim, index, *, sparse_grad=False):
     from ._tensor import Tensor as _T
     if isinstance(index, _T) and index.is_distributed and _whole_along(self, dim) and \
             index.device_mesh == self.device_mesh and tuple(index.placements) == tuple(self.placements) and \
-            builtins.all(self.shape[p.dim] == index.shape[p.dim] for p in self.placements if isinstance(p, _C.Shard)):
+            builtins.all(self.shape[p.dim] == index.shape[p.dim] for p in self.placements if isinstance(p, _SHARDS)):
         return _rewrap(self, _gather(self.to_local(), dim, index.to_local()), index.shape)
     idx = index.numpy() if isinstance(index, _T) else np.asarray(index)
     dim = dim % builtins.max(self.ndim, 1)

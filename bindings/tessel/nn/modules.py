@@ -706,7 +706,7 @@ def _hook(register):
 def _current_call(mod):
     """The Python call of `mod` being run ([args, kwargs, tensor slots, output kind]; _call_forward), or None
     when C++ called it (a pipeline stage, a C++ parent: tensors only)."""
-    calls = mod.__dict__.get("_tessel_calls")
+    calls = _dict(mod).get("_tessel_calls")  # (a module C++ created has no dict: C++ calls it)
     return calls[-1] if calls else None
 
 

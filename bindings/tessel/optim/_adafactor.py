@@ -28,7 +28,8 @@ def _factor_zeros(grad, dim):
     if not grad.is_distributed:
         return zeros
     reduced = dim % grad.dim()
-    placements = [_C.Replicate() if isinstance(pl, _C.Shard) and pl.dim % grad.dim() == reduced else pl
+    splits = (_C.Shard, _C._StridedShard)
+    placements = [_C.Replicate() if isinstance(pl, splits) and pl.dim % grad.dim() == reduced else pl
                   for pl in grad.placements]
     return _C.distribute_tensor(zeros, grad.device_mesh, placements, None)
 

@@ -22,9 +22,10 @@ from ..device_mesh import init_device_mesh
 @dataclasses.dataclass(frozen=True)
 class MixedPrecisionPolicy:
     """torch's MixedPrecisionPolicy (a frozen dataclass with its fields): param_dtype for the unsharded
-    parameters (the all-gather, forward and backward), reduce_dtype for the gradient reduce-scatter,
-    output_dtype for forward outputs, cast_forward_inputs. param_dtype_override_fn (torch 2.15's per-parameter
-    dtype) is not supported: fully_shard raises NotImplementedError when it is set."""
+    parameters (the all-gather, forward and backward), reduce_dtype for the gradient reduce-scatter (unset:
+    the parameter's own dtype, torch 2.15's default: float32 parameters reduce in float32 whatever
+    param_dtype), output_dtype for forward outputs, cast_forward_inputs. param_dtype_override_fn (torch 2.15's
+    per-parameter dtype) is not supported: fully_shard raises NotImplementedError when it is set."""
     param_dtype: object = None
     reduce_dtype: object = None
     output_dtype: object = None

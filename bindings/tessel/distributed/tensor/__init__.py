@@ -12,7 +12,8 @@ from ... import _C
 Shard = _C.Shard
 Replicate = _C.Replicate
 Partial = _C.Partial
-Placement = (_C.Shard, _C.Replicate, _C.Partial)  # isinstance(p, Placement) as torch's base class
+_StridedShard = _C._StridedShard  # torch 2.15's label of a Shard axis applied out of mesh order (FSDP over TP)
+Placement = (_C.Shard, _C.Replicate, _C.Partial, _C._StridedShard)  # isinstance(p, Placement) as torch's base
 DeviceMesh = _C.DeviceMesh
 
 

@@ -6,10 +6,10 @@ to styles, applied in the dict's order. The styles take torch's keyword names an
 is C++ (parameters become DTensors on the tensor-parallel mesh, forward hooks move the activations), so
 they act alike on Python-defined modules (``tessel.nn.Module`` subclasses are ``nn::Module``s) and on the
 C++ layers. Colwise/Rowwise shard ``nn.Linear`` and ``nn.Embedding``; SequenceParallel acts on
-``nn.LayerNorm`` / ``nn.RMSNorm``; PrepareModuleInput/Output act on any module, one layout per *tensor*
-positional input (non-tensor arguments bypass module hooks in tessel) or per output, and
-PrepareModuleInput's ``input_kwarg_layouts`` / ``desired_input_kwarg_layouts`` per keyword argument by name
-(a Python forward pre-hook with_kwargs, as torch's).
+``nn.LayerNorm`` / ``nn.RMSNorm``; PrepareModuleInput/Output act on any module, one layout per positional
+input (None for one to leave as it is, a complex freqs_cis say) or per output, and PrepareModuleInput's
+``input_kwarg_layouts`` / ``desired_input_kwarg_layouts`` per keyword argument by name (the inputs in a
+Python forward pre-hook with_kwargs, as torch's, which sees every argument).
 
     tp_mesh = init_device_mesh("cpu", (2,), mesh_dim_names=("tp",))
     parallelize_module(mlp, tp_mesh, {"fc": ColwiseParallel(), "proj": RowwiseParallel()})
@@ -34,7 +34,7 @@ class ParallelStyle:
 
     def __eq__(self, other):
         return type(self) is type(other) and self._c == other._c and \
-            getattr(self, "_kwargs", None) == getattr(other, "_kwargs", None)
+            getattr(self, "_inputs", None) == getattr(other, "_inputs", None)
 
 
 def _one(layout, name, default):
@@ -53,45 +53,70 @@ def _layouts(layouts, name):
     return list(layouts) if isinstance(layouts, (tuple, list)) else [layouts]
 
 
-class _KwargLayouts:
-    """PrepareModuleInput's keyword-argument half, torch's: a keyword argument named in input_kwarg_layouts
-    is taken as that placement (a local tensor becomes a DTensor on the tensor-parallel mesh; a DTensor is
-    kept), redistributed to its desired_input_kwarg_layouts entry when that differs, and handed to forward
-    local when use_local_output; other keyword arguments pass unchanged."""
+class _InputLayouts:
+    """PrepareModuleInput's input half, torch's (a Python forward pre-hook with_kwargs, which sees every
+    argument, so positional layouts pair with all positional arguments, as torch's: a complex freqs_cis
+    with a None layout passes as it is). An argument with a layout is taken as that placement (a local
+    tensor becomes a DTensor on the tensor-parallel mesh; a DTensor is kept), redistributed to its desired
+    layout when that differs, and handed to forward local when use_local_output; those with None (or not
+    named in input_kwarg_layouts) pass unchanged."""
 
-    def __init__(self, style, layouts, desired, use_local_output):
-        layouts, desired = dict(layouts or {}), dict(desired or {})
-        if len(layouts) != len(desired):
+    def __init__(self, style, layouts, desired, kw_layouts, kw_desired, use_local_output):
+        kw_layouts, kw_desired = dict(kw_layouts or {}), dict(kw_desired or {})
+        if len(kw_layouts) != len(kw_desired):
             raise ValueError("%s: input_kwarg_layouts and desired_input_kwarg_layouts should have same length! "
-                             "(got %s and %s)" % (style, sorted(layouts), sorted(desired)))
-        self.layouts, self.desired, self.use_local_output = layouts, desired, bool(use_local_output)
+                             "(got %s and %s)" % (style, sorted(kw_layouts), sorted(kw_desired)))
+        if len(layouts) != len(desired):
+            raise ValueError("%s: input_layouts has %d entries but desired_input_layouts has %d"
+                             % (style, len(layouts), len(desired)))
+        for i, (layout, want) in enumerate(zip(layouts, desired)):
+            if layout is None and want is not None:
+                raise ValueError("%s: desired_input_layouts[%d] is %s but input_layouts[%d] is None (declare the "
+                                 "layout it arrives in)" % (style, i, want, i))
+        self.layouts, self.desired = list(layouts), list(desired)
+        self.kw_layouts, self.kw_desired, self.use_local_output = kw_layouts, kw_desired, bool(use_local_output)
 
     def __bool__(self):
-        return bool(self.layouts)
+        return bool(self.layouts or self.kw_layouts)
+
+    def _key(self):
+        return (self.layouts, self.desired, self.kw_layouts, self.kw_desired, self.use_local_output)
 
     def __eq__(self, other):
-        return isinstance(other, _KwargLayouts) and (self.layouts, self.desired, self.use_local_output) == \
-            (other.layouts, other.desired, other.use_local_output)
+        return isinstance(other, _InputLayouts) and self._key() == other._key()
+
+    def _prepared(self, mod, what, value, layout, want, tp_mesh):
+        from ...tensor import DTensor
+        from ...._complex import ComplexTensor, view_as_complex, view_as_real
+        if layout is None:
+            return value
+        if isinstance(value, ComplexTensor):  # over its real view [..., 2]: a negative Shard dim moves by one
+            def real_dim(p):
+                return Shard(p.dim - 1) if isinstance(p, Shard) and p.dim < 0 else p
+            real = self._prepared(mod, what, view_as_real(value), real_dim(layout),
+                                  None if want is None else real_dim(want), tp_mesh)
+            return view_as_complex(real)
+        if not isinstance(value, _C.Tensor):
+            raise TypeError("PrepareModuleInput: %s of %s has input layout %r but is a %s, not a tensor"
+                            % (what, type(mod).__name__, layout, type(value).__name__))
+        dt = value if isinstance(value, DTensor) else DTensor.from_local(value, tp_mesh, (layout,))
+        target = want if want is not None else layout  # a DTensor arriving otherwise is moved there too
+        if tuple(dt.placements) != (target,):
+            dt = dt.redistribute(tp_mesh, (target,))
+        return dt.to_local() if self.use_local_output else dt
 
     def apply(self, module, tp_mesh):
-        from ...tensor import DTensor
-
         def hook(mod, args, kwargs):
-            out = dict(kwargs)
-            for name, value in kwargs.items():
-                layout = self.layouts.get(name)
-                if layout is None:
-                    continue
-                if not isinstance(value, _C.Tensor):
-                    raise TypeError("PrepareModuleInput: keyword argument '%s' of %s has input_kwarg_layouts %r but "
-                                    "is a %s, not a tensor" % (name, type(mod).__name__, layout,
-                                                               type(value).__name__))
-                dt = value if isinstance(value, DTensor) else DTensor.from_local(value, tp_mesh, (layout,))
-                want = self.desired.get(name)
-                if want is not None and want != layout:
-                    dt = dt.redistribute(tp_mesh, (want,))
-                out[name] = dt.to_local() if self.use_local_output else dt
-            return args, out
+            if self.layouts:
+                if len(args) != len(self.layouts):
+                    raise ValueError("PrepareModuleInput: %s got %d positional inputs but input_layouts has %d "
+                                     "entries (module inputs and input_layouts should have same length!)"
+                                     % (type(mod).__name__, len(args), len(self.layouts)))
+                args = tuple(self._prepared(mod, "positional input %d" % i, a, layout, want, tp_mesh)
+                             for i, (a, layout, want) in enumerate(zip(args, self.layouts, self.desired)))
+            kwargs = {name: self._prepared(mod, "keyword argument '%s'" % name, value, self.kw_layouts.get(name),
+                                           self.kw_desired.get(name), tp_mesh) for name, value in kwargs.items()}
+            return args, kwargs
         module.register_forward_pre_hook(hook, with_kwargs=True)
 
 
@@ -123,15 +148,19 @@ class SequenceParallel(ParallelStyle):
 
 
 class PrepareModuleInput(ParallelStyle):
-    """Annotates each tensor input with input_layouts and redistributes it to desired_input_layouts."""
+    """Annotates each input with input_layouts and redistributes it to desired_input_layouts."""
 
     def __init__(self, *, input_layouts=None, desired_input_layouts=None, input_kwarg_layouts=None,
                  desired_input_kwarg_layouts=None, use_local_output=False):
-        self._kwargs = _KwargLayouts("PrepareModuleInput", input_kwarg_layouts, desired_input_kwarg_layouts,
-                                     use_local_output)
-        self._c = _C.PrepareModuleInput(_layouts(input_layouts, "input_layouts"),
-                                        _layouts(desired_input_layouts, "desired_input_layouts"),
-                                        bool(use_local_output))
+        layouts = _layouts(input_layouts, "input_layouts")
+        desired = _layouts(desired_input_layouts, "desired_input_layouts")
+        self._shown = _C.PrepareModuleInput(layouts, desired, bool(use_local_output))  # checks, repr
+        self._inputs = _InputLayouts("PrepareModuleInput", layouts, desired, input_kwarg_layouts,
+                                     desired_input_kwarg_layouts, use_local_output)
+        self._c = _C.PrepareModuleInput([], [], bool(use_local_output))  # the inputs are _inputs' (Python)
+
+    def __repr__(self):
+        return repr(self._shown)
 
 
 class PrepareModuleOutput(ParallelStyle):
@@ -149,13 +178,17 @@ class PrepareModuleInputOutput(ParallelStyle):
     def __init__(self, *, input_layouts=None, desired_input_layouts=None, input_kwarg_layouts=None,
                  desired_input_kwarg_layouts=None, use_local_input=False, output_layouts,
                  desired_output_layouts, use_local_output=True):
-        self._kwargs = _KwargLayouts("PrepareModuleInputOutput", input_kwarg_layouts, desired_input_kwarg_layouts,
-                                     use_local_input)
-        self._c = _C.PrepareModuleInputOutput(_layouts(input_layouts, "input_layouts"),
-                                              _layouts(desired_input_layouts, "desired_input_layouts"),
-                                              bool(use_local_input), _layouts(output_layouts, "output_layouts"),
-                                              _layouts(desired_output_layouts, "desired_output_layouts"),
-                                              bool(use_local_output))
+        layouts = _layouts(input_layouts, "input_layouts")
+        desired = _layouts(desired_input_layouts, "desired_input_layouts")
+        outputs = (_layouts(output_layouts, "output_layouts"),
+                   _layouts(desired_output_layouts, "desired_output_layouts"), bool(use_local_output))
+        self._shown = _C.PrepareModuleInputOutput(layouts, desired, bool(use_local_input), *outputs)
+        self._inputs = _InputLayouts("PrepareModuleInputOutput", layouts, desired, input_kwarg_layouts,
+                                     desired_input_kwarg_layouts, use_local_input)
+        self._c = _C.PrepareModuleInputOutput([], [], bool(use_local_input), *outputs)
+
+    def __repr__(self):
+        return repr(self._shown)
 
 
 def _style(style, where):
@@ -189,11 +222,11 @@ def parallelize_module(module, device_mesh=None, parallelize_plan=None, *, src_d
         _C.parallelize_module_with_style(module, device_mesh, _style(parallelize_plan, "parallelize_plan"),
                                          src_data_rank, tp_axis)
         styles = [(module, parallelize_plan)]
-    kwarg_styles = [(m, s._kwargs) for m, s in styles if getattr(s, "_kwargs", None)]
-    if kwarg_styles:
+    input_styles = [(m, s._inputs) for m, s in styles if getattr(s, "_inputs", None)]
+    if input_styles:
         tp_mesh = device_mesh if device_mesh.ndim == 1 else device_mesh[tp_axis]
-        for m, kw in kwarg_styles:
-            kw.apply(m, tp_mesh)
+        for m, inputs in input_styles:
+            inputs.apply(m, tp_mesh)
     return module
 
 
