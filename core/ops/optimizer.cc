@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdint>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "core/autograd/call.h"
@@ -74,17 +75,24 @@ void AdamWRange(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor&
     const C cb2 = static_cast<C>(k.b2), ceps = static_cast<C>(k.eps);
     const C decay = static_cast<C>(k.decay), ss = static_cast<C>(k.step_size), bcs = static_cast<C>(k.bc2_sqrt);
     // torch's weights: 1 - beta in double, then rounded (1 - 0.999f in float32 is 6.6e-6 relative off)
-    const C w1 = static_cast<C>(1.0 - k.b1), w2 = static_cast<C>(1.0 - k.b2);
-    const bool low = 1.0 - k.b1 < 0.5;
-    for (int64_t i = s; i < e; ++i) {
-      const C grad = ToCompute(pg[i]), m0 = ToCompute(pm[i]);
-      // exp_avg.lerp_(grad, 1 - beta1), with torch's two-sided lerp
-      const C mi = low ? m0 + w1 * (grad - m0) : grad - (grad - m0) * (1 - w1);
-      const C vi = cb2 * ToCompute(pv[i]) + w2 * grad * grad;
-      pm[i] = FromCompute<T>(mi);
-      pv[i] = FromCompute<T>(vi);
-      const C denom = std::sqrt(vi) / bcs + ceps;
-      pp[i] = FromCompute<T>(ToCompute(pp[i]) * decay - ss * mi / denom);
+    const C w1 = static_cast<C>(1.0 - k.b1), w2 = static_cast<C>(1.0 - k.b2), omw1 = 1 - w1;
+    // exp_avg.lerp_(grad, 1 - beta1) with torch's two-sided lerp; the side is chosen once per call, so
+    // the loop stays one vectorizable body
+    auto update = [&](auto low_weight) {
+      for (int64_t i = s; i < e; ++i) {
+        const C grad = ToCompute(pg[i]), m0 = ToCompute(pm[i]);
+        const C mi = decltype(low_weight)::value ? m0 + w1 * (grad - m0) : grad - (grad - m0) * omw1;
+        const C vi = cb2 * ToCompute(pv[i]) + w2 * grad * grad;
+        pm[i] = FromCompute<T>(mi);
+        pv[i] = FromCompute<T>(vi);
+        const C denom = std::sqrt(vi) / bcs + ceps;
+        pp[i] = FromCompute<T>(ToCompute(pp[i]) * decay - ss * mi / denom);
+      }
+    };
+    if (1.0 - k.b1 < 0.5) {
+      update(std::true_type{});
+    } else {
+      update(std::false_type{});
     }
   });
 }
