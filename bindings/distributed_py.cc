@@ -123,7 +123,10 @@ void BindProcessGroups(py::module_& m) {
       .value("MIN", comm::ReduceOp::kMin)
       .value("PRODUCT", comm::ReduceOp::kProduct);
   py::class_<comm::Work, comm::WorkPtr>(m, "Work")
-      .def("wait", [](comm::Work& w) { NoGil([&] { w.Wait(); }); })
+      .def("wait", [](comm::Work& w, const py::object&) {
+        NoGil([&] { w.Wait(); });
+        return true;  // torch's Work.wait()
+      }, py::arg("timeout") = py::none())
       // torch's Work._source_rank(): the sender of a receive from any rank (waits for it).
       .def("_source_rank", [](comm::Work& w) {
         const int src = NoGil([&] { return w.SourceRank(); });

@@ -1581,8 +1581,8 @@ def test_list_collectives_object_p2p_and_batch_isend_irecv_follow_torch_distribu
         buf = tessel.zeros(1)
         works = dist.batch_isend_irecv([dist.P2POp(dist.isend, tessel.full((1,), float(r)), (r + 1) % n),
                                         dist.P2POp(dist.irecv, buf, (r - 1) % n)])
-        for w in works:
-            w.wait()
+        assert [w.wait() for w in works] == [True, True]  # torch's Work.wait() returns True
+        assert dist.all_reduce(tessel.ones(1), async_op=True).wait() is True
         dist.monitored_barrier()
         got[r] = (out.tolist(), [o.tolist() for o in outs], objs, mine[0], received, buf.tolist(),
                   dist.get_process_group_ranks(dist.group.WORLD), dist.get_backend())

@@ -258,9 +258,10 @@ class _DeferredP2P:
     def __init__(self, group):
         self._group, self._work = group, None
 
-    def wait(self):
+    def wait(self, timeout=None):
         _flush_p2p(self._group)
         self._work.wait()
+        return True  # torch's Work.wait()
 
     def is_completed(self):
         _flush_p2p(self._group)
