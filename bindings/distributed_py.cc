@@ -180,7 +180,13 @@ void BindMesh(py::module_& m) {
            py::arg("device_type"), py::arg("mesh"), py::kw_only(), py::arg("mesh_dim_names") = py::none())
       .def_property_readonly("shape", [](const dtensor::DeviceMesh& d) { return py::tuple(py::cast(d.shape())); })
       .def_property_readonly("ndim", &dtensor::DeviceMesh::ndim)
-      .def_property_readonly("mesh_dim_names", [](const dtensor::DeviceMesh& d) { return py::tuple(py::cast(d.axis_names())); })
+      // torch's None for a mesh built without names (tessel's axes are then named axis0, axis1, ...)
+      .def_property_readonly("mesh_dim_names", [](const dtensor::DeviceMesh& d) -> py::object {
+        bool defaulted = true;
+        for (size_t a = 0; a < d.axis_names().size(); ++a) defaulted = defaulted && d.axis_names()[a] == Str("axis", a);
+        if (defaulted) return py::none();
+        return py::tuple(py::cast(d.axis_names()));
+      })
       .def("size", [](const dtensor::DeviceMesh& d, std::optional<int> axis) { return axis ? d.size(*axis) : d.size(); },
            py::arg("mesh_dim") = py::none())
       .def("get_rank", &dtensor::DeviceMesh::global_rank)

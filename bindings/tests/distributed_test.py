@@ -1509,6 +1509,8 @@ def test_process_group_functions_and_device_mesh_follow_torch():
         dist.init_process_group("gloo")
         mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
         assert mesh.shape == (2, 2) and mesh.mesh_dim_names == ("dp", "tp") and mesh["tp"].size() == 2
+        unnamed = init_device_mesh("cpu", (4,))
+        assert unnamed.mesh_dim_names is None and unnamed._flatten().size() == 4  # torch's None without names
         seen[dist.get_rank()] = (dist.get_world_size(), mesh.get_local_rank("dp"), mesh.get_local_rank("tp"))
         d = distribute_tensor(tessel.arange(8, dtype=tessel.float32), mesh["tp"], [Shard(0)])
         assert isinstance(d, DTensor) and not isinstance(d.to_local(), DTensor)

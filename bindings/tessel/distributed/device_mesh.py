@@ -86,7 +86,8 @@ def _flatten(self, mesh_dim_name=None):
     time; the same name for the same dims again returns the cached mesh. get_pg_count grows as torch's: by
     the number of flattened groups, except for a flattened mesh over the whole default group (torch reuses
     that group) or a cached one."""
-    name = mesh_dim_name if mesh_dim_name is not None else "_".join(self.mesh_dim_names or ())
+    names = self.mesh_dim_names or tuple("axis%d" % a for a in range(self.ndim))  # (tessel's names for None)
+    name = mesh_dim_name if mesh_dim_name is not None else "_".join(names)
     new = name not in self._flattened_names()
     flat = _CFlatten(self, name)
     if new:

@@ -29,7 +29,7 @@ def _mesh_group(mesh):
     from ...distributed import _default_group
     world = _default_group("clip_grad_norm_")
     cache = _FLAT_GROUPS.__dict__.setdefault("groups", {})
-    key = (id(world), tuple(mesh.mesh_dim_names), tuple(mesh.shape))
+    key = (id(world), tuple(mesh.mesh_dim_names or ()), tuple(mesh.shape))
     if key not in cache:
         cache[key] = (world, mesh._flatten("clip_grad_norm_" + "_".join(key[1])).get_group())
     return cache[key][1]
