@@ -31,7 +31,8 @@ def save_on_two_ranks(path, deprecated=False):
             with pytest.warns(FutureWarning, match="`save_state_dict` is deprecated"):
                 dcp.save_state_dict(sd, dcp.FileSystemWriter(path))
         else:
-            dcp.save(sd, checkpoint_id=path)
+            saved = dcp.save(sd, checkpoint_id=path)  # torch's: the checkpoint's Metadata
+            assert isinstance(saved, Metadata) and sorted(saved.state_dict_metadata)[:2] == ["model.b", "model.w"]
 
     tessel.run_ranks(2, rank_fn)
 

@@ -268,7 +268,8 @@ def _rank(world):
 
 def save(state_dict, *, checkpoint_id=None, storage_writer=None, planner=None, process_group=None, no_dist=False):
     """Collective over process_group (default: the default group when initialized; no_dist=True: this rank
-    alone writes the whole checkpoint, as torch's). A failure on any rank raises CheckpointException on
+    alone writes the whole checkpoint, as torch's). Returns the checkpoint's Metadata, as torch's (None for a
+    HuggingFaceStorageWriter's safetensors export). A failure on any rank raises CheckpointException on
     every rank (torch's), naming each failing rank's exception; the previous checkpoint in the directory
     stays loadable."""
     path = _dir(checkpoint_id, storage_writer, planner, "save")
@@ -288,7 +289,7 @@ def save(state_dict, *, checkpoint_id=None, storage_writer=None, planner=None, p
     except Exception as e:  # noqa: BLE001 (the C++ save failed on every rank at the same step)
         api._raise_agreed("save", e, world, _rank(world))
     if not hf:
-        return
+        return metadata.read(path)
     error = None
     if world is None or world.rank == 0:
         import shutil
