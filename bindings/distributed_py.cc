@@ -182,9 +182,7 @@ void BindMesh(py::module_& m) {
       .def_property_readonly("ndim", &dtensor::DeviceMesh::ndim)
       // torch's None for a mesh built without names (tessel's axes are then named axis0, axis1, ...)
       .def_property_readonly("mesh_dim_names", [](const dtensor::DeviceMesh& d) -> py::object {
-        bool defaulted = true;
-        for (size_t a = 0; a < d.axis_names().size(); ++a) defaulted = defaulted && d.axis_names()[a] == Str("axis", a);
-        if (defaulted) return py::none();
+        if (d.topology().has_default_axis_names()) return py::none();
         return py::tuple(py::cast(d.axis_names()));
       })
       .def("size", [](const dtensor::DeviceMesh& d, std::optional<int> axis) { return axis ? d.size(*axis) : d.size(); },

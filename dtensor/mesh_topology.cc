@@ -42,6 +42,8 @@ std::vector<std::string> DefaultNames(size_t ndim) {
 
 }  // namespace
 
+bool MeshTopology::has_default_axis_names() const { return axis_names_ == DefaultNames(axis_names_.size()); }
+
 MeshTopology::MeshTopology(std::vector<int64_t> shape, std::vector<std::string> axis_names, std::vector<int> ranks)
     : shape_(std::move(shape)),
       axis_names_(axis_names.empty() ? DefaultNames(shape_.size()) : std::move(axis_names)),

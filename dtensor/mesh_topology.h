@@ -37,6 +37,8 @@ class MeshTopology {
   int64_t size(int axis) const;
   int64_t numel() const { return static_cast<int64_t>(ranks_.size()); }
   const std::vector<std::string>& axis_names() const { return axis_names_; }
+  // Whether the axes carry the default names (none were given: torch's mesh_dim_names None).
+  bool has_default_axis_names() const;
   const std::string& axis_name(int axis) const;
   const std::vector<int>& ranks() const { return ranks_; }
 

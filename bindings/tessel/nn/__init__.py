@@ -48,7 +48,7 @@ Linear = _C.Linear
 Embedding = _C.Embedding
 LayerNorm = _C.LayerNorm
 RMSNorm = _C.RMSNorm
-from .modules import _record_constructor_args  # noqa: E402
+from ._copy import _record_constructor_args  # noqa: E402
 for _layer in (Linear, Embedding, LayerNorm, RMSNorm):
     _record_constructor_args(_layer)  # copy.deepcopy rebuilds them from these
 GPT = _C.GPT

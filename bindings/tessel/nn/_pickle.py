@@ -1,15 +1,15 @@
 """Pickling whole modules: torch.save(model, f) and torch.load(f, weights_only=False), as older scripts save
 their models (pytorch/examples' word_language_model, super_resolution), and copy by pickle.
 
-A module pickles as a recipe its class rebuilds from, the way copy.deepcopy copies one (nn/modules.py's
+A module pickles as a recipe its class rebuilds from, the way copy.deepcopy copies one (nn/_copy.py's
 _deepcopy): a Python-defined module field by field (its __init__ is not rerun): parameters, buffers with their
 persistence, children, training flag and plain attributes; a C++ layer (Linear, Embedding, LayerNorm, RMSNorm)
 from its recorded constructor arguments, then its parameters and buffers. Tensors go through the pickler's own
 tensor handling (tessel.save writes torch.save's zip). Sharded (DTensor) and parametrized modules raise
 NotImplementedError, as deepcopy does; hooks are not saved (torch pickles them only when picklable).
 """
-from .modules import (_COMPLEX_KEY, _CTOR_KEY, _NONE_KEY, Module, _complex_buffers, _dict, _new_cpp_layer,
-                      _persistent_buffer_names, _put_copied_parameter, _put_copied_buffer)
+from ._copy import _CTOR_KEY, _new_cpp_layer, _put_copied_buffer, _put_copied_parameter
+from .modules import _COMPLEX_KEY, _NONE_KEY, Module, _complex_buffers, _dict, _persistent_buffer_names
 
 _SKIPPED = {"_modules", "_tessel_parent", _NONE_KEY, _CTOR_KEY, _COMPLEX_KEY}
 

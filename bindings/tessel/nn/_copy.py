@@ -1,0 +1,123 @@
+"""copy.deepcopy of tessel.nn modules (Module.__deepcopy__) and what pickling (_pickle.py) shares with it: the
+C++ layers' recorded constructor arguments (_record_constructor_args, applied in nn/__init__.py), rebuilding a
+C++ layer or a Python subclass of one from them, and putting copied parameters and buffers into the new
+module. Split from modules.py by concept; modules.py installs _deepcopy as Module.__deepcopy__.
+"""
+import contextlib
+import copy
+
+from .. import _C, _device
+from .modules import _NONE_KEY, Module, Parameter, _dict
+from ._state_dict import _persistent_buffer_names
+
+_CTOR_KEY = "_tessel_ctor"  # the C++ layers' constructor arguments, recorded by _record_constructor_args
+
+
+def _record_constructor_args(cls):
+    """Wraps a C++ layer's __init__ so its arguments are kept (deepcopy rebuilds the layer from them) and, as
+    torch's layers end their __init__ with self.reset_parameters(), a subclass's own reset_parameters runs
+    (the C++ constructor has initialized the parameters as the layer's reset_parameters would)."""
+    original = cls.__init__
+    cls._tessel_cpp_init = original  # (copies and unpickling build a layer with it, nn/_pickle.py)
+
+    def __init__(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        self.__dict__[_CTOR_KEY] = (args, kwargs)
+        if type(self).reset_parameters is not cls.reset_parameters:
+            self.reset_parameters()
+    __init__.__doc__ = original.__doc__
+    cls.__init__ = __init__
+
+
+def _copied_tensor(t, memo):
+    """A detached copy of t, once per underlying tensor (tied weights stay tied), with its requires_grad."""
+    key = ("tessel-tensor",) + t._data_key()
+    if key[1] == 0:  # no data to identify it by (empty): never shared
+        key = ("tessel-tensor-object", id(t))
+        memo.setdefault(id(memo), []).append(t)
+    if key not in memo:
+        if t.is_meta:  # torch's deepcopy of a meta tensor is meta: unwritten, nothing copied
+            with _device.device("meta"):
+                copy_ = _C._empty(list(t.shape), t.dtype)
+        else:
+            copy_ = t.detach().clone()
+        memo[key] = Parameter(copy_, requires_grad=t.requires_grad) if isinstance(t, Parameter) else copy_
+    return memo[key]
+
+
+def _deepcopy(self, memo):
+    """copy.deepcopy(module), as torch's: a new module tree with copies of every parameter and buffer (tied
+    ones tied again), each module's training flag and plain attributes. A Python-defined module is rebuilt
+    field by field (its __init__ is not rerun); a C++ layer (Linear, Embedding, LayerNorm, RMSNorm) from its
+    recorded constructor arguments. Hooks are not copied; sharded (fully_shard / DTensor) modules, and C++
+    layers created inside C++ (a GPT's blocks), raise NotImplementedError."""
+    if id(self) in memo:
+        return memo[id(self)]
+    memo.setdefault(id(memo), []).append(self)  # keep the wrapper alive: its id must not be reused meanwhile
+    name = type(self).__name__
+    for _, p in self.named_parameters():
+        if p.is_distributed:
+            raise NotImplementedError("deepcopy of %s: its parameters are DTensors (fully_shard / tensor parallel); "
+                                      "copy the module before sharding it" % name)
+    for mname, m in self.named_modules():
+        if m._computed_parameter_names():
+            raise NotImplementedError("deepcopy of %s: '%s' is parametrized (weight_norm, spectral_norm, "
+                                      "register_parametrization); copy it before parametrizing, or remove the "
+                                      "parametrizations first" % (name, mname or name))
+    if not self._has_python_forward:
+        ctor = _dict(self).get(_CTOR_KEY)
+        if ctor is None:
+            raise NotImplementedError("deepcopy of %s: a layer created by C++ code has no recorded constructor "
+                                      "arguments" % name)
+        meta = any(t.is_meta for t in list(self.parameters(recurse=False)) + [b for _, b in self._named_buffers(False)])
+        with _device.device("meta") if meta else contextlib.nullcontext():  # no draw for a meta layer's copy
+            new = _new_cpp_layer(type(self), copy.deepcopy(ctor, memo))
+    else:
+        new = type(self).__new__(type(self))
+        Module.__init__(new)
+    memo[id(self)] = new
+    new.train(self.training)
+    for pname, p in self.named_parameters(recurse=False):
+        _put_copied_parameter(new, pname, _copied_tensor(p, memo))
+    persistent = _persistent_buffer_names(self)
+    for bname, b in self._named_buffers(False):  # (complex buffers are copied with __dict__ below)
+        _put_copied_buffer(new, bname, b, bname in persistent, lambda t: _copied_tensor(t, memo))
+    for rname, is_parameter in (_dict(self).get(_NONE_KEY) or {}).items():
+        (new.register_parameter if is_parameter else new.register_buffer)(rname, None)
+    for cname, child in self._named_children():
+        setattr(new, cname, copy.deepcopy(child, memo))
+    handled = set(_dict(new)) | {"_modules", "_tessel_parent", _NONE_KEY, _CTOR_KEY}
+    for key, value in _dict(self).items():
+        if key in handled or (isinstance(value, Module) and key in (_dict(self).get("_modules") or {})):
+            continue
+        object.__setattr__(new, key, copy.deepcopy(value, memo))
+    return new
+
+
+def _new_cpp_layer(cls, ctor):
+    """An instance of cls (a C++ layer class or a Python subclass of one) built by the C++ layer's own
+    constructor from the recorded arguments (a subclass's __init__ takes other ones, as LoRA's r)."""
+    base = next(c for c in cls.__mro__ if "_tessel_cpp_init" in c.__dict__)
+    new = cls.__new__(cls)
+    base._tessel_cpp_init(new, *ctor[0], **ctor[1])
+    new.__dict__[_CTOR_KEY] = ctor
+    return new
+
+
+def _put_copied_parameter(new, name, value):
+    """The copy's parameter `name`: the layer's own replaced (any shape), one a subclass added registered."""
+    if new._has_parameter(name):
+        new._set_parameter(name, value, True)
+    else:
+        setattr(new, name, value if isinstance(value, Parameter) else Parameter(value.detach(), value.requires_grad))
+
+
+def _put_copied_buffer(new, name, value, persistent, copied):
+    """The copy's buffer `name`: the layer's own filled with value, one a subclass added registered as
+    copied(value)."""
+    if any(n == name for n, _ in new._named_buffers(False)):
+        if not value.is_meta:
+            with _C._GradMode(False):
+                getattr(new, name).copy_(value)
+    else:
+        new.register_buffer(name, copied(value), persistent)
