@@ -77,6 +77,12 @@ struct PyLossParallel {
 };
 
 void BindParallelize(py::module_& m) {
+  // PrepareModuleInput's per-input treatment and layout checks, for the Python face's with_kwargs hook.
+  m.def("_tp_prepare_input", [](const Tensor& x, std::optional<Placement> layout, std::optional<Placement> desired,
+                                bool use_local, const dtensor::DeviceMesh& mesh, const std::string& who) {
+    return NoGil([&] { return tp::PrepareModuleInputValue(x, layout, desired, use_local, mesh, who); });
+  });
+  m.def("_tp_check_input_layouts", &tp::CheckPrepareInputLayouts);
   m.def("parallelize_module", [](nn::Module& module, const dtensor::DeviceMesh& mesh, const tp::ParallelizePlan& plan,
                                  std::optional<int> src_data_rank, const std::string& tp_axis) {
     tp::ParallelizeOptions options{tp_axis, src_data_rank};

@@ -54,4 +54,15 @@ dtensor::DeviceMesh TensorParallelMesh(const dtensor::DeviceMesh& mesh, const st
 // FQNs (relative to `root`) of the submodules `pattern` matches, pre-order; empty when none.
 std::vector<std::string> MatchModules(nn::Module& root, const std::string& pattern);
 
+// PrepareModuleInput's treatment of one input, the one its hook applies and the Python face's with_kwargs
+// hook calls for every positional and keyword argument (so tensors among non-tensor arguments pair with
+// their layouts as torch's): `layout` unset passes `x` as it is; else a plain `x` becomes a DTensor with
+// `layout` (a DTensor keeps its own), is moved to `desired` (else `layout`) and returned local when
+// `use_local`. `who` names the module and input in errors.
+Tensor PrepareModuleInputValue(const Tensor& x, const std::optional<Placement>& layout,
+                               const std::optional<Placement>& desired, bool use_local,
+                               const dtensor::DeviceMesh& mesh, const std::string& who);
+// kInvalidArgument unless `desired` pairs with `layouts`: as many entries, and none where the layout is unset.
+void CheckPrepareInputLayouts(const Layouts& layouts, const Layouts& desired, const std::string& who);
+
 }  // namespace tessel::tp

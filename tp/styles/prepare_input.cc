@@ -3,6 +3,7 @@
 // under sequence parallelism: one all_gather forward, one reduce_scatter backward). A module that takes
 // one DTensor input for several projections receives their gradients as one Partial(sum) sum, reduced once.
 #include "core/base/error.h"
+#include "tp/parallelize_module.h"
 #include "tp/styles/styles.h"
 
 namespace tessel::tp::internal {
@@ -22,7 +23,7 @@ void CheckLayouts(const Layouts& layouts, const Layouts& desired, const std::str
 
 void RegisterInputHook(nn::Module& module, const Layouts& layouts, const Layouts& desired, bool use_local,
                        const DeviceMesh& mesh, const std::string& who) {
-  CheckLayouts(layouts, desired, who, "input");
+  CheckPrepareInputLayouts(layouts, desired, who);
   // No layouts at all: torch's input_layouts=None, the positional inputs pass untouched (a style that only
   // moves keyword arguments, which the Python face's with_kwargs hook does).
   if (layouts.empty()) return;
@@ -31,9 +32,7 @@ void RegisterInputHook(nn::Module& module, const Layouts& layouts, const Layouts
                  " tensor positional inputs but input_layouts has ", layouts.size(),
                  " entries (tuples, lists and other non-tensor arguments are not seen by module hooks)");
     for (size_t i = 0; i < inputs.size(); ++i) {
-      if (!layouts[i].has_value()) continue;
-      dtensor::DTensor d = PrepareInput(inputs[i], *layouts[i], desired[i], mesh, Str(who, " input ", i));
-      inputs[i] = use_local ? d.ToLocal() : d.tensor();
+      inputs[i] = PrepareModuleInputValue(inputs[i], layouts[i], desired[i], use_local, mesh, Str(who, " input ", i));
     }
   });
 }
@@ -51,6 +50,26 @@ void RegisterOutputHook(nn::Module& module, const Layouts& layouts, const Layout
     }
   });
 }
+
+}  // namespace tessel::tp::internal
+
+namespace tessel::tp {
+
+Tensor PrepareModuleInputValue(const Tensor& x, const std::optional<Placement>& layout,
+                               const std::optional<Placement>& desired, bool use_local,
+                               const dtensor::DeviceMesh& mesh, const std::string& who) {
+  if (!layout.has_value()) return x;
+  const dtensor::DTensor d = internal::PrepareInput(x, *layout, desired, mesh, who);
+  return use_local ? d.ToLocal() : d.tensor();
+}
+
+void CheckPrepareInputLayouts(const Layouts& layouts, const Layouts& desired, const std::string& who) {
+  internal::CheckLayouts(layouts, desired, who, "input");
+}
+
+}  // namespace tessel::tp
+
+namespace tessel::tp::internal {
 
 void Apply(const PrepareModuleInput& style, nn::Module& module, const std::string& fqn, const DeviceMesh& mesh,
            const DistributeModuleOptions&) {

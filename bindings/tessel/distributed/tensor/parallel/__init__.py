@@ -66,13 +66,7 @@ class _InputLayouts:
         if len(kw_layouts) != len(kw_desired):
             raise ValueError("%s: input_kwarg_layouts and desired_input_kwarg_layouts should have same length! "
                              "(got %s and %s)" % (style, sorted(kw_layouts), sorted(kw_desired)))
-        if len(layouts) != len(desired):
-            raise ValueError("%s: input_layouts has %d entries but desired_input_layouts has %d"
-                             % (style, len(layouts), len(desired)))
-        for i, (layout, want) in enumerate(zip(layouts, desired)):
-            if layout is None and want is not None:
-                raise ValueError("%s: desired_input_layouts[%d] is %s but input_layouts[%d] is None (declare the "
-                                 "layout it arrives in)" % (style, i, want, i))
+        _C._tp_check_input_layouts(layouts, desired, style)
         self.layouts, self.desired = list(layouts), list(desired)
         self.kw_layouts, self.kw_desired, self.use_local_output = kw_layouts, kw_desired, bool(use_local_output)
 
@@ -86,7 +80,6 @@ class _InputLayouts:
         return isinstance(other, _InputLayouts) and self._key() == other._key()
 
     def _prepared(self, mod, what, value, layout, want, tp_mesh):
-        from ...tensor import DTensor
         from ...._complex import ComplexTensor, view_as_complex, view_as_real
         if layout is None:
             return value
@@ -99,11 +92,8 @@ class _InputLayouts:
         if not isinstance(value, _C.Tensor):
             raise TypeError("PrepareModuleInput: %s of %s has input layout %r but is a %s, not a tensor"
                             % (what, type(mod).__name__, layout, type(value).__name__))
-        dt = value if isinstance(value, DTensor) else DTensor.from_local(value, tp_mesh, (layout,))
-        target = want if want is not None else layout  # a DTensor arriving otherwise is moved there too
-        if tuple(dt.placements) != (target,):
-            dt = dt.redistribute(tp_mesh, (target,))
-        return dt.to_local() if self.use_local_output else dt
+        return _C._tp_prepare_input(value, layout, want, self.use_local_output, tp_mesh,
+                                    "PrepareModuleInput on %s %s" % (type(mod).__name__, what))
 
     def apply(self, module, tp_mesh):
         def hook(mod, args, kwargs):
