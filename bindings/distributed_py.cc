@@ -360,6 +360,18 @@ struct ParsedPlacements {
   std::optional<dtensor::ShardOrder> order;
 };
 
+// torch's public redistribute moves a placement to a Partial one only from Shard to Partial(sum) (the
+// others are for its sharding rules; tessel's C++ Redistribute also does Replicate -> Partial exactly).
+void CheckPublicPartialTargets(const std::vector<dtensor::Placement>& from, const std::vector<dtensor::Placement>& to) {
+  for (size_t i = 0; i < to.size() && i < from.size(); ++i) {
+    if (!dtensor::IsPartial(to[i]) || to[i] == from[i]) continue;
+    TESSEL_CHECK_CODE(ErrorCode::kInvalidArgument,
+                      dtensor::IsShard(from[i]) && std::get<dtensor::Partial>(to[i]).reduce_op == comm::ReduceOp::kSum,
+                      "Can not redistribute from ", dtensor::ToString(from[i]), " to ", dtensor::ToString(to[i]),
+                      ", only Shard to Partial(sum) redistribution is supported!");
+  }
+}
+
 ParsedPlacements ParsePlacements(const py::sequence& given, const dtensor::DeviceMesh& mesh, int64_t ndim) {
   ParsedPlacements out;
   std::vector<int64_t> factors;
@@ -423,22 +435,20 @@ void BindDTensor(py::module_& m) {
                               std::optional<py::sequence> p, bool async_op,
                               std::optional<DType> forward_dtype, const py::object& backward_dtype) {
         (void)async_op;  // accepted for torch's signature; the redistribute completes before returning
-        TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, backward_dtype.is_none(),
-                          "redistribute: backward_dtype is not supported (the gradient moves in its own dtype)");
-        const dtensor::DeviceMesh target = mesh ? *mesh : dtensor::DTensor(x).mesh();
-        std::optional<ParsedPlacements> parsed;
-        if (p) parsed = ParsePlacements(*p, target, x.dim());
-        return NoGil([&] {
-          // torch's forward_dtype: the local piece is cast before it moves (a differentiable cast: the gradient
-          // returns in the tensor's dtype).
-          const dtensor::DTensor d(forward_dtype && *forward_dtype != x.dtype() ? Cast(x, *forward_dtype) : x);
-          if (!parsed) return d.Redistribute(target, d.placements(), d.spec().shard_order()).tensor();
-          return d.Redistribute(target, parsed->placements, parsed->order).tensor();
-        });
+        const dtensor::DTensor d(x);
+        const dtensor::DeviceMesh target = mesh ? *mesh : d.mesh();
+        TESSEL_CHECK_CODE(ErrorCode::kInvalidArgument, p.has_value(), "placements is needed for redistribute!");
+        const ParsedPlacements parsed = ParsePlacements(*p, target, x.dim());
+        CheckPublicPartialTargets(d.placements(), parsed.placements);
+        // torch's forward_dtype / backward_dtype: the dtypes the collectives run in (dtensor/redistribute.h).
+        dtensor::RedistributeOptions options;
+        options.forward_dtype = forward_dtype;
+        if (!backward_dtype.is_none()) options.backward_dtype = backward_dtype.cast<DType>();
+        return NoGil([&] { return d.Redistribute(target, parsed.placements, parsed.order, options).tensor(); });
       }, py::arg("device_mesh") = py::none(), py::arg("placements") = py::none(), py::kw_only(),
          py::arg("async_op") = false, py::arg("forward_dtype") = py::none(), py::arg("backward_dtype") = py::none(),
-         "Differentiable; collective over the mesh. As torch: device_mesh defaults to the tensor's own, placements "
-         "to its current ones");
+         "Differentiable; collective over the mesh. As torch: device_mesh defaults to the tensor's own; placements "
+         "are required; a Partial target only from Shard to Partial(sum)");
   // Every rank's box of the global tensor (visualize_sharding): [(rank, coordinate, [(offset, length), ...])].
   m.def("_rank_regions", [](const Tensor& x) {
     py::list out;

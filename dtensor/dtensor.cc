@@ -281,12 +281,12 @@ Tensor DTensor::FullTensor(std::optional<std::vector<Placement>> grad_placements
 }
 
 DTensor DTensor::Redistribute(const DeviceMesh& mesh, std::vector<Placement> placements,
-                              std::optional<ShardOrder> shard_order) const {
+                              std::optional<ShardOrder> shard_order, const RedistributeOptions& options) const {
   TESSEL_CHECK(mesh == this->mesh(), "redistribute: target mesh ", mesh.ToString(), " differs from the tensor's ",
                this->mesh().ToString(), " (redistributing across meshes is not supported)");
   DTensorSpec dst = spec().WithPlacements(NormalizePlacements(std::move(placements), shape().size()),
                                           std::move(shard_order));
-  return DTensor(dtensor::Redistribute(tensor_, dst));
+  return DTensor(dtensor::Redistribute(tensor_, dst, options));
 }
 
 DTensor& DTensor::set_requires_grad(bool requires_grad) {

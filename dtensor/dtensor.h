@@ -24,6 +24,7 @@
 #include "dtensor/device_mesh.h"
 #include "dtensor/dtensor_spec.h"
 #include "dtensor/placement.h"
+#include "dtensor/redistribute.h"
 #include "dtensor/shard_order.h"
 
 namespace tessel::dtensor {
@@ -100,8 +101,10 @@ class DTensor {
   // REQUIRES: `mesh` is this tensor's mesh. Partial targets: Replicate -> P(sum) keeps the value on
   // coordinate 0 (exact; torch refuses it), Shard -> P(sum) embeds the piece in zeros (as torch),
   // -> P(avg / max / min) keeps the whole value; P(op1) -> P(op2) raises kInvalidArgument.
+  // `options`: the dtypes the forward and backward collectives run in (redistribute.h).
   DTensor Redistribute(const DeviceMesh& mesh, std::vector<Placement> placements,
-                       std::optional<ShardOrder> shard_order = std::nullopt) const;
+                       std::optional<ShardOrder> shard_order = std::nullopt,
+                       const RedistributeOptions& options = {}) const;
 
   bool requires_grad() const { return tensor_.requires_grad(); }
   DTensor& set_requires_grad(bool requires_grad);

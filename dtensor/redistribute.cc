@@ -226,6 +226,18 @@ Tensor RedistributeGrad(const Tensor& grad, const DTensorSpec& src) {
   return Redistribute(grad, target_spec);
 }
 
+// `spec` holding `dtype`.
+DTensorSpec WithDType(const DTensorSpec& s, DType dtype) {
+  return DTensorSpec(s.mesh_ptr(), s.placements(), s.shape(), s.strides(), dtype, s.shard_order());
+}
+
+// The DTensor `d` with its local piece converted to `dtype` (not recorded: the backward's own casts).
+Tensor WithLocalDType(const Tensor& d, DType dtype) {
+  if (d.dtype() == dtype) return d;
+  const DTensorImpl& impl = GetDTensorImpl(d, "redistribute backward");
+  return MakeDTensor(DenseAs(impl.local(), dtype), WithDType(impl.spec(), dtype), impl.mesh());
+}
+
 }  // namespace
 
 Tensor ExecuteRedistribute(const Tensor& local, const DTensorSpec& src, const RedistributePlan& plan,
@@ -289,13 +301,25 @@ TensorList ExecuteRedistributesCoalesced(std::span<const Tensor> dtensors,
   return locals;
 }
 
-Tensor Redistribute(const Tensor& input, const DTensorSpec& dst) {
+Tensor Redistribute(const Tensor& input, const DTensorSpec& dst, const RedistributeOptions& options) {
   const DTensorImpl& in = GetDTensorImpl(input, "redistribute");
-  const DTensorSpec& src = in.spec();
-  Tensor local = in.local();
-  if (!(src == dst)) local = ExecuteRedistribute(local, src, PlanRedistribute(src, dst), in.mesh());
-  Tensor out = MakeDTensor(local, dst, in.mesh());
-  internal::RecordBackward("redistribute", input, out, [src](const Tensor& g) { return RedistributeGrad(g, src); });
+  const DType in_dtype = input.dtype();
+  const DType forward_dtype = options.forward_dtype.value_or(in_dtype);
+  const DType backward_dtype = options.backward_dtype.value_or(in_dtype);
+  // The move runs in forward_dtype: the piece is converted first (torch's op_dtype), then planned and moved.
+  const DTensorSpec src = forward_dtype == in_dtype ? in.spec() : WithDType(in.spec(), forward_dtype);
+  const DTensorSpec to = forward_dtype == dst.dtype() ? dst : WithDType(dst, forward_dtype);
+  Tensor local = forward_dtype == in_dtype ? in.local() : DenseAs(in.local(), forward_dtype);
+  if (!(src == to)) local = ExecuteRedistribute(local, src, PlanRedistribute(src, to), in.mesh());
+  Tensor out = MakeDTensor(local, to, in.mesh());
+  if (forward_dtype == in_dtype && backward_dtype == in_dtype) {
+    internal::RecordBackward("redistribute", input, out, [src](const Tensor& g) { return RedistributeGrad(g, src); });
+    return out;
+  }
+  // torch's backward_options: the gradient moves in backward_dtype and returns in the input's dtype.
+  internal::RecordBackward("redistribute", input, out, [src, backward_dtype, in_dtype](const Tensor& g) {
+    return WithLocalDType(RedistributeGrad(WithLocalDType(g, backward_dtype), src), in_dtype);
+  });
   return out;
 }
 

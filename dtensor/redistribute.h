@@ -40,9 +40,18 @@ std::optional<RedistributePlan> PlanMove(const DTensorSpec& spec, const Sharding
 TensorList ExecuteRedistributesCoalesced(std::span<const Tensor> dtensors,
                                          std::span<const std::optional<ShardingState>> wants, const DeviceMesh& mesh);
 
+// torch's redistribute(forward_dtype=, backward_dtype=): the dtypes the collectives run in.
+struct RedistributeOptions {
+  // The local piece is converted to it before it moves; the result has this dtype. Default: input's.
+  std::optional<DType> forward_dtype;
+  // The gradient is converted to it before its collectives and to the input's dtype after them.
+  // Default: the input's dtype (so with only forward_dtype set, the backward moves in the input's dtype).
+  std::optional<DType> backward_dtype;
+};
+
 // The differentiable op: a DTensor with spec `dst` holding the same global value as the DTensor
 // `input`. Same-spec calls return a new handle over the same local tensor (no communication).
 // Throws kInvalidArgument for illegal transitions (see PlanRedistribute) naming both specs.
-Tensor Redistribute(const Tensor& input, const DTensorSpec& dst);
+Tensor Redistribute(const Tensor& input, const DTensorSpec& dst, const RedistributeOptions& options = {});
 
 }  // namespace tessel::dtensor

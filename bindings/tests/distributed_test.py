@@ -1829,7 +1829,8 @@ def test_redistribute_defaults_to_the_tensors_own_mesh_as_torch():
         d = distribute_tensor(tessel.arange(4, dtype=tessel.float32), mesh, [Shard(0)])
         r = d.redistribute(placements=[Replicate()])  # used to require device_mesh
         assert r.placements == (Replicate(),) and r.to_local().tolist() == [0.0, 1.0, 2.0, 3.0]
-        assert d.redistribute().placements == (Shard(0),)
+        with pytest.raises(RuntimeError, match="placements is needed for redistribute!"):  # torch 2.15's code
+            d.redistribute()
 
     tessel.run_ranks(2, rank_fn)
 

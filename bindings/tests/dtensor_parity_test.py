@@ -3,7 +3,9 @@ torch 2.15 and tessel: Module.register_parameter replaces an existing parameter 
 partition_fn pattern), distribute_module replicates the buffers and takes torch's two-argument input_fn /
 output_fn, DTensor.from_local(run_check=True) broadcasts rank 0's piece along Replicate mesh dims; indexing
 that slices a sharded dim whole (x[:, 2:5]) keeps its sharding, and so do sort / topk / argsort / gather along
-an unsharded dim; .shape is a Size; chunk / split give tuples."""
+an unsharded dim; .shape is a Size; chunk / split give tuples; redistribute's forward_dtype / backward_dtype choose
+the dtypes its collectives run in, and its Partial targets are torch's public ones."""
+import re
 import sys
 
 import numpy as np
@@ -149,8 +151,6 @@ def test_mesh_lookups_full_tensor_redistribute_and_clip_grad_norm_follow_torch()
         np.testing.assert_array_equal(leaf.grad.to_local().numpy(), np.full((2, 2), 10.0))
         half = d.redistribute(mesh, [Replicate(), Replicate()], forward_dtype=tessel.bfloat16)
         assert half.dtype == tessel.bfloat16 and half.to_local().float().tolist() == x.detach().tolist()
-        with pytest.raises(NotImplementedError, match="backward_dtype"):
-            d.redistribute(mesh, [Replicate(), Replicate()], backward_dtype=tessel.bfloat16)
         # clip_grad_norm_: the gradients' dtype (float32), a Replicate DTensor for DTensor gradients, any order.
         w = nn.Parameter(distribute_tensor(tessel.ones(4, 2), mesh, [Shard(0), Replicate()]))
         w.grad = distribute_tensor(tessel.full((4, 2), 3.0), mesh, [Shard(0), Replicate()])
@@ -333,3 +333,38 @@ def test_shape_is_a_size_and_chunk_and_split_return_tuples_as_torch():
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+def test_redistribute_runs_its_collectives_in_forward_and_backward_dtype_and_refuses_partial_targets_as_torch():
+    # Rank 0's gradient is 1, rank 1's 2^-8: their sum 1 + 2^-8 is exact in float32 and a tie that bfloat16 rounds
+    # to 1.0, so each gradient says which dtype the backward reduce-scatter ran in (torch 2.15 prints the same).
+    def rank_fn(world):
+        dist.init_process_group()
+        r = dist.get_rank()
+        mesh = init_device_mesh("cpu", (2,))
+        bf16 = tessel.bfloat16
+        for options, out_dtype, summed in ((dict(), tessel.float32, 1.00390625),
+                                           (dict(forward_dtype=bf16), bf16, 1.00390625),  # backward: input's dtype
+                                           (dict(backward_dtype=bf16), tessel.float32, 1.0),
+                                           (dict(forward_dtype=bf16, backward_dtype=tessel.float32), bf16, 1.00390625)):
+            d = distribute_tensor(tessel.arange(8.0).reshape(4, 2), mesh, [Shard(0)]).requires_grad_(True)
+            y = d.redistribute(mesh, [Replicate()], **options)
+            assert y.dtype == out_dtype and y.placements == (Replicate(),), options
+            assert y.to_local().float().tolist() == np.arange(8.0).reshape(4, 2).tolist(), options
+            g = tessel.full((4, 2), 1.0 if r == 0 else 2.0 ** -8, dtype=out_dtype)
+            y.to_local(grad_placements=[Partial()]).backward(g)
+            assert d.grad.dtype == tessel.float32 and d.grad.placements == (Shard(0),), options
+            assert d.grad.to_local().double().tolist() == [[summed] * 2] * 2, options
+        s = distribute_tensor(tessel.arange(4.0), mesh, [Shard(0)])
+        assert s.redistribute(mesh, [Partial()]).to_local().tolist() == ([0.0, 1.0, 0.0, 0.0] if r == 0
+                                                                          else [0.0, 0.0, 2.0, 3.0])
+        rep = distribute_tensor(tessel.arange(4.0), mesh, [Replicate()])
+        for source, target, text in ((rep, Partial(), "from R to P(sum)"), (rep, Partial("max"), "from R to P(max)"),
+                                     (s, Partial("avg"), "from S(0) to P(avg)")):
+            with pytest.raises(RuntimeError, match=re.escape(f"Can not redistribute {text}, only Shard to Partial(sum) "
+                                                             "redistribution is supported!")):
+                source.redistribute(mesh, [target])
+        partial = DTensor.from_local(tessel.ones(4), mesh, [Partial()])
+        assert partial.redistribute(mesh, [Partial()]).to_local().tolist() == [1.0] * 4  # unchanged: allowed
+
+    tessel.run_ranks(2, rank_fn)
