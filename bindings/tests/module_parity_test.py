@@ -354,6 +354,27 @@ def test_whole_modules_save_and_load_as_torch_save_model(tmp_path):
     assert tied[0].weight is tied[1].weight and len(list(tied.parameters())) == 1  # still tied
 
 
+def test_every_nn_class_pickles_under_its_name_and_a_conv_model_saves_whole():
+    # The factory-made classes (Conv2d, BatchNorm2d, MaxPool2d, BCELoss, ReflectionPad2d, ... 89 of them) named
+    # their factory's module, so torch.save(model) of pytorch/examples' super_resolution raised PicklingError.
+    import inspect
+    import pickle
+    for name, cls in vars(nn).items():
+        if inspect.isclass(cls) and not name.startswith("_"):
+            assert pickle.loads(pickle.dumps(cls)) is cls, name
+    tessel.manual_seed(0)
+    model = nn.Sequential(nn.ReflectionPad2d(1), nn.Conv2d(1, 4, 3), nn.BatchNorm2d(4), nn.ReLU(),
+                          nn.ConvTranspose2d(4, 4, 2, stride=2), nn.PixelShuffle(2), nn.MaxPool2d(2),
+                          nn.AdaptiveAvgPool2d(2), nn.InstanceNorm2d(1, affine=True), nn.Flatten())
+    x = tessel.randn(2, 1, 6, 6)
+    model(x)  # batch norm's running statistics move off their initial values
+    model.eval()
+    loaded = pickle.loads(pickle.dumps(model))
+    assert [type(m) for m in loaded] == [type(m) for m in model]
+    assert tessel.equal(loaded[2].running_mean, model[2].running_mean) and not loaded.training
+    assert tessel.equal(loaded(x), model(x))
+
+
 def test_new_empty_strided_keeps_the_dtype_and_strides():
     t = tessel.ones(2, dtype=tessel.float64).new_empty_strided((2, 3), (1, 2))
     assert t.dtype == tessel.float64 and tuple(t.shape) == (2, 3) and t.stride() == (1, 2)

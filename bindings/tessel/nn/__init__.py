@@ -74,3 +74,21 @@ from . import _more_modules  # noqa: E402
 globals().update(_more_modules.MODULES)  # ChannelShuffle, MaxUnpool*, LazyLinear, DataParallel, ...
 globals().update(_more_modules._lazy_modules(globals()))  # LazyConv*d, LazyConvTranspose*d, LazyBatchNorm*d
 functional.__dict__.update(functional._wrap_composed(_more_modules.FUNCTIONAL))  # F.channel_shuffle, F.max_unpool*, ...
+
+
+def _name_made_classes(namespace):
+    """Classes the factories above make (Conv2d, BatchNorm2d, MaxPool2d, BCELoss, ReflectionPad2d, ...) carry the
+    factory's module and a local name, so pickle (torch.save(model)) could not find them: each is named here, where
+    scripts reach it, as tessel.nn.<Name>."""
+    import sys as _sys
+    for name, obj in list(namespace.items()):
+        if not isinstance(obj, type) or name.startswith("_"):
+            continue
+        found = _sys.modules.get(obj.__module__)
+        for part in obj.__qualname__.split("."):
+            found = getattr(found, part, None)
+        if found is not obj and obj.__name__ == name:
+            obj.__module__, obj.__qualname__ = __name__, name
+
+
+_name_made_classes(globals())
