@@ -20,7 +20,7 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool bias, Generator& 
 
 Linear::Linear(int64_t in_features, int64_t out_features, bool bias, Generator& gen, Distribution weight_init,
                std::optional<Distribution> bias_init, DType dtype)
-    : Module("Linear"), in_(in_features), out_(out_features), has_bias_(bias) {
+    : Module("Linear"), in_(in_features), out_(out_features) {
   TESSEL_CHECK(in_features > 0 && out_features > 0, "Linear: features must be positive, got in=", in_features,
                " out=", out_features);
   RegisterParameter("weight", Random(std::vector<int64_t>{out_, in_}, gen, weight_init, dtype));
@@ -31,7 +31,7 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool bias, Generator& 
 }
 
 TensorList Linear::Forward(const TensorList& in) {
-  const Tensor bias = has_bias_ ? Param("bias") : Tensor();
+  const Tensor bias = OptionalParam("bias");  // also one assigned later to a layer built without
   if (!fused_gelu_.empty()) return {tessel::LinearGelu(in.at(0), Param("weight"), bias, fused_gelu_)};
   return {tessel::Linear(in.at(0), Param("weight"), bias)};
 }
@@ -60,19 +60,18 @@ TensorList Embedding::Forward(const TensorList& in) {
 }
 
 LayerNorm::LayerNorm(Shape normalized_shape, double eps, bool affine, DType dtype, bool bias)
-    : Module("LayerNorm"), shape_(std::move(normalized_shape)), eps_(eps), affine_(affine), bias_(affine && bias) {
+    : Module("LayerNorm"), shape_(std::move(normalized_shape)), eps_(eps) {
   TESSEL_CHECK(!shape_.empty(), "LayerNorm: normalized_shape must name at least one dim");
   if (affine) RegisterParameter("weight", Ones(shape_, dtype));
-  if (bias_) RegisterParameter("bias", Zeros(shape_, dtype));
+  if (affine && bias) RegisterParameter("bias", Zeros(shape_, dtype));
 }
 
 TensorList LayerNorm::Forward(const TensorList& in) {
-  return {LayerNormOver(in.at(0), shape_, affine_ ? Param("weight") : Tensor(), bias_ ? Param("bias") : Tensor(),
-                        eps_)};
+  return {LayerNormOver(in.at(0), shape_, OptionalParam("weight"), OptionalParam("bias"), eps_)};
 }
 
 RMSNorm::RMSNorm(Shape normalized_shape, std::optional<double> eps, DType dtype, bool affine)
-    : Module("RMSNorm"), shape_(std::move(normalized_shape)), eps_(eps), affine_(affine) {
+    : Module("RMSNorm"), shape_(std::move(normalized_shape)), eps_(eps) {
   TESSEL_CHECK(!shape_.empty(), "RMSNorm: normalized_shape must name at least one dim");
   if (affine) RegisterParameter("weight", Ones(shape_, dtype));
 }
@@ -82,7 +81,7 @@ TensorList RMSNorm::Forward(const TensorList& in) {
   const double eps = eps_ ? *eps_
                           : x.dtype() == DType::kFloat64 ? std::numeric_limits<double>::epsilon()
                                                          : static_cast<double>(std::numeric_limits<float>::epsilon());
-  return {RmsNormOver(x, shape_, affine_ ? Param("weight") : Tensor(), eps)};
+  return {RmsNormOver(x, shape_, OptionalParam("weight"), eps)};
 }
 
 Dropout::Dropout(double p, Generator& gen) : Module("Dropout"), p_(p), gen_(&gen) {

@@ -42,7 +42,6 @@ class Linear : public Module {  // not final: bindings/nn_py.cc subclasses the l
 
  private:
   int64_t in_, out_;
-  bool has_bias_;
   std::string fused_gelu_;
 };
 
@@ -87,7 +86,6 @@ class LayerNorm : public Module {
  private:
   Shape shape_;
   double eps_;
-  bool affine_, bias_;
 };
 
 class RMSNorm : public Module {
@@ -104,7 +102,6 @@ class RMSNorm : public Module {
  private:
   Shape shape_;
   std::optional<double> eps_;
-  bool affine_ = true;
 };
 
 // torch.nn.Dropout(p) drawing from the caller's generator (core/ops/dropout.h; it must outlive the

@@ -155,6 +155,12 @@ const Tensor& Module::Param(const std::string& name) const {
   FailNotFound(type_name_, "parameter", name, params_);
 }
 
+Tensor Module::OptionalParam(const std::string& name) const {
+  const bool exists = HasParam(name) || std::any_of(computed_.begin(), computed_.end(),
+                                                    [&](const Computed& c) { return c.name == name; });
+  return exists ? Param(name) : Tensor();
+}
+
 Module* Module::Submodule(const std::string& fqn) {
   if (fqn.empty()) return this;
   const size_t dot = fqn.find('.');

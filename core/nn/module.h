@@ -98,6 +98,10 @@ class Module : public std::enable_shared_from_this<Module> {
   }
   // This module's own parameter by local name (throws kNotFound listing the names that exist).
   const Tensor& Param(const std::string& name) const;
+  // The same, or an undefined tensor when no such parameter (or parametrized value) exists: how a layer reads
+  // an optional one, so what was assigned since construction counts (torch's forward reads self.bias), e.g.
+  // HF's `decoder = nn.Linear(h, v, bias=False); decoder.bias = self.bias`.
+  Tensor OptionalParam(const std::string& name) const;
   bool HasParam(const std::string& name) const;
   bool HasBuffer(const std::string& name) const;  // registered, as None (undefined) included
   // Replaces a parameter handle by FQN (e.g. with a DTensor); shapes may change only through
