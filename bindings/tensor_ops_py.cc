@@ -410,10 +410,10 @@ void BindViews(py::class_<Tensor>& c) {
       }, py::arg("chunks"), py::arg("dim") = 0)
       .def("split", [](const Tensor& x, int64_t n, int64_t d) {
         return py::tuple(py::cast(NoGil([&] { return Split(x, n, d); })));
-      }, py::arg("split_size_or_sections"), py::arg("dim") = 0)
+      }, py::arg("split_size"), py::arg("dim") = 0)  // torch's names: Tensor.split(split_size, dim)
       .def("split", [](const Tensor& x, std::vector<int64_t> sizes, int64_t d) {
         return py::tuple(py::cast(NoGil([&] { return SplitWithSizes(x, sizes, d); })));
-      }, py::arg("split_size_or_sections"), py::arg("dim") = 0);
+      }, py::arg("split_size"), py::arg("dim") = 0);
 }
 
 void BindMath(py::class_<Tensor>& c) {

@@ -97,6 +97,7 @@ for _name, _fn in _extra.TORCH_FUNCTIONS.items():
     globals()[_name] = _fn
 for _name, _fn in _extra.TENSOR_METHODS.items():
     setattr(Tensor, _name, _fn)
+split = _compat.split
 for _name in _compat.FUNCTION_FORMS:
     if _name not in globals():
         globals()[_name] = _compat._function_form(_name)
@@ -431,3 +432,43 @@ def load(model, optimizer=None, dir=None, *, strict=True, **kwargs):
     sd, result = _C._dcp_load(sd, dir, strict, allow_unexpected_keys=False)
     optimizer._set_checkpoint_state(model, {k: v for k, v in sd.items() if k.startswith("optim.")})
     return result
+
+
+def _accept_numpy_arg_names():
+    """torch's argument parser also takes numpy's names: axis for dim, keepdims for keepdim
+    (`probs.sum(axis=1, keepdims=True)`, `torch.cat(xs, axis=1)`), on these functions and methods (those
+    torch 2.15 takes them on). A bound C++ function gets a fallback overload (no cost to ordinary calls,
+    module.cc); a Python one a wrapper."""
+    import functools
+
+    def renamed(kwargs):
+        if "axis" in kwargs:
+            kwargs["dim"] = kwargs.pop("axis")
+        if "keepdims" in kwargs:
+            kwargs["keepdim"] = kwargs.pop("keepdims")
+        return kwargs
+
+    def wrap(fn):
+        @functools.wraps(fn)
+        def accepting(*args, **kwargs):
+            return fn(*args, **renamed(kwargs)) if kwargs else fn(*args)
+        return accepting
+
+    names = ("all amax amin aminmax any argmax argmin argsort chunk count_nonzero cummax cummin cumprod cumsum diff "
+             "kthvalue log_softmax logcumsumexp logsumexp max mean median min mode nanmean nanmedian nansum prod "
+             "quantile size softmax sort squeeze std std_mean sum topk unbind unsqueeze var var_mean").split()
+    namespace = globals()
+    for owner, is_class in ((Tensor, True), (namespace, False)):
+        for name in names + ([] if is_class else ["cat", "concat", "concatenate", "stack"]):
+            fn = getattr(owner, name, None) if is_class else owner.get(name)
+            if fn is None:
+                continue
+            if type(fn).__name__ == "builtin_function_or_method":  # a bound C++ function
+                _C._add_numpy_arg_names(fn)
+            elif is_class:
+                setattr(owner, name, wrap(fn))
+            else:
+                owner[name] = wrap(fn)
+
+
+_accept_numpy_arg_names()

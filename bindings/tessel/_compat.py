@@ -101,13 +101,20 @@ _add_cpp, _mul_cpp = Tensor.add_, Tensor.mul_
 def _add_(self, other, alpha=1):
     _check_int_target(self, other, "add_")
     if isinstance(other, Tensor):
-        return _add_cpp(self, other, alpha=builtins.float(alpha))
+        if self.dtype.is_floating_point and other.dtype == self.dtype:
+            return _add_cpp(self, other, alpha=builtins.float(alpha))
+        # integers (T5's `buckets += where(...)`), long += bool, float32 += float64: computed promoted, written
+        # back in self's dtype, as torch's
+        return _in_place(self, self + (other * alpha if alpha != 1 else other), "add_")
     scaled = other * alpha if isinstance(other, builtins.int) and isinstance(alpha, builtins.int) else \
         builtins.float(other) * builtins.float(alpha)
     return _in_place(self, self + scaled, "add_")
 
 
 def _sub_(self, other, alpha=1):
+    if self.dtype == _C.dtype.bool and isinstance(other, Tensor) and other.dtype == _C.dtype.bool:
+        raise NotImplementedError("Subtraction, the `-` operator, with two bool tensors is not supported. Use the "
+                                  "`^` or `logical_xor()` operator instead.")
     return _add_(self, other, -alpha)
 
 
@@ -116,8 +123,9 @@ def _check_int_target(self, other, name):
     the desired output type Long")."""
     if not self.dtype.is_floating_point and (isinstance(other, builtins.float) or (
             isinstance(other, Tensor) and other.dtype.is_floating_point)):
-        raise RuntimeError("%s: result type Float can't be cast to the desired output type %s"
-                           % (name, str(self.dtype).rsplit(".", 1)[-1]))
+        torch_name = {"int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte",
+                      "bool": "Bool"}.get(str(self.dtype).rsplit(".", 1)[-1], str(self.dtype))
+        raise RuntimeError("%s: result type Float can't be cast to the desired output type %s" % (name, torch_name))
 
 
 def _mul_(self, other):
@@ -447,6 +455,11 @@ Tensor.std = _std
 FUNCTION_FORMS = ("sum", "mean", "var", "std", "mm", "bmm", "transpose", "reshape", "max", "min", "argmax", "argmin", "clamp",
                   "flatten", "permute", "unsqueeze", "squeeze", "chunk", "split", "norm", "pow", "amax", "neg",
                   "masked_fill", "narrow", "select", "detach", "clone", "as_strided")
+
+
+def split(tensor, split_size_or_sections, dim=0):
+    """torch.split(tensor, split_size_or_sections, dim=0) (the method's argument is split_size)."""
+    return tensor.split(split_size_or_sections, dim)
 
 
 def _function_form(name):

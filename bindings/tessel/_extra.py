@@ -536,7 +536,10 @@ def index_add(x, dim, index, source, *, alpha=1):
     moved = source.movedim(d, 0) if source.ndim > 1 else source.reshape(-1, 1)
     target = x.movedim(d, 0) if x.ndim > 1 else x.reshape(-1, 1)
     from ._tensor import index_add_rows
-    rows = index_add_rows(moved.reshape(moved.shape[0], -1), index.long(), target.shape[0])
+    width = 1
+    for size in moved.shape[1:]:
+        width *= size  # not reshape(n, -1): no -1 for n = 0 (an expert that got no tokens)
+    rows = index_add_rows(moved.reshape(moved.shape[0], width), index.long(), target.shape[0])
     rows = rows.reshape(*target.shape)
     rows = rows.movedim(0, d) if x.ndim > 1 else rows.reshape(*x.shape)
     return x + (rows * alpha if alpha != 1 else rows)

@@ -168,7 +168,7 @@ def cumprod(x, dim, *, dtype=None):
         parts.append(local)
         carry = local.narrow(-1, b - 1, 1)
     out = parts[0] if len(parts) == 1 else _C._functional.cat(parts, -1)
-    return out.movedim(-1, d)
+    return out.movedim(-1, d).contiguous() if d != nd - 1 else out  # torch's result is contiguous
 
 
 def diff(x, n=1, dim=-1, prepend=None, append=None):

@@ -422,7 +422,8 @@ def _tuple_with_advanced_index(self, idx):
         return rows
     back = list(range(index_dims, index_dims + first)) + list(range(index_dims)) + \
         list(range(index_dims + first, rows.ndim))
-    return rows.permute(*back)
+    # torch's result is contiguous (Swin's roll, then .view): the index dims placed back, copied once
+    return rows.permute(*back).contiguous() if first else rows
 
 
 def _getitem(self, idx):

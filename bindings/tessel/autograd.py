@@ -103,6 +103,13 @@ _C.Tensor.backward = _tensor_backward
 
 # ---- torch.autograd.Function -------------------------------------------------------------------------------
 
+def _expandable(shape, to):
+    """Whether `shape` broadcasts to `to` (torch's is_expandable_to)."""
+    if len(shape) > len(to):
+        return False
+    return all(a == b or a == 1 for a, b in zip(reversed(shape), reversed(to)))
+
+
 class FunctionCtx:
     """What forward and backward share (torch's ctx): save_for_backward / saved_tensors, needs_input_grad,
     mark_non_differentiable, mark_dirty, set_materialize_grads, and any attribute the function sets."""
@@ -191,10 +198,12 @@ class Function(metaclass=_FunctionMeta):
                     if not isinstance(g, _C.Tensor):
                         raise TypeError("function %s returned a gradient of type %s for input %d (expected a "
                                         "Tensor or None)" % (name, type(g).__name__, i))
-                    if tuple(g.shape) != tuple(args[i].shape):
-                        raise RuntimeError("Function %s returned an invalid gradient at index %d - got %s but "
-                                           "expected shape compatible with %s"
-                                           % (name, i, list(g.shape), list(args[i].shape)))
+                    want = tuple(args[i].shape)
+                    if tuple(g.shape) != want:
+                        if not _expandable(want, tuple(g.shape)):
+                            raise RuntimeError("Function %s returned an invalid gradient at index %d - got %s but "
+                                               "expected shape compatible with %s" % (name, i, list(g.shape), list(want)))
+                        g = g.sum_to_size(*want)  # torch's: a gradient the input broadcasts to is summed down
                 picked.append(g if args[i].requires_grad else None)
             return picked
 

@@ -45,5 +45,120 @@ def test_a_bias_or_norm_weight_assigned_after_construction_takes_part_in_forward
     np.testing.assert_allclose(rms(tessel.tensor(row)).detach().numpy(), want, rtol=1e-6)
 
 
+
+def test_roll_flip_index_select_and_indexing_give_contiguous_results_that_view_as_torchs():
+    # Swin: shifted = torch.roll(x, (-s, -s), dims=(1, 2)) then .view(B, H * W, C): tessel's gather results kept
+    # the indexed dim moved (a permuted view), so the view raised.
+    x_np = np.arange(2 * 4 * 4 * 3, dtype=np.float32).reshape(2, 4, 4, 3)
+    x = tessel.tensor(x_np)
+    shifted = tessel.roll(x, shifts=(-1, -1), dims=(1, 2))
+    assert shifted.is_contiguous()
+    np.testing.assert_array_equal(shifted.view(2, 16, 3).numpy(), np.roll(x_np, (-1, -1), (1, 2)).reshape(2, 16, 3))
+    idx = tessel.tensor([2, 0])
+    mask = tessel.tensor([True, False, True, True])
+    cases = {"flip": (x.flip(2), x_np[:, :, ::-1]), "index_select": (x.index_select(2, idx), x_np[:, :, [2, 0]]),
+             "x[:, :, idx]": (x[:, :, idx], x_np[:, :, [2, 0]]), "x[:, mask]": (x[:, mask], x_np[:, [0, 2, 3]]),
+             "repeat_interleave": (x.repeat_interleave(2, dim=1), np.repeat(x_np, 2, axis=1)),
+             "cumprod": (x.cumprod(2), np.cumprod(x_np, axis=2))}
+    for name, (got, want) in cases.items():
+        assert got.is_contiguous(), name
+        np.testing.assert_allclose(got.view(-1).numpy(), np.ascontiguousarray(want).reshape(-1), rtol=1e-6,
+                                   err_msg=name)
+
+
+def test_index_add_with_no_indices_leaves_the_tensor_and_its_gradient_flows():
+    # Mixtral's MoE block: an expert that got no tokens index_adds an empty [0, h] block.
+    lin = nn.Linear(3, 3)
+    empty = tessel.tensor([], dtype=tessel.int64)
+    out = tessel.ones(4, 3).index_add(0, empty, lin(tessel.zeros(0, 3)))
+    np.testing.assert_array_equal(out.detach().numpy(), np.ones((4, 3)))
+    (out.sum() + lin(tessel.ones(1, 3)).sum()).backward()
+    np.testing.assert_array_equal(lin.bias.grad.numpy(), [1.0, 1.0, 1.0])  # only the second term's
+    inplace = tessel.ones(4, 3)
+    assert inplace.index_add_(0, empty, tessel.zeros(0, 3)) is inplace and inplace.sum().item() == 12.0
+
+
+def test_a_function_may_return_a_gradient_its_input_broadcasts_to():
+    # DeepSeek-V2's AddAuxiliaryLoss returns ones(1) for a 0-d loss: torch sums such gradients down.
+    class AddAux(tessel.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, loss):
+            return x
+
+        @staticmethod
+        def backward(ctx, g):
+            return g, tessel.ones(1, dtype=g.dtype) * 3.0
+
+    class Spread(tessel.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return (g * 2).unsqueeze(0).expand(3, *g.shape)  # [3, 2] for a [2] input
+
+    x, aux = tessel.ones(2, requires_grad=True), tessel.tensor(0.5, requires_grad=True)
+    AddAux.apply(x, aux).sum().backward()
+    assert aux.grad.shape == () and aux.grad.item() == 3.0
+    np.testing.assert_array_equal(x.grad.numpy(), [1.0, 1.0])
+    x.grad = None
+    Spread.apply(x).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [6.0, 6.0])
+
+    class Wrong(tessel.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x.clone()
+
+        @staticmethod
+        def backward(ctx, g):
+            return tessel.ones(3)  # [2] does not broadcast to [3]
+
+    with pytest.raises(RuntimeError, match=r"returned an invalid gradient at index 0 - got \[3\] but expected shape "
+                                           r"compatible with \[2\]"):
+        Wrong.apply(tessel.ones(2, requires_grad=True)).sum().backward()
+
+
+def test_in_place_add_and_sub_of_integer_and_mixed_dtype_tensors_as_torch():
+    # T5's _relative_position_bucket: relative_buckets += torch.where(is_small, rp, rp_if_large) (int64 += int64).
+    a = tessel.tensor([1, 2, 3])
+    a += tessel.tensor([1, 2, 3])
+    assert a.tolist() == [2, 4, 6] and a.dtype == tessel.int64
+    assert a.add_(tessel.tensor([1, 1, 1]), alpha=2).tolist() == [4, 6, 8]
+    assert a.sub_(tessel.tensor([1, 2, 3]), alpha=2).tolist() == [2, 2, 2]
+    a += a > 1  # long += bool
+    assert a.tolist() == [3, 3, 3] and a.dtype == tessel.int64
+    small = tessel.tensor([250], dtype=tessel.uint8)
+    assert small.add_(tessel.tensor([10])).tolist() == [4]  # computed in int64, wraps back into uint8 as torch
+    f = tessel.ones(2)
+    f.add_(tessel.full((2,), 0.5, dtype=tessel.float64))
+    assert f.dtype == tessel.float32 and f.tolist() == [1.5, 1.5]
+    with pytest.raises(RuntimeError, match="result type Float can't be cast to the desired output type Long"):
+        tessel.tensor([1]).add_(tessel.tensor([0.5]))
+    with pytest.raises(NotImplementedError, match="with two bool tensors is not supported"):
+        tessel.tensor([True]).sub_(tessel.tensor([True]))
+
+
+def test_numpy_argument_names_and_torchs_split_size_keyword():
+    # mamba-minimal: probs.sum(axis=1, keepdims=True); x.split(split_size=[...], dim=-1)
+    x_np = np.arange(12.0, dtype=np.float32).reshape(3, 4)
+    x = tessel.tensor(x_np)
+    np.testing.assert_array_equal(x.sum(axis=1, keepdims=True).numpy(), x_np.sum(axis=1, keepdims=True))
+    np.testing.assert_array_equal(tessel.sum(x, axis=0).numpy(), x_np.sum(axis=0))
+    np.testing.assert_array_equal(x.mean(axis=0).numpy(), x_np.mean(axis=0))
+    np.testing.assert_array_equal(x.cumsum(axis=1).numpy(), np.cumsum(x_np, axis=1))
+    np.testing.assert_array_equal(x.argmax(axis=1).numpy(), x_np.argmax(axis=1))
+    np.testing.assert_array_equal(x.max(axis=1).values.numpy(), x_np.max(axis=1))
+    np.testing.assert_allclose(x.std(axis=1).numpy(), x_np.std(axis=1, ddof=1), rtol=1e-6)
+    np.testing.assert_allclose(x.softmax(axis=1).numpy().sum(axis=1), [1.0] * 3, rtol=1e-6)
+    np.testing.assert_array_equal(tessel.cat([x, x], axis=1).numpy(), np.concatenate([x_np, x_np], axis=1))
+    assert x.sum(1).tolist() == x_np.sum(1).tolist() and x.sum(dim=1, dtype=tessel.float64).dtype == tessel.float64
+    with pytest.raises(TypeError, match="incompatible function arguments"):
+        x.sum(foo=1)
+    assert [tuple(p.shape) for p in x.split(split_size=[1, 3], dim=-1)] == [(3, 1), (3, 3)]
+    assert [tuple(p.shape) for p in x.split(split_size=2, dim=1)] == [(3, 2), (3, 2)]
+    assert [tuple(p.shape) for p in tessel.split(x, split_size_or_sections=[2, 1])] == [(2, 4), (1, 4)]
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
