@@ -202,7 +202,8 @@ class Function(metaclass=_FunctionMeta):
                     if tuple(g.shape) != want:
                         if not _expandable(want, tuple(g.shape)):
                             raise RuntimeError("Function %s returned an invalid gradient at index %d - got %s but "
-                                               "expected shape compatible with %s" % (name, i, list(g.shape), list(want)))
+                                               "expected shape compatible with %s"
+                                               % (name, i, list(g.shape), list(want)))
                         g = g.sum_to_size(*want)  # torch's: a gradient the input broadcasts to is summed down
                 picked.append(g if args[i].requires_grad else None)
             return picked
