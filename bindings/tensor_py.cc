@@ -402,6 +402,11 @@ void BindTensor(py::module_& m) {
   m.def("default_generator", &DefaultGenerator, py::return_value_policy::reference);
   py::class_<Tensor>(m, "Tensor", "A cheap handle: copying it shares the data (torch.Tensor's names)")
       .def(py::init<const Tensor&>(), py::arg("other"))
+      // torch's legacy constructor: Tensor(2, 3), Tensor([[6]]), Tensor(), Tensor(Size), Tensor(ndarray), in the
+      // default dtype (tessel/_namespace_more.py: _legacy_tensor).
+      .def(py::init([](const py::args& args, const py::kwargs& kwargs) {
+        return py::module_::import("tessel._namespace_more").attr("_legacy_tensor")(*args, **kwargs).cast<Tensor>();
+      }))
       .def_property_readonly("shape", [](const Tensor& t) { return SizeObject(t.sizes()); })
       .def("size", [](const Tensor& t, std::optional<int64_t> dim) -> py::object {
         if (dim) return py::int_(t.size(*dim));

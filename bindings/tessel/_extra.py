@@ -860,9 +860,19 @@ def prod(x, dim=None, keepdim=False, *, dtype=None):
     return x if keepdim else x.squeeze(dim)
 
 
-def meshgrid(*tensors, indexing="ij"):
+_warned_meshgrid = []
+
+
+def meshgrid(*tensors, indexing=None):
     if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
         tensors = tuple(tensors[0])
+    if indexing is None:
+        if not _warned_meshgrid:  # torch warns once per process, then takes "ij"
+            _warned_meshgrid.append(True)
+            import warnings
+            warnings.warn("torch.meshgrid: in an upcoming release, it will be required to pass the indexing "
+                          "argument.", UserWarning, stacklevel=2)
+        indexing = "ij"
     if indexing not in ("ij", "xy"):
         raise ValueError("torch.meshgrid: indexing must be one of \"xy\" or \"ij\", but received: %s" % indexing)
     ts = list(tensors)

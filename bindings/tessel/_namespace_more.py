@@ -110,6 +110,26 @@ def _typed_tensor(name, dtype):
     return _TypedTensorMeta(name, (), {"__new__": __new__, "dtype": dtype, "__module__": "tessel"})
 
 
+def _legacy_tensor(*args, device=None):
+    """torch.Tensor(...) (the legacy constructor): sizes give an uninitialized tensor of that shape (zeros here),
+    a Size too, one sequence or array gives its data; in the default dtype (word_language_model's
+    `torch.Tensor([[word_idx]]).long()`)."""
+    from ._tensor import tensor, zeros
+    dtype = _C._get_default_dtype()
+    if device is not None and str(device) not in ("cpu", "meta"):
+        raise RuntimeError("Tensor(): device %s is not available (tessel runs on the CPU)" % (device,))
+    if all(isinstance(a, int) and not isinstance(a, bool) for a in args):
+        return zeros(*(args or (0,)), dtype=dtype)
+    if len(args) == 1:
+        data = args[0]
+        if type(data).__name__ == "Size":
+            return zeros(*data, dtype=dtype)
+        if isinstance(data, Tensor):
+            return data
+        return tensor(data, dtype=dtype)
+    raise TypeError("new(): invalid data type '%s'" % type(args[0]).__name__)
+
+
 _TYPED = {"FloatTensor": _dtypes.float32, "DoubleTensor": _dtypes.float64, "HalfTensor": _dtypes.float16,
           "BFloat16Tensor": _dtypes.bfloat16, "LongTensor": _dtypes.int64, "IntTensor": _dtypes.int32,
           "ShortTensor": _dtypes.int16, "CharTensor": _dtypes.int8, "ByteTensor": _dtypes.uint8,

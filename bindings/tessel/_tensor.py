@@ -485,7 +485,19 @@ def _one_element(self, kind):
 Tensor.__getitem__ = _getitem
 Tensor.__len__ = _len
 Tensor.__iter__ = _iter
-Tensor.__float__ = lambda self: builtins.float(_one_element(self, "scalars"))
+_warned_float = []
+
+
+def _float(self):
+    if self.requires_grad and not _warned_float:  # torch warns once per process
+        _warned_float.append(True)
+        import warnings
+        warnings.warn("Converting a tensor with requires_grad=True to a scalar may lead to unexpected behavior.\n"
+                      "Consider using tensor.detach() first.", UserWarning, stacklevel=2)
+    return builtins.float(_one_element(self, "scalars"))
+
+
+Tensor.__float__ = _float
 Tensor.__int__ = lambda self: builtins.int(_one_element(self, "scalars"))
 Tensor.__bool__ = lambda self: builtins.bool(_one_element(self, "booleans"))
 Tensor.__array__ = lambda self, dtype=None: self.numpy() if dtype is None else self.numpy().astype(dtype)

@@ -160,5 +160,71 @@ def test_numpy_argument_names_and_torchs_split_size_keyword():
     assert [tuple(p.shape) for p in x.split(split_size=2, dim=1)] == [(3, 2), (3, 2)]
     assert [tuple(p.shape) for p in tessel.split(x, split_size_or_sections=[2, 1])] == [(2, 4), (1, 4)]
 
+
+def test_the_legacy_tensor_constructor_and_printing_a_parameter():
+    # word_language_model/generate.py: torch.Tensor([[word_idx]]).long()
+    assert tessel.Tensor([[6]]).long().tolist() == [[6]] and tessel.Tensor([[6]]).dtype == tessel.float32
+    assert tuple(tessel.Tensor(2, 3).shape) == (2, 3) and tuple(tessel.Tensor().shape) == (0,)
+    assert tuple(tessel.Tensor(tessel.Size([4])).shape) == (4,)  # a Size is a shape, a tuple is data
+    assert tessel.Tensor((2, 3)).tolist() == [2.0, 3.0]
+    assert tessel.Tensor(np.array([1.5, 2.5], dtype=np.float64)).dtype == tessel.float32
+    t = tessel.ones(2)
+    alias = tessel.Tensor(t)
+    alias.add_(1.0)
+    assert t.tolist() == [2.0, 2.0]  # torch.Tensor(tensor) shares it
+    p = nn.Parameter(tessel.zeros(2))
+    assert str(p) == repr(p) == "Parameter containing:\ntensor([0., 0.], requires_grad=True)"
+
+
+def test_torchs_warnings_for_these_constructs(recwarn):
+    import warnings
+
+    from tessel import _extra, _tensor
+    from tessel.utils.data import DataLoader, TensorDataset
+
+    def caught(fn):
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            fn()
+        return [str(x.message) for x in w]
+
+    assert caught(lambda: nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16), 1)) == [
+        "enable_nested_tensor is True, but self.use_nested_tensor is False because encoder_layer.self_attn.batch_first "
+        "was not True(use batch_first for better inference performance)"]
+    assert caught(lambda: nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16, batch_first=True), 1)) == []
+    assert caught(lambda: nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16), 1,
+                                                enable_nested_tensor=False)) == []
+    assert caught(lambda: nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16, batch_first=True,
+                                                                           norm_first=True), 1)) == [
+        "enable_nested_tensor is True, but self.use_nested_tensor is False because encoder_layer.norm_first was True"]
+    for rnn in (nn.LSTM, nn.GRU, nn.RNN):
+        assert caught(lambda: rnn(4, 4, 1, dropout=0.5)) == [
+            "dropout option adds dropout after all but last recurrent layer, so non-zero dropout expects num_layers "
+            "greater than 1, but got dropout=0.5 and num_layers=1"]
+        assert caught(lambda: rnn(4, 4, 2, dropout=0.5)) == []
+    _tensor._warned_float.clear()
+    x = tessel.ones(1, requires_grad=True) * 2
+    assert caught(lambda: float(x)) == ["Converting a tensor with requires_grad=True to a scalar may lead to "
+                                        "unexpected behavior.\nConsider using tensor.detach() first."]
+    assert caught(lambda: float(x)) == [] and caught(lambda: x.item()) == []  # once per process, as torch
+    assert caught(lambda: list(DataLoader(TensorDataset(tessel.ones(2)), pin_memory=True))) == [
+        "'pin_memory' argument is set as true but no accelerator is found, then device pinned memory won't be used."]
+    _extra._warned_meshgrid.clear()
+    grids = []
+    assert caught(lambda: grids.extend(tessel.meshgrid([tessel.arange(2), tessel.arange(3)]))) == [
+        "torch.meshgrid: in an upcoming release, it will be required to pass the indexing argument."]
+    assert [tuple(g.shape) for g in grids] == [(2, 3), (2, 3)]  # "ij"
+    assert caught(lambda: tessel.meshgrid(tessel.arange(2), tessel.arange(3))) == []
+
+
+def test_scheduler_state_dicts_carry_torchs_keys():
+    opt = tessel.optim.SGD(nn.Linear(2, 1).parameters(), lr=0.1)
+    sched = tessel.optim.lr_scheduler.StepLR(opt, 1, 0.5)
+    opt.step()
+    sched.step()
+    assert sorted(sched.state_dict()) == ["_get_lr_called_within_step", "_is_initial", "_last_lr", "_step_count",
+                                          "base_lrs", "gamma", "last_epoch", "step_size"]  # torch 2.15's
+    assert sched.state_dict()["_is_initial"] is False and sched.get_last_lr() == [0.05]
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))

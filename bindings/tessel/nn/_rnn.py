@@ -15,6 +15,7 @@ back packed, with the final states in the caller's batch order.
     out, (h_n, c_n) = lstm(x)          # x [B, T, 16] -> out [B, T, 32]
 """
 import math
+import warnings
 
 from .. import _C
 from . import functional as F, init
@@ -67,6 +68,10 @@ class RNNBase(Module):
         if not 0 <= dropout <= 1:
             raise ValueError("dropout should be a number in range [0, 1] representing the probability of an "
                              "element being zeroed")
+        if dropout > 0 and num_layers == 1:  # torch's warning
+            warnings.warn("dropout option adds dropout after all but last recurrent layer, so non-zero dropout "
+                          "expects num_layers greater than 1, but got dropout=%s and num_layers=%s"
+                          % (dropout, num_layers), stacklevel=2)
         if proj_size < 0 or (proj_size and mode != "LSTM"):
             raise ValueError("proj_size should be a positive integer or zero to disable projections (LSTM only)")
         if proj_size >= hidden_size and proj_size:

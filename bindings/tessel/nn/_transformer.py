@@ -4,6 +4,7 @@ softmax, LayerNorm and dropout, with torch's parameter names, submodule order an
 from modules.py by concept.
 """
 import copy
+import warnings
 
 from .. import _C, _dtypes
 from . import functional
@@ -202,6 +203,29 @@ class TransformerEncoderLayer(Module):
         return self.norm2(x + self._ff_block(x))
 
 
+def _why_not_nested(layer):
+    """torch's reason for a TransformerEncoder not to take its nested-tensor fast path ("" when it would)."""
+    name = "encoder_layer"
+    attn = getattr(layer, "self_attn", None)
+    if not isinstance(layer, TransformerEncoderLayer):
+        return "%s was not TransformerEncoderLayer" % name
+    if layer.norm_first:
+        return "%s.norm_first was True" % name
+    if not attn.batch_first:
+        return "%s.self_attn.batch_first was not True(use batch_first for better inference performance)" % name
+    if not attn._qkv_same_embed_dim:
+        return "%s.self_attn._qkv_same_embed_dim was not True" % name
+    if attn.in_proj_bias is None:
+        return "%s.self_attn was passed bias=False" % name
+    if not layer.activation_relu_or_gelu:
+        return "%s.activation_relu_or_gelu was not True" % name
+    if layer.norm1.eps != layer.norm2.eps:
+        return "%s.norm1.eps was not equal to %s.norm2.eps" % (name, name)
+    if attn.num_heads % 2 == 1:
+        return "%s.self_attn.num_heads is odd" % name
+    return ""
+
+
 class TransformerEncoder(Module):
     """torch.nn.TransformerEncoder: num_layers copies of encoder_layer (same initial weights, as torch's
     deepcopy) in `layers`, then an optional norm."""
@@ -211,6 +235,13 @@ class TransformerEncoder(Module):
         # torch deep-copies the layer (any layer class, a user's own included)
         self.layers = ModuleList([copy.deepcopy(encoder_layer) for _ in range(num_layers)])
         self.num_layers, self.norm = num_layers, norm
+        self.enable_nested_tensor = self.use_nested_tensor = enable_nested_tensor
+        self.mask_check = mask_check
+        why = _why_not_nested(encoder_layer)
+        if enable_nested_tensor and why:  # torch's warning (tessel has no nested-tensor path either way)
+            warnings.warn("enable_nested_tensor is True, but self.use_nested_tensor is False because %s" % why,
+                          stacklevel=2)
+            self.use_nested_tensor = False
 
     def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
         x = src

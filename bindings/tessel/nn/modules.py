@@ -59,6 +59,8 @@ class Parameter(Tensor):
     def __repr__(self):
         return "Parameter containing:\n" + Tensor.__repr__(self)
 
+    __str__ = __repr__  # print(param), as torch's
+
 
 class Buffer(Tensor):
     """torch.nn.Buffer (torch 2.5): a tensor that a module registers as a buffer when assigned as an attribute

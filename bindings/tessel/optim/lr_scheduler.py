@@ -67,12 +67,15 @@ class LRScheduler:
                           "value of the learning rate schedule. See more details at "
                           "https://pytorch.org/docs/stable/optim.html#how-to-adjust-learning-rate", UserWarning)
         self._step_count += 1
+        # torch's flags (saved in its state dicts): get_lr inside step, and the constructor's own step
+        self._get_lr_called_within_step, self._is_initial = True, self._step_count == 1
         if epoch is None:
             self.last_epoch += 1
             values = self.get_lr()
         else:
             self.last_epoch = epoch
             values = self._get_closed_form_lr() if hasattr(self, "_get_closed_form_lr") else self.get_lr()
+        self._get_lr_called_within_step = self._is_initial = False
         for group, lr in zip(self.optimizer.param_groups, values):
             group["lr"] = lr
         self._last_lr = self._lrs()

@@ -14,6 +14,7 @@ the calling process (the batches are the same; there are no worker processes), a
 import copy
 import math
 import numbers
+import warnings
 
 import numpy as np
 
@@ -353,6 +354,7 @@ class DataLoader:
                  multiprocessing_context=None, generator=None, *, prefetch_factor=None, persistent_workers=False,
                  pin_memory_device=""):
         self.dataset, self.num_workers, self.drop_last = dataset, num_workers, drop_last
+        self.pin_memory = pin_memory
         self.collate_fn = collate_fn or (default_collate if batch_size is not None or batch_sampler is not None
                                          else default_convert)
         self._iterable = isinstance(dataset, IterableDataset)
@@ -375,6 +377,9 @@ class DataLoader:
         self.batch_size, self.sampler, self.batch_sampler = batch_size, sampler, batch_sampler
 
     def __iter__(self):
+        if self.pin_memory:  # torch's warning on a machine without an accelerator
+            warnings.warn("'pin_memory' argument is set as true but no accelerator is found, then device pinned "
+                          "memory won't be used.", stacklevel=2)
         if self._iterable:
             if self.batch_size is None:
                 for sample in self.dataset:
