@@ -295,10 +295,17 @@ void BindPlacements(py::module_& m) {
            py::arg("dim") = py::none())
       .def("is_replicate", [](const StridedShardPlacement&) { return false; })
       .def("is_partial", [](const StridedShardPlacement&, const py::object&) { return false; },
-           py::arg("reduce_op") = py::none());
+           py::arg("reduce_op") = py::none())
+      // Picklable, as torch's dataclasses (all_gather_object of placements, torch.save / deepcopy of plans).
+      .def(py::pickle([](const StridedShardPlacement& a) { return py::make_tuple(a.dim, a.split_factor); },
+                      [](const py::tuple& t) {
+                        return StridedShardPlacement{t[0].cast<int64_t>(), t[1].cast<int64_t>()};
+                      }));
   py::class_<dtensor::Shard>(m, "Shard")
       .def(py::init([](int64_t dim) { return dtensor::Shard{dim}; }), py::arg("dim"))
       .def_readonly("dim", &dtensor::Shard::dim)
+      .def(py::pickle([](const dtensor::Shard& a) { return py::make_tuple(a.dim); },
+                      [](const py::tuple& t) { return dtensor::Shard{t[0].cast<int64_t>()}; }))
       // py::is_operator: another type compares unequal (NotImplemented), as torch's Shard(0) == Replicate();
       // hashable like torch's placements (sets, dict keys).
       .def("__eq__", [](const dtensor::Shard& a, const dtensor::Shard& b) { return a == b; }, py::is_operator())
@@ -321,6 +328,8 @@ void BindPlacements(py::module_& m) {
       }, py::arg("curr_local_size"), py::arg("num_chunks"), py::arg("rank"));
   py::class_<dtensor::Replicate>(m, "Replicate")
       .def(py::init<>())
+      .def(py::pickle([](const dtensor::Replicate&) { return py::tuple(); },
+                      [](const py::tuple&) { return dtensor::Replicate{}; }))
       .def("__eq__", [](const dtensor::Replicate&, const dtensor::Replicate&) { return true; }, py::is_operator())
       .def("__hash__", [](const dtensor::Replicate&) { return py::hash(py::str("Replicate")); })
       .def("__repr__", &dtensor::Replicate::ToLongString)
@@ -339,6 +348,10 @@ void BindPlacements(py::module_& m) {
              return dtensor::Partial{it->second};
            }),
            py::arg("reduce_op") = "sum")
+      .def(py::pickle([](const dtensor::Partial& a) { return py::make_tuple(static_cast<int>(a.reduce_op)); },
+                      [](const py::tuple& t) {
+                        return dtensor::Partial{static_cast<comm::ReduceOp>(t[0].cast<int>())};
+                      }))
       .def("__eq__", [](const dtensor::Partial& a, const dtensor::Partial& b) { return a == b; }, py::is_operator())
       .def("__hash__", [](const dtensor::Partial& a) {
         return py::hash(py::make_tuple("Partial", static_cast<int>(a.reduce_op)));

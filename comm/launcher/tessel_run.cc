@@ -8,7 +8,8 @@
 // its arguments. An unknown flag is a usage error (exit 2).
 //
 // Invariant: each rank runs `prog args...` with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
-// GROUP_RANK (= node rank), MASTER_ADDR, MASTER_PORT set as torchrun sets them; every line it writes
+// GROUP_RANK (= node rank), MASTER_ADDR, MASTER_PORT, GROUP_WORLD_SIZE, ROLE_*, TORCHELASTIC_RUN_ID /
+// _RESTART_COUNT / _MAX_RESTARTS set as torchrun sets them; every line it writes
 // to stdout/stderr comes out on the same stream prefixed "[rank r] ". When a rank exits non-zero (or
 // dies of a signal), the launcher terminates the others (SIGTERM, then SIGKILL after 5 s) and exits
 // with that rank's code (128 + signal for a signal). A rank that exits with code 0 while others still
@@ -357,6 +358,14 @@ void Spawn(Rank& r, const Args& a, int local_rank, const std::string& error_file
     ::setenv("LOCAL_RANK", std::to_string(local_rank).c_str(), 1);
     ::setenv("LOCAL_WORLD_SIZE", std::to_string(a.nproc_per_node).c_str(), 1);
     ::setenv("GROUP_RANK", std::to_string(a.node_rank).c_str(), 1);
+    // torchrun's role variables (one role, "default", holding every rank) and elastic ones: torch's
+    // is_torchelastic_launched() reads TORCHELASTIC_RUN_ID ("none" without a rendezvous id, as torchrun's).
+    ::setenv("GROUP_WORLD_SIZE", std::to_string(a.nnodes).c_str(), 1);
+    ::setenv("ROLE_NAME", "default", 1);
+    ::setenv("ROLE_RANK", std::to_string(r.rank).c_str(), 1);
+    ::setenv("ROLE_WORLD_SIZE", std::to_string(world).c_str(), 1);
+    ::setenv("TORCHELASTIC_RUN_ID", "none", 1);
+    ::setenv("TORCHELASTIC_MAX_RESTARTS", std::to_string(a.max_restarts).c_str(), 1);
     ::setenv("MASTER_ADDR", a.master_addr.c_str(), 1);
     ::setenv("MASTER_PORT", std::to_string(a.master_port).c_str(), 1);
     ::setenv("TESSEL_BACKEND", a.backend.c_str(), 1);
@@ -449,6 +458,7 @@ void Reap(std::vector<Rank>& ranks, bool terminating, int* exit_code, int* faile
 // `error_dir` (may be empty: no error files) holds the ranks' TORCHELASTIC_ERROR_FILEs.
 int RunAttempt(const Args& args, int attempt, const std::string& error_dir) {
   ::setenv("TESSEL_RESTART_COUNT", std::to_string(attempt).c_str(), 1);
+  ::setenv("TORCHELASTIC_RESTART_COUNT", std::to_string(attempt).c_str(), 1);
   std::vector<Rank> ranks(args.nproc_per_node);
   for (int lr = 0; lr < args.nproc_per_node; ++lr) {
     ranks[lr].rank = args.node_rank * args.nproc_per_node + lr;

@@ -29,9 +29,11 @@ listener=$!
 for _ in $(seq 100); do [ -s "$portfile" ] && break; sleep 0.1; done
 port=$(cat "$portfile")
 "$launcher" --nproc-per-node 2 --nnodes 2 --node-rank 1 --master-addr 127.0.0.1 --master-port "$port" /bin/sh -c \
-  'echo "n $RANK $WORLD_SIZE $LOCAL_RANK $GROUP_RANK $MASTER_ADDR $MASTER_PORT"' >"$out" 2>&1 || fail "multi-node run failed"
+  'echo "n $RANK $WORLD_SIZE $LOCAL_RANK $GROUP_RANK $MASTER_ADDR $MASTER_PORT $GROUP_WORLD_SIZE $ROLE_NAME $ROLE_RANK \
+$ROLE_WORLD_SIZE $TORCHELASTIC_RUN_ID $TORCHELASTIC_RESTART_COUNT $TORCHELASTIC_MAX_RESTARTS"' >"$out" 2>&1 ||
+  fail "multi-node run failed"
 kill "$listener" 2>/dev/null
-grep -qx "\[rank 3\] n 3 4 1 1 127.0.0.1 $port" "$out" || fail "wrong multi-node variables"
+grep -qx "\[rank 3\] n 3 4 1 1 127.0.0.1 $port 2 default 3 4 none 0 0" "$out" || fail "wrong multi-node variables"
 grep -q "waiting for the rendezvous at 127.0.0.1:$port" "$out" || fail "no waiting notice"
 
 # 3. Failure: rank 1 exits 7 while the others would sleep for a minute; all must be gone quickly.

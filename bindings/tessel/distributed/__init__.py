@@ -309,6 +309,11 @@ class Work:
     def is_completed(self):
         return self._work.is_completed()
 
+    def result(self):
+        """The collective's result tensors once it completed (torch's Work.result())."""
+        self._work.wait()
+        return list(self._tensors)
+
     def get_future(self):
         from ..futures import Future
         return Future._lazy(lambda: (self._work.wait(), list(self._tensors))[1], self._work.is_completed)
@@ -371,6 +376,7 @@ def destroy_process_group(group=None):
 
 ProcessGroup = _C.ProcessGroup
 ReduceOp = _C.ReduceOp
+ReduceOp.RedOpType = ReduceOp  # torch's name for the enum of ReduceOp.SUM, ... (isinstance(op, ReduceOp.RedOpType))
 
 
 class _CallableInt(int):

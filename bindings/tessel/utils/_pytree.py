@@ -1,10 +1,10 @@
 """tessel.utils._pytree: torch.utils._pytree's tree functions over nested Python containers.
 
-    leaves, spec = tree_flatten({"a": (x, 1), "b": [y, None]})   # [x, 1, y]; None is an empty node, as torch's
+    leaves, spec = tree_flatten({"a": (x, 1), "b": [y, None]})   # [x, 1, y, None]; None is a leaf, as torch 2.15's
     tree_unflatten([2 * v for v in leaves], spec)
     tree_map(lambda t: t * 2, tree); tree_map_only(tessel.Tensor, fn, tree)
 
-Nodes: tuple, list, dict (insertion order), OrderedDict, defaultdict, namedtuples, None (no children), and any
+Nodes: tuple, list, dict (insertion order), OrderedDict, defaultdict, namedtuples, and any
 type given to register_pytree_node; everything else is a leaf. Written here because tessel's Python face
 depends only on numpy: torch's module is the reference for these semantics.
 """
@@ -22,7 +22,6 @@ _NODES = {
                               lambda c, keys: collections.OrderedDict(zip(keys, c))),
     collections.defaultdict: (lambda d: (list(d.values()), (d.default_factory, list(d.keys()))),
                               lambda c, ctx: collections.defaultdict(ctx[0], zip(ctx[1], c))),
-    type(None): (lambda _: ([], None), lambda c, _: None),
 }
 
 

@@ -186,4 +186,5 @@ def distribute_module(module, device_mesh=None, partition_fn=None, input_fn=None
 
 
 from ..device_mesh import init_device_mesh  # noqa: E402,F401 (torch.distributed.tensor exports it)
-from . import device_mesh, parallel, placement_types  # noqa: E402,F401 (torch.distributed.tensor's submodules)
+from . import _random, device_mesh, parallel, placement_types  # noqa: E402,F401 (torch.distributed.tensor's
+#   submodules)

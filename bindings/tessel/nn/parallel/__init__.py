@@ -72,6 +72,10 @@ class DistributedDataParallel(Module, _GroupJoinable):
         self.process_group = process_group if process_group is not None else dist._default_group("DDP")
         self.broadcast_buffers = broadcast_buffers
         self.find_unused_parameters = bool(find_unused_parameters)
+        self.static_graph = bool(static_graph)
+        # torch's static_graph finds the unused parameters in its first iteration and skips them after: here they
+        # are found every backward (one small all-reduce), with the same gradients (None for unused ones)
+        self._detect_unused = self.find_unused_parameters or self.static_graph
         self.require_backward_grad_sync = True
         self._reached = False
         self._comm_hook = None
@@ -85,11 +89,11 @@ class DistributedDataParallel(Module, _GroupJoinable):
             raise ValueError("DistributedDataParallel: bucket_cap_mb must be positive, got %s" % (bucket_cap_mb,))
         mesh = device_mesh if device_mesh is not None else DeviceMesh.from_group(self.process_group, "cpu")
         # Broadcasts rank 0's parameters (one per bucket) and registers the gradient hooks.
-        self._replicate = _C.replicate(module, mesh, max(1, int(cap_mb * 1024 * 1024)), self.find_unused_parameters)
+        self._replicate = _C.replicate(module, mesh, max(1, int(cap_mb * 1024 * 1024)), self._detect_unused)
         self._broadcast_from_first_rank(self._buffers_to_sync())
 
     def forward(self, *args, **kwargs):
-        unused = self._replicate.unused_in_last_backward() if not self.find_unused_parameters else []
+        unused = self._replicate.unused_in_last_backward() if not self._detect_unused else []
         if unused and self._comm_hook is None:
             raise RuntimeError(
                 "Expected to have finished reduction in the prior iteration before starting a new one. This error "
