@@ -226,5 +226,20 @@ def test_scheduler_state_dicts_carry_torchs_keys():
                                           "base_lrs", "gamma", "last_epoch", "step_size"]  # torch 2.15's
     assert sched.state_dict()["_is_initial"] is False and sched.get_last_lr() == [0.05]
 
+
+def test_optimizers_print_and_order_their_state_as_torch():
+    m = nn.Linear(2, 2)
+    opt = tessel.optim.SGD([{"params": [m.weight]}, {"params": [m.bias], "lr": 0.5}], lr=0.1)
+    group = ("    dampening: 0\n    differentiable: False\n    foreach: None\n    fused: None\n    lr: %s\n"
+             "    maximize: False\n    momentum: 0\n    nesterov: False\n    weight_decay: 0\n")
+    assert repr(opt) == ("SGD (\nParameter Group 0\n" + group % 0.1 + "\nParameter Group 1\n" + group % 0.5 + ")")
+    for name, keys in (("Adam", ["step", "exp_avg", "exp_avg_sq"]), ("Adadelta", ["step", "square_avg", "acc_delta"]),
+                       ("NAdam", ["step", "mu_product", "exp_avg", "exp_avg_sq"])):  # torch 2.15's orders
+        opt = getattr(tessel.optim, name)(m.parameters())
+        m(tessel.ones(1, 2)).sum().backward()
+        opt.step()
+        opt.zero_grad()
+        assert [list(v) for v in opt.state_dict()["state"].values()] == [keys, keys], name
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))

@@ -229,6 +229,14 @@ class Optimizer:
 
     # ---- torch's state_dict: {"state": {id: {...}}, "param_groups": [{..., "params": [ids]}]} ----
 
+    def __repr__(self):
+        """torch's: the class name, then each parameter group's options in sorted order."""
+        text = type(self).__name__ + " ("
+        for i, group in enumerate(self.param_groups):
+            text += "\nParameter Group %d\n" % i
+            text += "".join("    %s: %s\n" % (key, group[key]) for key in sorted(group) if key != "params")
+        return text + ")"
+
     def state_dict(self):
         """torch's layout: parameters numbered across the groups in order; each one's state ("step" and the
         optimizer's buffers, aliases of the live tensors) and each group's options with its ids."""
@@ -240,9 +248,12 @@ class Optimizer:
             ids = []
             for name in names:
                 entry = dict(buffers.get(name, {}))
-                if entry or steps.get(name, 0):
-                    entry["step"] = _C._full([], float(steps.get(name, 0)), _C.dtype.float32)
+                if entry or steps.get(name, 0):  # "step" first, as torch's (Adam: step, exp_avg, exp_avg_sq)
+                    entry = dict(step=_C._full([], float(steps.get(name, 0)), _C.dtype.float32), **entry)
                     entry = self._torch_state(entry, opt, name)
+                    order = type(self)._state_order
+                    entry = dict([(k, entry[k]) for k in order if k in entry] +
+                                 [(k, v) for k, v in entry.items() if k not in order])
                     if entry:  # (plain SGD keeps none)
                         state[index] = entry
                 ids.append(index)
@@ -251,6 +262,7 @@ class Optimizer:
         return {"state": state, "param_groups": groups}
 
     _derived_state = ()  # state_dict entries torch keeps that tessel recomputes (NAdam's mu_product)
+    _state_order = ()  # a parameter's state entries in torch's order where it is not "step", then the buffers'
 
     def _torch_state(self, entry, opt, name):
         """Parameter `name`'s state_dict entry as torch's optimizer keeps it (hook for the subclasses; opt is the
@@ -600,6 +612,7 @@ class NAdam(_AdamRelative):
 
     _extras = (("momentum_decay", 4e-3), ("decoupled_weight_decay", False))
     _derived_state = ("mu_product",)  # rebuilt from the step count on load (core/optim/adam_family.h)
+    _state_order = ("step", "mu_product")
 
     def _torch_state(self, entry, opt, name):
         """torch's entry: mu_product = Π_{i <= step} μ_i (the C++ optimizer's running product), float32."""
@@ -635,6 +648,8 @@ class RAdam(_AdamRelative):
 
 class Adadelta(Optimizer):
     """torch.optim.Adadelta (rho, eps, weight_decay as an L2 term; lr scales the delta, 1.0 by default)."""
+
+    _state_order = ("step", "square_avg", "acc_delta")
 
     def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0, foreach=None, *, capturable=False,
                  maximize=False, differentiable=False):
