@@ -91,11 +91,13 @@ def _einsum_pair(a, sa, b, sb, keep):
         full = [size[c] for c in first + second + third]
         if tuple(x.shape) != tuple(full):
             x = x.expand(*full)
-        prod = [int(np.prod([size[c] for c in g])) if g else 1 for g in (first, second, third)]
-        return x.reshape(*prod)
+        # the batch dims stay apart (an N-D batched matmul), so a DTensor sharded on one of them (heads in
+        # "bhqd,bhkd->bhqk") keeps that sharding instead of being gathered to flatten them
+        prod = [int(np.prod([size[c] for c in g])) if g else 1 for g in (second, third)]
+        return x.reshape(*([size[c] for c in first] + prod))
 
-    am = arrange(a, sa, batch, a_only, contract)  # [batch, M, K]
-    bm = arrange(b, sb, batch, contract, b_only)  # [batch, K, N]
+    am = arrange(a, sa, batch, a_only, contract)  # [*batch, M, K]
+    bm = arrange(b, sb, batch, contract, b_only)  # [*batch, K, N]
     out = am @ bm
     shape = [size[c] for c in batch + a_only + b_only]
     return out.reshape(*shape) if shape else out.reshape(()), "".join(batch + a_only + b_only)

@@ -97,5 +97,27 @@ def test_local_map_outputs_may_be_none_and_random_seed_work_results_as_torch():
     tessel.run_ranks(2, rank_fn)
 
 
+
+def test_einsum_over_head_sharded_attention_keeps_the_heads_sharded_without_communication():
+    # "bhqd,bhkd->bhqk" on Shard(1) q and k: tessel flattened [b, h] for one batched matmul, which gathered the
+    # heads (a Replicate result, an all-gather each); torch keeps Shard(1) and communicates nothing.
+    from tessel.distributed.tensor.debug import CommDebugMode
+    rng = np.random.default_rng(0)
+    q_np, k_np = rng.standard_normal((2, 4, 5, 3)), rng.standard_normal((2, 4, 6, 3))
+
+    def rank_fn(world):
+        dist.init_process_group()
+        mesh = init_device_mesh("cpu", (2,))
+        q = distribute_tensor(tessel.tensor(q_np), mesh, [Shard(1)])
+        k = distribute_tensor(tessel.tensor(k_np), mesh, [Shard(1)])
+        with CommDebugMode() as comm:
+            scores = tessel.einsum("bhqd,bhkd->bhqk", q, k)
+        assert comm.get_total_counts() == 0 and scores.placements == (Shard(1),)
+        assert tuple(scores.to_local().shape) == (2, 2, 5, 6)
+        np.testing.assert_allclose(scores.full_tensor().numpy(), np.einsum("bhqd,bhkd->bhqk", q_np, k_np),
+                                   rtol=1e-12)
+
+    tessel.run_ranks(2, rank_fn)
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
