@@ -235,8 +235,17 @@ void BindCreation(py::module_& m) {
   // computed outputs recorded as one node over the inputs; backward gets one gradient per output (None
   // for an undefined one) and returns one per input (None for none).
   m.def("_apply_function", [](std::string name, const TensorList& inputs, const TensorList& outputs,
-                              std::vector<bool> differentiable, py::object backward, bool materialize_grads) {
+                              std::vector<bool> differentiable, py::object backward, bool materialize_grads,
+                              py::object release) {
     auto fn = ShareCallable(std::move(backward));
+    std::function<void()> on_release;
+    if (!release.is_none()) {
+      auto rel = ShareCallable(std::move(release));
+      on_release = [rel] {
+        py::gil_scoped_acquire gil;
+        (*rel)();
+      };
+    }
     return autograd::ApplyCustomFunction(
         std::move(name), inputs, outputs, differentiable,
         [fn](const TensorList& grads) {
@@ -248,9 +257,9 @@ void BindCreation(py::module_& m) {
           for (const py::handle& g : r) out.push_back(g.is_none() ? Tensor() : g.cast<Tensor>());
           return out;
         },
-        materialize_grads);
+        materialize_grads, std::move(on_release));
   }, py::arg("name"), py::arg("inputs"), py::arg("outputs"), py::arg("differentiable"), py::arg("backward"),
-        py::arg("materialize_grads"));
+        py::arg("materialize_grads"), py::arg("release") = py::none());
   // torch.autocast (tessel/amp.py keeps the previous state and restores it on exit): this thread's
   // region flag and dtype (core/autograd/autocast.h).
   // tessel.profiler.profile: an OpProfiler on this thread between start() and stop() (core/dispatch/
@@ -423,6 +432,8 @@ void BindTensor(py::module_& m) {
       .def_property_readonly("is_distributed", &Tensor::is_distributed)
       .def("is_contiguous", &Tensor::is_contiguous)
       .def_property_readonly("is_leaf", &Tensor::is_leaf)
+      // torch's version counter: bumped by every in-place write to the storage (views share it)
+      .def_property_readonly("_version", [](const Tensor& t) { return t.defined() ? t.impl()->version() : 0u; })
       .def_property_readonly("grad_fn", [](const Tensor& t) -> std::shared_ptr<autograd::Node> { return t.grad_fn(); })
       .def_property("requires_grad", &Tensor::requires_grad, [](Tensor& t, bool v) { t.set_requires_grad(v); })
       .def("requires_grad_", [](Tensor& t, bool v) -> Tensor& { return t.set_requires_grad(v); },

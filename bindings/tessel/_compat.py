@@ -328,6 +328,23 @@ Tensor.__iadd__ = _inplace_operator("__iadd__", lambda a, b: _add_(a, b), lambda
 Tensor.__isub__ = _inplace_operator("__isub__", lambda a, b: _sub_(a, b), lambda a, b: a - b)
 Tensor.__imul__ = _inplace_operator("__imul__", lambda a, b: _mul_(a, b), lambda a, b: a * b)
 Tensor.__itruediv__ = _inplace_operator("__itruediv__", lambda a, b: _div_(a, b), lambda a, b: a / b)
+
+
+def _augmented(name, method):
+    """a //= b, a %= b, a **= b, a &= b, a |= b, a ^= b: in place through the method (recorded by autograd where
+    it must be), as torch; without these Python rebinds `a` to a new tensor and aliases, views and buffers keep
+    the old values."""
+    def op(self, other):
+        if name in ("__ifloordiv__", "__imod__", "__ipow__"):
+            _check_int_target(self, other, method)
+        return getattr(self, method)(other)
+    op.__name__ = name
+    return op
+
+
+for _name, _method in (("__ifloordiv__", "floor_divide_"), ("__imod__", "remainder_"), ("__ipow__", "pow_"),
+                       ("__iand__", "bitwise_and_"), ("__ior__", "bitwise_or_"), ("__ixor__", "bitwise_xor_")):
+    setattr(Tensor, _name, _augmented(_name, _method))
 class _HookHandle:
     """register_hook's handle: remove() turns the hook into a pass-through (the C++ list keeps its slot)."""
 

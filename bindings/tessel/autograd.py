@@ -115,7 +115,10 @@ class FunctionCtx:
     mark_non_differentiable, mark_dirty, set_materialize_grads, and any attribute the function sets."""
 
     def __init__(self):
-        self.saved_tensors = ()
+        self._saved = ()
+        self._saved_versions = None  # recorded when apply() ends, checked on every read (torch's SavedVariable)
+        self._released = False
+        self._name = "Function"
         self.needs_input_grad = ()
         self._non_differentiable = set()
         self._dirty = ()
@@ -124,7 +127,28 @@ class FunctionCtx:
     def save_for_backward(self, *tensors):
         if not all(t is None or isinstance(t, _C.Tensor) for t in tensors):
             raise TypeError("save_for_backward can only save variables, but argument is of another type")
-        self.saved_tensors = tuple(tensors)
+        self._saved = tuple(tensors)
+
+    @property
+    def saved_tensors(self):
+        """The tensors save_for_backward kept: freed by a backward without retain_graph, and refused if one was
+        written in place since apply() (both as torch's)."""
+        if self._released:
+            raise RuntimeError("Trying to backward through the graph a second time (or directly access saved tensors "
+                               "after they have already been freed). Saved intermediate values of the graph are "
+                               "freed when you call .backward() or autograd.grad(). Specify retain_graph=True if you "
+                               "need to backward through the graph a second time or if you need to access saved "
+                               "tensors after calling backward.")
+        for i, (t, v) in enumerate(zip(self._saved, self._saved_versions or ())):
+            if t is not None and t._version != v:
+                raise RuntimeError("one of the variables needed for gradient computation has been modified by an "
+                                   "inplace operation: saved tensor %d of '%s' (shape %s) is at version %d; expected "
+                                   "version %d" % (i, self._name, list(t.shape), t._version, v))
+        return self._saved
+
+    def _release(self):
+        if self._saved:
+            self._released, self._saved, self._saved_handles = True, (), ()
 
     def mark_non_differentiable(self, *tensors):
         self._non_differentiable.update(id(t) for t in tensors)
@@ -182,12 +206,20 @@ class Function(metaclass=_FunctionMeta):
         arg_slots = [i for i, a in enumerate(args) if isinstance(a, _C.Tensor)]
         inputs = [args[i] for i in arg_slots]
         differentiable = [id(t) not in ctx._non_differentiable for t in tensors]
-        name = cls._backward_name
+        name = ctx._name = cls._backward_name
+        metas = [(tuple(t.shape), t.dtype) for t in tensors]
 
         def backward(grads):
-            result = cls.backward(ctx, *grads)
+            # one gradient per output, as torch: None for a non-tensor output, zeros for a tensor output nobody
+            # used (or marked non-differentiable) unless set_materialize_grads(False)
+            full = [None] * len(outs)
+            for slot, g, (shape, dtype) in zip(slots, grads, metas):
+                full[slot] = g if g is not None or not ctx._materialize_grads else _C._full(list(shape), 0.0, dtype)
+            result = cls.backward(ctx, *full)
             if not isinstance(result, tuple):
                 result = (result,)
+            if len(result) > len(args) and all(r is None for r in result[len(args):]):
+                result = result[:len(args)]  # torch accepts extra trailing None gradients
             if len(result) != len(args):
                 raise RuntimeError("function %s returned an incorrect number of gradients (expected %d, got %d)"
                                    % (name, len(args), len(result)))
@@ -218,7 +250,13 @@ class Function(metaclass=_FunctionMeta):
             if d.is_leaf and d.requires_grad:
                 raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation "
                                    "(%s; wrap it in `with tessel.no_grad():`)" % name)
-        recorded = _C._apply_function(name, inputs, tensors, differentiable, backward, ctx._materialize_grads)
+        recorded = _C._apply_function(name, inputs, tensors, differentiable, backward, ctx._materialize_grads,
+                                      ctx._release)
+        # A second handle on each saved tensor (as torch's SavedVariable holds one): an in-place write to it then
+        # goes into its memory and bumps its version (tessel/_inplace.py rebinds only unshared tensors), so the
+        # version read at backward tells whether it changed.
+        ctx._saved_handles = tuple(_C.Tensor(t) if t is not None else None for t in ctx._saved)
+        ctx._saved_versions = tuple(t._version if t is not None else 0 for t in ctx._saved)
         for i, t in zip(slots, recorded):
             d = next((d for d in dirty if d is outs[i]), None)
             if d is None:
@@ -233,9 +271,23 @@ class Function(metaclass=_FunctionMeta):
 
 
 def once_differentiable(fn):
-    """torch's decorator for a backward that is not itself differentiable. tessel records the backward's ops
-    only under create_graph=True, where they differentiate as written; this returns fn unchanged."""
-    return fn
+    """torch's decorator for a backward that is not itself differentiable: it runs without recording, and under
+    create_graph=True its results carry a node that raises if they are differentiated again."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(ctx, *args):
+        with _C._GradMode(False):
+            outputs = fn(ctx, *args)
+        if not _C.is_grad_enabled() or not any(isinstance(a, _C.Tensor) and a.requires_grad for a in args):
+            return outputs
+        single = not isinstance(outputs, tuple)
+        # torch's: each output detached and made to require grad, so the error node is recorded over it
+        wrapped = tuple(_DelayedError.apply(o.detach().requires_grad_(True))
+                        if isinstance(o, _C.Tensor) and o.dtype.is_floating_point else o
+                        for o in ((outputs,) if single else outputs))
+        return wrapped[0] if single else wrapped
+    return wrapper
 
 
 # torch.autograd's grad-mode context managers (torch.autograd.no_grad is tessel.no_grad), its functional
@@ -365,3 +417,28 @@ def is_anomaly_enabled():
 
 def is_anomaly_check_nan_enabled():
     return _C._is_anomaly_check_nan_enabled()
+
+
+class _DelayedError(Function):
+    """once_differentiable's mark: the identity, whose backward raises as torch's DelayedError."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, g):
+        raise RuntimeError("trying to differentiate twice a function that was marked with @once_differentiable")
+
+
+def _register_function_module():
+    import sys
+    import types
+    module = types.ModuleType(__name__ + ".function", "torch.autograd.function's names.")
+    module.Function, module.FunctionCtx, module.once_differentiable = Function, FunctionCtx, once_differentiable
+    module.InplaceFunction = Function
+    sys.modules[module.__name__] = module
+    return module
+
+
+function = _register_function_module()

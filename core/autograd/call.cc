@@ -144,11 +144,15 @@ class OpNode final : public Node {
 
 class FunctionNode final : public Node {
  public:
-  FunctionNode(std::string name, std::function<TensorList(const TensorList&)> fn)
-      : name_(std::move(name)), fn_(std::move(fn)) {
+  FunctionNode(std::string name, std::function<TensorList(const TensorList&)> fn,
+               std::function<void()> release = nullptr)
+      : name_(std::move(name)), fn_(std::move(fn)), release_(std::move(release)) {
     materialize_grads = false;  // identity: an unused output's undefined gradient passes through
   }
   std::string name() const override { return name_; }
+  void ReleaseSaved() override {
+    if (release_) release_();
+  }
   TensorList Apply(TensorList grads) override {
     TensorList out = fn_(grads);
     TESSEL_CHECK(out.size() == next_edges.size(), name_, ": backward function returned ", out.size(),
@@ -159,6 +163,7 @@ class FunctionNode final : public Node {
  private:
   std::string name_;
   std::function<TensorList(const TensorList&)> fn_;
+  std::function<void()> release_;
 };
 
 void Attach(const std::shared_ptr<Node>& node, Tensor& out, int index, bool differentiable) {
@@ -280,13 +285,14 @@ TensorList ApplyBackwardFunction(std::string name, const TensorList& inputs,
 
 TensorList ApplyCustomFunction(std::string name, const TensorList& inputs, const TensorList& outputs,
                                const std::vector<bool>& differentiable,
-                               std::function<TensorList(const TensorList& grads)> backward, bool materialize_grads) {
+                               std::function<TensorList(const TensorList& grads)> backward, bool materialize_grads,
+                               std::function<void()> release) {
   TESSEL_CHECK(differentiable.size() == outputs.size(), name, ": ", differentiable.size(),
                " differentiable flags for ", outputs.size(), " outputs");
   const bool any_requires =
       std::any_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return t.defined() && t.requires_grad(); });
   if (!GradModeEnabled() || !any_requires) return outputs;
-  auto node = std::make_shared<FunctionNode>(std::move(name), std::move(backward));
+  auto node = std::make_shared<FunctionNode>(std::move(name), std::move(backward), std::move(release));
   node->materialize_grads = materialize_grads;
   for (const Tensor& in : inputs) node->next_edges.push_back(GradientEdge(in));
   TensorList result;

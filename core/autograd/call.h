@@ -35,9 +35,11 @@ TensorList ApplyBackwardFunction(std::string name, const TensorList& inputs,
 // grads` (one gradient per input, undefined for none). differentiable[i] false leaves output i out of the
 // graph (ctx.mark_non_differentiable); materialize_grads fills an unused output's gradient with zeros
 // (torch's default) instead of passing it undefined. Outputs are new handles (aliasing the given ones).
-// With grad mode off or no input requiring grad, the outputs come back as they are.
+// With grad mode off or no input requiring grad, the outputs come back as they are. `release` (optional)
+// runs when a backward without retain_graph frees the node's saved tensors (torch frees ctx.saved_tensors).
 TensorList ApplyCustomFunction(std::string name, const TensorList& inputs, const TensorList& outputs,
                                const std::vector<bool>& differentiable,
-                               std::function<TensorList(const TensorList& grads)> backward, bool materialize_grads);
+                               std::function<TensorList(const TensorList& grads)> backward, bool materialize_grads,
+                               std::function<void()> release = nullptr);
 
 }  // namespace tessel::autograd
