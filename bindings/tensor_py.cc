@@ -435,8 +435,13 @@ void BindTensor(py::module_& m) {
       // torch's version counter: bumped by every in-place write to the storage (views share it)
       .def_property_readonly("_version", [](const Tensor& t) { return t.defined() ? t.impl()->version() : 0u; })
       .def_property_readonly("grad_fn", [](const Tensor& t) -> std::shared_ptr<autograd::Node> { return t.grad_fn(); })
-      .def_property("requires_grad", &Tensor::requires_grad, [](Tensor& t, bool v) { t.set_requires_grad(v); })
-      .def("requires_grad_", [](Tensor& t, bool v) -> Tensor& { return t.set_requires_grad(v); },
+      // A non-leaf that requires grad may be asked to again (a no-op), as torch; only leaves change.
+      .def_property("requires_grad", &Tensor::requires_grad, [](Tensor& t, bool v) {
+        if (!(v && t.requires_grad())) t.set_requires_grad(v);
+      })
+      .def("requires_grad_", [](Tensor& t, bool v) -> Tensor& {
+        return v && t.requires_grad() ? t : t.set_requires_grad(v);
+      },
            py::arg("requires_grad") = true, py::return_value_policy::reference_internal)
       .def_property("grad", [](const Tensor& t) -> std::optional<Tensor> {
         Tensor g = t.grad();

@@ -214,9 +214,18 @@ def _promoted(tensors):
     return [t.to(target) if isinstance(t, Tensor) and t.dtype != target else t for t in tensors]
 
 
+import builtins as _builtins  # noqa: E402
+
+
 def cat(tensors, dim=0):
-    """torch.cat, with torch's type promotion across the tensors' dtypes."""
-    return _C._functional.cat(_promoted(tensors), dim)
+    """torch.cat, with torch's type promotion across the tensors' dtypes. As torch, a 1-D empty tensor (shape
+    [0]) is skipped whatever the others' shapes: the `acc = torch.tensor([]); acc = torch.cat([acc, x])`
+    accumulator of research code."""
+    tensors = _promoted(list(tensors))  # the skipped ones still take part in the type promotion
+    kept = [t for t in tensors if not (isinstance(t, Tensor) and t.ndim == 1 and t.shape[0] == 0)]
+    if kept and _builtins.any(t.ndim != 1 for t in kept):  # (tessel.any shadows the builtin here)
+        tensors = kept
+    return _C._functional.cat(tensors, dim)
 
 
 def stack(tensors, dim=0):
@@ -472,3 +481,5 @@ def _accept_numpy_arg_names():
 
 
 _accept_numpy_arg_names()
+from . import _dynamo, compiler, jit  # noqa: E402,F401 (torch.jit / torch.compiler queries: eager code)
+_C._get_tracing_state = lambda: None  # torch._C._get_tracing_state(): nothing traces here

@@ -27,8 +27,15 @@ def _as_tuple(x):
 
 
 def _grad(outputs, inputs, grad_outputs, create_graph, allow_unused=True):
+    """Gradients of the outputs that depend on the inputs; an output that does not (a constant, the gradient of a
+    linear function under hessian) contributes zeros, as torch's non-strict mode."""
     from .autograd import grad
-    return grad(outputs, inputs, grad_outputs, retain_graph=True, create_graph=create_graph, allow_unused=allow_unused)
+    given = grad_outputs is not None
+    pairs = [(o, g) for o, g in zip(outputs, grad_outputs if given else [None] * len(outputs)) if o.requires_grad]
+    if not pairs:
+        return (None,) * len(inputs)
+    return grad([o for o, _ in pairs], inputs, [g for _, g in pairs] if given else None, retain_graph=True,
+                create_graph=create_graph, allow_unused=allow_unused)
 
 
 def _prepare(inputs, create_graph):

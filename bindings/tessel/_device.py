@@ -103,7 +103,9 @@ def parse_to_args(args, kwargs, op, allow_copy):
     if kwargs:
         raise TypeError("%s() got unexpected keyword arguments %s" % (op, sorted(kwargs)))
     flags = []
-    for a in args:
+    for i, a in enumerate(args):
+        if a is None and i == 0:  # to(None) / to(None, dtype): no device, as torch (HF's `.to(device)` with None)
+            continue
         if isinstance(a, bool):
             flags.append(a)
         elif isinstance(a, dtype_type):

@@ -293,6 +293,8 @@ def logsumexp(x, dim, keepdim=False):
     dims = [dim] if isinstance(dim, int) else list(dim)
     if not x.dtype.is_floating_point:  # integer and bool inputs in the default float dtype (torch's)
         x = x.to(_C._get_default_dtype())
+    if any(x.shape[d] == 0 for d in dims):  # an empty sum: log 0 = -inf, as torch
+        return (x.sum(dims, keepdim=keepdim) + float("-inf"))
     m = x.detach().amax(dims, keepdim=True)
     m = _C._functional.where(isfinite(m), m, _scalar_like(m, 0.0))  # inf / -inf rows give inf / -inf
     out = (x - m).exp().sum(dims, keepdim=True).log() + m

@@ -170,7 +170,9 @@ def _with_suffixes(body, suffixes, indent):
     return "".join(out) + ")"
 
 
-_DEFAULT_DTYPES = (_C.dtype.float32, _C.dtype.int64, _C.dtype.bool)
+def _default_dtypes():
+    """The dtypes a repr leaves unnamed, as torch: the default float dtype (set_default_dtype), int64, bool."""
+    return (_C._get_default_dtype(), _C.dtype.int64, _C.dtype.bool)
 
 
 def _local_repr(t, prefix="tensor("):
@@ -189,7 +191,7 @@ def _local_repr(t, prefix="tensor("):
     else:
         if not _OPTS.edgeitems:
             suffixes.append("size=%s" % (shape,))
-        if t.dtype not in _DEFAULT_DTYPES:
+        if t.dtype not in _default_dtypes():
             suffixes.append("dtype=%r" % (t.dtype,))
         a = _host_values(t)
         summarize = a.size > _OPTS.threshold

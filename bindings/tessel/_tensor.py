@@ -176,9 +176,19 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=Fa
     check_cpu(device, "arange")
     if end is None:
         start, end = 0, start
+    # 0-d tensors and numpy numbers count as the Python numbers they hold (arange(lengths.max()) is int64)
+    start, end, step = (v.item() if isinstance(v, (Tensor, np.generic)) else v for v in (start, end, step))
     ints = all(isinstance(v, builtins.int) for v in (start, end, step))
     if dtype is None:
         dtype = _dtypes.int64 if ints else _dtypes.default_float()
+    if step == 0:
+        raise RuntimeError("step must be nonzero")
+    if (end - start) * step < 0:
+        raise RuntimeError("upper bound and lower bound inconsistent with step sign")
+    if not ints and not dtype.is_floating_point:  # torch: the length from the floats, the values in the integer
+        n = builtins.max(0, math.ceil((end - start) / step))  # dtype (start and step truncated)
+        return _finish(builtins.int(start) + _C._arange(0.0, builtins.float(n), 1.0, dtype) * builtins.int(step),
+                       requires_grad)
     if ints and dtype == _dtypes.int64 and builtins.max(builtins.abs(start), builtins.abs(end)) > 2 ** 53:
         return _finish(_C._from_numpy(np.arange(start, end, step, dtype=np.int64)), requires_grad)
     return _finish(_C._arange(builtins.float(start), builtins.float(end), builtins.float(step), dtype), requires_grad)
@@ -338,7 +348,7 @@ def _as_plain(i):
 
 
 def _is_zero_d_bool(i):
-    return (isinstance(i, Tensor) and i.ndim == 0 and i.dtype == _dtypes.bool) or \
+    return isinstance(i, builtins.bool) or (isinstance(i, Tensor) and i.ndim == 0 and i.dtype == _dtypes.bool) or \
         (isinstance(i, np.ndarray) and i.ndim == 0 and i.dtype == np.bool_)
 
 
@@ -359,7 +369,7 @@ def _result_dims(idx, ndim):
 def _zero_d_bool_index(self, idx):
     """x[..., tensor(True), ...]: a new dim of size 1 there (size 0 for False), then the rest, as torch."""
     k = [j for j, i in enumerate(idx) if _is_zero_d_bool(i)][0]
-    keep = builtins.bool(idx[k].item())
+    keep = idx[k] if isinstance(idx[k], builtins.bool) else builtins.bool(idx[k].item())  # x[True]: as torch
     out = _getitem(self, idx[:k] + (None,) + idx[k + 1:])
     if keep:
         return out

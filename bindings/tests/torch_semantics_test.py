@@ -136,5 +136,132 @@ def test_once_differentiable_runs_unrecorded_and_refuses_a_second_derivative():
         g.sum().backward()
 
 
+
+def test_module_private_dicts_are_write_through_views():
+    # HF Trainer's get_parameter_names reads model._parameters; accelerate / peft write module._parameters[name].
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(tessel.ones(2))
+            self.register_buffer("b", tessel.zeros(2))
+            self.register_buffer("scratch", tessel.zeros(1), persistent=False)
+            self.lin = nn.Linear(2, 2)
+
+    net = Net()
+    assert list(net._parameters) == ["w"] and net._parameters["w"] is net.w
+    assert list(nn.Linear(2, 3)._parameters) == ["weight", "bias"] and list(nn.Linear(2, 3)._modules) == []
+    assert list(net._buffers) == ["b", "scratch"] and list(net._modules) == ["lin"] and net._modules["lin"] is net.lin
+    assert set(net._non_persistent_buffers_set) == {"scratch"}
+    net._parameters["v"] = nn.Parameter(tessel.full((3,), 2.0))
+    assert [n for n, _ in net.named_parameters()][:2] == ["w", "v"] and net.v.tolist() == [2.0] * 3
+    net._buffers["b"] = tessel.ones(2)
+    assert net.b.tolist() == [1.0, 1.0] and "b" in net.state_dict()
+    net._non_persistent_buffers_set.add("b")
+    assert "b" not in net.state_dict() and net.b.tolist() == [1.0, 1.0]
+    del net._parameters["v"]
+    assert "v" not in dict(net.named_parameters())
+    net._modules["extra"] = nn.ReLU()
+    assert isinstance(net.extra, nn.ReLU) and "extra" in dict(net.named_children())
+    with pytest.raises(KeyError):
+        net._parameters["missing"]
+
+
+def test_buffers_keep_one_object_and_can_be_deleted():
+    class Rope(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("inv_freq", tessel.arange(3.0))
+            self.original_inv_freq = self.inv_freq  # HF rotary's alias
+
+    m = Rope()
+    assert m.inv_freq is m.inv_freq and id(m.inv_freq) == id(m.inv_freq)
+    assert next(m.buffers()) is m.inv_freq and m.inv_freq in {m.inv_freq: 1}
+    assert m.state_dict(keep_vars=True)["inv_freq"] is m.inv_freq
+    lin = nn.Linear(2, 2)
+    assert lin.state_dict(keep_vars=True)["weight"] is lin.weight
+    del m.inv_freq
+    assert list(m.state_dict()) == [] and not hasattr(m, "inv_freq")
+    with pytest.raises(NotImplementedError, match="deleting parameter 'bias' of a built-in layer"):
+        del lin.bias
+
+    class P(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(tessel.ones(1))
+    p = P()
+    del p.w
+    assert list(p.parameters()) == []
+
+
+def test_module_registration_errors_and_lookups_as_torch():
+    m = nn.Sequential(nn.Linear(2, 2))
+    with pytest.raises(TypeError, match=r"cannot assign 'Tensor' object to parameter 'q' \(torch.nn.Parameter or None"):
+        m.register_parameter("q", tessel.ones(1))
+    with pytest.raises(KeyError, match="buffer name can.+t contain"):
+        m.register_buffer("a.b", tessel.ones(1))
+    with pytest.raises(AttributeError, match="Sequential has no attribute `5`"):
+        m.get_submodule("5")
+    assert [n for n, _ in m.named_modules(prefix="root")] == ["root", "root.0"]
+    y = tessel.ones(2, requires_grad=True) * 2
+    assert y.requires_grad_() is y  # a non-leaf that requires grad: a no-op, as torch
+    with pytest.raises(RuntimeError, match="leaf"):
+        y.requires_grad_(False)
+
+
+def test_tensor_construction_and_indexing_details_as_torch():
+    lengths = tessel.tensor([3, 5, 2])
+    r = tessel.arange(lengths.max())
+    assert r.dtype == tessel.int64 and r.tolist() == [0, 1, 2, 3, 4]
+    assert tessel.arange(np.int64(3)).tolist() == [0, 1, 2] and tessel.arange(1, tessel.tensor(4)).tolist() == [1, 2, 3]
+    assert tessel.arange(0.0, 5.0, 1.5, dtype=tessel.int64).tolist() == [0, 1, 2, 3]  # torch's truncation
+    with pytest.raises(RuntimeError, match="upper bound and lower bound inconsistent with step sign"):
+        tessel.arange(5, 0)
+    acc = tessel.tensor([])
+    assert tuple(tessel.cat([acc, tessel.ones(2, 2)]).shape) == (2, 2)  # the legacy empty tensor is skipped
+    assert tuple(tessel.cat([acc, tessel.ones(2, 2, dtype=tessel.float64)]).shape) == (2, 2)
+    assert tessel.logsumexp(tessel.zeros(0, 3), 0).tolist() == [float("-inf")] * 3
+    x = tessel.arange(3.0)
+    assert tuple(x[True].shape) == (1, 3) and tuple(x[False].shape) == (0, 3)
+    assert tuple(x[None, True].shape) == (1, 1, 3)
+    previous = tessel.get_default_dtype()
+    tessel.set_default_dtype(tessel.float64)
+    try:
+        assert repr(tessel.tensor([1.0, 2.0])) == "tensor([1., 2.])"
+        assert repr(tessel.tensor([1.0], dtype=tessel.float32)) == "tensor([1.], dtype=tessel.float32)"
+    finally:
+        tessel.set_default_dtype(previous)
+
+
+def test_functional_jacobians_of_outputs_that_do_not_depend_on_the_inputs_are_zeros():
+    from tessel.autograd.functional import hessian, jacobian, vjp
+    x = tessel.tensor([1.0, 2.0])
+    assert jacobian(lambda t: tessel.ones(2), x).tolist() == [[0.0, 0.0], [0.0, 0.0]]
+    assert hessian(lambda t: (t * tessel.tensor([3.0, -1.0])).sum(), x).tolist() == [[0.0, 0.0], [0.0, 0.0]]
+    out, g = vjp(lambda t: t.detach() * 2, x, tessel.ones(2))
+    assert out.tolist() == [2.0, 4.0] and g.tolist() == [0.0, 0.0]
+
+
+def test_lambda_lr_saves_its_callables_state_and_scripts_find_jit_and_compiler():
+    class Scale:
+        def __init__(self, scale):
+            self.scale = scale
+
+        def __call__(self, epoch):
+            return self.scale
+
+    opt = tessel.optim.SGD(nn.Linear(1, 1).parameters(), lr=1.0)
+    sched = tessel.optim.lr_scheduler.LambdaLR(opt, Scale(0.5))
+    state = sched.state_dict()
+    assert state["lr_lambdas"] == [{"scale": 0.5}]  # torch's: the callable's __dict__ (None for a function)
+    other = tessel.optim.lr_scheduler.LambdaLR(tessel.optim.SGD(nn.Linear(1, 1).parameters(), lr=1.0), Scale(1.0))
+    other.load_state_dict(state)
+    assert other.lr_lambdas[0].scale == 0.5
+    plain = tessel.optim.lr_scheduler.LambdaLR(tessel.optim.SGD(nn.Linear(1, 1).parameters(), lr=1.0), lambda e: 1.0)
+    assert plain.state_dict()["lr_lambdas"] == [None]
+    assert not tessel.jit.is_tracing() and not tessel.jit.is_scripting() and not tessel.compiler.is_compiling()
+    assert tessel.jit.unused(len) is len and tessel.compiler.disable(len) is len and tessel.jit.annotate(int, 3) == 3
+    assert tessel.ones(2).to(None).dtype == tessel.float32 and tessel.ones(2).to(None, tessel.float64).dtype == \
+        tessel.float64
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))

@@ -53,8 +53,12 @@ def _local_metadata(module):
 
 def _collect_state_dict(self, destination, prefix, keep_vars):
     out = collections.OrderedDict() if destination is None else destination
+    held = {}
+    if keep_vars:  # torch's keep_vars: the module's own Parameter and buffer objects
+        from .modules import _stable
+        held = {hash(p): p for _, p in self.named_parameters(remove_duplicate=False)}
     for name, t in self._state_dict():
-        out[prefix + name] = t if keep_vars else t.detach()
+        out[prefix + name] = (held[hash(t)] if hash(t) in held else _stable(t)) if keep_vars else t.detach()
     for name, t in _named_complex_buffers(self, True, persistent_only=True):
         out[prefix + name] = t if keep_vars else t.detach()
     return out

@@ -80,6 +80,35 @@ class Buffer(Tensor):
 _PARAMETERS = weakref.WeakValueDictionary()
 
 
+# The same for buffers (plain tensors): `m.pos is m.pos`, `m.pos in set(m.buffers())` and aliases such as HF's
+# `self.original_inv_freq = self.inv_freq` keep one object per buffer tensor while it is held.
+_BUFFERS = weakref.WeakValueDictionary()
+
+
+def _stable(t):
+    """The Python object already standing for tensor t (the same TensorImpl), else t, remembered."""
+    key = hash(t)
+    held = _BUFFERS.get(key)
+    if held is not None:
+        return held
+    _BUFFERS[key] = t
+    return t
+
+
+_BUFFER_OBJECTS = "_tessel_buffer_objects"  # {name: the Python object standing for the buffer} (not copied)
+
+
+def _buffer_object(module, name, t):
+    """One object per buffer for as long as the module holds it (`id(m.pos) == id(m.pos)`, as torch's dict)."""
+    if not _has_dict(module):
+        return _stable(t)
+    held = module.__dict__.setdefault(_BUFFER_OBJECTS, {})
+    obj = held.get(name)
+    if obj is None or hash(obj) != hash(t):
+        obj = held[name] = _stable(t)
+    return obj
+
+
 def _as_parameter(t, fqn, qualified=True):
     """The Parameter object for module tensor t. `fqn` is the name optimizers key their state by (tessel.optim):
     named_parameters passes the name from the module it walks (qualified=True, it replaces the one held);
@@ -131,7 +160,7 @@ def _has_dict(module):
 
 
 def _join(prefix, name):
-    return prefix + "." + name if prefix else name
+    return prefix + "." + name if prefix and name else prefix or name  # the root itself is `prefix`, as torch
 
 
 # ---- attribute registration -------------------------------------------------------------------------
@@ -198,8 +227,18 @@ def _delattr(self, name):
         modules.pop(name, None)
         return
     if self._has_parameter(name):
-        raise NotImplementedError("%s: deleting parameter '%s' is not supported; assign None instead"
-                                  % (type(self).__name__, name))
+        if not self._has_python_forward:  # a C++ layer's forward reads it: assigning a tensor later would not reach it
+            raise NotImplementedError("%s: deleting parameter '%s' of a built-in layer is not supported; assign None "
+                                      "or a new nn.Parameter instead" % (type(self).__name__, name))
+        self._remove_parameter(name)  # torch: gone from parameters() and the state dict
+        return
+    if any(n == name for n, _ in self._named_buffers(False)):
+        self._remove_buffer(name)  # torch: gone from buffers() and the state dict
+        return
+    held = _complex_buffers(self)
+    if held is not None and name in held:
+        del held[name]
+        return
     object.__delattr__(self, name)
     if name == "forward":
         self._forward_changed()
@@ -286,7 +325,9 @@ def _getattr(self, name):
     except TypeError:  # before Module.__init__ ran
         found = None
     if found is not None:
-        return _as_parameter(found, name, qualified=False) if self._has_parameter(name) else found
+        if self._has_parameter(name):
+            return _as_parameter(found, name, qualified=False)
+        return _buffer_object(self, name, found) if isinstance(found, Tensor) else found
     held = _complex_buffers(self)
     if held is not None and name in held:
         return held[name][0]
@@ -478,7 +519,7 @@ def _named_complex_buffers(self, recurse, persistent_only=False):
 
 def named_buffers(self, prefix="", recurse=True, remove_duplicate=True):
     for name, t in self._named_buffers(recurse, remove_duplicate):
-        yield _join(prefix, name), t
+        yield _join(prefix, name), _stable(t) if t is not None else t
     for name, t in _named_complex_buffers(self, recurse):
         yield _join(prefix, name), t
 
@@ -620,8 +661,8 @@ def register_parameter(self, name, param):
     replacing = self._has_parameter(name)
     if not replacing and (name in _dict(self) or hasattr(type(self), name) or self._lookup(name) is not None):
         raise KeyError("attribute '%s' already exists" % name)
-    if param is not None and not isinstance(param, Tensor):
-        raise TypeError("cannot assign '%s' object to parameter '%s' (tessel.nn.Parameter or None required)"
+    if param is not None and not isinstance(param, Parameter):  # a plain tensor too, as torch
+        raise TypeError("cannot assign '%s' object to parameter '%s' (torch.nn.Parameter or None required)"
                         % (type(param).__name__, name))
     _note_none(self, name, True, param)
     if replacing:
@@ -637,6 +678,12 @@ _register_buffer_cpp = Module.register_buffer
 
 
 def register_buffer(self, name, tensor, persistent=True):
+    if not isinstance(name, str):
+        raise TypeError("buffer name should be a string. Got %s" % type(name).__name__)
+    if "." in name:
+        raise KeyError('buffer name can\'t contain "."')
+    if name == "":
+        raise KeyError('buffer name can\'t be empty string ""')
     if isinstance(tensor, ComplexTensor):
         if name in _dict(self) or self._lookup(name) is not None:
             raise KeyError("attribute '%s' already exists" % name)
@@ -668,6 +715,26 @@ def get_buffer(self, target):
     if name not in {n for n, _ in module._named_buffers(False)} and name not in (_complex_buffers(module) or {}):
         raise AttributeError("%s has no buffer '%s'" % (module._type_name, name))
     return getattr(module, name)
+
+
+_get_submodule_cpp = Module.get_submodule
+
+
+def get_submodule(self, target):
+    """torch's get_submodule: the module at a dotted path; AttributeError naming the first missing step."""
+    try:
+        return _get_submodule_cpp(self, target)
+    except KeyError:
+        pass
+    module = self
+    for item in target.split("."):
+        child = dict(module._named_children()).get(item)
+        if child is None:
+            if hasattr(module, item) and not isinstance(getattr(module, item), Module):
+                raise AttributeError("`%s` is not an nn.Module" % item) from None
+            raise AttributeError("%s has no attribute `%s`" % (type(module).__name__, item)) from None
+        module = child
+    return module
 
 
 def set_submodule(self, target, module, strict=False):
@@ -827,7 +894,8 @@ _METHODS = dict(
     float=lambda self: _module_to(self, _dtypes.float32), double=lambda self: _module_to(self, _dtypes.float64),
     half=lambda self: _module_to(self, _dtypes.float16), bfloat16=lambda self: _module_to(self, _dtypes.bfloat16), register_parameter=register_parameter, add_module=add_module,
     register_module=add_module, get_parameter=get_parameter, extra_repr=extra_repr, register_buffer=register_buffer,
-    get_buffer=get_buffer, set_submodule=set_submodule, type=_module_type, compile=_module_compile,
+    get_buffer=get_buffer, set_submodule=set_submodule, get_submodule=get_submodule, type=_module_type,
+    compile=_module_compile,
     register_forward_pre_hook=_forward_pre_hook_method,
     register_forward_hook=_forward_hook_method, __deepcopy__=_deepcopy,
     register_full_backward_pre_hook=_hook(Module._register_full_backward_pre_hook),
@@ -841,6 +909,8 @@ _METHODS = dict(
 )
 for _name, _fn in _METHODS.items():
     setattr(Module, _name, _fn)
+from ._dict_views import install as _install_dict_views  # noqa: E402
+_install_dict_views(Module)  # module._parameters / _buffers / _non_persistent_buffers_set, as torch's
 
 
 class _PlainModule(Module):

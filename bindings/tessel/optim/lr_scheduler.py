@@ -13,6 +13,7 @@ decay to min_lr_ratio × lr).
 import bisect
 import collections
 import math
+import types
 
 from .. import _C
 
@@ -84,10 +85,20 @@ class LRScheduler:
         return list(self._last_lr)
 
     def state_dict(self):
-        return {k: v for k, v in self.__dict__.items() if k != "optimizer" and k != "lr_lambdas"}
+        state = {k: v for k, v in self.__dict__.items() if k != "optimizer" and k != "lr_lambdas"}
+        if "lr_lambdas" in self.__dict__:
+            # torch's: None for a plain function, else the callable's own state (a partial's, an object's)
+            state["lr_lambdas"] = [None if isinstance(fn, types.FunctionType) else fn.__dict__.copy()
+                                   for fn in self.lr_lambdas]
+        return state
 
     def load_state_dict(self, state_dict):
-        self.__dict__.update(state_dict)
+        state = dict(state_dict)
+        lambdas = state.pop("lr_lambdas", None)
+        self.__dict__.update(state)
+        for fn, saved in zip(getattr(self, "lr_lambdas", []), lambdas or []):
+            if saved is not None:
+                fn.__dict__.update(saved)
 
 
 class LambdaLR(LRScheduler):
