@@ -429,7 +429,7 @@ Tensor.data = property(_data_get, _data_set)
 
 
 # torch's function forms of the methods: tessel.sum(x, dim) == x.sum(dim), ...
-def _var(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
+def _var(self, dim=None, unbiased=None, keepdim=False, *, correction=None, _op="var"):
     """torch.var: Σ (x - mean)² / max(0, N - correction) over dim (all dims when None); correction 1
     (Bessel's) unless unbiased=False or correction= says otherwise. N - correction <= 0 gives inf or NaN."""
     if not self.dtype.is_floating_point:
@@ -437,11 +437,11 @@ def _var(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
     if isinstance(dim, builtins.bool):  # torch's var(unbiased) overload: x.var(False) is the biased var
         dim, unbiased = None, dim
     if self.dtype != _C.dtype.float64:  # accumulated in float64 as torch's CPU Welford: 1e30 in float32 overflowed
-        return _var(self.to(_C.dtype.float64), dim, unbiased, keepdim, correction=correction).to(self.dtype)
-    return _var64(self, dim, unbiased, keepdim, correction)
+        return _var(self.to(_C.dtype.float64), dim, unbiased, keepdim, correction=correction, _op=_op).to(self.dtype)
+    return _var64(self, dim, unbiased, keepdim, correction, _op)
 
 
-def _var64(self, dim, unbiased, keepdim, correction):
+def _var64(self, dim, unbiased, keepdim, correction, op="var"):
     """_var's body, on a float64 tensor."""
     if correction is None:
         correction = 1 if unbiased is None or unbiased else 0
@@ -452,6 +452,10 @@ def _var64(self, dim, unbiased, keepdim, correction):
     n = 1
     for d in dims:
         n *= self.shape[d]
+    if n - correction <= 0:  # torch's warning (the result is inf or nan)
+        import warnings
+        warnings.warn("%s(): degrees of freedom is <= 0. Correction should be strictly less than the reduction factor "
+                      "(input numel divided by output numel)." % op, UserWarning, stacklevel=4)
     mean = self.mean(dims, keepdim=True)
     squares = ((self - mean) * (self - mean)).sum(dims, keepdim=keepdim)
     return squares / builtins.float(builtins.max(0, n - correction))
@@ -463,7 +467,7 @@ def _std(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
     if isinstance(dim, builtins.bool):
         dim, unbiased = None, dim
     wide = self.to(_C.dtype.float64) if self.dtype.is_floating_point else self
-    return _var(wide, dim, unbiased, keepdim, correction=correction).sqrt().to(self.dtype)
+    return _var(wide, dim, unbiased, keepdim, correction=correction, _op="std").sqrt().to(self.dtype)
 
 
 Tensor.var = _var

@@ -263,5 +263,42 @@ def test_lambda_lr_saves_its_callables_state_and_scripts_find_jit_and_compiler()
     assert tessel.ones(2).to(None).dtype == tessel.float32 and tessel.ones(2).to(None, tessel.float64).dtype == \
         tessel.float64
 
+
+def test_repeated_pruning_ranks_the_already_masked_weight():
+    # torch's pruning tutorial: l1_unstructured twice, then ln_structured; torch scores module.weight (masked).
+    import tessel.nn.utils.prune as prune
+    lin = nn.Linear(4, 3).double()
+    with tessel.no_grad():
+        lin.weight.copy_(tessel.tensor([[0.5, -1.2, 0.3, 0.05], [2.0, 0.1, -0.7, -0.01], [0.4, -0.45, 0.9, 1.5]],
+                                       dtype=tessel.float64))
+    prune.l1_unstructured(lin, "weight", amount=0.25)
+    prune.l1_unstructured(lin, "weight", amount=0.5)
+    prune.ln_structured(lin, "weight", amount=1, n=1, dim=1)
+    assert lin.weight_mask.tolist() == [[0, 0, 0, 0], [1, 0, 1, 0], [0, 0, 1, 1]]  # torch 2.15's
+
+
+def test_always_call_forward_hooks_run_when_forward_raises_and_std_warns_without_degrees_of_freedom():
+    class Boom(nn.Module):
+        def forward(self, x):
+            raise ValueError("boom")
+
+    seen = []
+    m = Boom()
+    handle = m.register_forward_hook(lambda mod, args, out: seen.append(out), always_call=True)
+    m.register_forward_hook(lambda mod, args, out: seen.append("plain"))
+    with pytest.raises(ValueError, match="boom"):
+        m(tessel.ones(1))
+    assert seen == [None]
+    handle.remove()
+    with pytest.raises(ValueError, match="boom"):
+        m(tessel.ones(1))
+    assert seen == [None]
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        value = tessel.tensor([3.0]).std()
+    assert np.isnan(value.item()) and [str(x.message) for x in w] == [
+        "std(): degrees of freedom is <= 0. Correction should be strictly less than the reduction factor (input "
+        "numel divided by output numel)."]
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))

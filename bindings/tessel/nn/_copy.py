@@ -7,7 +7,7 @@ import contextlib
 import copy
 
 from .. import _C, _device
-from .modules import _BUFFER_OBJECTS, _NONE_KEY, Module, Parameter, _dict
+from .modules import _ALWAYS_CALL, _BUFFER_OBJECTS, _NONE_KEY, Module, Parameter, _dict
 from ._state_dict import _persistent_buffer_names
 
 _CTOR_KEY = "_tessel_ctor"  # the C++ layers' constructor arguments, recorded by _record_constructor_args
@@ -86,7 +86,7 @@ def _deepcopy(self, memo):
         (new.register_parameter if is_parameter else new.register_buffer)(rname, None)
     for cname, child in self._named_children():
         setattr(new, cname, copy.deepcopy(child, memo))
-    handled = set(_dict(new)) | {"_modules", "_tessel_parent", _NONE_KEY, _CTOR_KEY, _BUFFER_OBJECTS}
+    handled = set(_dict(new)) | {"_modules", "_tessel_parent", _NONE_KEY, _CTOR_KEY, _BUFFER_OBJECTS, _ALWAYS_CALL}
     for key, value in _dict(self).items():
         if key in handled or (isinstance(value, Module) and key in (_dict(self).get("_modules") or {})):
             continue

@@ -9,10 +9,10 @@ tensor handling (tessel.save writes torch.save's zip). Sharded (DTensor) and par
 NotImplementedError, as deepcopy does; hooks are not saved (torch pickles them only when picklable).
 """
 from ._copy import _CTOR_KEY, _new_cpp_layer, _put_copied_buffer, _put_copied_parameter
-from .modules import (_BUFFER_OBJECTS, _COMPLEX_KEY, _NONE_KEY, Module, _complex_buffers, _dict,
+from .modules import (_ALWAYS_CALL, _BUFFER_OBJECTS, _COMPLEX_KEY, _NONE_KEY, Module, _complex_buffers, _dict,
                       _persistent_buffer_names)
 
-_SKIPPED = {"_modules", "_tessel_parent", _NONE_KEY, _CTOR_KEY, _COMPLEX_KEY, _BUFFER_OBJECTS}
+_SKIPPED = {"_modules", "_tessel_parent", _NONE_KEY, _CTOR_KEY, _COMPLEX_KEY, _BUFFER_OBJECTS, _ALWAYS_CALL}
 
 
 def _recipe(self):

@@ -199,10 +199,8 @@ def load_state_dict(self, state_dict, strict=True, assign=False):
         for hook in list(_sd_hooks(m, "load_post").values()):
             if hook(m, keys) is not None:
                 raise RuntimeError("load_state_dict post-hook must return None")
-    if strict and (keys.missing_keys or keys.unexpected_keys):
-        raise _C.InvalidArgumentError(  # the C++ check's words and error (a ValueError and a RuntimeError)
-            "load_state_dict: error(s) in loading state dict for %s: missing keys: [%s]; unexpected keys: [%s]"
-            % (type(self).__name__, ", ".join(keys.missing_keys), ", ".join(keys.unexpected_keys)))
+    if strict:
+        _raise_load_errors(self, [], keys.missing_keys, keys.unexpected_keys)
     return keys
 
 
@@ -251,8 +249,34 @@ def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, miss
                 unexpected_keys.append(key)
 
 
+def _raise_load_errors(module, size_errors, missing, unexpected):
+    """torch's load_state_dict error: "Error(s) in loading state_dict for <class>:" then the missing keys, the
+    unexpected keys and each size mismatch, one per line (a RuntimeError; here also a ValueError)."""
+    errors = list(size_errors)
+    if unexpected:
+        errors.insert(0, "Unexpected key(s) in state_dict: %s. " % ", ".join('"%s"' % k for k in unexpected))
+    if missing:
+        errors.insert(0, "Missing key(s) in state_dict: %s. " % ", ".join('"%s"' % k for k in missing))
+    if errors:
+        raise _C.InvalidArgumentError("Error(s) in loading state_dict for %s:\n\t%s"
+                                      % (type(module).__name__, "\n\t".join(errors)))
+
+
+def _check_loadable(module, state_dict, strict):
+    """Raises torch's error before anything loads: a size mismatch always, missing / unexpected keys if strict."""
+    from .._tensor import Size
+    own = _collect_state_dict(module, None, "", True)
+    sizes = ["size mismatch for %s: copying a param with shape %s from checkpoint, the shape in current model is %s."
+             % (k, Size(v.shape), Size(own[k].shape)) for k, v in state_dict.items()
+             if k in own and isinstance(v, Tensor) and tuple(v.shape) != tuple(own[k].shape)]
+    missing = [k for k in own if k not in state_dict] if strict else []
+    unexpected = [k for k in state_dict if k not in own] if strict else []
+    _raise_load_errors(module, sizes, missing, unexpected)
+
+
 def _load_state_dict_into(self, state_dict, strict, assign):
     state_dict = _with_legacy_entries(self, state_dict)
+    _check_loadable(self, state_dict, strict)
     state_dict, complex_missing = _load_complex_buffers(self, state_dict, strict)
     params = dict(self.named_parameters(remove_duplicate=False)) if assign else {}
     if any(p.is_distributed for p in params.values()):
@@ -265,19 +289,11 @@ def _load_state_dict_into(self, state_dict, strict, assign):
         items = sorted(state_dict.items(), key=lambda kv: order.get(kv[0], len(order)))
         missing, unexpected = self._load_state_dict(items, strict)
         return _IncompatibleKeys(list(missing) + complex_missing, unexpected)
-    # assign: the old parameters stay untouched (torch); shapes are checked first, then the buffers and
+    # assign: the old parameters stay untouched (torch); shapes and keys were checked above, then the buffers and
     # other entries load as usual and each parameter becomes the state dict's tensor.
-    for name, value in state_dict.items():
-        if name in params and isinstance(value, Tensor) and tuple(value.shape) != tuple(params[name].shape):
-            raise ValueError("load_state_dict: size mismatch for %s: copying a param with shape %s from "
-                             "checkpoint, the shape in current model is %s"
-                             % (name, tuple(value.shape), tuple(params[name].shape)))
     missing, unexpected = self._load_state_dict(
         [(k, v) for k, v in state_dict.items() if k not in params], False)
     missing = [k for k in missing if k not in params or k not in state_dict]
-    if strict and (missing or unexpected):
-        raise ValueError("Error(s) in loading state_dict for %s: missing keys %s, unexpected keys %s"
-                         % (type(self).__name__, missing, unexpected))
     for name, value in state_dict.items():
         if name in params and isinstance(value, Tensor):
             new = value.detach()

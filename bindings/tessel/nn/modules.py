@@ -406,16 +406,35 @@ def register_module_forward_hook(hook, *, always_call=False):
     return _GlobalHookHandle(_hooks("post"), (hook, always_call))
 
 
+_ALWAYS_CALL = "_tessel_always_call_hooks"  # {hook id: (hook, with_kwargs)}: forward hooks with always_call=True
+
+
+def _call_forward_or_hooks(self, args, kwargs):
+    """forward, and when it raises, the module's always_call forward hooks with output None, as torch."""
+    always = _dict(self).get(_ALWAYS_CALL)
+    if not always:
+        return _call_forward(self, *args, **kwargs)
+    try:
+        return _call_forward(self, *args, **kwargs)
+    except BaseException:
+        for hook, with_kwargs in list(always.values()):
+            if with_kwargs:
+                hook(self, args, kwargs, None)
+            else:
+                hook(self, args, None)
+        raise
+
+
 def _call(self, *args, **kwargs):
     pre, post = getattr(_global_hooks, "pre", None), getattr(_global_hooks, "post", None)
     if not (pre or post):
-        return _call_forward(self, *args, **kwargs)
+        return _call_forward_or_hooks(self, args, kwargs)
     for hook in list((pre or {}).values()):
         result = hook(self, args)
         if result is not None:
             args = result if isinstance(result, tuple) else (result,)
     try:
-        out = _call_forward(self, *args, **kwargs)
+        out = _call_forward_or_hooks(self, args, kwargs)
     except BaseException:
         for hook, always in list((post or {}).values()):
             if always:
@@ -838,7 +857,24 @@ def _forward_hook_method(self, hook, *, prepend=False, with_kwargs=False, always
         tensors = []
         call[3] = _flatten_output(result, tensors)
         return tuple(tensors)
-    return RemovableHandle(self, Module._register_forward_hook(self, on_tensors, bool(prepend)))
+    hook_id = Module._register_forward_hook(self, on_tensors, bool(prepend))
+    if not always_call or not _has_dict(self):
+        return RemovableHandle(self, hook_id)
+    always = self.__dict__.setdefault(_ALWAYS_CALL, {})
+    always[hook_id] = (hook, with_kwargs)
+    return _AlwaysCallHandle(self, hook_id, always)
+
+
+class _AlwaysCallHandle(RemovableHandle):
+    """An always_call forward hook's handle: remove() also drops it from the hooks run when forward raises."""
+
+    def __init__(self, module, hook_id, always):
+        super().__init__(module, hook_id)
+        self._always = always
+
+    def remove(self):
+        self._always.pop(self._id, None)
+        super().remove()
 
 
 def extra_repr(self):

@@ -99,6 +99,11 @@ def _state_fqn(key):
     return None
 
 
+def _scalar_dtype():
+    """torch's _get_scalar_dtype: the dtype of a state's "step", float64 under set_default_dtype(float64)."""
+    return _C.dtype.float64 if _C._get_default_dtype() == _C.dtype.float64 else _C.dtype.float32
+
+
 class Optimizer:
     """Base: one C++ optimizer per parameter group (the built-in subclasses define _make), or, for a subclass
     written in Python, its own step() over param_groups with per-parameter state in self.state."""
@@ -189,8 +194,14 @@ class Optimizer:
         if not isinstance(param_group, dict):
             raise TypeError("param_group must be a dict, but got %s" % type(param_group).__name__)
         seen = {hash(p) for g in self.param_groups for p in g["params"]}  # hash is the tensor's identity
-        group = dict(self.defaults, **param_group)
+        # torch's key order: the group's own keys, its parameters' names when given named, then the defaults
+        group = dict(param_group)
         ps = group["params"]
+        given = group["params"] = ps = [ps] if isinstance(ps, _C.Tensor) else list(ps)  # (a generator: read once)
+        if given and all(isinstance(x, tuple) for x in given):
+            group["param_names"] = [n for n, _ in given]
+        for key, value in self.defaults.items():
+            group.setdefault(key, value)
         named = _named([ps] if isinstance(ps, _C.Tensor) else list(ps), len(self.param_groups))
         for name, p in named:
             if hash(p) in seen:
@@ -249,7 +260,7 @@ class Optimizer:
             for name in names:
                 entry = dict(buffers.get(name, {}))
                 if entry or steps.get(name, 0):  # "step" first, as torch's (Adam: step, exp_avg, exp_avg_sq)
-                    entry = dict(step=_C._full([], float(steps.get(name, 0)), _C.dtype.float32), **entry)
+                    entry = dict(step=_C._full([], float(steps.get(name, 0)), _scalar_dtype()), **entry)
                     entry = self._torch_state(entry, opt, name)
                     order = type(self)._state_order
                     entry = dict([(k, entry[k]) for k in order if k in entry] +

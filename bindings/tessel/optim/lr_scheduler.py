@@ -67,6 +67,13 @@ class LRScheduler:
                           "`lr_scheduler.step()`.  Failure to do this will result in PyTorch skipping the first "
                           "value of the learning rate schedule. See more details at "
                           "https://pytorch.org/docs/stable/optim.html#how-to-adjust-learning-rate", UserWarning)
+        if epoch is not None:
+            import warnings
+            warnings.warn("The epoch parameter in `scheduler.step()` was not necessary and is being deprecated where "
+                          "possible. Please use `scheduler.step()` to step the scheduler. During the deprecation, if "
+                          "epoch is different from None, the closed form is used instead of the new chainable form, "
+                          "where available. Please open an issue if you are unable to replicate your use case: "
+                          "https://github.com/pytorch/pytorch/issues/new/choose.", UserWarning)
         self._step_count += 1
         # torch's flags (saved in its state dicts): get_lr inside step, and the constructor's own step
         self._get_lr_called_within_step, self._is_initial = True, self._step_count == 1

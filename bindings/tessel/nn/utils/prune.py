@@ -232,7 +232,9 @@ def _install(module, name, method, importance_scores):
         orig = module._remove_parameter(name)
         module._register_parameter(name + "_orig", Parameter(orig))
         old_mask = np.ones(tuple(orig.shape))
-    scores = _host(importance_scores if importance_scores is not None else orig)
+    # torch's default scores: the tensor as it is now (module.<name>: already masked after an earlier pruning)
+    scores = _host(importance_scores if importance_scores is not None else
+                   (getattr(module, name) if name in pruned else orig))
     if scores.shape != old_mask.shape:
         raise ValueError("importance_scores should have the same shape as parameter %s of %s"
                          % (name, type(module).__name__))
