@@ -161,10 +161,12 @@ void BindRuntime(py::module_& m) {
         pp::StepStats st = NoGil([&] { return e.Step(inputs.value_or(Tensor()), targets.value_or(Tensor())); });
         return StepLoss(st);
       }, py::arg("inputs"), py::arg("targets"), "One step; the full-batch loss on the last stage's rank, else None")
-      .def("step_with_losses", [](pp::PipelineExecutor& e, std::optional<Tensor> inputs, std::optional<Tensor> targets) {
+      .def("step_with_losses", [](pp::PipelineExecutor& e, std::optional<Tensor> inputs, std::optional<Tensor> targets,
+                                  bool finalize_gradients) {
+        e.set_finalize_gradients(finalize_gradients);
         pp::StepStats st = NoGil([&] { return e.Step(inputs.value_or(Tensor()), targets.value_or(Tensor())); });
         return py::make_tuple(StepLoss(st), st.microbatch_losses);
-      }, py::arg("inputs"), py::arg("targets"),
+      }, py::arg("inputs"), py::arg("targets"), py::arg("finalize_gradients") = true,
            "One step; (the full-batch loss, each microbatch's loss) on the last stage's rank, else (None, [])")
       .def("eval_with_losses", [](pp::PipelineExecutor& e, std::optional<Tensor> inputs, std::optional<Tensor> targets) {
         pp::StepStats st = NoGil([&] { return e.Eval(inputs.value_or(Tensor()), targets.value_or(Tensor())); });

@@ -231,7 +231,7 @@ void PipelineExecutor::RunCompute(const Action& a, Run& run) {
       if (options_.reshard) options_.reshard(a.stage);
       return;
     case ActionKind::kReduceGrad:
-      if (options_.reduce_grad) options_.reduce_grad(a.stage);
+      if (options_.reduce_grad && finalize_gradients_) options_.reduce_grad(a.stage);
       return;
     default:
       TESSEL_INTERNAL_ASSERT(false, "comm action ", ToString(a), " outside a comm batch");

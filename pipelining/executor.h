@@ -90,6 +90,10 @@ class PipelineExecutor {
   // SEND_B, RECV_B, REDUCE_GRAD), under no_grad; the loss and microbatch losses as Step's on the last stage's
   // rank, no gradient touched. Every rank of the pipeline calls it where it would call Step.
   StepStats Eval(const Tensor& inputs, const Tensor& targets);
+  // PyTorch's step(finalize_gradients=False): the steps after this run their REDUCE_GRAD actions only while
+  // `finalize` is true, so the gradients of steps without it accumulate unreduced (FSDP's unsharded
+  // gradients) and the next finalizing step reduces them all at once.
+  void set_finalize_gradients(bool finalize) { finalize_gradients_ = finalize; }
 
  private:
   struct Run;
@@ -109,6 +113,7 @@ class PipelineExecutor {
   RankProgram eval_program_;  // program_ without its backward actions (Eval)
   std::vector<std::pair<int, int>> eval_batches_;
   std::vector<int64_t> last_sizes_;  // the last step's microbatch rows (for a middle rank's Step with no batch)
+  bool finalize_gradients_ = true;
 };
 
 }  // namespace tessel::pipelining

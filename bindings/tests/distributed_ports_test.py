@@ -119,5 +119,21 @@ def test_einsum_over_head_sharded_attention_keeps_the_heads_sharded_without_comm
 
     tessel.run_ranks(2, rank_fn)
 
+
+def test_init_device_mesh_starts_a_launched_jobs_default_group(monkeypatch):
+    # torch: init_device_mesh without init_process_group starts the default group from the launcher's environment
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    seen = {}
+
+    def rank_fn(world):
+        assert not dist.is_initialized()
+        mesh = init_device_mesh("cpu", (2,), mesh_dim_names=("dp",))
+        seen[dist.get_rank()] = (dist.is_initialized(), mesh.size(), mesh.get_local_rank())
+        dist.destroy_process_group()
+
+    tessel.run_ranks(2, rank_fn)
+    assert seen == {0: (True, 2, 0), 1: (True, 2, 1)}
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))

@@ -264,28 +264,34 @@ def test_1f1b_over_tensor_parallel_python_stages_on_a_pp_by_tp_mesh_matches_one_
         np.testing.assert_allclose(grads[key], ref[key], rtol=1e-5, atol=1e-6, err_msg=str(key))
 
 
+def _fully_shard_stage_on_pp_by_dp():
+    """This rank's stage of two TPParts on a (pp 2, dp 2) mesh, its block and the stage module under fully_shard
+    on mesh["dp"] (torchtitan's PP + FSDP): (stage index, dp index, the part, the PipelineStage)."""
+    from tessel.distributed.device_mesh import init_device_mesh
+    from tessel.distributed.fsdp import fully_shard
+    dist.init_process_group()
+    mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("pp", "dp"))
+    tessel.manual_seed(0)
+    parts = [TPPart(), TPPart()]
+    s, d = mesh.get_local_rank("pp"), mesh.get_local_rank("dp")
+    part = parts[s]
+    fully_shard(part.fc, mesh=mesh["dp"])
+    fully_shard(part, mesh=mesh["dp"])
+    return s, d, part, pp.PipelineStage(part, s, 2, "cpu", group=mesh.get_group("pp"))
+
+
 @pytest.mark.parametrize("schedule", [pp.Schedule1F1B, pp.ScheduleGPipe])
 def test_fully_shard_python_stages_under_a_schedule_on_a_pp_by_dp_mesh_match_one_rank(schedule):
     """torchtitan's PP + FSDP from Python: each stage's blocks and the stage module under fully_shard on
     mesh["dp"], then the schedule on mesh["pp"]; the schedule gathers each stage once per step,
     accumulates locally and reduces once (UNSHARD ... REDUCE_GRAD). 4 rank threads = 2 stages x 2-way FSDP,
     each dp rank on its half of the batch; gradients equal one process on the whole batch."""
-    from tessel.distributed.device_mesh import init_device_mesh
-    from tessel.distributed.fsdp import fully_shard
 
     x_np, y_np, ref_loss, ref = two_part_reference(5)
     got = {}
 
     def rank_fn(world):
-        dist.init_process_group()
-        mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("pp", "dp"))
-        tessel.manual_seed(0)
-        parts = [TPPart(), TPPart()]
-        s, d = mesh.get_local_rank("pp"), mesh.get_local_rank("dp")
-        part = parts[s]
-        fully_shard(part.fc, mesh=mesh["dp"])
-        fully_shard(part, mesh=mesh["dp"])
-        stage = pp.PipelineStage(part, s, 2, "cpu", group=mesh.get_group("pp"))
+        s, d, part, stage = _fully_shard_stage_on_pp_by_dp()
         sched = schedule(stage, n_microbatches=2, loss_fn=mse)
         rows = slice(4 * d, 4 * d + 4)
         with tessel.CommTracer() as t:
@@ -309,6 +315,41 @@ def test_fully_shard_python_stages_under_a_schedule_on_a_pp_by_dp_mesh_match_one
     assert sorted(grads) == sorted(ref)
     for key in ref:
         np.testing.assert_allclose(grads[key], ref[key], rtol=1e-5, atol=1e-6, err_msg=str(key))
+
+
+def test_finalize_gradients_false_accumulates_fully_shard_stages_unreduced_until_a_finalizing_step():
+    """torch's step(finalize_gradients=False): the step's REDUCE_GRAD is skipped, fully_shard stages keep their
+    unreduced gradients, and the next step reduces both at once. Each dp rank's 4 rows go as two steps of 2: the
+    accumulated gradient is twice the one-process gradient of the mean over the whole batch (two means)."""
+
+    x_np, y_np, ref_loss, ref = two_part_reference(5)
+    got = {}
+
+    def rank_fn(world):
+        s, d, part, stage = _fully_shard_stage_on_pp_by_dp()
+        sched = pp.Schedule1F1B(stage, n_microbatches=2, loss_fn=mse)
+        summaries = []
+        for half, finalize in ((0, False), (1, True)):
+            rows = slice(4 * d + 2 * half, 4 * d + 2 * half + 2)
+            with tessel.CommTracer() as t:
+                if s == 0:
+                    sched.step(tessel.from_numpy(x_np[rows]), finalize_gradients=finalize)
+                else:
+                    sched.step(target=tessel.from_numpy(y_np[rows]), finalize_gradients=finalize)
+            summaries.append(t.summary())
+        got[world.rank] = (summaries, {(s, n): p.grad.full_tensor().numpy() for n, p in part.named_parameters()})
+        dist.destroy_process_group()
+
+    tessel.run_ranks(4, rank_fn)
+    import re
+    grads = {}
+    for (first, second), g in got.values():
+        assert "reduce_scatter" not in first, first  # nothing reduced by the non-finalizing step
+        assert re.search(r"reduce_scatter\(dp\) x2\b", second), second  # both steps' gradients at once
+        grads.update(g)
+    assert sorted(grads) == sorted(ref)
+    for key in ref:
+        np.testing.assert_allclose(grads[key], 2 * ref[key], rtol=1e-5, atol=1e-6, err_msg=str(key))
 
 
 def test_schedule_ir_parses_lowers_verifies_and_simulates_to_the_closed_form_bubble():
@@ -524,8 +565,6 @@ def test_step_passes_keyword_arguments_to_every_stage_per_microbatch_as_torch():
             sched.step(target_mbs=[tessel.from_numpy(y_np[2 * i:2 * i + 2]) for i in range(4)], kwarg_mbs=kwarg_mbs,
                        loss_kwargs={"weight": 3.0})
         second = part.fc.weight.grad.numpy()
-        with pytest.raises(NotImplementedError, match="finalize_gradients=False"):
-            sched.step(finalize_gradients=False)
         with pytest.raises(ValueError, match="either whole-batch inputs or pre-split ones"):
             sched.step(tessel.from_numpy(x_np), arg_mbs=[])
         got[world.rank] = (loss, first, second)

@@ -219,8 +219,10 @@ def is_initialized():
 def _default_group(op="this call"):
     world = getattr(_local, "world", None)
     if world is None or not is_initialized():
-        raise RuntimeError("%s: the default process group is not initialized (call "
-                           "tessel.distributed.init_process_group() first)" % op)
+        # torch raises ValueError ("Default process group has not been initialized, ..."); this error is both a
+        # ValueError and a RuntimeError
+        raise _C.InvalidArgumentError("Default process group has not been initialized, please make sure to call "
+                                      "init_process_group. (%s)" % op)
     return world
 
 

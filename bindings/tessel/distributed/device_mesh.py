@@ -16,6 +16,10 @@ def init_device_mesh(device_type, mesh_shape, *, mesh_dim_names=None):
         raise NotImplementedError("init_device_mesh: device_type '%s' is not available from Python (use 'cpu')"
                                   % device_type)
     names = list(mesh_dim_names) if mesh_dim_names else []
+    import os
+    from . import init_process_group, is_initialized
+    if not is_initialized() and "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+        init_process_group()  # as torch: a launched job's default group, from the environment
     mesh = _C.init_device_mesh(_default_group("init_device_mesh"), [int(s) for s in mesh_shape], names)
     _count_mesh_groups(mesh)
     return mesh

@@ -302,12 +302,12 @@ class _PipelineSchedule:
         last stage may call step() with no arguments, as in torch: it takes the last step's microbatch sizes,
         or at the first step microbatch 0's rows for every microbatch; a batch that does not split evenly into
         n_microbatches needs the batch there too at the first step (else a p2p mismatch)."""
-        if not finalize_gradients:
-            raise NotImplementedError("%s.step(finalize_gradients=False): tessel reduces the gradients at the end "
-                                      "of every step" % type(self).__name__)
         self._require_program("step")
         x, target = self._inputs("step", args, target, loss_kwargs, arg_mbs, kwarg_mbs, target_mbs, kwargs)
-        return self._run(lambda: self._executor.step_with_losses(x, target), return_outputs, losses)
+        # finalize_gradients=False (torch's gradient accumulation across steps): this step's REDUCE_GRAD actions
+        # are skipped, so fully_shard stages keep accumulating unreduced gradients until a finalizing step
+        return self._run(lambda: self._executor.step_with_losses(x, target, bool(finalize_gradients)),
+                         return_outputs, losses)
 
     def eval(self, *args, target=None, losses=None, arg_mbs=None, kwarg_mbs=None, target_mbs=None, **kwargs):
         """torch's forward-only step (validation: torchtitan's `schedule.eval(inputs, target=..., losses=...)`):
