@@ -43,8 +43,10 @@ def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, 
     params = dict(module.named_parameters(remove_duplicate=False))
     buffers = dict(module.named_buffers())
     unknown = [n for n in values if n not in params and n not in buffers]
-    if unknown:
+    if unknown and strict:  # without strict torch leaves them out
         raise RuntimeError("Unexpected key(s): %s." % ", ".join("'%s'" % n for n in unknown))
+    for n in unknown:
+        del values[n]
     if strict:
         missing = [n for n in list(params) + list(buffers) if n not in values]
         if missing:
@@ -89,17 +91,32 @@ def _leaf(x):
     return (x, False) if x.requires_grad else (x.detach().requires_grad_(True), True)
 
 
+def _detach_tree(tree):
+    from .utils._pytree import tree_map
+    return tree_map(lambda t: t.detach() if isinstance(t, Tensor) else t, tree)
+
+
 def grad_and_value(func, argnums=0, has_aux=False):
-    """torch.func.grad_and_value: (gradients w.r.t. args[argnums], func's output) of a scalar func."""
+    """torch.func.grad_and_value: (gradients w.r.t. args[argnums], func's output) of a scalar func. An argument
+    may be a pytree of tensors (a dict of parameters for functional_call): its gradient has the same structure."""
+    from .utils._pytree import tree_flatten, tree_unflatten
+
     def wrapper(*args, **kwargs):
         nums, many = _argnums(argnums, len(args))
         from .autograd import grad as autograd_grad
         with _C._GradMode(True):
             args = list(args)
             fresh = True
+            trees = []  # per argnum: (its leaves made differentiable, its structure)
             for i in nums:
-                args[i], new = _leaf(args[i])
-                fresh = fresh and new
+                leaves, spec = tree_flatten(args[i])
+                made = []
+                for leaf in leaves:
+                    leaf, new = _leaf(leaf)
+                    fresh = fresh and new
+                    made.append(leaf)
+                trees.append((made, spec))
+                args[i] = tree_unflatten(made, spec)
             out = func(*args, **kwargs)
             aux = None
             if has_aux:
@@ -110,12 +127,18 @@ def grad_and_value(func, argnums=0, has_aux=False):
             if not isinstance(out, Tensor) or out.numel() != 1:
                 raise RuntimeError("grad_and_value(f)(*args): Expected f(*args) to return a scalar Tensor, got tensor "
                                    "with %d dims" % (out.dim() if isinstance(out, Tensor) else -1))
-            grads = autograd_grad(out.reshape([]), [args[i] for i in nums], create_graph=not fresh, allow_unused=True,
-                                  materialize_grads=True)
+            flat = [leaf for made, _ in trees for leaf in made]
+            grads = autograd_grad(out.reshape([]), flat, create_graph=not fresh, allow_unused=True,
+                                  materialize_grads=True) if flat else ()
         if fresh:
             grads = tuple(g.detach() for g in grads)
             out = out.detach()
-        result = grads if many else grads[0]
+            aux = _detach_tree(aux)  # torch's aux comes out of the transform untracked
+        per_arg, at = [], 0
+        for made, spec in trees:
+            per_arg.append(tree_unflatten(list(grads[at:at + len(made)]), spec))
+            at += len(made)
+        result = tuple(per_arg) if many else per_arg[0]
         return ((result, (out, aux)) if has_aux else (result, out))
     return wrapper
 
@@ -176,31 +199,42 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
 
 def _jacobian(func, argnums, has_aux):
     from .autograd.functional import jacobian
+    from .utils._pytree import tree_flatten, tree_unflatten
 
     def wrapper(*args):
         nums, many = _argnums(argnums, len(args))
         aux_box = []
+        flats = [tree_flatten(args[i]) for i in nums]  # an argument may be a pytree (a dict of tensors)
+        sizes = [len(leaves) for leaves, _ in flats]
 
         def of_selected(*selected):
-            full = list(args)
-            for i, s in zip(nums, selected):
-                full[i] = s
+            full, at = list(args), 0
+            for i, (leaves, spec), n in zip(nums, flats, sizes):
+                full[i] = tree_unflatten(list(selected[at:at + n]), spec)
+                at += n
             out = func(*full)
             if has_aux:
                 out, aux = out
                 aux_box.append(aux)
             return out
-        selected = tuple(args[i] for i in nums)
+        selected = tuple(leaf for leaves, _ in flats for leaf in leaves)
         # inside another transform (its leaves require grad) the Jacobian keeps its graph, so jacrev(jacrev(f))
         # is the Hessian; at the outermost level it is detached, as torch.func's results are
         nested = builtins.any(isinstance(a, Tensor) and a.requires_grad for a in selected)
-        # per input for one output, per output of per input for several (the inputs are always a tuple here)
+        # per input leaf for one output, per output of per input leaf for several
         jac = jacobian(of_selected, selected, create_graph=nested)
         several_outputs = isinstance(jac[0], tuple)
-        if many:
-            result = jac
+
+        def per_argument(rows):  # one entry per input leaf -> one per argnum, each in its argument's structure
+            out, at = [], 0
+            for (_, spec), n in zip(flats, sizes):
+                out.append(tree_unflatten(list(rows[at:at + n]), spec))
+                at += n
+            return tuple(out) if many else out[0]
+        if several_outputs:  # per output, then per argument
+            result = tuple(per_argument(list(per_output)) for per_output in jac)
         else:
-            result = tuple(j[0] for j in jac) if several_outputs else jac[0]
+            result = per_argument(list(jac))
         return (result, aux_box[0]) if has_aux else result
     return wrapper
 
@@ -239,20 +273,38 @@ def _mapped_size(args, in_dims):
     return size
 
 
+def _leaf_dims(dims, value, what):
+    """One dim (or None) per leaf of `value`: `dims` an int / None for all of them, or a container of the same
+    structure as value's top (torch's in_dims / out_dims as pytree prefixes)."""
+    from .utils._pytree import tree_flatten
+    if dims is None or isinstance(dims, int):
+        return [dims] * len(tree_flatten(value)[0])
+    if isinstance(dims, (tuple, list)) and isinstance(value, (tuple, list)) and len(dims) == len(value):
+        return [d for sub, v in zip(dims, value) for d in _leaf_dims(sub, v, what)]
+    if isinstance(dims, dict) and isinstance(value, dict) and set(dims) == set(value):
+        return [d for k in value for d in _leaf_dims(dims[k], value[k], what)]
+    raise ValueError("vmap: %s is not compatible with the structure of `%s`: %r against %s"
+                     % (what, "inputs" if what == "in_dims" else "outputs", dims, type(value).__name__))
+
+
 def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
     """torch.func.vmap: func mapped over dim in_dims[i] of each argument (None: passed whole), results stacked
-    along out_dims. Computed one index at a time (exact per-sample semantics, per-sample cost)."""
+    along out_dims. Arguments and results may be pytrees (dicts, lists, tuples of tensors), in_dims / out_dims
+    prefixes of them, as torch's. Computed one index at a time (exact per-sample semantics, per-sample cost)."""
     if randomness not in ("error", "different", "same"):
         raise RuntimeError("Only allowed values for randomness are 'error', 'different', or 'same'. Got %s"
                            % randomness)
 
     def wrapper(*args, **kwargs):
-        dims = in_dims if isinstance(in_dims, (tuple, list)) else (in_dims,) * len(args)
-        if len(dims) != len(args):
+        from .utils._pytree import tree_flatten, tree_unflatten
+        if isinstance(in_dims, (tuple, list)) and len(in_dims) != len(args):
             raise ValueError("vmap: in_dims is not compatible with the structure of `inputs`. in_dims has structure "
-                             "%d but inputs has structure %d" % (len(dims), len(args)))
-        dims = [None if d is None else d % args[i].dim() for i, d in enumerate(dims)]
-        size = _mapped_size(args, dims)
+                             "%d but inputs has structure %d" % (len(in_dims), len(args)))
+        leaves, spec = tree_flatten(tuple(args))
+        dims = _leaf_dims(tuple(in_dims) if isinstance(in_dims, list) else in_dims, tuple(args), "in_dims")
+        dims = [None if d is None else d % leaves[i].dim() if isinstance(leaves[i], Tensor) else d
+                for i, d in enumerate(dims)]
+        size = _mapped_size(leaves, dims)
         from . import random
         start = random.get_rng_state()
         outs = []
@@ -260,13 +312,17 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
             if randomness == "same":
                 random.set_rng_state(start)
             before = random.get_rng_state() if randomness == "error" else None
-            sliced = [a if d is None else a.select(d, k) for a, d in zip(args, dims)]
-            outs.append(func(*sliced, **kwargs))
+            sliced = [a if d is None else a.select(d, k) for a, d in zip(leaves, dims)]
+            outs.append(func(*tree_unflatten(sliced, spec), **kwargs))
             if randomness == "error" and not _same_state(before, random.get_rng_state()):
                 raise RuntimeError("vmap: called random operation while in randomness error mode. Please either use "
                                    "the 'same' or 'different' randomness flags on vmap or perform the randomness "
                                    "operation out of vmap")
-        return _stack_outputs(outs, out_dims)
+        flat_outs = [tree_flatten(o)[0] for o in outs]
+        out_spec = tree_flatten(outs[0])[1]
+        per_leaf = _leaf_dims(out_dims, outs[0], "out_dims")
+        return tree_unflatten([_stack_outputs([f[n] for f in flat_outs], d) for n, d in enumerate(per_leaf)],
+                              out_spec)
     return wrapper
 
 
@@ -277,12 +333,34 @@ def _same_state(a, b):
 
 
 def _stack_outputs(outs, out_dims):
+    """One output leaf of every call stacked along out_dims (None: the first call's, unstacked)."""
     first = outs[0]
-    if isinstance(first, tuple):
-        dims = out_dims if isinstance(out_dims, (tuple, list)) else (out_dims,) * len(first)
-        return tuple(_stack_outputs([o[i] for o in outs], dims[i]) for i in range(len(first)))
     if not isinstance(first, Tensor):
         raise ValueError("vmap: `%s` must only return Tensors, got type %s" % ("func", type(first).__name__))
     if out_dims is None:
         return first
     return _C._functional.stack(outs, out_dims % (first.dim() + 1))
+
+
+def stack_module_state(models):
+    """torch.func.stack_module_state: (params, buffers), each name's tensors of the models stacked along a new
+    dim 0 (model ensembling with vmap over functional_call); stacked parameters are fresh leaves that require
+    grad when the models' do."""
+    models = list(models)
+    if not models:
+        raise RuntimeError("stack_module_state: Expected at least one model, got 0.")
+    if not all(type(m) is type(models[0]) for m in models):
+        raise RuntimeError("stack_module_state: Expected all models to be of the same class.")
+
+    def stacked(tensors, name):
+        grads = [t.requires_grad for t in tensors]
+        if any(grads) and not all(grads):
+            raise RuntimeError("Expected %s from each model to have the same .requires_grad" % name)
+        out = _C._functional.stack([t.detach() for t in tensors], 0)
+        return out.requires_grad_(True) if all(grads) else out
+
+    all_params = [dict(m.named_parameters()) for m in models]
+    all_buffers = [dict(m.named_buffers()) for m in models]
+    params = {k: stacked([p[k] for p in all_params], k) for k in all_params[0]}
+    buffers = {k: stacked([b[k] for b in all_buffers], k) for k in all_buffers[0]}
+    return params, buffers

@@ -300,5 +300,43 @@ def test_always_call_forward_hooks_run_when_forward_raises_and_std_warns_without
         "std(): degrees of freedom is <= 0. Correction should be strictly less than the reduction factor (input "
         "numel divided by output numel)."]
 
+
+def test_func_transforms_take_pytrees_as_torch_func_tutorials_use_them():
+    from tessel.func import functional_call, grad, jacrev, stack_module_state, vmap
+    rng = np.random.default_rng(3)
+    xs_np, ys_np = rng.standard_normal((5, 3)), rng.standard_normal((5, 2))
+    xs, ys = tessel.tensor(xs_np), tessel.tensor(ys_np)
+    tessel.manual_seed(0)
+    net = nn.Linear(3, 2).double()
+    params = {k: v.detach() for k, v in net.named_parameters()}
+
+    def loss(p, x, y):  # one sample
+        return ((functional_call(net, p, (x.unsqueeze(0),)) - y) ** 2).sum()
+
+    # per-sample gradients (the torch.func tutorial): a dict of [5, ...] gradients
+    per_sample = vmap(grad(loss), in_dims=(None, 0, 0))(params, xs, ys)
+    assert sorted(per_sample) == ["bias", "weight"] and tuple(per_sample["weight"].shape) == (5, 2, 3)
+    w, b = params["weight"].numpy(), params["bias"].numpy()
+    for i in range(5):
+        r = 2 * (w @ xs_np[i] + b - ys_np[i])
+        np.testing.assert_allclose(per_sample["weight"][i].numpy(), np.outer(r, xs_np[i]), rtol=1e-12)
+        np.testing.assert_allclose(per_sample["bias"][i].numpy(), r, rtol=1e-12)
+    assert not per_sample["weight"].requires_grad
+    jac = jacrev(lambda d: d["a"] * 2)({"a": xs[0]})
+    assert list(jac) == ["a"] and jac["a"].tolist() == (2 * np.eye(3)).tolist()
+    out = vmap(lambda d: [d["a"] + d["b"], d["a"]])({"a": xs, "b": xs})
+    assert isinstance(out, list) and out[0].tolist() == (2 * xs_np).tolist()
+    assert vmap(lambda t: t[0] + t[1], in_dims=((0, 1),))((xs, xs.t().contiguous())).tolist() == \
+        (2 * xs_np).tolist()
+    # model ensembling (torch's tutorial): stack_module_state + vmap over functional_call
+    models = [nn.Linear(3, 2).double() for _ in range(4)]
+    stacked, buffers = stack_module_state(models)
+    assert tuple(stacked["weight"].shape) == (4, 2, 3) and stacked["weight"].requires_grad and buffers == {}
+    ensemble = vmap(lambda p, b, x: functional_call(models[0], (p, b), (x,)), in_dims=(0, 0, None))(stacked, buffers,
+                                                                                                   xs)
+    for k, m in enumerate(models):
+        np.testing.assert_allclose(ensemble[k].detach().numpy(), m(xs).detach().numpy(), rtol=1e-12)
+    assert functional_call(net, {"unknown": tessel.ones(1)}, (xs,)).shape == (5, 2)  # ignored unless strict
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
