@@ -442,3 +442,51 @@ def _register_function_module():
 
 
 function = _register_function_module()
+
+
+# ---- grad_fn classes: type(y.grad_fn).__name__ is the node's name, as torch's (torchviz labels nodes by it) ----
+class _GradFn:
+    """What grad_fn and next_functions hand out: the bound node under a class named as torch names the node
+    (MulBackward0, AccumulateGrad), one class per name. The bound class cannot be switched in place (pybind11's
+    deallocator), so this is a thin view: equal and hashing as its node, everything else read from it."""
+    __slots__ = ("_node",)
+
+    def __init__(self, node):
+        object.__setattr__(self, "_node", node)
+
+    def name(self):
+        return self._node.name()
+
+    @property
+    def next_functions(self):
+        return tuple((_typed_node(n), i) for n, i in self._node.next_functions)
+
+    def __getattr__(self, name):
+        return getattr(self._node, name)
+
+    def __eq__(self, other):
+        return self._node == (other._node if isinstance(other, _GradFn) else other)
+
+    def __hash__(self):
+        return hash(self._node)
+
+    def __repr__(self):
+        return repr(self._node)
+
+
+_NODE_CLASSES = {}
+_grad_fn_cpp = _C.Tensor.grad_fn
+
+
+def _typed_node(node):
+    if node is None:
+        return None
+    name = node.name().rsplit("::", 1)[-1]  # torch's class AccumulateGrad is named torch::autograd::AccumulateGrad
+    cls = _NODE_CLASSES.get(name)
+    if cls is None:
+        cls = _NODE_CLASSES[name] = type(name, (_GradFn,), {"__slots__": (), "__module__": "tessel.autograd"})
+    return cls(node)
+
+
+_C.Tensor.grad_fn = property(lambda self: _typed_node(_grad_fn_cpp.__get__(self)),
+                             doc="The autograd node that made this tensor (torch's grad_fn), None for leaves")

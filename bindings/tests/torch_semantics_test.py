@@ -338,5 +338,17 @@ def test_func_transforms_take_pytrees_as_torch_func_tutorials_use_them():
         np.testing.assert_allclose(ensemble[k].detach().numpy(), m(xs).detach().numpy(), rtol=1e-12)
     assert functional_call(net, {"unknown": tessel.ones(1)}, (xs,)).shape == (5, 2)  # ignored unless strict
 
+
+def test_grad_fn_classes_are_named_as_torch_names_them():
+    # torchviz labels each node with type(fn).__name__
+    x = tessel.ones(2, requires_grad=True)
+    y = (x * 2).sum()
+    assert type(y.grad_fn).__name__ == "SumBackward0" and y.grad_fn.name() == "SumBackward0"
+    (mul, _), = y.grad_fn.next_functions
+    assert type(mul).__name__ == "MulBackward0"
+    (acc, _), = mul.next_functions
+    assert type(acc).__name__ == "AccumulateGrad" and acc.variable.tolist() == [1.0, 1.0]
+    assert y.grad_fn == y.grad_fn and {y.grad_fn: 1}[y.grad_fn] == 1 and x.grad_fn is None
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
