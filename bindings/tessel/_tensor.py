@@ -241,7 +241,15 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False):
     if isinstance(data, Tensor):
         t = data.detach().clone()
     else:
+        if isinstance(data, (list, tuple)) and _holds_tensor(data):
+            data = _tensors_as_scalars(data)  # torch reads a tensor inside a list as the number it holds
         array = np.asarray(data)
+        if dtype is not None and not isinstance(data, np.ndarray) and array.dtype.kind in "iu" and array.size and \
+                not dtype.is_floating_point and dtype != _dtypes.bool:
+            info = np.iinfo(np.dtype(str(dtype).rsplit(".", 1)[-1]))
+            if array.min() < info.min or array.max() > info.max:
+                raise RuntimeError("value cannot be converted to type %s without overflow"
+                                   % str(dtype).rsplit(".", 1)[-1])
         t = None
         if not isinstance(data, np.ndarray) and array.dtype == np.float64 and dtype is None \
                 and not _holds_numpy_float64(data):
@@ -259,6 +267,21 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False):
     if dtype is not None:
         t = t.to(dtype)
     return _finish(t, requires_grad)
+
+
+def _holds_tensor(data):
+    return builtins.any(isinstance(x, Tensor) or (isinstance(x, (list, tuple)) and _holds_tensor(x)) for x in data)
+
+
+def _tensors_as_scalars(data):
+    """The nested list with each tensor replaced by its one number (torch: only one-element tensors can be)."""
+    if isinstance(data, Tensor):
+        if data.numel() != 1:
+            raise ValueError("only one element tensors can be converted to Python scalars")
+        return data.item()
+    if isinstance(data, (list, tuple)):
+        return [_tensors_as_scalars(x) for x in data]
+    return data
 
 
 def _index_list(t, idx):

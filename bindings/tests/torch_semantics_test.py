@@ -220,6 +220,11 @@ def test_tensor_construction_and_indexing_details_as_torch():
     assert tuple(tessel.cat([acc, tessel.ones(2, 2)]).shape) == (2, 2)  # the legacy empty tensor is skipped
     assert tuple(tessel.cat([acc, tessel.ones(2, 2, dtype=tessel.float64)]).shape) == (2, 2)
     assert tessel.logsumexp(tessel.zeros(0, 3), 0).tolist() == [float("-inf")] * 3
+    assert tuple(tessel.tensor([tessel.tensor([1.0]), tessel.tensor([2.0])]).shape) == (2,)  # tensors read as numbers
+    with pytest.raises(ValueError, match="only one element tensors can be converted to Python scalars"):
+        tessel.tensor([tessel.ones(2), tessel.ones(2)])
+    with pytest.raises(RuntimeError, match="value cannot be converted to type uint8 without overflow"):
+        tessel.tensor(300, dtype=tessel.uint8)
     x = tessel.arange(3.0)
     assert tuple(x[True].shape) == (1, 3) and tuple(x[False].shape) == (0, 3)
     assert tuple(x[None, True].shape) == (1, 1, 3)
