@@ -153,6 +153,15 @@ void BindDTypes(py::module_& m) {
 void BindGenerator(py::module_& m) {
   py::class_<Generator>(m, "Generator", "Counter-based (Philox) RNG state: a seed and an offset")
       .def(py::init<uint64_t, uint64_t>(), py::arg("seed") = 0, py::arg("offset") = 0)
+      // torch's Generator(device="cpu") / Generator("cpu"): the CPU is tessel's device here
+      .def(py::init([](const py::object& device) {
+        const std::string name = py::str(device);
+        TESSEL_CHECK(name == "cpu", "Generator: device '", name, "' is not available (tessel runs on the CPU)");
+        return Generator(0);
+      }), py::arg("device"))
+      .def_property_readonly("device", [](const Generator&) {
+        return py::module_::import("tessel").attr("device")("cpu");
+      })
       .def("manual_seed", [](Generator& g, uint64_t seed) -> Generator& {
         g = Generator(seed);
         return g;

@@ -53,7 +53,6 @@ from ._C import (  # noqa: F401
     Tensor,
     clip_grad_norm,
     clip_grad_norm_fsdp,
-    default_generator,
     distribute_tensor,
     from_local,
     fully_shard,
@@ -482,4 +481,9 @@ def _accept_numpy_arg_names():
 
 _accept_numpy_arg_names()
 from . import _dynamo, compiler, jit  # noqa: E402,F401 (torch.jit / torch.compiler queries: eager code)
+from . import _foreach  # noqa: E402 (torch._foreach_add_, _foreach_lerp_, ...: loops over the tensors)
+# torch.default_generator: a Generator (the importing thread's default one: a script's main thread; run_ranks'
+# rank threads each have their own, which manual_seed and the factories use)
+default_generator = _C.default_generator()
+globals().update(_foreach.functions())
 _C._get_tracing_state = lambda: None  # torch._C._get_tracing_state(): nothing traces here

@@ -577,7 +577,10 @@ def _gather(self, dim, index, *, sparse_grad=False):
             builtins.all(self.shape[p.dim] == index.shape[p.dim] for p in self.placements if isinstance(p, _SHARDS)):
         return _rewrap(self, _gather(self.to_local(), dim, index.to_local()), index.shape)
     idx = index.numpy() if isinstance(index, _T) else np.asarray(index)
-    dim = dim % builtins.max(self.ndim, 1)
+    from ._tensor import wrap_dim
+    dim = wrap_dim(dim, self.ndim)
+    if idx.dtype.kind not in "iu":
+        raise RuntimeError("gather(): Expected dtype int64 for index")
     if idx.ndim != self.ndim:
         raise RuntimeError("gather: index tensor must have the same number of dimensions as input tensor")
     size = self.shape[dim] if self.ndim else 1

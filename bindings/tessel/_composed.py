@@ -19,7 +19,7 @@ from . import _C, _dtypes
 from ._extra import (FUNCTIONAL, TENSOR_METHODS, TORCH_FUNCTIONS, _reduce, isnan, linspace, maximum, meshgrid,
                      minimum, movedim)
 from ._inplace import honours_inplace as _honours_inplace
-from ._tensor import _host_numpy, tensor as _tensor
+from ._tensor import _host_numpy, tensor as _tensor, wrap_dim
 
 _min_max = collections.namedtuple("aminmax", ["min", "max"])
 _values_indices = collections.namedtuple("cummax", ["values", "indices"])
@@ -131,7 +131,7 @@ def dist(input, other, p=2):
 
 
 def rot90(x, k=1, dims=(0, 1)):
-    d0, d1 = (d % x.ndim for d in dims)
+    d0, d1 = (wrap_dim(d, x.ndim) for d in dims)
     k %= 4
     if k == 0:
         return x.clone()
@@ -189,18 +189,18 @@ def _running_best(x, dim, larger):
 
 
 def cummax(x, dim):
-    return _running_best(x, dim % builtins.max(x.ndim, 1), True)
+    return _running_best(x, wrap_dim(dim, x.ndim), True)
 
 
 def cummin(x, dim):
-    return _running_best(x, dim % builtins.max(x.ndim, 1), False)
+    return _running_best(x, wrap_dim(dim, x.ndim), False)
 
 
 def mode(x, dim=-1, keepdim=False):
     """The smallest most frequent value along dim and the last index where it occurs (torch's CPU choice)."""
+    d = wrap_dim(dim, x.ndim)
     if x.ndim == 0:
         return _values_indices(x.clone(), _tensor(np.zeros((), dtype=np.int64)))
-    d = dim % x.ndim
     a = np.moveaxis(_host_numpy(x), d, -1)
     flat = a.reshape(-1, a.shape[-1])
     picks = np.empty(flat.shape[0], dtype=np.int64)
@@ -406,7 +406,7 @@ def _put_(self, index, source, accumulate=False):
 
 def index_copy(x, dim, index, source):
     out = x.clone()
-    key = (builtins.slice(None),) * (dim % x.ndim) + (index,)
+    key = (builtins.slice(None),) * wrap_dim(dim, x.ndim) + (index,)
     out[key] = source
     return out
 

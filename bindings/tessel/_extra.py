@@ -16,8 +16,8 @@ import numpy as np
 
 from . import _C, _dtypes
 from ._inplace import honours_inplace
-from .autograd import Function
-from ._tensor import Tensor, _host_numpy, bernoulli, exponential_, random_, tensor as _tensor, zeros as _zeros
+from ._tensor import (Tensor, _host_numpy, bernoulli, exponential_, random_, tensor as _tensor, wrap_dim,
+                      zeros as _zeros)
 
 
 def _floating(x):
@@ -319,9 +319,9 @@ def cumsum(x, dim, dtype=None):
     x = _accumulation_input(x, dtype)
     if x.dtype in _NARROW_FLOATS:
         return cumsum(x.to(_dtypes.float64), dim).to(x.dtype)
+    dim = wrap_dim(dim, x.ndim)
     if x.ndim == 0:
         return x.clone()
-    dim %= x.ndim
     n, out, shift = x.shape[dim], x, 1
     while shift < n:
         shape = list(out.shape)
@@ -348,7 +348,7 @@ def all_(x, dim=None, keepdim=False):
 def movedim(x, source, destination):
     src = [source] if isinstance(source, int) else list(source)
     dst = [destination] if isinstance(destination, int) else list(destination)
-    src, dst = [s % x.ndim for s in src], [d % x.ndim for d in dst]
+    src, dst = [wrap_dim(s, x.ndim) for s in src], [wrap_dim(d, x.ndim) for d in dst]
     rest = [d for d in range(x.ndim) if d not in src]
     order = [None] * x.ndim
     for s, d in zip(src, dst):
@@ -367,12 +367,12 @@ def unbind(x, dim=0):
 
 
 def unflatten(x, dim, sizes):
-    dim %= x.ndim
+    dim = wrap_dim(dim, x.ndim)
     return x.reshape(*(list(x.shape[:dim]) + list(sizes) + list(x.shape[dim + 1:])))
 
 
 def index_select(x, dim, index):
-    dim %= x.ndim
+    dim = wrap_dim(dim, x.ndim)
     return x[(builtins.slice(None),) * dim + (index.reshape(-1) if isinstance(index, Tensor) else list(index),)]
 
 
@@ -384,6 +384,8 @@ def flip(x, *dims, **kwargs):
     out = x
     for d in ([dims] if isinstance(dims, int) else list(dims)):
         out = index_select(out, d, list(range(x.shape[d] - 1, -1, -1)))
+    if out is x:  # no dims: a copy, as torch's
+        out = x.clone()
     return out
 
 
@@ -404,10 +406,12 @@ def repeat(x, *sizes):
     if len(sizes) < x.ndim:
         raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number of dimensions of tensor")
     x = x.reshape(*([1] * (len(sizes) - x.ndim) + list(x.shape)))
+    copied = False
     for d, r in enumerate(sizes):
         if r != 1:
             x = _C._functional.cat([x] * r, d) if r > 0 else index_select(x, d, [])
-    return x
+            copied = True
+    return x if copied else x.clone()  # all ones: still a copy, as torch's (never the input's memory)
 
 
 def repeat_interleave(x, repeats, dim=None):
@@ -455,7 +459,7 @@ def trace(x):
 
 def _index_mask(x, dim, index):
     """A bool tensor broadcastable to x, true at `index` along dim."""
-    d = dim % x.dim()
+    d = wrap_dim(dim, x.dim())
     hit = np.zeros(x.shape[d], dtype=bool)
     hit[np.asarray(index.detach().numpy() if isinstance(index, Tensor) else index).reshape(-1)] = True
     shape = [1] * x.dim()
@@ -534,7 +538,7 @@ def index_add(x, dim, index, source, *, alpha=1):
     if index.ndim != 1 or (source.ndim and index.shape[0] != source.shape[dim]):
         raise IndexError("index_add_(): Number of indices (%d) should be equal to source.size(dim) (%d)"
                          % (index.numel(), source.shape[dim] if source.ndim else 1))
-    d = dim % max(x.ndim, 1)
+    d = wrap_dim(dim, x.ndim)
     moved = source.movedim(d, 0) if source.ndim > 1 else source.reshape(-1, 1)
     target = x.movedim(d, 0) if x.ndim > 1 else x.reshape(-1, 1)
     from ._tensor import index_add_rows
@@ -618,120 +622,9 @@ def numel(x):
 
 # ---- nn.functional, composed ---------------------------------------------------------------------------
 
-def _reduce(loss, reduction):
-    if reduction == "mean":
-        return loss.mean()
-    if reduction == "sum":
-        return loss.sum()
-    if reduction == "none":
-        return loss
-    raise ValueError("%s is not a valid value for reduction" % reduction)
-
-
-def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
-    return _reduce((input - target).abs(), reduction)
-
-
-def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
-    d = (input - target).abs()
-    if beta == 0:
-        return _reduce(d, reduction)
-    return _reduce(_C._functional.where(d < beta, d * d * (0.5 / beta), d - 0.5 * beta), reduction)
-
-
-def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
-    d = (input - target).abs()
-    loss = _C._functional.where(d < delta, d * d * 0.5, (d - 0.5 * delta) * delta)
-    return _reduce(loss * weight if weight is not None else loss, reduction)
-
-
-def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None, reduction="mean",
-                                     pos_weight=None):
-    """max(x, 0) - x·y + log(1 + exp(-|x|)) (torch's stable form); pos_weight scales the positive term."""
-    # (1 - y)·x + w·log(1 + exp(-x)), w = 1 + (pos_weight - 1)·y: exact gradients at x = 0 too.
-    lw = 1.0 if pos_weight is None else (pos_weight - 1.0) * target + 1.0
-    loss = (1.0 - target) * input + lw * _softplus1(-input)
-    return _reduce(loss * weight if weight is not None else loss, reduction)
-
-
-def _clamped_log(p):
-    """log p clamped at -100 (torch's BCE), finite where p is 0."""
-    w = _C._functional.where
-    return w(p > 0, w(p > 0, p, p * 0.0 + 1.0).log(), p * 0.0 - 100.0).clamp(min=-100.0)
-
-
-class _BinaryCrossEntropy(Function):
-    """-(y·log p + (1 - y)·log(1 - p)) elementwise with torch's gradients: d/dp = (p - y) / max(p (1 - p), 1e-12)
-    (finite at p = 0 and 1: -1e12 where y = 1 and p = 0), d/dy = log(1 - p) - log(p), both logs clamped."""
-
-    @staticmethod
-    def forward(ctx, p, y):
-        ctx.save_for_backward(p, y)
-        return -(y * _clamped_log(p) + (1.0 - y) * _clamped_log(1.0 - p))
-
-    @staticmethod
-    def backward(ctx, g):
-        p, y = ctx.saved_tensors
-        gp = gy = None
-        if ctx.needs_input_grad[0]:
-            gp = g * (p - y) / ((1.0 - p) * p).clamp(min=1e-12)
-        if ctx.needs_input_grad[1]:
-            gy = g * (_clamped_log(1.0 - p) - _clamped_log(p))
-        return gp, gy
-
-
-def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
-    """-(y·log p + (1 - y)·log(1 - p)) with each log clamped at -100 and torch's gradient; p outside [0, 1]
-    (NaN too) raises as torch."""
-    if not input.is_distributed and not bool(((input >= 0) & (input <= 1)).all()):
-        raise RuntimeError("all elements of input should be between 0 and 1")
-    loss = _BinaryCrossEntropy.apply(input, target)
-    return _reduce(loss * weight if weight is not None else loss, reduction)
-
-
-def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
-    """-input[n, target[n]] over log-probabilities [N, C] ([C], or [N, C, d1, ...] with targets
-    [N, d1, ...]); ignored targets count for nothing; weight[c] scales class c and the weighted mean
-    divides by the picked weights, as torch."""
-    if size_average is not None or reduce is not None:
-        raise NotImplementedError("nll_loss: size_average and reduce are deprecated in torch; use reduction=")
-    if reduction not in ("mean", "sum", "none"):
-        raise ValueError("%s is not a valid value for reduction" % reduction)
-    if input.ndim > 2:  # classes on dim 1: one row per position
-        rows = movedim(input, 1, -1).reshape(-1, input.shape[1])
-        out = nll_loss(rows, target.reshape(-1), weight, ignore_index=ignore_index, reduction=reduction)
-        return out.reshape(*target.shape) if reduction == "none" else out
-    logp = input.reshape(1, -1) if input.ndim == 1 else input
-    t = target.reshape(-1).numpy()
-    keep = t != ignore_index
-    rows = np.arange(len(t))[keep]
-    picked = -logp[rows.tolist(), t[keep].tolist()] if keep.any() else logp.reshape(-1)[[]]
-    if weight is not None:
-        wk = weight[t[keep].tolist()] if keep.any() else weight.reshape(-1)[[]]
-        picked = picked * wk
-    if reduction == "none":  # 0 at the ignored positions
-        out = _scatter_rows(picked, keep, input.dtype)
-        return out.reshape(()) if input.ndim == 1 else out
-    if reduction == "sum":
-        return picked.sum()
-    denom = (wk.sum() if weight is not None else float(keep.sum())) if keep.any() else 0.0
-    return picked.sum() / denom
-
-
-def _scatter_rows(values, keep, dtype):
-    """A [len(keep)] tensor holding `values` at the kept positions (0 elsewhere), through one gather."""
-    pos = np.cumsum(keep) - 1
-    table = _C._functional.cat([values, _zeros(1, dtype=dtype)], 0)
-    return table[np.where(keep, pos, len(values)).astype(np.int64).tolist()]
-
-
-def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
-    # xlogy semantics: 0 where target is 0, NaN where it is negative, as torch
-    loss = target.exp() * (target - input) if log_target else \
-        _C._functional.where(target == 0, input * 0.0, target * (target.log() - input))
-    if reduction == "batchmean":
-        return loss.sum() / float(input.shape[0] if input.ndim else 1)
-    return _reduce(loss, reduction)
+from ._losses import (  # noqa: E402 (the losses, split out by concept)
+    _reduce, binary_cross_entropy, binary_cross_entropy_with_logits, huber_loss, kl_div, l1_loss, nll_loss,
+    smooth_l1_loss)
 
 
 def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
@@ -844,7 +737,7 @@ def prod(x, dim=None, keepdim=False, *, dtype=None):
     if dim is None:
         out = prod(x.reshape(-1), 0)
         return out.reshape(*([1] * x.ndim)) if keepdim else out
-    dim %= builtins.max(x.ndim, 1)
+    dim = wrap_dim(dim, x.ndim)
     if x.ndim == 0:
         return x.clone()
     while x.shape[dim] > 1:

@@ -54,8 +54,8 @@ INPLACE_NAMES = (
 
 def _bernoulli_(self, p=0.5, *, generator=None):
     """Tensor.bernoulli_(p): self filled with 1 (probability p, a number or a broadcastable tensor) or 0."""
-    from ._tensor import rand_like
-    u = rand_like(self.detach().to(_dtypes.float32))
+    from ._tensor import uniform_like
+    u = uniform_like(self.detach(), generator, _dtypes.float32)
     with _C._GradMode(False):
         return self.copy_(u.lt(p).to(self.dtype))
 
@@ -64,8 +64,12 @@ def _random_fill(name, transform):
     def method(self, *args, generator=None, **kwargs):
         if not self.dtype.is_floating_point:
             raise RuntimeError("%s expects a floating-point tensor, got %s" % (name, _ns()._name(self.dtype)))
-        from ._tensor import rand_like
-        u = rand_like(self.detach())
+        from ._tensor import randn, randn_like, uniform_like
+        u = uniform_like(self.detach(), generator)
+        if transform is _log_normal:  # a normal draw, from the same generator
+            x = self.detach()
+            kwargs = dict(kwargs, _normal=randn_like(x) if generator is None or x.is_distributed else
+                          randn(*x.shape, generator=generator, dtype=x.dtype))
         with _C._GradMode(False):
             return self.copy_(transform(u.to(_dtypes.float64), *args, **kwargs).to(self.dtype))
     method.__name__ = name
@@ -82,11 +86,10 @@ def _cauchy(u, median=0.0, sigma=1.0):
     return _ns().tan((u - 0.5) * math.pi) * sigma + median
 
 
-def _log_normal(u, mean=1.0, std=2.0):
-    from ._tensor import randn_like
+def _log_normal(u, mean=1.0, std=2.0, *, _normal):
     if std <= 0:
         raise RuntimeError("log_normal_ expects std > 0.0, but found std=%s" % std)
-    return (randn_like(u) * std + mean).exp()
+    return (_normal.to(u.dtype) * std + mean).exp()
 
 
 def _fill_diagonal_(self, fill_value, wrap=False):

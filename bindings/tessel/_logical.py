@@ -8,6 +8,7 @@ import math
 import numpy as np
 
 from . import _C, _dtypes
+from ._tensor import wrap_dim
 from ._extra import TENSOR_METHODS, TORCH_FUNCTIONS, Tensor, _new_full, _tensor, isfinite, prod
 
 
@@ -173,7 +174,7 @@ def cumprod(x, dim, *, dtype=None):
 
 def diff(x, n=1, dim=-1, prepend=None, append=None):
     """n-th forward difference along dim (prepend / append joined first)."""
-    d = dim % builtins.max(x.ndim, 1)
+    d = wrap_dim(dim, x.ndim)
     parts = [t for t in (prepend, x, append) if t is not None]
     if len(parts) > 1:
         x = _C._functional.cat([t if isinstance(t, Tensor) else _tensor(t) for t in parts], d)

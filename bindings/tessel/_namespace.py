@@ -580,7 +580,8 @@ def take_along_dim(input, indices, dim=None):
     dim=None indexes the flattened input."""
     if dim is None:
         return input.reshape(-1).gather(0, indices.reshape(-1))
-    dim = dim % input.dim()
+    from ._tensor import wrap_dim
+    dim = wrap_dim(dim, input.dim())
     if input.dim() != indices.dim():
         raise RuntimeError("torch.take_along_dim(): input and indices should have the same number of dimensions, "
                            "but got %d dimensions for input, and %d dimensions for indices"

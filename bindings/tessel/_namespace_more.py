@@ -47,7 +47,8 @@ def gradient(input, *, spacing=None, dim=None, edge_order=1):
         raise RuntimeError("torch.gradient only supports edge_order=1 and edge_order=2.")
     x = input if input.dtype.is_floating_point else input.to(_dtypes.default_float())
     dims = list(range(x.ndim)) if dim is None else ([dim] if isinstance(dim, int) else list(dim))
-    dims = [d % x.ndim for d in dims]
+    from ._tensor import wrap_dim
+    dims = [wrap_dim(d, x.ndim) for d in dims]
     spacings = _spacing_list(spacing, dims, list(x.shape))
     out = []
     for d, h in zip(dims, spacings):

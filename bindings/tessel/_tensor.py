@@ -269,6 +269,14 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False):
     return _finish(t, requires_grad)
 
 
+def wrap_dim(dim, ndim):
+    """dim normalized to [0, ndim) (a 0-d tensor counts as 1-D), or torch's IndexError for one out of range."""
+    n = builtins.max(ndim, 1)
+    if not -n <= dim < n:
+        raise IndexError("Dimension out of range (expected to be in range of [%d, %d], but got %d)" % (-n, n - 1, dim))
+    return dim % n
+
+
 def _holds_tensor(data):
     return builtins.any(isinstance(x, Tensor) or (isinstance(x, (list, tuple)) and _holds_tensor(x)) for x in data)
 
@@ -510,6 +518,8 @@ def _iter(self):
 
 def _one_element(self, kind):
     if self.numel() != 1:
+        if kind == "booleans":  # torch: `if t:` on several elements is a RuntimeError
+            raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
         raise ValueError("only one element tensors can be converted to Python %s, got shape %s"
                          % (kind, tuple(self.shape)))
     return self.item()
@@ -775,14 +785,22 @@ def randint_like(t, low=0, high=None, *, dtype=None, device=None):
     return randint(low, high, tuple(t.shape), dtype=dtype or t.dtype)
 
 
+def uniform_like(x, generator=None, dtype=None):
+    """U[0, 1) values of x's shape (dtype, default x's) from `generator`, else the thread's default one (a DTensor
+    draws its piece of the full tensor's values from the default generator)."""
+    if generator is None or x.is_distributed:
+        return rand_like(x, dtype=dtype)
+    return rand(*x.shape, generator=generator, dtype=dtype or x.dtype)
+
+
 def bernoulli(p, generator=None):
-    """torch.bernoulli: 1 with probability p elementwise (p's dtype); draws from the thread's generator."""
-    return (rand_like(p) < p).to(p.dtype)
+    """torch.bernoulli: 1 with probability p elementwise (p's dtype), drawn from `generator` (or the thread's)."""
+    return (uniform_like(p, generator) < p).to(p.dtype)
 
 
 def exponential_(x, lambd=1.0, generator=None):
     with _C._GradMode(False):
-        return x.copy_(-((1.0 - rand_like(x)).log()) / lambd)
+        return x.copy_(-((1.0 - uniform_like(x, generator)).log()) / lambd)
 
 
 def random_(x, from_=0, to=None, generator=None):
@@ -791,7 +809,7 @@ def random_(x, from_=0, to=None, generator=None):
     if to is None:
         from_, to = 0, from_ or _RANDOM_BOUND.get(x.dtype, 1 << 31)
     with _C._GradMode(False):
-        return x.copy_(randint(from_, to, tuple(x.shape)).to(x.dtype))
+        return x.copy_(randint(from_, to, tuple(x.shape), generator=generator).to(x.dtype))
 
 
 _RANDOM_BOUND = {_dtypes.float32: 1 << 24, _dtypes.float64: 1 << 53}

@@ -20,9 +20,10 @@ from ._tensor import Tensor
 
 
 _QR = collections.namedtuple("qr", ["Q", "R"])
-# torch.linalg.LinAlgError: the factorizations here raise numpy's (LAPACK's failures surface through numpy), so
-# `except torch.linalg.LinAlgError` catches them as the name
-LinAlgError = np.linalg.LinAlgError
+class LinAlgError(RuntimeError, np.linalg.LinAlgError):
+    """torch.linalg.LinAlgError: a RuntimeError, as torch's (the "try cholesky, except RuntimeError, add jitter"
+    pattern), and numpy's LinAlgError, which LAPACK's failures here start as (every public function below
+    turns numpy's into this one)."""
 
 
 def _dims(dim, ndim):
@@ -462,3 +463,27 @@ def tensorsolve(A, B, dims=None):
 
 
 from ._linalg_lu import eig, eigvals, lu, lu_factor, lu_factor_ex, lu_solve  # noqa: E402,F401 (LU family, eig)
+
+
+def _raising_torchs_error(fn):
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except np.linalg.LinAlgError as e:
+            if isinstance(e, LinAlgError):
+                raise
+            raise LinAlgError("linalg.%s: %s" % (fn.__name__, e)) from None
+    return wrapper
+
+
+def _wrap_public_functions():
+    import types
+    for name, fn in list(globals().items()):
+        if not name.startswith("_") and isinstance(fn, types.FunctionType):
+            globals()[name] = _raising_torchs_error(fn)
+
+
+_wrap_public_functions()

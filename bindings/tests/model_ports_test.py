@@ -241,5 +241,34 @@ def test_optimizers_print_and_order_their_state_as_torch():
         opt.zero_grad()
         assert [list(v) for v in opt.state_dict()["state"].values()] == [keys, keys], name
 
+
+def test_cycle_scheduler_states_load_with_weights_only_and_freeze_bn_helpers_find_torchs_base_classes(tmp_path):
+    import io
+    model = nn.Sequential(nn.Conv2d(1, 2, 1), nn.BatchNorm2d(2), nn.InstanceNorm2d(2), nn.SyncBatchNorm(2))
+    opt = tessel.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    sched = tessel.optim.lr_scheduler.OneCycleLR(opt, max_lr=1.0, total_steps=10)
+    for _ in range(3):
+        opt.step()
+        sched.step()
+    buf = io.BytesIO()
+    tessel.save({"sched": sched.state_dict()}, buf)
+    buf.seek(0)
+    state = tessel.load(buf, weights_only=True)["sched"]  # it held a _MomentumCycle object: refused
+    assert state["cycle_momentum"] is True and state["use_beta1"] is False
+    opt2 = tessel.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    again = tessel.optim.lr_scheduler.OneCycleLR(opt2, max_lr=1.0, total_steps=10)
+    again.load_state_dict(state)
+    opt.step()
+    sched.step()
+    opt2.step()
+    again.step()
+    assert opt2.param_groups[0]["lr"] == opt.param_groups[0]["lr"]
+    assert opt2.param_groups[0]["momentum"] == opt.param_groups[0]["momentum"]
+    from tessel.nn.modules import batchnorm, conv, instancenorm
+    kinds = [(type(m).__name__, isinstance(m, batchnorm._BatchNorm), isinstance(m, batchnorm._NormBase),
+              isinstance(m, instancenorm._InstanceNorm), isinstance(m, conv._ConvNd)) for m in model]
+    assert kinds == [("Conv2d", False, False, False, True), ("BatchNorm2d", True, True, False, False),
+                     ("InstanceNorm2d", False, True, True, False), ("SyncBatchNorm", True, True, False, False)]
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))

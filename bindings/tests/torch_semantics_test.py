@@ -355,5 +355,116 @@ def test_grad_fn_classes_are_named_as_torch_names_them():
     assert type(acc).__name__ == "AccumulateGrad" and acc.variable.tolist() == [1.0, 1.0]
     assert y.grad_fn == y.grad_fn and {y.grad_fn: 1}[y.grad_fn] == 1 and x.grad_fn is None
 
+
+def test_user_mistakes_raise_as_torch_instead_of_computing_something_else():
+    import tessel.nn.functional as F
+    logits, labels = tessel.zeros(3, 1), tessel.ones(3)
+    with pytest.raises(ValueError, match=r"Target size \(tessel.Size\(\[3\]\)\) must be the same as input size"):
+        F.binary_cross_entropy_with_logits(logits, labels)  # [N, 1] vs [N] broadcast to [N, N] silently
+    with pytest.raises(ValueError, match="Using a target size .* that is different to the input size"):
+        F.binary_cross_entropy(tessel.full((3, 1), 0.5), labels)
+    logp = tessel.zeros(3, 5)
+    with pytest.raises(ValueError, match=r"Expected input batch_size \(3\) to match target batch_size \(2\)"):
+        F.nll_loss(logp, tessel.tensor([0, 1]))
+    with pytest.raises(RuntimeError, match="0D or 1D target tensor expected"):
+        F.nll_loss(logp, tessel.zeros(3, 1, dtype=tessel.int64))
+    with pytest.raises(IndexError, match="Target 5 is out of bounds."):
+        F.nll_loss(logp, tessel.tensor([0, 5, 1]))
+    x = tessel.arange(12.0).reshape(3, 4)
+    for name, call in (("index_select", lambda: x.index_select(2, tessel.tensor([0]))),
+                       ("cumsum", lambda: x.cumsum(2)), ("prod", lambda: x.prod(2)), ("cummax", lambda: x.cummax(2)),
+                       ("mode", lambda: x.mode(2)), ("diff", lambda: x.diff(dim=2)),
+                       ("movedim", lambda: x.movedim(2, 0)),
+                       ("gather", lambda: x.gather(2, tessel.zeros(3, 4, dtype=tessel.int64))),
+                       ("take_along_dim", lambda: tessel.take_along_dim(x, tessel.zeros(3, 4, dtype=tessel.int64), 2))):
+        with pytest.raises(IndexError, match=r"Dimension out of range \(expected to be in range of \[-2, 1\], "
+                                             r"but got 2\)"):
+            call()  # these wrapped the dim (2 % 2 = 0) and returned a result along dim 0
+    with pytest.raises(RuntimeError, match="Expected dtype int64 for index"):
+        x.gather(1, tessel.zeros(3, 4))
+    w = tessel.ones(2, requires_grad=True) * 2
+    with pytest.raises(ValueError, match="can't optimize a non-leaf Tensor"):
+        tessel.optim.SGD([w], lr=0.1)
+    with pytest.raises(RuntimeError, match="Boolean value of Tensor with more than one value is ambiguous"):
+        bool(tessel.ones(2))
+    with pytest.raises(RuntimeError):  # torch.linalg.LinAlgError is a RuntimeError ("except RuntimeError: jitter")
+        tessel.linalg.cholesky(tessel.tensor([[1.0, 2.0], [2.0, 1.0]], dtype=tessel.float64))
+    with pytest.raises(tessel.linalg.LinAlgError):
+        tessel.linalg.inv(tessel.zeros(2, 2, dtype=tessel.float64))
+
+
+def test_module_name_clashes_raise_as_torch():
+    lin = nn.Linear(2, 2)
+    with pytest.raises(KeyError, match="attribute 'weight' already exists"):
+        lin.register_buffer("weight", tessel.zeros(2))
+    seq = nn.Sequential(nn.Linear(2, 2))
+    seq.p = nn.Parameter(tessel.ones(1))
+    with pytest.raises(KeyError, match="attribute 'p' already exists"):
+        seq.add_module("p", nn.ReLU())
+    with pytest.raises(TypeError, match=r"cannot assign 'int' as child module '0' \(torch.nn.Module or None "
+                                        r"expected\)"):
+        setattr(seq, "0", 3)
+    assert isinstance(seq[0], nn.Linear) and list(dict(seq.named_children())) == ["0"]
+    with pytest.raises(TypeError, match="unexpected keyword argument 'inplace'"):
+        nn.Sigmoid(inplace=True)
+    act = nn.SiLU(inplace=True)
+    t = tessel.tensor([1.0, -1.0])
+    expected = (t / (1 + (-t).exp())).tolist()
+    assert act(t).tolist() == expected and repr(act) == "SiLU(inplace=True)"
+    assert nn.ReLU()(input=tessel.tensor([-1.0, 2.0])).tolist() == [0.0, 2.0]
+
+
+def test_results_never_alias_the_input_when_the_op_has_nothing_to_do():
+    import tessel.nn.functional as F
+    img = tessel.ones(1, 1, 2, 2)
+    for name, out in (("interpolate", F.interpolate(img, size=(2, 2), mode="bilinear")),
+                      ("interpolate nearest", F.interpolate(img, scale_factor=1.0)), ("repeat", img.repeat(1, 1, 1, 1)),
+                      ("tile", img.tile((1,))), ("flip", tessel.flip(img, [])),
+                      ("pixel_shuffle", F.pixel_shuffle(img, 1)),
+                      ("pixel_unshuffle", F.pixel_unshuffle(img, 1)), ("channel_shuffle", F.channel_shuffle(img, 1))):
+        out.zero_()
+        assert img.sum().item() == 4.0, name  # torch returns a copy: the source image stays as it was
+
+
+def test_random_ops_draw_from_the_generator_they_are_given():
+    def draws(global_seed):
+        tessel.manual_seed(global_seed)
+        g = tessel.Generator().manual_seed(7)
+        p = tessel.full((64,), 0.5)
+        return [tessel.bernoulli(p, generator=g).tolist(), tessel.zeros(64).bernoulli_(0.5, generator=g).tolist(),
+                tessel.zeros(64).random_(0, 10, generator=g).tolist(),
+                tessel.zeros(64).exponential_(generator=g).tolist(),
+                tessel.zeros(64).geometric_(0.5, generator=g).tolist(), tessel.zeros(64).cauchy_(generator=g).tolist(),
+                tessel.zeros(64).log_normal_(generator=g).tolist()]
+    first, second = draws(1), draws(2)
+    assert first == second  # the global seed no longer matters
+    assert len(set(first[0])) == 2 and len(set(first[2])) > 5
+    assert tessel.Generator(device="cpu").device == tessel.device("cpu") and tessel.Generator("cpu").initial_seed() == 0
+    assert isinstance(tessel.default_generator, tessel.Generator)
+    tessel.default_generator.manual_seed(3)
+    a = tessel.rand(3)
+    tessel.manual_seed(3)
+    assert tessel.rand(3).tolist() == a.tolist()
+
+
+def test_foreach_functions_and_masked_categorical_kl_as_torch():
+    params = [tessel.ones(2), tessel.full((3,), 2.0)]
+    ema = [tessel.zeros(2), tessel.zeros(3)]
+    tessel._foreach_lerp_(ema, params, 0.25)
+    assert [e.tolist() for e in ema] == [[0.25, 0.25], [0.5, 0.5, 0.5]]
+    tessel._foreach_mul_(ema, 2.0)
+    tessel._foreach_add_(ema, params, alpha=-1.0)
+    assert [e.tolist() for e in ema] == [[-0.5, -0.5], [-1.0, -1.0, -1.0]]
+    norms = tessel._foreach_norm(params)
+    np.testing.assert_allclose([n.item() for n in norms], [np.sqrt(2.0), np.sqrt(12.0)], rtol=1e-6)
+    from tessel.distributions import Categorical, kl_divergence
+    p = Categorical(logits=tessel.tensor([0.0, 1.0, 2.0]))
+    q = Categorical(logits=tessel.tensor([1.0, float("-inf"), 0.0]))
+    assert kl_divergence(p, q).item() == float("inf")  # it was NaN (inf * 0)
+    probs_q = np.exp([1.0, 0.0]) / np.exp([1.0, 0.0]).sum()
+    probs_p = np.exp([0.0, 2.0]) / np.exp([0.0, 1.0, 2.0]).sum()
+    want = sum(pq * (np.log(pq) - np.log(pp)) for pq, pp in zip(probs_q, probs_p))
+    np.testing.assert_allclose(kl_divergence(q, p).item(), want, rtol=1e-5)
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))

@@ -36,7 +36,8 @@ def kl_divergence(p, q):
 
 def _set(cond, t, value):
     """t with `value` where cond holds (inf for an impossible support, 0 for a term with zero mass)."""
-    return _C._functional.where(cond, t * 0 + value, t)
+    # a constant of t's shape and dtype (t * 0 + value is NaN where t is infinite: a -inf logit, a banned action)
+    return _C._functional.where(cond, _C._full(list(t.shape), float(value), t.dtype), t)
 
 
 @register_kl(fam.Normal, fam.Normal)

@@ -392,7 +392,12 @@ def _make_sync_batch_norm_function():
     return SyncBatchNormFunction
 
 
-class SyncBatchNorm(_NormBase):
+class _BatchNormNd(_NormBase):
+    """torch's _BatchNorm: BatchNorm1d/2d/3d and SyncBatchNorm (InstanceNorm is a _NormBase too, not one), the
+    class freeze-BN helpers test with isinstance (torch.nn.modules.batchnorm._BatchNorm)."""
+
+
+class SyncBatchNorm(_BatchNormNd):
     """torch.nn.SyncBatchNorm: in training, the batch statistics of every rank of process_group (default:
     the world) — one all_gather of per-channel (mean, M2, count) forward, one all_reduce of (Σdy, Σdy·x̂)
     backward — so data-parallel ranks normalize as one process over the global batch would; in eval, or
@@ -425,7 +430,7 @@ class SyncBatchNorm(_NormBase):
     def convert_sync_batchnorm(cls, module, process_group=None):
         """Every BatchNorm1d/2d/3d in module (module itself included) replaced by a SyncBatchNorm holding the
         same parameters and buffers (torch.nn.SyncBatchNorm.convert_sync_batchnorm); returns the module."""
-        if isinstance(module, _BatchNormNd):
+        if isinstance(module, _BatchNormNd) and not isinstance(module, SyncBatchNorm):
             like = module.weight if module.weight is not None else module.running_mean
             # The same parameter and buffer tensors, as torch's (an optimizer built on the model keeps working).
             out = SyncBatchNorm(module.num_features, module.eps, module.momentum, module.affine,
@@ -463,10 +468,6 @@ class _InstanceNormNd(_NormBase):
         out = F.instance_norm(x, self.running_mean, self.running_var, self.weight, self.bias, use_input_stats,
                               0.1 if self.momentum is None else self.momentum, self.eps)
         return out if input.ndim == self._spatial + 2 else out.squeeze(0)
-
-
-class _BatchNormNd(_NormBase):
-    """BatchNorm1d/2d/3d (what convert_sync_batchnorm replaces; InstanceNorm is a _NormBase too, not one)."""
 
 
 def _norm_class(name, dims):

@@ -19,16 +19,23 @@ class GELU(Module):
         super().__init__()
         self.approximate = approximate
 
-    def forward(self, x):
-        return _C._functional.gelu(x, self.approximate)
+    def forward(self, input):
+        return _C._functional.gelu(input, self.approximate)
 
     def extra_repr(self):
         return "approximate='%s'" % self.approximate
 
 
 class SiLU(Module):
-    def forward(self, x):
-        return _C._functional.silu(x)
+    def __init__(self, inplace=False):
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, input):
+        return functional.silu(input, inplace=self.inplace)
+
+    def extra_repr(self):
+        return "inplace=True" if self.inplace else ""
 
 
 class ReLU(Module):
@@ -38,21 +45,24 @@ class ReLU(Module):
         super().__init__()
         self.inplace = inplace
 
-    def forward(self, x):
-        return functional.relu(x, inplace=self.inplace)
+    def forward(self, input):
+        return functional.relu(input, inplace=self.inplace)
 
     def extra_repr(self):
         return "inplace=True" if self.inplace else ""
 
 
 class Tanh(Module):
-    def forward(self, x):
-        return _C._functional.tanh(x)
+    def forward(self, input):
+        return _C._functional.tanh(input)
 
 
 class Identity(Module):
-    def forward(self, x):
-        return x
+    def __init__(self, *args, **kwargs):  # torch's Identity ignores any arguments
+        super().__init__()
+
+    def forward(self, input):
+        return input
 
 
 class Dropout(Module):
@@ -64,8 +74,8 @@ class Dropout(Module):
             raise ValueError("dropout probability has to be between 0 and 1, but got %s" % p)
         self.p, self.inplace = p, inplace
 
-    def forward(self, x):
-        return functional.dropout(x, self.p, self.training, self.inplace)
+    def forward(self, input):
+        return functional.dropout(input, self.p, self.training, self.inplace)
 
     def extra_repr(self):
         return "p=%s, inplace=%s" % (self.p, self.inplace)
@@ -92,16 +102,22 @@ def _elementwise_module(name, fn, doc, *fields):
 
     def __init__(self, *args, **kwargs):
         Module.__init__(self)
+        if len(args) > len(names):
+            raise TypeError("%s.__init__() takes %d positional arguments but %d were given"
+                            % (name, len(names) + 1, len(args) + 1))
+        unknown = [k for k in kwargs if k not in names]
+        if unknown:  # torch's: nn.Sigmoid(inplace=True) is a TypeError
+            raise TypeError("%s.__init__() got an unexpected keyword argument '%s'" % (name, unknown[0]))
         values = dict(zip(names, defaults))
         values.update(zip(names, args))
         values.update(kwargs)
         for k, v in values.items():
             object.__setattr__(self, k, v)
 
-    def forward(self, x):
+    def forward(self, input):
         if "inplace" in names:  # torch's activations with inplace=True write their input
-            return fn(x, *[getattr(self, n) for n in names if n != "inplace"], inplace=self.inplace)
-        return fn(x, *[getattr(self, n) for n in names])
+            return fn(input, *[getattr(self, n) for n in names if n != "inplace"], inplace=self.inplace)
+        return fn(input, *[getattr(self, n) for n in names])
 
     def extra_repr(self):
         return ", ".join("%s=%s" % (n, getattr(self, n)) for n in names)

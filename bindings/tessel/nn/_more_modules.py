@@ -37,7 +37,8 @@ def channel_shuffle(input, groups):
         raise RuntimeError("Number of channels must be divisible by groups. Got %d channels and %d groups."
                            % (c, groups))
     rest = list(input.shape[2:])
-    return input.reshape([n, groups, c // groups] + rest).transpose(1, 2).reshape([n, c] + rest)
+    out = input.reshape([n, groups, c // groups] + rest).transpose(1, 2).reshape([n, c] + rest)
+    return out.clone() if groups == 1 else out  # one group: a copy, as torch's (never the input's memory)
 
 
 @_honours_inplace

@@ -139,7 +139,7 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         moved = out.to(acc).movedim(d, -1)
         out = _C._functional.linear(moved, _as_tensor(weights).to(acc), None).movedim(-1, d)
         out = ((out + 0.5).floor() if not input.dtype.is_floating_point else out).to(input.dtype)  # uint8: half up
-    return out
+    return out.clone() if out is input else out  # every size kept: a copy, never the input's own memory (torch)
 
 
 def _linear_weights(src, n_in):
@@ -212,7 +212,8 @@ def pixel_shuffle(input, upscale_factor):
     x = input.reshape(*lead, c // (r * r), r, r, h, w)
     k = len(lead)
     x = x.permute(*range(k), k, k + 3, k + 1, k + 4, k + 2)
-    return x.reshape(*lead, c // (r * r), h * r, w * r)
+    out = x.reshape(*lead, c // (r * r), h * r, w * r)
+    return out.clone() if r == 1 else out  # r = 1: a copy, as torch's (never the input's memory)
 
 
 def pixel_unshuffle(input, downscale_factor):
@@ -225,7 +226,8 @@ def pixel_unshuffle(input, downscale_factor):
     x = input.reshape(*lead, c, h // r, r, w // r, r)
     k = len(lead)
     x = x.permute(*range(k), k, k + 2, k + 4, k + 1, k + 3)
-    return x.reshape(*lead, c * r * r, h // r, w // r)
+    out = x.reshape(*lead, c * r * r, h // r, w // r)
+    return out.clone() if r == 1 else out  # r = 1: a copy, as torch's
 
 
 def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):

@@ -300,6 +300,10 @@ def _setattr(self, name, value):
         else:  # a parent C++ created has no dict: its C++ side keeps the child's Python object (forward)
             self._anchor_child(name, value)
         _set_parent(value, self)
+    elif not isinstance(value, Module) and value is not None and \
+            _dict(self).get("_modules", {}).get(name) is not None:  # torch: a child's name takes a module or None
+        raise TypeError("cannot assign '%s' as child module '%s' (torch.nn.Module or None expected)"
+                        % (type(value).__name__, name))
     elif isinstance(value, Tensor) and self._has_parameter(name):
         if not isinstance(value, Parameter):  # torch: TypeError; tessel used to store it, frozen, silently
             raise TypeError("cannot assign '%s' as parameter '%s' (torch.nn.Parameter or None expected)"
@@ -447,9 +451,18 @@ def _call(self, *args, **kwargs):
     return out
 
 
+_ONE_INPUT_LAYERS = (_C.Linear, _C.LayerNorm, _C.RMSNorm, _C.Embedding)  # the C++ layers: forward(input)
+
+
 def _call_forward(self, *args, **kwargs):
     slots = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
     if not self._has_python_forward and not self._forward_overridden:  # a C++ module: its Forward takes tensors
+        if not args and list(kwargs) == ["input"]:  # layer(input=x), torch's parameter name
+            args, kwargs, slots = (kwargs["input"],), {}, [0] if isinstance(kwargs["input"], Tensor) else []
+        if isinstance(self, _ONE_INPUT_LAYERS) and len(args) != 1:
+            raise TypeError("%s.forward() missing 1 required positional argument: 'input'" % type(self).__name__
+                            if not args else "%s.forward() takes 2 positional arguments but %d were given"
+                            % (type(self).__name__, len(args) + 1))
         if kwargs or len(slots) != len(args):
             raise TypeError("%s.forward takes tensors only, got (%s)" % (
                 self._type_name, ", ".join(type(a).__name__ for a in args) + (", **kwargs" if kwargs else "")))
@@ -703,6 +716,10 @@ def register_buffer(self, name, tensor, persistent=True):
         raise KeyError('buffer name can\'t contain "."')
     if name == "":
         raise KeyError('buffer name can\'t be empty string ""')
+    is_buffer = any(n == name for n, _ in self._named_buffers(False)) or name in (_complex_buffers(self) or {}) or \
+        (_dict(self).get(_NONE_KEY, {}).get(name) is False)
+    if not is_buffer and (self._has_parameter(name) or _child_module(self, name) is not None or name in _dict(self)):
+        raise KeyError("attribute '%s' already exists" % name)  # torch's: a parameter, child or attribute
     if isinstance(tensor, ComplexTensor):
         if name in _dict(self) or self._lookup(name) is not None:
             raise KeyError("attribute '%s' already exists" % name)
@@ -714,8 +731,16 @@ def register_buffer(self, name, tensor, persistent=True):
 
 
 def add_module(self, name, module):
-    if not isinstance(module, Module):
-        raise TypeError("%s is not a tessel.nn.Module subclass" % type(module).__name__)
+    if module is not None and not isinstance(module, Module):
+        raise TypeError("%s is not a Module subclass" % type(module).__name__)
+    if not isinstance(name, str):
+        raise TypeError("module name should be a string. Got %s" % type(name).__name__)
+    if "." in name or name == "":
+        raise KeyError('module name can\'t contain ".", got: %s' % name if name else 'module name can\'t be empty '
+                       'string ""')
+    if _child_module(self, name) is None and name not in _dict(self).get("_modules", {}) and (
+            self._has_parameter(name) or any(n == name for n, _ in self._named_buffers(False))):
+        raise KeyError("attribute '%s' already exists" % name)
     _setattr(self, name, module)
 
 
@@ -784,13 +809,6 @@ def _module_compile(self, *args, **kwargs):
     return None
 
 
-def _hook(register):
-    """register_full_backward_pre_hook / register_full_backward_hook."""
-    def method(self, hook, prepend=False):
-        return RemovableHandle(self, register(self, hook, bool(prepend)))
-    return method
-
-
 def _current_call(mod):
     """The Python call of `mod` being run ([args, kwargs, tensor slots, output kind]; _call_forward), or None
     when C++ called it (a pipeline stage, a C++ parent: tensors only)."""
@@ -809,72 +827,6 @@ def _call_args(mod, call, inputs):
     for i, t in zip(call[2], inputs):
         args[i] = t
     return tuple(args)
-
-
-def _forward_pre_hook_method(self, hook, *, prepend=False, with_kwargs=False):
-    """register_forward_pre_hook: hook(module, args) sees the tensor arguments and may return replacements
-    for them (one tensor or a tuple). with_kwargs=True, torch's: hook(module, args, kwargs) sees forward's
-    whole call, non-tensor arguments included, and may return (new_args, new_kwargs) to call forward with.
-    prepend=True: before the hooks already registered (fully_shard's own included)."""
-    if not with_kwargs:
-        return RemovableHandle(self, Module._register_forward_pre_hook(self, hook, bool(prepend)))
-
-    def on_call(mod, inputs):
-        call = _current_call(mod)
-        result = hook(mod, _call_args(mod, call, inputs), call[1] if call is not None else {})
-        if result is None:
-            return None
-        if not (isinstance(result, tuple) and len(result) == 2 and isinstance(result[1], dict)):
-            raise RuntimeError("forward pre-hook must return None or a tuple of (new_args, new_kwargs), but got "
-                               "%r." % (result,))
-        new_args = tuple(result[0]) if isinstance(result[0], (tuple, list)) else (result[0],)
-        if call is None:
-            if result[1] or not all(isinstance(a, Tensor) for a in new_args):
-                raise TypeError("%s: a forward pre-hook returned keyword or non-tensor arguments for a call from "
-                                "C++, which passes tensors only" % type(mod).__name__)
-            return new_args
-        call[0], call[1] = new_args, dict(result[1])
-        call[2] = [i for i, a in enumerate(new_args) if isinstance(a, Tensor)]
-        return tuple(new_args[i] for i in call[2])
-    return RemovableHandle(self, Module._register_forward_pre_hook(self, on_call, bool(prepend)))
-
-
-def _forward_hook_method(self, hook, *, prepend=False, with_kwargs=False, always_call=False):
-    """register_forward_hook: the hook sees forward's output as forward returned it ((logits, None), a
-    dict, ...) and may return a replacement of any structure. with_kwargs=True, torch's: hook(module, args,
-    kwargs, output) with forward's whole call. prepend=True: before the hooks already registered."""
-
-    def on_tensors(mod, inputs, out):
-        call = _current_call(mod)
-        kind = call[3] if call is not None else None
-        shown = kind(list(out) if isinstance(out, tuple) else [out]) if callable(kind) else out
-        if with_kwargs:
-            result = hook(mod, _call_args(mod, call, inputs), call[1] if call is not None else {}, shown)
-        else:
-            result = hook(mod, inputs, shown)
-        if result is None or not callable(kind):
-            return result
-        tensors = []
-        call[3] = _flatten_output(result, tensors)
-        return tuple(tensors)
-    hook_id = Module._register_forward_hook(self, on_tensors, bool(prepend))
-    if not always_call or not _has_dict(self):
-        return RemovableHandle(self, hook_id)
-    always = self.__dict__.setdefault(_ALWAYS_CALL, {})
-    always[hook_id] = (hook, with_kwargs)
-    return _AlwaysCallHandle(self, hook_id, always)
-
-
-class _AlwaysCallHandle(RemovableHandle):
-    """An always_call forward hook's handle: remove() also drops it from the hooks run when forward raises."""
-
-    def __init__(self, module, hook_id, always):
-        super().__init__(module, hook_id)
-        self._always = always
-
-    def remove(self):
-        self._always.pop(self._id, None)
-        super().remove()
 
 
 def extra_repr(self):
@@ -918,6 +870,8 @@ def _to_empty(self, *, device, recurse=True):
         t._clear_meta()
     return self
 
+
+from ._module_hooks import _forward_hook_method, _forward_pre_hook_method, _hook  # noqa: E402
 
 _METHODS = dict(
     __setattr__=_setattr, __delattr__=_delattr, __getattr__=_getattr, __call__=_call, __repr__=_repr, _forward_from_cpp=_forward_from_cpp,
@@ -1008,9 +962,17 @@ def _torch_file_modules():
     names on first use."""
     import types
 
+    # torch's private base classes that scripts test with isinstance (freeze-BN helpers, timm's layer walks)
+    private = {"_BatchNorm": "_BatchNormNd", "_NormBase": "_NormBase", "_InstanceNorm": "_InstanceNormNd",
+               "_ConvNd": "_ConvNd", "_MaxPoolNd": "_MaxPoolNd", "_AvgPoolNd": "_AvgPoolNd",
+               "_AdaptiveAvgPoolNd": "_AdaptiveAvgPoolNd", "_AdaptiveMaxPoolNd": "_AdaptiveMaxPoolNd"}
+
     def resolver(path):
         def __getattr__(name):
             from .. import nn
+            if name in private:
+                from . import _conv_modules
+                return getattr(_conv_modules, private[name])
             if name.startswith("__") or not hasattr(nn, name):
                 raise AttributeError("module %r has no attribute %r" % (path, name))
             return getattr(nn, name)

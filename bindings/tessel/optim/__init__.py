@@ -204,6 +204,8 @@ class Optimizer:
             group.setdefault(key, value)
         named = _named([ps] if isinstance(ps, _C.Tensor) else list(ps), len(self.param_groups))
         for name, p in named:
+            if not p.is_leaf:  # torch: its gradient never lands in .grad, so it would never be updated
+                raise ValueError("can't optimize a non-leaf Tensor")
             if hash(p) in seen:
                 raise ValueError("some parameters appear in more than one parameter group ('%s')" % name)
             seen.add(hash(p))

@@ -376,6 +376,32 @@ class _MomentumCycle:
             group["momentum"] = momentum
 
 
+def _without_momentum_object(scheduler, state):
+    """A state dict with the momentum cycle as plain values (torch's keys: cycle_momentum, use_beta1, and the
+    momentum lists), so torch.load(weights_only=True) reads it."""
+    m = state.pop("_momentum", None)
+    state["cycle_momentum"] = m is not None
+    if m is not None:
+        state.update(use_beta1=m.use_beta1, base_momentums=list(m.base_momentums),
+                     max_momentums=list(m.max_momentums))
+    return state
+
+
+def _restore_momentum_object(scheduler, state):
+    """The inverse of _without_momentum_object (a torch-written state dict too)."""
+    state = dict(state)
+    cycle = state.pop("cycle_momentum", getattr(scheduler, "_momentum", None) is not None)
+    plain = {k: state.pop(k) for k in ("use_beta1", "base_momentums", "max_momentums") if k in state}
+    scheduler.__dict__.update(state)
+    if cycle and plain:
+        m = _MomentumCycle.__new__(_MomentumCycle)
+        m.use_beta1, m.base_momentums, m.max_momentums = plain.get("use_beta1", False), \
+            plain.get("base_momentums", []), plain.get("max_momentums", [])
+        scheduler._momentum = m
+    elif not cycle:
+        scheduler._momentum = None
+
+
 class OneCycleLR(LRScheduler):
     """torch's OneCycleLR (per batch): from max_lr/div_factor up to max_lr over pct_start of the steps, then
     down to max_lr/(div_factor·final_div_factor); cosine or linear annealing; three_phase as torch. With
@@ -432,7 +458,11 @@ class OneCycleLR(LRScheduler):
         return out
 
     def state_dict(self):
-        return {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_anneal")}
+        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_anneal")}
+        return _without_momentum_object(self, state)
+
+    def load_state_dict(self, state_dict):
+        _restore_momentum_object(self, state_dict)
 
 
 class CyclicLR(LRScheduler):
@@ -488,12 +518,12 @@ class CyclicLR(LRScheduler):
         state = {k: v for k, v in self.__dict__.items() if k != "optimizer"}
         fn = state.pop("_scale_fn_custom")
         state["_scale_fn_custom"] = None if fn is None or isinstance(fn, type(lambda: 0)) else fn.__dict__.copy()
-        return state
+        return _without_momentum_object(self, state)
 
     def load_state_dict(self, state_dict):
         state = dict(state_dict)
-        fn = state.pop("_scale_fn_custom")
-        self.__dict__.update(state)
+        fn = state.pop("_scale_fn_custom", None)
+        _restore_momentum_object(self, state)
         if fn is not None and self._scale_fn_custom is not None:
             self._scale_fn_custom.__dict__.update(fn)
 

@@ -1,0 +1,83 @@
+"""Module hook registration for the Python face (torch.nn.Module's register_forward_pre_hook /
+register_forward_hook / register_full_backward_(pre_)hook): the C++ hooks get wrappers that show a Python call's
+whole arguments and output structure, and always_call hooks also run when forward raises (modules.py's _call).
+Split from nn/modules.py by concept.
+"""
+from .. import _C
+from .modules import (_ALWAYS_CALL, Module, RemovableHandle, _call_args, _current_call, _flatten_output,
+                      _has_dict)
+
+Tensor = _C.Tensor
+
+
+def _hook(register):
+    """register_full_backward_pre_hook / register_full_backward_hook."""
+    def method(self, hook, prepend=False):
+        return RemovableHandle(self, register(self, hook, bool(prepend)))
+    return method
+
+
+def _forward_pre_hook_method(self, hook, *, prepend=False, with_kwargs=False):
+    """register_forward_pre_hook: hook(module, args) sees the tensor arguments and may return replacements
+    for them (one tensor or a tuple). with_kwargs=True, torch's: hook(module, args, kwargs) sees forward's
+    whole call, non-tensor arguments included, and may return (new_args, new_kwargs) to call forward with.
+    prepend=True: before the hooks already registered (fully_shard's own included)."""
+    if not with_kwargs:
+        return RemovableHandle(self, Module._register_forward_pre_hook(self, hook, bool(prepend)))
+
+    def on_call(mod, inputs):
+        call = _current_call(mod)
+        result = hook(mod, _call_args(mod, call, inputs), call[1] if call is not None else {})
+        if result is None:
+            return None
+        if not (isinstance(result, tuple) and len(result) == 2 and isinstance(result[1], dict)):
+            raise RuntimeError("forward pre-hook must return None or a tuple of (new_args, new_kwargs), but got "
+                               "%r." % (result,))
+        new_args = tuple(result[0]) if isinstance(result[0], (tuple, list)) else (result[0],)
+        if call is None:
+            if result[1] or not all(isinstance(a, Tensor) for a in new_args):
+                raise TypeError("%s: a forward pre-hook returned keyword or non-tensor arguments for a call from "
+                                "C++, which passes tensors only" % type(mod).__name__)
+            return new_args
+        call[0], call[1] = new_args, dict(result[1])
+        call[2] = [i for i, a in enumerate(new_args) if isinstance(a, Tensor)]
+        return tuple(new_args[i] for i in call[2])
+    return RemovableHandle(self, Module._register_forward_pre_hook(self, on_call, bool(prepend)))
+
+
+def _forward_hook_method(self, hook, *, prepend=False, with_kwargs=False, always_call=False):
+    """register_forward_hook: the hook sees forward's output as forward returned it ((logits, None), a
+    dict, ...) and may return a replacement of any structure. with_kwargs=True, torch's: hook(module, args,
+    kwargs, output) with forward's whole call. prepend=True: before the hooks already registered."""
+
+    def on_tensors(mod, inputs, out):
+        call = _current_call(mod)
+        kind = call[3] if call is not None else None
+        shown = kind(list(out) if isinstance(out, tuple) else [out]) if callable(kind) else out
+        if with_kwargs:
+            result = hook(mod, _call_args(mod, call, inputs), call[1] if call is not None else {}, shown)
+        else:
+            result = hook(mod, inputs, shown)
+        if result is None or not callable(kind):
+            return result
+        tensors = []
+        call[3] = _flatten_output(result, tensors)
+        return tuple(tensors)
+    hook_id = Module._register_forward_hook(self, on_tensors, bool(prepend))
+    if not always_call or not _has_dict(self):
+        return RemovableHandle(self, hook_id)
+    always = self.__dict__.setdefault(_ALWAYS_CALL, {})
+    always[hook_id] = (hook, with_kwargs)
+    return _AlwaysCallHandle(self, hook_id, always)
+
+
+class _AlwaysCallHandle(RemovableHandle):
+    """An always_call forward hook's handle: remove() also drops it from the hooks run when forward raises."""
+
+    def __init__(self, module, hook_id, always):
+        super().__init__(module, hook_id)
+        self._always = always
+
+    def remove(self):
+        self._always.pop(self._id, None)
+        super().remove()
