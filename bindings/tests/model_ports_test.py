@@ -270,5 +270,29 @@ def test_cycle_scheduler_states_load_with_weights_only_and_freeze_bn_helpers_fin
     assert kinds == [("Conv2d", False, False, False, True), ("BatchNorm2d", True, True, False, False),
                      ("InstanceNorm2d", False, True, True, False), ("SyncBatchNorm", True, True, False, False)]
 
+
+def test_label_smoothing_cross_entropy_under_bf16_autocast_runs_in_float32():
+    # timm-style training: autocast("cpu", bfloat16) around the model and a label-smoothing loss raised a dtype
+    # mismatch (the smoothing term stayed bfloat16 while the class term ran in float32)
+    import tessel.nn.functional as F
+    rng = np.random.default_rng(1)
+    logits_np, target_np = rng.standard_normal((4, 5)).astype(np.float32), np.array([0, 3, 1, 4])
+    lin = nn.Linear(5, 5)
+    with tessel.no_grad():
+        lin.weight.copy_(tessel.eye(5))
+        lin.bias.zero_()
+    x = tessel.tensor(logits_np)
+    with tessel.autocast("cpu", dtype=tessel.bfloat16):
+        logits = lin(x)
+        assert logits.dtype == tessel.bfloat16
+        loss = F.cross_entropy(logits, tessel.tensor(target_np), label_smoothing=0.1)
+    assert loss.dtype == tessel.float32
+    lb = logits.float().numpy().astype(np.float64)  # the bf16 logits, as float32 takes them
+    logp = lb - np.log(np.exp(lb).sum(-1, keepdims=True))
+    want = np.mean(0.9 * -logp[np.arange(4), target_np] + 0.1 * -logp.mean(-1))
+    np.testing.assert_allclose(loss.item(), want, rtol=1e-5)
+    loss.backward()
+    assert lin.weight.grad.dtype == tessel.float32
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))

@@ -25,6 +25,7 @@
 #include <limits>
 #include <vector>
 
+#include "core/autograd/autocast.h"
 #include "core/autograd/call.h"
 #include "core/base/error.h"
 #include "core/base/parallel.h"
@@ -34,6 +35,7 @@
 #include "core/ops/reduction.h"
 #include "core/ops/softmax.h"
 #include "core/ops/ternary.h"
+#include "core/ops/unary.h"
 #include "core/ops/view.h"
 #include "core/tensor/copy.h"
 #include "core/tensor/factory.h"
@@ -249,12 +251,16 @@ Tensor CrossEntropy(const Tensor& logits, const Tensor& target, int64_t ignore_i
                "cross_entropy: label_smoothing must be between 0.0 and 1.0. Got: ", label_smoothing);
   if (label_smoothing == 0.0) return CrossEntropy(logits, target, ignore_index, reduction);
   const Reduction red = ParseReduction(reduction, "cross_entropy");
-  const Tensor nll = CrossEntropy(logits, target, ignore_index, "none");  // 0 at ignored rows
-  TESSEL_CHECK(logits.dim() >= 1, "cross_entropy: logits must have a class dim, got ", ShapeStr(logits.sizes()));
-  const DType dt = logits.dtype();
-  const Tensor zero = Scalar(0.0, dt, logits.device()), one = Scalar(1.0, dt, logits.device());
+  // Under autocast cross-entropy runs in float32 (torch's list): the smoothing term too, so both parts agree.
+  const Tensor lg = AutocastEnabled() && logits.dtype() != DType::kFloat32 && logits.dtype() != DType::kFloat64
+                         ? Cast(logits, DType::kFloat32)
+                         : logits;
+  const Tensor nll = CrossEntropy(lg, target, ignore_index, "none");  // 0 at ignored rows
+  TESSEL_CHECK(lg.dim() >= 1, "cross_entropy: logits must have a class dim, got ", ShapeStr(lg.sizes()));
+  const DType dt = lg.dtype();
+  const Tensor zero = Scalar(0.0, dt, lg.device()), one = Scalar(1.0, dt, lg.device());
   const Tensor ignored = Eq(target, Scalar(static_cast<double>(ignore_index), target.dtype(), target.device()));
-  const Tensor uniform = Where(ignored, zero, MulScalar(Mean(LogSoftmax(logits, -1), {-1}), -1.0));
+  const Tensor uniform = Where(ignored, zero, MulScalar(Mean(LogSoftmax(lg, -1), {-1}), -1.0));
   const Tensor per_row = Add(MulScalar(nll, 1.0 - label_smoothing), MulScalar(uniform, label_smoothing));
   if (red == Reduction::kNone) return per_row;
   if (red == Reduction::kSum) return Sum(per_row);
