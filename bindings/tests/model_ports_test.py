@@ -294,5 +294,53 @@ def test_label_smoothing_cross_entropy_under_bf16_autocast_runs_in_float32():
     loss.backward()
     assert lin.weight.grad.dtype == tessel.float32
 
+
+def test_data_utilities_as_torch_scripts_use_them():
+    from typing import List
+
+    from tessel.utils.data import DataLoader, Dataset, IterableDataset, Sampler, Subset
+    from tessel.utils.data._utils.collate import default_collate
+    from tessel.utils.data.dataloader import default_convert
+
+    class Pairs(Dataset[int]):  # torch's Dataset is a typing.Generic
+        def __init__(self, n):
+            self.n, self.batched_calls = n, 0
+
+        def __len__(self):
+            return self.n
+
+        def __getitem__(self, i):
+            return i, "path%d" % i
+
+        def __getitems__(self, indices):  # HF datasets: one call per batch
+            self.batched_calls += 1
+            return [(10 * i, "path%d" % i) for i in indices]
+
+    class Buckets(Sampler[List[int]]):
+        def __iter__(self):
+            return iter([[0, 1], [2, 3, 4]])
+
+        def __len__(self):
+            return 2
+
+    data = Pairs(5)
+    loader = DataLoader(data, batch_sampler=Buckets(None))
+    it = iter(loader)
+    assert len(it) == 2
+    batches = list(it)
+    assert batches[0][0].tolist() == [0, 10] and batches[0][1] == ("path0", "path1")  # strings: a tuple
+    assert data.batched_calls == 2
+    sub = Subset(data, [4, 3])
+    assert sub.__getitems__([0, 1]) == [(40, "path4"), (30, "path3")]
+    assert len(data + data) == 10 and (data + data)[7] == (2, "path2")
+    assert default_collate([(1, "a"), (2, "b")])[1] == ("a", "b")
+    converted = default_convert((np.float32(1.5), "x"))
+    assert isinstance(converted, list) and converted[0].item() == 1.5 and converted[1] == "x"  # torch: a list
+
+    class Stream(IterableDataset):
+        def __iter__(self):
+            return iter(range(3))
+    assert list(Stream() + Stream()) == [0, 1, 2, 0, 1, 2]
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))

@@ -26,10 +26,19 @@ class Dataset:
     def __getitem__(self, index):
         raise NotImplementedError("Subclasses of Dataset should implement __getitem__.")
 
+    def __class_getitem__(cls, item):  # torch's Dataset[T_co] (a typing.Generic): class Pairs(Dataset[int])
+        return cls
+
+    def __add__(self, other):
+        return ConcatDataset([self, other])
+
 
 class IterableDataset(Dataset):
     def __iter__(self):
         raise NotImplementedError("Subclasses of IterableDataset should implement __iter__.")
+
+    def __add__(self, other):
+        return ChainDataset([self, other])
 
 
 class TensorDataset(Dataset):
@@ -55,6 +64,11 @@ class Subset(Dataset):
         if isinstance(idx, list):
             return [self.dataset[self.indices[i]] for i in idx]
         return self.dataset[self.indices[idx]]
+
+    def __getitems__(self, indices):  # torch's: the wrapped dataset's batched fetch when it has one
+        picked = [self.indices[i] for i in indices]
+        getitems = getattr(self.dataset, "__getitems__", None)
+        return getitems(picked) if getitems is not None else [self.dataset[i] for i in picked]
 
     def __len__(self):
         return len(self.indices)
@@ -157,6 +171,9 @@ def random_split(dataset, lengths, generator=None):
 
 
 class Sampler:
+    def __class_getitem__(cls, item):  # torch's Sampler[List[int]] (a typing.Generic)
+        return cls
+
     def __init__(self, data_source=None):
         pass
 
@@ -307,8 +324,8 @@ def default_convert(data):
         return out
     if isinstance(data, tuple) and hasattr(data, "_fields"):
         return type(data)(*(default_convert(d) for d in data))
-    if isinstance(data, (tuple, list)):
-        return type(data)(default_convert(d) for d in data)
+    if isinstance(data, (tuple, list)):  # a list, as torch's (a tuple sample comes out as a list)
+        return [default_convert(d) for d in data]
     return data
 
 
@@ -330,18 +347,18 @@ def default_collate(batch):
     if isinstance(elem, numbers.Number):
         return _tensor(list(batch))
     if isinstance(elem, (str, bytes)):
-        return list(batch)
+        return batch  # as given: a list, or inside tuple samples the tuple of that field (torch's)
     if isinstance(elem, dict):
         out = copy.copy(elem)
         for k in elem:
             out[k] = default_collate([b[k] for b in batch])
         return out
     if isinstance(elem, tuple) and hasattr(elem, "_fields"):  # namedtuple
-        return type(elem)(*(default_collate(list(s)) for s in zip(*batch)))
+        return type(elem)(*(default_collate(s) for s in zip(*batch)))
     if isinstance(elem, (tuple, list)):
         if any(len(b) != len(elem) for b in batch):
             raise RuntimeError("each element in list of batch should be of equal size")
-        return [default_collate(list(s)) for s in zip(*batch)]
+        return [default_collate(s) for s in zip(*batch)]
     raise TypeError("default_collate: batch must contain tensors, numpy arrays, numbers, dicts or lists; found %s"
                     % type(elem).__name__)
 
@@ -377,6 +394,19 @@ class DataLoader:
         self.batch_size, self.sampler, self.batch_sampler = batch_size, sampler, batch_sampler
 
     def __iter__(self):
+        """An iterator over the batches with len() (torch's _BaseDataLoaderIter)."""
+        return _LoaderIterator(self._batches(), len(self) if self._has_len() else None)
+
+    def _has_len(self):
+        return not self._iterable or hasattr(self.dataset, "__len__")
+
+    def _fetch(self, indices):
+        """The samples at indices: the dataset's __getitems__ when it has one (torch's batched fetch: HF datasets,
+        torchtune), else one __getitem__ each."""
+        getitems = getattr(self.dataset, "__getitems__", None)
+        return getitems(list(indices)) if getitems is not None else [self.dataset[i] for i in indices]
+
+    def _batches(self):
         if self.pin_memory:  # torch's warning on a machine without an accelerator
             warnings.warn("'pin_memory' argument is set as true but no accelerator is found, then device pinned "
                           "memory won't be used.", stacklevel=2)
@@ -399,7 +429,7 @@ class DataLoader:
                 yield self.collate_fn(self.dataset[i])
             return
         for indices in self.batch_sampler:
-            yield self.collate_fn([self.dataset[i] for i in indices])
+            yield self.collate_fn(self._fetch(indices))
 
     def __len__(self):
         if self._iterable:  # as torch: from the dataset's own __len__, when it has one
@@ -408,3 +438,39 @@ class DataLoader:
                 return n
             return n // self.batch_size if self.drop_last else math.ceil(n / self.batch_size)
         return len(self.batch_sampler) if self.batch_sampler is not None else len(self.sampler)
+
+
+class _LoaderIterator:
+    """iter(DataLoader): the batches, with len() as torch's loader iterators have."""
+
+    def __init__(self, batches, length):
+        self._batches, self._length = batches, length
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        return next(self._batches)
+
+    def __len__(self):
+        if self._length is None:
+            raise TypeError("object of type '_LoaderIterator' has no len()")
+        return self._length
+
+
+def _register_submodules():
+    """torch.utils.data's submodules as scripts import them (dataloader, dataset, sampler, _utils.collate):
+    views of this package."""
+    import sys
+    import types
+    this = sys.modules[__name__]
+    for short in ("dataloader", "dataset", "sampler", "distributed"):
+        sys.modules[__name__ + "." + short] = this
+    utils = types.ModuleType(__name__ + "._utils", "torch.utils.data._utils")
+    collate = types.ModuleType(__name__ + "._utils.collate", "torch.utils.data._utils.collate")
+    collate.default_collate, collate.default_convert = default_collate, default_convert
+    utils.collate = collate
+    sys.modules[utils.__name__], sys.modules[collate.__name__] = utils, collate
+
+
+_register_submodules()
