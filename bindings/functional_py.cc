@@ -52,13 +52,23 @@ void BindFunctional(py::module_& m) {
   f.def("relu", [](const Tensor& x) { return NoGil([&] { return Relu(x); }); }, py::arg("input"));
   f.def("tanh", [](const Tensor& x) { return NoGil([&] { return Tanh(x); }); }, py::arg("input"));
   f.def("sigmoid", [](const Tensor& x) { return NoGil([&] { return Sigmoid(x); }); }, py::arg("input"));
-  // dtype= casts the input first, as torch (softmax in float32 of bfloat16 logits).
-  f.def("softmax", [](const Tensor& x, int64_t dim, int, std::optional<DType> dtype) {
-    return NoGil([&] { return Softmax(dtype && *dtype != x.dtype() ? Cast(x, *dtype) : x, dim); });
-  }, py::arg("input"), py::arg("dim"), py::arg("_stacklevel") = 3, py::arg("dtype") = py::none());
-  f.def("log_softmax", [](const Tensor& x, int64_t dim, int, std::optional<DType> dtype) {
-    return NoGil([&] { return LogSoftmax(dtype && *dtype != x.dtype() ? Cast(x, *dtype) : x, dim); });
-  }, py::arg("input"), py::arg("dim"), py::arg("_stacklevel") = 3, py::arg("dtype") = py::none());
+  // dtype= casts the input first, as torch (softmax in float32 of bfloat16 logits). No dim: torch's deprecated
+  // implicit choice, with its warning (dim 0 for 0-, 1- and 3-D inputs, else 1).
+  auto implicit_dim = [](const char* name, const Tensor& x, std::optional<int64_t> dim) -> int64_t {
+    if (dim) return *dim;
+    const std::string msg = Str("Implicit dimension choice for ", name, " has been deprecated. Change the call to "
+                                "include dim=X as an argument.");
+    if (PyErr_WarnEx(PyExc_UserWarning, msg.c_str(), 2) != 0) throw py::error_already_set();
+    return x.dim() == 0 || x.dim() == 1 || x.dim() == 3 ? 0 : 1;
+  };
+  f.def("softmax", [implicit_dim](const Tensor& x, std::optional<int64_t> dim, int, std::optional<DType> dtype) {
+    const int64_t d = implicit_dim("softmax", x, dim);
+    return NoGil([&] { return Softmax(dtype && *dtype != x.dtype() ? Cast(x, *dtype) : x, d); });
+  }, py::arg("input"), py::arg("dim") = py::none(), py::arg("_stacklevel") = 3, py::arg("dtype") = py::none());
+  f.def("log_softmax", [implicit_dim](const Tensor& x, std::optional<int64_t> dim, int, std::optional<DType> dtype) {
+    const int64_t d = implicit_dim("log_softmax", x, dim);
+    return NoGil([&] { return LogSoftmax(dtype && *dtype != x.dtype() ? Cast(x, *dtype) : x, d); });
+  }, py::arg("input"), py::arg("dim") = py::none(), py::arg("_stacklevel") = 3, py::arg("dtype") = py::none());
   f.def("layer_norm", [](const Tensor& x, const py::object& shape, std::optional<Tensor> w, std::optional<Tensor> b,
                          double eps) {
     const Shape dims = AsShape(shape);

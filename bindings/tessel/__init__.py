@@ -485,5 +485,6 @@ from . import _foreach  # noqa: E402 (torch._foreach_add_, _foreach_lerp_, ...: 
 # torch.default_generator: a Generator (the importing thread's default one: a script's main thread; run_ranks'
 # rank threads each have their own, which manual_seed and the factories use)
 default_generator = _C.default_generator()
+from .random import manual_seed  # noqa: E402,F811 (negative and large seeds wrap to 64 bits, as torch's)
 globals().update(_foreach.functions())
 _C._get_tracing_state = lambda: None  # torch._C._get_tracing_state(): nothing traces here

@@ -166,12 +166,18 @@ def _draw_dtype(t):
 
 def _normal_(self, mean=0.0, std=1.0, *, generator=None):
     """Fills self with N(mean, std²) samples from tessel's generator (tessel.manual_seed)."""
+    from ._tensor import _float_draw
+    _float_draw(self.dtype, "normal_kernel_cpu")
+    if std < 0:
+        raise RuntimeError("normal expects std >= 0.0, but found std %s" % std)
     return _random_fill(self, _C._randn(list(self.shape), generator, _draw_dtype(self)) * builtins.float(std)
                         + builtins.float(mean), "normal_")
 
 
 def _uniform_(self, a=0.0, b=1.0, *, generator=None):
     """Fills self with U(a, b) samples."""
+    from ._tensor import _float_draw
+    _float_draw(self.dtype, "check_uniform_bounds")
     return _random_fill(self, _C._rand(list(self.shape), generator, _draw_dtype(self)) * (builtins.float(b) - a)
                         + builtins.float(a), "uniform_")
 

@@ -373,6 +373,11 @@ def unflatten(x, dim, sizes):
 
 def index_select(x, dim, index):
     dim = wrap_dim(dim, x.ndim)
+    if isinstance(index, Tensor):
+        if index.ndim > 1:
+            raise IndexError("index_select(): Index is supposed to be a vector")
+        if index.dtype.is_floating_point or index.dtype == _dtypes.bool:
+            raise IndexError("index_select(): Expected dtype int32/int64 for index")
     return x[(builtins.slice(None),) * dim + (index.reshape(-1) if isinstance(index, Tensor) else list(index),)]
 
 
@@ -441,6 +446,8 @@ def expand_as(x, other):
 
 
 def diag(x, diagonal=0):
+    if x.ndim not in (1, 2):
+        raise RuntimeError("diag(): Supports 1D or 2D tensors. Got %dD" % x.ndim)
     if x.ndim == 1:
         n = x.shape[0] + abs(diagonal)
         idx = np.arange(x.shape[0])

@@ -33,6 +33,8 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
 
 
 def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
+    if delta <= 0:
+        raise RuntimeError("huber_loss does not support non-positive values for delta.")
     d = (input - target).abs()
     loss = _C._functional.where(d < delta, d * d * 0.5, (d - 0.5 * delta) * delta)
     return _reduce(loss * weight if weight is not None else loss, reduction)

@@ -194,12 +194,25 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=Fa
     return _finish(_C._arange(builtins.float(start), builtins.float(end), builtins.float(step), dtype), requires_grad)
 
 
+def _float_draw(dtype, kernel):
+    """torch: rand / randn / normal_ / uniform_ have no integer or bool kernels (they gave zeros here)."""
+    if dtype is not None and not dtype.is_floating_point:
+        raise RuntimeError('"%s" not implemented for \'%s\'' % (kernel, _torch_dtype_name(dtype)))
+
+
+def _torch_dtype_name(dtype):
+    return {"int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte",
+            "bool": "Bool"}.get(str(dtype).rsplit(".", 1)[-1], str(dtype))
+
+
 def rand(*size, generator=None, dtype=None, device=None, requires_grad=False):
+    _float_draw(dtype, "check_uniform_bounds")
     with factory_device(device, "rand"):  # "meta": built without writing values
         return _finish(_C._rand(_shape(size), generator, dtype or _dtypes.default_float()), requires_grad)
 
 
 def randn(*size, generator=None, dtype=None, device=None, requires_grad=False):
+    _float_draw(dtype, "normal_kernel_cpu")
     with factory_device(device, "randn"):  # "meta": built without writing values
         return _finish(_C._randn(_shape(size), generator, dtype or _dtypes.default_float()), requires_grad)
 
@@ -795,6 +808,8 @@ def uniform_like(x, generator=None, dtype=None):
 
 def bernoulli(p, generator=None):
     """torch.bernoulli: 1 with probability p elementwise (p's dtype), drawn from `generator` (or the thread's)."""
+    if not p.is_distributed and p.numel() and not builtins.bool(((p >= 0) & (p <= 1)).all()):
+        raise RuntimeError("Expected p_in >= 0 && p_in <= 1 to be true, but got false.")
     return (uniform_like(p, generator) < p).to(p.dtype)
 
 
@@ -818,6 +833,8 @@ _RANDOM_BOUND = {_dtypes.float32: 1 << 24, _dtypes.float64: 1 << 53}
 def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False):
     """A random permutation of 0..n-1 (drawn from the generator, so manual_seed decides it)."""
     check_cpu(device, "randperm")
+    if builtins.int(n) < 0:
+        raise RuntimeError("n must be non-negative, got%d" % builtins.int(n))
     return tensor(host_rng(generator).permutation(builtins.int(n)).astype(np.int64), dtype=dtype or _dtypes.int64)
 
 

@@ -466,5 +466,31 @@ def test_foreach_functions_and_masked_categorical_kl_as_torch():
     want = sum(pq * (np.log(pq) - np.log(pp)) for pq, pp in zip(probs_q, probs_p))
     np.testing.assert_allclose(kl_divergence(q, p).item(), want, rtol=1e-5)
 
+
+def test_random_and_indexing_calls_torch_refuses_are_refused():
+    import tessel.nn.functional as F
+    with pytest.raises(RuntimeError, match="\"normal_kernel_cpu\" not implemented for 'Long'"):
+        tessel.randn(3, dtype=tessel.int64)  # it gave zeros
+    with pytest.raises(RuntimeError, match="\"check_uniform_bounds\" not implemented for 'Long'"):
+        tessel.zeros(3, dtype=tessel.int64).uniform_()
+    with pytest.raises(RuntimeError, match="Expected p_in >= 0 && p_in <= 1"):
+        tessel.bernoulli(tessel.tensor([1.5]))
+    with pytest.raises(RuntimeError, match="n must be non-negative"):
+        tessel.randperm(-1)
+    with pytest.raises(IndexError, match="Index is supposed to be a vector"):
+        tessel.ones(3, 2).index_select(0, tessel.zeros(2, 2, dtype=tessel.int64))
+    with pytest.raises(RuntimeError, match="huber_loss does not support non-positive values for delta"):
+        F.huber_loss(tessel.ones(2), tessel.zeros(2), delta=-1.0)
+    with pytest.raises(RuntimeError, match="diag\\(\\): Supports 1D or 2D tensors. Got 3D"):
+        tessel.diag(tessel.ones(2, 2, 2))
+    g = tessel.manual_seed(-1)  # torch wraps a negative seed to 64 bits
+    assert g.initial_seed() == 2 ** 64 - 1
+    x = tessel.tensor([[1.0, 2.0], [3.0, 5.0]])
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        implicit = F.softmax(x)  # torch's deprecated implicit dim: 1 for 2-D
+    assert "Implicit dimension choice for softmax has been deprecated" in str(w[0].message)
+    np.testing.assert_allclose(implicit.numpy(), F.softmax(x, dim=1).numpy())
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
