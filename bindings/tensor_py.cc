@@ -533,7 +533,8 @@ void BindTensor(py::module_& m) {
       .def("item", [](const Tensor& t) -> py::object {
         // A Python number of the tensor's kind, as torch: int for integer dtypes (exact for every int64; a
         // float lost precision above 2^53 and broke lst[t.argmax().item()]), bool for bool.
-        TESSEL_CHECK(t.numel() == 1, "item: expected a tensor with one element, got shape ", ShapeStr(t.sizes()));
+        TESSEL_CHECK(t.numel() == 1, "a Tensor with ", t.numel(), " elements cannot be converted to Scalar (item: "
+                     "shape ", ShapeStr(t.sizes()), ")");
         if (IsIntegral(t.dtype())) {
           const Tensor full = NoGil([&] { return t.is_distributed() ? t.impl()->MaterializeFull(t) : t; });
           Tensor c = Empty({1}, DType::kInt64);

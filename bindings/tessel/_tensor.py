@@ -497,12 +497,20 @@ def _getitem(self, idx):
             return _zero_d_bool_index(self, idx)
         if builtins.any(_is_advanced(i) for i in idx):
             return _tuple_with_advanced_index(self, idx)
-    out, dim = self, 0
-    for i in _index_list(self, idx):
+    entries = _index_list(self, idx)
+    named = builtins.sum(1 for i in entries if i is not None)
+    if named > self.ndim:  # torch's IndexErrors (this raised "tuple index out of range")
+        if self.ndim == 0:
+            raise IndexError("invalid index of a 0-dim tensor. Use `tensor.item()` in Python or `tensor.item<T>()` in "
+                             "C++ to convert a 0-dim tensor to a number")
+        raise IndexError("too many indices for tensor of dimension %d" % self.ndim)
+    out, dim, source_dim = self, 0, 0  # source_dim: the dim of self an index entry names (for messages)
+    for i in entries:
         if i is None:
             out = out.unsqueeze(dim)
             dim += 1
         elif isinstance(i, builtins.slice):
+            source_dim += 1
             size = out.shape[dim]
             start, stop, step = i.indices(size)
             if step <= 0:
@@ -512,8 +520,9 @@ def _getitem(self, idx):
         elif isinstance(i, (builtins.int, np.integer)) and not isinstance(i, builtins.bool):
             size = out.shape[dim]
             if not -size <= i < size:
-                raise IndexError("index %d is out of bounds for dim %d with size %d" % (i, dim, size))
+                raise IndexError("index %d is out of bounds for dimension %d with size %d" % (i, source_dim, size))
             out = out.select(dim, builtins.int(i) % size)
+            source_dim += 1
         else:
             raise TypeError("tessel.Tensor indices must be int, slice, None or ..., got %s" % type(i).__name__)
     return out
@@ -545,7 +554,7 @@ _warned_float = []
 
 
 def _float(self):
-    if self.requires_grad and not _warned_float:  # torch warns once per process
+    if self.requires_grad and _C.is_grad_enabled() and not _warned_float:  # torch: once, and only in grad mode
         _warned_float.append(True)
         import warnings
         warnings.warn("Converting a tensor with requires_grad=True to a scalar may lead to unexpected behavior.\n"

@@ -110,6 +110,19 @@ def _expandable(shape, to):
     return all(a == b or a == 1 for a, b in zip(reversed(shape), reversed(to)))
 
 
+class _VariableMeta(type):
+    def __instancecheck__(cls, obj):  # every tensor is a Variable, as in torch since 0.4
+        return isinstance(obj, _C.Tensor)
+
+
+class Variable(metaclass=_VariableMeta):
+    """torch.autograd.Variable (old code: the WGAN-GP paper's `Variable(interpolates, requires_grad=True)`): a leaf
+    tensor sharing data's memory."""
+
+    def __new__(cls, data, requires_grad=False, volatile=False):
+        return data.detach().requires_grad_(requires_grad)
+
+
 class FunctionCtx:
     """What forward and backward share (torch's ctx): save_for_backward / saved_tensors, needs_input_grad,
     mark_non_differentiable, mark_dirty, set_materialize_grads, and any attribute the function sets."""

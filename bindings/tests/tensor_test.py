@@ -668,7 +668,7 @@ def test_basic_indexing_matches_numpy():
     for idx in [1, -1, (slice(None), 2), (0, slice(1, 3)), (slice(None, None, 2),), (Ellipsis, 1),
                 (None, 1), (1, None, slice(2, 5, 2)), (slice(1, None), Ellipsis, slice(None, 1)), (slice(3, 1),)]:
         np.testing.assert_array_equal(x[idx].numpy(), a[idx], err_msg=repr(idx))
-    with pytest.raises(IndexError, match="index 3 is out of bounds for dim 0 with size 3"):
+    with pytest.raises(IndexError, match="index 3 is out of bounds for dimension 0 with size 3"):
         x[3]
     with pytest.raises(TypeError, match="indices must be int, slice, None or ..., got str"):
         x["a"]

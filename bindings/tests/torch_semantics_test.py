@@ -492,5 +492,32 @@ def test_random_and_indexing_calls_torch_refuses_are_refused():
     assert "Implicit dimension choice for softmax has been deprecated" in str(w[0].message)
     np.testing.assert_allclose(implicit.numpy(), F.softmax(x, dim=1).numpy())
 
+
+def test_input_gradients_of_windowed_ops_are_contiguous_for_views_as_wgan_gp_takes_them():
+    # WGAN-GP: g = autograd.grad(critic(x), x, ...); g.view(B, -1).norm(2, dim=1) raised on tessel's strided gradients
+    import tessel.nn.functional as F
+    from tessel.autograd import Variable
+    ops = {"conv2d": lambda x: F.conv2d(x, tessel.ones(4, 2, 3, 3, dtype=x.dtype), padding=1),
+           "avg_pool2d": lambda x: F.avg_pool2d(x, 3, 2, 1, count_include_pad=False),
+           "adaptive_avg_pool2d": lambda x: F.adaptive_avg_pool2d(x, 4),
+           "adaptive_max_pool2d": lambda x: F.adaptive_max_pool2d(x, 4), "unfold": lambda x: F.unfold(x, 3, padding=1),
+           "bilinear": lambda x: F.interpolate(x, scale_factor=2, mode="bilinear")}
+    base = np.random.default_rng(0).standard_normal((3, 2, 6, 6))
+    for dtype in (tessel.float32, tessel.float64):
+        for name, op in ops.items():
+            x = Variable(tessel.tensor(base, dtype=dtype), requires_grad=True)
+            y = op(x)
+            g, = tessel.autograd.grad(y, x, tessel.ones_like(y))
+            assert g.is_contiguous(), (name, dtype)
+            assert tuple(g.view(3, -1).shape) == (3, 72)
+    assert isinstance(tessel.ones(1), Variable) and Variable(tessel.ones(2), requires_grad=True).is_leaf
+    with warnings.catch_warnings(record=True) as w:  # torch warns about float() only with grad mode on
+        warnings.simplefilter("always")
+        from tessel import _tensor
+        _tensor._warned_float.clear()
+        with tessel.no_grad():
+            float(tessel.ones(1, requires_grad=True))
+    assert w == [] and _tensor._warned_float == []
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))

@@ -62,8 +62,10 @@ class OpNode final : public Node {
   }
 
   TensorList ApplyMasked(TensorList grads, std::span<const bool> mask) override {
-    TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, !released_, "backward through '", op_.name,
-                      "' a second time: its saved tensors were freed; pass retain_graph=true to the first backward");
+    TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, !released_,
+                      "Trying to backward through the graph a second time (or directly access saved tensors after they "
+                      "have already been freed): backward through '", op_.name, "' a second time, its saved tensors "
+                      "were freed; pass retain_graph=true to the first backward");
     TensorList inputs = Unpack(saved_inputs_, "input");
     TensorList outputs = Unpack(saved_outputs_, "output");
     if (internal::CreatingGraphImpl()) RelinkOutputs(outputs);

@@ -29,12 +29,12 @@ void SeedRoots(const TensorList& roots, const TensorList& grads, std::vector<Edg
   TESSEL_CHECK(roots.size() == grads.size(), "backward: ", roots.size(), " roots but ", grads.size(), " grads");
   for (size_t i = 0; i < roots.size(); ++i) {
     const Tensor& r = roots[i];
-    TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, r.defined() && r.requires_grad(), "backward: root ", i,
-                      " does not require grad and has no grad_fn");
+    TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, r.defined() && r.requires_grad(), "element ", i,
+                      " of tensors does not require grad and does not have a grad_fn (backward: root ", i, ")");
     Tensor g = grads[i];
     if (!g.defined()) {
-      TESSEL_CHECK(r.numel() == 1, "backward: grad can be implicitly created only for one-element outputs, got "
-                   "shape ", ShapeStr(r.sizes()));
+      TESSEL_CHECK(r.numel() == 1, "grad can be implicitly created only for scalar outputs (backward: output of shape ",
+                   ShapeStr(r.sizes()), "; pass gradient=)");
       const Tensor in[] = {r};
       g = Dispatch(GetOp("ones_like"), in, Attrs())[0];
     }

@@ -46,10 +46,10 @@ Tensor CheckedIndices(const char* name, const Tensor& indices, int64_t num_rows,
   Tensor idx = ContiguousCopyIfNeeded(indices, DType::kInt64);
   const int64_t* p = static_cast<const int64_t*>(idx.raw_data());
   for (int64_t i = 0; i < idx.numel(); ++i) {
-    TESSEL_CHECK_CODE(ErrorCode::kOutOfRange, p[i] >= 0 && p[i] < num_rows, name, ": index ", p[i],
-                      " (at flat position ", i, " of indices ", ShapeStr(indices.sizes()),
-                      ") is out of range for weight ", ShapeStr(weight_shape), " with ", num_rows,
-                      " rows (valid: 0 <= index < ", num_rows, ")");
+    TESSEL_CHECK_CODE(ErrorCode::kOutOfRange, p[i] >= 0 && p[i] < num_rows, "index out of range in self (", name,
+                      ": index ", p[i], " at flat position ", i, " of indices ", ShapeStr(indices.sizes()),
+                      " is out of range for weight ", ShapeStr(weight_shape), " with ", num_rows,
+                      " rows; valid: 0 <= index < ", num_rows, ")");
   }
   return idx;
 }

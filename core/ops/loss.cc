@@ -85,9 +85,9 @@ Dims CheckArgs(const char* op, std::span<const Tensor> in, const Tensor& logits,
   const Tensor t = DenseOrCopy(target);
   const int64_t* pt = static_cast<const int64_t*>(t.raw_data());
   for (int64_t i = 0; i < d.rows; ++i) {
-    TESSEL_CHECK_CODE(ErrorCode::kOutOfRange, pt[i] == ignore_index || (pt[i] >= 0 && pt[i] < d.classes), op,
-                      ": target ", pt[i], " (at index ", i, ") is out of range for ", d.classes, " classes (logits ",
-                      ShapeStr(logits.sizes()), ", ignore_index ", ignore_index, ")");
+    TESSEL_CHECK_CODE(ErrorCode::kOutOfRange, pt[i] == ignore_index || (pt[i] >= 0 && pt[i] < d.classes), "Target ",
+                      pt[i], " is out of bounds. (", op, ": target ", pt[i], " at index ", i, " is out of range for ",
+                      d.classes, " classes; logits ", ShapeStr(logits.sizes()), ", ignore_index ", ignore_index, ")");
   }
   return d;
 }

@@ -185,9 +185,9 @@ TEST(LossTest, BFloat16ForwardIsCloseToDoubleReference) {
 TEST(LossTest, OutOfRangeTargetsRaiseOutOfRangeNamingValueAndClasses) {
   Tensor logits = Zeros({3, 5});
   ExpectErrorContains([&] { CrossEntropy(logits, FromVector<int64_t>({0, 5, 1})); }, ErrorCode::kOutOfRange,
-                      "cross_entropy: target 5 (at index 1) is out of range for 5 classes");
+                      "Target 5 is out of bounds. (cross_entropy: target 5 at index 1 is out of range for 5 classes");
   ExpectErrorContains([&] { CrossEntropy(logits, FromVector<int64_t>({-1, 0, 1})); }, ErrorCode::kOutOfRange,
-                      "target -1 (at index 0) is out of range for 5 classes (logits [3, 5], ignore_index -100)");
+                      "target -1 at index 0 is out of range for 5 classes; logits [3, 5], ignore_index -100)");
 }
 
 TEST(LossTest, BadShapesDtypesAndReductionsRaiseInvalidArgument) {

@@ -386,8 +386,8 @@ Tensor MatmulForward(const char* name, const Tensor& a, const Tensor& b, const M
   TESSEL_CHECK(A.defined() && B.defined(), name, ": both arguments need at least 1 dim, got ", DescribeCall(a, b, s));
   const int64_t M = A.size(A.dim() - 2), K = A.size(A.dim() - 1);
   const int64_t K2 = B.size(B.dim() - 2), N = B.size(B.dim() - 1);
-  TESSEL_CHECK(K == K2, name, ": inner dimensions do not match: ", DescribeCall(a, b, s), " contracts ", K, " with ",
-               K2);
+  TESSEL_CHECK(K == K2, "mat1 and mat2 shapes cannot be multiplied (", M, "x", K, " and ", K2, "x", N, ") (", name,
+               ": inner dimensions do not match: ", DescribeCall(a, b, s), " contracts ", K, " with ", K2, ")");
   const Shape ba = BatchShape(A), bb = BatchShape(B);
   Shape batch;
   try {
@@ -511,9 +511,11 @@ Tensor Linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
 
 void CheckLinearArgs(const char* op, const Tensor& x, const Tensor& w, const Tensor& bias) {
   TESSEL_CHECK(w.dim() == 2, op, ": weight must be 2-D [out_features, in_features], got ", ShapeStr(w.sizes()));
-  TESSEL_CHECK(x.dim() >= 1 && x.size(x.dim() - 1) == w.size(1), op, ": input ", ShapeStr(x.sizes()),
-               " has in_features ", (x.dim() >= 1 ? x.size(x.dim() - 1) : 0), " but weight ", ShapeStr(w.sizes()),
-               " expects ", w.size(1));
+  const int64_t in = x.dim() >= 1 ? x.size(x.dim() - 1) : 0;
+  TESSEL_CHECK(x.dim() >= 1 && in == w.size(1), "mat1 and mat2 shapes cannot be multiplied (",
+               x.dim() >= 1 ? x.numel() / std::max<int64_t>(in, 1) : 1, "x", in, " and ", w.size(1), "x", w.size(0),
+               ") (", op, ": input ", ShapeStr(x.sizes()), " has in_features ", in, " but weight ", ShapeStr(w.sizes()),
+               " expects ", w.size(1), ")");
   if (bias.defined()) {
     TESSEL_CHECK(bias.dim() == 1 && bias.size(0) == w.size(0), op, ": bias ", ShapeStr(bias.sizes()),
                  " does not match weight ", ShapeStr(w.sizes()), " (expected [", w.size(0), "])");

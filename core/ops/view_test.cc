@@ -63,7 +63,7 @@ TEST(ViewTest, ViewInfersMinusOneAndRejectsSizesThatDoNotMatch) {
   EXPECT_EQ(View(x, {-1}).sizes(), (Shape{24}));
   EXPECT_EQ(View(x, {2, 1, -1, 3}).sizes(), (Shape{2, 1, 4, 3}));
   ExpectErrorContains([&] { View(x, {5, -1}); }, ErrorCode::kInvalidArgument,
-              "view: shape [5, -1] is invalid for input of size 24");
+              "shape '[5, -1]' is invalid for input of size 24 (view)");  // torch's words, then the op
   ExpectErrorContains([&] { View(x, {-1, -1}); }, ErrorCode::kInvalidArgument, "only one dimension can be inferred");
   ExpectErrorContains([&] { View(x, {25}); }, ErrorCode::kInvalidArgument, "invalid for input of size 24");
 }

@@ -64,8 +64,10 @@ Shape ContiguousStrides(std::span<const int64_t> shape) {
 int64_t NormalizeDim(int64_t dim, int64_t ndim, const char* op) {
   const int64_t lo = ndim == 0 ? -1 : -ndim;
   const int64_t hi = ndim == 0 ? 0 : ndim - 1;
-  TESSEL_CHECK_CODE(ErrorCode::kOutOfRange, dim >= lo && dim <= hi, op, ": dim ", dim,
-                    " out of range for a tensor of ", ndim, " dims (expected [", lo, ", ", hi, "])");
+  // torch's words first (what users search for), then the op
+  TESSEL_CHECK_CODE(ErrorCode::kOutOfRange, dim >= lo && dim <= hi, "Dimension out of range (expected to be in range of [",
+                    lo, ", ", hi, "], but got ", dim, ") (", op, ": dim ", dim, " out of range for a tensor of ", ndim,
+                    " dims)");
   return dim < 0 ? dim + std::max<int64_t>(ndim, 1) : dim;
 }
 
@@ -75,8 +77,9 @@ Shape BroadcastShapes(std::span<const int64_t> a, std::span<const int64_t> b, co
   for (size_t i = 0; i < n; ++i) {
     const int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
     const int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
-    TESSEL_CHECK(da == db || da == 1 || db == 1, op, ": shapes ", ShapeStr(a), " and ", ShapeStr(b),
-                 " are not broadcastable (dim ", i, ": ", da, " vs ", db, ")");
+    TESSEL_CHECK(da == db || da == 1 || db == 1, "The size of tensor a (", da, ") must match the size of tensor b (",
+                 db, ") at non-singleton dimension ", i, " (", op, ": shapes ", ShapeStr(a), " and ", ShapeStr(b),
+                 " are not broadcastable)");
     out[i] = da == 1 ? db : da;
   }
   return out;
@@ -138,12 +141,12 @@ Shape InferShape(std::span<const int64_t> requested, int64_t numel, const char* 
   }
   const int64_t known = NumElements(known_dims);  // overflow-checked
   if (infer >= 0) {
-    TESSEL_CHECK(known != 0 && numel % known == 0, op, ": shape ", ShapeStr(requested),
-                 " is invalid for input of size ", numel);
+    TESSEL_CHECK(known != 0 && numel % known == 0, "shape '", ShapeStr(requested), "' is invalid for input of size ",
+                 numel, " (", op, ")");
     out[infer] = numel / known;
   }
-  TESSEL_CHECK(NumElements(out) == numel, op, ": shape ", ShapeStr(requested), " is invalid for input of size ",
-               numel);
+  TESSEL_CHECK(NumElements(out) == numel, "shape '", ShapeStr(requested), "' is invalid for input of size ", numel,
+               " (", op, ")");
   return out;
 }
 

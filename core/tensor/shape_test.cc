@@ -53,7 +53,7 @@ TEST(ShapeTest, ViewStridesExistForMergeableDimsOnly) {
 TEST(ShapeTest, InferShapeResolvesMinusOne) {
   EXPECT_EQ(InferShape(Shape{-1, 4}, 12, "view"), (Shape{3, 4}));
   testing::ExpectErrorContains([] { InferShape(Shape{-1, 5}, 12, "view"); }, ErrorCode::kInvalidArgument,
-                               {"view: shape [-1, 5]", "12"});
+                               {"shape '[-1, 5]' is invalid for input of size 12", "(view)"});
   testing::ExpectErrorContains([] { InferShape(Shape{-1, -1}, 12, "view"); }, ErrorCode::kInvalidArgument,
                                "only one dimension can be inferred");
 }

@@ -184,7 +184,8 @@ void Tensor::CheckDataPtr(DType want) const {
 }
 
 double Tensor::ItemDouble() const {
-  TESSEL_CHECK(numel() == 1, "item: expected a tensor with one element, got shape ", ShapeStr(sizes()));
+  TESSEL_CHECK(numel() == 1, "a Tensor with ", numel(), " elements cannot be converted to Scalar (item: shape ",
+               ShapeStr(sizes()), ")");
   return ToDoubleVector()[0];
 }
 

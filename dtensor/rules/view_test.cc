@@ -166,7 +166,7 @@ TEST(ViewRulesTest, CopyInPlaceTakesTheDestinationLayout) {
 TEST(ViewRulesTest, InvalidViewsRaiseWithGlobalShapes) {
   OnMesh1D(2, [](const DeviceMesh& mesh) {
     DTensor x = DistributeTensor(Values({8, 6}), mesh, ParsePlacements("S(0)"));
-    testing::ExpectError(ErrorCode::kInvalidArgument, {"view: shape [7, 7] is invalid for input of size 48"}, [&] {
+    testing::ExpectError(ErrorCode::kInvalidArgument, {"shape '[7, 7]' is invalid for input of size 48 (view)"}, [&] {
       View(x, {7, 7});
     });
     DTensor t(Transpose(x, 0, 1));

@@ -117,8 +117,34 @@ def _max_window_index(size, kernel, stride, pads, dilation, ceil_mode):
     return _as_tensor(redirected.reshape(-1)), redirected, outs
 
 
+class _DenseGrad:
+    """The identity, whose backward hands on a contiguous gradient: the window gathers below append a fill column
+    with cat, so x's gradient came back as a strided view and torch's `grad.view(B, -1)` (WGAN-GP's penalty over
+    autograd.grad) raised where torch's gradient is contiguous."""
+    _function = None
+
+    @classmethod
+    def apply(cls, x):
+        if not (x.requires_grad and _C.is_grad_enabled()):
+            return x
+        if cls._function is None:
+            from ..autograd import Function
+
+            class ContiguousGrad(Function):
+                @staticmethod
+                def forward(ctx, t):
+                    return t
+
+                @staticmethod
+                def backward(ctx, g):
+                    return g.contiguous()
+            cls._function = ContiguousGrad
+        return cls._function.apply(x)
+
+
 def _gather(x, size, kernel, stride, pads, dilation, ceil_mode, mode, fill):
     """x [N, C, *size] -> columns [N, C, K, O] and the output sizes."""
+    x = _DenseGrad.apply(x)
     index, _, outs, _, _ = _window_index(size, kernel, stride, pads, dilation, ceil_mode, mode)
     n, c = x.shape[0], x.shape[1]
     total = int(np.prod(size))
@@ -470,7 +496,7 @@ def _adaptive_avg_pool(nd, input, output_size):
             split += [o, s // o]
         out = x.to(acc).reshape(split).mean(tuple(3 + 2 * i for i in range(nd))).to(x.dtype)
         return out if batched else out.squeeze(0)
-    out = x.to(acc)
+    out = _DenseGrad.apply(x).to(acc)  # (its gradient came back transposed by the movedims)
     for i in range(nd):
         size = x.shape[2 + i]
         starts, ends = _adaptive_bounds(size, outs[i])
@@ -521,6 +547,7 @@ def _adaptive_max_pool(nd, input, output_size, return_indices):
         values, indices = (values, indices) if batched else (values.squeeze(0), indices.squeeze(0))
         return (values, indices) if return_indices else values
     size = tuple(x.shape[2:])
+    x = _DenseGrad.apply(x)
     index, k = _adaptive_index(size, outs)
     n, c = x.shape[0], x.shape[1]
     total = int(np.prod(size))

@@ -109,7 +109,9 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     outs, scales = _output_sizes(input, nd, size, scale_factor)
     if recompute_scale_factor:
         scales = [None] * nd
-    out = input
+    kept_all = all(outs[i] == input.shape[2 + i] for i in range(nd))
+    from ._conv_ops import _DenseGrad
+    out = input if kept_all else _DenseGrad.apply(input)  # input's gradient contiguous, as torch's
     for i in range(nd):
         d = 2 + i
         n_in, n_out = input.shape[d], outs[i]
@@ -139,7 +141,7 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         moved = out.to(acc).movedim(d, -1)
         out = _C._functional.linear(moved, _as_tensor(weights).to(acc), None).movedim(-1, d)
         out = ((out + 0.5).floor() if not input.dtype.is_floating_point else out).to(input.dtype)  # uint8: half up
-    return out.clone() if out is input else out  # every size kept: a copy, never the input's own memory (torch)
+    return out.clone() if kept_all and out is input else out  # every size kept: a copy, never the input's memory
 
 
 def _linear_weights(src, n_in):
