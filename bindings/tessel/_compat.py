@@ -473,7 +473,34 @@ def _std(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
     if isinstance(dim, builtins.bool):
         dim, unbiased = None, dim
     wide = self.to(_C.dtype.float64) if self.dtype.is_floating_point else self
-    return _var(wide, dim, unbiased, keepdim, correction=correction, _op="std").sqrt().to(self.dtype)
+    return _sqrt_zero_grad(_var(wide, dim, unbiased, keepdim, correction=correction, _op="std")).to(self.dtype)
+
+
+def _sqrt_zero_grad(v):
+    """sqrt whose gradient is 0 where the result is 0 (torch's std and 2-norm backward: a constant feature or an
+    all-zero vector gave NaN gradients, inf · 0)."""
+    if not (v.requires_grad and _C.is_grad_enabled()):
+        return v.sqrt()
+    if not _SQRT_ZERO_GRAD:
+        from .autograd import Function
+
+        class SqrtZeroGrad(Function):
+            @staticmethod
+            def forward(ctx, x):
+                out = x.sqrt()
+                ctx.save_for_backward(out)
+                return out
+
+            @staticmethod
+            def backward(ctx, g):
+                out, = ctx.saved_tensors
+                safe = _C._functional.where(out > 0, out, _C._full([], 1.0, out.dtype))
+                return _C._functional.where(out > 0, g * 0.5 / safe, _C._full([], 0.0, g.dtype))
+        _SQRT_ZERO_GRAD.append(SqrtZeroGrad)
+    return _SQRT_ZERO_GRAD[0].apply(v)
+
+
+_SQRT_ZERO_GRAD = []  # the autograd Function, made on first use (tessel.autograd imports this module)
 
 
 Tensor.var = _var

@@ -25,12 +25,32 @@ _min_max = collections.namedtuple("aminmax", ["min", "max"])
 _values_indices = collections.namedtuple("cummax", ["values", "indices"])
 
 
+def _addc_dtype(input, tensor1, tensor2, value):
+    from ._namespace import result_type
+    return result_type(input, tensor1, tensor2)
+
+
 def addcmul(input, tensor1, tensor2, *, value=1):
-    return input + value * tensor1 * tensor2
+    """input + value · tensor1 · tensor2 in the three's promoted dtype (the product in it too, as torch's:
+    float64 input with float32 factors multiplies in float64)."""
+    dtype = _addc_dtype(input, tensor1, tensor2, value)
+    if not dtype.is_floating_point:
+        value = int(value)  # torch's integral kernels take the value as an integer
+    out = input.to(dtype) + tensor1.to(dtype) * tensor2.to(dtype) * value
+    return out.to(dtype)
 
 
 def addcdiv(input, tensor1, tensor2, *, value=1):
-    return input + value * tensor1 / tensor2
+    """input + value · tensor1 / tensor2 in the three's promoted dtype (integer division is refused, as torch)."""
+    dtype = _addc_dtype(input, tensor1, tensor2, value)
+    if not dtype.is_floating_point:
+        raise RuntimeError("Integer division with addcdiv is no longer supported, and in a future release addcdiv will "
+                           "perform a true division of tensor1 and tensor2. The historic addcdiv behavior can be "
+                           "implemented as (input + value * torch.trunc(tensor1 / tensor2)).to(input.dtype) for "
+                           "integer inputs and as (input + value * tensor1 / tensor2) for float inputs. The future "
+                           "addcdiv behavior is just the latter implementation: (input + value * tensor1 / tensor2), "
+                           "for all dtypes.")
+    return input.to(dtype) + tensor1.to(dtype) / tensor2.to(dtype) * value
 
 
 def _dims_or_all(x, dim):
@@ -483,7 +503,9 @@ def float_power(input, exponent):
 
 
 def true_divide(dividend, divisor):
-    return dividend.float() / divisor if not dividend.dtype.is_floating_point else dividend / divisor
+    """torch.true_divide = torch.div: the quotient in the floating result type (bool / f16 is float16)."""
+    from ._namespace import div
+    return div(dividend, divisor)
 
 
 @_honours_inplace

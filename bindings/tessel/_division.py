@@ -17,10 +17,12 @@ def _int_host(a, b, fn, name):
     DTensors on each rank's pieces."""
     if builtins.any(isinstance(t, Tensor) and t.is_distributed for t in (a, b)):
         return _on_pieces(lambda x, y: _int_host(x, y, fn, name), a, b)
-    dtype = np.result_type(*[t.numpy().dtype for t in (a, b) if isinstance(t, Tensor)])
-    # a Python int takes the tensor's dtype first, wrapping as torch's scalar cast: uint8 // -2 divides by 254
-    av = a.numpy() if isinstance(a, Tensor) else np.asarray(a).astype(dtype)
-    bv = b.numpy() if isinstance(b, Tensor) else np.asarray(b).astype(dtype)
+    from ._namespace import result_type
+    # torch's result type (a 0-d tensor or a Python number only lifts the category: uint8 % int8 0-d is uint8,
+    # bool % 2 is int64); a Python int takes it first, wrapping as torch's scalar cast: uint8 // -2 divides by 254
+    dtype = np.dtype(str(result_type(a, b)).rsplit(".", 1)[-1])
+    av = (a.numpy() if isinstance(a, Tensor) else np.asarray(a)).astype(dtype)
+    bv = (b.numpy() if isinstance(b, Tensor) else np.asarray(b)).astype(dtype)
     if np.any(bv == 0):
         raise RuntimeError("ZeroDivisionError")
     return _tensor(np.asarray(fn(av, bv)).astype(dtype))
@@ -40,7 +42,8 @@ def _float_operands(input, other):
         input = like(input, other)
     if not isinstance(other, Tensor):
         other = like(other, input)
-    dtype = _C._promote_types(input.dtype, other.dtype)
+    from ._namespace import result_type
+    dtype = result_type(input, other)  # torch's: a 0-d operand does not widen a dimensioned one's dtype
     return input.to(dtype), other.to(dtype)
 
 

@@ -35,8 +35,8 @@ def _pick(a, b, first):
     (promoted) dtype (the tie's average made them float32)."""
     w = _C._functional.where
     if not a.dtype.is_floating_point and not b.dtype.is_floating_point:
-        from ._namespace import promote_types
-        dt = promote_types(a.dtype, b.dtype)
+        from ._namespace import result_type
+        dt = result_type(a, b)  # torch's: a 0-d operand does not widen (maximum(u8, tensor(2)) is uint8)
         return w(first, a.to(dt), b.to(dt))
     if _C.is_grad_enabled() and (a.requires_grad or b.requires_grad):
         # a tie's value is a itself (not (a + b) / 2, which overflowed for 2e38 and 2e38), its gradient half each

@@ -202,8 +202,9 @@ def var_mean(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
 
 
 def std_mean(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    from ._compat import _sqrt_zero_grad
     v, m = _moments(x, dim, unbiased, keepdim, correction)
-    return v.sqrt().to(x.dtype), m.to(x.dtype)
+    return _sqrt_zero_grad(v).to(x.dtype), m.to(x.dtype)
 
 
 def clamp_(x, min=None, max=None):

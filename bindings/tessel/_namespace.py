@@ -81,12 +81,12 @@ def _combine_categories(higher, lower):
     return higher
 
 
-def result_type(tensor1, tensor2):
+def result_type(tensor1, tensor2, *more):
     """torch.result_type: the dtype an arithmetic op of the two gives. Tensors with dimensions decide within
     their category; a zero-dim tensor or a Python number only lifts the category (int tensor + 2.5 -> float32,
     float16 tensor + 2.5 -> float16, int32 tensor + 5 -> int32)."""
     tiers = [None, None, None]  # dimensioned tensors, zero-dim tensors, Python numbers
-    for v in (tensor1, tensor2):
+    for v in (tensor1, tensor2) + more:  # (more: tessel's own n-ary uses, addcmul's three)
         if isinstance(v, Tensor):
             tier, d = (0 if v.dim() > 0 else 1), v.dtype
         else:
@@ -105,8 +105,12 @@ def _as_operand(x, like):
 
 
 def add(input, other, *, alpha=1):
-    """torch.add / Tensor.add: input + alpha * other (other a tensor or a Python number)."""
+    """torch.add / Tensor.add: input + alpha * other (other a tensor or a Python number), in the two's result type
+    (alpha does not widen it: add(f16, i32, alpha=0.5) is float16, add(bool, bool, alpha=2) bool, as torch's)."""
     if alpha != 1:
+        if isinstance(input, Tensor) and isinstance(other, Tensor):
+            dtype = result_type(input, other)
+            return (input.to(dtype) + other.to(dtype) * alpha).to(dtype)
         other = other * alpha
     return input + other
 
@@ -118,6 +122,9 @@ def sub(input, other, *, alpha=1):
         raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or "
                            "`logical_xor()` operator instead.")
     if alpha != 1:
+        if isinstance(input, Tensor) and isinstance(other, Tensor):
+            dtype = result_type(input, other)
+            return (input.to(dtype) - other.to(dtype) * alpha).to(dtype)
         other = other * alpha
     return input - other
 

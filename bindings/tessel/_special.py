@@ -18,6 +18,7 @@ Taylor series for atan).
     >>> tessel.atan2(tessel.tensor([1.0]), tessel.tensor([-1.0]))
     tensor([2.3562])
 """
+import builtins
 import functools
 import math
 
@@ -52,8 +53,13 @@ def _in_float64(fn, arity=1):
         if out is not None:
             raise TypeError("%s: out= is not supported; assign the result" % fn.__name__)
         ins = args[:arity]
-        floats = [t.dtype for t in ins if isinstance(t, _C.Tensor) and t.dtype.is_floating_point]
-        dtype = _F64 if _F64 in floats else (floats[0] if floats else _C.dtype.float32)
+        if arity == 2 and builtins.any(isinstance(t, _C.Tensor) for t in ins):
+            from ._namespace import result_type  # torch's promotion: f16 with f32 is f32, f32 with f64 0-d f32
+            dtype = result_type(*ins)
+            dtype = dtype if dtype.is_floating_point else _C.dtype.float32
+        else:
+            floats = [t.dtype for t in ins if isinstance(t, _C.Tensor) and t.dtype.is_floating_point]
+            dtype = _F64 if _F64 in floats else (floats[0] if floats else _C.dtype.float32)
         # an integer tensor rounds to the result's float dtype first (torch promotes before computing)
         ins = [t.to(dtype) if isinstance(t, _C.Tensor) and not t.dtype.is_floating_point else t for t in ins]
         return fn(*[_f64(t) for t in ins], *args[arity:], **kwargs).to(dtype)

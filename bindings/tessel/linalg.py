@@ -53,7 +53,8 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
     if ord == 0:
         return (a != 0).to(x.dtype).sum(dims, keepdim=keepdim)
     if ord == 2:
-        return (x * x).sum(dims, keepdim=keepdim).sqrt()
+        from ._compat import _sqrt_zero_grad
+        return _sqrt_zero_grad((x * x).sum(dims, keepdim=keepdim))  # a zero vector's gradient is 0, as torch's
     if ord == 1:
         return a.sum(dims, keepdim=keepdim)
     return (a ** float(ord)).sum(dims, keepdim=keepdim) ** (1.0 / ord)

@@ -519,5 +519,33 @@ def test_input_gradients_of_windowed_ops_are_contiguous_for_views_as_wgan_gp_tak
             float(tessel.ones(1, requires_grad=True))
     assert w == [] and _tensor._warned_float == []
 
+
+def test_zero_std_and_norm_have_zero_gradients_and_binary_ops_promote_as_torch():
+    # a constant feature or an all-zero vector: NaN gradients (sqrt's inf times 0) spread through training
+    x = tessel.tensor([3.0, 3.0, 3.0], requires_grad=True)
+    x.std().backward()
+    assert x.grad.tolist() == [0.0, 0.0, 0.0]
+    z = tessel.zeros(2, 3, requires_grad=True)
+    tessel.linalg.vector_norm(z).backward()
+    assert z.grad.tolist() == [[0.0] * 3] * 2
+    rows = tessel.tensor([[2.0, 2.0], [1.0, 3.0]], requires_grad=True)
+    std, _ = tessel.std_mean(rows, dim=1)
+    std.sum().backward()
+    np.testing.assert_allclose(rows.grad.numpy(), [[0.0, 0.0], [-np.sqrt(0.5), np.sqrt(0.5)]], rtol=1e-6)
+    b = tessel.tensor([True, False, True])
+    assert (b % 2).tolist() == [1, 0, 1] and (b % 2).dtype == tessel.int64 and (b // 2).tolist() == [0, 0, 0]
+    u8 = tessel.tensor([1, 2, 3], dtype=tessel.uint8)
+    assert tessel.remainder(u8, tessel.tensor(2, dtype=tessel.int8)).dtype == tessel.uint8  # 0-d: no widening
+    assert tessel.maximum(u8, tessel.tensor(2)).dtype == tessel.uint8
+    h = tessel.hypot(tessel.tensor([3.0], dtype=tessel.float16), tessel.tensor([4.0]))
+    assert h.dtype == tessel.float32 and h.item() == 5.0
+    assert tessel.add(tessel.ones(2, dtype=tessel.float16), tessel.ones(2, dtype=tessel.int32), alpha=0.5).dtype == \
+        tessel.float16
+    assert tessel.add(b, b, alpha=2).tolist() == [True, False, True]
+    acc = tessel.addcmul(tessel.zeros(1, dtype=tessel.float64), tessel.tensor([1.1]), tessel.tensor([3.3]))
+    assert acc.item() == float(np.float64(np.float32(1.1)) * np.float64(np.float32(3.3)))  # the product in float64
+    assert tessel.addcmul(tessel.tensor([5, 7]), tessel.tensor([5, 7]), tessel.tensor([5, 7]), value=2.5).tolist() == \
+        [55, 105]  # torch's integral kernel takes the value as 2
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))

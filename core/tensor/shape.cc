@@ -65,9 +65,9 @@ int64_t NormalizeDim(int64_t dim, int64_t ndim, const char* op) {
   const int64_t lo = ndim == 0 ? -1 : -ndim;
   const int64_t hi = ndim == 0 ? 0 : ndim - 1;
   // torch's words first (what users search for), then the op
-  TESSEL_CHECK_CODE(ErrorCode::kOutOfRange, dim >= lo && dim <= hi, "Dimension out of range (expected to be in range of [",
-                    lo, ", ", hi, "], but got ", dim, ") (", op, ": dim ", dim, " out of range for a tensor of ", ndim,
-                    " dims)");
+  TESSEL_CHECK_CODE(ErrorCode::kOutOfRange, dim >= lo && dim <= hi,
+                    "Dimension out of range (expected to be in range of [", lo, ", ", hi, "], but got ", dim, ") (",
+                    op, ": dim ", dim, " out of range for a tensor of ", ndim, " dims)");
   return dim < 0 ? dim + std::max<int64_t>(ndim, 1) : dim;
 }
 
