@@ -135,5 +135,28 @@ def test_init_device_mesh_starts_a_launched_jobs_default_group(monkeypatch):
     tessel.run_ranks(2, rank_fn)
     assert seen == {0: (True, 2, 0), 1: (True, 2, 1)}
 
+
+def test_the_distributed_tutorials_ring_all_reduce_with_isend_and_a_blocking_recv():
+    # "Writing Distributed Applications with PyTorch": each step isend(right), recv(left), wait(); the blocking recv
+    # ran alone behind the deferred isend and the ranks reported a send-send deadlock
+    got = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        rank, size = dist.get_rank(), dist.get_world_size()
+        send = tessel.full((3,), float(rank + 1))
+        recv, accum = tessel.zeros(3), tessel.full((3,), float(rank + 1))
+        left, right = (rank - 1 + size) % size, (rank + 1) % size
+        for _ in range(size - 1):
+            req = dist.isend(send, right)
+            dist.recv(recv, left)
+            accum += recv
+            req.wait()
+            send = recv.clone()
+        got[rank] = accum.tolist()
+
+    tessel.run_ranks(3, rank_fn)
+    assert got == {r: [6.0, 6.0, 6.0] for r in range(3)}
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))

@@ -342,5 +342,28 @@ def test_data_utilities_as_torch_scripts_use_them():
             return iter(range(3))
     assert list(Stream() + Stream()) == [0, 1, 2, 0, 1, 2]
 
+
+def test_sgd_with_momentum_resumes_from_a_saved_momentum_buffer():
+    # torch's SGD state has no "step": the loaded buffer was started over from the gradient on the next step
+    def run(resume):
+        w = nn.Parameter(tessel.tensor([1.0, 2.0]))
+        opt = tessel.optim.SGD([w], lr=0.1, momentum=0.9, nesterov=resume == "nesterov")
+        for _ in range(3):
+            opt.zero_grad()
+            (w * w).sum().backward()
+            opt.step()
+        state = opt.state_dict()
+        w2 = nn.Parameter(w.detach().clone())
+        opt2 = tessel.optim.SGD([w2], lr=0.1, momentum=0.9, nesterov=resume == "nesterov")
+        opt2.load_state_dict(state)
+        for o, p in ((opt, w), (opt2, w2)):
+            o.zero_grad()
+            (p * p).sum().backward()
+            o.step()
+        return w.detach().tolist(), w2.detach().tolist()
+    for kind in ("momentum", "nesterov"):
+        continued, resumed = run(kind)
+        np.testing.assert_allclose(resumed, continued, rtol=1e-7, err_msg=kind)
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))

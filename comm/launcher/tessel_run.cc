@@ -70,6 +70,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/numbers.h"
 #include "comm/backend_choice.h"
 #include "core/base/error.h"
 #include "nlohmann/json.hpp"
@@ -83,6 +84,11 @@ ABSL_FLAG(std::string, backend, "auto", "auto, gloo or nccl (exported as TESSEL_
 ABSL_FLAG(int, exit_grace_s, 2, "how long ranks may still run after one exited with code 0");
 ABSL_FLAG(int, rendezvous_timeout_s, 300, "node rank > 0: how long to wait for node 0's rendezvous");
 ABSL_FLAG(int, max_restarts, 0, "restart all local ranks up to N times when one fails (torchrun's --max-restarts)");
+// torchrun's rendezvous flags, as its elastic tutorials pass them: the endpoint is the master address and port, the
+// id becomes TORCHELASTIC_RUN_ID; the backend (c10d, static) changes nothing (one static rendezvous here).
+ABSL_FLAG(std::string, rdzv_id, "none", "the job's id (TORCHELASTIC_RUN_ID)");
+ABSL_FLAG(std::string, rdzv_backend, "static", "accepted for torchrun's command lines (c10d, static)");
+ABSL_FLAG(std::string, rdzv_endpoint, "", "host:port of the rendezvous (sets --master-addr / --master-port)");
 
 namespace {
 
@@ -97,6 +103,7 @@ struct Args {
   int exit_grace_s = 2;
   int rendezvous_timeout_s = 300;
   int max_restarts = 0;
+  std::string run_id = "none";
   std::vector<char*> command;
 };
 
@@ -176,6 +183,14 @@ Args Parse(int argc, char** argv) {
   }
   a.master_addr = absl::GetFlag(FLAGS_master_addr);
   a.backend = absl::GetFlag(FLAGS_backend);
+  a.run_id = absl::GetFlag(FLAGS_rdzv_id);
+  if (const std::string endpoint = absl::GetFlag(FLAGS_rdzv_endpoint); !endpoint.empty()) {
+    const size_t colon = endpoint.rfind(':');
+    a.master_addr = endpoint.substr(0, colon);
+    if (colon != std::string::npos && !absl::SimpleAtoi(endpoint.substr(colon + 1), &a.master_port)) {
+      Usage("--rdzv-endpoint must be host:port, got " + endpoint);
+    }
+  }
   for (int i = program; i < argc; ++i) a.command.push_back(argv[i]);
   a.command.push_back(nullptr);
   if (a.command.size() == 1) Usage("no program given");
@@ -364,7 +379,7 @@ void Spawn(Rank& r, const Args& a, int local_rank, const std::string& error_file
     ::setenv("ROLE_NAME", "default", 1);
     ::setenv("ROLE_RANK", std::to_string(r.rank).c_str(), 1);
     ::setenv("ROLE_WORLD_SIZE", std::to_string(world).c_str(), 1);
-    ::setenv("TORCHELASTIC_RUN_ID", "none", 1);
+    ::setenv("TORCHELASTIC_RUN_ID", a.run_id.c_str(), 1);
     ::setenv("TORCHELASTIC_MAX_RESTARTS", std::to_string(a.max_restarts).c_str(), 1);
     ::setenv("MASTER_ADDR", a.master_addr.c_str(), 1);
     ::setenv("MASTER_PORT", std::to_string(a.master_port).c_str(), 1);

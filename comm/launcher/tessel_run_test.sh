@@ -35,6 +35,11 @@ $ROLE_WORLD_SIZE $TORCHELASTIC_RUN_ID $TORCHELASTIC_RESTART_COUNT $TORCHELASTIC_
 kill "$listener" 2>/dev/null
 grep -qx "\[rank 3\] n 3 4 1 1 127.0.0.1 $port 2 default 3 4 none 0 0" "$out" || fail "wrong multi-node variables"
 grep -q "waiting for the rendezvous at 127.0.0.1:$port" "$out" || fail "no waiting notice"
+# torchrun's rendezvous flags (the elastic DDP tutorial's command line): endpoint -> master address / port, id ->
+# TORCHELASTIC_RUN_ID
+"$launcher" --nproc-per-node 2 --rdzv_id=100 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:29461 /bin/sh -c \
+  'echo "r $RANK $MASTER_ADDR $MASTER_PORT $TORCHELASTIC_RUN_ID"' >"$out" 2>&1 || fail "rdzv flags refused"
+grep -qx "\[rank 1\] r 1 127.0.0.1 29461 100" "$out" || fail "rdzv flags not applied"
 
 # 3. Failure: rank 1 exits 7 while the others would sleep for a minute; all must be gone quickly.
 start=$(date +%s)

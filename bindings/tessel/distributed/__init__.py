@@ -285,6 +285,25 @@ def _defer_p2p(group, is_send, tensor, peer, tag):
     return handle
 
 
+def _pending_p2p(group):
+    pending = getattr(_p2p, "pending", None)
+    return bool(pending) and id(group) in pending
+
+
+def _blocking_p2p(g, is_send, tensor, peer, tag):
+    """A blocking send / recv: with isend / irecv deferred on the group it joins their batch (the tutorial's ring
+    all-reduce: isend(right); recv(left); wait() — issued alone, each rank's send waited for a receive queued
+    behind it), else it runs at once."""
+    if _pending_p2p(g):
+        handle = _defer_p2p(g, is_send, tensor, peer, tag)
+        _flush_p2p(g)
+        handle.wait()
+    elif is_send:
+        g.send(tensor, peer, tag)
+    else:
+        g.recv(tensor, peer, tag)
+
+
 def _flush_p2p(group):
     """Issues what this thread deferred on `group` (None: the default group, if any), in its order."""
     group = group if group is not None else getattr(_local, "world", None)
@@ -337,7 +356,7 @@ def _collective(fn):
             warnings.warn("Running %s on global rank %d which does not belong to the given group."
                           % (fn.__name__, get_rank()), stacklevel=2)
             return None
-        if fn.__name__ not in ("isend", "irecv"):  # they queue themselves (see _defer_p2p)
+        if fn.__name__ not in ("isend", "irecv", "send", "recv"):  # p2p joins the deferred batch (see _defer_p2p)
             _flush_p2p(bound.get("group"))
         out = fn(*args, **kwargs)
         if isinstance(out, _C.Work):
@@ -593,7 +612,7 @@ def _group_peer(g, peer, group_peer, op, what):
 @_collective
 def send(tensor, dst=None, group=None, tag=0, group_dst=None):
     g = _group(group, "send")
-    g.send(tensor, _group_peer(g, dst, group_dst, "send", "dst"), tag)
+    _blocking_p2p(g, True, tensor, _group_peer(g, dst, group_dst, "send", "dst"), tag)
 
 
 @_collective
@@ -602,11 +621,12 @@ def recv(tensor, src=None, group=None, tag=0, group_src=None):
     (the first matching send). Returns the sender's global rank."""
     g = _group(group, "recv")
     if src is None and group_src is None:
+        _flush_p2p(g)
         work = g.recv_any_source(tensor, tag)
         work.wait()
         return get_global_rank(g, work._source_rank())
     peer = _group_peer(g, src, group_src, "recv", "src")
-    g.recv(tensor, peer, tag)
+    _blocking_p2p(g, False, tensor, peer, tag)
     return get_global_rank(g, peer)
 
 

@@ -301,7 +301,9 @@ class Optimizer:
                 if entry is None:
                     continue
                 entry = {k: v for k, v in entry.items() if k not in self._derived_state}
-                step = entry.pop("step", 0)
+                # torch's SGD saves no "step": a saved momentum buffer means the parameter has stepped (its next
+                # step must update that buffer, not start it over from the gradient)
+                step = entry.pop("step", 1 if entry else 0)
                 steps[name] = int(step.item() if isinstance(step, _C.Tensor) else step)
                 buffers[name] = entry
             group.update({k: v for k, v in saved.items() if k != "params"})
