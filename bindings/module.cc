@@ -33,11 +33,11 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("get_num_threads", []() { return NumThreads(); });
   // torch's argument parser also takes numpy's names, axis for dim and keepdims for keepdim
-  // (probs.sum(axis=1, keepdims=True)). The bound function `fn` gets one more overload, appended to its
-  // chain in place, that renames them and calls `fn` again. pybind11 reaches it only when no earlier
-  // overload accepts the call as given, and it declines (reference_cast_error: "try the next overload")
-  // when there is nothing to rename, so ordinary calls, and calls that need a conversion (pybind11's second
-  // pass), run as before.
+  // (probs.sum(axis=1, keepdims=True)), and out= on its functions. The bound function `fn` gets one more
+  // overload, appended to its chain in place, that renames them (and writes the result into out=) and calls `fn`
+  // again. pybind11 reaches it only when no earlier overload accepts the call as given, and it declines
+  // (reference_cast_error: "try the next overload") when there is nothing to handle, so ordinary calls, and
+  // calls that need a conversion (pybind11's second pass), run as before.
   m.def("_add_numpy_arg_names", [](py::object fn) {
     py::handle self = PyCFunction_Check(fn.ptr()) ? PyCFunction_GET_SELF(fn.ptr()) : nullptr;
     TESSEL_CHECK(self && py::isinstance<py::capsule>(self) &&
@@ -48,15 +48,23 @@ PYBIND11_MODULE(_C, m) {
     const py::object scope = py::reinterpret_borrow<py::object>(record->scope);
     auto renaming = [fn](py::args args, py::kwargs kwargs) -> py::object {
       py::dict renamed;
+      py::object out = py::none();
       bool changed = false;
       for (auto [key, value] : kwargs) {
         const std::string k = py::cast<std::string>(key);
+        if (k == "out") {  // torch's out=: the result written into the given tensor (tessel/_out.py)
+          out = py::reinterpret_borrow<py::object>(value);
+          changed = true;
+          continue;
+        }
         const char* to = k == "axis" ? "dim" : k == "keepdims" ? "keepdim" : nullptr;
         changed |= to != nullptr;
         renamed[py::str(to ? std::string(to) : k)] = value;
       }
       if (!changed) throw py::reference_cast_error();
-      return fn(*args, **renamed);
+      py::object result = fn(*args, **renamed);
+      if (out.is_none()) return result;
+      return py::module_::import("tessel._out").attr("write_out")(result, out);
     };
     if (record->is_method) {
       py::cpp_function(renaming, py::name(name.c_str()), py::is_method(scope), py::sibling(fn));

@@ -445,8 +445,8 @@ def load(model, optimizer=None, dir=None, *, strict=True, **kwargs):
 def _accept_numpy_arg_names():
     """torch's argument parser also takes numpy's names: axis for dim, keepdims for keepdim
     (`probs.sum(axis=1, keepdims=True)`, `torch.cat(xs, axis=1)`), on these functions and methods (those
-    torch 2.15 takes them on). A bound C++ function gets a fallback overload (no cost to ordinary calls,
-    module.cc); a Python one a wrapper."""
+    torch 2.15 takes them on), and out= on the functions (tessel/_out.py). A bound C++ function gets a fallback
+    overload (no cost to ordinary calls, module.cc); a Python one a wrapper."""
     import functools
 
     def renamed(kwargs):
@@ -459,15 +459,25 @@ def _accept_numpy_arg_names():
     def wrap(fn):
         @functools.wraps(fn)
         def accepting(*args, **kwargs):
-            return fn(*args, **renamed(kwargs)) if kwargs else fn(*args)
+            if not kwargs:
+                return fn(*args)
+            out = kwargs.pop("out", None)
+            result = fn(*args, **renamed(kwargs))
+            if out is None:
+                return result
+            from ._out import write_out
+            return write_out(result, out)
         return accepting
 
     names = ("all amax amin aminmax any argmax argmin argsort chunk count_nonzero cummax cummin cumprod cumsum diff "
              "kthvalue log_softmax logcumsumexp logsumexp max mean median min mode nanmean nanmedian nansum prod "
              "quantile size softmax sort squeeze std std_mean sum topk unbind unsqueeze var var_mean").split()
     namespace = globals()
+    # torch's out= on its functions (the Tensor methods take none): the tutorials' torch.matmul(t, t.T, out=y)
+    out_names = ("add sub mul div true_divide matmul mm bmm cat concat concatenate stack exp log sqrt abs neg "
+                 "pow sin cos tanh sigmoid clamp where maximum minimum addmm einsum outer").split()
     for owner, is_class in ((Tensor, True), (namespace, False)):
-        for name in names + ([] if is_class else ["cat", "concat", "concatenate", "stack"]):
+        for name in names + ([] if is_class else [n for n in out_names if n not in names]):
             fn = getattr(owner, name, None) if is_class else owner.get(name)
             if fn is None:
                 continue

@@ -547,5 +547,20 @@ def test_zero_std_and_norm_have_zero_gradients_and_binary_ops_promote_as_torch()
     assert tessel.addcmul(tessel.tensor([5, 7]), tessel.tensor([5, 7]), tessel.tensor([5, 7]), value=2.5).tolist() == \
         [55, 105]  # torch's integral kernel takes the value as 2
 
+
+def test_out_arguments_of_the_tensors_tutorial():
+    t = tessel.tensor([[1.0, 2.0], [3.0, 4.0]])
+    y3 = tessel.rand_like(t)
+    assert tessel.matmul(t, t.T, out=y3) is y3 and y3.tolist() == [[5.0, 11.0], [11.0, 25.0]]
+    z3 = tessel.empty(1)  # resized to the result's shape, as torch's
+    assert tessel.mul(t, t, out=z3) is z3 and z3.tolist() == [[1.0, 4.0], [9.0, 16.0]]
+    c = tessel.empty(0)
+    tessel.cat([t, t], 0, out=c)
+    assert tuple(c.shape) == (4, 2) and tessel.exp(tessel.zeros(2), out=tessel.empty(2)).tolist() == [1.0, 1.0]
+    s = tessel.empty(2)
+    assert tessel.sum(t, 1, out=s) is s and s.tolist() == [3.0, 7.0]
+    with pytest.raises(RuntimeError, match="don't support automatic differentiation"):
+        tessel.mul(t.requires_grad_(), t, out=tessel.empty(2, 2))
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
