@@ -158,5 +158,33 @@ def test_the_distributed_tutorials_ring_all_reduce_with_isend_and_a_blocking_rec
     tessel.run_ranks(3, rank_fn)
     assert got == {r: [6.0, 6.0, 6.0] for r in range(3)}
 
+
+def test_the_fsdp2_tutorials_checkpointer_loads_with_assign_and_initializes_the_optimizer_state():
+    from tessel.distributed.checkpoint.state_dict import _init_optim_state
+    from tessel.distributed.fsdp import fully_shard
+    got = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        tessel.manual_seed(0)
+        model = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 2))
+        for layer in model:
+            fully_shard(layer)
+        fully_shard(model)
+        full = {k: tessel.full(tuple(v.shape), float(i + 1)) for i, (k, v) in enumerate(model.state_dict().items())}
+        sharded = {}
+        for k, v in model.state_dict().items():  # the tutorial: nn.Parameter(distribute_tensor(full, mesh, ...))
+            sharded[k] = nn.Parameter(distribute_tensor(full[k], v.device_mesh, list(v.placements)))
+        model.load_state_dict(sharded, strict=False, assign=True)
+        got["values"] = {k: v.full_tensor().tolist() for k, v in model.state_dict().items()}
+        opt = tessel.optim.AdamW(model.parameters(), lr=0.1)
+        _init_optim_state(opt)
+        got["state"] = sorted(next(iter(opt.state_dict()["state"].values())))
+        got["unchanged"] = model[0].weight.full_tensor().tolist() == got["values"]["0.weight"]
+
+    tessel.run_ranks(2, rank_fn)
+    assert got["values"]["0.weight"] == [[1.0] * 4] * 4 and got["values"]["1.bias"] == [4.0, 4.0]
+    assert got["state"] == ["exp_avg", "exp_avg_sq", "step"] and got["unchanged"]  # lr 0: nothing moved
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))

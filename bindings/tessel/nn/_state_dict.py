@@ -280,8 +280,10 @@ def _load_state_dict_into(self, state_dict, strict, assign):
     state_dict, complex_missing = _load_complex_buffers(self, state_dict, strict)
     params = dict(self.named_parameters(remove_duplicate=False)) if assign else {}
     if any(p.is_distributed for p in params.values()):
-        raise NotImplementedError("load_state_dict(assign=True) on sharded (DTensor) parameters: load without "
-                                  "assign, or before fully_shard / parallelize_module")
+        # Sharded parameters stay the objects fully_shard / parallelize_module manage: their values are copied in
+        # (each rank its piece) instead of the parameters being replaced; the FSDP2 tutorial's checkpointer loads
+        # nn.Parameter(distribute_tensor(...)) values this way with assign=True.
+        assign = False
     if not assign:
         # in the module's own order, as torch fills module by module: of two keys naming one tied tensor
         # (a decoder sharing the embedding), the later module's value is the one kept, whatever the dict order

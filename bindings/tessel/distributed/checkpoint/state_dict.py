@@ -302,3 +302,26 @@ def set_model_state_dict(model, model_state_dict, *, options=None):
     if options.broadcast_from_rank0:
         return _keys(_broadcast_model_state_from_rank0(model, model_state_dict, options.strict))
     return _keys(_C._set_state_dict(model, None, dict(model_state_dict), options.strict))
+
+
+def _init_optim_state(optim):
+    """torch's private helper (the FSDP2 tutorial's checkpointer imports it): the optimizer's state created by a
+    step with zero gradients and lr 0, unless it already has state or any parameter has a gradient."""
+    if len(optim.state):
+        return
+    params = [p for g in optim.param_groups for p in g["params"]]
+    if any(p.grad is not None for p in params):
+        return
+    from ... import zeros_like
+    for p in params:
+        if p.requires_grad:
+            p.grad = zeros_like(p)
+    lrs = [g.get("lr") for g in optim.param_groups]
+    for g in optim.param_groups:
+        if "lr" in g:
+            g["lr"] = 0.0
+    optim.step()
+    for g, lr in zip(optim.param_groups, lrs):
+        if lr is not None:
+            g["lr"] = lr
+    optim.zero_grad(set_to_none=True)
