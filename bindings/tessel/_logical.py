@@ -152,6 +152,9 @@ def cumprod(x, dim, *, dtype=None):
     d = dim % nd
     if x.ndim == 0 or x.shape[d] == 0:
         return x.clone()
+    if x.dtype in (_dtypes.float32, _dtypes.float16, _dtypes.bfloat16):
+        # torch's CPU kernel accumulates in double: a 1000-step alphas_cumprod in float32 drifted 20x further
+        return cumprod(x.to(_dtypes.float64), dim).to(x.dtype)
     n = x.shape[d]
     moved = x.movedim(d, -1)
     ones = _C._full([], 1.0, x.dtype)

@@ -562,5 +562,12 @@ def test_out_arguments_of_the_tensors_tutorial():
     with pytest.raises(RuntimeError, match="don't support automatic differentiation"):
         tessel.mul(t.requires_grad_(), t, out=tessel.empty(2, 2))
 
+
+def test_float32_cumprod_accumulates_in_double_as_torch():
+    betas = np.linspace(1e-4, 0.02, 1000, dtype=np.float32)  # a DDPM schedule's alphas_cumprod
+    got = tessel.cumprod(tessel.tensor(1 - betas), 0).numpy().astype(np.float64)
+    want = np.cumprod((1 - betas).astype(np.float64))
+    assert np.max(np.abs(got - want) / want) < 1e-7  # float32 accumulation drifted to 1.1e-6
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
