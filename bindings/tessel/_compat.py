@@ -8,18 +8,18 @@ initializers normal_ / uniform_, and Tensor.data.
         w.normal_(0.0, 0.02); b.zero_(); p.data.mul_(0.5)
 """
 import builtins
-import collections
 import math
 
-from . import _C, _dtypes, _inplace
+from . import _C, _dtypes, _inplace, return_types
+from ._tensor import user_stacklevel, zero_dim_as_vector
 
 Tensor = _C.Tensor
 _max_cpp = Tensor.max
 
-values_indices = collections.namedtuple("max", ["values", "indices"])  # torch.return_types.max
-_min_result = collections.namedtuple("min", ["values", "indices"])
-_sort_result = collections.namedtuple("sort", ["values", "indices"])
-_topk_result = collections.namedtuple("topk", ["values", "indices"])
+values_indices = return_types.max
+_min_result = return_types.min
+_sort_result = return_types.sort
+_topk_result = return_types.topk
 
 
 def _inplace_operator(name, method, out_of_place):
@@ -435,6 +435,7 @@ Tensor.data = property(_data_get, _data_set)
 
 
 # torch's function forms of the methods: tessel.sum(x, dim) == x.sum(dim), ...
+@zero_dim_as_vector
 def _var(self, dim=None, unbiased=None, keepdim=False, *, correction=None, _op="var"):
     """torch.var: Σ (x - mean)² / max(0, N - correction) over dim (all dims when None); correction 1
     (Bessel's) unless unbiased=False or correction= says otherwise. N - correction <= 0 gives inf or NaN."""
@@ -461,12 +462,13 @@ def _var64(self, dim, unbiased, keepdim, correction, op="var"):
     if n - correction <= 0:  # torch's warning (the result is inf or nan)
         import warnings
         warnings.warn("%s(): degrees of freedom is <= 0. Correction should be strictly less than the reduction factor "
-                      "(input numel divided by output numel)." % op, UserWarning, stacklevel=4)
+                      "(input numel divided by output numel)." % op, UserWarning, stacklevel=user_stacklevel())
     mean = self.mean(dims, keepdim=True)
     squares = ((self - mean) * (self - mean)).sum(dims, keepdim=keepdim)
     return squares / builtins.float(builtins.max(0, n - correction))
 
 
+@zero_dim_as_vector
 def _std(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
     """torch.std: the square root of var (same arguments), taken in float64 before the cast back (the std of
     1e30s is finite in float32 where their var is not)."""
@@ -658,6 +660,7 @@ def _sort(self, dim=-1, descending=False, stable=False):
     return _sort_result(values, _indices_like(values, order))
 
 
+@zero_dim_as_vector
 def _topk(self, k, dim=-1, largest=True, sorted=True):
     import numpy as np
     from ._tensor import tensor

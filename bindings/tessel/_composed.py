@@ -9,20 +9,18 @@ Index outputs (cummax's indices, mode's) are computed on the host from the value
 (_compat._sort_order); their values are gathered through those indices, so gradients reach the input.
 """
 import builtins
-import collections
 import itertools
 import warnings
 
 import numpy as np
 
-from . import _C, _dtypes
+from . import _C, _dtypes, return_types
 from ._extra import (FUNCTIONAL, TENSOR_METHODS, TORCH_FUNCTIONS, _reduce, isnan, linspace, maximum, meshgrid,
                      minimum, movedim)
 from ._inplace import honours_inplace as _honours_inplace
-from ._tensor import _host_numpy, tensor as _tensor, wrap_dim
+from ._tensor import _host_numpy, tensor as _tensor, wrap_dim, zero_dim_as_vector
 
-_min_max = collections.namedtuple("aminmax", ["min", "max"])
-_values_indices = collections.namedtuple("cummax", ["values", "indices"])
+_min_max = return_types.aminmax
 
 
 def _addc_dtype(input, tensor1, tensor2, value):
@@ -190,7 +188,7 @@ def aminmax(x, *, dim=None, keepdim=False):
     return _min_max(x.amin(dim, keepdim=keepdim), x.amax(dim, keepdim=keepdim))
 
 
-def _running_best(x, dim, larger):
+def _running_best(x, dim, larger, result):
     """(values, indices) of the running max (larger) or min along dim: a tie takes the later index and a NaN
     takes over from where it appears (each later NaN too), as torch's."""
     a = x.detach().float().numpy() if x.dtype in (_dtypes.bfloat16, _dtypes.float16) else _host_numpy(x)
@@ -205,22 +203,24 @@ def _running_best(x, dim, larger):
         best = np.where(take, col, best)
         idx[..., j] = np.where(take, j, idx[..., j - 1])
     index = _tensor(np.moveaxis(idx, -1, dim))
-    return _values_indices(x.gather(dim, index), index)
+    return result(x.gather(dim, index), index)
 
 
+@zero_dim_as_vector
 def cummax(x, dim):
-    return _running_best(x, wrap_dim(dim, x.ndim), True)
+    return _running_best(x, wrap_dim(dim, x.ndim), True, return_types.cummax)
 
 
+@zero_dim_as_vector
 def cummin(x, dim):
-    return _running_best(x, wrap_dim(dim, x.ndim), False)
+    return _running_best(x, wrap_dim(dim, x.ndim), False, return_types.cummin)
 
 
 def mode(x, dim=-1, keepdim=False):
     """The smallest most frequent value along dim and the last index where it occurs (torch's CPU choice)."""
     d = wrap_dim(dim, x.ndim)
     if x.ndim == 0:
-        return _values_indices(x.clone(), _tensor(np.zeros((), dtype=np.int64)))
+        return return_types.mode(x.clone(), _tensor(np.zeros((), dtype=np.int64)))
     a = np.moveaxis(_host_numpy(x), d, -1)
     flat = a.reshape(-1, a.shape[-1])
     picks = np.empty(flat.shape[0], dtype=np.int64)
@@ -233,7 +233,7 @@ def mode(x, dim=-1, keepdim=False):
     values = x.gather(d, index)
     if not keepdim:
         values, index = values.squeeze(d), index.squeeze(d)
-    return _values_indices(values, index)
+    return return_types.mode(values, index)
 
 
 def unique_consecutive(x, return_inverse=False, return_counts=False, dim=None):

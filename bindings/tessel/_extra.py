@@ -17,7 +17,7 @@ import numpy as np
 from . import _C, _dtypes
 from ._inplace import honours_inplace
 from ._tensor import (Tensor, _host_numpy, bernoulli, exponential_, random_, tensor as _tensor, wrap_dim,
-                      zeros as _zeros)
+                      zero_dim_as_vector, zeros as _zeros)
 
 
 def _floating(x):
@@ -288,9 +288,10 @@ def nan_to_num(x, nan=0.0, posinf=None, neginf=None):
     return _C._functional.where(out == -math.inf, _scalar_like(x, -big if neginf is None else neginf), out)
 
 
+@zero_dim_as_vector
 def logsumexp(x, dim, keepdim=False):
     """log Σ exp over dim, shifted by the max (finite for large inputs; -inf rows stay -inf)."""
-    dims = [dim] if isinstance(dim, int) else list(dim)
+    dims = [wrap_dim(d, x.ndim) for d in ([dim] if isinstance(dim, int) else dim)]
     if not x.dtype.is_floating_point:  # integer and bool inputs in the default float dtype (torch's)
         x = x.to(_C._get_default_dtype())
     if any(x.shape[d] == 0 for d in dims):  # an empty sum: log 0 = -inf, as torch
@@ -381,6 +382,7 @@ def index_select(x, dim, index):
     return x[(builtins.slice(None),) * dim + (index.reshape(-1) if isinstance(index, Tensor) else list(index),)]
 
 
+@zero_dim_as_vector
 def flip(x, *dims, **kwargs):
     """torch.flip(x, dims) and Tensor.flip(dims) / Tensor.flip(0, 1)."""
     dims = kwargs.pop("dims", dims[0] if len(dims) == 1 else dims)

@@ -8,18 +8,17 @@ exactly-zero pivot (the factorization continues past it, as getrf's). Each colum
 update over the whole batch. eig / eigvals are numpy's geev and return complex tensors (tessel/_complex.py).
 None of these has a gradient here: a tensor that requires grad raises NotImplementedError.
 """
-import collections
 
 import numpy as np
 
-from . import _C
+from . import _C, return_types
 from .linalg import _back, _host, _info, _needs_grad
 
-_LU_FACTOR = collections.namedtuple("lu_factor", ["LU", "pivots"])
-_LU_FACTOR_EX = collections.namedtuple("lu_factor_ex", ["LU", "pivots", "info"])
-_PLU = collections.namedtuple("lu", ["P", "L", "U"])
-_LU_UNPACK = collections.namedtuple("lu_unpack", ["P", "L", "U"])
-_EIG = collections.namedtuple("eig", ["eigenvalues", "eigenvectors"])
+_LU_FACTOR = return_types.linalg_lu_factor
+_LU_FACTOR_EX = return_types.linalg_lu_factor_ex
+_PLU = return_types.linalg_lu
+_LU_UNPACK = return_types.lu_unpack
+_EIG = return_types.linalg_eig
 
 
 def _no_grad(name, *xs):

@@ -73,7 +73,8 @@ def _host_bitwise(op, name):
             return _tensor(np.invert(av))
         bv = b.numpy() if isinstance(b, Tensor) else b
         out = {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}[op](av, bv)
-        return _tensor(np.asarray(out).astype(np.result_type(*[t.numpy().dtype for t in tensors])))
+        from ._namespace import result_type  # a 0-d operand does not widen a dimensioned one (uint8 & tensor(3))
+        return _tensor(np.asarray(out)).to(result_type(a, b))
     fn.__name__ = name
     return fn
 
@@ -190,23 +191,24 @@ def diff(x, n=1, dim=-1, prepend=None, append=None):
     return x
 
 
-def _moments(x, dim, unbiased, keepdim, correction):
+def _moments(x, dim, unbiased, keepdim, correction, op):
     """(var, mean) in float64 for floating x (torch's CPU Welford accumulates there, for both)."""
+    from ._compat import _var
     if isinstance(dim, bool):  # torch's var_mean(x, unbiased) overload
         dim, unbiased = None, dim
     wide = x.to(_dtypes.float64) if x.dtype.is_floating_point else x
-    return wide.var(dim, unbiased, keepdim, correction=correction), \
+    return _var(wide, dim, unbiased, keepdim, correction=correction, _op=op), \
         (wide.mean() if dim is None else wide.mean(dim, keepdim=keepdim))
 
 
 def var_mean(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
-    v, m = _moments(x, dim, unbiased, keepdim, correction)
+    v, m = _moments(x, dim, unbiased, keepdim, correction, "var_mean")
     return v.to(x.dtype), m.to(x.dtype)
 
 
 def std_mean(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
     from ._compat import _sqrt_zero_grad
-    v, m = _moments(x, dim, unbiased, keepdim, correction)
+    v, m = _moments(x, dim, unbiased, keepdim, correction, "std_mean")
     return _sqrt_zero_grad(v).to(x.dtype), m.to(x.dtype)
 
 

@@ -19,12 +19,11 @@ install(namespace) puts the functions into tessel's namespace and the methods on
 tessel already defines (the C++ ops and the earlier Python modules win).
 """
 import builtins
-import collections
 import math
 
 import numpy as np
 
-from . import _C, _dtypes
+from . import _C, _dtypes, return_types
 
 Tensor = _C.Tensor
 _bool, _float, _int = builtins.bool, builtins.float, builtins.int
@@ -189,7 +188,7 @@ def ldexp(input, other):
     return input * two.pow(other if isinstance(other, Tensor) else _C._full([], _float(other), two.dtype))
 
 
-_FREXP = collections.namedtuple("frexp", ["mantissa", "exponent"])
+_FREXP = return_types.frexp
 
 
 def frexp(input):
@@ -364,7 +363,7 @@ def logdet(input):
 
 
 def slogdet(input):
-    return _linalg().slogdet(input)
+    return return_types.slogdet(*_linalg().slogdet(input))
 
 
 def inverse(input):
@@ -418,7 +417,7 @@ def cholesky_inverse(input, upper=False):
     return cholesky_solve(identity, input, upper)
 
 
-_TRIANGULAR = collections.namedtuple("triangular_solve", ["solution", "cloned_coefficient"])
+_TRIANGULAR = return_types.triangular_solve
 
 
 def triangular_solve(b, A, upper=True, transpose=False, unitriangular=False):
@@ -428,7 +427,7 @@ def triangular_solve(b, A, upper=True, transpose=False, unitriangular=False):
     return _TRIANGULAR(x, A.clone())
 
 
-_SVD = collections.namedtuple("svd", ["U", "S", "V"])
+_SVD = return_types.svd
 
 
 def svd(input, some=True, compute_uv=True):

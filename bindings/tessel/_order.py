@@ -3,14 +3,14 @@ median (the lower median), kthvalue, quantile with its five interpolations; spli
 concept. Importing it registers them in _extra's TORCH_FUNCTIONS / TENSOR_METHODS.
 """
 import builtins
-import collections
 import math
 
-from . import _C, _dtypes
+from . import _C, _dtypes, return_types
 from ._extra import TENSOR_METHODS, TORCH_FUNCTIONS, Tensor, lerp as _lerp
+from ._tensor import zero_dim_as_vector
 
-_MEDIAN = collections.namedtuple("median", ["values", "indices"])
-_KTHVALUE = collections.namedtuple("kthvalue", ["values", "indices"])
+_MEDIAN = return_types.median
+_KTHVALUE = return_types.kthvalue
 
 
 def _kth_along(x, k, dim, keepdim, kind, nan_wins=False):
@@ -30,6 +30,7 @@ def _kth_along(x, k, dim, keepdim, kind, nan_wins=False):
     return kind(v, i) if keepdim else kind(v.squeeze(dim), i.squeeze(dim))
 
 
+@zero_dim_as_vector
 def median(x, dim=None, keepdim=False):
     """torch.median: the lower median ((n - 1) // 2-th smallest), NaN where the values hold NaN (as torch;
     nanmedian skips them); with dim, (values, indices)."""
@@ -49,6 +50,7 @@ def kthvalue(x, k, dim=-1, keepdim=False):
     return _kth_along(x, k - 1, dim, keepdim, _KTHVALUE)
 
 
+@zero_dim_as_vector
 def quantile(x, q, dim=None, keepdim=False, *, interpolation="linear"):
     """torch.quantile: q in [0, 1] (a number or a 1-D tensor, whose values become the leading dim);
     interpolation linear / lower / higher / nearest (ties to even) / midpoint between sorted neighbours; NaN

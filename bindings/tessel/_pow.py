@@ -16,8 +16,6 @@ from . import _C, _dtypes
 from ._extra import TORCH_FUNCTIONS, Tensor
 from .autograd import Function
 
-_FLOAT_RANK = {_dtypes.float16: 1, _dtypes.bfloat16: 1, _dtypes.float32: 2, _dtypes.float64: 3}
-
 
 def _pow_dtype(base, exponent):
     """torch's result type of pow(base, exponent) where at least one is a Tensor (a Python number takes
@@ -34,16 +32,8 @@ def _pow_dtype(base, exponent):
         if t == _dtypes.bool and n is None:
             return _dtypes.int64  # a bool tensor with a Python int: int64 (bool ** 2 is int64, as torch)
         return n if n is not None and n.is_floating_point and not t.is_floating_point else t
-    fa, fb = a.is_floating_point, b.is_floating_point
-    if fa and fb:
-        if a == b:
-            return a
-        ra, rb = _FLOAT_RANK[a], _FLOAT_RANK[b]
-        return a if ra > rb else b if rb > ra else _dtypes.float32  # bfloat16 with float16: float32
-    if fa or fb:
-        return a if fa else b
-    from ._namespace import promote_types
-    return promote_types(a, b)  # two integer (or bool) dtypes: torch's lattice (uint8 with int8 is int16)
+    from ._namespace import result_type
+    return result_type(base, exponent)  # a 0-d tensor only lifts the category (uint8 ** tensor(3) is uint8)
 
 
 def _host_pow(base, exponent, dtype):

@@ -3,12 +3,12 @@ frequency and observation weights, differentiable), corrcoef, nanmedian and nanq
 entries, through sort so the values keep their gradient), histogram (host numpy; no gradient, as torch), and
 the hann / hamming / blackman / bartlett / kaiser windows (host numpy in float64, then the dtype)."""
 import builtins
-import collections
 import math
 
 import numpy as np
 
-from . import _C, _dtypes
+from . import _C, _dtypes, return_types
+from ._tensor import zero_dim_as_vector
 
 Tensor = _C.Tensor
 _float, _int = builtins.float, builtins.int
@@ -75,7 +75,7 @@ def _nan_sorted(x, dim):
     return x.gather(dim, order), order, count
 
 
-_NANMEDIAN = collections.namedtuple("nanmedian", ["values", "indices"])
+_NANMEDIAN = return_types.nanmedian
 
 
 def nanmedian(input, dim=None, keepdim=False):
@@ -94,6 +94,7 @@ def nanmedian(input, dim=None, keepdim=False):
     return _NANMEDIAN(v, i) if keepdim else _NANMEDIAN(v.squeeze(dim), i.squeeze(dim))
 
 
+@zero_dim_as_vector
 def nanquantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):
     """torch.nanquantile: quantile over the non-NaN entries of each row (NaN where a row has none)."""
     if interpolation not in ("linear", "lower", "higher", "nearest", "midpoint"):
@@ -128,7 +129,7 @@ def nanquantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):
     return shaped_quantiles(outs, q, input, dim, keepdim, d)
 
 
-_HISTOGRAM = collections.namedtuple("histogram", ["hist", "bin_edges"])
+_HISTOGRAM = return_types.histogram
 
 
 def histogram(input, bins=100, *, range=None, weight=None, density=False):  # noqa: A002 (torch's name)

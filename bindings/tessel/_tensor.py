@@ -8,7 +8,10 @@ calls one bound op of ``tessel._C``; the computing happens in C++ with the GIL r
     y.backward(); x.grad.numpy()
 """
 import builtins
+import functools
 import math
+import os
+import sys
 
 import numpy as np
 
@@ -288,6 +291,37 @@ def wrap_dim(dim, ndim):
     if not -n <= dim < n:
         raise IndexError("Dimension out of range (expected to be in range of [%d, %d], but got %d)" % (-n, n - 1, dim))
     return dim % n
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def user_stacklevel():
+    """The warnings.warn stacklevel, for the function that calls this, that names the first frame outside
+    tessel: the line the user wrote, however many of tessel's wrappers sit between (torch's C++ warnings point
+    there)."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def zero_dim_as_vector(fn):
+    """fn(x, ...) for a 0-d x computed on x viewed as [1] with the [1]-shaped results viewed back as 0-d: torch
+    takes dim 0 / -1 of a 0-d tensor (logsumexp, median, quantile, var, topk, cummax, flip, ...) and gives 0-d
+    results; dim 1 raises its "range of [-1, 0]" IndexError, as the [1] view's does."""
+    @functools.wraps(fn)
+    def wrapper(x, *args, **kwargs):
+        if not isinstance(x, Tensor) or x.ndim != 0:
+            return fn(x, *args, **kwargs)
+        out = fn(x.reshape(1), *args, **kwargs)
+        if isinstance(out, Tensor):
+            return out.reshape(()) if tuple(out.shape) == (1,) else out
+        if isinstance(out, tuple):
+            parts = [o.reshape(()) if isinstance(o, Tensor) and tuple(o.shape) == (1,) else o for o in out]
+            return type(out)(*parts) if hasattr(out, "_fields") else type(out)(parts)
+        return out
+    return wrapper
 
 
 def _holds_tensor(data):

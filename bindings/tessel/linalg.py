@@ -10,16 +10,15 @@ diagonal, vander, the *_ex forms, tensorinv and tensorsolve complete torch's lis
     u, s, vh = torch.linalg.svd(w.detach(), full_matrices=False)
 """
 import builtins
-import collections
 import math
 
 import numpy as np
 
-from . import _C, _dtypes
+from . import _C, _dtypes, return_types
 from ._tensor import Tensor
 
 
-_QR = collections.namedtuple("qr", ["Q", "R"])
+_QR = return_types.linalg_qr
 class LinAlgError(RuntimeError, np.linalg.LinAlgError):
     """torch.linalg.LinAlgError: a RuntimeError, as torch's (the "try cholesky, except RuntimeError, add jitter"
     pattern), and numpy's LinAlgError, which LAPACK's failures here start as (every public function below
@@ -109,7 +108,7 @@ def _back(a, like):
     return out.to(like.dtype) if out.dtype != like.dtype and like.dtype.is_floating_point else out
 
 
-_SVD = collections.namedtuple("svd", ["U", "S", "Vh"])
+_SVD = return_types.linalg_svd
 
 
 def _svd_host(A, full_matrices):
@@ -131,8 +130,8 @@ def svdvals(A):
     return _grad().Svdvals.apply(A) if _needs_grad(A) else _svdvals_host(A)
 
 
-_EIGH = collections.namedtuple("eigh", ["eigenvalues", "eigenvectors"])
-_LSTSQ = collections.namedtuple("lstsq", ["solution", "residuals", "rank", "singular_values"])
+_EIGH = return_types.linalg_eigh
+_LSTSQ = return_types.linalg_lstsq
 
 
 def _eigh_host(A, UPLO):
@@ -192,7 +191,7 @@ def _slogdet_host(A):
     return _back(np.asarray(sign), A), _back(np.asarray(logabs), A)
 
 
-_SLOGDET = collections.namedtuple("slogdet", ["sign", "logabsdet"])
+_SLOGDET = return_types.linalg_slogdet
 
 
 def slogdet(A):
@@ -351,9 +350,9 @@ def vander(x, *, N=None):
     return _C._functional.cat(powers, -1)
 
 
-_INV_EX = collections.namedtuple("inv_ex", ["inverse", "info"])
-_CHOLESKY_EX = collections.namedtuple("cholesky_ex", ["L", "info"])
-_SOLVE_EX = collections.namedtuple("solve_ex", ["result", "info"])
+_INV_EX = return_types.linalg_inv_ex
+_CHOLESKY_EX = return_types.linalg_cholesky_ex
+_SOLVE_EX = return_types.linalg_solve_ex
 
 
 def _info(shape, codes):

@@ -571,3 +571,63 @@ def test_float32_cumprod_accumulates_in_double_as_torch():
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+def test_a_zero_dim_tensor_operand_does_not_widen_pow_and_bitwise_results():
+    # torch 2.15: a 0-d tensor only lifts the category, as a Python number does (uint8 ** tensor(3) is uint8)
+    b = tessel.tensor([1, 2], dtype=tessel.uint8)
+    three = tessel.tensor(3)
+    assert tessel.pow(b, three).dtype == tessel.uint8 and tessel.pow(b, three).tolist() == [1, 8]
+    assert (b & three).dtype == tessel.uint8 and (b & three).tolist() == [1, 2]
+    assert (b | tessel.tensor(256)).tolist() == [1, 2]  # computed in uint8: 256 wraps to 0
+    assert (tessel.tensor([1., 2.]) ** tessel.tensor(2, dtype=tessel.float64)).dtype == tessel.float32
+    assert (tessel.tensor([1, 2], dtype=tessel.int8) ** tessel.tensor(2.5)).dtype == tessel.float32
+    assert (tessel.tensor([1, 2]) ** tessel.tensor([2., 3.], dtype=tessel.float64)).dtype == tessel.float64
+    assert (tessel.tensor([1, 2], dtype=tessel.int8) & tessel.tensor([3, 3], dtype=tessel.int16)).dtype == \
+        tessel.int16
+
+
+def test_reductions_and_scans_take_dim_zero_of_a_zero_dim_tensor():
+    x = tessel.tensor(2.)
+    assert tessel.logsumexp(x, 0).item() == 2.0 and tessel.logsumexp(x, 0).shape == ()
+    assert tuple(x.median(0)) == (2.0, 0) and x.median(0).values.shape == ()
+    assert tessel.quantile(x, 0.5, dim=0).item() == 2.0 and tessel.nanquantile(x, 0.5, dim=-1).item() == 2.0
+    assert x.topk(1).values.shape == () and x.topk(1).indices.item() == 0
+    assert x.cummax(0).values.shape == () and x.cummin(-1).indices.shape == () and x.flip(0).item() == 2.0
+    with pytest.warns(UserWarning, match=r"^var_mean\(\): degrees of freedom is <= 0") as caught:
+        v, m = tessel.var_mean(x, 0)
+    assert caught[0].filename == __file__  # the warning names the caller's line, as torch's
+    assert np.isnan(v.item()) and m.item() == 2.0 and v.shape == ()
+    assert tessel.tensor([1., 3.]).std(0, correction=0).item() == 1.0
+    with pytest.raises(IndexError, match=r"range of \[-1, 0\], but got 1"):
+        tessel.logsumexp(x, 1)
+
+
+def test_return_types_are_named_tuples_with_torchs_repr():
+    import pickle
+    r = tessel.tensor([[1., 5.], [4., 2.]]).max(1)
+    assert type(r).__module__ == "tessel.return_types" and type(r) is tessel.return_types.max
+    assert repr(r) == "tessel.return_types.max(\nvalues=tensor([5., 4.]),\nindices=tensor([1, 0]))"
+    values, indices = r
+    assert isinstance(r, tuple) and values is r.values and indices.tolist() == [1, 0]
+    back = pickle.loads(pickle.dumps(r))
+    assert type(back) is tessel.return_types.max and back.values.tolist() == [5., 4.]
+    x = tessel.tensor([3., 1., 3.])
+    assert type(x.cummin(0)).__name__ == "cummin" and type(x.mode(0)).__name__ == "mode"
+    assert type(x.sort()).__name__ == "sort" and type(tessel.aminmax(x)).__name__ == "aminmax"
+    assert type(tessel.linalg.qr(tessel.eye(2))).__name__ == "linalg_qr"
+    assert type(tessel.slogdet(tessel.eye(2))).__name__ == "slogdet"
+    assert type(tessel.linalg.slogdet(tessel.eye(2))).__name__ == "linalg_slogdet"
+
+
+def test_in_place_into_an_expanded_view_is_refused_as_torch():
+    # ones(1, 4).expand(3, 4).add_(ones(3, 4)) added three times into one row (4s); torch refuses
+    for write in (lambda x: x.add_(tessel.ones(3, 4)), lambda x: x.sub_(tessel.ones(3, 4)), lambda x: x.mul_(2.),
+                  lambda x: x.mul_(2), lambda x: x.__iadd__(tessel.ones(3, 4))):
+        base = tessel.ones(1, 4)
+        with pytest.raises(RuntimeError, match="more than one element of the written-to tensor refers to a single"):
+            write(base.expand(3, 4))
+        assert base.tolist() == [[1., 1., 1., 1.]]
+    base = tessel.ones(1, 4)
+    base.expand(3, 4).fill_(2.)  # the same value to every alias: torch allows it
+    assert base.tolist() == [[2., 2., 2., 2.]]

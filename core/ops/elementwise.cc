@@ -221,11 +221,23 @@ TensorList AffineKernel(const Tensor& x, double alpha, std::optional<double> bet
   return {out};
 }
 
+// torch's has_internal_overlap test: a written tensor with a zero stride on a dim of size > 1 (an expand()ed
+// view) writes one memory location several times, so dst += src would add src once per alias (silently).
+void CheckNoInternalOverlap(const Tensor& dst, const char* op) {
+  for (size_t d = 0; d < dst.sizes().size(); ++d) {
+    TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, !(dst.sizes()[d] > 1 && dst.strides()[d] == 0), op,
+                      ": unsupported operation: more than one element of the written-to tensor refers to a single "
+                      "memory location (shape ", ShapeStr(dst.sizes()), ", strides ", ShapeStr(dst.strides()),
+                      "). Please clone() the tensor before performing the operation.");
+  }
+}
+
 // dst += alpha * src (src broadcasts to dst).
 TensorList AddInPlaceKernel(std::span<const Tensor> in, const Attrs& attrs) {
   const Tensor& dst = in[0];
   const Tensor& src = in[1];
   const double alpha = attrs.GetDouble("alpha", 1.0);
+  CheckNoInternalOverlap(dst, "add_");
   TESSEL_CHECK(dst.dtype() == src.dtype(), "add_: dtype mismatch ", dst.dtype(), " vs ", src.dtype());
   const Shape b = BroadcastShapes(dst.sizes(), src.sizes(), "add_");
   TESSEL_CHECK(b == dst.sizes(), "add_: source shape ", ShapeStr(src.sizes()), " does not broadcast to ",
@@ -260,6 +272,7 @@ TensorList AddInPlaceKernel(std::span<const Tensor> in, const Attrs& attrs) {
 
 TensorList MulScalarInPlaceKernel(std::span<const Tensor> in, const Attrs& attrs) {
   const Tensor& dst = in[0];
+  CheckNoInternalOverlap(dst, "mul_");
   Tensor scaled = AffineKernel(dst, attrs.GetDouble("value"), std::nullopt, "mul_")[0];
   CopyInto(dst, scaled);
   return {dst};

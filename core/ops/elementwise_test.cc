@@ -81,6 +81,21 @@ TEST(ElementwiseTest, IntegerDivisionByZeroOrOverflowIsAnErrorNotACrash) {
       ErrorCode::kInvalidArgument, {"integer overflow: the minimum int64 divided by -1"});
 }
 
+// An expand()ed destination aliases one location per broadcast element: add_ added the source once per alias
+// (ones(1, 4).expand(3, 4) += ones gave 4s). torch refuses; so do add_ and mul_, and the base stays unwritten.
+TEST(ElementwiseTest, InPlaceIntoAnExpandedViewIsRefused) {
+  const Tensor base = Full({1, 4}, 1.0, DType::kFloat32);
+  const Tensor dst = Expand(base, {3, 4});
+  ::tessel::testing::ExpectErrorContains([&] { AddInPlace(dst, Full({3, 4}, 1.0, DType::kFloat32)); },
+                                         ErrorCode::kFailedPrecondition,
+                                         {"add_: unsupported operation: more than one element", "strides [0, 1]"});
+  ::tessel::testing::ExpectErrorContains([&] { MulScalarInPlace(dst, 2.0); }, ErrorCode::kFailedPrecondition,
+                                         {"mul_: unsupported operation", "shape [3, 4]"});
+  EXPECT_EQ(base.ToVector<float>(), (std::vector<float>{1, 1, 1, 1}));
+  AddInPlace(Expand(base, {1, 4}), Full({1, 4}, 1.0, DType::kFloat32));  // a size-1 dim's zero stride is fine
+  EXPECT_EQ(base.ToVector<float>(), (std::vector<float>{2, 2, 2, 2}));
+}
+
 TEST(ElementwiseTest, BackwardMatchesFiniteDifferences) {
   auto a = RandDouble({2, 3, 4}, 3);
   auto b = RandDouble({3, 1}, 4, 0.5, 1.5);
