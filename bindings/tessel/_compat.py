@@ -121,11 +121,14 @@ def _sub_(self, other, alpha=1):
 def _check_int_target(self, other, name):
     """torch: an integer tensor cannot take a float result in place ("result type Float can't be cast to
     the desired output type Long")."""
+    from ._tensor import _torch_dtype_name
     if not self.dtype.is_floating_point and (isinstance(other, builtins.float) or (
             isinstance(other, Tensor) and other.dtype.is_floating_point)):
-        torch_name = {"int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte",
-                      "bool": "Bool"}.get(str(self.dtype).rsplit(".", 1)[-1], str(self.dtype))
-        raise RuntimeError("%s: result type Float can't be cast to the desired output type %s" % (name, torch_name))
+        raise RuntimeError("%s: result type Float can't be cast to the desired output type %s"
+                           % (name, _torch_dtype_name(self.dtype)))
+    if self.dtype == _C.dtype.bool and (isinstance(other, builtins.int) and not isinstance(other, builtins.bool) or (
+            isinstance(other, Tensor) and other.dtype != _C.dtype.bool)):
+        raise RuntimeError("%s: result type Long can't be cast to the desired output type Bool" % name)
 
 
 def _mul_(self, other):

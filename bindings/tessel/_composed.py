@@ -405,6 +405,13 @@ def _rebound(self, result):
     return self
 
 
+def _detach_(self):
+    """Detaches in place (this Python tensor becomes the detached one); torch refuses it on a view."""
+    if self._base is not None:
+        raise RuntimeError("Can't detach views in-place. Use detach() instead.")
+    return _rebound(self, self.detach())
+
+
 def _resize_(self, *size):
     """torch's resize_: the new shape, keeping the first elements in row-major order (new ones zero here)."""
     shape = [builtins.int(s) for s in (size[0] if len(size) == 1 and isinstance(size[0], (tuple, list)) else size)]
@@ -554,7 +561,7 @@ _INPLACE_SHAPES = dict(
     t_=lambda self: _rebound(self, self.t()), unsqueeze_=lambda self, dim: _rebound(self, self.unsqueeze(dim)),
     squeeze_=lambda self, dim=None: _rebound(self, self.squeeze(dim)),
     transpose_=lambda self, dim0, dim1: _rebound(self, self.transpose(dim0, dim1)),
-    resize_=_resize_, put_=_put_, detach_=lambda self: _rebound(self, self.detach()))
+    resize_=_resize_, put_=_put_, detach_=_detach_)
 TENSOR_METHODS.update(_INPLACE_SHAPES, take=take, index_copy=index_copy, masked_scatter=masked_scatter, type=_type,
                       itemsize=property(lambda self: self.element_size()), ndimension=lambda self: self.ndim,
                       is_nonzero=_is_nonzero,

@@ -544,6 +544,10 @@ def index_add(x, dim, index, source, *, alpha=1):
     """torch.index_add: x with source's slices along dim added at index (repeats accumulate), out of
     place and differentiable in x and source; one scatter-add of rows (the move of dim to the front is a
     view)."""
+    if source.dtype != x.dtype:
+        from ._tensor import _torch_dtype_name
+        raise RuntimeError("index_add_(): self (%s) and source (%s) must have the same scalar type"
+                           % (_torch_dtype_name(x.dtype), _torch_dtype_name(source.dtype)))
     if index.ndim != 1 or (source.ndim and index.shape[0] != source.shape[dim]):
         raise IndexError("index_add_(): Number of indices (%d) should be equal to source.size(dim) (%d)"
                          % (index.numel(), source.shape[dim] if source.ndim else 1))

@@ -204,8 +204,10 @@ def _float_draw(dtype, kernel):
 
 
 def _torch_dtype_name(dtype):
-    return {"int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte",
-            "bool": "Bool"}.get(str(dtype).rsplit(".", 1)[-1], str(dtype))
+    """torch's scalar-type name in its messages: Float, Long, BFloat16, ..."""
+    return {"int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool",
+            "float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16"}.get(
+                str(dtype).rsplit(".", 1)[-1], str(dtype))
 
 
 def rand(*size, generator=None, dtype=None, device=None, requires_grad=False):
@@ -957,13 +959,24 @@ def broadcast_tensors(*tensors):
     return tuple(t if tuple(t.shape) == tuple(shape) else t.expand(*shape) for t in tensors)
 
 
+def _num_str(v):
+    return "%d" % v if builtins.float(v).is_integer() else "%g" % v  # torch prints -1 and -0.5
+
+
 def normal(mean, std=1.0, size=None, *, generator=None, dtype=None, requires_grad=False):
     """torch.normal: draws with tensor or number mean and std (broadcast together), or numbers with size.
     Not differentiable in mean and std (as torch's; Distribution.rsample is)."""
     if not isinstance(mean, _C.Tensor) and not isinstance(std, _C.Tensor):
+        if std < 0:
+            raise RuntimeError("normal expects std >= 0.0, but found std %s" % _num_str(std))
         if size is None:
             raise TypeError("normal(): with number mean and std, size= is required")
         return _finish(randn(size, generator=generator, dtype=dtype) * float(std) + float(mean), requires_grad)
+    if isinstance(std, _C.Tensor):
+        if std.numel() and builtins.bool((std.detach() < 0).any()):
+            raise RuntimeError("normal expects all elements of std >= 0.0")
+    elif std < 0:
+        raise RuntimeError("normal expects std >= 0.0, but found std %s" % _num_str(std))
     like = mean if isinstance(mean, _C.Tensor) else std
     shape = broadcast_shapes(*(t.shape for t in (mean, std) if isinstance(t, _C.Tensor)))
     plain = [t.detach() if isinstance(t, _C.Tensor) else t for t in (mean, std)]

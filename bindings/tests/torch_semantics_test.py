@@ -631,3 +631,25 @@ def test_in_place_into_an_expanded_view_is_refused_as_torch():
     base = tessel.ones(1, 4)
     base.expand(3, 4).fill_(2.)  # the same value to every alias: torch allows it
     assert base.tolist() == [[2., 2., 2., 2.]]
+
+
+def test_torchs_refusals_of_negative_std_mismatched_index_add_bool_add_and_detaching_views():
+    with pytest.raises(RuntimeError, match=r"normal expects std >= 0.0, but found std -1$"):
+        tessel.normal(tessel.zeros(3), -1.)
+    with pytest.raises(RuntimeError, match=r"normal expects std >= 0.0, but found std -0.5"):
+        tessel.normal(0., -0.5, size=(2,))
+    with pytest.raises(RuntimeError, match="normal expects all elements of std >= 0.0"):
+        tessel.normal(tessel.zeros(3), tessel.tensor([1., -1., 1.]))
+    assert tessel.normal(tessel.zeros(3), tessel.zeros(3)).tolist() == [0., 0., 0.]  # std 0 is allowed
+    with pytest.raises(RuntimeError, match=r"index_add_\(\): self \(Float\) and source \(Double\) must have the same"):
+        tessel.zeros(3).index_add_(0, tessel.tensor([0]), tessel.ones(1, dtype=tessel.float64))
+    flags = tessel.tensor([True, False])
+    with pytest.raises(RuntimeError, match="result type Long can't be cast to the desired output type Bool"):
+        flags.add_(1)
+    flags.add_(tessel.tensor([False, True]))  # bool into bool is allowed: logical or
+    assert flags.tolist() == [True, True]
+    w = tessel.ones(3, requires_grad=True)
+    with pytest.raises(RuntimeError, match="Can't detach views in-place. Use detach"):
+        w[1:].detach_()
+    y = (w * 2).detach_()
+    assert not y.requires_grad and y.tolist() == [2., 2., 2.]
