@@ -348,6 +348,79 @@ void BindComparisons(py::class_<Tensor>& c) {
       }, py::arg("mask"), py::arg("value"));
 }
 
+
+// Tensor.__getitem__'s fast path (tessel/_tensor.py _getitem): a key of ints, slices with a positive step, None
+// and one ..., alone or in a tuple, as the chain of views (select / slice / unsqueeze) in one call; x[1:3, 2]
+// took 6.7 us through the Python loop against torch's 1.8. Returns None for any other key (tensors, lists,
+// numpy integers, bools) and for every key that is an error (out of range, too many indices, step <= 0), so
+// that the Python path handles the rest and raises torch's errors in one place.
+py::object BasicIndex(const Tensor& x, py::handle key) {
+  struct Entry {
+    enum Kind { kNone, kInt, kSlice } kind;
+    py::handle item;
+  };
+  std::vector<Entry> entries;
+  int64_t named = 0;
+  bool ellipsis = false;
+  auto classify = [&](py::handle h) {
+    if (h.is_none()) {
+      entries.push_back({Entry::kNone, h});
+    } else if (h.ptr() == Py_Ellipsis) {
+      if (ellipsis) return false;
+      ellipsis = true;
+      entries.push_back({Entry::kSlice, py::handle()});  // expanded below
+    } else if (PyLong_CheckExact(h.ptr())) {  // exact: a bool (an int subclass) is a mask, not an index
+      entries.push_back({Entry::kInt, h});
+      ++named;
+    } else if (PySlice_Check(h.ptr())) {
+      entries.push_back({Entry::kSlice, h});
+      ++named;
+    } else {
+      return false;
+    }
+    return true;
+  };
+  if (PyTuple_CheckExact(key.ptr())) {
+    for (py::handle h : py::reinterpret_borrow<py::tuple>(key)) {
+      if (!classify(h)) return py::none();
+    }
+  } else if (!classify(key)) {
+    return py::none();
+  }
+  // x[...] / x[()] alone: the Python path's (a view of every dim, not x itself)
+  if (named > x.dim() || entries.size() == (ellipsis ? 1U : 0U)) return py::none();
+  Tensor out = x;
+  int64_t dim = 0;
+  for (const Entry& e : entries) {
+    if (e.kind == Entry::kNone) {
+      out = NoGil([&] { return Unsqueeze(out, dim); });
+      ++dim;
+    } else if (e.kind == Entry::kSlice && !e.item) {  // ...: the dims no entry names
+      dim += x.dim() - named;
+    } else if (e.kind == Entry::kSlice) {
+      Py_ssize_t start = 0, stop = 0, step = 0;
+      if (PySlice_Unpack(e.item.ptr(), &start, &stop, &step) < 0) {
+        PyErr_Clear();
+        return py::none();
+      }
+      if (step <= 0) return py::none();
+      const int64_t size = out.sizes()[static_cast<size_t>(dim)];
+      PySlice_AdjustIndices(size, &start, &stop, step);
+      out = NoGil([&] { return Slice(out, dim, start, std::max(stop, start), step); });
+      ++dim;
+    } else {
+      const int64_t i = PyLong_AsLongLong(e.item.ptr());
+      if (i == -1 && PyErr_Occurred()) {  // beyond int64
+        PyErr_Clear();
+        return py::none();
+      }
+      const int64_t size = out.sizes()[static_cast<size_t>(dim)];
+      if (i < -size || i >= size) return py::none();
+      out = NoGil([&] { return Select(out, dim, i < 0 ? i + size : i); });
+    }
+  }
+  return py::cast(std::move(out));
+}
 void BindViews(py::class_<Tensor>& c) {
   c.def("view", [](const Tensor& x, py::args s) { auto sh = ShapeArgs(s, "view"); return NoGil([&] { return View(x, sh); }); })
       .def("reshape", [](const Tensor& x, py::args s) {
@@ -404,6 +477,7 @@ void BindViews(py::class_<Tensor>& c) {
       .def("_slice", [](const Tensor& x, int64_t d, int64_t s, int64_t e, int64_t step) {
         return NoGil([&] { return Slice(x, d, s, e, step); });
       })
+      .def("_basic_index", &BasicIndex, py::arg("key"))
       // Tuples, as torch's chunk / split.
       .def("chunk", [](const Tensor& x, int64_t n, int64_t d) {
         return py::tuple(py::cast(NoGil([&] { return Chunk(x, n, d); })));

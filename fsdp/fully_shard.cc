@@ -7,6 +7,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "core/base/error.h"
 #include "dtensor/dtensor_impl.h"
 #include "fsdp/param_group.h"
@@ -191,17 +193,32 @@ FsdpMeshInfo MakeMeshInfo(const std::vector<ManagedParam>& params, const nn::Mod
                "; need 1 (FSDP) or 2 (HSDP: replicate, shard), or name them in FullyShardOptions");
   FsdpMeshInfo info{.mesh = mesh, .shard_axis = free_axes.back(), .replicate_axis = std::nullopt};
   if (free_axes.size() == 1 || params.empty()) return info;  // no parameters: nothing is sharded either way
-  // Two free axes: HSDP only when the names say so, never by position alone (a (dp, tp) mesh with no TP
-  // parameters once made FSDP shard over "tp" and replicate over "dp", silently).
+  // Two free axes: torch's reading of a 2-D mesh, (replicate, shard) by position, unless the names say that is
+  // a mistake: reversed ("dp_shard", "dp_replicate"), or an axis named like another parallelism's ("tp", "cp",
+  // ...: a (dp, tp) mesh with no TP parameters once made FSDP shard over "tp" and replicate over "dp",
+  // silently). Names that say replicate then shard (torchtitan's "dp_replicate", "dp_shard_cp") always pass.
   const std::string& rep = mesh.axis_names()[static_cast<size_t>(free_axes[0])];
   const std::string& shard = mesh.axis_names()[static_cast<size_t>(free_axes[1])];
-  TESSEL_CHECK(rep.find("replicate") != std::string::npos && shard.find("shard") != std::string::npos,
+  auto says = [](const std::string& name, const char* word) { return name.find(word) != std::string::npos; };
+  auto other_parallelism = [](const std::string& name) {
+    for (absl::string_view token : absl::StrSplit(name, absl::ByAnyChar("_-."))) {
+      for (const char* other : {"tp", "cp", "pp", "ep", "sp", "tensor", "model", "pipeline", "context", "expert",
+                                "seq", "sequence"}) {
+        if (token == other) return true;
+      }
+    }
+    return false;
+  };
+  const bool named_in_order = says(rep, "replicate") && says(shard, "shard");
+  const bool reversed = !named_in_order && says(rep, "shard") && says(shard, "replicate");
+  TESSEL_CHECK(named_in_order || (!reversed && !other_parallelism(rep) && !other_parallelism(shard)),
                "fully_shard(", module.type_name(), "): mesh ", mesh.ToString(), " has two axes no parameter uses ",
-               "for tensor parallelism ('", rep, "', '", shard, "'), and their names do not say which one FSDP ",
-               "shards over. HINT: shard_axis=\"", shard, "\", replicate_axis=\"", rep, "\" is HSDP (torch's reading ",
-               "of a 2-D mesh; FullyShardOptions in C++, keywords of fully_shard in Python), shard_axis=\"", rep,
-               "\" alone shards over '", rep, "' and treats '", shard, "' like a TP axis; or name the axes like ",
-               "\"dp_replicate\" and \"dp_shard\"");
+               "for tensor parallelism ('", rep, "', '", shard, "'); torch would replicate over '", rep,
+               "' and shard over '", shard, "' by position, but ", reversed ? "their names say the opposite"
+                                                                           : "one is named like another parallelism",
+               ". HINT: shard_axis=\"", shard, "\", replicate_axis=\"", rep, "\" is that HSDP (FullyShardOptions in ",
+               "C++, keywords of fully_shard in Python), shard_axis=\"", rep, "\" alone shards over '", rep,
+               "' and treats '", shard, "' like a TP axis; or pass the data-parallel submesh, e.g. mesh[\"dp\"]");
   info.replicate_axis = free_axes[0];
   return info;
 }

@@ -170,13 +170,14 @@ TEST(FullyShardErrorsTest, OptimizerCreatedBeforeFullyShardRaisesOnStepNamingThe
   }, ErrorCode::kFailedPrecondition, {"AdamW.step", "are no longer the module's", "'wte.weight'", "more"});
 }
 
-TEST(FullyShardAxesTest, TwoFreeAxesWithoutNamesAreAmbiguousAndTheNamedAxisIsTheShardAxis) {
+TEST(FullyShardAxesTest, TwoFreeAxesAreReadByPositionUnlessTheirNamesSayOtherwise) {
   comm::RunRanks(4, [&](comm::ProcessGroupPtr world) {
     const dtensor::DeviceMesh mesh = dtensor::InitDeviceMesh(world, {2, 2}, {"dp", "tp"});
     Generator gen(0);
     nn::Linear ambiguous(4, 6, false, gen);
     ::tessel::testing::ExpectErrorContains([&] { FullyShard(ambiguous, mesh); }, ErrorCode::kInvalidArgument,
-                                           {"two axes", "('dp', 'tp')", "shard_axis=\"dp\" alone shards over 'dp'"});
+                                           {"two axes", "('dp', 'tp')", "named like another parallelism",
+                                            "shard_axis=\"dp\" alone shards over 'dp'"});
     nn::Linear lin(4, 6, false, gen);
     FullyShard(lin, mesh, {.shard_axis = "dp"});
     const dtensor::DTensor w(lin.Param("weight"));
@@ -188,6 +189,15 @@ TEST(FullyShardAxesTest, TwoFreeAxesWithoutNamesAreAmbiguousAndTheNamedAxisIsThe
     nn::Linear bad(4, 6, false, gen);
     ::tessel::testing::ExpectErrorContains([&] { FullyShard(bad, mesh, {.shard_axis = "pp"}); },
                                            ErrorCode::kInvalidArgument, "shard_axis 'pp' is not an axis of");
+    // Neutral names: torch's reading by position, (replicate, shard); reversed names are refused.
+    const dtensor::DeviceMesh neutral = dtensor::InitDeviceMesh(world, {2, 2}, {"replica", "fsdp"});
+    nn::Linear positional(4, 6, false, gen);
+    FullyShard(positional, neutral);
+    EXPECT_EQ(dtensor::PlacementsToString(dtensor::DTensor(positional.Param("weight")).placements()), "[R, S(0)]");
+    const dtensor::DeviceMesh reversed = dtensor::InitDeviceMesh(world, {2, 2}, {"dp_shard", "dp_replicate"});
+    nn::Linear backwards(4, 6, false, gen);
+    ::tessel::testing::ExpectErrorContains([&] { FullyShard(backwards, reversed); }, ErrorCode::kInvalidArgument,
+                                           {"their names say the opposite", "replicate_axis=\"dp_shard\""});
   }, FastRanks());
 }
 

@@ -518,7 +518,11 @@ def _tuple_with_advanced_index(self, idx):
 
 def _getitem(self, idx):
     """Basic indexing: ints, slices (step > 0), None and ... (views, like torch's basic indexing); and one
-    integer or boolean tensor (or list / numpy array) index along dim 0 (a copy, with a gradient)."""
+    integer or boolean tensor (or list / numpy array) index along dim 0 (a copy, with a gradient). The common
+    keys take the C++ path (_basic_index: the same views in one call); it returns None for the rest."""
+    out = _basic_index(self, idx)
+    if out is not None:
+        return out
     if isinstance(idx, Tensor) and idx.ndim == 0 and not idx.dtype.is_floating_point and idx.dtype != _dtypes.bool:
         idx = idx.item()  # a 0-d integer tensor is a plain index (a view), as in torch
     if _is_zero_d_bool(idx):
@@ -583,6 +587,7 @@ def _one_element(self, kind):
     return self.item()
 
 
+_basic_index = Tensor._basic_index
 Tensor.__getitem__ = _getitem
 Tensor.__len__ = _len
 Tensor.__iter__ = _iter

@@ -922,10 +922,20 @@ def test_fsdp_porting_details_handles_kwargs_casts_layers_lists_and_hsdp_axis_na
         fully_shard(k, mp_policy=MixedPrecisionPolicy(param_dtype=tessel.bfloat16))
         assert k(x=tessel.randn(2, 4)).dtype == tessel.bfloat16  # the keyword input was cast, as torch
         mesh = init_device_mesh("cpu", (1, 2), mesh_dim_names=("ddp", "fsdp"))
-        with pytest.raises(ValueError, match='shard_axis="fsdp", replicate_axis="ddp" is HSDP'):
-            fully_shard(nn.Linear(4, 4), mesh=mesh)
+        h1 = fully_shard(nn.Linear(4, 4), mesh=mesh)  # torch's reading of a 2-D mesh: (replicate, shard)
+        assert h1.weight.placements == (Replicate(), Shard(0))
         h2 = fully_shard(nn.Linear(4, 4), mesh=mesh, shard_axis="fsdp", replicate_axis="ddp")
         assert h2.weight.placements == (Replicate(), Shard(0))
+        from tessel.distributed.fsdp import DataParallelMeshDims
+        h3 = fully_shard(nn.Linear(4, 4), mesh=mesh, dp_mesh_dims=DataParallelMeshDims(shard="ddp", replicate="fsdp"))
+        assert h3.weight.placements == (Shard(0), Replicate())  # torch 2.15's names, read as they say
+        with pytest.raises(NotImplementedError, match="would be flattened"):
+            fully_shard(nn.Linear(4, 4), mesh=mesh, dp_mesh_dims=DataParallelMeshDims(shard=("ddp", "fsdp")))
+        with pytest.raises(ValueError, match="At least one of shard or replicate"):
+            DataParallelMeshDims()
+        tp_like = init_device_mesh("cpu", (1, 2), mesh_dim_names=("dp", "tp"))
+        with pytest.raises(ValueError, match='named like another parallelism. HINT: shard_axis="tp", replicate_axis'):
+            fully_shard(nn.Linear(4, 4), mesh=tp_like)
         dist.destroy_process_group()
 
     tessel.run_ranks(2, rank_fn)

@@ -653,3 +653,29 @@ def test_torchs_refusals_of_negative_std_mismatched_index_add_bool_add_and_detac
         w[1:].detach_()
     y = (w * 2).detach_()
     assert not y.requires_grad and y.tolist() == [2., 2., 2.]
+
+
+def test_basic_indexing_fast_path_gives_numpys_values_as_views_with_gradients():
+    a = np.arange(60, dtype=np.float32).reshape(3, 4, 5)
+    t = tessel.tensor(a)
+    keys = [1, -1, (1, 2), (slice(None), 2), (slice(1, 3), -2, slice(None, None, 2)), (Ellipsis, 1),
+            (None, 1), (1, None, slice(0, 2)), (Ellipsis, None), (slice(-2, None), Ellipsis, 3),
+            (slice(5, 1),), (slice(None, 100),), (0, 0, 0), (None, Ellipsis, None), (slice(1, 2), None, 1)]
+    for key in keys:
+        got = t[key]
+        assert got.shape == a[key].shape and np.array_equal(got.numpy(), a[key]), key
+        assert got._base is not None, key  # a view, as torch's basic indexing
+    row = t[1]
+    row[0, 0] = -1.0  # writes through the view
+    assert t[1, 0, 0].item() == -1.0
+    w = tessel.ones(3, 4, requires_grad=True)
+    (w[1:, ::2] * tessel.tensor([[1., 2.], [3., 4.]])).sum().backward()
+    assert w.grad.tolist() == [[0, 0, 0, 0], [1, 0, 2, 0], [3, 0, 4, 0]]
+    # keys the fast path leaves to the Python path: errors and the other index kinds as before
+    with pytest.raises(IndexError, match="index 3 is out of bounds for dimension 0 with size 3"):
+        t[3]
+    with pytest.raises(IndexError, match="too many indices for tensor of dimension 3"):
+        t[0, 0, 0, 0]
+    with pytest.raises(ValueError, match="step must be positive"):
+        t[::-1]
+    assert t[np.int64(2), True].shape == (1, 4, 5) and t[[0, 2]].shape == (2, 4, 5) and t[...]._base is not None

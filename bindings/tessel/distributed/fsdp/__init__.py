@@ -45,6 +45,45 @@ class CPUOffloadPolicy(OffloadPolicy):
     pin_memory: bool = True
 
 
+@dataclasses.dataclass
+class DataParallelMeshDims:
+    """torch 2.15's DataParallelMeshDims for fully_shard(dp_mesh_dims=): which named dims of a full SPMD mesh
+    are data parallel: shard (FSDP shards over it) and replicate (HSDP's replication dim). tessel takes one
+    name each (fully_shard's shard_axis / replicate_axis); several names (torch flattens them) raise
+    NotImplementedError, and replicate alone (DDP on the mesh) points to tessel's replicate()."""
+    shard: object = None
+    replicate: object = None
+
+    def __post_init__(self):
+        if self.shard is None and self.replicate is None:
+            raise ValueError("At least one of shard or replicate must be set in DataParallelMeshDims")
+
+    @property
+    def shard_names(self):
+        return () if self.shard is None else (self.shard,) if isinstance(self.shard, str) else tuple(self.shard)
+
+    @property
+    def replicate_names(self):
+        return () if self.replicate is None else (self.replicate,) if isinstance(self.replicate, str) else \
+            tuple(self.replicate)
+
+
+def _mesh_axes(dp_mesh_dims, shard_axis, replicate_axis):
+    """(shard_axis, replicate_axis) from torch's dp_mesh_dims, or tessel's own keywords."""
+    if dp_mesh_dims is None:
+        return shard_axis, replicate_axis
+    if shard_axis is not None or replicate_axis is not None:
+        raise ValueError("fully_shard: give dp_mesh_dims or shard_axis / replicate_axis, not both")
+    shard, replicate = dp_mesh_dims.shard_names, dp_mesh_dims.replicate_names
+    if not shard:
+        raise NotImplementedError("fully_shard(dp_mesh_dims=DataParallelMeshDims(replicate=%r)) without a shard dim "
+                                  "(DDP on the mesh) is not supported; use tessel.distributed.replicate" % (replicate,))
+    if len(shard) > 1 or len(replicate) > 1:
+        raise NotImplementedError("fully_shard: dp_mesh_dims with several shard or replicate dims (%r, %r) would be "
+                                  "flattened into one; pass a mesh with one dim for each" % (shard, replicate))
+    return shard[0], replicate[0] if replicate else None
+
+
 def _c_policies(mp_policy, offload_policy):
     """The C++ policies fully_shard takes (None for no mixed precision / no offload)."""
     if isinstance(offload_policy, (_C.MixedPrecisionPolicy, _C.CPUOffloadPolicy)) or \
@@ -218,23 +257,25 @@ def _default_mesh():
 
 
 def fully_shard(module, *, mesh=None, reshard_after_forward=None, shard_placement_fn=None, mp_policy=None,
-                offload_policy=None, ignored_params=None, shard_axis=None, replicate_axis=None):
+                offload_policy=None, ignored_params=None, dp_mesh_dims=None, shard_axis=None, replicate_axis=None):
     """Shards module's parameters over mesh (default: a 1-D mesh over the default process group).
 
-    reshard_after_forward: free the unsharded parameters after forward (default: True, False for the
-    root); an int r (a factor of the shard dim's size W) keeps them sharded over groups of r consecutive
-    ranks instead, so backward all-gathers within such a group (e.g. one host) while each rank holds 1/r of
-    the parameters until its backward (1 is False, W is True); mp_policy: MixedPrecisionPolicy; offload_policy: CPUOffloadPolicy. shard_axis / replicate_axis
-    (tessel's): the mesh dims FSDP shards over / all-reduces over (HSDP), when their names do not say so
-    ("dp_shard", "dp_replicate"). Returns module; a module defined in Python becomes an instance of
-    FSDPModule; a C++ layer (nn.Linear, ...) keeps its class and gets FSDPModule's methods. A list of
-    modules (torch 2.6) becomes one group: one all-gather when the first of them runs, resharded when all
-    have run; each becomes an FSDPModule steering that group; the list is returned. ignored_params: a set
-    of parameters this call leaves alone: not sharded, not all-gathered, their gradients not reduced (each
-    rank keeps its local one); parameters of other modules may be in it. shard_placement_fn: called with
-    each parameter this call shards, returns Shard(d) to shard its dim d (the size must divide evenly by
-    the shard dim's size unless d is 0: NotImplementedError otherwise, as torch) or None for Shard(0)."""
+    reshard_after_forward: free the unsharded parameters after forward (default: True, False for the root); an int r
+    (a factor of the shard dim's size W) keeps them sharded over groups of r consecutive ranks instead, so backward
+    all-gathers within such a group (e.g. one host) while each rank holds 1/r of the parameters until its backward
+    (1 is False, W is True); mp_policy: MixedPrecisionPolicy; offload_policy: CPUOffloadPolicy. shard_axis /
+    replicate_axis (tessel's; torch 2.15's dp_mesh_dims=DataParallelMeshDims(shard=, replicate=) names the same):
+    the mesh dims FSDP shards over / all-reduces over (HSDP); unnamed, a 2-D mesh is (replicate, shard) by position,
+    as torch's, unless the names say otherwise ("dp_shard", "dp_replicate" reversed, or "tp"). Returns module; a
+    module defined in Python becomes an instance of FSDPModule; a C++ layer (nn.Linear, ...) keeps its class and
+    gets FSDPModule's methods. A list of modules (torch 2.6) becomes one group: one all-gather when the first of
+    them runs, resharded when all have run; each becomes an FSDPModule steering that group; the list is returned.
+    ignored_params: a set of parameters this call leaves alone: not sharded, not all-gathered, their gradients not
+    reduced (each rank keeps its local one); parameters of other modules may be in it. shard_placement_fn: called
+    with each parameter this call shards, returns Shard(d) to shard its dim d (the size must divide evenly by the
+    shard dim's size unless d is 0: NotImplementedError otherwise, as torch) or None for Shard(0)."""
     mp_policy, offload_policy = _c_policies(mp_policy, offload_policy)
+    shard_axis, replicate_axis = _mesh_axes(dp_mesh_dims, shard_axis, replicate_axis)
     ignored = list(ignored_params) if ignored_params is not None else []
     for p in ignored:
         if not isinstance(p, _C.Tensor):
