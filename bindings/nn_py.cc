@@ -610,9 +610,11 @@ void BindGPT(py::module_& m) {
 // full checkpointing, a list of op names keeps those ops' outputs (selective), a callable policy(op_name)
 // -> bool decides per op; preserve_rng replays the thread's default generator in the recompute.
 void BindActivationCheckpoint(py::module_& m) {
-  m.def("_checkpoint", [](py::object fn, const TensorList& inputs, py::object policy, bool preserve_rng) {
+  m.def("_checkpoint", [](py::object fn, const TensorList& inputs, py::object policy, bool preserve_rng,
+                          bool allow_cache_entry_mutation) {
     auto f = ShareCallable(std::move(fn));
     autograd::CheckpointOptions options;
+    options.allow_cache_entry_mutation = allow_cache_entry_mutation;
     if (preserve_rng) options.generators = {&DefaultGenerator()};
     if (py::isinstance<py::list>(policy) || py::isinstance<py::tuple>(policy)) {
       options.save_outputs = autograd::SaveOutputsOf(policy.cast<std::vector<std::string>>());
@@ -628,7 +630,9 @@ void BindActivationCheckpoint(py::module_& m) {
       return (*f)(in).cast<TensorList>();
     };
     return autograd::Checkpoint(std::move(run), inputs, std::move(options));
-  }, py::arg("fn"), py::arg("inputs"), py::arg("policy"), py::arg("preserve_rng"));
+  }, py::arg("fn"), py::arg("inputs"), py::arg("policy"), py::arg("preserve_rng"),
+     py::arg("allow_cache_entry_mutation") = false);
+  m.def("_in_checkpoint_recompute", &autograd::InCheckpointRecompute);
   // checkpoint_wrapper of a C++ layer (nn.Linear, ...): core/nn/checkpoint_wrapper.h's in-place wrapper, so
   // each call of the layer runs under autograd::Checkpoint (names and state-dict keys unchanged).
   m.def("_checkpoint_layer", [](Module& module, bool preserve_rng) {

@@ -12,10 +12,13 @@
 #include "core/autograd/saved_tensor_hooks.h"
 #include "core/base/error.h"
 #include "core/tensor/factory.h"
+#include "core/tensor/shape.h"
 #include "core/tensor/tensor_impl.h"
 
 namespace tessel::autograd {
 namespace {
+
+thread_local int recompute_depth = 0;  // InCheckpointRecompute
 
 bool Named(const std::vector<std::string>& names, const OpDef& op) {
   return std::find(names.begin(), names.end(), op.name) != names.end();
@@ -68,8 +71,14 @@ class Frame : public std::enable_shared_from_this<Frame> {
   DType autocast_dtype_;
   TensorList inputs_;  // detached handles of the inputs: the one thing full checkpointing keeps
   std::vector<bool> input_requires_grad_;
+  std::vector<uint32_t> input_versions_;  // after the forward: a later in-place write is caught at the rerun
   int64_t num_saved_ = 0;
-  std::deque<std::pair<std::string, TensorList>> kept_;  // selective: op name, outputs, in call order
+  struct Kept {
+    std::string op;
+    TensorList outputs;
+    std::vector<uint32_t> versions;  // when the op returned them
+  };
+  std::deque<Kept> kept_;  // selective: in call order
   std::vector<const void*> needed_;  // memory of saved tensors and recomputed ops' inputs (first forward)
   bool saw_distributed_ = false;
   TensorList recomputed_;                                // by save index; emptied as handed out
@@ -84,13 +93,21 @@ std::optional<TensorList> Frame::Cache::Replace(const OpDef& op) {
   // outputs handed to the first one: it computes those ops again (same inputs, same kernels, same
   // values) rather than keep them alive until the frame dies.
   if (frame_->kept_served_) return std::nullopt;
-  TESSEL_CHECK_CODE(ErrorCode::kInternal, !frame_->kept_.empty() && frame_->kept_.front().first == op.name,
+  TESSEL_CHECK_CODE(ErrorCode::kInternal, !frame_->kept_.empty() && frame_->kept_.front().op == op.name,
                     "Checkpoint recompute: the rerun called '", op.name, "' where the forward kept ",
-                    frame_->kept_.empty() ? std::string("nothing more") : "'" + frame_->kept_.front().first + "'",
+                    frame_->kept_.empty() ? std::string("nothing more") : "'" + frame_->kept_.front().op + "'",
                     "; the checkpointed function is not deterministic in the ops it calls");
-  TensorList out = std::move(frame_->kept_.front().second);
+  Kept kept = std::move(frame_->kept_.front());
   frame_->kept_.pop_front();
-  return out;
+  for (size_t i = 0; i < kept.outputs.size() && !frame_->options_.allow_cache_entry_mutation; ++i) {
+    const Tensor& t = kept.outputs[i];
+    TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, !t.defined() || t.impl()->version() == kept.versions[i],
+                      "Tensor cached during selective activation checkpoint has been mutated: output ", i, " of '",
+                      op.name, "' (shape ", ShapeStr(t.sizes()), ") was written in place after the op ran, so the "
+                      "recompute would read the written value; clone() it before the in-place op, or pass "
+                      "allow_cache_entry_mutation=True to create_selective_checkpoint_contexts");
+  }
+  return std::move(kept.outputs);
 }
 
 void Frame::Cache::Observe(const OpDef& op, const TensorList& inputs, const TensorList& outputs) {
@@ -99,9 +116,12 @@ void Frame::Cache::Observe(const OpDef& op, const TensorList& inputs, const Tens
     for (const Tensor& t : inputs) frame_->Need(t);
     return;
   }
-  TensorList kept;
-  for (const Tensor& t : outputs) kept.push_back(t.defined() ? Detach(t) : Tensor());
-  frame_->kept_.emplace_back(op.name, std::move(kept));
+  Kept kept{op.name, {}, {}};
+  for (const Tensor& t : outputs) {
+    kept.outputs.push_back(t.defined() ? Detach(t) : Tensor());
+    kept.versions.push_back(t.defined() ? t.impl()->version() : 0);
+  }
+  frame_->kept_.push_back(std::move(kept));
 }
 
 TensorList Frame::Forward(const TensorList& inputs) {
@@ -123,6 +143,7 @@ TensorList Frame::Forward(const TensorList& inputs) {
     outputs = fn_(inputs);
   }
   if (cache) DropUnneeded();
+  for (const Tensor& t : inputs_) input_versions_.push_back(t.defined() ? t.impl()->version() : 0);
   return outputs;
 }
 
@@ -136,11 +157,13 @@ TensorList Frame::Forward(const TensorList& inputs) {
 // local calls that this frame also sees, are not matched here).
 void Frame::DropUnneeded() {
   std::sort(needed_.begin(), needed_.end());
-  for (auto& [name, outputs] : kept_) {
-    for (Tensor& t : outputs) {
+  for (Kept& kept : kept_) {
+    for (size_t i = 0; i < kept.outputs.size(); ++i) {
+      Tensor& t = kept.outputs[i];
       if (saw_distributed_ || !t.defined() || t.is_distributed() || t.numel() == 0) continue;
       if (std::binary_search(needed_.begin(), needed_.end(), t.impl()->storage().data())) continue;
       t = MakeView(Zeros({1}, t.dtype(), t.device()), t.sizes(), Shape(t.sizes().size(), 0), 0);
+      kept.versions[i] = t.impl()->version();
     }
   }
   needed_.clear();
@@ -149,6 +172,13 @@ void Frame::DropUnneeded() {
 void Frame::Recompute() {
   TensorList inputs;
   for (size_t i = 0; i < inputs_.size(); ++i) {
+    TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition,
+                      !inputs_[i].defined() || inputs_[i].impl()->version() == input_versions_[i],
+                      "one of the variables needed for gradient computation has been modified by an inplace "
+                      "operation: input ", i, " of a checkpointed function (shape ", ShapeStr(inputs_[i].sizes()),
+                      ") is at version ", inputs_[i].impl()->version(), "; expected version ", input_versions_[i],
+                      " (written in place after the checkpointed forward, e.g. `h += checkpoint(f, h)`: the "
+                      "recompute would read the new value; write `h = h + checkpoint(f, h)`)");
     Tensor t = inputs_[i].defined() ? Detach(inputs_[i]) : Tensor();
     if (input_requires_grad_[i]) t.set_requires_grad(true);
     inputs.push_back(t);
@@ -180,6 +210,10 @@ void Frame::Recompute() {
     GradModeGuard on(true);
     AutocastGuard as_in_forward(autocast_, autocast_dtype_);
     SavedTensorHooksGuard guard(std::move(collect), cache ? &*cache : nullptr);
+    struct Depth {
+      Depth() { ++recompute_depth; }
+      ~Depth() { --recompute_depth; }
+    } in_recompute;
     fn_(inputs);
   }
   TESSEL_CHECK_CODE(ErrorCode::kInternal, next == num_saved_, "Checkpoint recompute saved ", next,
@@ -203,6 +237,8 @@ Tensor Frame::Unpack(int64_t index) {
 }
 
 }  // namespace
+
+bool InCheckpointRecompute() { return recompute_depth > 0; }
 
 CheckpointPolicy SaveOutputsOf(std::vector<std::string> op_names) {
   return [names = std::move(op_names)](const OpDef& op) { return Named(names, op); };

@@ -25,7 +25,9 @@
 // the null policy.
 //
 // Invariant: a checkpointed fn gives bitwise the same outputs and gradients as fn itself; memory held
-// between forward and backward is the inputs plus, under a selective policy, the kept outputs.
+// between forward and backward is the inputs plus, under a selective policy, the kept outputs. An input
+// written in place after the forward (`h += checkpoint(f, h)`) would make the rerun compute from the new
+// value: the rerun checks each input's version and raises kFailedPrecondition, as torch.
 //
 // Limits: a node whose backward is split (zero-bubble I then W) unpacks twice; the second unpack
 // recomputes the region again (correct, slower), and so does a retained graph's next backward; under a
@@ -59,9 +61,15 @@ CheckpointPolicy RecomputeOnly(std::vector<std::string> op_names);
 struct CheckpointOptions {
   CheckpointPolicy save_outputs;       // null: full checkpointing
   std::vector<Generator*> generators;  // replayed by the recompute; must outlive the backward
+  // Selective: a kept output written in place after its op ran (h = linear(x); h.mul_(2)) is an error at the
+  // rerun (torch's "mutated" CheckpointError) unless this allows it; the rerun then serves the written value.
+  bool allow_cache_entry_mutation = false;
 };
 
 using CheckpointFunction = std::function<TensorList(const TensorList& inputs)>;
+
+// True on a thread while a checkpoint's recompute runs (a selective policy's ctx.is_recompute in Python).
+bool InCheckpointRecompute();
 
 // Runs fn(inputs) as [Note: activation checkpointing] describes. fn is kept (copied) until the graph
 // is freed; whatever it captures must live that long.

@@ -265,6 +265,45 @@ TEST(CheckpointTest, AFunctionThatSavesDifferentlyOnRecomputeIsAnInternalErrorNa
   ExpectErrorContains([&] { Backward(y); }, ErrorCode::kInternal, {"recompute saved", "not deterministic"});
 }
 
+// h += checkpoint(f, h): the rerun would compute f from the updated h (a silently wrong gradient); the
+// rerun checks the input's version, as torch raises. A selective policy's kept output written in place
+// after its op ran is refused too, unless allowed (then the written value is what the rerun reads).
+TEST(CheckpointTest, InPlaceWritesToAnInputOrAKeptOutputAfterTheForwardAreCaughtAtTheRecompute) {
+  Generator gen(4);
+  Tensor w = Randn({5}, gen).set_requires_grad(true);
+  auto f = [&](const TensorList& in) -> TensorList { return {Tanh(Mul(in.at(0), w))}; };
+  Tensor h = Randn({5}, gen);
+  Tensor y = autograd::Checkpoint(f, {h}).at(0);
+  {
+    NoGradGuard ng;
+    AddInPlace(h, y);
+  }
+  ExpectErrorContains([&] { Backward(Sum(y)); }, ErrorCode::kFailedPrecondition,
+                      {"modified by an inplace operation", "input 0 of a checkpointed function", "shape [5]",
+                       "is at version 2; expected version 1"});
+  auto g = [&](const TensorList& in) -> TensorList {
+    Tensor lin = Mul(in.at(0), w);  // kept by the policy below
+    {
+      NoGradGuard ng;
+      MulScalarInPlace(lin, 2.0);
+    }
+    return {Tanh(lin)};
+  };
+  for (bool allow : {false, true}) {
+    autograd::CheckpointOptions sel{.save_outputs = autograd::SaveOutputsOf({"mul"}),
+                                    .allow_cache_entry_mutation = allow};
+    Tensor z = Sum(autograd::Checkpoint(g, {Randn({5}, gen)}, sel).at(0));
+    if (!allow) {
+      ExpectErrorContains([&] { Backward(z); }, ErrorCode::kFailedPrecondition,
+                          {"cached during selective activation checkpoint has been mutated", "output 0 of 'mul'"});
+    } else {
+      w.set_grad(Tensor());
+      Backward(z);
+      EXPECT_TRUE(w.grad().defined());
+    }
+  }
+}
+
 TEST(CheckpointTest, BadPoliciesAndDoubleApplicationAreRejected) {
   GPTConfig cfg{.vocab_size = 5, .d_model = 8, .n_layers = 1, .n_heads = 2, .seq_len = 4};
   Generator gen(0);
