@@ -186,5 +186,38 @@ def test_the_fsdp2_tutorials_checkpointer_loads_with_assign_and_initializes_the_
     assert got["values"]["0.weight"] == [[1.0] * 4] * 4 and got["values"]["1.bias"] == [4.0, 4.0]
     assert got["state"] == ["exp_avg", "exp_avg_sq", "step"] and got["unchanged"]  # lr 0: nothing moved
 
+
+def test_sgd_optimizer_state_dict_has_torchs_keys_and_resumes_its_momentum_without_a_step():
+    # torch's SGD state is {"momentum_buffer"} alone: a torch DCP checkpoint of it did not load ("optim.state.
+    # weight.step are not in the checkpoint"), and a loaded buffer without a step was started over
+    from tessel.distributed.checkpoint.state_dict import get_optimizer_state_dict, set_optimizer_state_dict
+
+    def train(model, opt, steps):
+        for i in range(steps):
+            opt.zero_grad()
+            (model(tessel.full((2, 3), float(i + 1))) ** 2).sum().backward()
+            opt.step()
+
+    tessel.manual_seed(0)
+    model = nn.Linear(3, 2)
+    start = copy.deepcopy(model.state_dict())
+    opt = tessel.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    train(model, opt, 1)
+    sd = get_optimizer_state_dict(model, opt)
+    assert {k: sorted(v) for k, v in sd["state"].items()} == {"weight": ["momentum_buffer"],
+                                                               "bias": ["momentum_buffer"]}
+    saved = {k: {"momentum_buffer": v["momentum_buffer"].clone()} for k, v in sd["state"].items()}
+    params = copy.deepcopy(model.state_dict())
+    train(model, opt, 1)
+    want = model.weight.detach().numpy().copy()
+    resumed = nn.Linear(3, 2)
+    resumed.load_state_dict(params)
+    opt2 = tessel.optim.SGD(resumed.parameters(), lr=0.1, momentum=0.9)
+    set_optimizer_state_dict(resumed, opt2, {"state": saved, "param_groups": sd["param_groups"]})
+    train(resumed, opt2, 1)
+    np.testing.assert_allclose(resumed.weight.detach().numpy(), want, rtol=1e-6)
+    assert not np.allclose(start["weight"].numpy(), want)
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))

@@ -499,6 +499,8 @@ class SGD(Optimizer):
         g.update(lr=h["lr"], momentum=h["momentum"], dampening=h["dampening"], weight_decay=h["weight_decay"],
                  nesterov=bool(h["nesterov"]))
 
+    _torch_counts_steps = False  # torch's SGD state is the momentum buffer alone
+
     def _torch_state(self, entry, opt, name):
         entry.pop("step", None)  # torch's SGD counts no steps
         return entry

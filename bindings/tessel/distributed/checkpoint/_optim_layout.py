@@ -53,7 +53,8 @@ def nested(model, opts, internals):
             if fqn is not None:
                 entry = per.setdefault(fqn, {})
                 if k.startswith(_STEP):
-                    entry["step"] = _step_out(v)
+                    if getattr(opt, "_torch_counts_steps", True):  # torch's SGD state has no "step"
+                        entry["step"] = _step_out(v)
                 else:
                     entry[k.rsplit(".", 1)[1]] = v
         for fqns, options in _groups(model, opt, internal):
@@ -105,6 +106,8 @@ def load(model, opts, sd, optimizer_fqns):
     for fqn, entries in sd.get("state", {}).items():
         if fqn not in owner:
             raise ValueError("set_optimizer_state_dict: the state of '%s' names no parameter of the optimizer" % fqn)
+        if entries and "step" not in entries:  # torch's SGD: a saved momentum buffer means the parameter stepped
+            parts[owner[fqn]][_STEP + fqn] = 1
         for name, v in entries.items():
             if name == "step":
                 parts[owner[fqn]][_STEP + fqn] = _step_in(fqn, v)
