@@ -219,5 +219,24 @@ def test_sgd_optimizer_state_dict_has_torchs_keys_and_resumes_its_momentum_witho
     assert not np.allclose(start["weight"].numpy(), want)
 
 
+
+def test_get_optimizer_state_dict_initializes_a_fresh_optimizer_with_torchs_zero_lr_step():
+    # torch's _init_optim_state: a fresh Adam's state dict comes from a zero-lr step (step 1), so the first real
+    # step is Adam's second (bias corrections 1 - 0.9^2, 1 - 0.999^2), as in torchtitan's resume-at-start
+    from tessel.distributed.checkpoint.state_dict import get_optimizer_state_dict
+    model = nn.Linear(2, 1, bias=False)
+    with tessel.no_grad():
+        model.weight.copy_(tessel.tensor([[0.5, -1.0]]))
+    opt = tessel.optim.Adam(model.parameters(), lr=0.1)
+    sd = get_optimizer_state_dict(model, opt)
+    assert sd["state"]["weight"]["step"].item() == 1.0 and model.weight.tolist() == [[0.5, -1.0]]
+    model(tessel.tensor([[1.0, 2.0]])).sum().backward()  # gradient [1, 2]
+    opt.step()
+    g = np.array([1.0, 2.0])
+    m, v = 0.1 * g, 0.001 * g * g
+    want = np.array([0.5, -1.0]) - 0.1 * (m / (1 - 0.9 ** 2)) / (np.sqrt(v / (1 - 0.999 ** 2)) + 1e-8)
+    np.testing.assert_allclose(model.weight.detach().numpy()[0], want, rtol=1e-6)
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))

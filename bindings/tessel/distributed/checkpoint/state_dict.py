@@ -248,6 +248,7 @@ def get_state_dict(model, optimizers, *, submodules=None, options=None):
         model_sd = _without_frozen(model, model_sd)
     optim_sd = {}
     if opts:
+        _init_optim_states(opts)
         internals = [_one_optimizer_state(model, opt, options.full_state_dict) for opt in opts]
         optim_sd = _optim_layout.nested(model, opts, internals)
         if options.flatten_optimizer_state_dict:
@@ -285,6 +286,7 @@ def set_optimizer_state_dict(model, optimizers, optim_state_dict, *, options=Non
     opts = _optimizer_list(optimizers)
     if not opts:
         raise ValueError("set_optimizer_state_dict: no optimizer given")
+    _init_optim_states(opts)
     optim_state_dict = dict(optim_state_dict or {})
     if options.broadcast_from_rank0:  # rank 0's dict travels flat (the layout is decided from what arrives)
         flat = _optim_layout.flatten(optim_state_dict) if "state" in optim_state_dict else optim_state_dict
@@ -302,6 +304,15 @@ def set_model_state_dict(model, model_state_dict, *, options=None):
     if options.broadcast_from_rank0:
         return _keys(_broadcast_model_state_from_rank0(model, model_state_dict, options.strict))
     return _keys(_C._set_state_dict(model, None, dict(model_state_dict), options.strict))
+
+
+def _init_optim_states(opts):
+    """torch's get / set_optimizer_state_dict first give a fresh optimizer its state (_init_optim_state: a zero-lr
+    step, so Adam's step is 1 after it); tessel's do the same, so a script that saves or loads before training
+    takes torch's path (the next step's bias correction included)."""
+    for opt in opts:
+        if hasattr(opt, "state") and hasattr(opt, "param_groups"):
+            _init_optim_state(opt)
 
 
 def _init_optim_state(optim):
