@@ -17,6 +17,7 @@
 #include "core/autograd/grad_mode.h"
 #include "core/base/error.h"
 #include "core/ops/elementwise.h"
+#include "core/ops/embedding.h"
 #include "core/ops/matmul.h"
 #include "core/ops/reduction.h"
 #include "core/ops/softmax.h"
@@ -354,7 +355,47 @@ void BindComparisons(py::class_<Tensor>& c) {
 // took 6.7 us through the Python loop against torch's 1.8. Returns None for any other key (tensors, lists,
 // numpy integers, bools) and for every key that is an error (out of range, too many indices, step <= 0), so
 // that the Python path handles the rest and raises torch's errors in one place.
+// x[index] for an integer tensor (rows of dim 0) or a bool mask over x's leading dims (the selected rows, in
+// order): the Python path's values (_advanced_index: rows gathered through the embedding op, so the gradient
+// scatters back) in one call; x[idx] took 15 us there against torch's 2. None where that path handles the key
+// (DTensors, 0-d and other-dtype indices) or raises torch's error (a row out of range, a mask's shape).
+py::object IndexRows(const Tensor& x, const Tensor& index) {
+  if (x.is_distributed() || index.is_distributed() || x.dim() == 0 || index.dim() == 0) return py::none();
+  std::vector<int64_t> rows;
+  Shape out_shape;
+  int64_t k = 1;  // the dims of x the index covers
+  if (index.dtype() == DType::kBool) {
+    k = index.dim();
+    if (k > x.dim() || !std::equal(index.sizes().begin(), index.sizes().end(), x.sizes().begin())) return py::none();
+    const Tensor mask = Contiguous(index);
+    const bool* p = static_cast<const bool*>(mask.raw_data());
+    for (int64_t i = 0; i < mask.numel(); ++i) {
+      if (p[i]) rows.push_back(i);
+    }
+    out_shape = {static_cast<int64_t>(rows.size())};
+  } else if (index.dtype() == DType::kInt64 || index.dtype() == DType::kInt32) {
+    rows = index.ToInt64Vector();
+    const int64_t n = x.sizes()[0];
+    for (int64_t& r : rows) {
+      if (r < -n || r >= n) return py::none();
+      if (r < 0) r += n;
+    }
+    out_shape = index.sizes();
+  } else {
+    return py::none();
+  }
+  int64_t lead = 1, width = 1;
+  for (int64_t d = 0; d < x.dim(); ++d) (d < k ? lead : width) *= x.sizes()[static_cast<size_t>(d)];
+  out_shape.insert(out_shape.end(), x.sizes().begin() + k, x.sizes().end());
+  return py::cast(NoGil([&] {
+    const Tensor picked = Embedding(Reshape(x, {lead, width}), FromVector<int64_t>(rows, {static_cast<int64_t>(
+                                                                                            rows.size())}));
+    return Reshape(picked, out_shape);
+  }));
+}
+
 py::object BasicIndex(const Tensor& x, py::handle key) {
+  if (py::isinstance<Tensor>(key)) return IndexRows(x, key.cast<Tensor>());
   struct Entry {
     enum Kind { kNone, kInt, kSlice } kind;
     py::handle item;

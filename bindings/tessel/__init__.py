@@ -204,6 +204,9 @@ def _promoted(tensors):
     """torch's type promotion for cat / stack: tensors of several dtypes become their common one
     (promote_types over all of them: cat([int64, float32]) is float32); it raised a dtype mismatch."""
     tensors = list(tensors)
+    first = tensors[0].dtype if tensors and isinstance(tensors[0], Tensor) else None
+    if first is not None and _builtins.all(isinstance(t, Tensor) and t.dtype == first for t in tensors):
+        return tensors  # one dtype (the common case): no set, no promotion
     dtypes = {t.dtype for t in tensors if isinstance(t, Tensor)}
     if len(dtypes) <= 1:
         return tensors
@@ -213,23 +216,24 @@ def _promoted(tensors):
     return [t.to(target) if isinstance(t, Tensor) and t.dtype != target else t for t in tensors]
 
 
-import builtins as _builtins  # noqa: E402
-
-
 def cat(tensors, dim=0):
     """torch.cat, with torch's type promotion across the tensors' dtypes. As torch, a 1-D empty tensor (shape
     [0]) is skipped whatever the others' shapes: the `acc = torch.tensor([]); acc = torch.cat([acc, x])`
     accumulator of research code."""
     tensors = _promoted(list(tensors))  # the skipped ones still take part in the type promotion
-    kept = [t for t in tensors if not (isinstance(t, Tensor) and t.ndim == 1 and t.shape[0] == 0)]
-    if kept and _builtins.any(t.ndim != 1 for t in kept):  # (tessel.any shadows the builtin here)
-        tensors = kept
+    if _builtins.any(isinstance(t, Tensor) and t.ndim == 1 and t.numel() == 0 for t in tensors):
+        kept = [t for t in tensors if not (isinstance(t, Tensor) and t.ndim == 1 and t.numel() == 0)]
+        if kept and _builtins.any(t.ndim != 1 for t in kept):  # (tessel.any shadows the builtin here)
+            tensors = kept
     return _C._functional.cat(tensors, dim)
 
 
 def stack(tensors, dim=0):
     """torch.stack, with torch's type promotion across the tensors' dtypes."""
     return _C._functional.stack(_promoted(tensors), dim)
+
+
+_NUMBERS = (_builtins.float, _builtins.int)  # (tessel.float / tessel.int are dtypes here, as torch's)
 
 
 def where(condition, input=None, other=None):
@@ -239,11 +243,15 @@ def where(condition, input=None, other=None):
     if input is None and other is None:
         return _extra.nonzero(condition, as_tuple=True)
     if not isinstance(input, Tensor) or not isinstance(other, Tensor):  # a Python number: torch's result type
-        import builtins
-        from ._namespace import result_type
-        dtype = result_type(input, other)
-        input, other = [v.to(dtype) if isinstance(v, Tensor) else _C._full([], builtins.float(v), dtype)
-                        for v in (input, other)]
+        tensor = input if isinstance(input, Tensor) else other if isinstance(other, Tensor) else None
+        number = other if tensor is input else input
+        if tensor is not None and tensor.dtype.is_floating_point and type(number) in _NUMBERS:
+            dtype = tensor.dtype  # a float tensor with a number: its own dtype (the common mask-fill case)
+        else:
+            from ._namespace import result_type
+            dtype = result_type(input, other)
+        input, other = [(v if v.dtype == dtype else v.to(dtype)) if isinstance(v, Tensor)
+                        else _C._full([], _builtins.float(v), dtype) for v in (input, other)]
     return _C._functional.where(condition, input, other)
 
 

@@ -116,10 +116,19 @@ def record(self, name, compute):
     return self
 
 
+def _any_requires_grad(args, kwargs):
+    for a in args:
+        if isinstance(a, Tensor) and a.requires_grad:
+            return True
+    for a in kwargs.values():
+        if isinstance(a, Tensor) and a.requires_grad:
+            return True
+    return False
+
+
 def _wrap(name, original, out_of_place):
     def method(self, *args, **kwargs):
-        if _C.is_grad_enabled() and (self.requires_grad or any(
-                isinstance(a, Tensor) and a.requires_grad for a in list(args) + list(kwargs.values()))):
+        if _C.is_grad_enabled() and (self.requires_grad or _any_requires_grad(args, kwargs)):
             return record(self, name, lambda x: out_of_place(x, *args, **kwargs))
         if original is None:  # a method torch has that tessel wrote only out of place: copy the result in
             with _C._GradMode(False):

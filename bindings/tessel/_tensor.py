@@ -768,6 +768,10 @@ def _setitem(self, idx, value):
         return _dtensor_setitem(self, idx, value)
     if _C.is_grad_enabled() and (self.requires_grad or (isinstance(value, Tensor) and value.requires_grad)):
         return _recorded_setitem(self, idx, value)
+    if not isinstance(idx, Tensor):  # ints / slices / None / ...: the view in one C++ call (a tensor key's
+        view = _basic_index(self, idx)  # result there is a gathered copy: it writes rows below instead)
+        if view is not None:
+            return _write_view(view, value)
     if isinstance(idx, Tensor) and idx.ndim == 0 and not idx.dtype.is_floating_point and idx.dtype != _dtypes.bool:
         idx = idx.item()
     if isinstance(idx, (Tensor, list, np.ndarray)):

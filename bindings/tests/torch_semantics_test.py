@@ -679,3 +679,33 @@ def test_basic_indexing_fast_path_gives_numpys_values_as_views_with_gradients():
     with pytest.raises(ValueError, match="step must be positive"):
         t[::-1]
     assert t[np.int64(2), True].shape == (1, 4, 5) and t[[0, 2]].shape == (2, 4, 5) and t[...]._base is not None
+
+
+def test_tensor_index_and_mask_fast_path_gathers_rows_with_gradients_as_numpy():
+    a = np.arange(24, dtype=np.float32).reshape(4, 3, 2)
+    t = tessel.tensor(a)
+    for key in ([2, -1, 0, 2], [[0, 1], [3, -4]], []):
+        idx = tessel.tensor(key, dtype=tessel.int64)
+        np.testing.assert_array_equal(t[idx].numpy(), a[np.array(key, dtype=np.int64)])
+        np.testing.assert_array_equal(t[idx.int()].numpy(), a[np.array(key, dtype=np.int64)])
+    mask = a[:, :, 0] > 7
+    np.testing.assert_array_equal(t[tessel.tensor(mask)].numpy(), a[mask])
+    np.testing.assert_array_equal(t[tessel.tensor(a > 10)].numpy(), a[a > 10])
+    w = tessel.ones(4, 2, requires_grad=True)
+    (w[tessel.tensor([1, 1, -1])] * tessel.tensor([[1., 2.], [3., 4.], [5., 6.]])).sum().backward()
+    assert w.grad.tolist() == [[0, 0], [4, 6], [0, 0], [5, 6]]  # repeats accumulate, as torch's index backward
+    g = tessel.zeros(3, requires_grad=True)
+    (g[tessel.tensor([True, False, True])] * 2).sum().backward()
+    assert g.grad.tolist() == [2, 0, 2]
+    with pytest.raises(IndexError, match="index 4 is out of bounds for dimension 0 with size 4"):
+        t[tessel.tensor([4])]
+    with pytest.raises(IndexError, match="does not match the shape of the indexed tensor"):
+        t[tessel.tensor([True, False])]
+    t2 = tessel.zeros(3, 2)
+    t2[tessel.tensor([0, 2])] = 1.0  # a tensor key writes the rows (the fast path's copy is only for reads)
+    t2[1, 0] = 5.0
+    assert t2.tolist() == [[1, 1], [5, 0], [1, 1]]
+    m = tessel.tensor([True, False])
+    assert tessel.where(m, tessel.tensor([1., 2.]).half(), 2.5).dtype == tessel.float16
+    assert tessel.where(m, tessel.tensor([1, 2]), 0.5).dtype == tessel.float32
+    assert tessel.where(m, 1.0, 0.0).tolist() == [1.0, 0.0]
