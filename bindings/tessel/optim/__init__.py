@@ -21,7 +21,8 @@ import collections.abc
 import numbers
 
 from .. import _C
-from . import lr_scheduler  # noqa: F401
+from . import _hooks, lr_scheduler  # noqa: F401
+from ._hooks import register_optimizer_step_post_hook, register_optimizer_step_pre_hook  # noqa: F401
 
 
 def _named(params, group_index):
@@ -104,9 +105,11 @@ def _scalar_dtype():
     return _C.dtype.float64 if _C._get_default_dtype() == _C.dtype.float64 else _C.dtype.float32
 
 
-class Optimizer:
+class Optimizer(_hooks.HookMethods):
     """Base: one C++ optimizer per parameter group (the built-in subclasses define _make), or, for a subclass
-    written in Python, its own step() over param_groups with per-parameter state in self.state."""
+    written in Python, its own step() over param_groups with per-parameter state in self.state. torch's hooks
+    (register_step_pre_hook, ...: tessel/optim/_hooks.py) wrap each class's step / state_dict / load_state_dict
+    when its first instance is made."""
     _make = None  # built-in subclasses: (named parameters, group) -> the group's C++ optimizer
 
     _torch_keys = ()  # torch's order of the built-in optimizers' defaults (param_groups and state dicts show it)
@@ -116,6 +119,7 @@ class Optimizer:
         if order:
             defaults = dict([(k, defaults[k]) for k in order if k in defaults] +
                             [(k, v) for k, v in defaults.items() if k not in order])
+        _hooks.patch(type(self))
         self.defaults = defaults
         self.param_groups = []
         self._optimizers = []  # per group: its C++ optimizer (None for a Python subclass)
@@ -136,7 +140,7 @@ class Optimizer:
             return self._state
         out = _ParamState()
         params = [p for g in self.param_groups for p in g["params"]]
-        for pid, entry in self.state_dict()["state"].items():
+        for pid, entry in _hooks.unhooked(self, "state_dict")()["state"].items():
             out[params[pid]] = entry
         return out
 
@@ -444,23 +448,27 @@ class Adam(Optimizer):
                                       capturable=False, differentiable=False, fused=fused,
                                       decoupled_weight_decay=self._decoupled))
 
+    def _decoupled_in(self, group):
+        """The group's own decoupled_weight_decay (a param group may set it, as torch's), else the constructor's."""
+        return bool(group.get("decoupled_weight_decay", self._decoupled))
+
     def _grad_transform(self, group):
         wd = float(group["weight_decay"])
-        if self._decoupled or wd == 0.0:
+        if self._decoupled_in(group) or wd == 0.0:
             return None
         return lambda p, g: g + p.detach() * wd
 
     def _hyper(self, g):
         b1, b2 = g["betas"]
         return {"lr": float(g["lr"]), "beta1": float(b1), "beta2": float(b2), "eps": float(g["eps"]),
-                "weight_decay": float(g["weight_decay"]) if self._decoupled else 0.0,
+                "weight_decay": float(g["weight_decay"]) if self._decoupled_in(g) else 0.0,
                 "amsgrad": float(bool(g.get("amsgrad", False)))}
 
     def _load_hyper(self, g, h):
         g.update(lr=h["lr"], betas=(h["beta1"], h["beta2"]), eps=h["eps"])
         if "amsgrad" in h:
             g["amsgrad"] = bool(h["amsgrad"])
-        if self._decoupled:
+        if self._decoupled_in(g):
             g["weight_decay"] = h["weight_decay"]
 
     def _make(self, named, g):
@@ -632,8 +640,8 @@ class NAdam(_AdamRelative):
     _state_order = ("step", "mu_product")
 
     def _torch_state(self, entry, opt, name):
-        """torch's entry: mu_product = Π_{i <= step} μ_i (the C++ optimizer's running product), float32."""
-        entry["mu_product"] = _C._full([], opt.mu_product(name), _C.dtype.float32)
+        """torch's entry: mu_product = Π_{i <= step} μ_i (the C++ optimizer's running product), in the step's dtype."""
+        entry["mu_product"] = _C._full([], opt.mu_product(name), _scalar_dtype())
         return entry
 
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, momentum_decay=4e-3,
@@ -702,3 +710,30 @@ from ._adafactor import Adafactor  # noqa: E402 (likewise)
 from ._lbfgs import LBFGS  # noqa: E402 (likewise: step(closure))
 from . import swa_utils  # noqa: E402,F401 (AveragedModel: SWA and EMA of a model)
 
+
+
+class _RequiredParameter:
+    """torch.optim.optimizer.required: the default of an option a custom optimizer's caller must give."""
+
+    def __repr__(self):
+        return "<required parameter>"
+
+
+def _torch_submodules():
+    """torch.optim's modules by class (torch.optim.optimizer.Optimizer, torch.optim.adam.Adam, ...), for the imports
+    custom optimizers and training scripts write: `from torch.optim.optimizer import Optimizer, required`."""
+    import sys
+    import types
+    members = {"optimizer": dict(Optimizer=Optimizer, required=_RequiredParameter(), ParamsT=object,
+                                 register_optimizer_step_pre_hook=register_optimizer_step_pre_hook,
+                                 register_optimizer_step_post_hook=register_optimizer_step_post_hook)}
+    for cls in (Adam, AdamW, SGD, RMSprop, Adagrad, Adadelta, Adamax, NAdam, RAdam, ASGD, Rprop, LBFGS, Adafactor):
+        members[cls.__name__.lower()] = {cls.__name__: cls, "Optimizer": Optimizer}
+    for name, attrs in members.items():
+        module = types.ModuleType(__name__ + "." + name, "torch.optim.%s (tessel.optim's)" % name)
+        module.__dict__.update(attrs)
+        sys.modules[module.__name__] = module
+        globals()[name] = module
+
+
+_torch_submodules()

@@ -16,7 +16,7 @@ import math
 
 from .. import _C
 from .._dtypes import finfo
-from . import Optimizer
+from . import Optimizer, _scalar_dtype
 
 
 def _factor_zeros(grad, dim):
@@ -55,7 +55,7 @@ class Adafactor(Optimizer):
     def _init_state(self, p, grad):
         from .._tensor import zeros_like
         state = self.state[p]
-        state["step"] = _C._full([], 0.0, _C.dtype.float32)
+        state["step"] = _C._full([], 0.0, _scalar_dtype())
         if grad.dim() > 1:
             state["row_var"] = _factor_zeros(grad, -1)  # [..., R, 1]
             state["col_var"] = _factor_zeros(grad, -2)  # [..., 1, C]

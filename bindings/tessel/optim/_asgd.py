@@ -1,11 +1,12 @@
 """tessel.optim.ASGD: torch's averaged SGD as a Python Optimizer subclass. Each step decays the parameter by
 1 − λ·η, steps by −η·grad (plus weight decay), updates the running average ax (from step t0 on, an equal
 average; before it ax follows the parameter), then sets η = lr / (1 + λ·lr·step)^α and
-μ = 1 / max(1, step − t0); η and μ are kept as float32 scalars, as torch keeps them, so the steps equal torch's."""
+μ = 1 / max(1, step − t0); η and μ are kept as scalars of torch's step dtype (float32, float64 under
+set_default_dtype(float64)), as torch keeps them, so the steps equal torch's."""
 import numpy as np
 
 from .. import _C
-from . import Optimizer, _unsupported
+from . import Optimizer, _scalar_dtype, _unsupported
 
 
 class ASGD(Optimizer):
@@ -27,9 +28,9 @@ class ASGD(Optimizer):
                 lr, lambd, alpha, t0 = group["lr"], group["lambd"], group["alpha"], group["t0"]
                 state = self.state[p]
                 if len(state) == 0:
-                    state["step"] = _C._full([], 0.0, _C.dtype.float32)
-                    state["eta"] = _C._full([], float(lr), _C.dtype.float32)
-                    state["mu"] = _C._full([], 1.0, _C.dtype.float32)
+                    state["step"] = _C._full([], 0.0, _scalar_dtype())
+                    state["eta"] = _C._full([], float(lr), _scalar_dtype())
+                    state["mu"] = _C._full([], 1.0, _scalar_dtype())
                     state["ax"] = zeros_like(p)
                 state["step"].add_(1)
                 if group["weight_decay"] != 0:
@@ -43,6 +44,7 @@ class ASGD(Optimizer):
                 else:
                     state["ax"].copy_(p)
                 step = float(state["step"].item())
-                state["eta"].fill_(float(np.float32(lr / ((1 + lambd * lr * step) ** alpha))))
-                state["mu"].fill_(float(np.float32(1 / max(1, step - t0))))
+                rounded = np.float32 if state["eta"].dtype == _C.dtype.float32 else float
+                state["eta"].fill_(float(rounded(lr / ((1 + lambd * lr * step) ** alpha))))
+                state["mu"].fill_(float(rounded(1 / max(1, step - t0))))
         return loss

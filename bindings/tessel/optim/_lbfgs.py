@@ -162,13 +162,17 @@ class LBFGS(Optimizer):
             with _C._GradMode(True):
                 return closure()
 
+        def value_of(loss):  # read outside grad mode, as torch's no_grad step reads it (no requires-grad warning)
+            with _C._GradMode(False):
+                return float(loss)
+
         # scalars rounded as torch's 0-d tensors of the parameters' dtype hold them
         rnd = float if builtins.all(p.dtype == _C.dtype.float64 for p in self._params) else _f32
         state = self.state[self._params[0]]
         state.setdefault("func_evals", 0)
         state.setdefault("n_iter", 0)
         orig_loss = evaluate_loss()
-        loss = sign * float(orig_loss)
+        loss = sign * value_of(orig_loss)
         evals = 1
         state["func_evals"] += 1
         with _C._GradMode(False):
@@ -218,7 +222,7 @@ class LBFGS(Optimizer):
 
                     def at(step):
                         self._add(step, d)
-                        value = sign * float(evaluate_loss())
+                        value = sign * value_of(evaluate_loss())
                         grad = self._gradient()
                         for p, x in zip(self._params, start):
                             p.copy_(x)
@@ -231,7 +235,7 @@ class LBFGS(Optimizer):
                     self._add(t, d)
                     done = False
                     if n_iter != max_iter:
-                        loss = sign * float(evaluate_loss())
+                        loss = sign * value_of(evaluate_loss())
                         g = self._gradient()
                         done = _abs_max(g) <= tolerance_grad
                         step_evals = 1

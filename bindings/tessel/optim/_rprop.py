@@ -2,7 +2,7 @@
 step size: multiplied by etaplus where the gradient kept its sign, by etaminus where it flipped (and that element
 then takes no step and forgets its gradient), clamped to step_sizes; the parameter moves by -sign(grad)·step."""
 from .. import _C
-from . import Optimizer, _unsupported
+from . import Optimizer, _scalar_dtype, _unsupported
 
 
 class Rprop(Optimizer):
@@ -25,7 +25,7 @@ class Rprop(Optimizer):
                 (etaminus, etaplus), (lo, hi) = group["etas"], group["step_sizes"]
                 state = self.state[p]
                 if len(state) == 0:
-                    state["step"] = _C._full([], 0.0, _C.dtype.float32)
+                    state["step"] = _C._full([], 0.0, _scalar_dtype())
                     state["prev"] = zeros_like(p)
                     state["step_size"] = full_like(grad, group["lr"])
                 state["step"].add_(1)

@@ -50,11 +50,26 @@ class LRScheduler:
         self.base_lrs = [g["initial_lr"] for g in optimizer.param_groups]
         self.last_epoch = last_epoch
         _track_step_called(optimizer)
+        self._initial_step()
+
+    def _initial_step(self):
+        """The constructor's step: get_lr sees _is_initial and keeps the optimizer's lrs (a scheduler built with
+        last_epoch=k over a resumed optimizer must not move them one step further, as torch's)."""
         self._step_count = 0
-        self.step()
+        self._is_initial = True
+        try:
+            self.step()
+        finally:
+            self._is_initial = False
 
     def get_lr(self):
         raise NotImplementedError
+
+    def _warn_outside_step(self):
+        if not getattr(self, "_get_lr_called_within_step", True):
+            import warnings
+            warnings.warn("To get the last learning rate computed by the scheduler, please use `get_last_lr()`.",
+                          UserWarning, stacklevel=3)
 
     def _lrs(self):
         return [g["lr"] for g in self.optimizer.param_groups]
@@ -75,15 +90,21 @@ class LRScheduler:
                           "where available. Please open an issue if you are unable to replicate your use case: "
                           "https://github.com/pytorch/pytorch/issues/new/choose.", UserWarning)
         self._step_count += 1
-        # torch's flags (saved in its state dicts): get_lr inside step, and the constructor's own step
-        self._get_lr_called_within_step, self._is_initial = True, self._step_count == 1
-        if epoch is None:
-            self.last_epoch += 1
-            values = self.get_lr()
-        else:
-            self.last_epoch = epoch
-            values = self._get_closed_form_lr() if hasattr(self, "_get_closed_form_lr") else self.get_lr()
-        self._get_lr_called_within_step = self._is_initial = False
+        self._update_lr(epoch)
+
+    def _update_lr(self, epoch=None):
+        """One schedule step without step()'s checks and count (SequentialLR restarts a scheduler with it)."""
+        # torch's flag (saved in its state dicts): get_lr runs inside a step
+        self._get_lr_called_within_step = True
+        try:
+            if epoch is None:
+                self.last_epoch += 1
+                values = self.get_lr()
+            else:
+                self.last_epoch = epoch
+                values = self._get_closed_form_lr() if hasattr(self, "_get_closed_form_lr") else self.get_lr()
+        finally:
+            self._get_lr_called_within_step = False
         for group, lr in zip(self.optimizer.param_groups, values):
             group["lr"] = lr
         self._last_lr = self._lrs()
@@ -119,6 +140,7 @@ class LambdaLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
+        self._warn_outside_step()
         return [base * fn(self.last_epoch) for base, fn in zip(self.base_lrs, self.lr_lambdas)]
 
 
@@ -131,7 +153,8 @@ class MultiplicativeLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
-        if self.last_epoch > 0:
+        self._warn_outside_step()
+        if not self._is_initial:
             return [lr * fn(self.last_epoch) for lr, fn in zip(self._lrs(), self.lr_lambdas)]
         return self._lrs()
 
@@ -142,6 +165,7 @@ class StepLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
+        self._warn_outside_step()
         if self.last_epoch == 0 or self.last_epoch % self.step_size != 0:
             return self._lrs()
         return [lr * self.gamma for lr in self._lrs()]
@@ -156,6 +180,7 @@ class MultiStepLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
+        self._warn_outside_step()
         if self.last_epoch not in self.milestones:
             return self._lrs()
         return [lr * self.gamma ** self.milestones[self.last_epoch] for lr in self._lrs()]
@@ -171,7 +196,8 @@ class ExponentialLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
-        if self.last_epoch == 0:
+        self._warn_outside_step()
+        if self._is_initial:  # (a resumed optimizer's lr stays; last_epoch 0 is the initial step too)
             return self._lrs()
         return [lr * self.gamma for lr in self._lrs()]
 
@@ -185,8 +211,9 @@ class CosineAnnealingLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
+        self._warn_outside_step()
         e, t = self.last_epoch, self.T_max
-        if e == 0:
+        if self._is_initial:
             return self._lrs()
         if self._step_count == 1 and e > 0:
             return [self.eta_min + (b - self.eta_min) * (1 + math.cos(e * math.pi / t)) / 2 for b in self.base_lrs]
@@ -209,9 +236,10 @@ class LinearLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
+        self._warn_outside_step()
         if self.last_epoch == 0:
             return [lr * self.start_factor for lr in self._lrs()]
-        if self.last_epoch > self.total_iters:
+        if self._is_initial or self.last_epoch > self.total_iters:
             return self._lrs()
         s, e, n = self.start_factor, self.end_factor, self.total_iters
         return [lr * (1.0 + (e - s) / (n * s + (self.last_epoch - 1) * (e - s))) for lr in self._lrs()]
@@ -230,6 +258,7 @@ class ConstantLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
+        self._warn_outside_step()
         if self.last_epoch == 0:
             return [lr * self.factor for lr in self._lrs()]
         if self.last_epoch != self.total_iters:
@@ -257,8 +286,7 @@ class SequentialLR(LRScheduler):
         for s in self._schedulers:
             s.last_epoch -= 1
         first = self._schedulers[0]
-        first._step_count = 0
-        first.step()
+        first._initial_step()
         self._last_lr = first.get_last_lr()
 
     def step(self, epoch=None):
@@ -266,7 +294,7 @@ class SequentialLR(LRScheduler):
         i = bisect.bisect_right(self._milestones, self.last_epoch)
         sched = self._schedulers[i]
         if i > 0 and self._milestones[i - 1] == self.last_epoch:
-            sched.step(0)
+            sched._update_lr(0)  # torch's restart: no step count, no epoch-argument warning
         else:
             sched.step()
         self._last_lr = sched.get_last_lr()
@@ -289,7 +317,8 @@ class PolynomialLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
-        if self.last_epoch == 0 or self.last_epoch > self.total_iters:
+        self._warn_outside_step()
+        if self._is_initial or self.last_epoch > self.total_iters:
             return self._lrs()
         f = ((1.0 - self.last_epoch / self.total_iters) / (1.0 - (self.last_epoch - 1) / self.total_iters)) \
             ** self.power
@@ -313,6 +342,7 @@ class CosineAnnealingWarmRestarts(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
+        self._warn_outside_step()
         c = (1 + math.cos(math.pi * self.T_cur / self.T_i)) / 2
         return [self.eta_min + (b - self.eta_min) * c for b in self.base_lrs]
 
@@ -337,7 +367,12 @@ class CosineAnnealingWarmRestarts(LRScheduler):
                 self.T_i, self.T_cur = self.T_0, epoch
         self.last_epoch = math.floor(epoch)
         self._step_count += 1
-        for group, lr in zip(self.optimizer.param_groups, self.get_lr()):
+        self._get_lr_called_within_step = True
+        try:
+            values = self.get_lr()
+        finally:
+            self._get_lr_called_within_step = False
+        for group, lr in zip(self.optimizer.param_groups, values):
             group["lr"] = lr
         self._last_lr = self._lrs()
 
@@ -440,6 +475,7 @@ class OneCycleLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
+        self._warn_outside_step()
         step = self.last_epoch
         if step > self.total_steps:
             raise ValueError("Tried to step %d times. The specified number of total steps is %d"
@@ -502,6 +538,7 @@ class CyclicLR(LRScheduler):
         return self.gamma ** x
 
     def get_lr(self):
+        self._warn_outside_step()
         cycle = math.floor(1 + self.last_epoch / self.total_size)
         x = 1.0 + self.last_epoch / self.total_size - cycle
         factor = x / self.step_ratio if x <= self.step_ratio else (x - 1) / (self.step_ratio - 1)
@@ -579,6 +616,8 @@ class ReduceLROnPlateau(LRScheduler):
         self.optimizer, self.mode, self.factor, self.patience = optimizer, mode, factor, patience
         self.threshold, self.threshold_mode, self.cooldown, self.eps = threshold, threshold_mode, cooldown, eps
         n = len(optimizer.param_groups)
+        if isinstance(min_lr, (list, tuple)) and len(min_lr) != n:
+            raise ValueError("expected %d min_lrs, got %d" % (n, len(min_lr)))
         self.min_lrs = list(min_lr) if isinstance(min_lr, (list, tuple)) else [min_lr] * n
         self.best = math.inf if mode == "min" else -math.inf
         self.num_bad_epochs = self.cooldown_counter = 0

@@ -59,7 +59,7 @@ def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=Non
     on the first one, so `total.full_tensor()` (torchtitan's next line) is the number on every rank."""
     tensors = [tensors] if isinstance(tensors, _C.Tensor) else [t for t in tensors if t is not None]
     if not tensors:
-        return _C._full([], 0.0, _C.dtype.float32)
+        return _C._full([], 0.0, _C._get_default_dtype())  # no gradients: torch returns 0 in the default dtype
     p = float(norm_type)
     if p <= 0:
         raise ValueError("get_total_norm: norm_type must be positive, got %s" % p)
@@ -121,7 +121,7 @@ def _clip_by_norm_of_order(params, max_norm, p, error_if_nonfinite):
     (one small collective per gradient: the 2-norm path above does one in all)."""
     grads = [q.grad for q in params if q.grad is not None]
     if not grads:
-        return _C._full([], 0.0, _C.dtype.float32)
+        return _C._full([], 0.0, _C._get_default_dtype())  # no gradients: torch returns 0 in the default dtype
     if p < 0:
         raise ValueError("clip_grad_norm_: norm_type must be positive or 0, got %s" % p)
     with _C._GradMode(False):

@@ -1,0 +1,140 @@
+"""torch.optim behaviours found by running the same optimizer and scheduler code under torch 2.15 and tessel:
+schedulers resumed with last_epoch keep the resumed lr, per-group options, torch's optimizer hooks and module
+layout. Expected values: closed forms (lr schedules, Adam's update) computed here."""
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+import tessel
+import tessel.nn as nn
+from tessel.optim import lr_scheduler as S
+
+
+def _resumed(make):
+    p = tessel.zeros(2, requires_grad=True)
+    opt = tessel.optim.SGD([p], lr=1.0)
+    opt.param_groups[0]["initial_lr"] = 1.0
+    sched = make(opt)  # torch's resume pattern: the group holds the resumed lr, the scheduler last_epoch=3
+    lrs = [opt.param_groups[0]["lr"]]
+    for _ in range(3):
+        opt.step()
+        sched.step()
+        lrs.append(opt.param_groups[0]["lr"])
+    return lrs
+
+
+def test_schedulers_built_with_last_epoch_keep_the_resumed_lr_then_continue():
+    assert _resumed(lambda o: S.ExponentialLR(o, 0.5, last_epoch=3)) == [1.0, 0.5, 0.25, 0.125]
+    assert _resumed(lambda o: S.MultiplicativeLR(o, lambda e: 0.5, last_epoch=3)) == [1.0, 0.5, 0.25, 0.125]
+    cos = _resumed(lambda o: S.CosineAnnealingLR(o, T_max=10, last_epoch=3))
+    ratio = [(1 + math.cos(math.pi * e / 10)) / (1 + math.cos(math.pi * (e - 1) / 10)) for e in (4, 5, 6)]
+    np.testing.assert_allclose(cos, [1.0, ratio[0], ratio[0] * ratio[1], ratio[0] * ratio[1] * ratio[2]])
+    poly = _resumed(lambda o: S.PolynomialLR(o, total_iters=10, power=1.0, last_epoch=3))
+    np.testing.assert_allclose(poly, [1.0, 6 / 7, 5 / 7, 4 / 7])
+    linear = _resumed(lambda o: S.LinearLR(o, 0.5, 1.0, total_iters=10, last_epoch=3))
+    f = [1 + 0.5 / (10 * 0.5 + (e - 1) * 0.5) for e in (4, 5, 6)]
+    np.testing.assert_allclose(linear, [1.0, f[0], f[0] * f[1], f[0] * f[1] * f[2]])
+    fresh = _resumed(lambda o: S.ExponentialLR(o, 0.5))  # a fresh scheduler: unchanged
+    assert fresh == [1.0, 0.5, 0.25, 0.125]
+
+
+def test_scheduler_warnings_and_checks_as_torch():
+    p = tessel.zeros(1, requires_grad=True)
+    opt = tessel.optim.SGD([p], lr=1.0)
+    seq = S.SequentialLR(opt, [S.ConstantLR(opt, 0.5, total_iters=2), S.ExponentialLR(opt, 0.9)], milestones=[2])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no epoch-argument warning at the milestone (torch restarts quietly)
+        for _ in range(4):
+            opt.step()
+            seq.step()
+    assert opt.param_groups[0]["lr"] == pytest.approx(0.81)
+    step = S.StepLR(opt, 2)
+    with pytest.warns(UserWarning, match="please use `get_last_lr\\(\\)`"):
+        step.get_lr()
+    two = tessel.optim.SGD([{"params": [p]}, {"params": [tessel.zeros(1, requires_grad=True)]}], lr=1.0)
+    with pytest.raises(ValueError, match="expected 2 min_lrs, got 1"):
+        S.ReduceLROnPlateau(two, min_lr=[0.1])
+
+
+def test_adam_reads_decoupled_weight_decay_per_param_group():
+    a = nn.Parameter(tessel.tensor([1.0, -2.0]))
+    b = nn.Parameter(tessel.tensor([1.0, -2.0]))
+    opt = tessel.optim.Adam([{"params": [a], "decoupled_weight_decay": True}, {"params": [b]}], lr=0.1,
+                            weight_decay=0.5)
+    for p in (a, b):
+        p.grad = tessel.tensor([0.5, 0.5])
+    opt.step()
+    # Adam's first step moves by lr * sign(gradient) (m_hat / sqrt(v_hat) = g / |g|); decoupled decay first
+    # shrinks the parameter by lr * wd; L2 decay adds wd * p to the gradient instead
+    np.testing.assert_allclose(a.detach().numpy(), np.array([1.0, -2.0]) * (1 - 0.05) - 0.1 * np.sign([0.5, 0.5]),
+                               rtol=1e-6)
+    g = np.array([0.5, 0.5]) + 0.5 * np.array([1.0, -2.0])
+    np.testing.assert_allclose(b.detach().numpy(), np.array([1.0, -2.0]) - 0.1 * np.sign(g), rtol=1e-6)
+
+
+def test_scalar_state_follows_the_default_dtype():
+    previous = tessel.get_default_dtype()
+    tessel.set_default_dtype(tessel.float64)
+    try:
+        p = nn.Parameter(tessel.ones(2))
+        opt = tessel.optim.ASGD([p], lr=0.1)
+        p.grad = tessel.ones(2)
+        opt.step()
+        state = opt.state[p]
+        assert state["step"].dtype == state["eta"].dtype == state["mu"].dtype == tessel.float64
+        assert state["eta"].item() == 0.1 / (1 + 1e-4 * 0.1 * 1) ** 0.75  # not rounded through float32
+    finally:
+        tessel.set_default_dtype(previous)
+
+
+def test_optimizer_hooks_run_in_torchs_order_and_can_rewrite_arguments_and_state_dicts():
+    from tessel.optim.optimizer import Optimizer, register_optimizer_step_pre_hook, required
+    p = nn.Parameter(tessel.ones(1))
+    opt = tessel.optim.SGD([p], lr=0.1)
+    assert isinstance(opt, Optimizer) and repr(required) == "<required parameter>"
+    calls = []
+    handles = [register_optimizer_step_pre_hook(lambda o, a, k: calls.append("global pre")),
+               opt.register_step_pre_hook(lambda o, a, k: calls.append("pre")),
+               opt.register_step_post_hook(lambda o, a, k: calls.append("post")),
+               tessel.optim.register_optimizer_step_post_hook(lambda o, a, k: calls.append("global post"))]
+    p.grad = tessel.ones(1)
+    opt.step()
+    assert calls == ["global pre", "pre", "post", "global post"]
+    for h in handles:
+        h.remove()
+    opt.step()
+    assert len(calls) == 4
+    opt.register_state_dict_post_hook(lambda o, sd: dict(sd, note="added"))
+    opt.register_load_state_dict_pre_hook(lambda o, sd: {k: v for k, v in sd.items() if k != "note"})
+    seen = []
+    opt.register_load_state_dict_post_hook(lambda o: seen.append("loaded"))
+    sd = opt.state_dict()
+    assert sd["note"] == "added"
+    opt.load_state_dict(sd)
+    assert seen == ["loaded"] and isinstance(opt.state[p], dict)
+    from tessel.optim.adam import Adam
+    assert Adam is tessel.optim.Adam
+
+
+def test_lbfgs_reads_its_losses_without_the_requires_grad_warning_and_empty_clipping_is_default_dtype():
+    model = nn.Linear(2, 1)
+    opt = tessel.optim.LBFGS(model.parameters(), lr=0.5, max_iter=3)
+    x, y = tessel.ones(4, 2), tessel.zeros(4, 1)
+
+    def closure():
+        opt.zero_grad()
+        loss = ((model(x) - y) ** 2).mean()
+        loss.backward()
+        return loss
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # torch's step reads the loss under no_grad: no warning
+        opt.step(closure)
+    previous = tessel.get_default_dtype()
+    tessel.set_default_dtype(tessel.float64)
+    try:
+        empty = tessel.nn.utils.clip_grad_norm_([nn.Parameter(tessel.ones(1))], 1.0)
+        assert empty.dtype == tessel.float64 and empty.item() == 0.0
+    finally:
+        tessel.set_default_dtype(previous)
