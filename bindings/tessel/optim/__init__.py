@@ -640,7 +640,7 @@ class NAdam(_AdamRelative):
     _state_order = ("step", "mu_product")
 
     def _torch_state(self, entry, opt, name):
-        """torch's entry: mu_product = Π_{i <= step} μ_i (the C++ optimizer's running product), in the step's dtype."""
+        """torch's entry: mu_product = Π_{i <= step} μ_i (the C++ optimizer's running product), step dtype."""
         entry["mu_product"] = _C._full([], opt.mu_product(name), _scalar_dtype())
         return entry
 
