@@ -238,5 +238,33 @@ def test_get_optimizer_state_dict_initializes_a_fresh_optimizer_with_torchs_zero
     np.testing.assert_allclose(model.weight.detach().numpy()[0], want, rtol=1e-6)
 
 
+
+def test_view_then_permute_backward_through_full_tensor_to_local_and_redistribute():
+    # attention's h.view(...).transpose(...) then full_tensor / to_local / redistribute: the gradient's pieces
+    # come back laid out as the redistribute made them, not as the global strides say; view's backward raised
+    a = np.arange(64, dtype=np.float32).reshape(8, 8) / 10
+    w = np.linspace(-1, 1, 64, dtype=np.float32).reshape(4, 8, 2)
+    xp = tessel.tensor(a, requires_grad=True)
+    (xp.view(8, 2, 4).permute(2, 0, 1) * tessel.tensor(w)).sum().backward()
+    want = xp.grad.numpy()
+    got = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        mesh = init_device_mesh("cpu", (2,))
+        for placement in (Shard(0), Replicate()):
+            for how in ("full_tensor", "redistribute"):
+                x = distribute_tensor(tessel.tensor(a), mesh, [placement]).requires_grad_(True)
+                o = x.view(8, 2, 4).permute(2, 0, 1)
+                full = o.full_tensor() if how == "full_tensor" else o.redistribute(mesh, [Replicate()]).to_local()
+                (full * tessel.tensor(w)).sum().backward()
+                got[(dist.get_rank(), str(placement), how)] = x.grad.full_tensor().numpy()
+
+    tessel.run_ranks(2, rank_fn)
+    assert len(got) == 8
+    for key, grad in got.items():
+        np.testing.assert_allclose(grad, want, rtol=1e-6, err_msg=str(key))
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))

@@ -24,6 +24,8 @@
 #include <numeric>
 
 #include "core/base/error.h"
+#include "core/dispatch/dispatcher.h"
+#include "core/tensor/shape.h"
 #include "core/tensor/storage.h"
 #include "core/tensor/tensor_impl.h"
 #include "dtensor/rules/rule_util.h"
@@ -86,6 +88,20 @@ int64_t MajorDim(const std::vector<int64_t>& dims, const Shape& sizes) {
   return -1;
 }
 
+// This rank's view of its piece. The global strides said the view is possible, but the piece may be laid out
+// otherwise (a redistribute's output is contiguous in its own order, so a gradient that came back through
+// full_tensor / to_local and then permute has global strides its piece does not share): such a piece is made
+// contiguous first, as Reshape does for a dense tensor. The values are the view's; only aliasing is lost.
+TensorList ViewLocal(const LocalContext& ctx) {
+  const Tensor& x = ctx.locals[0];
+  Shape strides;
+  if (ComputeViewStrides(x.sizes(), x.strides(), ctx.attrs.GetInts("shape"), &strides)) {
+    return DispatchLocal(ctx.call.op, ctx.locals, ctx.attrs);
+  }
+  const TensorList dense = DispatchLocal(GetOp("contiguous"), ctx.locals, Attrs());
+  return DispatchLocal(ctx.call.op, dense, ctx.attrs);
+}
+
 std::vector<Strategy> ViewRule(const OpCall& call) {
   const DTensorSpec& x = call.spec(0);
   OutputSpec out = ViewOutput(call, {});
@@ -113,6 +129,7 @@ std::vector<Strategy> ViewRule(const OpCall& call) {
   out.state = RemapDims(in, map, static_cast<int64_t>(b.size()));
   std::vector<Strategy> s = One({in}, {std::move(out)});
   s[0].local_attrs = LocalShapeAttr;
+  s[0].local_fn = ViewLocal;
   return s;
 }
 
