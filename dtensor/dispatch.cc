@@ -6,6 +6,7 @@
 #include <limits>
 #include <tuple>
 
+#include "core/autograd/node.h"
 #include "core/base/error.h"
 #include "core/dispatch/dispatcher.h"
 #include "dtensor/dtensor_impl.h"
@@ -380,9 +381,36 @@ std::string ShardingDecision::ToString() const {
 }
 
 namespace {
+// autograd::SetLeafGradLayout's rule: on each mesh axis where the leaf is sharded and its gradient is not laid
+// out the same (Partial: reduce-scattered; another dim or Replicate: moved), the gradient takes the leaf's
+// sharding; other axes keep theirs (a Replicate parameter's Partial gradient stays owed, as torch's).
+Tensor LeafGradLayoutOf(const Tensor& grad, const Tensor& leaf) {
+  const DTensorImpl* g = AsDTensorImpl(grad);
+  const DTensorImpl* l = AsDTensorImpl(leaf);
+  if (g == nullptr || l == nullptr || !(g->spec().mesh() == l->spec().mesh()) ||
+      g->spec().shape() != l->spec().shape()) {
+    return grad;
+  }
+  std::vector<Placement> target = g->spec().placements();
+  bool moved = false;
+  for (int a = 0; a < l->spec().mesh().ndim(); ++a) {
+    const Placement& want = l->spec().placement(a);
+    if (std::holds_alternative<Shard>(want) && !(target[static_cast<size_t>(a)] == want)) {
+      target[static_cast<size_t>(a)] = want;
+      moved = true;
+    }
+  }
+  if (!moved) return grad;
+  const std::optional<ShardOrder> order =
+      target == l->spec().placements() ? std::optional<ShardOrder>(l->spec().shard_order()) : std::nullopt;
+  return Redistribute(grad, DTensorSpec(g->spec().mesh_ptr(), std::move(target), g->spec().shape(),
+                                        g->spec().strides(), grad.dtype(), order));
+}
+
 const bool kInstalled = [] {
   SetDistributedHandler(&DispatchDistributed);
   SetImplicitReplicator(&ReplicateDenseInputs);
+  autograd::SetLeafGradLayout(&LeafGradLayoutOf);
   return true;
 }();
 }  // namespace

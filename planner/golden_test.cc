@@ -81,23 +81,23 @@ TEST(GoldenTest, Llama7bTp2TimesDp4) {
   // holds half of every matrix and of the vocabulary, and all of the 32·2 + 1 RMSNorms (266,240):
   // Ψ_t = (Ψ − 266,240)/2 + 266,240 = 3,369,340,928. Activations halve exactly under SP:
   // 20,149,436,416/2 + 67,108,864/2 + 786,432,000/2 = 10,501,488,640 (with the vocab-parallel loss).
-  // grads: wte's gradient is the whole table (embedding_backward has no masked form), 32000·4096/2
-  // more. comm: two gradient buckets in flight, the largest pair being wte's half table (16000·4096) with
+  // grads: Ψ_t (wte's whole-table gradient from embedding_backward is laid out as the parameter, its
+  // half, when .grad takes it: autograd::SetLeafGradLayout). comm: two gradient buckets in flight, the largest pair being wte's half table (16000·4096) with
   // the bucket before it in reverse order (block 0's attention norm and half wq, 4096 + 4096·4096/2), plus
   // SP's staged all-gather along the sequence (live beside it in backward), t pieces of s/t·b·h bf16 (t
   // divides s): 2·2048·4096·2 = 33,554,432.
   const int64_t psi_t = (kPsi - 266'240) / 2 + 266'240;
-  const int64_t wte_rest = 32'000 * 4'096 / 2, sp_staged = 2 * 2'048 * 4'096 * 2;
+  const int64_t sp_staged = 2 * 2'048 * 4'096 * 2;
   const int64_t kBucket = (16'000LL * 4'096 + 4'096 + 4'096LL * 4'096 / 2) * 2;
   const Layout l{.dp_shard = 4, .zero_stage = 1, .tp = 2, .sequence_parallel = true, .loss_parallel = true,
                  .global_batch = 4, .seq_len = 4096};
   const RankPlan p = PlanRank(ModelPreset("llama-7b"), l, 1);
   EXPECT_EQ(p.ledgers.params, 2 * psi_t);
-  EXPECT_EQ(p.ledgers.grads, 2 * (psi_t + wte_rest));
+  EXPECT_EQ(p.ledgers.grads, 2 * psi_t);
   EXPECT_EQ(p.ledgers.optim, 8 * psi_t / 4);
   EXPECT_EQ(p.ledgers.activations, kActivations / 2);
   EXPECT_EQ(p.ledgers.comm, kBucket + sp_staged);
-  EXPECT_EQ(p.ledgers.total, 6 * psi_t + 2 * wte_rest + kActivations / 2 + kBucket + sp_staged);  // 30.9 GB
+  EXPECT_EQ(p.ledgers.total, 6 * psi_t + kActivations / 2 + kBucket + sp_staged);  // 30.8 GB
   // tp traffic: per block four all-reduce-equivalents of N = 2·4096·4096 B, each 2·(t − 1)/t·N = N per
   // rank; the embedding's one and the head's input gradient's one; the loss's three fp32 values per
   // token: 3·2·(1/2)·4·4096; SP's all-reduce of the 65 RMSNorms' Partial weight gradients, 4096 bf16

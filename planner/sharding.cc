@@ -64,7 +64,6 @@ std::vector<LocalParam> LocalParams(const ModelSpec& model, const Layout& l, con
                                     : block >= blocks.first && block < blocks.first + blocks.count;
     if (!on_stage) continue;
     const int dim = TpShardedDim(fqn, l.sequence_parallel);
-    const int64_t full_numel = NumElements(shape);
     if (dim >= 0) shape[static_cast<size_t>(dim)] = ChunkSize(shape[static_cast<size_t>(dim)], l.tp, c.tp);
     const int64_t numel = NumElements(shape), rows = shape[0], row = rows > 0 ? numel / rows : 0;
     LocalParam p;
@@ -74,11 +73,10 @@ std::vector<LocalParam> LocalParams(const ModelSpec& model, const Layout& l, con
     p.is_matmul_weight = shape.size() == 2 && fqn != "wpe.weight" &&
                          (fqn != "wte.weight" || (model.tie_embeddings && c.pp == l.pp - 1));
     p.tp_numel = numel;
-    // A row-sharded lookup table (wte, and wpe under SP) gets its gradient from embedding_backward,
-    // which has no masked form: the whole table's gradient is computed and the rank's rows are a view
-    // of it, so the whole buffer stays live as the gradient.
-    const bool lookup = fqn == "wpe.weight" || (fqn == "wte.weight" && !p.is_matmul_weight);
-    p.grad_numel = lookup && dim == 0 && l.tp > 1 ? full_numel : numel;
+    // A row-sharded lookup table (wte, and wpe under SP) gets its gradient from embedding_backward, which
+    // has no masked form: the whole table's gradient is computed, then laid out as the parameter when .grad
+    // takes it (autograd::SetLeafGradLayout: the rank's rows), so the buffer that stays is the piece.
+    p.grad_numel = numel;
     p.partial_grad = l.sequence_parallel && l.tp > 1 && dim < 0;
     p.shard_numel = ChunkSize(rows, l.dp_shard, c.dp_shard) * row;
     p.padded_numel = (rows + l.dp_shard - 1) / l.dp_shard * row;

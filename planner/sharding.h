@@ -37,8 +37,8 @@ struct LocalParam {
   std::string fqn;
   int block = -1;             // transformer block index, -1 for the root (embeddings, ln_f, lm_head)
   int64_t tp_numel = 0;       // elements of this rank's tensor-parallel piece
-  int64_t grad_numel = 0;     // elements of its gradient buffer: tp_numel, or the whole table for a
-                              // row-sharded lookup (wte; wpe under SP): embedding_backward is unmasked
+  int64_t grad_numel = 0;     // elements of its gradient buffer: tp_numel (a row-sharded lookup's whole-table
+                              // gradient is laid out as the parameter when .grad takes it)
   int64_t shard_numel = 0;    // elements of its dp_shard piece (dim 0 chunked over dp_shard)
   int64_t padded_numel = 0;   // ceil(rows / dp_shard) · row: what an all-gather moves per rank
   bool is_matmul_weight = false;  // a 2-D weight used in a GEMM (not wte / wpe lookups)

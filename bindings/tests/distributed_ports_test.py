@@ -266,5 +266,37 @@ def test_view_then_permute_backward_through_full_tensor_to_local_and_redistribut
         np.testing.assert_allclose(grad, want, rtol=1e-6, err_msg=str(key))
 
 
+
+def test_a_sharded_parameters_gradient_is_laid_out_as_the_parameter():
+    # F.linear(x, W S(0)) with a batch-sharded x: the weight's gradient came out Partial(sum) at full size (or
+    # Shard(1)), so a local update W.to_local() -= lr * W.grad.to_local() raised; torch's is Shard(0)
+    import tessel.nn.functional as F
+    x_np = np.linspace(-1, 1, 64, dtype=np.float32).reshape(8, 8)
+    w_np = np.linspace(0.5, -0.5, 96, dtype=np.float32).reshape(12, 8)
+    w = tessel.tensor(w_np, requires_grad=True)
+    F.linear(tessel.tensor(x_np), w).square().sum().backward()
+    want = w_np - 0.1 * w.grad.numpy()
+    got = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        mesh = init_device_mesh("cpu", (2,))
+        for xp in (Shard(0), Shard(1)):
+            x = distribute_tensor(tessel.tensor(x_np), mesh, [xp])
+            W = nn.Parameter(distribute_tensor(tessel.tensor(w_np), mesh, [Shard(0)]))
+            F.linear(x, W).full_tensor().square().sum().backward()
+            got[(dist.get_rank(), str(xp), "placements")] = W.grad.placements
+            with tessel.no_grad():
+                W.to_local().add_(W.grad.to_local(), alpha=-0.1)  # a hand-written local update
+            got[(dist.get_rank(), str(xp), "W")] = W.full_tensor().numpy()
+
+    tessel.run_ranks(2, rank_fn)
+    for key, value in got.items():
+        if key[2] == "placements":
+            assert value == (Shard(0),), key
+        else:
+            np.testing.assert_allclose(value, want, rtol=1e-5, err_msg=str(key))
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))

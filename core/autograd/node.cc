@@ -28,6 +28,12 @@ TensorList Node::ApplyMasked(TensorList grads, std::span<const bool> needs) {
   return out;
 }
 
+namespace {
+LeafGradLayout leaf_grad_layout = nullptr;  // SetLeafGradLayout
+}  // namespace
+
+void SetLeafGradLayout(LeafGradLayout layout) { leaf_grad_layout = layout; }
+
 AccumulateGrad::AccumulateGrad(Tensor leaf) : leaf_(std::move(leaf)) {
   sequence_nr_ = std::numeric_limits<uint64_t>::max();  // run as soon as ready
   output_meta.push_back({leaf_.sizes(), leaf_.dtype(), leaf_.device(), leaf_.is_distributed()});
@@ -44,6 +50,9 @@ TensorList AccumulateGrad::Apply(TensorList grads) {
     if (!g.defined()) break;
     Tensor replaced = hook(g);
     if (replaced.defined()) g = std::move(replaced);
+  }
+  if (g.defined() && leaf_grad_layout != nullptr && g.is_distributed() && leaf_.is_distributed()) {
+    g = leaf_grad_layout(g, leaf_);
   }
   if (g.defined() && internal::CreatingGraphImpl()) {
     // create_graph: .grad keeps the gradient's own graph, accumulated out of place (torch's rule).

@@ -89,6 +89,13 @@ class AccumulateGrad final : public Node {
   Tensor leaf_;
 };
 
+// How a distributed leaf's incoming gradient is laid out before its .grad takes it. dtensor/ installs one: on a
+// mesh axis where the leaf is sharded, the gradient moves to that sharding (a Partial one is reduce-scattered),
+// so .grad is laid out as the parameter, as torch's gradients come out when its backward reuses the forward's
+// redistributed inputs. Unset (no dtensor/ linked), gradients are taken as they come.
+using LeafGradLayout = Tensor (*)(const Tensor& grad, const Tensor& leaf);
+void SetLeafGradLayout(LeafGradLayout layout);
+
 // Edge into the graph for a tensor: its grad_fn output, or its leaf accumulator (created on demand).
 // Invalid edge when the tensor does not require grad.
 Edge GradientEdge(const Tensor& t);
