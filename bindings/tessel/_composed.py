@@ -10,6 +10,7 @@ Index outputs (cummax's indices, mode's) are computed on the host from the value
 """
 import builtins
 import itertools
+import math
 import warnings
 
 import numpy as np
@@ -312,7 +313,7 @@ def poisson_nll_loss(input, target, log_input=True, full=False, size_average=Non
     """exp(x) - t·x (log_input) or x - t·log(x + eps); full adds Stirling's t·log t - t + log(2πt)/2 where t > 1."""
     loss = input.exp() - target * input if log_input else input - target * (input + eps).log()
     if full:
-        t = target.detach()
+        t = target  # (Stirling's term is differentiable in the target too, as torch's)
         safe = _C._functional.where(t > 1, t, _C._full([], 1.0, t.dtype))
         stirling = safe * safe.log() - safe + 0.5 * (2 * np.pi * safe).log()
         loss = loss + _C._functional.where(t > 1, stirling, _C._full([], 0.0, t.dtype))
@@ -337,7 +338,14 @@ def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"
 
 
 def _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, dims):
-    from .nn import _conv_ops
+    from .nn import _conv_ops, functional as F
+    if isinstance(norm_type, (builtins.int, builtins.float)):
+        if norm_type == 0:
+            raise ValueError("norm_type must be a non-zero value, but got %s" % norm_type)
+        if math.isinf(norm_type):  # torch's: the max of |x| over each window (inf), or its min (-inf)
+            max_pool = getattr(F, "max_pool%dd" % dims)
+            sign = 1 if norm_type > 0 else -1
+            return sign * max_pool(sign * input.abs(), kernel_size, stride, 0, 1, ceil_mode)
     pool = {1: _conv_ops.avg_pool1d, 2: _conv_ops.avg_pool2d, 3: _conv_ops.avg_pool3d}[dims]
     window = kernel_size ** dims if isinstance(kernel_size, builtins.int) else int(np.prod(kernel_size))
     out = pool(input.pow(norm_type), kernel_size, stride, 0, ceil_mode)
@@ -523,7 +531,7 @@ def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
         slope = (lower + upper) / 2
     else:
         slope = rand_like(input) * (upper - lower) + lower
-    return _C._functional.where(input >= 0, input, input * slope)
+    return _C._functional.where(input > 0, input, input * slope)  # at 0: the slope's gradient, as torch's
 
 
 @_honours_inplace

@@ -26,6 +26,11 @@ def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
 
 
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
+    if beta < 0:
+        raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
+    if size_average is not None or reduce is not None:
+        from .nn import _reduction
+        reduction = _reduction.legacy_get_string(size_average, reduce)
     d = (input - target).abs()
     if beta == 0:
         return _reduce(d, reduction)
@@ -117,7 +122,8 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     [N, d1, ...]); ignored targets count for nothing; weight[c] scales class c and the weighted mean
     divides by the picked weights, as torch."""
     if size_average is not None or reduce is not None:
-        raise NotImplementedError("nll_loss: size_average and reduce are deprecated in torch; use reduction=")
+        from .nn import _reduction
+        reduction = _reduction.legacy_get_string(size_average, reduce)
     if reduction not in ("mean", "sum", "none"):
         raise ValueError("%s is not a valid value for reduction" % reduction)
     _check_nll_target(input, target)

@@ -709,3 +709,43 @@ def test_tensor_index_and_mask_fast_path_gathers_rows_with_gradients_as_numpy():
     assert tessel.where(m, tessel.tensor([1., 2.]).half(), 2.5).dtype == tessel.float16
     assert tessel.where(m, tessel.tensor([1, 2]), 0.5).dtype == tessel.float32
     assert tessel.where(m, 1.0, 0.0).tolist() == [1.0, 0.0]
+
+
+def test_layer_options_found_by_the_nn_zoo_sweep_match_torch():
+    import tessel.nn.functional as F
+    # nearest in 1-D and 3-D: floor(i * scale) (torch's 2-D kernel alone copies a kept size and halves a double)
+    x = tessel.arange(3.).reshape(1, 1, 3)
+    assert F.interpolate(x, scale_factor=2.3, mode="nearest").flatten().tolist() == [0, 0, 0, 1, 1, 2]
+    assert F.interpolate(x, scale_factor=1.2, mode="nearest").flatten().tolist() == [0, 0, 1]
+    assert F.interpolate(x.reshape(1, 1, 3, 1), scale_factor=(1.2, 1.0), mode="nearest").flatten().tolist() == \
+        [0, 1, 2]
+    # LPPool with norm_type inf / -inf: the max / min of |x| per window, with max_pool's gradient
+    v = tessel.tensor([[[0.9, -0.1, 0.5, 0.3, -2.0, 1.5]]], requires_grad=True)
+    F.lp_pool1d(v, float("inf"), 2).sum().backward()
+    assert F.lp_pool1d(v, float("inf"), 2).flatten().tolist() == pytest.approx([0.9, 0.5, 2.0])
+    assert v.grad.flatten().tolist() == [1, 0, 1, 0, -1, 0]
+    assert F.lp_pool1d(v, -float("inf"), 2).flatten().tolist() == pytest.approx([0.1, 0.3, 1.5])
+    # poisson_nll_loss(full=True) differentiates Stirling's term in the target: t log t - t + log(2 pi t) / 2
+    t = tessel.tensor([3.0], requires_grad=True)
+    F.poisson_nll_loss(tessel.tensor([0.5]), t, full=True, reduction="sum").backward()
+    assert t.grad.item() == pytest.approx(-0.5 + np.log(3.0) + 0.5 / 3.0, rel=1e-6)
+    # RReLU in eval: at 0 the gradient is the slope (torch's leaky_relu)
+    r = tessel.tensor([-1.0, 0.0, 1.0], requires_grad=True)
+    F.rrelu(r, 0.1, 0.3).sum().backward()
+    assert r.grad.tolist() == pytest.approx([0.2, 0.2, 1.0])
+    # max_unpool with a repeated index sends the gradient to every value written there (torch's gather)
+    vals = tessel.tensor([[[3.0, 5.0, 2.0]]], requires_grad=True)
+    out = F.max_unpool1d(vals, tessel.tensor([[[1, 1, 4]]]), 3, stride=1)
+    (out * tessel.tensor([[[1.0, 10.0, 100.0, 1000.0, 10000.0]]])).sum().backward()
+    assert vals.grad.flatten().tolist() == [10.0, 10.0, 10000.0]
+    # loss weights are buffers; the deprecated size_average / reduce become reduction= with torch's warning
+    bce = nn.BCEWithLogitsLoss(weight=tessel.ones(2), pos_weight=tessel.ones(2)).double()
+    assert list(bce.state_dict()) == ["weight", "pos_weight"] and bce.weight.dtype == tessel.float64
+    with pytest.warns(UserWarning, match="please use reduction='sum' instead"):
+        assert nn.MSELoss(size_average=False)(tessel.ones(2), tessel.zeros(2)).item() == 2.0
+    with pytest.warns(UserWarning, match="reduction='none'"):
+        assert F.nll_loss(tessel.tensor([[-1.0, -4.0]]), tessel.tensor([1]), reduce=False).tolist() == [4.0]
+    with pytest.raises(RuntimeError, match="does not support negative values for beta"):
+        F.smooth_l1_loss(tessel.ones(2), tessel.zeros(2), beta=-1.0)
+    bag = nn.EmbeddingBag.from_pretrained(tessel.tensor([[1.0, 2.0], [3.0, 4.0]]), mode="sum")
+    assert bag(tessel.tensor([[0, 1]])).tolist() == [[4.0, 6.0]] and not bag.weight.requires_grad

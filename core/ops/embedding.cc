@@ -224,9 +224,15 @@ void EmbeddingRenorm_(const Tensor& weight, const Tensor& indices, double max_no
     double norm = 0;
     for (int64_t c = 0; c < C; ++c) {
       const double a = std::abs(values[r * C + c]);
-      norm += norm_type == 1 ? a : norm_type == 2 ? a * a : std::pow(a, norm_type);
+      if (std::isinf(norm_type)) {  // the largest magnitude (torch's inf-norm; pow(a, inf) made every row inf)
+        norm = std::max(norm, a);
+      } else {
+        norm += norm_type == 1 ? a : norm_type == 2 ? a * a : std::pow(a, norm_type);
+      }
     }
-    norm = norm_type == 1 ? norm : norm_type == 2 ? std::sqrt(norm) : std::pow(norm, 1.0 / norm_type);
+    if (!std::isinf(norm_type)) {
+      norm = norm_type == 1 ? norm : norm_type == 2 ? std::sqrt(norm) : std::pow(norm, 1.0 / norm_type);
+    }
     if (norm > max_norm) MulScalarInPlace(Narrow(weight, 0, rows[r], 1), max_norm / (norm + 1e-7));
   }
 }

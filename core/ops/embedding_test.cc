@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include <cmath>
 #include <vector>
 
@@ -146,6 +148,11 @@ TEST(EmbeddingTest, RenormScalesOnlyTheNamedRowsAboveMaxNormToIt) {
   EmbeddingRenorm_(v, FromVector<int64_t>({1}, {1}), 2.0, 3.0);
   const double c = std::cbrt(16.0);
   ExpectAllClose(v, std::vector<double>{-1.5 / (3 + 1e-7), 3.0 / (3 + 1e-7), 4.0 / (c + 1e-7), 4.0 / (c + 1e-7)}, 1e-9, 0);
+  // inf-norm: the largest magnitude; (0.5, -3) has 3 > 2 and scales, (1, 1.5) has 1.5 and stays (pow(a, inf)
+  // once made every row's norm inf and scaled it by max_norm / inf)
+  Tensor u = FromVector<double>({0.5, -3, 1, 1.5}, {2, 2});
+  EmbeddingRenorm_(u, FromVector<int64_t>({0, 1}, {2}), 2.0, std::numeric_limits<double>::infinity());
+  ExpectAllClose(u, std::vector<double>{0.5 * 2 / (3 + 1e-7), -3 * 2 / (3 + 1e-7), 1, 1.5}, 1e-12, 0);
   testing::ExpectErrorContains([&] { EmbeddingRenorm_(w, FromVector<int64_t>({3}, {1}), 1.0, 2.0); },
                                ErrorCode::kOutOfRange, "embedding: index 3 ");
   testing::ExpectErrorContains([&] { EmbeddingRenorm_(w, FromVector<int64_t>({0}, {1}), -1.0, 2.0); },

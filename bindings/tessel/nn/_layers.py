@@ -8,7 +8,7 @@ GroupNorm, EmbeddingBag, Bilinear, CrossEntropyLoss and MSELoss.
     loss = tessel.nn.CrossEntropyLoss(label_smoothing=0.1)(logits, target)
 """
 from .. import _C, _dtypes
-from . import functional
+from . import _reduction, functional
 from .modules import Module, Parameter
 
 
@@ -128,7 +128,8 @@ def _elementwise_module(name, fn, doc, *fields):
 def _loss_module(name, fn, doc, signature, passes):
     """torch's loss modules: `signature` is torch's constructor parameter order with defaults (positional
     arguments bind in it; unknown keywords are a TypeError); `passes` the ones handed to the functional
-    form; the deprecated size_average / reduce raise."""
+    form; the deprecated size_average / reduce become reduction= with torch's warning; weight / pos_weight are
+    buffers."""
     def __init__(self, *args, **kwargs):
         Module.__init__(self)
         if len(args) > len(signature):
@@ -140,9 +141,12 @@ def _loss_module(name, fn, doc, signature, passes):
             raise TypeError("%s got unexpected keyword arguments %s" % (name, sorted(unknown)))
         values.update(kwargs)
         if values.get("size_average") is not None or values.get("reduce") is not None:
-            raise NotImplementedError("%s: size_average and reduce are deprecated in torch; use reduction=" % name)
+            values["reduction"] = _reduction.legacy_get_string(values.get("size_average"), values.get("reduce"))
         for k in passes:
-            object.__setattr__(self, k, values[k])
+            if k in ("weight", "pos_weight"):  # buffers, as torch's: in the state dict, moved by .to() / .double()
+                self.register_buffer(k, values[k])
+            else:
+                object.__setattr__(self, k, values[k])
 
     def forward(self, input, target):
         return fn(input, target, **{k: getattr(self, k) for k in passes})
@@ -281,12 +285,11 @@ class _ThreeInputLoss(Module):
 
     def __init__(self, *args, size_average=None, reduce=None, **kwargs):
         Module.__init__(self)
-        if size_average is not None or reduce is not None:
-            raise NotImplementedError("%s: size_average and reduce are deprecated in torch; use reduction="
-                                      % type(self).__name__)
         values = dict(self._fields)
         values.update(zip([k for k, _ in self._fields], args))
         values.update(kwargs)
+        if size_average is not None or reduce is not None:
+            values["reduction"] = _reduction.legacy_get_string(size_average, reduce)
         for k, v in values.items():
             object.__setattr__(self, k, v)
 
@@ -408,6 +411,17 @@ class EmbeddingBag(Module):
             self.weight = Parameter(_C._full([num_embeddings, embedding_dim], 0.0, dtype or _C._get_default_dtype()))
             self.reset_parameters()
 
+    @classmethod
+    def from_pretrained(cls, embeddings, freeze=True, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
+                        mode="mean", sparse=False, include_last_offset=False, padding_idx=None):
+        """torch's: a bag over the given 2-D table (its rows taken as they are; freeze: no gradient)."""
+        assert embeddings.dim() == 2, "Embeddings parameter is expected to be 2-dimensional"
+        rows, cols = embeddings.shape
+        bag = cls(rows, cols, max_norm, norm_type, scale_grad_by_freq, mode, sparse, embeddings, include_last_offset,
+                  padding_idx)
+        bag.weight.requires_grad_(not freeze)
+        return bag
+
     def reset_parameters(self):
         """N(0, 1), the padding row zero (torch's)."""
         from . import init
@@ -470,8 +484,7 @@ class CrossEntropyLoss(Module):
                  label_smoothing=0.0):
         super().__init__()
         if size_average is not None or reduce is not None:
-            raise NotImplementedError("CrossEntropyLoss: the deprecated size_average / reduce are not supported; "
-                                      "use reduction=")
+            reduction = _reduction.legacy_get_string(size_average, reduce)
         self.register_buffer("weight", weight)
         self.ignore_index, self.reduction = int(ignore_index), reduction
         self.label_smoothing = float(label_smoothing)
@@ -488,7 +501,7 @@ class MSELoss(Module):
     def __init__(self, size_average=None, reduce=None, reduction="mean"):
         super().__init__()
         if size_average is not None or reduce is not None:
-            raise NotImplementedError("MSELoss: size_average and reduce are deprecated in torch; use reduction=")
+            reduction = _reduction.legacy_get_string(size_average, reduce)
         self.reduction = reduction
 
     def forward(self, input, target):

@@ -14,6 +14,7 @@ import math
 
 from .. import _C
 from .._inplace import honours_inplace as _honours_inplace
+from ..autograd import Function as _Function
 from .modules import Module, Parameter
 
 Tensor = _C.Tensor
@@ -96,8 +97,24 @@ def _max_unpool(nd, input, indices, kernel_size, stride=None, padding=0, output_
                              builtins.bool(flat_idx.ge(plane).any().item())):
         raise RuntimeError("Found an invalid max index: the indices must lie in [0, %d) for an output of spatial size "
                            "%s" % (plane, size))
-    out = _C._full([planes, plane], 0.0, input.dtype).scatter(1, flat_idx, input.reshape(planes, -1))
+    out = _Unpool.apply(input.reshape(planes, -1), flat_idx, plane)
     return out.reshape(lead + size)
+
+
+class _Unpool(_Function):
+    """Each value scattered to its index in a zero plane; the backward gathers at the indices, as torch's
+    max_unpool backward: a repeated index (overlapping pooling windows) sends the gradient to every value
+    written there, not only to the last."""
+
+    @staticmethod
+    def forward(ctx, values, index, plane):
+        ctx.save_for_backward(index)
+        return _C._full([values.shape[0], plane], 0.0, values.dtype).scatter(1, index, values)
+
+    @staticmethod
+    def backward(ctx, grad):
+        index, = ctx.saved_tensors
+        return grad.gather(1, index), None, None
 
 
 def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_size=None):

@@ -117,11 +117,16 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         n_in, n_out = input.shape[d], outs[i]
         scale = (1.0 / scales[i]) if scales[i] else (n_in / n_out if n_out else 0.0)
         dst = np.arange(n_out, dtype=np.float64)
-        if n_out == n_in and mode in ("nearest", "linear", "bilinear", "trilinear"):
-            continue  # torch's kernels copy a dim whose size is kept, whatever scale_factor says
+        # torch's kernels copy a dim whose size is kept, whatever scale_factor says, and its 2-D nearest kernel
+        # (nearest_idx) halves an exact double; its 1-D and 3-D nearest kernels use floor(i · scale) throughout
+        if n_out == n_in and (mode in ("linear", "bilinear", "trilinear") or (mode == "nearest" and nd == 2)):
+            continue
         if mode == "nearest":
-            index = np.arange(n_out) // 2 if n_out == 2 * n_in else np.floor(dst * scale).astype(np.int64)
-            out = _select(out, d, np.minimum(index, n_in - 1))  # (torch's nearest_idx: an exact double halves)
+            if nd == 2 and n_out == 2 * n_in:
+                index = np.arange(n_out) // 2
+            else:  # floorf(i · scale) in float32, as torch's nearest_neighbor_compute_source_index
+                index = np.floor(dst.astype(np.float32) * np.float32(scale)).astype(np.int64)
+            out = _select(out, d, np.minimum(index, n_in - 1))
             continue
         if mode == "nearest-exact":
             out = _select(out, d, np.minimum(np.floor((dst + 0.5) * scale).astype(np.int64), n_in - 1))

@@ -271,7 +271,8 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """Mean (or sum, or none) of the squared differences."""
     if size_average is not None or reduce is not None:
-        raise NotImplementedError("mse_loss: size_average and reduce are deprecated in torch; use reduction=")
+        from . import _reduction
+        reduction = _reduction.legacy_get_string(size_average, reduce)
     from .._extra import _reduce
     if tuple(input.shape) != tuple(target.shape):
         import warnings
