@@ -168,11 +168,14 @@ void BindRuntime(py::module_& m) {
         return py::make_tuple(StepLoss(st), st.microbatch_losses);
       }, py::arg("inputs"), py::arg("targets"), py::arg("finalize_gradients") = true,
            "One step; (the full-batch loss, each microbatch's loss) on the last stage's rank, else (None, [])")
-      .def("eval_with_losses", [](pp::PipelineExecutor& e, std::optional<Tensor> inputs, std::optional<Tensor> targets) {
+      .def("eval_with_losses", [](pp::PipelineExecutor& e, std::optional<Tensor> inputs, std::optional<Tensor> targets,
+                                  bool targets_optional) {
+        e.set_targets_optional(targets_optional);
         pp::StepStats st = NoGil([&] { return e.Eval(inputs.value_or(Tensor()), targets.value_or(Tensor())); });
         return py::make_tuple(StepLoss(st), st.microbatch_losses);
-      }, py::arg("inputs"), py::arg("targets"),
-           "A forward-only step (no backward, no gradient touched); as step_with_losses");
+      }, py::arg("inputs"), py::arg("targets"), py::arg("targets_optional") = false,
+           "A forward-only step (no backward, no gradient touched); as step_with_losses. targets_optional: a "
+           "schedule without a loss function (its last stage runs without targets)");
 }
 
 // The whole GPT pipeline of one rank (pipeline_gpt.h), kept together: the executor refers to the stages,

@@ -195,7 +195,8 @@ void PipelineExecutor::RunCompute(const Action& a, Run& run) {
       const int64_t before = memory::Stats(CurrentDevice())[memory::Ledger::kActivations].live;
       if (options_.before_forward) options_.before_forward(a.stage, mb);
       Timed timed(run, a.kind);
-      s.Forward(mb, s.is_first() ? run.inputs.at(mb) : Tensor(), s.is_last() ? run.targets.at(mb) : Tensor());
+      s.Forward(mb, s.is_first() ? run.inputs.at(mb) : Tensor(),
+                s.is_last() && !run.targets.empty() ? run.targets.at(mb) : Tensor());
       const size_t index = std::find(stages_.begin(), stages_.end(), &s) - stages_.begin();
       run.peak_in_flight[index] = std::max(run.peak_in_flight[index], s.num_in_flight());
       if (mb == 0) {
@@ -246,7 +247,7 @@ void PipelineExecutor::StartStep(const Tensor& inputs, const Tensor& targets, Ru
     TESSEL_CHECK(inputs.defined(), "pipeline rank ", rank, " holds stage 0 and needs the inputs");
     run.inputs = SplitMicrobatches(inputs, num_microbatches_);
   }
-  if (stages_.back()->is_last()) {
+  if (stages_.back()->is_last() && (targets.defined() || !targets_optional_)) {
     TESSEL_CHECK(targets.defined(), "pipeline rank ", rank, " holds the last stage and needs the targets");
     run.targets = SplitMicrobatches(targets, num_microbatches_);
   }

@@ -94,6 +94,9 @@ class PipelineExecutor {
   // `finalize` is true, so the gradients of steps without it accumulate unreduced (FSDP's unsharded
   // gradients) and the next finalizing step reduces them all at once.
   void set_finalize_gradients(bool finalize) { finalize_gradients_ = finalize; }
+  // A schedule without a loss function (torch's forward-only step()): Eval's last stage then runs without
+  // targets (its loss function ignores them) and takes its microbatch sizes as a middle rank does.
+  void set_targets_optional(bool optional) { targets_optional_ = optional; }
 
  private:
   struct Run;
@@ -114,6 +117,7 @@ class PipelineExecutor {
   std::vector<std::pair<int, int>> eval_batches_;
   std::vector<int64_t> last_sizes_;  // the last step's microbatch rows (for a middle rank's Step with no batch)
   bool finalize_gradients_ = true;
+  bool targets_optional_ = false;
 };
 
 }  // namespace tessel::pipelining

@@ -11,6 +11,7 @@
 #include "core/ops/elementwise.h"
 #include "core/ops/reduction.h"
 #include "core/tensor/dtype.h"
+#include "core/tensor/copy.h"
 #include "core/tensor/factory.h"
 #include "core/tensor/tensor_impl.h"
 
@@ -193,6 +194,29 @@ void PipelineStage::InferShapes(const Tensor& first_input, const std::optional<s
                  " expects input ", ShapesStr(*want_inputs));
     for (size_t i = 0; i < input_shapes_.size(); ++i) xs.push_back(Zeros(input_shapes_[i], input_dtypes_[i]));
   }
+  // The forward runs for its shapes only: the buffers it updates (batch norm's running statistics, a counter
+  // of tokens per expert) get their values back afterwards, as torch's stage restores them; stages after the
+  // first ran it on zeros.
+  nn::StateDict saved_buffers = module_.NamedBuffers();
+  for (auto& [name, t] : saved_buffers) t = t.defined() ? Clone(t) : t;
+  struct RestoreBuffers {
+    nn::Module& module;
+    const nn::StateDict& saved;
+    ~RestoreBuffers() {
+      try {
+        const nn::StateDict now = module.NamedBuffers();
+        for (const auto& [name, value] : saved) {
+          for (const auto& [current_name, current] : now) {
+            if (current_name == name && current.defined() && value.defined() && current.sizes() == value.sizes() &&
+                current.dtype() == value.dtype()) {
+              CopyInto(current, value);
+            }
+          }
+        }
+      } catch (...) {  // (a destructor must not throw; the handshake's own error is the one to report)
+      }
+    }
+  } restore{module_, saved_buffers};
   TensorList outs;
   try {
     outs = module_.Call(xs);

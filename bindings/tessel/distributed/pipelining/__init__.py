@@ -165,9 +165,12 @@ class _PipelineSchedule:
         for s in stages:
             last = s.stage_index == n - 1
             self._calls[s.stage_index] = _StageCall(s.submod, self, s.stage_index)
+            # without a loss_fn (forward-only steps, as torch's) the last stage takes a loss that keeps its
+            # outputs for step() and computes nothing
+            loss = self._loss_fn if self._loss_fn is not None else \
+                (lambda output, target: _C._full([], 0.0, _C.dtype.float32))
             s._c = _C._PipelineStage(self._calls[s.stage_index], s.stage_index, n, group,
-                                     self._with_loss_kwargs(self._loss_fn) if last and self._loss_fn is not None
-                                     else None, where)
+                                     self._with_loss_kwargs(loss) if last else None, where)
             s._c.set_expected_shapes(*s._expected)
             if s.dw_builder is not None:
                 s._c.set_dw_builder(s.dw_builder)
@@ -264,9 +267,8 @@ class _PipelineSchedule:
         cat = _C._functional.cat
         args = ()
         if arg_mbs is not None:
-            if len(arg_mbs) != self._n_microbatches:
-                raise ValueError("%s: %d microbatches in arg_mbs for %d microbatches" % (cls, len(arg_mbs),
-                                                                                      self._n_microbatches))
+            if len(arg_mbs) != self._n_microbatches:  # torch's ValueError
+                raise ValueError("Expecting %d arg_mbs but got %d" % (self._n_microbatches, len(arg_mbs)))
             mbs = [tuple(mb) if isinstance(mb, (tuple, list)) else (mb,) for mb in arg_mbs]
             if len({len(mb) for mb in mbs}) > 1:
                 raise ValueError("%s: every microbatch in arg_mbs needs the same number of inputs, got %s"
@@ -278,6 +280,8 @@ class _PipelineSchedule:
             more_per_mb = []
         target = None
         if target_mbs is not None:
+            if len(target_mbs) != self._n_microbatches:  # torch's ValueError
+                raise ValueError("Expecting %d target_mbs but got %d" % (self._n_microbatches, len(target_mbs)))
             target = self._check_split(cls, cat(list(target_mbs), 0), list(target_mbs))
         return args, target, more_per_mb
 
@@ -303,6 +307,13 @@ class _PipelineSchedule:
         or at the first step microbatch 0's rows for every microbatch; a batch that does not split evenly into
         n_microbatches needs the batch there too at the first step (else a p2p mismatch)."""
         self._require_program("step")
+        if self._loss_fn is None:  # torch: no loss, no backward; the step is the forward over the microbatches
+            x, target = self._inputs("step", args, target, loss_kwargs, arg_mbs, kwarg_mbs, target_mbs, kwargs)
+            return self._run(lambda: self._executor.eval_with_losses(x, target, targets_optional=True),
+                             return_outputs, None)
+        if not _C.is_grad_enabled():  # before any communication, as torch: the group stays usable
+            raise RuntimeError("step() requires gradients to be enabled for backward computation; it should not be "
+                               "used under torch.no_grad() context. Please call eval() instead.")
         x, target = self._inputs("step", args, target, loss_kwargs, arg_mbs, kwarg_mbs, target_mbs, kwargs)
         # finalize_gradients=False (torch's gradient accumulation across steps): this step's REDUCE_GRAD actions
         # are skipped, so fully_shard stages keep accumulating unreduced gradients until a finalizing step
