@@ -75,5 +75,26 @@ def test_step_errors_and_forward_only_steps_as_torch():
     np.testing.assert_allclose(got[1][:2], want, rtol=1e-5, atol=1e-6)
 
 
+
+def test_losses_entries_are_loss_fns_own_tensors():
+    # torch appends loss_fn's tensors (their dtype and graph); they were float32 copies of the values
+    got = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        tessel.manual_seed(0)
+        parts = (nn.Linear(3, 3).double(), nn.Linear(3, 2).double())
+        stage = pp.PipelineStage(parts[world.rank], world.rank, 2, "cpu")
+        sched = pp.ScheduleGPipe(stage, n_microbatches=2, loss_fn=lambda out, y: (out - y).square().mean())
+        losses = []
+        sched.step(tessel.ones(4, 3, dtype=tessel.float64) if world.rank == 0 else None,
+                   target=tessel.zeros(4, 2, dtype=tessel.float64) if world.rank == 1 else None, losses=losses)
+        got[world.rank] = [(t.dtype, t.requires_grad) for t in losses]
+        dist.destroy_process_group()
+
+    tessel.run_ranks(2, rank_fn)
+    assert got[0] == [] and got[1] == [(tessel.float64, True)] * 2
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))

@@ -161,6 +161,7 @@ class _PipelineSchedule:
         cls, stages = type(self).__name__, self._stages
         group, n = stages[0].group, stages[0].num_stages
         self._mb_kwargs, self._mb_more_args, self._current, self._loss_kwargs = [], [], {}, {}
+        self._loss_values = {}
         self._calls, self._keep_outputs, self._output_chunks = {}, False, {}
         for s in stages:
             last = s.stage_index == n - 1
@@ -202,25 +203,30 @@ class _PipelineSchedule:
 
     def _with_loss_kwargs(self, loss_fn):
         def loss(outputs, target):  # the last stage module's tensors: one is passed as itself, several as a tuple
+            mb = self._current.get(self._stages[0].num_stages - 1, 0)
             if self._keep_outputs:  # torch's output_chunks, merged by step()
-                mb = self._current.get(self._stages[0].num_stages - 1, 0)
                 self._output_chunks[mb] = [o.detach() for o in outputs]
             output = outputs[0] if len(outputs) == 1 else tuple(outputs)
-            return loss_fn(output, target, **self._loss_kwargs) if self._loss_kwargs else loss_fn(output, target)
+            value = loss_fn(output, target, **self._loss_kwargs) if self._loss_kwargs else loss_fn(output, target)
+            self._loss_values[mb] = value  # the `losses` entries: loss_fn's own tensors, as torch's
+            return value
         return loss
 
     def _run(self, run, return_outputs, losses):
         """Runs `run` (the executor's step or eval) and returns torch's value: the last stage's outputs merged
         along dim 0 over the microbatches (a tuple of them for a stage returning several tensors) on the rank
         that holds the last stage when return_outputs, else None; `losses` gets each microbatch's loss."""
-        self._keep_outputs, self._output_chunks = bool(return_outputs), {}
+        self._keep_outputs, self._output_chunks, self._loss_values = bool(return_outputs), {}, {}
         try:
             _, per_microbatch = run()
         finally:
             self._keep_outputs = False
         if losses is not None:
             losses.clear()  # torch's _update_losses: this step's microbatches only
-            losses.extend(_C._full([], v, _C.dtype.float32) for v in per_microbatch)
+            # loss_fn's tensors (their dtype, their graph); a microbatch whose targets are all ignored has none
+            losses.extend(self._loss_values.get(mb, _C._full([], v, _C.dtype.float32))
+                          for mb, v in enumerate(per_microbatch))
+        self._loss_values = {}
         chunks, self._output_chunks = [self._output_chunks[mb] for mb in sorted(self._output_chunks)], {}
         if not return_outputs or not chunks:
             return None
