@@ -138,3 +138,21 @@ def test_lbfgs_reads_its_losses_without_the_requires_grad_warning_and_empty_clip
         assert empty.dtype == tessel.float64 and empty.item() == 0.0
     finally:
         tessel.set_default_dtype(previous)
+
+
+def test_state_dict_step_tensors_are_live_and_an_edited_step_is_used():
+    # torch's state["step"] is incremented in place: a state_dict() kept across steps shows the current count,
+    # and an edit of it is what the next step uses (Adam's bias correction)
+    w = nn.Parameter(tessel.tensor([1.0]))
+    opt = tessel.optim.Adam([w], lr=0.1)
+    w.grad = tessel.tensor([1.0])
+    opt.step()
+    kept = opt.state_dict()
+    opt.step()
+    assert kept["state"][0]["step"].item() == 2.0
+    opt.state[w]["step"].fill_(100.0)
+    before, m, v = w.item(), opt.state[w]["exp_avg"].item(), opt.state[w]["exp_avg_sq"].item()
+    opt.step()  # step 101: m and v updated with g = 1, bias corrections at 101
+    m, v = 0.9 * m + 0.1, 0.999 * v + 0.001
+    want = before - 0.1 * (m / (1 - 0.9 ** 101)) / (math.sqrt(v / (1 - 0.999 ** 101)) + 1e-8)
+    assert w.item() == pytest.approx(want, rel=1e-6) and opt.state[w]["step"].item() == 101.0

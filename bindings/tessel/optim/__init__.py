@@ -164,9 +164,47 @@ class Optimizer(_hooks.HookMethods):
         if self._python:
             raise NotImplementedError("%s.step: an Optimizer subclass defines its own step()" % type(self).__name__)
         loss = closure() if closure is not None else None
+        live = self.__dict__.get("_live_steps")
+        if live:
+            self._push_step_edits(live)
         for group, opt in zip(self.param_groups, self._optimizers):
             self._step_group(group, opt)
+        if live:
+            self._refresh_live_steps(live)
         return loss
+
+    # [Note: live steps] torch's state["step"] is a tensor its step() increments in place, so a state_dict()
+    # taken earlier shows the current count and an in-place edit (state["step"].fill_(100)) is what the next
+    # step uses. The C++ optimizers count in integers; the step tensors state_dict() hands out are kept here by
+    # (group, parameter), refreshed after each step, and an edited one is pushed into the C++ optimizer first.
+    def _live_step(self, index, name, value):
+        live = self.__dict__.setdefault("_live_steps", {})  # (group, name) -> [tensor, the count written into it]
+        entry = live.get((index, name))
+        if entry is None or entry[0].dtype != _scalar_dtype():
+            entry = live[(index, name)] = [_C._full([], float(value), _scalar_dtype()), value]
+        elif entry[0].item() == entry[1] and entry[1] != value:
+            with _C._GradMode(False):
+                entry[0].fill_(float(value))
+            entry[1] = value
+        return entry[0]  # (a value other than the one written is the user's edit: the next step pushes it)
+
+    def _push_step_edits(self, live):
+        for index, (group, opt) in enumerate(zip(self.param_groups, self._optimizers)):
+            edited = {name: int(t.item()) for (i, name), (t, written) in live.items()
+                      if i == index and t.item() != written}
+            if edited:
+                buffers, steps, _ = opt._get_state()
+                steps.update(edited)
+                opt._load_state(buffers, steps, self._hyper(group))
+
+    def _refresh_live_steps(self, live):
+        for index, opt in enumerate(self._optimizers):
+            _, steps, _ = opt._get_state()
+            with _C._GradMode(False):
+                for (i, name), entry in live.items():
+                    if i == index and name in steps:
+                        entry[0].fill_(float(steps[name]))
+                        entry[1] = steps[name]
 
     def _grad_transform(self, group):
         """None, or transform(param, grad): the gradient the C++ step should see (Adam's L2 term)."""
@@ -260,13 +298,13 @@ class Optimizer(_hooks.HookMethods):
         if self._python:
             return self._python_state_dict()
         state, groups, index = {}, [], 0
-        for group, opt, names in zip(self.param_groups, self._optimizers, self._fqns):
+        for gi, (group, opt, names) in enumerate(zip(self.param_groups, self._optimizers, self._fqns)):
             buffers, steps, _ = opt._get_state()
             ids = []
             for name in names:
                 entry = dict(buffers.get(name, {}))
                 if entry or steps.get(name, 0):  # "step" first, as torch's (Adam: step, exp_avg, exp_avg_sq)
-                    entry = dict(step=_C._full([], float(steps.get(name, 0)), _scalar_dtype()), **entry)
+                    entry = dict(step=self._live_step(gi, name, steps.get(name, 0)), **entry)  # [Note: live steps]
                     entry = self._torch_state(entry, opt, name)
                     order = type(self)._state_order
                     entry = dict([(k, entry[k]) for k in order if k in entry] +
@@ -298,6 +336,7 @@ class Optimizer(_hooks.HookMethods):
                                  "optimizer's group %d (%d vs %d parameters)" % (i, len(saved["params"]), len(names)))
         if self._python:
             return self._python_load_state_dict(state_dict)
+        self.__dict__.pop("_live_steps", None)  # the loaded counts are the C++ optimizers' now
         for group, opt, saved, names in zip(self.param_groups, self._optimizers, groups, self._fqns):
             buffers, steps = {}, {}
             for pid, name in zip(saved["params"], names):
