@@ -269,6 +269,8 @@ void BindCreation(py::module_& m) {
         materialize_grads, std::move(on_release));
   }, py::arg("name"), py::arg("inputs"), py::arg("outputs"), py::arg("differentiable"), py::arg("backward"),
         py::arg("materialize_grads"), py::arg("release") = py::none());
+  m.def("_reattach_function_output", &autograd::ReattachFunctionOutput, py::arg("saved"), py::arg("index"),
+        "Inside a custom Function's backward: a saved output with the running Function's node as its grad_fn");
   // torch.autocast (tessel/amp.py keeps the previous state and restores it on exit): this thread's
   // region flag and dtype (core/autograd/autocast.h).
   // tessel.profiler.profile: an OpProfiler on this thread between start() and stop() (core/dispatch/

@@ -77,14 +77,14 @@ def _ndtri(p):
 
 
 def _ndtri_derivative(p):
-    """d ndtri / dp = sqrt(2π)·exp(ndtri(p)² / 2)."""
-    y = ndtri(p).detach()
+    """d ndtri / dp = sqrt(2π)·exp(ndtri(p)² / 2), differentiable again (second derivatives through ndtri)."""
+    y = ndtri(p)
     return (y * y * 0.5 + _LOG_SQRT_2PI).exp()
 
 
 def _log_ndtr_derivative(x):
-    """d log_ndtr / dx = pdf(x) / ndtr(x) = exp(-x²/2 - log sqrt(2π) - log_ndtr(x))."""
-    return (x * x * -0.5 - _LOG_SQRT_2PI - log_ndtr(x).detach()).exp()
+    """d log_ndtr / dx = pdf(x) / ndtr(x) = exp(-x²/2 - log sqrt(2π) - log_ndtr(x)), differentiable again."""
+    return (x * x * -0.5 - _LOG_SQRT_2PI - log_ndtr(x)).exp()
 
 
 _Ndtri = _host_unary("Ndtri", _ndtri, _ndtri_derivative)

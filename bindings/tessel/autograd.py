@@ -130,6 +130,7 @@ class FunctionCtx:
     def __init__(self):
         self._saved = ()
         self._saved_versions = None  # recorded when apply() ends, checked on every read (torch's SavedVariable)
+        self._saved_outputs = {}  # saved index -> output index, for the function's own outputs it saved
         self._released = False
         self._name = "Function"
         self.needs_input_grad = ()
@@ -157,6 +158,9 @@ class FunctionCtx:
                 raise RuntimeError("one of the variables needed for gradient computation has been modified by an "
                                    "inplace operation: saved tensor %d of '%s' (shape %s) is at version %d; expected "
                                    "version %d" % (i, self._name, list(t.shape), t._version, v))
+        if self._saved_outputs and _C.is_grad_enabled():  # a create_graph backward: saved outputs keep their graph
+            return tuple(_C._reattach_function_output(t, self._saved_outputs[i]) if i in self._saved_outputs else t
+                         for i, t in enumerate(self._saved))
         return self._saved
 
     def _release(self):
@@ -268,6 +272,9 @@ class Function(metaclass=_FunctionMeta):
         # A second handle on each saved tensor (as torch's SavedVariable holds one): an in-place write to it then
         # goes into its memory and bumps its version (tessel/_inplace.py rebinds only unshared tensors), so the
         # version read at backward tells whether it changed.
+        # torch's SavedVariable of an output: read in a create_graph backward, it is the output with this node's
+        # history again (Exp's `grad * result` is then differentiable in x), not a constant
+        ctx._saved_outputs = {i: k for i, t in enumerate(ctx._saved) for k, o in enumerate(tensors) if t is o}
         ctx._saved_handles = tuple(_C.Tensor(t) if t is not None else None for t in ctx._saved)
         ctx._saved_versions = tuple(t._version if t is not None else 0 for t in ctx._saved)
         for i, t in zip(slots, recorded):

@@ -749,3 +749,46 @@ def test_layer_options_found_by_the_nn_zoo_sweep_match_torch():
         F.smooth_l1_loss(tessel.ones(2), tessel.zeros(2), beta=-1.0)
     bag = nn.EmbeddingBag.from_pretrained(tessel.tensor([[1.0, 2.0], [3.0, 4.0]]), mode="sum")
     assert bag(tessel.tensor([[0, 1]])).tolist() == [[4.0, 6.0]] and not bag.weight.requires_grad
+
+
+def test_second_derivatives_through_functions_that_save_their_outputs():
+    # a custom Function saving its output (torch's docs' Exp), and tessel's own std / vector_norm / pow with a
+    # tensor exponent / ndtri / log_ndtr: a create_graph backward lost the saved output's graph (silently wrong
+    # Hessians; WGAN-GP with a minibatch-stddev feature got wrong parameter gradients)
+    tessel.set_default_dtype(tessel.float64)
+    try:
+        class Exp(tessel.autograd.Function):
+            @staticmethod
+            def forward(ctx, i):
+                result = i.exp()
+                ctx.save_for_backward(result)
+                return result
+
+            @staticmethod
+            def backward(ctx, grad):
+                result, = ctx.saved_tensors
+                return grad * result
+        x = tessel.tensor([0.5, 1.0, -0.3], requires_grad=True)
+        g, = tessel.autograd.grad(Exp.apply(x).sum(), x, create_graph=True)
+        h, = tessel.autograd.grad(g.sum(), x)
+        np.testing.assert_allclose(h.numpy(), np.exp([0.5, 1.0, -0.3]), rtol=1e-12)
+        v = tessel.tensor([[0.3, -1.2, 2.0, 0.7]], requires_grad=True)
+        for f in (lambda t: t.std(), lambda t: tessel.linalg.vector_norm(t)):
+            g, = tessel.autograd.grad(f(v), v, create_graph=True)
+            hv, = tessel.autograd.grad((g * g).sum(), v)  # |grad std|^2 and |grad norm|^2 are constants
+            np.testing.assert_allclose(hv.numpy(), np.zeros((1, 4)), atol=1e-12)
+        e = tessel.tensor([0.5, -0.5, 2.0], requires_grad=True)
+        g, = tessel.autograd.grad((2.0 ** e).sum(), e, create_graph=True)
+        h, = tessel.autograd.grad(g.sum(), e)
+        np.testing.assert_allclose(h.numpy(), np.log(2.0) ** 2 * 2.0 ** np.array([0.5, -0.5, 2.0]), rtol=1e-12)
+        for fn, at in ((tessel.special.ndtri, [0.1, 0.6]), (tessel.special.log_ndtr, [-1.0, 0.5])):
+            p = tessel.tensor(at, requires_grad=True)
+            g, = tessel.autograd.grad(fn(p).sum(), p, create_graph=True)
+            h, = tessel.autograd.grad(g.sum(), p)
+            eps = 1e-6  # the second derivative against a central difference of the first
+            up, = tessel.autograd.grad(fn(tessel.tensor(at) + eps).requires_grad_(False).sum() * 0 +
+                                       fn(p + eps).sum(), p)
+            down, = tessel.autograd.grad(fn(p - eps).sum(), p)
+            np.testing.assert_allclose(h.numpy(), (up.numpy() - down.numpy()) / (2 * eps), rtol=1e-5)
+    finally:
+        tessel.set_default_dtype(tessel.float32)

@@ -144,6 +144,8 @@ class OpNode final : public Node {
   bool released_ = false;
 };
 
+thread_local Node* running_function = nullptr;  // ReattachFunctionOutput: the FunctionNode whose backward runs
+
 class FunctionNode final : public Node {
  public:
   FunctionNode(std::string name, std::function<TensorList(const TensorList&)> fn,
@@ -156,6 +158,11 @@ class FunctionNode final : public Node {
     if (release_) release_();
   }
   TensorList Apply(TensorList grads) override {
+    struct Running {
+      Node* previous;
+      explicit Running(Node* node) : previous(running_function) { running_function = node; }
+      ~Running() { running_function = previous; }
+    } running(this);
     TensorList out = fn_(grads);
     TESSEL_CHECK(out.size() == next_edges.size(), name_, ": backward function returned ", out.size(),
                  " gradients for ", next_edges.size(), " inputs");
@@ -283,6 +290,20 @@ TensorList ApplyBackwardFunction(std::string name, const TensorList& inputs,
     outputs.push_back(out);
   }
   return outputs;
+}
+
+Tensor ReattachFunctionOutput(const Tensor& saved, int index) {
+  if (running_function == nullptr || !saved.defined() || !IsFloating(saved.dtype()) || index < 0 ||
+      static_cast<size_t>(index) >= running_function->output_meta.size() ||
+      !running_function->output_meta[static_cast<size_t>(index)].differentiable) {
+    return saved;
+  }
+  Tensor out = Detach(saved);
+  AutogradMeta& meta = out.impl()->EnsureAutogradMeta();
+  meta.requires_grad = true;
+  meta.grad_fn = running_function->shared_from_this();
+  meta.output_nr = index;
+  return out;
 }
 
 TensorList ApplyCustomFunction(std::string name, const TensorList& inputs, const TensorList& outputs,

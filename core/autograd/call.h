@@ -42,4 +42,11 @@ TensorList ApplyCustomFunction(std::string name, const TensorList& inputs, const
                                std::function<TensorList(const TensorList& grads)> backward, bool materialize_grads,
                                std::function<void()> release = nullptr);
 
+// During a custom Function's backward (on the thread running it): `saved`, one of that Function's outputs as
+// its forward saved it (without history), as a tensor sharing its memory whose grad_fn is the running
+// Function's node at output `index` — torch's SavedVariable unpacking of a saved output, so a create_graph
+// backward differentiates through it (Exp's `grad * result`). Outside such a backward, or for a non-floating
+// tensor, `saved` itself.
+Tensor ReattachFunctionOutput(const Tensor& saved, int index);
+
 }  // namespace tessel::autograd
