@@ -69,6 +69,16 @@ Tensor ScalarLike(const Tensor& t, double v) { return Scalar(v, t.dtype()); }
 // SIGFPE.
 Tensor Floating(const Tensor& a) { return IsFloating(a.dtype()) ? a : Cast(a, DefaultFloatDType()); }
 
+// t / v for a Python number v, as torch's CPU kernel: a bfloat16 / float16 tensor is divided in float32 by v at
+// float32 precision and rounded once (v rounded to bfloat16 first gave another value for one quotient in ten:
+// bf16(11) / 0.7 gave 15.75 where torch gives 15.6875).
+Tensor DivByNumber(const Tensor& t, double v) {
+  const Tensor f = Floating(t);
+  if (f.dtype() != DType::kBFloat16 && f.dtype() != DType::kFloat16) return Div(f, ScalarLike(f, v));
+  const Tensor x = Cast(f, DType::kFloat32);
+  return Cast(Div(x, ScalarLike(x, v)), f.dtype());
+}
+
 // torch's lattice: bool < uint8, int8 < int16 < int32 < int64 < floating; uint8 with int8 is int16 (the
 // smallest type holding both ranges); float16 with bfloat16 is float32.
 int IntegralRank(DType d) {
@@ -234,10 +244,14 @@ void BindArithmetic(py::class_<Tensor>& c) {
         });
       }, py::is_operator())
       .def("__truediv__", [](const Tensor& a, double v) {
-        return NoGil([&] { const Tensor f = Floating(a); return Div(f, ScalarLike(f, v)); });
+        return NoGil([&] { return DivByNumber(a, v); });
       }, py::is_operator())
       .def("__rtruediv__", [](const Tensor& a, double v) {
-        return NoGil([&] { const Tensor f = Floating(a); return Div(ScalarLike(f, v), f); });
+        return NoGil([&] {  // torch's v / t is t.reciprocal() * v (535 of 2,000 float32 quotients differ from a
+          const Tensor f = Floating(a);  // division's in their last bit; bf16's v is kept at float32 precision)
+          const Tensor r = Div(ScalarLike(f, 1.0), f);
+          return v == 1.0 ? r : MulScalar(r, v);
+        });
       }, py::is_operator())
       .def("__neg__", [](const Tensor& a) { return NoGil([&] { return Neg(a); }); })
       .def("__pow__", [](const Tensor& a, double e) { return NoGil([&] { return Pow(a, e); }); }, py::is_operator())

@@ -89,6 +89,7 @@ from ._tensor import (  # noqa: F401
 from . import _compat, _serialization  # noqa: E402,F401
 from ._device import cuda, device  # noqa: E402,F401
 from . import _extra  # noqa: E402 (torch functions composed in Python: tessel.minimum, tessel.sin, ...)
+from ._autocast_policy import float32_under_autocast as _float32_under_autocast  # noqa: E402
 from ._dtensor_compose import wrap_all as _wrap_composed  # noqa: E402 (their constants next to DTensors)
 _wrap_composed(_extra.TORCH_FUNCTIONS)
 _wrap_composed(_extra.TENSOR_METHODS)
@@ -255,6 +256,7 @@ def where(condition, input=None, other=None):
     return _C._functional.where(condition, input, other)
 
 
+@_float32_under_autocast  # (torch's CPU autocast float32 list)
 def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
     """torch.cdist: the p-norm distance between each row of x1 [..., P, M] and each row of x2 [..., R, M]."""
     return (x1.unsqueeze(-2) - x2.unsqueeze(-3)).norm(p, -1)

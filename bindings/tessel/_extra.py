@@ -15,6 +15,7 @@ import math
 import numpy as np
 
 from . import _C, _dtypes
+from ._autocast_policy import float32_under_autocast as _float32_under_autocast_early
 from ._inplace import honours_inplace
 from ._tensor import (Tensor, _host_numpy, bernoulli, exponential_, random_, tensor as _tensor, wrap_dim,
                       zero_dim_as_vector, zeros as _zeros)
@@ -462,6 +463,7 @@ def diag(x, diagonal=0):
     return x[rows.tolist(), (rows + diagonal).tolist()] if len(rows) else x.reshape(-1)[[]]
 
 
+@_float32_under_autocast_early
 def trace(x):
     return diag(x).sum()
 
@@ -705,21 +707,7 @@ TENSOR_METHODS = dict(
     new_tensor=lambda x, data, dtype=None, device=None, requires_grad=False: _tensor(
         data, dtype=dtype or x.dtype, requires_grad=requires_grad))
 
-def _float32_under_autocast(fn):
-    """torch's CPU autocast float32 list (the losses, prod): inside an autocast region, bfloat16 / float16
-    tensor arguments are cast up to float32 first (recorded by autograd)."""
-    import functools
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        if _C._autocast_state()[0]:
-            def up(a):
-                return a.to(_dtypes.float32) if isinstance(a, Tensor) and a.dtype in (_dtypes.bfloat16,
-                                                                                       _dtypes.float16) else a
-            args = tuple(up(a) for a in args)
-            kwargs = {k: up(v) for k, v in kwargs.items()}
-        return fn(*args, **kwargs)
-    return wrapper
+from ._autocast_policy import float32_under_autocast as _float32_under_autocast  # noqa: E402
 
 
 (binary_cross_entropy, binary_cross_entropy_with_logits, l1_loss, smooth_l1_loss, huber_loss, nll_loss, kl_div,

@@ -24,6 +24,7 @@ import math
 import numpy as np
 
 from . import _C, _dtypes, return_types
+from ._autocast_policy import autocast_off as _autocast_off
 
 Tensor = _C.Tensor
 _bool, _float, _int = builtins.bool, builtins.float, builtins.int
@@ -271,6 +272,7 @@ def _name(d):
     return _NAMES.get(d, str(d))
 
 
+@_autocast_off
 def dot(input, other):
     """torch.dot: the inner product of two 1-D tensors of one size and dtype."""
     if input.dim() != 1 or other.dim() != 1:
@@ -298,6 +300,7 @@ def inner(input, other):
     return tensordot(input, other, dims=([input.dim() - 1], [other.dim() - 1]))
 
 
+@_autocast_off
 def mv(input, vec):
     """torch.mv: matrix [n, m] times vector [m]."""
     if input.dim() != 2 or vec.dim() != 1:
@@ -315,6 +318,7 @@ def _beta_alpha(input, product, beta, alpha):
     return (input * beta if beta != 1 else input) + scaled
 
 
+@_autocast_off
 def addmv(input, mat, vec, *, beta=1, alpha=1):
     """torch.addmv: beta * input + alpha * (mat @ vec)."""
     return _beta_alpha(input, mv(mat, vec), beta, alpha)

@@ -8,6 +8,7 @@ import math
 from . import _C, _dtypes, return_types
 from ._extra import TENSOR_METHODS, TORCH_FUNCTIONS, Tensor, lerp as _lerp
 from ._tensor import zero_dim_as_vector
+from ._autocast_policy import float32_under_autocast as _float32_under_autocast
 
 _MEDIAN = return_types.median
 _KTHVALUE = return_types.kthvalue
@@ -51,6 +52,7 @@ def kthvalue(x, k, dim=-1, keepdim=False):
 
 
 @zero_dim_as_vector
+@_float32_under_autocast
 def quantile(x, q, dim=None, keepdim=False, *, interpolation="linear"):
     """torch.quantile: q in [0, 1] (a number or a 1-D tensor, whose values become the leading dim);
     interpolation linear / lower / higher / nearest (ties to even) / midpoint between sorted neighbours; NaN

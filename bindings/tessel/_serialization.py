@@ -105,6 +105,12 @@ def _torch_parameter(data, requires_grad, backward_hooks=None, state=None):
     return data
 
 
+def _refuse_module(cls, _recipe):
+    """A weights_only load of a whole module (as torch's: its class is not an allowed global)."""
+    raise pickle.UnpicklingError("tessel.load: weights_only load failed: unsupported global %s.%s (a whole module; "
+                                 "pass weights_only=False for a file you trust)" % (cls.__module__, cls.__qualname__))
+
+
 class _TorchUnpickler(pickle.Unpickler):
     _CLASSES = {
         ("torch._utils", "_rebuild_tensor_v2"): _torch_tensor,
@@ -129,6 +135,8 @@ class _TorchUnpickler(pickle.Unpickler):
             return allowed
         if not self._weights_only and module.split(".")[0] != "torch":  # torch's weights_only=False
             return super().find_class(module, name)
+        if (module, name) == ("tessel.nn._pickle", "_rebuild"):
+            return _refuse_module  # a whole module: the error names its class (the next global pickle reads)
         raise pickle.UnpicklingError("tessel.load: %s.%s in a torch file is not supported (tessel reads tensors, "
                                      "parameters, numbers, strings and dicts / lists / tuples of them)"
                                      % (module, name))

@@ -9,6 +9,7 @@ import numpy as np
 
 from . import _C, _dtypes, return_types
 from ._tensor import zero_dim_as_vector
+from ._autocast_policy import float32_under_autocast as _float32_under_autocast
 
 Tensor = _C.Tensor
 _float, _int = builtins.float, builtins.int
@@ -95,6 +96,7 @@ def nanmedian(input, dim=None, keepdim=False):
 
 
 @zero_dim_as_vector
+@_float32_under_autocast
 def nanquantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):
     """torch.nanquantile: quantile over the non-NaN entries of each row (NaN where a row has none)."""
     if interpolation not in ("linear", "lower", "higher", "nearest", "midpoint"):

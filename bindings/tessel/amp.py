@@ -11,6 +11,7 @@ activation-checkpointing rerun restores its forward's region. Per thread: each r
     loss.backward()
 """
 import functools
+import math
 import warnings
 
 from . import _C, _dtypes
@@ -82,6 +83,13 @@ def get_autocast_dtype(device_type="cpu"):
     return _C._autocast_state()[1]
 
 
+def _f32(v):
+    """v rounded to float32, inf when it overflows (the precision of torch's scale tensor)."""
+    import numpy as np
+    with np.errstate(over="ignore"):
+        return float(np.float32(v))
+
+
 class GradScaler:
     """torch.amp.GradScaler: multiplies the loss by a scale before backward, divides the gradients by it
     before the optimizer step, skips steps whose gradients hold inf or NaN and adapts the scale (halved on
@@ -104,6 +112,7 @@ class GradScaler:
         self._growth_factor, self._backoff_factor = float(growth_factor), float(backoff_factor)
         self._growth_interval = int(growth_interval)
         self._growth_tracker = 0
+        self._stepped = set()  # optimizers stepped since the last update()
         self._found_inf = {}    # id(optimizer) -> bool, for this iteration
         self._unscaled = set()  # id(optimizer) unscaled this iteration
 
@@ -118,6 +127,8 @@ class GradScaler:
             return outputs
         if isinstance(outputs, (list, tuple)):
             return type(outputs)(self.scale(o) for o in outputs)
+        if not isinstance(outputs, _C.Tensor):
+            raise ValueError("outputs must be a Tensor or an iterable of Tensors")
         return outputs * self._scale
 
     def _grads(self, optimizer):
@@ -128,6 +139,8 @@ class GradScaler:
             return
         if id(optimizer) in self._unscaled:
             raise RuntimeError("unscale_() has already been called on this optimizer since the last update().")
+        if any(p.grad.dtype == _dtypes.float16 for p in self._grads(optimizer)):
+            raise ValueError("Attempting to unscale FP16 gradients.")
         inv = 1.0 / self._scale
         found = False
         with _C._GradMode(False):
@@ -141,8 +154,13 @@ class GradScaler:
     def step(self, optimizer, *args, **kwargs):
         if not self._enabled:
             return optimizer.step(*args, **kwargs)
+        if "closure" in kwargs:
+            raise RuntimeError("Closure use is not currently supported if GradScaler is enabled.")
+        if id(optimizer) in self._stepped:
+            raise RuntimeError("step() has already been called since the last update().")
         if id(optimizer) not in self._unscaled:
             self.unscale_(optimizer)
+        self._stepped.add(id(optimizer))
         if self._found_inf[id(optimizer)]:
             return None  # skipped, as torch: the parameters keep their values
         return optimizer.step(*args, **kwargs)
@@ -173,15 +191,18 @@ class GradScaler:
         if new_scale is not None:
             self._scale = float(new_scale.item() if hasattr(new_scale, "item") else new_scale)
         elif any(self._found_inf.values()):
-            self._scale *= self._backoff_factor
+            self._scale = _f32(self._scale * self._backoff_factor)  # (torch keeps the scale as a float32 tensor)
             self._growth_tracker = 0
         else:
             self._growth_tracker += 1
             if self._growth_tracker == self._growth_interval:
-                self._scale *= self._growth_factor
+                grown = _f32(self._scale * self._growth_factor)
+                if math.isfinite(grown):  # torch's _amp_update_scale_: never past float32's largest finite value
+                    self._scale = grown
                 self._growth_tracker = 0
         self._found_inf.clear()
         self._unscaled.clear()
+        self._stepped.clear()
 
     def state_dict(self):
         if not self._enabled:

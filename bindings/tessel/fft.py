@@ -264,3 +264,14 @@ def ifftshift(input, dim=None):
 
 __all__ = ["fft", "ifft", "rfft", "irfft", "hfft", "ihfft", "fft2", "ifft2", "rfft2", "irfft2", "fftn", "ifftn",
            "rfftn", "irfftn", "fftfreq", "rfftfreq", "fftshift", "ifftshift"]
+
+
+def _float32_list():
+    """torch's CPU autocast float32 list holds the fft functions: bfloat16 / float16 inputs are cast up first."""
+    from ._autocast_policy import float32_under_autocast
+    for name in ("fft", "ifft", "rfft", "irfft", "hfft", "ihfft", "fft2", "ifft2", "rfft2", "irfft2", "fftn", "ifftn",
+                 "rfftn", "irfftn", "hfftn", "ihfftn", "hfft2", "ihfft2"):
+        globals()[name] = float32_under_autocast(globals()[name])
+
+
+_float32_list()

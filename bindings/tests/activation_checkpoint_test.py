@@ -4,6 +4,7 @@ raise as torch's do, torch.ops.aten handles name the ops a selective policy keep
 torch's extra arguments are accepted. Expected values: the same computation without checkpointing."""
 import collections
 from functools import partial
+import sys
 
 import numpy as np
 import pytest
@@ -99,3 +100,7 @@ def test_checkpoints_decorator_form_and_torch_215_arguments():
     with set_checkpoint_early_stop(False):
         checkpoint(f, x, use_reentrant=False).sum().backward()
     assert issubclass(CheckpointError, RuntimeError) and CheckpointPolicy.MUST_CPU_OFFLOAD.value == 4
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

@@ -3,6 +3,7 @@ hypot), exact integer arithmetic in Python (wrapping scalars, integer powers), n
 torch 2.15 computes (lerp's two-sided formula, bool arithmetic as logical or / and). Each case is one a
 side-by-side sweep against torch 2.15 found wrong before the fix."""
 import math
+import sys
 
 import numpy as np
 import pytest
@@ -381,7 +382,9 @@ def test_interpolate_keeps_a_dim_whose_size_is_kept_and_halves_exactly():
     want = rows[:, lo] * (1 - (src - lo)) + rows[:, hi] * (src - lo)  # H: 3 -> 3 is copied (it was resampled)
     np.testing.assert_allclose(out, want, rtol=1e-6)
     near = F.interpolate(tessel.arange(3.0).reshape(1, 1, 3), scale_factor=2.1, mode="nearest")
-    assert near.reshape(-1).tolist() == [0.0, 0.0, 1.0, 1.0, 2.0, 2.0]  # 6 == 2 * 3: torch's i >> 1
+    assert near.reshape(-1).tolist() == [0.0, 0.0, 0.0, 1.0, 1.0, 2.0]  # 1-D: floor(i / 2.1), as torch 2.15
+    near2d = F.interpolate(tessel.arange(3.0).reshape(1, 1, 3, 1), scale_factor=(2.1, 1), mode="nearest")
+    assert near2d.reshape(-1).tolist() == [0.0, 0.0, 1.0, 1.0, 2.0, 2.0]  # 2-D, 6 == 2 * 3: torch's i >> 1
 
 
 def test_circular_pad_crops_first_and_integer_max_pool_and_p0_distances():
@@ -423,3 +426,7 @@ def test_erfcx_of_nan_and_nextafter_in_bfloat16():
     want = [2.0 ** -133, 1.0 + step, 1.0 - step / 2, -1.0 + step / 2, -2.0 ** -133, 3.3895313892515355e+38, 2.0]
     assert tessel.nextafter(a, b).tolist() == want  # it raised (no numpy bfloat16)
     assert same(tessel.nextafter(tessel.tensor([0.0]), tessel.tensor([-0.0])).item(), -0.0)
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

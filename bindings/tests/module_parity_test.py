@@ -4,6 +4,7 @@ computed here another way: numpy sums and explicit bilinear weights, torch's clo
 generator state before and after."""
 import math
 import warnings
+import sys
 
 import numpy as np
 import pytest
@@ -383,3 +384,7 @@ def test_new_empty_strided_keeps_the_dtype_and_strides():
 def test_linalg_error_name_catches_a_singular_solve():
     with pytest.raises(tessel.linalg.LinAlgError):
         tessel.linalg.inv(tessel.zeros(2, 2, dtype=tessel.float64))
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

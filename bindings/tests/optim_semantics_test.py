@@ -2,6 +2,7 @@
 schedulers resumed with last_epoch keep the resumed lr, per-group options, torch's optimizer hooks and module
 layout. Expected values: closed forms (lr schedules, Adam's update) computed here."""
 import math
+import sys
 import warnings
 
 import numpy as np
@@ -28,13 +29,14 @@ def _resumed(make):
 def test_schedulers_built_with_last_epoch_keep_the_resumed_lr_then_continue():
     assert _resumed(lambda o: S.ExponentialLR(o, 0.5, last_epoch=3)) == [1.0, 0.5, 0.25, 0.125]
     assert _resumed(lambda o: S.MultiplicativeLR(o, lambda e: 0.5, last_epoch=3)) == [1.0, 0.5, 0.25, 0.125]
+    # (the constructor's initial step counts: last_epoch is 4 after it, so the first user step is epoch 5)
     cos = _resumed(lambda o: S.CosineAnnealingLR(o, T_max=10, last_epoch=3))
-    ratio = [(1 + math.cos(math.pi * e / 10)) / (1 + math.cos(math.pi * (e - 1) / 10)) for e in (4, 5, 6)]
+    ratio = [(1 + math.cos(math.pi * e / 10)) / (1 + math.cos(math.pi * (e - 1) / 10)) for e in (5, 6, 7)]
     np.testing.assert_allclose(cos, [1.0, ratio[0], ratio[0] * ratio[1], ratio[0] * ratio[1] * ratio[2]])
     poly = _resumed(lambda o: S.PolynomialLR(o, total_iters=10, power=1.0, last_epoch=3))
-    np.testing.assert_allclose(poly, [1.0, 6 / 7, 5 / 7, 4 / 7])
+    np.testing.assert_allclose(poly, [1.0, 5 / 6, 4 / 6, 3 / 6])
     linear = _resumed(lambda o: S.LinearLR(o, 0.5, 1.0, total_iters=10, last_epoch=3))
-    f = [1 + 0.5 / (10 * 0.5 + (e - 1) * 0.5) for e in (4, 5, 6)]
+    f = [1 + 0.5 / (10 * 0.5 + (e - 1) * 0.5) for e in (5, 6, 7)]
     np.testing.assert_allclose(linear, [1.0, f[0], f[0] * f[1], f[0] * f[1] * f[2]])
     fresh = _resumed(lambda o: S.ExponentialLR(o, 0.5))  # a fresh scheduler: unchanged
     assert fresh == [1.0, 0.5, 0.25, 0.125]
@@ -156,3 +158,7 @@ def test_state_dict_step_tensors_are_live_and_an_edited_step_is_used():
     m, v = 0.9 * m + 0.1, 0.999 * v + 0.001
     want = before - 0.1 * (m / (1 - 0.9 ** 101)) / (math.sqrt(v / (1 - 0.999 ** 101)) + 1e-8)
     assert w.item() == pytest.approx(want, rel=1e-6) and opt.state[w]["step"].item() == 101.0
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

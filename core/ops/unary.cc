@@ -165,15 +165,19 @@ Tensor UnaryImpl(const Tensor& x_in, const UParams& p, const char* name) {
     } else {
       const T* px = static_cast<const T*>(x.raw_data());
       T* po = static_cast<T*>(out.raw_data());
+      UParams q = p;
+      if constexpr (kOp == U::kPow && !std::is_same_v<T, C>) {  // torch's pow takes the exponent in the tensor's
+        q.exponent = ToCompute(FromCompute<T>(static_cast<C>(p.exponent)));  // dtype: bf16 x ** 0.7 uses 0.69921875
+      }
       ParallelFor(0, n, kGrain, [&](int64_t s, int64_t e) {
         if constexpr (std::is_same_v<T, C>) {
-          ApplyBlock<kOp, C>(px + s, po + s, e - s, p);
+          ApplyBlock<kOp, C>(px + s, po + s, e - s, q);
         } else {
           C buf[kBlock], res[kBlock];  // separate: exact_math.h's fix-ups need the arguments
           for (int64_t b = s; b < e; b += kBlock) {
             const int64_t m = std::min(kBlock, e - b);
             for (int64_t i = 0; i < m; ++i) buf[i] = ToCompute(px[b + i]);
-            ApplyBlock<kOp, C>(buf, res, m, p);
+            ApplyBlock<kOp, C>(buf, res, m, q);
             for (int64_t i = 0; i < m; ++i) po[b + i] = FromCompute<T>(res[i]);
           }
         }

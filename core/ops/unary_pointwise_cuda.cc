@@ -16,6 +16,7 @@
 #include "core/dispatch/dispatcher.h"
 #include "core/dispatch/op.h"
 #include "core/memory/stream.h"
+#include "core/ops/cuda/bf16.h"
 #include "core/ops/cuda/kernel_checks.h"
 #include "core/ops/cuda/pointwise_launch.h"
 #include "core/tensor/copy.h"
@@ -40,7 +41,11 @@ Kernel PointwiseCuda(cuda::PointwiseOp op, const char* name) {
     const cuda::ElemType type = cuda::CudaFloatType(in[0], name);
     const Tensor x = DenseOrCopy(in[0]);
     Tensor y = Empty(x.sizes(), x.dtype(), x.device());
-    cuda::CheckLaunch(cuda::LaunchPointwise(op, type, x.raw_data(), y.raw_data(), x.numel(), ParamsFrom(a),
+    cuda::PointwiseParams p = ParamsFrom(a);
+    if (op == cuda::PointwiseOp::kPow && x.dtype() == DType::kBFloat16) {
+      p.exponent = cuda::Bf16ToFloat(cuda::FloatToBf16(p.exponent));  // torch's: the exponent in the tensor's dtype
+    }
+    cuda::CheckLaunch(cuda::LaunchPointwise(op, type, x.raw_data(), y.raw_data(), x.numel(), p,
                                             memory::CurrentStream(x.device())),
                       name, x.device());
     return {y};

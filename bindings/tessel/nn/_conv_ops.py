@@ -25,6 +25,7 @@ import numpy as np
 
 from .. import _C
 from .._extra import _channel_affine
+from .._autocast_policy import autocast_off as _autocast_off, float32_under_autocast as _float32_under_autocast
 
 
 def _tuple(v, n, name):
@@ -415,6 +416,7 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     return _max_pool(2, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
 
 
+@_float32_under_autocast
 def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
     return _max_pool(3, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
 
@@ -459,6 +461,7 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
     return _avg_pool(2, input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
 
 
+@_float32_under_autocast
 def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
                divisor_override=None):
     return _avg_pool(3, input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
@@ -510,14 +513,17 @@ def _adaptive_avg_pool(nd, input, output_size):
     return out if batched else out.squeeze(0)
 
 
+@_autocast_off
 def adaptive_avg_pool1d(input, output_size):
     return _adaptive_avg_pool(1, input, output_size)
 
 
+@_autocast_off
 def adaptive_avg_pool2d(input, output_size):
     return _adaptive_avg_pool(2, input, output_size)
 
 
+@_float32_under_autocast
 def adaptive_avg_pool3d(input, output_size):
     return _adaptive_avg_pool(3, input, output_size)
 
@@ -572,6 +578,7 @@ def adaptive_max_pool2d(input, output_size, return_indices=False):
     return _adaptive_max_pool(2, input, output_size, return_indices)
 
 
+@_float32_under_autocast
 def adaptive_max_pool3d(input, output_size, return_indices=False):
     return _adaptive_max_pool(3, input, output_size, return_indices)
 

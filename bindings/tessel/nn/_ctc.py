@@ -18,6 +18,7 @@ from .. import _C
 from ..autograd import Function
 from ._conv_ops import _as_tensor
 from .modules import Module
+from .._autocast_policy import float32_under_autocast as _float32_under_autocast
 
 
 def _lengths(x, name, n):
@@ -63,6 +64,7 @@ def _logaddexp(terms):
     return _C._functional.where(finite, safe.log() + shift, m)
 
 
+@_float32_under_autocast
 def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction="mean", zero_infinity=False):
     """torch.nn.functional.ctc_loss: -log p(target | log_probs) summed over every alignment, per sample;
     log_probs [T, N, C] (or [T, C]) log-softmaxed over C, targets [N, S] padded or 1-D concatenated; reduction

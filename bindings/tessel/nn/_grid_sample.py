@@ -16,6 +16,7 @@ from .. import _C
 from ._conv_ops import _accumulation_dtype, _as_tensor
 from ..autograd import Function
 from ._resample import _cubic_taps
+from .._autocast_policy import float32_under_autocast as _float32_under_autocast
 
 
 def _base_coords(n, align_corners):
@@ -80,6 +81,7 @@ def _pad_coord(coord, n, padding_mode, align_corners):
     return coord
 
 
+@_float32_under_autocast
 def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corners=None):
     """torch.nn.functional.grid_sample: output[n, c, *p] = input[n, c] sampled at grid[n, *p] (x, y[, z] in
     [-1, 1] spanning the input's width, height[, depth]), bilinear/trilinear, nearest (round half to

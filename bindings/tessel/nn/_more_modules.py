@@ -16,6 +16,7 @@ from .. import _C
 from .._inplace import honours_inplace as _honours_inplace
 from ..autograd import Function as _Function
 from .modules import Module, Parameter
+from .._autocast_policy import float32_under_autocast as _float32_under_autocast
 
 Tensor = _C.Tensor
 
@@ -132,6 +133,7 @@ def max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_siz
     return _max_unpool(3, input, indices, kernel_size, stride, padding, output_size)
 
 
+@_float32_under_autocast
 def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """F.multilabel_margin_loss: per sample, Σ over its target classes j (target's entries up to the first -1)
     and non-target classes i of max(0, 1 - (x[j] - x[i])), divided by the number of classes."""

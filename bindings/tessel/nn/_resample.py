@@ -14,9 +14,10 @@ import math
 
 import numpy as np
 
-from .. import _C
+from .. import _C, _dtypes
 from ._conv_ops import _accumulation_dtype, _as_tensor, _map_coords
 from .modules import Module
+from .._autocast_policy import autocast_off as _autocast_off
 
 
 def _select(x, dim, index):
@@ -40,6 +41,9 @@ def pad(input, pad, mode="constant", value=None):
         raise NotImplementedError("pad(mode=%r): supported modes are constant, reflect, replicate, circular" % mode)
     if value not in (None, 0, 0.0):
         raise RuntimeError("Padding mode \"%s\" doesn't take in value argument" % mode)
+    if mode in ("reflect", "replicate") and _C._autocast_state()[0] and input.dtype in (_dtypes.bfloat16,
+                                                                                        _dtypes.float16):
+        input = input.to(_dtypes.float32)  # torch's CPU autocast float32 list (reflection / replication pads)
     out = input
     for i in range(len(pad) // 2):
         d = input.ndim - 1 - i
@@ -78,6 +82,7 @@ def _output_sizes(x, nd, size, scale_factor):
     return [int(math.floor(spatial[i] * scales[i])) for i in range(nd)], scales
 
 
+@_autocast_off
 def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
                 recompute_scale_factor=None, antialias=False):
     """torch.nn.functional.interpolate for modes nearest, nearest-exact, linear, bilinear, bicubic, trilinear

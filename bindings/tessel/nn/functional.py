@@ -4,6 +4,7 @@
     loss = F.cross_entropy(logits.view(-1, V), targets.view(-1))
 """
 from .. import _C
+from .._autocast_policy import autocast_off as _autocast_off_eb, float32_under_autocast as _float32_under_autocast_ce
 from .._C._functional import (  # noqa: F401
     embedding,
     gelu,
@@ -105,6 +106,7 @@ def _soft_cross_entropy(input, target, weight, reduction, label_smoothing):
     raise ValueError("%s is not a valid value for reduction" % reduction)
 
 
+@_float32_under_autocast_ce  # (torch's float32 list: probability targets too)
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
                   reduction="mean", label_smoothing=0.0):
     """torch.nn.functional.cross_entropy over class indices: (N, C), (C,) or (N, C, d1, ...) logits; one fused
@@ -206,6 +208,7 @@ def dropout3d(input, p=0.5, training=True, inplace=False):
 dropout1d = _channel_dropout("dropout1d", 1)
 
 
+@_autocast_off_eb  # (on neither of torch's autocast lists: the weight's dtype)
 def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale_grad_by_freq=False, mode="mean",
                   sparse=False, per_sample_weights=None, include_last_offset=False, padding_idx=None):
     """torch.nn.functional.embedding_bag: each bag's rows of weight summed, averaged or maxed. input is

@@ -184,7 +184,7 @@ def _norm_tensor(norm, params, mesh=None):
     """The total norm as torch returns it: a 0-d tensor in the gradients' dtype (computed in float64 here),
     a Replicate DTensor on their mesh when they are DTensors on one mesh."""
     grads = [p.grad for p in params if p.grad is not None]
-    out = _C._full([], norm, grads[0].dtype if grads else _C.dtype.float32)
+    out = _C._full([], norm, grads[0].dtype if grads else _C._get_default_dtype())
     if mesh is None and grads and all(g.is_distributed for g in grads) and len(_by_mesh(params)) == 1:
         mesh = grads[0].device_mesh
     if mesh is not None:

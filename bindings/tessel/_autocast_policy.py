@@ -1,0 +1,41 @@
+"""torch's CPU autocast lists for the functions tessel composes in Python (the C++ ops carry theirs in
+core/autograd/autocast.h): a float32-list op casts bfloat16 / float16 tensor arguments up first
+(float32_under_autocast: the losses, cdist, trace, quantile, the 3-D pools, reflect / replicate padding,
+grid_sample, fft); an op on neither list runs in its inputs' dtypes (autocast_off: interpolate, the adaptive
+average pools, mv / dot / addmv, embedding_bag, which tessel composes from matmul, an op the region would
+lower, so float32 inputs lost precision)."""
+import functools
+
+from . import _C, _dtypes
+
+_LOW = (_dtypes.bfloat16, _dtypes.float16)
+
+
+def float32_under_autocast(fn):
+    """Inside an autocast region, bfloat16 / float16 tensor arguments are cast up to float32 first (recorded by
+    autograd), as torch's float32 list."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        if _C._autocast_state()[0]:
+            def up(a):
+                return a.to(_dtypes.float32) if isinstance(a, _C.Tensor) and a.dtype in _LOW else a
+            args = tuple(up(a) for a in args)
+            kwargs = {k: up(v) for k, v in kwargs.items()}
+        return fn(*args, **kwargs)
+    return wrapper
+
+
+def autocast_off(fn):
+    """Runs fn with the autocast region suspended: an op on neither of torch's lists keeps its inputs' dtypes even
+    where tessel composes it from ops the region would lower."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        state = _C._autocast_state()
+        if not state[0]:
+            return fn(*args, **kwargs)
+        _C._set_autocast(False, state[1])
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _C._set_autocast(*state)
+    return wrapper

@@ -1,0 +1,158 @@
+"""torch's CPU autocast lists for the functions tessel composes in Python, and GradScaler's checks, found by running
+the same code under torch 2.15 and tessel: a float32-list op casts bfloat16 arguments up (its result equals the op
+on float32 copies, computed outside the region); an op on neither list keeps its inputs' dtypes (its result inside
+the region equals the result outside it, bit for bit); the scale is a float32 value that never grows past float32's
+largest finite number. Reduced-precision arithmetic with a Python number follows torch's CPU kernels too (expected
+values: float32 numpy rounded to bfloat16 here)."""
+import sys
+
+import numpy as np
+import pytest
+
+import tessel
+import tessel.nn.functional as F
+
+
+def _bf16(*shape, seed=0):
+    g = tessel.Generator().manual_seed(seed)
+    return tessel.randn(*shape, generator=g).to(tessel.bfloat16)
+
+
+def _same(got, want):
+    assert got.dtype == want.dtype, (got.dtype, want.dtype)
+    np.testing.assert_array_equal(got.float().numpy(), want.float().numpy())
+
+
+FLOAT32_LIST = [
+    ("cross_entropy", lambda x, t: F.cross_entropy(x, t), lambda: (_bf16(4, 5), tessel.tensor([0, 4, 2, 1]))),
+    ("poisson_nll_loss", lambda x, y: F.poisson_nll_loss(x, y), lambda: (_bf16(3, 4), _bf16(3, 4, seed=1).abs())),
+    ("multi_margin_loss", lambda x, t: F.multi_margin_loss(x, t), lambda: (_bf16(3, 4), tessel.tensor([0, 3, 1]))),
+    ("cdist", lambda a, b: tessel.cdist(a, b), lambda: (_bf16(3, 4), _bf16(5, 4, seed=1))),
+    ("trace", lambda a: tessel.trace(a), lambda: (_bf16(4, 4),)),
+    ("quantile", lambda a: tessel.quantile(a, 0.3), lambda: (_bf16(9),)),
+    ("max_pool3d", lambda a: F.max_pool3d(a, 2), lambda: (_bf16(1, 1, 4, 4, 4),)),
+    ("adaptive_avg_pool3d", lambda a: F.adaptive_avg_pool3d(a, 2), lambda: (_bf16(1, 2, 4, 4, 4),)),
+    ("reflect pad", lambda a: F.pad(a, (1, 1), mode="reflect"), lambda: (_bf16(1, 2, 5),)),
+    ("local_response_norm", lambda a: F.local_response_norm(a, 2), lambda: (_bf16(1, 4, 3, 3),)),
+    ("fft.rfft", lambda a: tessel.fft.rfft(a).abs(), lambda: (_bf16(8),)),
+]
+
+
+@pytest.mark.parametrize("name,fn,make", FLOAT32_LIST, ids=[c[0] for c in FLOAT32_LIST])
+def test_float32_list_ops_cast_bfloat16_arguments_up(name, fn, make):
+    args = make()
+    want = fn(*[a.float() if a.dtype == tessel.bfloat16 else a for a in args])
+    with tessel.autocast("cpu", dtype=tessel.bfloat16):
+        got = fn(*args)
+    assert want.dtype == tessel.float32
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6, atol=1e-6)
+    assert got.dtype == tessel.float32
+
+
+def test_float32_list_cast_is_recorded_by_autograd():
+    x = _bf16(4, 5).requires_grad_()
+    t = tessel.tensor([0, 4, 2, 1])
+    with tessel.autocast("cpu", dtype=tessel.bfloat16):
+        F.cross_entropy(x, t).backward()
+    p = tessel.softmax(x.detach().double(), -1).numpy()
+    p[np.arange(4), t.numpy()] -= 1
+    assert x.grad.dtype == tessel.bfloat16
+    np.testing.assert_allclose(x.grad.double().numpy(), p / 4, rtol=1e-2, atol=1e-3)
+
+
+NEITHER_LIST = [
+    ("interpolate", lambda a: F.interpolate(a, scale_factor=2, mode="bilinear"), (1, 2, 3, 3)),
+    ("adaptive_avg_pool2d", lambda a: F.adaptive_avg_pool2d(a, 2), (1, 2, 5, 5)),
+    ("adaptive_avg_pool1d", lambda a: F.adaptive_avg_pool1d(a, 2), (1, 2, 5)),
+    ("dot", lambda a: tessel.dot(a[0], a[1]), (2, 7)),
+    ("mv", lambda a: tessel.mv(a, a[0]), (3, 3)),
+    ("addmv", lambda a: tessel.addmv(a[0], a, a[1]), (3, 3)),
+    ("embedding_bag", lambda w: F.embedding_bag(tessel.tensor([0, 2, 1, 2]), w, tessel.tensor([0, 2])), (3, 4)),
+]
+
+
+@pytest.mark.parametrize("name,fn,shape", NEITHER_LIST, ids=[c[0] for c in NEITHER_LIST])
+def test_ops_on_neither_list_keep_float32_inputs_in_float32(name, fn, shape):
+    x = tessel.randn(*shape, generator=tessel.Generator().manual_seed(3))
+    want = fn(x)
+    with tessel.autocast("cpu", dtype=tessel.bfloat16):
+        got = fn(x)
+    _same(got, want)  # float32, not products rounded through bfloat16
+
+
+def test_grad_scaler_scale_is_float32_and_never_grows_past_its_largest_finite_value():
+    p = tessel.ones(2, requires_grad=True)
+    opt = tessel.optim.SGD([p], lr=0.1)
+    scaler = tessel.amp.GradScaler("cpu", init_scale=2.0 ** 127, growth_interval=1)
+    for _ in range(2):
+        opt.zero_grad()
+        scaler.scale(p.sum()).backward()
+        scaler.step(opt)
+        scaler.update()
+        assert scaler.get_scale() == 2.0 ** 127  # 2**128 is inf in float32: the growth is skipped
+    np.testing.assert_allclose(p.detach().numpy(), [0.8, 0.8], rtol=1e-6)
+
+    backoff = tessel.amp.GradScaler("cpu", init_scale=3.0, backoff_factor=0.1)
+    q = tessel.ones(1, requires_grad=True)
+    qopt = tessel.optim.SGD([q], lr=0.1)
+    (backoff.scale(q.sum()) * float("inf")).backward()
+    backoff.step(qopt)
+    backoff.update()
+    assert backoff.get_scale() == float(np.float32(np.float32(3.0) * np.float32(0.1)))
+    assert q.item() == 1.0  # the step with inf gradients was skipped
+
+
+def test_grad_scaler_refuses_what_torch_refuses():
+    p = tessel.ones(2, requires_grad=True)
+    opt = tessel.optim.SGD([p], lr=0.1)
+    scaler = tessel.amp.GradScaler("cpu")
+    with pytest.raises(ValueError, match="outputs must be a Tensor or an iterable of Tensors"):
+        scaler.scale(2.0)
+    scaler.scale(p.sum()).backward()
+    with pytest.raises(RuntimeError, match="Closure use is not currently supported if GradScaler is enabled"):
+        scaler.step(opt, closure=lambda: None)
+    scaler.step(opt)
+    with pytest.raises(RuntimeError, match=r"step\(\) has already been called since the last update\(\)"):
+        scaler.step(opt)
+    scaler.update()
+    scaler.step(opt)  # a new iteration may step again
+
+    h = tessel.ones(2, dtype=tessel.float16, requires_grad=True)
+    hopt = tessel.optim.SGD([h], lr=0.1)
+    scaler.scale(h.float().sum()).backward()
+    with pytest.raises(ValueError, match="Attempting to unscale FP16 gradients"):
+        scaler.unscale_(hopt)
+
+
+def _round_bf16(a):
+    """float32 values rounded to the nearest bfloat16 (ties to even), as float32."""
+    u = np.asarray(a, np.float32).view(np.uint32).astype(np.uint64)
+    u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
+    return u.astype(np.uint32).view(np.float32)
+
+
+def test_bfloat16_arithmetic_with_a_python_number_rounds_as_torch():
+    x32 = _round_bf16(np.arange(1, 201, dtype=np.float32) * np.float32(0.37))
+    x = tessel.tensor(x32).to(tessel.bfloat16)
+    v = np.float32(0.7)
+    # t / v: divided in float32 by v at float32 precision, rounded once (v was rounded to bfloat16 first)
+    np.testing.assert_array_equal((x / 0.7).float().numpy(), _round_bf16(x32 / v))
+    np.testing.assert_array_equal(tessel.div(x, 0.7).float().numpy(), _round_bf16(x32 / v))
+    # v / t: torch's t.reciprocal() * v
+    np.testing.assert_array_equal((0.7 / x).float().numpy(), _round_bf16(_round_bf16(np.float32(1) / x32) * v))
+    # addcmul: one rounding of the float32 chain (three roundings gave 7072 for 100 + 0.7 * 100 * 100)
+    want = _round_bf16(x32 + v * x32 * x32)
+    np.testing.assert_array_equal(tessel.addcmul(x, x, x, value=0.7).float().numpy(), want)
+    # pow: the exponent in the tensor's dtype (0.69921875)
+    assert (tessel.tensor([100.0, 1000.0]).to(tessel.bfloat16) ** 0.7).float().tolist() == [25.0, 125.0]
+
+
+def test_float32_number_over_tensor_is_reciprocal_times_number():
+    x = np.arange(1, 2001, dtype=np.float32) * np.float32(0.37)
+    got = (0.7 / tessel.tensor(x)).numpy()
+    np.testing.assert_array_equal(got, (np.float32(1) / x) * np.float32(0.7))
+    assert (got != np.float32(0.7) / x).sum() > 100  # (the two formulas differ in the last bit this often)
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q"]))
