@@ -177,7 +177,9 @@ is_anomaly_enabled = autograd.is_anomaly_enabled
 is_anomaly_check_nan_enabled = autograd.is_anomaly_check_nan_enabled
 set_anomaly_enabled = lambda enabled, check_nan=True: _C._set_anomaly_enabled(enabled, check_nan)  # noqa: E731
 from .random import get_rng_state, initial_seed, seed, set_rng_state  # noqa: E402,F401
-from .amp import autocast, get_autocast_dtype, is_autocast_enabled  # noqa: E402,F401
+from .amp import (autocast, get_autocast_dtype, is_autocast_enabled, set_autocast_enabled,  # noqa: E402,F401
+                  set_autocast_dtype, is_autocast_cpu_enabled, get_autocast_cpu_dtype, set_autocast_cpu_enabled,
+                  set_autocast_cpu_dtype)
 from ._device import _cuda_amp  # noqa: E402
 cuda.amp = _sys.modules["tessel.cuda.amp"] = _cuda_amp()  # torch.cuda.amp's GradScaler / autocast
 import types as _types  # noqa: E402

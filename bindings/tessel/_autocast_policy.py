@@ -1,14 +1,17 @@
 """torch's CPU autocast lists for the functions tessel composes in Python (the C++ ops carry theirs in
 core/autograd/autocast.h): a float32-list op casts bfloat16 / float16 tensor arguments up first
 (float32_under_autocast: the losses, cdist, trace, quantile, the 3-D pools, reflect / replicate padding,
-grid_sample, fft); an op on neither list runs in its inputs' dtypes (autocast_off: interpolate, the adaptive
-average pools, mv / dot / addmv, embedding_bag, which tessel composes from matmul, an op the region would
-lower, so float32 inputs lost precision)."""
+grid_sample, fft, the linear-algebra solvers and factorizations); a lower-precision-list op casts its float32 /
+float16 / bfloat16 tensor arguments to the region's dtype (lower_precision_under_autocast: the convolutions,
+prelu, linalg.vecdot; float64 stays, as torch's); an op on neither list runs in its inputs' dtypes
+(autocast_off: interpolate, the adaptive average pools, mv / dot / addmv / inner, embedding_bag, which tessel
+composes from matmul, an op the region would lower, so float32 inputs lost precision)."""
 import functools
 
 from . import _C, _dtypes
 
 _LOW = (_dtypes.bfloat16, _dtypes.float16)
+_ELIGIBLE = (_dtypes.float32, _dtypes.float16, _dtypes.bfloat16)
 
 
 def float32_under_autocast(fn):
@@ -21,6 +24,22 @@ def float32_under_autocast(fn):
                 return a.to(_dtypes.float32) if isinstance(a, _C.Tensor) and a.dtype in _LOW else a
             args = tuple(up(a) for a in args)
             kwargs = {k: up(v) for k, v in kwargs.items()}
+        return fn(*args, **kwargs)
+    return wrapper
+
+
+def lower_precision_under_autocast(fn):
+    """Inside an autocast region, float32 / float16 / bfloat16 tensor arguments are cast to the region's dtype
+    first (recorded by autograd), as torch's lower-precision list: a convolution's bias too, so its output is in
+    the region's dtype (a float32 bias left the output float32)."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        enabled, dtype = _C._autocast_state()
+        if enabled:
+            def down(a):
+                return a.to(dtype) if isinstance(a, _C.Tensor) and a.dtype in _ELIGIBLE and a.dtype != dtype else a
+            args = tuple(down(a) for a in args)
+            kwargs = {k: down(v) for k, v in kwargs.items()}
         return fn(*args, **kwargs)
     return wrapper
 

@@ -29,6 +29,7 @@ import numpy as np
 
 from . import _C, _dtypes
 from ._tensor import Tensor
+from ._autocast_policy import float32_under_autocast as _float32_under_autocast
 
 
 class ComplexDType:
@@ -333,6 +334,7 @@ def _parts(x, dtype):
 
 # ---- torch functions ----------------------------------------------------------------------------------
 
+@_float32_under_autocast
 def view_as_complex(input):
     if isinstance(input, ComplexTensor):
         raise RuntimeError("view_as_complex is only supported for floating point tensors, but got a tensor of "
@@ -353,6 +355,7 @@ def view_as_real(input):
     return input._r
 
 
+@_float32_under_autocast
 def polar(abs, angle):  # noqa: A002 (torch's argument name)
     if abs.dtype != angle.dtype or abs.dtype not in _OF_REAL:
         raise TypeError("polar: expected abs and angle of the same float or double dtype, got %s and %s"

@@ -16,6 +16,7 @@ import numpy as np
 
 from . import _C, _dtypes
 from ._autocast_policy import float32_under_autocast as _float32_under_autocast_early
+from ._autocast_policy import lower_precision_under_autocast as _lower_under_autocast
 from ._inplace import honours_inplace
 from ._tensor import (Tensor, _host_numpy, bernoulli, exponential_, random_, tensor as _tensor, wrap_dim,
                       zero_dim_as_vector, zeros as _zeros)
@@ -178,6 +179,7 @@ def hardshrink(x, lambd=0.5):
     return _C._functional.where(x.abs() <= lambd, x * 0.0 + 0.0, x)
 
 
+@_lower_under_autocast
 def prelu(x, weight):
     """max(0, x) + weight * min(0, x); weight has 1 or C entries (C: dim 1 of x, as torch)."""
     if weight.numel() > 1:

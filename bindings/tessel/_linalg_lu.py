@@ -13,6 +13,7 @@ import numpy as np
 
 from . import _C, return_types
 from .linalg import _back, _host, _info, _needs_grad
+from ._autocast_policy import float32_under_autocast as _float32_under_autocast
 
 _LU_FACTOR = return_types.linalg_lu_factor
 _LU_FACTOR_EX = return_types.linalg_lu_factor_ex
@@ -126,6 +127,7 @@ def _triangular(a, b, lower, unit):
     return x
 
 
+@_float32_under_autocast
 def lu_solve(LU, pivots, B, *, left=True, adjoint=False):
     """torch.linalg.lu_solve: X with A X = B (A^H X = B with adjoint; X A = B when left=False) from A's
     lu_factor."""
@@ -153,6 +155,7 @@ def _lu_solve(lu_, order, b, adjoint):
     return _triangular(lu_, y, lower=False, unit=False)
 
 
+@_float32_under_autocast
 def eigvals(A):
     """torch.linalg.eigvals: the eigenvalues of a square matrix, complex (numpy's geev)."""
     from ._complex import from_numpy
@@ -161,6 +164,7 @@ def eigvals(A):
     return from_numpy(np.linalg.eigvals(a).astype(np.complex128 if a.dtype == np.float64 else np.complex64))
 
 
+@_float32_under_autocast
 def eig(A):
     """torch.linalg.eig: (eigenvalues, eigenvectors), complex, the eigenvectors of unit norm (numpy's geev)."""
     from ._complex import from_numpy

@@ -24,7 +24,7 @@ import math
 import numpy as np
 
 from . import _C, _dtypes, return_types
-from ._autocast_policy import autocast_off as _autocast_off
+from ._autocast_policy import autocast_off as _autocast_off, float32_under_autocast as _float32_under_autocast
 
 Tensor = _C.Tensor
 _bool, _float, _int = builtins.bool, builtins.float, builtins.int
@@ -287,6 +287,7 @@ def dot(input, other):
     return input.matmul(other)
 
 
+@_autocast_off
 def inner(input, other):
     """torch.inner: sums over the last dims (input.shape[:-1] + other.shape[:-1]); a 0-d side multiplies."""
     if input.dim() == 0 or other.dim() == 0:
@@ -370,10 +371,12 @@ def slogdet(input):
     return return_types.slogdet(*_linalg().slogdet(input))
 
 
+@_float32_under_autocast
 def inverse(input):
     return _linalg().inv(input)
 
 
+@_float32_under_autocast
 def pinverse(input, rcond=1e-15):
     """torch.pinverse: the pseudo-inverse (singular values below rcond · the largest are dropped)."""
     a = _linalg()._host(input, "pinverse")
@@ -390,6 +393,7 @@ def lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True):
     return _lu_unpack(LU_data, LU_pivots, unpack_data, unpack_pivots)
 
 
+@_float32_under_autocast
 def lu_solve(b, LU_data, LU_pivots):
     """torch.lu_solve (deprecated in torch for torch.linalg.lu_solve, same result)."""
     return _linalg().lu_solve(LU_data, LU_pivots, b)
@@ -401,6 +405,7 @@ def cholesky(input, upper=False):
                        "deprecated in favor of `torch.linalg.cholesky`.")
 
 
+@_float32_under_autocast
 def cholesky_solve(input, input2, upper=False):
     """torch.cholesky_solve(B, L): X with A X = B for A = L Lᵀ (L lower; upper=True: A = Uᵀ U)."""
     solve = _linalg().solve_triangular
@@ -411,6 +416,7 @@ def cholesky_solve(input, input2, upper=False):
     return solve(input2.transpose(-2, -1), y, upper=True)
 
 
+@_float32_under_autocast
 def cholesky_inverse(input, upper=False):
     """torch.cholesky_inverse(L): (L Lᵀ)⁻¹ (upper=True: (Uᵀ U)⁻¹)."""
     from ._tensor import eye
@@ -424,6 +430,7 @@ def cholesky_inverse(input, upper=False):
 _TRIANGULAR = return_types.triangular_solve
 
 
+@_float32_under_autocast
 def triangular_solve(b, A, upper=True, transpose=False, unitriangular=False):
     """torch.triangular_solve(b, A): (X, A.clone()) with op(A) X = b, op the transpose when transpose=True."""
     coefficient = A.transpose(-2, -1) if transpose else A
@@ -434,6 +441,7 @@ def triangular_solve(b, A, upper=True, transpose=False, unitriangular=False):
 _SVD = return_types.svd
 
 
+@_float32_under_autocast
 def svd(input, some=True, compute_uv=True):
     """torch.svd (the older form): U, S, V with input = U diag(S) Vᵀ (V, not Vᵀ); some=False gives the
     complete U and V; compute_uv=False returns zero-filled U and V as torch does."""

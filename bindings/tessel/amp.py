@@ -83,6 +83,91 @@ def get_autocast_dtype(device_type="cpu"):
     return _C._autocast_state()[1]
 
 
+def set_autocast_enabled(device_type, enabled):
+    """torch.set_autocast_enabled(device_type, enabled): this thread's region flag, with no scope."""
+    if _device_name(device_type) == "cpu":
+        _C._set_autocast(bool(enabled), _C._autocast_state()[1])
+
+
+def set_autocast_dtype(device_type, dtype):
+    if _device_name(device_type) == "cpu":
+        _C._set_autocast(_C._autocast_state()[0], dtype)
+
+
+def _deprecated_cpu(old, new):
+    warnings.warn("torch.%s is deprecated. Please use torch.%s instead." % (old, new), DeprecationWarning,
+                  stacklevel=3)
+
+
+def is_autocast_cpu_enabled():
+    _deprecated_cpu("is_autocast_cpu_enabled()", "is_autocast_enabled('cpu')")
+    return is_autocast_enabled("cpu")
+
+
+def get_autocast_cpu_dtype():
+    _deprecated_cpu("get_autocast_cpu_dtype()", "get_autocast_dtype('cpu')")
+    return get_autocast_dtype("cpu")
+
+
+def set_autocast_cpu_enabled(enabled):
+    _deprecated_cpu("set_autocast_cpu_enabled(enabled)", "set_autocast_enabled('cpu', enabled)")
+    set_autocast_enabled("cpu", enabled)
+
+
+def set_autocast_cpu_dtype(dtype):
+    _deprecated_cpu("set_autocast_cpu_dtype(dtype)", "set_autocast_dtype('cpu', dtype)")
+    set_autocast_dtype("cpu", dtype)
+
+
+def _cast_inputs(value, dtype):
+    """torch.amp's cast of a custom Function's arguments: floating tensors other than float64 to dtype, through
+    lists, tuples and dicts (strings and other values unchanged)."""
+    if isinstance(value, _C.Tensor):
+        return value.to(dtype) if value.is_floating_point() and value.dtype != _dtypes.float64 else value
+    if isinstance(value, (list, tuple)):
+        return type(value)(_cast_inputs(v, dtype) for v in value)
+    if isinstance(value, dict):
+        return {k: _cast_inputs(v, dtype) for k, v in value.items()}
+    return value
+
+
+def custom_fwd(fwd=None, *, device_type, cast_inputs=None):
+    """torch.amp.custom_fwd: decorates a custom autograd Function's forward. Without cast_inputs the forward runs
+    in the current autocast state; with it, inside a region, floating arguments are cast to cast_inputs and the
+    forward runs with autocast off. ctx records the state for custom_bwd."""
+    if not isinstance(device_type, str):
+        raise ValueError("Expected `device_type` of type `str`, got: `%s`" % type(device_type))
+    if fwd is None:
+        return functools.partial(custom_fwd, device_type=device_type, cast_inputs=cast_inputs)
+
+    @functools.wraps(fwd)
+    def decorate_fwd(*args, **kwargs):
+        args[0]._dtype = get_autocast_dtype(device_type) if device_type == "cpu" else _dtypes.float16
+        if cast_inputs is None:
+            args[0]._fwd_used_autocast = is_autocast_enabled(device_type)
+            return fwd(*args, **kwargs)
+        args[0]._fwd_used_autocast = False
+        if not is_autocast_enabled(device_type):
+            return fwd(*args, **kwargs)
+        with autocast(device_type=device_type, enabled=False):
+            return fwd(*_cast_inputs(args, cast_inputs), **_cast_inputs(kwargs, cast_inputs))
+    return decorate_fwd
+
+
+def custom_bwd(bwd=None, *, device_type):
+    """torch.amp.custom_bwd: runs a custom Function's backward in the autocast state its forward ran in."""
+    if not isinstance(device_type, str):
+        raise ValueError("Expected `device_type` of type `str`, got: `%s`" % type(device_type))
+    if bwd is None:
+        return functools.partial(custom_bwd, device_type=device_type)
+
+    @functools.wraps(bwd)
+    def decorate_bwd(*args, **kwargs):
+        with autocast(device_type=device_type, enabled=args[0]._fwd_used_autocast, dtype=args[0]._dtype):
+            return bwd(*args, **kwargs)
+    return decorate_bwd
+
+
 def _f32(v):
     """v rounded to float32, inf when it overflows (the precision of torch's scale tensor)."""
     import numpy as np

@@ -16,6 +16,8 @@ import numpy as np
 
 from . import _C, _dtypes, return_types
 from ._tensor import Tensor
+from ._autocast_policy import float32_under_autocast as _float32_under_autocast
+from ._autocast_policy import lower_precision_under_autocast as _lower_under_autocast
 
 
 _QR = return_types.linalg_qr
@@ -116,6 +118,7 @@ def _svd_host(A, full_matrices):
     return _back(u, A), _back(s, A), _back(vh, A)
 
 
+@_float32_under_autocast
 def svd(A, full_matrices=True):
     """(U, S, Vh), a namedtuple as torch's; differentiable (tessel/_linalg_grad.py: the gradient of U and Vh
     needs distinct singular values, as torch's, and full_matrices=False unless A is square)."""
@@ -126,6 +129,7 @@ def _svdvals_host(A):
     return _back(np.linalg.svd(_host(A, "svdvals"), compute_uv=False), A)
 
 
+@_float32_under_autocast
 def svdvals(A):
     return _grad().Svdvals.apply(A) if _needs_grad(A) else _svdvals_host(A)
 
@@ -139,11 +143,13 @@ def _eigh_host(A, UPLO):
     return _back(w, A), _back(v, A)
 
 
+@_float32_under_autocast
 def eigh(A, UPLO="L"):
     """(eigenvalues, eigenvectors), a namedtuple as torch's (it unpacks as a pair too)."""
     return _EIGH(*(_grad().Eigh.apply(A, UPLO) if _needs_grad(A) else _eigh_host(A, UPLO)))
 
 
+@_float32_under_autocast
 def lstsq(A, B, rcond=None, *, driver=None):
     """The least-squares (minimum-norm) solution, residuals, rank and singular values (numpy's LAPACK); under
     autograd the solution is pinv(A) @ B, which is differentiable (A of constant rank)."""
@@ -161,6 +167,7 @@ def _eigvalsh_host(A, UPLO):
     return _back(np.linalg.eigvalsh(_host(A, "eigvalsh"), UPLO=UPLO), A)
 
 
+@_float32_under_autocast
 def eigvalsh(A, UPLO="L"):
     return _grad().Eigvalsh.apply(A, UPLO) if _needs_grad(A) else _eigvalsh_host(A, UPLO)
 
@@ -174,6 +181,7 @@ def _inv_host(A):
     return _back(np.linalg.inv(_host(A, "inv")), A)
 
 
+@_float32_under_autocast
 def inv(A):
     return _grad().Inv.apply(A) if _needs_grad(A) else _inv_host(A)
 
@@ -207,6 +215,7 @@ def _solve_host(A, B, left):
     return _back(np.linalg.solve(a, b), A)
 
 
+@_float32_under_autocast
 def solve(A, B, *, left=True):
     return _grad().Solve.apply(A, B, left) if _needs_grad(A, B) else _solve_host(A, B, left)
 
@@ -220,6 +229,7 @@ def _cholesky_host(A, upper):
     return _back(np.linalg.cholesky(a), A)
 
 
+@_float32_under_autocast
 def cholesky(A, *, upper=False):
     return _grad().Cholesky.apply(A, upper) if _needs_grad(A) else _cholesky_host(A, upper)
 
@@ -239,6 +249,7 @@ def _singular_values(a, hermitian):
     return np.abs(np.linalg.eigvalsh(a)) if hermitian else np.linalg.svd(a, compute_uv=False)
 
 
+@_float32_under_autocast
 def matrix_rank(A, tol=None, hermitian=False, *, atol=None, rtol=None):
     """torch.linalg.matrix_rank: the singular values above max(atol, rtol·σ_max) (tol: the old name of atol)."""
     a = _host(A, "matrix_rank")
@@ -281,6 +292,7 @@ def _qr_host(A, mode):
     return _back(q, A), _back(r, A)
 
 
+@_float32_under_autocast
 def qr(A, mode="reduced"):
     """(Q, R) of A = QR (numpy's LAPACK, as torch's on the CPU: the same Householder signs); differentiable
     (tessel/_linalg_grad.py) except mode='r' and mode='complete' of a tall matrix, whose backward raises as
@@ -301,6 +313,7 @@ def matrix_power(A, n):
     return _power(A, n)
 
 
+@_lower_under_autocast
 def vecdot(x, y, *, dim=-1):
     from ._composed import vecdot as _vecdot
     return _vecdot(x, y, dim=dim)
@@ -311,6 +324,7 @@ def multi_dot(tensors):
     return _multi_dot(tensors)
 
 
+@_float32_under_autocast
 def cond(A, p=None):
     from ._composed import cond as _cond
     return _cond(A, p)
@@ -397,6 +411,7 @@ def _success(A):
     return _info(batch, [0] * int(np.prod(batch)))
 
 
+@_float32_under_autocast
 def inv_ex(A, *, check_errors=False):
     """torch.linalg.inv_ex: (inverse, info) with info > 0 (LAPACK's: the first zero pivot) where A is singular
     instead of an error (unless check_errors); the inverse is differentiable where it exists."""
@@ -410,6 +425,7 @@ def inv_ex(A, *, check_errors=False):
     return _INV_EX(values, _info(tuple(A.shape[:-2]), codes))
 
 
+@_float32_under_autocast
 def cholesky_ex(A, *, upper=False, check_errors=False):
     """torch.linalg.cholesky_ex: (L, info), info > 0 where A is not positive definite (no error unless
     check_errors)."""
@@ -436,6 +452,7 @@ def solve_ex(A, B, *, left=True, check_errors=False):
     return _SOLVE_EX(nan, _info(tuple(A.shape[:-2]), codes))
 
 
+@_float32_under_autocast
 def tensorinv(A, ind=2):
     """torch.linalg.tensorinv: the inverse of A seen as a matrix [prod(shape[:ind]), prod(shape[ind:])],
     shaped shape[ind:] + shape[:ind]."""
@@ -449,6 +466,7 @@ def tensorinv(A, ind=2):
     return inv(A.reshape(rows, cols)).reshape(rest + lead)
 
 
+@_float32_under_autocast
 def tensorsolve(A, B, dims=None):
     """torch.linalg.tensorsolve: X with tensordot(A, X, X.ndim) = B (dims of A moved to the end first)."""
     if dims is not None:

@@ -23,6 +23,7 @@ def _same(got, want):
     np.testing.assert_array_equal(got.float().numpy(), want.float().numpy())
 
 
+_UNPOOL_AT = tessel.tensor([[[[0, 3], [8, 11]]]])
 FLOAT32_LIST = [
     ("cross_entropy", lambda x, t: F.cross_entropy(x, t), lambda: (_bf16(4, 5), tessel.tensor([0, 4, 2, 1]))),
     ("poisson_nll_loss", lambda x, y: F.poisson_nll_loss(x, y), lambda: (_bf16(3, 4), _bf16(3, 4, seed=1).abs())),
@@ -35,7 +36,19 @@ FLOAT32_LIST = [
     ("reflect pad", lambda a: F.pad(a, (1, 1), mode="reflect"), lambda: (_bf16(1, 2, 5),)),
     ("local_response_norm", lambda a: F.local_response_norm(a, 2), lambda: (_bf16(1, 4, 3, 3),)),
     ("fft.rfft", lambda a: tessel.fft.rfft(a).abs(), lambda: (_bf16(8),)),
+    ("linalg.inv", lambda a: tessel.linalg.inv(a), lambda: (_spd(),)),
+    ("inverse", lambda a: tessel.inverse(a), lambda: (_spd(),)),
+    ("linalg.solve", lambda a, b: tessel.linalg.solve(a, b), lambda: (_spd(), _bf16(3, 2))),
+    ("linalg.cholesky", lambda a: tessel.linalg.cholesky(a), lambda: (_spd(),)),
+    ("linalg.svdvals", lambda a: tessel.linalg.svdvals(a), lambda: (_spd(),)),
+    ("linalg.eigvalsh", lambda a: tessel.linalg.eigvalsh(a), lambda: (_spd(),)),
+    ("triangular_solve", lambda b, a: tessel.triangular_solve(b, a)[0], lambda: (_bf16(3, 2), _spd())),
+    ("max_unpool2d", lambda a: F.max_unpool2d(a, _UNPOOL_AT, 2), lambda: (_bf16(1, 1, 2, 2),)),
 ]
+
+
+def _spd():
+    return (tessel.eye(3) * 3 + 0.25).to(tessel.bfloat16)
 
 
 @pytest.mark.parametrize("name,fn,make", FLOAT32_LIST, ids=[c[0] for c in FLOAT32_LIST])
@@ -68,6 +81,7 @@ NEITHER_LIST = [
     ("mv", lambda a: tessel.mv(a, a[0]), (3, 3)),
     ("addmv", lambda a: tessel.addmv(a[0], a, a[1]), (3, 3)),
     ("embedding_bag", lambda w: F.embedding_bag(tessel.tensor([0, 2, 1, 2]), w, tessel.tensor([0, 2])), (3, 4)),
+    ("inner", lambda a: tessel.inner(a, a), (2, 5)),
 ]
 
 
@@ -78,6 +92,85 @@ def test_ops_on_neither_list_keep_float32_inputs_in_float32(name, fn, shape):
     with tessel.autocast("cpu", dtype=tessel.bfloat16):
         got = fn(x)
     _same(got, want)  # float32, not products rounded through bfloat16
+
+
+LOWER_LIST = [
+    ("conv2d with bias", lambda x, w, b: F.conv2d(x, w, b, padding=1), [(1, 2, 4, 4), (3, 2, 3, 3), (3,)]),
+    ("conv_transpose1d with bias", lambda x, w, b: F.conv_transpose1d(x, w, b), [(1, 2, 5), (2, 3, 2), (3,)]),
+    ("prelu", lambda x, w: F.prelu(x, w), [(2, 3, 4), (3,)]),
+    ("linalg.vecdot", lambda x, y: tessel.linalg.vecdot(x, y), [(3, 4), (3, 4)]),
+]
+
+
+@pytest.mark.parametrize("name,fn,shapes", LOWER_LIST, ids=[c[0] for c in LOWER_LIST])
+@pytest.mark.parametrize("region", ["bfloat16", "float16"])
+def test_lower_precision_list_ops_cast_every_argument_the_bias_too(name, fn, shapes, region):
+    dtype = getattr(tessel, region)
+    g = tessel.Generator().manual_seed(4)
+    args = [tessel.randn(*s, generator=g) for s in shapes]
+    want = fn(*[a.to(dtype) for a in args])  # the same op on arguments cast by hand, outside the region
+    with tessel.autocast("cpu", dtype=dtype):
+        got = fn(*args)
+    _same(got, want)  # (a float32 bias left a convolution's output float32)
+
+
+def test_attention_float_mask_is_cast_with_q_k_v_and_added_in_float32_outside_autocast():
+    g = tessel.Generator().manual_seed(5)
+    q, k, v = (tessel.randn(1, 2, 4, 8, generator=g) for _ in range(3))
+    mask = tessel.randn(4, 4, generator=g)
+    bf = tessel.bfloat16
+    with tessel.autocast("cpu", dtype=bf):
+        got = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    _same(got, F.scaled_dot_product_attention(q.to(bf), k.to(bf), v.to(bf), attn_mask=mask.to(bf)))
+    # bfloat16 q, k, v with a float32 mask (torch's CPU kernel takes it): float32 scores, one rounding at the end
+    out = F.scaled_dot_product_attention(q.to(bf), k.to(bf), v.to(bf), attn_mask=mask)
+    ref = F.scaled_dot_product_attention(q.to(bf).float(), k.to(bf).float(), v.to(bf).float(), attn_mask=mask)
+    _same(out, ref.to(bf))
+
+
+def test_deprecated_cpu_autocast_spellings_warn_and_work():
+    with pytest.warns(DeprecationWarning, match=r"is_autocast_cpu_enabled\(\) is deprecated"):
+        assert tessel.is_autocast_cpu_enabled() is False
+    with pytest.warns(DeprecationWarning, match=r"set_autocast_cpu_enabled\(enabled\) is deprecated"):
+        tessel.set_autocast_cpu_enabled(True)
+    try:
+        assert tessel.is_autocast_enabled("cpu")
+        with pytest.warns(DeprecationWarning, match="get_autocast_cpu_dtype"):
+            assert tessel.get_autocast_cpu_dtype() == tessel.bfloat16
+        assert (tessel.ones(2, 3) @ tessel.ones(3, 2)).dtype == tessel.bfloat16
+    finally:
+        tessel.set_autocast_enabled("cpu", False)
+    assert (tessel.ones(2, 3) @ tessel.ones(3, 2)).dtype == tessel.float32
+
+
+def test_custom_fwd_casts_inputs_and_custom_bwd_runs_in_the_forwards_state():
+    seen = []
+
+    class Scaled(tessel.autograd.Function):
+        @staticmethod
+        @tessel.amp.custom_fwd(device_type="cpu", cast_inputs=tessel.float32)
+        def forward(ctx, x, w):
+            seen.append(("fwd", x.dtype, w.dtype, tessel.is_autocast_enabled("cpu")))
+            ctx.save_for_backward(x, w)
+            return x @ w
+
+        @staticmethod
+        @tessel.amp.custom_bwd(device_type="cpu")
+        def backward(ctx, g):
+            x, w = ctx.saved_tensors
+            seen.append(("bwd", g.dtype, tessel.is_autocast_enabled("cpu")))
+            return g @ w.t(), x.t() @ g
+
+    x = tessel.ones(2, 3, dtype=tessel.bfloat16, requires_grad=True)
+    w = tessel.ones(3, 4, requires_grad=True)
+    with tessel.autocast("cpu", dtype=tessel.bfloat16):
+        y = Scaled.apply(x, w)
+    assert y.dtype == tessel.float32  # computed with autocast off on float32 inputs
+    y.sum().backward()
+    assert seen == [("fwd", tessel.float32, tessel.float32, False), ("bwd", tessel.float32, False)]
+    assert x.grad.dtype == tessel.bfloat16 and x.grad.float().tolist() == [[4.0] * 3] * 2
+    with pytest.raises(ValueError, match="Expected `device_type` of type `str`"):
+        tessel.amp.custom_fwd(device_type=None)
 
 
 def test_grad_scaler_scale_is_float32_and_never_grows_past_its_largest_finite_value():

@@ -15,6 +15,7 @@
 #include <limits>
 #include <vector>
 
+#include "core/autograd/autocast.h"
 #include "core/base/error.h"
 #include "core/dispatch/dispatcher.h"
 #include "core/ops/attention.h"
@@ -24,6 +25,7 @@
 #include "core/ops/reduction.h"
 #include "core/ops/softmax.h"
 #include "core/ops/ternary.h"
+#include "core/ops/unary.h"
 #include "core/ops/view.h"
 #include "core/tensor/factory.h"
 
@@ -40,6 +42,10 @@ Tensor CausalKeep(int64_t t, int64_t s, Device device) {
   std::copy(keep.begin(), keep.end(), static_cast<uint8_t*>(m.raw_data()));
   return device.is_cpu() ? m : m.To(device);
 }
+
+// float32, float16, bfloat16: what torch's autocast casts (float64 is not eligible).
+bool Eligible(DType d) { return d == DType::kFloat32 || d == DType::kBFloat16 || d == DType::kFloat16; }
+Tensor CastIfEligible(const Tensor& t, DType d) { return Eligible(t.dtype()) && t.dtype() != d ? Cast(t, d) : t; }
 
 }  // namespace
 
@@ -67,8 +73,23 @@ Tensor ScaledDotProductAttention(const Tensor& q, const Tensor& k, const Tensor&
                op, ": expected q [..., T, D], k [..., S, D], v [..., S, Dv], got q ",
                ShapeStr(q.defined() ? q.sizes() : Shape{}), ", k ", ShapeStr(k.defined() ? k.sizes() : Shape{}),
                ", v ", ShapeStr(v.defined() ? v.sizes() : Shape{}));
+  if (AutocastEnabled() && mask.defined() && Eligible(mask.dtype()) && Eligible(q.dtype())) {
+    // torch's autocast casts the float mask with q, k and v (the lower-precision list)
+    const DType r = AutocastDType();
+    if (mask.dtype() != r || q.dtype() != r || k.dtype() != r || v.dtype() != r) {
+      AttentionOptions lowered = o;
+      lowered.attn_mask = CastIfEligible(mask, r);
+      return ScaledDotProductAttention(CastIfEligible(q, r), CastIfEligible(k, r), CastIfEligible(v, r), lowered);
+    }
+  }
+  if (mask.defined() && mask.dtype() == DType::kFloat32 && Eligible(q.dtype()) && q.dtype() != DType::kFloat32) {
+    // torch's CPU kernel adds a float32 mask to float32 scores of bfloat16 / float16 q, k, v
+    const Tensor out = ScaledDotProductAttention(Cast(q, DType::kFloat32), Cast(k, DType::kFloat32),
+                                                 Cast(v, DType::kFloat32), o);
+    return Cast(out, q.dtype());
+  }
   TESSEL_CHECK(!mask.defined() || mask.dtype() == DType::kBool || mask.dtype() == q.dtype(), op,
-               ": attn_mask must be bool or q's dtype ", q.dtype(), ", got ", mask.dtype());
+               ": attn_mask must be bool, float32 or q's dtype ", q.dtype(), ", got ", mask.dtype());
   const double scale = o.scale ? *o.scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
   Tensor scores = attention_internal::ScaledScores(q, k, scale, o.is_causal);  // [..., T, S]
   const Tensor neg_inf = Scalar(-std::numeric_limits<double>::infinity(), scores.dtype(), scores.device());

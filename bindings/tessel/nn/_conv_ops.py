@@ -26,6 +26,7 @@ import numpy as np
 from .. import _C
 from .._extra import _channel_affine
 from .._autocast_policy import autocast_off as _autocast_off, float32_under_autocast as _float32_under_autocast
+from .._autocast_policy import lower_precision_under_autocast as _lower_under_autocast
 
 
 def _tuple(v, n, name):
@@ -204,6 +205,7 @@ def _cast_all(dtype, *ts):
     return [t if t is None or t.dtype == dtype else t.to(dtype) for t in ts]
 
 
+@_lower_under_autocast
 def _conv(nd, input, weight, bias, stride, padding, dilation, groups, padding_mode="zeros"):
     name = "conv%dd" % nd
     x, batched = _batched(input, nd, name)
@@ -273,6 +275,7 @@ def _fold_rows(cols, size, kernel, stride, pads, dilation, outs=None):
     return summed.narrow(0, 0, total).transpose(0, 1).reshape(n, c, *size)
 
 
+@_lower_under_autocast
 def _conv_transpose(nd, input, weight, bias, stride, padding, output_padding, groups, dilation):
     name = "conv_transpose%dd" % nd
     x, batched = _batched(input, nd, name)

@@ -123,11 +123,13 @@ def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_siz
     return _max_unpool(1, input, indices, kernel_size, stride, padding, output_size)
 
 
+@_float32_under_autocast
 def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
     """F.max_unpool2d: each value written at its max_pool2d index (row-major within its H×W plane)."""
     return _max_unpool(2, input, indices, kernel_size, stride, padding, output_size)
 
 
+@_float32_under_autocast
 def max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
     """F.max_unpool3d: each value written at its max_pool3d index within its D×H×W volume."""
     return _max_unpool(3, input, indices, kernel_size, stride, padding, output_size)
