@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import tessel
+import tessel.nn as nn
 import tessel.nn.functional as F
 
 
@@ -126,6 +127,31 @@ def test_attention_float_mask_is_cast_with_q_k_v_and_added_in_float32_outside_au
     out = F.scaled_dot_product_attention(q.to(bf), k.to(bf), v.to(bf), attn_mask=mask)
     ref = F.scaled_dot_product_attention(q.to(bf).float(), k.to(bf).float(), v.to(bf).float(), attn_mask=mask)
     _same(out, ref.to(bf))
+
+
+def test_recurrent_layers_under_autocast_return_torchs_dtypes():
+    # torch 2.15 on the CPU: LSTM runs as oneDNN's RNN layer (lower-precision list: all bfloat16); with proj_size
+    # or a packed input it is a composition (the cell state stays float32); RNN's chain is bfloat16, GRU's float32
+    tessel.manual_seed(0)
+    bf, f32 = tessel.bfloat16, tessel.float32
+    x = tessel.randn(5, 2, 4, requires_grad=True)
+    cases = [(nn.LSTM(4, 3, num_layers=2, bidirectional=True), [bf, bf, bf]),
+             (nn.LSTM(4, 3, proj_size=2), [bf, bf, f32]), (nn.GRU(4, 3), [f32, f32]), (nn.RNN(4, 3), [bf, bf])]
+    for module, want in cases:
+        with tessel.autocast("cpu", dtype=bf):
+            out, state = module(x)
+        got = [out.dtype] + ([t.dtype for t in state] if isinstance(state, tuple) else [state.dtype])
+        assert got == want, (type(module).__name__, got)
+        out.float().sum().backward()
+        assert module.weight_ih_l0.grad.dtype == f32 and x.grad.dtype == f32
+    lstm = nn.LSTM(4, 3)
+    with tessel.autocast("cpu", dtype=bf):
+        plain, (h, c) = lstm(x)
+        packed, _ = lstm(nn.utils.rnn.pack_padded_sequence(x, [5, 3]))
+    assert packed.data.dtype == f32
+    want, (h32, c32) = lstm(x)  # the same products in float32: within bfloat16's rounding
+    np.testing.assert_allclose(plain.float().detach().numpy(), want.detach().numpy(), atol=0.03)
+    np.testing.assert_allclose(c.float().detach().numpy(), c32.detach().numpy(), atol=0.03)
 
 
 def test_deprecated_cpu_autocast_spellings_warn_and_work():

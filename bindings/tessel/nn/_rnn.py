@@ -192,6 +192,12 @@ class RNNBase(Module):
                 c_n = c_n[:, packed.unsorted_indices] if c_n is not None else None
         elif batched and self.batch_first:
             output = output.transpose(0, 1)
+        region, region_dtype = _C._autocast_state()
+        if (region and region_dtype == _C.dtype.bfloat16 and self.mode == "LSTM" and not self.proj_size
+                and packed is None and x.dtype in (_C.dtype.float32, _C.dtype.bfloat16)):
+            # torch runs this LSTM as oneDNN's RNN layer, on the lower-precision autocast list: its output and
+            # final states are bfloat16 (computed here as the composition, whose products autocast lowers)
+            output, h_n, c_n = (t.to(region_dtype) for t in (output, h_n, c_n))
         if not batched:
             output, h_n = output.squeeze(1), h_n.squeeze(1)
             c_n = c_n.squeeze(1) if c_n is not None else None
