@@ -69,6 +69,27 @@ Tensor ScalarLike(const Tensor& t, double v) { return Scalar(v, t.dtype()); }
 // SIGFPE.
 Tensor Floating(const Tensor& a) { return IsFloating(a.dtype()) ? a : Cast(a, DefaultFloatDType()); }
 
+// t + v for a Python number v, as torch's CPU kernel: the number is cast to a bfloat16 / float16 tensor's dtype
+// first (the wrapped number joins the common dtype; add reads no float32 copy of it, unlike mul and div), so
+// bf16(0.1) - 0.1 is 0 and float16 -65504 + 70000 is inf (it was 9.8e-5 and 4496).
+Tensor AddNumber(const Tensor& t, double v) {
+  if (t.dtype() == DType::kBFloat16) v = ToCompute(FromCompute<BFloat16>(static_cast<float>(v)));
+  if (t.dtype() == DType::kFloat16) v = ToCompute(FromCompute<Float16>(static_cast<float>(v)));
+  return AddScalar(t, v);
+}
+
+// The value of b where torch's mul / div read it as a number: a 0-d float32 / float64 CPU tensor b (no gradient
+// to take) beside a bfloat16 / float16 tensor a of one or more dims, whose dtype the result keeps; torch's kernels
+// take b at float32 precision (float16 x * tensor(70000.) is 7000 for x = 0.1; rounding b first gave inf).
+std::optional<double> NumberOperand(const Tensor& a, const Tensor& b) {
+  if ((a.dtype() != DType::kBFloat16 && a.dtype() != DType::kFloat16) || a.dim() == 0 || b.dim() != 0) return {};
+  if ((b.dtype() != DType::kFloat32 && b.dtype() != DType::kFloat64) || b.is_distributed() || a.is_distributed() ||
+      !b.device().is_cpu() || (b.requires_grad() && GradModeEnabled())) {
+    return {};
+  }
+  return static_cast<double>(static_cast<float>(b.ItemDouble()));
+}
+
 // t / v for a Python number v, as torch's CPU kernel: a bfloat16 / float16 tensor is divided in float32 by v at
 // float32 precision and rounded once (v rounded to bfloat16 first gave another value for one quotient in ten:
 // bf16(11) / 0.7 gave 15.75 where torch gives 15.6875).
@@ -205,38 +226,47 @@ void BindArithmetic(py::class_<Tensor>& c) {
   // Overloads are tried in order: Tensor, then a Python int (py::int_ also takes bool, as torch's int
   // promotion does), then a Python float.
   c.def("__add__", [](const Tensor& a, const Tensor& b) { return NoGil([&] { const auto [x, y] = Promoted(a, b); return Add(x, y); }); }, py::is_operator())
-      .def("__add__", IntScalarOperator([](const Tensor& a, double x) { return AddScalar(a, x); }), py::is_operator())
-      .def("__add__", [](const Tensor& a, double v) { return NoGil([&] { return AddScalar(Floating(a), v); }); }, py::is_operator())
-      .def("__radd__", IntScalarOperator([](const Tensor& a, double x) { return AddScalar(a, x); }), py::is_operator())
-      .def("__radd__", [](const Tensor& a, double v) { return NoGil([&] { return AddScalar(Floating(a), v); }); }, py::is_operator())
+      .def("__add__", IntScalarOperator([](const Tensor& a, double x) { return AddNumber(a, x); }), py::is_operator())
+      .def("__add__", [](const Tensor& a, double v) { return NoGil([&] { return AddNumber(Floating(a), v); }); },
+           py::is_operator())
+      .def("__radd__", IntScalarOperator([](const Tensor& a, double x) { return AddNumber(a, x); }), py::is_operator())
+      .def("__radd__", [](const Tensor& a, double v) { return NoGil([&] { return AddNumber(Floating(a), v); }); },
+           py::is_operator())
       .def("__sub__", [](const Tensor& a, const Tensor& b) {
         CheckBoolSubtraction(a.dtype() == DType::kBool, b.dtype() == DType::kBool);
         return NoGil([&] { const auto [x, y] = Promoted(a, b); return Sub(x, y); });
       }, py::is_operator())
       .def("__sub__", [](const Tensor& a, py::int_ v) {
         CheckBoolSubtraction(a.dtype() == DType::kBool, PyBool_Check(v.ptr()));
-        return IntScalarOperator([](const Tensor& t, double x) { return AddScalar(t, -x); })(a, v);
+        return IntScalarOperator([](const Tensor& t, double x) { return AddNumber(t, -x); })(a, v);
       }, py::is_operator())
       .def("__sub__", [](const Tensor& a, double v) {
         CheckBoolSubtraction(a.dtype() == DType::kBool, false);
-        return NoGil([&] { return AddScalar(Floating(a), -v); });
+        return NoGil([&] { return AddNumber(Floating(a), -v); });
       }, py::is_operator())
       .def("__rsub__", [](const Tensor& a, py::int_ v) {
         CheckBoolSubtraction(a.dtype() == DType::kBool, PyBool_Check(v.ptr()));
-        return IntScalarOperator([](const Tensor& t, double x) { return AddScalar(Neg(t), x); })(a, v);
+        return IntScalarOperator([](const Tensor& t, double x) { return AddNumber(Neg(t), x); })(a, v);
       },
            py::is_operator())
       .def("__rsub__", [](const Tensor& a, double v) {
         CheckBoolSubtraction(a.dtype() == DType::kBool, false);
-        return NoGil([&] { return AddScalar(Neg(Floating(a)), v); });
+        return NoGil([&] { return AddNumber(Neg(Floating(a)), v); });
       }, py::is_operator())
-      .def("__mul__", [](const Tensor& a, const Tensor& b) { return NoGil([&] { const auto [x, y] = Promoted(a, b); return Mul(x, y); }); }, py::is_operator())
+      .def("__mul__", [](const Tensor& a, const Tensor& b) {
+        return NoGil([&] {
+          if (const std::optional<double> v = NumberOperand(a, b)) return MulScalar(a, *v);
+          const auto [x, y] = Promoted(a, b);
+          return Mul(x, y);
+        });
+      }, py::is_operator())
       .def("__mul__", IntScalarOperator([](const Tensor& a, double x) { return MulScalar(a, x); }), py::is_operator())
       .def("__mul__", [](const Tensor& a, double v) { return NoGil([&] { return MulScalar(Floating(a), v); }); }, py::is_operator())
       .def("__rmul__", IntScalarOperator([](const Tensor& a, double x) { return MulScalar(a, x); }), py::is_operator())
       .def("__rmul__", [](const Tensor& a, double v) { return NoGil([&] { return MulScalar(Floating(a), v); }); }, py::is_operator())
       .def("__truediv__", [](const Tensor& a, const Tensor& b) {
         return NoGil([&] {
+          if (const std::optional<double> v = NumberOperand(a, b)) return DivByNumber(a, *v);
           const bool ints = !IsFloating(a.dtype()) && !IsFloating(b.dtype());
           if (ints) return Div(Floating(a), Floating(b));
           const auto [x, y] = Promoted(a, b);
@@ -579,8 +609,8 @@ void BindMath(py::class_<Tensor>& c) {
         } else if (!p_arg.is_none()) {
           p = p_arg.cast<double>();
         }
-        if (p == 0.0) {  // the count of nonzero entries (torch's p = 0; cdist / pdist with p = 0 use it)
-          return py::module_::import("tessel.linalg").attr("vector_norm")(x, 0, py::cast(dim), keep).cast<Tensor>();
+        if (p <= 0.0) {  // 0: the count of nonzero entries (cdist / pdist with p = 0 use it); -inf: min |x|; p < 0
+          return py::module_::import("tessel.linalg").attr("vector_norm")(x, p, py::cast(dim), keep).cast<Tensor>();
         }
         auto d = Dims(dim);
         return NoGil([&] { return Norm(x, p, d, keep); });

@@ -134,8 +134,19 @@ def floor_divide(input, other):
     if _is_int(input) and _is_int(other):
         return _int_host(input, other, np.floor_divide, "floor_divide")
     a, b = _float_operands(input, other)
+    if a.dtype in _REDUCED:  # torch's kernel: in float32 (a divisor number at float32 precision; a dividend
+        # number is rounded to the tensor's dtype), one rounding at the end
+        return floor_divide(_float32(input if isinstance(input, Tensor) else a), _float32(other)).to(a.dtype)
     a, b = a.detach(), b.detach()
     return _floor_div_value(a, b, _fmod_value(a, b))
+
+
+_REDUCED = (_dtypes.bfloat16, _dtypes.float16)
+
+
+def _float32(x):
+    """A bfloat16 / float16 tensor as float32 (exact); anything else as it is."""
+    return x.float() if isinstance(x, Tensor) and x.dtype in _REDUCED else x
 
 
 TORCH_FUNCTIONS.update(remainder=remainder, fmod=fmod, floor_divide=floor_divide)

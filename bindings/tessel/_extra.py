@@ -67,10 +67,16 @@ def reciprocal(x):
 def lerp(a, b, weight):
     """torch's formula: a + w (b - a) for |w| < 0.5, else b - (b - a)(1 - w), so w = 1 gives b exactly (1e30 to
     1 at w = 1 gave 0) and a large w does not overflow early."""
+    if isinstance(a, Tensor) and a.dtype in _REDUCED and getattr(b, "dtype", a.dtype) == a.dtype and \
+            getattr(weight, "dtype", a.dtype) == a.dtype:  # torch's kernel: in float32, one rounding at the end
+        return lerp(a.float(), b.float(), weight.float() if isinstance(weight, Tensor) else weight).to(a.dtype)
     diff = b - a
     if isinstance(weight, Tensor):
         return _C._functional.where(weight.abs() < 0.5, a + weight * diff, b - diff * (1 - weight))
     return a + diff * weight if abs(weight) < 0.5 else b - diff * (1 - weight)
+
+
+_REDUCED = (_dtypes.bfloat16, _dtypes.float16)
 
 
 def _softplus1(z):
@@ -160,8 +166,10 @@ def softsign(x):
 
 @honours_inplace
 def threshold(x, threshold, value, inplace=False):
-    """torch's x <= threshold ? value : x (NaN passes through)."""
-    return _C._functional.where(x <= threshold, _scalar_like(x, value), x)
+    """torch's x <= threshold ? value : x (NaN passes through; a 16-bit x compares in float32 with the threshold
+    at float32 precision, as torch's kernel: bf16(0.1) is above 0.1)."""
+    keep = x.float() <= threshold if x.dtype in _REDUCED else x <= threshold
+    return _C._functional.where(keep, _scalar_like(x, value), x)
 
 
 def tanhshrink(x):
@@ -244,7 +252,8 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     x = input.reshape(n, num_groups, -1)
     centered = x - x.mean(-1, keepdim=True)
     y = (centered * ((centered * centered).mean(-1, keepdim=True) + eps).rsqrt()).reshape(*input.shape)
-    return _channel_affine(y, weight, bias)
+    out = _channel_affine(y, weight, bias)
+    return out.to(input.dtype) if input.dtype in _REDUCED else out  # (torch's mixed-type kernel: the input's)
 
 
 def _channel_affine(y, weight=None, bias=None):
@@ -625,12 +634,17 @@ def count_nonzero(x, dim=None):
     return (x != 0).long().sum(dim) if dim is not None else (x != 0).long().sum()
 
 
+def _exact_numpy(t):
+    """t's values in numpy (bfloat16, which numpy lacks, as float32: exact)."""
+    return (t.float() if t.dtype == _dtypes.bfloat16 else t).detach().numpy()
+
+
 def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
-    return bool(np.allclose(a.detach().numpy(), b.detach().numpy(), rtol=rtol, atol=atol, equal_nan=equal_nan))
+    return bool(np.allclose(_exact_numpy(a), _exact_numpy(b), rtol=rtol, atol=atol, equal_nan=equal_nan))
 
 
 def equal(a, b):
-    return tuple(a.shape) == tuple(b.shape) and bool((a.detach().numpy() == b.detach().numpy()).all())
+    return tuple(a.shape) == tuple(b.shape) and bool((_exact_numpy(a) == _exact_numpy(b)).all())
 
 
 def numel(x):

@@ -8,6 +8,7 @@ import math
 import numpy as np
 
 from . import _C, _dtypes
+from ._autocast_policy import autocast_off as _autocast_off
 from ._tensor import wrap_dim
 from ._extra import TENSOR_METHODS, TORCH_FUNCTIONS, Tensor, _new_full, _tensor, isfinite, prod
 
@@ -120,6 +121,11 @@ def _lower_under_autocast(*tensors):
 def addmm(input, mat1, mat2, *, beta=1, alpha=1):
     """beta·input + alpha·(mat1 @ mat2)."""
     input, mat1, mat2 = _lower_under_autocast(input, mat1, mat2)
+    low = (_dtypes.bfloat16, _dtypes.float16)
+    if isinstance(input, Tensor) and mat1.dtype in low and input.dtype == mat1.dtype == mat2.dtype:
+        # torch's kernel adds the bias to the float32 accumulator and rounds once (the product was rounded first)
+        wide = _autocast_off(addmm)(input.float(), mat1.float(), mat2.float(), beta=beta, alpha=alpha)
+        return wide.to(mat1.dtype)
     prod = mat1.matmul(mat2)
     return (input * beta if beta != 1 else input) + (prod * alpha if alpha != 1 else prod) if beta != 0 else \
         (prod * alpha if alpha != 1 else prod)

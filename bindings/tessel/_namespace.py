@@ -152,6 +152,11 @@ def div(input, other, *, rounding_mode=None):
                          % rounding_mode)
     a = input if isinstance(input, Tensor) else _as_operand(input, other)
     b = other if isinstance(other, Tensor) else _as_operand(other, a)
+    if a.dtype in (_dtypes.bfloat16, _dtypes.float16) and (
+            b.dtype == a.dtype or (b.dim() == 0 < a.dim() and b.dtype == _dtypes.float32)):
+        # torch's kernel: trunc of the float32 quotient (a number at float32 precision), rounded once
+        wide = other.float() if isinstance(other, Tensor) else other
+        return (a.float() / wide).trunc().to(a.dtype)
     if (a.dtype.is_floating_point or b.dtype.is_floating_point):
         return (a / b).trunc()
     q = a.floor_divide(b)  # integers: floor + 1 where the exact quotient was negative and not whole
