@@ -100,12 +100,18 @@ _add_cpp, _mul_cpp = Tensor.add_, Tensor.mul_
 
 def _add_(self, other, alpha=1):
     _check_int_target(self, other, "add_")
+    low = self.dtype in (_C.dtype.bfloat16, _C.dtype.float16)
     if isinstance(other, Tensor):
         if self.dtype.is_floating_point and other.dtype == self.dtype:
+            if low and alpha != 1:  # torch's vector kernel takes alpha in the tensor's dtype
+                alpha = _C._full([], builtins.float(alpha), self.dtype).item()
             return _add_cpp(self, other, alpha=builtins.float(alpha))
         # integers (T5's `buckets += where(...)`), long += bool, float32 += float64: computed promoted, written
         # back in self's dtype, as torch's
         return _in_place(self, self + (other * alpha if alpha != 1 else other), "add_")
+    if low and alpha != 1:  # torch: the number and alpha in the tensor's dtype, self + alpha * other in float32
+        r = lambda v: _C._full([], builtins.float(v), self.dtype).item()  # noqa: E731
+        return _in_place(self, (self.float() + r(other) * r(alpha)).to(self.dtype), "add_")
     scaled = other * alpha if isinstance(other, builtins.int) and isinstance(alpha, builtins.int) else \
         builtins.float(other) * builtins.float(alpha)
     return _in_place(self, self + scaled, "add_")

@@ -110,7 +110,13 @@ def add(input, other, *, alpha=1):
     if alpha != 1:
         if isinstance(input, Tensor) and isinstance(other, Tensor):
             dtype = result_type(input, other)
-            return (input.to(dtype) + other.to(dtype) * alpha).to(dtype)
+            work = _dtypes.float32 if dtype in (_dtypes.bfloat16, _dtypes.float16) else dtype
+            if work != dtype:  # torch's vector kernel: alpha in the dtype, a + alpha * b in float32, one rounding
+                alpha = _C._full([], alpha, dtype).item()
+            return (input.to(work) + other.to(work) * alpha).to(dtype)
+        if isinstance(input, Tensor) and input.dtype in (_dtypes.bfloat16, _dtypes.float16):
+            r = lambda v: _C._full([], _float(v), input.dtype).item()  # noqa: E731 (torch: both in the dtype,
+            return (input.float() + r(other) * r(alpha)).to(input.dtype)  # the sum in float32)
         other = other * alpha
     return input + other
 
@@ -124,7 +130,13 @@ def sub(input, other, *, alpha=1):
     if alpha != 1:
         if isinstance(input, Tensor) and isinstance(other, Tensor):
             dtype = result_type(input, other)
-            return (input.to(dtype) - other.to(dtype) * alpha).to(dtype)
+            work = _dtypes.float32 if dtype in (_dtypes.bfloat16, _dtypes.float16) else dtype
+            if work != dtype:  # torch's vector kernel: alpha in the dtype, a + alpha * b in float32, one rounding
+                alpha = _C._full([], alpha, dtype).item()
+            return (input.to(work) - other.to(work) * alpha).to(dtype)
+        if isinstance(input, Tensor) and input.dtype in (_dtypes.bfloat16, _dtypes.float16):
+            r = lambda v: _C._full([], _float(v), input.dtype).item()  # noqa: E731 (torch: both in the dtype,
+            return (input.float() - r(other) * r(alpha)).to(input.dtype)  # the sum in float32)
         other = other * alpha
     return input - other
 
@@ -152,8 +164,8 @@ def div(input, other, *, rounding_mode=None):
                          % rounding_mode)
     a = input if isinstance(input, Tensor) else _as_operand(input, other)
     b = other if isinstance(other, Tensor) else _as_operand(other, a)
-    if a.dtype in (_dtypes.bfloat16, _dtypes.float16) and (
-            b.dtype == a.dtype or (b.dim() == 0 < a.dim() and b.dtype == _dtypes.float32)):
+    if a.dtype in (_dtypes.bfloat16, _dtypes.float16) and a.dim() > 0 and b.dim() == 0 and b.dtype in (
+            a.dtype, _dtypes.float32):  # (a divisor tensor of one or more dims: torch rounds the quotient first)
         # torch's kernel: trunc of the float32 quotient (a number at float32 precision), rounded once
         wide = other.float() if isinstance(other, Tensor) else other
         return (a.float() / wide).trunc().to(a.dtype)

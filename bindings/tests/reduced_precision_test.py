@@ -36,6 +36,20 @@ def test_add_and_sub_round_a_python_number_to_the_tensors_dtype_first():
     assert (h + 70000.0).float().tolist() == [float("inf")] * 2  # 70000 is inf in float16, as torch's
 
 
+def test_add_with_alpha_takes_alpha_in_the_dtype_and_rounds_the_float32_sum_once():
+    x32 = _round_bf16(np.arange(1, 41, dtype=np.float32) * np.float32(0.37) - 7)
+    y32 = _round_bf16(np.arange(40, 0, -1, dtype=np.float32) * np.float32(0.11))
+    x, y = (tessel.tensor(v).to(tessel.bfloat16) for v in (x32, y32))
+    alpha = _round_bf16(np.float32(1 / 3))
+    want = _round_bf16(x32 + alpha * y32)
+    np.testing.assert_array_equal(_vals(tessel.add(x, y, alpha=1 / 3)), want)
+    np.testing.assert_array_equal(_vals(x.clone().add_(y, alpha=1 / 3)), want)
+    np.testing.assert_array_equal(_vals(tessel.sub(x, y, alpha=1 / 3)), _round_bf16(x32 - alpha * y32))
+    number = _round_bf16(np.float32(0.1)) * _round_bf16(np.float32(7))
+    np.testing.assert_array_equal(_vals(tessel.add(x, 0.1, alpha=7)), _round_bf16(x32 + number))
+    np.testing.assert_array_equal(_vals(x.clone().add_(0.1, alpha=7)), _round_bf16(x32 + number))
+
+
 def test_mul_and_div_by_a_0d_float32_tensor_read_it_at_float32_precision():
     h = tessel.tensor([0.1, 1.0], dtype=tessel.float16)
     assert (h * tessel.tensor(70000.0)).dtype == tessel.float16
