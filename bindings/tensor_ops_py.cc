@@ -78,6 +78,40 @@ Tensor AddNumber(const Tensor& t, double v) {
   return AddScalar(t, v);
 }
 
+// torch's Tensor.view(dtype): the same bytes read as another dtype, sharing storage (writes show through both),
+// without autograd history (torch's view_dtype is not differentiable). A different element size rescales the
+// last dim, which must be contiguous (stride 1), divisible and not the only element of a 0-d tensor.
+Tensor ViewAsDType(const Tensor& t, DType dtype) {
+  const auto what = [&] { return Str(DTypeName(t.dtype()), " as ", DTypeName(dtype)); };
+  TESSEL_CHECK(!t.is_distributed(), "view(dtype): not supported for a DTensor (view its to_local() instead)");
+  const int64_t from = ElementSize(t.dtype()), to = ElementSize(dtype);
+  Shape sizes = t.sizes(), strides = t.strides();
+  int64_t offset = t.storage_offset();
+  if (from != to) {
+    TESSEL_CHECK(t.dim() > 0, "self.dim() cannot be 0 to view ", what(), " (different element sizes)");
+    TESSEL_CHECK(t.strides().back() == 1, "self.stride(-1) must be 1 to view ", what(),
+                 " (different element sizes), but got ", t.strides().back());
+    if (from < to) {
+      const int64_t k = to / from;
+      TESSEL_CHECK(sizes.back() % k == 0, "self.size(-1) must be divisible by ", k, " to view ", what(),
+                   " (different element sizes), but got ", sizes.back());
+      TESSEL_CHECK(offset % k == 0, "self.storage_offset() must be divisible by ", k, " to view ", what(),
+                   " (different element sizes), but got ", offset);
+      for (size_t i = 0; i + 1 < strides.size(); ++i) {
+        TESSEL_CHECK(strides[i] % k == 0, "self.stride(", i, ") must be divisible by ", k, " to view ", what(),
+                     " (different element sizes), but got ", strides[i]);
+        strides[i] /= k;
+      }
+      sizes.back() /= k, offset /= k;
+    } else {
+      const int64_t k = from / to;
+      for (size_t i = 0; i + 1 < strides.size(); ++i) strides[i] *= k;
+      sizes.back() *= k, offset *= k;
+    }
+  }
+  return MakeDense(t.impl()->storage(), sizes, strides, offset, dtype);
+}
+
 // The value of b where torch's mul / div read it as a number: a 0-d float32 / float64 CPU tensor b (no gradient
 // to take) beside a bfloat16 / float16 tensor a of one or more dims, whose dtype the result keeps; torch's kernels
 // take b at float32 precision (float16 x * tensor(70000.) is 7000 for x = 0.1; rounding b first gave inf).
@@ -507,7 +541,11 @@ py::object BasicIndex(const Tensor& x, py::handle key) {
   return py::cast(std::move(out));
 }
 void BindViews(py::class_<Tensor>& c) {
-  c.def("view", [](const Tensor& x, py::args s) { auto sh = ShapeArgs(s, "view"); return NoGil([&] { return View(x, sh); }); })
+  c.def("view", [](const Tensor& x, py::args s) {
+     if (s.size() == 1 && py::isinstance<DType>(s[0])) return ViewAsDType(x, s[0].cast<DType>());
+     auto sh = ShapeArgs(s, "view");
+     return NoGil([&] { return View(x, sh); });
+   })
       .def("reshape", [](const Tensor& x, py::args s) {
         auto sh = ShapeArgs(s, "reshape");
         return NoGil([&] { return Reshape(x, sh); });

@@ -103,5 +103,26 @@ def test_mixed_group_norm_allclose_and_dtype_queries():
                                                                                                True]
 
 
+def test_view_as_another_dtype_reads_the_same_bytes_and_shares_them():
+    a = np.array([[1.0, -2.0, 0.5, 3.0], [7.0, 0.1, -0.0, 65504.0]], np.float32)
+    x = tessel.tensor(a)
+    np.testing.assert_array_equal(x.view(tessel.int32).numpy(), a.view(np.int32))
+    np.testing.assert_array_equal(x.view(tessel.int16).numpy(), a.view(np.int16))  # [2, 8]
+    np.testing.assert_array_equal(x.view(tessel.float64).numpy(), a.view(np.float64))  # [2, 2]
+    np.testing.assert_array_equal(x[:, 1:].view(tessel.int16).numpy(), a[:, 1:].view(np.int16))
+    assert x.view(tessel.bfloat16).shape == (2, 8) and x.view(tessel.bfloat16)[0, 1].item() == 1.0  # high half
+    v = x.view(tessel.int32)
+    v[0, 0] = 0  # one storage: the write shows in x
+    assert x[0, 0].item() == 0.0
+    g = tessel.ones(4, requires_grad=True)
+    assert not g.view(tessel.float32).requires_grad  # torch's view(dtype) has no autograd history
+    with pytest.raises(RuntimeError, match=r"self.size\(-1\) must be divisible by 2 to view float32 as float64"):
+        tessel.zeros(2, 3).view(tessel.float64)
+    with pytest.raises(RuntimeError, match=r"self.stride\(-1\) must be 1 to view float32 as float16"):
+        tessel.zeros(4, 2).t().view(tessel.float16)
+    with pytest.raises(RuntimeError, match=r"self.dim\(\) cannot be 0 to view float32 as int16"):
+        tessel.tensor(1.0).view(tessel.int16)
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
