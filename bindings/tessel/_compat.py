@@ -543,6 +543,12 @@ def _to(self, *args, **kwargs):
     where the tensor already is, any other raises (tessel._device); memory_format lays the result out so
     (tessel/_tensor_extras.py)."""
     from ._device import parse_to_args
+    from ._complex import ComplexDType, complex as _complex_of
+    wanted = [a for a in args if isinstance(a, ComplexDType)] + [kwargs.get("dtype")] * isinstance(
+        kwargs.get("dtype"), ComplexDType)
+    if wanted:  # a real tensor as complex64 / complex128: its values as the real part, a zero imaginary part
+        real = self.to(wanted[0].real)
+        return _complex_of(real, _C._full(list(real.shape), 0.0, real.dtype))
     fmt = kwargs.get("memory_format")
     dtype, _, copy = parse_to_args(args, kwargs, "Tensor.to", allow_copy=True)
     out = self if dtype is None or dtype == self.dtype else _to_dtype(self, dtype)

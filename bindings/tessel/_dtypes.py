@@ -39,7 +39,7 @@ class finfo:
         else:
             info = _np.finfo({float32: _np.float32, float64: _np.float64, float16: _np.float16}[type])
             self.bits, self.eps, self.max = info.bits, _builtins.float(info.eps), _builtins.float(info.max)
-            self.tiny, self.resolution = _builtins.float(info.tiny), _builtins.float(info.resolution)
+            self.tiny, self.resolution = _builtins.float(info.tiny), 10.0 ** -info.precision  # (torch's: a double)
         self.min, self.smallest_normal, self.dtype = -self.max, self.tiny, repr(type).split(".")[-1]
 
     def __repr__(self):

@@ -101,6 +101,10 @@ def test_mixed_group_norm_allclose_and_dtype_queries():
     assert tessel.equal(x, x.clone())
     assert [d.is_signed for d in (tessel.uint8, tessel.bool, tessel.int8, tessel.bfloat16)] == [False, False, True,
                                                                                                True]
+    assert tessel.finfo(tessel.float16).resolution == 0.001  # torch's 10 ** -precision (it was 0.0010004)
+    c = tessel.tensor([1.5, -0.0, float("inf")]).to(tessel.bfloat16).to(tessel.complex64)
+    assert c.dtype == tessel.complex64  # (it raised TypeError)
+    np.testing.assert_array_equal(tessel.view_as_real(c).numpy(), [[1.5, 0.0], [-0.0, 0.0], [np.inf, 0.0]])
 
 
 def test_view_as_another_dtype_reads_the_same_bytes_and_shares_them():
