@@ -67,6 +67,11 @@ def reciprocal(x):
 def lerp(a, b, weight):
     """torch's formula: a + w (b - a) for |w| < 0.5, else b - (b - a)(1 - w), so w = 1 gives b exactly (1e30 to
     1 at w = 1 gave 0) and a large w does not overflow early."""
+    if isinstance(a, Tensor) and isinstance(b, Tensor) and b.dtype != a.dtype:
+        raise RuntimeError("expected dtype %s for `end` but got dtype %s" % (_c_type(a.dtype), _c_type(b.dtype)))
+    if isinstance(a, Tensor) and isinstance(weight, Tensor) and weight.dim() > 0 and weight.dtype != a.dtype:
+        raise RuntimeError("expected dtype %s for `weight` but got dtype %s" % (_c_type(a.dtype),
+                                                                             _c_type(weight.dtype)))
     if isinstance(a, Tensor) and a.dtype in _REDUCED and getattr(b, "dtype", a.dtype) == a.dtype and \
             getattr(weight, "dtype", a.dtype) == a.dtype:  # torch's kernel: in float32, one rounding at the end
         return lerp(a.float(), b.float(), weight.float() if isinstance(weight, Tensor) else weight).to(a.dtype)
@@ -77,6 +82,13 @@ def lerp(a, b, weight):
 
 
 _REDUCED = (_dtypes.bfloat16, _dtypes.float16)
+
+
+def _c_type(dtype):
+    """The C++ type name torch's dtype checks print (float, c10::BFloat16, long int, ...)."""
+    return {"float32": "float", "float64": "double", "bfloat16": "c10::BFloat16", "float16": "c10::Half",
+            "int64": "long int", "int32": "int", "int16": "short int", "int8": "signed char", "uint8": "unsigned char",
+            "bool": "bool"}.get(str(dtype).rsplit(".", 1)[-1], str(dtype))
 
 
 def _softplus1(z):

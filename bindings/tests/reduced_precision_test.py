@@ -81,6 +81,8 @@ def test_lerp_threshold_addmm_and_norms_round_once():
     a32, b32 = _vals(a), _vals(b)
     w = np.float32(0.1)
     np.testing.assert_array_equal(_vals(tessel.lerp(a, b, 0.1)), _round_bf16(a32 + w * (b32 - a32)))
+    with pytest.raises(RuntimeError, match="expected dtype c10::BFloat16 for `end` but got dtype float"):
+        tessel.lerp(a, b.float(), 0.5)  # torch does not promote lerp's operands
     assert F.threshold(tessel.tensor([0.1]).to(tessel.bfloat16), 0.1, 20.0).item() == _round_bf16(0.1)
     g = tessel.Generator().manual_seed(1)
     m1, m2, bias = (tessel.randn(*s, generator=g).to(tessel.bfloat16) for s in ((4, 8), (8, 3), (3,)))
