@@ -180,6 +180,28 @@ namespace {
 // fill_ and zero_ write directly (FillInPlace is no op): on a tensor that requires grad, with grad mode on,
 // the tensor kept its old graph (y = x * 2; y.fill_(0) still gave x a gradient of 2 per use), silently.
 // torch raises for a leaf and records it otherwise; tessel records no in-place op, so it raises for both.
+// torch's checked conversion of a Python number to a tensor's dtype (c10::checked_convert), for fill_ /
+// masked_fill / full: a finite number that float16 or float32 would round to inf, or an integer out of its type's
+// range (uint8 also takes -255..-1, which wrap), raises instead of storing inf or wrapped bits (full((2,), 300,
+// dtype=uint8) gave 44). bfloat16 and float64 are not checked, as torch's.
+void CheckNumberFits(double v, DType dtype) {
+  const char* name = nullptr;
+  bool overflow = false;
+  const double t = std::trunc(v);
+  switch (dtype) {
+    case DType::kFloat16: name = "c10::Half", overflow = std::isfinite(v) && std::abs(v) >= 65520.0; break;
+    case DType::kFloat32: name = "float", overflow = std::isfinite(v) && std::abs(v) >= 3.4028235677973366e38; break;
+    case DType::kInt8: name = "int8_t", overflow = std::isfinite(v) && (t < -128 || t > 127); break;
+    case DType::kUInt8: name = "uint8_t", overflow = std::isfinite(v) && (t < -255 || t > 255); break;
+    case DType::kInt16: name = "int16_t", overflow = std::isfinite(v) && (t < -32768 || t > 32767); break;
+    case DType::kInt32: name = "int", overflow = std::isfinite(v) && (t < -2147483648.0 || t > 2147483647.0); break;
+    case DType::kInt64: name = "int64_t", overflow = std::isfinite(v) && (t < -9223372036854775808.0 ||
+                                                                             t >= 9223372036854775808.0); break;
+    default: break;
+  }
+  TESSEL_CHECK(!overflow, "value cannot be converted to type ", name, " without overflow");
+}
+
 void CheckFillable(const Tensor& a, const char* op) {
   TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, !GradModeEnabled() || !a.requires_grad(), op,
                     ": in-place operation on a tensor of shape ", ShapeStr(a.sizes()), " that requires grad (",
@@ -346,6 +368,7 @@ void BindArithmetic(py::class_<Tensor>& c) {
       }, py::return_value_policy::reference_internal)
       .def("fill_", [](Tensor& a, double v) -> Tensor& {
         CheckFillable(a, "fill_");
+        CheckNumberFits(v, a.dtype());
         NoGil([&] { FillAnyInPlace(a, v, "fill_"); });
         return a;
       }, py::return_value_policy::reference_internal)
@@ -423,6 +446,7 @@ void BindComparisons(py::class_<Tensor>& c) {
     }, py::is_operator());
   }
   c.def("masked_fill", [](const Tensor& x, const Tensor& mask, double v) {
+        if (x.dtype() == DType::kFloat16) CheckNumberFits(v, x.dtype());  // (torch's wraps integers here)
         return NoGil([&] { return MaskedFill(x, mask, v); });
       }, py::arg("mask"), py::arg("value"));
 }
@@ -696,6 +720,7 @@ void BindTensorOps(py::module_& m) {
   BindMath(c);
   // torch.promote_types (tessel/_namespace.py): the same lattice the binary ops promote on.
   m.def("_promote_types", &PromoteTypes, py::arg("type1"), py::arg("type2"));
+  m.def("_check_number_fits", &CheckNumberFits, py::arg("value"), py::arg("dtype"));
 }
 
 }  // namespace tessel::bindings

@@ -259,6 +259,10 @@ def _clamp(self, min=None, max=None):
         return out
     if not self.dtype.is_floating_point and any(isinstance(b, builtins.float) for b in (min, max)):
         self = self.to(_C._get_default_dtype())
+    if self.dtype == _C.dtype.float16:  # torch's checked conversion of the bounds (float16 clamp(min=-70000))
+        for b in (min, max):
+            if b is not None:
+                _C._check_number_fits(builtins.float(b), self.dtype)
     if self.dtype.is_floating_point and any(isinstance(b, builtins.float) and b != b for b in (min, max)):
         return self * 0.0 + math.nan  # a NaN bound makes every value NaN (torch's); the gradient is 0
     if self.dtype in _INT_RANGES:  # integer bounds beyond the dtype's range would wrap when cast: clip them

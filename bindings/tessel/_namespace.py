@@ -112,6 +112,7 @@ def add(input, other, *, alpha=1):
             dtype = result_type(input, other)
             work = _dtypes.float32 if dtype in (_dtypes.bfloat16, _dtypes.float16) else dtype
             if work != dtype:  # torch's vector kernel: alpha in the dtype, a + alpha * b in float32, one rounding
+                _C._check_number_fits(_float(alpha), dtype)
                 alpha = _C._full([], alpha, dtype).item()
             return (input.to(work) + other.to(work) * alpha).to(dtype)
         if isinstance(input, Tensor) and input.dtype in (_dtypes.bfloat16, _dtypes.float16):
@@ -132,6 +133,7 @@ def sub(input, other, *, alpha=1):
             dtype = result_type(input, other)
             work = _dtypes.float32 if dtype in (_dtypes.bfloat16, _dtypes.float16) else dtype
             if work != dtype:  # torch's vector kernel: alpha in the dtype, a + alpha * b in float32, one rounding
+                _C._check_number_fits(_float(alpha), dtype)
                 alpha = _C._full([], alpha, dtype).item()
             return (input.to(work) - other.to(work) * alpha).to(dtype)
         if isinstance(input, Tensor) and input.dtype in (_dtypes.bfloat16, _dtypes.float16):

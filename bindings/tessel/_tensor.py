@@ -78,6 +78,8 @@ def full(size, fill_value, *, dtype=None, device=None, requires_grad=False):
         if dtype == _dtypes.int64 and isinstance(fill_value, builtins.int) and builtins.abs(fill_value) > 2 ** 53:
             # exact beyond 2^53 (the C++ fill takes a double)
             return _finish(_C._from_numpy(np.full(_shape((size,)), fill_value, dtype=np.int64)), requires_grad)
+        if not isinstance(fill_value, builtins.bool):
+            _C._check_number_fits(builtins.float(fill_value), dtype)  # torch's checked conversion (300 for uint8)
         return _finish(_C._full(_shape((size,)), builtins.float(fill_value), dtype), requires_grad)
 
 
@@ -789,7 +791,11 @@ def _write_view(view, value):
     """view[...] = value: copy_ of a tensor value (torch drops the value's leading ones first), fill_ of a number;
     both record the write under autograd."""
     if not isinstance(value, Tensor):
-        return view.fill_(builtins.float(value))
+        v = builtins.float(value)
+        limit = {_dtypes.float16: 65520.0, _dtypes.float32: 3.4028235677973366e38}.get(view.dtype)
+        if limit is not None and builtins.abs(v) >= limit:  # torch's setitem rounds a float past the dtype's range
+            v = math.copysign(math.inf, v)  # to inf (fill_ and full raise)
+        return view.fill_(v)
     while value.ndim > view.ndim and value.shape[0] == 1:
         value = value.squeeze(0)
     return view.copy_(value)

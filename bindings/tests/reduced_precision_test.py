@@ -109,6 +109,27 @@ def test_mixed_group_norm_allclose_and_dtype_queries():
     np.testing.assert_array_equal(tessel.view_as_real(c).numpy(), [[1.5, 0.0], [-0.0, 0.0], [np.inf, 0.0]])
 
 
+def test_numbers_that_overflow_the_dtype_raise_as_torchs_checked_conversion():
+    h = tessel.zeros(2, dtype=tessel.float16)
+    msg = "value cannot be converted to type c10::Half without overflow"
+    for make in (lambda: tessel.full((2,), 70000.0, dtype=tessel.float16), lambda: h.clone().fill_(1e6),
+                 lambda: h.masked_fill(tessel.tensor([True, False]), -1e9), lambda: h.clamp(min=-70000.0),
+                 lambda: tessel.add(h, h, alpha=70000)):
+        with pytest.raises(RuntimeError, match=msg):
+            make()
+    with pytest.raises(RuntimeError, match="value cannot be converted to type uint8_t without overflow"):
+        tessel.full((2,), 300, dtype=tessel.uint8)  # (it stored 44)
+    with pytest.raises(RuntimeError, match="value cannot be converted to type int8_t without overflow"):
+        tessel.zeros(2, dtype=tessel.int8).fill_(128)
+    assert tessel.full((1,), 65505.0, dtype=tessel.float16).item() == 65504.0  # rounds to the largest: no error
+    assert tessel.full((1,), float("inf"), dtype=tessel.float16).item() == float("inf")
+    assert tessel.full((1,), -1, dtype=tessel.uint8).item() == 255  # torch's uint8 takes -255..-1 (wrapping)
+    y = h.clone()
+    y[0] = 70000.0  # setitem rounds to inf, as torch's
+    assert y.float().tolist() == [float("inf"), 0.0]
+    assert (h + 70000.0).float().tolist() == [float("inf")] * 2  # an operand number is not checked
+
+
 def test_view_as_another_dtype_reads_the_same_bytes_and_shares_them():
     a = np.array([[1.0, -2.0, 0.5, 3.0], [7.0, 0.1, -0.0, 65504.0]], np.float32)
     x = tessel.tensor(a)
