@@ -182,8 +182,8 @@ namespace {
 // torch raises for a leaf and records it otherwise; tessel records no in-place op, so it raises for both.
 // torch's checked conversion of a Python number to a tensor's dtype (c10::checked_convert), for fill_ /
 // masked_fill / full: a finite number that float16 or float32 would round to inf, or an integer out of its type's
-// range (uint8 also takes -255..-1, which wrap), raises instead of storing inf or wrapped bits (full((2,), 300,
-// dtype=uint8) gave 44). bfloat16 and float64 are not checked, as torch's.
+// range (uint8 also takes -255..-1, which wrap) or not finite, raises instead of storing inf or wrapped bits
+// (full((2,), 300, dtype=uint8) gave 44). bfloat16 and float64 are not checked, as torch's.
 void CheckNumberFits(double v, DType dtype) {
   const char* name = nullptr;
   bool overflow = false;
@@ -191,11 +191,11 @@ void CheckNumberFits(double v, DType dtype) {
   switch (dtype) {
     case DType::kFloat16: name = "c10::Half", overflow = std::isfinite(v) && std::abs(v) >= 65520.0; break;
     case DType::kFloat32: name = "float", overflow = std::isfinite(v) && std::abs(v) >= 3.4028235677973366e38; break;
-    case DType::kInt8: name = "int8_t", overflow = std::isfinite(v) && (t < -128 || t > 127); break;
-    case DType::kUInt8: name = "uint8_t", overflow = std::isfinite(v) && (t < -255 || t > 255); break;
-    case DType::kInt16: name = "int16_t", overflow = std::isfinite(v) && (t < -32768 || t > 32767); break;
-    case DType::kInt32: name = "int", overflow = std::isfinite(v) && (t < -2147483648.0 || t > 2147483647.0); break;
-    case DType::kInt64: name = "int64_t", overflow = std::isfinite(v) && (t < -9223372036854775808.0 ||
+    case DType::kInt8: name = "int8_t", overflow = !std::isfinite(v) || (t < -128 || t > 127); break;
+    case DType::kUInt8: name = "uint8_t", overflow = !std::isfinite(v) || (t < -255 || t > 255); break;
+    case DType::kInt16: name = "int16_t", overflow = !std::isfinite(v) || (t < -32768 || t > 32767); break;
+    case DType::kInt32: name = "int", overflow = !std::isfinite(v) || (t < -2147483648.0 || t > 2147483647.0); break;
+    case DType::kInt64: name = "int64_t", overflow = !std::isfinite(v) || (t < -9223372036854775808.0 ||
                                                                              t >= 9223372036854775808.0); break;
     default: break;
   }

@@ -446,11 +446,22 @@ def take(input, index):
 
 
 def _put_(self, index, source, accumulate=False):
+    flat = index.reshape(-1).numpy()
+    n = self.numel()
+    bad = flat[(flat < -n) | (flat >= n)]
+    if bad.size:  # (it wrapped and wrote anyway)
+        raise IndexError("out of range: tried to access index %d on a tensor of %d elements." % (bad[0], n))
     flat_index = np.unravel_index(index.reshape(-1).numpy() % builtins.max(self.numel(), 1), tuple(self.shape))
     return self.index_put_(tuple(_tensor(i) for i in flat_index), source.reshape(-1), accumulate)
 
 
 def index_copy(x, dim, index, source):
+    d = wrap_dim(dim, x.ndim)
+    size = x.shape[d] if x.ndim else 1
+    values = index.reshape(-1).numpy() if isinstance(index, _C.Tensor) else np.asarray(index).reshape(-1)
+    bad = values[(values < 0) | (values >= size)]
+    if bad.size:  # (a negative index copied into the row from the end)
+        raise IndexError("index_copy_(): index %d is out of bounds for dimension %d with size %d" % (bad[0], d, size))
     out = x.clone()
     key = (builtins.slice(None),) * wrap_dim(dim, x.ndim) + (index,)
     out[key] = source

@@ -396,6 +396,16 @@ def unflatten(x, dim, sizes):
     return x.reshape(*(list(x.shape[:dim]) + list(sizes) + list(x.shape[dim + 1:])))
 
 
+def _out_of_range(index, size):
+    """The first index outside [0, size) (negative ones included), or None; plain for a DTensor index."""
+    if not isinstance(index, Tensor) or index.is_distributed or index.numel() == 0:
+        values = np.asarray(index if not isinstance(index, Tensor) else [], dtype=np.int64).reshape(-1)
+    else:
+        values = index.detach().numpy().reshape(-1)
+    bad = values[(values < 0) | (values >= size)]
+    return builtins.int(bad[0]) if bad.size else None
+
+
 def index_select(x, dim, index):
     dim = wrap_dim(dim, x.ndim)
     if isinstance(index, Tensor):
@@ -403,6 +413,10 @@ def index_select(x, dim, index):
             raise IndexError("index_select(): Index is supposed to be a vector")
         if index.dtype.is_floating_point or index.dtype == _dtypes.bool:
             raise IndexError("index_select(): Expected dtype int32/int64 for index")
+    size = x.shape[dim] if x.ndim else 1
+    bad = _out_of_range(index, size)
+    if bad is not None:  # negative indices included: torch does not wrap them here (they read other rows)
+        raise IndexError("index out of range in self")
     return x[(builtins.slice(None),) * dim + (index.reshape(-1) if isinstance(index, Tensor) else list(index),)]
 
 
@@ -457,6 +471,8 @@ def repeat_interleave(x, repeats, dim=None):
 
 
 def masked_select(x, mask):
+    if mask.dtype != _dtypes.bool:  # (a uint8 mask was read as indices)
+        raise RuntimeError("masked_select: expected BoolTensor for mask")
     shape = np.broadcast_shapes(tuple(x.shape), tuple(mask.shape))
     xs = x.expand(*shape) if tuple(x.shape) != shape else x
     m = mask.expand(*shape) if tuple(mask.shape) != shape else mask
@@ -577,6 +593,10 @@ def index_add(x, dim, index, source, *, alpha=1):
         raise IndexError("index_add_(): Number of indices (%d) should be equal to source.size(dim) (%d)"
                          % (index.numel(), source.shape[dim] if source.ndim else 1))
     d = wrap_dim(dim, x.ndim)
+    bad = _out_of_range(index, x.shape[d] if x.ndim else 1)
+    if bad is not None:  # (a negative index added into the row from the end)
+        raise RuntimeError("index %d is out of bounds for dimension %d with size %d"
+                           % (bad, d, x.shape[d] if x.ndim else 1))
     moved = source.movedim(d, 0) if source.ndim > 1 else source.reshape(-1, 1)
     target = x.movedim(d, 0) if x.ndim > 1 else x.reshape(-1, 1)
     from ._tensor import index_add_rows

@@ -12,6 +12,7 @@ import functools
 import math
 import os
 import sys
+import warnings
 
 import numpy as np
 
@@ -518,6 +519,31 @@ def _tuple_with_advanced_index(self, idx):
     return rows.permute(*back).contiguous() if first else rows
 
 
+_SEQUENCE_AS_TUPLE = ("Using a non-tuple sequence for multidimensional indexing is deprecated and will be changed in "
+                      "pytorch 2.9; use x[tuple(seq)] instead of x[seq]. In pytorch 2.9 this will be interpreted as "
+                      "tensor index, x[torch.tensor(seq)], which will result either in an error or a different result")
+
+
+def _torch_key(idx):
+    """torch's reading of a subscript before indexing: a list (fewer than 32 entries) holding a tensor, a sequence,
+    a slice, None or ... is a tuple of indices (numpy's legacy rule, with torch's warning: x[[[0, 1]]] is x[[0, 1]],
+    x[[0, slice(None)]] is x[0, :]); a uint8 tensor is a boolean mask (with torch's deprecation warning)."""
+    if isinstance(idx, list) and len(idx) < 32 and builtins.any(
+            isinstance(i, (Tensor, list, tuple, builtins.slice, np.ndarray)) or i is None or i is Ellipsis
+            for i in idx):
+        warnings.warn(_SEQUENCE_AS_TUPLE, UserWarning, stacklevel=3)
+        idx = tuple(idx)
+    if isinstance(idx, Tensor) and idx.dtype == _dtypes.uint8:
+        warnings.warn("indexing with dtype torch.uint8 is now deprecated, please use a dtype torch.bool instead.",
+                      UserWarning, stacklevel=3)
+        return idx.to(_dtypes.bool)
+    if isinstance(idx, tuple) and builtins.any(isinstance(i, Tensor) and i.dtype == _dtypes.uint8 for i in idx):
+        warnings.warn("indexing with dtype torch.uint8 is now deprecated, please use a dtype torch.bool instead.",
+                      UserWarning, stacklevel=3)
+        return tuple(i.to(_dtypes.bool) if isinstance(i, Tensor) and i.dtype == _dtypes.uint8 else i for i in idx)
+    return idx
+
+
 def _getitem(self, idx):
     """Basic indexing: ints, slices (step > 0), None and ... (views, like torch's basic indexing); and one
     integer or boolean tensor (or list / numpy array) index along dim 0 (a copy, with a gradient). The common
@@ -525,6 +551,7 @@ def _getitem(self, idx):
     out = _basic_index(self, idx)
     if out is not None:
         return out
+    idx = _torch_key(idx)
     if isinstance(idx, Tensor) and idx.ndim == 0 and not idx.dtype.is_floating_point and idx.dtype != _dtypes.bool:
         idx = idx.item()  # a 0-d integer tensor is a plain index (a view), as in torch
     if _is_zero_d_bool(idx):
@@ -766,6 +793,10 @@ def _setitem(self, idx, value):
     """t[idx] = value: writes through the view t[idx]; where autograd must record the write (grad mode on and
     the value or t requiring grad) it is _recorded_setitem; an integer or boolean tensor index along dim 0
     writes the selected rows. DTensors: _dtensor_setitem."""
+    if isinstance(idx, Tensor) and idx.dtype == _dtypes.uint8 and not isinstance(value, Tensor):
+        raise RuntimeError("masked_fill_ only supports boolean masks, but got mask with dtype unsigned char")
+    if isinstance(idx, (list, tuple, Tensor)):
+        idx = _torch_key(idx)
     if self.is_distributed:
         return _dtensor_setitem(self, idx, value)
     if _C.is_grad_enabled() and (self.requires_grad or (isinstance(value, Tensor) and value.requires_grad)):

@@ -1,0 +1,92 @@
+"""Indexing as torch 2.15 reads a subscript, found by a 17,867-case side-by-side sweep: a list holding sequences,
+slices, None or ... is a tuple of indices; a uint8 tensor is a boolean mask (torch's deprecation warning); indices
+outside a dim raise in index_select / index_add / index_copy / put_ instead of wrapping; a number that does not fit
+an integer tensor raises on assignment. Expected values: numpy's indexing of the same array."""
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+import tessel
+
+
+def _x():
+    return np.arange(24.0).reshape(2, 3, 4)
+
+
+@pytest.mark.parametrize("key,numpy_key", [
+    ([[0, 1]], ([0, 1],)),
+    ([[0, 1], [1, 2]], ([0, 1], [1, 2])),
+    ([0, slice(None)], (0, slice(None))),
+    ([None, 0], (None, 0)),
+    ([Ellipsis, 1], (Ellipsis, 1)),
+])
+def test_a_list_holding_sequences_slices_or_none_is_a_tuple_of_indices(key, numpy_key):
+    a = _x()
+    with pytest.warns(UserWarning, match="Using a non-tuple sequence for multidimensional indexing is deprecated"):
+        got = tessel.tensor(a)[key]
+    np.testing.assert_array_equal(got.numpy(), a[numpy_key])
+
+
+def test_a_list_of_tensors_indexes_like_their_tuple_and_a_list_of_ints_stays_one_index():
+    a = _x()
+    x = tessel.tensor(a)
+    with pytest.warns(UserWarning, match="non-tuple sequence"):
+        got = x[[tessel.tensor([0, 1]), tessel.tensor([1, 2])]]
+    np.testing.assert_array_equal(got.numpy(), a[[0, 1], [1, 2]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a plain list of ints is one index, without the warning
+        np.testing.assert_array_equal(x[[1, 0]].numpy(), a[[1, 0]])
+    y = x.clone()
+    with pytest.warns(UserWarning, match="non-tuple sequence"):
+        y[[[0, 1], [1, 2]]] = -1.0
+    b = a.copy()
+    b[[0, 1], [1, 2]] = -1.0
+    np.testing.assert_array_equal(y.numpy(), b)
+
+
+def test_a_uint8_index_is_a_boolean_mask_with_torchs_warning():
+    a = _x()
+    x = tessel.tensor(a)
+    m = tessel.tensor([1, 0], dtype=tessel.uint8)
+    with pytest.warns(UserWarning, match="indexing with dtype torch.uint8 is now deprecated"):
+        np.testing.assert_array_equal(x[m].numpy(), a[np.array([True, False])])  # it read rows 1, 0
+    with pytest.warns(UserWarning, match="uint8"):
+        np.testing.assert_array_equal(x[m, tessel.tensor([0, 1])].numpy(), a[np.array([True, False]), [0, 1]])
+    with pytest.raises(RuntimeError, match="masked_fill_ only supports boolean masks, but got mask with dtype "
+                                           "unsigned char"):
+        x.clone()[m] = 5.0
+    with pytest.raises(RuntimeError, match="masked_select: expected BoolTensor for mask"):
+        tessel.masked_select(x, tessel.ones(2, 3, 4, dtype=tessel.uint8))
+
+
+def test_indices_outside_the_dim_raise_instead_of_wrapping():
+    x = tessel.zeros(3, 3)
+    idx = tessel.tensor([-1, 0])
+    with pytest.raises(IndexError, match="index out of range in self"):
+        tessel.index_select(x, 0, tessel.tensor([-1]))  # (it returned row 2)
+    with pytest.raises(RuntimeError, match="index -1 is out of bounds for dimension 0 with size 3"):
+        tessel.index_add(x, 0, idx, tessel.ones(2, 3))
+    with pytest.raises(IndexError, match=r"index_copy_\(\): index 3 is out of bounds for dimension 0 with size 3"):
+        tessel.index_copy(x, 0, tessel.tensor([3, 0]), tessel.ones(2, 3))
+    with pytest.raises(IndexError, match="out of range: tried to access index 9 on a tensor of 9 elements"):
+        x.clone().put_(tessel.tensor([9]), tessel.ones(1))
+    assert x.clone().put_(tessel.tensor([-9]), tessel.ones(1)).reshape(-1).tolist()[0] == 1.0  # in range: wraps
+    np.testing.assert_array_equal(tessel.index_select(tessel.tensor(_x()), 2, tessel.tensor([3, 0])).numpy(),
+                                  _x()[:, :, [3, 0]])
+
+
+def test_assigning_a_number_an_integer_tensor_cannot_hold_raises():
+    x = tessel.zeros(3, 4, dtype=tessel.int32)
+    with pytest.raises(RuntimeError, match="value cannot be converted to type int without overflow"):
+        x[0] = 2 ** 40  # (it stored -2147483648)
+    y = tessel.zeros(3, dtype=tessel.int64)
+    with pytest.raises(RuntimeError, match="value cannot be converted to type int64_t without overflow"):
+        y[0] = float("nan")
+    x[1] = 2 ** 31 - 1
+    assert x[1].tolist() == [2 ** 31 - 1] * 4
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
