@@ -518,7 +518,10 @@ def _index_mask(x, dim, index):
 
 
 def _index_fill(x, dim, index, value):
-    """torch.index_fill: x with the slices at index along dim set to value (differentiable in x)."""
+    """torch.index_fill: x with the slices at index along dim set to value (differentiable in x, and in a 0-d
+    tensor value: the sum of the filled positions' gradients, as torch's; it was read as a number)."""
+    if isinstance(value, Tensor) and value.requires_grad and _C.is_grad_enabled():
+        return _C._functional.where(_index_mask(x, dim, index), value.to(x.dtype), x)
     return x.masked_fill(_index_mask(x, dim, index), value)
 
 

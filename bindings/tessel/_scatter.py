@@ -143,6 +143,12 @@ def scatter(input, dim, index, src=None, value=None, *, reduce=None):
     values = _scatter_values(src, None if src_pos is None else src_pos[last], last.size, input)
     flat = input.reshape(-1)
     placed = _flat_index_add(_C._full([flat.shape[0]], 0.0, flat.dtype), target[last], values)
+    if last.size != target.size and isinstance(src, Tensor) and src.requires_grad and _C.is_grad_enabled():
+        # torch's gradient for repeated targets: every src element gets its target's gradient (src.grad is the
+        # output gradient gathered at index), the overwritten ones too
+        every = _flat_index_add(_C._full([flat.shape[0]], 0.0, flat.dtype), target,
+                                _scatter_values(src, src_pos, target.size, input))
+        placed = placed.detach() + (every - every.detach())
     return _C._functional.where(_touched(target, flat.shape[0]), placed, flat).reshape(*input.shape)
 
 

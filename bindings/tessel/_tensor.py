@@ -723,6 +723,14 @@ def index_add_rows(rows, index, num_rows):
     return _C._from_numpy(out)
 
 
+def _every_writer_gradient(placed, rows, positions, numel):
+    """placed's values (each position's last write) with torch's gradient for repeated writes: every element
+    written to a position gets that position's gradient, the overwritten ones too (torch's backward gathers the
+    output gradient at each index; only the last write's element got it)."""
+    every = index_add_rows(rows.contiguous() if not rows.is_contiguous() else rows.clone(), tensor(positions), numel)
+    return placed.detach() + (every - every.detach())
+
+
 def _written(self, idx, value):
     """self with value written at self[idx], out of place: where(written positions, value placed by an
     index-add, self). The positions are numpy's for the same subscript (its basic and advanced indexing lay
@@ -732,12 +740,16 @@ def _written(self, idx, value):
     value = value if isinstance(value, Tensor) else _C._full([], builtins.float(value), self.dtype)
     rows = value.to(self.dtype).expand(*positions.shape).reshape(-1, 1)
     flat = positions.reshape(-1)
+    every = None
     if np.unique(flat).size != flat.size:  # keep each position's last write only
+        every = (rows, flat)
         _, first_from_end = np.unique(flat[::-1], return_index=True)
         keep = np.sort(flat.size - 1 - first_from_end)
         flat, rows = flat[keep], _gather_rows(rows, keep)
     # a fresh copy: the index-add saves it for backward, and value may share memory with self (written next)
     placed = index_add_rows(rows.contiguous() if not rows.is_contiguous() else rows.clone(), tensor(flat), numel)
+    if every is not None and rows.requires_grad and _C.is_grad_enabled():
+        placed = _every_writer_gradient(placed, *every, numel)
     mask = np.zeros(numel, dtype=np.bool_)
     mask[flat] = True
     return _C._functional.where(tensor(mask), placed.reshape(-1), self.reshape(-1)).reshape(*self.shape)

@@ -88,5 +88,43 @@ def test_assigning_a_number_an_integer_tensor_cannot_hold_raises():
     assert x[1].tolist() == [2 ** 31 - 1] * 4
 
 
+def _rows(n, m, off=0):
+    return tessel.tensor(np.arange(1.0, n * m + 1).reshape(n, m) + off, requires_grad=True)
+
+
+def test_repeated_writes_give_every_written_element_its_positions_gradient():
+    # torch's backward gathers the output gradient at each index, so an element that lost a repeated write gets
+    # its position's gradient too (only the last writer got it); expected values: that gather, by hand
+    w = np.arange(1.0, 10.0).reshape(3, 3)
+    x, v = _rows(3, 3), _rows(3, 3, 10)
+    (tessel.index_put(x, (tessel.tensor([0, 0, 2]),), v) * tessel.tensor(w)).sum().backward()
+    np.testing.assert_array_equal(v.grad.numpy(), w[[0, 0, 2]])
+    np.testing.assert_array_equal(x.grad.numpy(), [[0, 0, 0], w[1], [0, 0, 0]])
+    x, src = _rows(3, 3), _rows(2, 3, 10)
+    index = np.array([[1, 1, 1], [0, 2, 0]])
+    (tessel.scatter(x, 1, tessel.tensor(index), src) * tessel.tensor(w)).sum().backward()
+    np.testing.assert_array_equal(src.grad.numpy(), np.take_along_axis(w[:2], index, 1))
+    x = _rows(3, 4)
+    g = np.arange(12.0).reshape(3, 4)
+    y = x * 2
+    y[tessel.tensor([1, 1, 0, 1])] += 1  # three reads of row 1 through the gather: three gradients, as torch
+    (y * tessel.tensor(g)).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [2 * g[0], 3 * 2 * g[1], 2 * g[2]])
+    src = tessel.tensor([5.0, 6.0, 7.0], requires_grad=True)
+    (_rows(3, 3).detach().clone().put_(tessel.tensor([0, 0, 4]), src) * tessel.tensor(w)).sum().backward()
+    assert src.grad.tolist() == [w[0, 0], w[0, 0], w[1, 1]]
+    with tessel.no_grad():  # values: the last write wins, as before
+        assert tessel.index_put(_rows(3, 3), (tessel.tensor([0, 0]),), _rows(2, 3, 10))[0].tolist() == [14, 15, 16]
+
+
+def test_index_fill_differentiates_a_tensor_value():
+    x = tessel.tensor(np.arange(9.0).reshape(3, 3), requires_grad=True)
+    v = tessel.tensor(5.0, dtype=tessel.float64, requires_grad=True)
+    g = np.arange(9.0).reshape(3, 3)
+    (tessel.index_fill(x, 1, tessel.tensor([2, 2]), v) * tessel.tensor(g)).sum().backward()
+    assert v.grad.item() == g[:, 2].sum()  # (it was None: the value was read as a number)
+    np.testing.assert_array_equal(x.grad.numpy(), g * [1, 1, 0])
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
