@@ -323,19 +323,39 @@ def test_clip_grad_norm_of_tp_on_a_sub_mesh_reduces_over_the_tp_group_and_return
         np.testing.assert_allclose(grad, want_grad, rtol=1e-5, atol=1e-7)
 
 
-def test_src_data_rank_partitions_rank_zeros_values_when_ranks_differ():
+def test_parallelize_module_takes_rank_zeros_values_by_default_when_ranks_differ():
     tessel.manual_seed(0)
     w_ref = nn.Linear(8, 6).weight.numpy()
 
     def fn(rank, mesh):
         tessel.manual_seed(rank)  # rank 1 draws other values: only src_data_rank makes them agree
         with tessel.CommTracer() as t:
-            lin = parallelize_module(nn.Linear(8, 6), mesh, ColwiseParallel(), src_data_rank=0)
+            lin = parallelize_module(nn.Linear(8, 6), mesh, ColwiseParallel())  # torch's default src_data_rank=0
         return full(lin.weight), t.summary()
 
     for w, summary in on_ranks(fn).values():
         np.testing.assert_allclose(w, w_ref, rtol=0, atol=0)
         assert summary == "broadcast(tp) x2"  # weight and bias, from rank 0
+
+
+def test_a_plan_key_that_names_no_submodule_is_skipped_with_torchs_warning():
+    def fn(rank, mesh):
+        tessel.manual_seed(0)
+        model = nn.Sequential(nn.Linear(8, 6), nn.ReLU(), nn.Linear(6, 4))
+        with pytest.warns(UserWarning, match=r"(?s)Parallelize plan key 'layers.\*.wq' could not be resolved: no "
+                                             r"submodule matching token 'layers' in module .*skipping this plan entry"):
+            parallelize_module(model, mesh, {"0": ColwiseParallel(), "layers.*.wq": ColwiseParallel(),
+                                             "2": RowwiseParallel()})
+        from tessel.distributed.checkpoint.state_dict import get_model_state_dict
+        sd = get_model_state_dict(model)
+        assert not any(v.requires_grad for v in sd.values())  # detached, as torch's module.state_dict()
+        with tessel.no_grad():
+            sd["0.bias"].to_local().fill_(7.0)  # the parameters' memory
+        assert model[0].bias.to_local().tolist() == [7.0] * 3
+        return [str(p.placements[0]) for p in model.parameters()]  # the other entries applied
+
+    for placements in on_ranks(fn).values():
+        assert placements == ["S(0)", "S(0)", "S(1)", "R"]
 
 
 def test_cross_entropy_on_sharded_logits_outside_loss_parallel_is_a_value_error():
@@ -406,7 +426,8 @@ def test_prepare_module_input_moves_keyword_arguments_by_name_as_torch():
 
 def test_bad_plans_raise_the_exception_their_code_names_with_tps_message():
     def fn(rank, mesh):
-        with pytest.raises(ValueError, match=r"plan entry 'mlp\.nope'"):
+        with pytest.warns(UserWarning, match=r"Parallelize plan key 'mlp\.nope' could not be resolved: no submodule "
+                                             r"matching token 'nope'"):  # skipped, as torch's
             parallelize_module(Block(), mesh, {"mlp.nope": ColwiseParallel()})
         with pytest.raises(NotImplementedError, match="ColwiseParallel supports Linear and Embedding, not MLP"):
             parallelize_module(Block(), mesh, {"mlp": ColwiseParallel()})

@@ -244,6 +244,8 @@ def get_state_dict(model, optimizers, *, submodules=None, options=None):
     options = options or StateDictOptions()
     opts = _optimizer_list(optimizers)
     model_sd = _in_module_order(model, _split(_C._get_state_dict(model, None, options.full_state_dict))[0])
+    # torch's values are detached (module.state_dict()): no requires_grad, the parameters' memory all the same
+    model_sd = {k: v.detach() if isinstance(v, _C.Tensor) and v.requires_grad else v for k, v in model_sd.items()}
     if options.ignore_frozen_params:
         model_sd = _without_frozen(model, model_sd)
     optim_sd = {}

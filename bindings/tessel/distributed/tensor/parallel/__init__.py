@@ -18,6 +18,7 @@ Python forward pre-hook with_kwargs, as torch's, which sees every argument).
         loss.backward()
 """
 import contextlib
+import warnings
 
 from .... import _C
 from ...tensor import Replicate, Shard
@@ -188,15 +189,32 @@ def _style(style, where):
     return style._c
 
 
-def parallelize_module(module, device_mesh=None, parallelize_plan=None, *, src_data_rank=None, tp_axis="tp"):
+def _resolves(module, fqn):
+    """Whether a plan key names a submodule; if not, torch's warning (the entry is skipped, as torch's: one plan
+    can serve models that lack some of its modules)."""
+    if not fqn or _C.tp_match_modules(module, fqn):
+        return True
+    atoms, at = fqn.split("."), module
+    for k in range(1, len(atoms) + 1):
+        found = _C.tp_match_modules(module, ".".join(atoms[:k]))
+        if not found:
+            warnings.warn("Parallelize plan key '%s' could not be resolved: no submodule matching token '%s' in "
+                          "module %s, skipping this plan entry." % (fqn, atoms[k - 1], at), stacklevel=3)
+            return False
+        at = module.get_submodule(found[0])
+    return True
+
+
+def parallelize_module(module, device_mesh=None, parallelize_plan=None, *, src_data_rank=0, tp_axis="tp"):
     """Applies tensor parallelism to ``module`` and returns it.
 
     device_mesh: 1-D, or with a mesh dim named ``tp_axis``; None takes a 1-D mesh over the default
     process group. parallelize_plan: a ParallelStyle, or a dict {FQN pattern: ParallelStyle}. Every
-    pattern must match a submodule (ValueError naming it). src_data_rank: None (tessel's default, torch's is
-    0: each rank cuts its Shard pieces from its own values, so ranks start from the same seed; Replicate
-    parameters take the TP group's rank-0 values) or k, a rank of the tensor-parallel group whose whole
-    parameters are broadcast over the group first (torch's group_src semantics)."""
+    pattern that matches no submodule is skipped with torch's warning. src_data_rank: k (0 by default, as torch's), a rank of
+    the tensor-parallel group whose whole parameters are broadcast over the group first (torch's group_src
+    semantics: ranks initialized differently end with rank k's model), or None: no communication, each rank cuts
+    its Shard pieces from its own values (ranks must start from the same seed; Replicate parameters take the TP
+    group's rank-0 values, where torch keeps each rank's own)."""
     if device_mesh is None:
         from ...fsdp import _default_mesh
         device_mesh = _default_mesh()
@@ -204,6 +222,7 @@ def parallelize_module(module, device_mesh=None, parallelize_plan=None, *, src_d
         raise ValueError("parallelize_module: no parallelize_plan given for %s (a ParallelStyle or a dict of "
                          "FQN patterns to styles)" % type(module).__name__)
     if isinstance(parallelize_plan, dict):
+        parallelize_plan = {fqn: s for fqn, s in parallelize_plan.items() if _resolves(module, str(fqn))}
         plan = [(str(fqn), _style(s, "plan['%s']" % fqn)) for fqn, s in parallelize_plan.items()]
         _C.parallelize_module(module, device_mesh, plan, src_data_rank, tp_axis)
         styles = [(module.get_submodule(name), s) for fqn, s in parallelize_plan.items()
