@@ -209,12 +209,12 @@ def parallelize_module(module, device_mesh=None, parallelize_plan=None, *, src_d
     """Applies tensor parallelism to ``module`` and returns it.
 
     device_mesh: 1-D, or with a mesh dim named ``tp_axis``; None takes a 1-D mesh over the default
-    process group. parallelize_plan: a ParallelStyle, or a dict {FQN pattern: ParallelStyle}. Every
-    pattern that matches no submodule is skipped with torch's warning. src_data_rank: k (0 by default, as torch's), a rank of
-    the tensor-parallel group whose whole parameters are broadcast over the group first (torch's group_src
-    semantics: ranks initialized differently end with rank k's model), or None: no communication, each rank cuts
-    its Shard pieces from its own values (ranks must start from the same seed; Replicate parameters take the TP
-    group's rank-0 values, where torch keeps each rank's own)."""
+    process group. parallelize_plan: a ParallelStyle, or a dict {FQN pattern: ParallelStyle}; a pattern that
+    matches no submodule is skipped with torch's warning. src_data_rank: k (0 by default, as torch's), a rank
+    of the tensor-parallel group whose whole parameters are broadcast over the group first (torch's group_src
+    semantics: ranks initialized differently end with rank k's model), or None: no communication, each rank
+    cuts its Shard pieces from its own values (ranks must start from the same seed; Replicate parameters take
+    the TP group's rank-0 values, where torch keeps each rank's own)."""
     if device_mesh is None:
         from ...fsdp import _default_mesh
         device_mesh = _default_mesh()
