@@ -6,7 +6,7 @@ import builtins
 
 import numpy as np
 
-from . import _C
+from . import _C, _dtypes
 from ._extra import TENSOR_METHODS, TORCH_FUNCTIONS, Tensor, _host, _tensor
 
 # ---- scatter family: torch.scatter / scatter_add / scatter_reduce, composed of one index_add over the
@@ -182,6 +182,9 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
             total = total / _tensor(counts.astype(np.float64)).to(flat.dtype)  # in the input's dtype, as torch
         out = total if include_self else _C._functional.where(touched, total, flat)
         return out.reshape(*input.shape)
+    if flat.dtype == _dtypes.bfloat16:  # numpy has no bfloat16: the host reduction on float32 copies (exact)
+        return scatter_reduce(input.float(), dim, index, src.float(), reduce, include_self=include_self).to(
+            input.dtype)
     xv = flat.detach().numpy()
     sv = values.detach().numpy().astype(xv.dtype, copy=False)
     result = xv.copy()
@@ -203,8 +206,9 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
         w_self = others(group_self, np.arange(n)) if include_self else np.zeros(n)
     else:
         hit_src = sv == result[target]
+        # torch counts self's tie in the split even with include_self=False (self itself then gets no share)
+        ties = np.bincount(target, weights=hit_src, minlength=n) + (xv == result)
         hit_self = (xv == result) & include_self
-        ties = np.bincount(target, weights=hit_src, minlength=n) + hit_self
         w_src = np.where(hit_src, 1.0 / np.maximum(ties[target], 1), 0.0)
         w_self = np.where(hit_self, 1.0 / np.maximum(ties, 1), 0.0)
     np_dtype = xv.dtype

@@ -680,10 +680,17 @@ def _advanced_setitem(self, idx, value):
         self.copy_(self.masked_fill(m, builtins.float(value)))
         return
     flat = self if k == 1 else self.view(count, *self.shape[k:])  # a view: writes land in self
-    rows_value = value.reshape(rows.size, *self.shape[k:]) if value.numel() == rows.size * (
-        flat[0].numel() if count else 0) else None
+    result_shape = (builtins.int(rows.size),) + tuple(self.shape[k:])  # the indexing result's
+    try:
+        fits = np.broadcast_shapes(tuple(value.shape), result_shape) == result_shape
+    except ValueError:
+        fits = False
+    if not fits:  # torch's check (a value of the right size but another shape was written flattened)
+        raise RuntimeError("shape mismatch: value tensor of shape %s cannot be broadcast to indexing result of shape "
+                           "%s" % (list(value.shape), list(result_shape)))
+    rows_value = value.expand(*result_shape)  # (a value that broadcasts to the whole result, [1, 4] or [2, 1])
     for j, r in enumerate(rows.tolist()):
-        flat.select(0, r).copy_(rows_value.select(0, j) if rows_value is not None else value)
+        flat.select(0, r).copy_(rows_value.select(0, j))
 
 
 def _recorded_setitem(self, idx, value):

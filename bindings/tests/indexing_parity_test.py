@@ -126,5 +126,35 @@ def test_index_fill_differentiates_a_tensor_value():
     np.testing.assert_array_equal(x.grad.numpy(), g * [1, 1, 0])
 
 
+def test_an_advanced_setitem_value_broadcasts_to_the_whole_indexing_result():
+    a = np.arange(12.0).reshape(3, 4)
+    for key, value in ((np.array([0, 2]), np.array([[1.0, 2, 3, 4]])), (np.array([True, False, True]),
+                                                                        np.array([[5.0], [6.0]]))):
+        x = tessel.tensor(a)
+        x[tessel.tensor(key)] = tessel.tensor(value)  # [1, 4] / [2, 1] against the result [2, 4]: it raised
+        b = a.copy()
+        b[key] = value
+        np.testing.assert_array_equal(x.numpy(), b)
+    x = tessel.tensor(a)
+    with pytest.raises(RuntimeError, match=r"shape mismatch: value tensor of shape \[2, 4\] cannot be broadcast to "
+                                           r"indexing result of shape \[8\]"):
+        x[x > 3] = tessel.tensor(np.arange(8.0).reshape(2, 4))  # 8 values in another shape were written flattened
+
+
+def test_bfloat16_scatter_reduce_and_its_tie_split():
+    b = tessel.tensor([1.0, 2.0, 3.0]).to(tessel.bfloat16)
+    src = tessel.tensor([2.0, 0.5, 4.0]).to(tessel.bfloat16)
+    idx = tessel.tensor([0, 0, 2])
+    assert tessel.scatter_reduce(b, 0, idx, src, "prod").float().tolist() == [1.0, 2.0, 12.0]  # (it raised)
+    assert tessel.scatter_reduce(b, 0, idx, src, "amax").float().tolist() == [2.0, 2.0, 4.0]
+    x = tessel.tensor([3.0, 5.0, 7.0], requires_grad=True)
+    s = tessel.tensor([3.0, 1.0, 7.0, 3.0], requires_grad=True)
+    out = tessel.scatter_reduce(x, 0, tessel.tensor([0, 0, 1, 0]), s, "amax", include_self=False)
+    (out * tessel.tensor([1.0, 2.0, 3.0])).sum().backward()
+    # torch counts self's tie in the split even when include_self=False (self then gets no share)
+    np.testing.assert_allclose(s.grad.numpy(), [1 / 3, 0.0, 2.0, 1 / 3], rtol=1e-6)
+    assert x.grad.tolist() == [0.0, 0.0, 3.0]
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
