@@ -352,6 +352,11 @@ def test_a_plan_key_that_names_no_submodule_is_skipped_with_torchs_warning():
         with tessel.no_grad():
             sd["0.bias"].to_local().fill_(7.0)  # the parameters' memory
         assert model[0].bias.to_local().tolist() == [7.0] * 3
+        raw = model[0].bias._local_tensor  # torch's raw shard: the same memory, no autograd history
+        assert raw.tolist() == [7.0] * 3 and not raw.requires_grad and model[0].bias.requires_grad
+        with tessel.no_grad():
+            raw.fill_(1.0)
+        assert model[0].bias.to_local().tolist() == [1.0] * 3
         return [str(p.placements[0]) for p in model.parameters()]  # the other entries applied
 
     for placements in on_ranks(fn).values():

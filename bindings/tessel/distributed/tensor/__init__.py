@@ -45,6 +45,17 @@ class DTensor(metaclass=_DTensorMeta):
                              None if grad_placements is None else list(grad_placements))
 
 
+def _local_tensor(self):
+    """torch's DTensor._local_tensor: this rank's piece, sharing its memory, without the DTensor's autograd
+    history (code that reads or writes the raw shard, as torchtitan's and FSDP2's internals do)."""
+    if not self.is_distributed:
+        raise AttributeError("'Tensor' object has no attribute '_local_tensor' (it is not a DTensor)")
+    return self.to_local().detach()
+
+
+_C.Tensor._local_tensor = property(_local_tensor)
+
+
 def distribute_tensor(tensor, device_mesh=None, placements=None, *, src_data_rank=0):
     if device_mesh is None:
         raise ValueError("distribute_tensor: device_mesh is required")
