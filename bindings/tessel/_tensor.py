@@ -410,8 +410,8 @@ def _advanced_index(self, idx):
             lead *= size
         flat = self.reshape(lead, *self.shape[k:]) if k > 1 else self
         return _gather_rows(flat, np.flatnonzero(arr.reshape(-1)))
-    if not np.issubdtype(arr.dtype, np.integer):
-        raise IndexError("tensors used as indices must be long, int or bool tensors, got %s" % arr.dtype)
+    if arr.dtype not in (np.int64, np.int32):  # (int8 / int16 were taken; torch refuses them)
+        raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
     return _gather_rows(self, arr.astype(np.int64))
 
 
@@ -477,10 +477,10 @@ def _tuple_with_advanced_index(self, idx):
             for j, positions in enumerate(np.nonzero(arr)):
                 entries.append(("adv", positions))
                 mask_sizes.append((len(entries) - 1, arr.shape[j], tuple(arr.shape)))
-        elif np.issubdtype(arr.dtype, np.integer):
+        elif arr.dtype in (np.int64, np.int32):
             entries.append(("adv", arr.astype(np.int64)))
         else:
-            raise IndexError("tensors used as indices must be long, int or bool tensors, got %s" % arr.dtype)
+            raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
     view = _getitem(self, tuple(builtins.slice(None) if k == "adv" else v for k, v in entries))
     # The view's dim each index entry indexes (an index entry keeps its dim in the view, as a slice).
     dims = _result_dims([builtins.slice(None) if k == "adv" else v for k, v in entries], self.ndim)
@@ -656,8 +656,8 @@ def _rows_of(self, idx):
             raise IndexError("the shape of the mask %s does not match the shape of the indexed tensor %s"
                              % (tuple(arr.shape), tuple(self.shape)))
         return arr.ndim, np.flatnonzero(arr.reshape(-1))
-    if not np.issubdtype(arr.dtype, np.integer):
-        raise IndexError("tensors used as indices must be long, int or bool tensors, got %s" % arr.dtype)
+    if arr.dtype not in (np.int64, np.int32):  # (int8 / int16 were taken; torch refuses them)
+        raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
     n = self.shape[0]
     rows = arr.reshape(-1).astype(np.int64)
     if rows.size and (rows.min() < -n or rows.max() >= n):

@@ -61,6 +61,14 @@ def test_a_uint8_index_is_a_boolean_mask_with_torchs_warning():
         tessel.masked_select(x, tessel.ones(2, 3, 4, dtype=tessel.uint8))
 
 
+def test_index_tensors_of_other_integer_dtypes_are_refused():
+    x = tessel.zeros(3, 3)
+    for dtype in (tessel.int8, tessel.int16):
+        with pytest.raises(IndexError, match="tensors used as indices must be long, int, byte or bool tensors"):
+            x[tessel.tensor([0, 1], dtype=dtype)]
+    assert x[tessel.tensor([0, 2], dtype=tessel.int32)].shape == (2, 3)
+
+
 def test_indices_outside_the_dim_raise_instead_of_wrapping():
     x = tessel.zeros(3, 3)
     idx = tessel.tensor([-1, 0])

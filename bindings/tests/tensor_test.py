@@ -909,7 +909,7 @@ def test_advanced_indexing_with_an_integer_or_boolean_tensor_gathers_rows_with_t
     assert v[tessel.tensor([[0, 1], [4, 2]])].tolist() == [[0, 1], [4, 2]] and v[[1, 2]].tolist() == [1, 2]
     with pytest.raises(IndexError, match="index 4 is out of bounds for dimension 0 with size 4"):
         x[tessel.tensor([4])]
-    with pytest.raises(IndexError, match="must be long, int or bool"):
+    with pytest.raises(IndexError, match="tensors used as indices must be long, int, byte or bool tensors"):
         x[tessel.tensor([0.5])]
 
 
