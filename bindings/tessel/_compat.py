@@ -641,6 +641,8 @@ def _gather(self, dim, index, *, sparse_grad=False):
     if idx.size and (idx.min() < 0 or idx.max() >= size):  # no wrap-around, as torch
         bad = idx[(idx < 0) | (idx >= size)].reshape(-1)[0]
         raise RuntimeError("gather: index %d is out of bounds for dimension %d with size %d" % (bad, dim, size))
+    if self.ndim == 0:  # torch: a 0-d tensor gathers its own only element
+        return self.clone()
     grids = list(np.indices(idx.shape, sparse=True))
     grids[dim] = idx.astype(np.int64)
     return self[tuple(np.broadcast_to(g, idx.shape) for g in grids)]

@@ -456,6 +456,8 @@ def _put_(self, index, source, accumulate=False):
 
 
 def index_copy(x, dim, index, source):
+    if isinstance(index, _C.Tensor) and index.ndim == 0:  # a 0-d index is one index, as torch's
+        index = index.reshape(1)
     d = wrap_dim(dim, x.ndim)
     size = x.shape[d] if x.ndim else 1
     values = index.reshape(-1).numpy() if isinstance(index, _C.Tensor) else np.asarray(index).reshape(-1)

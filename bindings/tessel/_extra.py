@@ -407,6 +407,11 @@ def _out_of_range(index, size):
 
 
 def index_select(x, dim, index):
+    if x.ndim == 0:  # torch: a 0-d tensor is its own only element (index 0 or -1's errors below)
+        wrap_dim(dim, 1)
+        if _out_of_range(index if isinstance(index, Tensor) else list(index), 1) is not None:
+            raise IndexError("index out of range in self")
+        return x.clone()
     dim = wrap_dim(dim, x.ndim)
     if isinstance(index, Tensor):
         if index.ndim > 1:
@@ -592,6 +597,8 @@ def index_add(x, dim, index, source, *, alpha=1):
         from ._tensor import _torch_dtype_name
         raise RuntimeError("index_add_(): self (%s) and source (%s) must have the same scalar type"
                            % (_torch_dtype_name(x.dtype), _torch_dtype_name(source.dtype)))
+    if isinstance(index, Tensor) and index.ndim == 0:  # a 0-d index is one index, as torch's
+        index = index.reshape(1)
     if index.ndim != 1 or (source.ndim and index.shape[0] != source.shape[dim]):
         raise IndexError("index_add_(): Number of indices (%d) should be equal to source.size(dim) (%d)"
                          % (index.numel(), source.shape[dim] if source.ndim else 1))

@@ -61,6 +61,15 @@ def test_a_uint8_index_is_a_boolean_mask_with_torchs_warning():
         tessel.masked_select(x, tessel.ones(2, 3, 4, dtype=tessel.uint8))
 
 
+def test_0d_tensors_and_0d_indices_in_index_ops():
+    a = tessel.tensor(5.0)
+    assert tessel.index_select(a, 0, tessel.tensor([0])).shape == ()  # (it raised, as gather did)
+    assert tessel.gather(a, 0, tessel.tensor(0)).item() == 5.0
+    x = tessel.zeros(3, 3)
+    assert tessel.index_add(x, 0, tessel.tensor(1), tessel.ones(1, 3)).tolist() == [[0] * 3, [1] * 3, [0] * 3]
+    assert tessel.index_copy(x, 1, tessel.tensor(1), tessel.ones(3, 1)).tolist() == [[0, 1, 0]] * 3
+
+
 def test_index_tensors_of_other_integer_dtypes_are_refused():
     x = tessel.zeros(3, 3)
     for dtype in (tessel.int8, tessel.int16):
