@@ -816,6 +816,8 @@ def _setitem(self, idx, value):
         raise RuntimeError("masked_fill_ only supports boolean masks, but got mask with dtype unsigned char")
     if isinstance(idx, (list, tuple, Tensor)):
         idx = _torch_key(idx)
+    if isinstance(value, Tensor) and value.dtype != self.dtype:
+        _check_index_put_dtype(self, idx, value)
     if self.is_distributed:
         return _dtensor_setitem(self, idx, value)
     if _C.is_grad_enabled() and (self.requires_grad or (isinstance(value, Tensor) and value.requires_grad)):
@@ -835,6 +837,20 @@ def _setitem(self, idx, value):
             self.copy_(_written(self, tuple(_as_plain(i) for i in idx), value))
         return
     _write_view(_getitem(self, idx), value)
+
+
+def _check_index_put_dtype(self, idx, value):
+    """torch's index_put_ check for an advanced subscript (int / bool tensors, lists, arrays): the value tensor
+    has self's dtype (it was cast silently); a bool mask with a 0-d value is a masked_fill, which casts, as a
+    basic subscript's copy does."""
+    key = idx if isinstance(idx, tuple) else (idx,)
+    plain = [_as_plain(i) for i in key]
+    if not builtins.any(_is_advanced(i) for i in plain):
+        return
+    if len(plain) == 1 and isinstance(plain[0], Tensor) and plain[0].dtype == _dtypes.bool and value.ndim == 0:
+        return
+    raise RuntimeError("Index put requires the source and destination dtypes match, got %s for the destination and "
+                       "%s for the source." % (_torch_dtype_name(self.dtype), _torch_dtype_name(value.dtype)))
 
 
 def _write_view(view, value):
@@ -860,6 +876,9 @@ def _index_put_(self, indices, values, accumulate=False):
     other in-place methods (tessel/_inplace.py)."""
     from . import _inplace
     idx = tuple(indices)
+    if isinstance(values, Tensor) and values.dtype != self.dtype:
+        raise RuntimeError("Index put requires the source and destination dtypes match, got %s for the destination "
+                           "and %s for the source." % (_torch_dtype_name(self.dtype), _torch_dtype_name(values.dtype)))
     if not accumulate:
         self[idx] = values
         return self

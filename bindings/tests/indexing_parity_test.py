@@ -70,6 +70,19 @@ def test_0d_tensors_and_0d_indices_in_index_ops():
     assert tessel.index_copy(x, 1, tessel.tensor(1), tessel.ones(3, 1)).tolist() == [[0, 1, 0]] * 3
 
 
+def test_an_advanced_write_of_another_dtype_is_refused_as_torchs_index_put():
+    x = tessel.zeros(3, 3)
+    msg = "Index put requires the source and destination dtypes match, got Float for the destination and Double"
+    for key in (tessel.tensor([0, 1]), [0, 1], tessel.tensor([True, False, True]), (tessel.tensor([0]), 1)):
+        with pytest.raises(RuntimeError, match=msg):
+            x[key] = tessel.ones(3, dtype=tessel.float64)  # (it was cast)
+    with pytest.raises(RuntimeError, match=msg):
+        x.index_put_((tessel.tensor([0]),), tessel.ones(3, dtype=tessel.float64), accumulate=True)
+    x[x > -1] = tessel.tensor(2.0, dtype=tessel.float64)  # a mask with a 0-d value is masked_fill: cast, as torch
+    x[0] = tessel.ones(3, dtype=tessel.float64)  # a basic subscript copies: cast, as torch
+    assert x.tolist() == [[1.0] * 3, [2.0] * 3, [2.0] * 3]
+
+
 def test_index_tensors_of_other_integer_dtypes_are_refused():
     x = tessel.zeros(3, 3)
     for dtype in (tessel.int8, tessel.int16):
@@ -127,7 +140,7 @@ def test_repeated_writes_give_every_written_element_its_positions_gradient():
     y[tessel.tensor([1, 1, 0, 1])] += 1  # three reads of row 1 through the gather: three gradients, as torch
     (y * tessel.tensor(g)).sum().backward()
     np.testing.assert_array_equal(x.grad.numpy(), [2 * g[0], 3 * 2 * g[1], 2 * g[2]])
-    src = tessel.tensor([5.0, 6.0, 7.0], requires_grad=True)
+    src = tessel.tensor([5.0, 6.0, 7.0], dtype=tessel.float64, requires_grad=True)
     (_rows(3, 3).detach().clone().put_(tessel.tensor([0, 0, 4]), src) * tessel.tensor(w)).sum().backward()
     assert src.grad.tolist() == [w[0, 0], w[0, 0], w[1, 1]]
     with tessel.no_grad():  # values: the last write wins, as before
