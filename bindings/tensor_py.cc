@@ -434,7 +434,7 @@ void BindTensor(py::module_& m) {
         return SizeObject(t.sizes());
       }, py::arg("dim") = py::none())
       .def("stride", [](const Tensor& t, std::optional<int64_t> dim) -> py::object {
-        if (dim) return py::int_(t.strides()[static_cast<size_t>(NormalizeDim(*dim, t.dim(), "stride"))]);
+        if (dim) return py::int_(t.stride(*dim));
         return py::tuple(py::cast(t.strides()));
       }, py::arg("dim") = py::none())
       .def("dim", &Tensor::dim)

@@ -281,12 +281,23 @@ def _unfold(self, dimension, size, step):
     import numpy as np
     from ._extra import index_select
     from ._tensor import tensor
-    d = dimension % builtins.max(self.ndim, 1)
+    from ._tensor import wrap_dim
+    d = wrap_dim(dimension, self.ndim)
     length = self.shape[d] if self.ndim else 1
-    if size > length or step <= 0:
-        raise RuntimeError("maximum size for tensor at dimension %d is %d but size is %d (step %d)"
-                           % (d, length, size, step))
+    if size < 0:
+        raise RuntimeError("size is %d but must be >= 0" % size)
+    if step <= 0:
+        raise RuntimeError("step is %d but must be > 0" % step)
+    if size > length:
+        raise RuntimeError("maximum size for tensor at dimension %d is %d but size is %d" % (d, length, size))
     count = (length - size) // step + 1
+    if self.ndim == 0:  # torch: the only element's window, [size]
+        return self.reshape(1).narrow(0, 0, size)
+    if not self.is_distributed:  # torch's unfold is a view: the windows share self's memory
+        sizes, strides = list(self.shape), list(self.stride())
+        return self.as_strided(sizes[:d] + [count] + sizes[d + 1:] + [size],
+                               strides[:d] + [strides[d] * step] + strides[d + 1:] + [strides[d]],
+                               self.storage_offset())
     index = (np.arange(count)[:, None] * step + np.arange(size)[None, :]).reshape(-1)
     picked = index_select(self, d, tensor(index.astype(np.int64)))
     shape = list(self.shape)
@@ -427,7 +438,11 @@ def _squeeze(self, dim=None):
     """squeeze(), squeeze(d), or squeeze((d1, d2, ...)) (torch 2.0's tuple of dims; sizes other than 1 stay)."""
     if isinstance(dim, (tuple, list)):
         out = self
-        for d in sorted({d % builtins.max(self.ndim, 1) for d in dim}, reverse=True):
+        wrapped = [d % builtins.max(self.ndim, 1) for d in dim]
+        for d in wrapped:
+            if wrapped.count(d) > 1:
+                raise RuntimeError("dim %d appears multiple times in the list of dims" % d)
+        for d in sorted(set(wrapped), reverse=True):
             out = _squeeze_cpp(out, d)
         return out
     return _squeeze_cpp(self, dim)

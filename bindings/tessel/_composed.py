@@ -159,7 +159,13 @@ def dist(input, other, p=2):
 
 
 def rot90(x, k=1, dims=(0, 1)):
+    if len(dims) != 2:
+        raise RuntimeError("expected total rotation dims == 2, but got dims = %d" % len(dims))
+    if x.ndim < 2:
+        raise RuntimeError("expected total dims >= 2, but got total dims = %d" % x.ndim)
     d0, d1 = (wrap_dim(d, x.ndim) for d in dims)
+    if d0 == d1:
+        raise RuntimeError("expected rotation dims to be different, but got dim0 = %d and dim1 = %d" % (d0, d1))
     k %= 4
     if k == 0:
         return x.clone()

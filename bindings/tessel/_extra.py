@@ -444,6 +444,8 @@ def roll(x, shifts, dims=None):
         return roll(x.reshape(-1), shifts, 0).reshape(*x.shape)
     shifts = [shifts] if isinstance(shifts, int) else list(shifts)
     dims = [dims] if isinstance(dims, int) else list(dims)
+    if len(shifts) != len(dims):  # (the extra shifts were dropped)
+        raise RuntimeError("shifts and dimensions must align. shifts: %d, dims:%d" % (len(shifts), len(dims)))
     out = x
     for s, d in zip(shifts, dims):
         n = x.shape[d]
@@ -455,6 +457,10 @@ def repeat(x, *sizes):
     sizes = list(sizes[0]) if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)) else list(sizes)
     if len(sizes) < x.ndim:
         raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number of dimensions of tensor")
+    if any(r < 0 for r in sizes):
+        shape = [r * n for r, n in zip(sizes, [1] * (len(sizes) - x.ndim) + list(x.shape))]
+        raise RuntimeError("Trying to create tensor with negative dimension %d: %s"
+                           % (builtins.min(shape), shape))
     x = x.reshape(*([1] * (len(sizes) - x.ndim) + list(x.shape)))
     copied = False
     for d, r in enumerate(sizes):
@@ -472,6 +478,9 @@ def repeat_interleave(x, repeats, dim=None):
                                                              else list(repeats))
     if len(reps) == 1:  # one repeat count broadcasts, as torch
         reps = reps * n
+    if any(r < 0 for r in reps):  # (negative counts gave other rows)
+        raise RuntimeError("Repeats must be non-negative" if isinstance(repeats, int) else
+                           "repeats can not be negative")
     return index_select(x, dim, [i for i in range(n) for _ in range(reps[i])])
 
 
@@ -850,6 +859,8 @@ def tensor_split(x, indices_or_sections, dim=0):
         indices_or_sections = int(indices_or_sections.item())  # a 0-d tensor is a section count
     if isinstance(indices_or_sections, (int, np.integer)):
         k = int(indices_or_sections)
+        if k <= 0:  # (it returned an empty tuple)
+            raise RuntimeError("number of sections must be larger than 0, got %d" % k)
         sizes = [n // k + (1 if i < n % k else 0) for i in range(k)]
         bounds = list(np.cumsum([0] + sizes))
     else:

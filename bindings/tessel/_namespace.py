@@ -599,7 +599,9 @@ def flipud(input):
 
 
 def ravel(input):
-    return input.reshape(-1)
+    """torch.ravel: contiguous and flat, a view where input is contiguous, else a copy (a strided 1-D view
+    wrote through to the input)."""
+    return input.contiguous().reshape(-1)
 
 
 def msort(input):

@@ -89,7 +89,11 @@ def _contiguous(self, memory_format=contiguous_format):
 
 
 def _is_contiguous(self, memory_format=contiguous_format):
-    """Tensor.is_contiguous(memory_format=...): the strides are those of that layout (dims of size 1 free)."""
+    """Tensor.is_contiguous(memory_format=...): the strides are those of that layout (dims of size 1 free); a
+    tensor of another rank is not channels-last contiguous (False, as torch's, not an error)."""
+    if (memory_format is channels_last and self.dim() != 4) or (memory_format is channels_last_3d and
+                                                                 self.dim() != 5):
+        return False
     order = _channels_last_order(memory_format, self.dim(), "is_contiguous")
     if order is None:
         return _is_contiguous_cpp(self)
@@ -100,6 +104,21 @@ def _is_contiguous(self, memory_format=contiguous_format):
             return False
         expected *= size
     return True
+
+
+def _clone(self, *, memory_format=preserve_format):
+    """Tensor.clone(memory_format=...): a copy, laid out as memory_format says; preserve_format (the default)
+    keeps a dense channels-last layout, as torch's (the plain copy was row-major)."""
+    out = _clone_cpp(self)
+    if memory_format is preserve_format:
+        for fmt, nd in ((channels_last, 4), (channels_last_3d, 5)):
+            if self.dim() == nd and not _is_contiguous_cpp(self) and _is_contiguous(self, fmt):
+                return _contiguous(out, fmt)
+        return out
+    return _contiguous(out, memory_format)
+
+
+_clone_cpp = Tensor.clone
 
 
 def _suggest_order(self):
@@ -330,6 +349,7 @@ def install(namespace):
             namespace[name] = value
     Tensor.contiguous = _contiguous
     Tensor.is_contiguous = _is_contiguous
+    Tensor.clone = _clone
     methods = dict(dim_order=_suggest_order, bitwise_left_shift=bitwise_left_shift,
                    bitwise_right_shift=bitwise_right_shift, nextafter=nextafter, index_reduce=index_reduce,
                    nonzero_static=nonzero_static, put=_put, const_data_ptr=lambda self: self.data_ptr(),

@@ -168,8 +168,16 @@ const TensorImpl& Impl(const std::shared_ptr<TensorImpl>& p) {
 
 const Shape& Tensor::sizes() const { return Impl(impl_).sizes(); }
 const Shape& Tensor::strides() const { return Impl(impl_).strides(); }
-int64_t Tensor::size(int64_t d) const { return sizes()[NormalizeDim(d, dim(), "size")]; }
-int64_t Tensor::stride(int64_t d) const { return strides()[NormalizeDim(d, dim(), "stride")]; }
+// (NormalizeDim lets dim 0 / -1 name a 0-d tensor's only element, as ops do; a size or stride of one has none:
+// indexing the empty shape crashed the process)
+int64_t Tensor::size(int64_t d) const {
+  TESSEL_CHECK_CODE(ErrorCode::kOutOfRange, dim() > 0, "Dimension specified as ", d, " but tensor has no dimensions");
+  return sizes()[NormalizeDim(d, dim(), "size")];
+}
+int64_t Tensor::stride(int64_t d) const {
+  TESSEL_CHECK_CODE(ErrorCode::kOutOfRange, dim() > 0, "Dimension specified as ", d, " but tensor has no dimensions");
+  return strides()[NormalizeDim(d, dim(), "stride")];
+}
 int64_t Tensor::dim() const { return Impl(impl_).dim(); }
 int64_t Tensor::numel() const { return Impl(impl_).numel(); }
 int64_t Tensor::storage_offset() const { return Impl(impl_).storage_offset(); }
