@@ -553,15 +553,24 @@ def _tri_indices(upper):
 
 # ---- stacking by dimension -----------------------------------------------------------------------------
 
+def _promoted(tensors):
+    """tensors in their promoted dtype (torch's cat family: float32 with float64 is float64; it raised)."""
+    tensors = list(tensors)
+    dtype = tensors[0].dtype if tensors else None
+    for t in tensors[1:]:
+        dtype = _C._promote_types(dtype, t.dtype)
+    return [t if t.dtype == dtype else t.to(dtype) for t in tensors]
+
+
 def hstack(tensors):
     """torch.hstack: cat along dim 1, or dim 0 for 1-D tensors (0-D ones count as 1-D)."""
-    tensors = [t.reshape(1) if t.dim() == 0 else t for t in tensors]
+    tensors = [t.reshape(1) if t.dim() == 0 else t for t in _promoted(tensors)]
     return _C._functional.cat(tensors, 0 if tensors[0].dim() == 1 else 1)
 
 
 def vstack(tensors):
     """torch.vstack: cat along dim 0 after making 0-D and 1-D tensors rows [1, N]."""
-    return _C._functional.cat([t.reshape(1, -1) if t.dim() < 2 else t for t in tensors], 0)
+    return _C._functional.cat([t.reshape(1, -1) if t.dim() < 2 else t for t in _promoted(tensors)], 0)
 
 
 # ---- host-side values (no gradient by construction) ---------------------------------------------------

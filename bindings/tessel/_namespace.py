@@ -549,15 +549,27 @@ def _atleast(ndim, name):
 atleast_1d, atleast_2d, atleast_3d = _atleast(1, "atleast_1d"), _atleast(2, "atleast_2d"), _atleast(3, "atleast_3d")
 
 
+def _promoted(tensors):
+    from ._extra import _promoted as promoted
+    return promoted(tensors)
+
+
+def _t(input):
+    """torch.t: the transpose of a matrix (a 0-D or 1-D tensor as it is)."""
+    if input.dim() > 2:
+        raise RuntimeError("t() expects a tensor with <= 2 dimensions, but self is %dD" % input.dim())
+    return input.transpose(0, 1) if input.dim() == 2 else input
+
+
 def column_stack(tensors):
     """torch.column_stack: 0-d and 1-D tensors become columns [n, 1], then hstack."""
-    cols = [t.reshape(-1, 1) if t.dim() <= 1 else t for t in tensors]
+    cols = [t.reshape(-1, 1) if t.dim() <= 1 else t for t in _promoted(tensors)]
     return _C._functional.cat(cols, 1)
 
 
 def dstack(tensors):
     """torch.dstack: atleast_3d, then concatenated along dim 2."""
-    return _C._functional.cat(list(atleast_3d(list(tensors))), 2)
+    return _C._functional.cat(list(atleast_3d(_promoted(tensors))), 2)
 
 
 def concat(tensors, dim=0):
@@ -820,7 +832,7 @@ FUNCTIONS = dict(
     cholesky_solve=cholesky_solve,
     cholesky_inverse=cholesky_inverse, triangular_solve=triangular_solve, svd=svd, qr=qr, chain_matmul=chain_matmul,
     frobenius_norm=frobenius_norm, nuclear_norm=nuclear_norm, atleast_1d=atleast_1d, atleast_2d=atleast_2d,
-    atleast_3d=atleast_3d, column_stack=column_stack, dstack=dstack, concat=concat, concatenate=concat,
+    atleast_3d=atleast_3d, column_stack=column_stack, dstack=dstack, concat=concat, concatenate=concat, t=_t,
     hsplit=hsplit, vsplit=vsplit, dsplit=dsplit, fliplr=fliplr, flipud=flipud, ravel=ravel, msort=msort,
     diagflat=diagflat, take_along_dim=take_along_dim, unravel_index=unravel_index, select_scatter=select_scatter,
     slice_scatter=slice_scatter, diagonal_scatter=diagonal_scatter, narrow_copy=narrow_copy, is_nonzero=is_nonzero,

@@ -1000,6 +1000,11 @@ class Size(tuple):
             return NotImplemented
         return Size(tuple.__add__(self, other))
 
+    def __radd__(self, other):  # (1,) + size is a Size too, as torch's
+        if not isinstance(other, tuple):
+            return NotImplemented
+        return Size(tuple.__add__(other, self))
+
     def __mul__(self, n):
         return Size(tuple.__mul__(self, n))
 

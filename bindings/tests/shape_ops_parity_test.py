@@ -66,5 +66,17 @@ def test_bad_shape_arguments_raise_torchs_errors(call, msg):
         call(tessel.arange(6.0).reshape(2, 3))
 
 
+def test_stacking_helpers_promote_and_torch_t_and_size_addition():
+    f32, f64 = tessel.ones(2), tessel.ones(2, dtype=tessel.float64)
+    for stack in (tessel.hstack, tessel.vstack, tessel.dstack, tessel.column_stack, tessel.row_stack):
+        assert stack([f32, f64]).dtype == tessel.float64  # (they raised: cat of two dtypes)
+    assert tessel.vstack([tessel.ones(2, dtype=tessel.int64), f32]).dtype == tessel.float32
+    assert tessel.t(tessel.ones(2, 3)).shape == (3, 2) and tessel.t(tessel.ones(3)).shape == (3,)
+    with pytest.raises(RuntimeError, match="t\\(\\) expects a tensor with <= 2 dimensions, but self is 3D"):
+        tessel.t(tessel.ones(1, 2, 3))
+    size = tessel.Size([2, 3])
+    assert isinstance((1,) + size, tessel.Size) and (1,) + size == (1, 2, 3)
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
