@@ -470,7 +470,21 @@ def repeat(x, *sizes):
     return x if copied else x.clone()  # all ones: still a copy, as torch's (never the input's memory)
 
 
-def repeat_interleave(x, repeats, dim=None):
+def repeat_interleave(x, repeats=None, dim=None, *, output_size=None):
+    """torch.repeat_interleave; with repeats alone (x the counts) the indices repeated by their counts."""
+    if repeats is None:
+        counts = x.reshape(-1).tolist()
+        if any(c < 0 for c in counts):
+            raise RuntimeError("repeats can not be negative")
+        return _tensor([i for i, c in enumerate(counts) for _ in range(c)], dtype=x.dtype)
+    out = _repeat_interleave(x, repeats, dim)
+    if output_size is not None and out.shape[dim if dim is not None else 0] != output_size:
+        raise RuntimeError("repeat_interleave: output_size %d does not match the repeats' sum %d"
+                           % (output_size, out.shape[dim if dim is not None else 0]))
+    return out
+
+
+def _repeat_interleave(x, repeats, dim):
     if dim is None:
         x, dim = x.reshape(-1), 0
     n = x.shape[dim]

@@ -573,7 +573,9 @@ def dstack(tensors):
 
 
 def concat(tensors, dim=0):
-    return _C._functional.cat(list(tensors), dim)
+    """torch.concat / concatenate: torch.cat (promotion, the legacy empty 1-D tensor skipped)."""
+    from . import cat
+    return cat(tensors, dim)
 
 
 def _split_along(name, min_dim, dim_of):

@@ -74,6 +74,10 @@ def test_stacking_helpers_promote_and_torch_t_and_size_addition():
     assert tessel.t(tessel.ones(2, 3)).shape == (3, 2) and tessel.t(tessel.ones(3)).shape == (3,)
     with pytest.raises(RuntimeError, match="t\\(\\) expects a tensor with <= 2 dimensions, but self is 3D"):
         tessel.t(tessel.ones(1, 2, 3))
+    assert tessel.concat([tessel.ones(2, 2), tessel.zeros(0)]).shape == (2, 2)  # the legacy empty tensor, as cat
+    assert tessel.repeat_interleave(tessel.tensor([1, 2, 0, 3])).tolist() == [0, 1, 1, 3, 3, 3]  # counts alone
+    assert tessel.repeat_interleave(tessel.tensor([1.0, 2.0]), tessel.tensor([1, 2]), dim=0,
+                                    output_size=3).tolist() == [1.0, 2.0, 2.0]
     size = tessel.Size([2, 3])
     assert isinstance((1,) + size, tessel.Size) and (1,) + size == (1, 2, 3)
 
