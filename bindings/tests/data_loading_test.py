@@ -87,5 +87,26 @@ def test_datasets_collate_and_samplers_as_torch():
     assert DataLoader[int] is DataLoader  # annotations such as DataLoader[Batch] evaluate, as torch's
 
 
+def test_collate_takes_torchs_extension_registry_and_custom_containers():
+    from tessel.utils.data._utils.collate import collate, default_collate_fn_map
+
+    class Point:
+        def __init__(self, x):
+            self.x = x
+
+    def collate_points(batch, *, collate_fn_map=None):
+        return tessel.tensor([p.x for p in batch])
+
+    assert collate([Point(1.0), Point(2.0)], collate_fn_map={Point: collate_points}).tolist() == [1.0, 2.0]
+    default_collate_fn_map[Point] = collate_points  # torch's documented way to extend default_collate
+    try:
+        out = default_collate([{"p": Point(3.0), "n": 1}, {"p": Point(4.0), "n": 2}])
+        assert out["p"].tolist() == [3.0, 4.0] and out["n"].tolist() == [1, 2]
+    finally:
+        del default_collate_fn_map[Point]
+    assert default_collate([range(2), range(2)])[1].tolist() == [1, 1]  # a Sequence (it raised TypeError)
+    assert default_collate([(1, "a"), (2, "b")])[1] == ("a", "b")  # a field's strings stay a tuple, as torch's
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

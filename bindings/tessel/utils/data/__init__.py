@@ -14,6 +14,7 @@ batched inside each worker and the workers' batches come round-robin (torch's in
 batches are torch's; there are no processes (no parallel loading) and pin_memory is a no-op (there is no GPU
 from Python).
 """
+import collections.abc
 import copy
 import math
 import numbers
@@ -364,48 +365,94 @@ def default_convert(data):
     return data
 
 
+def collate_tensor_fn(batch, *, collate_fn_map=None):
+    from ... import stack
+    return stack(list(batch), 0)
+
+
+def collate_numpy_array_fn(batch, *, collate_fn_map=None):
+    from ... import stack
+    if batch[0].ndim == 0:
+        return collate_numpy_scalar_fn(batch)
+    return stack([_tensor(b) for b in batch], 0)
+
+
+def collate_numpy_scalar_fn(batch, *, collate_fn_map=None):
+    """numpy scalars in their dtype; several dtypes promoted as torch.as_tensor would (int32 with float32:
+    float32, where numpy's promotion gives float64)."""
+    kinds = {np.asarray(b).dtype for b in batch}
+    if len(kinds) > 1:
+        from ... import stack
+        items = [_tensor(np.asarray(b)) for b in batch]
+        dtype = items[0].dtype
+        for t in items[1:]:
+            dtype = _C._promote_types(dtype, t.dtype)
+        return stack([t.to(dtype) for t in items], 0)
+    return _tensor(np.asarray(batch))
+
+
+def collate_float_fn(batch, *, collate_fn_map=None):
+    return _tensor(list(batch), dtype=_C.dtype.float64)
+
+
+def collate_int_fn(batch, *, collate_fn_map=None):
+    return _tensor(list(batch))  # ints int64, bools bool, an int then a float float32 (tensor's inference)
+
+
+def collate_str_fn(batch, *, collate_fn_map=None):
+    return batch
+
+
+# torch's registry: exact type first, then the first key the element is an instance of (insertion order); users
+# extend default_collate by updating it, or pass their own map to collate
+default_collate_fn_map = {Tensor: collate_tensor_fn, (np.ndarray, np.memmap): collate_numpy_array_fn,
+                          (np.bool_, np.number, np.object_): collate_numpy_scalar_fn, float: collate_float_fn,
+                          int: collate_int_fn, str: collate_str_fn, bytes: collate_str_fn}
+
+
+def collate(batch, *, collate_fn_map=None):
+    """torch's general collate: an element type found in collate_fn_map takes its function; mappings (their
+    type kept where it can be rebuilt), namedtuples and other sequences (as lists, or their own type) are
+    collated field by field."""
+    elem = batch[0]
+    if collate_fn_map is not None:
+        if type(elem) in collate_fn_map:
+            return collate_fn_map[type(elem)](batch, collate_fn_map=collate_fn_map)
+        for kind, fn in collate_fn_map.items():
+            if isinstance(elem, kind):
+                return fn(batch, collate_fn_map=collate_fn_map)
+    if isinstance(elem, collections.abc.Mapping):
+        fields = {key: collate([d[key] for d in batch], collate_fn_map=collate_fn_map) for key in elem}
+        if isinstance(elem, collections.abc.MutableMapping):
+            out = copy.copy(elem)
+            out.update(fields)
+            return out
+        try:
+            return type(elem)(fields)
+        except TypeError:
+            return fields
+    if isinstance(elem, tuple) and hasattr(elem, "_fields"):  # namedtuple
+        return type(elem)(*(collate(s, collate_fn_map=collate_fn_map) for s in zip(*batch)))
+    if isinstance(elem, collections.abc.Sequence):
+        if any(len(b) != len(elem) for b in batch):
+            raise RuntimeError("each element in list of batch should be of equal size")
+        fields = [collate(s, collate_fn_map=collate_fn_map) for s in zip(*batch)]  # (a field's strings: a tuple)
+        if isinstance(elem, tuple):
+            return fields  # a tuple sample comes out as a list, as torch's
+        try:
+            return type(elem)(fields)
+        except TypeError:
+            return fields
+    raise TypeError("default_collate: batch must contain tensors, numpy arrays, numbers, dicts or lists; found %s"
+                    % type(elem))
+
+
 def default_collate(batch):
     """torch's default_collate: tensors (and numpy arrays) stacked along a new dim 0; numpy scalars in
     their dtype; Python floats float64, other Python numbers as torch.tensor infers them (ints int64, a
     mix float32, bools bool); mappings (their type kept) and sequences (as lists) collated element-wise;
-    strings as a list."""
-    from ... import stack
-    elem = batch[0]
-    if isinstance(elem, Tensor):
-        return stack(list(batch), 0)
-    if isinstance(elem, np.ndarray) and elem.ndim > 0:
-        return stack([_tensor(b) for b in batch], 0)
-    if isinstance(elem, np.str_):
-        return batch  # a str, as torch's
-    if isinstance(elem, (np.ndarray, np.generic)):
-        kinds = {np.asarray(b).dtype for b in batch}
-        if len(kinds) > 1:  # torch.as_tensor's promotion of numpy scalars (int32 with float32: float32, not numpy's
-            from ... import stack  # float64)
-            items = [_tensor(np.asarray(b)) for b in batch]
-            dtype = items[0].dtype
-            for t in items[1:]:
-                dtype = _C._promote_types(dtype, t.dtype)
-            return stack([t.to(dtype) for t in items], 0)
-        return _tensor(np.asarray(batch))
-    if isinstance(elem, float):
-        return _tensor(list(batch), dtype=_C.dtype.float64)
-    if isinstance(elem, numbers.Number):
-        return _tensor(list(batch))
-    if isinstance(elem, (str, bytes)):
-        return batch  # as given: a list, or inside tuple samples the tuple of that field (torch's)
-    if isinstance(elem, dict):
-        out = copy.copy(elem)
-        for k in elem:
-            out[k] = default_collate([b[k] for b in batch])
-        return out
-    if isinstance(elem, tuple) and hasattr(elem, "_fields"):  # namedtuple
-        return type(elem)(*(default_collate(s) for s in zip(*batch)))
-    if isinstance(elem, (tuple, list)):
-        if any(len(b) != len(elem) for b in batch):
-            raise RuntimeError("each element in list of batch should be of equal size")
-        return [default_collate(s) for s in zip(*batch)]
-    raise TypeError("default_collate: batch must contain tensors, numpy arrays, numbers, dicts or lists; found %s"
-                    % type(elem).__name__)
+    strings as a list. Extend it through default_collate_fn_map, as torch's."""
+    return collate(batch, collate_fn_map=default_collate_fn_map)
 
 
 class DataLoader:
@@ -592,6 +639,9 @@ def _register_submodules():
     utils = types.ModuleType(__name__ + "._utils", "torch.utils.data._utils")
     collate = types.ModuleType(__name__ + "._utils.collate", "torch.utils.data._utils.collate")
     collate.default_collate, collate.default_convert = default_collate, default_convert
+    for name in ("collate", "default_collate_fn_map", "collate_tensor_fn", "collate_numpy_array_fn",
+                 "collate_numpy_scalar_fn", "collate_float_fn", "collate_int_fn", "collate_str_fn"):
+        setattr(collate, name, globals()[name])
     utils.collate = collate
     sys.modules[utils.__name__], sys.modules[collate.__name__] = utils, collate
 
