@@ -85,6 +85,15 @@ def test_datasets_collate_and_samplers_as_torch():
         with pytest.raises(ValueError, match=msg):
             DataLoader(TensorDataset(x), **kwargs)
     assert DataLoader[int] is DataLoader  # annotations such as DataLoader[Batch] evaluate, as torch's
+    from tessel.utils.data import BatchSampler, ConcatDataset, RandomSampler, random_split
+    with pytest.raises(ValueError, match="Fraction at index 0 is not between 0 and 1"):
+        random_split(range(10), [1.5, -0.5])  # (it returned two splits)
+    with pytest.raises(ValueError, match="drop_last should be a boolean value, but got drop_last=1"):
+        BatchSampler(range(5), 2, 1)
+    with pytest.raises(TypeError, match="replacement should be a boolean value, but got replacement=1"):
+        RandomSampler(range(3), replacement=1)
+    with pytest.raises(AssertionError, match="ConcatDataset does not support IterableDataset"):
+        ConcatDataset([TensorDataset(x), Naive()])
 
 
 def test_collate_takes_torchs_extension_registry_and_custom_containers():

@@ -85,6 +85,8 @@ class ConcatDataset(Dataset):
             raise ValueError("datasets should not be an empty iterable")
         self.cumulative_sizes, total = [], 0
         for d in self.datasets:
+            if isinstance(d, IterableDataset):
+                raise AssertionError("ConcatDataset does not support IterableDataset")
             total += len(d)
             self.cumulative_sizes.append(total)
 
@@ -184,9 +186,16 @@ def random_split(dataset, lengths, generator=None):
     round-robin, as torch), from one permutation drawn from `generator` or tessel's default."""
     n = len(dataset)
     if math.isclose(sum(lengths), 1) and sum(lengths) <= 1:
+        for i, f in enumerate(lengths):
+            if not 0 <= f <= 1:
+                raise ValueError("Fraction at index %d is not between 0 and 1" % i)
         counts = [int(math.floor(n * f)) for f in lengths]
         for i in range(n - sum(counts)):
             counts[i % len(counts)] += 1
+        for i, k in enumerate(counts):
+            if k == 0:
+                warnings.warn("Length of split at index %d is 0. This might result in an empty dataset." % i,
+                              stacklevel=2)
         lengths = counts
     if sum(lengths) != n:
         raise ValueError("Sum of input lengths does not equal the length of the input dataset!")
@@ -221,6 +230,8 @@ class RandomSampler(Sampler):
     """A permutation per pass (or num_samples draws with replacement), from `generator` or tessel's."""
 
     def __init__(self, data_source, replacement=False, num_samples=None, generator=None):
+        if not isinstance(replacement, bool):
+            raise TypeError("replacement should be a boolean value, but got replacement=%s" % replacement)
         self.data_source, self.replacement, self.generator = data_source, replacement, generator
         self._num_samples = num_samples
         if not isinstance(self.num_samples, int) or self.num_samples <= 0:
@@ -287,6 +298,8 @@ class BatchSampler(Sampler):
     def __init__(self, sampler, batch_size, drop_last):
         if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size <= 0:
             raise ValueError("batch_size should be a positive integer value, but got batch_size=%s" % batch_size)
+        if not isinstance(drop_last, bool):
+            raise ValueError("drop_last should be a boolean value, but got drop_last=%s" % drop_last)
         self.sampler, self.batch_size, self.drop_last = sampler, batch_size, drop_last
 
     def __iter__(self):
