@@ -236,6 +236,8 @@ def _T(self):
 
 
 def _mT(self):
+    if self.ndim == 0:  # torch 2.15: a 0-d tensor is its own transpose
+        return self
     if self.ndim < 2:
         raise RuntimeError("tensor.mT is only supported on matrices or batches of matrices. Got %d-D tensor."
                            % self.ndim)

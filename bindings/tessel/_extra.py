@@ -373,6 +373,10 @@ def all_(x, dim=None, keepdim=False):
 def movedim(x, source, destination):
     src = [source] if isinstance(source, int) else list(source)
     dst = [destination] if isinstance(destination, int) else list(destination)
+    if x.ndim == 0:  # dim 0 / -1 of a 0-d tensor name its only element, as torch's: nothing moves
+        for d in src + dst:
+            wrap_dim(d, 0)
+        return x.view(())
     src, dst = [wrap_dim(s, x.ndim) for s in src], [wrap_dim(d, x.ndim) for d in dst]
     rest = [d for d in range(x.ndim) if d not in src]
     order = [None] * x.ndim

@@ -361,10 +361,10 @@ def ger(input, vec2):
 def adjoint(input):
     """torch.adjoint / Tensor.mH / Tensor.H (2-D): the conjugate transpose; real tensors: the transpose of the
     last two dims."""
-    if input.dim() < 2:
-        raise RuntimeError("tensor.adjoint() is only supported on matrices or batches of matrices. Got 1-D tensor."
-                           if input.dim() == 1 else
-                           "tensor.adjoint() is only supported on matrices or batches of matrices. Got 0-D tensor.")
+    if input.dim() == 0:  # torch 2.15: a 0-d tensor is its own adjoint
+        return input
+    if input.dim() == 1:
+        raise RuntimeError("tensor.adjoint() is only supported on matrices or batches of matrices. Got 1-D tensor.")
     return input.transpose(-2, -1)
 
 
@@ -855,7 +855,7 @@ METHODS.update(
     pin_memory=lambda self, device=None: self,
     unsafe_chunk=lambda self, chunks, dim=0: self.chunk(chunks, dim),
     unsafe_split=lambda self, split_size, dim=0: self.split(split_size, dim),
-    mH=property(adjoint), H=property(lambda self: adjoint(self) if self.dim() == 2 else _H_error(self)),
+    mH=property(adjoint), H=property(lambda self: adjoint(self) if self.dim() in (0, 2) else _H_error(self)),
 )
 # torch's other spellings of tessel methods: a function and a method each, both calling the method
 for _alias, _method in (("absolute", "abs"), ("negative", "neg"), ("greater", "gt"), ("greater_equal", "ge"),

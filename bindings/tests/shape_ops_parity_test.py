@@ -78,6 +78,9 @@ def test_stacking_helpers_promote_and_torch_t_and_size_addition():
     assert tessel.repeat_interleave(tessel.tensor([1, 2, 0, 3])).tolist() == [0, 1, 1, 3, 3, 3]  # counts alone
     assert tessel.repeat_interleave(tessel.tensor([1.0, 2.0]), tessel.tensor([1, 2]), dim=0,
                                     output_size=3).tolist() == [1.0, 2.0, 2.0]
+    s = tessel.tensor(2.0)  # torch 2.15: a 0-d tensor is its own transpose / adjoint; movedim moves nothing
+    assert [getattr(s, n).item() for n in ("mT", "mH", "H")] == [2.0] * 3 and s.adjoint().shape == ()
+    assert tessel.movedim(s, 0, 0).shape == () and tessel.movedim(s, -1, 0).item() == 2.0
     size = tessel.Size([2, 3])
     assert isinstance((1,) + size, tessel.Size) and (1,) + size == (1, 2, 3)
 
