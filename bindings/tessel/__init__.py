@@ -355,7 +355,16 @@ class set_grad_enabled(_GradModeContext):
         return self
 
     def __init__(self, mode):
-        pass
+        self.mode = _builtins.bool(mode)
+
+    def clone(self):
+        return set_grad_enabled(self.mode)
+
+    def __call__(self, fn):
+        # @set_grad_enabled(False) as a decorator: the mode holds inside fn only (construction set it for the
+        # whole process: the previous mode is back at once, as torch's; a fresh context per call)
+        _C._set_grad_enabled(self._prev)
+        return super().__call__(fn)
 
     def __enter__(self):
         pass

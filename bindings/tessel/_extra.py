@@ -293,7 +293,10 @@ def sign(x):
     if x.dtype == _dtypes.bool:
         return x.clone()
     one, zero = _scalar_like(x, 1.0), _scalar_like(x, 0.0)
-    return _C._functional.where(x > 0, one, _C._functional.where(x < 0, -one, zero))  # 0 for 0 and NaN
+    value = _C._functional.where(x > 0, one, _C._functional.where(x < 0, -one, zero))  # 0 for 0 and NaN
+    if x.requires_grad and _C.is_grad_enabled():  # torch's sign is differentiable, its gradient zero
+        return _C._functional.where(_C._full([], 0.0, _dtypes.bool), x, value)  # (x.sign().sum().backward()
+    return value  # raised "does not require grad")
 
 
 def isnan(x):
