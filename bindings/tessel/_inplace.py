@@ -126,8 +126,26 @@ def _any_requires_grad(args, kwargs):
     return False
 
 
+_NO_GRAD_VIEW = ("A view was created in no_grad mode and is being modified inplace with grad mode enabled. Given that "
+                 "this use case is ambiguous and error-prone, it is forbidden. You can clarify your code by moving both "
+                 "the view and the inplace either both inside the no_grad block (if you don't want the inplace to be "
+                 "tracked) or both outside (if you want the inplace to be tracked).")
+
+
+def _check_no_grad_view(self):
+    """torch's refusal: in grad mode, an in-place write into a view made under no_grad of a tensor that requires
+    grad (the write dropped the path through the base's old value: wrong gradients; a leaf changed unseen). The
+    view does not require grad although its base does: only a no_grad view is so."""
+    if not self.requires_grad:
+        base = self._base
+        if base is not None and base.requires_grad:
+            raise RuntimeError(_NO_GRAD_VIEW)
+
+
 def _wrap(name, original, out_of_place):
     def method(self, *args, **kwargs):
+        if _C.is_grad_enabled():
+            _check_no_grad_view(self)
         if _C.is_grad_enabled() and (self.requires_grad or _any_requires_grad(args, kwargs)):
             return record(self, name, lambda x: out_of_place(x, *args, **kwargs))
         if original is None:  # a method torch has that tessel wrote only out of place: copy the result in

@@ -1,5 +1,6 @@
 """Autograd modes and small ops as torch 2.15's, found by a 338-case side-by-side sweep: set_grad_enabled as a
-decorator (it raised when called and left grad mode off for the whole process) and sign's zero gradient."""
+decorator (it raised when called and left grad mode off for the whole process), sign's zero gradient, and torch's
+refusal of an in-place write into a view made under no_grad."""
 import sys
 
 import pytest
@@ -32,6 +33,27 @@ def test_sign_is_differentiable_with_a_zero_gradient():
     assert y.tolist() == [1.0, -1.0, 0.0, 1.0] and y.requires_grad
     y.sum().backward()  # (it raised: element 0 of tensors does not require grad)
     assert x.grad.tolist() == [0.0] * 4
+
+
+def test_an_in_place_write_into_a_view_made_under_no_grad_is_refused_in_grad_mode():
+    msg = "A view was created in no_grad mode and is being modified inplace with grad mode enabled"
+    x = tessel.tensor([1.0, 2.0, -3.0], requires_grad=True)
+    y = x * 1
+    with tessel.no_grad():
+        v = y[:2]
+    with pytest.raises(RuntimeError, match=msg):
+        v.mul_(x[:2])  # (it dropped the path through y's old value: x.grad [1, 2, 1], not [2, 4, 1])
+    with tessel.no_grad():
+        w = x[:2]
+    for write in (lambda: w.add_(1.0), lambda: w.__setitem__(0, 5.0), lambda: w.zero_()):
+        with pytest.raises(RuntimeError, match=msg):
+            write()  # (a leaf that requires grad was changed unseen)
+    assert x.tolist() == [1.0, 2.0, -3.0]
+    with tessel.no_grad():
+        w.mul_(2)  # view and write both under no_grad: allowed, as torch
+    d = y.detach()[:2]
+    d.mul_(2)  # a view of a detached tensor: allowed, as torch
+    assert x.tolist() == [2.0, 4.0, -3.0] and y.tolist() == [2.0, 4.0, -3.0]
 
 
 if __name__ == "__main__":
