@@ -127,9 +127,9 @@ def _any_requires_grad(args, kwargs):
 
 
 _NO_GRAD_VIEW = ("A view was created in no_grad mode and is being modified inplace with grad mode enabled. Given that "
-                 "this use case is ambiguous and error-prone, it is forbidden. You can clarify your code by moving both "
-                 "the view and the inplace either both inside the no_grad block (if you don't want the inplace to be "
-                 "tracked) or both outside (if you want the inplace to be tracked).")
+                 "this use case is ambiguous and error-prone, it is forbidden. You can clarify your code by moving "
+                 "both the view and the inplace either both inside the no_grad block (if you don't want the inplace "
+                 "to be tracked) or both outside (if you want the inplace to be tracked).")
 
 
 def _check_no_grad_view(self):
