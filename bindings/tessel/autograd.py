@@ -9,6 +9,8 @@ differentiable raises NotImplementedError naming it. is_grads_batched=True (torc
 products, e.g. a Jacobian's rows) runs one backward per row of grad_outputs and stacks them (torch uses vmap;
 the values are the same).
 """
+import weakref
+
 from . import _C
 
 
@@ -468,8 +470,9 @@ function = _register_function_module()
 class _GradFn:
     """What grad_fn and next_functions hand out: the bound node under a class named as torch names the node
     (MulBackward0, AccumulateGrad), one class per name. The bound class cannot be switched in place (pybind11's
-    deallocator), so this is a thin view: equal and hashing as its node, everything else read from it."""
-    __slots__ = ("_node",)
+    deallocator), so this is a thin view: equal and hashing as its node, everything else read from it; one view
+    per live node (y.grad_fn is y.grad_fn, as torch's: torchviz tells nodes apart by id())."""
+    __slots__ = ("_node", "__weakref__")
 
     def __init__(self, node):
         object.__setattr__(self, "_node", node)
@@ -498,14 +501,21 @@ _NODE_CLASSES = {}
 _grad_fn_cpp = _C.Tensor.grad_fn
 
 
+_VIEWS = weakref.WeakValueDictionary()  # node -> its live _GradFn view
+
+
 def _typed_node(node):
     if node is None:
         return None
+    view = _VIEWS.get(node)
+    if view is not None:
+        return view
     name = node.name().rsplit("::", 1)[-1]  # torch's class AccumulateGrad is named torch::autograd::AccumulateGrad
     cls = _NODE_CLASSES.get(name)
     if cls is None:
         cls = _NODE_CLASSES[name] = type(name, (_GradFn,), {"__slots__": (), "__module__": "tessel.autograd"})
-    return cls(node)
+    view = _VIEWS[node] = cls(node)
+    return view
 
 
 _C.Tensor.grad_fn = property(lambda self: _typed_node(_grad_fn_cpp.__get__(self)),

@@ -56,5 +56,21 @@ def test_an_in_place_write_into_a_view_made_under_no_grad_is_refused_in_grad_mod
     assert x.tolist() == [2.0, 4.0, -3.0] and y.tolist() == [2.0, 4.0, -3.0]
 
 
+def test_grad_fn_is_one_object_per_node():
+    x = tessel.ones(2, requires_grad=True)
+    y = (x * 2 + x).sum()
+    assert y.grad_fn is y.grad_fn  # torchviz tells nodes apart by id() (a fresh view per access drew duplicates)
+    seen = set()
+
+    def walk(fn):
+        if fn is None or id(fn) in seen:
+            return
+        seen.add(id(fn))
+        for n, _ in fn.next_functions:
+            walk(n)
+    walk(y.grad_fn)
+    assert len(seen) == 4  # SumBackward0, AddBackward0, MulBackward0, AccumulateGrad: x's node reached twice
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
