@@ -103,6 +103,15 @@ def record(self, name, compute):
     base and their views (the value is computed from a clone, so an op that saves its input keeps the old
     value)."""
     _check_leaf(self, name)
+    base = self._base
+    retaining = [t for t in (self, base) if t is not None and t.retains_grad]
+    out = _record(self, name, compute)
+    for t in retaining:  # torch's retain_grad follows the tensor (and a view's base) to its new version: .grad was
+        t.retain_grad()  # lost, or was the old version's gradient
+    return out
+
+
+def _record(self, name, compute):
     if self._sole_handle():
         return _recorded(self, name, compute(self))
     if self.is_distributed:

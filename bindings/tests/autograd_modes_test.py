@@ -72,5 +72,20 @@ def test_grad_fn_is_one_object_per_node():
     assert len(seen) == 4  # SumBackward0, AddBackward0, MulBackward0, AccumulateGrad: x's node reached twice
 
 
+def test_retain_grad_follows_the_tensor_through_in_place_writes():
+    x = tessel.tensor([1.0, 2.0, -3.0], dtype=tessel.float64, requires_grad=True)
+    y = x * 1
+    y.retain_grad()
+    y.mul_(2)
+    (y * y).sum().backward()
+    assert y.retains_grad and y.grad.tolist() == [4.0, 8.0, -12.0]  # (it was None: the retain was lost)
+    x = tessel.ones(2, 3, dtype=tessel.float64, requires_grad=True)
+    y = x * 1
+    y.retain_grad()
+    y[0].mul_(3)  # through a view: y's new version's gradient, not the old one's (row 0 read [6, 6, 6])
+    (y * 2).sum().backward()
+    assert y.grad.tolist() == [[2.0] * 3] * 2 and x.grad.tolist() == [[6.0] * 3, [2.0] * 3]
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

@@ -182,14 +182,19 @@ void RegisterPostAccumulateGradHook(const Tensor& leaf, PostAccumulateGradHook h
 void RetainGrad(const Tensor& t) {
   if (t.is_leaf()) return;
   AutogradMeta& meta = t.impl()->EnsureAutogradMeta();
-  if (meta.retains_grad) return;
+  const autograd::Node* node = meta.grad_fn.get();
+  if (meta.retains_grad && meta.retained_at == node) return;
   meta.retains_grad = true;
+  meta.retained_at = node;
   std::weak_ptr<TensorImpl> weak = t.impl_ptr();
   auto& hooks = meta.grad_fn->retain_hooks;
   if (hooks.size() <= static_cast<size_t>(meta.output_nr)) hooks.resize(meta.output_nr + 1);
-  hooks[meta.output_nr].push_back([weak](const Tensor& g) {
+  hooks[meta.output_nr].push_back([weak, node](const Tensor& g) {
     if (auto impl = weak.lock()) {
       AutogradMeta& m = impl->EnsureAutogradMeta();
+      // After an in-place op the tensor is a later version (another grad_fn): torch's .grad is that version's
+      // gradient, so this older node's hook keeps out of it (it added the old version's gradient in).
+      if (m.grad_fn.get() != node) return Tensor();
       // Recorded under create_graph (a penalty on y.grad keeps its term), a plain clone otherwise.
       m.grad = m.grad.defined() ? autograd::internal::AddGrads(m.grad, g) : autograd::CallOp1(GetOp("clone"), {g});
     }

@@ -39,6 +39,7 @@ struct AutogradMeta {
   std::vector<TensorHook> hooks;
   std::vector<PostAccumulateGradHook> post_accumulate_grad_hooks;
   bool retains_grad = false;
+  const autograd::Node* retained_at = nullptr;  // the grad_fn RetainGrad hooked (an in-place op moves grad_fn)
 };
 
 class TensorImpl {
