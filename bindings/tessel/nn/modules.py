@@ -252,6 +252,12 @@ def _complex_buffers(module):
 
 
 def _setattr(self, name, value):
+    if not self._constructed:  # before Module.__init__ (the C++ module does not exist yet: touching it crashed)
+        if isinstance(value, Parameter):
+            raise AttributeError("cannot assign parameters before Module.__init__() call")
+        if isinstance(value, Module):
+            raise AttributeError("cannot assign module before Module.__init__() call")
+        return object.__setattr__(self, name, value)  # a plain attribute, as torch's
     held = _complex_buffers(self)
     if held is not None and name in held:  # torch: assigning to a buffer's name replaces the buffer
         if value is not None and not isinstance(value, ComplexTensor):
@@ -897,8 +903,31 @@ _METHODS = dict(
     _register_load_state_dict_pre_hook=_register_load_state_dict_pre_hook,
     register_load_state_dict_post_hook=register_load_state_dict_post_hook,
 )
+_NO_ATTR = "'{}' object has no attribute '%s'"
+# method -> what torch raises when a subclass calls it before Module.__init__ (the C++ module does not exist yet:
+# the call crashed the process)
+_BEFORE_INIT = dict(
+    register_buffer="cannot assign buffer before Module.__init__() call",
+    register_parameter="cannot assign parameter before Module.__init__() call",
+    **{name: _NO_ATTR % "_modules" for name in ("add_module", "register_module", "named_modules", "modules",
+                                                "named_children", "children", "state_dict", "load_state_dict",
+                                                "apply", "to")},
+    **{name: _NO_ATTR % "_parameters" for name in ("named_parameters", "parameters", "zero_grad", "requires_grad_")},
+    **{name: _NO_ATTR % "_buffers" for name in ("named_buffers", "buffers")},
+)
+
+
+def _guarded(fn, message):
+    def method(self, *args, **kwargs):
+        if not self._constructed:
+            raise AttributeError(message.format(type(self).__name__))
+        return fn(self, *args, **kwargs)
+    method.__name__, method.__doc__, method.__wrapped__ = fn.__name__, fn.__doc__, fn
+    return method
+
+
 for _name, _fn in _METHODS.items():
-    setattr(Module, _name, _fn)
+    setattr(Module, _name, _guarded(_fn, _BEFORE_INIT[_name]) if _name in _BEFORE_INIT else _fn)
 from ._dict_views import install as _install_dict_views  # noqa: E402
 _install_dict_views(Module)  # module._parameters / _buffers / _non_persistent_buffers_set, as torch's
 
