@@ -1,5 +1,6 @@
-"""A Module subclass that touches module machinery before calling Module.__init__ gets torch's AttributeError; it
-crashed the process (the C++ module does not exist yet), found by a 268-case nn.Module API sweep."""
+"""nn.Module machinery as torch's, found by a 268-case nn.Module API sweep: a subclass that touches it before calling
+Module.__init__ gets torch's AttributeError (it crashed the process: the C++ module does not exist yet), and
+get_extra_state / set_extra_state put a module's extra state in its state dict (it was left out)."""
 import sys
 
 import pytest
@@ -37,6 +38,43 @@ def test_plain_attributes_before_init_and_the_machinery_after_it_work():
 
     m = Fine()
     assert m.scale == 3 and len(list(m.parameters())) == 3 and list(m.state_dict()) == ["w", "lin.weight", "lin.bias"]
+
+
+class Counter(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("b", tessel.zeros(1))
+        self.lin = nn.Linear(2, 1)
+        self.steps = 0
+
+    def get_extra_state(self):
+        return {"steps": self.steps}
+
+    def set_extra_state(self, state):
+        self.steps = state["steps"]
+
+
+class Outer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(tessel.zeros(1))
+        self.c = Counter()
+
+
+def test_extra_state_is_saved_after_a_modules_own_entries_and_loaded_back():
+    m = Outer()
+    m.c.steps = 7
+    sd = m.state_dict()
+    assert list(sd) == ["w", "c.b", "c._extra_state", "c.lin.weight", "c.lin.bias"]  # torch's order
+    assert sd["c._extra_state"] == {"steps": 7}
+    other = Outer()
+    assert not other.load_state_dict(sd).missing_keys and other.c.steps == 7
+    without = {k: v for k, v in sd.items() if k != "c._extra_state"}
+    with pytest.raises(RuntimeError, match='Missing key\\(s\\) in state_dict: "c._extra_state"'):
+        Outer().load_state_dict(without)
+    assert Outer().load_state_dict(without, strict=False).missing_keys == ["c._extra_state"]
+    with pytest.raises(RuntimeError, match='Unexpected key\\(s\\) in state_dict: "_extra_state"'):
+        nn.Linear(2, 1).load_state_dict({**nn.Linear(2, 1).state_dict(), "_extra_state": 1})
 
 
 if __name__ == "__main__":

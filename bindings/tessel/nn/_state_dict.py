@@ -51,7 +51,72 @@ def _local_metadata(module):
     return {"version": getattr(type(module), "_version", 1)}
 
 
+def get_extra_state(self):
+    """torch's Module.get_extra_state: a module class that overrides it (with set_extra_state) adds its return
+    value to the state dict as `<prefix>_extra_state`."""
+    raise RuntimeError("Reached a code path in Module.get_extra_state() that should never be called. Please file an "
+                       "issue at https://github.com/pytorch/pytorch/issues/new?template=bug-report.yml to report this "
+                       "bug.")
+
+
+def set_extra_state(self, state):
+    raise RuntimeError("Reached a code path in Module.set_extra_state() that should never be called. Please file an "
+                       "issue at https://github.com/pytorch/pytorch/issues/new?template=bug-report.yml to report this "
+                       "bug.")
+
+
+def _extra_state_modules(root, prefix, method):
+    """(prefix, module) of root's tree whose class overrides get_extra_state / set_extra_state (`method`)."""
+    from .modules import Module
+    base = getattr(Module, method)
+    return [(p, m) for p, m in _pre_order(root, prefix) if getattr(type(m), method, base) is not base]
+
+
+def _with_extra_states(root, out, prefix):
+    """out with each overriding module's `_extra_state` entry after its own parameters and buffers, before its
+    children's, as torch's _save_to_state_dict writes it (the key was missing: a checkpoint lost the state)."""
+    extras = _extra_state_modules(root, prefix, "get_extra_state")
+    if not extras:
+        return out
+    with_extra = {p: m for p, m in extras}
+    ordered = collections.OrderedDict()
+    for p, m in _pre_order(root, prefix):
+        for name in list(_own_state(m)) + [n for n, _ in _named_complex_buffers(m, False, persistent_only=True)]:
+            if p + name in out:
+                ordered[p + name] = out.pop(p + name)
+        if p in with_extra:
+            ordered[p + "_extra_state"] = with_extra[p].get_extra_state()
+    ordered.update(out)  # (entries no module owns, e.g. a hook's, keep their place after)
+    out.clear()
+    out.update(ordered)
+    return out
+
+
+def _load_extra_states(root, state_dict):
+    """Hands each overriding module its `_extra_state` entry (set_extra_state) and returns the rest of the state
+    dict and the extra-state keys missing from it."""
+    loaders = _extra_state_modules(root, "", "set_extra_state")
+    if not loaders:
+        return state_dict, []
+    rest = collections.OrderedDict(state_dict)
+    if hasattr(state_dict, "_metadata"):
+        rest._metadata = state_dict._metadata
+    missing = []
+    for p, m in loaders:
+        key = p + "_extra_state"
+        if key in rest:
+            m.set_extra_state(rest.pop(key))
+        else:  # reported whatever strict says (torch's loader is called with strict=True), raised under strict
+            missing.append(key)
+    return rest, missing
+
+
 def _collect_state_dict(self, destination, prefix, keep_vars):
+    out = _collect_entries(self, destination, prefix, keep_vars)
+    return _with_extra_states(self, out, prefix)
+
+
+def _collect_entries(self, destination, prefix, keep_vars):
     out = collections.OrderedDict() if destination is None else destination
     held = {}
     if keep_vars:  # torch's keep_vars: the module's own Parameter and buffer objects
@@ -169,6 +234,13 @@ def load_state_dict(self, state_dict, strict=True, assign=False):
     pre-hooks see (and may edit) a copy of the state dict first, its post-hooks the incompatible keys before
     strict's check. A module whose class overrides _load_from_state_dict (torch's way to rename legacy keys)
     loads its own entries through it, pre-order as torch, before the rest of the tree loads."""
+    state_dict, extra_missing = _load_extra_states(self, state_dict)
+    if extra_missing:
+        keys = _load_state_dict_into(self, state_dict, False, assign)
+        keys = _IncompatibleKeys(list(keys.missing_keys) + extra_missing, list(keys.unexpected_keys))
+        if strict:
+            _raise_load_errors(self, [], keys.missing_keys, keys.unexpected_keys)
+        return keys
     overriding = _overriding_loaders(self)
     if not overriding and not _tree_has_sd_hooks(self, ("load_pre", "load_post")):
         return _load_state_dict_into(self, state_dict, strict, assign)
@@ -265,7 +337,7 @@ def _raise_load_errors(module, size_errors, missing, unexpected):
 def _check_loadable(module, state_dict, strict):
     """Raises torch's error before anything loads: a size mismatch always, missing / unexpected keys if strict."""
     from .._tensor import Size
-    own = _collect_state_dict(module, None, "", True)
+    own = _collect_entries(module, None, "", True)  # (extra states were handed over before)
     sizes = ["size mismatch for %s: copying a param with shape %s from checkpoint, the shape in current model is %s."
              % (k, Size(v.shape), Size(own[k].shape)) for k, v in state_dict.items()
              if k in own and isinstance(v, Tensor) and tuple(v.shape) != tuple(own[k].shape)]
@@ -287,7 +359,7 @@ def _load_state_dict_into(self, state_dict, strict, assign):
     if not assign:
         # in the module's own order, as torch fills module by module: of two keys naming one tied tensor
         # (a decoder sharing the embedding), the later module's value is the one kept, whatever the dict order
-        order = {k: i for i, k in enumerate(_collect_state_dict(self, None, "", True))}
+        order = {k: i for i, k in enumerate(_collect_entries(self, None, "", True))}
         items = sorted(state_dict.items(), key=lambda kv: order.get(kv[0], len(order)))
         missing, unexpected = self._load_state_dict(items, strict)
         return _IncompatibleKeys(list(missing) + complex_missing, unexpected)
@@ -308,4 +380,4 @@ def _persistent_buffer_names(module):
     """The module's own buffers that its state dict saves."""
     own = {n for n, _ in module._named_buffers(False)}
     # the tree's own entries, not state_dict(): its hooks (renaming keys, say) must not decide persistence
-    return {k for k in _collect_state_dict(module, None, "", True) if k in own}
+    return {k for k in _collect_entries(module, None, "", True) if k in own}

@@ -859,8 +859,8 @@ def _repr(self):
 # State dicts and their hooks live in _state_dict.py, which imports this file's helpers defined above.
 from ._state_dict import (  # noqa: E402
     _load_from_state_dict, _persistent_buffer_names, _register_load_state_dict_pre_hook, _register_state_dict_hook,
-    load_state_dict, register_load_state_dict_post_hook, register_load_state_dict_pre_hook,
-    register_state_dict_post_hook, register_state_dict_pre_hook, state_dict)
+    get_extra_state, load_state_dict, register_load_state_dict_post_hook, register_load_state_dict_pre_hook,
+    register_state_dict_post_hook, register_state_dict_pre_hook, set_extra_state, state_dict)
 # copy.deepcopy lives in _copy.py (it reads _persistent_buffer_names above).
 from ._copy import _deepcopy  # noqa: E402
 
@@ -902,6 +902,7 @@ _METHODS = dict(
     register_load_state_dict_pre_hook=register_load_state_dict_pre_hook,
     _register_load_state_dict_pre_hook=_register_load_state_dict_pre_hook,
     register_load_state_dict_post_hook=register_load_state_dict_post_hook,
+    get_extra_state=get_extra_state, set_extra_state=set_extra_state,
 )
 _NO_ATTR = "'{}' object has no attribute '%s'"
 # method -> what torch raises when a subclass calls it before Module.__init__ (the C++ module does not exist yet:
