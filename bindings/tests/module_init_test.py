@@ -77,5 +77,17 @@ def test_extra_state_is_saved_after_a_modules_own_entries_and_loaded_back():
         nn.Linear(2, 1).load_state_dict({**nn.Linear(2, 1).state_dict(), "_extra_state": 1})
 
 
+def test_parameters_refuse_integer_data_and_copy_as_parameters():
+    import copy
+    import pickle
+    with pytest.raises(RuntimeError, match="Only Tensors of floating point and complex dtype can require gradients"):
+        nn.Parameter(tessel.tensor([1, 2]))  # (it was accepted)
+    frozen = nn.Parameter(tessel.tensor([1, 2]), requires_grad=False)
+    assert frozen.dtype == tessel.int64 and not frozen.requires_grad
+    p = nn.Parameter(tessel.ones(2))
+    for q in (copy.deepcopy(p), pickle.loads(pickle.dumps(p))):  # (they came back plain Tensors)
+        assert isinstance(q, nn.Parameter) and q.requires_grad and q.tolist() == [1.0, 1.0]
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

@@ -52,14 +52,31 @@ class Parameter(Tensor):
     def __init__(self, data=None, requires_grad=True):
         if data is None:
             data = _C._empty([0], _C._get_default_dtype())
+        if requires_grad and not data.dtype.is_floating_point:  # (an integer Parameter was accepted)
+            raise RuntimeError("Only Tensors of floating point and complex dtype can require gradients")
         Tensor.__init__(self, data if data.is_leaf else data.detach())
         if data.dtype.is_floating_point:
             self.requires_grad_(requires_grad)
+
+    def __deepcopy__(self, memo):
+        """A Parameter copy (the values cloned, requires_grad kept), as torch's (it came back a plain Tensor)."""
+        if id(self) in memo:
+            return memo[id(self)]
+        out = Parameter(self.detach().clone(), self.requires_grad)
+        memo[id(self)] = out
+        return out
+
+    def __reduce_ex__(self, protocol):
+        return (_rebuild_parameter, (self.detach().clone(), self.requires_grad))
 
     def __repr__(self):
         return "Parameter containing:\n" + Tensor.__repr__(self)
 
     __str__ = __repr__  # print(param), as torch's
+
+
+def _rebuild_parameter(data, requires_grad):
+    return Parameter(data, requires_grad)
 
 
 class Buffer(Tensor):
