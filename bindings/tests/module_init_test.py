@@ -89,5 +89,13 @@ def test_parameters_refuse_integer_data_and_copy_as_parameters():
         assert isinstance(q, nn.Parameter) and q.requires_grad and q.tolist() == [1.0, 1.0]
 
 
+def test_a_childs_private_state_dict_hook_returning_a_dict_leaves_the_parents_alone():
+    m = nn.Sequential(nn.Linear(2, 1), nn.Linear(1, 1))
+    m[0]._register_state_dict_hook(lambda mod, sd, prefix, meta: {"replaced": 1})
+    assert list(m.state_dict()) == ["0.weight", "0.bias", "1.weight", "1.bias"]  # (it became {"replaced": 1})
+    m._register_state_dict_hook(lambda mod, sd, prefix, meta: {"root": 1})
+    assert list(m.state_dict()) == ["root"]  # the root's own hook does replace it, as torch's
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

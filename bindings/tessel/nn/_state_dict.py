@@ -143,8 +143,8 @@ def state_dict(self, *args, destination=None, prefix="", keep_vars=False):
     for p, m in _post_order(self, prefix):
         for hook in list(_sd_hooks(m, "sd_post_private").values()):
             result = hook(m, out, p, _local_metadata(m))
-            if result is not None:
-                out = result
+            if result is not None and m is self:  # a child's returned dict stays the child's (torch's parent
+                out = result  # keeps its own destination): only the root's replaces the state dict
         for hook in list(_sd_hooks(m, "sd_post").values()):
             if hook(m, out, p, _local_metadata(m)) is not None:
                 raise RuntimeError("state_dict post-hook must return None")
