@@ -97,5 +97,14 @@ def test_a_childs_private_state_dict_hook_returning_a_dict_leaves_the_parents_al
     assert list(m.state_dict()) == ["root"]  # the root's own hook does replace it, as torch's
 
 
+def test_load_state_dict_post_hooks_run_children_first():
+    m = nn.Sequential(nn.Linear(2, 1), nn.Sequential(nn.Linear(1, 1)))
+    order = []
+    for name, mod in m.named_modules():
+        mod.register_load_state_dict_post_hook(lambda mod, keys, name=name: order.append(name))
+    m.load_state_dict(m.state_dict())
+    assert order == ["0", "1.0", "1", ""]  # torch's recursive load (the parent ran first)
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

@@ -267,7 +267,7 @@ def load_state_dict(self, state_dict, strict=True, assign=False):
                                  False, assign)
     keys = _IncompatibleKeys([k for k in keys.missing_keys if not claimed(k)], list(keys.unexpected_keys))
     keys = _IncompatibleKeys(list(keys.missing_keys) + missing, list(keys.unexpected_keys) + unexpected)
-    for m in self.modules():
+    for _, m in _post_order(self, ""):  # children first, as torch's recursive load runs them
         for hook in list(_sd_hooks(m, "load_post").values()):
             if hook(m, keys) is not None:
                 raise RuntimeError("load_state_dict post-hook must return None")
