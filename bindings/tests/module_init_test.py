@@ -106,5 +106,20 @@ def test_load_state_dict_post_hooks_run_children_first():
     assert order == ["0", "1.0", "1", ""]  # torch's recursive load (the parent ran first)
 
 
+def test_add_module_refuses_a_name_an_attribute_already_has():
+    class WithAttr(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.x = 3
+
+    m = WithAttr()
+    for name in ("x", "forward", "training"):  # (x was registered while m.x still read 3)
+        with pytest.raises(KeyError, match="attribute '%s' already exists" % name):
+            m.add_module(name, nn.Linear(1, 1))
+    m.add_module("lin", nn.Linear(1, 1))
+    m.add_module("lin", nn.Linear(2, 2))  # replacing a child is allowed
+    assert m.lin.in_features == 2
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

@@ -762,7 +762,8 @@ def add_module(self, name, module):
         raise KeyError('module name can\'t contain ".", got: %s' % name if name else 'module name can\'t be empty '
                        'string ""')
     if _child_module(self, name) is None and name not in _dict(self).get("_modules", {}) and (
-            self._has_parameter(name) or any(n == name for n, _ in self._named_buffers(False))):
+            self._has_parameter(name) or any(n == name for n, _ in self._named_buffers(False))
+            or name in _dict(self) or hasattr(type(self), name)):  # (a plain attribute too, as torch's)
         raise KeyError("attribute '%s' already exists" % name)
     _setattr(self, name, module)
 
