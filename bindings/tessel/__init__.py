@@ -203,20 +203,7 @@ def compile(model=None, *, fullgraph=False, dynamic=None, backend="inductor", mo
     if model is None:
         return lambda fn: fn
     return model
-def _promoted(tensors):
-    """torch's type promotion for cat / stack: tensors of several dtypes become their common one
-    (promote_types over all of them: cat([int64, float32]) is float32); it raised a dtype mismatch."""
-    tensors = list(tensors)
-    first = tensors[0].dtype if tensors and isinstance(tensors[0], Tensor) else None
-    if first is not None and _builtins.all(isinstance(t, Tensor) and t.dtype == first for t in tensors):
-        return tensors  # one dtype (the common case): no set, no promotion
-    dtypes = {t.dtype for t in tensors if isinstance(t, Tensor)}
-    if len(dtypes) <= 1:
-        return tensors
-    import functools
-    from ._namespace import promote_types
-    target = functools.reduce(promote_types, sorted(dtypes, key=str))
-    return [t.to(target) if isinstance(t, Tensor) and t.dtype != target else t for t in tensors]
+_promoted = _dtypes.promoted
 
 
 def cat(tensors, dim=0):

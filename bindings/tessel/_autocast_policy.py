@@ -10,7 +10,7 @@ import functools
 
 from . import _C, _dtypes
 
-_LOW = (_dtypes.bfloat16, _dtypes.float16)
+_LOW = _dtypes.REDUCED
 _ELIGIBLE = (_dtypes.float32, _dtypes.float16, _dtypes.bfloat16)
 
 

@@ -100,7 +100,7 @@ _add_cpp, _mul_cpp = Tensor.add_, Tensor.mul_
 
 def _add_(self, other, alpha=1):
     _check_int_target(self, other, "add_")
-    low = self.dtype in (_C.dtype.bfloat16, _C.dtype.float16)
+    low = self.dtype in _dtypes.REDUCED
     if isinstance(other, Tensor):
         if self.dtype.is_floating_point and other.dtype == self.dtype:
             if low and alpha != 1:  # torch's vector kernel takes alpha in the tensor's dtype
@@ -110,8 +110,8 @@ def _add_(self, other, alpha=1):
         # back in self's dtype, as torch's
         return _in_place(self, self + (other * alpha if alpha != 1 else other), "add_")
     if low and alpha != 1:  # torch: the number and alpha in the tensor's dtype, self + alpha * other in float32
-        r = lambda v: _C._full([], builtins.float(v), self.dtype).item()  # noqa: E731
-        return _in_place(self, (self.float() + r(other) * r(alpha)).to(self.dtype), "add_")
+        from ._namespace import _scaled_add
+        return _in_place(self, _scaled_add(self, other, alpha), "add_")
     scaled = other * alpha if isinstance(other, builtins.int) and isinstance(alpha, builtins.int) else \
         builtins.float(other) * builtins.float(alpha)
     return _in_place(self, self + scaled, "add_")

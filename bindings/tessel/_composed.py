@@ -41,10 +41,7 @@ def addcmul(input, tensor1, tensor2, *, value=1):
     return out.to(dtype)
 
 
-def _opmath(dtype):
-    """The dtype torch's CPU kernels compute a pointwise chain in: float32 for bfloat16 / float16 (one rounding
-    at the end; three roundings gave bf16 addcmul(x, x, x, value=0.7) 7072 where torch gives 7104)."""
-    return _dtypes.float32 if dtype in (_dtypes.bfloat16, _dtypes.float16) else dtype
+_opmath = _dtypes.opmath
 
 
 def addcdiv(input, tensor1, tensor2, *, value=1):

@@ -141,7 +141,7 @@ def floor_divide(input, other):
     return _floor_div_value(a, b, _fmod_value(a, b))
 
 
-_REDUCED = (_dtypes.bfloat16, _dtypes.float16)
+_REDUCED = _dtypes.REDUCED
 
 
 def _float32(x):

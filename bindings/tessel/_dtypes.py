@@ -23,6 +23,35 @@ long = int64
 int = int32  # noqa: A001
 short = int16
 
+REDUCED = (bfloat16, float16)  # the 16-bit floats: torch's CPU kernels compute them in float32 (opmath)
+
+
+def opmath(t):
+    """The dtype torch's CPU kernels compute a `t` pointwise chain in: float32 for bfloat16 / float16 (one rounding
+    at the end), `t` itself otherwise."""
+    return float32 if t in REDUCED else t
+
+
+def c_type_name(t):
+    """The C++ type name torch's dtype checks print (float, c10::BFloat16, long int, ...)."""
+    return {"float32": "float", "float64": "double", "bfloat16": "c10::BFloat16", "float16": "c10::Half",
+            "int64": "long int", "int32": "int", "int16": "short int", "int8": "signed char", "uint8": "unsigned char",
+            "bool": "bool"}.get(str(t).rsplit(".", 1)[-1], str(t))
+
+
+def promoted(tensors):
+    """tensors in their common dtype, torch's promotion for cat / stack and their kin (cat([int64, float32]) is
+    float32; it raised a dtype mismatch); entries that are not tensors are left as they are."""
+    from ._C import Tensor, _promote_types
+    tensors = list(tensors)
+    kinds = [t.dtype for t in tensors if isinstance(t, Tensor)]
+    if not kinds or _builtins.all(k == kinds[0] for k in kinds):
+        return tensors  # one dtype (the common case): no promotion
+    target = kinds[0]
+    for k in kinds[1:]:
+        target = _promote_types(target, k)
+    return [t.to(target) if isinstance(t, Tensor) and t.dtype != target else t for t in tensors]
+
 
 
 class finfo:

@@ -81,14 +81,7 @@ def lerp(a, b, weight):
     return a + diff * weight if abs(weight) < 0.5 else b - diff * (1 - weight)
 
 
-_REDUCED = (_dtypes.bfloat16, _dtypes.float16)
-
-
-def _c_type(dtype):
-    """The C++ type name torch's dtype checks print (float, c10::BFloat16, long int, ...)."""
-    return {"float32": "float", "float64": "double", "bfloat16": "c10::BFloat16", "float16": "c10::Half",
-            "int64": "long int", "int32": "int", "int16": "short int", "int8": "signed char", "uint8": "unsigned char",
-            "bool": "bool"}.get(str(dtype).rsplit(".", 1)[-1], str(dtype))
+_REDUCED, _c_type = _dtypes.REDUCED, _dtypes.c_type_name
 
 
 def _softplus1(z):
@@ -574,13 +567,7 @@ def _tri_indices(upper):
 
 # ---- stacking by dimension -----------------------------------------------------------------------------
 
-def _promoted(tensors):
-    """tensors in their promoted dtype (torch's cat family: float32 with float64 is float64; it raised)."""
-    tensors = list(tensors)
-    dtype = tensors[0].dtype if tensors else None
-    for t in tensors[1:]:
-        dtype = _C._promote_types(dtype, t.dtype)
-    return [t if t.dtype == dtype else t.to(dtype) for t in tensors]
+_promoted = _dtypes.promoted
 
 
 def hstack(tensors):

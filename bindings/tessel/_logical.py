@@ -121,8 +121,7 @@ def _lower_under_autocast(*tensors):
 def addmm(input, mat1, mat2, *, beta=1, alpha=1):
     """beta·input + alpha·(mat1 @ mat2)."""
     input, mat1, mat2 = _lower_under_autocast(input, mat1, mat2)
-    low = (_dtypes.bfloat16, _dtypes.float16)
-    if isinstance(input, Tensor) and mat1.dtype in low and input.dtype == mat1.dtype == mat2.dtype:
+    if isinstance(input, Tensor) and mat1.dtype in _dtypes.REDUCED and input.dtype == mat1.dtype == mat2.dtype:
         # torch's kernel adds the bias to the float32 accumulator and rounds once (the product was rounded first)
         wide = _autocast_off(addmm)(input.float(), mat1.float(), mat2.float(), beta=beta, alpha=alpha)
         return wide.to(mat1.dtype)

@@ -104,22 +104,26 @@ def _as_operand(x, like):
     return x if isinstance(x, Tensor) else _C._full([], _float(x), result_type(like, x))
 
 
+def _scaled_add(input, other, alpha):
+    """input + alpha * other in the two's result type, alpha != 1. 16-bit floats as torch's vector kernel: alpha
+    (and a number other) in the tensor's dtype, the sum in float32, one rounding."""
+    if isinstance(input, Tensor) and isinstance(other, Tensor):
+        dtype = result_type(input, other)
+        if dtype in _dtypes.REDUCED:
+            _C._check_number_fits(_float(alpha), dtype)
+            alpha = _C._full([], alpha, dtype).item()
+        work = _dtypes.opmath(dtype)
+        return (input.to(work) + other.to(work) * alpha).to(dtype)
+    if isinstance(input, Tensor) and input.dtype in _dtypes.REDUCED:
+        r = lambda v: _C._full([], _float(v), input.dtype).item()  # noqa: E731
+        return (input.float() + r(other) * r(alpha)).to(input.dtype)
+    return input + other * alpha
+
+
 def add(input, other, *, alpha=1):
     """torch.add / Tensor.add: input + alpha * other (other a tensor or a Python number), in the two's result type
     (alpha does not widen it: add(f16, i32, alpha=0.5) is float16, add(bool, bool, alpha=2) bool, as torch's)."""
-    if alpha != 1:
-        if isinstance(input, Tensor) and isinstance(other, Tensor):
-            dtype = result_type(input, other)
-            work = _dtypes.float32 if dtype in (_dtypes.bfloat16, _dtypes.float16) else dtype
-            if work != dtype:  # torch's vector kernel: alpha in the dtype, a + alpha * b in float32, one rounding
-                _C._check_number_fits(_float(alpha), dtype)
-                alpha = _C._full([], alpha, dtype).item()
-            return (input.to(work) + other.to(work) * alpha).to(dtype)
-        if isinstance(input, Tensor) and input.dtype in (_dtypes.bfloat16, _dtypes.float16):
-            r = lambda v: _C._full([], _float(v), input.dtype).item()  # noqa: E731 (torch: both in the dtype,
-            return (input.float() + r(other) * r(alpha)).to(input.dtype)  # the sum in float32)
-        other = other * alpha
-    return input + other
+    return _scaled_add(input, other, alpha) if alpha != 1 else input + other
 
 
 def sub(input, other, *, alpha=1):
@@ -128,19 +132,7 @@ def sub(input, other, *, alpha=1):
             other.dtype == _dtypes.bool:
         raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or "
                            "`logical_xor()` operator instead.")
-    if alpha != 1:
-        if isinstance(input, Tensor) and isinstance(other, Tensor):
-            dtype = result_type(input, other)
-            work = _dtypes.float32 if dtype in (_dtypes.bfloat16, _dtypes.float16) else dtype
-            if work != dtype:  # torch's vector kernel: alpha in the dtype, a + alpha * b in float32, one rounding
-                _C._check_number_fits(_float(alpha), dtype)
-                alpha = _C._full([], alpha, dtype).item()
-            return (input.to(work) - other.to(work) * alpha).to(dtype)
-        if isinstance(input, Tensor) and input.dtype in (_dtypes.bfloat16, _dtypes.float16):
-            r = lambda v: _C._full([], _float(v), input.dtype).item()  # noqa: E731 (torch: both in the dtype,
-            return (input.float() - r(other) * r(alpha)).to(input.dtype)  # the sum in float32)
-        other = other * alpha
-    return input - other
+    return _scaled_add(input, other, -alpha) if alpha != 1 else input - other
 
 
 def rsub(input, other, alpha=1):
@@ -166,7 +158,7 @@ def div(input, other, *, rounding_mode=None):
                          % rounding_mode)
     a = input if isinstance(input, Tensor) else _as_operand(input, other)
     b = other if isinstance(other, Tensor) else _as_operand(other, a)
-    if a.dtype in (_dtypes.bfloat16, _dtypes.float16) and a.dim() > 0 and b.dim() == 0 and b.dtype in (
+    if a.dtype in _dtypes.REDUCED and a.dim() > 0 and b.dim() == 0 and b.dtype in (
             a.dtype, _dtypes.float32):  # (a divisor tensor of one or more dims: torch rounds the quotient first)
         # torch's kernel: trunc of the float32 quotient (a number at float32 precision), rounded once
         wide = other.float() if isinstance(other, Tensor) else other
@@ -549,9 +541,7 @@ def _atleast(ndim, name):
 atleast_1d, atleast_2d, atleast_3d = _atleast(1, "atleast_1d"), _atleast(2, "atleast_2d"), _atleast(3, "atleast_3d")
 
 
-def _promoted(tensors):
-    from ._extra import _promoted as promoted
-    return promoted(tensors)
+_promoted = _dtypes.promoted
 
 
 def _t(input):

@@ -19,6 +19,8 @@ import numpy as np
 from . import _C
 from . import _dtypes
 from ._device import check_cpu, factory_device
+from ._subscript import (_as_plain, _check_index_put_dtype, _is_advanced, _is_zero_d_bool,  # noqa: F401
+                         _torch_dtype_name, _torch_key)
 
 Tensor = _C.Tensor
 
@@ -204,13 +206,6 @@ def _float_draw(dtype, kernel):
     """torch: rand / randn / normal_ / uniform_ have no integer or bool kernels (they gave zeros here)."""
     if dtype is not None and not dtype.is_floating_point:
         raise RuntimeError('"%s" not implemented for \'%s\'' % (kernel, _torch_dtype_name(dtype)))
-
-
-def _torch_dtype_name(dtype):
-    """torch's scalar-type name in its messages: Float, Long, BFloat16, ..."""
-    return {"int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool",
-            "float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16"}.get(
-                str(dtype).rsplit(".", 1)[-1], str(dtype))
 
 
 def rand(*size, generator=None, dtype=None, device=None, requires_grad=False):
@@ -415,26 +410,6 @@ def _advanced_index(self, idx):
     return _gather_rows(self, arr.astype(np.int64))
 
 
-def _is_advanced(i):
-    if isinstance(i, Tensor):
-        return i.ndim > 0 or i.dtype.is_floating_point or i.dtype == _dtypes.bool
-    if isinstance(i, np.ndarray):
-        return i.ndim > 0 or i.dtype == np.bool_
-    return isinstance(i, (list, range))
-
-
-def _as_plain(i):
-    """A 0-d integer tensor or array is a plain int index (a view), as torch; a range an int list."""
-    if isinstance(i, (Tensor, np.ndarray)) and i.ndim == 0 and not _is_advanced(i):
-        return builtins.int(i.item())
-    return list(i) if isinstance(i, (range, tuple)) else i  # a tuple inside a subscript is an index list
-
-
-def _is_zero_d_bool(i):
-    return isinstance(i, builtins.bool) or (isinstance(i, Tensor) and i.ndim == 0 and i.dtype == _dtypes.bool) or \
-        (isinstance(i, np.ndarray) and i.ndim == 0 and i.dtype == np.bool_)
-
-
 def _result_dims(idx, ndim):
     """The result dim where each subscript entry lands: None and a 0-d bool add a dim, an int removes
     one, ... stands for the dims no other entry names, slices and tensor indices keep theirs."""
@@ -517,31 +492,6 @@ def _tuple_with_advanced_index(self, idx):
         list(range(index_dims + first, rows.ndim))
     # torch's result is contiguous (Swin's roll, then .view): the index dims placed back, copied once
     return rows.permute(*back).contiguous() if first else rows
-
-
-_SEQUENCE_AS_TUPLE = ("Using a non-tuple sequence for multidimensional indexing is deprecated and will be changed in "
-                      "pytorch 2.9; use x[tuple(seq)] instead of x[seq]. In pytorch 2.9 this will be interpreted as "
-                      "tensor index, x[torch.tensor(seq)], which will result either in an error or a different result")
-
-
-def _torch_key(idx):
-    """torch's reading of a subscript before indexing: a list (fewer than 32 entries) holding a tensor, a sequence,
-    a slice, None or ... is a tuple of indices (numpy's legacy rule, with torch's warning: x[[[0, 1]]] is x[[0, 1]],
-    x[[0, slice(None)]] is x[0, :]); a uint8 tensor is a boolean mask (with torch's deprecation warning)."""
-    if isinstance(idx, list) and len(idx) < 32 and builtins.any(
-            isinstance(i, (Tensor, list, tuple, builtins.slice, np.ndarray)) or i is None or i is Ellipsis
-            for i in idx):
-        warnings.warn(_SEQUENCE_AS_TUPLE, UserWarning, stacklevel=3)
-        idx = tuple(idx)
-    if isinstance(idx, Tensor) and idx.dtype == _dtypes.uint8:
-        warnings.warn("indexing with dtype torch.uint8 is now deprecated, please use a dtype torch.bool instead.",
-                      UserWarning, stacklevel=3)
-        return idx.to(_dtypes.bool)
-    if isinstance(idx, tuple) and builtins.any(isinstance(i, Tensor) and i.dtype == _dtypes.uint8 for i in idx):
-        warnings.warn("indexing with dtype torch.uint8 is now deprecated, please use a dtype torch.bool instead.",
-                      UserWarning, stacklevel=3)
-        return tuple(i.to(_dtypes.bool) if isinstance(i, Tensor) and i.dtype == _dtypes.uint8 else i for i in idx)
-    return idx
 
 
 def _getitem(self, idx):
@@ -812,6 +762,11 @@ def _setitem(self, idx, value):
     """t[idx] = value: writes through the view t[idx]; where autograd must record the write (grad mode on and
     the value or t requiring grad) it is _recorded_setitem; an integer or boolean tensor index along dim 0
     writes the selected rows. DTensors: _dtensor_setitem."""
+    recorded = _C.is_grad_enabled() and (self.requires_grad or (isinstance(value, Tensor) and value.requires_grad))
+    if not isinstance(idx, (Tensor, list)) and not recorded and not self.is_distributed:
+        view = _basic_index(self, idx)  # ints / slices / None / ...: the view in one C++ call (None for the rest)
+        if view is not None:
+            return _write_view(view, value)
     if isinstance(idx, Tensor) and idx.dtype == _dtypes.uint8 and not isinstance(value, Tensor):
         raise RuntimeError("masked_fill_ only supports boolean masks, but got mask with dtype unsigned char")
     if isinstance(idx, (list, tuple, Tensor)):
@@ -820,12 +775,8 @@ def _setitem(self, idx, value):
         _check_index_put_dtype(self, idx, value)
     if self.is_distributed:
         return _dtensor_setitem(self, idx, value)
-    if _C.is_grad_enabled() and (self.requires_grad or (isinstance(value, Tensor) and value.requires_grad)):
+    if recorded:
         return _recorded_setitem(self, idx, value)
-    if not isinstance(idx, Tensor):  # ints / slices / None / ...: the view in one C++ call (a tensor key's
-        view = _basic_index(self, idx)  # result there is a gathered copy: it writes rows below instead)
-        if view is not None:
-            return _write_view(view, value)
     if isinstance(idx, Tensor) and idx.ndim == 0 and not idx.dtype.is_floating_point and idx.dtype != _dtypes.bool:
         idx = idx.item()
     if isinstance(idx, (Tensor, list, np.ndarray)):
@@ -837,20 +788,6 @@ def _setitem(self, idx, value):
             self.copy_(_written(self, tuple(_as_plain(i) for i in idx), value))
         return
     _write_view(_getitem(self, idx), value)
-
-
-def _check_index_put_dtype(self, idx, value):
-    """torch's index_put_ check for an advanced subscript (int / bool tensors, lists, arrays): the value tensor
-    has self's dtype (it was cast silently); a bool mask with a 0-d value is a masked_fill, which casts, as a
-    basic subscript's copy does."""
-    key = idx if isinstance(idx, tuple) else (idx,)
-    plain = [_as_plain(i) for i in key]
-    if not builtins.any(_is_advanced(i) for i in plain):
-        return
-    if len(plain) == 1 and isinstance(plain[0], Tensor) and plain[0].dtype == _dtypes.bool and value.ndim == 0:
-        return
-    raise RuntimeError("Index put requires the source and destination dtypes match, got %s for the destination and "
-                       "%s for the source." % (_torch_dtype_name(self.dtype), _torch_dtype_name(value.dtype)))
 
 
 def _write_view(view, value):
@@ -982,42 +919,7 @@ def as_tensor(data, dtype=None, device=None):
     return tensor(data, dtype=dtype)
 
 
-class Size(tuple):
-    """torch.Size: the tuple of ints that Tensor.shape and size() return; numel(), and slices and sums
-    stay Sizes, as torch's."""
-
-    __slots__ = ()
-
-    def numel(self):
-        return math.prod(self)
-
-    def __getitem__(self, i):
-        out = tuple.__getitem__(self, i)
-        return Size(out) if isinstance(i, builtins.slice) else out
-
-    def __add__(self, other):
-        if not isinstance(other, tuple):
-            return NotImplemented
-        return Size(tuple.__add__(self, other))
-
-    def __radd__(self, other):  # (1,) + size is a Size too, as torch's
-        if not isinstance(other, tuple):
-            return NotImplemented
-        return Size(tuple.__add__(other, self))
-
-    def __mul__(self, n):
-        return Size(tuple.__mul__(self, n))
-
-    __rmul__ = __mul__
-
-    def __reduce__(self):
-        return (Size, (tuple(self),))
-
-    def __repr__(self):
-        return "tessel.Size(%s)" % list(self)
-
-
-_C._set_size_type(Size)
+from ._size import Size  # noqa: E402,F401 (torch.Size: Tensor.shape's type)
 
 
 def is_tensor(obj):

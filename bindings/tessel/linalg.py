@@ -58,7 +58,7 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
         return _sqrt_zero_grad((x * x).sum(dims, keepdim=keepdim))  # a zero vector's gradient is 0, as torch's
     if ord == 1:
         return a.sum(dims, keepdim=keepdim)
-    if x.dtype in (_dtypes.bfloat16, _dtypes.float16):  # torch's kernel: |x|^p summed in float32 (float16 50^3
+    if x.dtype in _dtypes.REDUCED:  # torch's kernel: |x|^p summed in float32 (float16 50^3
         return vector_norm(x.float(), ord, dims, keepdim).to(x.dtype)  # overflowed to inf), one rounding
     return (a ** float(ord)).sum(dims, keepdim=keepdim) ** (1.0 / ord)
 

@@ -768,60 +768,6 @@ def add_module(self, name, module):
     _setattr(self, name, module)
 
 
-def get_parameter(self, target):
-    owner, _, name = target.rpartition(".")
-    module = self.get_submodule(owner)
-    if not module._has_parameter(name):
-        raise AttributeError("%s has no parameter '%s'" % (module._type_name, name))
-    return _as_parameter(module._lookup(name), target)
-
-
-def get_buffer(self, target):
-    """torch's get_buffer: the buffer at a dotted path (AttributeError naming what is missing)."""
-    owner, _, name = target.rpartition(".")
-    module = self.get_submodule(owner)
-    if name not in {n for n, _ in module._named_buffers(False)} and name not in (_complex_buffers(module) or {}):
-        raise AttributeError("%s has no buffer '%s'" % (module._type_name, name))
-    return getattr(module, name)
-
-
-_get_submodule_cpp = Module.get_submodule
-
-
-def get_submodule(self, target):
-    """torch's get_submodule: the module at a dotted path; AttributeError naming the first missing step."""
-    try:
-        return _get_submodule_cpp(self, target)
-    except KeyError:
-        pass
-    module = self
-    for item in target.split("."):
-        child = dict(module._named_children()).get(item)
-        if child is None:
-            if hasattr(module, item) and not isinstance(getattr(module, item), Module):
-                raise AttributeError("`%s` is not an nn.Module" % item) from None
-            raise AttributeError("%s has no attribute `%s`" % (type(module).__name__, item)) from None
-        module = child
-    return module
-
-
-def set_submodule(self, target, module, strict=False):
-    """torch's set_submodule: the module at a dotted path replaced by `module` (LoRA / quantization injection);
-    strict=True requires a submodule there already. The parent path must exist (AttributeError otherwise)."""
-    if not isinstance(module, Module):
-        raise ValueError("`module` is not an nn.Module, found %s" % type(module).__name__)
-    if not target:
-        raise ValueError("Cannot set the submodule without a target name!")
-    owner_path, _, name = target.rpartition(".")
-    owner = self.get_submodule(owner_path)
-    exists = name in (_dict(owner).get("_modules") or {}) or any(n == name for n, _ in owner._named_children())
-    if strict and not exists:
-        raise AttributeError("%s has no attribute `%s`" % (owner._type_name, name))
-    if not exists and hasattr(owner, name):
-        raise AttributeError("`%s` is not an nn.Module" % name)
-    setattr(owner, name, module)
-
-
 def _module_type(self, dst_type):
     """torch's Module.type(dst_type): every parameter and buffer cast to a dtype (a floating dtype, as .to)."""
     return _module_to(self, dst_type)
@@ -879,6 +825,8 @@ from ._state_dict import (  # noqa: E402
     _load_from_state_dict, _persistent_buffer_names, _register_load_state_dict_pre_hook, _register_state_dict_hook,
     get_extra_state, load_state_dict, register_load_state_dict_post_hook, register_load_state_dict_pre_hook,
     register_state_dict_post_hook, register_state_dict_pre_hook, set_extra_state, state_dict)
+# Lookups by dotted path live in _module_lookup.py (they read the helpers above).
+from ._module_lookup import get_buffer, get_parameter, get_submodule, set_submodule  # noqa: E402
 # copy.deepcopy lives in _copy.py (it reads _persistent_buffer_names above).
 from ._copy import _deepcopy  # noqa: E402
 

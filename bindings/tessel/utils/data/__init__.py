@@ -393,14 +393,9 @@ def collate_numpy_array_fn(batch, *, collate_fn_map=None):
 def collate_numpy_scalar_fn(batch, *, collate_fn_map=None):
     """numpy scalars in their dtype; several dtypes promoted as torch.as_tensor would (int32 with float32:
     float32, where numpy's promotion gives float64)."""
-    kinds = {np.asarray(b).dtype for b in batch}
-    if len(kinds) > 1:
-        from ... import stack
-        items = [_tensor(np.asarray(b)) for b in batch]
-        dtype = items[0].dtype
-        for t in items[1:]:
-            dtype = _C._promote_types(dtype, t.dtype)
-        return stack([t.to(dtype) for t in items], 0)
+    if len({np.asarray(b).dtype for b in batch}) > 1:
+        from ... import stack  # (stack promotes as torch: the tensors' common dtype)
+        return stack([_tensor(np.asarray(b)) for b in batch], 0)
     return _tensor(np.asarray(batch))
 
 
