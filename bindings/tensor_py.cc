@@ -144,6 +144,7 @@ void BindDTypes(py::module_& m) {
       .value("int16", DType::kInt16)
       .def_property_readonly("is_floating_point", &IsFloating)
       .def_property_readonly("is_signed", [](DType d) { return d != DType::kUInt8 && d != DType::kBool; })
+      .def_property_readonly("is_complex", [](DType) { return false; })  // complex dtypes: tessel/_complex.py
       .def_property_readonly("itemsize", &ElementSize);
   // Replaced, not overloaded (.def would add a sibling overload that enum_'s own repr shadows).
   auto name = py::cpp_function([](DType d) { return "tessel." + std::string(DTypeName(d)); }, py::is_method(e));

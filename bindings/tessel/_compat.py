@@ -197,18 +197,21 @@ def _data_get(self):
 
 
 def _data_set(self, value):
-    """p.data = t, as torch: p (every handle of it: the module's parameter, an optimizer's) takes t's data and
-    shape, sharing t's memory, and stays the same leaf with its requires_grad (loralib transposes weights
-    so). A DTensor, or t of another dtype or device, is copied into p's own memory instead (same shape)."""
-    if (not self.is_distributed and not value.is_distributed and value.dtype == self.dtype
-            and value.device == self.device and self.grad_fn is None):
+    """p.data = t, as torch: p (every handle of it: the module's parameter, an optimizer's) takes t's data, shape
+    and dtype, sharing t's memory, and stays the same leaf with its requires_grad and .grad (loralib transposes
+    weights so; Module.to(dtype) casts parameters so). A DTensor, or t on another device, is copied into p's own
+    memory instead (same shape)."""
+    if self.requires_grad and not (value.dtype.is_floating_point or value.dtype.is_complex):
+        raise RuntimeError("data set to a tensor that requires gradients must be floating point or complex dtype")
+    if (not self.is_distributed and not value.is_distributed and value.device == self.device
+            and self.grad_fn is None):
         self._set_data(value.detach())
         return
     if tuple(value.shape) != tuple(self.shape):
         raise ValueError("Tensor.data = value: shape %s differs from the tensor's %s (a %s is updated by copying "
                          "values into it)" % (tuple(value.shape), tuple(self.shape),
                                               "DTensor" if self.is_distributed or value.is_distributed
-                                              else "tensor of another dtype, device or with autograd history"))
+                                              else "tensor on another device or with autograd history"))
     self.detach().copy_(value.detach())
 
 

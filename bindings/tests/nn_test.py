@@ -1189,7 +1189,7 @@ def test_device_handling_of_a_cpu_only_script_follows_torch():
         tessel.ones(2, device="cuda")
     with pytest.raises(NotImplementedError, match="computes on the CPU"):
         model.cuda()
-    # A dtype casts the floating parameters (new tensors; the old ones retire).
+    # A dtype casts the floating parameters (in place: the same Parameter objects, parameter_identity_test).
     y32 = model(x).detach()
     model.to(tessel.float64)
     assert {p.dtype for p in model.parameters()} == {tessel.float64}

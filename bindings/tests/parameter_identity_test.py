@@ -94,5 +94,50 @@ def test_optimizer_in_backward_through_post_accumulate_grad_hooks():
         tessel.zeros(2).register_post_accumulate_grad_hook(step_and_free)
 
 
+def test_module_to_dtype_keeps_the_parameter_objects_so_an_optimizer_built_before_trains_as_torch():
+    # torch: Module._apply sets param.data (and param.grad.data) to the cast tensor; an optimizer holding the
+    # parameters keeps stepping them. Reference: the same net built in float64 and stepped with its own optimizer.
+    net, ref = make(), make()
+    ref.double()
+    held = list(net.parameters())
+    opt = tessel.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+    ref_opt = tessel.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)
+    x = tessel.tensor([[0.5, -1.0, 2.0], [1.5, 0.25, -0.75]], dtype=tessel.float64)
+    net(x.float()).sum().backward()  # a float32 .grad, cast with its parameter below
+    net.double()
+    assert all(a is b for a, b in zip(held, net.parameters())) and net.fc.weight is held[0]
+    assert {(p.dtype, p.grad.dtype) for p in held} == {(tessel.float64, tessel.float64)}
+    net.zero_grad()
+    for model, o in ((net, opt), (ref, ref_opt)):
+        for _ in range(2):
+            o.zero_grad()
+            model(x).pow(2).sum().backward()
+            o.step()
+    for p, q in zip(net.parameters(), ref.parameters()):
+        np.testing.assert_array_equal(p.detach().numpy(), q.detach().numpy())
+    # a tied weight stays one tensor under both names
+    tied = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 2))
+    tied[1].weight = tied[0].weight
+    tied.to(tessel.bfloat16)
+    assert tied[1].weight is tied[0].weight and tied[0].weight.dtype == tessel.bfloat16
+
+
+def test_data_assignment_of_another_dtype_changes_the_parameters_dtype_as_torch():
+    lin = nn.Linear(2, 2)
+    lin(tessel.ones(1, 2)).sum().backward()
+    w = lin.weight
+    lin.weight.data = lin.weight.data.double()
+    lin.bias.data = lin.bias.data.double()
+    assert lin.weight is w and w.dtype == tessel.float64 and w.requires_grad and w.is_leaf
+    # the float32 .grad stays float32 and accumulates the new float64 gradient, as torch's in-place add
+    lin(tessel.ones(1, 2, dtype=tessel.float64)).sum().backward()
+    assert w.grad.dtype == tessel.float32 and w.grad.tolist() == [[2.0, 2.0], [2.0, 2.0]]
+    with pytest.raises(RuntimeError, match="must be floating point or complex dtype"):
+        nn.Parameter(tessel.zeros(3)).data = tessel.arange(3)
+    q = tessel.ones(2)
+    q.data = tessel.ones(2, dtype=tessel.float16)
+    assert q.dtype == tessel.float16
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

@@ -85,6 +85,12 @@ TensorList AccumulateGrad::Apply(TensorList grads) {
       }
       meta.grad.impl()->RetagMemory(memory::Ledger::kGrads);
     } else {
+      // A .grad of another dtype than the leaf's (`p.data = p.data.double()` after a backward) keeps its
+      // dtype, as torch's in-place accumulation.
+      if (meta.grad.dtype() != g.dtype()) {
+        const Tensor in[] = {g};
+        g = Dispatch(GetOp("cast"), in, Attrs().Set("dtype", meta.grad.dtype()).Set("src_dtype", g.dtype()))[0];
+      }
       const Tensor inputs[] = {meta.grad, g};
       Dispatch(GetOp("add_"), inputs, Attrs());
     }

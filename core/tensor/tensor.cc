@@ -27,7 +27,8 @@ TensorImpl::TensorImpl(Storage storage, Shape sizes, Shape strides, int64_t stor
 void TensorImpl::SetDataFrom(const TensorImpl& source, bool as_data) {
   TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, !is_distributed() && !source.is_distributed(),
                     "Tensor.set_: dense tensors only, got a ", KindName(), " and a ", source.KindName());
-  TESSEL_CHECK(dtype_ == source.dtype_ && device_ == source.device_, "Tensor.set_: source has dtype ",
+  TESSEL_CHECK((as_data || dtype_ == source.dtype_) && device_ == source.device_,
+               as_data ? "Tensor.data = value: source has dtype " : "Tensor.set_: source has dtype ",
                DTypeName(source.dtype_), " on ", source.device_.ToString(), ", this tensor ", DTypeName(dtype_), " on ",
                device_.ToString());
   TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition,
@@ -37,6 +38,7 @@ void TensorImpl::SetDataFrom(const TensorImpl& source, bool as_data) {
                             : "Tensor.set_: not on a tensor that requires grad or has autograd history (shape ",
                     ShapeStr(sizes_), ")");
   storage_ = source.storage_;
+  dtype_ = source.dtype_;  // `as_data` only: torch's `p.data = t.double()` (Module.to) makes p float64
   sizes_ = source.sizes_;
   strides_ = source.strides_;
   storage_offset_ = source.storage_offset_;

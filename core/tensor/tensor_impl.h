@@ -97,8 +97,9 @@ class TensorImpl {
 
   // torch's Tensor.set_(source): this impl becomes a view of `source`'s storage with its sizes, strides and
   // offset, so every handle of this impl (a module's buffer, a caller's input) sees the new shape and data.
-  // Dense only, same dtype and device; never on a tensor with autograd history, nor (unless `as_data`:
-  // torch's `leaf.data = source`, which keeps the leaf's requires_grad and .grad) on one that requires grad.
+  // Dense only, same device and (unless `as_data`) dtype; never on a tensor with autograd history, nor
+  // (unless `as_data`: torch's `leaf.data = source`, which keeps the leaf's requires_grad and .grad and takes
+  // the source's dtype: Module.to(dtype) keeps its parameter objects so) on one that requires grad.
   // kFailedPrecondition / kInvalidArgument otherwise. Bumps nothing: the old storage is untouched.
   void SetDataFrom(const TensorImpl& source, bool as_data = false);
 

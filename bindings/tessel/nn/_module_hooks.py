@@ -5,7 +5,7 @@ Split from nn/modules.py by concept.
 """
 from .. import _C
 from .modules import (_ALWAYS_CALL, Module, RemovableHandle, _call_args, _current_call, _flatten_output,
-                      _has_dict)
+                      _has_dict, _run_pending_global_hooks)
 
 Tensor = _C.Tensor
 
@@ -18,28 +18,37 @@ def _hook(register):
 
 
 def _forward_pre_hook_method(self, hook, *, prepend=False, with_kwargs=False):
-    """register_forward_pre_hook: hook(module, args) sees the tensor arguments and may return replacements
-    for them (one tensor or a tuple). with_kwargs=True, torch's: hook(module, args, kwargs) sees forward's
-    whole call, non-tensor arguments included, and may return (new_args, new_kwargs) to call forward with.
+    """register_forward_pre_hook, torch's: hook(module, args) sees forward's positional arguments as the call
+    passed them (non-tensor ones included) and may return replacements for them (a tuple, or one value for a
+    one-argument call); with_kwargs=True: hook(module, args, kwargs), which may return (new_args, new_kwargs).
     prepend=True: before the hooks already registered (fully_shard's own included)."""
-    if not with_kwargs:
-        return RemovableHandle(self, Module._register_forward_pre_hook(self, hook, bool(prepend)))
 
     def on_call(mod, inputs):
         call = _current_call(mod)
-        result = hook(mod, _call_args(mod, call, inputs), call[1] if call is not None else {})
-        if result is None:
-            return None
-        if not (isinstance(result, tuple) and len(result) == 2 and isinstance(result[1], dict)):
-            raise RuntimeError("forward pre-hook must return None or a tuple of (new_args, new_kwargs), but got "
-                               "%r." % (result,))
-        new_args = tuple(result[0]) if isinstance(result[0], (tuple, list)) else (result[0],)
+        args = _call_args(mod, call, inputs)
+        if with_kwargs:
+            result = hook(mod, args, call[1] if call is not None else {})
+            if result is None:
+                return None
+            if not (isinstance(result, tuple) and len(result) == 2 and isinstance(result[1], dict)):
+                raise RuntimeError("forward pre-hook must return None or a tuple of (new_args, new_kwargs), but "
+                                   "got %r." % (result,))
+            new_args, new_kwargs = result[0], dict(result[1])
+        else:
+            result = hook(mod, args)
+            if result is None:
+                return None
+            new_args, new_kwargs = result, None
+        new_args = tuple(new_args) if isinstance(new_args, tuple) or (with_kwargs and isinstance(new_args, list)) \
+            else (new_args,)
         if call is None:
-            if result[1] or not all(isinstance(a, Tensor) for a in new_args):
+            if new_kwargs or not all(isinstance(a, Tensor) for a in new_args):
                 raise TypeError("%s: a forward pre-hook returned keyword or non-tensor arguments for a call from "
                                 "C++, which passes tensors only" % type(mod).__name__)
             return new_args
-        call[0], call[1] = new_args, dict(result[1])
+        call[0] = new_args
+        if new_kwargs is not None:
+            call[1] = new_kwargs
         call[2] = [i for i, a in enumerate(new_args) if isinstance(a, Tensor)]
         return tuple(new_args[i] for i in call[2])
     return RemovableHandle(self, Module._register_forward_pre_hook(self, on_call, bool(prepend)))
@@ -54,11 +63,14 @@ def _forward_hook_method(self, hook, *, prepend=False, with_kwargs=False, always
         call = _current_call(mod)
         kind = call[3] if call is not None else None
         shown = kind(list(out) if isinstance(out, tuple) else [out]) if callable(kind) else out
-        if with_kwargs:
-            result = hook(mod, _call_args(mod, call, inputs), call[1] if call is not None else {}, shown)
-        else:
-            result = hook(mod, inputs, shown)
-        if result is None or not callable(kind):
+        shown, changed = _run_pending_global_hooks(mod, shown)
+        args = _call_args(mod, call, inputs)
+        result = hook(mod, args, call[1] if call is not None else {}, shown) if with_kwargs else hook(mod, args, shown)
+        if result is None:
+            if not changed:
+                return None
+            result = shown
+        if not callable(kind):
             return result
         tensors = []
         call[3] = _flatten_output(result, tensors)

@@ -460,18 +460,47 @@ def _call(self, *args, **kwargs):
         result = hook(self, args)
         if result is not None:
             args = result if isinstance(result, tuple) else (result,)
+    # The global forward hooks run before the module's own, as torch's: the first of the module's Python forward
+    # hooks runs them (_run_pending_global_hooks); if none does, they run here on forward's output.
+    pending = [self, args, list((post or {}).values()), False]
+    stack = _dict(self).setdefault(_GLOBAL_POST, []) if _has_dict(self) else []
+    stack.append(pending)
     try:
         out = _call_forward_or_hooks(self, args, kwargs)
     except BaseException:
-        for hook, always in list((post or {}).values()):
-            if always:
-                hook(self, args, None)
+        if not pending[3]:
+            for hook, always in pending[2]:
+                if always:
+                    hook(self, args, None)
         raise
-    for hook, _ in list((post or {}).values()):
-        result = hook(self, args, out)
-        if result is not None:
-            out = result
+    finally:
+        stack.pop()
+    if not pending[3]:
+        out, _ = _apply_global_hooks(pending, out)
     return out
+
+
+_GLOBAL_POST = "_tessel_global_post"  # per module: the calls whose global forward hooks have not run yet
+
+
+def _apply_global_hooks(pending, out):
+    """Runs a call's global forward hooks once on its output: (the output they leave, whether one replaced it)."""
+    pending[3] = True
+    changed = False
+    for hook, _ in pending[2]:
+        result = hook(pending[0], pending[1], out)
+        if result is not None:
+            out, changed = result, True
+    return out, changed
+
+
+def _run_pending_global_hooks(mod, out):
+    """From a module's forward hook: runs the global forward hooks of `mod`'s current call if they have not run
+    yet, so that they come before the module's own hooks."""
+    stack = _dict(mod).get(_GLOBAL_POST) if _has_dict(mod) else None
+    if not stack or stack[-1][3]:
+        return out, False
+    return _apply_global_hooks(stack[-1], out)
 
 
 _ONE_INPUT_LAYERS = (_C.Linear, _C.LayerNorm, _C.RMSNorm, _C.Embedding)  # the C++ layers: forward(input)
@@ -645,9 +674,10 @@ def requires_grad_(self, requires_grad=True):
 
 def _module_to(self, *args, **kwargs):
     """Module.to(device | dtype | tensor, non_blocking=): a CPU device is where the module already is
-    (returns self; any other device raises); a floating dtype casts every floating parameter (new
-    parameter tensors: build the optimizer after, as torch advises) and every floating buffer (BatchNorm's
-    running statistics, rotary tables), each kept persistent or not as it was."""
+    (returns self; any other device raises); a floating dtype casts every floating parameter in place, as
+    torch's `param.data = cast` (the same Parameter objects, so an optimizer built before keeps training them;
+    their .grad cast too; a DTensor parameter is replaced by a cast one) and every floating buffer (BatchNorm's
+    running statistics, rotary tables: new tensors, as torch's), each kept persistent or not as it was."""
     from .._device import parse_to_args
     dtype, _, _ = parse_to_args(args, kwargs, "Module.to", allow_copy=False)
     if dtype is None:
@@ -666,6 +696,15 @@ def _module_to(self, *args, **kwargs):
     casts = {}
     for name, p in list(self.named_parameters(remove_duplicate=False)):
         if p.dtype not in floating or p.dtype == dtype:
+            continue
+        if not p.is_distributed and p.grad_fn is None:  # in place: a tied parameter's other names follow
+            grad = p.grad
+            p.data = p.detach().to(dtype)
+            if grad is not None:
+                if grad.is_distributed or grad.grad_fn is not None:
+                    p.grad = grad.to(dtype)
+                else:
+                    grad.data = grad.detach().to(dtype)
             continue
         key = hash(p)
         if key not in casts:
@@ -949,7 +988,8 @@ _C.Embedding.sparse = False
 
 import sys as _sys  # noqa: E402
 
-_sys.modules[__name__ + ".module"] = _sys.modules[__name__]  # torch.nn.modules.module's path for the hooks above
+# torch.nn.modules.module's path for the hooks above, imported or read as an attribute
+module = _sys.modules[__name__ + ".module"] = _sys.modules[__name__]
 
 
 def _torch_file_modules():

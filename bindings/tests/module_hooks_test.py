@@ -1,0 +1,110 @@
+"""Module forward hooks as torch.nn.Module's: a hook without with_kwargs sees forward's positional arguments as the
+call passed them (numbers and None included, not only the tensors) and may rewrite any of them; the global
+forward hooks (torch.nn.modules.module.register_module_forward_hook) run before the module's own. Expected values
+were read off torch 2.15 running the same code (a 2x2 Linear with weight [[1, 2], [3, 4]] and no bias, x = ones:
+the Linear gives [3, 7])."""
+import sys
+
+import numpy as np
+import pytest
+
+import tessel
+import tessel.nn as nn
+from tessel.nn.modules import module as module_globals
+
+
+class Scaled(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.l = nn.Linear(2, 2, bias=False)
+        with tessel.no_grad():
+            self.l.weight.copy_(tessel.tensor([[1.0, 2.0], [3.0, 4.0]]))
+
+    def forward(self, x, scale, flag=None):
+        return self.l(x) * scale
+
+
+def test_forward_hooks_see_every_positional_argument_as_torch():
+    m, x, seen = Scaled(), tessel.ones(1, 2), []
+    m.register_forward_pre_hook(lambda mod, args: seen.append(("pre", args[1:])))
+    m.register_forward_hook(lambda mod, args, out: seen.append(("post", args[1:])))
+    m(x, 2.0)
+    m(x, 3.0, None)
+    m(x, scale=4.0)  # keyword arguments are not in args, as torch
+    assert seen == [("pre", (2.0,)), ("post", (2.0,)), ("pre", (3.0, None)), ("post", (3.0, None)),
+                    ("pre", ()), ("post", ())]
+
+
+def test_a_pre_hook_rewrites_non_tensor_arguments_and_the_post_hook_sees_the_rewrite():
+    m, x, seen = Scaled(), tessel.ones(1, 2), []
+    h1 = m.register_forward_pre_hook(lambda mod, args: (args[0] * 0 + 2, args[1] * 10))
+    h2 = m.register_forward_hook(lambda mod, args, out: seen.append((args[0].tolist(), args[1])))
+    np.testing.assert_allclose(m(x, 1.0).numpy(), [[60.0, 140.0]])  # l(2, 2) = [6, 14], times 10
+    assert seen == [([[2.0, 2.0]], 10.0)]
+    h1.remove()
+    h2.remove()
+    # one value (not a tuple) replaces the whole argument tuple, as torch: forward then misses `scale`
+    with m.register_forward_pre_hook(lambda mod, args: args[0]):
+        with pytest.raises(TypeError, match="missing 1 required positional argument: 'scale'"):
+            m(x, 2.0)
+    # a C++ layer called from Python: one tensor returned is its new input
+    with m.l.register_forward_pre_hook(lambda mod, args: args[0] * 2):
+        np.testing.assert_allclose(m(x, 1.0).numpy(), [[6.0, 14.0]])
+    np.testing.assert_allclose(m(x, 1.0).numpy(), [[3.0, 7.0]])
+
+
+def test_global_forward_hooks_run_before_the_modules_own_as_torch():
+    m, x, order = Scaled(), tessel.ones(1, 2), []
+    g1 = module_globals.register_module_forward_hook(lambda mod, a, o: order.append("global " + type(mod).__name__))
+    m.l.register_forward_hook(lambda mod, a, o: order.append("local"))
+    g2 = module_globals.register_module_forward_pre_hook(lambda mod, a: order.append("gpre " + type(mod).__name__))
+    m.l.register_forward_pre_hook(lambda mod, a: order.append("lpre"))
+    m.l(x)
+    assert order == ["gpre Linear", "lpre", "global Linear", "local"]
+    g1.remove()
+    g2.remove()
+
+
+def test_a_global_hooks_output_reaches_the_modules_hook_and_the_caller():
+    m, x, seen = Scaled(), tessel.ones(1, 2), []
+    g = module_globals.register_module_forward_hook(lambda mod, a, o: o + 100 if isinstance(mod, Scaled) else None)
+    h = m.register_forward_hook(lambda mod, a, o: seen.append(o.tolist()))
+    np.testing.assert_allclose(m(x, 2.0).numpy(), [[106.0, 114.0]])
+    assert seen == [[[106.0, 114.0]]]
+    g.remove()
+    h.remove()
+    # the module's hook replaces the output after the global one saw forward's
+    g = module_globals.register_module_forward_hook(lambda mod, a, o: seen.append((type(mod).__name__, o.tolist())))
+    h = m.register_forward_hook(lambda mod, a, o: o * 0)
+    np.testing.assert_allclose(m(x, 2.0).numpy(), [[0.0, 0.0]])
+    assert seen[1:] == [("Linear", [[3.0, 7.0]]), ("Scaled", [[6.0, 14.0]])]
+    g.remove()
+    h.remove()
+
+
+def test_always_call_global_hooks_run_once_when_forward_raises():
+    class Bad(nn.Module):
+        def forward(self, x):
+            raise ValueError("boom")
+
+    bad, seen = Bad(), []
+    with module_globals.register_module_forward_hook(lambda mod, a, o: seen.append(o), always_call=True):
+        bad.register_forward_hook(lambda mod, a, o: seen.append("local"))
+        with pytest.raises(ValueError, match="boom"):
+            bad(tessel.ones(1))
+    assert seen == [None]
+
+
+def test_tuple_outputs_with_non_tensors_reach_hooks_whole():
+    class Three(nn.Module):
+        def forward(self, x, k):
+            return x * k, None, k
+
+    t, seen = Three(), []
+    t.register_forward_hook(lambda mod, a, o: seen.append((type(o).__name__, len(o), o[1], o[2], a[1])))
+    assert t(tessel.ones(1), 3)[2] == 3
+    assert seen == [("tuple", 3, None, 3, 3)]
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
