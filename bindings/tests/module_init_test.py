@@ -121,5 +121,31 @@ def test_add_module_refuses_a_name_an_attribute_already_has():
     assert m.lin.in_features == 2
 
 
+def test_a_save_to_state_dict_override_writes_the_modules_entries_as_torch():
+    # torch 2.15 gives these keys, in this order, for this tree: the override adds `scale` after its own entries
+    # and rewrites `weight`; the others (a non-persistent buffer left out) are the default's.
+    class Packed(nn.Linear):
+        def _save_to_state_dict(self, destination, prefix, keep_vars):
+            super()._save_to_state_dict(destination, prefix, keep_vars)
+            destination[prefix + "scale"] = tessel.tensor(2.0)
+            destination[prefix + "weight"] = destination[prefix + "weight"] * 2
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.p, self.bn = nn.Linear(2, 2), Packed(2, 3), nn.BatchNorm1d(3)
+            self.register_buffer("tmp", tessel.ones(1), persistent=False)
+            self.register_buffer("keep", tessel.zeros(1))
+
+    n = Net()
+    sd = n.state_dict()
+    assert list(sd) == ["keep", "a.weight", "a.bias", "p.weight", "p.bias", "p.scale", "bn.weight", "bn.bias",
+                        "bn.running_mean", "bn.running_var", "bn.num_batches_tracked"]
+    assert sd["p.scale"].item() == 2.0 and sd["p.weight"].tolist() == (n.p.weight * 2).tolist()
+    kept = n.state_dict(keep_vars=True)
+    assert kept["a.weight"] is n.a.weight and kept["keep"] is n.keep and kept["p.bias"] is n.p.bias
+    assert list(n.state_dict(prefix="m."))[:2] == ["m.keep", "m.a.weight"]
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

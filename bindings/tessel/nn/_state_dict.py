@@ -112,8 +112,37 @@ def _load_extra_states(root, state_dict):
 
 
 def _collect_state_dict(self, destination, prefix, keep_vars):
+    if _overriding_savers(self):
+        out = collections.OrderedDict() if destination is None else destination
+        for p, m in _pre_order(self, prefix):  # each module's own entries, parents first, as torch's recursion
+            m._save_to_state_dict(out, p, keep_vars)
+        return out
     out = _collect_entries(self, destination, prefix, keep_vars)
     return _with_extra_states(self, out, prefix)
+
+
+def _overriding_savers(root):
+    """Whether a module of root's tree has a class that overrides Module._save_to_state_dict."""
+    from .modules import Module
+    base = Module._save_to_state_dict
+    return any(type(m)._save_to_state_dict is not base for m in root.modules())
+
+
+def _save_to_state_dict(self, destination, prefix, keep_vars):
+    """torch's Module._save_to_state_dict, which subclasses override (adding derived entries, packing weights)
+    and reach through super(): writes this module's own parameters and persistent buffers (the module's objects
+    under keep_vars, else detached) and its get_extra_state() into destination under prefix. Children are not
+    written here (state_dict visits them)."""
+    from .modules import Module, _stable
+    held = {hash(p): p for _, p in self.named_parameters(recurse=False)} if keep_vars else {}
+    for name, t in _own_state(self).items():
+        if t is None:
+            continue
+        destination[prefix + name] = (held[hash(t)] if hash(t) in held else _stable(t)) if keep_vars else t.detach()
+    for name, t in _named_complex_buffers(self, False, persistent_only=True):
+        destination[prefix + name] = t if keep_vars else t.detach()
+    if getattr(type(self), "get_extra_state", Module.get_extra_state) is not Module.get_extra_state:
+        destination[prefix + "_extra_state"] = self.get_extra_state()
 
 
 def _collect_entries(self, destination, prefix, keep_vars):

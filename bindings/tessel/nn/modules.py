@@ -862,6 +862,7 @@ def _repr(self):
 # State dicts and their hooks live in _state_dict.py, which imports this file's helpers defined above.
 from ._state_dict import (  # noqa: E402
     _load_from_state_dict, _persistent_buffer_names, _register_load_state_dict_pre_hook, _register_state_dict_hook,
+    _save_to_state_dict,
     get_extra_state, load_state_dict, register_load_state_dict_post_hook, register_load_state_dict_pre_hook,
     register_state_dict_post_hook, register_state_dict_pre_hook, set_extra_state, state_dict)
 # Lookups by dotted path live in _module_lookup.py (they read the helpers above).
@@ -889,6 +890,7 @@ _METHODS = dict(
     forward=_forward, named_parameters=named_parameters, parameters=parameters, named_buffers=named_buffers,
     buffers=buffers, named_modules=named_modules, modules=modules, named_children=named_children, children=children,
     state_dict=state_dict, load_state_dict=load_state_dict, _load_from_state_dict=_load_from_state_dict, train=train,
+    _save_to_state_dict=_save_to_state_dict,
     eval=eval, zero_grad=zero_grad,
     requires_grad_=requires_grad_, apply=apply, to=_module_to, cpu=lambda self: self, cuda=_module_cuda,
     to_empty=_to_empty,
