@@ -115,5 +115,41 @@ def test_broadcasting_torch_save_reader_loads_a_torch_file_into_shards():
         assert missing == []
 
 
+def test_tensors_in_a_list_and_complex_tensors_load_in_place_with_torchs_keys(tmp_path):
+    # torch's flattening enters a list holding tensors ("params.0", "params.1"); load fills the model's own
+    # tensors (a pickled list was replaced by new tensors: the model kept its old weights, silently)
+    lin = tessel.nn.Linear(3, 2)
+    with tessel.no_grad():
+        lin.weight.copy_(tessel.tensor(W[:2, :3])), lin.bias.copy_(tessel.tensor([5.0, 6.0]))
+    freqs = tessel.polar(tessel.ones(4), tessel.arange(4.0))  # complex64, a rotary table
+    path = str(tmp_path / "lists")
+    dcp.save({"params": [lin.weight, lin.bias], "rope": freqs.clone(), "step": 3}, checkpoint_id=path, no_dist=True)
+    keys = sorted(dcp.FileSystemReader(path).read_metadata().state_dict_metadata)
+    assert keys == ["params.0", "params.1", "rope", "step"]
+    with tessel.no_grad():
+        lin.weight.zero_(), lin.bias.zero_()
+    live = tessel.zeros(4, dtype=tessel.complex64)
+    sd = {"params": [lin.weight, lin.bias], "rope": live, "step": 0}
+    dcp.load(sd, checkpoint_id=path, no_dist=True)
+    assert sd["params"][0] is lin.weight and sd["rope"] is live and sd["step"] == 3
+    np.testing.assert_array_equal(lin.weight.detach().numpy(), W[:2, :3])
+    assert lin.bias.tolist() == [5.0, 6.0] and live.tolist() == freqs.tolist()
+
+
+def test_the_later_of_two_formats_in_one_directory_is_the_checkpoint(tmp_path):
+    import os
+    from tessel.distributed.checkpoint.format_utils import dcp_to_torch_dcp
+    old, path = str(tmp_path / "old"), str(tmp_path / "both")
+    dcp.save({"w": tessel.full((2,), 1.0)}, checkpoint_id=old, no_dist=True)
+    dcp.save({"w": tessel.full((2,), 2.0)}, checkpoint_id=path, no_dist=True)
+    dcp_to_torch_dcp(old, path)  # torch's format written into the directory after tessel's: it is the newer save
+    back = {"w": tessel.zeros(2)}
+    dcp.load(back, checkpoint_id=path, no_dist=True)
+    assert back["w"].tolist() == [1.0, 1.0]
+    os.utime(os.path.join(path, "metadata.json"))  # tessel's written last: it wins
+    dcp.load(back, checkpoint_id=path, no_dist=True)
+    assert back["w"].tolist() == [2.0, 2.0]
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))

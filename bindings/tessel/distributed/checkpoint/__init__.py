@@ -1,10 +1,11 @@
 """tessel.distributed.checkpoint: DCP's save / load of (nested) state dicts, sharded across ranks and
 reshardable to any layout or world size (checkpoint/).
 
-Keys of nested dicts are joined with "." (two that join to the same key raise ValueError); tensors (dense
-or DTensor) are filled in place by load; other values are replaced in the dict: ints, floats, strings and
-bytes as such, bools as bools, anything else picklable (lists, None, ints beyond int64, RNG states) as a
-pickle, as torch's DCP keeps them. Like DCP, load fills the keys of the state
+Keys of nested dicts are joined with "." (two that join to the same key raise ValueError), and a list holding a
+tensor or a dict is entered too (its items keyed 0, 1, ...), as torch's flattening; tensors (dense or DTensor,
+and complex ones) are filled in place by load; other values are replaced in their dict or list: ints, floats,
+strings and bytes as such, bools as bools, anything else picklable (other lists, None, ints beyond int64, RNG
+states) as a pickle, as torch's DCP keeps them. Like DCP, load fills the keys of the state
 dict it is given and ignores the checkpoint's other keys; a key the checkpoint lacks raises (unless
 strict=False), and a shape, dtype or kind mismatch always raises. Collective over the default process group.
 The directory comes from checkpoint_id or torch's FileSystemWriter / FileSystemReader; the planner may be
@@ -60,10 +61,22 @@ def _leaf(key, v):
                         "be pickled: %s" % (key, type(v).__name__, e)) from None
 
 
+def _entries(container):
+    return container.items() if isinstance(container, dict) else enumerate(container)
+
+
+def _entered(v):
+    """Whether flattening enters v, as torch's traverse_state_dict: a dict always, a list when it holds a tensor
+    or something entered (its items keyed 0, 1, ...: tensors in a list load in place); other values are one
+    entry each."""
+    from ._torch_format import _is_terminal
+    return isinstance(v, (dict, list)) and not _is_terminal(v)
+
+
 def _flatten(sd, prefix, out):
-    for k, v in sd.items():
+    for k, v in _entries(sd):
         key = "%s.%s" % (prefix, k) if prefix else str(k)
-        if isinstance(v, dict):
+        if _entered(v):
             _flatten(v, key, out)
             continue
         if key in out:  # {"a.b": x, "a": {"b": y}}, or the keys 0 and "0": one would silently replace the other
@@ -82,12 +95,22 @@ def _restore(old, new):
 
 
 def _write_back(sd, prefix, flat, missing=()):
-    for k, v in sd.items():
+    for k, v in list(_entries(sd)):
         key = "%s.%s" % (prefix, k) if prefix else str(k)
-        if isinstance(v, dict):
+        if _entered(v):
             _write_back(v, key, flat, missing)
         elif not isinstance(v, _C.Tensor) and key in flat and key not in missing:
-            sd[k] = _restore(v, flat[key])
+            new = _restore(v, flat[key])
+            if _is_complex_tensor(v) and _is_complex_tensor(new) and tuple(new.shape) == tuple(v.shape):
+                with _C._GradMode(False):  # a complex tensor (kept as a pickle) is filled in place too
+                    v.copy_(new)
+            else:
+                sd[k] = new
+
+
+def _is_complex_tensor(v):
+    from ..._complex import ComplexTensor
+    return isinstance(v, ComplexTensor)
 
 
 class _FileSystemStorage:
@@ -452,12 +475,41 @@ def _load_into(state_dict, path, storage_reader, broadcast, process_group, stric
     # Non-tensor values come from the checkpoint whatever the state dict held (DCP: a 0 placeholder takes
     # a saved pickle, an int target a saved bool): ask for each in the checkpoint's kind.
     placeholder = {"bytes": _C._Bytes(b""), "int64": 0, "float64": 0.0, "string": ""}
-    for key, kind in _C._dcp_value_kinds(path).items():
+    kinds = _C._dcp_value_kinds(path)
+    for key, kind in kinds.items():
         if key in flat and not isinstance(flat[key], _C.Tensor):
             flat[key] = placeholder[kind]
+    # A non-tensor value saved entered (a list of dicts: "groups.0.lr", "groups.1") and asked for whole (a [] or
+    # None placeholder): its entries are read and folded back into lists and dicts.
+    folded = {}
+    for key in [k for k, v in flat.items() if not isinstance(v, _C.Tensor) and k not in kinds]:
+        subs = [k for k in kinds if k.startswith(key + ".") and k not in flat]
+        if subs:
+            del flat[key]
+            folded[key] = subs
+            flat.update((k, placeholder[kinds[k]]) for k in subs)
     flat, result = _C._dcp_load(flat, path, strict)
+    for key, subs in folded.items():
+        flat[key] = _fold({k[len(key) + 1:]: _restore(None, flat.pop(k)) for k in subs})
     _write_back(state_dict, "", flat, set(result["missing_keys"]))
     return result
+
+
+def _fold(entries):
+    """{"0.lr": 0.1, "1": (1, 2)} -> [{"lr": 0.1}, (1, 2)]: flat entries back into nested values, a level whose
+    keys are 0, 1, ... n - 1 as a list, any other as a dict."""
+    tree, groups = {}, {}
+    for key, value in entries.items():
+        head, dot, rest = key.partition(".")
+        if dot:
+            groups.setdefault(head, {})[rest] = value
+            tree.setdefault(head, None)
+        else:
+            tree[head] = value
+    tree.update((k, _fold(v)) for k, v in groups.items())
+    if sorted(tree) == sorted(str(i) for i in range(len(tree))):
+        return [tree[str(i)] for i in range(len(tree))]
+    return tree
 
 
 def _load_broadcast_torch_save(flat, path, coordinator, process_group, strict):

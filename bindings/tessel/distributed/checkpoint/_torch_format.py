@@ -27,9 +27,13 @@ METADATA_FILE = ".metadata"
 
 
 def is_torch_checkpoint(path):
-    """Whether directory `path` holds a checkpoint in torch's DCP format (and not tessel's metadata.json)."""
-    return os.path.isfile(os.path.join(path, METADATA_FILE)) and \
-        not os.path.isfile(os.path.join(path, "metadata.json"))
+    """Whether directory `path` holds a checkpoint in torch's DCP format: its .metadata, and no tessel
+    metadata.json written after it (a directory saved in one format and then the other holds both; the later
+    save is the checkpoint)."""
+    torch_md, tessel_md = os.path.join(path, METADATA_FILE), os.path.join(path, "metadata.json")
+    if not os.path.isfile(torch_md):
+        return False
+    return not os.path.isfile(tessel_md) or os.stat(torch_md).st_mtime_ns > os.stat(tessel_md).st_mtime_ns
 
 
 class _StorageInfo:
