@@ -76,14 +76,18 @@ void FsdpState::RegisterHooks(const std::vector<std::pair<std::string, nn::Modul
   const bool list = modules_.size() > 1;
   for (nn::Module* m : modules_) {
     // A list's group: pre-forward when the first of its modules starts, post-forward when every one has
-    // finished (recomputation inside backward unshards per call, as for one module).
-    m->RegisterForwardPreHook([this, list](nn::Module&, TensorList& inputs) {
-      if (list && training_state_ != TrainingState::kPreBackward) {
-        if (!to_run_.empty()) return;
-        to_run_ = modules_;
-      }
-      OnPreForward(inputs);
-    });
+    // finished (recomputation inside backward unshards per call, as for one module). The pre-forward goes
+    // before the hooks already registered (PyTorch's prepend=True): a user's pre-hook registered before
+    // fully_shard sees the unsharded parameters and the cast inputs.
+    m->RegisterForwardPreHook(
+        [this, list](nn::Module&, TensorList& inputs) {
+          if (list && training_state_ != TrainingState::kPreBackward) {
+            if (!to_run_.empty()) return;
+            to_run_ = modules_;
+          }
+          OnPreForward(inputs);
+        },
+        /*prepend=*/true);
     m->RegisterForwardHook([this, list](nn::Module& self, const TensorList&, TensorList& outputs) {
       if (list && training_state_ != TrainingState::kPreBackward) {
         to_run_.erase(std::remove(to_run_.begin(), to_run_.end(), &self), to_run_.end());

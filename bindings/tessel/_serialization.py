@@ -49,6 +49,30 @@ def _reduce(self):
 _C.Tensor.__reduce__ = _reduce
 
 
+def _deepcopy(self, memo):
+    """copy.deepcopy, as torch's Tensor.__deepcopy__: a leaf's values cloned (a DTensor keeps its mesh and
+    placements: each rank clones its own piece; it went through pickling, which a DTensor refuses), with its
+    requires_grad and a deep copy of its .grad; a tensor with autograd history raises torch's error."""
+    if id(self) in memo:
+        return memo[id(self)]
+    if not self.is_leaf:
+        raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) support the deepcopy protocol "
+                           "at the moment.  If you were attempting to deepcopy a module, this may be because of a "
+                           "torch.nn.utils.weight_norm usage, see https://github.com/pytorch/pytorch/pull/103001")
+    with _C._GradMode(False):
+        new = self.clone()
+    if self.requires_grad:
+        new.requires_grad_(True)
+    memo[id(self)] = new
+    if self.grad is not None:
+        import copy
+        new.grad = copy.deepcopy(self.grad, memo)
+    return new
+
+
+_C.Tensor.__deepcopy__ = _deepcopy
+
+
 def save(obj, f, pickle_module=None, pickle_protocol=2, _use_new_zipfile_serialization=True, **kwargs):
     """torch.save: obj (tensors, state dicts, anything picklable) as torch.save's zip file at f (a path or a
     binary file object). Objects other than tensors, numbers, strings and containers need weights_only=False

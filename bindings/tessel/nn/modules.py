@@ -376,16 +376,30 @@ def _outputs(outs, kind):
     return list(outs) if kind == "list" else tuple(outs)
 
 
-def _fsdp_cast_kwargs(module, kwargs):
+def _fsdp_cast_inputs(module, args, kwargs):
     """fully_shard's cast_forward_inputs casts the positional tensors in its C++ pre-forward hook, which
-    keyword arguments do not reach: the floating keyword tensors cast here (torch casts every input)."""
-    if not kwargs:
-        return kwargs
+    keyword arguments and tensors inside containers ([x, mask], {"ids": ...}) do not reach: the floating ones
+    are cast here, as torch's pre-forward casts every floating tensor of the call. Returns (args, kwargs)."""
+    if not kwargs and all(isinstance(a, Tensor) or not isinstance(a, (list, tuple, dict)) for a in args):
+        return args, kwargs
     st = _C._fsdp_state(module) if hasattr(_C, "_fsdp_state") else None
     cast = st.forward_input_cast_dtype if st is not None else None
     if cast is None:
-        return kwargs
-    return {k: v.to(cast) if isinstance(v, Tensor) and v.dtype.is_floating_point else v for k, v in kwargs.items()}
+        return args, kwargs
+
+    def tree(v):
+        if isinstance(v, Tensor):
+            return v.to(cast) if v.dtype.is_floating_point else v
+        if isinstance(v, dict):
+            out = copy.copy(v)
+            out.update((k, tree(x)) for k, x in v.items())
+            return out
+        if isinstance(v, tuple) and hasattr(v, "_fields"):  # namedtuple
+            return type(v)(*(tree(x) for x in v))
+        if isinstance(v, (list, tuple)):
+            return type(v)(tree(x) for x in v)
+        return v
+    return tuple(a if isinstance(a, Tensor) else tree(a) for a in args), {k: tree(v) for k, v in kwargs.items()}
 
 
 # torch.nn.modules.module's global hooks: every module call (from Python) runs them around its forward. Global to
@@ -519,7 +533,7 @@ def _call_forward(self, *args, **kwargs):
             raise TypeError("%s.forward takes tensors only, got (%s)" % (
                 self._type_name, ", ".join(type(a).__name__ for a in args) + (", **kwargs" if kwargs else "")))
         return _outputs(self._call(list(args)), None)
-    kwargs = _fsdp_cast_kwargs(self, kwargs)
+    args, kwargs = _fsdp_cast_inputs(self, args, kwargs)
     call = [args, kwargs, slots, None]  # the last entry: output kind, set by _forward_from_cpp
     stack = self.__dict__.setdefault("_tessel_calls", [])
     stack.append(call)
@@ -685,6 +699,15 @@ def _module_to(self, *args, **kwargs):
     floating = (_dtypes.float32, _dtypes.float64, _dtypes.bfloat16, _dtypes.float16)
     if dtype not in floating:
         raise TypeError("nn.Module.to only accepts floating point dtypes, but got desired dtype=%s" % dtype)
+    for m in self.modules():
+        if _C._fsdp_state(m) is not None and any(p.dtype in floating and p.dtype != dtype
+                                                 for p in m.parameters()):
+            # fully_shard's sharded parameters, buffers and all-gather sizes are fixed at its call: a cast here
+            # was undone at the next forward (the model trained in the old dtype, unseen by the optimizer)
+            raise NotImplementedError(
+                "Module.to(%s) on a module that fully_shard manages ('%s', a %s): cast the model before "
+                "fully_shard, or compute in another dtype with MixedPrecisionPolicy(param_dtype=...)"
+                % (dtype, next(n for n, x in self.named_modules() if x is m) or "<root>", type(m).__name__))
     for m in self.modules():
         persistent = None
         for name, b in list(m._named_buffers(False)):

@@ -114,8 +114,28 @@ def _state(module):
     return st
 
 
-class FSDPModule:
+class _FSDPModuleMeta(type):
+    """isinstance(m, FSDPModule) is also True for a C++ layer (nn.Linear, nn.Embedding, ...) that fully_shard
+    was applied to: such a layer keeps its class (_become_fsdp_module), but scripts find FSDP modules with
+    isinstance, as torch's class swap lets them."""
+
+    def __instancecheck__(cls, obj):
+        if type.__instancecheck__(cls, obj):
+            return True
+        return cls is FSDPModule and isinstance(obj, _C.Module) and not obj._has_python_forward and \
+            _C._fsdp_state(obj) is not None
+
+
+class FSDPModule(metaclass=_FSDPModuleMeta):
     """Mixed into a module's class by fully_shard (torch's FSDPModule)."""
+
+    def __new__(cls, *args, **kwargs):
+        """A new instance of an FSDP class (Sequential's slicing builds type(self)(...)) is one of the original
+        class, as torch's: only fully_shard makes FSDP modules."""
+        orig = next(c for c in cls.__mro__[1:] if c is not FSDPModule and not issubclass(c, FSDPModule))
+        self = orig.__new__(orig, *args, **kwargs) if orig.__new__ is not object.__new__ else orig.__new__(orig)
+        self.__init__(*args, **kwargs)
+        return self
 
     def unshard(self, async_op=False):
         """All-gathers the parameters; with async_op=True returns a handle whose wait() blocks until done
@@ -245,7 +265,7 @@ class UnshardHandle:
 
 
 _METHODS = [name for name, v in vars(FSDPModule).items() if callable(v) and not name.startswith("_")]
-_classes = {}
+_classes, _metas = {}, {}
 
 
 def _default_mesh():
@@ -267,13 +287,14 @@ def fully_shard(module, *, mesh=None, reshard_after_forward=None, shard_placemen
     replicate_axis (tessel's; torch 2.15's dp_mesh_dims=DataParallelMeshDims(shard=, replicate=) names the same):
     the mesh dims FSDP shards over / all-reduces over (HSDP); unnamed, a 2-D mesh is (replicate, shard) by position,
     as torch's, unless the names say otherwise ("dp_shard", "dp_replicate" reversed, or "tp"). Returns module; a
-    module defined in Python becomes an instance of FSDPModule; a C++ layer (nn.Linear, ...) keeps its class and
-    gets FSDPModule's methods. A list of modules (torch 2.6) becomes one group: one all-gather when the first of
-    them runs, resharded when all have run; each becomes an FSDPModule steering that group; the list is returned.
-    ignored_params: a set of parameters this call leaves alone: not sharded, not all-gathered, their gradients not
-    reduced (each rank keeps its local one); parameters of other modules may be in it. shard_placement_fn: called
-    with each parameter this call shards, returns Shard(d) to shard its dim d (the size must divide evenly by the
-    shard dim's size unless d is 0: NotImplementedError otherwise, as torch) or None for Shard(0)."""
+    module defined in Python becomes an instance of FSDPModule; a C++ layer (nn.Linear, ...) keeps its class and gets
+    FSDPModule's methods (isinstance(layer, FSDPModule) holds for it too). A list of modules (torch 2.6) becomes one
+    group: one all-gather when the first of them runs, resharded when all have run; each becomes an FSDPModule
+    steering that group; the list is returned. ignored_params: a set of parameters this call leaves alone: not
+    sharded, not all-gathered, their gradients not reduced (each rank keeps its local one); parameters of other
+    modules may be in it. shard_placement_fn: called with each parameter this call shards, returns Shard(d) to shard
+    its dim d (the size must divide evenly by the shard dim's size unless d is 0: NotImplementedError otherwise, as
+    torch) or None for Shard(0)."""
     mp_policy, offload_policy = _c_policies(mp_policy, offload_policy)
     shard_axis, replicate_axis = _mesh_axes(dp_mesh_dims, shard_axis, replicate_axis)
     ignored = list(ignored_params) if ignored_params is not None else []
@@ -296,13 +317,13 @@ def register_fsdp_forward_method(module, method_name):
         return
     if not hasattr(module, method_name):
         raise ValueError("%s does not have a method %s" % (type(module), method_name))
-    from ...nn.modules import _flatten_output, _fsdp_cast_kwargs, _outputs
+    from ...nn.modules import _flatten_output, _fsdp_cast_inputs, _outputs
     orig = getattr(module, method_name)
 
     @functools.wraps(orig)
     def wrapped(*args, **kwargs):
+        args, kwargs = _fsdp_cast_inputs(module, args, kwargs)
         slots = [i for i, a in enumerate(args) if isinstance(a, _C.Tensor)]
-        kwargs = _fsdp_cast_kwargs(module, kwargs)
         rebuild = []
 
         def run(tensors):  # the tensor arguments as the pre-forward left them (cast, wrapped)
@@ -328,10 +349,14 @@ def _become_fsdp_module(module):
     # keep their class; their FSDP state is reached with _C._fsdp_state.
     if module._has_python_forward and not issubclass(cls, FSDPModule):
         if cls not in _classes:
-            _classes[cls] = type("FSDP" + cls.__name__, (FSDPModule, cls), {"__module__": cls.__module__})
+            base = type(cls)
+            if base not in _metas:  # FSDPModule's metaclass and the class's own (pybind11's)
+                _metas[base] = type("_FSDP" + base.__name__, (_FSDPModuleMeta, base), {})
+            meta = _metas[base]
+            _classes[cls] = meta("FSDP" + cls.__name__, (FSDPModule, cls), {"__module__": cls.__module__})
         module.__class__ = _classes[cls]
     elif not module._has_python_forward:
-        # A C++ layer: the methods on the instance (isinstance(m, FSDPModule) stays False for it).
+        # A C++ layer: the methods on the instance (isinstance(m, FSDPModule) holds through _FSDPModuleMeta).
         import types
         for name in _METHODS:
             setattr(module, name, types.MethodType(getattr(FSDPModule, name), module))
