@@ -151,5 +151,25 @@ def test_the_later_of_two_formats_in_one_directory_is_the_checkpoint(tmp_path):
     assert back["w"].tolist() == [2.0, 2.0]
 
 
+def test_another_dtype_is_cast_on_load_and_bools_come_back_bools_as_torch(tmp_path):
+    def run(world):
+        dist.init_process_group()
+        mesh = init_device_mesh("cpu", (2,))
+        path = str(tmp_path / "cast")
+        w = distribute_tensor(tessel.tensor(W), mesh, [Shard(0)])
+        dcp.save({"w": w, "v": tessel.tensor([0.5, 1.5, 2.5]), "flag": True, "off": False}, checkpoint_id=path)
+        back = {"w": distribute_tensor(tessel.zeros(5, 4, dtype=tessel.bfloat16), mesh, [Shard(0)]),
+                "v": tessel.zeros(3, dtype=tessel.int64), "flag": None, "off": 0}
+        dcp.load(back, checkpoint_id=path)
+        return (back["w"].dtype, back["w"].full_tensor().float().numpy(), back["v"].tolist(), back["flag"],
+                back["off"])
+
+    out = {}
+    tessel.run_ranks(2, lambda world: out.__setitem__(world.rank, run(world)))
+    for dtype, full, v, flag, off in out.values():
+        assert dtype == tessel.bfloat16 and v == [0, 1, 2] and flag is True and off is False
+        np.testing.assert_array_equal(full, tessel.tensor(W).to(tessel.bfloat16).float().numpy())
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))

@@ -7,7 +7,8 @@ and complex ones) are filled in place by load; other values are replaced in thei
 strings and bytes as such, bools as bools, anything else picklable (other lists, None, ints beyond int64, RNG
 states) as a pickle, as torch's DCP keeps them. Like DCP, load fills the keys of the state
 dict it is given and ignores the checkpoint's other keys; a key the checkpoint lacks raises (unless
-strict=False), and a shape, dtype or kind mismatch always raises. Collective over the default process group.
+strict=False), a shape or kind mismatch always raises, and a tensor saved in another dtype is cast (as torch's).
+Collective over the default process group.
 The directory comes from checkpoint_id or torch's FileSystemWriter / FileSystemReader; the planner may be
 DefaultSavePlanner / DefaultLoadPlanner (allow_partial_load=True: strict=False); other storages and
 planners raise NotImplementedError rather than being ignored. A top-level value with state_dict() and
@@ -44,16 +45,15 @@ _INT64 = (-(1 << 63), (1 << 63) - 1)
 
 def _leaf(key, v):
     """A state-dict value as the C++ checkpoint stores it: tensors, int64, float, str and bytes as they are;
-    bools as int64 (restored as bools into bool targets); anything else picklable (lists, tuples, None, ints
-    beyond int64, numpy RNG states, ...) as a tagged pickle in a bytes entry, as torch's DCP pickles them."""
+    anything else picklable (bools, lists, tuples, None, ints beyond int64, numpy RNG states, ...) as a tagged
+    pickle in a bytes entry, as torch's DCP pickles them (a bool comes back a bool; older checkpoints stored
+    bools as int64, restored as bools into bool targets)."""
     if isinstance(v, _C.Tensor) or isinstance(v, (float, str)):
         return v
     if isinstance(v, (bytes, bytearray)):
         return _C._Bytes(bytes(v))  # else pybind would pass bytes as a (UTF-8) string
     if isinstance(v, int) and not isinstance(v, bool) and _INT64[0] <= v <= _INT64[1]:
         return v
-    if isinstance(v, bool):
-        return int(v)
     try:
         return _C._Bytes(_PICKLED + pickle.dumps(v, protocol=pickle.HIGHEST_PROTOCOL))
     except Exception as e:  # noqa: BLE001 (any pickling failure)
@@ -488,7 +488,22 @@ def _load_into(state_dict, path, storage_reader, broadcast, process_group, stric
             del flat[key]
             folded[key] = subs
             flat.update((k, placeholder[kinds[k]]) for k in subs)
+    # A tensor saved in another dtype is read in that dtype and cast into the target, as torch's load copies
+    # (fp32 weights into a bf16 model; the torch-format reader casts too).
+    casts = {}
+    if any(isinstance(v, _C.Tensor) for v in flat.values()):
+        saved = metadata.read(path).state_dict_metadata
+        for key, t in flat.items():
+            entry = saved.get(key)
+            if isinstance(t, _C.Tensor) and isinstance(entry, TensorStorageMetadata) and \
+                    entry.properties.dtype != t.dtype and tuple(entry.size) == tuple(t.shape):
+                with _C._GradMode(False):
+                    casts[key] = (t, t.detach().to(entry.properties.dtype))
+        flat.update((key, read) for key, (_, read) in casts.items())
     flat, result = _C._dcp_load(flat, path, strict)
+    with _C._GradMode(False):
+        for target, read in casts.values():
+            target.copy_(read)
     for key, subs in folded.items():
         flat[key] = _fold({k[len(key) + 1:]: _restore(None, flat.pop(k)) for k in subs})
     _write_back(state_dict, "", flat, set(result["missing_keys"]))
