@@ -19,6 +19,7 @@ import pytest
 import tessel
 import tessel.distributed as dist
 import tessel.distributed.checkpoint as dcp
+from tessel.distributed.checkpoint import CheckpointException
 import tessel.nn as nn
 from tessel.distributed.checkpoint.format_utils import dcp_to_torch_dcp, dcp_to_torch_save
 from tessel.distributed.checkpoint.metadata import BytesStorageMetadata, TensorStorageMetadata
@@ -64,6 +65,10 @@ def test_read_metadata_describes_the_checkpoint_torch_wrote():
     assert md.state_dict_metadata["extra.bf"].properties.dtype == tessel.bfloat16
     assert isinstance(md.state_dict_metadata["optim.param_groups.0.lr"], BytesStorageMetadata)
     assert md.planner_data["optim.param_groups.0.lr"] == ("optim", "param_groups", 0, "lr")
+    # a complex64 entry is described (it made the whole checkpoint unreadable); asked for, it raises by name
+    assert md.state_dict_metadata["extra.rope"].properties.dtype == tessel.complex64
+    with pytest.raises(CheckpointException, match="'extra.rope' is a tessel.complex64 tensor"):
+        dcp.load({"extra": {"rope": tessel.zeros(3, dtype=tessel.complex64)}}, checkpoint_id=TORCH_DCP)
 
 
 @pytest.mark.parametrize("world", [1, 2, 3])
@@ -72,7 +77,7 @@ def test_dcp_load_reads_torchs_checkpoint_into_any_world_size(world):
         dist.init_process_group()
         model, opt, sd = sharded_model_and_state()
         result = dcp.load(sd, checkpoint_id=TORCH_DCP)
-        assert result["missing_keys"] == [] and result["unexpected_keys"] == []
+        assert result["missing_keys"] == [] and result["unexpected_keys"] == ["extra.rope"]  # complex64: left out
         set_state_dict(model, opt, model_state_dict=sd["model"], optim_state_dict=sd["optim"])
         for i, (fqn, shape) in enumerate(zip(FQNS, SHAPES)):
             np.testing.assert_array_equal(full(model.state_dict()[fqn]), formula(i, shape), err_msg=fqn)

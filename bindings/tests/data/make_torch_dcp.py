@@ -2,7 +2,8 @@
 FileSystemWriter format) from 2 gloo ranks, read by torch_dcp_format_test.py. Every value follows a formula the
 test recomputes: the fully_shard model's parameters i (in parameters() order) are arange(numel) / 10 + i, the
 AdamW state's exp_avg / exp_avg_sq are arange(numel) / 100 and / 1000 (step 1), lr 0.25 in param_groups, and
-"extra" holds an int, a string, a bfloat16 and an int64 tensor. Linear(6, 3)'s rows split 2 / 1 (uneven).
+"extra" holds an int, a string, a bfloat16 and an int64 tensor, and a complex64 one (tessel reads the rest).
+Linear(6, 3)'s rows split 2 / 1 (uneven).
 
     ~/.cache/tessel/torch/python -m torch.distributed.run --nproc_per_node 2 bindings/tests/data/make_torch_dcp.py
 """
@@ -32,7 +33,8 @@ with torch.no_grad():  # parameters and moments by formula (their shards, as get
             full = torch.arange(entry[name].numel(), dtype=torch.float32).reshape(entry[name].shape) / scale
             piece = distribute_tensor(full, entry[name].device_mesh, entry[name].placements).to_local()
             entry[name].to_local().copy_(piece)
-extra = {"epoch": 3, "name": "run", "bf": torch.arange(5, dtype=torch.bfloat16) / 4, "ids": torch.arange(7) * 3}
+extra = {"epoch": 3, "name": "run", "bf": torch.arange(5, dtype=torch.bfloat16) / 4, "ids": torch.arange(7) * 3,
+         "rope": torch.polar(torch.ones(3), torch.arange(3.0))}
 out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_dcp")
 dcp.save({"model": msd, "optim": osd, "extra": extra}, checkpoint_id=out)
 dist.destroy_process_group()

@@ -54,6 +54,9 @@ class _MemFormat(enum.Enum):  # torch's _MEM_FORMAT_ENCODING (TensorProperties p
 
 
 def _dtype(name):
+    if name in ("complex64", "complex128", "cfloat", "cdouble"):  # a checkpoint holding one still reads
+        from ... import _complex
+        return _complex.complex64 if name in ("complex64", "cfloat") else _complex.complex128
     d = getattr(_C.dtype, name, None)
     if not isinstance(d, _C.dtype):
         raise pickle.UnpicklingError("checkpoint: torch.%s in %s is not a dtype tessel has" % (name, METADATA_FILE))
@@ -219,6 +222,10 @@ def load(state_dict, path, strict):
         if key in missing:
             continue
         target, entry = container[k], entries[key]
+        if isinstance(entry, _md.TensorStorageMetadata) and getattr(entry.properties.dtype, "is_complex", False):
+            raise NotImplementedError("checkpoint: '%s' is a %s tensor in %s: tessel does not read complex tensors "
+                                      "from torch's format (leave the key out of the state dict to load the rest)"
+                                      % (key, entry.properties.dtype, path))
         if isinstance(target, _C.Tensor):
             if not isinstance(entry, _md.TensorStorageMetadata):
                 raise RuntimeError("checkpoint: '%s' is a tensor in the state dict but a non-tensor value in %s"
