@@ -15,7 +15,9 @@ checkpoint that reloads at another world size is tessel.distributed.checkpoint's
     tessel.save({"model": model.state_dict(), "optim": opt.state_dict()}, "ckpt.pt")
     ck = tessel.load("ckpt.pt"); model.load_state_dict(ck["model"]); opt.load_state_dict(ck["optim"])
 """
+import codecs
 import collections
+import io
 import os
 import pickle
 import zipfile
@@ -84,7 +86,6 @@ def save(obj, f, pickle_module=None, pickle_protocol=2, _use_new_zipfile_seriali
         if hasattr(f, "seekable") and f.seekable():
             dump(obj, f)
         else:  # a pipe: zipfile wants to seek, so build it in memory first
-            import io
             buf = io.BytesIO()
             dump(obj, buf)
             f.write(buf.getvalue())
@@ -142,6 +143,9 @@ class _TorchUnpickler(pickle.Unpickler):
         ("torch._utils", "_rebuild_parameter_with_state"): _torch_parameter,
         ("collections", "OrderedDict"): collections.OrderedDict,
         ("torch", "Size"): tuple,
+        ("_codecs", "encode"): codecs.encode,  # how protocol-2 pickles write bytes (torch's weights_only allows it)
+        ("_io", "BytesIO"): io.BytesIO,  # torch's DCP saves an io.BytesIO value so (harmless: a buffer)
+        ("io", "BytesIO"): io.BytesIO,
     }
 
     def __init__(self, data, archive, prefix, weights_only=True):
@@ -198,7 +202,6 @@ def _load_torch_zip(src, weights_only=True):
         order = prefix + "/byteorder"
         if order in archive.namelist() and archive.read(order).strip() != b"little":
             raise pickle.UnpicklingError("tessel.load: a big-endian torch file")
-        import io
         return _TorchUnpickler(io.BytesIO(archive.read(pkl[0])), archive, prefix, weights_only).load()
 
 
@@ -228,7 +231,6 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=No
             if head == _ZIP_MAGIC:
                 return _load_torch_zip(f, strict)
         elif hasattr(f, "peek") and f.peek(4)[:4] == _ZIP_MAGIC:  # a buffered pipe: zip needs seeking
-            import io
             return _load_torch_zip(io.BytesIO(f.read()), strict)
         return _load_pickle(f)
     with open(os.fspath(f), "rb") as src:

@@ -76,6 +76,7 @@ def test_dcp_load_reads_torchs_checkpoint_into_any_world_size(world):
     def rank_fn(w):
         dist.init_process_group()
         model, opt, sd = sharded_model_and_state()
+        sd["extra"].update(raw=b"", blob=io.BytesIO())
         result = dcp.load(sd, checkpoint_id=TORCH_DCP)
         assert result["missing_keys"] == [] and result["unexpected_keys"] == ["extra.rope"]  # complex64: left out
         set_state_dict(model, opt, model_state_dict=sd["model"], optim_state_dict=sd["optim"])
@@ -91,6 +92,7 @@ def test_dcp_load_reads_torchs_checkpoint_into_any_world_size(world):
         assert extra["epoch"] == 3 and extra["name"] == "run"
         assert extra["bf"].dtype == tessel.bfloat16 and extra["bf"].float().tolist() == [0, 0.25, 0.5, 0.75, 1.0]
         assert extra["ids"].tolist() == [0, 3, 6, 9, 12, 15, 18]
+        assert extra["raw"] == b"raw\x00bytes" and extra["blob"].getvalue() == b"hello"  # (they were refused)
 
     tessel.run_ranks(world, rank_fn)
 

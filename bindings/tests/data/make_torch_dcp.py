@@ -2,11 +2,13 @@
 FileSystemWriter format) from 2 gloo ranks, read by torch_dcp_format_test.py. Every value follows a formula the
 test recomputes: the fully_shard model's parameters i (in parameters() order) are arange(numel) / 10 + i, the
 AdamW state's exp_avg / exp_avg_sq are arange(numel) / 100 and / 1000 (step 1), lr 0.25 in param_groups, and
-"extra" holds an int, a string, a bfloat16 and an int64 tensor, and a complex64 one (tessel reads the rest).
+"extra" holds an int, a string, bytes, an io.BytesIO, a bfloat16 and an int64 tensor, and a complex64 one (tessel
+reads the rest).
 Linear(6, 3)'s rows split 2 / 1 (uneven).
 
     ~/.cache/tessel/torch/python -m torch.distributed.run --nproc_per_node 2 bindings/tests/data/make_torch_dcp.py
 """
+import io
 import os
 
 import torch
@@ -34,7 +36,7 @@ with torch.no_grad():  # parameters and moments by formula (their shards, as get
             piece = distribute_tensor(full, entry[name].device_mesh, entry[name].placements).to_local()
             entry[name].to_local().copy_(piece)
 extra = {"epoch": 3, "name": "run", "bf": torch.arange(5, dtype=torch.bfloat16) / 4, "ids": torch.arange(7) * 3,
-         "rope": torch.polar(torch.ones(3), torch.arange(3.0))}
+         "rope": torch.polar(torch.ones(3), torch.arange(3.0)), "raw": b"raw\x00bytes", "blob": io.BytesIO(b"hello")}
 out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_dcp")
 dcp.save({"model": msd, "optim": osd, "extra": extra}, checkpoint_id=out)
 dist.destroy_process_group()
