@@ -2,10 +2,15 @@
 as is), as torchtitan uses them for metrics (funcol.all_reduce(loss, reduceOp="avg", group=mesh)).
 
 group is a process group, a 1-D DeviceMesh or (mesh, mesh_dim); reduceOp a name ("sum", "avg", "max",
-"min", "product", any case, or a ReduceOp). The results carry no autograd history (torch's functional
-collectives are not differentiable either). They complete before returning, so wait_tensor is the identity.
+"min", "product", any case, or a ReduceOp). all_reduce, all_gather_tensor, reduce_scatter_tensor and
+all_to_all_single are differentiable, as torch 2.15's (their backward is the collective that undoes the layout:
+all_reduce's the same reduction of the gradient (min / max: the summed gradient shared among the ranks holding
+the extremum), all_gather's a reduce-scatter (sum), reduce_scatter's (sum only) an all-gather, all_to_all's the
+all-to-all with the split sizes swapped; every rank must run the backward). They complete before returning, so
+wait_tensor is the identity.
 """
 from .. import _C
+from ..autograd import Function
 from . import ReduceOp, all_gather_into_tensor, all_reduce as _all_reduce, all_to_all_single as _all_to_all_single
 from . import broadcast as _broadcast, reduce_scatter_tensor as _reduce_scatter_tensor
 
@@ -41,39 +46,116 @@ def _fresh(x):
         return x.detach().clone()
 
 
-def all_reduce(self, reduceOp, group, tag=""):
-    out = _fresh(self)
-    _all_reduce(out, op=_op(reduceOp), group=_resolve(group))
+def _size(g):
+    return g.size() if callable(getattr(g, "size", None)) else g.size
+
+
+def _all_reduce_fn(x, op, g):
+    out = _fresh(x)
+    _all_reduce(out, op=op, group=g)
     return out
 
 
-def all_gather_tensor(self, gather_dim, group, tag=""):
-    g = _resolve(group)
-    n = g.size() if callable(getattr(g, "size", None)) else g.size
-    moved = _fresh(self).movedim(gather_dim, 0).contiguous() if gather_dim != 0 else _fresh(self)
-    out = _C._full([moved.shape[0] * n] + list(moved.shape[1:]), 0.0, self.dtype)
+def _all_gather_fn(x, gather_dim, g):
+    moved = _fresh(x).movedim(gather_dim, 0).contiguous() if gather_dim != 0 else _fresh(x)
+    out = _C._full([moved.shape[0] * _size(g)] + list(moved.shape[1:]), 0.0, x.dtype)
     all_gather_into_tensor(out, moved, group=g)
     return out.movedim(0, gather_dim) if gather_dim != 0 else out
 
 
-def reduce_scatter_tensor(self, reduceOp, scatter_dim, group, tag=""):
-    g = _resolve(group)
-    n = g.size() if callable(getattr(g, "size", None)) else g.size
-    moved = _fresh(self).movedim(scatter_dim, 0).contiguous() if scatter_dim != 0 else _fresh(self)
+def _reduce_scatter_fn(x, op, scatter_dim, g):
+    n = _size(g)
+    moved = _fresh(x).movedim(scatter_dim, 0).contiguous() if scatter_dim != 0 else _fresh(x)
     if moved.shape[0] % n:
         raise ValueError("reduce_scatter_tensor: dim %d of size %d is not divisible by the group size %d"
                          % (scatter_dim, moved.shape[0], n))
-    out = _C._full([moved.shape[0] // n] + list(moved.shape[1:]), 0.0, self.dtype)
-    _reduce_scatter_tensor(out, moved, op=_op(reduceOp), group=g)
+    out = _C._full([moved.shape[0] // n] + list(moved.shape[1:]), 0.0, x.dtype)
+    _reduce_scatter_tensor(out, moved, op=op, group=g)
     return out.movedim(0, scatter_dim) if scatter_dim != 0 else out
 
 
-def all_to_all_single(self, output_split_sizes, input_split_sizes, group, tag=""):
-    g = _resolve(group)
-    rows = sum(output_split_sizes) if output_split_sizes is not None else self.shape[0]
-    out = _C._full([rows] + list(self.shape[1:]), 0.0, self.dtype)
-    _all_to_all_single(out, _fresh(self), output_split_sizes, input_split_sizes, group=g)
+def _all_to_all_fn(x, output_split_sizes, input_split_sizes, g):
+    rows = sum(output_split_sizes) if output_split_sizes is not None else x.shape[0]
+    out = _C._full([rows] + list(x.shape[1:]), 0.0, x.dtype)
+    _all_to_all_single(out, _fresh(x).contiguous(), output_split_sizes, input_split_sizes, group=g)
     return out
+
+
+class _AllReduce(Function):
+    @staticmethod
+    def forward(ctx, x, op, g):
+        ctx.op, ctx.group = op, g
+        out = _all_reduce_fn(x, op, g)
+        if op in (ReduceOp.MIN, ReduceOp.MAX):
+            ctx.save_for_backward(x.detach(), out.detach())
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        if ctx.op not in (ReduceOp.SUM, ReduceOp.AVG, ReduceOp.MIN, ReduceOp.MAX):
+            raise RuntimeError("all_reduce backward only supports `sum`, `premul_sum`, `avg`, `max`, `min` "
+                               "reductions, got '%s'" % (ctx.op,))
+        extremum = ctx.op in (ReduceOp.MIN, ReduceOp.MAX)
+        out = _all_reduce_fn(grad, ReduceOp.SUM if extremum else ctx.op, ctx.group)
+        if extremum:  # the summed gradient shared evenly among the elements (on any rank) holding the extremum
+            x, y = ctx.saved_tensors
+            mask = (x == y) | (x.isnan() & y.isnan())
+            ties = _all_reduce_fn(mask.float(), ReduceOp.SUM, ctx.group)
+            from .. import where
+            out = where(mask, (out / ties).to(out.dtype), 0.0)
+        return out, None, None
+
+
+class _AllGather(Function):
+    @staticmethod
+    def forward(ctx, x, gather_dim, g):
+        ctx.dim, ctx.group = gather_dim, g
+        return _all_gather_fn(x, gather_dim, g)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return _reduce_scatter_fn(grad, ReduceOp.SUM, ctx.dim, ctx.group), None, None
+
+
+class _ReduceScatter(Function):
+    @staticmethod
+    def forward(ctx, x, op, scatter_dim, g):
+        ctx.op, ctx.dim, ctx.group = op, scatter_dim, g
+        return _reduce_scatter_fn(x, op, scatter_dim, g)
+
+    @staticmethod
+    def backward(ctx, grad):
+        if ctx.op != ReduceOp.SUM:
+            raise RuntimeError("reduce_scatter_tensor backward only supports 'sum' reduction, got '%s'" % (ctx.op,))
+        return _all_gather_fn(grad, ctx.dim, ctx.group), None, None, None
+
+
+class _AllToAll(Function):
+    @staticmethod
+    def forward(ctx, x, output_split_sizes, input_split_sizes, g):
+        ctx.splits, ctx.group = (output_split_sizes, input_split_sizes), g
+        return _all_to_all_fn(x, output_split_sizes, input_split_sizes, g)
+
+    @staticmethod
+    def backward(ctx, grad):
+        output_split_sizes, input_split_sizes = ctx.splits
+        return _all_to_all_fn(grad, input_split_sizes, output_split_sizes, ctx.group), None, None, None
+
+
+def all_reduce(self, reduceOp, group, tag=""):
+    return _AllReduce.apply(self, _op(reduceOp), _resolve(group))
+
+
+def all_gather_tensor(self, gather_dim, group, tag=""):
+    return _AllGather.apply(self, gather_dim, _resolve(group))
+
+
+def reduce_scatter_tensor(self, reduceOp, scatter_dim, group, tag=""):
+    return _ReduceScatter.apply(self, _op(reduceOp), scatter_dim, _resolve(group))
+
+
+def all_to_all_single(self, output_split_sizes, input_split_sizes, group, tag=""):
+    return _AllToAll.apply(self, output_split_sizes, input_split_sizes, _resolve(group))
 
 
 def broadcast(self, src, group, tag=""):
