@@ -192,7 +192,10 @@ def _init_world_with_store(store, rank, world_size, timeout):
 
 def init_process_group(backend=None, init_method=None, timeout=None, world_size=-1, rank=-1, store=None,
                        group_name="", pg_options=None, device_id=None):
-    """Joins the default process group (backend: "gloo", "cpu:gloo" or None; threads under run_ranks)."""
+    """Joins the default process group (backend: "gloo", "cpu:gloo" or None; threads under run_ranks). A second
+    call before destroy_process_group raises torch's ValueError (it returned, keeping the first group)."""
+    if is_initialized():
+        raise ValueError("trying to initialize the default process group twice!")
     if backend not in (None, "gloo", "cpu:gloo", "threads"):
         raise ValueError("init_process_group: backend '%s' is not available from Python (gloo, or threads "
                          "under tessel.run_ranks)" % backend)
@@ -330,6 +333,20 @@ class Work:
     def is_completed(self):
         return self._work.is_completed()
 
+    def is_success(self):
+        """Whether it completed without an error (torch's deprecated Work.is_success)."""
+        return self.is_completed() and self.exception() is None
+
+    def exception(self):
+        """The error it failed with once completed, or None."""
+        if not self._work.is_completed():
+            return None
+        try:
+            self._work.wait()
+        except Exception as e:  # noqa: BLE001 (reported, as torch's Work.exception())
+            return e
+        return None
+
     def result(self):
         """The collective's result tensors once it completed (torch's Work.result())."""
         self._work.wait()
@@ -376,7 +393,7 @@ def get_world_size(group=None):
 @_collective
 def barrier(group=None, async_op=False, device_ids=None):
     _group(group, "barrier").barrier()
-    return _done(async_op)  # async_op: a completed handle (the barrier ran), as torch's wait() expects
+    return _done(async_op, [])  # async_op: a completed handle (the barrier ran), as torch's wait() expects
 
 
 def destroy_process_group(group=None):
@@ -448,7 +465,7 @@ def _bitwise_all_reduce(tensor, op, g, async_op):
     g.all_gather_into_tensor(flat, tensor.reshape(-1).contiguous(), False)
     result = op.fn.reduce(flat.numpy().reshape((g.size,) + tuple(tensor.shape)), axis=0)
     tensor.copy_(_C._from_numpy(np.ascontiguousarray(result)))
-    return _done(async_op)
+    return _done(async_op, [tensor])
 
 
 def _register_bitwise_ops():
@@ -510,7 +527,7 @@ def gather_single(tensor, gather_tensor=None, dst=None, group=None, async_op=Fal
                              "got %s" % (gathered.numel(), g.size, tuple(tensor.shape),
                                          None if gather_tensor is None else tuple(gather_tensor.shape)))
         gather_tensor.copy_(gathered.reshape(gather_tensor.shape))
-    return _done(async_op)
+    return _done(async_op, [gather_tensor] if gather_tensor is not None else [])
 
 
 gather_into_tensor = gather_single  # torch's older name for it
@@ -653,18 +670,30 @@ def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=
                                                                  list(input_split_sizes or []), async_op)
 
 
+def _check_parts(op, what, parts, like):
+    """Every tensor of a list collective's list has `like`'s shape and dtype, as torch's gloo requires (a list
+    entry of another shape with as many elements was reshaped, one of another dtype cast: silently)."""
+    for i, t in enumerate(parts):
+        if tuple(t.shape) != tuple(like.shape) or t.dtype != like.dtype:
+            raise _C.InvalidArgumentError(  # a ValueError (torch's for a dtype) and a RuntimeError (for a shape)
+                "%s: %s[%d] is %s %s, but the collective's tensor is %s %s (every entry must have its "
+                "shape and dtype)" % (op, what, i, str(t.dtype).rsplit(".", 1)[-1], list(t.shape),
+                                      str(like.dtype).rsplit(".", 1)[-1], list(like.shape)))
+
+
 @_collective
 def all_gather(tensor_list, tensor, group=None, async_op=False):
     """tensor_list[r] = rank r's tensor (equal shapes), through one all_gather_into_tensor."""
     g = _group(group, "all_gather")
     if len(tensor_list) != g.size:
         raise ValueError("all_gather: tensor_list has %d tensors for a group of %d ranks" % (len(tensor_list), g.size))
+    _check_parts("all_gather", "tensor_list", tensor_list, tensor)
     from .._tensor import empty
     flat = empty(g.size * tensor.numel(), dtype=tensor.dtype)
     g.all_gather_into_tensor(flat, tensor.reshape(-1).contiguous(), False)
     for r, out in enumerate(tensor_list):
         out.copy_(flat[r * tensor.numel():(r + 1) * tensor.numel()].view(*tensor.shape))
-    return _done(async_op)
+    return _done(async_op, tensor_list)
 
 
 @_collective
@@ -680,7 +709,7 @@ def gather(tensor, gather_list=None, dst=None, group=None, async_op=False, group
             raise ValueError("gather: the destination needs a gather_list of %d tensors" % g.size)
         for out, part in zip(gather_list, parts):
             out.copy_(part)
-    return _done(async_op)
+    return _done(async_op, gather_list or [])
 
 
 @_collective
@@ -693,11 +722,12 @@ def scatter(tensor, scatter_list=None, src=None, group=None, async_op=False, gro
     if g.rank == root:
         if scatter_list is None or len(scatter_list) != g.size:
             raise ValueError("scatter: the source needs a scatter_list of %d tensors" % g.size)
+        _check_parts("scatter", "scatter_list", scatter_list, tensor)
         for r, part in enumerate(scatter_list):
             flat[r * tensor.numel():(r + 1) * tensor.numel()].copy_(part.reshape(-1))
     g.broadcast(flat, root, False)
     tensor.copy_(flat[g.rank * tensor.numel():(g.rank + 1) * tensor.numel()].view(*tensor.shape))
-    return _done(async_op)
+    return _done(async_op, [tensor])
 
 
 @_collective
@@ -712,7 +742,7 @@ def reduce(tensor, dst=None, op=ReduceOp.SUM, group=None, async_op=False, group_
         g.all_reduce(result, op, False)
     if g.rank == root:
         tensor.copy_(result)
-    return _done(async_op)
+    return _done(async_op, [tensor])
 
 
 def _object_bytes(obj):
@@ -814,12 +844,13 @@ def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op=Fal
     g = _group(group, "reduce_scatter")
     if len(input_list) != g.size:
         raise ValueError("reduce_scatter: input_list has %d tensors for a group of %d ranks" % (len(input_list), g.size))
+    _check_parts("reduce_scatter", "input_list", input_list, output)
     from .._tensor import empty
     flat = cat([t.reshape(-1) for t in input_list], 0).contiguous()
     out = empty(output.numel(), dtype=output.dtype)
     g.reduce_scatter_tensor(out, flat, op, False)
     output.copy_(out.view(*output.shape))
-    return _done(async_op)
+    return _done(async_op, [output])
 
 
 @_collective
@@ -841,7 +872,7 @@ def all_to_all(output_tensor_list, input_tensor_list, group=None, async_op=False
     for t, n in zip(output_tensor_list, out_sizes):
         t.copy_(flat_out[start:start + n].reshape(*t.shape))
         start += n
-    return _done(async_op)
+    return _done(async_op, output_tensor_list)
 
 
 @_collective
@@ -936,17 +967,39 @@ def get_node_local_rank(fallback_rank=None):
 group = GroupMember  # torch.distributed.group.WORLD
 
 
-def _done(async_op):
-    """async_op=True on the composed collectives: they ran synchronously; a completed Work-like handle."""
-    return _CompletedWork() if async_op else None
+def _done(async_op, outputs):
+    """async_op=True on the composed collectives: they ran synchronously; a completed Work-like handle over their
+    output tensors."""
+    return _CompletedWork(outputs) if async_op else None
 
 
 class _CompletedWork:
+    """torch's Work for a collective that already ran: wait(), is_completed(), is_success(), exception(),
+    result() and get_future() (a completed Future holding the output tensors)."""
+
+    def __init__(self, outputs):
+        self._outputs = list(outputs)
+
     def wait(self, timeout=None):
         return True
 
     def is_completed(self):
         return True
+
+    def is_success(self):
+        return True
+
+    def exception(self):
+        return None
+
+    def result(self):
+        return list(self._outputs)
+
+    def get_future(self):
+        from ..futures import Future
+        fut = Future()
+        fut.set_result(list(self._outputs))
+        return fut
 
 
 from ._groups import new_group, new_subgroups, new_subgroups_by_enumeration, split_group  # noqa: E402,F401

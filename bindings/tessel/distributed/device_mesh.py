@@ -117,3 +117,27 @@ def _getitem(self, names):
 
 
 DeviceMesh.__getitem__ = _getitem
+
+
+def _hash(self):
+    """Equal meshes (shape, dim names and ranks: DeviceMesh.__eq__) hash alike, so meshes key dicts and sets as
+    torch's do."""
+    return hash(repr(self))
+
+
+DeviceMesh.__hash__ = _hash
+
+_CGetGroup = DeviceMesh.get_group
+
+
+def _get_group(self, mesh_dim=None):
+    """torch's get_group: a dim name the mesh does not have is a KeyError (it was an InvalidArgumentError, which
+    `except KeyError` missed)."""
+    if isinstance(mesh_dim, str) and mesh_dim not in (self.mesh_dim_names or ()) and \
+            mesh_dim not in self._flattened_names():
+        raise KeyError("Mesh dimension '%s' does not exist." % mesh_dim,
+                       "Available mesh dimensions are: mesh_dim_names=%s" % (tuple(self.mesh_dim_names or ()),))
+    return _CGetGroup(self, mesh_dim)
+
+
+DeviceMesh.get_group = _get_group

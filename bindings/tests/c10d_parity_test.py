@@ -1,0 +1,82 @@
+"""torch.distributed's c10d API as torch 2.15's gloo, from a side-by-side sweep (2 ranks): list collectives refuse
+list entries of another shape or dtype (one with as many elements was reshaped, one of another dtype cast:
+silently); async handles of every collective have result(), get_future(), is_success() and exception(); a second
+init_process_group raises; DeviceMesh hashes (equal meshes alike) and get_group of an unknown dim is a KeyError."""
+import sys
+
+import pytest
+
+import tessel
+import tessel.distributed as dist
+from tessel.distributed.device_mesh import init_device_mesh
+
+
+def on_two_ranks(fn):
+    out = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        try:
+            out[world.rank] = fn(world.rank)
+        finally:
+            dist.destroy_process_group()
+
+    tessel.run_ranks(2, rank_fn)
+    return out
+
+
+def test_list_collectives_refuse_entries_of_another_shape_or_dtype():
+    def run(r):
+        x = tessel.arange(6.0).reshape(2, 3) + 10 * r
+        errors = []
+        for call in (lambda: dist.all_gather([tessel.zeros(2, 3, dtype=tessel.float64)] * 2, x),
+                     lambda: dist.reduce_scatter(tessel.zeros(2, 3), [x.reshape(3, 2)] * 2)):
+            with pytest.raises(ValueError) as info:
+                call()
+            assert isinstance(info.value, RuntimeError)  # torch raises ValueError for a dtype, RuntimeError for a shape
+            errors.append(str(info.value))
+        out = [tessel.zeros(2, 3) for _ in range(2)]
+        dist.all_gather(out, x)  # the right shapes still gather
+        return errors, [o.tolist() for o in out]
+
+    for errors, gathered in on_two_ranks(run).values():
+        assert errors == ["all_gather: tensor_list[0] is float64 [2, 3], but the collective's tensor is float32 [2, 3] "
+                          "(every entry must have its shape and dtype)",
+                          "reduce_scatter: input_list[0] is float32 [3, 2], but the collective's tensor is float32 "
+                          "[2, 3] (every entry must have its shape and dtype)"]
+        assert gathered == [[[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]], [[10.0, 11.0, 12.0], [13.0, 14.0, 15.0]]]
+
+
+def test_async_handles_of_every_collective_have_torchs_methods():
+    def run(r):
+        x = tessel.full((3,), float(r + 1))
+        out = [tessel.zeros(3) for _ in range(2)]
+        seen = []
+        for work in (dist.all_gather(out, x, async_op=True), dist.all_reduce(x, async_op=True),
+                     dist.barrier(async_op=True)):
+            work.wait()
+            seen.append((work.is_success(), work.exception(), [t.tolist() for t in work.result()],
+                         [t.tolist() for t in work.get_future().wait()]))
+        return seen
+
+    for seen in on_two_ranks(run).values():
+        gathered = [[1.0] * 3, [2.0] * 3]
+        assert seen == [(True, None, gathered, gathered), (True, None, [[3.0] * 3], [[3.0] * 3]),
+                        (True, None, [], [])]
+
+
+def test_a_second_init_raises_and_meshes_hash_and_name_their_dims_as_torch():
+    def run(r):
+        with pytest.raises(ValueError, match="trying to initialize the default process group twice!"):
+            dist.init_process_group()
+        a = init_device_mesh("cpu", (2, 1), mesh_dim_names=("dp", "tp"))
+        b = init_device_mesh("cpu", (2, 1), mesh_dim_names=("dp", "tp"))
+        with pytest.raises(KeyError, match="Mesh dimension 'zz' does not exist."):
+            a.get_group("zz")
+        return a == b and hash(a) == hash(b) and len({a, b, a["dp"]}) == 2
+
+    assert on_two_ranks(run) == {0: True, 1: True}
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
