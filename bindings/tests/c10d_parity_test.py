@@ -1,6 +1,7 @@
 """torch.distributed's c10d API as torch 2.15's gloo, from a side-by-side sweep (2 ranks): list collectives refuse
 list entries of another shape or dtype (one with as many elements was reshaped, one of another dtype cast:
-silently); async handles of every collective have result(), get_future(), is_success() and exception(); a second
+silently); strided tensors take part (they were refused, funcol's own outputs gathered along dim 1 among them); async
+handles of every collective have result(), get_future(), is_success() and exception(); a second
 init_process_group raises; DeviceMesh hashes (equal meshes alike) and get_group of an unknown dim is a KeyError."""
 import sys
 
@@ -76,6 +77,30 @@ def test_a_second_init_raises_and_meshes_hash_and_name_their_dims_as_torch():
         return a == b and hash(a) == hash(b) and len({a, b, a["dp"]}) == 2
 
     assert on_two_ranks(run) == {0: True, 1: True}
+
+
+def test_strided_tensors_take_part_in_collectives_and_are_written_in_place():
+    import tessel.distributed._functional_collectives as funcol
+
+    def run(r):
+        t = (tessel.arange(6.0).reshape(2, 3) + 10 * r).t()  # transposed: [3, 2], strided
+        dist.all_reduce(t)
+        base = tessel.arange(6.0) + 10 * r
+        dist.all_reduce(base[::2])  # a strided slice: only its elements change, in the base
+        b = tessel.zeros(2, 3).t() + 7 * r
+        dist.broadcast(b, src=1)
+        gathered = tessel.zeros(2, 3)
+        dist.all_gather_into_tensor(gathered, tessel.arange(6.0).reshape(3, 2).t()[0] + r)
+        wide = funcol.all_gather_tensor(tessel.ones(2, 1) * (r + 1), 1, dist.group.WORLD)  # [2, 2], strided
+        dist.all_reduce(wide)
+        return t.tolist(), base.tolist(), b.tolist(), gathered.tolist(), wide.tolist()
+
+    for r, (t, base, b, gathered, wide) in on_two_ranks(run).items():
+        assert t == [[10.0, 16.0], [12.0, 18.0], [14.0, 20.0]]
+        assert base == [10.0, 1.0 + 10 * r, 14.0, 3.0 + 10 * r, 18.0, 5.0 + 10 * r]
+        assert b == [[7.0, 7.0], [7.0, 7.0], [7.0, 7.0]]
+        assert gathered == [[0.0, 2.0, 4.0], [1.0, 3.0, 5.0]]
+        assert wide == [[2.0, 4.0], [2.0, 4.0]]  # [[1, 2]] on each rank, summed
 
 
 if __name__ == "__main__":

@@ -440,7 +440,26 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
     """In place over the group (default: the default group); async_op returns a Work to wait on."""
     if isinstance(op, _BitwiseOp):
         return _bitwise_all_reduce(tensor, op, _group(group, "all_reduce"), async_op)
-    return _group(group, "all_reduce").all_reduce(tensor, op, async_op)
+    g = _group(group, "all_reduce")
+    return _dense_call([tensor], [], lambda o, i, a: g.all_reduce(o[0], op, a), async_op)
+
+
+def _dense_call(outs, ins, call, async_op):
+    """call(outs, ins, async_op) on contiguous tensors, as the backends take them: a strided input (a transposed
+    one, a funcol output gathered along dim 1) is copied, a strided output (or in-place tensor) gets a contiguous
+    copy that is written back after the collective, which then runs synchronously (torch's gloo takes strided
+    tensors; they were refused)."""
+    if all(t.is_contiguous() for t in outs) and all(t.is_contiguous() for t in ins):
+        return call(outs, ins, async_op)
+    dense_out = [t if t.is_contiguous() else t.contiguous() for t in outs]
+    work = call(dense_out, [t if t.is_contiguous() else t.contiguous() for t in ins], False)
+    if work is not None:
+        work.wait()
+    with _C._GradMode(False):
+        for t, d in zip(outs, dense_out):
+            if d is not t:
+                t.copy_(d)
+    return _done(async_op, outs)
 
 
 class _BitwiseOp:
@@ -482,7 +501,8 @@ def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=Fal
     """output_tensor: the inputs concatenated on dim 0, or (torch's other form) stacked: [world, *input.shape]."""
     g = _group(group, "all_gather_into_tensor")
     output_tensor, input_tensor = _unstacked(output_tensor, input_tensor, g)
-    return g.all_gather_into_tensor(output_tensor, input_tensor, async_op)
+    return _dense_call([output_tensor], [input_tensor], lambda o, i, a: g.all_gather_into_tensor(o[0], i[0], a),
+                       async_op)
 
 
 @_collective
@@ -490,7 +510,7 @@ def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=F
     """input: the ranks' blocks concatenated on dim 0, or (torch's other form) stacked: [world, *output.shape]."""
     g = _group(group, "reduce_scatter_tensor")
     input, output = _unstacked(input, output, g)  # noqa: A001
-    return g.reduce_scatter_tensor(output, input, op, async_op)
+    return _dense_call([output], [input], lambda o, i, a: g.reduce_scatter_tensor(o[0], i[0], op, a), async_op)
 
 
 def _unstacked(whole, piece, g):
@@ -617,7 +637,8 @@ def broadcast(tensor, src=None, group=None, async_op=False, group_src=None):
     g = _group(group, "broadcast")
     if (src is None) == (group_src is None):
         raise ValueError("broadcast: pass exactly one of src (a global rank) and group_src (a rank of the group)")
-    return g.broadcast(tensor, get_group_rank(g, src) if group_src is None else group_src, async_op)
+    root = get_group_rank(g, src) if group_src is None else group_src
+    return _dense_call([tensor], [], lambda o, i, a: g.broadcast(o[0], root, a), async_op)
 
 def _group_peer(g, peer, group_peer, op, what):
     if (peer is None) == (group_peer is None):
@@ -666,8 +687,9 @@ def irecv(tensor, src=None, group=None, tag=0, group_src=None):
 
 @_collective
 def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=None, group=None, async_op=False):
-    return _group(group, "all_to_all_single").all_to_all_single(output, input, list(output_split_sizes or []),
-                                                                 list(input_split_sizes or []), async_op)
+    g = _group(group, "all_to_all_single")
+    splits = list(output_split_sizes or []), list(input_split_sizes or [])
+    return _dense_call([output], [input], lambda o, i, a: g.all_to_all_single(o[0], i[0], *splits, a), async_op)
 
 
 def _check_parts(op, what, parts, like):
