@@ -103,5 +103,21 @@ def test_strided_tensors_take_part_in_collectives_and_are_written_in_place():
         assert wide == [[2.0, 4.0], [2.0, 4.0]]  # [[1, 2]] on each rank, summed
 
 
+def test_reduce_scatter_with_bitwise_ops():
+    def run(r):
+        inp = tessel.tensor([3 + r, 5 * (r + 1), 12, 7 - r], dtype=tessel.int32)  # rank 1: [4, 10, 12, 6]
+        got = []
+        for op in (dist.ReduceOp.BAND, dist.ReduceOp.BOR, dist.ReduceOp.BXOR):
+            out, out2 = tessel.zeros(2, dtype=tessel.int32), tessel.zeros(2, dtype=tessel.int32)
+            dist.reduce_scatter_tensor(out, inp, op=op)
+            dist.reduce_scatter(out2, list(inp.chunk(2)), op=op)
+            got.append((out.tolist(), out2.tolist()))
+        return got
+
+    out = on_two_ranks(run)
+    assert out[0] == [([3 & 4, 5 & 10], [0, 0]), ([3 | 4, 5 | 10], [7, 15]), ([3 ^ 4, 5 ^ 10], [7, 15])]
+    assert out[1] == [([12, 7 & 6], [12, 6]), ([12, 7 | 6], [12, 7]), ([0, 7 ^ 6], [0, 1])]
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

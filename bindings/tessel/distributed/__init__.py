@@ -510,7 +510,21 @@ def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=F
     """input: the ranks' blocks concatenated on dim 0, or (torch's other form) stacked: [world, *output.shape]."""
     g = _group(group, "reduce_scatter_tensor")
     input, output = _unstacked(input, output, g)  # noqa: A001
+    if isinstance(op, _BitwiseOp):
+        return _bitwise_reduce_scatter(output, input, op, g, async_op)
     return _dense_call([output], [input], lambda o, i, a: g.reduce_scatter_tensor(o[0], i[0], op, a), async_op)
+
+
+def _bitwise_reduce_scatter(output, whole, op, g, async_op):
+    """reduce_scatter with BAND / BOR / BXOR: the bitwise all-reduce of the whole input, this rank's block kept."""
+    if whole.numel() != g.size * output.numel():
+        raise ValueError("reduce_scatter: an input of %d elements for %d ranks x an output of %d"
+                         % (whole.numel(), g.size, output.numel()))
+    reduced = whole.reshape(-1).clone()
+    _bitwise_all_reduce(reduced, op, g, False)
+    with _C._GradMode(False):
+        output.copy_(reduced[g.rank * output.numel():(g.rank + 1) * output.numel()].reshape(output.shape))
+    return _done(async_op, [output])
 
 
 def _unstacked(whole, piece, g):
@@ -869,6 +883,8 @@ def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op=Fal
     _check_parts("reduce_scatter", "input_list", input_list, output)
     from .._tensor import empty
     flat = cat([t.reshape(-1) for t in input_list], 0).contiguous()
+    if isinstance(op, _BitwiseOp):
+        return _bitwise_reduce_scatter(output, flat, op, g, async_op)
     out = empty(output.numel(), dtype=output.dtype)
     g.reduce_scatter_tensor(out, flat, op, False)
     output.copy_(out.view(*output.shape))
