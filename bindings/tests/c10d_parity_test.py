@@ -119,5 +119,22 @@ def test_reduce_scatter_with_bitwise_ops():
     assert out[1] == [([12, 7 & 6], [12, 6]), ([12, 7 | 6], [12, 7]), ([0, 7 ^ 6], [0, 1])]
 
 
+def test_monitored_barrier_gives_up_after_its_timeout_naming_the_missing_rank():
+    import datetime
+    import time
+
+    def run(r):
+        if r == 1:  # never arrives
+            time.sleep(1.0)
+            return None
+        start = time.monotonic()
+        with pytest.raises(RuntimeError, match=r"timed out after 300 ms.*rank\(s\) 1 \(global 1\) never arrived"):
+            dist.monitored_barrier(timeout=datetime.timedelta(milliseconds=300))
+        return time.monotonic() - start
+
+    waited = on_two_ranks(run)[0]
+    assert 0.25 < waited < 10, waited  # its own timeout, not the group's (minutes)
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

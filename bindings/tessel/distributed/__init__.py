@@ -915,9 +915,19 @@ def all_to_all(output_tensor_list, input_tensor_list, group=None, async_op=False
 
 @_collective
 def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
-    """A barrier; tessel's barrier already names the ranks that never arrived when it times out."""
+    """A barrier that gives up after `timeout` (a timedelta; default: the group's), raising on the ranks that
+    arrived with the ranks that did not (tessel's barrier names them all, torch's wait_all_ranks=True report)."""
     g = _group(group, "monitored_barrier")
-    g.barrier()
+    if timeout is None:
+        g.barrier()
+        return
+    seconds = timeout.total_seconds() if hasattr(timeout, "total_seconds") else float(timeout)
+    saved = g.timeout
+    g.timeout = type(saved)(seconds=seconds) if hasattr(saved, "total_seconds") else seconds
+    try:
+        g.barrier()
+    finally:
+        g.timeout = saved
 
 
 class P2POp:
