@@ -2295,7 +2295,7 @@ def test_dcp_storage_writer_reader_planners_and_set_optimizer_state_dict_resume_
     writer = dcp.FileSystemWriter(str(tmp_path / "unused"))
     dcp.save({"w": tessel.ones(2)}, checkpoint_id=str(tmp_path / "given"), storage_writer=writer)
     assert writer.checkpoint_id == str(tmp_path / "given")
-    with pytest.raises(RuntimeError, match="overwrite=False"):
+    with pytest.raises(dcp.CheckpointException, match="overwrite=False"):  # torch's exception type
         dcp.save({"w": tessel.ones(2)}, storage_writer=dcp.FileSystemWriter(str(tmp_path / "given"), overwrite=False))
 
     class MyPlanner:

@@ -264,8 +264,6 @@ def _dir(checkpoint_id, storage=None, planner=None, what="save"):
         _check_no_overrides(planner, planner_type, what)
     if storage is not None:
         storage.reset(checkpoint_id)
-        if not getattr(storage, "overwrite", True) and os.path.exists(os.path.join(storage.path, "metadata.json")):
-            raise RuntimeError("Checkpoint already exists and overwrite=False: %s" % storage.path)
         return storage.path
     if checkpoint_id is None:
         raise ValueError("checkpoint_id (the checkpoint directory) or storage_%s is required"
@@ -297,6 +295,11 @@ def save(state_dict, *, checkpoint_id=None, storage_writer=None, planner=None, p
     stays loadable."""
     path = _dir(checkpoint_id, storage_writer, planner, "save")
     world = None if no_dist else (process_group or (_default_group("checkpoint.save") if is_initialized() else None))
+    if storage_writer is not None and not getattr(storage_writer, "overwrite", True):
+        # FileSystemWriter(overwrite=False) over an existing checkpoint: CheckpointException on every rank, as torch's
+        exists = any(os.path.exists(os.path.join(path, name)) for name in ("metadata.json", ".metadata"))
+        api._raise_agreed("save", RuntimeError("Checkpoint already exists and overwrite=False: %s" % path)
+                          if exists else None, world, _rank(world))
     try:
         flat = _flatten(_stateful_to_state_dict(state_dict), "", {})
     except Exception as e:  # noqa: BLE001 (the peers learn it in the save's plan exchange, then agree)
