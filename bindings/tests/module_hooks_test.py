@@ -1,6 +1,7 @@
 """Module forward hooks as torch.nn.Module's: a hook without with_kwargs sees forward's positional arguments as the
 call passed them (numbers and None included, not only the tensors) and may rewrite any of them; the global
-forward hooks (torch.nn.modules.module.register_module_forward_hook) run before the module's own. Expected values
+forward hooks (torch.nn.modules.module.register_module_forward_hook) run before the module's own; a full backward
+hook's grad_input has one entry per positional argument. Expected values
 were read off torch 2.15 running the same code (a 2x2 Linear with weight [[1, 2], [3, 4]] and no bias, x = ones:
 the Linear gives [3, 7])."""
 import sys
@@ -104,6 +105,26 @@ def test_tuple_outputs_with_non_tensors_reach_hooks_whole():
     t.register_forward_hook(lambda mod, a, o: seen.append((type(o).__name__, len(o), o[1], o[2], a[1])))
     assert t(tessel.ones(1), 3)[2] == 3
     assert seen == [("tuple", 3, None, 3, 3)]
+
+
+def test_full_backward_hooks_see_grad_input_by_position_as_torch():
+    class Mix(nn.Module):
+        def forward(self, x, scale, y):
+            return x * scale + y * 2
+
+    m, seen = Mix(), []
+    m.register_full_backward_hook(lambda mod, gin, gout: seen.append([None if g is None else g.tolist() for g in gin]))
+    x, y = tessel.ones(2, requires_grad=True), tessel.ones(2, requires_grad=True)
+    m(x, 3.0, y).sum().backward()
+    assert seen == [[[3.0, 3.0], None, [2.0, 2.0]]]  # torch 2.15: None for the number
+    # a replacement has one entry per positional argument too
+    with m.register_full_backward_hook(lambda mod, gin, gout: (gin[0] * 10, None, gin[2])):
+        x.grad = y.grad = None
+        m(x, 3.0, y).sum().backward()
+    assert x.grad.tolist() == [30.0, 30.0] and y.grad.tolist() == [2.0, 2.0]
+    with m.register_full_backward_hook(lambda mod, gin, gout: (gin[0], gin[2])):
+        with pytest.raises(RuntimeError, match="invalid number of grad_input, got 2, but expected 3"):
+            m(x, 3.0, y).sum().backward()
 
 
 if __name__ == "__main__":

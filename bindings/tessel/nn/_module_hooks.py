@@ -4,8 +4,8 @@ whole arguments and output structure, and always_call hooks also run when forwar
 Split from nn/modules.py by concept.
 """
 from .. import _C
-from .modules import (_ALWAYS_CALL, Module, RemovableHandle, _call_args, _current_call, _flatten_output,
-                      _has_dict, _run_pending_global_hooks)
+from .modules import (_ALWAYS_CALL, _CALL_LAYOUTS, Module, RemovableHandle, _call_args, _current_call, _dict,
+                      _flatten_output, _has_dict, _run_pending_global_hooks)
 
 Tensor = _C.Tensor
 
@@ -15,6 +15,35 @@ def _hook(register):
     def method(self, hook, prepend=False):
         return RemovableHandle(self, register(self, hook, bool(prepend)))
     return method
+
+
+def _full_backward_hook_method(self, hook, prepend=False):
+    """register_full_backward_hook: hook(module, grad_input, grad_output), grad_input with one entry per positional
+    argument of forward, None for the non-tensor ones, as torch's (the C++ hook sees the tensor arguments only).
+    The positions come from the module's Python calls (_call_forward records them once a hook is registered);
+    a module called with several layouts of as many tensors gets the tensor-only tuple, as before."""
+    if _has_dict(self):
+        self.__dict__.setdefault(_CALL_LAYOUTS, {})
+
+    def on_backward(mod, grad_input, grad_output):
+        layouts = _dict(mod).get(_CALL_LAYOUTS, {}).get(len(grad_input), ())
+        if len(layouts) != 1:
+            return hook(mod, grad_input, grad_output)
+        n, slots = next(iter(layouts))
+        if n == len(slots):
+            return hook(mod, grad_input, grad_output)
+        full = [None] * n
+        for i, g in zip(slots, grad_input):
+            full[i] = g
+        result = hook(mod, tuple(full), grad_output)
+        if result is None:
+            return None
+        result = tuple(result) if isinstance(result, (tuple, list)) else (result,)
+        if len(result) != n:
+            raise RuntimeError("Backward hook returned an invalid number of grad_input, got %d, but expected %d"
+                               % (len(result), n))
+        return tuple(result[i] for i in slots)
+    return RemovableHandle(self, Module._register_full_backward_hook(self, on_backward, bool(prepend)))
 
 
 def _forward_pre_hook_method(self, hook, *, prepend=False, with_kwargs=False):

@@ -447,6 +447,7 @@ def register_module_forward_hook(hook, *, always_call=False):
     return _GlobalHookHandle(_hooks("post"), (hook, always_call))
 
 
+_CALL_LAYOUTS = "_tessel_call_layouts"  # {tensor count: {(positional count, tensor slots)}} of the Python calls
 _ALWAYS_CALL = "_tessel_always_call_hooks"  # {hook id: (hook, with_kwargs)}: forward hooks with always_call=True
 
 
@@ -534,6 +535,9 @@ def _call_forward(self, *args, **kwargs):
                 self._type_name, ", ".join(type(a).__name__ for a in args) + (", **kwargs" if kwargs else "")))
         return _outputs(self._call(list(args)), None)
     args, kwargs = _fsdp_cast_inputs(self, args, kwargs)
+    layouts = self.__dict__.get(_CALL_LAYOUTS)
+    if layouts is not None:  # a full backward hook shows grad_input by position (_module_hooks.py)
+        layouts.setdefault(len(slots), set()).add((len(args), tuple(slots)))
     call = [args, kwargs, slots, None]  # the last entry: output kind, set by _forward_from_cpp
     stack = self.__dict__.setdefault("_tessel_calls", [])
     stack.append(call)
@@ -906,7 +910,8 @@ def _to_empty(self, *, device, recurse=True):
     return self
 
 
-from ._module_hooks import _forward_hook_method, _forward_pre_hook_method, _hook  # noqa: E402
+from ._module_hooks import (_forward_hook_method, _forward_pre_hook_method, _full_backward_hook_method,  # noqa: E402
+                            _hook)
 
 _METHODS = dict(
     __setattr__=_setattr, __delattr__=_delattr, __getattr__=_getattr, __call__=_call, __repr__=_repr, _forward_from_cpp=_forward_from_cpp,
@@ -925,7 +930,7 @@ _METHODS = dict(
     register_forward_pre_hook=_forward_pre_hook_method,
     register_forward_hook=_forward_hook_method, __deepcopy__=_deepcopy,
     register_full_backward_pre_hook=_hook(Module._register_full_backward_pre_hook),
-    register_full_backward_hook=_hook(Module._register_full_backward_hook),
+    register_full_backward_hook=_full_backward_hook_method,
     register_state_dict_pre_hook=register_state_dict_pre_hook,
     register_state_dict_post_hook=register_state_dict_post_hook,
     _register_state_dict_hook=_register_state_dict_hook,
