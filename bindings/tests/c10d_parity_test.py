@@ -136,5 +136,24 @@ def test_monitored_barrier_gives_up_after_its_timeout_naming_the_missing_rank():
     assert 0.25 < waited < 10, waited  # its own timeout, not the group's (minutes)
 
 
+def test_complex_tensors_take_part_as_in_torchs_gloo():
+    def run(r):
+        def cx(k):
+            return tessel.complex(tessel.tensor([1.0 + r, 2.0]), tessel.tensor([0.5, -1.0 - r - k]))
+        x = cx(0)
+        dist.all_reduce(x)
+        gathered = tessel.complex(tessel.zeros(4), tessel.zeros(4))
+        dist.all_gather_into_tensor(gathered, cx(0))
+        swapped = tessel.complex(tessel.zeros(2), tessel.zeros(2))
+        dist.all_to_all_single(swapped, cx(0))
+        with pytest.raises(ValueError, match="all_reduce does not support MAX on complex tensors"):
+            dist.all_reduce(cx(0), op=dist.ReduceOp.MAX)
+        return x.tolist(), gathered.tolist(), swapped.tolist()
+
+    out = on_two_ranks(run)  # torch 2.15 (gloo) gives these
+    assert out[0] == ([3 + 1j, 4 - 3j], [1 + 0.5j, 2 - 1j, 2 + 0.5j, 2 - 2j], [1 + 0.5j, 2 + 0.5j])
+    assert out[1][0] == [3 + 1j, 4 - 3j] and out[1][2] == [2 - 1j, 2 - 2j]
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

@@ -360,6 +360,32 @@ class Work:
         return self._work._source_rank()
 
 
+def _holds_complex(v):
+    from .._complex import ComplexTensor
+    return isinstance(v, ComplexTensor) or (isinstance(v, list) and any(isinstance(t, ComplexTensor) for t in v))
+
+
+def _complex_as_real(name, sig, args, kwargs):
+    """A collective over complex tensors runs on their real views ([..., 2] floats sharing their memory: results
+    land in the complex tensors), as torch's gloo; reductions other than sums (MAX, MIN, PRODUCT, bitwise) are
+    refused with torch's error."""
+    from .._complex import ComplexTensor
+    bound = sig.bind(*args, **kwargs)
+    op = bound.arguments.get("op")
+    if op is not None and op not in (ReduceOp.SUM, ReduceOp.AVG):
+        raise ValueError("%s does not support %s on complex tensors" % (name, getattr(op, "name", op)))
+
+    def real(v):
+        if isinstance(v, ComplexTensor):
+            return v._r
+        if isinstance(v, list):
+            return [t._r if isinstance(t, ComplexTensor) else t for t in v]
+        return v
+    for key, value in list(bound.arguments.items()):
+        bound.arguments[key] = real(value)
+    return bound.args, bound.kwargs
+
+
 def _collective(fn):
     """On a rank outside `group` (NON_GROUP_MEMBER from new_group) the collective does nothing and warns,
     as torch's; otherwise fn runs. An async call's handle becomes a Work holding the call's first tensor
@@ -375,6 +401,8 @@ def _collective(fn):
             return None
         if fn.__name__ not in ("isend", "irecv", "send", "recv"):  # p2p joins the deferred batch (see _defer_p2p)
             _flush_p2p(bound.get("group"))
+        if any(_holds_complex(v) for v in bound.values()):
+            args, kwargs = _complex_as_real(fn.__name__, sig, args, kwargs)
         out = fn(*args, **kwargs)
         if isinstance(out, _C.Work):
             out = Work(out, [v for v in bound.values() if isinstance(v, _C.Tensor)][:1])
