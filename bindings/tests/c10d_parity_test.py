@@ -91,7 +91,7 @@ def test_strided_tensors_take_part_in_collectives_and_are_written_in_place():
         dist.broadcast(b, src=1)
         gathered = tessel.zeros(2, 3)
         dist.all_gather_into_tensor(gathered, tessel.arange(6.0).reshape(3, 2).t()[0] + r)
-        wide = funcol.all_gather_tensor(tessel.ones(2, 1) * (r + 1), 1, dist.group.WORLD)  # [2, 2], strided
+        wide = funcol.all_gather_single(tessel.ones(2, 1) * (r + 1), 1, dist.group.WORLD)  # [2, 2], strided
         dist.all_reduce(wide)
         return t.tolist(), base.tolist(), b.tolist(), gathered.tolist(), wide.tolist()
 

@@ -40,9 +40,9 @@ def test_all_reduce_sum_avg_and_max_gradients():
 
 
 def test_all_gather_reduce_scatter_and_all_to_all_gradients():
-    ag = grads(lambda r: tessel.arange(3.0), lambda x, g: funcol.all_gather_tensor(x, 0, g))
+    ag = grads(lambda r: tessel.arange(3.0), lambda x, g: funcol.all_gather_single(x, 0, g))
     assert ag == {0: (True, [3.0] * 3), 1: (True, [3.0] * 3)}
-    rs = grads(lambda r: tessel.arange(4.0), lambda x, g: funcol.reduce_scatter_tensor(x, "sum", 0, g))
+    rs = grads(lambda r: tessel.arange(4.0), lambda x, g: funcol.reduce_scatter_single(x, "sum", 0, g))
     assert rs[0][1] == [1.0, 1.0, 2.0, 2.0] and rs[1][1] == [1.0, 1.0, 2.0, 2.0]
     # uneven splits: rank 0 sends 1 row to itself and 3 to rank 1; rank 1 sends 2 and 2
     def a2a(x, g):
@@ -57,6 +57,17 @@ def test_all_gather_reduce_scatter_and_all_to_all_gradients():
 def test_a_product_all_reduce_has_no_backward():
     with pytest.raises(RuntimeError, match="all_reduce backward only supports"):
         grads(lambda r: tessel.arange(1.0, 3.0), lambda x, g: funcol.all_reduce(x, "product", g))
+
+
+def test_torchs_other_spellings_and_the_deprecated_ones_warn():
+    assert funcol.all_gather_single_autograd is funcol.all_gather_single
+    assert funcol.reduce_scatter_single_autograd is funcol.reduce_scatter_single
+    assert funcol.all_to_all_single_autograd is funcol.all_to_all_single
+    with pytest.warns(FutureWarning, match="all_gather_tensor` is deprecated. Please use .*all_gather_single"):
+        ag = grads(lambda r: tessel.arange(3.0), lambda x, g: funcol.all_gather_tensor(x, 0, g))
+    assert ag == {0: (True, [3.0] * 3), 1: (True, [3.0] * 3)}
+    with pytest.warns(FutureWarning, match="reduce_scatter_tensor_autograd` is deprecated"):
+        grads(lambda r: tessel.arange(4.0), lambda x, g: funcol.reduce_scatter_tensor_autograd(x, "sum", 0, g))
 
 
 if __name__ == "__main__":

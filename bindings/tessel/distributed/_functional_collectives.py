@@ -1,14 +1,16 @@
 """torch.distributed._functional_collectives: collectives that return a new tensor (the input is left
 as is), as torchtitan uses them for metrics (funcol.all_reduce(loss, reduceOp="avg", group=mesh)).
 
-group is a process group, a 1-D DeviceMesh or (mesh, mesh_dim); reduceOp a name ("sum", "avg", "max",
-"min", "product", any case, or a ReduceOp). all_reduce, all_gather_tensor, reduce_scatter_tensor and
-all_to_all_single are differentiable, as torch 2.15's (their backward is the collective that undoes the layout:
-all_reduce's the same reduction of the gradient (min / max: the summed gradient shared among the ranks holding
-the extremum), all_gather's a reduce-scatter (sum), reduce_scatter's (sum only) an all-gather, all_to_all's the
-all-to-all with the split sizes swapped; every rank must run the backward). They complete before returning, so
-wait_tensor is the identity.
+group is a process group, a 1-D DeviceMesh or (mesh, mesh_dim); reduceOp a name ("sum", "avg", "max", "min",
+"product", any case, or a ReduceOp). all_reduce, all_gather_single, reduce_scatter_single and all_to_all_single
+(and their *_autograd and deprecated *_tensor spellings, as torch 2.15's) are differentiable, as torch 2.15's
+(their backward is the collective that undoes the layout: all_reduce's the same reduction of the gradient (min /
+max: the summed gradient shared among the ranks holding the extremum), all_gather's a reduce-scatter (sum),
+reduce_scatter's (sum only) an all-gather, all_to_all's the all-to-all with the split sizes swapped; every rank
+must run the backward). They complete before returning, so wait_tensor is the identity.
 """
+import warnings
+
 from .. import _C
 from ..autograd import Function
 from . import ReduceOp, all_gather_into_tensor, all_reduce as _all_reduce, all_to_all_single as _all_to_all_single
@@ -146,16 +148,42 @@ def all_reduce(self, reduceOp, group, tag=""):
     return _AllReduce.apply(self, _op(reduceOp), _resolve(group))
 
 
-def all_gather_tensor(self, gather_dim, group, tag=""):
+def all_gather_single(self, gather_dim, group, tag=""):
+    """The inputs of the group's ranks concatenated along gather_dim (torch 2.15's name)."""
     return _AllGather.apply(self, gather_dim, _resolve(group))
 
 
-def reduce_scatter_tensor(self, reduceOp, scatter_dim, group, tag=""):
+def reduce_scatter_single(self, reduceOp, scatter_dim, group, tag=""):
+    """This rank's block (along scatter_dim) of the reduction over the group's ranks (torch 2.15's name)."""
     return _ReduceScatter.apply(self, _op(reduceOp), scatter_dim, _resolve(group))
 
 
 def all_to_all_single(self, output_split_sizes, input_split_sizes, group, tag=""):
     return _AllToAll.apply(self, output_split_sizes, input_split_sizes, _resolve(group))
+
+
+# torch 2.15's other spellings: the *_autograd ones are the same functions (every one is differentiable); the
+# *_tensor ones are deprecated there with a FutureWarning naming their *_single replacement.
+all_gather_single_autograd, reduce_scatter_single_autograd = all_gather_single, reduce_scatter_single
+all_to_all_single_autograd = all_to_all_single
+
+
+def _deprecated(name, replacement, fn):
+    def call(*args, **kwargs):
+        warnings.warn("`torch.distributed._functional_collectives.%s` is deprecated. Please use "
+                      "`torch.distributed._functional_collectives.%s` instead." % (name, replacement),
+                      FutureWarning, stacklevel=2)
+        return fn(*args, **kwargs)
+    call.__name__ = name
+    return call
+
+
+all_gather_tensor = _deprecated("all_gather_tensor", "all_gather_single", all_gather_single)
+all_gather_tensor_autograd = _deprecated("all_gather_tensor_autograd", "all_gather_single_autograd",
+                                         all_gather_single)
+reduce_scatter_tensor = _deprecated("reduce_scatter_tensor", "reduce_scatter_single", reduce_scatter_single)
+reduce_scatter_tensor_autograd = _deprecated("reduce_scatter_tensor_autograd", "reduce_scatter_single_autograd",
+                                             reduce_scatter_single)
 
 
 def broadcast(self, src, group, tag=""):
@@ -166,3 +194,7 @@ def broadcast(self, src, group, tag=""):
 
 def wait_tensor(tensor):
     return tensor
+
+
+def wait_tensors(tensors):
+    return list(tensors)
