@@ -155,5 +155,21 @@ def test_complex_tensors_take_part_as_in_torchs_gloo():
     assert out[1][0] == [3 + 1j, 4 - 3j] and out[1][2] == [2 - 1j, 2 - 2j]
 
 
+def test_a_bad_scatter_list_raises_on_every_rank_at_once():
+    def run(r):
+        out = tessel.zeros(2, 3)
+        x = tessel.arange(6.0).reshape(2, 3)
+        dist.scatter(out, [x, x + 10] if r == 0 else None, src=0)
+        good = out.tolist()
+        with pytest.raises(RuntimeError) as info:  # the peer does not wait out the group's timeout
+            dist.scatter(out, [x.reshape(3, 2)] * 2 if r == 0 else None, src=0)
+        return good, str(info.value)
+
+    out = on_two_ranks(run)
+    assert out[0][0] == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]] and out[1][0] == [[10.0, 11.0, 12.0], [13.0, 14.0, 15.0]]
+    assert out[0][1].startswith("scatter: scatter_list[0] is float32 [3, 2], but the collective's tensor is float32")
+    assert out[1][1] == "scatter: the source rank 0's scatter_list was refused (its error names why)"
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

@@ -778,19 +778,31 @@ def gather(tensor, gather_list=None, dst=None, group=None, async_op=False, group
 
 @_collective
 def scatter(tensor, scatter_list=None, src=None, group=None, async_op=False, group_src=None):
-    """tensor = rank src's scatter_list[r] on rank r (one broadcast of the stacked list)."""
+    """tensor = rank src's scatter_list[r] on rank r (one broadcast of the stacked list, with a last element that
+    says whether the source's list was valid: a bad list raises on every rank at once, not only on the source while
+    the others wait out the group's timeout)."""
     g = _group(group, "scatter")
     root = _group_peer(g, 0 if src is None and group_src is None else src, group_src, "scatter", "src")
-    from .._tensor import empty
-    flat = empty(g.size * tensor.numel(), dtype=tensor.dtype)
+    from .._tensor import zeros
+    n = tensor.numel()
+    flat = zeros(g.size * n + 1, dtype=tensor.dtype)
+    error = None
     if g.rank == root:
-        if scatter_list is None or len(scatter_list) != g.size:
-            raise ValueError("scatter: the source needs a scatter_list of %d tensors" % g.size)
-        _check_parts("scatter", "scatter_list", scatter_list, tensor)
-        for r, part in enumerate(scatter_list):
-            flat[r * tensor.numel():(r + 1) * tensor.numel()].copy_(part.reshape(-1))
+        try:
+            if scatter_list is None or len(scatter_list) != g.size:
+                raise ValueError("scatter: the source needs a scatter_list of %d tensors" % g.size)
+            _check_parts("scatter", "scatter_list", scatter_list, tensor)
+            for r, part in enumerate(scatter_list):
+                flat[r * n:(r + 1) * n].copy_(part.reshape(-1))
+            flat[-1] = 1
+        except Exception as e:  # noqa: BLE001 (raised below, after the peers learnt of it)
+            error = e
     g.broadcast(flat, root, False)
-    tensor.copy_(flat[g.rank * tensor.numel():(g.rank + 1) * tensor.numel()].view(*tensor.shape))
+    if error is not None:
+        raise error
+    if not bool(flat[-1]):
+        raise RuntimeError("scatter: the source rank %d's scatter_list was refused (its error names why)" % root)
+    tensor.copy_(flat[g.rank * n:(g.rank + 1) * n].view(*tensor.shape))
     return _done(async_op, [tensor])
 
 
