@@ -19,6 +19,7 @@ import threading
 import warnings
 
 from .. import _C
+from .._complex import ComplexTensor
 from .._dtypes import int64 as _int64
 
 # torch.distributed's exceptions (bindings/errors_py.cc raises them from tessel's error codes): DistError is a
@@ -43,104 +44,8 @@ def run_ranks(world_size, fn):
     _C.run_ranks(world_size, rank_fn)
 
 
-# ---- stores (torch.distributed.Store and its kinds) ---------------------------------------------------
-
-_DEFAULT_STORE_TIMEOUT = datetime.timedelta(seconds=300)
-
-
-def _as_bytes(value):
-    return value if isinstance(value, bytes) else str(value).encode()
-
-
-class Store:
-    """torch.distributed.Store: keys to bytes, shared by the ranks. get() and wait() wait up to the store's
-    timeout (or wait's own) for a key, then raise DistTimeoutError (a TimeoutError) naming it; add() is atomic across clients and
-    keeps the counter as decimal text (get() of it reads b"5", as torch's)."""
-
-    def __init__(self, impl, timeout=_DEFAULT_STORE_TIMEOUT):
-        self._impl, self.timeout = impl, timeout
-
-    def set(self, key, value):
-        self._impl.set(key, _as_bytes(value))
-
-    def get(self, key):
-        return self._impl.get(key, self.timeout)
-
-    def add(self, key, amount):
-        return self._impl.add(key, int(amount))
-
-    def check(self, keys):
-        return self._impl.check(list(keys))
-
-    def wait(self, keys, timeout=None):
-        self._impl.wait(list(keys), self.timeout if timeout is None else timeout)
-
-    def set_timeout(self, timeout):
-        self.timeout = timeout
-
-    def compare_set(self, key, expected_value, desired_value):
-        """key becomes desired_value when it holds expected_value (or is absent and expected_value is empty);
-        returns what it holds afterwards, atomically across clients (torch's)."""
-        return self._impl.compare_set(key, _as_bytes(expected_value), _as_bytes(desired_value))
-
-    def delete_key(self, key):
-        return self._impl.delete_key(key)
-
-    def num_keys(self):
-        """Keys in the store, every client's (internal rendezvous keys included, as torch's)."""
-        return self._impl.num_keys()
-
-    def __repr__(self):
-        return "%s(%r)" % (type(self).__name__, self._impl)
-
-
-class TCPStore(Store):
-    """Served by the process with is_master=True at (host_name, port); port 0 there picks a free one (read
-    .port). Clients retry connecting until the timeout. With world_size and wait_for_workers, the master's
-    constructor returns once world_size clients (itself included) have connected, as torch's."""
-
-    def __init__(self, host_name, port, world_size=None, is_master=False, timeout=_DEFAULT_STORE_TIMEOUT,
-                 wait_for_workers=True, multi_tenant=False, master_listen_fd=None, use_libuv=True):
-        impl, self.port = _C._tcp_store(host_name, int(port), bool(is_master), timeout)
-        super().__init__(impl, timeout)
-        self.host = host_name
-        if world_size is not None and world_size > 0:
-            joined = self.add("tessel/tcp_store/joined", 1)
-            if is_master and wait_for_workers:
-                import time
-                deadline = time.monotonic() + timeout.total_seconds()
-                while joined < world_size:
-                    if time.monotonic() > deadline:
-                        raise DistTimeoutError("TCPStore at %s:%d: %d of %d workers joined within %s"
-                                           % (host_name, self.port, joined, world_size, timeout))
-                    time.sleep(0.01)
-                    joined = self.add("tessel/tcp_store/joined", 0)
-
-
-class FileStore(Store):
-    """Shared through the filesystem: torch names a file; tessel keeps one file per key in the directory
-    file_name + ".d" (so a temporary file's name works as torch's does)."""
-
-    def __init__(self, file_name, world_size=-1):
-        super().__init__(_C._file_store(file_name + ".d"))
-        self.path = file_name
-
-
-class HashStore(Store):
-    """In one process: its threads (tessel.run_ranks ranks) rendezvous through it."""
-
-    def __init__(self):
-        super().__init__(_C._hash_store())
-
-
-class PrefixStore(Store):
-    """Every key of `store` under "<prefix>/": groups or jobs sharing one store."""
-
-    def __init__(self, prefix, store):
-        super().__init__(_C._prefix_store(prefix, store._impl), store.timeout)
-        self.underlying_store = store
-        if hasattr(store, "host"):
-            self.host = store.host  # the transport's address choice (init_process_group)
+# torch.distributed.Store and its kinds: _store.py
+from ._store import FileStore, HashStore, PrefixStore, Store, TCPStore  # noqa: E402,F401
 
 
 def _rendezvous_env(init_method, world_size, rank):
@@ -361,7 +266,6 @@ class Work:
 
 
 def _holds_complex(v):
-    from .._complex import ComplexTensor
     return isinstance(v, ComplexTensor) or (isinstance(v, list) and any(isinstance(t, ComplexTensor) for t in v))
 
 
@@ -369,7 +273,6 @@ def _complex_as_real(name, sig, args, kwargs):
     """A collective over complex tensors runs on their real views ([..., 2] floats sharing their memory: results
     land in the complex tensors), as torch's gloo; reductions other than sums (MAX, MIN, PRODUCT, bitwise) are
     refused with torch's error."""
-    from .._complex import ComplexTensor
     bound = sig.bind(*args, **kwargs)
     op = bound.arguments.get("op")
     if op is not None and op not in (ReduceOp.SUM, ReduceOp.AVG):
@@ -821,98 +724,6 @@ def reduce(tensor, dst=None, op=ReduceOp.SUM, group=None, async_op=False, group_
     return _done(async_op, [tensor])
 
 
-def _object_bytes(obj):
-    import pickle
-    from .._tensor import tensor as make_tensor
-    data = pickle.dumps(obj)
-    return make_tensor(list(data) or [0], dtype=_int64), len(data)
-
-
-@_collective
-def all_gather_object(object_list, obj, group=None):
-    """object_list[r] = rank r's obj (pickled; any picklable value)."""
-    import pickle
-    from .._tensor import tensor as make_tensor, zeros
-    g = _group(group, "all_gather_object")
-    data, n = _object_bytes(obj)
-    sizes = zeros(g.size, dtype=_int64)
-    g.all_gather_into_tensor(sizes, make_tensor([n], dtype=_int64), False)
-    longest = max(1, max(sizes.tolist()))
-    padded = zeros(longest, dtype=_int64)
-    padded[:data.numel()].copy_(data)
-    flat = zeros(g.size * longest, dtype=_int64)
-    g.all_gather_into_tensor(flat, padded, False)
-    values, lengths = flat.tolist(), sizes.tolist()
-    for r in range(g.size):
-        object_list[r] = pickle.loads(bytes(values[r * longest:r * longest + lengths[r]]))
-
-
-@_collective
-def broadcast_object_list(object_list, src=None, group=None, device=None, group_src=None):
-    """object_list's objects on rank src replace those on every rank (pickled, in place)."""
-    import pickle
-    from .._tensor import tensor as make_tensor, zeros
-    g = _group(group, "broadcast_object_list")
-    root = _group_peer(g, 0 if src is None and group_src is None else src, group_src, "broadcast_object_list", "src")
-    data, n = _object_bytes(list(object_list)) if g.rank == root else (None, 0)
-    size = make_tensor([n], dtype=_int64)
-    g.broadcast(size, root, False)
-    buf = data if g.rank == root else zeros(max(1, size.item()), dtype=_int64)
-    g.broadcast(buf, root, False)
-    if g.rank != root:
-        object_list[:] = pickle.loads(bytes(buf.tolist()[:size.item()]))
-
-
-@_collective
-def gather_object(obj, object_gather_list=None, dst=None, group=None, group_dst=None):
-    """Rank dst's object_gather_list[r] = rank r's obj (pickled)."""
-    g = _group(group, "gather_object")
-    root = _group_peer(g, 0 if dst is None and group_dst is None else dst, group_dst, "gather_object", "dst")
-    everything = [None] * g.size
-    all_gather_object(everything, obj, group=g)
-    if g.rank == root:
-        if object_gather_list is None or len(object_gather_list) != g.size:
-            raise ValueError("gather_object: the destination needs an object_gather_list of %d entries" % g.size)
-        object_gather_list[:] = everything
-
-
-@_collective
-def scatter_object_list(scatter_object_output_list, scatter_object_input_list=None, src=None, group=None,
-                        group_src=None):
-    """scatter_object_output_list[0] = rank src's scatter_object_input_list[r] on rank r (pickled)."""
-    g = _group(group, "scatter_object_list")
-    root = _group_peer(g, 0 if src is None and group_src is None else src, group_src, "scatter_object_list", "src")
-    if g.rank == root and (scatter_object_input_list is None or len(scatter_object_input_list) != g.size):
-        raise ValueError("scatter_object_list: the source needs a list of %d objects" % g.size)
-    box = [list(scatter_object_input_list) if g.rank == root else None]
-    broadcast_object_list(box, src=get_global_rank(g, root), group=g)
-    scatter_object_output_list[0] = box[0][g.rank]
-
-
-def send_object_list(object_list, dst=None, group=None, device=None, group_dst=None):
-    """Sends object_list's objects (pickled) to dst; recv_object_list fills a list of the same length."""
-    from .._tensor import tensor as make_tensor
-    data, n = _object_bytes(list(object_list))
-    send(make_tensor([n], dtype=_int64), dst=dst, group=group, group_dst=group_dst)
-    send(data, dst=dst, group=group, group_dst=group_dst)
-
-
-def recv_object_list(object_list, src=None, group=None, device=None, group_src=None):
-    """Receives send_object_list's objects from src (None: any rank) into object_list (in place); returns the
-    sender's global rank."""
-    import pickle
-    from .._tensor import zeros
-    size = zeros(1, dtype=_int64)
-    sender = recv(size, src=src, group=group, group_src=group_src)  # src=None: from any rank
-    buf = zeros(max(1, size.item()), dtype=_int64)
-    recv(buf, src=sender, group=group)  # the payload from whoever sent the size
-    values = pickle.loads(bytes(buf.tolist()[:size.item()]))
-    if len(values) != len(object_list):
-        raise ValueError("recv_object_list: %d objects arrived for a list of %d" % (len(values), len(object_list)))
-    object_list[:] = values
-    return sender
-
-
 @_collective
 def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op=False):
     """output = the reduction over ranks of their input_list[rank] (list form of reduce_scatter_tensor)."""
@@ -961,9 +772,8 @@ def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
     if timeout is None:
         g.barrier()
         return
-    seconds = timeout.total_seconds() if hasattr(timeout, "total_seconds") else float(timeout)
     saved = g.timeout
-    g.timeout = type(saved)(seconds=seconds) if hasattr(saved, "total_seconds") else seconds
+    g.timeout = timeout if isinstance(timeout, datetime.timedelta) else datetime.timedelta(seconds=timeout)
     try:
         g.barrier()
     finally:
@@ -1091,6 +901,8 @@ class _CompletedWork:
 
 
 from ._groups import new_group, new_subgroups, new_subgroups_by_enumeration, split_group  # noqa: E402,F401
+from ._object_collectives import (all_gather_object, broadcast_object_list, gather_object,  # noqa: E402,F401
+                                  recv_object_list, scatter_object_list, send_object_list)
 from . import checkpoint, device_mesh, fsdp, pipelining, tensor  # noqa: E402,F401 (torch.distributed's subpackages)
 from ._c10d_extras import (AllreduceOptions, BroadcastOptions, DebugLevel, _count_groups,  # noqa
                            all_gather_coalesced, all_reduce_coalesced, default_pg_timeout, get_backend_config,

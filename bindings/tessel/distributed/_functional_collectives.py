@@ -13,7 +13,8 @@ import warnings
 
 from .. import _C
 from ..autograd import Function
-from . import ReduceOp, all_gather_into_tensor, all_reduce as _all_reduce, all_to_all_single as _all_to_all_single
+from .nn.functional import _all_reduce as _all_reduce_copy, _size  # a new tensor holding the all-reduce; group size
+from . import ReduceOp, all_gather_into_tensor, all_to_all_single as _all_to_all_single
 from . import broadcast as _broadcast, reduce_scatter_tensor as _reduce_scatter_tensor
 
 _OPS = {"sum": ReduceOp.SUM, "avg": ReduceOp.AVG, "max": ReduceOp.MAX, "min": ReduceOp.MIN,
@@ -48,16 +49,6 @@ def _fresh(x):
         return x.detach().clone()
 
 
-def _size(g):
-    return g.size() if callable(getattr(g, "size", None)) else g.size
-
-
-def _all_reduce_fn(x, op, g):
-    out = _fresh(x)
-    _all_reduce(out, op=op, group=g)
-    return out
-
-
 def _all_gather_fn(x, gather_dim, g):
     moved = _fresh(x).movedim(gather_dim, 0).contiguous() if gather_dim != 0 else _fresh(x)
     out = _C._full([moved.shape[0] * _size(g)] + list(moved.shape[1:]), 0.0, x.dtype)
@@ -87,7 +78,7 @@ class _AllReduce(Function):
     @staticmethod
     def forward(ctx, x, op, g):
         ctx.op, ctx.group = op, g
-        out = _all_reduce_fn(x, op, g)
+        out = _all_reduce_copy(x, op, g)
         if op in (ReduceOp.MIN, ReduceOp.MAX):
             ctx.save_for_backward(x.detach(), out.detach())
         return out
@@ -98,11 +89,11 @@ class _AllReduce(Function):
             raise RuntimeError("all_reduce backward only supports `sum`, `premul_sum`, `avg`, `max`, `min` "
                                "reductions, got '%s'" % (ctx.op,))
         extremum = ctx.op in (ReduceOp.MIN, ReduceOp.MAX)
-        out = _all_reduce_fn(grad, ReduceOp.SUM if extremum else ctx.op, ctx.group)
+        out = _all_reduce_copy(grad, ReduceOp.SUM if extremum else ctx.op, ctx.group)
         if extremum:  # the summed gradient shared evenly among the elements (on any rank) holding the extremum
             x, y = ctx.saved_tensors
             mask = (x == y) | (x.isnan() & y.isnan())
-            ties = _all_reduce_fn(mask.float(), ReduceOp.SUM, ctx.group)
+            ties = _all_reduce_copy(mask.float(), ReduceOp.SUM, ctx.group)
             from .. import where
             out = where(mask, (out / ties).to(out.dtype), 0.0)
         return out, None, None

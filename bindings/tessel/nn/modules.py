@@ -387,18 +387,10 @@ def _fsdp_cast_inputs(module, args, kwargs):
     if cast is None:
         return args, kwargs
 
-    def tree(v):
-        if isinstance(v, Tensor):
-            return v.to(cast) if v.dtype.is_floating_point else v
-        if isinstance(v, dict):
-            out = copy.copy(v)
-            out.update((k, tree(x)) for k, x in v.items())
-            return out
-        if isinstance(v, tuple) and hasattr(v, "_fields"):  # namedtuple
-            return type(v)(*(tree(x) for x in v))
-        if isinstance(v, (list, tuple)):
-            return type(v)(tree(x) for x in v)
-        return v
+    def tree(v):  # v with its floating tensors (in any nesting _flatten_output walks) cast
+        tensors = []
+        rebuild = _flatten_output(v, tensors)
+        return rebuild([t.to(cast) if t.dtype.is_floating_point else t for t in tensors])
     return tuple(a if isinstance(a, Tensor) else tree(a) for a in args), {k: tree(v) for k, v in kwargs.items()}
 
 
@@ -477,45 +469,52 @@ def _call(self, *args, **kwargs):
             args = result if isinstance(result, tuple) else (result,)
     # The global forward hooks run before the module's own, as torch's: the first of the module's Python forward
     # hooks runs them (_run_pending_global_hooks); if none does, they run here on forward's output.
-    pending = [self, args, list((post or {}).values()), False]
+    pending = _PendingGlobalHooks(self, args, list((post or {}).values()))
     stack = _dict(self).setdefault(_GLOBAL_POST, []) if _has_dict(self) else []
     stack.append(pending)
     try:
         out = _call_forward_or_hooks(self, args, kwargs)
     except BaseException:
-        if not pending[3]:
-            for hook, always in pending[2]:
+        if not pending.done:
+            for hook, always in pending.hooks:
                 if always:
                     hook(self, args, None)
         raise
     finally:
         stack.pop()
-    if not pending[3]:
-        out, _ = _apply_global_hooks(pending, out)
+    if not pending.done:
+        out, _ = pending.run(out)
     return out
 
 
-_GLOBAL_POST = "_tessel_global_post"  # per module: the calls whose global forward hooks have not run yet
+_GLOBAL_POST = "_tessel_global_post"  # per module: its calls in progress (_PendingGlobalHooks)
 
 
-def _apply_global_hooks(pending, out):
-    """Runs a call's global forward hooks once on its output: (the output they leave, whether one replaced it)."""
-    pending[3] = True
-    changed = False
-    for hook, _ in pending[2]:
-        result = hook(pending[0], pending[1], out)
-        if result is not None:
-            out, changed = result, True
-    return out, changed
+class _PendingGlobalHooks:
+    """One module call's global forward hooks (hook, always_call), run once on its output."""
+    __slots__ = ("module", "args", "hooks", "done")
+
+    def __init__(self, module, args, hooks):
+        self.module, self.args, self.hooks, self.done = module, args, hooks, False
+
+    def run(self, out):
+        """(the output the hooks leave, whether one replaced it)."""
+        self.done = True
+        changed = False
+        for hook, _ in self.hooks:
+            result = hook(self.module, self.args, out)
+            if result is not None:
+                out, changed = result, True
+        return out, changed
 
 
 def _run_pending_global_hooks(mod, out):
     """From a module's forward hook: runs the global forward hooks of `mod`'s current call if they have not run
     yet, so that they come before the module's own hooks."""
     stack = _dict(mod).get(_GLOBAL_POST) if _has_dict(mod) else None
-    if not stack or stack[-1][3]:
+    if not stack or stack[-1].done:
         return out, False
-    return _apply_global_hooks(stack[-1], out)
+    return stack[-1].run(out)
 
 
 _ONE_INPUT_LAYERS = (_C.Linear, _C.LayerNorm, _C.RMSNorm, _C.Embedding)  # the C++ layers: forward(input)
@@ -690,65 +689,6 @@ def requires_grad_(self, requires_grad=True):
     return self
 
 
-def _module_to(self, *args, **kwargs):
-    """Module.to(device | dtype | tensor, non_blocking=): a CPU device is where the module already is
-    (returns self; any other device raises); a floating dtype casts every floating parameter in place, as
-    torch's `param.data = cast` (the same Parameter objects, so an optimizer built before keeps training them;
-    their .grad cast too; a DTensor parameter is replaced by a cast one) and every floating buffer (BatchNorm's
-    running statistics, rotary tables: new tensors, as torch's), each kept persistent or not as it was."""
-    from .._device import parse_to_args
-    dtype, _, _ = parse_to_args(args, kwargs, "Module.to", allow_copy=False)
-    if dtype is None:
-        return self
-    floating = (_dtypes.float32, _dtypes.float64, _dtypes.bfloat16, _dtypes.float16)
-    if dtype not in floating:
-        raise TypeError("nn.Module.to only accepts floating point dtypes, but got desired dtype=%s" % dtype)
-    for m in self.modules():
-        if _C._fsdp_state(m) is not None and any(p.dtype in floating and p.dtype != dtype
-                                                 for p in m.parameters()):
-            # fully_shard's sharded parameters, buffers and all-gather sizes are fixed at its call: a cast here
-            # was undone at the next forward (the model trained in the old dtype, unseen by the optimizer)
-            raise NotImplementedError(
-                "Module.to(%s) on a module that fully_shard manages ('%s', a %s): cast the model before "
-                "fully_shard, or compute in another dtype with MixedPrecisionPolicy(param_dtype=...)"
-                % (dtype, next(n for n, x in self.named_modules() if x is m) or "<root>", type(m).__name__))
-    for m in self.modules():
-        persistent = None
-        for name, b in list(m._named_buffers(False)):
-            if b is not None and b.dtype in floating and b.dtype != dtype:
-                if persistent is None:
-                    persistent = _persistent_buffer_names(m)
-                m.register_buffer(name, b.to(dtype), persistent=name in persistent)
-    # Every name of a shared (tied) parameter gets the same cast tensor, and its .grad is cast too.
-    casts = {}
-    for name, p in list(self.named_parameters(remove_duplicate=False)):
-        if p.dtype not in floating or p.dtype == dtype:
-            continue
-        if not p.is_distributed and p.grad_fn is None:  # in place: a tied parameter's other names follow
-            grad = p.grad
-            p.data = p.detach().to(dtype)
-            if grad is not None:
-                if grad.is_distributed or grad.grad_fn is not None:
-                    p.grad = grad.to(dtype)
-                else:
-                    grad.data = grad.detach().to(dtype)
-            continue
-        key = hash(p)
-        if key not in casts:
-            cast = p.detach().to(dtype)
-            cast.requires_grad_(p.requires_grad)
-            if p.grad is not None:
-                cast.grad = p.grad.to(dtype)
-            casts[key] = cast
-        self._set_parameter(name, casts[key])
-    return self
-
-
-def _module_cuda(self, device=None):
-    raise NotImplementedError("Module.cuda(): tessel's Python face computes on the CPU "
-                              "(tessel.cuda.is_available() is False)")
-
-
 def apply(self, fn):
     for m in self.children():
         m.apply(fn)
@@ -897,21 +837,9 @@ from ._module_lookup import get_buffer, get_parameter, get_submodule, set_submod
 # copy.deepcopy lives in _copy.py (it reads _persistent_buffer_names above).
 from ._copy import _deepcopy  # noqa: E402
 
-def _to_empty(self, *, device, recurse=True):
-    """torch's Module.to_empty(device=): the parameters and buffers on `device` with undefined values.
-    Modules built under tessel.device("meta") already hold CPU tensors whose values were never written
-    ([Note: deferred init] in core/tensor/factory.h): they stay where they are (sharded by fully_shard if it
-    ran first) and stop reporting is_meta; an initializer (init_weights) writes them, as after torch's."""
-    from .._device import check_cpu
-    check_cpu(device, "to_empty")
-    tensors = list(self.parameters(recurse=recurse)) + [b for b in self.buffers(recurse=recurse) if b is not None]
-    for t in tensors:
-        t._clear_meta()
-    return self
-
-
 from ._module_hooks import (_forward_hook_method, _forward_pre_hook_method, _full_backward_hook_method,  # noqa: E402
                             _hook)
+from ._module_to import _module_cuda, _module_to, _to_empty  # noqa: E402
 
 _METHODS = dict(
     __setattr__=_setattr, __delattr__=_delattr, __getattr__=_getattr, __call__=_call, __repr__=_repr, _forward_from_cpp=_forward_from_cpp,

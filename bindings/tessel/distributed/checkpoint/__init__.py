@@ -28,8 +28,10 @@ import pickle
 import threading
 
 from ... import _C
+from ..._complex import ComplexTensor
 from .. import _default_group, is_initialized
 from . import api, metadata, planner, state_dict, stateful, storage  # noqa: F401
+from . import _torch_format
 from .api import CheckpointException  # noqa: F401
 from .planner import LoadPlanner, SavePlanner  # noqa: F401
 from .staging import AsyncStager, DefaultStager
@@ -69,8 +71,7 @@ def _entered(v):
     """Whether flattening enters v, as torch's traverse_state_dict: a dict always, a list when it holds a tensor
     or something entered (its items keyed 0, 1, ...: tensors in a list load in place); other values are one
     entry each."""
-    from ._torch_format import _is_terminal
-    return isinstance(v, (dict, list)) and not _is_terminal(v)
+    return isinstance(v, (dict, list)) and not _torch_format._is_terminal(v)
 
 
 def _flatten(sd, prefix, out):
@@ -109,7 +110,6 @@ def _write_back(sd, prefix, flat, missing=()):
 
 
 def _is_complex_tensor(v):
-    from ..._complex import ComplexTensor
     return isinstance(v, ComplexTensor)
 
 
@@ -152,7 +152,6 @@ class FileSystemReader(_FileSystemStorage, StorageReader):
     read_metadata() says what the checkpoint holds (metadata.py) without loading it."""
 
     def read_metadata(self):
-        from . import _torch_format
         if _torch_format.is_torch_checkpoint(self.path):
             return _torch_format.read_metadata(self.path)
         return metadata.read(self.path)
@@ -462,7 +461,6 @@ def _load_into(state_dict, path, storage_reader, broadcast, process_group, stric
             else:
                 state_dict[k] = converted[k]
         return result
-    from . import _torch_format
     if not broadcast and (storage_reader is None or isinstance(storage_reader, FileSystemReader)) and \
             _torch_format.is_torch_checkpoint(path):  # written by torch's DCP: read in its format
         return _torch_format.load(state_dict, path, strict)
@@ -495,13 +493,11 @@ def _load_into(state_dict, path, storage_reader, broadcast, process_group, stric
     # (fp32 weights into a bf16 model; the torch-format reader casts too).
     casts = {}
     if any(isinstance(v, _C.Tensor) for v in flat.values()):
-        saved = metadata.read(path).state_dict_metadata
-        for key, t in flat.items():
-            entry = saved.get(key)
-            if isinstance(t, _C.Tensor) and isinstance(entry, TensorStorageMetadata) and \
-                    entry.properties.dtype != t.dtype and tuple(entry.size) == tuple(t.shape):
+        for key, (dtype, shape) in _C._dcp_tensor_specs(path).items():
+            t = flat.get(key)
+            if isinstance(t, _C.Tensor) and t.dtype != dtype and tuple(shape) == tuple(t.shape):
                 with _C._GradMode(False):
-                    casts[key] = (t, t.detach().to(entry.properties.dtype))
+                    casts[key] = (t, t.detach().to(dtype))
         flat.update((key, read) for key, (_, read) in casts.items())
     flat, result = _C._dcp_load(flat, path, strict)
     with _C._GradMode(False):

@@ -1,0 +1,80 @@
+"""Module.to / .cuda / .to_empty for the Python face (torch.nn.Module's): casting a module's floating parameters
+(in place, as torch's `param.data = cast`) and buffers, refusing devices other than the CPU, and materializing a
+module built under tessel.device("meta"). Split from nn/modules.py by concept; modules.py installs these as methods.
+
+    model.to(tessel.bfloat16)   # the same Parameter objects, now bfloat16
+"""
+from .. import _C, _dtypes
+from ._state_dict import _persistent_buffer_names
+
+
+def _module_to(self, *args, **kwargs):
+    """Module.to(device | dtype | tensor, non_blocking=): a CPU device is where the module already is
+    (returns self; any other device raises); a floating dtype casts every floating parameter in place, as
+    torch's `param.data = cast` (the same Parameter objects, so an optimizer built before keeps training them;
+    their .grad cast too; a DTensor parameter is replaced by a cast one) and every floating buffer (BatchNorm's
+    running statistics, rotary tables: new tensors, as torch's), each kept persistent or not as it was."""
+    from .._device import parse_to_args
+    dtype, _, _ = parse_to_args(args, kwargs, "Module.to", allow_copy=False)
+    if dtype is None:
+        return self
+    floating = (_dtypes.float32, _dtypes.float64, _dtypes.bfloat16, _dtypes.float16)
+    if dtype not in floating:
+        raise TypeError("nn.Module.to only accepts floating point dtypes, but got desired dtype=%s" % dtype)
+    for name, m in self.named_modules():
+        if _C._fsdp_state(m) is not None and any(p.dtype in floating and p.dtype != dtype
+                                                 for p in m.parameters()):
+            # fully_shard's sharded parameters, buffers and all-gather sizes are fixed at its call: a cast here
+            # was undone at the next forward (the model trained in the old dtype, unseen by the optimizer)
+            raise NotImplementedError(
+                "Module.to(%s) on a module that fully_shard manages ('%s', a %s): cast the model before "
+                "fully_shard, or compute in another dtype with MixedPrecisionPolicy(param_dtype=...)"
+                % (dtype, name or "<root>", type(m).__name__))
+    for m in self.modules():
+        persistent = None
+        for name, b in list(m._named_buffers(False)):
+            if b is not None and b.dtype in floating and b.dtype != dtype:
+                if persistent is None:
+                    persistent = _persistent_buffer_names(m)
+                m.register_buffer(name, b.to(dtype), persistent=name in persistent)
+    # Every name of a shared (tied) parameter gets the same cast tensor, and its .grad is cast too.
+    casts = {}
+    for name, p in list(self.named_parameters(remove_duplicate=False)):
+        if p.dtype not in floating or p.dtype == dtype:
+            continue
+        if not p.is_distributed and p.grad_fn is None:  # in place: a tied parameter's other names follow
+            grad = p.grad
+            p.data = p.detach().to(dtype)
+            if grad is not None:
+                if grad.is_distributed or grad.grad_fn is not None:
+                    p.grad = grad.to(dtype)
+                else:
+                    grad.data = grad.detach().to(dtype)
+            continue
+        key = hash(p)
+        if key not in casts:
+            cast = p.detach().to(dtype)
+            cast.requires_grad_(p.requires_grad)
+            if p.grad is not None:
+                cast.grad = p.grad.to(dtype)
+            casts[key] = cast
+        self._set_parameter(name, casts[key])
+    return self
+
+
+def _module_cuda(self, device=None):
+    raise NotImplementedError("Module.cuda(): tessel's Python face computes on the CPU "
+                              "(tessel.cuda.is_available() is False)")
+
+
+def _to_empty(self, *, device, recurse=True):
+    """torch's Module.to_empty(device=): the parameters and buffers on `device` with undefined values.
+    Modules built under tessel.device("meta") already hold CPU tensors whose values were never written
+    ([Note: deferred init] in core/tensor/factory.h): they stay where they are (sharded by fully_shard if it
+    ran first) and stop reporting is_meta; an initializer (init_weights) writes them, as after torch's."""
+    from .._device import check_cpu
+    check_cpu(device, "to_empty")
+    tensors = list(self.parameters(recurse=recurse)) + [b for b in self.buffers(recurse=recurse) if b is not None]
+    for t in tensors:
+        t._clear_meta()
+    return self
