@@ -304,8 +304,10 @@ def fully_shard(module, *, mesh=None, reshard_after_forward=None, shard_placemen
     _C.fully_shard(list(module) if isinstance(module, (list, tuple)) else module,
                    mesh if mesh is not None else _default_mesh(), reshard_after_forward, mp_policy, offload_policy,
                    shard_axis, replicate_axis, ignored, shard_placement_fn)
+    from .._composable.contract import _register
     for m in (module if isinstance(module, (list, tuple)) else [module]):
         _become_fsdp_module(m)
+        _register(m, "fully_shard")  # torch's composable registry (_get_registry; replicate refuses it)
     return module
 
 

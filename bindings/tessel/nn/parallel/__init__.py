@@ -78,6 +78,7 @@ class DistributedDataParallel(Module, _GroupJoinable):
         self._detect_unused = self.find_unused_parameters or self.static_graph
         self.require_backward_grad_sync = True
         self._reached = False
+        self._sync_this_forward = False
         self._comm_hook = None
         from ...distributed.algorithms.join import _JoinConfig
         self._join_config = _JoinConfig.disabled()
@@ -93,6 +94,12 @@ class DistributedDataParallel(Module, _GroupJoinable):
         self._broadcast_from_first_rank(self._buffers_to_sync())
 
     def forward(self, *args, **kwargs):
+        self._pre_forward()
+        return self._post_forward(self.module(*args, **kwargs))
+
+    def _pre_forward(self):
+        """What precedes the wrapped module's forward (also composable replicate's pre-hook): the unused-parameter
+        check, Join's announcement, the buffer broadcast and whether this forward's backward synchronizes."""
         unused = self._replicate.unused_in_last_backward() if not self._detect_unused else []
         if unused and self._comm_hook is None:
             raise RuntimeError(
@@ -113,8 +120,11 @@ class DistributedDataParallel(Module, _GroupJoinable):
         elif self.broadcast_buffers:
             self._broadcast_from_first_rank(self._buffers_to_sync())
         self._replicate.set_requires_gradient_sync(sync and self._comm_hook is None)
-        out = self.module(*args, **kwargs)
-        if sync and self._comm_hook is not None:
+        self._sync_this_forward = sync
+
+    def _post_forward(self, out):
+        """With a comm hook: marks the outputs so the backward that reaches them runs the hook."""
+        if self._sync_this_forward and self._comm_hook is not None:
             _queue(self)
             tensors = []
             _flatten_output(out, tensors)
