@@ -68,8 +68,10 @@ DTensorSpec ShardedSpec(const Tensor& param, const FsdpMeshInfo& mi, int64_t dim
       for (int ta : d->spec().shard_order()[dim]) order[dim].push_back(to_full[static_cast<size_t>(ta)]);
     }
   }
-  placements[static_cast<size_t>(mi.shard_axis)] = dtensor::Shard{dim};
-  order[static_cast<size_t>(dim)].push_back(mi.shard_axis);
+  if (mi.has_shard_axis()) {  // else replicate only: Replicate on every FSDP axis
+    placements[static_cast<size_t>(mi.shard_axis)] = dtensor::Shard{dim};
+    order[static_cast<size_t>(dim)].push_back(mi.shard_axis);
+  }
   return DTensorSpec(mesh.topology_ptr(), std::move(placements), param.sizes(), param.dtype(), std::move(order));
 }
 

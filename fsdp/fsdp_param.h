@@ -51,16 +51,28 @@ namespace tessel::fsdp {
 
 // The FullyShard mesh and the axes FSDP uses on it: `shard_axis` shards each parameter's shard dim (0
 // unless shard_placement_fn says otherwise), `replicate_axis` (HSDP) holds full copies of the shards;
-// every other axis belongs to tensor parallelism (the parameters' own DTensor meshes).
+// every other axis belongs to tensor parallelism (the parameters' own DTensor meshes). shard_axis
+// kNoShardAxis (only with a replicate_axis) is torch's DDPMeshInfo (replicate_with_fsdp): every rank holds
+// whole parameters (Replicate on every FSDP axis), the "shard group" is `self_group` (this rank alone, so
+// the all-gather and reduce-scatter are local copies) and gradients are all-reduced over replicate_axis.
 struct FsdpMeshInfo {
+  static constexpr int kNoShardAxis = -1;
   dtensor::DeviceMesh mesh;
   int shard_axis = 0;
   std::optional<int> replicate_axis;
+  comm::ProcessGroupPtr self_group;  // set when shard_axis == kNoShardAxis
 
-  const comm::ProcessGroupPtr& shard_group() const { return mesh.axis_group(shard_axis); }
+  bool has_shard_axis() const { return shard_axis != kNoShardAxis; }
+  const comm::ProcessGroupPtr& shard_group() const {
+    return has_shard_axis() ? mesh.axis_group(shard_axis) : self_group;
+  }
   const comm::ProcessGroupPtr& replicate_group() const { return mesh.axis_group(*replicate_axis); }
-  int64_t shard_size() const { return mesh.size(shard_axis); }
-  int64_t shard_rank() const { return mesh.local_rank(shard_axis); }
+  int64_t shard_size() const { return has_shard_axis() ? mesh.size(shard_axis) : 1; }
+  int64_t shard_rank() const { return has_shard_axis() ? mesh.local_rank(shard_axis) : 0; }
+  // For messages: the shard axis's name, or "(none: replicate only)".
+  std::string shard_axis_name() const {
+    return has_shard_axis() ? mesh.axis_names()[static_cast<size_t>(shard_axis)] : "(none: replicate only)";
+  }
   bool is_hsdp() const { return replicate_axis.has_value(); }
 };
 

@@ -181,8 +181,17 @@ FsdpMeshInfo MakeMeshInfo(const std::vector<ManagedParam>& params, const nn::Mod
                  "): shard_axis and replicate_axis are both '", *options.shard_axis, "'");
     return info;
   }
-  TESSEL_CHECK(!options.replicate_axis, "fully_shard(", module.type_name(),
-               "): replicate_axis is set but shard_axis is not; name both for HSDP");
+  if (options.replicate_axis) {  // replicate only (torch's replicate_with_fsdp, DDPMeshInfo)
+    FsdpMeshInfo info{.mesh = mesh, .shard_axis = FsdpMeshInfo::kNoShardAxis,
+                      .replicate_axis = check_free(*options.replicate_axis, "replicate_axis")};
+    const comm::ProcessGroupPtr& group = info.replicate_group();
+    info.self_group = group->CachedSubgroup("fully_shard.self", [&] {
+      comm::ProcessGroupPtr self = group->NewGroupAmongMembers({group->rank()});
+      self->set_name(group->name() + ".self");
+      return self;
+    });
+    return info;
+  }
   std::vector<int> free_axes;
   for (int a = 0; a < mesh.ndim(); ++a) {
     const std::string& name = mesh.axis_names()[static_cast<size_t>(a)];
@@ -253,7 +262,7 @@ std::optional<int64_t> ResolveReshardAfterForward(FullyShardOptions& opts, const
                "is set both as a bool and as a size (", r, "); set one");
   TESSEL_CHECK(r >= 1 && r <= w && w % r == 0, "fully_shard(", module.type_name(), "): if passing ",
                "reshard_after_forward as an int, it should be a factor of ", w, " (the size of shard axis '",
-               mesh_info.mesh.axis_names()[static_cast<size_t>(mesh_info.shard_axis)], "' of ",
+               mesh_info.shard_axis_name(), "' of ",
                mesh_info.mesh.ToString(), "), not ", r);
   opts.reshard_after_forward = r > 1;
   if (r == 1 || r == w) return std::nullopt;
@@ -289,7 +298,7 @@ std::vector<int64_t> ResolveShardDims(const FullyShardOptions& opts, const FsdpM
                       ": FSDP does not support uneven sharding on dim ", dim, " (size ", size,
                       d != nullptr ? Str(" of its tensor-parallel local shape ", ShapeStr(local)) : std::string(),
                       ", world size ", w, " of shard axis '",
-                      mesh_info.mesh.axis_names()[static_cast<size_t>(mesh_info.shard_axis)],
+                      mesh_info.shard_axis_name(),
                       "'); only dim 0 may be uneven, as in PyTorch");
     dims[i] = dim;
   }

@@ -40,6 +40,9 @@
 //                                  too, 0 when no group reshards after forward
 //   HSDP                           plus one all-reduce on the replicate axis per reduce-scatter (none
 //                                  while SetRequiresAllReduce(false): the reduced shards are summed)
+//   replicate only                 (replicate_axis without shard_axis: torch's replicate_with_fsdp) no
+//                                  all-gather nor reduce-scatter (local copies); one all-reduce on the
+//                                  replicate axis per group in backward
 //   reshard_after_forward_size r   the backward all-gathers of the groups that keep post-forward pieces
 //   (1 < r < shard size)           run on "<shard axis>.post_forward", r consecutive ranks of the shard
 //                                  axis (created once per shard group), instead of the shard axis

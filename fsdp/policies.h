@@ -60,8 +60,10 @@ struct FullyShardOptions {
   // also applies to the root. Not with tensor-parallel parameters (kUnimplemented, as in PyTorch).
   std::optional<int64_t> reshard_after_forward_size;
   // The mesh axes FSDP uses, by name (fully_shard.h, "Meshes"). shard_axis: dim 0 is sharded over it;
-  // replicate_axis (HSDP): gradients are all-reduced over it. Axes named by neither are treated like
-  // tensor-parallel axes: plain parameters are replicated there and their gradients not reduced there.
+  // replicate_axis (HSDP): gradients are all-reduced over it; replicate_axis alone is torch's
+  // replicate_with_fsdp (DDP through FSDP: whole parameters, Replicate placements, gradients all-reduced).
+  // Axes named by neither are treated like tensor-parallel axes: plain parameters are replicated there and
+  // their gradients not reduced there.
   std::optional<std::string> shard_axis;
   std::optional<std::string> replicate_axis;
   MixedPrecisionPolicy mp_policy;

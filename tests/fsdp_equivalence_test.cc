@@ -126,6 +126,14 @@ TEST(FsdpEquivalenceTest, HsdpTwoByTwoMatchesOneRank) {
   ExpectRunsClose(got, Reference(), 1e-5);
 }
 
+// torch's replicate_with_fsdp: replicate_axis alone (whole parameters, gradients all-reduced) on 3 ranks.
+TEST(FsdpEquivalenceTest, ReplicateOnlyMatchesOneRank) {
+  const FullyShardOptions replicate{.replicate_axis = "replicate"};
+  const RunResult got = TrainFsdp(TinyGpt(), kSteps, kBatch, {.world = 3, .axis_names = {"replicate"},
+                                                              .block_options = replicate, .root_options = replicate});
+  ExpectRunsClose(got, Reference(), 1e-5);
+}
+
 TEST(FsdpEquivalenceTest, NoReshardAfterForwardMatchesOneRank) {
   FullyShardOptions keep;
   keep.reshard_after_forward = false;

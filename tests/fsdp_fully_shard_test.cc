@@ -315,6 +315,34 @@ TEST(FullyShardTest, HsdpReduceScattersOnShardAxisThenAllReducesOnReplicateAxis)
   });
 }
 
+// torch's replicate_with_fsdp (DDPMeshInfo): replicate_axis without shard_axis keeps whole parameters with
+// Replicate placements; nothing is communicated in forward (the all-gather is a local copy) and the backward
+// all-reduces each group's gradients once on the replicate axis, to the mean over the ranks.
+TEST(FullyShardTest, ReplicateOnlyAllReducesEachGroupOnceOnTheReplicateAxis) {
+  const nn::GPTConfig cfg = ThreeBlocks();
+  const auto want = ReferenceGrads(cfg, 1);
+  const FullyShardOptions replicate{.replicate_axis = "replicate"};
+  RunMesh(2, {2}, {"replicate"}, [&](comm::ProcessGroupPtr world, const dtensor::DeviceMesh& mesh) {
+    Generator gen(7);
+    nn::GPT gpt(cfg, gen);
+    WrapGpt(gpt, mesh, replicate, replicate);
+    for (auto& [fqn, p] : gpt.NamedParameters()) {
+      SCOPED_TRACE(fqn);
+      const dtensor::DTensor d(p);
+      EXPECT_EQ(dtensor::PlacementsToString(d.placements()), "[R]");
+      EXPECT_EQ(d.local_shape(), p.sizes());
+    }
+    comm::CommTracer fwd;
+    Tensor loss = LocalLoss(gpt, cfg, 0, world->rank(), 2);
+    EXPECT_EQ(fwd.Total(), 0) << fwd.Summary();
+    comm::CommTracer bwd;
+    Backward(loss);
+    EXPECT_EQ(bwd.Count(CollectiveKind::kAllReduce, "replicate"), 4) << bwd.Summary();
+    EXPECT_EQ(bwd.Total(), 4) << bwd.Summary();
+    ExpectShardedGradsEqual(gpt, want, 1e-5);
+  });
+}
+
 // PyTorch's set_requires_all_reduce(False) for HSDP gradient accumulation: the first micro-batch only
 // reduce-scatters (no all-reduce, no .grad), the second reduce-scatters, adds the first's reduced shards and
 // all-reduces once: .grad is the two micro-batches' summed gradient of one rank on the whole batches.

@@ -206,3 +206,119 @@ def test_composable_checkpoint_errors_are_torchs():
         checkpoint(make(0), use_reentrant=True)
     with pytest.raises(ValueError, match="Unexpected keyword arguments: foo"):
         checkpoint(make(0), foo=1)
+
+
+class Blocks(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList([Net(), Net()])
+
+    def forward(self, x):
+        h = self.layers[0](x)
+        return self.layers[1](tessel.cat([h, h], dim=1))
+
+
+def make_blocks(seed):
+    blocks = Blocks()
+    with tessel.no_grad():
+        for i, p in enumerate(blocks.parameters()):
+            p.copy_(((tessel.arange(p.numel(), dtype=tessel.float32).reshape(p.shape) * 0.37 + i) % 1.3 - 0.6)
+                    * (seed + 1))
+    return blocks
+
+
+def blocks_local_grads(rank, steps=1):
+    model = make_blocks(0)
+    for _ in range(steps):
+        model(batch(rank)).pow(2).sum().backward()
+    return [p.grad.clone() for p in model.parameters()]
+
+
+def test_replicate_with_fsdp_keeps_whole_replicated_parameters_and_averages_gradients():
+    from tessel.distributed._composable.replicate_with_fsdp import ReplicateModule
+    from tessel.distributed._composable.replicate_with_fsdp import replicate as replicate_fsdp
+    from tessel.distributed.device_mesh import init_device_mesh
+    from tessel.distributed.fsdp import FSDPModule
+
+    def run(r):
+        mesh = init_device_mesh("cpu", (2,), mesh_dim_names=("dp",))
+        model = make_blocks(0)
+        for block in model.layers:
+            replicate_fsdp(block, mesh=mesh)
+        replicate_fsdp(model, mesh=mesh)
+        w = model.layers[0].a.weight
+        seen = (type(model).__name__, type(model.layers[0]).__name__, isinstance(model, ReplicateModule),
+                isinstance(model, FSDPModule), list(_get_registry(model)), str(w.placements), tuple(w.to_local().shape),
+                list(model.state_dict())[:2])
+        model(batch(r)).pow(2).sum().backward()
+        mean = [p.grad.full_tensor() for p in model.parameters()]
+        for p in model.parameters():
+            p.grad = None
+        model.set_requires_gradient_sync(False)  # accumulate locally, then one synced backward
+        model(batch(r)).pow(2).sum().backward()
+        local_none = all(p.grad is None for p in model.parameters())
+        model.set_requires_gradient_sync(True)
+        for m in model.modules():
+            if isinstance(m, FSDPModule):
+                m.set_gradient_divide_factor(1.0)  # torchtitan's: summed, not averaged
+        model(batch(r)).pow(2).sum().backward()
+        return seen, mean, local_none, [p.grad.full_tensor() for p in model.parameters()]
+
+    out = on_two_ranks(run)
+    per_rank = {r: blocks_local_grads(r) for r in (0, 1)}
+    for seen, mean, local_none, summed in out.values():
+        assert seen == ("ReplicateBlocks", "ReplicateNet", True, True, ["replicate"], "(Replicate(),)", (3, 4),
+                        ["layers.0.a.weight", "layers.0.a.bias"])
+        assert_close(mean, [(g0 + g1) / 2 for g0, g1 in zip(per_rank[0], per_rank[1])])
+        assert local_none  # as torch: the unsynced backward leaves .grad unset until the synced one
+        assert_close(summed, [2 * (g0 + g1) for g0, g1 in zip(per_rank[0], per_rank[1])])
+
+
+def test_replicate_with_fsdp_trains_as_one_process_with_sgd():
+    from tessel.distributed._composable.replicate_with_fsdp import replicate as replicate_fsdp
+
+    def run(r):
+        model = make_blocks(0)
+        for block in model.layers:
+            replicate_fsdp(block)  # the default mesh: the world, dim "replicate"
+        replicate_fsdp(model)
+        opt = tessel.optim.SGD(model.parameters(), lr=0.05)
+        for _ in range(3):
+            model(batch(r)).pow(2).sum().backward()
+            opt.step()
+            opt.zero_grad()
+        return model.layers[1].b.weight.device_mesh.mesh_dim_names, [p.full_tensor() for p in model.parameters()]
+
+    out = on_two_ranks(run)
+    ref = make_blocks(0)
+    opt = tessel.optim.SGD(ref.parameters(), lr=0.05)
+    for _ in range(3):
+        ((ref(batch(0)).pow(2).sum() + ref(batch(1)).pow(2).sum()) / 2).backward()
+        opt.step()
+        opt.zero_grad()
+    for names, params in out.values():
+        assert names == ("replicate",)
+        for got, want in zip(params, ref.parameters()):
+            assert tessel.allclose(got, want.detach(), rtol=1e-5, atol=1e-6)
+
+
+def test_replicate_with_fsdp_errors_are_torchs():
+    from tessel.distributed._composable.replicate_with_fsdp import replicate as replicate_fsdp
+    from tessel.distributed.device_mesh import init_device_mesh
+    from tessel.distributed.fsdp import DataParallelMeshDims
+
+    def run(r):
+        sharded = make(0)
+        fully_shard(sharded)
+        with pytest.raises(RuntimeError, match=r"Cannot apply `replicate\(\)` on a Module already managed by "):
+            replicate_fsdp(sharded)
+        mesh = init_device_mesh("cpu", (1, 2), mesh_dim_names=("a", "b"))
+        with pytest.raises(ValueError, match="replicate expects a 1D DeviceMesh but got"):
+            replicate_fsdp(make(0), mesh=mesh)
+        with pytest.raises(ValueError, match=r"replicate\(\) with dp_mesh_dims requires replicate-only dims"):
+            replicate_fsdp(make(0), mesh=mesh, dp_mesh_dims=DataParallelMeshDims(shard="b"))
+        plain = make(0)
+        fully_shard(plain, mesh=mesh, dp_mesh_dims=DataParallelMeshDims(replicate="b"))  # torch's DDPMeshInfo
+        return str(plain.a.weight.placements)
+
+    assert set(on_two_ranks(run).values()) == {"(Replicate(), Replicate())"}

@@ -75,13 +75,11 @@ def _mesh_axes(dp_mesh_dims, shard_axis, replicate_axis):
     if shard_axis is not None or replicate_axis is not None:
         raise ValueError("fully_shard: give dp_mesh_dims or shard_axis / replicate_axis, not both")
     shard, replicate = dp_mesh_dims.shard_names, dp_mesh_dims.replicate_names
-    if not shard:
-        raise NotImplementedError("fully_shard(dp_mesh_dims=DataParallelMeshDims(replicate=%r)) without a shard dim "
-                                  "(DDP on the mesh) is not supported; use tessel.distributed.replicate" % (replicate,))
     if len(shard) > 1 or len(replicate) > 1:
         raise NotImplementedError("fully_shard: dp_mesh_dims with several shard or replicate dims (%r, %r) would be "
                                   "flattened into one; pass a mesh with one dim for each" % (shard, replicate))
-    return shard[0], replicate[0] if replicate else None
+    # replicate dims only: torch's DDPMeshInfo (whole parameters, gradients all-reduced)
+    return shard[0] if shard else None, replicate[0] if replicate else None
 
 
 def _c_policies(mp_policy, offload_policy):
@@ -342,21 +340,23 @@ def register_fsdp_forward_method(module, method_name):
     module.__dict__[method_name] = wrapped
 
 
-def _become_fsdp_module(module):
-    """torch's class swap: a Python-defined module becomes an instance of FSDPModule; a C++ layer gets its
-    methods on the instance."""
+def _become_fsdp_module(module, mixin=None, prefix="FSDP"):
+    """torch's class swap: a Python-defined module becomes an instance of `mixin` (FSDPModule, or a subclass:
+    replicate_with_fsdp's ReplicateModule) under the class name prefix + its own; a C++ layer gets its methods on
+    the instance."""
+    mixin = mixin or FSDPModule
     cls = type(module)
     # NOTE: only Python-defined modules change class: a Python subclass of a C++ layer class (which has
     # py::dynamic_attr) would leak through pybind11 2.10's double GC visit (bindings/nn_py.cc). C++ layers
     # keep their class; their FSDP state is reached with _C._fsdp_state.
     if module._has_python_forward and not issubclass(cls, FSDPModule):
-        if cls not in _classes:
+        if (cls, mixin) not in _classes:
             base = type(cls)
             if base not in _metas:  # FSDPModule's metaclass and the class's own (pybind11's)
                 _metas[base] = type("_FSDP" + base.__name__, (_FSDPModuleMeta, base), {})
             meta = _metas[base]
-            _classes[cls] = meta("FSDP" + cls.__name__, (FSDPModule, cls), {"__module__": cls.__module__})
-        module.__class__ = _classes[cls]
+            _classes[cls, mixin] = meta(prefix + cls.__name__, (mixin, cls), {"__module__": cls.__module__})
+        module.__class__ = _classes[cls, mixin]
     elif not module._has_python_forward:
         # A C++ layer: the methods on the instance (isinstance(m, FSDPModule) holds through _FSDPModuleMeta).
         import types
