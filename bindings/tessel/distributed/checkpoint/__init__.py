@@ -25,6 +25,7 @@ writes tessel's checkpoint in that format for torch.
 import concurrent.futures
 import os
 import pickle
+import re
 import threading
 
 from ... import _C
@@ -84,6 +85,33 @@ def _flatten(sd, prefix, out):
             raise ValueError("duplicated flatten key %s" % key)
         out[key] = _leaf(key, v)
     return out
+
+
+_PARAM_GROUP_LIST = re.compile(r"(^|\.)param_groups\.\d+\.params$")
+
+
+def _merge_param_group_lists(flat, world):
+    """An optimizer state dict's param_groups[i]["params"] (its parameters' FQNs) differs across ranks that hold
+    different parts of a model (pipeline stages): every rank saves the union of the ranks' lists, in rank order,
+    so the one value a key keeps names each rank's parameters and any of them resumes from it (the loader takes
+    the group holding one of its parameters, as torch's). torch saves one rank's list instead; tessel refuses
+    any other value that differs across ranks. Collective over `world` (every rank calls it, whatever it
+    holds)."""
+    if world is None or world.size == 1:
+        return flat
+    mine = {k: _restore(None, v) for k, v in flat.items() if _PARAM_GROUP_LIST.search(k)}
+    gathered = [None] * world.size
+    from .._object_collectives import all_gather_object
+    all_gather_object(gathered, {k: v for k, v in mine.items() if isinstance(v, list)}, group=world)
+    for key in mine:
+        lists = [g[key] for g in gathered if key in g]
+        if all(x == lists[0] for x in lists):
+            continue
+        union = []
+        for x in lists:
+            union.extend(f for f in x if f not in union)
+        flat[key] = _leaf(key, union)
+    return flat
 
 
 def _restore(old, new):
@@ -299,9 +327,14 @@ def save(state_dict, *, checkpoint_id=None, storage_writer=None, planner=None, p
         exists = any(os.path.exists(os.path.join(path, name)) for name in ("metadata.json", ".metadata"))
         api._raise_agreed("save", RuntimeError("Checkpoint already exists and overwrite=False: %s" % path)
                           if exists else None, world, _rank(world))
+    error, flat = None, {}
     try:
         flat = _flatten(_stateful_to_state_dict(state_dict), "", {})
     except Exception as e:  # noqa: BLE001 (the peers learn it in the save's plan exchange, then agree)
+        error = e
+    flat = _merge_param_group_lists(flat, world)  # collective: a rank whose flattening failed takes part too
+    if error is not None:
+        e = error
         try:
             _C._dcp_save({}, path, world, local_error="%s: %s" % (type(e).__name__, e))
         except Exception:  # noqa: BLE001 (it fails by design; this rank reports its own exception)
@@ -407,8 +440,16 @@ def _async_save(state_dict, checkpoint_id, storage_writer, planner, process_grou
     saver = cache.get(id(world))
     if saver is None:
         saver = cache[id(world)] = (world, _C._AsyncSaver(world))
+    error, flat = None, {}
     try:
-        cpp_future = saver[1].save(_flatten(_stateful_to_state_dict(state_dict), "", {}), path)
+        flat = _flatten(_stateful_to_state_dict(state_dict), "", {})
+    except Exception as e:  # noqa: BLE001 (reported below, after the collective merge every rank takes part in)
+        error = e
+    flat = _merge_param_group_lists(flat, world)
+    try:
+        if error is not None:
+            raise error
+        cpp_future = saver[1].save(flat, path)
     except Exception as e:  # noqa: BLE001 (planning failed: through the future, as torch's planning in its thread)
         future = concurrent.futures.Future()
         try:

@@ -98,14 +98,22 @@ def unflatten(model, opts, flat):
 
 
 def load(model, opts, sd, optimizer_fqns):
-    """Loads a nested dict into `opts`: each parameter's state into the optimizer that holds it (state for a
-    parameter no optimizer holds is a ValueError naming it), then each saved param group's options into the
-    group holding its first parameter (the hyperparameters of a C++ optimizer with its state)."""
+    """Loads a nested dict into `opts`, taking their part of it as torch's _split_optim_state_dict does (the dict
+    may be a superset: a whole model's, loaded into one pipeline stage's optimizer): each parameter's state into
+    the optimizer that holds it, state of parameters no optimizer holds left out, and each saved param group's
+    options into the group holding the first of its parameters that one of them holds (a group holding none
+    is left out). A dict whose state, or whose param groups, name none of the optimizers' parameters while they
+    have some is a ValueError naming a few (a model prefix that does not match, e.g. "module.", would load
+    nothing)."""
     owner = {f: i for i, opt in enumerate(opts) for f in optimizer_fqns(model, opt)}
     parts = [{} for _ in opts]
-    for fqn, entries in sd.get("state", {}).items():
+    state = sd.get("state", {})
+    if state and owner and not any(fqn in owner for fqn in state):
+        raise ValueError("set_optimizer_state_dict: the state names none of the optimizer's parameters (saved: %s; "
+                         "the optimizer's: %s)" % (sorted(state)[:3], sorted(owner)[:3]))
+    for fqn, entries in state.items():
         if fqn not in owner:
-            raise ValueError("set_optimizer_state_dict: the state of '%s' names no parameter of the optimizer" % fqn)
+            continue  # another stage's (or optimizer's) parameter
         if entries and "step" not in entries:  # torch's SGD: a saved momentum buffer means the parameter stepped
             parts[owner[fqn]][_STEP + fqn] = 1
         for name, v in entries.items():
@@ -114,21 +122,22 @@ def load(model, opts, sd, optimizer_fqns):
             else:
                 parts[owner[fqn]]["%s%s.%s" % (_STATE, fqn, name)] = v
     saved_groups = [[] for _ in opts]
-    for g in sd.get("param_groups", []):
-        fqns = list(g.get("params", []))
-        if fqns and fqns[0] not in owner:
-            raise ValueError("set_optimizer_state_dict: the param group of %s names no parameter of the optimizer"
-                             % fqns[:3])
-        if fqns:
-            saved_groups[owner[fqns[0]]].append(g)
+    named = [g for g in sd.get("param_groups", []) if g.get("params")]
+    for g in named:
+        held = next((f for f in g["params"] if f in owner), None)
+        if held is not None:
+            saved_groups[owner[held]].append((held, g))
+    if named and owner and not any(saved_groups):
+        raise ValueError("set_optimizer_state_dict: the param groups name none of the optimizer's parameters (saved: "
+                         "%s; the optimizer's: %s)" % (named[0]["params"][:3], sorted(owner)[:3]))
     for opt, part, saved in zip(opts, parts, saved_groups):
         if isinstance(opt, _C.Optimizer):
-            for g in saved:
+            for _, g in saved:
                 part.update({_HYPER + k: float(v) for k, v in g.items()
                              if k != "params" and isinstance(v, numbers.Real) and not isinstance(v, bool)})
             _C._set_optimizer_state_dict(model, opt, part)
             continue
         opt._set_checkpoint_state(model, part)
         group_of = {f: gi for gi, fqns in enumerate(opt._model_fqns(model)) for f in fqns}
-        for g in saved:
-            opt.param_groups[group_of[g["params"][0]]].update({k: v for k, v in g.items() if k != "params"})
+        for held, g in saved:
+            opt.param_groups[group_of[held]].update({k: v for k, v in g.items() if k != "params"})
