@@ -222,10 +222,10 @@ void BindMesh(py::module_& m) {
       })
       .def("_flattened_names", &dtensor::DeviceMesh::FlattenedNames)
       .def_property_readonly("device_type", [](const dtensor::DeviceMesh&) { return "cpu"; })  // the Python face's
-      // torch's DeviceMesh.mesh: the global ranks laid out in the mesh's shape (an int64 tensor).
+      // torch's DeviceMesh.mesh: the global ranks laid out in the mesh's shape (int32, as torch's torch.int).
       .def_property_readonly("mesh", [](const dtensor::DeviceMesh& d) {
         const std::vector<int>& ranks = d.topology().ranks();
-        return FromVector(std::vector<int64_t>(ranks.begin(), ranks.end()), std::span<const int64_t>(d.shape()));
+        return FromVector(std::vector<int32_t>(ranks.begin(), ranks.end()), std::span<const int64_t>(d.shape()));
       })
       .def("get_all_groups", [](const dtensor::DeviceMesh& d) {
         std::vector<comm::ProcessGroupPtr> groups;

@@ -333,11 +333,11 @@ def test_mesh_and_group_torch_spellings():
         mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
         g = mesh.get_group("tp")
         got[world.rank] = (mesh.device_type, mesh.mesh.tolist(), [x.size for x in mesh.get_all_groups()], g.rank(),
-                           g.size(), g.rank == g.rank(), world.size() * 10, g.group_name == g.name)
+                           g.size(), g.rank == g.rank(), world.size() * 10, g.group_name == g.name, mesh.mesh.dtype)
 
     tessel.run_ranks(4, rank_fn)
     for r in range(4):
-        assert got[r] == ("cpu", [[0, 1], [2, 3]], [2, 2], r % 2, 2, True, 40, True)
+        assert got[r] == ("cpu", [[0, 1], [2, 3]], [2, 2], r % 2, 2, True, 40, True, tessel.int32)  # torch.int
 
 
 def test_device_mesh_constructor_with_any_rank_layout():
