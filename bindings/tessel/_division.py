@@ -8,6 +8,7 @@ import builtins
 import numpy as np
 
 from . import _C, _dtypes
+from ._dtensor_compose import aligned
 from ._extra import TENSOR_METHODS, TORCH_FUNCTIONS, Tensor, _tensor, trunc
 from ._tensor import _on_pieces
 
@@ -128,15 +129,48 @@ def fmod(input, other):
     return _with_gradient(value, a, b, trunc(a.detach() / b.detach()))
 
 
+@aligned
 def floor_divide(input, other):
     """floor(a / b) as torch computes it (torch.floor_divide rounds down since 1.13): from the exact fmod, so
-    3.0 // 0.3f is 9 as in torch and Python; integers stay integers. No gradient (zero), as torch."""
+    3.0 // 0.3f is 9 as in torch and Python; integers stay integers. Of tensors that require grad the result
+    requires grad, and its backward raises torch's "derivative for aten::floor_divide is not implemented"
+    (div(rounding_mode="floor") has a zero gradient instead)."""
+    with _C._GradMode(False):
+        value = _floor_divide(input, other)
+    inputs = [t for t in (input, other) if isinstance(t, Tensor) and t.requires_grad]
+    if inputs and _C.is_grad_enabled() and value.dtype.is_floating_point:
+        return _no_derivative("floor_divide").apply(value, *inputs)
+    return value
+
+
+_NO_DERIVATIVE = {}
+
+
+def _no_derivative(op):
+    """An autograd Function that passes its first argument through and whose backward raises torch's error for
+    an op without a derivative."""
+    if op not in _NO_DERIVATIVE:
+        from .autograd import Function
+
+        class NoDerivative(Function):
+            @staticmethod
+            def forward(ctx, value, *inputs):
+                return value.clone()
+
+            @staticmethod
+            def backward(ctx, grad):
+                raise RuntimeError("derivative for aten::%s is not implemented" % op)
+        _NO_DERIVATIVE[op] = NoDerivative
+    return _NO_DERIVATIVE[op]
+
+
+def _floor_divide(input, other):
     if _is_int(input) and _is_int(other):
         return _int_host(input, other, np.floor_divide, "floor_divide")
     a, b = _float_operands(input, other)
     if a.dtype in _REDUCED:  # torch's kernel: in float32 (a divisor number at float32 precision; a dividend
         # number is rounded to the tensor's dtype), one rounding at the end
-        return floor_divide(_float32(input if isinstance(input, Tensor) else a), _float32(other)).to(a.dtype)
+        return _floor_divide(_float32(input if isinstance(input, Tensor) else a), _float32(other)).to(a.dtype)
     a, b = a.detach(), b.detach()
     return _floor_div_value(a, b, _fmod_value(a, b))
 

@@ -78,3 +78,41 @@ def wrap_all(table):
         if inspect.isfunction(fn) and not getattr(fn, "_tessel_composed", False):
             table[name] = composed(fn)
     return table
+
+
+def _aligned_args(args):
+    """aligned's arguments: each DTensor's Partial mesh dims reduced (Replicate), and the DTensors of the first
+    one's shape on its placements, each moved by one redistribute."""
+    lead = next((a for a in args if isinstance(a, _Tensor) and a.is_distributed), None)
+    if lead is None:
+        return args
+    from .distributed.tensor import Replicate
+
+    def reduced(placements):
+        return tuple(Replicate() if p.is_partial() else p for p in placements)
+
+    target = reduced(lead.placements)
+    out = []
+    for a in args:
+        if isinstance(a, _Tensor) and a.is_distributed:
+            want = target if tuple(a.shape) == tuple(lead.shape) and a.device_mesh == lead.device_mesh \
+                else reduced(a.placements)
+            if tuple(want) != tuple(a.placements):
+                a = a.redistribute(a.device_mesh, want)
+        out.append(a)
+    return tuple(out)
+
+
+def aligned(fn):
+    """For a function composed of several sub-ops that each read its tensor arguments (atan2, maximum, lerp,
+    softplus, ...): on DTensor arguments, their layouts are made to agree once, before the sub-ops run (Partial
+    mesh dims all-reduced, since the sub-ops are not linear; arguments of the first DTensor's shape moved to its
+    placements), so no sub-op redistributes an argument again. Without it each sub-op redistributed the same
+    input: atan2 of an S(0) and an S(1) tensor ran 7 all-to-alls forward and 102 backward (torch: 1 and 2), of a
+    Partial 38 all-reduces. Positional tensor arguments only; the rest pass through."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        if any(isinstance(a, _Tensor) and a.is_distributed for a in args):
+            args = _aligned_args(args)
+        return fn(*args, **kwargs)
+    return wrapper

@@ -17,6 +17,7 @@ import numpy as np
 from . import _C, _dtypes
 from ._autocast_policy import float32_under_autocast as _float32_under_autocast_early
 from ._autocast_policy import lower_precision_under_autocast as _lower_under_autocast
+from ._dtensor_compose import aligned
 from ._inplace import honours_inplace
 from ._tensor import (Tensor, _host_numpy, bernoulli, exponential_, random_, tensor as _tensor, wrap_dim,
                       zero_dim_as_vector, zeros as _zeros)
@@ -48,10 +49,12 @@ def _pick(a, b, first):
     return w(isnan(a), a, w(isnan(b), b, w(a == b, tie, w(first, a, b))))
 
 
+@aligned
 def minimum(a, b):
     return _pick(a, b, a < b) if isinstance(b, Tensor) else a.clamp(max=b)
 
 
+@aligned
 def maximum(a, b):
     return _pick(a, b, a > b) if isinstance(b, Tensor) else a.clamp(min=b)
 
@@ -64,6 +67,7 @@ def reciprocal(x):
     return 1.0 / _floating(x)
 
 
+@aligned
 def lerp(a, b, weight):
     """torch's formula: a + w (b - a) for |w| < 0.5, else b - (b - a)(1 - w), so w = 1 gives b exactly (1e30 to
     1 at w = 1 gave 0) and a large w does not overflow early."""
@@ -93,6 +97,7 @@ def _softplus1(z):
     return w(pos, -z, z).exp().log1p() + w(pos, z, _C._full([], 0.0, z.dtype))
 
 
+@aligned
 def softplus(x, beta=1.0, threshold=20.0):
     """log(1 + exp(beta·x)) / beta, linear above threshold (torch's)."""
     z = x * beta
@@ -282,6 +287,7 @@ def softmin(x, dim=None, _stacklevel=3, dtype=None):
     return _C._functional.softmax(-x, dim, 3, dtype)
 
 
+@aligned
 def sign(x):
     if x.dtype == _dtypes.bool:
         return x.clone()
@@ -978,6 +984,50 @@ def histc(input, bins=100, min=0, max=0):
 _prod_autocast = _float32_under_autocast(prod)  # torch's CPU autocast float32 list has prod
 TORCH_FUNCTIONS.update(prod=_prod_autocast, meshgrid=meshgrid, tensor_split=tensor_split, kron=kron, unique=unique,
                        bincount=bincount, searchsorted=searchsorted, bucketize=bucketize, isin=isin, histc=histc)
+_masked_fill_cpp = Tensor.masked_fill
+
+
+def masked_fill(x, mask, value):
+    """Tensor.masked_fill; a 0-d tensor value that requires grad gets the gradient of the filled places (a
+    where), as torch's (it was read as a number: no gradient)."""
+    if isinstance(value, Tensor) and value.requires_grad and _C.is_grad_enabled():
+        if value.dim() != 0:
+            raise RuntimeError("masked_fill_ only supports a 0-dimensional value tensor, but got tensor with %d "
+                               "dimension(s)." % value.dim())
+        if mask.dtype != _dtypes.bool:
+            raise RuntimeError("masked_fill_ only supports boolean masks, but got mask with dtype %s"
+                               % _c_type(mask.dtype))
+        return _C._functional.where(mask, value.to(x.dtype), x)
+    return _masked_fill_cpp(x, mask, value)
+
+
+TENSOR_METHODS.update(masked_fill=masked_fill)
+_split_cpp, _chunk_cpp = Tensor.split, Tensor.chunk
+
+
+def _whole_along(x, dim):
+    """x, or a DTensor sharded along dim gathered along it once (Replicate on those mesh dims), so that every
+    piece of a split is a local view: each piece gathered the tensor again (chunk(3) of an S(1) tensor: three
+    all-gathers; torch: one)."""
+    if not x.is_distributed or x.ndim == 0:
+        return x
+    d = wrap_dim(dim, x.ndim)
+    from .distributed.tensor import Replicate
+    want = tuple(Replicate() if p.is_shard() and p.dim % x.ndim == d else p for p in x.placements)
+    return x if want == tuple(x.placements) else x.redistribute(x.device_mesh, want)
+
+
+def split(x, *args, **kwargs):  # (split_size, dim=0), torch's keywords included
+    dim = kwargs.get("dim", args[1] if len(args) > 1 else 0)
+    return _split_cpp(_whole_along(x, dim), *args, **kwargs)
+
+
+def chunk(x, *args, **kwargs):  # (chunks, dim=0)
+    dim = kwargs.get("dim", args[1] if len(args) > 1 else 0)
+    return _chunk_cpp(_whole_along(x, dim), *args, **kwargs)
+
+
+TENSOR_METHODS.update(split=split, chunk=chunk)
 TENSOR_METHODS.update(prod=_prod_autocast, tensor_split=tensor_split, kron=kron, unique=unique, bincount=bincount,
                       histc=histc)
 

@@ -147,15 +147,27 @@ def mul(input, other):
 
 def div(input, other, *, rounding_mode=None):
     """torch.div / divide / Tensor.div: true division (integers give the default dtype), or rounded: "trunc" towards
-    zero, "floor" towards -inf (integers stay integers, exactly)."""
+    zero, "floor" towards -inf (integers stay integers, exactly). A rounded quotient of tensors that require grad
+    requires grad too, with a zero gradient, as torch's."""
     if rounding_mode is None:
         return input / other
+    if rounding_mode not in ("floor", "trunc"):
+        raise ValueError("div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '%s'"
+                         % rounding_mode)
+    from ._dtensor_compose import _aligned_args
+    input, other = _aligned_args((input, other))  # DTensors: each moved once, not by every sub-op (aligned)
+    with _C._GradMode(False):
+        value = _rounded_div(input, other, rounding_mode)
+    for t in (input, other):
+        if isinstance(t, Tensor) and t.requires_grad and _C.is_grad_enabled():
+            value = _C._functional.where(_C._full([], 0.0, _dtypes.bool), t, value)  # t's gradient: zeros
+    return value
+
+
+def _rounded_div(input, other, rounding_mode):
     if rounding_mode == "floor":
         return input.floor_divide(other) if isinstance(input, Tensor) else _as_operand(input, other).floor_divide(
             other)
-    if rounding_mode != "trunc":
-        raise ValueError("div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '%s'"
-                         % rounding_mode)
     a = input if isinstance(input, Tensor) else _as_operand(input, other)
     b = other if isinstance(other, Tensor) else _as_operand(other, a)
     if a.dtype in _dtypes.REDUCED and a.dim() > 0 and b.dim() == 0 and b.dtype in (

@@ -23,6 +23,7 @@ import functools
 import math
 
 from . import _C
+from ._dtensor_compose import aligned
 
 _F64 = _C.dtype.float64
 
@@ -93,6 +94,7 @@ def atan(x):
     return _where(big, x.sign() * (math.pi / 2) - _atan_small(inv), _where(x == 0.0, x, small))  # keeps -0.0
 
 
+@aligned
 def atan2(y, x):
     """The angle of (x, y) in [-pi, pi], C's quadrants: atan2(±0, x < 0 or -0) = ±pi (the signs of zeros
     count), atan2(y != 0, ±0) = ±pi/2, atan2(±inf, ±inf) = ±pi/4 or ±3pi/4, NaN in either gives NaN."""
