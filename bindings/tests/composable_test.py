@@ -322,3 +322,31 @@ def test_replicate_with_fsdp_errors_are_torchs():
         return str(plain.a.weight.placements)
 
     assert set(on_two_ranks(run).values()) == {"(Replicate(), Replicate())"}
+
+
+def test_ddp_takes_torch_2_15_arguments_and_private_methods():
+    from tessel.distributed.algorithms.ddp_comm_hooks import default_hooks
+    from tessel.nn.parallel.distributed import DistributedDataParallel  # torch's module path
+
+    class Builtin:  # torch's dist.BuiltinCommHookType members carry their names
+        name = "FP16_COMPRESS"
+
+    def run(r):
+        m = make(0)
+        ddp = DistributedDataParallel(m, init_sync=True, forward_sync_buffers=True, skip_all_reduce_unused_params=False,
+                                      bucket_cap_mb_list=[1, 2], batched_grad_copy=True, lazy_bucket_allocation=True)
+        ddp._set_static_graph()
+        ddp._register_builtin_comm_hook(Builtin())
+        ddp(batch(r)).sum().backward()
+        seq = nn.Sequential(make(0), nn.ReLU(), make(1))
+        replicate(seq)
+        head = seq[:1]  # a slice of a replicated Sequential is a plain Sequential, as torch's
+        return (ddp.static_graph, ddp._comm_hook[1] is default_hooks.fp16_compress_hook,
+                [p.grad.clone() for p in m.parameters()], type(head).__name__, len(head))
+
+    out = on_two_ranks(run)
+    per_rank = {r: local_grads(lambda y: y.sum(), r) for r in (0, 1)}
+    for static, fp16, grads, head_cls, head_len in out.values():
+        assert (static, fp16, head_cls, head_len) == (True, True, "Sequential", 1)
+        for g, w in zip(grads, [(g0 + g1) / 2 for g0, g1 in zip(per_rank[0], per_rank[1])]):
+            assert tessel.allclose(g, w, rtol=2e-3, atol=2e-3)  # through fp16 on the wire

@@ -1940,28 +1940,46 @@ def test_new_group_p2p_and_list_and_object_collectives_follow_torch_distributed(
 
 
 def test_distributed_data_parallel_broadcasts_buffers_from_the_first_rank():
-    # torch: rank 0's buffers at construction and, with broadcast_buffers (the default), before every forward.
+    # torch 2.15: rank 0's buffers at construction (not with the deprecated broadcast_buffers=False, which warns) and,
+    # with forward_sync_buffers (the default), before a forward whose previous forward synced (not after a no_sync
+    # or no_grad forward).
+    import warnings
     from tessel.nn.parallel import DistributedDataParallel as DDP
     seen = {}
 
     def rank_fn(world):
         dist.init_process_group()
         rank = dist.get_rank()
-        models = []
-        for broadcast in (True, False):
+        models, caught = [], []
+        for kwargs in ({}, {"broadcast_buffers": False}, {"forward_sync_buffers": False}):
             m = nn.Linear(2, 2)
             m.register_buffer("count", tessel.full([3], float(10 + rank)))
-            models.append(DDP(m, broadcast_buffers=broadcast))
-        at_construction = [ddp.module.count.numpy().tolist() for ddp in models]
-        assert at_construction == [[10.0] * 3, [10.0] * 3], (rank, at_construction)
+            with warnings.catch_warnings(record=True) as w:
+                warnings.simplefilter("always")
+                models.append(DDP(m, **kwargs))
+            caught.append([str(x.message)[:44] for x in w if issubclass(x.category, FutureWarning)])
+        at_construction = [ddp.module.count.tolist()[0] for ddp in models]
+        after = []
         for ddp in models:
             ddp.module.count.fill_(float(20 + rank))  # the ranks' buffers diverge after construction
             ddp(tessel.ones(1, 2))
-        seen[rank] = [ddp.module.count.numpy().tolist() for ddp in models]
+            after.append(ddp.module.count.tolist()[0])
+        ddp = models[0]
+        with ddp.no_sync():
+            ddp(tessel.ones(1, 2))
+        ddp.module.count.fill_(float(30 + rank))
+        ddp(tessel.ones(1, 2))  # follows an unsynced forward: no broadcast
+        skipped = ddp.module.count.tolist()[0]
+        ddp(tessel.ones(1, 2))
+        seen[rank] = (caught, at_construction, after, skipped, ddp.module.count.tolist()[0])
 
     tessel.run_ranks(2, rank_fn)
-    assert seen[0] == [[20.0] * 3, [20.0] * 3]
-    assert seen[1] == [[20.0] * 3, [21.0] * 3]  # without broadcast_buffers only the construction broadcast
+    for rank in (0, 1):
+        caught, at_construction, after, skipped, synced = seen[rank]
+        assert caught == [[], ["`broadcast_buffers` is deprecated. Use `forw"], []]
+        assert at_construction == [10.0, 10.0 + rank, 10.0]
+        assert after == [20.0, 20.0 + rank, 20.0 + rank]
+        assert (skipped, synced) == (30.0 + rank, 30.0)
 
 
 def test_distributed_data_parallel_trains_as_one_rank_on_the_whole_batch():

@@ -101,9 +101,11 @@ class DDP:
     """Mixed into the class of a module under replicate (torch's class of that name)."""
 
     def __new__(cls, *args, **kwargs):
-        # indexing a container under replicate builds the original class (torch's rule)
-        orig_cls = cls.__mro__[2]
-        return orig_cls.__new__(orig_cls, *args, **kwargs)
+        # a container under replicate sliced (type(self)(...)) builds the original class, as torch's
+        orig = cls.__mro__[2]
+        self = orig.__new__(orig, *args, **kwargs) if orig.__new__ is not object.__new__ else orig.__new__(orig)
+        self.__init__(*args, **kwargs)
+        return self
 
     def set_requires_gradient_sync(self, requires_gradient_sync):
         """Whether the next backwards average the gradients (False: they accumulate locally, as no_sync)."""

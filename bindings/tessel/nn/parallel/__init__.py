@@ -56,13 +56,36 @@ def _run_pending():
 
 
 class DistributedDataParallel(Module, _GroupJoinable):
-    def __init__(self, module, device_ids=None, output_device=None, dim=0, broadcast_buffers=True,
+    def __init__(self, module, device_ids=None, output_device=None, dim=0, broadcast_buffers=None, init_sync=True,
                  process_group=None, bucket_cap_mb=None, find_unused_parameters=False, check_reduction=False,
                  gradient_as_bucket_view=False, static_graph=False, delay_all_reduce_named_params=None,
-                 param_to_hook_all_reduce=None, mixed_precision=None, device_mesh=None):
+                 param_to_hook_all_reduce=None, mixed_precision=None, device_mesh=None,
+                 skip_all_reduce_unused_params=False, bucket_cap_mb_list=None, batched_grad_copy=False,
+                 forward_sync_buffers=None, lazy_bucket_allocation=False):
         super().__init__()
+        import warnings
         from ... import distributed as dist
         from ...distributed.device_mesh import DeviceMesh
+        # torch 2.15: broadcast_buffers is deprecated for forward_sync_buffers; broadcast_buffers=False also keeps
+        # the buffers out of the construction's sync, forward_sync_buffers=False does not
+        if broadcast_buffers is not None:
+            warnings.warn("Both `broadcast_buffers` and `forward_sync_buffers` were specified. `broadcast_buffers` is "
+                          "deprecated and its value is ignored when `forward_sync_buffers` is provided."
+                          if forward_sync_buffers is not None else
+                          "`broadcast_buffers` is deprecated. Use `forward_sync_buffers` instead. IMPORTANT: unlike "
+                          "`broadcast_buffers=False`, `forward_sync_buffers=False` still syncs buffers at init. If you "
+                          "rely on buffers NOT being synced at init (e.g. rank-local buffers), keep using "
+                          "`broadcast_buffers=False` until `init_sync_buffers` is available.", FutureWarning,
+                          stacklevel=2)
+        if forward_sync_buffers is not None:
+            self.forward_sync_buffers, init_sync_buffers = bool(forward_sync_buffers), True
+        else:
+            self.forward_sync_buffers = init_sync_buffers = broadcast_buffers is None or bool(broadcast_buffers)
+        # the reducer's options that change no value here: its buckets are allocated whole and copied per bucket
+        self.batched_grad_copy, self.lazy_bucket_allocation = batched_grad_copy, lazy_bucket_allocation
+        self.skip_all_reduce_unused_params = skip_all_reduce_unused_params  # (unused ones stay None, as torch's)
+        if bucket_cap_mb_list:  # torch's per-bucket caps: the largest bounds tessel's uniform buckets, as its first
+            bucket_cap_mb = max(bucket_cap_mb_list)
         if device_ids not in (None, []) and any(str(d) not in ("cpu", "-1") for d in device_ids):
             raise NotImplementedError("DistributedDataParallel(device_ids=%s): tessel's Python face runs on "
                                       "the CPU; pass no device_ids" % (device_ids,))
@@ -70,7 +93,7 @@ class DistributedDataParallel(Module, _GroupJoinable):
             process_group = device_mesh.get_group()
         self.module = module
         self.process_group = process_group if process_group is not None else dist._default_group("DDP")
-        self.broadcast_buffers = broadcast_buffers
+        self.require_forward_param_sync = True  # torch's: the next forward syncs the buffers (not after an unsynced one)
         self.find_unused_parameters = bool(find_unused_parameters)
         self.static_graph = bool(static_graph)
         # torch's static_graph finds the unused parameters in its first iteration and skips them after: here they
@@ -89,9 +112,11 @@ class DistributedDataParallel(Module, _GroupJoinable):
         if not cap_mb > 0:
             raise ValueError("DistributedDataParallel: bucket_cap_mb must be positive, got %s" % (bucket_cap_mb,))
         mesh = device_mesh if device_mesh is not None else DeviceMesh.from_group(self.process_group, "cpu")
-        # Broadcasts rank 0's parameters (one per bucket) and registers the gradient hooks.
+        # Broadcasts rank 0's parameters (one per bucket) and registers the gradient hooks. (init_sync=False, where
+        # the caller vouches the ranks' parameters are equal already: still broadcast, with the same values.)
         self._replicate = _C.replicate(module, mesh, max(1, int(cap_mb * 1024 * 1024)), self._detect_unused)
-        self._broadcast_from_first_rank(self._buffers_to_sync())
+        if init_sync and init_sync_buffers:
+            self._broadcast_from_first_rank(self._buffers_to_sync())
 
     def forward(self, *args, **kwargs):
         self._pre_forward()
@@ -115,12 +140,14 @@ class DistributedDataParallel(Module, _GroupJoinable):
             from ...distributed.algorithms.join import Join, _count
             Join.notify_join_context(self)
             _count(1 if sync else 0, self.process_group)
-        if self.broadcast_buffers and joining:  # torch: rank 0's buffers before each forward (under Join: a live rank's)
+        # torch: rank 0's buffers before a forward (under Join: a live rank's), unless the previous forward's backward
+        # was not to sync (no_sync, no_grad: require_forward_param_sync)
+        if self.forward_sync_buffers and joining:
             self._broadcast_buffers(active=True)
-        elif self.broadcast_buffers:
+        elif self.forward_sync_buffers and self.require_forward_param_sync:
             self._broadcast_from_first_rank(self._buffers_to_sync())
         self._replicate.set_requires_gradient_sync(sync and self._comm_hook is None)
-        self._sync_this_forward = sync
+        self._sync_this_forward = self.require_forward_param_sync = sync
 
     def _post_forward(self, out):
         """With a comm hook: marks the outputs so the backward that reaches them runs the hook."""
@@ -173,6 +200,33 @@ class DistributedDataParallel(Module, _GroupJoinable):
             raise NotImplementedError("DistributedDataParallel.join(divide_by_initial_world_size=False): the buckets "
                                       "always average over the initial world size")
         return _DDPJoinHook(self)
+
+    def _set_static_graph(self):
+        """torch's: the graph is the same every iteration (static_graph=True after construction)."""
+        if self.static_graph:
+            import warnings
+            warnings.warn("You've set static_graph to be True, no need to set it again.", stacklevel=2)
+            return
+        if self.find_unused_parameters:
+            import warnings
+            warnings.warn("You passed find_unused_parameters=true to DistributedDataParallel, `_set_static_graph` "
+                          "will detect unused parameters automatically, so you do not need to set "
+                          "find_unused_parameters=true, just be sure these unused parameters will not change during "
+                          "training loop while calling `_set_static_graph`.", stacklevel=2)
+        # (the reducer was built without the used-flags all-reduce: a parameter no rank uses gets a zero gradient
+        # here where static_graph=True at construction leaves it None)
+        self.static_graph = True
+        self._detect_unused = True
+
+    def _register_builtin_comm_hook(self, comm_hook_type):
+        """torch's built-in hooks by name: BuiltinCommHookType.ALLREDUCE (the default averaging, through the hook
+        path) or FP16_COMPRESS."""
+        from ...distributed.algorithms.ddp_comm_hooks import default_hooks
+        hooks = {"ALLREDUCE": default_hooks.allreduce_hook, "FP16_COMPRESS": default_hooks.fp16_compress_hook}
+        name = getattr(comm_hook_type, "name", str(comm_hook_type).rsplit(".", 1)[-1])
+        if name not in hooks:
+            raise ValueError("_register_builtin_comm_hook: unknown BuiltinCommHookType %r" % (comm_hook_type,))
+        self.register_comm_hook(None, hooks[name])
 
     def register_comm_hook(self, state, hook):
         """torch's DDP communication hook: after each synchronized backward, hook(state, bucket) gets each of the
@@ -240,7 +294,7 @@ class _DDPJoinHook:  # torch's JoinHook protocol (main_hook, post_hook)
         from ...distributed.algorithms.join import _count
         ddp = self.ddp
         sync = _count(0, ddp.process_group) > 0
-        if ddp.broadcast_buffers:
+        if ddp.forward_sync_buffers:
             ddp._broadcast_buffers(active=False)
         if not sync:
             return
