@@ -93,7 +93,8 @@ class DistributedDataParallel(Module, _GroupJoinable):
             process_group = device_mesh.get_group()
         self.module = module
         self.process_group = process_group if process_group is not None else dist._default_group("DDP")
-        self.require_forward_param_sync = True  # torch's: the next forward syncs the buffers (not after an unsynced one)
+        self.require_forward_param_sync = True  # torch's: the next forward syncs the buffers (not after an
+        # unsynced one)
         self.find_unused_parameters = bool(find_unused_parameters)
         self.static_graph = bool(static_graph)
         # torch's static_graph finds the unused parameters in its first iteration and skips them after: here they
