@@ -640,16 +640,40 @@ def _rewrap(x, local, shape):
     return _C.from_local(local, x.device_mesh, list(x.placements), list(shape), _contiguous_strides(shape), False)
 
 
+def by_index_pieces(x, index, select, shape, placements):
+    """select(x's whole local value, this rank's piece of index) as a DTensor laid out as `placements` (index's,
+    mapped to the output's dims), when x is replicated on index's mesh and index is sharded (no Partial): each rank
+    selects its own rows, no communication (torch's index_select / gather follow the index's sharding; they
+    all-gathered the index). x's gradient is each rank's part (Partial), reduced where x needs it. None
+    otherwise."""
+    from ._tensor import Tensor as _T, _contiguous_strides
+    if not (isinstance(index, _T) and index.is_distributed and isinstance(x, _T) and x.is_distributed) or \
+            index.device_mesh != x.device_mesh or not builtins.all(p.is_replicate() for p in x.placements) or \
+            builtins.any(p.is_partial() for p in index.placements) or \
+            builtins.all(p.is_replicate() for p in index.placements):
+        return None
+    from .distributed.tensor import Partial
+    local = select(x.to_local(grad_placements=[Partial()] * len(x.placements)), index.to_local())
+    return _C.from_local(local, x.device_mesh, list(placements), list(shape), _contiguous_strides(shape), False)
+
+
 def _gather(self, dim, index, *, sparse_grad=False):
     """torch.gather: out[i][j][k] = self[index[i][j][k]][j][k] for dim 0 (and so on), index no larger than
     self in the other dims. Two DTensors laid out alike, dim whole and the sharded dims of equal size, gather
-    on each rank's pieces (no communication, the layout kept)."""
+    on each rank's pieces (no communication, the layout kept); so does a replicated self with a sharded index
+    (the output laid out as the index, by_index_pieces)."""
     import numpy as np
     from ._tensor import Tensor as _T
     if isinstance(index, _T) and index.is_distributed and _whole_along(self, dim) and \
             index.device_mesh == self.device_mesh and tuple(index.placements) == tuple(self.placements) and \
             builtins.all(self.shape[p.dim] == index.shape[p.dim] for p in self.placements if isinstance(p, _SHARDS)):
         return _rewrap(self, _gather(self.to_local(), dim, index.to_local()), index.shape)
+    if isinstance(index, _T) and index.is_distributed and index.ndim == self.ndim and \
+            builtins.all(p.dim % index.ndim == dim % index.ndim for p in index.placements if p.is_shard()):
+        # (an index sharded along another dim would need self's matching rows: left to the general path)
+        out = by_index_pieces(self, index, lambda xl, il: _gather(xl, dim, il), index.shape, index.placements)
+        if out is not None:
+            return out
     idx = index.numpy() if isinstance(index, _T) else np.asarray(index)
     from ._tensor import wrap_dim
     dim = wrap_dim(dim, self.ndim)

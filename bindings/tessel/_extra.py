@@ -349,6 +349,7 @@ def cumsum(x, dim, dtype=None):
     dim = wrap_dim(dim, x.ndim)
     if x.ndim == 0:
         return x.clone()
+    x = _whole_along(x, dim)  # a DTensor sharded along dim: gathered once (each log step's shift gathered it again)
     n, out, shift = x.shape[dim], x, 1
     while shift < n:
         shape = list(out.shape)
@@ -428,6 +429,14 @@ def index_select(x, dim, index):
     bad = _out_of_range(index, size)
     if bad is not None:  # negative indices included: torch does not wrap them here (they read other rows)
         raise IndexError("index out of range in self")
+    if isinstance(index, Tensor) and index.is_distributed:  # a replicated x, a sharded index: its rows per rank
+        from ._compat import by_index_pieces
+        from .distributed.tensor import Shard
+        shape = list(x.shape[:dim]) + [index.numel()] + list(x.shape[dim + 1:])
+        out = by_index_pieces(x, index, lambda xl, il: index_select(xl, dim, il.reshape(-1)), shape,
+                              [Shard(dim) if p.is_shard() else p for p in index.placements])
+        if out is not None:
+            return out
     return x[(builtins.slice(None),) * dim + (index.reshape(-1) if isinstance(index, Tensor) else list(index),)]
 
 

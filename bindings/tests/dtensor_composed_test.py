@@ -312,3 +312,36 @@ def test_masked_fill_with_a_tensor_value_and_rounded_division_keep_torchs_autogr
     assert q.requires_grad and q.tolist() == [1.0, -2.0]
     with pytest.raises(RuntimeError, match="derivative for aten::floor_divide is not implemented"):
         q.sum().backward()
+
+
+def test_a_sharded_index_selects_each_ranks_rows_without_communication():
+    """index_select / gather of a replicated tensor by an index sharded along the selected dim: each rank selects
+    its own rows (the output laid out as the index, as torch's; the index was all-gathered); the gradient reaches
+    the replicated input summed over the ranks. cumsum along a sharded dim gathers once (six times before)."""
+    from tessel.distributed.tensor.debug import CommDebugMode
+    x0, g0 = tessel.tensor(A), tessel.arange(35.0).reshape(7, 5)
+    rows, cols = [3, 0, 5, 2, 2, 1, 4], [[3, 0, 1, 4], [2, 2, 0, 1], [1, 1, 1, 0], [0, 3, 2, 2], [4, 4, 0, 1],
+                                          [1, 0, 3, 3]]
+
+    def body(mesh):
+        x = distribute_tensor(x0, mesh, [Replicate()]).requires_grad_(True)
+        idx = distribute_tensor(tessel.tensor(rows), mesh, [Shard(0)])
+        gidx = distribute_tensor(tessel.tensor(cols), mesh, [Shard(1)])
+        with CommDebugMode() as c:
+            y = tessel.index_select(x, 0, idx)
+            z = tessel.gather(x, 1, gidx)
+        (y * distribute_tensor(g0, mesh, [Shard(0)])).sum().backward()
+        s = distribute_tensor(x0, mesh, [Shard(1)])
+        with CommDebugMode() as c2:
+            cum = s.cumsum(1)
+        return (c.get_total_counts(), y.placements, z.placements, y.full_tensor(), z.full_tensor(),
+                x.grad.full_tensor(), c2.get_total_counts(), cum.full_tensor())
+
+    ref = x0.clone().requires_grad_(True)
+    (tessel.index_select(ref, 0, tessel.tensor(rows)) * g0).sum().backward()
+    for count, yp, zp, y, z, grad, count2, cum in on_two_ranks(body).values():
+        assert (count, yp, zp) == (0, (Shard(0),), (Shard(1),))
+        assert tessel.equal(y, tessel.index_select(x0, 0, tessel.tensor(rows)))
+        assert tessel.equal(z, tessel.gather(x0, 1, tessel.tensor(cols)))
+        assert tessel.allclose(grad, ref.grad)
+        assert count2 == 1 and tessel.allclose(cum, x0.cumsum(1))
