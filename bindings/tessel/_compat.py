@@ -640,12 +640,13 @@ def _rewrap(x, local, shape):
     return _C.from_local(local, x.device_mesh, list(x.placements), list(shape), _contiguous_strides(shape), False)
 
 
-def by_index_pieces(x, index, select, shape, placements):
+def by_index_pieces(x, index, select, shape, placements, aligned_dims=()):
     """select(x's whole local value, this rank's piece of index) as a DTensor laid out as `placements` (index's,
     mapped to the output's dims), when x is replicated on index's mesh and index is sharded (no Partial): each rank
     selects its own rows, no communication (torch's index_select / gather follow the index's sharding; they
-    all-gathered the index). x's gradient is each rank's part (Partial), reduced where x needs it. None
-    otherwise."""
+    all-gathered the index). x's gradient is each rank's part (Partial), reduced where x needs it. An index
+    sharded along one of `aligned_dims` (gather's dims other than its own, where x and the index have one size)
+    takes x's matching rows: x is sliced there first (Replicate to Shard: local). None otherwise."""
     from ._tensor import Tensor as _T, _contiguous_strides
     if not (isinstance(index, _T) and index.is_distributed and isinstance(x, _T) and x.is_distributed) or \
             index.device_mesh != x.device_mesh or not builtins.all(p.is_replicate() for p in x.placements) or \
@@ -653,7 +654,11 @@ def by_index_pieces(x, index, select, shape, placements):
             builtins.all(p.is_replicate() for p in index.placements):
         return None
     from .distributed.tensor import Partial
-    local = select(x.to_local(grad_placements=[Partial()] * len(x.placements)), index.to_local())
+    sliced = [p if p.is_shard() and p.dim % index.ndim in aligned_dims else None for p in index.placements]
+    if builtins.any(p is not None for p in sliced):
+        x = x.redistribute(x.device_mesh, [p if p is not None else q for p, q in zip(sliced, x.placements)])
+    grads = [p if p is not None else Partial() for p in sliced]
+    local = select(x.to_local(grad_placements=grads), index.to_local())
     return _C.from_local(local, x.device_mesh, list(placements), list(shape), _contiguous_strides(shape), False)
 
 
@@ -668,12 +673,15 @@ def _gather(self, dim, index, *, sparse_grad=False):
             index.device_mesh == self.device_mesh and tuple(index.placements) == tuple(self.placements) and \
             builtins.all(self.shape[p.dim] == index.shape[p.dim] for p in self.placements if isinstance(p, _SHARDS)):
         return _rewrap(self, _gather(self.to_local(), dim, index.to_local()), index.shape)
-    if isinstance(index, _T) and index.is_distributed and index.ndim == self.ndim and \
-            builtins.all(p.dim % index.ndim == dim % index.ndim for p in index.placements if p.is_shard()):
-        # (an index sharded along another dim would need self's matching rows: left to the general path)
-        out = by_index_pieces(self, index, lambda xl, il: _gather(xl, dim, il), index.shape, index.placements)
-        if out is not None:
-            return out
+    if isinstance(index, _T) and index.is_distributed and index.ndim == self.ndim and self.ndim > 0:
+        d0 = dim % self.ndim
+        aligned = {d for d in range(self.ndim) if d != d0 and self.shape[d] == index.shape[d]}
+        if builtins.all(p.dim % index.ndim in aligned | {d0} for p in index.placements if p.is_shard()):
+            # (an index sharded along a dim where it is shorter than self: the general path)
+            out = by_index_pieces(self, index, lambda xl, il: _gather(xl, dim, il), index.shape, index.placements,
+                                  aligned)
+            if out is not None:
+                return out
     idx = index.numpy() if isinstance(index, _T) else np.asarray(index)
     from ._tensor import wrap_dim
     dim = wrap_dim(dim, self.ndim)

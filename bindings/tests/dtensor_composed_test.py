@@ -334,12 +334,24 @@ def test_a_sharded_index_selects_each_ranks_rows_without_communication():
         s = distribute_tensor(x0, mesh, [Shard(1)])
         with CommDebugMode() as c2:
             cum = s.cumsum(1)
+        # an index sharded along its rows (as many as x's): each rank gathers from its own rows of x
+        x2 = distribute_tensor(x0, mesh, [Replicate()]).requires_grad_(True)
+        ridx = distribute_tensor(tessel.tensor(cols), mesh, [Shard(0)])
+        with CommDebugMode() as c3:
+            w = tessel.gather(x2, 1, ridx)
+        (w * distribute_tensor(g0[:6, :4], mesh, [Shard(0)])).sum().backward()
         return (c.get_total_counts(), y.placements, z.placements, y.full_tensor(), z.full_tensor(),
-                x.grad.full_tensor(), c2.get_total_counts(), cum.full_tensor())
+                x.grad.full_tensor(), c2.get_total_counts(), cum.full_tensor(),
+                (c3.get_total_counts(), w.placements, w.full_tensor(), x2.grad.full_tensor()))
 
     ref = x0.clone().requires_grad_(True)
     (tessel.index_select(ref, 0, tessel.tensor(rows)) * g0).sum().backward()
-    for count, yp, zp, y, z, grad, count2, cum in on_two_ranks(body).values():
+    ref2 = x0.clone().requires_grad_(True)
+    (tessel.gather(ref2, 1, tessel.tensor(cols)) * g0[:6, :4]).sum().backward()
+    for count, yp, zp, y, z, grad, count2, cum, rowwise in on_two_ranks(body).values():
+        assert rowwise[:2] == (0, (Shard(0),))
+        assert tessel.equal(rowwise[2], tessel.gather(x0, 1, tessel.tensor(cols)))
+        assert tessel.allclose(rowwise[3], ref2.grad)
         assert (count, yp, zp) == (0, (Shard(0),), (Shard(1),))
         assert tessel.equal(y, tessel.index_select(x0, 0, tessel.tensor(rows)))
         assert tessel.equal(z, tessel.gather(x0, 1, tessel.tensor(cols)))
