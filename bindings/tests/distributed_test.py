@@ -487,7 +487,8 @@ def test_huggingface_safetensors_load_into_shards_and_save_from_them(tmp_path):
     for r in range(2):
         for k in names:
             np.testing.assert_array_equal(got[r][k], want[k], err_msg=k)
-    assert sorted(os.listdir(out)) == ["model.safetensors"]  # the staging checkpoint is gone
+    # the staging checkpoint is gone; the index names the file, as torch's
+    assert sorted(os.listdir(out)) == ["model.safetensors", "model.safetensors.index.json"]
     written = _read_safetensors(out / "model.safetensors")
     assert sorted(written) == names
     for k in names:

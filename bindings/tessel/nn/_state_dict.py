@@ -375,9 +375,35 @@ def _check_loadable(module, state_dict, strict):
     _raise_load_errors(module, sizes, missing, unexpected)
 
 
+def tensor_entries(module, state_dict):
+    """(state_dict without its non-tensor values, the keys of those): a non-tensor value under a key the module
+    does not have is an unexpected key (torchtitan hands load_state_dict its whole checkpoint dict, step counts
+    and other Statefuls' values included); under one of the module's keys it is torch's error."""
+    others = [k for k, v in state_dict.items() if not isinstance(v, Tensor) and not _is_complex(v)]
+    if not others:
+        return state_dict, []
+    own = _collect_entries(module, None, "", True)
+    for k in others:
+        if k in own:
+            raise RuntimeError('While copying the parameter named "%s", expected torch.Tensor or Tensor-like object '
+                               "from checkpoint but received %s" % (k, type(state_dict[k])))
+    return {k: v for k, v in state_dict.items() if k not in set(others)}, others
+
+
+def _is_complex(v):
+    from .._complex import ComplexTensor
+    return isinstance(v, ComplexTensor)
+
+
 def _load_state_dict_into(self, state_dict, strict, assign):
     state_dict = _with_legacy_entries(self, state_dict)
     _check_loadable(self, state_dict, strict)
+    state_dict, others = tensor_entries(self, state_dict)
+    result = _load_tensors_into(self, state_dict, strict, assign)
+    return _IncompatibleKeys(result.missing_keys, result.unexpected_keys + others)
+
+
+def _load_tensors_into(self, state_dict, strict, assign):
     state_dict, complex_missing = _load_complex_buffers(self, state_dict, strict)
     params = dict(self.named_parameters(remove_duplicate=False)) if assign else {}
     if any(p.is_distributed for p in params.values()):

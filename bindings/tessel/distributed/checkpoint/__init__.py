@@ -215,12 +215,53 @@ class HuggingFaceStorageReader(_FileSystemStorage, StorageReader):
         return [os.path.join(self.path, n) for n in names]
 
 
+_SAFETENSORS_DTYPES = {"F32": "float32", "F64": "float64", "BF16": "bfloat16", "F16": "float16", "I64": "int64",
+                       "I32": "int32", "I16": "int16", "I8": "int8", "U8": "uint8", "BOOL": "bool"}
+
+
+def _safetensors_specs(path):
+    """{key: (dtype name, shape)} from a safetensors file's header (8 bytes of length, then JSON)."""
+    import json
+    import struct
+    with open(path, "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(n))
+    return {k: (_SAFETENSORS_DTYPES.get(v["dtype"]), tuple(v["shape"])) for k, v in header.items()
+            if k != "__metadata__"}
+
+
+def _write_safetensors_index(path, file_name):
+    """model.safetensors.index.json beside a one-file export, as torch's consolidated HF checkpoints have (it
+    names the file of each tensor; torchtitan finds a step's HF checkpoint by it)."""
+    import json
+    file_path = os.path.join(path, file_name)
+    weight_map = {k: file_name for k in _safetensors_specs(file_path)}
+    with open(os.path.join(path, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": os.path.getsize(file_path)}, "weight_map": weight_map}, f, indent=2)
+
+
 def _load_safetensors(reader, flat, strict):
-    """Each file fills the keys it holds; keys no file holds are missing (a RuntimeError when strict)."""
+    """Each file fills the keys it holds; keys no file holds are missing (a RuntimeError when strict). A tensor
+    stored in another dtype (a bfloat16 export) is read in that dtype and cast into the target, as torch's
+    reader casts."""
+    from ... import _dtypes
     missing, unexpected, read = set(flat), set(), 0
     for path in reader.files():
         part = {k: flat[k] for k in missing}
+        casts = {}
+        for key, (dtype, shape) in _safetensors_specs(path).items():
+            t = part.get(key)
+            if isinstance(t, _C.Tensor) and dtype is not None and str(t.dtype) != "tessel." + dtype and \
+                    tuple(shape) == tuple(t.shape):
+                with _C._GradMode(False):
+                    casts[key] = (t, t.detach().to(getattr(_dtypes, dtype)))
+                part[key] = casts[key][1]
         part, result = _C._import_safetensors(part, path)
+        with _C._GradMode(False):
+            for key, (target, stored) in casts.items():
+                if key not in result["missing_keys"]:
+                    target.copy_(stored)
+                    part[key] = target
         now_missing = set(result["missing_keys"])
         for k in missing - now_missing:
             flat[k] = part[k]
@@ -347,12 +388,15 @@ def save(state_dict, *, checkpoint_id=None, storage_writer=None, planner=None, p
     except Exception as e:  # noqa: BLE001 (the C++ save failed on every rank at the same step)
         api._raise_agreed("save", e, world, _rank(world))
     if not hf:
+        if _rank(world) == 0:
+            _torch_format.write_marker(path)
         return metadata.read(path)
     error = None
     if world is None or world.rank == 0:
         import shutil
         try:
             _C._export_safetensors(staging, os.path.join(path, "model.safetensors"))
+            _write_safetensors_index(path, "model.safetensors")
         except Exception as e:  # noqa: BLE001 (agreed below)
             error = e
         finally:
@@ -376,15 +420,19 @@ def _release_savers():
             pass
 
 
-def _as_future(cpp_future, rank):
+def _as_future(cpp_future, rank, path=None):
     """A concurrent.futures.Future (torch's async_save returns one): a thread waits for the C++ future
     (the GIL released) and sets its result or exception (a save's failure as CheckpointException naming
-    this rank's own failure, or the peer whose failure failed the save: no exchange from that thread)."""
+    this rank's own failure, or the peer whose failure failed the save: no exchange from that thread). Rank 0
+    marks the committed checkpoint for torch's probes (_torch_format.write_marker) before the result is set."""
     future = concurrent.futures.Future()
 
     def wait():
         try:
-            future.set_result(cpp_future.result())
+            result = cpp_future.result()
+            if path is not None and rank == 0:
+                _torch_format.write_marker(path)
+            future.set_result(result)
         except Exception as e:  # noqa: BLE001 (handed to the caller through the future)
             try:
                 api._raise_agreed("async_save", e, None, rank)
@@ -457,7 +505,7 @@ def _async_save(state_dict, checkpoint_id, storage_writer, planner, process_grou
         except BaseException as agreed:  # noqa: BLE001
             future.set_exception(agreed)
         return future
-    return _as_future(cpp_future, _rank(world))
+    return _as_future(cpp_future, _rank(world), path)
 
 
 def load(state_dict, *, checkpoint_id=None, storage_reader=None, planner=None, process_group=None, strict=True,

@@ -26,12 +26,31 @@ from . import metadata as _md
 METADATA_FILE = ".metadata"
 
 
+# [Note: .metadata marker] tessel's checkpoint is described by metadata.json; it also writes a .metadata file
+# holding this marker, because tools written for torch find a committed DCP checkpoint by that file's presence
+# (torchtitan's _find_load_step and its keep_latest_k purge probe step-N/.metadata: without it a restarted
+# job found no checkpoint and silently started from scratch). torch's DCP cannot read tessel's format (its
+# unpickling of .metadata fails on the marker); dcp_to_torch_dcp converts.
+_MARKER = (b"TESSEL-DCP: this checkpoint is in tessel's format, described by metadata.json; "
+           b"tessel.distributed.checkpoint.format_utils.dcp_to_torch_dcp converts it to torch's.\n")
+
+
+def write_marker(path):
+    with open(os.path.join(path, METADATA_FILE), "wb") as f:
+        f.write(_MARKER)
+
+
+def _is_marker(md_path):
+    with open(md_path, "rb") as f:
+        return f.read(len(_MARKER)) == _MARKER
+
+
 def is_torch_checkpoint(path):
-    """Whether directory `path` holds a checkpoint in torch's DCP format: its .metadata, and no tessel
-    metadata.json written after it (a directory saved in one format and then the other holds both; the later
-    save is the checkpoint)."""
+    """Whether directory `path` holds a checkpoint in torch's DCP format: its .metadata (not tessel's marker),
+    and no tessel metadata.json written after it (a directory saved in one format and then the other holds
+    both; the later save is the checkpoint)."""
     torch_md, tessel_md = os.path.join(path, METADATA_FILE), os.path.join(path, "metadata.json")
-    if not os.path.isfile(torch_md):
+    if not os.path.isfile(torch_md) or _is_marker(torch_md):
         return False
     return not os.path.isfile(tessel_md) or os.stat(torch_md).st_mtime_ns > os.stat(tessel_md).st_mtime_ns
 

@@ -305,7 +305,13 @@ def set_model_state_dict(model, model_state_dict, *, options=None):
     options = options or StateDictOptions()
     if options.broadcast_from_rank0:
         return _keys(_broadcast_model_state_from_rank0(model, model_state_dict, options.strict))
-    return _keys(_C._set_state_dict(model, None, dict(model_state_dict), options.strict))
+    from ...nn._state_dict import _raise_load_errors, tensor_entries
+    tensors, others = tensor_entries(model, dict(model_state_dict))
+    if others and options.strict:  # torch's error before anything loads
+        _raise_load_errors(model, [], [], others)
+    result = _keys(_C._set_state_dict(model, None, tensors, options.strict))
+    result.unexpected_keys.extend(others)  # torch reports them and loads the rest
+    return result
 
 
 def _init_optim_states(opts):

@@ -1,0 +1,72 @@
+"""torchtitan's checkpointing flow, from a side-by-side sweep against torch 2.15: a committed tessel checkpoint
+has the .metadata file torchtitan's step scan and keep_latest_k purge probe (a restarted job found none and
+silently started from scratch); a model's state dict loads out of the whole checkpoint dict, non-tensor values
+of other Statefuls reported as unexpected keys (it raised TypeError); a bfloat16 HF export loads into a float32
+model, cast (it raised), and has torch's model.safetensors.index.json."""
+import json
+import os
+import re
+
+import pytest
+
+import tessel
+import tessel.distributed.checkpoint as dcp
+import tessel.nn as nn
+from tessel.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict, set_model_state_dict
+
+
+def find_load_step(folder):
+    """torchtitan's CheckpointManager._find_load_step: the largest step-N holding .metadata or an HF index."""
+    steps = [int(m.group(1)) for name in os.listdir(folder) if (m := re.search(r"step-(\d+)", name))
+             and (os.path.isfile(os.path.join(folder, name, ".metadata"))
+                  or os.path.isfile(os.path.join(folder, name, "model.safetensors.index.json")))]
+    return max(steps, default=-1)
+
+
+def test_a_torchtitan_step_scan_finds_tessels_checkpoints_and_they_still_load(tmp_path):
+    m = nn.Linear(3, 2)
+    for step, future in ((1, False), (2, True)):
+        sd = {"model": get_model_state_dict(m), "train_state": {"step": step}}
+        if future:
+            dcp.async_save(sd, checkpoint_id=str(tmp_path / ("step-%d" % step))).result()
+        else:
+            dcp.save(sd, checkpoint_id=str(tmp_path / ("step-%d" % step)))
+    assert find_load_step(str(tmp_path)) == 2
+    target = {"model": {k: tessel.zeros_like(v) for k, v in get_model_state_dict(m).items()},
+              "train_state": {"step": 0}}
+    dcp.load(target, checkpoint_id=str(tmp_path / "step-2"))
+    assert target["train_state"]["step"] == 2 and tessel.equal(target["model"]["weight"], m.weight.detach())
+    md = dcp.FileSystemReader(str(tmp_path / "step-2")).read_metadata()
+    assert "model.weight" in md.state_dict_metadata  # tessel's metadata.json, not the marker
+
+
+def test_a_model_loads_out_of_the_whole_checkpoint_dict():
+    m = nn.Linear(2, 2)
+    whole = {k: tessel.zeros_like(v) for k, v in get_model_state_dict(m).items()}
+    whole.update(step=3, train_state={"step": tessel.tensor(3)}, optimizer=object())
+    result = set_model_state_dict(m, whole, options=StateDictOptions(strict=False))
+    assert sorted(result.unexpected_keys) == ["optimizer", "step", "train_state"] and result.missing_keys == []
+    assert float(m.weight.detach().abs().sum()) == 0.0
+    m2 = nn.Linear(2, 2)
+    result = m2.load_state_dict(whole, strict=False)
+    assert sorted(result.unexpected_keys) == ["optimizer", "step", "train_state"]
+    assert float(m2.weight.detach().abs().sum()) == 0.0
+    with pytest.raises(RuntimeError, match=r'Unexpected key\(s\) in state_dict: "step"'):
+        m2.load_state_dict(dict(get_model_state_dict(m2), step=3))
+    with pytest.raises(RuntimeError, match=r'Unexpected key\(s\) in state_dict: "step"'):
+        set_model_state_dict(m2, dict(get_model_state_dict(m2), step=3))
+    with pytest.raises(RuntimeError, match='While copying the parameter named "weight", expected torch.Tensor'):
+        m2.load_state_dict(dict(get_model_state_dict(m2), weight=1.0))
+
+
+def test_a_bfloat16_hf_export_loads_into_a_float32_model(tmp_path):
+    path = str(tmp_path / "hf")
+    values = tessel.tensor([0.1, 0.2, 0.3])
+    dcp.save({"w": values.to(tessel.bfloat16)},
+             storage_writer=dcp.HuggingFaceStorageWriter(path=path, save_distributed=True, enable_consolidation=True))
+    with open(os.path.join(path, "model.safetensors.index.json")) as f:
+        assert json.load(f)["weight_map"] == {"w": "model.safetensors"}
+    sd = {"w": tessel.zeros(3)}
+    dcp.load(sd, storage_reader=dcp.HuggingFaceStorageReader(path))
+    assert sd["w"].dtype == tessel.float32
+    assert sd["w"].tolist() == values.to(tessel.bfloat16).float().tolist()  # 0.10009765625, ...
