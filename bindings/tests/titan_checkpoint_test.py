@@ -70,3 +70,23 @@ def test_a_bfloat16_hf_export_loads_into_a_float32_model(tmp_path):
     dcp.load(sd, storage_reader=dcp.HuggingFaceStorageReader(path))
     assert sd["w"].dtype == tessel.float32
     assert sd["w"].tolist() == values.to(tessel.bfloat16).float().tolist()  # 0.10009765625, ...
+
+
+def test_a_statefuls_own_error_on_load_reaches_the_caller_as_raised(tmp_path):
+    class Loader:  # a dataloader whose state refuses another data-parallel size, as torchtitan's does
+        def __init__(self, world):
+            self.world = world
+
+        def state_dict(self):
+            return {"world": self.world, "offset": 7}
+
+        def load_state_dict(self, sd):
+            assert sd["world"] == self.world, "dp degree changed"
+            self.offset = sd["offset"]
+
+    dcp.save({"dataloader": Loader(2)}, checkpoint_id=str(tmp_path / "ck"))
+    ok = Loader(2)
+    dcp.load({"dataloader": ok}, checkpoint_id=str(tmp_path / "ck"))
+    assert ok.offset == 7
+    with pytest.raises(AssertionError, match="dp degree changed"):  # as torch's (it came wrapped: CheckpointException)
+        dcp.load({"dataloader": Loader(4)}, checkpoint_id=str(tmp_path / "ck"))

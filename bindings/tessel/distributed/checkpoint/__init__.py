@@ -531,25 +531,24 @@ def load(state_dict, *, checkpoint_id=None, storage_reader=None, planner=None, p
     strict = strict and not getattr(planner, "allow_partial_load", False)
     world = None if no_dist else (process_group or (_default_group("checkpoint.load") if is_initialized() else None))
     result, error = None, None
+    stateful = any(_is_stateful(v) for v in state_dict.values())
+    target = _stateful_to_state_dict(state_dict) if stateful else state_dict  # their state_dict()s are filled
     try:
-        result = _load_into(state_dict, path, storage_reader, broadcast, process_group, strict)
+        result = _load_into(target, path, storage_reader, broadcast, process_group, strict)
     except Exception as e:  # noqa: BLE001 (agreed with the other ranks below)
         error = e
     api._raise_agreed("load", error, world, _rank(world))
+    if stateful:  # then handed back, outside the agreed read, as torch's: their own errors reach the caller as raised
+        for k, v in state_dict.items():
+            if _is_stateful(v):
+                v.load_state_dict(target[k])
+            else:
+                state_dict[k] = target[k]
     return result
 
 
 def _load_into(state_dict, path, storage_reader, broadcast, process_group, strict):
     """load's work on this rank (load checked the arguments)."""
-    if any(_is_stateful(v) for v in state_dict.values()):  # load into their state_dict()s, then hand them back
-        converted = _stateful_to_state_dict(state_dict)
-        result = _load_into(converted, path, storage_reader, broadcast, process_group, strict)
-        for k, v in state_dict.items():
-            if _is_stateful(v):
-                v.load_state_dict(converted[k])
-            else:
-                state_dict[k] = converted[k]
-        return result
     if not broadcast and (storage_reader is None or isinstance(storage_reader, FileSystemReader)) and \
             _torch_format.is_torch_checkpoint(path):  # written by torch's DCP: read in its format
         return _torch_format.load(state_dict, path, strict)
