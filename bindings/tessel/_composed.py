@@ -16,6 +16,7 @@ import warnings
 import numpy as np
 
 from . import _C, _dtypes, return_types
+from ._dtensor_compose import aligned
 from ._extra import (FUNCTIONAL, TENSOR_METHODS, TORCH_FUNCTIONS, _reduce, isnan, linspace, maximum, meshgrid,
                      minimum, movedim)
 from ._inplace import honours_inplace as _honours_inplace
@@ -277,12 +278,14 @@ def unique_consecutive(x, return_inverse=False, return_counts=False, dim=None):
     return out[0] if len(out) == 1 else tuple(out)
 
 
+@aligned
 def fmax(a, b):
     """maximum where a NaN loses to a number (torch.fmax)."""
     m = maximum(a, b)
     return _C._functional.where(isnan(a), b, _C._functional.where(isnan(b), a, m))
 
 
+@aligned
 def fmin(a, b):
     m = minimum(a, b)
     return _C._functional.where(isnan(a), b, _C._functional.where(isnan(b), a, m))

@@ -104,6 +104,7 @@ def _floor_div_value(a, b, mod):
     return w(b == 0.0, a / b, floordiv)
 
 
+@aligned
 def remainder(input, other):
     """Python's modulo as torch computes it: fmod(a, b), plus b where that has the other sign than b (so the
     result has the divisor's sign); exact, as torch's CPU kernel (floor(a / b) would round 3.0 / 0.3f up to 10).
@@ -118,6 +119,7 @@ def remainder(input, other):
     return _with_gradient(value, a, b, _floor_div_value(a.detach(), b.detach(), mod.detach()))
 
 
+@aligned
 def fmod(input, other):
     """C's fmod: the result has the dividend's sign; exact (see _fmod_value). Gradients 1 and -trunc(a / b)."""
     if _is_int(input) and _is_int(other):

@@ -159,6 +159,7 @@ def log10(x):
     return x.log() * (1.0 / math.log(10.0))
 
 
+@aligned
 def hypot(x, y):
     """sqrt(x² + y²) as C's hypot: scaled by the larger magnitude (1e30 in float32 no longer overflows to inf),
     inf where either is infinite even if the other is NaN, NaN where one is NaN and the other finite, 0 at (0, 0)."""
@@ -171,6 +172,7 @@ def hypot(x, y):
     return _where(ax.isinf() | ay.isinf(), math.inf, r)
 
 
+@aligned
 def logaddexp(x, y):
     """log(e^x + e^y) = max + log1p(e^-|x - y|); equal infinities give that infinity."""
     m = _C._functional.where(x > y, x, y)
@@ -183,11 +185,13 @@ def logaddexp2(x, y):
     return logaddexp(x * math.log(2.0), y * math.log(2.0)) * (1.0 / math.log(2.0))
 
 
+@aligned
 def copysign(x, y):
     """|x| with y's sign (including -0.0's)."""
     return _where(_negative(y), -x.abs(), x.abs())
 
 
+@aligned
 def heaviside(x, values):
     return _where(x == 0.0, values, (x > 0.0).to(x.dtype))
 
@@ -203,12 +207,14 @@ def frac(x):
     return x - x.trunc()
 
 
+@aligned
 def xlogy(x, y):
     """x·log(y), 0 where x == 0 (even for y == 0 or inf), NaN where y is NaN."""
     zero = (x == 0.0) & (y == y)
     return _where(zero, 0.0, x * _where(zero, 1.0, y).log())
 
 
+@aligned
 def xlog1py(x, y):
     zero = (x == 0.0) & (y == y)
     return _where(zero, 0.0, x * _where(zero, 0.0, y).log1p())
