@@ -310,6 +310,9 @@ def test_masked_fill_with_a_tensor_value_and_rounded_division_keep_torchs_autogr
         q.sum().backward()
         assert a.grad.tolist() == [0.0, 0.0]
         assert q.tolist() == ([1.0, -2.0] if mode == "floor" else [1.0, -1.0])
+    a, b = tessel.tensor([1.0, -2.0], requires_grad=True), tessel.tensor([-1.0, 3.0], requires_grad=True)
+    tessel.copysign(a, b).sum().backward()
+    assert (a.grad.tolist(), b.grad.tolist()) == ([-1.0, -1.0], [0.0, 0.0])  # torch: the sign's gradient zeros
     a = tessel.tensor([3.5, -2.5], requires_grad=True)
     q = a // 2  # torch: requires grad, and its backward raises
     assert q.requires_grad and q.tolist() == [1.0, -2.0]
