@@ -152,18 +152,62 @@ def test_fully_shard_over_the_cp_ranks_composes_with_context_parallel():
             np.testing.assert_allclose(got[r][n], g, rtol=2e-4, atol=2e-6, err_msg=n)
 
 
+def test_buffers_take_the_sequences_positions_as_torchs():
+    """torch's rules, from a side-by-side sweep: every buffer gives this rank's positions of the first buffer's
+    sequence (a rotary table longer than the sequence gave its own head-tail split: silently wrong positions); a
+    length that does not divide into 2·n chunks is cut into n contiguous pieces (it raised); a tensor listed
+    twice is sharded once and restored whole (it was sharded twice); enable_gqa repeats the key / value heads."""
+    got = {}
+
+    def rank_fn(_):
+        dist.init_process_group()
+        mesh = init_device_mesh("cpu", (2,))
+        r = dist.get_rank()
+        x, table = tessel.arange(8.0).reshape(1, 8), tessel.arange(16.0)
+        with context_parallel(mesh, buffers=[x, table], buffer_seq_dims=[1, 0]):
+            rope = (x.tolist(), table.tolist())
+        y = tessel.arange(6.0).reshape(1, 6)
+        with context_parallel(mesh, buffers=[y], buffer_seq_dims=[1]):
+            uneven = y.tolist()
+        z = tessel.arange(8.0).reshape(1, 8)
+        with context_parallel(mesh, buffers=[z, z], buffer_seq_dims=[1, 1]):
+            twice = z.tolist()
+        q, k = (tessel.tensor(RNG_GQA[i]) for i in (0, 1))
+        full = F.scaled_dot_product_attention(q, k, k, is_causal=True, enable_gqa=True)
+        with context_parallel(mesh, buffers=[q, k], buffer_seq_dims=[2, 2]):
+            out = F.scaled_dot_product_attention(q, k, k, is_causal=True, enable_gqa=True)
+            whole = context_parallel_unshard(mesh, [out], [2])[0]
+        got[r] = rope, uneven, twice, z.tolist(), float((whole - full).abs().max())
+
+    tessel.run_ranks(2, rank_fn)
+    for r in (0, 1):
+        rope, uneven, twice, after, gqa_err = got[r]
+        head_tail = [[0.0, 1.0, 6.0, 7.0], [2.0, 3.0, 4.0, 5.0]][r]
+        assert rope == ([head_tail], head_tail)  # the table's rows of the sequence's positions
+        assert uneven == [[[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]][r]]  # 6 rows over 2 ranks: contiguous
+        assert twice == [head_tail] and after == [[float(i) for i in range(8)]]
+        assert gqa_err < 1e-6
+
+
+RNG_GQA = [np.random.default_rng(9).standard_normal(shape).astype(np.float32) for shape in ((1, 4, 8, 4),
+                                                                                            (1, 2, 8, 4))]
+
+
 def test_bad_use_raises():
     def rank_fn(_):
         dist.init_process_group()
         mesh = init_device_mesh("cpu", (2,))
-        q = tessel.ones(1, 1, 6, 4)
-        with pytest.raises(ValueError, match="must divide into 4 chunks"):
+        q = tessel.ones(1, 1, 5, 4)
+        with pytest.raises(ValueError, match="must divide into 2 pieces"):
             with context_parallel(mesh, buffers=[q], buffer_seq_dims=[2]):
                 pass
-        assert tuple(q.shape) == (1, 1, 6, 4)
+        assert tuple(q.shape) == (1, 1, 5, 4)
+        with pytest.raises(ValueError, match="has 4 rows, fewer than the sequence's 8"):
+            with context_parallel(mesh, buffers=[tessel.ones(1, 8), tessel.ones(1, 4)], buffer_seq_dims=[1, 1]):
+                pass
         x = tessel.ones(1, 1, 8, 4)
         with context_parallel(mesh, buffers=[x], buffer_seq_dims=[2]):
-            with pytest.raises(NotImplementedError, match="attn_mask, dropout_p and enable_gqa"):
+            with pytest.raises(NotImplementedError, match="attn_mask and dropout_p are not supported"):
                 F.scaled_dot_product_attention(x, x, x, dropout_p=0.5)
         with pytest.raises(ValueError, match="1-D mesh"):
             with context_parallel(init_device_mesh("cpu", (1, 2)), buffers=[x], buffer_seq_dims=[2]):

@@ -17,10 +17,12 @@ is skipped, an earlier one is unmasked, its own is causal. How k and v travel is
 "allgather" (torch's default) gathers every rank's k and v once (O(S) per rank; backward reduce-scatters their
 gradients back), "alltoall" (torch's name for the ring) passes each rank's block to the next rank n - 1 times
 while computing on the current one (O(S / n) per rank; backward passes the key/value gradients along with their
-block and home at the end). Not under the context: attn_mask, dropout,
-enable_gqa (NotImplementedError). Code that bound scaled_dot_product_attention by name before entering (``from
-tessel.nn.functional import scaled_dot_product_attention``) is not redirected; ``F.scaled_dot_product_attention``
-is.
+block and home at the end). Not under the context: attn_mask, dropout (NotImplementedError); enable_gqa repeats
+each key / value head to its query heads. Code that bound scaled_dot_product_attention by name before entering
+(``from tessel.nn.functional import scaled_dot_product_attention``) is not redirected;
+``F.scaled_dot_product_attention`` is. The sequence's length is the first buffer's: every buffer gives this
+rank's positions of it (a longer rotary table included), and a length that does not divide into 2·n chunks is
+cut into n contiguous pieces instead (torch's fallback).
 """
 import contextlib
 import math
@@ -54,23 +56,35 @@ def _group_of(mesh):
     return mesh.get_group()
 
 
-def _chunk_order(n):
-    """Global chunk indices held by each rank, in the order of its local rows."""
-    if _cp_options.enable_load_balance:
+def _balanced(seq_len, n):
+    """torch's rule: head-tail load balancing when enabled and the sequence divides into 2·n chunks; otherwise
+    (or off) n contiguous pieces."""
+    return _cp_options.enable_load_balance and seq_len % (2 * n) == 0
+
+
+def _chunk_order(n, balanced=None):
+    """Global chunk indices held by each rank, in the order of its local rows (balanced: the innermost context's
+    choice by default)."""
+    if balanced is None:
+        balanced = getattr(_active, "balanced", _cp_options.enable_load_balance)
+    if balanced:
         return [[r, 2 * n - 1 - r] for r in range(n)]
     return [[r] for r in range(n)]
 
 
-def _shard(t, dim, rank, n):
-    """This rank's rows of t along dim (a new contiguous tensor)."""
-    chunks_per_rank = len(_chunk_order(n)[rank])
-    size = t.shape[dim]
-    if size % (n * chunks_per_rank):
-        raise ValueError("context_parallel: sequence dim %d of size %d must divide into %d chunks (%d ranks%s)"
-                         % (dim, size, n * chunks_per_rank, n, ", head-tail load balancing" if chunks_per_rank == 2
-                            else ""))
-    length = size // (n * chunks_per_rank)
-    pieces = [t.narrow(dim, c * length, length) for c in _chunk_order(n)[rank]]
+def _shard(t, dim, rank, n, seq_len, balanced):
+    """This rank's rows of t along dim (a new contiguous tensor): the positions of a seq_len-long sequence it
+    holds (torch builds them from the first buffer's length and takes them from every buffer, so a longer
+    buffer, a rotary table past the sequence, gives the positions of the sequence's rows)."""
+    order = _chunk_order(n, balanced)[rank]
+    if seq_len % (n * len(order)):
+        raise ValueError("context_parallel: sequence dim %d of size %d must divide into %d pieces (%d ranks)"
+                         % (dim, seq_len, n, n))
+    if t.shape[dim] < seq_len:
+        raise ValueError("context_parallel: a buffer's sequence dim %d has %d rows, fewer than the sequence's %d"
+                         % (dim, t.shape[dim], seq_len))
+    length = seq_len // (n * len(order))
+    pieces = [t.narrow(dim, c * length, length) for c in order]
     from .... import cat
     return cat(pieces, dim).contiguous()
 
@@ -82,7 +96,9 @@ def _unshard(t, dim, group):
     n = group.size
     gathered = [_C._full(list(t.shape), 0.0, t.dtype) for _ in range(n)]
     all_gather(gathered, t.contiguous(), group=group)
-    order = _chunk_order(n)
+    # inside a context its choice; after it (context_parallel_unshard) torch's rule on the whole length
+    order = _chunk_order(n, getattr(_active, "balanced", None) if getattr(_active, "group", None) is not None
+                         else _balanced(t.shape[dim] * n, n))
     per = len(order[0])
     length = t.shape[dim] // per
     by_chunk = {}
@@ -192,7 +208,7 @@ class _RingRotateAttention(Function):
             if posted is not None:
                 kb, vb = _finish_rotate(posted)
         out, lse = cat([st[0] for st in state], -2), cat([st[1] for st in state], -1)
-        ctx.group, ctx.causal, ctx.scale, ctx.length = group, causal, scale, length
+        ctx.group, ctx.causal, ctx.scale, ctx.length, ctx.order = group, causal, scale, length, order
         ctx.save_for_backward(q, k, v, out, lse)
         return out
 
@@ -202,7 +218,7 @@ class _RingRotateAttention(Function):
         q, k, v, out, lse = ctx.saved_tensors
         group, length = ctx.group, ctx.length
         n, r = group.size, group.rank
-        order = _chunk_order(n)
+        order = ctx.order  # the context's split (the backward may run after it exits)
         saved = (grad.contiguous(), q, out, lse)
         dq = zeros_like(q)
         kb, vb, dkb, dvb = k, v, zeros_like(k), zeros_like(v)
@@ -237,7 +253,7 @@ class _RingAttention(Function):
                 _block_forward(state, i, _rows(q, i, length), keys.narrow(-2, start, end - start),
                                values.narrow(-2, start, end - start), is_causal, scale)
         out, lse = cat([st[0] for st in state], -2), cat([st[1] for st in state], -1)
-        ctx.group, ctx.plan, ctx.length, ctx.scale = group, plan, length, scale
+        ctx.group, ctx.plan, ctx.length, ctx.scale, ctx.order = group, plan, length, scale, _chunk_order(n)
         ctx.save_for_backward(q, keys, values, out, lse)
         return out
 
@@ -255,7 +271,7 @@ class _RingAttention(Function):
                 _block_backward(saved, i, length, block(keys), block(values), block(dkeys), block(dvalues), dq,
                                 is_causal, ctx.scale)
         n = group.size
-        order = _chunk_order(n)
+        order = ctx.order  # the context's split (the backward may run after it exits)
         chunk = length
 
         def back_to_owners(full):
@@ -276,9 +292,12 @@ def _ring_sdpa(original):
         if group is None:
             return original(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal,
                             scale=scale, enable_gqa=enable_gqa)
-        if attn_mask is not None or dropout_p > 0.0 or enable_gqa:
-            raise NotImplementedError("scaled_dot_product_attention under context_parallel: attn_mask, dropout_p and "
-                                      "enable_gqa are not supported (is_causal and scale are)")
+        if attn_mask is not None or dropout_p > 0.0:
+            raise NotImplementedError("scaled_dot_product_attention under context_parallel: attn_mask and dropout_p "
+                                      "are not supported (is_causal, scale and enable_gqa are)")
+        if enable_gqa and key.dim() >= 3 and key.shape[-3] != query.shape[-3]:  # each key / value head serves a
+            groups = query.shape[-3] // key.shape[-3]  # group of query heads: repeated to them, as SDPA's GQA does
+            key, value = key.repeat_interleave(groups, dim=-3), value.repeat_interleave(groups, dim=-3)
         if query.shape[-2] != key.shape[-2]:
             raise ValueError("scaled_dot_product_attention under context_parallel: query and key shards need the "
                              "same length, got %s and %s" % (list(query.shape), list(key.shape)))
@@ -308,17 +327,25 @@ def context_parallel(mesh, *, buffers=None, buffer_seq_dims=None, no_restore_buf
     if any(not any(id(b) == k for b in buffers) for k in keep):
         raise ValueError("context_parallel: no_restore_buffers must be a subset of buffers")
     _install()
-    originals = []
+    n = group.size
+    seq_len = buffers[0].shape[seq_dims[0] % buffers[0].ndim] if buffers else 0
+    balanced = _balanced(seq_len, n)
+    originals, seen = [], set()
     with _C._GradMode(False):
         for b, d in zip(buffers, seq_dims):
-            originals.append(b.detach())  # the full tensor, kept alive for the restore
-            b.set_(_shard(b, d, group.rank, group.size))
-    outer = getattr(_active, "group", None)
-    _active.group = group
+            if id(b) in seen:  # listed twice: sharded once, restored once
+                continue
+            seen.add(id(b))
+            originals.append((b, b.detach()))  # the full tensor, kept alive for the restore
+            b.set_(_shard(b, d % b.ndim, group.rank, n, seq_len, balanced))
+    outer = (getattr(_active, "group", None), getattr(_active, "balanced", None))
+    _active.group, _active.balanced = group, balanced
     try:
         yield
     finally:
-        _active.group = outer
-        for b, full in zip(buffers, originals):
+        _active.group, _active.balanced = outer
+        if outer[1] is None:
+            del _active.balanced
+        for b, full in originals:
             if id(b) not in keep:
                 b.set_(full)
