@@ -251,16 +251,22 @@ def test_sharded_state_dict_saved_by_dcp_on_two_ranks_loads_on_three_and_one(tmp
     tessel.run_ranks(1, load)
 
 
+def trained_on_two_ranks():
+    """(rank, its rows, the wrapped model, its AdamW) after 2 steps, in a rank thread of run_ranks(2)."""
+    dist.init_process_group()
+    rank = dist.get_rank()
+    x = rows(rank, 2)
+    model = wrapped()
+    opt = tessel.optim.AdamW(model.parameters(), lr=0.1, weight_decay=0.1)
+    train(model, opt, x, 2)
+    return rank, x, model, opt
+
+
 def test_optimizer_state_round_trips_by_name_and_resumes_bit_for_bit():
     got = {}
 
     def rank_fn(w):
-        dist.init_process_group()
-        rank = dist.get_rank()
-        x = rows(rank, 2)
-        model = wrapped()
-        opt = tessel.optim.AdamW(model.parameters(), lr=0.1, weight_decay=0.1)
-        train(model, opt, x, 2)
+        rank, x, model, opt = trained_on_two_ranks()
         resumed = wrapped(seed=3)
         resumed_opt = tessel.optim.AdamW(resumed.parameters(), lr=0.7)
         for m in (model, resumed):
@@ -288,6 +294,45 @@ def test_optimizer_state_round_trips_by_name_and_resumes_bit_for_bit():
         assert lr == 0.1  # the saved param group's
         for k in cont:
             np.testing.assert_array_equal(resumed[k].numpy(), cont[k].numpy(), err_msg=k)
+
+
+def test_legacy_full_optim_state_dict_shards_scatters_rekeys_and_resumes_bit_for_bit():
+    """FSDP1's older optimizer checkpoint API (full_optim_state_dict, shard_full_optim_state_dict,
+    scatter_full_optim_state_dict, rekey_optim_state_dict; they raised or were missing): ids in the optimizer's
+    order, full tensors on rank 0, each rank's shards loaded back; the resumed run equals the continued one."""
+    from tessel.distributed.fsdp import OptimStateKeyType
+    got = {}
+
+    def rank_fn(w):
+        rank, x, model, opt = trained_on_two_ranks()
+        full = FSDP.full_optim_state_dict(model, opt)  # rank0_only: {} elsewhere
+        everywhere = FSDP.full_optim_state_dict(model, opt, rank0_only=False)
+        named = FSDP.rekey_optim_state_dict(everywhere, OptimStateKeyType.PARAM_NAME, model, optim=opt)
+        FSDP.set_state_dict_type(model, StateDictType.FULL_STATE_DICT, FullStateDictConfig())
+        model_sd = model.state_dict()
+        resumed = [wrapped(seed=3), wrapped(seed=4)]
+        opts = [tessel.optim.AdamW(m.parameters(), lr=0.7) for m in resumed]
+        for m in resumed:
+            FSDP.set_state_dict_type(m, StateDictType.FULL_STATE_DICT, FullStateDictConfig())
+            m.load_state_dict(model_sd)
+        opts[0].load_state_dict(FSDP.shard_full_optim_state_dict(named, resumed[0], optim=opts[0]))
+        opts[1].load_state_dict(FSDP.scatter_full_optim_state_dict(full if rank == 0 else None, resumed[1],
+                                                                   optim=opts[1]))
+        train(model, opt, x, 1)
+        for m, o in zip(resumed, opts):
+            train(m, o, x, 1)
+        got[rank] = (sorted(full) if full else full, sorted(everywhere["state"]), list(named["state"]),
+                     [o.param_groups[0]["lr"] for o in opts], model.state_dict(), [m.state_dict() for m in resumed])
+
+    tessel.run_ranks(2, rank_fn)
+    names = [n for n, _ in make().named_parameters()]
+    for r in range(2):
+        full_keys, ids, named, lrs, cont, resumed = got[r]
+        assert full_keys == (["param_groups", "state"] if r == 0 else {})
+        assert (ids, named, lrs) == (list(range(len(names))), names, [0.1, 0.1])
+        for sd in resumed:
+            for k in cont:
+                np.testing.assert_array_equal(sd[k].numpy(), cont[k].numpy(), err_msg=k)
 
 
 def test_summon_full_params_reads_and_writes_back_and_apply_initializes_through_it():

@@ -368,5 +368,5 @@ from .api import (BackwardPrefetch, CPUOffload, FullOptimStateDictConfig, FullSt
                   LocalOptimStateDictConfig, LocalStateDictConfig, MixedPrecision, OptimStateDictConfig,
                   ShardedOptimStateDictConfig, ShardedStateDictConfig, ShardingStrategy, StateDictConfig,
                   StateDictSettings, StateDictType)
-from .fully_sharded_data_parallel import FullyShardedDataParallel  # noqa: E402
+from .fully_sharded_data_parallel import FullyShardedDataParallel, OptimStateKeyType  # noqa: E402
 from . import wrap  # noqa: E402,F401

@@ -27,6 +27,7 @@ Floating buffers are not cast (buffer_dtype must match them), and summon_full_pa
 raises (fully_shard unshards in the compute dtype, and torch hands out full precision).
 """
 import contextlib
+import enum
 import os
 import threading
 
@@ -151,6 +152,12 @@ def _materialize_meta(module, param_init_fn, ignored_modules):
         if callable(reset):
             with _C._GradMode(False):
                 reset()
+
+
+class OptimStateKeyType(enum.Enum):
+    """torch's: how an FSDP1 optimizer state dict names parameters (rekey_optim_state_dict)."""
+    PARAM_NAME = enum.auto()
+    PARAM_ID = enum.auto()
 
 
 class FullyShardedDataParallel(Module):
@@ -396,38 +403,72 @@ class FullyShardedDataParallel(Module):
         0 holds, from FullOptimStateDictConfig(rank0_only=True), is broadcast from it first). load_directly:
         also loads it."""
         from ... import distributed as dist
-        from ..tensor import distribute_tensor
         settings = FullyShardedDataParallel.get_state_dict_type(model)
         if settings.state_dict_type is StateDictType.FULL_STATE_DICT and settings.optim_state_dict_config.rank0_only:
             box = [optim_state_dict if dist.get_rank() == 0 else None]
             dist.broadcast_object_list(box, src=0)
             optim_state_dict = box[0]
-        fqns = _optim_fqns(model, optim)
-        ids = {name: i for i, name in fqns.items()}
-        params = [p for g in optim.param_groups for p in g["params"]]
-        state = {}
-        for name, entries in optim_state_dict["state"].items():
-            if name not in ids:
-                raise ValueError("optim_state_dict_to_load: the state dict names parameter '%s', which the "
-                                 "optimizer does not hold" % name)
-            p = params[ids[name]]
-            state[ids[name]] = {k: (distribute_tensor(v, p.device_mesh, p.placements, src_data_rank=None)
-                                    if p.is_distributed and isinstance(v, _C.Tensor) and not v.is_distributed
-                                    and tuple(v.shape) == tuple(p.shape) else v)
-                                for k, v in entries.items()}
-        groups = optim_state_dict["param_groups"]
-        if len(groups) != len(optim.param_groups):
-            raise ValueError("optim_state_dict_to_load: %d parameter groups in the state dict, %d in the optimizer"
-                             % (len(groups), len(optim.param_groups)))
-        out = {"state": state, "param_groups": [dict(g, params=[ids[n] for n in g["params"]]) for g in groups]}
+        out = _to_load_form(model, [p for g in optim.param_groups for p in g["params"]], optim_state_dict,
+                            len(optim.param_groups))
         if load_directly:
             optim.load_state_dict(out)
         return out
 
     @staticmethod
     def full_optim_state_dict(model, optim, optim_input=None, rank0_only=True, group=None):
-        raise NotImplementedError("full_optim_state_dict (deprecated in torch): use optim_state_dict under "
-                                  "state_dict_type(model, StateDictType.FULL_STATE_DICT)")
+        """torch's FSDP1 (deprecated there for optim_state_dict): optim's state with full tensors in
+        torch.optim's layout, keyed by parameter ids (the optimizer's order); {} on ranks other than 0 with
+        rank0_only. Collective."""
+        from .. import get_rank
+        fqns = _optim_fqns(model, optim)
+        named = _named_full(fqns, optim.state_dict())
+        if rank0_only and get_rank() != 0:
+            return {}
+        return FullyShardedDataParallel.rekey_optim_state_dict(named, OptimStateKeyType.PARAM_ID, model, optim=optim)
+
+    @staticmethod
+    def shard_full_optim_state_dict(full_optim_state_dict, model, optim_input=None, optim=None):
+        """torch's FSDP1: a full optimizer state dict (from full_optim_state_dict, keyed by ids or names) as this
+        rank's optim.load_state_dict input: each full tensor sliced to this rank's shard of its parameter; ids
+        follow optim's parameters, or model.parameters() without optim (torch's optim_input=None)."""
+        params = _param_order(model, optim)
+        named = FullyShardedDataParallel.rekey_optim_state_dict(full_optim_state_dict, OptimStateKeyType.PARAM_NAME,
+                                                                model, optim=optim)
+        return _to_load_form(model, params, named, len(optim.param_groups) if optim is not None else None)
+
+    @staticmethod
+    def scatter_full_optim_state_dict(full_optim_state_dict, model, optim_input=None, optim=None, group=None):
+        """torch's FSDP1: shard_full_optim_state_dict of the full dict that rank 0 holds (the others may pass
+        None); collective."""
+        from ... import distributed as dist
+        box = [full_optim_state_dict if dist.get_rank() == 0 else None]
+        dist.broadcast_object_list(box, src=0, group=group)
+        return FullyShardedDataParallel.shard_full_optim_state_dict(box[0], model, optim=optim)
+
+    @staticmethod
+    def rekey_optim_state_dict(optim_state_dict, optim_state_key_type, model, optim_input=None, optim=None):
+        """torch's FSDP1: an optimizer state dict's parameter keys (state and param_groups' params) as
+        parameter names (OptimStateKeyType.PARAM_NAME) or ids (PARAM_ID; optim's order, or model.parameters()
+        without optim); keys already of that kind stay."""
+        names = dict(enumerate(_fqn_of(model, p) for p in _param_order(model, optim)))
+        if optim_state_key_type == OptimStateKeyType.PARAM_ID:
+            convert = {name: i for i, name in names.items()}
+        elif optim_state_key_type == OptimStateKeyType.PARAM_NAME:
+            convert = names
+        else:
+            raise ValueError("rekey_optim_state_dict: optim_state_key_type must be an OptimStateKeyType, got %r"
+                             % (optim_state_key_type,))
+
+        def key(k):
+            if k in convert:
+                return convert[k]
+            if k in convert.values():
+                return k
+            raise ValueError("rekey_optim_state_dict: the state dict names parameter %r, which is not in the model"
+                             % (k,))
+        return {"state": {key(k): v for k, v in optim_state_dict.get("state", {}).items()},
+                "param_groups": [dict(g, params=[key(k) for k in g["params"]])
+                                 for g in optim_state_dict.get("param_groups", [])]}
 
     @staticmethod
     @contextlib.contextmanager
@@ -473,6 +514,50 @@ def _roots_of(module):
         roots.append(m)
         inside.update(id(d) for d in m.modules())
     return roots
+
+
+def _param_order(model, optim):
+    """The parameters optimizer state ids number: optim's groups in order, or model.parameters()."""
+    if optim is not None:
+        return [p for g in optim.param_groups for p in g["params"]]
+    return list(model.parameters())
+
+
+def _fqn_of(model, p):
+    for name, q in model.named_parameters():
+        if q is p or hash(q) == hash(p):
+            return name
+    raise ValueError("the optimizer holds a parameter (%s) that is not in the model" % (tuple(p.shape),))
+
+
+def _named_full(fqns, sd):
+    """torch.optim's state dict keyed by parameter names, every DTensor value full (collective)."""
+    state = {fqns[pid]: {k: (v.full_tensor() if isinstance(v, _C.Tensor) and v.is_distributed else v)
+                         for k, v in entries.items()} for pid, entries in sd["state"].items()}
+    return {"state": state, "param_groups": [dict(g, params=[fqns[i] for i in g["params"]])
+                                             for g in sd["param_groups"]]}
+
+
+def _to_load_form(model, params, optim_state_dict, n_groups):
+    """A name-keyed optimizer state dict as optim.load_state_dict's input for `params` (ids in their order):
+    full tensors sliced to this rank's shard of each parameter."""
+    from ..tensor import distribute_tensor
+    ids = {_fqn_of(model, p): i for i, p in enumerate(params)}
+    state = {}
+    for name, entries in optim_state_dict["state"].items():
+        if name not in ids:
+            raise ValueError("optim_state_dict_to_load: the state dict names parameter '%s', which the "
+                             "optimizer does not hold" % name)
+        p = params[ids[name]]
+        state[ids[name]] = {k: (distribute_tensor(v, p.device_mesh, p.placements, src_data_rank=None)
+                                if p.is_distributed and isinstance(v, _C.Tensor) and not v.is_distributed
+                                and tuple(v.shape) == tuple(p.shape) else v)
+                            for k, v in entries.items()}
+    groups = optim_state_dict["param_groups"]
+    if n_groups is not None and len(groups) != n_groups:
+        raise ValueError("optim_state_dict_to_load: %d parameter groups in the state dict, %d in the optimizer"
+                         % (len(groups), n_groups))
+    return {"state": state, "param_groups": [dict(g, params=[ids[n] for n in g["params"]]) for g in groups]}
 
 
 def _optim_fqns(model, optim):
