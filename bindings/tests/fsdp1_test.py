@@ -335,6 +335,27 @@ def test_legacy_full_optim_state_dict_shards_scatters_rekeys_and_resumes_bit_for
                 np.testing.assert_array_equal(sd[k].numpy(), cont[k].numpy(), err_msg=k)
 
 
+def test_the_deprecated_state_dict_apis_warn_as_torchs():
+    import warnings
+    caught = []
+
+    def rank_fn(w):
+        dist.init_process_group()
+        model = wrapped()
+        opt = tessel.optim.AdamW(model.parameters(), lr=0.1)
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            FSDP.set_state_dict_type(model, StateDictType.FULL_STATE_DICT)
+            full = FSDP.full_optim_state_dict(model, opt)
+            FSDP.scatter_full_optim_state_dict(full, model, optim=opt)
+        caught.extend(str(x.message)[:50] for x in seen if issubclass(x.category, FutureWarning))
+
+    tessel.run_ranks(1, rank_fn)
+    assert caught == [m[:50] for m in ("FSDP.state_dict_type() and FSDP.set_state_dict_type() are being deprecated",
+                                       "``FullyShardedDataParallel.full_optim_state_dict``is being deprecated",
+                                       "``FullyShardedDataParallel.scatter_full_optim_state_dict``is being")]
+
+
 def test_summon_full_params_reads_and_writes_back_and_apply_initializes_through_it():
     start = initial_state()
     got = {}

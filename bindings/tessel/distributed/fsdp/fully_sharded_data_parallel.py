@@ -302,7 +302,15 @@ class FullyShardedDataParallel(Module):
 
     @staticmethod
     def set_state_dict_type(module, state_dict_type, state_dict_config=None, optim_state_dict_config=None):
-        """Sets the state dict type of every FSDP module in module; returns the previous settings."""
+        """Sets the state dict type of every FSDP module in module; returns the previous settings. Deprecated in
+        torch 2.15 for get_state_dict / set_state_dict, with its FutureWarning."""
+        import warnings
+        warnings.warn("FSDP.state_dict_type() and FSDP.set_state_dict_type() are being deprecated. Please use APIs, "
+                      "get_state_dict() and set_state_dict(), which can support different parallelisms, FSDP1, FSDP2, "
+                      "DDP. API doc: https://pytorch.org/docs/stable/distributed.checkpoint.html"
+                      "#torch.distributed.checkpoint.state_dict.get_state_dict .Tutorial: "
+                      "https://pytorch.org/tutorials/recipes/distributed_checkpoint_recipe.html .", FutureWarning,
+                      stacklevel=2)
         if state_dict_type is StateDictType.LOCAL_STATE_DICT:
             raise NotImplementedError("StateDictType.LOCAL_STATE_DICT holds FlatParameter shards, which tessel "
                                       "does not have: use SHARDED_STATE_DICT (DTensors) or FULL_STATE_DICT")
@@ -419,6 +427,7 @@ class FullyShardedDataParallel(Module):
         """torch's FSDP1 (deprecated there for optim_state_dict): optim's state with full tensors in
         torch.optim's layout, keyed by parameter ids (the optimizer's order); {} on ranks other than 0 with
         rank0_only. Collective."""
+        _warn_legacy("full_optim_state_dict", "optim_state_dict")
         from .. import get_rank
         fqns = _optim_fqns(model, optim)
         named = _named_full(fqns, optim.state_dict())
@@ -431,19 +440,18 @@ class FullyShardedDataParallel(Module):
         """torch's FSDP1: a full optimizer state dict (from full_optim_state_dict, keyed by ids or names) as this
         rank's optim.load_state_dict input: each full tensor sliced to this rank's shard of its parameter; ids
         follow optim's parameters, or model.parameters() without optim (torch's optim_input=None)."""
-        params = _param_order(model, optim)
-        named = FullyShardedDataParallel.rekey_optim_state_dict(full_optim_state_dict, OptimStateKeyType.PARAM_NAME,
-                                                                model, optim=optim)
-        return _to_load_form(model, params, named, len(optim.param_groups) if optim is not None else None)
+        _warn_legacy("shard_full_optim_state_dict", "optim_state_dict_to_load")
+        return _shard_full(full_optim_state_dict, model, optim)
 
     @staticmethod
     def scatter_full_optim_state_dict(full_optim_state_dict, model, optim_input=None, optim=None, group=None):
         """torch's FSDP1: shard_full_optim_state_dict of the full dict that rank 0 holds (the others may pass
         None); collective."""
+        _warn_legacy("scatter_full_optim_state_dict", "optim_state_dict_to_load")
         from ... import distributed as dist
         box = [full_optim_state_dict if dist.get_rank() == 0 else None]
         dist.broadcast_object_list(box, src=0, group=group)
-        return FullyShardedDataParallel.shard_full_optim_state_dict(box[0], model, optim=optim)
+        return _shard_full(box[0], model, optim)
 
     @staticmethod
     def rekey_optim_state_dict(optim_state_dict, optim_state_key_type, model, optim_input=None, optim=None):
@@ -514,6 +522,21 @@ def _roots_of(module):
         roots.append(m)
         inside.update(id(d) for d in m.modules())
     return roots
+
+
+def _shard_full(full_optim_state_dict, model, optim):
+    named = FullyShardedDataParallel.rekey_optim_state_dict(full_optim_state_dict, OptimStateKeyType.PARAM_NAME, model,
+                                                            optim=optim)
+    return _to_load_form(model, _param_order(model, optim), named,
+                         len(optim.param_groups) if optim is not None else None)
+
+
+def _warn_legacy(curr, new):
+    """torch's FutureWarning for FSDP1's older optimizer state dict functions."""
+    import warnings
+    warnings.warn("``FullyShardedDataParallel.%s``is being deprecated and is replaced by "
+                  "``FullyShardedDataParallel.%s``. ``FullyShardedDataParallel.%s`` may be removed after PyTorch 2.2."
+                  % (curr, new, curr), FutureWarning, stacklevel=3)
 
 
 def _param_order(model, optim):
