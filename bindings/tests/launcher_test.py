@@ -115,6 +115,33 @@ def fail_on_rank_one():
     time.sleep(60)
 
 
+def test_a_signal_to_the_launcher_stops_its_workers(tmp_path):
+    """SIGTERM sent to the launcher alone: the workers are stopped too (they were left running, orphaned), and the
+    launcher returns 128 + the signal."""
+    import signal
+    script = tmp_path / "job.py"
+    script.write_text(textwrap.dedent("""
+        import os, time
+        open("pid_%s" % os.environ["RANK"], "w").write(str(os.getpid()))
+        time.sleep(60)
+    """))
+    launcher = subprocess.Popen([sys.executable, "-m", "tessel.distributed.run", "--nproc_per_node", "2",
+                                 str(script)], env=ENV, cwd=str(tmp_path), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not all((tmp_path / ("pid_%d" % r)).exists() and (tmp_path / ("pid_%d" % r)).read_text()
+                  for r in (0, 1)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    pids = [int((tmp_path / ("pid_%d" % r)).read_text()) for r in (0, 1)]
+    launcher.send_signal(signal.SIGTERM)
+    _, err = launcher.communicate(timeout=30)
+    assert launcher.returncode == 128 + signal.SIGTERM, err
+    assert "received signal 15: stopping the workers" in err
+    for pid in pids:  # gone (reaped by the launcher): no such process
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
 def test_elastic_launch_returns_each_ranks_value_or_raises_child_failed():
     config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=2, rdzv_endpoint="localhost:0")
     assert elastic_launch(config, square_of_rank)(3) == {0: 9, 1: 16}

@@ -12,11 +12,11 @@
 // _RESTART_COUNT / _MAX_RESTARTS set as torchrun sets them; every line it writes
 // to stdout/stderr comes out on the same stream prefixed "[rank r] ". When a rank exits non-zero (or
 // dies of a signal), the launcher terminates the others (SIGTERM, then SIGKILL after 5 s) and exits
-// with that rank's code (128 + signal for a signal). A rank that exits with code 0 while others still
-// run ends the job too, after a short grace for the usual skew of a clean shutdown (--exit-grace-s,
-// default 2): peers waiting for it would otherwise wait out the comm timeout (the comm layer also fails
-// their collectives at once when its connection closes); the launcher then exits 1. A job whose ranks
-// legitimately finish far apart (rank 0 writes a report alone) passes a larger --exit-grace-s.
+// with that rank's code (128 + signal for a signal). A rank that exits with code 0 leaves the others running
+// until they finish, as torchrun's (rank 0 often saves a checkpoint or writes a report after the others are
+// done; peers blocked in a collective on it fail at once, the comm layer seeing its connection close); with
+// --exit-grace-s G > 0 the others are stopped G s after such an exit and the launcher exits 1 (for jobs whose
+// ranks must finish together).
 // --max-restarts N (torchrun's name and semantics): when an attempt fails (any exit code other than 0, once
 // the others are stopped as above), the launcher prints "[tessel-run] attempt A failed with exit code C;
 // restarting ..." and starts every local rank again, up to N times; it exits with the last attempt's code.
@@ -81,7 +81,9 @@ ABSL_FLAG(int, node_rank, 0, "this node's index, 0..nnodes-1");
 ABSL_FLAG(std::string, master_addr, "127.0.0.1", "node 0's address (rank 0 serves the rendezvous store there)");
 ABSL_FLAG(int, master_port, 29500, "the rendezvous port (0: a free one, single node only)");
 ABSL_FLAG(std::string, backend, "auto", "auto, gloo or nccl (exported as TESSEL_BACKEND)");
-ABSL_FLAG(int, exit_grace_s, 2, "how long ranks may still run after one exited with code 0");
+ABSL_FLAG(int, exit_grace_s, 0,
+          "0: every rank may finish when it finishes (torchrun's); G > 0: the others are stopped G s after one "
+          "exited with code 0");
 ABSL_FLAG(int, rendezvous_timeout_s, 300, "node rank > 0: how long to wait for node 0's rendezvous");
 ABSL_FLAG(int, max_restarts, 0, "restart all local ranks up to N times when one fails (torchrun's --max-restarts)");
 // torchrun's rendezvous flags, as its elastic tutorials pass them: the endpoint is the master address and port, the
@@ -100,7 +102,7 @@ struct Args {
   int master_port = 29500;
   bool pick_port = false;  // --master-port 0: a fresh free port for every attempt
   std::string backend = "auto";  // resolved to gloo or nccl by ResolveBackend
-  int exit_grace_s = 2;
+  int exit_grace_s = 0;
   int rendezvous_timeout_s = 300;
   int max_restarts = 0;
   std::string run_id = "none";
@@ -385,6 +387,18 @@ void Spawn(Rank& r, const Args& a, int local_rank, const std::string& error_file
     ::setenv("MASTER_PORT", std::to_string(a.master_port).c_str(), 1);
     ::setenv("TESSEL_BACKEND", a.backend.c_str(), 1);
     if (!error_file.empty()) ::setenv("TORCHELASTIC_ERROR_FILE", error_file.c_str(), 1);
+    // A Python script runs under Python, as torchrun's (`$PYTHON_EXEC -u script.py`, python3 by default); a
+    // program or `python3 script.py` runs as given.
+    const std::string prog = a.command[0];
+    if (prog.size() > 3 && prog.compare(prog.size() - 3, 3, ".py") == 0) {
+      const char* python = std::getenv("PYTHON_EXEC");
+      std::vector<char*> argv = {const_cast<char*>(python != nullptr && *python ? python : "python3"),
+                                 const_cast<char*>("-u")};
+      argv.insert(argv.end(), a.command.begin(), a.command.end());
+      ::execvp(argv[0], argv.data());
+      std::fprintf(stderr, "tessel-run: cannot execute %s %s: %s\n", argv[0], a.command[0], std::strerror(errno));
+      std::_Exit(127);
+    }
     ::execvp(a.command[0], a.command.data());
     std::fprintf(stderr, "tessel-run: cannot execute %s: %s\n", a.command[0], std::strerror(errno));
     std::_Exit(127);
@@ -460,7 +474,7 @@ void Reap(std::vector<Rank>& ranks, bool terminating, int* exit_code, int* faile
         std::fprintf(stderr, "[tessel-run] rank %d exited with code %d; terminating the other ranks\n", r.rank, code);
         *exit_code = code;
         *failed_rank = r.rank;
-      } else if (code == 0 && *early_rank < 0) {
+      } else if (code == 0 && grace_s > 0 && *early_rank < 0) {
         *early_rank = r.rank;
         *early_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(grace_s);
       }

@@ -51,8 +51,20 @@ elapsed=$(( $(date +%s) - start ))
 grep -q "rank 1 exited with code 7" "$out" || fail "no failure notice"
 grep -qx "\[rank 1\] dying" "$out" || fail "missing output of the failed rank"
 
-# 3b. A rank that exits 0 while the others still run (they might wait for it forever) ends the job after
-# the grace, with exit 1; ranks finishing together (case 1) are unaffected.
+# 3a. By default (torchrun's) a rank that exits 0 early leaves the others to finish: rank 0's later work (a
+# checkpoint after the others are done) completes and the job exits 0.
+"$launcher" --nproc-per-node 2 /bin/sh -c 'if [ "$RANK" = 0 ]; then sleep 3; echo "rank 0 late work done"; fi' \
+  >"$out" 2>&1 || fail "an early clean exit ended the job (rc $?)"
+grep -qx "\[rank 0\] rank 0 late work done" "$out" || fail "rank 0's late work was cut off"
+
+# 3a'. A Python script runs under python (torchrun's), with the script's arguments.
+pyscript="${TEST_TMPDIR:-/tmp}/tessel_run_script.py"
+printf 'import os, sys\nprint("py", os.environ["RANK"], sys.argv[1:])\n' >"$pyscript"
+"$launcher" --nproc-per-node 2 "$pyscript" --flag x >"$out" 2>&1 || fail "a .py script did not run (rc $?)"
+grep -qx "\[rank 1\] py 1 \['--flag', 'x'\]" "$out" || fail "the .py script's output is missing"
+
+# 3b. With --exit-grace-s G, a rank that exits 0 while the others still run ends the job after the grace,
+# with exit 1; ranks finishing together (case 1) are unaffected.
 start=$(date +%s)
 "$launcher" --nproc-per-node 3 --exit-grace-s 1 /bin/sh -c 'if [ "$RANK" = 2 ]; then exit 0; fi; sleep 60' >"$out" 2>&1
 rc=$?

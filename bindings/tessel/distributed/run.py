@@ -217,11 +217,40 @@ def worker_env(local, nproc, *, nnodes, node_rank, role, master_addr, master_por
                 TORCHELASTIC_MAX_RESTARTS=str(max_restarts))
 
 
-def run_workers(command, nproc, *, nnodes=1, node_rank=0, master_addr="127.0.0.1", master_port=29500,
-                max_restarts=0, monitor_interval=0.1, run_id=None, role="default", env=None, log=sys.stderr,
-                logs=None):
+class _LauncherSignal(Exception):
+    def __init__(self, signum):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def run_workers(command, nproc, **kwargs):
     """Runs the local workers of this node until all exit 0 (returns 0) or one fails after max_restarts
-    restarts (stops the others, prints the root cause, returns 1). logs: a _Logs (stream destinations)."""
+    restarts (stops the others, prints the root cause, returns 1). SIGINT / SIGTERM to the launcher stop the
+    workers (SIGTERM, then SIGKILL after 5 s) and the launcher returns 128 + the signal, as torchrun's agent
+    shuts its workers down (they were left running). logs: a _Logs (stream destinations)."""
+    import threading
+    running = []  # the current attempt's workers
+
+    def on_signal(signum, frame):
+        raise _LauncherSignal(signum)
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        return _run_attempts(command, nproc, running, **kwargs)
+    except _LauncherSignal as e:
+        print("[tessel.distributed.run] received signal %d: stopping the workers" % e.signum, file=sys.stderr,
+              flush=True)
+        _stop(running)
+        return 128 + e.signum
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def _run_attempts(command, nproc, running, *, nnodes=1, node_rank=0, master_addr="127.0.0.1", master_port=29500,
+                  max_restarts=0, monitor_interval=0.1, run_id=None, role="default", env=None, log=sys.stderr,
+                  logs=None):
     run_id = run_id or uuid.uuid4().hex[:8]
     logs = logs or _Logs(None, {}, {}, None, "", role)
     base = dict(os.environ if env is None else env)
@@ -230,6 +259,7 @@ def run_workers(command, nproc, *, nnodes=1, node_rank=0, master_addr="127.0.0.1
     for restart in range(max_restarts + 1):
         with tempfile.TemporaryDirectory(prefix="tessel_run_") as errors:
             procs, files = [], []
+            running[:] = []
             for local in range(nproc):
                 rank = node_rank * nproc + local
                 files.append(os.path.join(errors, "error_%d.json" % rank))
@@ -239,6 +269,7 @@ def run_workers(command, nproc, *, nnodes=1, node_rank=0, master_addr="127.0.0.1
                              TORCHELASTIC_ERROR_FILE=files[-1])
                 kwargs, pumps = logs.popen_kwargs(restart, run_id, local, rank)
                 procs.append(subprocess.Popen(command, env=env_r, **kwargs))
+                running.append(procs[-1])
                 logs.start(procs[-1], pumps)
             failed = None
             while failed is None and any(p.poll() is None for p in procs):
