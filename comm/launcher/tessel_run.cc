@@ -29,7 +29,10 @@
 // (tessel.distributed.elastic.multiprocessing.errors.record) writes its uncaught exception there, and when that
 // rank is the attempt's first failure the launcher prints it as the root cause ("[tessel-run] root cause (first
 // observed failure): rank R ..." then the exception and its traceback), after the ranks' own output.
-// `--master-port 0` picks a free port (single node only).
+// `--master-port 0` picks a free port (single node only). torchrun's other flags run too: --standalone (one node,
+// 127.0.0.1, a free port), -m / --module, --run-path and --no-python (a *.py program otherwise runs as
+// `$PYTHON_EXEC -u prog.py`, python3 by default), --nproc-per-node auto / cpu / gpu, --nnodes N:N, --role,
+// --monitor-interval (accepted); the log flags are python -m tessel.distributed.run's.
 // `--backend` (default auto: nccl when this
 // node has a visible GPU for every local process, else gloo; rule in comm/backend_choice.h) is
 // exported to every rank as TESSEL_BACKEND. GPUs are counted from /dev/nvidia<N> ($TESSEL_DEV_DIR
@@ -57,6 +60,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -64,6 +68,7 @@
 #include <cstring>
 #include <ctime>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -91,6 +96,14 @@ ABSL_FLAG(int, max_restarts, 0, "restart all local ranks up to N times when one 
 ABSL_FLAG(std::string, rdzv_id, "none", "the job's id (TORCHELASTIC_RUN_ID)");
 ABSL_FLAG(std::string, rdzv_backend, "static", "accepted for torchrun's command lines (c10d, static)");
 ABSL_FLAG(std::string, rdzv_endpoint, "", "host:port of the rendezvous (sets --master-addr / --master-port)");
+// torchrun's other flags, so its command lines run unchanged (the log flags --log-dir / --redirects / --tee are
+// python -m tessel.distributed.run's):
+ABSL_FLAG(bool, standalone, false, "one node, a free port on 127.0.0.1 (torchrun's --standalone)");
+ABSL_FLAG(bool, module, false, "run the program as `python -u -m prog` (torchrun's -m / --module)");
+ABSL_FLAG(bool, no_python, false, "exec the program as given, even a *.py (torchrun's --no-python)");
+ABSL_FLAG(bool, run_path, false, "run the program as a Python file (torchrun's --run-path)");
+ABSL_FLAG(std::string, role, "default", "the workers' role (ROLE_NAME)");
+ABSL_FLAG(double, monitor_interval, 0.1, "accepted for torchrun's command lines (the launcher polls every 50 ms)");
 
 namespace {
 
@@ -106,6 +119,7 @@ struct Args {
   int rendezvous_timeout_s = 300;
   int max_restarts = 0;
   std::string run_id = "none";
+  std::string role = "default";
   std::vector<char*> command;
 };
 
@@ -148,20 +162,47 @@ std::string NormalizeFlag(const std::string& arg) {
 // Splits argv at the program: the launcher's flags (normalized, checked against the registered absl flags so an
 // unknown one is a usage error, exit 2) go to absl, the first argument that is not a flag or a flag's value (or
 // everything after "--") is the command. Flags after the program belong to the program.
+// torchrun's symbolic values as numbers: --nproc-per-node auto (this node's GPUs, else its CPUs), cpu, gpu;
+// --nnodes MIN:MAX with MIN == MAX (an elastic range is refused).
+std::string FlagValue(const std::string& name, const std::string& value) {
+  if (name == "nproc_per_node" && (value == "auto" || value == "cpu" || value == "gpu")) {
+    const char* dev = std::getenv("TESSEL_DEV_DIR");
+    const int gpus = tessel::comm::CountVisibleGpus(dev != nullptr ? dev : "/dev", std::getenv("CUDA_VISIBLE_DEVICES"));
+    const int cpus = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    if (value == "gpu" && gpus == 0) Usage("--nproc-per-node gpu: this node has no visible GPU");
+    return std::to_string(value == "cpu" || (value == "auto" && gpus == 0) ? cpus : gpus);
+  }
+  if (name == "nnodes" && value.find(':') != std::string::npos) {
+    const std::string lo = value.substr(0, value.find(':')), hi = value.substr(value.find(':') + 1);
+    if (lo != hi) Usage("--nnodes " + value + ": elastic node ranges are not supported; give one count");
+    return lo;
+  }
+  return value;
+}
+
 int SplitAtProgram(int argc, char** argv, std::vector<std::string>* flags) {
   int i = 1;
   for (; i < argc; ++i) {
-    const std::string arg = argv[i];
+    std::string arg = argv[i];
     if (arg == "--") return i + 1;
+    if (arg == "-m") arg = "--module";  // torchrun's one short flag
     if (arg.size() < 3 || arg.rfind("--", 0) != 0) break;
-    flags->push_back(NormalizeFlag(arg));
-    const std::string name = flags->back().substr(2, flags->back().find('=') - 2);
+    std::string normalized = NormalizeFlag(arg);
+    const size_t eq = normalized.find('=');
+    const std::string name = normalized.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
+    if (eq != std::string::npos) normalized = "--" + name + "=" + FlagValue(name, normalized.substr(eq + 1));
+    flags->push_back(normalized);
     if (name == "help" || name == "helpfull" || name == "helpshort" || name == "version") continue;  // absl's own
     const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
-    if (flag == nullptr) Usage("unknown flag --" + name);
-    if (arg.find('=') != std::string::npos || flag->IsOfType<bool>()) continue;
+    if (flag == nullptr) {
+      Usage("unknown flag --" + name +
+            (name == "log_dir" || name == "redirects" || name == "tee" || name == "local_ranks_filter"
+                 ? " (python -m tessel.distributed.run takes torchrun's log flags)"
+                 : ""));
+    }
+    if (eq != std::string::npos || flag->IsOfType<bool>()) continue;
     if (i + 1 >= argc) Usage(arg + " needs a value");
-    flags->push_back(argv[++i]);
+    flags->push_back(FlagValue(name, argv[++i]));
   }
   return i;
 }
@@ -186,6 +227,7 @@ Args Parse(int argc, char** argv) {
   a.master_addr = absl::GetFlag(FLAGS_master_addr);
   a.backend = absl::GetFlag(FLAGS_backend);
   a.run_id = absl::GetFlag(FLAGS_rdzv_id);
+  a.role = absl::GetFlag(FLAGS_role);
   if (const std::string endpoint = absl::GetFlag(FLAGS_rdzv_endpoint); !endpoint.empty()) {
     const size_t colon = endpoint.rfind(':');
     a.master_addr = endpoint.substr(0, colon);
@@ -193,9 +235,27 @@ Args Parse(int argc, char** argv) {
       Usage("--rdzv-endpoint must be host:port, got " + endpoint);
     }
   }
+  if (program >= argc) Usage("no program given");
+  // The command as torchrun builds it: python -u [-m] prog for a module, a --run-path file or a *.py program
+  // (unless --no-python); PYTHON_EXEC names the interpreter (python3 by default).
+  const std::string prog = argv[program];
+  const bool py_file = prog.size() > 3 && prog.compare(prog.size() - 3, 3, ".py") == 0;
+  if (!absl::GetFlag(FLAGS_no_python) && (absl::GetFlag(FLAGS_module) || absl::GetFlag(FLAGS_run_path) || py_file)) {
+    static std::string python;
+    const char* exec = std::getenv("PYTHON_EXEC");
+    python = exec != nullptr && *exec ? exec : "python3";
+    a.command = {python.data(), const_cast<char*>("-u")};
+    if (absl::GetFlag(FLAGS_module)) a.command.push_back(const_cast<char*>("-m"));
+  } else if (absl::GetFlag(FLAGS_module)) {
+    Usage("--module and --no-python cannot be used together");
+  }
   for (int i = program; i < argc; ++i) a.command.push_back(argv[i]);
   a.command.push_back(nullptr);
-  if (a.command.size() == 1) Usage("no program given");
+  if (absl::GetFlag(FLAGS_standalone)) {
+    if (a.nnodes != 1) Usage("--standalone is one node");
+    a.master_addr = "127.0.0.1";
+    a.master_port = 0;
+  }
   if (a.nproc_per_node < 1 || a.nnodes < 1) Usage("--nproc-per-node and --nnodes must be >= 1");
   if (a.node_rank >= a.nnodes) Usage("--node-rank must be < --nnodes");
   if (a.master_port == 0 && a.nnodes > 1) Usage("--master-port 0 (pick a free port) works on a single node only");
@@ -378,7 +438,7 @@ void Spawn(Rank& r, const Args& a, int local_rank, const std::string& error_file
     // torchrun's role variables (one role, "default", holding every rank) and elastic ones: torch's
     // is_torchelastic_launched() reads TORCHELASTIC_RUN_ID ("none" without a rendezvous id, as torchrun's).
     ::setenv("GROUP_WORLD_SIZE", std::to_string(a.nnodes).c_str(), 1);
-    ::setenv("ROLE_NAME", "default", 1);
+    ::setenv("ROLE_NAME", a.role.c_str(), 1);
     ::setenv("ROLE_RANK", std::to_string(r.rank).c_str(), 1);
     ::setenv("ROLE_WORLD_SIZE", std::to_string(world).c_str(), 1);
     ::setenv("TORCHELASTIC_RUN_ID", a.run_id.c_str(), 1);
@@ -387,18 +447,6 @@ void Spawn(Rank& r, const Args& a, int local_rank, const std::string& error_file
     ::setenv("MASTER_PORT", std::to_string(a.master_port).c_str(), 1);
     ::setenv("TESSEL_BACKEND", a.backend.c_str(), 1);
     if (!error_file.empty()) ::setenv("TORCHELASTIC_ERROR_FILE", error_file.c_str(), 1);
-    // A Python script runs under Python, as torchrun's (`$PYTHON_EXEC -u script.py`, python3 by default); a
-    // program or `python3 script.py` runs as given.
-    const std::string prog = a.command[0];
-    if (prog.size() > 3 && prog.compare(prog.size() - 3, 3, ".py") == 0) {
-      const char* python = std::getenv("PYTHON_EXEC");
-      std::vector<char*> argv = {const_cast<char*>(python != nullptr && *python ? python : "python3"),
-                                 const_cast<char*>("-u")};
-      argv.insert(argv.end(), a.command.begin(), a.command.end());
-      ::execvp(argv[0], argv.data());
-      std::fprintf(stderr, "tessel-run: cannot execute %s %s: %s\n", argv[0], a.command[0], std::strerror(errno));
-      std::_Exit(127);
-    }
     ::execvp(a.command[0], a.command.data());
     std::fprintf(stderr, "tessel-run: cannot execute %s: %s\n", a.command[0], std::strerror(errno));
     std::_Exit(127);

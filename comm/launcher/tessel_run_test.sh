@@ -63,6 +63,21 @@ printf 'import os, sys\nprint("py", os.environ["RANK"], sys.argv[1:])\n' >"$pysc
 "$launcher" --nproc-per-node 2 "$pyscript" --flag x >"$out" 2>&1 || fail "a .py script did not run (rc $?)"
 grep -qx "\[rank 1\] py 1 \['--flag', 'x'\]" "$out" || fail "the .py script's output is missing"
 
+# 3a''. torchrun's command lines: --standalone, --nproc_per_node cpu, --nnodes 1:1, -m (a module), --role,
+# --monitor_interval; --no-python runs a *.py as a program; an elastic --nnodes range is refused.
+pydir="${TEST_TMPDIR:-/tmp}/tessel_run_mod"
+mkdir -p "$pydir" && printf 'import os\nprint("mod", os.environ["RANK"], os.environ["ROLE_NAME"])\n' >"$pydir/tr_mod.py"
+PYTHONPATH="$pydir" "$launcher" --standalone --nnodes 1:1 --nproc_per_node 2 --role trainer --monitor_interval 1 \
+  -m tr_mod >"$out" 2>&1 || fail "torchrun flags refused (rc $?)"
+grep -qx "\[rank 1\] mod 1 trainer" "$out" || fail "-m tr_mod did not run as rank 1 with its role"
+"$launcher" --nproc_per_node cpu /bin/sh -c 'echo "n=$WORLD_SIZE"' >"$out" 2>&1 || fail "--nproc_per_node cpu refused"
+grep -q "\[rank 0\] n=$(nproc)" "$out" || fail "--nproc_per_node cpu is not the CPU count"
+"$launcher" --no-python --nproc-per-node 1 "$pyscript" >"$out" 2>&1
+[ $? -eq 127 ] || fail "--no-python ran the .py under python"
+"$launcher" --nnodes 1:2 --nproc-per-node 1 /bin/true >"$out" 2>&1
+[ $? -eq 2 ] && grep -q "elastic node ranges are not supported" "$out" ||
+  fail "an elastic --nnodes range was not refused"
+
 # 3b. With --exit-grace-s G, a rank that exits 0 while the others still run ends the job after the grace,
 # with exit 1; ranks finishing together (case 1) are unaffected.
 start=$(date +%s)
