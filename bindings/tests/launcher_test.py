@@ -65,6 +65,31 @@ def test_a_failing_worker_stops_the_group_and_is_the_root_cause(tmp_path):
     assert any("in main" in line for line in lines[i:]), out.stderr
 
 
+def test_the_root_cause_is_the_earliest_failure_when_two_fail_within_one_poll(tmp_path):
+    """Rank 1 fails, rank 0 fails 0.2 s later (its peer gone), both under @record, mostly within one of the
+    launcher's 2 s polls: the root cause is rank 1, by the error files' times (list order named rank 0)."""
+    out, _ = launch(tmp_path, """
+        import os, time
+        from tessel.distributed.elastic.multiprocessing.errors import record
+
+        @record
+        def main():
+            if os.environ["RANK"] == "1":
+                open("rank1_failing", "w").close()
+                raise KeyError("the first failure")
+            while not os.path.exists("rank1_failing"):
+                time.sleep(0.001)
+            time.sleep(0.2)
+            raise RuntimeError("rank 0 failed after its peer")
+
+        main()
+    """, "--nproc_per_node=2", "--master-port", "0", "--monitor-interval", "2")
+    assert out.returncode == 1, out.stdout + out.stderr
+    lines = out.stderr.splitlines()
+    i = lines.index("[tessel.distributed.run] root cause (first observed failure): rank 1 (local_rank 1), exit code 1")
+    assert lines[i + 1] == "[tessel.distributed.run]   KeyError: 'the first failure'"
+
+
 def test_max_restarts_runs_the_group_again(tmp_path):
     out, _ = launch(tmp_path, """
         import os

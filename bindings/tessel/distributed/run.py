@@ -181,6 +181,24 @@ class _Logs:
         self.threads, self.files = [], []
 
 
+def _first_failure(procs, files, seen):
+    """Of the workers failed by now, the one whose error file records the earliest time (torch's first observed
+    failure; two that fail within one poll were told apart by list order), else `seen`."""
+    import json
+    times = {}
+    for i, p in enumerate(procs):
+        if p.poll() in (None, 0):
+            continue
+        try:
+            with open(files[i]) as f:
+                info = json.load(f)["message"]["extraInfo"]
+            # tessel's record adds nanoseconds (torch's seconds tie for failures that follow each other)
+            times[i] = int(info.get("timestamp_ns", int(info["timestamp"]) * 10 ** 9))
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+    return min(times, key=lambda i: (times[i], i)) if times else seen
+
+
 def _root_cause(local, proc, error_file):
     """(message, traceback) of a failed worker's @record file, read as torch's ProcessFailure reads it; (None,
     "") when it wrote none or an unreadable one (the launcher still reports the exit code)."""
@@ -284,6 +302,7 @@ def _run_attempts(command, nproc, running, *, nnodes=1, node_rank=0, master_addr
             if failed is None:
                 logs.close()
                 return 0
+            failed = _first_failure(procs, files, failed)
             code = procs[failed].returncode
             _stop(procs)
             logs.close()

@@ -116,7 +116,8 @@ class ErrorHandler:
         if not path:
             return
         data = {"message": {"message": "%s: %s" % (type(e).__name__, e),
-                            "extraInfo": {"py_callstack": traceback.format_exc(), "timestamp": str(int(time.time()))}}}
+                            "extraInfo": {"py_callstack": traceback.format_exc(), "timestamp": str(int(time.time())),
+                                          "timestamp_ns": str(time.time_ns())}}}
         with open(path, "w") as f:
             json.dump(data, f)
 
