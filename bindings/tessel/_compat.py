@@ -10,7 +10,7 @@ initializers normal_ / uniform_, and Tensor.data.
 import builtins
 import math
 
-from . import _C, _dtypes, _inplace, return_types
+from . import _C, _dtensor_compose, _dtypes, _inplace, return_types
 from ._tensor import user_stacklevel, zero_dim_as_vector
 
 Tensor = _C.Tensor
@@ -640,28 +640,6 @@ def _rewrap(x, local, shape):
     return _C.from_local(local, x.device_mesh, list(x.placements), list(shape), _contiguous_strides(shape), False)
 
 
-def by_index_pieces(x, index, select, shape, placements, aligned_dims=()):
-    """select(x's whole local value, this rank's piece of index) as a DTensor laid out as `placements` (index's,
-    mapped to the output's dims), when x is replicated on index's mesh and index is sharded (no Partial): each rank
-    selects its own rows, no communication (torch's index_select / gather follow the index's sharding; they
-    all-gathered the index). x's gradient is each rank's part (Partial), reduced where x needs it. An index
-    sharded along one of `aligned_dims` (gather's dims other than its own, where x and the index have one size)
-    takes x's matching rows: x is sliced there first (Replicate to Shard: local). None otherwise."""
-    from ._tensor import Tensor as _T, _contiguous_strides
-    if not (isinstance(index, _T) and index.is_distributed and isinstance(x, _T) and x.is_distributed) or \
-            index.device_mesh != x.device_mesh or not builtins.all(p.is_replicate() for p in x.placements) or \
-            builtins.any(p.is_partial() for p in index.placements) or \
-            builtins.all(p.is_replicate() for p in index.placements):
-        return None
-    from .distributed.tensor import Partial
-    sliced = [p if p.is_shard() and p.dim % index.ndim in aligned_dims else None for p in index.placements]
-    if builtins.any(p is not None for p in sliced):
-        x = x.redistribute(x.device_mesh, [p if p is not None else q for p, q in zip(sliced, x.placements)])
-    grads = [p if p is not None else Partial() for p in sliced]
-    local = select(x.to_local(grad_placements=grads), index.to_local())
-    return _C.from_local(local, x.device_mesh, list(placements), list(shape), _contiguous_strides(shape), False)
-
-
 def _gather(self, dim, index, *, sparse_grad=False):
     """torch.gather: out[i][j][k] = self[index[i][j][k]][j][k] for dim 0 (and so on), index no larger than
     self in the other dims. Two DTensors laid out alike, dim whole and the sharded dims of equal size, gather
@@ -678,8 +656,8 @@ def _gather(self, dim, index, *, sparse_grad=False):
         aligned = {d for d in range(self.ndim) if d != d0 and self.shape[d] == index.shape[d]}
         if builtins.all(p.dim % index.ndim in aligned | {d0} for p in index.placements if p.is_shard()):
             # (an index sharded along a dim where it is shorter than self: the general path)
-            out = by_index_pieces(self, index, lambda xl, il: _gather(xl, dim, il), index.shape, index.placements,
-                                  aligned)
+            out = _dtensor_compose.by_index_pieces(self, index, lambda xl, il: _gather(xl, dim, il), index.shape,
+                                                   index.placements, aligned)
             if out is not None:
                 return out
     idx = index.numpy() if isinstance(index, _T) else np.asarray(index)

@@ -13,6 +13,10 @@ as tessel's indexing reads them.
 Why by hand: torch gets the same effect from its dispatcher running decompositions on DTensors; tessel's
 compositions are Python, so the scope is entered here, once per outermost call (nested composed calls run
 inside it unchanged).
+
+The layout helpers the compositions share, so that an argument moves once rather than once per sub-op:
+`aligned` (a function's DTensor arguments on one layout before it runs), `gathered_along` (a dim made whole
+once: split, chunk, cumsum) and `by_index_pieces` (index_select / gather by a sharded index, locally).
 """
 import functools
 import inspect
@@ -80,7 +84,7 @@ def wrap_all(table):
     return table
 
 
-def _aligned_args(args):
+def aligned_args(args):
     """aligned's arguments: each DTensor's Partial mesh dims reduced (Replicate), and the DTensors of the first
     one's shape on its placements, each moved by one redistribute."""
     lead = next((a for a in args if isinstance(a, _Tensor) and a.is_distributed), None)
@@ -113,6 +117,39 @@ def aligned(fn):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         if any(isinstance(a, _Tensor) and a.is_distributed for a in args):
-            args = _aligned_args(args)
+            args = aligned_args(args)
         return fn(*args, **kwargs)
     return wrapper
+
+
+def gathered_along(x, dim):
+    """x, or a DTensor sharded along dim gathered along it once (Replicate on those mesh dims), so that the
+    pieces of a split, or the shifted copies of a cumsum, are local: each gathered the tensor again (chunk(3) of
+    an S(1) tensor: three all-gathers; torch: one)."""
+    if not x.is_distributed or x.ndim == 0:
+        return x
+    d = dim % x.ndim
+    from .distributed.tensor import Replicate
+    want = tuple(Replicate() if p.is_shard() and p.dim % x.ndim == d else p for p in x.placements)
+    return x if want == tuple(x.placements) else x.redistribute(x.device_mesh, want)
+
+
+def by_index_pieces(x, index, select, shape, placements, aligned_dims=()):
+    """select(x's whole local value, this rank's piece of index) as a DTensor laid out as `placements` (index's,
+    mapped to the output's dims), when x is replicated on index's mesh and index is sharded (no Partial): each rank
+    selects its own rows, no communication (torch's index_select / gather follow the index's sharding; they
+    all-gathered the index). x's gradient is each rank's part (Partial), reduced where x needs it. An index
+    sharded along one of `aligned_dims` (gather's dims other than its own, where x and the index have one size)
+    takes x's matching rows: x is sliced there first (Replicate to Shard: local). None otherwise."""
+    from ._tensor import _contiguous_strides
+    if not (isinstance(index, _Tensor) and index.is_distributed and isinstance(x, _Tensor) and x.is_distributed) or \
+            index.device_mesh != x.device_mesh or not all(p.is_replicate() for p in x.placements) or \
+            any(p.is_partial() for p in index.placements) or all(p.is_replicate() for p in index.placements):
+        return None
+    from .distributed.tensor import Partial
+    sliced = [p if p.is_shard() and p.dim % index.ndim in aligned_dims else None for p in index.placements]
+    if any(p is not None for p in sliced):
+        x = x.redistribute(x.device_mesh, [p if p is not None else q for p, q in zip(sliced, x.placements)])
+    grads = [p if p is not None else Partial() for p in sliced]
+    local = select(x.to_local(grad_placements=grads), index.to_local())
+    return _C.from_local(local, x.device_mesh, list(placements), list(shape), _contiguous_strides(shape), False)

@@ -6,7 +6,8 @@ Functions whose gradient would need an op tessel lacks (sin, cos, erf, floor, ..
 requires grad with NotImplementedError instead of returning a value with no gradient; they serve the
 constant tables models build from them (rotary embeddings' cos/sin, positional encodings). The scatter
 family (_scatter.py), einsum (_einsum.py), the logical / bitwise operators (_logical.py), the order
-statistics (_order.py) and pow with a tensor exponent (_pow.py) are split out by concept and register
+statistics (_order.py), the host-side counts and searches (_counting.py) and pow with a tensor exponent
+(_pow.py) are split out by concept and register
 into this module's tables.
 """
 import builtins
@@ -17,10 +18,10 @@ import numpy as np
 from . import _C, _dtypes
 from ._autocast_policy import float32_under_autocast as _float32_under_autocast_early
 from ._autocast_policy import lower_precision_under_autocast as _lower_under_autocast
-from ._dtensor_compose import aligned
+from ._dtensor_compose import aligned, by_index_pieces, gathered_along
 from ._inplace import honours_inplace
-from ._tensor import (Tensor, _host_numpy, bernoulli, exponential_, random_, tensor as _tensor, wrap_dim,
-                      zero_dim_as_vector, zeros as _zeros)
+from ._tensor import (Tensor, _host_numpy, bernoulli, exponential_, random_, tensor as _tensor, with_zero_gradient,
+                      wrap_dim, zero_dim_as_vector, zeros as _zeros)
 
 
 def _floating(x):
@@ -293,9 +294,7 @@ def sign(x):
         return x.clone()
     one, zero = _scalar_like(x, 1.0), _scalar_like(x, 0.0)
     value = _C._functional.where(x > 0, one, _C._functional.where(x < 0, -one, zero))  # 0 for 0 and NaN
-    if x.requires_grad and _C.is_grad_enabled():  # torch's sign is differentiable, its gradient zero
-        return _C._functional.where(_C._full([], 0.0, _dtypes.bool), x, value)  # (x.sign().sum().backward()
-    return value  # raised "does not require grad")
+    return with_zero_gradient(value, x)  # torch's sign is differentiable, its gradient zero
 
 
 def isnan(x):
@@ -349,7 +348,7 @@ def cumsum(x, dim, dtype=None):
     dim = wrap_dim(dim, x.ndim)
     if x.ndim == 0:
         return x.clone()
-    x = _whole_along(x, dim)  # a DTensor sharded along dim: gathered once (each log step's shift gathered it again)
+    x = gathered_along(x, dim)  # a DTensor sharded along dim: gathered once (each log step's shift did)
     n, out, shift = x.shape[dim], x, 1
     while shift < n:
         shape = list(out.shape)
@@ -430,7 +429,6 @@ def index_select(x, dim, index):
     if bad is not None:  # negative indices included: torch does not wrap them here (they read other rows)
         raise IndexError("index out of range in self")
     if isinstance(index, Tensor) and index.is_distributed:  # a replicated x, a sharded index: its rows per rank
-        from ._compat import by_index_pieces
         from .distributed.tensor import Shard
         shape = list(x.shape[:dim]) + [index.numel()] + list(x.shape[dim + 1:])
         out = by_index_pieces(x, index, lambda xl, il: index_select(xl, dim, il.reshape(-1)), shape,
@@ -911,134 +909,9 @@ def kron(a, b):
     return (av * bv).reshape(*[x * y for x, y in zip(a.shape, b.shape)])
 
 
-def unique(x, sorted=True, return_inverse=False, return_counts=False, dim=None):
-    """torch.unique (values carry no gradient, as torch's): sorted unique values, optionally the inverse
-    indices and the counts. With dim: the unique slices along dim, in lexicographic order (torch's), the
-    inverse indexing dim's positions. NaNs are not merged (NaN != NaN: each is its own value, as torch)."""
-    a = _host_numpy(x)
-    if dim is not None:
-        d = dim + a.ndim if dim < 0 else dim
-        if not 0 <= d < builtins.max(a.ndim, 1):
-            raise IndexError("Dimension out of range (expected to be in range of [%d, %d], but got %d)"
-                             % (-a.ndim, a.ndim - 1, dim))
-        values, inverse, counts = np.unique(a, axis=d, return_inverse=True, return_counts=True)
-        inverse = inverse.reshape(-1)  # numpy 2 may keep a trailing axis
-    else:
-        values, inverse, counts = np.unique(a, return_inverse=True, return_counts=True, equal_nan=False)
-        inverse = inverse.reshape(a.shape)
-    out = [_tensor(values).to(x.dtype)]
-    if return_inverse:
-        out.append(_tensor(inverse.astype(np.int64)))
-    if return_counts:
-        out.append(_tensor(counts.astype(np.int64)))
-    return out[0] if len(out) == 1 else tuple(out)
-
-
-def bincount(x, weights=None, minlength=0):
-    a = _host(x, "bincount")
-    if a.ndim != 1 or (a.size and a.min() < 0) or x.dtype.is_floating_point:
-        raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
-    w = None if weights is None else _host(weights, "bincount")
-    counts = np.bincount(a, weights=w, minlength=minlength)
-    if w is None:
-        return _tensor(counts.astype(np.int64))
-    return _tensor(counts.astype(np.float32 if weights.dtype == _dtypes.float32 else np.float64))
-
-
-def searchsorted(sorted_sequence, values, *, out_int32=False, right=False, side=None, sorter=None):
-    seq = _host(sorted_sequence, "searchsorted")
-    vals = _host(values, "searchsorted") if isinstance(values, Tensor) else np.asarray(values)
-    side = side or ("right" if right else "left")
-    if sorter is not None:  # search the sequence in sorter's order, as torch
-        seq = np.take_along_axis(seq, _host(sorter, "searchsorted").astype(np.int64), -1)
-    if seq.ndim == 1:
-        out = np.searchsorted(seq, vals, side=side)
-    else:
-        out = np.stack([np.searchsorted(s, v, side=side) for s, v in zip(seq.reshape(-1, seq.shape[-1]),
-                                                                         vals.reshape(-1, vals.shape[-1]))])
-        out = out.reshape(vals.shape)
-    return _tensor(out.astype(np.int32 if out_int32 else np.int64))
-
-
-def bucketize(input, boundaries, *, out_int32=False, right=False):
-    return searchsorted(boundaries, input, out_int32=out_int32, right=right)
-
-
-def isin(elements, test_elements, *, assume_unique=False, invert=False):
-    """torch.isin: whether each element of `elements` is in `test_elements` (either may be a scalar)."""
-    out = np.isin(_host(elements, "isin") if isinstance(elements, Tensor) else np.asarray(elements),
-                  _host(test_elements, "isin") if isinstance(test_elements, Tensor) else np.asarray(test_elements),
-                  assume_unique=assume_unique, invert=invert)
-    return _tensor(np.asarray(out, dtype=np.bool_))
-
-
-def histc(input, bins=100, min=0, max=0):
-    """torch.histc: counts of the elements in `bins` equal-width bins over [min, max] (min == max: the data's
-    range), the last bin closed; elements outside are left out; the input's float dtype (float16 too)."""
-    if not input.dtype.is_floating_point:
-        raise RuntimeError("torch.histogramc: input tensor and hist tensor should have the same dtype, but got "
-                           "input %s and hist float" % input.dtype)
-    a = _host(input, "histc").astype(np.float64).reshape(-1)
-    lo, hi = float(min), float(max)
-    if lo == hi and a.size:
-        lo, hi = float(a.min()), float(a.max())
-    if lo == hi:  # torch widens an empty range by one on each side
-        lo, hi = lo - 1, hi + 1
-    if lo > hi:
-        raise RuntimeError("torch.histogramc: max must be larger than min")
-    counts, _ = np.histogram(a[(a >= lo) & (a <= hi)], bins=int(bins), range=(lo, hi))
-    return _tensor(counts.astype(np.float64)).to(input.dtype)
-
-
 _prod_autocast = _float32_under_autocast(prod)  # torch's CPU autocast float32 list has prod
-TORCH_FUNCTIONS.update(prod=_prod_autocast, meshgrid=meshgrid, tensor_split=tensor_split, kron=kron, unique=unique,
-                       bincount=bincount, searchsorted=searchsorted, bucketize=bucketize, isin=isin, histc=histc)
-_masked_fill_cpp = Tensor.masked_fill
-
-
-def masked_fill(x, mask, value):
-    """Tensor.masked_fill; a 0-d tensor value that requires grad gets the gradient of the filled places (a
-    where), as torch's (it was read as a number: no gradient)."""
-    if isinstance(value, Tensor) and value.requires_grad and _C.is_grad_enabled():
-        if value.dim() != 0:
-            raise RuntimeError("masked_fill_ only supports a 0-dimensional value tensor, but got tensor with %d "
-                               "dimension(s)." % value.dim())
-        if mask.dtype != _dtypes.bool:
-            raise RuntimeError("masked_fill_ only supports boolean masks, but got mask with dtype %s"
-                               % _c_type(mask.dtype))
-        return _C._functional.where(mask, value.to(x.dtype), x)
-    return _masked_fill_cpp(x, mask, value)
-
-
-TENSOR_METHODS.update(masked_fill=masked_fill)
-_split_cpp, _chunk_cpp = Tensor.split, Tensor.chunk
-
-
-def _whole_along(x, dim):
-    """x, or a DTensor sharded along dim gathered along it once (Replicate on those mesh dims), so that every
-    piece of a split is a local view: each piece gathered the tensor again (chunk(3) of an S(1) tensor: three
-    all-gathers; torch: one)."""
-    if not x.is_distributed or x.ndim == 0:
-        return x
-    d = wrap_dim(dim, x.ndim)
-    from .distributed.tensor import Replicate
-    want = tuple(Replicate() if p.is_shard() and p.dim % x.ndim == d else p for p in x.placements)
-    return x if want == tuple(x.placements) else x.redistribute(x.device_mesh, want)
-
-
-def split(x, *args, **kwargs):  # (split_size, dim=0), torch's keywords included
-    dim = kwargs.get("dim", args[1] if len(args) > 1 else 0)
-    return _split_cpp(_whole_along(x, dim), *args, **kwargs)
-
-
-def chunk(x, *args, **kwargs):  # (chunks, dim=0)
-    dim = kwargs.get("dim", args[1] if len(args) > 1 else 0)
-    return _chunk_cpp(_whole_along(x, dim), *args, **kwargs)
-
-
-TENSOR_METHODS.update(split=split, chunk=chunk)
-TENSOR_METHODS.update(prod=_prod_autocast, tensor_split=tensor_split, kron=kron, unique=unique, bincount=bincount,
-                      histc=histc)
+TORCH_FUNCTIONS.update(prod=_prod_autocast, meshgrid=meshgrid, tensor_split=tensor_split, kron=kron)
+TENSOR_METHODS.update(prod=_prod_autocast, tensor_split=tensor_split, kron=kron)
 
 
 
@@ -1048,5 +921,6 @@ TENSOR_METHODS.update(prod=_prod_autocast, tensor_split=tensor_split, kron=kron,
 from . import _scatter  # noqa: E402,F401
 from . import _einsum, _logical  # noqa: E402,F401 (einsum; logical / bitwise operators and small functions)
 from . import _order, _pow  # noqa: E402,F401 (median / kthvalue / quantile; pow with a tensor exponent)
+from . import _counting  # noqa: E402,F401 (unique, bincount, searchsorted, bucketize, isin, histc)
 from . import _division  # noqa: E402,F401 (remainder, fmod, floor division: %, //)
 from . import _composed  # noqa: E402,F401 (addcmul, tensordot, cross, diagonal, cummax, mode, ...)

@@ -9,6 +9,7 @@ import numpy as np
 
 from . import _C, _dtypes
 from ._autocast_policy import autocast_off as _autocast_off
+from ._dtensor_compose import gathered_along
 from ._tensor import wrap_dim
 from ._extra import TENSOR_METHODS, TORCH_FUNCTIONS, Tensor, _new_full, _tensor, isfinite, prod
 
@@ -243,6 +244,33 @@ def split_with_sizes(x, split_sizes, dim=0):
     return x.split(list(split_sizes), dim)
 
 
+_masked_fill_cpp, _split_cpp, _chunk_cpp = Tensor.masked_fill, Tensor.split, Tensor.chunk
+
+
+def masked_fill(x, mask, value):
+    """Tensor.masked_fill; a 0-d tensor value that requires grad gets the gradient of the filled places (a
+    where), as torch's (it was read as a number: no gradient)."""
+    if isinstance(value, Tensor) and value.requires_grad and _C.is_grad_enabled():
+        if value.dim() != 0:
+            raise RuntimeError("masked_fill_ only supports a 0-dimensional value tensor, but got tensor with %d "
+                               "dimension(s)." % value.dim())
+        if mask.dtype != _dtypes.bool:
+            raise RuntimeError("masked_fill_ only supports boolean masks, but got mask with dtype %s"
+                               % _dtypes.c_type_name(mask.dtype))
+        return _C._functional.where(mask, value.to(x.dtype), x)
+    return _masked_fill_cpp(x, mask, value)
+
+
+def split(x, *args, **kwargs):  # (split_size, dim=0), torch's keywords included
+    dim = kwargs.get("dim", args[1] if len(args) > 1 else 0)
+    return _split_cpp(gathered_along(x, dim), *args, **kwargs)
+
+
+def chunk(x, *args, **kwargs):  # (chunks, dim=0)
+    dim = kwargs.get("dim", args[1] if len(args) > 1 else 0)
+    return _chunk_cpp(gathered_along(x, dim), *args, **kwargs)
+
+
 TORCH_FUNCTIONS.update(
     logical_and=logical_and, logical_or=logical_or, logical_xor=logical_xor, logical_not=logical_not,
     bitwise_and=bitwise_and, bitwise_or=bitwise_or, bitwise_xor=bitwise_xor, bitwise_not=bitwise_not,
@@ -268,6 +296,7 @@ TENSOR_METHODS.update(
     view_as=lambda x, other: x.view(*other.shape), split_with_sizes=split_with_sizes,
     where=lambda x, condition, y: _C._functional.where(condition, x, y),
     nelement=lambda x: x.numel(), element_size=lambda x: _ITEMSIZE[x.dtype],
-    new_empty=lambda x, *size, **kw: _new_full(x, size, 0.0, **kw))
+    new_empty=lambda x, *size, **kw: _new_full(x, size, 0.0, **kw), masked_fill=masked_fill, split=split,
+    chunk=chunk)
 
 

@@ -25,6 +25,8 @@ import numpy as np
 
 from . import _C, _dtypes, return_types
 from ._autocast_policy import autocast_off as _autocast_off, float32_under_autocast as _float32_under_autocast
+from ._dtensor_compose import aligned_args
+from ._tensor import with_zero_gradient
 
 Tensor = _C.Tensor
 _bool, _float, _int = builtins.bool, builtins.float, builtins.int
@@ -154,14 +156,10 @@ def div(input, other, *, rounding_mode=None):
     if rounding_mode not in ("floor", "trunc"):
         raise ValueError("div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '%s'"
                          % rounding_mode)
-    from ._dtensor_compose import _aligned_args
-    input, other = _aligned_args((input, other))  # DTensors: each moved once, not by every sub-op (aligned)
+    input, other = aligned_args((input, other))  # DTensors: each moved once, not by every sub-op (aligned)
     with _C._GradMode(False):
         value = _rounded_div(input, other, rounding_mode)
-    for t in (input, other):
-        if isinstance(t, Tensor) and t.requires_grad and _C.is_grad_enabled():
-            value = _C._functional.where(_C._full([], 0.0, _dtypes.bool), t, value)  # t's gradient: zeros
-    return value
+    return with_zero_gradient(value, input, other)
 
 
 def _rounded_div(input, other, rounding_mode):

@@ -24,6 +24,7 @@ import math
 
 from . import _C
 from ._dtensor_compose import aligned
+from ._tensor import with_zero_gradient
 
 _F64 = _C.dtype.float64
 
@@ -188,10 +189,7 @@ def logaddexp2(x, y):
 @aligned
 def copysign(x, y):
     """|x| with y's sign (including -0.0's); y's gradient is zero (torch's: zeros, not None)."""
-    out = _where(_negative(y), -x.abs(), x.abs())
-    if isinstance(y, _C.Tensor) and y.requires_grad and _C.is_grad_enabled():
-        out = _C._functional.where(_C._full([], 0.0, _C.dtype.bool), y, out)
-    return out
+    return with_zero_gradient(_where(_negative(y), -x.abs(), x.abs()), y)
 
 
 @aligned

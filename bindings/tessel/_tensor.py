@@ -306,6 +306,16 @@ def user_stacklevel():
     return level
 
 
+def with_zero_gradient(value, *inputs):
+    """value, joined to the graph of those of `inputs` that require grad with a zero gradient, under grad mode:
+    torch's ops whose derivative is zero (sign, copysign's sign argument, a rounded division) give results that
+    require grad (a backward through them gives zeros, not "does not require grad")."""
+    for t in inputs:
+        if isinstance(t, _C.Tensor) and t.requires_grad and _C.is_grad_enabled():
+            value = _C._functional.where(_C._full([], 0.0, _dtypes.bool), t, value)
+    return value
+
+
 def zero_dim_as_vector(fn):
     """fn(x, ...) for a 0-d x computed on x viewed as [1] with the [1]-shaped results viewed back as 0-d: torch
     takes dim 0 / -1 of a 0-d tensor (logsumexp, median, quantile, var, topk, cummax, flip, ...) and gives 0-d

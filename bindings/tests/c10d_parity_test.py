@@ -10,20 +10,11 @@ import pytest
 import tessel
 import tessel.distributed as dist
 from tessel.distributed.device_mesh import init_device_mesh
+from ranks_testing import on_ranks
 
 
 def on_two_ranks(fn):
-    out = {}
-
-    def rank_fn(world):
-        dist.init_process_group()
-        try:
-            out[world.rank] = fn(world.rank)
-        finally:
-            dist.destroy_process_group()
-
-    tessel.run_ranks(2, rank_fn)
-    return out
+    return on_ranks(2, fn)
 
 
 def test_list_collectives_refuse_entries_of_another_shape_or_dtype():

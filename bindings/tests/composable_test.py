@@ -5,12 +5,12 @@ errors and messages are those torch 2.15 gave side by side (gloo, 2 ranks)."""
 import pytest
 
 import tessel
-import tessel.distributed as dist
 import tessel.nn as nn
 from tessel.distributed._composable import checkpoint, replicate
 from tessel.distributed._composable.contract import _get_registry
 from tessel.distributed._composable.replicate import DDP
 from tessel.distributed.fsdp import fully_shard
+from ranks_testing import on_ranks
 
 
 class Net(nn.Module):
@@ -45,17 +45,7 @@ def local_grads(loss_of, rank, steps=1):
 
 
 def on_two_ranks(fn):
-    out = {}
-
-    def rank_fn(world):
-        dist.init_process_group()
-        try:
-            out[world.rank] = fn(world.rank)
-        finally:
-            dist.destroy_process_group()
-
-    tessel.run_ranks(2, rank_fn)
-    return out
+    return on_ranks(2, fn)
 
 
 def assert_close(got, want):

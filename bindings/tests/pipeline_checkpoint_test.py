@@ -6,9 +6,9 @@ _split_optim_state_dict; it raised). Found by a 2-D / 3-D composition sweep agai
 import pytest
 
 import tessel
-import tessel.distributed as dist
 import tessel.distributed.checkpoint as dcp
 import tessel.nn as nn
+from ranks_testing import on_ranks
 from tessel.distributed.checkpoint.state_dict import (get_optimizer_state_dict, get_state_dict,
                                                       set_optimizer_state_dict, set_state_dict)
 
@@ -62,44 +62,33 @@ def test_an_optimizer_loads_its_part_of_a_whole_models_optimizer_state_dict():
 
 def test_pipeline_stages_save_default_state_dicts_and_resume_per_stage_and_in_one_process(tmp_path):
     ckpt = str(tmp_path / "pp")
-    saved = {}
 
-    def save(world):
-        dist.init_process_group()
-        try:
-            part = stage(world.rank)
-            opt = tessel.optim.AdamW(part.parameters(), lr=0.1)
-            step(part, opt, getattr(part, str(world.rank)))
-            msd, osd = get_state_dict(part, opt)
-            saved[world.rank] = ({k: v.clone() for k, v in msd.items()}, states(osd))
-            dcp.save({"model": msd, "optim": osd}, checkpoint_id=ckpt)  # the params lists differ per rank
-            # an option that differs per stage has no one value to save: refused (torch keeps one rank's, so the
-            # other stage would resume with it)
-            opt.param_groups[0]["lr"] = 0.1 * (world.rank + 1)
-            _, osd = get_state_dict(part, opt)
-            with pytest.raises(dcp.CheckpointException, match="'optim.param_groups.0.lr' on ranks 0 and 1 holds "
-                                                              "different value content"):
-                dcp.save({"optim": osd}, checkpoint_id=str(tmp_path / "lr"))
-        finally:
-            dist.destroy_process_group()
+    def save(rank):
+        part = stage(rank)
+        opt = tessel.optim.AdamW(part.parameters(), lr=0.1)
+        step(part, opt, getattr(part, str(rank)))
+        msd, osd = get_state_dict(part, opt)
+        kept = ({k: v.clone() for k, v in msd.items()}, states(osd))
+        dcp.save({"model": msd, "optim": osd}, checkpoint_id=ckpt)  # the params lists differ per rank
+        # an option that differs per stage has no one value to save: refused (torch keeps one rank's, so the
+        # other stage would resume with it)
+        opt.param_groups[0]["lr"] = 0.1 * (rank + 1)
+        _, osd = get_state_dict(part, opt)
+        with pytest.raises(dcp.CheckpointException, match="'optim.param_groups.0.lr' on ranks 0 and 1 holds "
+                                                          "different value content"):
+            dcp.save({"optim": osd}, checkpoint_id=str(tmp_path / "lr"))
+        return kept
 
-    tessel.run_ranks(2, save)
-    resumed = {}
+    def resume(rank):
+        part = stage(rank)
+        opt = tessel.optim.AdamW(part.parameters(), lr=1.0)
+        msd, osd = get_state_dict(part, opt)
+        dcp.load({"model": msd, "optim": osd}, checkpoint_id=ckpt)
+        set_state_dict(part, opt, model_state_dict=msd, optim_state_dict=osd)
+        return opt.param_groups[0]["lr"], osd["param_groups"][0]["params"], states(get_optimizer_state_dict(part, opt))
 
-    def resume(world):
-        dist.init_process_group()
-        try:
-            part = stage(world.rank)
-            opt = tessel.optim.AdamW(part.parameters(), lr=1.0)
-            msd, osd = get_state_dict(part, opt)
-            dcp.load({"model": msd, "optim": osd}, checkpoint_id=ckpt)
-            set_state_dict(part, opt, model_state_dict=msd, optim_state_dict=osd)
-            resumed[world.rank] = (opt.param_groups[0]["lr"], osd["param_groups"][0]["params"],
-                                   states(get_optimizer_state_dict(part, opt)))
-        finally:
-            dist.destroy_process_group()
-
-    tessel.run_ranks(2, resume)
+    saved = on_ranks(2, save)
+    resumed = on_ranks(2, resume)
     for r in (0, 1):
         lr, params, got = resumed[r]
         assert lr == 0.1

@@ -162,12 +162,17 @@ std::string NormalizeFlag(const std::string& arg) {
 // Splits argv at the program: the launcher's flags (normalized, checked against the registered absl flags so an
 // unknown one is a usage error, exit 2) go to absl, the first argument that is not a flag or a flag's value (or
 // everything after "--") is the command. Flags after the program belong to the program.
+// GPUs of this node the ranks may use: /dev/nvidia<N> ($TESSEL_DEV_DIR overrides /dev) and CUDA_VISIBLE_DEVICES.
+int VisibleGpus() {
+  const char* dev = std::getenv("TESSEL_DEV_DIR");
+  return tessel::comm::CountVisibleGpus(dev != nullptr ? dev : "/dev", std::getenv("CUDA_VISIBLE_DEVICES"));
+}
+
 // torchrun's symbolic values as numbers: --nproc-per-node auto (this node's GPUs, else its CPUs), cpu, gpu;
 // --nnodes MIN:MAX with MIN == MAX (an elastic range is refused).
 std::string FlagValue(const std::string& name, const std::string& value) {
   if (name == "nproc_per_node" && (value == "auto" || value == "cpu" || value == "gpu")) {
-    const char* dev = std::getenv("TESSEL_DEV_DIR");
-    const int gpus = tessel::comm::CountVisibleGpus(dev != nullptr ? dev : "/dev", std::getenv("CUDA_VISIBLE_DEVICES"));
+    const int gpus = VisibleGpus();
     const int cpus = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     if (value == "gpu" && gpus == 0) Usage("--nproc-per-node gpu: this node has no visible GPU");
     return std::to_string(value == "cpu" || (value == "auto" && gpus == 0) ? cpus : gpus);
@@ -241,7 +246,7 @@ Args Parse(int argc, char** argv) {
   const std::string prog = argv[program];
   const bool py_file = prog.size() > 3 && prog.compare(prog.size() - 3, 3, ".py") == 0;
   if (!absl::GetFlag(FLAGS_no_python) && (absl::GetFlag(FLAGS_module) || absl::GetFlag(FLAGS_run_path) || py_file)) {
-    static std::string python;
+    static std::string python;  // outlives Parse: a.command points into it
     const char* exec = std::getenv("PYTHON_EXEC");
     python = exec != nullptr && *exec ? exec : "python3";
     a.command = {python.data(), const_cast<char*>("-u")};
@@ -268,8 +273,7 @@ Args Parse(int argc, char** argv) {
 
 // Turns --backend into "gloo" or "nccl" (usage error, exit 2, when it cannot work on this node).
 void ResolveBackend(Args& a) {
-  const char* dev = std::getenv("TESSEL_DEV_DIR");
-  const int gpus = tessel::comm::CountVisibleGpus(dev != nullptr ? dev : "/dev", std::getenv("CUDA_VISIBLE_DEVICES"));
+  const int gpus = VisibleGpus();
   try {
     a.backend = tessel::comm::BackendName(tessel::comm::ChooseLauncherBackend(a.backend, gpus, a.nproc_per_node));
   } catch (const tessel::Error& e) {

@@ -23,11 +23,9 @@ def _is_fully_sharded(module):
     return "fully_shard" in (_get_registry(module) or {})
 
 
-def _replicated_params(module, ignored_modules, prefix=""):
+def _replicated_params(module, ignored_modules):
     """(name, parameter) of module and its submodules, except those under fully_shard or in ignored_modules and
     the parameters of fully sharded submodules (torch's _collect_params)."""
-    if _is_fully_sharded(module) or module in ignored_modules:
-        return []
     ignored_params = {p for m in ignored_modules for p in m.parameters()}
     for sub in module.modules():
         if _is_fully_sharded(sub):
@@ -42,17 +40,15 @@ def _replicated_params(module, ignored_modules, prefix=""):
                 found.append((head + name, p))
         for name, child in m.named_children():
             walk(child, head + name + ".")
-    walk(module, prefix)
+    walk(module, "")
     return found
 
 
 class _ReplicateState(_State):
     def __init__(self):
         super().__init__()
-        self.module = None
         self.has_initialized = False
         self._param_list = None
-        self._param_names = []
         self._no_sync = False
         self._init_args = None
         self._init_kwargs = {}
@@ -74,10 +70,8 @@ class _ReplicateState(_State):
             return
         from ...nn import ParameterList
         from ...nn.parallel import DistributedDataParallel
-        self.has_initialized, self.module = True, module
-        named = _replicated_params(module, ignored_modules)
-        self._param_names = [n for n, _ in named]
-        self._param_list = ParameterList([p for _, p in named])
+        self.has_initialized = True
+        self._param_list = ParameterList([p for _, p in _replicated_params(module, ignored_modules)])
         if "device_id" in kwargs:
             device_id = kwargs.pop("device_id")
             kwargs["device_ids"] = None if device_id is None or str(device_id) == "cpu" else [device_id]

@@ -102,7 +102,6 @@ class DistributedDataParallel(Module, _GroupJoinable):
         self._detect_unused = self.find_unused_parameters or self.static_graph
         self.require_backward_grad_sync = True
         self._reached = False
-        self._sync_this_forward = False
         self._comm_hook = None
         from ...distributed.algorithms.join import _JoinConfig
         self._join_config = _JoinConfig.disabled()
@@ -148,11 +147,11 @@ class DistributedDataParallel(Module, _GroupJoinable):
         elif self.forward_sync_buffers and self.require_forward_param_sync:
             self._broadcast_from_first_rank(self._buffers_to_sync())
         self._replicate.set_requires_gradient_sync(sync and self._comm_hook is None)
-        self._sync_this_forward = self.require_forward_param_sync = sync
+        self.require_forward_param_sync = sync  # this forward's backward synchronizes
 
     def _post_forward(self, out):
         """With a comm hook: marks the outputs so the backward that reaches them runs the hook."""
-        if self._sync_this_forward and self._comm_hook is not None:
+        if self.require_forward_param_sync and self._comm_hook is not None:
             _queue(self)
             tensors = []
             _flatten_output(out, tensors)

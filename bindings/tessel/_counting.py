@@ -1,0 +1,95 @@
+"""torch's counts and searches over values, computed on the host (numpy; no gradient by construction, as
+torch's): unique, bincount, searchsorted, bucketize, isin, histc; split from _extra.py by concept. Importing it
+registers them in _extra's TORCH_FUNCTIONS / TENSOR_METHODS.
+"""
+import builtins
+
+import numpy as np
+
+from . import _dtypes
+from ._extra import TENSOR_METHODS, TORCH_FUNCTIONS, Tensor, _host
+from ._tensor import _host_numpy, tensor as _tensor
+
+
+def unique(x, sorted=True, return_inverse=False, return_counts=False, dim=None):
+    """torch.unique (values carry no gradient, as torch's): sorted unique values, optionally the inverse
+    indices and the counts. With dim: the unique slices along dim, in lexicographic order (torch's), the
+    inverse indexing dim's positions. NaNs are not merged (NaN != NaN: each is its own value, as torch)."""
+    a = _host_numpy(x)
+    if dim is not None:
+        d = dim + a.ndim if dim < 0 else dim
+        if not 0 <= d < builtins.max(a.ndim, 1):
+            raise IndexError("Dimension out of range (expected to be in range of [%d, %d], but got %d)"
+                             % (-a.ndim, a.ndim - 1, dim))
+        values, inverse, counts = np.unique(a, axis=d, return_inverse=True, return_counts=True)
+        inverse = inverse.reshape(-1)  # numpy 2 may keep a trailing axis
+    else:
+        values, inverse, counts = np.unique(a, return_inverse=True, return_counts=True, equal_nan=False)
+        inverse = inverse.reshape(a.shape)
+    out = [_tensor(values).to(x.dtype)]
+    if return_inverse:
+        out.append(_tensor(inverse.astype(np.int64)))
+    if return_counts:
+        out.append(_tensor(counts.astype(np.int64)))
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+def bincount(x, weights=None, minlength=0):
+    a = _host(x, "bincount")
+    if a.ndim != 1 or (a.size and a.min() < 0) or x.dtype.is_floating_point:
+        raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
+    w = None if weights is None else _host(weights, "bincount")
+    counts = np.bincount(a, weights=w, minlength=minlength)
+    if w is None:
+        return _tensor(counts.astype(np.int64))
+    return _tensor(counts.astype(np.float32 if weights.dtype == _dtypes.float32 else np.float64))
+
+
+def searchsorted(sorted_sequence, values, *, out_int32=False, right=False, side=None, sorter=None):
+    seq = _host(sorted_sequence, "searchsorted")
+    vals = _host(values, "searchsorted") if isinstance(values, Tensor) else np.asarray(values)
+    side = side or ("right" if right else "left")
+    if sorter is not None:  # search the sequence in sorter's order, as torch
+        seq = np.take_along_axis(seq, _host(sorter, "searchsorted").astype(np.int64), -1)
+    if seq.ndim == 1:
+        out = np.searchsorted(seq, vals, side=side)
+    else:
+        out = np.stack([np.searchsorted(s, v, side=side) for s, v in zip(seq.reshape(-1, seq.shape[-1]),
+                                                                         vals.reshape(-1, vals.shape[-1]))])
+        out = out.reshape(vals.shape)
+    return _tensor(out.astype(np.int32 if out_int32 else np.int64))
+
+
+def bucketize(input, boundaries, *, out_int32=False, right=False):
+    return searchsorted(boundaries, input, out_int32=out_int32, right=right)
+
+
+def isin(elements, test_elements, *, assume_unique=False, invert=False):
+    """torch.isin: whether each element of `elements` is in `test_elements` (either may be a scalar)."""
+    out = np.isin(_host(elements, "isin") if isinstance(elements, Tensor) else np.asarray(elements),
+                  _host(test_elements, "isin") if isinstance(test_elements, Tensor) else np.asarray(test_elements),
+                  assume_unique=assume_unique, invert=invert)
+    return _tensor(np.asarray(out, dtype=np.bool_))
+
+
+def histc(input, bins=100, min=0, max=0):
+    """torch.histc: counts of the elements in `bins` equal-width bins over [min, max] (min == max: the data's
+    range), the last bin closed; elements outside are left out; the input's float dtype (float16 too)."""
+    if not input.dtype.is_floating_point:
+        raise RuntimeError("torch.histogramc: input tensor and hist tensor should have the same dtype, but got "
+                           "input %s and hist float" % input.dtype)
+    a = _host(input, "histc").astype(np.float64).reshape(-1)
+    lo, hi = float(min), float(max)
+    if lo == hi and a.size:
+        lo, hi = float(a.min()), float(a.max())
+    if lo == hi:  # torch widens an empty range by one on each side
+        lo, hi = lo - 1, hi + 1
+    if lo > hi:
+        raise RuntimeError("torch.histogramc: max must be larger than min")
+    counts, _ = np.histogram(a[(a >= lo) & (a <= hi)], bins=int(bins), range=(lo, hi))
+    return _tensor(counts.astype(np.float64)).to(input.dtype)
+
+
+TORCH_FUNCTIONS.update(unique=unique, bincount=bincount, searchsorted=searchsorted, bucketize=bucketize, isin=isin,
+                       histc=histc)
+TENSOR_METHODS.update(unique=unique, bincount=bincount, histc=histc)
