@@ -10,7 +10,8 @@
 // Invariant: each rank runs `prog args...` with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
 // GROUP_RANK (= node rank), MASTER_ADDR, MASTER_PORT, GROUP_WORLD_SIZE, ROLE_*, TORCHELASTIC_RUN_ID /
 // _RESTART_COUNT / _MAX_RESTARTS set as torchrun sets them; every line it writes
-// to stdout/stderr comes out on the same stream prefixed "[rank r] ". When a rank exits non-zero (or
+// to stdout/stderr comes out on the same stream prefixed "[rank r] " (unless the log flags below send it
+// elsewhere). When a rank exits non-zero (or
 // dies of a signal), the launcher terminates the others (SIGTERM, then SIGKILL after 5 s) and exits
 // with that rank's code (128 + signal for a signal). A rank that exits with code 0 leaves the others running
 // until they finish, as torchrun's (rank 0 often saves a checkpoint or writes a report after the others are
@@ -32,7 +33,13 @@
 // `--master-port 0` picks a free port (single node only). torchrun's other flags run too: --standalone (one node,
 // 127.0.0.1, a free port), -m / --module, --run-path and --no-python (a *.py program otherwise runs as
 // `$PYTHON_EXEC -u prog.py`, python3 by default), --nproc-per-node auto / cpu / gpu, --nnodes N:N, --role,
-// --monitor-interval (accepted); the log flags are python -m tessel.distributed.run's.
+// --monitor-interval (accepted). Logs as torchrun's: --redirects / -r and --tee / -t (3: stdout and stderr, 1:
+// stdout, 2: stderr, or per local rank "0:1,1:2") write a rank's streams to
+// <log-dir>/<run id>/attempt_<n>/<local rank>/{stdout,stderr}.log (a temporary --log-dir, printed, when none is
+// given; the run id is --rdzv-id's, else random); --tee also writes them to the console, each line prefixed
+// "[<role><local rank>]:" (--log-line-prefix-template with ${role_name}, ${local_rank}, ${rank}), --redirects
+// only to the file; --local-ranks-filter 0,1 keeps the other local ranks' streams off the console (not out of
+// their files). Streams neither redirected nor teed keep the "[rank r] " prefix.
 // `--backend` (default auto: nccl when this
 // node has a visible GPU for every local process, else gloo; rule in comm/backend_choice.h) is
 // exported to every rank as TESSEL_BACKEND. GPUs are counted from /dev/nvidia<N> ($TESSEL_DEV_DIR
@@ -57,6 +64,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -67,6 +75,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -76,6 +85,8 @@
 #include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "comm/backend_choice.h"
 #include "core/base/error.h"
 #include "nlohmann/json.hpp"
@@ -96,14 +107,19 @@ ABSL_FLAG(int, max_restarts, 0, "restart all local ranks up to N times when one 
 ABSL_FLAG(std::string, rdzv_id, "none", "the job's id (TORCHELASTIC_RUN_ID)");
 ABSL_FLAG(std::string, rdzv_backend, "static", "accepted for torchrun's command lines (c10d, static)");
 ABSL_FLAG(std::string, rdzv_endpoint, "", "host:port of the rendezvous (sets --master-addr / --master-port)");
-// torchrun's other flags, so its command lines run unchanged (the log flags --log-dir / --redirects / --tee are
-// python -m tessel.distributed.run's):
+// torchrun's other flags, so its command lines run unchanged:
 ABSL_FLAG(bool, standalone, false, "one node, a free port on 127.0.0.1 (torchrun's --standalone)");
 ABSL_FLAG(bool, module, false, "run the program as `python -u -m prog` (torchrun's -m / --module)");
 ABSL_FLAG(bool, no_python, false, "exec the program as given, even a *.py (torchrun's --no-python)");
 ABSL_FLAG(bool, run_path, false, "run the program as a Python file (torchrun's --run-path)");
 ABSL_FLAG(std::string, role, "default", "the workers' role (ROLE_NAME)");
 ABSL_FLAG(double, monitor_interval, 0.1, "accepted for torchrun's command lines (the launcher polls every 50 ms)");
+ABSL_FLAG(std::string, log_dir, "", "where --redirects / --tee write the ranks' log files (default: a new temp dir)");
+ABSL_FLAG(std::string, redirects, "0", "std streams to log files only: 3 both, 1 stdout, 2 stderr, or '0:1,1:2'");
+ABSL_FLAG(std::string, tee, "0", "std streams to log files and the console (values as --redirects)");
+ABSL_FLAG(std::string, local_ranks_filter, "", "only these local ranks' streams reach the console, e.g. 0,1");
+ABSL_FLAG(std::string, log_line_prefix_template, "",
+          "the console prefix of teed lines (default [${role_name}${local_rank}]:)");
 
 namespace {
 
@@ -121,11 +137,18 @@ struct Args {
   std::string run_id = "none";
   std::string role = "default";
   std::vector<char*> command;
+  // Logs: per local rank, which streams (bit 1 stdout, bit 2 stderr) go to files (redirects | tee) and which
+  // of those also to the console (tee); which local ranks reach the console at all.
+  std::vector<int> to_file, teed;
+  std::vector<bool> shown;
+  std::string log_dir, log_run_id, prefix_template;
 };
 
 struct Stream {
   int fd = -1;        // read end of the child's pipe; -1 once closed
-  int out_fd = 1;     // where prefixed lines go (1 or 2)
+  int out_fd = 1;     // where prefixed lines go (1 or 2); -1: not to the console
+  int log_fd = -1;    // the log file the stream's bytes also go to, or -1
+  std::string prefix;  // of each console line
   std::string partial;
 };
 
@@ -190,7 +213,9 @@ int SplitAtProgram(int argc, char** argv, std::vector<std::string>* flags) {
   for (; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--") return i + 1;
-    if (arg == "-m") arg = "--module";  // torchrun's one short flag
+    if (arg == "-m") arg = "--module";  // torchrun's short flags
+    if (arg == "-r") arg = "--redirects";
+    if (arg == "-t") arg = "--tee";
     if (arg.size() < 3 || arg.rfind("--", 0) != 0) break;
     std::string normalized = NormalizeFlag(arg);
     const size_t eq = normalized.find('=');
@@ -199,17 +224,90 @@ int SplitAtProgram(int argc, char** argv, std::vector<std::string>* flags) {
     flags->push_back(normalized);
     if (name == "help" || name == "helpfull" || name == "helpshort" || name == "version") continue;  // absl's own
     const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
-    if (flag == nullptr) {
-      Usage("unknown flag --" + name +
-            (name == "log_dir" || name == "redirects" || name == "tee" || name == "local_ranks_filter"
-                 ? " (python -m tessel.distributed.run takes torchrun's log flags)"
-                 : ""));
-    }
+    if (flag == nullptr) Usage("unknown flag --" + name);
     if (eq != std::string::npos || flag->IsOfType<bool>()) continue;
     if (i + 1 >= argc) Usage(arg + " needs a value");
     flags->push_back(FlagValue(name, argv[++i]));
   }
   return i;
+}
+
+// --redirects / --tee: the streams (bit 1 stdout, bit 2 stderr) of each of `nproc` local ranks: "3" for all, or
+// "local_rank:code" pairs ("0:1,1:2"; ranks not named get 0).
+std::vector<int> StreamCodes(const std::string& flag, const std::string& spec, int nproc) {
+  auto bad = [&] { Usage("--" + flag + " " + spec + ": expected 0-3 or local_rank:code pairs like 0:1,1:2"); };
+  int code = 0;
+  if (spec.find(':') == std::string::npos) {
+    if (!absl::SimpleAtoi(spec, &code) || code < 0 || code > 3) bad();
+    return std::vector<int>(nproc, code);
+  }
+  std::vector<int> out(nproc, 0);
+  for (const absl::string_view item : absl::StrSplit(spec, ',')) {
+    const std::vector<absl::string_view> kv = absl::StrSplit(item, ':');
+    int rank = 0;
+    if (kv.size() != 2 || !absl::SimpleAtoi(kv[0], &rank) || !absl::SimpleAtoi(kv[1], &code) || code < 0 ||
+        code > 3 || rank < 0) {
+      bad();
+    }
+    if (rank < nproc) out[rank] = code;
+  }
+  return out;
+}
+
+// The log flags into `a` (see the header comment).
+void ParseLogs(Args& a) {
+  const std::vector<int> redirects = StreamCodes("redirects", absl::GetFlag(FLAGS_redirects), a.nproc_per_node);
+  a.teed = StreamCodes("tee", absl::GetFlag(FLAGS_tee), a.nproc_per_node);
+  a.to_file.resize(a.nproc_per_node);
+  bool any_file = false;
+  for (int r = 0; r < a.nproc_per_node; ++r) a.to_file[r] = redirects[r] | a.teed[r], any_file |= a.to_file[r] != 0;
+  a.shown.assign(a.nproc_per_node, true);
+  if (const std::string filter = absl::GetFlag(FLAGS_local_ranks_filter); !filter.empty()) {
+    a.shown.assign(a.nproc_per_node, false);
+    for (const absl::string_view item : absl::StrSplit(filter, ',')) {
+      int r = 0;
+      if (!absl::SimpleAtoi(item, &r)) {
+        Usage("--local-ranks-filter must be a comma-separated list of integers e.g. --local-ranks-filter=0,1,2");
+      }
+      if (r >= 0 && r < a.nproc_per_node) a.shown[r] = true;
+    }
+  }
+  const std::string tmpl = absl::GetFlag(FLAGS_log_line_prefix_template);
+  a.prefix_template = tmpl.empty() ? "[${role_name}${local_rank}]:" : tmpl;
+  if (!any_file) return;
+  a.log_run_id = a.run_id;
+  if (a.log_run_id == "none") {  // torchrun's folders carry a random run id when the job has none
+    std::random_device rd;
+    char hex[9];
+    std::snprintf(hex, sizeof(hex), "%08x", rd());
+    a.log_run_id = hex;
+  }
+  a.log_dir = absl::GetFlag(FLAGS_log_dir);
+  if (a.log_dir.empty()) {
+    const char* tmp = std::getenv("TMPDIR");
+    a.log_dir = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/tessel_run_logs_XXXXXX";
+    if (::mkdtemp(a.log_dir.data()) == nullptr) Usage("cannot create a log directory under " + a.log_dir);
+    std::fprintf(stderr, "[tessel-run] log directory: %s\n", a.log_dir.c_str());
+  }
+}
+
+// mkdir -p; exits 2 naming the path when it cannot.
+void MakeDirs(const std::string& path) {
+  for (size_t i = 1; i <= path.size(); ++i) {
+    if (i < path.size() && path[i] != '/') continue;
+    const std::string part = path.substr(0, i);
+    if (::mkdir(part.c_str(), 0755) != 0 && errno != EEXIST) {
+      std::fprintf(stderr, "tessel-run: cannot create %s: %s\n", part.c_str(), std::strerror(errno));
+      std::exit(2);
+    }
+  }
+}
+
+// The console prefix of a teed line: the template with ${role_name}, ${local_rank} and ${rank} filled in.
+std::string TeePrefix(const Args& a, int local_rank, int rank) {
+  return absl::StrReplaceAll(a.prefix_template, {{"${role_name}", a.role},
+                                                 {"${local_rank}", std::to_string(local_rank)},
+                                                 {"${rank}", std::to_string(rank)}});
 }
 
 Args Parse(int argc, char** argv) {
@@ -268,6 +366,7 @@ Args Parse(int argc, char** argv) {
     Usage("--max-restarts needs --nnodes 1: a node that restarts alone cannot rejoin peers that did not");
   }
   a.pick_port = a.master_port == 0;
+  ParseLogs(a);
   return a;
 }
 
@@ -364,17 +463,16 @@ void WriteAll(int fd, const std::string& s) {
   }
 }
 
-// Emits the complete lines of `s` (all of it when `flush`), each prefixed by the rank.
-void EmitLines(Stream& s, int rank, bool flush) {
+// Emits the complete lines of `s` (all of it when `flush`) to the console, each with the stream's prefix.
+void EmitLines(Stream& s, bool flush) {
   size_t start = 0, nl;
   std::string out;
-  const std::string prefix = "[rank " + std::to_string(rank) + "] ";
   while ((nl = s.partial.find('\n', start)) != std::string::npos) {
-    out += prefix + s.partial.substr(start, nl - start + 1);
+    out += s.prefix + s.partial.substr(start, nl - start + 1);
     start = nl + 1;
   }
   s.partial.erase(0, start);
-  if (flush && !s.partial.empty()) out += prefix + s.partial + "\n", s.partial.clear();
+  if (flush && !s.partial.empty()) out += s.prefix + s.partial + "\n", s.partial.clear();
   if (!out.empty()) WriteAll(s.out_fd, out);
 }
 
@@ -419,7 +517,7 @@ void ReportRootCause(const std::string& path, int rank, int local_rank, int code
   ::unlink(path.c_str());
 }
 
-void Spawn(Rank& r, const Args& a, int local_rank, const std::string& error_file) {
+void Spawn(Rank& r, const Args& a, int attempt, int local_rank, const std::string& error_file) {
   int pipes[2][2];
   for (auto& p : pipes) {
     if (::pipe(p) != 0) {
@@ -461,10 +559,23 @@ void Spawn(Rank& r, const Args& a, int local_rank, const std::string& error_file
   }
   r.pid = pid;
   r.running = true;
+  const std::string folder = a.to_file[local_rank] == 0 ? "" : a.log_dir + "/" + a.log_run_id + "/attempt_" +
+                                                                  std::to_string(attempt) + "/" +
+                                                                  std::to_string(local_rank);
+  if (!folder.empty()) MakeDirs(folder);
   for (int k = 0; k < 2; ++k) {
     ::close(pipes[k][1]);
-    r.streams[k].fd = pipes[k][0];
-    r.streams[k].out_fd = k + 1;
+    Stream& s = r.streams[k];
+    s.fd = pipes[k][0];
+    const int bit = k + 1;
+    const bool to_file = (a.to_file[local_rank] & bit) != 0;
+    s.out_fd = a.shown[local_rank] && (!to_file || (a.teed[local_rank] & bit) != 0) ? k + 1 : -1;
+    s.prefix = to_file ? TeePrefix(a, local_rank, r.rank) : "[rank " + std::to_string(r.rank) + "] ";
+    if (to_file) {
+      const std::string path = folder + (k == 0 ? "/stdout.log" : "/stderr.log");
+      s.log_fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      if (s.log_fd < 0) std::fprintf(stderr, "tessel-run: cannot write %s: %s\n", path.c_str(), std::strerror(errno));
+    }
   }
 }
 
@@ -477,10 +588,10 @@ void SignalAll(std::vector<Rank>& ranks, int sig) {
 // Reads what is available on every open stream (waits up to `timeout_ms`).
 void Pump(std::vector<Rank>& ranks, int timeout_ms) {
   std::vector<pollfd> fds;
-  std::vector<std::pair<Rank*, Stream*>> owners;
+  std::vector<Stream*> owners;
   for (Rank& r : ranks) {
     for (Stream& s : r.streams) {
-      if (s.fd >= 0) fds.push_back({s.fd, POLLIN, 0}), owners.emplace_back(&r, &s);
+      if (s.fd >= 0) fds.push_back({s.fd, POLLIN, 0}), owners.push_back(&s);
     }
   }
   if (fds.empty()) {
@@ -491,15 +602,18 @@ void Pump(std::vector<Rank>& ranks, int timeout_ms) {
   char buf[65536];
   for (size_t i = 0; i < fds.size(); ++i) {
     if (fds[i].revents == 0) continue;
-    auto [r, s] = owners[i];
+    Stream* s = owners[i];
     const ssize_t n = ::read(s->fd, buf, sizeof(buf));
     if (n > 0) {
+      if (s->log_fd >= 0) WriteAll(s->log_fd, std::string(buf, static_cast<size_t>(n)));
+      if (s->out_fd < 0) continue;
       s->partial.append(buf, static_cast<size_t>(n));
-      EmitLines(*s, r->rank, false);
+      EmitLines(*s, false);
     } else if (n == 0 || errno != EINTR) {
-      EmitLines(*s, r->rank, true);
+      if (s->out_fd >= 0) EmitLines(*s, true);
       ::close(s->fd);
       s->fd = -1;
+      if (s->log_fd >= 0) ::close(s->log_fd), s->log_fd = -1;
     }
   }
 }
@@ -543,7 +657,7 @@ int RunAttempt(const Args& args, int attempt, const std::string& error_dir) {
   std::vector<Rank> ranks(args.nproc_per_node);
   for (int lr = 0; lr < args.nproc_per_node; ++lr) {
     ranks[lr].rank = args.node_rank * args.nproc_per_node + lr;
-    Spawn(ranks[lr], args, lr, error_dir.empty() ? "" : ErrorFile(error_dir, attempt, ranks[lr].rank));
+    Spawn(ranks[lr], args, attempt, lr, error_dir.empty() ? "" : ErrorFile(error_dir, attempt, ranks[lr].rank));
   }
   using Clock = std::chrono::steady_clock;
   int exit_code = 0, failed_rank = -1;

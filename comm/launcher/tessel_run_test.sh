@@ -177,4 +177,38 @@ grep -q "2 processes per node need one GPU each, but 1 are visible" "$out" || fa
 "$launcher" --nproc-per-node 1 --backend mpi true >"$out" 2>&1
 [ $? -eq 2 ] || fail "unknown backend should exit 2"
 grep -q "unknown backend 'mpi'" "$out" || fail "no unknown-backend message"
+# 6. torchrun's log flags. --tee 3 with --local-ranks-filter 0: every rank's streams in
+#    <log-dir>/<run id>/attempt_0/<local rank>/{stdout,stderr}.log (unprefixed), rank 0's also on the console with
+#    torchrun's "[default0]:" prefix, rank 1's not at all.
+logs="${TEST_TMPDIR:-/tmp}/tessel_run_logs"; rm -rf "$logs"
+"$launcher" --nproc-per-node 2 --log-dir "$logs" --rdzv-id job7 --tee 3 --local-ranks-filter 0 /bin/sh -c \
+  'echo "out $RANK"; echo "err $RANK" >&2; printf "tail $RANK"' >"$out" 2>&1 || fail "--tee run failed"
+for r in 0 1; do
+  [ "$(cat "$logs/job7/attempt_0/$r/stdout.log")" = "$(printf "out $r\ntail $r")" ] || fail "stdout.log of rank $r"
+  [ "$(cat "$logs/job7/attempt_0/$r/stderr.log")" = "err $r" ] || fail "stderr.log of rank $r"
+done
+grep -qx "\[default0\]:out 0" "$out" || fail "rank 0's teed stdout line"
+grep -qx "\[default0\]:err 0" "$out" || fail "rank 0's teed stderr line"
+grep -qx "\[default0\]:tail 0" "$out" || fail "rank 0's unterminated teed line"
+! grep -q "out 1\|err 1" "$out" || fail "--local-ranks-filter 0 let rank 1's lines through"
+[ "$(wc -l <"$out")" -eq 3 ] || fail "expected only rank 0's three teed lines"
+# -r 0:1 (short flag, per local rank): rank 0's stdout only to the file, in a temporary log directory that the
+# launcher names; its stderr and rank 1's streams stay on the console with the [rank r] prefix. A template names
+# the teed lines' prefix.
+"$launcher" --nproc-per-node 2 -r 0:1 /bin/sh -c 'echo "out $RANK"; echo "err $RANK" >&2' >"$out" 2>&1 ||
+  fail "-r run failed"
+dir=$(sed -n 's/^\[tessel-run\] log directory: //p' "$out")
+[ -n "$dir" ] && [ "$(cat "$dir"/*/attempt_0/0/stdout.log)" = "out 0" ] || fail "no temporary log directory"
+[ ! -e "$(echo "$dir"/*/attempt_0/0/stderr.log)" ] || fail "rank 0's stderr was not redirected, yet has a file"
+! grep -q "out 0" "$out" || fail "a redirected line reached the console"
+grep -qx "\[rank 0\] err 0" "$out" && grep -qx "\[rank 1\] out 1" "$out" || fail "unredirected lines lost"
+rm -rf "$dir"
+"$launcher" --nproc-per-node 2 --log-dir "$logs" -t 1 --role trainer \
+  --log-line-prefix-template '<${rank}|${role_name}|${local_rank}>' /bin/sh -c 'echo "o $RANK"' >"$out" 2>&1 ||
+  fail "template run failed"
+grep -qx "<1|trainer|1>o 1" "$out" || fail "--log-line-prefix-template not applied"
+"$launcher" --nproc-per-node 2 --redirects 5 true >"$out" 2>&1
+[ $? -eq 2 ] && grep -q "\-\-redirects 5: expected 0-3" "$out" || fail "--redirects 5 should be a usage error"
+"$launcher" --nproc-per-node 2 --local-ranks-filter a true >"$out" 2>&1
+[ $? -eq 2 ] && grep -q "comma-separated list of integers" "$out" || fail "a bad filter should be a usage error"
 echo PASS
