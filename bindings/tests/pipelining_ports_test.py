@@ -1,7 +1,10 @@
 """torch.distributed.pipelining behaviours found by running the same pipeline scripts under torch 2.15 and
 tessel on gloo ranks: the shape handshake leaves module buffers as they were, step() under no_grad fails
 before any communication, a schedule without loss_fn steps forward only, and miscounted pre-split
-microbatches are torch's ValueError. Expected values: a one-rank run of the same modules."""
+microbatches are torch's ValueError; torch 2.15's forward contexts (PipelineStageInfo), forward-only schedule and
+activation liveness analysis. Expected values: a one-rank run of the same modules, and lifetimes and slots
+worked out by hand from the schedules' programs."""
+import contextlib
 import sys
 
 import numpy as np
@@ -94,6 +97,137 @@ def test_losses_entries_are_loss_fns_own_tensors():
 
     tessel.run_ranks(2, rank_fn)
     assert got[0] == [] and got[1] == [(tessel.float64, True)] * 2
+
+
+def test_forward_contexts_wrap_every_stage_forward_with_its_stage_and_microbatch():
+    # torch 2.15's PipelineStage.register_forward_context: a context per forward, (stage, microbatch) given;
+    # the shape handshake before the first step is torch's metadata probe (the sequence is torch's, run on gloo)
+    x_np = np.linspace(-1, 1, 12, dtype=np.float32).reshape(4, 3)
+    got = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        parts = _parts()
+        stage = pp.PipelineStage(parts[world.rank], world.rank, 2, "cpu")
+        seen = []
+
+        @contextlib.contextmanager
+        def record(info):
+            seen.append(("enter", info.stage_index, info.microbatch_index, info.is_metadata_inference))
+            yield
+            seen.append(("exit", info.stage_index, info.microbatch_index))
+
+        handle = stage.register_forward_context(record)
+        with pytest.raises(RuntimeError, match="already registered; remove its handle"):
+            stage.register_forward_context(record)
+        sched = pp.ScheduleGPipe(stage, n_microbatches=2, loss_fn=lambda out, y: (out - y).square().mean())
+        x, y = (tessel.tensor(x_np), None) if world.rank == 0 else (None, tessel.zeros(4, 2))
+        sched.step(x, target=y)
+        seen.append("step 2")
+        sched.step(x, target=y)
+        handle.remove()
+        sched.step(x, target=y)  # removed: no further entries
+        got[world.rank] = seen
+        dist.destroy_process_group()
+
+    tessel.run_ranks(2, rank_fn)
+    for r in (0, 1):
+        step = [("enter", r, 0, False), ("exit", r, 0), ("enter", r, 1, False), ("exit", r, 1)]
+        assert got[r] == [("enter", r, 0, True), ("exit", r, 0)] + step + ["step 2"] + step
+
+
+def test_a_forward_context_that_swallows_the_stages_error_is_refused():
+    def rank_fn(world):
+        dist.init_process_group()
+        stage = pp.PipelineStage(nn.Linear(3, 3), 0, 1, "cpu")
+        stage.register_forward_context(lambda info: contextlib.suppress(Exception))
+        sched = pp.ScheduleGPipe(stage, n_microbatches=1, loss_fn=lambda out, y: out.sum())
+        with pytest.raises(RuntimeError, match="forward contexts must not suppress exceptions"):
+            sched.step(tessel.ones(2, 4), target=tessel.zeros(2, 3))  # 4 features into Linear(3, 3) raise
+        dist.destroy_process_group()
+
+    tessel.run_ranks(1, rank_fn)
+
+
+def test_pipeline_stage_info_is_a_frozen_keyword_only_record():
+    info = pp.PipelineStageInfo(stage_index=1, microbatch_index=2)
+    assert (info.stage_index, info.microbatch_index, info.is_metadata_inference) == (1, 2, False)
+    assert info == pp.stage.PipelineStageInfo(stage_index=1, microbatch_index=2)
+    with pytest.raises(TypeError):
+        pp.PipelineStageInfo(1, 2)
+    with pytest.raises(AttributeError):
+        info.stage_index = 3
+
+
+def test_forward_only_schedule_runs_the_forwards_and_refuses_losses():
+    x_np = np.linspace(-1, 1, 12, dtype=np.float32).reshape(4, 3)
+    got = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        parts = _parts()
+        stage = pp.PipelineStage(parts[world.rank], world.rank, 2, "cpu")
+        sched = pp.schedules._ScheduleForwardOnly(stage, n_microbatches=2, loss_fn=lambda out, y: out.sum())
+        out = sched.step(tessel.tensor(x_np) if world.rank == 0 else None)
+        got[world.rank] = None if out is None else out.detach().numpy()
+        with pytest.raises(RuntimeError, match="Forward-only schedule does not support loss computation"):
+            sched.step(tessel.tensor(x_np) if world.rank == 0 else None, losses=[])  # before any communication
+        got["grads"] = all(p.grad is None for p in parts[world.rank].parameters())
+        dist.destroy_process_group()
+
+    tessel.run_ranks(2, rank_fn)
+    first, second = _parts()
+    want = np.concatenate([second(first(tessel.tensor(mb))).detach().numpy() for mb in np.split(x_np, 2)])
+    assert got[0] is None and got["grads"]
+    np.testing.assert_allclose(got[1], want, rtol=1e-5, atol=1e-6)
+
+
+def _two_stages_one_rank(schedule, n_microbatches):
+    """A schedule over stages 0 and 1, both on the one rank of a single-process group: its program is data."""
+    holder = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        stages = [pp.PipelineStage(nn.Linear(2, 2), i, 2, "cpu") for i in (0, 1)]
+        holder["sched"] = schedule(stages, n_microbatches=n_microbatches, loss_fn=lambda out, y: out.sum())
+        dist.destroy_process_group()
+
+    tessel.run_ranks(1, rank_fn)
+    return holder["sched"]
+
+
+def test_activation_liveness_from_the_schedules_program():
+    sched = _two_stages_one_rank(pp.ScheduleInterleaved1F1B, 2)
+    assert [str(a) for a in sched.pipeline_order[0]] == ["0F0", "1F0", "1B0", "0F1", "0B0", "1F1", "1B1", "0B1"]
+    live = pp.analyze_pipeline_activation_liveness(sched, pp_rank=0, stage_indices=[0, 1],
+                                                   granularity="stage_microbatch")
+    # stage 0: microbatch 0 lives 0..4, microbatch 1 3..7 (overlap: two slots); stage 1: 1..2 and 5..6 (one
+    # slot, reused; 1F0 takes slot 1 while 0F0's slot 0 is held)
+    assert {k: live.get_activation_lifetime(*k) for k in live.slot_by_stage_and_microbatch} == {
+        (0, 0): (0, 4), (0, 1): (3, 7), (1, 0): (1, 2), (1, 1): (5, 6)}
+    assert dict(live.slot_by_stage_and_microbatch) == {(0, 0): 0, (0, 1): 1, (1, 0): 1, (1, 1): 0}
+    assert live.num_slots == 2 and live.slot_for(1, 1) == 0
+    whole = pp.analyze_pipeline_activation_liveness(sched, pp_rank=0, stage_indices=[0, 1], granularity="microbatch")
+    assert whole.get_activation_lifetime(1, 0) == (0, 4) and whole.get_activation_lifetime(0, 1) == (3, 7)
+    assert dict(whole.slot_by_stage_and_microbatch) == {(0, 0): 0, (0, 1): 1, (1, 0): 0, (1, 1): 1}
+    with pytest.raises(ValueError, match="No activation slot exists for stage 7, microbatch 0"):
+        live.slot_for(7, 0)
+    for kwargs, message in ((dict(stage_indices=[]), "must not be empty"), (dict(stage_indices=[0, 0]), "unique"),
+                            (dict(pp_rank=3), "Rank 3 is not present"), (dict(granularity="x"), "granularity: x"),
+                            (dict(stage_indices=[5]), r"missing=\[\(5, 0\), \(5, 1\)\]")):
+        args = {**dict(pp_rank=0, stage_indices=[0], granularity="microbatch"), **kwargs}
+        with pytest.raises(ValueError, match=message):
+            pp.analyze_pipeline_activation_liveness(sched, **args)
+
+
+def test_activation_liveness_ends_at_the_weight_backward_under_zero_bubble():
+    sched = _two_stages_one_rank(pp.ScheduleInterleavedZeroBubble, 2)
+    order = [str(a) for a in sched.pipeline_order[0]]
+    live = pp.analyze_pipeline_activation_liveness(sched, pp_rank=0, stage_indices=[0, 1],
+                                                   granularity="stage_microbatch")
+    for (stage, mb), (start, end) in ((k, live.get_activation_lifetime(*k)) for k in live.slot_by_stage_and_microbatch):
+        assert order[start] == "%dF%d" % (stage, mb) and order[end] == "%dW%d" % (stage, mb)
+        assert "%dI%d" % (stage, mb) in order[start:end]  # the input backward alone does not end it
 
 
 if __name__ == "__main__":

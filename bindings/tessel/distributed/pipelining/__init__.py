@@ -14,6 +14,10 @@ bool tensors forward only, floating ones with their gradients back), and the las
 (None elsewhere) and ``losses=[]`` collects each microbatch's loss there. Difference from torch: ``loss_fn``
 takes (output, target) and must return the microbatch's mean loss.
 
+torch 2.15's additions: ``stage.register_forward_context(factory)`` runs each forward of the stage inside
+``factory(PipelineStageInfo(...))`` (stage, microbatch; the shape handshake before the first step is the metadata
+probe), ``schedules._ScheduleForwardOnly`` and ``analyze_pipeline_activation_liveness`` (_liveness.py).
+
 Schedule IR (pure, no ranks): ``generate_schedule``, ``stage_to_rank_map``, ``lower_program``, the
 verifier, ``parse_action`` / ``format_rank_program`` / CSV, ``simulate`` (makespan, bubble, peak in-flight
 activations) and ``timeline_svg``. ``pipeline_gpt`` builds one rank's part of the C++ GPT pipeline.
@@ -23,18 +27,21 @@ activations) and ``timeline_svg``. ``pipeline_gpt`` builds one rank's part of th
     losses = []
     out = schedule.step(x) if rank == 0 else schedule.step(target=y, losses=losses)  # rank 1: the merged output
 """
+from collections import OrderedDict as _OrderedDict
+from dataclasses import dataclass as _dataclass
+
 from ... import _C
 from .. import _default_group
 from ...nn.modules import Module
 
-__all__ = ["PipelineStage", "PipelineScheduleSingle", "PipelineScheduleMulti", "ScheduleGPipe", "Schedule1F1B",
-           "ScheduleInterleaved1F1B", "ScheduleLoopedBFS",
+__all__ = ["PipelineStage", "PipelineStageInfo", "PipelineScheduleSingle", "PipelineScheduleMulti", "ScheduleGPipe",
+           "Schedule1F1B", "ScheduleInterleaved1F1B", "ScheduleLoopedBFS",
            "ScheduleInterleavedZeroBubble", "ScheduleZBVZeroBubble", "ScheduleDualPipeV", "get_schedule_class",
            "pipeline_gpt",
            "generate_schedule", "stage_to_rank_map", "lower_program", "verify_compute_program",
            "verify_lowered_program", "parse_action", "parse_rank_program", "format_rank_program",
            "format_program", "dump_csv", "parse_csv", "simulate", "simulate_lockstep", "timeline_svg",
-           "schedule_names"]
+           "schedule_names", "analyze_pipeline_activation_liveness", "PipelineActivationLiveness"]
 
 Action = _C._Action
 parse_action = _C.parse_action
@@ -66,6 +73,16 @@ def _example_shapes(args, what):
     return [list(t.shape) for t in tensors]
 
 
+@_dataclass(frozen=True, slots=True, kw_only=True)
+class PipelineStageInfo:
+    """torch 2.15's identity of one stage forward, given to a context registered with
+    PipelineStage.register_forward_context: the global stage index, the microbatch within the step, and whether
+    the forward is the shape handshake's before the first step (microbatch 0; torch's metadata inference probe)."""
+    stage_index: int
+    microbatch_index: int
+    is_metadata_inference: bool = False
+
+
 class PipelineStage:
     """One stage module on this rank (torch.distributed.pipelining.PipelineStage). Shapes are inferred
     from the first step's microbatch 0; torch's input_args / output_args (one microbatch's example input and
@@ -87,6 +104,34 @@ class PipelineStage:
         self.group = group if group is not None else _default_group("PipelineStage")
         self.is_first, self.is_last = self.stage_index == 0, self.stage_index == self.num_stages - 1
         self._c = None  # built by the schedule, which knows the loss and the stage placement
+        self._forward_contexts = _OrderedDict()  # a RemovableHandle keeps a weak reference to it
+
+    def register_forward_context(self, context_factory):
+        """torch 2.15's: every forward of this stage (each microbatch, step and eval) runs inside
+        ``context_factory(PipelineStageInfo(stage_index=..., microbatch_index=...))``. One at a time; the
+        returned handle's remove() unregisters it. The context must not suppress the stage's exceptions."""
+        from ...utils.hooks import RemovableHandle
+        if self._forward_contexts:
+            raise RuntimeError("A pipeline forward context is already registered; remove its handle before "
+                               "registering another")
+        handle = RemovableHandle(self._forward_contexts)
+        self._forward_contexts[handle.id] = context_factory
+        return handle
+
+    def _forward(self, module, microbatch, probe, *args, **kwargs):
+        if not self._forward_contexts:
+            return module(*args, **kwargs)
+        factory = next(iter(self._forward_contexts.values()))
+        completed = False
+        info = PipelineStageInfo(stage_index=self.stage_index, microbatch_index=microbatch,
+                                 is_metadata_inference=probe)
+        with factory(info):
+            output = module(*args, **kwargs)
+            completed = True
+        if not completed:
+            raise RuntimeError("A pipeline forward context suppressed an exception from the stage module; forward "
+                               "contexts must not suppress exceptions")
+        return output
 
 
 class _StageCall(Module):
@@ -95,17 +140,18 @@ class _StageCall(Module):
     inputs (step(x, *more)), and this microbatch's keyword arguments (step(**kwargs)), split into microbatches
     as torch chunks them."""
 
-    def __init__(self, inner, schedule, stage_index):
+    def __init__(self, stage, schedule):
         import weakref
         super().__init__()
-        self.module = inner
-        # weak: the C++ stage keeps this module alive, and the schedule holds the C++ stage
-        self._schedule, self._stage_index = weakref.ref(schedule), stage_index
+        self.module = stage.submod
+        # weak: the C++ stage keeps this module alive, and the schedule and the stage hold the C++ stage
+        self._schedule, self._stage, self._stage_index = weakref.ref(schedule), weakref.ref(stage), stage.stage_index
 
     def forward(self, *xs):
         schedule = self._schedule()
         more, kwargs = schedule._inputs_for(self._stage_index)
-        return self.module(*xs, *more, **kwargs)
+        return self._stage()._forward(self.module, schedule._current.get(self._stage_index, 0),
+                                      schedule._probing.get(self._stage_index, False), *xs, *more, **kwargs)
 
 
 def _split_kwarg(value, n):
@@ -162,10 +208,11 @@ class _PipelineSchedule:
         group, n = stages[0].group, stages[0].num_stages
         self._mb_kwargs, self._mb_more_args, self._current, self._loss_kwargs = [], [], {}, {}
         self._loss_values = {}
+        self._handshaken, self._probing = set(), {}  # stages whose shape handshake ran; this forward is one
         self._calls, self._keep_outputs, self._output_chunks = {}, False, {}
         for s in stages:
             last = s.stage_index == n - 1
-            self._calls[s.stage_index] = _StageCall(s.submod, self, s.stage_index)
+            self._calls[s.stage_index] = _StageCall(s, self)
             # without a loss_fn (forward-only steps, as torch's) the last stage takes a loss that keeps its
             # outputs for step() and computes nothing
             loss = self._loss_fn if self._loss_fn is not None else \
@@ -235,7 +282,10 @@ class _PipelineSchedule:
         return merged[0] if len(merged) == 1 else tuple(merged)
 
     def _before_forward(self, stage, mb):
+        # the executor calls this before each forward, the first time per stage before its shape handshake's
         self._current[stage] = mb
+        self._probing[stage] = stage not in self._handshaken
+        self._handshaken.add(stage)
 
     def _inputs_for(self, stage):
         """What `stage` takes besides x for the microbatch it runs: the first stage's positional inputs after
@@ -401,6 +451,21 @@ def _schedule(name, torch_name, single):
                 {"_name": name, "_single_stage": single, "__doc__": doc})
 
 
+class _ScheduleForwardOnly(PipelineScheduleSingle):
+    """torch's forward-only schedule: step() runs every microbatch's forward through the stages (GPipe's order)
+    and nothing else; a loss_fn is not called, and a target or a losses list is refused as torch refuses it."""
+    _name = "GPipe"
+    _single_stage = True
+
+    def __init__(self, stage, n_microbatches, loss_fn=None, **kwargs):
+        super().__init__(stage, n_microbatches, None, **kwargs)
+
+    def step(self, *args, target=None, losses=None, **kwargs):
+        if target is not None or losses is not None:
+            raise RuntimeError("Forward-only schedule does not support loss computation")
+        return super().step(*args, **kwargs)
+
+
 ScheduleGPipe = _schedule("GPipe", "ScheduleGPipe", True)
 Schedule1F1B = _schedule("1F1B", "Schedule1F1B", True)
 ScheduleInterleaved1F1B = _schedule("Interleaved1F1B", "ScheduleInterleaved1F1B", False)
@@ -431,4 +496,5 @@ def pipeline_gpt(config, *, seed=0, schedule="1F1B", n_microbatches=1, stages_pe
     return _C.pipeline_gpt(config, seed, group, schedule, int(n_microbatches), int(stages_per_rank))
 
 
+from ._liveness import PipelineActivationLiveness, analyze_pipeline_activation_liveness  # noqa: E402
 from . import microbatch, schedules, stage  # noqa: E402,F401 (torch's submodules)

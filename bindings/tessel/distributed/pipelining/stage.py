@@ -1,2 +1,2 @@
-"""tessel.distributed.pipelining.stage: torch's module of PipelineStage (the same class as the package's)."""
-from . import PipelineStage  # noqa: F401
+"""tessel.distributed.pipelining.stage: torch's module of PipelineStage and PipelineStageInfo (the package's)."""
+from . import PipelineStage, PipelineStageInfo  # noqa: F401
