@@ -607,8 +607,8 @@ void BindGPT(py::module_& m) {
 
 // torch.utils.checkpoint's core (tessel/utils/checkpoint.py adds torch's argument handling): fn maps the
 // list of input tensors to a list of output tensors and runs under autograd::Checkpoint; policy None is
-// full checkpointing, a list of op names keeps those ops' outputs (selective), a callable policy(op_name)
-// -> bool decides per op; preserve_rng replays the thread's default generator in the recompute.
+// full checkpointing, a list of op names keeps those ops' outputs (selective), a callable policy(op_name,
+// inputs, outputs or None in the rerun) -> bool decides per op; preserve_rng replays the thread's default generator in the recompute.
 void BindActivationCheckpoint(py::module_& m) {
   m.def("_checkpoint", [](py::object fn, const TensorList& inputs, py::object policy, bool preserve_rng,
                           bool allow_cache_entry_mutation) {
@@ -620,9 +620,10 @@ void BindActivationCheckpoint(py::module_& m) {
       options.save_outputs = autograd::SaveOutputsOf(policy.cast<std::vector<std::string>>());
     } else if (!policy.is_none()) {
       auto p = ShareCallable(std::move(policy));
-      options.save_outputs = [p](const OpDef& op) {
+      options.save_outputs = [p](const OpDef& op, const TensorList& inputs, const TensorList* outputs) {
         py::gil_scoped_acquire gil;
-        return py::bool_((*p)(op.name)).cast<bool>();
+        py::object out = outputs == nullptr ? py::object(py::none()) : py::object(py::cast(*outputs));
+        return py::bool_((*p)(op.name, py::cast(inputs), out)).cast<bool>();
       };
     }
     autograd::CheckpointFunction run = [f](const TensorList& in) {

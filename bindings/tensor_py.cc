@@ -332,11 +332,12 @@ void BindCreation(py::module_& m) {
   }, py::arg("outputs"), py::arg("inputs"), py::arg("grad_outputs"), py::arg("retain_graph"), py::arg("allow_unused"),
         py::arg("create_graph") = false);
   m.def("_backward", [](const TensorList& roots, const std::vector<std::optional<Tensor>>& seeds, bool retain_graph,
-                        bool create_graph) {
+                        bool create_graph, const TensorList& inputs) {
     TensorList grads;
     for (const auto& g : seeds) grads.push_back(g ? *g : Tensor());
-    NoGil([&] { Backward(roots, grads, retain_graph, create_graph); });
-  }, py::arg("tensors"), py::arg("grad_tensors"), py::arg("retain_graph"), py::arg("create_graph") = false);
+    NoGil([&] { Backward(roots, grads, retain_graph, create_graph, inputs); });
+  }, py::arg("tensors"), py::arg("grad_tensors"), py::arg("retain_graph"), py::arg("create_graph") = false,
+     py::arg("inputs") = TensorList());
   m.def("is_grad_enabled", &GradModeEnabled);
   m.def("_set_grad_enabled", &SetGradModeEnabled, py::arg("enabled"));
   // torch's anomaly mode (core/autograd/anomaly.h): tessel.autograd.detect_anomaly / set_detect_anomaly.
@@ -469,7 +470,7 @@ void BindTensor(py::module_& m) {
       .def("_register_hook", [](const Tensor& t, py::object fn) {
         TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, t.requires_grad(),
                           "cannot register a hook on a tensor that doesn't require gradient");
-        auto f = std::make_shared<py::object>(std::move(fn));
+        auto f = ShareCallable(std::move(fn));  // dropped with the GIL (a recompute frees its tensors without it)
         RegisterHook(t, [f](const Tensor& g) -> Tensor {
           py::gil_scoped_acquire gil;
           py::object r = (*f)(g);
@@ -479,7 +480,7 @@ void BindTensor(py::module_& m) {
       // torch's Tensor.register_post_accumulate_grad_hook(fn): fn(tensor) after a backward updated the leaf's
       // .grad (optimizer-in-backward); Python wraps it (tessel/_compat.py).
       .def("_register_post_accumulate_grad_hook", [](const Tensor& t, py::object fn) {
-        auto f = std::make_shared<py::object>(std::move(fn));
+        auto f = ShareCallable(std::move(fn));  // dropped with the GIL (a recompute frees its tensors without it)
         RegisterPostAccumulateGradHook(t, [f](const Tensor& leaf) {
           py::gil_scoped_acquire gil;
           (*f)(leaf);

@@ -79,13 +79,9 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     inputs = _seq(inputs)
     if not inputs:
         raise RuntimeError("'inputs' argument to backward() cannot be empty.")
-    before = [x.grad for x in inputs]  # a retained non-leaf's hook sets .grad during the pass: add once
-    grads = _C._grad(tensors, inputs, seeds, bool(retain_graph), True, bool(create_graph))
-    for x, b, g in zip(inputs, before, grads):
-        if g is not None:
-            if not create_graph:
-                g = g.detach()
-            x.grad = g if b is None else b + g
+    # only the nodes on a path to the inputs run; their leaves accumulate as in a full backward (hooks,
+    # post-accumulate hooks), non-leaf inputs get .grad (core/autograd/engine.h)
+    _C._backward(tensors, seeds, bool(retain_graph), bool(create_graph), list(inputs))
     _post_backward()
 
 

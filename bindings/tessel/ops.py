@@ -20,6 +20,12 @@ class _OpHandle:
 
     __str__ = __repr__
 
+    @property
+    def default(self):
+        """torch's OpOverload spelling (torch.ops._c10d_functional.reduce_scatter_tensor.default, as torchtitan's
+        selective checkpointing save list writes it): the same handle."""
+        return self
+
     def __call__(self, *args, **kwargs):
         raise NotImplementedError("tessel.ops.%r is a handle for counting (CommDebugMode); call the collective "
                                   "through tessel.distributed" % self)

@@ -1,7 +1,9 @@
 """register_post_accumulate_grad_hook on fully_shard parameters (torch FSDP2 runs the sharded parameter's hooks
 right after the reduce-scatter sets its .grad): optimizer-in-backward on 2 ranks equals the usual
 backward-then-step run, and each hook fires once per parameter per synchronized backward; parameters used on
-only some ranks (set_reduce_scatter_unused_params)."""
+only some ranks (set_reduce_scatter_unused_params); hooks registered before fully_shard (the process aborted);
+backward(inputs=) runs the post-accumulate hooks (it ran none) and refuses sharded parameters it cannot reach
+(torch leaves their .grad None, silently)."""
 import sys
 
 import numpy as np
@@ -133,6 +135,60 @@ def test_parameters_used_on_some_ranks_reduce_with_zeros_elsewhere():
         for n, p in ref.named_parameters():
             if n != "gate":
                 np.testing.assert_allclose(got[r][n], p.grad.numpy(), rtol=1e-5, atol=1e-6, err_msg=n)
+
+
+def test_hooks_registered_before_fully_shard_do_not_abort_the_process():
+    # the parameter replaced by fully_shard dropped its hooks' Python callables without the GIL (exit 134);
+    # torch keeps running and the hooks never fire (they sit on the replaced tensor)
+    got = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        tessel.manual_seed(0)
+        m = nn.Linear(2, 2)
+        fired = []
+        m.weight.register_post_accumulate_grad_hook(lambda p: fired.append("post"))
+        m.bias.register_hook(lambda g: fired.append("hook"))
+        fully_shard(m, mesh=init_device_mesh("cpu", (2,)))
+        m(tessel.ones(1, 2)).sum().backward()
+        got[world.rank] = (fired, m.bias.grad.full_tensor().numpy())
+
+    tessel.run_ranks(2, rank_fn)
+    for r in (0, 1):
+        assert got[r][0] == []
+        np.testing.assert_allclose(got[r][1], [1.0, 1.0])
+
+
+def test_backward_with_inputs_runs_post_accumulate_hooks_and_refuses_unreached_sharded_parameters():
+    lin = nn.Linear(3, 2)
+    fired = []
+    for n, p in lin.named_parameters():
+        p.register_post_accumulate_grad_hook(lambda q, n=n: fired.append(n))
+    x = tessel.ones(4, 3)
+    lin(x).sum().backward(inputs=[lin.weight])
+    assert fired == ["weight"] and lin.bias.grad is None
+    np.testing.assert_allclose(lin.weight.grad.numpy(), np.full((2, 3), 4.0))
+    got = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        mesh = init_device_mesh("cpu", (2,))
+        tessel.manual_seed(0)
+        root = nn.Linear(2, 2)  # a root alone keeps its unsharded parameters through the backward: reached
+        fully_shard(root, mesh=mesh)
+        root(tessel.full((1, 2), float(world.rank + 1))).sum().backward(inputs=list(root.parameters()))
+        nested = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 2))
+        for m in (nested[0], nested[1], nested):
+            fully_shard(m, mesh=mesh)
+        with pytest.raises(RuntimeError, match=r"backward\(inputs=\): input 0 \(a DTensor of shape \[2, 2\]\) is not in "
+                                               "the graph of the outputs"):
+            nested(tessel.ones(1, 2)).sum().backward(inputs=list(nested.parameters()))
+        got[world.rank] = [p.grad.full_tensor().numpy() for p in root.parameters()]
+
+    tessel.run_ranks(2, rank_fn)
+    for r in (0, 1):  # d/dW of sum(W x + b) averaged over the ranks' x = 1 and 2
+        np.testing.assert_allclose(got[r][0], np.full((2, 2), 1.5))
+        np.testing.assert_allclose(got[r][1], [1.0, 1.0])
 
 
 if __name__ == "__main__":

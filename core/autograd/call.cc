@@ -221,7 +221,7 @@ TensorList CallOp(const OpDef& op, TensorList inputs, const Attrs& attrs) {
   }
   TensorList outputs;
   OpInterceptor* interceptor = internal::CurrentInterceptor();
-  std::optional<TensorList> replaced = interceptor != nullptr ? interceptor->Replace(op) : std::nullopt;
+  std::optional<TensorList> replaced = interceptor != nullptr ? interceptor->Replace(op, inputs) : std::nullopt;
   if (replaced) {
     outputs = std::move(*replaced);
   } else {

@@ -2,12 +2,13 @@
 #include "core/autograd/checkpoint.h"
 
 #include <algorithm>
-#include <deque>
 #include <memory>
 #include <optional>
+#include <unordered_map>
 #include <utility>
 
 #include "core/autograd/autocast.h"
+#include "core/autograd/engine.h"
 #include "core/autograd/grad_mode.h"
 #include "core/autograd/saved_tensor_hooks.h"
 #include "core/base/error.h"
@@ -43,7 +44,7 @@ class Frame : public std::enable_shared_from_this<Frame> {
   class Cache final : public OpInterceptor {
    public:
     Cache(Frame* frame, bool replay) : frame_(frame), replay_(replay) {}
-    std::optional<TensorList> Replace(const OpDef& op) override;
+    std::optional<TensorList> Replace(const OpDef& op, const TensorList& inputs) override;
     void Observe(const OpDef& op, const TensorList& inputs, const TensorList& outputs) override;
 
    private:
@@ -70,15 +71,25 @@ class Frame : public std::enable_shared_from_this<Frame> {
   bool autocast_;  // the forward's autocast region, restored for the rerun
   DType autocast_dtype_;
   TensorList inputs_;  // detached handles of the inputs: the one thing full checkpointing keeps
+  TensorList originals_;  // the inputs themselves (their graph), for a rerun under create_graph
   std::vector<bool> input_requires_grad_;
   std::vector<uint32_t> input_versions_;  // after the forward: a later in-place write is caught at the rerun
   int64_t num_saved_ = 0;
-  struct Kept {
+  // Selective ([Note: selective decisions]): every op call of the first forward in call order (an op before
+  // the ops it calls), the policy's decision on it, and a kept op's outputs.
+  struct Decision {
     std::string op;
+    bool keep = false;
+    int64_t nested = 0;  // op calls made while this one ran (a served op's rerun makes none of them)
+    std::vector<Shape> input_shapes;
     TensorList outputs;
     std::vector<uint32_t> versions;  // when the op returned them
   };
-  std::deque<Kept> kept_;  // selective: in call order
+  std::vector<Decision> decisions_;
+  std::vector<size_t> open_;  // first forward: decisions_ of the ops running now, innermost last
+  // Rerun: the decisions of each op name in call order, and how many of them the rerun has reached.
+  std::unordered_map<std::string, std::vector<size_t>> by_name_;
+  std::unordered_map<std::string, size_t> reached_;
   std::vector<const void*> needed_;  // memory of saved tensors and recomputed ops' inputs (first forward)
   bool saw_distributed_ = false;
   TensorList recomputed_;                                // by save index; emptied as handed out
@@ -87,18 +98,40 @@ class Frame : public std::enable_shared_from_this<Frame> {
   bool kept_served_ = false;  // a rerun has taken the kept outputs (selective policies)
 };
 
-std::optional<TensorList> Frame::Cache::Replace(const OpDef& op) {
-  if (!replay_ || !frame_->options_.save_outputs(op)) return std::nullopt;
+// [Note: selective decisions] The policy is asked once per op call, in the first forward, after the op ran
+// (with its inputs and outputs: torch 2.15's op_output), and the rerun replays the decisions: the k-th call of
+// an op in the rerun gets the k-th decision on that op. Calls are matched per op name, not over the whole
+// sequence, because the rerun may call other ops in between than the forward did (an in-place write emulated
+// one way or another depending on who else holds the tensor: clone in one pass, mul_scalar in the other);
+// a served op skips the decisions of the ops it called in the forward, which its rerun does not call. A kept
+// op reached with inputs of other shapes than the forward's is the function not being deterministic.
+std::optional<TensorList> Frame::Cache::Replace(const OpDef& op, const TensorList& inputs) {
+  std::vector<Decision>& decisions = frame_->decisions_;
+  if (!replay_) {  // the first forward: the policy decides once the op has run (Observe)
+    frame_->open_.push_back(decisions.size());
+    Decision d{op.name};
+    for (const Tensor& t : inputs) d.input_shapes.push_back(t.defined() ? t.sizes() : Shape{});
+    decisions.push_back(std::move(d));
+    return std::nullopt;
+  }
   // A second rerun (a split backward's weight half, a retained graph's next backward) finds the kept
   // outputs handed to the first one: it computes those ops again (same inputs, same kernels, same
   // values) rather than keep them alive until the frame dies.
   if (frame_->kept_served_) return std::nullopt;
-  TESSEL_CHECK_CODE(ErrorCode::kInternal, !frame_->kept_.empty() && frame_->kept_.front().op == op.name,
-                    "Checkpoint recompute: the rerun called '", op.name, "' where the forward kept ",
-                    frame_->kept_.empty() ? std::string("nothing more") : "'" + frame_->kept_.front().op + "'",
-                    "; the checkpointed function is not deterministic in the ops it calls");
-  Kept kept = std::move(frame_->kept_.front());
-  frame_->kept_.pop_front();
+  if (frame_->by_name_.empty()) {
+    for (size_t i = 0; i < decisions.size(); ++i) frame_->by_name_[decisions[i].op].push_back(i);
+  }
+  const std::vector<size_t>& mine = frame_->by_name_[op.name];
+  const size_t k = frame_->reached_[op.name]++;
+  if (k >= mine.size() || !decisions[mine[k]].keep) return std::nullopt;  // recomputed
+  Decision& kept = decisions[mine[k]];
+  for (size_t i = 0; i < inputs.size() && i < kept.input_shapes.size(); ++i) {
+    TESSEL_CHECK_CODE(ErrorCode::kInternal, !inputs[i].defined() || inputs[i].sizes() == kept.input_shapes[i],
+                      "Checkpoint recompute: call ", k, " of '", op.name, "' got input ", i, " of shape ",
+                      ShapeStr(inputs[i].sizes()), " where the forward's had ", ShapeStr(kept.input_shapes[i]),
+                      "; the checkpointed function is not deterministic in the ops it calls");
+  }
+  for (int64_t j = 1; j <= kept.nested; ++j) ++frame_->reached_[decisions[mine[k] + j].op];
   for (size_t i = 0; i < kept.outputs.size() && !frame_->options_.allow_cache_entry_mutation; ++i) {
     const Tensor& t = kept.outputs[i];
     TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, !t.defined() || t.impl()->version() == kept.versions[i],
@@ -112,19 +145,23 @@ std::optional<TensorList> Frame::Cache::Replace(const OpDef& op) {
 
 void Frame::Cache::Observe(const OpDef& op, const TensorList& inputs, const TensorList& outputs) {
   if (replay_) return;
-  if (!frame_->options_.save_outputs(op)) {  // recomputed: the rerun reads its inputs
+  const size_t index = frame_->open_.back();
+  frame_->open_.pop_back();
+  Decision& d = frame_->decisions_[index];
+  d.nested = static_cast<int64_t>(frame_->decisions_.size() - index - 1);
+  d.keep = frame_->options_.save_outputs(op, inputs, &outputs);
+  if (!d.keep) {  // recomputed: the rerun reads its inputs
     for (const Tensor& t : inputs) frame_->Need(t);
     return;
   }
-  Kept kept{op.name, {}, {}};
   for (const Tensor& t : outputs) {
-    kept.outputs.push_back(t.defined() ? Detach(t) : Tensor());
-    kept.versions.push_back(t.defined() ? t.impl()->version() : 0);
+    d.outputs.push_back(t.defined() ? Detach(t) : Tensor());
+    d.versions.push_back(t.defined() ? t.impl()->version() : 0);
   }
-  frame_->kept_.push_back(std::move(kept));
 }
 
 TensorList Frame::Forward(const TensorList& inputs) {
+  originals_ = inputs;
   for (const Tensor& t : inputs) {
     inputs_.push_back(t.defined() ? Detach(t) : Tensor());
     input_requires_grad_.push_back(t.defined() && t.requires_grad());
@@ -157,7 +194,7 @@ TensorList Frame::Forward(const TensorList& inputs) {
 // local calls that this frame also sees, are not matched here).
 void Frame::DropUnneeded() {
   std::sort(needed_.begin(), needed_.end());
-  for (Kept& kept : kept_) {
+  for (Decision& kept : decisions_) {
     for (size_t i = 0; i < kept.outputs.size(); ++i) {
       Tensor& t = kept.outputs[i];
       if (saw_distributed_ || !t.defined() || t.is_distributed() || t.numel() == 0) continue;
@@ -169,7 +206,14 @@ void Frame::DropUnneeded() {
   needed_.clear();
 }
 
+// [Note: higher-order checkpoint] A backward with create_graph records its formulas, so the recomputed saved
+// tensors must carry their dependence on the inputs and parameters (torch's non-reentrant checkpoint gives
+// second derivatives): that rerun reads the inputs themselves, not detached copies, serves the saved tensors
+// with the rerun's graph, and computes every op (a selective cache's outputs are detached). The rerun's own
+// nodes keep detached values (an unpacker holding the tensor whose node holds it would never be freed), so
+// the derivatives of order 2 are exact and higher orders through the rerun are not.
 void Frame::Recompute() {
+  const bool higher_order = CreatingGraph();
   TensorList inputs;
   for (size_t i = 0; i < inputs_.size(); ++i) {
     TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition,
@@ -179,6 +223,10 @@ void Frame::Recompute() {
                       ") is at version ", inputs_[i].impl()->version(), "; expected version ", input_versions_[i],
                       " (written in place after the checkpointed forward, e.g. `h += checkpoint(f, h)`: the "
                       "recompute would read the new value; write `h = h + checkpoint(f, h)`)");
+    if (higher_order) {
+      inputs.push_back(originals_[i]);
+      continue;
+    }
     Tensor t = inputs_[i].defined() ? Detach(inputs_[i]) : Tensor();
     if (input_requires_grad_[i]) t.set_requires_grad(true);
     inputs.push_back(t);
@@ -198,14 +246,16 @@ void Frame::Recompute() {
   }
   recomputed_.assign(num_saved_, Tensor());
   int64_t next = 0;
-  PackFn collect = [this, &next](const Tensor& t) -> UnpackFn {
+  PackFn collect = [this, &next, higher_order](const Tensor& t) -> UnpackFn {
     TESSEL_CHECK_CODE(ErrorCode::kInternal, next < num_saved_, "Checkpoint recompute saved more than the ", num_saved_,
                       " tensors the forward saved; the checkpointed function is not deterministic");
-    recomputed_[next++] = Detach(t);
-    return [] { return Tensor(); };
+    recomputed_[next++] = higher_order ? t : Detach(t);
+    if (!higher_order) return [] { return Tensor(); };
+    Tensor value = t.defined() ? Detach(t) : Tensor();
+    return [value] { return value; };
   };
   std::optional<Cache> cache;
-  if (options_.save_outputs) cache.emplace(this, /*replay=*/true);
+  if (options_.save_outputs && !higher_order) cache.emplace(this, /*replay=*/true);
   {
     GradModeGuard on(true);
     AutocastGuard as_in_forward(autocast_, autocast_dtype_);
@@ -219,7 +269,7 @@ void Frame::Recompute() {
   TESSEL_CHECK_CODE(ErrorCode::kInternal, next == num_saved_, "Checkpoint recompute saved ", next,
                     " tensors but the forward saved ", num_saved_,
                     "; the checkpointed function is not deterministic (list its Generators in CheckpointOptions)");
-  kept_served_ = true;
+  kept_served_ = kept_served_ || !higher_order;
   handed_out_ = 0;
   recomputed_valid_ = true;
 }
@@ -241,11 +291,15 @@ Tensor Frame::Unpack(int64_t index) {
 bool InCheckpointRecompute() { return recompute_depth > 0; }
 
 CheckpointPolicy SaveOutputsOf(std::vector<std::string> op_names) {
-  return [names = std::move(op_names)](const OpDef& op) { return Named(names, op); };
+  return [names = std::move(op_names)](const OpDef& op, const TensorList&, const TensorList*) {
+    return Named(names, op);
+  };
 }
 
 CheckpointPolicy RecomputeOnly(std::vector<std::string> op_names) {
-  return [names = std::move(op_names)](const OpDef& op) { return !Named(names, op); };
+  return [names = std::move(op_names)](const OpDef& op, const TensorList&, const TensorList*) {
+    return !Named(names, op);
+  };
 }
 
 TensorList Checkpoint(CheckpointFunction fn, const TensorList& inputs, CheckpointOptions options) {

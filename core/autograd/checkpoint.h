@@ -29,6 +29,9 @@
 // written in place after the forward (`h += checkpoint(f, h)`) would make the rerun compute from the new
 // value: the rerun checks each input's version and raises kFailedPrecondition, as torch.
 //
+// A backward with create_graph reruns fn on the inputs themselves and hands out graph-connected tensors, so
+// second derivatives through a checkpoint are exact (checkpoint.cc, [Note: higher-order checkpoint]).
+//
 // Limits: a node whose backward is split (zero-bubble I then W) unpacks twice; the second unpack
 // recomputes the region again (correct, slower), and so does a retained graph's next backward; under a
 // selective policy those later reruns compute the kept ops again too (the first rerun took their outputs). Nested Checkpoint calls work (each region has its own
@@ -49,8 +52,9 @@
 
 namespace tessel::autograd {
 
-// True for the ops whose outputs a selective checkpoint keeps from the forward (the rest recompute).
-using CheckpointPolicy = std::function<bool(const OpDef& op)>;
+// True for the ops whose outputs a selective checkpoint keeps from the forward (the rest recompute), given
+// the op's inputs and, in the forward (not in the rerun, which asks before running the op), its outputs.
+using CheckpointPolicy = std::function<bool(const OpDef& op, const TensorList& inputs, const TensorList* outputs)>;
 
 // Keeps the outputs of the named ops, e.g. the GEMMs {"linear", "matmul"}.
 CheckpointPolicy SaveOutputsOf(std::vector<std::string> op_names);

@@ -84,7 +84,84 @@ void Execute(const std::vector<Edge>& root_edges, const TensorList& root_grads, 
   }
 }
 
+// Over the graph below root_edges: needed[n] when one of `targets` is reachable from n (n included),
+// below[n] when one is reachable through n's children (so n must run). Iterative post-order.
+struct Reach {
+  std::unordered_map<Node*, bool> needed, below;
+};
+Reach ReachTargets(const std::vector<Edge>& root_edges, const std::vector<Edge>& targets) {
+  std::unordered_set<Node*> target_nodes;
+  for (const auto& t : targets) target_nodes.insert(t.node.get());
+  Reach r;
+  std::vector<std::pair<Node*, size_t>> stack;
+  for (const auto& e : root_edges) {
+    if (r.needed.emplace(e.node.get(), false).second) stack.push_back({e.node.get(), 0});
+    while (!stack.empty()) {
+      auto& [n, next] = stack.back();
+      if (next < n->next_edges.size()) {
+        const Edge& child = n->next_edges[next++];
+        if (child.valid() && r.needed.emplace(child.node.get(), false).second) stack.push_back({child.node.get(), 0});
+        continue;
+      }
+      bool any = false;
+      for (const auto& c : n->next_edges) any = any || (c.valid() && r.needed[c.node.get()]);
+      r.below[n] = any;
+      r.needed[n] = any || target_nodes.count(n) > 0;
+      stack.pop_back();
+    }
+  }
+  return r;
+}
+
+// Where each of `inputs`' gradients arrives: (node, input_nr) of its gradient edge; `what` names the caller.
+std::vector<Edge> GradientTargets(const TensorList& inputs, const char* what) {
+  std::vector<Edge> targets;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    TESSEL_CHECK(inputs[i].defined() && inputs[i].requires_grad(), what, ": input ", i,
+                 " does not require grad (one of the differentiated tensors does not require grad)");
+    targets.push_back(autograd::GradientEdge(inputs[i]));
+  }
+  return targets;
+}
+
 }  // namespace
+
+void Backward(const TensorList& roots, const TensorList& grads, bool retain_graph, bool create_graph,
+              const TensorList& inputs) {
+  if (inputs.empty()) return Backward(roots, grads, retain_graph, create_graph);
+  const std::vector<Edge> targets = GradientTargets(inputs, "backward(inputs=)");
+  GraphTaskScope task("backward", create_graph);
+  std::vector<Edge> root_edges;
+  TensorList root_grads;
+  autograd::internal::SeedRoots(roots, grads, &root_edges, &root_grads);
+  Reach reach = ReachTargets(root_edges, targets);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    // torch leaves an input the outputs do not reach without a gradient, silently; a DTensor parameter
+    // under fully_shard is such an input (the forward used its unsharded copy), and its None gradient
+    // would make the optimizer step skip it: an error for DTensor leaves.
+    TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, !inputs[i].is_distributed() || !inputs[i].is_leaf() ||
+                          reach.needed[targets[i].node.get()],
+                      "backward(inputs=): input ", i, " (a DTensor of shape ", ShapeStr(inputs[i].sizes()),
+                      ") is not in the graph of the outputs, so it would get no gradient; a fully_shard parameter "
+                      "is one (the forward computed with its unsharded copy): call backward() without inputs");
+  }
+  Execute(root_edges, root_grads, retain_graph || create_graph, [&](Node* n) { return reach.needed[n]; },
+          [&](Node* n, TensorList& in, bool) {
+            if (dynamic_cast<autograd::AccumulateGrad*>(n) != nullptr) return true;  // a leaf input: accumulate
+            for (size_t i = 0; i < targets.size(); ++i) {  // a non-leaf input: its .grad, as retain_grad's
+              if (targets[i].node.get() != n || in.size() <= targets[i].input_nr) continue;
+              const Tensor& g = in[targets[i].input_nr];
+              if (!g.defined()) continue;
+              AutogradMeta& m = inputs[i].impl()->EnsureAutogradMeta();
+              if (m.retains_grad && m.retained_at == n) continue;  // retain_grad's hook has set it already
+              const Tensor mine = create_graph ? g : Detach(g);
+              m.grad = m.grad.defined() ? autograd::internal::AddGrads(m.grad, mine)
+                                        : (create_graph ? g : autograd::CallOp1(GetOp("clone"), {mine}));
+            }
+            return reach.below[n];
+          });
+  task.Finish();
+}
 
 void Backward(const TensorList& roots, const TensorList& grads, bool retain_graph, bool create_graph) {
   GraphTaskScope task("backward", create_graph);
@@ -100,41 +177,17 @@ TensorList Grad(const TensorList& outputs, const TensorList& inputs, const Tenso
                 bool allow_unused, bool create_graph) {
   TESSEL_CHECK(grad_outputs.empty() || grad_outputs.size() == outputs.size(), "grad: ", outputs.size(),
                " outputs but ", grad_outputs.size(), " grad_outputs");
-  // Where each input's gradient arrives: (node, input_nr) of its gradient edge.
-  std::vector<Edge> targets;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    TESSEL_CHECK(inputs[i].defined() && inputs[i].requires_grad(), "grad: input ", i,
-                 " does not require grad (one of the differentiated tensors does not require grad)");
-    targets.push_back(autograd::GradientEdge(inputs[i]));
-  }
+  const std::vector<Edge> targets = GradientTargets(inputs, "grad");
   GraphTaskScope task("grad", create_graph);
   std::vector<Edge> root_edges;
   TensorList root_grads;
   autograd::internal::SeedRoots(outputs, grad_outputs.empty() ? TensorList(outputs.size()) : grad_outputs,
                                 &root_edges, &root_grads);
-  std::unordered_set<Node*> target_nodes;
-  for (const auto& t : targets) target_nodes.insert(t.node.get());
-  // needed[n]: a target is reachable from n (post-order over the reachable graph, iteratively);
-  // below[n]: one is reachable through n's children, so n must run (a target's own node that leads to no
-  // other target does not run, as torch's: its saved tensors stay for a later backward through it).
-  std::unordered_map<Node*, bool> needed, below;
-  std::vector<std::pair<Node*, size_t>> stack;
-  for (const auto& e : root_edges) {
-    if (needed.emplace(e.node.get(), false).second) stack.push_back({e.node.get(), 0});
-    while (!stack.empty()) {
-      auto& [n, next] = stack.back();
-      if (next < n->next_edges.size()) {
-        const Edge& child = n->next_edges[next++];
-        if (child.valid() && needed.emplace(child.node.get(), false).second) stack.push_back({child.node.get(), 0});
-        continue;
-      }
-      bool any = false;
-      for (const auto& c : n->next_edges) any = any || (c.valid() && needed[c.node.get()]);
-      below[n] = any;
-      needed[n] = any || target_nodes.count(n) > 0;
-      stack.pop_back();
-    }
-  }
+  // A target's own node that leads to no other target does not run (below[n] false), as torch's: its saved
+  // tensors stay for a later backward through it.
+  Reach reach = ReachTargets(root_edges, targets);
+  auto& needed = reach.needed;
+  auto& below = reach.below;
   TensorList result(inputs.size());
   Execute(root_edges, root_grads, retain_graph || create_graph, [&](Node* n) { return needed[n]; },
           [&](Node* n, TensorList& in, bool) {

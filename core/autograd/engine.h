@@ -35,6 +35,12 @@ void Backward(const Tensor& root, const Tensor& grad = Tensor(), bool retain_gra
               bool create_graph = false);
 void Backward(const TensorList& roots, const TensorList& grads, bool retain_graph = false,
               bool create_graph = false);
+// torch's backward(inputs=): only the nodes on a path to one of `inputs` run; a leaf input's .grad accumulates
+// as in Backward (its hooks and post-accumulate hooks run), a non-leaf input's .grad too (as retain_grad's);
+// nothing else changes. An input the roots do not reach keeps its .grad (torch's), except a DTensor leaf
+// (a fully_shard parameter, whose unsharded copy the forward used): kFailedPrecondition. Empty: Backward.
+void Backward(const TensorList& roots, const TensorList& grads, bool retain_graph, bool create_graph,
+              const TensorList& inputs);
 
 // torch.autograd.grad: the gradients of `outputs` (seeded with `grad_outputs`; empty or undefined entries
 // are ones for one-element outputs) with respect to `inputs` (leaves or not), returned in inputs' order;

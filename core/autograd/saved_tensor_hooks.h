@@ -27,8 +27,8 @@ using PackFn = std::function<UnpackFn(const Tensor& saved)>;
 class OpInterceptor {
  public:
   virtual ~OpInterceptor() = default;
-  // Before dispatch: outputs to use instead of running `op`, or nullopt to run it.
-  virtual std::optional<TensorList> Replace(const OpDef& op) = 0;
+  // Before dispatch: outputs to use instead of running `op` on `inputs`, or nullopt to run it.
+  virtual std::optional<TensorList> Replace(const OpDef& op, const TensorList& inputs) = 0;
   // After dispatch (only when Replace answered nullopt).
   virtual void Observe(const OpDef& op, const TensorList& inputs, const TensorList& outputs) = 0;
 };

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <map>
 
@@ -16,6 +17,7 @@
 #include "core/nn/checkpoint_wrapper.h"
 #include "core/nn/transformer.h"
 #include "core/ops/elementwise.h"
+#include "core/ops/matmul.h"
 #include "core/ops/reduction.h"
 #include "core/ops/ternary.h"
 #include "core/ops/unary.h"
@@ -209,6 +211,65 @@ TEST(CheckpointTest, RetainedGraphRecomputesForASecondBackward) {
     const std::vector<float> twice = w.grad().ToVector<float>();
     for (size_t i = 0; i < once.size(); ++i) EXPECT_EQ(twice[i], once[i] + once[i]) << i;
   }
+}
+
+// create_graph through a checkpoint: the rerun hands out saved tensors that carry their dependence on the
+// input and the parameter, so the second derivative is exact. L = Σ sin(x∘w)², g = dL/dw = x∘sin(2x∘w),
+// d(Σ g)/dx = sin(2x∘w) + 2x∘w∘cos(2x∘w) in closed form (double). Before: the rerun's detached tensors
+// dropped every term through them, silently.
+TEST(CheckpointTest, SecondDerivativesThroughACheckpointMatchTheClosedForm) {
+  Generator gen(5);
+  Tensor w = Randn({6}, gen).set_requires_grad(true);
+  const Tensor x0 = Randn({6}, gen);
+  auto fn = [&](const TensorList& in) -> TensorList { return {Sin(Mul(in.at(0), w))}; };
+  const std::vector<float> xs = x0.ToVector<float>(), ws = w.ToVector<float>();
+  for (const bool selective : {false, true}) {
+    SCOPED_TRACE(selective ? "mul kept" : "full");
+    Tensor x = Clone(x0).set_requires_grad(true);
+    autograd::CheckpointOptions options;
+    if (selective) options.save_outputs = autograd::SaveOutputsOf({"mul"});
+    Tensor y = autograd::Checkpoint(fn, {x}, options).at(0);
+    Tensor g = Grad({Sum(Mul(y, y))}, {w}, {}, /*retain_graph=*/false, /*allow_unused=*/false,
+                    /*create_graph=*/true).at(0);
+    const std::vector<float> gg = Grad({Sum(g)}, {x}).at(0).ToVector<float>();
+    const std::vector<float> first = g.ToVector<float>();
+    for (size_t i = 0; i < xs.size(); ++i) {
+      const double a = 2.0 * xs[i] * ws[i];
+      EXPECT_NEAR(first[i], xs[i] * std::sin(a), 1e-5) << i;
+      EXPECT_NEAR(gg[i], std::sin(a) + a * std::cos(a), 1e-4) << i;
+    }
+  }
+}
+
+// A selective policy is asked once per op call, in the first forward, with the op's inputs and outputs (torch
+// 2.15 passes the op's args and ctx.op_output, and its rerun replays the decisions): a stateful policy (every
+// other matmul kept) decides alike for the forward and the rerun.
+TEST(CheckpointTest, ASelectivePolicySeesTheOpsInputsAndItsOutputsInTheForward) {
+  Generator gen(6);
+  Tensor w = Randn({3, 4}, gen).set_requires_grad(true);
+  Tensor x = Randn({2, 3}, gen).set_requires_grad(true);
+  std::vector<std::string> seen;
+  autograd::CheckpointOptions options;
+  options.save_outputs = [&](const OpDef& op, const TensorList& inputs, const TensorList* outputs) {
+    if (op.name != "matmul") return false;
+    std::string shapes = ShapeStr(inputs.at(0).sizes()) + "x" + ShapeStr(inputs.at(1).sizes());
+    seen.push_back(shapes + (outputs != nullptr ? "->" + ShapeStr(outputs->at(0).sizes()) : " (no outputs)"));
+    return seen.size() % 2 == 1;  // the 1st and 3rd matmul kept
+  };
+  Tensor v = Randn({4, 3}, gen).set_requires_grad(true);
+  auto fn = [&](const TensorList& in) -> TensorList {
+    return {Tanh(Matmul(Tanh(Matmul(Tanh(Matmul(in.at(0), w)), v)), w))};
+  };
+  Tensor y = Sum(autograd::Checkpoint(fn, {x}, options).at(0));
+  const std::vector<std::string> forward = seen;
+  Backward(y);
+  EXPECT_EQ(forward, (std::vector<std::string>{"[2, 3]x[3, 4]->[2, 4]", "[2, 4]x[4, 3]->[2, 3]",
+                                               "[2, 3]x[3, 4]->[2, 4]"}));
+  EXPECT_EQ(seen, forward);  // not asked again by the rerun
+  const std::vector<float> got = x.grad().ToVector<float>();
+  x.set_grad(Tensor());
+  Backward(Sum(fn({x}).at(0)));
+  EXPECT_EQ(got, x.grad().ToVector<float>());
 }
 
 // Zero-bubble's split backward (I now, W later) through a checkpointed block: the input gradient and

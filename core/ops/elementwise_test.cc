@@ -237,6 +237,35 @@ TEST(ElementwiseTest, GradReturnsGradientsWithoutTouchingAnyGradAndRunsOnlyTheNe
   EXPECT_EQ(w_hook_calls, 1);
 }
 
+// torch's backward(inputs=): only the inputs' .grad changes; a leaf input accumulates through its
+// AccumulateGrad (hooks and post-accumulate hooks run: optimizer-in-backward), a non-leaf input's .grad is
+// set; w's branch does not run. Before, the Python face computed Grad and assigned .grad, so no
+// post-accumulate hook ran.
+TEST(ElementwiseTest, BackwardWithInputsAccumulatesOnlyIntoThemAndRunsTheirHooks) {
+  Tensor x = FromVector<double>({1, 2}).set_requires_grad(true);
+  Tensor w = FromVector<double>({3, 5}).set_requires_grad(true);
+  std::vector<std::string> events;
+  RegisterHook(w, [&](const Tensor&) {
+    events.push_back("w hook");
+    return Tensor();
+  });
+  RegisterPostAccumulateGradHook(x, [&](const Tensor& leaf) {
+    events.push_back("x post-accumulate " + std::to_string(leaf.grad().ToVector<double>()[1]));
+  });
+  const Tensor h = Mul(x, x);
+  const Tensor loss = Sum(Add(Mul(x, w), Mul(h, h)));  // d/dx = w + 4x³, d/dh = 2h
+  Backward({loss}, {Tensor()}, /*retain_graph=*/true, /*create_graph=*/false, {x, h});
+  EXPECT_EQ(x.grad().ToVector<double>(), (std::vector<double>{3 + 4, 5 + 32}));
+  EXPECT_EQ(h.grad().ToVector<double>(), (std::vector<double>{2, 8}));
+  EXPECT_FALSE(w.grad().defined());
+  EXPECT_EQ(events, (std::vector<std::string>{"x post-accumulate 37.000000"}));
+  Backward({loss}, {Tensor()}, /*retain_graph=*/false, /*create_graph=*/false, {x});  // accumulates
+  EXPECT_EQ(x.grad().ToVector<double>(), (std::vector<double>{14, 74}));
+  EXPECT_EQ(h.grad().ToVector<double>(), (std::vector<double>{2, 8}));
+  testing::ExpectErrorContains([&] { Backward({Sum(x)}, {Tensor()}, false, false, {FromVector<double>({1})}); },
+                               ErrorCode::kInvalidArgument, "backward(inputs=): input 0 does not require grad");
+}
+
 TEST(ElementwiseTest, GradRefusesUnusedAndNonDifferentiableInputsUnlessAllowed) {
   Tensor x = FromVector<double>({1, 2}).set_requires_grad(true);
   Tensor unused = FromVector<double>({7}).set_requires_grad(true);

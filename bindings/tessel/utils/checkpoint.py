@@ -3,22 +3,28 @@
 recomputed, once, when the backward first needs them.
 
 ``checkpoint(fn, *args, **kwargs)`` keeps only fn's tensor inputs (full checkpointing); with
-``context_fn=partial(create_selective_checkpoint_contexts, ["linear", "scaled_dot_product_attention"])``
-the outputs of the named ops are kept too and only the rest is recomputed (selective checkpointing; the
-list holds tessel op names, or a policy ``fn(ctx, op_name)`` returns a CheckpointPolicy / bool).
+``context_fn=partial(create_selective_checkpoint_contexts, [torch.ops.aten.mm.default, ...])`` the outputs of
+the listed ops are kept too and only the rest is recomputed (selective checkpointing; the list may also hold
+tessel op names such as "linear"), or a policy ``fn(ctx, func, *args)`` returns a CheckpointPolicy / bool for
+each op call: asked once, in the forward, with the op's tensor arguments and ctx.op_output (its output), as
+torch 2.15 asks (ctx.is_recompute stays False; the rerun replays the decisions). Any other context_fn gives
+two context managers: the forward runs inside the first, each recompute inside the second.
 preserve_rng_state=True (the default) replays the thread's default generator, so dropout draws the same
-mask in the recompute. use_reentrant=True runs the same non-reentrant implementation (the gradients are
-equal; torch recommends use_reentrant=False). The recompute always runs the whole function (early_stop is
-accepted; the saved values are the same). An input written in place after the forward (`h +=
-checkpoint(f, h)`) and, under a selective policy, a kept output written in place raise at backward as
-torch's do (the recompute would read the written values). Not supported: a second derivative through the
-recompute (create_graph=True over a checkpointed region raises).
+mask in the recompute. use_reentrant is torch's: not passed, it warns and means True; True runs the same
+recompute as False, with torch's reentrant rules where they change results (no tensor input that requires
+grad: the region's parameters get no gradient, with torch's warning; keyword arguments, context_fn and debug
+refused). The recompute always runs the whole function (early_stop is accepted; the saved values are the
+same; forward hooks after the last saved tensor run again). An input written in place after the forward
+(`h += checkpoint(f, h)`) and, under a selective policy, a kept output written in place raise at backward as
+torch's do (the recompute would read the written values). Second derivatives (create_graph=True) through a
+checkpointed region are exact (core/autograd/checkpoint.cc).
 
     h = checkpoint(block, h, use_reentrant=False)
     step = checkpoint(use_reentrant=False)(block)   # torch 2.15's decorator form
 """
 import contextlib
 import enum
+import warnings
 
 from .. import _C
 from .._tensor import Tensor
@@ -50,10 +56,12 @@ def set_checkpoint_early_stop(enable):
 
 
 class SelectiveCheckpointContext:
-    """What a selective policy function receives first (torch's ctx)."""
+    """What a selective policy function receives first (torch's ctx): op_output is the op's output (a tuple
+    for several); is_recompute is always False, as in torch 2.15 (the policy is asked in the forward only)."""
 
-    def __init__(self, *, is_recompute):
+    def __init__(self, *, is_recompute, op_output=None):
         self.is_recompute = is_recompute
+        self.op_output = op_output
 
 
 class _SelectiveContexts(tuple):
@@ -81,8 +89,13 @@ class _NullContext:
 
 def _op_names(entry):
     """The tessel op names a save-list entry stands for: a name, or a torch.ops.aten handle (tessel.ops)."""
+    from .. import ops
     if isinstance(entry, str):
         return [entry]
+    if isinstance(entry, ops._AtenPacket):  # torch's message for an OpOverloadPacket
+        raise ValueError("Expected op in `op_list` to be an OpOverload but got: %r of type %s. Please update the "
+                         "OpOverloadPacket to a specific OpOverload.For example, if you have `torch.ops.aten.mm`, "
+                         "change it to `torch.ops.aten.mm.default`." % (entry, type(entry)))
     ops = getattr(entry, "tessel_ops", None)
     if ops is not None:
         return list(ops)
@@ -95,9 +108,10 @@ def _op_names(entry):
 
 def create_selective_checkpoint_contexts(policy_fn_or_list, allow_cache_entry_mutation=False):
     """A list of ops whose outputs are saved: tessel's names ("linear", "matmul", "scaled_dot_product_attention",
-    ...) or torch's handles (torch.ops.aten.mm.default, ...: tessel.ops); or a policy fn(ctx, func) returning a
-    CheckpointPolicy (or a bool: save), where func is the torch.ops.aten handle of the op (aten.mm.default for
-    linear / matmul; tessel.ops.aten_for) and ctx.is_recompute tells the forward from the recompute, as torch's."""
+    ...) or torch's handles (torch.ops.aten.mm.default, ...: tessel.ops); or a policy fn(ctx, func, *args)
+    returning a CheckpointPolicy (or a bool: save), where func is the torch.ops.aten handle of the op
+    (aten.mm.default for linear / matmul; tessel.ops.aten_for), args its tensor arguments and ctx.op_output its
+    output; asked once per op call, in the forward (torch 2.15's rule)."""
     from .. import ops
     if isinstance(policy_fn_or_list, (list, tuple, set, frozenset)):
         names = sorted({n for entry in policy_fn_or_list for n in _op_names(entry)})
@@ -105,11 +119,10 @@ def create_selective_checkpoint_contexts(policy_fn_or_list, allow_cache_entry_mu
     if not callable(policy_fn_or_list):
         raise TypeError("policy_fn_or_list must be either a function or a list of ops.")
     fn = policy_fn_or_list
-    ctx = SelectiveCheckpointContext(is_recompute=False)
 
-    def save(op_name):
-        ctx.is_recompute = _C._in_checkpoint_recompute()
-        decision = fn(ctx, ops.aten_for(op_name))
+    def save(op_name, inputs, outputs):
+        out = None if outputs is None else (outputs[0] if len(outputs) == 1 else tuple(outputs))
+        decision = fn(SelectiveCheckpointContext(is_recompute=False, op_output=out), ops.aten_for(op_name), *inputs)
         if isinstance(decision, CheckpointPolicy):
             return decision in (CheckpointPolicy.MUST_SAVE, CheckpointPolicy.PREFER_SAVE,
                                 CheckpointPolicy.MUST_CPU_OFFLOAD, CheckpointPolicy.PREFER_CPU_OFFLOAD)
@@ -117,9 +130,26 @@ def create_selective_checkpoint_contexts(policy_fn_or_list, allow_cache_entry_mu
     return _SelectiveContexts(save, allow_cache_entry_mutation)
 
 
+_REENTRANT_DEFAULT_WARNING = (
+    "torch.utils.checkpoint: the use_reentrant parameter should be passed explicitly. In a future release, calling "
+    "checkpoint without use_reentrant will raise an exception. use_reentrant=False is recommended, but if you need "
+    "to preserve the current default behavior, you can pass use_reentrant=True. Refer to docs for more details on "
+    "the differences between the two variants.")
+
+
+def _reentrant(use_reentrant, stacklevel):
+    """torch's default: not passed, it warns and is True."""
+    if use_reentrant is None:
+        warnings.warn(_REENTRANT_DEFAULT_WARNING, stacklevel=stacklevel + 1)
+        return True
+    return bool(use_reentrant)
+
+
 def checkpoint(function=None, *args, use_reentrant=None, context_fn=None, determinism_check="default", debug=False,
                preserve_rng_state=True, early_stop=True, respect_saved_tensors_hooks=None, **kwargs):
-    if function is None:  # torch 2.15's decorator form: checkpoint(use_reentrant=False)(fn)
+    if function is None and not args:  # torch 2.15's decorator form: checkpoint(use_reentrant=False)(fn)
+        if kwargs:
+            raise ValueError("Unexpected keyword arguments: " + ",".join(kwargs))
         options = dict(use_reentrant=use_reentrant, context_fn=context_fn, determinism_check=determinism_check,
                        debug=debug, preserve_rng_state=preserve_rng_state, early_stop=early_stop)
 
@@ -128,17 +158,33 @@ def checkpoint(function=None, *args, use_reentrant=None, context_fn=None, determ
                 return checkpoint(fn, *a, **options, **kw)
             return wrapped
         return decorate
-    if not _C.is_grad_enabled():  # nothing will be differentiated: run it, as torch does
-        return function(*args, **kwargs)
-    policy, allow_mutation = None, False
+    reentrant = _reentrant(use_reentrant, 2)
     if context_fn is noop_context_fn:
         context_fn = None
+    if reentrant:
+        if kwargs:
+            raise ValueError("Unexpected keyword arguments: " + ",".join(kwargs))
+        if context_fn is not None or debug is not False or respect_saved_tensors_hooks is not None:
+            raise ValueError("Passing `context_fn`, `debug`, or `respect_saved_tensors_hooks` is only supported "
+                             "when use_reentrant=False.")
+    elif determinism_check not in ("default", "none"):
+        raise ValueError("determinism_check should be one of ['default', 'none'], but got %s" % determinism_check)
+    if not _C.is_grad_enabled():  # nothing will be differentiated: run it, as torch does
+        return function(*args, **kwargs)
+    if reentrant and not any(a.requires_grad for a in args if isinstance(a, Tensor)):
+        # torch's reentrant checkpoint tracks only its tensor inputs: none requires grad, so the region's
+        # outputs do not either and its parameters get no gradient (torch's warning says so)
+        warnings.warn("None of the inputs have requires_grad=True. Gradients will be None", stacklevel=2)
+        with _C._GradMode(False):
+            return function(*args)
+    policy, allow_mutation = None, False
+    forward_ctx = recompute_ctx = None
     if context_fn is not None:
         contexts = context_fn()
-        if not isinstance(contexts, _SelectiveContexts):
-            raise NotImplementedError("checkpoint(context_fn=): only create_selective_checkpoint_contexts' "
-                                      "contexts are supported")
-        policy, allow_mutation = contexts.policy, contexts.allow_cache_entry_mutation
+        if isinstance(contexts, _SelectiveContexts):
+            policy, allow_mutation = contexts.policy, contexts.allow_cache_entry_mutation
+        else:  # torch's: the forward inside the first context, each recompute inside the second
+            forward_ctx, recompute_ctx = contexts
     slots = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
     shape = []  # the first run's output structure (its non-tensor parts are kept as they were)
 
@@ -146,7 +192,9 @@ def checkpoint(function=None, *args, use_reentrant=None, context_fn=None, determ
         full = list(args)
         for i, t in zip(slots, tensors):
             full[i] = t
-        out = function(*full, **kwargs)
+        with (recompute_ctx if shape and recompute_ctx is not None else
+              forward_ctx if forward_ctx is not None else contextlib.nullcontext()):
+            out = function(*full, **kwargs)
         from ..nn.modules import _flatten_output
         flat = []
         rebuild = _flatten_output(out, flat)
@@ -161,6 +209,11 @@ def checkpoint(function=None, *args, use_reentrant=None, context_fn=None, determ
 def checkpoint_sequential(functions, segments, input, use_reentrant=None, **kwargs):
     """Runs functions (an nn.Sequential or a list of modules) in `segments` chunks, each but the last under
     checkpoint (torch's rule); each function takes and returns one tensor."""
+    use_reentrant = _reentrant(use_reentrant, 2)
+    preserve = kwargs.pop("preserve_rng_state", True)
+    if kwargs:
+        raise ValueError("Unexpected keyword arguments: " + ",".join(kwargs))
+    kwargs = {"preserve_rng_state": preserve}
     fns = list(functions.children()) if hasattr(functions, "children") and not isinstance(functions, list) \
         else list(functions)
     size = len(fns) // segments
@@ -177,3 +230,104 @@ def checkpoint_sequential(functions, segments, input, use_reentrant=None, **kwar
         end = start + size - 1
         input = checkpoint(run_range(start, end), input, use_reentrant=use_reentrant, **kwargs)
     return run_range(end + 1, len(fns) - 1)(input)
+
+
+# ---- the rest of torch.utils.checkpoint's names ---------------------------------------------------------------
+
+_checkpoint_debug_enabled = None
+
+
+@contextlib.contextmanager
+def set_checkpoint_debug_enabled(enabled):
+    """torch's override of checkpoint's `debug` flag within the context (None defers to the call's); tessel's
+    checkpoint prints no debug trace, so only the flag is scoped."""
+    global _checkpoint_debug_enabled
+    previous, _checkpoint_debug_enabled = _checkpoint_debug_enabled, enabled
+    try:
+        yield
+    finally:
+        _checkpoint_debug_enabled = previous
+
+
+def detach_variable(inputs):
+    """torch's: a tuple of the inputs with each tensor detached, keeping its requires_grad."""
+    if not isinstance(inputs, tuple):
+        raise RuntimeError("Only tuple of tensors is supported. Got Unsupported input type: %s"
+                           % type(inputs).__name__)
+    out = []
+    for x in inputs:
+        if isinstance(x, Tensor):
+            d = x.detach()
+            d.requires_grad_(x.requires_grad)
+            x = d
+        out.append(x)
+    return tuple(out)
+
+
+def check_backward_validity(inputs):
+    """torch's: warns when no tensor input requires grad (a reentrant checkpoint would give no gradients)."""
+    if not any(x.requires_grad for x in inputs if isinstance(x, Tensor)):
+        warnings.warn("None of the inputs have requires_grad=True. Gradients will be None", stacklevel=2)
+
+
+class DefaultDeviceType:
+    """torch's default device type for the RNG states a checkpoint saves ('cuda' unless set)."""
+    _default_device_type = None
+
+    @staticmethod
+    def set_device_type(device="cuda"):
+        DefaultDeviceType._default_device_type = device
+
+    @staticmethod
+    def get_device_type():
+        return DefaultDeviceType._default_device_type or "cuda"
+
+
+def get_device_states(*args):
+    """torch's (device ids, RNG states) of the accelerator tensors among args: none on tessel's CPU face."""
+    return [], []
+
+
+def set_device_states(devices, states, *, device_type=None):
+    """torch's: sets accelerator RNG states; tessel's Python face has none to set."""
+    if list(devices):
+        raise RuntimeError("set_device_states: tessel's Python face computes on the CPU; no device RNG state")
+
+
+class CheckpointFunction:
+    """torch's reentrant checkpoint Function, for code that calls it directly:
+    ``CheckpointFunction.apply(run_function, preserve_rng_state, *args)``."""
+
+    @staticmethod
+    def apply(run_function, preserve_rng_state, *args):
+        return checkpoint(run_function, *args, use_reentrant=True, preserve_rng_state=preserve_rng_state)
+
+
+def _ignored_ops():
+    from .. import ops
+    return {ops.aten.detach.default}
+
+
+SAC_IGNORED_OPS = _ignored_ops()  # torch's ops a selective policy never sees (tessel's detach is not an op)
+
+
+class GraphExecGroup:
+    """torch 2.15's group of backward calls that share one recompute per checkpointed region. tessel recomputes a
+    region once per backward that reaches it (the values are the same); the group only checks nesting."""
+    _active = None
+
+    def __enter__(self):
+        if GraphExecGroup._active is not None:
+            raise RuntimeError("GraphExecGroup contexts cannot be nested. Already inside group %r"
+                               % GraphExecGroup._active)
+        GraphExecGroup._active = self
+        return self
+
+    def __exit__(self, *exc):
+        GraphExecGroup._active = None
+
+
+__all__ = ["checkpoint", "checkpoint_sequential", "CheckpointError", "CheckpointFunction", "check_backward_validity",
+           "detach_variable", "get_device_states", "set_device_states", "noop_context_fn", "set_checkpoint_early_stop",
+           "DefaultDeviceType", "set_checkpoint_debug_enabled", "CheckpointPolicy", "SelectiveCheckpointContext",
+           "create_selective_checkpoint_contexts", "SAC_IGNORED_OPS", "GraphExecGroup"]
