@@ -608,13 +608,15 @@ void BindGPT(py::module_& m) {
 // torch.utils.checkpoint's core (tessel/utils/checkpoint.py adds torch's argument handling): fn maps the
 // list of input tensors to a list of output tensors and runs under autograd::Checkpoint; policy None is
 // full checkpointing, a list of op names keeps those ops' outputs (selective), a callable policy(op_name,
-// inputs, outputs or None in the rerun) -> bool decides per op; preserve_rng replays the thread's default generator in the recompute.
+// inputs, outputs) -> bool decides per op call in the forward; preserve_rng replays the thread's default
+// generator in the recompute; early_stop ends the recompute once every saved tensor is back.
 void BindActivationCheckpoint(py::module_& m) {
   m.def("_checkpoint", [](py::object fn, const TensorList& inputs, py::object policy, bool preserve_rng,
-                          bool allow_cache_entry_mutation) {
+                          bool allow_cache_entry_mutation, bool early_stop) {
     auto f = ShareCallable(std::move(fn));
     autograd::CheckpointOptions options;
     options.allow_cache_entry_mutation = allow_cache_entry_mutation;
+    options.early_stop = early_stop;
     if (preserve_rng) options.generators = {&DefaultGenerator()};
     if (py::isinstance<py::list>(policy) || py::isinstance<py::tuple>(policy)) {
       options.save_outputs = autograd::SaveOutputsOf(policy.cast<std::vector<std::string>>());
@@ -632,7 +634,7 @@ void BindActivationCheckpoint(py::module_& m) {
     };
     return autograd::Checkpoint(std::move(run), inputs, std::move(options));
   }, py::arg("fn"), py::arg("inputs"), py::arg("policy"), py::arg("preserve_rng"),
-     py::arg("allow_cache_entry_mutation") = false);
+     py::arg("allow_cache_entry_mutation") = false, py::arg("early_stop") = true);
   m.def("_in_checkpoint_recompute", &autograd::InCheckpointRecompute);
   // checkpoint_wrapper of a C++ layer (nn.Linear, ...): core/nn/checkpoint_wrapper.h's in-place wrapper, so
   // each call of the layer runs under autograd::Checkpoint (names and state-dict keys unchanged).

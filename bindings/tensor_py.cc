@@ -338,6 +338,19 @@ void BindCreation(py::module_& m) {
     NoGil([&] { Backward(roots, grads, retain_graph, create_graph, inputs); });
   }, py::arg("tensors"), py::arg("grad_tensors"), py::arg("retain_graph"), py::arg("create_graph") = false,
      py::arg("inputs") = TensorList());
+  // torch.autograd.graph.queue_callback: fn() once the current backward pass has run every node (held and
+  // dropped with the GIL); outside a backward, torch's error.
+  m.def("_queue_callback", [](py::object fn) {
+    TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, InBackward(),
+                      "Final callbacks can only be installed during backward pass.");
+    auto f = ShareCallable(std::move(fn));
+    QueueCallback([f] {
+      py::gil_scoped_acquire gil;
+      (*f)();
+    });
+  }, py::arg("callback"));
+  // The backward pass running on this thread (0 outside one): torch's _current_graph_task_id, to tell passes apart.
+  m.def("_backward_pass_id", [] { return BackwardPassId(); });
   m.def("is_grad_enabled", &GradModeEnabled);
   m.def("_set_grad_enabled", &SetGradModeEnabled, py::arg("enabled"));
   // torch's anomaly mode (core/autograd/anomaly.h): tessel.autograd.detect_anomaly / set_detect_anomaly.

@@ -113,12 +113,75 @@ class _VariableMeta(type):
         return isinstance(obj, _C.Tensor)
 
 
+def queue_callback(callback):
+    """torch.autograd.graph.queue_callback: callback() runs once the backward pass running now has run every node
+    (not when it raised); queued several times, it runs several times, in order. Only inside a backward."""
+    _C._queue_callback(callback)
+
+
+class _ExecutionEngine:
+    """torch.autograd.Variable._execution_engine, as FSDP1- / DDP-style code reaches the engine's queue_callback."""
+
+    @staticmethod
+    def queue_callback(callback):
+        queue_callback(callback)
+
+
 class Variable(metaclass=_VariableMeta):
     """torch.autograd.Variable (old code: the WGAN-GP paper's `Variable(interpolates, requires_grad=True)`): a leaf
     tensor sharing data's memory."""
+    _execution_engine = _ExecutionEngine()
 
     def __new__(cls, data, requires_grad=False, volatile=False):
         return data.detach().requires_grad_(requires_grad)
+
+
+class _MultiHandle:
+    """register_multi_grad_hook's handle: removes every per-tensor hook."""
+
+    def __init__(self, handles):
+        self.handles = handles
+
+    def remove(self):
+        for h in self.handles:
+            h.remove()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
+def register_multi_grad_hook(tensors, fn, *, mode="all"):
+    """torch.autograd.graph.register_multi_grad_hook. mode "all": fn(grads) once per backward pass that computes a
+    gradient for any of `tensors`, with None for those it computed none for; it runs when the pass has run every
+    node (torch runs it as the last of those gradients arrives: the same gradients, later). mode "any": fn(grad)
+    with the first such gradient of each pass, as it arrives."""
+    if mode not in ("all", "any"):
+        raise ValueError("Expects mode to be one of ('all', 'any') but got %s" % (mode,))
+    tensors = list(tensors)
+    if mode == "any":
+        seen = set()
+
+        def first(grad):
+            pass_id = _C._backward_pass_id()
+            if pass_id not in seen:
+                seen.add(pass_id)
+                queue_callback(lambda: seen.discard(pass_id))
+                fn(grad)
+        return _MultiHandle([t.register_hook(first) for t in tensors if t.requires_grad])
+    buffers = {}
+
+    def collect(i):
+        def hook(grad):
+            pass_id = _C._backward_pass_id()
+            if pass_id not in buffers:
+                buffers[pass_id] = [None] * len(tensors)
+                queue_callback(lambda: fn(buffers.pop(pass_id)))
+            buffers[pass_id][i] = grad
+        return hook
+    return _MultiHandle([t.register_hook(collect(i)) for i, t in enumerate(tensors)])
 
 
 class FunctionCtx:
@@ -369,6 +432,7 @@ def _register_submodules():
     graph_module = types.ModuleType(__name__ + ".graph", "torch.autograd.graph's saved-tensor hooks.")
     graph_module.saved_tensors_hooks, graph_module.save_on_cpu = saved_tensors_hooks, save_on_cpu
     graph_module.disable_saved_tensors_hooks = disable_saved_tensors_hooks
+    graph_module.queue_callback, graph_module.register_multi_grad_hook = queue_callback, register_multi_grad_hook
     sys.modules[__name__ + ".graph"] = graph_module
     checks = types.ModuleType(__name__ + ".gradcheck", "torch.autograd.gradcheck's names.")
     checks.gradcheck, checks.gradgradcheck = _autograd_functional.gradcheck, _autograd_functional.gradgradcheck

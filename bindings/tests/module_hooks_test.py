@@ -1,7 +1,8 @@
 """Module forward hooks as torch.nn.Module's: a hook without with_kwargs sees forward's positional arguments as the
 call passed them (numbers and None included, not only the tensors) and may rewrite any of them; the global
 forward hooks (torch.nn.modules.module.register_module_forward_hook) run before the module's own; a full backward
-hook's grad_input has one entry per positional argument. Expected values
+hook's grad_input has one entry per positional argument; torch's global backward hooks, register_multi_grad_hook
+and queue_callback (each was missing). Expected values
 were read off torch 2.15 running the same code (a 2x2 Linear with weight [[1, 2], [3, 4]] and no bias, x = ones:
 the Linear gives [3, 7])."""
 import sys
@@ -125,6 +126,68 @@ def test_full_backward_hooks_see_grad_input_by_position_as_torch():
     with m.register_full_backward_hook(lambda mod, gin, gout: (gin[0], gin[2])):
         with pytest.raises(RuntimeError, match="invalid number of grad_input, got 2, but expected 3"):
             m(x, 3.0, y).sum().backward()
+
+
+def test_global_backward_hooks_run_before_the_modules_own_and_may_replace_grad_input():
+    # torch 2.15's event list for the same code (a Sequential of Linear, Tanh, Linear with a hook of its own on
+    # the last Linear)
+    tessel.manual_seed(0)
+    m = nn.Sequential(nn.Linear(3, 3), nn.Tanh(), nn.Linear(3, 2))
+    log = []
+    post = module_globals.register_module_full_backward_hook(
+        lambda mod, gi, go: log.append(("post", type(mod).__name__, [None if g is None else tuple(g.shape)
+                                                                      for g in gi])))
+    pre = module_globals.register_module_full_backward_pre_hook(lambda mod, go: log.append(("pre", type(mod).__name__)))
+    m[2].register_full_backward_hook(lambda mod, gi, go: log.append(("own", type(mod).__name__)))
+    x = tessel.ones(2, 3, requires_grad=True)
+    m(x).sum().backward()
+    assert log == [("pre", "Sequential"), ("pre", "Linear"), ("post", "Linear", [(2, 3)]), ("own", "Linear"),
+                   ("pre", "Tanh"), ("post", "Tanh", [(2, 3)]), ("pre", "Linear"), ("post", "Linear", [(2, 3)]),
+                   ("post", "Sequential", [(2, 3)])]
+    post.remove()
+    pre.remove()
+    log.clear()
+    m(x).sum().backward()
+    assert log == [("own", "Linear")]
+    zero = module_globals.register_module_backward_hook(
+        lambda mod, gi, go: tuple(g * 0 for g in gi) if isinstance(mod, nn.Tanh) else None)
+    x.grad = None
+    m(x).sum().backward()
+    zero.remove()
+    assert float(x.grad.abs().sum()) == 0.0
+
+
+def test_multi_grad_hook_and_queue_callback_as_torchs():
+    graph = tessel.autograd.graph
+    a, b = tessel.ones(2, 3, requires_grad=True), (tessel.ones(2, 3) * 2).requires_grad_()
+    c, d = a * b, a * b
+    got = []
+    handle = graph.register_multi_grad_hook((a, b, c, d), lambda grads: got.append([g is not None for g in grads]))
+    c.sum().backward(retain_graph=True)
+    c.sum().backward(inputs=(a,), retain_graph=True)
+    (c.sum() + d.sum()).backward(retain_graph=True)
+    handle.remove()
+    c.sum().backward(retain_graph=True)
+    assert got == [[True, True, True, False], [True, False, True, False], [True, True, True, True]]  # torch's
+    first = []
+    handle = graph.register_multi_grad_hook((a, b), lambda g: first.append(g.shape), mode="any")
+    c.sum().backward(retain_graph=True)
+    c.sum().backward(retain_graph=True)
+    assert len(first) == 2  # once per pass
+    order = []
+
+    def hook(g):
+        tessel.autograd.Variable._execution_engine.queue_callback(lambda: order.append("callback"))
+        order.append("hook")
+    y = a * 3
+    y.register_hook(hook)
+    y.sum().backward()
+    order.append("after")
+    assert order == ["hook", "callback", "after"]
+    with pytest.raises(RuntimeError, match="Final callbacks can only be installed during backward pass"):
+        graph.queue_callback(lambda: None)
+    with pytest.raises(ValueError, match="Expects mode to be one of"):
+        graph.register_multi_grad_hook((a,), print, mode="some")
 
 
 if __name__ == "__main__":

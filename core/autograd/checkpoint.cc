@@ -21,6 +21,10 @@ namespace {
 
 thread_local int recompute_depth = 0;  // InCheckpointRecompute
 
+// Thrown by the rerun's pack hook once every saved tensor is back (CheckpointOptions::early_stop); Recompute
+// catches what it turns into on the way (a Python exception, when fn is Python code) by its flag.
+struct StopRecompute final {};
+
 bool Named(const std::vector<std::string>& names, const OpDef& op) {
   return std::find(names.begin(), names.end(), op.name) != names.end();
 }
@@ -246,10 +250,15 @@ void Frame::Recompute() {
   }
   recomputed_.assign(num_saved_, Tensor());
   int64_t next = 0;
-  PackFn collect = [this, &next, higher_order](const Tensor& t) -> UnpackFn {
+  bool stopped = false;
+  PackFn collect = [this, &next, &stopped, higher_order](const Tensor& t) -> UnpackFn {
     TESSEL_CHECK_CODE(ErrorCode::kInternal, next < num_saved_, "Checkpoint recompute saved more than the ", num_saved_,
                       " tensors the forward saved; the checkpointed function is not deterministic");
     recomputed_[next++] = higher_order ? t : Detach(t);
+    if (options_.early_stop && next == num_saved_) {
+      stopped = true;
+      throw StopRecompute{};
+    }
     if (!higher_order) return [] { return Tensor(); };
     Tensor value = t.defined() ? Detach(t) : Tensor();
     return [value] { return value; };
@@ -264,7 +273,11 @@ void Frame::Recompute() {
       Depth() { ++recompute_depth; }
       ~Depth() { --recompute_depth; }
     } in_recompute;
-    fn_(inputs);
+    try {
+      fn_(inputs);
+    } catch (...) {
+      if (!stopped) throw;  // else the early stop, whatever the frames it crossed made of it
+    }
   }
   TESSEL_CHECK_CODE(ErrorCode::kInternal, next == num_saved_, "Checkpoint recompute saved ", next,
                     " tensors but the forward saved ", num_saved_,

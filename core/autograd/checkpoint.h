@@ -29,6 +29,9 @@
 // written in place after the forward (`h += checkpoint(f, h)`) would make the rerun compute from the new
 // value: the rerun checks each input's version and raises kFailedPrecondition, as torch.
 //
+// The rerun stops once it has every saved tensor back (CheckpointOptions::early_stop, torch's default): the
+// tail of fn after its last saving op does not run again.
+//
 // A backward with create_graph reruns fn on the inputs themselves and hands out graph-connected tensors, so
 // second derivatives through a checkpoint are exact (checkpoint.cc, [Note: higher-order checkpoint]).
 //
@@ -68,6 +71,9 @@ struct CheckpointOptions {
   // Selective: a kept output written in place after its op ran (h = linear(x); h.mul_(2)) is an error at the
   // rerun (torch's "mutated" CheckpointError) unless this allows it; the rerun then serves the written value.
   bool allow_cache_entry_mutation = false;
+  // torch's early_stop: the rerun stops as soon as every saved tensor is back, so the ops (and module hooks)
+  // after the last one that saved a tensor run once, in the forward only. false: fn reruns to its end.
+  bool early_stop = true;
 };
 
 using CheckpointFunction = std::function<TensorList(const TensorList& inputs)>;

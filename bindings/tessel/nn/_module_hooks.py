@@ -5,7 +5,7 @@ Split from nn/modules.py by concept.
 """
 from .. import _C
 from .modules import (_ALWAYS_CALL, _CALL_LAYOUTS, Module, RemovableHandle, _call_args, _current_call, _dict,
-                      _flatten_output, _has_dict, _run_pending_global_hooks)
+                      _flatten_output, _GlobalHookHandle, _has_dict, _hooks, _run_pending_global_hooks)
 
 Tensor = _C.Tensor
 
@@ -122,3 +122,53 @@ class _AlwaysCallHandle(RemovableHandle):
     def remove(self):
         self._always.pop(self._id, None)
         super().remove()
+
+
+# ---- global backward hooks (torch.nn.modules.module.register_module_full_backward_(pre_)hook) ----------------
+
+def register_module_full_backward_pre_hook(hook):
+    """torch's global full backward pre-hook: hook(module, grad_output) before every module's full backward hooks
+    on this rank thread; a non-None result replaces grad_output."""
+    return _GlobalHookHandle(_hooks("bw_pre"), hook)
+
+
+def register_module_full_backward_hook(hook):
+    """torch's global full backward hook: hook(module, grad_input, grad_output) for every module called while it
+    is registered, before the module's own backward hooks; a non-None result replaces grad_input."""
+    return _GlobalHookHandle(_hooks("bw"), hook)
+
+
+def register_module_backward_hook(hook):
+    """torch's deprecated global (non-full) backward hook, run here as a full backward hook: the same for a module
+    whose forward is one op, the documented meaning of grad_input (torch's non-full hook sees the last op's
+    inputs instead)."""
+    return _GlobalHookHandle(_hooks("bw"), hook)
+
+
+_PROXIED = "_tessel_global_backward_proxies"
+
+
+def _ensure_global_backward_proxies(mod):
+    """Called by a module call while global backward hooks are registered: the module gets (once) a full backward
+    pre-hook and hook, ahead of its own, that run the global hooks registered at backward time."""
+    d = _dict(mod) if _has_dict(mod) else None
+    if d is None or d.get(_PROXIED):
+        return
+    d[_PROXIED] = True
+
+    def pre(m, grad_output):
+        for hook in list(_hooks("bw_pre").values()):
+            result = hook(m, grad_output)
+            if result is not None:
+                grad_output = result
+        return grad_output
+
+    def post(m, grad_input, grad_output):
+        replaced = None
+        for hook in list(_hooks("bw").values()):
+            result = hook(m, grad_input if replaced is None else replaced, grad_output)
+            if result is not None:
+                replaced = result
+        return replaced
+    mod.register_full_backward_pre_hook(pre, prepend=True)
+    mod.register_full_backward_hook(post, prepend=True)

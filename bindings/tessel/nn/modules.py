@@ -461,6 +461,8 @@ def _call_forward_or_hooks(self, args, kwargs):
 
 def _call(self, *args, **kwargs):
     pre, post = getattr(_global_hooks, "pre", None), getattr(_global_hooks, "post", None)
+    if getattr(_global_hooks, "bw", None) or getattr(_global_hooks, "bw_pre", None):
+        _ensure_global_backward_proxies(self)  # torch's global backward hooks (_module_hooks.py)
     if not (pre or post):
         return _call_forward_or_hooks(self, args, kwargs)
     for hook in list((pre or {}).values()):
@@ -837,8 +839,10 @@ from ._module_lookup import get_buffer, get_parameter, get_submodule, set_submod
 # copy.deepcopy lives in _copy.py (it reads _persistent_buffer_names above).
 from ._copy import _deepcopy  # noqa: E402
 
-from ._module_hooks import (_forward_hook_method, _forward_pre_hook_method, _full_backward_hook_method,  # noqa: E402
-                            _hook)
+from ._module_hooks import (_ensure_global_backward_proxies, _forward_hook_method,  # noqa: E402
+                            _forward_pre_hook_method, _full_backward_hook_method, _hook,
+                            register_module_backward_hook, register_module_full_backward_hook,  # noqa: F401
+                            register_module_full_backward_pre_hook)
 from ._module_to import _module_cuda, _module_to, _to_empty  # noqa: E402
 
 _METHODS = dict(

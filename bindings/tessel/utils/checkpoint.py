@@ -13,8 +13,9 @@ preserve_rng_state=True (the default) replays the thread's default generator, so
 mask in the recompute. use_reentrant is torch's: not passed, it warns and means True; True runs the same
 recompute as False, with torch's reentrant rules where they change results (no tensor input that requires
 grad: the region's parameters get no gradient, with torch's warning; keyword arguments, context_fn and debug
-refused). The recompute always runs the whole function (early_stop is accepted; the saved values are the
-same; forward hooks after the last saved tensor run again). An input written in place after the forward
+refused). The recompute stops once every saved tensor is back (early_stop=True, torch's default: the ops and
+module hooks after the last saving op run once; False or set_checkpoint_early_stop(False) reruns the whole
+function). An input written in place after the forward
 (`h += checkpoint(f, h)`) and, under a selective policy, a kept output written in place raise at backward as
 torch's do (the recompute would read the written values). Second derivatives (create_graph=True) through a
 checkpointed region are exact (core/autograd/checkpoint.cc).
@@ -48,11 +49,19 @@ def noop_context_fn():
     return contextlib.nullcontext(), contextlib.nullcontext()
 
 
+_checkpoint_early_stop = None
+
+
 @contextlib.contextmanager
 def set_checkpoint_early_stop(enable):
-    """torch's switch for stopping the recompute once the needed tensors exist; tessel's recompute runs the
-    whole function either way (same saved values), so this only scopes the flag."""
-    yield
+    """torch's: inside, checkpoints made take this early_stop instead of their own argument (the recompute
+    stops once every saved tensor is back: the rest of the function, and its modules' hooks, run once)."""
+    global _checkpoint_early_stop
+    previous, _checkpoint_early_stop = _checkpoint_early_stop, enable
+    try:
+        yield
+    finally:
+        _checkpoint_early_stop = previous
 
 
 class SelectiveCheckpointContext:
@@ -202,7 +211,9 @@ def checkpoint(function=None, *args, use_reentrant=None, context_fn=None, determ
             shape.append(rebuild)
         return flat
 
-    outs = _C._checkpoint(run, [args[i] for i in slots], policy, bool(preserve_rng_state), allow_mutation)
+    stop = early_stop if _checkpoint_early_stop is None else _checkpoint_early_stop
+    outs = _C._checkpoint(run, [args[i] for i in slots], policy, bool(preserve_rng_state), allow_mutation,
+                          bool(stop))
     return shape[0](outs)
 
 
