@@ -3,11 +3,15 @@ torch.load reads it, weights_only included, and tessel.load reads it back; dtype
 Files of tessel.save before it wrote that format (a plain pickle, tensors as numpy arrays) still load.
 
 tessel.load also reads the files torch.save writes (the zip format of torch >= 1.6): tensors and
-parameters (views, strides and shared storages kept as values; every dtype tessel has: float32/64/16,
-bfloat16, int64/32/16/8, uint8, bool), inside dicts,
-OrderedDicts, lists and tuples — a torch state dict or checkpoint of them, loaded on the CPU whatever
-device it was saved from. Its unpickler builds nothing else (torch's weights_only=True semantics): any
-other class in the file is an UnpicklingError naming it (weights_only=False builds them, as torch's).
+parameters (every dtype tessel has: float32/64/16, bfloat16, int64/32/16/8, uint8, bool, complex64/128;
+strides kept, and tensors over one storage share it after loading, as torch's: views and tied weights stay
+tied), inside dicts, OrderedDicts, Counters, lists, tuples and sets, with numbers, strings, dtypes, devices and
+Sizes — a torch state dict or checkpoint of them, loaded on the CPU whatever device it was saved from. Its
+unpickler builds nothing else (torch's weights_only=True semantics, for every file: a plain pickle is never
+handed to pickle.load): any other class in the file is an UnpicklingError naming it (weights_only=False
+builds them, as torch's). Both directions write each storage once (a view saved beside its base is an
+offset into the base's bytes) and name torch's classes (torch.float32, torch.device, torch.Size), so
+torch.load reads tessel's files with weights_only=True.
 
 DTensors are refused: each rank holds a shard, and a file of one rank's shard is not the model. A sharded
 checkpoint that reloads at another world size is tessel.distributed.checkpoint's (DCP's).
@@ -100,7 +104,14 @@ _TORCH_STORAGE_DTYPES = {
     "FloatStorage": np.float32, "DoubleStorage": np.float64, "HalfStorage": np.float16,
     "BFloat16Storage": _BF16, "LongStorage": np.int64, "IntStorage": np.int32, "ShortStorage": np.int16,
     "CharStorage": np.int8, "ByteStorage": np.uint8, "BoolStorage": np.bool_,
+    "ComplexFloatStorage": np.complex64, "ComplexDoubleStorage": np.complex128,
 }
+# torch's dtypes by their names in a pickle (torch.float32 is the global torch.float32, and its aliases)
+_TORCH_DTYPES = {"float32": "float32", "float": "float32", "float64": "float64", "double": "float64",
+                 "float16": "float16", "half": "float16", "bfloat16": "bfloat16", "int64": "int64", "long": "int64",
+                 "int32": "int32", "int": "int32", "int16": "int16", "short": "int16", "int8": "int8",
+                 "uint8": "uint8", "bool": "bool", "complex64": "complex64", "cfloat": "complex64",
+                 "complex128": "complex128", "cdouble": "complex128"}
 
 
 class _StorageType:
@@ -108,26 +119,62 @@ class _StorageType:
         self.name = name
 
 
+class _LoadedStorage:
+    """One storage of a torch file, loaded once: every tensor over it is a view of `flat` (torch's shared
+    storages: views, tied weights); a complex storage's flat tensor holds the interleaved real parts."""
+
+    def __init__(self, flat, dtype_name):
+        self.flat, self.dtype_name = flat, dtype_name
+
+
 def _torch_tensor(storage, offset, size, stride, requires_grad=False, backward_hooks=None, metadata=None):
-    array, dtype_name = storage
-    size, stride = tuple(size), tuple(stride)
+    size, stride = [int(n) for n in size], [int(s) for s in stride]
+    complex_ = storage.dtype_name.startswith("complex")
+    if complex_:  # over [..., 2] of the real parts: torch's own layout of a complex storage
+        size, stride, offset = size + [2], [2 * s for s in stride] + [1], 2 * offset
+    flat = storage.flat
     if any(n == 0 for n in size):
-        view = np.zeros(size, dtype=array.dtype)
+        t = _C._full(size, 0.0, flat.dtype)
     else:
         end = offset + 1 + sum((n - 1) * s for n, s in zip(size, stride))
-        if offset < 0 or end > array.size:
+        if offset < 0 or end > flat.numel() or any(s < 0 for s in stride):
             raise pickle.UnpicklingError("tessel.load: a tensor of shape %s reaches past its storage of %d elements"
-                                         % (size, array.size))
-        view = np.lib.stride_tricks.as_strided(array[offset:], size, [s * array.itemsize for s in stride])
-    view = view.copy(order="C")  # (np.ascontiguousarray would make a 0-d tensor 1-d)
-    if dtype_name == _BF16:  # the raw bits: widen to float32 (exact), then back to bfloat16
-        return _rebuild((view.astype(np.uint32) << 16).view(np.float32), _BF16, requires_grad)
-    return _rebuild(view, str(view.dtype), requires_grad)
+                                         % (size, flat.numel()))
+        with _C._GradMode(False):  # a leaf over the shared storage (as torch's set_), not a view with history
+            t = flat.as_strided(size, stride, offset).detach()
+    if complex_:
+        from ._complex import view_as_complex
+        return view_as_complex(t)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
 
 
 def _torch_parameter(data, requires_grad, backward_hooks=None, state=None):
-    data.requires_grad_(bool(requires_grad))
-    return data
+    """torch's _rebuild_parameter(_with_state): a Parameter, with the attributes its state names."""
+    from .nn.modules import Parameter
+    p = Parameter(data, bool(requires_grad))
+    for name, value in (state or {}).items():
+        setattr(p, name, value)
+    return p
+
+
+def _rebuild_from_type(func, new_type, args, state):
+    """torch's _rebuild_from_type_v2: a tensor (func(*args)) of type new_type with the attributes in state (a
+    Parameter's _is_hf_initialized, a tag): torch writes tensors that carry attributes so. Attributes a plain
+    tessel tensor cannot hold are left out (metadata; the values are the tensor's)."""
+    t = func(*args)
+    from .nn.modules import Parameter
+    if not isinstance(new_type, type) or new_type is not _C.Tensor:  # torch.nn.Parameter's rebuild function
+        if not isinstance(t, Parameter):
+            t = Parameter(t, t.requires_grad)
+    items = state[1] if isinstance(state, tuple) and len(state) == 2 else state
+    for name, value in (items or {}).items():
+        try:
+            setattr(t, name, value)
+        except AttributeError:
+            pass
+    return t
 
 
 def _refuse_module(cls, _recipe):
@@ -136,28 +183,69 @@ def _refuse_module(cls, _recipe):
                                  "pass weights_only=False for a file you trust)" % (cls.__module__, cls.__qualname__))
 
 
-class _TorchUnpickler(pickle.Unpickler):
-    _CLASSES = {
-        ("torch._utils", "_rebuild_tensor_v2"): _torch_tensor,
-        ("torch._utils", "_rebuild_parameter"): _torch_parameter,
-        ("torch._utils", "_rebuild_parameter_with_state"): _torch_parameter,
-        ("collections", "OrderedDict"): collections.OrderedDict,
-        ("torch", "Size"): tuple,
-        ("_codecs", "encode"): codecs.encode,  # how protocol-2 pickles write bytes (torch's weights_only allows it)
-        ("_io", "BytesIO"): io.BytesIO,  # torch's DCP saves an io.BytesIO value so (harmless: a buffer)
-        ("io", "BytesIO"): io.BytesIO,
-    }
+def _torch_device(*args):
+    from ._device import device
+    return device(*args)
 
-    def __init__(self, data, archive, prefix, weights_only=True):
+
+def _torch_size(dims=()):
+    from ._size import Size
+    return Size(dims)
+
+
+def _dtype(name):
+    from . import _dtypes
+    if name.startswith("complex"):
+        from . import _complex
+        return getattr(_complex, name)
+    return getattr(_dtypes, name)
+
+
+_np_reconstruct = (np._core if hasattr(np, "_core") else np.core).multiarray._reconstruct
+
+# What a weights_only load builds (torch's default allowlist, _weights_only_unpickler.py, as it applies here).
+_SAFE = {
+    ("torch._utils", "_rebuild_tensor_v2"): _torch_tensor,
+    ("torch._utils", "_rebuild_parameter"): _torch_parameter,
+    ("torch._utils", "_rebuild_parameter_with_state"): _torch_parameter,
+    ("collections", "OrderedDict"): collections.OrderedDict,
+    ("collections", "Counter"): collections.Counter,
+    ("torch", "Size"): _torch_size,
+    ("torch", "device"): _torch_device,
+    ("builtins", "set"): set, ("builtins", "complex"): complex, ("builtins", "bytearray"): bytearray,
+    ("__builtin__", "set"): set, ("__builtin__", "complex"): complex, ("__builtin__", "bytearray"): bytearray,
+    ("torch._tensor", "_rebuild_from_type_v2"): lambda *a: _rebuild_from_type(*a),
+    ("torch", "Tensor"): _C.Tensor,
+    ("torch.nn.parameter", "Parameter"): lambda *a: _torch_parameter(*a),
+    ("_codecs", "encode"): codecs.encode,  # how protocol-2 pickles write bytes (torch's weights_only allows it)
+    ("_io", "BytesIO"): io.BytesIO,  # torch's DCP saves an io.BytesIO value so (harmless: a buffer)
+    ("io", "BytesIO"): io.BytesIO,
+}
+# tessel.save's files from before it wrote torch's format (plain pickles, tensors as numpy arrays): only there
+_OLD_TESSEL = {
+    ("tessel._serialization", "_rebuild"): _rebuild,
+    ("numpy.core.multiarray", "_reconstruct"): _np_reconstruct,
+    ("numpy._core.multiarray", "_reconstruct"): _np_reconstruct,
+    ("numpy", "ndarray"): np.ndarray, ("numpy", "dtype"): np.dtype,
+}
+
+
+class _SafeUnpickler(pickle.Unpickler):
+    """torch's weights_only unpickler: only the globals above, tessel.serialization's safe globals and torch's
+    dtypes are built; anything else (a function that would run code, a class) is an UnpicklingError naming it.
+    weights_only=False builds any class, as pickle does (trusted files only)."""
+
+    def __init__(self, data, weights_only=True, old_tessel=False):
         super().__init__(data)
-        self._archive, self._prefix, self._storages = archive, prefix, {}
-        self._weights_only = weights_only
+        self._weights_only, self._old_tessel = weights_only, old_tessel
 
     def find_class(self, module, name):
-        if module == "torch" and name in _TORCH_STORAGE_DTYPES:
-            return _StorageType(name)
-        if (module, name) in self._CLASSES:
-            return self._CLASSES[(module, name)]
+        if (module, name) in _SAFE:
+            return _SAFE[(module, name)]
+        if self._old_tessel and (module, name) in _OLD_TESSEL:
+            return _OLD_TESSEL[(module, name)]
+        if module == "torch" and name in _TORCH_DTYPES:
+            return _dtype(_TORCH_DTYPES[name])
         allowed = _safe_global(module, name)
         if allowed is not None:  # tessel.serialization.add_safe_globals
             return allowed
@@ -165,19 +253,42 @@ class _TorchUnpickler(pickle.Unpickler):
             return super().find_class(module, name)
         if (module, name) == ("tessel.nn._pickle", "_rebuild"):
             return _refuse_module  # a whole module: the error names its class (the next global pickle reads)
-        raise pickle.UnpicklingError("tessel.load: %s.%s in a torch file is not supported (tessel reads tensors, "
-                                     "parameters, numbers, strings and dicts / lists / tuples of them)"
-                                     % (module, name))
+        raise pickle.UnpicklingError("tessel.load: Weights only load failed: unsupported global %s.%s (tessel "
+                                     "builds tensors, parameters, numbers, strings, dtypes, devices and containers of "
+                                     "them; pass weights_only=False for a file you trust, or allow the class with "
+                                     "tessel.serialization.add_safe_globals)" % (module, name))
+
+
+class _TorchUnpickler(_SafeUnpickler):
+    def __init__(self, data, archive, prefix, weights_only=True, map_location=None):
+        super().__init__(data, weights_only)
+        self._archive, self._prefix, self._storages = archive, prefix, {}
+        self._map_location = map_location
+
+    def find_class(self, module, name):
+        if module == "torch" and name in _TORCH_STORAGE_DTYPES:
+            return _StorageType(name)
+        return super().find_class(module, name)
 
     def persistent_load(self, pid):
         if not isinstance(pid, tuple) or len(pid) != 5 or pid[0] != "storage" or not isinstance(pid[1], _StorageType):
             raise pickle.UnpicklingError("tessel.load: unsupported persistent id %r in a torch file" % (pid,))
-        _, kind, key, _location, numel = pid
+        _, kind, key, location, numel = pid
         if key not in self._storages:
             dtype = _TORCH_STORAGE_DTYPES[kind.name]
             raw = self._archive.read("%s/data/%s" % (self._prefix, key))
             array = np.frombuffer(raw, dtype=np.uint16 if dtype == _BF16 else dtype, count=numel)
-            self._storages[key] = (array, dtype if dtype == _BF16 else str(array.dtype))
+            if dtype == _BF16:  # the raw bits: widened to float32 (exact), then back to bfloat16
+                flat, name = _rebuild((array.astype(np.uint32) << 16).view(np.float32), _BF16, False), _BF16
+            elif array.dtype.kind == "c":
+                real = np.float32 if array.dtype == np.complex64 else np.float64
+                flat, name = _C._from_numpy(np.array(array).view(real)), str(array.dtype)
+            else:
+                flat, name = _C._from_numpy(np.array(array)), str(array.dtype)
+            if callable(self._map_location):  # torch's map_location(storage, location) -> the storage to use
+                mapped = self._map_location(flat, location)
+                flat = flat if mapped is None else mapped
+            self._storages[key] = _LoadedStorage(flat, name)
         return self._storages[key]
 
 
@@ -193,7 +304,7 @@ def _safe_global(module, name):
     return None
 
 
-def _load_torch_zip(src, weights_only=True):
+def _load_torch_zip(src, weights_only=True, map_location=None):
     with zipfile.ZipFile(src) as archive:
         pkl = [n for n in archive.namelist() if n.endswith("/data.pkl")]
         if len(pkl) != 1:
@@ -202,26 +313,43 @@ def _load_torch_zip(src, weights_only=True):
         order = prefix + "/byteorder"
         if order in archive.namelist() and archive.read(order).strip() != b"little":
             raise pickle.UnpicklingError("tessel.load: a big-endian torch file")
-        return _TorchUnpickler(io.BytesIO(archive.read(pkl[0])), archive, prefix, weights_only).load()
+        return _TorchUnpickler(io.BytesIO(archive.read(pkl[0])), archive, prefix, weights_only, map_location).load()
 
 
 _ZIP_MAGIC = b"PK\x03\x04"
 _LEGACY_TORCH_MAGIC = 0x1950A86A20F9469CFC6C  # the first object of a pre-1.6 torch.save file
 
 
-def _load_pickle(src):
-    obj = pickle.load(src)
+def _load_pickle(src, weights_only):
+    """A file that is not a zip: tessel.save's own older format (a pickle of numpy arrays), through the
+    weights_only unpickler unless weights_only=False (a plain pickle would run whatever code the file names)."""
+    obj = _SafeUnpickler(src, weights_only, old_tessel=True).load()
     if isinstance(obj, int) and obj == _LEGACY_TORCH_MAGIC:
         raise pickle.UnpicklingError("tessel.load: the legacy (pre-1.6, _use_new_zipfile_serialization=False) "
                                      "torch.save format is not supported; re-save it with a current torch")
     return obj
 
 
+def _check_map_location(map_location):
+    """torch's map_location on a machine without CUDA: a CUDA target is torch's error; the CPU (a string,
+    device, dict of them) and callables (called once per storage) are taken."""
+    targets = list(map_location.values()) if isinstance(map_location, dict) else [map_location]
+    for target in targets:
+        if target is not None and not callable(target) and str(target).startswith("cuda"):
+            raise RuntimeError("Attempting to deserialize object on a CUDA device but torch.cuda.is_available() is "
+                               "False. If you are running on a CPU-only machine, please use torch.load with "
+                               "map_location=torch.device('cpu') to map your storages to the CPU.")
+
+
 def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=None, **kwargs):
-    """tessel.save's pickles, and torch.save's zip files (see the module docstring); map_location is
-    accepted and ignored (everything loads on the CPU). weights_only=False (torch's) lets a torch.save file's
-    other classes (numpy arrays, your own) be imported and built, as pickle does; only for trusted files."""
+    """tessel.save's files and torch.save's zip files (see the module docstring). map_location: the CPU (a
+    string, a device, a dict of them) or a callable called as torch calls it, fn(storage, location) -> the
+    storage to use (here the storage is a flat tensor); a CUDA target is torch's error on a machine without
+    one. weights_only (default True, as torch's) builds only tensors, containers, numbers, strings, dtypes
+    and devices; weights_only=False builds any class a file names, as pickle does: only for trusted files."""
     strict = weights_only is not False
+    _check_map_location(map_location)
+    mapping = map_location if callable(map_location) else None
     if hasattr(f, "read"):
         seekable = f.seekable() if hasattr(f, "seekable") else False
         if seekable:  # peek at the zip signature
@@ -229,13 +357,13 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=No
             head = f.read(4)
             f.seek(start)
             if head == _ZIP_MAGIC:
-                return _load_torch_zip(f, strict)
+                return _load_torch_zip(f, strict, mapping)
         elif hasattr(f, "peek") and f.peek(4)[:4] == _ZIP_MAGIC:  # a buffered pipe: zip needs seeking
-            return _load_torch_zip(io.BytesIO(f.read()), strict)
-        return _load_pickle(f)
+            return _load_torch_zip(io.BytesIO(f.read()), strict, mapping)
+        return _load_pickle(f, strict)
     with open(os.fspath(f), "rb") as src:
         if src.read(4) == _ZIP_MAGIC:  # the leading signature, as above (not zipfile.is_zipfile's search)
             src.seek(0)
-            return _load_torch_zip(src, strict)
+            return _load_torch_zip(src, strict, mapping)
         src.seek(0)
-        return _load_pickle(src)
+        return _load_pickle(src, strict)

@@ -23,7 +23,8 @@ from . import _C
 
 _STORAGES = {"float32": "FloatStorage", "float64": "DoubleStorage", "float16": "HalfStorage",
              "bfloat16": "BFloat16Storage", "int64": "LongStorage", "int32": "IntStorage", "int16": "ShortStorage",
-             "int8": "CharStorage", "uint8": "ByteStorage", "bool": "BoolStorage"}
+             "int8": "CharStorage", "uint8": "ByteStorage", "bool": "BoolStorage",
+             "complex64": "ComplexFloatStorage", "complex128": "ComplexDoubleStorage"}
 _ALIGN = 64
 
 
@@ -64,9 +65,13 @@ class Pickler(pickle._Pickler):
     def __init__(self, f, storages=None):
         super().__init__(f, protocol=2)
         self._storages = storages
+        self._by_memory = {}  # (address, bytes) of a storage already written -> its _Storage
 
     def save_global(self, obj, name=None):
-        where = (obj.module, obj.name) if isinstance(obj, TorchGlobal) else getattr(obj, "_torch_global", None)
+        if _is_dtype(obj):  # torch.float32 is the global torch.float32
+            where = ("torch", str(obj).rsplit(".", 1)[-1])
+        else:
+            where = (obj.module, obj.name) if isinstance(obj, TorchGlobal) else getattr(obj, "_torch_global", None)
         if where is None or not isinstance(where, tuple):
             return super().save_global(obj, name)
         self.write(pickle.GLOBAL + where[0].encode("utf-8") + b"\n" + where[1].encode("utf-8") + b"\n")
@@ -78,21 +83,60 @@ class Pickler(pickle._Pickler):
         return None
 
     def reducer_override(self, obj):
-        if self._storages is None or not isinstance(obj, _C.Tensor):
+        if _is_dtype(obj):
+            return "dtype"  # a global: save_global writes torch's name
+        from ._device import device
+        from ._size import Size
+        if isinstance(obj, device):  # torch.device(type[, index]) and torch.Size(dims), as torch pickles them
+            return (TorchGlobal("torch", "device"), (obj.type,) if obj.index is None else (obj.type, obj.index))
+        if isinstance(obj, Size):
+            return (TorchGlobal("torch", "Size"), (tuple(obj),))
+        if self._storages is None:
             return NotImplemented
+        from ._complex import ComplexTensor
+        if isinstance(obj, ComplexTensor):
+            return self._tensor(obj._r, obj.requires_grad, complex_of=str(obj.dtype).rsplit(".", 1)[-1])
+        if not isinstance(obj, _C.Tensor):
+            return NotImplemented
+        from .nn.modules import Parameter
+        if isinstance(obj, Parameter):  # torch's _rebuild_parameter(data, requires_grad, hooks)
+            return (TorchGlobal("torch._utils", "_rebuild_parameter"),
+                    (obj.detach(), bool(obj.requires_grad), collections.OrderedDict()))
+        return self._tensor(obj, obj.requires_grad)
+
+    def _tensor(self, obj, requires_grad, complex_of=None):
+        """torch's _rebuild_tensor_v2 over the storage under obj, written once however many tensors view it
+        (torch keeps views and tied weights sharing their bytes). A complex tensor is its [..., 2] real view."""
         if obj.is_distributed:
             from ._serialization import _reduce
             _reduce(obj)  # raises, naming DCP
-        name = str(obj.dtype).rsplit(".", 1)[-1]
+        name = complex_of or str(obj.dtype).rsplit(".", 1)[-1]
         if name not in _STORAGES:
             raise TypeError("torch.save format: no torch storage for dtype %s" % obj.dtype)
-        t = obj.detach().contiguous()
-        key = str(len(self._storages))
-        self._storages[key] = t  # its bytes are written after the pickle (_raw)
-        storage = _Storage(_STORAGES[name], key, t.numel())
+        address, nbytes = obj._storage()
+        item = obj.element_size()
+        storage = self._by_memory.get((address, nbytes)) if nbytes > 0 else None
+        if storage is not None and storage.kind != _STORAGES[name]:
+            raise RuntimeError("Cannot save multiple tensors or storages that view the same data as different types")
+        if storage is None:
+            key = str(len(self._storages))
+            with _C._GradMode(False):  # the whole storage, whatever part of it obj shows
+                whole = obj.detach().as_strided([nbytes // item], [1], 0) if nbytes > 0 else obj.detach().reshape(-1)
+            self._storages[key] = whole  # its bytes are written after the pickle (_raw)
+            per = 2 if complex_of else 1
+            storage = _Storage(_STORAGES[name], key, whole.numel() // per)
+            if nbytes > 0:
+                self._by_memory[(address, nbytes)] = storage
+        shape, stride, offset = list(obj.shape), list(obj.stride()), obj.storage_offset()
+        if complex_of:  # the complex tensor's own shape and strides, in complex elements
+            shape, stride, offset = shape[:-1], [s // 2 for s in stride[:-1]], offset // 2
         return (TorchGlobal("torch._utils", "_rebuild_tensor_v2"),
-                (storage, 0, tuple(t.shape), tuple(t.stride()), bool(obj.requires_grad and obj.is_leaf),
-                 collections.OrderedDict()))
+                (storage, offset, tuple(shape), tuple(stride), bool(requires_grad), collections.OrderedDict()))
+
+
+def _is_dtype(obj):
+    from ._complex import ComplexDType
+    return isinstance(obj, (_C.dtype, ComplexDType))
 
 
 class _Storage:

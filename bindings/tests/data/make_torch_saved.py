@@ -7,6 +7,8 @@ import os
 import torch
 
 base = torch.arange(10.0)
+hf_param = torch.nn.Parameter(torch.ones(2))
+hf_param._is_hf_initialized = True
 sd = {
     "model": collections.OrderedDict(weight=torch.arange(6.0).reshape(2, 3) / 10, bias=torch.tensor([0.5, -0.5])),
     "step": 7,
@@ -24,5 +26,11 @@ sd = {
     "list": [torch.zeros(1), (1, 2.5)],
     "scalar": torch.tensor(3.5),  # 0-d
     "scale": torch.nn.Parameter(torch.tensor(2.0)),  # a 0-d parameter (a learnable temperature)
+    "tied": base,  # the same storage as "whole" and "strided": one storage in the file, shared after loading
+    "cplx": torch.tensor([1 + 2j, 3 - 4j], dtype=torch.complex64),
+    "bf16_0d": torch.tensor(1.5, dtype=torch.bfloat16),
+    "hf_param": hf_param,  # a Parameter with an attribute: torch writes _rebuild_parameter_with_state
+    "meta": {"dtype": torch.bfloat16, "device": torch.device("cpu"), "shape": torch.Size([2, 3]),
+             "counter": collections.Counter(a=2), "set": {1, 2}, "complex": 1 + 2j, "bytes": bytearray(b"ab")},
 }
 torch.save(sd, os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_saved.pt"))

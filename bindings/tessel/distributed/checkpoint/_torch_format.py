@@ -228,6 +228,18 @@ def _fill(fqn, target, entry, reader):
                            % (fqn, covered, want))
 
 
+def whole_complex(path, md, fqn):
+    """The complex tensor `fqn` of torch's checkpoint in `path` (metadata md), assembled from its chunks."""
+    from ..._complex import view_as_complex, view_as_real
+    entry, reader = md.state_dict_metadata[fqn], _Reader(path, md)
+    out = _C._full(list(entry.size) + [2], 0.0, entry.properties.dtype.to_real())
+    with _C._GradMode(False):
+        for chunk in entry.chunks:
+            data = reader.archive(reader.chunk_info(fqn, chunk.offsets))
+            out[tuple(slice(o, o + n) for o, n in zip(chunk.offsets, chunk.sizes))].copy_(view_as_real(data))
+    return view_as_complex(out)
+
+
 def load(state_dict, path, strict):
     """Fills state_dict (nested, in place) from torch's DCP checkpoint in `path`; returns load()'s dict."""
     md = read_metadata(path)

@@ -7,7 +7,8 @@ to inference and back:
     python3 -m tessel.distributed.checkpoint.format_utils dcp_to_torch /ckpt/step-1000 /out/model.pt
     dcp_to_torch_dcp("/ckpt/step-1000", "/ckpt/for_torch")   # torch's DCP format (dcp.load in torch)
 
-dcp_to_torch_save assembles each tensor whole (from every rank's chunks, checksums verified) and keeps the
+dcp_to_torch_save assembles each tensor whole (from every rank's chunks, checksums verified; a checkpoint torch
+wrote too) and keeps the
 other values as saved (pickled ones unpickled). The result is flat: a nested state dict saved as {"model":
 {...}} comes back under "model.<fqn>" keys, as tessel's DCP keys it (torch's rebuilds the nesting from its
 planner data). torch_save_to_dcp saves whatever tessel.load reads (torch.save files, nested dicts included).
@@ -57,8 +58,24 @@ class DynamicMetaLoadPlanner(_planner_base()):
 
 
 def _whole(dcp_checkpoint_dir):
-    """Every entry of tessel's checkpoint: full tensors, and the values as saved (pickles unpickled)."""
+    """Every entry of the checkpoint (tessel's format or torch's): full tensors, and the values as saved
+    (pickles unpickled)."""
     path = os.fspath(dcp_checkpoint_dir)
+    from . import _torch_format
+    if _torch_format.is_torch_checkpoint(path):  # torch's DCP directory: its metadata names every entry
+        md = _torch_format.read_metadata(path)
+        flat, complex_keys = {}, []
+        for key, e in md.state_dict_metadata.items():
+            if not hasattr(e, "chunks"):  # a non-tensor value
+                flat[key] = None
+            elif getattr(e.properties.dtype, "is_complex", False):
+                complex_keys.append(key)
+            else:
+                flat[key] = _C._full(list(e.size), 0.0, e.properties.dtype)
+        _torch_format.load(flat, path, True)
+        for key in complex_keys:
+            flat[key] = _torch_format.whole_complex(path, md, key)
+        return flat
     flat = {key: _C._full(list(shape), 0.0, dtype) for key, (dtype, shape) in _C._dcp_tensor_specs(path).items()}
     placeholder = {"bytes": _C._Bytes(b""), "int64": 0, "float64": 0.0, "string": ""}
     for key, kind in _C._dcp_value_kinds(path).items():
@@ -72,8 +89,9 @@ def dcp_to_torch_save(dcp_checkpoint_dir, torch_save_path):
     format (torch.load reads it; values other than tensors, numbers, strings and containers need
     weights_only=False there, as for torch's own dcp_to_torch_save)."""
     from ..._torch_zip import dumps
+    data = dumps(_whole(dcp_checkpoint_dir))  # before the file is opened: a failed read leaves no empty file
     with open(os.fspath(torch_save_path), "wb") as f:
-        f.write(dumps(_whole(dcp_checkpoint_dir)))
+        f.write(data)
 
 
 def dcp_to_torch_dcp(dcp_checkpoint_dir, torch_dcp_dir):
