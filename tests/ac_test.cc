@@ -112,10 +112,11 @@ namespace tessel::fsdp::testing {
 namespace {
 
 // Tensor parallelism then checkpointing (the documented order) on 2 tp ranks, L = 2 blocks: gradients
-// bitwise equal to TP alone; the recompute re-issues each block's forward all-reduces (attention and MLP
-// row-parallel outputs: 2 per block) inside backward under both policies, because redistribute records
-// its own backward node instead of going through an op the selective policy could keep.
-std::pair<std::vector<std::vector<float>>, int> TpGrads(const std::string& ac) {
+// bitwise equal to TP alone; the recompute re-issues the block's forward all-reduces inside backward under
+// both policies, because redistribute records its own backward node instead of going through an op the
+// selective policy could keep: the attention's row-parallel output, and with early_stop off the MLP's too
+// (the default early stop ends the rerun at the last saving op, before the MLP's output all-reduce).
+std::pair<std::vector<std::vector<float>>, int> TpGrads(const std::string& ac, bool early_stop = true) {
   const nn::GPTConfig cfg = TinyGpt();
   std::vector<std::vector<float>> grads;
   int backward_all_reduces = -1;
@@ -126,7 +127,12 @@ std::pair<std::vector<std::vector<float>>, int> TpGrads(const std::string& ac) {
         Generator gen(7);
         nn::GPT gpt(cfg, gen);
         examples::ParallelizeGpt(gpt, mesh, {});
-        for (size_t i = 0; i < gpt.layers().size(); ++i) nn::ApplyActivationCheckpointing(*gpt.layers().at(i), ac);
+        for (size_t i = 0; i < gpt.layers().size(); ++i) {
+          if (ac == "none") continue;
+          autograd::CheckpointOptions options = nn::CheckpointOptionsFor(ac);
+          options.early_stop = early_stop;
+          nn::ApplyActivationCheckpointing(*gpt.layers().at(i), std::move(options));
+        }
         auto [idx, tgt] = GlobalBatch(cfg, 0, 4);
         Tensor loss = gpt.Loss(idx, tgt);
         comm::CommTracer bwd;
@@ -144,10 +150,10 @@ std::pair<std::vector<std::vector<float>>, int> TpGrads(const std::string& ac) {
 
 TEST(ActivationCheckpointingTest, AfterTensorParallelismTheRecomputeRepeatsTheBlocksForwardAllReduces) {
   const auto [reference, reference_all_reduces] = TpGrads("none");
-  for (const char* ac : {"full", "selective"}) {
-    SCOPED_TRACE(ac);
-    const auto [got, all_reduces] = TpGrads(ac);
-    EXPECT_EQ(all_reduces, reference_all_reduces + 2 * TinyGpt().n_layers);
+  for (const auto& [ac, early_stop] : {std::pair{"full", true}, {"selective", true}, {"full", false}}) {
+    SCOPED_TRACE(std::string(ac) + (early_stop ? "" : ", no early stop"));
+    const auto [got, all_reduces] = TpGrads(ac, early_stop);
+    EXPECT_EQ(all_reduces, reference_all_reduces + (early_stop ? 1 : 2) * TinyGpt().n_layers);
     ASSERT_EQ(got.size(), reference.size());
     for (size_t i = 0; i < got.size(); ++i) {
       ASSERT_EQ(got[i].size(), reference[i].size());

@@ -387,6 +387,8 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
     """Σ_{j != y} max(0, margin - x_y + x_j)^p / C per sample (weight[y] times it), torch's multi-class hinge."""
     if p not in (1, 2):
         raise ValueError("only p == 1 and p == 2 supported")
+    from .nn.functional import _no_weight_grad
+    _no_weight_grad("multi_margin_loss", weight=weight)
     x = input if input.ndim == 2 else input.unsqueeze(0)
     y = target.reshape(-1, 1)
     classes = x.shape[1]
@@ -630,6 +632,9 @@ def pdist(input, p=2):
     n = input.shape[0]
     rows, cols = np.triu_indices(n, 1)
     diff = input[_tensor(rows.astype(np.int64))] - input[_tensor(cols.astype(np.int64))]
+    if p == 0:  # a count of the differing entries: torch's result still requires grad (a zero gradient)
+        from ._tensor import with_zero_gradient
+        return with_zero_gradient(diff.norm(0, -1), diff.sum(-1))
     return diff.norm(p, -1)
 
 

@@ -238,7 +238,9 @@ def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=No
 
 
 def cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None, reduction="mean"):
-    cos = cosine_similarity(input1, input2, dim=-1)
+    # torch's ATen formula: cos = Σ x1·x2 / sqrt((Σ x1² + 1e-12)(Σ x2² + 1e-12)), not cosine_similarity's clamp
+    eps = 1e-12
+    cos = (input1 * input2).sum(-1) / (((input1 * input1).sum(-1) + eps) * ((input2 * input2).sum(-1) + eps)).sqrt()
     w = _C._functional.where
     zero = cos * 0.0
     return _reduce(w(target == 1, 1.0 - cos, zero) + w(target == -1, (cos - margin).clamp(min=0.0), zero), reduction)
@@ -285,6 +287,11 @@ def glu(x, dim=-1):
 
 
 def softmin(x, dim=None, _stacklevel=3, dtype=None):
+    if dim is None:  # torch's implicit-dim rule and its warning, naming softmin
+        import warnings
+        warnings.warn("Implicit dimension choice for softmin has been deprecated. Change the call to include dim=X "
+                      "as an argument.", stacklevel=2)
+        dim = 0 if x.dim() in (0, 1, 3) else 1
     return _C._functional.softmax(-x, dim, 3, dtype)
 
 
@@ -745,10 +752,12 @@ def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
 
 def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     """Σ (x1 / max(‖x1‖, eps)) (x2 / max(‖x2‖, eps)) over dim: torch's order (each side normalized first, so
-    1e30-sized vectors give a finite answer instead of inf / inf)."""
-    n1 = x1.norm(2.0, dim, keepdim=True).clamp(min=eps)
-    n2 = x2.norm(2.0, dim, keepdim=True).clamp(min=eps)
-    return ((x1 / n1) * (x2 / n2)).sum(dim)
+    1e30-sized vectors give a finite answer instead of inf / inf). As torch's ATen, the clamp to eps changes the
+    norm's value only (it runs under no_grad there): the gradient flows through ‖x‖ as if unclamped."""
+    def clamped_norm(x):
+        n = x.norm(2.0, dim, keepdim=True)
+        return _C._functional.where(n < eps, n + (eps - n).detach(), n)  # (an infinite norm stays inf)
+    return ((x1 / clamped_norm(x1)) * (x2 / clamped_norm(x2))).sum(dim)
 
 
 def pad(input, pad, mode="constant", value=None):

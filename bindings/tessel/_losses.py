@@ -21,7 +21,17 @@ def _reduce(loss, reduction):
     raise ValueError("%s is not a valid value for reduction" % reduction)
 
 
+def _warn_broadcast(input, target):
+    if tuple(target.shape) != tuple(input.shape):  # torch's warning (mse_loss, l1_loss)
+        import warnings
+        from ._tensor import Size
+        warnings.warn("Using a target size (%s) that is different to the input size (%s). This will likely lead to "
+                      "incorrect results due to broadcasting. Please ensure they have the same size."
+                      % (Size(target.shape), Size(input.shape)), stacklevel=3)
+
+
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    _warn_broadcast(input, target)
     return _reduce((input - target).abs(), reduction)
 
 
@@ -52,6 +62,8 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
         from ._tensor import Size
         raise ValueError("Target size (%s) must be the same as input size (%s)" % (Size(target.shape),
                                                                                  Size(input.shape)))
+    from .nn.functional import _no_weight_grad
+    _no_weight_grad("binary_cross_entropy_with_logits", weight=weight, pos_weight=pos_weight)
     # (1 - y)·x + w·log(1 + exp(-x)), w = 1 + (pos_weight - 1)·y: exact gradients at x = 0 too.
     lw = 1.0 if pos_weight is None else (pos_weight - 1.0) * target + 1.0
     loss = (1.0 - target) * input + lw * _softplus1(-input)
@@ -64,9 +76,13 @@ def _clamped_log(p):
     return w(p > 0, w(p > 0, p, p * 0.0 + 1.0).log(), p * 0.0 - 100.0).clamp(min=-100.0)
 
 
+_BCE_EPS = 9.999999960041972e-13  # torch's EPSILON 1e-12, held as a float32 by its kernel
+
+
 class _BinaryCrossEntropy(Function):
-    """-(y·log p + (1 - y)·log(1 - p)) elementwise with torch's gradients: d/dp = (p - y) / max(p (1 - p), 1e-12)
-    (finite at p = 0 and 1: -1e12 where y = 1 and p = 0), d/dy = log(1 - p) - log(p), both logs clamped."""
+    """-(y·log p + (1 - y)·log(1 - p)) elementwise, the logs clamped at -100, with torch's gradients: d/dp =
+    (p - y) / max(p (1 - p), 1e-12) (finite at p = 0 and 1: -1e12 where y = 1 and p = 0), d/dy = log(1 - p) -
+    log(p) = -logit(p) unclamped (±inf at p = 1 and 0, as torch's)."""
 
     @staticmethod
     def forward(ctx, p, y):
@@ -78,9 +94,9 @@ class _BinaryCrossEntropy(Function):
         p, y = ctx.saved_tensors
         gp = gy = None
         if ctx.needs_input_grad[0]:
-            gp = g * (p - y) / ((1.0 - p) * p).clamp(min=1e-12)
+            gp = g * (p - y) / ((1.0 - p) * p).clamp(min=_BCE_EPS)
         if ctx.needs_input_grad[1]:
-            gy = g * (_clamped_log(1.0 - p) - _clamped_log(p))
+            gy = g * ((1.0 - p).log() - p.log())
         return gp, gy
 
 
@@ -93,6 +109,11 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
                          "ensure they have the same size." % (Size(target.shape), Size(input.shape)))
     if not input.is_distributed and not bool(((input >= 0) & (input <= 1)).all()):
         raise RuntimeError("all elements of input should be between 0 and 1")
+    if not target.is_distributed and target.dtype.is_floating_point and \
+            not bool(((target >= 0) & (target <= 1)).all()):
+        raise RuntimeError("all elements of target should be between 0 and 1")
+    from .nn.functional import _no_weight_grad
+    _no_weight_grad("binary_cross_entropy", weight=weight)
     loss = _BinaryCrossEntropy.apply(input, target)
     return _reduce(loss * weight if weight is not None else loss, reduction)
 
@@ -127,6 +148,8 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     if reduction not in ("mean", "sum", "none"):
         raise ValueError("%s is not a valid value for reduction" % reduction)
     _check_nll_target(input, target)
+    from .nn.functional import _no_weight_grad
+    _no_weight_grad("nll_loss_forward", weight=weight)
     if input.ndim > 2:  # classes on dim 1: one row per position
         rows = movedim(input, 1, -1).reshape(-1, input.shape[1])
         out = nll_loss(rows, target.reshape(-1), weight, ignore_index=ignore_index, reduction=reduction)
@@ -159,6 +182,12 @@ def _scatter_rows(values, keep, dtype):
 
 
 def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
+    if reduction == "mean":  # torch's warning
+        import warnings
+        warnings.warn("reduction: 'mean' divides the total loss by both the batch size and the support size."
+                      "'batchmean' divides only by the batch size, and aligns with the KL div math definition."
+                      "'mean' will be changed to behave the same as 'batchmean' in the next major release.",
+                      stacklevel=2)
     # xlogy semantics: 0 where target is 0, NaN where it is negative, as torch
     loss = target.exp() * (target - input) if log_target else \
         _C._functional.where(target == 0, input * 0.0, target * (target.log() - input))

@@ -88,8 +88,14 @@ Tensor ScaledDotProductAttention(const Tensor& q, const Tensor& k, const Tensor&
                                                  Cast(v, DType::kFloat32), o);
     return Cast(out, q.dtype());
   }
-  TESSEL_CHECK(!mask.defined() || mask.dtype() == DType::kBool || mask.dtype() == q.dtype(), op,
-               ": attn_mask must be bool, float32 or q's dtype ", q.dtype(), ", got ", mask.dtype());
+  TESSEL_CHECK(!mask.defined() || mask.dtype() == DType::kBool || IsFloating(mask.dtype()), op,
+               ": attn_mask must be bool or floating point (added to the scores in q's dtype ", q.dtype(), "), got ",
+               mask.dtype());
+  if (mask.defined() && IsFloating(mask.dtype()) && mask.dtype() != q.dtype()) {  // torch: a float mask of any
+    AttentionOptions cast = o;                                                   // width joins q's scores
+    cast.attn_mask = Cast(mask, q.dtype());
+    return ScaledDotProductAttention(q, k, v, cast);
+  }
   const double scale = o.scale ? *o.scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
   Tensor scores = attention_internal::ScaledScores(q, k, scale, o.is_causal);  // [..., T, S]
   const Tensor neg_inf = Scalar(-std::numeric_limits<double>::infinity(), scores.dtype(), scores.device());

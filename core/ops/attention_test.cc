@@ -725,7 +725,8 @@ TEST(AttentionTest, MaskAndDropoutArgumentsAreCheckedLikeTorch) {
                       ErrorCode::kInvalidArgument, "dropout_p has to be between 0 and 1, but got 1.5");
   ExpectErrorContains(
       [&] { ScaledDotProductAttention(q, q, q, {.attn_mask = Zeros({3, 3}, DType::kInt64)}); },
-      ErrorCode::kInvalidArgument, "attn_mask must be bool, float32 or q's dtype float64, got int64");
+      ErrorCode::kInvalidArgument,
+      "attn_mask must be bool or floating point (added to the scores in q's dtype float64), got int64");
 }
 
 }  // namespace

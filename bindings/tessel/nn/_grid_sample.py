@@ -119,9 +119,10 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
         """input at integer positions (one [N, 1, L] float tensor per dim), 0 where outside."""
         inside, flat = None, None
         for k, p in enumerate(positions):
-            ok = (p >= 0.0).logical_and(p <= sizes[k] - 1.0)
+            ok = (p >= 0.0).logical_and(p <= sizes[k] - 1.0)  # false at a NaN coordinate (torch: NaN output)
             inside = ok if inside is None else inside.logical_and(ok)
-            term = p.clamp(0.0, sizes[k] - 1.0) * float(strides[k])
+            term = _C._functional.where(ok, p, _C._full([], 0.0, p.dtype)).clamp(0.0, sizes[k] - 1.0) * \
+                float(strides[k])
             flat = term if flat is None else flat + term
         index = flat.to(_C.dtype.int64).expand(n, c, flat.shape[-1])
         return flat_in.gather(2, index) * inside.to(acc)

@@ -137,8 +137,9 @@ def max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_siz
 
 @_float32_under_autocast
 def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
-    """F.multilabel_margin_loss: per sample, Σ over its target classes j (target's entries up to the first -1)
-    and non-target classes i of max(0, 1 - (x[j] - x[i])), divided by the number of classes."""
+    """F.multilabel_margin_loss: per sample, Σ over its target entries j (target's entries up to the first -1; a
+    class listed twice counts twice, as torch's) and non-target classes i of max(0, 1 - (x[j] - x[i])), divided
+    by the number of classes."""
     squeeze = input.dim() == 1
     x = input.unsqueeze(0) if squeeze else input
     y = target.unsqueeze(0) if target.dim() == 1 else target
@@ -148,18 +149,19 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
     import numpy as np
     labels = y.detach().numpy()
     n, c = labels.shape
-    member = np.zeros((n, c), dtype=bool)
+    count = np.zeros((n, c), dtype=np.float64)  # how often each class is listed before the first -1
     for row in range(n):
         for v in labels[row]:
             if v < 0:
                 break
             if v >= c:
                 raise RuntimeError("multilabel_margin_loss: target index %d out of range for %d classes" % (v, c))
-            member[row, v] = True
-    targets = _C._from_numpy(member.astype(np.float64)).to(x.dtype)
-    # hinge[n, j, i] = max(0, 1 - x[n, j] + x[n, i]) for j a target, i not one
+            count[row, v] += 1
+    listed = _C._from_numpy(count).to(x.dtype)
+    others = _C._from_numpy((count == 0).astype(np.float64)).to(x.dtype)
+    # hinge[n, j, i] = max(0, 1 - x[n, j] + x[n, i]) for j a target (times its listings), i not one
     hinge = (1 - x.unsqueeze(2) + x.unsqueeze(1)).clamp(0, None)
-    loss = (hinge * targets.unsqueeze(2) * (1 - targets).unsqueeze(1)).sum([1, 2]) / c
+    loss = (hinge * listed.unsqueeze(2) * others.unsqueeze(1)).sum([1, 2]) / c
     if squeeze and reduction == "none":
         loss = loss.squeeze(0)
     return _reduce(loss, reduction)

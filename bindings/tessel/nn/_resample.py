@@ -53,7 +53,7 @@ def pad(input, pad, mode="constant", value=None):
             out = out.narrow(d, start, stop - start)
             before, after = max(0, before), max(0, after)
         size = out.shape[d]
-        limit = size - 1 if mode == "reflect" else size
+        limit = size - 1 if mode == "reflect" else size if mode == "circular" else float("inf")  # replicate: any
         if max(before, after) > limit or (mode == "replicate" and size == 0):
             raise RuntimeError("%s padding: padding size should be less than %s the corresponding input dimension, "
                                "but got: padding (%d, %d) at dimension %d of input %s"

@@ -11,12 +11,27 @@ from .._C._functional import (  # noqa: F401
     layer_norm,
     linear,
     log_softmax,
-    rms_norm,
     scaled_dot_product_attention,
     sigmoid,
     softmax,
     tanh,
 )
+
+
+_TORCH_TYPE_NAMES = {"float64": "double", "float32": "float", "float16": "c10::Half", "bfloat16": "c10::BFloat16"}
+
+
+def rms_norm(input, normalized_shape, weight=None, eps=None):
+    """torch.nn.functional.rms_norm: one C++ op; a weight of another floating dtype than the input takes torch's
+    unfused path (its warning; the result in the promoted dtype) instead of an error."""
+    if weight is not None and weight.dtype != input.dtype and weight.dtype.is_floating_point and \
+            input.dtype.is_floating_point:
+        import warnings
+        name = lambda t: _TORCH_TYPE_NAMES.get(str(t.dtype).rsplit(".", 1)[-1], str(t.dtype))  # noqa: E731
+        warnings.warn("Mismatch dtype between input and weight: input dtype = %s, weight dtype = %s, Cannot dispatch "
+                      "to fused implementation." % (name(input), name(weight)), stacklevel=2)
+        return _C._functional.rms_norm(input, normalized_shape, None, eps) * weight
+    return _C._functional.rms_norm(input, normalized_shape, weight, eps)
 
 
 def relu(input, inplace=False):
@@ -84,6 +99,15 @@ def dropout(input, p=0.5, training=True, inplace=False):
     return _C._functional.dropout(input, p, training)
 
 
+def _no_weight_grad(function, **weights):
+    """torch's refusal of a weight that requires grad where its kernel has no gradient for it (nll_loss, the
+    BCE losses, multi_margin_loss): tessel would otherwise give it none, silently."""
+    for name, w in weights.items():
+        if w is not None and w.requires_grad and _C.is_grad_enabled():
+            raise RuntimeError("The function '%s' is not differentiable with respect to argument '%s'. This input "
+                               "cannot have requires_grad True." % (function, name))
+
+
 def _soft_cross_entropy(input, target, weight, reduction, label_smoothing):
     """torch's cross-entropy against class probabilities: -sum_c w_c t_c log softmax(x)_c per element, the
     targets first smoothed to t (1 - eps) + eps / C; "mean" divides by the number of elements (not the weights)."""
@@ -95,7 +119,7 @@ def _soft_cross_entropy(input, target, weight, reduction, label_smoothing):
     if weight is not None:
         shape = [1] * input.ndim
         shape[class_dim] = classes
-        terms = terms * weight.detach().to(terms.dtype).reshape(*shape)
+        terms = terms * weight.to(terms.dtype).reshape(*shape)  # differentiable in weight, as torch's composite
     loss = -terms.sum(class_dim)
     if reduction == "none":
         return loss
@@ -119,6 +143,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
         if ignore_index != -100:
             raise RuntimeError("ignore_index is not supported for floating point target")
         return _soft_cross_entropy(input, target, weight, reduction, label_smoothing)
+    _no_weight_grad("nll_loss_forward", weight=weight)
     loss = _C._functional.cross_entropy(input, target, None, size_average, ignore_index, reduce,
                                         reduction if weight is None else "none", 0.0 if weight is not None
                                         else label_smoothing)

@@ -1,0 +1,115 @@
+"""torch.nn.functional values and gradients as torch 2.15 computes them, from a 975-case side-by-side sweep
+(float32 and float64, every gradient): the expected numbers are torch's, printed by the sweep's repro script
+(/tmp/sweep_functional/repro.py in the session that found them) and checked against torch's rules
+(torch/_decomp/decompositions.py, ATen): cosine_embedding_loss's 1e-12 in the squared norms, cosine_similarity's
+clamp that passes the gradient, a repeated multilabel target counted twice, cross_entropy's probability path
+differentiable in weight, BCE's unclamped target gradient and its target range check, replicate padding wider
+than the input, a NaN grid point, mixed-dtype rms_norm and SDPA masks, pdist(p=0)'s zero gradient, and torch's
+refusal of class weights that require grad where its kernels have no gradient for them."""
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+import tessel as T
+import tessel.nn.functional as F
+
+D = T.float64
+
+
+def t(v, rg=True, dt=D):
+    return T.tensor(v, dtype=dt, requires_grad=rg)
+
+
+def test_cosine_losses_use_torchs_eps_and_pass_the_gradient_through_the_clamp():
+    x1, x2 = t([[1e-7, 0., 0.]]), t([[1., 1., 1.]])
+    loss = F.cosine_embedding_loss(x1, x2, T.tensor([1]))
+    loss.backward()
+    assert round(loss.item(), 6) == 0.942552  # tessel's cosine_similarity-based value was 0.422650
+    np.testing.assert_allclose(x1.grad[0].numpy(), [-568797.0, -574485.0, -574485.0], rtol=1e-6)
+    zero = t([[0., 0., 0.]])
+    F.cosine_embedding_loss(zero, x2, T.tensor([1])).backward()
+    np.testing.assert_allclose(zero.grad[0].numpy(), [-577350.3] * 3, rtol=1e-6)  # 100x too large before
+    small = t([[3e-9, -4e-9, 0.]])
+    y = F.cosine_similarity(small, t([[1., 2., 2.]], rg=False))
+    y.sum().backward()
+    assert y.item() == pytest.approx(-1 / 6, rel=1e-12)
+    np.testing.assert_allclose(small.grad[0].numpy(), [43333333.33333333, 53333333.33333333, 66666666.666666664],
+                               rtol=1e-12)
+
+
+def test_multilabel_margin_counts_a_repeated_label_per_listing():
+    x = t([[0.1, 0.5, -0.2, 0.3]])
+    loss = F.multilabel_margin_loss(x, T.tensor([[1, 1, -1, 0]]))
+    loss.backward()
+    assert loss.item() == pytest.approx(0.85, rel=1e-12)  # 0.425 when the duplicate collapsed
+    np.testing.assert_allclose(x.grad[0].numpy(), [0.5, -1.5, 0.5, 0.5], rtol=1e-12)
+
+
+def test_cross_entropy_with_probabilities_differentiates_the_weight_and_index_targets_refuse_it():
+    x = t([[0.3, -1.2, 0.8], [1.0, 0.2, -0.5]])
+    w = t([0.5, 1.0, 2.0])
+    loss = F.cross_entropy(x, t([[0.2, 0.3, 0.5], [0.6, 0.1, 0.3]], rg=False), weight=w)
+    loss.backward()
+    assert round(loss.item(), 6) == 1.460617
+    np.testing.assert_allclose(w.grad.numpy(), [0.259784, 0.448958, 0.440883], atol=1e-6)  # None before
+    message = "The function '%s' is not differentiable with respect to argument '%s'"
+    for call, fn, arg in (
+            (lambda: F.cross_entropy(x, T.tensor([0, 2]), weight=w), "nll_loss_forward", "weight"),
+            (lambda: F.nll_loss(x, T.tensor([0, 2]), weight=w), "nll_loss_forward", "weight"),
+            (lambda: F.binary_cross_entropy(t([0.5], False), t([1.], False), weight=t([2.])), "binary_cross_entropy",
+             "weight"),
+            (lambda: F.binary_cross_entropy_with_logits(t([0.5], False), t([1.], False), pos_weight=t([2.])),
+             "binary_cross_entropy_with_logits", "pos_weight"),
+            (lambda: F.multi_margin_loss(x, T.tensor([0, 2]), weight=w), "multi_margin_loss", "weight")):
+        with pytest.raises(RuntimeError, match=message % (fn, arg)):  # tessel gave some of them no gradient
+            call()
+    with T.no_grad():
+        F.nll_loss(x, T.tensor([0, 2]), weight=w)  # nothing to differentiate: accepted
+
+
+def test_binary_cross_entropy_target_gradient_and_range_as_torchs():
+    p, y = t([0., 1., 0.5]), t([1., 0., 0.5])
+    F.binary_cross_entropy(p, y, reduction="sum").backward()
+    np.testing.assert_allclose(p.grad.numpy(), [-1000000003995.8029, 1000000003995.8029, 0.0], rtol=1e-15)
+    assert y.grad.tolist()[:2] == [float("inf"), float("-inf")]  # -logit(p); ±100 from the clamped logs before
+    with pytest.raises(RuntimeError, match="all elements of target should be between 0 and 1"):
+        F.binary_cross_entropy(t([0.5, 0.5], False), t([1.5, -0.5], False))
+
+
+def test_padding_grid_sampling_and_mixed_dtypes_torch_accepts():
+    padded = F.pad(T.arange(2.).reshape(1, 1, 2), (5, 4), mode="replicate")  # wider than the input: it raised
+    assert padded.tolist() == [[[0.0] * 6 + [1.0] * 5]]
+    out = F.grid_sample(T.arange(9.).reshape(1, 1, 3, 3), T.tensor([[[[float("nan"), 0.], [0., 0.]]]]),
+                        align_corners=False)  # a NaN point: NaN there (it raised: an int64-min gather index)
+    assert np.isnan(out[0, 0, 0, 0].item()) and out[0, 0, 0, 1].item() == 4.0
+    with pytest.warns(UserWarning, match="Mismatch dtype between input and weight: input dtype = double, weight "
+                                         "dtype = float"):
+        y = F.rms_norm(t([[1., 2., 3.]], rg=False), (3,), T.tensor([1., 2., 3.]))
+    assert y.dtype == D
+    np.testing.assert_allclose(y.numpy(), np.array([[1., 2., 3.]]) / np.sqrt(14 / 3) * [1, 2, 3], rtol=1e-6)
+    q = T.ones(1, 2, 3, dtype=D)
+    assert F.scaled_dot_product_attention(q, q, q, attn_mask=T.zeros(2, 2)).dtype == D  # a float32 mask
+    x = t([[0., 1.], [2., 3.], [1., 1.]])
+    d = F.pdist(x, p=0)
+    assert d.requires_grad and d.tolist() == [2.0, 1.0, 2.0]
+    d.sum().backward()
+    assert x.grad.tolist() == [[0.0, 0.0]] * 3
+
+
+def test_warnings_torch_gives():
+    with pytest.warns(UserWarning, match="'mean' divides the total loss by both the batch size and the support"):
+        F.kl_div(t([-1., -2.], rg=False), t([0.5, 0.5], rg=False))
+    with pytest.warns(UserWarning, match="Implicit dimension choice for softmin has been deprecated"):
+        F.softmin(T.ones(3))
+    with pytest.warns(UserWarning, match=r"Using a target size \(tessel.Size\(\[1\]\)\) that is different to the "
+                                         r"input size \(tessel.Size\(\[3\]\)\)"):
+        F.l1_loss(T.ones(3), T.ones(1))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        F.kl_div(t([-1., -2.], rg=False), t([0.5, 0.5], rg=False), reduction="batchmean")
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q"]))
