@@ -47,7 +47,8 @@ def _max(self, dim=None, keepdim=False):
         from ._extra import maximum
         return maximum(self, dim)
     if dim is None:
-        return _max_cpp(self)
+        from ._order import evenly_distributed
+        return evenly_distributed(self, _max_cpp)  # ties and a NaN result share the gradient as torch's
     v, i = _max_cpp(self, dim, keepdim)
     return values_indices(v, i)
 
@@ -65,7 +66,8 @@ def _min(self, dim=None, keepdim=False):
         from ._extra import minimum
         return minimum(self, dim)
     if dim is None:
-        return _flipped(_max_cpp(_flipped(self)))
+        from ._order import evenly_distributed
+        return evenly_distributed(self, lambda x: _flipped(_max_cpp(_flipped(x))))
     v, i = _max_cpp(_flipped(self), dim, keepdim)
     return _min_result(_flipped(v), i)
 

@@ -182,9 +182,11 @@ class Eigh(Function):
         a, = ctx.saved_tensors
         w, v = _linalg().eigh(a, ctx.options[0])
         gaps = w.unsqueeze(-2) - w.unsqueeze(-1)  # [i, j] = w_j - w_i
-        off = 1 - _eye_like(gaps)
-        f = off / (gaps + (1 - off))  # 1 / (w_j - w_i) off the diagonal, 0 on it
-        inner = f * (_mT(v) @ g_v) + _unsqueeze_diag(g_w, gaps)  # f's diagonal is 0: diag(w̄) goes there
+        inner = _unsqueeze_diag(g_w, gaps)
+        if g_v is not None and bool((g_v != 0).any()):  # torch's: without an eigenvector gradient, no 1 / gap term
+            off = 1 - _eye_like(gaps)  # (repeated eigenvalues would make it 0 · inf)
+            f = off / (gaps + (1 - off))  # 1 / (w_j - w_i) off the diagonal, 0 on it
+            inner = inner + f * (_mT(v) @ g_v)  # f's diagonal is 0: diag(w̄) goes there
         return _sym(v @ inner @ _mT(v)), None
 
 

@@ -399,9 +399,9 @@ def inverse(input):
 
 @_float32_under_autocast
 def pinverse(input, rcond=1e-15):
-    """torch.pinverse: the pseudo-inverse (singular values below rcond · the largest are dropped)."""
-    a = _linalg()._host(input, "pinverse")
-    return _linalg()._back(np.linalg.pinv(a, rcond=rcond), input)
+    """torch.pinverse: the pseudo-inverse (singular values below rcond · the largest are dropped), differentiable
+    as linalg.pinv (it was computed on the host and detached: the gradient was dropped)."""
+    return _linalg().pinv(input, rtol=rcond)
 
 
 def matrix_power(input, n):

@@ -31,6 +31,42 @@ def _kth_along(x, k, dim, keepdim, kind, nan_wins=False):
     return kind(v, i) if keepdim else kind(v.squeeze(dim), i.squeeze(dim))
 
 
+class _EvenlyDistributed:
+    """torch's evenly_distribute_backward for the full reductions max() / min() / median() / nanmedian(): the
+    gradient split evenly among the entries equal to the result (its NaNs when the result is NaN), not given to
+    one of them (ties) nor lost (a NaN result: it made every gradient NaN)."""
+    _fn = None
+
+    @classmethod
+    def apply(cls, x, value):
+        if cls._fn is None:
+            from .autograd import Function
+
+            class Evenly(Function):
+                @staticmethod
+                def forward(ctx, x, value):
+                    ctx.save_for_backward(x, value)
+                    return value.clone()
+
+                @staticmethod
+                def backward(ctx, g):
+                    x, value = ctx.saved_tensors
+                    mask = x.isnan() if bool(value.isnan()) else x == value
+                    mask = mask.to(g.dtype)
+                    return mask * (g / mask.sum()), None
+            cls._fn = Evenly
+        return cls._fn.apply(x, value)
+
+
+def evenly_distributed(x, reduce):
+    """reduce(x) (a 0-d max / min / median of x) with the gradient torch's evenly_distribute_backward gives."""
+    if not (_C.is_grad_enabled() and x.requires_grad and x.dtype.is_floating_point):
+        return reduce(x)
+    with _C._GradMode(False):
+        value = reduce(x.detach())
+    return _EvenlyDistributed.apply(x, value)
+
+
 @zero_dim_as_vector
 def median(x, dim=None, keepdim=False):
     """torch.median: the lower median ((n - 1) // 2-th smallest), NaN where the values hold NaN (as torch;
@@ -39,7 +75,8 @@ def median(x, dim=None, keepdim=False):
         flat = x.reshape(-1)
         if flat.shape[0] == 0:
             return _C._full([], math.nan, x.dtype)
-        return _kth_along(flat, (flat.shape[0] - 1) // 2, 0, False, _MEDIAN, nan_wins=True).values
+        return evenly_distributed(flat, lambda f: _kth_along(f, (f.shape[0] - 1) // 2, 0, False, _MEDIAN,
+                                                             nan_wins=True).values)
     return _kth_along(x, (x.shape[dim] - 1) // 2, dim, keepdim, _MEDIAN, nan_wins=True)
 
 

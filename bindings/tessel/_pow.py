@@ -55,7 +55,8 @@ def _host_pow(base, exponent, dtype):
         negative = b < 0
         sign = np.where(b % 2 != 0, -1, 1)
         b = np.where(negative, 0, b).astype(b.dtype)
-    value = np.power(a, b)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # inf / NaN results, as torch's (silent)
+        value = np.power(a, b)
     if negative is not None:
         value = np.where(negative, np.where(a == 1, 1, np.where(a == -1, sign, 0)), value)
     out = _C._from_numpy(np.asarray(value, dtype=compute))  # (_from_numpy keeps a 0-d result 0-d)
@@ -86,7 +87,8 @@ class PowBackward1(Function):
         a, b, out = ctx.saved_tensors
         ga = gb = None
         if ctx.needs_input_grad[0]:
-            ga = _sum_to(g * b * pow(a, b - 1), a.shape)
+            ga = g * b * pow(a, b - 1)  # masked where b == 0 (torch's pow_backward_self: 0 * 0^-1 is not NaN)
+            ga = _sum_to(_C._functional.where(b == 0, _C._full([], 0.0, ga.dtype), ga), a.shape)
         if ctx.needs_input_grad[1]:
             log_a = (a if a.dtype.is_floating_point else a.to(out.dtype)).log()
             gb = _sum_to(_C._functional.where((a == 0) & (b >= 0), g * 0.0, g * out * log_a), b.shape)

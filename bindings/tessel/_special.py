@@ -104,7 +104,11 @@ def atan2(y, x):
     ratio = _where(both_inf, y.sign() * x.sign(), y / _where(zero_x, 1.0, x))
     base = atan(ratio)
     angle = _where(_negative(x), base + _where(_negative(y), -math.pi, math.pi), base)
-    return _where(zero_x & (y != 0.0) & (y == y), y.sign() * (math.pi / 2), angle)
+    on_axis = zero_x & (y != 0.0) & (y == y)
+    slope = -(x / _where(on_axis, y, 1.0))  # d/dx = -y / (x² + y²) = -1/y there, d/dy = x / (...) = 0
+    axis = y.sign() * (math.pi / 2) + (slope - slope.detach())  # exactly ±pi/2, with torch's gradients
+    origin = zero_x & (y == 0.0)  # atan2(±0, ±0): torch's gradients are 0
+    return _where(on_axis, axis, _where(origin, angle.detach(), angle))
 
 
 def asin(x):
@@ -306,8 +310,9 @@ def lgamma(x):
     sin = (xr * math.pi).sin().abs()
     pole = reflect & (xr == xr.floor())
     refl = math.log(math.pi) - _where(pole, 1.0, sin).log() - direct
-    exact = (x == 1.0) | (x == 2.0)  # log Gamma(1) = log Gamma(2) = 0 exactly, as torch's
-    return _where(pole | (x == math.inf), math.inf, _where(exact, 0.0, _where(reflect, refl, direct)))
+    exact = (x == 1.0) | (x == 2.0)  # log Gamma(1) = log Gamma(2) = 0 exactly, as torch's, with the gradient there
+    return _where(pole | (x == math.inf), math.inf, _where(exact, direct - direct.detach(),
+                                                           _where(reflect, refl, direct)))
 
 
 def _digamma_pos(y):

@@ -83,9 +83,13 @@ def nanmedian(input, dim=None, keepdim=False):
     """torch.nanmedian: the lower median of the non-NaN entries (NaN where all are NaN); with dim, (values,
     indices)."""
     if dim is None:
-        values, _, count = _nan_sorted(input.reshape(-1), 0)
-        k = builtins.max(0, (_int(count.item()) - 1) // 2)
-        return values.narrow(0, k, 1).squeeze(0) if values.numel() else input.reshape(-1).sum() * _float("nan")
+        from ._order import evenly_distributed
+
+        def whole(x):
+            values, _, count = _nan_sorted(x.reshape(-1), 0)
+            k = builtins.max(0, (_int(count.item()) - 1) // 2)
+            return values.narrow(0, k, 1).squeeze(0) if values.numel() else x.reshape(-1).sum() * _float("nan")
+        return evenly_distributed(input, whole)
     dim = dim % builtins.max(input.dim(), 1)
     if input.dim() == 0:
         return _NANMEDIAN(input, _C._full([], 0.0, _dtypes.int64))

@@ -51,8 +51,9 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
         return a.amax(dim=dims, keepdim=keepdim)
     if ord == -math.inf:
         return -(-a).amax(dim=dims, keepdim=keepdim)  # (amin: the max of the negation)
-    if ord == 0:
-        return (a != 0).to(x.dtype).sum(dims, keepdim=keepdim)
+    if ord == 0:  # a count: torch's result still requires grad (a zero gradient)
+        from ._tensor import with_zero_gradient
+        return with_zero_gradient((a != 0).to(x.dtype).sum(dims, keepdim=keepdim), x.sum(dims, keepdim=keepdim))
     if ord == 2:
         from ._compat import _sqrt_zero_grad
         return _sqrt_zero_grad((x * x).sum(dims, keepdim=keepdim))  # a zero vector's gradient is 0, as torch's
@@ -60,7 +61,44 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
         return a.sum(dims, keepdim=keepdim)
     if x.dtype in _dtypes.REDUCED:  # torch's kernel: |x|^p summed in float32 (float16 50^3
         return vector_norm(x.float(), ord, dims, keepdim).to(x.dtype)  # overflowed to inf), one rounding
-    return (a ** float(ord)).sum(dims, keepdim=keepdim) ** (1.0 / ord)
+    if not (_C.is_grad_enabled() and x.requires_grad):
+        return (a ** float(ord)).sum(dims, keepdim=keepdim) ** (1.0 / ord)
+    return _PNorm.apply(x, float(ord), dims, keepdim)
+
+
+class _PNormFunction:
+    """(Σ|x|^p)^(1/p) with torch's linalg_vector_norm_backward: x·|x|^(p-2)·g / norm^(p-1), 0 where x is 0 for
+    p < 1 and where the norm is 0 otherwise (the formula's 0 · inf was NaN there: a zero vector's p = 3 norm)."""
+    _fn = None
+
+    @classmethod
+    def apply(cls, x, p, dims, keepdim):
+        if cls._fn is None:
+            from .autograd import Function
+
+            class PNorm(Function):
+                @staticmethod
+                def forward(ctx, x, p, dims, keepdim):
+                    out = (x.abs() ** p).sum(dims, keepdim=True) ** (1.0 / p)
+                    ctx.save_for_backward(x, out)
+                    ctx.p, ctx.dims, ctx.keepdim = p, dims, keepdim
+                    return out if keepdim else out.squeeze(tuple(dims))
+
+                @staticmethod
+                def backward(ctx, g):
+                    x, out = ctx.saved_tensors
+                    p = ctx.p
+                    if not ctx.keepdim:
+                        for d in sorted(ctx.dims):
+                            g = g.unsqueeze(d)
+                    grad = x.sign() * x.abs() ** (p - 1.0) * g / out ** (p - 1.0)
+                    zero = _C._full([], 0.0, grad.dtype)
+                    return _C._functional.where(x == 0 if p < 1 else out == 0, zero, grad), None, None, None
+            cls._fn = PNorm
+        return cls._fn.apply(x, p, dims, keepdim)
+
+
+_PNorm = _PNormFunction
 
 
 def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):  # noqa: A002
