@@ -242,7 +242,10 @@ def mode(x, dim=-1, keepdim=False):
     for r, row in enumerate(flat):
         values, counts = np.unique(row, return_counts=True)
         value = values[np.argmax(counts)]  # np.unique sorts: the first of the most frequent is the smallest
-        picks[r] = np.nonzero(row == value)[0][-1]
+        if np.issubdtype(row.dtype, np.floating) and np.isnan(value):  # NaNs are one value: torch's (nan, first)
+            picks[r] = np.nonzero(np.isnan(row))[0][0]
+        else:
+            picks[r] = np.nonzero(row == value)[0][-1]
     idx = picks.reshape(a.shape[:-1] + (1,))
     index = _tensor(np.moveaxis(idx, -1, d))
     values = x.gather(d, index)
@@ -318,9 +321,10 @@ def matrix_power(A, n):
         n >>= 1
         if n:
             square = square @ square
-    if result is None:
+    if result is None:  # A⁰ = I: torch's result still requires grad (a zero gradient)
+        from ._tensor import with_zero_gradient
         eye = _tensor(np.broadcast_to(np.eye(A.shape[-1]), tuple(A.shape)).copy()).to(A.dtype)
-        return eye
+        return with_zero_gradient(eye, A)
     return result
 
 

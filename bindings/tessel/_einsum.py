@@ -103,11 +103,27 @@ def _einsum_pair(a, sa, b, sb, keep):
     return out.reshape(*shape) if shape else out.reshape(()), "".join(batch + a_only + b_only)
 
 
+def _from_sublists(args):
+    """(equation, operands) of torch's sublist form: operand, sublist, operand, sublist, ..., [output sublist];
+    the integers (0 to 51) name subscripts, Ellipsis stands for '...'."""
+    letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+    def word(sub):
+        return "".join("..." if s is Ellipsis else letters[int(s)] for s in sub)
+    pairs = list(args)
+    out = pairs.pop() if len(pairs) % 2 else None
+    operands = tuple(pairs[0::2])
+    equation = ",".join(word(sub) for sub in pairs[1::2])
+    return (equation if out is None else equation + "->" + word(out)), operands
+
+
 def einsum(equation, *operands):
     """torch.einsum over bound ops: each pair of operands is one batched matmul (with the sums, permutes
     and broadcasts around it), left to right, so gradients flow; '...' broadcasts; a subscript repeated
     inside one operand takes that operand's diagonal first (numpy's and torch's "ii", "ii->i")."""
-    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+    if not isinstance(equation, str):  # torch's sublist format: einsum(x, [0, 1], y, [1, 2], [0, 2])
+        equation, operands = _from_sublists((equation,) + tuple(operands))
+    elif len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
     subs, out = _einsum_parse(equation, operands)
     integral = all(not t.dtype.is_floating_point for t in operands)

@@ -23,7 +23,8 @@ create_graph=True backward (a Hessian, a gradient penalty) differentiates again 
 differentiable SVD to recompute through and refuses create_graph (svd, qr and pinv recompute through their own
 Functions, so they differentiate twice). For a symmetric input the cholesky and
 eigh gradients are symmetric (the derivative along symmetric perturbations, as torch gives). det, slogdet,
-inv and solve need an invertible A for their gradient (torch's det also covers singular A through an SVD).
+inv and solve need an invertible A for their gradient; det and slogdet cover a singular A through the SVD's
+adjugate (torch's give no error there either).
 """
 from . import _C
 from .autograd import Function
@@ -73,13 +74,33 @@ class Inv(Function):
         return -(x @ g @ x)
 
 
+def _adjugate_t(a):
+    """adj(A)ᵀ (the cofactor matrix, det's derivative) through an SVD on the host, for singular A too: with
+    A = U S Vᴴ, adj(A)ᵀ = det(U) det(Vᴴ) U diag(Π_{j≠i} s_j) Vᴴ. First-order only (no graph)."""
+    import numpy as np
+    x = _linalg()._host(a, "det")
+    u, s, vh = np.linalg.svd(x)
+    n = s.shape[-1]
+    others = np.stack([np.prod(np.delete(s, i, axis=-1), axis=-1) for i in range(n)], axis=-1) if n > 1 else \
+        np.ones_like(s)
+    sign = np.linalg.det(u) * np.linalg.det(vh)
+    return _linalg()._back(sign[..., None, None] * (u * others[..., None, :]) @ vh, a)
+
+
+def _singular(a, det):
+    return not _C.is_grad_enabled() and bool((det == 0).any())  # (a create_graph backward keeps the inverse)
+
+
 class Det(Function):
     forward = _host_forward("_det_host")
 
     @staticmethod
     def backward(ctx, g):
         a, = ctx.saved_tensors
-        return _unsqueeze2(g * _linalg().det(a)) * _mT(_linalg().inv(a))
+        det = _linalg().det(a)
+        if _singular(a, det):  # torch covers singular A too (the inverse raised LinAlgError)
+            return _unsqueeze2(g) * _adjugate_t(a)
+        return _unsqueeze2(g * det) * _mT(_linalg().inv(a))
 
 
 class Slogdet(Function):
@@ -93,6 +114,9 @@ class Slogdet(Function):
     @staticmethod
     def backward(ctx, g_sign, g_logabs):
         a, = ctx.saved_tensors
+        det = _linalg().det(a)
+        if _singular(a, det):  # adj(A)ᵀ / det: infinite where the cofactors are not 0, as torch's (not an error)
+            return _unsqueeze2(g_logabs) * _adjugate_t(a) / _unsqueeze2(det)
         return _unsqueeze2(g_logabs) * _mT(_linalg().inv(a))
 
 

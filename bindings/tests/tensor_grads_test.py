@@ -69,6 +69,32 @@ def test_p_norms_are_masked_at_zero_and_pow_at_a_zero_exponent():
     assert x.grad.tolist() == [0.0, 0.0] and e.grad.tolist() == [0.0, 0.0]  # NaN at the zero base before
 
 
+def test_det_and_slogdet_backward_through_a_singular_matrix():
+    # it raised LinAlgError (the inverse); the gradient of det is the adjugate's transpose, through an SVD: torch
+    # gives no error either (its rank n-1 2x2 gradient reads 0, the adjugate does not vanish there)
+    g = grad_of(T.det, [[1.0, 2.0], [2.0, 4.0]])
+    np.testing.assert_allclose(g, [[4.0, -2.0], [-2.0, 1.0]], atol=1e-12)
+    assert grad_of(T.det, np.zeros((3, 3)).tolist()) == [[0.0] * 3] * 3
+    batch = grad_of(T.det, [[[1.0, 2.0], [2.0, 4.0]], [[2.0, 0.0], [0.0, 3.0]]])
+    np.testing.assert_allclose(batch[1], [[3.0, 0.0], [0.0, 2.0]], atol=1e-12)
+    a = T.tensor([[1.0, 2.0], [2.0, 4.0]], dtype=D, requires_grad=True)
+    T.slogdet(a)[1].backward()
+    assert all(math.isinf(v) for row in a.grad.tolist() for v in row)  # torch's: ±inf, not an error
+
+
+def test_mode_with_nan_einsum_sublists_and_matrix_power_zero_as_torchs():
+    m = T.mode(T.tensor([math.nan, 1.0, math.nan, 2.0]))  # it raised IndexError; torch: (nan, 0)
+    assert math.isnan(m.values.item()) and m.indices.item() == 0
+    x, y = T.arange(6.0).reshape(2, 3), T.arange(12.0).reshape(3, 4)
+    assert T.einsum(x, [0, 1], y, [1, 2], [0, 2]).tolist() == T.einsum("ij,jk->ik", x, y).tolist()  # AttributeError
+    assert T.einsum(x, [0, 1], [1]).tolist() == [3.0, 5.0, 7.0]
+    a = T.ones(2, 2, requires_grad=True)
+    eye = T.linalg.matrix_power(a, 0)  # torch's A⁰ requires grad (a zero gradient); backward raised before
+    assert eye.tolist() == [[1.0, 0.0], [0.0, 1.0]] and eye.requires_grad
+    eye.sum().backward()
+    assert a.grad.tolist() == [[0.0, 0.0], [0.0, 0.0]]
+
+
 def test_pinverse_is_differentiable():
     a = T.tensor([[2.0, 0.0], [0.0, 4.0]], dtype=D, requires_grad=True)
     T.pinverse(a).sum().backward()  # d tr(1ᵀ A⁻¹) / dA = -(A⁻ᵀ 1 1ᵀ A⁻ᵀ)
