@@ -84,12 +84,32 @@ def _fmod_value(a, b):
     return r.to(a.dtype)
 
 
+_VALUE_WITH_GRADIENT = []
+
+
 def _with_gradient(value, a, b, quotient):
-    """value (exact, computed apart) with torch's gradients: 1 for a, -quotient for b."""
+    """value (exact, computed apart) with torch's gradients: 1 for a, -quotient for b (through a Function: the
+    value + (b - b.detach()) trick gave NaN for an infinite divisor, where fmod(x, ±inf) is x)."""
     if not (_C.is_grad_enabled() and (a.requires_grad or b.requires_grad)):
         return value
     q = _C._functional.where(quotient.isfinite(), quotient, quotient * 0.0).detach()
-    return value.detach() + (a - a.detach()) - (b - b.detach()) * q
+    if not _VALUE_WITH_GRADIENT:
+        from .autograd import Function
+        from ._pow import _sum_to
+
+        class ValueWithGradient(Function):
+            @staticmethod
+            def forward(ctx, value, a, b, q):
+                ctx.save_for_backward(q)
+                ctx.shapes = (tuple(a.shape), tuple(b.shape))
+                return value.clone()
+
+            @staticmethod
+            def backward(ctx, g):
+                q, = ctx.saved_tensors
+                return None, _sum_to(g, ctx.shapes[0]), _sum_to(-(g * q), ctx.shapes[1]), None
+        _VALUE_WITH_GRADIENT.append(ValueWithGradient)
+    return _VALUE_WITH_GRADIENT[0].apply(value.detach(), a, b, q)
 
 
 def _floor_div_value(a, b, mod):

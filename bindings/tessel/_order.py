@@ -109,7 +109,7 @@ def quantile(x, q, dim=None, keepdim=False, *, interpolation="linear"):
     has_nan = values.narrow(d, n - 1, 1).isnan()  # NaNs sort last: a row holding one gives NaN (torch's rank)
     outs = []
     for v in qs:
-        pos = v * (n - 1)
+        pos = _q_in(v, x) * (n - 1)
         lo, hi = math.floor(pos), math.ceil(pos)
         frac = pos - lo
         if interpolation == "lower" or (interpolation == "nearest" and builtins.round(pos) == lo):
@@ -123,6 +123,15 @@ def quantile(x, q, dim=None, keepdim=False, *, interpolation="linear"):
             a = _lerp(a, b, frac)
         outs.append(_C._functional.where(has_nan, _C._full([], math.nan, a.dtype), a))
     return shaped_quantiles(outs, q, x, dim, keepdim, d)
+
+
+def _q_in(v, x):
+    """q as torch takes it: in the input's dtype (float32's 0.2 is 0.20000000298, so the rank 0.2 · 5 is just
+    above 1 and 'higher' takes 2), the rank then computed in double."""
+    import numpy as np
+    if x.dtype == _dtypes.float16:
+        return float(np.float16(v))
+    return float(np.float32(v)) if x.dtype in (_dtypes.float32, _dtypes.bfloat16) else v
 
 
 def shaped_quantiles(outs, q, x, dim, keepdim, d):

@@ -114,8 +114,9 @@ def nanquantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):
     valid = count.gt(0)
     last = (count - 1).clamp(0, None).to(_dtypes.float64)
     outs = []
+    from ._order import _q_in
     for v in qs:
-        pos = last * v
+        pos = last * _q_in(v, input)
         lo, hi = pos.floor(), pos.ceil()
         frac = pos - lo
         if interpolation == "lower":

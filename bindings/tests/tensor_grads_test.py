@@ -95,6 +95,21 @@ def test_mode_with_nan_einsum_sublists_and_matrix_power_zero_as_torchs():
     assert a.grad.tolist() == [[0.0, 0.0], [0.0, 0.0]]
 
 
+def test_fmod_and_remainder_by_infinity_and_float32_quantile_ranks():
+    a = T.tensor([3.0, -3.0, 0.0, 2.5], requires_grad=True)
+    b = T.tensor([math.inf, math.inf, -math.inf, -math.inf], requires_grad=True)
+    f, r = T.fmod(a, b), T.remainder(a, b)  # NaN under autograd before (inf - inf in the gradient trick)
+    assert f.tolist() == [3.0, -3.0, 0.0, 2.5] and r.tolist() == [3.0, math.inf, 0.0, -math.inf]
+    (f.sum() + r.sum()).backward()
+    assert a.grad.tolist() == [2.0] * 4 and b.grad.tolist() == [0.0, 1.0, 0.0, 1.0]  # torch's values
+    x = T.arange(6.0)  # float32: q in float32 (0.2f · 5 is just above 1), as torch's ranks
+    assert [T.quantile(x, q, interpolation="higher").item() for q in (0.2, 0.4, 0.6, 0.8)] == [2.0, 3.0, 4.0, 5.0]
+    assert T.quantile(x, 0.7, interpolation="nearest").item() == 3.0
+    assert T.quantile(x, 0.4, interpolation="midpoint").item() == 2.5
+    assert T.nanquantile(x, 0.2, interpolation="higher").item() == 2.0
+    assert T.quantile(x.double(), 0.2, interpolation="higher").item() == 1.0  # float64 keeps the decimal q
+
+
 def test_pinverse_is_differentiable():
     a = T.tensor([[2.0, 0.0], [0.0, 4.0]], dtype=D, requires_grad=True)
     T.pinverse(a).sum().backward()  # d tr(1ᵀ A⁻¹) / dA = -(A⁻ᵀ 1 1ᵀ A⁻ᵀ)
