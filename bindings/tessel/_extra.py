@@ -45,9 +45,10 @@ def _pick(a, b, first):
     if _C.is_grad_enabled() and (a.requires_grad or b.requires_grad):
         # a tie's value is a itself (not (a + b) / 2, which overflowed for 2e38 and 2e38), its gradient half each
         tie = a.detach() + (a - a.detach()) * 0.5 + (b - b.detach()) * 0.5
-    else:
-        tie = a
-    return w(isnan(a), a, w(isnan(b), b, w(a == b, tie, w(first, a, b))))
+        # a NaN on either side: NaN, the whole gradient to both (torch's masks a < b, a > b are both false)
+        nan = (a - a.detach()) + (b - b.detach()) + float("nan")
+        return w(isnan(a) | isnan(b), nan, w(a == b, tie, w(first, a, b)))
+    return w(isnan(a), a, w(isnan(b), b, w(a == b, a, w(first, a, b))))
 
 
 @aligned

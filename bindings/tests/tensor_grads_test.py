@@ -110,6 +110,15 @@ def test_fmod_and_remainder_by_infinity_and_float32_quantile_ranks():
     assert T.quantile(x.double(), 0.2, interpolation="higher").item() == 1.0  # float64 keeps the decimal q
 
 
+def test_maximum_and_minimum_send_a_nans_gradient_to_both_sides():
+    a = T.tensor([math.nan, 1.0, 2.0, 3.0], requires_grad=True)
+    b = T.tensor([1.0, math.nan, 2.0, 1.0], requires_grad=True)
+    m = T.maximum(a, b)
+    m.sum().backward()  # torch's masks (a < b, a > b) are both false at a NaN: each side keeps the gradient
+    assert a.grad.tolist() == [1.0, 1.0, 0.5, 1.0] and b.grad.tolist() == [1.0, 1.0, 0.5, 0.0]
+    assert all(math.isnan(v) for v in m.tolist()[:2]) and m.tolist()[2:] == [2.0, 3.0]
+
+
 def test_pinverse_is_differentiable():
     a = T.tensor([[2.0, 0.0], [0.0, 4.0]], dtype=D, requires_grad=True)
     T.pinverse(a).sum().backward()  # d tr(1ᵀ A⁻¹) / dA = -(A⁻ᵀ 1 1ᵀ A⁻ᵀ)
