@@ -185,5 +185,28 @@ def test_like_and_new_factories_keep_torchs_placements():
                                   got[0]["randn_like"][3])
 
 
+def test_distribute_tensor_onto_a_partial_placement_as_torch():
+    # torch's Partial._partition_value: sum gives t / n on each rank, avg / max / min t itself (tessel refused)
+    got = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        mesh = init_device_mesh("cpu", (3,))
+        t = tessel.arange(10.0).reshape(5, 2)
+        out = {}
+        for op in ("sum", "avg", "max", "min"):
+            x = distribute_tensor(t.clone(), mesh, [Partial(op)])
+            out[op] = (x.placements, x.to_local().numpy().copy(), x.full_tensor().numpy())
+        got[world.rank] = out
+
+    tessel.run_ranks(3, rank_fn)
+    full = np.arange(10.0, dtype=np.float32).reshape(5, 2)
+    for r in range(3):
+        for op in ("sum", "avg", "max", "min"):
+            assert got[r][op][0] == (Partial(op),)
+            np.testing.assert_allclose(got[r][op][1], full / 3 if op == "sum" else full, rtol=1e-6)
+            np.testing.assert_allclose(got[r][op][2], full, rtol=1e-6)
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

@@ -69,7 +69,23 @@ def distribute_tensor(tensor, device_mesh=None, placements=None, *, src_data_ran
             raise ValueError("Cannot distribute a DTensor with placements %s to a different placements %s. do you "
                              "want to call `redistribute` instead?" % (tuple(tensor.placements), tuple(placements)))
         return tensor
+    if any(isinstance(p, Partial) for p in placements):
+        return _distribute_partial(tensor, device_mesh, placements, src_data_rank)
     return _C.distribute_tensor(tensor, device_mesh, placements, src_data_rank)
+
+
+def _distribute_partial(tensor, device_mesh, placements, src_data_rank):
+    """torch's distribute_tensor onto a Partial placement: each rank's piece is the replicated value divided by
+    the mesh dim's size for Partial(sum), the value itself for avg / max / min, so the reduction gives the
+    tensor back (torch's Partial._partition_value)."""
+    dense = [Replicate() if isinstance(p, Partial) else p for p in placements]
+    with _C._GradMode(False):
+        local = _C.distribute_tensor(tensor.detach(), device_mesh, dense, src_data_rank).to_local()
+        for i, p in enumerate(placements):
+            if isinstance(p, Partial) and p.reduce_op == "sum":
+                local = local / float(device_mesh.size(i))
+        out = DTensor.from_local(local, device_mesh, placements, run_check=False, shape=tuple(tensor.shape))
+    return out.requires_grad_(True) if tensor.requires_grad else out
 
 def _factory(name, make):
     def fn(*size, device_mesh=None, placements=None, dtype=None, requires_grad=False, layout=None, **kwargs):
