@@ -160,5 +160,35 @@ def test_state_dict_step_tensors_are_live_and_an_edited_step_is_used():
     assert w.item() == pytest.approx(want, rel=1e-6) and opt.state[w]["step"].item() == 101.0
 
 
+def test_warm_restarts_resumed_several_periods_on_and_torchs_scheduler_checks():
+    # torch's values (repro of the optimizer sweep): T_cur resumed at 5 with periods 2, 4, 8 is taken modulo
+    p = tessel.tensor([1.0], requires_grad=True)
+    opt = tessel.optim.SGD([p], lr=0.1)
+    opt.param_groups[0]["initial_lr"] = 0.1
+    s = S.CosineAnnealingWarmRestarts(opt, T_0=2, T_mult=2, eta_min=0.001, last_epoch=5)
+    lrs = [opt.param_groups[0]["lr"]]
+    for _ in range(4):
+        opt.step()
+        s.step()
+        lrs.append(round(opt.param_groups[0]["lr"], 6))
+    assert lrs == [0.1, 0.085502, 0.0505, 0.015498, 0.1] and (s.T_cur, s.T_i) == (0, 8)
+    with pytest.raises(ValueError, match="Expected positive integer total_steps, but got 0"):
+        S.OneCycleLR(opt, max_lr=1.0, total_steps=0)
+    with pytest.raises(ValueError, match="Expected float between 0 and 1 pct_start, but got 1.5"):
+        S.OneCycleLR(opt, max_lr=1.0, total_steps=10, pct_start=1.5)
+    other = tessel.optim.SGD([tessel.tensor([1.0], requires_grad=True)], lr=0.1)
+    with pytest.raises(ValueError, match="expects all schedulers to belong to the same optimizer"):
+        S.SequentialLR(opt, [S.StepLR(opt, 2), S.StepLR(other, 2)], milestones=[3])
+
+
+def test_clip_grad_norm_with_a_nan_gradient_scales_every_gradient_by_nan_as_torch():
+    for norm_type in (1.0, 3.0, float("inf"), 0.5):
+        a, b = tessel.tensor([1.0, 2.0], requires_grad=True), tessel.tensor([3.0], requires_grad=True)
+        a.grad, b.grad = tessel.tensor([float("nan"), 1.0]), tessel.tensor([2.0])
+        total = nn.utils.clip_grad_norm_([a, b], 1.0, norm_type=norm_type)
+        assert math.isnan(total.item()), norm_type
+        assert all(math.isnan(v) for v in a.grad.tolist() + b.grad.tolist()), norm_type  # left unscaled before
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

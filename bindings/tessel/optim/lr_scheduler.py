@@ -277,6 +277,11 @@ class SequentialLR(LRScheduler):
         if len(milestones) != len(schedulers) - 1:
             raise ValueError("Sequential Schedulers expects number of schedulers provided to be one more than the "
                              "number of milestone points, but got %d and %d" % (len(schedulers), len(milestones)))
+        for i, s in enumerate(schedulers):  # torch's check: each scheduler steps this optimizer
+            if s.optimizer is not optimizer:
+                raise ValueError("%s expects all schedulers to belong to the same optimizer, but got scheduler %s at "
+                                 "index %d has %s, which is different from %s." % (
+                                     type(self).__name__, type(s).__name__, i, s.optimizer, type(optimizer).__name__))
         self._schedulers, self._milestones = list(schedulers), list(milestones)
         self.optimizer = optimizer
         self.last_epoch = last_epoch + 1
@@ -352,10 +357,12 @@ class CosineAnnealingWarmRestarts(LRScheduler):
         if epoch is None:
             epoch = self.last_epoch + 1
             self.T_cur += 1
-            if self.T_cur >= self.T_i:
-                self.T_cur -= self.T_i
+            if self.T_cur >= self.T_i:  # torch's modulo: a resumed T_cur (last_epoch) may be several periods on
+                self.T_cur %= self.T_i
                 self.T_i *= self.T_mult
         else:
+            if epoch < 0:
+                raise ValueError("Expected non-negative epoch, but got %s" % epoch)
             if epoch >= self.T_0:
                 if self.T_mult == 1:
                     self.T_cur = epoch % self.T_0
@@ -449,7 +456,14 @@ class OneCycleLR(LRScheduler):
         if total_steps is None:
             if epochs is None or steps_per_epoch is None:
                 raise ValueError("You must define either total_steps OR (epochs AND steps_per_epoch)")
+            for name, v in (("epochs", epochs), ("steps_per_epoch", steps_per_epoch)):
+                if not isinstance(v, int) or v <= 0:
+                    raise ValueError("Expected positive integer %s, but got %s" % (name, v))
             total_steps = epochs * steps_per_epoch
+        elif total_steps <= 0 or not isinstance(total_steps, int):  # torch's checks
+            raise ValueError("Expected positive integer total_steps, but got %s" % total_steps)
+        if pct_start < 0 or pct_start > 1 or not isinstance(pct_start, float):
+            raise ValueError("Expected float between 0 and 1 pct_start, but got %s" % pct_start)
         if anneal_strategy not in ("cos", "linear"):
             raise ValueError("anneal_strategy must be one of 'cos' or 'linear', instead got %s" % anneal_strategy)
         self.total_steps = total_steps

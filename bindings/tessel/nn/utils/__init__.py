@@ -135,7 +135,7 @@ def _clip_by_norm_of_order(params, max_norm, p, error_if_nonfinite):
             raise RuntimeError("clip_grad_norm_: the total norm of order %s for gradients from `parameters` is "
                                "non-finite, so it cannot be clipped; the gradients are left as they were" % p)
         coef = max_norm / (total + 1e-6)
-        if coef < 1.0:
+        if coef < 1.0 or coef != coef:  # torch multiplies by clamp(coef, max=1): a NaN norm makes every gradient NaN
             for g in grads:
                 g.mul_(coef)
     return _norm_tensor(total, params)
