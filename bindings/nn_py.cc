@@ -400,6 +400,21 @@ void CheckCpuDevice(const py::object& device, const char* layer) {
                     "tessel.cuda.is_available() is False)");
 }
 
+// Linear.bias, LayerNorm.weight / bias: the Parameter (named for optimizers); None without one (bias=False,
+// elementwise_affine=False, `lin.bias = None`), as torch's; else what the Python lookup finds, so a value prune,
+// register_parametrization or weight_norm computed in its place reads as in torch (the property hid it).
+py::object ParamOrAttribute(const py::object& self, const char* name) {
+  const Module& m = self.cast<const Module&>();
+  py::module_ modules = py::module_::import("tessel.nn.modules");
+  if (m.HasParam(name) && m.Param(name).defined()) return modules.attr("_as_parameter")(m.Param(name), name, false);
+  try {
+    return modules.attr("_getattr")(self, name);
+  } catch (py::error_already_set& e) {
+    if (!e.matches(PyExc_AttributeError)) throw;
+    return py::none();
+  }
+}
+
 }  // namespace
 
 void AssignFull(const Tensor& p, const Tensor& full) {
@@ -474,10 +489,7 @@ void BindLayers(py::module_& m) {
       .def_property_readonly("out_features", &nn::Linear::out_features)
       // torch's Linear(bias=False).bias is None (code tests `if self.bias is not None`); the C++ Linear
       // registers no bias then. With one, the Parameter the attribute lookup gives (named for optimizers).
-      .def_property_readonly("bias", [](const nn::Linear& self) -> py::object {
-        if (!self.HasParam("bias") || !self.Param("bias").defined()) return py::none();  // also `lin.bias = None`
-        return py::module_::import("tessel.nn.modules").attr("_as_parameter")(self.Param("bias"), "bias", false);
-      });
+      .def_property_readonly("bias", [](const py::object& self) { return ParamOrAttribute(self, "bias"); });
   LayerClass<nn::Embedding> emb(m, "Embedding", py::dynamic_attr());
   emb.def(py::init([](int64_t num, int64_t dim, std::optional<int64_t> padding_idx, const py::object& max_norm,
                       double norm_type, bool scale_grad_by_freq, bool sparse, std::optional<Tensor> weight, bool freeze,
@@ -540,10 +552,7 @@ void BindLayers(py::module_& m) {
          py::arg("bias") = true, py::kw_only(), py::arg("device") = py::none(), py::arg("dtype") = py::none());
   // As Linear's: None without one (bias=False or elementwise_affine=False), as torch's.
   for (const char* name : {"weight", "bias"}) {
-    ln.def_property_readonly(name, [name](const nn::LayerNorm& self) -> py::object {
-      if (!self.HasParam(name) || !self.Param(name).defined()) return py::none();
-      return py::module_::import("tessel.nn.modules").attr("_as_parameter")(self.Param(name), name, false);
-    });
+    ln.def_property_readonly(name, [name](const py::object& self) { return ParamOrAttribute(self, name); });
   }
   ln.def_property_readonly("normalized_shape", [](const nn::LayerNorm& self) {
     return py::tuple(py::cast(self.normalized_shape()));

@@ -179,15 +179,15 @@ set_anomaly_enabled = lambda enabled, check_nan=True: _C._set_anomaly_enabled(en
 from .random import get_rng_state, initial_seed, seed, set_rng_state  # noqa: E402,F401
 from .amp import (autocast, get_autocast_dtype, is_autocast_enabled, set_autocast_enabled,  # noqa: E402,F401
                   set_autocast_dtype, is_autocast_cpu_enabled, get_autocast_cpu_dtype, set_autocast_cpu_enabled,
-                  set_autocast_cpu_dtype)
+                  set_autocast_cpu_dtype, is_autocast_cache_enabled, set_autocast_cache_enabled, clear_autocast_cache)
+from .func import vmap  # noqa: E402,F401  (torch.vmap)
 from ._device import _cuda_amp  # noqa: E402
 cuda.amp = _sys.modules["tessel.cuda.amp"] = _cuda_amp()  # torch.cuda.amp's GradScaler / autocast
 import types as _types  # noqa: E402
 
 cpu = _types.ModuleType("tessel.cpu", "torch.cpu: its amp namespace (cpu.amp.autocast, the older spelling).")
 cpu.amp = _types.ModuleType("tessel.cpu.amp")
-cpu.amp.autocast = lambda enabled=True, dtype=bfloat16, cache_enabled=True: amp.autocast(  # noqa: F405
-    "cpu", dtype=dtype, enabled=enabled)
+cpu.amp.autocast = amp._cpu_amp_autocast
 cpu.amp.GradScaler = amp.GradScaler
 cpu.is_available = lambda: True
 from .distributed import run_ranks  # noqa: F401

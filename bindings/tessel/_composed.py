@@ -571,12 +571,21 @@ def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
     return _C._functional.where(input > 0, input, input * slope)  # at 0: the slope's gradient, as torch's
 
 
-@_honours_inplace
 def alpha_dropout(input, p=0.5, training=False, inplace=False):
-    """SELU's dropout: dropped units set to alpha', then an affine map keeping mean and variance."""
-    from ._tensor import rand_like
+    """SELU's dropout: dropped units set to alpha', then an affine map keeping mean and variance; p = 1 gives
+    zeros (torch's); eval and p = 0 give the input itself, inplace or not."""
+    if not 0 <= p <= 1:
+        raise ValueError("dropout probability has to be between 0 and 1, but got %s" % p)
     if not training or p == 0:
         return input
+    return _alpha_dropout(input, p, inplace)
+
+
+@_honours_inplace
+def _alpha_dropout(input, p, inplace=False):
+    from ._tensor import rand_like
+    if p == 1:
+        return input * 0.0
     alpha_p = -1.7580993408473766
     a = ((1 - p) * (1 + p * alpha_p ** 2)) ** -0.5
     keep = (rand_like(input) >= p).to(input.dtype)
@@ -588,6 +597,8 @@ def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
     """x / (k + alpha/size · Σ x² over `size` neighbouring channels)^beta (torch's padding: size//2 before,
     (size-1)//2 after)."""
     from .nn.functional import pad
+    if input.dim() < 3:
+        raise ValueError("Expected 3D or higher dimensionality input (got %d dimensions)" % input.dim())
     sq = (input * input).unsqueeze(1)
     c = input.shape[1]
     padded = pad(sq.reshape(sq.shape[0], 1, c, -1), (0, 0, size // 2, (size - 1) // 2))

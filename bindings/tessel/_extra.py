@@ -263,6 +263,9 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     if c % num_groups:
         raise RuntimeError("Expected number of channels in input to be divisible by num_groups, but got input of "
                            "shape %s and num_groups=%d" % (list(input.shape), num_groups))
+    size = [n * c // num_groups, num_groups] + list(input.shape[2:])
+    if math.prod([size[0]] + size[2:]) == 1:  # torch's _verify_batch_size: one value per group
+        raise ValueError("Expected more than 1 value per channel when training, got input size %s" % size)
     x = input.reshape(n, num_groups, -1)
     centered = x - x.mean(-1, keepdim=True)
     y = (centered * ((centered * centered).mean(-1, keepdim=True) + eps).rsqrt()).reshape(*input.shape)

@@ -139,6 +139,10 @@ def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
 def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
     """beta·input + alpha·Σ_b batch1[b] @ batch2[b]."""
     input, batch1, batch2 = _lower_under_autocast(input, batch1, batch2)
+    if isinstance(input, Tensor) and batch1.dtype in _dtypes.REDUCED and input.dtype == batch1.dtype == batch2.dtype:
+        # torch's kernel sums the batch's products in float32 and rounds once (a bf16 sum lost the low bits)
+        wide = _autocast_off(addbmm)(input.float(), batch1.float(), batch2.float(), beta=beta, alpha=alpha)
+        return wide.to(batch1.dtype)
     prod = batch1.matmul(batch2).sum(0)
     return (input * beta + prod * alpha) if beta != 0 else prod * alpha
 

@@ -37,16 +37,19 @@ class autocast:
     decorator. dtype defaults to bfloat16 (torch's CPU default); float16 is accepted too."""
 
     def __init__(self, device_type, dtype=None, enabled=True, cache_enabled=None):
+        if not isinstance(device_type, str):
+            raise ValueError("Expected `device_type` of type `str`, got: `%s`" % type(device_type))
         if _device_name(device_type) == "cuda":  # torch on a machine without CUDA: a warning, then no region
             if enabled:
                 warnings.warn("CUDA is not available or torch_xla is imported. Disabling autocast.", stacklevel=2)
             self.device, self.fast_dtype, self._enabled, self._prev = "cuda", dtype or _dtypes.float16, False, []
             return
         self.device = _device_type(device_type)
-        self.fast_dtype = _dtypes.bfloat16 if dtype is None else dtype
-        if self.fast_dtype not in (_dtypes.bfloat16, _dtypes.float16):
-            raise RuntimeError("In CPU autocast, but the target dtype is not supported. CPU Autocast only supports "
-                               "dtype of torch.bfloat16, torch.float16 currently.")
+        self.fast_dtype = _C._autocast_state()[1] if dtype is None else dtype  # torch's get_autocast_dtype
+        if self.fast_dtype not in (_dtypes.bfloat16, _dtypes.float16):  # torch's: a warning, then no region
+            warnings.warn("In CPU autocast, but the target dtype is not supported. Disabling autocast.\nCPU Autocast "
+                          "only supports dtypes of torch.bfloat16, torch.float16 currently.", stacklevel=2)
+            enabled = False
         self._enabled = bool(enabled)
         self._prev = []
 
@@ -54,7 +57,8 @@ class autocast:
         if self.device == "cuda":  # a disabled CUDA region leaves the CPU one as it is
             return self
         self._prev.append(_C._autocast_state())
-        _C._set_autocast(self._enabled, self.fast_dtype)
+        supported = self.fast_dtype in (_dtypes.bfloat16, _dtypes.float16)
+        _C._set_autocast(self._enabled, self.fast_dtype if supported else self._prev[-1][1])
         return self
 
     def __exit__(self, *exc):
@@ -71,9 +75,9 @@ class autocast:
 
 
 def is_autocast_enabled(device_type=None):
-    """Whether this thread is in an autocast region (for device_type "cpu" or None; tessel's Python face
-    has no other device, so any other type reads False, as torch's CUDA flag outside a CUDA region)."""
-    if device_type is not None and str(getattr(device_type, "type", device_type)) != "cpu":
+    """Whether this thread is in a CPU autocast region (device_type "cpu"); without an argument torch reads
+    its CUDA flag, and tessel's Python face has no other device, so that and any other type read False."""
+    if device_type is None or str(getattr(device_type, "type", device_type)) != "cpu":
         return False
     return bool(_C._autocast_state()[0])
 
@@ -129,6 +133,30 @@ def _cast_inputs(value, dtype):
     if isinstance(value, dict):
         return {k: _cast_inputs(v, dtype) for k, v in value.items()}
     return value
+
+
+_cache = {"enabled": True}
+
+
+def is_autocast_cache_enabled():
+    return _cache["enabled"]
+
+
+def set_autocast_cache_enabled(enabled):
+    """torch's flag for its cache of casted weights; tessel casts per op and keeps no cache, so the flag
+    changes no result (as torch's, where the cache only saves time)."""
+    _cache["enabled"] = bool(enabled)
+
+
+def clear_autocast_cache():
+    """torch's: drops the casted weights it keeps in a region; tessel keeps none."""
+
+
+def _cpu_amp_autocast(enabled=True, dtype=_dtypes.bfloat16, cache_enabled=True):
+    """torch.cpu.amp.autocast, deprecated in torch for torch.amp.autocast("cpu", ...)."""
+    warnings.warn("`torch.cpu.amp.autocast(args...)` is deprecated. Please use `torch.amp.autocast('cpu', args...)` "
+                  "instead.", FutureWarning, stacklevel=2)
+    return autocast("cpu", dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
 
 
 def custom_fwd(fwd=None, *, device_type, cast_inputs=None):
@@ -193,7 +221,7 @@ class GradScaler:
         if growth_factor <= 1.0 or not 0.0 < backoff_factor < 1.0:
             raise ValueError("GradScaler: growth_factor must be > 1 and backoff_factor in (0, 1)")
         self._enabled = bool(enabled)
-        self._scale = float(init_scale)
+        self._scale = _f32(float(init_scale))  # a float32 tensor in torch
         self._growth_factor, self._backoff_factor = float(growth_factor), float(backoff_factor)
         self._growth_interval = int(growth_interval)
         self._growth_tracker = 0

@@ -27,6 +27,28 @@ def _owner(module, name):
     return (module.get_submodule(prefix) if prefix else module), local
 
 
+def _tie(values, named):
+    groups = []
+    for name, t in named:
+        if t is None:
+            continue
+        group = next((g for g in groups if g[0][1]._is_same(t)), None)
+        if group is None:
+            groups.append([(name, t)])
+        else:
+            group.append((name, t))
+    for group in groups:
+        names = [n for n, _ in group]
+        given = [n for n in names if n in values]
+        if len(names) < 2 or not given:
+            continue
+        if any(values[n] is not values[given[0]] for n in given[1:]):
+            raise ValueError("functional_call got multiple values for keys %s, which are tied. Consider using "
+                             "tie_weights=False" % sorted(given))
+        for n in names:
+            values[n] = values[given[0]]
+
+
 def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, *, tie_weights=True, strict=False):
     """module(*args, **kwargs) with the named parameters and buffers in the dict(s) standing in for the module's
     own during the call (restored afterwards, also on an exception); the given tensors are used as they are, so
@@ -47,6 +69,8 @@ def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, 
         raise RuntimeError("Unexpected key(s): %s." % ", ".join("'%s'" % n for n in unknown))
     for n in unknown:
         del values[n]
+    if tie_weights:  # torch's: a value given for one name of a tied tensor stands in for all of its names
+        _tie(values, list(params.items()) + list(buffers.items()))
     if strict:
         missing = [n for n in list(params) + list(buffers) if n not in values]
         if missing:
@@ -91,6 +115,23 @@ def _leaf(x):
     return (x, False) if x.requires_grad else (x.detach().requires_grad_(True), True)
 
 
+def _reaches_other_leaves(out, leaves):
+    """Whether out's graph reaches a leaf that requires grad other than `leaves` (a tensor f closes over)."""
+    stack, seen = [out.grad_fn], set()
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        variable = getattr(node, "variable", None)
+        if variable is not None:
+            if not any(variable._is_same(leaf) for leaf in leaves):
+                return True
+            continue
+        stack.extend(f for f, _ in node.next_functions)
+    return False
+
+
 def _detach_tree(tree):
     from .utils._pytree import tree_map
     return tree_map(lambda t: t.detach() if isinstance(t, Tensor) else t, tree)
@@ -128,6 +169,8 @@ def grad_and_value(func, argnums=0, has_aux=False):
                 raise RuntimeError("grad_and_value(f)(*args): Expected f(*args) to return a scalar Tensor, got tensor "
                                    "with %d dims" % (out.dim() if isinstance(out, Tensor) else -1))
             flat = [leaf for made, _ in trees for leaf in made]
+            # a captured tensor that requires grad (MAML's parameters): the result stays connected to it, as torch's
+            fresh = fresh and not _reaches_other_leaves(out, flat)
             grads = autograd_grad(out.reshape([]), flat, create_graph=not fresh, allow_unused=True,
                                   materialize_grads=True) if flat else ()
         if fresh:

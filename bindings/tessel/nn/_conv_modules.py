@@ -6,6 +6,7 @@ script's model starts from the same distribution; values differ from torch's onl
     stem = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2))
 """
 import math
+import warnings
 
 from .. import _C
 from . import _conv_ops as F, _resample, init
@@ -461,12 +462,17 @@ class _InstanceNormNd(_NormBase):
             raise ValueError("%s: expected %dD (unbatched) or %dD (batched) input (got %dD input)"
                              % (name, self._spatial + 1, self._spatial + 2, input.ndim))
         x = input if input.ndim == self._spatial + 2 else input.unsqueeze(0)
+        feature_dim = input.ndim - self._spatial - 1
         if x.shape[1] != self.num_features:
-            raise ValueError("%s: expected input's size at dim=1 to match num_features (%d), but got: %d."
-                             % (name, self.num_features, x.shape[1]))
+            if self.affine:
+                raise ValueError("%s: expected input's size at dim=%d to match num_features (%d), but got: %d."
+                                 % (name, feature_dim, self.num_features, x.shape[1]))
+            warnings.warn("input's size at dim=%d does not match num_features. You can silence this warning by not "
+                          "passing in num_features, which is not used because affine=False" % feature_dim)
         use_input_stats = self.training or not self.track_running_stats
+        # torch's: momentum=None leaves the running statistics where they are (no cumulative average here)
         out = F.instance_norm(x, self.running_mean, self.running_var, self.weight, self.bias, use_input_stats,
-                              0.1 if self.momentum is None else self.momentum, self.eps)
+                              0.0 if self.momentum is None else self.momentum, self.eps)
         return out if input.ndim == self._spatial + 2 else out.squeeze(0)
 
 
@@ -514,6 +520,11 @@ def make_modules():
         out["AvgPool%dd" % nd] = _pool_class(_AvgPoolNd, "AvgPool", nd)
         out["AdaptiveAvgPool%dd" % nd] = _pool_class(_AdaptiveAvgPoolNd, "AdaptiveAvgPool", nd)
         out["AdaptiveMaxPool%dd" % nd] = _pool_class(_AdaptiveMaxPoolNd, "AdaptiveMaxPool", nd)
+
+    def avg_pool1d_init(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
+        _AvgPoolNd.__init__(self, kernel_size, stride, padding, ceil_mode, count_include_pad)
+    avg_pool1d_init.__qualname__ = "AvgPool1d.__init__"
+    out["AvgPool1d"].__init__ = avg_pool1d_init  # torch's AvgPool1d has no divisor_override
     out["BatchNorm1d"] = _norm_class("BatchNorm1d", (2, 3))
     out["BatchNorm2d"] = _norm_class("BatchNorm2d", (4,))
     out["BatchNorm3d"] = _norm_class("BatchNorm3d", (5,))

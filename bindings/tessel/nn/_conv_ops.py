@@ -169,6 +169,9 @@ def _batched(input, nd, name):
                        % (nd + 1, nd + 2, name, list(input.shape)))
 
 
+_warned_once = {}
+
+
 def _same_pads(padding, kernel, dilation, stride, nd, name):
     if isinstance(padding, str):
         if padding == "valid":
@@ -180,6 +183,11 @@ def _same_pads(padding, kernel, dilation, stride, nd, name):
             for i in range(nd):
                 total = dilation[i] * (kernel[i] - 1)
                 pads.append((total // 2, total - total // 2))
+            if any(a != b for a, b in pads) and not _warned_once.get("same"):
+                _warned_once["same"] = True  # torch's TORCH_WARN_ONCE
+                import warnings
+                warnings.warn("Using padding='same' with even kernel lengths and odd dilation may require a "
+                              "zero-padded copy of the input be created")
             return tuple(pads)
         raise ValueError("Invalid padding string %r, should be one of ['valid', 'same']" % padding)
     p = _tuple(padding, nd, "padding")
@@ -635,6 +643,8 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
     if input.ndim < 3:
         raise ValueError("instance_norm: expected an input [N, C, *spatial] (got %dD input)" % input.ndim)
     n, c = input.shape[0], input.shape[1]
+    if use_input_stats and math.prod(input.shape[2:]) == 1:
+        raise ValueError("Expected more than 1 spatial element when training, got input size %s" % (input.shape,))
     if not use_input_stats:
         if running_mean is None or running_var is None:
             raise RuntimeError("instance_norm: use_input_stats=False needs running_mean and running_var")

@@ -95,8 +95,9 @@ Dropout2d = _channel_dropout_module("Dropout2d", "dropout2d")
 Dropout3d = _channel_dropout_module("Dropout3d", "dropout3d")
 
 
-def _elementwise_module(name, fn, doc, *fields):
-    """A parameter-free module computing fn(x, *its options) (torch's activation / shape modules)."""
+def _elementwise_module(name, fn, doc, *fields, check=None):
+    """A parameter-free module computing fn(x, *its options) (torch's activation / shape modules); check(self)
+    validates the options as torch's constructor does."""
     defaults = [f[1] for f in fields]
     names = [f[0] for f in fields]
 
@@ -113,14 +114,26 @@ def _elementwise_module(name, fn, doc, *fields):
         values.update(kwargs)
         for k, v in values.items():
             object.__setattr__(self, k, v)
+        if check is not None:
+            check(self)
 
     def forward(self, input):
         if "inplace" in names:  # torch's activations with inplace=True write their input
             return fn(input, *[getattr(self, n) for n in names if n != "inplace"], inplace=self.inplace)
         return fn(input, *[getattr(self, n) for n in names])
 
-    def extra_repr(self):
-        return ", ".join("%s=%s" % (n, getattr(self, n)) for n in names)
+    def extra_repr(self):  # torch's: inplace only when set, size / lambd positional
+        parts = []
+        for n in names:
+            v = getattr(self, n)
+            if n == "inplace":
+                if v and name not in ("Hardsigmoid", "Hardswish"):
+                    parts.append("inplace=True")
+            elif n in ("size", "lambd"):
+                parts.append(str(v))
+            else:
+                parts.append("%s=%s" % (n, v))
+        return ", ".join(parts)
 
     return type(name, (Module,), {"__init__": __init__, "forward": forward, "extra_repr": extra_repr, "__doc__": doc})
 
@@ -154,9 +167,35 @@ def _loss_module(name, fn, doc, signature, passes):
     return type(name, (Module,), {"__init__": __init__, "forward": forward, "__doc__": doc})
 
 
-def _softmax_dim(x, dim):
-    """torch's legacy softmax dim for dim=None: 0 for 0-, 1- and 3-D inputs, else 1."""
-    return dim if dim is not None else (0 if x.ndim in (0, 1, 3) else 1)
+def _softmax_dim(x, dim, name="softmax"):
+    """torch's legacy softmax dim for dim=None: 0 for 0-, 1- and 3-D inputs, else 1, with torch's warning."""
+    if dim is not None:
+        return dim
+    import warnings
+    warnings.warn("Implicit dimension choice for %s has been deprecated. Change the call to include dim=X as an "
+                  "argument." % name, stacklevel=4)
+    return 0 if x.ndim in (0, 1, 3) else 1
+
+
+def _check_hardtanh(m):
+    if not m.max_val > m.min_val:
+        raise AssertionError("max_val (%s) must be greater than min_val (%s)" % (m.max_val, m.min_val))
+
+
+def _rrelu_module(rrelu):
+    class RReLU(Module):
+        """torch.nn.RReLU: in training a slope drawn per element from U(lower, upper), in eval their mean."""
+
+        def __init__(self, lower=1.0 / 8, upper=1.0 / 3, inplace=False):
+            Module.__init__(self)
+            self.lower, self.upper, self.inplace = lower, upper, inplace
+
+        def forward(self, input):
+            return rrelu(input, self.lower, self.upper, self.training, self.inplace)
+
+        def extra_repr(self):
+            return "lower=%s, upper=%s%s" % (self.lower, self.upper, ", inplace=True" if self.inplace else "")
+    return RReLU
 
 
 def _make_extra_modules():
@@ -172,9 +211,7 @@ def _make_extra_modules():
                                     [("log_input", True), ("full", False), ("size_average", None), ("eps", 1e-8),
                                      ("reduce", None), ("reduction", "mean")],
                                     ["log_input", "full", "eps", "reduction"]),
-        RReLU=_elementwise_module("RReLU", lambda x, lower, upper, inplace: Z.rrelu(x, lower, upper, False, inplace),
-                                  "torch.nn.RReLU (the evaluation slope; training draws one per element in F.rrelu)",
-                                  ("lower", 1.0 / 8), ("upper", 1.0 / 3), ("inplace", False)),
+        RReLU=_rrelu_module(Z.rrelu),
         LocalResponseNorm=_elementwise_module("LocalResponseNorm", Z.local_response_norm, "torch.nn.LocalResponseNorm",
                                               ("size", None), ("alpha", 1e-4), ("beta", 0.75), ("k", 1.0)),
         MultiMarginLoss=_loss_module("MultiMarginLoss", Z.multi_margin_loss, "torch.nn.MultiMarginLoss",
@@ -189,17 +226,18 @@ def _make_extra_modules():
                                     ("dim", None)),
         Softmax2d=_elementwise_module("Softmax2d", lambda x: x.softmax(-3), "torch.nn.Softmax2d: softmax over the "
                                       "channels of [N, C, H, W] or [C, H, W]"),
-        LogSoftmax=_elementwise_module("LogSoftmax", lambda x, dim: x.log_softmax(_softmax_dim(x, dim)),
+        LogSoftmax=_elementwise_module("LogSoftmax",
+                                       lambda x, dim: x.log_softmax(_softmax_dim(x, dim, "log_softmax")),
                                        "torch.nn.LogSoftmax", ("dim", None)),
-        Softmin=_elementwise_module("Softmin", lambda x, dim: X.softmin(x, _softmax_dim(x, dim)), "torch.nn.Softmin",
-                                    ("dim", None)),
+        Softmin=_elementwise_module("Softmin", lambda x, dim: X.softmin(x, _softmax_dim(x, dim, "softmin")),
+                                    "torch.nn.Softmin", ("dim", None)),
         LeakyReLU=_elementwise_module("LeakyReLU", X.leaky_relu, "torch.nn.LeakyReLU", ("negative_slope", 0.01),
                                       ("inplace", False)),
         ELU=_elementwise_module("ELU", X.elu, "torch.nn.ELU", ("alpha", 1.0), ("inplace", False)),
         Softplus=_elementwise_module("Softplus", X.softplus, "torch.nn.Softplus", ("beta", 1.0), ("threshold", 20.0)),
         Mish=_elementwise_module("Mish", X.mish, "torch.nn.Mish", ("inplace", False)),
         Hardtanh=_elementwise_module("Hardtanh", X.hardtanh, "torch.nn.Hardtanh", ("min_val", -1.0),
-                                     ("max_val", 1.0), ("inplace", False)),
+                                     ("max_val", 1.0), ("inplace", False), check=_check_hardtanh),
         ReLU6=_elementwise_module("ReLU6", X.relu6, "torch.nn.ReLU6", ("inplace", False)),
         GLU=_elementwise_module("GLU", X.glu, "torch.nn.GLU", ("dim", -1)),
         LogSigmoid=_elementwise_module("LogSigmoid", X.logsigmoid, "torch.nn.LogSigmoid"),
@@ -327,6 +365,8 @@ class AlphaDropout(Module):
 
     def __init__(self, p=0.5, inplace=False):
         super().__init__()
+        if p < 0 or p > 1:
+            raise ValueError("dropout probability has to be between 0 and 1, but got %s" % p)
         self.p, self.inplace = p, inplace
 
     def forward(self, x):

@@ -43,17 +43,24 @@ def channel_shuffle(input, groups):
     return out.clone() if groups == 1 else out  # one group: a copy, as torch's (never the input's memory)
 
 
-@_honours_inplace
 def feature_alpha_dropout(input, p=0.5, training=False, inplace=False):
     """F.feature_alpha_dropout: alpha dropout with one draw per (sample, channel), the whole feature map kept
-    or set to SELU's negative saturation, then the affine map that keeps mean and variance (as alpha_dropout)."""
+    or set to SELU's negative saturation, then the affine map that keeps mean and variance (as alpha_dropout);
+    p = 1 gives zeros, eval and p = 0 the input itself."""
     if not 0 <= p <= 1:
         raise ValueError("dropout probability has to be between 0 and 1, but got %s" % p)
     if not training or p == 0:
         return input
     if input.dim() < 2:
         raise RuntimeError("Feature dropout requires at least 2 dimensions in the input")
+    return _feature_alpha_dropout(input, p, inplace)
+
+
+@_honours_inplace
+def _feature_alpha_dropout(input, p, inplace=False):
     from .._tensor import rand
+    if p == 1:
+        return input * 0.0
     alpha_p = -1.7580993408473766
     a = ((1 - p) * (1 + p * alpha_p ** 2)) ** -0.5
     shape = list(input.shape[:2]) + [1] * (input.dim() - 2)

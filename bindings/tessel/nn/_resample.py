@@ -289,8 +289,8 @@ class Upsample(Module):
                            self.recompute_scale_factor)
 
     def extra_repr(self):
-        info = ("scale_factor=%s" % (float(self.scale_factor) if not isinstance(self.scale_factor, (tuple, list))
-                                     else tuple(float(s) for s in self.scale_factor))
+        info = ("scale_factor=%s" % ((float(self.scale_factor),) if not isinstance(self.scale_factor, (tuple, list))
+                                     else (tuple(float(s) for s in self.scale_factor),))
                 if self.scale_factor is not None else "size=%s" % (self.size,))
         return "%s, mode='%s'" % (info, self.mode)
 

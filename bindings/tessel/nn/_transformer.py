@@ -13,6 +13,10 @@ from ._layers import Dropout
 from .modules import Module, Parameter
 
 
+class NonDynamicallyQuantizableLinear(_C.Linear):
+    """torch.nn.modules.linear.NonDynamicallyQuantizableLinear: MultiheadAttention's out_proj, a Linear."""
+
+
 class MultiheadAttention(Module):
     """torch.nn.MultiheadAttention (same parameter names: in_proj_weight [3E, E], or q/k/v_proj_weight [E, E],
     [E, kdim], [E, vdim] when kdim / vdim differ from embed_dim; in_proj_bias, out_proj; bias_k / bias_v [1, 1, E]
@@ -47,8 +51,7 @@ class MultiheadAttention(Module):
                 init.xavier_uniform_(getattr(self, name))
             self.register_parameter("in_proj_weight", None)
         self.in_proj_bias = Parameter(_C._full([3 * embed_dim], 0.0, dtype)) if bias else None
-        from . import Linear
-        self.out_proj = Linear(embed_dim, embed_dim, bias=bias, dtype=dtype)
+        self.out_proj = NonDynamicallyQuantizableLinear(embed_dim, embed_dim, bias=bias, dtype=dtype)
         if bias:
             init.zeros_(self.out_proj.bias)
         if add_bias_kv:
@@ -85,10 +88,15 @@ class MultiheadAttention(Module):
             query, key, value = (t.transpose(0, 1) for t in (query, key, value))
         L, N, E = query.shape
         S, H, hd = key.shape[0], self.num_heads, self.head_dim
+        attn_mask = _checked_attn_mask(attn_mask, key_padding_mask, L, S, N * H)
+        if is_causal and attn_mask is None:
+            raise RuntimeError("Need attn_mask if specifying the is_causal hint. You may use the Transformer module "
+                               "method `generate_square_subsequent_mask` to create this mask.")
+        if is_causal and key_padding_mask is None and not need_weights:
+            # torch's: the hint wins over the mask given (scaled_dot_product_attention's is_causal)
+            attn_mask = tensor(np.triu(np.ones((L, S), dtype=bool), 1))
         q, k, v = (functional.linear(t, weight, bias) for t, (weight, bias) in zip((query, key, value),
                                                                                   self._projections()))
-        if attn_mask is None and is_causal:
-            attn_mask = tensor(np.triu(np.ones((L, S), dtype=bool), 1))
         if self.bias_k is not None:  # one more (learned) key and value per sequence, attended by every query
             k = _C._functional.cat([k, self.bias_k.expand(1, N, E)], 0)
             v = _C._functional.cat([v, self.bias_v.expand(1, N, E)], 0)
@@ -122,6 +130,26 @@ class MultiheadAttention(Module):
         weights = attn.reshape(N, H, L, S)
         weights = weights.mean(1) if average_attn_weights else weights
         return out, (weights.squeeze(0) if unbatched else weights)
+
+
+def _checked_attn_mask(attn_mask, key_padding_mask, L, S, batch_heads):
+    """torch's checks of MultiheadAttention's masks: bool or floating dtypes, attn_mask [L, S] or
+    [N·heads, L, S], the deprecation warning for a bool mask next to a float one."""
+    for name, mask in (("key_padding_mask", key_padding_mask), ("attn_mask", attn_mask)):
+        if mask is not None and mask.dtype != _dtypes.bool and not mask.dtype.is_floating_point:
+            raise AssertionError("only bool and floating types of %s are supported" % name)
+    if attn_mask is None:
+        return None
+    if key_padding_mask is not None and (key_padding_mask.dtype == _dtypes.bool) != (attn_mask.dtype == _dtypes.bool):
+        warnings.warn("Support for mismatched key_padding_mask and attn_mask is deprecated. Use same type for both "
+                      "instead.")
+    want = {2: (L, S), 3: (batch_heads, L, S)}.get(attn_mask.ndim)
+    if want is None:
+        raise RuntimeError("attn_mask's dimension %d is not supported" % attn_mask.ndim)
+    if tuple(attn_mask.shape) != want:
+        raise RuntimeError("The shape of the %dD attn_mask is %s, but should be %s."
+                           % (attn_mask.ndim, attn_mask.shape, want))
+    return attn_mask
 
 
 def _pad_key(mask):
@@ -287,7 +315,9 @@ class TransformerDecoder(TransformerEncoder):
     an optional norm."""
 
     def __init__(self, decoder_layer, num_layers, norm=None):
-        super().__init__(decoder_layer, num_layers, norm)
+        Module.__init__(self)  # torch's decoder has no nested-tensor path: no warning, no such attributes
+        self.layers = ModuleList([copy.deepcopy(decoder_layer) for _ in range(num_layers)])
+        self.num_layers, self.norm = num_layers, norm
 
     def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
                 memory_key_padding_mask=None, tgt_is_causal=None, memory_is_causal=False):

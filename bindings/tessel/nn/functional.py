@@ -246,6 +246,8 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
         raise NotImplementedError("embedding_bag: sparse gradients are not supported (tessel has no sparse tensors)")
     if mode not in ("sum", "mean", "max"):
         raise ValueError("mode has to be one of sum, mean or max")
+    if mode == "max" and scale_grad_by_freq:
+        raise ValueError("max mode does not support scaling the gradient by the frequency")
     if per_sample_weights is not None and mode != "sum":
         raise NotImplementedError("embedding_bag: per_sample_weights was not None. per_sample_weights is only "
                                   "supported for mode='sum' (got mode='%s'). Please open a feature request on "
@@ -266,6 +268,12 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
             raise ValueError("offsets has to be a 1D Tensor but got None")
         flat = idx
         starts = offsets.numpy().astype(np.int64)
+        if len(starts) and starts[0] != 0:
+            raise RuntimeError("offsets[0] has to be 0, i.e., the first sequence in the mini-batch has to start from "
+                               "position 0. However, got %d" % starts[0])
+        if len(starts) and starts[-1] > len(flat):
+            raise RuntimeError("offsets[-1] can not be greater than input's length %d but got offsets[-1] of %d"
+                               % (len(flat), starts[-1]))
         last_end = len(flat)
         if include_last_offset:  # the last offset ends the last bag (entries after it are left out, as torch)
             starts, last_end = starts[:-1], int(starts[-1])

@@ -42,8 +42,21 @@ def _fans(tensor):
     return tensor.shape[1] * receptive, tensor.shape[0] * receptive
 
 
+def _calculate_fan_in_and_fan_out(tensor):
+    return _fans(tensor)
+
+
+def _calculate_correct_fan(tensor, mode):
+    mode = mode.lower()
+    if mode not in ("fan_in", "fan_out"):
+        raise ValueError("Mode %s not supported, please use one of ['fan_in', 'fan_out']" % mode)
+    fan_in, fan_out = _fans(tensor)
+    return fan_in if mode == "fan_in" else fan_out
+
+
 def calculate_gain(nonlinearity, param=None):
-    linear = ("linear", "conv1d", "conv2d", "conv3d", "sigmoid")
+    linear = ("linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
+              "sigmoid")
     if nonlinearity in linear:
         return 1  # (torch returns the int)
     if nonlinearity == "tanh":
@@ -51,7 +64,12 @@ def calculate_gain(nonlinearity, param=None):
     if nonlinearity == "relu":
         return math.sqrt(2.0)
     if nonlinearity == "leaky_relu":
-        slope = 0.01 if param is None else float(param)
+        if param is None:
+            slope = 0.01
+        elif (isinstance(param, int) and not isinstance(param, bool)) or isinstance(param, float):
+            slope = param
+        else:
+            raise ValueError("negative_slope %s not a valid number" % param)
         return math.sqrt(2.0 / (1 + slope ** 2))
     if nonlinearity == "selu":
         return 3.0 / 4
@@ -93,37 +111,71 @@ def xavier_normal_(tensor, gain=1.0, generator=None):
 
 
 def _kaiming_std(tensor, a, mode, nonlinearity):
-    fan_in, fan_out = _fans(tensor)
-    if mode not in ("fan_in", "fan_out"):
-        raise ValueError("Mode %s not supported, please use one of fan_in, fan_out" % mode)
-    return calculate_gain(nonlinearity, a) / math.sqrt(fan_in if mode == "fan_in" else fan_out)
+    return calculate_gain(nonlinearity, a) / math.sqrt(_calculate_correct_fan(tensor, mode))
+
+
+def _zero_elements(tensor):
+    if 0 in tuple(tensor.shape):  # torch's: a no-op with a warning
+        import warnings
+        warnings.warn("Initializing zero-element tensors is a no-op", stacklevel=3)
+        return True
+    return False
 
 
 def kaiming_uniform_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
+    if _zero_elements(tensor):
+        return tensor
     bound = math.sqrt(3.0) * _kaiming_std(tensor, a, mode, nonlinearity)
     return uniform_(tensor, -bound, bound, generator)
 
 
 def kaiming_normal_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
+    if _zero_elements(tensor):
+        return tensor
     return normal_(tensor, 0.0, _kaiming_std(tensor, a, mode, nonlinearity), generator)
 
 
 @_on_whole
 def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
-    """N(mean, std²) restricted to [a, b]: samples outside are drawn again until every one is inside."""
+    """N(mean, std²) restricted to [a, b], as torch's: where [a, b] holds more than 0.3 of the mass, normal
+    draws outside it are drawn again; else uniform proposals on [a, b] accepted with the density's ratio to
+    its peak (so bounds far in a tail work). Any floating dtype (bfloat16 drawn in float32)."""
+    import warnings
+    import numpy as np
     if not a < b:
         raise ValueError("trunc_normal_: a=%s must be below b=%s" % (a, b))
-    with _no_grad():
-        tensor.normal_(mean, std, generator=generator)
-        for _ in range(100):
-            flat = tensor.numpy().reshape(-1)
+    if mean < a - 2 * std or mean > b + 2 * std:
+        warnings.warn("mean is more than 2 std from [a, b] in nn.init.trunc_normal_. The distribution of values may "
+                      "be incorrect.", stacklevel=2)
+
+    def cdf(x):
+        return (1.0 + math.erf(x / math.sqrt(2.0))) / 2.0
+
+    def draw(n, normal):
+        if normal:
+            return (_C._randn([n], generator, _C.dtype.float64) * float(std) + float(mean)).numpy()
+        return _C._rand([n], generator, _C.dtype.float64).numpy()
+
+    n = tensor.numel()
+    if cdf((b - mean) / std) - cdf((a - mean) / std) > 0.3:
+        flat = draw(n, True)
+        bad = (flat < a) | (flat > b)
+        while bad.any():
+            flat[bad] = draw(int(bad.sum()), True)
             bad = (flat < a) | (flat > b)
-            if not bad.any():
-                return tensor
-            fresh = (_C._randn([int(bad.sum())], generator, _C.dtype.float32) * float(std) + float(mean)).numpy()
-            flat[bad] = fresh
-            tensor.copy_(_C._from_numpy(flat.reshape(tuple(tensor.shape))).to(tensor.dtype))
-        raise RuntimeError("trunc_normal_: [a, b] = [%s, %s] holds too little of N(%s, %s²)" % (a, b, mean, std))
+    else:
+        peak = max(a, min(mean, b))
+        flat = np.empty(n)
+        pending = np.ones(n, dtype=bool)
+        while pending.any():
+            k = int(pending.sum())
+            x = a + (b - a) * draw(k, False)
+            accept = np.log(draw(k, False)) <= -0.5 * ((x - mean) / std) ** 2 + 0.5 * ((peak - mean) / std) ** 2
+            idx = np.flatnonzero(pending)
+            flat[idx[accept]] = x[accept]
+            pending[idx[accept]] = False
+    with _no_grad():
+        return tensor.copy_(_C._from_numpy(np.clip(flat, a, b).reshape(tuple(tensor.shape))).to(tensor.dtype))
 
 
 @_on_whole
@@ -176,3 +228,49 @@ def dirac_(tensor, groups=1):
             w[(g * out_per_group + d, d) + centre] = 1.0
     with _no_grad():
         return tensor.copy_(_tensor(w, dtype=tensor.dtype))
+
+
+@_on_whole
+def sparse_(tensor, sparsity, std=0.01, generator=None):
+    """torch's: a 2-D tensor N(0, std²) with ceil(sparsity · rows) entries of each column set to zero (rows
+    picked by a random permutation per column)."""
+    import numpy as np
+    if tensor.dim() != 2:
+        raise ValueError("Only tensors with 2 dimensions are supported")
+    rows, cols = tensor.shape
+    zeros = int(math.ceil(sparsity * rows))
+    with _no_grad():
+        tensor.normal_(0.0, std, generator=generator)
+        mask = np.ones((rows, cols))
+        for col in range(cols):
+            mask[np.argsort(_C._rand([rows], generator, _C.dtype.float64).numpy())[:zeros], col] = 0.0
+        from .._tensor import tensor as _tensor
+        return tensor.mul_(_tensor(mask, dtype=tensor.dtype))
+
+
+def _make_deprecate(method):
+    new_name = method.__name__
+    old_name = new_name[:-1]
+
+    def deprecated_init(*args, **kwargs):
+        import warnings
+        warnings.warn("`nn.init.%s` is now deprecated in favor of `nn.init.%s`." % (old_name, new_name),
+                      FutureWarning, stacklevel=2)
+        return method(*args, **kwargs)
+    deprecated_init.__name__ = old_name
+    deprecated_init.__doc__ = "%s(...): deprecated, torch's alias of %s." % (old_name, new_name)
+    return deprecated_init
+
+
+# torch's deprecated names, with its FutureWarning
+uniform = _make_deprecate(uniform_)
+normal = _make_deprecate(normal_)
+constant = _make_deprecate(constant_)
+eye = _make_deprecate(eye_)
+dirac = _make_deprecate(dirac_)
+xavier_uniform = _make_deprecate(xavier_uniform_)
+xavier_normal = _make_deprecate(xavier_normal_)
+kaiming_uniform = _make_deprecate(kaiming_uniform_)
+kaiming_normal = _make_deprecate(kaiming_normal_)
+orthogonal = _make_deprecate(orthogonal_)
+sparse = _make_deprecate(sparse_)

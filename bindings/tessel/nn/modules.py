@@ -534,7 +534,7 @@ def _call_forward(self, *args, **kwargs):
         if kwargs or len(slots) != len(args):
             raise TypeError("%s.forward takes tensors only, got (%s)" % (
                 self._type_name, ", ".join(type(a).__name__ for a in args) + (", **kwargs" if kwargs else "")))
-        return _outputs(self._call(list(args)), None)
+        return _outputs(_kept_identity(self._call(list(args)), args), None)
     args, kwargs = _fsdp_cast_inputs(self, args, kwargs)
     layouts = self.__dict__.get(_CALL_LAYOUTS)
     if layouts is not None:  # a full backward hook shows grad_input by position (_module_hooks.py)
@@ -546,7 +546,15 @@ def _call_forward(self, *args, **kwargs):
         outs = self._call([args[i] for i in slots])
     finally:
         stack.pop()
-    return _outputs(outs, call[3])
+    return _outputs(_kept_identity(outs, [args[i] for i in slots]), call[3])
+
+
+def _kept_identity(outs, inputs):
+    """An output that is an input tensor comes back as the caller's object (torch's `Identity()(x) is x`; the
+    C++ call hands back a new handle on the same tensor)."""
+    if not inputs:
+        return outs
+    return [next((a for a in inputs if o._is_same(a)), o) if isinstance(o, Tensor) else o for o in outs]
 
 
 def _flatten_output(out, tensors):
@@ -971,6 +979,9 @@ def _torch_file_modules():
             if name in private:
                 from . import _conv_modules
                 return getattr(_conv_modules, private[name])
+            if name == "NonDynamicallyQuantizableLinear":  # MultiheadAttention's out_proj class
+                from . import _transformer
+                return _transformer.NonDynamicallyQuantizableLinear
             if name.startswith("__") or not hasattr(nn, name):
                 raise AttributeError("module %r has no attribute %r" % (path, name))
             return getattr(nn, name)

@@ -232,6 +232,9 @@ def weight_norm(module, name="weight", dim=0):
     computed parameter, so the C++ layers' forward reads it too)."""
     from .parametrizations import _norm_except_dim, _weight_norm
     from .. import Parameter
+    import warnings
+    warnings.warn("`torch.nn.utils.weight_norm` is deprecated in favor of `torch.nn.utils.parametrizations."
+                  "weight_norm`.", FutureWarning, stacklevel=2)
     if module._has_computed_parameter(name) or module._has_parameter(name + "_g"):
         raise RuntimeError("Cannot register two weight_norm hooks on the same parameter %s" % name)
     dim = -1 if dim is None else dim
