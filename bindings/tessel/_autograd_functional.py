@@ -51,6 +51,41 @@ def _prepare(inputs, create_graph):
     return tuple(out)
 
 
+_STAGE_MESSAGES = {  # torch's strict-mode errors, per backward stage, for a gradient that is None
+    "back": "The output of the user-provided function is independent of input %d. This is not allowed in strict mode.",
+    "back_trick": "The gradient with respect to the input is independent of entry %d in the grad_outputs when using "
+                  "the double backward trick to compute forward mode gradients. This is not allowed in strict mode.",
+    "double_back": "The jacobian of the user-provided function is independent of input %d. This is not allowed in "
+                   "strict mode.",
+    "double_back_trick": "The hessian of the user-provided function is independent of entry %d in the grad_jacobian. "
+                         "This is not allowed in strict mode as it prevents from using the double backward trick to "
+                         "replace forward mode AD.",
+}
+
+
+def _check_strict(grads, strict, stage):
+    if strict:
+        for i, g in enumerate(grads):
+            if g is None:
+                raise RuntimeError(_STAGE_MESSAGES[stage] % i)
+
+
+def _check_outputs_require_grad(outputs, strict, kind="outputs"):
+    """torch's _check_requires_grad in strict mode."""
+    if not strict:
+        return
+    for i, o in enumerate(outputs):
+        if o.requires_grad:
+            continue
+        if kind == "jacobian":
+            raise RuntimeError("While computing the hessian, found that the jacobian of the user-provided function with "
+                               "respect to input %d is independent of the input. This is not allowed in strict mode. "
+                               "You should ensure that your function is twice differentiable and that the jacobian "
+                               "depends on the inputs (this would be violated by a linear function for example)." % i)
+        raise RuntimeError("Output %d of the user-provided function does not require gradients. The outputs must be "
+                           "computed in a differentiable manner from the input when running in strict mode." % i)
+
+
 def _zeros_for_none(grads, like):
     from ._tensor import zeros_like
     return tuple(g if g is not None else zeros_like(x) for g, x in zip(grads, like))
@@ -80,8 +115,10 @@ def vjp(func, inputs, v=None, create_graph=False, strict=False):
     with _C._GradMode(True):
         leaves = _prepare(inputs, create_graph)
         outputs, single_out = _as_tuple(func(*leaves))
+        _check_outputs_require_grad(outputs, strict)
         v = _check_v(v, outputs, "vjp")
         grads = _grad(list(outputs), list(leaves), list(v), create_graph)
+    _check_strict(grads, strict, "back")
     grads = _zeros_for_none(grads, leaves)
     outs = _detached(outputs, create_graph)
     grads = _detached(grads, create_graph)
@@ -95,6 +132,7 @@ def jvp(func, inputs, v=None, create_graph=False, strict=False):
     with _C._GradMode(True):
         leaves = _prepare(inputs, True)
         outputs, single_out = _as_tuple(func(*leaves))
+        _check_outputs_require_grad(outputs, strict)
         if v is None:
             if builtins.any(x.numel() != 1 for x in leaves):
                 raise RuntimeError("The vector v can only be None if the input to the user-provided function is a "
@@ -104,11 +142,13 @@ def jvp(func, inputs, v=None, create_graph=False, strict=False):
         v, _ = _as_tuple(v)
         dummies = tuple(zeros_like(o).requires_grad_(True) for o in outputs)
         g = _grad(list(outputs), list(leaves), list(dummies), True)
+        _check_strict(g, strict, "back")
         pairs = [(gi, vi) for gi, vi in zip(g, v) if gi is not None]
         if pairs:
             products = _grad([gi for gi, _ in pairs], list(dummies), [vi for _, vi in pairs], create_graph)
         else:
             products = (None,) * len(dummies)
+    _check_strict(products, strict, "back_trick")
     products = _detached(_zeros_for_none(products, outputs), create_graph)
     outs = _detached(outputs, create_graph)
     return (outs[0] if single_out else outs), (products[0] if single_out else products)
@@ -121,17 +161,27 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False, st
         raise ValueError('Expected strategy to be either "forward-mode" or "reverse-mode". Hint: If your '
                          'function has more outputs than inputs, "forward-mode" tends to be more performant. '
                          'Otherwise, prefer to use "reverse-mode".')
+    if strategy == "forward-mode" and not vectorize:
+        raise NotImplementedError("Computing Jacobian using forward-AD or forward-over-reverse Hessian is only "
+                                  "implemented for `vectorize=True`.")
     inputs, single_in = _as_tuple(inputs)
     from ._tensor import zeros_like
     with _C._GradMode(True):
         leaves = _prepare(inputs, create_graph)
         outputs, single_out = _as_tuple(func(*leaves))
+        _check_outputs_require_grad(outputs, strict)
+        if strict and vectorize:
+            raise RuntimeError("torch.autograd.functional.jacobian: `strict=True` and `vectorized=True` are not "
+                               "supported together. Please either set `strict=False` or `vectorize=False`.")
         rows = []
-        for out in outputs:
+        for i, out in enumerate(outputs):
             flat = out.reshape(-1)
             per_input = [[] for _ in leaves]
             for k in range(flat.numel()):
                 g = _grad([flat[k]], list(leaves), None, create_graph)
+                if strict and builtins.any(gj is None for gj in g):
+                    raise RuntimeError("Output %d of the user-provided function is independent of input %d. This is "
+                                       "not allowed in strict mode." % (i, [gj is None for gj in g].index(True)))
                 for j, (gj, x) in enumerate(zip(g, leaves)):
                     per_input[j].append(gj if gj is not None else zeros_like(x))
             blocks = []
@@ -161,9 +211,12 @@ def hessian(func, inputs, create_graph=False, strict=False, vectorize=False, out
         if not isinstance(out, Tensor) or out.numel() != 1:
             raise RuntimeError("The function given to hessian should return a single Tensor with a single element")
         g = _grad([out.reshape([])], list(xs), None, True)
+        _check_strict(g, strict, "back")
         g = _zeros_for_none(g, xs)
+        _check_outputs_require_grad(g, strict, "jacobian")
         return g[0] if single_in else tuple(g)
-    return jacobian(gradient, inputs_t[0] if single_in else inputs_t, create_graph=create_graph)
+    return jacobian(gradient, inputs_t[0] if single_in else inputs_t, create_graph=create_graph, strict=strict,
+                    vectorize=vectorize)
 
 
 def vhp(func, inputs, v=None, create_graph=False, strict=False):
@@ -174,9 +227,15 @@ def vhp(func, inputs, v=None, create_graph=False, strict=False):
         out = func(*leaves)
         if not isinstance(out, Tensor) or out.numel() != 1:
             raise RuntimeError("The function given to vhp should return a single Tensor with a single element")
-        g = _zeros_for_none(_grad([out.reshape([])], list(leaves), None, True), leaves)
+        _check_outputs_require_grad([out], strict)
+        g = _grad([out.reshape([])], list(leaves), None, True)
+        _check_strict(g, strict, "back")
+        g = _zeros_for_none(g, leaves)
         v = _check_v(v, leaves, "vhp") if v is not None else _check_v(None, leaves, "vhp")
-        products = _zeros_for_none(_grad(list(g), list(leaves), list(v), create_graph), leaves)
+        products = _grad(list(g), list(leaves), list(v), create_graph) if builtins.any(
+            x.requires_grad for x in g) else (None,) * len(leaves)
+        _check_strict(products, strict, "double_back")
+        products = _zeros_for_none(products, leaves)
     products = _detached(products, create_graph)
     value = out if create_graph else out.detach()
     return value, (products[0] if single_in else products)

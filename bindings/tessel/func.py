@@ -165,9 +165,12 @@ def grad_and_value(func, argnums=0, has_aux=False):
                     raise RuntimeError("grad_and_value(f)(*args): output of function f should be a tuple: "
                                        "(output, aux) if has_aux is True")
                 out, aux = out
-            if not isinstance(out, Tensor) or out.numel() != 1:
+            if not isinstance(out, Tensor):
+                raise RuntimeError("grad_and_value(f)(*args): Expected f(*args) to return a Tensor, got %s"
+                                   % type(out).__name__)
+            if out.dim() != 0:
                 raise RuntimeError("grad_and_value(f)(*args): Expected f(*args) to return a scalar Tensor, got tensor "
-                                   "with %d dims" % (out.dim() if isinstance(out, Tensor) else -1))
+                                   "with %d dims. Maybe you wanted to use the vjp or jacrev APIs instead?" % out.dim())
             flat = [leaf for made, _ in trees for leaf in made]
             # a captured tensor that requires grad (MAML's parameters): the result stays connected to it, as torch's
             fresh = fresh and not _reaches_other_leaves(out, flat)
@@ -198,42 +201,67 @@ def grad(func, argnums=0, has_aux=False):
 
 
 def vjp(func, *primals, has_aux=False):
-    """torch.func.vjp: (func(*primals), vjp_fn) with vjp_fn(cotangents) -> a tuple of one gradient per primal."""
+    """torch.func.vjp: (func(*primals), vjp_fn) with vjp_fn(cotangents) -> a tuple of one gradient per primal.
+    Primals, outputs and cotangents may be pytrees (dicts, lists, tuples of tensors), as torch's."""
     from .autograd import grad as autograd_grad
+    from .utils._pytree import tree_flatten, tree_unflatten
+    flats = [tree_flatten(p) for p in primals]
     with _C._GradMode(True):
-        leaves = [_leaf(p)[0] for p in primals]
-        out = func(*leaves)
+        made = [[_leaf(leaf)[0] for leaf in leaves] for leaves, _ in flats]
+        out = func(*[tree_unflatten(m, spec) for m, (_, spec) in zip(made, flats)])
         aux = None
         if has_aux:
             out, aux = out
+    outs, out_spec = tree_flatten(out)
+    leaves = [leaf for m in made for leaf in m]
 
     def vjp_fn(*cotangents):
-        outs = list(out) if isinstance(out, tuple) else [out]
-        cts = list(cotangents[0]) if len(cotangents) == 1 and isinstance(cotangents[0], tuple) else list(cotangents)
-        if len(cts) != len(outs):
+        tree = cotangents[0] if len(cotangents) == 1 else cotangents
+        cts, ct_spec = tree_flatten(tree)
+        if len(cts) != len(outs) or (len(outs) > 1 and ct_spec != out_spec):
             raise RuntimeError("Expected pytree structure of cotangents to be the same as pytree structure of outputs")
         with _C._GradMode(True):
-            return autograd_grad(outs, leaves, cts, retain_graph=True, allow_unused=True, materialize_grads=True)
-    detached = tuple(o.detach() for o in out) if isinstance(out, tuple) else out.detach()
+            grads = autograd_grad(outs, leaves, cts, retain_graph=True, allow_unused=True, materialize_grads=True)
+        per_primal, at = [], 0
+        for m, (_, spec) in zip(made, flats):
+            per_primal.append(tree_unflatten(list(grads[at:at + len(m)]), spec))
+            at += len(m)
+        return tuple(per_primal)
+    detached = tree_unflatten([o.detach() for o in outs], out_spec)
     return (detached, vjp_fn, aux) if has_aux else (detached, vjp_fn)
 
 
 def jvp(func, primals, tangents, *, strict=False, has_aux=False):
     """torch.func.jvp: (func(*primals), J·tangents), and func's auxiliary output third with has_aux (func
-    returns (output, aux); aux is returned as func gave it, detached)."""
+    returns (output, aux); aux is returned as func gave it, detached). Primals, tangents and outputs may be
+    pytrees of the same structures, as torch's."""
     from .autograd.functional import jvp as functional_jvp
+    from .utils._pytree import tree_flatten, tree_unflatten
     primals, tangents = tuple(primals), tuple(tangents)
-    aux_box = []
+    leaves, spec = tree_flatten(primals)
+    tangent_leaves, tangent_spec = tree_flatten(tangents)
+    if tangent_spec != spec:
+        raise RuntimeError("jvp(f, primals, tangents): Expected primals and tangents to have the same python "
+                           "structure. For example, if primals is a tuple of 3 tensors, tangents also must be. "
+                           "Got primals with structure %s and tangents with structure %s" % (spec, tangent_spec))
+    aux_box, out_spec = [], []
 
-    def main_output(*args):
-        result = func(*args)
-        if not (isinstance(result, tuple) and len(result) == 2):
-            raise RuntimeError("jvp(f, primals, tangents): output of function f should be a tuple: (output, aux) "
-                               "if has_aux is True")
-        aux_box.append(result[1])
-        return result[0]
-    out, product = functional_jvp(main_output if has_aux else func, primals if len(primals) > 1 else primals[0],
-                                  tangents if len(tangents) > 1 else tangents[0])
+    def flat_output(*flat):
+        result = func(*tree_unflatten(list(flat), spec))
+        if has_aux:
+            if not (isinstance(result, tuple) and len(result) == 2):
+                raise RuntimeError("jvp(f, primals, tangents): output of function f should be a tuple: (output, aux) "
+                                   "if has_aux is True")
+            aux_box.append(result[1])
+            result = result[0]
+        outs, tree = tree_flatten(result)
+        out_spec.append(tree)
+        return tuple(outs) if len(outs) != 1 or not isinstance(result, Tensor) else outs[0]
+    out, product = functional_jvp(flat_output, tuple(leaves) if len(leaves) != 1 else leaves[0],
+                                  tuple(tangent_leaves) if len(tangent_leaves) != 1 else tangent_leaves[0])
+    if not isinstance(out, tuple):
+        out, product = [out], [product]
+    out, product = tree_unflatten(list(out), out_spec[0]), tree_unflatten(list(product), out_spec[0])
     if not has_aux:
         return out, product
     aux = aux_box[0]
@@ -259,7 +287,13 @@ def _jacobian(func, argnums, has_aux):
             if has_aux:
                 out, aux = out
                 aux_box.append(aux)
+            plain = isinstance(out, (Tensor, tuple))
+            if not plain:  # a dict / list output: its leaves, the Jacobian rebuilt in its structure
+                outs, tree = tree_flatten(out)
+                out_spec.append(tree)
+                out = tuple(outs)
             return out
+        out_spec = []
         selected = tuple(leaf for leaves, _ in flats for leaf in leaves)
         # inside another transform (its leaves require grad) the Jacobian keeps its graph, so jacrev(jacrev(f))
         # is the Hessian; at the outermost level it is detached, as torch.func's results are
@@ -274,8 +308,10 @@ def _jacobian(func, argnums, has_aux):
                 out.append(tree_unflatten(list(rows[at:at + n]), spec))
                 at += n
             return tuple(out) if many else out[0]
-        if several_outputs:  # per output, then per argument
+        if several_outputs:  # per output, then per argument (a dict / list output in its own structure)
             result = tuple(per_argument(list(per_output)) for per_output in jac)
+            if out_spec:
+                result = tree_unflatten(list(result), out_spec[0])
         else:
             result = per_argument(list(jac))
         return (result, aux_box[0]) if has_aux else result
@@ -337,6 +373,9 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
     if randomness not in ("error", "different", "same"):
         raise RuntimeError("Only allowed values for randomness are 'error', 'different', or 'same'. Got %s"
                            % randomness)
+    if chunk_size is not None and not (isinstance(chunk_size, int) and chunk_size > 0):
+        raise ValueError("vmap: chunk_size should be None or greater than 0. (got %s)" % chunk_size)
+    name = getattr(func, "__name__", repr(func))
 
     def wrapper(*args, **kwargs):
         from .utils._pytree import tree_flatten, tree_unflatten
@@ -345,9 +384,16 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
                              "%d but inputs has structure %d" % (len(in_dims), len(args)))
         leaves, spec = tree_flatten(tuple(args))
         dims = _leaf_dims(tuple(in_dims) if isinstance(in_dims, list) else in_dims, tuple(args), "in_dims")
+        for leaf, d in zip(leaves, dims):
+            if d is not None and isinstance(leaf, Tensor) and not -leaf.dim() <= d < leaf.dim():
+                raise ValueError("vmap(%s, in_dims=%s, ...)(<inputs>): Got in_dim=%d for some input, but that input "
+                                 "is a Tensor of dimensionality %d so expected in_dim to satisfy -%d <= in_dim < %d."
+                                 % (name, in_dims, d, leaf.dim(), leaf.dim(), leaf.dim()))
         dims = [None if d is None else d % leaves[i].dim() if isinstance(leaves[i], Tensor) else d
                 for i, d in enumerate(dims)]
         size = _mapped_size(leaves, dims)
+        if size == 0:  # torch's batch of none: the function's output shapes with a mapped size of 0
+            return _empty_batch(func, leaves, dims, spec, kwargs, out_dims)
         from . import random
         start = random.get_rng_state()
         outs = []
@@ -364,9 +410,25 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
         flat_outs = [tree_flatten(o)[0] for o in outs]
         out_spec = tree_flatten(outs[0])[1]
         per_leaf = _leaf_dims(out_dims, outs[0], "out_dims")
-        return tree_unflatten([_stack_outputs([f[n] for f in flat_outs], d) for n, d in enumerate(per_leaf)],
+        return tree_unflatten([_stack_outputs([f[n] for f in flat_outs], d, name) for n, d in enumerate(per_leaf)],
                               out_spec)
     return wrapper
+
+
+def _empty_batch(func, leaves, dims, spec, kwargs, out_dims):
+    from .utils._pytree import tree_flatten, tree_unflatten
+    sliced = [a if d is None else _C._full([n for i, n in enumerate(a.shape) if i != d], 0.0, a.dtype)
+              for a, d in zip(leaves, dims)]
+    out = func(*tree_unflatten(sliced, spec), **kwargs)
+    flat, out_spec = tree_flatten(out)
+    per_leaf = _leaf_dims(out_dims, out, "out_dims")
+    empty = []
+    for o, d in zip(flat, per_leaf):
+        shape = list(o.shape)
+        if d is not None:
+            shape.insert(d % (o.dim() + 1), 0)
+        empty.append(_C._full(shape, 0.0, o.dtype) if d is not None else o)
+    return tree_unflatten(empty, out_spec)
 
 
 def _same_state(a, b):
@@ -375,14 +437,23 @@ def _same_state(a, b):
     return a == b
 
 
-def _stack_outputs(outs, out_dims):
-    """One output leaf of every call stacked along out_dims (None: the first call's, unstacked)."""
+def _stack_outputs(outs, out_dims, name="func"):
+    """One output leaf of every call stacked along out_dims (None: the first call's, unstacked: refused where
+    the calls differ, torch's batched output)."""
     first = outs[0]
     if not isinstance(first, Tensor):
-        raise ValueError("vmap: `%s` must only return Tensors, got type %s" % ("func", type(first).__name__))
+        raise ValueError("vmap: `%s` must only return Tensors, got type %s" % (name, type(first).__name__))
     if out_dims is None:
+        if not all(tuple(o.shape) == tuple(first.shape) and builtins.bool(
+                ((o == first) | ((o != o) & (first != first))).all().item()) for o in outs[1:]):
+            raise ValueError("vmap(%s, ...): `%s` can not return a BatchedTensor when out_dim is None"
+                             % (name, name))
         return first
-    return _C._functional.stack(outs, out_dims % (first.dim() + 1))
+    n = first.dim() + 1
+    if not -n <= out_dims < n:
+        raise IndexError("Dimension out of range (expected to be in range of [%d, %d], but got %d)"
+                         % (-n, n - 1, out_dims))
+    return _C._functional.stack(outs, out_dims % n)
 
 
 def stack_module_state(models):

@@ -282,3 +282,100 @@ def test_bfloat16_addbmm_sums_the_batch_in_float32():
     ulp = 2.0 ** (np.floor(np.log2(np.abs(exact))) - 7)
     assert (np.abs(got - exact) <= 0.5 * ulp + 1e-12).all()
     assert math.isclose(float(got[0, 0]), float(T.tensor(exact[0, 0], dtype=T.bfloat16).double()))
+
+
+# ---- func / autograd.functional / prune / fusion / parametrize: second round -----------------------------
+
+def test_func_transforms_take_pytrees_as_torch():
+    d = {"a": T.tensor([1.0, 2.0]), "b": T.tensor([3.0, 4.0])}
+    (grads,) = func.vjp(lambda d: d["a"] * d["b"], d)[1](T.ones(2))
+    assert grads["a"].tolist() == [3.0, 4.0] and grads["b"].tolist() == [1.0, 2.0]
+    out, tangent = func.jvp(lambda d: d["a"] * d["b"], (d,), ({"a": T.ones(2), "b": T.zeros(2)},))
+    assert out.tolist() == [3.0, 8.0] and tangent.tolist() == [3.0, 4.0]
+    jac = func.jacrev(lambda x: {"s": x.sin(), "c": x.sum()})(T.ones(2, dtype=T.float64))
+    assert set(jac) == {"s", "c"} and jac["c"].tolist() == [1.0, 1.0]
+    np.testing.assert_allclose(jac["s"].numpy(), np.diag([math.cos(1.0)] * 2), rtol=1e-12)
+    empty = func.vmap(lambda x: x.sum(0, keepdim=True) * 2)(T.zeros(0, 3))
+    assert tuple(empty.shape) == (0, 1)
+
+
+def test_vmap_and_grad_argument_checks():
+    x = T.arange(6.0).reshape(3, 2)
+    with pytest.raises(ValueError, match="Got in_dim=2 for some input, but that input is a Tensor of dimensionality 2"):
+        func.vmap(lambda t: t, in_dims=2)(x)
+    with pytest.raises(IndexError, match=r"Dimension out of range \(expected to be in range of \[-2, 1\], but got 3\)"):
+        func.vmap(lambda t: t, out_dims=3)(x)
+    with pytest.raises(ValueError, match="can not return a BatchedTensor when out_dim is None"):
+        func.vmap(lambda t: t, out_dims=None)(x)
+    assert func.vmap(lambda t: T.ones(2), out_dims=None)(x).tolist() == [1.0, 1.0]  # unbatched: as is
+    with pytest.raises(ValueError, match=r"chunk_size should be None or greater than 0. \(got 0\)"):
+        func.vmap(lambda t: t, chunk_size=0)
+    with pytest.raises(RuntimeError, match="Expected f\\(\\*args\\) to return a scalar Tensor, got tensor with 1 dims"):
+        func.grad(lambda t: t.sum(0, keepdim=True))(T.ones(2))
+
+
+def test_autograd_functional_strict_mode():
+    from tessel.autograd.functional import hessian, jacobian, vjp
+    x, y = T.ones(2, dtype=T.float64), T.ones(2, dtype=T.float64)
+    with pytest.raises(RuntimeError, match="Output 0 of the user-provided function is independent of input 1. This "
+                                           "is not allowed in strict mode."):
+        jacobian(lambda a, b: a * 2, (x, y), strict=True)
+    j = jacobian(lambda a, b: a * 2, (x, y))
+    assert j[0].tolist() == [[2.0, 0.0], [0.0, 2.0]] and j[1].tolist() == [[0.0, 0.0], [0.0, 0.0]]
+    with pytest.raises(RuntimeError, match="found that the jacobian of the user-provided function with respect to "
+                                           "input 0 is independent of the input"):
+        hessian(lambda a: (a * 3).sum(), x, strict=True)
+    assert hessian(lambda a: (a * 3).sum(), x).tolist() == [[0.0, 0.0], [0.0, 0.0]]
+    with pytest.raises(RuntimeError, match="Output 0 of the user-provided function does not require gradients"):
+        vjp(lambda a: T.ones(2), x, T.ones(2), strict=True)
+    with pytest.raises(NotImplementedError, match="only implemented for `vectorize=True`"):
+        jacobian(lambda a: a, x, strategy="forward-mode")
+    with pytest.raises(RuntimeError, match="`strict=True` and `vectorized=True` are not supported together"):
+        jacobian(lambda a: a, x, strict=True, vectorize=True)
+
+
+def test_a_users_pruning_method_computes_on_tensors():
+    class EveryOther(prune.BasePruningMethod):
+        PRUNING_TYPE = "unstructured"
+
+        def compute_mask(self, t, default_mask):
+            assert isinstance(t, T.Tensor) and isinstance(default_mask, T.Tensor)
+            mask = default_mask.clone()
+            mask.view(-1)[::2] = 0
+            return mask
+    m = nn.Linear(2, 2)
+    EveryOther.apply(m, "weight")
+    assert m.weight_mask.reshape(-1).tolist() == [0.0, 1.0, 0.0, 1.0]
+    assert m.weight.reshape(-1)[0].item() == 0.0
+
+
+def test_fuse_linear_bn_eval_without_a_bias_and_with_one_feature():
+    from tessel.nn.utils import fuse_linear_bn_eval
+    x = T.randn(5, 4)
+    for lin, bn in ((nn.Linear(4, 3, bias=False), nn.BatchNorm1d(3)), (nn.Linear(4, 3), nn.BatchNorm1d(1))):
+        with T.no_grad():
+            bn.running_mean.uniform_(-1, 1)
+            bn.running_var.uniform_(0.5, 2)
+            bn.weight.uniform_(0.5, 2)
+            bn.bias.uniform_(-1, 1)
+        lin.eval(), bn.eval()
+        fused = fuse_linear_bn_eval(lin, bn)
+        y = lin(x).detach().numpy()
+        rm, rv = bn.running_mean.numpy(), bn.running_var.numpy()
+        want = (y - rm) / np.sqrt(rv + bn.eps) * bn.weight.detach().numpy() + bn.bias.detach().numpy()
+        np.testing.assert_allclose(fused(x).detach().numpy(), want, rtol=1e-5, atol=1e-6)
+        assert tuple(fused.bias.shape) == (3,)
+
+
+def test_unsafe_parametrization_may_change_the_originals_shape():
+    class Flat(nn.Module):
+        def forward(self, x):
+            return x.reshape(3, 4)
+
+        def right_inverse(self, w):
+            return w.reshape(-1)
+    m = nn.Linear(4, 3)
+    w = m.weight.detach().clone()
+    P.register_parametrization(m, "weight", Flat(), unsafe=True)
+    assert list(m.parametrizations.weight.original.shape) == [12]
+    assert m.weight.tolist() == w.tolist()

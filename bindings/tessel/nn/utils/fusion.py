@@ -42,27 +42,26 @@ def fuse_conv_bn_eval(conv, bn, transpose=False):
 
 def fuse_linear_bn_weights(linear_w, linear_b, bn_rm, bn_rv, bn_eps, bn_w, bn_b):
     """(weight, bias) of the linear layer that computes BatchNorm1d(linear(x)) in evaluation."""
+    bias_dtype = linear_w.dtype if linear_b is None else linear_b.dtype
     linear_b = _zeros_like_running_mean(bn_rm) if linear_b is None else linear_b
     scale = bn_w * (bn_rv + bn_eps).rsqrt()
     with _C._GradMode(False):
-        weight = linear_w * scale.unsqueeze(-1)
-        bias = (linear_b - bn_rm) * scale + bn_b
+        weight = linear_w * scale.unsqueeze(-1).to(linear_w.dtype)
+        bias = ((linear_b - bn_rm) * scale + bn_b).to(bias_dtype)
     return Parameter(weight, linear_w.requires_grad), Parameter(bias, linear_b.requires_grad)
 
 
 def fuse_linear_bn_eval(linear, bn):
-    """A copy of linear whose output is bn(linear(x)) (both in evaluation mode)."""
+    """A copy of linear whose output is bn(linear(x)) (both in evaluation mode); bn may have one feature (it
+    broadcasts), and a linear layer without a bias gets one (the BatchNorm's shift), as torch's."""
     if linear.training or bn.training:
         raise AssertionError("Fusion only for eval!")
-    if linear.out_features != bn.num_features:
-        raise AssertionError("To fuse, linear.out_features must equal bn.num_features or bn.num_features must be 1")
     fused = copy.deepcopy(linear)
-    weight, bias = fuse_linear_bn_weights(fused.weight, fused.bias, bn.running_mean, bn.running_var, bn.eps,
-                                          bn.weight, bn.bias)
-    with _C._GradMode(False):
-        fused.weight.copy_(weight)
-        if fused.bias is not None:
-            fused.bias.copy_(bias)
-        else:
-            raise AssertionError("fuse_linear_bn_eval: the linear layer needs a bias to absorb the BatchNorm's shift")
+    if linear.out_features != bn.num_features and bn.num_features != 1:
+        raise AssertionError("To fuse, linear.out_features == bn.num_features or bn.num_features == 1, got "
+                             "linear.out_features=%d and bn.num_features=%d" % (linear.out_features, bn.num_features))
+    if bn.running_mean is None or bn.running_var is None:
+        raise AssertionError("bn.running_mean and bn.running_var must not be None")
+    fused.weight, fused.bias = fuse_linear_bn_weights(fused.weight, fused.bias, bn.running_mean, bn.running_var,
+                                                      bn.eps, bn.weight, bn.bias)
     return fused

@@ -55,6 +55,8 @@ class ParametrizationList(ModuleList):
             if not unsafe:
                 _check_same(new, shape, dtype, "right_inverse")
             self.is_tensor, self.ntensors = True, 1
+            if tuple(new.shape) != shape or new.dtype != dtype:  # unsafe: the original takes the new shape
+                original = Parameter(new.detach().clone(), requires_grad=original.requires_grad)
             with _C._GradMode(False):
                 original.copy_(new)
             self.original = original if isinstance(original, Parameter) else Parameter(original)

@@ -55,6 +55,20 @@ class BasePruningMethod:
     apply(module, name, ...) installs it (combining with an earlier one)."""
     PRUNING_TYPE = None
 
+    def __init_subclass__(cls, **kwargs):
+        """A user's method (defined outside this module) gets tensors, as torch's, and may return a tensor."""
+        super().__init_subclass__(**kwargs)
+        user = cls.__dict__.get("compute_mask")
+        if user is None or cls.__module__ == __name__:
+            return
+
+        def compute_mask(self, t, default_mask):
+            as_tensor = (lambda a: _C._from_numpy(np.ascontiguousarray(a, dtype=np.float32))
+                         if isinstance(a, np.ndarray) else a)
+            return _host(user(self, as_tensor(t), as_tensor(default_mask)))
+        compute_mask.__doc__, compute_mask.__name__ = user.__doc__, "compute_mask"
+        cls.compute_mask = compute_mask
+
     def compute_mask(self, t, default_mask):
         raise NotImplementedError
 
