@@ -78,10 +78,11 @@ def _check_outputs_require_grad(outputs, strict, kind="outputs"):
         if o.requires_grad:
             continue
         if kind == "jacobian":
-            raise RuntimeError("While computing the hessian, found that the jacobian of the user-provided function with "
-                               "respect to input %d is independent of the input. This is not allowed in strict mode. "
-                               "You should ensure that your function is twice differentiable and that the jacobian "
-                               "depends on the inputs (this would be violated by a linear function for example)." % i)
+            raise RuntimeError("While computing the hessian, found that the jacobian of the user-provided function "
+                               "with respect to input %d is independent of the input. This is not allowed in strict "
+                               "mode. You should ensure that your function is twice differentiable and that the "
+                               "jacobian depends on the inputs (this would be violated by a linear function for "
+                               "example)." % i)
         raise RuntimeError("Output %d of the user-provided function does not require gradients. The outputs must be "
                            "computed in a differentiable manner from the input when running in strict mode." % i)
 
