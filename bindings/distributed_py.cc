@@ -32,6 +32,7 @@
 #include "core/base/error.h"
 #include "core/ops/unary.h"
 #include "core/tensor/factory.h"
+#include "core/tensor/shape.h"
 #include "dtensor/device_mesh.h"
 #include "dtensor/dtensor.h"
 #include "dtensor/layout.h"
@@ -158,6 +159,85 @@ void BindProcessGroups(py::module_& m) {
         "tessel-run (torchrun's variables); collective");
 }
 
+// A `mesh` argument (nested lists, a numpy array or a tensor of global ranks) as its shape and row-major ranks.
+std::pair<std::vector<int64_t>, std::vector<int>> MeshLayout(const py::object& mesh) {
+  const py::object values = py::hasattr(mesh, "tolist") ? mesh.attr("tolist")() : mesh;
+  const py::object array = py::module_::import("numpy").attr("asarray")(values, "int64");
+  return {array.attr("shape").cast<std::vector<int64_t>>(),
+          array.attr("reshape")(-1).attr("tolist")().cast<std::vector<int>>()};
+}
+
+std::string RanksStr(const std::vector<int>& ranks) {
+  return ShapeStr(std::vector<int64_t>(ranks.begin(), ranks.end()));
+}
+
+// torch's DeviceMesh.from_group. One group: the 1-D mesh over its ranks (`mesh`, if given, must be them),
+// mesh_dim_names None unless given, as torch's. A list of groups: the N-D mesh `mesh` (required, as are
+// mesh_dim_names: torch's ValueErrors) whose dim i is groups[i]; each group must hold this rank's ranks along
+// its dim, in order (torch trusts the caller; a wrong group would give wrong collectives), and the mesh must
+// span the default group (as tessel's DeviceMesh constructor's). Not collective: no group is created.
+dtensor::DeviceMesh MeshFromGroups(const py::object& group, const std::string& device_type, const py::object& mesh,
+                                   std::optional<std::vector<std::string>> mesh_dim_names) {
+  TESSEL_CHECK(device_type == "cpu", "DeviceMesh.from_group: device_type '", device_type,
+               "' is not available from Python (use 'cpu')");
+  if (py::isinstance<comm::ProcessGroup>(group)) {
+    const auto g = group.cast<comm::ProcessGroupPtr>();
+    if (!mesh.is_none()) {
+      const auto [shape, ranks] = MeshLayout(mesh);
+      if (shape.size() != 1 || ranks != g->global_ranks()) {
+        throw py::value_error(Str("Invalid mesh ", py::str(mesh).cast<std::string>(), " for ProcessGroup with ranks ",
+                                  RanksStr(g->global_ranks())));
+      }
+    }
+    TESSEL_CHECK(!mesh_dim_names || mesh_dim_names->size() == 1, "DeviceMesh.from_group: one mesh_dim_name for ",
+                 "a 1-D mesh, got ", mesh_dim_names ? mesh_dim_names->size() : 0);
+    // No names: the default one (mesh_dim_names None, as torch's), not the group's name.
+    return dtensor::MeshOfGroup(g, mesh_dim_names ? (*mesh_dim_names)[0] : "axis0");
+  }
+  std::vector<comm::ProcessGroupPtr> groups;
+  for (const py::handle& item : py::iter(group)) {
+    if (!py::isinstance<comm::ProcessGroup>(item)) {
+      throw py::type_error(Str("DeviceMesh.from_group: expected a ProcessGroup or a list of them, got an item of "
+                               "type ", py::str(py::type::of(item).attr("__name__")).cast<std::string>()));
+    }
+    groups.push_back(item.cast<comm::ProcessGroupPtr>());
+  }
+  if (groups.empty()) throw py::value_error("Expects at least one ProcessGroup to be passed");
+  if (mesh.is_none()) throw py::value_error("Must pass mesh if passing multiple ProcessGroups");
+  if (!mesh_dim_names) throw py::value_error("Must pass mesh_dim_names if passing multiple ProcessGroups");
+  auto [shape, ranks] = MeshLayout(mesh);
+  if (shape.size() != groups.size()) {
+    throw py::value_error(Str("Expects mesh with ndim equal to number of ProcessGroups but got mesh of shape ",
+                              ShapeStr(shape), " and ", groups.size(), " ProcessGroups"));
+  }
+  if (mesh_dim_names->size() != groups.size()) {
+    throw py::value_error(Str("DeviceMesh.from_group: ", mesh_dim_names->size(), " mesh_dim_names for ",
+                              groups.size(), " ProcessGroups"));
+  }
+  const auto world = py::module_::import("tessel.distributed")
+                         .attr("_default_group")("DeviceMesh.from_group").cast<comm::ProcessGroupPtr>();
+  std::vector<int> sorted_mesh = ranks, sorted_world = world->global_ranks();
+  std::sort(sorted_mesh.begin(), sorted_mesh.end());
+  std::sort(sorted_world.begin(), sorted_world.end());
+  if (sorted_mesh != sorted_world) {
+    throw py::value_error(Str("DeviceMesh.from_group: the mesh's ranks ", RanksStr(ranks), " are not the default ",
+                              "group's ranks ", RanksStr(sorted_world), " each once"));
+  }
+  auto topology = std::make_shared<const dtensor::MeshTopology>(std::move(shape), *mesh_dim_names, std::move(ranks));
+  const int me = world->global_ranks()[static_cast<size_t>(world->rank())];
+  const std::vector<int64_t> coordinate = *topology->CoordinateOf(me);
+  for (int a = 0; a < topology->ndim(); ++a) {
+    const std::vector<int> along = topology->AxisGroupRanks(a, coordinate);
+    const std::vector<int>& have = groups[static_cast<size_t>(a)]->global_ranks();
+    if (have != along) {
+      throw py::value_error(Str("DeviceMesh.from_group: ProcessGroup ", a, " has ranks ", RanksStr(have),
+                                " but rank ", me, "'s mesh dim ", a, " ('", topology->axis_name(a), "') of ",
+                                topology->ToString(), " holds ", RanksStr(along)));
+    }
+  }
+  return dtensor::DeviceMesh(topology, me, std::move(groups), world, topology);
+}
+
 void BindMesh(py::module_& m) {
   py::class_<dtensor::DeviceMesh>(m, "DeviceMesh")
       // torch's DeviceMesh(device_type, mesh, *, mesh_dim_names=None): `mesh` (nested lists or a tensor of global
@@ -166,10 +246,7 @@ void BindMesh(py::module_& m) {
                        std::optional<std::vector<std::string>> mesh_dim_names) {
              TESSEL_CHECK(device_type == "cpu", "DeviceMesh: device_type '", device_type,
                           "' is not available from Python (use 'cpu')");
-             const py::object values = py::hasattr(mesh, "tolist") ? mesh.attr("tolist")() : mesh;
-             const py::object array = py::module_::import("numpy").attr("asarray")(values, "int64");
-             const auto shape = array.attr("shape").cast<std::vector<int64_t>>();
-             const auto ranks = array.attr("reshape")(-1).attr("tolist")().cast<std::vector<int>>();
+             const auto [shape, ranks] = MeshLayout(mesh);
              const auto world = py::module_::import("tessel.distributed")
                                     .attr("_default_group")("DeviceMesh").cast<comm::ProcessGroupPtr>();
              return NoGil([&] {
@@ -185,8 +262,13 @@ void BindMesh(py::module_& m) {
         if (d.topology().has_default_axis_names()) return py::none();
         return py::tuple(py::cast(d.axis_names()));
       })
-      .def("size", [](const dtensor::DeviceMesh& d, std::optional<int> axis) { return axis ? d.size(*axis) : d.size(); },
-           py::arg("mesh_dim") = py::none())
+      // torch's size(mesh_dim): a negative dim counts from the end (size(-1) is the last dim's)
+      .def("size", [](const dtensor::DeviceMesh& d, std::optional<int> axis) {
+        if (!axis) return d.size();
+        TESSEL_CHECK_CODE(ErrorCode::kOutOfRange, *axis >= -d.ndim() && *axis < d.ndim(), "DeviceMesh.size: ",
+                          "mesh dim ", *axis, " out of range for a ", d.ndim(), "-D mesh");
+        return d.size(*axis < 0 ? *axis + d.ndim() : *axis);
+      }, py::arg("mesh_dim") = py::none())
       .def("get_rank", &dtensor::DeviceMesh::global_rank)
       .def("get_coordinate", [](const dtensor::DeviceMesh& d) { return py::tuple(py::cast(d.coordinate())); })
       .def("get_local_rank", [](const dtensor::DeviceMesh& d, std::optional<std::string> axis) {
@@ -234,21 +316,13 @@ void BindMesh(py::module_& m) {
       })
       .def("__eq__", [](const dtensor::DeviceMesh& a, const dtensor::DeviceMesh& b) { return a == b; }, py::is_operator())
       .def("__repr__", &dtensor::DeviceMesh::ToString)
-      // torch's DeviceMesh.from_group(group, device_type, mesh=None, *, mesh_dim_names=None), 1-D: no new group.
-      .def_static("from_group", [](const py::object& group, const std::string& device_type, const py::object& mesh,
-                                   std::optional<std::vector<std::string>> mesh_dim_names) {
-        if (!py::isinstance<comm::ProcessGroup>(group)) {
-          throw py::type_error("DeviceMesh.from_group: tessel builds 1-D meshes from one ProcessGroup; for an N-D "
-                               "mesh use init_device_mesh");
-        }
-        TESSEL_CHECK(device_type == "cpu", "DeviceMesh.from_group: device_type '", device_type,
-                     "' is not available from Python (use 'cpu')");
-        TESSEL_CHECK(mesh.is_none(), "DeviceMesh.from_group: mesh= is for N-D meshes; a 1-D mesh is the group's ranks");
-        TESSEL_CHECK(!mesh_dim_names || mesh_dim_names->size() == 1, "DeviceMesh.from_group: one mesh_dim_name for ",
-                     "a 1-D mesh, got ", mesh_dim_names->size());
-        return dtensor::MeshOfGroup(group.cast<comm::ProcessGroupPtr>(), mesh_dim_names ? (*mesh_dim_names)[0] : "");
-      }, py::arg("group"), py::arg("device_type"), py::arg("mesh") = py::none(), py::kw_only(),
-         py::arg("mesh_dim_names") = py::none());
+      // torch's copy.copy / copy.deepcopy: an equal mesh over the same groups (torch's copy is another object
+      // too, and process groups are not copied). Pickling: tessel/distributed/device_mesh.py.
+      .def("__copy__", [](const dtensor::DeviceMesh& d) { return d; })
+      .def("__deepcopy__", [](const dtensor::DeviceMesh& d, const py::object&) { return d; }, py::arg("memo"))
+      // torch's DeviceMesh.from_group(group, device_type, mesh=None, *, mesh_dim_names=None): no new group.
+      .def_static("from_group", &MeshFromGroups, py::arg("group"), py::arg("device_type"),
+                  py::arg("mesh") = py::none(), py::kw_only(), py::arg("mesh_dim_names") = py::none());
   m.def("init_device_mesh", [](const comm::ProcessGroupPtr& world, std::vector<int64_t> shape,
                                std::vector<std::string> names) {
     return NoGil([&] { return dtensor::InitDeviceMesh(world, std::move(shape), std::move(names)); });

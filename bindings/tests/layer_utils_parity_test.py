@@ -379,3 +379,24 @@ def test_unsafe_parametrization_may_change_the_originals_shape():
     P.register_parametrization(m, "weight", Flat(), unsafe=True)
     assert list(m.parametrizations.weight.original.shape) == [12]
     assert m.weight.tolist() == w.tolist()
+
+
+def test_transformer_encoder_inference_path_pads_with_zeros_as_torchs_nested_tensors():
+    T.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(4, 2, 8, dropout=0.0, batch_first=True)
+    enc = nn.TransformerEncoder(layer, 2, norm=nn.LayerNorm(4)).eval()
+    with T.no_grad():
+        enc.norm.bias.copy_(T.tensor([0.5, -1.0, 2.0, 0.0]))
+    x = T.randn(2, 3, 4)
+    pad = T.tensor([[False, False, True], [False, True, True]])
+    tracked = enc(x, src_key_padding_mask=pad)  # grad enabled: the dense path, padded rows computed
+    with T.no_grad():
+        fast = enc(x, src_key_padding_mask=pad)
+    for b, t in ((0, 2), (1, 1), (1, 2)):  # padded: the norm of a zero row is its bias
+        assert fast[b, t].tolist() == [0.5, -1.0, 2.0, 0.0]
+        assert tracked[b, t].tolist() != [0.5, -1.0, 2.0, 0.0]
+    for b, t in ((0, 0), (0, 1), (1, 0)):
+        np.testing.assert_allclose(fast[b, t].numpy(), tracked[b, t].detach().numpy(), rtol=1e-5, atol=1e-6)
+    with T.no_grad():  # padding not at the end: torch's mask check keeps the dense path
+        assert enc(x, src_key_padding_mask=T.tensor([[True, False, False]] * 2))[0, 0].tolist() != \
+            [0.5, -1.0, 2.0, 0.0]

@@ -40,6 +40,7 @@ def run_ranks(world_size, fn):
             fn(world)
         finally:
             _local.world, _local.initialized, _local.mesh, _local.in_run_ranks = None, False, None, False
+            _local.meshes = None
 
     _C.run_ranks(world_size, rank_fn)
 
@@ -289,11 +290,52 @@ def _complex_as_real(name, sig, args, kwargs):
     return bound.args, bound.kwargs
 
 
+# CommDebugMode (tensor/debug) keys the collectives these calls issue as torch's c10d ops (torch counts
+# dist.all_reduce as c10d.allreduce_, a DTensor redistribute's as c10d_functional.all_reduce): while one of them
+# runs under a CommDebugMode of this thread, its tracer records are keyed by the call (the outermost such call:
+# dist.gather's all_gather inside it is torch's one c10d.gather_).
+# Outside a CommDebugMode this costs one thread-local read per call.
+_C10D_OPS = {"all_reduce": "allreduce_", "broadcast": "broadcast_", "all_gather_into_tensor": "_allgather_base_",
+             "reduce_scatter_tensor": "_reduce_scatter_base_", "all_gather": "allgather_", "gather": "gather_",
+             "scatter": "scatter_", "reduce": "reduce_", "reduce_scatter": "reduce_scatter_",
+             "all_to_all_single": "alltoall_base_", "all_to_all": "alltoall_", "all_gather_object": "_allgather_base_",
+             "broadcast_object_list": "broadcast_"}
+_comm_debug = threading.local()  # .modes: the CommDebugModes entered on this thread; .op: the c10d call running
+
+
+def _register_c10d_handles():
+    from .. import ops
+    for name in sorted(set(_C10D_OPS.values())):  # torch.ops.c10d.allreduce_, ... (tessel.ops lists send, recv_)
+        if not hasattr(ops.c10d, name):
+            setattr(ops.c10d, name, ops._OpHandle("c10d", name))
+
+
+_register_c10d_handles()
+
+
+def _run_keyed(op, fn, args, kwargs):
+    """fn(*args, **kwargs) with the CommDebugModes of this thread keying its collectives as c10d.<op>."""
+    modes = getattr(_comm_debug, "modes", None)
+    if not modes or getattr(_comm_debug, "op", None) is not None:
+        return fn(*args, **kwargs)
+    from .. import ops
+    for mode in modes:
+        mode._drain()  # what ran before this call keeps its own key
+    _comm_debug.op = getattr(ops.c10d, op)
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        for mode in modes:
+            mode._drain(_comm_debug.op)
+        _comm_debug.op = None
+
+
 def _collective(fn):
     """On a rank outside `group` (NON_GROUP_MEMBER from new_group) the collective does nothing and warns,
     as torch's; otherwise fn runs. An async call's handle becomes a Work holding the call's first tensor
     argument (the output of the collectives that have one first), for get_future()."""
     sig = inspect.signature(fn)
+    c10d_op = _C10D_OPS.get(fn.__name__)
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -306,7 +348,7 @@ def _collective(fn):
             _flush_p2p(bound.get("group"))
         if any(_holds_complex(v) for v in bound.values()):
             args, kwargs = _complex_as_real(fn.__name__, sig, args, kwargs)
-        out = fn(*args, **kwargs)
+        out = fn(*args, **kwargs) if c10d_op is None else _run_keyed(c10d_op, fn, args, kwargs)
         if isinstance(out, _C.Work):
             out = Work(out, [v for v in bound.values() if isinstance(v, _C.Tensor)][:1])
         return out
@@ -338,7 +380,7 @@ def destroy_process_group(group=None):
         _flush_p2p(_local.world)  # an isend never waited on still goes out, as torch's
     from .checkpoint import _release_savers
     _release_savers()  # their groups (and a gloo world's store) must not outlive the world
-    _local.initialized, _local.mesh, _local.pg_count = False, None, 0
+    _local.initialized, _local.mesh, _local.pg_count, _local.meshes = False, None, 0, None
     if not getattr(_local, "in_run_ranks", False):
         _local.world = None
 

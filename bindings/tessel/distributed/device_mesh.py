@@ -3,10 +3,41 @@
     mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
     tp_mesh = mesh["tp"]
 """
+import copy
+import threading
+
 from .. import _C
 from . import _default_group
 
 DeviceMesh = _C.DeviceMesh
+
+
+class _MeshEnv(threading.local):
+    """torch's _mesh_resources: this thread's (rank's) stack of the meshes `with mesh:` entered; the DTensor
+    factories, distribute_tensor, from_local and distribute_module use its top when device_mesh is None."""
+
+    def __init__(self):
+        self.mesh_stack = []
+
+    def get_current_mesh(self):
+        if not self.mesh_stack:
+            raise RuntimeError("No device mesh is currently active!")
+        return self.mesh_stack[-1]
+
+
+_mesh_resources = _MeshEnv()
+
+
+def _enter(self):
+    _mesh_resources.mesh_stack.append(self)
+    return self
+
+
+def _exit(self, exc_type, exc_value, traceback):
+    _mesh_resources.mesh_stack.pop()
+
+
+DeviceMesh.__enter__, DeviceMesh.__exit__ = _enter, _exit
 
 
 def init_device_mesh(device_type, mesh_shape, *, mesh_dim_names=None):
@@ -22,7 +53,50 @@ def init_device_mesh(device_type, mesh_shape, *, mesh_dim_names=None):
         init_process_group()  # as torch: a launched job's default group, from the environment
     mesh = _C.init_device_mesh(_default_group("init_device_mesh"), [int(s) for s in mesh_shape], names)
     _count_mesh_groups(mesh)
+    return _register(mesh)
+
+
+def _register(mesh):
+    """Keeps `mesh` in this rank's table of meshes (per default process group; destroy_process_group empties
+    it), where unpickling finds the mesh a pickle names (_unpickle_mesh). Returns mesh."""
+    from . import _local
+    if getattr(_local, "meshes", None) is None:
+        _local.meshes = {}
+    _local.meshes[repr(mesh)] = mesh
     return mesh
+
+
+def _reduce(self):
+    """pickle, as torch's DeviceMesh: the mesh by its layout (shape, dim names, ranks), which unpickling on a rank
+    of the same process group resolves to an equal mesh over that rank's groups (torch's by its groups' names).
+    A DTensor's mesh, a module's mesh attribute and a parallelize plan's mesh pickle with it."""
+    return _unpickle_mesh, (repr(self), self.mesh_dim_names)
+
+
+def _unpickle_mesh(layout, mesh_dim_names):
+    """The mesh of this rank equal to the pickled one: one this rank created (init_device_mesh, DeviceMesh,
+    from_group, _flatten), or the slice of one by the pickled dim names (mesh["tp"] pickled on any rank of its
+    group). A mesh this rank has none of (or is not in) raises: no group is created while unpickling."""
+    from . import _local
+    meshes = getattr(_local, "meshes", None) or {}
+    if layout in meshes:
+        return copy.copy(meshes[layout])
+    if mesh_dim_names:
+        key = mesh_dim_names[0] if len(mesh_dim_names) == 1 else list(mesh_dim_names)
+        for root in list(meshes.values()):
+            try:
+                sub = _CGetItem(root, key)
+            except (KeyError, ValueError, RuntimeError):
+                continue
+            if repr(sub) == layout:
+                return sub
+    from . import get_rank
+    raise RuntimeError("DeviceMesh: cannot unpickle %s on rank %d: no mesh this rank created in its process group "
+                       "holds it (create the mesh on this rank first; tessel does not create groups while "
+                       "unpickling)" % (layout, get_rank()))
+
+
+DeviceMesh.__reduce__ = _reduce
 
 
 def _count_mesh_groups(mesh):
@@ -42,6 +116,7 @@ _DeviceMeshInit = DeviceMesh.__init__
 def _device_mesh_init(self, *args, **kwargs):
     _DeviceMeshInit(self, *args, **kwargs)
     _count_mesh_groups(self)
+    _register(self)
 
 
 DeviceMesh.__init__ = _device_mesh_init
@@ -96,7 +171,7 @@ def _flatten(self, mesh_dim_name=None):
     flat = _CFlatten(self, name)
     if new:
         _count_mesh_groups(flat)
-    return flat
+    return _register(flat)
 
 
 DeviceMesh._flatten = _flatten
@@ -141,3 +216,13 @@ def _get_group(self, mesh_dim=None):
 
 
 DeviceMesh.get_group = _get_group
+
+_CFromGroup = DeviceMesh.from_group
+
+
+def _from_group(group, device_type, mesh=None, *, mesh_dim_names=None):
+    """torch's DeviceMesh.from_group (distributed_py.cc: MeshFromGroups); the mesh is registered for unpickling."""
+    return _register(_CFromGroup(group, device_type, mesh, mesh_dim_names=mesh_dim_names))
+
+
+DeviceMesh.from_group = staticmethod(_from_group)

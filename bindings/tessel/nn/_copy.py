@@ -49,16 +49,18 @@ def _deepcopy(self, memo):
     """copy.deepcopy(module), as torch's: a new module tree with copies of every parameter and buffer (tied
     ones tied again), each module's training flag and plain attributes. A Python-defined module is rebuilt
     field by field (its __init__ is not rerun); a C++ layer (Linear, Embedding, LayerNorm, RMSNorm) from its
-    recorded constructor arguments. Hooks are not copied; sharded (fully_shard / DTensor) modules, and C++
-    layers created inside C++ (a GPT's blocks), raise NotImplementedError."""
+    recorded constructor arguments. DTensor parameters (tensor parallel) copy as DTensors on the same mesh with
+    the same placements, without communication, as torch's. Hooks are not copied (a tensor-parallel copy's forward
+    needs DTensor inputs: its plan's input hooks stay on the original); fully_shard-ed modules, and
+    C++ layers created inside C++ (a GPT's blocks), raise NotImplementedError."""
     if id(self) in memo:
         return memo[id(self)]
     memo.setdefault(id(memo), []).append(self)  # keep the wrapper alive: its id must not be reused meanwhile
     name = type(self).__name__
-    for _, p in self.named_parameters():
-        if p.is_distributed:
-            raise NotImplementedError("deepcopy of %s: its parameters are DTensors (fully_shard / tensor parallel); "
-                                      "copy the module before sharding it" % name)
+    for mname, m in self.named_modules():  # tensor parallel / distribute_module parameters copy as DTensors
+        if _C._fsdp_state(m) is not None:
+            raise NotImplementedError("deepcopy of %s: '%s' is fully_shard-ed (its FSDP state does not copy); copy "
+                                      "the module before sharding it" % (name, mname or name))
     for mname, m in self.named_modules():
         if m._computed_parameter_names():
             raise NotImplementedError("deepcopy of %s: '%s' is parametrized (weight_norm, spectral_norm, "

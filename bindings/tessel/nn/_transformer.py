@@ -3,6 +3,7 @@ TransformerEncoder / TransformerDecoderLayer / TransformerDecoder / Transformer,
 softmax, LayerNorm and dropout, with torch's parameter names, submodule order and mask conventions. Split
 from modules.py by concept.
 """
+import builtins
 import copy
 import warnings
 
@@ -275,7 +276,32 @@ class TransformerEncoder(Module):
         x = src
         for layer in self.layers:
             x = layer(x, src_mask=mask, src_key_padding_mask=src_key_padding_mask, is_causal=bool(is_causal))
+        if self._takes_nested_path(src, mask, src_key_padding_mask):
+            # torch's inference path runs the layers on a nested tensor and pads it back with zeros: the padded
+            # positions come out 0 before the final norm (the values elsewhere are the same)
+            keep = src_key_padding_mask.logical_not() if src_key_padding_mask.dtype == _dtypes.bool else \
+                src_key_padding_mask == 0
+            x = x * keep.unsqueeze(-1).to(x.dtype)
         return self.norm(x) if self.norm is not None else x
+
+    def _takes_nested_path(self, src, mask, key_padding_mask):
+        """torch's conditions for TransformerEncoder's sparsity fast path (inference with a padding mask)."""
+        from .. import is_grad_enabled
+        from ..amp import is_autocast_enabled
+        first = self.layers[0] if len(self.layers) else None
+        if first is None or not getattr(self, "use_nested_tensor", False) or first.training or src.dim() != 3:
+            return False
+        if key_padding_mask is None or mask is not None or is_autocast_enabled("cpu"):
+            return False
+        if is_grad_enabled() and (src.requires_grad or builtins.any(p.requires_grad for p in first.parameters())):
+            return False
+        if getattr(self, "mask_check", True):  # the padding must be at the end of each sequence (left aligned)
+            import numpy as np
+            pad = key_padding_mask.numpy() if key_padding_mask.dtype == _dtypes.bool else \
+                key_padding_mask.numpy() != 0
+            if (np.diff(pad.astype(np.int8), axis=-1) < 0).any():
+                return False
+        return True
 
 
 class TransformerDecoderLayer(Module):

@@ -37,8 +37,7 @@ class DTensor(metaclass=_DTensorMeta):
         the global shape is a ValueError naming both. grad_placements: the layout the incoming gradient is
         redistributed to before its local piece becomes local_tensor's gradient (default: placements, Partial
         read as Replicate)."""
-        if device_mesh is None:
-            raise ValueError("DTensor.from_local: device_mesh is required")
+        device_mesh = _mesh_or_current(device_mesh)
         placements = list(placements) if placements is not None else [Replicate()] * device_mesh.ndim
         return _C.from_local(local_tensor, device_mesh, placements, None if shape is None else list(shape),
                              None if stride is None else list(stride), run_check,
@@ -57,8 +56,7 @@ _C.Tensor._local_tensor = property(_local_tensor)
 
 
 def distribute_tensor(tensor, device_mesh=None, placements=None, *, src_data_rank=0):
-    if device_mesh is None:
-        raise ValueError("distribute_tensor: device_mesh is required")
+    device_mesh = _mesh_or_current(device_mesh)
     placements = list(placements) if placements is not None else [Replicate()] * device_mesh.ndim
     if isinstance(tensor, DTensor):  # torch: a DTensor already so placed is returned as it is
         if tensor.device_mesh != device_mesh:
@@ -87,36 +85,80 @@ def _distribute_partial(tensor, device_mesh, placements, src_data_rank):
         out = DTensor.from_local(local, device_mesh, placements, run_check=False, shape=tuple(tensor.shape))
     return out.requires_grad_(True) if tensor.requires_grad else out
 
-def _factory(name, make):
-    def fn(*size, device_mesh=None, placements=None, dtype=None, requires_grad=False, layout=None, **kwargs):
-        """torch.distributed.tensor.%s: the global tensor of `size` on device_mesh with placements (default
-        Replicate everywhere), made by distributing rank 0's values (random ones agree on every rank)."""
-        if device_mesh is None:
-            raise ValueError("%s: device_mesh is required" % name)
-        shape = tuple(size[0]) if len(size) == 1 and isinstance(size[0], (list, tuple)) else tuple(size)
-        out = distribute_tensor(make(shape, dtype, **kwargs), device_mesh, placements)
-        return out.requires_grad_(True) if requires_grad else out
-    fn.__name__ = name
-    fn.__doc__ = fn.__doc__ % name
+def _mesh_or_current(device_mesh):
+    """torch's `device_mesh or _mesh_resources.get_current_mesh()`: without one, the innermost `with mesh:` of this
+    thread (a RuntimeError outside any)."""
+    if device_mesh is not None:
+        return device_mesh
+    from ..device_mesh import _mesh_resources
+    return _mesh_resources.get_current_mesh()
+
+
+def _global_size(size):
+    """torch's normalize_to_torch_size: zeros(2, 3), zeros((2, 3)), zeros([2, 3]) and zeros(Size) alike; zeros()
+    is 0-d. Each entry an int (or has __index__, as a 0-d integer tensor), else torch.Size's TypeError."""
+    if isinstance(size, int):
+        size = [size]
+    elif len(size) == 1 and isinstance(size[0], (list, tuple)):
+        size = list(size[0])
+    out = []
+    for i, n in enumerate(size):
+        if isinstance(n, bool) or not hasattr(n, "__index__"):
+            raise TypeError("torch.Size() takes an iterable of 'int' (item %d is '%s')" % (i, type(n).__name__))
+        out.append(n.__index__())
+    return tuple(out)
+
+
+def _place(make, device_mesh, placements, requires_grad, layout=None):
+    """torch's _dtensor_init_helper: the global tensor make() gives, on device_mesh with placements (default
+    Replicate everywhere). Each rank's piece is the tensor's values at its place (rank 0's values, so random ones
+    agree on every rank); along a Partial dim every rank holds them whole, as torch's init_op(local_shape) does
+    for every reduce op (ones with [Partial()] holds 1 on each rank, full_tensor() the world size; avg / max /
+    min give the value back)."""
+    from ..._tensor_extras import strided
+    if layout is not None and layout != strided:
+        raise AssertionError("layout value not supported!")
+    device_mesh = _mesh_or_current(device_mesh)
+    placements = list(placements) if placements else [Replicate()] * device_mesh.ndim
+    if len(placements) != device_mesh.ndim:
+        raise AssertionError("mesh dimension does not match the length of placements")
+    value = make()
+    if any(isinstance(p, Partial) for p in placements):
+        dense = [Replicate() if isinstance(p, Partial) else p for p in placements]
+        with _C._GradMode(False):
+            local = _C.distribute_tensor(value, device_mesh, dense, 0).to_local()
+            out = DTensor.from_local(local, device_mesh, placements, run_check=False, shape=tuple(value.shape))
+    else:
+        out = distribute_tensor(value, device_mesh, placements)
+    return out.requires_grad_(True) if requires_grad else out
+
+
+def _factory(kind):
+    from ..._tensor_extras import strided
+
+    def fn(*size, requires_grad=False, dtype=None, layout=strided, device_mesh=None, placements=None):
+        """torch.distributed.tensor.%s(*size, requires_grad=False, dtype=None, layout=torch.strided,
+        device_mesh=None, placements=None): the global tensor of `size` (ints, or one list / tuple / Size) on
+        device_mesh (default: the current `with mesh:`) with placements (default Replicate everywhere)."""
+        from ... import _tensor as T
+        shape = _global_size(size)
+        return _place(lambda: getattr(T, kind)(shape, dtype=dtype), device_mesh, placements, requires_grad,
+                      layout)
+    fn.__name__ = fn.__qualname__ = kind
+    fn.__doc__ = fn.__doc__ % kind
     return fn
 
 
-def _make(kind):
-    def make(shape, dtype, **kwargs):
-        from ... import _tensor as T
-        if kind == "full":
-            return T.full(shape, kwargs["fill_value"], dtype=dtype)
-        return getattr(T, kind)(*shape, dtype=dtype)
-    return make
+zeros, ones, empty, rand, randn = (_factory(k) for k in ("zeros", "ones", "empty", "rand", "randn"))
 
 
-zeros, ones, empty, rand, randn = (_factory(k, _make(k)) for k in ("zeros", "ones", "empty", "rand", "randn"))
-_full = _factory("full", _make("full"))
-
-
-def full(size, fill_value, *, device_mesh=None, placements=None, dtype=None, requires_grad=False, layout=None):
-    return _full(*size, device_mesh=device_mesh, placements=placements, dtype=dtype, requires_grad=requires_grad,
-                 fill_value=fill_value)
+def full(size, fill_value, *, dtype=None, layout=None, requires_grad=False, device_mesh=None, placements=None):
+    """torch.distributed.tensor.full: the global tensor of `size` filled with fill_value (a Partial dim holds it
+    on every rank, as torch's)."""
+    from ... import _tensor as T
+    shape = _global_size(size)
+    return _place(lambda: T.full(shape, fill_value, dtype=dtype), device_mesh, placements, requires_grad,
+                  layout)
 
 
 def _endpoint(value, name):
@@ -133,8 +175,8 @@ def linspace(start, end, steps, *, dtype=None, layout=None, requires_grad=False,
     allowed) as a DTensor on device_mesh with placements (default Replicate everywhere)."""
     import tessel
     start, end = _endpoint(start, "linspace"), _endpoint(end, "linspace")
-    return _full_tensor_factory("linspace", lambda: tessel.linspace(start, end, steps, dtype=dtype), device_mesh,
-                                placements, requires_grad)
+    return _place(lambda: tessel.linspace(start, end, steps, dtype=dtype), device_mesh, placements,
+                  requires_grad, layout)
 
 
 def logspace(start, end, steps, base=10.0, *, dtype=None, layout=None, requires_grad=False, device_mesh=None,
@@ -142,15 +184,8 @@ def logspace(start, end, steps, base=10.0, *, dtype=None, layout=None, requires_
     """torch.distributed.tensor.logspace: base ** linspace(start, end, steps) as a DTensor on device_mesh."""
     import tessel
     start, end = _endpoint(start, "logspace"), _endpoint(end, "logspace")
-    return _full_tensor_factory("logspace", lambda: tessel.logspace(start, end, steps, base=base, dtype=dtype),
-                                device_mesh, placements, requires_grad)
-
-
-def _full_tensor_factory(name, make, device_mesh, placements, requires_grad):
-    if device_mesh is None:
-        raise ValueError("%s: device_mesh is required" % name)
-    out = distribute_tensor(make(), device_mesh, placements)
-    return out.requires_grad_(True) if requires_grad else out
+    return _place(lambda: tessel.logspace(start, end, steps, base=base, dtype=dtype), device_mesh,
+                  placements, requires_grad, layout)
 
 
 def distribute_module(module, device_mesh=None, partition_fn=None, input_fn=None, output_fn=None):
@@ -164,8 +199,7 @@ def distribute_module(module, device_mesh=None, partition_fn=None, input_fn=None
     import warnings
     from ...nn._state_dict import _persistent_buffer_names
     from ...nn.modules import Parameter
-    if device_mesh is None:
-        raise ValueError("distribute_module: device_mesh is required")
+    device_mesh = _mesh_or_current(device_mesh)
     if getattr(module, "_distribute_module_applied", False):
         raise RuntimeError("distribute_module should only be called once on a module, "
                            "but it has already been called on this module!")

@@ -12,12 +12,15 @@ kind and attributed to the modules whose forward (or backward) issued them.
 Counts come from the comm tracer of this thread (a run_ranks rank, or the process): every collective of any
 layer (DTensor redistributes, fully_shard, tessel.distributed's calls), keyed by torch's functional op handles
 (all_reduce, all_gather_into_tensor, reduce_scatter_tensor, all_to_all_single, broadcast) and c10d's for
-send/recv/barrier. Module attribution follows module calls made from Python (the global forward hooks of
-tessel.nn.modules.module); backward collectives go to the module whose output gradient arrived last, as torch's
-tracker attributes them, and to its ancestors and "Global". Not kept: per-op DTensor dispatch traces (noise
+send/recv/barrier; a tessel.distributed call's (dist.all_reduce, dist.broadcast, ...) by torch's c10d op
+(c10d.allreduce_, c10d.broadcast_, c10d._allgather_base_, ...), as torch keys them. Module attribution follows
+module calls made from Python (the global forward hooks of tessel.nn.modules.module); backward collectives go to
+the module whose output gradient arrived last, as torch's tracker attributes them, and to its ancestors and
+"Global". Not kept: per-op DTensor dispatch traces (noise
 levels above 0 print the module tree with parameter placements, not the ops).
 """
 from .... import _C, ops
+from ... import _comm_debug
 
 __all__ = ["CommDebugMode", "visualize_sharding"]
 
@@ -25,6 +28,7 @@ _KINDS = {"all_reduce": ops.c10d_functional.all_reduce, "all_gather": ops.c10d_f
           "reduce_scatter": ops.c10d_functional.reduce_scatter_tensor,
           "all_to_all": ops.c10d_functional.all_to_all_single, "broadcast": ops.c10d_functional.broadcast,
           "send": ops.c10d.send, "recv": ops.c10d.recv_, "barrier": ops.c10d.barrier}
+_FUNCTIONAL = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
 
 
 class CommDebugMode:
@@ -41,8 +45,10 @@ class CommDebugMode:
 
     # ---- counting ----
 
-    def _drain(self):
-        """Attributes the collectives recorded since the last drain to the current module path."""
+    def _drain(self, c10d_op=None):
+        """Attributes the collectives recorded since the last drain to the current module path; c10d_op: they
+        came from a tessel.distributed call (dist.all_reduce, ...), which torch counts under its c10d op
+        (c10d.allreduce_, ...: tessel.distributed's _run_keyed), not the c10d_functional one."""
         if self._tracer is None:
             return
         new = self._tracer.records(self._seen)  # only what came since the last drain (this runs per module call)
@@ -50,7 +56,7 @@ class CommDebugMode:
         path = self._bw_path if self._bw_path is not None else list(self._stack)
         phase = "backward" if self._bw_path is not None else "forward"
         for kind, _, _ in new:
-            op = _KINDS.get(kind)
+            op = c10d_op if c10d_op is not None and kind in _FUNCTIONAL else _KINDS.get(kind)
             if op is None:
                 continue
             self.comm_counts[op] = self.comm_counts.get(op, 0) + 1
@@ -152,11 +158,13 @@ class CommDebugMode:
         self._stack, self._bw_path, self._seen = ["Global"], None, 0
         self._tracer = _C.CommTracer()
         self._tracer.__enter__()
+        _comm_debug.__dict__.setdefault("modes", []).append(self)
         self._handles = [register_module_forward_pre_hook(self._pre), register_module_forward_hook(self._post)]
         return self
 
     def __exit__(self, *exc):
         self._drain()
+        _comm_debug.modes.remove(self)
         for h in self._handles:
             h.remove()
         self._tracer.__exit__(None, None, None)
