@@ -295,8 +295,18 @@ void BindHooks(ModuleClass& c) {
   c.def("_remove_hook", &Module::RemoveHook);
   // A computed parameter (core/nn/module.h, [Note: computed parameters]): fn(module) returns its tensor;
   // None removes it. torch.nn.utils.parametrize and weight_norm build on it (nn/utils/parametrize.py).
-  c.def("_set_computed_parameter", [](Module& self, const std::string& name, py::object fn) {
-    if (fn.is_none()) return self.SetComputedParameter(name, nullptr);
+  // The Python function is also kept in the module's __dict__ (_tessel_computed_fns: name -> fn), so that
+  // copy.deepcopy can register it on the copy (nn/_copy.py): the functions read everything from the module.
+  c.def("_set_computed_parameter", [](py::object self_obj, const std::string& name, py::object fn) {
+    Module& self = self_obj.cast<Module&>();
+    py::dict attrs = self_obj.attr("__dict__");
+    if (!attrs.contains("_tessel_computed_fns")) attrs["_tessel_computed_fns"] = py::dict();
+    py::dict fns = attrs["_tessel_computed_fns"];
+    if (fn.is_none()) {
+      if (fns.contains(name)) fns.attr("pop")(name);
+      return self.SetComputedParameter(name, nullptr);
+    }
+    fns[py::str(name)] = fn;
     auto f = ShareCallable(std::move(fn));
     Module* m = &self;  // the module owns the function: the pointer outlives it
     self.SetComputedParameter(name, [f, m]() {

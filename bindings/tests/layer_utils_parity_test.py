@@ -400,3 +400,24 @@ def test_transformer_encoder_inference_path_pads_with_zeros_as_torchs_nested_ten
     with T.no_grad():  # padding not at the end: torch's mask check keeps the dense path
         assert enc(x, src_key_padding_mask=T.tensor([[True, False, False]] * 2))[0, 0].tolist() != \
             [0.5, -1.0, 2.0, 0.0]
+
+
+def test_deepcopy_of_parametrized_pruned_and_weight_normed_modules():
+    import copy
+    from tessel.nn.utils import parametrizations, spectral_norm, weight_norm
+    x = T.randn(2, 4, dtype=T.float64)
+    for make in (lambda: parametrizations.weight_norm(nn.Linear(4, 3).double()),
+                 lambda: parametrizations.spectral_norm(nn.Linear(4, 3).double()).eval(),
+                 lambda: weight_norm(nn.Linear(4, 3).double()),
+                 lambda: spectral_norm(nn.Linear(4, 3).double()).eval(),
+                 lambda: prune.l1_unstructured(nn.Linear(4, 3).double(), "weight", amount=0.5)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            m = make()
+        twin = copy.deepcopy(m)
+        assert twin(x).tolist() == m(x).tolist() and twin.weight.tolist() == m.weight.tolist()
+        assert sorted(twin.state_dict()) == sorted(m.state_dict())
+        with T.no_grad():
+            for p in twin.parameters():
+                p.mul_(-1.0)
+        assert twin(x).tolist() != m(x).tolist()  # the copy computes from its own originals

@@ -104,8 +104,12 @@ def test_hook_based_weight_norm_keys_remove_and_loading_into_the_parametrized_fo
     np.testing.assert_allclose(_np(old.weight), 3 * w0, rtol=1e-5)
     with pytest.raises(ValueError, match="weight_norm of 'weight' not found"):
         remove_weight_norm(old)
-    with pytest.raises(NotImplementedError, match="is parametrized"):
-        copy.deepcopy(new)
+    twin = copy.deepcopy(new)  # torch's: the copy computes its weight from its own originals
+    np.testing.assert_allclose(_np(twin(x)), want, rtol=1e-6)
+    with tessel.no_grad():
+        twin.parametrizations.weight.original0.mul_(2.0)
+    np.testing.assert_allclose(_np(twin(x)), _np(x) @ (6 * w0).T + _np(old.bias), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(_np(new(x)), want, rtol=1e-6)  # the original is untouched
 
 
 class Symmetric(nn.Module):

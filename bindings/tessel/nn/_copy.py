@@ -45,14 +45,18 @@ def _copied_tensor(t, memo):
     return memo[key]
 
 
+_COMPUTED_FNS = "_tessel_computed_fns"  # name -> fn(module) of each computed parameter (nn_py.cc)
+
+
 def _deepcopy(self, memo):
     """copy.deepcopy(module), as torch's: a new module tree with copies of every parameter and buffer (tied
     ones tied again), each module's training flag and plain attributes. A Python-defined module is rebuilt
     field by field (its __init__ is not rerun); a C++ layer (Linear, Embedding, LayerNorm, RMSNorm) from its
     recorded constructor arguments. DTensor parameters (tensor parallel) copy as DTensors on the same mesh with
     the same placements, without communication, as torch's. Hooks are not copied (a tensor-parallel copy's forward
-    needs DTensor inputs: its plan's input hooks stay on the original); fully_shard-ed modules, and
-    C++ layers created inside C++ (a GPT's blocks), raise NotImplementedError."""
+    needs DTensor inputs: its plan's input hooks stay on the original); a parametrized, pruned or weight-normed
+    tensor is computed on the copy from the copy's originals. fully_shard-ed modules, and C++ layers created
+    inside C++ (a GPT's blocks), raise NotImplementedError."""
     if id(self) in memo:
         return memo[id(self)]
     memo.setdefault(id(memo), []).append(self)  # keep the wrapper alive: its id must not be reused meanwhile
@@ -61,11 +65,6 @@ def _deepcopy(self, memo):
         if _C._fsdp_state(m) is not None:
             raise NotImplementedError("deepcopy of %s: '%s' is fully_shard-ed (its FSDP state does not copy); copy "
                                       "the module before sharding it" % (name, mname or name))
-    for mname, m in self.named_modules():
-        if m._computed_parameter_names():
-            raise NotImplementedError("deepcopy of %s: '%s' is parametrized (weight_norm, spectral_norm, "
-                                      "register_parametrization); copy it before parametrizing, or remove the "
-                                      "parametrizations first" % (name, mname or name))
     if not self._has_python_forward:
         ctor = _dict(self).get(_CTOR_KEY)
         if ctor is None:
@@ -88,7 +87,13 @@ def _deepcopy(self, memo):
         (new.register_parameter if is_parameter else new.register_buffer)(rname, None)
     for cname, child in self._named_children():
         setattr(new, cname, copy.deepcopy(child, memo))
-    handled = set(_dict(new)) | {"_modules", "_tessel_parent", _NONE_KEY, _CTOR_KEY, _BUFFER_OBJECTS, _ALWAYS_CALL}
+    # parametrized / pruned / weight-normed names: the copy computes them from its own copied originals
+    for pname, fn in (_dict(self).get(_COMPUTED_FNS) or {}).items():
+        if new._has_parameter(pname):  # a C++ layer's constructor registered it
+            new._remove_parameter(pname)
+        new._set_computed_parameter(pname, fn)
+    handled = set(_dict(new)) | {"_modules", "_tessel_parent", _NONE_KEY, _CTOR_KEY, _BUFFER_OBJECTS, _ALWAYS_CALL,
+                                 _COMPUTED_FNS}
     for key, value in _dict(self).items():
         if key in handled or (isinstance(value, Module) and key in (_dict(self).get("_modules") or {})):
             continue

@@ -6,13 +6,14 @@ _deepcopy): a Python-defined module field by field (its __init__ is not rerun): 
 persistence, children, training flag and plain attributes; a C++ layer (Linear, Embedding, LayerNorm, RMSNorm)
 from its recorded constructor arguments, then its parameters and buffers. Tensors go through the pickler's own
 tensor handling (tessel.save writes torch.save's zip). Sharded (DTensor) and parametrized modules raise
-NotImplementedError, as deepcopy does; hooks are not saved (torch pickles them only when picklable).
+NotImplementedError (deepcopy copies them); hooks are not saved (torch pickles them only when picklable).
 """
 from ._copy import _CTOR_KEY, _new_cpp_layer, _put_copied_buffer, _put_copied_parameter
 from .modules import (_ALWAYS_CALL, _BUFFER_OBJECTS, _COMPLEX_KEY, _NONE_KEY, Module, _complex_buffers, _dict,
                       _persistent_buffer_names)
 
-_SKIPPED = {"_modules", "_tessel_parent", _NONE_KEY, _CTOR_KEY, _COMPLEX_KEY, _BUFFER_OBJECTS, _ALWAYS_CALL}
+_SKIPPED = {"_modules", "_tessel_parent", _NONE_KEY, _CTOR_KEY, _COMPLEX_KEY, _BUFFER_OBJECTS, _ALWAYS_CALL,
+            "_tessel_computed_fns"}
 
 
 def _recipe(self):
