@@ -421,3 +421,25 @@ def test_deepcopy_of_parametrized_pruned_and_weight_normed_modules():
             for p in twin.parameters():
                 p.mul_(-1.0)
         assert twin(x).tolist() != m(x).tolist()  # the copy computes from its own originals
+
+
+def test_module_hook_dicts_list_clear_and_remove_as_torchs():
+    m = nn.Linear(2, 2)
+    m.register_forward_hook(lambda mod, i, o: None)
+    pre = m.register_forward_pre_hook(lambda mod, i: None)
+    m.register_forward_hook(lambda mod, i, o: o * 2, prepend=True)
+    assert (len(m._forward_hooks), len(m._forward_pre_hooks), len(m._backward_hooks)) == (2, 1, 0)
+    x = T.ones(1, 2)
+    doubled = m(x)
+    m._forward_hooks.clear()  # removes them: the output is no longer doubled
+    assert len(m._forward_hooks) == 0 and (m(x) * 2).tolist() == doubled.tolist()
+    pre.remove()
+    assert len(m._forward_pre_hooks) == 0
+    seen = []
+    m.register_backward_hook(lambda mod, gi, go: seen.append(len(go)))  # torch's deprecated form
+    (key,) = list(m._backward_hooks)
+    m(T.ones(1, 2, requires_grad=True)).sum().backward()
+    assert seen == [1]
+    del m._backward_hooks[key]
+    m(T.ones(1, 2, requires_grad=True)).sum().backward()
+    assert seen == [1] and len(m._backward_hooks) == 0

@@ -3,6 +3,8 @@ register_forward_hook / register_full_backward_(pre_)hook): the C++ hooks get wr
 whole arguments and output structure, and always_call hooks also run when forward raises (modules.py's _call).
 Split from nn/modules.py by concept.
 """
+import collections.abc
+
 from .. import _C
 from .modules import (_ALWAYS_CALL, _CALL_LAYOUTS, Module, RemovableHandle, _call_args, _current_call, _dict,
                       _flatten_output, _GlobalHookHandle, _has_dict, _hooks, _run_pending_global_hooks)
@@ -170,5 +172,74 @@ def _ensure_global_backward_proxies(mod):
             if result is not None:
                 replaced = result
         return replaced
-    mod.register_full_backward_pre_hook(pre, prepend=True)
-    mod.register_full_backward_hook(post, prepend=True)
+    _hook(Module._register_full_backward_pre_hook)(mod, pre, prepend=True)  # (not listed in its hook dicts)
+    _full_backward_hook_method(mod, post, prepend=True)
+
+
+# ---- module._forward_hooks / _forward_pre_hooks / _backward_hooks / _backward_pre_hooks ------------------------
+
+_LISTS = "_tessel_hook_dicts"
+
+
+class _HookDict(collections.abc.MutableMapping):
+    """torch's per-module hook dicts (hook id -> hook, in run order), over the hooks registered from Python:
+    len / iteration / values() read them, `del d[id]` and clear() remove them (fully_shard's and tensor parallel's
+    own hooks are not listed, so clear() leaves them)."""
+
+    def __init__(self, module, kind):
+        self._module, self._kind = module, kind
+
+    def _hooks(self):
+        return _dict(self._module).get(_LISTS, {}).get(self._kind, {}) if _has_dict(self._module) else {}
+
+    def __getitem__(self, hook_id):
+        return self._hooks()[hook_id]
+
+    def __iter__(self):
+        return iter(list(self._hooks()))
+
+    def __len__(self):
+        return len(self._hooks())
+
+    def __delitem__(self, hook_id):
+        self._hooks().pop(hook_id)
+        self._module._remove_hook(hook_id)
+
+    def __setitem__(self, hook_id, hook):
+        raise NotImplementedError("tessel: add module hooks with register_%s_hook, not by writing %s"
+                                  % (self._kind.strip("_").replace("_hooks", ""), self._kind))
+
+    def __repr__(self):
+        return "OrderedDict(%r)" % list(self._hooks().items())
+
+
+class _ListedHandle(RemovableHandle):
+    def remove(self):
+        if self._module is not None and _has_dict(self._module):
+            for hooks in _dict(self._module).get(_LISTS, {}).values():
+                hooks.pop(self._id, None)
+        super().remove()
+
+
+def _listed(kind, register):
+    """register_*_hook recording (id -> hook) in the module's dict for `kind` (prepend: first)."""
+    def method(self, hook, *args, **kwargs):
+        handle = register(self, hook, *args, **kwargs)
+        if _has_dict(self):
+            hooks = self.__dict__.setdefault(_LISTS, {}).setdefault(kind, {})
+            hooks[handle._id] = hook
+            if kwargs.get("prepend") or (args and args[0] is True):
+                for other in [k for k in hooks if k != handle._id]:
+                    hooks[other] = hooks.pop(other)
+        handle.__class__ = type("_Listed" + type(handle).__name__, (type(handle), _ListedHandle), {}) \
+            if type(handle) is not RemovableHandle else _ListedHandle
+        return handle
+    method.__doc__, method.__name__ = register.__doc__, getattr(register, "__name__", "register_hook")
+    return method
+
+
+def install_hook_dicts(cls):
+    for kind in ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks"):
+        setattr(cls, kind, property(lambda self, kind=kind: _HookDict(self, kind)))
+    # torch's deprecated non-full module backward hook, run as a full one (as register_module_backward_hook)
+    cls.register_backward_hook = _listed("_backward_hooks", _full_backward_hook_method)

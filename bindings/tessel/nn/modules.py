@@ -847,8 +847,8 @@ from ._module_lookup import get_buffer, get_parameter, get_submodule, set_submod
 # copy.deepcopy lives in _copy.py (it reads _persistent_buffer_names above).
 from ._copy import _deepcopy  # noqa: E402
 
-from ._module_hooks import (_ensure_global_backward_proxies, _forward_hook_method,  # noqa: E402
-                            _forward_pre_hook_method, _full_backward_hook_method, _hook,
+from ._module_hooks import (_ensure_global_backward_proxies, _forward_hook_method, _listed,  # noqa: E402
+                            _forward_pre_hook_method, _full_backward_hook_method, _hook, install_hook_dicts,
                             register_module_backward_hook, register_module_full_backward_hook,  # noqa: F401
                             register_module_full_backward_pre_hook)
 from ._module_to import _module_cuda, _module_to, _to_empty  # noqa: E402
@@ -867,10 +867,10 @@ _METHODS = dict(
     register_module=add_module, get_parameter=get_parameter, extra_repr=extra_repr, register_buffer=register_buffer,
     get_buffer=get_buffer, set_submodule=set_submodule, get_submodule=get_submodule, type=_module_type,
     compile=_module_compile,
-    register_forward_pre_hook=_forward_pre_hook_method,
-    register_forward_hook=_forward_hook_method, __deepcopy__=_deepcopy,
-    register_full_backward_pre_hook=_hook(Module._register_full_backward_pre_hook),
-    register_full_backward_hook=_full_backward_hook_method,
+    register_forward_pre_hook=_listed("_forward_pre_hooks", _forward_pre_hook_method),
+    register_forward_hook=_listed("_forward_hooks", _forward_hook_method), __deepcopy__=_deepcopy,
+    register_full_backward_pre_hook=_listed("_backward_pre_hooks", _hook(Module._register_full_backward_pre_hook)),
+    register_full_backward_hook=_listed("_backward_hooks", _full_backward_hook_method),
     register_state_dict_pre_hook=register_state_dict_pre_hook,
     register_state_dict_post_hook=register_state_dict_post_hook,
     _register_state_dict_hook=_register_state_dict_hook,
@@ -906,6 +906,7 @@ for _name, _fn in _METHODS.items():
     setattr(Module, _name, _guarded(_fn, _BEFORE_INIT[_name]) if _name in _BEFORE_INIT else _fn)
 from ._dict_views import install as _install_dict_views  # noqa: E402
 _install_dict_views(Module)  # module._parameters / _buffers / _non_persistent_buffers_set, as torch's
+install_hook_dicts(Module)  # module._forward_hooks / _forward_pre_hooks / _backward_hooks / _backward_pre_hooks
 
 
 class _PlainModule(Module):
