@@ -195,6 +195,8 @@ def test_meshes_copy_deepcopy_and_pickle_within_the_group():
         else:
             with pytest.raises(RuntimeError, match="cannot unpickle DeviceMesh"):
                 pickle.loads(blob[0])
+        dp = m2["dp"]
+        assert m2["dp", "tp"] is m2 and dp["dp"] is dp  # torch: all of its names give the mesh itself
         holder = copy.deepcopy(_Holder(m2["dp"]))
         assert holder.mesh == m2["dp"] and holder.mesh.get_group() is m2.get_group("dp")
 

@@ -183,6 +183,8 @@ def _getitem(self, names):
     """mesh["tp"], mesh["dp", "tp"]; on the root mesh a name may be a flattened one (with torch's warning that
     this is deprecated: keep the mesh _flatten returned)."""
     names = [names] if isinstance(names, str) else list(names)
+    if self.mesh_dim_names and tuple(names) == tuple(self.mesh_dim_names):
+        return self  # torch's: all of its names in order give the mesh itself
     own = set(self.mesh_dim_names or ())
     if any(n not in own for n in names) and any(n in self._flattened_names() for n in names):
         import warnings
