@@ -302,9 +302,16 @@ def _unfold(self, dimension, size, step):
         return self.reshape(1).narrow(0, 0, size)
     if not self.is_distributed:  # torch's unfold is a view: the windows share self's memory
         sizes, strides = list(self.shape), list(self.stride())
-        return self.as_strided(sizes[:d] + [count] + sizes[d + 1:] + [size],
-                               strides[:d] + [strides[d] * step] + strides[d + 1:] + [strides[d]],
-                               self.storage_offset())
+        try:
+            return self.as_strided(sizes[:d] + [count] + sizes[d + 1:] + [size],
+                                   strides[:d] + [strides[d] * step] + strides[d + 1:] + [strides[d]],
+                                   self.storage_offset())
+        except NotImplementedError as e:
+            # autograd's as_strided refuses a view over an overlapping one (x.unfold(2, k, s).unfold(3, k, s)
+            # with s < k, requiring grad): the windows are gathered instead (the same values and gradients; not
+            # a view of self's memory)
+            if "share memory" not in str(e):
+                raise
     index = (np.arange(count)[:, None] * step + np.arange(size)[None, :]).reshape(-1)
     picked = index_select(self, d, tensor(index.astype(np.int64)))
     shape = list(self.shape)

@@ -23,6 +23,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     """The gradients of outputs with respect to inputs, as a tuple in inputs' order (None for an unused
     input with allow_unused, zeros with materialize_grads)."""
     outputs, inputs = _seq(outputs), _seq(inputs)
+    if not inputs:
+        raise RuntimeError("grad requires non-empty inputs.")
     seeds = [None] * len(outputs) if grad_outputs is None else _seq(grad_outputs)
     if len(seeds) != len(outputs):
         raise ValueError("grad_outputs has %d entries for %d outputs" % (len(seeds), len(outputs)))

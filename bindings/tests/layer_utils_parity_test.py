@@ -443,3 +443,23 @@ def test_module_hook_dicts_list_clear_and_remove_as_torchs():
     del m._backward_hooks[key]
     m(T.ones(1, 2, requires_grad=True)).sum().backward()
     assert seen == [1] and len(m._backward_hooks) == 0
+
+
+def test_model_zoo_sweep_fixes():
+    conv = nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8))
+    w = conv[0].weight
+    conv.to(memory_format=T.channels_last)
+    assert conv[0].weight is w and w.stride() == (27, 1, 9, 3) and conv[1].weight.stride() == (1,)
+    y = T.arange(10.0, dtype=T.float64).requires_grad_(True)
+    z = y.unfold(0, 3, 1).unfold(1, 2, 1)  # overlapping windows of overlapping windows
+    assert tuple(z.shape) == (8, 2, 2) and z[3].tolist() == [[3.0, 4.0], [4.0, 5.0]]
+    z.sum().backward()  # each element: the number of (window, pair) slots that read it, counted directly
+    counts = np.zeros(10)
+    for a in range(8):
+        for b in range(2):
+            counts[a + b: a + b + 2] += 1
+    assert y.grad.tolist() == counts.tolist()
+    with pytest.raises(RuntimeError, match="grad requires non-empty inputs."):
+        T.autograd.grad(y.sum(), [])
+    _, msgs, _ = caught(lambda: F.upsample(T.ones(1, 1, 2), scale_factor=2))
+    assert msgs == ["`nn.functional.upsample` is deprecated. Use `nn.functional.interpolate` instead."]

@@ -89,8 +89,9 @@ def test_optimizers_take_parameters_from_several_modules_and_frozen_ones_as_torc
     a, b = nn.Linear(2, 2), nn.Linear(2, 2)
     opt = tessel.optim.SGD([a.weight, b.weight], lr=0.1)  # both named 'weight' locally: used to raise
     opt2 = tessel.optim.AdamW([{"params": a.parameters()}, {"params": b.parameters(), "lr": 0.0}])
-    with pytest.raises(ValueError, match="more than one parameter group"):
-        tessel.optim.SGD([a.weight, a.weight], lr=0.1)  # the same tensor twice is still an error
+    with pytest.warns(UserWarning, match="a parameter group with duplicate parameters"):  # torch: a warning
+        twice = tessel.optim.SGD([a.weight, a.weight], lr=0.1)
+    assert len(twice.param_groups[0]["params"]) == 1  # stepped once (torch steps it twice: its issue 40967)
     b.bias.requires_grad_(False)  # frozen: accepted and skipped while its grad is None (torch)
     frozen = tessel.optim.AdamW(b.parameters(), lr=0.1)
     (b(tessel.ones(1, 2)).sum() + a(tessel.ones(1, 2)).sum()).backward()

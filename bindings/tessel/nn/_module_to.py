@@ -15,7 +15,10 @@ def _module_to(self, *args, **kwargs):
     their .grad cast too; a DTensor parameter is replaced by a cast one) and every floating buffer (BatchNorm's
     running statistics, rotary tables: new tensors, as torch's), each kept persistent or not as it was."""
     from .._device import parse_to_args
+    memory_format = kwargs.get("memory_format")
     dtype, _, _ = parse_to_args(args, kwargs, "Module.to", allow_copy=False)
+    if memory_format is not None:
+        _to_memory_format(self, memory_format)
     if dtype is None:
         return self
     floating = (_dtypes.float32, _dtypes.float64, _dtypes.bfloat16, _dtypes.float16)
@@ -60,6 +63,23 @@ def _module_to(self, *args, **kwargs):
             casts[key] = cast
         self._set_parameter(name, casts[key])
     return self
+
+
+def _to_memory_format(module, memory_format):
+    """torch's Module.to(memory_format=): every 4-D / 5-D parameter (in place: the same Parameter objects, their
+    .grad too) and buffer laid out in that format (channels_last for convolution weights)."""
+    for p in module.parameters():
+        if p.dim() in (4, 5) and not p.is_distributed:
+            p.data = p.detach().contiguous(memory_format=memory_format)
+            if p.grad is not None and p.grad.grad_fn is None and not p.grad.is_distributed:
+                p.grad.data = p.grad.detach().contiguous(memory_format=memory_format)
+    for m in module.modules():
+        persistent = None
+        for name, b in list(m._named_buffers(False)):
+            if b is not None and b.dim() in (4, 5):
+                if persistent is None:
+                    persistent = _persistent_buffer_names(m)
+                m.register_buffer(name, b.contiguous(memory_format=memory_format), persistent=name in persistent)
 
 
 def _module_cuda(self, device=None):

@@ -242,15 +242,29 @@ def pixel_unshuffle(input, downscale_factor):
     return out.clone() if r == 1 else out  # r = 1: a copy, as torch's
 
 
+def _deprecated(name):
+    import warnings
+    warnings.warn("`nn.functional.%s` is deprecated. Use `nn.functional.interpolate` instead." % name, stacklevel=3)
+
+
 def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
+    _deprecated("upsample")
     return interpolate(input, size, scale_factor, mode, align_corners)
 
 
+def upsample_nearest(input, size=None, scale_factor=None):
+    _deprecated("upsample_nearest")
+    return interpolate(input, size, scale_factor)
+
+
+def upsample_bilinear(input, size=None, scale_factor=None):
+    _deprecated("upsample_bilinear")
+    return interpolate(input, size, scale_factor, "bilinear", True)
+
+
 FUNCTIONAL = dict(pad=pad, interpolate=interpolate, upsample=upsample, pixel_shuffle=pixel_shuffle,
-                  pixel_unshuffle=pixel_unshuffle,
-                  upsample_nearest=lambda input, size=None, scale_factor=None: interpolate(input, size, scale_factor),
-                  upsample_bilinear=lambda input, size=None, scale_factor=None: interpolate(
-                      input, size, scale_factor, "bilinear", True))
+                  pixel_unshuffle=pixel_unshuffle, upsample_nearest=upsample_nearest,
+                  upsample_bilinear=upsample_bilinear)
 
 
 def _pad_class(name, nd, mode, fixed_value=None):

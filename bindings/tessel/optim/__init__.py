@@ -245,6 +245,15 @@ class Optimizer(_hooks.HookMethods):
         for key, value in self.defaults.items():
             group.setdefault(key, value)
         named = _named([ps] if isinstance(ps, _C.Tensor) else list(ps), len(self.param_groups))
+        own = set()
+        if len({hash(p) for _, p in named}) != len(named):
+            # torch warns and keeps both (stepping the parameter twice, its issue 40967); tessel steps it once
+            import warnings
+            warnings.warn("optimizer contains a parameter group with duplicate parameters; in future, this will "
+                          "cause an error; see github.com/pytorch/pytorch/issues/40967 for more information",
+                          stacklevel=3)
+            named = [(n, p) for n, p in named if not (hash(p) in own or own.add(hash(p)))]
+            group["params"] = [p for _, p in named]
         for name, p in named:
             if not p.is_leaf:  # torch: its gradient never lands in .grad, so it would never be updated
                 raise ValueError("can't optimize a non-leaf Tensor")
