@@ -472,6 +472,19 @@ void BindTensor(py::module_& m) {
            py::arg("requires_grad") = true, py::return_value_policy::reference_internal)
       .def_property("grad", [](const Tensor& t) -> std::optional<Tensor> {
         Tensor g = t.grad();
+        if (!g.defined() && !t.is_leaf() &&
+            !(t.impl()->autograd_meta() != nullptr && t.impl()->autograd_meta()->retains_grad)) {
+          // torch's warning: a non-leaf's .grad is never populated unless retain_grad() was called
+          if (PyErr_WarnEx(PyExc_UserWarning,
+                           "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its .grad "
+                           "attribute won't be populated during autograd.backward(). If you indeed want the .grad "
+                           "field to be populated for a non-leaf Tensor, use .retain_grad() on the non-leaf Tensor. "
+                           "If you access the non-leaf Tensor by mistake, make sure you access the leaf Tensor "
+                           "instead. See github.com/pytorch/pytorch/pull/30531 for more informations.",
+                           1) != 0) {
+            throw py::error_already_set();
+          }
+        }
         return g.defined() ? std::optional<Tensor>(g) : std::nullopt;
       }, [](const Tensor& t, std::optional<Tensor> g) { t.set_grad(g ? *g : Tensor()); })
       .def("backward", [](const Tensor& t, std::optional<Tensor> gradient, bool retain_graph) {

@@ -463,3 +463,14 @@ def test_model_zoo_sweep_fixes():
         T.autograd.grad(y.sum(), [])
     _, msgs, _ = caught(lambda: F.upsample(T.ones(1, 1, 2), scale_factor=2))
     assert msgs == ["`nn.functional.upsample` is deprecated. Use `nn.functional.interpolate` instead."]
+
+
+def test_reading_a_non_leafs_grad_warns_as_torch():
+    x = T.ones(2, requires_grad=True)
+    y = x * 2
+    g, msgs, _ = caught(lambda: y.grad)
+    assert g is None and len(msgs) == 1 and msgs[0].startswith("The .grad attribute of a Tensor that is not a leaf")
+    y.retain_grad()
+    y.sum().backward()
+    g, msgs, _ = caught(lambda: (y.grad, x.grad))
+    assert msgs == [] and g[0].tolist() == [1.0, 1.0] and g[1].tolist() == [2.0, 2.0]
