@@ -506,3 +506,5 @@ default_generator = _C.default_generator()
 from .random import manual_seed  # noqa: E402,F811 (negative and large seeds wrap to 64 bits, as torch's)
 globals().update(_foreach.functions())
 _C._get_tracing_state = lambda: None  # torch._C._get_tracing_state(): nothing traces here
+from . import _torch_paths  # noqa: E402 (torch.backends.cudnn, nn.parameter, fsdp._fully_shard, torch._check, ...)
+_torch_paths.install(globals())

@@ -549,6 +549,18 @@ _SQRT_ZERO_GRAD = []  # the autograd Function, made on first use (tessel.autogra
 
 Tensor.var = _var
 Tensor.std = _std
+_norm_cpp = Tensor.norm
+
+
+def _norm(self, p="fro", dim=None, keepdim=False, out=None, dtype=None):
+    """Tensor.norm / torch.norm(input, p, dim, keepdim, out, dtype): dtype casts the input first, as torch's."""
+    result = _norm_cpp(self if dtype is None else self.to(dtype), p, dim, keepdim)
+    if out is not None:
+        return out.copy_(result)
+    return result
+
+
+Tensor.norm = _norm
 
 FUNCTION_FORMS = ("sum", "mean", "var", "std", "mm", "bmm", "transpose", "reshape", "max", "min", "argmax", "argmin", "clamp",
                   "flatten", "permute", "unsqueeze", "squeeze", "chunk", "split", "norm", "pow", "amax", "neg",

@@ -75,7 +75,9 @@ def nanmean(x, dim=None, keepdim=False, *, dtype=None):
     return nansum(x, dim, keepdim, dtype=dtype) / total
 
 
-def tile(x, dims):
+def tile(x, *dims):
+    """torch's x.tile(2), x.tile(2, 1), x.tile((2, 1)), torch.tile(x, (2, 1))."""
+    dims = dims[0] if len(dims) == 1 and not isinstance(dims[0], builtins.int) else dims
     dims = [builtins.int(d) for d in dims]
     return x.repeat(*([1] * (x.ndim - len(dims)) + dims))
 

@@ -4,6 +4,7 @@ registers them in _extra's TORCH_FUNCTIONS / TENSOR_METHODS.
 """
 import builtins
 import math
+import sys
 
 import numpy as np
 
@@ -298,7 +299,7 @@ TENSOR_METHODS.update(
     eq=lambda a, b: a == b, ne=lambda a, b: a != b, lt=lambda a, b: a < b, le=lambda a, b: a <= b,
     gt=lambda a, b: a > b, ge=lambda a, b: a >= b, broadcast_to=lambda x, size: x.expand(*size),
     view_as=lambda x, other: x.view(*other.shape), split_with_sizes=split_with_sizes,
-    where=lambda x, condition, y: _C._functional.where(condition, x, y),
+    where=lambda x, condition, y: sys.modules[__package__].where(condition, x, y),  # (a number y: torch's dtype)
     nelement=lambda x: x.numel(), element_size=lambda x: _ITEMSIZE[x.dtype],
     new_empty=lambda x, *size, **kw: _new_full(x, size, 0.0, **kw), masked_fill=masked_fill, split=split,
     chunk=chunk)

@@ -508,6 +508,8 @@ def matrix_exp(input):
 
 
 def chain_matmul(*matrices):
+    if len(matrices) == 1:  # torch's: the one matrix itself (a copy)
+        return matrices[0].clone()
     return _linalg().multi_dot(list(matrices))
 
 
@@ -515,10 +517,11 @@ def frobenius_norm(input, dim, keepdim=False):
     return input.norm(2, list(dim) if isinstance(dim, (list, tuple)) else [dim], keepdim)
 
 
-def nuclear_norm(input, keepdim=False):
-    s = _linalg().svdvals(input)
-    out = s.sum(-1)
-    return out.unsqueeze(-1).unsqueeze(-1) if keepdim else out
+def nuclear_norm(input, dim=None, keepdim=False):
+    """torch.nuclear_norm(input, keepdim) / (input, dim, keepdim): the sum of singular values over the two dims."""
+    if isinstance(dim, bool):  # nuclear_norm(x, True): the keepdim overload
+        dim, keepdim = None, dim
+    return _linalg().matrix_norm(input, "nuc", (-2, -1) if dim is None else tuple(dim), keepdim)
 
 
 # ---- shape helpers --------------------------------------------------------------------------------------

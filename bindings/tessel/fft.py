@@ -152,8 +152,8 @@ def _dims_and_sizes(input, s, dim, default_last):
     ndim = input.dim()
     if dim is None:
         dim = list(range(ndim - (len(s) if s is not None else ndim), ndim)) if default_last is None else default_last
-    dims = [d % ndim for d in dim]
-    sizes = list(s) if s is not None else [None] * len(dims)
+    dims = [d % ndim for d in ([dim] if isinstance(dim, int) else dim)]  # an int: that one dim, as torch
+    sizes = ([s] if isinstance(s, int) else list(s)) if s is not None else [None] * len(dims)
     if len(sizes) != len(dims):
         raise RuntimeError("When given, dim and shape arguments must have the same length")
     return dims, sizes

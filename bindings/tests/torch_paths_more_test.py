@@ -1,0 +1,146 @@
+"""torch names and module paths training code imports, from a missing-names probe (torchtitan, timm, litgpt,
+lightning, accelerate, torchtune, diffusers, pytorch/examples): flex_attention (its values are torch 2.15's,
+printed by the probe: causal, document masks, ALiBi and soft-capping score mods, a fully masked row),
+torch.library's custom ops with their autograd, and the import paths (torch.backends.cudnn, nn.parameter,
+nn.modules.utils, fsdp._fully_shard, ShardedGradScaler, _LRScheduler, torch._check, get_device_module)."""
+import importlib
+import math
+
+import numpy as np
+import pytest
+
+import tessel as T
+import tessel.nn.functional as F
+from tessel.nn.attention.flex_attention import (and_masks, create_block_mask, create_mask, flex_attention,
+                                                  or_masks)
+
+
+def qkv(requires_grad=False):
+    rng = np.random.default_rng(0)
+    B, Hq, Hkv, L, E = 2, 4, 2, 6, 8
+    return [T.tensor(rng.standard_normal(s), dtype=T.float64, requires_grad=requires_grad)
+            for s in ((B, Hq, L, E), (B, Hkv, L, E), (B, Hkv, L, E))]
+
+
+def causal(b, h, q_idx, kv_idx):
+    return q_idx >= kv_idx
+
+
+def test_flex_attention_values_are_torchs():
+    q, k, v = qkv()
+    doc = T.tensor([0, 0, 1, 1, 1, 2])
+    slopes = T.tensor([0.5, 0.25, 0.125, 0.0625], dtype=T.float64)
+    cases = [  # (mask_mod, score_mod, torch's out.sum(), torch's lse.sum() over the finite entries)
+        (causal, None, -47.4566603521, 66.1034965413),
+        (and_masks(causal, lambda b, h, qi, ki: doc[qi] == doc[ki]), None, -66.6303657269, 24.5894023679),
+        (or_masks(lambda b, h, qi, ki: (qi - ki) <= 2, lambda b, h, qi, ki: doc[qi] == doc[ki]),
+         lambda s, b, h, qi, ki: s + slopes[h] * (ki - qi), -11.0044475094, 97.7109867582),
+        (None, lambda s, b, h, qi, ki: T.tanh(s / 2.0) * 2.0, -26.7903244789, 98.2282316205),
+        (lambda b, h, qi, ki: (qi > 0) & (ki <= qi), None, -37.9693739115, 65.6921320223),
+    ]
+    for mask_mod, score_mod, out_sum, lse_sum in cases:
+        mask = create_block_mask(mask_mod, None, None, 6, 6, device="cpu") if mask_mod else None
+        out, lse = flex_attention(q, k, v, score_mod=score_mod, block_mask=mask, enable_gqa=True, return_lse=True)
+        assert math.isclose(float(out.sum()), out_sum, rel_tol=1e-9)
+        finite = lse.numpy()[np.isfinite(lse.numpy())]
+        assert math.isclose(float(finite.sum()), lse_sum, rel_tol=1e-9) and lse.dtype == T.float64
+    # the fully masked query row: zeros and -inf, as torch's kernel
+    out, lse = flex_attention(q, k, v, block_mask=create_block_mask(lambda b, h, qi, ki: qi > 0, None, None, 6, 6),
+                              enable_gqa=True, return_lse=True)
+    assert out[:, :, 0].abs().sum().item() == 0.0 and lse[:, :, 0].tolist() == [[-math.inf] * 4] * 2
+
+
+def test_flex_attention_gradients_equal_causal_sdpa():
+    q, k, v = qkv(requires_grad=True)
+    out = flex_attention(q, k, v, block_mask=create_block_mask(causal, None, None, 6, 6), enable_gqa=True)
+    got = T.autograd.grad((out * out).sum(), [q, k, v])
+    ref = F.scaled_dot_product_attention(q, k.repeat_interleave(2, 1), v.repeat_interleave(2, 1), is_causal=True)
+    want = T.autograd.grad((ref * ref).sum(), [q, k, v])
+    np.testing.assert_allclose(out.detach().numpy(), ref.detach().numpy(), rtol=1e-12, atol=1e-12)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_block_mask_views_and_errors():
+    m = create_block_mask(causal, 1, 1, 300, 300)
+    assert m.to_dense().tolist() == [[[[1, 0, 0], [1, 1, 0], [1, 1, 1]]]] and m.shape == (1, 1, 300, 300)
+    assert math.isclose(m.sparsity(), 100.0 / 3)
+    assert create_mask(causal, 1, 1, 3, 3).int().tolist() == [[[[1, 0, 0], [1, 1, 0], [1, 1, 1]]]]
+    q, k, v = qkv()
+    with pytest.raises(ValueError, match="Try setting enable_gqa=True"):
+        flex_attention(q, k, v)
+    with pytest.raises(ValueError, match="block_mask was created for"):
+        flex_attention(q, k, v, block_mask=m, enable_gqa=True)
+
+
+def test_custom_op_with_and_without_registered_autograd():
+    @T.library.custom_op("tessel_test::scale", mutates_args=())
+    def scale(x: T.Tensor, s: float) -> T.Tensor:
+        return x * s
+
+    def setup_context(ctx, inputs, output):
+        ctx.s = inputs[1]
+    scale.register_autograd(lambda ctx, g: (g * ctx.s * 10, None), setup_context=setup_context)
+    x = T.ones(3, requires_grad=True)
+    y = scale(x, 2.0)
+    y.sum().backward()
+    assert y.tolist() == [2.0, 2.0, 2.0] and x.grad.tolist() == [20.0, 20.0, 20.0]  # the registered backward
+    assert T.ops.tessel_test.scale.default(T.ones(2), 4.0).tolist() == [4.0, 4.0]
+    lib = T.library.Library("tessel_test2", "DEF")
+    lib.define("twice(Tensor x) -> Tensor")
+    lib.impl("twice", lambda t: t * 2, "CPU")
+    assert T.ops.tessel_test2.twice(T.ones(2)).tolist() == [2.0, 2.0]
+
+
+def test_torch_import_paths_and_small_names():
+    for path in ("backends.cudnn", "backends.cuda", "nn.parameter", "nn.modules.utils", "nn.common_types",
+                 "distributed.fsdp._fully_shard", "distributed._composable.fsdp.fully_shard",
+                 "distributed.fsdp.sharded_grad_scaler", "amp.grad_scaler", "library"):
+        importlib.import_module("tessel." + path)
+    from tessel.distributed.fsdp import fully_shard
+    from tessel.distributed.fsdp._fully_shard import fully_shard as titan_path
+    from tessel.nn.modules.utils import _pair, _triple
+    assert titan_path is fully_shard and _pair(3) == (3, 3) and _triple((1, 2, 3)) == (1, 2, 3)
+    assert T.nn.parameter.Parameter is T.nn.Parameter and T.optim.lr_scheduler._LRScheduler is \
+        T.optim.lr_scheduler.LRScheduler and T.GradScaler is T.amp.GradScaler
+    assert issubclass(T.OutOfMemoryError, RuntimeError) and T.cuda.OutOfMemoryError is T.OutOfMemoryError
+    with pytest.raises(RuntimeError, match="bad shape"):
+        T._check(False, lambda: "bad shape")
+    with pytest.raises(IndexError):
+        T._check_index(False)
+    T._check(True)
+    assert T.get_device_module("cuda") is T.cuda and T.get_device_module() is T.cpu
+
+
+def test_sharded_grad_scaler_agrees_on_an_overflow_across_ranks():
+    import tessel.distributed as dist
+    from tessel.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
+
+    def rank_fn(world):
+        dist.init_process_group()
+        try:
+            p = T.nn.Parameter(T.ones(2))
+            opt = T.optim.SGD([p], lr=1.0)
+            scaler = ShardedGradScaler("cpu", init_scale=4.0)
+            p.grad = T.tensor([math.inf, 0.0]) if dist.get_rank() == 1 else T.ones(2)
+            scaler.step(opt)  # rank 1 overflowed: every rank skips the step
+            scaler.update()
+            assert p.tolist() == [1.0, 1.0] and scaler.get_scale() == 2.0
+        finally:
+            dist.destroy_process_group()
+    T.run_ranks(2, rank_fn)
+
+
+def test_calls_the_probe_found_broken():
+    x = T.arange(6.0, dtype=T.float64).reshape(2, 3) / 6
+    assert x.where(x > 0.3, 0.0).tolist() == [[0.0, 0.0, 2 / 6], [0.5, 4 / 6, 5 / 6]]
+    assert x.tile(2).shape == (2, 6) and x.tile(2, 1).shape == (4, 3) and T.tile(x, (1, 2)).shape == (2, 6)
+    np.testing.assert_allclose(T.fft.fftn(x, dim=-1).abs().numpy(), np.abs(np.fft.fft(x.numpy(), axis=-1)),
+                               rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(T.fft.rfftn(x, s=4, dim=1).abs().numpy(),
+                               np.abs(np.fft.rfft(x.numpy(), n=4, axis=1)), rtol=1e-12, atol=1e-12)
+    f32 = x.float()
+    assert f32.norm(dtype=T.float64).dtype == T.float64
+    assert math.isclose(f32.norm(dtype=T.float64).item(), float(np.linalg.norm(x.numpy())), rel_tol=1e-7)
+    assert math.isclose(T.nuclear_norm(x, dim=(0, 1)).item(), float(np.linalg.norm(x.numpy(), "nuc")), rel_tol=1e-12)
+    assert T.chain_matmul(x).tolist() == x.tolist()
