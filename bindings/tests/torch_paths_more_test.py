@@ -144,3 +144,22 @@ def test_calls_the_probe_found_broken():
     assert math.isclose(f32.norm(dtype=T.float64).item(), float(np.linalg.norm(x.numpy())), rel_tol=1e-7)
     assert math.isclose(T.nuclear_norm(x, dim=(0, 1)).item(), float(np.linalg.norm(x.numpy(), "nuc")), rel_tol=1e-12)
     assert T.chain_matmul(x).tolist() == x.tolist()
+
+
+def test_functional_multi_head_attention_forward_equals_the_module():
+    rng = np.random.default_rng(0)
+    m = T.nn.MultiheadAttention(4, 2, add_bias_kv=True).double()
+    with T.no_grad():
+        for p in m.parameters():
+            p.copy_(T.tensor(rng.standard_normal(tuple(p.shape))))
+    x = T.tensor(rng.standard_normal((3, 2, 4)))
+    mask = T.triu(T.ones(3, 3, dtype=T.bool), 1)
+    out, weights = F.multi_head_attention_forward(
+        x, x, x, 4, 2, m.in_proj_weight, m.in_proj_bias, m.bias_k, m.bias_v, False, 0.0, m.out_proj.weight,
+        m.out_proj.bias, training=False, attn_mask=mask)
+    want, want_weights = m.eval()(x, x, x, attn_mask=mask)
+    assert out.tolist() == want.tolist() and weights.tolist() == want_weights.tolist()
+    assert math.isclose(float(out.sum()), -13.4372212879, rel_tol=1e-9)  # torch 2.15's, same weights
+    with pytest.raises(AssertionError, match="was expecting embedding dimension of 8, but got 4"):
+        F.multi_head_attention_forward(x, x, x, 8, 2, m.in_proj_weight, m.in_proj_bias, None, None, False, 0.0,
+                                       m.out_proj.weight, m.out_proj.bias)

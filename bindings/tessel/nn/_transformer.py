@@ -133,6 +133,33 @@ class MultiheadAttention(Module):
         return out, (weights.squeeze(0) if unbatched else weights)
 
 
+def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_heads, in_proj_weight, in_proj_bias,
+                                 bias_k, bias_v, add_zero_attn, dropout_p, out_proj_weight, out_proj_bias,
+                                 training=True, key_padding_mask=None, need_weights=True, attn_mask=None,
+                                 use_separate_proj_weight=False, q_proj_weight=None, k_proj_weight=None,
+                                 v_proj_weight=None, static_k=None, static_v=None, average_attn_weights=True,
+                                 is_causal=False):
+    """torch.nn.functional.multi_head_attention_forward (CLIP-style code calls it with a module's tensors):
+    MultiheadAttention's computation over the given weights, inputs [L, N, E] or [L, E]."""
+    import types
+    if static_k is not None or static_v is not None:
+        raise NotImplementedError("multi_head_attention_forward: static_k / static_v are not supported by tessel")
+    E = query.shape[-1]
+    if E != embed_dim_to_check:
+        raise AssertionError("was expecting embedding dimension of %d, but got %d" % (embed_dim_to_check, E))
+    if E % num_heads:
+        raise AssertionError("embed_dim %d not divisible by num_heads %d" % (E, num_heads))
+    shim = types.SimpleNamespace(
+        batch_first=False, num_heads=num_heads, head_dim=E // num_heads, embed_dim=E,
+        _qkv_same_embed_dim=not use_separate_proj_weight, in_proj_weight=in_proj_weight, in_proj_bias=in_proj_bias,
+        q_proj_weight=q_proj_weight, k_proj_weight=k_proj_weight, v_proj_weight=v_proj_weight, bias_k=bias_k,
+        bias_v=bias_v, add_zero_attn=add_zero_attn, dropout=dropout_p, training=training,
+        out_proj=lambda t: functional.linear(t, out_proj_weight, out_proj_bias))
+    shim._projections = lambda: MultiheadAttention._projections(shim)
+    return MultiheadAttention.forward(shim, query, key, value, key_padding_mask, need_weights, attn_mask,
+                                      average_attn_weights, is_causal)
+
+
 def _checked_attn_mask(attn_mask, key_padding_mask, L, S, batch_heads):
     """torch's checks of MultiheadAttention's masks: bool or floating dtypes, attn_mask [L, S] or
     [N·heads, L, S], the deprecation warning for a bool mask next to a float one."""

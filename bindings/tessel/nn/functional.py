@@ -318,6 +318,12 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     return _reduce((input - target).pow(2.0), reduction)
 
 
+def multi_head_attention_forward(*args, **kwargs):
+    """torch.nn.functional.multi_head_attention_forward (nn/_transformer.py)."""
+    from ._transformer import multi_head_attention_forward as forward
+    return forward(*args, **kwargs)
+
+
 def _size_text(t):
     return "torch.Size([%s])" % ", ".join(str(int(n)) for n in t.shape)
 
