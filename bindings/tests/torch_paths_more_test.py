@@ -163,3 +163,71 @@ def test_functional_multi_head_attention_forward_equals_the_module():
     with pytest.raises(AssertionError, match="was expecting embedding dimension of 8, but got 4"):
         F.multi_head_attention_forward(x, x, x, 8, 2, m.in_proj_weight, m.in_proj_bias, None, None, False, 0.0,
                                        m.out_proj.weight, m.out_proj.bias)
+
+
+def test_distributed_sampler_shuffles_in_torchs_order():
+    from tessel.utils.data import DistributedSampler
+    data = list(range(10))
+    # torch 2.15: DistributedSampler(range(10), num_replicas=2, rank=r, seed=0), epoch 0
+    assert list(DistributedSampler(data, 2, 0, seed=0)) == [4, 7, 3, 0, 6]
+    from tessel.utils.data import _torch_randperm
+    assert _torch_randperm(10, 0) == [4, 1, 7, 5, 3, 9, 0, 8, 6, 2]  # torch.randperm(10, generator=seed 0)
+
+
+def test_dcp_to_torch_save_nests_the_state_dict_as_saved(tmp_path):
+    import tessel.distributed.checkpoint as dcp
+    from tessel.distributed.checkpoint.format_utils import dcp_to_torch_save
+    state = {"app": {"model": {"layer.0.weight": T.ones(2)}, "step": 3, "hist": [T.zeros(1), T.ones(1)]}}
+    dcp.save(state, checkpoint_id=str(tmp_path / "ck"))
+    dcp_to_torch_save(str(tmp_path / "ck"), str(tmp_path / "x.pth"))
+    back = T.load(str(tmp_path / "x.pth"), weights_only=False)
+    assert list(back) == ["app"] and back["app"]["step"] == 3
+    assert back["app"]["model"]["layer.0.weight"].tolist() == [1.0, 1.0]
+    assert [t.tolist() for t in back["app"]["hist"]] == [[0.0], [1.0]]
+    # converted to torch's format, the paths travel as its planner_data (torch's own converter nests by it)
+    from tessel.distributed.checkpoint.format_utils import dcp_to_torch_dcp
+    dcp_to_torch_dcp(str(tmp_path / "ck"), str(tmp_path / "torch_ck"))
+    dcp_to_torch_save(str(tmp_path / "torch_ck"), str(tmp_path / "y.pth"))
+    again = T.load(str(tmp_path / "y.pth"), weights_only=False)
+    assert again["app"]["model"]["layer.0.weight"].tolist() == [1.0, 1.0] and again["app"]["step"] == 3
+
+
+def test_get_state_dict_of_an_fsdp1_model_uses_torchs_clean_names():
+    import tessel.distributed as dist
+    from tessel.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+    from tessel.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+    def rank_fn(world):
+        dist.init_process_group()
+        try:
+            T.manual_seed(0)
+            model = FSDP(T.nn.Sequential(T.nn.Linear(4, 4), T.nn.ReLU(), T.nn.Linear(4, 2)))
+            opt = T.optim.Adam(model.parameters(), lr=0.1)
+            model(T.ones(3, 4)).sum().backward()
+            opt.step()
+            msd, osd = get_state_dict(model, opt)
+            assert list(msd) == ["0.weight", "0.bias", "2.weight", "2.bias"]
+            assert list(osd["state"]) == ["0.weight", "0.bias", "2.weight", "2.bias"]
+            T.manual_seed(1)
+            other = FSDP(T.nn.Sequential(T.nn.Linear(4, 4), T.nn.ReLU(), T.nn.Linear(4, 2)))
+            opt2 = T.optim.Adam(other.parameters(), lr=0.1)
+            set_state_dict(other, opt2, model_state_dict=msd, optim_state_dict=osd)
+            again, osd2 = get_state_dict(other, opt2)
+            for k in msd:
+                assert again[k].full_tensor().tolist() == msd[k].full_tensor().tolist()
+            assert osd2["state"]["2.bias"]["exp_avg"].full_tensor().tolist() == \
+                osd["state"]["2.bias"]["exp_avg"].full_tensor().tolist()
+        finally:
+            dist.destroy_process_group()
+    T.run_ranks(2, rank_fn)
+
+
+def test_tutorial_import_lines():
+    from tessel.distributed._tensor.device_mesh import init_device_mesh  # the tensor-parallel examples'
+    from tessel.distributed._tensor.placement_types import Shard
+    from tessel.distributed.pipelining import PipelineStage, ScheduleGPipe, SplitPoint, pipe_split, pipeline
+    assert init_device_mesh is T.distributed.device_mesh.init_device_mesh and Shard(0) == T.distributed.tensor.Shard(0)
+    assert PipelineStage is not None and ScheduleGPipe is not None and SplitPoint.END.value == 2
+    assert pipe_split() is None  # a marker: nothing happens when run eagerly, as torch's
+    with pytest.raises(NotImplementedError, match="records no graphs; build each stage's module by hand"):
+        pipeline(T.nn.Linear(2, 2), (T.ones(1, 2),))

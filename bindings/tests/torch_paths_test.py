@@ -18,6 +18,18 @@ import tessel.distributed as dist
 from tessel.distributed.elastic.multiprocessing.errors import ChildFailedError, record
 
 
+
+def _dotted(tree, prefix=""):
+    """A nested state dict (dcp_to_torch_save's, as torch's) as torch's flat DCP keys."""
+    out = {}
+    for k, v in (tree.items() if isinstance(tree, dict) else enumerate(tree)):
+        key = "%s.%s" % (prefix, k) if prefix else str(k)
+        if isinstance(v, dict) or (isinstance(v, list) and any(isinstance(x, (dict, tessel.Tensor)) for x in v)):
+            out.update(_dotted(v, key))
+        else:
+            out[key] = v
+    return out
+
 def test_record_writes_torchs_error_file_and_reraises(tmp_path, monkeypatch):
     path = tmp_path / "error.json"
     monkeypatch.setenv("TORCHELASTIC_ERROR_FILE", str(path))
@@ -284,6 +296,8 @@ def test_format_utils_converts_a_sharded_checkpoint_to_one_file_and_back(tmp_pat
     tessel.run_ranks(2, save_sharded)
     dcp_to_torch_save(ckpt, pt)
     got = tessel.load(str(pt))
+    assert sorted(got) == ["extra", "model", "step"]  # nested as saved, as torch's
+    got = _dotted(got)
     assert sorted(got) == sorted(["model." + k for k in full] + ["step", "extra.epochs"])
     for k, v in full.items():
         np.testing.assert_array_equal(got["model." + k].numpy(), v)
@@ -309,7 +323,7 @@ def test_format_utils_converts_a_sharded_checkpoint_to_one_file_and_back(tmp_pat
                           str(ckpt), str(tmp_path / "cli.pt")], capture_output=True, text=True, timeout=60,
                          env=dict(os.environ, PYTHONPATH=os.path.join(runfiles, "bindings")))
     assert out.returncode == 0 and "Converted checkpoint from" in out.stdout, out.stderr
-    np.testing.assert_array_equal(tessel.load(str(tmp_path / "cli.pt"))["model.1.bias"].numpy(), full["1.bias"])
+    np.testing.assert_array_equal(tessel.load(str(tmp_path / "cli.pt"))["model"]["1.bias"].numpy(), full["1.bias"])
 
 
 if __name__ == "__main__":

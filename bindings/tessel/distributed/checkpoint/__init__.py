@@ -75,15 +75,19 @@ def _entered(v):
     return isinstance(v, (dict, list)) and not _torch_format._is_terminal(v)
 
 
-def _flatten(sd, prefix, out):
+def _flatten(sd, prefix, out, paths=None, path=()):
+    """{flat key: value}; paths (when given) gets each flat key's path of keys, torch's planner_data mapping
+    (dcp_to_torch_save nests the entries again by it)."""
     for k, v in _entries(sd):
         key = "%s.%s" % (prefix, k) if prefix else str(k)
         if _entered(v):
-            _flatten(v, key, out)
+            _flatten(v, key, out, paths, path + (k,))
             continue
         if key in out:  # {"a.b": x, "a": {"b": y}}, or the keys 0 and "0": one would silently replace the other
             raise ValueError("duplicated flatten key %s" % key)
         out[key] = _leaf(key, v)
+        if paths is not None:
+            paths[key] = list(path + (k,))
     return out
 
 
@@ -368,9 +372,9 @@ def save(state_dict, *, checkpoint_id=None, storage_writer=None, planner=None, p
         exists = any(os.path.exists(os.path.join(path, name)) for name in ("metadata.json", ".metadata"))
         api._raise_agreed("save", RuntimeError("Checkpoint already exists and overwrite=False: %s" % path)
                           if exists else None, world, _rank(world))
-    error, flat = None, {}
+    error, flat, paths = None, {}, {}
     try:
-        flat = _flatten(_stateful_to_state_dict(state_dict), "", {})
+        flat = _flatten(_stateful_to_state_dict(state_dict), "", {}, paths)
     except Exception as e:  # noqa: BLE001 (the peers learn it in the save's plan exchange, then agree)
         error = e
     flat = _merge_param_group_lists(flat, world)  # collective: a rank whose flattening failed takes part too
@@ -389,7 +393,7 @@ def save(state_dict, *, checkpoint_id=None, storage_writer=None, planner=None, p
         api._raise_agreed("save", e, world, _rank(world))
     if not hf:
         if _rank(world) == 0:
-            _torch_format.write_marker(path)
+            _torch_format.write_marker(path, paths)
         return metadata.read(path)
     error = None
     if world is None or world.rank == 0:
@@ -420,7 +424,7 @@ def _release_savers():
             pass
 
 
-def _as_future(cpp_future, rank, path=None):
+def _as_future(cpp_future, rank, path=None, paths=None):
     """A concurrent.futures.Future (torch's async_save returns one): a thread waits for the C++ future
     (the GIL released) and sets its result or exception (a save's failure as CheckpointException naming
     this rank's own failure, or the peer whose failure failed the save: no exchange from that thread). Rank 0
@@ -431,7 +435,7 @@ def _as_future(cpp_future, rank, path=None):
         try:
             result = cpp_future.result()
             if path is not None and rank == 0:
-                _torch_format.write_marker(path)
+                _torch_format.write_marker(path, paths)
             future.set_result(result)
         except Exception as e:  # noqa: BLE001 (handed to the caller through the future)
             try:
@@ -488,9 +492,9 @@ def _async_save(state_dict, checkpoint_id, storage_writer, planner, process_grou
     saver = cache.get(id(world))
     if saver is None:
         saver = cache[id(world)] = (world, _C._AsyncSaver(world))
-    error, flat = None, {}
+    error, flat, paths = None, {}, {}
     try:
-        flat = _flatten(_stateful_to_state_dict(state_dict), "", {})
+        flat = _flatten(_stateful_to_state_dict(state_dict), "", {}, paths)
     except Exception as e:  # noqa: BLE001 (reported below, after the collective merge every rank takes part in)
         error = e
     flat = _merge_param_group_lists(flat, world)
@@ -505,7 +509,7 @@ def _async_save(state_dict, checkpoint_id, storage_writer, planner, process_grou
         except BaseException as agreed:  # noqa: BLE001
             future.set_exception(agreed)
         return future
-    return _as_future(cpp_future, _rank(world), path)
+    return _as_future(cpp_future, _rank(world), path, paths)
 
 
 def load(state_dict, *, checkpoint_id=None, storage_reader=None, planner=None, process_group=None, strict=True,

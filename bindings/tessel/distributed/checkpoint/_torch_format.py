@@ -35,9 +35,26 @@ _MARKER = (b"TESSEL-DCP: this checkpoint is in tessel's format, described by met
            b"tessel.distributed.checkpoint.format_utils.dcp_to_torch_dcp converts it to torch's.\n")
 
 
-def write_marker(path):
+PATHS_FILE = ".tessel_paths.json"  # flat key -> its path of keys (torch keeps this in metadata.planner_data)
+
+
+def write_marker(path, paths=None):
     with open(os.path.join(path, METADATA_FILE), "wb") as f:
         f.write(_MARKER)
+    if paths:
+        import json
+        with open(os.path.join(path, PATHS_FILE), "w") as f:
+            json.dump(paths, f)
+
+
+def read_paths(path):
+    """The flat keys' paths of a checkpoint tessel saved (None for one saved before they were kept)."""
+    import json
+    try:
+        with open(os.path.join(path, PATHS_FILE)) as f:
+            return {k: tuple(v) for k, v in json.load(f).items()}
+    except FileNotFoundError:
+        return None
 
 
 def _is_marker(md_path):
@@ -330,10 +347,30 @@ def _tensor_entry(t):
     return _new("TensorStorageMetadata", properties=props, size=_size(t.shape), chunks=[chunk])
 
 
-def save_whole(flat, path, file_name="__0_0.distcp"):
+def flatten_with_paths(tree):
+    """({flat key: value}, {flat key: its path of keys}) in torch's flattening of a nested state dict."""
+    values, paths = {}, {}
+
+    def visit(container, prefix, path):
+        items = container.items() if isinstance(container, dict) else enumerate(container)
+        for k, v in items:
+            key = "%s.%s" % (prefix, k) if prefix else str(k)
+            if _is_terminal(v) or isinstance(v, _C.Tensor):
+                if key in values:
+                    raise ValueError("duplicated flatten key %s" % key)
+                values[key], paths[key] = v, path + (k,)
+            else:
+                visit(v, key, path + (k,))
+
+    visit(tree, "", ())
+    return values, paths
+
+
+def save_whole(flat, path, file_name="__0_0.distcp", planner_data=None):
     """Writes {flat key: full tensor or value} as torch's DCP checkpoint in directory `path`: every tensor one
-    chunk, every value torch.save'd, all in one file; .metadata last (torch's commit). planner_data is None, so
-    torch's dcp_to_torch_save gives the flat keys back (torch's dcp.load matches them to any nesting)."""
+    chunk, every value torch.save'd, all in one file; .metadata last (torch's commit). planner_data: torch's
+    {flat key: path of keys}, by which its dcp_to_torch_save nests the entries again (None: it gives them flat;
+    torch's dcp.load matches them to any nesting either way)."""
     from ..._torch_zip import dumps, pickle_dumps
     os.makedirs(path, exist_ok=True)
     entries, storage = {}, {}
@@ -350,7 +387,7 @@ def save_whole(flat, path, file_name="__0_0.distcp"):
             entries[key] = _tensor_entry(value) if is_tensor else _new("BytesStorageMetadata")
         f.flush()
         os.fsync(f.fileno())
-    md = _new("Metadata", state_dict_metadata=entries, planner_data=None, storage_data=storage,
+    md = _new("Metadata", state_dict_metadata=entries, planner_data=planner_data, storage_data=storage,
               storage_meta=_new("StorageMeta", checkpoint_id=None, save_id="tessel", load_id=None, modules=[]),
               version="1.0.0")
     tmp = os.path.join(path, METADATA_FILE + ".tmp")
@@ -359,16 +396,3 @@ def save_whole(flat, path, file_name="__0_0.distcp"):
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, os.path.join(path, METADATA_FILE))
-
-
-def torch_flat(flat):
-    """tessel's flat entries in torch's flattening: a list value torch would enter (an optimizer's
-    param_groups) becomes one entry per item (key.0.lr, ...)."""
-    out = {}
-    for key, value in flat.items():
-        if isinstance(value, list) and not _is_terminal(value):
-            for sub, (container, k) in flatten({key: value}).items():
-                out[sub] = container[k]
-        else:
-            out[key] = value
-    return out

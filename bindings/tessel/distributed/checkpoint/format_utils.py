@@ -84,12 +84,40 @@ def _whole(dcp_checkpoint_dir):
     return {k: v if isinstance(v, _C.Tensor) else _restore(None, v) for k, v in flat.items()}
 
 
+def _nested(flat, dcp_checkpoint_dir):
+    """The state dict as it was saved ({"app": {"model": {...}, "step": 3}}), as torch's dcp_to_torch_save gives
+    it: each flat key set along its path of keys (an int key making a list, as torch's unflatten_state_dict);
+    a checkpoint without the paths stays flat."""
+    from . import _torch_format
+    path = os.fspath(dcp_checkpoint_dir)
+    if _torch_format.is_torch_checkpoint(path):
+        mapping = getattr(_torch_format.read_metadata(path), "planner_data", None)
+    else:
+        mapping = _torch_format.read_paths(path)
+    if not mapping or not all(k in mapping for k in flat):
+        return flat
+    root = {}
+    for key, value in flat.items():
+        keys = mapping[key]
+        node = root
+        for here, nxt in zip(keys[:-1], keys[1:]):
+            if isinstance(node, list):
+                node.extend([None] * (here + 1 - len(node)))
+            if (node[here] if isinstance(node, list) else node.get(here)) is None:
+                node[here] = [] if isinstance(nxt, int) else {}
+            node = node[here]
+        if isinstance(node, list):
+            node.extend([None] * (keys[-1] + 1 - len(node)))
+        node[keys[-1]] = value
+    return root
+
+
 def dcp_to_torch_save(dcp_checkpoint_dir, torch_save_path):
     """The whole checkpoint in dcp_checkpoint_dir as one torch.save file at torch_save_path, in torch's zip
     format (torch.load reads it; values other than tensors, numbers, strings and containers need
     weights_only=False there, as for torch's own dcp_to_torch_save)."""
     from ..._torch_zip import dumps
-    data = dumps(_whole(dcp_checkpoint_dir))  # before the file is opened: a failed read leaves no empty file
+    data = dumps(_nested(_whole(dcp_checkpoint_dir), dcp_checkpoint_dir))  # (read first: no empty file on failure)
     with open(os.fspath(torch_save_path), "wb") as f:
         f.write(data)
 
@@ -98,8 +126,9 @@ def dcp_to_torch_dcp(dcp_checkpoint_dir, torch_dcp_dir):
     """tessel's checkpoint in dcp_checkpoint_dir as a checkpoint in torch's DCP format in torch_dcp_dir
     (.metadata and one .distcp file; every tensor one chunk): torch's dcp.load reads it into any layout.
     dcp.load in tessel reads torch's format directly, so the way back needs no conversion."""
-    from ._torch_format import save_whole, torch_flat
-    save_whole(torch_flat(_whole(dcp_checkpoint_dir)), os.fspath(torch_dcp_dir))
+    from ._torch_format import flatten_with_paths, save_whole
+    flat, paths = flatten_with_paths(_nested(_whole(dcp_checkpoint_dir), dcp_checkpoint_dir))
+    save_whole(flat, os.fspath(torch_dcp_dir), planner_data=paths)
 
 
 def torch_save_to_dcp(torch_save_path, dcp_checkpoint_dir):

@@ -238,11 +238,56 @@ def _keys(result):
     return _IncompatibleKeys(list(result[0]), list(result[1]))
 
 
+_WRAPPER_SEGMENTS = ("_fsdp_wrapped_module.", "_checkpoint_wrapped_module.", "_orig_mod.")
+
+
+def _clean(fqn):
+    """torch's FQN as get_state_dict gives it: FSDP1's, activation checkpointing's and torch.compile's wrapper
+    segments left out (a model saved wrapped loads unwrapped, into FSDP2, or into another wrapping)."""
+    for segment in _WRAPPER_SEGMENTS:
+        fqn = fqn.replace(segment, "")
+    return fqn
+
+
+def _cleaned_optim(optim_sd, rename):
+    """An optimizer state dict (nested or flattened) with every parameter FQN renamed."""
+    if "state" not in optim_sd:  # flattened: state.<fqn>.<key> / param_groups.<fqn>.<key>
+        return {rename(k): v for k, v in optim_sd.items()}
+    return {**optim_sd, "state": {rename(k): v for k, v in optim_sd["state"].items()},
+            "param_groups": [{**g, "params": [rename(p) for p in g["params"]]} for g in optim_sd["param_groups"]]}
+
+
+def _wrapped_names(model, names):
+    """rename(k): a clean FQN (or flattened optimizer key) back to the model's own, wrapper segments included."""
+    actual = {_clean(n): n for n in names if _clean(n) != n}
+    if not actual:
+        return None
+
+    def rename(key):
+        if key in actual:
+            return actual[key]
+        for prefix in ("state.", "param_groups."):
+            if key.startswith(prefix):
+                for clean, own in actual.items():
+                    if key.startswith(prefix + clean + "."):
+                        return prefix + own + key[len(prefix + clean):]
+        return key
+    return rename
+
+
 def get_state_dict(model, optimizers, *, submodules=None, options=None):
     """The model's and the optimizers' state dicts (several optimizers: one merged optimizer dict, as torch)."""
     _no_submodules(submodules)
     options = options or StateDictOptions()
     opts = _optimizer_list(optimizers)
+    model_sd, optim_sd = _get_state_dict(model, opts, options)
+    if any(_clean(k) != k for k in model_sd):
+        model_sd = {_clean(k): v for k, v in model_sd.items()}
+        optim_sd = _cleaned_optim(optim_sd, _clean) if optim_sd else optim_sd
+    return model_sd, optim_sd
+
+
+def _get_state_dict(model, opts, options):
     model_sd = _in_module_order(model, _split(_C._get_state_dict(model, None, options.full_state_dict))[0])
     # torch's values are detached (module.state_dict()): no requires_grad, the parameters' memory all the same
     model_sd = {k: v.detach() if isinstance(v, _C.Tensor) and v.requires_grad else v for k, v in model_sd.items()}
@@ -295,6 +340,9 @@ def set_optimizer_state_dict(model, optimizers, optim_state_dict, *, options=Non
         optim_state_dict = _broadcast_optimizer_state_from_rank0(model, flat)
     if any(k.startswith(_OPTIM) for k in optim_state_dict):  # tessel's internal layout (from before torch's)
         return _load_optimizers(model, opts, optim_state_dict)
+    rename = _wrapped_names(model, sorted(set().union(*(_optimizer_fqns(model, opt) for opt in opts))))
+    if rename is not None and optim_state_dict:  # a clean FQN (torch's) for a wrapped model's parameter
+        optim_state_dict = _cleaned_optim(optim_state_dict, rename)
     if optim_state_dict and "state" not in optim_state_dict:  # torch's test: no "state" key = flattened
         optim_state_dict = _optim_layout.unflatten(model, opts, optim_state_dict)
     if optim_state_dict:  # torch loads nothing from an empty dict
@@ -306,6 +354,9 @@ def set_model_state_dict(model, model_state_dict, *, options=None):
     if options.broadcast_from_rank0:
         return _keys(_broadcast_model_state_from_rank0(model, model_state_dict, options.strict))
     from ...nn._state_dict import _raise_load_errors, tensor_entries
+    rename = _wrapped_names(model, [n for n, _ in model._state_dict()])
+    if rename is not None:
+        model_state_dict = {rename(k): v for k, v in model_state_dict.items()}
     tensors, others = tensor_entries(model, dict(model_state_dict))
     if others and options.strict:  # torch's error before anything loads
         _raise_load_errors(model, [], [], others)

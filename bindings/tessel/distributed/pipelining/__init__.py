@@ -41,7 +41,8 @@ __all__ = ["PipelineStage", "PipelineStageInfo", "PipelineScheduleSingle", "Pipe
            "generate_schedule", "stage_to_rank_map", "lower_program", "verify_compute_program",
            "verify_lowered_program", "parse_action", "parse_rank_program", "format_rank_program",
            "format_program", "dump_csv", "parse_csv", "simulate", "simulate_lockstep", "timeline_svg",
-           "schedule_names", "analyze_pipeline_activation_liveness", "PipelineActivationLiveness"]
+           "schedule_names", "analyze_pipeline_activation_liveness", "PipelineActivationLiveness",
+           "SplitPoint", "pipe_split", "pipeline", "Pipe", "build_stage"]
 
 Action = _C._Action
 parse_action = _C.parse_action
@@ -498,3 +499,5 @@ def pipeline_gpt(config, *, seed=0, schedule="1F1B", n_microbatches=1, stages_pe
 
 from ._liveness import PipelineActivationLiveness, analyze_pipeline_activation_liveness  # noqa: E402
 from . import microbatch, schedules, stage  # noqa: E402,F401 (torch's submodules)
+
+from ._frontend import Pipe, SplitPoint, build_stage, pipe_split, pipeline  # noqa: E402,F401 (torch's tracer names)

@@ -317,6 +317,21 @@ class BatchSampler(Sampler):
         return n // self.batch_size if self.drop_last else (n + self.batch_size - 1) // self.batch_size
 
 
+def _torch_randperm(n, seed):
+    """torch.randperm(n, generator=torch.Generator().manual_seed(seed)) exactly, as DistributedSampler draws its
+    order: torch's CPU generator is an MT19937 seeded by init_genrand(seed mod 2^32) (numpy's legacy RandomState
+    seeds it the same way) and its randperm a Fisher-Yates pass taking one 32-bit draw modulo the remaining count
+    per position (aten's randperm_cpu for n < 2^32 / 20). A ported loop then visits the same batches as torch's."""
+    if n >= (1 << 32) // 20:
+        return np.random.default_rng(seed).permutation(n).tolist()
+    raw = np.frombuffer(np.random.RandomState(seed & 0xFFFFFFFF).bytes(4 * max(n - 1, 0)), dtype="<u4")
+    r = list(range(n))
+    for i in range(n - 1):
+        z = i + int(raw[i]) % (n - i)
+        r[i], r[z] = r[z], r[i]
+    return r
+
+
 class DistributedSampler(Sampler):
     """torch's DistributedSampler: rank r takes indices r, r + W, ... of the (shuffled with seed + epoch)
     index list, padded by repeating its start so every rank gets num_samples, or cut with drop_last."""
@@ -341,7 +356,7 @@ class DistributedSampler(Sampler):
     def __iter__(self):
         n = len(self.dataset)
         if self.shuffle:
-            indices = np.random.default_rng(self.seed + self.epoch).permutation(n).tolist()
+            indices = _torch_randperm(n, self.seed + self.epoch)
         else:
             indices = list(range(n))
         if not self.drop_last:
