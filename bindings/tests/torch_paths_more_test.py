@@ -231,3 +231,23 @@ def test_tutorial_import_lines():
     assert pipe_split() is None  # a marker: nothing happens when run eagerly, as torch's
     with pytest.raises(NotImplementedError, match="records no graphs; build each stage's module by hand"):
         pipeline(T.nn.Linear(2, 2), (T.ones(1, 2),))
+
+
+def test_dense_tensors_have_no_dtensor_methods():
+    import tessel.distributed as dist
+    from tessel.distributed.device_mesh import init_device_mesh
+    from tessel.distributed.tensor import Shard, distribute_tensor
+    x = T.ones(2)
+    assert not hasattr(x, "full_tensor") and not hasattr(x, "to_local") and not hasattr(x, "redistribute")
+    with pytest.raises(AttributeError, match="'Tensor' object has no attribute 'to_local'"):
+        x.to_local()
+
+    def rank_fn(world):
+        dist.init_process_group()
+        try:
+            d = distribute_tensor(T.arange(4.0), init_device_mesh("cpu", (2,)), [Shard(0)])
+            assert hasattr(d, "full_tensor") and d.full_tensor().tolist() == [0.0, 1.0, 2.0, 3.0]
+            assert d.to_local().tolist() == ([0.0, 1.0] if dist.get_rank() == 0 else [2.0, 3.0])
+        finally:
+            dist.destroy_process_group()
+    T.run_ranks(2, rank_fn)

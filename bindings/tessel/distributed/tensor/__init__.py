@@ -249,3 +249,23 @@ def distribute_module(module, device_mesh=None, partition_fn=None, input_fn=None
 from ..device_mesh import init_device_mesh  # noqa: E402,F401 (torch.distributed.tensor exports it)
 from . import _random, device_mesh, parallel, placement_types  # noqa: E402,F401 (torch.distributed.tensor's
 #   submodules)
+
+
+class _DTensorMethod:
+    """Tensor.full_tensor / to_local / redistribute: DTensor methods, absent on a dense tensor (AttributeError, so
+    `hasattr(t, "full_tensor")`, the duck-typed DTensor test accelerate and others use, reads as in torch where
+    only DTensor has them; the call raised tessel's "expected a DTensor" error)."""
+
+    def __init__(self, name, method):
+        self._name, self._method = name, method
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self._method
+        if not obj.is_distributed:
+            raise AttributeError("'Tensor' object has no attribute '%s'" % self._name)
+        return self._method.__get__(obj, owner)
+
+
+for _name in ("full_tensor", "to_local", "redistribute"):
+    setattr(_C.Tensor, _name, _DTensorMethod(_name, getattr(_C.Tensor, _name)))
