@@ -474,3 +474,32 @@ def test_reading_a_non_leafs_grad_warns_as_torch():
     y.sum().backward()
     g, msgs, _ = caught(lambda: (y.grad, x.grad))
     assert msgs == [] and g[0].tolist() == [1.0, 1.0] and g[1].tolist() == [2.0, 2.0]
+
+
+def test_orthogonal_parametrization_values_and_gradients_are_torchs():
+    from tessel.nn.utils import parametrizations
+    rng = np.random.default_rng(0)
+    x = T.tensor(rng.standard_normal((2, 4)))
+    # (shape, map, use_trivialization, torch 2.15's weight.sum(), torch's |grad of the original|.sum())
+    cases = [((4, 4), None, True, -0.107808153, 5.996588299), ((4, 4), "cayley", True, 2.141658746, 9.071002851),
+             ((6, 4), None, True, None, None), ((4, 4), "householder", True, 3.05011263, 19.559332865),
+             ((6, 4), "householder", False, -2.84122494, 55.609724163),
+             ((4, 4), "matrix_exp", False, -1.051252374, 12.897755993), ((3, 4), None, True, None, None)]
+    for shape, orthogonal_map, trivial, weight_sum, grad_sum in cases:
+        m = nn.Linear(shape[1], shape[0], bias=False).double()
+        with T.no_grad():
+            m.weight.copy_(T.tensor(rng.standard_normal(shape)))
+        parametrizations.orthogonal(m, orthogonal_map=orthogonal_map, use_trivialization=trivial)
+        W = m.weight
+        gram = W @ W.mT if shape[0] <= shape[1] else W.mT @ W
+        np.testing.assert_allclose(gram.detach().numpy(), np.eye(gram.shape[0]), atol=1e-12)
+        assert ("parametrizations.weight.0.base" in m.state_dict()) == trivial
+        if weight_sum is None:  # a wide / tall weight completed by random columns: only orthogonality is torch's
+            continue
+        y = m(x)
+        (grad,) = T.autograd.grad((y * y * T.arange(1.0, shape[0] + 1, dtype=T.float64)).sum(), list(m.parameters()))
+        assert math.isclose(float(W.sum()), weight_sum, abs_tol=1e-8)
+        assert math.isclose(float(grad.abs().sum()), grad_sum, rel_tol=1e-8)
+    a, tau = T.geqrf(T.tensor(rng.standard_normal((5, 3))))
+    q = T.linalg.householder_product(a, tau)
+    np.testing.assert_allclose((q.mT @ q).numpy(), np.eye(3), atol=1e-12)

@@ -122,3 +122,6 @@ def spectral_norm(module, name="weight", n_power_iterations=1, eps=1e-12, dim=No
     if dim is None:
         dim = 1 if isinstance(module, _transposed_convs()) else 0
     return register_parametrization(module, name, _SpectralNorm(weight, n_power_iterations, dim, eps))
+
+
+from ._orthogonal import orthogonal  # noqa: E402,F401 (torch.nn.utils.parametrizations.orthogonal)

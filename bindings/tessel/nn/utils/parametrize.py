@@ -50,7 +50,12 @@ class ParametrizationList(ModuleList):
         shape, dtype = tuple(original.shape), original.dtype
         first = modules[0]
         with _C._GradMode(False):
-            new = first.right_inverse(original) if hasattr(first, "right_inverse") else original
+            new = original
+            if hasattr(first, "right_inverse"):
+                try:
+                    new = first.right_inverse(original)
+                except NotImplementedError:  # torch's: a right_inverse that cannot is taken as the identity
+                    pass
         if isinstance(new, _C.Tensor):
             if not unsafe:
                 _check_same(new, shape, dtype, "right_inverse")
