@@ -251,3 +251,29 @@ def test_dense_tensors_have_no_dtensor_methods():
         finally:
             dist.destroy_process_group()
     T.run_ranks(2, rank_fn)
+
+
+def test_misuse_gives_one_clear_error_on_every_rank(tmp_path):
+    import tessel.distributed as dist
+    import tessel.distributed.checkpoint as dcp
+    from tessel.distributed.checkpoint.api import CheckpointException
+    errors = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        r = dist.get_rank()
+        try:
+            model = T.nn.Linear(4, 4 if r == 0 else 6)  # a different model on rank 1
+            with pytest.raises(RuntimeError) as e:
+                T.nn.parallel.DistributedDataParallel(model)
+            errors[("ddp", r)] = str(e.value)
+            with pytest.raises(CheckpointException) as e:  # each rank names its own directory
+                dcp.save({"w": T.ones(2)}, checkpoint_id=str(tmp_path / ("ck%d" % r)))
+            errors[("dcp", r)] = str(e.value)
+        finally:
+            dist.destroy_process_group()
+    T.run_ranks(2, rank_fn)
+    for r in (0, 1):
+        assert "params[0] ('weight') in process 1 with sizes [6, 4] appears not to match sizes of the same param " \
+               "in process 0 ([4, 4])" in errors[("ddp", r)]
+        assert "the ranks name different checkpoint directories" in errors[("dcp", r)]

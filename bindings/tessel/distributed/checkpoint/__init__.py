@@ -91,6 +91,21 @@ def _flatten(sd, prefix, out, paths=None, path=()):
     return out
 
 
+def _same_directory_everywhere(path, world):
+    """A ValueError (on every rank) when the ranks name different checkpoint directories: torch's save then
+    reports success with the checkpoint split between them; tessel's committed one rank's and failed the other
+    on reading metadata. Collective over `world`."""
+    if world is None or world.size == 1:
+        return None
+    from .._object_collectives import all_gather_object
+    given = [None] * world.size
+    all_gather_object(given, os.fspath(path), group=world)
+    if all(p == given[0] for p in given):
+        return None
+    return ValueError("dcp.save: the ranks name different checkpoint directories (%s); every rank must pass the "
+                      "same checkpoint_id" % ", ".join("rank %d: %r" % (r, p) for r, p in enumerate(given)))
+
+
 _PARAM_GROUP_LIST = re.compile(r"(^|\.)param_groups\.\d+\.params$")
 
 
@@ -377,6 +392,8 @@ def save(state_dict, *, checkpoint_id=None, storage_writer=None, planner=None, p
         flat = _flatten(_stateful_to_state_dict(state_dict), "", {}, paths)
     except Exception as e:  # noqa: BLE001 (the peers learn it in the save's plan exchange, then agree)
         error = e
+    mismatch = _same_directory_everywhere(path, world)  # collective: every rank calls it, failed or not
+    error = error or mismatch
     flat = _merge_param_group_lists(flat, world)  # collective: a rank whose flattening failed takes part too
     if error is not None:
         e = error
@@ -497,6 +514,8 @@ def _async_save(state_dict, checkpoint_id, storage_writer, planner, process_grou
         flat = _flatten(_stateful_to_state_dict(state_dict), "", {}, paths)
     except Exception as e:  # noqa: BLE001 (reported below, after the collective merge every rank takes part in)
         error = e
+    mismatch = _same_directory_everywhere(path, world)  # collective: every rank calls it, failed or not
+    error = error or mismatch
     flat = _merge_param_group_lists(flat, world)
     try:
         if error is not None:

@@ -55,6 +55,23 @@ def _run_pending():
         ddp._sync_gradients()
 
 
+def _same_parameters_everywhere(module, group):
+    """torch's verify_params_across_processes, on every rank: the same number of parameters and the same shapes
+    (one all_gather of the shapes; the broadcast of rank 0's parameters failed on byte counts instead)."""
+    from ... import distributed as dist
+    shapes = [(name, tuple(p.shape)) for name, p in module.named_parameters()]
+    gathered = [None] * group.size()
+    dist.all_gather_object(gathered, shapes, group=group)
+    for r, theirs in enumerate(gathered[1:], 1):
+        if len(theirs) != len(gathered[0]):
+            raise RuntimeError("DDP expects same model across all ranks, but Rank %d has %d params, while rank 0 "
+                               "has inconsistent %d params." % (r, len(theirs), len(gathered[0])))
+        for i, ((name, shape), (_, first)) in enumerate(zip(theirs, gathered[0])):
+            if shape != first:
+                raise RuntimeError("params[%d] ('%s') in process %d with sizes %s appears not to match sizes of the "
+                                   "same param in process 0 (%s)." % (i, name, r, list(shape), list(first)))
+
+
 class DistributedDataParallel(Module, _GroupJoinable):
     def __init__(self, module, device_ids=None, output_device=None, dim=0, broadcast_buffers=None, init_sync=True,
                  process_group=None, bucket_cap_mb=None, find_unused_parameters=False, check_reduction=False,
@@ -112,6 +129,7 @@ class DistributedDataParallel(Module, _GroupJoinable):
         if not cap_mb > 0:
             raise ValueError("DistributedDataParallel: bucket_cap_mb must be positive, got %s" % (bucket_cap_mb,))
         mesh = device_mesh if device_mesh is not None else DeviceMesh.from_group(self.process_group, "cpu")
+        _same_parameters_everywhere(module, mesh.get_group())
         # Broadcasts rank 0's parameters (one per bucket) and registers the gradient hooks. (init_sync=False, where
         # the caller vouches the ranks' parameters are equal already: still broadcast, with the same values.)
         self._replicate = _C.replicate(module, mesh, max(1, int(cap_mb * 1024 * 1024)), self._detect_unused)
