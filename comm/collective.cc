@@ -10,7 +10,17 @@ namespace {
 bool SameCall(const CollectiveDesc& a, const CollectiveDesc& b) {
   const bool both_all_to_all = a.kind == CollectiveKind::kAllToAll && b.kind == CollectiveKind::kAllToAll;
   return a.kind == b.kind && a.seq == b.seq && a.dtype == b.dtype && a.root == b.root && a.op == b.op &&
-         (both_all_to_all ? a.row_bytes == b.row_bytes : a.bytes == b.bytes);
+         (both_all_to_all ? a.row_bytes == b.row_bytes : a.bytes == b.bytes && a.shape == b.shape);
+}
+
+// The shape a descriptor carries: the tensor's, its dims past kMaxDescDims folded into the last one.
+std::vector<int64_t> DescShape(const Tensor& t) {
+  std::vector<int64_t> shape(t.sizes().begin(), t.sizes().end());
+  if (shape.size() > static_cast<size_t>(kMaxDescDims)) {
+    for (size_t i = kMaxDescDims; i < shape.size(); ++i) shape[kMaxDescDims - 1] *= shape[i];
+    shape.resize(kMaxDescDims);
+  }
+  return shape;
 }
 
 // Checks that what rank r expects from rank j is what rank j sends to rank r.
@@ -54,8 +64,9 @@ void CheckStacked(const char* op, const char* big_name, const Tensor& big, const
 
 }  // namespace
 
-std::string DescribeCall(const CollectiveDesc& d, bool with_details) {
+std::string DescribeCall(const CollectiveDesc& d, bool with_details, bool with_shape) {
   std::string s = Str(CollectiveKindName(d.kind), " #", d.seq, " (", d.bytes, " B");
+  if (with_shape) s += Str(" of shape ", ShapeStr(d.shape));
   if (with_details) {
     s += Str(", ", d.dtype);
     if (d.op) s += Str(", ", ReduceOpName(*d.op));
@@ -72,8 +83,9 @@ std::optional<std::string> FindMismatch(std::span<const CollectiveDesc* const> d
     if (SameCall(first, other)) continue;
     // Details only when they tell the calls apart: different kinds already do.
     const bool details = first.dtype != other.dtype || (first.kind == other.kind && first.bytes == other.bytes);
-    return Str("collective mismatch on ", group_label, ": rank ", j, " called ", DescribeCall(other, details),
-               " while rank 0 called ", DescribeCall(first, details));
+    const bool shapes = first.kind == other.kind && first.bytes == other.bytes && first.shape != other.shape;
+    return Str("collective mismatch on ", group_label, ": rank ", j, " called ", DescribeCall(other, details, shapes),
+               " while rank 0 called ", DescribeCall(first, details, shapes));
   }
   if (first.kind == CollectiveKind::kAllToAll) return FindSplitMismatch(descs, group_label);
   return std::nullopt;
@@ -102,6 +114,7 @@ CollectiveDesc DescribeAllReduce(const Tensor& t, ReduceOp op, DeviceType device
   d.kind = CollectiveKind::kAllReduce;
   d.dtype = t.dtype();
   d.bytes = t.numel() * ElementSize(t.dtype());
+  d.shape = DescShape(t);
   d.op = op;
   return d;
 }
@@ -123,6 +136,7 @@ CollectiveDesc DescribeAllGather(const Tensor& output, const Tensor& input, int 
   d.kind = CollectiveKind::kAllGather;
   d.dtype = input.dtype();
   d.bytes = input.numel() * ElementSize(input.dtype());
+  d.shape = DescShape(input);
   return d;
 }
 
@@ -147,6 +161,7 @@ CollectiveDesc DescribeReduceScatter(const Tensor& output, const Tensor& input, 
   d.kind = CollectiveKind::kReduceScatter;
   d.dtype = input.dtype();
   d.bytes = input.numel() * ElementSize(input.dtype());
+  d.shape = DescShape(input);
   d.op = op;
   return d;
 }
@@ -197,6 +212,7 @@ CollectiveDesc DescribeBroadcast(const Tensor& t, int root, int world, DeviceTyp
   d.kind = CollectiveKind::kBroadcast;
   d.dtype = t.dtype();
   d.bytes = t.numel() * ElementSize(t.dtype());
+  d.shape = DescShape(t);
   d.root = root;
   return d;
 }

@@ -38,10 +38,15 @@ struct CollectiveDesc {
   std::vector<int64_t> input_splits;
   std::vector<int64_t> output_splits;
   int64_t row_bytes = 0;
+  // The input's shape (at most kMaxDescDims dims: further ones fold into the last), compared across ranks
+  // except for all_to_all: equal byte counts of different shapes ([2, 3] against [3, 2]) are a mismatch too.
+  std::vector<int64_t> shape;
 };
 
+inline constexpr int kMaxDescDims = 8;
+
 // "all_gather #12 (4096 B)"; with_details adds dtype, op and root ("all_reduce #3 (16 B, float32, sum)").
-std::string DescribeCall(const CollectiveDesc& d, bool with_details);
+std::string DescribeCall(const CollectiveDesc& d, bool with_details, bool with_shape = false);
 
 // nullopt when all members agree; else the message every rank raises (code kAborted). `descs` holds
 // one descriptor per group rank; `group_label` names the group ("group 'tp' (global ranks [0, 2])").

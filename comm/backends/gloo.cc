@@ -83,15 +83,19 @@ class GlooStoreAdapter final : public gloo::rendezvous::Store {
   milliseconds timeout_;
 };
 
-// ---- header: [seq, kind, dtype, bytes, root, op, row_bytes, sender, in_splits(W), out_splits(W)] ----
+// ---- header: [seq, kind, dtype, bytes, root, op, row_bytes, sender, in_splits(W), out_splits(W), ndim,
+//               shape(kMaxDescDims)] ----
 constexpr int kFixedFields = 8;
 
 std::vector<int64_t> EncodeHeader(const CollectiveDesc& d, int rank, int world) {
-  std::vector<int64_t> h(kFixedFields + 2 * world, 0);
+  std::vector<int64_t> h(kFixedFields + 2 * world + 1 + kMaxDescDims, 0);
   h[0] = d.seq, h[1] = static_cast<int64_t>(d.kind), h[2] = static_cast<int64_t>(d.dtype), h[3] = d.bytes;
   h[4] = d.root, h[5] = d.op ? static_cast<int64_t>(*d.op) : -1, h[6] = d.row_bytes, h[7] = rank;
   for (size_t j = 0; j < d.input_splits.size(); ++j) h[kFixedFields + j] = d.input_splits[j];
   for (size_t j = 0; j < d.output_splits.size(); ++j) h[kFixedFields + world + j] = d.output_splits[j];
+  const size_t at = kFixedFields + 2 * world;
+  h[at] = static_cast<int64_t>(d.shape.size());  // (DescShape keeps at most kMaxDescDims)
+  for (size_t j = 0; j < d.shape.size(); ++j) h[at + 1 + j] = d.shape[j];
   return h;
 }
 
@@ -103,8 +107,10 @@ CollectiveDesc DecodeHeader(const std::vector<int64_t>& h, int world) {
   d.row_bytes = h[6];
   if (d.kind == CollectiveKind::kAllToAll) {
     d.input_splits.assign(h.begin() + kFixedFields, h.begin() + kFixedFields + world);
-    d.output_splits.assign(h.begin() + kFixedFields + world, h.end());
+    d.output_splits.assign(h.begin() + kFixedFields + world, h.begin() + kFixedFields + 2 * world);
   }
+  const size_t at = kFixedFields + 2 * world;
+  d.shape.assign(h.begin() + at + 1, h.begin() + at + 1 + h[at]);
   return d;
 }
 

@@ -300,6 +300,19 @@ TEST(GlooTest, MismatchedCollectivesRaiseTheSameErrorOnEveryProcess) {
   EXPECT_EQ(t.ToVector<double>(), (std::vector<double>(3, pg.size())));
 }
 
+TEST(GlooTest, SameBytesOfDifferentShapesAreAMismatchOnEveryProcess) {
+  ProcessGroup& pg = World();
+  if (pg.size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  const bool first = pg.rank() == 0;
+  ExpectErrorContains([&] { pg.AllReduce(Zeros(first ? Shape{2, 3} : Shape{3, 2}), ReduceOp::kSum)->Wait(); },
+                      ErrorCode::kAborted,
+                      {"(24 B of shape [3, 2], float32, sum) while rank 0 called all_reduce #",
+                       "(24 B of shape [2, 3], float32, sum)", "collective mismatch"});
+  Tensor t = Ones({2, 3});
+  pg.AllReduce(t, ReduceOp::kSum)->Wait();
+  EXPECT_EQ(t.ToVector<double>(), (std::vector<double>(6, pg.size())));
+}
+
 TEST(GlooTest, MissingProcessRaisesDeadlineExceededNamingIt) {
   ProcessGroup& pg = World();
   if (pg.size() < 2) GTEST_SKIP() << "needs 2 ranks";

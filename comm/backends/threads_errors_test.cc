@@ -48,6 +48,20 @@ TEST(ThreadsErrorsTest, MismatchedCollectivesRaiseTheSameErrorNamingBothCallsOnE
       << messages[0];
 }
 
+TEST(ThreadsErrorsTest, SameBytesOfDifferentShapesAreAMismatch) {
+  // [2, 3] against [3, 2]: the same 24 bytes, which a byte count alone let through (torch's gloo too)
+  RunRanks(2, [](ProcessGroupPtr pg) {
+    ExpectErrorContains([&] { pg->AllReduce(Zeros(pg->rank() == 0 ? Shape{2, 3} : Shape{3, 2}), ReduceOp::kSum)
+                                  ->Wait(); },
+                        ErrorCode::kAborted,
+                        {"rank 1 called all_reduce #0 (24 B of shape [3, 2], float32, sum) while rank 0 called "
+                         "all_reduce #0 (24 B of shape [2, 3], float32, sum)"});
+    Tensor same = Ones({2, 3});  // equal shapes still pass
+    pg->AllReduce(same, ReduceOp::kSum)->Wait();
+    EXPECT_EQ(same.ToVector<double>(), (std::vector<double>(6, 2)));
+  });
+}
+
 TEST(ThreadsErrorsTest, DTypeAndRootMismatchesAreNamed) {
   RunRanks(2, [](ProcessGroupPtr pg) {
     const DType dtype = pg->rank() == 0 ? DType::kFloat32 : DType::kInt32;
