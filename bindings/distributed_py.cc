@@ -175,7 +175,8 @@ std::string RanksStr(const std::vector<int>& ranks) {
 // mesh_dim_names None unless given, as torch's. A list of groups: the N-D mesh `mesh` (required, as are
 // mesh_dim_names: torch's ValueErrors) whose dim i is groups[i]; each group must hold this rank's ranks along
 // its dim, in order (torch trusts the caller; a wrong group would give wrong collectives), and the mesh must
-// span the default group (as tessel's DeviceMesh constructor's). Not collective: no group is created.
+// span the default group (the DeviceMesh constructor also takes some of its ranks). Not collective: no group
+// is created.
 dtensor::DeviceMesh MeshFromGroups(const py::object& group, const std::string& device_type, const py::object& mesh,
                                    std::optional<std::vector<std::string>> mesh_dim_names) {
   TESSEL_CHECK(device_type == "cpu", "DeviceMesh.from_group: device_type '", device_type,
@@ -241,7 +242,8 @@ dtensor::DeviceMesh MeshFromGroups(const py::object& group, const std::string& d
 void BindMesh(py::module_& m) {
   py::class_<dtensor::DeviceMesh>(m, "DeviceMesh")
       // torch's DeviceMesh(device_type, mesh, *, mesh_dim_names=None): `mesh` (nested lists or a tensor of global
-      // ranks) lays the default group's ranks out in any order; collective over the default group.
+      // ranks) lays the default group's ranks out in any order; collective over the default group. A mesh over
+      // some of its ranks is collective over those only; the others get a mesh they are not part of (InitDeviceMesh).
       .def(py::init([](const std::string& device_type, const py::object& mesh,
                        std::optional<std::vector<std::string>> mesh_dim_names) {
              TESSEL_CHECK(device_type == "cpu", "DeviceMesh: device_type '", device_type,
@@ -270,7 +272,10 @@ void BindMesh(py::module_& m) {
         return d.size(*axis < 0 ? *axis + d.ndim() : *axis);
       }, py::arg("mesh_dim") = py::none())
       .def("get_rank", &dtensor::DeviceMesh::global_rank)
-      .def("get_coordinate", [](const dtensor::DeviceMesh& d) { return py::tuple(py::cast(d.coordinate())); })
+      .def("get_coordinate", [](const dtensor::DeviceMesh& d) -> py::object {  // None: not in the mesh (torch's)
+        if (!d.is_member()) return py::none();
+        return py::tuple(py::cast(d.coordinate()));
+      })
       .def("get_local_rank", [](const dtensor::DeviceMesh& d, std::optional<std::string> axis) {
         TESSEL_CHECK(axis || d.ndim() == 1, "DeviceMesh.get_local_rank: name the mesh dim of a ", d.ndim(), "-D mesh");
         return axis ? d.local_rank(*axis) : d.local_rank(0);

@@ -34,6 +34,28 @@ comm::ProcessGroupPtr CreateGroups(const comm::ProcessGroupPtr& root, const Mesh
   return mine;
 }
 
+// InitDeviceMesh over `ranks`, fewer than the world's: its members over a group of their own, others NonMember.
+DeviceMesh MeshOverSomeRanks(const comm::ProcessGroupPtr& world, std::vector<int64_t> shape,
+                             std::vector<std::string> axis_names, std::vector<int> ranks) {
+  const std::vector<int>& world_ranks = world->global_ranks();
+  std::vector<int> group_ranks;  // world group ranks of the mesh, ascending
+  for (int r : ranks) {
+    auto it = std::find(world_ranks.begin(), world_ranks.end(), r);
+    TESSEL_CHECK(it != world_ranks.end(), "DeviceMesh: rank ", r, " of the mesh ", ShapeStr(std::vector<int64_t>(
+                     ranks.begin(), ranks.end())), " is not in the world group '", world->name(), "' of ",
+                 world->size(), " ranks");
+    group_ranks.push_back(static_cast<int>(it - world_ranks.begin()));
+  }
+  std::sort(group_ranks.begin(), group_ranks.end());
+  TESSEL_CHECK(std::adjacent_find(group_ranks.begin(), group_ranks.end()) == group_ranks.end(), "DeviceMesh: the ",
+               "mesh ", ShapeStr(std::vector<int64_t>(ranks.begin(), ranks.end())), " names a rank twice");
+  auto topology = std::make_shared<const MeshTopology>(shape, axis_names, ranks);  // validates names and shape
+  const int me = world_ranks[static_cast<size_t>(world->rank())];
+  if (!topology->CoordinateOf(me).has_value()) return DeviceMesh::NonMember(std::move(topology), me);
+  comm::ProcessGroupPtr members = world->NewGroupAmongMembers(group_ranks);
+  return InitDeviceMesh(members, std::move(shape), std::move(axis_names), std::move(ranks));
+}
+
 std::vector<std::string> ToStrings(std::initializer_list<std::string_view> names) {
   return std::vector<std::string>(names.begin(), names.end());
 }
@@ -51,19 +73,43 @@ DeviceMesh::DeviceMesh(std::shared_ptr<const MeshTopology> topology, int global_
       root_topology_(std::move(root_topology)),
       flattened_(flattened != nullptr ? std::move(flattened) : std::make_shared<FlattenedAxes>()) {
   std::optional<std::vector<int64_t>> coord = topology_->CoordinateOf(global_rank_);
+  if (axis_groups_.empty()) {  // NonMember
+    TESSEL_INTERNAL_ASSERT(!coord.has_value(), "DeviceMesh: no groups for rank ", global_rank_, " of ",
+                           topology_->ToString());
+    return;
+  }
   TESSEL_INTERNAL_ASSERT(coord.has_value(), "DeviceMesh: rank ", global_rank_, " is not in ", topology_->ToString());
   coordinate_ = std::move(*coord);
   TESSEL_INTERNAL_ASSERT(static_cast<int>(axis_groups_.size()) == topology_->ndim(), "DeviceMesh: ",
                          axis_groups_.size(), " groups for ", topology_->ToString());
 }
 
+DeviceMesh DeviceMesh::NonMember(std::shared_ptr<const MeshTopology> topology, int global_rank) {
+  std::shared_ptr<const MeshTopology> root = topology;
+  return DeviceMesh(std::move(topology), global_rank, {}, nullptr, std::move(root));
+}
+
+void DeviceMesh::CheckMember(std::string_view op) const {
+  TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, is_member(), op, ": rank ", global_rank_, " is not part of ",
+                    ToString(), ", a mesh over some of the world's ranks; only its ranks can use its groups or ",
+                    "place tensors on it (torch's non-participating ranks hold empty shards; tessel's do not: ",
+                    "call it on the mesh's ranks only)");
+}
+
+const std::vector<int64_t>& DeviceMesh::coordinate() const {
+  CheckMember("DeviceMesh::coordinate");
+  return coordinate_;
+}
+
 int64_t DeviceMesh::local_rank(int axis) const {
+  CheckMember("DeviceMesh::local_rank");
   TESSEL_CHECK_CODE(ErrorCode::kOutOfRange, axis >= 0 && axis < ndim(), "DeviceMesh::local_rank: axis ", axis,
                     " out of range for ", topology_->ShortString());
   return coordinate_[static_cast<size_t>(axis)];
 }
 
 const comm::ProcessGroupPtr& DeviceMesh::axis_group(int axis) const {
+  CheckMember("DeviceMesh::axis_group");
   TESSEL_CHECK_CODE(ErrorCode::kOutOfRange, axis >= 0 && axis < ndim(), "DeviceMesh::axis_group: axis ", axis,
                     " out of range for ", topology_->ShortString());
   return axis_groups_[static_cast<size_t>(axis)];
@@ -76,6 +122,7 @@ DeviceMesh DeviceMesh::operator[](std::string_view axis) const {
 DeviceMesh DeviceMesh::operator[](std::initializer_list<std::string_view> axes) const { return Slice(ToStrings(axes)); }
 
 DeviceMesh DeviceMesh::Slice(std::span<const std::string> axes) const {
+  CheckMember("DeviceMesh: slicing");
   const bool all_own = std::all_of(axes.begin(), axes.end(),
                                    [&](const std::string& a) { return topology_->FindAxis(a).has_value(); });
   if (!all_own && (topology_ == root_topology_ || *topology_ == *root_topology_)) return SliceWithFlattened(axes);
@@ -162,6 +209,7 @@ DeviceMesh DeviceMesh::OverRootAxes(std::vector<std::string> names, std::vector<
 }
 
 DeviceMesh DeviceMesh::Flatten(std::span<const std::string> axes, std::string name) const {
+  CheckMember("DeviceMesh::Flatten");
   const std::vector<int> idx = topology_->AxesOf(axes);  // validates names against this mesh
   TESSEL_CHECK(!root_topology_->FindAxis(name).has_value() || (axes.size() == 1 && axes[0] == name),
                "DeviceMesh::Flatten: name '", name, "' is already an axis of ", root_topology_->ToString());
@@ -196,6 +244,7 @@ DeviceMesh DeviceMesh::Flatten(std::initializer_list<std::string_view> axes, std
 }
 
 DeviceMesh DeviceMesh::Join(const DeviceMesh& other) const {
+  CheckMember("DeviceMesh::Join");
   TESSEL_CHECK(SharesRootWith(other), "DeviceMesh::Join: ", ToString(), " and ", other.ToString(),
                " come from different root meshes (",
                root_topology_->ToString(), " vs ", other.root_topology_->ToString(), ")");
@@ -236,9 +285,12 @@ DeviceMesh InitDeviceMesh(const comm::ProcessGroupPtr& world, std::vector<int64_
   TESSEL_CHECK(world != nullptr, "InitDeviceMesh: no process group");
   int64_t n = 1;
   for (int64_t s : shape) n *= s;
+  if (ranks && n == static_cast<int64_t>(ranks->size()) && n < world->size()) {
+    return MeshOverSomeRanks(world, std::move(shape), std::move(axis_names), std::move(*ranks));
+  }
   TESSEL_CHECK(n == world->size(), "InitDeviceMesh: mesh shape ", ShapeStr(shape), " holds ", n,
                " ranks but the world group '", world->name(), "' has ", world->size(),
-               "; the product of the mesh shape must equal the world size");
+               "; the product of the mesh shape must equal the world size (a mesh over some of its ranks lists them)");
   if (ranks) {
     std::vector<int> sorted_mesh = *ranks, sorted_world = world->global_ranks();
     std::sort(sorted_mesh.begin(), sorted_mesh.end());

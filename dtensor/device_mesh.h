@@ -1,7 +1,10 @@
 // dtensor/device_mesh.h — DeviceMesh: an N-D grid of global ranks with named axes and one ProcessGroup
 // per axis (the group of the ranks that share every other coordinate), as PyTorch's DeviceMesh.
 //
-// Invariant: a DeviceMesh always contains the calling rank (coordinate() is defined); axis_group(a) has
+// Invariant: a DeviceMesh contains the calling rank (coordinate() is defined), except the one a rank outside a
+// mesh over some of the world's ranks gets (is_member() false: torch's non-participating rank, whose
+// get_coordinate() is None; its layout queries work, and whatever needs a coordinate or a group is
+// kFailedPrecondition naming the rank and the mesh). axis_group(a) has
 // size(a) members ordered by their coordinate on `a` and is named after the axis, so the comm tracer
 // shows "tp"/"dp". The shape/rank logic lives in MeshTopology (mesh_topology.h, testable without
 // groups); a DeviceMesh is a cheap copyable handle (shared topology, shared groups). Creating a mesh
@@ -57,6 +60,9 @@ class DeviceMesh {
              std::shared_ptr<const MeshTopology> root_topology,
              std::shared_ptr<FlattenedAxes> flattened = nullptr);
 
+  // The mesh `topology` seen from `global_rank`, which is not in it (see the invariant above).
+  static DeviceMesh NonMember(std::shared_ptr<const MeshTopology> topology, int global_rank);
+
   const MeshTopology& topology() const { return *topology_; }
   const std::shared_ptr<const MeshTopology>& topology_ptr() const { return topology_; }
   int ndim() const { return topology_->ndim(); }
@@ -67,8 +73,10 @@ class DeviceMesh {
   const std::vector<std::string>& axis_names() const { return topology_->axis_names(); }
 
   int global_rank() const { return global_rank_; }
+  // Whether the calling rank is in the mesh (false only for NonMember meshes).
+  bool is_member() const { return !axis_groups_.empty(); }
   // This rank's coordinate, one entry per axis.
-  const std::vector<int64_t>& coordinate() const { return coordinate_; }
+  const std::vector<int64_t>& coordinate() const;
   // This rank's coordinate on `axis` (= its rank in axis_group(axis)).
   int64_t local_rank(int axis) const;
   int64_t local_rank(std::string_view axis) const { return local_rank(topology_->AxisIndex(axis)); }
@@ -120,6 +128,8 @@ class DeviceMesh {
   std::vector<comm::ProcessGroupPtr> axis_groups_;
   // Slice() of the root over names that include flattened ones.
   DeviceMesh SliceWithFlattened(std::span<const std::string> names) const;
+  // kFailedPrecondition naming `op`, this rank and the mesh unless is_member().
+  void CheckMember(std::string_view op) const;
   // The mesh over `names` (root axes or names Flatten registered, in root order, not overlapping) with one
   // group per name.
   DeviceMesh OverRootAxes(std::vector<std::string> names, std::vector<comm::ProcessGroupPtr> groups) const;
@@ -139,8 +149,11 @@ std::ostream& operator<<(std::ostream& os, const DeviceMesh& mesh);
 // Builds a mesh over all members of `world` (row-major in world group-rank order, or the global ranks in
 // `ranks`, row-major, when given: PyTorch's DeviceMesh(device_type, mesh) with any layout) and creates one
 // group per axis with world->NewGroup. Collective over `world`. Empty `axis_names` means "axis0", "axis1", ...
-// Throws kInvalidArgument when the shape's product differs from world->size(), for duplicate or empty
-// names, a names/shape length mismatch, or `ranks` that are not the world's ranks each once.
+// `ranks` may also be some of the world's ranks (torch's mesh smaller than the world): then only those ranks
+// take part, over a group of their own (NewGroupAmongMembers), and any other rank gets a NonMember mesh at
+// once, without communication.
+// Throws kInvalidArgument when the shape's product differs from the number of ranks, for duplicate or empty
+// names, a names/shape length mismatch, or `ranks` that are not world ranks each at most once.
 DeviceMesh InitDeviceMesh(const comm::ProcessGroupPtr& world, std::vector<int64_t> shape,
                           std::vector<std::string> axis_names = {}, std::optional<std::vector<int>> ranks = {});
 

@@ -209,6 +209,43 @@ TEST(DeviceMeshTest, BadShapesAndNamesRaiseInvalidArgument) {
   }, Fast());
 }
 
+TEST(DeviceMeshTest, AMeshOverSomeRanksIsBuiltByThemAlone) {
+  // torch's DeviceMesh over part of the world: only its ranks communicate; rank 2 gets a mesh it is not part of
+  comm::RunRanks(5, [](comm::ProcessGroupPtr world) {
+    const int r = world->rank();
+    DeviceMesh mesh = InitDeviceMesh(world, {2, 2}, {"dp", "tp"}, std::vector<int>{3, 1, 4, 0});
+    EXPECT_EQ(mesh.ToString(), "DeviceMesh(shape=[2, 2], axes=[dp, tp], ranks=[[3, 1], [4, 0]])");
+    if (r == 2) {
+      EXPECT_FALSE(mesh.is_member());
+      EXPECT_EQ(mesh.size(), 4);
+      EXPECT_EQ(mesh.global_rank(), 2);
+      const std::string why = "rank 2 is not part of DeviceMesh(shape=[2, 2], axes=[dp, tp], ranks=[[3, 1], [4, 0]])";
+      ExpectError(ErrorCode::kFailedPrecondition, "DeviceMesh::coordinate: " + why, [&] { mesh.coordinate(); });
+      ExpectError(ErrorCode::kFailedPrecondition, "DeviceMesh::axis_group: " + why, [&] { mesh.axis_group("tp"); });
+      ExpectError(ErrorCode::kFailedPrecondition, "DeviceMesh: slicing: " + why, [&] { mesh["tp"]; });
+      ExpectError(ErrorCode::kFailedPrecondition, "DeviceMesh::Flatten: " + why,
+                  [&] { mesh.Flatten({"dp", "tp"}, "flat"); });
+    } else {
+      EXPECT_TRUE(mesh.is_member());
+      const std::vector<int64_t> where[] = {{1, 1}, {0, 1}, {}, {0, 0}, {1, 0}};
+      EXPECT_EQ(mesh.coordinate(), where[r]);
+      EXPECT_EQ(AxisSum(mesh, "tp"), mesh.coordinate()[0] == 0 ? 3 + 1 : 4 + 0);
+      EXPECT_EQ(AxisSum(mesh, "dp"), mesh.coordinate()[1] == 0 ? 3 + 4 : 1 + 0);
+      DeviceMesh flat = mesh.Flatten({"dp", "tp"}, "flat");  // collective over the mesh's ranks only
+      EXPECT_EQ(AxisSum(flat, "flat"), 8);
+      EXPECT_EQ(mesh["tp"].ToString(), mesh.coordinate()[0] == 0 ? "DeviceMesh(shape=[2], axes=[tp], ranks=[3, 1])"
+                                                                  : "DeviceMesh(shape=[2], axes=[tp], ranks=[4, 0])");
+    }
+    Tensor t = Full({1}, 1.0, DType::kFloat64);  // the world never took part and is still in step
+    world->AllReduce(t, comm::ReduceOp::kSum)->Wait();
+    EXPECT_EQ(t.item<double>(), 5);
+    ExpectError(ErrorCode::kInvalidArgument, "rank 7 of the mesh [0, 7] is not in the world group 'world' of 5",
+                [&] { InitDeviceMesh(world, {2}, {}, std::vector<int>{0, 7}); });
+    ExpectError(ErrorCode::kInvalidArgument, "the mesh [1, 1] names a rank twice",
+                [&] { InitDeviceMesh(world, {2}, {}, std::vector<int>{1, 1}); });
+  }, Fast());
+}
+
 TEST(DeviceMeshTest, DefaultAxisNamesAreNumbered) {
   comm::RunRanks(2, [](comm::ProcessGroupPtr world) {
     DeviceMesh mesh = InitDeviceMesh(world, {2});

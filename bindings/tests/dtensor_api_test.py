@@ -266,3 +266,48 @@ def test_deepcopy_of_a_tensor_parallel_module_copies_its_dtensors_and_refuses_fu
             copy.deepcopy(sharded)
 
     _on_ranks(2, fn)
+
+
+def test_a_mesh_over_some_ranks_is_built_and_used_by_them_alone():
+    # torch: a mesh smaller than the world (DeviceMesh over a list, init_device_mesh with a smaller shape);
+    # fully_shard and DTensors on it run on its ranks, the others get get_coordinate() None
+    from tessel.distributed.fsdp import fully_shard
+
+    def fn(r, w):
+        groups_before = dist.get_pg_count()
+        if r != 3:  # rank 3 takes no part: the mesh is collective over its own ranks only
+            mesh = DeviceMesh("cpu", [2, 0])
+            assert mesh.get_coordinate() == ((1,) if r == 0 else (0,) if r == 2 else None)
+            assert mesh.mesh.tolist() == [2, 0] and mesh.size() == 2
+            if r == 1:
+                with pytest.raises(RuntimeError, match="rank 1 is not part of DeviceMesh.*ranks=\\[2, 0\\]"):
+                    distribute_tensor(tessel.ones(4), mesh, [Shard(0)])
+                with pytest.raises(RuntimeError, match="DeviceMesh::axis_group: rank 1 is not part"):
+                    mesh.get_group()
+            else:
+                x = distribute_tensor(tessel.arange(8.0).reshape(4, 2), mesh, [Shard(0)])
+                np.testing.assert_array_equal(x.to_local().numpy(), np.arange(8.0).reshape(4, 2)[[2, 3] if r == 0
+                                                                                                 else [0, 1]])
+                tessel.manual_seed(0)
+                m = nn.Linear(4, 3)
+                want = (m.weight.detach().clone(), m.bias.detach().clone())
+                fully_shard(m, mesh=mesh)
+                inp = tessel.arange(8.0).reshape(2, 4) * (mesh.get_coordinate()[0] + 1)
+                m(inp).sum().backward()
+                # the average over the two ranks' batches of d(sum(x W^T + b))/dW: column sums of x, times 1.5
+                grad = m.weight.grad.full_tensor().numpy()
+                np.testing.assert_allclose(grad, np.tile(np.array([4.0, 6.0, 8.0, 10.0]) * 1.5, (3, 1)))
+                np.testing.assert_allclose(m.bias.grad.full_tensor().numpy(), [2.0, 2.0, 2.0])
+                np.testing.assert_array_equal(m.weight.full_tensor().numpy(), want[0].numpy())
+            assert dist.get_pg_count() == groups_before + 1  # torch's count: one group for the mesh's one dim
+        small = init_device_mesh("cpu", (3,), mesh_dim_names=("dp",))  # ranks 0-2 of 4
+        assert small.get_coordinate() == ((r,) if r < 3 else None)
+        if r < 3:
+            t = tessel.ones(1) * (r + 1)
+            dist.all_reduce(t, group=small.get_group("dp"))
+            assert t.item() == 6.0
+        t = tessel.ones(1)
+        dist.all_reduce(t)  # the world is still in step
+        assert t.item() == 4.0
+
+    _on_ranks(4, fn)

@@ -51,7 +51,14 @@ def init_device_mesh(device_type, mesh_shape, *, mesh_dim_names=None):
     from . import init_process_group, is_initialized
     if not is_initialized() and "RANK" in os.environ and "WORLD_SIZE" in os.environ:
         init_process_group()  # as torch: a launched job's default group, from the environment
-    mesh = _C.init_device_mesh(_default_group("init_device_mesh"), [int(s) for s in mesh_shape], names)
+    shape = [int(s) for s in mesh_shape]
+    world = _default_group("init_device_mesh")
+    import math
+    if math.prod(shape) < world.size:  # torch's: the first ranks, the others not part of the mesh
+        import numpy
+        ranks = numpy.arange(math.prod(shape), dtype=numpy.int64).reshape(shape)
+        return DeviceMesh("cpu", ranks, mesh_dim_names=names or None)
+    mesh = _C.init_device_mesh(world, shape, names)
     _count_mesh_groups(mesh)
     return _register(mesh)
 
@@ -99,15 +106,16 @@ def _unpickle_mesh(layout, mesh_dim_names):
 DeviceMesh.__reduce__ = _reduce
 
 
-def _count_mesh_groups(mesh):
-    """get_pg_count: a new mesh makes one group per sub-group of each dim across the default group (a dim of
-    size n: world / n of them; a flattened mesh's one dim likewise), except a 1-D mesh over the whole default
-    group, which reuses it (torch's counts, probed)."""
+def _count_mesh_groups(mesh, ranks=None):
+    """get_pg_count: a new mesh makes one group per sub-group of each dim across its `ranks` (default: the
+    default group's; a dim of size n: ranks / n of them; a flattened mesh's one dim likewise), except a 1-D
+    mesh over the whole default group, which reuses it (torch's counts, probed)."""
     from . import _count_groups, get_world_size
     shape = [int(n) for n in mesh.shape]
     if len(shape) == 1 and shape[0] == get_world_size():
         return
-    _count_groups(sum(get_world_size() // n for n in shape))
+    ranks = get_world_size() if ranks is None else ranks
+    _count_groups(sum(ranks // n for n in shape))
 
 
 _DeviceMeshInit = DeviceMesh.__init__
@@ -115,7 +123,7 @@ _DeviceMeshInit = DeviceMesh.__init__
 
 def _device_mesh_init(self, *args, **kwargs):
     _DeviceMeshInit(self, *args, **kwargs)
-    _count_mesh_groups(self)
+    _count_mesh_groups(self, self.size())
     _register(self)
 
 
