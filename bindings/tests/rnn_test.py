@@ -181,6 +181,11 @@ def test_unbatched_inputs_dropout_between_layers_and_errors():
         gru(tessel.randn(5, 2, 2))
     with pytest.raises(RuntimeError, match="Expected hidden size \\(2, 2, 4\\), got \\(1, 2, 4\\)"):
         gru(tessel.randn(5, 2, 3, dtype=tessel.float64), tessel.randn(1, 2, 4, dtype=tessel.float64))
+    for cls in (nn.GRU, nn.RNN):  # torch's RNN and GRU take proj_size and refuse it (it was a TypeError)
+        with pytest.raises(ValueError, match="proj_size argument is only supported for LSTM, not RNN or GRU"):
+            cls(4, 4, proj_size=2)
+    with pytest.raises(ValueError, match="proj_size should be a positive integer or zero to disable projections"):
+        nn.LSTM(4, 4, proj_size=-1)
     with pytest.raises(ValueError, match="proj_size has to be smaller than hidden_size"):
         nn.LSTM(3, 4, proj_size=4)
     with pytest.raises(ValueError, match="Unknown nonlinearity 'gelu'"):

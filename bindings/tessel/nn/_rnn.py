@@ -72,8 +72,10 @@ class RNNBase(Module):
             warnings.warn("dropout option adds dropout after all but last recurrent layer, so non-zero dropout "
                           "expects num_layers greater than 1, but got dropout=%s and num_layers=%s"
                           % (dropout, num_layers), stacklevel=2)
-        if proj_size < 0 or (proj_size and mode != "LSTM"):
-            raise ValueError("proj_size should be a positive integer or zero to disable projections (LSTM only)")
+        if proj_size < 0:
+            raise ValueError("proj_size should be a positive integer or zero to disable projections")
+        if proj_size and mode != "LSTM":
+            raise ValueError("proj_size argument is only supported for LSTM, not RNN or GRU")
         if proj_size >= hidden_size and proj_size:
             raise ValueError("proj_size has to be smaller than hidden_size")
         self.mode, self.input_size, self.hidden_size, self.num_layers = mode, input_size, hidden_size, num_layers
@@ -248,11 +250,12 @@ class RNN(RNNBase):
     """torch.nn.RNN: h_t = tanh (or relu) of x_t·W_ihᵀ + b_ih + h_{t-1}·W_hhᵀ + b_hh."""
 
     def __init__(self, input_size, hidden_size, num_layers=1, nonlinearity="tanh", bias=True, batch_first=False,
-                 dropout=0.0, bidirectional=False, device=None, dtype=None):
+                 dropout=0.0, bidirectional=False, device=None, dtype=None, proj_size=0):
         if nonlinearity not in ("tanh", "relu"):
             raise ValueError("Unknown nonlinearity '%s'. Select from 'tanh' or 'relu'." % nonlinearity)
+        # proj_size: torch's RNN takes it and RNNBase refuses it (ValueError), as here
         super().__init__("RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU", input_size, hidden_size, num_layers,
-                         bias, batch_first, dropout, bidirectional, device=device, dtype=dtype)
+                         bias, batch_first, dropout, bidirectional, proj_size, device=device, dtype=dtype)
         self.nonlinearity = nonlinearity
 
 
@@ -269,9 +272,9 @@ class GRU(RNNBase):
     """torch.nn.GRU (gates r, z, n; n uses r·(h·W_hnᵀ + b_hn), as torch)."""
 
     def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
-                 bidirectional=False, device=None, dtype=None):
+                 bidirectional=False, device=None, dtype=None, proj_size=0):
         super().__init__("GRU", input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional,
-                         device=device, dtype=dtype)
+                         proj_size, device=device, dtype=dtype)
 
 
 class _CellBase(Module):
