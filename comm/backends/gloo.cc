@@ -27,6 +27,7 @@
 #include <gloo/transport/unbound_buffer.h>
 
 #include <algorithm>
+#include <cstring>
 #include <cstdlib>
 #include <optional>
 
@@ -50,6 +51,8 @@ uint64_t HeaderSlot(int64_t seq) { return (uint64_t{0x20} << 56) | ((static_cast
 uint64_t P2PSlot(int tag) { return (uint64_t{0x21} << 56) | (uint64_t{static_cast<uint32_t>(tag)} << 24); }
 // The slot of a send's descriptor (its bytes and dtype), which travels ahead of the payload.
 uint64_t P2PDescSlot(int tag) { return (uint64_t{0x22} << 56) | (uint64_t{static_cast<uint32_t>(tag)} << 24); }
+// The slot of a receive's descriptor, sent back to its sender as the verdict on the pair.
+uint64_t P2PVerdictSlot(int tag) { return (uint64_t{0x25} << 56) | (uint64_t{static_cast<uint32_t>(tag)} << 24); }
 
 // The data of call seq, phase `step` (all_reduce has two), and the liveness sentinels' slot (never sent to).
 uint64_t DataSlot(int64_t seq, int step) {
@@ -805,19 +808,36 @@ void GlooProcessGroup::RunP2P(std::vector<P2POp> ops, const std::string& label, 
   const auto deadline = Clock::now() + timeout;
   size_t current = 0;  // the op being posted, then the one being waited on
   // Each send is preceded by a descriptor (bytes, dtype) on a slot of its own; each receive reads the
-  // descriptor before it posts its buffer, and raises kAborted "p2p mismatch" on a difference, after taking
-  // the sender's payload into scratch so the pair's stream stays in step (the group stays usable). Gloo
-  // itself compares nothing: a shorter send left the tail of the receive stale, another dtype was read bit
-  // for bit, and a longer send aborted the receiving process inside gloo. The sender's payload completes
-  // either way (the receiver takes it into scratch), so only the receiving side raises; the threads backend,
-  // which matches both sides in one place, raises on both. A gloo send is not eager: it completes once its
-  // receiver posted the receive (measured: a lone 16-byte send waits for it), as a threads send does.
+  // descriptor before it posts its buffer, sends its own back as the verdict, and raises kAborted "p2p
+  // mismatch" on a difference, after taking the sender's payload into scratch so the pair's stream stays in
+  // step (the group stays usable); the sender reads the verdict and raises the same message, so both sides
+  // fail, as the threads backend's (which matches both sides in one place). Gloo itself compares nothing: a
+  // shorter send left the tail of the receive stale, another dtype was read bit for bit, and a longer send
+  // aborted the receiving process inside gloo. A gloo send is not eager: it completes once its receiver
+  // posted the receive (measured: a lone 16-byte send waits for it), as a threads send does; the verdict
+  // leaves the receiver before that, so waiting for it costs a send no extra round trip.
   struct Desc {
     int64_t bytes = 0, dtype = 0;
     bool operator==(const Desc&) const = default;
   };
-  std::vector<Desc> mine(ops.size()), theirs(ops.size());
-  std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> desc_bufs(ops.size());
+  // This rank's descriptors, its receives' senders' and its sends' verdicts, in one heap block that an abort
+  // hands to KeepAborted with the buffers that point into it (read and written with memcpy).
+  const size_t n_ops = ops.size();
+  std::vector<char> desc_store(3 * n_ops * sizeof(Desc));
+  enum Which : size_t { kMine = 0, kTheirs = 1, kVerdict = 2 };
+  auto desc_at = [&](Which w, size_t i) { return desc_store.data() + (w * n_ops + i) * sizeof(Desc); };
+  auto desc = [&](Which w, size_t i) {
+    Desc d;
+    std::memcpy(&d, desc_at(w, i), sizeof(Desc));
+    return d;
+  };
+  auto mismatch_message = [&](int sender, int receiver, int tag, const Desc& sent, const Desc& posted) {
+    return Str("p2p mismatch on ", label, ": rank ", sender, " posted send to rank ", receiver, " (tag ", tag, ", ",
+               sent.bytes, " B) ", DTypeName(static_cast<DType>(sent.dtype)), " but rank ", receiver,
+               " posted recv from rank ", sender, " (global ", global_ranks_[sender], ", tag ", tag, ", ",
+               posted.bytes, " B) ", DTypeName(static_cast<DType>(posted.dtype)));
+  };
+  std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> desc_bufs(ops.size()), verdict_bufs(ops.size());
   std::vector<std::vector<char>> scratch(ops.size());
   std::string mismatch;
   // Deadlock detection (gloo_wait_monitor.h's P2PBatchWatch): a send waits for its receive here too.
@@ -827,14 +847,17 @@ void GlooProcessGroup::RunP2P(std::vector<P2POp> ops, const std::string& label, 
       const P2POp& op = ops[current];
       graph.Post(op.peer == kAnySource ? -1 : global_ranks_[op.peer], op.kind == P2POp::Kind::kSend, op.tag,
                  P2PName(op));
-      mine[current] = {op.tensor.numel() * ElementSize(op.tensor.dtype()), static_cast<int64_t>(op.tensor.dtype())};
+      const Desc own{op.tensor.numel() * ElementSize(op.tensor.dtype()), static_cast<int64_t>(op.tensor.dtype())};
+      std::memcpy(desc_at(kMine, current), &own, sizeof(Desc));
       if (op.kind == P2POp::Kind::kSend) {
-        desc_bufs[current] = context_->createUnboundBuffer(&mine[current], sizeof(Desc));
+        desc_bufs[current] = context_->createUnboundBuffer(desc_at(kMine, current), sizeof(Desc));
         desc_bufs[current]->send(op.peer, P2PDescSlot(op.tag));
-        bufs.push_back(context_->createUnboundBuffer(op.tensor.raw_data(), static_cast<size_t>(mine[current].bytes)));
+        bufs.push_back(context_->createUnboundBuffer(op.tensor.raw_data(), static_cast<size_t>(own.bytes)));
         bufs.back()->send(op.peer, P2PSlot(op.tag));
+        verdict_bufs[current] = context_->createUnboundBuffer(desc_at(kVerdict, current), sizeof(Desc));
+        verdict_bufs[current]->recv(op.peer, P2PVerdictSlot(op.tag));
       } else {
-        desc_bufs[current] = context_->createUnboundBuffer(&theirs[current], sizeof(Desc));
+        desc_bufs[current] = context_->createUnboundBuffer(desc_at(kTheirs, current), sizeof(Desc));
         if (op.peer == kAnySource) {
           desc_bufs[current]->recv(OtherRanks(), P2PDescSlot(op.tag));  // gloo takes the first to arrive
         } else {
@@ -856,7 +879,7 @@ void GlooProcessGroup::RunP2P(std::vector<P2POp> ops, const std::string& label, 
     const int64_t probe_seq = next_p2p_++;
     auto watch = [&] {
       std::vector<gloo::transport::UnboundBuffer*> raw;
-      for (const auto* list : {&desc_bufs, &bufs}) {
+      for (const auto* list : {&desc_bufs, &bufs, &verdict_bufs}) {
         for (const auto& b : *list) {
           if (b != nullptr) raw.push_back(b.get());
         }
@@ -875,6 +898,8 @@ void GlooProcessGroup::RunP2P(std::vector<P2POp> ops, const std::string& label, 
       std::vector<Tensor> tensors;
       for (const P2POp& op : ops) tensors.push_back(op.tensor);
       KeepAborted(desc_bufs, {});
+      KeepAborted(verdict_bufs, {});
+      scratch.push_back(std::move(desc_store));
       KeepAborted(bufs, std::move(tensors), {}, std::move(scratch));
       if (std::optional<std::string> verdict = graph.verdict()) Break(ErrorCode::kAborted, *verdict);
       if (found.empty()) found = ClosedPeers(peers);
@@ -894,26 +919,30 @@ void GlooProcessGroup::RunP2P(std::vector<P2POp> ops, const std::string& label, 
         ops[current].peer = from;
         *any_source = from;
       }
+      verdict_bufs[current] = context_->createUnboundBuffer(desc_at(kMine, current), sizeof(Desc));
+      verdict_bufs[current]->send(op.peer, P2PVerdictSlot(op.tag));  // to the rank the descriptor came from
       void* into = op.tensor.raw_data();
-      if (!(theirs[current] == mine[current])) {
-        if (mismatch.empty()) {
-          mismatch = Str("p2p mismatch on ", label, ": rank ", op.peer, " posted send to rank ", rank_, " (tag ", op.tag,
-                         ", ", theirs[current].bytes, " B) ", DTypeName(static_cast<DType>(theirs[current].dtype)),
-                         " but rank ", rank_, " posted ", P2PName(op), " ", DTypeName(op.tensor.dtype()));
-        }
-        scratch[current].resize(static_cast<size_t>(std::max<int64_t>(theirs[current].bytes, 1)));
+      const Desc sent = desc(kTheirs, current), own = desc(kMine, current);
+      if (!(sent == own)) {
+        if (mismatch.empty()) mismatch = mismatch_message(op.peer, rank_, op.tag, sent, own);
+        scratch[current].resize(static_cast<size_t>(std::max<int64_t>(sent.bytes, 1)));
         into = scratch[current].data();
       }
-      bufs[current] = context_->createUnboundBuffer(into, static_cast<size_t>(theirs[current].bytes));
+      bufs[current] = context_->createUnboundBuffer(into, static_cast<size_t>(sent.bytes));
       bufs[current]->recv(op.peer, P2PSlot(op.tag));
       watch();  // the new receive joins the watched buffers
     }
     for (current = 0; current < ops.size(); ++current) {
       bool done = true;
       if (ops[current].kind == P2POp::Kind::kSend) {
-        done = desc_bufs[current]->waitSend(Remaining(deadline)) && bufs[current]->waitSend(Remaining(deadline));
+        done = desc_bufs[current]->waitSend(Remaining(deadline)) && bufs[current]->waitSend(Remaining(deadline)) &&
+               verdict_bufs[current]->waitRecv(Remaining(deadline));
+        const Desc own = desc(kMine, current), posted = desc(kVerdict, current);
+        if (done && !(own == posted) && mismatch.empty()) {
+          mismatch = mismatch_message(rank_, ops[current].peer, ops[current].tag, own, posted);
+        }
       } else {
-        done = bufs[current]->waitRecv(Remaining(deadline));
+        done = bufs[current]->waitRecv(Remaining(deadline)) && verdict_bufs[current]->waitSend(Remaining(deadline));
       }
       if (!done) aborted();
     }

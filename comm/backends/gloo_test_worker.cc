@@ -204,16 +204,18 @@ TEST(GlooTest, RecvFromAnyRankTakesEverySenderOnceAndNamesIt) {
     pg.Send(Full({3}, 10.0 * r), 0, 6)->Wait();
     if (r == 1) {
       pg.Send(Full({3}, 11.0), 0, 6)->Wait();
-      pg.Send(Full({2}, 1.0), 0, 7)->Wait();
+      ExpectErrorContains([&] { pg.Send(Full({2}, 1.0), 0, 7)->Wait(); }, ErrorCode::kAborted,  // the same message
+                          {"p2p mismatch", "rank 1 posted send to rank 0 (tag 7, 8 B)", "recv from rank 1"});
     }
   }
   pg.Barrier()->Wait();
 }
 
 // Gloo compares nothing itself: a shorter send left the receive's tail stale, another dtype was read bit
-// for bit, and a longer send aborted the receiving process inside gloo. The receiver now raises the threads
-// backend's "p2p mismatch" (sends stay eager, so the sender completes), and the group stays usable.
-TEST(GlooTest, SendRecvSizeOrDtypeMismatchIsAbortedOnTheReceiver) {
+// for bit, and a longer send aborted the receiving process inside gloo. Both sides now raise the same "p2p
+// mismatch" (the sender from the receiver's verdict; it used to return as if delivered), and the group stays
+// usable.
+TEST(GlooTest, SendRecvSizeOrDtypeMismatchIsAbortedOnBothSides) {
   ProcessGroup& pg = World();
   const int w = pg.size(), r = pg.rank();
   if (w < 2) GTEST_SKIP() << "needs 2 ranks";
@@ -226,13 +228,11 @@ TEST(GlooTest, SendRecvSizeOrDtypeMismatchIsAbortedOnTheReceiver) {
     for (const Case& c : {Case{Full({2}, 7.0), Full({4}, -1.0), "(tag 0, 8 B) float32"},
                           Case{Full({8}, 7.0), Full({4}, -1.0), "(tag 0, 32 B) float32"},
                           Case{Full({4}, 7.0), Full({4}, -1.0, DType::kInt32), "(tag 0, 16 B) float32"}}) {
-      if (r == 0) {
-        pg.Send(c.send, peer)->Wait();
-      } else {
-        ExpectErrorContains([&] { pg.Recv(c.recv, peer)->Wait(); }, ErrorCode::kAborted,
-                            {"p2p mismatch", Str("rank 0 posted send to rank 1 ", c.what), "rank 1 posted recv from rank 0"});
-        EXPECT_EQ(c.recv.ToVector<double>(), std::vector<double>(4, -1.0));  // untouched
-      }
+      ExpectErrorContains([&] { (r == 0 ? pg.Send(c.send, peer) : pg.Recv(c.recv, peer))->Wait(); },
+                          ErrorCode::kAborted,
+                          {"p2p mismatch", Str("rank 0 posted send to rank 1 ", c.what, " but rank 1 posted recv from ",
+                                               "rank 0 (global 0, tag 0, 16 B) ", DTypeName(c.recv.dtype()))});
+      if (r == 1) EXPECT_EQ(c.recv.ToVector<double>(), std::vector<double>(4, -1.0));  // untouched
     }
     Tensor ok = Full({3}, -1.0);
     (r == 0 ? pg.Send(Full({3}, 5.0), peer) : pg.Recv(ok, peer))->Wait();  // still usable, still in step
