@@ -32,6 +32,7 @@
 #include <optional>
 
 #include "comm/backends/gloo_wait_monitor.h"
+#include "comm/backends/gloo_wire.h"
 #include "comm/collective.h"
 #include "comm/comm_thread.h"
 #include "comm/reduce.h"
@@ -44,77 +45,21 @@ namespace tessel::comm {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using gloo_internal::DataSlot;
+using gloo_internal::DecodeHeader;
+using gloo_internal::EncodeHeader;
+using gloo_internal::GlooStoreAdapter;
+using gloo_internal::HeaderSlot;
+using gloo_internal::kLivenessSlot;
+using gloo_internal::P2PDescSlot;
+using gloo_internal::P2PSlot;
+using gloo_internal::P2PVerdictSlot;
 using std::chrono::milliseconds;
-
-// Slots of our own traffic; Gloo's collectives use prefixes 0x01–0x08 (gloo/types.h).
-uint64_t HeaderSlot(int64_t seq) { return (uint64_t{0x20} << 56) | ((static_cast<uint64_t>(seq) & 0xffffffffu) << 24); }
-uint64_t P2PSlot(int tag) { return (uint64_t{0x21} << 56) | (uint64_t{static_cast<uint32_t>(tag)} << 24); }
-// The slot of a send's descriptor (its bytes and dtype), which travels ahead of the payload.
-uint64_t P2PDescSlot(int tag) { return (uint64_t{0x22} << 56) | (uint64_t{static_cast<uint32_t>(tag)} << 24); }
-// The slot of a receive's descriptor, sent back to its sender as the verdict on the pair.
-uint64_t P2PVerdictSlot(int tag) { return (uint64_t{0x25} << 56) | (uint64_t{static_cast<uint32_t>(tag)} << 24); }
-
-// The data of call seq, phase `step` (all_reduce has two), and the liveness sentinels' slot (never sent to).
-uint64_t DataSlot(int64_t seq, int step) {
-  return (uint64_t{0x23} << 56) | ((static_cast<uint64_t>(seq) & 0xffffffffu) << 24) | static_cast<uint64_t>(step);
-}
-constexpr uint64_t kLivenessSlot = uint64_t{0x24} << 56;
 
 milliseconds Remaining(Clock::time_point deadline) {
   // Rounded up: a gloo wait given the truncated remainder could expire just before `deadline`, and the
   // caller, finding the deadline not yet passed, would report a timeout as a dead peer (kAborted).
   return std::max(milliseconds(1), std::chrono::ceil<milliseconds>(deadline - Clock::now()));
-}
-
-// gloo::rendezvous::Store over a comm::Store, with a key prefix per group.
-class GlooStoreAdapter final : public gloo::rendezvous::Store {
- public:
-  GlooStoreAdapter(comm::Store& store, std::string prefix, milliseconds timeout)
-      : store_(store), prefix_(std::move(prefix)), timeout_(timeout) {}
-  void set(const std::string& key, const std::vector<char>& data) override { store_.Set(prefix_ + key, data); }
-  std::vector<char> get(const std::string& key) override { return store_.Get(prefix_ + key, timeout_); }
-  void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
-  void wait(const std::vector<std::string>& keys, const milliseconds& timeout) override {
-    std::vector<std::string> full;
-    for (const std::string& k : keys) full.push_back(prefix_ + k);
-    store_.Wait(full, timeout.count() > 0 ? timeout : timeout_);
-  }
-
- private:
-  comm::Store& store_;
-  std::string prefix_;
-  milliseconds timeout_;
-};
-
-// ---- header: [seq, kind, dtype, bytes, root, op, row_bytes, sender, in_splits(W), out_splits(W), ndim,
-//               shape(kMaxDescDims)] ----
-constexpr int kFixedFields = 8;
-
-std::vector<int64_t> EncodeHeader(const CollectiveDesc& d, int rank, int world) {
-  std::vector<int64_t> h(kFixedFields + 2 * world + 1 + kMaxDescDims, 0);
-  h[0] = d.seq, h[1] = static_cast<int64_t>(d.kind), h[2] = static_cast<int64_t>(d.dtype), h[3] = d.bytes;
-  h[4] = d.root, h[5] = d.op ? static_cast<int64_t>(*d.op) : -1, h[6] = d.row_bytes, h[7] = rank;
-  for (size_t j = 0; j < d.input_splits.size(); ++j) h[kFixedFields + j] = d.input_splits[j];
-  for (size_t j = 0; j < d.output_splits.size(); ++j) h[kFixedFields + world + j] = d.output_splits[j];
-  const size_t at = kFixedFields + 2 * world;
-  h[at] = static_cast<int64_t>(d.shape.size());  // (DescShape keeps at most kMaxDescDims)
-  for (size_t j = 0; j < d.shape.size(); ++j) h[at + 1 + j] = d.shape[j];
-  return h;
-}
-
-CollectiveDesc DecodeHeader(const std::vector<int64_t>& h, int world) {
-  CollectiveDesc d;
-  d.seq = h[0], d.kind = static_cast<CollectiveKind>(h[1]), d.dtype = static_cast<DType>(h[2]), d.bytes = h[3];
-  d.root = static_cast<int>(h[4]);
-  if (h[5] >= 0) d.op = static_cast<ReduceOp>(h[5]);
-  d.row_bytes = h[6];
-  if (d.kind == CollectiveKind::kAllToAll) {
-    d.input_splits.assign(h.begin() + kFixedFields, h.begin() + kFixedFields + world);
-    d.output_splits.assign(h.begin() + kFixedFields + world, h.begin() + kFixedFields + 2 * world);
-  }
-  const size_t at = kFixedFields + 2 * world;
-  d.shape.assign(h.begin() + at + 1, h.begin() + at + 1 + h[at]);
-  return d;
 }
 
 // Allocates a staging buffer counted in the "comm buffers" ledger.
