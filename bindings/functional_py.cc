@@ -21,6 +21,7 @@
 #include "core/ops/conv.h"
 #include "core/ops/embedding.h"
 #include "core/ops/pool.h"
+#include "core/ops/scan_sort.h"
 #include "core/ops/loss.h"
 #include "core/ops/matmul.h"
 #include "core/ops/norm.h"
@@ -119,6 +120,17 @@ void BindFunctional(py::module_& m) {
   // max_pool*d's windows (nn/_conv_ops.py builds the [K, O] index with torch's geometry).
   f.def("_window_max", [](const Tensor& x, const Tensor& index) {
     return NoGil([&] { return WindowMax(x, index); });
+  }, py::arg("input"), py::arg("index"));
+  // cumsum, and sort / argsort / topk of plain tensors (tessel/_extra.py, _compat.py): the running sums along a
+  // dim (differentiable), each row's sorting permutation and the row gather of their values (any dtype).
+  f.def("_cumsum", [](const Tensor& x, int64_t dim, bool reverse) {
+    return NoGil([&] { return CumSum(x, dim, reverse); });
+  }, py::arg("input"), py::arg("dim"), py::arg("reverse") = false);
+  f.def("_sort_indices", [](const Tensor& x, bool descending, int64_t k) {
+    return NoGil([&] { return SortIndicesLastDim(x, descending, k); });
+  }, py::arg("input"), py::arg("descending"), py::arg("k") = -1);
+  f.def("_gather_last_dim", [](const Tensor& x, const Tensor& index) {
+    return NoGil([&] { return GatherLastDim(x, index); });
   }, py::arg("input"), py::arg("index"));
   f.def("_index_add_rows", [](const Tensor& source, const Tensor& index, int64_t num_rows) {
     return NoGil([&] { return IndexAddRows(source, index, num_rows); });

@@ -681,9 +681,12 @@ def _gather(self, dim, index, *, sparse_grad=False):
                                                    index.placements, aligned)
             if out is not None:
                 return out
-    idx = index.numpy() if isinstance(index, _T) else np.asarray(index)
     from ._tensor import wrap_dim
     dim = wrap_dim(dim, self.ndim)
+    out = _gather_plain(self, dim, index)
+    if out is not None:
+        return out
+    idx = index.numpy() if isinstance(index, _T) else np.asarray(index)
     if idx.dtype.kind not in "iu":
         raise RuntimeError("gather(): Expected dtype int64 for index")
     if idx.ndim != self.ndim:
@@ -697,6 +700,44 @@ def _gather(self, dim, index, *, sparse_grad=False):
     grids = list(np.indices(idx.shape, sparse=True))
     grids[dim] = idx.astype(np.int64)
     return self[tuple(np.broadcast_to(g, idx.shape) for g in grids)]
+
+
+def _gather_plain(self, dim, index):
+    """torch.gather of plain (non-distributed) tensors in C++ (core/ops/pool.h's gather_last_dim, differentiable,
+    any dtype): dim moved last, one gather per row. None where the general path must answer (DTensors, empty or
+    0-d tensors, an index that is not int64, longer than self in another dim, or out of range: torch's errors)."""
+    from ._tensor import Tensor as _T
+    if not isinstance(index, _T) or index.is_distributed or self.is_distributed or index.dtype != _dtypes.int64 or \
+            self.ndim == 0 or index.ndim != self.ndim or self.numel() == 0 or index.numel() == 0:
+        return None
+    d = dim % self.ndim
+    x = self
+    for k in range(self.ndim):
+        if k != d and index.shape[k] != x.shape[k]:
+            if index.shape[k] > x.shape[k]:
+                return None
+            x = x.narrow(k, 0, index.shape[k])  # torch reads only index's extent of the other dims
+    moved = index.movedim(d, -1)
+    try:
+        out = _C._functional._gather_last_dim(x.movedim(d, -1).reshape(-1, x.shape[d]),
+                                              moved.reshape(-1, index.shape[d]))
+    except (IndexError, RuntimeError, ValueError):
+        return None
+    return out.reshape(moved.shape).movedim(-1, d)
+
+
+def _sort_indices(self, dim, descending, k=None):
+    """The stable sorting permutation along dim (its first k), NaN above every number: a plain int64 tensor
+    computed in C++ (core/ops/scan_sort.h) for a plain tensor; None for the general path (DTensors, empty,
+    0-d or complex tensors)."""
+    from ._tensor import Tensor as _T
+    if not isinstance(self, _T) or self.is_distributed or self.ndim == 0 or self.numel() == 0 or self.is_complex():
+        return None
+    d = dim % self.ndim
+    moved = self.detach().movedim(d, -1)
+    n = moved.shape[-1]
+    order = _C._functional._sort_indices(moved.reshape(-1, n), bool(descending), n if k is None else k)
+    return order.reshape(tuple(moved.shape[:-1]) + (order.shape[-1],)).movedim(-1, d)
 
 
 def _sort_order(self, dim, descending):
@@ -726,6 +767,9 @@ def _sort(self, dim=-1, descending=False, stable=False):
     if _whole_along(self, dim):  # each rank sorts its pieces (torch keeps the layout)
         values, indices = _sort(self.to_local(), dim, descending, stable)
         return _sort_result(_rewrap(self, values, self.shape), _rewrap(self, indices, self.shape))
+    order = _sort_indices(self, dim, descending)
+    if order is not None:
+        return _sort_result(_gather(self, dim, order), order)
     from ._tensor import _indices_like
     order = _sort_order(self, dim, descending)
     values = _gather(self, dim, order)
@@ -743,6 +787,9 @@ def _topk(self, k, dim=-1, largest=True, sorted=True):
         shape = list(self.shape)
         shape[dim] = k
         return _topk_result(_rewrap(self, values, shape), _rewrap(self, indices, shape))
+    order = _sort_indices(self, dim, largest, k)
+    if order is not None:
+        return _topk_result(_gather(self, dim, order), order)
     from ._tensor import _indices_like
     order = np.take(_sort_order(self, dim, largest), np.arange(k), axis=dim)
     values = _gather(self, dim, order)
@@ -757,6 +804,9 @@ def _argsort(self, dim=-1, descending=False, stable=False):
         return tensor(np.zeros((), dtype=np.int64))
     if _whole_along(self, dim):
         return _rewrap(self, _argsort(self.to_local(), dim, descending, stable), self.shape)
+    order = _sort_indices(self, dim, descending)
+    if order is not None:
+        return order
     return _indices_like(self, _sort_order(self, dim, descending))
 
 

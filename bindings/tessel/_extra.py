@@ -349,11 +349,14 @@ _NARROW_FLOATS = (_dtypes.float32, _dtypes.float16, _dtypes.bfloat16)
 
 
 def cumsum(x, dim, dtype=None):
-    """Running sums along dim by log-step prefix adds (Hillis-Steele: out[i] += out[i - 2^k]), so NaN and
-    inf stay where torch puts them and integers add exactly; bool and integer inputs give int64, as
-    torch. Narrower floats accumulate in float64 (torch's CPU accumulator): 2**24 + 1 - 2**24 + 1 gives 2."""
+    """Running sums along dim; bool and integer inputs give int64, as torch. A plain tensor sums in one pass in
+    torch's order and accumulator (core/ops/scan_sort.h: float32 in float64, so 2**24 + 1 - 2**24 + 1 gives 2);
+    a DTensor by log-step prefix adds (Hillis-Steele: out[i] += out[i - 2^k]) in float64 for narrower floats,
+    so NaN and inf stay where torch puts them and integers add exactly."""
     from ._tensor import zeros_like
     x = _accumulation_input(x, dtype)
+    if isinstance(x, _C.Tensor) and not x.is_distributed:
+        return _C._functional._cumsum(x, wrap_dim(dim, x.ndim))
     if x.dtype in _NARROW_FLOATS:
         return cumsum(x.to(_dtypes.float64), dim).to(x.dtype)
     dim = wrap_dim(dim, x.ndim)

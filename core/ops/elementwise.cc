@@ -139,18 +139,20 @@ TensorList BinaryKernel(std::span<const Tensor> in, const Attrs&, const char* na
         // checked first, serially, so it is an error instead (torch raises for integer division by zero).
         const Tensor bc = DenseOrCopy(b);
         const T* q = static_cast<const T*>(bc.raw_data());
-        for (int64_t i = 0; i < bc.numel(); ++i) {
+        const int64_t nb = bc.numel();
+        for (int64_t i = 0; i < nb; ++i) {
           TESSEL_CHECK(ToCompute(q[i]) != C(0), name, ": integer division by zero (divisor ", DTypeName(b.dtype()), " ",
                        ShapeStr(b.sizes()), " is 0 at flat index ", i, "; dividend ", ShapeStr(a.sizes()),
                        "). HINT: cast to a floating dtype for IEEE division");
         }
         if (std::is_signed_v<C>) {
           bool neg_one = false;
-          for (int64_t i = 0; i < bc.numel() && !neg_one; ++i) neg_one = ToCompute(q[i]) == C(-1);
+          for (int64_t i = 0; i < nb && !neg_one; ++i) neg_one = ToCompute(q[i]) == C(-1);
           if (neg_one) {
             const Tensor ac = DenseOrCopy(a);
             const T* p = static_cast<const T*>(ac.raw_data());
-            for (int64_t i = 0; i < ac.numel(); ++i) {
+            const int64_t na = ac.numel();
+            for (int64_t i = 0; i < na; ++i) {
               TESSEL_CHECK(ToCompute(p[i]) != std::numeric_limits<C>::lowest(), name, ": integer overflow: the minimum ",
                            DTypeName(a.dtype()), " divided by -1 (dividend ", ShapeStr(a.sizes()), " at flat index ",
                            i, ")");

@@ -45,7 +45,8 @@ Tensor CheckedIndices(const char* name, const Tensor& indices, int64_t num_rows,
                ": indices must be int64 or int32, got ", indices.dtype(), " of shape ", ShapeStr(indices.sizes()));
   Tensor idx = ContiguousCopyIfNeeded(indices, DType::kInt64);
   const int64_t* p = static_cast<const int64_t*>(idx.raw_data());
-  for (int64_t i = 0; i < idx.numel(); ++i) {
+  const int64_t n = idx.numel();  // (out of line: not in the loop condition of a per-index check)
+  for (int64_t i = 0; i < n; ++i) {
     TESSEL_CHECK_CODE(ErrorCode::kOutOfRange, p[i] >= 0 && p[i] < num_rows, "index out of range in self (", name,
                       ": index ", p[i], " at flat position ", i, " of indices ", ShapeStr(indices.sizes()),
                       " is out of range for weight ", ShapeStr(weight_shape), " with ", num_rows,
@@ -181,9 +182,10 @@ Tensor Embedding(const Tensor& weight, const Tensor& indices, std::optional<int6
   const Tensor idx = CheckedIndices("embedding", indices, weight.size(0), weight.sizes());
   const int64_t* p = static_cast<const int64_t*>(idx.raw_data());
   std::vector<int64_t> count(static_cast<size_t>(weight.size(0)), 0);
-  for (int64_t i = 0; i < idx.numel(); ++i) ++count[static_cast<size_t>(p[i])];
-  std::vector<double> scale_minus_one(static_cast<size_t>(idx.numel()));
-  for (int64_t i = 0; i < idx.numel(); ++i) {
+  const int64_t n = idx.numel();
+  for (int64_t i = 0; i < n; ++i) ++count[static_cast<size_t>(p[i])];
+  std::vector<double> scale_minus_one(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
     scale_minus_one[static_cast<size_t>(i)] = 1.0 / static_cast<double>(count[static_cast<size_t>(p[i])]) - 1.0;
   }
   Shape shape = indices.sizes();

@@ -87,8 +87,9 @@ std::vector<ComputeT<T>> LoadParam(const Tensor& p) {
   if (!p.defined()) return v;
   Tensor c = DenseOrCopy(p);
   const T* src = static_cast<const T*>(c.raw_data());
-  v.resize(c.numel());
-  for (int64_t i = 0; i < c.numel(); ++i) v[i] = ToCompute(src[i]);
+  const int64_t n = c.numel();
+  v.resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[i] = ToCompute(src[i]);
   return v;
 }
 

@@ -26,10 +26,11 @@ constexpr int64_t kGrain = 1 << 14;  // elements of work per thread slice, at le
 void CheckIndex(const char* op, const Tensor& idx, int64_t length) {
   TESSEL_CHECK(idx.dtype() == DType::kInt64, op, ": index must be int64, got ", idx.dtype());
   const int64_t* p = idx.data_ptr<int64_t>();
+  const int64_t n = idx.numel();  // (an out-of-line call: in the loop condition it cost as much as the check)
   bool ok = true;  // one vectorized pass; the error's position is looked for only on failure
-  for (int64_t i = 0; i < idx.numel(); ++i) ok &= static_cast<uint64_t>(p[i]) < static_cast<uint64_t>(length);
+  for (int64_t i = 0; i < n; ++i) ok &= static_cast<uint64_t>(p[i]) < static_cast<uint64_t>(length);
   if (ok) return;
-  for (int64_t i = 0; i < idx.numel(); ++i) {
+  for (int64_t i = 0; i < n; ++i) {
     TESSEL_CHECK_CODE(ErrorCode::kOutOfRange, p[i] >= 0 && p[i] < length, op, ": index ", p[i], " at flat position ",
                       i, " of index ", ShapeStr(idx.sizes()), " is outside [0, ", length, ")");
   }
@@ -87,7 +88,7 @@ TensorList GatherKernel(std::span<const Tensor> in, const Attrs&) {
   CheckIndex("gather_last_dim", idx, length);
   Tensor out = Empty({planes, outs}, x.dtype(), x.device());
   const int64_t* pi = idx.data_ptr<int64_t>();
-  TESSEL_DISPATCH_FLOATING_TYPES(x.dtype(), "gather_last_dim", [&] {
+  TESSEL_DISPATCH_ALL_TYPES(x.dtype(), "gather_last_dim", [&] {  // any dtype (sort's and topk's values)
     using T = scalar_t;
     const T* px = static_cast<const T*>(x.raw_data());
     T* po = static_cast<T*>(out.raw_data());

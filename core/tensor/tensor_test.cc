@@ -41,6 +41,36 @@ TEST(TensorTest, CopyIntoConvertsDtypesAndStrides) {
   EXPECT_EQ(b.ToVector<int>(), (std::vector<int>(6, 1)));
 }
 
+// Transposes of every element size through the tiled path (uneven tiles, an outer dim, the unit-stride dim
+// in the middle), against an index loop.
+TEST(TensorTest, CopyIntoMaterializesTransposesOfEveryElementSize) {
+  for (DType dt : {DType::kUInt8, DType::kBFloat16, DType::kFloat32, DType::kFloat64}) {
+    SCOPED_TRACE(DTypeName(dt));
+    const int64_t a = 9, b = 37, c = 45;  // src [a, b, c] contiguous; view [a, c, b] and [c, b, a]
+    std::vector<double> v(static_cast<size_t>(a * b * c));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>(i % 251);
+    const Tensor src = FromDoubles(v, Shape{a, b, c}, dt);
+    Tensor dst = Empty({a, c, b}, dt);
+    CopyInto(dst, MakeView(src, {a, c, b}, {b * c, 1, c}, 0));
+    std::vector<double> want;
+    for (int64_t i = 0; i < a; ++i) {
+      for (int64_t k = 0; k < c; ++k) {
+        for (int64_t j = 0; j < b; ++j) want.push_back(v[static_cast<size_t>((i * b + j) * c + k)]);
+      }
+    }
+    EXPECT_EQ(dst.ToVector<double>(), want);
+    Tensor dst2 = Empty({c, b, a}, dt);  // the unit-stride dim first, the last dim strided by b * c
+    CopyInto(dst2, MakeView(src, {c, b, a}, {1, c, b * c}, 0));
+    want.clear();
+    for (int64_t k = 0; k < c; ++k) {
+      for (int64_t j = 0; j < b; ++j) {
+        for (int64_t i = 0; i < a; ++i) want.push_back(v[static_cast<size_t>((i * b + j) * c + k)]);
+      }
+    }
+    EXPECT_EQ(dst2.ToVector<double>(), want);
+  }
+}
+
 // Integers above 2^53 read back exactly (they went through doubles: 2^62 + 1 read 2^62).
 TEST(TensorTest, ToVectorOfIntegersIsExactForEveryInt64) {
   const std::vector<int64_t> big{(int64_t{1} << 62) + 1, -((int64_t{1} << 62) + 3), 5563223723724791344};
