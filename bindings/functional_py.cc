@@ -20,6 +20,7 @@
 #include "core/ops/batch_norm.h"
 #include "core/ops/conv.h"
 #include "core/ops/embedding.h"
+#include "core/ops/index_dim.h"
 #include "core/ops/pool.h"
 #include "core/ops/scan_sort.h"
 #include "core/ops/loss.h"
@@ -132,6 +133,14 @@ void BindFunctional(py::module_& m) {
   f.def("_gather_last_dim", [](const Tensor& x, const Tensor& index) {
     return NoGil([&] { return GatherLastDim(x, index); });
   }, py::arg("input"), py::arg("index"));
+  // torch.gather / scatter_add of plain tensors (tessel/_compat.py, _scatter.py): index with input's sizes
+  // off `dim` (the callers narrow input to a smaller index first).
+  f.def("_gather_dim", [](const Tensor& x, int64_t dim, const Tensor& index) {
+    return NoGil([&] { return GatherDim(x, dim, index); });
+  }, py::arg("input"), py::arg("dim"), py::arg("index"));
+  f.def("_scatter_add_dim", [](const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
+    return NoGil([&] { return ScatterAddDim(self, dim, index, src); });
+  }, py::arg("input"), py::arg("dim"), py::arg("index"), py::arg("src"));
   f.def("_index_add_rows", [](const Tensor& source, const Tensor& index, int64_t num_rows) {
     return NoGil([&] { return IndexAddRows(source, index, num_rows); });
   }, py::arg("source"), py::arg("index"), py::arg("num_rows"));

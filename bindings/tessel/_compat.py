@@ -703,9 +703,9 @@ def _gather(self, dim, index, *, sparse_grad=False):
 
 
 def _gather_plain(self, dim, index):
-    """torch.gather of plain (non-distributed) tensors in C++ (core/ops/pool.h's gather_last_dim, differentiable,
-    any dtype): dim moved last, one gather per row. None where the general path must answer (DTensors, empty or
-    0-d tensors, an index that is not int64, longer than self in another dim, or out of range: torch's errors)."""
+    """torch.gather of plain (non-distributed) tensors in C++ (core/ops/index_dim.h, differentiable, any dtype).
+    None where the general path must answer (DTensors, empty or 0-d tensors, an index that is not int64, longer
+    than self in another dim, or out of range: torch's errors)."""
     from ._tensor import Tensor as _T
     if not isinstance(index, _T) or index.is_distributed or self.is_distributed or index.dtype != _dtypes.int64 or \
             self.ndim == 0 or index.ndim != self.ndim or self.numel() == 0 or index.numel() == 0:
@@ -717,13 +717,10 @@ def _gather_plain(self, dim, index):
             if index.shape[k] > x.shape[k]:
                 return None
             x = x.narrow(k, 0, index.shape[k])  # torch reads only index's extent of the other dims
-    moved = index.movedim(d, -1)
     try:
-        out = _C._functional._gather_last_dim(x.movedim(d, -1).reshape(-1, x.shape[d]),
-                                              moved.reshape(-1, index.shape[d]))
+        return _C._functional._gather_dim(x, d, index)
     except (IndexError, RuntimeError, ValueError):
         return None
-    return out.reshape(moved.shape).movedim(-1, d)
 
 
 def _sort_indices(self, dim, descending, k=None):
@@ -779,7 +776,6 @@ def _sort(self, dim=-1, descending=False, stable=False):
 @zero_dim_as_vector
 def _topk(self, k, dim=-1, largest=True, sorted=True):
     import numpy as np
-    from ._tensor import tensor
     if not 0 <= k <= self.shape[dim]:
         raise RuntimeError("selected index k out of range")
     if _whole_along(self, dim):  # each rank's pieces (torch keeps the layout)

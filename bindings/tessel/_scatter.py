@@ -91,9 +91,35 @@ def _flat_index_add(flat, target, values):
     return flat.index_add(0, _tensor(target), values.to(flat.dtype) if values.dtype != flat.dtype else values)
 
 
+def _scatter_add_plain(input, dim, index, src):
+    """scatter_add of plain floating tensors in C++ (core/ops/index_dim.h: in index order, each add rounded to
+    input's dtype, as torch's CPU kernel; differentiable in input and src). None where the general path must
+    answer (DTensors, 0-d or integer tensors, an index narrower than input off dim, or out of range)."""
+    tensors = (input, index, src)
+    if not builtins.all(isinstance(t, Tensor) and not t.is_distributed for t in tensors) or input.ndim == 0 or \
+            index.dtype != _dtypes.int64 or not input.dtype.is_floating_point or src.dtype != input.dtype or \
+            not index.ndim == input.ndim == src.ndim or index.numel() == 0:
+        return None
+    d = dim % input.ndim
+    if builtins.any(index.shape[k] > src.shape[k] or (k != d and index.shape[k] != input.shape[k])
+                    for k in range(input.ndim)):
+        return None
+    for k in range(src.ndim):
+        if src.shape[k] != index.shape[k]:
+            src = src.narrow(k, 0, index.shape[k])  # torch reads only index's extent of src
+    try:
+        return _C._functional._scatter_add_dim(input, d, index, src)
+    except (IndexError, RuntimeError, ValueError):
+        return None
+
+
 def scatter_add(input, dim, index, src):
     """torch.scatter_add: out[index[i][j]][j] += src[i][j] (dim 0, and so on), repeats accumulating."""
     _check_src_dtype(input, src, "scatter_add")
+    if -builtins.max(input.ndim, 1) <= dim < builtins.max(input.ndim, 1):
+        out = _scatter_add_plain(input, dim, index, src)
+        if out is not None:
+            return out
     _, target, src_pos = _scatter_plan(input, dim, index, tuple(src.shape), "scatter_add")
     if target.size == 0:
         return input.clone()

@@ -13,11 +13,14 @@ namespace tessel {
 namespace {
 
 // The convolutions run on oneDNN (CPU only; core/ops/conv.cc; cuDNN is not linked), and the pooling and
-// batch-norm ops of core/ops/pool.cc and batch_norm.cc (the CNN layers) and cumsum (core/ops/scan_sort.cc, the
-// Python face's) have CPU kernels only: a CUDA tensor there is an error naming the op, not a silent host fallback.
+// batch-norm ops of core/ops/pool.cc and batch_norm.cc (the CNN layers), cumsum (core/ops/scan_sort.cc) and
+// gather / scatter_add along a dim (core/ops/index_dim.cc: the Python face's) have CPU kernels only: a CUDA tensor
+// there is an error naming the op, not a silent host fallback.
 const std::set<std::string> kMissing = {"batch_norm",       "batch_norm_backward",         "convolution",
                                         "convolution_backward_input", "convolution_backward_weight", "cumsum",
-                                        "gather_last_dim",  "scatter_add_last_dim",        "window_max"};
+                                        "gather_dim",       "gather_dim_backward",         "gather_last_dim",
+                                        "scatter_add_dim",
+                                        "scatter_add_last_dim", "window_max"};
 
 TEST(AllOpsCudaCoverageTest, EveryRegisteredOpButTheListedOnesHasACudaKernel) {
   std::set<std::string> all;

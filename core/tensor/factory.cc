@@ -1,9 +1,11 @@
 // core/tensor/factory.cc — tensor factories.
 #include "core/tensor/factory.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/base/error.h"
+#include "core/base/parallel.h"
 #include "core/memory/device_backend.h"
 #include "core/memory/stream.h"
 #include "core/tensor/copy.h"
@@ -28,6 +30,22 @@ void FillInPlace(const Tensor& t, double value) {
   TESSEL_CHECK(!t.is_distributed(), "fill_: FillInPlace works on local tensors");
   t.impl()->storage().BumpVersion();
   if (t.numel() == 0) return;
+  if (t.device().is_cpu() && t.is_contiguous()) {
+    // One conversion of the value, then a typed fill split across threads (the broadcast copy below converted
+    // it once per element through the strided loop: zeros / ones / full of 1M float32 ran at 2.8x torch's time).
+    const int64_t n = t.numel();
+    TESSEL_DISPATCH_ALL_TYPES(t.dtype(), "fill_", [&] {
+      using T = scalar_t;
+      Tensor one = Empty({}, t.dtype(), t.device());
+      Tensor src = Empty({}, DType::kFloat64, t.device());
+      *src.data_ptr<double>() = value;
+      CopyInto(one, src);  // the value as CopyInto converts it (bools, 16-bit floats, integer truncation)
+      const T v = *static_cast<const T*>(one.raw_data());
+      T* p = static_cast<T*>(t.raw_data());
+      ParallelFor(0, n, 1 << 16, [&](int64_t b, int64_t e) { std::fill(p + b, p + e, v); });
+    });
+    return;
+  }
   // The scalar is written on the host; CopyInto broadcasts it (and moves it to the device for CUDA).
   Tensor one = Empty({}, DType::kFloat64, t.device().is_cpu() ? t.device() : Device::Cpu(0));
   *one.data_ptr<double>() = value;

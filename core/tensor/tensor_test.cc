@@ -26,6 +26,13 @@ TEST(TensorTest, FactoriesFillValuesAndDtypes) {
   EXPECT_EQ(FromVector<float>({1, 2, 3, 4}, {2, 2}).sizes(), (Shape{2, 2}));
   EXPECT_EQ(Scalar(3).dim(), 0);
   EXPECT_EQ(Scalar(3).item<float>(), 3);
+  // the contiguous fill converts the value once as CopyInto does: truncation, bools, 16-bit rounding
+  EXPECT_EQ(Full({70000}, -2.7, DType::kInt32).ToVector<int>(), std::vector<int>(70000, -2));
+  EXPECT_EQ(Full({3}, 0.5, DType::kBool).ToVector<int>(), (std::vector<int>{1, 1, 1}));
+  EXPECT_EQ(Full({2}, 257.0, DType::kBFloat16).ToVector<double>(), (std::vector<double>{256.0, 256.0}));
+  Tensor strided = MakeView(Zeros({4, 4}), {4, 2}, {4, 2}, 0);  // every other column: the broadcast copy
+  FillInPlace(strided, 3.0);
+  EXPECT_EQ(strided.ToVector<double>(), std::vector<double>(8, 3.0));
 }
 
 TEST(TensorTest, CopyIntoConvertsDtypesAndStrides) {

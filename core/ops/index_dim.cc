@@ -1,0 +1,195 @@
+// core/ops/index_dim.cc — GatherDim / ScatterAddDim over [outer, n, inner] views, parallel over (outer, block of
+// inner lanes): every output element is written by one task, so the scatter needs no atomics and adds in j order.
+#include "core/ops/index_dim.h"
+
+#include <algorithm>
+
+#include "core/autograd/call.h"
+#include "core/base/error.h"
+#include "core/base/parallel.h"
+#include "core/dispatch/op.h"
+#include "core/tensor/copy.h"
+#include "core/tensor/factory.h"
+#include "core/tensor/shape.h"
+
+namespace tessel {
+namespace {
+
+constexpr int64_t kGrain = 1 << 14;  // elements of work per thread slice, at least
+constexpr int64_t kLaneBlock = 256;  // inner lanes one task covers
+
+struct Geometry {
+  int64_t outer = 1, inner = 1;
+};
+
+// Checks that `index` (and `other`) match `x` on every dim but `dim`; returns the outer / inner extents.
+Geometry CheckGeometry(const char* op, const Tensor& x, int64_t dim, const Tensor& index) {
+  TESSEL_CHECK(index.dtype() == DType::kInt64, op, ": index must be int64, got ", DTypeName(index.dtype()));
+  TESSEL_CHECK(index.dim() == x.dim(), op, ": index ", ShapeStr(index.sizes()), " and input ", ShapeStr(x.sizes()),
+               " must have the same number of dims");
+  Geometry g;
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    TESSEL_CHECK(d == dim || index.size(d) == x.size(d), op, ": index ", ShapeStr(index.sizes()), " and input ",
+                 ShapeStr(x.sizes()), " differ on dim ", d, " (only dim ", dim, " may differ)");
+    if (d < dim) g.outer *= x.size(d);
+    if (d > dim) g.inner *= x.size(d);
+  }
+  return g;
+}
+
+void CheckRange(const char* op, const Tensor& idx, int64_t length, int64_t dim) {
+  const int64_t* p = idx.data_ptr<int64_t>();
+  const int64_t n = idx.numel();
+  bool ok = true;  // one vectorized pass; the offender is looked for only on failure
+  for (int64_t i = 0; i < n; ++i) ok &= static_cast<uint64_t>(p[i]) < static_cast<uint64_t>(length);
+  if (ok) return;
+  for (int64_t i = 0; i < n; ++i) {
+    TESSEL_CHECK_CODE(ErrorCode::kOutOfRange, p[i] >= 0 && p[i] < length, op, ": index ", p[i],
+                      " is out of bounds for dimension ", dim, " with size ", length);
+  }
+}
+
+// Calls fn(o, i0, w) for every (outer, block of w inner lanes) task, split across threads.
+template <typename Fn>
+void ForLaneBlocks(const Geometry& g, int64_t per_lane, const Fn& fn) {
+  const int64_t blocks = (g.inner + kLaneBlock - 1) / kLaneBlock;
+  const int64_t per_task = per_lane * std::min(g.inner, kLaneBlock);
+  ParallelFor(0, g.outer * blocks, std::max<int64_t>(1, kGrain / std::max<int64_t>(1, per_task)),
+              [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t i0 = (t % blocks) * kLaneBlock;
+      fn(t / blocks, i0, std::min(kLaneBlock, g.inner - i0));
+    }
+  });
+}
+
+// in: x, index; attr dim -> index's shape, x's dtype
+TensorList GatherDimKernel(std::span<const Tensor> in, const Attrs& attrs) {
+  const Tensor x = DenseOrCopy(in[0]), idx = DenseOrCopy(in[1]);
+  const int64_t dim = attrs.GetInt("dim");
+  const Geometry g = CheckGeometry("gather", x, dim, idx);
+  const int64_t n = x.size(dim), m = idx.size(dim);
+  CheckRange("gather", idx, n, dim);
+  Tensor out = Empty(idx.sizes(), x.dtype(), x.device());
+  if (out.numel() == 0) return {out};
+  const int64_t* pi = idx.data_ptr<int64_t>();
+  TESSEL_DISPATCH_ALL_TYPES(x.dtype(), "gather", [&] {
+    using T = scalar_t;
+    const T* px = static_cast<const T*>(x.raw_data());
+    T* po = static_cast<T*>(out.raw_data());
+    ForLaneBlocks(g, m, [&](int64_t o, int64_t i0, int64_t w) {
+      for (int64_t j = 0; j < m; ++j) {
+        const int64_t at = (o * m + j) * g.inner + i0;
+        const T* row = px + o * n * g.inner + i0;
+        for (int64_t i = 0; i < w; ++i) po[at + i] = row[pi[at + i] * g.inner + i];
+      }
+    });
+  });
+  return {out};
+}
+
+// Adds src at index along dim into out (out's sizes match index's off dim) in index order: float32 and float64
+// rounded per add, 16-bit floats summed in float32 and rounded once (torch's CPU kernel: 256 + 1 + 1 is 258).
+void ScatterAddInto(const Tensor& out, int64_t dim, const Tensor& idx, const Tensor& src, const Geometry& g) {
+  if (out.dtype() == DType::kBFloat16 || out.dtype() == DType::kFloat16) {
+    const Tensor wide = DenseAs(out, DType::kFloat32);
+    ScatterAddInto(wide, dim, idx, DenseAs(src, DType::kFloat32), g);
+    CopyInto(out, wide);
+    return;
+  }
+  const int64_t n = out.size(dim), m = idx.size(dim);
+  if (idx.numel() == 0) return;
+  const int64_t* pi = idx.data_ptr<int64_t>();
+  TESSEL_DISPATCH_FLOATING_TYPES(out.dtype(), "scatter_add", [&] {
+    using T = scalar_t;
+    const T* ps = static_cast<const T*>(src.raw_data());
+    T* po = static_cast<T*>(out.raw_data());
+    ForLaneBlocks(g, m, [&](int64_t o, int64_t i0, int64_t w) {
+      T* row = po + o * n * g.inner + i0;
+      for (int64_t j = 0; j < m; ++j) {
+        const int64_t at = (o * m + j) * g.inner + i0;
+        for (int64_t i = 0; i < w; ++i) {
+          T& dst = row[pi[at + i] * g.inner + i];
+          dst = FromCompute<T>(ToCompute(dst) + ToCompute(ps[at + i]));
+        }
+      }
+    });
+  });
+}
+
+// gather_dim's gradient: in: grad, index; attrs dim, length -> grad's shape with `length` along dim
+TensorList GatherDimBackwardKernel(std::span<const Tensor> in, const Attrs& attrs) {
+  const Tensor grad = DenseOrCopy(in[0]), idx = DenseOrCopy(in[1]);
+  const int64_t dim = attrs.GetInt("dim"), length = attrs.GetInt("length");
+  Shape shape = grad.sizes();
+  shape[static_cast<size_t>(dim)] = length;
+  Tensor out = Zeros(shape, grad.dtype(), grad.device());
+  const Geometry g = CheckGeometry("gather backward", out, dim, idx);
+  CheckRange("gather backward", idx, length, dim);
+  ScatterAddInto(out, dim, idx, grad, g);
+  return {out};
+}
+
+// in: self, index, src; attr dim -> self's shape and dtype
+TensorList ScatterAddDimKernel(std::span<const Tensor> in, const Attrs& attrs) {
+  const Tensor self = in[0], idx = DenseOrCopy(in[1]), src = DenseOrCopy(in[2]);
+  const int64_t dim = attrs.GetInt("dim");
+  const Geometry g = CheckGeometry("scatter_add", self, dim, idx);
+  TESSEL_CHECK(src.sizes() == idx.sizes() && src.dtype() == self.dtype(), "scatter_add: src ", ShapeStr(src.sizes()),
+               " ", DTypeName(src.dtype()), " must have index's shape ", ShapeStr(idx.sizes()), " and input's dtype ",
+               DTypeName(self.dtype()));
+  CheckRange("scatter_add", idx, self.size(dim), dim);
+  TESSEL_DISPATCH_FLOATING_TYPES(self.dtype(), "scatter_add", [] {});
+  Tensor out = Empty(self.sizes(), self.dtype(), self.device());
+  CopyInto(out, self);
+  ScatterAddInto(out, dim, idx, src, g);
+  return {out};
+}
+
+const OpDef& GatherDimOp();
+const OpDef& GatherDimBackwardOp();
+const OpDef& ScatterAddDimOp();
+
+TensorList GatherDimBackward(const BackwardContext& c) {
+  return {autograd::CallOp1(GatherDimBackwardOp(), {c.grad_outputs[0], c.inputs[1]}, c.attrs), Tensor()};
+}
+TensorList GatherDimBackwardBackward(const BackwardContext& c) {
+  return {GatherDim(c.grad_outputs[0], c.attrs.GetInt("dim"), c.inputs[1]), Tensor()};
+}
+TensorList ScatterAddDimBackward(const BackwardContext& c) {
+  const Tensor& g = c.grad_outputs[0];
+  return {g, Tensor(), GatherDim(g, c.attrs.GetInt("dim"), c.inputs[1])};
+}
+
+const OpDef& GatherDimOp() {
+  static const OpDef& op = RegisterOp({.name = "gather_dim", .cpu = GatherDimKernel, .backward = GatherDimBackward,
+                                       .saved_inputs = {1}});
+  return op;
+}
+const OpDef& GatherDimBackwardOp() {
+  static const OpDef& op = RegisterOp({.name = "gather_dim_backward", .cpu = GatherDimBackwardKernel,
+                                       .backward = GatherDimBackwardBackward, .saved_inputs = {1}});
+  return op;
+}
+const OpDef& ScatterAddDimOp() {
+  static const OpDef& op = RegisterOp({.name = "scatter_add_dim", .cpu = ScatterAddDimKernel,
+                                       .backward = ScatterAddDimBackward, .saved_inputs = {1}});
+  return op;
+}
+const bool kRegistered = (GatherDimOp(), GatherDimBackwardOp(), ScatterAddDimOp(), true);
+
+}  // namespace
+
+Tensor GatherDim(const Tensor& x, int64_t dim, const Tensor& index) {
+  const int64_t d = NormalizeDim(dim, std::max<int64_t>(x.dim(), 1), "gather");
+  TESSEL_CHECK(x.dim() > 0, "gather: a 0-d input (gather its only element with index 0 instead)");
+  return autograd::CallOp1(GatherDimOp(), {x, index}, Attrs().Set("dim", d).Set("length", x.size(d)));
+}
+
+Tensor ScatterAddDim(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
+  TESSEL_CHECK(self.dim() > 0, "scatter_add: a 0-d input");
+  const int64_t d = NormalizeDim(dim, self.dim(), "scatter_add");
+  return autograd::CallOp1(ScatterAddDimOp(), {self, index, src}, Attrs().Set("dim", d));
+}
+
+}  // namespace tessel

@@ -1,0 +1,27 @@
+// core/ops/index_dim.h — torch.gather and torch.scatter_add along any dim, in place of the Python face's
+// numpy index grids (gather 6-11x, scatter_add 13-17x torch's time): the operands are read as
+// [outer, n, inner] around the dim, so no dim is moved and no index is materialized.
+//
+// Example:
+//   Tensor picked = GatherDim(logits_BV, 1, target_B1);           // [B, 1], differentiable in logits
+//   Tensor summed = ScatterAddDim(zeros_NC, 0, index_EC, msg_EC);  // rows of msg added into rows of zeros
+#pragma once
+
+#include <cstdint>
+
+#include "core/tensor/tensor.h"
+
+namespace tessel {
+
+// out[..., j, ...] = x[..., index[..., j, ...], ...] along `dim`. index: int64 with x's sizes on every other dim
+// (narrow x first for torch's smaller index) and any size along dim; any dtype. kOutOfRange for an index
+// outside [0, x.size(dim)). Differentiable in x (the gradient scatter-adds back).
+Tensor GatherDim(const Tensor& x, int64_t dim, const Tensor& index);
+
+// out = self with src[..., j, ...] added at out[..., index[..., j, ...], ...] along `dim`, in j order as torch's
+// CPU kernel: float32 / float64 rounded per add, 16-bit floats summed in float32 and rounded once. index and
+// src: one shape, self's sizes on every other dim. Floating dtypes. Differentiable in self (identity) and src
+// (the gradient gathers).
+Tensor ScatterAddDim(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
+
+}  // namespace tessel
