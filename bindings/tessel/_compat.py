@@ -100,7 +100,16 @@ def _in_place(self, value, name):
 _add_cpp, _mul_cpp = Tensor.add_, Tensor.mul_
 
 
+# dtype.value of float32 / float64: the dtypes whose add_ / mul_ take the plain C++ kernel (pybind's dtype ==
+# costs ~0.5 us, an int compare nothing)
+_PLAIN_FLOATS = (_C.dtype.float32.value, _C.dtype.float64.value)
+
+
 def _add_(self, other, alpha=1):
+    if isinstance(other, Tensor):  # fast path: a float32 / float64 tensor plus one of its dtype (as below)
+        d = self.dtype.value
+        if (d == _PLAIN_FLOATS[0] or d == _PLAIN_FLOATS[1]) and other.dtype.value == d:
+            return _add_cpp(self, other, alpha=builtins.float(alpha))
     _check_int_target(self, other, "add_")
     low = self.dtype in _dtypes.REDUCED
     if isinstance(other, Tensor):
@@ -140,6 +149,8 @@ def _check_int_target(self, other, name):
 
 
 def _mul_(self, other):
+    if (type(other) is builtins.float or type(other) is builtins.int) and self.dtype.is_floating_point:
+        return _mul_cpp(self, builtins.float(other))  # fast path: what the checks below come to for these
     _check_int_target(self, other, "mul_")
     if isinstance(other, Tensor):
         return _in_place(self, self * other, "mul_")
@@ -485,7 +496,8 @@ def _var(self, dim=None, unbiased=None, keepdim=False, *, correction=None, _op="
         raise RuntimeError("std and var only support floating point and complex dtypes")
     if isinstance(dim, builtins.bool):  # torch's var(unbiased) overload: x.var(False) is the biased var
         dim, unbiased = None, dim
-    if self.dtype != _C.dtype.float64:  # accumulated in float64 as torch's CPU Welford: 1e30 in float32 overflowed
+    # accumulated in float64 as torch's CPU Welford: 1e30 in float32 overflowed
+    if self.dtype.value != _PLAIN_FLOATS[1]:
         return _var(self.to(_C.dtype.float64), dim, unbiased, keepdim, correction=correction, _op=_op).to(self.dtype)
     return _var64(self, dim, unbiased, keepdim, correction, _op)
 
@@ -587,6 +599,10 @@ def _to(self, *args, **kwargs):
     """Tensor.to(dtype | device | other tensor, non_blocking=, copy=, memory_format=): casts; a CPU device is
     where the tensor already is, any other raises (tessel._device); memory_format lays the result out so
     (tessel/_tensor_extras.py)."""
+    if len(args) == 1 and not kwargs and type(args[0]) is _C.dtype:
+        # fast path, x.to(dtype) with one of _C's dtypes: parse_to_args gives (dtype, None, False) for it
+        dtype = args[0]
+        return self if dtype.value == self.dtype.value else _to_dtype(self, dtype)
     from ._device import parse_to_args
     from ._complex import ComplexDType, complex as _complex_of
     wanted = [a for a in args if isinstance(a, ComplexDType)] + [kwargs.get("dtype")] * isinstance(

@@ -49,6 +49,17 @@ def composed(fn):
     """fn on DTensors: its constants replicated, the user's plain floating tensors refused (module doc)."""
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        # Fast path (every unary op pays this wrapper): no DTensor among the positional arguments, no keywords
+        # and no list/tuple to look into: fn runs as the general path below would run it.
+        for a in args:
+            if type(a) is _Tensor:
+                if a.is_distributed:
+                    break
+            elif isinstance(a, (_Tensor, list, tuple)):
+                break
+        else:
+            if not kwargs:
+                return fn(*args)
         if getattr(_state, "inside", False):
             return fn(*args, **kwargs)
         lead = next(((pos, t) for pos, t in _tensors(args, kwargs) if t.is_distributed), None)

@@ -19,6 +19,8 @@ import numpy as np
 from . import _C
 from . import _dtypes
 from ._device import check_cpu, factory_device
+from ._dtensor_like import (_contiguous_strides, _distributed_like, _like_placements,  # noqa: F401
+                            _on_pieces, _random_like)
 from ._subscript import (_as_plain, _check_index_put_dtype, _is_advanced, _is_zero_d_bool,  # noqa: F401
                          _torch_dtype_name, _torch_key)
 
@@ -27,8 +29,18 @@ Tensor = _C.Tensor
 
 def _shape(size):
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
-        return [builtins.int(s) for s in size[0]]
+        size = size[0]
     return [builtins.int(s) for s in size]
+
+
+_default_float = _dtypes.default_float
+_Dtype = _C.dtype  # tessel's own dtypes (the complex ones are tessel._complex.ComplexDType)
+
+
+def _plain_factory(dtype, device):
+    """Whether a factory call needs none of the general path: no device (factory_device(None) is a no-op
+    context) and no dtype, or one of _C's (never complex). The common case, checked first."""
+    return device is None and (dtype is None or type(dtype) is _Dtype)
 
 
 def _finish(t, requires_grad):
@@ -53,6 +65,9 @@ def _complex_full(size, value, dtype, requires_grad):
 
 
 def empty(*size, dtype=None, device=None, requires_grad=False):
+    if _plain_factory(dtype, device):
+        t = _C._empty(_shape(size), dtype or _default_float())
+        return t.requires_grad_(True) if requires_grad else t
     with factory_device(device, "empty"):  # "meta": built without writing values
         if getattr(dtype, "is_complex", False):
             return _complex_full(_shape(size), 0.0, dtype, requires_grad)
@@ -60,6 +75,9 @@ def empty(*size, dtype=None, device=None, requires_grad=False):
 
 
 def zeros(*size, dtype=None, device=None, requires_grad=False):
+    if _plain_factory(dtype, device):
+        t = _C._full(_shape(size), 0.0, dtype or _default_float())
+        return t.requires_grad_(True) if requires_grad else t
     with factory_device(device, "zeros"):  # "meta": built without writing values
         if getattr(dtype, "is_complex", False):
             return _complex_full(_shape(size), 0.0, dtype, requires_grad)
@@ -67,6 +85,9 @@ def zeros(*size, dtype=None, device=None, requires_grad=False):
 
 
 def ones(*size, dtype=None, device=None, requires_grad=False):
+    if _plain_factory(dtype, device):
+        t = _C._full(_shape(size), 1.0, dtype or _default_float())
+        return t.requires_grad_(True) if requires_grad else t
     with factory_device(device, "ones"):  # "meta": built without writing values
         if getattr(dtype, "is_complex", False):
             return _complex_full(_shape(size), 1.0, dtype, requires_grad)
@@ -74,6 +95,11 @@ def ones(*size, dtype=None, device=None, requires_grad=False):
 
 
 def full(size, fill_value, *, dtype=None, device=None, requires_grad=False):
+    if _plain_factory(dtype, device) and type(fill_value) is builtins.float:
+        # fast path: a Python float (never beyond the int64 branch below), checked as below
+        dtype = dtype or _default_float()
+        _C._check_number_fits(fill_value, dtype)
+        return _finish(_C._full(_shape((size,)), fill_value, dtype), requires_grad)
     with factory_device(device, "full"):  # "meta": built without writing values
         if getattr(dtype, "is_complex", False):
             return _complex_full(_shape((size,)), fill_value, dtype, requires_grad)
@@ -86,67 +112,9 @@ def full(size, fill_value, *, dtype=None, device=None, requires_grad=False):
         return _finish(_C._full(_shape((size,)), builtins.float(fill_value), dtype), requires_grad)
 
 
-def _like_placements(t):
-    """torch's create_like_strategy for a DTensor t: its placements, Partial ones made Replicate (the new
-    values do not depend on t's, so there is nothing to sum)."""
-    return [_C.Replicate() if isinstance(p, _C.Partial) else p for p in t.placements]
-
-
-def _contiguous_strides(shape):
-    """The row-major strides of `shape` (a DTensor's global strides when from_local is told its shape)."""
-    strides, n = [], 1
-    for size in reversed(tuple(shape)):
-        strides.insert(0, n)
-        n *= size
-    return strides
-
-
-def _on_pieces(fn, *args):
-    """fn, an elementwise op computed on the host for dense tensors (pow with a tensor exponent, bit shifts, the
-    special functions, integer division), applied to DTensor operands: each DTensor laid out as the first one
-    (its Partial made Replicate; every one Replicate when their shapes differ, as broadcasting would not line
-    the pieces up), numbers and 0-d dense tensors as they are; fn runs on each rank's pieces and its result (or
-    each of a tuple of results) becomes a DTensor of that layout (to_local / from_local carry the gradients)."""
-    dts = [a for a in args if isinstance(a, Tensor) and a.is_distributed]
-    lead = dts[0]
-    mesh = lead.device_mesh
-    for a in args:
-        if isinstance(a, Tensor) and not a.is_distributed and a.dim() > 0:
-            raise RuntimeError("got mixed DTensor and dense tensor inputs: a dense tensor of shape %s next to a "
-                               "DTensor of shape %s; distribute it first (only 0-d dense tensors are accepted)"
-                               % (tuple(a.shape), tuple(lead.shape)))
-        if isinstance(a, Tensor) and a.is_distributed and a.device_mesh != mesh:
-            raise RuntimeError("all DTensor operands of one op must share a mesh: %s and %s" % (mesh, a.device_mesh))
-    if builtins.all(tuple(d.shape) == tuple(lead.shape) for d in dts):
-        placements = _like_placements(lead)
-    else:
-        placements = [_C.Replicate()] * mesh.ndim
-    pieces = [a.redistribute(mesh, placements).to_local() if isinstance(a, Tensor) and a.is_distributed else a
-              for a in args]
-    shape = list(np.broadcast_shapes(*[tuple(a.shape) for a in args if isinstance(a, Tensor)]))
-    out = fn(*pieces)
-
-    def wrap(local):
-        return _C.from_local(local, mesh, placements, shape, _contiguous_strides(shape), False)
-    return tuple(wrap(o) for o in out) if isinstance(out, tuple) else wrap(out)
-
-
-def _distributed_like(t, make_local, dtype, requires_grad):
-    """A DTensor of t's global shape on t's mesh (_like_placements), each rank's piece make_local(its shape,
-    dtype): zeros_like(param) on a fully_shard parameter is a DTensor shard, as torch's."""
-    local = make_local(list(t.to_local().shape), dtype or t.dtype)
-    out = _C.from_local(local, t.device_mesh, _like_placements(t), list(t.shape), list(t.stride()), False)
-    return _finish(out, requires_grad)
-
-
-def _random_like(t, make_full, dtype, requires_grad):
-    """rand_like / randn_like of a DTensor: one full draw on rank 0 distributed to t's placements (ranks that
-    share a piece must hold the same values)."""
-    full_values = make_full(list(t.shape), dtype or t.dtype)
-    return _finish(_C.distribute_tensor(full_values, t.device_mesh, _like_placements(t), 0), requires_grad)
-
-
 def zeros_like(t, *, dtype=None, device=None, requires_grad=False):
+    if device is None and dtype is None and type(t) is Tensor and not t.is_distributed:  # fast path: as below
+        return _finish(_C._full(_shape((t.shape,)), 0.0, t.dtype), requires_grad)
     check_cpu(device, "zeros_like")
     if t.is_distributed:
         return _distributed_like(t, lambda shape, dt: zeros(shape, dtype=dt), dtype, requires_grad)
@@ -154,6 +122,8 @@ def zeros_like(t, *, dtype=None, device=None, requires_grad=False):
 
 
 def ones_like(t, *, dtype=None, device=None, requires_grad=False):
+    if device is None and dtype is None and type(t) is Tensor and not t.is_distributed:  # fast path: as below
+        return _finish(_C._full(_shape((t.shape,)), 1.0, t.dtype), requires_grad)
     check_cpu(device, "ones_like")
     if t.is_distributed:
         return _distributed_like(t, lambda shape, dt: ones(shape, dtype=dt), dtype, requires_grad)
@@ -184,9 +154,12 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=Fa
     check_cpu(device, "arange")
     if end is None:
         start, end = 0, start
-    # 0-d tensors and numpy numbers count as the Python numbers they hold (arange(lengths.max()) is int64)
-    start, end, step = (v.item() if isinstance(v, (Tensor, np.generic)) else v for v in (start, end, step))
-    ints = all(isinstance(v, builtins.int) for v in (start, end, step))
+    if type(start) is builtins.int and type(end) is builtins.int and type(step) is builtins.int:
+        ints = True  # fast path (arange(n)): nothing to convert
+    else:
+        # 0-d tensors and numpy numbers count as the Python numbers they hold (arange(lengths.max()) is int64)
+        start, end, step = (v.item() if isinstance(v, (Tensor, np.generic)) else v for v in (start, end, step))
+        ints = all(isinstance(v, builtins.int) for v in (start, end, step))
     if dtype is None:
         dtype = _dtypes.int64 if ints else _dtypes.default_float()
     if step == 0:
@@ -209,12 +182,16 @@ def _float_draw(dtype, kernel):
 
 
 def rand(*size, generator=None, dtype=None, device=None, requires_grad=False):
+    if dtype is None and device is None:  # fast path: no dtype to check, no device context
+        return _finish(_C._rand(_shape(size), generator, _default_float()), requires_grad)
     _float_draw(dtype, "check_uniform_bounds")
     with factory_device(device, "rand"):  # "meta": built without writing values
         return _finish(_C._rand(_shape(size), generator, dtype or _dtypes.default_float()), requires_grad)
 
 
 def randn(*size, generator=None, dtype=None, device=None, requires_grad=False):
+    if dtype is None and device is None:  # fast path: no dtype to check, no device context
+        return _finish(_C._randn(_shape(size), generator, _default_float()), requires_grad)
     _float_draw(dtype, "normal_kernel_cpu")
     with factory_device(device, "randn"):  # "meta": built without writing values
         return _finish(_C._randn(_shape(size), generator, dtype or _dtypes.default_float()), requires_grad)
@@ -257,7 +234,8 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False):
     if isinstance(data, Tensor):
         t = data.detach().clone()
     else:
-        if isinstance(data, (list, tuple)) and _holds_tensor(data):
+        plain = isinstance(data, (list, tuple)) and _plain_numbers(data)
+        if not plain and isinstance(data, (list, tuple)) and _holds_tensor(data):
             data = _tensors_as_scalars(data)  # torch reads a tensor inside a list as the number it holds
         array = np.asarray(data)
         if dtype is not None and not isinstance(data, np.ndarray) and array.dtype.kind in "iu" and array.size and \
@@ -268,7 +246,7 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False):
                                    % str(dtype).rsplit(".", 1)[-1])
         t = None
         if not isinstance(data, np.ndarray) and array.dtype == np.float64 and dtype is None \
-                and not _holds_numpy_float64(data):
+                and (plain or not _holds_numpy_float64(data)):
             # Python floats take the default dtype, as torch (rounded once from the float64 values); a numpy
             # float64 scalar among them keeps float64 (torch reads a numpy scalar's own dtype)
             default = _dtypes.default_float()
@@ -332,6 +310,19 @@ def zero_dim_as_vector(fn):
             return type(out)(*parts) if hasattr(out, "_fields") else type(out)(parts)
         return out
     return wrapper
+
+
+def _plain_numbers(data):
+    """Whether the (nested) list holds only Python floats and ints (their exact types: no bool, no numpy scalar,
+    no tensor): tensor()'s two scans (_holds_tensor, _holds_numpy_float64) would find nothing."""
+    for x in data:
+        tx = type(x)
+        if tx is builtins.float or tx is builtins.int:
+            continue
+        if (tx is list or tx is tuple) and _plain_numbers(x):
+            continue
+        return False
+    return True
 
 
 def _holds_tensor(data):
@@ -599,7 +590,10 @@ Tensor.__array__ = lambda self, dtype=None: self.numpy() if dtype is None else s
 def _host_numpy(t):
     """t's values as a numpy array, without its history; bfloat16, which numpy lacks, as float32 (exactly)."""
     t = t.detach()
-    return (t.float() if t.dtype == _C.dtype.bfloat16 else t).numpy()
+    return (t.float() if t.dtype.value == _BFLOAT16 else t).numpy()
+
+
+_BFLOAT16 = _C.dtype.bfloat16.value  # (an int compare: pybind's dtype == costs ~0.5 us)
 
 
 Tensor.tolist = lambda self: _host_numpy(self).tolist()  # (bfloat16 too, as torch's Python floats)
@@ -914,8 +908,16 @@ def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False)
     return tensor(host_rng(generator).permutation(builtins.int(n)).astype(np.int64), dtype=dtype or _dtypes.int64)
 
 
+_EYE_NUMPY = {_dtypes.float32.value: np.float32, _dtypes.float64.value: np.float64}
+
+
 def eye(n, m=None, *, dtype=None, device=None, requires_grad=False):
     check_cpu(device, "eye")
+    target = dtype or _default_float()
+    as_numpy = _EYE_NUMPY.get(target.value) if type(target) is _Dtype else None
+    if as_numpy is not None:  # fast path: numpy's eye made in the target dtype (0 and 1 exact), no tensor() + to()
+        out = _C._from_numpy(np.eye(builtins.int(n), builtins.int(n if m is None else m), dtype=as_numpy))
+        return out.requires_grad_(requires_grad) if requires_grad else out
     out = tensor(np.eye(builtins.int(n), builtins.int(n if m is None else m)), dtype=dtype or _dtypes.default_float())
     return out.requires_grad_(requires_grad) if requires_grad else out
 
