@@ -47,6 +47,8 @@ def _max(self, dim=None, keepdim=False):
         from ._extra import maximum
         return maximum(self, dim)
     if dim is None:
+        if not self.requires_grad:  # fast path: what evenly_distributed does without a gradient to share
+            return _max_cpp(self)
         from ._order import evenly_distributed
         return evenly_distributed(self, _max_cpp)  # ties and a NaN result share the gradient as torch's
     v, i = _max_cpp(self, dim, keepdim)
@@ -56,9 +58,13 @@ def _max(self, dim=None, keepdim=False):
 def _flipped(self):
     """An order-reversing map that cannot overflow: -x for floats, -1 - x (= ~x) for integers (-x of the
     most negative int64 is itself, which made min() skip it)."""
-    if self.dtype == _C.dtype.bool:
+    dtype = self.dtype
+    if dtype.value == _BOOL:
         return self.logical_not()
-    return -self if self.dtype.is_floating_point else (-1) - self
+    return -self if dtype.is_floating_point else (-1) - self
+
+
+_BOOL = _C.dtype.bool.value
 
 
 def _min(self, dim=None, keepdim=False):
@@ -66,6 +72,8 @@ def _min(self, dim=None, keepdim=False):
         from ._extra import minimum
         return minimum(self, dim)
     if dim is None:
+        if not self.requires_grad:  # fast path: what evenly_distributed does without a gradient to share
+            return _flipped(_max_cpp(_flipped(self)))
         from ._order import evenly_distributed
         return evenly_distributed(self, lambda x: _flipped(_max_cpp(_flipped(x))))
     v, i = _max_cpp(_flipped(self), dim, keepdim)
@@ -237,7 +245,7 @@ def _mm(self, other):
 
 def _bmm(self, other):
     """torch.bmm: [b, n, m] @ [b, m, p] only."""
-    if self.ndim != 3 or other.ndim != 3 or self.shape[0] != other.shape[0]:
+    if self.ndim != 3 or other.ndim != 3 or self.size(0) != other.size(0):
         raise RuntimeError("bmm: expected 3-D tensors with the same batch, got shapes %s and %s"
                            % (tuple(self.shape), tuple(other.shape)))
     return self @ other
@@ -267,6 +275,8 @@ def _clamp(self, min=None, max=None):
     """An integer or bool tensor with a Python float bound computes in the default dtype (float32 unless
     set), as torch's result type (clamp(int_tensor, min=2.0) is floating); tensor bounds (elementwise,
     broadcast) are maximum / minimum."""
+    if self.dtype.value in _PLAIN_FLOATS and _plain_bound(min) and _plain_bound(max):
+        return _clamp_cpp(self, min, max)  # fast path: float32 / float64, number bounds (no NaN): the checks pass
     if isinstance(min, Tensor) or isinstance(max, Tensor):
         from . import _extra
         out = self
@@ -288,6 +298,10 @@ def _clamp(self, min=None, max=None):
         min = None if min is None else builtins.min(builtins.max(min, lo), hi)
         max = None if max is None else builtins.min(builtins.max(max, lo), hi)
     return _clamp_cpp(self, min, max)
+
+
+def _plain_bound(b):
+    return b is None or type(b) is builtins.int or (type(b) is builtins.float and b == b)
 
 
 _INT_RANGES = {_C.dtype.uint8: (0, 255), _C.dtype.int8: (-128, 127), _C.dtype.int16: (-32768, 32767),
