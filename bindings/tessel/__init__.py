@@ -210,6 +210,11 @@ def cat(tensors, dim=0):
     """torch.cat, with torch's type promotion across the tensors' dtypes. As torch, a 1-D empty tensor (shape
     [0]) is skipped whatever the others' shapes: the `acc = torch.tensor([]); acc = torch.cat([acc, x])`
     accumulator of research code."""
+    if type(tensors) is list or type(tensors) is tuple:
+        try:  # fast path: the C++ cat takes only tensors of one dtype and matching shapes, where neither the
+            return _C._functional.cat(tensors, dim)  # promotion nor the skip below changes anything
+        except Exception:  # noqa: BLE001 (the general path below: it promotes, skips, or raises its own error)
+            pass
     tensors = _promoted(list(tensors))  # the skipped ones still take part in the type promotion
     for t in tensors:  # (a loop, not any(genexpr): cat is called per step in loops)
         if isinstance(t, Tensor) and t.ndim == 1 and t.numel() == 0:
@@ -224,6 +229,11 @@ def cat(tensors, dim=0):
 
 def stack(tensors, dim=0):
     """torch.stack, with torch's type promotion across the tensors' dtypes."""
+    if type(tensors) is list or type(tensors) is tuple:
+        try:  # fast path: the C++ stack takes only tensors of one dtype, where the promotion changes nothing
+            return _C._functional.stack(tensors, dim)
+        except Exception:  # noqa: BLE001 (the general path below: it promotes or raises its own error)
+            pass
     return _C._functional.stack(_promoted(tensors), dim)
 
 
