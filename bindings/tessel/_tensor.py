@@ -794,12 +794,16 @@ def _setitem(self, idx, value):
     _write_view(_getitem(self, idx), value)
 
 
+# by dtype.value (a dict of dtypes built per call cost ~1.5 us of pybind hashing and ==)
+_FILL_LIMITS = {_dtypes.float16.value: 65520.0, _dtypes.float32.value: 3.4028235677973366e38}
+
+
 def _write_view(view, value):
     """view[...] = value: copy_ of a tensor value (torch drops the value's leading ones first), fill_ of a number;
     both record the write under autograd."""
     if not isinstance(value, Tensor):
         v = builtins.float(value)
-        limit = {_dtypes.float16: 65520.0, _dtypes.float32: 3.4028235677973366e38}.get(view.dtype)
+        limit = _FILL_LIMITS.get(view.dtype.value)
         if limit is not None and builtins.abs(v) >= limit:  # torch's setitem rounds a float past the dtype's range
             v = math.copysign(math.inf, v)  # to inf (fill_ and full raise)
         return view.fill_(v)
