@@ -21,6 +21,7 @@ from . import _dtypes
 from ._device import check_cpu, factory_device
 from ._dtensor_like import (_contiguous_strides, _distributed_like, _like_placements,  # noqa: F401
                             _on_pieces, _random_like)
+from ._tensor_data import _holds_numpy_float64, _holds_tensor, _plain_numbers, _tensors_as_scalars
 from ._subscript import (_as_plain, _check_index_put_dtype, _is_advanced, _is_zero_d_bool,  # noqa: F401
                          _torch_dtype_name, _torch_key)
 
@@ -38,8 +39,8 @@ _Dtype = _C.dtype  # tessel's own dtypes (the complex ones are tessel._complex.C
 
 
 def _plain_factory(dtype, device):
-    """Whether a factory call needs none of the general path: no device (factory_device(None) is a no-op
-    context) and no dtype, or one of _C's (never complex). The common case, checked first."""
+    """Whether a factory call needs none of the general path (the common case, checked first): no device
+    (factory_device(None) is a no-op context), no dtype or one of _C's (never complex)."""
     return device is None and (dtype is None or type(dtype) is _Dtype)
 
 
@@ -114,7 +115,7 @@ def full(size, fill_value, *, dtype=None, device=None, requires_grad=False):
 
 def zeros_like(t, *, dtype=None, device=None, requires_grad=False):
     if device is None and dtype is None and type(t) is Tensor and not t.is_distributed:  # fast path: as below
-        return _finish(_C._full(_shape((t.shape,)), 0.0, t.dtype), requires_grad)
+        return _finish(_C._full(list(t.shape), 0.0, t.dtype), requires_grad)
     check_cpu(device, "zeros_like")
     if t.is_distributed:
         return _distributed_like(t, lambda shape, dt: zeros(shape, dtype=dt), dtype, requires_grad)
@@ -123,7 +124,7 @@ def zeros_like(t, *, dtype=None, device=None, requires_grad=False):
 
 def ones_like(t, *, dtype=None, device=None, requires_grad=False):
     if device is None and dtype is None and type(t) is Tensor and not t.is_distributed:  # fast path: as below
-        return _finish(_C._full(_shape((t.shape,)), 1.0, t.dtype), requires_grad)
+        return _finish(_C._full(list(t.shape), 1.0, t.dtype), requires_grad)
     check_cpu(device, "ones_like")
     if t.is_distributed:
         return _distributed_like(t, lambda shape, dt: ones(shape, dtype=dt), dtype, requires_grad)
@@ -218,15 +219,6 @@ def from_numpy(array):
     return _C._from_numpy(array)
 
 
-def _holds_numpy_float64(data):
-    """Whether (nested) data holds a numpy float64 scalar (np.float64 is also a Python float)."""
-    if isinstance(data, np.float64):
-        return True
-    if isinstance(data, (list, tuple)):
-        return builtins.any(_holds_numpy_float64(x) for x in data)
-    return False
-
-
 def tensor(data, *, dtype=None, device=None, requires_grad=False):
     """A new tensor from a numpy array, a (nested) list or a Python scalar; Python floats give the default
     dtype (float32 unless set) and Python ints int64, as in torch; a numpy array keeps its dtype."""
@@ -310,34 +302,6 @@ def zero_dim_as_vector(fn):
             return type(out)(*parts) if hasattr(out, "_fields") else type(out)(parts)
         return out
     return wrapper
-
-
-def _plain_numbers(data):
-    """Whether the (nested) list holds only Python floats and ints (their exact types: no bool, no numpy scalar,
-    no tensor): tensor()'s two scans (_holds_tensor, _holds_numpy_float64) would find nothing."""
-    for x in data:
-        tx = type(x)
-        if tx is builtins.float or tx is builtins.int:
-            continue
-        if (tx is list or tx is tuple) and _plain_numbers(x):
-            continue
-        return False
-    return True
-
-
-def _holds_tensor(data):
-    return builtins.any(isinstance(x, Tensor) or (isinstance(x, (list, tuple)) and _holds_tensor(x)) for x in data)
-
-
-def _tensors_as_scalars(data):
-    """The nested list with each tensor replaced by its one number (torch: only one-element tensors can be)."""
-    if isinstance(data, Tensor):
-        if data.numel() != 1:
-            raise ValueError("only one element tensors can be converted to Python scalars")
-        return data.item()
-    if isinstance(data, (list, tuple)):
-        return [_tensors_as_scalars(x) for x in data]
-    return data
 
 
 def _index_list(t, idx):
@@ -596,7 +560,17 @@ def _host_numpy(t):
 _BFLOAT16 = _C.dtype.bfloat16.value  # (an int compare: pybind's dtype == costs ~0.5 us)
 
 
-Tensor.tolist = lambda self: _host_numpy(self).tolist()  # (bfloat16 too, as torch's Python floats)
+_numpy_cpp = Tensor.numpy  # (the C++ method; tessel/_compat.py wraps Tensor.numpy later)
+
+
+def _tolist(self):  # t.tolist() (bfloat16 too, as torch's Python floats)
+    if type(self) is Tensor and not self.requires_grad and not self.is_distributed and \
+            self.dtype.value != _BFLOAT16:  # fast path: nothing to detach or widen; the C++ numpy of the same values
+        return _numpy_cpp(self).tolist()
+    return _host_numpy(self).tolist()
+
+
+Tensor.tolist = _tolist
 Tensor.type_as = lambda self, other: self.to(other.dtype)
 
 
