@@ -624,6 +624,11 @@ def _float_op(name):
     method = getattr(_C.Tensor, name)
 
     def fn(input):
+        if type(input) is Tensor and not input.is_distributed:
+            try:  # fast path: the C++ op takes a floating tensor as is and refuses (before computing) the others
+                return method(input)
+            except _C.InvalidArgumentError:
+                pass  # an integer or bool tensor (or a real error, which the line below raises again)
         return method(input if input.dtype.is_floating_point else input.to(_dtypes.default_float()))
     fn.__name__ = name
     return fn
