@@ -210,16 +210,30 @@ def cat(tensors, dim=0):
     """torch.cat, with torch's type promotion across the tensors' dtypes. As torch, a 1-D empty tensor (shape
     [0]) is skipped whatever the others' shapes: the `acc = torch.tensor([]); acc = torch.cat([acc, x])`
     accumulator of research code."""
+    if type(tensors) is list or type(tensors) is tuple:
+        try:  # fast path: the C++ cat takes only tensors of one dtype and matching shapes, where neither the
+            return _C._functional.cat(tensors, dim)  # promotion nor the skip below changes anything
+        except Exception:  # noqa: BLE001 (the general path below: it promotes, skips, or raises its own error)
+            pass
     tensors = _promoted(list(tensors))  # the skipped ones still take part in the type promotion
-    if _builtins.any(isinstance(t, Tensor) and t.ndim == 1 and t.numel() == 0 for t in tensors):
-        kept = [t for t in tensors if not (isinstance(t, Tensor) and t.ndim == 1 and t.numel() == 0)]
-        if kept and _builtins.any(t.ndim != 1 for t in kept):  # (tessel.any shadows the builtin here)
-            tensors = kept
+    for t in tensors:  # (a loop, not any(genexpr): cat is called per step in loops)
+        if isinstance(t, Tensor) and t.ndim == 1 and t.numel() == 0:
+            break
+    else:
+        return _C._functional.cat(tensors, dim)
+    kept = [t for t in tensors if not (isinstance(t, Tensor) and t.ndim == 1 and t.numel() == 0)]
+    if kept and _builtins.any(t.ndim != 1 for t in kept):  # (tessel.any shadows the builtin here)
+        tensors = kept
     return _C._functional.cat(tensors, dim)
 
 
 def stack(tensors, dim=0):
     """torch.stack, with torch's type promotion across the tensors' dtypes."""
+    if type(tensors) is list or type(tensors) is tuple:
+        try:  # fast path: the C++ stack takes only tensors of one dtype, where the promotion changes nothing
+            return _C._functional.stack(tensors, dim)
+        except Exception:  # noqa: BLE001 (the general path below: it promotes or raises its own error)
+            pass
     return _C._functional.stack(_promoted(tensors), dim)
 
 
@@ -469,6 +483,8 @@ def _accept_numpy_arg_names():
         def accepting(*args, **kwargs):
             if not kwargs:
                 return fn(*args)
+            if "out" not in kwargs and "axis" not in kwargs and "keepdims" not in kwargs:
+                return fn(*args, **kwargs)  # fast path: nothing to rename (cat(xs, dim=0), sum(dim=1))
             out = kwargs.pop("out", None)
             result = fn(*args, **renamed(kwargs))
             if out is None:

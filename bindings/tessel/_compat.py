@@ -47,6 +47,8 @@ def _max(self, dim=None, keepdim=False):
         from ._extra import maximum
         return maximum(self, dim)
     if dim is None:
+        if not self.requires_grad:  # fast path: what evenly_distributed does without a gradient to share
+            return _max_cpp(self)
         from ._order import evenly_distributed
         return evenly_distributed(self, _max_cpp)  # ties and a NaN result share the gradient as torch's
     v, i = _max_cpp(self, dim, keepdim)
@@ -56,9 +58,13 @@ def _max(self, dim=None, keepdim=False):
 def _flipped(self):
     """An order-reversing map that cannot overflow: -x for floats, -1 - x (= ~x) for integers (-x of the
     most negative int64 is itself, which made min() skip it)."""
-    if self.dtype == _C.dtype.bool:
+    dtype = self.dtype
+    if dtype.value == _BOOL:
         return self.logical_not()
-    return -self if self.dtype.is_floating_point else (-1) - self
+    return -self if dtype.is_floating_point else (-1) - self
+
+
+_BOOL = _C.dtype.bool.value
 
 
 def _min(self, dim=None, keepdim=False):
@@ -66,6 +72,8 @@ def _min(self, dim=None, keepdim=False):
         from ._extra import minimum
         return minimum(self, dim)
     if dim is None:
+        if not self.requires_grad:  # fast path: what evenly_distributed does without a gradient to share
+            return _flipped(_max_cpp(_flipped(self)))
         from ._order import evenly_distributed
         return evenly_distributed(self, lambda x: _flipped(_max_cpp(_flipped(x))))
     v, i = _max_cpp(_flipped(self), dim, keepdim)
@@ -100,7 +108,16 @@ def _in_place(self, value, name):
 _add_cpp, _mul_cpp = Tensor.add_, Tensor.mul_
 
 
+# dtype.value of float32 / float64: the dtypes whose add_ / mul_ take the plain C++ kernel (pybind's dtype ==
+# costs ~0.5 us, an int compare nothing)
+_PLAIN_FLOATS = (_C.dtype.float32.value, _C.dtype.float64.value)
+
+
 def _add_(self, other, alpha=1):
+    if isinstance(other, Tensor):  # fast path: a float32 / float64 tensor plus one of its dtype (as below)
+        d = self.dtype.value
+        if (d == _PLAIN_FLOATS[0] or d == _PLAIN_FLOATS[1]) and other.dtype.value == d:
+            return _add_cpp(self, other, alpha=builtins.float(alpha))
     _check_int_target(self, other, "add_")
     low = self.dtype in _dtypes.REDUCED
     if isinstance(other, Tensor):
@@ -140,6 +157,8 @@ def _check_int_target(self, other, name):
 
 
 def _mul_(self, other):
+    if (type(other) is builtins.float or type(other) is builtins.int) and self.dtype.is_floating_point:
+        return _mul_cpp(self, builtins.float(other))  # fast path: what the checks below come to for these
     _check_int_target(self, other, "mul_")
     if isinstance(other, Tensor):
         return _in_place(self, self * other, "mul_")
@@ -226,7 +245,7 @@ def _mm(self, other):
 
 def _bmm(self, other):
     """torch.bmm: [b, n, m] @ [b, m, p] only."""
-    if self.ndim != 3 or other.ndim != 3 or self.shape[0] != other.shape[0]:
+    if self.ndim != 3 or other.ndim != 3 or self.size(0) != other.size(0):
         raise RuntimeError("bmm: expected 3-D tensors with the same batch, got shapes %s and %s"
                            % (tuple(self.shape), tuple(other.shape)))
     return self @ other
@@ -256,6 +275,8 @@ def _clamp(self, min=None, max=None):
     """An integer or bool tensor with a Python float bound computes in the default dtype (float32 unless
     set), as torch's result type (clamp(int_tensor, min=2.0) is floating); tensor bounds (elementwise,
     broadcast) are maximum / minimum."""
+    if self.dtype.value in _PLAIN_FLOATS and _plain_bound(min) and _plain_bound(max):
+        return _clamp_cpp(self, min, max)  # fast path: float32 / float64, number bounds (no NaN): the checks pass
     if isinstance(min, Tensor) or isinstance(max, Tensor):
         from . import _extra
         out = self
@@ -277,6 +298,10 @@ def _clamp(self, min=None, max=None):
         min = None if min is None else builtins.min(builtins.max(min, lo), hi)
         max = None if max is None else builtins.min(builtins.max(max, lo), hi)
     return _clamp_cpp(self, min, max)
+
+
+def _plain_bound(b):
+    return b is None or type(b) is builtins.int or (type(b) is builtins.float and b == b)
 
 
 _INT_RANGES = {_C.dtype.uint8: (0, 255), _C.dtype.int8: (-128, 127), _C.dtype.int16: (-32768, 32767),
@@ -485,7 +510,8 @@ def _var(self, dim=None, unbiased=None, keepdim=False, *, correction=None, _op="
         raise RuntimeError("std and var only support floating point and complex dtypes")
     if isinstance(dim, builtins.bool):  # torch's var(unbiased) overload: x.var(False) is the biased var
         dim, unbiased = None, dim
-    if self.dtype != _C.dtype.float64:  # accumulated in float64 as torch's CPU Welford: 1e30 in float32 overflowed
+    # accumulated in float64 as torch's CPU Welford: 1e30 in float32 overflowed
+    if self.dtype.value != _PLAIN_FLOATS[1]:
         return _var(self.to(_C.dtype.float64), dim, unbiased, keepdim, correction=correction, _op=_op).to(self.dtype)
     return _var64(self, dim, unbiased, keepdim, correction, _op)
 
@@ -587,6 +613,10 @@ def _to(self, *args, **kwargs):
     """Tensor.to(dtype | device | other tensor, non_blocking=, copy=, memory_format=): casts; a CPU device is
     where the tensor already is, any other raises (tessel._device); memory_format lays the result out so
     (tessel/_tensor_extras.py)."""
+    if len(args) == 1 and not kwargs and type(args[0]) is _C.dtype:
+        # fast path, x.to(dtype) with one of _C's dtypes: parse_to_args gives (dtype, None, False) for it
+        dtype = args[0]
+        return self if dtype.value == self.dtype.value else _to_dtype(self, dtype)
     from ._device import parse_to_args
     from ._complex import ComplexDType, complex as _complex_of
     wanted = [a for a in args if isinstance(a, ComplexDType)] + [kwargs.get("dtype")] * isinstance(

@@ -45,10 +45,25 @@ def _tensors(args, kwargs):
                     yield "%s[%d]" % (pos, i), x
 
 
+def _plain(values):
+    """Whether none of values is a DTensor, a Tensor subclass or a list / tuple (composed's fast path)."""
+    for a in values:
+        if type(a) is _Tensor:
+            if a.is_distributed:
+                return False
+        elif isinstance(a, (_Tensor, list, tuple)):
+            return False
+    return True
+
+
 def composed(fn):
     """fn on DTensors: its constants replicated, the user's plain floating tensors refused (module doc)."""
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        # Fast path (every unary op pays this wrapper): no DTensor among the arguments and no list/tuple to look
+        # into: fn runs as the general path below would run it.
+        if _plain(args) and (not kwargs or _plain(kwargs.values())):
+            return fn(*args, **kwargs)
         if getattr(_state, "inside", False):
             return fn(*args, **kwargs)
         lead = next(((pos, t) for pos, t in _tensors(args, kwargs) if t.is_distributed), None)
@@ -116,8 +131,10 @@ def aligned(fn):
     Partial 38 all-reduces. Positional tensor arguments only; the rest pass through."""
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        if any(isinstance(a, _Tensor) and a.is_distributed for a in args):
-            args = aligned_args(args)
+        for a in args:  # (a loop, not any(genexpr): maximum, lerp, ... pay it on every call)
+            if isinstance(a, _Tensor) and a.is_distributed:
+                args = aligned_args(args)
+                break
         return fn(*args, **kwargs)
     return wrapper
 

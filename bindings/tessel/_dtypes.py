@@ -3,7 +3,7 @@ import builtins as _builtins
 
 import numpy as _np
 
-from ._C import dtype
+from ._C import Tensor as _Tensor, _promote_types, dtype
 from ._C import _get_default_dtype as default_float  # torch.get_default_dtype (float32 until set)
 
 float32 = dtype.float32
@@ -42,15 +42,24 @@ def c_type_name(t):
 def promoted(tensors):
     """tensors in their common dtype, torch's promotion for cat / stack and their kin (cat([int64, float32]) is
     float32; it raised a dtype mismatch); entries that are not tensors are left as they are."""
-    from ._C import Tensor, _promote_types
     tensors = list(tensors)
-    kinds = [t.dtype for t in tensors if isinstance(t, Tensor)]
+    first = None
+    for t in tensors:  # fast path, the common case: one dtype (compared by .value: pybind's == is slow)
+        if isinstance(t, _Tensor):
+            v = t.dtype.value
+            if first is None:
+                first = v
+            elif v != first:
+                break
+    else:
+        return tensors
+    kinds = [t.dtype for t in tensors if isinstance(t, _Tensor)]
     if not kinds or _builtins.all(k == kinds[0] for k in kinds):
         return tensors  # one dtype (the common case): no promotion
     target = kinds[0]
     for k in kinds[1:]:
         target = _promote_types(target, k)
-    return [t.to(target) if isinstance(t, Tensor) and t.dtype != target else t for t in tensors]
+    return [t.to(target) if isinstance(t, _Tensor) and t.dtype != target else t for t in tensors]
 
 
 

@@ -48,7 +48,10 @@ def _pick(a, b, first):
         # a NaN on either side: NaN, the whole gradient to both (torch's masks a < b, a > b are both false)
         nan = (a - a.detach()) + (b - b.detach()) + float("nan")
         return w(isnan(a) | isnan(b), nan, w(a == b, tie, w(first, a, b)))
-    return w(isnan(a), a, w(isnan(b), b, w(a == b, a, w(first, a, b))))
+    # a where it wins (first), ties, or is NaN; otherwise b (b's NaN included: then a neither wins nor ties). The
+    # same picks as w(isnan(a), a, w(isnan(b), b, w(a == b, a, w(first, a, b)))), in 5 ops, not 7 (2 isnan and 2
+    # bool ops are the slow ones: ~16 -> ~8 us on [4, 4])
+    return w(first, a, w(a == b, a, w(a == a, b, a)))
 
 
 @aligned
@@ -624,6 +627,11 @@ def _float_op(name):
     method = getattr(_C.Tensor, name)
 
     def fn(input):
+        if type(input) is Tensor and not input.is_distributed:
+            try:  # fast path: the C++ op takes a floating tensor as is and refuses (before computing) the others
+                return method(input)
+            except _C.InvalidArgumentError:
+                pass  # an integer or bool tensor (or a real error, which the line below raises again)
         return method(input if input.dtype.is_floating_point else input.to(_dtypes.default_float()))
     fn.__name__ = name
     return fn

@@ -12,6 +12,7 @@ out-of-place form). Outside autograd the methods write in place as before.
 from . import _C
 
 Tensor = _C.Tensor
+_is_grad_enabled = _C.is_grad_enabled
 
 
 def _extra():
@@ -153,10 +154,15 @@ def _check_no_grad_view(self):
 
 def _wrap(name, original, out_of_place):
     def method(self, *args, **kwargs):
-        if _C.is_grad_enabled():
-            _check_no_grad_view(self)
-        if _C.is_grad_enabled() and (self.requires_grad or _any_requires_grad(args, kwargs)):
-            return record(self, name, lambda x: out_of_place(x, *args, **kwargs))
+        # the checks of _check_no_grad_view and _any_requires_grad inlined (every in-place op pays them)
+        if _is_grad_enabled():
+            if self.requires_grad:
+                return record(self, name, lambda x: out_of_place(x, *args, **kwargs))
+            base = self._base
+            if base is not None and base.requires_grad:
+                raise RuntimeError(_NO_GRAD_VIEW)
+            if (args or kwargs) and _any_requires_grad(args, kwargs):
+                return record(self, name, lambda x: out_of_place(x, *args, **kwargs))
         if original is None:  # a method torch has that tessel wrote only out of place: copy the result in
             with _C._GradMode(False):
                 return self.copy_(out_of_place(self, *args, **kwargs))

@@ -21,15 +21,25 @@ def _truth(x):
     """A tensor's truth values (nonzero, NaN included, is True), as torch's logical ops read them."""
     if not isinstance(x, Tensor):
         return x
-    return x if x.dtype == _dtypes.bool else x != 0
+    return x if x.dtype.value == _BOOL else x != 0
+
+
+_BOOL = _dtypes.bool.value  # (dtypes compared by value: pybind's == costs ~0.5 us)
 
 
 def _as_bool_tensor(x, like):
     return x if isinstance(x, Tensor) else _C._full([], float(bool(x)), _dtypes.bool).expand_as(like)
 
 
+def _dense_pair(a, b):
+    """Both plain dense tensors (no DTensor, no subclass): where the fast paths below apply."""
+    return type(a) is Tensor and type(b) is Tensor and not a.is_distributed and not b.is_distributed
+
+
 def logical_and(a, b):
     a, b = _truth(a), _truth(b)
+    if _dense_pair(a, b):  # fast path: a's False entries are the False the general path expands (same shape)
+        return _C._functional.where(a, b, a)
     if not isinstance(a, Tensor):
         a, b = b, a
     return _C._functional.where(a, _as_bool_tensor(b, a), _as_bool_tensor(False, a)) if isinstance(b, Tensor) \
@@ -38,6 +48,8 @@ def logical_and(a, b):
 
 def logical_or(a, b):
     a, b = _truth(a), _truth(b)
+    if _dense_pair(a, b):  # fast path: a's True entries are the True the general path expands
+        return _C._functional.where(a, a, b)
     if not isinstance(a, Tensor):
         a, b = b, a
     return _C._functional.where(a, _as_bool_tensor(True, a), _as_bool_tensor(b, a)) if isinstance(b, Tensor) \
@@ -60,6 +72,9 @@ def _host_bitwise(op, name):
     logical = {"and": logical_and, "or": logical_or, "xor": logical_xor}[op] if op != "not" else logical_not
 
     def fn(a, b=None):
+        if b is not None and type(a) is Tensor and type(b) is Tensor and a.dtype.value == _BOOL and \
+                b.dtype.value == _BOOL:  # fast path, mask & mask: what the checks below pick for it
+            return logical(a, b)
         tensors = [t for t in (a, b) if isinstance(t, Tensor)]
         if all(t.dtype == _dtypes.bool for t in tensors) and all(isinstance(v, (bool, Tensor, np.bool_))
                                                                  for v in (a, b) if v is not None):

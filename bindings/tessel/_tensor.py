@@ -19,6 +19,9 @@ import numpy as np
 from . import _C
 from . import _dtypes
 from ._device import check_cpu, factory_device
+from ._dtensor_like import (_contiguous_strides, _distributed_like, _like_placements,  # noqa: F401
+                            _on_pieces, _random_like)
+from ._tensor_data import _holds_numpy_float64, _holds_tensor, _plain_numbers, _tensors_as_scalars
 from ._subscript import (_as_plain, _check_index_put_dtype, _is_advanced, _is_zero_d_bool,  # noqa: F401
                          _torch_dtype_name, _torch_key)
 
@@ -27,8 +30,18 @@ Tensor = _C.Tensor
 
 def _shape(size):
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
-        return [builtins.int(s) for s in size[0]]
+        size = size[0]
     return [builtins.int(s) for s in size]
+
+
+_default_float = _dtypes.default_float
+_Dtype = _C.dtype  # tessel's own dtypes (the complex ones are tessel._complex.ComplexDType)
+
+
+def _plain_factory(dtype, device):
+    """Whether a factory call needs none of the general path (the common case, checked first): no device
+    (factory_device(None) is a no-op context), no dtype or one of _C's (never complex)."""
+    return device is None and (dtype is None or type(dtype) is _Dtype)
 
 
 def _finish(t, requires_grad):
@@ -53,6 +66,9 @@ def _complex_full(size, value, dtype, requires_grad):
 
 
 def empty(*size, dtype=None, device=None, requires_grad=False):
+    if _plain_factory(dtype, device):
+        t = _C._empty(_shape(size), dtype or _default_float())
+        return t.requires_grad_(True) if requires_grad else t
     with factory_device(device, "empty"):  # "meta": built without writing values
         if getattr(dtype, "is_complex", False):
             return _complex_full(_shape(size), 0.0, dtype, requires_grad)
@@ -60,6 +76,9 @@ def empty(*size, dtype=None, device=None, requires_grad=False):
 
 
 def zeros(*size, dtype=None, device=None, requires_grad=False):
+    if _plain_factory(dtype, device):
+        t = _C._full(_shape(size), 0.0, dtype or _default_float())
+        return t.requires_grad_(True) if requires_grad else t
     with factory_device(device, "zeros"):  # "meta": built without writing values
         if getattr(dtype, "is_complex", False):
             return _complex_full(_shape(size), 0.0, dtype, requires_grad)
@@ -67,6 +86,9 @@ def zeros(*size, dtype=None, device=None, requires_grad=False):
 
 
 def ones(*size, dtype=None, device=None, requires_grad=False):
+    if _plain_factory(dtype, device):
+        t = _C._full(_shape(size), 1.0, dtype or _default_float())
+        return t.requires_grad_(True) if requires_grad else t
     with factory_device(device, "ones"):  # "meta": built without writing values
         if getattr(dtype, "is_complex", False):
             return _complex_full(_shape(size), 1.0, dtype, requires_grad)
@@ -74,6 +96,11 @@ def ones(*size, dtype=None, device=None, requires_grad=False):
 
 
 def full(size, fill_value, *, dtype=None, device=None, requires_grad=False):
+    if _plain_factory(dtype, device) and type(fill_value) is builtins.float:
+        # fast path: a Python float (never beyond the int64 branch below), checked as below
+        dtype = dtype or _default_float()
+        _C._check_number_fits(fill_value, dtype)
+        return _finish(_C._full(_shape((size,)), fill_value, dtype), requires_grad)
     with factory_device(device, "full"):  # "meta": built without writing values
         if getattr(dtype, "is_complex", False):
             return _complex_full(_shape((size,)), fill_value, dtype, requires_grad)
@@ -86,67 +113,9 @@ def full(size, fill_value, *, dtype=None, device=None, requires_grad=False):
         return _finish(_C._full(_shape((size,)), builtins.float(fill_value), dtype), requires_grad)
 
 
-def _like_placements(t):
-    """torch's create_like_strategy for a DTensor t: its placements, Partial ones made Replicate (the new
-    values do not depend on t's, so there is nothing to sum)."""
-    return [_C.Replicate() if isinstance(p, _C.Partial) else p for p in t.placements]
-
-
-def _contiguous_strides(shape):
-    """The row-major strides of `shape` (a DTensor's global strides when from_local is told its shape)."""
-    strides, n = [], 1
-    for size in reversed(tuple(shape)):
-        strides.insert(0, n)
-        n *= size
-    return strides
-
-
-def _on_pieces(fn, *args):
-    """fn, an elementwise op computed on the host for dense tensors (pow with a tensor exponent, bit shifts, the
-    special functions, integer division), applied to DTensor operands: each DTensor laid out as the first one
-    (its Partial made Replicate; every one Replicate when their shapes differ, as broadcasting would not line
-    the pieces up), numbers and 0-d dense tensors as they are; fn runs on each rank's pieces and its result (or
-    each of a tuple of results) becomes a DTensor of that layout (to_local / from_local carry the gradients)."""
-    dts = [a for a in args if isinstance(a, Tensor) and a.is_distributed]
-    lead = dts[0]
-    mesh = lead.device_mesh
-    for a in args:
-        if isinstance(a, Tensor) and not a.is_distributed and a.dim() > 0:
-            raise RuntimeError("got mixed DTensor and dense tensor inputs: a dense tensor of shape %s next to a "
-                               "DTensor of shape %s; distribute it first (only 0-d dense tensors are accepted)"
-                               % (tuple(a.shape), tuple(lead.shape)))
-        if isinstance(a, Tensor) and a.is_distributed and a.device_mesh != mesh:
-            raise RuntimeError("all DTensor operands of one op must share a mesh: %s and %s" % (mesh, a.device_mesh))
-    if builtins.all(tuple(d.shape) == tuple(lead.shape) for d in dts):
-        placements = _like_placements(lead)
-    else:
-        placements = [_C.Replicate()] * mesh.ndim
-    pieces = [a.redistribute(mesh, placements).to_local() if isinstance(a, Tensor) and a.is_distributed else a
-              for a in args]
-    shape = list(np.broadcast_shapes(*[tuple(a.shape) for a in args if isinstance(a, Tensor)]))
-    out = fn(*pieces)
-
-    def wrap(local):
-        return _C.from_local(local, mesh, placements, shape, _contiguous_strides(shape), False)
-    return tuple(wrap(o) for o in out) if isinstance(out, tuple) else wrap(out)
-
-
-def _distributed_like(t, make_local, dtype, requires_grad):
-    """A DTensor of t's global shape on t's mesh (_like_placements), each rank's piece make_local(its shape,
-    dtype): zeros_like(param) on a fully_shard parameter is a DTensor shard, as torch's."""
-    local = make_local(list(t.to_local().shape), dtype or t.dtype)
-    out = _C.from_local(local, t.device_mesh, _like_placements(t), list(t.shape), list(t.stride()), False)
-    return _finish(out, requires_grad)
-
-
-def _random_like(t, make_full, dtype, requires_grad):
-    """rand_like / randn_like of a DTensor: one full draw on rank 0 distributed to t's placements (ranks that
-    share a piece must hold the same values)."""
-    full_values = make_full(list(t.shape), dtype or t.dtype)
-    return _finish(_C.distribute_tensor(full_values, t.device_mesh, _like_placements(t), 0), requires_grad)
-
-
 def zeros_like(t, *, dtype=None, device=None, requires_grad=False):
+    if device is None and dtype is None and type(t) is Tensor and not t.is_distributed:  # fast path: as below
+        return _finish(_C._full(list(t.shape), 0.0, t.dtype), requires_grad)
     check_cpu(device, "zeros_like")
     if t.is_distributed:
         return _distributed_like(t, lambda shape, dt: zeros(shape, dtype=dt), dtype, requires_grad)
@@ -154,6 +123,8 @@ def zeros_like(t, *, dtype=None, device=None, requires_grad=False):
 
 
 def ones_like(t, *, dtype=None, device=None, requires_grad=False):
+    if device is None and dtype is None and type(t) is Tensor and not t.is_distributed:  # fast path: as below
+        return _finish(_C._full(list(t.shape), 1.0, t.dtype), requires_grad)
     check_cpu(device, "ones_like")
     if t.is_distributed:
         return _distributed_like(t, lambda shape, dt: ones(shape, dtype=dt), dtype, requires_grad)
@@ -184,9 +155,12 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=Fa
     check_cpu(device, "arange")
     if end is None:
         start, end = 0, start
-    # 0-d tensors and numpy numbers count as the Python numbers they hold (arange(lengths.max()) is int64)
-    start, end, step = (v.item() if isinstance(v, (Tensor, np.generic)) else v for v in (start, end, step))
-    ints = all(isinstance(v, builtins.int) for v in (start, end, step))
+    if type(start) is builtins.int and type(end) is builtins.int and type(step) is builtins.int:
+        ints = True  # fast path (arange(n)): nothing to convert
+    else:
+        # 0-d tensors and numpy numbers count as the Python numbers they hold (arange(lengths.max()) is int64)
+        start, end, step = (v.item() if isinstance(v, (Tensor, np.generic)) else v for v in (start, end, step))
+        ints = all(isinstance(v, builtins.int) for v in (start, end, step))
     if dtype is None:
         dtype = _dtypes.int64 if ints else _dtypes.default_float()
     if step == 0:
@@ -209,12 +183,16 @@ def _float_draw(dtype, kernel):
 
 
 def rand(*size, generator=None, dtype=None, device=None, requires_grad=False):
+    if dtype is None and device is None:  # fast path: no dtype to check, no device context
+        return _finish(_C._rand(_shape(size), generator, _default_float()), requires_grad)
     _float_draw(dtype, "check_uniform_bounds")
     with factory_device(device, "rand"):  # "meta": built without writing values
         return _finish(_C._rand(_shape(size), generator, dtype or _dtypes.default_float()), requires_grad)
 
 
 def randn(*size, generator=None, dtype=None, device=None, requires_grad=False):
+    if dtype is None and device is None:  # fast path: no dtype to check, no device context
+        return _finish(_C._randn(_shape(size), generator, _default_float()), requires_grad)
     _float_draw(dtype, "normal_kernel_cpu")
     with factory_device(device, "randn"):  # "meta": built without writing values
         return _finish(_C._randn(_shape(size), generator, dtype or _dtypes.default_float()), requires_grad)
@@ -241,15 +219,6 @@ def from_numpy(array):
     return _C._from_numpy(array)
 
 
-def _holds_numpy_float64(data):
-    """Whether (nested) data holds a numpy float64 scalar (np.float64 is also a Python float)."""
-    if isinstance(data, np.float64):
-        return True
-    if isinstance(data, (list, tuple)):
-        return builtins.any(_holds_numpy_float64(x) for x in data)
-    return False
-
-
 def tensor(data, *, dtype=None, device=None, requires_grad=False):
     """A new tensor from a numpy array, a (nested) list or a Python scalar; Python floats give the default
     dtype (float32 unless set) and Python ints int64, as in torch; a numpy array keeps its dtype."""
@@ -257,7 +226,8 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False):
     if isinstance(data, Tensor):
         t = data.detach().clone()
     else:
-        if isinstance(data, (list, tuple)) and _holds_tensor(data):
+        plain = isinstance(data, (list, tuple)) and _plain_numbers(data)
+        if not plain and isinstance(data, (list, tuple)) and _holds_tensor(data):
             data = _tensors_as_scalars(data)  # torch reads a tensor inside a list as the number it holds
         array = np.asarray(data)
         if dtype is not None and not isinstance(data, np.ndarray) and array.dtype.kind in "iu" and array.size and \
@@ -268,7 +238,7 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False):
                                    % str(dtype).rsplit(".", 1)[-1])
         t = None
         if not isinstance(data, np.ndarray) and array.dtype == np.float64 and dtype is None \
-                and not _holds_numpy_float64(data):
+                and (plain or not _holds_numpy_float64(data)):
             # Python floats take the default dtype, as torch (rounded once from the float64 values); a numpy
             # float64 scalar among them keeps float64 (torch reads a numpy scalar's own dtype)
             default = _dtypes.default_float()
@@ -332,21 +302,6 @@ def zero_dim_as_vector(fn):
             return type(out)(*parts) if hasattr(out, "_fields") else type(out)(parts)
         return out
     return wrapper
-
-
-def _holds_tensor(data):
-    return builtins.any(isinstance(x, Tensor) or (isinstance(x, (list, tuple)) and _holds_tensor(x)) for x in data)
-
-
-def _tensors_as_scalars(data):
-    """The nested list with each tensor replaced by its one number (torch: only one-element tensors can be)."""
-    if isinstance(data, Tensor):
-        if data.numel() != 1:
-            raise ValueError("only one element tensors can be converted to Python scalars")
-        return data.item()
-    if isinstance(data, (list, tuple)):
-        return [_tensors_as_scalars(x) for x in data]
-    return data
 
 
 def _index_list(t, idx):
@@ -599,10 +554,23 @@ Tensor.__array__ = lambda self, dtype=None: self.numpy() if dtype is None else s
 def _host_numpy(t):
     """t's values as a numpy array, without its history; bfloat16, which numpy lacks, as float32 (exactly)."""
     t = t.detach()
-    return (t.float() if t.dtype == _C.dtype.bfloat16 else t).numpy()
+    return (t.float() if t.dtype.value == _BFLOAT16 else t).numpy()
 
 
-Tensor.tolist = lambda self: _host_numpy(self).tolist()  # (bfloat16 too, as torch's Python floats)
+_BFLOAT16 = _C.dtype.bfloat16.value  # (an int compare: pybind's dtype == costs ~0.5 us)
+
+
+_numpy_cpp = Tensor.numpy  # (the C++ method; tessel/_compat.py wraps Tensor.numpy later)
+
+
+def _tolist(self):  # t.tolist() (bfloat16 too, as torch's Python floats)
+    if type(self) is Tensor and not self.requires_grad and not self.is_distributed and \
+            self.dtype.value != _BFLOAT16:  # fast path: nothing to detach or widen; the C++ numpy of the same values
+        return _numpy_cpp(self).tolist()
+    return _host_numpy(self).tolist()
+
+
+Tensor.tolist = _tolist
 Tensor.type_as = lambda self, other: self.to(other.dtype)
 
 
@@ -800,12 +768,16 @@ def _setitem(self, idx, value):
     _write_view(_getitem(self, idx), value)
 
 
+# by dtype.value (a dict of dtypes built per call cost ~1.5 us of pybind hashing and ==)
+_FILL_LIMITS = {_dtypes.float16.value: 65520.0, _dtypes.float32.value: 3.4028235677973366e38}
+
+
 def _write_view(view, value):
     """view[...] = value: copy_ of a tensor value (torch drops the value's leading ones first), fill_ of a number;
     both record the write under autograd."""
     if not isinstance(value, Tensor):
         v = builtins.float(value)
-        limit = {_dtypes.float16: 65520.0, _dtypes.float32: 3.4028235677973366e38}.get(view.dtype)
+        limit = _FILL_LIMITS.get(view.dtype.value)
         if limit is not None and builtins.abs(v) >= limit:  # torch's setitem rounds a float past the dtype's range
             v = math.copysign(math.inf, v)  # to inf (fill_ and full raise)
         return view.fill_(v)
@@ -914,8 +886,16 @@ def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False)
     return tensor(host_rng(generator).permutation(builtins.int(n)).astype(np.int64), dtype=dtype or _dtypes.int64)
 
 
+_EYE_NUMPY = {_dtypes.float32.value: np.float32, _dtypes.float64.value: np.float64}
+
+
 def eye(n, m=None, *, dtype=None, device=None, requires_grad=False):
     check_cpu(device, "eye")
+    target = dtype or _default_float()
+    as_numpy = _EYE_NUMPY.get(target.value) if type(target) is _Dtype else None
+    if as_numpy is not None:  # fast path: numpy's eye made in the target dtype (0 and 1 exact), no tensor() + to()
+        out = _C._from_numpy(np.eye(builtins.int(n), builtins.int(n if m is None else m), dtype=as_numpy))
+        return out.requires_grad_(requires_grad) if requires_grad else out
     out = tensor(np.eye(builtins.int(n), builtins.int(n if m is None else m)), dtype=dtype or _dtypes.default_float())
     return out.requires_grad_(requires_grad) if requires_grad else out
 

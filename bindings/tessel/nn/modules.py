@@ -20,12 +20,12 @@ keyword arguments) go to ``forward`` unchanged.
             return F.gelu(self.fc(x))
 """
 import collections
-import copy
 import threading
 import weakref
 
 from .. import _C, _dtypes
 from .._complex import ComplexTensor
+from ._flatten import _flatten_output
 
 Tensor = _C.Tensor
 Module = _C.Module
@@ -380,8 +380,12 @@ def _fsdp_cast_inputs(module, args, kwargs):
     """fully_shard's cast_forward_inputs casts the positional tensors in its C++ pre-forward hook, which
     keyword arguments and tensors inside containers ([x, mask], {"ids": ...}) do not reach: the floating ones
     are cast here, as torch's pre-forward casts every floating tensor of the call. Returns (args, kwargs)."""
-    if not kwargs and all(isinstance(a, Tensor) or not isinstance(a, (list, tuple, dict)) for a in args):
-        return args, kwargs
+    if not kwargs:  # (a loop, not all(genexpr): every module call passes here)
+        for a in args:
+            if not isinstance(a, Tensor) and isinstance(a, (list, tuple, dict)):
+                break
+        else:
+            return args, kwargs
     st = _C._fsdp_state(module) if hasattr(_C, "_fsdp_state") else None
     cast = st.forward_input_cast_dtype if st is not None else None
     if cast is None:
@@ -460,6 +464,8 @@ def _call_forward_or_hooks(self, args, kwargs):
 
 
 def _call(self, *args, **kwargs):
+    if not _global_hooks.__dict__:  # fast path: this thread never set a global hook (the rest reads them all None)
+        return _call_forward_or_hooks(self, args, kwargs)
     pre, post = getattr(_global_hooks, "pre", None), getattr(_global_hooks, "post", None)
     if getattr(_global_hooks, "bw", None) or getattr(_global_hooks, "bw_pre", None):
         _ensure_global_backward_proxies(self)  # torch's global backward hooks (_module_hooks.py)
@@ -554,31 +560,9 @@ def _kept_identity(outs, inputs):
     C++ call hands back a new handle on the same tensor)."""
     if not inputs:
         return outs
+    if len(outs) == 1 and len(inputs) == 1 and isinstance(outs[0], Tensor):  # fast path: one in, one out
+        return [inputs[0]] if outs[0]._is_same(inputs[0]) else outs
     return [next((a for a in inputs if o._is_same(a)), o) if isinstance(o, Tensor) else o for o in outs]
-
-
-def _flatten_output(out, tensors):
-    """Appends out's tensors (nested in tuples, lists, dicts) to `tensors` and returns the function that
-    rebuilds out around a list of replacements for them."""
-    if isinstance(out, Tensor):
-        i = len(tensors)
-        tensors.append(out)
-        return lambda ts: ts[i]
-    if isinstance(out, (tuple, list)):
-        parts = [_flatten_output(o, tensors) for o in out]
-        if isinstance(out, tuple) and hasattr(out, "_fields"):  # namedtuple
-            return lambda ts: type(out)(*(p(ts) for p in parts))
-        return lambda ts: type(out)(p(ts) for p in parts)
-    if isinstance(out, dict):
-        parts = [(k, _flatten_output(v, tensors)) for k, v in out.items()]
-
-        def rebuild(ts):
-            new = copy.copy(out)  # the mapping's own type (OrderedDict, defaultdict, ...)
-            for k, p in parts:
-                new[k] = p(ts)
-            return new
-        return rebuild
-    return lambda ts: out
 
 
 def _forward_from_cpp(self, inputs):
