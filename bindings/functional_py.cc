@@ -138,6 +138,9 @@ void BindFunctional(py::module_& m) {
   f.def("_gather_dim", [](const Tensor& x, int64_t dim, const Tensor& index) {
     return NoGil([&] { return GatherDim(x, dim, index); });
   }, py::arg("input"), py::arg("dim"), py::arg("index"));
+  f.def("_index_select_dim", [](const Tensor& x, int64_t dim, const Tensor& index) {
+    return NoGil([&] { return IndexSelectDim(x, dim, index); });
+  }, py::arg("input"), py::arg("dim"), py::arg("index"));
   f.def("_scatter_add_dim", [](const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
     return NoGil([&] { return ScatterAddDim(self, dim, index, src); });
   }, py::arg("input"), py::arg("dim"), py::arg("index"), py::arg("src"));

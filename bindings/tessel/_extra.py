@@ -445,6 +445,9 @@ def index_select(x, dim, index):
     bad = _out_of_range(index, size)
     if bad is not None:  # negative indices included: torch does not wrap them here (they read other rows)
         raise IndexError("index out of range in self")
+    if isinstance(index, Tensor) and not index.is_distributed and not x.is_distributed and x.numel() > 0:
+        # plain tensors: runs of the other dims copied per index in C++ (core/ops/index_dim.h, differentiable)
+        return _C._functional._index_select_dim(x, dim, index.reshape(-1).to(_dtypes.int64))
     if isinstance(index, Tensor) and index.is_distributed:  # a replicated x, a sharded index: its rows per rank
         from .distributed.tensor import Shard
         shape = list(x.shape[:dim]) + [index.numel()] + list(x.shape[dim + 1:])

@@ -19,7 +19,7 @@ namespace {
 const std::set<std::string> kMissing = {"batch_norm",       "batch_norm_backward",         "convolution",
                                         "convolution_backward_input", "convolution_backward_weight", "cumsum",
                                         "gather_dim",       "gather_dim_backward",         "gather_last_dim",
-                                        "scatter_add_dim",
+                                        "index_select_dim", "index_select_dim_backward", "scatter_add_dim",
                                         "scatter_add_last_dim", "window_max"};
 
 TEST(AllOpsCudaCoverageTest, EveryRegisteredOpButTheListedOnesHasACudaKernel) {

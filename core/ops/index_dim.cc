@@ -3,6 +3,8 @@
 #include "core/ops/index_dim.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <cstring>
 
 #include "core/autograd/call.h"
 #include "core/base/error.h"
@@ -11,6 +13,7 @@
 #include "core/tensor/copy.h"
 #include "core/tensor/factory.h"
 #include "core/tensor/shape.h"
+#include "core/tensor/tensor_impl.h"
 
 namespace tessel {
 namespace {
@@ -146,9 +149,79 @@ TensorList ScatterAddDimKernel(std::span<const Tensor> in, const Attrs& attrs) {
   return {out};
 }
 
+// in: x, index (1-D); attr dim -> x's shape with index's length along dim
+TensorList IndexSelectKernel(std::span<const Tensor> in, const Attrs& attrs) {
+  const Tensor x = DenseOrCopy(in[0]), idx = DenseOrCopy(in[1]);
+  const int64_t dim = attrs.GetInt("dim");
+  TESSEL_CHECK(idx.dim() == 1 && idx.dtype() == DType::kInt64, "index_select: index must be 1-D int64, got ",
+               ShapeStr(idx.sizes()), " ", DTypeName(idx.dtype()));
+  const int64_t n = x.size(dim), m = idx.size(0);
+  CheckRange("index_select", idx, n, dim);
+  Shape shape = x.sizes();
+  shape[static_cast<size_t>(dim)] = m;
+  Tensor out = Empty(shape, x.dtype(), x.device());
+  if (out.numel() == 0) return {out};
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < dim; ++d) outer *= x.size(d);
+  for (int64_t d = dim + 1; d < x.dim(); ++d) inner *= x.size(d);
+  const int64_t* pi = idx.data_ptr<int64_t>();
+  const int64_t bytes = inner * ElementSize(x.dtype());
+  const char* px = static_cast<const char*>(x.raw_data());
+  char* po = static_cast<char*>(out.raw_data());
+  if (inner == 1) {  // the last dim: element loads, not a memcpy call per element
+    auto rows = [&](auto* o_base, const auto* x_base) {
+      ParallelFor(0, outer, std::max<int64_t>(1, kGrain / std::max<int64_t>(1, m)), [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+          for (int64_t j = 0; j < m; ++j) o_base[r * m + j] = x_base[r * n + pi[j]];
+        }
+      });
+    };
+    switch (bytes) {
+      case 1: rows(reinterpret_cast<uint8_t*>(po), reinterpret_cast<const uint8_t*>(px)); return {out};
+      case 2: rows(reinterpret_cast<uint16_t*>(po), reinterpret_cast<const uint16_t*>(px)); return {out};
+      case 4: rows(reinterpret_cast<uint32_t*>(po), reinterpret_cast<const uint32_t*>(px)); return {out};
+      case 8: rows(reinterpret_cast<uint64_t*>(po), reinterpret_cast<const uint64_t*>(px)); return {out};
+      default: break;
+    }
+  }
+  ParallelFor(0, outer * m, std::max<int64_t>(1, kGrain / std::max<int64_t>(1, inner)), [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t o = t / m, j = t % m;
+      std::memcpy(po + t * bytes, px + (o * n + pi[j]) * bytes, static_cast<size_t>(bytes));
+    }
+  });
+  return {out};
+}
+
+// index_select's gradient: in: grad, index; attrs dim, length -> grad's shape with `length` along dim
+TensorList IndexSelectBackwardKernel(std::span<const Tensor> in, const Attrs& attrs) {
+  const Tensor grad = DenseOrCopy(in[0]), idx = DenseOrCopy(in[1]);
+  const int64_t dim = attrs.GetInt("dim"), length = attrs.GetInt("length");
+  Shape shape = grad.sizes();
+  shape[static_cast<size_t>(dim)] = length;
+  Tensor out = Zeros(shape, grad.dtype(), grad.device());
+  // The 1-D index broadcast over the other dims (a stride-0 view) is ScatterAddInto's index, one per element.
+  Shape strides(static_cast<size_t>(grad.dim()), 0);
+  strides[static_cast<size_t>(dim)] = 1;
+  Tensor full = Empty(grad.sizes(), DType::kInt64, grad.device());
+  CopyInto(full, MakeView(idx, grad.sizes(), strides, 0));
+  const Geometry g = CheckGeometry("index_select backward", out, dim, full);
+  ScatterAddInto(out, dim, full, grad, g);
+  return {out};
+}
+
 const OpDef& GatherDimOp();
 const OpDef& GatherDimBackwardOp();
 const OpDef& ScatterAddDimOp();
+const OpDef& IndexSelectOp();
+const OpDef& IndexSelectBackwardOp();
+
+TensorList IndexSelectBackward(const BackwardContext& c) {
+  return {autograd::CallOp1(IndexSelectBackwardOp(), {c.grad_outputs[0], c.inputs[1]}, c.attrs), Tensor()};
+}
+TensorList IndexSelectBackwardBackward(const BackwardContext& c) {
+  return {IndexSelectDim(c.grad_outputs[0], c.attrs.GetInt("dim"), c.inputs[1]), Tensor()};
+}
 
 TensorList GatherDimBackward(const BackwardContext& c) {
   return {autograd::CallOp1(GatherDimBackwardOp(), {c.grad_outputs[0], c.inputs[1]}, c.attrs), Tensor()};
@@ -176,7 +249,18 @@ const OpDef& ScatterAddDimOp() {
                                        .backward = ScatterAddDimBackward, .saved_inputs = {1}});
   return op;
 }
-const bool kRegistered = (GatherDimOp(), GatherDimBackwardOp(), ScatterAddDimOp(), true);
+const OpDef& IndexSelectOp() {
+  static const OpDef& op = RegisterOp({.name = "index_select_dim", .cpu = IndexSelectKernel,
+                                       .backward = IndexSelectBackward, .saved_inputs = {1}});
+  return op;
+}
+const OpDef& IndexSelectBackwardOp() {
+  static const OpDef& op = RegisterOp({.name = "index_select_dim_backward", .cpu = IndexSelectBackwardKernel,
+                                       .backward = IndexSelectBackwardBackward, .saved_inputs = {1}});
+  return op;
+}
+const bool kRegistered =
+    (GatherDimOp(), GatherDimBackwardOp(), ScatterAddDimOp(), IndexSelectOp(), IndexSelectBackwardOp(), true);
 
 }  // namespace
 
@@ -184,6 +268,12 @@ Tensor GatherDim(const Tensor& x, int64_t dim, const Tensor& index) {
   const int64_t d = NormalizeDim(dim, std::max<int64_t>(x.dim(), 1), "gather");
   TESSEL_CHECK(x.dim() > 0, "gather: a 0-d input (gather its only element with index 0 instead)");
   return autograd::CallOp1(GatherDimOp(), {x, index}, Attrs().Set("dim", d).Set("length", x.size(d)));
+}
+
+Tensor IndexSelectDim(const Tensor& x, int64_t dim, const Tensor& index) {
+  TESSEL_CHECK(x.dim() > 0, "index_select: a 0-d input");
+  const int64_t d = NormalizeDim(dim, x.dim(), "index_select");
+  return autograd::CallOp1(IndexSelectOp(), {x, index}, Attrs().Set("dim", d).Set("length", x.size(d)));
 }
 
 Tensor ScatterAddDim(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {

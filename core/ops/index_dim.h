@@ -24,4 +24,10 @@ Tensor GatherDim(const Tensor& x, int64_t dim, const Tensor& index);
 // (the gradient gathers).
 Tensor ScatterAddDim(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
 
+// out[..., j, ...] = x[..., index[j], ...] along `dim` (torch.index_select; index 1-D int64, entries in
+// [0, x.size(dim)), kOutOfRange otherwise): each (outer, j) copies a contiguous run of inner elements. Any dtype.
+// Differentiable in x (the gradient index-adds back in j order: float32 / float64 per add, 16-bit floats in
+// float32).
+Tensor IndexSelectDim(const Tensor& x, int64_t dim, const Tensor& index);
+
 }  // namespace tessel

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "core/ops/testing/gradcheck.h"
@@ -75,6 +76,35 @@ TEST(IndexDimTest, GradientsAndBfloat16Rounding) {
   const Tensor ints = FromVector(std::vector<int64_t>{5, 6, 7}, {3});
   EXPECT_EQ(GatherDim(ints, 0, FromVector(std::vector<int64_t>{2, 0}, {2})).ToVector<int64_t>(),
             (std::vector<int64_t>{7, 5}));
+}
+
+TEST(IndexDimTest, IndexSelectCopiesRunsAlongEveryDimAndAddsBackInOrder) {
+  const Tensor x = RandDouble({3, 4, 5}, 9);
+  const std::vector<double> xv = x.ToVector<double>();
+  const std::vector<int64_t> pick = {2, 0, 2, 1};
+  const std::vector<int64_t> xs = {3, 4, 5};
+  for (int64_t dim = 0; dim < 3; ++dim) {
+    SCOPED_TRACE(dim);
+    const int64_t m = 4;
+    std::vector<int64_t> idx(pick.begin(), pick.begin() + m);
+    std::vector<int64_t> os = xs;
+    os[static_cast<size_t>(dim)] = m;
+    std::vector<double> want;
+    for (int64_t a = 0; a < os[0]; ++a) {
+      for (int64_t b = 0; b < os[1]; ++b) {
+        for (int64_t c = 0; c < os[2]; ++c) {
+          const int64_t j = idx[static_cast<size_t>(dim == 0 ? a : dim == 1 ? b : c)];
+          want.push_back(xv[static_cast<size_t>(At(xs, dim == 0 ? j : a, dim == 1 ? j : b, dim == 2 ? j : c))]);
+        }
+      }
+    }
+    const Tensor index = FromVector(idx, {m});
+    EXPECT_EQ(IndexSelectDim(x, dim, index).ToVector<double>(), want);
+    ExpectGradcheck([&](const TensorList& in) { return IndexSelectDim(in[0], dim, index); },
+                    {RandDouble({3, 4, 5}, 8)});
+  }
+  ExpectErrorContains([&] { IndexSelectDim(x, 1, FromVector(std::vector<int64_t>{4}, {1})); }, ErrorCode::kOutOfRange,
+                      "index_select: index 4 is out of bounds for dimension 1 with size 4");
 }
 
 TEST(IndexDimTest, ErrorsNameTheIndexAndTheShapes) {

@@ -32,6 +32,21 @@ TEST(IndexDimRulesTest, GatherAndScatterAddOnEveryLayoutMatchDense) {
   });
 }
 
+TEST(IndexDimRulesTest, IndexSelectOnEveryLayoutMatchesDense) {
+  OnMesh1D(4, [](const DeviceMesh& mesh) {
+    const Tensor idx = FromVector(std::vector<int64_t>{3, 0, 3, 5, 1}, {5});
+    for (int64_t rows : EvenAndUneven(4)) {
+      for (const char* p : {"S(0)", "S(1)", "R"}) {
+        for (int64_t dim : {1}) {
+          SCOPED_TRACE(Str(p, " rows ", rows));
+          ExpectMatchesDense(mesh, {Values({rows, 6}, DType::kFloat64), idx}, {p, "R"},
+                             [&](const TensorList& in) { return IndexSelectDim(in[0], dim, in[1]); });
+        }
+      }
+    }
+  });
+}
+
 TEST(IndexDimRulesTest, RowShardedGatherCommunicatesNothing) {
   OnMesh1D(2, [](const DeviceMesh& mesh) {
     DTensor x = DistributeTensor(Values({6, 4}), mesh, ParsePlacements("S(0)"));
