@@ -18,6 +18,7 @@
 #include "core/base/error.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/embedding.h"
+#include "core/ops/index_dim.h"
 #include "core/ops/matmul.h"
 #include "core/ops/reduction.h"
 #include "core/ops/softmax.h"
@@ -471,9 +472,14 @@ py::object IndexRows(const Tensor& x, const Tensor& index) {
     if (k > x.dim() || !std::equal(index.sizes().begin(), index.sizes().end(), x.sizes().begin())) return py::none();
     const Tensor mask = Contiguous(index);
     const bool* p = static_cast<const bool*>(mask.raw_data());
-    for (int64_t i = 0; i < mask.numel(); ++i) {
-      if (p[i]) rows.push_back(i);
+    const int64_t n = mask.numel();  // (out of line: not in the loop condition)
+    rows.resize(static_cast<size_t>(n));
+    size_t count = 0;  // branch-free: a mask's bits are data, a branch on them mispredicts half the time
+    for (int64_t i = 0; i < n; ++i) {
+      rows[count] = i;
+      count += p[i] ? 1 : 0;
     }
+    rows.resize(count);
     out_shape = {static_cast<int64_t>(rows.size())};
   } else if (index.dtype() == DType::kInt64 || index.dtype() == DType::kInt32) {
     rows = index.ToInt64Vector();
@@ -490,8 +496,9 @@ py::object IndexRows(const Tensor& x, const Tensor& index) {
   for (int64_t d = 0; d < x.dim(); ++d) (d < k ? lead : width) *= x.sizes()[static_cast<size_t>(d)];
   out_shape.insert(out_shape.end(), x.sizes().begin() + k, x.sizes().end());
   return py::cast(NoGil([&] {
-    const Tensor picked = Embedding(Reshape(x, {lead, width}), FromVector<int64_t>(rows, {static_cast<int64_t>(
-                                                                                            rows.size())}));
+    // index_select's row copies (element loads for width 1: a mask over every element), not the embedding op
+    const Tensor picked = IndexSelectDim(Reshape(x, {lead, width}), 0,
+                                         FromVector<int64_t>(rows, {static_cast<int64_t>(rows.size())}));
     return Reshape(picked, out_shape);
   }));
 }

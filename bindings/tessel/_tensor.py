@@ -339,15 +339,21 @@ def _gather_rows(self, rows):
     """self[rows] for an int64 numpy array of row indices (any shape): rows of dim 0 through the embedding
     op, so the gradient flows back (scattered and summed into the rows, as torch's index backward)."""
     n = self.shape[0]
-    if rows.size and (rows.min() < -n or rows.max() >= n):
+    lo = rows.min() if rows.size else 0
+    if rows.size and (lo < -n or rows.max() >= n):
         bad = rows[(rows < -n) | (rows >= n)].reshape(-1)[0]
         raise IndexError("index %d is out of bounds for dimension 0 with size %d" % (bad, n))
-    rows = np.where(rows < 0, rows + n, rows).astype(np.int64)
+    if lo < 0:  # (only then: three passes over a mask's 500K positions cost more than the gather)
+        rows = np.where(rows < 0, rows + n, rows)
+    rows = rows.astype(np.int64, copy=False)
     rest = tuple(self.shape[1:])
     width = 1
     for r in rest:
         width *= r
     table = self.reshape(n, width)  # explicit: -1 is ambiguous when a dim is 0
+    if not self.is_distributed and table.numel() > 0:  # rows copied by index_select (element loads for width 1)
+        flat = _C._functional._index_select_dim(table, 0, _C._from_numpy(rows.reshape(-1)))
+        return flat.reshape(*(tuple(rows.shape) + rest))
     out = _C._functional.embedding(_internal_index(table, _C._from_numpy(rows)), table)
     return out.reshape(*(tuple(rows.shape) + rest))
 
