@@ -760,7 +760,8 @@ def _sort_indices(self, dim, descending, k=None):
     from ._tensor import Tensor as _T
     if not isinstance(self, _T) or self.is_distributed or self.ndim == 0 or self.numel() == 0 or self.is_complex():
         return None
-    d = dim % self.ndim
+    from ._tensor import wrap_dim
+    d = wrap_dim(dim, self.ndim)  # torch's IndexError for an out-of-range dim (argsort returns this directly)
     moved = self.detach().movedim(d, -1)
     n = moved.shape[-1]
     order = _C._functional._sort_indices(moved.reshape(-1, n), bool(descending), n if k is None else k)
@@ -806,6 +807,8 @@ def _sort(self, dim=-1, descending=False, stable=False):
 @zero_dim_as_vector
 def _topk(self, k, dim=-1, largest=True, sorted=True):
     import numpy as np
+    from ._tensor import wrap_dim
+    dim = wrap_dim(dim, self.ndim)  # torch's IndexError (self.shape[dim] raised "tuple index out of range")
     if not 0 <= k <= self.shape[dim]:
         raise RuntimeError("selected index k out of range")
     if _whole_along(self, dim):  # each rank's pieces (torch keeps the layout)

@@ -439,8 +439,8 @@ def index_select(x, dim, index):
     if isinstance(index, Tensor):
         if index.ndim > 1:
             raise IndexError("index_select(): Index is supposed to be a vector")
-        if index.dtype.is_floating_point or index.dtype == _dtypes.bool:
-            raise IndexError("index_select(): Expected dtype int32/int64 for index")
+        if index.dtype not in (_dtypes.int32, _dtypes.int64):  # (uint8 too: it is not an index here, as torch)
+            raise RuntimeError("index_select(): Expected dtype int32 or int64 for index")
     size = x.shape[dim] if x.ndim else 1
     bad = _out_of_range(index, size)
     if bad is not None:  # negative indices included: torch does not wrap them here (they read other rows)

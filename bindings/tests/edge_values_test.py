@@ -430,3 +430,24 @@ def test_erfcx_of_nan_and_nextafter_in_bfloat16():
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
+
+
+def test_sort_family_dims_and_index_dtypes_are_checked_as_torchs():
+    # the C++ sort keys took dim modulo ndim, so argsort(dim=2) of a 2-D tensor sorted dim 0; topk's dim raised
+    # "tuple index out of range"; index_select took a uint8 index as int64 (torch refuses all three)
+    x = tessel.tensor([[3.0, 1.0], [2.0, 5.0]])
+    for fn in (lambda: tessel.argsort(x, dim=2), lambda: tessel.argsort(x, dim=-3), lambda: tessel.sort(x, dim=2),
+               lambda: tessel.topk(x, 1, dim=2)):
+        with pytest.raises(IndexError, match=r"Dimension out of range \(expected to be in range of \[-2, 1\]"):
+            fn()
+    np.testing.assert_array_equal(tessel.argsort(x, dim=-2).numpy(), [[1, 0], [0, 1]])
+    for bad in (tessel.tensor([1, 0], dtype=tessel.uint8), tessel.tensor([1.0])):
+        with pytest.raises(RuntimeError, match=r"index_select\(\): Expected dtype int32 or int64 for index"):
+            tessel.index_select(x, 0, bad)
+    np.testing.assert_array_equal(tessel.index_select(x, 0, tessel.tensor([1, 0], dtype=tessel.int32)).numpy(),
+                                  [[2.0, 5.0], [3.0, 1.0]])
+
+
+def test_int64_cumsum_wraps_on_overflow_as_torchs():
+    big = tessel.tensor([2 ** 63 - 1, 1, 1])
+    np.testing.assert_array_equal(tessel.cumsum(big, 0).numpy(), np.array([2 ** 63 - 1, -2 ** 63, -2 ** 63 + 1]))

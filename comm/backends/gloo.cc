@@ -785,6 +785,16 @@ void GlooProcessGroup::RunP2P(std::vector<P2POp> ops, const std::string& label, 
   std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> desc_bufs(ops.size()), verdict_bufs(ops.size());
   std::vector<std::vector<char>> scratch(ops.size());
   std::string mismatch;
+  // A failed batch's buffers, the tensors and descriptors they point into and the scratch stay with the group
+  // (Gloo's thread may still move bytes for a live pair).
+  auto keep_alive = [&] {
+    std::vector<Tensor> tensors;
+    for (const P2POp& op : ops) tensors.push_back(op.tensor);
+    KeepAborted(desc_bufs, {});
+    KeepAborted(verdict_bufs, {});
+    scratch.push_back(std::move(desc_store));
+    KeepAborted(bufs, std::move(tensors), {}, std::move(scratch));
+  };
   // Deadlock detection (gloo_wait_monitor.h's P2PBatchWatch): a send waits for its receive here too.
   gloo_internal::P2PBatchWatch graph(*monitor_, prefix_, global_ranks_[rank_]);
   try {
@@ -840,12 +850,7 @@ void GlooProcessGroup::RunP2P(std::vector<P2POp> ops, const std::string& label, 
     };
     auto aborted = [&] {
       std::vector<int> found = monitor_->EndTransfer(probe_key, probe_seq);
-      std::vector<Tensor> tensors;
-      for (const P2POp& op : ops) tensors.push_back(op.tensor);
-      KeepAborted(desc_bufs, {});
-      KeepAborted(verdict_bufs, {});
-      scratch.push_back(std::move(desc_store));
-      KeepAborted(bufs, std::move(tensors), {}, std::move(scratch));
+      keep_alive();
       if (std::optional<std::string> verdict = graph.verdict()) Break(ErrorCode::kAborted, *verdict);
       if (found.empty()) found = ClosedPeers(peers);
       Break(ErrorCode::kAborted, Str("p2p on ", label, " failed at ", P2PName(ops[current]),
@@ -894,6 +899,7 @@ void GlooProcessGroup::RunP2P(std::vector<P2POp> ops, const std::string& label, 
   } catch (const Error&) {
     throw;  // aborted by the liveness probe: already named the peer
   } catch (const std::exception& e) {
+    keep_alive();  // as aborted(): another pair's buffers may still be live
     FailP2P(e, ops, current, label, timeout, deadline);
   }
   if (!mismatch.empty()) TESSEL_FAIL(ErrorCode::kAborted, mismatch);

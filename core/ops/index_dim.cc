@@ -13,7 +13,6 @@
 #include "core/tensor/copy.h"
 #include "core/tensor/factory.h"
 #include "core/tensor/shape.h"
-#include "core/tensor/tensor_impl.h"
 
 namespace tessel {
 namespace {
@@ -91,18 +90,21 @@ TensorList GatherDimKernel(std::span<const Tensor> in, const Attrs& attrs) {
   return {out};
 }
 
-// Adds src at index along dim into out (out's sizes match index's off dim) in index order: float32 and float64
-// rounded per add, 16-bit floats summed in float32 and rounded once (torch's CPU kernel: 256 + 1 + 1 is 258).
-void ScatterAddInto(const Tensor& out, int64_t dim, const Tensor& idx, const Tensor& src, const Geometry& g) {
+// Adds src at index along dim into out in index order: float32 and float64 rounded per add, 16-bit floats summed
+// in float32 and rounded once (torch's CPU kernel: 256 + 1 + 1 is 258). src is [outer, m, inner] around dim;
+// `index_of(at, j)` is the position along dim for src's flat element `at` at step j (a full index reads
+// index[at], index_select's 1-D one index[j]).
+template <typename IndexOf>
+void ScatterAddInto(const Tensor& out, int64_t dim, int64_t m, const Tensor& src, const Geometry& g,
+                    const IndexOf& index_of) {
+  if (m == 0 || out.numel() == 0) return;
   if (out.dtype() == DType::kBFloat16 || out.dtype() == DType::kFloat16) {
     const Tensor wide = DenseAs(out, DType::kFloat32);
-    ScatterAddInto(wide, dim, idx, DenseAs(src, DType::kFloat32), g);
+    ScatterAddInto(wide, dim, m, DenseAs(src, DType::kFloat32), g, index_of);
     CopyInto(out, wide);
     return;
   }
-  const int64_t n = out.size(dim), m = idx.size(dim);
-  if (idx.numel() == 0) return;
-  const int64_t* pi = idx.data_ptr<int64_t>();
+  const int64_t n = out.size(dim);
   TESSEL_DISPATCH_FLOATING_TYPES(out.dtype(), "scatter_add", [&] {
     using T = scalar_t;
     const T* ps = static_cast<const T*>(src.raw_data());
@@ -112,12 +114,18 @@ void ScatterAddInto(const Tensor& out, int64_t dim, const Tensor& idx, const Ten
       for (int64_t j = 0; j < m; ++j) {
         const int64_t at = (o * m + j) * g.inner + i0;
         for (int64_t i = 0; i < w; ++i) {
-          T& dst = row[pi[at + i] * g.inner + i];
+          T& dst = row[index_of(at + i, j) * g.inner + i];
           dst = FromCompute<T>(ToCompute(dst) + ToCompute(ps[at + i]));
         }
       }
     });
   });
+}
+
+// ScatterAddInto with a full index (index's shape is src's).
+void ScatterAddInto(const Tensor& out, int64_t dim, const Tensor& idx, const Tensor& src, const Geometry& g) {
+  const int64_t* pi = idx.data_ptr<int64_t>();
+  ScatterAddInto(out, dim, idx.size(dim), src, g, [pi](int64_t at, int64_t) { return pi[at]; });
 }
 
 // gather_dim's gradient: in: grad, index; attrs dim, length -> grad's shape with `length` along dim
@@ -200,13 +208,14 @@ TensorList IndexSelectBackwardKernel(std::span<const Tensor> in, const Attrs& at
   Shape shape = grad.sizes();
   shape[static_cast<size_t>(dim)] = length;
   Tensor out = Zeros(shape, grad.dtype(), grad.device());
-  // The 1-D index broadcast over the other dims (a stride-0 view) is ScatterAddInto's index, one per element.
-  Shape strides(static_cast<size_t>(grad.dim()), 0);
-  strides[static_cast<size_t>(dim)] = 1;
-  Tensor full = Empty(grad.sizes(), DType::kInt64, grad.device());
-  CopyInto(full, MakeView(idx, grad.sizes(), strides, 0));
-  const Geometry g = CheckGeometry("index_select backward", out, dim, full);
-  ScatterAddInto(out, dim, full, grad, g);
+  Geometry g;
+  for (int64_t d = 0; d < dim; ++d) g.outer *= grad.size(d);
+  for (int64_t d = dim + 1; d < grad.dim(); ++d) g.inner *= grad.size(d);
+  TESSEL_CHECK(idx.dim() == 1 && idx.size(0) == grad.size(dim), "index_select backward: index ",
+               ShapeStr(idx.sizes()), " for a gradient ", ShapeStr(grad.sizes()), " along dim ", dim);
+  CheckRange("index_select backward", idx, length, dim);
+  const int64_t* pi = idx.data_ptr<int64_t>();  // the 1-D index itself: nothing of the gradient's size
+  ScatterAddInto(out, dim, idx.size(0), grad, g, [pi](int64_t, int64_t j) { return pi[j]; });
   return {out};
 }
 

@@ -25,10 +25,11 @@ constexpr int64_t kLaneBlock = 64;   // inner elements one task adds at a time
 constexpr int64_t kSmallTopK = 64;   // a topk up to this k keeps its k best in one pass
 
 // The accumulator of torch's CPU cumsum (at::acc_type<T, false>): double for float and double, float for
-// the 16-bit floats, int64 for the integers.
+// the 16-bit floats, 64 bits for the integers (unsigned, so that an overflow wraps as torch's does instead of
+// being undefined; the same bits as int64).
 template <typename T>
 using CumAcc = std::conditional_t<std::is_same_v<T, float> || std::is_same_v<T, double>, double,
-                                  std::conditional_t<std::is_integral_v<T>, int64_t, float>>;
+                                  std::conditional_t<std::is_integral_v<T>, uint64_t, float>>;
 
 // One row's running sums (reverse: from its end).
 template <typename T, typename A>
