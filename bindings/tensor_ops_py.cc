@@ -19,6 +19,7 @@
 #include "core/ops/elementwise.h"
 #include "core/ops/embedding.h"
 #include "core/ops/index_dim.h"
+#include "core/tensor/copy.h"
 #include "core/ops/matmul.h"
 #include "core/ops/reduction.h"
 #include "core/ops/softmax.h"
@@ -371,6 +372,20 @@ void BindArithmetic(py::class_<Tensor>& c) {
         CheckFillable(a, "fill_");
         CheckNumberFits(v, a.dtype());
         NoGil([&] { FillAnyInPlace(a, v, "fill_"); });
+        return a;
+      }, py::return_value_policy::reference_internal)
+      // An int64 tensor takes a Python int beyond 2^53 exactly (through a double it lost its low bits:
+      // fill_(2**62 + 1) stored 2**62); every other case is the overload above.
+      .def("fill_", [](Tensor& a, py::int_ v) -> Tensor& {
+        const double d = v.cast<double>();
+        CheckFillable(a, "fill_");
+        CheckNumberFits(d, a.dtype());
+        if (a.dtype() == DType::kInt64 && !a.is_distributed() && std::abs(d) >= 9007199254740992.0) {
+          const Tensor value = FromVector<int64_t>({v.cast<int64_t>()}, {1});
+          NoGil([&] { CopyInto(a, value); });
+        } else {
+          NoGil([&] { FillAnyInPlace(a, d, "fill_"); });
+        }
         return a;
       }, py::return_value_policy::reference_internal)
       .def("zero_", [](Tensor& a) -> Tensor& {

@@ -451,3 +451,13 @@ def test_sort_family_dims_and_index_dtypes_are_checked_as_torchs():
 def test_int64_cumsum_wraps_on_overflow_as_torchs():
     big = tessel.tensor([2 ** 63 - 1, 1, 1])
     np.testing.assert_array_equal(tessel.cumsum(big, 0).numpy(), np.array([2 ** 63 - 1, -2 ** 63, -2 ** 63 + 1]))
+
+
+def test_fill_of_int64_keeps_every_bit_of_a_python_int():
+    # through a double, fill_(2**62 + 1) stored 2**62 (torch stores the int); strided views too
+    np.testing.assert_array_equal(tessel.zeros(2, dtype=tessel.int64).fill_(2 ** 62 + 1).numpy(), [2 ** 62 + 1] * 2)
+    view = tessel.zeros(3, 4, dtype=tessel.int64)[:, 1]
+    view.fill_(-2 ** 60 - 7)
+    np.testing.assert_array_equal(view.numpy(), [-2 ** 60 - 7] * 3)
+    with pytest.raises(Exception, match="value cannot be converted to type int64_t without overflow"):
+        tessel.zeros(2, dtype=tessel.int64).fill_(2 ** 64)
