@@ -18,21 +18,10 @@ import pytest
 
 import tessel
 import tessel.nn as nn
+from dcp_testing import dotted
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 
-
-
-def _dotted(tree, prefix=""):
-    """A nested state dict (dcp_to_torch_save's, as torch's) as torch's flat DCP keys."""
-    out = {}
-    for k, v in (tree.items() if isinstance(tree, dict) else enumerate(tree)):
-        key = "%s.%s" % (prefix, k) if prefix else str(k)
-        if isinstance(v, dict) or (isinstance(v, list) and any(isinstance(x, (dict, tessel.Tensor)) for x in v)):
-            out.update(_dotted(v, key))
-        else:
-            out[key] = v
-    return out
 
 def _globals_in(path):
     """The (module, name) globals a torch.save file's pickle names."""
@@ -135,7 +124,7 @@ def test_dcp_to_torch_save_reads_a_checkpoint_torch_wrote_and_leaves_no_file_whe
     dcp_to_torch_save(os.path.join(DATA, "torch_dcp"), str(out))
     whole = tessel.load(str(out))
     assert list(whole) == ["model", "optim", "extra"]  # nested as saved, as torch's
-    whole = _dotted(whole)
+    whole = dotted(whole)
     shapes = {"model.0.weight": (6, 4), "model.0.bias": (6,), "model.2.weight": (3, 6), "model.2.bias": (3,)}
     for i, (key, shape) in enumerate(shapes.items()):
         want = np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape) / 10 + i

@@ -26,23 +26,12 @@ from tessel.distributed.checkpoint.metadata import BytesStorageMetadata, TensorS
 from tessel.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 from tessel.distributed.fsdp import fully_shard
 from tessel.distributed.tensor import distribute_tensor
+from dcp_testing import dotted
 
 TORCH_DCP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "torch_dcp")
 SHAPES = [(6, 4), (6,), (3, 6), (3,)]
 FQNS = ["0.weight", "0.bias", "2.weight", "2.bias"]
 
-
-
-def _dotted(tree, prefix=""):
-    """A nested state dict (dcp_to_torch_save's, as torch's) as torch's flat DCP keys."""
-    out = {}
-    for k, v in (tree.items() if isinstance(tree, dict) else enumerate(tree)):
-        key = "%s.%s" % (prefix, k) if prefix else str(k)
-        if isinstance(v, dict) or (isinstance(v, list) and any(isinstance(x, (dict, tessel.Tensor)) for x in v)):
-            out.update(_dotted(v, key))
-        else:
-            out[key] = v
-    return out
 
 def formula(i, shape, scale=None):
     n = int(np.prod(shape))
@@ -217,7 +206,7 @@ def test_dcp_to_torch_save_writes_torch_saves_zip(tmp_path):
                      "torch BFloat16Storage", "torch LongStorage"}  # what torch.load(weights_only=True) allows
     whole = tessel.load(pt)
     assert set(whole) == {"model", "optim", "extra"}  # nested as saved (torch's planner_data mapping)
-    whole = _dotted(whole)
+    whole = dotted(whole)
     np.testing.assert_array_equal(whole["model.2.weight"].numpy(), formula(2, (3, 6)))
     assert whole["extra.bf"].dtype == tessel.bfloat16 and whole["extra.bf"].float().tolist() == [0, 0.5, 1, 1.5, 2]
     # keys as torch's flattening makes them (param_groups, a list of dicts, is entered)

@@ -16,19 +16,8 @@ import pytest
 import tessel
 import tessel.distributed as dist
 from tessel.distributed.elastic.multiprocessing.errors import ChildFailedError, record
+from dcp_testing import dotted
 
-
-
-def _dotted(tree, prefix=""):
-    """A nested state dict (dcp_to_torch_save's, as torch's) as torch's flat DCP keys."""
-    out = {}
-    for k, v in (tree.items() if isinstance(tree, dict) else enumerate(tree)):
-        key = "%s.%s" % (prefix, k) if prefix else str(k)
-        if isinstance(v, dict) or (isinstance(v, list) and any(isinstance(x, (dict, tessel.Tensor)) for x in v)):
-            out.update(_dotted(v, key))
-        else:
-            out[key] = v
-    return out
 
 def test_record_writes_torchs_error_file_and_reraises(tmp_path, monkeypatch):
     path = tmp_path / "error.json"
@@ -297,7 +286,7 @@ def test_format_utils_converts_a_sharded_checkpoint_to_one_file_and_back(tmp_pat
     dcp_to_torch_save(ckpt, pt)
     got = tessel.load(str(pt))
     assert sorted(got) == ["extra", "model", "step"]  # nested as saved, as torch's
-    got = _dotted(got)
+    got = dotted(got)
     assert sorted(got) == sorted(["model." + k for k in full] + ["step", "extra.epochs"])
     for k, v in full.items():
         np.testing.assert_array_equal(got["model." + k].numpy(), v)

@@ -150,23 +150,29 @@ def _is_terminal(value):
     return not any(isinstance(v, _C.Tensor) or (isinstance(v, (dict, list)) and not _is_terminal(v)) for v in value)
 
 
-def flatten(state_dict):
-    """{flat key: (container, key in it)} in torch's flattening (keys joined with ".")."""
-    out = {}
+def _leaves(tree):
+    """(flat key, container, key in it, path of keys) of every leaf in torch's flattening (keys joined with
+    "."); ValueError for two leaves with one flat key."""
+    seen = set()
 
-    def visit(container, prefix):
+    def visit(container, prefix, path):
         items = container.items() if isinstance(container, dict) else enumerate(container)
         for k, v in items:
             key = "%s.%s" % (prefix, k) if prefix else str(k)
             if _is_terminal(v) or isinstance(v, _C.Tensor):
-                if key in out:
+                if key in seen:
                     raise ValueError("duplicated flatten key %s" % key)
-                out[key] = (container, k)
+                seen.add(key)
+                yield key, container, k, path + (k,)
             else:
-                visit(v, key)
+                yield from visit(v, key, path + (k,))
 
-    visit(state_dict, "")
-    return out
+    return visit(tree, "", ())
+
+
+def flatten(state_dict):
+    """{flat key: (container, key in it)} in torch's flattening (keys joined with ".")."""
+    return {key: (container, k) for key, container, k, _ in _leaves(state_dict)}
 
 
 class _Reader:
@@ -350,19 +356,8 @@ def _tensor_entry(t):
 def flatten_with_paths(tree):
     """({flat key: value}, {flat key: its path of keys}) in torch's flattening of a nested state dict."""
     values, paths = {}, {}
-
-    def visit(container, prefix, path):
-        items = container.items() if isinstance(container, dict) else enumerate(container)
-        for k, v in items:
-            key = "%s.%s" % (prefix, k) if prefix else str(k)
-            if _is_terminal(v) or isinstance(v, _C.Tensor):
-                if key in values:
-                    raise ValueError("duplicated flatten key %s" % key)
-                values[key], paths[key] = v, path + (k,)
-            else:
-                visit(v, key, path + (k,))
-
-    visit(tree, "", ())
+    for key, container, k, path in _leaves(tree):
+        values[key], paths[key] = container[k], path
     return values, paths
 
 
