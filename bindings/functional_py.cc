@@ -123,16 +123,13 @@ void BindFunctional(py::module_& m) {
     return NoGil([&] { return WindowMax(x, index); });
   }, py::arg("input"), py::arg("index"));
   // cumsum, and sort / argsort / topk of plain tensors (tessel/_extra.py, _compat.py): the running sums along a
-  // dim (differentiable), each row's sorting permutation and the row gather of their values (any dtype).
+  // dim (differentiable) and each row's sorting permutation (the values are gathered with _gather_dim).
   f.def("_cumsum", [](const Tensor& x, int64_t dim, bool reverse) {
     return NoGil([&] { return CumSum(x, dim, reverse); });
   }, py::arg("input"), py::arg("dim"), py::arg("reverse") = false);
   f.def("_sort_indices", [](const Tensor& x, bool descending, int64_t k) {
     return NoGil([&] { return SortIndicesLastDim(x, descending, k); });
   }, py::arg("input"), py::arg("descending"), py::arg("k") = -1);
-  f.def("_gather_last_dim", [](const Tensor& x, const Tensor& index) {
-    return NoGil([&] { return GatherLastDim(x, index); });
-  }, py::arg("input"), py::arg("index"));
   // torch.gather / scatter_add of plain tensors (tessel/_compat.py, _scatter.py): index with input's sizes
   // off `dim` (the callers narrow input to a smaller index first).
   f.def("_gather_dim", [](const Tensor& x, int64_t dim, const Tensor& index) {

@@ -226,6 +226,14 @@ void FillAnyInPlace(const Tensor& a, double v, const char* op) {
   FillInPlace(d.ToLocal(), v);
 }
 
+// Tensor.fill_ with a number: checked as torch's, then written on every rank's piece.
+Tensor& Fill(Tensor& a, double v) {
+  CheckFillable(a, "fill_");
+  CheckNumberFits(v, a.dtype());
+  NoGil([&] { FillAnyInPlace(a, v, "fill_"); });
+  return a;
+}
+
 // pow with a tensor exponent: tessel/_pow.py's (numpy's power on the host, differentiable in both operands).
 py::object TensorPow(py::object base, py::object exponent) {
   return py::module_::import("tessel._pow").attr("pow")(std::move(base), std::move(exponent));
@@ -368,24 +376,17 @@ void BindArithmetic(py::class_<Tensor>& c) {
         NoGil([&] { CopyInPlace(a, b); });
         return a;
       }, py::return_value_policy::reference_internal)
-      .def("fill_", [](Tensor& a, double v) -> Tensor& {
-        CheckFillable(a, "fill_");
-        CheckNumberFits(v, a.dtype());
-        NoGil([&] { FillAnyInPlace(a, v, "fill_"); });
-        return a;
-      }, py::return_value_policy::reference_internal)
+      .def("fill_", [](Tensor& a, double v) -> Tensor& { return Fill(a, v); },
+           py::return_value_policy::reference_internal)
       // An int64 tensor takes a Python int beyond 2^53 exactly (through a double it lost its low bits:
       // fill_(2**62 + 1) stored 2**62); every other case is the overload above.
       .def("fill_", [](Tensor& a, py::int_ v) -> Tensor& {
         const double d = v.cast<double>();
+        if (a.dtype() != DType::kInt64 || a.is_distributed() || std::abs(d) < 9007199254740992.0) return Fill(a, d);
         CheckFillable(a, "fill_");
         CheckNumberFits(d, a.dtype());
-        if (a.dtype() == DType::kInt64 && !a.is_distributed() && std::abs(d) >= 9007199254740992.0) {
-          const Tensor value = FromVector<int64_t>({v.cast<int64_t>()}, {1});
-          NoGil([&] { CopyInto(a, value); });
-        } else {
-          NoGil([&] { FillAnyInPlace(a, d, "fill_"); });
-        }
+        const Tensor value = FromVector<int64_t>({v.cast<int64_t>()}, {1});
+        NoGil([&] { CopyInto(a, value); });
         return a;
       }, py::return_value_policy::reference_internal)
       .def("zero_", [](Tensor& a) -> Tensor& {

@@ -23,6 +23,13 @@ std::vector<int64_t> DescShape(const Tensor& t) {
   return shape;
 }
 
+// A descriptor's dtype, byte count and shape: those of the tensor each rank sends.
+void SetPayload(CollectiveDesc& d, const Tensor& t) {
+  d.dtype = t.dtype();
+  d.bytes = t.numel() * ElementSize(t.dtype());
+  d.shape = DescShape(t);
+}
+
 // Checks that what rank r expects from rank j is what rank j sends to rank r.
 std::optional<std::string> FindSplitMismatch(std::span<const CollectiveDesc* const> descs,
                                              const std::string& group_label) {
@@ -112,9 +119,7 @@ CollectiveDesc DescribeAllReduce(const Tensor& t, ReduceOp op, DeviceType device
   CheckReduceOp("all_reduce", op, t.dtype());
   CollectiveDesc d;
   d.kind = CollectiveKind::kAllReduce;
-  d.dtype = t.dtype();
-  d.bytes = t.numel() * ElementSize(t.dtype());
-  d.shape = DescShape(t);
+  SetPayload(d, t);
   d.op = op;
   return d;
 }
@@ -134,9 +139,7 @@ CollectiveDesc DescribeAllGather(const Tensor& output, const Tensor& input, int 
                in_bytes * rank, ", ", in_bytes * (rank + 1), "); the input starts at byte ", in - out, ")");
   CollectiveDesc d;
   d.kind = CollectiveKind::kAllGather;
-  d.dtype = input.dtype();
-  d.bytes = input.numel() * ElementSize(input.dtype());
-  d.shape = DescShape(input);
+  SetPayload(d, input);
   return d;
 }
 
@@ -159,9 +162,7 @@ CollectiveDesc DescribeReduceScatter(const Tensor& output, const Tensor& input, 
                out_bytes * rank, ", ", out_bytes * (rank + 1), "); the output starts at byte ", out - in, ")");
   CollectiveDesc d;
   d.kind = CollectiveKind::kReduceScatter;
-  d.dtype = input.dtype();
-  d.bytes = input.numel() * ElementSize(input.dtype());
-  d.shape = DescShape(input);
+  SetPayload(d, input);
   d.op = op;
   return d;
 }
@@ -210,9 +211,7 @@ CollectiveDesc DescribeBroadcast(const Tensor& t, int root, int world, DeviceTyp
   TESSEL_CHECK(root >= 0 && root < world, "broadcast: root ", root, " is not a rank of a group of size ", world);
   CollectiveDesc d;
   d.kind = CollectiveKind::kBroadcast;
-  d.dtype = t.dtype();
-  d.bytes = t.numel() * ElementSize(t.dtype());
-  d.shape = DescShape(t);
+  SetPayload(d, t);
   d.root = root;
   return d;
 }

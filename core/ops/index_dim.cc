@@ -24,19 +24,24 @@ struct Geometry {
   int64_t outer = 1, inner = 1;
 };
 
+// The [outer, n, inner] extents of `t` around `dim`.
+Geometry Around(const Tensor& t, int64_t dim) {
+  Geometry g;
+  for (int64_t d = 0; d < dim; ++d) g.outer *= t.size(d);
+  for (int64_t d = dim + 1; d < t.dim(); ++d) g.inner *= t.size(d);
+  return g;
+}
+
 // Checks that `index` (and `other`) match `x` on every dim but `dim`; returns the outer / inner extents.
 Geometry CheckGeometry(const char* op, const Tensor& x, int64_t dim, const Tensor& index) {
   TESSEL_CHECK(index.dtype() == DType::kInt64, op, ": index must be int64, got ", DTypeName(index.dtype()));
   TESSEL_CHECK(index.dim() == x.dim(), op, ": index ", ShapeStr(index.sizes()), " and input ", ShapeStr(x.sizes()),
                " must have the same number of dims");
-  Geometry g;
   for (int64_t d = 0; d < x.dim(); ++d) {
     TESSEL_CHECK(d == dim || index.size(d) == x.size(d), op, ": index ", ShapeStr(index.sizes()), " and input ",
                  ShapeStr(x.sizes()), " differ on dim ", d, " (only dim ", dim, " may differ)");
-    if (d < dim) g.outer *= x.size(d);
-    if (d > dim) g.inner *= x.size(d);
   }
-  return g;
+  return Around(x, dim);
 }
 
 void CheckRange(const char* op, const Tensor& idx, int64_t length, int64_t dim) {
@@ -154,7 +159,7 @@ TensorList ScatterAddDimKernel(std::span<const Tensor> in, const Attrs& attrs) {
                " ", DTypeName(src.dtype()), " must have index's shape ", ShapeStr(idx.sizes()), " and input's dtype ",
                DTypeName(self.dtype()));
   CheckRange("scatter_add", idx, self.size(dim), dim);
-  TESSEL_DISPATCH_FLOATING_TYPES(self.dtype(), "scatter_add", [] {});
+  TESSEL_CHECK(IsFloating(self.dtype()), "scatter_add: expected a floating dtype, got ", DTypeName(self.dtype()));
   Tensor out = Empty(self.sizes(), self.dtype(), self.device());
   CopyInto(out, self);
   ScatterAddInto(out, dim, idx, src, g);
@@ -173,9 +178,7 @@ TensorList IndexSelectKernel(std::span<const Tensor> in, const Attrs& attrs) {
   shape[static_cast<size_t>(dim)] = m;
   Tensor out = Empty(shape, x.dtype(), x.device());
   if (out.numel() == 0) return {out};
-  int64_t outer = 1, inner = 1;
-  for (int64_t d = 0; d < dim; ++d) outer *= x.size(d);
-  for (int64_t d = dim + 1; d < x.dim(); ++d) inner *= x.size(d);
+  const auto [outer, inner] = Around(x, dim);
   const int64_t* pi = idx.data_ptr<int64_t>();
   const int64_t bytes = inner * ElementSize(x.dtype());
   const char* px = static_cast<const char*>(x.raw_data());
@@ -214,9 +217,7 @@ TensorList IndexSelectBackwardKernel(std::span<const Tensor> in, const Attrs& at
   Shape shape = grad.sizes();
   shape[static_cast<size_t>(dim)] = length;
   Tensor out = Zeros(shape, grad.dtype(), grad.device());
-  Geometry g;
-  for (int64_t d = 0; d < dim; ++d) g.outer *= grad.size(d);
-  for (int64_t d = dim + 1; d < grad.dim(); ++d) g.inner *= grad.size(d);
+  const Geometry g = Around(grad, dim);
   TESSEL_CHECK(idx.dim() == 1 && idx.size(0) == grad.size(dim), "index_select backward: index ",
                ShapeStr(idx.sizes()), " for a gradient ", ShapeStr(grad.sizes()), " along dim ", dim);
   CheckRange("index_select backward", idx, length, dim);

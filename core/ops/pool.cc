@@ -88,7 +88,7 @@ TensorList GatherKernel(std::span<const Tensor> in, const Attrs&) {
   CheckIndex("gather_last_dim", idx, length);
   Tensor out = Empty({planes, outs}, x.dtype(), x.device());
   const int64_t* pi = idx.data_ptr<int64_t>();
-  TESSEL_DISPATCH_ALL_TYPES(x.dtype(), "gather_last_dim", [&] {  // any dtype (sort's and topk's values)
+  TESSEL_DISPATCH_ALL_TYPES(x.dtype(), "gather_last_dim", [&] {  // any dtype, as torch.gather
     using T = scalar_t;
     const T* px = static_cast<const T*>(x.raw_data());
     T* po = static_cast<T*>(out.raw_data());

@@ -23,7 +23,7 @@ Tensor CumSum(const Tensor& x, int64_t dim, bool reverse = false);
 // x [P, L]: per row, the positions in sorted order, ascending or descending, ties in position order
 // (stable; torch's stable=True, and what its CPU sort gives), NaN above every number (last ascending, first
 // descending, as torch). k in [0, L] keeps the first k of each row (topk's indices, sorted); k < 0 keeps all.
-// Not differentiable: gather the values with GatherLastDim. int64 [P, k].
+// Not differentiable: gather the values with GatherDim (index_dim.h). int64 [P, k].
 Tensor SortIndicesLastDim(const Tensor& x, bool descending, int64_t k = -1);
 
 }  // namespace tessel

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "core/base/error.h"
 #include "core/base/parallel.h"
@@ -15,6 +16,16 @@ namespace tessel {
 
 namespace {
 thread_local bool deferred_init = false;
+
+// `value` as CopyInto converts a double into T (bools, 16-bit floats, integer truncation).
+template <typename T>
+T AsElement(double value) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return value != 0;
+  } else {
+    return FromCompute<T>(value);
+  }
+}
 }  // namespace
 
 Tensor Empty(std::span<const int64_t> shape, DType dtype, Device device) {
@@ -36,11 +47,7 @@ void FillInPlace(const Tensor& t, double value) {
     const int64_t n = t.numel();
     TESSEL_DISPATCH_ALL_TYPES(t.dtype(), "fill_", [&] {
       using T = scalar_t;
-      Tensor one = Empty({}, t.dtype(), t.device());
-      Tensor src = Empty({}, DType::kFloat64, t.device());
-      *src.data_ptr<double>() = value;
-      CopyInto(one, src);  // the value as CopyInto converts it (bools, 16-bit floats, integer truncation)
-      const T v = *static_cast<const T*>(one.raw_data());
+      const T v = AsElement<T>(value);
       T* p = static_cast<T*>(t.raw_data());
       ParallelFor(0, n, 1 << 16, [&](int64_t b, int64_t e) { std::fill(p + b, p + e, v); });
     });
