@@ -139,6 +139,20 @@ void CopyInto(const Tensor& dst, const Tensor& src) {
     std::memcpy(dst.raw_data(), src.raw_data(), n * ElementSize(dst.dtype()));
     return;
   }
+  if (src.numel() == 1 && dst.is_contiguous()) {
+    // A scalar broadcast (fill_, full, ones): converted once, then a typed fill split across threads (the
+    // strided loop below converted it per element: 1M float32 took 2.8x torch's time).
+    TESSEL_DISPATCH_ALL_TYPES(dst.dtype(), "copy_", [&] {
+      using D = scalar_t;
+      D v{};
+      TESSEL_DISPATCH_ALL_TYPES(src.dtype(), "copy_", [&] {
+        v = Convert<D>(*static_cast<const scalar_t*>(src.raw_data()));
+      });
+      D* d = static_cast<D*>(dst.raw_data());
+      ParallelFor(0, n, 1 << 16, [&](int64_t b, int64_t e) { std::fill(d + b, d + e, v); });
+    });
+    return;
+  }
   const Shape src_strides = BroadcastStrides(src, dst.sizes());
   const Shape& dst_strides = dst.strides();
   const Shape& sizes = dst.sizes();

@@ -1,12 +1,9 @@
 // core/tensor/factory.cc — tensor factories.
 #include "core/tensor/factory.h"
 
-#include <algorithm>
 #include <cmath>
-#include <type_traits>
 
 #include "core/base/error.h"
-#include "core/base/parallel.h"
 #include "core/memory/device_backend.h"
 #include "core/memory/stream.h"
 #include "core/tensor/copy.h"
@@ -16,16 +13,6 @@ namespace tessel {
 
 namespace {
 thread_local bool deferred_init = false;
-
-// `value` as CopyInto converts a double into T (bools, 16-bit floats, integer truncation).
-template <typename T>
-T AsElement(double value) {
-  if constexpr (std::is_same_v<T, bool>) {
-    return value != 0;
-  } else {
-    return FromCompute<T>(value);
-  }
-}
 }  // namespace
 
 Tensor Empty(std::span<const int64_t> shape, DType dtype, Device device) {
@@ -41,18 +28,6 @@ void FillInPlace(const Tensor& t, double value) {
   TESSEL_CHECK(!t.is_distributed(), "fill_: FillInPlace works on local tensors");
   t.impl()->storage().BumpVersion();
   if (t.numel() == 0) return;
-  if (t.device().is_cpu() && t.is_contiguous()) {
-    // One conversion of the value, then a typed fill split across threads (the broadcast copy below converted
-    // it once per element through the strided loop: zeros / ones / full of 1M float32 ran at 2.8x torch's time).
-    const int64_t n = t.numel();
-    TESSEL_DISPATCH_ALL_TYPES(t.dtype(), "fill_", [&] {
-      using T = scalar_t;
-      const T v = AsElement<T>(value);
-      T* p = static_cast<T*>(t.raw_data());
-      ParallelFor(0, n, 1 << 16, [&](int64_t b, int64_t e) { std::fill(p + b, p + e, v); });
-    });
-    return;
-  }
   // The scalar is written on the host; CopyInto broadcasts it (and moves it to the device for CUDA).
   Tensor one = Empty({}, DType::kFloat64, t.device().is_cpu() ? t.device() : Device::Cpu(0));
   *one.data_ptr<double>() = value;
