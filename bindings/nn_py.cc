@@ -51,6 +51,7 @@
 #include "core/tensor/random.h"
 #include "core/tensor/tensor_impl.h"
 #include "dtensor/dtensor.h"
+#include "dtensor/random.h"
 
 namespace tessel::bindings {
 
@@ -436,14 +437,26 @@ void AssignFull(const Tensor& p, const Tensor& full) {
   CopyInto(d.ToLocal(), dtensor::DistributeTensor(full, d.mesh(), d.placements()).ToLocal());
 }
 
+// A fresh draw of `dist` for t's (global) shape written into t, outside autograd: a DTensor draws only this
+// rank's piece (dtensor/random.h's FillRandomDTensor), with the values the whole draw gives it. Under deferred
+// (meta) init nothing is drawn, as Random.
+void FillRandom(const Tensor& t, Generator& gen, Distribution dist) {
+  if (DeferredInitEnabled()) return;
+  if (t.is_distributed()) {
+    dtensor::FillRandomDTensor(dtensor::DTensor(t), gen, dist);
+    return;
+  }
+  const uint64_t base = gen.Advance(CountersFor(dist, static_cast<uint64_t>(t.numel())));
+  FillRandomBlock(t, t.sizes(), Shape(t.sizes().size(), 0), gen.seed(), base, dist);
+}
+
 namespace {
 
 // Writes a fresh draw of `dist` into the module's parameter `name` (its storage, so handles optimizers or
-// hooks hold see it), outside autograd. A DTensor parameter gets its piece of the whole draw (AssignFull).
+// hooks hold see it), outside autograd. A DTensor parameter draws its piece alone (FillRandom).
 void Redraw(Module& module, const char* name, Generator& gen, Distribution dist) {
   if (!module.HasParam(name)) return;
-  const Tensor p = module.Param(name);
-  AssignFull(p, Random(p.sizes(), gen, dist, p.dtype()));
+  FillRandom(module.Param(name), gen, dist);
 }
 
 // torch's nn.Linear.reset_parameters: kaiming_uniform_(a=sqrt(5)) for the weight, which is U(-b, b) with
@@ -669,6 +682,20 @@ void BindActivationCheckpoint(py::module_& m) {
 void BindModules(py::module_& m) {
   m.def("_assign_full", [](const Tensor& p, const Tensor& full) { NoGil([&] { AssignFull(p, full); }); },
         py::arg("param"), py::arg("full"), "p = full outside autograd; a DTensor p gets its piece (AssignFull)");
+  m.def("_fill_random_", [](const Tensor& t, const std::string& kind, double a, double b, Generator* gen,
+                            double lower, double upper) {
+    Distribution dist = Distribution::Uniform(a, b);
+    if (kind == "normal") {
+      dist = Distribution::Normal(a, b);
+    } else if (kind == "trunc_normal") {
+      dist = Distribution::TruncatedNormal(a, b, lower, upper);
+    } else {
+      TESSEL_CHECK(kind == "uniform", "_fill_random_: kind ", kind, " is not uniform, normal or trunc_normal");
+    }
+    NoGil([&] { FillRandom(t, GenOrDefault(gen), dist); });
+  }, py::arg("tensor"), py::arg("kind"), py::arg("a"), py::arg("b"), py::arg("generator"), py::arg("lower") = 0.0,
+        py::arg("upper") = 0.0,
+        "uniform_ / normal_ / trunc_normal_ in place, outside autograd: a DTensor draws only its own piece");
   BindModule(m);
   BindLayers(m);
   BindGPT(m);

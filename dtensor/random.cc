@@ -1,7 +1,10 @@
 // dtensor/random.cc — RandomDTensor: this rank's block of a full counter-based draw.
 #include "dtensor/random.h"
 
+#include <algorithm>
+
 #include "core/base/error.h"
+#include "core/tensor/copy.h"
 #include "core/tensor/factory.h"
 #include "dtensor/dtensor_impl.h"
 #include "dtensor/layout.h"
@@ -17,10 +20,26 @@ DTensor RandomDTensor(const Shape& shape, const DeviceMesh& mesh, std::vector<Pl
   }
   DTensorSpec spec(mesh.topology_ptr(), std::move(placements), shape, dtype, std::move(shard_order));
   const LocalLayout layout = ComputeLocalShapeAndGlobalOffset(spec, mesh.coordinate());
-  const uint64_t base = gen.Advance(static_cast<uint64_t>(spec.numel()));
+  const uint64_t base = gen.Advance(CountersFor(dist, static_cast<uint64_t>(spec.numel())));
   Tensor local = Empty(layout.local_shape, dtype);
   FillRandomBlock(local, shape, layout.global_offset, gen.seed(), base, dist);
   return DTensor(MakeDTensor(local, std::move(spec), mesh));
+}
+
+void FillRandomDTensor(const DTensor& d, Generator& gen, Distribution dist) {
+  const DTensorSpec& spec = d.spec();
+  const uint64_t base = gen.Advance(CountersFor(dist, static_cast<uint64_t>(spec.numel())));
+  if (!d.mesh().is_member()) return;
+  const bool partial = std::any_of(spec.placements().begin(), spec.placements().end(),
+                                   [](const Placement& p) { return IsPartial(p); });
+  const Shape& shape = spec.shape();
+  if (partial) {
+    const Tensor full = RandomBlock(shape, Shape(shape.size(), 0), shape, gen.seed(), base, dist, spec.dtype());
+    CopyInto(d.ToLocal(), DistributeTensor(full, d.mesh(), spec.placements()).ToLocal());
+    return;
+  }
+  const LocalLayout layout = ComputeLocalShapeAndGlobalOffset(spec, d.mesh().coordinate());
+  FillRandomBlock(d.ToLocal(), shape, layout.global_offset, gen.seed(), base, dist);
 }
 
 DTensor RandnDTensor(const Shape& shape, const DeviceMesh& mesh, std::vector<Placement> placements, Generator& gen,

@@ -95,6 +95,12 @@ def _argmin(self, dim=None, keepdim=False):
 
 def _in_place(self, value, name):
     """Writes value (a tensor of self's shape) into self: under no_grad, or on tensors that need no grad."""
+    _check_in_place(self, name)
+    return self.copy_(value)
+
+
+def _check_in_place(self, name):
+    """Refuses an in-place write autograd would need to record (torch's leaf / version errors)."""
     if self.requires_grad and _C.is_grad_enabled():
         if self.is_leaf:
             raise RuntimeError("%s: a leaf tensor that requires grad is used in an in-place operation (wrap it in "
@@ -102,7 +108,6 @@ def _in_place(self, value, name):
         raise RuntimeError("%s on a tensor that requires grad (the result of an op autograd recorded) is not "
                            "recorded by tessel's autograd: write the out-of-place form (e.g. `x = x + y`), or "
                            "collect per-step results in a list and tessel.stack them" % name)
-    return self.copy_(value)
 
 
 _add_cpp, _mul_cpp = Tensor.add_, Tensor.mul_
@@ -179,37 +184,26 @@ def _lerp_(self, end, weight):
     return _in_place(self, self + (end - self) * weight, "lerp_")
 
 
-def _random_fill(self, values, name):
-    """`values` drawn for the whole (global) shape: a DTensor (a parameter under fully_shard or tensor
-    parallel: torchtitan's init_weights after parallelizing) keeps its own piece, so every rank's pieces
-    together are the draw the same call gives the whole tensor on one rank (Replicate axes: rank 0's)."""
-    if self.is_distributed:
-        _C._assign_full(self, values.to(self.dtype))
-        return self
-    return _in_place(self, values.to(self.dtype), name)
-
-
-def _draw_dtype(t):
-    """normal_ / uniform_ draw in float64 for a float64 tensor (its full precision), else in float32."""
-    return _C.dtype.float64 if t.dtype == _C.dtype.float64 else _C.dtype.float32
-
-
 def _normal_(self, mean=0.0, std=1.0, *, generator=None):
     """Fills self with N(mean, std²) samples from tessel's generator (tessel.manual_seed)."""
     from ._tensor import _float_draw
     _float_draw(self.dtype, "normal_kernel_cpu")
     if std < 0:
         raise RuntimeError("normal expects std >= 0.0, but found std %s" % std)
-    return _random_fill(self, _C._randn(list(self.shape), generator, _draw_dtype(self)) * builtins.float(std)
-                        + builtins.float(mean), "normal_")
+    _check_in_place(self, "normal_")
+    # mean + std·z in double, rounded once to self's dtype; a DTensor draws only its own piece of the draw the
+    # whole tensor would get (every rank advancing the generator by the global numel).
+    _C._fill_random_(self, "normal", builtins.float(mean), builtins.float(std), generator)
+    return self
 
 
 def _uniform_(self, a=0.0, b=1.0, *, generator=None):
-    """Fills self with U(a, b) samples."""
+    """Fills self with U(a, b) samples (below b in self's dtype)."""
     from ._tensor import _float_draw
     _float_draw(self.dtype, "check_uniform_bounds")
-    return _random_fill(self, _C._rand(list(self.shape), generator, _draw_dtype(self)) * (builtins.float(b) - a)
-                        + builtins.float(a), "uniform_")
+    _check_in_place(self, "uniform_")
+    _C._fill_random_(self, "uniform", builtins.float(a), builtins.float(b), generator)
+    return self
 
 
 def _data_get(self):

@@ -434,5 +434,30 @@ def test_random_fills_have_their_distributions():
     assert set(np.unique(b.numpy()).tolist()) == {0.0, 1.0} and abs(b.mean().item() - 0.3) < 0.01
 
 
+
+def test_uniform_draws_stay_below_their_bound_and_randint_is_exact_past_2_to_53():
+    # A bfloat16 U[0, 1) draw rounded 1 - 2^-9 up to 1 (0.2% of them); randint over 2^62 went through a double,
+    # so two thirds of its values were multiples of 512.
+    tessel.manual_seed(1)
+    for dt, top in ((tessel.bfloat16, 255 / 256), (tessel.float16, 2047 / 2048)):
+        x = tessel.rand(1 << 16, dtype=dt).double()
+        assert x.max().item() == top and x.min().item() >= 0
+        w = tessel.empty(1 << 16, dtype=dt).uniform_(0.0, 1.0).double()
+        assert w.max().item() == top
+    v = tessel.randint(0, 2 ** 62, (20000,)).numpy()
+    assert v.max() < 2 ** 62 and v.min() >= 0 and (v % 512 == 0).sum() < 100
+    # normal_ / uniform_ / trunc_normal_ write in place (self returned) with their moments.
+    n = tessel.empty(40000, dtype=tessel.float64)
+    assert n.normal_(3.0, 0.5) is n and abs(n.mean().item() - 3.0) < 0.01 and abs(n.std().item() - 0.5) < 0.01
+    t = tessel.empty(40000)
+    assert tessel.nn.init.trunc_normal_(t, mean=0.0, std=1.0, a=-1.0, b=2.0) is t
+    td = t.double()
+    assert td.min().item() >= -1.0 and td.max().item() <= 2.0
+    # E[X] of N(0, 1) on [-1, 2]: (phi(-1) - phi(2)) / (Phi(2) - Phi(-1)) = 0.2290
+    assert abs(td.mean().item() - 0.2290) < 0.01
+    leaf = tessel.zeros(3, requires_grad=True)
+    with pytest.raises(RuntimeError, match="normal_: a leaf tensor that requires grad"):
+        leaf.normal_()
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

@@ -1,6 +1,7 @@
 // core/tensor/random.cc — Philox4x32-10 and block-exact random fills.
 #include "core/tensor/random.h"
 
+#include <algorithm>
 #include <cmath>
 #include <mutex>
 #include <set>
@@ -10,7 +11,7 @@
 #include "core/base/philox.h"
 #include "core/tensor/copy.h"
 #include "core/tensor/factory.h"
-#include "core/tensor/strided_loop.h"
+#include "core/tensor/random_kernels.h"
 #include "core/tensor/tensor_impl.h"
 
 namespace tessel {
@@ -46,27 +47,80 @@ bool ThreadIsLive(uint64_t id) {
   return LiveThreads().count(id) > 0;
 }
 
-// Value of the element whose global counter is `c` (seed is the key). Computed in double.
-double Sample(uint64_t seed, uint64_t c, const Distribution& dist) {
-  const auto r = Philox4x32({static_cast<uint32_t>(c), static_cast<uint32_t>(c >> 32), 0u, 0u},
-                            {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)});
-  // 53-bit uniforms in [0, 1).
-  const double u0 = static_cast<double>((static_cast<uint64_t>(r[0]) << 21) ^ (r[1] >> 11)) * 0x1.0p-53;
-  switch (dist.kind) {
-    case Distribution::Kind::kUniform:
-      return dist.a + (dist.b - dist.a) * u0;
-    case Distribution::Kind::kNormal: {
-      const double u1 = static_cast<double>((static_cast<uint64_t>(r[2]) << 21) ^ (r[3] >> 11)) * 0x1.0p-53;
-      const double radius = std::sqrt(-2.0 * std::log(1.0 - u0));  // 1 - u0 in (0, 1]
-      return dist.a + dist.b * radius * std::cos(2.0 * M_PI * u1);
+// Up to kChunk values of one run at a time pass through a stack buffer of doubles (or 64-bit words).
+constexpr int64_t kChunk = 512;
+
+// dst[i] = the value of v[i] in T. A uniform draw's rounding may reach its (exclusive) upper bound in T
+// (a float32 or bfloat16 draw of U[0, 1) rounds 1 - 2^-25 or 1 - 2^-9 up to 1): such a value becomes the
+// largest one of T below the bound instead (torch's draws never return it either).
+template <typename T>
+void StoreFloats(const double* v, int64_t n, T* dst, const Distribution& dist) {
+  const bool half_open = dist.kind == Distribution::Kind::kUniform;
+  for (int64_t i = 0; i < n; ++i) {
+    T x = FromCompute<T>(v[i]);
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+      if (half_open && x >= dist.b && dist.b > dist.a) {
+        x = std::nextafter(static_cast<T>(dist.b), static_cast<T>(dist.a));
+      }
+    } else if constexpr (std::is_same_v<T, BFloat16> || std::is_same_v<T, Float16>) {
+      if (half_open && static_cast<double>(ToCompute(x)) >= dist.b && dist.b > dist.a) {
+        x = FromCompute<T>(dist.b);  // then one step down: toward -inf in sign-magnitude bits
+        const bool negative = (x.bits & 0x8000u) != 0;
+        const int step = negative || x.bits == 0 ? 1 : -1;  // +0 steps to -0 + 1 ulp (0x8001)
+        x.bits = static_cast<uint16_t>((x.bits == 0 ? 0x8000u : x.bits) + step);
+      }
     }
-    case Distribution::Kind::kInteger: {
-      const uint64_t range = static_cast<uint64_t>(dist.b - dist.a);
-      const uint64_t x = (static_cast<uint64_t>(r[0]) << 32) | r[1];
-      return dist.a + static_cast<double>(x % range);
+    dst[i] = x;
+  }
+}
+
+// Truncated normal (Distribution::TruncatedNormal): v[j] (counter c + j) replaced, where outside the bounds, by
+// the first of the normal values at counters c + j + r·round_stride (r = 1, 2, ...) inside them.
+void Truncate(const RandomKernels& k, uint64_t seed, uint64_t c, int64_t n, uint64_t round_stride,
+              const Distribution& dist, double* v) {
+  for (int64_t j = 0; j < n; ++j) {
+    for (uint64_t r = 1; r < kTruncatedRounds && !(v[j] >= dist.lower && v[j] <= dist.upper); ++r) {
+      k.normal(seed, c + static_cast<uint64_t>(j) + r * round_stride, 1, dist.a, dist.b, v + j);
+    }
+    v[j] = std::clamp(v[j], dist.lower, dist.upper);  // (all rounds missed: a chance under 1e-19)
+  }
+}
+
+// dst[0, n) = the values of counters [c, c + n) (dst contiguous, of type T); round_stride: the full tensor's
+// numel (a truncated normal's redraws are that far apart).
+template <typename T>
+void FillRun(const RandomKernels& k, uint64_t seed, uint64_t c, int64_t n, uint64_t round_stride,
+             const Distribution& dist, T* dst) {
+  for (int64_t i = 0; i < n; i += kChunk) {
+    const int64_t m = std::min(kChunk, n - i);
+    const uint64_t ci = c + static_cast<uint64_t>(i);
+    if (dist.kind == Distribution::Kind::kInteger) {
+      uint64_t words[kChunk];
+      k.bits64(seed, ci, m, words);
+      // Exact in int64 for any range (through a double, a range past 2^53 lost its low bits).
+      const uint64_t range = static_cast<uint64_t>(dist.high) - static_cast<uint64_t>(dist.low);
+      for (int64_t j = 0; j < m; ++j) {
+        const auto v = static_cast<int64_t>(static_cast<uint64_t>(dist.low) + words[j] % range);
+        if constexpr (std::is_same_v<T, int64_t>) {
+          dst[i + j] = v;
+        } else {
+          dst[i + j] = FromCompute<T>(static_cast<double>(v));
+        }
+      }
+      continue;
+    }
+    const auto draw = dist.kind == Distribution::Kind::kUniform ? k.uniform : k.normal;
+    const bool truncated = dist.kind == Distribution::Kind::kTruncatedNormal;
+    if constexpr (std::is_same_v<T, double>) {  // straight into the destination (no rounding to fix)
+      draw(seed, ci, m, dist.a, dist.b, dst + i);
+      if (truncated) Truncate(k, seed, ci, m, round_stride, dist, dst + i);
+    } else {
+      double v[kChunk];
+      draw(seed, ci, m, dist.a, dist.b, v);
+      if (truncated) Truncate(k, seed, ci, m, round_stride, dist, v);
+      StoreFloats(v, m, dst + i, dist);
     }
   }
-  return 0;
 }
 
 }  // namespace
@@ -86,25 +140,56 @@ void FillRandomBlock(const Tensor& out, std::span<const int64_t> full_shape, std
     TESSEL_CHECK(block_offsets[d] >= 0 && block_offsets[d] + out.size(d) <= full_shape[d], "random block: block ",
                  ShapeStr(out.sizes()), " at ", ShapeStr(block_offsets), " exceeds full shape ", ShapeStr(full_shape));
   }
-  if (dist.kind == Distribution::Kind::kInteger) {
-    TESSEL_CHECK(dist.b > dist.a, "randint: empty range [", dist.a, ", ", dist.b, ")");
+  if (dist.kind == Distribution::Kind::kTruncatedNormal) {
+    TESSEL_CHECK(dist.lower < dist.upper && dist.b > 0, "trunc_normal: bounds [", dist.lower, ", ", dist.upper,
+                 "] with std ", dist.b, ": need lower < upper and std > 0");
   }
-  // Sampled on the host (same values on every device); CopyInto below moves them to a CUDA `out`.
-  Tensor tmp = Empty(out.sizes(), DType::kFloat64, out.device().is_cpu() ? out.device() : Device::Cpu(0));
-  double* p = tmp.data_ptr<double>();
-  const Shape full_strides = ContiguousStrides(full_shape);
-  int64_t base = 0;
-  for (int64_t d = 0; d < nd; ++d) base += block_offsets[d] * full_strides[d];
+  if (dist.kind == Distribution::Kind::kInteger) {
+    TESSEL_CHECK(dist.high > dist.low, "randint: empty range [", dist.low, ", ", dist.high, ")");
+  }
+  const int64_t n = out.numel();
+  if (n == 0) return;
+  // Sampled on the host (same values on every device) into `dst`: `out` itself when it is a dense host tensor,
+  // else a dense host copy that CopyInto moves into it.
+  const bool direct = out.device().is_cpu() && out.is_contiguous();
+  Tensor dst = direct ? out : Empty(out.sizes(), out.dtype(), Device::Cpu(0));
   const Shape& sizes = out.sizes();
-  const Shape tmp_strides = ContiguousStrides(sizes);
-  ParallelFor(0, tmp.numel(), 1 << 12, [&](int64_t b, int64_t e) {
-    ForEachStrided<2>(sizes, {std::span<const int64_t>(tmp_strides), std::span<const int64_t>(full_strides)},
-                      [&](const int64_t* off) {
-                        p[off[0]] = Sample(seed, base_offset + static_cast<uint64_t>(base + off[1]), dist);
-                      },
-                      b, e);
+  const Shape full_strides = ContiguousStrides(full_shape);
+  uint64_t full_numel = 1;
+  for (int64_t d : full_shape) full_numel *= static_cast<uint64_t>(d);
+  // Runs of consecutive counters: the block's trailing dims that span the whole full tensor continue the
+  // run of the dim before them, so a run covers dims [j, nd).
+  int64_t j = nd == 0 ? 0 : nd - 1;
+  while (j > 0 && sizes[j] == full_shape[j]) --j;
+  int64_t run = 1;
+  for (int64_t d = j; d < nd; ++d) run *= sizes[d];
+  int64_t origin = 0;  // the block's first element, as a linear index of the full tensor
+  for (int64_t d = 0; d < nd; ++d) origin += block_offsets[d] * full_strides[d];
+  // The counter of run r (r in row-major order over the block's dims [0, j)).
+  auto run_start = [&](int64_t r) {
+    int64_t at = origin;
+    for (int64_t d = j - 1; d >= 0; --d) {
+      at += (r % sizes[d]) * full_strides[d];
+      r /= sizes[d];
+    }
+    return base_offset + static_cast<uint64_t>(at);
+  };
+  const RandomKernels& kernels = ActiveRandomKernels();
+  TESSEL_DISPATCH_ALL_TYPES(dst.dtype(), "random", [&] {
+    scalar_t* p = dst.data_ptr<scalar_t>();
+    ParallelFor(0, n, 1 << 14, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e;) {
+        const int64_t r = i / run, within = i % run, len = std::min(run - within, e - i);
+        FillRun(kernels, seed, run_start(r) + static_cast<uint64_t>(within), len, full_numel, dist, p + i);
+        i += len;
+      }
+    });
   });
-  CopyInto(out, tmp);
+  if (direct) {
+    out.impl()->storage().BumpVersion();  // as CopyInto does for the other path
+  } else {
+    CopyInto(out, dst);
+  }
 }
 
 Tensor RandomBlock(std::span<const int64_t> full_shape, std::span<const int64_t> block_offsets,
@@ -132,7 +217,7 @@ Tensor Random(std::span<const int64_t> shape, Generator& gen, Distribution dist,
   Tensor out = Empty(shape, dtype);
   if (DeferredInitEnabled()) return out;  // [Note: deferred init] in factory.h: no draw
   const Shape zeros(shape.size(), 0);
-  FillRandomBlock(out, shape, zeros, gen.seed(), gen.Advance(out.numel()), dist);
+  FillRandomBlock(out, shape, zeros, gen.seed(), gen.Advance(CountersFor(dist, out.numel())), dist);
   return out;
 }
 

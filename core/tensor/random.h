@@ -1,7 +1,8 @@
 // core/tensor/random.h — counter-based random numbers (Philox4x32-10) with block-exact generation.
 //
 // Invariant (what DTensor's sharded init relies on): element i (row-major linear index in the *full*
-// tensor) of a random tensor drawn at generator offset `base` depends only on (seed, base + i). So
+// tensor) of a random tensor drawn at generator offset `base` depends only on (seed, base + i) (a truncated
+// normal: on (seed, base + k·numel + i) for k < kTruncatedRounds). So
 // generating any sub-block alone (FillRandomBlock) gives exactly the values of that block in the full
 // tensor, on any rank, in any order. Each Rand/Randn/Randint call advances the generator by numel.
 //
@@ -68,15 +69,31 @@ class Generator {
 };
 
 struct Distribution {
-  enum class Kind { kUniform, kNormal, kInteger } kind = Kind::kUniform;
-  double a = 0;  // uniform: low; normal: mean; integer: low (inclusive)
-  double b = 1;  // uniform: high; normal: std; integer: high (exclusive)
+  enum class Kind { kUniform, kNormal, kInteger, kTruncatedNormal } kind = Kind::kUniform;
+  double a = 0;  // uniform: low (inclusive); normal, truncated normal: mean
+  double b = 1;  // uniform: high (exclusive); normal, truncated normal: std
+  int64_t low = 0, high = 0;  // integer: [low, high), exact (a double would round a range past 2^53)
+  double lower = 0, upper = 0;  // truncated normal: the bounds [lower, upper]
   static Distribution Uniform(double low = 0, double high = 1) { return {Kind::kUniform, low, high}; }
   static Distribution Normal(double mean = 0, double std = 1) { return {Kind::kNormal, mean, std}; }
   static Distribution Integer(int64_t low, int64_t high) {
-    return {Kind::kInteger, static_cast<double>(low), static_cast<double>(high)};
+    return {Kind::kInteger, static_cast<double>(low), static_cast<double>(high), low, high};
+  }
+  // N(mean, std²) restricted to [lower, upper], block exact: element i of a draw over N elements at `base` is
+  // the first of the normal values at counters base + k·N + i (k < kTruncatedRounds) inside the bounds (torch
+  // 2.15's trunc_normal_ redraws every rejected element from a fresh whole-tensor draw until none is left; here
+  // the k-th redraw of an element is fixed by its counter, so any block of the tensor is drawn alone). The last
+  // candidate, clamped, where all kTruncatedRounds miss: for bounds holding > 0.3 of the mass (torch's rule for
+  // this method) a chance under 0.7^128 = 1.5e-20 per element. A draw reserves kTruncatedRounds·N counters.
+  static Distribution TruncatedNormal(double mean, double std, double lower, double upper) {
+    return {Kind::kTruncatedNormal, mean, std, 0, 0, lower, upper};
   }
 };
+inline constexpr uint64_t kTruncatedRounds = 128;
+// Counters a draw of n elements of `dist` reserves (what it advances a generator by).
+inline uint64_t CountersFor(const Distribution& dist, uint64_t n) {
+  return dist.kind == Distribution::Kind::kTruncatedNormal ? kTruncatedRounds * n : n;
+}
 
 Tensor Rand(std::span<const int64_t> shape, Generator& gen, DType dtype = DType::kFloat32);
 Tensor Randn(std::span<const int64_t> shape, Generator& gen, DType dtype = DType::kFloat32);
@@ -90,8 +107,9 @@ inline Tensor Randn(std::initializer_list<int64_t> s, Generator& g, DType d = DT
 }
 // Draws a full tensor of `shape` from `dist` at the generator's offset, advancing it by numel.
 Tensor Random(std::span<const int64_t> shape, Generator& gen, Distribution dist, DType dtype);
-// Fills `out` (dense, any strides) with the block of a `full_shape` random tensor that starts at
-// `block_offsets`, as drawn with (seed, base_offset). Does not advance any generator.
+// Fills `out` (dense, any strides, any device) with the block of a `full_shape` random tensor that starts at
+// `block_offsets`, as drawn with (seed, base_offset), converted to out's dtype (a uniform draw stays below its
+// upper bound in that dtype). Does not advance any generator; bumps out's version, as CopyInto.
 void FillRandomBlock(const Tensor& out, std::span<const int64_t> full_shape, std::span<const int64_t> block_offsets,
                      uint64_t seed, uint64_t base_offset, Distribution dist);
 Tensor RandomBlock(std::span<const int64_t> full_shape, std::span<const int64_t> block_offsets,

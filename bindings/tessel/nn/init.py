@@ -135,45 +135,51 @@ def kaiming_normal_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", gener
     return normal_(tensor, 0.0, _kaiming_std(tensor, a, mode, nonlinearity), generator)
 
 
-@_on_whole
 def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
     """N(mean, std²) restricted to [a, b], as torch's: where [a, b] holds more than 0.3 of the mass, normal
-    draws outside it are drawn again; else uniform proposals on [a, b] accepted with the density's ratio to
-    its peak (so bounds far in a tail work). Any floating dtype (bfloat16 drawn in float32)."""
+    draws outside it are drawn again (in C++, each element's redraws fixed by its counter, so a DTensor draws
+    only its own piece: Distribution::TruncatedNormal); else uniform proposals on [a, b] accepted with the
+    density's ratio to its peak (so bounds far in a tail work). Any floating dtype."""
     import warnings
-    import numpy as np
     if not a < b:
         raise ValueError("trunc_normal_: a=%s must be below b=%s" % (a, b))
     if mean < a - 2 * std or mean > b + 2 * std:
         warnings.warn("mean is more than 2 std from [a, b] in nn.init.trunc_normal_. The distribution of values may "
                       "be incorrect.", stacklevel=2)
+    if _mass(mean, std, a, b) > 0.3:
+        with _no_grad():
+            _C._fill_random_(tensor, "trunc_normal", float(mean), float(std), generator, float(a), float(b))
+        return tensor
+    return _trunc_normal_tail(tensor, mean, std, a, b, generator)
 
+
+def _mass(mean, std, a, b):
+    """The probability N(mean, std²) gives [a, b]."""
     def cdf(x):
         return (1.0 + math.erf(x / math.sqrt(2.0))) / 2.0
+    return cdf((b - mean) / std) - cdf((a - mean) / std)
 
-    def draw(n, normal):
-        if normal:
-            return (_C._randn([n], generator, _C.dtype.float64) * float(std) + float(mean)).numpy()
+
+@_on_whole
+def _trunc_normal_tail(tensor, mean, std, a, b, generator):
+    """trunc_normal_ where [a, b] holds at most 0.3 of the mass: uniform proposals on [a, b], each accepted with
+    the density's ratio to its peak (torch 2.15's method for this case)."""
+    import numpy as np
+
+    def draw(n):
         return _C._rand([n], generator, _C.dtype.float64).numpy()
 
     n = tensor.numel()
-    if cdf((b - mean) / std) - cdf((a - mean) / std) > 0.3:
-        flat = draw(n, True)
-        bad = (flat < a) | (flat > b)
-        while bad.any():
-            flat[bad] = draw(int(bad.sum()), True)
-            bad = (flat < a) | (flat > b)
-    else:
-        peak = max(a, min(mean, b))
-        flat = np.empty(n)
-        pending = np.ones(n, dtype=bool)
-        while pending.any():
-            k = int(pending.sum())
-            x = a + (b - a) * draw(k, False)
-            accept = np.log(draw(k, False)) <= -0.5 * ((x - mean) / std) ** 2 + 0.5 * ((peak - mean) / std) ** 2
-            idx = np.flatnonzero(pending)
-            flat[idx[accept]] = x[accept]
-            pending[idx[accept]] = False
+    peak = max(a, min(mean, b))
+    flat = np.empty(n)
+    pending = np.ones(n, dtype=bool)
+    while pending.any():
+        k = int(pending.sum())
+        x = a + (b - a) * draw(k)
+        accept = np.log(draw(k)) <= -0.5 * ((x - mean) / std) ** 2 + 0.5 * ((peak - mean) / std) ** 2
+        idx = np.flatnonzero(pending)
+        flat[idx[accept]] = x[accept]
+        pending[idx[accept]] = False
     with _no_grad():
         return tensor.copy_(_C._from_numpy(np.clip(flat, a, b).reshape(tuple(tensor.shape))).to(tensor.dtype))
 
