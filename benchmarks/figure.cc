@@ -8,7 +8,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <stdexcept>
+
+#include "core/base/parallel.h"
 
 namespace tessel::bench {
 namespace {
@@ -125,6 +128,36 @@ double RunAndReadNumber(const std::string& command, const std::string& key, cons
                              (line.empty() ? std::string(" and printed no result") : ": " + line));
   }
   return std::atof(line.c_str() + at + key.size());
+}
+
+std::pair<double, double> RunOnTesselAndTorch(const std::string& script, const std::string& key,
+                                              const std::string& args, std::string* torch_line) {
+  const std::string path = Runfile(script);
+  const double tessel = RunAndReadNumber(
+      "PYTHONPATH=" + Runfile("bindings") + " /usr/bin/python3 " + path + " --lib=tessel " + args, key,
+      script + " --lib=tessel");
+  int status = 0;
+  *torch_line = RunAndFindLine(TorchPython() + " " + path + " --lib=torch " + args, key, &status);
+  const size_t at = torch_line->find(key);
+  const double torch_rate = status == 0 && at != std::string::npos ? std::atof(torch_line->c_str() + at + key.size())
+                                                                   : 0;
+  if (torch_rate <= 0) throw std::runtime_error(script + " --lib=torch failed: " + *torch_line);
+  return {tessel, torch_rate};
+}
+
+bool RegisterTesselVsTorchScript(const std::string& name, const std::string& script, const std::string& key,
+                                 const std::string& unit, const std::string& tessel_label,
+                                 const std::string& torch_label) {
+  return RegisterFigure(name, [=] {
+    auto torch_line = std::make_shared<std::string>();
+    Figure f{name, {tessel_label, unit, 0, nullptr}, Throughput{torch_label, unit, 0, nullptr}};
+    f.unavailable = [] { return TorchUnavailableReason(); };
+    f.precomputed = [=] {
+      return RunOnTesselAndTorch(script, key, "--threads=" + std::to_string(NumThreads()), torch_line.get());
+    };
+    f.note = [torch_line] { return *torch_line; };
+    return f;
+  });
 }
 
 std::string TorchPython() {

@@ -84,6 +84,17 @@ double RunAndReadNumber(const std::string& command, const std::string& key, cons
 std::string TorchPython();
 // "" when TorchPython() imports torch, else why not (with the install hint).
 std::string TorchUnavailableReason();
+// A benchmarks/python script (a runfile path) written once against the torch API, run with `--lib=tessel`
+// (Debian's python3 with the bindings) and `--lib=torch` (TorchPython()), each followed by `args`: the numbers
+// after `key` on each one's output line, tessel's first; *torch_line gets PyTorch's whole line (the figure's
+// note). Throws std::runtime_error naming the script when either run fails.
+std::pair<double, double> RunOnTesselAndTorch(const std::string& script, const std::string& key,
+                                              const std::string& args, std::string* torch_line);
+// Registers the figure `name` (value unit `unit`): RunOnTesselAndTorch(script, key, "--threads=<NumThreads()>")
+// as tessel's value against PyTorch's, PyTorch's line as the note, "skipped" where PyTorch is not installed.
+bool RegisterTesselVsTorchScript(const std::string& name, const std::string& script, const std::string& key,
+                                 const std::string& unit, const std::string& tessel_label,
+                                 const std::string& torch_label);
 std::string FormatLine(const Figure& figure, const FigureResult& result);
 
 }  // namespace tessel::bench
