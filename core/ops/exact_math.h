@@ -15,7 +15,11 @@
 // vectorizes (Eigen's any() is a scalar loop with an early exit).
 //
 // Invariant: y may alias x (then a 2048-element block with an affected element is computed wholly with
-// <cmath>); elsewhere results equal Eigen's.
+// <cmath>); elsewhere results equal Eigen's packet functions'. The float exp runs them through the per-ISA
+// kernel (pointwise_kernels.h: Eigen's pexp_float op for op, 16 lanes on AVX-512), which also takes the
+// packet formula for the few elements Eigen computed with std::exp (before its first aligned packet, after
+// its last), so an element's exp no longer depends on where its range starts (a shard's row and the full row
+// give the same bits).
 //
 // Example:
 //   ExpInto(x, /*offset=*/row_max, y, n);  // y = exp(x - row_max)
@@ -27,6 +31,8 @@
 #include <cstdint>
 #include <limits>
 #include <type_traits>
+
+#include "core/ops/pointwise_kernels.h"
 
 namespace tessel {
 
@@ -79,9 +85,16 @@ void ExpInto(const C* x, C offset, C* y, int64_t n) {
   // x < threshold ⇔ x - offset below the floor, up to rounding (where Eigen is still right: it clamps
   // only at -88.72).
   const C threshold = kExpNormalFloor<C> + offset;
-  exact_math_internal::Fixed(
-      x, y, n, [offset](const auto& xa, auto& ya) { ya = (xa - offset).exp(); },
-      [threshold](C v) { return v < threshold; }, [offset](C v) { return std::exp(v - offset); });
+  if constexpr (std::is_same_v<C, float>) {  // Eigen's values from the per-ISA kernel (16 lanes on AVX-512)
+    const PointwiseKernels& kernels = ActivePointwiseKernels();
+    exact_math_internal::Fixed(
+        x, y, n, [&](const auto& xa, auto& ya) { kernels.exp(xa.data(), offset, ya.data(), xa.size()); },
+        [threshold](C v) { return v < threshold; }, [offset](C v) { return std::exp(v - offset); });
+  } else {
+    exact_math_internal::Fixed(
+        x, y, n, [offset](const auto& xa, auto& ya) { ya = (xa - offset).exp(); },
+        [threshold](C v) { return v < threshold; }, [offset](C v) { return std::exp(v - offset); });
+  }
 }
 
 // y[0, n) = sqrt(x[0, n)), or 1 / sqrt(x[0, n)) when `inverse`.

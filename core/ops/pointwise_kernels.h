@@ -1,5 +1,5 @@
 // core/ops/pointwise_kernels.h — internal to core/ops: float32 pointwise kernels whose cost is
-// arithmetic, not memory traffic (GELU and its gradient: a rational tanh or erf per element), compiled
+// arithmetic, not memory traffic (GELU and its gradient: a rational tanh or erf per element; exp), compiled
 // once per vector ISA and chosen at run time, like core/ops/attention_kernels.h.
 //
 // Why by hand: the rest of core/ops runs elementwise math through Eigen at the build's x86-64-v3
@@ -29,6 +29,10 @@ struct PointwiseKernels {
   void (*gelu)(const float* x, float* y, int64_t n, bool tanh_form);
   // d[i] = g[i] · gelu'(x[i]); d may alias g or x.
   void (*gelu_backward)(const float* g, const float* x, float* d, int64_t n, bool tanh_form);
+  // y[i] = e^(x[i] - offset), Eigen's pexp_float bit for bit (so the exp op and softmax give the same values on
+  // both ISAs and as before), except where the result is below the smallest normal float: the caller's
+  // (exact_math.h's ExpInto recomputes those with <cmath>). y may alias x.
+  void (*exp)(const float* x, float offset, float* y, int64_t n);
 };
 
 const PointwiseKernels& Avx2PointwiseKernels();

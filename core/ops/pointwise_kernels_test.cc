@@ -7,8 +7,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <vector>
+
+#include <Eigen/Core>
 
 #include "core/autograd/engine.h"
 #include "core/base/testing/expect_error.h"
@@ -145,6 +148,44 @@ TEST_P(PointwiseKernelsTest, GeluOpsOnFloatTensorsMatchTheDoubleFormula) {
 
 INSTANTIATE_TEST_SUITE_P(Forms, PointwiseKernelsTest, ::testing::Values(true, false),
                          [](const auto& info) { return info.param ? "Tanh" : "Erf"; });
+
+// The exp kernel against Eigen's own packet exp (what the exp op and softmax computed before it), bit for bit
+// wherever the result is a normal float; a ±inf, NaN or overflowing argument included. (Eigen itself took
+// std::exp for the elements before its first aligned packet and after its last: the arrays here are aligned
+// and a whole number of packets long, so every element below went through Eigen's packets.)
+TEST(PointwiseExpTest, EqualsEigensPacketExpBitForBitOnEveryIsa) {
+  std::vector<float> values;
+  for (int i = 0; i < 200000; ++i) values.push_back(-90.0f + 180.0f * static_cast<float>(i) / 200000.0f);
+  for (float v : {0.0f, -0.0f, 1e-30f, 88.7f, 88.72f, 88.7228f, 88.723f, 89.0f, 1e30f, -87.33f,
+                  std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()}) {
+    values.push_back(v);
+  }
+  while (values.size() % 16 != 0) values.push_back(1.5f);
+  const int64_t n = static_cast<int64_t>(values.size());
+  const Eigen::ArrayXf x = Eigen::Map<const Eigen::ArrayXf>(values.data(), n);  // Eigen's aligned storage
+  for (float offset : {0.0f, 3.25f}) {
+    const Eigen::ArrayXf want = (x - offset).exp();
+    std::vector<const PointwiseKernels*> copies{&Avx2PointwiseKernels()};
+    if (CpuHasAvx512()) copies.push_back(&Avx512PointwiseKernels());
+    for (const PointwiseKernels* k : copies) {
+      std::vector<float> got(n), shifted(n + 3);
+      k->exp(x.data(), offset, got.data(), n);
+      k->exp(x.data() + 3, offset, shifted.data(), n - 3);  // each element's value, wherever a range starts
+      for (int64_t i = 3; i < n; ++i) ASSERT_EQ(std::memcmp(&shifted[i - 3], &got[i], 4), 0) << "element " << i;
+      int compared = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        if (std::isnan(want[i])) {
+          ASSERT_TRUE(std::isnan(got[i])) << k->isa << " x " << x[i];
+          continue;
+        }
+        if (want[i] < std::numeric_limits<float>::min()) continue;  // the caller's (exact_math.h)
+        ASSERT_EQ(got[i], want[i]) << k->isa << " x " << x[i] << " offset " << offset;
+        ++compared;
+      }
+      EXPECT_GT(compared, 190000) << k->isa;
+    }
+  }
+}
 
 TEST(PointwiseIsaTest, ForcingPicksTheVariantAndAvx512NeedsTheCpu) {
   ForceVectorIsaForTesting(VectorIsa::kAvx2);
