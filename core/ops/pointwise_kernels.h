@@ -1,5 +1,5 @@
 // core/ops/pointwise_kernels.h — internal to core/ops: float32 pointwise kernels whose cost is
-// arithmetic, not memory traffic (GELU and its gradient: a rational tanh or erf per element; exp), compiled
+// arithmetic, not memory traffic (GELU and its gradient: a rational tanh or erf per element; exp, sigmoid, silu), compiled
 // once per vector ISA and chosen at run time, like core/ops/attention_kernels.h.
 //
 // Why by hand: the rest of core/ops runs elementwise math through Eigen at the build's x86-64-v3
@@ -33,6 +33,9 @@ struct PointwiseKernels {
   // both ISAs and as before), except where the result is below the smallest normal float: the caller's
   // (exact_math.h's ExpInto recomputes those with <cmath>). y may alias x.
   void (*exp)(const float* x, float offset, float* y, int64_t n);
+  // y[i] = sigmoid(x[i]) = 1 / (1 + e^-x[i]), or silu(x[i]) = x[i] / (1 + e^-x[i]) when `silu`, with that exp
+  // (Eigen's values of its expressions wherever Eigen ran packets). y may alias x.
+  void (*sigmoid)(const float* x, float* y, int64_t n, bool silu);
 };
 
 const PointwiseKernels& Avx2PointwiseKernels();

@@ -187,6 +187,32 @@ TEST(PointwiseExpTest, EqualsEigensPacketExpBitForBitOnEveryIsa) {
   }
 }
 
+// sigmoid and silu against Eigen's expressions (the float32 ops' code before the kernels), bit for bit.
+TEST(PointwiseExpTest, SigmoidAndSiluEqualEigensExpressionsBitForBit) {
+  const int64_t n = 64000;
+  Eigen::ArrayXf x(n);
+  for (int64_t i = 0; i < n; ++i) x[i] = -100.0f + 200.0f * static_cast<float>(i) / static_cast<float>(n);
+  x[0] = std::numeric_limits<float>::infinity(), x[1] = -std::numeric_limits<float>::infinity();
+  x[2] = std::numeric_limits<float>::quiet_NaN(), x[3] = 0.0f;
+  const Eigen::ArrayXf sig = (1.0f + (-x).exp()).inverse(), silu = x / (1.0f + (-x).exp());
+  std::vector<const PointwiseKernels*> copies{&Avx2PointwiseKernels()};
+  if (CpuHasAvx512()) copies.push_back(&Avx512PointwiseKernels());
+  for (const PointwiseKernels* k : copies) {
+    std::vector<float> a(n), b(n);
+    k->sigmoid(x.data(), a.data(), n, false);
+    k->sigmoid(x.data(), b.data(), n, true);
+    ASSERT_TRUE(std::isnan(a[2]) && std::isnan(b[2])) << k->isa;  // (NaN's sign bit is not compared)
+    for (int64_t i : {int64_t{0}, int64_t{1}}) {
+      ASSERT_EQ(a[i], sig[i]) << k->isa;
+      ASSERT_TRUE(b[i] == silu[i] || (std::isnan(b[i]) && std::isnan(silu[i]))) << k->isa;  // silu(-inf): NaN
+    }
+    for (int64_t i = 3; i < n; ++i) {
+      ASSERT_EQ(std::memcmp(&a[i], &sig[i], 4), 0) << k->isa << " sigmoid x " << x[i] << ": " << a[i];
+      ASSERT_EQ(std::memcmp(&b[i], &silu[i], 4), 0) << k->isa << " silu x " << x[i] << ": " << b[i];
+    }
+  }
+}
+
 TEST(PointwiseIsaTest, ForcingPicksTheVariantAndAvx512NeedsTheCpu) {
   ForceVectorIsaForTesting(VectorIsa::kAvx2);
   EXPECT_STREQ(ActivePointwiseKernels().isa, "avx2");

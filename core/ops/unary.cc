@@ -77,6 +77,10 @@ void ApplyBlock(const C* xp, C* yp, int64_t n, const UParams& p) {
     ActivePointwiseKernels().gelu(xp, yp, n, kOp == U::kGeluTanh);  // compute-bound: per-ISA vector code
     return;
   }
+  if constexpr (std::is_same_v<C, float> && (kOp == U::kSigmoid || kOp == U::kSilu)) {
+    ActivePointwiseKernels().sigmoid(xp, yp, n, kOp == U::kSilu);  // the same, with Eigen's values
+    return;
+  }
   ConstArrayMap<C> x(xp, n);
   ArrayMap<C> y(yp, n);
   if constexpr (kOp == U::kNeg) {
