@@ -455,6 +455,8 @@ def test_uniform_draws_stay_below_their_bound_and_randint_is_exact_past_2_to_53(
     assert td.min().item() >= -1.0 and td.max().item() <= 2.0
     # E[X] of N(0, 1) on [-1, 2]: (phi(-1) - phi(2)) / (Phi(2) - Phi(-1)) = 0.2290
     assert abs(td.mean().item() - 0.2290) < 0.01
+    with pytest.raises(RuntimeError, match="\"normal_kernel_cpu\" not implemented for 'Long'"):
+        tessel.nn.init.trunc_normal_(tessel.zeros(3, dtype=tessel.int64))
     leaf = tessel.zeros(3, requires_grad=True)
     with pytest.raises(RuntimeError, match="normal_: a leaf tensor that requires grad"):
         leaf.normal_()

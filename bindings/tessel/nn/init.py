@@ -146,6 +146,8 @@ def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
     if mean < a - 2 * std or mean > b + 2 * std:
         warnings.warn("mean is more than 2 std from [a, b] in nn.init.trunc_normal_. The distribution of values may "
                       "be incorrect.", stacklevel=2)
+    from .._tensor import _float_draw
+    _float_draw(tensor.dtype, "normal_kernel_cpu")  # torch's normal_ has no integer kernel
     if _mass(mean, std, a, b) > 0.3:
         with _no_grad():
             _C._fill_random_(tensor, "trunc_normal", float(mean), float(std), generator, float(a), float(b))
