@@ -148,6 +148,11 @@ void BindFunctional(py::module_& m) {
         py::arg("tensors"), py::arg("dim") = 0);
   f.def("stack", [](const TensorList& ts, int64_t dim) { return NoGil([&] { return Stack(ts, dim); }); },
         py::arg("tensors"), py::arg("dim") = 0);
+  // torch.maximum / minimum of two tensors of one dtype (the Python face promotes mixed dtypes first).
+  f.def("maximum", [](const Tensor& a, const Tensor& b) { return NoGil([&] { return Maximum(a, b); }); },
+        py::arg("input"), py::arg("other"));
+  f.def("minimum", [](const Tensor& a, const Tensor& b) { return NoGil([&] { return Minimum(a, b); }); },
+        py::arg("input"), py::arg("other"));
   f.def("where", [](const Tensor& c, const Tensor& a, const Tensor& b) {
     return NoGil([&] { const auto [x, y] = Promoted(a, b); return Where(c, x, y); });
   },

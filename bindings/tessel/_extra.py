@@ -56,11 +56,15 @@ def _pick(a, b, first):
 
 @aligned
 def minimum(a, b):
+    if isinstance(b, Tensor) and b.dtype == a.dtype:  # one C++ op (core/ops/ternary.h), _pick's values and gradients
+        return _C._functional.minimum(a, b)
     return _pick(a, b, a < b) if isinstance(b, Tensor) else a.clamp(max=b)
 
 
 @aligned
 def maximum(a, b):
+    if isinstance(b, Tensor) and b.dtype == a.dtype:
+        return _C._functional.maximum(a, b)
     return _pick(a, b, a > b) if isinstance(b, Tensor) else a.clamp(min=b)
 
 

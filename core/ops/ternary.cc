@@ -1,5 +1,6 @@
-// core/ops/ternary.cc — selection by a boolean mask ("where", "masked_fill") and the comparisons that
-// build masks ("eq", "lt", "gt"): CPU kernels and backward formulas.
+// core/ops/ternary.cc — selection by a boolean mask ("where", "masked_fill"), the comparisons that
+// build masks ("eq", "lt", "gt") and the selections by comparison ("maximum", "minimum"): CPU kernels and
+// backward formulas.
 //
 // Invariant: all operands broadcast numpy-style to one output shape; value operands share one dtype
 // (no promotion, like elementwise.h); masks are bool. Gradients reach only the selected side (the other
@@ -69,23 +70,45 @@ inline T Select(uint8_t c, T a, T b) {
 // A bool tensor's bytes (0 or 1). NOTE: read as uint8_t because GCC does not vectorize loads of bool.
 const uint8_t* MaskBytes(const Tensor& m) { return static_cast<const uint8_t*>(m.raw_data()); }
 
+// The (empty) output of a binary op on a and b of one dtype: their broadcast shape, in `dtype`.
+Tensor BinaryOutput(const Tensor& a, const Tensor& b, DType dtype, const char* name) {
+  CheckSameDType(a, b, name);
+  return Empty(BroadcastShapes(a.sizes(), b.sizes(), name), dtype, a.device());
+}
+
+// po[i] = f(a[i], b[i]) over out's (the broadcast) shape, po being out's data: the flat loop when both operands
+// are dense with that shape, else the strided one.
+template <typename T, typename O, typename F>
+void BinaryLoop(const Tensor& a, const Tensor& b, const Tensor& out, O* po, F f) {
+  const T* pa = static_cast<const T*>(a.raw_data());
+  const T* pb = static_cast<const T*>(b.raw_data());
+  const Shape& shape = out.sizes();
+  const int64_t n = out.numel();
+  if (n == 0) return;
+  if (AllFlat({&a, &b}, shape)) {
+    ParallelFor(0, n, kGrain, [&](int64_t s, int64_t e) {
+      for (int64_t i = s; i < e; ++i) po[i] = f(pa[i], pb[i]);
+    });
+    return;
+  }
+  const Shape so = out.strides(), sa = BroadcastStridesTo(a, shape), sb = BroadcastStridesTo(b, shape);
+  ParallelFor(0, n, kGrain, [&](int64_t s, int64_t e) {
+    ForEachStrided<3>(shape, {std::span<const int64_t>(so), std::span<const int64_t>(sa), std::span<const int64_t>(sb)},
+                      [&](const int64_t* off) { po[off[0]] = f(pa[off[1]], pb[off[2]]); }, s, e);
+  });
+}
+
 enum class Cmp { kEq, kLt, kGt };
 
 template <Cmp kOp>
 TensorList CompareKernel(std::span<const Tensor> in, const char* name) {
   const Tensor& a = in[0];
   const Tensor& b = in[1];
-  CheckSameDType(a, b, name);
-  const Shape shape = BroadcastShapes(a.sizes(), b.sizes(), name);
-  Tensor out = Empty(shape, DType::kBool, a.device());
-  const int64_t n = out.numel();
-  if (n == 0) return {out};
+  Tensor out = BinaryOutput(a, b, DType::kBool, name);
   uint8_t* po = static_cast<uint8_t*>(out.raw_data());  // bool bytes (see MaskBytes)
   TESSEL_DISPATCH_ALL_TYPES(a.dtype(), name, [&] {
     using T = scalar_t;
-    const T* pa = static_cast<const T*>(a.raw_data());
-    const T* pb = static_cast<const T*>(b.raw_data());
-    auto f = [](T x, T y) {
+    BinaryLoop<T>(a, b, out, po, [](T x, T y) -> uint8_t {
       const auto cx = ToCompute(x), cy = ToCompute(y);
       if constexpr (kOp == Cmp::kEq) {
         return cx == cy;
@@ -94,17 +117,6 @@ TensorList CompareKernel(std::span<const Tensor> in, const char* name) {
       } else {
         return cx > cy;
       }
-    };
-    if (AllFlat({&a, &b}, shape)) {
-      ParallelFor(0, n, kGrain, [&](int64_t s, int64_t e) {
-        for (int64_t i = s; i < e; ++i) po[i] = f(pa[i], pb[i]);
-      });
-      return;
-    }
-    const Shape so = out.strides(), sa = BroadcastStridesTo(a, shape), sb = BroadcastStridesTo(b, shape);
-    ParallelFor(0, n, kGrain, [&](int64_t s, int64_t e) {
-      ForEachStrided<3>(shape, {std::span<const int64_t>(so), std::span<const int64_t>(sa), std::span<const int64_t>(sb)},
-                        [&](const int64_t* off) { po[off[0]] = f(pa[off[1]], pb[off[2]]); }, s, e);
     });
   });
   return {out};
@@ -185,6 +197,23 @@ TensorList MaskedFillKernel(std::span<const Tensor> in, const Attrs& attrs) {
   return {out};
 }
 
+// maximum / minimum: the larger (smaller) of a and b, a on a tie, NaN where either is NaN (torch's).
+template <bool kMax>
+TensorList MinMaxKernel(std::span<const Tensor> in, const char* name) {
+  const Tensor& a = in[0];
+  const Tensor& b = in[1];
+  Tensor out = BinaryOutput(a, b, a.dtype(), name);
+  TESSEL_DISPATCH_ALL_TYPES(a.dtype(), name, [&] {
+    using T = scalar_t;
+    BinaryLoop<T>(a, b, out, static_cast<T*>(out.raw_data()), [](T x, T y) {
+      const auto cx = ToCompute(x), cy = ToCompute(y);
+      const bool keep = kMax ? cx >= cy : cx <= cy;  // false when either is NaN: then x if it is the NaN
+      return Select(static_cast<uint8_t>(keep || cx != cx), x, y);
+    });
+  });
+  return {out};
+}
+
 // ---- backward formulas --------------------------------------------------------------------------
 
 Tensor Reduce(const Tensor& g, const Shape& shape) { return g.sizes() == shape ? g : SumToSize(g, shape); }
@@ -202,6 +231,20 @@ TensorList MaskedFillBackward(const BackwardContext& c) {
   return {Reduce(MaskedFill(c.grad_outputs[0], c.inputs[1], 0.0), c.input_sizes[0]), Tensor()};
 }
 
+// torch's: a tie gives each side half; a side that loses gets 0; a NaN on either side gives both the whole
+// gradient (neither loses: every comparison is false).
+template <bool kMax>
+TensorList MinMaxBackward(const BackwardContext& c) {
+  const Tensor& g = c.grad_outputs[0];
+  const Tensor& a = c.inputs[0];
+  const Tensor& b = c.inputs[1];
+  const Tensor share = Where(Eq(a, b), MulScalar(g, 0.5), g);
+  Tensor ga, gb;
+  if (c.needs_input_grad[0]) ga = Reduce(MaskedFill(share, kMax ? Lt(a, b) : Gt(a, b), 0.0), c.input_sizes[0]);
+  if (c.needs_input_grad[1]) gb = Reduce(MaskedFill(share, kMax ? Gt(a, b) : Lt(a, b), 0.0), c.input_sizes[1]);
+  return {ga, gb};
+}
+
 // Both save only the mask: the values' gradients need their shapes alone (BackwardContext::input_sizes).
 const OpDef& kWhere =
     RegisterOp({.name = "where", .cpu = WhereKernel, .backward = WhereBackward, .saved_inputs = {0}});
@@ -210,6 +253,12 @@ const OpDef& kMaskedFill =
 const OpDef& kEq = RegisterOp({.name = "eq", .cpu = [](auto in, auto&) { return CompareKernel<Cmp::kEq>(in, "eq"); }});
 const OpDef& kLt = RegisterOp({.name = "lt", .cpu = [](auto in, auto&) { return CompareKernel<Cmp::kLt>(in, "lt"); }});
 const OpDef& kGt = RegisterOp({.name = "gt", .cpu = [](auto in, auto&) { return CompareKernel<Cmp::kGt>(in, "gt"); }});
+const OpDef& kMaximum = RegisterOp({.name = "maximum",
+                                   .cpu = [](auto in, auto&) { return MinMaxKernel<true>(in, "maximum"); },
+                                   .backward = MinMaxBackward<true>});
+const OpDef& kMinimum = RegisterOp({.name = "minimum",
+                                   .cpu = [](auto in, auto&) { return MinMaxKernel<false>(in, "minimum"); },
+                                   .backward = MinMaxBackward<false>});
 
 }  // namespace
 
@@ -220,5 +269,7 @@ Tensor MaskedFill(const Tensor& x, const Tensor& mask, double value) {
 Tensor Eq(const Tensor& a, const Tensor& b) { return autograd::CallOp1(kEq, {a, b}); }
 Tensor Lt(const Tensor& a, const Tensor& b) { return autograd::CallOp1(kLt, {a, b}); }
 Tensor Gt(const Tensor& a, const Tensor& b) { return autograd::CallOp1(kGt, {a, b}); }
+Tensor Maximum(const Tensor& a, const Tensor& b) { return autograd::CallOp1(kMaximum, {a, b}); }
+Tensor Minimum(const Tensor& a, const Tensor& b) { return autograd::CallOp1(kMinimum, {a, b}); }
 
 }  // namespace tessel

@@ -8,6 +8,7 @@
 #include "core/base/error.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/testing/gradcheck.h"
+#include "core/ops/unary.h"
 #include "core/tensor/factory.h"
 #include "core/tensor/random.h"
 #include "core/tensor/tensor_impl.h"
@@ -143,6 +144,50 @@ TEST(TernaryTest, WhereSendsGradientOnlyToTheSelectedSide) {
   EXPECT_EQ(b.grad().ToVector<double>(), (std::vector<double>{50}));
 }
 
+TEST(TernaryTest, MaximumAndMinimumMatchNaiveLoopsWithTiesNaNAndBroadcasting) {
+  const double nan = std::nan("");
+  const std::vector<double> a{1, -2, 3, 0, nan, 5, -0.5, 7}, b{2, -2, nan, -1};  // b broadcasts over a's rows
+  Tensor ta = FromVector<double>(a, {2, 4}), tb = FromVector<double>(b, {4});
+  for (DType dt : {DType::kFloat64, DType::kFloat32, DType::kBFloat16}) {
+    const std::vector<double> mx = Maximum(Cast(ta, dt), Cast(tb, dt)).ToDoubleVector();
+    const std::vector<double> mn = Minimum(Cast(ta, dt), Cast(tb, dt)).ToDoubleVector();
+    for (int i = 0; i < 8; ++i) {
+      const double x = a[i], y = b[i % 4];
+      if (std::isnan(x) || std::isnan(y)) {
+        EXPECT_TRUE(std::isnan(mx[i]) && std::isnan(mn[i])) << DTypeName(dt) << " element " << i;
+        continue;
+      }
+      EXPECT_EQ(mx[i], x > y ? x : y) << DTypeName(dt) << " element " << i;
+      EXPECT_EQ(mn[i], x < y ? x : y) << DTypeName(dt) << " element " << i;
+    }
+  }
+  // Integers (and a strided operand: the transposed view takes the general path).
+  Tensor ia = FromVector<int64_t>({5, -3, 9, 0, 2, 2}, {2, 3});
+  Tensor ib = FromVector<int64_t>({4, 4, -8, 1, 2, 3}, {3, 2});
+  Tensor ibt = MakeView(ib, Shape{2, 3}, Shape{1, 2}, 0);  // ib's transpose: {4, -8, 2}, {4, 1, 3}
+  EXPECT_EQ(Maximum(ia, ibt).ToVector<int64_t>(), (std::vector<int64_t>{5, -3, 9, 4, 2, 3}));
+  EXPECT_EQ(Minimum(ia, ibt).ToVector<int64_t>(), (std::vector<int64_t>{4, -8, 2, 0, 1, 2}));
+}
+
+TEST(TernaryTest, MaximumGradientSplitsTiesAndGivesNaNsBothSidesAsTorch) {
+  const double nan = std::nan("");
+  Tensor a = FromVector<double>({1, 3, 2, nan, 5}).set_requires_grad(true);
+  Tensor b = FromVector<double>({2, 1, 2, 0, nan}).set_requires_grad(true);
+  Backward(Maximum(a, b), FromVector<double>({10, 20, 30, 40, 50}));
+  // torch: where(a == b, g / 2, g) masked to 0 where this side loses; with a NaN neither side loses.
+  EXPECT_EQ(a.grad().ToVector<double>(), (std::vector<double>{0, 20, 15, 40, 50}));
+  EXPECT_EQ(b.grad().ToVector<double>(), (std::vector<double>{10, 0, 15, 40, 50}));
+  a.set_grad(Tensor()), b.set_grad(Tensor());
+  Backward(Minimum(a, b), FromVector<double>({10, 20, 30, 40, 50}));
+  EXPECT_EQ(a.grad().ToVector<double>(), (std::vector<double>{10, 0, 15, 40, 50}));
+  EXPECT_EQ(b.grad().ToVector<double>(), (std::vector<double>{0, 20, 15, 40, 50}));
+  // Away from ties, finite differences, with a broadcast operand summed back.
+  ExpectGradcheck([](const TensorList& in) { return Maximum(in[0], in[1]); },
+                  {RandDouble({3, 4}, 11), RandDouble({4}, 12)});
+  ExpectGradcheck([](const TensorList& in) { return Minimum(in[0], in[1]); },
+                  {RandDouble({3, 1}, 13), RandDouble({1, 4}, 14)});
+}
+
 TEST(TernaryTest, MisuseRaisesNamedErrors) {
   ExpectErrorContains([] { Where(Zeros({2}), Zeros({2}), Zeros({2})); }, ErrorCode::kInvalidArgument,
                       "where: condition must be a bool tensor, got float32");
@@ -156,6 +201,10 @@ TEST(TernaryTest, MisuseRaisesNamedErrors) {
                       ErrorCode::kInvalidArgument, "masked_fill: value -inf cannot be converted to int64");
   ExpectErrorContains([] { Lt(Zeros({2}), Zeros({2}, DType::kInt64)); }, ErrorCode::kInvalidArgument,
                       "lt: dtype mismatch float32 vs int64");
+  ExpectErrorContains([] { Maximum(Zeros({2}), Zeros({3})); }, ErrorCode::kInvalidArgument,
+                      "maximum: shapes [2] and [3]");
+  ExpectErrorContains([] { Minimum(Zeros({2}), Zeros({2}, DType::kInt64)); }, ErrorCode::kInvalidArgument,
+                      "minimum: dtype mismatch float32 vs int64");
 }
 
 }  // namespace

@@ -1,10 +1,12 @@
-// dtensor/rules/ternary.cc — sharding rules for core/ops/ternary.cc: where, masked_fill, eq, lt, gt.
+// dtensor/rules/ternary.cc — sharding rules for core/ops/ternary.cc: where, masked_fill, eq, lt, gt, maximum,
+// minimum.
 //
 // Invariant: all operands (masks included) broadcast to one output and are treated as pointwise operands
 // (rule_util.h Pointwise), so a condition or mask follows the data's sharding. Partial values pass
 // where selection is linear: where(cond R, a, b) keeps any reduce op carried by both branches (a
 // Replicate branch is partitioned); masked_fill keeps avg, max and min (the fill value is the same on
-// every rank) and sum only when it fills zeros. Comparisons are not linear: Partial inputs are reduced.
+// every rank) and sum only when it fills zeros. Comparisons, maximum and minimum are not linear: Partial inputs
+// are reduced (torch's pointwise strategy for them).
 //
 // Example:
 //   Where(c_S0, a_S0, b_R);            // [S(0)] everywhere, b chunked locally
@@ -20,6 +22,8 @@ const bool kRegistered = [] {
   RegisterShardingRule("eq", PointwiseRule<Linearity::kNone>, kElementwise);
   RegisterShardingRule("lt", PointwiseRule<Linearity::kNone>, kElementwise);
   RegisterShardingRule("gt", PointwiseRule<Linearity::kNone>, kElementwise);
+  RegisterShardingRule("maximum", PointwiseRule<Linearity::kNone>, kElementwise);
+  RegisterShardingRule("minimum", PointwiseRule<Linearity::kNone>, kElementwise);
   return true;
 }();
 
