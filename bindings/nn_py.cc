@@ -446,6 +446,7 @@ void FillRandom(const Tensor& t, Generator& gen, Distribution dist) {
     dtensor::FillRandomDTensor(dtensor::DTensor(t), gen, dist);
     return;
   }
+  CheckDraw(dist, t.dtype());
   const uint64_t base = gen.Advance(CountersFor(dist, static_cast<uint64_t>(t.numel())));
   FillRandomBlock(t, t.sizes(), Shape(t.sizes().size(), 0), gen.seed(), base, dist);
 }

@@ -4,7 +4,6 @@
 #include <algorithm>
 
 #include "core/base/error.h"
-#include "core/tensor/copy.h"
 #include "core/tensor/factory.h"
 #include "dtensor/dtensor_impl.h"
 #include "dtensor/layout.h"
@@ -20,6 +19,7 @@ DTensor RandomDTensor(const Shape& shape, const DeviceMesh& mesh, std::vector<Pl
   }
   DTensorSpec spec(mesh.topology_ptr(), std::move(placements), shape, dtype, std::move(shard_order));
   const LocalLayout layout = ComputeLocalShapeAndGlobalOffset(spec, mesh.coordinate());
+  CheckDraw(dist, dtype);
   const uint64_t base = gen.Advance(CountersFor(dist, static_cast<uint64_t>(spec.numel())));
   Tensor local = Empty(layout.local_shape, dtype);
   FillRandomBlock(local, shape, layout.global_offset, gen.seed(), base, dist);
@@ -28,16 +28,15 @@ DTensor RandomDTensor(const Shape& shape, const DeviceMesh& mesh, std::vector<Pl
 
 void FillRandomDTensor(const DTensor& d, Generator& gen, Distribution dist) {
   const DTensorSpec& spec = d.spec();
-  const uint64_t base = gen.Advance(CountersFor(dist, static_cast<uint64_t>(spec.numel())));
-  if (!d.mesh().is_member()) return;
   const bool partial = std::any_of(spec.placements().begin(), spec.placements().end(),
                                    [](const Placement& p) { return IsPartial(p); });
+  TESSEL_CHECK(!partial, "random fill of a DTensor with placements ", PlacementsToString(spec.placements()), " on ",
+               d.mesh().ToString(), ": a Partial placement has no random form (redistribute it to Replicate or Shard "
+               "first; rank ", d.mesh().global_rank(), ")");
+  CheckDraw(dist, spec.dtype());
+  const uint64_t base = gen.Advance(CountersFor(dist, static_cast<uint64_t>(spec.numel())));
+  if (!d.mesh().is_member()) return;
   const Shape& shape = spec.shape();
-  if (partial) {
-    const Tensor full = RandomBlock(shape, Shape(shape.size(), 0), shape, gen.seed(), base, dist, spec.dtype());
-    CopyInto(d.ToLocal(), DistributeTensor(full, d.mesh(), spec.placements()).ToLocal());
-    return;
-  }
   const LocalLayout layout = ComputeLocalShapeAndGlobalOffset(spec, d.mesh().coordinate());
   FillRandomBlock(d.ToLocal(), shape, layout.global_offset, gen.seed(), base, dist);
 }

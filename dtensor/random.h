@@ -32,9 +32,8 @@ DTensor RandomDTensor(const Shape& shape, const DeviceMesh& mesh, std::vector<Pl
                       Distribution dist, DType dtype = DType::kFloat32,
                       std::optional<ShardOrder> shard_order = std::nullopt);
 // Writes a fresh draw of `dist` (the tensor's global shape, from `gen`) into `d` in place: this rank's box,
-// computed alone, as RandomDTensor; a Partial placement gets the whole draw distributed (a random value has no
-// partial form: the sum of the pieces is the draw). Advances gen by the global numel on every rank, members
-// of the mesh or not. Not recorded by autograd.
+// computed alone, as RandomDTensor. Advances gen by the draw's counters on every rank, members of the mesh or
+// not; Partial placements are rejected (kInvalidArgument), as there. Not recorded by autograd.
 void FillRandomDTensor(const DTensor& d, Generator& gen, Distribution dist);
 
 DTensor RandnDTensor(const Shape& shape, const DeviceMesh& mesh, std::vector<Placement> placements, Generator& gen,

@@ -65,7 +65,36 @@ TEST(RandomDTensorTest, PartialPlacementIsRejected) {
     Generator gen(1);
     ExpectError(ErrorCode::kInvalidArgument, {"RandomDTensor", "[P(sum)]", "Partial", "rank"},
                 [&] { RandnDTensor({4}, mesh, ParsePlacements("P(sum)"), gen); });
+    DTensor partial = DTensor::FromLocal(Zeros({4}), mesh, ParsePlacements("P(sum)"));
+    const uint64_t offset = gen.offset();
+    ExpectError(ErrorCode::kInvalidArgument, {"random fill of a DTensor", "[P(sum)]", "no random form", "rank"},
+                [&] { FillRandomDTensor(partial, gen, Distribution::Normal()); });
+    EXPECT_EQ(gen.offset(), offset);  // nothing reserved
   });
+}
+
+// FillRandomDTensor (normal_ / uniform_ / trunc_normal_ on a parameter under fully_shard or TP) writes each rank's
+// piece of the unsharded draw, with no communication, and leaves the generator where the unsharded draw does.
+TEST(RandomDTensorTest, FillInPlaceEqualsTheUnshardedDrawPieceByPiece) {
+  comm::RunRanks(
+      4,
+      [](comm::ProcessGroupPtr pg) {
+        DeviceMesh mesh = InitDeviceMesh(pg, {2, 2}, {"dp", "tp"});
+        const Shape shape{7, 5};  // uneven on both axes
+        for (const Distribution& dist : {Distribution::Uniform(-0.5, 0.25), Distribution::Normal(1.0, 0.5),
+                                         Distribution::TruncatedNormal(0.0, 1.0, -0.5, 1.0)}) {
+          Generator gen(77, 3), ref(77, 3);
+          DTensor d = DistributeTensor(Zeros(shape), mesh, ParsePlacements("S(0), S(1)"));
+          comm::CommTracer tracer;
+          FillRandomDTensor(d, gen, dist);
+          EXPECT_EQ(tracer.Total(), 0);
+          const Tensor full = Random(shape, ref, dist, DType::kFloat32);
+          EXPECT_EQ(d.ToLocal().ToDoubleVector(),
+                    DistributeTensor(full, mesh, ParsePlacements("S(0), S(1)")).ToLocal().ToDoubleVector());
+          EXPECT_EQ(gen, ref);
+        }
+      },
+      testing::FastRanks());
 }
 
 }  // namespace

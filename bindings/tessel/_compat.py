@@ -188,7 +188,7 @@ def _normal_(self, mean=0.0, std=1.0, *, generator=None):
     """Fills self with N(mean, std²) samples from tessel's generator (tessel.manual_seed)."""
     from ._tensor import _float_draw
     _float_draw(self.dtype, "normal_kernel_cpu")
-    if std < 0:
+    if not std >= 0:  # (NaN too)
         raise RuntimeError("normal expects std >= 0.0, but found std %s" % std)
     _check_in_place(self, "normal_")
     # mean + std·z in double, rounded once to self's dtype; a DTensor draws only its own piece of the draw the
@@ -201,6 +201,8 @@ def _uniform_(self, a=0.0, b=1.0, *, generator=None):
     """Fills self with U(a, b) samples (below b in self's dtype)."""
     from ._tensor import _float_draw
     _float_draw(self.dtype, "check_uniform_bounds")
+    if not a <= b:
+        raise RuntimeError("uniform_ expects to return a [from, to) range, but found from=%g > to=%g" % (a, b))
     _check_in_place(self, "uniform_")
     _C._fill_random_(self, "uniform", builtins.float(a), builtins.float(b), generator)
     return self

@@ -460,6 +460,13 @@ def test_uniform_draws_stay_below_their_bound_and_randint_is_exact_past_2_to_53(
     leaf = tessel.zeros(3, requires_grad=True)
     with pytest.raises(RuntimeError, match="normal_: a leaf tensor that requires grad"):
         leaf.normal_()
+    with pytest.raises(RuntimeError, match=r"uniform_ expects to return a \[from, to\) range, but found from=1 > to=0"):
+        tessel.empty(3).uniform_(1.0, 0.0)
+    with pytest.raises(RuntimeError, match="normal expects std >= 0.0, but found std nan"):
+        tessel.empty(3).normal_(0.0, float("nan"))
+    with pytest.raises(RuntimeError, match="to - 1 is out of bounds for int32"):
+        tessel.randint(0, 2 ** 40, (4,), dtype=tessel.int32)
+    assert tessel.empty(1 << 16, dtype=tessel.bfloat16).uniform_(0.0, 0.7).double().max().item() < 0.69921875
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

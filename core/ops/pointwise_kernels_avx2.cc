@@ -4,6 +4,8 @@
 // Invariant: see core/ops/pointwise_kernels.inc (internal linkage, no shared inline code).
 //
 // Example: const PointwiseKernels& k = Avx2PointwiseKernels();
+#include <immintrin.h>  // always_inline intrinsics only (Fma)
+
 #include <cstdint>
 
 #include "core/ops/pointwise_kernels.h"

@@ -5,6 +5,8 @@
 // Invariant: see core/ops/pointwise_kernels.inc (internal linkage, no shared inline code).
 //
 // Example: const PointwiseKernels& k = Avx512PointwiseKernels();
+#include <immintrin.h>  // always_inline intrinsics only (Fma)
+
 #include <cstdint>
 
 #include "core/ops/pointwise_kernels.h"

@@ -3,8 +3,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <mutex>
 #include <set>
+#include <tuple>
+#include <utility>
 
 #include "core/base/error.h"
 #include "core/base/parallel.h"
@@ -50,27 +53,38 @@ bool ThreadIsLive(uint64_t id) {
 // Up to kChunk values of one run at a time pass through a stack buffer of doubles (or 64-bit words).
 constexpr int64_t kChunk = 512;
 
-// dst[i] = the value of v[i] in T. A uniform draw's rounding may reach its (exclusive) upper bound in T
-// (a float32 or bfloat16 draw of U[0, 1) rounds 1 - 2^-25 or 1 - 2^-9 up to 1): such a value becomes the
-// largest one of T below the bound instead (torch's draws never return it either).
+// dst[i] = the value of v[i] in T. A uniform draw's rounding may reach its (exclusive) upper bound as T holds it
+// (a float32 or bfloat16 draw of U[0, 1) rounds 1 - 2^-25 or 1 - 2^-9 up to 1; U[0, 0.7) in bfloat16 reaches
+// bfloat16(0.7) = 0.69921875): such a value becomes the largest one of T below that bound instead (torch compares
+// in the dtype and never returns it either).
 template <typename T>
 void StoreFloats(const double* v, int64_t n, T* dst, const Distribution& dist) {
-  const bool half_open = dist.kind == Distribution::Kind::kUniform;
+  const bool half_open = dist.kind == Distribution::Kind::kUniform && dist.b > dist.a;
+  const T bound = FromCompute<T>(dist.b);
+  T below = bound;  // the largest T under `bound`
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    below = std::nextafter(bound, -std::numeric_limits<T>::infinity());
+  } else if constexpr (std::is_same_v<T, BFloat16> || std::is_same_v<T, Float16>) {
+    const bool negative = (bound.bits & 0x8000u) != 0;  // toward -inf in sign-magnitude bits (+0 to -min)
+    below.bits = static_cast<uint16_t>(negative ? bound.bits + 1 : (bound.bits == 0 ? 0x8001u : bound.bits - 1));
+  }
   for (int64_t i = 0; i < n; ++i) {
     T x = FromCompute<T>(v[i]);
-    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-      if (half_open && x >= dist.b && dist.b > dist.a) {
-        x = std::nextafter(static_cast<T>(dist.b), static_cast<T>(dist.a));
-      }
-    } else if constexpr (std::is_same_v<T, BFloat16> || std::is_same_v<T, Float16>) {
-      if (half_open && static_cast<double>(ToCompute(x)) >= dist.b && dist.b > dist.a) {
-        x = FromCompute<T>(dist.b);  // then one step down: toward -inf in sign-magnitude bits
-        const bool negative = (x.bits & 0x8000u) != 0;
-        const int step = negative || x.bits == 0 ? 1 : -1;  // +0 steps to -0 + 1 ulp (0x8001)
-        x.bits = static_cast<uint16_t>((x.bits == 0 ? 0x8000u : x.bits) + step);
-      }
+    if constexpr (!std::is_integral_v<T>) {
+      if (half_open && ToCompute(x) >= ToCompute(bound)) x = below;
     }
     dst[i] = x;
+  }
+}
+
+// The values an integer T holds, as int64 (every int64 for the other types: randint into a float or bool
+// dtype converts as before).
+template <typename T>
+std::pair<int64_t, int64_t> IntegerRange() {
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool> && !std::is_same_v<T, int64_t>) {
+    return {std::numeric_limits<T>::min(), std::numeric_limits<T>::max()};
+  } else {
+    return {std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()};
   }
 }
 
@@ -111,9 +125,11 @@ void FillRun(const RandomKernels& k, uint64_t seed, uint64_t c, int64_t n, uint6
     }
     const auto draw = dist.kind == Distribution::Kind::kUniform ? k.uniform : k.normal;
     const bool truncated = dist.kind == Distribution::Kind::kTruncatedNormal;
-    if constexpr (std::is_same_v<T, double>) {  // straight into the destination (no rounding to fix)
+    if constexpr (std::is_same_v<T, double>) {  // straight into the destination
       draw(seed, ci, m, dist.a, dist.b, dst + i);
       if (truncated) Truncate(k, seed, ci, m, round_stride, dist, dst + i);
+      // lo + span·u may round to hi: StoreFloats's bound check, in place.
+      if (dist.kind == Distribution::Kind::kUniform) StoreFloats(dst + i, m, dst + i, dist);
     } else {
       double v[kChunk];
       draw(seed, ci, m, dist.a, dist.b, v);
@@ -130,6 +146,23 @@ std::array<uint32_t, 4> Philox4x32(std::array<uint32_t, 4> c, std::array<uint32_
   return {r.w[0], r.w[1], r.w[2], r.w[3]};
 }
 
+void CheckDraw(const Distribution& dist, DType dtype) {
+  if (dist.kind == Distribution::Kind::kTruncatedNormal) {
+    TESSEL_CHECK(dist.lower < dist.upper && dist.b > 0, "trunc_normal: bounds [", dist.lower, ", ", dist.upper,
+                 "] with std ", dist.b, ": need lower < upper and std > 0");
+  }
+  if (dist.kind == Distribution::Kind::kInteger) {
+    TESSEL_CHECK(dist.high > dist.low, "randint: empty range [", dist.low, ", ", dist.high, ")");
+    // torch's bounds check for an integer dtype: both ends of [low, high - 1] must be values of it.
+    int64_t lo = 0, hi = 0;
+    TESSEL_DISPATCH_ALL_TYPES(dtype, "randint", [&] { std::tie(lo, hi) = IntegerRange<scalar_t>(); });
+    TESSEL_CHECK(dist.low >= lo, "randint: from is out of bounds for ", dtype, " (from ", dist.low, ", range [",
+                 lo, ", ", hi, "])");
+    TESSEL_CHECK(dist.high - 1 <= hi, "randint: to - 1 is out of bounds for ", dtype, " (to ", dist.high,
+                 ", range [", lo, ", ", hi, "])");
+  }
+}
+
 void FillRandomBlock(const Tensor& out, std::span<const int64_t> full_shape, std::span<const int64_t> block_offsets,
                      uint64_t seed, uint64_t base_offset, Distribution dist) {
   const int64_t nd = static_cast<int64_t>(full_shape.size());
@@ -140,13 +173,7 @@ void FillRandomBlock(const Tensor& out, std::span<const int64_t> full_shape, std
     TESSEL_CHECK(block_offsets[d] >= 0 && block_offsets[d] + out.size(d) <= full_shape[d], "random block: block ",
                  ShapeStr(out.sizes()), " at ", ShapeStr(block_offsets), " exceeds full shape ", ShapeStr(full_shape));
   }
-  if (dist.kind == Distribution::Kind::kTruncatedNormal) {
-    TESSEL_CHECK(dist.lower < dist.upper && dist.b > 0, "trunc_normal: bounds [", dist.lower, ", ", dist.upper,
-                 "] with std ", dist.b, ": need lower < upper and std > 0");
-  }
-  if (dist.kind == Distribution::Kind::kInteger) {
-    TESSEL_CHECK(dist.high > dist.low, "randint: empty range [", dist.low, ", ", dist.high, ")");
-  }
+  CheckDraw(dist, out.dtype());
   const int64_t n = out.numel();
   if (n == 0) return;
   // Sampled on the host (same values on every device) into `dst`: `out` itself when it is a dense host tensor,
@@ -214,6 +241,7 @@ void Generator::CheckThread() {
 }
 
 Tensor Random(std::span<const int64_t> shape, Generator& gen, Distribution dist, DType dtype) {
+  CheckDraw(dist, dtype);  // before the generator moves
   Tensor out = Empty(shape, dtype);
   if (DeferredInitEnabled()) return out;  // [Note: deferred init] in factory.h: no draw
   const Shape zeros(shape.size(), 0);

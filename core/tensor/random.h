@@ -105,6 +105,9 @@ inline Tensor Rand(std::initializer_list<int64_t> s, Generator& g, DType d = DTy
 inline Tensor Randn(std::initializer_list<int64_t> s, Generator& g, DType d = DType::kFloat32) {
   return Randn(std::span<const int64_t>(s.begin(), s.size()), g, d);
 }
+// kInvalidArgument unless `dist` can be drawn into `dtype` (randint's bounds fit it, a truncated normal's bounds
+// are ordered). Random and FillRandomBlock check it; callers that advance a generator first call it before.
+void CheckDraw(const Distribution& dist, DType dtype);
 // Draws a full tensor of `shape` from `dist` at the generator's offset, advancing it by numel.
 Tensor Random(std::span<const int64_t> shape, Generator& gen, Distribution dist, DType dtype);
 // Fills `out` (dense, any strides, any device) with the block of a `full_shape` random tensor that starts at

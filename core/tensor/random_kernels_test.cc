@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/base/philox.h"
+#include "core/base/testing/expect_error.h"
 #include "core/ops/vector_isa.h"
 #include "core/tensor/copy.h"
 #include "core/tensor/factory.h"
@@ -189,6 +190,39 @@ TEST(RandomKernelsTest, UniformDrawsStayBelowOneInEveryFloatDtype) {
       EXPECT_EQ(top, dt == DType::kBFloat16 ? 255.0 / 256 : 2047.0 / 2048) << DTypeName(dt);
     }
   }
+}
+
+TEST(RandomKernelsTest, UniformDrawsStayBelowTheirBoundAsTheDtypeHoldsIt) {
+  // bfloat16(0.7) = 0.69921875 and bfloat16(-0.3) = -0.30078125 lie below their bounds: a draw rounding to them
+  // is the bound itself in bfloat16 (4,236 of 1M such draws returned 0.69921875); float32 over a narrow range
+  // (float32(1e4 + 0.01) = 10000.009765625); float64, where lo + span·u itself may round to hi.
+  struct Case {
+    DType dt;
+    double lo, hi;
+  };
+  for (const Case& c : {Case{DType::kBFloat16, 0.0, 0.7}, Case{DType::kBFloat16, -1.3, -0.3},
+                        Case{DType::kFloat16, 0.0, 0.7}, Case{DType::kFloat32, 1e4, 1e4 + 0.01},
+                        Case{DType::kFloat64, 1e10, 1e10 + 1}}) {
+    Generator gen(9);
+    const Tensor t = Random(std::vector<int64_t>{1 << 16}, gen, Distribution::Uniform(c.lo, c.hi), c.dt);
+    Tensor held = Empty({1}, c.dt);
+    CopyInto(held, FromVector<double>({c.hi}, {1}));  // the bound as the dtype holds it
+    const double bound = held.ToDoubleVector()[0];
+    double top = -INFINITY;
+    for (double v : t.ToDoubleVector()) top = std::max(top, v);
+    EXPECT_LT(top, bound) << DTypeName(c.dt) << " U[" << c.lo << ", " << c.hi << ")";
+  }
+}
+
+TEST(RandomKernelsTest, RandintBoundsMustFitTheDtype) {
+  Generator gen(1);
+  testing::ExpectErrorContains([&] { Randint(0, int64_t{1} << 40, std::vector<int64_t>{4}, gen, DType::kInt32); },
+                               ErrorCode::kInvalidArgument, "randint: to - 1 is out of bounds for int32");
+  testing::ExpectErrorContains([&] { Randint(-5, 3, std::vector<int64_t>{4}, gen, DType::kUInt8); },
+                               ErrorCode::kInvalidArgument, "randint: from is out of bounds for uint8");
+  EXPECT_EQ(gen.offset(), 0u);
+  const std::vector<double> v = Randint(0, 256, std::vector<int64_t>{1000}, gen, DType::kUInt8).ToDoubleVector();
+  EXPECT_EQ(*std::max_element(v.begin(), v.end()), 255);  // the whole uint8 range, no wrap
 }
 
 TEST(RandomKernelsTest, TruncatedNormalTakesEachElementsFirstCandidateInsideTheBounds) {
