@@ -462,6 +462,12 @@ def test_uniform_draws_stay_below_their_bound_and_randint_is_exact_past_2_to_53(
         leaf.normal_()
     with pytest.raises(RuntimeError, match=r"uniform_ expects to return a \[from, to\) range, but found from=1 > to=0"):
         tessel.empty(3).uniform_(1.0, 0.0)
+    with pytest.raises(RuntimeError, match="from is out of bounds for float"):
+        tessel.empty(3).uniform_(-1e39, 1e39)  # (it gave inf and the dtype's max)
+    with pytest.raises(RuntimeError, match="to is out of bounds for c10::Half"):
+        tessel.empty(3, dtype=tessel.float16).uniform_(0, 1e5)
+    with pytest.raises(RuntimeError, match=r"uniform_ expects to-from <= std::numeric_limits<Float>::max\(\)"):
+        tessel.empty(3).uniform_(-3e38, 3e38)
     with pytest.raises(RuntimeError, match="normal expects std >= 0.0, but found std nan"):
         tessel.empty(3).normal_(0.0, float("nan"))
     with pytest.raises(RuntimeError, match="to - 1 is out of bounds for int32"):
