@@ -515,6 +515,8 @@ def _accept_numpy_arg_names():
 
 _accept_numpy_arg_names()
 from . import _dynamo, compiler, jit  # noqa: E402,F401 (torch.jit / torch.compiler queries: eager code)
+from . import version  # noqa: E402 (torch.version)
+__version__ = version.__version__
 from . import _foreach  # noqa: E402 (torch._foreach_add_, _foreach_lerp_, ...: loops over the tensors)
 # torch.default_generator: a Generator (the importing thread's default one: a script's main thread; run_ranks'
 # rank threads each have their own, which manual_seed and the factories use)

@@ -474,5 +474,15 @@ def test_uniform_draws_stay_below_their_bound_and_randint_is_exact_past_2_to_53(
         tessel.randint(0, 2 ** 40, (4,), dtype=tessel.int32)
     assert tessel.empty(1 << 16, dtype=tessel.bfloat16).uniform_(0.0, 0.7).double().max().item() < 0.69921875
 
+
+def test_version_is_torchs_api_level_and_orders_as_torchs():
+    # A ported script's version gates: tessel mirrors torch 2.15 (tessel's own version as the local label).
+    v = tessel.__version__
+    assert v == "2.15.0+tessel.0.1.0" and v is tessel.version.__version__ and tessel.version.tessel == "0.1.0"
+    assert v >= "2.9" and v > "2.1.0" and v >= (2, 1) and v < "2.16" and not v < "2.15"  # as str: "2.15" < "2.9"
+    assert v >= "2.15.0a0" and v <= (2, 15, 0)
+    assert tessel.version.cuda is None and tessel.version.hip is None and tessel.version.debug is False
+    assert isinstance(v, str) and v.split("+")[0] == "2.15.0"
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
