@@ -172,6 +172,14 @@ def test_distributed_sampler_shuffles_in_torchs_order():
     assert list(DistributedSampler(data, 2, 0, seed=0)) == [4, 7, 3, 0, 6]
     from tessel.utils.data import _torch_randperm
     assert _torch_randperm(10, 0) == [4, 1, 7, 5, 3, 9, 0, 8, 6, 2]  # torch.randperm(10, generator=seed 0)
+    # The C++ pass against the loop it replaced (aten's randperm_cpu over numpy's MT19937 draws).
+    for n, seed in ((0, 1), (1, 2), (2, 3), (1000, 4), (4097, 2 ** 33 + 5)):
+        raw = np.frombuffer(np.random.RandomState(seed & 0xFFFFFFFF).bytes(4 * max(n - 1, 0)), dtype="<u4")
+        want = list(range(n))
+        for i in range(n - 1):
+            z = i + int(raw[i]) % (n - i)
+            want[i], want[z] = want[z], want[i]
+        assert _torch_randperm(n, seed) == want, (n, seed)
 
 
 def test_dcp_to_torch_save_nests_the_state_dict_as_saved(tmp_path):

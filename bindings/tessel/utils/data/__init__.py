@@ -325,11 +325,7 @@ def _torch_randperm(n, seed):
     if n >= (1 << 32) // 20:
         return np.random.default_rng(seed).permutation(n).tolist()
     raw = np.frombuffer(np.random.RandomState(seed & 0xFFFFFFFF).bytes(4 * max(n - 1, 0)), dtype="<u4")
-    r = list(range(n))
-    for i in range(n - 1):
-        z = i + int(raw[i]) % (n - i)
-        r[i], r[z] = r[z], r[i]
-    return r
+    return _C._fisher_yates(raw, n)  # position i swaps with i + raw[i] mod (n - i), in C++
 
 
 class DistributedSampler(Sampler):
