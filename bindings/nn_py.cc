@@ -440,24 +440,22 @@ void AssignFull(const Tensor& p, const Tensor& full) {
 // A fresh draw of `dist` for t's (global) shape written into t, outside autograd: a DTensor draws only this
 // rank's piece (dtensor/random.h's FillRandomDTensor), with the values the whole draw gives it. Under deferred
 // (meta) init nothing is drawn, as Random.
-void FillRandom(const Tensor& t, Generator& gen, Distribution dist) {
+void FillRandomAny(const Tensor& t, Generator& gen, Distribution dist) {
   if (DeferredInitEnabled()) return;
   if (t.is_distributed()) {
     dtensor::FillRandomDTensor(dtensor::DTensor(t), gen, dist);
-    return;
+  } else {
+    FillRandom(t, gen, dist);
   }
-  CheckDraw(dist, t.dtype());
-  const uint64_t base = gen.Advance(CountersFor(dist, static_cast<uint64_t>(t.numel())));
-  FillRandomBlock(t, t.sizes(), Shape(t.sizes().size(), 0), gen.seed(), base, dist);
 }
 
 namespace {
 
 // Writes a fresh draw of `dist` into the module's parameter `name` (its storage, so handles optimizers or
-// hooks hold see it), outside autograd. A DTensor parameter draws its piece alone (FillRandom).
+// hooks hold see it), outside autograd. A DTensor parameter draws its piece alone (FillRandomAny).
 void Redraw(Module& module, const char* name, Generator& gen, Distribution dist) {
   if (!module.HasParam(name)) return;
-  FillRandom(module.Param(name), gen, dist);
+  FillRandomAny(module.Param(name), gen, dist);
 }
 
 // torch's nn.Linear.reset_parameters: kaiming_uniform_(a=sqrt(5)) for the weight, which is U(-b, b) with
@@ -693,7 +691,7 @@ void BindModules(py::module_& m) {
     } else {
       TESSEL_CHECK(kind == "uniform", "_fill_random_: kind ", kind, " is not uniform, normal or trunc_normal");
     }
-    NoGil([&] { FillRandom(t, GenOrDefault(gen), dist); });
+    NoGil([&] { FillRandomAny(t, GenOrDefault(gen), dist); });
   }, py::arg("tensor"), py::arg("kind"), py::arg("a"), py::arg("b"), py::arg("generator"), py::arg("lower") = 0.0,
         py::arg("upper") = 0.0,
         "uniform_ / normal_ / trunc_normal_ in place, outside autograd: a DTensor draws only its own piece");

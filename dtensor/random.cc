@@ -1,4 +1,4 @@
-// dtensor/random.cc — RandomDTensor: this rank's block of a full counter-based draw.
+// dtensor/random.cc — RandomDTensor / FillRandomDTensor: this rank's block of a full counter-based draw.
 #include "dtensor/random.h"
 
 #include <algorithm>
@@ -19,11 +19,10 @@ DTensor RandomDTensor(const Shape& shape, const DeviceMesh& mesh, std::vector<Pl
   }
   DTensorSpec spec(mesh.topology_ptr(), std::move(placements), shape, dtype, std::move(shard_order));
   const LocalLayout layout = ComputeLocalShapeAndGlobalOffset(spec, mesh.coordinate());
-  CheckDraw(dist, dtype);
-  const uint64_t base = gen.Advance(CountersFor(dist, static_cast<uint64_t>(spec.numel())));
-  Tensor local = Empty(layout.local_shape, dtype);
-  FillRandomBlock(local, shape, layout.global_offset, gen.seed(), base, dist);
-  return DTensor(MakeDTensor(local, std::move(spec), mesh));
+  CheckDraw(dist, dtype);  // before the local tensor is allocated
+  DTensor d(MakeDTensor(Empty(layout.local_shape, dtype), std::move(spec), mesh));
+  FillRandomDTensor(d, gen, dist);
+  return d;
 }
 
 void FillRandomDTensor(const DTensor& d, Generator& gen, Distribution dist) {

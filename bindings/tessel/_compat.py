@@ -197,31 +197,30 @@ def _normal_(self, mean=0.0, std=1.0, *, generator=None):
     return self
 
 
-# torch's check_uniform_bounds: its C++ names for the dtypes in its messages.
-_UNIFORM_TYPE_NAMES = {"float32": ("float", "Float"), "float64": ("double", "Double"),
-                       "float16": ("c10::Half", "Half"), "bfloat16": ("c10::BFloat16", "BFloat16")}
+# torch's check_uniform_bounds: the C++ type names its bounds messages use (its limits message: _torch_dtype_name).
+_UNIFORM_TYPE_NAMES = {"Float": "float", "Double": "double", "Half": "c10::Half", "BFloat16": "c10::BFloat16"}
 
 
 def _check_uniform_bounds(dt, a, b):
-    """from and to must be finite values of the dtype, and to - from must not overflow it (torch refuses; here
-    the draw gave inf or the dtype's max)."""
-    info = _dtypes.finfo(dt)
-    low_name, limits_name = _UNIFORM_TYPE_NAMES[str(dt).rsplit(".", 1)[-1]]
+    """torch's check_uniform_bounds: from <= to, both finite values of the dtype, and to - from not overflowing
+    it (here the draw gave inf or the dtype's max)."""
+    from ._tensor import _torch_dtype_name
+    if not a <= b:
+        raise RuntimeError("uniform_ expects to return a [from, to) range, but found from=%g > to=%g" % (a, b))
+    info, name = _dtypes.finfo(dt), _torch_dtype_name(dt)
     if not info.min <= a <= info.max:
-        raise RuntimeError("from is out of bounds for %s" % low_name)
+        raise RuntimeError("from is out of bounds for %s" % _UNIFORM_TYPE_NAMES[name])
     if not info.min <= b <= info.max:
-        raise RuntimeError("to is out of bounds for %s" % low_name)
+        raise RuntimeError("to is out of bounds for %s" % _UNIFORM_TYPE_NAMES[name])
     if b - a > info.max:
         raise RuntimeError("uniform_ expects to-from <= std::numeric_limits<%s>::max(), but found to=%g and from=%g "
-                           "which result in to-from to exceed the limit" % (limits_name, b, a))
+                           "which result in to-from to exceed the limit" % (name, b, a))
 
 
 def _uniform_(self, a=0.0, b=1.0, *, generator=None):
     """Fills self with U(a, b) samples (below b in self's dtype)."""
     from ._tensor import _float_draw
     _float_draw(self.dtype, "check_uniform_bounds")
-    if not a <= b:
-        raise RuntimeError("uniform_ expects to return a [from, to) range, but found from=%g > to=%g" % (a, b))
     _check_uniform_bounds(self.dtype, a, b)
     _check_in_place(self, "uniform_")
     _C._fill_random_(self, "uniform", builtins.float(a), builtins.float(b), generator)

@@ -85,15 +85,16 @@ void ExpInto(const C* x, C offset, C* y, int64_t n) {
   // x < threshold ⇔ x - offset below the floor, up to rounding (where Eigen is still right: it clamps
   // only at -88.72).
   const C threshold = kExpNormalFloor<C> + offset;
+  const auto affected = [threshold](C v) { return v < threshold; };
+  const auto exact = [offset](C v) { return std::exp(v - offset); };
   if constexpr (std::is_same_v<C, float>) {  // Eigen's values from the per-ISA kernel (16 lanes on AVX-512)
     const PointwiseKernels& kernels = ActivePointwiseKernels();
     exact_math_internal::Fixed(
-        x, y, n, [&](const auto& xa, auto& ya) { kernels.exp(xa.data(), offset, ya.data(), xa.size()); },
-        [threshold](C v) { return v < threshold; }, [offset](C v) { return std::exp(v - offset); });
+        x, y, n, [&](const auto& xa, auto& ya) { kernels.exp(xa.data(), offset, ya.data(), xa.size()); }, affected,
+        exact);
   } else {
-    exact_math_internal::Fixed(
-        x, y, n, [offset](const auto& xa, auto& ya) { ya = (xa - offset).exp(); },
-        [threshold](C v) { return v < threshold; }, [offset](C v) { return std::exp(v - offset); });
+    exact_math_internal::Fixed(x, y, n, [offset](const auto& xa, auto& ya) { ya = (xa - offset).exp(); }, affected,
+                               exact);
   }
 }
 

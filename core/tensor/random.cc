@@ -123,19 +123,10 @@ void FillRun(const RandomKernels& k, uint64_t seed, uint64_t c, int64_t n, uint6
       }
       continue;
     }
-    const auto draw = dist.kind == Distribution::Kind::kUniform ? k.uniform : k.normal;
-    const bool truncated = dist.kind == Distribution::Kind::kTruncatedNormal;
-    if constexpr (std::is_same_v<T, double>) {  // straight into the destination
-      draw(seed, ci, m, dist.a, dist.b, dst + i);
-      if (truncated) Truncate(k, seed, ci, m, round_stride, dist, dst + i);
-      // lo + span·u may round to hi: StoreFloats's bound check, in place.
-      if (dist.kind == Distribution::Kind::kUniform) StoreFloats(dst + i, m, dst + i, dist);
-    } else {
-      double v[kChunk];
-      draw(seed, ci, m, dist.a, dist.b, v);
-      if (truncated) Truncate(k, seed, ci, m, round_stride, dist, v);
-      StoreFloats(v, m, dst + i, dist);
-    }
+    double v[kChunk];
+    (dist.kind == Distribution::Kind::kUniform ? k.uniform : k.normal)(seed, ci, m, dist.a, dist.b, v);
+    if (dist.kind == Distribution::Kind::kTruncatedNormal) Truncate(k, seed, ci, m, round_stride, dist, v);
+    StoreFloats(v, m, dst + i, dist);  // (float64 too: lo + span·u may round to hi)
   }
 }
 
@@ -240,12 +231,16 @@ void Generator::CheckThread() {
   }
 }
 
+void FillRandom(const Tensor& out, Generator& gen, Distribution dist) {
+  CheckDraw(dist, out.dtype());  // before the generator moves
+  if (DeferredInitEnabled()) return;  // [Note: deferred init] in factory.h: no draw
+  const uint64_t base = gen.Advance(CountersFor(dist, static_cast<uint64_t>(out.numel())));
+  FillRandomBlock(out, out.sizes(), Shape(out.sizes().size(), 0), gen.seed(), base, dist);
+}
+
 Tensor Random(std::span<const int64_t> shape, Generator& gen, Distribution dist, DType dtype) {
-  CheckDraw(dist, dtype);  // before the generator moves
   Tensor out = Empty(shape, dtype);
-  if (DeferredInitEnabled()) return out;  // [Note: deferred init] in factory.h: no draw
-  const Shape zeros(shape.size(), 0);
-  FillRandomBlock(out, shape, zeros, gen.seed(), gen.Advance(CountersFor(dist, out.numel())), dist);
+  FillRandom(out, gen, dist);
   return out;
 }
 

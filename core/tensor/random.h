@@ -108,6 +108,9 @@ inline Tensor Randn(std::initializer_list<int64_t> s, Generator& g, DType d = DT
 // kInvalidArgument unless `dist` can be drawn into `dtype` (randint's bounds fit it, a truncated normal's bounds
 // are ordered). Random and FillRandomBlock check it; callers that advance a generator first call it before.
 void CheckDraw(const Distribution& dist, DType dtype);
+// A fresh draw of `dist` for out's shape written into `out` (dense, any strides), advancing gen as the draw does;
+// under deferred (meta) init nothing is drawn and gen stays. Not recorded by autograd.
+void FillRandom(const Tensor& out, Generator& gen, Distribution dist);
 // Draws a full tensor of `shape` from `dist` at the generator's offset, advancing it by numel.
 Tensor Random(std::span<const int64_t> shape, Generator& gen, Distribution dist, DType dtype);
 // Fills `out` (dense, any strides, any device) with the block of a `full_shape` random tensor that starts at
