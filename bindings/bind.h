@@ -66,6 +66,7 @@ Tensor FromArray(const py::array& in);  // tensor_py.cc: a copy of a numpy array
 void BindErrors(py::module_& m);       // errors_py.cc: ErrorCode → Python exception table
 void BindTensor(py::module_& m);       // tensor_py.cc: dtype, Tensor, creation, numpy, grad mode, RNG
 void BindTensorOps(py::module_& m);    // tensor_ops_py.cc: Tensor methods named like torch's
+void BindFastInPlace(py::module_& m);  // inplace_py.cc: the C++ front of add_, mul_, lerp_, addcmul_, ...
 void BindFunctional(py::module_& m);   // functional_py.cc: torch.nn.functional's names
 void BindModules(py::module_& m);      // nn_py.cc: subclassable Module, layers, GPT
 void BindOptim(py::module_& m);        // optim_py.cc: SGD, AdamW, clipping, schedule

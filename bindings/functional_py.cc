@@ -153,6 +153,19 @@ void BindFunctional(py::module_& m) {
         py::arg("input"), py::arg("other"));
   f.def("minimum", [](const Tensor& a, const Tensor& b) { return NoGil([&] { return Minimum(a, b); }); },
         py::arg("input"), py::arg("other"));
+  // torch.addcmul / addcdiv / lerp of tensors of one floating dtype (core/ops/ternary.h: torch's fused element
+  // formulas; the in-place methods' C++ front is bindings/inplace_py.cc).
+  f.def("addcmul", [](const Tensor& s, const Tensor& a, const Tensor& b, double value) {
+    return NoGil([&] { return Addcmul(s, a, b, value); });
+  }, py::arg("input"), py::arg("tensor1"), py::arg("tensor2"), py::arg("value") = 1.0);
+  f.def("addcdiv", [](const Tensor& s, const Tensor& a, const Tensor& b, double value) {
+    return NoGil([&] { return Addcdiv(s, a, b, value); });
+  }, py::arg("input"), py::arg("tensor1"), py::arg("tensor2"), py::arg("value") = 1.0);
+  f.def("lerp", [](const Tensor& s, const Tensor& e, double w) { return NoGil([&] { return Lerp(s, e, w); }); },
+        py::arg("input"), py::arg("end"), py::arg("weight"));
+  f.def("lerp", [](const Tensor& s, const Tensor& e, const Tensor& w) {
+    return NoGil([&] { return Lerp(s, e, w); });
+  }, py::arg("input"), py::arg("end"), py::arg("weight"));
   f.def("where", [](const Tensor& c, const Tensor& a, const Tensor& b) {
     return NoGil([&] { const auto [x, y] = Promoted(a, b); return Where(c, x, y); });
   },

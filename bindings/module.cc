@@ -17,6 +17,7 @@ PYBIND11_MODULE(_C, m) {
   BindErrors(m);
   BindTensor(m);  // dtype and Tensor first: everything below takes or returns them
   BindTensorOps(m);
+  BindFastInPlace(m);
   BindFunctional(m);
   BindModules(m);
   BindOptim(m);

@@ -179,11 +179,6 @@ def _div_(self, other):
     return _in_place(self, self / other, "div_")  # x / 0 is inf, as torch (no Python ZeroDivisionError)
 
 
-def _lerp_(self, end, weight):
-    """self += weight * (end - self)."""
-    return _in_place(self, self + (end - self) * weight, "lerp_")
-
-
 def _normal_(self, mean=0.0, std=1.0, *, generator=None):
     """Fills self with N(mean, std²) samples from tessel's generator (tessel.manual_seed)."""
     from ._tensor import _float_draw
@@ -510,7 +505,6 @@ Tensor.add_ = _add_
 Tensor.sub_ = _sub_
 Tensor.mul_ = _mul_
 Tensor.div_ = _div_
-Tensor.lerp_ = _lerp_
 Tensor.normal_ = _normal_
 Tensor.uniform_ = _uniform_
 Tensor.data = property(_data_get, _data_set)

@@ -17,8 +17,8 @@ import numpy as np
 
 from . import _C, _dtypes, return_types
 from ._dtensor_compose import aligned
-from ._extra import (FUNCTIONAL, TENSOR_METHODS, TORCH_FUNCTIONS, _reduce, isnan, linspace, maximum, meshgrid,
-                     minimum, movedim)
+from ._extra import (FUNCTIONAL, TENSOR_METHODS, TORCH_FUNCTIONS, _fusable, _reduce, isnan, lerp, linspace, maximum,
+                     meshgrid, minimum, movedim)
 from ._inplace import honours_inplace as _honours_inplace
 from ._tensor import _host_numpy, tensor as _tensor, wrap_dim, zero_dim_as_vector
 from ._autocast_policy import float32_under_autocast as _float32_under_autocast
@@ -33,7 +33,9 @@ def _addc_dtype(input, tensor1, tensor2, value):
 
 def addcmul(input, tensor1, tensor2, *, value=1):
     """input + value · tensor1 · tensor2 in the three's promoted dtype (the product in it too, as torch's:
-    float64 input with float32 factors multiplies in float64)."""
+    float64 input with float32 factors multiplies in float64). One dtype: one C++ op with torch's fused values."""
+    if _fusable(input, tensor1, tensor2) and not isinstance(value, complex):
+        return _C._functional.addcmul(input, tensor1, tensor2, builtins.float(value))
     dtype = _addc_dtype(input, tensor1, tensor2, value)
     if not dtype.is_floating_point:
         value = int(value)  # torch's integral kernels take the value as an integer
@@ -47,6 +49,8 @@ _opmath = _dtypes.opmath
 
 def addcdiv(input, tensor1, tensor2, *, value=1):
     """input + value · tensor1 / tensor2 in the three's promoted dtype (integer division is refused, as torch)."""
+    if _fusable(input, tensor1, tensor2) and not isinstance(value, complex):
+        return _C._functional.addcdiv(input, tensor1, tensor2, builtins.float(value))
     dtype = _addc_dtype(input, tensor1, tensor2, value)
     if not dtype.is_floating_point:
         raise RuntimeError("Integer division with addcdiv is no longer supported, and in a future release addcdiv will "
@@ -57,6 +61,23 @@ def addcdiv(input, tensor1, tensor2, *, value=1):
                            "for all dtypes.")
     work = _opmath(dtype)
     return (input.to(work) + tensor1.to(work) / tensor2.to(work) * value).to(dtype)
+
+
+def _written_back(name, compose):
+    """Tensor.<name> (lerp_, addcmul_, addcdiv_) where autograd records nothing and the C++ front of these methods
+    (bindings/inplace_py.cc, which takes operands of self's dtype itself) declined: promoted dtypes, keyword
+    operands, numpy numbers, a DTensor next to plain tensors. compose(self, ...)'s result is written into self."""
+    from ._compat import _in_place
+
+    def method(self, *args, **kwargs):
+        return _in_place(self, compose(self, *args, **kwargs), name)
+    method.__name__ = name
+    return method
+
+
+_C.Tensor.lerp_ = _written_back("lerp_", lerp)
+_C.Tensor.addcmul_ = _written_back("addcmul_", addcmul)
+_C.Tensor.addcdiv_ = _written_back("addcdiv_", addcdiv)
 
 
 def _dims_or_all(x, dim):

@@ -76,10 +76,29 @@ def reciprocal(x):
     return 1.0 / _floating(x)
 
 
+def _fusable(first, *others):
+    """True when core/ops/ternary.h's fused kernels take these operands as they are: tensors of one floating dtype
+    (torch's promotion has nothing to do), all plain or all DTensors (a mix goes through the composed forms)."""
+    if not isinstance(first, _C.Tensor) or not first.dtype.is_floating_point:
+        return False
+    d, dist = first.dtype, first.is_distributed
+    for t in others:
+        if not isinstance(t, _C.Tensor) or t.dtype != d or t.is_distributed != dist:
+            return False
+    return True
+
+
 @aligned
-def lerp(a, b, weight):
-    """torch's formula: a + w (b - a) for |w| < 0.5, else b - (b - a)(1 - w), so w = 1 gives b exactly (1e30 to
-    1 at w = 1 gave 0) and a large w does not overflow early."""
+def lerp(input, end, weight):
+    """torch's formula: input + w (end - input) for |w| < 0.5, else end - (end - input)(1 - w), so w = 1 gives end
+    exactly (1e30 to 1 at w = 1 gave 0) and a large w does not overflow early. Operands of one floating dtype: one
+    C++ op with torch's fused multiply-adds (core/ops/ternary.h), bit for bit. torch's argument names."""
+    a, b = input, end
+    if isinstance(weight, Tensor):
+        if _fusable(a, b, weight):
+            return _C._functional.lerp(a, b, weight)
+    elif _fusable(a, b) and isinstance(weight, (builtins.float, builtins.int)):
+        return _C._functional.lerp(a, b, builtins.float(weight))
     if isinstance(a, Tensor) and isinstance(b, Tensor) and b.dtype != a.dtype:
         raise RuntimeError("expected dtype %s for `end` but got dtype %s" % (_c_type(a.dtype), _c_type(b.dtype)))
     if isinstance(a, Tensor) and isinstance(weight, Tensor) and weight.dim() > 0 and weight.dtype != a.dtype:
@@ -95,6 +114,7 @@ def lerp(a, b, weight):
 
 
 _REDUCED, _c_type = _dtypes.REDUCED, _dtypes.c_type_name
+
 
 
 def _softplus1(z):

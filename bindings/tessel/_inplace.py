@@ -211,6 +211,13 @@ def honours_inplace(fn):
     return wrapped
 
 
+# The methods optimizers call per parameter per step: a C++ front (bindings/inplace_py.cc) runs the op where
+# autograd records nothing and no promotion is needed, and calls the method installed here otherwise.
+_FAST = ("add_", "sub_", "mul_", "lerp_", "addcmul_", "addcdiv_")
+
+
 def install():
     for name, out_of_place in _OUT_OF_PLACE.items():
         setattr(Tensor, name, _wrap(name, getattr(Tensor, name, None), out_of_place))
+    for name in _FAST:
+        setattr(Tensor, name, _C._fast_in_place(name, getattr(Tensor, name)))

@@ -14,14 +14,17 @@ namespace {
 
 // The convolutions run on oneDNN (CPU only; core/ops/conv.cc; cuDNN is not linked), and the pooling and
 // batch-norm ops of core/ops/pool.cc and batch_norm.cc (the CNN layers), cumsum (core/ops/scan_sort.cc) and
-// gather / scatter_add along a dim (core/ops/index_dim.cc: the Python face's) and maximum / minimum
-// (core/ops/ternary.cc) have CPU kernels only: a CUDA tensor
+// gather / scatter_add along a dim (core/ops/index_dim.cc: the Python face's), maximum / minimum and addcmul /
+// addcdiv / lerp with their in-place forms (core/ops/ternary.cc) have CPU kernels only: a CUDA tensor
 // there is an error naming the op, not a silent host fallback.
 const std::set<std::string> kMissing = {"batch_norm",       "batch_norm_backward",         "convolution",
                                         "convolution_backward_input", "convolution_backward_weight", "cumsum",
                                         "gather_dim",       "gather_dim_backward",         "gather_last_dim",
                                         "index_select_dim", "index_select_dim_backward", "scatter_add_dim",
-                                        "scatter_add_last_dim", "window_max", "maximum", "minimum"};
+                                        "scatter_add_last_dim", "window_max", "maximum", "minimum",
+                                        "addcmul",          "addcdiv",                   "lerp",
+                                        "lerp_tensor",      "addcmul_",                  "addcdiv_",
+                                        "lerp_",            "lerp_tensor_"};
 
 TEST(AllOpsCudaCoverageTest, EveryRegisteredOpButTheListedOnesHasACudaKernel) {
   std::set<std::string> all;

@@ -225,15 +225,6 @@ TensorList AffineKernel(const Tensor& x, double alpha, std::optional<double> bet
 
 // torch's has_internal_overlap test: a written tensor with a zero stride on a dim of size > 1 (an expand()ed
 // view) writes one memory location several times, so dst += src would add src once per alias (silently).
-void CheckNoInternalOverlap(const Tensor& dst, const char* op) {
-  for (size_t d = 0; d < dst.sizes().size(); ++d) {
-    TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, !(dst.sizes()[d] > 1 && dst.strides()[d] == 0), op,
-                      ": unsupported operation: more than one element of the written-to tensor refers to a single "
-                      "memory location (shape ", ShapeStr(dst.sizes()), ", strides ", ShapeStr(dst.strides()),
-                      "). Please clone() the tensor before performing the operation.");
-  }
-}
-
 // dst += alpha * src (src broadcasts to dst).
 TensorList AddInPlaceKernel(std::span<const Tensor> in, const Attrs& attrs) {
   const Tensor& dst = in[0];
@@ -471,6 +462,15 @@ const OpDef& kSumToSize = RegisterOp(
      }});
 
 }  // namespace
+
+void CheckNoInternalOverlap(const Tensor& dst, const char* op) {
+  for (size_t d = 0; d < dst.sizes().size(); ++d) {
+    TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, !(dst.sizes()[d] > 1 && dst.strides()[d] == 0), op,
+                      ": unsupported operation: more than one element of the written-to tensor refers to a single "
+                      "memory location (shape ", ShapeStr(dst.sizes()), ", strides ", ShapeStr(dst.strides()),
+                      "). Please clone() the tensor before performing the operation.");
+  }
+}
 
 Tensor Add(const Tensor& a, const Tensor& b) { return autograd::CallOp1(kAdd, {a, b}); }
 Tensor Sub(const Tensor& a, const Tensor& b) { return autograd::CallOp1(kSub, {a, b}); }

@@ -1,4 +1,5 @@
-// core/ops/ternary.h — selection by a boolean mask (where, masked_fill) or by comparison (maximum, minimum).
+// core/ops/ternary.h — selection by a boolean mask (where, masked_fill) or by comparison (maximum, minimum), and
+// the three-operand arithmetic of optimizer updates (addcmul, addcdiv, lerp).
 //
 // Invariant: cond/mask are bool tensors broadcast against the values; gradients flow only to the
 // selected side (zero elsewhere) and never to the mask.
@@ -22,5 +23,17 @@ Tensor Gt(const Tensor& a, const Tensor& b);
 // gradient goes half to each side, a NaN's whole to both (torch's formula).
 Tensor Maximum(const Tensor& a, const Tensor& b);
 Tensor Minimum(const Tensor& a, const Tensor& b);
+// torch.addcmul / addcdiv / lerp on tensors of one floating dtype (broadcasting), with torch's CPU values bit
+// for bit: self + value·t1·t2 and self + value·t1 / t2, and self + w·(end - self) (|w| < 0.5) or
+// end - (end - self)·(1 - w), the multiply-adds fused as torch's kernels fuse them (ternary.cc).
+Tensor Addcmul(const Tensor& self, const Tensor& t1, const Tensor& t2, double value);
+Tensor Addcdiv(const Tensor& self, const Tensor& t1, const Tensor& t2, double value);
+Tensor Lerp(const Tensor& self, const Tensor& end, double weight);
+Tensor Lerp(const Tensor& self, const Tensor& end, const Tensor& weight);
+// The same written into self (which must have the broadcast shape); not recorded by autograd, bumps self's version.
+void AddcmulInPlace(const Tensor& self, const Tensor& t1, const Tensor& t2, double value);
+void AddcdivInPlace(const Tensor& self, const Tensor& t1, const Tensor& t2, double value);
+void LerpInPlace(const Tensor& self, const Tensor& end, double weight);
+void LerpInPlace(const Tensor& self, const Tensor& end, const Tensor& weight);
 
 }  // namespace tessel

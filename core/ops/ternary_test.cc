@@ -9,6 +9,8 @@
 #include "core/ops/elementwise.h"
 #include "core/ops/testing/gradcheck.h"
 #include "core/ops/unary.h"
+#include "core/ops/view.h"
+#include "core/tensor/copy.h"
 #include "core/tensor/factory.h"
 #include "core/tensor/random.h"
 #include "core/tensor/tensor_impl.h"
@@ -205,6 +207,140 @@ TEST(TernaryTest, MisuseRaisesNamedErrors) {
                       "maximum: shapes [2] and [3]");
   ExpectErrorContains([] { Minimum(Zeros({2}), Zeros({2}, DType::kInt64)); }, ErrorCode::kInvalidArgument,
                       "minimum: dtype mismatch float32 vs int64");
+}
+
+
+// ---- addcmul, addcdiv, lerp ---------------------------------------------------------------------------
+
+// torch's element formulas (ternary.cc), one scalar at a time in the compute type C: the reference the
+// vectorized, broadcast and strided kernels must equal bit for bit.
+template <typename C>
+C RefAddcmul(C s, C x, C y, C v) { return std::fma(v * x, y, s); }
+template <typename C>
+C RefAddcdiv(C s, C x, C y, C v) { return s + v * x / y; }
+template <typename C>
+C RefLerp(C s, C e, C w) {
+  return std::abs(w) < C(0.5) ? std::fma(w, e - s, s) : std::fma(-(e - s), C(1) - w, e);
+}
+
+// Values of t as its compute type, element (i, j) of a [rows, cols] result that t broadcasts to.
+template <typename C>
+C At(const std::vector<double>& v, const Tensor& t, int64_t i, int64_t j) {
+  const int64_t r = t.dim() == 2 && t.size(0) > 1 ? i : 0, c = t.size(t.dim() - 1) > 1 ? j : 0;
+  return static_cast<C>(v[r * (t.dim() == 2 ? t.size(1) : 0) + c]);
+}
+
+template <typename C>
+void ExpectFusedMatchesLoops(DType dt) {
+  SCOPED_TRACE(::testing::Message() << dt);
+  Generator gen(21);
+  constexpr int64_t kR = 37, kC = 19;  // odd sizes: every vector tail
+  const Tensor s = Cast(Randn({kR, kC}, gen), dt), x = Cast(Randn({kR, kC}, gen), dt);
+  const Tensor y = Cast(Randn({kC}, gen), dt), w = Cast(Rand({kR, 1}, gen), dt);  // broadcast operands
+  const auto sv = s.ToDoubleVector(), xv = x.ToDoubleVector(), yv = y.ToDoubleVector(), wv = w.ToDoubleVector();
+  const double v = 0.37;  // rounded to C first, as torch's value.to<opmath_t>()
+  auto check = [&](const Tensor& got, auto ref) {
+    ASSERT_EQ(got.sizes(), (Shape{kR, kC}));
+    ASSERT_EQ(got.dtype(), dt);
+    const auto gv = got.ToDoubleVector();
+    for (int64_t i = 0; i < kR; ++i) {
+      for (int64_t j = 0; j < kC; ++j) {
+        const C want = ref(At<C>(sv, s, i, j), At<C>(xv, x, i, j), At<C>(yv, y, i, j), At<C>(wv, w, i, j));
+        // 16-bit floats: the compute-type value rounded once to the storage type
+        const double stored =
+            Cast(FromDoubles({static_cast<double>(want)}, std::vector<int64_t>{1}, DType::kFloat64), dt)
+                .ToDoubleVector()[0];
+        ASSERT_EQ(gv[i * kC + j], stored) << "at " << i << ", " << j;
+      }
+    }
+  };
+  const C cv = static_cast<C>(v);
+  check(Addcmul(s, x, y, v), [&](C a, C b, C c, C) { return RefAddcmul<C>(a, b, c, cv); });
+  check(Addcdiv(s, x, y, v), [&](C a, C b, C c, C) { return RefAddcdiv<C>(a, b, c, cv); });
+  for (double wt : {0.3, 0.7, -0.6, 1.0}) {
+    SCOPED_TRACE(wt);
+    check(Lerp(s, x, wt), [&](C a, C b, C, C) { return RefLerp<C>(a, b, static_cast<C>(wt)); });
+  }
+  check(Lerp(s, x, w), [&](C a, C b, C, C d) { return RefLerp<C>(a, b, d); });
+  // In place, into a transposed view of a [kC, kR] tensor (strided writes) with the same values.
+  for (int op = 0; op < 3; ++op) {
+    Tensor base = Empty({kC, kR}, dt);
+    Tensor view = MakeView(base, {kR, kC}, {1, kR}, 0);
+    CopyInto(view, s);
+    if (op == 0) AddcmulInPlace(view, x, y, v);
+    if (op == 1) AddcdivInPlace(view, x, y, v);
+    if (op == 2) LerpInPlace(view, x, w);
+    if (op == 0) check(view, [&](C a, C b, C c, C) { return RefAddcmul<C>(a, b, c, cv); });
+    if (op == 1) check(view, [&](C a, C b, C c, C) { return RefAddcdiv<C>(a, b, c, cv); });
+    if (op == 2) check(view, [&](C a, C b, C, C d) { return RefLerp<C>(a, b, d); });
+  }
+}
+
+TEST(TernaryTest, AddcmulAddcdivLerpEqualTorchsFusedElementFormulasBitwise) {
+  ExpectFusedMatchesLoops<float>(DType::kFloat32);
+  ExpectFusedMatchesLoops<double>(DType::kFloat64);
+  ExpectFusedMatchesLoops<float>(DType::kBFloat16);
+  ExpectFusedMatchesLoops<float>(DType::kFloat16);
+}
+
+TEST(TernaryTest, FusedFormulasAreTheFusedOnesAndCloseToExactValues) {
+  // The multiply-add is one rounding: unfused float32 arithmetic differs in a fifth of these values (what the
+  // Python face's composition gave), and every value is within one float32 ulp of the exact double result.
+  Generator gen(5);
+  const Tensor s = Randn({4096}, gen), x = Randn({4096}, gen), y = Randn({4096}, gen);
+  const auto sv = s.ToVector<float>(), xv = x.ToVector<float>(), yv = y.ToVector<float>();
+  const auto got = Addcmul(s, x, y, 0.37).ToVector<float>();
+  const auto lerp = Lerp(s, x, 0.7).ToVector<float>();
+  int64_t unfused_differs = 0, lerp_unfused_differs = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    volatile float product = 0.37f * xv[i] * yv[i];  // rounded (volatile: no contraction into an FMA here)
+    unfused_differs += sv[i] + product != got[i];
+    const double exact = static_cast<double>(sv[i]) + static_cast<double>(0.37f * xv[i]) * yv[i];
+    const float mag = std::abs(static_cast<float>(exact));
+    const double ulp = std::nextafter(mag, INFINITY) - mag;
+    EXPECT_LE(std::abs(got[i] - exact), ulp);
+    volatile float scaled = (xv[i] - sv[i]) * (1.0f - 0.7f);
+    lerp_unfused_differs += xv[i] - scaled != lerp[i];
+  }
+  EXPECT_GT(unfused_differs, 400);
+  EXPECT_GT(lerp_unfused_differs, 400);
+  // w = 1 gives end exactly, w = 0 self exactly (torch's two-sided formula; 1e30 to 1 stays 1).
+  const Tensor big = Full({3}, 1e30), one = Ones({3});
+  EXPECT_EQ(Lerp(big, one, 1.0).ToVector<float>(), (std::vector<float>{1, 1, 1}));
+  EXPECT_EQ(Lerp(big, one, 0.0).ToVector<float>(), (std::vector<float>{1e30f, 1e30f, 1e30f}));
+}
+
+TEST(TernaryTest, AddcmulAddcdivLerpGradientsAsTorchsFormulas) {
+  ExpectGradcheck([](const TensorList& in) { return Addcmul(in[0], in[1], in[2], 0.7); },
+                  {RandDouble({3, 4}, 31), RandDouble({4}, 32), RandDouble({3, 1}, 33)});
+  ExpectGradcheck([](const TensorList& in) { return Addcdiv(in[0], in[1], in[2], -1.3); },
+                  {RandDouble({4}, 34), RandDouble({3, 4}, 35), RandDouble({3, 4}, 36, 0.5, 2.0)});
+  for (double w : {0.25, 0.8}) {
+    ExpectGradcheck([w](const TensorList& in) { return Lerp(in[0], in[1], w); },
+                    {RandDouble({3, 4}, 37), RandDouble({1, 4}, 38)});
+  }
+  // A tensor weight on both sides of 0.5 (the formula switches; the gradient is the same expression).
+  ExpectGradcheck([](const TensorList& in) { return Lerp(in[0], in[1], in[2]); },
+                  {RandDouble({3, 4}, 39), RandDouble({3, 4}, 40), RandDouble({3, 1}, 41, 0.0, 1.0)});
+}
+
+TEST(TernaryTest, FusedOpsRefuseMixedOrIntegerDTypesAndWritesThatCannotHoldTheResult) {
+  ExpectErrorContains([] { Addcmul(Zeros({2}), Zeros({2}), Zeros({2}, DType::kFloat64), 1.0); },
+                      ErrorCode::kInvalidArgument, "addcmul: dtype mismatch float32 vs float64");
+  ExpectErrorContains(
+      [] { Addcdiv(Zeros({2}, DType::kInt64), Zeros({2}, DType::kInt64), Ones({2}, DType::kInt64), 1.0); },
+      ErrorCode::kInvalidArgument, "addcdiv: expected floating tensors, got int64");
+  ExpectErrorContains([] { Lerp(Zeros({2}), Zeros({3}), 0.5); }, ErrorCode::kInvalidArgument,
+                      "lerp: shapes [2] and [3]");
+  // In place, self must hold the broadcast shape (torch's message) and own every element it writes.
+  ExpectErrorContains([] { AddcmulInPlace(Zeros({4}), Zeros({3, 4}), Zeros({4}), 1.0); }, ErrorCode::kInvalidArgument,
+                      "addcmul_: output with shape [4] doesn't match the broadcast shape [3, 4]");
+  ExpectErrorContains([] { LerpInPlace(Expand(Zeros({1, 4}), {3, 4}), Zeros({3, 4}), 0.5); },
+                      ErrorCode::kFailedPrecondition, "lerp_: unsupported operation: more than one element");
+  Tensor t = Full({2}, 3.0);
+  ExpectErrorContains([&] { LerpInPlace(t, Zeros({2}, DType::kFloat64), Zeros({2})); }, ErrorCode::kInvalidArgument,
+                      "lerp_: dtype mismatch float32 vs float64");
+  EXPECT_EQ(t.ToVector<float>(), (std::vector<float>{3, 3}));  // refused before writing
 }
 
 }  // namespace
