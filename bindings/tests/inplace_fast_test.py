@@ -163,6 +163,12 @@ def test_operands_the_fast_path_leaves_to_the_python_rules():
     with pytest.raises(RuntimeError, match="expected dtype float for `weight` but got dtype double"):
         s.lerp_(tessel.ones(3), tessel.ones(3, dtype=tessel.float64))
     assert s.tolist() == [1.0, 2.0, 3.0]
+    # an operand that partly overlaps self would read values already written: torch's refusal
+    base = tessel.arange(8.0)
+    for call in (lambda a, b: a.add_(b), lambda a, b: a.lerp_(b, 0.5), lambda a, b: a.addcmul_(b, b)):
+        with pytest.raises(RuntimeError, match="some elements of the input tensor and the written-to tensor refer to"):
+            call(base[1:], base[:-1])
+    assert base.tolist() == list(range(8))
 
 
 def test_dtensor_in_place_updates_equal_the_plain_ones_shard_by_shard():

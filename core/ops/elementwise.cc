@@ -232,6 +232,7 @@ TensorList AddInPlaceKernel(std::span<const Tensor> in, const Attrs& attrs) {
   const double alpha = attrs.GetDouble("alpha", 1.0);
   CheckNoInternalOverlap(dst, "add_");
   TESSEL_CHECK(dst.dtype() == src.dtype(), "add_: dtype mismatch ", dst.dtype(), " vs ", src.dtype());
+  CheckNoPartialOverlap(dst, src, "add_");
   const Shape b = BroadcastShapes(dst.sizes(), src.sizes(), "add_");
   TESSEL_CHECK(b == dst.sizes(), "add_: source shape ", ShapeStr(src.sizes()), " does not broadcast to ",
                ShapeStr(dst.sizes()));
@@ -462,6 +463,23 @@ const OpDef& kSumToSize = RegisterOp(
      }});
 
 }  // namespace
+
+// torch's assert_no_partial_overlap: for dense operands of one storage, the same elements at the same strides
+// (x.add_(x)) are safe, any other overlap of their byte ranges is refused (non-dense ones are "too hard" and
+// pass, as in torch).
+void CheckNoPartialOverlap(const Tensor& dst, const Tensor& src, const char* op) {
+  if (dst.is_distributed() || src.is_distributed() || dst.numel() == 0 || src.numel() == 0) return;
+  if (!dst.impl()->storage().defined() || dst.impl()->storage().data() != src.impl()->storage().data()) return;
+  if (!dst.is_contiguous() || !src.is_contiguous()) return;
+  const char* a = static_cast<const char*>(dst.raw_data());
+  const char* b = static_cast<const char*>(src.raw_data());
+  const char* a_end = a + dst.numel() * ElementSize(dst.dtype());
+  const char* b_end = b + src.numel() * ElementSize(src.dtype());
+  const bool full = a == b && a_end == b_end && dst.strides() == src.strides();
+  TESSEL_CHECK(full || !(a < b_end && b < a_end), op, ": unsupported operation: some elements of the input tensor "
+               "and the written-to tensor refer to a single memory location (written-to shape ", ShapeStr(dst.sizes()),
+               ", input shape ", ShapeStr(src.sizes()), "). Please clone() the tensor.");
+}
 
 void CheckNoInternalOverlap(const Tensor& dst, const char* op) {
   for (size_t d = 0; d < dst.sizes().size(); ++d) {

@@ -28,6 +28,9 @@ void MulScalarInPlace(const Tensor& dst, double value);
 // torch's refusal to write in place into a tensor whose elements share memory (a stride-0 dim of size > 1, as
 // expand gives): kFailedPrecondition naming `op`, the shape and the strides.
 void CheckNoInternalOverlap(const Tensor& dst, const char* op);
+// torch's refusal to read an operand that partly overlaps the tensor written in place (dst[1:] += dst[:-1]
+// would read values already written): kInvalidArgument naming `op`, unless the two are the same elements.
+void CheckNoPartialOverlap(const Tensor& dst, const Tensor& src, const char* op);
 // A contiguous copy with its own storage (differentiable).
 Tensor Clone(const Tensor& x);
 Tensor OnesLike(const Tensor& x);

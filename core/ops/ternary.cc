@@ -287,6 +287,8 @@ TensorList FusedKernel(std::span<const Tensor> in, double value, bool in_place, 
     TESSEL_CHECK(shape == self.sizes(), name, ": output with shape ", ShapeStr(self.sizes()),
                  " doesn't match the broadcast shape ", ShapeStr(shape));
     CheckNoInternalOverlap(self, name);
+    CheckNoPartialOverlap(self, in[1], name);
+    CheckNoPartialOverlap(self, in[2], name);
     self.impl()->storage().BumpVersion();
     out = self;
   } else {

@@ -337,6 +337,16 @@ TEST(TernaryTest, FusedOpsRefuseMixedOrIntegerDTypesAndWritesThatCannotHoldTheRe
                       "addcmul_: output with shape [4] doesn't match the broadcast shape [3, 4]");
   ExpectErrorContains([] { LerpInPlace(Expand(Zeros({1, 4}), {3, 4}), Zeros({3, 4}), 0.5); },
                       ErrorCode::kFailedPrecondition, "lerp_: unsupported operation: more than one element");
+  // An operand that partly overlaps the written tensor would read values already written: refused, as torch
+  // (the same elements, x with x, are fine).
+  const Tensor base = Arange(0, 8, 1, DType::kFloat32);
+  ExpectErrorContains([&] { LerpInPlace(Narrow(base, 0, 1, 7), Narrow(base, 0, 0, 7), 0.5); },
+                      ErrorCode::kInvalidArgument, "lerp_: unsupported operation: some elements of the input tensor");
+  ExpectErrorContains([&] { AddInPlace(Narrow(base, 0, 1, 7), Narrow(base, 0, 0, 7)); }, ErrorCode::kInvalidArgument,
+                      "add_: unsupported operation: some elements of the input tensor");
+  EXPECT_EQ(base.ToVector<float>(), (std::vector<float>{0, 1, 2, 3, 4, 5, 6, 7}));
+  AddcmulInPlace(base, base, base, 1.0);  // x + x·x
+  EXPECT_EQ(base.ToVector<float>(), (std::vector<float>{0, 2, 6, 12, 20, 30, 42, 56}));
   Tensor t = Full({2}, 3.0);
   ExpectErrorContains([&] { LerpInPlace(t, Zeros({2}, DType::kFloat64), Zeros({2})); }, ErrorCode::kInvalidArgument,
                       "lerp_: dtype mismatch float32 vs float64");
