@@ -19,6 +19,7 @@
 #include "core/ops/dropout.h"
 #include "core/ops/batch_norm.h"
 #include "core/ops/conv.h"
+#include "core/ops/elementwise.h"
 #include "core/ops/embedding.h"
 #include "core/ops/index_dim.h"
 #include "core/ops/pool.h"
@@ -154,7 +155,8 @@ void BindFunctional(py::module_& m) {
   f.def("minimum", [](const Tensor& a, const Tensor& b) { return NoGil([&] { return Minimum(a, b); }); },
         py::arg("input"), py::arg("other"));
   // torch.addcmul / addcdiv / lerp of tensors of one floating dtype (core/ops/ternary.h: torch's fused element
-  // formulas; the in-place methods' C++ front is bindings/inplace_py.cc).
+  // formulas). The in-place methods' C++ front is bindings/inplace_py.cc; the in-place forms below serve their
+  // Python fallback (tessel/_composed.py: keyword operands, numpy numbers), which returns self.
   f.def("addcmul", [](const Tensor& s, const Tensor& a, const Tensor& b, double value) {
     return NoGil([&] { return Addcmul(s, a, b, value); });
   }, py::arg("input"), py::arg("tensor1"), py::arg("tensor2"), py::arg("value") = 1.0);
@@ -166,6 +168,18 @@ void BindFunctional(py::module_& m) {
   f.def("lerp", [](const Tensor& s, const Tensor& e, const Tensor& w) {
     return NoGil([&] { return Lerp(s, e, w); });
   }, py::arg("input"), py::arg("end"), py::arg("weight"));
+  f.def("addcmul_", [](const Tensor& s, const Tensor& a, const Tensor& b, double value) {
+    NoGil([&] { AddcmulInPlace(s, a, b, value); });
+  });
+  f.def("addcdiv_", [](const Tensor& s, const Tensor& a, const Tensor& b, double value) {
+    NoGil([&] { AddcdivInPlace(s, a, b, value); });
+  });
+  f.def("lerp_", [](const Tensor& s, const Tensor& e, double w) { NoGil([&] { LerpInPlace(s, e, w); }); });
+  f.def("lerp_", [](const Tensor& s, const Tensor& e, const Tensor& w) { NoGil([&] { LerpInPlace(s, e, w); }); });
+  // torch's refusal of an operand that partly overlaps a tensor written in place (core/ops/elementwise.h).
+  f.def("_check_no_partial_overlap", [](const Tensor& dst, const Tensor& src, const std::string& op) {
+    CheckNoPartialOverlap(dst, src, op.c_str());
+  });
   f.def("where", [](const Tensor& c, const Tensor& a, const Tensor& b) {
     return NoGil([&] { const auto [x, y] = Promoted(a, b); return Where(c, x, y); });
   },

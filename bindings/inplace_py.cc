@@ -11,13 +11,15 @@
 // Invariant: the fast path is taken only where the fallback would reach the same C++ op with the same
 // arguments — grad mode off, or nothing involved requires grad (self, its view base, any tensor operand);
 // tensor operands of self's floating dtype, all plain or all DTensors (add_ / sub_: float32 / float64, as
-// _compat._add_'s own fast path); numbers that are Python floats or ints (not bools) — so values, errors and
-// version counts are the fallback's. The method returns self (the same Python object), as torch's.
+// _compat._add_'s own fast path; a number added only to a plain tensor); numbers that are Python floats or ints
+// (not bools) — so values, errors and version counts are the fallback's. The method returns self (the same
+// Python object), as torch's.
 //
 // Example (tessel/_inplace.py):
 //   Tensor.lerp_ = _C._fast_in_place("lerp_", Tensor.lerp_)
 #include <pybind11/pybind11.h>
 
+#include <cmath>
 #include <string>
 
 #include "bindings/bind.h"
@@ -97,10 +99,21 @@ bool TryFast(FastOp op, const Tensor& self, const py::args& args, const py::kwar
     case FastOp::kSub: {
       if (self.dtype() != DType::kFloat32 && self.dtype() != DType::kFloat64) return false;
       if (args.size() != 1 || !KeywordNumber(kwargs, "alpha", 1.0, &number)) return false;
+      const double alpha = op == FastOp::kSub ? -number : number;
+      double other_number = 0;
+      if (PlainNumber(args[0], &other_number)) {
+        // _compat._add_: other · alpha (ints multiplied exactly: two ints other than alpha ±1 go there), added as
+        // __add__ adds a number (AddScalar's values); a DTensor's layout rules stay the Python path's.
+        const bool int_product = PyLong_CheckExact(args[0].ptr()) && std::abs(alpha) != 1.0 &&
+                                 (kwargs.empty() || PyLong_CheckExact(kwargs["alpha"].ptr()));
+        if (self.is_distributed() || int_product) return false;
+        NoGil([&] { AddScalarInPlace(self, other_number * alpha); });
+        return true;
+      }
       if (!py::isinstance<Tensor>(args[0])) return false;
       const Tensor& other = args[0].cast<const Tensor&>();
       if (other.dtype() != self.dtype()) return false;
-      NoGil([&] { AddInPlace(self, other, op == FastOp::kSub ? -number : number); });
+      NoGil([&] { AddInPlace(self, other, alpha); });
       return true;
     }
     case FastOp::kMul:

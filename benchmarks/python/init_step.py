@@ -8,9 +8,7 @@ and seed. A 4-block d_model 512 model: 16.8M parameters.
 Prints:  init_params_per_s: <v> Mparams/s (<lib> <version>, <n> threads)
 Usage:   python3 benchmarks/python/init_step.py --lib=tessel [--threads=N] [--reps=5]
 """
-import argparse
-import importlib
-import time
+from tessel_or_torch import best_seconds, library
 
 D, LAYERS, VOCAB = 512, 4, 8192
 
@@ -32,21 +30,9 @@ def build_and_init(lib):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--lib", choices=("tessel", "torch"), required=True)
-    ap.add_argument("--threads", type=int, default=0)
-    ap.add_argument("--reps", type=int, default=5)
-    args = ap.parse_args()
-    lib = importlib.import_module(args.lib)
-    if args.threads:
-        lib.set_num_threads(args.threads)
-    lib.manual_seed(0)
-    build_and_init(lib)  # warm-up: the allocator's first pages, lazy imports
-    best = float("inf")
-    for _ in range(args.reps):
-        t = time.perf_counter()
-        n = build_and_init(lib)
-        best = min(best, time.perf_counter() - t)
+    args, lib = library(__doc__)
+    n = build_and_init(lib)
+    best = best_seconds(lambda: build_and_init(lib), args.reps)
     print("init_params_per_s: %.2f Mparams/s (%s %s, %d threads, %.1fM parameters)" % (
         n / best / 1e6, args.lib, getattr(lib, "__version__", "?"), lib.get_num_threads(), n / 1e6))
 

@@ -9,8 +9,10 @@ Index outputs (cummax's indices, mode's) are computed on the host from the value
 (_compat._sort_order); their values are gathered through those indices, so gradients reach the input.
 """
 import builtins
+import inspect
 import itertools
 import math
+import numbers
 import warnings
 
 import numpy as np
@@ -63,21 +65,40 @@ def addcdiv(input, tensor1, tensor2, *, value=1):
     return (input.to(work) + tensor1.to(work) / tensor2.to(work) * value).to(dtype)
 
 
-def _written_back(name, compose):
+def _written_back(name, compose, fused):
     """Tensor.<name> (lerp_, addcmul_, addcdiv_) where autograd records nothing and the C++ front of these methods
-    (bindings/inplace_py.cc, which takes operands of self's dtype itself) declined: promoted dtypes, keyword
-    operands, numpy numbers, a DTensor next to plain tensors. compose(self, ...)'s result is written into self."""
+    (bindings/inplace_py.cc, which takes positional operands of self's dtype and Python numbers) declined. With the
+    keywords bound and a numpy number made a float, operands the fused op takes go to it in place (its overlap and
+    DTensor layout checks are torch's); promoted dtypes and a DTensor next to plain tensors are computed by compose
+    and written back, after torch's partial-overlap check."""
     from ._compat import _in_place
+    sig = inspect.signature(compose)
 
     def method(self, *args, **kwargs):
-        return _in_place(self, compose(self, *args, **kwargs), name)
+        bound = sig.bind(self, *args, **kwargs)
+        bound.apply_defaults()
+        ops = [builtins.float(v) if isinstance(v, numbers.Real) and not isinstance(v, (builtins.bool, _C.Tensor))
+               else v for v in bound.arguments.values()]
+        tensors = [v for v in ops[1:] if isinstance(v, _C.Tensor)]
+        if len(ops) == 3:  # lerp_: end a tensor, weight a float or a tensor
+            takes = isinstance(ops[1], _C.Tensor) and isinstance(ops[2], (_C.Tensor, builtins.float))
+        else:  # addcmul_ / addcdiv_: two tensors and a float value
+            t1, t2, value = ops[1:]
+            takes = isinstance(t1, _C.Tensor) and isinstance(t2, _C.Tensor) and isinstance(value, builtins.float)
+        if takes and _fusable(self, *tensors):
+            fused(*ops)
+            return self
+        for t in tensors:
+            if not self.is_distributed and not t.is_distributed:
+                _C._functional._check_no_partial_overlap(self, t, name)
+        return _in_place(self, compose(*ops[:3], **({"value": ops[3]} if len(ops) > 3 else {})), name)
     method.__name__ = name
     return method
 
 
-_C.Tensor.lerp_ = _written_back("lerp_", lerp)
-_C.Tensor.addcmul_ = _written_back("addcmul_", addcmul)
-_C.Tensor.addcdiv_ = _written_back("addcdiv_", addcdiv)
+_C.Tensor.lerp_ = _written_back("lerp_", lerp, _C._functional.lerp_)
+_C.Tensor.addcmul_ = _written_back("addcmul_", addcmul, _C._functional.addcmul_)
+_C.Tensor.addcdiv_ = _written_back("addcdiv_", addcdiv, _C._functional.addcdiv_)
 
 
 def _dims_or_all(x, dim):

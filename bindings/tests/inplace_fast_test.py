@@ -41,7 +41,7 @@ def fma64(a, b, c):
 def torch_lerp32(s, e, w):
     d = e - s
     w = np.broadcast_to(np.float32(w), s.shape).astype(np.float32)
-    return np.where(np.abs(w) < 0.5, fma32(w, d, s), fma32(-d, np.float32(1) - w, e))
+    return np.where(np.abs(w) < 0.5, fma32(w, d, s), fma32(w - np.float32(1), d, e))
 
 
 def test_float32_values_are_torchs_fused_ones_bit_for_bit():
@@ -81,7 +81,7 @@ def test_float64_and_bfloat16_values_are_torchs_fused_ones():
     got = t.addcmul(tessel.tensor(x), tessel.tensor(y), value=0.37).numpy()
     assert np.array_equal(bits(got), bits(fma64(0.37 * x, y, s)))
     got = tessel.lerp(t, tessel.tensor(x), 0.8).numpy()
-    assert np.array_equal(bits(got), bits(fma64(-(x - s), np.full(300, 1 - 0.8), x)))
+    assert np.array_equal(bits(got), bits(fma64(np.full(300, 0.8 - 1), x - s, x)))
     # bfloat16: computed in float32 (one fma), rounded once to bfloat16
     sb, xb, yb = (tessel.tensor(a).to(tessel.bfloat16) for a in (S, X, Y))
     s32, x32, y32 = (a.float().numpy() for a in (sb, xb, yb))
@@ -108,6 +108,24 @@ def test_fast_in_place_methods_return_self_write_through_views_and_bump_the_vers
         assert base[:, 1].tolist() == want, name
         assert base._version == version + 1, name
         assert base[:, 0].tolist() == [0.0] * 4 and base[:, 2].tolist() == [0.0] * 4, name
+
+
+def test_number_add_sub_and_mul_in_place_equal_the_out_of_place_values():
+    for dtype in (tessel.float32, tessel.float64):
+        x = tessel.tensor(S[:257]).to(dtype)
+        for call, want in [(lambda t: t.add_(1e-8), x + 1e-8), (lambda t: t.add_(0.3, alpha=-2), x + (-0.6)),
+                           (lambda t: t.sub_(0.7), x + (-0.7)), (lambda t: t.mul_(0.9), x * 0.9),
+                           (lambda t: t.add_(3, alpha=2), x + 6.0), (lambda t: t.sub_(5), x + (-5.0))]:
+            t = x.clone()
+            version = t._version
+            assert call(t) is t
+            assert np.array_equal(bits(t.numpy()), bits(want.numpy()))
+            assert t._version == version + 1
+    # a transposed (strided) tensor: every element once
+    base = tessel.tensor(S[:12].reshape(3, 4))
+    view = base.t()
+    view.add_(2.0).mul_(0.5)
+    assert np.array_equal(bits(base.numpy()), bits(((tessel.tensor(S[:12].reshape(3, 4)) + 2.0) * 0.5).numpy()))
 
 
 def test_optimizer_updates_of_a_leaf_under_no_grad_and_the_recorded_and_refused_forms():
@@ -169,6 +187,19 @@ def test_operands_the_fast_path_leaves_to_the_python_rules():
         with pytest.raises(RuntimeError, match="some elements of the input tensor and the written-to tensor refer to"):
             call(base[1:], base[:-1])
     assert base.tolist() == list(range(8))
+    # ... in every argument form (keywords, numpy numbers: the Python fallback) and at other strides (x.t())
+    for call in (lambda a, b: a.lerp_(b, weight=0.5), lambda a, b: a.lerp_(b, np.float32(0.5)),
+                 lambda a, b: a.addcmul_(b, b, value=np.float64(2)), lambda a, b: a.add_(b, alpha=2.0)):
+        with pytest.raises(RuntimeError, match="some elements of the input tensor and the written-to tensor refer to"):
+            call(base[1:], base[:-1])
+    sq = tessel.arange(4.0).reshape(2, 2)
+    for call in (lambda a, b: a.add_(b), lambda a, b: a.lerp_(b, 0.25), lambda a, b: a.lerp_(end=b, weight=0.25)):
+        with pytest.raises(RuntimeError, match="some elements of the input tensor and the written-to tensor refer to"):
+            call(sq, sq.t())
+    assert base.tolist() == list(range(8)) and sq.tolist() == [[0.0, 1.0], [2.0, 3.0]]
+    # torch's lerp at w = 1 gives end's value with the sign its vector kernel gives: -1 to -0 is +0
+    z = tessel.full((20,), -1.0).lerp_(tessel.full((20,), -0.0), 1.0)
+    assert not np.signbit(z.numpy()).any()
 
 
 def test_dtensor_in_place_updates_equal_the_plain_ones_shard_by_shard():

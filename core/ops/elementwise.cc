@@ -223,8 +223,6 @@ TensorList AffineKernel(const Tensor& x, double alpha, std::optional<double> bet
   return {out};
 }
 
-// torch's has_internal_overlap test: a written tensor with a zero stride on a dim of size > 1 (an expand()ed
-// view) writes one memory location several times, so dst += src would add src once per alias (silently).
 // dst += alpha * src (src broadcasts to dst).
 TensorList AddInPlaceKernel(std::span<const Tensor> in, const Attrs& attrs) {
   const Tensor& dst = in[0];
@@ -264,11 +262,56 @@ TensorList AddInPlaceKernel(std::span<const Tensor> in, const Attrs& attrs) {
   return {dst};
 }
 
+// dst[i] = f(dst[i]) in one pass over dst's elements (dense or strided), bumping its version.
+template <typename T, typename F>
+void MapInPlace(const Tensor& dst, F f) {
+  dst.impl()->storage().BumpVersion();
+  T* pd = static_cast<T*>(dst.raw_data());
+  const int64_t n = dst.numel();
+  if (dst.is_contiguous()) {
+    ParallelFor(0, n, kGrain, [&](int64_t s, int64_t e) {
+      for (int64_t i = s; i < e; ++i) pd[i] = f(pd[i]);
+    });
+    return;
+  }
+  const Shape& sd = dst.strides();
+  ParallelFor(0, n, kGrain, [&](int64_t s, int64_t e) {
+    ForEachStrided<1>(
+        dst.sizes(), {std::span<const int64_t>(sd)}, [&](const int64_t* off) { pd[off[0]] = f(pd[off[0]]); }, s, e);
+  });
+}
+
+// dst *= value in place, the values of mul_scalar's kernel (AffineKernel) in one pass (bool: through it).
 TensorList MulScalarInPlaceKernel(std::span<const Tensor> in, const Attrs& attrs) {
   const Tensor& dst = in[0];
   CheckNoInternalOverlap(dst, "mul_");
-  Tensor scaled = AffineKernel(dst, attrs.GetDouble("value"), std::nullopt, "mul_")[0];
-  CopyInto(dst, scaled);
+  const double value = attrs.GetDouble("value");
+  if (dst.dtype() == DType::kBool) {
+    CopyInto(dst, AffineKernel(dst, value, std::nullopt, "mul_")[0]);
+    return {dst};
+  }
+  TESSEL_DISPATCH_ALL_TYPES(dst.dtype(), "mul_", [&] {
+    using T = scalar_t;
+    if constexpr (!std::is_same_v<T, bool>) {
+      const ComputeT<T> a = static_cast<ComputeT<T>>(value);
+      MapInPlace<T>(dst, [a](T x) { return FromCompute<T>(ToCompute(x) * a); });
+    }
+  });
+  return {dst};
+}
+
+// dst += value in place for floating dst, the values of add_scalar's kernel (AffineKernel: x·1 + value).
+TensorList AddScalarInPlaceKernel(std::span<const Tensor> in, const Attrs& attrs) {
+  const Tensor& dst = in[0];
+  CheckNoInternalOverlap(dst, "add_");
+  TESSEL_CHECK(IsFloating(dst.dtype()), "add_: an in-place number add needs a floating tensor, got ", dst.dtype(),
+               " of shape ", ShapeStr(dst.sizes()));
+  const double value = attrs.GetDouble("value");
+  TESSEL_DISPATCH_FLOATING_TYPES(dst.dtype(), "add_", [&] {
+    using T = scalar_t;
+    const ComputeT<T> b = static_cast<ComputeT<T>>(value);
+    MapInPlace<T>(dst, [b](T x) { return FromCompute<T>(ToCompute(x) + b); });
+  });
   return {dst};
 }
 
@@ -441,6 +484,8 @@ const OpDef& kMulScalar = RegisterOp(
      .save_inputs = false});
 const OpDef& kAddInPlace = RegisterOp({.name = "add_", .cpu = AddInPlaceKernel, .is_inplace = true});
 const OpDef& kMulScalarInPlace = RegisterOp({.name = "mul_", .cpu = MulScalarInPlaceKernel, .is_inplace = true});
+const OpDef& kAddScalarInPlace =
+    RegisterOp({.name = "add_scalar_", .cpu = AddScalarInPlaceKernel, .is_inplace = true});
 const OpDef& kClone = RegisterOp({.name = "clone",
                                   .cpu = CloneKernel,
                                   .backward = [](const BackwardContext& c) -> TensorList { return {c.grad_outputs[0]}; },
@@ -464,13 +509,33 @@ const OpDef& kSumToSize = RegisterOp(
 
 }  // namespace
 
-// torch's assert_no_partial_overlap: for dense operands of one storage, the same elements at the same strides
-// (x.add_(x)) are safe, any other overlap of their byte ranges is refused (non-dense ones are "too hard" and
-// pass, as in torch).
+namespace {
+
+// torch's is_non_overlapping_and_dense: the elements fill exactly numel slots, i.e. the strides are a contiguous
+// layout's in some order of the dims (a transpose of a contiguous tensor is; a slice with a step is not).
+bool NonOverlappingAndDense(const Tensor& t) {
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size) of the dims of size > 1
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (t.size(d) > 1) dims.emplace_back(t.stride(d), t.size(d));
+  }
+  std::sort(dims.begin(), dims.end());
+  int64_t expected = 1;
+  for (const auto& [stride, size] : dims) {
+    if (stride != expected) return false;
+    expected *= size;
+  }
+  return true;
+}
+
+}  // namespace
+
+// torch's assert_no_partial_overlap: for non-overlapping dense operands of one storage, the same elements at the
+// same strides (x.add_(x)) are safe and any other overlap of their byte ranges is refused (x.add_(x.t()) too);
+// other layouts are "too hard" and pass, as in torch.
 void CheckNoPartialOverlap(const Tensor& dst, const Tensor& src, const char* op) {
   if (dst.is_distributed() || src.is_distributed() || dst.numel() == 0 || src.numel() == 0) return;
   if (!dst.impl()->storage().defined() || dst.impl()->storage().data() != src.impl()->storage().data()) return;
-  if (!dst.is_contiguous() || !src.is_contiguous()) return;
+  if (!NonOverlappingAndDense(dst) || !NonOverlappingAndDense(src)) return;
   const char* a = static_cast<const char*>(dst.raw_data());
   const char* b = static_cast<const char*>(src.raw_data());
   const char* a_end = a + dst.numel() * ElementSize(dst.dtype());
@@ -481,6 +546,8 @@ void CheckNoPartialOverlap(const Tensor& dst, const Tensor& src, const char* op)
                ", input shape ", ShapeStr(src.sizes()), "). Please clone() the tensor.");
 }
 
+// torch's has_internal_overlap test: a written tensor with a zero stride on a dim of size > 1 (an expand()ed
+// view) writes one memory location several times, so dst += src would add src once per alias (silently).
 void CheckNoInternalOverlap(const Tensor& dst, const char* op) {
   for (size_t d = 0; d < dst.sizes().size(); ++d) {
     TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, !(dst.sizes()[d] > 1 && dst.strides()[d] == 0), op,
@@ -505,6 +572,9 @@ void AddInPlace(const Tensor& dst, const Tensor& src, double alpha) {
 }
 void MulScalarInPlace(const Tensor& dst, double value) {
   autograd::CallOp(kMulScalarInPlace, {dst}, Attrs().Set("value", value));
+}
+void AddScalarInPlace(const Tensor& dst, double value) {
+  autograd::CallOp(kAddScalarInPlace, {dst}, Attrs().Set("value", value));
 }
 Tensor Clone(const Tensor& x) { return autograd::CallOp1(kClone, {x}); }
 Tensor OnesLike(const Tensor& x) { return autograd::CallOp1(kOnesLike, {x}); }

@@ -25,6 +25,8 @@ Tensor MulScalar(const Tensor& a, double value);
 void AddInPlace(const Tensor& dst, const Tensor& src, double alpha = 1.0);
 // dst *= value, in place.
 void MulScalarInPlace(const Tensor& dst, double value);
+// dst += value, in place, for a floating dst (AddScalar's values). Not recorded by autograd; bumps dst's version.
+void AddScalarInPlace(const Tensor& dst, double value);
 // torch's refusal to write in place into a tensor whose elements share memory (a stride-0 dim of size > 1, as
 // expand gives): kFailedPrecondition naming `op`, the shape and the strides.
 void CheckNoInternalOverlap(const Tensor& dst, const char* op);

@@ -57,6 +57,14 @@ TensorList MulInPlaceCudaKernel(std::span<const Tensor> in, const Attrs& a) {
   return {dst};
 }
 
+TensorList AddScalarInPlaceCudaKernel(std::span<const Tensor> in, const Attrs& a) {
+  const Tensor& dst = in[0];
+  cuda::CudaFloatType(dst, "add_");
+  dst.impl()->storage().BumpVersion();
+  Run(dst, dst, Tensor(), {1.0f, 0.0f, static_cast<float>(a.GetDouble("value")), false, true}, "add_");
+  return {dst};
+}
+
 TensorList AddInPlaceCudaKernel(std::span<const Tensor> in, const Attrs& attrs) {
   const Tensor& dst = in[0];
   const Tensor& src = in[1];
@@ -76,6 +84,7 @@ const bool kRegistered = [] {
   SetCudaKernel("mul_scalar", ScalarKernel("mul_scalar", /*scale=*/true));
   SetCudaKernel("mul_", MulInPlaceCudaKernel);
   SetCudaKernel("add_", AddInPlaceCudaKernel);
+  SetCudaKernel("add_scalar_", AddScalarInPlaceCudaKernel);
   return true;
 }();
 

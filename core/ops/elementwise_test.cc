@@ -14,6 +14,8 @@
 #include "core/base/parallel.h"
 #include "core/ops/testing/gradcheck.h"
 #include "core/tensor/factory.h"
+#include "core/tensor/random.h"
+#include "core/tensor/tensor_impl.h"
 
 namespace tessel {
 namespace {
@@ -94,6 +96,32 @@ TEST(ElementwiseTest, InPlaceIntoAnExpandedViewIsRefused) {
   EXPECT_EQ(base.ToVector<float>(), (std::vector<float>{1, 1, 1, 1}));
   AddInPlace(Expand(base, {1, 4}), Full({1, 4}, 1.0, DType::kFloat32));  // a size-1 dim's zero stride is fine
   EXPECT_EQ(base.ToVector<float>(), (std::vector<float>{2, 2, 2, 2}));
+}
+
+// mul_ / add_ of a number write in one pass the values the out-of-place mul_scalar / add_scalar give, into dense
+// and strided (transposed) tensors, and bump the version once.
+TEST(ElementwiseTest, InPlaceNumberMulAndAddEqualTheOutOfPlaceOpsBitwise) {
+  Generator gen(4);
+  for (DType dt : {DType::kFloat32, DType::kFloat64, DType::kBFloat16, DType::kFloat16}) {
+    SCOPED_TRACE(::testing::Message() << dt);
+    const Tensor x = Cast(Randn({33, 17}, gen), dt);
+    for (bool strided : {false, true}) {
+      Tensor base = Clone(strided ? Transpose(x, 0, 1) : x);  // a [17, 33] copy read back transposed
+      Tensor dst = strided ? Transpose(base, 0, 1) : base;
+      const uint32_t version = dst.impl()->version();
+      MulScalarInPlace(dst, 0.3);
+      EXPECT_EQ(dst.impl()->version(), version + 1);
+      EXPECT_EQ(dst.ToDoubleVector(), MulScalar(x, 0.3).ToDoubleVector());
+      AddScalarInPlace(dst, -1.7);
+      EXPECT_EQ(dst.ToDoubleVector(), AddScalar(MulScalar(x, 0.3), -1.7).ToDoubleVector());
+    }
+  }
+  Tensor ints = FromVector<int64_t>({1, -2, 3});
+  MulScalarInPlace(ints, 3.0);
+  EXPECT_EQ(ints.ToVector<int64_t>(), (std::vector<int64_t>{3, -6, 9}));
+  ::tessel::testing::ExpectErrorContains([&] { AddScalarInPlace(ints, 0.5); }, ErrorCode::kInvalidArgument,
+                                         "add_: an in-place number add needs a floating tensor, got int64");
+  EXPECT_EQ(ints.ToVector<int64_t>(), (std::vector<int64_t>{3, -6, 9}));
 }
 
 TEST(ElementwiseTest, BackwardMatchesFiniteDifferences) {

@@ -219,13 +219,14 @@ TensorList MinMaxKernel(std::span<const Tensor> in, const char* name) {
 
 // torch's CPU kernels element for element, in the compute type (float for float32 and the 16-bit floats,
 // double for float64; the scalar rounded to it first): addcmul = fma(value·t1, t2, self), addcdiv = self +
-// value·t1 / t2, lerp = fma(w, end - self, self) where |w| < 0.5, else fma(-(end - self), 1 - w, end). torch's
+// value·t1 / t2, lerp = fma(w, end - self, self) where |w| < 0.5, else fma(w - 1, end - self, end) (torch's
+// vector body: at w = 1 the sign of a zero result is its; its scalar tail can give the other zero). torch's
 // vector kernels fuse these multiply-adds (PyTorch 2.15 from PyPI, float32 / float64 / bfloat16 / float16,
 // 10^5 values each: bit-equal to these and not to the unfused forms, which differ in 11-50% of float32 values).
 enum class Fused { kAddcmul, kAddcdiv, kLerpSmall, kLerpLarge, kLerpTensor };
 
 template <Fused kF, typename C>
-inline C FusedValue(C s, C x, C y, C value, C one_minus) {
+inline C FusedValue(C s, C x, C y, C value, C w_minus_one) {
   if constexpr (kF == Fused::kAddcmul) {
     return std::fma(value * x, y, s);
   } else if constexpr (kF == Fused::kAddcdiv) {
@@ -233,10 +234,10 @@ inline C FusedValue(C s, C x, C y, C value, C one_minus) {
   } else if constexpr (kF == Fused::kLerpSmall) {  // x = end, value = w
     return std::fma(value, x - s, s);
   } else if constexpr (kF == Fused::kLerpLarge) {
-    return std::fma(-(x - s), one_minus, x);
+    return std::fma(w_minus_one, x - s, x);
   } else {  // x = end, y = the weight
     const C d = x - s;
-    return std::abs(y) < C(0.5) ? std::fma(y, d, s) : std::fma(-d, C(1) - y, x);
+    return std::abs(y) < C(0.5) ? std::fma(y, d, s) : std::fma(y - C(1), d, x);
   }
 }
 
@@ -297,9 +298,9 @@ TensorList FusedKernel(std::span<const Tensor> in, double value, bool in_place, 
   TESSEL_DISPATCH_FLOATING_TYPES(dt, name, [&] {
     using T = scalar_t;
     using C = ComputeT<T>;
-    const C v = static_cast<C>(value), one_minus = C(1) - v;
-    TernaryLoop<T>(self, in[1], in[2], out, [v, one_minus](T s, T x, T y) {
-      return FromCompute<T>(FusedValue<kF, C>(ToCompute(s), ToCompute(x), ToCompute(y), v, one_minus));
+    const C v = static_cast<C>(value), w_minus_one = v - C(1);
+    TernaryLoop<T>(self, in[1], in[2], out, [v, w_minus_one](T s, T x, T y) {
+      return FromCompute<T>(FusedValue<kF, C>(ToCompute(s), ToCompute(x), ToCompute(y), v, w_minus_one));
     });
   });
   return {out};

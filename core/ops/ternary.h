@@ -25,7 +25,7 @@ Tensor Maximum(const Tensor& a, const Tensor& b);
 Tensor Minimum(const Tensor& a, const Tensor& b);
 // torch.addcmul / addcdiv / lerp on tensors of one floating dtype (broadcasting), with torch's CPU values bit
 // for bit: self + value·t1·t2 and self + value·t1 / t2, and self + w·(end - self) (|w| < 0.5) or
-// end - (end - self)·(1 - w), the multiply-adds fused as torch's kernels fuse them (ternary.cc).
+// end + (w - 1)·(end - self), the multiply-adds fused as torch's kernels fuse them (ternary.cc).
 Tensor Addcmul(const Tensor& self, const Tensor& t1, const Tensor& t2, double value);
 Tensor Addcdiv(const Tensor& self, const Tensor& t1, const Tensor& t2, double value);
 Tensor Lerp(const Tensor& self, const Tensor& end, double weight);

@@ -220,7 +220,7 @@ template <typename C>
 C RefAddcdiv(C s, C x, C y, C v) { return s + v * x / y; }
 template <typename C>
 C RefLerp(C s, C e, C w) {
-  return std::abs(w) < C(0.5) ? std::fma(w, e - s, s) : std::fma(-(e - s), C(1) - w, e);
+  return std::abs(w) < C(0.5) ? std::fma(w, e - s, s) : std::fma(w - C(1), e - s, e);
 }
 
 // Values of t as its compute type, element (i, j) of a [rows, cols] result that t broadcasts to.
@@ -308,6 +308,13 @@ TEST(TernaryTest, FusedFormulasAreTheFusedOnesAndCloseToExactValues) {
   const Tensor big = Full({3}, 1e30), one = Ones({3});
   EXPECT_EQ(Lerp(big, one, 1.0).ToVector<float>(), (std::vector<float>{1, 1, 1}));
   EXPECT_EQ(Lerp(big, one, 0.0).ToVector<float>(), (std::vector<float>{1e30f, 1e30f, 1e30f}));
+  // -1 to -0 at w = 1: torch's vector body gives +0 ((w - 1)·(end - self) is +0, plus -0), not -0.
+  const auto zero = Lerp(Full({20}, -1.0), Full({20}, -0.0), 1.0).ToVector<float>();
+  const auto zero_t = Lerp(Full({20}, -1.0), Full({20}, -0.0), Ones({20})).ToVector<float>();
+  for (size_t i = 0; i < zero.size(); ++i) {
+    EXPECT_FALSE(std::signbit(zero[i])) << i;
+    EXPECT_FALSE(std::signbit(zero_t[i])) << i;
+  }
 }
 
 TEST(TernaryTest, AddcmulAddcdivLerpGradientsAsTorchsFormulas) {
@@ -344,7 +351,14 @@ TEST(TernaryTest, FusedOpsRefuseMixedOrIntegerDTypesAndWritesThatCannotHoldTheRe
                       ErrorCode::kInvalidArgument, "lerp_: unsupported operation: some elements of the input tensor");
   ExpectErrorContains([&] { AddInPlace(Narrow(base, 0, 1, 7), Narrow(base, 0, 0, 7)); }, ErrorCode::kInvalidArgument,
                       "add_: unsupported operation: some elements of the input tensor");
+  // the same bytes at other strides (x with x.t(), both dense) overlap partly too
+  const Tensor sq = Clone(View(Narrow(base, 0, 0, 4), {2, 2}));
+  ExpectErrorContains([&] { AddInPlace(sq, Transpose(sq, 0, 1)); }, ErrorCode::kInvalidArgument,
+                      "add_: unsupported operation");
+  ExpectErrorContains([&] { AddcmulInPlace(Transpose(sq, 0, 1), sq, Ones({2, 2}), 1.0); },
+                      ErrorCode::kInvalidArgument, "addcmul_: unsupported operation");
   EXPECT_EQ(base.ToVector<float>(), (std::vector<float>{0, 1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(sq.ToVector<float>(), (std::vector<float>{0, 1, 2, 3}));
   AddcmulInPlace(base, base, base, 1.0);  // x + x·x
   EXPECT_EQ(base.ToVector<float>(), (std::vector<float>{0, 2, 6, 12, 20, 30, 42, 56}));
   Tensor t = Full({2}, 3.0);

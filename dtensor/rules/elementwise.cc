@@ -1,5 +1,5 @@
 // dtensor/rules/elementwise.cc — sharding rules for core/ops/elementwise.cc: add, sub, mul, div (numpy
-// broadcasting), add_scalar, mul_scalar, add_, mul_, clone, ones_like, zeros_like, sum_to_size.
+// broadcasting), add_scalar, mul_scalar, add_, mul_, add_scalar_, clone, ones_like, zeros_like, sum_to_size.
 //
 // Invariant: binary ops follow an operand's layout (rule_util.h Pointwise); Partial operands keep their
 // Partial exactly where the op is linear in them (add/sub: P+P; mul: P*R; div: P/R). add_ and mul_
@@ -63,6 +63,7 @@ const bool kRegistered = [] {
   RegisterShardingRule("mul_scalar", PointwiseRule<Linearity::kUnaryLinear>, kElementwise);
   RegisterShardingRule("add_", PointwiseRule<Linearity::kAdditive>);
   RegisterShardingRule("mul_", PointwiseRule<Linearity::kUnaryLinear>);
+  RegisterShardingRule("add_scalar_", PointwiseRule<Linearity::kAffine>);
   RegisterShardingRule("clone", PointwiseRule<Linearity::kAllPartial>, kElementwise);
   RegisterShardingRule("ones_like", LikeRule, kElementwise);
   RegisterShardingRule("zeros_like", LikeRule, kElementwise);
