@@ -19,8 +19,8 @@ import numpy as np
 
 from . import _C, _dtypes, return_types
 from ._dtensor_compose import aligned
-from ._extra import (FUNCTIONAL, TENSOR_METHODS, TORCH_FUNCTIONS, _fusable, _reduce, isnan, lerp, linspace, maximum,
-                     meshgrid, minimum, movedim)
+from ._extra import (FUNCTIONAL, TENSOR_METHODS, TORCH_FUNCTIONS, _reduce, fused_operands, isnan, lerp, linspace,
+                     maximum, meshgrid, minimum, movedim)
 from ._inplace import honours_inplace as _honours_inplace
 from ._tensor import _host_numpy, tensor as _tensor, wrap_dim, zero_dim_as_vector
 from ._autocast_policy import float32_under_autocast as _float32_under_autocast
@@ -36,8 +36,9 @@ def _addc_dtype(input, tensor1, tensor2, value):
 def addcmul(input, tensor1, tensor2, *, value=1):
     """input + value · tensor1 · tensor2 in the three's promoted dtype (the product in it too, as torch's:
     float64 input with float32 factors multiplies in float64). One dtype: one C++ op with torch's fused values."""
-    if _fusable(input, tensor1, tensor2) and not isinstance(value, complex):
-        return _C._functional.addcmul(input, tensor1, tensor2, builtins.float(value))
+    ops = None if isinstance(value, complex) else fused_operands(input, tensor1, tensor2)
+    if ops is not None:
+        return _C._functional.addcmul(*ops, builtins.float(value))
     dtype = _addc_dtype(input, tensor1, tensor2, value)
     if not dtype.is_floating_point:
         value = int(value)  # torch's integral kernels take the value as an integer
@@ -51,8 +52,9 @@ _opmath = _dtypes.opmath
 
 def addcdiv(input, tensor1, tensor2, *, value=1):
     """input + value · tensor1 / tensor2 in the three's promoted dtype (integer division is refused, as torch)."""
-    if _fusable(input, tensor1, tensor2) and not isinstance(value, complex):
-        return _C._functional.addcdiv(input, tensor1, tensor2, builtins.float(value))
+    ops = None if isinstance(value, complex) else fused_operands(input, tensor1, tensor2)
+    if ops is not None:
+        return _C._functional.addcdiv(*ops, builtins.float(value))
     dtype = _addc_dtype(input, tensor1, tensor2, value)
     if not dtype.is_floating_point:
         raise RuntimeError("Integer division with addcdiv is no longer supported, and in a future release addcdiv will "
@@ -85,8 +87,9 @@ def _written_back(name, compose, fused):
         else:  # addcmul_ / addcdiv_: two tensors and a float value
             t1, t2, value = ops[1:]
             takes = isinstance(t1, _C.Tensor) and isinstance(t2, _C.Tensor) and isinstance(value, builtins.float)
-        if takes and _fusable(self, *tensors):
-            fused(*ops)
+        fused_tensors = fused_operands(self, *tensors) if takes else None
+        if fused_tensors is not None and fused_tensors[0] is self:  # (self keeps its dtype)
+            fused(*fused_tensors, *[v for v in ops[1:] if not isinstance(v, _C.Tensor)])
             return self
         for t in tensors:
             if not self.is_distributed and not t.is_distributed:

@@ -76,16 +76,25 @@ def reciprocal(x):
     return 1.0 / _floating(x)
 
 
-def _fusable(first, *others):
-    """True when core/ops/ternary.h's fused kernels take these operands as they are: tensors of one floating dtype
-    (torch's promotion has nothing to do), all plain or all DTensors (a mix goes through the composed forms)."""
-    if not isinstance(first, _C.Tensor) or not first.dtype.is_floating_point:
-        return False
-    d, dist = first.dtype, first.is_distributed
-    for t in others:
-        if not isinstance(t, _C.Tensor) or t.dtype != d or t.is_distributed != dist:
-            return False
-    return True
+def fused_operands(*tensors):
+    """The tensors as core/ops/ternary.h's fused kernels take them, or None where torch's promotion has work to do
+    (a composed form does it): one floating dtype, all plain or all DTensors, after torch's rule for 0-d tensors
+    of the same category, which take the other operands' dtype (torch casts them so and still fuses) and stand
+    next to DTensors as replicated scalars when plain."""
+    if not all(isinstance(t, _C.Tensor) and t.dtype.is_floating_point for t in tensors):
+        return None
+    shaped = [t for t in tensors if t.dim() > 0] or list(tensors)
+    d, dist = shaped[0].dtype, shaped[0].is_distributed
+    if any(t.dtype != d or t.is_distributed != dist for t in shaped):
+        return None
+    out = []
+    for t in tensors:
+        if t.dtype != d or t.is_distributed != dist:  # 0-d, as shaped holds every other tensor
+            if t.is_distributed:
+                return None
+            t = t.to(d)
+        out.append(t)
+    return out
 
 
 @aligned
@@ -95,10 +104,13 @@ def lerp(input, end, weight):
     C++ op with torch's fused multiply-adds (core/ops/ternary.h), bit for bit. torch's argument names."""
     a, b = input, end
     if isinstance(weight, Tensor):
-        if _fusable(a, b, weight):
-            return _C._functional.lerp(a, b, weight)
-    elif _fusable(a, b) and isinstance(weight, (builtins.float, builtins.int)):
-        return _C._functional.lerp(a, b, builtins.float(weight))
+        ops = fused_operands(a, b, weight)
+        if ops is not None:
+            return _C._functional.lerp(*ops)
+    elif isinstance(weight, (builtins.float, builtins.int)):
+        ops = fused_operands(a, b)
+        if ops is not None:
+            return _C._functional.lerp(*ops, builtins.float(weight))
     if isinstance(a, Tensor) and isinstance(b, Tensor) and b.dtype != a.dtype:
         raise RuntimeError("expected dtype %s for `end` but got dtype %s" % (_c_type(a.dtype), _c_type(b.dtype)))
     if isinstance(a, Tensor) and isinstance(weight, Tensor) and weight.dim() > 0 and weight.dtype != a.dtype:

@@ -202,6 +202,27 @@ def test_operands_the_fast_path_leaves_to_the_python_rules():
     assert not np.signbit(z.numpy()).any()
 
 
+def test_a_zero_dim_operand_of_another_floating_dtype_takes_the_others_dtype_as_torch_fuses_it():
+    # torch casts a 0-d tensor of the same category to the shaped operands' dtype and still fuses (PyTorch 2.15:
+    # lerp(bf16, bf16, f32 0-d w) equals lerp with w cast to bf16; addcmul with a 0-d f64 factor next to float32
+    # equals the factor cast to float32)
+    s, e = (tessel.tensor(a[:301]).to(tessel.bfloat16) for a in (S, X))
+    w = tessel.tensor(0.8123)
+    want = tessel.lerp(s, e, w.to(tessel.bfloat16))
+    assert np.array_equal(tessel.lerp(s, e, w).float().numpy(), want.float().numpy())
+    t = s.clone()
+    t.lerp_(e, weight=w)
+    assert t.dtype == tessel.bfloat16 and np.array_equal(t.float().numpy(), want.float().numpy())
+    x, y = tessel.tensor(X[:301]), tessel.tensor(Y[:301])
+    v = tessel.tensor(1.37, dtype=tessel.float64)
+    want = tessel.addcmul(x, y, v.to(tessel.float32).expand(301))
+    got = tessel.addcmul(x, y, v)
+    assert got.dtype == tessel.float32 and np.array_equal(bits(got.numpy()), bits(want.numpy()))
+    t = x.clone()
+    t.addcmul_(v, y)
+    assert np.array_equal(bits(t.numpy()), bits(want.numpy()))
+
+
 def test_dtensor_in_place_updates_equal_the_plain_ones_shard_by_shard():
     a = RNG.standard_normal((6, 4)).astype(np.float32)
     b = RNG.standard_normal((6, 4)).astype(np.float32)
