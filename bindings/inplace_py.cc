@@ -1,5 +1,5 @@
 // bindings/inplace_py.cc — the C++ front of the in-place Tensor methods optimizers and weight averages call once
-// per parameter per step (add_, sub_, mul_, lerp_, addcmul_, addcdiv_): `_C._fast_in_place(name, fallback)`
+// per parameter per step (add_, sub_, mul_, div_, lerp_, addcmul_, addcdiv_): `_C._fast_in_place(name, fallback)`
 // returns a method that runs the C++ op itself when autograd records nothing and the operands need no
 // promotion, and calls `fallback` (the Python method it replaces: tessel/_inplace.py's recording wrapper around
 // tessel/_compat.py's rules) for everything else, which keeps every torch rule the Python face has.
@@ -32,16 +32,17 @@
 namespace tessel::bindings {
 namespace {
 
-enum class FastOp { kAdd, kSub, kMul, kLerp, kAddcmul, kAddcdiv };
+enum class FastOp { kAdd, kSub, kMul, kDiv, kLerp, kAddcmul, kAddcdiv };
 
 FastOp FastOpNamed(const std::string& name) {
   if (name == "add_") return FastOp::kAdd;
   if (name == "sub_") return FastOp::kSub;
   if (name == "mul_") return FastOp::kMul;
+  if (name == "div_") return FastOp::kDiv;
   if (name == "lerp_") return FastOp::kLerp;
   if (name == "addcmul_") return FastOp::kAddcmul;
   TESSEL_CHECK(name == "addcdiv_", "_fast_in_place: no fast path for ", name,
-               " (add_, sub_, mul_, lerp_, addcmul_, addcdiv_)");
+               " (add_, sub_, mul_, div_, lerp_, addcmul_, addcdiv_)");
   return FastOp::kAddcdiv;
 }
 
@@ -92,7 +93,7 @@ bool KeywordNumber(const py::kwargs& kwargs, const char* key, double fallback_va
 
 // Runs op on self when the fast path applies; false leaves everything to the fallback.
 bool TryFast(FastOp op, const Tensor& self, const py::args& args, const py::kwargs& kwargs) {
-  if (!IsFloating(self.dtype()) || Recorded(self, args)) return false;
+  if (!IsFloating(self.dtype()) || !self.device().is_cpu() || Recorded(self, args)) return false;
   double number = 0;
   switch (op) {
     case FastOp::kAdd:
@@ -117,9 +118,18 @@ bool TryFast(FastOp op, const Tensor& self, const py::args& args, const py::kwar
       return true;
     }
     case FastOp::kMul:
-      if (args.size() != 1 || !kwargs.empty() || !PlainNumber(args[0], &number)) return false;
-      NoGil([&] { MulScalarInPlace(self, number); });
+    case FastOp::kDiv: {
+      if (args.size() != 1 || !kwargs.empty()) return false;  // (div_'s rounding_mode: the Python rules)
+      if (PlainNumber(args[0], &number)) {
+        if (op == FastOp::kDiv && self.is_distributed()) return false;  // a DTensor's layout rules stay Python's
+        NoGil([&] { op == FastOp::kMul ? MulScalarInPlace(self, number) : DivScalarInPlace(self, number); });
+        return true;
+      }
+      const Tensor* other = SameKind(args[0], self);
+      if (other == nullptr) return false;
+      NoGil([&] { op == FastOp::kMul ? MulInPlace(self, *other) : DivInPlace(self, *other); });
       return true;
+    }
     case FastOp::kLerp: {
       if (args.size() != 2 || !kwargs.empty()) return false;
       const Tensor* end = SameKind(args[0], self);

@@ -115,12 +115,23 @@ def test_number_add_sub_and_mul_in_place_equal_the_out_of_place_values():
         x = tessel.tensor(S[:257]).to(dtype)
         for call, want in [(lambda t: t.add_(1e-8), x + 1e-8), (lambda t: t.add_(0.3, alpha=-2), x + (-0.6)),
                            (lambda t: t.sub_(0.7), x + (-0.7)), (lambda t: t.mul_(0.9), x * 0.9),
-                           (lambda t: t.add_(3, alpha=2), x + 6.0), (lambda t: t.sub_(5), x + (-5.0))]:
+                           (lambda t: t.add_(3, alpha=2), x + 6.0), (lambda t: t.sub_(5), x + (-5.0)),
+                           (lambda t: t.div_(0.7), x / 0.7), (lambda t: t.mul_(x), x * x),
+                           (lambda t: t.div_(x[:1] + 2), x / (x[:1] + 2))]:
             t = x.clone()
             version = t._version
             assert call(t) is t
             assert np.array_equal(bits(t.numpy()), bits(want.numpy()))
             assert t._version == version + 1
+    # bfloat16 divides in float32 and rounds once, as torch
+    b = tessel.tensor(S[:64]).to(tessel.bfloat16)
+    want = (b.float() / 0.7).to(tessel.bfloat16)
+    assert np.array_equal(b.clone().div_(0.7).float().numpy(), want.float().numpy())
+    # integer and rounding forms stay with the Python rules
+    i = tessel.tensor([7, -7])
+    assert i.div_(2, rounding_mode="floor").tolist() == [3, -4]
+    with pytest.raises(RuntimeError, match="result type Float can't be cast to the desired output type"):
+        tessel.tensor([7, -7]).div_(2)
     # a transposed (strided) tensor: every element once
     base = tessel.tensor(S[:12].reshape(3, 4))
     view = base.t()

@@ -15,7 +15,8 @@ namespace {
 // The convolutions run on oneDNN (CPU only; core/ops/conv.cc; cuDNN is not linked), and the pooling and
 // batch-norm ops of core/ops/pool.cc and batch_norm.cc (the CNN layers), cumsum (core/ops/scan_sort.cc) and
 // gather / scatter_add along a dim (core/ops/index_dim.cc: the Python face's), maximum / minimum and addcmul /
-// addcdiv / lerp with their in-place forms (core/ops/ternary.cc) have CPU kernels only: a CUDA tensor
+// addcdiv / lerp with their in-place forms (core/ops/ternary.cc) and the in-place mul_ / div_ by a tensor and div_
+// by a number (core/ops/elementwise.cc: the Python face's in-place front) have CPU kernels only: a CUDA tensor
 // there is an error naming the op, not a silent host fallback.
 const std::set<std::string> kMissing = {"batch_norm",       "batch_norm_backward",         "convolution",
                                         "convolution_backward_input", "convolution_backward_weight", "cumsum",
@@ -24,7 +25,8 @@ const std::set<std::string> kMissing = {"batch_norm",       "batch_norm_backward
                                         "scatter_add_last_dim", "window_max", "maximum", "minimum",
                                         "addcmul",          "addcdiv",                   "lerp",
                                         "lerp_tensor",      "addcmul_",                  "addcdiv_",
-                                        "lerp_",            "lerp_tensor_"};
+                                        "lerp_",            "lerp_tensor_",              "mul_tensor_",
+                                        "div_tensor_",      "div_scalar_"};
 
 TEST(AllOpsCudaCoverageTest, EveryRegisteredOpButTheListedOnesHasACudaKernel) {
   std::set<std::string> all;

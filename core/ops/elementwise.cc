@@ -315,6 +315,60 @@ TensorList AddScalarInPlaceKernel(std::span<const Tensor> in, const Attrs& attrs
   return {dst};
 }
 
+// dst = dst op src in place (mul_ / div_ by a tensor of dst's floating dtype broadcasting to it): the values of
+// the out-of-place mul / div, one pass.
+template <BinOp kOp>
+TensorList BinaryInPlaceKernel(std::span<const Tensor> in, const char* name) {
+  const Tensor& dst = in[0];
+  const Tensor& src = in[1];
+  CheckNoInternalOverlap(dst, name);
+  TESSEL_CHECK(dst.dtype() == src.dtype() && IsFloating(dst.dtype()), name,
+               ": expected floating tensors of one dtype, got ", dst.dtype(), " and ", src.dtype(), " (shapes ",
+               ShapeStr(dst.sizes()), ", ", ShapeStr(src.sizes()), ")");
+  const Shape shape = BroadcastShapes(dst.sizes(), src.sizes(), name);
+  TESSEL_CHECK(shape == dst.sizes(), name, ": output with shape ", ShapeStr(dst.sizes()),
+               " doesn't match the broadcast shape ", ShapeStr(shape));
+  CheckNoPartialOverlap(dst, src, name);
+  dst.impl()->storage().BumpVersion();
+  const int64_t n = dst.numel();
+  if (n == 0) return {dst};
+  TESSEL_DISPATCH_FLOATING_TYPES(dst.dtype(), name, [&] {
+    using T = scalar_t;
+    using C = ComputeT<T>;
+    T* pd = static_cast<T*>(dst.raw_data());
+    const T* ps = static_cast<const T*>(src.raw_data());
+    if (dst.is_contiguous() && src.is_contiguous() && src.sizes() == shape) {
+      ParallelFor(0, n, kGrain, [&](int64_t s, int64_t e) {
+        for (int64_t i = s; i < e; ++i) pd[i] = FromCompute<T>(Apply<kOp, C>(ToCompute(pd[i]), ToCompute(ps[i])));
+      });
+      return;
+    }
+    const Shape sd = dst.strides(), ss = BroadcastStridesTo(src, shape);
+    ParallelFor(0, n, kGrain, [&](int64_t s, int64_t e) {
+      ForEachStrided<2>(shape, {std::span<const int64_t>(sd), std::span<const int64_t>(ss)}, [&](const int64_t* off) {
+        pd[off[0]] = FromCompute<T>(Apply<kOp, C>(ToCompute(pd[off[0]]), ToCompute(ps[off[1]])));
+      }, s, e);
+    });
+  });
+  return {dst};
+}
+
+// dst /= value in place for floating dst: x / value in the compute type (the 16-bit floats in float32), the
+// values of a division by a number.
+TensorList DivScalarInPlaceKernel(std::span<const Tensor> in, const Attrs& attrs) {
+  const Tensor& dst = in[0];
+  CheckNoInternalOverlap(dst, "div_");
+  TESSEL_CHECK(IsFloating(dst.dtype()), "div_: an in-place true division needs a floating tensor, got ", dst.dtype(),
+               " of shape ", ShapeStr(dst.sizes()));
+  const double value = attrs.GetDouble("value");
+  TESSEL_DISPATCH_FLOATING_TYPES(dst.dtype(), "div_", [&] {
+    using T = scalar_t;
+    const ComputeT<T> v = static_cast<ComputeT<T>>(value);
+    MapInPlace<T>(dst, [v](T x) { return FromCompute<T>(ToCompute(x) / v); });
+  });
+  return {dst};
+}
+
 // sum_to_size of a contiguous x: x's dims collapsed into alternating groups, each either kept (the
 // output has it) or reduced (size 1 in the output, or absent), so the broadcasting backward's
 // reductions become loops over contiguous runs: a reduced innermost group sums runs of its length into
@@ -486,6 +540,14 @@ const OpDef& kAddInPlace = RegisterOp({.name = "add_", .cpu = AddInPlaceKernel, 
 const OpDef& kMulScalarInPlace = RegisterOp({.name = "mul_", .cpu = MulScalarInPlaceKernel, .is_inplace = true});
 const OpDef& kAddScalarInPlace =
     RegisterOp({.name = "add_scalar_", .cpu = AddScalarInPlaceKernel, .is_inplace = true});
+const OpDef& kMulInPlace = RegisterOp(
+    {.name = "mul_tensor_", .cpu = [](auto in, auto&) { return BinaryInPlaceKernel<BinOp::kMul>(in, "mul_"); },
+     .is_inplace = true});
+const OpDef& kDivInPlace = RegisterOp(
+    {.name = "div_tensor_", .cpu = [](auto in, auto&) { return BinaryInPlaceKernel<BinOp::kDiv>(in, "div_"); },
+     .is_inplace = true});
+const OpDef& kDivScalarInPlace =
+    RegisterOp({.name = "div_scalar_", .cpu = DivScalarInPlaceKernel, .is_inplace = true});
 const OpDef& kClone = RegisterOp({.name = "clone",
                                   .cpu = CloneKernel,
                                   .backward = [](const BackwardContext& c) -> TensorList { return {c.grad_outputs[0]}; },
@@ -575,6 +637,11 @@ void MulScalarInPlace(const Tensor& dst, double value) {
 }
 void AddScalarInPlace(const Tensor& dst, double value) {
   autograd::CallOp(kAddScalarInPlace, {dst}, Attrs().Set("value", value));
+}
+void MulInPlace(const Tensor& dst, const Tensor& src) { autograd::CallOp(kMulInPlace, {dst, src}); }
+void DivInPlace(const Tensor& dst, const Tensor& src) { autograd::CallOp(kDivInPlace, {dst, src}); }
+void DivScalarInPlace(const Tensor& dst, double value) {
+  autograd::CallOp(kDivScalarInPlace, {dst}, Attrs().Set("value", value));
 }
 Tensor Clone(const Tensor& x) { return autograd::CallOp1(kClone, {x}); }
 Tensor OnesLike(const Tensor& x) { return autograd::CallOp1(kOnesLike, {x}); }

@@ -27,6 +27,11 @@ void AddInPlace(const Tensor& dst, const Tensor& src, double alpha = 1.0);
 void MulScalarInPlace(const Tensor& dst, double value);
 // dst += value, in place, for a floating dst (AddScalar's values). Not recorded by autograd; bumps dst's version.
 void AddScalarInPlace(const Tensor& dst, double value);
+// dst *= src and dst /= src (src of dst's floating dtype, broadcasting to it), and dst /= value: Mul's, Div's and
+// a division by a number's values in one pass. Not recorded by autograd; bump dst's version.
+void MulInPlace(const Tensor& dst, const Tensor& src);
+void DivInPlace(const Tensor& dst, const Tensor& src);
+void DivScalarInPlace(const Tensor& dst, double value);
 // torch's refusal to write in place into a tensor whose elements share memory (a stride-0 dim of size > 1, as
 // expand gives): kFailedPrecondition naming `op`, the shape and the strides.
 void CheckNoInternalOverlap(const Tensor& dst, const char* op);

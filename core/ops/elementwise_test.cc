@@ -116,6 +116,27 @@ TEST(ElementwiseTest, InPlaceNumberMulAndAddEqualTheOutOfPlaceOpsBitwise) {
       EXPECT_EQ(dst.ToDoubleVector(), AddScalar(MulScalar(x, 0.3), -1.7).ToDoubleVector());
     }
   }
+  // by a tensor (broadcast) and by a number: Mul's, Div's and a number division's values
+  for (DType dt : {DType::kFloat32, DType::kFloat64, DType::kBFloat16}) {
+    SCOPED_TRACE(::testing::Message() << dt);
+    const Tensor x = Cast(Randn({9, 21}, gen), dt), y = Cast(Randn({21}, gen), dt);
+    Tensor base = Clone(Transpose(x, 0, 1));
+    Tensor dst = Transpose(base, 0, 1);  // strided writes
+    MulInPlace(dst, y);
+    EXPECT_EQ(dst.ToDoubleVector(), Mul(x, y).ToDoubleVector());
+    DivInPlace(dst, y);
+    EXPECT_EQ(dst.ToDoubleVector(), Div(Mul(x, y), y).ToDoubleVector());
+    Tensor flat = Clone(x);
+    DivScalarInPlace(flat, 0.7);
+    const DType work = dt == DType::kFloat64 ? dt : DType::kFloat32;  // a bf16 divides in float32, rounds once
+    const Tensor by = Cast(Div(Cast(x, work), Scalar(0.7, work)), dt);
+    EXPECT_EQ(flat.ToDoubleVector(), by.ToDoubleVector());
+  }
+  ::tessel::testing::ExpectErrorContains([&] { MulInPlace(Zeros({4}), Zeros({3, 4})); }, ErrorCode::kInvalidArgument,
+                                         "mul_: output with shape [4] doesn't match the broadcast shape [3, 4]");
+  ::tessel::testing::ExpectErrorContains([&] { DivInPlace(Zeros({4}), Zeros({4}, DType::kFloat64)); },
+                                         ErrorCode::kInvalidArgument,
+                                         "div_: expected floating tensors of one dtype, got float32 and float64");
   Tensor ints = FromVector<int64_t>({1, -2, 3});
   MulScalarInPlace(ints, 3.0);
   EXPECT_EQ(ints.ToVector<int64_t>(), (std::vector<int64_t>{3, -6, 9}));

@@ -1,5 +1,6 @@
 // dtensor/rules/elementwise.cc — sharding rules for core/ops/elementwise.cc: add, sub, mul, div (numpy
-// broadcasting), add_scalar, mul_scalar, add_, mul_, add_scalar_, clone, ones_like, zeros_like, sum_to_size.
+// broadcasting), add_scalar, mul_scalar, add_, mul_, add_scalar_, mul_tensor_, div_tensor_, div_scalar_, clone,
+// ones_like, zeros_like, sum_to_size.
 //
 // Invariant: binary ops follow an operand's layout (rule_util.h Pointwise); Partial operands keep their
 // Partial exactly where the op is linear in them (add/sub: P+P; mul: P*R; div: P/R). add_ and mul_
@@ -64,6 +65,9 @@ const bool kRegistered = [] {
   RegisterShardingRule("add_", PointwiseRule<Linearity::kAdditive>);
   RegisterShardingRule("mul_", PointwiseRule<Linearity::kUnaryLinear>);
   RegisterShardingRule("add_scalar_", PointwiseRule<Linearity::kAffine>);
+  RegisterShardingRule("mul_tensor_", PointwiseRule<Linearity::kMul>);
+  RegisterShardingRule("div_tensor_", PointwiseRule<Linearity::kDiv>);
+  RegisterShardingRule("div_scalar_", PointwiseRule<Linearity::kUnaryLinear>);
   RegisterShardingRule("clone", PointwiseRule<Linearity::kAllPartial>, kElementwise);
   RegisterShardingRule("ones_like", LikeRule, kElementwise);
   RegisterShardingRule("zeros_like", LikeRule, kElementwise);
