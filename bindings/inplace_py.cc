@@ -1,8 +1,9 @@
 // bindings/inplace_py.cc — the C++ front of the in-place Tensor methods optimizers and weight averages call once
-// per parameter per step (add_, sub_, mul_, div_, lerp_, addcmul_, addcdiv_): `_C._fast_in_place(name, fallback)`
-// returns a method that runs the C++ op itself when autograd records nothing and the operands need no
-// promotion, and calls `fallback` (the Python method it replaces: tessel/_inplace.py's recording wrapper around
-// tessel/_compat.py's rules) for everything else, which keeps every torch rule the Python face has.
+// per parameter per step (add_, sub_, mul_, div_, lerp_, addcmul_, addcdiv_; zero_ and copy_ of plain tensors):
+// `_C._fast_in_place(name, fallback)` returns a method that runs the C++ op itself when autograd records nothing
+// and the operands need no promotion, and calls `fallback` (the Python method it replaces: tessel/_inplace.py's
+// recording wrapper around tessel/_compat.py's rules) for everything else, which keeps every torch rule the
+// Python face has.
 //
 // Why: through the Python layers each call cost 3-7 us against PyTorch's 0.8-1.4 (a custom optimizer's
 // `exp_avg.lerp_(g, 1 - b1)`, an EMA's `ema.mul_(d).add_(p, alpha=1 - d)`); the checks below are what those
@@ -27,12 +28,14 @@
 #include "core/base/error.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/ternary.h"
+#include "core/ops/view.h"
+#include "core/tensor/factory.h"
 #include "core/tensor/tensor_impl.h"
 
 namespace tessel::bindings {
 namespace {
 
-enum class FastOp { kAdd, kSub, kMul, kDiv, kLerp, kAddcmul, kAddcdiv };
+enum class FastOp { kAdd, kSub, kMul, kDiv, kLerp, kAddcmul, kAddcdiv, kZero, kCopy };
 
 FastOp FastOpNamed(const std::string& name) {
   if (name == "add_") return FastOp::kAdd;
@@ -41,8 +44,10 @@ FastOp FastOpNamed(const std::string& name) {
   if (name == "div_") return FastOp::kDiv;
   if (name == "lerp_") return FastOp::kLerp;
   if (name == "addcmul_") return FastOp::kAddcmul;
+  if (name == "zero_") return FastOp::kZero;
+  if (name == "copy_") return FastOp::kCopy;
   TESSEL_CHECK(name == "addcdiv_", "_fast_in_place: no fast path for ", name,
-               " (add_, sub_, mul_, div_, lerp_, addcmul_, addcdiv_)");
+               " (add_, sub_, mul_, div_, lerp_, addcmul_, addcdiv_, zero_, copy_)");
   return FastOp::kAddcdiv;
 }
 
@@ -93,9 +98,25 @@ bool KeywordNumber(const py::kwargs& kwargs, const char* key, double fallback_va
 
 // Runs op on self when the fast path applies; false leaves everything to the fallback.
 bool TryFast(FastOp op, const Tensor& self, const py::args& args, const py::kwargs& kwargs) {
-  if (!IsFloating(self.dtype()) || !self.device().is_cpu() || Recorded(self, args)) return false;
+  if (!self.device().is_cpu() || Recorded(self, args)) return false;
+  if (op == FastOp::kZero || op == FastOp::kCopy) {  // any dtype; a DTensor's fill and copy rules stay Python's
+    if (self.is_distributed() || !kwargs.empty() || args.size() != (op == FastOp::kCopy ? 1u : 0u)) return false;
+    if (op == FastOp::kZero) {
+      NoGil([&] { FillInPlace(self, 0.0); });
+      return true;
+    }
+    if (!py::isinstance<Tensor>(args[0])) return false;
+    const Tensor& src = args[0].cast<const Tensor&>();
+    if (src.is_distributed()) return false;
+    NoGil([&] { CopyInPlace(self, src); });
+    return true;
+  }
+  if (!IsFloating(self.dtype())) return false;
   double number = 0;
   switch (op) {
+    case FastOp::kZero:
+    case FastOp::kCopy:
+      return false;  // (handled above)
     case FastOp::kAdd:
     case FastOp::kSub: {
       if (self.dtype() != DType::kFloat32 && self.dtype() != DType::kFloat64) return false;

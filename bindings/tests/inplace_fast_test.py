@@ -139,6 +139,32 @@ def test_number_add_sub_and_mul_in_place_equal_the_out_of_place_values():
     assert np.array_equal(bits(base.numpy()), bits(((tessel.tensor(S[:12].reshape(3, 4)) + 2.0) * 0.5).numpy()))
 
 
+def test_zero_and_copy_through_the_front_keep_their_semantics():
+    base = tessel.arange(12.0).reshape(3, 4)
+    col = base[:, 2]
+    version = base._version
+    assert col.zero_() is col and base[:, 2].tolist() == [0.0, 0.0, 0.0] and base._version == version + 1
+    assert col.copy_(tessel.tensor([1, 2, 3])) is col  # int64 source converted, as torch
+    assert base[:, 2].tolist() == [1.0, 2.0, 3.0] and base._version == version + 2
+    row = base[0]
+    row.copy_(tessel.tensor(7.0))  # a 0-d source broadcasts
+    assert base[0].tolist() == [7.0] * 4
+    i = tessel.tensor([5, 6])
+    assert i.zero_().tolist() == [0, 0] and i.dtype == tessel.int64
+    # under grad mode a leaf that requires grad refuses; a non-leaf copy is recorded (the Python rules)
+    p = tessel.nn.Parameter(tessel.ones(2))
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        p.zero_()
+    with tessel.no_grad():
+        p.zero_()
+    assert p.tolist() == [0.0, 0.0] and p.requires_grad
+    x = tessel.ones(2, requires_grad=True)
+    y = tessel.zeros(2)
+    y.copy_(x * 3)
+    y.sum().backward()
+    assert x.grad.tolist() == [3.0, 3.0]
+
+
 def test_optimizer_updates_of_a_leaf_under_no_grad_and_the_recorded_and_refused_forms():
     p = tessel.nn.Parameter(tessel.tensor([1.0, 2.0]))
     ema = p.detach().clone()

@@ -26,8 +26,10 @@ Tensor Empty(std::span<const int64_t> shape, DType dtype, Device device) {
 
 void FillInPlace(const Tensor& t, double value) {
   TESSEL_CHECK(!t.is_distributed(), "fill_: FillInPlace works on local tensors");
-  t.impl()->storage().BumpVersion();
-  if (t.numel() == 0) return;
+  if (t.numel() == 0) {  // one version bump per write, as torch's (CopyInto bumps it below)
+    t.impl()->storage().BumpVersion();
+    return;
+  }
   // The scalar is written on the host; CopyInto broadcasts it (and moves it to the device for CUDA).
   Tensor one = Empty({}, DType::kFloat64, t.device().is_cpu() ? t.device() : Device::Cpu(0));
   *one.data_ptr<double>() = value;
