@@ -3,7 +3,8 @@
 // `_C._fast_in_place(name, fallback)` returns a method that runs the C++ op itself when autograd records nothing
 // and the operands need no promotion, and calls `fallback` (the Python method it replaces: tessel/_inplace.py's
 // recording wrapper around tessel/_compat.py's rules) for everything else, which keeps every torch rule the
-// Python face has.
+// Python face has. `_C._fast_unary(name, fallback)` does the same for t.exp(), t.sqrt() and the other float
+// unary methods of a plain floating tensor.
 //
 // Why: through the Python layers each call cost 3-7 us against PyTorch's 0.8-1.4 (a custom optimizer's
 // `exp_avg.lerp_(g, 1 - b1)`, an EMA's `ema.mul_(d).add_(p, alpha=1 - d)`); the checks below are what those
@@ -22,12 +23,14 @@
 
 #include <cmath>
 #include <string>
+#include <utility>
 
 #include "bindings/bind.h"
 #include "core/autograd/grad_mode.h"
 #include "core/base/error.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/ternary.h"
+#include "core/ops/unary.h"
 #include "core/ops/view.h"
 #include "core/tensor/factory.h"
 #include "core/tensor/tensor_impl.h"
@@ -183,9 +186,39 @@ bool TryFast(FastOp op, const Tensor& self, const py::args& args, const py::kwar
   return false;
 }
 
+using UnaryFn = Tensor (*)(const Tensor&);
+
+// The float ops of tessel/_extra.py's _FLOAT_OPS (which compute an integer tensor in the default float dtype).
+UnaryFn FloatUnaryNamed(const std::string& name) {
+  static const std::pair<const char*, UnaryFn> kOps[] = {
+      {"sin", &Sin}, {"cos", &Cos}, {"exp2", &Exp2}, {"log1p", &Log1p}, {"expm1", &Expm1}, {"erf", &Erf},
+      {"exp", &Exp}, {"log", &Log}, {"sqrt", &Sqrt}, {"rsqrt", &Rsqrt}, {"tanh", &Tanh},   {"sigmoid", &Sigmoid}};
+  for (const auto& [op, fn] : kOps) {
+    if (name == op) return fn;
+  }
+  TESSEL_FAIL(ErrorCode::kInvalidArgument, "_fast_unary: no fast path for ", name);
+}
+
 }  // namespace
 
 void BindFastInPlace(py::module_& m) {
+  // t.exp(), t.sqrt(), ... of a plain floating CPU tensor: the C++ op itself (what the Python method reaches for
+  // it after its DTensor and integer checks); anything else calls `fallback`.
+  m.def("_fast_unary", [](const std::string& name, py::object fallback) {
+    const UnaryFn fn = FloatUnaryNamed(name);
+    const std::string doc = "torch's Tensor." + name + " (bindings/inplace_py.cc: C++ for a plain floating tensor)";
+    return py::cpp_function(
+        [fn, fallback](py::object self) -> py::object {
+          if (py::isinstance<Tensor>(self)) {
+            const Tensor& t = self.cast<const Tensor&>();
+            if (IsFloating(t.dtype()) && !t.is_distributed() && t.device().is_cpu()) {
+              return py::cast(NoGil([&] { return fn(t); }));
+            }
+          }
+          return fallback(self);
+        },
+        py::name(name.c_str()), py::doc(doc.c_str()), py::is_method(py::type::of<Tensor>()));
+  }, py::arg("name"), py::arg("fallback"));
   m.def("_fast_in_place", [](const std::string& name, py::object fallback) {
     const FastOp op = FastOpNamed(name);
     const std::string doc = "torch's Tensor." + name + ": in place (bindings/inplace_py.cc: C++ when autograd "

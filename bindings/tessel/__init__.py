@@ -163,6 +163,8 @@ are_deterministic_algorithms_enabled = lambda: _deterministic[0]  # noqa: E731
 is_deterministic_algorithms_warn_only_enabled = lambda: _deterministic[1]  # noqa: E731
 from . import _inplace  # noqa: E402 (in-place methods recorded by autograd)
 _inplace.install()
+for _name in _extra._FLOAT_OPS:  # t.exp(), t.sqrt(), ...: C++ for a plain floating tensor (inplace_py.cc)
+    setattr(Tensor, _name, _C._fast_unary(_name, getattr(Tensor, _name)))
 relu_ = lambda input: input.relu_()  # noqa: E731 (torch.relu_)
 from . import autograd, backends, linalg, nn, optim, distributed, distributions, multiprocessing, profiler, special, utils  # noqa: E402,F401,E501
 from . import amp, fft, func, futures, ops, random, testing  # noqa: E402,F401

@@ -260,6 +260,24 @@ def test_a_zero_dim_operand_of_another_floating_dtype_takes_the_others_dtype_as_
     assert np.array_equal(bits(t.numpy()), bits(want.numpy()))
 
 
+def test_float_unary_methods_through_the_front_keep_their_values_gradients_and_integer_rule():
+    import math
+    x = tessel.tensor(np.abs(S[:33]) + 0.5)
+    v = x.numpy().astype(np.float64)
+    refs = {"sin": np.sin(v), "cos": np.cos(v), "exp2": np.exp2(v), "log1p": np.log1p(v), "expm1": np.expm1(v),
+            "erf": np.array([math.erf(a) for a in v]), "exp": np.exp(v), "log": np.log(v), "sqrt": np.sqrt(v),
+            "rsqrt": 1 / np.sqrt(v), "tanh": np.tanh(v), "sigmoid": 1 / (1 + np.exp(-v))}
+    for name, want in refs.items():
+        got = getattr(x, name)()
+        assert got.dtype == tessel.float32, name
+        np.testing.assert_allclose(got.numpy(), want, rtol=2e-6, err_msg=name)
+        assert np.array_equal(bits(got.numpy()), bits(getattr(tessel, name)(x).numpy())), name  # torch.X(t) too
+    assert tessel.tensor([1, 4]).sqrt().tolist() == [1.0, 2.0]  # an integer tensor in the default float dtype
+    y = tessel.tensor([1.0, 4.0], requires_grad=True)
+    y.sqrt().sum().backward()
+    assert y.grad.tolist() == [0.5, 0.25]
+
+
 def test_dtensor_in_place_updates_equal_the_plain_ones_shard_by_shard():
     a = RNG.standard_normal((6, 4)).astype(np.float32)
     b = RNG.standard_normal((6, 4)).astype(np.float32)
