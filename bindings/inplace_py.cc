@@ -1,5 +1,5 @@
 // bindings/inplace_py.cc — the C++ front of the in-place Tensor methods optimizers and weight averages call once
-// per parameter per step (add_, sub_, mul_, div_, lerp_, addcmul_, addcdiv_; zero_ and copy_ of plain tensors):
+// per parameter per step (add_, sub_, mul_, div_, lerp_, addcmul_, addcdiv_; zero_, copy_ and clamp_ of plain tensors):
 // `_C._fast_in_place(name, fallback)` returns a method that runs the C++ op itself when autograd records nothing
 // and the operands need no promotion, and calls `fallback` (the Python method it replaces: tessel/_inplace.py's
 // recording wrapper around tessel/_compat.py's rules) for everything else, which keeps every torch rule the
@@ -22,6 +22,7 @@
 #include <pybind11/pybind11.h>
 
 #include <cmath>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -32,13 +33,14 @@
 #include "core/ops/ternary.h"
 #include "core/ops/unary.h"
 #include "core/ops/view.h"
+#include "core/tensor/copy.h"
 #include "core/tensor/factory.h"
 #include "core/tensor/tensor_impl.h"
 
 namespace tessel::bindings {
 namespace {
 
-enum class FastOp { kAdd, kSub, kMul, kDiv, kLerp, kAddcmul, kAddcdiv, kZero, kCopy };
+enum class FastOp { kAdd, kSub, kMul, kDiv, kLerp, kAddcmul, kAddcdiv, kZero, kCopy, kClamp };
 
 FastOp FastOpNamed(const std::string& name) {
   if (name == "add_") return FastOp::kAdd;
@@ -49,8 +51,9 @@ FastOp FastOpNamed(const std::string& name) {
   if (name == "addcmul_") return FastOp::kAddcmul;
   if (name == "zero_") return FastOp::kZero;
   if (name == "copy_") return FastOp::kCopy;
+  if (name == "clamp_") return FastOp::kClamp;
   TESSEL_CHECK(name == "addcdiv_", "_fast_in_place: no fast path for ", name,
-               " (add_, sub_, mul_, div_, lerp_, addcmul_, addcdiv_, zero_, copy_)");
+               " (add_, sub_, mul_, div_, lerp_, addcmul_, addcdiv_, zero_, copy_, clamp_)");
   return FastOp::kAddcdiv;
 }
 
@@ -120,6 +123,27 @@ bool TryFast(FastOp op, const Tensor& self, const py::args& args, const py::kwar
     case FastOp::kZero:
     case FastOp::kCopy:
       return false;  // (handled above)
+    case FastOp::kClamp: {  // _compat._clamp's own fast path: float32 / float64, bounds None or non-NaN numbers
+      if (self.is_distributed() || (self.dtype() != DType::kFloat32 && self.dtype() != DType::kFloat64)) return false;
+      if (args.size() > 2) return false;
+      py::handle bounds[2] = {py::none(), py::none()};
+      for (size_t i = 0; i < args.size(); ++i) bounds[i] = args[i];
+      for (const auto& [key, value] : kwargs) {
+        const std::string k = py::str(key);
+        const int at = k == "min" ? 0 : k == "max" ? 1 : -1;
+        if (at < 0 || static_cast<size_t>(at) < args.size()) return false;
+        bounds[at] = value;
+      }
+      std::optional<double> lo, hi;
+      for (int i = 0; i < 2; ++i) {
+        if (bounds[i].is_none()) continue;
+        if (!PlainNumber(bounds[i], &number) || number != number) return false;
+        (i == 0 ? lo : hi) = number;
+      }
+      if (!lo && !hi) return false;  // torch's error, from the Python rules
+      NoGil([&] { CopyInto(self, Clamp(self, lo, hi)); });
+      return true;
+    }
     case FastOp::kAdd:
     case FastOp::kSub: {
       if (self.dtype() != DType::kFloat32 && self.dtype() != DType::kFloat64) return false;

@@ -213,7 +213,7 @@ def honours_inplace(fn):
 
 # The methods optimizers call per parameter per step: a C++ front (bindings/inplace_py.cc) runs the op where
 # autograd records nothing and no promotion is needed, and calls the method installed here otherwise.
-_FAST = ("add_", "sub_", "mul_", "div_", "lerp_", "addcmul_", "addcdiv_", "zero_", "copy_")
+_FAST = ("add_", "sub_", "mul_", "div_", "lerp_", "addcmul_", "addcdiv_", "zero_", "copy_", "clamp_")
 
 
 def install():

@@ -165,6 +165,22 @@ def test_zero_and_copy_through_the_front_keep_their_semantics():
     assert x.grad.tolist() == [3.0, 3.0]
 
 
+def test_clamp_in_place_through_the_front_keeps_clamps_values_and_rules():
+    x = tessel.tensor(S[:40])
+    for args, kwargs in [((-0.5, 0.5), {}), ((), {"min": 0.1}), ((None,), {"max": -0.2}), ((0,), {"max": 1})]:
+        t = x.clone()
+        version = t._version
+        assert t.clamp_(*args, **kwargs) is t
+        assert np.array_equal(bits(t.numpy()), bits(x.clamp(*args, **kwargs).numpy())), (args, kwargs)
+        assert t._version == version + 1
+    assert np.isnan(x.clone().clamp_(min=float("nan")).numpy()).all()  # a NaN bound: every value NaN, as torch
+    with pytest.raises(RuntimeError, match="clamp_: result type Float can't be cast to the desired output type"):
+        tessel.tensor([1, 2]).clamp_(min=1.5)
+    t = tessel.tensor([-2.0, 0.5, 3.0])
+    t.clamp_(min=tessel.tensor([0.0, 1.0, 0.0]))  # tensor bounds: the Python rules
+    assert t.tolist() == [0.0, 1.0, 3.0]
+
+
 def test_optimizer_updates_of_a_leaf_under_no_grad_and_the_recorded_and_refused_forms():
     p = tessel.nn.Parameter(tessel.tensor([1.0, 2.0]))
     ema = p.detach().clone()
