@@ -106,7 +106,10 @@ bool KeywordNumber(const py::kwargs& kwargs, const char* key, double fallback_va
 bool TryFast(FastOp op, const Tensor& self, const py::args& args, const py::kwargs& kwargs) {
   if (!self.device().is_cpu() || Recorded(self, args)) return false;
   if (op == FastOp::kZero || op == FastOp::kCopy) {  // any dtype; a DTensor's fill and copy rules stay Python's
-    if (self.is_distributed() || !kwargs.empty() || args.size() != (op == FastOp::kCopy ? 1u : 0u)) return false;
+    // (copy_'s non_blocking: a CPU copy is synchronous either way)
+    const bool only_non_blocking = op == FastOp::kCopy && kwargs.size() == 1 && kwargs.contains("non_blocking");
+    if (self.is_distributed() || (!kwargs.empty() && !only_non_blocking)) return false;
+    if (args.size() != (op == FastOp::kCopy ? 1u : 0u)) return false;
     if (op == FastOp::kZero) {
       NoGil([&] { FillInPlace(self, 0.0); });
       return true;

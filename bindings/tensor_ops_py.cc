@@ -372,10 +372,12 @@ void BindArithmetic(py::class_<Tensor>& c) {
         NoGil([&] { MulScalarInPlace(a, v); });
         return a;
       }, py::return_value_policy::reference_internal)
-      .def("copy_", [](Tensor& a, const Tensor& b) -> Tensor& {
+      // torch's copy_(src, non_blocking=False): a CPU copy is synchronous either way (the flag is accepted, as
+      // pinned-memory training loops pass it).
+      .def("copy_", [](Tensor& a, const Tensor& b, bool) -> Tensor& {
         NoGil([&] { CopyInPlace(a, b); });
         return a;
-      }, py::return_value_policy::reference_internal)
+      }, py::arg("src"), py::arg("non_blocking") = false, py::return_value_policy::reference_internal)
       .def("fill_", [](Tensor& a, double v) -> Tensor& { return Fill(a, v); },
            py::return_value_policy::reference_internal)
       // An int64 tensor takes a Python int beyond 2^53 exactly (through a double it lost its low bits:

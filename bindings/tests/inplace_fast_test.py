@@ -147,7 +147,7 @@ def test_zero_and_copy_through_the_front_keep_their_semantics():
     assert col.copy_(tessel.tensor([1, 2, 3])) is col  # int64 source converted, as torch
     assert base[:, 2].tolist() == [1.0, 2.0, 3.0] and base._version == version + 2
     row = base[0]
-    row.copy_(tessel.tensor(7.0))  # a 0-d source broadcasts
+    row.copy_(tessel.tensor(7.0), non_blocking=True)  # a 0-d source broadcasts; torch's flag is accepted
     assert base[0].tolist() == [7.0] * 4
     i = tessel.tensor([5, 6])
     assert i.zero_().tolist() == [0, 0] and i.dtype == tessel.int64
@@ -160,7 +160,7 @@ def test_zero_and_copy_through_the_front_keep_their_semantics():
     assert p.tolist() == [0.0, 0.0] and p.requires_grad
     x = tessel.ones(2, requires_grad=True)
     y = tessel.zeros(2)
-    y.copy_(x * 3)
+    y.copy_(x * 3, non_blocking=False)
     y.sum().backward()
     assert x.grad.tolist() == [3.0, 3.0]
 
