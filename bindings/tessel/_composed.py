@@ -82,8 +82,9 @@ def _written_back(name, compose, fused):
         ops = [builtins.float(v) if isinstance(v, numbers.Real) and not isinstance(v, (builtins.bool, _C.Tensor))
                else v for v in bound.arguments.values()]
         tensors = [v for v in ops[1:] if isinstance(v, _C.Tensor)]
-        if len(ops) == 3:  # lerp_: end a tensor, weight a float or a tensor
-            takes = isinstance(ops[1], _C.Tensor) and isinstance(ops[2], (_C.Tensor, builtins.float))
+        if len(ops) == 3:  # lerp_: end a tensor of self's dtype, weight a float or a tensor
+            takes = isinstance(ops[1], _C.Tensor) and ops[1].dtype == self.dtype and isinstance(
+                ops[2], (_C.Tensor, builtins.float))
         else:  # addcmul_ / addcdiv_: two tensors and a float value
             t1, t2, value = ops[1:]
             takes = isinstance(t1, _C.Tensor) and isinstance(t2, _C.Tensor) and isinstance(value, builtins.float)

@@ -103,11 +103,13 @@ def lerp(input, end, weight):
     exactly (1e30 to 1 at w = 1 gave 0) and a large w does not overflow early. Operands of one floating dtype: one
     C++ op with torch's fused multiply-adds (core/ops/ternary.h), bit for bit. torch's argument names."""
     a, b = input, end
-    if isinstance(weight, Tensor):
+    # torch lets only the weight differ (a 0-d one); input and end share a dtype
+    same = isinstance(a, Tensor) and isinstance(b, Tensor) and a.dtype == b.dtype
+    if same and isinstance(weight, Tensor):
         ops = fused_operands(a, b, weight)
         if ops is not None:
             return _C._functional.lerp(*ops)
-    elif isinstance(weight, (builtins.float, builtins.int)):
+    elif same and isinstance(weight, (builtins.float, builtins.int)):
         ops = fused_operands(a, b)
         if ops is not None:
             return _C._functional.lerp(*ops, builtins.float(weight))

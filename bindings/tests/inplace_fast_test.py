@@ -139,6 +139,31 @@ def test_number_add_sub_and_mul_in_place_equal_the_out_of_place_values():
     assert np.array_equal(bits(base.numpy()), bits(((tessel.tensor(S[:12].reshape(3, 4)) + 2.0) * 0.5).numpy()))
 
 
+def test_number_add_with_alpha_is_torchs_fused_multiply_add():
+    # torch: fmadd(other, alpha, x) with both rounded to self's dtype (0.1 and 0.3 as float32, one rounding)
+    x = tessel.zeros(1)
+    x.add_(0.1, alpha=0.3)
+    assert x.numpy()[0] == np.float32(np.float64(np.float32(0.1)) * np.float64(np.float32(0.3)))
+    x = tessel.zeros(1)
+    x.sub_(3, alpha=0.3)
+    assert x.numpy()[0] == -np.float32(3 * np.float64(np.float32(0.3)))
+    y = tessel.tensor([-0.0])
+    y.sub_(0, alpha=2)  # -0 + 0·(-2) is -0
+    assert np.signbit(y.numpy()[0])
+    z = tessel.tensor(S[:50])
+    want = (S[:50].astype(np.float64) + np.float64(np.float32(0.7)) * np.float64(np.float32(-1.3))).astype(np.float32)
+    assert np.array_equal(bits(z.add_(0.7, alpha=-1.3).numpy()), bits(want))
+
+
+def test_lerp_refuses_an_end_of_another_dtype_even_0_d_as_torch():
+    with pytest.raises(RuntimeError, match="expected dtype float for `end` but got dtype double"):
+        tessel.lerp(tessel.tensor([1.0, 2.0]), tessel.tensor(5.0, dtype=tessel.float64), 0.5)
+    t = tessel.tensor([1.0, 2.0])
+    with pytest.raises(RuntimeError, match="expected dtype float for `end`"):
+        t.lerp_(tessel.tensor(5.0, dtype=tessel.float64), weight=0.5)
+    assert t.tolist() == [1.0, 2.0]
+
+
 def test_zero_and_copy_through_the_front_keep_their_semantics():
     base = tessel.arange(12.0).reshape(3, 4)
     col = base[:, 2]
@@ -151,6 +176,11 @@ def test_zero_and_copy_through_the_front_keep_their_semantics():
     assert base[0].tolist() == [7.0] * 4
     i = tessel.tensor([5, 6])
     assert i.zero_().tolist() == [0, 0] and i.dtype == tessel.int64
+    with pytest.raises(TypeError):
+        tessel.zeros(2).copy_(tessel.ones(2), non_blocking="yes")  # torch's flag is a bool
+    expanded = tessel.ones(1).expand(3)
+    with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
+        expanded.clamp_(0, 0.5)
     # under grad mode a leaf that requires grad refuses; a non-leaf copy is recorded (the Python rules)
     p = tessel.nn.Parameter(tessel.ones(2))
     with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):

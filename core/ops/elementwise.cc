@@ -300,17 +300,19 @@ TensorList MulScalarInPlaceKernel(std::span<const Tensor> in, const Attrs& attrs
   return {dst};
 }
 
-// dst += value in place for floating dst, the values of add_scalar's kernel (AffineKernel: x·1 + value).
+// dst += value · alpha in place for floating dst: torch's fmadd(value, alpha, x), value and alpha rounded to the
+// compute type first (alpha 1: x + value, add_scalar's values).
 TensorList AddScalarInPlaceKernel(std::span<const Tensor> in, const Attrs& attrs) {
   const Tensor& dst = in[0];
   CheckNoInternalOverlap(dst, "add_");
   TESSEL_CHECK(IsFloating(dst.dtype()), "add_: an in-place number add needs a floating tensor, got ", dst.dtype(),
                " of shape ", ShapeStr(dst.sizes()));
-  const double value = attrs.GetDouble("value");
+  const double value = attrs.GetDouble("value"), alpha = attrs.GetDouble("alpha", 1.0);
   TESSEL_DISPATCH_FLOATING_TYPES(dst.dtype(), "add_", [&] {
     using T = scalar_t;
-    const ComputeT<T> b = static_cast<ComputeT<T>>(value);
-    MapInPlace<T>(dst, [b](T x) { return FromCompute<T>(ToCompute(x) + b); });
+    using C = ComputeT<T>;
+    const C b = static_cast<C>(value), a = static_cast<C>(alpha);
+    MapInPlace<T>(dst, [b, a](T x) { return FromCompute<T>(std::fma(b, a, ToCompute(x))); });
   });
   return {dst};
 }
@@ -635,8 +637,8 @@ void AddInPlace(const Tensor& dst, const Tensor& src, double alpha) {
 void MulScalarInPlace(const Tensor& dst, double value) {
   autograd::CallOp(kMulScalarInPlace, {dst}, Attrs().Set("value", value));
 }
-void AddScalarInPlace(const Tensor& dst, double value) {
-  autograd::CallOp(kAddScalarInPlace, {dst}, Attrs().Set("value", value));
+void AddScalarInPlace(const Tensor& dst, double value, double alpha) {
+  autograd::CallOp(kAddScalarInPlace, {dst}, Attrs().Set("value", value).Set("alpha", alpha));
 }
 void MulInPlace(const Tensor& dst, const Tensor& src) { autograd::CallOp(kMulInPlace, {dst, src}); }
 void DivInPlace(const Tensor& dst, const Tensor& src) { autograd::CallOp(kDivInPlace, {dst, src}); }

@@ -25,8 +25,9 @@ Tensor MulScalar(const Tensor& a, double value);
 void AddInPlace(const Tensor& dst, const Tensor& src, double alpha = 1.0);
 // dst *= value, in place.
 void MulScalarInPlace(const Tensor& dst, double value);
-// dst += value, in place, for a floating dst (AddScalar's values). Not recorded by autograd; bumps dst's version.
-void AddScalarInPlace(const Tensor& dst, double value);
+// dst += value · alpha, in place, for a floating dst: torch's fmadd(value, alpha, x) with both rounded to the
+// compute type (alpha 1: AddScalar's values). Not recorded by autograd; bumps dst's version.
+void AddScalarInPlace(const Tensor& dst, double value, double alpha = 1.0);
 // dst *= src and dst /= src (src of dst's floating dtype, broadcasting to it), and dst /= value: Mul's, Div's and
 // a division by a number's values in one pass. Not recorded by autograd; bump dst's version.
 void MulInPlace(const Tensor& dst, const Tensor& src);

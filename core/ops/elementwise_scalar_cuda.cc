@@ -61,7 +61,8 @@ TensorList AddScalarInPlaceCudaKernel(std::span<const Tensor> in, const Attrs& a
   const Tensor& dst = in[0];
   cuda::CudaFloatType(dst, "add_");
   dst.impl()->storage().BumpVersion();
-  Run(dst, dst, Tensor(), {1.0f, 0.0f, static_cast<float>(a.GetDouble("value")), false, true}, "add_");
+  const float shift = static_cast<float>(a.GetDouble("value")) * static_cast<float>(a.GetDouble("alpha", 1.0));
+  Run(dst, dst, Tensor(), {1.0f, 0.0f, shift, false, true}, "add_");
   return {dst};
 }
 
