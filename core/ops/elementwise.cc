@@ -223,6 +223,29 @@ TensorList AffineKernel(const Tensor& x, double alpha, std::optional<double> bet
   return {out};
 }
 
+// dst[i] = f(dst[i], src[j]) over dst's elements, src broadcast to dst's shape (dense or strided), bumping dst's
+// version.
+template <typename T, typename F>
+void CombineInPlace(const Tensor& dst, const Tensor& src, F f) {
+  dst.impl()->storage().BumpVersion();
+  const int64_t n = dst.numel();
+  if (n == 0) return;
+  T* pd = static_cast<T*>(dst.raw_data());
+  const T* ps = static_cast<const T*>(src.raw_data());
+  if (dst.is_contiguous() && src.is_contiguous() && src.sizes() == dst.sizes()) {
+    ParallelFor(0, n, kGrain, [&](int64_t s, int64_t e) {
+      for (int64_t i = s; i < e; ++i) pd[i] = f(pd[i], ps[i]);
+    });
+    return;
+  }
+  const Shape& sd = dst.strides();
+  const Shape ss = BroadcastStridesTo(src, dst.sizes());
+  ParallelFor(0, n, kGrain, [&](int64_t s, int64_t e) {
+    ForEachStrided<2>(dst.sizes(), {std::span<const int64_t>(sd), std::span<const int64_t>(ss)},
+                      [&](const int64_t* off) { pd[off[0]] = f(pd[off[0]], ps[off[1]]); }, s, e);
+  });
+}
+
 // dst += alpha * src (src broadcasts to dst).
 TensorList AddInPlaceKernel(std::span<const Tensor> in, const Attrs& attrs) {
   const Tensor& dst = in[0];
@@ -234,30 +257,10 @@ TensorList AddInPlaceKernel(std::span<const Tensor> in, const Attrs& attrs) {
   const Shape b = BroadcastShapes(dst.sizes(), src.sizes(), "add_");
   TESSEL_CHECK(b == dst.sizes(), "add_: source shape ", ShapeStr(src.sizes()), " does not broadcast to ",
                ShapeStr(dst.sizes()));
-  dst.impl()->storage().BumpVersion();
-  const int64_t n = dst.numel();
-  if (n == 0) return {dst};
   TESSEL_DISPATCH_FLOATING_TYPES(dst.dtype(), "add_", [&] {
     using T = scalar_t;
-    using C = ComputeT<T>;
-    T* pd = static_cast<T*>(dst.raw_data());
-    const T* ps = static_cast<const T*>(src.raw_data());
-    const C a = static_cast<C>(alpha);
-    if (dst.is_contiguous() && src.is_contiguous() && src.sizes() == dst.sizes()) {
-      ParallelFor(0, n, kGrain, [&](int64_t s, int64_t e) {
-        for (int64_t i = s; i < e; ++i) pd[i] = FromCompute<T>(std::fma(a, ToCompute(ps[i]), ToCompute(pd[i])));
-      });
-    } else {
-      const Shape ss = BroadcastStridesTo(src, dst.sizes());
-      const Shape& sd = dst.strides();
-      ParallelFor(0, n, kGrain, [&](int64_t s, int64_t e) {
-        ForEachStrided<2>(dst.sizes(), {std::span<const int64_t>(sd), std::span<const int64_t>(ss)},
-                          [&](const int64_t* off) {
-                            pd[off[0]] = FromCompute<T>(std::fma(a, ToCompute(ps[off[1]]), ToCompute(pd[off[0]])));
-                          },
-                          s, e);
-      });
-    }
+    const ComputeT<T> a = static_cast<ComputeT<T>>(alpha);
+    CombineInPlace<T>(dst, src, [a](T d, T x) { return FromCompute<T>(std::fma(a, ToCompute(x), ToCompute(d))); });
   });
   return {dst};
 }
@@ -331,26 +334,10 @@ TensorList BinaryInPlaceKernel(std::span<const Tensor> in, const char* name) {
   TESSEL_CHECK(shape == dst.sizes(), name, ": output with shape ", ShapeStr(dst.sizes()),
                " doesn't match the broadcast shape ", ShapeStr(shape));
   CheckNoPartialOverlap(dst, src, name);
-  dst.impl()->storage().BumpVersion();
-  const int64_t n = dst.numel();
-  if (n == 0) return {dst};
   TESSEL_DISPATCH_FLOATING_TYPES(dst.dtype(), name, [&] {
     using T = scalar_t;
     using C = ComputeT<T>;
-    T* pd = static_cast<T*>(dst.raw_data());
-    const T* ps = static_cast<const T*>(src.raw_data());
-    if (dst.is_contiguous() && src.is_contiguous() && src.sizes() == shape) {
-      ParallelFor(0, n, kGrain, [&](int64_t s, int64_t e) {
-        for (int64_t i = s; i < e; ++i) pd[i] = FromCompute<T>(Apply<kOp, C>(ToCompute(pd[i]), ToCompute(ps[i])));
-      });
-      return;
-    }
-    const Shape sd = dst.strides(), ss = BroadcastStridesTo(src, shape);
-    ParallelFor(0, n, kGrain, [&](int64_t s, int64_t e) {
-      ForEachStrided<2>(shape, {std::span<const int64_t>(sd), std::span<const int64_t>(ss)}, [&](const int64_t* off) {
-        pd[off[0]] = FromCompute<T>(Apply<kOp, C>(ToCompute(pd[off[0]]), ToCompute(ps[off[1]])));
-      }, s, e);
-    });
+    CombineInPlace<T>(dst, src, [](T d, T x) { return FromCompute<T>(Apply<kOp, C>(ToCompute(d), ToCompute(x))); });
   });
   return {dst};
 }
