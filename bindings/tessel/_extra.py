@@ -130,7 +130,6 @@ def lerp(input, end, weight):
 _REDUCED, _c_type = _dtypes.REDUCED, _dtypes.c_type_name
 
 
-
 def _softplus1(z):
     """log(1 + exp(z)) = log1p(exp(-|z|)) + max(z, 0): finite everywhere, 0 at -inf (z * 0 would be NaN there),
     tiny values kept (log1p), with the exact gradient sigmoid(z) at 0 too (no |z| or clamp, whose gradient is 0
