@@ -475,6 +475,11 @@ void BindTensor(py::module_& m) {
       .def_property_readonly("is_leaf", &Tensor::is_leaf)
       // torch's version counter: bumped by every in-place write to the storage (views share it)
       .def_property_readonly("_version", [](const Tensor& t) { return t.defined() ? t.impl()->version() : 0u; })
+      // For the in-place shape methods composed in Python (t_, unsqueeze_, resize_, ...), which torch counts
+      // as in-place writes: one more (_bump_version_), or a given count (torch's _unsafe_set_version_counter).
+      .def("_bump_version_", [](const Tensor& t) { LocalPiece(t).impl()->storage().BumpVersion(); })
+      .def("_unsafe_set_version_counter",
+           [](const Tensor& t, uint32_t v) { LocalPiece(t).impl()->storage().UnsafeRestoreVersion(v); })
       .def_property_readonly("grad_fn", [](const Tensor& t) -> std::shared_ptr<autograd::Node> { return t.grad_fn(); })
       // A non-leaf that requires grad may be asked to again (a no-op), as torch; only leaves change.
       .def_property("requires_grad", &Tensor::requires_grad, [](Tensor& t, bool v) {
@@ -505,6 +510,7 @@ void BindTensor(py::module_& m) {
         NoGil([&] { Backward(t, gradient ? *gradient : Tensor(), retain_graph); });
       }, py::arg("gradient") = py::none(), py::arg("retain_graph") = false)
       .def("detach", [](const Tensor& t) { return Detach(t); })
+      .def("_variable_data", [](const Tensor& t) { return VariableData(t); })
       // torch's Tensor.register_hook(fn): fn(grad) -> a replacement or None (Python wraps it in a handle,
       // tessel/_compat.py); retain_grad keeps a non-leaf's .grad.
       .def("_register_hook", [](const Tensor& t, py::object fn) {

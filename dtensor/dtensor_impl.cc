@@ -18,6 +18,10 @@ std::shared_ptr<TensorImpl> DTensorImpl::ShallowCopyDetached() const {
   return std::make_shared<DTensorImpl>(local_, spec_, mesh_);
 }
 
+std::shared_ptr<TensorImpl> DTensorImpl::ShallowCopyWithNewVersion() const {
+  return std::make_shared<DTensorImpl>(VariableData(local_), spec_, mesh_);
+}
+
 Tensor DTensorImpl::MaterializeFull(const Tensor& self) const {
   NoGradGuard no_grad;  // a read: no graph
   return DTensor(self).FullTensor();

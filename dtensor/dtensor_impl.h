@@ -30,6 +30,7 @@ class DTensorImpl final : public TensorImpl {
 
   bool is_distributed() const override { return true; }
   std::shared_ptr<TensorImpl> ShallowCopyDetached() const override;
+  std::shared_ptr<TensorImpl> ShallowCopyWithNewVersion() const override;  // the local tensor's
   std::string KindName() const override { return "DTensor"; }
   std::string ForeachGroupKey() const override { return mesh_.ToString(); }
   uint32_t version() const override { return local_.impl()->version(); }

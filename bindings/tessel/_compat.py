@@ -223,8 +223,10 @@ def _uniform_(self, a=0.0, b=1.0, *, generator=None):
 
 
 def _data_get(self):
-    """A handle to the same values that autograd does not track (torch's .data: the detached tensor)."""
-    return self.detach()
+    """A handle to the same values that autograd does not track (torch's .data): detach() with a version counter
+    of its own, so p.data.mul_(2) between forward and backward is not "modified by an inplace operation" and
+    leaves p._version alone, as in torch."""
+    return self._variable_data()
 
 
 def _data_set(self, value):

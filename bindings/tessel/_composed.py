@@ -479,9 +479,13 @@ TENSOR_METHODS.update(_BOTH)
 
 # ---- Tensor methods and functions the differential script found missing (second round) -------------------
 
-def _rebound(self, result):
-    """An in-place shape method (t_, unsqueeze_, ...): this Python tensor becomes the view."""
+def _rebound(self, result, count=True):
+    """An in-place shape method (t_, unsqueeze_, ...): this Python tensor becomes the view, one version later
+    (torch counts these as in-place writes; detach_ does not, count=False)."""
+    version = self._version
     self._rebind_(result)
+    if count:
+        self._unsafe_set_version_counter(version + 1)
     return self
 
 
@@ -489,7 +493,7 @@ def _detach_(self):
     """Detaches in place (this Python tensor becomes the detached one); torch refuses it on a view."""
     if self._base is not None:
         raise RuntimeError("Can't detach views in-place. Use detach() instead.")
-    return _rebound(self, self.detach())
+    return _rebound(self, self.detach(), count=False)
 
 
 def _resize_(self, *size):
@@ -666,6 +670,8 @@ _INPLACE_SHAPES = dict(
     t_=lambda self: _rebound(self, self.t()), unsqueeze_=lambda self, dim: _rebound(self, self.unsqueeze(dim)),
     squeeze_=lambda self, dim=None: _rebound(self, self.squeeze(dim)),
     transpose_=lambda self, dim0, dim1: _rebound(self, self.transpose(dim0, dim1)),
+    as_strided_=lambda self, size, stride, storage_offset=None: _rebound(
+        self, self.as_strided(size, stride, storage_offset)),
     resize_=_resize_, put_=_put_, detach_=_detach_)
 TENSOR_METHODS.update(_INPLACE_SHAPES, take=take, index_copy=index_copy, masked_scatter=masked_scatter, type=_type,
                       itemsize=property(lambda self: self.element_size()), ndimension=lambda self: self.ndim,

@@ -20,8 +20,8 @@ from ._autocast_policy import float32_under_autocast as _float32_under_autocast_
 from ._autocast_policy import lower_precision_under_autocast as _lower_under_autocast
 from ._dtensor_compose import aligned, by_index_pieces, gathered_along
 from ._inplace import honours_inplace
-from ._tensor import (Tensor, _host_numpy, bernoulli, exponential_, random_, tensor as _tensor, with_zero_gradient,
-                      wrap_dim, zero_dim_as_vector, zeros as _zeros)
+from ._tensor import (Tensor, _host_numpy, _torch_dtype_name, bernoulli, exponential_, random_, tensor as _tensor,
+                      with_zero_gradient, wrap_dim, zero_dim_as_vector, zeros as _zeros)
 
 
 def _floating(x):
@@ -115,6 +115,9 @@ def lerp(input, end, weight):
             return _C._functional.lerp(*ops, builtins.float(weight))
     if isinstance(a, Tensor) and isinstance(b, Tensor) and b.dtype != a.dtype:
         raise RuntimeError("expected dtype %s for `end` but got dtype %s" % (_c_type(a.dtype), _c_type(b.dtype)))
+    if isinstance(a, Tensor) and not (a.dtype.is_floating_point or a.dtype.is_complex):  # torch has no such kernel
+        raise NotImplementedError('"lerp_kernel_%s" not implemented for \'%s\'' % (
+            "tensor" if isinstance(weight, Tensor) else "scalar", _torch_dtype_name(a.dtype)))
     if isinstance(a, Tensor) and isinstance(weight, Tensor) and weight.dim() > 0 and weight.dtype != a.dtype:
         raise RuntimeError("expected dtype %s for `weight` but got dtype %s" % (_c_type(a.dtype),
                                                                              _c_type(weight.dtype)))
@@ -695,7 +698,6 @@ def index_add(x, dim, index, source, *, alpha=1):
     place and differentiable in x and source; one scatter-add of rows (the move of dim to the front is a
     view)."""
     if source.dtype != x.dtype:
-        from ._tensor import _torch_dtype_name
         raise RuntimeError("index_add_(): self (%s) and source (%s) must have the same scalar type"
                            % (_torch_dtype_name(x.dtype), _torch_dtype_name(source.dtype)))
     if isinstance(index, Tensor) and index.ndim == 0:  # a 0-d index is one index, as torch's

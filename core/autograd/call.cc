@@ -227,6 +227,10 @@ TensorList CallOp(const OpDef& op, TensorList inputs, const Attrs& attrs) {
   } else {
     GradModeGuard off(false);
     outputs = Dispatch(op, inputs, attrs);
+    // Kernels fill fresh outputs by in-place writes that count (CopyInto, fills); torch's outputs start at 0.
+    if (!op.is_inplace) {
+      for (const Tensor& out : outputs) ResetVersionIfUnshared(out);
+    }
     if (interceptor != nullptr) interceptor->Observe(op, inputs, outputs);
   }
   if (!op.backward && grad_mode && any_requires && !op.is_inplace && internal::CreatingGraphImpl()) {

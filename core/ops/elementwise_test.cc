@@ -200,6 +200,64 @@ TEST(ElementwiseTest, NoGradAndDetachRecordNothing) {
   EXPECT_TRUE(Mul(x, x).requires_grad());
 }
 
+// torch's counts: factories and op outputs start at 0 although tessel's kernels fill them by counted in-place writes
+// (CopyInto, FillInPlace, the random fills); every in-place write after that counts one, through any view.
+TEST(ElementwiseTest, FreshTensorsStartAtVersionZeroAndInPlaceWritesCountOne) {
+  Generator gen(5);
+  Tensor x = Randn({2, 3}, gen);
+  const Tensor fresh[] = {Full({2}, 3.0),
+                          Ones({2}, DType::kInt64),
+                          Scalar(2.0),
+                          x,
+                          Arange(0, 1, 0.25),
+                          FromDoubles({1, 2}, Shape{2}, DType::kFloat32),
+                          Clone(x),
+                          Cast(x, DType::kFloat64),
+                          Contiguous(Transpose(x, 0, 1))};
+  for (const Tensor& t : fresh) EXPECT_EQ(t.impl()->version(), 0u) << ShapeStr(t.sizes()) << " " << t.dtype();
+  AddInPlace(x, Ones({2, 3}));
+  Tensor v = View(x, {6});
+  AddInPlace(v, Ones({6}));
+  EXPECT_EQ(x.impl()->version(), 2u);
+  EXPECT_EQ(v.impl()->version(), 2u);
+  EXPECT_EQ(Clone(x).impl()->version(), 0u);  // a copy of a written tensor is fresh again
+  ResetVersionIfUnshared(x);                  // x has another handle (v shares its storage): kept
+  EXPECT_EQ(x.impl()->version(), 2u);
+  Tensor alone = Clone(x);
+  AddInPlace(alone, Ones({2, 3}));
+  Tensor other = alone;  // a second handle to the same impl: kept too
+  ResetVersionIfUnshared(alone);
+  EXPECT_EQ(alone.impl()->version(), 1u);
+}
+
+// VariableData is torch's Tensor.data: the same memory under a version counter of its own, so a write through it
+// is neither counted on the tensor nor caught by autograd's saved-tensor check (backward then reads the new values,
+// as torch's does); its views share its counter.
+TEST(ElementwiseTest, VariableDataWritesAreNotCountedOnTheTensorOrSeenByAutograd) {
+  Tensor w = FromVector<double>({1, 2}).set_requires_grad(true);
+  Tensor a = FromVector<double>({3, 4});
+  Tensor y = Mul(w, a);  // saves a
+  Tensor d = VariableData(a);
+  EXPECT_TRUE(d.impl()->storage().is_same(a.impl()->storage()));
+  EXPECT_FALSE(d.requires_grad());
+  MulScalarInPlace(d, 2.0);
+  AddInPlace(View(d, {2}), Ones({2}, DType::kFloat64));
+  EXPECT_EQ(a.ToVector<double>(), (std::vector<double>{7, 9}));
+  EXPECT_EQ(a.impl()->version(), 0u);
+  EXPECT_EQ(d.impl()->version(), 2u);
+  Backward(y, OnesLike(y));
+  EXPECT_EQ(w.grad().ToVector<double>(), (std::vector<double>{7, 9}));
+  AddInPlace(a, Ones({2}, DType::kFloat64));  // the tensor's own writes still count on it, not on d
+  EXPECT_EQ(a.impl()->version(), 1u);
+  EXPECT_EQ(d.impl()->version(), 2u);
+  Tensor x = FromVector<double>({1, 2}).set_requires_grad(true);
+  Tensor b = FromVector<double>({3, 4});
+  Tensor z = Mul(x, b);
+  AddInPlace(b, Ones({2}, DType::kFloat64));  // through the tensor itself: caught, as before
+  testing::ExpectErrorContains([&] { Backward(z, OnesLike(z)); }, ErrorCode::kFailedPrecondition,
+                      {"modified by an inplace operation", "is at version 1; expected version 0"});
+}
+
 TEST(ElementwiseTest, InPlaceOnSavedTensorIsDetected) {
   Tensor x = FromVector<double>({1, 2}).set_requires_grad(true);
   Tensor a = FromVector<double>({3, 4});

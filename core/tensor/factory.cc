@@ -48,6 +48,7 @@ DeferredInitGuard::~DeferredInitGuard() { SetDeferredInit(previous_); }
 Tensor Full(std::span<const int64_t> shape, double value, DType dtype, Device device) {
   Tensor t = Empty(shape, dtype, device);
   if (!deferred_init) FillInPlace(t, value);
+  ResetVersionIfUnshared(t);  // torch's factories return version 0
   return t;
 }
 
@@ -68,6 +69,7 @@ Tensor Ones(std::span<const int64_t> shape, DType dtype, Device device) { return
 Tensor Scalar(double value, DType dtype, Device device) {
   Tensor t = Empty(std::span<const int64_t>(), dtype, device);
   FillInPlace(t, value);
+  ResetVersionIfUnshared(t);
   return t;
 }
 
@@ -84,6 +86,7 @@ Tensor Arange(double start, double end, double step, DType dtype, Device device)
   if (dtype == DType::kFloat64) return d;
   Tensor out = Empty({n}, dtype, device);
   CopyInto(out, d);
+  ResetVersionIfUnshared(out);
   return out;
 }
 
@@ -108,6 +111,7 @@ Tensor FromDoubles(const std::vector<double>& values, std::span<const int64_t> s
   if (dtype == DType::kFloat64) return d;
   Tensor out = Empty(shape, dtype);
   CopyInto(out, d);
+  ResetVersionIfUnshared(out);
   return out;
 }
 

@@ -241,6 +241,7 @@ void FillRandom(const Tensor& out, Generator& gen, Distribution dist) {
 Tensor Random(std::span<const int64_t> shape, Generator& gen, Distribution dist, DType dtype) {
   Tensor out = Empty(shape, dtype);
   FillRandom(out, gen, dist);
+  ResetVersionIfUnshared(out);  // torch's factories return version 0
   return out;
 }
 

@@ -7,6 +7,7 @@ Storage Storage::Allocate(int64_t nbytes, Device device) {
   Storage s;
   s.impl_ = std::make_shared<Impl>();
   s.impl_->block = memory::Allocate(nbytes, device);
+  s.version_ = std::make_shared<std::atomic<uint32_t>>(0);
   return s;
 }
 

@@ -2,7 +2,8 @@
 //
 // Invariant: a Storage is a cheap handle; copies share the same Block and the same version counter.
 // The version counter is bumped by every in-place write through any view, which lets autograd detect
-// "a tensor saved for backward was modified in place".
+// "a tensor saved for backward was modified in place". WithNewVersionCounter() is the one way to get the
+// same Block under another counter (torch's Tensor.data, whose writes autograd does not see).
 //
 // Example:
 //   Storage s = Storage::Allocate(64, Device::Cpu());
@@ -30,12 +31,20 @@ class Storage {
   Device device() const { return impl_->block->device(); }
   memory::Ledger ledger() const { return impl_->block->ledger(); }
   void Retag(memory::Ledger ledger) const { impl_->block->Retag(ledger); }
-  uint32_t version() const { return impl_->version.load(std::memory_order_relaxed); }
-  void BumpVersion() const { impl_->version.fetch_add(1, std::memory_order_relaxed); }
+  uint32_t version() const { return version_->load(std::memory_order_relaxed); }
+  void BumpVersion() const { version_->fetch_add(1, std::memory_order_relaxed); }
+  // The same bytes (and Block: UnsafeFreeBytes / UnsafeAllocateBytes reach both) under a version counter
+  // of its own, starting at 0: torch's Tensor.data / variable_data(), so writes through it are not seen
+  // by autograd's check on tensors saved for backward. is_same() still holds between the two.
+  Storage WithNewVersionCounter() const {
+    Storage s = *this;
+    s.version_ = std::make_shared<std::atomic<uint32_t>>(0);
+    return s;
+  }
   // Unsafe (autograd no longer sees writes made since `version` was read): PyTorch's
   // _unsafe_preserve_version_counter. fsdp/ refills unsharded parameters that tensors saved for backward
   // refer to, with a strided copy that bumps the counter, and restores it afterwards.
-  void UnsafeRestoreVersion(uint32_t version) const { impl_->version.store(version, std::memory_order_relaxed); }
+  void UnsafeRestoreVersion(uint32_t version) const { version_->store(version, std::memory_order_relaxed); }
   // Unsafe (breaks TensorImpl's "every index lies inside the storage" for every tensor over these
   // bytes until UnsafeAllocateBytes): frees the bytes but keeps the handle, its views and its version,
   // like PyTorch's storage.resize_(0). fsdp/ frees unsharded parameters this way so tensors that
@@ -53,10 +62,10 @@ class Storage {
  private:
   struct Impl {
     std::unique_ptr<memory::Block> block;
-    std::atomic<uint32_t> version{0};
     std::atomic<bool> deferred_init{false};
   };
   std::shared_ptr<Impl> impl_;
+  std::shared_ptr<std::atomic<uint32_t>> version_;  // shared by copies, not by WithNewVersionCounter()
 };
 
 }  // namespace tessel

@@ -159,6 +159,19 @@ Tensor MakeView(const Tensor& t, Shape sizes, Shape strides, int64_t storage_off
 
 Tensor Detach(const Tensor& t) { return Tensor(t.impl()->ShallowCopyDetached()); }
 
+std::shared_ptr<TensorImpl> TensorImpl::ShallowCopyWithNewVersion() const {
+  return std::make_shared<TensorImpl>(storage_.defined() ? storage_.WithNewVersionCounter() : storage_, sizes_,
+                                      strides_, storage_offset_, dtype_);
+}
+
+Tensor VariableData(const Tensor& t) { return Tensor(t.impl()->ShallowCopyWithNewVersion()); }
+
+void ResetVersionIfUnshared(const Tensor& t) {
+  if (!t.defined() || t.is_distributed() || t.impl_ptr().use_count() != 1) return;
+  const Storage& s = t.impl()->storage();
+  if (s.defined() && s.use_count() == 1 && s.version() != 0) s.UnsafeRestoreVersion(0);
+}
+
 // ---- Tensor handle -------------------------------------------------------------------------------
 
 namespace {

@@ -55,6 +55,8 @@ class TensorImpl {
   virtual bool is_distributed() const { return false; }
   // A new impl with the same data and metadata and no autograd state (Detach()).
   virtual std::shared_ptr<TensorImpl> ShallowCopyDetached() const;
+  // As ShallowCopyDetached, with a version counter of its own (Storage::WithNewVersionCounter): VariableData().
+  virtual std::shared_ptr<TensorImpl> ShallowCopyWithNewVersion() const;
   // Human-readable kind, for error messages ("dense", "DTensor").
   virtual std::string KindName() const { return "dense"; }
   // Version counter of the underlying data (bumped by in-place writes); autograd compares it.
@@ -144,5 +146,14 @@ Tensor MakeDense(Storage storage, Shape sizes, Shape strides, int64_t storage_of
 Tensor MakeView(const Tensor& t, Shape sizes, Shape strides, int64_t storage_offset);
 // Same data, no autograd history (shares storage; in-place writes are visible in both).
 Tensor Detach(const Tensor& t);
+// torch's Tensor.data: Detach() with a version counter of its own, starting at 0, so an in-place write through
+// it (p.data.mul_(2), old-style optimizers and weight init) is not "a saved tensor modified in place" to
+// autograd, and does not move t's _version.
+Tensor VariableData(const Tensor& t);
+// A tensor that nothing but `t` refers to (one handle to its impl, one to its storage) and that is not a
+// DTensor gets version 0: ops and factories that fill a fresh output through in-place writes (CopyInto,
+// FillInPlace, the random fills) return it at torch's version 0. No-op otherwise: a tensor autograd saved, or
+// any view or other handle of it, is referred to elsewhere and keeps its count.
+void ResetVersionIfUnshared(const Tensor& t);
 
 }  // namespace tessel
