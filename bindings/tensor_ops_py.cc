@@ -743,6 +743,12 @@ void BindTensorOps(py::module_& m) {
   BindComparisons(c);
   BindViews(c);
   BindMath(c);
+  // torch.any / torch.all of a plain CPU tensor over everything or one dim, without the four composed ops
+  // (11.3 µs a call against torch's 1.4); None for the rest (tessel/_extra.py composes those).
+  m.def("_any_all", [](const Tensor& x, std::optional<int64_t> dim, bool keepdim, bool all) -> py::object {
+    Tensor out = AnyAllLocal(x, dim ? std::vector<int64_t>{*dim} : std::vector<int64_t>{}, keepdim, all);
+    return out.defined() ? py::cast(out) : py::none();
+  });
   // torch.promote_types (tessel/_namespace.py): the same lattice the binary ops promote on.
   m.def("_promote_types", &PromoteTypes, py::arg("type1"), py::arg("type2"));
   m.def("_check_number_fits", &CheckNumberFits, py::arg("value"), py::arg("dtype"));

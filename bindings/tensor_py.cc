@@ -100,6 +100,58 @@ Tensor FromArray(const py::array& in) {
 }
 
 namespace {
+PyObject* dtype_objects[kNumDTypes] = {};
+
+// Element `p` of a dense CPU tensor of `dtype` as the Python number torch's item() / tolist() give: float for the
+// floating dtypes (the 16-bit ones widened exactly), int for the integers, bool for bool. A new reference.
+PyObject* PyNumberAt(const char* p, DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32: return PyFloat_FromDouble(*reinterpret_cast<const float*>(p));
+    case DType::kFloat64: return PyFloat_FromDouble(*reinterpret_cast<const double*>(p));
+    case DType::kBFloat16: return PyFloat_FromDouble(ToCompute(*reinterpret_cast<const BFloat16*>(p)));
+    case DType::kFloat16: return PyFloat_FromDouble(ToCompute(*reinterpret_cast<const Float16*>(p)));
+    case DType::kInt64: return PyLong_FromLongLong(*reinterpret_cast<const int64_t*>(p));
+    case DType::kInt32: return PyLong_FromLong(*reinterpret_cast<const int32_t*>(p));
+    case DType::kInt16: return PyLong_FromLong(*reinterpret_cast<const int16_t*>(p));
+    case DType::kInt8: return PyLong_FromLong(*reinterpret_cast<const int8_t*>(p));
+    case DType::kUInt8: return PyLong_FromLong(*reinterpret_cast<const uint8_t*>(p));
+    case DType::kBool: return PyBool_FromLong(*reinterpret_cast<const bool*>(p));
+  }
+  return nullptr;
+}
+
+// Nested lists of dims [d, ndim) of a dense CPU tensor from `p` (its element at index 0 along those dims).
+PyObject* PyListAt(const Tensor& t, int64_t d, const char* p, int64_t item) {
+  if (d == t.dim()) return PyNumberAt(p, t.dtype());
+  const int64_t n = t.size(d), step = t.numel() == 0 ? 0 : t.stride(d) * item;  // (no offsets from nothing)
+  PyObject* list = PyList_New(static_cast<Py_ssize_t>(n));
+  if (list == nullptr) return nullptr;
+  for (int64_t i = 0; i < n; ++i) {
+    PyObject* v = PyListAt(t, d + 1, p + i * step, item);
+    if (v == nullptr) {
+      Py_DECREF(list);
+      return nullptr;
+    }
+    PyList_SET_ITEM(list, static_cast<Py_ssize_t>(i), v);
+  }
+  return list;
+}
+
+// A plain CPU tensor whose values can be read in place (not a DTensor; bytes not freed by fully_shard, not built
+// under deferred init): item() and tolist() read it directly, without a copy or a GIL release.
+bool ReadableInPlace(const Tensor& t) {
+  if (!t.defined() || t.is_distributed() || !t.device().is_cpu()) return false;
+  const Storage& s = t.impl()->storage();
+  return s.defined() && !s.deferred_init() && (t.numel() == 0 || s.nbytes() > 0);
+}
+}  // namespace
+
+PyObject* DTypeObject(DType dtype) {
+  const int i = static_cast<int>(dtype);
+  return i >= 0 && i < kNumDTypes ? dtype_objects[i] : nullptr;
+}
+
+namespace {
 
 // Tensor.numpy(), as torch's: a host tensor's array shares its memory (same strides; the array keeps the
 // tensor alive, so writes through either are seen by the other). A DTensor's is a gathered copy of the full
@@ -151,6 +203,15 @@ void BindDTypes(py::module_& m) {
   auto name = py::cpp_function([](DType d) { return "tessel." + std::string(DTypeName(d)); }, py::is_method(e));
   e.attr("__repr__") = name;
   e.attr("__str__") = name;
+  // Pickled (and deep-copied) by name, so unpickling gives the same object back, as torch's dtypes do.
+  // (A string from __reduce__ names a global: tessel._C.dtype.<name>, looked up again when loading.)
+  e.attr("__reduce__") =
+      py::cpp_function([](DType d) { return "dtype." + std::string(DTypeName(d)); }, py::is_method(e));
+  // The enum's value objects become the dtypes' only Python objects (bind.h's caster; never released).
+  for (int i = 0; i < kNumDTypes; ++i) {
+    const DType d = static_cast<DType>(i);
+    dtype_objects[i] = py::object(e.attr(std::string(DTypeName(d)).c_str())).release().ptr();
+  }
 }
 
 void BindGenerator(py::module_& m) {
@@ -586,6 +647,9 @@ void BindTensor(py::module_& m) {
         // float lost precision above 2^53 and broke lst[t.argmax().item()]), bool for bool.
         TESSEL_CHECK(t.numel() == 1, "a Tensor with ", t.numel(), " elements cannot be converted to Scalar (item: "
                      "shape ", ShapeStr(t.sizes()), ")");
+        if (ReadableInPlace(t)) {  // 0.62 -> ~0.2 µs a call (torch: 0.20)
+          return py::reinterpret_steal<py::object>(PyNumberAt(static_cast<const char*>(t.raw_data()), t.dtype()));
+        }
         if (IsIntegral(t.dtype())) {
           const Tensor full = NoGil([&] { return t.is_distributed() ? t.impl()->MaterializeFull(t) : t; });
           Tensor c = Empty({1}, DType::kInt64);
@@ -597,6 +661,17 @@ void BindTensor(py::module_& m) {
         return py::float_(v);
       }, "The value of a one-element tensor as a Python number (a Partial DTensor is reduced: collective)")
       .def("numpy", &ToArray, "An array sharing this tensor's memory (a DTensor's: a gathered copy, collective)")
+      // tolist() of a plain CPU tensor (tessel/_tensor.py takes the rest): nested lists built here, torch's
+      // Python numbers (float, int, bool); through numpy it took 1.66 µs for 3 elements (torch: 0.25).
+      .def("_tolist_in_place", [](const Tensor& t) -> py::object {
+        if (!ReadableInPlace(t)) return py::none();
+        static const char kNothing = 0;  // an empty tensor's lists read no element
+        PyObject* out = PyListAt(t, 0, t.numel() == 0 ? &kNothing : static_cast<const char*>(t.raw_data()),
+                                 ElementSize(t.dtype()));
+        if (out == nullptr) throw py::error_already_set();
+        return py::reinterpret_steal<py::object>(out);
+      })
+      .def("is_floating_point", [](const Tensor& t) { return IsFloating(t.dtype()); })
       .def("__repr__", &Repr)
       .def("__hash__", [](const Tensor& t) { return reinterpret_cast<intptr_t>(t.impl()); })
       .def("_is_same", &Tensor::is_same, "Both handles point at the same tensor (identity of parameters)");

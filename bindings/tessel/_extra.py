@@ -417,16 +417,6 @@ def cumsum(x, dim, dtype=None):
     return out
 
 
-def any_(x, dim=None, keepdim=False):
-    s = (x != 0).long().sum(dim, keepdim=keepdim) if dim is not None else (x != 0).long().sum()
-    return s > 0
-
-
-def all_(x, dim=None, keepdim=False):
-    s = (x == 0).long().sum(dim, keepdim=keepdim) if dim is not None else (x == 0).long().sum()
-    return s == 0
-
-
 # ---- shape and indexing, composed -------------------------------------------------------------------
 
 def movedim(x, source, destination):
@@ -852,7 +842,7 @@ def _new_full(x, size, value, dtype=None, device=None, requires_grad=False):
 
 _BOTH = dict(  # torch.X(t, ...) and t.X(...)
     minimum=minimum, maximum=maximum, square=square, reciprocal=reciprocal, lerp=lerp, sign=sign, isnan=isnan,
-    isfinite=isfinite, nan_to_num=nan_to_num, logsumexp=logsumexp, cumsum=cumsum, any=any_, all=all_,
+    isfinite=isfinite, nan_to_num=nan_to_num, logsumexp=logsumexp, cumsum=cumsum,
     movedim=movedim, swapaxes=swapaxes, unbind=unbind, unflatten=unflatten, index_select=index_select, flip=flip,
     roll=roll, repeat_interleave=repeat_interleave, masked_select=masked_select, outer=outer, diag=diag,
     trace=trace, round=round_, trunc=trunc, fix=trunc, index_add=index_add, nonzero=nonzero, argwhere=argwhere, count_nonzero=count_nonzero, allclose=allclose, equal=equal,

@@ -17,6 +17,34 @@ from ._extra import TENSOR_METHODS, TORCH_FUNCTIONS, Tensor, _new_full, _tensor,
 
 # ---- logical and bitwise operators, comparisons by name, and other small torch functions ----------------
 
+def _any_all(x, dim, keepdim, every):
+    """torch.any / torch.all: bool, or uint8 for a uint8 input (torch's); NaN is nonzero. A plain CPU tensor over
+    everything or one dim is one C++ loop (_C._any_all); the rest (DTensors, several dims) counts nonzeros."""
+    if (dim is None or type(dim) is builtins.int) and type(x) is Tensor:
+        out = _any_all_cpp(x, dim, keepdim, every)
+        if out is not None:
+            return out
+    if dim is None:
+        s = (x == 0 if every else x != 0).long().sum()
+    else:
+        s = (x == 0 if every else x != 0).long().sum(dim, keepdim=keepdim)
+    out = s == 0 if every else s > 0
+    return out.to(_dtypes.uint8) if x.dtype is _dtypes.uint8 else out
+
+
+def any_(x, dim=None, keepdim=False):
+    return _any_all(x, dim, keepdim, False)
+
+
+def all_(x, dim=None, keepdim=False):
+    return _any_all(x, dim, keepdim, True)
+
+
+_any_all_cpp = _C._any_all
+TORCH_FUNCTIONS.update(any=any_, all=all_)
+TENSOR_METHODS.update(any=any_, all=all_)
+
+
 def _truth(x):
     """A tensor's truth values (nonzero, NaN included, is True), as torch's logical ops read them."""
     if not isinstance(x, Tensor):

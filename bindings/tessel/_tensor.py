@@ -566,14 +566,12 @@ def _host_numpy(t):
 _BFLOAT16 = _C.dtype.bfloat16.value  # (an int compare: pybind's dtype == costs ~0.5 us)
 
 
-_numpy_cpp = Tensor.numpy  # (the C++ method; tessel/_compat.py wraps Tensor.numpy later)
+_tolist_in_place = Tensor._tolist_in_place
 
 
 def _tolist(self):  # t.tolist() (bfloat16 too, as torch's Python floats)
-    if type(self) is Tensor and not self.requires_grad and not self.is_distributed and \
-            self.dtype.value != _BFLOAT16:  # fast path: nothing to detach or widen; the C++ numpy of the same values
-        return _numpy_cpp(self).tolist()
-    return _host_numpy(self).tolist()
+    out = _tolist_in_place(self)  # a plain CPU tensor: read in C++; None otherwise
+    return _host_numpy(self).tolist() if out is None else out
 
 
 Tensor.tolist = _tolist

@@ -74,6 +74,9 @@ def _channels_last_order(fmt, ndim, op):
 def _contiguous(self, memory_format=contiguous_format):
     """Tensor.contiguous(memory_format=...): the same values laid out row-major, or channels-last (the channels
     innermost: x.permute(0, 2, 3, 1) is then contiguous)."""
+    if memory_format is contiguous_format and type(self) is Tensor and _is_contiguous_cpp(self) and \
+            not self.is_distributed:
+        return self  # fast path: torch returns the tensor itself (0.70 -> 0.2 µs)
     if memory_format is preserve_format:  # torch: keep a dense channels-last layout, else row-major
         for fmt, nd in ((channels_last, 4), (channels_last_3d, 5)):
             if self.dim() == nd and not _is_contiguous_cpp(self) and _is_contiguous(self, fmt):

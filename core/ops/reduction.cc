@@ -22,6 +22,7 @@
 #include <cmath>
 #include <limits>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 
 #include "core/autograd/call.h"
@@ -31,6 +32,7 @@
 #include "core/ops/elementwise.h"
 #include "core/ops/ternary.h"
 #include "core/ops/unary.h"
+#include "core/ops/view.h"
 #include "core/tensor/copy.h"
 #include "core/tensor/factory.h"
 #include "core/tensor/strided_loop.h"
@@ -577,6 +579,52 @@ std::pair<Tensor, Tensor> Max(const Tensor& x, int64_t dim, bool keepdim) {
 }
 Tensor Norm(const Tensor& x, double p, const std::vector<int64_t>& dims, bool keepdim) {
   return autograd::CallOp1(kNorm, {x}, ReduceAttrs(x, dims, keepdim).Set("p", p));
+}
+
+namespace {
+template <typename T>
+inline bool Nonzero(T v) {
+  if constexpr (std::is_same_v<T, BFloat16> || std::is_same_v<T, Float16>) {
+    return (v.bits & 0x7fff) != 0;  // +0 and -0 are the only zeros; NaN is nonzero, as v != 0 says for floats
+  } else {
+    return v != T(0);
+  }
+}
+}  // namespace
+
+Tensor AnyAllLocal(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, bool all) {
+  const char* name = all ? "all" : "any";
+  if (!x.defined() || x.is_distributed() || !x.device().is_cpu() || dims.size() > 1) return Tensor();
+  const Plan plan = MakePlan(x.sizes(), dims, keepdim, name);
+  const Tensor c = x.is_contiguous() ? x : Contiguous(x);
+  // Elements reduced per output: `outer` blocks of `n` (the reduced dim, or everything) times `inner` apart.
+  const int64_t nd = x.dim();
+  int64_t outer = 1, n = x.numel(), inner = 1;
+  if (!dims.empty() && nd > 0) {
+    const int64_t d = NormalizeDim(dims[0], nd, name);
+    outer = 1, n = x.size(d), inner = 1;
+    for (int64_t k = 0; k < d; ++k) outer *= x.size(k);
+    for (int64_t k = d + 1; k < nd; ++k) inner *= x.size(k);
+  }
+  Tensor out = Empty(plan.out_shape, x.dtype() == DType::kUInt8 ? DType::kUInt8 : DType::kBool);
+  auto* po = static_cast<uint8_t*>(out.raw_data());  // bool and uint8 both store 0 / 1 in a byte
+  TESSEL_DISPATCH_ALL_TYPES(c.dtype(), name, [&] {
+    const scalar_t* p = static_cast<const scalar_t*>(c.raw_data());
+    for (int64_t o = 0; o < outer; ++o) {
+      for (int64_t i = 0; i < inner; ++i) {
+        const scalar_t* q = p + o * n * inner + i;
+        bool r = all;
+        for (int64_t k = 0; k < n; ++k) {
+          if (Nonzero(q[k * inner]) != all) {  // any: the first nonzero decides; all: the first zero
+            r = !all;
+            break;
+          }
+        }
+        po[o * inner + i] = r;
+      }
+    }
+  });
+  return out;
 }
 
 }  // namespace tessel

@@ -22,5 +22,10 @@ Tensor Amax(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim
 std::pair<Tensor, Tensor> Max(const Tensor& x, int64_t dim, bool keepdim = false);
 // Vector p-norm over dims (p = 2 by default; p = inf gives max |x|).
 Tensor Norm(const Tensor& x, double p = 2.0, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+// torch.any (all = false) / torch.all of a local CPU tensor over every dim (dims empty) or one dim: whether any /
+// every element is nonzero (NaN counts as nonzero), as bool, or as uint8 for a uint8 input (torch's). Not an op: no
+// autograd (the results are boolean) and no DTensor; the Python face's direct path for plain tensors (its
+// DTensors compose any / all from ops). Undefined for what it does not cover (several dims, not a CPU tensor).
+Tensor AnyAllLocal(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, bool all);
 
 }  // namespace tessel

@@ -11,7 +11,9 @@
 #include "core/base/parallel.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/testing/gradcheck.h"
+#include "core/ops/ternary.h"
 #include "core/ops/unary.h"
+#include "core/ops/view.h"
 #include "core/tensor/factory.h"
 #include "core/tensor/random.h"
 #include "core/tensor/tensor_impl.h"
@@ -93,6 +95,47 @@ TEST(ReductionTest, SumMeanAmaxMatchNaiveLoopsForEveryDimSubset) {
       }
     }
   }
+}
+
+// AnyAllLocal against nested loops in double: values drawn from {0, -0, 1, NaN} so every output sees zeros,
+// nonzeros and NaN (nonzero, as v != 0 says), in every dtype (bfloat16's -0 is a zero too), over everything and
+// each dim of a 3-d tensor and of its transposed view, with keepdim; uint8 gives uint8 (torch's), the rest bool.
+TEST(ReductionTest, AnyAllLocalMatchNaiveLoopsInEveryDtype) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double pool[] = {0.0, -0.0, 1.0, nan, 0.0, 1.0};
+  Generator gen(9);
+  const Tensor picks = Random(Shape{3, 4, 5}, gen, Distribution::Integer(0, 6), DType::kInt64);
+  std::vector<double> vals;
+  for (int64_t i : picks.ToVector<int64_t>()) vals.push_back(pool[i]);
+  const Tensor base = FromVector<double>(vals, {3, 4, 5});
+  const Combine any = [](double a, double v) { return a != 0 || v != 0 ? 1.0 : 0.0; };
+  const Combine all = [](double a, double v) { return a != 0 && v != 0 ? 1.0 : 0.0; };
+  for (DType dt : {DType::kFloat32, DType::kFloat64, DType::kBFloat16, DType::kFloat16, DType::kInt64, DType::kUInt8,
+                   DType::kBool}) {
+    const bool floating = IsFloating(dt);
+    // NaN only where the dtype holds it (the integer casts of NaN are not defined): there, 1
+    const Tensor x0 = floating ? Cast(base, dt) : Cast(Where(Eq(base, base), base, OnesLike(base)), dt);
+    for (const Tensor& x : {x0, Transpose(x0, 0, 2)}) {
+      for (const std::vector<int64_t>& dims : {std::vector<int64_t>{}, {0}, {1}, {-1}}) {
+        for (bool keepdim : {false, true}) {
+          for (bool every : {false, true}) {
+            const Tensor got = AnyAllLocal(x, dims, keepdim, every);
+            const std::string what = Str(dt, " dims ", ShapeStr(dims), " keepdim ", keepdim, every ? " all" : " any",
+                                         x.is_contiguous() ? "" : " transposed");
+            ASSERT_TRUE(got.defined()) << what;
+            EXPECT_EQ(got.dtype(), dt == DType::kUInt8 ? DType::kUInt8 : DType::kBool) << what;
+            EXPECT_EQ(got.sizes(), OutShape(x.sizes(), dims, keepdim)) << what;
+            EXPECT_EQ(got.ToDoubleVector(), Naive(x, dims, every ? 1.0 : 0.0, every ? all : any)) << what;
+          }
+        }
+      }
+    }
+  }
+  // Empty reductions: any is false, all is true; several dims are not covered (undefined: the caller composes).
+  EXPECT_EQ(AnyAllLocal(Zeros({2, 0}), {1}, false, false).ToDoubleVector(), (std::vector<double>{0, 0}));
+  EXPECT_EQ(AnyAllLocal(Zeros({2, 0}), {1}, false, true).ToDoubleVector(), (std::vector<double>{1, 1}));
+  EXPECT_EQ(AnyAllLocal(Zeros({0}), {}, false, true).ToDoubleVector(), (std::vector<double>{1}));
+  EXPECT_FALSE(AnyAllLocal(Zeros({2, 3}), {0, 1}, false, false).defined());
 }
 
 TEST(ReductionTest, TransposedViewReducesLikeItsValues) {
