@@ -62,6 +62,12 @@ std::shared_ptr<py::object> ShareCallable(py::object fn) {
       delete p;
       return;
     }
+    // Held already (a Python caller, or a rank thread clearing its thread state at exit, which drops the modules
+    // its locals held: a nested gil_scoped_acquire there makes and deletes a second thread state, a fatal error).
+    if (PyGILState_Check()) {
+      delete p;
+      return;
+    }
     py::gil_scoped_acquire gil;
     delete p;
   });
@@ -342,6 +348,21 @@ ModuleClass BindModule(py::module_& m) {
         self.SetParameter(fqn, t ? *t : Tensor(), allow_new_shape);
       }, py::arg("fqn"), py::arg("value"), py::arg("allow_new_shape") = false)
       .def("_has_parameter", &Module::HasParam)
+      // [Note: parameter host objects] in core/nn/module.h: the Python object of parameter `fqn` (tensor t), the one
+      // the owning module holds while t is that parameter, else make(t), then held (when t is the parameter).
+      .def("_host_parameter", [](Module& self, const std::string& fqn, const Tensor& t, const py::function& make) {
+        const size_t dot = fqn.rfind('.');
+        Module* owner = dot == std::string::npos ? &self : self.Submodule(fqn.substr(0, dot));
+        const std::string local = dot == std::string::npos ? fqn : fqn.substr(dot + 1);
+        if (std::shared_ptr<void> held = owner->ParameterHostObject(local)) {
+          return *std::static_pointer_cast<py::object>(held);
+        }
+        py::object obj = make(t);
+        if (owner->HasParam(local) && t.defined() && owner->Param(local).impl() == t.impl()) {
+          owner->SetParameterHostObject(local, ShareCallable(obj));
+        }
+        return obj;
+      }, py::arg("fqn"), py::arg("tensor"), py::arg("make"))
       .def("register_buffer", [](Module& self, const std::string& name, std::optional<Tensor> t, bool persistent) {
         self.RegisterBuffer(name, t ? *t : Tensor(), persistent);
       }, py::arg("name"), py::arg("tensor"), py::arg("persistent") = true)
@@ -417,7 +438,9 @@ void CheckCpuDevice(const py::object& device, const char* layer) {
 py::object ParamOrAttribute(const py::object& self, const char* name) {
   const Module& m = self.cast<const Module&>();
   py::module_ modules = py::module_::import("tessel.nn.modules");
-  if (m.HasParam(name) && m.Param(name).defined()) return modules.attr("_as_parameter")(m.Param(name), name, false);
+  if (m.HasParam(name) && m.Param(name).defined()) {
+    return modules.attr("_held_parameter")(self, name, m.Param(name), false);  // the object this module holds
+  }
   try {
     return modules.attr("_getattr")(self, name);
   } catch (py::error_already_set& e) {

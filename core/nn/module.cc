@@ -46,7 +46,36 @@ Tensor Module::RemoveParameter(const std::string& name) {
   if (it == params_.end()) FailNotFound(type_name_, "parameter", name, params_);
   Tensor t = std::move(it->second);
   params_.erase(it);
+  DropParameterHostObject(name);
   return t;
+}
+
+std::shared_ptr<void> Module::ParameterHostObject(const std::string& name) const {
+  for (const auto& [n, host] : param_hosts_) {
+    if (n != name) continue;
+    for (const auto& [pn, t] : params_) {
+      if (pn == name) return t.defined() && t.impl() == host.impl ? host.object : nullptr;
+    }
+    return nullptr;
+  }
+  return nullptr;
+}
+
+void Module::SetParameterHostObject(const std::string& name, std::shared_ptr<void> object) {
+  const auto p = std::find_if(params_.begin(), params_.end(), [&](const auto& e) { return e.first == name; });
+  if (p == params_.end()) FailNotFound(type_name_, "parameter", name, params_);
+  TESSEL_CHECK(p->second.defined(), type_name_, ": parameter '", name, "' is None; it has no object to keep");
+  for (auto& [n, host] : param_hosts_) {
+    if (n == name) {
+      host = HostObject{p->second.impl(), std::move(object)};
+      return;
+    }
+  }
+  param_hosts_.emplace_back(name, HostObject{p->second.impl(), std::move(object)});
+}
+
+void Module::DropParameterHostObject(const std::string& name) {
+  std::erase_if(param_hosts_, [&](const auto& e) { return e.first == name; });
 }
 
 Tensor Module::RemoveBuffer(const std::string& name) {
@@ -226,6 +255,7 @@ void Module::SetParameter(const std::string& fqn, Tensor value, bool allow_new_s
       t.impl()->set_replaced_parameter(true);
     }
     if (value.defined()) value.impl()->set_replaced_parameter(false);
+    if (!(value.defined() && t.defined() && value.impl() == t.impl())) owner->DropParameterHostObject(local);
     t = std::move(value);
     return;
   }

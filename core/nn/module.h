@@ -112,6 +112,13 @@ class Module : public std::enable_shared_from_this<Module> {
   // Removes this module's own parameter `name` and returns its handle (kNotFound when absent): the first
   // step of turning it into a computed parameter (torch's parametrizations).
   Tensor RemoveParameter(const std::string& name);
+  // [Note: parameter host objects] The object a host language keeps for this module's parameter `name` (the
+  // Python face's Parameter object), held here so that it lasts as long as the module holds that tensor: torch's
+  // modules hold their Parameter objects, and code keys on them (id() maps of param groups, attributes such as
+  // `p.no_weight_decay = True`, weakrefs). Null when none was set or the parameter has since become another
+  // tensor: SetParameter and RemoveParameter drop it, so a replaced tensor is not kept alive through it.
+  std::shared_ptr<void> ParameterHostObject(const std::string& name) const;
+  void SetParameterHostObject(const std::string& name, std::shared_ptr<void> object);
   // Removes this module's own buffer `name` (kNotFound when absent) and returns it.
   Tensor RemoveBuffer(const std::string& name);
   // [Note: computed parameters] (torch.nn.utils.parametrize) `name` becomes a tensor that Param(name)
@@ -197,6 +204,12 @@ class Module : public std::enable_shared_from_this<Module> {
   std::string type_name_;
   bool training_ = true;
   std::vector<std::pair<std::string, Tensor>> params_;
+  struct HostObject {
+    const TensorImpl* impl;  // the parameter tensor it stands for
+    std::shared_ptr<void> object;
+  };
+  std::vector<std::pair<std::string, HostObject>> param_hosts_;  // [Note: parameter host objects]
+  void DropParameterHostObject(const std::string& name);
   struct Computed {
     std::string name;
     std::function<Tensor()> compute;

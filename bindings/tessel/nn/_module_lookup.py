@@ -1,6 +1,6 @@
 """nn.Module's lookups by dotted path (get_parameter, get_buffer, get_submodule, set_submodule), split from
 nn/modules.py by concept; modules.py installs them on Module."""
-from .modules import Module, _as_parameter, _complex_buffers, _dict
+from .modules import Module, _complex_buffers, _dict, _held_parameter
 
 
 def get_parameter(self, target):
@@ -8,7 +8,9 @@ def get_parameter(self, target):
     module = self.get_submodule(owner)
     if not module._has_parameter(name):
         raise AttributeError("%s has no parameter '%s'" % (module._type_name, name))
-    return _as_parameter(module._lookup(name), target)
+    p = _held_parameter(module, name, module._lookup(name), qualified=False)
+    p._fqn = target  # qualified from the module it was asked of, as named_parameters names it
+    return p
 
 
 def get_buffer(self, target):

@@ -93,8 +93,19 @@ class Buffer(Tensor):
 # One Parameter object per parameter tensor while any handle to it lives (keyed by the TensorImpl, whose
 # address Tensor.__hash__ is): `model.fc.weight is model.fc.weight` and `list(model.parameters())` yielding the
 # same objects every time, as in torch, so code keyed by parameter identity (dicts of per-parameter
-# optimizers, id() maps, post-accumulate-grad hooks) finds its keys again. The entry dies with the object.
+# optimizers, id() maps, post-accumulate-grad hooks) finds its keys again. The entry dies with the object, and
+# the module that owns the parameter holds the object for as long as it holds that tensor (_held_parameter), so
+# nobody else needs to: `id()` maps made once and attributes set on it (`p.no_weight_decay = True`) stay valid.
 _PARAMETERS = weakref.WeakValueDictionary()
+
+
+def _held_parameter(module, fqn, t, qualified=True):
+    """_as_parameter's object for module parameter `fqn` (relative to `module`), held by the module that owns it
+    ([Note: parameter host objects] in core/nn/module.h) until that parameter becomes another tensor."""
+    p = module._host_parameter(fqn, t, lambda tensor: _as_parameter(tensor, fqn, qualified))
+    if qualified:
+        p._fqn = fqn
+    return p
 
 
 # The same for buffers (plain tensors): `m.pos is m.pos`, `m.pos in set(m.buffers())` and aliases such as HF's
@@ -200,6 +211,7 @@ def _adopt(module, name, param):
         if held is not None and hash(held) == hash(param):
             param._fqn = name
             _PARAMETERS[hash(param)] = param
+            module._host_parameter(name, param, lambda tensor: param)  # the module holds it from now on
 
 
 def _child_module(self, name):
@@ -353,7 +365,7 @@ def _getattr(self, name):
         found = None
     if found is not None:
         if self._has_parameter(name):
-            return _as_parameter(found, name, qualified=False)
+            return _held_parameter(self, name, found, qualified=False)
         return _buffer_object(self, name, found) if isinstance(found, Tensor) else found
     held = _complex_buffers(self)
     if held is not None and name in held:
@@ -596,7 +608,9 @@ def _forward(self, *args, **kwargs):
 def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
     for name, t in self._named_parameters(recurse, remove_duplicate):
         fqn = _join(prefix, name)
-        yield fqn, _as_parameter(t, fqn)
+        p = _held_parameter(self, name, t, qualified=False)
+        p._fqn = fqn  # the name optimizers key its state by: the one from the walk that found it last
+        yield fqn, p
 
 
 def parameters(self, recurse=True):
