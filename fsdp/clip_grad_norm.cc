@@ -117,7 +117,7 @@ void ReducePartialGrads(const TensorList& params) {
 }  // namespace
 
 double ClipGradNorm(const TensorList& params, double max_norm, const comm::ProcessGroupPtr& world) {
-  TESSEL_CHECK(max_norm > 0, "clip_grad_norm: max_norm must be positive, got ", max_norm);
+  // Any max_norm, as torch's: 0 zeroes the gradients (a "freeze" idiom), a negative one flips their sign.
   NoGradGuard no_grad;
   ReducePartialGrads(params);
   double local_sq = 0;

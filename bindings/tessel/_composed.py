@@ -551,10 +551,22 @@ _TYPE_NAMES = {_dtypes.float32: "torch.FloatTensor", _dtypes.float64: "torch.Dou
                _dtypes.int16: "torch.ShortTensor", _dtypes.int8: "torch.CharTensor", _dtypes.uint8: "torch.ByteTensor"}
 
 
-def _type(self, dtype=None, non_blocking=False):
-    """torch's Tensor.type(): the legacy type name, or with a dtype the cast."""
+def _type(self, dtype=None, non_blocking=False, **kwargs):
+    """torch's Tensor.type(): the legacy type name, or the cast to a dtype, a legacy type name
+    ('torch.LongTensor') or a legacy tensor type (torch.LongTensor, whose dtype attribute names it)."""
     if dtype is None:
         return _TYPE_NAMES.get(self.dtype, str(self.dtype))
+    if isinstance(dtype, str):
+        from ._namespace_more import _TYPED
+        module, _, name = dtype.rpartition(".")
+        if module.endswith("cuda"):
+            raise RuntimeError("Tensor.type(%r): tessel's Python face has no CUDA device "
+                               "(tessel.cuda.is_available() is False)" % dtype)
+        if module not in ("torch", "tessel") or name not in _TYPED:
+            raise ValueError("invalid type: %r" % dtype)
+        dtype = _TYPED[name]
+    elif isinstance(dtype, type) and isinstance(getattr(dtype, "dtype", None), _C.dtype):
+        dtype = dtype.dtype  # torch.LongTensor and its kin (tessel/_namespace_more.py)
     return self.to(dtype)
 
 

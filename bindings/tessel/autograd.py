@@ -440,10 +440,21 @@ def _register_submodules():
     checks.gradcheck, checks.gradgradcheck = _autograd_functional.gradcheck, _autograd_functional.gradgradcheck
     checks.GradcheckError = _autograd_functional.GradcheckError
     sys.modules[__name__ + ".gradcheck"] = checks
-    return _autograd_functional, graph_module
+    # torch.autograd.profiler's record_function / profile, which older training loops annotate with: tessel's
+    # profiler's, looked up on first use (tessel.profiler imports the autograd machinery itself)
+    prof = types.ModuleType(__name__ + ".profiler", "torch.autograd.profiler's names (tessel.profiler's).")
+
+    def lookup(name):
+        if name in ("record_function", "profile", "EventList"):
+            from . import profiler
+            return getattr(profiler, name)
+        raise AttributeError("module %r has no attribute %r" % (prof.__name__, name))
+    prof.__getattr__ = lookup
+    sys.modules[prof.__name__] = prof
+    return _autograd_functional, graph_module, prof
 
 
-functional, graph = _register_submodules()
+functional, graph, profiler = _register_submodules()
 gradcheck, gradgradcheck, GradcheckError = functional.gradcheck, functional.gradgradcheck, functional.GradcheckError
 
 

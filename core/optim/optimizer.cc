@@ -323,7 +323,7 @@ void Adagrad::SetHyper(const std::map<std::string, double>& h) {
 }
 
 double ClipGradNorm(const TensorList& params, double max_norm) {
-  TESSEL_CHECK(max_norm > 0, "clip_grad_norm: max_norm must be positive, got ", max_norm);
+  // Any max_norm, as torch's: 0 zeroes the gradients (a "freeze" idiom), a negative one flips their sign.
   NoGradGuard no_grad;
   double total_sq = 0;
   for (const Tensor& p : params) {

@@ -1,0 +1,46 @@
+"""Lines of training scripts that raised here and run in torch 2.15 on a machine without a GPU (expected values are
+torch's printed results for the same lines): torch.autograd.profiler.record_function annotations, CUDA memory
+counters logged from a CPU run, legacy Tensor.type casts, and clip_grad_norm_ with max_norm 0 (or negative)."""
+import pytest
+
+import tessel
+
+
+def test_autograd_profiler_record_function_annotates_as_torch():
+    import tessel.autograd.profiler as legacy
+    with tessel.autograd.profiler.record_function("forward"):
+        y = tessel.ones(2) * 2
+    assert y.tolist() == [2.0, 2.0] and legacy.record_function is tessel.profiler.record_function
+    assert tessel.autograd.profiler.profile is tessel.profiler.profile
+    with pytest.raises(AttributeError, match="has no attribute 'emit_nothing'"):
+        tessel.autograd.profiler.emit_nothing
+
+
+def test_cuda_memory_counters_read_zero_without_a_gpu():
+    assert not tessel.cuda.is_available()
+    assert [tessel.cuda.memory_allocated(), tessel.cuda.max_memory_allocated(), tessel.cuda.memory_reserved(),
+            tessel.cuda.max_memory_reserved(0)] == [0, 0, 0, 0]
+    assert dict(tessel.cuda.memory_stats()) == {}
+    with pytest.raises(RuntimeError, match="no CUDA device"):
+        tessel.cuda.synchronize()
+
+
+def test_legacy_tensor_type_casts():
+    x = tessel.tensor([1.5, 2.5])
+    assert x.type() == "torch.FloatTensor"
+    assert x.type("torch.LongTensor").tolist() == [1, 2] and x.type("torch.LongTensor").dtype is tessel.int64
+    assert x.type(tessel.LongTensor).dtype is tessel.int64 and x.type(tessel.DoubleTensor).dtype is tessel.float64
+    assert x.type(tessel.float16).dtype is tessel.float16
+    with pytest.raises(ValueError, match="invalid type: 'foo'"):
+        x.type("foo")
+    with pytest.raises(RuntimeError, match="no CUDA device"):
+        x.type("torch.cuda.FloatTensor")
+
+
+@pytest.mark.parametrize("max_norm,grad", [(0.0, [0.0, 0.0]), (-1.0, [-0.6, -0.8])])
+def test_clip_grad_norm_takes_any_max_norm(max_norm, grad):
+    p = tessel.nn.Parameter(tessel.ones(2))
+    p.grad = tessel.tensor([3.0, 4.0])
+    norm = tessel.nn.utils.clip_grad_norm_([p], max_norm=max_norm)
+    assert norm.item() == 5.0
+    assert p.grad.tolist() == pytest.approx(grad, abs=1e-6)
