@@ -582,9 +582,10 @@ void BindLayers(py::module_& m) {
   }, py::arg("embeddings"), py::arg("freeze") = true, py::arg("padding_idx") = py::none(),
      py::arg("max_norm") = py::none(), py::arg("norm_type") = 2.0, py::arg("scale_grad_by_freq") = false,
      py::arg("sparse") = false);
-  emb.def_property_readonly("padding_idx", [](const nn::Embedding& self) { return self.padding_idx(); });
-  emb.def_property_readonly("max_norm", [](const nn::Embedding& self) { return self.max_norm(); });
-  emb.def_property_readonly("norm_type", [](const nn::Embedding& self) { return self.norm_type(); });
+  // Assignable, as torch's attributes (`emb.padding_idx = None`, `ln.eps = 1e-12`): the next forward uses them.
+  emb.def_property("padding_idx", &nn::Embedding::padding_idx, &nn::Embedding::set_padding_idx);
+  emb.def_property("max_norm", &nn::Embedding::max_norm, &nn::Embedding::set_max_norm);
+  emb.def_property("norm_type", &nn::Embedding::norm_type, &nn::Embedding::set_norm_type);
   emb.def_property("scale_grad_by_freq", &nn::Embedding::scale_grad_by_freq, &nn::Embedding::set_scale_grad_by_freq);
   LayerClass<nn::LayerNorm> ln(m, "LayerNorm", py::dynamic_attr());
   ln.def(py::init([](const py::object& shape, double eps, bool affine, bool bias, const py::object& device,
@@ -602,7 +603,7 @@ void BindLayers(py::module_& m) {
   ln.def_property_readonly("normalized_shape", [](const nn::LayerNorm& self) {
     return py::tuple(py::cast(self.normalized_shape()));
   });
-  ln.def_property_readonly("eps", &nn::LayerNorm::eps);
+  ln.def_property("eps", &nn::LayerNorm::eps, &nn::LayerNorm::set_eps);
   ln.def("reset_parameters", [](nn::LayerNorm& self) { OnesAndZeros(self); });
   ln.def_property_readonly("elementwise_affine", [](const nn::LayerNorm& self) { return self.HasParam("weight"); });
   LayerClass<nn::RMSNorm> rms(m, "RMSNorm", py::dynamic_attr());
@@ -620,7 +621,7 @@ void BindLayers(py::module_& m) {
     return py::tuple(py::cast(self.normalized_shape()));
   });
   rms.def_property_readonly("elementwise_affine", [](const nn::RMSNorm& self) { return self.HasParam("weight"); });
-  rms.def_property_readonly("eps", &nn::RMSNorm::eps);  // None for torch's default
+  rms.def_property("eps", &nn::RMSNorm::eps, &nn::RMSNorm::set_eps);  // None for torch's default
   rms.def("reset_parameters", [](nn::RMSNorm& self) { OnesAndZeros(self); });
 }
 

@@ -44,3 +44,40 @@ def test_clip_grad_norm_takes_any_max_norm(max_norm, grad):
     norm = tessel.nn.utils.clip_grad_norm_([p], max_norm=max_norm)
     assert norm.item() == 5.0
     assert p.grad.tolist() == pytest.approx(grad, abs=1e-6)
+
+
+def test_built_in_layers_settings_are_assignable_and_copied():
+    import copy
+    import pickle
+    ln = tessel.nn.LayerNorm(4)
+    x = tessel.tensor([[1.0, 2.0, 3.0, 4.0]])
+    before = ln(x)
+    ln.eps = 10.0  # the next forward uses it: torch's 0.8944 largest change for these values
+    assert ln.eps == 10.0 and round((before - ln(x)).abs().max().item(), 4) == 0.8944
+    assert copy.deepcopy(ln).eps == 10.0 and pickle.loads(pickle.dumps(ln)).eps == 10.0
+    rms = tessel.nn.RMSNorm(4)
+    rms.eps = 1.0
+    assert [round(v, 4) for v in rms(x).flatten().tolist()] == [0.343, 0.686, 1.029, 1.372]
+    assert copy.deepcopy(rms).eps == 1.0
+    emb = tessel.nn.Embedding(5, 2, padding_idx=0)
+    emb.padding_idx = None  # row 0 learns again
+    emb(tessel.tensor([0, 0, 1])).sum().backward()
+    assert emb.padding_idx is None and emb.weight.grad[0].tolist() == [2.0, 2.0]
+    assert copy.deepcopy(emb).padding_idx is None
+    emb.max_norm, emb.norm_type = 1.0, 1.0
+    assert (emb.max_norm, emb.norm_type) == (1.0, 1.0)
+
+
+def test_deepcopy_of_a_module_keeps_its_hooks_as_torch():
+    import copy
+    m = tessel.nn.Linear(2, 2)
+    m.register_forward_hook(lambda mod, inp, out: out * 0)  # e.g. a masking hook, then an EMA copy
+    calls = []
+    m.register_forward_pre_hook(lambda mod, args: calls.append("pre"))
+    m.register_forward_hook(lambda mod, args, kwargs, out: calls.append("kw"), with_kwargs=True, prepend=True)
+    ema = copy.deepcopy(m)
+    assert ema(tessel.ones(1, 2)).abs().sum().item() == 0 and calls == ["pre", "kw"]
+    assert (len(ema._forward_hooks), len(ema._forward_pre_hooks)) == (2, 1)
+    ema._forward_hooks.clear()
+    ema._forward_pre_hooks.clear()
+    assert ema(tessel.ones(1, 2)).abs().sum().item() > 0 and len(m._forward_hooks) == 2  # the original keeps its

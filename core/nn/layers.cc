@@ -54,6 +54,11 @@ Embedding::Embedding(int64_t num_embeddings, int64_t dim, Generator& gen, double
   RegisterParameter("weight", weight);
 }
 
+void Embedding::set_padding_idx(std::optional<int64_t> padding_idx) {
+  padding_idx_ = padding_idx ? std::optional<int64_t>(NormalizePaddingIdx(*padding_idx, Param("weight").size(0)))
+                             : std::nullopt;
+}
+
 TensorList Embedding::Forward(const TensorList& in) {
   if (max_norm_) EmbeddingRenorm_(Param("weight"), in.at(0), *max_norm_, norm_type_);
   return {tessel::Embedding(Param("weight"), in.at(0), padding_idx_, scale_grad_by_freq_)};

@@ -58,6 +58,11 @@ class Embedding : public Module {
   std::optional<int64_t> padding_idx() const { return padding_idx_; }
   std::optional<double> max_norm() const { return max_norm_; }
   double norm_type() const { return norm_type_; }
+  // Assignable after construction, as torch's attributes (`emb.padding_idx = None`): the next forward uses them.
+  // A new padding_idx only stops that row's gradient; its values stay (torch zeroes it at construction only).
+  void set_padding_idx(std::optional<int64_t> padding_idx);
+  void set_max_norm(std::optional<double> max_norm) { max_norm_ = max_norm; }
+  void set_norm_type(double norm_type) { norm_type_ = norm_type; }
   // torch's scale_grad_by_freq: gradients divided by each index's count in the batch (core/ops/embedding.h).
   bool scale_grad_by_freq() const { return scale_grad_by_freq_; }
   void set_scale_grad_by_freq(bool on) { scale_grad_by_freq_ = on; }
@@ -82,6 +87,7 @@ class LayerNorm : public Module {
   TensorList Forward(const TensorList& inputs) override;
   const Shape& normalized_shape() const { return shape_; }
   double eps() const { return eps_; }
+  void set_eps(double eps) { eps_ = eps; }  // torch's `ln.eps = 1e-12`: the next forward uses it
 
  private:
   Shape shape_;
@@ -98,6 +104,7 @@ class RMSNorm : public Module {
   TensorList Forward(const TensorList& inputs) override;
   const Shape& normalized_shape() const { return shape_; }
   std::optional<double> eps() const { return eps_; }
+  void set_eps(std::optional<double> eps) { eps_ = eps; }
 
  private:
   Shape shape_;

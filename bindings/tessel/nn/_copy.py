@@ -53,10 +53,10 @@ def _deepcopy(self, memo):
     ones tied again), each module's training flag and plain attributes. A Python-defined module is rebuilt
     field by field (its __init__ is not rerun); a C++ layer (Linear, Embedding, LayerNorm, RMSNorm) from its
     recorded constructor arguments. DTensor parameters (tensor parallel) copy as DTensors on the same mesh with
-    the same placements, without communication, as torch's. Hooks are not copied (a tensor-parallel copy's forward
-    needs DTensor inputs: its plan's input hooks stay on the original); a parametrized, pruned or weight-normed
-    tensor is computed on the copy from the copy's originals. fully_shard-ed modules, and C++ layers created
-    inside C++ (a GPT's blocks), raise NotImplementedError."""
+    the same placements, without communication, as torch's. The hooks registered from Python are registered on
+    the copy too (torch's copied hook dicts); tensor parallel's input hooks stay on the original. A parametrized,
+    pruned or weight-normed tensor is computed on the copy from the copy's originals. fully_shard-ed modules, and
+    C++ layers created inside C++ (a GPT's blocks), raise NotImplementedError."""
     if id(self) in memo:
         return memo[id(self)]
     memo.setdefault(id(memo), []).append(self)  # keep the wrapper alive: its id must not be reused meanwhile
@@ -72,7 +72,7 @@ def _deepcopy(self, memo):
                                       "arguments" % name)
         meta = any(t.is_meta for t in list(self.parameters(recurse=False)) + [b for _, b in self._named_buffers(False)])
         with _device.device("meta") if meta else contextlib.nullcontext():  # no draw for a meta layer's copy
-            new = _new_cpp_layer(type(self), copy.deepcopy(ctor, memo))
+            new = _new_cpp_layer(type(self), copy.deepcopy(ctor, memo), cpp_settings(self))
     else:
         new = type(self).__new__(type(self))
         Module.__init__(new)
@@ -93,21 +93,37 @@ def _deepcopy(self, memo):
             new._remove_parameter(pname)
         new._set_computed_parameter(pname, fn)
     handled = set(_dict(new)) | {"_modules", "_tessel_parent", _NONE_KEY, _CTOR_KEY, _BUFFER_OBJECTS, _ALWAYS_CALL,
-                                 _COMPUTED_FNS}
+                                 _COMPUTED_FNS, "_tessel_hook_dicts", "_tessel_hook_regs"}
     for key, value in _dict(self).items():
         if key in handled or (isinstance(value, Module) and key in (_dict(self).get("_modules") or {})):
             continue
         object.__setattr__(new, key, copy.deepcopy(value, memo))
+    from ._module_hooks import copy_listed_hooks
+    copy_listed_hooks(self, new)
     return new
 
 
-def _new_cpp_layer(cls, ctor):
+_CPP_SETTINGS = ("eps", "padding_idx", "max_norm", "norm_type", "scale_grad_by_freq")
+
+
+def cpp_settings(module):
+    """A C++ layer's settings assigned since construction may differ from its recorded constructor arguments
+    (`ln.eps = 1e-12`, `emb.padding_idx = None`): their current values, for its copies."""
+    cls = type(module)
+    return {n: getattr(module, n) for n in _CPP_SETTINGS
+            if isinstance(getattr(cls, n, None), property) and getattr(cls, n).fset is not None}
+
+
+def _new_cpp_layer(cls, ctor, settings=None):
     """An instance of cls (a C++ layer class or a Python subclass of one) built by the C++ layer's own
-    constructor from the recorded arguments (a subclass's __init__ takes other ones, as LoRA's r)."""
+    constructor from the recorded arguments (a subclass's __init__ takes other ones, as LoRA's r), then given
+    the settings assigned since (cpp_settings)."""
     base = next(c for c in cls.__mro__ if "_tessel_cpp_init" in c.__dict__)
     new = cls.__new__(cls)
     base._tessel_cpp_init(new, *ctor[0], **ctor[1])
     new.__dict__[_CTOR_KEY] = ctor
+    for name, value in (settings or {}).items():
+        object.__setattr__(new, name, value)
     return new
 
 

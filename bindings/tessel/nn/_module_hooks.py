@@ -221,6 +221,9 @@ class _ListedHandle(RemovableHandle):
         super().remove()
 
 
+_REGS = "_tessel_hook_regs"  # hook id -> (kind, register, args, kwargs): how copy_listed_hooks registers it again
+
+
 def _listed(kind, register):
     """register_*_hook recording (id -> hook) in the module's dict for `kind` (prepend: first)."""
     def method(self, hook, *args, **kwargs):
@@ -228,6 +231,7 @@ def _listed(kind, register):
         if _has_dict(self):
             hooks = self.__dict__.setdefault(_LISTS, {}).setdefault(kind, {})
             hooks[handle._id] = hook
+            self.__dict__.setdefault(_REGS, {})[handle._id] = (kind, register, args, kwargs)
             if kwargs.get("prepend") or (args and args[0] is True):
                 for other in [k for k in hooks if k != handle._id]:
                     hooks[other] = hooks.pop(other)
@@ -236,6 +240,23 @@ def _listed(kind, register):
         return handle
     method.__doc__, method.__name__ = register.__doc__, getattr(register, "__name__", "register_hook")
     return method
+
+
+def copy_listed_hooks(src, dst):
+    """Registers src's listed hooks (those registered from Python) on its copy dst, in src's run order: torch's
+    deepcopy copies the hook dicts (sharing the hooks). fully_shard's and tensor parallel's own hooks are not
+    listed and stay with the original (a tensor-parallel copy's inputs are not redistributed by its plan)."""
+    if not _has_dict(src):
+        return
+    regs = _dict(src).get(_REGS, {})
+    for hooks in _dict(src).get(_LISTS, {}).values():
+        for hook_id, hook in hooks.items():
+            if hook_id not in regs:
+                continue
+            kind, register, args, kwargs = regs[hook_id]
+            if args and isinstance(args[0], bool):  # a positional prepend: the listed order is replayed instead
+                args = args[1:]
+            _listed(kind, register)(dst, hook, *args, **{k: v for k, v in kwargs.items() if k != "prepend"})
 
 
 def install_hook_dicts(cls):

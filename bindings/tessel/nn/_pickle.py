@@ -8,7 +8,7 @@ from its recorded constructor arguments, then its parameters and buffers. Tensor
 tensor handling (tessel.save writes torch.save's zip). Sharded (DTensor) and parametrized modules raise
 NotImplementedError (deepcopy copies them); hooks are not saved (torch pickles them only when picklable).
 """
-from ._copy import _CTOR_KEY, _new_cpp_layer, _put_copied_buffer, _put_copied_parameter
+from ._copy import _CTOR_KEY, _new_cpp_layer, _put_copied_buffer, _put_copied_parameter, cpp_settings
 from .modules import (_ALWAYS_CALL, _BUFFER_OBJECTS, _COMPLEX_KEY, _NONE_KEY, Module, _complex_buffers, _dict,
                       _persistent_buffer_names)
 
@@ -31,7 +31,7 @@ def _recipe(self):
         if ctor is None:
             raise NotImplementedError("pickling %s: a layer created by C++ code has no recorded constructor "
                                       "arguments; save the model's state_dict instead" % name)
-        recipe["ctor"] = ctor
+        recipe["ctor"], recipe["settings"] = ctor, cpp_settings(self)
         fresh = set()
     else:
         probe = type(self).__new__(type(self))
@@ -48,7 +48,7 @@ def _recipe(self):
 
 def _rebuild(cls, recipe):
     if "ctor" in recipe:  # a C++ layer, or a Python subclass of one (LoRA's Linear)
-        new = _new_cpp_layer(cls, recipe["ctor"])
+        new = _new_cpp_layer(cls, recipe["ctor"], recipe.get("settings"))
     else:
         new = cls.__new__(cls)
         Module.__init__(new)
