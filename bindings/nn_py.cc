@@ -350,6 +350,12 @@ ModuleClass BindModule(py::module_& m) {
       .def("_has_parameter", &Module::HasParam)
       // [Note: parameter host objects] in core/nn/module.h: the Python object of parameter `fqn` (tensor t), the one
       // the owning module holds while t is that parameter, else make(t), then held (when t is the parameter).
+      // The object held for own parameter `name` while it is still that tensor, else None (attribute access's
+      // first try: one call instead of the lookups below).
+      .def("_held_parameter_object", [](const Module& self, const std::string& name) -> py::object {
+        std::shared_ptr<void> held = self.ParameterHostObject(name);
+        return held ? *std::static_pointer_cast<py::object>(held) : py::none();
+      })
       .def("_host_parameter", [](Module& self, const std::string& fqn, const Tensor& t, const py::function& make) {
         const size_t dot = fqn.rfind('.');
         Module* owner = dot == std::string::npos ? &self : self.Submodule(fqn.substr(0, dot));
@@ -437,6 +443,7 @@ void CheckCpuDevice(const py::object& device, const char* layer) {
 // register_parametrization or weight_norm computed in its place reads as in torch (the property hid it).
 py::object ParamOrAttribute(const py::object& self, const char* name) {
   const Module& m = self.cast<const Module&>();
+  if (std::shared_ptr<void> held = m.ParameterHostObject(name)) return *std::static_pointer_cast<py::object>(held);
   py::module_ modules = py::module_::import("tessel.nn.modules");
   if (m.HasParam(name) && m.Param(name).defined()) {
     return modules.attr("_held_parameter")(self, name, m.Param(name), false);  // the object this module holds

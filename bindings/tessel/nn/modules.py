@@ -360,6 +360,9 @@ def _getattr(self, name):
     if modules is not None and name in modules:
         return modules[name]
     try:
+        held = self._held_parameter_object(name)  # a parameter read before (the common case): one C++ call
+        if held is not None:
+            return held
         found = self._lookup(name)
     except TypeError:  # before Module.__init__ ran
         found = None
