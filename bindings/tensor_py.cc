@@ -672,6 +672,18 @@ void BindTensor(py::module_& m) {
         return py::reinterpret_steal<py::object>(out);
       })
       .def("is_floating_point", [](const Tensor& t) { return IsFloating(t.dtype()); })
+      // `if t:` / bool(t): torch's truth of a one-element tensor (NaN is true), read in place for a plain CPU
+      // tensor (0.46 -> ~0.2 us; torch 0.25); a DTensor's through item() (a Partial one reduces: collective).
+      .def("__bool__", [](const Tensor& t) -> bool {
+        if (t.numel() != 1) {
+          throw std::runtime_error(t.numel() == 0 ? "Boolean value of Tensor with no values is ambiguous"
+                                                  : "Boolean value of Tensor with more than one value is ambiguous");
+        }
+        if (!ReadableInPlace(t)) return NoGil([&] { return t.ItemDouble(); }) != 0.0;
+        py::object v =
+            py::reinterpret_steal<py::object>(PyNumberAt(static_cast<const char*>(t.raw_data()), t.dtype()));
+        return PyObject_IsTrue(v.ptr()) == 1;
+      })
       .def("__repr__", &Repr)
       .def("__hash__", [](const Tensor& t) { return reinterpret_cast<intptr_t>(t.impl()); })
       .def("_is_same", &Tensor::is_same, "Both handles point at the same tensor (identity of parameters)");

@@ -555,7 +555,6 @@ def _float(self):
 
 Tensor.__float__ = _float
 Tensor.__int__ = lambda self: builtins.int(_one_element(self, "scalars"))
-Tensor.__bool__ = lambda self: builtins.bool(_one_element(self, "booleans"))
 Tensor.__array__ = lambda self, dtype=None: self.numpy() if dtype is None else self.numpy().astype(dtype)
 def _host_numpy(t):
     """t's values as a numpy array, without its history; bfloat16, which numpy lacks, as float32 (exactly)."""

@@ -89,3 +89,16 @@ def test_to_cpu_and_contiguous_return_the_tensor_itself_as_torch():
     assert w.contiguous() is w
     (w.contiguous() * 2).sum().backward()
     assert w.grad.tolist() == [2.0, 2.0, 2.0]
+
+
+def test_truth_of_one_element_tensors_as_torch():
+    vals = [tessel.tensor(0.0), tessel.tensor(-0.0), tessel.tensor(float("nan")), tessel.tensor([2]),
+            tessel.tensor(True), tessel.tensor(False), tessel.tensor(0, dtype=tessel.uint8),
+            tessel.tensor([0.0], dtype=tessel.bfloat16), tessel.tensor([1e-8], dtype=tessel.float16),
+            tessel.ones(1, 1, requires_grad=True), tessel.arange(5)[3]]
+    assert [bool(v) for v in vals] == [False, False, True, True, True, False, False, False, False, True, True]
+    assert ("yes" if tessel.tensor(3) else "no") == "yes" and not tessel.tensor(0)
+    with pytest.raises(RuntimeError, match="Boolean value of Tensor with no values is ambiguous"):
+        bool(tessel.zeros(0))
+    with pytest.raises(RuntimeError, match="Boolean value of Tensor with more than one value is ambiguous"):
+        bool(tessel.zeros(2))
