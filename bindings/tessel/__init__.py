@@ -295,12 +295,13 @@ class _GradModeContext:
         pass
 
     def __enter__(self):
-        guard = _C._GradMode(self._enabled)
-        guard.__enter__()
-        self.__dict__.setdefault("_guards", []).append(guard)
+        # The mode is set, not guarded: only __exit__ restores it, as torch's (`torch.no_grad().__enter__()` with
+        # the object dropped at once keeps grad off; a guard object restored it when collected).
+        self.__dict__.setdefault("_prev", []).append(_C.is_grad_enabled())
+        _C._set_grad_enabled(self._enabled)
 
     def __exit__(self, *exc):
-        self._guards.pop().__exit__(*exc)
+        _C._set_grad_enabled(self._prev.pop())
 
     def __call__(self, fn):
         import functools

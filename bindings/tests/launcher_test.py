@@ -43,6 +43,33 @@ def test_two_workers_get_torchruns_variables_and_all_reduce(tmp_path):
         assert (tmp_path / ("out_%d.txt" % r)).read_text() == "%d %d 2 2 0 2 1 3.0 x1" % (r, r)
 
 
+def test_two_concurrent_one_node_jobs_without_a_port_do_not_collide(tmp_path):
+    """torch 2.15 rendezvouses one node at a free port unless one is given: both jobs run (the second one failed
+    on 29500 here). An explicit --master-port is still used as given."""
+    body = textwrap.dedent("""
+        import os, time, tessel, tessel.distributed as dist
+        dist.init_process_group("gloo")
+        time.sleep(1.5)  # both jobs hold their stores at once
+        t = tessel.tensor([1.0])
+        dist.all_reduce(t)
+        with open("port_%s.txt" % os.environ["RANK"], "w") as f:
+            f.write("%s %s" % (os.environ["MASTER_PORT"], t.item()))
+        dist.destroy_process_group()
+    """)
+    jobs = []
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "job.py").write_text(body)
+        jobs.append(subprocess.Popen([sys.executable, "-m", "tessel.distributed.run", "--nproc-per-node", "2",
+                                      "job.py"], env=ENV, cwd=str(tmp_path / name), stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True))
+    outs = [j.communicate(timeout=120)[0] for j in jobs]
+    assert [j.returncode for j in jobs] == [0, 0], outs
+    ports = [(tmp_path / n / "port_0.txt").read_text().split() for n in ("a", "b")]
+    assert ports[0][1] == ports[1][1] == "2.0" and ports[0][0] != ports[1][0] and "29500" not in (ports[0][0],
+                                                                                                   ports[1][0])
+
+
 def test_a_failing_worker_stops_the_group_and_is_the_root_cause(tmp_path):
     out, took = launch(tmp_path, """
         import os, time, tessel, tessel.distributed as dist

@@ -81,3 +81,34 @@ def test_deepcopy_of_a_module_keeps_its_hooks_as_torch():
     ema._forward_hooks.clear()
     ema._forward_pre_hooks.clear()
     assert ema(tessel.ones(1, 2)).abs().sum().item() > 0 and len(m._forward_hooks) == 2  # the original keeps its
+
+
+def test_no_grad_entered_without_a_with_stays_until_exit_as_torch():
+    import gc
+    tessel.no_grad().__enter__()  # the object is dropped at once: torch keeps grad off (a guard restored it here)
+    gc.collect()
+    assert not tessel.is_grad_enabled()
+    tessel.set_grad_enabled(True)
+    ctx = tessel.no_grad()
+    ctx.__enter__()
+    ctx.__enter__()  # nested entries of one object unwind in order
+    ctx.__exit__(None, None, None)
+    assert not tessel.is_grad_enabled()
+    ctx.__exit__(None, None, None)
+    assert tessel.is_grad_enabled()
+    with tessel.enable_grad():
+        with tessel.no_grad():
+            assert not tessel.is_grad_enabled()
+        assert tessel.is_grad_enabled()
+
+
+def test_a_collective_from_a_rank_outside_the_group_is_a_runtime_error_as_torch():
+    import tessel.distributed as dist
+
+    def rank_fn(world):
+        dist.init_process_group()
+        with pytest.raises(RuntimeError, match="global rank 5 is not part of the group"):
+            dist.broadcast(tessel.ones(1), src=5)
+        with pytest.raises(ValueError, match="global rank 5 is not part of the group"):  # torch's get_group_rank
+            dist.get_group_rank(dist.group.WORLD, 5)
+    tessel.run_ranks(2, rank_fn)

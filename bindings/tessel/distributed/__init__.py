@@ -603,8 +603,8 @@ def get_global_rank(group, group_rank):
     if group is GroupMember.NON_GROUP_MEMBER:
         raise ValueError("get_global_rank: this rank is not part of the group (NON_GROUP_MEMBER)")
     ranks = group.global_ranks
-    if not 0 <= group_rank < len(ranks):
-        raise ValueError("group rank %d is not in the group (size %d)" % (group_rank, len(ranks)))
+    if not 0 <= group_rank < len(ranks):  # (a ValueError, as torch's here, and a RuntimeError, as its collectives')
+        raise _C.InvalidArgumentError("group rank %d is not in the group (size %d)" % (group_rank, len(ranks)))
     return ranks[group_rank]
 
 
@@ -613,8 +613,9 @@ def get_group_rank(group, global_rank):
     if group is GroupMember.NON_GROUP_MEMBER:
         raise ValueError("get_group_rank: this rank is not part of the group (NON_GROUP_MEMBER)")
     ranks = list(group.global_ranks)
-    if global_rank not in ranks:
-        raise ValueError("global rank %d is not part of the group (global ranks %s)" % (global_rank, ranks))
+    if global_rank not in ranks:  # (ValueError as torch's get_group_rank; RuntimeError as broadcast(src=) there)
+        raise _C.InvalidArgumentError("global rank %d is not part of the group (global ranks %s)"
+                                      % (global_rank, ranks))
     return ranks.index(global_rank)
 
 

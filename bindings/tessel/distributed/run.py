@@ -48,7 +48,8 @@ def get_args_parser():
       help="workers per node: a number, or 'cpu' / 'auto' (the CPU count)")
     a("--node-rank", "--node_rank", dest="node_rank", type=int, default=0)
     a("--master-addr", "--master_addr", dest="master_addr", default="127.0.0.1")
-    a("--master-port", "--master_port", dest="master_port", type=int, default=29500)
+    a("--master-port", "--master_port", dest="master_port", type=int, default=None,
+      help="default: a free port on one node (as torch's, so concurrent jobs do not collide), else 29500")
     a("--standalone", action="store_true", help="one node, localhost and a free port")
     a("--rdzv-backend", "--rdzv_backend", dest="rdzv_backend", default="static")
     a("--rdzv-endpoint", "--rdzv_endpoint", dest="rdzv_endpoint", default="")
@@ -335,8 +336,10 @@ def main(argv=None):
             raise SystemExit("tessel.distributed.run: --standalone is one node, got --nnodes %d" % nnodes)
         addr = "127.0.0.1"
         port = _free_port(addr)
-    elif port == 0:
-        port = _free_port(addr)
+    elif port == 0 or (port is None and nnodes == 1 and not args.rdzv_endpoint):
+        port = _free_port(addr)  # (torch 2.15 rendezvouses one node at localhost:0 unless a port is given)
+    elif port is None:
+        port = 29500
     if not 0 <= args.node_rank < nnodes:
         raise SystemExit("tessel.distributed.run: --node-rank %d is not a node of --nnodes %d" % (args.node_rank, nnodes))
     redirects, tee = _streams(args.redirects, nproc, "redirects"), _streams(args.tee, nproc, "tee")
