@@ -24,6 +24,7 @@ import collections
 import io
 import os
 import pickle
+import threading
 import zipfile
 
 import numpy as np
@@ -94,8 +95,18 @@ def save(obj, f, pickle_module=None, pickle_protocol=2, _use_new_zipfile_seriali
             dump(obj, buf)
             f.write(buf.getvalue())
         return
-    with open(os.fspath(f), "wb") as out:
-        dump(obj, out)
+    # Written beside the target and moved over it once complete: an object that fails to pickle (a DTensor) or a
+    # crash mid-write leaves the previous file as it was, never a truncated one that the next load fails on.
+    path = os.fspath(f)
+    tmp = "%s.tmp-%d-%d" % (path, os.getpid(), threading.get_ident())
+    try:
+        with open(tmp, "wb") as out:
+            dump(obj, out)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
 
 
 # torch.save's zip format: <name>/data.pkl (protocol-2 pickle whose tensors are persistent ids of
