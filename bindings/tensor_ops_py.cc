@@ -414,13 +414,8 @@ void BindArithmetic(py::class_<Tensor>& c) {
 }
 
 void BindComparisons(py::class_<Tensor>& c) {
-  // ==, <, > are ops; != is not(==) (true for NaN, as in torch); <= and >= are < or ==, > or == (false for
-  // NaN; not(>) read true). A float scalar compares an integer tensor as float32 (torch's promotion:
-  // int_tensor == 1.5 is all false, < 1.5 true for 1).
-  auto not_ = [](const Tensor& b) { return Eq(b, Scalar(0, DType::kBool)); };
-  auto either_or_equal = [](const Tensor& strict, const Tensor& a, const Tensor& b) {
-    return Where(strict, Scalar(1, DType::kBool), Eq(a, b));
-  };
+  // ==, !=, <, >, <=, >= are one op each (!= true for NaN, as in torch; <= and >= false). A float scalar compares an
+  // integer tensor as float32 (torch's promotion: int_tensor == 1.5 is all false, < 1.5 true for 1).
   // The scalar as a 0-d tensor of `a`'s dtype, or of the default float dtype with `a` promoted when the scalar
   // is a float.
   // A bool tensor against an int scalar compares as int64 (torch: tensor([True]) == 2 is False; the scalar
@@ -443,19 +438,19 @@ void BindComparisons(py::class_<Tensor>& c) {
   const auto scalar = [](const py::object& v) { return PyFloat_Check(v.ptr()) || PyIndex_Check(v.ptr()); };
   // Two tensors compare in their promoted type (torch: int_tensor == float_tensor compares as float).
   c.def("__eq__", [](const Tensor& a, const Tensor& b) { return NoGil([&] { const auto [x, y] = Promoted(a, b); return Eq(x, y); }); })
-      .def("__ne__", [=](const Tensor& a, const Tensor& b) { return NoGil([&] { const auto [x, y] = Promoted(a, b); return not_(Eq(x, y)); }); })
+      .def("__ne__", [](const Tensor& a, const Tensor& b) { return NoGil([&] { const auto [x, y] = Promoted(a, b); return Ne(x, y); }); })
       .def("__lt__", [](const Tensor& a, const Tensor& b) { return NoGil([&] { const auto [x, y] = Promoted(a, b); return Lt(x, y); }); })
       .def("__gt__", [](const Tensor& a, const Tensor& b) { return NoGil([&] { const auto [x, y] = Promoted(a, b); return Gt(x, y); }); })
-      .def("__le__", [=](const Tensor& a, const Tensor& b) { return NoGil([&] { const auto [x, y] = Promoted(a, b); return either_or_equal(Lt(x, y), x, y); }); })
-      .def("__ge__", [=](const Tensor& a, const Tensor& b) { return NoGil([&] { const auto [x, y] = Promoted(a, b); return either_or_equal(Gt(x, y), x, y); }); });
+      .def("__le__", [](const Tensor& a, const Tensor& b) { return NoGil([&] { const auto [x, y] = Promoted(a, b); return Le(x, y); }); })
+      .def("__ge__", [](const Tensor& a, const Tensor& b) { return NoGil([&] { const auto [x, y] = Promoted(a, b); return Ge(x, y); }); });
   using Cmp = std::function<Tensor(const Tensor&, const Tensor&)>;
   const std::vector<std::pair<const char*, Cmp>> with_scalar = {
       {"__eq__", [](const Tensor& a, const Tensor& b) { return Eq(a, b); }},
-      {"__ne__", [=](const Tensor& a, const Tensor& b) { return not_(Eq(a, b)); }},
+      {"__ne__", [](const Tensor& a, const Tensor& b) { return Ne(a, b); }},
       {"__lt__", [](const Tensor& a, const Tensor& b) { return Lt(a, b); }},
       {"__gt__", [](const Tensor& a, const Tensor& b) { return Gt(a, b); }},
-      {"__le__", [=](const Tensor& a, const Tensor& b) { return either_or_equal(Lt(a, b), a, b); }},
-      {"__ge__", [=](const Tensor& a, const Tensor& b) { return either_or_equal(Gt(a, b), a, b); }}};
+      {"__le__", [](const Tensor& a, const Tensor& b) { return Le(a, b); }},
+      {"__ge__", [](const Tensor& a, const Tensor& b) { return Ge(a, b); }}};
   for (const auto& [name, cmp] : with_scalar) {
     // Anything but a tensor or a number: NotImplemented, so Python falls back (t == None is False, as torch).
     c.def(name, [=, cmp = cmp](const Tensor& a, const py::object& v) -> py::object {

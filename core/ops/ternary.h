@@ -19,6 +19,9 @@ Tensor MaskedFill(const Tensor& x, const Tensor& mask, double value);
 Tensor Eq(const Tensor& a, const Tensor& b);
 Tensor Lt(const Tensor& a, const Tensor& b);
 Tensor Gt(const Tensor& a, const Tensor& b);
+Tensor Ne(const Tensor& a, const Tensor& b);  // true for NaN, as torch
+Tensor Le(const Tensor& a, const Tensor& b);  // false for NaN
+Tensor Ge(const Tensor& a, const Tensor& b);
 // torch.maximum / torch.minimum (same dtype, broadcasting): a on a tie, NaN where either is NaN; a tie's
 // gradient goes half to each side, a NaN's whole to both (torch's formula).
 Tensor Maximum(const Tensor& a, const Tensor& b);

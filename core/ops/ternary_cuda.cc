@@ -115,6 +115,9 @@ const bool kRegistered = [] {
   SetCudaKernel("eq", CompareCudaKernel(cuda::CompareOp::kEq, "eq"));
   SetCudaKernel("lt", CompareCudaKernel(cuda::CompareOp::kLt, "lt"));
   SetCudaKernel("gt", CompareCudaKernel(cuda::CompareOp::kGt, "gt"));
+  SetCudaKernel("ne", CompareCudaKernel(cuda::CompareOp::kNe, "ne"));
+  SetCudaKernel("le", CompareCudaKernel(cuda::CompareOp::kLe, "le"));
+  SetCudaKernel("ge", CompareCudaKernel(cuda::CompareOp::kGe, "ge"));
   SetCudaKernel("where", WhereCudaKernel);
   SetCudaKernel("masked_fill", MaskedFillCudaKernel);
   return true;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "core/autograd/engine.h"
 #include "core/base/error.h"
@@ -116,6 +117,31 @@ TEST(TernaryTest, ComparisonsBroadcastAndGiveBools) {
   const float nan = std::nanf("");
   EXPECT_EQ(Eq(FromVector<float>({nan}), FromVector<float>({nan})).ToVector<int>(), (std::vector<int>{0}));
   EXPECT_EQ(Eq(Bools({1, 0}, {2}), Bools({1, 1}, {2})).ToVector<int>(), (std::vector<int>{1, 0}));
+}
+
+// !=, <=, >= as their own ops against the C++ operators in double over every pair of a value set with ties, signed
+// zeros, infinities and NaN (!= true for NaN, <= and >= false), broadcast [5, 1] against [1, 5], in three dtypes,
+// and through a transposed view.
+TEST(TernaryTest, NeLeGeMatchTheOperatorsOnEveryPairIncludingNaN) {
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::nan("");
+  const std::vector<double> v = {-inf, -1.5, -0.0, 0.0, nan};
+  for (DType dt : {DType::kFloat32, DType::kBFloat16, DType::kFloat64}) {
+    const Tensor a = FromDoubles(v, std::vector<int64_t>{5, 1}, dt), b = FromDoubles(v, std::vector<int64_t>{1, 5}, dt);
+    const std::vector<int> ne = Ne(a, b).ToVector<int>(), le = Le(a, b).ToVector<int>(), ge = Ge(a, b).ToVector<int>();
+    const std::vector<int> le_t = Le(Transpose(b, 0, 1), Transpose(a, 0, 1)).ToVector<int>();  // b[j] <= a[i]
+    for (size_t i = 0; i < 5; ++i) {
+      for (size_t j = 0; j < 5; ++j) {
+        const size_t k = i * 5 + j;
+        EXPECT_EQ(ne[k], v[i] != v[j]) << dt << " " << v[i] << " != " << v[j];
+        EXPECT_EQ(le[k], v[i] <= v[j]) << dt << " " << v[i] << " <= " << v[j];
+        EXPECT_EQ(ge[k], v[i] >= v[j]) << dt << " " << v[i] << " >= " << v[j];
+        EXPECT_EQ(le_t[j * 5 + i], v[j] <= v[i]) << dt;
+      }
+    }
+  }
+  const Tensor i64 = FromVector<int64_t>({(int64_t{1} << 62) + 1, 3});  // int64 compared exactly
+  EXPECT_EQ(Ne(i64, FromVector<int64_t>({int64_t{1} << 62, 3})).ToVector<int>(), (std::vector<int>{1, 0}));
+  EXPECT_EQ(Ge(Bools({1, 0}, {2}), Bools({0, 0}, {2})).dtype(), DType::kBool);
 }
 
 TEST(TernaryTest, ComparisonsAndMasksAreNotDifferentiable) {

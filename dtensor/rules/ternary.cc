@@ -23,6 +23,9 @@ const bool kRegistered = [] {
   RegisterShardingRule("eq", PointwiseRule<Linearity::kNone>, kElementwise);
   RegisterShardingRule("lt", PointwiseRule<Linearity::kNone>, kElementwise);
   RegisterShardingRule("gt", PointwiseRule<Linearity::kNone>, kElementwise);
+  RegisterShardingRule("ne", PointwiseRule<Linearity::kNone>, kElementwise);
+  RegisterShardingRule("le", PointwiseRule<Linearity::kNone>, kElementwise);
+  RegisterShardingRule("ge", PointwiseRule<Linearity::kNone>, kElementwise);
   RegisterShardingRule("maximum", PointwiseRule<Linearity::kNone>, kElementwise);
   RegisterShardingRule("minimum", PointwiseRule<Linearity::kNone>, kElementwise);
   for (const char* name : {"addcmul", "addcdiv", "lerp", "lerp_tensor"}) {

@@ -19,7 +19,7 @@
 
 namespace tessel::cuda {
 
-enum class CompareOp : uint8_t { kEq, kLt, kGt };
+enum class CompareOp : uint8_t { kEq, kLt, kGt, kNe, kLe, kGe };
 
 TESSEL_HOST_DEVICE inline float Widen(float v) { return v; }
 TESSEL_HOST_DEVICE inline float Widen(uint16_t bf16) { return Bf16ToFloat(bf16); }
@@ -31,7 +31,14 @@ TESSEL_HOST_DEVICE inline void CompareAt(CompareOp op, uint8_t* out, const T* a,
   int64_t off[3];
   calc.Get(i, off);
   const auto x = Widen(a[off[1]]), y = Widen(b[off[2]]);
-  out[off[0]] = op == CompareOp::kEq ? x == y : op == CompareOp::kLt ? x < y : x > y;
+  switch (op) {  // (NaN: only != is true, as IEEE and torch say)
+    case CompareOp::kEq: out[off[0]] = x == y; break;
+    case CompareOp::kLt: out[off[0]] = x < y; break;
+    case CompareOp::kGt: out[off[0]] = x > y; break;
+    case CompareOp::kNe: out[off[0]] = x != y; break;
+    case CompareOp::kLe: out[off[0]] = x <= y; break;
+    case CompareOp::kGe: out[off[0]] = x >= y; break;
+  }
 }
 
 template <typename W>
