@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
 #include "core/base/error.h"
 #include "core/base/testing/expect_error.h"
 #include "core/memory/allocator.h"
@@ -33,6 +37,35 @@ TEST(TensorTest, FactoriesFillValuesAndDtypes) {
   Tensor strided = MakeView(Zeros({4, 4}), {4, 2}, {4, 2}, 0);  // every other column: the broadcast copy
   FillInPlace(strided, 3.0);
   EXPECT_EQ(strided.ToVector<double>(), std::vector<double>(8, 3.0));
+}
+
+// FillInPlace's contiguous path stores the value converted once; the strided path broadcasts a float64 0-d tensor
+// through CopyInto. Both must give the same bytes for every dtype and value (rounding, truncation, signed zeros,
+// bools), one version bump each, and the parallel fill covers every element of a large tensor.
+TEST(TensorTest, ContiguousFillEqualsTheBroadcastCopyBitForBit) {
+  const double values[] = {0.0, -0.0, 1.0 / 3, -2.7, 257.0, 65504.0, 1e30, -1e-30, 0.5, 3.0e9, -129.0};
+  for (DType dt : {DType::kFloat32, DType::kFloat64, DType::kBFloat16, DType::kFloat16, DType::kInt64, DType::kInt32,
+                   DType::kInt16, DType::kInt8, DType::kUInt8, DType::kBool}) {
+    for (double v : values) {
+      if (!IsFloating(dt) && dt != DType::kBool && (std::abs(v) > 1e9 || v < 0) && dt != DType::kInt64) continue;
+      Tensor dense = Empty({5}, dt);
+      FillInPlace(dense, v);
+      Tensor wide = Empty({5, 2}, dt);
+      Tensor strided = MakeView(wide, {5}, {2}, 0);  // not contiguous: the CopyInto path
+      FillInPlace(strided, v);
+      EXPECT_EQ(dense.impl()->version(), 1u);
+      const auto* a = static_cast<const unsigned char*>(dense.raw_data());
+      const auto* b = static_cast<const unsigned char*>(wide.raw_data());
+      const int64_t es = ElementSize(dt);
+      for (int64_t i = 0; i < 5; ++i) {
+        EXPECT_EQ(std::memcmp(a + i * es, b + 2 * i * es, es), 0) << dt << " value " << v << " element " << i;
+      }
+    }
+  }
+  Tensor big = Empty({300001}, DType::kFloat32);
+  FillInPlace(big, 1.5);
+  const std::vector<float> got = big.ToVector<float>();
+  EXPECT_EQ(std::count(got.begin(), got.end(), 1.5f), 300001);
 }
 
 TEST(TensorTest, CopyIntoConvertsDtypesAndStrides) {
