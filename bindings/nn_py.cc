@@ -389,6 +389,19 @@ ModuleClass BindModule(py::module_& m) {
         }
         return out;
       }, py::arg("recurse"), py::arg("remove_duplicate") = false)
+      // (name, the object the owning module holds for it or None, tensor) per parameter: named_parameters' walk
+      // in one call ([Note: parameter host objects]; Python makes and hands over the missing objects).
+      .def("_named_parameter_objects", [](Module& self, bool recurse, bool remove_duplicate) {
+        py::list out;
+        for (auto& [n, t] : self.NamedParameters(recurse, remove_duplicate)) {
+          if (!t.defined()) continue;
+          const size_t dot = n.rfind('.');
+          Module* owner = dot == std::string::npos ? &self : self.Submodule(n.substr(0, dot));
+          std::shared_ptr<void> held = owner->ParameterHostObject(dot == std::string::npos ? n : n.substr(dot + 1));
+          out.append(py::make_tuple(n, held ? *std::static_pointer_cast<py::object>(held) : py::none(), t));
+        }
+        return out;
+      }, py::arg("recurse"), py::arg("remove_duplicate") = false)
       .def("_named_buffers", [](const Module& self, bool recurse, bool remove_duplicate) {
         return self.NamedBuffers(recurse, remove_duplicate);
       }, py::arg("recurse"), py::arg("remove_duplicate") = false)

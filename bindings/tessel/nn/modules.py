@@ -609,9 +609,9 @@ def _forward(self, *args, **kwargs):
 # ---- torch.nn.Module's methods ----------------------------------------------------------------------
 
 def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
-    for name, t in self._named_parameters(recurse, remove_duplicate):
+    for name, held, t in self._named_parameter_objects(recurse, remove_duplicate):
         fqn = _join(prefix, name)
-        p = _held_parameter(self, name, t, qualified=False)
+        p = held if held is not None else _held_parameter(self, name, t, qualified=False)
         p._fqn = fqn  # the name optimizers key its state by: the one from the walk that found it last
         yield fqn, p
 
