@@ -459,7 +459,7 @@ py::object ParamOrAttribute(const py::object& self, const char* name) {
   if (std::shared_ptr<void> held = m.ParameterHostObject(name)) return *std::static_pointer_cast<py::object>(held);
   py::module_ modules = py::module_::import("tessel.nn.modules");
   if (m.HasParam(name) && m.Param(name).defined()) {
-    return modules.attr("_held_parameter")(self, name, m.Param(name), false);  // the object this module holds
+    return modules.attr("_held_parameter")(self, name, m.Param(name));  // the object this module holds
   }
   try {
     return modules.attr("_getattr")(self, name);

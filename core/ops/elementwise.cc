@@ -303,21 +303,27 @@ TensorList MulScalarInPlaceKernel(std::span<const Tensor> in, const Attrs& attrs
   return {dst};
 }
 
+// The in-place number kernels of a floating dst (`what` names the op in the refusal of other dtypes): dst[i] =
+// f(dst[i]) in one pass, f = make(T{}) for dst's element type T.
+template <typename Make>
+TensorList FloatingMapInPlace(const Tensor& dst, const char* name, const char* what, Make make) {
+  CheckNoInternalOverlap(dst, name);
+  TESSEL_CHECK(IsFloating(dst.dtype()), name, ": ", what, " needs a floating tensor, got ", dst.dtype(), " of shape ",
+               ShapeStr(dst.sizes()));
+  TESSEL_DISPATCH_FLOATING_TYPES(dst.dtype(), name, [&] { MapInPlace<scalar_t>(dst, make(scalar_t{})); });
+  return {dst};
+}
+
 // dst += value · alpha in place for floating dst: torch's fmadd(value, alpha, x), value and alpha rounded to the
 // compute type first (alpha 1: x + value, add_scalar's values).
 TensorList AddScalarInPlaceKernel(std::span<const Tensor> in, const Attrs& attrs) {
-  const Tensor& dst = in[0];
-  CheckNoInternalOverlap(dst, "add_");
-  TESSEL_CHECK(IsFloating(dst.dtype()), "add_: an in-place number add needs a floating tensor, got ", dst.dtype(),
-               " of shape ", ShapeStr(dst.sizes()));
   const double value = attrs.GetDouble("value"), alpha = attrs.GetDouble("alpha", 1.0);
-  TESSEL_DISPATCH_FLOATING_TYPES(dst.dtype(), "add_", [&] {
-    using T = scalar_t;
+  return FloatingMapInPlace(in[0], "add_", "an in-place number add", [&](auto tag) {
+    using T = decltype(tag);
     using C = ComputeT<T>;
     const C b = static_cast<C>(value), a = static_cast<C>(alpha);
-    MapInPlace<T>(dst, [b, a](T x) { return FromCompute<T>(std::fma(b, a, ToCompute(x))); });
+    return [b, a](T x) { return FromCompute<T>(std::fma(b, a, ToCompute(x))); };
   });
-  return {dst};
 }
 
 // dst = dst op src in place (mul_ / div_ by a tensor of dst's floating dtype broadcasting to it): the values of
@@ -345,17 +351,12 @@ TensorList BinaryInPlaceKernel(std::span<const Tensor> in, const char* name) {
 // dst /= value in place for floating dst: x / value in the compute type (the 16-bit floats in float32), the
 // values of a division by a number.
 TensorList DivScalarInPlaceKernel(std::span<const Tensor> in, const Attrs& attrs) {
-  const Tensor& dst = in[0];
-  CheckNoInternalOverlap(dst, "div_");
-  TESSEL_CHECK(IsFloating(dst.dtype()), "div_: an in-place true division needs a floating tensor, got ", dst.dtype(),
-               " of shape ", ShapeStr(dst.sizes()));
   const double value = attrs.GetDouble("value");
-  TESSEL_DISPATCH_FLOATING_TYPES(dst.dtype(), "div_", [&] {
-    using T = scalar_t;
+  return FloatingMapInPlace(in[0], "div_", "an in-place true division", [&](auto tag) {
+    using T = decltype(tag);
     const ComputeT<T> v = static_cast<ComputeT<T>>(value);
-    MapInPlace<T>(dst, [v](T x) { return FromCompute<T>(ToCompute(x) / v); });
+    return [v](T x) { return FromCompute<T>(ToCompute(x) / v); };
   });
-  return {dst};
 }
 
 // sum_to_size of a contiguous x: x's dims collapsed into alternating groups, each either kept (the

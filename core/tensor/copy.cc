@@ -15,16 +15,6 @@
 namespace tessel {
 namespace {
 
-template <typename D, typename S>
-D Convert(S v) {
-  const auto c = ToCompute(v);
-  if constexpr (std::is_same_v<D, bool>) {
-    return c != 0;
-  } else {
-    return FromCompute<D>(c);
-  }
-}
-
 // Strides of `src` broadcast to `shape` (size-1 or missing leading dims get stride 0).
 Shape BroadcastStrides(const Tensor& src, const Shape& shape) {
   Shape out(shape.size(), 0);
@@ -146,7 +136,7 @@ void CopyInto(const Tensor& dst, const Tensor& src) {
       using D = scalar_t;
       D v{};
       TESSEL_DISPATCH_ALL_TYPES(src.dtype(), "copy_", [&] {
-        v = Convert<D>(*static_cast<const scalar_t*>(src.raw_data()));
+        v = ConvertValue<D>(*static_cast<const scalar_t*>(src.raw_data()));
       });
       D* d = static_cast<D*>(dst.raw_data());
       ParallelFor(0, n, 1 << 16, [&](int64_t b, int64_t e) { std::fill(d + b, d + e, v); });
@@ -166,7 +156,7 @@ void CopyInto(const Tensor& dst, const Tensor& src) {
       const S* s = static_cast<const S*>(src.raw_data());
       ParallelFor(0, n, 1 << 15, [&](int64_t b, int64_t e) {
         ForEachStrided<2>(sizes, {std::span<const int64_t>(dst_strides), std::span<const int64_t>(src_strides)},
-                          [&](const int64_t* off) { d[off[0]] = Convert<D>(s[off[1]]); }, b, e);
+                          [&](const int64_t* off) { d[off[0]] = ConvertValue<D>(s[off[1]]); }, b, e);
       });
     });
   });

@@ -91,6 +91,17 @@ inline T FromCompute(C v) {
   }
 }
 
+// A value of one dtype's C++ type as another's, as CopyInto converts: through the compute type, != 0 for bool.
+template <typename D, typename S>
+inline D ConvertValue(S v) {
+  const auto c = ToCompute(v);
+  if constexpr (std::is_same_v<D, bool>) {
+    return c != 0;
+  } else {
+    return FromCompute<D>(c);
+  }
+}
+
 // Compute type: float for 16-bit floats, else the type itself.
 template <typename T>
 using ComputeT = decltype(ToCompute(std::declval<T>()));

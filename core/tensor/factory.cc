@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <type_traits>
 
 #include "core/base/error.h"
 #include "core/base/parallel.h"
@@ -27,18 +26,6 @@ Tensor Empty(std::span<const int64_t> shape, DType dtype, Device device) {
   return MakeDense(std::move(storage), std::move(sizes), std::move(strides), 0, dtype);
 }
 
-namespace {
-// `value` as CopyInto converts a double into T (Convert in copy.cc): != 0 for bool, FromCompute otherwise.
-template <typename T>
-T FillValue(double value) {
-  if constexpr (std::is_same_v<T, bool>) {
-    return value != 0;
-  } else {
-    return FromCompute<T>(value);
-  }
-}
-}  // namespace
-
 void FillInPlace(const Tensor& t, double value) {
   TESSEL_CHECK(!t.is_distributed(), "fill_: FillInPlace works on local tensors");
   if (t.numel() == 0) {  // one version bump per write, as torch's (CopyInto bumps it below)
@@ -46,12 +33,11 @@ void FillInPlace(const Tensor& t, double value) {
     return;
   }
   if (t.device().is_cpu() && t.is_contiguous()) {
-    // The value converted once as CopyInto converts a double (Convert in copy.cc: != 0 for bool, FromCompute
-    // otherwise), then stored: no 0-d float64 tensor and broadcast copy per fill (torch.tensor(0.), zeros, ones,
-    // full, and every Python number a comparison or an op turns into a 0-d tensor).
+    // The value converted once as CopyInto converts a double (ConvertValue), then stored: no 0-d float64 tensor
+    // and broadcast copy per fill (torch.tensor(0.), zeros, ones, full, every Python number an op takes).
     t.impl()->storage().BumpVersion();  // one bump per write, as CopyInto's
     TESSEL_DISPATCH_ALL_TYPES(t.dtype(), "fill_", [&] {
-      const scalar_t v = FillValue<scalar_t>(value);
+      const scalar_t v = ConvertValue<scalar_t>(value);
       scalar_t* p = static_cast<scalar_t*>(t.raw_data());
       ParallelFor(0, t.numel(), int64_t{1} << 16, [&](int64_t b, int64_t e) { std::fill(p + b, p + e, v); });
     });

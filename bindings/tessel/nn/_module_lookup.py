@@ -8,7 +8,7 @@ def get_parameter(self, target):
     module = self.get_submodule(owner)
     if not module._has_parameter(name):
         raise AttributeError("%s has no parameter '%s'" % (module._type_name, name))
-    p = _held_parameter(module, name, module._lookup(name), qualified=False)
+    p = _held_parameter(module, name, module._lookup(name))
     p._fqn = target  # qualified from the module it was asked of, as named_parameters names it
     return p
 

@@ -99,13 +99,10 @@ class Buffer(Tensor):
 _PARAMETERS = weakref.WeakValueDictionary()
 
 
-def _held_parameter(module, fqn, t, qualified=True):
+def _held_parameter(module, fqn, t):
     """_as_parameter's object for module parameter `fqn` (relative to `module`), held by the module that owns it
     ([Note: parameter host objects] in core/nn/module.h) until that parameter becomes another tensor."""
-    p = module._host_parameter(fqn, t, lambda tensor: _as_parameter(tensor, fqn, qualified))
-    if qualified:
-        p._fqn = fqn
-    return p
+    return module._host_parameter(fqn, t, lambda tensor: _as_parameter(tensor, fqn, qualified=False))
 
 
 # The same for buffers (plain tensors): `m.pos is m.pos`, `m.pos in set(m.buffers())` and aliases such as HF's
@@ -368,7 +365,7 @@ def _getattr(self, name):
         found = None
     if found is not None:
         if self._has_parameter(name):
-            return _held_parameter(self, name, found, qualified=False)
+            return _held_parameter(self, name, found)
         return _buffer_object(self, name, found) if isinstance(found, Tensor) else found
     held = _complex_buffers(self)
     if held is not None and name in held:
@@ -611,7 +608,7 @@ def _forward(self, *args, **kwargs):
 def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
     for name, held, t in self._named_parameter_objects(recurse, remove_duplicate):
         fqn = _join(prefix, name)
-        p = held if held is not None else _held_parameter(self, name, t, qualified=False)
+        p = held if held is not None else _held_parameter(self, name, t)
         p._fqn = fqn  # the name optimizers key its state by: the one from the walk that found it last
         yield fqn, p
 
